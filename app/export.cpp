@@ -1,0 +1,209 @@
+#include "app/export.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "model/npy.h"
+
+namespace app {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Pieces may hold partial UTF-8 characters: dump with replacement instead of throwing.
+std::string Dump(const json& j, int indent) { return j.dump(indent, ' ', false, json::error_handler_t::replace); }
+
+model::Status WriteText(const std::string& path, const std::string& text) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    if (!out) return model::Fail(path + ": cannot write");
+    out << text;
+    if (!out) return model::Fail(path + ": write failed");
+    return model::Ok{};
+}
+
+// [L, H, T] as nested arrays.
+json Nested(const std::vector<float>& values, int L, int H, int T) {
+    json out = json::array();
+    for (int l = 0; l < L; ++l) {
+        json layer = json::array();
+        for (int h = 0; h < H; ++h) {
+            const float* row = values.data() + (static_cast<size_t>(l) * H + h) * T;
+            layer.push_back(std::vector<float>(row, row + T));
+        }
+        out.push_back(std::move(layer));
+    }
+    return out;
+}
+
+json Stats(const std::vector<float>& values, size_t begin, size_t count) {
+    if (count == 0) return json{{"mean", nullptr}, {"min", nullptr}, {"max", nullptr}};
+    auto first = values.begin() + static_cast<std::ptrdiff_t>(begin), last = first + static_cast<std::ptrdiff_t>(count);
+    double sum = 0;
+    for (auto it = first; it != last; ++it) sum += *it;
+    return json{{"mean", sum / static_cast<double>(count)}, {"min", *std::min_element(first, last)}, {"max", *std::max_element(first, last)}};
+}
+
+// One model's head summary: row metrics averaged over rows 2..T, and its temperatures.
+json HeadSide(const model::Analysis& a, const model::MapMetrics& m, const std::vector<float>& tau_q,
+              const std::vector<float>& tau_v, int l, int h, float sink_epsilon) {
+    json side = json::object();
+    for (const auto& row : m.rows) side[row.name] = model::HeadRowMean(row.values, a, l, h);
+    float sink = model::HeadRowMean(m.Get("sink_mass"), a, l, h);
+    side["sink_head"] = std::isfinite(sink) && sink > sink_epsilon;
+    side["tau_q"] = Stats(tau_q, a.RowIndex(l, h), a.n_tokens);
+    side["tau_v"] = Stats(tau_v, a.RowIndex(l, h), a.n_tokens);
+    return side;
+}
+
+double SinkRatio(const json& heads, const char* side) {
+    int sinks = 0;
+    for (const auto& h : heads) sinks += h[side]["sink_head"].get<bool>() ? 1 : 0;
+    return heads.empty() ? 0.0 : static_cast<double>(sinks) / static_cast<double>(heads.size());
+}
+
+std::string CsvQuote(const std::string& s) {
+    std::string out = "\"";
+    for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return out + "\"";
+}
+
+model::Status WriteHeadCsv(const std::string& path, const model::Analysis& a, const std::vector<float>& maps, int l, int h) {
+    std::ofstream out(path, std::ios::trunc);
+    if (!out) return model::Fail(path + ": cannot write");
+    const int T = a.n_tokens;
+    out << "query,piece";
+    for (int j = 0; j < T; ++j) out << ",k" << j;
+    out << "\n";
+    const float* map = maps.data() + a.MapIndex(l, h);
+    char number[32];
+    for (int i = 0; i < T; ++i) {
+        out << i << "," << CsvQuote(model::PieceToDisplay(a.tokens.pieces[i]));
+        for (int j = 0; j < T; ++j) {
+            std::snprintf(number, sizeof number, ",%.9g", map[static_cast<size_t>(i) * T + j]);
+            out << number;
+        }
+        out << "\n";
+    }
+    if (!out) return model::Fail(path + ": write failed");
+    return model::Ok{};
+}
+
+}  // namespace
+
+json TokensToJson(std::string_view text, const model::Tokenization& tokens) {
+    json pieces = json::array(), bytes = json::array(), offsets = json::array();
+    for (size_t i = 0; i < tokens.ids.size(); ++i) {
+        pieces.push_back(model::PieceToDisplay(tokens.pieces[i]));
+        bytes.push_back(std::vector<uint8_t>(tokens.pieces[i].begin(), tokens.pieces[i].end()));
+        offsets.push_back({tokens.offsets[i].first, tokens.offsets[i].second});
+    }
+    return json{{"text", model::PieceToDisplay(text)}, {"n_tokens", tokens.ids.size()}, {"ids", tokens.ids},
+                {"pieces", pieces}, {"piece_bytes", bytes}, {"offsets", offsets}};
+}
+
+json InfoToJson(const model::ModelInfo& info) {
+    const model::ModelConfig& c = info.config;
+    auto side = [](const model::TemperatureForm& f) {
+        return json{{"position", model::ToString(f.position)}, {"token", model::ToString(f.token)},
+                    {"combine", model::ToString(f.combine)}, {"description", model::Describe(f)}};
+    };
+    return json{{"dir", info.dir},
+                {"n_layer", c.n_layer},
+                {"n_head", c.n_head},
+                {"n_embd", c.n_embd},
+                {"head_size", c.HeadSize()},
+                {"n_positions", c.n_positions},
+                {"vocab_size", c.vocab_size},
+                {"activation_function", model::ToString(c.activation)},
+                {"ssa", c.IsSsa()},
+                {"query_temperature", side(c.query)},
+                {"value_temperature", side(c.value)},
+                {"parameters", info.parameters},
+                {"layout", info.layout},
+                {"device", info.device},
+                {"tokenizer", {{"kind", info.tokenizer_kind}, {"vocab", info.tokenizer_vocab}}},
+                {"unused_tensors", info.unused_tensors}};
+}
+
+json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float sink_epsilon) {
+    const int L = a.n_layer, H = a.n_head, T = a.n_tokens;
+    json heads = json::array();
+    for (int l = 0; l < L; ++l) {
+        for (int h = 0; h < H; ++h) {
+            const size_t at = static_cast<size_t>(l) * H + h;
+            heads.push_back({{"layer", l},
+                             {"head", h},
+                             {"ssa", HeadSide(a, a.metrics, a.tau_q, a.tau_v, l, h, sink_epsilon)},
+                             {"comparison", HeadSide(a, a.metrics_compare, a.tau_q_compare, a.tau_v_compare, l, h, sink_epsilon)},
+                             {"js_divergence", model::HeadRowMean(a.js, a, l, h)},
+                             {"l1_distance", model::HeadRowMean(a.l1, a, l, h)},
+                             {"qk_opnorm", a.qk_opnorm[at]},
+                             {"qk_eig_mean", a.qk_eig_mean[at]},
+                             {"qk_eig_var", a.qk_eig_var[at]},
+                             {"effective_qk_norm", Stats(a.effective_qk_norm, a.RowIndex(l, h), T)}});
+        }
+    }
+    json rows_ssa = json::object(), rows_cmp = json::object();
+    for (const auto& r : a.metrics.rows) rows_ssa[r.name] = Nested(r.values, L, H, T);
+    for (const auto& r : a.metrics_compare.rows) rows_cmp[r.name] = Nested(r.values, L, H, T);
+    return json{{"model", InfoToJson(info)},
+                {"comparison", a.compare_label},
+                {"n_tokens", T},
+                {"device", a.device},
+                {"forward_ms", a.forward_ms},
+                {"metrics_ms", a.metrics_ms},
+                {"sink_epsilon", sink_epsilon},
+                {"sink_ratio", {{"ssa", SinkRatio(heads, "ssa")}, {"comparison", SinkRatio(heads, "comparison")}}},
+                {"notes", "Head values average query rows 2..T (row 1 has a single key). Rows are [layer][head][query]. "
+                          "top-1 mass equals max_weight. Entropies and divergences in nats."},
+                {"heads", heads},
+                {"rows", {{"ssa", rows_ssa},
+                          {"comparison", rows_cmp},
+                          {"js_divergence", Nested(a.js, L, H, T)},
+                          {"l1_distance", Nested(a.l1, L, H, T)},
+                          {"effective_qk_norm", Nested(a.effective_qk_norm, L, H, T)}}}};
+}
+
+model::Status WriteExport(std::string_view text, const model::Analysis& a, const model::ModelInfo& info,
+                          const ExportOptions& options) {
+    std::error_code ec;
+    fs::create_directories(options.out_dir, ec);
+    if (ec) return model::Fail(options.out_dir + ": cannot create (" + ec.message() + ")");
+    const fs::path out(options.out_dir);
+    const int64_t L = a.n_layer, H = a.n_head, T = a.n_tokens;
+
+    if (options.json) {
+        if (auto s = WriteText((out / "tokens.json").string(), Dump(TokensToJson(text, a.tokens), 1) + "\n"); !s) return s;
+        if (auto s = WriteText((out / "metrics.json").string(), Dump(MetricsToJson(a, info, options.sink_epsilon), 1) + "\n"); !s)
+            return s;
+    }
+    if (options.npy) {
+        struct { const char* name; const std::vector<float>& data; std::vector<int64_t> shape; } arrays[] = {
+            {"attention.npy", a.attention, {L, H, T, T}},
+            {"attention_vanilla.npy", a.attention_compare, {L, H, T, T}},
+            {"tau_q.npy", a.tau_q, {L, H, T}},
+            {"tau_v.npy", a.tau_v, {L, H, T}},
+        };
+        for (const auto& arr : arrays)
+            if (auto s = model::WriteNpy((out / arr.name).string(), arr.data.data(), arr.shape); !s) return s;
+    }
+    if (options.csv) {
+        fs::create_directories(out / "csv", ec);
+        if (ec) return model::Fail((out / "csv").string() + ": cannot create (" + ec.message() + ")");
+        for (int l : options.layers) {
+            for (int h : options.heads) {
+                std::string base = (out / "csv" / ("L" + std::to_string(l) + "_H" + std::to_string(h))).string();
+                if (auto s = WriteHeadCsv(base + ".csv", a, a.attention, l, h); !s) return s;
+                if (auto s = WriteHeadCsv(base + "_vanilla.csv", a, a.attention_compare, l, h); !s) return s;
+            }
+        }
+    }
+    return model::Ok{};
+}
+
+}  // namespace app

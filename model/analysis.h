@@ -1,0 +1,99 @@
+// The model layer as the app sees it, free of LibTorch types: open a model folder, tokenize text,
+// and analyse it into plain host arrays (attention maps, temperatures, metrics) with explicit
+// shapes. Row-major everywhere. L = layers, H = heads, T = tokens.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/config.h"
+#include "model/result.h"
+#include "model/tokenizer.h"
+
+namespace model {
+
+struct ModelInfo {
+    std::string dir;
+    ModelConfig config;
+    int64_t parameters = 0;
+    std::string layout;          // "conv1d" or "linear"
+    std::string device;          // "cpu", "cuda:0"
+    std::string tokenizer_kind;  // "gpt2-bpe"
+    size_t tokenizer_vocab = 0;
+    std::vector<std::string> unused_tensors;
+};
+
+struct NamedArray {
+    std::string name;
+    std::vector<float> values;
+};
+
+// Per-row metrics of one set of maps, each [L, H, T]: entropy, normalized_entropy, spikiness,
+// max_weight, top5_mass, effective_support, sink_mass (SPEC section 2).
+struct MapMetrics {
+    std::vector<NamedArray> rows;
+    const std::vector<float>& Get(const std::string& name) const;  // asserts the name exists
+};
+
+struct Analysis {
+    int n_layer = 0, n_head = 0, n_tokens = 0;
+    Tokenization tokens;
+    std::string compare_label;                   // "vanilla" (tau = 1 counterfactual) or the twin's folder
+    std::vector<float> attention;                // [L, H, T, T]
+    std::vector<float> attention_compare;        // [L, H, T, T]
+    std::vector<float> tau_q, tau_v;             // [L, H, T]
+    std::vector<float> tau_q_compare, tau_v_compare;  // [L, H, T] (ones for the counterfactual)
+    MapMetrics metrics, metrics_compare;
+    std::vector<float> js, l1;                   // [L, H, T] each SSA row against its comparison row
+    std::vector<float> qk_opnorm, qk_eig_mean, qk_eig_var;  // [L, H]
+    std::vector<float> effective_qk_norm;        // [L, H, T] tau_q(i) * ||W_qk||_2
+    double forward_ms = 0, metrics_ms = 0;
+    std::string device;
+
+    size_t MapIndex(int l, int h) const { return (static_cast<size_t>(l) * n_head + h) * n_tokens * n_tokens; }
+    size_t RowIndex(int l, int h) const { return (static_cast<size_t>(l) * n_head + h) * n_tokens; }
+};
+
+// The mean of a [L, H, T] array over rows 1..T-1 of one head (the single-key row is skipped);
+// NaN for T == 1.
+float HeadRowMean(const std::vector<float>& rows, const Analysis& a, int l, int h);
+
+struct AnalyzeOptions {
+    const std::atomic<bool>* cancel = nullptr;
+};
+
+// Owns a loaded model (and optionally its twin) on one device. Not thread-safe: one thread (the
+// inference worker, or the command line) uses it.
+class Engine {
+public:
+    // device: "auto", "cpu" or "cuda".
+    static Result<std::unique_ptr<Engine>> Open(const std::string& model_dir, const std::string& device);
+    ~Engine();
+
+    // A separately trained twin to compare against instead of the tau = 1 counterfactual. It must
+    // have the same layers, heads and tokenizer.
+    Status OpenTwin(const std::string& twin_dir);
+    void CloseTwin();
+
+    const ModelInfo& Info() const;
+    const ModelInfo* TwinInfo() const;  // null without a twin
+    const Tokenizer& tokenizer() const;
+
+    // Tokenizes for this model: rejects empty and non-UTF-8 text, and text longer than the
+    // context unless `truncate` (then keeps the first n_positions tokens).
+    Result<Tokenization> Tokenize(std::string_view text, bool truncate) const;
+    Result<Analysis> Analyze(const Tokenization& tokens, const AnalyzeOptions& options = {});
+
+private:
+    Engine();
+    struct Impl;
+    std::unique_ptr<Impl> m_impl;
+};
+
+// Writes a random SSA model folder (fixed seed) with the tokenizer files from `tokenizer_dir`.
+Status WriteRandomModel(const ModelConfig& config, uint64_t seed, const std::string& tokenizer_dir, const std::string& out_dir);
+
+}  // namespace model

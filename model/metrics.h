@@ -1,0 +1,36 @@
+// Sparsity metrics of SPEC section 2, computed with torch on the device the maps live on.
+// Attention maps are [..., T, T] with row i (0-based) covering keys 0..i; every row metric is
+// [..., T]. Row aggregates skip the first row, which has a single key.
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace model {
+
+struct SsaGpt;
+
+struct RowMetricTensors {
+    at::Tensor entropy;             // H_i = -sum p ln p, nats
+    at::Tensor normalized_entropy;  // H_i / ln(i+1); 0 for the first row
+    at::Tensor spikiness;           // 1 / ((i+1) sum p^2): 1 uniform, 1/(i+1) one-hot
+    at::Tensor max_weight;          // also the top-1 mass
+    at::Tensor top5_mass;
+    at::Tensor effective_support;   // exp(H_i)
+    at::Tensor sink_mass;           // weight on the first token
+};
+
+RowMetricTensors ComputeRowMetrics(const at::Tensor& attention);
+at::Tensor JsDivergence(const at::Tensor& p, const at::Tensor& q);  // [..., T] nats
+at::Tensor L1Distance(const at::Tensor& p, const at::Tensor& q);    // [..., T]
+
+// Mean over rows 1..T-1 (skipping the single-key row): [..., T] -> [...]; NaN when T == 1.
+at::Tensor RowMean(const at::Tensor& rows);
+
+struct QkSpectrum {
+    at::Tensor opnorm;    // [L, H] ||W_q^h (W_k^h)^T||_2 / sqrt(D)
+    at::Tensor eig_mean;  // [L, H] mean of Re(eig((W_k^h)^T W_q^h / sqrt(D)))
+    at::Tensor eig_var;   // [L, H] population variance of the same
+};
+QkSpectrum ComputeQkSpectrum(const SsaGpt& model);  // float64 on the CPU: D x D problems
+
+}  // namespace model

@@ -1,0 +1,85 @@
+// The SSA GPT-2 model in LibTorch: weights, loading from a model folder, and the forward pass
+// of SPEC section 1 that captures every layer's attention maps and temperatures.
+// Tensors are row-major; shapes are given as [dims] comments. L = layers, H = heads, T = tokens,
+// E = n_embd, D = head size, V = vocabulary.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "model/config.h"
+#include "model/result.h"
+
+namespace model {
+
+// Parameters of one side's temperature; an undefined tensor is an absent term.
+struct TemperatureParams {
+    at::Tensor pos;    // p: [] shared by the layer's heads, or [H]
+    at::Tensor tok_w;  // w: [D] or [H, D] (token "shared"), [E] or [H, E] (token "feature")
+    at::Tensor tok_b;  // b: [] or [H]
+};
+
+struct LayerWeights {
+    at::Tensor ln1_w, ln1_b;      // [E]
+    at::Tensor attn_w, attn_b;    // [E, 3E] (x @ W, HF Conv1D layout), [3E]
+    at::Tensor proj_w, proj_b;    // [E, E], [E]
+    at::Tensor ln2_w, ln2_b;      // [E]
+    at::Tensor fc_w, fc_b;        // [E, 4E], [4E]
+    at::Tensor mlp_proj_w, mlp_proj_b;  // [4E, E], [E]
+    TemperatureParams q, v;
+};
+
+struct SsaGpt {
+    ModelConfig config;
+    at::Tensor wte;            // [V, E]
+    at::Tensor wpe;            // [P, E]
+    at::Tensor ln_f_w, ln_f_b; // [E]
+    at::Tensor lm_head;        // [V, E]; the same tensor as wte when tied
+    std::vector<LayerWeights> layers;
+    std::string layout;        // "conv1d" (HF) or "linear" (nanoGPT / official code, transposed on load)
+    std::vector<std::string> unused_tensors;  // names in the file the model did not use
+
+    int64_t ParameterCount() const;
+    at::Device device() const { return wte.device(); }
+};
+
+// Builds the model from a config and an opened safetensors file, checking every shape against
+// the config. Weights are converted to float32 on `device`.
+struct SafetensorsFile;
+Result<SsaGpt> LoadSsaGpt(const ModelConfig& config, const SafetensorsFile& file, at::Device device);
+
+// Random weights with a fixed seed (std 0.02 like GPT-2's init; larger for Q/K and the SSA
+// parameters so maps and temperatures vary). Used for the build's default model and for tests.
+SsaGpt RandomSsaGpt(const ModelConfig& config, uint64_t seed);
+// Writes the weights as model.safetensors (HF names and layout) plus config.json into `dir`.
+Status SaveModelFolder(const SsaGpt& model, const std::string& dir);
+
+struct ForwardOptions {
+    bool vanilla = false;        // the counterfactual: tau_q = tau_v = 1 everywhere
+    bool want_logits = true;
+    const std::atomic<bool>* cancel = nullptr;  // checked between layers
+};
+
+struct ForwardOutput {
+    at::Tensor logits;     // [T, V] (undefined unless want_logits)
+    at::Tensor attention;  // [L, H, T, T], zero above the diagonal
+    at::Tensor tau_q;      // [L, H, T]
+    at::Tensor tau_v;      // [L, H, T]
+};
+
+// Runs token ids (each < vocab_size, count <= n_positions, checked) under InferenceMode.
+Result<ForwardOutput> Forward(const SsaGpt& model, const std::vector<int32_t>& ids, const ForwardOptions& options = {});
+
+// tau for one side and layer: [H, T]. `z_heads` is q or v split into heads [H, T, D]; `x` is the
+// LayerNorm-1 output [T, E]. Exposed for tests.
+at::Tensor Temperature(const TemperatureForm& form, const TemperatureParams& params,
+                       const at::Tensor& z_heads, const at::Tensor& x);
+
+// Which device to run on. "auto" picks CUDA when available; "cuda" without a GPU is an error.
+Result<at::Device> ResolveDevice(const std::string& name);
+
+}  // namespace model

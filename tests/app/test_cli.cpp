@@ -1,0 +1,208 @@
+// The real ssaviz binary, run the way users and scripts run it: exit codes, one-line errors,
+// and the files `ssaviz export` writes (shapes checked here and by numpy itself).
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kOut = std::string(SSAVIZ_TEST_OUT) + "/cli";
+
+std::string Quote(const std::string& s) {
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+std::string ReadFile(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    return buffer.str();
+}
+
+struct Outcome {
+    int code = -1;
+    std::string out, err;
+};
+
+Outcome Ssaviz(const std::vector<std::string>& args) {
+    std::string cmd = Quote(SSAVIZ_BINARY);
+    for (const auto& a : args) cmd += " " + Quote(a);
+    cmd += " >" + kOut + "/stdout.txt 2>" + kOut + "/stderr.txt </dev/null";
+    int status = std::system(cmd.c_str());
+    Outcome r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = ReadFile(kOut + "/stdout.txt");
+    r.err = ReadFile(kOut + "/stderr.txt");
+    return r;
+}
+
+// Shape from a .npy header: "'shape': (2, 2, 7, 7)".
+std::vector<int64_t> NpyShape(const std::string& path) {
+    std::string head = ReadFile(path).substr(0, 128);
+    std::smatch m;
+    std::vector<int64_t> shape;
+    if (!std::regex_search(head, m, std::regex("'shape': \\(([0-9, ]*)\\)"))) return shape;
+    std::stringstream ss(m[1].str());
+    std::string item;
+    while (std::getline(ss, item, ','))
+        if (item.find_first_of("0123456789") != std::string::npos) shape.push_back(std::stoll(item));
+    return shape;
+}
+
+class Cli : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        fs::create_directories(kOut);
+        const std::string tokenizer = std::string(SSAVIZ_SOURCE_DIR) + "/assets/tokenizers/gpt2";
+        for (auto [dir, seed] : {std::pair{"small", "7"}, std::pair{"twin", "99"}}) {
+            Outcome r = Ssaviz({"init-random", "--out", kOut + "/" + dir, "--seed", seed, "--tokenizer", tokenizer, "--layers", "2",
+                            "--heads", "2", "--embd", "16", "--positions", "16"});
+            ASSERT_EQ(r.code, 0) << r.err;
+        }
+    }
+    static std::string Small() { return kOut + "/small"; }
+    static std::string Twin() { return kOut + "/twin"; }
+};
+
+// A failure prints exactly one line naming the problem.
+void ExpectOneLineError(const Outcome& r, int code, const std::string& needle) {
+    EXPECT_EQ(r.code, code) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST_F(Cli, InfoJsonDescribesTheModel) {
+    Outcome r = Ssaviz({"info", "--model", Small(), "--json", "--device", "cpu"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    json j = json::parse(r.out);
+    EXPECT_EQ(j["n_layer"], 2);
+    EXPECT_EQ(j["n_head"], 2);
+    EXPECT_EQ(j["head_size"], 8);
+    EXPECT_EQ(j["vocab_size"], 50257);
+    EXPECT_EQ(j["query_temperature"]["position"], "sigmoid");
+    EXPECT_EQ(j["value_temperature"]["token"], "feature");
+    EXPECT_EQ(j["tokenizer"]["kind"], "gpt2-bpe");
+    EXPECT_GT(j["parameters"].get<int64_t>(), 50257 * 16);
+}
+
+TEST_F(Cli, TokenizeJsonGivesIdsPiecesAndOffsets) {
+    Outcome r = Ssaviz({"tokenize", "--model", Small(), "--text", "Hello world", "--json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    json j = json::parse(r.out);
+    EXPECT_EQ(j["ids"], json({15496, 995}));
+    EXPECT_EQ(j["pieces"], json({"Hello", " world"}));
+    EXPECT_EQ(j["offsets"], json({{0, 5}, {5, 11}}));
+}
+
+TEST_F(Cli, ExportWritesEveryFileWithTheRightShapes) {
+    const std::string out = kOut + "/export";
+    fs::remove_all(out);
+    Outcome r = Ssaviz({"export", "--model", Small(), "--text", "The cat sat on the mat. The cat", "--out", out, "--device", "cpu"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    json tokens = json::parse(ReadFile(out + "/tokens.json"));
+    const int64_t T = static_cast<int64_t>(tokens["ids"].size());
+    ASSERT_EQ(T, 9);
+    EXPECT_EQ(NpyShape(out + "/attention.npy"), (std::vector<int64_t>{2, 2, T, T}));
+    EXPECT_EQ(NpyShape(out + "/attention_vanilla.npy"), (std::vector<int64_t>{2, 2, T, T}));
+    EXPECT_EQ(NpyShape(out + "/tau_q.npy"), (std::vector<int64_t>{2, 2, T}));
+    EXPECT_EQ(NpyShape(out + "/tau_v.npy"), (std::vector<int64_t>{2, 2, T}));
+    json metrics = json::parse(ReadFile(out + "/metrics.json"));
+    EXPECT_EQ(metrics["comparison"], "vanilla");
+    ASSERT_EQ(metrics["heads"].size(), 4u);
+    for (const char* key : {"entropy", "normalized_entropy", "spikiness", "max_weight", "top5_mass", "effective_support", "sink_mass",
+                            "sink_head", "tau_q", "tau_v"})
+        EXPECT_TRUE(metrics["heads"][0]["ssa"].contains(key)) << key;
+    for (const char* key : {"js_divergence", "l1_distance", "qk_opnorm", "qk_eig_mean", "qk_eig_var", "effective_qk_norm"})
+        EXPECT_TRUE(metrics["heads"][0].contains(key)) << key;
+    EXPECT_EQ(metrics["rows"]["ssa"]["entropy"][1][1].size(), static_cast<size_t>(T));
+    EXPECT_TRUE(fs::exists(out + "/csv/L1_H0.csv"));
+    EXPECT_TRUE(fs::exists(out + "/csv/L1_H0_vanilla.csv"));
+
+    // numpy itself reads the files, and they agree with metrics.json.
+    const std::string check =
+        "import json, numpy as np, sys\n"
+        "d = sys.argv[1]\n"
+        "a = np.load(d + '/attention.npy'); v = np.load(d + '/attention_vanilla.npy')\n"
+        "q = np.load(d + '/tau_q.npy'); m = json.load(open(d + '/metrics.json'))\n"
+        "assert a.dtype == np.float32 and a.shape == v.shape\n"
+        "assert np.allclose(a.sum(-1), 1, atol=1e-5) and np.allclose(np.triu(a, 1), 0)\n"
+        "p = a[1, 0, 1:, :]; h = -(np.where(p > 0, p * np.log(np.where(p > 0, p, 1)), 0)).sum(-1).mean()\n"
+        "assert abs(h - m['heads'][2]['ssa']['entropy']) < 1e-5, (h, m['heads'][2]['ssa']['entropy'])\n"
+        "assert abs(q[0, 1].mean() - m['heads'][1]['ssa']['tau_q']['mean']) < 1e-5\n"
+        "print('numpy ok')\n";
+    std::ofstream(kOut + "/check_export.py") << check;
+    std::string cmd = std::string(SSAVIZ_PYTHON) + " " + kOut + "/check_export.py " + out + " 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << "numpy check failed: " << cmd;
+}
+
+TEST_F(Cli, ExportAgainstATwinModel) {
+    const std::string out = kOut + "/export_twin";
+    Outcome r = Ssaviz({"export", "--model", Small(), "--compare", Twin(), "--text", "one two three four", "--out", out,
+                    "--format", "json", "--layers", "1", "--heads", "0"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    json metrics = json::parse(ReadFile(out + "/metrics.json"));
+    EXPECT_EQ(metrics["comparison"], Twin());
+    EXPECT_GT(metrics["heads"][0]["js_divergence"].get<double>(), 0.0);
+    EXPECT_FALSE(fs::exists(out + "/attention.npy"));  // --format json only
+}
+
+TEST_F(Cli, TextLongerThanTheContextIsRefusedUnlessTruncated) {
+    std::string text;
+    for (int i = 0; i < 40; ++i) text += "word ";
+    Outcome r = Ssaviz({"tokenize", "--model", Small(), "--text", text});
+    ExpectOneLineError(r, 3, "longer than the model's context of 16");
+    EXPECT_NE(r.err.find("--truncate"), std::string::npos);
+    r = Ssaviz({"export", "--model", Small(), "--text", text, "--truncate", "--out", kOut + "/truncated", "--format", "npy"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(NpyShape(kOut + "/truncated/attention.npy"), (std::vector<int64_t>{2, 2, 16, 16}));
+}
+
+TEST_F(Cli, BadTextIsACleanError) {
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "", "--out", kOut + "/x"}), 3, "text is empty");
+    std::ofstream(kOut + "/latin1.txt", std::ios::binary) << "caf\xe9 au lait";
+    ExpectOneLineError(Ssaviz({"tokenize", "--model", Small(), "--text-file", kOut + "/latin1.txt"}), 3, "not valid UTF-8 at byte 3");
+    ExpectOneLineError(Ssaviz({"tokenize", "--model", Small(), "--text-file", kOut + "/no-such.txt"}), 3, "no-such.txt");
+}
+
+TEST_F(Cli, BadModelsAreCleanErrors) {
+    ExpectOneLineError(Ssaviz({"info", "--model", kOut + "/no-such-model"}), 3, "does not exist");
+    const std::string broken = kOut + "/broken";
+    fs::remove_all(broken);
+    fs::copy(Small(), broken);
+    fs::resize_file(broken + "/model.safetensors", fs::file_size(broken + "/model.safetensors") / 2);
+    ExpectOneLineError(Ssaviz({"info", "--model", broken}), 3, "model.safetensors");
+}
+
+TEST_F(Cli, UsageErrorsExitTwo) {
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "hi"}), 2, "--out");
+    ExpectOneLineError(Ssaviz({"info", "--model", Small(), "--bogus"}), 2, "--bogus");
+    ExpectOneLineError(Ssaviz({"frobnicate"}), 2, "frobnicate");
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "hi", "--out", kOut + "/x", "--layers", "5"}), 2, "layer 5");
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "hi", "--out", kOut + "/x", "--heads", "a"}), 2, "'a'");
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "hi", "--out", kOut + "/x", "--format", "gif"}), 2, "gif");
+    ExpectOneLineError(Ssaviz({"info", "--model", Small(), "--device", "tpu"}), 2, "tpu");
+    ExpectOneLineError(Ssaviz({"tokenize", "--model", Small()}), 2, "--text");
+}
+
+TEST_F(Cli, CudaWithoutAGpuIsAUsageError) {
+    Outcome r = Ssaviz({"info", "--model", Small(), "--device", "cuda", "--json"});
+    if (r.code == 0) {  // a CUDA machine: then it must really run there
+        EXPECT_EQ(json::parse(r.out)["device"].get<std::string>().rfind("cuda", 0), 0u) << r.out;
+        return;
+    }
+    ExpectOneLineError(r, 2, "no CUDA device");
+}
+
+}  // namespace

@@ -1,0 +1,77 @@
+// Loading the PyTorch reference cases written by tests/model/ssa_reference.py, and comparing
+// tensors with a failure message that shows the largest difference and where it is.
+#pragma once
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "model/safetensors.h"
+#include "model/ssa_gpt.h"
+
+namespace model::testing {
+
+struct ReferenceCase {
+    bool ok = false;
+    std::string error;
+    SsaGpt gpt;
+    std::vector<int32_t> ids;
+    SafetensorsFile reference;
+
+    explicit ReferenceCase(const std::string& name) {
+        const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/ref/" + name;
+        auto config = LoadConfig(dir + "/config.json");
+        if (!config) { error = config.error(); return; }
+        auto weights = SafetensorsFile::Open(dir + "/model.safetensors");
+        if (!weights) { error = weights.error(); return; }
+        auto gpt_or = LoadSsaGpt(*config, *weights, at::kCPU);
+        if (!gpt_or) { error = gpt_or.error(); return; }
+        gpt = std::move(*gpt_or);
+        auto ref = SafetensorsFile::Open(dir + "/reference.safetensors");
+        if (!ref) { error = ref.error(); return; }
+        reference = std::move(*ref);
+        std::ifstream in(dir + "/case.json");
+        nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+        if (j.is_discarded() || !j.contains("ids")) { error = dir + "/case.json: no ids"; return; }
+        ids = j["ids"].get<std::vector<int32_t>>();
+        ok = true;
+    }
+
+    at::Tensor Ref(const std::string& name) const {
+        const TensorInfo* info = reference.header.Find(name);
+        EXPECT_NE(info, nullptr) << "reference has no tensor " << name;
+        if (!info || info->dtype != Dtype::F32) return at::Tensor();
+        at::Tensor t = at::empty(info->shape, at::kFloat);
+        std::memcpy(t.data_ptr(), reference.Data(*info), info->end - info->begin);
+        return t;
+    }
+};
+
+// |got - want| <= tolerance (times max(1, |want|) when relative), reporting the worst element.
+inline void CheckClose(const at::Tensor& got, const at::Tensor& want, double tolerance, const std::string& what,
+                       bool relative = false) {
+    ASSERT_TRUE(got.defined() && want.defined()) << what << ": missing tensor";
+    ASSERT_EQ(got.sizes().vec(), want.sizes().vec()) << what << ": shapes differ";
+    at::Tensor g = got.to(at::kCPU, at::kDouble), w = want.to(at::kCPU, at::kDouble);
+    at::Tensor diff = (g - w).abs();
+    if (relative) diff = diff / at::clamp_min(w.abs(), 1.0);
+    // NaN must match NaN (e.g. metrics of a single-key row).
+    diff = at::where(at::isnan(g) & at::isnan(w), at::zeros_like(diff), diff);
+    diff = at::where(at::isnan(diff), at::full_like(diff, INFINITY), diff);
+    const int64_t worst = diff.flatten().argmax().item<int64_t>();
+    const double max_diff = diff.flatten()[worst].item<double>();
+    std::string where = "[";
+    int64_t rest = worst;
+    std::vector<int64_t> index(g.dim());
+    for (int64_t d = g.dim() - 1; d >= 0; --d) { index[d] = rest % g.size(d); rest /= g.size(d); }
+    for (size_t d = 0; d < index.size(); ++d) where += (d ? ", " : "") + std::to_string(index[d]);
+    where += "]";
+    EXPECT_LE(max_diff, tolerance) << what << ": max " << (relative ? "relative " : "") << "difference " << max_diff << " at "
+                                   << where << " (got " << g.flatten()[worst].item<double>() << ", want "
+                                   << w.flatten()[worst].item<double>() << "), tolerance " << tolerance;
+}
+
+}  // namespace model::testing
