@@ -14,9 +14,10 @@ Result<int> ReadPositiveInt(const json& root, const char* key, const std::string
     auto it = root.find(key);
     if (it == root.end()) return Fail(source + ": missing key '" + key + "'");
     if (!it->is_number_integer()) return Fail(source + ": '" + key + "' must be an integer, got " + it->dump());
-    long long v = it->get<long long>();
-    if (v <= 0 || v > (1 << 24)) return Fail(source + ": '" + key + "' = " + std::to_string(v) + " is out of range (1 .. 16777216)");
-    return static_cast<int>(v);
+    // dump() shows the number as written, also beyond the int64 range.
+    const bool in_range = it->is_number_unsigned() && it->get<uint64_t>() >= 1 && it->get<uint64_t>() <= (1u << 24);
+    if (!in_range) return Fail(source + ": '" + key + "' = " + it->dump() + " is out of range (1 .. 16777216)");
+    return static_cast<int>(it->get<uint64_t>());
 }
 
 // Reads one side of the "ssa" block; `side` is "query" or "value".
@@ -72,8 +73,9 @@ Result<ModelConfig> ParseConfig(std::string_view json_text, const std::string& s
         *field = *v;
     }
     // GPT-2 configs name the context n_positions; some older ones only n_ctx.
-    auto positions = ReadPositiveInt(root, root.contains("n_positions") ? "n_positions" : "n_ctx", source);
-    if (!positions) return Fail(root.contains("n_ctx") ? positions.error() : source + ": missing key 'n_positions'");
+    const bool old_style = !root.contains("n_positions") && root.contains("n_ctx");
+    auto positions = ReadPositiveInt(root, old_style ? "n_ctx" : "n_positions", source);
+    if (!positions) return Fail(positions.error());
     c.n_positions = *positions;
 
     if (c.n_embd % c.n_head != 0)

@@ -39,7 +39,7 @@ public:
     // Any of `shapes` is accepted; an empty list accepts any shape.
     Result<at::Tensor> Read(const std::string& name, const std::vector<std::vector<int64_t>>& shapes, const std::string& why) {
         const TensorInfo* info = Find(name);
-        if (!info) return Fail("model.safetensors has no tensor '" + m_prefix + name + "' (" + why + ")");
+        if (!info) return Fail("no tensor '" + m_prefix + name + "' (" + why + ")");
         m_used.insert(info->name);
         bool shape_ok = shapes.empty();
         for (const auto& s : shapes) shape_ok = shape_ok || s == info->shape;
@@ -201,7 +201,7 @@ Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const SafetensorsFile& file, at:
         m.layers.push_back(std::move(w));
     }
     if (reader.Find("h." + std::to_string(c.n_layer) + ".ln_1.weight"))
-        return Fail("model.safetensors has more layers than config.json's n_layer " + std::to_string(c.n_layer));
+        return Fail("the file has more layers than config.json's n_layer " + std::to_string(c.n_layer));
 
     auto ln_f_w = reader.Read("ln_f.weight", {{E}}, "final layer norm");
     if (!ln_f_w) return Fail(ln_f_w.error());

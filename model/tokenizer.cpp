@@ -558,6 +558,10 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir) {
         if (!files) return Fail(files.error());
         return Gpt2Tokenizer::Create(*files);
     }
+    const bool has_vocab = fs::is_regular_file(vocab, error), has_merges = fs::is_regular_file(merges, error);
+    if (has_vocab != has_merges)
+        return Fail("model folder '" + model_dir + "' has " + (has_vocab ? "vocab.json but no merges.txt" : "merges.txt but no vocab.json") +
+                    " (GPT-2 BPE needs both, or a tokenizer.json)");
     return Fail("model folder '" + model_dir + "' has no tokenizer (vocab.json + merges.txt or tokenizer.json)");
 }
 
