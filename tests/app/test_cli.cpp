@@ -36,15 +36,21 @@ struct Outcome {
     std::string out, err;
 };
 
+// Each test has its own capture files: CTest runs tests in parallel processes.
+std::string Scratch(const std::string& name) {
+    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    return kOut + "/" + (test ? test->name() : "setup") + "." + name;
+}
+
 Outcome Ssaviz(const std::vector<std::string>& args) {
     std::string cmd = Quote(SSAVIZ_BINARY);
     for (const auto& a : args) cmd += " " + Quote(a);
-    cmd += " >" + kOut + "/stdout.txt 2>" + kOut + "/stderr.txt </dev/null";
+    cmd += " >" + Scratch("stdout") + " 2>" + Scratch("stderr") + " </dev/null";
     int status = std::system(cmd.c_str());
     Outcome r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = ReadFile(kOut + "/stdout.txt");
-    r.err = ReadFile(kOut + "/stderr.txt");
+    r.out = ReadFile(Scratch("stdout"));
+    r.err = ReadFile(Scratch("stderr"));
     return r;
 }
 
@@ -63,8 +69,11 @@ std::vector<int64_t> NpyShape(const std::string& path) {
 
 class Cli : public ::testing::Test {
 protected:
+    // The CTest fixture `cli_models` writes these once; a direct run of this binary writes them
+    // itself.
     static void SetUpTestSuite() {
         fs::create_directories(kOut);
+        if (fs::exists(Small() + "/model.safetensors") && fs::exists(Twin() + "/model.safetensors")) return;
         const std::string tokenizer = std::string(SSAVIZ_SOURCE_DIR) + "/assets/tokenizers/gpt2";
         for (auto [dir, seed] : {std::pair{"small", "7"}, std::pair{"twin", "99"}}) {
             Outcome r = Ssaviz({"init-random", "--out", kOut + "/" + dir, "--seed", seed, "--tokenizer", tokenizer, "--layers", "2",
@@ -142,8 +151,8 @@ TEST_F(Cli, ExportWritesEveryFileWithTheRightShapes) {
         "assert abs(h - m['heads'][2]['ssa']['entropy']) < 1e-5, (h, m['heads'][2]['ssa']['entropy'])\n"
         "assert abs(q[0, 1].mean() - m['heads'][1]['ssa']['tau_q']['mean']) < 1e-5\n"
         "print('numpy ok')\n";
-    std::ofstream(kOut + "/check_export.py") << check;
-    std::string cmd = std::string(SSAVIZ_PYTHON) + " " + kOut + "/check_export.py " + out + " 2>&1";
+    std::ofstream(Scratch("check_export.py")) << check;
+    std::string cmd = std::string(SSAVIZ_PYTHON) + " " + Scratch("check_export.py") + " " + out + " 2>&1";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << "numpy check failed: " << cmd;
 }
 
@@ -171,8 +180,8 @@ TEST_F(Cli, TextLongerThanTheContextIsRefusedUnlessTruncated) {
 
 TEST_F(Cli, BadTextIsACleanError) {
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "", "--out", kOut + "/x"}), 3, "text is empty");
-    std::ofstream(kOut + "/latin1.txt", std::ios::binary) << "caf\xe9 au lait";
-    ExpectOneLineError(Ssaviz({"tokenize", "--model", Small(), "--text-file", kOut + "/latin1.txt"}), 3, "not valid UTF-8 at byte 3");
+    std::ofstream(Scratch("latin1.txt"), std::ios::binary) << "caf\xe9 au lait";
+    ExpectOneLineError(Ssaviz({"tokenize", "--model", Small(), "--text-file", Scratch("latin1.txt")}), 3, "not valid UTF-8 at byte 3");
     ExpectOneLineError(Ssaviz({"tokenize", "--model", Small(), "--text-file", kOut + "/no-such.txt"}), 3, "no-such.txt");
 }
 
