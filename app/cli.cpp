@@ -20,7 +20,7 @@ using nlohmann::json;
 namespace {
 
 const char* kUsage =
-    "usage: ssaviz [--model DIR] [--text STR | --text-file F] [--device auto|cpu|cuda]\n"
+    "usage: ssaviz [--model DIR] [--text STR | --text-file F] [--device auto|cpu|cuda] [--screenshot PNG [--frames N]]\n"
     "       ssaviz info     [--model DIR] [--json] [--device D]\n"
     "       ssaviz tokenize [--model DIR] (--text STR | --text-file F) [--json] [--truncate]\n"
     "       ssaviz export   [--model DIR] (--text STR | --text-file F) --out DIR\n"
@@ -96,7 +96,10 @@ std::unique_ptr<model::Engine> OpenEngine(const Flags& flags) {
 
 model::Tokenization Tokenize(const model::Engine& engine, const std::string& text, const Flags& flags) {
     auto tokens = engine.Tokenize(text, flags.Has("--truncate"));
-    if (!tokens) throw Failure{kExitBadInput, tokens.error()};
+    if (!tokens) {
+        const bool too_long = tokens.error().find("longer than the model's context") != std::string::npos;
+        throw Failure{kExitBadInput, tokens.error() + (too_long ? "; pass --truncate to run it" : "")};
+    }
     return std::move(*tokens);
 }
 
@@ -267,9 +270,13 @@ int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
         if (command == "help" || command == "--help" || command == "-h") return std::printf("%s", kUsage), kExitOk;
         if (!command.empty() && command.rfind("--", 0) != 0) throw Failure{kExitUsage, "unknown command '" + command + "'"};
 
-        Flags flags(args, 1, with({"--text", "--text-file"}), {});
+        Flags flags(args, 1, with({"--text", "--text-file", "--screenshot", "--frames", "--bench-typing"}), {});
+        if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
         gui->model_dir = ModelDir(flags);
         gui->device = flags.Get("--device", "auto");
+        gui->screenshot = flags.Get("--screenshot");
+        gui->frames = ParsePositive(flags, "--frames", 30);
+        gui->bench_keys = flags.Has("--bench-typing") ? ParsePositive(flags, "--bench-typing", 1) : 0;
         if (flags.Has("--text") || flags.Has("--text-file")) gui->text = ReadText(flags);
         return -1;
     } catch (const Failure& f) {

@@ -15,6 +15,9 @@ struct GuiOptions {
     std::string model_dir;  // empty: the bundled default model
     std::string text;
     std::string device = "auto";
+    std::string screenshot;  // --screenshot FILE: render, save a PNG of the window, exit
+    int frames = 30;         // --frames N: settled frames before the screenshot
+    int bench_keys = 0;      // --bench-typing N: a benchmark that types N characters
 };
 
 // Runs a subcommand and returns its exit code. When argv names no subcommand, fills `gui` and

@@ -4,13 +4,23 @@
 #include <vector>
 
 #include "app/cli.h"
+#ifdef SSAVIZ_HAVE_GUI
+#include "app/gui.h"
+#endif
 
 int main(int argc, char** argv) {
     std::vector<std::string> args(argv, argv + argc);
     app::GuiOptions gui;
     int code = app::RunCommandLine(args, &gui);
     if (code >= 0) return code;
-    // The inspector window is the next milestone; until then the bare command shows the model.
-    std::fprintf(stderr, "ssaviz: the inspector window is not in this build yet; here is the model (see ssaviz --help)\n");
+#ifdef SSAVIZ_HAVE_GUI
+    app::GuiRunOptions run;
+    run.screenshot = gui.screenshot;
+    run.frames = gui.frames;
+    run.bench_keys = gui.bench_keys;
+    return app::RunGui(gui, run);
+#else
+    std::fprintf(stderr, "ssaviz: built without the GUI (SSAVIZ_GUI=OFF); here is the model instead\n");
     return app::RunCommandLine({args[0], "info", "--model", gui.model_dir, "--device", gui.device}, &gui);
+#endif
 }

@@ -134,7 +134,7 @@ Result<Tokenization> Engine::Tokenize(std::string_view text, bool truncate) cons
     if (tokens->ids.size() > context) {
         if (!truncate)
             return Fail("text is " + std::to_string(tokens->ids.size()) + " tokens, longer than the model's context of " +
-                        std::to_string(context) + " (--truncate keeps the first " + std::to_string(context) + ")");
+                        std::to_string(context) + " (truncating keeps the first " + std::to_string(context) + ")");
         tokens->ids.resize(context);
         tokens->pieces.resize(context);
         tokens->offsets.resize(context);

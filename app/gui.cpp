@@ -1,0 +1,460 @@
+#include "app/gui.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include <GLFW/glfw3.h>
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+#include <imgui.h>
+#include <nlohmann/json.hpp>
+#include <stb_image_write.h>
+
+#include "app/cli.h"
+#include "app/fonts.h"
+#include "app/state.h"
+#include "app/view_heads.h"
+#include "app/view_heatmap.h"
+#include "app/view_model.h"
+#include "app/view_open.h"
+#include "app/view_sparsity.h"
+#include "app/view_text.h"
+#include "app/worker.h"
+#include "viz/demo.h"
+
+namespace app {
+namespace {
+
+const char* kExampleText =
+    "The old lighthouse keeper climbed the stairs every evening. He lit the lamp, watched the ships, "
+    "and wrote in his journal: the sea was calm, the wind came from the west, and nobody visited.";
+
+// Every view of the window, listed where the app builds them.
+struct Views {
+    TextView text;
+    HeatmapView heatmap;
+    HeadsView heads;
+    HeadTableView table;
+    SparsityView sparsity;
+    ModelView model;
+    HelpView help;
+    OpenDialog open;
+};
+
+// Percentile of a sample (nearest rank); 0 for none.
+double Percentile(std::vector<double> v, double p) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    size_t k = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size()))) - 1;
+    return v[std::min(k, v.size() - 1)];
+}
+
+class App {
+public:
+    App(const GuiOptions& options, const GuiRunOptions& run)
+        : m_run(run), m_device(options.device), m_worker([] { glfwPostEmptyEvent(); }) {
+        m_state.text = options.text.empty() ? kExampleText : options.text;
+        m_state.recent_models = LoadRecentModels();
+        m_worker.OpenModel(options.model_dir, m_device);  // its ModelOpened event requests the first analysis
+    }
+
+    void OnDrop(int count, const char** paths) {
+        if (count > 0) m_state.open_model_request = paths[0];
+    }
+
+    // Takes what the worker finished since the last frame.
+    void Poll() {
+        for (WorkerEvent& e : m_worker.TakeEvents()) {
+            using Kind = WorkerEvent::Kind;
+            switch (e.kind) {
+                case Kind::ModelOpened:
+                    m_state.model = e.info;
+                    m_state.twin.reset();
+                    m_state.error.clear();
+                    RememberRecentModel(e.info->dir, &m_state.recent_models);
+                    break;
+                case Kind::TwinOpened: m_state.twin = e.info; m_state.error.clear(); break;
+                case Kind::TwinClosed: m_state.twin.reset(); break;
+                case Kind::Analysis:
+                    m_state.analysis = e.analysis;
+                    m_state.error.clear();
+                    m_state.ClampSelection();
+                    if (e.request == m_last_request) m_present_pending = true;
+                    m_glyphs_dirty = true;
+                    break;
+                case Kind::Error: m_state.error = e.error; break;
+            }
+            // A model or twin change makes the current result stale.
+            if (e.kind == Kind::ModelOpened || e.kind == Kind::TwinOpened || e.kind == Kind::TwinClosed) RequestAnalysis();
+        }
+        m_state.busy = m_worker.Busy();
+    }
+
+    void Draw() {
+        m_state.regions.clear();
+        m_state.want_frame = false;
+        const ImGuiViewport* viewport = ImGui::GetMainViewport();
+        ImGui::SetNextWindowPos(viewport->WorkPos);
+        ImGui::SetNextWindowSize(viewport->WorkSize);
+        ImGui::PushStyleVar(ImGuiStyleVar_WindowRounding, 0.0f);
+        ImGui::Begin("ssaviz", nullptr,
+                     ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_MenuBar |
+                         ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoSavedSettings);
+        ImGui::PopStyleVar();
+        DrawMenuBar();
+        if (!m_state.error.empty()) {
+            ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.45f, 0.4f, 1.0f));
+            ImGui::TextWrapped("%s", m_state.error.c_str());
+            ImGui::PopStyleColor();
+        }
+        const float status_height = ImGui::GetFrameHeightWithSpacing() + ImGui::GetStyle().ItemSpacing.y;
+        const ImVec2 avail = ImGui::GetContentRegionAvail();
+        const ImVec2 column(0.0f, avail.y - status_height);  // children fill the column, not the window
+        if (ImGui::BeginTable("##layout", 3, ImGuiTableFlags_Resizable | ImGuiTableFlags_BordersInnerV,
+                              ImVec2(avail.x, column.y))) {
+            ImGui::TableSetupColumn("left", ImGuiTableColumnFlags_WidthStretch, 0.30f);
+            ImGui::TableSetupColumn("center", ImGuiTableColumnFlags_WidthStretch, 0.40f);
+            ImGui::TableSetupColumn("right", ImGuiTableColumnFlags_WidthStretch, 0.30f);
+            ImGui::TableNextColumn();
+            if (ImGui::BeginChild("##left", column)) {
+                m_views.text.Draw(m_state);
+                if (ImGui::CollapsingHeader("Model", ImGuiTreeNodeFlags_DefaultOpen)) m_views.model.Draw(m_state);
+            }
+            ImGui::EndChild();
+            ImGui::TableNextColumn();
+            if (ImGui::BeginChild("##center", column)) m_views.heatmap.Draw(m_state);
+            ImGui::EndChild();
+            ImGui::TableNextColumn();
+            if (ImGui::BeginChild("##right", column)) {
+                if (ImGui::BeginTabBar("##right_tabs")) {
+                    if (ImGui::BeginTabItem("Heads")) { m_views.heads.Draw(m_state); ImGui::EndTabItem(); }
+                    if (ImGui::BeginTabItem("Table")) { m_views.table.Draw(m_state); ImGui::EndTabItem(); }
+                    if (ImGui::BeginTabItem("Sparsity")) { m_views.sparsity.Draw(m_state); ImGui::EndTabItem(); }
+                    ImGui::EndTabBar();
+                }
+            }
+            ImGui::EndChild();
+            ImGui::EndTable();
+        }
+        DrawStatusBar();
+        ImGui::End();
+
+        m_views.help.Draw(m_state);
+        m_views.open.Draw(m_state);
+        if (m_state.show_demo) viz::ShowDemoWindow(&m_state.show_demo);
+        HandleShortcuts();
+    }
+
+    // After the frame: act on what the views asked for.
+    void HandleRequests() {
+        if (m_state.open_model_request) {
+            m_worker.OpenModel(*m_state.open_model_request, m_device);
+            m_state.open_model_request.reset();
+        }
+        if (m_state.open_twin_request) {
+            m_worker.OpenTwin(*m_state.open_twin_request);
+            m_state.open_twin_request.reset();
+        }
+        if (m_state.close_twin_request) {
+            m_worker.CloseTwin();
+            m_state.close_twin_request = false;
+        }
+        if (m_state.text_changed) {
+            m_state.text_changed = false;
+            RequestAnalysis();
+            m_glyphs_dirty = true;
+        }
+    }
+
+    // Called after the frame that showed a result reached the screen.
+    void AfterPresent() {
+        if (!m_present_pending) return;
+        m_present_pending = false;
+        m_state.last_latency_ms = NowMs() - m_last_request_ms;
+        m_latencies.push_back(m_state.last_latency_ms);
+    }
+
+    bool GlyphsDirty() { return std::exchange(m_glyphs_dirty, false); }
+    std::string GlyphText() const {
+        std::string s = m_state.text;
+        if (m_state.model) s += m_state.model->dir;
+        return s;
+    }
+    bool Settled() const { return !m_state.busy && (m_state.analysis || !m_state.error.empty()) && m_state.model; }
+    const AppState& state() const { return m_state; }
+    const std::vector<double>& Latencies() const { return m_latencies; }
+
+    // The benchmark types by editing the text as the editor would.
+    void TypeCharacter(char c) {
+        if (!m_typing) m_latencies.clear();  // only keystrokes count, not the first load
+        m_typing = true;
+        m_state.text.push_back(c);
+        m_state.text_changed = true;
+    }
+
+    void SetFrameMs(float ms) { m_state.frame_ms = ms; }
+
+private:
+    void RequestAnalysis() {
+        m_last_request = m_worker.Analyze(m_state.text, m_state.truncate);
+        m_last_request_ms = NowMs();
+    }
+
+    void DrawMenuBar() {
+        if (!ImGui::BeginMenuBar()) return;
+        if (ImGui::BeginMenu("File")) {
+            if (ImGui::MenuItem("Open model...", "Ctrl+O")) OpenDialogFor(false);
+            if (ImGui::MenuItem("Open comparison twin...", nullptr, false, m_state.model.has_value())) OpenDialogFor(true);
+            if (ImGui::MenuItem("Compare with vanilla (tau = 1)", nullptr, !m_state.twin, m_state.twin.has_value()))
+                m_state.close_twin_request = true;
+            if (ImGui::BeginMenu("Recent models", !m_state.recent_models.empty())) {
+                for (const std::string& dir : m_state.recent_models)
+                    if (ImGui::MenuItem(dir.c_str())) m_state.open_model_request = dir;
+                ImGui::EndMenu();
+            }
+            ImGui::Separator();
+            if (ImGui::MenuItem("Quit", "Ctrl+Q")) m_quit = true;
+            ImGui::EndMenu();
+        }
+        if (ImGui::BeginMenu("View")) {
+            ViewSettings& s = m_state.settings;
+            for (viz::Colormap map : {viz::Colormap::Viridis, viz::Colormap::Magma})
+                if (ImGui::MenuItem(viz::ColormapName(map), nullptr, s.colormap == map)) s.colormap = map;
+            ImGui::MenuItem("Log scale", "L", &s.log_scale);
+            ImGui::Separator();
+            if (ImGui::MenuItem("SSA map", "1", s.map_mode == MapMode::Ssa)) s.map_mode = MapMode::Ssa;
+            if (ImGui::MenuItem("Comparison map", "2", s.map_mode == MapMode::Compare)) s.map_mode = MapMode::Compare;
+            if (ImGui::MenuItem("Difference map", "3", s.map_mode == MapMode::Difference)) s.map_mode = MapMode::Difference;
+            ImGui::Separator();
+            ImGui::MenuItem("Truncate long text to the context", nullptr, &m_state.truncate);
+            ImGui::MenuItem("Widget demo (synthetic data)", nullptr, &m_state.show_demo);
+            ImGui::EndMenu();
+        }
+        if (ImGui::BeginMenu("Help")) {
+            ImGui::MenuItem("Keyboard shortcuts", "F1", &m_state.show_help);
+            ImGui::EndMenu();
+        }
+        ImGui::EndMenuBar();
+    }
+
+    void OpenDialogFor(bool twin) {
+        m_state.show_open_dialog = true;
+        m_state.open_dialog_for_twin = twin;
+    }
+
+    void DrawStatusBar() {
+        ImGui::Separator();
+        const AppState& s = m_state;
+        if (s.busy) {  // a spinner: three dots chasing each other
+            ImDrawList* draw = ImGui::GetWindowDrawList();
+            ImVec2 p = ImGui::GetCursorScreenPos();
+            const float r = ImGui::GetTextLineHeight() * 0.4f, t = static_cast<float>(ImGui::GetTime());
+            for (int i = 0; i < 8; ++i) {
+                float a = t * 6.0f + i * 0.785f;
+                float alpha = 0.25f + 0.75f * (i / 7.0f);
+                draw->AddCircleFilled(ImVec2(p.x + r + r * std::cos(a), p.y + ImGui::GetTextLineHeight() * 0.5f + r * std::sin(a)), r * 0.28f,
+                                      ImGui::GetColorU32(ImGuiCol_Text, alpha));
+            }
+            ImGui::Dummy(ImVec2(2.5f * r, ImGui::GetTextLineHeight()));
+            ImGui::SameLine();
+            ImGui::TextUnformatted("running...");
+        } else {
+            ImGui::TextUnformatted("ready");
+        }
+        ImGui::SameLine(0, 20);
+        if (s.analysis) {
+            ImGui::Text("%d tokens | forward %.1f ms, metrics %.1f ms | keystroke to pixels %.0f ms | frame %.1f ms | %s | vs %s",
+                        s.analysis->n_tokens, s.analysis->forward_ms, s.analysis->metrics_ms, s.last_latency_ms, s.frame_ms,
+                        s.analysis->device.c_str(), s.twin ? "twin" : "vanilla");
+        } else {
+            ImGui::Text("frame %.1f ms", s.frame_ms);
+        }
+    }
+
+    void HandleShortcuts() {
+        ImGuiIO& io = ImGui::GetIO();
+        AppState& s = m_state;
+        if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_O, false)) OpenDialogFor(false);
+        if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_Q, false)) m_quit = true;
+        if (ImGui::IsKeyPressed(GLFW_KEY_F1, false)) s.show_help = !s.show_help;
+        // Keys belong to an open dialog, or to the editor while it has focus.
+        if (io.WantTextInput || ImGui::IsPopupOpen("", ImGuiPopupFlags_AnyPopupId)) return;  // arrows and letters belong to the editor while it has focus
+        const int L = s.Layers(), H = s.Heads();
+        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false)) s.query = -1;
+        if (L > 0) {
+            if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow))) s.selected.head = (s.selected.head + H - 1) % H;
+            if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow))) s.selected.head = (s.selected.head + 1) % H;
+            if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_UpArrow))) s.selected.layer = (s.selected.layer + L - 1) % L;
+            if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_DownArrow))) s.selected.layer = (s.selected.layer + 1) % L;
+            if (ImGui::IsKeyPressed(GLFW_KEY_P, false)) s.TogglePin(s.selected);
+        }
+        if (ImGui::IsKeyPressed(GLFW_KEY_1, false)) s.settings.map_mode = MapMode::Ssa;
+        if (ImGui::IsKeyPressed(GLFW_KEY_2, false)) s.settings.map_mode = MapMode::Compare;
+        if (ImGui::IsKeyPressed(GLFW_KEY_3, false)) s.settings.map_mode = MapMode::Difference;
+        if (ImGui::IsKeyPressed(GLFW_KEY_L, false)) s.settings.log_scale = !s.settings.log_scale;
+    }
+
+public:
+    bool m_quit = false;
+
+private:
+    GuiRunOptions m_run;
+    std::string m_device;
+    AppState m_state;
+    Views m_views;
+    uint64_t m_last_request = 0;
+    double m_last_request_ms = 0;
+    bool m_present_pending = false;
+    bool m_glyphs_dirty = true;
+    std::vector<double> m_latencies;
+    bool m_typing = false;
+    InferenceWorker m_worker;  // last: stops (joins) before the state it reports into goes away
+};
+
+// Reads the back buffer and writes it as PNG, plus FILE.json with the views' rectangles.
+bool SaveScreenshot(const std::string& path, int width, int height, const AppState& state, float scale) {
+    std::vector<unsigned char> pixels(static_cast<size_t>(width) * height * 4);
+    glPixelStorei(GL_PACK_ALIGNMENT, 1);
+    glReadBuffer(GL_BACK);
+    glReadPixels(0, 0, width, height, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
+    std::vector<unsigned char> flipped(pixels.size());
+    const size_t stride = static_cast<size_t>(width) * 4;
+    for (int y = 0; y < height; ++y)
+        std::copy_n(pixels.data() + (height - 1 - y) * stride, stride, flipped.data() + y * stride);
+    for (size_t i = 3; i < flipped.size(); i += 4) flipped[i] = 255;  // opaque, whatever the framebuffer's alpha
+    if (!stbi_write_png(path.c_str(), width, height, 4, flipped.data(), static_cast<int>(stride))) return false;
+    nlohmann::json regions = nlohmann::json::object();
+    for (const auto& [name, r] : state.regions) regions[name] = {r.x * scale, r.y * scale, r.w * scale, r.h * scale};
+    std::ofstream(path + ".json") << nlohmann::json{{"width", width}, {"height", height}, {"regions", regions}}.dump(1) << "\n";
+    return true;
+}
+
+}  // namespace
+
+int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
+    glfwSetErrorCallback([](int code, const char* message) { std::fprintf(stderr, "ssaviz: GLFW error %d: %s\n", code, message); });
+    if (!glfwInit()) {
+        std::fprintf(stderr, "ssaviz: cannot open a window (no display?); the command line works without one: ssaviz export --help\n");
+        return kExitFailure;
+    }
+    glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+    glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+    glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+    glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
+    GLFWwindow* window = glfwCreateWindow(run.width, run.height, "ssaviz", nullptr, nullptr);
+    if (!window) {
+        std::fprintf(stderr, "ssaviz: cannot create an OpenGL 3.3 window\n");
+        glfwTerminate();
+        return kExitFailure;
+    }
+    glfwMakeContextCurrent(window);
+    const bool measuring = !run.screenshot.empty() || run.bench_keys > 0;
+    glfwSwapInterval(measuring ? 0 : 1);
+
+    IMGUI_CHECKVERSION();
+    ImGui::CreateContext();
+    ImGuiIO& io = ImGui::GetIO();
+    io.IniFilename = nullptr;  // the layout is computed, nothing to remember
+    float xscale = 1.0f, yscale = 1.0f;
+    glfwGetWindowContentScale(window, &xscale, &yscale);
+    const float scale = std::max(1.0f, xscale);
+    ImGui::StyleColorsDark();
+    ImGui::GetStyle().ScaleAllSizes(scale);
+    LoadFonts(std::round(15.0f * scale));
+    ImGui_ImplGlfw_InitForOpenGL(window, true);
+    ImGui_ImplOpenGL3_Init("#version 330");
+
+    int exit_code = kExitOk;
+    {
+        App app(options, run);
+        glfwSetWindowUserPointer(window, &app);
+        glfwSetDropCallback(window, [](GLFWwindow* w, int count, const char** paths) {
+            static_cast<App*>(glfwGetWindowUserPointer(w))->OnDrop(count, paths);
+        });
+
+        int settled_frames = 0, typed = 0;
+        const double start_ms = NowMs();
+        double last_frame_ms = start_ms, next_key_ms = 0;
+        std::vector<double> frame_work_ms;  // per frame, while the benchmark types
+        while (!glfwWindowShouldClose(window) && !app.m_quit) {
+            const bool animate = app.state().busy || app.state().want_frame || measuring;
+            if (animate) glfwPollEvents();
+            else glfwWaitEventsTimeout(0.5);
+            const double frame_start = NowMs();
+            app.SetFrameMs(static_cast<float>(frame_start - last_frame_ms));
+            last_frame_ms = frame_start;
+
+            if (run.bench_keys > 0 && app.Settled() && typed == 0) next_key_ms = frame_start;
+            if (run.bench_keys > 0 && typed < run.bench_keys && next_key_ms > 0 && frame_start >= next_key_ms) {
+                app.TypeCharacter(" abcdefghij"[typed % 11]);
+                ++typed;
+                next_key_ms += run.bench_interval_ms;
+            }
+
+            app.Poll();
+            if (app.GlyphsDirty() && EnsureGlyphs(app.GlyphText())) {
+                ImGui_ImplOpenGL3_DestroyFontsTexture();
+                ImGui_ImplOpenGL3_CreateFontsTexture();
+            }
+            ImGui_ImplOpenGL3_NewFrame();
+            ImGui_ImplGlfw_NewFrame();
+            ImGui::NewFrame();
+            app.Draw();
+            ImGui::Render();
+            int fb_w = 0, fb_h = 0;
+            glfwGetFramebufferSize(window, &fb_w, &fb_h);
+            glViewport(0, 0, fb_w, fb_h);
+            glClearColor(0.09f, 0.09f, 0.10f, 1.0f);
+            glClear(GL_COLOR_BUFFER_BIT);
+            ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+
+            if (!run.screenshot.empty()) {
+                settled_frames = app.Settled() ? settled_frames + 1 : 0;
+                const bool timed_out = NowMs() - start_ms > 120000;
+                if (settled_frames >= run.frames || timed_out) {
+                    if (!SaveScreenshot(run.screenshot, fb_w, fb_h, app.state(), io.DisplayFramebufferScale.x)) {
+                        std::fprintf(stderr, "ssaviz: cannot write %s\n", run.screenshot.c_str());
+                        exit_code = kExitFailure;
+                    } else if (timed_out) {
+                        std::fprintf(stderr, "ssaviz: the model did not settle within 120 s; wrote %s anyway\n", run.screenshot.c_str());
+                        exit_code = kExitFailure;
+                    }
+                    break;
+                }
+            }
+            glfwSwapBuffers(window);
+            app.AfterPresent();
+            app.HandleRequests();
+
+            if (run.bench_keys > 0) {
+                const double work = NowMs() - frame_start;
+                if (typed > 0) frame_work_ms.push_back(work);
+                if (typed >= run.bench_keys && app.Settled()) break;
+                // Pace like a 60 Hz display; the figure that matters is the work per frame.
+                const double rest = 1000.0 / 60.0 - work;
+                if (rest > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(rest));
+            }
+        }
+        if (run.bench_keys > 0) {
+            const auto& lat = app.Latencies();
+            const int tokens = app.state().analysis ? app.state().analysis->n_tokens : 0;
+            std::printf("tokens %d, keys %d every %.0f ms, frames %zu\n", tokens, run.bench_keys, run.bench_interval_ms, frame_work_ms.size());
+            std::printf("frame work ms: p50 %.2f  p99 %.2f  max %.2f\n", Percentile(frame_work_ms, 50), Percentile(frame_work_ms, 99),
+                        Percentile(frame_work_ms, 100));
+            std::printf("keystroke to pixels ms (%zu results shown): p50 %.1f  p99 %.1f  max %.1f\n", lat.size(), Percentile(lat, 50),
+                        Percentile(lat, 99), Percentile(lat, 100));
+        }
+    }  // views free their textures here, while the context is alive
+
+    ImGui_ImplOpenGL3_Shutdown();
+    ImGui_ImplGlfw_Shutdown();
+    ImGui::DestroyContext();
+    glfwDestroyWindow(window);
+    glfwTerminate();
+    return exit_code;
+}
+
+}  // namespace app

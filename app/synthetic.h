@@ -1,0 +1,14 @@
+// Synthetic analyses with plausible structure (diagonal, sink, and previous-token heads; tau
+// varying with position), for the headless view tests, the viz demo and benchmarks. Never shown
+// as a real model's result.
+#pragma once
+
+#include <cstdint>
+
+#include "model/analysis.h"
+
+namespace app {
+
+model::Analysis MakeSyntheticAnalysis(int layers, int heads, int tokens, uint64_t seed = 1);
+
+}  // namespace app

@@ -1,0 +1,80 @@
+// The inference worker: one thread that owns the model (model::Engine) and runs requests off the
+// UI thread. Opening a model and analysing text are queued; a newer analysis request replaces a
+// queued one and cancels a running one (checked between layers), so typing never queues work.
+// Results come back as immutable shared pointers the UI takes at the start of a frame.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "model/analysis.h"
+
+namespace app {
+
+struct WorkerEvent {
+    enum class Kind { ModelOpened, TwinOpened, TwinClosed, Analysis, Error };
+    Kind kind = Kind::Error;
+    std::optional<model::ModelInfo> info;               // ModelOpened, TwinOpened
+    std::shared_ptr<const model::Analysis> analysis;    // Analysis
+    std::string error;                                  // Error: one line
+    uint64_t request = 0;                               // the request it answers
+    double latency_ms = 0;                              // from the request to this result
+};
+
+class InferenceWorker {
+public:
+    // `wake` is called from the worker thread after each event (e.g. glfwPostEmptyEvent).
+    explicit InferenceWorker(std::function<void()> wake = {});
+    ~InferenceWorker();  // cancels, joins
+    InferenceWorker(const InferenceWorker&) = delete;
+    InferenceWorker& operator=(const InferenceWorker&) = delete;
+
+    uint64_t OpenModel(const std::string& dir, const std::string& device);
+    uint64_t OpenTwin(const std::string& dir);
+    uint64_t CloseTwin();
+    uint64_t Analyze(const std::string& text, bool truncate);
+
+    std::vector<WorkerEvent> TakeEvents();  // everything finished since the last call, oldest first
+    bool Busy() const { return m_busy.load(); }
+
+private:
+    struct Request {
+        enum class Kind { OpenModel, OpenTwin, CloseTwin, Analyze } kind;
+        uint64_t id;
+        std::string arg;     // folder or text
+        std::string device;
+        bool truncate = false;
+        double start_ms = 0;
+    };
+
+    uint64_t Push(Request request);
+    void Loop();
+    void Handle(const Request& request);
+    void Emit(WorkerEvent event);
+
+    std::function<void()> m_wake;
+    std::unique_ptr<model::Engine> m_engine;  // touched only by the worker thread
+    std::string m_device = "auto";
+
+    std::mutex m_mutex;
+    std::condition_variable m_cv;
+    std::deque<Request> m_queue;
+    std::vector<WorkerEvent> m_events;
+    uint64_t m_next_id = 1;
+    bool m_stop = false;
+    std::atomic<bool> m_cancel{false};
+    std::atomic<bool> m_busy{false};
+    std::thread m_thread;  // last: starts after everything above exists
+};
+
+double NowMs();  // steady clock, milliseconds
+
+}  // namespace app

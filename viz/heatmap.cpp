@@ -1,0 +1,79 @@
+#include "viz/heatmap.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace viz {
+
+Range ResolveRange(const float* values, int rows, int cols, const HeatmapStyle& style) {
+    if (style.range) return *style.range;
+    float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+    for (int i = 0; i < rows; ++i) {
+        const int last = style.causal ? std::min(i + 1, cols) : cols;
+        for (int j = 0; j < last; ++j) {
+            float v = values[static_cast<size_t>(i) * cols + j];
+            if (!std::isfinite(v)) continue;
+            lo = std::min(lo, v);
+            hi = std::max(hi, v);
+        }
+    }
+    if (!(lo <= hi)) return {0.0f, 1.0f};
+    if (style.colormap == Colormap::Diverging) {
+        float m = std::max(std::abs(lo), std::abs(hi));
+        return {-m, m};
+    }
+    return {lo, hi};
+}
+
+Image BakeHeatmap(const float* values, int rows, int cols, int row0, int col0, int row_count, int col_count, int out_w,
+                  int out_h, const HeatmapStyle& style, Range range) {
+    Image image;
+    if (out_w <= 0 || out_h <= 0 || row_count <= 0 || col_count <= 0) return image;
+    image.width = out_w;
+    image.height = out_h;
+    image.pixels.resize(static_cast<size_t>(out_w) * out_h);
+    const bool diverging = style.colormap == Colormap::Diverging;
+    // Cells [begin, end) under each pixel column and row; at least one each.
+    auto spans = [](int first, int count, int pixels) {
+        std::vector<std::pair<int, int>> out(pixels);
+        for (int p = 0; p < pixels; ++p) {
+            const int begin = first + static_cast<int>(static_cast<int64_t>(p) * count / pixels);
+            out[p] = {begin, std::max(begin + 1, first + static_cast<int>(static_cast<int64_t>(p + 1) * count / pixels))};
+        }
+        return out;
+    };
+    const auto col_spans = spans(col0, col_count, out_w), row_spans = spans(row0, row_count, out_h);
+    for (int y = 0; y < out_h; ++y) {
+        const auto [r_begin, r_end] = row_spans[y];
+        for (int x = 0; x < out_w; ++x) {
+            const auto [c_begin, c_end] = col_spans[x];
+            float best = 0.0f;
+            bool any = false, any_nan = false;
+            for (int i = r_begin; i < r_end && i < rows; ++i) {
+                const int last = std::min(c_end, style.causal ? std::min(i + 1, cols) : cols);
+                const float* row = values + static_cast<size_t>(i) * cols;
+                for (int j = c_begin; j < last; ++j) {
+                    const float v = row[j];
+                    if (std::isnan(v)) {  // NaN never wins a block that holds a number
+                        any_nan = true;
+                        continue;
+                    }
+                    if (!any || (diverging ? std::abs(v) > std::abs(best) : v > best)) best = v;
+                    any = true;
+                }
+            }
+            image.pixels[static_cast<size_t>(y) * out_w + x] = any       ? SampleColormap(style.colormap, Normalize(best, range, style.log_scale))
+                                                               : any_nan ? SampleColormap(style.colormap, 0.0f)
+                                                                         : style.blank;
+        }
+    }
+    return image;
+}
+
+Image BakeHeatmap(const float* values, int rows, int cols, const HeatmapStyle& style, int max_side) {
+    const Range range = ResolveRange(values, rows, cols, style);
+    return BakeHeatmap(values, rows, cols, 0, 0, rows, cols, std::min(cols, max_side), std::min(rows, max_side), style, range);
+}
+
+}  // namespace viz

@@ -1,0 +1,46 @@
+// Small reusable ImGui widgets on plain data: a vertical colour bar with tick labels, a "(?)" help
+// marker, text rotated to read bottom-to-top (column labels), and text shortened to a width.
+// Nothing here knows about models or the app; every widget is shown in viz::ShowDemoWindow().
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <imgui.h>
+
+#include "viz/colormap.h"
+
+namespace viz {
+
+// A vertical colour bar for `map` over `range` (top = range.max), with the range's ends and a few
+// round tick values labelled on its right. `size` is the whole widget, labels included (the bar
+// itself is at most 16 px wide). Hovering shows the value under the mouse.
+void ColorBar(const char* id, Colormap map, Range range, bool log_scale, ImVec2 size);
+
+// The width ColorBar() needs for its bar and labels at the current font, for laying out beside a map.
+float ColorBarWidth();
+
+// Round values inside the range for axis ticks: 1-2-5 steps (linear) or decades (log), at most
+// about `max_ticks` of them.
+std::vector<float> NiceTicks(Range range, bool log_scale, int max_ticks = 6);
+
+// A short label for a value: "0.25", "1e-04", "-0.031".
+std::string FormatTick(float value);
+
+// A dimmed "(?)" that shows `text` as a tooltip when hovered.
+void HelpMarker(const char* text);
+
+// Shows `text` as a tooltip when the last item is hovered (for help on toolbar controls).
+void ItemTooltip(const char* text);
+
+// Draws text rotated 90 degrees counter-clockwise (reading bottom to top), starting at `pos`,
+// which becomes the bottom-left corner of the rotated text; it extends up by the text's width
+// and right by one line height.
+void AddTextVertical(ImDrawList* draw_list, ImVec2 pos, ImU32 color, const char* text_begin,
+                     const char* text_end = nullptr);
+
+// `text` shortened with ".." so that it fits `max_width` at the current font (unchanged if it fits).
+// Cuts only at UTF-8 character boundaries.
+std::string EllipsizeText(const std::string& text, float max_width);
+
+}  // namespace viz
