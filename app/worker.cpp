@@ -27,11 +27,12 @@ uint64_t InferenceWorker::Push(Request request) {
         id = request.id = m_next_id++;
         request.start_ms = NowMs();
         if (request.kind == Request::Kind::Analyze) {
-            // Only the newest text matters: drop queued analyses and stop the running one.
+            // Only the newest text matters: drop queued analyses.
             for (auto it = m_queue.begin(); it != m_queue.end();)
                 it = it->kind == Request::Kind::Analyze ? m_queue.erase(it) : it + 1;
+        } else {
+            m_cancel = true;  // a new model or twin makes the running analysis worthless
         }
-        m_cancel = true;  // whatever runs now is older than this request
         m_queue.push_back(std::move(request));
         m_busy = true;
     }
@@ -66,6 +67,9 @@ void InferenceWorker::Emit(WorkerEvent event) {
 }
 
 void InferenceWorker::Loop() {
+    // The UI thread (and a software GL rasteriser, where there is one) keeps a core: on 2 cores,
+    // 2 compute threads made keystroke-to-pixels ~4x slower than 1 (bench/gui_latency.sh).
+    model::SetComputeThreads(static_cast<int>(std::thread::hardware_concurrency()) - 1);
     for (;;) {
         Request request;
         {

@@ -1,6 +1,7 @@
 // The inference worker: one thread that owns the model (model::Engine) and runs requests off the
 // UI thread. Opening a model and analysing text are queued; a newer analysis request replaces a
-// queued one and cancels a running one (checked between layers), so typing never queues work.
+// queued one, so typing never queues work. A running analysis finishes (so fast typing still
+// shows results, each at most one request behind); opening a model cancels it between layers.
 // Results come back as immutable shared pointers the UI takes at the start of a frame.
 #pragma once
 

@@ -15,11 +15,12 @@ trap 'rm -rf "$work"' EXIT
 # The first N words of the GPL, with N chosen so the text tokenizes to about the target.
 make_text() {  # target_tokens out_file
     local target=$1 out=$2 words=$1
-    for _ in 1 2 3 4; do
+    for _ in 1 2 3 4 5 6; do
         tr -s ' \n\t' ' ' <"$source_text" | cut -d' ' -f1-"$words" >"$out"
         local tokens
         tokens=$("$ssaviz" tokenize --text-file "$out" --truncate | tail -n 1 | cut -d' ' -f1)
-        words=$(( words * target / tokens ))
+        # --truncate caps the count at the context: halve until it is below.
+        if [ "$tokens" -ge 1024 ]; then words=$(( words / 2 )); else words=$(( words * target / tokens )); fi
     done
 }
 

@@ -1,9 +1,12 @@
 #include "model/analysis.h"
 
+#include <algorithm>
+#include <dlfcn.h>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 
+#include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 
 #include "model/metrics.h"
@@ -173,9 +176,10 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     a.forward_ms = MillisecondsSince(start);
 
     start = std::chrono::steady_clock::now();
-    a.metrics = ToHost(ComputeRowMetrics(ssa->attention));
-    a.metrics_compare = ToHost(ComputeRowMetrics(other->attention));
-    a.js = ToHost(JsDivergence(ssa->attention, other->attention));
+    const RowMetricTensors rows = ComputeRowMetrics(ssa->attention), rows_compare = ComputeRowMetrics(other->attention);
+    a.metrics = ToHost(rows);
+    a.metrics_compare = ToHost(rows_compare);
+    a.js = ToHost(JsDivergence(ssa->attention, other->attention, rows.entropy, rows_compare.entropy));
     a.l1 = ToHost(L1Distance(ssa->attention, other->attention));
     const QkSpectrum& spectrum = m_impl->model.spectrum;
     a.qk_opnorm = ToHost(spectrum.opnorm);
@@ -191,6 +195,15 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     a.tau_q_compare = ToHost(other->tau_q);
     a.tau_v_compare = ToHost(other->tau_v);
     return a;
+}
+
+void SetComputeThreads(int threads) {
+    threads = std::max(1, threads);
+    at::set_num_threads(threads);
+    // LibTorch's setting does not reach OpenBLAS's own pool (Debian's libblas.so.3 alternative);
+    // call it by name when that is the BLAS in use.
+    using SetThreads = void (*)(int);
+    if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set(threads);
 }
 
 Status WriteRandomModel(const ModelConfig& config, uint64_t seed, const std::string& tokenizer_dir, const std::string& out_dir) {

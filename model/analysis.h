@@ -93,6 +93,9 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
+// Threads LibTorch uses for one operation (process-wide). The GUI leaves a core to the UI.
+void SetComputeThreads(int threads);
+
 // Writes a random SSA model folder (fixed seed) with the tokenizer files from `tokenizer_dir`.
 Status WriteRandomModel(const ModelConfig& config, uint64_t seed, const std::string& tokenizer_dir, const std::string& out_dir);
 

@@ -21,6 +21,8 @@ struct RowMetricTensors {
 
 RowMetricTensors ComputeRowMetrics(const at::Tensor& attention);
 at::Tensor JsDivergence(const at::Tensor& p, const at::Tensor& q);  // [..., T] nats
+// The same from the rows' entropies when they are already known: H((p+q)/2) - (H(p) + H(q)) / 2.
+at::Tensor JsDivergence(const at::Tensor& p, const at::Tensor& q, const at::Tensor& entropy_p, const at::Tensor& entropy_q);
 at::Tensor L1Distance(const at::Tensor& p, const at::Tensor& q);    // [..., T]
 
 // Mean over rows 1..T-1 (skipping the single-key row): [..., T] -> [...]; NaN when T == 1.
