@@ -176,11 +176,11 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     a.forward_ms = MillisecondsSince(start);
 
     start = std::chrono::steady_clock::now();
-    const RowMetricTensors rows = ComputeRowMetrics(ssa->attention), rows_compare = ComputeRowMetrics(other->attention);
-    a.metrics = ToHost(rows);
-    a.metrics_compare = ToHost(rows_compare);
-    a.js = ToHost(JsDivergence(ssa->attention, other->attention, rows.entropy, rows_compare.entropy));
-    a.l1 = ToHost(L1Distance(ssa->attention, other->attention));
+    const MapComparison maps = CompareMaps(ssa->attention, other->attention);
+    a.metrics = ToHost(maps.p);
+    a.metrics_compare = ToHost(maps.q);
+    a.js = ToHost(maps.js);
+    a.l1 = ToHost(maps.l1);
     const QkSpectrum& spectrum = m_impl->model.spectrum;
     a.qk_opnorm = ToHost(spectrum.opnorm);
     a.qk_eig_mean = ToHost(spectrum.eig_mean);

@@ -1,7 +1,11 @@
 #include "model/metrics.h"
 
 #include <algorithm>
+#include <cassert>
+#include <cfloat>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include <ATen/Parallel.h>
@@ -51,6 +55,200 @@ at::Tensor TopKMass(const at::Tensor& attention, int64_t k) {
     return out.view(a.sizes().slice(0, a.dim() - 1));
 }
 
+// ---- The fused CPU pass of CompareMaps -------------------------------------------------------
+
+// Four floats as one SIMD value (GCC/Clang vector extensions; SSE on the x86-64 baseline, NEON
+// on ARM). The compiler does not vectorise these loops itself: it would have to
+// reorder float sums, and it turns the branch-free logarithm back into branches.
+constexpr int kLanes = 4;
+typedef float Floats __attribute__((vector_size(kLanes * sizeof(float))));
+typedef int32_t Ints __attribute__((vector_size(kLanes * sizeof(float))));
+
+template <typename To, typename From>
+inline To BitCast(const From& from) {
+    static_assert(sizeof(To) == sizeof(From));
+    To to;
+    std::memcpy(&to, &from, sizeof to);
+    return to;
+}
+
+inline Floats Load(const float* p) {
+    Floats v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+// ln x for normal x > 0, within 2 ulp: Cephes' logf.
+inline Floats Log(Floats x) {
+    Ints bits = BitCast<Ints>(x);
+    Floats e = __builtin_convertvector((bits >> 23) - 126, Floats);  // x = f 2^e, f in [0.5, 1)
+    const Floats f = BitCast<Floats>((bits & 0x007fffff) | 0x3f000000);
+    const Ints low = f < 0.70710678f;  // move f to [sqrt(1/2), sqrt(2)) so that f - 1 is small
+    e = low ? e - 1.0f : e;
+    const Floats t = low ? f + f - 1.0f : f - 1.0f;
+    const Floats t2 = t * t;
+    Floats y = 7.0376836292e-2f - Floats{};
+    y = y * t - 1.1514610310e-1f;
+    y = y * t + 1.1676998740e-1f;
+    y = y * t - 1.2420140846e-1f;
+    y = y * t + 1.4249322787e-1f;
+    y = y * t - 1.6668057665e-1f;
+    y = y * t + 2.0000714765e-1f;
+    y = y * t - 2.4999993993e-1f;
+    y = y * t + 3.3333331174e-1f;
+    y = y * t * t2 - 2.12194440e-4f * e - 0.5f * t2;  // ln 2 in two parts, the first exact in float
+    return t + y + 0.693359375f * e;
+}
+
+// -x ln x with 0 ln 0 = 0; subnormal weights count as FLT_MIN (they add under 1e-36).
+inline Floats NegXLogX(Floats x) {
+    const Floats floor = FLT_MIN - Floats{};
+    return -x * Log(x < floor ? floor : x);
+}
+
+// Whether any lane of a comparison is true.
+inline bool Any(Ints mask) {
+    uint64_t words[sizeof mask / sizeof(uint64_t)];
+    std::memcpy(words, &mask, sizeof mask);
+    uint64_t any = 0;
+    for (uint64_t w : words) any |= w;
+    return any != 0;
+}
+
+// The six sums of a row pair, lane by lane: float partials of at most kFlushGroups terms each
+// (more would cost accuracy: 32 terms doubled the error against float64), flushed into doubles.
+enum { kEntropyP, kEntropyQ, kEntropyM, kSquareP, kSquareQ, kL1, kSums };  // entropies: -sum x ln x, m = (p + q) / 2
+constexpr int kFlushGroups = 4;
+typedef double Doubles __attribute__((vector_size(2 * sizeof(double))));
+static_assert(kLanes == 4, "Flush widens two halves");
+
+struct RowSums {
+    Floats partial[kSums] = {};
+    Doubles total[kSums] = {};
+    int groups = 0;
+
+    void Add(Floats p, Floats q) {
+        const Floats d = p - q;
+        const Floats terms[kSums] = {NegXLogX(p), NegXLogX(q), NegXLogX(0.5f * (p + q)), p * p, q * q, d < 0 ? -d : d};
+        for (int k = 0; k < kSums; ++k) partial[k] += terms[k];
+        if (++groups == kFlushGroups) Flush();
+    }
+    void Flush() {
+        for (int k = 0; k < kSums; ++k) {
+            const Floats v = partial[k];
+            total[k] += __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1), Doubles) +
+                        __builtin_convertvector(__builtin_shufflevector(v, v, 2, 3), Doubles);
+            partial[k] = Floats{};
+        }
+        groups = 0;
+    }
+    double Get(int k) const { return total[k][0] + total[k][1]; }  // after Flush
+};
+
+// The five largest weights, descending. They start at 0, the weight of every key above the
+// diagonal, so rows with fewer than five keys sum like a top-k over the whole row.
+struct Top5 {
+    float best[5] = {0, 0, 0, 0, 0};
+    Floats fifth{};  // best[4] in every lane: past a row's first groups few weights beat it
+
+    void Add(Floats group) {
+        for (int l = 0; l < kLanes; ++l) {
+            const float v = group[l];
+            if (!(v > best[4])) continue;
+            int i = 4;
+            for (; i > 0 && best[i - 1] < v; --i) best[i] = best[i - 1];
+            best[i] = v;
+        }
+        fifth = best[4] + Floats{};
+    }
+    double Sum() const { return static_cast<double>(best[0]) + best[1] + best[2] + best[3] + best[4]; }
+};
+
+struct RowPointers {  // float32 views of one RowMetricTensors, [rows]
+    float *entropy, *normalized_entropy, *spikiness, *max_weight, *top5_mass, *effective_support, *sink_mass;
+};
+
+RowPointers Allocate(RowMetricTensors& r, at::IntArrayRef sizes) {
+    const auto options = at::TensorOptions().dtype(at::kFloat);
+    for (at::Tensor* t : {&r.entropy, &r.normalized_entropy, &r.spikiness, &r.max_weight, &r.top5_mass, &r.effective_support,
+                          &r.sink_mass})
+        *t = at::empty(sizes, options);
+    return {r.entropy.data_ptr<float>(),   r.normalized_entropy.data_ptr<float>(), r.spikiness.data_ptr<float>(),
+            r.max_weight.data_ptr<float>(), r.top5_mass.data_ptr<float>(),         r.effective_support.data_ptr<float>(),
+            r.sink_mass.data_ptr<float>()};
+}
+
+void WriteRow(const RowPointers& out, int64_t row, int64_t keys, float sink, double entropy, double square, const Top5& top) {
+    out.entropy[row] = static_cast<float>(entropy);
+    out.normalized_entropy[row] = keys > 1 ? static_cast<float>(entropy / std::log(static_cast<double>(keys))) : 0.0f;
+    out.spikiness[row] = static_cast<float>(1.0 / (static_cast<double>(keys) * square));
+    out.max_weight[row] = top.best[0];
+    out.top5_mass[row] = static_cast<float>(top.Sum());
+    out.effective_support[row] = static_cast<float>(std::exp(entropy));
+    out.sink_mass[row] = sink;
+}
+
+// Row `row` of both maps, query index i: keys 0..i, each read once, kLanes at a time.
+void CompareRow(const float* p_maps, const float* q_maps, int64_t T, int64_t row, int64_t i, const RowPointers& out_p,
+                const RowPointers& out_q, float* js, float* l1) {
+    const float* p = p_maps + row * T;
+    const float* q = q_maps + row * T;
+    const int64_t keys = i + 1;
+    assert(std::all_of(p + keys, p + T, [](float v) { return v == 0; }) && "p is not causal");
+    assert(std::all_of(q + keys, q + T, [](float v) { return v == 0; }) && "q is not causal");
+    RowSums sums;
+    Top5 top_p, top_q;
+    auto add = [&](Floats p_group, Floats q_group) {
+        sums.Add(p_group, q_group);
+        if (Any((p_group > top_p.fifth) | (q_group > top_q.fifth))) {
+            top_p.Add(p_group);
+            top_q.Add(q_group);
+        }
+    };
+    int64_t j = 0;
+    for (; j + kLanes <= keys; j += kLanes) add(Load(p + j), Load(q + j));
+    if (j < keys) {  // the row's last, partial group, zero-padded
+        Floats p_group{}, q_group{};
+        for (int64_t k = j; k < keys; ++k) {
+            p_group[k - j] = p[k];
+            q_group[k - j] = q[k];
+        }
+        add(p_group, q_group);
+    }
+    sums.Flush();
+    const double entropy_p = sums.Get(kEntropyP), entropy_q = sums.Get(kEntropyQ);
+    WriteRow(out_p, row, keys, p[0], entropy_p, sums.Get(kSquareP), top_p);
+    WriteRow(out_q, row, keys, q[0], entropy_q, sums.Get(kSquareQ), top_q);
+    // 0.5 KL(p||m) + 0.5 KL(q||m) = H(m) - (H(p) + H(q)) / 2; rounding can dip below 0 for equal rows.
+    js[row] = static_cast<float>(std::max(0.0, sums.Get(kEntropyM) - 0.5 * (entropy_p + entropy_q)));
+    l1[row] = static_cast<float>(sums.Get(kL1));
+}
+
+MapComparison CompareMapsFused(const at::Tensor& p_in, const at::Tensor& q_in) {
+    const at::Tensor p = p_in.contiguous(), q = q_in.contiguous();
+    const int64_t T = p.size(-1);
+    const at::IntArrayRef sizes = p.sizes().slice(0, p.dim() - 1);  // [..., T]
+    MapComparison c;
+    const RowPointers out_p = Allocate(c.p, sizes), out_q = Allocate(c.q, sizes);
+    c.js = at::empty(sizes, at::kFloat);
+    c.l1 = at::empty(sizes, at::kFloat);
+    const float* p_maps = p.data_ptr<float>();
+    const float* q_maps = q.data_ptr<float>();
+    float* js = c.js.data_ptr<float>();
+    float* l1 = c.l1.data_ptr<float>();
+    // Row i costs i + 1 keys, so a work item takes rows i and T-1-i of one map: equal items, and
+    // threads stay balanced even for a single map.
+    const int64_t maps = T > 0 ? p.numel() / (T * T) : 0, half = (T + 1) / 2;
+    at::parallel_for(0, maps * half, 8, [&](int64_t begin, int64_t end) {
+        for (int64_t item = begin; item < end; ++item) {
+            const int64_t map = item / half, i = item % half;
+            CompareRow(p_maps, q_maps, T, map * T + i, i, out_p, out_q, js, l1);
+            if (T - 1 - i != i) CompareRow(p_maps, q_maps, T, map * T + T - 1 - i, T - 1 - i, out_p, out_q, js, l1);
+        }
+    });
+    return c;
+}
+
 }  // namespace
 
 RowMetricTensors ComputeRowMetrics(const at::Tensor& attention) {
@@ -83,6 +281,23 @@ at::Tensor JsDivergence(const at::Tensor& p, const at::Tensor& q, const at::Tens
 at::Tensor L1Distance(const at::Tensor& p, const at::Tensor& q) {
     c10::InferenceMode guard;
     return (p - q).abs().sum(-1);
+}
+
+MapComparison CompareMaps(const at::Tensor& p, const at::Tensor& q) {
+    c10::InferenceMode guard;
+    TORCH_CHECK(p.sizes() == q.sizes() && p.dim() >= 2 && p.size(-1) == p.size(-2), "CompareMaps: maps of shapes ", p.sizes(),
+                " and ", q.sizes(), " are not two [..., T, T] of the same shape");
+    const bool fused = p.is_cpu() && q.is_cpu() && p.scalar_type() == at::kFloat && q.scalar_type() == at::kFloat;
+    return fused ? CompareMapsFused(p, q) : CompareMapsGeneric(p, q);
+}
+
+MapComparison CompareMapsGeneric(const at::Tensor& p, const at::Tensor& q) {
+    MapComparison c;
+    c.p = ComputeRowMetrics(p);
+    c.q = ComputeRowMetrics(q);
+    c.js = JsDivergence(p, q, c.p.entropy, c.q.entropy);
+    c.l1 = L1Distance(p, q);
+    return c;
 }
 
 at::Tensor RowMean(const at::Tensor& rows) {

@@ -1,6 +1,6 @@
-// Sparsity metrics of SPEC section 2, computed with torch on the device the maps live on.
-// Attention maps are [..., T, T] with row i (0-based) covering keys 0..i; every row metric is
-// [..., T]. Row aggregates skip the first row, which has a single key.
+// Sparsity metrics of SPEC section 2. Attention maps are [..., T, T], row-major, with row i
+// (0-based) covering keys 0..i and zero above the diagonal; every row metric is [..., T]. Row
+// aggregates skip the first row, which has a single key.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -19,11 +19,25 @@ struct RowMetricTensors {
     at::Tensor sink_mass;           // weight on the first token
 };
 
+// These use torch ops on the device the maps live on, and accept any map.
 RowMetricTensors ComputeRowMetrics(const at::Tensor& attention);
 at::Tensor JsDivergence(const at::Tensor& p, const at::Tensor& q);  // [..., T] nats
 // The same from the rows' entropies when they are already known: H((p+q)/2) - (H(p) + H(q)) / 2.
 at::Tensor JsDivergence(const at::Tensor& p, const at::Tensor& q, const at::Tensor& entropy_p, const at::Tensor& entropy_q);
 at::Tensor L1Distance(const at::Tensor& p, const at::Tensor& q);    // [..., T]
+
+// Everything the analysis reports about a map p and its comparison q (same shape).
+struct MapComparison {
+    RowMetricTensors p, q;
+    at::Tensor js;  // [..., T] JS divergence of each p row from its q row, nats
+    at::Tensor l1;  // [..., T] sum_j |p - q|
+};
+// On the CPU in float32: one fused pass over each row pair, reading keys 0..i only, so both maps
+// must be causal (zero above the diagonal, as the forward pass makes them; debug builds check).
+// Elsewhere, CompareMapsGeneric.
+MapComparison CompareMaps(const at::Tensor& p, const at::Tensor& q);
+// The same from the torch ops above, on any device and for any map; the fused path's reference.
+MapComparison CompareMapsGeneric(const at::Tensor& p, const at::Tensor& q);
 
 // Mean over rows 1..T-1 (skipping the single-key row): [..., T] -> [...]; NaN when T == 1.
 at::Tensor RowMean(const at::Tensor& rows);

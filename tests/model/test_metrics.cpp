@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include "model/metrics.h"
 #include "tests/model/reference.h"
 
@@ -48,10 +50,64 @@ TEST_P(Metrics, QkSpectrumMatchesReference) {
     CheckClose(s.eig_var, c.Ref("qk_eig_var"), 1e-5, "qk_eig_var", true);
 }
 
+// The fused CPU pass the analysis uses, on the same reference maps.
+TEST_P(Metrics, CompareMapsMatchesReference) {
+    ReferenceCase c(GetParam());
+    ASSERT_TRUE(c.ok) << c.error;
+    model::MapComparison m = model::CompareMaps(c.Ref("attention"), c.Ref("attention_vanilla"));
+    const std::pair<const model::RowMetricTensors*, std::string> sides[] = {{&m.p, ""}, {&m.q, "_vanilla"}};
+    for (const auto& [r, suffix] : sides) {
+        CheckClose(r->entropy, c.Ref("entropy" + suffix), kTolerance, "fused entropy" + suffix);
+        CheckClose(r->normalized_entropy, c.Ref("normalized_entropy" + suffix), kTolerance, "fused normalized_entropy" + suffix);
+        CheckClose(r->spikiness, c.Ref("spikiness" + suffix), kTolerance, "fused spikiness" + suffix, /*relative=*/true);
+        CheckClose(r->max_weight, c.Ref("max_weight" + suffix), kTolerance, "fused max_weight" + suffix);
+        CheckClose(r->top5_mass, c.Ref("top5_mass" + suffix), kTolerance, "fused top5_mass" + suffix);
+        CheckClose(r->sink_mass, c.Ref("sink_mass" + suffix), kTolerance, "fused sink_mass" + suffix);
+    }
+    CheckClose(m.js, c.Ref("js"), kTolerance, "fused js");
+    CheckClose(m.l1, c.Ref("l1"), kTolerance, "fused l1");
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, Metrics,
                          ::testing::Values("vanilla", "q_sigmoid_shared_sum_perhead", "qv_expexp_feature_product_mixed",
                                            "bf16_storage", "linear_layout"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// Random causal maps: softmax rows of varied sharpness, including one-hot and uniform rows.
+at::Tensor RandomCausalMaps(int64_t maps, int64_t T, uint64_t seed) {
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    at::Tensor scores = at::normal(0.0, 3.0, {maps, T, T}, gen);
+    scores.masked_fill_(at::ones({T, T}, at::kBool).triu(1), -INFINITY);
+    at::Tensor p = at::softmax(scores, -1);
+    if (T > 3) {
+        p[0][T - 1].zero_();
+        p[0][T - 1][2] = 1.0f;                                        // one-hot
+        p[0][T - 2].narrow(0, 0, T - 1).fill_(1.0f / static_cast<float>(T - 1));  // uniform
+    }
+    return p;
+}
+
+// The fused pass against the generic torch ops it replaces on the CPU (which CUDA still uses).
+TEST(CompareMaps, FusedEqualsGenericTorchOps) {
+    for (int64_t T : {1, 2, 5, 300}) {
+        const at::Tensor p = RandomCausalMaps(3, T, 11 + T), q = RandomCausalMaps(3, T, 97 + T);
+        const model::MapComparison fused = model::CompareMaps(p, q), generic = model::CompareMapsGeneric(p, q);
+        const std::string at_t = " (T = " + std::to_string(T) + ")";
+        const std::pair<const model::RowMetricTensors*, const model::RowMetricTensors*> sides[] = {{&fused.p, &generic.p},
+                                                                                                   {&fused.q, &generic.q}};
+        for (const auto& [f, g] : sides) {
+            CheckClose(f->entropy, g->entropy, 1e-5, "entropy" + at_t);
+            CheckClose(f->normalized_entropy, g->normalized_entropy, 1e-5, "normalized_entropy" + at_t);
+            CheckClose(f->spikiness, g->spikiness, 1e-5, "spikiness" + at_t, /*relative=*/true);
+            CheckClose(f->max_weight, g->max_weight, 0.0, "max_weight" + at_t);
+            CheckClose(f->top5_mass, g->top5_mass, 1e-6, "top5_mass" + at_t);
+            CheckClose(f->effective_support, g->effective_support, 1e-5, "effective_support" + at_t, true);
+            CheckClose(f->sink_mass, g->sink_mass, 0.0, "sink_mass" + at_t);
+        }
+        CheckClose(fused.js, generic.js, 1e-5, "js" + at_t);
+        CheckClose(fused.l1, generic.l1, 1e-5, "l1" + at_t);
+    }
+}
 
 // Hand-checkable rows: uniform and one-hot, the two ends of every scale.
 TEST(MetricsByHand, UniformAndOneHotRows) {
