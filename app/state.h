@@ -86,4 +86,8 @@ struct AppState {
     void ClampSelection();  // keeps selected / query / pinned inside the current analysis
 };
 
+// For views with nothing to show yet: draws why ("waiting for the model..." or a pointer to the
+// error) and returns true when there is no analysis.
+bool DrawNoAnalysisNote(const AppState& state);
+
 }  // namespace app

@@ -69,10 +69,7 @@ void Number(float v, const char* format) {
 }  // namespace
 
 void HeadTableView::Draw(AppState& state) {
-    if (!state.analysis) {
-        ImGui::TextDisabled("%s", state.error.empty() ? "waiting for the model..." : "no analysis (see the message above)");
-        return;
-    }
+    if (DrawNoAnalysisNote(state)) return;
     const model::Analysis& a = *state.analysis;
     if (!SameAnalysis(m_for, state.analysis)) {
         m_for = state.analysis;

@@ -1,4 +1,5 @@
 #include "app/view_heads.h"
+#include "viz/widgets.h"
 
 #include <algorithm>
 #include <chrono>
@@ -89,13 +90,29 @@ const GridMetric* FindGridMetric(const std::string& key) {
 
 // The map a thumbnail shows for a head and mode; Difference is SSA - comparison on a symmetric
 // diverging scale. An empty image when the analysis lacks the maps.
-viz::Image BakeHead(const model::Analysis& a, MapMode mode, viz::Colormap colormap, bool log_scale, int l, int h,
-                    int max_side, std::vector<float>* scratch) {
+// One colour scale for every head, so thumbnails compare at a glance and one colour bar reads
+// them all: 0..the largest weight (log: from 1e-4), or symmetric around 0 for the difference.
+viz::Range SharedRange(const model::Analysis& a, MapMode mode, bool log_scale) {
+    float top = 0.0f;
+    const size_t n = std::min(a.attention.size(), a.attention_compare.size());
+    for (size_t i = 0; i < n; ++i) {
+        const float v = mode == MapMode::Ssa ? a.attention[i] : mode == MapMode::Compare ? a.attention_compare[i]
+                                                                                   : std::abs(a.attention[i] - a.attention_compare[i]);
+        if (v > top) top = v;  // NaN never wins
+    }
+    if (top <= 0.0f) top = 1.0f;
+    if (mode == MapMode::Difference) return {-top, top};
+    return {log_scale ? 1e-4f : 0.0f, top};
+}
+
+viz::Image BakeHead(const model::Analysis& a, MapMode mode, viz::Colormap colormap, bool log_scale, viz::Range range, int l,
+                    int h, int max_side, std::vector<float>* scratch) {
     const int T = a.n_tokens;
     const size_t at = a.MapIndex(l, h), cells = static_cast<size_t>(T) * T;
     viz::HeatmapStyle style;
     style.colormap = colormap;
     style.log_scale = log_scale;
+    style.range = range;
     const bool has_ssa = a.attention.size() >= at + cells, has_compare = a.attention_compare.size() >= at + cells;
     const float* values = nullptr;
     switch (mode) {
@@ -288,6 +305,7 @@ void HeadsView::Rebake(AppState& state) {
         m_baked_colormap = s.colormap;
         m_baked_log = s.log_scale;
         m_next_bake = 0;
+        m_range = SharedRange(a, s.map_mode, s.log_scale);
         m_pinned_textures.clear();
         if (m_thumbnails.size() != count) m_thumbnails = std::vector<viz::Texture>(count);
     }
@@ -299,7 +317,7 @@ void HeadsView::Rebake(AppState& state) {
     const int side = std::min(a.n_tokens, kThumbnailSide);
     while (m_next_bake < count) {
         const int l = static_cast<int>(m_next_bake / a.n_head), h = static_cast<int>(m_next_bake % a.n_head);
-        viz::Image image = BakeHead(a, m_baked_mode, m_baked_colormap, m_baked_log, l, h, side, &scratch);
+        viz::Image image = BakeHead(a, m_baked_mode, m_baked_colormap, m_baked_log, m_range, l, h, side, &scratch);
         m_thumbnails[m_next_bake].Upload(image);
         ++m_next_bake;
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -308,10 +326,7 @@ void HeadsView::Rebake(AppState& state) {
 }
 
 void HeadsView::Draw(AppState& state) {
-    if (!state.analysis) {
-        ImGui::TextDisabled("%s", state.error.empty() ? "waiting for the model..." : "no analysis (see the message above)");
-        return;
-    }
+    if (DrawNoAnalysisNote(state)) return;
     const model::Analysis& a = *state.analysis;
     if (a.n_layer == 0 || a.n_head == 0 || a.n_tokens == 0) {
         ImGui::TextDisabled("no heads in this analysis");
@@ -361,7 +376,8 @@ void HeadsView::DrawGrid(AppState& state) {
     const int L = a.n_layer, H = a.n_head;
     const float label_w = ImGui::CalcTextSize("L00").x + 8.0f;
     const float line = ImGui::GetTextLineHeight();
-    const float avail = ImGui::GetContentRegionAvail().x;
+    const float bar_w = viz::ColorBarWidth();
+    const float avail = ImGui::GetContentRegionAvail().x - bar_w - 8.0f;  // room for the shared colour bar
     float gap = 4.0f;
     float cell = std::floor((avail - label_w - gap * H) / H);
     if (cell < 24.0f) gap = 2.0f, cell = std::floor((avail - label_w - gap * H) / H);  // many heads: tighter
@@ -418,6 +434,10 @@ void HeadsView::DrawGrid(AppState& state) {
         }
     }
     if (hovered >= 0) HeadTooltip(state, m_summary[hovered]);
+    const bool difference = m_baked_mode == MapMode::Difference;
+    ImGui::SetCursorScreenPos(ImVec2(origin.x + grid_w + 6.0f, top));
+    viz::ColorBar("##heads_colorbar", difference ? viz::Colormap::Diverging : m_baked_colormap, m_range, m_baked_log && !difference,
+                  ImVec2(bar_w, L * (cell + gap) - gap));
     ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + grid_h));
     ImGui::Dummy(ImVec2(grid_w, 0.0f));
     state.regions["heads"] = Rect{origin.x, origin.y, grid_w, grid_h};
@@ -449,13 +469,12 @@ void HeadsView::DrawPinned(AppState& state) {
     std::vector<float> scratch;
     bool baked_one = false;
     std::optional<HeadRef> unpin;
-    const ViewSettings& s = state.settings;
     for (size_t k = 0; k < state.pinned.size(); ++k) {
         const HeadRef ref = state.pinned[k];
         const HeadSummary& sum = m_summary[static_cast<size_t>(ref.layer) * a.n_head + ref.head];
         viz::Texture& tex = m_pinned_textures[{ref.layer, ref.head}];
         if (!tex.Valid() && !baked_one && m_next_bake >= m_thumbnails.size()) {  // one per frame, after the grid
-            tex.Upload(BakeHead(a, s.map_mode, s.colormap, s.log_scale, ref.layer, ref.head, std::min(a.n_tokens, kPinnedSide), &scratch));
+            tex.Upload(BakeHead(a, m_baked_mode, m_baked_colormap, m_baked_log, m_range, ref.layer, ref.head, std::min(a.n_tokens, kPinnedSide), &scratch));
             baked_one = true;
         }
         if (!tex.Valid()) state.want_frame = true;

@@ -60,7 +60,8 @@ private:
     MapMode m_baked_mode = MapMode::Ssa;
     viz::Colormap m_baked_colormap = viz::Colormap::Viridis;
     bool m_baked_log = false;
-    size_t m_next_bake = 0;  // thumbnails are re-baked a few per frame, from here
+    size_t m_next_bake = 0;
+    viz::Range m_range;      // shared by every thumbnail and the pinned maps  // thumbnails are re-baked a few per frame, from here
     std::vector<HeadSummary> m_summary;
 };
 

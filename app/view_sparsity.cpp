@@ -97,10 +97,7 @@ void SparsityView::Prepare(const model::Analysis& a) {
 }
 
 void SparsityView::Draw(AppState& state) {
-    if (!state.analysis) {
-        ImGui::TextDisabled("%s", state.error.empty() ? "waiting for the model..." : "no analysis (see the message above)");
-        return;
-    }
+    if (DrawNoAnalysisNote(state)) return;
     const model::Analysis& a = *state.analysis;
     if (!SameAnalysis(m_for, state.analysis)) {
         m_for = state.analysis;
