@@ -82,25 +82,30 @@ app::AppState StateWith(int L, int H, int T) {
     return state;
 }
 
+// The views of the main window, as the app lists them.
+struct MainViews {
+    app::TextView text;
+    app::HeatmapView heatmap;
+    app::HeadsView heads;
+    app::HeadTableView table;
+    app::SparsityView sparsity;
+    app::ModelView model_view;
+
+    void Draw(app::AppState& state) {
+        text.Draw(state);
+        heatmap.Draw(state);
+        heads.Draw(state);
+        table.Draw(state);
+        sparsity.Draw(state);
+        model_view.Draw(state);
+    }
+};
+
 TEST_F(Views, EveryViewDrawsAtSeveralSizes) {
     for (int T : {1, 2, 7, 64, 300}) {
         app::AppState state = StateWith(2, 3, T);
-        app::TextView text;
-        app::HeatmapView heatmap;
-        app::HeadsView heads;
-        app::HeadTableView table;
-        app::SparsityView sparsity;
-        app::ModelView model_view;
-        for (int frame = 0; frame < 3; ++frame) {
-            Frame([&] {
-                text.Draw(state);
-                heatmap.Draw(state);
-                heads.Draw(state);
-                table.Draw(state);
-                sparsity.Draw(state);
-                model_view.Draw(state);
-            });
-        }
+        MainViews views;
+        for (int frame = 0; frame < 3; ++frame) Frame([&] { views.Draw(state); });
         EXPECT_TRUE(state.regions.count("heatmap")) << "T = " << T;
     }
 }
@@ -136,20 +141,10 @@ TEST_F(Views, ModesSelectionsAndPinsAllDraw) {
 
 TEST_F(Views, NoAnalysisYetDrawsPlaceholders) {
     app::AppState state;
-    app::TextView text;
-    app::HeatmapView heatmap;
-    app::HeadsView heads;
-    app::HeadTableView table;
-    app::SparsityView sparsity;
-    app::ModelView model_view;
-    Frame([&] {
-        text.Draw(state);
-        heatmap.Draw(state);
-        heads.Draw(state);
-        table.Draw(state);
-        sparsity.Draw(state);
-        model_view.Draw(state);
-    });
+    MainViews views;
+    Frame([&] { views.Draw(state); });
+    state.error = "model folder 'x' does not exist";
+    Frame([&] { views.Draw(state); });
 }
 
 TEST_F(Views, WindowsAndDialogsDraw) {
