@@ -78,14 +78,13 @@ inline Floats Load(const float* p) {
     return v;
 }
 
-// ln x for normal x > 0, within 2 ulp: Cephes' logf.
+// ln x for normal x > 0 (Cephes' logf): within 1 ulp of std::log on [FLT_MIN, 2], all weights need.
 inline Floats Log(Floats x) {
-    Ints bits = BitCast<Ints>(x);
-    Floats e = __builtin_convertvector((bits >> 23) - 126, Floats);  // x = f 2^e, f in [0.5, 1)
-    const Floats f = BitCast<Floats>((bits & 0x007fffff) | 0x3f000000);
-    const Ints low = f < 0.70710678f;  // move f to [sqrt(1/2), sqrt(2)) so that f - 1 is small
-    e = low ? e - 1.0f : e;
-    const Floats t = low ? f + f - 1.0f : f - 1.0f;
+    const Ints bits = BitCast<Ints>(x);
+    const Floats f = BitCast<Floats>((bits & 0x007fffff) | 0x3f000000);  // x = f 2^e, f in [0.5, 1)
+    const Ints low = f < 0.70710678f;  // then f to [sqrt(1/2), sqrt(2)) so that f - 1 is small
+    const Floats e = __builtin_convertvector((bits >> 23) - 126 + low, Floats);  // low is -1 or 0
+    const Floats t = (f - 1.0f) + BitCast<Floats>(BitCast<Ints>(f) & low);      // 2f - 1 or f - 1
     const Floats t2 = t * t;
     Floats y = 7.0376836292e-2f - Floats{};
     y = y * t - 1.1514610310e-1f;
@@ -103,63 +102,42 @@ inline Floats Log(Floats x) {
 // -x ln x with 0 ln 0 = 0; subnormal weights count as FLT_MIN (they add under 1e-36).
 inline Floats NegXLogX(Floats x) {
     const Floats floor = FLT_MIN - Floats{};
-    return -x * Log(x < floor ? floor : x);
+    return -x * Log(x > floor ? x : floor);
 }
 
-// Whether any lane of a comparison is true.
-inline bool Any(Ints mask) {
-    uint64_t words[sizeof mask / sizeof(uint64_t)];
-    std::memcpy(words, &mask, sizeof mask);
-    uint64_t any = 0;
-    for (uint64_t w : words) any |= w;
-    return any != 0;
-}
-
-// The six sums of a row pair, lane by lane: float partials of at most kFlushGroups terms each
-// (more would cost accuracy: 32 terms doubled the error against float64), flushed into doubles.
-enum { kEntropyP, kEntropyQ, kEntropyM, kSquareP, kSquareQ, kL1, kSums };  // entropies: -sum x ln x, m = (p + q) / 2
+// Per-lane float sums over kFlushGroups groups of kLanes keys, then added into the row's doubles:
+// short float partials keep the error against float64 near float rounding (32 groups doubled it).
 constexpr int kFlushGroups = 4;
-typedef double Doubles __attribute__((vector_size(2 * sizeof(double))));
-static_assert(kLanes == 4, "Flush widens two halves");
-
-struct RowSums {
-    Floats partial[kSums] = {};
-    Doubles total[kSums] = {};
-    int groups = 0;
-
-    void Add(Floats p, Floats q) {
-        const Floats d = p - q;
-        const Floats terms[kSums] = {NegXLogX(p), NegXLogX(q), NegXLogX(0.5f * (p + q)), p * p, q * q, d < 0 ? -d : d};
-        for (int k = 0; k < kSums; ++k) partial[k] += terms[k];
-        if (++groups == kFlushGroups) Flush();
-    }
-    void Flush() {
-        for (int k = 0; k < kSums; ++k) {
-            const Floats v = partial[k];
-            total[k] += __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1), Doubles) +
-                        __builtin_convertvector(__builtin_shufflevector(v, v, 2, 3), Doubles);
-            partial[k] = Floats{};
-        }
-        groups = 0;
-    }
-    double Get(int k) const { return total[k][0] + total[k][1]; }  // after Flush
+struct LaneSums {
+    Floats entropy_p{}, entropy_q{}, entropy_m{};  // -sum x ln x, m = (p + q) / 2
+    Floats square_p{}, square_q{};
+    Floats l1{};
 };
+
+inline void AddGroup(Floats p, Floats q, LaneSums& s) {
+    s.entropy_p += NegXLogX(p);
+    s.entropy_q += NegXLogX(q);
+    s.entropy_m += NegXLogX(0.5f * (p + q));
+    s.square_p += p * p;
+    s.square_q += q * q;
+    s.l1 += BitCast<Floats>(BitCast<Ints>(p - q) & 0x7fffffff);  // |p - q|: the sign bit cleared
+}
+
+inline double Sum(Floats v) {
+    double sum = 0;
+    for (int l = 0; l < kLanes; ++l) sum += v[l];
+    return sum;
+}
 
 // The five largest weights, descending. They start at 0, the weight of every key above the
 // diagonal, so rows with fewer than five keys sum like a top-k over the whole row.
 struct Top5 {
     float best[5] = {0, 0, 0, 0, 0};
-    Floats fifth{};  // best[4] in every lane: past a row's first groups few weights beat it
-
-    void Add(Floats group) {
-        for (int l = 0; l < kLanes; ++l) {
-            const float v = group[l];
-            if (!(v > best[4])) continue;
-            int i = 4;
-            for (; i > 0 && best[i - 1] < v; --i) best[i] = best[i - 1];
-            best[i] = v;
-        }
-        fifth = best[4] + Floats{};
+    void Add(float v) {
+        if (!(v > best[4])) return;
+        int i = 4;
+        for (; i > 0 && best[i - 1] < v; --i) best[i] = best[i - 1];
+        best[i] = v;
     }
     double Sum() const { return static_cast<double>(best[0]) + best[1] + best[2] + best[3] + best[4]; }
 };
@@ -188,7 +166,8 @@ void WriteRow(const RowPointers& out, int64_t row, int64_t keys, float sink, dou
     out.sink_mass[row] = sink;
 }
 
-// Row `row` of both maps, query index i: keys 0..i, each read once, kLanes at a time.
+// Row `row` of both maps, query index i: keys 0..i, each read from memory once (a group is
+// summed and then scanned for the top five while it is in L1).
 void CompareRow(const float* p_maps, const float* q_maps, int64_t T, int64_t row, int64_t i, const RowPointers& out_p,
                 const RowPointers& out_q, float* js, float* l1) {
     const float* p = p_maps + row * T;
@@ -196,32 +175,41 @@ void CompareRow(const float* p_maps, const float* q_maps, int64_t T, int64_t row
     const int64_t keys = i + 1;
     assert(std::all_of(p + keys, p + T, [](float v) { return v == 0; }) && "p is not causal");
     assert(std::all_of(q + keys, q + T, [](float v) { return v == 0; }) && "q is not causal");
-    RowSums sums;
+    double entropy_p = 0, entropy_q = 0, entropy_m = 0, square_p = 0, square_q = 0, distance = 0;
     Top5 top_p, top_q;
-    auto add = [&](Floats p_group, Floats q_group) {
-        sums.Add(p_group, q_group);
-        if (Any((p_group > top_p.fifth) | (q_group > top_q.fifth))) {
-            top_p.Add(p_group);
-            top_q.Add(q_group);
+    for (int64_t j = 0; j < keys;) {
+        LaneSums s;
+        const int64_t stop = std::min(keys, j + kFlushGroups * kLanes);
+        for (; j < stop; j += kLanes) {
+            Floats pg{}, qg{};
+            if (stop - j >= kLanes) {
+                pg = Load(p + j);
+                qg = Load(q + j);
+            } else {  // the row's last, partial group, zero-padded
+                for (int64_t k = j; k < stop; ++k) {
+                    pg[k - j] = p[k];
+                    qg[k - j] = q[k];
+                }
+            }
+            AddGroup(pg, qg, s);
+            for (int l = 0; l < kLanes; ++l) {
+                top_p.Add(pg[l]);
+                top_q.Add(qg[l]);
+            }
         }
-    };
-    int64_t j = 0;
-    for (; j + kLanes <= keys; j += kLanes) add(Load(p + j), Load(q + j));
-    if (j < keys) {  // the row's last, partial group, zero-padded
-        Floats p_group{}, q_group{};
-        for (int64_t k = j; k < keys; ++k) {
-            p_group[k - j] = p[k];
-            q_group[k - j] = q[k];
-        }
-        add(p_group, q_group);
+        j = stop;
+        entropy_p += Sum(s.entropy_p);
+        entropy_q += Sum(s.entropy_q);
+        entropy_m += Sum(s.entropy_m);
+        square_p += Sum(s.square_p);
+        square_q += Sum(s.square_q);
+        distance += Sum(s.l1);
     }
-    sums.Flush();
-    const double entropy_p = sums.Get(kEntropyP), entropy_q = sums.Get(kEntropyQ);
-    WriteRow(out_p, row, keys, p[0], entropy_p, sums.Get(kSquareP), top_p);
-    WriteRow(out_q, row, keys, q[0], entropy_q, sums.Get(kSquareQ), top_q);
+    WriteRow(out_p, row, keys, p[0], entropy_p, square_p, top_p);
+    WriteRow(out_q, row, keys, q[0], entropy_q, square_q, top_q);
     // 0.5 KL(p||m) + 0.5 KL(q||m) = H(m) - (H(p) + H(q)) / 2; rounding can dip below 0 for equal rows.
-    js[row] = static_cast<float>(std::max(0.0, sums.Get(kEntropyM) - 0.5 * (entropy_p + entropy_q)));
-    l1[row] = static_cast<float>(sums.Get(kL1));
+    js[row] = static_cast<float>(std::max(0.0, entropy_m - 0.5 * (entropy_p + entropy_q)));
+    l1[row] = static_cast<float>(distance);
 }
 
 MapComparison CompareMapsFused(const at::Tensor& p_in, const at::Tensor& q_in) {
