@@ -94,11 +94,11 @@ const GridMetric* FindGridMetric(const std::string& key) {
 // them all: 0..the largest weight (log: from 1e-4), or symmetric around 0 for the difference.
 viz::Range SharedRange(const model::Analysis& a, MapMode mode, bool log_scale) {
     float top = 0.0f;
-    const size_t n = std::min(a.attention.size(), a.attention_compare.size());
-    for (size_t i = 0; i < n; ++i) {
-        const float v = mode == MapMode::Ssa ? a.attention[i] : mode == MapMode::Compare ? a.attention_compare[i]
-                                                                                   : std::abs(a.attention[i] - a.attention_compare[i]);
-        if (v > top) top = v;  // NaN never wins
+    if (mode == MapMode::Difference) {
+        const size_t n = std::min(a.attention.size(), a.attention_compare.size());
+        for (size_t i = 0; i < n; ++i) top = std::max(top, std::abs(a.attention[i] - a.attention_compare[i]));  // NaN never wins
+    } else {  // the largest weight is the largest row maximum: [L, H, T] instead of [L, H, T, T]
+        for (float v : (mode == MapMode::Ssa ? a.metrics : a.metrics_compare).Get("max_weight")) top = std::max(top, v);
     }
     if (top <= 0.0f) top = 1.0f;
     if (mode == MapMode::Difference) return {-top, top};
