@@ -40,12 +40,9 @@ json Nested(const std::vector<float>& values, int L, int H, int T) {
     return out;
 }
 
-json Stats(const std::vector<float>& values, size_t begin, size_t count) {
-    if (count == 0) return json{{"mean", nullptr}, {"min", nullptr}, {"max", nullptr}};
-    auto first = values.begin() + static_cast<std::ptrdiff_t>(begin), last = first + static_cast<std::ptrdiff_t>(count);
-    double sum = 0;
-    for (auto it = first; it != last; ++it) sum += *it;
-    return json{{"mean", sum / static_cast<double>(count)}, {"min", *std::min_element(first, last)}, {"max", *std::max_element(first, last)}};
+json Stats(const std::vector<float>& values, const model::Analysis& a, int l, int h) {
+    const model::HeadStats s = model::HeadTokenStats(values, a, l, h);  // NaN dumps as null
+    return json{{"mean", s.mean}, {"min", s.min}, {"max", s.max}};
 }
 
 // One model's head summary: row metrics averaged over rows 2..T, and its temperatures.
@@ -55,8 +52,8 @@ json HeadSide(const model::Analysis& a, const model::MapMetrics& m, const std::v
     for (const auto& row : m.rows) side[row.name] = model::HeadRowMean(row.values, a, l, h);
     float sink = model::HeadRowMean(m.Get("sink_mass"), a, l, h);
     side["sink_head"] = std::isfinite(sink) && sink > sink_epsilon;
-    side["tau_q"] = Stats(tau_q, a.RowIndex(l, h), a.n_tokens);
-    side["tau_v"] = Stats(tau_v, a.RowIndex(l, h), a.n_tokens);
+    side["tau_q"] = Stats(tau_q, a, l, h);
+    side["tau_v"] = Stats(tau_v, a, l, h);
     return side;
 }
 
@@ -145,7 +142,7 @@ json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float
                              {"qk_opnorm", a.qk_opnorm[at]},
                              {"qk_eig_mean", a.qk_eig_mean[at]},
                              {"qk_eig_var", a.qk_eig_var[at]},
-                             {"effective_qk_norm", Stats(a.effective_qk_norm, a.RowIndex(l, h), T)}});
+                             {"effective_qk_norm", Stats(a.effective_qk_norm, a, l, h)}});
         }
     }
     json rows_ssa = json::object(), rows_cmp = json::object();

@@ -23,35 +23,9 @@ constexpr double kBakeBudgetMs = 6.0;  // per frame, so a long text never stalls
 constexpr int kThumbnailSide = 96;     // baked pixels per thumbnail side (max-pooled)
 constexpr int kPinnedSide = 256;
 
-const std::vector<float>* FindRow(const model::MapMetrics& m, const std::string& name) {
-    for (const auto& r : m.rows)
-        if (r.name == name) return &r.values;
-    return nullptr;
-}
-
 float RowMean(const std::vector<float>* rows, const model::Analysis& a, int l, int h) {
     if (!rows || rows->size() < a.RowIndex(l, h) + a.n_tokens) return kNaN;
     return model::HeadRowMean(*rows, a, l, h);
-}
-
-struct TokenStats {
-    float mean = kNaN, min = kNaN, max = kNaN;
-};
-
-// Over all T tokens, as metrics.json's tau_q / tau_v statistics.
-TokenStats Stats(const std::vector<float>& v, const model::Analysis& a, int l, int h) {
-    TokenStats s;
-    const size_t at = a.RowIndex(l, h);
-    if (a.n_tokens == 0 || v.size() < at + a.n_tokens) return s;
-    double sum = 0;
-    s.min = s.max = v[at];
-    for (int i = 0; i < a.n_tokens; ++i) {
-        sum += v[at + i];
-        s.min = std::min(s.min, v[at + i]);
-        s.max = std::max(s.max, v[at + i]);
-    }
-    s.mean = static_cast<float>(sum / a.n_tokens);
-    return s;
 }
 
 float PerHead(const std::vector<float>& v, size_t index) { return index < v.size() ? v[index] : kNaN; }
@@ -220,11 +194,11 @@ void Badge(ImDrawList* draw, ImVec2 p0, float cell, float value) {
 std::vector<HeadSummary> SummarizeHeads(const model::Analysis& a) {
     std::vector<HeadSummary> out;
     out.reserve(static_cast<size_t>(a.n_layer) * a.n_head);
-    const auto *entropy = FindRow(a.metrics, "entropy"), *entropy_c = FindRow(a.metrics_compare, "entropy");
-    const auto *norm = FindRow(a.metrics, "normalized_entropy"), *norm_c = FindRow(a.metrics_compare, "normalized_entropy");
-    const auto *spiky = FindRow(a.metrics, "spikiness"), *spiky_c = FindRow(a.metrics_compare, "spikiness");
-    const auto *sink = FindRow(a.metrics, "sink_mass"), *sink_c = FindRow(a.metrics_compare, "sink_mass");
-    const auto* max_weight = FindRow(a.metrics, "max_weight");
+    const auto *entropy = a.metrics.Find("entropy"), *entropy_c = a.metrics_compare.Find("entropy");
+    const auto *norm = a.metrics.Find("normalized_entropy"), *norm_c = a.metrics_compare.Find("normalized_entropy");
+    const auto *spiky = a.metrics.Find("spikiness"), *spiky_c = a.metrics_compare.Find("spikiness");
+    const auto *sink = a.metrics.Find("sink_mass"), *sink_c = a.metrics_compare.Find("sink_mass");
+    const auto* max_weight = a.metrics.Find("max_weight");
     for (int l = 0; l < a.n_layer; ++l) {
         for (int h = 0; h < a.n_head; ++h) {
             HeadSummary s;
@@ -240,7 +214,8 @@ std::vector<HeadSummary> SummarizeHeads(const model::Analysis& a) {
             s.max_weight = RowMean(max_weight, a, l, h);
             s.js = RowMean(&a.js, a, l, h);
             s.l1 = RowMean(&a.l1, a, l, h);
-            const TokenStats tq = Stats(a.tau_q, a, l, h), tv = Stats(a.tau_v, a, l, h), tqc = Stats(a.tau_q_compare, a, l, h);
+            const model::HeadStats tq = model::HeadTokenStats(a.tau_q, a, l, h), tv = model::HeadTokenStats(a.tau_v, a, l, h),
+                                   tqc = model::HeadTokenStats(a.tau_q_compare, a, l, h);
             s.tau_q_mean = tq.mean;
             s.tau_q_min = tq.min;
             s.tau_q_max = tq.max;
@@ -289,8 +264,8 @@ float HeadsView::BadgeValue(const AppState& state, int index) const {
     if (key == "sink_mass") return pick(s.sink_mass, s.sink_mass_compare);
     // Any other row metric by name.
     const model::Analysis& a = *state.analysis;
-    return pick(RowMean(FindRow(a.metrics, key), a, s.ref.layer, s.ref.head),
-                RowMean(FindRow(a.metrics_compare, key), a, s.ref.layer, s.ref.head));
+    return pick(RowMean(a.metrics.Find(key), a, s.ref.layer, s.ref.head),
+                RowMean(a.metrics_compare.Find(key), a, s.ref.layer, s.ref.head));
 }
 
 void HeadsView::Rebake(AppState& state) {

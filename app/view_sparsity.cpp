@@ -15,12 +15,6 @@ namespace {
 const ImU32 kSsaColor = IM_COL32(240, 145, 40, 255);
 const ImU32 kCompareColor = IM_COL32(95, 160, 225, 255);
 
-const std::vector<float>* FindRow(const model::MapMetrics& m, const char* name) {
-    for (const auto& r : m.rows)
-        if (r.name == name) return &r.values;
-    return nullptr;
-}
-
 // Per query position, the mean over all heads of a [L, H, T] array (non-finite values skipped).
 std::vector<float> MeanOverHeads(const std::vector<float>* rows, const model::Analysis& a) {
     const int T = a.n_tokens, heads = a.n_layer * a.n_head;
@@ -77,8 +71,8 @@ void SparsityView::Prepare(const model::Analysis& a) {
     m_summary = SummarizeHeads(a);
     m_positions.resize(T);
     for (int i = 0; i < T; ++i) m_positions[i] = static_cast<float>(i + 1);
-    m_norm_mean = MeanOverHeads(FindRow(a.metrics, "normalized_entropy"), a);
-    m_norm_mean_compare = MeanOverHeads(FindRow(a.metrics_compare, "normalized_entropy"), a);
+    m_norm_mean = MeanOverHeads(a.metrics.Find("normalized_entropy"), a);
+    m_norm_mean_compare = MeanOverHeads(a.metrics_compare.Find("normalized_entropy"), a);
     if (T > 0) m_norm_mean[0] = m_norm_mean_compare[0] = NAN;  // one key: entropy 0 by definition, not a measurement
     m_eig_var.clear();
     m_entropy.clear();
@@ -132,8 +126,8 @@ void SparsityView::Draw(AppState& state) {
             ssa = m_norm_mean;
             other = m_norm_mean_compare;
         } else {
-            ssa = HeadRow(FindRow(a.metrics, "normalized_entropy"), a, sel);
-            other = HeadRow(FindRow(a.metrics_compare, "normalized_entropy"), a, sel);
+            ssa = HeadRow(a.metrics.Find("normalized_entropy"), a, sel);
+            other = HeadRow(a.metrics_compare.Find("normalized_entropy"), a, sel);
             if (T > 0) ssa[0] = other[0] = NAN;
         }
         const viz::PlotSeries series[] = {{"SSA", ssa.data(), T, m_positions.data(), kSsaColor},

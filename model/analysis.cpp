@@ -74,11 +74,16 @@ double MillisecondsSince(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-const std::vector<float>& MapMetrics::Get(const std::string& name) const {
+const std::vector<float>* MapMetrics::Find(const std::string& name) const {
     for (const auto& r : rows)
-        if (r.name == name) return r.values;
-    assert(false && "unknown metric");
-    return rows.front().values;
+        if (r.name == name) return &r.values;
+    return nullptr;
+}
+
+const std::vector<float>& MapMetrics::Get(const std::string& name) const {
+    const std::vector<float>* values = Find(name);
+    assert(values && "unknown metric");
+    return *values;
 }
 
 float HeadRowMean(const std::vector<float>& rows, const Analysis& a, int l, int h) {
@@ -87,6 +92,21 @@ float HeadRowMean(const std::vector<float>& rows, const Analysis& a, int l, int 
     const float* row = rows.data() + a.RowIndex(l, h);
     for (int i = 1; i < a.n_tokens; ++i) sum += row[i];
     return static_cast<float>(sum / (a.n_tokens - 1));
+}
+
+HeadStats HeadTokenStats(const std::vector<float>& values, const Analysis& a, int l, int h) {
+    HeadStats s;
+    const size_t at = a.RowIndex(l, h);
+    if (a.n_tokens == 0 || values.size() < at + a.n_tokens) return s;
+    double sum = 0;
+    s.min = s.max = values[at];
+    for (int i = 0; i < a.n_tokens; ++i) {
+        sum += values[at + i];
+        s.min = std::min(s.min, values[at + i]);
+        s.max = std::max(s.max, values[at + i]);
+    }
+    s.mean = static_cast<float>(sum / a.n_tokens);
+    return s;
 }
 
 struct Engine::Impl {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -35,7 +36,8 @@ struct NamedArray {
 // max_weight, top5_mass, effective_support, sink_mass (SPEC section 2).
 struct MapMetrics {
     std::vector<NamedArray> rows;
-    const std::vector<float>& Get(const std::string& name) const;  // asserts the name exists
+    const std::vector<float>* Find(const std::string& name) const;  // null when absent
+    const std::vector<float>& Get(const std::string& name) const;   // asserts the name exists
 };
 
 struct Analysis {
@@ -60,6 +62,13 @@ struct Analysis {
 // The mean of a [L, H, T] array over rows 1..T-1 of one head (the single-key row is skipped);
 // NaN for T == 1.
 float HeadRowMean(const std::vector<float>& rows, const Analysis& a, int l, int h);
+
+// Mean, min and max of one head's [T] slice of a [L, H, T] array over every token (the first
+// included), as for temperatures; NaN when the array is too short or T == 0.
+struct HeadStats {
+    float mean = NAN, min = NAN, max = NAN;
+};
+HeadStats HeadTokenStats(const std::vector<float>& values, const Analysis& a, int l, int h);
 
 struct AnalyzeOptions {
     const std::atomic<bool>* cancel = nullptr;
