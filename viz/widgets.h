@@ -9,6 +9,7 @@
 #include <imgui.h>
 
 #include "viz/colormap.h"
+#include "viz/ticks.h"  // NiceTicks, FormatTick (moved there; callers keep including this)
 
 namespace viz {
 
@@ -19,13 +20,6 @@ void ColorBar(const char* id, Colormap map, Range range, bool log_scale, ImVec2 
 
 // The width ColorBar() needs for its bar and labels at the current font, for laying out beside a map.
 float ColorBarWidth();
-
-// Round values inside the range for axis ticks: 1-2-5 steps (linear) or decades (log), at most
-// about `max_ticks` of them.
-std::vector<float> NiceTicks(Range range, bool log_scale, int max_ticks = 6);
-
-// A short label for a value: "0.25", "1e-04", "-0.031".
-std::string FormatTick(float value);
 
 // A dimmed "(?)" that shows `text` as a tooltip when hovered.
 void HelpMarker(const char* text);

@@ -1,0 +1,620 @@
+// viz::Figure and its layouts: golden PNGs compared byte for byte (SSAVIZ_UPDATE_GOLDEN=1 rewrites
+// them), determinism, SVG and HTML checked by Python's XML parser, text metrics and placement,
+// and degenerate inputs (no tokens, NaN, constant maps, hostile labels, 1,024 tokens).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "viz/figure.h"
+#include "viz/figures.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using viz::Figure;
+using viz::FigText;
+using viz::Image;
+using viz::Rgba8;
+
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+class FigureTest : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        std::string error;
+        ASSERT_TRUE(viz::LoadFigureFonts(&error)) << error;
+    }
+};
+
+fs::path OutDir() {
+    const fs::path dir = fs::path(SSAVIZ_TEST_OUT) / "viz_figures";
+    fs::create_directories(dir);
+    return dir;
+}
+
+// A scratch file of this test: CTest may run the tests of this binary in parallel processes.
+fs::path Scratch(const std::string& name) {
+    const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    return OutDir() / ((info ? std::string(info->name()) + "_" : std::string()) + name);
+}
+
+std::vector<uint8_t> ReadFile(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void WriteFile(const fs::path& path, const std::string& bytes) {
+    std::ofstream out(path, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+void WriteFile(const fs::path& path, const std::vector<uint8_t>& bytes) {
+    WriteFile(path, std::string(bytes.begin(), bytes.end()));
+}
+
+std::vector<uint8_t> Png(const Figure& figure) { return viz::EncodePng(viz::RasterizeFigure(figure)); }
+
+// The rendered PNG against tests/viz/golden/<name>.png, byte for byte.
+void ExpectGolden(const Figure& figure, const std::string& name) {
+    const std::vector<uint8_t> png = Png(figure);
+    ASSERT_FALSE(png.empty());
+    const fs::path golden = fs::path(SSAVIZ_SOURCE_DIR) / "tests" / "viz" / "golden" / (name + ".png");
+    const char* update = std::getenv("SSAVIZ_UPDATE_GOLDEN");
+    if (update && std::string(update) == "1") {
+        fs::create_directories(golden.parent_path());
+        WriteFile(golden, png);
+        std::printf("SSAVIZ_UPDATE_GOLDEN=1: rewrote %s (%d x %d)\n", golden.string().c_str(), figure.Width, figure.Height);
+        return;
+    }
+    const std::vector<uint8_t> want = ReadFile(golden);
+    if (want == png) return;
+    const fs::path actual = OutDir() / (name + ".actual.png");
+    WriteFile(actual, png);
+    ADD_FAILURE() << "rendered " << actual << " (" << png.size() << " bytes, " << figure.Width << " x " << figure.Height
+                  << ") differs from the golden " << golden << " (" << want.size()
+                  << " bytes); look at both, and run with SSAVIZ_UPDATE_GOLDEN=1 if the change is intended";
+}
+
+// Runs a Python snippet (argv[1] = file) with the tests' interpreter; its stdout.
+std::string RunPython(const std::string& name, const std::string& script, const fs::path& file) {
+    const fs::path script_path = Scratch(name + ".py");
+    WriteFile(script_path, script);
+    const std::string cmd = std::string(SSAVIZ_PYTHON) + " '" + script_path.string() + "' '" + file.string() + "' 2>&1";
+    std::string out;
+    if (FILE* pipe = popen(cmd.c_str(), "r")) {
+        char buf[4096];
+        size_t n = 0;
+        while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+        const int status = pclose(pipe);
+        if (status != 0) out = "python failed (" + std::to_string(status) + "): " + out;
+    } else {
+        out = "popen failed: " + cmd;
+    }
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    return out;
+}
+
+// Parses an SVG with xml.etree: "<cell rects> <images> <texts>".
+const char* const kSvgCounts = R"(import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+ns = '{http://www.w3.org/2000/svg}'
+assert root.tag == ns + 'svg', root.tag
+cells = sum(1 for e in root.iter(ns + 'rect') if e.get('class') == 'cell')
+images = sum(1 for e in root.iter(ns + 'image'))
+texts = sum(1 for e in root.iter(ns + 'text'))
+for e in root.iter():
+    for k, v in e.attrib.items():
+        if k.endswith('href'):
+            continue
+        low = v.lower()
+        assert 'nan' not in low and 'inf' not in low, (e.tag, k, v)
+print(cells, images, texts)
+)";
+
+std::string SvgCounts(const Figure& figure, const std::string& name, int64_t max_cells = 65536) {
+    const fs::path path = Scratch(name + ".svg");
+    WriteFile(path, viz::FigureToSvg(figure, max_cells));
+    return RunPython("svg_counts", kSvgCounts, path);
+}
+
+template <typename T>
+int Count(const Figure& figure) {
+    int n = 0;
+    for (const viz::FigItem& item : figure.Items) n += std::holds_alternative<T>(item);
+    return n;
+}
+
+// A causal map whose rows fall off with distance, rows summing to 1 (deterministic).
+std::vector<float> CausalMap(int n) {
+    std::vector<float> map(static_cast<size_t>(n) * n, 0.0f);
+    for (int i = 0; i < n; ++i) {
+        double sum = 0;
+        for (int j = 0; j <= i; ++j) sum += std::exp(-0.7 * (i - j)) + (j == 0 ? 0.5 : 0.0);
+        for (int j = 0; j <= i; ++j)
+            map[static_cast<size_t>(i) * n + j] = static_cast<float>((std::exp(-0.7 * (i - j)) + (j == 0 ? 0.5 : 0.0)) / sum);
+    }
+    return map;
+}
+
+const std::vector<std::string> kSixTokens = {"The", " cat", " sat", " on", " the", " mat"};
+
+viz::HeatmapFigureOptions SixOptions() {
+    viz::HeatmapFigureOptions o;
+    o.Title = "demo \xC2\xB7 layer 0 \xC2\xB7 head 1 \xC2\xB7 SSA";
+    o.RowLabels = kSixTokens;
+    o.ColLabels = kSixTokens;
+    return o;
+}
+
+Figure SixFigure() {
+    const std::vector<float> map = CausalMap(6);
+    return viz::HeatmapFigure(map.data(), 6, 6, SixOptions());
+}
+
+Figure MagmaLogFigure() {
+    const std::vector<float> map = {0.9f, 0.0f, 0.0f,  //
+                                    0.02f, 0.98f, 0.0f,  //
+                                    0.004f, 0.3f, 0.696f};
+    viz::HeatmapFigureOptions o;
+    o.Title = "magma, log scale";
+    o.RowLabels = {"a", " b", "  c"};
+    o.ColLabels = o.RowLabels;
+    o.Style.colormap = viz::Colormap::Magma;
+    o.Style.log_scale = true;
+    o.Style.blank = {235, 235, 235, 255};
+    return viz::HeatmapFigure(map.data(), 3, 3, o);
+}
+
+Figure SmallHighlight() {
+    const std::vector<std::string> pieces = {"The", " quick", " brown", " fox", "\n", "jumps", " over", " the", " lazy", " dog", "."};
+    const std::vector<float> values = {1.0f, 0.62f, 0.8f, 1.4f, kNaN, 0.55f, 0.9f, 1.1f, 1.7f, 0.7f, 1.25f};
+    viz::HighlightOptions o;
+    o.Title = "query temperature tau_q";
+    o.Width = 260;
+    return viz::HighlightFigure(pieces, values, o);
+}
+
+Figure SmallPlot() {
+    viz::PlotSeries ssa, other;
+    ssa.Name = "SSA";
+    ssa.Color = viz::SeriesColor(0);
+    other.Name = "vanilla";
+    other.Color = viz::SeriesColor(1);
+    for (int i = 1; i <= 12; ++i) {
+        ssa.X.push_back(static_cast<float>(i));
+        ssa.Y.push_back(i == 7 ? kNaN : 0.9f - 0.3f * std::exp(-0.3f * i));
+        other.X.push_back(static_cast<float>(i));
+        other.Y.push_back(1.0f - 0.6f / i);
+    }
+    viz::PlotOptions o;
+    o.Title = "attention dilution";
+    o.XLabel = "query position i";
+    o.YLabel = "H_i / ln i";
+    o.Width = 420;
+    o.Height = 280;
+    return viz::PlotFigure({ssa, other}, o);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TEST_F(FigureTest, GoldenHeatmapCausal6) { ExpectGolden(SixFigure(), "heatmap_causal6"); }
+TEST_F(FigureTest, GoldenHeatmapMagmaLog3) { ExpectGolden(MagmaLogFigure(), "heatmap_magma_log3"); }
+TEST_F(FigureTest, GoldenHighlight) { ExpectGolden(SmallHighlight(), "highlight"); }
+TEST_F(FigureTest, GoldenPlot) { ExpectGolden(SmallPlot(), "plot"); }
+
+TEST_F(FigureTest, RasterIsDeterministic) {
+    for (const Figure& f : {SixFigure(), MagmaLogFigure(), SmallHighlight(), SmallPlot()}) {
+        const std::vector<uint8_t> a = Png(f), b = Png(f);
+        EXPECT_EQ(a, b);
+        EXPECT_EQ(viz::FigureToSvg(f), viz::FigureToSvg(f));
+    }
+}
+
+TEST_F(FigureTest, HeatmapUsesOnePixelPerCellAndFullCells) {
+    const Figure f = SixFigure();
+    ASSERT_EQ(Count<viz::FigImage>(f), 1);  // the map (the colour bar is strips)
+    const auto& map = std::get<viz::FigImage>(f.Items[0]);
+    EXPECT_EQ(map.Cells.width, 6);
+    EXPECT_EQ(map.Cells.height, 6);
+    EXPECT_FLOAT_EQ(map.W, 6 * 28.0f);  // 720 / 6 clamps to 28 px cells
+    EXPECT_GT(f.Width, 0);
+    EXPECT_GT(f.Height, 0);
+    // Every label is shown, leading spaces as middle dots.
+    int dotted = 0;
+    for (const viz::FigItem& item : f.Items)
+        if (const auto* t = std::get_if<FigText>(&item)) dotted += t->Text == "\xC2\xB7" "cat";
+    EXPECT_EQ(dotted, 2);  // row and column
+}
+
+TEST_F(FigureTest, SvgHasOneCellRectPerCell) {
+    const Figure f = SixFigure();
+    EXPECT_EQ(SvgCounts(f, "heatmap6"), "36 0 " + std::to_string(Count<FigText>(f)));
+    // Above the cell limit the map is one embedded PNG.
+    EXPECT_EQ(SvgCounts(f, "heatmap6_image", 35), "0 1 " + std::to_string(Count<FigText>(f)));
+    const std::string svg = viz::FigureToSvg(f, 35);
+    EXPECT_NE(svg.find("data:image/png;base64,iVBORw0KGgo"), std::string::npos);
+    EXPECT_NE(svg.find("<title>demo \xC2\xB7 layer 0"), std::string::npos);
+    EXPECT_NE(svg.find("dominant-baseline=\"central\""), std::string::npos);
+    EXPECT_NE(svg.find("transform=\"rotate(-90 "), std::string::npos);
+}
+
+TEST_F(FigureTest, SvgSurvivesHostileLabels) {
+    const std::vector<float> map = CausalMap(5);
+    viz::HeatmapFigureOptions o;
+    o.Title = "a < b & \"c\" \xff \x01 end";
+    o.RowLabels = {"<script>", "&amp;", "\"q\"", "\xff\xfe bad", "line\nbreak\t\x07"};
+    o.ColLabels = {"\xe4\xb8\xad\xe6\x96\x87", "\xF0\x9F\x98\x80 emoji", "", "   ", "\xC0\xAF"};
+    o.ValueLabel = "v < 1 & \"w\"";
+    const Figure f = viz::HeatmapFigure(map.data(), 5, 5, o);
+    const std::string counts = SvgCounts(f, "hostile");
+    EXPECT_EQ(counts.substr(0, 3), "25 ") << counts;
+    EXPECT_EQ(Png(f), Png(f));
+}
+
+TEST_F(FigureTest, HeatmapDegenerateInputs) {
+    const std::vector<float> one = {0.7f};
+    const std::vector<float> nan(16, kNaN);
+    const std::vector<float> constant(16, 0.25f);
+    struct Case {
+        const char* name;
+        const float* values;
+        int n;
+    } cases[] = {{"zero", nullptr, 0}, {"one", one.data(), 1}, {"nan", nan.data(), 4}, {"constant", constant.data(), 4}};
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.name);
+        viz::HeatmapFigureOptions o;
+        o.Title = c.name;
+        const Figure f = viz::HeatmapFigure(c.values, c.n, c.n, o);
+        EXPECT_GT(f.Width, 0);
+        EXPECT_GT(f.Height, 0);
+        const Image image = viz::RasterizeFigure(f);
+        EXPECT_EQ(image.pixels.size(), static_cast<size_t>(f.Width) * f.Height);
+        const std::string counts = SvgCounts(f, std::string("degenerate_") + c.name);
+        EXPECT_EQ(counts.substr(0, counts.find(' ')), std::to_string(c.n * c.n)) << counts;
+    }
+    // Diverging and log scale on a constant map.
+    viz::HeatmapFigureOptions o;
+    o.Style.colormap = viz::Colormap::Diverging;
+    EXPECT_FALSE(SvgCounts(viz::HeatmapFigure(constant.data(), 4, 4, o), "constant_div").rfind("python failed", 0) == 0);
+    o.Style.colormap = viz::Colormap::Viridis;
+    o.Style.log_scale = true;
+    const std::vector<float> zeros(16, 0.0f);
+    EXPECT_FALSE(SvgCounts(viz::HeatmapFigure(zeros.data(), 4, 4, o), "zeros_log").rfind("python failed", 0) == 0);
+}
+
+TEST_F(FigureTest, LargeHeatmapThinsLabelsAndPools) {
+    const int n = 1024;
+    std::vector<float> map(static_cast<size_t>(n) * n, 0.0f);
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j <= i; ++j) map[static_cast<size_t>(i) * n + j] = 1.0f / (i + 1);
+    viz::HeatmapFigureOptions o;
+    for (int i = 0; i < n; ++i) o.RowLabels.push_back(" tok" + std::to_string(i));
+    o.ColLabels = o.RowLabels;
+    const auto start = std::chrono::steady_clock::now();
+    const Figure f = viz::HeatmapFigure(map.data(), n, n, o);
+    const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(build_s, 5.0);
+    int row_labels = 0, col_labels = 0;
+    for (const viz::FigItem& item : f.Items)
+        if (const auto* t = std::get_if<FigText>(&item)) {
+            if (t->Text.rfind("\xC2\xB7tok", 0) != 0) continue;
+            (t->Vertical ? col_labels : row_labels)++;
+        }
+    EXPECT_GT(row_labels, 10);
+    EXPECT_LT(row_labels, 120);  // every 20th at 1 px cells
+    EXPECT_EQ(row_labels, col_labels);
+    const auto& im = std::get<viz::FigImage>(f.Items[0]);
+    EXPECT_EQ(im.Cells.width, n);  // 1 px cells: one pixel per cell
+    EXPECT_EQ(SvgCounts(f, "large").substr(0, 4), "0 1 ");
+    const Image image = viz::RasterizeFigure(f);
+    EXPECT_EQ(image.width, f.Width);
+
+    // A smaller map area pools.
+    o.MapSize = 256;
+    const Figure pooled = viz::HeatmapFigure(map.data(), n, n, o);
+    EXPECT_EQ(std::get<viz::FigImage>(pooled.Items[0]).Cells.width, 256);
+}
+
+TEST_F(FigureTest, HighlightHtmlIsWellFormedWithOneSpanPerToken) {
+    const std::vector<std::string> pieces = {"The", " <b>", " &amp;", " \"q\"", "\n", "\xff\xfe", " \xe4\xb8\xad", " \xF0\x9F\x98\x80", "",
+                                             "a\nb", "\x01\x1f"};
+    const std::vector<float> values = {0.1f, 0.2f, kNaN, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f, 0.9f, 1.0f, 1.1f};
+    viz::HighlightOptions o;
+    o.Title = "tau <q> & \"more\"";
+    const std::string html = viz::HighlightHtml(pieces, values, o);
+    const fs::path path = Scratch("highlight.html");
+    WriteFile(path, html);
+    const char* script = R"(import sys, xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+text = open(sys.argv[1], encoding='utf-8').read()
+HTMLParser().feed(text)
+root = ET.fromstring(text)
+spans = [e for e in root.iter('span') if e.get('class') == 't']
+assert all(e.get('title', '').startswith('tau_q = ') for e in spans)
+print(len(spans), sum(1 for e in root.iter('br')))
+)";
+    EXPECT_EQ(RunPython("html_spans", script, path), std::to_string(pieces.size()) + " 2");
+    EXPECT_EQ(html.find("<script"), std::string::npos);
+
+    const Figure f = viz::HighlightFigure(pieces, values, o);
+    EXPECT_EQ(SvgCounts(f, "highlight_hostile").rfind("python failed", 0), std::string::npos);
+}
+
+TEST_F(FigureTest, HighlightDegenerateInputs) {
+    viz::HighlightOptions o;
+    const std::vector<std::vector<std::string>> piece_sets = {{}, {" one"}, {"a", "b", "c"}, {"\n", "\n\n"}};
+    for (const auto& pieces : piece_sets) {
+        for (int mode = 0; mode < 3; ++mode) {  // values: finite ramp, all NaN, constant
+            std::vector<float> values;
+            for (size_t i = 0; i < pieces.size(); ++i) values.push_back(mode == 0 ? static_cast<float>(i) : mode == 1 ? kNaN : 2.0f);
+            const Figure f = viz::HighlightFigure(pieces, values, o);
+            EXPECT_GT(f.Width, 0);
+            EXPECT_GT(f.Height, 0);
+            EXPECT_EQ(viz::RasterizeFigure(f).width, f.Width);
+            EXPECT_EQ(SvgCounts(f, "highlight_degenerate").rfind("python failed", 0), std::string::npos);
+            const fs::path path = Scratch("highlight_degenerate.html");
+            WriteFile(path, viz::HighlightHtml(pieces, values, o));
+            EXPECT_EQ(RunPython("html_parse", "import sys, xml.etree.ElementTree as ET\nET.parse(sys.argv[1])\nprint('ok')\n", path), "ok");
+        }
+    }
+    // Fewer values than pieces, and a token wider than the line.
+    o.Width = 60;
+    const Figure f = viz::HighlightFigure({"short", " averyveryveryverylongtoken", " x"}, {1.0f}, o);
+    EXPECT_GT(f.Width, 60 + 24);
+}
+
+TEST_F(FigureTest, HighlightWrapsBetweenTokens) {
+    viz::HighlightOptions o;
+    o.Width = 200;
+    std::vector<std::string> pieces;
+    std::vector<float> values;
+    for (int i = 0; i < 40; ++i) {
+        pieces.push_back(" word");
+        values.push_back(static_cast<float>(i));
+    }
+    const Figure f = viz::HighlightFigure(pieces, values, o);
+    float max_right = 0;
+    std::vector<float> ys;
+    for (const viz::FigItem& item : f.Items)
+        if (const auto* r = std::get_if<viz::FigRect>(&item); r && r->H > 20 && r->W > 2 && r->Fill.a == 255) {  // chips, not the legend
+            max_right = std::max(max_right, r->X + r->W);
+            if (ys.empty() || ys.back() != r->Y) ys.push_back(r->Y);
+        }
+    EXPECT_GT(ys.size(), 3u);                 // several lines
+    EXPECT_LE(max_right, 12 + 4 + 200 + 0.5f);  // none past the wrap width
+}
+
+TEST_F(FigureTest, HeadsGrid) {
+    const int layers = 2, heads = 3, tokens = 5;
+    std::vector<float> maps;
+    for (int k = 0; k < layers * heads; ++k) {
+        std::vector<float> m = CausalMap(tokens);
+        for (float& v : m) v *= 1.0f + 0.1f * k;
+        maps.insert(maps.end(), m.begin(), m.end());
+    }
+    viz::HeadsGridOptions o;
+    o.Title = "all heads";
+    o.Thumb = 60;
+    const Figure f = viz::HeadsGridFigure(maps.data(), layers, heads, tokens, o);
+    EXPECT_EQ(Count<viz::FigImage>(f), layers * heads);
+    int captions = 0;
+    for (const viz::FigItem& item : f.Items)
+        if (const auto* t = std::get_if<FigText>(&item)) captions += t->Text == "L1 H2";
+    EXPECT_EQ(captions, 1);
+    EXPECT_EQ(SvgCounts(f, "heads"), std::to_string(layers * heads * tokens * tokens) + " 0 " + std::to_string(Count<FigText>(f)));
+    EXPECT_EQ(Png(f), Png(f));
+    // Degenerate grids.
+    for (int l : {0, 1})
+        for (int t : {0, 1}) {
+            const Figure g = viz::HeadsGridFigure(t ? maps.data() : nullptr, l, l ? 2 : 0, t, o);
+            EXPECT_GT(g.Width, 0);
+            EXPECT_EQ(SvgCounts(g, "heads_degenerate").rfind("python failed", 0), std::string::npos);
+        }
+}
+
+TEST_F(FigureTest, PlotDegenerateInputs) {
+    viz::PlotOptions o;
+    o.Title = "empty";
+    viz::PlotSeries nan_series;
+    nan_series.Name = "nan";
+    nan_series.X = {kNaN, 1.0f};
+    nan_series.Y = {kNaN, kNaN};
+    viz::PlotSeries single;
+    single.Kind = viz::SeriesKind::Points;
+    single.X = {3.0f};
+    single.Y = {3.0f};
+    viz::PlotSeries bars;
+    bars.Kind = viz::SeriesKind::Bars;
+    bars.Name = "bars";
+    bars.X = {0, 1, 2};
+    bars.Y = {0.5f, -0.2f, 0.0f};
+    const std::vector<std::vector<viz::PlotSeries>> sets = {{}, {nan_series}, {single}, {bars}, {nan_series, single, bars}};
+    for (const auto& set : sets) {
+        const Figure f = viz::PlotFigure(set, o);
+        EXPECT_EQ(f.Width, 640);
+        EXPECT_EQ(f.Height, 400);
+        EXPECT_EQ(SvgCounts(f, "plot_degenerate").rfind("python failed", 0), std::string::npos);
+        EXPECT_EQ(viz::RasterizeFigure(f).height, 400);
+    }
+    // Given degenerate ranges, categories that must turn.
+    o.XRange = viz::Range{2.0f, 2.0f};
+    o.YRange = viz::Range{kNaN, 1.0f};
+    EXPECT_EQ(SvgCounts(viz::PlotFigure({single}, o), "plot_ranges").rfind("python failed", 0), std::string::npos);
+    o.XRange.reset();
+    o.YRange.reset();
+    for (int i = 0; i < 30; ++i) o.XCategories.push_back("category number " + std::to_string(i));
+    const Figure f = viz::PlotFigure({bars}, o);
+    int vertical = 0;
+    for (const viz::FigItem& item : f.Items)
+        if (const auto* t = std::get_if<FigText>(&item)) vertical += t->Vertical && t->Text.rfind("category", 0) == 0;
+    EXPECT_GT(vertical, 5);
+    EXPECT_EQ(SvgCounts(f, "plot_categories").rfind("python failed", 0), std::string::npos);
+}
+
+TEST_F(FigureTest, PlotClipsToGivenRanges) {
+    viz::PlotSeries line;
+    line.X = {-10, 0, 10};
+    line.Y = {-10, 0.5f, 10};
+    viz::PlotOptions o;
+    o.XRange = viz::Range{-1, 1};
+    o.YRange = viz::Range{0, 1};
+    const Figure f = viz::PlotFigure({line}, o);
+    for (const viz::FigItem& item : f.Items)
+        if (const auto* l = std::get_if<viz::FigPolyline>(&item))
+            for (size_t k = 0; k + 1 < l->Points.size(); k += 2) {
+                EXPECT_GE(l->Points[k], 0.0f);
+                EXPECT_LE(l->Points[k], f.Width);
+                EXPECT_GE(l->Points[k + 1], 0.0f);
+                EXPECT_LE(l->Points[k + 1], f.Height);
+            }
+}
+
+TEST_F(FigureTest, MeasureText) {
+    const float abc = viz::MeasureText("abc", 12);
+    EXPECT_GT(abc, 0.0f);
+    EXPECT_GT(viz::MeasureText("abcd", 12), abc);
+    EXPECT_GT(viz::MeasureText("abcabcabc", 12), 2.5f * abc);
+    EXPECT_NEAR(viz::MeasureText("abc", 24), 2 * abc, 0.01f);
+    EXPECT_GE(viz::MeasureText("abc", 12, true), abc);
+    EXPECT_EQ(viz::MeasureText("", 12), 0.0f);
+    EXPECT_GT(viz::MeasureText("\xe4\xb8\xad\xe6\x96\x87", 12), 12.0f);  // CJK from the fallback font
+    EXPECT_GT(viz::MeasureText("\xff", 12), 0.0f);                         // U+FFFD
+}
+
+// Bounding box of the pixels that differ from white.
+struct Ink {
+    int x0 = 1 << 30, y0 = 1 << 30, x1 = -1, y1 = -1;
+};
+Ink InkOf(const Image& image) {
+    Ink ink;
+    for (int y = 0; y < image.height; ++y)
+        for (int x = 0; x < image.width; ++x) {
+            const Rgba8 p = image.pixels[static_cast<size_t>(y) * image.width + x];
+            if (p.r == 255 && p.g == 255 && p.b == 255) continue;
+            ink.x0 = std::min(ink.x0, x), ink.y0 = std::min(ink.y0, y), ink.x1 = std::max(ink.x1, x), ink.y1 = std::max(ink.y1, y);
+        }
+    return ink;
+}
+
+TEST_F(FigureTest, TextPlacement) {
+    Figure f;
+    f.Width = 200;
+    f.Height = 200;
+    FigText t;
+    t.X = 100;
+    t.Y = 50;
+    t.Text = "Hello";
+    t.Size = 20;
+    f.Add(t);
+    Ink ink = InkOf(viz::RasterizeFigure(f));
+    const float w = viz::MeasureText("Hello", 20);
+    EXPECT_GE(ink.x0, 100);
+    EXPECT_NEAR(ink.x1 - 100, w, 3.0f);
+    EXPECT_NEAR((ink.y0 + ink.y1) * 0.5f, 50, 4.0f);  // vertically about the middle
+
+    f.Items.clear();
+    t.Align = viz::TextAlign::Right;
+    f.Add(t);
+    ink = InkOf(viz::RasterizeFigure(f));
+    EXPECT_LE(ink.x1, 100);
+    EXPECT_NEAR(100 - ink.x0, w, 3.0f);
+
+    // Vertical, Align::Right: hangs down from the anchor, reading bottom to top.
+    f.Items.clear();
+    t.Vertical = true;
+    f.Add(t);
+    ink = InkOf(viz::RasterizeFigure(f));
+    EXPECT_GE(ink.y0, 50);
+    EXPECT_NEAR(ink.y1 - 50, w, 3.0f);
+    EXPECT_NEAR((ink.x0 + ink.x1) * 0.5f, 100, 4.0f);
+
+    // Vertical, Align::Left: rises above the anchor.
+    f.Items.clear();
+    t.Y = 150;
+    t.Align = viz::TextAlign::Left;
+    f.Add(t);
+    ink = InkOf(viz::RasterizeFigure(f));
+    EXPECT_LE(ink.y1, 150);
+    EXPECT_GT(ink.y0, 150 - w - 3);
+}
+
+TEST_F(FigureTest, PrimitivesAreCrispAndAntialiased) {
+    Figure f;
+    f.Width = 40;
+    f.Height = 40;
+    viz::FigRect r;
+    r.X = 4.4f;
+    r.Y = 4.6f;
+    r.W = 10;
+    r.H = 10;
+    r.Fill = {0, 0, 0, 255};
+    f.Add(r);
+    viz::FigCircle c;
+    c.X = 30;
+    c.Y = 30;
+    c.R = 5;
+    c.Fill = {0, 0, 255, 255};
+    f.Add(c);
+    const Image image = viz::RasterizeFigure(f);
+    auto at = [&](int x, int y) { return image.pixels[static_cast<size_t>(y) * image.width + x]; };
+    EXPECT_EQ(at(4, 5).r, 0);    // snapped: [4, 14) x [5, 15)
+    EXPECT_EQ(at(3, 5).r, 255);
+    EXPECT_EQ(at(13, 14).r, 0);
+    EXPECT_EQ(at(14, 14).r, 255);
+    EXPECT_EQ(at(4, 4).r, 255);
+    EXPECT_EQ(at(30, 30).b, 255);
+    EXPECT_EQ(at(30, 30).r, 0);
+    const Rgba8 edge = at(34, 30);  // partly covered
+    EXPECT_GT(edge.r, 0);
+    EXPECT_LT(edge.r, 255);
+}
+
+TEST(FigureEncoding, Base64) {
+    auto b64 = [](const std::string& s) { return viz::EncodeBase64(std::vector<uint8_t>(s.begin(), s.end())); };
+    EXPECT_EQ(b64(""), "");
+    EXPECT_EQ(b64("f"), "Zg==");
+    EXPECT_EQ(b64("fo"), "Zm8=");
+    EXPECT_EQ(b64("foo"), "Zm9v");
+    EXPECT_EQ(b64("foobar"), "Zm9vYmFy");
+    EXPECT_EQ(b64("\xff\xfe\xfd"), "//79");
+}
+
+TEST(FigureEncoding, Png) {
+    Image image;
+    EXPECT_TRUE(viz::EncodePng(image).empty());
+    image.width = 3;
+    image.height = 2;
+    image.pixels.assign(6, Rgba8{10, 20, 30, 255});
+    const std::vector<uint8_t> png = viz::EncodePng(image);
+    ASSERT_GT(png.size(), 8u);
+    EXPECT_EQ(std::string(png.begin(), png.begin() + 8), "\x89PNG\r\n\x1a\n");
+    EXPECT_EQ(png, viz::EncodePng(image));
+}
+
+TEST(FigureEncoding, Utf8AndXml) {
+    auto decode = [](const std::string& s) {
+        std::vector<char32_t> out;
+        for (size_t pos = 0; pos < s.size();) out.push_back(viz::DecodeUtf8(s, &pos));
+        return out;
+    };
+    EXPECT_EQ(decode("a\xC3\xA9"), (std::vector<char32_t>{'a', 0xE9}));
+    EXPECT_EQ(decode("\xff"), (std::vector<char32_t>{0xFFFD}));
+    EXPECT_EQ(decode("\xC0\xAF"), (std::vector<char32_t>{0xFFFD, 0xFFFD}));                // overlong
+    EXPECT_EQ(decode("\xED\xA0\x80"), (std::vector<char32_t>{0xFFFD, 0xFFFD, 0xFFFD}));    // surrogate
+    EXPECT_EQ(decode("\xE4\xB8"), (std::vector<char32_t>{0xFFFD, 0xFFFD}));                // truncated
+    EXPECT_EQ(decode("\xF0\x9F\x98\x80"), (std::vector<char32_t>{0x1F600}));
+    EXPECT_EQ(viz::EscapeXml("<a href=\"x\">&'</a>"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;");
+    EXPECT_EQ(viz::EscapeXml("a\x01" "b\tc\nd\xff"), "ab\tc\nd\xEF\xBF\xBD");
+}
+
+}  // namespace

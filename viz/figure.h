@@ -1,0 +1,110 @@
+// Figures for papers: a flat list of drawing commands in pixel coordinates (origin top-left, y
+// down). One figure renders to PNG (a CPU rasteriser, stb_truetype text, stb_image_write) and to
+// SVG, so both files show the same picture, and the GUI and `ssaviz export` write the same bytes
+// for the same figure. No ImGui, no OpenGL, no torch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "viz/colormap.h"
+#include "viz/heatmap.h"
+
+namespace viz {
+
+enum class TextAlign { Left, Center, Right };
+
+// Text is UTF-8 (invalid bytes draw as U+FFFD). (X, Y) is the anchor: the text's vertical middle
+// sits on Y and Align places its start, middle or end on X. Vertical text is the horizontal
+// layout turned 90 degrees counter-clockwise about the anchor (it reads bottom to top), so
+// Align::Right text hangs down from the anchor: the column labels under a heatmap.
+struct FigText {
+    float X = 0, Y = 0;
+    std::string Text;
+    float Size = 12;  // font size in pixels (em height)
+    Rgba8 Color = {0, 0, 0, 255};
+    TextAlign Align = TextAlign::Left;
+    bool Vertical = false;
+    bool Bold = false;
+};
+
+struct FigRect {
+    float X = 0, Y = 0, W = 0, H = 0;
+    Rgba8 Fill = {0, 0, 0, 0};        // alpha 0: no fill
+    Rgba8 Stroke = {0, 0, 0, 0};      // alpha 0: no outline
+    float StrokeWidth = 1;
+};
+
+struct FigPolyline {
+    std::vector<float> Points;  // x0, y0, x1, y1, ...
+    Rgba8 Color = {0, 0, 0, 255};
+    float Width = 1.5f;
+};
+
+struct FigCircle {
+    float X = 0, Y = 0, R = 2;
+    Rgba8 Fill = {0, 0, 0, 255};
+};
+
+// An image stretched over a rectangle with nearest sampling: each pixel is one heatmap cell
+// (already pooled by BakeHeatmap when the map is larger). SVG writes one <rect class="cell"> per
+// pixel while Cells.width * Cells.height <= the SVG cell limit, else embeds the image as a PNG.
+// Every cell is written, a transparent one with fill-opacity="0", so the count is always
+// width * height; layouts draw everything else (colour bars included) without class="cell".
+struct FigImage {
+    float X = 0, Y = 0, W = 0, H = 0;
+    Image Cells;
+};
+
+using FigItem = std::variant<FigText, FigRect, FigPolyline, FigCircle, FigImage>;
+
+struct Figure {
+    int Width = 0, Height = 0;
+    Rgba8 Background = {255, 255, 255, 255};
+    std::string Title;  // the SVG <title>; not drawn (layouts add a FigText for that)
+    std::vector<FigItem> Items;
+
+    template <typename T>
+    T& Add(T item) {
+        Items.emplace_back(std::move(item));
+        return std::get<T>(Items.back());
+    }
+};
+
+// Fonts: the first file that has a glyph draws it (DejaVu Sans, then WenQuanYi Micro Hei for CJK
+// by default). Loaded once per process; every call below is safe from any thread after that.
+std::vector<std::string> DefaultFigureFonts();  // regular faces, in fallback order
+// Loads the fonts (idempotent: the first call that finds a font wins, later calls return true).
+// Files that cannot be read are skipped; false with a one-line message when none can be. Bold
+// takes "<name>-Bold.ttf" beside each file when there is one, else the regular face.
+bool LoadFigureFonts(std::string* error, const std::vector<std::string>& paths = DefaultFigureFonts());
+
+// Advance width in pixels of the text at this size, as RasterizeFigure draws it (kerning and
+// fallback fonts included). Without fonts, an estimate (0.6 em per character) so layouts still work.
+float MeasureText(const std::string& text, float size, bool bold = false);
+
+// Draws the figure at its own size. Requires LoadFigureFonts (text is skipped without fonts).
+// Rects snap to whole pixels; lines, circles and glyphs are anti-aliased by coverage (glyphs at
+// quarter-pixel positions). Tab and newline draw as a space, other control characters as nothing.
+Image RasterizeFigure(const Figure& figure);
+
+// Standalone SVG 1.1 document. Text uses font-family "DejaVu Sans" with the same metrics. Images
+// are written cell by cell while all images of the figure together have at most max_svg_cells
+// cells, else each is embedded as a PNG.
+std::string FigureToSvg(const Figure& figure, int64_t max_svg_cells = 65536);
+
+// PNG bytes (8-bit RGBA, deterministic: same pixels, same bytes). Empty for an empty image.
+std::vector<uint8_t> EncodePng(const Image& image);
+std::string EncodeBase64(const std::vector<uint8_t>& bytes);
+
+// The code point at *pos, advancing *pos past it. Invalid UTF-8 (a stray continuation byte, a
+// truncated or overlong sequence, a surrogate, above U+10FFFF) gives U+FFFD and skips one byte.
+char32_t DecodeUtf8(const std::string& text, size_t* pos);
+// Text for XML/HTML content and attribute values: & < > " ' escaped, invalid UTF-8 as U+FFFD,
+// and the characters XML 1.0 forbids or that draw nothing (controls other than tab and newline,
+// U+FFFE, U+FFFF) dropped, the same ones RasterizeFigure skips.
+std::string EscapeXml(const std::string& text);
+
+}  // namespace viz

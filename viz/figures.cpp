@@ -1,0 +1,943 @@
+#include "viz/figures.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "viz/ticks.h"
+
+namespace viz {
+namespace {
+
+// A paper's palette: white ground, near-black text, thin dark axes, faint grid.
+constexpr Rgba8 kText = {38, 38, 38, 255};
+constexpr Rgba8 kAxis = {64, 64, 64, 255};
+constexpr Rgba8 kGrid = {228, 228, 228, 255};
+constexpr Rgba8 kFaint = {140, 140, 140, 255};
+constexpr float kPad = 12;  // outer margin of every figure
+
+const char* const kEllipsis = "\xE2\x80\xA6";  // U+2026
+
+bool Finite(float v) { return std::isfinite(v); }
+
+void AddText(Figure& f, float x, float y, std::string text, float size, TextAlign align = TextAlign::Left, bool vertical = false,
+             Rgba8 color = kText) {
+    if (text.empty()) return;
+    FigText t;
+    t.X = x;
+    t.Y = y;
+    t.Text = std::move(text);
+    t.Size = size;
+    t.Color = color;
+    t.Align = align;
+    t.Vertical = vertical;
+    f.Add(std::move(t));
+}
+
+// Axis-aligned lines as one-pixel rectangles: crisp in PNG and SVG alike.
+void AddHLine(Figure& f, float x0, float x1, float y, Rgba8 color) {
+    FigRect r;
+    r.X = std::min(x0, x1);
+    r.Y = y - 0.5f;
+    r.W = std::abs(x1 - x0);
+    r.H = 1;
+    r.Fill = color;
+    f.Add(r);
+}
+void AddVLine(Figure& f, float x, float y0, float y1, Rgba8 color) {
+    FigRect r;
+    r.X = x - 0.5f;
+    r.Y = std::min(y0, y1);
+    r.W = 1;
+    r.H = std::abs(y1 - y0);
+    r.Fill = color;
+    f.Add(r);
+}
+
+void AddOutline(Figure& f, float x, float y, float w, float h, Rgba8 color = kAxis) {
+    FigRect r;
+    r.X = x;
+    r.Y = y;
+    r.W = w;
+    r.H = h;
+    r.Stroke = color;
+    r.StrokeWidth = 1;
+    f.Add(r);
+}
+
+size_t CountCodepoints(const std::string& s) {
+    size_t n = 0;
+    for (size_t pos = 0; pos < s.size(); ++n) DecodeUtf8(s, &pos);
+    return n;
+}
+
+// The first max_chars - 1 characters and an ellipsis when the text is longer than max_chars.
+std::string EllipsizeChars(const std::string& s, size_t max_chars) {
+    if (CountCodepoints(s) <= max_chars) return s;
+    size_t pos = 0;
+    for (size_t n = 0; n + 1 < max_chars && pos < s.size(); ++n) DecodeUtf8(s, &pos);
+    return s.substr(0, pos) + kEllipsis;
+}
+
+// The longest prefix (whole characters) that fits max_width with an ellipsis.
+std::string EllipsizeWidth(const std::string& s, float max_width, float size) {
+    if (MeasureText(s, size) <= max_width) return s;
+    std::vector<size_t> ends;  // byte offset after each character
+    for (size_t pos = 0; pos < s.size();) {
+        DecodeUtf8(s, &pos);
+        ends.push_back(pos);
+    }
+    size_t lo = 0, hi = ends.size();  // largest k with prefix(k) + "…" fitting
+    while (lo < hi) {
+        const size_t mid = (lo + hi + 1) / 2;
+        if (MeasureText(s.substr(0, ends[mid - 1]) + kEllipsis, size) <= max_width) lo = mid;
+        else hi = mid - 1;
+    }
+    return (lo ? s.substr(0, ends[lo - 1]) : std::string()) + kEllipsis;
+}
+
+// A token piece as an axis label: leading spaces as middle dots (they mark word starts), newline
+// and tab as arrows, at most 16 characters.
+std::string AxisLabel(const std::string& piece) {
+    std::string out;
+    bool leading = true;
+    for (size_t pos = 0; pos < piece.size();) {
+        const size_t start = pos;
+        const char32_t c = DecodeUtf8(piece, &pos);
+        if (c != ' ') leading = false;
+        if (c == ' ' && leading) out += "\xC2\xB7";  // U+00B7
+        else if (c == '\n') out += "\xE2\x86\xB5";   // U+21B5
+        else if (c == '\t') out += "\xE2\x86\x92";   // U+2192
+        else out.append(piece, start, pos - start);
+    }
+    return EllipsizeChars(out, 16);
+}
+
+// "%.4g" with '.' whatever the C locale says.
+std::string FormatValue(float v) {
+    if (std::isnan(v)) return "n/a";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4g", static_cast<double>(v));
+    for (char* c = buf; *c; ++c)
+        if (*c == ',') *c = '.';
+    return buf;
+}
+
+std::string Hex(Rgba8 c) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "#%02x%02x%02x", c.r, c.g, c.b);
+    return buf;
+}
+
+// Dark text on light colours, white on dark ones.
+Rgba8 TextOn(Rgba8 fill) {
+    const float luminance = 0.299f * fill.r + 0.587f * fill.g + 0.114f * fill.b;
+    return luminance > 140 ? Rgba8{0, 0, 0, 255} : Rgba8{255, 255, 255, 255};
+}
+
+float LogFloor(Range r, bool log_scale) { return log_scale ? std::max(r.min, 1e-6f) : r.min; }
+
+// Tick values for a colour bar: round values inside the range, else just its two ends.
+std::vector<float> BarTicks(Range range, bool log_scale, int max_ticks) {
+    std::vector<float> ticks;
+    for (float v : NiceTicks(range, log_scale, max_ticks)) {
+        const float lo = LogFloor(range, log_scale);
+        if (v >= lo - std::abs(lo) * 1e-5f && v <= range.max + std::abs(range.max) * 1e-5f) ticks.push_back(v);
+    }
+    if (ticks.size() < 2 && range.max > range.min) ticks = {LogFloor(range, log_scale), range.max};
+    if (ticks.empty()) ticks = {range.min};
+    return ticks;
+}
+
+// A sane range: finite, min <= max.
+Range Sanitize(Range r) {
+    if (!Finite(r.min) || !Finite(r.max)) return {0.0f, 1.0f};
+    if (r.min > r.max) std::swap(r.min, r.max);
+    return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Colour bars
+
+struct ColorBarSpec {
+    Colormap map = Colormap::Viridis;
+    Range range;
+    bool log_scale = false;
+    std::string caption;
+    float font = 12;
+};
+
+constexpr float kBarThickness = 14, kTickLength = 4, kTickGap = 3;
+
+int VerticalBarTickCount(float height, float font) { return std::clamp(static_cast<int>(height / (font * 2.2f)), 2, 8); }
+
+float VerticalColorBarWidth(const ColorBarSpec& s, float height) {
+    float labels = 0;
+    for (float v : BarTicks(s.range, s.log_scale, VerticalBarTickCount(height, s.font)))
+        labels = std::max(labels, MeasureText(FormatTick(v), s.font));
+    return kBarThickness + kTickLength + kTickGap + labels + (s.caption.empty() ? 0.0f : 8 + s.font * 1.2f);
+}
+
+// The gradient as one-pixel strips (t = 0 at the bottom or left): plain rects, so an SVG's
+// class="cell" rects are the map's cells alone.
+void AddGradient(Figure& f, Colormap map, float x, float y, float w, float h, bool vertical) {
+    const int length = std::max(1, static_cast<int>(std::lround(vertical ? h : w)));
+    for (int k = 0; k < length; ++k) {
+        const float t = (k + 0.5f) / length;
+        FigRect strip;
+        strip.X = vertical ? x : x + k * w / length;
+        strip.Y = vertical ? y + k * h / length : y;
+        strip.W = vertical ? w : w / length;
+        strip.H = vertical ? h / length : h;
+        strip.Fill = SampleColormap(map, vertical ? 1.0f - t : t);
+        f.Add(strip);
+    }
+}
+
+// Bar at (x, y) of the given height, ticks and labels on its right, the caption turned beside them.
+void AddVerticalColorBar(Figure& f, float x, float y, float height, const ColorBarSpec& s) {
+    AddGradient(f, s.map, x, y, kBarThickness, height, true);
+    AddOutline(f, x, y, kBarThickness, height);
+    float labels = 0;
+    const float tick_x = x + kBarThickness;
+    for (float v : BarTicks(s.range, s.log_scale, VerticalBarTickCount(height, s.font))) {
+        const float ty = y + height - Normalize(v, s.range, s.log_scale) * height;
+        AddHLine(f, tick_x, tick_x + kTickLength, std::clamp(ty, y + 0.5f, y + height - 0.5f), kAxis);
+        const std::string label = FormatTick(v);
+        labels = std::max(labels, MeasureText(label, s.font));
+        AddText(f, tick_x + kTickLength + kTickGap, ty, label, s.font);
+    }
+    if (!s.caption.empty())
+        AddText(f, tick_x + kTickLength + kTickGap + labels + 8 + s.font * 0.6f, y + height * 0.5f, s.caption, s.font, TextAlign::Center,
+                true);
+}
+
+float HorizontalColorBarHeight(const ColorBarSpec& s) {
+    return kBarThickness + kTickLength + kTickGap + s.font * 1.2f + (s.caption.empty() ? 0.0f : 4 + s.font * 1.2f);
+}
+
+struct BarTick {
+    float offset;  // from the bar's left end, pixels
+    std::string text;
+    float width;   // of the text
+};
+
+// A horizontal bar's ticks: as many round values as fit without their labels touching.
+std::vector<BarTick> HorizontalBarTicks(const ColorBarSpec& s, float width) {
+    std::vector<BarTick> ticks;
+    for (int max_ticks = 7; max_ticks >= 2; --max_ticks) {
+        ticks.clear();
+        bool fits = true;
+        float prev_end = -INFINITY;
+        for (float v : BarTicks(s.range, s.log_scale, max_ticks)) {
+            BarTick t{Normalize(v, s.range, s.log_scale) * width, FormatTick(v), 0};
+            t.width = MeasureText(t.text, s.font);
+            fits &= t.offset - t.width * 0.5f >= prev_end + 6;
+            prev_end = t.offset + t.width * 0.5f;
+            ticks.push_back(std::move(t));
+        }
+        if (fits) break;
+    }
+    return ticks;
+}
+
+// How far the centred end labels reach past the bar's left and right ends.
+std::pair<float, float> HorizontalBarOverhang(const ColorBarSpec& s, float width) {
+    float left = 0, right = 0;
+    for (const BarTick& t : HorizontalBarTicks(s, width)) {
+        left = std::max(left, t.width * 0.5f - t.offset);
+        right = std::max(right, t.offset + t.width * 0.5f - width);
+    }
+    return {std::ceil(left), std::ceil(right)};
+}
+
+// Bar at (x, y) of the given width, ticks and labels under it, the caption under those.
+void AddHorizontalColorBar(Figure& f, float x, float y, float width, const ColorBarSpec& s) {
+    AddGradient(f, s.map, x, y, width, kBarThickness, false);
+    AddOutline(f, x, y, width, kBarThickness);
+    const float label_y = y + kBarThickness + kTickLength + kTickGap + s.font * 0.6f;
+    for (const BarTick& t : HorizontalBarTicks(s, width)) {
+        AddVLine(f, std::clamp(std::floor(x + t.offset) + 0.5f, x + 0.5f, x + width - 0.5f), y + kBarThickness,
+                 y + kBarThickness + kTickLength, kAxis);
+        AddText(f, x + t.offset, label_y, t.text, s.font, TextAlign::Center);
+    }
+    if (!s.caption.empty()) {
+        // Centred under the bar unless that would push a long caption off the figure's left edge.
+        const float centre = std::max(x + width * 0.5f, kPad + MeasureText(s.caption, s.font) * 0.5f);
+        AddText(f, centre, label_y + s.font * 0.6f + 4 + s.font * 0.6f, s.caption, s.font, TextAlign::Center);
+    }
+}
+
+// Title text centred on `centre` but kept inside the figure; widens the figure when it must.
+void AddTitle(Figure& f, const std::string& title, float centre, float y, float size) {
+    if (title.empty()) return;
+    const float w = MeasureText(title, size);
+    centre = std::max(centre, kPad + w * 0.5f);
+    f.Width = std::max(f.Width, static_cast<int>(std::ceil(centre + w * 0.5f + kPad)));
+    AddText(f, centre, y, title, size, TextAlign::Center);
+}
+
+// Every k-th label, k in 1, 2, 5, 10, 20, 50, ..., so that labels are at least `min_spacing` apart.
+int LabelStride(float cell, float min_spacing) {
+    if (!(cell > 0)) return 1;
+    for (int scale = 1;; scale *= 10)
+        for (int k : {1, 2, 5})
+            if (cell * k * scale >= min_spacing || scale >= 100000000) return k * scale;
+}
+
+}  // namespace
+
+// -------------------------------------------------------------------------------------------------
+
+Rgba8 SeriesColor(int i) {
+    // Matplotlib's tab10: SSA blue, comparison orange, then the rest.
+    static const Rgba8 kPalette[] = {{31, 119, 180, 255}, {255, 127, 14, 255}, {44, 160, 44, 255},  {214, 39, 40, 255},
+                                     {148, 103, 189, 255}, {140, 86, 75, 255}, {227, 119, 194, 255}, {127, 127, 127, 255},
+                                     {188, 189, 34, 255}, {23, 190, 207, 255}};
+    const int n = static_cast<int>(sizeof kPalette / sizeof kPalette[0]);
+    return kPalette[((i % n) + n) % n];
+}
+
+Figure HeatmapFigure(const float* values, int rows, int cols, const HeatmapFigureOptions& options) {
+    Figure f;
+    f.Title = options.Title;
+    rows = std::max(rows, 0);
+    cols = std::max(cols, 0);
+    const bool empty = rows == 0 || cols == 0 || !values;
+    const float fs = options.FontSize > 0 && options.FontSize < 200 ? options.FontSize : 12.0f;
+    const float title_fs = fs * 1.25f;
+
+    // Map area: square cells.
+    const int n = std::max({rows, cols, 1});
+    float cell = options.MapSize > 0 ? static_cast<float>(std::min(options.MapSize, 16384)) / n
+                                     : static_cast<float>(std::clamp(static_cast<int>(std::lround(720.0 / n)), 1, 28));
+    int map_w = empty ? 160 : std::max(1, static_cast<int>(std::lround(cell * cols)));
+    int map_h = empty ? 160 : std::max(1, static_cast<int>(std::lround(cell * rows)));
+    const float cell_w = empty ? 0.0f : static_cast<float>(map_w) / cols, cell_h = empty ? 0.0f : static_cast<float>(map_h) / rows;
+
+    // Labels shown: every k-th, so that they are at least a line (1.2 em) apart.
+    const float min_spacing = fs * 1.2f;
+    const int row_stride = LabelStride(cell_h, min_spacing), col_stride = LabelStride(cell_w, min_spacing);
+    auto label = [](const std::vector<std::string>& labels, int i) {
+        return i < static_cast<int>(labels.size()) ? AxisLabel(labels[static_cast<size_t>(i)]) : std::to_string(i);
+    };
+    std::vector<std::pair<int, std::string>> row_labels, col_labels;
+    float row_label_w = 0, col_label_h = 0;
+    if (!empty) {
+        for (int i = 0; i < rows; i += row_stride) {
+            row_labels.emplace_back(i, label(options.RowLabels, i));
+            row_label_w = std::max(row_label_w, MeasureText(row_labels.back().second, fs));
+        }
+        for (int j = 0; j < cols; j += col_stride) {
+            col_labels.emplace_back(j, label(options.ColLabels, j));
+            col_label_h = std::max(col_label_h, MeasureText(col_labels.back().second, fs));
+        }
+    }
+
+    // Margins from measured text.
+    const float caption_h = fs * 1.2f, tick = 3, gap = 3;
+    const float title_h = options.Title.empty() ? 0.0f : title_fs * 1.5f;
+    const float map_x = std::ceil(kPad + caption_h + 6 + row_label_w + tick + gap);
+    const float map_y = std::ceil(kPad + title_h + 4);
+
+    // Range and pixels: pooled to at most one pixel per cell of output.
+    HeatmapStyle style = options.Style;
+    Range range = empty ? Range{0.0f, 1.0f} : Sanitize(ResolveRange(values, rows, cols, style));
+    if (!empty) {
+        FigImage map;
+        map.X = map_x;
+        map.Y = map_y;
+        map.W = static_cast<float>(map_w);
+        map.H = static_cast<float>(map_h);
+        map.Cells = BakeHeatmap(values, rows, cols, 0, 0, rows, cols, std::min(cols, map_w), std::min(rows, map_h), style, range);
+        f.Add(std::move(map));
+    } else {
+        AddText(f, map_x + map_w * 0.5f, map_y + map_h * 0.5f, "no tokens", fs, TextAlign::Center, false, kFaint);
+    }
+    AddOutline(f, map_x, map_y, static_cast<float>(map_w), static_cast<float>(map_h));
+
+    // Row labels left of the map, column labels hanging below it, each with a small tick.
+    for (const auto& [i, text] : row_labels) {
+        const float y = map_y + (i + 0.5f) * cell_h;
+        AddHLine(f, map_x - tick, map_x, y, kAxis);
+        AddText(f, map_x - tick - gap, y, text, fs, TextAlign::Right);
+    }
+    for (const auto& [j, text] : col_labels) {
+        const float x = map_x + (j + 0.5f) * cell_w;
+        AddVLine(f, x, map_y + map_h, map_y + map_h + tick, kAxis);
+        AddText(f, x, map_y + map_h + tick + gap, text, fs, TextAlign::Right, true);
+    }
+    const float map_bottom = map_y + map_h + tick + gap + col_label_h;
+    AddText(f, kPad + caption_h * 0.5f, map_y + map_h * 0.5f, "query", fs, TextAlign::Center, true);
+    AddText(f, map_x + map_w * 0.5f, map_bottom + 6 + caption_h * 0.5f, "key", fs, TextAlign::Center);
+
+    // Colour bar to the right, as tall as the map (at least a readable height).
+    ColorBarSpec bar;
+    bar.map = style.colormap;
+    bar.range = range;
+    bar.log_scale = style.log_scale;
+    bar.caption = options.ValueLabel;
+    bar.font = fs;
+    // At least as long as its caption, which is centred along it.
+    const float bar_h = std::max({static_cast<float>(map_h), 80.0f, std::ceil(MeasureText(bar.caption, fs)) + 8});
+    const float bar_x = map_x + map_w + 16;
+    AddVerticalColorBar(f, bar_x, map_y, bar_h, bar);
+
+    f.Width = static_cast<int>(std::ceil(bar_x + VerticalColorBarWidth(bar, bar_h) + kPad));
+    f.Height = static_cast<int>(std::ceil(std::max(map_bottom + 6 + caption_h, map_y + bar_h) + kPad));
+    if (!options.Title.empty()) AddTitle(f, options.Title, map_x + map_w * 0.5f, kPad + title_h * 0.5f, title_fs);
+    return f;
+}
+
+Figure HighlightFigure(const std::vector<std::string>& pieces, const std::vector<float>& values, const HighlightOptions& options) {
+    Figure f;
+    f.Title = options.Title;
+    const float fs = options.FontSize > 0 && options.FontSize < 200 ? options.FontSize : 18.0f;
+    const float wrap = static_cast<float>(std::max(options.Width, 50));
+    const float line_h = std::ceil(fs * 1.6f), chip_h = std::ceil(fs * 1.3f);
+
+    Range range = {0.0f, 1.0f};
+    if (options.ValueRange) {
+        range = Sanitize(*options.ValueRange);
+    } else {
+        float lo = INFINITY, hi = -INFINITY;
+        for (size_t i = 0; i < pieces.size() && i < values.size(); ++i)
+            if (Finite(values[i])) lo = std::min(lo, values[i]), hi = std::max(hi, values[i]);
+        if (lo <= hi) range = {lo, hi};
+    }
+
+    // Flow: break between tokens, a token wider than the line on a line of its own, '\n' ends a line.
+    struct Placed {
+        float x, w;
+        int line;
+        std::string text;
+        size_t token;
+    };
+    std::vector<Placed> placed;
+    float x = 0, content_w = 0;
+    int line = 0;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+        const std::string& piece = pieces[i];
+        size_t begin = 0;
+        for (bool first = true;; first = false) {
+            const size_t end = std::min(piece.find('\n', begin), piece.size());
+            if (!first) x = 0, ++line;
+            const std::string part = piece.substr(begin, end - begin);
+            const float w = MeasureText(part, fs);
+            if (!part.empty()) {
+                if (x > 0 && x + w > wrap) x = 0, ++line;
+                placed.push_back({x, w, line, part, i});
+                x += w;
+                content_w = std::max(content_w, x);
+            }
+            if (end >= piece.size()) break;
+            begin = end + 1;
+        }
+    }
+    const int lines = placed.empty() ? 1 : line + 1;
+
+    const float title_fs = fs;
+    const float title_h = options.Title.empty() ? 0.0f : std::ceil(title_fs * 1.8f);
+    const float text_x = kPad + 4, text_y = kPad + title_h;
+    if (!options.Title.empty()) AddText(f, text_x, kPad + title_fs * 0.7f, options.Title, title_fs);
+    for (const Placed& p : placed) {
+        const float v = p.token < values.size() ? values[p.token] : std::numeric_limits<float>::quiet_NaN();
+        const float cy = text_y + p.line * line_h + line_h * 0.5f;
+        Rgba8 ink = kText;
+        if (Finite(v)) {
+            FigRect chip;
+            chip.X = text_x + p.x;
+            chip.Y = cy - chip_h * 0.5f;
+            chip.W = p.w;
+            chip.H = chip_h;
+            chip.Fill = SampleColormap(options.Map, Normalize(v, range, options.LogScale));
+            ink = TextOn(chip.Fill);
+            f.Add(chip);
+        }
+        AddText(f, text_x + p.x, cy, p.text, fs, TextAlign::Left, false, ink);
+    }
+    if (placed.empty()) AddText(f, text_x, text_y + line_h * 0.5f, "(no tokens)", fs, TextAlign::Left, false, kFaint);
+
+    // Legend under the text.
+    ColorBarSpec bar;
+    bar.map = options.Map;
+    bar.range = range;
+    bar.log_scale = options.LogScale;
+    bar.caption = options.ValueLabel;
+    bar.font = std::max(11.0f, std::round(fs * 0.72f));
+    const float bar_w = std::clamp(std::round(content_w * 0.5f), 200.0f, 360.0f);
+    const float bar_y = text_y + lines * line_h + fs;
+    const auto [overhang_left, overhang_right] = HorizontalBarOverhang(bar, bar_w);
+    const float bar_x = text_x + std::max(0.0f, overhang_left - 4);
+    AddHorizontalColorBar(f, bar_x, bar_y, bar_w, bar);
+
+    const float caption_w = MeasureText(options.ValueLabel, bar.font);
+    const float caption_right = std::max(bar_x + bar_w * 0.5f, kPad + caption_w * 0.5f) + caption_w * 0.5f;
+    const float legend_w = std::max(bar_x + bar_w + overhang_right, caption_right) - text_x;
+    f.Width = static_cast<int>(std::ceil(text_x + std::max(content_w, legend_w) + 4 + kPad));
+    if (!options.Title.empty())
+        f.Width = std::max(f.Width, static_cast<int>(std::ceil(text_x + MeasureText(options.Title, title_fs) + kPad)));
+    f.Height = static_cast<int>(std::ceil(bar_y + HorizontalColorBarHeight(bar) + kPad));
+    return f;
+}
+
+std::string HighlightHtml(const std::vector<std::string>& pieces, const std::vector<float>& values, const HighlightOptions& options) {
+    const float fs = options.FontSize > 0 && options.FontSize < 200 ? options.FontSize : 18.0f;
+    Range range = {0.0f, 1.0f};
+    if (options.ValueRange) {
+        range = Sanitize(*options.ValueRange);
+    } else {
+        float lo = INFINITY, hi = -INFINITY;
+        for (size_t i = 0; i < pieces.size() && i < values.size(); ++i)
+            if (Finite(values[i])) lo = std::min(lo, values[i]), hi = std::max(hi, values[i]);
+        if (lo <= hi) range = {lo, hi};
+    }
+    const std::string label = EscapeXml(options.ValueLabel);
+    char size[64];
+    std::snprintf(size, sizeof size, "%d", static_cast<int>(std::lround(fs)));
+
+    std::string out;
+    out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n";
+    out += "<title>" + EscapeXml(options.Title.empty() ? std::string("ssaviz highlight") : options.Title) + "</title>\n";
+    out += "<style>\n"
+           "body { margin: 24px; background: #ffffff; color: #262626; font-family: \"DejaVu Sans\", Verdana, sans-serif; }\n"
+           "h1 { font-size: " + std::string(size) + "px; font-weight: normal; margin: 0 0 12px 0; }\n"
+           ".text { font-size: " + std::string(size) + "px; line-height: 1.6; white-space: pre-wrap; max-width: " +
+           std::to_string(std::max(options.Width, 50)) + "px; }\n"
+           ".legend { display: flex; align-items: center; gap: 8px; margin-top: 16px; font-size: 13px; }\n"
+           ".bar { display: inline-block; width: 240px; height: 12px; border: 1px solid #404040; }\n"
+           "</style>\n</head>\n<body>\n";
+    if (!options.Title.empty()) out += "<h1>" + EscapeXml(options.Title) + "</h1>\n";
+    out += "<div class=\"text\">";
+    for (size_t i = 0; i < pieces.size(); ++i) {
+        const float v = i < values.size() ? values[i] : std::numeric_limits<float>::quiet_NaN();
+        out += "<span class=\"t\"";
+        if (Finite(v)) {
+            const Rgba8 fill = SampleColormap(options.Map, Normalize(v, range, options.LogScale));
+            out += " style=\"background:" + Hex(fill) + ";color:" + Hex(TextOn(fill)) + "\"";
+        }
+        out += " title=\"" + label + " = " + FormatValue(v) + "\">";
+        // Newlines as <br/> (and not as characters, which pre-wrap would show a second time).
+        const std::string& piece = pieces[i];
+        size_t begin = 0;
+        for (;;) {
+            const size_t end = std::min(piece.find('\n', begin), piece.size());
+            out += EscapeXml(piece.substr(begin, end - begin));
+            if (end >= piece.size()) break;
+            out += "<br/>";
+            begin = end + 1;
+        }
+        out += "</span>";
+    }
+    out += "</div>\n";
+    std::string gradient = "linear-gradient(to right";
+    for (int k = 0; k <= 10; ++k) gradient += ", " + Hex(SampleColormap(options.Map, k / 10.0f)) + " " + std::to_string(k * 10) + "%";
+    gradient += ")";
+    out += "<div class=\"legend\"><span class=\"caption\">" + label + "</span><span class=\"lo\">" +
+           FormatTick(LogFloor(range, options.LogScale)) + "</span><span class=\"bar\" style=\"background:" + gradient +
+           "\"></span><span class=\"hi\">" + FormatTick(range.max) + "</span>" +
+           (options.LogScale ? "<span class=\"scale\">(log scale)</span>" : "") + "</div>\n";
+    out += "</body>\n</html>\n";
+    return out;
+}
+
+Figure HeadsGridFigure(const float* maps, int layers, int heads, int tokens, const HeadsGridOptions& options) {
+    Figure f;
+    f.Title = options.Title;
+    layers = std::max(layers, 0);
+    heads = std::max(heads, 0);
+    tokens = std::max(tokens, 0);
+    const float fs = 12, title_fs = 15, caption_fs = 11;
+    const int thumb = std::clamp(options.Thumb, 8, 4096);
+    const size_t map_cells = static_cast<size_t>(tokens) * tokens;
+
+    // One range for every head.
+    HeatmapStyle style = options.Style;
+    Range range = {0.0f, 1.0f};
+    if (style.range) {
+        range = Sanitize(*style.range);
+    } else if (maps) {
+        float m = 0;
+        const bool diverging = style.colormap == Colormap::Diverging;
+        for (size_t k = 0; k < static_cast<size_t>(layers) * heads; ++k)
+            for (int i = 0; i < tokens; ++i) {
+                const float* row = maps + k * map_cells + static_cast<size_t>(i) * tokens;
+                const int last = style.causal ? std::min(i + 1, tokens) : tokens;
+                for (int j = 0; j < last; ++j)
+                    if (Finite(row[j])) m = std::max(m, diverging ? std::abs(row[j]) : row[j]);
+            }
+        if (m > 0) range = diverging ? Range{-m, m} : Range{0.0f, m};
+    }
+    style.range = range;
+
+    float row_label_w = 0;
+    for (int l = 0; l < layers; ++l) row_label_w = std::max(row_label_w, MeasureText("layer " + std::to_string(l), fs));
+    const float title_h = options.Title.empty() ? 0.0f : title_fs * 1.5f;
+    const float col_label_h = fs * 1.5f, caption_h = caption_fs * 1.6f;
+    const float gap_x = 12, gap_y = 8;
+    const float grid_x = std::ceil(kPad + row_label_w + 10), grid_y = std::ceil(kPad + title_h + col_label_h);
+    const float step_x = thumb + gap_x, step_y = thumb + caption_h + gap_y;
+
+    for (int h = 0; h < heads; ++h)
+        AddText(f, grid_x + h * step_x + thumb * 0.5f, grid_y - col_label_h * 0.5f, "head " + std::to_string(h), fs, TextAlign::Center);
+    for (int l = 0; l < layers; ++l) {
+        const float y = grid_y + l * step_y;
+        AddText(f, grid_x - 10, y + thumb * 0.5f, "layer " + std::to_string(l), fs, TextAlign::Right);
+        for (int h = 0; h < heads; ++h) {
+            const float x = grid_x + h * step_x;
+            if (maps && tokens > 0) {
+                FigImage im;
+                im.X = x;
+                im.Y = y;
+                im.W = im.H = static_cast<float>(thumb);
+                const float* map = maps + (static_cast<size_t>(l) * heads + h) * map_cells;
+                const int out = std::min(tokens, thumb);
+                im.Cells = BakeHeatmap(map, tokens, tokens, 0, 0, tokens, tokens, out, out, style, range);
+                f.Add(std::move(im));
+            }
+            AddOutline(f, x, y, static_cast<float>(thumb), static_cast<float>(thumb));
+            const size_t index = static_cast<size_t>(l) * heads + h;
+            std::string caption = index < options.Captions.size() ? options.Captions[index]
+                                                                  : "L" + std::to_string(l) + " H" + std::to_string(h);
+            caption = EllipsizeWidth(caption, thumb + gap_x - 2, caption_fs);
+            AddText(f, x + thumb * 0.5f, y + thumb + caption_h * 0.5f, caption, caption_fs, TextAlign::Center);
+        }
+    }
+    const float grid_w = heads > 0 ? heads * step_x - gap_x : 0.0f;
+    const float grid_h = layers > 0 ? layers * step_y - gap_y : 0.0f;
+    if (layers == 0 || heads == 0) AddText(f, grid_x, grid_y + 20, "no heads", fs, TextAlign::Left, false, kFaint);
+
+    ColorBarSpec bar;
+    bar.map = style.colormap;
+    bar.range = range;
+    bar.log_scale = style.log_scale;
+    bar.caption = options.ValueLabel;
+    bar.font = fs;
+    const float bar_h = std::max({120.0f, layers > 0 ? layers * step_y - gap_y - caption_h : 0.0f, std::ceil(MeasureText(bar.caption, fs)) + 8});
+    const float bar_x = grid_x + std::max(grid_w, heads == 0 || layers == 0 ? 60.0f : 0.0f) + 20;
+    AddVerticalColorBar(f, bar_x, grid_y, bar_h, bar);
+    f.Width = static_cast<int>(std::ceil(bar_x + VerticalColorBarWidth(bar, bar_h) + kPad));
+    f.Height = static_cast<int>(std::ceil(grid_y + std::max(grid_h, bar_h) + kPad));
+    if (!options.Title.empty()) AddTitle(f, options.Title, grid_x + grid_w * 0.5f, kPad + title_h * 0.5f, title_fs);
+    return f;
+}
+
+namespace {
+
+// Liang-Barsky: the part of segment a-b inside the rectangle, false when none is.
+bool ClipSegment(float& ax, float& ay, float& bx, float& by, float x0, float y0, float x1, float y1) {
+    float t0 = 0, t1 = 1;
+    const float dx = bx - ax, dy = by - ay;
+    const float p[4] = {-dx, dx, -dy, dy}, q[4] = {ax - x0, x1 - ax, ay - y0, y1 - ay};
+    for (int k = 0; k < 4; ++k) {
+        if (p[k] == 0) {
+            if (q[k] < 0) return false;
+            continue;
+        }
+        const float r = q[k] / p[k];
+        if (p[k] < 0) t0 = std::max(t0, r);
+        else t1 = std::min(t1, r);
+        if (t0 > t1) return false;
+    }
+    const float nax = ax + t0 * dx, nay = ay + t0 * dy, nbx = ax + t1 * dx, nby = ay + t1 * dy;
+    ax = nax, ay = nay, bx = nbx, by = nby;
+    return true;
+}
+
+// A fitted range: the data's, padded by 5%, or a unit around a single value.
+Range PadRange(float lo, float hi, bool keep_lo, bool keep_hi) {
+    if (!(lo <= hi)) return {0.0f, 1.0f};
+    if (hi == lo) {
+        const float d = lo != 0 ? std::abs(lo) * 0.1f : 0.5f;
+        return {keep_lo ? lo : lo - d, keep_hi ? hi : hi + d};
+    }
+    const float d = (hi - lo) * 0.05f;
+    return {keep_lo ? lo : lo - d, keep_hi ? hi : hi + d};
+}
+
+// How much of the data items [begin, end) a box would hide: points and line samples inside it,
+// and the area of bars under it (in 4 x 4 pixel units).
+float HiddenData(const Figure& f, size_t begin, size_t end, float x0, float y0, float x1, float y1) {
+    auto inside = [&](float x, float y) { return x >= x0 && x <= x1 && y >= y0 && y <= y1; };
+    float cost = 0;
+    for (size_t k = begin; k < end; ++k) {
+        const FigItem& item = f.Items[k];
+        if (const auto* c = std::get_if<FigCircle>(&item)) {
+            cost += inside(c->X, c->Y);
+        } else if (const auto* r = std::get_if<FigRect>(&item)) {
+            const float w = std::min(x1, r->X + r->W) - std::max(x0, r->X), h = std::min(y1, r->Y + r->H) - std::max(y0, r->Y);
+            if (w > 0 && h > 0) cost += w * h / 16;
+        } else if (const auto* l = std::get_if<FigPolyline>(&item)) {
+            for (size_t i = 0; i + 3 < l->Points.size(); i += 2) {
+                const float ax = l->Points[i], ay = l->Points[i + 1], bx = l->Points[i + 2], by = l->Points[i + 3];
+                const int steps = std::clamp(static_cast<int>(std::hypot(bx - ax, by - ay) / 4), 1, 1000);
+                for (int s = 0; s <= steps; ++s) cost += inside(ax + (bx - ax) * s / steps, ay + (by - ay) * s / steps);
+            }
+        }
+    }
+    return cost;
+}
+
+Range UsableRange(Range r) {
+    r = Sanitize(r);
+    if (r.max == r.min) {
+        const float d = r.min != 0 ? std::abs(r.min) * 0.1f : 0.5f;
+        r = {r.min - d, r.max + d};
+    }
+    if (!(r.max > r.min)) r = {0.0f, 1.0f};  // overflowed or still degenerate
+    return r;
+}
+
+}  // namespace
+
+Figure PlotFigure(const std::vector<PlotSeries>& series, const PlotOptions& options) {
+    Figure f;
+    f.Title = options.Title;
+    f.Width = std::clamp(options.Width, 160, 8192);
+    f.Height = std::clamp(options.Height, 120, 8192);
+    const float fs = 11, label_fs = 12, title_fs = 14;
+    const int categories = static_cast<int>(options.XCategories.size());
+
+    // Ranges: given, or fitted to the finite data (bars reach down to 0).
+    float xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
+    bool bars = false;
+    for (const PlotSeries& s : series) {
+        const size_t count = std::min(s.X.size(), s.Y.size());
+        const float half = s.Kind == SeriesKind::Bars && Finite(s.BarWidth) ? std::abs(s.BarWidth) * 0.5f : 0.0f;
+        for (size_t i = 0; i < count; ++i) {
+            if (!Finite(s.X[i]) || !Finite(s.Y[i])) continue;
+            xlo = std::min(xlo, s.X[i] - half), xhi = std::max(xhi, s.X[i] + half);
+            ylo = std::min(ylo, s.Y[i]), yhi = std::max(yhi, s.Y[i]);
+            if (s.Kind == SeriesKind::Bars) {
+                bars = true;
+                ylo = std::min(ylo, 0.0f), yhi = std::max(yhi, 0.0f);
+            }
+        }
+    }
+    Range xr, yr;
+    if (options.XRange) {
+        xr = UsableRange(*options.XRange);
+    } else if (categories > 0) {
+        xr = {std::min(xlo, -0.5f), std::max(xhi, categories - 0.5f)};
+    } else {
+        xr = UsableRange(PadRange(xlo, xhi, false, false));
+    }
+    yr = options.YRange ? UsableRange(*options.YRange) : UsableRange(PadRange(ylo, yhi, bars && ylo == 0, bars && yhi == 0));
+
+    // Left margin from the y tick labels (tick count from a first guess of the plot height).
+    const float tick = 4, gap = 3, caption_h = label_fs * 1.2f;
+    const float top = std::ceil(kPad + (options.Title.empty() ? 4.0f : title_fs * 1.6f));
+    const std::vector<float> y_ticks = NiceTicks(yr, false, std::clamp(static_cast<int>((f.Height - top - 60) / 40), 3, 8));
+    float y_label_w = 0;
+    for (float v : y_ticks) y_label_w = std::max(y_label_w, MeasureText(FormatTick(v), fs));
+    const float left = std::ceil(kPad + (options.YLabel.empty() ? 0.0f : caption_h + 6) + y_label_w + gap + tick);
+
+    // X ticks: the categories (turned when they do not fit side by side, thinned when crowded) or
+    // round values spaced so that their labels do not touch.
+    struct XTick {
+        float value;
+        std::string text;
+    };
+    std::vector<XTick> x_ticks;
+    bool x_vertical = false;
+    float right = kPad + 8;
+    const float guess_w = f.Width - left - right;
+    float x_label_extent = fs * 1.2f;  // how far labels reach below the ticks
+    if (categories > 0) {
+        std::vector<std::string> texts;
+        float widest = 0;
+        for (const std::string& c : options.XCategories) {
+            texts.push_back(EllipsizeChars(c, 20));
+            widest = std::max(widest, MeasureText(texts.back(), fs));
+        }
+        const float spacing = guess_w / (xr.max - xr.min);
+        x_vertical = widest + 8 > spacing;
+        const int stride = x_vertical ? LabelStride(spacing, fs * 1.3f) : 1;
+        float extent = 0;
+        for (int i = 0; i < categories; i += stride) {
+            if (i < xr.min || i > xr.max) continue;
+            x_ticks.push_back({static_cast<float>(i), texts[static_cast<size_t>(i)]});
+            extent = std::max(extent, MeasureText(texts[static_cast<size_t>(i)], fs));
+        }
+        if (x_vertical) x_label_extent = extent;
+    } else {
+        for (int max_ticks = std::clamp(static_cast<int>(guess_w / 60), 2, 10); max_ticks >= 2; --max_ticks) {
+            x_ticks.clear();
+            for (float v : NiceTicks(xr, false, max_ticks)) x_ticks.push_back({v, FormatTick(v)});
+            bool fits = true;
+            float prev_end = -INFINITY;
+            for (const XTick& t : x_ticks) {
+                const float cx = (t.value - xr.min) / (xr.max - xr.min) * guess_w, w = MeasureText(t.text, fs);
+                fits &= cx - w * 0.5f >= prev_end + 8;
+                prev_end = cx + w * 0.5f;
+            }
+            if (fits) break;
+        }
+        if (!x_ticks.empty()) right = std::max(right, kPad + MeasureText(x_ticks.back().text, fs) * 0.5f);
+    }
+    const float bottom = std::ceil(kPad + tick + gap + x_label_extent + (options.XLabel.empty() ? 0.0f : 6 + caption_h));
+
+    // The plot area in whole pixels; the figure grows if margins leave too little.
+    const float px0 = left, py0 = top;
+    const float px1 = std::max(px0 + 40, std::floor(f.Width - right)), py1 = std::max(py0 + 40, std::floor(f.Height - bottom));
+    f.Width = std::max(f.Width, static_cast<int>(std::ceil(px1 + right)));
+    f.Height = std::max(f.Height, static_cast<int>(std::ceil(py1 + bottom)));
+    const float pw = px1 - px0, ph = py1 - py0;
+    auto X = [&](float x) { return px0 + (x - xr.min) / (xr.max - xr.min) * pw; };
+    auto Y = [&](float y) { return py1 - (y - yr.min) / (yr.max - yr.min) * ph; };
+    auto inside_x = [&](float v) { return v >= xr.min - (xr.max - xr.min) * 1e-4f && v <= xr.max + (xr.max - xr.min) * 1e-4f; };
+    auto inside_y = [&](float v) { return v >= yr.min - (yr.max - yr.min) * 1e-4f && v <= yr.max + (yr.max - yr.min) * 1e-4f; };
+    // Pixel centres of grid lines and ticks, so one-pixel lines stay crisp.
+    auto centre = [](float v) { return std::floor(v) + 0.5f; };
+
+    // Grid, then data, then the frame and ticks over them.
+    for (const XTick& t : x_ticks)
+        if (inside_x(t.value) && categories == 0) AddVLine(f, std::clamp(centre(X(t.value)), px0 + 0.5f, px1 - 0.5f), py0, py1, kGrid);
+    for (float v : y_ticks)
+        if (inside_y(v)) AddHLine(f, px0, px1, std::clamp(centre(Y(v)), py0 + 0.5f, py1 - 0.5f), kGrid);
+
+    const size_t data_begin = f.Items.size();
+    for (const PlotSeries& s : series) {
+        const size_t count = std::min(s.X.size(), s.Y.size());
+        if (s.Kind == SeriesKind::Bars) {
+            const float half = Finite(s.BarWidth) ? std::abs(s.BarWidth) * 0.5f : 0.4f;
+            for (size_t i = 0; i < count; ++i) {
+                if (!Finite(s.X[i]) || !Finite(s.Y[i])) continue;
+                const float x0 = std::clamp(X(s.X[i] - half), px0, px1), x1 = std::clamp(X(s.X[i] + half), px0, px1);
+                const float ya = std::clamp(Y(s.Y[i]), py0, py1), yb = std::clamp(Y(0.0f), py0, py1);
+                if (x1 - x0 <= 0 || std::abs(yb - ya) <= 0) continue;
+                FigRect r;
+                r.X = x0;
+                r.Y = std::min(ya, yb);
+                r.W = x1 - x0;
+                r.H = std::abs(yb - ya);
+                r.Fill = s.Color;
+                f.Add(r);
+            }
+        } else if (s.Kind == SeriesKind::Points) {
+            for (size_t i = 0; i < count; ++i) {
+                if (!Finite(s.X[i]) || !Finite(s.Y[i]) || !inside_x(s.X[i]) || !inside_y(s.Y[i])) continue;
+                FigCircle c;
+                c.X = X(s.X[i]);
+                c.Y = Y(s.Y[i]);
+                c.R = 2.5f;
+                c.Fill = s.Color;
+                f.Add(c);
+            }
+        } else {
+            // Segments clipped to the plot area; a NaN or a clipped end starts a new polyline.
+            FigPolyline current;
+            current.Color = s.Color;
+            current.Width = 1.75f;
+            auto flush = [&]() {
+                if (current.Points.size() >= 4) f.Add(current);
+                current.Points.clear();
+            };
+            for (size_t i = 0; i + 1 < count; ++i) {
+                if (!Finite(s.X[i]) || !Finite(s.Y[i]) || !Finite(s.X[i + 1]) || !Finite(s.Y[i + 1])) {
+                    flush();
+                    continue;
+                }
+                float ax = X(s.X[i]), ay = Y(s.Y[i]), bx = X(s.X[i + 1]), by = Y(s.Y[i + 1]);
+                const float ox = ax, oy = ay;
+                if (!ClipSegment(ax, ay, bx, by, px0, py0, px1, py1)) {
+                    flush();
+                    continue;
+                }
+                const bool joined = !current.Points.empty() && ax == ox && ay == oy && current.Points[current.Points.size() - 2] == ax &&
+                                    current.Points.back() == ay;
+                if (!joined) {
+                    flush();
+                    current.Points = {ax, ay};
+                }
+                current.Points.push_back(bx);
+                current.Points.push_back(by);
+                if (bx != X(s.X[i + 1]) || by != Y(s.Y[i + 1])) flush();  // left the plot area
+            }
+            flush();
+        }
+    }
+
+    const size_t data_end = f.Items.size();
+    AddOutline(f, px0, py0, pw, ph);
+    for (const XTick& t : x_ticks) {
+        if (!inside_x(t.value)) continue;
+        const float x = std::clamp(centre(X(t.value)), px0 + 0.5f, px1 - 0.5f);
+        AddVLine(f, x, py1, py1 + tick, kAxis);
+        if (x_vertical) AddText(f, X(t.value), py1 + tick + gap, t.text, fs, TextAlign::Right, true);
+        else AddText(f, X(t.value), py1 + tick + gap + fs * 0.6f, t.text, fs, TextAlign::Center);
+    }
+    for (float v : y_ticks) {
+        if (!inside_y(v)) continue;
+        const float y = std::clamp(centre(Y(v)), py0 + 0.5f, py1 - 0.5f);
+        AddHLine(f, px0 - tick, px0, y, kAxis);
+        AddText(f, px0 - tick - gap, Y(v), FormatTick(v), fs, TextAlign::Right);
+    }
+    if (!options.XLabel.empty())
+        AddText(f, px0 + pw * 0.5f, py1 + tick + gap + x_label_extent + 6 + caption_h * 0.5f, options.XLabel, label_fs, TextAlign::Center);
+    if (!options.YLabel.empty()) AddText(f, kPad + caption_h * 0.5f, py0 + ph * 0.5f, options.YLabel, label_fs, TextAlign::Center, true);
+    if (!options.Title.empty()) AddTitle(f, options.Title, px0 + pw * 0.5f, kPad + title_fs * 0.7f, title_fs);
+
+    // Legend: top right inside the axes, for named series.
+    std::vector<const PlotSeries*> named;
+    float name_w = 0;
+    for (const PlotSeries& s : series)
+        if (!s.Name.empty()) {
+            named.push_back(&s);
+            name_w = std::max(name_w, MeasureText(EllipsizeChars(s.Name, 40), fs));
+        }
+    if (!named.empty()) {
+        const float row_h = std::ceil(fs * 1.5f), sample_w = 20;
+        const float box_w = std::ceil(8 + sample_w + 6 + name_w + 8), box_h = std::ceil(6 + row_h * named.size() + 2);
+        // Top right, unless another corner hides less of the data (then the first such in the
+        // order top left, bottom right, bottom left).
+        const float corners[4][2] = {{std::floor(px1 - 8 - box_w), py0 + 8},
+                                     {px0 + 8, py0 + 8},
+                                     {std::floor(px1 - 8 - box_w), std::floor(py1 - 8 - box_h)},
+                                     {px0 + 8, std::floor(py1 - 8 - box_h)}};
+        float best_cost = INFINITY, bx = corners[0][0], by = corners[0][1];
+        for (const auto& corner : corners) {
+            const float cost = HiddenData(f, data_begin, data_end, corner[0] - 2, corner[1] - 2, corner[0] + box_w + 2, corner[1] + box_h + 2);
+            if (cost < best_cost) best_cost = cost, bx = corner[0], by = corner[1];
+        }
+        FigRect box;
+        box.X = bx;
+        box.Y = by;
+        box.W = box_w;
+        box.H = box_h;
+        box.Fill = {255, 255, 255, 230};
+        box.Stroke = {204, 204, 204, 255};
+        f.Add(box);
+        for (size_t k = 0; k < named.size(); ++k) {
+            const PlotSeries& s = *named[k];
+            const float cy = by + 4 + row_h * (k + 0.5f), sx = bx + 8;
+            if (s.Kind == SeriesKind::Bars) {
+                FigRect r;
+                r.X = sx + 4;
+                r.Y = cy - 5;
+                r.W = sample_w - 8;
+                r.H = 10;
+                r.Fill = s.Color;
+                f.Add(r);
+            } else if (s.Kind == SeriesKind::Points) {
+                FigCircle c;
+                c.X = sx + sample_w * 0.5f;
+                c.Y = cy;
+                c.R = 3;
+                c.Fill = s.Color;
+                f.Add(c);
+            } else {
+                FigPolyline l;
+                l.Points = {sx, centre(cy), sx + sample_w, centre(cy)};
+                l.Color = s.Color;
+                l.Width = 1.75f;
+                f.Add(l);
+            }
+            AddText(f, sx + sample_w + 6, cy, EllipsizeChars(s.Name, 40), fs);
+        }
+    }
+    return f;
+}
+
+}  // namespace viz

@@ -1,0 +1,72 @@
+#include "viz/ticks.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+namespace viz {
+namespace {
+
+constexpr float kLogFloor = 1e-6f;  // Normalize() clamps log values to this, so ticks do too
+
+}  // namespace
+
+std::vector<float> NiceTicks(Range range, bool log_scale, int max_ticks) {
+    std::vector<float> ticks;
+    max_ticks = std::max(2, max_ticks);
+    if (!std::isfinite(range.min) || !std::isfinite(range.max)) return ticks;
+    if (log_scale) {
+        const double lo = std::log10(std::max(range.min, kLogFloor)), hi = std::log10(std::max(range.max, kLogFloor));
+        const int first = static_cast<int>(std::ceil(lo - 1e-6)), last = static_cast<int>(std::floor(hi + 1e-6));
+        if (last < first) return ticks;
+        const int count = last - first + 1;
+        const int stride = (count + max_ticks - 1) / max_ticks;
+        for (int d = first; d <= last; ++d)
+            if (d % stride == 0) ticks.push_back(static_cast<float>(std::pow(10.0, d)));
+        return ticks;
+    }
+    const double span = static_cast<double>(range.max) - range.min;
+    if (!(span > 0)) {
+        ticks.push_back(range.min);
+        return ticks;
+    }
+    const double raw = span / 5.0;
+    const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+    for (double factor : {1.0, 2.0, 2.5, 5.0, 10.0, 20.0}) {
+        const double step = factor * magnitude;
+        if (step < raw * 0.999) continue;
+        const double first = std::ceil(range.min / step - 1e-9), last = std::floor(range.max / step + 1e-9);
+        if (last - first + 1 > max_ticks) continue;
+        for (double k = first; k <= last; ++k) {
+            double v = k * step;
+            if (std::abs(v) < step * 1e-6) v = 0;  // no "-1.4e-17" for zero
+            ticks.push_back(static_cast<float>(v));
+        }
+        break;
+    }
+    return ticks;
+}
+
+std::string FormatTick(float value) {
+    char buf[32];
+    // snprintf follows LC_NUMERIC; figures must read the same under a comma locale.
+    auto print = [&](const char* format) {
+        std::snprintf(buf, sizeof buf, format, static_cast<double>(value));
+        for (char* c = buf; *c; ++c)
+            if (*c == ',') *c = '.';
+    };
+    const float a = std::abs(value);
+    if (value == 0.0f) return "0";
+    if (a >= 1e3f && a < 1e6f) {
+        print(value == std::round(value) ? "%.0f" : "%.6g");  // "1000", "250000": an axis of positions
+    } else if (a >= 1e-3f && a < 1e3f) {
+        print("%.3g");
+    } else {
+        print("%.1e");
+        if (std::strstr(buf, ".0e")) print("%.0e");  // "1e-04", not "1.0e-04"
+    }
+    return buf;
+}
+
+}  // namespace viz
