@@ -86,6 +86,28 @@ struct AppState {
     void ClampSelection();  // keeps selected / query / pinned inside the current analysis
 };
 
+// A token as one line of readable text: control characters escaped (\n, \t, \x01), bytes that
+// are only part of a UTF-8 character (byte-level BPE splits them) as \xE4, and a piece of spaces
+// as middle dots so that it is not an empty label.
+std::string TokenLabel(const std::string& piece);
+
+// Names used by the command line, session files and exports ("ssa", "tau_q", "layer", ...).
+const char* ToString(MapMode mode);
+const char* ToString(TokenColor color);
+const char* ToString(TokenScope scope);
+std::optional<MapMode> ParseMapMode(const std::string& name);        // ssa | vanilla (or compare) | diff
+std::optional<TokenColor> ParseTokenColor(const std::string& name);  // tau_q | tau_v | entropy | spikiness | sink_mass
+std::optional<TokenScope> ParseTokenScope(const std::string& name);  // head | layer | model
+std::optional<viz::Colormap> ParseColormap(const std::string& name); // viridis | magma | diverging
+
+// The [L, H, T] array behind a token colouring; null when the analysis lacks it or its shape is off.
+const std::vector<float>* TokenQuantity(const model::Analysis& a, TokenColor color);
+// Row metrics (entropy, ...) are trivial on row 1 (one key); temperatures are not.
+bool IsRowMetric(TokenColor color);
+// Token i's value of an [L, H, T] array in a scope: one head, the mean over the head's layer, or
+// the mean over every head. NaNs are left out of means.
+float ScopedTokenValue(const model::Analysis& a, const std::vector<float>& rows, TokenScope scope, HeadRef head, int i);
+
 // For views with nothing to show yet: draws why ("waiting for the model..." or a pointer to the
 // error) and returns true when there is no analysis.
 bool DrawNoAnalysisNote(const AppState& state);

@@ -23,13 +23,6 @@ constexpr double kBakeBudgetMs = 6.0;  // per frame, so a long text never stalls
 constexpr int kThumbnailSide = 96;     // baked pixels per thumbnail side (max-pooled)
 constexpr int kPinnedSide = 256;
 
-float RowMean(const std::vector<float>* rows, const model::Analysis& a, int l, int h) {
-    if (!rows || rows->size() < a.RowIndex(l, h) + a.n_tokens) return kNaN;
-    return model::HeadRowMean(*rows, a, l, h);
-}
-
-float PerHead(const std::vector<float>& v, size_t index) { return index < v.size() ? v[index] : kNaN; }
-
 std::string FormatNumber(float v) {
     char buf[32];
     if (!std::isfinite(v)) return "n/a";
@@ -191,59 +184,6 @@ void Badge(ImDrawList* draw, ImVec2 p0, float cell, float value) {
 
 }  // namespace
 
-std::vector<HeadSummary> SummarizeHeads(const model::Analysis& a) {
-    std::vector<HeadSummary> out;
-    out.reserve(static_cast<size_t>(a.n_layer) * a.n_head);
-    const auto *entropy = a.metrics.Find("entropy"), *entropy_c = a.metrics_compare.Find("entropy");
-    const auto *norm = a.metrics.Find("normalized_entropy"), *norm_c = a.metrics_compare.Find("normalized_entropy");
-    const auto *spiky = a.metrics.Find("spikiness"), *spiky_c = a.metrics_compare.Find("spikiness");
-    const auto *sink = a.metrics.Find("sink_mass"), *sink_c = a.metrics_compare.Find("sink_mass");
-    const auto* max_weight = a.metrics.Find("max_weight");
-    for (int l = 0; l < a.n_layer; ++l) {
-        for (int h = 0; h < a.n_head; ++h) {
-            HeadSummary s;
-            s.ref = {l, h};
-            s.entropy = RowMean(entropy, a, l, h);
-            s.entropy_compare = RowMean(entropy_c, a, l, h);
-            s.normalized_entropy = RowMean(norm, a, l, h);
-            s.normalized_entropy_compare = RowMean(norm_c, a, l, h);
-            s.spikiness = RowMean(spiky, a, l, h);
-            s.spikiness_compare = RowMean(spiky_c, a, l, h);
-            s.sink_mass = RowMean(sink, a, l, h);
-            s.sink_mass_compare = RowMean(sink_c, a, l, h);
-            s.max_weight = RowMean(max_weight, a, l, h);
-            s.js = RowMean(&a.js, a, l, h);
-            s.l1 = RowMean(&a.l1, a, l, h);
-            const model::HeadStats tq = model::HeadTokenStats(a.tau_q, a, l, h), tv = model::HeadTokenStats(a.tau_v, a, l, h),
-                                   tqc = model::HeadTokenStats(a.tau_q_compare, a, l, h);
-            s.tau_q_mean = tq.mean;
-            s.tau_q_min = tq.min;
-            s.tau_q_max = tq.max;
-            s.tau_v_mean = tv.mean;
-            s.tau_q_compare_mean = tqc.mean;
-            const size_t at = static_cast<size_t>(l) * a.n_head + h;
-            s.qk_opnorm = PerHead(a.qk_opnorm, at);
-            s.qk_eig_mean = PerHead(a.qk_eig_mean, at);
-            s.qk_eig_var = PerHead(a.qk_eig_var, at);
-            out.push_back(s);
-        }
-    }
-    return out;
-}
-
-bool IsSinkHead(float sink_mass, float epsilon) { return std::isfinite(sink_mass) && sink_mass > epsilon; }
-
-std::string HeadName(HeadRef h) { return "L" + std::to_string(h.layer) + " H" + std::to_string(h.head); }
-
-std::string CompareName(const model::Analysis& a) {
-    std::string name = a.compare_label.empty() ? std::string("comparison") : a.compare_label;
-    while (name.size() > 1 && name.back() == '/') name.pop_back();
-    const size_t slash = name.find_last_of('/');
-    if (slash != std::string::npos) name = name.substr(slash + 1);
-    if (name.size() > 18) name = name.substr(0, 16) + "..";
-    return name;
-}
-
 bool SameAnalysis(const std::weak_ptr<const model::Analysis>& cached, const std::shared_ptr<const model::Analysis>& now) {
     if (!now) return false;
     return !cached.owner_before(now) && !now.owner_before(cached);
@@ -264,8 +204,8 @@ float HeadsView::BadgeValue(const AppState& state, int index) const {
     if (key == "sink_mass") return pick(s.sink_mass, s.sink_mass_compare);
     // Any other row metric by name.
     const model::Analysis& a = *state.analysis;
-    return pick(RowMean(a.metrics.Find(key), a, s.ref.layer, s.ref.head),
-                RowMean(a.metrics_compare.Find(key), a, s.ref.layer, s.ref.head));
+    return pick(HeadMean(a.metrics.Find(key), a, s.ref.layer, s.ref.head),
+                HeadMean(a.metrics_compare.Find(key), a, s.ref.layer, s.ref.head));
 }
 
 void HeadsView::Rebake(AppState& state) {

@@ -21,65 +21,6 @@ const ImU32 kSsaColor = IM_COL32(240, 145, 40, 255);
 const ImU32 kCompareColor = IM_COL32(95, 160, 225, 255);
 const ImU32 kQueryColor = IM_COL32(255, 220, 90, 255);
 
-// Bytes of a UTF-8 sequence starting with `lead`, 0 for a byte that cannot start one.
-int Utf8Length(unsigned char lead) {
-    if (lead < 0x80) return 1;
-    if ((lead & 0xE0) == 0xC0) return 2;
-    if ((lead & 0xF0) == 0xE0) return 3;
-    if ((lead & 0xF8) == 0xF0) return 4;
-    return 0;
-}
-
-void AppendEscaped(unsigned char c, std::string* out) {
-    switch (c) {
-        case '\n': *out += "\\n"; return;
-        case '\t': *out += "\\t"; return;
-        case '\r': *out += "\\r"; return;
-        default: break;
-    }
-    if (c < 0x20 || c >= 0x7F) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\x%02X", c);
-        *out += buf;
-    } else {
-        *out += static_cast<char>(c);
-    }
-}
-
-// A token as one line of readable text: control characters escaped (\n, \t, \x01), bytes that are
-// only part of a UTF-8 character (byte-level BPE splits them) as \xE4, and a piece of spaces as
-// middle dots so that it is not an empty label.
-std::string TokenLabel(const std::string& piece) {
-    const std::string shown = model::PieceToDisplay(piece);
-    std::string out;
-    if (shown == piece) {
-        for (unsigned char c : shown) {
-            if (c >= 0x80) out += static_cast<char>(c);  // complete characters pass through
-            else AppendEscaped(c, &out);
-        }
-    } else {
-        for (size_t i = 0; i < piece.size();) {
-            const int n = Utf8Length(static_cast<unsigned char>(piece[i]));
-            bool complete = n > 1 && i + n <= piece.size();
-            for (int k = 1; complete && k < n; ++k) complete = (static_cast<unsigned char>(piece[i + k]) & 0xC0) == 0x80;
-            if (complete) {
-                out.append(piece, i, n);
-                i += n;
-            } else {
-                AppendEscaped(static_cast<unsigned char>(piece[i]), &out);
-                ++i;
-            }
-        }
-    }
-    if (out.empty()) return "''";
-    if (out.find_first_not_of(' ') == std::string::npos) {
-        std::string dots;
-        for (size_t k = 0; k < out.size(); ++k) dots += "\xC2\xB7";  // U+00B7
-        return dots;
-    }
-    return out;
-}
-
 // A weight as text: 3 decimals, or scientific below 0.001 so small weights do not read as zero.
 std::string FormatWeight(float v, bool sign = false) {
     char buf[32];

@@ -131,43 +131,6 @@ bool IsAscii(const std::string& s) {
     return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
 }
 
-// The [L, H, T] array behind a colour choice; null when the analysis lacks it or its shape is off.
-const std::vector<float>* QuantityRows(const model::Analysis& a, TokenColor color) {
-    const size_t n = static_cast<size_t>(a.n_layer) * a.n_head * a.n_tokens;
-    const std::vector<float>* rows = nullptr;
-    auto metric = [&](const char* name) -> const std::vector<float>* {
-        for (const model::NamedArray& r : a.metrics.rows)
-            if (r.name == name) return &r.values;
-        return nullptr;
-    };
-    switch (color) {
-        case TokenColor::TauQ: rows = &a.tau_q; break;
-        case TokenColor::TauV: rows = &a.tau_v; break;
-        case TokenColor::Entropy: rows = metric("entropy"); break;
-        case TokenColor::Spikiness: rows = metric("spikiness"); break;
-        case TokenColor::SinkMass: rows = metric("sink_mass"); break;
-    }
-    return rows && rows->size() == n && n > 0 ? rows : nullptr;
-}
-
-bool IsRowMetric(TokenColor color) { return color != TokenColor::TauQ && color != TokenColor::TauV; }
-
-// Token i's value of an [L, H, T] array in a scope: one head, the mean over a layer's heads, or
-// the mean over every head. NaNs are left out of means.
-float ScopedValue(const model::Analysis& a, const std::vector<float>& rows, TokenScope scope, HeadRef head, int i) {
-    if (scope == TokenScope::Head) return rows[a.RowIndex(head.layer, head.head) + i];
-    const int l_begin = scope == TokenScope::LayerMean ? head.layer : 0;
-    const int l_end = scope == TokenScope::LayerMean ? head.layer + 1 : a.n_layer;
-    double sum = 0;
-    int count = 0;
-    for (int l = l_begin; l < l_end; ++l)
-        for (int h = 0; h < a.n_head; ++h) {
-            const float v = rows[a.RowIndex(l, h) + i];
-            if (std::isfinite(v)) sum += v, ++count;
-        }
-    return count > 0 ? static_cast<float>(sum / count) : NAN;
-}
-
 // Whether a cache built for `built_for` still matches `current` (never for no analysis: that
 // costs nothing to redo).
 bool IsCurrent(const std::weak_ptr<const model::Analysis>& built_for, const std::shared_ptr<const model::Analysis>& current) {
@@ -331,10 +294,10 @@ void TextView::UpdateValues(const AppState& state) {
     m_values_valid = false;
     const model::Analysis* a = state.analysis.get();
     if (!a || a->n_tokens <= 0) return;
-    const std::vector<float>* rows = QuantityRows(*a, s.token_color);
+    const std::vector<float>* rows = TokenQuantity(*a, s.token_color);
     m_values.assign(a->n_tokens, NAN);
     if (!rows) return;
-    for (int i = 0; i < a->n_tokens; ++i) m_values[i] = ScopedValue(*a, *rows, s.token_scope, head, i);
+    for (int i = 0; i < a->n_tokens; ++i) m_values[i] = ScopedTokenValue(*a, *rows, s.token_scope, head, i);
 
     // The first row of a row metric is trivial (one key): it would pin the range to 0 or 1.
     const int first = IsRowMetric(s.token_color) && a->n_tokens > 1 ? 1 : 0;
@@ -577,7 +540,7 @@ void TextView::DrawTooltip(const AppState& state, int i) const {
     if (ImGui::BeginTable("##values", 2, ImGuiTableFlags_SizingFixedFit)) {
         const TokenColor all[] = {TokenColor::TauQ, TokenColor::TauV, TokenColor::Entropy, TokenColor::Spikiness, TokenColor::SinkMass};
         for (TokenColor color : all) {
-            const std::vector<float>* rows = QuantityRows(a, color);
+            const std::vector<float>* rows = TokenQuantity(a, color);
             const bool chosen = color == state.settings.token_color;
             ImGui::TableNextRow();
             ImGui::TableNextColumn();
@@ -585,7 +548,7 @@ void TextView::DrawTooltip(const AppState& state, int i) const {
             else ImGui::TextUnformatted(kColorNames[static_cast<int>(color)]);
             ImGui::TableNextColumn();
             if (rows) {
-                const float v = ScopedValue(a, *rows, scope, head, i);
+                const float v = ScopedTokenValue(a, *rows, scope, head, i);
                 ImGui::Text(color == TokenColor::Entropy ? "%.4f nats" : "%.4f", v);
             } else {
                 ImGui::TextDisabled("n/a");
