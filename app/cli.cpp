@@ -1,16 +1,25 @@
 #include "app/cli.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "app/export.h"
+#include "app/head_summary.h"
+#include "app/session.h"
 #include "model/analysis.h"
 
 namespace app {
@@ -20,12 +29,17 @@ using nlohmann::json;
 namespace {
 
 const char* kUsage =
-    "usage: ssaviz [--model DIR] [--text STR | --text-file F] [--device auto|cpu|cuda] [--screenshot PNG [--frames N]]\n"
+    "usage: ssaviz [--model DIR] [--text STR | --text-file F] [--session FILE] [--device auto|cpu|cuda]\n"
+    "              [--show export|help|demo] [--screenshot PNG [--frames N]]\n"
     "       ssaviz info     [--model DIR] [--json] [--device D]\n"
     "       ssaviz tokenize [--model DIR] (--text STR | --text-file F) [--json] [--truncate]\n"
-    "       ssaviz export   [--model DIR] (--text STR | --text-file F) --out DIR\n"
-    "                       [--layers all|0,2] [--heads all|1,3] [--format json,npy,csv]\n"
+    "       ssaviz export   [--model DIR] (--text STR | --text-file F [--batch]) --out DIR\n"
+    "                       [--layers all|0,2] [--heads all|1,3] [--format json,npy,csv,png,svg,html (default: all but csv)]\n"
+    "                       [--maps ssa,vanilla,diff] [--colormap viridis|magma] [--log] [--size PX]\n"
+    "                       [--highlight tau_q|tau_v|entropy|spikiness|sink_mass] [--highlight-scope model|L|L,H]\n"
     "                       [--compare vanilla|DIR] [--device auto|cpu|cuda] [--sink-eps 0.3] [--truncate]\n"
+    "         --batch: F holds several texts, one per line, or JSON lines {\"name\": ..., \"text\": ...};\n"
+    "         each gets a sub-folder of --out, and summary.csv / summary.json compare them\n"
     "       ssaviz init-random --out DIR [--seed N] [--tokenizer DIR] [--layers N] [--heads N] [--embd N] [--positions N]\n"
     "exit codes: 0 ok, 1 failure, 2 usage error, 3 bad model or input file\n";
 
@@ -62,6 +76,12 @@ public:
 private:
     std::map<std::string, std::string> m_values;
 };
+
+std::string Format(const char* format, double value) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, format, value);
+    return buf;
+}
 
 std::string ModelDir(const Flags& flags) {
     if (flags.Has("--model")) return flags.Get("--model");
@@ -161,20 +181,77 @@ int CmdTokenize(const Flags& flags) {
     return kExitOk;
 }
 
-int CmdExport(const Flags& flags) {
-    if (!flags.Has("--out")) throw Failure{kExitUsage, "export needs --out DIR"};
+// A progress bar on stderr: redrawn in place on a terminal; on a pipe or log, one line per tenth.
+class ProgressBar {
+public:
+    explicit ProgressBar(std::string what) : m_what(std::move(what)), m_tty(isatty(fileno(stderr)) != 0) {}
+    ~ProgressBar() {
+        if (m_tty && m_drawn) std::fprintf(stderr, "\n");
+    }
+
+    void Update(size_t done, size_t total, const std::string& label) {
+        const int tenth = total ? static_cast<int>(done * 10 / total) : 10;
+        if (!m_tty && tenth == m_last_tenth) return;
+        m_last_tenth = tenth;
+        constexpr int kWidth = 24;
+        const int filled = total ? static_cast<int>(done * kWidth / total) : kWidth;
+        std::string bar = "[" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "]";
+        std::string shown = label.size() > 48 ? "..." + label.substr(label.size() - 45) : label;
+        std::fprintf(stderr, m_tty ? "\r%s %s %zu/%zu %-48s" : "%s %s %zu/%zu %s\n", m_what.c_str(), bar.c_str(), done, total, shown.c_str());
+        std::fflush(stderr);
+        m_drawn = true;
+    }
+
+private:
+    std::string m_what;
+    bool m_tty;
+    bool m_drawn = false;
+    int m_last_tenth = -1;
+};
+
+// Everything of `export` but the text and the heads (which need the model): formats, maps, figures.
+ExportOptions ParseExportOptions(const Flags& flags) {
     ExportOptions options;
     options.out_dir = flags.Get("--out");
     options.json = options.npy = false;
-    std::stringstream formats(flags.Get("--format", "json,npy,csv"));
+    std::stringstream formats(flags.Get("--format", "json,npy,png,svg,html"));
     std::string f;
     while (std::getline(formats, f, ',')) {
         if (f == "json") options.json = true;
         else if (f == "npy") options.npy = true;
         else if (f == "csv") options.csv = true;
-        else if (f == "png" || f == "svg")
-            throw Failure{kExitUsage, "--format " + f + ": heatmap images are not implemented yet (available: json, npy, csv)"};
-        else throw Failure{kExitUsage, "--format: unknown format '" + f + "' (expected json, npy, csv)"};
+        else if (f == "png") options.png = true;
+        else if (f == "svg") options.svg = true;
+        else if (f == "html") options.html = true;
+        else throw Failure{kExitUsage, "--format: unknown format '" + f + "' (expected json, npy, csv, png, svg, html)"};
+    }
+    if (flags.Has("--maps")) {
+        options.maps.clear();
+        std::stringstream maps(flags.Get("--maps"));
+        while (std::getline(maps, f, ',')) {
+            auto mode = ParseMapMode(f);
+            if (!mode) throw Failure{kExitUsage, "--maps: unknown map '" + f + "' (expected ssa, vanilla, diff)"};
+            options.maps.push_back(*mode);
+        }
+        if (options.maps.empty()) throw Failure{kExitUsage, "--maps is empty"};
+    }
+    FigureSettings& fig = options.figures;
+    if (flags.Has("--colormap")) {
+        auto map = ParseColormap(flags.Get("--colormap"));
+        if (!map) throw Failure{kExitUsage, "--colormap '" + flags.Get("--colormap") + "' is not one of viridis, magma, diverging"};
+        fig.colormap = *map;
+    }
+    fig.log_scale = flags.Has("--log");
+    if (flags.Has("--size")) {
+        char* end = nullptr;
+        long v = std::strtol(flags.Get("--size").c_str(), &end, 10);
+        if (*end != '\0' || v < 16 || v > 16384) throw Failure{kExitUsage, "--size must be a heatmap side of 16 to 16384 pixels"};
+        fig.map_size = static_cast<int>(v);
+    }
+    if (flags.Has("--highlight")) {
+        auto color = ParseTokenColor(flags.Get("--highlight"));
+        if (!color) throw Failure{kExitUsage, "--highlight '" + flags.Get("--highlight") + "' is not one of tau_q, tau_v, entropy, spikiness, sink_mass"};
+        fig.highlight = *color;
     }
     if (flags.Has("--sink-eps")) {
         char* end = nullptr;
@@ -182,23 +259,203 @@ int CmdExport(const Flags& flags) {
         if (*end != '\0' || !(options.sink_epsilon > 0 && options.sink_epsilon < 1))
             throw Failure{kExitUsage, "--sink-eps must be a number in (0, 1)"};
     }
+    return options;
+}
+
+// --highlight-scope model | L (layer L's mean) | L,H (one head), checked against the model.
+void ParseHighlightScope(const std::string& spec, const model::ModelConfig& c, FigureSettings* fig) {
+    if (spec == "model") {
+        fig->highlight_scope = TokenScope::ModelMean;
+        return;
+    }
+    std::vector<int> parts;
+    std::stringstream ss(spec);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        char* end = nullptr;
+        long v = std::strtol(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || v < 0) parts.push_back(-1);
+        else parts.push_back(static_cast<int>(std::min<long>(v, 1 << 20)));
+    }
+    const bool shape_ok = (parts.size() == 1 || parts.size() == 2) && std::all_of(parts.begin(), parts.end(), [](int v) { return v >= 0; });
+    if (!shape_ok) throw Failure{kExitUsage, "--highlight-scope '" + spec + "' is not model, a layer (2) or a layer,head (2,1)"};
+    if (parts[0] >= c.n_layer) throw Failure{kExitUsage, "--highlight-scope: layer " + std::to_string(parts[0]) + " is out of range (the model has " + std::to_string(c.n_layer) + ")"};
+    if (parts.size() == 2 && parts[1] >= c.n_head) throw Failure{kExitUsage, "--highlight-scope: head " + std::to_string(parts[1]) + " is out of range (the model has " + std::to_string(c.n_head) + ")"};
+    fig->highlight_scope = parts.size() == 1 ? TokenScope::LayerMean : TokenScope::Head;
+    fig->highlight_head = {parts[0], parts.size() == 2 ? parts[1] : 0};
+}
+
+struct BatchText {
+    std::string name;  // the sub-folder
+    std::string text;
+    int line = 0;
+};
+
+// A folder name from a text's name: letters, digits, '.', '-', '_' kept, others '_'; unique.
+std::string FolderName(const std::string& name, int index, std::set<std::string>* used) {
+    std::string out;
+    for (char c : name) out += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ? c : '_';
+    if (out.size() > 64) out.resize(64);
+    if (out.empty() || out == "." || out == "..") {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "text_%04d", index + 1);
+        out = buf;
+    }
+    std::string unique = out;
+    for (int k = 2; used->count(unique); ++k) unique = out + "_" + std::to_string(k);
+    used->insert(unique);
+    return unique;
+}
+
+// The texts of a --batch file: JSON lines when the first non-blank line starts with '{', else one
+// text per non-blank line.
+std::vector<BatchText> ReadBatch(const std::string& path, const std::string& content) {
+    std::vector<BatchText> texts;
+    std::set<std::string> used;
+    std::stringstream lines(content);
+    std::string line;
+    int number = 0;
+    std::optional<bool> json_lines;
+    while (std::getline(lines, line)) {
+        ++number;
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line.find_first_not_of(" \t") == std::string::npos) continue;
+        if (!json_lines) json_lines = line[line.find_first_not_of(" \t")] == '{';
+        BatchText t;
+        t.line = number;
+        std::string name;
+        if (*json_lines) {
+            json j = json::parse(line, nullptr, false);
+            const std::string where = path + ":" + std::to_string(number);
+            if (j.is_discarded() || !j.is_object()) throw Failure{kExitBadInput, where + ": not a JSON object (JSON lines need one object per line)"};
+            if (!j.contains("text") || !j["text"].is_string()) throw Failure{kExitBadInput, where + ": needs a \"text\" string"};
+            if (j.contains("name") && !j["name"].is_string()) throw Failure{kExitBadInput, where + ": \"name\" must be a string"};
+            t.text = j["text"].get<std::string>();
+            if (j.contains("name")) name = j["name"].get<std::string>();
+        } else {
+            t.text = line;
+        }
+        t.name = FolderName(name, static_cast<int>(texts.size()), &used);
+        texts.push_back(std::move(t));
+    }
+    if (texts.empty()) throw Failure{kExitBadInput, path + ": no texts (the file is empty or blank)"};
+    return texts;
+}
+
+// One row of the batch summary: the model-wide means a reader compares across texts.
+json SummaryRow(const BatchText& t, const model::Analysis& a, float eps) {
+    const std::vector<HeadSummary> heads = SummarizeHeads(a);
+    auto mean = [&](float HeadSummary::*field) {
+        double sum = 0;
+        int n = 0;
+        for (const HeadSummary& h : heads)
+            if (std::isfinite(h.*field)) sum += h.*field, ++n;
+        return n ? sum / n : NAN;
+    };
+    int sinks = 0, sinks_compare = 0;
+    for (const HeadSummary& h : heads) sinks += IsSinkHead(h.sink_mass, eps), sinks_compare += IsSinkHead(h.sink_mass_compare, eps);
+    const double n = heads.empty() ? 1.0 : static_cast<double>(heads.size());
+    return json{{"name", t.name},       {"line", t.line},
+                {"n_tokens", a.n_tokens},
+                {"entropy", mean(&HeadSummary::entropy)},
+                {"entropy_compare", mean(&HeadSummary::entropy_compare)},
+                {"normalized_entropy", mean(&HeadSummary::normalized_entropy)},
+                {"normalized_entropy_compare", mean(&HeadSummary::normalized_entropy_compare)},
+                {"spikiness", mean(&HeadSummary::spikiness)},
+                {"spikiness_compare", mean(&HeadSummary::spikiness_compare)},
+                {"sink_mass", mean(&HeadSummary::sink_mass)},
+                {"sink_mass_compare", mean(&HeadSummary::sink_mass_compare)},
+                {"sink_ratio", sinks / n},
+                {"sink_ratio_compare", sinks_compare / n},
+                {"js_divergence", mean(&HeadSummary::js)},
+                {"tau_q_mean", mean(&HeadSummary::tau_q_mean)}};
+}
+
+int CmdExport(const Flags& flags) {
+    if (!flags.Has("--out")) throw Failure{kExitUsage, "export needs --out DIR"};
+    if (flags.Has("--batch") && !flags.Has("--text-file")) throw Failure{kExitUsage, "--batch needs --text-file F"};
+    ExportOptions options = ParseExportOptions(flags);
     std::string text = ReadText(flags);
+    std::vector<BatchText> texts = flags.Has("--batch") ? ReadBatch(flags.Get("--text-file"), text) : std::vector<BatchText>{{"", text, 0}};
     auto engine = OpenEngine(flags);
     const model::ModelConfig& c = engine->Info().config;
     options.layers = ParseIndexList("--layers", flags.Get("--layers", "all"), c.n_layer, "layer");
     options.heads = ParseIndexList("--heads", flags.Get("--heads", "all"), c.n_head, "head");
+    if (flags.Has("--highlight-scope")) ParseHighlightScope(flags.Get("--highlight-scope"), c, &options.figures);
     std::string compare = flags.Get("--compare", "vanilla");
     if (compare != "vanilla") {
         if (auto s = engine->OpenTwin(compare); !s) throw Failure{kExitBadInput, s.error()};
     }
-    model::Tokenization tokens = Tokenize(*engine, text, flags);
-    auto analysis = engine->Analyze(tokens);
-    if (!analysis) throw Failure{kExitFailure, analysis.error()};
-    if (auto s = WriteExport(text, *analysis, engine->Info(), options); !s) throw Failure{kExitFailure, s.error()};
-    std::fprintf(stderr, "ssaviz: wrote %s (%d tokens, %d x %d heads, forward %.1f ms, metrics %.1f ms on %s)\n",
-                 options.out_dir.c_str(), analysis->n_tokens, analysis->n_layer, analysis->n_head, analysis->forward_ms,
-                 analysis->metrics_ms, analysis->device.c_str());
-    return kExitOk;
+
+    if (!flags.Has("--batch")) {
+        model::Tokenization tokens = Tokenize(*engine, text, flags);
+        auto analysis = engine->Analyze(tokens);
+        if (!analysis) throw Failure{kExitFailure, analysis.error()};
+        ProgressBar bar("export");
+        auto s = WriteExport(text, *analysis, engine->Info(), options, [&](size_t done, size_t total, const std::string& path) {
+            bar.Update(done, total, path);
+            return true;
+        });
+        if (!s) throw Failure{kExitFailure, s.error()};
+        std::fprintf(stderr, "ssaviz: wrote %s (%d tokens, %d x %d heads, forward %.1f ms, metrics %.1f ms on %s)\n",
+                     options.out_dir.c_str(), analysis->n_tokens, analysis->n_layer, analysis->n_head, analysis->forward_ms,
+                     analysis->metrics_ms, analysis->device.c_str());
+        return kExitOk;
+    }
+
+    // Batch: one sub-folder per text; a bad text is reported and skipped, the rest go on.
+    json rows = json::array(), failures = json::array();
+    ProgressBar bar("batch");
+    const fs::path out(options.out_dir);
+    for (size_t k = 0; k < texts.size(); ++k) {
+        const BatchText& t = texts[k];
+        bar.Update(k, texts.size(), t.name);
+        auto tokens = engine->Tokenize(t.text, flags.Has("--truncate"));
+        std::string error = tokens ? "" : tokens.error();
+        if (tokens) {
+            auto analysis = engine->Analyze(*tokens);
+            if (!analysis) {
+                error = analysis.error();
+            } else {
+                ExportOptions one = options;
+                one.out_dir = (out / t.name).string();
+                if (auto s = WriteExport(t.text, *analysis, engine->Info(), one); !s) throw Failure{kExitFailure, s.error()};
+                rows.push_back(SummaryRow(t, *analysis, options.sink_epsilon));
+            }
+        }
+        if (!error.empty()) {
+            std::fprintf(stderr, "%sssaviz: %s line %d (%s): %s\n", isatty(fileno(stderr)) ? "\n" : "", flags.Get("--text-file").c_str(),
+                         t.line, t.name.c_str(), error.c_str());
+            failures.push_back({{"name", t.name}, {"line", t.line}, {"error", error}});
+        }
+    }
+    bar.Update(texts.size(), texts.size(), "done");
+    // summary.json and summary.csv: one row per text, the columns in one order.
+    std::ofstream(out / "summary.json") << json{{"texts", rows}, {"failed", failures}}.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
+    std::ofstream csv(out / "summary.csv");
+    const std::vector<std::string> columns = {"name", "n_tokens", "entropy", "entropy_compare", "normalized_entropy", "normalized_entropy_compare",
+                                              "spikiness", "spikiness_compare", "sink_mass", "sink_mass_compare", "sink_ratio",
+                                              "sink_ratio_compare", "js_divergence", "tau_q_mean"};
+    for (size_t k = 0; k < columns.size(); ++k) csv << (k ? "," : "") << columns[k];
+    csv << "\n";
+    std::printf("%-24s %6s %9s %9s %9s %9s %9s %9s\n", "text", "tokens", "H ssa", "H cmp", "Hn ssa", "Hn cmp", "sink", "JS");
+    for (const json& r : rows) {
+        for (size_t k = 0; k < columns.size(); ++k) {
+            const json& v = r[columns[k]];
+            csv << (k ? "," : "");
+            if (v.is_string()) csv << v.get<std::string>();
+            else if (v.is_number_float()) csv << Format("%.6g", v.get<double>());
+            else if (!v.is_null()) csv << v.dump();
+        }
+        csv << "\n";
+        auto num = [&](const char* key) { return r[key].is_number() ? r[key].get<double>() : NAN; };
+        std::printf("%-24s %6d %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f\n", r["name"].get<std::string>().substr(0, 24).c_str(), r["n_tokens"].get<int>(),
+                    num("entropy"), num("entropy_compare"), num("normalized_entropy"), num("normalized_entropy_compare"), num("sink_mass"),
+                    num("js_divergence"));
+    }
+    if (!csv) throw Failure{kExitFailure, (out / "summary.csv").string() + ": write failed"};
+    std::fprintf(stderr, "ssaviz: wrote %zu of %zu texts to %s (summary.csv, summary.json)\n", rows.size(), texts.size(), options.out_dir.c_str());
+    return failures.empty() ? kExitOk : kExitBadInput;
 }
 
 int ParsePositive(const Flags& flags, const std::string& name, int fallback) {
@@ -227,6 +484,59 @@ int CmdInitRandom(const Flags& flags) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string ShellQuote(const std::string& s) {
+    if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,/:@%") == std::string::npos)
+        return s;
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+std::string JoinInts(const std::vector<int>& v) {
+    std::string out;
+    for (size_t k = 0; k < v.size(); ++k) out += (k ? "," : "") + std::to_string(v[k]);
+    return out.empty() ? "all" : out;
+}
+
+}  // namespace
+
+std::string ExportCommandLine(const ExportOptions& o, const std::string& model_dir, const std::string& twin_dir, const std::string& device,
+                              const std::string& text) {
+    std::string formats, maps;
+    for (auto [on, name] : {std::pair{o.json, "json"}, {o.npy, "npy"}, {o.csv, "csv"}, {o.png, "png"}, {o.svg, "svg"}, {o.html, "html"}})
+        if (on) formats += (formats.empty() ? "" : ",") + std::string(name);
+    for (MapMode m : o.maps) maps += (maps.empty() ? "" : ",") + std::string(ToString(m));
+    const FigureSettings& f = o.figures;
+    std::string cmd = "ssaviz export --model " + ShellQuote(model_dir) + " --text " + ShellQuote(text) + " --out " + ShellQuote(o.out_dir);
+    cmd += " --format " + (formats.empty() ? std::string("json") : formats) + " --maps " + (maps.empty() ? std::string("ssa") : maps);
+    cmd += " --layers " + JoinInts(o.layers) + " --heads " + JoinInts(o.heads);
+    cmd += std::string(" --colormap ") + viz::ColormapName(f.colormap) + (f.log_scale ? " --log" : "");
+    if (f.map_size > 0) cmd += " --size " + std::to_string(f.map_size);
+    cmd += std::string(" --highlight ") + ToString(f.highlight) + " --highlight-scope ";
+    switch (f.highlight_scope) {
+        case TokenScope::ModelMean: cmd += "model"; break;
+        case TokenScope::LayerMean: cmd += std::to_string(f.highlight_head.layer); break;
+        case TokenScope::Head: cmd += std::to_string(f.highlight_head.layer) + "," + std::to_string(f.highlight_head.head); break;
+    }
+    cmd += " --sink-eps " + Format("%g", o.sink_epsilon);
+    if (!twin_dir.empty()) cmd += " --compare " + ShellQuote(twin_dir);
+    if (device != "auto") cmd += " --device " + device;
+    return cmd;
+}
+
+model::Status ResolveExportHeads(ExportOptions* options, int layers, int heads) {
+    for (auto [list, count, what] : {std::tuple{&options->layers, layers, "layer"}, {&options->heads, heads, "head"}}) {
+        if (list->empty())
+            for (int i = 0; i < count; ++i) list->push_back(i);
+        for (int i : *list)
+            if (i < 0 || i >= count)
+                return model::Fail(std::string("export: ") + what + " " + std::to_string(i) + " is out of range (the model has " + std::to_string(count) + ")");
+    }
+    return model::Ok{};
+}
 
 std::string DefaultModelDir() {
     if (const char* env = std::getenv("SSAVIZ_MODEL"); env && *env) return env;
@@ -257,8 +567,10 @@ int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
             return CmdTokenize(flags);
         }
         if (command == "export") {
-            Flags flags(args, 2, with({"--text", "--text-file", "--out", "--layers", "--heads", "--format", "--compare", "--sink-eps"}),
-                        {"--truncate"});
+            Flags flags(args, 2,
+                        with({"--text", "--text-file", "--out", "--layers", "--heads", "--format", "--compare", "--sink-eps", "--maps",
+                              "--colormap", "--size", "--highlight", "--highlight-scope"}),
+                        {"--truncate", "--log", "--batch"});
             if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
             return CmdExport(flags);
         }
@@ -270,10 +582,24 @@ int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
         if (command == "help" || command == "--help" || command == "-h") return std::printf("%s", kUsage), kExitOk;
         if (!command.empty() && command.rfind("--", 0) != 0) throw Failure{kExitUsage, "unknown command '" + command + "'"};
 
-        Flags flags(args, 1, with({"--text", "--text-file", "--screenshot", "--frames", "--bench-typing"}), {});
+        Flags flags(args, 1, with({"--text", "--text-file", "--screenshot", "--frames", "--bench-typing", "--session", "--export-to", "--show"}), {});
         if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
-        gui->model_dir = ModelDir(flags);
-        gui->device = flags.Get("--device", "auto");
+        if (flags.Has("--session")) {
+            auto session = LoadSession(flags.Get("--session"));
+            if (!session) throw Failure{kExitBadInput, session.error()};
+            gui->session = std::move(*session);
+            gui->session_path = flags.Get("--session");
+        }
+        // The command line wins over the session: --model, --device and --text replace its own.
+        if (gui->session && !flags.Has("--model") && !gui->session->model_dir.empty()) gui->model_dir = gui->session->model_dir;
+        else gui->model_dir = ModelDir(flags);
+        gui->device = flags.Get("--device", gui->session ? gui->session->device : "auto");
+        if (gui->session && !flags.Has("--text") && !flags.Has("--text-file")) gui->text = gui->session->text;
+        gui->export_to = flags.Get("--export-to");
+        gui->show = flags.Get("--show");
+        if (!gui->show.empty() && gui->show != "export" && gui->show != "help" && gui->show != "demo")
+            throw Failure{kExitUsage, "--show '" + gui->show + "' is not one of export, help, demo"};
+        if (!gui->export_to.empty() && !gui->session) throw Failure{kExitUsage, "--export-to needs --session FILE (its export settings)"};
         gui->screenshot = flags.Get("--screenshot");
         gui->frames = ParsePositive(flags, "--frames", 30);
         gui->bench_keys = flags.Has("--bench-typing") ? ParsePositive(flags, "--bench-typing", 1) : 0;

@@ -3,8 +3,11 @@
 // 3 bad model or input file; every failure prints one line naming what is wrong.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "app/session.h"
 
 namespace app {
 
@@ -18,11 +21,24 @@ struct GuiOptions {
     std::string screenshot;  // --screenshot FILE: render, save a PNG of the window, exit
     int frames = 30;         // --frames N: settled frames before the screenshot
     int bench_keys = 0;      // --bench-typing N: a benchmark that types N characters
+    std::optional<Session> session;  // --session FILE: selections, view and export settings to restore
+    std::string session_path;
+    std::string show;        // --show export|help|demo: a window open from the start
+    std::string export_to;   // --export-to DIR: export with the session's export settings, then exit (tests)
 };
 
 // Runs a subcommand and returns its exit code. When argv names no subcommand, fills `gui` and
 // returns -1 so main() can open the window.
 int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui);
+
+// The `ssaviz export` command that writes what `options` describe for this model and text
+// (shell-quoted), so a GUI export can be repeated from a script. Empty twin_dir: vanilla.
+std::string ExportCommandLine(const ExportOptions& options, const std::string& model_dir, const std::string& twin_dir,
+                              const std::string& device, const std::string& text);
+
+// Resolves an export's heads against a model: empty lists mean all; an index out of range is an
+// error naming it.
+model::Status ResolveExportHeads(ExportOptions* options, int layers, int heads);
 
 // The bundled default model: $SSAVIZ_MODEL, else models/default next to the executable, else
 // ../assets/models/default from it. Empty when none exists.

@@ -1,6 +1,7 @@
 #include "app/export.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/npy.h"
+#include "viz/figure.h"
 
 namespace app {
 namespace fs = std::filesystem;
@@ -152,8 +154,6 @@ json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float
                 {"comparison", a.compare_label},
                 {"n_tokens", T},
                 {"device", a.device},
-                {"forward_ms", a.forward_ms},
-                {"metrics_ms", a.metrics_ms},
                 {"sink_epsilon", sink_epsilon},
                 {"sink_ratio", {{"ssa", SinkRatio(heads, "ssa")}, {"comparison", SinkRatio(heads, "comparison")}}},
                 {"notes", "Head values average query rows 2..T (row 1 has a single key). Rows are [layer][head][query]. "
@@ -166,39 +166,103 @@ json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float
                           {"effective_qk_norm", Nested(a.effective_qk_norm, L, H, T)}}}};
 }
 
-model::Status WriteExport(std::string_view text, const model::Analysis& a, const model::ModelInfo& info,
-                          const ExportOptions& options) {
-    std::error_code ec;
-    fs::create_directories(options.out_dir, ec);
-    if (ec) return model::Fail(options.out_dir + ": cannot create (" + ec.message() + ")");
-    const fs::path out(options.out_dir);
-    const int64_t L = a.n_layer, H = a.n_head, T = a.n_tokens;
+std::string HeatmapFileName(HeadRef head, MapMode mode, const char* extension) {
+    const char* suffix = mode == MapMode::Compare ? "_vanilla" : mode == MapMode::Difference ? "_diff" : "";
+    return "heatmaps/L" + std::to_string(head.layer) + "_H" + std::to_string(head.head) + suffix + "." + extension;
+}
 
+namespace {
+
+model::Status WriteBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+    return WriteText(path, std::string(bytes.begin(), bytes.end()));
+}
+
+// A figure as PNG or SVG, made when the file is written (so a plan costs nothing to list).
+ExportFile FigureFile(std::string path, const char* extension, std::function<viz::Figure()> make) {
+    const bool png = std::string(extension) == "png";
+    auto write = [png, make](const std::string& full) -> model::Status {
+        std::string error;
+        if (!viz::LoadFigureFonts(&error)) return model::Fail(error);
+        const viz::Figure figure = make();
+        if (png) return WriteBytes(full, viz::EncodePng(viz::RasterizeFigure(figure)));
+        return WriteText(full, viz::FigureToSvg(figure));
+    };
+    return {std::move(path) + "." + extension, std::move(write), std::move(make)};
+}
+
+}  // namespace
+
+std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis& a, const model::ModelInfo& info,
+                                   const ExportOptions& options) {
+    std::vector<ExportFile> plan;
+    const int64_t L = a.n_layer, H = a.n_head, T = a.n_tokens;
+    const std::string model_name = ModelName(info);
+    const FigureSettings fig = options.figures;
     if (options.json) {
-        if (auto s = WriteText((out / "tokens.json").string(), Dump(TokensToJson(text, a.tokens), 1) + "\n"); !s) return s;
-        if (auto s = WriteText((out / "metrics.json").string(), Dump(MetricsToJson(a, info, options.sink_epsilon), 1) + "\n"); !s)
-            return s;
+        plan.push_back({"tokens.json", [&a, text = std::string(text)](const std::string& full) {
+                            return WriteText(full, Dump(TokensToJson(text, a.tokens), 1) + "\n");
+                        }});
+        plan.push_back({"metrics.json", [&a, &info, eps = options.sink_epsilon](const std::string& full) {
+                            return WriteText(full, Dump(MetricsToJson(a, info, eps), 1) + "\n");
+                        }});
     }
     if (options.npy) {
-        struct { const char* name; const std::vector<float>& data; std::vector<int64_t> shape; } arrays[] = {
-            {"attention.npy", a.attention, {L, H, T, T}},
-            {"attention_vanilla.npy", a.attention_compare, {L, H, T, T}},
-            {"tau_q.npy", a.tau_q, {L, H, T}},
-            {"tau_v.npy", a.tau_v, {L, H, T}},
-        };
-        for (const auto& arr : arrays)
-            if (auto s = model::WriteNpy((out / arr.name).string(), arr.data.data(), arr.shape); !s) return s;
+        struct Array { const char* name; const std::vector<float>* data; std::vector<int64_t> shape; };
+        for (Array arr : {Array{"attention.npy", &a.attention, {L, H, T, T}}, Array{"attention_vanilla.npy", &a.attention_compare, {L, H, T, T}},
+                          Array{"tau_q.npy", &a.tau_q, {L, H, T}}, Array{"tau_v.npy", &a.tau_v, {L, H, T}}})
+            plan.push_back({arr.name, [arr](const std::string& full) { return model::WriteNpy(full, arr.data->data(), arr.shape); }});
     }
     if (options.csv) {
-        fs::create_directories(out / "csv", ec);
-        if (ec) return model::Fail((out / "csv").string() + ": cannot create (" + ec.message() + ")");
-        for (int l : options.layers) {
+        for (int l : options.layers)
             for (int h : options.heads) {
-                std::string base = (out / "csv" / ("L" + std::to_string(l) + "_H" + std::to_string(h))).string();
-                if (auto s = WriteHeadCsv(base + ".csv", a, a.attention, l, h); !s) return s;
-                if (auto s = WriteHeadCsv(base + "_vanilla.csv", a, a.attention_compare, l, h); !s) return s;
+                const std::string base = "csv/L" + std::to_string(l) + "_H" + std::to_string(h);
+                plan.push_back({base + ".csv", [&a, l, h](const std::string& full) { return WriteHeadCsv(full, a, a.attention, l, h); }});
+                plan.push_back({base + "_vanilla.csv",
+                                [&a, l, h](const std::string& full) { return WriteHeadCsv(full, a, a.attention_compare, l, h); }});
             }
+    }
+    std::vector<const char*> extensions;
+    if (options.png) extensions.push_back("png");
+    if (options.svg) extensions.push_back("svg");
+    for (const char* ext : extensions) {
+        for (int l : options.layers)
+            for (int h : options.heads)
+                for (MapMode mode : options.maps) {
+                    const HeadRef head{l, h};
+                    std::string path = HeatmapFileName(head, mode, ext);
+                    path.resize(path.size() - std::strlen(ext) - 1);
+                    plan.push_back(FigureFile(path, ext, [&a, model_name, head, mode, fig] { return MapFigure(a, model_name, head, mode, fig); }));
+                }
+    }
+    for (const char* ext : extensions) {
+        for (MapMode mode : options.maps) {
+            const char* suffix = mode == MapMode::Compare ? "_vanilla" : mode == MapMode::Difference ? "_diff" : "";
+            plan.push_back(FigureFile(std::string("heads_grid") + suffix, ext, [&a, model_name, mode, fig] { return HeadsGrid(a, model_name, mode, fig); }));
         }
+        plan.push_back(FigureFile("highlight", ext, [&a, model_name, fig] { return Highlight(a, model_name, fig); }));
+        for (const std::string& name : SparsityFigureNames())
+            plan.push_back(FigureFile("plots/" + name, ext, [&a, model_name, name, eps = options.sink_epsilon] {
+                return SparsityFigure(a, model_name, name, eps);
+            }));
+    }
+    if (options.html)
+        plan.push_back({"highlight.html", [&a, model_name, fig](const std::string& full) {
+                            return WriteText(full, HighlightHtmlPage(a, model_name, fig));
+                        }});
+    return plan;
+}
+
+model::Status WriteExport(std::string_view text, const model::Analysis& a, const model::ModelInfo& info,
+                          const ExportOptions& options, const ExportProgress& progress) {
+    const std::vector<ExportFile> plan = PlanExport(text, a, info, options);
+    const fs::path out(options.out_dir);
+    for (size_t k = 0; k < plan.size(); ++k) {
+        const fs::path full = out / plan[k].path;
+        std::error_code ec;
+        fs::create_directories(full.parent_path(), ec);
+        if (ec) return model::Fail(full.parent_path().string() + ": cannot create (" + ec.message() + ")");
+        if (auto s = plan[k].write(full.string()); !s) return s;
+        if (progress && !progress(k + 1, plan.size(), plan[k].path)) return model::Fail("export cancelled");
     }
     return model::Ok{};
 }
