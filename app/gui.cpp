@@ -16,8 +16,10 @@
 
 #include "app/cli.h"
 #include "app/fonts.h"
+#include "app/session.h"
 #include "app/state.h"
 #include "app/view_heads.h"
+#include "app/view_export.h"
 #include "app/view_heatmap.h"
 #include "app/view_model.h"
 #include "app/view_open.h"
@@ -43,6 +45,7 @@ struct Views {
     ModelView model;
     HelpView help;
     OpenDialog open;
+    ExportDialog export_dialog;
 };
 
 // Percentile of a sample (nearest rank); 0 for none.
@@ -57,9 +60,41 @@ class App {
 public:
     App(const GuiOptions& options, const GuiRunOptions& run)
         : m_run(run), m_device(options.device), m_worker([] { glfwPostEmptyEvent(); }) {
-        m_state.text = options.text.empty() ? kExampleText : options.text;
+        m_state.text = options.text.empty() && !options.session ? kExampleText : options.text;
         m_state.recent_models = LoadRecentModels();
+        if (options.session) ApplySession(*options.session);
+        m_session_path = options.session_path.empty() ? "ssaviz-session.json" : options.session_path;
         m_worker.OpenModel(options.model_dir, m_device);  // its ModelOpened event requests the first analysis
+        m_show_export = options.show == "export";
+        m_state.show_help = options.show == "help";
+        m_state.show_demo = options.show == "demo";
+    }
+
+    // Selections and settings now; the twin once the model is open.
+    void ApplySession(const Session& s) {
+        m_state.truncate = s.truncate;
+        m_state.selected = s.selected;
+        m_state.pinned = s.pinned;
+        m_state.query = s.query;
+        m_state.settings = s.settings;
+        m_views.export_dialog.SetOptions(s.export_options);
+        m_pending_twin = s.twin_dir;
+    }
+
+    Session CurrentSession() {
+        Session s;
+        s.model_dir = m_state.model ? m_state.model->dir : "";
+        s.twin_dir = m_state.twin ? m_state.twin->dir : "";
+        s.device = m_device;
+        s.text = m_state.text;
+        s.truncate = m_state.truncate;
+        s.selected = m_state.selected;
+        s.pinned = m_state.pinned;
+        s.query = m_state.query;
+        s.settings = m_state.settings;
+        m_views.export_dialog.Show(m_state);  // makes sure its options exist (defaults from the view)
+        s.export_options = m_views.export_dialog.Options();
+        return s;
     }
 
     void OnDrop(int count, const char** paths) {
@@ -76,8 +111,10 @@ public:
                     m_state.twin.reset();
                     m_state.error.clear();
                     RememberRecentModel(e.info->dir, &m_state.recent_models);
+                    if (!m_pending_twin.empty()) m_worker.OpenTwin(std::exchange(m_pending_twin, std::string()));
+                    m_twin_expected = m_worker.Busy();
                     break;
-                case Kind::TwinOpened: m_state.twin = e.info; m_state.error.clear(); break;
+                case Kind::TwinOpened: m_state.twin = e.info; m_state.error.clear(); m_twin_expected = false; break;
                 case Kind::TwinClosed: m_state.twin.reset(); break;
                 case Kind::Analysis:
                     m_state.analysis = e.analysis;
@@ -86,7 +123,7 @@ public:
                     m_shown_request = std::max(m_shown_request, e.request);
                     m_glyphs_dirty = true;
                     break;
-                case Kind::Error: m_state.error = e.error; break;
+                case Kind::Error: m_state.error = e.error; m_twin_expected = false; break;
             }
             // A model or twin change makes the current result stale.
             if (e.kind == Kind::ModelOpened || e.kind == Kind::TwinOpened || e.kind == Kind::TwinClosed) RequestAnalysis();
@@ -145,6 +182,9 @@ public:
 
         m_views.help.Draw(m_state);
         m_views.open.Draw(m_state);
+        if (std::exchange(m_show_export, false)) m_views.export_dialog.Show(m_state);
+        m_views.export_dialog.Draw(m_state);
+        DrawSessionPopup();
         if (m_state.show_demo) viz::ShowDemoWindow(&m_state.show_demo);
         HandleShortcuts();
     }
@@ -187,7 +227,10 @@ public:
         if (m_state.model) s += m_state.model->dir;
         return s;
     }
-    bool Settled() const { return !m_state.busy && (m_state.analysis || !m_state.error.empty()) && m_state.model; }
+    bool Settled() const {
+        return !m_state.busy && !m_twin_expected && (m_state.analysis || !m_state.error.empty()) && m_state.model;
+    }
+    ExportDialog& Exporter() { return m_views.export_dialog; }
     const AppState& state() const { return m_state; }
     const std::vector<double>& Latencies() const { return m_latencies; }
 
@@ -220,6 +263,10 @@ private:
                 ImGui::EndMenu();
             }
             ImGui::Separator();
+            if (ImGui::MenuItem("Export figures and data...", "Ctrl+E")) m_views.export_dialog.Show(m_state);
+            if (ImGui::MenuItem("Save session...", "Ctrl+S")) OpenSessionPopup(true);
+            if (ImGui::MenuItem("Open session...")) OpenSessionPopup(false);
+            ImGui::Separator();
             if (ImGui::MenuItem("Quit", "Ctrl+Q")) m_quit = true;
             ImGui::EndMenu();
         }
@@ -242,6 +289,44 @@ private:
             ImGui::EndMenu();
         }
         ImGui::EndMenuBar();
+    }
+
+    void OpenSessionPopup(bool save) {
+        m_session_popup = true;
+        m_session_save = save;
+        m_session_message.clear();
+    }
+
+    // A small window with the session file's path: Save writes it, Open restores it.
+    void DrawSessionPopup() {
+        if (!m_session_popup) return;
+        ImGui::SetNextWindowSize(ImVec2(560, 0), ImGuiCond_Appearing);
+        if (ImGui::Begin(m_session_save ? "Save session" : "Open session", &m_session_popup, ImGuiWindowFlags_NoCollapse)) {
+            ImGui::TextWrapped("A session holds the model, the text, the selected head and query, pinned heads, view and export "
+                               "settings. Reopen it with File > Open session or `ssaviz --session FILE`.");
+            char buf[1024];
+            std::snprintf(buf, sizeof buf, "%s", m_session_path.c_str());
+            ImGui::SetNextItemWidth(-1);
+            bool go = ImGui::InputText("##session_path", buf, sizeof buf, ImGuiInputTextFlags_EnterReturnsTrue);
+            m_session_path = buf;
+            go |= ImGui::Button(m_session_save ? "Save" : "Open", ImVec2(100, 0));
+            if (go && m_session_save) {
+                auto s = SaveSession(m_session_path, CurrentSession());
+                m_session_message = s ? "saved " + m_session_path : s.error();
+            } else if (go) {
+                auto session = LoadSession(m_session_path);
+                if (!session) {
+                    m_session_message = session.error();
+                } else {
+                    m_state.text = session->text;
+                    ApplySession(*session);
+                    m_state.open_model_request = session->model_dir.empty() ? DefaultModelDir() : session->model_dir;
+                    m_session_message = "opened " + m_session_path;
+                }
+            }
+            if (!m_session_message.empty()) ImGui::TextWrapped("%s", m_session_message.c_str());
+        }
+        ImGui::End();
     }
 
     void OpenDialogFor(bool twin) {
@@ -283,6 +368,8 @@ private:
         AppState& s = m_state;
         if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_O, false)) OpenDialogFor(false);
         if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_Q, false)) m_quit = true;
+        if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_E, false)) m_views.export_dialog.Show(m_state);
+        if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_S, false)) OpenSessionPopup(true);
         if (ImGui::IsKeyPressed(GLFW_KEY_F1, false)) s.show_help = !s.show_help;
         // Keys belong to an open dialog, or to the editor while it has focus.
         if (io.WantTextInput || ImGui::IsPopupOpen("", ImGuiPopupFlags_AnyPopupId)) return;  // arrows and letters belong to the editor while it has focus
@@ -307,6 +394,12 @@ public:
 private:
     GuiRunOptions m_run;
     std::string m_device;
+    std::string m_pending_twin;    // a session's twin, opened once its model is
+    bool m_twin_expected = false;  // a twin is being opened (screenshots and tests wait for it)
+    std::string m_session_path;
+    std::string m_session_message;
+    bool m_session_popup = false, m_session_save = true;
+    bool m_show_export = false;
     AppState m_state;
     Views m_views;
     std::deque<std::pair<uint64_t, double>> m_waiting;  // analysis requests not yet on screen, oldest first
@@ -331,7 +424,25 @@ bool SaveScreenshot(const std::string& path, int width, int height, const AppSta
     if (!stbi_write_png(path.c_str(), width, height, 4, flipped.data(), static_cast<int>(stride))) return false;
     nlohmann::json regions = nlohmann::json::object();
     for (const auto& [name, r] : state.regions) regions[name] = {r.x * scale, r.y * scale, r.w * scale, r.h * scale};
-    std::ofstream(path + ".json") << nlohmann::json{{"width", width}, {"height", height}, {"regions", regions}}.dump(1) << "\n";
+    // What is on screen, so tests can check that a session reopened exactly.
+    nlohmann::json pinned = nlohmann::json::array();
+    for (HeadRef h : state.pinned) pinned.push_back({h.layer, h.head});
+    const ViewSettings& v = state.settings;
+    nlohmann::json shown = {{"model", state.model ? state.model->dir : ""},
+                            {"twin", state.twin ? state.twin->dir : ""},
+                            {"text", state.text},
+                            {"tokens", state.Tokens()},
+                            {"selected", {state.selected.layer, state.selected.head}},
+                            {"pinned", pinned},
+                            {"query", state.query},
+                            {"colormap", viz::ColormapName(v.colormap)},
+                            {"log_scale", v.log_scale},
+                            {"map", ToString(v.map_mode)},
+                            {"token_color", ToString(v.token_color)},
+                            {"token_scope", ToString(v.token_scope)}};
+    std::ofstream(path + ".json") << nlohmann::json{{"width", width}, {"height", height}, {"regions", regions}, {"state", shown}}
+                                         .dump(1, ' ', false, nlohmann::json::error_handler_t::replace)
+                                  << "\n";
     return true;
 }
 
@@ -354,7 +465,7 @@ int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
         return kExitFailure;
     }
     glfwMakeContextCurrent(window);
-    const bool measuring = !run.screenshot.empty() || run.bench_keys > 0;
+    const bool measuring = !run.screenshot.empty() || run.bench_keys > 0 || !options.export_to.empty();
     glfwSwapInterval(measuring ? 0 : 1);
 
     IMGUI_CHECKVERSION();
@@ -379,6 +490,7 @@ int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
         });
 
         int settled_frames = 0, typed = 0;
+        bool export_started = false;
         const double start_ms = NowMs();
         double last_frame_ms = start_ms, next_key_ms = 0;
         std::vector<double> frame_work_ms, frame_ui_ms;  // per frame while the benchmark types: all, ImGui only
@@ -415,6 +527,26 @@ int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
             glClear(GL_COLOR_BUFFER_BIT);
             ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
 
+            if (!options.export_to.empty()) {  // tests: the export dialog's own path, then exit
+                if (!export_started && app.Settled()) {
+                    app.Exporter().Options().out_dir = options.export_to;
+                    if (!app.Exporter().Start(app.state())) {
+                        std::fprintf(stderr, "ssaviz: export: %s\n", app.Exporter().Error().c_str());
+                        exit_code = kExitFailure;
+                        break;
+                    }
+                    export_started = true;
+                } else if (export_started && !app.Exporter().Busy() &&
+                           (!app.Exporter().Done().empty() || !app.Exporter().Error().empty())) {
+                    if (!app.Exporter().Error().empty()) {
+                        std::fprintf(stderr, "ssaviz: export: %s\n", app.Exporter().Error().c_str());
+                        exit_code = kExitFailure;
+                    } else {
+                        std::fprintf(stderr, "ssaviz: %s\n", app.Exporter().Done().c_str());
+                    }
+                    break;
+                }
+            }
             if (!run.screenshot.empty()) {
                 settled_frames = app.Settled() ? settled_frames + 1 : 0;
                 const bool timed_out = NowMs() - start_ms > 120000;

@@ -5,7 +5,9 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -65,6 +67,102 @@ TEST(EndToEnd, DefaultModelScreenshot) {
         EXPECT_GT(h, 20) << region;
         EXPECT_GT(DistinctColours(p, x, y, w, h), 12u) << region << " holds too few colours";
     }
+}
+
+std::string ReadFile(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+int RunCommand(const std::string& cmd, const std::string& log) {
+    const int status = std::system((cmd + " >" + log + " 2>&1").c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::vector<std::string> FilesUnder(const std::string& dir) {
+    std::vector<std::string> out;
+    if (!fs::exists(dir)) return out;
+    for (const auto& e : fs::recursive_directory_iterator(dir))
+        if (e.is_regular_file()) out.push_back(fs::relative(e.path(), dir).string());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+const std::string kSessionText = "The keeper lit the lamp; ships passed safely: caf\xC3\xA9, na\xC3\xAFve.";
+
+// A session with everything set away from the defaults.
+std::string WriteSession(const std::string& dir) {
+    const std::string model = (fs::path(SSAVIZ_BINARY).parent_path() / "models" / "default").string();
+    nlohmann::json session = {
+        {"ssaviz_session", 1},
+        {"model", model},
+        {"text", kSessionText},
+        {"selected", {2, 3}},
+        {"pinned", {{0, 1}, {3, 2}}},
+        {"query", 5},
+        {"view", {{"colormap", "magma"}, {"log_scale", true}, {"map", "diff"}, {"token_color", "entropy"}, {"token_scope", "layer"}}},
+        {"export",
+         {{"formats", {"json", "npy", "csv", "png", "svg", "html"}},
+          {"maps", {"ssa", "vanilla", "diff"}},
+          {"layers", {1}},
+          {"heads", {0, 2}},
+          {"colormap", "magma"},
+          {"log_scale", true},
+          {"size", 256},
+          {"highlight", "tau_q"},
+          {"highlight_scope", "head"},
+          {"highlight_head", {1, 2}},
+          {"sink_epsilon", 0.35}}}};
+    const std::string path = dir + "/session.json";
+    std::ofstream(path) << session.dump(1);
+    return path;
+}
+
+// The session reopens exactly: the window shows its model, text, selections and settings.
+TEST(EndToEnd, SessionReopensExactly) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_session";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string session = WriteSession(dir), png = dir + "/shot.png";
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --session " + session + " --screenshot " + png + " --frames 4", dir + "/log.txt"), 0)
+        << ReadFile(dir + "/log.txt");
+    const nlohmann::json shown = nlohmann::json::parse(ReadFile(png + ".json"))["state"];
+    EXPECT_EQ(shown["text"], kSessionText);
+    EXPECT_EQ(shown["selected"], nlohmann::json({2, 3}));
+    EXPECT_EQ(shown["pinned"], nlohmann::json({{0, 1}, {3, 2}}));
+    EXPECT_EQ(shown["query"], 5);
+    EXPECT_EQ(shown["colormap"], "magma");
+    EXPECT_EQ(shown["log_scale"], true);
+    EXPECT_EQ(shown["map"], "diff");
+    EXPECT_EQ(shown["token_color"], "entropy");
+    EXPECT_EQ(shown["token_scope"], "layer");
+    EXPECT_GT(shown["tokens"].get<int>(), 10);
+
+    // A broken session is a one-line error, before any window opens.
+    std::ofstream(dir + "/bad.json") << R"({"ssaviz_session": 1, "view": {"map": "sideways"}})";
+    EXPECT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --session " + dir + "/bad.json", dir + "/bad.log"), 3);
+    EXPECT_NE(ReadFile(dir + "/bad.log").find("'view.map': 'sideways'"), std::string::npos) << ReadFile(dir + "/bad.log");
+}
+
+// The export dialog and `ssaviz export` write the same files, byte for byte, for the same settings.
+TEST(EndToEnd, GuiExportEqualsCommandLineExport) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_export";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string session = WriteSession(dir), gui_out = dir + "/gui", cli_out = dir + "/cli";
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --session " + session + " --export-to " + gui_out, dir + "/gui.log"), 0)
+        << ReadFile(dir + "/gui.log");
+    std::ofstream(dir + "/text.txt") << kSessionText;
+    const std::string model = (fs::path(SSAVIZ_BINARY).parent_path() / "models" / "default").string();
+    const std::string cli = std::string(SSAVIZ_BINARY) + " export --model " + model + " --text-file " + dir + "/text.txt --out " + cli_out +
+                            " --format json,npy,csv,png,svg,html --maps ssa,vanilla,diff --layers 1 --heads 0,2 --colormap magma --log"
+                            " --size 256 --highlight tau_q --highlight-scope 1,2 --sink-eps 0.35";
+    ASSERT_EQ(RunCommand(cli, dir + "/cli.log"), 0) << ReadFile(dir + "/cli.log");
+    const std::vector<std::string> files = FilesUnder(gui_out);
+    EXPECT_EQ(files, FilesUnder(cli_out));
+    EXPECT_GT(files.size(), 30u);
+    for (const std::string& f : files)
+        EXPECT_TRUE(ReadFile(gui_out + "/" + f) == ReadFile(cli_out + "/" + f)) << f << " differs between the GUI and the command line";
 }
 
 }  // namespace
