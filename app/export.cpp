@@ -1,6 +1,11 @@
 #include "app/export.h"
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
 #include <cstring>
 #include <cmath>
 #include <filesystem>
@@ -256,14 +261,44 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
                           const ExportOptions& options, const ExportProgress& progress) {
     const std::vector<ExportFile> plan = PlanExport(text, a, info, options);
     const fs::path out(options.out_dir);
-    for (size_t k = 0; k < plan.size(); ++k) {
-        const fs::path full = out / plan[k].path;
+    // Folders first, on this thread, so writers never race to create them.
+    std::set<fs::path> folders = {out};
+    for (const ExportFile& f : plan) folders.insert((out / f.path).parent_path());
+    for (const fs::path& folder : folders) {
         std::error_code ec;
-        fs::create_directories(full.parent_path(), ec);
-        if (ec) return model::Fail(full.parent_path().string() + ": cannot create (" + ec.message() + ")");
-        if (auto s = plan[k].write(full.string()); !s) return s;
-        if (progress && !progress(k + 1, plan.size(), plan[k].path)) return model::Fail("export cancelled");
+        fs::create_directories(folder, ec);
+        if (ec) return model::Fail(folder.string() + ": cannot create (" + ec.message() + ")");
     }
+    // Files are independent and each is deterministic, so writing them on several threads gives
+    // the same bytes as writing them in order; the first failure stops the rest.
+    const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+    const size_t threads = std::min<size_t>(plan.size(), options.threads > 0 ? options.threads : hardware);
+    std::atomic<size_t> next{0};
+    std::mutex mutex;  // guards done, failure and the progress callback
+    size_t done = 0;
+    std::optional<std::string> failure;
+    auto work = [&] {
+        for (size_t k = next++; k < plan.size(); k = next++) {
+            {
+                std::lock_guard<std::mutex> lock(mutex);
+                if (failure) return;
+            }
+            model::Status s = plan[k].write((out / plan[k].path).string());
+            std::lock_guard<std::mutex> lock(mutex);
+            if (failure) return;
+            if (!s) {
+                failure = s.error();
+                return;
+            }
+            ++done;
+            if (progress && !progress(done, plan.size(), plan[k].path)) failure = "export cancelled";
+        }
+    };
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
+    if (failure) return model::Fail(*failure);
     return model::Ok{};
 }
 

@@ -25,6 +25,7 @@ struct ExportOptions {
     std::vector<MapMode> maps = {MapMode::Ssa, MapMode::Compare};  // which maps get heatmaps and grids
     FigureSettings figures;
     float sink_epsilon = 0.3f;
+    int threads = 0;  // files written at once; 0: one per core (the output is the same either way)
 };
 
 // One file an export writes: its path below out_dir and how to make it.

@@ -97,6 +97,7 @@ bool ExportDialog::Start(const AppState& state) {
     if (state.busy) return m_error = "the analysis of the current text is still running", false;
     ExportOptions options = m_options;
     if (options.out_dir.empty()) return m_error = "choose an output folder", false;
+    options.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);  // a core stays with the UI
     if (auto s = ResolveExportHeads(&options, state.analysis->n_layer, state.analysis->n_head); !s) return m_error = s.error(), false;
     Join();
     m_cancel = false;

@@ -114,6 +114,9 @@ void HelpView::Draw(AppState& state) {
     };
     const Shortcut shortcuts[] = {
         {"Ctrl+O", "open a model folder"},
+        {"Ctrl+E", "export figures and data (with a preview)"},
+        {"Ctrl+Enter", "in the export window: write the files"},
+        {"Ctrl+S", "save the session (reopen with ssaviz --session FILE)"},
         {"F1", "show or hide this help"},
         {"Ctrl+Q", "quit"},
         {"\xE2\x86\x91 \xE2\x86\x93", "previous / next layer"},
