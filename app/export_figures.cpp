@@ -41,23 +41,6 @@ std::string Format(const char* format, double value) {
     return buf;
 }
 
-// The largest finite causal weight over both maps of a head, with the smallest positive one for log scale.
-viz::Range SharedRange(const float* ssa, const float* other, int T, bool log_scale) {
-    float hi = 0.0f, lo_positive = 1.0f;
-    for (const float* map : {ssa, other}) {
-        if (!map) continue;
-        for (int i = 0; i < T; ++i)
-            for (int j = 0; j <= i; ++j) {
-                const float v = map[static_cast<size_t>(i) * T + j];
-                if (!std::isfinite(v)) continue;
-                hi = std::max(hi, v);
-                if (v > 0.0f) lo_positive = std::min(lo_positive, v);
-            }
-    }
-    if (!(hi > 0.0f)) hi = 1.0f;
-    return {log_scale ? std::min(lo_positive, hi) : 0.0f, hi};
-}
-
 // SSA - comparison for heads [L, H, T, T] at `index` (one map) or for all of them.
 std::vector<float> Difference(const model::Analysis& a, size_t begin, size_t count) {
     std::vector<float> out(count);
@@ -119,23 +102,6 @@ HighlightData MakeHighlight(const model::Analysis& a, const std::string& model_n
     return d;
 }
 
-// Per position, the mean over all heads of a [L, H, T] array; row 1 left out (one key).
-std::vector<float> MeanOverHeads(const std::vector<float>* rows, const model::Analysis& a) {
-    const int T = a.n_tokens, heads = a.n_layer * a.n_head;
-    std::vector<float> out(T, NAN);
-    if (!rows || rows->size() < static_cast<size_t>(heads) * T) return out;
-    for (int i = 1; i < T; ++i) {
-        double sum = 0;
-        int n = 0;
-        for (int k = 0; k < heads; ++k) {
-            const float v = (*rows)[static_cast<size_t>(k) * T + i];
-            if (std::isfinite(v)) sum += v, ++n;
-        }
-        if (n) out[i] = static_cast<float>(sum / n);
-    }
-    return out;
-}
-
 // Histogram bars of the finite values: bin centres in X, counts in Y.
 viz::PlotSeries HistogramSeries(const std::vector<float>& values, float lo, float hi, int bins, const char* name, viz::Rgba8 color) {
     viz::PlotSeries s;
@@ -187,7 +153,7 @@ viz::Figure MapFigure(const model::Analysis& a, const std::string& model_name, H
         options.ValueLabel = "weight difference";
         return viz::HeatmapFigure(diff.data(), T, T, options);
     }
-    options.Style.range = SharedRange(ssa, other, T, options.Style.log_scale);
+    options.Style.range = SharedMapRange(ssa, other, T, options.Style.log_scale);
     return viz::HeatmapFigure(mode == MapMode::Ssa ? ssa : other, T, T, options);
 }
 
@@ -215,7 +181,7 @@ viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, M
     for (int l = 0; l < L; ++l)
         for (int h = 0; h < H; ++h) {
             const size_t at = a.MapIndex(l, h);
-            const viz::Range r = SharedRange(a.attention.data() + at, has_compare ? a.attention_compare.data() + at : nullptr, T,
+            const viz::Range r = SharedMapRange(a.attention.data() + at, has_compare ? a.attention_compare.data() + at : nullptr, T,
                                              options.Style.log_scale);
             range.max = std::max(range.max, r.max);
             range.min = l == 0 && h == 0 ? r.min : std::min(range.min, r.min);
@@ -251,8 +217,8 @@ viz::Figure SparsityFigure(const model::Analysis& a, const std::string& model_na
         ssa.Color = kSsaColor;
         other.Name = cmp;
         other.Color = kCompareColor;
-        ssa.Y = MeanOverHeads(a.metrics.Find("normalized_entropy"), a);
-        other.Y = MeanOverHeads(a.metrics_compare.Find("normalized_entropy"), a);
+        ssa.Y = RowMeanOverHeads(a.metrics.Find("normalized_entropy"), a);
+        other.Y = RowMeanOverHeads(a.metrics_compare.Find("normalized_entropy"), a);
         for (int i = 0; i < T; ++i) ssa.X.push_back(static_cast<float>(i + 1));
         other.X = ssa.X;
         viz::PlotOptions options;

@@ -1,5 +1,6 @@
 #include "app/head_summary.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace app {
@@ -14,6 +15,38 @@ float PerHead(const std::vector<float>& v, size_t index) { return index < v.size
 float HeadMean(const std::vector<float>* rows, const model::Analysis& a, int l, int h) {
     if (!rows || rows->size() < a.RowIndex(l, h) + a.n_tokens) return kNaN;
     return model::HeadRowMean(*rows, a, l, h);
+}
+
+std::vector<float> RowMeanOverHeads(const std::vector<float>* rows, const model::Analysis& a) {
+    const int T = a.n_tokens, heads = a.n_layer * a.n_head;
+    std::vector<float> out(T, kNaN);
+    if (!rows || rows->size() < static_cast<size_t>(heads) * T) return out;
+    for (int i = 1; i < T; ++i) {
+        double sum = 0;
+        int n = 0;
+        for (int k = 0; k < heads; ++k) {
+            const float v = (*rows)[static_cast<size_t>(k) * T + i];
+            if (std::isfinite(v)) sum += v, ++n;
+        }
+        if (n) out[i] = static_cast<float>(sum / n);
+    }
+    return out;
+}
+
+viz::Range SharedMapRange(const float* ssa, const float* compare, int T, bool log_scale) {
+    float hi = 0.0f, lo_positive = 1.0f;
+    for (const float* map : {ssa, compare}) {
+        if (!map) continue;
+        for (int i = 0; i < T; ++i)
+            for (int j = 0; j <= i; ++j) {
+                const float v = map[static_cast<size_t>(i) * T + j];
+                if (!std::isfinite(v)) continue;
+                hi = std::max(hi, v);
+                if (v > 0.0f) lo_positive = std::min(lo_positive, v);
+            }
+    }
+    if (!(hi > 0.0f)) hi = 1.0f;
+    return log_scale ? viz::Range{std::min(std::max(lo_positive, 1e-6f), hi * 0.1f), hi} : viz::Range{0.0f, hi};
 }
 
 std::vector<HeadSummary> SummarizeHeads(const model::Analysis& a) {

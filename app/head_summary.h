@@ -7,6 +7,7 @@
 
 #include "app/state.h"
 #include "model/analysis.h"
+#include "viz/colormap.h"
 
 namespace app {
 
@@ -27,6 +28,15 @@ struct HeadSummary {
 
 // model::HeadRowMean, or NaN when the array is missing (null) or too short.
 float HeadMean(const std::vector<float>* rows, const model::Analysis& a, int l, int h);
+
+// Per query position, the mean over every head of a [L, H, T] row metric; position 1 (one key,
+// trivial) and positions without a finite value are NaN.
+std::vector<float> RowMeanOverHeads(const std::vector<float>* rows, const model::Analysis& a);
+
+// One colour range for a head's SSA map and its comparison (either may be null), so the two can
+// be compared side by side: 0..max of the causal weights, or for log scale from the smallest
+// positive weight (at most a decade below the max).
+viz::Range SharedMapRange(const float* ssa, const float* compare, int T, bool log_scale);
 
 // All heads, layer-major: [L * H].
 std::vector<HeadSummary> SummarizeHeads(const model::Analysis& a);

@@ -1,5 +1,7 @@
 #include "app/view_heatmap.h"
 
+#include "app/head_summary.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -66,7 +68,7 @@ void AddLabel(ImDrawList* draw, ImVec2 pos, ImU32 color, const char* text) {
 
 bool HasCompare(const model::Analysis& a) { return !a.attention_compare.empty() && a.attention_compare.size() == a.attention.size(); }
 
-const char* CompareName(const model::Analysis& a) { return a.compare_label == "vanilla" ? "vanilla" : "twin"; }
+const char* CompareKind(const model::Analysis& a) { return a.compare_label == "vanilla" ? "vanilla" : "twin"; }
 
 }  // namespace
 
@@ -132,19 +134,7 @@ void HeatmapView::PrepareData(const AppState& state) {
     } else {
         m_diff.clear();
         // One range for SSA and comparison, so switching between them (1 / 2) keeps the colours comparable.
-        float hi = 0.0f, lo_positive = 1.0f;
-        for (const float* map : {ssa, cmp}) {
-            if (!map) continue;
-            for (int i = 0; i < T; ++i)
-                for (int j = 0; j <= i; ++j) {
-                    const float v = map[static_cast<size_t>(i) * T + j];
-                    if (!std::isfinite(v)) continue;
-                    hi = std::max(hi, v);
-                    if (v > 0.0f) lo_positive = std::min(lo_positive, v);
-                }
-        }
-        if (!(hi > 0.0f)) hi = 1.0f;
-        m_range = log_scale ? viz::Range{std::min(std::max(lo_positive, 1e-6f), hi * 0.1f), hi} : viz::Range{0.0f, hi};
+        m_range = SharedMapRange(ssa, cmp, T, log_scale);
     }
     m_texture_dirty = true;
 }
@@ -218,7 +208,7 @@ void HeatmapView::DrawToolbar(AppState& state) {
         state.selected.head = std::clamp(head, 0, H - 1);
     viz::ItemTooltip("Head within the layer (0-based).\nLeft / Right arrows: previous / next head. Ctrl+click to type a number.");
 
-    const char* compare_name = CompareName(a);
+    const char* compare_name = CompareKind(a);
     SameLineIfFits(RadioWidth("SSA"));
     if (ImGui::RadioButton("SSA", s.map_mode == MapMode::Ssa)) s.map_mode = MapMode::Ssa;
     viz::ItemTooltip("The SSA model's attention weights for this head: row = query token, column = key token. Shortcut: 1");
@@ -453,7 +443,7 @@ std::string HeatmapView::CellText(int i, int j, bool multiline) const {
     const float ssa = a.attention[k];
     if (m_mode == MapMode::Ssa || !HasCompare(a)) return text + (multiline ? "\n" : ": ") + "p = " + FormatWeight(ssa);
     const float cmp = a.attention_compare[k];
-    const std::string name = CompareName(a);
+    const std::string name = CompareKind(a);
     if (multiline)
         return text + "\nSSA p = " + FormatWeight(ssa) + "\n" + name + " p = " + FormatWeight(cmp) + "\nSSA - " + name + " = " +
                FormatWeight(ssa - cmp, true);
@@ -480,7 +470,7 @@ void HeatmapView::DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size) {
     ImGui::SetCursorScreenPos(pos);
     const std::string title = "query '" + viz::EllipsizeText(m_labels[query], ImGui::GetFontSize() * 10) + "' (" + std::to_string(query) +
                               ")" + (state.query == query ? "" : ", the last token") + ": weights over keys 0.." + std::to_string(query);
-    const std::string compare_name = CompareName(a);
+    const std::string compare_name = CompareKind(a);
     const float legend_w = line_h * 2 + ImGui::CalcTextSize("SSA").x + ImGui::CalcTextSize(compare_name.c_str()).x + style.ItemSpacing.x * 3;
     ImGui::PushClipRect(pos, ImVec2(pos.x + size.x - legend_w - style.ItemSpacing.x, pos.y + line_h), true);
     ImGui::TextUnformatted(title.c_str());

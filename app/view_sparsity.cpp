@@ -15,23 +15,6 @@ namespace {
 const ImU32 kSsaColor = IM_COL32(240, 145, 40, 255);
 const ImU32 kCompareColor = IM_COL32(95, 160, 225, 255);
 
-// Per query position, the mean over all heads of a [L, H, T] array (non-finite values skipped).
-std::vector<float> MeanOverHeads(const std::vector<float>* rows, const model::Analysis& a) {
-    const int T = a.n_tokens, heads = a.n_layer * a.n_head;
-    std::vector<float> out(T, NAN);
-    if (!rows || rows->size() < static_cast<size_t>(heads) * T) return out;
-    for (int i = 0; i < T; ++i) {
-        double sum = 0;
-        int n = 0;
-        for (int k = 0; k < heads; ++k) {
-            const float v = (*rows)[static_cast<size_t>(k) * T + i];
-            if (std::isfinite(v)) sum += v, ++n;
-        }
-        if (n) out[i] = static_cast<float>(sum / n);
-    }
-    return out;
-}
-
 // One head's row of a [L, H, T] array, or NaNs when the analysis lacks it.
 std::vector<float> HeadRow(const std::vector<float>* rows, const model::Analysis& a, HeadRef h) {
     const size_t at = a.RowIndex(h.layer, h.head);
@@ -71,9 +54,8 @@ void SparsityView::Prepare(const model::Analysis& a) {
     m_summary = SummarizeHeads(a);
     m_positions.resize(T);
     for (int i = 0; i < T; ++i) m_positions[i] = static_cast<float>(i + 1);
-    m_norm_mean = MeanOverHeads(a.metrics.Find("normalized_entropy"), a);
-    m_norm_mean_compare = MeanOverHeads(a.metrics_compare.Find("normalized_entropy"), a);
-    if (T > 0) m_norm_mean[0] = m_norm_mean_compare[0] = NAN;  // one key: entropy 0 by definition, not a measurement
+    m_norm_mean = RowMeanOverHeads(a.metrics.Find("normalized_entropy"), a);
+    m_norm_mean_compare = RowMeanOverHeads(a.metrics_compare.Find("normalized_entropy"), a);
     m_eig_var.clear();
     m_entropy.clear();
     m_sink.clear();

@@ -168,6 +168,16 @@ struct ColorBarSpec {
     float font = 12;
 };
 
+ColorBarSpec ColorBarFor(const HeatmapStyle& style, Range range, const std::string& caption, float font) {
+    ColorBarSpec bar;
+    bar.map = style.colormap;
+    bar.range = range;
+    bar.log_scale = style.log_scale;
+    bar.caption = caption;
+    bar.font = font;
+    return bar;
+}
+
 constexpr float kBarThickness = 14, kTickLength = 4, kTickGap = 3;
 
 int VerticalBarTickCount(float height, float font) { return std::clamp(static_cast<int>(height / (font * 2.2f)), 2, 8); }
@@ -373,12 +383,7 @@ Figure HeatmapFigure(const float* values, int rows, int cols, const HeatmapFigur
     AddText(f, map_x + map_w * 0.5f, map_bottom + 6 + caption_h * 0.5f, "key", fs, TextAlign::Center);
 
     // Colour bar to the right, as tall as the map (at least a readable height).
-    ColorBarSpec bar;
-    bar.map = style.colormap;
-    bar.range = range;
-    bar.log_scale = style.log_scale;
-    bar.caption = options.ValueLabel;
-    bar.font = fs;
+    const ColorBarSpec bar = ColorBarFor(style, range, options.ValueLabel, fs);
     // At least as long as its caption, which is centred along it.
     const float bar_h = std::max({static_cast<float>(map_h), 80.0f, std::ceil(MeasureText(bar.caption, fs)) + 8});
     const float bar_x = map_x + map_w + 16;
@@ -390,13 +395,10 @@ Figure HeatmapFigure(const float* values, int rows, int cols, const HeatmapFigur
     return f;
 }
 
-Figure HighlightFigure(const std::vector<std::string>& pieces, const std::vector<float>& values, const HighlightOptions& options) {
-    Figure f;
-    f.Title = options.Title;
-    const float fs = options.FontSize > 0 && options.FontSize < 200 ? options.FontSize : 18.0f;
-    const float wrap = static_cast<float>(std::max(options.Width, 50));
-    const float line_h = std::ceil(fs * 1.6f), chip_h = std::ceil(fs * 1.3f);
+namespace {
 
+// The options' range, or min..max of the finite values (0..1 when there are none).
+Range HighlightRange(const std::vector<std::string>& pieces, const std::vector<float>& values, const HighlightOptions& options) {
     Range range = {0.0f, 1.0f};
     if (options.ValueRange) {
         range = Sanitize(*options.ValueRange);
@@ -406,6 +408,19 @@ Figure HighlightFigure(const std::vector<std::string>& pieces, const std::vector
             if (Finite(values[i])) lo = std::min(lo, values[i]), hi = std::max(hi, values[i]);
         if (lo <= hi) range = {lo, hi};
     }
+    return range;
+}
+
+}  // namespace
+
+Figure HighlightFigure(const std::vector<std::string>& pieces, const std::vector<float>& values, const HighlightOptions& options) {
+    Figure f;
+    f.Title = options.Title;
+    const float fs = options.FontSize > 0 && options.FontSize < 200 ? options.FontSize : 18.0f;
+    const float wrap = static_cast<float>(std::max(options.Width, 50));
+    const float line_h = std::ceil(fs * 1.6f), chip_h = std::ceil(fs * 1.3f);
+
+    const Range range = HighlightRange(pieces, values, options);
 
     // Flow: break between tokens, a token wider than the line on a line of its own, '\n' ends a line.
     struct Placed {
@@ -484,15 +499,7 @@ Figure HighlightFigure(const std::vector<std::string>& pieces, const std::vector
 
 std::string HighlightHtml(const std::vector<std::string>& pieces, const std::vector<float>& values, const HighlightOptions& options) {
     const float fs = options.FontSize > 0 && options.FontSize < 200 ? options.FontSize : 18.0f;
-    Range range = {0.0f, 1.0f};
-    if (options.ValueRange) {
-        range = Sanitize(*options.ValueRange);
-    } else {
-        float lo = INFINITY, hi = -INFINITY;
-        for (size_t i = 0; i < pieces.size() && i < values.size(); ++i)
-            if (Finite(values[i])) lo = std::min(lo, values[i]), hi = std::max(hi, values[i]);
-        if (lo <= hi) range = {lo, hi};
-    }
+    const Range range = HighlightRange(pieces, values, options);
     const std::string label = EscapeXml(options.ValueLabel);
     char size[64];
     std::snprintf(size, sizeof size, "%d", static_cast<int>(std::lround(fs)));
@@ -608,12 +615,7 @@ Figure HeadsGridFigure(const float* maps, int layers, int heads, int tokens, con
     const float grid_h = layers > 0 ? layers * step_y - gap_y : 0.0f;
     if (layers == 0 || heads == 0) AddText(f, grid_x, grid_y + 20, "no heads", fs, TextAlign::Left, false, kFaint);
 
-    ColorBarSpec bar;
-    bar.map = style.colormap;
-    bar.range = range;
-    bar.log_scale = style.log_scale;
-    bar.caption = options.ValueLabel;
-    bar.font = fs;
+    const ColorBarSpec bar = ColorBarFor(style, range, options.ValueLabel, fs);
     const float bar_h = std::max({120.0f, layers > 0 ? layers * step_y - gap_y - caption_h : 0.0f, std::ceil(MeasureText(bar.caption, fs)) + 8});
     const float bar_x = grid_x + std::max(grid_w, heads == 0 || layers == 0 ? 60.0f : 0.0f) + 20;
     AddVerticalColorBar(f, bar_x, grid_y, bar_h, bar);
