@@ -439,7 +439,9 @@ bool SaveScreenshot(const std::string& path, int width, int height, const AppSta
                             {"log_scale", v.log_scale},
                             {"map", ToString(v.map_mode)},
                             {"token_color", ToString(v.token_color)},
-                            {"token_scope", ToString(v.token_scope)}};
+                            {"token_scope", ToString(v.token_scope)},
+                            {"map_zoom", v.map_view.zoom},
+                            {"map_pan", {v.map_view.pan_x, v.map_view.pan_y}}};
     std::ofstream(path + ".json") << nlohmann::json{{"width", width}, {"height", height}, {"regions", regions}, {"state", shown}}
                                          .dump(1, ' ', false, nlohmann::json::error_handler_t::replace)
                                   << "\n";

@@ -186,7 +186,9 @@ json SessionToJson(const Session& s) {
                   {"token_color", ToString(v.token_color)},
                   {"token_scope", ToString(v.token_scope)},
                   {"sink_epsilon", v.sink_epsilon},
-                  {"grid_metric", v.grid_metric}}},
+                  {"grid_metric", v.grid_metric},
+                  {"map_zoom", v.map_view.zoom},
+                  {"map_pan", {v.map_view.pan_x, v.map_view.pan_y}}}},
                 {"export", ExportOptionsToJson(s.export_options)}};
 }
 
@@ -225,6 +227,16 @@ model::Result<Session> SessionFromJson(const json& j) {
         v.Read("sink_epsilon", &vs.sink_epsilon);
         if (!(vs.sink_epsilon > 0 && vs.sink_epsilon < 1)) throw BadKey{"'view.sink_epsilon' must be in (0, 1)"};
         v.Read("grid_metric", &vs.grid_metric);
+        v.Read("map_zoom", &vs.map_view.zoom);
+        if (!(vs.map_view.zoom >= 1.0f && vs.map_view.zoom <= 1e6f)) throw BadKey{"'view.map_zoom' must be 1 (whole map) or more"};
+        if (j.contains("view") && j["view"].is_object() && j["view"].contains("map_pan")) {
+            const json& pan = j["view"]["map_pan"];
+            if (!pan.is_array() || pan.size() != 2 || !pan[0].is_number() || !pan[1].is_number() || !(pan[0].get<double>() >= 0) ||
+                !(pan[1].get<double>() >= 0))
+                throw BadKey{"'view.map_pan' must be [x, y], the top-left visible cell"};
+            vs.map_view.pan_x = pan[0].get<float>();
+            vs.map_view.pan_y = pan[1].get<float>();
+        }
         if (r.Has("export")) {
             auto e = ExportOptionsFromJson(j.at("export"));
             if (!e) return model::Fail(e.error());

@@ -25,6 +25,12 @@ struct HeadRef {
     bool operator!=(const HeadRef& o) const { return !(*this == o); }
 };
 
+// The attention map's zoom (1 = the whole map fits) and top-left visible cell (fractional).
+struct MapView {
+    float zoom = 1.0f;
+    float pan_x = 0, pan_y = 0;
+};
+
 struct ViewSettings {
     viz::Colormap colormap = viz::Colormap::Viridis;
     bool log_scale = false;
@@ -32,7 +38,8 @@ struct ViewSettings {
     TokenColor token_color = TokenColor::TauQ;
     TokenScope token_scope = TokenScope::Head;
     float sink_epsilon = 0.3f;
-    std::string grid_metric = "entropy";  // the heads grid badge: a MapMetrics row name, or "js_divergence", "tau_q"
+    std::string grid_metric = "entropy";
+    MapView map_view;  // the heads grid badge: a MapMetrics row name, or "js_divergence", "tau_q"
 };
 
 // Screen rectangles of views, in framebuffer pixels, for screenshots and tests.

@@ -73,15 +73,15 @@ const char* CompareKind(const model::Analysis& a) { return a.compare_label == "v
 }  // namespace
 
 void HeatmapView::ResetView() {
-    m_zoom = 1.0f;
-    m_pan_x = m_pan_y = 0.0f;
+    m_view->zoom = 1.0f;
+    m_view->pan_x = m_view->pan_y = 0.0f;
 }
 
 void HeatmapView::ClampView(float max_zoom) {
-    m_zoom = std::clamp(m_zoom, 1.0f, std::max(1.0f, max_zoom));
-    const float limit = std::max(0.0f, m_tokens - m_tokens / m_zoom);
-    m_pan_x = std::clamp(m_pan_x, 0.0f, limit);
-    m_pan_y = std::clamp(m_pan_y, 0.0f, limit);
+    m_view->zoom = std::clamp(m_view->zoom, 1.0f, std::max(1.0f, max_zoom));
+    const float limit = std::max(0.0f, m_tokens - m_tokens / m_view->zoom);
+    m_view->pan_x = std::clamp(m_view->pan_x, 0.0f, limit);
+    m_view->pan_y = std::clamp(m_view->pan_y, 0.0f, limit);
 }
 
 const float* HeatmapView::MapValues() const {
@@ -142,7 +142,7 @@ void HeatmapView::PrepareData(const AppState& state) {
 void HeatmapView::EnsureTexture(float side) {
     const int T = m_tokens;
     const float scale = std::max(1.0f, ImGui::GetIO().DisplayFramebufferScale.x);
-    const float visible = T / m_zoom;  // cells across the view
+    const float visible = T / m_view->zoom;  // cells across the view
     const float cells_per_pixel = visible / (side * scale);
     const int pool = std::max(1, static_cast<int>(std::ceil(cells_per_pixel - 1e-3f)));
 
@@ -152,9 +152,9 @@ void HeatmapView::EnsureTexture(float side) {
     } else {
         // More cells than pixels: only the visible window (plus a margin, so small pans reuse it),
         // its edges on multiples of the pool so the pooled blocks stay put while panning.
-        const int r_first = static_cast<int>(std::floor(m_pan_y)), c_first = static_cast<int>(std::floor(m_pan_x));
-        const int r_last = std::min(T, static_cast<int>(std::ceil(m_pan_y + visible)));
-        const int c_last = std::min(T, static_cast<int>(std::ceil(m_pan_x + visible)));
+        const int r_first = static_cast<int>(std::floor(m_view->pan_y)), c_first = static_cast<int>(std::floor(m_view->pan_x));
+        const int r_last = std::min(T, static_cast<int>(std::ceil(m_view->pan_y + visible)));
+        const int c_last = std::min(T, static_cast<int>(std::ceil(m_view->pan_x + visible)));
         const BakedRegion& r = m_region;
         const bool covered = !m_texture_dirty && r.pool == pool && r.row0 <= r_first && r.col0 <= c_first &&
                              r.row0 + r.rows >= r_last && r.col0 + r.cols >= c_last;
@@ -169,8 +169,8 @@ void HeatmapView::EnsureTexture(float side) {
             *count = std::max(1, e - b);
         };
         want.pool = pool;
-        span(m_pan_y, T, &want.row0, &want.rows);
-        span(m_pan_x, T, &want.col0, &want.cols);
+        span(m_view->pan_y, T, &want.row0, &want.rows);
+        span(m_view->pan_x, T, &want.col0, &want.cols);
     }
     const BakedRegion& r = m_region;
     if (!m_texture_dirty && r.row0 == want.row0 && r.col0 == want.col0 && r.rows == want.rows && r.cols == want.cols &&
@@ -253,7 +253,7 @@ void HeatmapView::DrawToolbar(AppState& state) {
     if (ImGui::Button("Reset view")) ResetView();
     viz::ItemTooltip("Zoom out to the whole map. Also: double-click the map.");
     SameLineIfFits(ImGui::CalcTextSize("zoom 99.9x (?)").x);
-    if (m_zoom > 1.001f) ImGui::TextDisabled("zoom %.1fx", m_zoom);
+    if (m_view->zoom > 1.001f) ImGui::TextDisabled("zoom %.1fx", m_view->zoom);
     else ImGui::TextDisabled("zoom 1x");
     ImGui::SameLine();
     viz::HelpMarker(
@@ -276,23 +276,23 @@ void HeatmapView::DrawMap(AppState& state, ImVec2 map_pos, float side, float lab
     ImGui::InvisibleButton("##map", ImVec2(side, side));
     ImGui::SetItemUsingMouseWheel();
     const bool hovered = ImGui::IsItemHovered(), active = ImGui::IsItemActive();
-    float cell = side * m_zoom / T;
+    float cell = side * m_view->zoom / T;
 
     if (hovered && io.MouseWheel != 0.0f) {
-        const float cx = (io.MousePos.x - map_pos.x) / cell + m_pan_x, cy = (io.MousePos.y - map_pos.y) / cell + m_pan_y;
-        m_zoom *= std::pow(1.25f, io.MouseWheel);
+        const float cx = (io.MousePos.x - map_pos.x) / cell + m_view->pan_x, cy = (io.MousePos.y - map_pos.y) / cell + m_view->pan_y;
+        m_view->zoom *= std::pow(1.25f, io.MouseWheel);
         ClampView(max_zoom);
-        cell = side * m_zoom / T;
-        m_pan_x = cx - (io.MousePos.x - map_pos.x) / cell;
-        m_pan_y = cy - (io.MousePos.y - map_pos.y) / cell;
+        cell = side * m_view->zoom / T;
+        m_view->pan_x = cx - (io.MousePos.x - map_pos.x) / cell;
+        m_view->pan_y = cy - (io.MousePos.y - map_pos.y) / cell;
         ClampView(max_zoom);
     }
     if (ImGui::IsItemActivated()) m_dragged = m_double_clicked = false;
     if (active && ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {
         const ImVec2 delta = ImGui::GetMouseDragDelta(ImGuiMouseButton_Left);
         ImGui::ResetMouseDragDelta(ImGuiMouseButton_Left);
-        m_pan_x -= delta.x / cell;
-        m_pan_y -= delta.y / cell;
+        m_view->pan_x -= delta.x / cell;
+        m_view->pan_y -= delta.y / cell;
         ClampView(max_zoom);
         m_dragged = true;
     }
@@ -302,8 +302,8 @@ void HeatmapView::DrawMap(AppState& state, ImVec2 map_pos, float side, float lab
         m_double_clicked = true;
     }
     if (hovered) {
-        const int j = static_cast<int>(std::floor((io.MousePos.x - map_pos.x) / cell + m_pan_x));
-        const int i = static_cast<int>(std::floor((io.MousePos.y - map_pos.y) / cell + m_pan_y));
+        const int j = static_cast<int>(std::floor((io.MousePos.x - map_pos.x) / cell + m_view->pan_x));
+        const int i = static_cast<int>(std::floor((io.MousePos.y - map_pos.y) / cell + m_view->pan_y));
         if (i >= 0 && i < T && j >= 0 && j < T) {
             m_hover_row = i;
             m_hover_col = j;
@@ -316,8 +316,8 @@ void HeatmapView::DrawMap(AppState& state, ImVec2 map_pos, float side, float lab
 
     EnsureTexture(side);
     const ImVec2 map_max(map_pos.x + side, map_pos.y + side);
-    auto cell_x = [&](float j) { return map_pos.x + (j - m_pan_x) * cell; };
-    auto cell_y = [&](float i) { return map_pos.y + (i - m_pan_y) * cell; };
+    auto cell_x = [&](float j) { return map_pos.x + (j - m_view->pan_x) * cell; };
+    auto cell_y = [&](float i) { return map_pos.y + (i - m_view->pan_y) * cell; };
 
     draw->PushClipRect(map_pos, map_max, true);
     if (m_texture.Valid()) {
@@ -360,7 +360,7 @@ void HeatmapView::DrawMap(AppState& state, ImVec2 map_pos, float side, float lab
         m_short_width = strip;
     }
     auto first_visible = [&](float pan) { return std::max(0, static_cast<int>(std::floor(pan))); };
-    auto last_visible = [&](float pan) { return std::min(T - 1, static_cast<int>(std::ceil(pan + T / m_zoom))); };
+    auto last_visible = [&](float pan) { return std::min(T - 1, static_cast<int>(std::ceil(pan + T / m_view->zoom))); };
     const ImU32 text_col = ImGui::GetColorU32(ImGuiCol_Text), dim_col = ImGui::GetColorU32(ImGuiCol_TextDisabled);
     auto label_text = [&](int i, float width) {
         if (stride == 1) return m_short_labels[i];
@@ -393,8 +393,8 @@ void HeatmapView::DrawMap(AppState& state, ImVec2 map_pos, float side, float lab
             else draw->AddText(pos, stride == 1 ? text_col : dim_col, text.c_str());
             if (stride > 1 || plate) draw->AddLine(ImVec2(right - 1, y), ImVec2(right + 3, y), color);
         };
-        const int first = first_visible(m_pan_y);
-        for (int i = first - first % stride; i <= last_visible(m_pan_y); i += stride) {
+        const int first = first_visible(m_view->pan_y);
+        for (int i = first - first % stride; i <= last_visible(m_view->pan_y); i += stride) {
             bool collides = false;
             for (const Emphasis& e : rows_emph) collides |= std::abs(e.index - i) * cell < line_h;
             if (!collides) draw_row(i, stride == 1 ? text_col : dim_col, false);
@@ -417,8 +417,8 @@ void HeatmapView::DrawMap(AppState& state, ImVec2 map_pos, float side, float lab
             viz::AddTextVertical(draw, pos, plate ? color : (stride == 1 ? text_col : dim_col), text.c_str());
             if (stride > 1 || plate) draw->AddLine(ImVec2(x, bottom - 1), ImVec2(x, bottom + 3), color);
         };
-        const int first = first_visible(m_pan_x);
-        for (int j = first - first % stride; j <= last_visible(m_pan_x); j += stride) {
+        const int first = first_visible(m_view->pan_x);
+        for (int j = first - first % stride; j <= last_visible(m_view->pan_x); j += stride) {
             bool collides = false;
             for (const Emphasis& e : cols_emph) collides |= std::abs(e.index - j) * cell < line_h;
             if (!collides) draw_col(j, stride == 1 ? text_col : dim_col, false);
@@ -621,6 +621,7 @@ void HeatmapView::DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size) {
 }
 
 void HeatmapView::Draw(AppState& state) {
+    m_view = &state.settings.map_view;  // zoom and pan live in the settings, so sessions keep them
     m_hover_row = m_hover_col = -1;
     if (!state.analysis) {
         m_analysis.reset();

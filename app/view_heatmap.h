@@ -39,8 +39,7 @@ private:
     MapMode m_baked_mode = MapMode::Ssa;
     viz::Colormap m_baked_colormap = viz::Colormap::Viridis;
     bool m_baked_log = false;
-    float m_zoom = 1.0f;           // 1 = the whole map fits
-    float m_pan_x = 0, m_pan_y = 0;  // top-left visible cell (fractional)
+    MapView* m_view = nullptr;  // state.settings.map_view, set at the start of Draw
 
     std::shared_ptr<const model::Analysis> m_analysis;  // held so m_baked_for cannot be reused by a newer result
     bool m_data_dirty = true;

@@ -100,7 +100,8 @@ std::string WriteSession(const std::string& dir) {
         {"selected", {2, 3}},
         {"pinned", {{0, 1}, {3, 2}}},
         {"query", 5},
-        {"view", {{"colormap", "magma"}, {"log_scale", true}, {"map", "diff"}, {"token_color", "entropy"}, {"token_scope", "layer"}}},
+        {"view", {{"colormap", "magma"}, {"log_scale", true}, {"map", "diff"}, {"token_color", "entropy"}, {"token_scope", "layer"},
+                  {"map_zoom", 1.5}, {"map_pan", {2.0, 3.0}}}},
         {"export",
          {{"formats", {"json", "npy", "csv", "png", "svg", "html"}},
           {"maps", {"ssa", "vanilla", "diff"}},
@@ -136,6 +137,8 @@ TEST(EndToEnd, SessionReopensExactly) {
     EXPECT_EQ(shown["map"], "diff");
     EXPECT_EQ(shown["token_color"], "entropy");
     EXPECT_EQ(shown["token_scope"], "layer");
+    EXPECT_FLOAT_EQ(shown["map_zoom"].get<float>(), 1.5f);  // the heatmap's zoom and pan, as saved
+    EXPECT_EQ(shown["map_pan"], nlohmann::json({2.0, 3.0}));
     EXPECT_GT(shown["tokens"].get<int>(), 10);
 
     // A broken session is a one-line error, before any window opens.

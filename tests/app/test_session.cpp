@@ -32,6 +32,7 @@ app::Session Example() {
     s.settings.token_scope = app::TokenScope::LayerMean;
     s.settings.sink_epsilon = 0.25f;
     s.settings.grid_metric = "js_divergence";
+    s.settings.map_view = {3.5f, 2.0f, 7.25f};
     app::ExportOptions& e = s.export_options;
     e.out_dir = "/tmp/out dir";
     e.layers = {0, 2};
@@ -94,6 +95,8 @@ TEST(Session, BadFilesAreOneLineErrorsNamingTheKey) {
         {json{{"ssaviz_session", 1}, {"export", {{"layers", {-2}}}}}, "'export.layers'"},
         {json{{"ssaviz_session", 1}, {"export", {{"size", 1e9}}}}, "'export.size'"},
         {json{{"ssaviz_session", 1}, {"query", -5}}, "'query'"},
+        {json{{"ssaviz_session", 1}, {"view", {{"map_zoom", 0.5}}}}, "'view.map_zoom'"},
+        {json{{"ssaviz_session", 1}, {"view", {{"map_pan", {1}}}}}, "'view.map_pan'"},
     };
     for (const Case& c : cases) {
         auto s = app::SessionFromJson(c.j);
