@@ -213,18 +213,12 @@ private:
 ExportOptions ParseExportOptions(const Flags& flags) {
     ExportOptions options;
     options.out_dir = flags.Get("--out");
-    options.json = options.npy = false;
+    ClearExportFormats(&options);
     std::stringstream formats(flags.Get("--format", "json,npy,png,svg,html"));
     std::string f;
-    while (std::getline(formats, f, ',')) {
-        if (f == "json") options.json = true;
-        else if (f == "npy") options.npy = true;
-        else if (f == "csv") options.csv = true;
-        else if (f == "png") options.png = true;
-        else if (f == "svg") options.svg = true;
-        else if (f == "html") options.html = true;
-        else throw Failure{kExitUsage, "--format: unknown format '" + f + "' (expected json, npy, csv, png, svg, html)"};
-    }
+    while (std::getline(formats, f, ','))
+        if (!EnableExportFormat(&options, f))
+            throw Failure{kExitUsage, "--format: unknown format '" + f + "' (expected " + kExportFormatList + ")"};
     if (flags.Has("--maps")) {
         options.maps.clear();
         std::stringstream maps(flags.Get("--maps"));
@@ -506,8 +500,7 @@ std::string JoinInts(const std::vector<int>& v) {
 std::string ExportCommandLine(const ExportOptions& o, const std::string& model_dir, const std::string& twin_dir, const std::string& device,
                               const std::string& text) {
     std::string formats, maps;
-    for (auto [on, name] : {std::pair{o.json, "json"}, {o.npy, "npy"}, {o.csv, "csv"}, {o.png, "png"}, {o.svg, "svg"}, {o.html, "html"}})
-        if (on) formats += (formats.empty() ? "" : ",") + std::string(name);
+    for (const std::string& name : ExportFormats(o)) formats += (formats.empty() ? "" : ",") + name;
     for (MapMode m : o.maps) maps += (maps.empty() ? "" : ",") + std::string(ToString(m));
     const FigureSettings& f = o.figures;
     std::string cmd = "ssaviz export --model " + ShellQuote(model_dir) + " --text " + ShellQuote(text) + " --out " + ShellQuote(o.out_dir);

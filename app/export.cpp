@@ -6,7 +6,6 @@
 #include <optional>
 #include <set>
 #include <thread>
-#include <cstring>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -171,12 +170,37 @@ json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float
                           {"effective_qk_norm", Nested(a.effective_qk_norm, L, H, T)}}}};
 }
 
-std::string HeatmapFileName(HeadRef head, MapMode mode, const char* extension) {
-    const char* suffix = mode == MapMode::Compare ? "_vanilla" : mode == MapMode::Difference ? "_diff" : "";
-    return "heatmaps/L" + std::to_string(head.layer) + "_H" + std::to_string(head.head) + suffix + "." + extension;
+namespace {
+
+constexpr std::pair<bool ExportOptions::*, const char*> kFormats[] = {
+    {&ExportOptions::json, "json"}, {&ExportOptions::npy, "npy"}, {&ExportOptions::csv, "csv"},
+    {&ExportOptions::png, "png"},   {&ExportOptions::svg, "svg"}, {&ExportOptions::html, "html"}};
+
+}  // namespace
+
+const char* const kExportFormatList = "json, npy, csv, png, svg, html";
+
+std::vector<std::string> ExportFormats(const ExportOptions& options) {
+    std::vector<std::string> out;
+    for (const auto& [flag, name] : kFormats)
+        if (options.*flag) out.push_back(name);
+    return out;
+}
+
+void ClearExportFormats(ExportOptions* options) {
+    for (const auto& [flag, name] : kFormats) options->*flag = false;
+}
+
+bool EnableExportFormat(ExportOptions* options, const std::string& name) {
+    for (const auto& [flag, format] : kFormats)
+        if (name == format) return options->*flag = true;
+    return false;
 }
 
 namespace {
+
+// File names of a map kind: "L0_H1_vanilla.png", "heads_grid_diff.svg".
+const char* MapSuffix(MapMode mode) { return mode == MapMode::Compare ? "_vanilla" : mode == MapMode::Difference ? "_diff" : ""; }
 
 model::Status WriteBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
     return WriteText(path, std::string(bytes.begin(), bytes.end()));
@@ -234,15 +258,13 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
             for (int h : options.heads)
                 for (MapMode mode : options.maps) {
                     const HeadRef head{l, h};
-                    std::string path = HeatmapFileName(head, mode, ext);
-                    path.resize(path.size() - std::strlen(ext) - 1);
+                    const std::string path = "heatmaps/L" + std::to_string(l) + "_H" + std::to_string(h) + MapSuffix(mode);
                     plan.push_back(FigureFile(path, ext, [&a, model_name, head, mode, fig] { return MapFigure(a, model_name, head, mode, fig); }));
                 }
     }
     for (const char* ext : extensions) {
         for (MapMode mode : options.maps) {
-            const char* suffix = mode == MapMode::Compare ? "_vanilla" : mode == MapMode::Difference ? "_diff" : "";
-            plan.push_back(FigureFile(std::string("heads_grid") + suffix, ext, [&a, model_name, mode, fig] { return HeadsGrid(a, model_name, mode, fig); }));
+            plan.push_back(FigureFile(std::string("heads_grid") + MapSuffix(mode), ext, [&a, model_name, mode, fig] { return HeadsGrid(a, model_name, mode, fig); }));
         }
         plan.push_back(FigureFile("highlight", ext, [&a, model_name, fig] { return Highlight(a, model_name, fig); }));
         for (const std::string& name : SparsityFigureNames())

@@ -50,7 +50,10 @@ nlohmann::json InfoToJson(const model::ModelInfo& info);
 model::Status WriteExport(std::string_view text, const model::Analysis& analysis, const model::ModelInfo& info,
                           const ExportOptions& options, const ExportProgress& progress = nullptr);
 
-// The figure formats' file names: "png", "svg" -> "heatmaps/L0_H1_vanilla.svg" etc.
-std::string HeatmapFileName(HeadRef head, MapMode mode, const char* extension);
+// Format names as flags, sessions and the command line spell them: json, npy, csv, png, svg, html.
+extern const char* const kExportFormatList;  // "json, npy, csv, png, svg, html", for messages
+std::vector<std::string> ExportFormats(const ExportOptions& options);  // the ones switched on, in that order
+void ClearExportFormats(ExportOptions* options);
+bool EnableExportFormat(ExportOptions* options, const std::string& name);  // false for an unknown name
 
 }  // namespace app

@@ -99,9 +99,7 @@ json HeadJson(HeadRef h) { return json::array({h.layer, h.head}); }
 }  // namespace
 
 json ExportOptionsToJson(const ExportOptions& o) {
-    json formats = json::array(), maps = json::array();
-    for (auto [on, name] : {std::pair{o.json, "json"}, {o.npy, "npy"}, {o.csv, "csv"}, {o.png, "png"}, {o.svg, "svg"}, {o.html, "html"}})
-        if (on) formats.push_back(name);
+    json formats = ExportFormats(o), maps = json::array();
     for (MapMode m : o.maps) maps.push_back(ToString(m));
     const FigureSettings& f = o.figures;
     return json{{"out", o.out_dir},
@@ -126,12 +124,9 @@ ExportOptions ReadExport(const Reader& r) {
     o.layers = r.ReadInts("layers");
     o.heads = r.ReadInts("heads");
     if (r.Has("formats")) {
-        o.json = o.npy = o.csv = o.png = o.svg = o.html = false;
-        for (const std::string& f : r.ReadStrings("formats")) {
-            bool* flag = f == "json" ? &o.json : f == "npy" ? &o.npy : f == "csv" ? &o.csv : f == "png" ? &o.png : f == "svg" ? &o.svg : f == "html" ? &o.html : nullptr;
-            if (!flag) throw BadKey{r.Name("formats") + ": '" + f + "' is not one of json, npy, csv, png, svg, html"};
-            *flag = true;
-        }
+        ClearExportFormats(&o);
+        for (const std::string& f : r.ReadStrings("formats"))
+            if (!EnableExportFormat(&o, f)) throw BadKey{r.Name("formats") + ": '" + f + "' is not one of " + kExportFormatList};
     }
     if (r.Has("maps")) {
         o.maps.clear();

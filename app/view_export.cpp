@@ -287,14 +287,21 @@ void ExportDialog::DrawPreview(const AppState& state) {
         ImGui::TextDisabled("waiting for the model...");
         return;
     }
-    const model::Analysis& a = *state.analysis;
+    // The plan is rebuilt only when the settings or the analysis change, not every frame.
     ExportOptions options = m_options;
-    const auto heads_ok = ResolveExportHeads(&options, a.n_layer, a.n_head);
+    const auto heads_ok = ResolveExportHeads(&options, state.analysis->n_layer, state.analysis->n_head);
     if (!heads_ok) {
         ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.4f, 1.0f), "%s", heads_ok.error().c_str());
         return;
     }
-    const std::vector<ExportFile> plan = PlanExport(state.text, a, *state.model, options);
+    const std::string plan_key = ExportOptionsToJson(options).dump();
+    if (plan_key != m_plan_key || state.analysis != m_plan_analysis) {
+        m_plan_key = plan_key;
+        m_plan_analysis = state.analysis;  // the plan refers into it
+        m_plan = PlanExport(state.text, *state.analysis, *state.model, options);
+        m_preview_path.clear();
+    }
+    const std::vector<ExportFile>& plan = m_plan;
     std::vector<int> figures;
     for (size_t k = 0; k < plan.size(); ++k)
         if (IsFigure(plan[k].path)) figures.push_back(static_cast<int>(k));
@@ -318,11 +325,10 @@ void ExportDialog::DrawPreview(const AppState& state) {
     }
     if (std::find(figures.begin(), figures.end(), m_preview_index) == figures.end()) m_preview_index = figures.front();
 
-    // Re-rasterise only when the figure or its inputs change.
+    // Re-rasterise only when the figure or its inputs (the plan) change.
     const ExportFile& file = plan[m_preview_index];
-    std::string key = file.path + "|" + ExportOptionsToJson(options).dump() + "|" + std::to_string(reinterpret_cast<uintptr_t>(state.analysis.get()));
-    if (key != m_preview_key) {
-        m_preview_key = key;
+    if (file.path != m_preview_path) {
+        m_preview_path = file.path;
         std::string error;
         if (!viz::LoadFigureFonts(&error)) {
             m_error = error;

@@ -49,9 +49,11 @@ private:
 
     // The preview: one planned figure, rasterised as it will be written.
     int m_preview_index = 0;
-    std::string m_preview_key;  // settings + analysis it was made for
+    std::vector<ExportFile> m_plan;  // what the current settings write, for the list and the preview
+    std::string m_plan_key;          // the settings it was planned for
+    std::shared_ptr<const model::Analysis> m_plan_analysis;  // and the analysis (the plan refers into it)
+    std::string m_preview_path;      // the planned file the preview shows; empty: redraw
     viz::Texture m_preview;
-    std::vector<std::string> m_planned;  // every path the export writes
 
     // The background export.
     std::thread m_thread;
