@@ -221,7 +221,8 @@ Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const SafetensorsFile& file, at:
 
 at::Tensor Temperature(const TemperatureForm& form, const TemperatureParams& params, const at::Tensor& z_heads,
                        const at::Tensor& x) {
-    const int64_t H = z_heads.size(0), T = z_heads.size(1);
+    // Leading batch dimensions ride along: z_heads [..., H, T, D], x [..., T, E] -> tau [..., H, T].
+    const int64_t T = z_heads.size(-2);
     at::Tensor pos = at::ones({1, T}, x.options());
     if (form.position != PositionForm::None) {
         at::Tensor p = params.pos.reshape({-1, 1});  // [1 or H, 1]
@@ -235,19 +236,62 @@ at::Tensor Temperature(const TemperatureForm& form, const TemperatureParams& par
     if (form.token != TokenForm::None) {
         const at::Tensor& w = params.tok_w;
         if (form.token == TokenForm::Shared)  // z = the head's own q_i or v_j
-            tok = w.dim() == 1 ? at::matmul(z_heads, w) : (z_heads * w.unsqueeze(1)).sum(-1);  // [H, T]
+            tok = w.dim() == 1 ? at::matmul(z_heads, w) : (z_heads * w.unsqueeze(1)).sum(-1);  // [..., H, T]
         else                                  // z = x_i, the LayerNorm-1 output
-            tok = w.dim() == 1 ? at::matmul(x, w).unsqueeze(0) : at::matmul(w, x.t());  // [1 or H, T]
+            tok = w.dim() == 1 ? at::matmul(x, w).unsqueeze(-2) : at::matmul(x, w.t()).transpose(-1, -2);  // [..., 1 or H, T]
         if (params.tok_b.defined()) tok = tok + params.tok_b.reshape({-1, 1});
         tok = at::tanh(tok);
     }
     at::Tensor tau = form.combine == Combine::Sum ? pos + tok : pos * (1 + tok);
-    return tau.expand({H, T}).contiguous();
+    at::IntArrayRef sizes = z_heads.sizes();
+    return tau.expand(sizes.slice(0, sizes.size() - 1)).contiguous();
+}
+
+at::Tensor Embed(const SsaGpt& m, const at::Tensor& ids) {
+    const int64_t T = ids.size(-1);
+    return m.wte.index_select(0, ids.reshape({-1})).view({ids.size(0), T, m.config.n_embd}) + m.wpe.narrow(0, 0, T);
+}
+
+at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& x, bool vanilla, BlockCapture* capture) {
+    const int64_t B = x.size(0), T = x.size(1), E = c.n_embd, H = c.n_head, D = c.HeadSize();
+    const auto opts = x.options();
+    at::Tensor h = at::layer_norm(x, {E}, w.ln1_w, w.ln1_b, c.layer_norm_epsilon);  // [B, T, E]
+    at::Tensor qkv = at::matmul(h, w.attn_w) + w.attn_b;                            // [B, T, 3E]
+    auto heads = [&](int64_t part) { return qkv.narrow(2, part * E, E).view({B, T, H, D}).transpose(1, 2); };  // [B, H, T, D]
+    at::Tensor q = heads(0), k = heads(1), v = heads(2);
+
+    const bool use_q = !vanilla && c.query.Active(), use_v = !vanilla && c.value.Active();
+    at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(D)));  // [B, H, T, T]
+    at::Tensor tau_q, tau_v;
+    if (use_q) {
+        tau_q = Temperature(c.query, w.q, q, h);  // [B, H, T]
+        scores = scores * tau_q.unsqueeze(-1);
+    }
+    if (use_v) tau_v = Temperature(c.value, w.v, v, h);
+    const at::Tensor future = at::ones({T, T}, opts.dtype(at::kBool)).triu(1);  // keys j > i
+    at::Tensor attn = at::softmax(scores.masked_fill(future, -std::numeric_limits<float>::infinity()), -1);
+    at::Tensor y = at::matmul(attn, use_v ? v * tau_v.unsqueeze(-1) : v);  // [B, H, T, D]
+    at::Tensor out = x + at::matmul(y.transpose(1, 2).reshape({B, T, E}), w.proj_w) + w.proj_b;
+
+    at::Tensor h2 = at::layer_norm(out, {E}, w.ln2_w, w.ln2_b, c.layer_norm_epsilon);
+    const char* gelu = c.activation == Activation::GeluNew ? "tanh" : "none";
+    out = out + at::matmul(at::gelu(at::matmul(h2, w.fc_w) + w.fc_b, gelu), w.mlp_proj_w) + w.mlp_proj_b;
+    if (capture) {
+        capture->attention = attn;
+        capture->tau_q = use_q ? tau_q : at::ones({B, H, T}, opts);
+        capture->tau_v = use_v ? tau_v : at::ones({B, H, T}, opts);
+    }
+    return out;
+}
+
+at::Tensor Logits(const SsaGpt& m, const at::Tensor& x) {
+    const ModelConfig& c = m.config;
+    return at::matmul(at::layer_norm(x, {c.n_embd}, m.ln_f_w, m.ln_f_b, c.layer_norm_epsilon), m.lm_head.t());
 }
 
 Result<ForwardOutput> Forward(const SsaGpt& m, const std::vector<int32_t>& ids, const ForwardOptions& options) {
     const ModelConfig& c = m.config;
-    const int64_t T = static_cast<int64_t>(ids.size()), E = c.n_embd, H = c.n_head, D = c.HeadSize(), L = c.n_layer;
+    const int64_t T = static_cast<int64_t>(ids.size()), H = c.n_head, L = c.n_layer;
     if (T == 0) return Fail("no tokens to run");
     if (T > c.n_positions)
         return Fail(std::to_string(T) + " tokens exceed the model's context of " + std::to_string(c.n_positions));
@@ -258,45 +302,22 @@ Result<ForwardOutput> Forward(const SsaGpt& m, const std::vector<int32_t>& ids, 
 
     c10::InferenceMode guard;
     const auto opts = m.wte.options();
-    at::Tensor index = at::tensor(at::ArrayRef<int32_t>(ids), at::kInt).to(m.device(), at::kLong);
-    at::Tensor x = m.wte.index_select(0, index) + m.wpe.narrow(0, 0, T);  // [T, E]
+    at::Tensor index = at::tensor(at::ArrayRef<int32_t>(ids), at::kInt).to(m.device(), at::kLong).unsqueeze(0);
+    at::Tensor x = Embed(m, index);  // [1, T, E]
 
     ForwardOutput out;
     out.attention = at::empty({L, H, T, T}, opts);
     out.tau_q = at::empty({L, H, T}, opts);
     out.tau_v = at::empty({L, H, T}, opts);
-    const at::Tensor future = at::ones({T, T}, opts.dtype(at::kBool)).triu(1);  // keys j > i
-    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-    const char* gelu = c.activation == Activation::GeluNew ? "tanh" : "none";
-
     for (int64_t l = 0; l < L; ++l) {
         if (options.cancel && options.cancel->load()) return Fail("cancelled");
-        const LayerWeights& w = m.layers[l];
-        at::Tensor h = at::layer_norm(x, {E}, w.ln1_w, w.ln1_b, c.layer_norm_epsilon);  // [T, E]
-        at::Tensor qkv = at::addmm(w.attn_b, h, w.attn_w);                              // [T, 3E]
-        auto heads = [&](int64_t part) { return qkv.narrow(1, part * E, E).view({T, H, D}).transpose(0, 1); };  // [H, T, D]
-        at::Tensor q = heads(0), k = heads(1), v = heads(2);
-
-        bool use_q = !options.vanilla && c.query.Active(), use_v = !options.vanilla && c.value.Active();
-        at::Tensor tau_q = use_q ? Temperature(c.query, w.q, q, h) : at::ones({H, T}, opts);  // [H, T]
-        at::Tensor tau_v = use_v ? Temperature(c.value, w.v, v, h) : at::ones({H, T}, opts);  // [H, T]
-
-        at::Tensor scores = at::matmul(q, k.transpose(1, 2)) * scale;  // [H, T, T]
-        if (use_q) scores = scores * tau_q.unsqueeze(-1);
-        scores.masked_fill_(future, -std::numeric_limits<float>::infinity());
-        at::Tensor attn = at::softmax(scores, -1);  // [H, T, T]
-        at::Tensor y = at::matmul(attn, use_v ? v * tau_v.unsqueeze(-1) : v);  // [H, T, D]
-        x = x + at::addmm(w.proj_b, y.transpose(0, 1).reshape({T, E}), w.proj_w);
-
-        at::Tensor h2 = at::layer_norm(x, {E}, w.ln2_w, w.ln2_b, c.layer_norm_epsilon);
-        x = x + at::addmm(w.mlp_proj_b, at::gelu(at::addmm(w.fc_b, h2, w.fc_w), gelu), w.mlp_proj_w);
-
-        out.attention[l].copy_(attn);
-        out.tau_q[l].copy_(tau_q);
-        out.tau_v[l].copy_(tau_v);
+        BlockCapture capture;
+        x = Block(c, m.layers[l], x, options.vanilla, &capture);
+        out.attention[l].copy_(capture.attention[0]);
+        out.tau_q[l].copy_(capture.tau_q[0]);
+        out.tau_v[l].copy_(capture.tau_v[0]);
     }
-    if (options.want_logits)
-        out.logits = at::matmul(at::layer_norm(x, {E}, m.ln_f_w, m.ln_f_b, c.layer_norm_epsilon), m.lm_head.t());  // [T, V]
+    if (options.want_logits) out.logits = Logits(m, x)[0];  // [T, V]
     return out;
 }
 

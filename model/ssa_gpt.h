@@ -74,10 +74,23 @@ struct ForwardOutput {
 // Runs token ids (each < vocab_size, count <= n_positions, checked) under InferenceMode.
 Result<ForwardOutput> Forward(const SsaGpt& model, const std::vector<int32_t>& ids, const ForwardOptions& options = {});
 
-// tau for one side and layer: [H, T]. `z_heads` is q or v split into heads [H, T, D]; `x` is the
-// LayerNorm-1 output [T, E]. Exposed for tests.
+// tau for one side and layer: [..., H, T]. `z_heads` is q or v split into heads [..., H, T, D];
+// `x` is the LayerNorm-1 output [..., T, E]. Leading (batch) dimensions are optional.
 at::Tensor Temperature(const TemperatureForm& form, const TemperatureParams& params,
                        const at::Tensor& z_heads, const at::Tensor& x);
+
+// The pieces of the forward pass on a batch, shared by Forward (inference, with capture) and the
+// trainer (autograd). None of them sets a grad mode; callers choose.
+struct BlockCapture {
+    at::Tensor attention;  // [B, H, T, T]
+    at::Tensor tau_q;      // [B, H, T] (ones when the side is off or vanilla)
+    at::Tensor tau_v;      // [B, H, T]
+};
+at::Tensor Embed(const SsaGpt& model, const at::Tensor& ids);  // ids [B, T] int64 -> x [B, T, E]
+// One pre-LayerNorm block: x [B, T, E] -> [B, T, E]; `vanilla` sets tau_q = tau_v = 1.
+at::Tensor Block(const ModelConfig& config, const LayerWeights& weights, const at::Tensor& x, bool vanilla,
+                 BlockCapture* capture = nullptr);
+at::Tensor Logits(const SsaGpt& model, const at::Tensor& x);  // final LayerNorm and tied head: [B, T, V]
 
 // Which device to run on. "auto" picks CUDA when available; "cuda" without a GPU is an error.
 Result<at::Device> ResolveDevice(const std::string& name);
