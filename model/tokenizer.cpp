@@ -2,6 +2,7 @@
 // loaders for vocab.json + merges.txt and HF tokenizer.json. Behaviour follows OpenAI's encoder.py
 // as ported to JavaScript by the npm package gpt-3-encoder, our test reference.
 #include "model/tokenizer.h"
+#include "model/sentencepiece.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -558,11 +559,12 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir) {
         if (!files) return Fail(files.error());
         return Gpt2Tokenizer::Create(*files);
     }
+    if (const fs::path sp = dir / "tokenizer.model"; fs::is_regular_file(sp, error)) return LoadSentencePieceTokenizer(sp.string());
     const bool has_vocab = fs::is_regular_file(vocab, error), has_merges = fs::is_regular_file(merges, error);
     if (has_vocab != has_merges)
         return Fail("model folder '" + model_dir + "' has " + (has_vocab ? "vocab.json but no merges.txt" : "merges.txt but no vocab.json") +
                     " (GPT-2 BPE needs both, or a tokenizer.json)");
-    return Fail("model folder '" + model_dir + "' has no tokenizer (vocab.json + merges.txt or tokenizer.json)");
+    return Fail("model folder '" + model_dir + "' has no tokenizer (vocab.json + merges.txt, tokenizer.json or tokenizer.model)");
 }
 
 size_t FindInvalidUtf8(std::string_view text) {

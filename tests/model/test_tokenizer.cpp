@@ -269,7 +269,7 @@ TEST(LoadTokenizer, FolderWithoutTokenizerFiles) {
     const fs::path dir = ScratchDir("empty");
     auto none = model::LoadTokenizer(dir.string());
     ASSERT_FALSE(none.ok());
-    EXPECT_NE(none.error().find("has no tokenizer (vocab.json + merges.txt or tokenizer.json)"), std::string::npos)
+    EXPECT_NE(none.error().find("has no tokenizer (vocab.json + merges.txt, tokenizer.json or tokenizer.model)"), std::string::npos)
         << none.error();
     WriteText(dir / "vocab.json", ReadText(kGpt2Dir + "/vocab.json"));  // merges.txt missing
     auto half = model::LoadTokenizer(dir.string());
