@@ -1,4 +1,5 @@
 #include "app/cli.h"
+#include "app/cli_common.h"
 
 #include <algorithm>
 #include <cctype>
@@ -17,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/examples.h"
 #include "app/export.h"
 #include "app/head_summary.h"
 #include "app/session.h"
@@ -30,7 +32,7 @@ namespace {
 
 const char* kUsage =
     "usage: ssaviz [--model DIR] [--text STR | --text-file F] [--session FILE] [--device auto|cpu|cuda]\n"
-    "              [--show export|help|demo] [--screenshot PNG [--frames N]]\n"
+    "              [--show export|help|demo] [--example english|graph|passkey] [--screenshot PNG [--frames N]]\n"
     "       ssaviz info     [--model DIR] [--json] [--device D]\n"
     "       ssaviz tokenize [--model DIR] (--text STR | --text-file F) [--json] [--truncate]\n"
     "       ssaviz export   [--model DIR] (--text STR | --text-file F [--batch]) --out DIR\n"
@@ -41,41 +43,14 @@ const char* kUsage =
     "         --batch: F holds several texts, one per line, or JSON lines {\"name\": ..., \"text\": ...};\n"
     "         each gets a sub-folder of --out, and summary.csv / summary.json compare them\n"
     "       ssaviz init-random --out DIR [--seed N] [--tokenizer DIR] [--layers N] [--heads N] [--embd N] [--positions N]\n"
+    "       ssaviz train    --out DIR [--task text|graph|passkey] [--data PATH[,PATH]] [--tokenizer DIR | --vocab N]\n"
+    "                       [--layers N] [--heads N] [--width N] [--context N] [--query-form sigmoid,shared,sum]\n"
+    "                       [--value-form none,feature,sum] [--steps N] [--batch N] [--seq-len N] [--lr X] [--warmup N]\n"
+    "                       [--weight-decay X] [--seed N] [--eval-every N] [--checkpoint-every N] [--resume] [--no-twin]\n"
+    "                       [--freeze-positions | --learn-positions] [--save-dtype f32|f16] [--threads N]\n"
+    "         trains an SSA model and its vanilla twin on the same batches: DIR/ssa, DIR/vanilla, DIR/checkpoint\n"
+    "       ssaviz eval     --model DIR [--data PATH] [--json]   re-scores a trained model on its task (from train.json)\n"
     "exit codes: 0 ok, 1 failure, 2 usage error, 3 bad model or input file\n";
-
-struct Failure {
-    int code;
-    std::string message;
-};
-
-// --flag value pairs and bare --switches, checked against what the command accepts.
-class Flags {
-public:
-    Flags(const std::vector<std::string>& args, size_t first, const std::set<std::string>& with_value,
-          const std::set<std::string>& switches) {
-        for (size_t i = first; i < args.size(); ++i) {
-            const std::string& a = args[i];
-            if (with_value.count(a)) {
-                if (i + 1 >= args.size()) throw Failure{kExitUsage, a + " needs a value"};
-                m_values[a] = args[++i];
-            } else if (switches.count(a)) {
-                m_values[a] = "";
-            } else if (a == "--help" || a == "-h") {
-                m_values["--help"] = "";
-            } else {
-                throw Failure{kExitUsage, "unknown argument '" + a + "'"};
-            }
-        }
-    }
-    bool Has(const std::string& k) const { return m_values.count(k) != 0; }
-    std::string Get(const std::string& k, const std::string& fallback = "") const {
-        auto it = m_values.find(k);
-        return it == m_values.end() ? fallback : it->second;
-    }
-
-private:
-    std::map<std::string, std::string> m_values;
-};
 
 std::string Format(const char* format, double value) {
     char buf[64];
@@ -180,34 +155,6 @@ int CmdTokenize(const Flags& flags) {
     std::printf("%zu tokens\n", tokens.ids.size());
     return kExitOk;
 }
-
-// A progress bar on stderr: redrawn in place on a terminal; on a pipe or log, one line per tenth.
-class ProgressBar {
-public:
-    explicit ProgressBar(std::string what) : m_what(std::move(what)), m_tty(isatty(fileno(stderr)) != 0) {}
-    ~ProgressBar() {
-        if (m_tty && m_drawn) std::fprintf(stderr, "\n");
-    }
-
-    void Update(size_t done, size_t total, const std::string& label) {
-        const int tenth = total ? static_cast<int>(done * 10 / total) : 10;
-        if (!m_tty && tenth == m_last_tenth) return;
-        m_last_tenth = tenth;
-        constexpr int kWidth = 24;
-        const int filled = total ? static_cast<int>(done * kWidth / total) : kWidth;
-        std::string bar = "[" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "]";
-        std::string shown = label.size() > 48 ? "..." + label.substr(label.size() - 45) : label;
-        std::fprintf(stderr, m_tty ? "\r%s %s %zu/%zu %-48s" : "%s %s %zu/%zu %s\n", m_what.c_str(), bar.c_str(), done, total, shown.c_str());
-        std::fflush(stderr);
-        m_drawn = true;
-    }
-
-private:
-    std::string m_what;
-    bool m_tty;
-    bool m_drawn = false;
-    int m_last_tenth = -1;
-};
 
 // Everything of `export` but the text and the heads (which need the model): formats, maps, figures.
 ExportOptions ParseExportOptions(const Flags& flags) {
@@ -452,14 +399,6 @@ int CmdExport(const Flags& flags) {
     return failures.empty() ? kExitOk : kExitBadInput;
 }
 
-int ParsePositive(const Flags& flags, const std::string& name, int fallback) {
-    if (!flags.Has(name)) return fallback;
-    char* end = nullptr;
-    long v = std::strtol(flags.Get(name).c_str(), &end, 10);
-    if (*end != '\0' || v <= 0 || v > 1 << 20) throw Failure{kExitUsage, name + " must be a positive integer"};
-    return static_cast<int>(v);
-}
-
 int CmdInitRandom(const Flags& flags) {
     if (!flags.Has("--out")) throw Failure{kExitUsage, "init-random needs --out DIR"};
     model::ModelConfig c;
@@ -536,7 +475,8 @@ std::string DefaultModelDir() {
     std::error_code ec;
     fs::path exe = fs::read_symlink("/proc/self/exe", ec);
     if (ec) return "";
-    for (const fs::path& candidate : {exe.parent_path() / "models" / "default", exe.parent_path() / ".." / "assets" / "models" / "default"})
+    // The bundled English SSA model; else the build's random model (long context, for tests).
+    for (const fs::path& candidate : {exe.parent_path() / ".." / "assets" / "models" / "english" / "ssa", exe.parent_path() / "models" / "default"})
         if (fs::exists(candidate / "config.json")) return candidate.lexically_normal().string();
     return "";
 }
@@ -572,10 +512,24 @@ int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
             if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
             return CmdInitRandom(flags);
         }
+        if (command == "train") {
+            Flags flags(args, 2,
+                        {"--task", "--data", "--out", "--tokenizer", "--layers", "--heads", "--width", "--context", "--vocab",
+                         "--query-form", "--value-form", "--seq-len", "--batch", "--steps", "--lr", "--warmup", "--weight-decay",
+                         "--seed", "--eval-every", "--checkpoint-every", "--save-dtype", "--threads"},
+                        {"--resume", "--no-twin", "--freeze-positions", "--learn-positions"});
+            if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
+            return CmdTrain(flags);
+        }
+        if (command == "eval") {
+            Flags flags(args, 2, {"--model", "--data", "--threads"}, {"--json"});
+            if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
+            return CmdEval(flags);
+        }
         if (command == "help" || command == "--help" || command == "-h") return std::printf("%s", kUsage), kExitOk;
         if (!command.empty() && command.rfind("--", 0) != 0) throw Failure{kExitUsage, "unknown command '" + command + "'"};
 
-        Flags flags(args, 1, with({"--text", "--text-file", "--screenshot", "--frames", "--bench-typing", "--session", "--export-to", "--show"}), {});
+        Flags flags(args, 1, with({"--text", "--text-file", "--screenshot", "--frames", "--bench-typing", "--session", "--export-to", "--show", "--example"}), {});
         if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
         if (flags.Has("--session")) {
             auto session = LoadSession(flags.Get("--session"));
@@ -589,6 +543,16 @@ int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
         gui->device = flags.Get("--device", gui->session ? gui->session->device : "auto");
         if (gui->session && !flags.Has("--text") && !flags.Has("--text-file")) gui->text = gui->session->text;
         gui->export_to = flags.Get("--export-to");
+        if (flags.Has("--example")) {
+            gui->example = flags.Get("--example");
+            std::string ids;
+            bool found = false;
+            for (const Example& x : BundledExamples()) {
+                ids += (ids.empty() ? "" : ", ") + x.id;
+                found |= x.id == gui->example;
+            }
+            if (!found) throw Failure{kExitUsage, "--example '" + gui->example + "' is not one of the bundled examples (" + (ids.empty() ? "none found" : ids) + ")"};
+        }
         gui->show = flags.Get("--show");
         if (!gui->show.empty() && gui->show != "export" && gui->show != "help" && gui->show != "demo")
             throw Failure{kExitUsage, "--show '" + gui->show + "' is not one of export, help, demo"};

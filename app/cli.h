@@ -24,6 +24,7 @@ struct GuiOptions {
     std::optional<Session> session;  // --session FILE: selections, view and export settings to restore
     std::string session_path;
     std::string show;        // --show export|help|demo: a window open from the start
+    std::string example;     // --example ID: open a bundled model with its twin and text (Examples menu)
     std::string export_to;   // --export-to DIR: export with the session's export settings, then exit (tests)
 };
 
@@ -40,8 +41,8 @@ std::string ExportCommandLine(const ExportOptions& options, const std::string& m
 // error naming it.
 model::Status ResolveExportHeads(ExportOptions* options, int layers, int heads);
 
-// The bundled default model: $SSAVIZ_MODEL, else models/default next to the executable, else
-// ../assets/models/default from it. Empty when none exists.
+// The default model: $SSAVIZ_MODEL, else the bundled English SSA model (../assets/models/english/ssa
+// from the executable), else the build's random model (models/default next to it). Empty if none.
 std::string DefaultModelDir();
 
 }  // namespace app

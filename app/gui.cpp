@@ -22,6 +22,8 @@
 #include "app/view_export.h"
 #include "app/view_heatmap.h"
 #include "app/view_model.h"
+#include "app/view_graph.h"
+#include "app/examples.h"
 #include "app/view_open.h"
 #include "app/view_sparsity.h"
 #include "app/view_text.h"
@@ -44,6 +46,7 @@ struct Views {
     SparsityView sparsity;
     ModelView model;
     HelpView help;
+    GraphView graph;
     OpenDialog open;
     ExportDialog export_dialog;
 };
@@ -64,7 +67,13 @@ public:
         m_state.recent_models = LoadRecentModels();
         if (options.session) ApplySession(*options.session);
         m_session_path = options.session_path.empty() ? "ssaviz-session.json" : options.session_path;
-        m_worker.OpenModel(options.model_dir, m_device);  // its ModelOpened event requests the first analysis
+        std::string model_dir = options.model_dir;
+        for (const Example& x : m_examples)
+            if (x.id == options.example) {
+                ApplyExample(x);
+                model_dir = *std::exchange(m_state.open_model_request, std::nullopt);
+            }
+        m_worker.OpenModel(model_dir, m_device);  // its ModelOpened event requests the first analysis
         m_show_export = options.show == "export";
         m_state.show_help = options.show == "help";
         m_state.show_demo = options.show == "demo";
@@ -111,6 +120,7 @@ public:
                     m_state.twin.reset();
                     m_state.error.clear();
                     RememberRecentModel(e.info->dir, &m_state.recent_models);
+                    if (TrainedTask(e.info->dir) == "graph") m_state.show_graph = true;
                     if (!m_pending_twin.empty()) m_worker.OpenTwin(std::exchange(m_pending_twin, std::string()));
                     m_twin_expected = m_worker.Busy();
                     break;
@@ -181,6 +191,7 @@ public:
         ImGui::End();
 
         m_views.help.Draw(m_state);
+        m_views.graph.Draw(m_state);
         m_views.open.Draw(m_state);
         if (std::exchange(m_show_export, false)) m_views.export_dialog.Show(m_state);
         m_views.export_dialog.Draw(m_state);
@@ -270,6 +281,13 @@ private:
             if (ImGui::MenuItem("Quit", "Ctrl+Q")) m_quit = true;
             ImGui::EndMenu();
         }
+        if (ImGui::BeginMenu("Examples", !m_examples.empty())) {
+            for (const Example& x : m_examples) {
+                if (ImGui::MenuItem(x.title.c_str())) ApplyExample(x);
+                if (!x.hint.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", x.hint.c_str());
+            }
+            ImGui::EndMenu();
+        }
         if (ImGui::BeginMenu("View")) {
             ViewSettings& s = m_state.settings;
             for (viz::Colormap map : {viz::Colormap::Viridis, viz::Colormap::Magma})
@@ -289,6 +307,16 @@ private:
             ImGui::EndMenu();
         }
         ImGui::EndMenuBar();
+    }
+
+    // Opens a bundled model with its twin and suggested text.
+    void ApplyExample(const Example& x) {
+        m_state.text = x.text;
+        m_state.query = -1;
+        m_pending_twin = x.twin_dir;
+        m_state.open_model_request = x.model_dir;
+        m_state.show_graph = x.graph_panel;
+        m_glyphs_dirty = true;
     }
 
     void OpenSessionPopup(bool save) {
@@ -394,6 +422,7 @@ public:
 private:
     GuiRunOptions m_run;
     std::string m_device;
+    std::vector<Example> m_examples = BundledExamples();
     std::string m_pending_twin;    // a session's twin, opened once its model is
     bool m_twin_expected = false;  // a twin is being opened (screenshots and tests wait for it)
     std::string m_session_path;

@@ -77,6 +77,7 @@ struct AppState {
     bool open_dialog_for_twin = false;
     bool show_help = false;
     bool show_demo = false;
+    bool show_graph = false;  // the graph experiment window (paper Figure 3)
     bool want_frame = false;  // a view has more to do (e.g. baking in slices): draw again soon
 
     // Status.

@@ -27,24 +27,21 @@ struct LoadedModel {
 
 Result<LoadedModel> LoadModelFolder(const std::string& dir, at::Device device) {
     if (!fs::is_directory(dir)) return Fail("model folder '" + dir + "' does not exist");
-    auto config = LoadConfig(dir + "/config.json");
-    if (!config) return Fail(config.error());
-    auto file = SafetensorsFile::Open(dir + "/model.safetensors");
-    if (!file) return Fail(file.error());
-    auto gpt = LoadSsaGpt(*config, *file, device);
-    if (!gpt) return Fail(dir + "/model.safetensors: " + gpt.error());
+    auto gpt = LoadSsaGptFolder(dir, device);
+    if (!gpt) return Fail(gpt.error());
+    const ModelConfig config = gpt->config;
     auto tokenizer = LoadTokenizer(dir);
     if (!tokenizer) return Fail(tokenizer.error());
-    if ((*tokenizer)->VocabSize() > static_cast<size_t>(config->vocab_size))
+    if ((*tokenizer)->VocabSize() > static_cast<size_t>(config.vocab_size))
         return Fail(dir + ": tokenizer has " + std::to_string((*tokenizer)->VocabSize()) + " tokens but config.json's vocab_size is " +
-                    std::to_string(config->vocab_size));
+                    std::to_string(config.vocab_size));
 
     LoadedModel m;
     m.gpt = std::move(*gpt);
     m.tokenizer = std::move(*tokenizer);
     m.spectrum = ComputeQkSpectrum(m.gpt);
     m.info.dir = dir;
-    m.info.config = *config;
+    m.info.config = config;
     m.info.parameters = m.gpt.ParameterCount();
     m.info.layout = m.gpt.layout;
     m.info.device = device.str();

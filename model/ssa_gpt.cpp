@@ -364,13 +364,27 @@ SsaGpt RandomSsaGpt(const ModelConfig& c, uint64_t seed) {
     return m;
 }
 
-Status SaveModelFolder(const SsaGpt& m, const std::string& dir) {
-    std::vector<at::Tensor> keep;  // contiguous CPU float32 copies, alive until written
+Status SaveModelFolder(const SsaGpt& m, const std::string& dir) { return SaveModelFolder(m, dir, Dtype::F32); }
+
+Result<SsaGpt> LoadSsaGptFolder(const std::string& dir, at::Device device) {
+    auto config = LoadConfig(dir + "/config.json");
+    if (!config) return Fail(config.error());
+    auto file = SafetensorsFile::Open(dir + "/model.safetensors");
+    if (!file) return Fail(file.error());
+    auto gpt = LoadSsaGpt(*config, *file, device);
+    if (!gpt) return Fail(dir + "/model.safetensors: " + gpt.error());
+    return gpt;
+}
+
+Status SaveModelFolder(const SsaGpt& m, const std::string& dir, Dtype storage) {
+    assert(storage == Dtype::F32 || storage == Dtype::F16);
+    const at::ScalarType type = storage == Dtype::F16 ? at::kHalf : at::kFloat;
+    std::vector<at::Tensor> keep;  // contiguous CPU copies, alive until written
     std::vector<TensorToWrite> tensors;
     auto add = [&](const std::string& name, const at::Tensor& t) {
         if (!t.defined()) return;
-        keep.push_back(t.detach().to(at::kCPU, at::kFloat).contiguous());
-        tensors.push_back({name, Dtype::F32, keep.back().sizes().vec(), keep.back().data_ptr()});
+        keep.push_back(t.detach().to(at::kCPU, type).contiguous());
+        tensors.push_back({name, storage, keep.back().sizes().vec(), keep.back().data_ptr()});
     };
     add("wte.weight", m.wte);
     add("wpe.weight", m.wpe);

@@ -13,6 +13,7 @@
 
 #include "model/config.h"
 #include "model/result.h"
+#include "model/safetensors.h"
 
 namespace model {
 
@@ -55,8 +56,12 @@ Result<SsaGpt> LoadSsaGpt(const ModelConfig& config, const SafetensorsFile& file
 // Random weights with a fixed seed (std 0.02 like GPT-2's init; larger for Q/K and the SSA
 // parameters so maps and temperatures vary). Used for the build's default model and for tests.
 SsaGpt RandomSsaGpt(const ModelConfig& config, uint64_t seed);
-// Writes the weights as model.safetensors (HF names and layout) plus config.json into `dir`.
+// Writes the weights as model.safetensors (HF names and layout) plus config.json into `dir`;
+// `storage` F16 halves the file (weights are float32 again once loaded).
+Status SaveModelFolder(const SsaGpt& model, const std::string& dir, Dtype storage);
 Status SaveModelFolder(const SsaGpt& model, const std::string& dir);
+// config.json + model.safetensors of a folder; errors name the file.
+Result<SsaGpt> LoadSsaGptFolder(const std::string& dir, at::Device device);
 
 struct ForwardOptions {
     bool vanilla = false;        // the counterfactual: tau_q = tau_v = 1 everywhere

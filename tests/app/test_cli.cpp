@@ -129,3 +129,86 @@ TEST_F(Cli, CudaWithoutAGpuIsAUsageError) {
 }
 
 }  // namespace
+
+namespace {
+using namespace cli_test;
+
+const std::string kBundled = std::string(SSAVIZ_SOURCE_DIR) + "/assets/models";
+
+std::string Fixed(const char* format, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, format, v);
+    return buf;
+}
+
+// `ssaviz train` and `ssaviz eval` refuse bad input with one line.
+TEST(CliTrain, BadFlagsAreOneLineErrors) {
+    ExpectOneLineError(Ssaviz({"train", "--task", "graph"}), 2, "train needs --out DIR");
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "poetry"}), 2, "'poetry' is not one of text, graph, passkey");
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t")}), 2, "--task text needs --data");
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--lr", "fast"}), 2, "--lr must be a number");
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--query-form", "sigmoid"}), 2,
+                       "--query-form 'sigmoid' is not POSITION,TOKEN[,COMBINE]");
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--query-form", "cosine,shared"}), 2, "cosine");
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--data", Scratch("nothing-here")}), 3, "no such file or folder");
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--resume"}), 3, "nothing to resume");
+    ExpectOneLineError(Ssaviz({"eval", "--model", kOut + "/small"}), 3, "train.json: missing");
+    ExpectOneLineError(Ssaviz({"eval"}), 2, "eval needs --model DIR");
+}
+
+// The graph experiment end to end through the binary: train, then eval re-scores what was saved.
+TEST(CliTrain, TrainThenEvalAgree) {
+    const std::string out = Scratch("train_graph");
+    fs::remove_all(out);
+    Outcome r = Ssaviz({"train", "--task", "graph", "--out", out, "--steps", "200", "--eval-every", "100"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("step 200: ssa CE"), std::string::npos) << r.err;
+    EXPECT_NE(r.out.find(out + "/vanilla: CE"), std::string::npos) << r.out;
+    for (const char* role : {"ssa", "vanilla"}) {
+        Outcome e = Ssaviz({"eval", "--model", out + "/" + role, "--json"});
+        ASSERT_EQ(e.code, 0) << e.err;
+        const json want = json::parse(ReadFile(out + "/" + role + "/train.json"))["final"];
+        const json got = json::parse(e.out);
+        EXPECT_NEAR(got["loss"].get<double>(), want["loss"].get<double>(), 1e-5);
+        EXPECT_NEAR(got["l1"].get<double>(), want["l1"].get<double>(), 1e-5);
+    }
+}
+
+// Every bundled model loads, fits the size budget, and `ssaviz eval` reproduces the numbers its
+// train.json recorded and assets/models/README.md (the model card) quotes. Tolerances: losses 1e-4
+// (evaluation may run with another thread count than training did, so sums are ordered differently),
+// passkey accuracies 0.011 (one sequence of the 100 per length).
+TEST(BundledModels, EvalReproducesTheModelCard) {
+    const std::string card = ReadFile(kBundled + "/README.md");
+    ASSERT_FALSE(card.empty()) << "no model card at " << kBundled << "/README.md";
+    for (const std::string name : {"english/ssa", "english/vanilla", "graph/ssa", "graph/vanilla", "passkey/ssa", "passkey/vanilla"}) {
+        SCOPED_TRACE(name);
+        const std::string dir = kBundled + "/" + name;
+        uintmax_t bytes = 0;
+        for (const auto& f : fs::directory_iterator(dir)) bytes += fs::file_size(f.path());
+        EXPECT_LE(bytes, 8u << 20) << "model folder over 8 MB";
+        Outcome info = Ssaviz({"info", "--model", dir});
+        ASSERT_EQ(info.code, 0) << info.err;
+
+        Outcome e = Ssaviz({"eval", "--model", dir, "--json"});
+        ASSERT_EQ(e.code, 0) << e.err;
+        const json want = json::parse(ReadFile(dir + "/train.json"))["final"];
+        const json got = json::parse(e.out);
+        EXPECT_NEAR(got["loss"].get<double>(), want["loss"].get<double>(), 1e-4);
+        if (name.rfind("english", 0) == 0) {
+            EXPECT_NE(card.find(Fixed("%.3f", want["loss"].get<double>())), std::string::npos) << "card lacks the val loss";
+        } else if (name.rfind("graph", 0) == 0) {
+            EXPECT_NEAR(got["l1"].get<double>(), want["l1"].get<double>(), 1e-4);
+            EXPECT_NE(card.find(Fixed("%.4f", want["l1"].get<double>())), std::string::npos) << "card lacks the L1 error";
+        } else {
+            ASSERT_EQ(got["lengths"].size(), want["lengths"].size());
+            for (size_t i = 0; i < got["lengths"].size(); ++i) {
+                const double a = want["lengths"][i]["accuracy"];
+                EXPECT_NEAR(got["lengths"][i]["accuracy"].get<double>(), a, 0.011);
+                EXPECT_NE(card.find(Fixed("%.0f%%", 100 * a)), std::string::npos) << "card lacks accuracy " << a;
+            }
+        }
+    }
+}
+
+}  // namespace

@@ -153,15 +153,16 @@ TEST_F(Cli, BatchOfPlainLines) {
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text-file", Scratch("blank.txt"), "--batch", "--out", out}), 3, "no texts");
 }
 
-// A text of the model's full context (1,024 tokens on the default model) in every format.
-TEST(CliDefaultModel, ExportOf1024TokensInEveryFormatIsValid) {
+// A text of the model's full context (1,024 tokens on the build's random long-context model) in every format.
+TEST(CliRandomModel, ExportOf1024TokensInEveryFormatIsValid) {
     const std::string out = kOut + "/export_1024";
     fs::remove_all(out);
     std::string text;
     while (text.size() < 9000)
         text += "The keeper of the lighthouse wrote that the sea was calm, that the wind came from the west, and that 17 ships passed. ";
     std::ofstream(Scratch("long.txt")) << text;
-    Outcome r = Ssaviz({"export", "--text-file", Scratch("long.txt"), "--truncate", "--out", out, "--format", "json,npy,csv,png,svg,html",
+    const std::string random_model = (fs::path(SSAVIZ_BINARY).parent_path() / "models" / "default").string();
+    Outcome r = Ssaviz({"export", "--model", random_model, "--text-file", Scratch("long.txt"), "--truncate", "--out", out, "--format", "json,npy,csv,png,svg,html",
                         "--maps", "ssa,vanilla,diff", "--layers", "0,3", "--heads", "1"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(json::parse(ReadFile(out + "/tokens.json"))["n_tokens"], 1024);

@@ -69,6 +69,23 @@ TEST(EndToEnd, DefaultModelScreenshot) {
     }
 }
 
+// Examples > Graph: the bundled graph model with its twin, and the P* / SSA / vanilla window.
+TEST(EndToEnd, GraphExampleShowsTargetAndLearnedMaps) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_graph";
+    fs::create_directories(dir);
+    const std::string png = dir + "/graph.png";
+    fs::remove(png);
+    const std::string cmd = std::string(SSAVIZ_BINARY) + " --example graph --screenshot " + png + " --frames 8 >" + dir + "/log.txt 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    Picture p = Load(png);
+    nlohmann::json meta = nlohmann::json::parse(std::ifstream(png + ".json"));
+    ASSERT_TRUE(meta["regions"].contains("graph")) << "the graph window was not drawn";
+    auto r = meta["regions"]["graph"];
+    EXPECT_GT(r[2].get<int>(), 300);
+    EXPECT_GT(DistinctColours(p, r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 12u);
+    EXPECT_EQ(meta["state"]["text"], "ABCDEFGHABCDEFGH");
+}
+
 std::string ReadFile(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

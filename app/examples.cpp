@@ -1,0 +1,59 @@
+#include "app/examples.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "model/tasks.h"
+
+namespace app {
+namespace fs = std::filesystem;
+
+std::string BundledModelsDir() {
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec && fs::exists(exe.parent_path() / ".." / "assets" / "models" / "examples.json"))
+        return (exe.parent_path() / ".." / "assets" / "models").lexically_normal().string();
+#ifdef SSAVIZ_SOURCE_ASSETS
+    if (fs::exists(fs::path(SSAVIZ_SOURCE_ASSETS) / "models" / "examples.json")) return SSAVIZ_SOURCE_ASSETS "/models";
+#endif
+    return "";
+}
+
+std::vector<Example> BundledExamples() {
+    std::vector<Example> out;
+    const std::string root = BundledModelsDir();
+    if (root.empty()) return out;
+    nlohmann::json list;
+    try {
+        list = nlohmann::json::parse(std::ifstream(root + "/examples.json"));
+        for (const auto& e : list) {
+            Example x;
+            x.id = e.at("id");
+            x.title = e.at("title");
+            x.hint = e.value("hint", "");
+            x.model_dir = root + "/" + e.at("model").get<std::string>();
+            if (e.contains("twin")) x.twin_dir = root + "/" + e["twin"].get<std::string>();
+            x.text = e.value("text", "");
+            if (e.contains("passkey_tokens")) x.text = model::TaskExampleText("passkey", e["passkey_tokens"].get<int>(), 3);
+            x.graph_panel = e.value("graph_panel", false);
+            if (fs::exists(x.model_dir + "/config.json")) out.push_back(std::move(x));
+        }
+    } catch (const std::exception&) {
+        return {};  // a broken examples.json only hides the menu's entries
+    }
+    return out;
+}
+
+std::string TrainedTask(const std::string& model_dir) {
+    try {
+        std::ifstream in(model_dir + "/train.json");
+        if (!in) return "";
+        return nlohmann::json::parse(in).at("task").value("task", "");
+    } catch (const std::exception&) {
+        return "";
+    }
+}
+
+}  // namespace app
