@@ -35,6 +35,13 @@ json FormJson(const std::string& flag, const std::string& spec) {
     return {{"position", term(parts[0])}, {"token", term(parts[1])}, {"combine", parts.size() == 3 ? parts[2] : "sum"}};
 }
 
+// Training and evaluation allocate and free the same large activations batch after batch; keeping
+// them in the heap instead of fresh mmap()s saves a page fault per page each time.
+void KeepLargeAllocations() {
+    mallopt(M_MMAP_THRESHOLD, 1 << 30);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
 // Each task's defaults: the experiments' recipes, overridable flag by flag.
 struct Recipe {
     int layers, heads, width, context, seq_len, batch, steps, warmup;
@@ -94,7 +101,7 @@ int CmdTrain(const Flags& flags) {
     o.warmup = flags.Has("--warmup") ? static_cast<int64_t>(ParseNumber(flags, "--warmup", 0, 0, 1e7)) : r.warmup;
     o.weight_decay = ParseNumber(flags, "--weight-decay", r.weight_decay, 0, 10);
     o.seed = static_cast<uint64_t>(ParsePositive(flags, "--seed", 1));
-    o.eval_every = flags.Has("--eval-every") ? static_cast<int64_t>(ParseNumber(flags, "--eval-every", 0, 0, 1e7)) : std::max(1, r.steps / 8);
+    o.eval_every = flags.Has("--eval-every") ? static_cast<int64_t>(ParseNumber(flags, "--eval-every", 0, 0, 1e7)) : std::max<int64_t>(1, o.steps / 8);
     o.checkpoint_every = ParsePositive(flags, "--checkpoint-every", 500);
     o.resume = flags.Has("--resume");
     o.twin = !flags.Has("--no-twin");
@@ -104,10 +111,7 @@ int CmdTrain(const Flags& flags) {
     o.storage = dtype == "f16" ? model::Dtype::F16 : model::Dtype::F32;
     // Threads inside each op; the SSA model and its twin already train on a thread each.
     model::SetComputeThreads(ParsePositive(flags, "--threads", o.twin ? 1 : 2));
-    // Every step allocates and frees the same large activations; keeping them in the heap instead
-    // of fresh mmap()s avoids page faults on each step.
-    mallopt(M_MMAP_THRESHOLD, 1 << 30);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    KeepLargeAllocations();
     o.command = flags.CommandLine();
 
     ProgressBar bar("train", 64);
@@ -132,6 +136,7 @@ int CmdTrain(const Flags& flags) {
 
 int CmdEval(const Flags& flags) {
     if (!flags.Has("--model")) throw Failure{kExitUsage, "eval needs --model DIR (a folder ssaviz train wrote)"};
+    KeepLargeAllocations();
     model::SetComputeThreads(ParsePositive(flags, "--threads", 2));
     auto result = model::EvaluateModelFolder(flags.Get("--model"), flags.Get("--data"));
     if (!result) throw Failure{kExitBadInput, result.error()};

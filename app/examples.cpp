@@ -38,6 +38,9 @@ std::vector<Example> BundledExamples() {
             x.text = e.value("text", "");
             if (e.contains("passkey_tokens")) x.text = model::TaskExampleText("passkey", e["passkey_tokens"].get<int>(), 3);
             x.graph_panel = e.value("graph_panel", false);
+            x.query_piece = e.value("query_piece", "");
+            x.layer = e.value("layer", 0);
+            x.head = e.value("head", 0);
             if (fs::exists(x.model_dir + "/config.json")) out.push_back(std::move(x));
         }
     } catch (const std::exception&) {

@@ -15,6 +15,8 @@ struct Example {
     std::string twin_dir;  // empty: compare with the tau = 1 counterfactual
     std::string text;
     bool graph_panel = false;  // open the P* / SSA / vanilla window (the paper's Figure 3)
+    std::string query_piece;   // select the last token with these bytes as the query (e.g. " ?")
+    int layer = 0, head = 0;   // the head selected at first
 };
 
 // assets/models: next to the executable's parent (build/../assets/models), else the source tree's.

@@ -130,6 +130,7 @@ public:
                     m_state.analysis = e.analysis;
                     m_state.error.clear();
                     m_state.ClampSelection();
+                    if (!m_twin_expected) SelectExampleQuery();
                     m_shown_request = std::max(m_shown_request, e.request);
                     m_glyphs_dirty = true;
                     break;
@@ -316,7 +317,21 @@ private:
         m_pending_twin = x.twin_dir;
         m_state.open_model_request = x.model_dir;
         m_state.show_graph = x.graph_panel;
+        m_state.selected = HeadRef{x.layer, x.head};
+        m_example_query = x.query_piece;
         m_glyphs_dirty = true;
+    }
+
+    // Once an example's analysis arrives: its query is the last token with the example's bytes.
+    void SelectExampleQuery() {
+        if (m_example_query.empty() || !m_state.analysis) return;
+        const auto& pieces = m_state.analysis->tokens.pieces;
+        for (int i = static_cast<int>(pieces.size()) - 1; i >= 0; --i)
+            if (pieces[i] == m_example_query) {
+                m_state.query = i;
+                break;
+            }
+        m_example_query.clear();
     }
 
     void OpenSessionPopup(bool save) {
@@ -423,7 +438,8 @@ private:
     GuiRunOptions m_run;
     std::string m_device;
     std::vector<Example> m_examples = BundledExamples();
-    std::string m_pending_twin;    // a session's twin, opened once its model is
+    std::string m_pending_twin;
+    std::string m_example_query;   // an example's query token, selected when its analysis arrives    // a session's twin, opened once its model is
     bool m_twin_expected = false;  // a twin is being opened (screenshots and tests wait for it)
     std::string m_session_path;
     std::string m_session_message;

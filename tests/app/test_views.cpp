@@ -14,6 +14,7 @@
 #include "app/view_heads.h"
 #include "app/view_heatmap.h"
 #include "app/view_model.h"
+#include "app/view_graph.h"
 #include "app/view_open.h"
 #include "app/view_sparsity.h"
 #include "app/view_text.h"
@@ -160,6 +161,18 @@ TEST_F(Views, WindowsAndDialogsDraw) {
             open.Draw(state);
             viz::ShowDemoWindow(&demo);
         });
+    }
+}
+
+// The graph window on a 16-token analysis (the graph example's shape) and on any other, which
+// gets a note instead of maps.
+TEST_F(Views, GraphWindowDraws) {
+    app::GraphView graph;
+    for (int tokens : {16, 5}) {
+        app::AppState state = StateWith(1, 1, tokens);
+        state.show_graph = true;
+        for (int frame = 0; frame < 2; ++frame) Frame([&] { graph.Draw(state); });
+        EXPECT_EQ(state.regions.count("graph"), tokens == 16 ? 1u : 0u);
     }
 }
 
