@@ -1,4 +1,4 @@
-// The command line (SPEC section 4): `ssaviz info | tokenize | export | init-random`, headless,
+// The command line (SPEC section 4): `ssaviz info | tokenize | export | init-random | train | eval`, headless,
 // on the same model code as the GUI. Exit codes: 0 ok, 1 runtime failure, 2 usage error,
 // 3 bad model or input file; every failure prints one line naming what is wrong.
 #pragma once
