@@ -27,12 +27,28 @@ std::string ShapeString(const std::vector<int64_t>& shape) { return ShapeString(
 // file's prefix ("" or "transformer."), checking shapes, converting to float32 on the device.
 class TensorReader {
 public:
+    // The names' prefix is whatever precedes "wte.weight": "" (HF), "transformer." (HF with the
+    // LM head, nanoGPT), and wrappers' "_orig_mod." (torch.compile) or "module." (DDP) before
+    // either. The wrapper alone also prefixes names outside "transformer." (lm_head.weight).
     TensorReader(const SafetensorsFile& file, at::Device device) : m_file(file), m_device(device) {
-        if (!m_file.header.Find("wte.weight") && m_file.header.Find("transformer.wte.weight")) m_prefix = "transformer.";
+        const std::string wte = "wte.weight";
+        bool found = false;
+        for (const auto& t : m_file.header.tensors)
+            if (t.name.size() >= wte.size() && t.name.compare(t.name.size() - wte.size(), wte.size(), wte) == 0 &&
+                (!found || t.name.size() - wte.size() < m_prefix.size())) {
+                m_prefix = t.name.substr(0, t.name.size() - wte.size());
+                found = true;
+            }
+        const std::string transformer = "transformer.";
+        m_outer = m_prefix.size() >= transformer.size() &&
+                          m_prefix.compare(m_prefix.size() - transformer.size(), transformer.size(), transformer) == 0
+                      ? m_prefix.substr(0, m_prefix.size() - transformer.size())
+                      : m_prefix;
     }
 
     const TensorInfo* Find(const std::string& name) const {
-        if (const TensorInfo* t = m_file.header.Find(m_prefix + name)) return t;
+        for (const std::string* pre : {&m_prefix, &m_outer})
+            if (const TensorInfo* t = m_file.header.Find(*pre + name)) return t;
         return m_file.header.Find(name);
     }
 
@@ -86,7 +102,7 @@ public:
 private:
     const SafetensorsFile& m_file;
     at::Device m_device;
-    std::string m_prefix;
+    std::string m_prefix, m_outer;  // e.g. "_orig_mod.transformer." and "_orig_mod."
     std::set<std::string> m_used;
 };
 
@@ -210,7 +226,7 @@ Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const SafetensorsFile& file, at:
     m.ln_f_w = *ln_f_w;
     m.ln_f_b = *ln_f_b;
     m.lm_head = m.wte;
-    if (file.header.Find("lm_head.weight")) {
+    if (reader.Find("lm_head.weight")) {
         auto head = reader.Read("lm_head.weight", {{V, E}}, "output projection");
         if (!head) return Fail(head.error());
         if (!at::equal(*head, m.wte)) m.lm_head = *head;

@@ -152,6 +152,14 @@ CASES = [
          layout="linear",
          desc="nanoGPT layout: 'transformer.' names, weights [out, in], lm_head.weight, "
               "query exp_exp position stored as attn.beta [H]"),
+    dict(name="compiled_prefix", seed=116, H=2, E=16, P=32, V=50, T=12, act="gelu",
+         q=side("exp_exp", "shared", "sum", True, True), v=None, prefix="transformer.",
+         outer="_orig_mod.", layout="linear",
+         desc="a torch.compile'd nanoGPT state dict: '_orig_mod.transformer.' names and "
+              "'_orig_mod.lm_head.weight'"),
+    dict(name="ddp_prefix", seed=117, H=2, E=16, P=32, V=50, T=12, act="gelu_new",
+         q=side("sigmoid", "feature", "sum", True, False), v=side(None, "shared", "sum", False, False),
+         outer="module.", desc="a DistributedDataParallel state dict: HF names under 'module.'"),
 ]
 
 
@@ -249,7 +257,8 @@ def stored_tensors(case, W):
     out += [(pre + "ln_f.weight", W["ln_f.w"]), (pre + "ln_f.bias", W["ln_f.b"])]
     if linear:
         out.append(("lm_head.weight", W["wte"].clone()))
-    return out
+    outer = case.get("outer", "")  # a wrapper's prefix on every name (torch.compile, DDP)
+    return [(outer + name, t) for name, t in out]
 
 
 # --------------------------------------------------------------------------------------------

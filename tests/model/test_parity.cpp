@@ -78,7 +78,7 @@ std::vector<std::string> AllCases() {
     return {"vanilla", "q_sigmoid_shared_sum_perhead", "q_expexp_feature_sum_layer", "q_linear_none_sum",
             "q_none_shared_sum", "qv_sigmoid_shared_product_perhead", "qv_expexp_feature_product_mixed",
             "v_only_linear_feature_sum", "q_sigmoid_feature_product_gelu_exact", "qv_none_feature_product", "identity",
-            "fp16_storage", "bf16_storage", "transformer_prefix", "linear_layout"};
+            "fp16_storage", "bf16_storage", "transformer_prefix", "linear_layout", "compiled_prefix", "ddp_prefix"};
 }
 
 INSTANTIATE_TEST_SUITE_P(Forms, Parity, ::testing::ValuesIn(AllCases()),
@@ -105,6 +105,12 @@ TEST(Layout, LinearLayoutAndPrefixAreDetected) {
     EXPECT_EQ(prefix.gpt.layout, "conv1d");
     EXPECT_EQ(plain.gpt.layout, "conv1d");
     EXPECT_TRUE(linear.gpt.unused_tensors.empty()) << linear.gpt.unused_tensors.front();
+    // Wrappers' prefixes: torch.compile's "_orig_mod." before nanoGPT names, DDP's "module." before HF names.
+    ReferenceCase compiled("compiled_prefix"), ddp("ddp_prefix");
+    ASSERT_TRUE(compiled.ok && ddp.ok) << compiled.error << ddp.error;
+    EXPECT_EQ(compiled.gpt.layout, "linear");
+    EXPECT_TRUE(compiled.gpt.unused_tensors.empty()) << compiled.gpt.unused_tensors.front();
+    EXPECT_TRUE(ddp.gpt.unused_tensors.empty()) << ddp.gpt.unused_tensors.front();
 }
 
 TEST(Forward, RejectsBadIds) {
