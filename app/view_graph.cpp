@@ -87,7 +87,10 @@ void GraphView::Draw(AppState& state) {
         return;
     }
     const ImVec2 origin = ImGui::GetCursorScreenPos();
-    const float cell = std::max(8.0f, (ImGui::GetContentRegionAvail().x / 3.0f - ImGui::GetFontSize() * 2.0f) / kNodes);
+    // Cells fit three maps across and, below them, the title, node labels and four lines of text.
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    const float font = ImGui::GetFontSize();
+    const float cell = std::max(8.0f, std::min((avail.x / 3.0f - font * 2.0f) / kNodes, (avail.y - font * 8.0f) / kNodes));
     const viz::Colormap map = state.settings.colormap == viz::Colormap::Diverging ? viz::Colormap::Viridis : state.settings.colormap;
     double l1 = 0, kl = 0;
     DrawMatrix("##target", "P* (target: 1 / degree on each neighbour)", target, cell, map);
