@@ -23,6 +23,7 @@
 #include "app/head_summary.h"
 #include "app/session.h"
 #include "model/analysis.h"
+#include "model/files.h"
 
 namespace app {
 namespace fs = std::filesystem;
@@ -472,11 +473,10 @@ model::Status ResolveExportHeads(ExportOptions* options, int layers, int heads) 
 
 std::string DefaultModelDir() {
     if (const char* env = std::getenv("SSAVIZ_MODEL"); env && *env) return env;
-    std::error_code ec;
-    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    if (ec) return "";
+    const fs::path exe_dir = model::ExecutableDir();
+    if (exe_dir.empty()) return "";
     // The bundled English SSA model; else the build's random model (long context, for tests).
-    for (const fs::path& candidate : {exe.parent_path() / ".." / "assets" / "models" / "english" / "ssa", exe.parent_path() / "models" / "default"})
+    for (const fs::path& candidate : {exe_dir / ".." / "assets" / "models" / "english" / "ssa", exe_dir / "models" / "default"})
         if (fs::exists(candidate / "config.json")) return candidate.lexically_normal().string();
     return "";
 }

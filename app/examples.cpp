@@ -1,20 +1,19 @@
 #include "app/examples.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "model/files.h"
 #include "model/tasks.h"
 
 namespace app {
 namespace fs = std::filesystem;
 
 std::string BundledModelsDir() {
-    std::error_code ec;
-    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    if (!ec && fs::exists(exe.parent_path() / ".." / "assets" / "models" / "examples.json"))
-        return (exe.parent_path() / ".." / "assets" / "models").lexically_normal().string();
+    const fs::path exe_dir = model::ExecutableDir();
+    if (!exe_dir.empty() && fs::exists(exe_dir / ".." / "assets" / "models" / "examples.json"))
+        return (exe_dir / ".." / "assets" / "models").lexically_normal().string();
 #ifdef SSAVIZ_SOURCE_ASSETS
     if (fs::exists(fs::path(SSAVIZ_SOURCE_ASSETS) / "models" / "examples.json")) return SSAVIZ_SOURCE_ASSETS "/models";
 #endif
@@ -25,10 +24,10 @@ std::vector<Example> BundledExamples() {
     std::vector<Example> out;
     const std::string root = BundledModelsDir();
     if (root.empty()) return out;
-    nlohmann::json list;
+    auto list = model::ParseJsonFile(root + "/examples.json");
+    if (!list) return {};
     try {
-        list = nlohmann::json::parse(std::ifstream(root + "/examples.json"));
-        for (const auto& e : list) {
+        for (const auto& e : *list) {
             Example x;
             x.id = e.at("id");
             x.title = e.at("title");
@@ -44,16 +43,16 @@ std::vector<Example> BundledExamples() {
             if (fs::exists(x.model_dir + "/config.json")) out.push_back(std::move(x));
         }
     } catch (const std::exception&) {
-        return {};  // a broken examples.json only hides the menu's entries
+        return {};  // a broken examples.json (or a bad entry) only hides the menu's entries
     }
     return out;
 }
 
 std::string TrainedTask(const std::string& model_dir) {
+    auto record = model::ParseJsonFile(model_dir + "/train.json");
+    if (!record) return "";
     try {
-        std::ifstream in(model_dir + "/train.json");
-        if (!in) return "";
-        return nlohmann::json::parse(in).at("task").value("task", "");
+        return record->at("task").value("task", "");
     } catch (const std::exception&) {
         return "";
     }

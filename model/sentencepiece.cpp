@@ -1,5 +1,7 @@
 #include "model/sentencepiece.h"
 
+#include "model/files.h"
+
 #include <dlfcn.h>
 
 #include <filesystem>
@@ -29,14 +31,13 @@ const Shim& GetShim() {
         namespace fs = std::filesystem;
         std::vector<std::string> candidates;
         if (const char* env = std::getenv("SSAVIZ_SPM_LIBRARY"); env && *env) candidates.push_back(env);
-        std::error_code ec;
-        const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-        if (!ec) candidates.push_back((exe.parent_path() / "libssaviz_spm.so").string());
+        if (const std::string dir = ExecutableDir(); !dir.empty()) candidates.push_back(dir + "/libssaviz_spm.so");
 #ifdef SSAVIZ_SPM_BUILD_PATH
         candidates.push_back(SSAVIZ_SPM_BUILD_PATH);
 #endif
         void* lib = nullptr;
         std::string tried;
+        std::error_code ec;
         for (const auto& path : candidates) {
             if (!fs::exists(path, ec)) {
                 tried += (tried.empty() ? "" : ", ") + path;
@@ -132,11 +133,10 @@ private:
 Result<std::unique_ptr<Tokenizer>> LoadSentencePieceTokenizer(const std::string& path) {
     const Shim& shim = GetShim();
     if (!shim.error.empty()) return Fail(path + ": " + shim.error);
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Fail(path + ": cannot read");
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto bytes = ReadFile(path);
+    if (!bytes) return Fail(bytes.error());
     char error[256] = "";
-    void* handle = shim.load(bytes.data(), bytes.size(), error, sizeof error);
+    void* handle = shim.load(bytes->data(), bytes->size(), error, sizeof error);
     if (!handle) return Fail(path + ": not a SentencePiece model (" + std::string(error) + ")");
     auto tokenizer = std::make_unique<SentencePieceTokenizer>(shim, handle);
     if (tokenizer->VocabSize() == 0) return Fail(path + ": SentencePiece model has no pieces");

@@ -8,6 +8,7 @@
 
 #include <c10/core/GradMode.h>
 
+#include "model/files.h"
 #include "model/sentencepiece.h"
 
 namespace model {
@@ -343,9 +344,9 @@ Result<Corpus> ReadCorpus(const std::vector<std::string>& paths) {
         }
     }
     for (const auto& f : files) {
-        std::ifstream in(f, std::ios::binary);
-        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        if (!in.good() && !in.eof()) return Fail(f.string() + ": cannot read");
+        auto read = ReadFile(f.string());
+        if (!read) return Fail(read.error());
+        const std::string& text = *read;
         if (text.empty() || FindInvalidUtf8(text) != std::string::npos || text.find('\0') != std::string::npos) {
             corpus.skipped.push_back(f.string() + " (not UTF-8 text)");
             continue;

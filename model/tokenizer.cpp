@@ -2,6 +2,7 @@
 // loaders for vocab.json + merges.txt and HF tokenizer.json. Behaviour follows OpenAI's encoder.py
 // as ported to JavaScript by the npm package gpt-3-encoder, our test reference.
 #include "model/tokenizer.h"
+#include "model/files.h"
 #include "model/sentencepiece.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -183,25 +184,6 @@ Result<Pcre2Code> CompileGpt2Pattern() {
 
 // ---------------------------------------------------------------------------------------------
 // Files
-
-Result<std::string> ReadFile(const std::string& path) {
-    std::ifstream file(path, std::ios::binary);
-    if (!file) return Fail("cannot open '" + path + "'");
-    std::ostringstream contents;
-    contents << file.rdbuf();
-    if (file.bad()) return Fail("cannot read '" + path + "'");
-    return contents.str();
-}
-
-Result<nlohmann::json> ParseJsonFile(const std::string& path) {
-    auto text = ReadFile(path);
-    if (!text) return Fail(text.error());
-    try {
-        return nlohmann::json::parse(*text);
-    } catch (const nlohmann::json::exception& e) {
-        return Fail(path + ": invalid JSON (" + e.what() + ")");
-    }
-}
 
 // vocab.json and tokenizer.json spell tokens and merge symbols in byte-level characters.
 struct BpeFiles {

@@ -14,6 +14,7 @@
 #include <torch/optim/adamw.h>
 #include <torch/serialize.h>
 
+#include "model/files.h"
 #include "model/sentencepiece.h"
 
 namespace model {
@@ -108,11 +109,6 @@ double LearningRate(const TrainOptions& o, int64_t step) {  // step counted from
     const double progress = static_cast<double>(step - o.warmup) / std::max<int64_t>(1, o.steps - o.warmup);
     const double cosine = 0.5 * (1 + std::cos(M_PI * std::min(1.0, progress)));
     return o.lr * (o.min_lr_ratio + (1 - o.min_lr_ratio) * cosine);
-}
-
-std::string ReadText(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 Status WriteText(const std::string& path, const std::string& text) {
@@ -258,12 +254,9 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
     double seconds_before = 0;
     nlohmann::json history = nlohmann::json::array();
     if (o.resume) {
-        nlohmann::json state;
-        try {
-            state = nlohmann::json::parse(ReadText(checkpoint + "/state.json"));
-        } catch (const std::exception&) {
-            return Fail(checkpoint + "/state.json: missing or not JSON (nothing to resume)");
-        }
+        auto read = ParseJsonFile(checkpoint + "/state.json");
+        if (!read) return Fail(checkpoint + "/state.json: missing or not JSON (nothing to resume)");
+        const nlohmann::json& state = *read;
         if (state.value("identity", nlohmann::json()) != RunIdentity(o))
             return Fail(checkpoint + ": was written with other settings (model shape, task, seed or optimizer); resume with the same flags");
         for (auto& run : runs) {
@@ -365,13 +358,9 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
 }
 
 Result<nlohmann::json> EvaluateModelFolder(const std::string& dir, const std::string& data_override) {
-    nlohmann::json record;
-    try {
-        record = nlohmann::json::parse(ReadText(dir + "/train.json"));
-    } catch (const std::exception&) {
-        return Fail(dir + "/train.json: missing or not JSON (eval scores models that ssaviz train wrote)");
-    }
-    auto spec = TaskSpecFromJson(record.value("task", nlohmann::json::object()));
+    auto record = ParseJsonFile(dir + "/train.json");
+    if (!record) return Fail(dir + "/train.json: missing or not JSON (eval scores models that ssaviz train wrote)");
+    auto spec = TaskSpecFromJson(record->value("task", nlohmann::json::object()));
     if (!spec) return Fail(dir + "/train.json: " + spec.error());
     if (!data_override.empty()) spec->data = {data_override};
     auto tokenizer = LoadTokenizer(dir);
