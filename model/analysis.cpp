@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 
+#include "model/files.h"
 #include "model/metrics.h"
 #include "model/safetensors.h"
 #include "model/ssa_gpt.h"
@@ -25,15 +26,31 @@ struct LoadedModel {
     QkSpectrum spectrum;  // computed once per model
 };
 
-Result<LoadedModel> LoadModelFolder(const std::string& dir, at::Device device) {
-    if (!fs::is_directory(dir)) return Fail("model folder '" + dir + "' does not exist");
-    auto gpt = LoadSsaGptFolder(dir, device);
+// GPT-2's own vocabulary ships with ssaviz; a checkpoint without tokenizer files whose vocabulary
+// has GPT-2's size (nanoGPT pads it to 50,304) gets it.
+Result<std::unique_ptr<Tokenizer>> LoadTokenizerFor(const std::string& dir, const ModelConfig& config, std::vector<std::string>* notes) {
+    auto tokenizer = LoadTokenizer(dir);
+    if (tokenizer || (config.vocab_size != 50257 && config.vocab_size != 50304)) return tokenizer;
+    const fs::path exe = ExecutableDir();
+    for (const fs::path& candidate : {exe / ".." / "assets" / "tokenizers" / "gpt2", exe / "models" / "default"}) {
+        if (!fs::exists(candidate / "vocab.json")) continue;
+        auto gpt2 = LoadGpt2Tokenizer((candidate / "vocab.json").string(), (candidate / "merges.txt").string());
+        if (gpt2) notes->push_back("no tokenizer files: GPT-2's (vocab_size " + std::to_string(config.vocab_size) + ")");
+        return gpt2;
+    }
+    return tokenizer;
+}
+
+Result<LoadedModel> LoadModelFolder(const std::string& dir, at::Device device, const ConfigHints& hints) {
+    auto gpt = LoadSsaGptFolder(dir, device, hints);
     if (!gpt) return Fail(gpt.error());
     const ModelConfig config = gpt->config;
-    auto tokenizer = LoadTokenizer(dir);
+    auto files = FindModelFiles(dir);
+    if (!files) return Fail(files.error());
+    auto tokenizer = LoadTokenizerFor(files->dir, config, &gpt->notes);
     if (!tokenizer) return Fail(tokenizer.error());
     if ((*tokenizer)->VocabSize() > static_cast<size_t>(config.vocab_size))
-        return Fail(dir + ": tokenizer has " + std::to_string((*tokenizer)->VocabSize()) + " tokens but config.json's vocab_size is " +
+        return Fail(dir + ": tokenizer has " + std::to_string((*tokenizer)->VocabSize()) + " tokens but the model's vocab_size is " +
                     std::to_string(config.vocab_size));
 
     LoadedModel m;
@@ -48,6 +65,10 @@ Result<LoadedModel> LoadModelFolder(const std::string& dir, at::Device device) {
     m.info.tokenizer_kind = m.tokenizer->Kind();
     m.info.tokenizer_vocab = m.tokenizer->VocabSize();
     m.info.unused_tensors = m.gpt.unused_tensors;
+    m.info.weights_path = m.gpt.weights_path;
+    m.info.weights_format = m.gpt.weights_format;
+    m.info.stored_dtype = m.gpt.stored_dtype;
+    m.info.notes = m.gpt.notes;
     return m;
 }
 
@@ -115,10 +136,10 @@ struct Engine::Impl {
 Engine::Engine() : m_impl(std::make_unique<Impl>()) {}
 Engine::~Engine() = default;
 
-Result<std::unique_ptr<Engine>> Engine::Open(const std::string& model_dir, const std::string& device_name) {
+Result<std::unique_ptr<Engine>> Engine::Open(const std::string& model_dir, const std::string& device_name, const ConfigHints& hints) {
     auto device = ResolveDevice(device_name);
     if (!device) return Fail(device.error());
-    auto model = LoadModelFolder(model_dir, *device);
+    auto model = LoadModelFolder(model_dir, *device, hints);
     if (!model) return Fail(model.error());
     std::unique_ptr<Engine> engine(new Engine());
     engine->m_impl->device = *device;
@@ -126,8 +147,8 @@ Result<std::unique_ptr<Engine>> Engine::Open(const std::string& model_dir, const
     return engine;
 }
 
-Status Engine::OpenTwin(const std::string& twin_dir) {
-    auto twin = LoadModelFolder(twin_dir, m_impl->device);
+Status Engine::OpenTwin(const std::string& twin_dir, const ConfigHints& hints) {
+    auto twin = LoadModelFolder(twin_dir, m_impl->device, hints);
     if (!twin) return Fail(twin.error());
     const ModelConfig &a = m_impl->model.info.config, &b = twin->info.config;
     if (a.n_layer != b.n_layer || a.n_head != b.n_head)

@@ -13,6 +13,7 @@
 #include "model/config.h"
 #include "model/result.h"
 #include "model/tokenizer.h"
+#include "model/weights.h"
 
 namespace model {
 
@@ -25,6 +26,10 @@ struct ModelInfo {
     std::string tokenizer_kind;  // "gpt2-bpe"
     size_t tokenizer_vocab = 0;
     std::vector<std::string> unused_tensors;
+    std::string weights_path;         // the file the weights came from
+    std::string weights_format;       // "safetensors" or "torch.save"
+    std::string stored_dtype;         // "F32", "F16", "F16+F32", ...
+    std::vector<std::string> notes;   // what the loader inferred (no config.json, GPT-2 tokenizer, ...)
 };
 
 struct NamedArray {
@@ -79,12 +84,14 @@ struct AnalyzeOptions {
 class Engine {
 public:
     // device: "auto", "cpu" or "cuda".
-    static Result<std::unique_ptr<Engine>> Open(const std::string& model_dir, const std::string& device);
+    // `model_path`: a model folder or a checkpoint file; `hints` fill in what a checkpoint without
+    // config.json cannot tell (see InferConfig).
+    static Result<std::unique_ptr<Engine>> Open(const std::string& model_path, const std::string& device, const ConfigHints& hints = {});
     ~Engine();
 
     // A separately trained twin to compare against instead of the tau = 1 counterfactual. It must
     // have the same layers, heads and tokenizer.
-    Status OpenTwin(const std::string& twin_dir);
+    Status OpenTwin(const std::string& twin_dir, const ConfigHints& hints = {});
     void CloseTwin();
 
     const ModelInfo& Info() const;

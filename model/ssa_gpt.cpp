@@ -1,6 +1,8 @@
 #include "model/ssa_gpt.h"
 
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -11,6 +13,7 @@
 #include <torch/cuda.h>
 
 #include "model/safetensors.h"
+#include "model/weights.h"
 
 namespace model {
 namespace {
@@ -23,39 +26,18 @@ std::string ShapeString(at::IntArrayRef shape) {
 
 std::string ShapeString(const std::vector<int64_t>& shape) { return ShapeString(at::IntArrayRef(shape)); }
 
-// Reads tensors out of a safetensors file by model-relative name ("h.0.ln_1.weight"), trying the
-// file's prefix ("" or "transformer."), checking shapes, converting to float32 on the device.
+// Reads tensors out of a weights file by model-relative name ("h.0.ln_1.weight"), whatever the
+// prefix, checking shapes, converting to float32 on the device.
 class TensorReader {
 public:
-    // The names' prefix is whatever precedes "wte.weight": "" (HF), "transformer." (HF with the
-    // LM head, nanoGPT), and wrappers' "_orig_mod." (torch.compile) or "module." (DDP) before
-    // either. The wrapper alone also prefixes names outside "transformer." (lm_head.weight).
-    TensorReader(const SafetensorsFile& file, at::Device device) : m_file(file), m_device(device) {
-        const std::string wte = "wte.weight";
-        bool found = false;
-        for (const auto& t : m_file.header.tensors)
-            if (t.name.size() >= wte.size() && t.name.compare(t.name.size() - wte.size(), wte.size(), wte) == 0 &&
-                (!found || t.name.size() - wte.size() < m_prefix.size())) {
-                m_prefix = t.name.substr(0, t.name.size() - wte.size());
-                found = true;
-            }
-        const std::string transformer = "transformer.";
-        m_outer = m_prefix.size() >= transformer.size() &&
-                          m_prefix.compare(m_prefix.size() - transformer.size(), transformer.size(), transformer) == 0
-                      ? m_prefix.substr(0, m_prefix.size() - transformer.size())
-                      : m_prefix;
-    }
+    TensorReader(const WeightFile& file, at::Device device) : m_file(file), m_device(device) {}
 
-    const TensorInfo* Find(const std::string& name) const {
-        for (const std::string* pre : {&m_prefix, &m_outer})
-            if (const TensorInfo* t = m_file.header.Find(*pre + name)) return t;
-        return m_file.header.Find(name);
-    }
+    const StoredTensor* Find(const std::string& name) const { return m_file.Find(name); }
 
     // Any of `shapes` is accepted; an empty list accepts any shape.
     Result<at::Tensor> Read(const std::string& name, const std::vector<std::vector<int64_t>>& shapes, const std::string& why) {
-        const TensorInfo* info = Find(name);
-        if (!info) return Fail("no tensor '" + m_prefix + name + "' (" + why + ")");
+        const StoredTensor* info = Find(name);
+        if (!info) return Fail("no tensor '" + m_file.prefix + name + "' (" + why + ")");
         m_used.insert(info->name);
         bool shape_ok = shapes.empty();
         for (const auto& s : shapes) shape_ok = shape_ok || s == info->shape;
@@ -73,15 +55,20 @@ public:
             default:
                 return Fail("tensor '" + info->name + "' has dtype " + ToString(info->dtype) + "; weights must be F32, F16, BF16 or F64");
         }
-        const uint8_t* bytes = m_file.Data(*info);
+        const bool aligned = reinterpret_cast<uintptr_t>(info->data) % DtypeSize(info->dtype) == 0;
         at::Tensor t;
-        if (type == at::kFloat && m_device.is_cpu() && reinterpret_cast<uintptr_t>(bytes) % alignof(float) == 0) {
-            // Zero-copy: the tensor reads the mapping, and keeps it alive.
+        if (aligned) {
+            // Read the mapping in place (strided views too); the tensor keeps the mapping alive.
             auto keep = m_file.file;
-            t = at::from_blob(const_cast<uint8_t*>(bytes), info->shape, [keep](void*) {}, at::TensorOptions(at::kFloat));
+            at::Tensor stored = at::from_blob(const_cast<uint8_t*>(info->data), info->shape, info->strides, [keep](void*) {},
+                                              at::TensorOptions(type));
+            const bool zero_copy = type == at::kFloat && m_device.is_cpu() && info->Contiguous();
+            t = zero_copy ? stored : stored.to(m_device, at::kFloat).contiguous();
         } else {
+            // safetensors offsets need not be aligned to the dtype: copy the bytes out first.
+            if (!info->Contiguous()) return Fail("tensor '" + info->name + "' is a strided view at a misaligned address");
             at::Tensor raw = at::empty(info->shape, at::TensorOptions(type));
-            std::memcpy(raw.data_ptr(), bytes, info->end - info->begin);
+            std::memcpy(raw.data_ptr(), info->data, raw.numel() * DtypeSize(info->dtype));
             t = raw.to(m_device, at::kFloat);
         }
         if (t.numel() > 0 && !at::isfinite(t).all().item<bool>())
@@ -91,7 +78,7 @@ public:
 
     std::vector<std::string> Unused() const {
         std::vector<std::string> names;
-        for (const auto& t : m_file.header.tensors) {
+        for (const auto& t : m_file.tensors) {
             bool mask_buffer = t.name.size() > 10 && (t.name.compare(t.name.size() - 10, 10, ".attn.bias") == 0 ||
                                                       t.name.find(".attn.masked_bias") != std::string::npos);
             if (!m_used.count(t.name) && !mask_buffer) names.push_back(t.name);
@@ -100,9 +87,8 @@ public:
     }
 
 private:
-    const SafetensorsFile& m_file;
+    const WeightFile& m_file;
     at::Device m_device;
-    std::string m_prefix, m_outer;  // e.g. "_orig_mod.transformer." and "_orig_mod."
     std::set<std::string> m_used;
 };
 
@@ -165,7 +151,7 @@ int64_t SsaGpt::ParameterCount() const {
     return n;
 }
 
-Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const SafetensorsFile& file, at::Device device) {
+Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const WeightFile& file, at::Device device) {
     c10::InferenceMode guard;
     TensorReader reader(file, device);
     const int64_t E = c.n_embd, V = c.vocab_size, P = c.n_positions;
@@ -180,9 +166,12 @@ Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const SafetensorsFile& file, at:
     m.wpe = *wpe;
 
     // Layout from the first layer's c_attn, whose two orientations differ ([E, 3E] vs [3E, E]).
-    const TensorInfo* attn0 = reader.Find("h.0.attn.c_attn.weight");
+    const StoredTensor* attn0 = reader.Find("h.0.attn.c_attn.weight");
     bool linear_layout = attn0 && attn0->shape == std::vector<int64_t>{3 * E, E};
     m.layout = linear_layout ? "linear" : "conv1d";
+    // nanoGPT's bias=False models have no biases in LayerNorms and Linears: zeros are the same.
+    const bool bias = reader.Find("h.0.ln_1.bias") || reader.Find("h.0.attn.c_attn.bias");
+    if (!bias) m.notes.push_back("no biases in the file (nanoGPT bias=False): zeros");
 
     for (int l = 0; l < c.n_layer; ++l) {
         const std::string h = "h." + std::to_string(l) + ".";
@@ -195,6 +184,11 @@ Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const SafetensorsFile& file, at:
             {&w.fc_b, h + "mlp.c_fc.bias", {4 * E}},     {&w.mlp_proj_b, h + "mlp.c_proj.bias", {E}},
         };
         for (auto& v : vectors) {
+            const bool is_bias = v.name.size() > 5 && v.name.compare(v.name.size() - 5, 5, ".bias") == 0;
+            if (is_bias && !bias) {
+                *v.dst = at::zeros(v.shape, at::TensorOptions(device));
+                continue;
+            }
             auto t = reader.Read(v.name, {v.shape}, why);
             if (!t) return Fail(t.error());
             *v.dst = *t;
@@ -221,7 +215,7 @@ Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const SafetensorsFile& file, at:
 
     auto ln_f_w = reader.Read("ln_f.weight", {{E}}, "final layer norm");
     if (!ln_f_w) return Fail(ln_f_w.error());
-    auto ln_f_b = reader.Read("ln_f.bias", {{E}}, "final layer norm");
+    auto ln_f_b = bias ? reader.Read("ln_f.bias", {{E}}, "final layer norm") : Result<at::Tensor>(at::zeros({E}, at::TensorOptions(device)));
     if (!ln_f_b) return Fail(ln_f_b.error());
     m.ln_f_w = *ln_f_w;
     m.ln_f_b = *ln_f_b;
@@ -382,13 +376,32 @@ SsaGpt RandomSsaGpt(const ModelConfig& c, uint64_t seed) {
 
 Status SaveModelFolder(const SsaGpt& m, const std::string& dir) { return SaveModelFolder(m, dir, Dtype::F32); }
 
-Result<SsaGpt> LoadSsaGptFolder(const std::string& dir, at::Device device) {
-    auto config = LoadConfig(dir + "/config.json");
-    if (!config) return Fail(config.error());
-    auto file = SafetensorsFile::Open(dir + "/model.safetensors");
-    if (!file) return Fail(file.error());
-    auto gpt = LoadSsaGpt(*config, *file, device);
-    if (!gpt) return Fail(dir + "/model.safetensors: " + gpt.error());
+Result<SsaGpt> LoadSsaGptFolder(const std::string& path, at::Device device, const ConfigHints& hints) {
+    auto files = FindModelFiles(path);
+    if (!files) return Fail(files.error());
+    auto weights = OpenWeights(files->weights);
+    if (!weights) return Fail(weights.error());
+    InferredConfig config;
+    if (!files->config.empty()) {
+        auto parsed = LoadConfig(files->config);
+        if (!parsed) return Fail(parsed.error());
+        config.config = *parsed;
+    } else {
+        auto inferred = InferConfig(*weights, hints);
+        if (!inferred) return Fail(files->weights + ": " + inferred.error());
+        config = std::move(*inferred);
+        config.notes.insert(config.notes.begin(), "no config.json: shape inferred from the tensors");
+    }
+    auto gpt = LoadSsaGpt(config.config, *weights, device);
+    if (!gpt) return Fail(files->weights + ": " + gpt.error());
+    gpt->weights_path = files->weights;
+    gpt->weights_format = weights->format;
+    std::set<std::string> dtypes;
+    for (const auto& t : weights->tensors) dtypes.insert(ToString(t.dtype));
+    for (const auto& d : dtypes) gpt->stored_dtype += (gpt->stored_dtype.empty() ? "" : "+") + d;
+    if (!weights->state_dict_path.empty() && weights->state_dict_path != "the top level")
+        config.notes.push_back("state dict found at " + weights->state_dict_path);
+    gpt->notes.insert(gpt->notes.begin(), config.notes.begin(), config.notes.end());
     return gpt;
 }
 

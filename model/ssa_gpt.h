@@ -14,6 +14,7 @@
 #include "model/config.h"
 #include "model/result.h"
 #include "model/safetensors.h"
+#include "model/weights.h"
 
 namespace model {
 
@@ -43,15 +44,19 @@ struct SsaGpt {
     std::vector<LayerWeights> layers;
     std::string layout;        // "conv1d" (HF) or "linear" (nanoGPT / official code, transposed on load)
     std::vector<std::string> unused_tensors;  // names in the file the model did not use
+    std::string weights_path;    // the file the weights came from
+    std::string weights_format;  // "safetensors" or "torch.save"
+    std::string stored_dtype;    // the file's dtypes, e.g. "F16" or "F16+F32"
+    std::vector<std::string> notes;  // what the loader inferred or assumed, for info and the GUI
 
     int64_t ParameterCount() const;
     at::Device device() const { return wte.device(); }
 };
 
-// Builds the model from a config and an opened safetensors file, checking every shape against
-// the config. Weights are converted to float32 on `device`.
-struct SafetensorsFile;
-Result<SsaGpt> LoadSsaGpt(const ModelConfig& config, const SafetensorsFile& file, at::Device device);
+// Builds the model from a config and an opened weights file (safetensors or torch.save), checking
+// every shape against the config. Weights are converted to float32 on `device`.
+struct WeightFile;
+Result<SsaGpt> LoadSsaGpt(const ModelConfig& config, const WeightFile& file, at::Device device);
 
 // Random weights with a fixed seed (std 0.02 like GPT-2's init; larger for Q/K and the SSA
 // parameters so maps and temperatures vary). Used for the build's default model and for tests.
@@ -60,8 +65,10 @@ SsaGpt RandomSsaGpt(const ModelConfig& config, uint64_t seed);
 // `storage` F16 halves the file (weights are float32 again once loaded).
 Status SaveModelFolder(const SsaGpt& model, const std::string& dir, Dtype storage);
 Status SaveModelFolder(const SsaGpt& model, const std::string& dir);
-// config.json + model.safetensors of a folder; errors name the file.
-Result<SsaGpt> LoadSsaGptFolder(const std::string& dir, at::Device device);
+// A model folder (config.json + model.safetensors or pytorch_model.bin, or a lone checkpoint) or a
+// checkpoint file. Without config.json the shape is inferred from the tensors, with `hints` for
+// what the shapes cannot tell. Errors name the file.
+Result<SsaGpt> LoadSsaGptFolder(const std::string& path, at::Device device, const ConfigHints& hints = {});
 
 struct ForwardOptions {
     bool vanilla = false;        // the counterfactual: tau_q = tau_v = 1 everywhere

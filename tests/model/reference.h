@@ -11,6 +11,7 @@
 
 #include "model/safetensors.h"
 #include "model/ssa_gpt.h"
+#include "model/weights.h"
 
 namespace model::testing {
 
@@ -21,13 +22,12 @@ struct ReferenceCase {
     std::vector<int32_t> ids;
     SafetensorsFile reference;
 
-    explicit ReferenceCase(const std::string& name) {
+    // `weights`: the file in the case's folder to load (its safetensors by default, or one of the
+    // torch.save checkpoints the reference wrote of the same weights), with `hints` for those
+    // without a config.json beside them.
+    explicit ReferenceCase(const std::string& name, const std::string& weights = "", const ConfigHints& hints = {}) {
         const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/ref/" + name;
-        auto config = LoadConfig(dir + "/config.json");
-        if (!config) { error = config.error(); return; }
-        auto weights = SafetensorsFile::Open(dir + "/model.safetensors");
-        if (!weights) { error = weights.error(); return; }
-        auto gpt_or = LoadSsaGpt(*config, *weights, at::kCPU);
+        auto gpt_or = weights.empty() ? LoadDirect(dir) : LoadSsaGptFolder(dir + "/" + weights, at::kCPU, hints);
         if (!gpt_or) { error = gpt_or.error(); return; }
         gpt = std::move(*gpt_or);
         auto ref = SafetensorsFile::Open(dir + "/reference.safetensors");
@@ -38,6 +38,14 @@ struct ReferenceCase {
         if (j.is_discarded() || !j.contains("ids")) { error = dir + "/case.json: no ids"; return; }
         ids = j["ids"].get<std::vector<int32_t>>();
         ok = true;
+    }
+
+    static Result<SsaGpt> LoadDirect(const std::string& dir) {
+        auto config = LoadConfig(dir + "/config.json");
+        if (!config) return Fail(config.error());
+        auto weights = OpenWeights(dir + "/model.safetensors");
+        if (!weights) return Fail(weights.error());
+        return LoadSsaGpt(*config, *weights, at::kCPU);
     }
 
     at::Tensor Ref(const std::string& name) const {

@@ -8,6 +8,7 @@ model, and stores what this implementation computes:
 
     OUT/<case>/config.json            HF GPT-2 keys plus the optional "ssa" block
     OUT/<case>/model.safetensors      weights (HF names and [in, out] Conv1D layout, or a variant)
+    OUT/<case>/model.pt               the same weights as torch.save writes a state dict
     OUT/<case>/case.json              {"ids": [...], "description": "..."}
     OUT/<case>/reference.safetensors  float32 tensors: logits, attention, tau_q, tau_v, the
                                       vanilla counterfactual, torch.nn.MultiheadAttention maps,
@@ -21,6 +22,7 @@ Exits non-zero with a message when a self-check fails.
 """
 
 import argparse
+import collections
 import json
 import math
 import os
@@ -106,7 +108,7 @@ CASES = [
          act="gelu_new", q=side("exp_exp", "feature", "sum", False, False), v=None,
          desc="query: exp_exp position + feature token, sum; p [], w [E], b []"),
     dict(name="q_linear_none_sum", seed=104, H=3, E=24, P=48, V=64, T=20, act="gelu_new",
-         q=side("linear", None, "sum", True, False), v=None,
+         q=side("linear", None, "sum", True, False), v=None, checkpoints=("protocol4",),
          desc="query: linear position only, sum; p [H]"),
     dict(name="q_none_shared_sum", seed=105, H=2, E=16, P=32, V=60, T=10, act="gelu_new",
          q=side(None, "shared", "sum", False, False), v=None,
@@ -145,16 +147,16 @@ CASES = [
          desc="q+v SSA, every tensor stored BF16 (reference from the rounded weights)"),
     dict(name="transformer_prefix", seed=114, H=2, E=24, P=32, V=70, T=14, act="gelu_new",
          q=side("sigmoid", "shared", "sum", True, True),
-         v=side(None, "shared", "sum", False, False), prefix="transformer.",
+         v=side(None, "shared", "sum", False, False), prefix="transformer.", checkpoints=("hf",),
          desc="tensor names prefixed 'transformer.'"),
     dict(name="linear_layout", seed=115, H=3, E=24, P=32, V=64, T=18, act="gelu",
          q=side("exp_exp", None, "sum", True, False), v=None, prefix="transformer.",
-         layout="linear",
+         layout="linear", checkpoints=("nanogpt",),
          desc="nanoGPT layout: 'transformer.' names, weights [out, in], lm_head.weight, "
               "query exp_exp position stored as attn.beta [H]"),
     dict(name="compiled_prefix", seed=116, H=2, E=16, P=32, V=50, T=12, act="gelu",
          q=side("exp_exp", "shared", "sum", True, True), v=None, prefix="transformer.",
-         outer="_orig_mod.", layout="linear",
+         outer="_orig_mod.", layout="linear", checkpoints=("nanogpt",),
          desc="a torch.compile'd nanoGPT state dict: '_orig_mod.transformer.' names and "
               "'_orig_mod.lm_head.weight'"),
     dict(name="ddp_prefix", seed=117, H=2, E=16, P=32, V=50, T=12, act="gelu_new",
@@ -259,6 +261,72 @@ def stored_tensors(case, W):
         out.append(("lm_head.weight", W["wte"].clone()))
     outer = case.get("outer", "")  # a wrapper's prefix on every name (torch.compile, DDP)
     return [(outer + name, t) for name, t in out]
+
+
+# --------------------------------------------------------------------------------------------
+# torch.save checkpoints of the same weights
+# --------------------------------------------------------------------------------------------
+
+def state_dict(tensors):
+    """An OrderedDict with the _metadata attribute nn.Module.state_dict() attaches."""
+    sd = collections.OrderedDict(tensors)
+    sd._metadata = collections.OrderedDict([("", {"version": 1})])
+    return sd
+
+
+def storage_dtype(case):
+    return {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}[case.get("storage", "F32")]
+
+
+def tie_lm_head(tensors):
+    """nanoGPT / HF tie lm_head.weight to wte.weight: one storage, saved once, named twice."""
+    wte = next(t for name, t in tensors if name.endswith("wte.weight"))
+    return [(name, wte if name.endswith("lm_head.weight") else t) for name, t in tensors]
+
+
+def nanogpt_checkpoint(case, tensors):
+    """What nanoGPT's train.py saves: the model under 'model' plus optimizer state and metadata
+    (a numpy scalar among it, which the C++ reader must skip without running anything)."""
+    params = [t.clone().requires_grad_(True) for _, t in tensors if t.dtype.is_floating_point]
+    opt = torch.optim.AdamW(params, lr=6e-4, betas=(0.9, 0.95))
+    sum((p.float() ** 2).sum() for p in params).backward()
+    opt.step()
+    return {
+        "model": state_dict(tensors),
+        "optimizer": opt.state_dict(),
+        "model_args": dict(n_layer=2, n_head=case["H"], n_embd=case["E"], block_size=case["P"],
+                           bias=True, vocab_size=case["V"], dropout=0.0),
+        "iter_num": 5000,
+        "best_val_loss": torch.tensor(3.25),
+        "config": {"dataset": "openwebtext", "learning_rate": 6e-4, "betas": (0.9, 0.95),
+                   "numpy_loss": np.float64(3.25), "compile": True},
+    }
+
+
+def write_checkpoints(case, W, d):
+    dtype = storage_dtype(case)
+    tensors = [(name, t.to(dtype)) for name, t in stored_tensors(case, W)]
+    torch.save(state_dict(tensors), os.path.join(d, "model.pt"))
+    for variant in case.get("checkpoints", ()):
+        sub = os.path.join(d, variant)
+        os.makedirs(sub, exist_ok=True)
+        if variant == "hf":
+            # transformers' save_pretrained(safe_serialization=False): config.json +
+            # pytorch_model.bin with the tied lm_head; matrices saved as transposed views
+            # (strides (1, rows)) to exercise strided storage.
+            with open(os.path.join(d, "config.json")) as f:
+                config = f.read()
+            with open(os.path.join(sub, "config.json"), "w") as f:
+                f.write(config)
+            strided = [(n, t.t().contiguous().t() if t.dim() == 2 else t) for n, t in tensors]
+            strided.append((case.get("prefix", "") .replace("transformer.", "") + "lm_head.weight", tensors[0][1]))
+            torch.save(state_dict(tie_lm_head(strided)), os.path.join(sub, "pytorch_model.bin"))
+        elif variant == "nanogpt":
+            torch.save(nanogpt_checkpoint(case, tie_lm_head(tensors)), os.path.join(sub, "ckpt.pt"))
+        elif variant == "protocol4":
+            torch.save(state_dict(tensors), os.path.join(sub, "model.pt"), pickle_protocol=4)
+        else:
+            raise ValueError(variant)
 
 
 # --------------------------------------------------------------------------------------------
@@ -515,6 +583,7 @@ def run_case(case, out_dir):
         f.write("\n")
     write_safetensors(os.path.join(d, "model.safetensors"), stored_tensors(case, W),
                       dtype=case.get("storage", "F32"), metadata={"format": "pt"})
+    write_checkpoints(case, W, d)
 
     logits, attn, tau_q, tau_v, _ = forward(case, W, ids, vanilla=False)
     logits_v, attn_v, _, _, ln1_v = forward(case, W, ids, vanilla=True)
