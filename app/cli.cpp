@@ -51,6 +51,10 @@ const char* kUsage =
     "                       [--freeze-positions | --learn-positions] [--save-dtype f32|f16] [--threads N]\n"
     "         trains an SSA model and its vanilla twin on the same batches: DIR/ssa, DIR/vanilla, DIR/checkpoint\n"
     "       ssaviz eval     --model DIR [--data PATH] [--json]   re-scores a trained model on its task (from train.json)\n"
+    "--model takes a folder (config.json + model.safetensors or pytorch_model.bin, or a lone checkpoint) or a\n"
+    "torch.save checkpoint file (.pt / .pth / .bin / .ckpt). Without config.json the shape comes from the tensors;\n"
+    "these say what they cannot: [--n-head N] [--query-form POSITION,TOKEN[,COMBINE]] [--value-form ...]\n"
+    "[--activation gelu|gelu_new]   (POSITION: sigmoid|exp_exp|linear|none, TOKEN: shared|feature|none, COMBINE: sum|product)\n"
     "exit codes: 0 ok, 1 failure, 2 usage error, 3 bad model or input file\n";
 
 std::string Format(const char* format, double value) {
@@ -78,11 +82,29 @@ std::string ReadText(const Flags& flags) {
     return buffer.str();
 }
 
+// What a checkpoint without config.json cannot tell about itself.
+model::ConfigHints ConfigHints(const Flags& flags) {
+    model::ConfigHints hints;
+    if (flags.Has("--n-head")) hints.n_head = ParsePositive(flags, "--n-head", 0);
+    for (const char* flag : {"--query-form", "--value-form"}) {
+        if (!flags.Has(flag)) continue;
+        auto form = model::ParseFormSpec(flags.Get(flag));
+        if (!form) throw Failure{kExitUsage, std::string(flag) + ": " + form.error()};
+        (std::string(flag) == "--query-form" ? hints.query : hints.value) = *form;
+    }
+    if (flags.Has("--activation")) {
+        const std::string a = flags.Get("--activation");
+        if (a != "gelu" && a != "gelu_new") throw Failure{kExitUsage, "--activation '" + a + "' is not gelu or gelu_new"};
+        hints.activation = a == "gelu" ? model::Activation::Gelu : model::Activation::GeluNew;
+    }
+    return hints;
+}
+
 std::unique_ptr<model::Engine> OpenEngine(const Flags& flags) {
     std::string device = flags.Get("--device", "auto");
     if (device != "auto" && device != "cpu" && device != "cuda")
         throw Failure{kExitUsage, "--device '" + device + "' is not one of auto, cpu, cuda"};
-    auto engine = model::Engine::Open(ModelDir(flags), device);
+    auto engine = model::Engine::Open(ModelDir(flags), device, ConfigHints(flags));
     if (!engine) {
         bool device_problem = engine.error().rfind("--device", 0) == 0;
         throw Failure{device_problem ? kExitUsage : kExitBadInput, engine.error()};
@@ -135,7 +157,9 @@ int CmdInfo(const Flags& flags) {
                 model::ToString(c.activation), info.layout.c_str());
     std::printf("tau_q        %s\ntau_v        %s\n", model::Describe(c.query).c_str(), model::Describe(c.value).c_str());
     std::printf("tokenizer    %s, %zu tokens\ndevice       %s\n", info.tokenizer_kind.c_str(), info.tokenizer_vocab, info.device.c_str());
+    std::printf("weights      %s (%s, stored %s)\n", info.weights_path.c_str(), info.weights_format.c_str(), info.stored_dtype.c_str());
     if (!info.unused_tensors.empty()) std::printf("unused       %zu tensors (e.g. %s)\n", info.unused_tensors.size(), info.unused_tensors[0].c_str());
+    for (const std::string& note : info.notes) std::printf("note         %s\n", note.c_str());
     return kExitOk;
 }
 
@@ -326,7 +350,7 @@ int CmdExport(const Flags& flags) {
     if (flags.Has("--highlight-scope")) ParseHighlightScope(flags.Get("--highlight-scope"), c, &options.figures);
     std::string compare = flags.Get("--compare", "vanilla");
     if (compare != "vanilla") {
-        if (auto s = engine->OpenTwin(compare); !s) throw Failure{kExitBadInput, s.error()};
+        if (auto s = engine->OpenTwin(compare, ConfigHints(flags)); !s) throw Failure{kExitBadInput, s.error()};
     }
 
     if (!flags.Has("--batch")) {
@@ -482,7 +506,7 @@ std::string DefaultModelDir() {
 }
 
 int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
-    const std::set<std::string> model_flags = {"--model", "--device"};
+    const std::set<std::string> model_flags = {"--model", "--device", "--n-head", "--query-form", "--value-form", "--activation"};
     try {
         std::string command = args.size() > 1 ? args[1] : "";
         auto with = [&](std::set<std::string> extra) {
@@ -541,6 +565,7 @@ int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
         if (gui->session && !flags.Has("--model") && !gui->session->model_dir.empty()) gui->model_dir = gui->session->model_dir;
         else gui->model_dir = ModelDir(flags);
         gui->device = flags.Get("--device", gui->session ? gui->session->device : "auto");
+        gui->hints = ConfigHints(flags);
         if (gui->session && !flags.Has("--text") && !flags.Has("--text-file")) gui->text = gui->session->text;
         gui->export_to = flags.Get("--export-to");
         if (flags.Has("--example")) {

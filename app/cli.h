@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "app/session.h"
+#include "model/weights.h"
 
 namespace app {
 
@@ -26,6 +27,7 @@ struct GuiOptions {
     std::string show;        // --show export|help|demo: a window open from the start
     std::string example;     // --example ID: open a bundled model with its twin and text (Examples menu)
     std::string export_to;   // --export-to DIR: export with the session's export settings, then exit (tests)
+    model::ConfigHints hints;  // --n-head, --query-form, --value-form, --activation: for checkpoints without config.json
 };
 
 // Runs a subcommand and returns its exit code. When argv names no subcommand, fills `gui` and

@@ -130,7 +130,9 @@ json InfoToJson(const model::ModelInfo& info) {
                 {"layout", info.layout},
                 {"device", info.device},
                 {"tokenizer", {{"kind", info.tokenizer_kind}, {"vocab", info.tokenizer_vocab}}},
-                {"unused_tensors", info.unused_tensors}};
+                {"unused_tensors", info.unused_tensors},
+                {"weights", {{"path", info.weights_path}, {"format", info.weights_format}, {"stored_dtype", info.stored_dtype}}},
+                {"notes", info.notes}};
 }
 
 json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float sink_epsilon) {

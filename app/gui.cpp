@@ -24,6 +24,7 @@
 #include "app/view_model.h"
 #include "app/view_graph.h"
 #include "app/examples.h"
+#include "app/view_checkpoint.h"
 #include "app/view_open.h"
 #include "app/view_sparsity.h"
 #include "app/view_text.h"
@@ -48,6 +49,7 @@ struct Views {
     HelpView help;
     GraphView graph;
     OpenDialog open;
+    CheckpointDialog checkpoint;
     ExportDialog export_dialog;
 };
 
@@ -73,7 +75,8 @@ public:
                 ApplyExample(x);
                 model_dir = *std::exchange(m_state.open_model_request, std::nullopt);
             }
-        m_worker.OpenModel(model_dir, m_device);  // its ModelOpened event requests the first analysis
+        m_state.hints = options.hints;
+        m_state.open_model_request = model_dir;  // its ModelOpened event requests the first analysis
         m_show_export = options.show == "export";
         m_state.show_help = options.show == "help";
         m_state.show_demo = options.show == "demo";
@@ -194,6 +197,7 @@ public:
         m_views.help.Draw(m_state);
         m_views.graph.Draw(m_state);
         m_views.open.Draw(m_state);
+        m_views.checkpoint.Draw(m_state);
         if (std::exchange(m_show_export, false)) m_views.export_dialog.Show(m_state);
         m_views.export_dialog.Draw(m_state);
         DrawSessionPopup();
@@ -204,11 +208,13 @@ public:
     // After the frame: act on what the views asked for.
     void HandleRequests() {
         if (m_state.open_model_request) {
-            m_worker.OpenModel(*m_state.open_model_request, m_device);
-            m_state.open_model_request.reset();
+            const std::string path = *std::exchange(m_state.open_model_request, std::nullopt);
+            // A checkpoint whose tensors leave its shape or SSA forms open: ask before loading.
+            if (!CheckpointQuestion(path, m_state.hints).empty()) m_views.checkpoint.Show(path, m_state.hints);
+            else m_worker.OpenModel(path, m_device, m_state.hints);
         }
         if (m_state.open_twin_request) {
-            m_worker.OpenTwin(*m_state.open_twin_request);
+            m_worker.OpenTwin(*m_state.open_twin_request, m_state.hints);
             m_state.open_twin_request.reset();
         }
         if (m_state.close_twin_request) {
@@ -240,6 +246,7 @@ public:
         return s;
     }
     bool Settled() const {
+        if (m_views.checkpoint.Showing()) return true;  // waiting for the user, not the model
         return !m_state.busy && !m_twin_expected && (m_state.analysis || !m_state.error.empty()) && m_state.model;
     }
     ExportDialog& Exporter() { return m_views.export_dialog; }

@@ -71,6 +71,7 @@ struct AppState {
     // Requests from views, handled by the app at the end of the frame.
     bool text_changed = false;
     std::optional<std::string> open_model_request;
+    model::ConfigHints hints;  // for checkpoints without config.json: from flags, or asked for (CheckpointDialog)
     std::optional<std::string> open_twin_request;
     bool close_twin_request = false;
     bool show_open_dialog = false;

@@ -72,6 +72,9 @@ void ModelView::Draw(AppState& state) {
         Row("tau_q form", model::Describe(c.query), "Per-query inverse temperature: scales the logits of row i.");
         Row("tau_v form", model::Describe(c.value), "Per-key value temperature: scales value vector j.");
         Row("layout", m.layout.empty() ? "-" : m.layout);
+        if (!m.weights_path.empty())
+            Row("weights", m.weights_format + ", stored " + m.stored_dtype, m.weights_path.c_str());
+        for (const std::string& note : m.notes) Row("note", note, "What the loader inferred or assumed while opening the model.");
         Row("tokenizer", m.tokenizer_kind.empty() ? "-" : m.tokenizer_kind);
         Row("device", m.device.empty() ? "-" : m.device);
         if (!m.unused_tensors.empty()) {

@@ -17,9 +17,18 @@ namespace {
 constexpr size_t kMaxRecent = 10;
 const char* const kPopupId = "###open_dialog";  // one id whatever the title says
 
+// A model folder holds config.json, or weights the loader finds without one; a checkpoint file
+// (.pt, .pth, .bin, .ckpt, .safetensors) opens on its own.
 bool IsModelFolder(const fs::path& dir) {
     std::error_code ec;
-    return fs::is_regular_file(dir / "config.json", ec);
+    for (const char* name : {"config.json", "model.safetensors", "pytorch_model.bin"})
+        if (fs::is_regular_file(dir / name, ec)) return true;
+    return false;
+}
+
+bool IsCheckpointFile(const fs::path& path) {
+    const std::string ext = path.extension().string();
+    return ext == ".pt" || ext == ".pth" || ext == ".bin" || ext == ".ckpt" || ext == ".safetensors";
 }
 
 // Absolute and lexically normal, no trailing separator, "~" expanded; the input when that fails.
@@ -160,8 +169,12 @@ void OpenDialog::List() {
             break;
         }
         std::error_code entry_ec;
+        if (it->is_regular_file(entry_ec) && IsCheckpointFile(it->path())) {
+            m_entries.push_back({it->path().filename().string(), true, true});
+            continue;
+        }
         if (!it->is_directory(entry_ec)) continue;  // follows links; unreadable entries are skipped
-        m_entries.push_back({it->path().filename().string(), IsModelFolder(it->path())});
+        m_entries.push_back({it->path().filename().string(), IsModelFolder(it->path()), false});
     }
     std::sort(m_entries.begin(), m_entries.end(), [](const Entry& a, const Entry& b) { return LessNoCase(a.name, b.name); });
 }
@@ -221,7 +234,7 @@ void OpenDialog::Draw(AppState& state) {
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("Type a folder and press Enter.");
 
     ImGui::SetNextItemWidth(font * 14.0f);
-    ImGui::InputTextWithHint("##filter", "filter folders", &m_filter);
+    ImGui::InputTextWithHint("##filter", "filter", &m_filter);
     ImGui::SameLine();
     ImGui::Checkbox("show hidden folders", &m_show_hidden);
     ImGui::SameLine();
@@ -248,7 +261,7 @@ void OpenDialog::Draw(AppState& state) {
     std::string open_now;  // set by a double-click, acted on after the lists
     std::string enter_now;
     if (ImGui::BeginChild("##entries", ImVec2(0, std::max(line * 4, ImGui::GetContentRegionAvail().y - footer)), true)) {
-        if (shown.empty()) ImGui::TextDisabled(m_entries.empty() ? "(no sub-folders)" : "(no folder matches)");
+        if (shown.empty()) ImGui::TextDisabled(m_entries.empty() ? "(no sub-folders or checkpoints)" : "(nothing matches)");
         ImGuiListClipper clipper;
         clipper.Begin(static_cast<int>(shown.size()));
         while (clipper.Step()) {
@@ -257,7 +270,7 @@ void OpenDialog::Draw(AppState& state) {
                 const std::string full = (fs::path(m_dir) / e.name).string();
                 ImGui::PushID(shown[k]);
                 if (e.is_model) ImGui::PushStyleColor(ImGuiCol_Text, kModelColor);
-                const std::string label = e.is_model ? e.name : e.name + "/";
+                const std::string label = e.is_model || e.is_file ? e.name : e.name + "/";
                 if (ImGui::Selectable(label.c_str(), e.is_model && m_selected == full, ImGuiSelectableFlags_AllowDoubleClick)) {
                     if (e.is_model) m_selected = full;
                     if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) (e.is_model ? open_now : enter_now) = full;
@@ -266,7 +279,7 @@ void OpenDialog::Draw(AppState& state) {
                 if (ImGui::IsItemHovered()) ImGui::SetTooltip(e.is_model ? "Double-click to open this model." : "Double-click to enter this folder.");
                 if (e.is_model) {
                     ImGui::SameLine(ImGui::GetContentRegionAvail().x - font * 3.0f);
-                    ImGui::TextDisabled("model");
+                    ImGui::TextDisabled(e.is_file ? "file" : "model");
                 }
                 ImGui::PopID();
             }
@@ -280,7 +293,8 @@ void OpenDialog::Draw(AppState& state) {
         if (ImGui::BeginChild("##recent", ImVec2(0, line * recent_rows + ImGui::GetStyle().WindowPadding.y * 2), true)) {
             for (size_t i = 0; i < state.recent_models.size(); ++i) {
                 const std::string& dir = state.recent_models[i];
-                const bool exists = IsModelFolder(dir);
+                std::error_code ec;
+                const bool exists = IsModelFolder(dir) || (IsCheckpointFile(dir) && fs::is_regular_file(dir, ec));
                 ImGui::PushID(static_cast<int>(i));
                 if (!exists) ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
                 if (ImGui::Selectable(dir.c_str(), m_selected == dir, ImGuiSelectableFlags_AllowDoubleClick) && exists) {
@@ -301,7 +315,7 @@ void OpenDialog::Draw(AppState& state) {
     ImGui::Separator();
     const bool can_open = !m_selected.empty();
     if (can_open) ImGui::Text("Selected: %s", m_selected.c_str());
-    else ImGui::TextDisabled("Select a model folder (marked green; it holds config.json).");
+    else ImGui::TextDisabled("Select a model folder (marked green) or a checkpoint file (.pt, .pth, .bin, .ckpt, .safetensors).");
     if (!can_open) ImGui::BeginDisabled();
     if (ImGui::Button("Open", ImVec2(font * 6, 0))) open_now = m_selected;
     if (!can_open) ImGui::EndDisabled();

@@ -1,4 +1,5 @@
-// File > Open: an ImGui-drawn folder browser that opens a model folder (one holding config.json)
+// File > Open: an ImGui-drawn browser that opens a model folder (config.json, model.safetensors or
+// pytorch_model.bin) or a checkpoint file
 // as the model or as its comparison twin, plus the recent models remembered in the user's config
 // folder ($XDG_CONFIG_HOME/ssaviz/recent.txt, else ~/.config/ssaviz/recent.txt).
 #pragma once
@@ -17,7 +18,8 @@ public:
 private:
     struct Entry {
         std::string name;
-        bool is_model = false;  // holds config.json
+        bool is_model = false;  // a model folder, or a checkpoint file
+        bool is_file = false;   // a checkpoint file
     };
 
     void Start(const AppState& state);

@@ -40,10 +40,12 @@ uint64_t InferenceWorker::Push(Request request) {
     return id;
 }
 
-uint64_t InferenceWorker::OpenModel(const std::string& dir, const std::string& device) {
-    return Push({Request::Kind::OpenModel, 0, dir, device});
+uint64_t InferenceWorker::OpenModel(const std::string& dir, const std::string& device, const model::ConfigHints& hints) {
+    return Push({Request::Kind::OpenModel, 0, dir, device, false, 0, hints});
 }
-uint64_t InferenceWorker::OpenTwin(const std::string& dir) { return Push({Request::Kind::OpenTwin, 0, dir, ""}); }
+uint64_t InferenceWorker::OpenTwin(const std::string& dir, const model::ConfigHints& hints) {
+    return Push({Request::Kind::OpenTwin, 0, dir, "", false, 0, hints});
+}
 uint64_t InferenceWorker::CloseTwin() { return Push({Request::Kind::CloseTwin, 0, "", ""}); }
 uint64_t InferenceWorker::Analyze(const std::string& text, bool truncate) {
     Request r{Request::Kind::Analyze, 0, text, ""};
@@ -99,7 +101,7 @@ void InferenceWorker::Handle(const Request& r) {
     using Kind = WorkerEvent::Kind;
     switch (r.kind) {
         case Request::Kind::OpenModel: {
-            auto engine = model::Engine::Open(r.arg, r.device);
+            auto engine = model::Engine::Open(r.arg, r.device, r.hints);
             if (!engine) return Emit({Kind::Error, {}, nullptr, engine.error(), r.id});
             m_engine = std::move(*engine);
             m_device = r.device;
@@ -107,7 +109,7 @@ void InferenceWorker::Handle(const Request& r) {
         }
         case Request::Kind::OpenTwin: {
             if (!m_engine) return Emit({Kind::Error, {}, nullptr, "open a model before its twin", r.id});
-            if (auto s = m_engine->OpenTwin(r.arg); !s) return Emit({Kind::Error, {}, nullptr, s.error(), r.id});
+            if (auto s = m_engine->OpenTwin(r.arg, r.hints); !s) return Emit({Kind::Error, {}, nullptr, s.error(), r.id});
             return Emit({Kind::TwinOpened, *m_engine->TwinInfo(), nullptr, "", r.id, NowMs() - r.start_ms});
         }
         case Request::Kind::CloseTwin:

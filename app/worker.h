@@ -38,8 +38,9 @@ public:
     InferenceWorker(const InferenceWorker&) = delete;
     InferenceWorker& operator=(const InferenceWorker&) = delete;
 
-    uint64_t OpenModel(const std::string& dir, const std::string& device);
-    uint64_t OpenTwin(const std::string& dir);
+    // `hints`: what a checkpoint without config.json cannot tell (n_head, SSA forms).
+    uint64_t OpenModel(const std::string& dir, const std::string& device, const model::ConfigHints& hints = {});
+    uint64_t OpenTwin(const std::string& dir, const model::ConfigHints& hints = {});
     uint64_t CloseTwin();
     uint64_t Analyze(const std::string& text, bool truncate);
 
@@ -54,6 +55,7 @@ private:
         std::string device;
         bool truncate = false;
         double start_ms = 0;
+        model::ConfigHints hints;
     };
 
     uint64_t Push(Request request);

@@ -108,6 +108,37 @@ TEST_F(Cli, BadModelsAreCleanErrors) {
     ExpectOneLineError(Ssaviz({"info", "--model", broken}), 3, "model.safetensors");
 }
 
+// A researcher's checkpoint: the small model re-saved by python3-torch as a nanoGPT-style
+// {"model": state dict} with no config.json and no tokenizer (tests/app/make_checkpoint.py).
+TEST_F(Cli, CheckpointWithoutConfigOpensWithFlagsAndMatchesTheFolder) {
+    const std::string ckpt = kOut + "/checkpoint/ckpt.pt";
+    ExpectOneLineError(Ssaviz({"info", "--model", ckpt}), 3, "--query-form");
+    ExpectOneLineError(Ssaviz({"info", "--model", ckpt, "--query-form", "sigmoid,shared,maybe"}), 2, "--query-form");
+
+    Outcome from_ckpt = Ssaviz({"info", "--model", ckpt, "--query-form", "sigmoid,shared,sum", "--json"});
+    Outcome from_dir = Ssaviz({"info", "--model", Small(), "--json"});
+    ASSERT_EQ(from_ckpt.code, 0) << from_ckpt.err;
+    ASSERT_EQ(from_dir.code, 0) << from_dir.err;
+    nlohmann::json a = nlohmann::json::parse(from_ckpt.out), b = nlohmann::json::parse(from_dir.out);
+    EXPECT_EQ(a["weights"]["format"], "torch.save");
+    EXPECT_EQ(b["weights"]["format"], "safetensors");
+    EXPECT_NE(a["notes"].dump().find("GPT-2's"), std::string::npos) << a["notes"].dump();  // the bundled tokenizer
+    for (const char* key : {"n_layer", "n_head", "n_embd", "n_positions", "vocab_size", "query_temperature", "value_temperature",
+                            "activation_function", "parameters", "tokenizer"})
+        EXPECT_EQ(a[key], b[key]) << key;
+
+    // The same maps, byte for byte, from either file.
+    for (const auto& [model, out] : {std::pair<std::string, std::string>{ckpt, kOut + "/ckpt_export"}, {Small(), kOut + "/dir_export"}}) {
+        fs::remove_all(out);
+        std::vector<std::string> args = {"export", "--model", model, "--text", "The cat sat on the mat", "--out", out, "--format", "npy",
+                                         "--query-form", "sigmoid,shared,sum"};
+        Outcome r = Ssaviz(args);
+        ASSERT_EQ(r.code, 0) << r.err;
+    }
+    for (const char* file : {"attention.npy", "attention_vanilla.npy", "tau_q.npy", "tau_v.npy"})
+        EXPECT_EQ(ReadFile(kOut + "/ckpt_export/" + file), ReadFile(kOut + "/dir_export/" + file)) << file;
+}
+
 TEST_F(Cli, UsageErrorsExitTwo) {
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "hi"}), 2, "--out");
     ExpectOneLineError(Ssaviz({"info", "--model", Small(), "--bogus"}), 2, "--bogus");

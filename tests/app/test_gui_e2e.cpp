@@ -86,6 +86,30 @@ TEST(EndToEnd, GraphExampleShowsTargetAndLearnedMaps) {
     EXPECT_EQ(meta["state"]["text"], "ABCDEFGHABCDEFGH");
 }
 
+// A checkpoint whose SSA position form the tensors cannot tell: the window asks (the "Open
+// checkpoint" dialog) instead of guessing; given the form by flag it opens straight away.
+TEST(EndToEnd, CheckpointWithoutConfigAsksForTheForm) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_checkpoint";
+    fs::create_directories(dir);
+    const std::string ckpt = std::string(SSAVIZ_TEST_OUT) + "/cli/checkpoint/ckpt.pt";
+    const std::string asked = dir + "/asked.png", told = dir + "/told.png";
+    std::string cmd = std::string(SSAVIZ_BINARY) + " --model " + ckpt + " --screenshot " + asked + " --frames 6 >" + dir + "/log.txt 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    nlohmann::json meta = nlohmann::json::parse(std::ifstream(asked + ".json"));
+    ASSERT_TRUE(meta["regions"].contains("checkpoint")) << "no dialog: " << meta["regions"].dump();
+    EXPECT_FALSE(meta["regions"].contains("heatmap")) << "a model opened without its form";
+    auto r = meta["regions"]["checkpoint"];
+    Picture p = Load(asked);
+    EXPECT_GT(DistinctColours(p, r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 6u);
+
+    cmd = std::string(SSAVIZ_BINARY) + " --model " + ckpt + " --query-form sigmoid,shared,sum --text 'The cat sat' --screenshot " + told +
+          " --frames 6 >" + dir + "/log2.txt 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    meta = nlohmann::json::parse(std::ifstream(told + ".json"));
+    EXPECT_FALSE(meta["regions"].contains("checkpoint"));
+    EXPECT_TRUE(meta["regions"].contains("heatmap")) << meta["regions"].dump();
+}
+
 std::string ReadFile(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
