@@ -55,6 +55,7 @@ const char* kUsage =
     "torch.save checkpoint file (.pt / .pth / .bin / .ckpt). Without config.json the shape comes from the tensors;\n"
     "these say what they cannot: [--n-head N] [--query-form POSITION,TOKEN[,COMBINE]] [--value-form ...]\n"
     "[--activation gelu|gelu_new]   (POSITION: sigmoid|exp_exp|linear|none, TOKEN: shared|feature|none, COMBINE: sum|product)\n"
+    "--dtype f32|bf16|f16: what the forward pass computes in (default f32; f16 needs CUDA); maps are float32 either way\n"
     "exit codes: 0 ok, 1 failure, 2 usage error, 3 bad model or input file\n";
 
 std::string Format(const char* format, double value) {
@@ -104,9 +105,9 @@ std::unique_ptr<model::Engine> OpenEngine(const Flags& flags) {
     std::string device = flags.Get("--device", "auto");
     if (device != "auto" && device != "cpu" && device != "cuda")
         throw Failure{kExitUsage, "--device '" + device + "' is not one of auto, cpu, cuda"};
-    auto engine = model::Engine::Open(ModelDir(flags), device, ConfigHints(flags));
+    auto engine = model::Engine::Open(ModelDir(flags), device, ConfigHints(flags), flags.Get("--dtype", "f32"));
     if (!engine) {
-        bool device_problem = engine.error().rfind("--device", 0) == 0;
+        bool device_problem = engine.error().rfind("--device", 0) == 0 || engine.error().rfind("--dtype", 0) == 0;
         throw Failure{device_problem ? kExitUsage : kExitBadInput, engine.error()};
     }
     return std::move(*engine);
@@ -156,7 +157,8 @@ int CmdInfo(const Flags& flags) {
     std::printf("parameters   %lld\nactivation   %s\nlayout       %s\n", static_cast<long long>(info.parameters),
                 model::ToString(c.activation), info.layout.c_str());
     std::printf("tau_q        %s\ntau_v        %s\n", model::Describe(c.query).c_str(), model::Describe(c.value).c_str());
-    std::printf("tokenizer    %s, %zu tokens\ndevice       %s\n", info.tokenizer_kind.c_str(), info.tokenizer_vocab, info.device.c_str());
+    std::printf("tokenizer    %s, %zu tokens\ndevice       %s, computing in %s\n", info.tokenizer_kind.c_str(), info.tokenizer_vocab,
+                info.device.c_str(), info.compute_dtype.c_str());
     std::printf("weights      %s (%s, stored %s)\n", info.weights_path.c_str(), info.weights_format.c_str(), info.stored_dtype.c_str());
     if (!info.unused_tensors.empty()) std::printf("unused       %zu tensors (e.g. %s)\n", info.unused_tensors.size(), info.unused_tensors[0].c_str());
     for (const std::string& note : info.notes) std::printf("note         %s\n", note.c_str());
@@ -506,7 +508,7 @@ std::string DefaultModelDir() {
 }
 
 int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
-    const std::set<std::string> model_flags = {"--model", "--device", "--n-head", "--query-form", "--value-form", "--activation"};
+    const std::set<std::string> model_flags = {"--model", "--device", "--dtype", "--n-head", "--query-form", "--value-form", "--activation"};
     try {
         std::string command = args.size() > 1 ? args[1] : "";
         auto with = [&](std::set<std::string> extra) {
@@ -566,6 +568,7 @@ int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
         else gui->model_dir = ModelDir(flags);
         gui->device = flags.Get("--device", gui->session ? gui->session->device : "auto");
         gui->hints = ConfigHints(flags);
+        gui->dtype = flags.Get("--dtype", "f32");
         if (gui->session && !flags.Has("--text") && !flags.Has("--text-file")) gui->text = gui->session->text;
         gui->export_to = flags.Get("--export-to");
         if (flags.Has("--example")) {

@@ -27,7 +27,8 @@ struct GuiOptions {
     std::string show;        // --show export|help|demo: a window open from the start
     std::string example;     // --example ID: open a bundled model with its twin and text (Examples menu)
     std::string export_to;   // --export-to DIR: export with the session's export settings, then exit (tests)
-    model::ConfigHints hints;  // --n-head, --query-form, --value-form, --activation: for checkpoints without config.json
+    model::ConfigHints hints;
+    std::string dtype = "f32";  // --dtype: the compute dtype  // --n-head, --query-form, --value-form, --activation: for checkpoints without config.json
 };
 
 // Runs a subcommand and returns its exit code. When argv names no subcommand, fills `gui` and

@@ -129,6 +129,7 @@ json InfoToJson(const model::ModelInfo& info) {
                 {"parameters", info.parameters},
                 {"layout", info.layout},
                 {"device", info.device},
+                {"compute_dtype", info.compute_dtype},
                 {"tokenizer", {{"kind", info.tokenizer_kind}, {"vocab", info.tokenizer_vocab}}},
                 {"unused_tensors", info.unused_tensors},
                 {"weights", {{"path", info.weights_path}, {"format", info.weights_format}, {"stored_dtype", info.stored_dtype}}},

@@ -76,6 +76,7 @@ public:
                 model_dir = *std::exchange(m_state.open_model_request, std::nullopt);
             }
         m_state.hints = options.hints;
+        m_dtype = options.dtype;
         m_state.open_model_request = model_dir;  // its ModelOpened event requests the first analysis
         m_show_export = options.show == "export";
         m_state.show_help = options.show == "help";
@@ -211,7 +212,7 @@ public:
             const std::string path = *std::exchange(m_state.open_model_request, std::nullopt);
             // A checkpoint whose tensors leave its shape or SSA forms open: ask before loading.
             if (!CheckpointQuestion(path, m_state.hints).empty()) m_views.checkpoint.Show(path, m_state.hints);
-            else m_worker.OpenModel(path, m_device, m_state.hints);
+            else m_worker.OpenModel(path, m_device, m_state.hints, m_dtype);
         }
         if (m_state.open_twin_request) {
             m_worker.OpenTwin(*m_state.open_twin_request, m_state.hints);
@@ -444,6 +445,7 @@ public:
 private:
     GuiRunOptions m_run;
     std::string m_device;
+    std::string m_dtype = "f32";  // --dtype: the compute dtype
     std::vector<Example> m_examples = BundledExamples();
     std::string m_pending_twin;
     std::string m_example_query;   // an example's query token, selected when its analysis arrives    // a session's twin, opened once its model is

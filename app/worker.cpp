@@ -40,8 +40,9 @@ uint64_t InferenceWorker::Push(Request request) {
     return id;
 }
 
-uint64_t InferenceWorker::OpenModel(const std::string& dir, const std::string& device, const model::ConfigHints& hints) {
-    return Push({Request::Kind::OpenModel, 0, dir, device, false, 0, hints});
+uint64_t InferenceWorker::OpenModel(const std::string& dir, const std::string& device, const model::ConfigHints& hints,
+                                    const std::string& dtype) {
+    return Push({Request::Kind::OpenModel, 0, dir, device, false, 0, hints, dtype});
 }
 uint64_t InferenceWorker::OpenTwin(const std::string& dir, const model::ConfigHints& hints) {
     return Push({Request::Kind::OpenTwin, 0, dir, "", false, 0, hints});
@@ -101,7 +102,7 @@ void InferenceWorker::Handle(const Request& r) {
     using Kind = WorkerEvent::Kind;
     switch (r.kind) {
         case Request::Kind::OpenModel: {
-            auto engine = model::Engine::Open(r.arg, r.device, r.hints);
+            auto engine = model::Engine::Open(r.arg, r.device, r.hints, r.dtype);
             if (!engine) return Emit({Kind::Error, {}, nullptr, engine.error(), r.id});
             m_engine = std::move(*engine);
             m_device = r.device;

@@ -39,7 +39,8 @@ public:
     InferenceWorker& operator=(const InferenceWorker&) = delete;
 
     // `hints`: what a checkpoint without config.json cannot tell (n_head, SSA forms).
-    uint64_t OpenModel(const std::string& dir, const std::string& device, const model::ConfigHints& hints = {});
+    uint64_t OpenModel(const std::string& dir, const std::string& device, const model::ConfigHints& hints = {},
+                       const std::string& dtype = "f32");
     uint64_t OpenTwin(const std::string& dir, const model::ConfigHints& hints = {});
     uint64_t CloseTwin();
     uint64_t Analyze(const std::string& text, bool truncate);
@@ -56,6 +57,7 @@ private:
         bool truncate = false;
         double start_ms = 0;
         model::ConfigHints hints;
+        std::string dtype = "f32";
     };
 
     uint64_t Push(Request request);

@@ -41,8 +41,8 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizerFor(const std::string& dir, cons
     return tokenizer;
 }
 
-Result<LoadedModel> LoadModelFolder(const std::string& dir, at::Device device, const ConfigHints& hints) {
-    auto gpt = LoadSsaGptFolder(dir, device, hints);
+Result<LoadedModel> LoadModelFolder(const std::string& dir, at::Device device, const ConfigHints& hints, at::ScalarType compute) {
+    auto gpt = LoadSsaGptFolder(dir, device, hints, compute);
     if (!gpt) return Fail(gpt.error());
     const ModelConfig config = gpt->config;
     auto files = FindModelFiles(dir);
@@ -62,6 +62,7 @@ Result<LoadedModel> LoadModelFolder(const std::string& dir, at::Device device, c
     m.info.parameters = m.gpt.ParameterCount();
     m.info.layout = m.gpt.layout;
     m.info.device = device.str();
+    m.info.compute_dtype = compute == at::kFloat ? "f32" : compute == at::kBFloat16 ? "bf16" : "f16";
     m.info.tokenizer_kind = m.tokenizer->Kind();
     m.info.tokenizer_vocab = m.tokenizer->VocabSize();
     m.info.unused_tensors = m.gpt.unused_tensors;
@@ -136,10 +137,13 @@ struct Engine::Impl {
 Engine::Engine() : m_impl(std::make_unique<Impl>()) {}
 Engine::~Engine() = default;
 
-Result<std::unique_ptr<Engine>> Engine::Open(const std::string& model_dir, const std::string& device_name, const ConfigHints& hints) {
+Result<std::unique_ptr<Engine>> Engine::Open(const std::string& model_dir, const std::string& device_name, const ConfigHints& hints,
+                                             const std::string& dtype_name) {
     auto device = ResolveDevice(device_name);
     if (!device) return Fail(device.error());
-    auto model = LoadModelFolder(model_dir, *device, hints);
+    auto compute = ResolveComputeDtype(dtype_name, *device);
+    if (!compute) return Fail(compute.error());
+    auto model = LoadModelFolder(model_dir, *device, hints, *compute);
     if (!model) return Fail(model.error());
     std::unique_ptr<Engine> engine(new Engine());
     engine->m_impl->device = *device;
@@ -148,7 +152,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const std::string& model_dir, const
 }
 
 Status Engine::OpenTwin(const std::string& twin_dir, const ConfigHints& hints) {
-    auto twin = LoadModelFolder(twin_dir, m_impl->device, hints);
+    auto twin = LoadModelFolder(twin_dir, m_impl->device, hints, m_impl->model.gpt.dtype());
     if (!twin) return Fail(twin.error());
     const ModelConfig &a = m_impl->model.info.config, &b = twin->info.config;
     if (a.n_layer != b.n_layer || a.n_head != b.n_head)

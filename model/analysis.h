@@ -23,6 +23,7 @@ struct ModelInfo {
     int64_t parameters = 0;
     std::string layout;          // "conv1d" or "linear"
     std::string device;          // "cpu", "cuda:0"
+    std::string compute_dtype = "f32";  // what the forward pass computes in: f32, bf16, f16
     std::string tokenizer_kind;  // "gpt2-bpe"
     size_t tokenizer_vocab = 0;
     std::vector<std::string> unused_tensors;
@@ -86,7 +87,9 @@ public:
     // device: "auto", "cpu" or "cuda".
     // `model_path`: a model folder or a checkpoint file; `hints` fill in what a checkpoint without
     // config.json cannot tell (see InferConfig).
-    static Result<std::unique_ptr<Engine>> Open(const std::string& model_path, const std::string& device, const ConfigHints& hints = {});
+    // `dtype`: what the forward pass computes in, "f32", "bf16" or "f16" (CUDA only).
+    static Result<std::unique_ptr<Engine>> Open(const std::string& model_path, const std::string& device, const ConfigHints& hints = {},
+                                                const std::string& dtype = "f32");
     ~Engine();
 
     // A separately trained twin to compare against instead of the tau = 1 counterfactual. It must

@@ -30,7 +30,8 @@ std::string ShapeString(const std::vector<int64_t>& shape) { return ShapeString(
 // prefix, checking shapes, converting to float32 on the device.
 class TensorReader {
 public:
-    TensorReader(const WeightFile& file, at::Device device) : m_file(file), m_device(device) {}
+    TensorReader(const WeightFile& file, at::Device device, at::ScalarType compute)
+        : m_file(file), m_device(device), m_compute(compute) {}
 
     const StoredTensor* Find(const std::string& name) const { return m_file.Find(name); }
 
@@ -62,17 +63,18 @@ public:
             auto keep = m_file.file;
             at::Tensor stored = at::from_blob(const_cast<uint8_t*>(info->data), info->shape, info->strides, [keep](void*) {},
                                               at::TensorOptions(type));
-            const bool zero_copy = type == at::kFloat && m_device.is_cpu() && info->Contiguous();
-            t = zero_copy ? stored : stored.to(m_device, at::kFloat).contiguous();
+            const bool zero_copy = type == m_compute && m_device.is_cpu() && info->Contiguous();
+            t = zero_copy ? stored : stored.to(m_device, m_compute).contiguous();
         } else {
             // safetensors offsets need not be aligned to the dtype: copy the bytes out first.
             if (!info->Contiguous()) return Fail("tensor '" + info->name + "' is a strided view at a misaligned address");
             at::Tensor raw = at::empty(info->shape, at::TensorOptions(type));
             std::memcpy(raw.data_ptr(), info->data, raw.numel() * DtypeSize(info->dtype));
-            t = raw.to(m_device, at::kFloat);
+            t = raw.to(m_device, m_compute);
         }
         if (t.numel() > 0 && !at::isfinite(t).all().item<bool>())
-            return Fail("tensor '" + info->name + "' contains NaN or infinite values");
+            return Fail("tensor '" + info->name + "' contains NaN or infinite values" +
+                        (type != m_compute ? std::string(" once converted to ") + c10::toString(m_compute) : std::string()));
         return t.to(m_device);
     }
 
@@ -89,6 +91,7 @@ public:
 private:
     const WeightFile& m_file;
     at::Device m_device;
+    at::ScalarType m_compute;
     std::set<std::string> m_used;
 };
 
@@ -151,9 +154,10 @@ int64_t SsaGpt::ParameterCount() const {
     return n;
 }
 
-Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const WeightFile& file, at::Device device) {
+Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const WeightFile& file, at::Device device, at::ScalarType compute) {
     c10::InferenceMode guard;
-    TensorReader reader(file, device);
+    TensorReader reader(file, device, compute);
+    const auto zeros_options = at::TensorOptions(device).dtype(compute);
     const int64_t E = c.n_embd, V = c.vocab_size, P = c.n_positions;
     SsaGpt m;
     m.config = c;
@@ -186,7 +190,7 @@ Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const WeightFile& file, at::Devi
         for (auto& v : vectors) {
             const bool is_bias = v.name.size() > 5 && v.name.compare(v.name.size() - 5, 5, ".bias") == 0;
             if (is_bias && !bias) {
-                *v.dst = at::zeros(v.shape, at::TensorOptions(device));
+                *v.dst = at::zeros(v.shape, zeros_options);
                 continue;
             }
             auto t = reader.Read(v.name, {v.shape}, why);
@@ -215,7 +219,7 @@ Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const WeightFile& file, at::Devi
 
     auto ln_f_w = reader.Read("ln_f.weight", {{E}}, "final layer norm");
     if (!ln_f_w) return Fail(ln_f_w.error());
-    auto ln_f_b = bias ? reader.Read("ln_f.bias", {{E}}, "final layer norm") : Result<at::Tensor>(at::zeros({E}, at::TensorOptions(device)));
+    auto ln_f_b = bias ? reader.Read("ln_f.bias", {{E}}, "final layer norm") : Result<at::Tensor>(at::zeros({E}, zeros_options));
     if (!ln_f_b) return Fail(ln_f_b.error());
     m.ln_f_w = *ln_f_w;
     m.ln_f_b = *ln_f_b;
@@ -239,7 +243,8 @@ at::Tensor Temperature(const TemperatureForm& form, const TemperatureParams& par
         at::Tensor s = form.position == PositionForm::Sigmoid ? at::sigmoid(p)
                      : form.position == PositionForm::ExpExp  ? at::exp(-at::exp(p))
                                                               : p;
-        at::Tensor log_i = at::log(at::arange(1, T + 1, x.options())).unsqueeze(0);  // [1, T], i counted from 1
+        // [1, T], i counted from 1; in float32 first, as bf16 cannot count past 256 exactly.
+        at::Tensor log_i = at::log(at::arange(1, T + 1, x.options().dtype(at::kFloat))).to(x.scalar_type()).unsqueeze(0);
         pos = 1 + s * log_i;
     }
     at::Tensor tok = at::zeros({1, T}, x.options());
@@ -311,7 +316,7 @@ Result<ForwardOutput> Forward(const SsaGpt& m, const std::vector<int32_t>& ids, 
                         std::to_string(c.vocab_size));
 
     c10::InferenceMode guard;
-    const auto opts = m.wte.options();
+    const auto opts = m.wte.options().dtype(at::kFloat);  // captures in float32 whatever the compute dtype
     at::Tensor index = at::tensor(at::ArrayRef<int32_t>(ids), at::kInt).to(m.device(), at::kLong).unsqueeze(0);
     at::Tensor x = Embed(m, index);  // [1, T, E]
 
@@ -327,7 +332,7 @@ Result<ForwardOutput> Forward(const SsaGpt& m, const std::vector<int32_t>& ids, 
         out.tau_q[l].copy_(capture.tau_q[0]);
         out.tau_v[l].copy_(capture.tau_v[0]);
     }
-    if (options.want_logits) out.logits = Logits(m, x)[0];  // [T, V]
+    if (options.want_logits) out.logits = Logits(m, x)[0].to(at::kFloat);  // [T, V]
     return out;
 }
 
@@ -376,7 +381,7 @@ SsaGpt RandomSsaGpt(const ModelConfig& c, uint64_t seed) {
 
 Status SaveModelFolder(const SsaGpt& m, const std::string& dir) { return SaveModelFolder(m, dir, Dtype::F32); }
 
-Result<SsaGpt> LoadSsaGptFolder(const std::string& path, at::Device device, const ConfigHints& hints) {
+Result<SsaGpt> LoadSsaGptFolder(const std::string& path, at::Device device, const ConfigHints& hints, at::ScalarType compute) {
     auto files = FindModelFiles(path);
     if (!files) return Fail(files.error());
     auto weights = OpenWeights(files->weights);
@@ -392,7 +397,7 @@ Result<SsaGpt> LoadSsaGptFolder(const std::string& path, at::Device device, cons
         config = std::move(*inferred);
         config.notes.insert(config.notes.begin(), "no config.json: shape inferred from the tensors");
     }
-    auto gpt = LoadSsaGpt(config.config, *weights, device);
+    auto gpt = LoadSsaGpt(config.config, *weights, device, compute);
     if (!gpt) return Fail(files->weights + ": " + gpt.error());
     gpt->weights_path = files->weights;
     gpt->weights_format = weights->format;
@@ -437,6 +442,16 @@ Status SaveModelFolder(const SsaGpt& m, const std::string& dir, Dtype storage) {
     if (!config) return Fail(dir + "/config.json: cannot write");
     config << ConfigToJson(m.config).dump(2) << "\n";
     return WriteSafetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
+}
+
+Result<at::ScalarType> ResolveComputeDtype(const std::string& name, at::Device device) {
+    if (name == "f32") return at::kFloat;
+    if (name == "bf16") return at::kBFloat16;
+    if (name == "f16") {
+        if (!device.is_cuda()) return Fail("--dtype f16 needs CUDA: LibTorch's CPU kernels have no half-precision matmul; use bf16 or f32");
+        return at::kHalf;
+    }
+    return Fail("--dtype '" + name + "' is not one of f32, bf16, f16");
 }
 
 Result<at::Device> ResolveDevice(const std::string& name) {

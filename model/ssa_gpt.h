@@ -51,12 +51,15 @@ struct SsaGpt {
 
     int64_t ParameterCount() const;
     at::Device device() const { return wte.device(); }
+    at::ScalarType dtype() const { return wte.scalar_type(); }  // the compute dtype
 };
 
 // Builds the model from a config and an opened weights file (safetensors or torch.save), checking
 // every shape against the config. Weights are converted to float32 on `device`.
 struct WeightFile;
-Result<SsaGpt> LoadSsaGpt(const ModelConfig& config, const WeightFile& file, at::Device device);
+// `compute` is the dtype the weights are held and the forward pass computes in (float32 by
+// default); a file already in that dtype is read in place on the CPU, without a copy.
+Result<SsaGpt> LoadSsaGpt(const ModelConfig& config, const WeightFile& file, at::Device device, at::ScalarType compute = at::kFloat);
 
 // Random weights with a fixed seed (std 0.02 like GPT-2's init; larger for Q/K and the SSA
 // parameters so maps and temperatures vary). Used for the build's default model and for tests.
@@ -68,7 +71,8 @@ Status SaveModelFolder(const SsaGpt& model, const std::string& dir);
 // A model folder (config.json + model.safetensors or pytorch_model.bin, or a lone checkpoint) or a
 // checkpoint file. Without config.json the shape is inferred from the tensors, with `hints` for
 // what the shapes cannot tell. Errors name the file.
-Result<SsaGpt> LoadSsaGptFolder(const std::string& path, at::Device device, const ConfigHints& hints = {});
+Result<SsaGpt> LoadSsaGptFolder(const std::string& path, at::Device device, const ConfigHints& hints = {},
+                                at::ScalarType compute = at::kFloat);
 
 struct ForwardOptions {
     bool vanilla = false;        // the counterfactual: tau_q = tau_v = 1 everywhere
@@ -103,6 +107,9 @@ at::Tensor Embed(const SsaGpt& model, const at::Tensor& ids);  // ids [B, T] int
 at::Tensor Block(const ModelConfig& config, const LayerWeights& weights, const at::Tensor& x, bool vanilla,
                  BlockCapture* capture = nullptr);
 at::Tensor Logits(const SsaGpt& model, const at::Tensor& x);  // final LayerNorm and tied head: [B, T, V]
+
+// "f32", "bf16" or "f16" (CUDA only) -> the compute dtype; captures are float32 whatever it is.
+Result<at::ScalarType> ResolveComputeDtype(const std::string& name, at::Device device);
 
 // Which device to run on. "auto" picks CUDA when available; "cuda" without a GPU is an error.
 Result<at::Device> ResolveDevice(const std::string& name);
