@@ -162,6 +162,11 @@ CASES = [
     dict(name="ddp_prefix", seed=117, H=2, E=16, P=32, V=50, T=12, act="gelu_new",
          q=side("sigmoid", "feature", "sum", True, False), v=side(None, "shared", "sum", False, False),
          outer="module.", desc="a DistributedDataParallel state dict: HF names under 'module.'"),
+    dict(name="gpt2_small", seed=118, L=12, H=12, E=768, P=1024, V=50257, T=16, act="gelu_new",
+         q=side("sigmoid", "shared", "sum", True, True), v=None, prefix="transformer.",
+         storage="F16", checkpoints=("hf",), hf_only=True, matrix_scale=0.2,
+         desc="GPT-2 small's shape (124M parameters) with a per-head SSA query, as an HF folder: "
+              "config.json + pytorch_model.bin (fp16, tied head, strided matrices)"),
 ]
 
 
@@ -183,23 +188,25 @@ def make_weights(case):
     torch.manual_seed(case["seed"])
     H, E, P, V = case["H"], case["E"], case["P"], case["V"]
     d = E // H
-    L = 2
+    L = case.get("L", 2)
     n = lambda *shape, std=1.0: torch.randn(tuple(shape), dtype=torch.float32) * std
+    # Wide models keep activations in range with matrices scaled like 1/sqrt(width).
+    m = lambda *shape, std=1.0: n(*shape, std=std * case.get("matrix_scale", 1.0))
     W = {}
-    W["wte"] = n(V, E, std=0.3)
-    W["wpe"] = n(P, E, std=0.1)
+    W["wte"] = m(V, E, std=0.3)
+    W["wpe"] = m(P, E, std=0.1)
     for l in range(L):
         W[f"{l}.ln_1.w"] = 1.0 + n(E, std=0.1)
         W[f"{l}.ln_1.b"] = n(E, std=0.05)
-        W[f"{l}.c_attn.w"] = n(E, 3 * E, std=0.3)
+        W[f"{l}.c_attn.w"] = m(E, 3 * E, std=0.3)
         W[f"{l}.c_attn.b"] = n(3 * E, std=0.1)
-        W[f"{l}.attn_proj.w"] = n(E, E, std=0.15)
+        W[f"{l}.attn_proj.w"] = m(E, E, std=0.15)
         W[f"{l}.attn_proj.b"] = n(E, std=0.05)
         W[f"{l}.ln_2.w"] = 1.0 + n(E, std=0.1)
         W[f"{l}.ln_2.b"] = n(E, std=0.05)
-        W[f"{l}.c_fc.w"] = n(E, 4 * E, std=0.15)
+        W[f"{l}.c_fc.w"] = m(E, 4 * E, std=0.15)
         W[f"{l}.c_fc.b"] = n(4 * E, std=0.05)
-        W[f"{l}.mlp_proj.w"] = n(4 * E, E, std=0.1)
+        W[f"{l}.mlp_proj.w"] = m(4 * E, E, std=0.1)
         W[f"{l}.mlp_proj.b"] = n(E, std=0.05)
         for tag in ("q", "v"):
             s = case[tag]
@@ -231,7 +238,7 @@ def stored_tensors(case, W):
     linear = case.get("layout") == "linear"
     mat = (lambda w: w.t().contiguous()) if linear else (lambda w: w)
     out = [(pre + "wte.weight", W["wte"]), (pre + "wpe.weight", W["wpe"])]
-    for l in range(2):
+    for l in range(case.get("L", 2)):
         h = f"{pre}h.{l}."
         out += [
             (h + "ln_1.weight", W[f"{l}.ln_1.w"]), (h + "ln_1.bias", W[f"{l}.ln_1.b"]),
@@ -306,7 +313,8 @@ def nanogpt_checkpoint(case, tensors):
 def write_checkpoints(case, W, d):
     dtype = storage_dtype(case)
     tensors = [(name, t.to(dtype)) for name, t in stored_tensors(case, W)]
-    torch.save(state_dict(tensors), os.path.join(d, "model.pt"))
+    if not case.get("hf_only"):
+        torch.save(state_dict(tensors), os.path.join(d, "model.pt"))
     for variant in case.get("checkpoints", ()):
         sub = os.path.join(d, variant)
         os.makedirs(sub, exist_ok=True)
@@ -391,7 +399,7 @@ def forward(case, W, ids, vanilla):
     d = E // H
     eps = 1e-5
     T = len(ids)
-    L = 2
+    L = case.get("L", 2)
     idx = torch.tensor(ids, dtype=torch.long)
     hidden = W["wte"][idx] + W["wpe"][:T]
     attn = torch.zeros(L, H, T, T, dtype=torch.float32)
@@ -443,7 +451,7 @@ def mha_maps(case, W, ln1):
     T = ln1.shape[1]
     causal = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)  # True = masked
     maps = []
-    for l in range(2):
+    for l in range(case.get("L", 2)):
         mha = torch.nn.MultiheadAttention(E, H, bias=True, batch_first=True)
         with torch.no_grad():
             mha.in_proj_weight.copy_(W[f"{l}.c_attn.w"].t())
@@ -472,7 +480,7 @@ def nn_vanilla_logits(case, W, ids):
 
     with torch.no_grad():
         h = (W["wte"][torch.tensor(ids)] + W["wpe"][:T]).unsqueeze(0)
-        for l in range(2):
+        for l in range(case.get("L", 2)):
             mha = torch.nn.MultiheadAttention(E, H, bias=True, batch_first=True).eval()
             mha.in_proj_weight.copy_(W[f"{l}.c_attn.w"].t())
             mha.in_proj_bias.copy_(W[f"{l}.c_attn.b"])
@@ -542,10 +550,10 @@ def compare_metrics(A, B):
 def qk_spectrum(case, W):
     H, E = case["H"], case["E"]
     d = E // H
-    opn = np.zeros((2, H))
-    emean = np.zeros((2, H))
-    evar = np.zeros((2, H))
-    for l in range(2):
+    opn = np.zeros((case.get("L", 2), H))
+    emean = np.zeros((case.get("L", 2), H))
+    evar = np.zeros((case.get("L", 2), H))
+    for l in range(case.get("L", 2)):
         Wa = W[f"{l}.c_attn.w"].numpy().astype(np.float64)
         for h in range(H):
             Wq = Wa[:, h * d:(h + 1) * d]
@@ -570,7 +578,7 @@ def run_case(case, out_dir):
 
     d = os.path.join(out_dir, case["name"])
     os.makedirs(d, exist_ok=True)
-    config = {"n_layer": 2, "n_head": H, "n_embd": E, "n_positions": P, "vocab_size": V,
+    config = {"n_layer": case.get("L", 2), "n_head": H, "n_embd": E, "n_positions": P, "vocab_size": V,
               "layer_norm_epsilon": 1e-5, "activation_function": case["act"]}
     ssa = ssa_config(case)
     if ssa is not None:
@@ -581,8 +589,9 @@ def run_case(case, out_dir):
     with open(os.path.join(d, "case.json"), "w") as f:
         json.dump({"ids": ids, "description": case["desc"]}, f, indent=2)
         f.write("\n")
-    write_safetensors(os.path.join(d, "model.safetensors"), stored_tensors(case, W),
-                      dtype=case.get("storage", "F32"), metadata={"format": "pt"})
+    if not case.get("hf_only"):
+        write_safetensors(os.path.join(d, "model.safetensors"), stored_tensors(case, W),
+                          dtype=case.get("storage", "F32"), metadata={"format": "pt"})
     write_checkpoints(case, W, d)
 
     logits, attn, tau_q, tau_v, _ = forward(case, W, ids, vanilla=False)

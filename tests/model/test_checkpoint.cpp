@@ -105,6 +105,51 @@ TEST(Checkpoint, HfFolderWithPytorchModelBin) {
     ExpectMatchesReference(hf);
 }
 
+// GPT-2 small's shape (12 x 12 heads, width 768, 50,257 tokens, context 1,024; 124 M parameters)
+// with a per-head SSA query, as transformers saves it: config.json + a 249 MB fp16
+// pytorch_model.bin. Wider sums than the small cases: maps within 1e-4, logits 1e-4 relative.
+TEST(Checkpoint, Gpt2SmallHfFolder) {
+    ReferenceCase c("gpt2_small", "hf");
+    ASSERT_TRUE(c.ok) << c.error;
+    EXPECT_EQ(c.gpt.config.n_layer, 12);
+    EXPECT_EQ(c.gpt.config.n_embd, 768);
+    EXPECT_EQ(c.gpt.stored_dtype, "F16");
+    EXPECT_GT(c.gpt.ParameterCount(), 124000000);
+    EXPECT_TRUE(c.gpt.unused_tensors.empty()) << c.gpt.unused_tensors.front();
+    auto out = model::Forward(c.gpt, c.ids);
+    ASSERT_TRUE(out.ok()) << out.error();
+    CheckClose(out->attention, c.Ref("attention"), 1e-4, "attention");
+    CheckClose(out->tau_q, c.Ref("tau_q"), 1e-4, "tau_q");
+    CheckClose(out->logits, c.Ref("logits"), 1e-4, "logits", /*relative=*/true);
+}
+
+// The shapes of GPT-2 small, medium, large and XL, as HF names them and without config.json:
+// layers, width, context and vocabulary from the tensors, n_head from GPT-2's head size of 64.
+TEST(Checkpoint, Gpt2SizesAreInferredFromShapes) {
+    struct Size { int layers, width, heads; } sizes[] = {{12, 768, 12}, {24, 1024, 16}, {36, 1280, 20}, {48, 1600, 25}};
+    for (const Size& s : sizes) {
+        model::WeightFile w;
+        auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+            w.index[name] = w.tensors.size();
+            w.tensors.push_back({name, model::Dtype::F16, shape, {}, nullptr});
+        };
+        add("wte.weight", {50257, s.width});
+        add("wpe.weight", {1024, s.width});
+        for (int l = 0; l < s.layers; ++l) {
+            add("h." + std::to_string(l) + ".ln_1.weight", {s.width});
+            add("h." + std::to_string(l) + ".attn.c_attn.weight", {s.width, 3 * s.width});
+        }
+        auto c = model::InferConfig(w, {});
+        ASSERT_TRUE(c.ok()) << c.error();
+        EXPECT_EQ(c->config.n_layer, s.layers);
+        EXPECT_EQ(c->config.n_head, s.heads);
+        EXPECT_EQ(c->config.n_positions, 1024);
+        EXPECT_EQ(c->config.vocab_size, 50257);
+        EXPECT_EQ(c->config.activation, model::Activation::GeluNew);
+        EXPECT_FALSE(c->config.IsSsa());
+    }
+}
+
 // nanoGPT's train.py checkpoint: {"model": state dict, "optimizer": ..., "model_args": ..., ...},
 // no config.json. The shape, n_head (from model_args) and the exp_exp form (from attn.beta) are
 // inferred; the activation follows the Linear layout (nn.GELU, exact).
