@@ -82,4 +82,14 @@ inline void CheckClose(const at::Tensor& got, const at::Tensor& want, double tol
                                    << w.flatten()[worst].item<double>() << "), tolerance " << tolerance;
 }
 
+// The SSA forward pass of a loaded case against the reference's maps, temperatures and logits.
+inline void ExpectForwardMatchesReference(const ReferenceCase& c, double map_tolerance, double logit_tolerance) {
+    auto out = Forward(c.gpt, c.ids);
+    ASSERT_TRUE(out.ok()) << out.error();
+    CheckClose(out->attention, c.Ref("attention"), map_tolerance, "attention");
+    CheckClose(out->tau_q, c.Ref("tau_q"), map_tolerance, "tau_q");
+    CheckClose(out->tau_v, c.Ref("tau_v"), map_tolerance, "tau_v");
+    CheckClose(out->logits, c.Ref("logits"), logit_tolerance, "logits", /*relative=*/true);
+}
+
 }  // namespace model::testing

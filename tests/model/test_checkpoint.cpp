@@ -24,12 +24,7 @@ constexpr double kMapTolerance = 1e-5;
 constexpr double kLogitTolerance = 2e-5;
 
 void ExpectMatchesReference(const ReferenceCase& c) {
-    auto out = model::Forward(c.gpt, c.ids);
-    ASSERT_TRUE(out.ok()) << out.error();
-    CheckClose(out->attention, c.Ref("attention"), kMapTolerance, "attention");
-    CheckClose(out->tau_q, c.Ref("tau_q"), kMapTolerance, "tau_q");
-    CheckClose(out->tau_v, c.Ref("tau_v"), kMapTolerance, "tau_v");
-    CheckClose(out->logits, c.Ref("logits"), kLogitTolerance, "logits", /*relative=*/true);
+    model::testing::ExpectForwardMatchesReference(c, kMapTolerance, kLogitTolerance);
 }
 
 // Every weight identical, bit for bit, to the model loaded from the case's safetensors.
@@ -116,11 +111,7 @@ TEST(Checkpoint, Gpt2SmallHfFolder) {
     EXPECT_EQ(c.gpt.stored_dtype, "F16");
     EXPECT_GT(c.gpt.ParameterCount(), 124000000);
     EXPECT_TRUE(c.gpt.unused_tensors.empty()) << c.gpt.unused_tensors.front();
-    auto out = model::Forward(c.gpt, c.ids);
-    ASSERT_TRUE(out.ok()) << out.error();
-    CheckClose(out->attention, c.Ref("attention"), 1e-4, "attention");
-    CheckClose(out->tau_q, c.Ref("tau_q"), 1e-4, "tau_q");
-    CheckClose(out->logits, c.Ref("logits"), 1e-4, "logits", /*relative=*/true);
+    model::testing::ExpectForwardMatchesReference(c, 1e-4, 1e-4);
 }
 
 // The shapes of GPT-2 small, medium, large and XL, as HF names them and without config.json:

@@ -30,12 +30,7 @@ class Parity : public ::testing::TestWithParam<std::string> {};
 TEST_P(Parity, SsaForwardMatchesReference) {
     ReferenceCase c(GetParam());
     ASSERT_TRUE(c.ok) << c.error;
-    auto out = model::Forward(c.gpt, c.ids);
-    ASSERT_TRUE(out.ok()) << out.error();
-    CheckClose(out->attention, c.Ref("attention"), kMapTolerance, "attention");
-    CheckClose(out->tau_q, c.Ref("tau_q"), kMapTolerance, "tau_q");
-    CheckClose(out->tau_v, c.Ref("tau_v"), kMapTolerance, "tau_v");
-    CheckClose(out->logits, c.Ref("logits"), kLogitTolerance, "logits", /*relative=*/true);
+    model::testing::ExpectForwardMatchesReference(c, kMapTolerance, kLogitTolerance);
 }
 
 TEST_P(Parity, VanillaCounterfactualMatchesReference) {
