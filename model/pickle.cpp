@@ -9,6 +9,11 @@ namespace {
 
 using Kind = PickleValue::Kind;
 
+// A GPT-2 XL state dict pickles to ~15,000 values, a nanoGPT checkpoint with its optimizer state
+// to a few times that. The cap keeps a hostile data.pkl of one-byte opcodes from growing the
+// arena (~200 bytes a value) without bound.
+constexpr size_t kMaxValues = 4'000'000;
+
 struct StorageType { const char* name; Dtype dtype; };
 constexpr StorageType kStorageTypes[] = {
     {"torch.FloatStorage", Dtype::F32},   {"torch.HalfStorage", Dtype::F16},  {"torch.BFloat16Storage", Dtype::BF16},
@@ -27,6 +32,8 @@ public:
             m_op_pos = m_pos;
             m_op = m_data[m_pos++];
             if (m_op == '.') break;  // STOP
+            if (m_out.values.size() + m_stack.size() > kMaxValues)
+                return Fail("pickle holds more than " + std::to_string(kMaxValues) + " values; not a state dict ssaviz will read");
             Status s = Step();
             if (!s) return Fail(s.error());
         }

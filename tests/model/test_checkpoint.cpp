@@ -295,6 +295,14 @@ TEST(Unpickler, ErrorsNameTheOpcodeAndOffset) {
     }
 }
 
+TEST(Unpickler, ValueCountIsBounded) {
+    // 5 million one-byte None opcodes would be ~1 GB of values: refused at 4 million.
+    std::string p = std::string("\x80\x02", 2) + std::string(5'000'000, 'N') + ".";
+    auto r = Unpickle(p);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("more than 4000000 values"), std::string::npos) << r.error();
+}
+
 TEST(Zip, RejectsWhatIsNotAStoredArchive) {
     for (size_t size : {0, 10, 21, 22, 100}) {
         std::string junk(size, 'x');
