@@ -1,0 +1,39 @@
+// Shared by the fuzz targets: an invariant check that survives NDEBUG and aborts with the
+// condition (libFuzzer then saves the input), and the Tokenizer contract of model/tokenizer.h.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "model/tokenizer.h"
+
+#define FUZZ_CHECK(cond)                                                                        \
+    do {                                                                                        \
+        if (!(cond)) {                                                                          \
+            std::fprintf(stderr, "invariant broken: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
+            std::abort();                                                                       \
+        }                                                                                       \
+    } while (0)
+
+// What every tokenizer promises for text it accepted: one id, piece and byte range per token, ids
+// inside the vocabulary, and ranges that tile the text with each piece the bytes it covers. Only
+// SentencePiece's dummy prefix (a "\u2581" first token for text that does not start a word) may
+// cover no bytes: pass empty_first_token.
+inline void CheckTokenization(const model::Tokenizer& tokenizer, std::string_view text,
+                              const model::Tokenization& t, bool empty_first_token = false) {
+    FUZZ_CHECK(t.ids.size() == t.pieces.size() && t.ids.size() == t.offsets.size());
+    FUZZ_CHECK(text.empty() == t.ids.empty());
+    size_t position = 0;
+    for (size_t i = 0; i < t.ids.size(); ++i) {
+        FUZZ_CHECK(t.ids[i] >= 0 && static_cast<size_t>(t.ids[i]) < tokenizer.VocabSize());
+        FUZZ_CHECK(t.offsets[i].first == position);
+        const bool may_be_empty = empty_first_token && i == 0;
+        FUZZ_CHECK((t.offsets[i].second > t.offsets[i].first || may_be_empty) && t.offsets[i].second <= text.size());
+        FUZZ_CHECK(t.pieces[i] == text.substr(t.offsets[i].first, t.offsets[i].second - t.offsets[i].first));
+        FUZZ_CHECK(model::FindInvalidUtf8(model::PieceToDisplay(t.pieces[i])) == std::string_view::npos);
+        position = t.offsets[i].second;
+    }
+    FUZZ_CHECK(position == text.size());
+}

@@ -1,0 +1,63 @@
+// GPT-2 byte-level BPE with the real vocabulary (assets/tokenizers/gpt2) on arbitrary bytes as
+// text. Invalid UTF-8 must be refused, naming a byte; valid text (the input, or the input with its
+// broken bytes replaced by U+FFFD) must encode, keep the Tokenizer contract, decode back to itself
+// and encode the same way twice (the second time through the BPE cache). The bytes also go to
+// Decode as ids, which skips those outside the vocabulary.
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/tokenizer.h"
+#include "tests/fuzz/fuzz_check.h"
+
+namespace {
+
+const model::Tokenizer& Gpt2() {
+    static const std::unique_ptr<model::Tokenizer> tokenizer = [] {
+        auto loaded = model::LoadTokenizer(SSAVIZ_SOURCE_DIR "/assets/tokenizers/gpt2");
+        if (!loaded) {
+            std::fprintf(stderr, "fuzz_tokenizer: %s\n", loaded.error().c_str());
+            std::abort();
+        }
+        return std::move(*loaded);
+    }();
+    return *tokenizer;
+}
+
+void CheckValidText(std::string_view text) {
+    const model::Tokenizer& tokenizer = Gpt2();
+    auto first = tokenizer.Encode(text);
+    FUZZ_CHECK(first.ok());
+    CheckTokenization(tokenizer, text, *first);
+    FUZZ_CHECK(tokenizer.Decode(first->ids) == text);
+    auto second = tokenizer.Encode(text);
+    FUZZ_CHECK(second.ok() && second->ids == first->ids && second->offsets == first->offsets);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+    Gpt2();  // load once, outside the timed runs
+    return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    std::vector<int32_t> ids(size / sizeof(int32_t));
+    if (!ids.empty()) std::memcpy(ids.data(), data, ids.size() * sizeof(int32_t));
+    (void)Gpt2().Decode(ids);
+
+    const std::string_view text(reinterpret_cast<const char*>(data), size);
+    const size_t bad = model::FindInvalidUtf8(text);
+    if (bad == std::string_view::npos) {
+        CheckValidText(text);
+        return 0;
+    }
+    FUZZ_CHECK(bad < size);
+    auto refused = Gpt2().Encode(text);
+    FUZZ_CHECK(!refused.ok() && refused.error().find("byte " + std::to_string(bad)) != std::string::npos);
+    CheckValidText(model::PieceToDisplay(text));
+    return 0;
+}

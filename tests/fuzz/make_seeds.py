@@ -1,0 +1,132 @@
+#!/usr/bin/python3
+"""Writes the generated seed inputs under tests/fuzz/corpus (they are committed; run again only to
+change them): small valid safetensors files, the tokenizer test texts, tiny GPT-2 tokenizer files,
+torch.save archives with their pickles, and the pickles inside the abuse fixtures. Needs Debian's
+python3-torch. Regression inputs the fuzzers found are committed beside these by hand.
+
+    /usr/bin/python3 tests/fuzz/make_seeds.py
+"""
+import collections
+import io
+import json
+import pathlib
+import pickle
+import struct
+import zipfile
+
+import torch
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+CORPUS = HERE / "corpus"
+
+
+def write(folder, name, data):
+    path = CORPUS / folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
+
+
+def safetensors(tensors, metadata=None):
+    """tensors: (name, dtype, shape, element size); data bytes are a counting pattern."""
+    header, blobs, offset = {}, [], 0
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, dtype, shape, item in tensors:
+        n = item
+        for d in shape:
+            n *= d
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
+        blobs.append(bytes(i % 251 for i in range(n)))
+        offset += n
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + b"".join(blobs)
+
+
+def seeds_safetensors():
+    write("safetensors", "two_f32.safetensors",
+          safetensors([("h.0.attn.c_attn.weight", "F32", [4, 12], 4), ("h.0.attn.c_attn.bias", "F32", [12], 4)],
+                      {"format": "pt"}))
+    write("safetensors", "mixed.safetensors",
+          safetensors([("a", "F16", [2, 3], 2), ("b", "BF16", [3], 2), ("scalar", "I64", [], 8),
+                       ("empty", "F32", [0, 5], 4), ("mask", "BOOL", [7], 1), ("f8", "F8_E4M3", [2, 2], 1)]))
+    write("safetensors", "no_tensors.safetensors", safetensors([], {"note": "nothing here"}))
+
+
+def seeds_text():
+    cases = json.loads((ROOT / "tests/model/tokenizer_cases.json").read_text(encoding="utf-8"))
+    for i, text in enumerate(cases):
+        write("text", f"case_{i:02d}.txt", text)
+    write("text", "invalid_utf8.txt", b"ok \xff then \xe2\x82 truncated \xed\xa0\x80 surrogate \xc0\xaf overlong")
+    write("text", "sentencepiece_marker.txt", "\u2581 already a marker \u2581\u2581x")
+
+
+def tiny_gpt2():
+    """The 256 byte tokens and GPT-2's first 60 merges: consistent, small vocab.json + merges.txt."""
+    vocab = json.loads((ROOT / "assets/tokenizers/gpt2/vocab.json").read_text(encoding="utf-8"))
+    lines = (ROOT / "assets/tokenizers/gpt2/merges.txt").read_text(encoding="utf-8").split("\n")
+    merges = [l.split(" ") for l in lines[1:61]]
+    keep = {t: i for t, i in vocab.items() if i < 256}
+    for a, b in merges:
+        keep[a + b] = vocab[a + b]
+    return keep, merges
+
+
+def seeds_tokenizer_files():
+    vocab, merges = tiny_gpt2()
+    vocab_json = json.dumps(vocab, ensure_ascii=False)
+    merges_txt = "#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges)
+    # Even first byte: vocab.json NUL merges.txt. Odd: tokenizer.json.
+    write("tokenizer_files", "gpt2_tiny_pair", "\x00" + vocab_json + "\x00" + merges_txt)
+    write("tokenizer_files", "gpt2_minimal_pair", "\x00" + '{"a": 0, "b": 1, "ab": 2, "<unk>": 3}' + "\x00" + "a b\n")
+    hf_new = {"version": "1.0", "model": {"type": "BPE", "vocab": vocab, "merges": [[a, b] for a, b in merges]}}
+    hf_old = {"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}, "added_tokens": []}
+    write("tokenizer_files", "hf_new_merges", "\x01" + json.dumps(hf_new, ensure_ascii=False))
+    write("tokenizer_files", "hf_old_merges", "\x01" + json.dumps(hf_old))
+    write("tokenizer_files", "hf_wordpiece", "\x01" + json.dumps({"model": {"type": "WordPiece", "vocab": {}}}))
+
+
+def seeds_torch():
+    torch.manual_seed(0)
+    state = collections.OrderedDict()
+    state["wte.weight"] = torch.randn(3, 4)
+    state["h.0.attn.bias"] = torch.randn(4).half()
+    state["h.0.ln_1.weight"] = torch.randn(4).bfloat16()
+    state["step"] = torch.tensor(7)
+    state["view"] = state["wte.weight"][1:, 2:]  # shares storage, offset and strides
+    checkpoint = {"model": state, "iter_num": 1000, "best_val_loss": 2.5, "config": {"n_layer": 1, "bias": True}}
+    for name, obj in (("state_dict", state), ("checkpoint", checkpoint)):
+        buffer = io.BytesIO()
+        torch.save(obj, buffer)
+        data = buffer.getvalue()
+        write("zip", f"{name}.pt", data)
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            pkl = next(n for n in z.namelist() if n.endswith("/data.pkl"))
+            write("pickle", f"{name}.pkl", z.read(pkl))
+    # Plain values at every protocol torch.save may meet, with memo reuse and a cycle.
+    shared = [1, 2.5, "text"]
+    cyclic = [None, True, False]
+    cyclic.append(cyclic)
+    value = {"ints": [0, -1, 255, 65535, 2**31, -2**63, 2**70], "floats": [0.0, -1.5, float("inf")],
+             "str": "caf\u00e9", "bytes": b"\x00\x01", "tuple": (1, (2, 3), ()), "shared": (shared, shared),
+             "cyclic": cyclic, "od": collections.OrderedDict(a=1)}
+    for protocol in (2, 3, 4, 5):
+        write("pickle", f"plain_protocol{protocol}.pkl", pickle.dumps(value, protocol=protocol))
+    write("pickle", "protocol0_text.pkl", pickle.dumps({"a": [1, 2.0, "s"]}, protocol=0))
+    # The data.pkl of each abuse fixture (tests/model/fixtures/abuse) that is a readable ZIP.
+    for pt in sorted((ROOT / "tests/model/fixtures/abuse").glob("*.pt")):
+        try:
+            with zipfile.ZipFile(pt) as z:
+                pkl = next((n for n in z.namelist() if n.endswith("data.pkl")), None)
+                if pkl:
+                    write("pickle", f"abuse_{pt.stem}.pkl", z.read(pkl))
+        except (zipfile.BadZipFile, NotImplementedError, OSError):
+            pass
+
+
+if __name__ == "__main__":
+    seeds_safetensors()
+    seeds_text()
+    seeds_tokenizer_files()
+    seeds_torch()
