@@ -8,6 +8,14 @@
 #include <fstream>
 #include <mutex>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define SSAVIZ_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SSAVIZ_ASAN 1
+#endif
+#endif
+
 namespace model {
 namespace {
 
@@ -44,7 +52,13 @@ const Shim& GetShim() {
                 continue;
             }
             // Local and deep-bound: SentencePiece's bundled protobuf stays out of LibTorch's way.
+            // AddressSanitizer aborts on RTLD_DEEPBIND (google/sanitizers#611), so sanitizer builds
+            // isolate the shim in a link namespace of its own instead (it is built without ASan).
+#ifdef SSAVIZ_ASAN
+            lib = dlmopen(LM_ID_NEWLM, path.c_str(), RTLD_NOW | RTLD_LOCAL);
+#else
             lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+#endif
             if (lib) break;
             tried += (tried.empty() ? "" : ", ") + path + " (" + dlerror() + ")";
         }
