@@ -211,8 +211,9 @@ ExportOptions ParseExportOptions(const Flags& flags) {
     }
     fig.log_scale = flags.Has("--log");
     if (flags.Has("--size")) {
+        const std::string text = flags.Get("--size");  // Get returns a copy: keep it alive for *end
         char* end = nullptr;
-        long v = std::strtol(flags.Get("--size").c_str(), &end, 10);
+        long v = std::strtol(text.c_str(), &end, 10);
         if (*end != '\0' || v < 16 || v > 16384) throw Failure{kExitUsage, "--size must be a heatmap side of 16 to 16384 pixels"};
         fig.map_size = static_cast<int>(v);
     }
@@ -222,8 +223,9 @@ ExportOptions ParseExportOptions(const Flags& flags) {
         fig.highlight = *color;
     }
     if (flags.Has("--sink-eps")) {
+        const std::string text = flags.Get("--sink-eps");
         char* end = nullptr;
-        options.sink_epsilon = std::strtof(flags.Get("--sink-eps").c_str(), &end);
+        options.sink_epsilon = std::strtof(text.c_str(), &end);
         if (*end != '\0' || !(options.sink_epsilon > 0 && options.sink_epsilon < 1))
             throw Failure{kExitUsage, "--sink-eps must be a number in (0, 1)"};
     }

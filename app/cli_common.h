@@ -90,8 +90,9 @@ private:
 
 inline int ParsePositive(const Flags& flags, const std::string& name, int fallback) {
     if (!flags.Has(name)) return fallback;
+    const std::string text = flags.Get(name);  // Get returns a copy: keep it alive for *end
     char* end = nullptr;
-    long v = std::strtol(flags.Get(name).c_str(), &end, 10);
+    long v = std::strtol(text.c_str(), &end, 10);
     if (*end != '\0' || v <= 0 || v > 1 << 20) throw Failure{kExitUsage, name + " must be a positive integer"};
     return static_cast<int>(v);
 }

@@ -18,8 +18,9 @@ using nlohmann::json;
 
 double ParseNumber(const Flags& flags, const std::string& name, double fallback, double lo, double hi) {
     if (!flags.Has(name)) return fallback;
+    const std::string text = flags.Get(name);  // Get returns a copy: keep it alive for *end
     char* end = nullptr;
-    const double v = std::strtod(flags.Get(name).c_str(), &end);
+    const double v = std::strtod(text.c_str(), &end);
     if (*end != '\0' || !(v >= lo && v <= hi))
         throw Failure{kExitUsage, name + " must be a number from " + std::to_string(lo) + " to " + std::to_string(hi)};
     return v;
