@@ -45,11 +45,11 @@ uint64_t InferenceWorker::OpenModel(const std::string& dir, const std::string& d
     return Push({Request::Kind::OpenModel, 0, dir, device, false, 0, hints, dtype});
 }
 uint64_t InferenceWorker::OpenTwin(const std::string& dir, const model::ConfigHints& hints) {
-    return Push({Request::Kind::OpenTwin, 0, dir, "", false, 0, hints});
+    return Push({Request::Kind::OpenTwin, 0, dir, "", false, 0, hints, "f32"});
 }
-uint64_t InferenceWorker::CloseTwin() { return Push({Request::Kind::CloseTwin, 0, "", ""}); }
+uint64_t InferenceWorker::CloseTwin() { return Push({Request::Kind::CloseTwin, 0, "", "", false, 0, {}, "f32"}); }
 uint64_t InferenceWorker::Analyze(const std::string& text, bool truncate) {
-    Request r{Request::Kind::Analyze, 0, text, ""};
+    Request r{Request::Kind::Analyze, 0, text, "", false, 0, {}, "f32"};
     r.truncate = truncate;
     return Push(std::move(r));
 }
