@@ -48,7 +48,8 @@ bool BeginSummaryTable(const char* id) {
 
 void ModelView::Draw(AppState& state) {
     if (!state.model) {
-        ImGui::TextDisabled(state.error.empty() ? "Opening the model..." : "No model is open.");
+        // Not busy and no error: a checkpoint's settings are being asked for, nothing is loading yet.
+        ImGui::TextDisabled(!state.error.empty() ? "No model is open." : state.busy ? "Opening the model..." : "No model is open yet.");
         if (ImGui::Button("Open model...")) {
             state.show_open_dialog = true;
             state.open_dialog_for_twin = false;
