@@ -1,6 +1,7 @@
 // `ssaviz train` and `ssaviz eval`: the command-line side of model/train.
 #include <malloc.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "app/cli_common.h"
 #include "model/analysis.h"
 #include "model/train.h"
+#include "model/weights.h"
 
 namespace app {
 namespace {
@@ -26,14 +28,15 @@ double ParseNumber(const Flags& flags, const std::string& name, double fallback,
     return v;
 }
 
-// "sigmoid,shared,sum" -> the form's JSON block (validated by the config parser with the rest).
-json FormJson(const std::string& flag, const std::string& spec) {
-    std::vector<std::string> parts;
-    std::stringstream in(spec);
-    for (std::string p; std::getline(in, p, ',');) parts.push_back(p);
-    if (parts.size() < 2 || parts.size() > 3) throw Failure{kExitUsage, flag + " '" + spec + "' is not POSITION,TOKEN[,COMBINE]"};
-    auto term = [](const std::string& s) { return s == "none" ? json(nullptr) : json(s); };
-    return {{"position", term(parts[0])}, {"token", term(parts[1])}, {"combine", parts.size() == 3 ? parts[2] : "sum"}};
+// "sigmoid,shared,sum" -> a temperature form. Training asks for both terms, so a new model's form
+// is spelled out in full (opening a checkpoint also takes "exp_exp" alone).
+model::TemperatureForm ParseTrainForm(const Flags& flags, const std::string& flag, const std::string& fallback) {
+    const std::string spec = flags.Get(flag, fallback);
+    const auto commas = std::count(spec.begin(), spec.end(), ',');
+    if (commas < 1 || commas > 2) throw Failure{kExitUsage, flag + " '" + spec + "' is not POSITION,TOKEN[,COMBINE]"};
+    auto form = model::ParseFormSpec(spec);
+    if (!form) throw Failure{kExitUsage, flag + ": " + form.error()};
+    return *form;
 }
 
 // Training and evaluation allocate and free the same large activations batch after batch; keeping
@@ -87,12 +90,12 @@ int CmdTrain(const Flags& flags) {
     }
     json config = {{"n_layer", ParsePositive(flags, "--layers", r.layers)}, {"n_head", ParsePositive(flags, "--heads", r.heads)},
                    {"n_embd", ParsePositive(flags, "--width", r.width)}, {"n_positions", ParsePositive(flags, "--context", r.context)},
-                   {"vocab_size", ParsePositive(flags, "--vocab", 4096)},
-                   {"ssa", {{"query", FormJson("--query-form", flags.Get("--query-form", "sigmoid,shared,sum"))},
-                            {"value", FormJson("--value-form", flags.Get("--value-form", "none,feature,sum"))}}}};
+                   {"vocab_size", ParsePositive(flags, "--vocab", 4096)}};
     auto parsed = model::ParseConfig(config.dump(), "train flags");
     if (!parsed) throw Failure{kExitUsage, parsed.error()};
     o.config = *parsed;
+    o.config.query = ParseTrainForm(flags, "--query-form", "sigmoid,shared,sum");
+    o.config.value = ParseTrainForm(flags, "--value-form", "none,feature,sum");
     o.task.seq_len = ParsePositive(flags, "--seq-len", std::min(r.seq_len, o.config.n_positions));
     o.task.batch = ParsePositive(flags, "--batch", r.batch);
     o.out = flags.Get("--out");

@@ -120,23 +120,16 @@ private:
         Push(std::move(v));
     }
 
-    // Adds key/value pairs to a dict (or an opaque object standing for a dict subclass).
-    Status SetItems(const std::vector<size_t>& pairs) {
-        if (pairs.size() % 2) return Bad("odd number of keys and values");
+    // Adds items to the container below them: key/value pairs to a dict, elements to a list (or
+    // either to an opaque object standing for a subclass).
+    Status Extend(Kind container, const std::vector<size_t>& items) {
+        if (container == Kind::Dict && items.size() % 2) return Bad("odd number of keys and values");
         auto target = Pop();
         if (!target) return Fail(target.error());
-        PickleValue& d = At(*target);
-        if (d.kind != Kind::Dict && d.kind != Kind::Object) return Bad(std::string("sets items on a ") + ToString(d.kind));
-        d.items.insert(d.items.end(), pairs.begin(), pairs.end());
-        m_stack.push_back(*target);
-        return Ok{};
-    }
-    Status Append(const std::vector<size_t>& items) {
-        auto target = Pop();
-        if (!target) return Fail(target.error());
-        PickleValue& l = At(*target);
-        if (l.kind != Kind::List && l.kind != Kind::Object) return Bad(std::string("appends to a ") + ToString(l.kind));
-        l.items.insert(l.items.end(), items.begin(), items.end());
+        PickleValue& c = At(*target);
+        if (c.kind != container && c.kind != Kind::Object)
+            return Bad(std::string(container == Kind::Dict ? "sets items on a " : "appends to a ") + ToString(c.kind));
+        c.items.insert(c.items.end(), items.begin(), items.end());
         m_stack.push_back(*target);
         return Ok{};
     }
@@ -334,8 +327,8 @@ Status Unpickler::Step() {
             Push(std::move(v));
             return Ok{};
         }
-        case 'a': { TAKE(v, Pop()); return Append({v}); }
-        case 'e': case 0x90: { TAKE(items, PopMark()); return Append(items); }  // APPENDS, ADDITEMS
+        case 'a': { TAKE(v, Pop()); return Extend(Kind::List, {v}); }
+        case 'e': case 0x90: { TAKE(items, PopMark()); return Extend(Kind::List, items); }  // APPENDS, ADDITEMS
         case '}': { PickleValue v; v.kind = Kind::Dict; Push(std::move(v)); return Ok{}; }
         case 'd': {
             TAKE(items, PopMark());
@@ -346,8 +339,8 @@ Status Unpickler::Step() {
             Push(std::move(v));
             return Ok{};
         }
-        case 's': { TAKE(value, Pop()); TAKE(key, Pop()); return SetItems({key, value}); }
-        case 'u': { TAKE(items, PopMark()); return SetItems(items); }
+        case 's': { TAKE(value, Pop()); TAKE(key, Pop()); return Extend(Kind::Dict, {key, value}); }
+        case 'u': { TAKE(items, PopMark()); return Extend(Kind::Dict, items); }
         case 'c': {
             TAKE(module, TakeLine());
             TAKE(name, TakeLine());

@@ -36,12 +36,6 @@ bool ParseDtype(const std::string& s, Dtype* out) {
 
 bool MulOverflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
-}
-
 Result<TensorInfo> ParseTensorEntry(const std::string& name, const json& entry) {
     std::string where = "tensor '" + name + "'";
     if (!entry.is_object()) return Fail(where + ": header entry is not an object");
@@ -80,6 +74,12 @@ Result<TensorInfo> ParseTensorEntry(const std::string& name, const json& entry) 
 }
 
 }  // namespace
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
 
 const char* ToString(Dtype dtype) {
     for (const auto& d : kDtypes)

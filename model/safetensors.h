@@ -19,6 +19,7 @@ enum class Dtype { Bool, U8, I8, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U
 
 const char* ToString(Dtype dtype);
 size_t DtypeSize(Dtype dtype);
+std::string ShapeString(const std::vector<int64_t>& shape);  // "[3, 4]", for error messages
 
 struct TensorInfo {
     std::string name;

@@ -18,16 +18,8 @@
 namespace model {
 namespace {
 
-std::string ShapeString(at::IntArrayRef shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
-}
-
-std::string ShapeString(const std::vector<int64_t>& shape) { return ShapeString(at::IntArrayRef(shape)); }
-
 // Reads tensors out of a weights file by model-relative name ("h.0.ln_1.weight"), whatever the
-// prefix, checking shapes, converting to float32 on the device.
+// prefix, checking shapes, converting to the compute dtype on the device.
 class TensorReader {
 public:
     TensorReader(const WeightFile& file, at::Device device, at::ScalarType compute)

@@ -25,12 +25,6 @@ std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& shape) {
     return strides;
 }
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
-}
-
 // The largest element index a view reaches, or nullopt when it overflows. Empty views reach none.
 std::optional<uint64_t> LastElement(const PickledTensor& t) {
     uint64_t last = static_cast<uint64_t>(t.offset);

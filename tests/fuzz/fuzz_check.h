@@ -2,8 +2,11 @@
 // condition (libFuzzer then saves the input), and the Tokenizer contract of model/tokenizer.h.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 #include <string>
 #include <string_view>
 
@@ -36,4 +39,25 @@ inline void CheckTokenization(const model::Tokenizer& tokenizer, std::string_vie
         position = t.offsets[i].second;
     }
     FUZZ_CHECK(position == text.size());
+}
+
+// One fuzz input for a tokenizer: its bytes as ids for Decode (any id must be safe), then as text.
+// Valid UTF-8 goes to `check_valid`; invalid UTF-8 must be refused naming the first bad byte, and
+// its displayable form (U+FFFD for the bad bytes) goes to `check_valid` instead.
+template <class CheckValid>
+void FuzzTokenizerInput(const model::Tokenizer& tokenizer, const uint8_t* data, size_t size, CheckValid check_valid) {
+    std::vector<int32_t> ids(size / sizeof(int32_t));
+    if (!ids.empty()) std::memcpy(ids.data(), data, ids.size() * sizeof(int32_t));
+    (void)tokenizer.Decode(ids);
+
+    const std::string_view text(reinterpret_cast<const char*>(data), size);
+    const size_t bad = model::FindInvalidUtf8(text);
+    if (bad == std::string_view::npos) {
+        check_valid(text);
+        return;
+    }
+    FUZZ_CHECK(bad < size);
+    auto refused = tokenizer.Encode(text);
+    FUZZ_CHECK(!refused.ok() && refused.error().find("byte " + std::to_string(bad)) != std::string::npos);
+    check_valid(model::PieceToDisplay(text));
 }

@@ -52,18 +52,6 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    std::vector<int32_t> ids(size / sizeof(int32_t));
-    if (!ids.empty()) std::memcpy(ids.data(), data, ids.size() * sizeof(int32_t));
-    (void)English().Decode(ids);
-
-    const std::string_view text(reinterpret_cast<const char*>(data), size);
-    const size_t bad = model::FindInvalidUtf8(text);
-    if (bad == std::string_view::npos) {
-        CheckValidText(text);
-        return 0;
-    }
-    auto refused = English().Encode(text);
-    FUZZ_CHECK(!refused.ok() && refused.error().find("byte " + std::to_string(bad)) != std::string::npos);
-    CheckValidText(model::PieceToDisplay(text));
+    FuzzTokenizerInput(English(), data, size, CheckValidText);
     return 0;
 }
