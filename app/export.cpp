@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <utility>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -75,14 +76,16 @@ std::string CsvQuote(const std::string& s) {
     return out + "\"";
 }
 
-model::Status WriteHeadCsv(const std::string& path, const model::Analysis& a, const std::vector<float>& maps, int l, int h) {
+model::Status WriteHeadCsv(const std::string& path, const model::Analysis& a, model::MapSide side, int l, int h) {
+    const model::HeadMap head = a.Map(side, l, h);
+    if (!head) return model::Fail(path + ": the analysis has no map for layer " + std::to_string(l) + ", head " + std::to_string(h));
     std::ofstream out(path, std::ios::trunc);
     if (!out) return model::Fail(path + ": cannot write");
     const int T = a.n_tokens;
     out << "query,piece";
     for (int j = 0; j < T; ++j) out << ",k" << j;
     out << "\n";
-    const float* map = maps.data() + a.MapIndex(l, h);
+    const float* map = head->data();
     char number[32];
     for (int i = 0; i < T; ++i) {
         out << i << "," << CsvQuote(model::PieceToDisplay(a.tokens.pieces[i]));
@@ -239,18 +242,27 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
                         }});
     }
     if (options.npy) {
+        // The maps stream head by head: [L, H, T, T] never has to fit in memory.
+        for (auto [name, side] : {std::pair{"attention.npy", model::MapSide::Ssa}, std::pair{"attention_vanilla.npy", model::MapSide::Compare}})
+            plan.push_back({name, [&a, L, H, T, side = side](const std::string& full) {
+                                model::HeadMap head;
+                                return model::WriteNpyParts(full, {L, H, T, T}, L * H, [&](int64_t k, std::string* error) -> const float* {
+                                    head = a.Map(side, static_cast<int>(k / H), static_cast<int>(k % H));
+                                    if (!head) *error = "the analysis has no maps";
+                                    return head ? head->data() : nullptr;
+                                });
+                            }});
         struct Array { const char* name; const std::vector<float>* data; std::vector<int64_t> shape; };
-        for (Array arr : {Array{"attention.npy", &a.attention, {L, H, T, T}}, Array{"attention_vanilla.npy", &a.attention_compare, {L, H, T, T}},
-                          Array{"tau_q.npy", &a.tau_q, {L, H, T}}, Array{"tau_v.npy", &a.tau_v, {L, H, T}}})
+        for (Array arr : {Array{"tau_q.npy", &a.tau_q, {L, H, T}}, Array{"tau_v.npy", &a.tau_v, {L, H, T}}})
             plan.push_back({arr.name, [arr](const std::string& full) { return model::WriteNpy(full, arr.data->data(), arr.shape); }});
     }
     if (options.csv) {
         for (int l : options.layers)
             for (int h : options.heads) {
                 const std::string base = "csv/L" + std::to_string(l) + "_H" + std::to_string(h);
-                plan.push_back({base + ".csv", [&a, l, h](const std::string& full) { return WriteHeadCsv(full, a, a.attention, l, h); }});
+                plan.push_back({base + ".csv", [&a, l, h](const std::string& full) { return WriteHeadCsv(full, a, model::MapSide::Ssa, l, h); }});
                 plan.push_back({base + "_vanilla.csv",
-                                [&a, l, h](const std::string& full) { return WriteHeadCsv(full, a, a.attention_compare, l, h); }});
+                                [&a, l, h](const std::string& full) { return WriteHeadCsv(full, a, model::MapSide::Compare, l, h); }});
             }
     }
     std::vector<const char*> extensions;

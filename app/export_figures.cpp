@@ -41,10 +41,10 @@ std::string Format(const char* format, double value) {
     return buf;
 }
 
-// SSA - comparison for heads [L, H, T, T] at `index` (one map) or for all of them.
-std::vector<float> Difference(const model::Analysis& a, size_t begin, size_t count) {
-    std::vector<float> out(count);
-    for (size_t k = 0; k < count; ++k) out[k] = a.attention[begin + k] - a.attention_compare[begin + k];
+// SSA - comparison, cell by cell.
+std::vector<float> Difference(const std::vector<float>& ssa, const std::vector<float>& other) {
+    std::vector<float> out(ssa.size());
+    for (size_t k = 0; k < out.size(); ++k) out[k] = ssa[k] - other[k];
     return out;
 }
 
@@ -135,9 +135,11 @@ std::string ModelName(const model::ModelInfo& info) {
 
 viz::Figure MapFigure(const model::Analysis& a, const std::string& model_name, HeadRef head, MapMode mode, const FigureSettings& settings) {
     const int T = a.n_tokens;
-    const size_t at = a.MapIndex(head.layer, head.head), cells = static_cast<size_t>(T) * T;
-    const float* ssa = a.attention.data() + at;
-    const float* other = a.attention_compare.size() >= at + cells ? a.attention_compare.data() + at : nullptr;
+    const model::HeadMap ssa_map = a.Map(model::MapSide::Ssa, head.layer, head.head);
+    const model::HeadMap other_map = a.Map(model::MapSide::Compare, head.layer, head.head);
+    if (!ssa_map) return {};
+    const float* ssa = ssa_map->data();
+    const float* other = other_map ? other_map->data() : nullptr;
     if (!other && mode != MapMode::Ssa) mode = MapMode::Ssa;
 
     viz::HeatmapFigureOptions options;
@@ -148,7 +150,7 @@ viz::Figure MapFigure(const model::Analysis& a, const std::string& model_name, H
     options.Style = StyleFor(mode, settings);
     options.MapSize = settings.map_size;
     if (mode == MapMode::Difference) {
-        const std::vector<float> diff = Difference(a, at, cells);
+        const std::vector<float> diff = Difference(*ssa_map, *other_map);
         options.Style.range = SymmetricRange(diff);
         options.ValueLabel = "weight difference";
         return viz::HeatmapFigure(diff.data(), T, T, options);
@@ -157,11 +159,11 @@ viz::Figure MapFigure(const model::Analysis& a, const std::string& model_name, H
     return viz::HeatmapFigure(mode == MapMode::Ssa ? ssa : other, T, T, options);
 }
 
+// Drawn from the thumbnails: exact up to model::kThumbnailCells tokens, max-pooled above, which
+// is as much as a grid cell shows.
 viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, MapMode mode, const FigureSettings& settings) {
-    const int L = a.n_layer, H = a.n_head, T = a.n_tokens;
-    const size_t all = static_cast<size_t>(L) * H * T * T;
-    const bool has_compare = a.attention_compare.size() == all;
-    if (!has_compare) mode = MapMode::Ssa;
+    const int L = a.n_layer, H = a.n_head;
+    const model::Thumbnails& t = a.thumbnails;
     viz::HeadsGridOptions options;
     options.Title = model_name + " \xC2\xB7 all heads \xC2\xB7 " + ModeTitle(a, mode);
     options.Style = StyleFor(mode, settings);
@@ -171,23 +173,21 @@ viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, M
         options.Captions.push_back(HeadName(s.ref) + (std::isfinite(entropy) ? Format(" \xC2\xB7 H %.2f", entropy) : ""));
     }
     if (mode == MapMode::Difference) {
-        const std::vector<float> diff = Difference(a, 0, all);
-        options.Style.range = SymmetricRange(diff);
+        options.Style.range = SymmetricRange(t.difference);
         options.ValueLabel = "weight difference";
-        return viz::HeadsGridFigure(diff.data(), L, H, T, options);
+        return viz::HeadsGridFigure(t.difference.data(), L, H, t.side, options);
     }
     // SSA and comparison grids share one scale too.
     viz::Range range = {0.0f, 0.0f};
     for (int l = 0; l < L; ++l)
         for (int h = 0; h < H; ++h) {
-            const size_t at = a.MapIndex(l, h);
-            const viz::Range r = SharedMapRange(a.attention.data() + at, has_compare ? a.attention_compare.data() + at : nullptr, T,
-                                             options.Style.log_scale);
+            const size_t at = t.Index(l, h, H);
+            const viz::Range r = SharedMapRange(t.ssa.data() + at, t.compare.data() + at, t.side, options.Style.log_scale);
             range.max = std::max(range.max, r.max);
             range.min = l == 0 && h == 0 ? r.min : std::min(range.min, r.min);
         }
     options.Style.range = range;
-    return viz::HeadsGridFigure(mode == MapMode::Compare ? a.attention_compare.data() : a.attention.data(), L, H, T, options);
+    return viz::HeadsGridFigure(mode == MapMode::Compare ? t.compare.data() : t.ssa.data(), L, H, t.side, options);
 }
 
 viz::Figure Highlight(const model::Analysis& a, const std::string& model_name, const FigureSettings& settings) {

@@ -59,6 +59,7 @@ struct AppState {
     std::shared_ptr<const model::Analysis> analysis;
     bool truncate = false;  // run the first n_positions tokens of a longer text
     bool busy = false;      // the worker is running
+    float progress = 0.0f;  // of the running analysis, 0..1
     std::string error;      // the last failure, shown in the window until the next success
 
     // Selection.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <utility>
 
 namespace app {
 namespace {
@@ -81,8 +82,7 @@ model::Analysis MakeSyntheticAnalysis(int L, int H, int T, uint64_t seed) {
         text += piece;
     }
     const size_t maps = static_cast<size_t>(L) * H * T * T, rows = static_cast<size_t>(L) * H * T;
-    a.attention.resize(maps);
-    a.attention_compare.resize(maps);
+    std::vector<float> attention(maps), attention_compare(maps);
     a.tau_q.resize(rows);
     a.tau_v.resize(rows);
     a.tau_q_compare.assign(rows, 1.0f);
@@ -95,16 +95,17 @@ model::Analysis MakeSyntheticAnalysis(int L, int H, int T, uint64_t seed) {
                 a.tau_q[a.RowIndex(l, h) + i] = head_tau * (1.0f + 0.3f * std::log(i + 1.0f)) + 0.2f * uniform(rng);
                 a.tau_v[a.RowIndex(l, h) + i] = 0.8f + 0.4f * uniform(rng);
             }
-            FillHead(a.attention.data() + a.MapIndex(l, h), T, kind, head_tau, rng);
-            FillHead(a.attention_compare.data() + a.MapIndex(l, h), T, kind, 1.0f, rng);
+            const size_t at = (static_cast<size_t>(l) * H + h) * T * T;
+            FillHead(attention.data() + at, T, kind, head_tau, rng);
+            FillHead(attention_compare.data() + at, T, kind, 1.0f, rng);
         }
     }
-    a.metrics = RowMetrics(a.attention, L * H, T);
-    a.metrics_compare = RowMetrics(a.attention_compare, L * H, T);
+    a.metrics = RowMetrics(attention, L * H, T);
+    a.metrics_compare = RowMetrics(attention_compare, L * H, T);
     a.js.assign(rows, 0.0f);
     a.l1.assign(rows, 0.0f);
     for (size_t r = 0; r < rows; ++r) {
-        const float *p = a.attention.data() + r * T, *q = a.attention_compare.data() + r * T;
+        const float *p = attention.data() + r * T, *q = attention_compare.data() + r * T;
         double js = 0, l1 = 0;
         for (int j = 0; j < T; ++j) {
             double m = 0.5 * (p[j] + q[j]);
@@ -122,6 +123,8 @@ model::Analysis MakeSyntheticAnalysis(int L, int H, int T, uint64_t seed) {
     }
     a.effective_qk_norm.resize(rows);
     for (size_t r = 0; r < rows; ++r) a.effective_qk_norm[r] = a.tau_q[r] * a.qk_opnorm[r / T];
+    a.thumbnails = model::MakeThumbnails(attention, attention_compare, L, H, T);
+    a.maps = model::HostAttentionMaps(L, H, T, std::move(attention), std::move(attention_compare));
     return a;
 }
 

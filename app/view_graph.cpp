@@ -20,12 +20,13 @@ using Matrix = std::vector<std::vector<double>>;
 // attention over the graph's nodes. Empty when the analysis is not of that text.
 Matrix LearnedMap(const model::Analysis& a, bool compare) {
     if (a.n_tokens != 2 * kNodes || a.n_layer < 1) return {};
-    const std::vector<float>& maps = compare ? a.attention_compare : a.attention;
     Matrix m(kNodes, std::vector<double>(kNodes, 0.0));
-    for (int h = 0; h < a.n_head; ++h)
+    for (int h = 0; h < a.n_head; ++h) {
+        const model::HeadMap map = a.Map(compare ? model::MapSide::Compare : model::MapSide::Ssa, 0, h);
+        if (!map) return {};
         for (int q = 0; q < kNodes; ++q)
-            for (int j = 0; j < kNodes; ++j)
-                m[q][j] += maps[a.MapIndex(0, h) + static_cast<size_t>(kNodes + q) * a.n_tokens + j] / a.n_head;
+            for (int j = 0; j < kNodes; ++j) m[q][j] += (*map)[static_cast<size_t>(kNodes + q) * a.n_tokens + j] / a.n_head;
+    }
     return m;
 }
 

@@ -61,9 +61,8 @@ const GridMetric* FindGridMetric(const std::string& key) {
 // them all: 0..the largest weight (log: from 1e-4), or symmetric around 0 for the difference.
 viz::Range SharedRange(const model::Analysis& a, MapMode mode, bool log_scale) {
     float top = 0.0f;
-    if (mode == MapMode::Difference) {
-        const size_t n = std::min(a.attention.size(), a.attention_compare.size());
-        for (size_t i = 0; i < n; ++i) top = std::max(top, std::abs(a.attention[i] - a.attention_compare[i]));  // NaN never wins
+    if (mode == MapMode::Difference) {  // pooled to the largest magnitude, so the thumbnails hold the largest difference
+        for (float v : a.thumbnails.difference) top = std::max(top, std::abs(v));  // NaN never wins
     } else {  // the largest weight is the largest row maximum: [L, H, T] instead of [L, H, T, T]
         for (float v : (mode == MapMode::Ssa ? a.metrics : a.metrics_compare).Get("max_weight")) top = std::max(top, v);
     }
@@ -72,30 +71,28 @@ viz::Range SharedRange(const model::Analysis& a, MapMode mode, bool log_scale) {
     return {log_scale ? 1e-4f : 0.0f, top};
 }
 
+// From the thumbnails (max-pooled above model::kThumbnailCells tokens), which hold more cells than
+// a grid cell has pixels.
 viz::Image BakeHead(const model::Analysis& a, MapMode mode, viz::Colormap colormap, bool log_scale, viz::Range range, int l,
-                    int h, int max_side, std::vector<float>* scratch) {
-    const int T = a.n_tokens;
-    const size_t at = a.MapIndex(l, h), cells = static_cast<size_t>(T) * T;
+                    int h, int max_side) {
+    const model::Thumbnails& t = a.thumbnails;
+    const size_t at = t.Index(l, h, a.n_head), cells = static_cast<size_t>(t.side) * t.side;
     viz::HeatmapStyle style;
     style.colormap = colormap;
     style.log_scale = log_scale;
     style.range = range;
-    const bool has_ssa = a.attention.size() >= at + cells, has_compare = a.attention_compare.size() >= at + cells;
-    const float* values = nullptr;
+    const std::vector<float>* values = nullptr;
     switch (mode) {
-        case MapMode::Ssa: values = has_ssa ? a.attention.data() + at : nullptr; break;
-        case MapMode::Compare: values = has_compare ? a.attention_compare.data() + at : nullptr; break;
+        case MapMode::Ssa: values = &t.ssa; break;
+        case MapMode::Compare: values = &t.compare; break;
         case MapMode::Difference:
-            if (!has_ssa || !has_compare) break;
-            scratch->resize(cells);
-            for (size_t i = 0; i < cells; ++i) (*scratch)[i] = a.attention[at + i] - a.attention_compare[at + i];
-            values = scratch->data();
+            values = &t.difference;
             style.colormap = viz::Colormap::Diverging;
             style.log_scale = false;
             break;
     }
-    if (!values || T == 0) return {};
-    return viz::BakeHeatmap(values, T, T, style, max_side);
+    if (t.side == 0 || values->size() < at + cells) return {};
+    return viz::BakeHeatmap(values->data() + at, t.side, t.side, style, max_side);
 }
 
 const char* ModeName(MapMode mode) {
@@ -228,11 +225,10 @@ void HeadsView::Rebake(AppState& state) {
     // The app sleeps between events when idle, so ask for the next frame while work remains.
     if (m_next_bake < count) state.want_frame = true;
     const auto start = std::chrono::steady_clock::now();
-    std::vector<float> scratch;
     const int side = std::min(a.n_tokens, kThumbnailSide);
     while (m_next_bake < count) {
         const int l = static_cast<int>(m_next_bake / a.n_head), h = static_cast<int>(m_next_bake % a.n_head);
-        viz::Image image = BakeHead(a, m_baked_mode, m_baked_colormap, m_baked_log, m_range, l, h, side, &scratch);
+        viz::Image image = BakeHead(a, m_baked_mode, m_baked_colormap, m_baked_log, m_range, l, h, side);
         m_thumbnails[m_next_bake].Upload(image);
         ++m_next_bake;
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -381,7 +377,6 @@ void HeadsView::DrawPinned(AppState& state) {
     const float avail = ImGui::GetContentRegionAvail().x;
     const int per_row = std::clamp(static_cast<int>((avail + spacing) / (140.0f + spacing)), 1, 4);
     const float panel = std::floor((avail - spacing * (per_row - 1)) / per_row);
-    std::vector<float> scratch;
     bool baked_one = false;
     std::optional<HeadRef> unpin;
     for (size_t k = 0; k < state.pinned.size(); ++k) {
@@ -389,7 +384,7 @@ void HeadsView::DrawPinned(AppState& state) {
         const HeadSummary& sum = m_summary[static_cast<size_t>(ref.layer) * a.n_head + ref.head];
         viz::Texture& tex = m_pinned_textures[{ref.layer, ref.head}];
         if (!tex.Valid() && !baked_one && m_next_bake >= m_thumbnails.size()) {  // one per frame, after the grid
-            tex.Upload(BakeHead(a, m_baked_mode, m_baked_colormap, m_baked_log, m_range, ref.layer, ref.head, std::min(a.n_tokens, kPinnedSide), &scratch));
+            tex.Upload(BakeHead(a, m_baked_mode, m_baked_colormap, m_baked_log, m_range, ref.layer, ref.head, std::min(a.n_tokens, kPinnedSide)));
             baked_one = true;
         }
         if (!tex.Valid()) state.want_frame = true;

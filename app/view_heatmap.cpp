@@ -66,7 +66,7 @@ void AddLabel(ImDrawList* draw, ImVec2 pos, ImU32 color, const char* text) {
     draw->AddText(pos, color, text);
 }
 
-bool HasCompare(const model::Analysis& a) { return !a.attention_compare.empty() && a.attention_compare.size() == a.attention.size(); }
+bool HasCompare(const model::Analysis& a) { return a.maps && !a.compare_label.empty(); }
 
 const char* CompareKind(const model::Analysis& a) { return a.compare_label == "vanilla" ? "vanilla" : "twin"; }
 
@@ -85,13 +85,12 @@ void HeatmapView::ClampView(float max_zoom) {
 }
 
 const float* HeatmapView::MapValues() const {
-    const model::Analysis& a = *m_analysis;
     switch (m_mode) {
-        case MapMode::Compare: return a.attention_compare.data() + a.MapIndex(m_baked_head.layer, m_baked_head.head);
+        case MapMode::Compare: return m_compare->data();
         case MapMode::Difference: return m_diff.data();
         case MapMode::Ssa: break;
     }
-    return a.attention.data() + a.MapIndex(m_baked_head.layer, m_baked_head.head);
+    return m_ssa->data();
 }
 
 void HeatmapView::PrepareData(const AppState& state) {
@@ -122,8 +121,11 @@ void HeatmapView::PrepareData(const AppState& state) {
 
     const int T = a.n_tokens;
     const size_t cells = static_cast<size_t>(T) * T;
-    const float* ssa = a.attention.data() + a.MapIndex(head.layer, head.head);
-    const float* cmp = has_compare ? a.attention_compare.data() + a.MapIndex(head.layer, head.head) : nullptr;
+    // Rebuilt from the layer's q and k when not cached (a few ms at 1,000 tokens; see model::AttentionMaps).
+    m_ssa = a.Map(model::MapSide::Ssa, head.layer, head.head);
+    m_compare = has_compare ? a.Map(model::MapSide::Compare, head.layer, head.head) : nullptr;
+    const float* ssa = m_ssa->data();
+    const float* cmp = m_compare ? m_compare->data() : nullptr;
     if (mode == MapMode::Difference) {
         m_diff.resize(cells);
         for (size_t k = 0; k < cells; ++k) m_diff[k] = ssa[k] - cmp[k];
@@ -439,10 +441,10 @@ std::string HeatmapView::CellText(int i, int j, bool multiline) const {
     const int T = m_tokens;
     std::string text = "query '" + m_labels[i] + "' (" + std::to_string(i) + ") -> key '" + m_labels[j] + "' (" + std::to_string(j) + ")";
     if (j > i) return text + (multiline ? "\n" : ": ") + "the key is in the future (masked)";
-    const size_t k = a.MapIndex(m_baked_head.layer, m_baked_head.head) + static_cast<size_t>(i) * T + j;
-    const float ssa = a.attention[k];
-    if (m_mode == MapMode::Ssa || !HasCompare(a)) return text + (multiline ? "\n" : ": ") + "p = " + FormatWeight(ssa);
-    const float cmp = a.attention_compare[k];
+    const size_t k = static_cast<size_t>(i) * T + j;
+    const float ssa = (*m_ssa)[k];
+    if (m_mode == MapMode::Ssa || !m_compare) return text + (multiline ? "\n" : ": ") + "p = " + FormatWeight(ssa);
+    const float cmp = (*m_compare)[k];
     const std::string name = CompareKind(a);
     if (multiline)
         return text + "\nSSA p = " + FormatWeight(ssa) + "\n" + name + " p = " + FormatWeight(cmp) + "\nSSA - " + name + " = " +
@@ -453,12 +455,12 @@ std::string HeatmapView::CellText(int i, int j, bool multiline) const {
 void HeatmapView::DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size) {
     const model::Analysis& a = *m_analysis;
     const int T = m_tokens;
-    const bool has_compare = HasCompare(a);
+    const bool has_compare = m_compare != nullptr;
     const int query = state.query >= 0 && state.query < T ? state.query : T - 1;
     const int n = query + 1;
-    const size_t base = a.MapIndex(m_baked_head.layer, m_baked_head.head) + static_cast<size_t>(query) * T;
-    const float* ssa = a.attention.data() + base;
-    const float* cmp = has_compare ? a.attention_compare.data() + base : nullptr;
+    const size_t base = static_cast<size_t>(query) * T;
+    const float* ssa = m_ssa->data() + base;
+    const float* cmp = has_compare ? m_compare->data() + base : nullptr;
     ImDrawList* draw = ImGui::GetWindowDrawList();
     const ImGuiStyle& style = ImGui::GetStyle();
     const float line_h = ImGui::GetTextLineHeight();
@@ -630,7 +632,7 @@ void HeatmapView::Draw(AppState& state) {
         return;
     }
     const model::Analysis& a = *state.analysis;
-    if (a.n_tokens <= 0 || a.n_layer <= 0 || a.n_head <= 0) {
+    if (a.n_tokens <= 0 || a.n_layer <= 0 || a.n_head <= 0 || !a.maps) {
         CenteredText("no tokens to show");
         return;
     }

@@ -48,6 +48,7 @@ private:
     viz::Colormap m_colormap = viz::Colormap::Viridis;  // Diverging for the difference
     bool m_log = false;
     viz::Range m_range;
+    model::HeadMap m_ssa, m_compare;         // the selected head's [T, T] maps (m_compare null without one)
     std::vector<float> m_diff;               // [T, T] SSA - comparison, for the difference mode
     BakedRegion m_region;
     std::vector<std::string> m_labels;       // [T] display text of each token

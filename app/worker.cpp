@@ -122,6 +122,8 @@ void InferenceWorker::Handle(const Request& r) {
             if (!tokens) return Emit({Kind::Error, {}, nullptr, tokens.error(), r.id});
             model::AnalyzeOptions options;
             options.cancel = &m_cancel;
+            options.progress = &m_progress;
+            m_progress = 0.0f;
             auto analysis = m_engine->Analyze(*tokens, options);
             if (!analysis) {
                 if (m_cancel) return;  // superseded: a newer request is queued

@@ -47,6 +47,7 @@ public:
 
     std::vector<WorkerEvent> TakeEvents();  // everything finished since the last call, oldest first
     bool Busy() const { return m_busy.load(); }
+    float Progress() const { return m_progress.load(); }  // of the running analysis: layers done / layers
 
 private:
     struct Request {
@@ -77,6 +78,7 @@ private:
     bool m_stop = false;
     std::atomic<bool> m_cancel{false};
     std::atomic<bool> m_busy{false};
+    std::atomic<float> m_progress{0.0f};
     std::thread m_thread;  // last: starts after everything above exists
 };
 

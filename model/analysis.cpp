@@ -5,6 +5,11 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <cassert>
+#include <list>
+#include <mutex>
+#include <tuple>
+#include <utility>
 
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
@@ -91,7 +96,139 @@ double MillisecondsSince(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The most recently used head maps, up to kMapCacheBytes (at least one map is always kept).
+class MapCache {
+public:
+    using Key = std::tuple<int, int, int>;  // side, layer, head
+    template <class Make>
+    HeadMap Get(const Key& key, const Make& make) {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        for (auto it = m_entries.begin(); it != m_entries.end(); ++it)
+            if (it->first == key) {
+                m_entries.splice(m_entries.begin(), m_entries, it);
+                return it->second;
+            }
+        HeadMap map = make();  // under the lock: two threads asking for one head compute it once
+        m_bytes += map->size() * sizeof(float);
+        m_entries.emplace_front(key, map);
+        while (m_bytes > kMapCacheBytes && m_entries.size() > 1) {
+            m_bytes -= m_entries.back().second->size() * sizeof(float);
+            m_entries.pop_back();
+        }
+        return map;
+    }
+
+private:
+    std::mutex m_mutex;
+    std::list<std::pair<Key, HeadMap>> m_entries;  // most recent first
+    size_t m_bytes = 0;
+};
+
+class HostMaps final : public AttentionMaps {
+public:
+    HostMaps(int heads, int tokens, std::vector<float> ssa, std::vector<float> compare)
+        : m_heads(heads), m_tokens(tokens), m_ssa(std::move(ssa)), m_compare(std::move(compare)) {}
+    HeadMap Head(MapSide side, int l, int h) const override {
+        const std::vector<float>& all = side == MapSide::Ssa ? m_ssa : m_compare;
+        const size_t cells = static_cast<size_t>(m_tokens) * m_tokens, at = (static_cast<size_t>(l) * m_heads + h) * cells;
+        if (all.size() < at + cells) return nullptr;
+        return m_cache.Get({static_cast<int>(side), l, h},
+                           [&] { return std::make_shared<const std::vector<float>>(all.begin() + at, all.begin() + at + cells); });
+    }
+
+private:
+    int m_heads, m_tokens;
+    std::vector<float> m_ssa, m_compare;
+    mutable MapCache m_cache;
+};
+
+// Rebuilds a head's map from the layer's q, k and tau_q where the model ran (CPU or GPU) with the
+// forward pass's own AttentionWeights, and copies only that [T, T] map to the host.
+class RecomputedMaps final : public AttentionMaps {
+public:
+    struct Layer {
+        at::Tensor q, k;  // [H, T, D] in the compute dtype
+        at::Tensor tau_q; // [H, T]
+    };
+    void Add(MapSide side, Layer layer) { m_layers[static_cast<int>(side)].push_back(std::move(layer)); }
+    HeadMap Head(MapSide side, int l, int h) const override {
+        const std::vector<Layer>& layers = m_layers[static_cast<int>(side)];
+        if (l < 0 || l >= static_cast<int>(layers.size()) || h < 0 || h >= layers[l].q.size(0)) return nullptr;
+        return m_cache.Get({static_cast<int>(side), l, h}, [&] {
+            c10::InferenceMode guard;
+            const Layer& x = layers[l];
+            const at::Tensor map = AttentionWeights(x.q[h], x.k[h], x.tau_q[h]).to(at::kCPU, at::kFloat).contiguous();
+            return std::make_shared<const std::vector<float>>(map.data_ptr<float>(), map.data_ptr<float>() + map.numel());
+        });
+    }
+
+private:
+    std::vector<Layer> m_layers[2];
+    mutable MapCache m_cache;
+};
+
+// maps [H, T, T] -> [H, side, side] block maxima (ceil_mode: the last block may be partial).
+at::Tensor PoolMaps(const at::Tensor& maps, int pool) {
+    if (pool == 1) return maps;
+    return at::max_pool2d(maps, {pool, pool}, {pool, pool}, {0, 0}, {1, 1}, /*ceil_mode=*/true);
+}
+
+// The difference p - q pooled to the value of largest magnitude in each block.
+at::Tensor PoolDifference(const at::Tensor& p, const at::Tensor& q, int pool) {
+    const at::Tensor d = p - q;
+    if (pool == 1) return d;
+    const at::Tensor up = PoolMaps(d, pool), down = PoolMaps(-d, pool);
+    return at::where(up >= down, up, -down);
+}
+
+int ThumbnailPool(int tokens) { return std::max(1, (tokens + kThumbnailCells - 1) / kThumbnailCells); }
+
+RowMetricTensors StackLayers(const std::vector<RowMetricTensors>& layers) {
+    auto stack = [&](at::Tensor RowMetricTensors::*field) {
+        std::vector<at::Tensor> parts;
+        for (const RowMetricTensors& r : layers) parts.push_back(r.*field);
+        return at::stack(parts);
+    };
+    RowMetricTensors out;
+    for (auto field : {&RowMetricTensors::entropy, &RowMetricTensors::normalized_entropy, &RowMetricTensors::spikiness,
+                       &RowMetricTensors::max_weight, &RowMetricTensors::top5_mass, &RowMetricTensors::effective_support,
+                       &RowMetricTensors::sink_mass})
+        out.*field = stack(field);
+    return out;
+}
+
+std::vector<float> StackToHost(const std::vector<at::Tensor>& layers) { return ToHost(at::stack(layers)); }
+
 }  // namespace
+
+std::shared_ptr<const AttentionMaps> HostAttentionMaps(int layers, int heads, int tokens, std::vector<float> ssa,
+                                                       std::vector<float> compare) {
+    assert(ssa.size() == static_cast<size_t>(layers) * heads * tokens * tokens && compare.size() == ssa.size());
+    (void)layers;  // the shape check only
+    return std::make_shared<HostMaps>(heads, tokens, std::move(ssa), std::move(compare));
+}
+
+Thumbnails MakeThumbnails(const std::vector<float>& ssa, const std::vector<float>& compare, int layers, int heads, int tokens) {
+    c10::InferenceMode guard;
+    Thumbnails t;
+    t.pool = ThumbnailPool(tokens);
+    t.side = (tokens + t.pool - 1) / t.pool;
+    const int64_t maps = static_cast<int64_t>(layers) * heads;
+    const size_t cells = static_cast<size_t>(maps) * tokens * tokens;
+    if (tokens == 0 || ssa.size() != cells || compare.size() != cells) return {};
+    // from_blob does not copy; the pooled results are new tensors.
+    const at::Tensor p = at::from_blob(const_cast<float*>(ssa.data()), {maps, tokens, tokens});
+    const at::Tensor q = at::from_blob(const_cast<float*>(compare.data()), {maps, tokens, tokens});
+    t.ssa = ToHost(PoolMaps(p, t.pool));
+    t.compare = ToHost(PoolMaps(q, t.pool));
+    t.difference = ToHost(PoolDifference(p, q, t.pool));
+    return t;
+}
+
+HeadMap Analysis::Map(MapSide side, int l, int h) const {
+    if (!maps || l < 0 || l >= n_layer || h < 0 || h >= n_head) return nullptr;
+    return maps->Head(side, l, h);
+}
 
 const std::vector<float>* MapMetrics::Find(const std::string& name) const {
     for (const auto& r : rows)
@@ -190,52 +327,92 @@ Result<Tokenization> Engine::Tokenize(std::string_view text, bool truncate) cons
 Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOptions& options) {
     c10::InferenceMode guard;
     const ModelConfig& c = m_impl->model.info.config;
+    const int T = static_cast<int>(tokens.ids.size());
     Analysis a;
     a.n_layer = c.n_layer;
     a.n_head = c.n_head;
-    a.n_tokens = static_cast<int>(tokens.ids.size());
+    a.n_tokens = T;
     a.tokens = tokens;
     a.device = m_impl->device.str();
+    if (T == 0) return Fail("no tokens to run");
+    if (T > c.n_positions) return Fail(std::to_string(T) + " tokens exceed the model's context of " + std::to_string(c.n_positions));
+    for (size_t i = 0; i < tokens.ids.size(); ++i)
+        if (tokens.ids[i] < 0 || tokens.ids[i] >= c.vocab_size)
+            return Fail("token id " + std::to_string(tokens.ids[i]) + " at position " + std::to_string(i) +
+                        " is outside the vocabulary of " + std::to_string(c.vocab_size));
 
-    auto start = std::chrono::steady_clock::now();
-    ForwardOptions forward;
-    forward.want_logits = false;
-    forward.cancel = options.cancel;
-    auto ssa = Forward(m_impl->model.gpt, tokens.ids, forward);
-    if (!ssa) return Fail(ssa.error());
+    // The model and its comparison (the twin, or the same weights with tau = 1) run layer by
+    // layer side by side; each layer's maps are measured, pooled into thumbnails and dropped, so
+    // only one layer's [H, T, T] maps exist at a time, and on the model's device.
+    const SsaGpt& ssa = m_impl->model.gpt;
+    const SsaGpt& other = m_impl->twin ? m_impl->twin->gpt : ssa;
+    const bool vanilla = !m_impl->twin;
+    a.compare_label = vanilla ? "vanilla" : m_impl->twin->info.dir;
+    const bool cuda = m_impl->device.is_cuda();
+    auto sync = [&](const at::Tensor& t) {
+        if (cuda) t.sum().item<float>();  // wait for the kernels, so the timings are honest
+    };
 
-    Result<ForwardOutput> other = Fail("");
-    if (m_impl->twin) {
-        other = Forward(m_impl->twin->gpt, tokens.ids, forward);
-        a.compare_label = m_impl->twin->info.dir;
-    } else {
-        forward.vanilla = true;
-        other = Forward(m_impl->model.gpt, tokens.ids, forward);
-        a.compare_label = "vanilla";
+    const at::Tensor index = at::tensor(at::ArrayRef<int32_t>(tokens.ids), at::kInt).to(m_impl->device, at::kLong).unsqueeze(0);
+    at::Tensor x = Embed(ssa, index), y = Embed(other, index);  // [1, T, E]
+    auto maps = std::make_shared<RecomputedMaps>();
+    std::vector<RowMetricTensors> metrics_p, metrics_q;
+    std::vector<at::Tensor> js, l1, tau_q, tau_v, tau_q_cmp, tau_v_cmp, thumb_p, thumb_q, thumb_d;
+    const int pool = ThumbnailPool(T);
+    double forward_ms = 0, metrics_ms = 0;
+    for (int l = 0; l < c.n_layer; ++l) {
+        if (options.cancel && options.cancel->load()) return Fail("cancelled");
+        auto start = std::chrono::steady_clock::now();
+        BlockCapture p, q;
+        x = Block(ssa.config, ssa.layers[l], x, false, &p);
+        y = Block(other.config, other.layers[l], y, vanilla, &q);
+        sync(y);
+        forward_ms += MillisecondsSince(start);
+
+        start = std::chrono::steady_clock::now();
+        const at::Tensor pa = p.attention[0].to(at::kFloat), qa = q.attention[0].to(at::kFloat);  // [H, T, T]
+        MapComparison m = CompareMaps(pa, qa);
+        metrics_p.push_back(std::move(m.p));
+        metrics_q.push_back(std::move(m.q));
+        js.push_back(m.js);
+        l1.push_back(m.l1);
+        thumb_p.push_back(PoolMaps(pa, pool));
+        thumb_q.push_back(PoolMaps(qa, pool));
+        thumb_d.push_back(PoolDifference(pa, qa, pool));
+        tau_q.push_back(p.tau_q[0].to(at::kFloat));
+        tau_v.push_back(p.tau_v[0].to(at::kFloat));
+        tau_q_cmp.push_back(q.tau_q[0].to(at::kFloat));
+        tau_v_cmp.push_back(q.tau_v[0].to(at::kFloat));
+        // tau_q as the forward pass used it: ones multiply exactly, so the vanilla maps rebuild bit for bit too.
+        maps->Add(MapSide::Ssa, {p.q[0].contiguous(), p.k[0].contiguous(), p.tau_q[0]});
+        maps->Add(MapSide::Compare, {q.q[0].contiguous(), q.k[0].contiguous(), q.tau_q[0]});
+        sync(thumb_d.back());
+        metrics_ms += MillisecondsSince(start);
+        if (options.progress) options.progress->store(static_cast<float>(l + 1) / c.n_layer);
     }
-    if (!other) return Fail(other.error());
-    if (m_impl->device.is_cuda()) ssa->attention.sum().item<float>();  // wait for the kernels, so the timing is honest
-    a.forward_ms = MillisecondsSince(start);
 
-    start = std::chrono::steady_clock::now();
-    const MapComparison maps = CompareMaps(ssa->attention, other->attention);
-    a.metrics = ToHost(maps.p);
-    a.metrics_compare = ToHost(maps.q);
-    a.js = ToHost(maps.js);
-    a.l1 = ToHost(maps.l1);
+    const auto start = std::chrono::steady_clock::now();
+    a.metrics = ToHost(StackLayers(metrics_p));
+    a.metrics_compare = ToHost(StackLayers(metrics_q));
+    a.js = StackToHost(js);
+    a.l1 = StackToHost(l1);
+    a.tau_q = StackToHost(tau_q);
+    a.tau_v = StackToHost(tau_v);
+    a.tau_q_compare = StackToHost(tau_q_cmp);
+    a.tau_v_compare = StackToHost(tau_v_cmp);
+    a.thumbnails.pool = pool;
+    a.thumbnails.side = (T + pool - 1) / pool;
+    a.thumbnails.ssa = StackToHost(thumb_p);
+    a.thumbnails.compare = StackToHost(thumb_q);
+    a.thumbnails.difference = StackToHost(thumb_d);
     const QkSpectrum& spectrum = m_impl->model.spectrum;
     a.qk_opnorm = ToHost(spectrum.opnorm);
     a.qk_eig_mean = ToHost(spectrum.eig_mean);
     a.qk_eig_var = ToHost(spectrum.eig_var);
-    a.effective_qk_norm = ToHost(ssa->tau_q * spectrum.opnorm.to(ssa->tau_q.device()).unsqueeze(-1));
-    a.metrics_ms = MillisecondsSince(start);
-
-    a.attention = ToHost(ssa->attention);
-    a.attention_compare = ToHost(other->attention);
-    a.tau_q = ToHost(ssa->tau_q);
-    a.tau_v = ToHost(ssa->tau_v);
-    a.tau_q_compare = ToHost(other->tau_q);
-    a.tau_v_compare = ToHost(other->tau_v);
+    a.effective_qk_norm = ToHost(at::stack(tau_q) * spectrum.opnorm.to(m_impl->device).unsqueeze(-1));
+    a.maps = std::move(maps);
+    a.forward_ms = forward_ms;
+    a.metrics_ms = metrics_ms + MillisecondsSince(start);
     return a;
 }
 

@@ -46,12 +46,44 @@ struct MapMetrics {
     const std::vector<float>& Get(const std::string& name) const;   // asserts the name exists
 };
 
+enum class MapSide { Ssa, Compare };
+using HeadMap = std::shared_ptr<const std::vector<float>>;  // one head's [T, T] map, row-major
+
+// Every head's full attention map, on demand. At thousands of tokens L*H*T*T floats do not fit
+// the host (GPT-2 small at 2,048 tokens: 2.4 GB a side), so the engine keeps each layer's q, k
+// and tau_q where the model ran and rebuilds a head's map when it is shown or exported; the most
+// recently used maps stay on the host up to kMapCacheBytes. Thread-safe.
+class AttentionMaps {
+public:
+    virtual ~AttentionMaps() = default;
+    virtual HeadMap Head(MapSide side, int layer, int head) const = 0;
+};
+constexpr size_t kMapCacheBytes = size_t{128} << 20;
+
+// Maps already on the host, [L, H, T, T] a side: synthetic analyses for the demo and tests.
+std::shared_ptr<const AttentionMaps> HostAttentionMaps(int layers, int heads, int tokens, std::vector<float> ssa,
+                                                       std::vector<float> compare);
+
+// Every head's map max-pooled to at most kThumbnailCells a side, for the heads grid and its
+// shared colour scale: a cell holds the largest weight of its pool x pool block of tokens (the
+// difference: the value of largest magnitude), so a sharp weight survives. Exact (pool 1) up to
+// kThumbnailCells tokens.
+constexpr int kThumbnailCells = 256;
+struct Thumbnails {
+    int side = 0;  // cells a side: ceil(T / pool)
+    int pool = 1;  // tokens a cell covers, a side
+    std::vector<float> ssa, compare, difference;  // [L, H, side, side]
+    size_t Index(int l, int h, int n_head) const { return (static_cast<size_t>(l) * n_head + h) * side * side; }
+};
+// From host maps [L, H, T, T] (the synthetic analyses; the engine pools on its device).
+Thumbnails MakeThumbnails(const std::vector<float>& ssa, const std::vector<float>& compare, int layers, int heads, int tokens);
+
 struct Analysis {
     int n_layer = 0, n_head = 0, n_tokens = 0;
     Tokenization tokens;
     std::string compare_label;                   // "vanilla" (tau = 1 counterfactual) or the twin's folder
-    std::vector<float> attention;                // [L, H, T, T]
-    std::vector<float> attention_compare;        // [L, H, T, T]
+    std::shared_ptr<const AttentionMaps> maps;   // null: no maps (an empty analysis)
+    Thumbnails thumbnails;
     std::vector<float> tau_q, tau_v;             // [L, H, T]
     std::vector<float> tau_q_compare, tau_v_compare;  // [L, H, T] (ones for the counterfactual)
     MapMetrics metrics, metrics_compare;
@@ -61,7 +93,8 @@ struct Analysis {
     double forward_ms = 0, metrics_ms = 0;
     std::string device;
 
-    size_t MapIndex(int l, int h) const { return (static_cast<size_t>(l) * n_head + h) * n_tokens * n_tokens; }
+    // Head (l, h)'s full map on one side; null without maps or for a head outside the model.
+    HeadMap Map(MapSide side, int l, int h) const;
     size_t RowIndex(int l, int h) const { return (static_cast<size_t>(l) * n_head + h) * n_tokens; }
 };
 
@@ -77,7 +110,8 @@ struct HeadStats {
 HeadStats HeadTokenStats(const std::vector<float>& values, const Analysis& a, int l, int h);
 
 struct AnalyzeOptions {
-    const std::atomic<bool>* cancel = nullptr;
+    const std::atomic<bool>* cancel = nullptr;     // checked between layers
+    std::atomic<float>* progress = nullptr;        // set to the fraction of layers done
 };
 
 // Owns a loaded model (and optionally its twin) on one device. Not thread-safe: one thread (the

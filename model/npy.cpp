@@ -5,6 +5,11 @@
 namespace model {
 
 Status WriteNpy(const std::string& path, const float* data, const std::vector<int64_t>& shape) {
+    return WriteNpyParts(path, shape, 1, [data](int64_t, std::string*) { return data; });
+}
+
+Status WriteNpyParts(const std::string& path, const std::vector<int64_t>& shape, int64_t parts,
+                     const std::function<const float*(int64_t part, std::string* error)>& part) {
     std::string dims;
     uint64_t count = 1;
     for (int64_t d : shape) {
@@ -26,7 +31,13 @@ Status WriteNpy(const std::string& path, const float* data, const std::vector<in
     const char len_bytes[] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
     out.write(len_bytes, 2);
     out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(float)));
+    const uint64_t part_count = parts > 0 ? count / static_cast<uint64_t>(parts) : 0;
+    for (int64_t k = 0; k < parts && out; ++k) {
+        std::string error;
+        const float* data = part(k, &error);
+        if (!data) return Fail(path + ": " + error);
+        out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(part_count * sizeof(float)));
+    }
     if (!out) return Fail(path + ": write failed");
     return Ok{};
 }

@@ -259,6 +259,14 @@ at::Tensor Embed(const SsaGpt& m, const at::Tensor& ids) {
     return m.wte.index_select(0, ids.reshape({-1})).view({ids.size(0), T, m.config.n_embd}) + m.wpe.narrow(0, 0, T);
 }
 
+at::Tensor AttentionWeights(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q) {
+    const int64_t T = q.size(-2);
+    at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+    if (tau_q.defined()) scores = scores * tau_q.unsqueeze(-1);
+    const at::Tensor future = at::ones({T, T}, q.options().dtype(at::kBool)).triu(1);  // keys j > i
+    return at::softmax(scores.masked_fill(future, -std::numeric_limits<float>::infinity()), -1);
+}
+
 at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& x, bool vanilla, BlockCapture* capture) {
     const int64_t B = x.size(0), T = x.size(1), E = c.n_embd, H = c.n_head, D = c.HeadSize();
     const auto opts = x.options();
@@ -268,15 +276,10 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
     at::Tensor q = heads(0), k = heads(1), v = heads(2);
 
     const bool use_q = !vanilla && c.query.Active(), use_v = !vanilla && c.value.Active();
-    at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(D)));  // [B, H, T, T]
     at::Tensor tau_q, tau_v;
-    if (use_q) {
-        tau_q = Temperature(c.query, w.q, q, h);  // [B, H, T]
-        scores = scores * tau_q.unsqueeze(-1);
-    }
+    if (use_q) tau_q = Temperature(c.query, w.q, q, h);  // [B, H, T]
     if (use_v) tau_v = Temperature(c.value, w.v, v, h);
-    const at::Tensor future = at::ones({T, T}, opts.dtype(at::kBool)).triu(1);  // keys j > i
-    at::Tensor attn = at::softmax(scores.masked_fill(future, -std::numeric_limits<float>::infinity()), -1);
+    at::Tensor attn = AttentionWeights(q, k, tau_q);  // [B, H, T, T]
     at::Tensor y = at::matmul(attn, use_v ? v * tau_v.unsqueeze(-1) : v);  // [B, H, T, D]
     at::Tensor out = x + at::matmul(y.transpose(1, 2).reshape({B, T, E}), w.proj_w) + w.proj_b;
 
@@ -285,6 +288,8 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
     out = out + at::matmul(at::gelu(at::matmul(h2, w.fc_w) + w.fc_b, gelu), w.mlp_proj_w) + w.mlp_proj_b;
     if (capture) {
         capture->attention = attn;
+        capture->q = q;
+        capture->k = k;
         capture->tau_q = use_q ? tau_q : at::ones({B, H, T}, opts);
         capture->tau_v = use_v ? tau_v : at::ones({B, H, T}, opts);
     }

@@ -99,9 +99,14 @@ at::Tensor Temperature(const TemperatureForm& form, const TemperatureParams& par
 // trainer (autograd). None of them sets a grad mode; callers choose.
 struct BlockCapture {
     at::Tensor attention;  // [B, H, T, T]
+    at::Tensor q, k;       // [B, H, T, D], what AttentionWeights rebuilds a head's map from
     at::Tensor tau_q;      // [B, H, T] (ones when the side is off or vanilla)
     at::Tensor tau_v;      // [B, H, T]
 };
+// The causal attention weights softmax(tau_q (q k^T) / sqrt(D)) of SPEC section 1 for q and k
+// [..., T, D] and tau_q [..., T] (undefined: 1): [..., T, T], zero above the diagonal. Block uses
+// it, and so does the analysis that rebuilds one head's map at a time from the captured q and k.
+at::Tensor AttentionWeights(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q);
 at::Tensor Embed(const SsaGpt& model, const at::Tensor& ids);  // ids [B, T] int64 -> x [B, T, E]
 // One pre-LayerNorm block: x [B, T, E] -> [B, T, E]; `vanilla` sets tau_q = tau_v = 1.
 at::Tensor Block(const ModelConfig& config, const LayerWeights& weights, const at::Tensor& x, bool vanilla,
