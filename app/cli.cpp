@@ -557,7 +557,7 @@ int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
         if (command == "help" || command == "--help" || command == "-h") return std::printf("%s", kUsage), kExitOk;
         if (!command.empty() && command.rfind("--", 0) != 0) throw Failure{kExitUsage, "unknown command '" + command + "'"};
 
-        Flags flags(args, 1, with({"--text", "--text-file", "--screenshot", "--frames", "--bench-typing", "--session", "--export-to", "--show", "--example"}), {});
+        Flags flags(args, 1, with({"--text", "--text-file", "--screenshot", "--frames", "--bench-typing", "--bench-zoom", "--session", "--export-to", "--show", "--example"}), {});
         if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
         if (flags.Has("--session")) {
             auto session = LoadSession(flags.Get("--session"));
@@ -590,6 +590,7 @@ int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
         gui->screenshot = flags.Get("--screenshot");
         gui->frames = ParsePositive(flags, "--frames", 30);
         gui->bench_keys = flags.Has("--bench-typing") ? ParsePositive(flags, "--bench-typing", 1) : 0;
+        gui->bench_zoom_frames = flags.Has("--bench-zoom") ? ParsePositive(flags, "--bench-zoom", 1) : 0;
         if (flags.Has("--text") || flags.Has("--text-file")) gui->text = ReadText(flags);
         return -1;
     } catch (const Failure& f) {

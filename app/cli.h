@@ -22,6 +22,7 @@ struct GuiOptions {
     std::string screenshot;  // --screenshot FILE: render, save a PNG of the window, exit
     int frames = 30;         // --frames N: settled frames before the screenshot
     int bench_keys = 0;      // --bench-typing N: a benchmark that types N characters
+    int bench_zoom_frames = 0;  // --bench-zoom N: a benchmark that zooms and pans the map for N frames
     std::optional<Session> session;  // --session FILE: selections, view and export settings to restore
     std::string session_path;
     std::string show;        // --show export|help|demo: a window open from the start

@@ -144,6 +144,7 @@ public:
             if (e.kind == Kind::ModelOpened || e.kind == Kind::TwinOpened || e.kind == Kind::TwinClosed) RequestAnalysis();
         }
         m_state.busy = m_worker.Busy();
+        m_state.progress = m_worker.Progress();
     }
 
     void Draw() {
@@ -263,6 +264,13 @@ public:
     }
 
     void SetFrameMs(float ms) { m_state.frame_ms = ms; }
+
+    // The zoom benchmark moves the attention map as the mouse wheel and drag would.
+    void SetMapView(float zoom, float pan_x, float pan_y) {
+        m_state.settings.map_view.zoom = zoom;
+        m_state.settings.map_view.pan_x = pan_x;
+        m_state.settings.map_view.pan_y = pan_y;
+    }
 
 private:
     void RequestAnalysis() {
@@ -400,7 +408,12 @@ private:
             }
             ImGui::Dummy(ImVec2(2.5f * r, ImGui::GetTextLineHeight()));
             ImGui::SameLine();
-            ImGui::TextUnformatted("running...");
+            if (s.progress > 0.0f && s.progress < 1.0f) {  // a long text: layers done so far
+                ImGui::ProgressBar(s.progress, ImVec2(ImGui::GetFontSize() * 8.0f, ImGui::GetTextLineHeight()), "analysing...");
+                if (ImGui::IsItemHovered()) ImGui::SetTooltip("Layers run and measured so far; the maps appear when all are done.");
+            } else {
+                ImGui::TextUnformatted("running...");
+            }
         } else {
             ImGui::TextUnformatted("ready");
         }
@@ -521,7 +534,7 @@ int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
         return kExitFailure;
     }
     glfwMakeContextCurrent(window);
-    const bool measuring = !run.screenshot.empty() || run.bench_keys > 0 || !options.export_to.empty();
+    const bool measuring = !run.screenshot.empty() || run.bench_keys > 0 || run.bench_zoom_frames > 0 || !options.export_to.empty();
     glfwSwapInterval(measuring ? 0 : 1);
 
     IMGUI_CHECKVERSION();
@@ -545,7 +558,7 @@ int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
             static_cast<App*>(glfwGetWindowUserPointer(w))->OnDrop(count, paths);
         });
 
-        int settled_frames = 0, typed = 0;
+        int settled_frames = 0, typed = 0, zoomed = 0;
         bool export_started = false;
         const double start_ms = NowMs();
         double last_frame_ms = start_ms, next_key_ms = 0;
@@ -563,6 +576,16 @@ int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
                 app.TypeCharacter(" abcdefghij"[typed % 11]);
                 ++typed;
                 next_key_ms += run.bench_interval_ms;
+            }
+
+            // Zoom benchmark: in to 64x and back out on the selected head's map, panning across it.
+            if (run.bench_zoom_frames > 0 && app.Settled() && zoomed < run.bench_zoom_frames && app.state().analysis) {
+                const double t = static_cast<double>(zoomed) / run.bench_zoom_frames, pi = 3.14159265358979;
+                const float zoom = static_cast<float>(std::pow(64.0, std::sin(t * pi)));
+                const float T = static_cast<float>(app.state().analysis->n_tokens), room = T - T / zoom;
+                app.SetMapView(zoom, room * static_cast<float>(0.5 + 0.5 * std::sin(t * 6 * pi)),
+                               room * static_cast<float>(0.5 + 0.5 * std::cos(t * 4 * pi)));
+                ++zoomed;
             }
 
             app.Poll();
@@ -621,6 +644,13 @@ int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
             app.AfterPresent();
             app.HandleRequests();
 
+            if (run.bench_zoom_frames > 0) {
+                if (zoomed > 0) {
+                    frame_work_ms.push_back(NowMs() - frame_start);
+                    frame_ui_ms.push_back(ui_done - frame_start);
+                }
+                if (zoomed >= run.bench_zoom_frames) break;
+            }
             if (run.bench_keys > 0) {
                 const double work = NowMs() - frame_start;
                 if (typed > 0) {
@@ -632,6 +662,14 @@ int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
                 const double rest = 1000.0 / 60.0 - work;
                 if (rest > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(rest));
             }
+        }
+        if (run.bench_zoom_frames > 0) {
+            const int tokens = app.state().analysis ? app.state().analysis->n_tokens : 0;
+            std::printf("zoom and pan: %d x %d map, %zu frames (zoom 1 to 64 and back)\n", tokens, tokens, frame_work_ms.size());
+            std::printf("frame work ms (events, ImGui, GL render and swap): p50 %.2f  p99 %.2f  max %.2f\n", Percentile(frame_work_ms, 50),
+                        Percentile(frame_work_ms, 99), Percentile(frame_work_ms, 100));
+            std::printf("  of which ImGui (views, bakes, uploads) ms: p50 %.2f  p99 %.2f  max %.2f\n", Percentile(frame_ui_ms, 50),
+                        Percentile(frame_ui_ms, 99), Percentile(frame_ui_ms, 100));
         }
         if (run.bench_keys > 0) {
             const auto& lat = app.Latencies();

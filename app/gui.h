@@ -16,6 +16,8 @@ struct GuiRunOptions {
     // times and keystroke-to-pixels latency. 0 = off.
     int bench_keys = 0;
     double bench_interval_ms = 100;
+    // Benchmark: zoom and pan the attention map for this many frames, then print frame times.
+    int bench_zoom_frames = 0;
 };
 
 int RunGui(const GuiOptions& options, const GuiRunOptions& run);

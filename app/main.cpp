@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     run.screenshot = gui.screenshot;
     run.frames = gui.frames;
     run.bench_keys = gui.bench_keys;
+    run.bench_zoom_frames = gui.bench_zoom_frames;
     return app::RunGui(gui, run);
 #else
     std::fprintf(stderr, "ssaviz: built without the GUI (SSAVIZ_GUI=OFF); here is the model instead\n");

@@ -138,7 +138,47 @@ void HeatmapView::PrepareData(const AppState& state) {
         // One range for SSA and comparison, so switching between them (1 / 2) keeps the colours comparable.
         m_range = SharedMapRange(ssa, cmp, T, log_scale);
     }
+    m_levels.clear();
     m_texture_dirty = true;
+}
+
+namespace {
+
+// One level coarser: each cell the largest of a 2 x 2 block (diverging: the value of largest
+// magnitude, so a strong negative difference survives too). n x n -> ceil(n / 2) a side.
+std::vector<float> PoolByTwo(const std::vector<float>& src, int n, bool diverging) {
+    const int m = (n + 1) / 2;
+    std::vector<float> out(static_cast<size_t>(m) * m);
+    for (int i = 0; i < m; ++i)
+        for (int j = 0; j < m; ++j) {
+            float best = NAN;
+            for (int di = 0; di < 2; ++di)
+                for (int dj = 0; dj < 2; ++dj) {
+                    const int r = 2 * i + di, c = 2 * j + dj;
+                    if (r >= n || c >= n) continue;
+                    const float v = src[static_cast<size_t>(r) * n + c];
+                    const bool better = diverging ? std::abs(v) > std::abs(best) : v > best;
+                    if (std::isnan(best) || better) best = v;
+                }
+            out[static_cast<size_t>(i) * m + j] = best;
+        }
+    return out;
+}
+
+}  // namespace
+
+const float* HeatmapView::Level(int level) {
+    if (level == 0) return MapValues();
+    if (m_levels.empty()) {  // level 1 from the map itself
+        const int T = m_tokens;
+        m_levels.push_back(PoolByTwo(std::vector<float>(MapValues(), MapValues() + static_cast<size_t>(T) * T), T,
+                                     m_colormap == viz::Colormap::Diverging));
+    }
+    while (static_cast<int>(m_levels.size()) < level) {
+        const int n = (m_tokens + (1 << m_levels.size()) - 1) >> m_levels.size();
+        m_levels.push_back(PoolByTwo(m_levels.back(), n, m_colormap == viz::Colormap::Diverging));
+    }
+    return m_levels[level - 1].data();
 }
 
 void HeatmapView::EnsureTexture(float side) {
@@ -146,14 +186,17 @@ void HeatmapView::EnsureTexture(float side) {
     const float scale = std::max(1.0f, ImGui::GetIO().DisplayFramebufferScale.x);
     const float visible = T / m_view->zoom;  // cells across the view
     const float cells_per_pixel = visible / (side * scale);
-    const int pool = std::max(1, static_cast<int>(std::ceil(cells_per_pixel - 1e-3f)));
+    // Level of detail: the map max-pooled by 2^level, the smallest pool with no more texels than
+    // pixels (so no texel, and no sharp weight, is skipped when the GPU draws it).
+    int level = 0;
+    while ((1 << level) < cells_per_pixel - 1e-3f) ++level;
+    const int pool = 1 << level, n = (T + pool - 1) / pool;  // the level's cells a side
 
     BakedRegion want;
-    if (pool == 1 && T <= kWholeMapMaxSide) {
-        want = {0, 0, T, T, 1};  // the GPU scales the whole map up, nearest: panning and zooming need no bake
+    if (n <= kWholeMapMaxSide) {
+        want = {0, 0, n * pool, n * pool, pool};  // the whole level: panning and zooming within it need no bake
     } else {
-        // More cells than pixels: only the visible window (plus a margin, so small pans reuse it),
-        // its edges on multiples of the pool so the pooled blocks stay put while panning.
+        // Only the visible window of the level (plus a margin, so small pans reuse it).
         const int r_first = static_cast<int>(std::floor(m_view->pan_y)), c_first = static_cast<int>(std::floor(m_view->pan_x));
         const int r_last = std::min(T, static_cast<int>(std::ceil(m_view->pan_y + visible)));
         const int c_last = std::min(T, static_cast<int>(std::ceil(m_view->pan_x + visible)));
@@ -161,18 +204,16 @@ void HeatmapView::EnsureTexture(float side) {
         const bool covered = !m_texture_dirty && r.pool == pool && r.row0 <= r_first && r.col0 <= c_first &&
                              r.row0 + r.rows >= r_last && r.col0 + r.cols >= c_last;
         if (covered) return;
-        const float margin = visible * 0.25f;
-        auto span = [&](float first, int count_limit, int* begin, int* count) {
-            int b = static_cast<int>(std::floor((first - margin) / pool)) * pool;
-            int e = static_cast<int>(std::ceil((first + visible + margin) / pool)) * pool;
-            b = std::max(0, b);
-            e = std::min(count_limit, e);
-            *begin = b;
-            *count = std::max(1, e - b);
+        const float span = visible / pool, margin = span * 0.25f;
+        auto window = [&](float pan, int* begin, int* count) {  // in level cells
+            const int b = std::max(0, static_cast<int>(std::floor(pan / pool - margin)));
+            const int e = std::min(n, static_cast<int>(std::ceil(pan / pool + span + margin)));
+            *begin = b * pool;
+            *count = std::max(1, e - b) * pool;
         };
         want.pool = pool;
-        span(m_view->pan_y, T, &want.row0, &want.rows);
-        span(m_view->pan_x, T, &want.col0, &want.cols);
+        window(m_view->pan_y, &want.row0, &want.rows);
+        window(m_view->pan_x, &want.col0, &want.cols);
     }
     const BakedRegion& r = m_region;
     if (!m_texture_dirty && r.row0 == want.row0 && r.col0 == want.col0 && r.rows == want.rows && r.cols == want.cols &&
@@ -183,9 +224,8 @@ void HeatmapView::EnsureTexture(float side) {
     style.colormap = m_colormap;
     style.log_scale = m_log;
     style.range = m_range;
-    const int out_w = (want.cols + want.pool - 1) / want.pool, out_h = (want.rows + want.pool - 1) / want.pool;
-    const viz::Image image =
-        viz::BakeHeatmap(MapValues(), T, T, want.row0, want.col0, want.rows, want.cols, out_w, out_h, style, m_range);
+    const int row0 = want.row0 / pool, col0 = want.col0 / pool, rows = want.rows / pool, cols = want.cols / pool;
+    const viz::Image image = viz::BakeHeatmap(Level(level), n, n, row0, col0, rows, cols, cols, rows, style, m_range);
     m_texture.Upload(image);
     m_region = want;
     m_texture_dirty = false;

@@ -18,7 +18,8 @@ public:
 
 private:
     // The cells [row0, row0 + rows) x [col0, col0 + cols) the texture holds, pooled by `pool`
-    // cells per texel (1 = one texel per cell).
+    // cells per texel (1 = one texel per cell; a power of two, the level of detail). The region
+    // may end past the last token, in the last level cell's padding.
     struct BakedRegion {
         int row0 = 0, col0 = 0, rows = 0, cols = 0, pool = 0;
     };
@@ -31,6 +32,7 @@ private:
     void ClampView(float max_zoom);
     void ResetView();
     const float* MapValues() const;  // the shown map [T, T]: SSA, comparison or m_diff
+    const float* Level(int level);   // the shown map max-pooled by 2^level: ceil(T / 2^level) a side
     std::string CellText(int i, int j, bool multiline) const;  // the hover read-out of cell (i, j)
 
     viz::Texture m_texture;
@@ -51,6 +53,7 @@ private:
     model::HeadMap m_ssa, m_compare;         // the selected head's [T, T] maps (m_compare null without one)
     std::vector<float> m_diff;               // [T, T] SSA - comparison, for the difference mode
     BakedRegion m_region;
+    std::vector<std::vector<float>> m_levels;  // [k - 1]: the shown map max-pooled by 2^k, built when first drawn
     std::vector<std::string> m_labels;       // [T] display text of each token
     std::vector<std::string> m_short_labels; // [T] the same, shortened to the label strip
     float m_short_width = 0;

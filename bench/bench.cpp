@@ -1,0 +1,251 @@
+// ssaviz_bench: long-context figures (issue 7, SPEC section 6), each beside the same work done in
+// PyTorch (bench/pytorch_baseline.py, python3-torch) measured in the same run on the same machine.
+// Not a test: it prints a Markdown table.
+//
+// For each token count, in a fresh child process (so peak memory is that count's alone):
+//   analyse   Engine::Analyze: the SSA forward pass and its comparison (tau = 1) run layer by
+//             layer, with every layer's maps measured, pooled into thumbnails and dropped
+//             (forward and metrics reported apart; baseline: the two forward passes capturing
+//             [L, H, T, T], then the same metrics in torch ops)
+//   head map  one head's full [T, T] map rebuilt from q and k for display (uncached)
+//   bake      that map max-pooled and colour-mapped to at most 1024 x 1024 pixels
+//   peak RSS  of the process after all of the above
+//
+//   usage: ssaviz_bench --model DIR [--tokens 128,256,512,1024,2048] [--device cpu|cuda]
+//                       [--threads N] [--repeats 3] [--no-baseline] [--python /usr/bin/python3]
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/analysis.h"
+#include "viz/heatmap.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+[[noreturn]] void Die(const std::string& message) {
+    std::fprintf(stderr, "ssaviz_bench: %s\n", message.c_str());
+    std::exit(1);
+}
+
+double Median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? NAN : v[v.size() / 2];
+}
+
+double TimeMs(const std::function<void()>& fn) {
+    const auto start = Clock::now();
+    fn();
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+double PeakRssMb() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_maxrss / 1024.0;  // Linux reports KiB
+}
+
+struct Options {
+    std::string model, device = "cpu", python = "/usr/bin/python3", self;
+    std::vector<int> tokens = {128, 256, 512, 1024, 2048};
+    int threads = 0, repeats = 3, child = 0;
+    bool baseline = true;
+};
+
+// A real text, repeated until it has `count` tokens: the GPL (every Debian system has it).
+std::vector<int32_t> TokenIds(const model::Engine& engine, int count) {
+    std::ifstream in("/usr/share/common-licenses/GPL-3");
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string source = text.str();
+    if (source.empty()) source = "Attention is all you need, they said, and then the temperatures arrived. ";
+    std::string body = source;
+    while (true) {
+        auto tokens = engine.Tokenize(body, /*truncate=*/true);
+        if (!tokens) Die(tokens.error());
+        if (static_cast<int>(tokens->ids.size()) >= count) return std::vector<int32_t>(tokens->ids.begin(), tokens->ids.begin() + count);
+        if (body.size() > (size_t{64} << 20)) Die("cannot make " + std::to_string(count) + " tokens");
+        body += "\n" + source;
+    }
+}
+
+// One token count, in this (child) process: prints one JSON line.
+int RunChild(const Options& o) {
+    if (o.threads > 0) model::SetComputeThreads(o.threads);
+    auto engine = model::Engine::Open(o.model, o.device);
+    if (!engine) Die(engine.error());
+    const int T = o.child;
+    if (T > (*engine)->Info().config.n_positions)
+        Die(std::to_string(T) + " tokens exceed the model's context of " + std::to_string((*engine)->Info().config.n_positions));
+    model::Tokenization tokens;
+    tokens.ids = TokenIds(**engine, T);
+    tokens.pieces.assign(T, "x");
+    tokens.offsets.assign(T, {0, 0});
+
+    std::vector<double> forward, metrics, total, head_map, bake;
+    std::shared_ptr<const model::Analysis> analysis;
+    for (int r = 0; r <= o.repeats; ++r) {  // the first is a warm-up
+        std::shared_ptr<const model::Analysis> a;
+        const double ms = TimeMs([&] {
+            auto result = (*engine)->Analyze(tokens);
+            if (!result) Die(result.error());
+            a = std::make_shared<const model::Analysis>(std::move(*result));
+        });
+        model::HeadMap map;
+        const double map_ms = TimeMs([&] { map = a->Map(model::MapSide::Ssa, 0, 0); });
+        viz::HeatmapStyle style;
+        style.range = viz::Range{0.0f, 1.0f};
+        const int pixels = std::min(T, 1024);
+        const double bake_ms = TimeMs([&] { viz::BakeHeatmap(map->data(), T, T, style, pixels); });
+        if (r == 0) continue;
+        total.push_back(ms);
+        forward.push_back(a->forward_ms);
+        metrics.push_back(a->metrics_ms);
+        head_map.push_back(map_ms);
+        bake.push_back(bake_ms);
+        analysis = a;
+    }
+    double entropy_sum = 0, js_sum = 0;
+    for (float v : analysis->metrics.Get("entropy")) entropy_sum += v;
+    for (float v : analysis->js) js_sum += v;
+    const std::string ids_file = "/tmp/ssaviz_bench_ids_" + std::to_string(getpid()) + ".txt";
+    if (o.baseline) {  // the baseline runs the very same ids
+        std::ofstream ids(ids_file);
+        for (int32_t id : tokens.ids) ids << id << ' ';
+    }
+    const json line = {{"tokens", T},          {"forward_ms", Median(forward)}, {"metrics_ms", Median(metrics)},
+                       {"analyse_ms", Median(total)}, {"head_map_ms", Median(head_map)}, {"bake_ms", Median(bake)},
+                       {"peak_rss_mb", PeakRssMb()}, {"entropy_sum", entropy_sum},   {"js_sum", js_sum},
+                       {"ids_file", o.baseline ? ids_file : ""},
+                       {"device", analysis->device}};
+    std::printf("%s\n", line.dump().c_str());
+    return 0;
+}
+
+json RunCommand(const std::string& command) {
+    FILE* pipe = popen(command.c_str(), "r");
+    if (!pipe) Die("cannot run: " + command);
+    std::string out;
+    char buf[4096];
+    while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+    const int status = pclose(pipe);
+    const size_t line = out.rfind('{');
+    if (status != 0 || line == std::string::npos) Die("failed (" + std::to_string(status) + "): " + command);
+    return json::parse(out.substr(line));
+}
+
+std::string Quote(const std::string& s) {
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+std::string Fixed(double v, int digits) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return buf;
+}
+
+std::string Ratio(double ours, double theirs) { return theirs > 0 ? Fixed(ours / theirs, 2) + "x" : "n/a"; }
+
+Options Parse(int argc, char** argv) {
+    Options o;
+    o.self = argv[0];
+    for (int i = 1; i < argc; ++i) {
+        const std::string flag = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) Die(flag + " needs a value");
+            return argv[++i];
+        };
+        auto number = [&]() {
+            const std::string v = value();
+            char* end = nullptr;
+            const long n = std::strtol(v.c_str(), &end, 10);
+            if (v.empty() || *end || n < 0 || n > 1 << 20) Die(flag + " '" + v + "' is not a count");
+            return static_cast<int>(n);
+        };
+        if (flag == "--model") o.model = value();
+        else if (flag == "--device") o.device = value();
+        else if (flag == "--python") o.python = value();
+        else if (flag == "--threads") o.threads = number();
+        else if (flag == "--repeats") o.repeats = std::max(1, number());
+        else if (flag == "--child") o.child = number();
+        else if (flag == "--no-baseline") o.baseline = false;
+        else if (flag == "--tokens") {
+            o.tokens.clear();
+            std::stringstream list(value());
+            for (std::string item; std::getline(list, item, ',');) {
+                const int n = std::atoi(item.c_str());
+                if (n <= 0) Die("--tokens '" + item + "' is not a positive count");
+                o.tokens.push_back(n);
+            }
+        } else {
+            Die("unknown flag " + flag + " (see the usage at the top of bench/bench.cpp)");
+        }
+    }
+    if (o.model.empty()) Die("--model DIR is required");
+    return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const Options o = Parse(argc, argv);
+    if (o.child > 0) return RunChild(o);
+
+    const unsigned cores = std::thread::hardware_concurrency();
+    const int threads = o.threads > 0 ? o.threads : static_cast<int>(cores);
+    const std::string baseline = std::string(SSAVIZ_SOURCE_DIR) + "/bench/pytorch_baseline.py";
+    std::printf("ssaviz_bench: model %s, device %s, %d threads (%u cores), median of %d after a warm-up\n", o.model.c_str(),
+                o.device.c_str(), threads, cores, o.repeats);
+    std::printf("\n| tokens | analyse ms (forward + metrics) | PyTorch forward + metrics ms | ratio | head map ms | bake ms (PyTorch) "
+                "| peak RSS MB (PyTorch) | checks |\n");
+    std::printf("|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    for (int T : o.tokens) {
+        const std::string common = " --model " + Quote(o.model) + " --threads " + std::to_string(threads);
+        const json ours = RunCommand(Quote(o.self) + common + " --device " + Quote(o.device) + " --repeats " +
+                                     std::to_string(o.repeats) + " --child " + std::to_string(T) + (o.baseline ? "" : " --no-baseline"));
+        const std::string ids_file = ours.value("ids_file", "");
+        json theirs = json::object();
+        if (o.baseline)
+            theirs = RunCommand(Quote(o.python) + " " + Quote(baseline) + common + " --ids " + Quote(ids_file) + " --tokens " +
+                                std::to_string(T) + " --repeats " + std::to_string(o.repeats));
+        if (!ids_file.empty()) std::remove(ids_file.c_str());
+        const double f = ours["forward_ms"], m = ours["metrics_ms"];
+        std::string row = "| " + std::to_string(T) + " | " + Fixed(f + m, 1) + " (" + Fixed(f, 1) + " + " + Fixed(m, 1) + ") | ";
+        if (o.baseline) {
+            const double bf = theirs["forward_ms"], bm = theirs["metrics_ms"];
+            // The same numbers? Relative agreement of the sums of every row's entropy and JS divergence.
+            const double de = std::abs(double(ours["entropy_sum"]) - double(theirs["entropy_sum"])) /
+                              std::max(1e-9, std::abs(double(theirs["entropy_sum"])));
+            const double dj = std::abs(double(ours["js_sum"]) - double(theirs["js_sum"])) / std::max(1e-9, std::abs(double(theirs["js_sum"])));
+            row += Fixed(bf + bm, 1) + " (" + Fixed(bf, 1) + " + " + Fixed(bm, 1) + ") | " + Ratio(f + m, bf + bm) + " | " +
+                   Fixed(ours["head_map_ms"], 2) + " | " + Fixed(ours["bake_ms"], 2) + " (" + Fixed(theirs["bake_ms"], 2) + ") | " +
+                   Fixed(ours["peak_rss_mb"], 0) + " (" + Fixed(theirs["peak_rss_mb"], 0) + ") | entropy sums " +
+                   (de < 1e-4 ? "agree" : "DIFFER") + " (" + Fixed(de * 1e6, 2) + " ppm), JS " + (dj < 1e-3 ? "agree" : "DIFFER") +
+                   " (" + Fixed(dj * 1e6, 1) + " ppm) |";
+        } else {
+            row += "- | - | " + Fixed(ours["head_map_ms"], 2) + " | " + Fixed(ours["bake_ms"], 2) + " | " + Fixed(ours["peak_rss_mb"], 0) +
+                   " | - |";
+        }
+        std::printf("%s\n", row.c_str());
+        std::fflush(stdout);
+    }
+    return 0;
+}
