@@ -145,7 +145,7 @@ void HeatmapView::PrepareData(const AppState& state) {
 namespace {
 
 // One level coarser: each cell the largest of a 2 x 2 block (diverging: the value of largest
-// magnitude, so a strong negative difference survives too). n x n -> ceil(n / 2) a side.
+// magnitude, the positive one on a tie, so a strong negative difference survives too). n x n -> ceil(n / 2) a side.
 std::vector<float> PoolByTwo(const std::vector<float>& src, int n, bool diverging) {
     const int m = (n + 1) / 2;
     std::vector<float> out(static_cast<size_t>(m) * m);
@@ -157,7 +157,7 @@ std::vector<float> PoolByTwo(const std::vector<float>& src, int n, bool divergin
                     const int r = 2 * i + di, c = 2 * j + dj;
                     if (r >= n || c >= n) continue;
                     const float v = src[static_cast<size_t>(r) * n + c];
-                    const bool better = diverging ? std::abs(v) > std::abs(best) : v > best;
+                    const bool better = diverging ? std::abs(v) > std::abs(best) || (std::abs(v) == std::abs(best) && v > best) : v > best;
                     if (std::isnan(best) || better) best = v;
                 }
             out[static_cast<size_t>(i) * m + j] = best;

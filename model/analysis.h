@@ -66,7 +66,7 @@ std::shared_ptr<const AttentionMaps> HostAttentionMaps(int layers, int heads, in
 
 // Every head's map max-pooled to at most kThumbnailCells a side, for the heads grid and its
 // shared colour scale: a cell holds the largest weight of its pool x pool block of tokens (the
-// difference: the value of largest magnitude), so a sharp weight survives. Exact (pool 1) up to
+// difference: the value of largest magnitude, the positive one on a tie), so a sharp weight survives. Exact (pool 1) up to
 // kThumbnailCells tokens.
 constexpr int kThumbnailCells = 256;
 struct Thumbnails {
