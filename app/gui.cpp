@@ -145,6 +145,7 @@ public:
         }
         m_state.busy = m_worker.Busy();
         m_state.progress = m_worker.Progress();
+        m_worker.SetShownHead(m_state.selected.layer, m_state.selected.head);
     }
 
     void Draw() {

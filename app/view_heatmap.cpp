@@ -144,24 +144,29 @@ void HeatmapView::PrepareData(const AppState& state) {
 
 namespace {
 
-// One level coarser: each cell the largest of a 2 x 2 block (diverging: the value of largest
-// magnitude, the positive one on a tie, so a strong negative difference survives too). n x n -> ceil(n / 2) a side.
+// The larger of two weights, or for a difference the one of larger magnitude (the positive one
+// on a tie). Maps are finite (softmax outputs and their differences).
+inline float Stronger(float a, float b, bool diverging) {
+    if (!diverging) return a > b ? a : b;
+    const float fa = std::abs(a), fb = std::abs(b);
+    return fa > fb || (fa == fb && a > b) ? a : b;
+}
+
+// One level coarser: each cell the strongest of a 2 x 2 block, so a sharp weight (or a strong
+// negative difference) survives. n x n -> ceil(n / 2) a side; an odd last row or column pools
+// the cells it has.
 std::vector<float> PoolByTwo(const std::vector<float>& src, int n, bool diverging) {
     const int m = (n + 1) / 2;
     std::vector<float> out(static_cast<size_t>(m) * m);
-    for (int i = 0; i < m; ++i)
+    for (int i = 0; i < m; ++i) {
+        const float* r0 = src.data() + static_cast<size_t>(2 * i) * n;
+        const float* r1 = 2 * i + 1 < n ? r0 + n : r0;
+        float* o = out.data() + static_cast<size_t>(i) * m;
         for (int j = 0; j < m; ++j) {
-            float best = NAN;
-            for (int di = 0; di < 2; ++di)
-                for (int dj = 0; dj < 2; ++dj) {
-                    const int r = 2 * i + di, c = 2 * j + dj;
-                    if (r >= n || c >= n) continue;
-                    const float v = src[static_cast<size_t>(r) * n + c];
-                    const bool better = diverging ? std::abs(v) > std::abs(best) || (std::abs(v) == std::abs(best) && v > best) : v > best;
-                    if (std::isnan(best) || better) best = v;
-                }
-            out[static_cast<size_t>(i) * m + j] = best;
+            const int c0 = 2 * j, c1 = std::min(2 * j + 1, n - 1);
+            o[j] = Stronger(Stronger(r0[c0], r0[c1], diverging), Stronger(r1[c0], r1[c1], diverging), diverging);
         }
+    }
     return out;
 }
 
@@ -192,43 +197,47 @@ void HeatmapView::EnsureTexture(float side) {
     while ((1 << level) < cells_per_pixel - 1e-3f) ++level;
     const int pool = 1 << level, n = (T + pool - 1) / pool;  // the level's cells a side
 
-    BakedRegion want;
-    if (n <= kWholeMapMaxSide) {
-        want = {0, 0, n * pool, n * pool, pool};  // the whole level: panning and zooming within it need no bake
-    } else {
-        // Only the visible window of the level (plus a margin, so small pans reuse it).
-        const int r_first = static_cast<int>(std::floor(m_view->pan_y)), c_first = static_cast<int>(std::floor(m_view->pan_x));
-        const int r_last = std::min(T, static_cast<int>(std::ceil(m_view->pan_y + visible)));
-        const int c_last = std::min(T, static_cast<int>(std::ceil(m_view->pan_x + visible)));
-        const BakedRegion& r = m_region;
-        const bool covered = !m_texture_dirty && r.pool == pool && r.row0 <= r_first && r.col0 <= c_first &&
-                             r.row0 + r.rows >= r_last && r.col0 + r.cols >= c_last;
-        if (covered) return;
-        const float span = visible / pool, margin = span * 0.25f;
-        auto window = [&](float pan, int* begin, int* count) {  // in level cells
-            const int b = std::max(0, static_cast<int>(std::floor(pan / pool - margin)));
-            const int e = std::min(n, static_cast<int>(std::ceil(pan / pool + span + margin)));
-            *begin = b * pool;
-            *count = std::max(1, e - b) * pool;
-        };
-        want.pool = pool;
-        window(m_view->pan_y, &want.row0, &want.rows);
-        window(m_view->pan_x, &want.col0, &want.cols);
+    if (m_texture_dirty) {  // new values, range or colours: every baked texture is stale
+        m_whole.clear();
+        m_region = {};
+        m_texture_dirty = false;
     }
-    const BakedRegion& r = m_region;
-    if (!m_texture_dirty && r.row0 == want.row0 && r.col0 == want.col0 && r.rows == want.rows && r.cols == want.cols &&
-        r.pool == want.pool)
-        return;
-
     viz::HeatmapStyle style;
     style.colormap = m_colormap;
     style.log_scale = m_log;
     style.range = m_range;
-    const int row0 = want.row0 / pool, col0 = want.col0 / pool, rows = want.rows / pool, cols = want.cols / pool;
-    const viz::Image image = viz::BakeHeatmap(Level(level), n, n, row0, col0, rows, cols, cols, rows, style, m_range);
-    m_texture.Upload(image);
-    m_region = want;
-    m_texture_dirty = false;
+    if (n <= kWholeMapMaxSide) {
+        // The whole level, baked once and kept: zooming back and forth through the levels and
+        // panning within one need no bake.
+        if (static_cast<int>(m_whole.size()) <= level) m_whole.resize(level + 1);
+        if (!m_whole[level].Valid()) m_whole[level].Upload(viz::BakeHeatmap(Level(level), n, n, 0, 0, n, n, n, n, style, m_range));
+        m_drawn = &m_whole[level];
+        m_drawn_region = {0, 0, n * pool, n * pool, pool};
+        return;
+    }
+    // Zoomed in on a map with more tokens than that: only the visible window of the level (plus
+    // a margin, so small pans reuse it).
+    m_drawn = &m_texture;
+    const int r_first = static_cast<int>(std::floor(m_view->pan_y)), c_first = static_cast<int>(std::floor(m_view->pan_x));
+    const int r_last = std::min(T, static_cast<int>(std::ceil(m_view->pan_y + visible)));
+    const int c_last = std::min(T, static_cast<int>(std::ceil(m_view->pan_x + visible)));
+    const BakedRegion& r = m_region;
+    if (r.pool == pool && r.row0 <= r_first && r.col0 <= c_first && r.row0 + r.rows >= r_last && r.col0 + r.cols >= c_last) {
+        m_drawn_region = m_region;
+        return;
+    }
+    const float span = visible / pool, margin = span * 0.25f;
+    auto window = [&](float pan, int* begin, int* count) {  // in level cells
+        const int b = std::max(0, static_cast<int>(std::floor(pan / pool - margin)));
+        const int e = std::min(n, static_cast<int>(std::ceil(pan / pool + span + margin)));
+        *begin = b;
+        *count = std::max(1, e - b);
+    };
+    int row0 = 0, rows = 0, col0 = 0, cols = 0;
+    window(m_view->pan_y, &row0, &rows);
+    window(m_view->pan_x, &col0, &cols);
+    m_texture.Upload(viz::BakeHeatmap(Level(level), n, n, row0, col0, rows, cols, cols, rows, style, m_range));
+    m_drawn_region = m_region = {row0 * pool, col0 * pool, rows * pool, cols * pool, pool};
 }
 
 void HeatmapView::DrawToolbar(AppState& state) {
@@ -362,11 +371,11 @@ void HeatmapView::DrawMap(AppState& state, ImVec2 map_pos, float side, float lab
     auto cell_y = [&](float i) { return map_pos.y + (i - m_view->pan_y) * cell; };
 
     draw->PushClipRect(map_pos, map_max, true);
-    if (m_texture.Valid()) {
-        const ImVec2 p0(cell_x(static_cast<float>(m_region.col0)), cell_y(static_cast<float>(m_region.row0)));
-        const ImVec2 p1(cell_x(static_cast<float>(m_region.col0 + m_region.cols)),
-                        cell_y(static_cast<float>(m_region.row0 + m_region.rows)));
-        draw->AddImage(m_texture.Id(), p0, p1);
+    if (m_drawn && m_drawn->Valid()) {
+        const BakedRegion& r = m_drawn_region;
+        const ImVec2 p0(cell_x(static_cast<float>(r.col0)), cell_y(static_cast<float>(r.row0)));
+        const ImVec2 p1(cell_x(static_cast<float>(r.col0 + r.cols)), cell_y(static_cast<float>(r.row0 + r.rows)));
+        draw->AddImage(m_drawn->Id(), p0, p1);
     }
     // Overlays: the selected query row, the key hovered in the row chart, the hovered cell.
     const int query = state.query;

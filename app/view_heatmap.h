@@ -52,7 +52,10 @@ private:
     viz::Range m_range;
     model::HeadMap m_ssa, m_compare;         // the selected head's [T, T] maps (m_compare null without one)
     std::vector<float> m_diff;               // [T, T] SSA - comparison, for the difference mode
-    BakedRegion m_region;
+    BakedRegion m_region;                    // what m_texture holds: a window of a level too large to bake whole
+    std::vector<viz::Texture> m_whole;       // [level]: the whole level, for levels of at most kWholeMapMaxSide cells
+    viz::Texture* m_drawn = nullptr;         // m_texture or one of m_whole: what the map draws
+    BakedRegion m_drawn_region;
     std::vector<std::vector<float>> m_levels;  // [k - 1]: the shown map max-pooled by 2^k, built when first drawn
     std::vector<std::string> m_labels;       // [T] display text of each token
     std::vector<std::string> m_short_labels; // [T] the same, shortened to the label strip

@@ -48,6 +48,11 @@ public:
     std::vector<WorkerEvent> TakeEvents();  // everything finished since the last call, oldest first
     bool Busy() const { return m_busy.load(); }
     float Progress() const { return m_progress.load(); }  // of the running analysis: layers done / layers
+    // The head the map view shows: each analysis rebuilds its full maps before it is handed over.
+    void SetShownHead(int layer, int head) {
+        m_shown_layer = layer;
+        m_shown_head = head;
+    }
 
 private:
     struct Request {
@@ -79,6 +84,7 @@ private:
     std::atomic<bool> m_cancel{false};
     std::atomic<bool> m_busy{false};
     std::atomic<float> m_progress{0.0f};
+    std::atomic<int> m_shown_layer{0}, m_shown_head{0};
     std::thread m_thread;  // last: starts after everything above exists
 };
 
