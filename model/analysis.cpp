@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <cassert>
+#include <limits>
 #include <list>
 #include <mutex>
 #include <tuple>
@@ -167,18 +168,41 @@ private:
     mutable MapCache m_cache;
 };
 
-// maps [H, T, T] -> [H, side, side] block maxima (ceil_mode: the last block may be partial).
-at::Tensor PoolMaps(const at::Tensor& maps, int pool) {
-    if (pool == 1) return maps;
-    return at::max_pool2d(maps, {pool, pool}, {pool, pool}, {0, 0}, {1, 1}, /*ceil_mode=*/true);
-}
+struct Pooled {
+    at::Tensor p, q, difference;  // [..., side, side]
+};
 
-// The difference p - q pooled to the value of largest magnitude in each block.
-at::Tensor PoolDifference(const at::Tensor& p, const at::Tensor& q, int pool) {
-    const at::Tensor d = p - q;
-    if (pool == 1) return d;
-    const at::Tensor up = PoolMaps(d, pool), down = PoolMaps(-d, pool);
-    return at::where(up >= down, up, -down);
+// Maps p and q [..., T, T] pooled into pool x pool blocks (the last ones partial): the block
+// maxima of p and q, and the value of p - q of largest magnitude (the positive one on a tie). On
+// the CPU one pass over both maps; elsewhere torch ops.
+Pooled PoolThumbnails(const at::Tensor& p, const at::Tensor& q, int pool) {
+    if (pool == 1) return {p, q, p - q};
+    if (!p.is_cpu()) {
+        auto block_max = [&](const at::Tensor& m) { return at::max_pool2d(m, {pool, pool}, {pool, pool}, {0, 0}, {1, 1}, true); };
+        const at::Tensor d = p - q, up = block_max(d), down = block_max(-d);
+        return {block_max(p), block_max(q), at::where(up >= down, up, -down)};
+    }
+    const at::Tensor pc = p.contiguous(), qc = q.contiguous();
+    const int64_t T = p.size(-1), side = (T + pool - 1) / pool, maps = p.numel() / (T * T);
+    std::vector<int64_t> shape = p.sizes().vec();
+    shape[shape.size() - 2] = shape[shape.size() - 1] = side;
+    Pooled out{at::full(shape, -std::numeric_limits<float>::infinity()), at::full(shape, -std::numeric_limits<float>::infinity()),
+               at::zeros(shape)};
+    const float *pp = pc.data_ptr<float>(), *qq = qc.data_ptr<float>();
+    float *op = out.p.data_ptr<float>(), *oq = out.q.data_ptr<float>(), *od = out.difference.data_ptr<float>();
+    for (int64_t m = 0; m < maps; ++m)
+        for (int64_t i = 0; i < T; ++i) {
+            const size_t in = static_cast<size_t>((m * T + i) * T), at = static_cast<size_t>((m * side + i / pool) * side);
+            for (int64_t j = 0; j < T; ++j) {
+                const float x = pp[in + j], y = qq[in + j], d = x - y;
+                const size_t k = at + static_cast<size_t>(j / pool);
+                op[k] = std::max(op[k], x);
+                oq[k] = std::max(oq[k], y);
+                const float best = od[k];
+                if (std::abs(d) > std::abs(best) || (std::abs(d) == std::abs(best) && d > best)) od[k] = d;
+            }
+        }
+    return out;
 }
 
 int ThumbnailPool(int tokens) { return std::max(1, (tokens + kThumbnailCells - 1) / kThumbnailCells); }
@@ -219,9 +243,10 @@ Thumbnails MakeThumbnails(const std::vector<float>& ssa, const std::vector<float
     // from_blob does not copy; the pooled results are new tensors.
     const at::Tensor p = at::from_blob(const_cast<float*>(ssa.data()), {maps, tokens, tokens});
     const at::Tensor q = at::from_blob(const_cast<float*>(compare.data()), {maps, tokens, tokens});
-    t.ssa = ToHost(PoolMaps(p, t.pool));
-    t.compare = ToHost(PoolMaps(q, t.pool));
-    t.difference = ToHost(PoolDifference(p, q, t.pool));
+    const Pooled pooled = PoolThumbnails(p, q, t.pool);
+    t.ssa = ToHost(pooled.p);
+    t.compare = ToHost(pooled.q);
+    t.difference = ToHost(pooled.difference);
     return t;
 }
 
@@ -376,9 +401,10 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         metrics_q.push_back(std::move(m.q));
         js.push_back(m.js);
         l1.push_back(m.l1);
-        thumb_p.push_back(PoolMaps(pa, pool));
-        thumb_q.push_back(PoolMaps(qa, pool));
-        thumb_d.push_back(PoolDifference(pa, qa, pool));
+        Pooled pooled = PoolThumbnails(pa, qa, pool);
+        thumb_p.push_back(std::move(pooled.p));
+        thumb_q.push_back(std::move(pooled.q));
+        thumb_d.push_back(std::move(pooled.difference));
         tau_q.push_back(p.tau_q[0].to(at::kFloat));
         tau_v.push_back(p.tau_v[0].to(at::kFloat));
         tau_q_cmp.push_back(q.tau_q[0].to(at::kFloat));
