@@ -142,48 +142,13 @@ void HeatmapView::PrepareData(const AppState& state) {
     m_texture_dirty = true;
 }
 
-namespace {
-
-// The larger of two weights, or for a difference the one of larger magnitude (the positive one
-// on a tie). Maps are finite (softmax outputs and their differences).
-inline float Stronger(float a, float b, bool diverging) {
-    if (!diverging) return a > b ? a : b;
-    const float fa = std::abs(a), fb = std::abs(b);
-    return fa > fb || (fa == fb && a > b) ? a : b;
-}
-
-// One level coarser: each cell the strongest of a 2 x 2 block, so a sharp weight (or a strong
-// negative difference) survives. n x n -> ceil(n / 2) a side; an odd last row or column pools
-// the cells it has.
-std::vector<float> PoolByTwo(const std::vector<float>& src, int n, bool diverging) {
-    const int m = (n + 1) / 2;
-    std::vector<float> out(static_cast<size_t>(m) * m);
-    for (int i = 0; i < m; ++i) {
-        const float* r0 = src.data() + static_cast<size_t>(2 * i) * n;
-        const float* r1 = 2 * i + 1 < n ? r0 + n : r0;
-        float* o = out.data() + static_cast<size_t>(i) * m;
-        for (int j = 0; j < m; ++j) {
-            const int c0 = 2 * j, c1 = std::min(2 * j + 1, n - 1);
-            o[j] = Stronger(Stronger(r0[c0], r0[c1], diverging), Stronger(r1[c0], r1[c1], diverging), diverging);
-        }
-    }
-    return out;
-}
-
-}  // namespace
-
 const float* HeatmapView::Level(int level) {
-    if (level == 0) return MapValues();
-    if (m_levels.empty()) {  // level 1 from the map itself
-        const int T = m_tokens;
-        m_levels.push_back(PoolByTwo(std::vector<float>(MapValues(), MapValues() + static_cast<size_t>(T) * T), T,
-                                     m_colormap == viz::Colormap::Diverging));
+    while (static_cast<int>(m_levels.size()) < level) {  // each level from the one below, level 1 from the map
+        const int below = static_cast<int>(m_levels.size()), n = (m_tokens + (1 << below) - 1) >> below;
+        const float* values = below == 0 ? MapValues() : m_levels.back().data();
+        m_levels.push_back(viz::PoolByTwo(values, n, m_colormap == viz::Colormap::Diverging));
     }
-    while (static_cast<int>(m_levels.size()) < level) {
-        const int n = (m_tokens + (1 << m_levels.size()) - 1) >> m_levels.size();
-        m_levels.push_back(PoolByTwo(m_levels.back(), n, m_colormap == viz::Colormap::Diverging));
-    }
-    return m_levels[level - 1].data();
+    return level == 0 ? MapValues() : m_levels[level - 1].data();
 }
 
 void HeatmapView::EnsureTexture(float side) {

@@ -359,18 +359,14 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     a.n_tokens = T;
     a.tokens = tokens;
     a.device = m_impl->device.str();
-    if (T == 0) return Fail("no tokens to run");
-    if (T > c.n_positions) return Fail(std::to_string(T) + " tokens exceed the model's context of " + std::to_string(c.n_positions));
-    for (size_t i = 0; i < tokens.ids.size(); ++i)
-        if (tokens.ids[i] < 0 || tokens.ids[i] >= c.vocab_size)
-            return Fail("token id " + std::to_string(tokens.ids[i]) + " at position " + std::to_string(i) +
-                        " is outside the vocabulary of " + std::to_string(c.vocab_size));
+    const SsaGpt& ssa = m_impl->model.gpt;
+    const SsaGpt& other = m_impl->twin ? m_impl->twin->gpt : ssa;
+    for (const SsaGpt* model : {&ssa, &other})
+        if (auto valid = CheckIds(model->config, tokens.ids); !valid) return Fail(valid.error());
 
     // The model and its comparison (the twin, or the same weights with tau = 1) run layer by
     // layer side by side; each layer's maps are measured, pooled into thumbnails and dropped, so
     // only one layer's [H, T, T] maps exist at a time, and on the model's device.
-    const SsaGpt& ssa = m_impl->model.gpt;
-    const SsaGpt& other = m_impl->twin ? m_impl->twin->gpt : ssa;
     const bool vanilla = !m_impl->twin;
     a.compare_label = vanilla ? "vanilla" : m_impl->twin->info.dir;
     const bool cuda = m_impl->device.is_cuda();

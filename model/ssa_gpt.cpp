@@ -301,9 +301,8 @@ at::Tensor Logits(const SsaGpt& m, const at::Tensor& x) {
     return at::matmul(at::layer_norm(x, {c.n_embd}, m.ln_f_w, m.ln_f_b, c.layer_norm_epsilon), m.lm_head.t());
 }
 
-Result<ForwardOutput> Forward(const SsaGpt& m, const std::vector<int32_t>& ids, const ForwardOptions& options) {
-    const ModelConfig& c = m.config;
-    const int64_t T = static_cast<int64_t>(ids.size()), H = c.n_head, L = c.n_layer;
+Status CheckIds(const ModelConfig& c, const std::vector<int32_t>& ids) {
+    const int64_t T = static_cast<int64_t>(ids.size());
     if (T == 0) return Fail("no tokens to run");
     if (T > c.n_positions)
         return Fail(std::to_string(T) + " tokens exceed the model's context of " + std::to_string(c.n_positions));
@@ -311,6 +310,13 @@ Result<ForwardOutput> Forward(const SsaGpt& m, const std::vector<int32_t>& ids, 
         if (ids[i] < 0 || ids[i] >= c.vocab_size)
             return Fail("token id " + std::to_string(ids[i]) + " at position " + std::to_string(i) + " is outside the vocabulary of " +
                         std::to_string(c.vocab_size));
+    return Ok{};
+}
+
+Result<ForwardOutput> Forward(const SsaGpt& m, const std::vector<int32_t>& ids, const ForwardOptions& options) {
+    const ModelConfig& c = m.config;
+    const int64_t T = static_cast<int64_t>(ids.size()), H = c.n_head, L = c.n_layer;
+    if (auto valid = CheckIds(c, ids); !valid) return Fail(valid.error());
 
     c10::InferenceMode guard;
     const auto opts = m.wte.options().dtype(at::kFloat);  // captures in float32 whatever the compute dtype

@@ -87,7 +87,10 @@ struct ForwardOutput {
     at::Tensor tau_v;      // [L, H, T]
 };
 
-// Runs token ids (each < vocab_size, count <= n_positions, checked) under InferenceMode.
+// Token ids a model with this config can run: at least one, at most n_positions, each below
+// vocab_size; the error names the first that is not.
+Status CheckIds(const ModelConfig& config, const std::vector<int32_t>& ids);
+// Runs token ids (checked by CheckIds) under InferenceMode.
 Result<ForwardOutput> Forward(const SsaGpt& model, const std::vector<int32_t>& ids, const ForwardOptions& options = {});
 
 // tau for one side and layer: [..., H, T]. `z_heads` is q or v split into heads [..., H, T, D];

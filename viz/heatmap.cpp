@@ -71,6 +71,36 @@ Image BakeHeatmap(const float* values, int rows, int cols, int row0, int col0, i
     return image;
 }
 
+namespace {
+
+// The larger of two weights, or for a difference the one of larger magnitude (the positive one
+// on a tie). Maps are finite (softmax outputs and their differences).
+float Stronger(float a, float b, bool diverging) {
+    if (!diverging) return a > b ? a : b;
+    const float fa = std::abs(a), fb = std::abs(b);
+    return fa > fb || (fa == fb && a > b) ? a : b;
+}
+
+}  // namespace
+
+// One level coarser: each cell the strongest of a 2 x 2 block, so a sharp weight (or a strong
+// negative difference) survives. n x n -> ceil(n / 2) a side; an odd last row or column pools
+// the cells it has.
+std::vector<float> PoolByTwo(const float* src, int n, bool diverging) {
+    const int m = (n + 1) / 2;
+    std::vector<float> out(static_cast<size_t>(m) * m);
+    for (int i = 0; i < m; ++i) {
+        const float* r0 = src + static_cast<size_t>(2 * i) * n;
+        const float* r1 = 2 * i + 1 < n ? r0 + n : r0;
+        float* o = out.data() + static_cast<size_t>(i) * m;
+        for (int j = 0; j < m; ++j) {
+            const int c0 = 2 * j, c1 = std::min(2 * j + 1, n - 1);
+            o[j] = Stronger(Stronger(r0[c0], r0[c1], diverging), Stronger(r1[c0], r1[c1], diverging), diverging);
+        }
+    }
+    return out;
+}
+
 Image BakeHeatmap(const float* values, int rows, int cols, const HeatmapStyle& style, int max_side) {
     const Range range = ResolveRange(values, rows, cols, style);
     return BakeHeatmap(values, rows, cols, 0, 0, rows, cols, std::min(cols, max_side), std::min(rows, max_side), style, range);

@@ -35,6 +35,10 @@ Range ResolveRange(const float* values, int rows, int cols, const HeatmapStyle& 
 Image BakeHeatmap(const float* values, int rows, int cols, int row0, int col0, int row_count, int col_count, int out_w,
                   int out_h, const HeatmapStyle& style, Range range);
 
+// One level of detail coarser: n x n cells -> ceil(n / 2) a side, each the strongest of its 2 x 2
+// block (the largest; diverging: the value of largest magnitude, the positive one on a tie).
+std::vector<float> PoolByTwo(const float* values, int n, bool diverging);
+
 // The whole map at one pixel per cell, pooled down when a side exceeds max_side.
 Image BakeHeatmap(const float* values, int rows, int cols, const HeatmapStyle& style, int max_side = 2048);
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <vector>
 #include <string>
 #include <string_view>
@@ -19,6 +20,15 @@
             std::abort();                                                                       \
         }                                                                                       \
     } while (0)
+
+// A tokenizer every input of a target shares, loaded once; a target that cannot load it is broken.
+inline std::unique_ptr<model::Tokenizer> TokenizerOrAbort(const char* target, model::Result<std::unique_ptr<model::Tokenizer>> loaded) {
+    if (!loaded) {
+        std::fprintf(stderr, "%s: %s\n", target, loaded.error().c_str());
+        std::abort();
+    }
+    return std::move(*loaded);
+}
 
 // What every tokenizer promises for text it accepted: one id, piece and byte range per token, ids
 // inside the vocabulary, and ranges that tile the text with each piece the bytes it covers. Only

@@ -18,14 +18,8 @@
 namespace {
 
 const model::Tokenizer& English() {
-    static const std::unique_ptr<model::Tokenizer> tokenizer = [] {
-        auto loaded = model::LoadSentencePieceTokenizer(SSAVIZ_SOURCE_DIR "/assets/models/english/ssa/tokenizer.model");
-        if (!loaded) {
-            std::fprintf(stderr, "fuzz_sentencepiece: %s\n", loaded.error().c_str());
-            std::abort();
-        }
-        return std::move(*loaded);
-    }();
+    static const std::unique_ptr<model::Tokenizer> tokenizer =
+        TokenizerOrAbort("fuzz_sentencepiece", model::LoadSentencePieceTokenizer(SSAVIZ_SOURCE_DIR "/assets/models/english/ssa/tokenizer.model"));
     return *tokenizer;
 }
 

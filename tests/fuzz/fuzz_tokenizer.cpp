@@ -16,14 +16,8 @@
 namespace {
 
 const model::Tokenizer& Gpt2() {
-    static const std::unique_ptr<model::Tokenizer> tokenizer = [] {
-        auto loaded = model::LoadTokenizer(SSAVIZ_SOURCE_DIR "/assets/tokenizers/gpt2");
-        if (!loaded) {
-            std::fprintf(stderr, "fuzz_tokenizer: %s\n", loaded.error().c_str());
-            std::abort();
-        }
-        return std::move(*loaded);
-    }();
+    static const std::unique_ptr<model::Tokenizer> tokenizer =
+        TokenizerOrAbort("fuzz_tokenizer", model::LoadTokenizer(SSAVIZ_SOURCE_DIR "/assets/tokenizers/gpt2"));
     return *tokenizer;
 }
 

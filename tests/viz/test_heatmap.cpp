@@ -291,4 +291,18 @@ TEST(BakeHeatmap, EmptyRequestsGiveAnEmptyImage) {
     ASSERT_EQ(one.pixels.size(), 1u);
 }
 
+// Levels of detail: a 3 x 3 map -> 2 x 2; the odd last row and column pool the cells they have.
+TEST(PoolByTwo, KeepsEachBlocksStrongestValue) {
+    const std::vector<float> map = {0.1f, 0.0f, 0.0f,   //
+                                    0.7f, 0.2f, 0.0f,   //
+                                    0.3f, 0.9f, 0.4f};
+    EXPECT_EQ(viz::PoolByTwo(map.data(), 3, false), (std::vector<float>{0.7f, 0.0f, 0.9f, 0.4f}));
+    // Differences: the value of largest magnitude, the positive one on a tie.
+    const std::vector<float> diff = {0.1f, -0.5f, 0.2f, 0.3f,    //
+                                     0.0f, 0.2f, -0.2f, 0.0f,    //
+                                     -0.4f, 0.4f, 0.0f, 0.0f,    //
+                                     0.1f, 0.0f, 0.0f, -0.05f};
+    EXPECT_EQ(viz::PoolByTwo(diff.data(), 4, true), (std::vector<float>{-0.5f, 0.3f, 0.4f, -0.05f}));
+}
+
 }  // namespace
