@@ -3,9 +3,9 @@
 #include <string>
 #include <vector>
 
-#include "app/cli.h"
+#include "app/cli/cli.h"
 #ifdef SSAVIZ_HAVE_GUI
-#include "app/gui.h"
+#include "app/gui/gui.h"
 #endif
 
 int main(int argc, char** argv) {

@@ -31,7 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/analysis.h"
+#include "model/nn/analysis.h"
 #include "viz/heatmap.h"
 
 namespace {

@@ -59,7 +59,7 @@ Figure HeadsGridFigure(const float* maps, int layers, int heads, int tokens, con
 
 enum class SeriesKind { Line, Points, Bars };
 
-// In an inline namespace because viz/plot.h (the GUI's ImGui plots) has its own, different
+// In an inline namespace because viz/imgui/plot.h (the GUI's ImGui plots) has its own, different
 // viz::PlotSeries: two definitions of one name break the one-definition rule at link time
 // (std::vector<PlotSeries> members would be merged). Code says viz::PlotSeries as usual; a file
 // that includes both headers names this one viz::fig::PlotSeries.

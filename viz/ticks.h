@@ -1,5 +1,5 @@
 // Axis ticks on plain numbers: round values inside a range and short labels for them. Shared by
-// the GUI's colour bars and plots (viz/widgets.h) and the exported figures (viz/figures.h), so it
+// the GUI's colour bars and plots (viz/imgui/widgets.h) and the exported figures (viz/figures.h), so it
 // needs no ImGui.
 #pragma once
 

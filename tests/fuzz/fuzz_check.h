@@ -1,5 +1,5 @@
 // Shared by the fuzz targets: an invariant check that survives NDEBUG and aborts with the
-// condition (libFuzzer then saves the input), and the Tokenizer contract of model/tokenizer.h.
+// condition (libFuzzer then saves the input), and the Tokenizer contract of model/text/tokenizer.h.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "model/tokenizer.h"
+#include "model/text/tokenizer.h"
 
 #define FUZZ_CHECK(cond)                                                                        \
     do {                                                                                        \

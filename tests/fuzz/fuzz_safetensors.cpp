@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "model/safetensors.h"
+#include "model/io/safetensors.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

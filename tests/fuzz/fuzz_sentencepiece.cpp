@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "model/sentencepiece.h"
-#include "model/tokenizer.h"
+#include "model/text/sentencepiece.h"
+#include "model/text/tokenizer.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

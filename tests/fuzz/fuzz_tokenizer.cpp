@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/tokenizer.h"
+#include "model/text/tokenizer.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "model/tokenizer.h"
+#include "model/text/tokenizer.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

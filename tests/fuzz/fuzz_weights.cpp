@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "model/weights.h"
+#include "model/io/weights.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

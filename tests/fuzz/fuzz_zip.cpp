@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "model/zip.h"
+#include "model/io/zip.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Reference GPT-2 token ids from the npm package gpt-3-encoder (an independent JavaScript port of
-// OpenAI's encoder.py), for tests/model/test_tokenizer.cpp to compare against.
+// OpenAI's encoder.py), for tests/model/text/test_tokenizer.cpp to compare against.
 //
 //   node gpt2_reference.js CASES.json OUT.json
 //

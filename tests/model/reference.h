@@ -9,9 +9,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "model/safetensors.h"
-#include "model/ssa_gpt.h"
-#include "model/weights.h"
+#include "model/io/safetensors.h"
+#include "model/nn/ssa_gpt.h"
+#include "model/io/weights.h"
 
 namespace model::testing {
 

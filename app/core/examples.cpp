@@ -1,0 +1,72 @@
+#include "app/core/examples.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "model/io/files.h"
+#include "model/train/tasks.h"
+
+namespace app {
+namespace fs = std::filesystem;
+
+std::string BundledModelsDir() {
+    const fs::path exe_dir = model::ExecutableDir();
+    if (!exe_dir.empty() && fs::exists(exe_dir / ".." / "assets" / "models" / "examples.json"))
+        return (exe_dir / ".." / "assets" / "models").lexically_normal().string();
+#ifdef SSAVIZ_SOURCE_ASSETS
+    if (fs::exists(fs::path(SSAVIZ_SOURCE_ASSETS) / "models" / "examples.json")) return SSAVIZ_SOURCE_ASSETS "/models";
+#endif
+    return "";
+}
+
+std::vector<Example> BundledExamples() {
+    std::vector<Example> out;
+    const std::string root = BundledModelsDir();
+    if (root.empty()) return out;
+    auto list = model::ParseJsonFile(root + "/examples.json");
+    if (!list) return {};
+    try {
+        for (const auto& e : *list) {
+            Example x;
+            x.id = e.at("id");
+            x.title = e.at("title");
+            x.hint = e.value("hint", "");
+            x.model_dir = root + "/" + e.at("model").get<std::string>();
+            if (e.contains("twin")) x.twin_dir = root + "/" + e["twin"].get<std::string>();
+            x.text = e.value("text", "");
+            if (e.contains("passkey_tokens")) x.text = model::TaskExampleText("passkey", e["passkey_tokens"].get<int>(), 3);
+            x.graph_panel = e.value("graph_panel", false);
+            x.query_piece = e.value("query_piece", "");
+            x.layer = e.value("layer", 0);
+            x.head = e.value("head", 0);
+            if (fs::exists(x.model_dir + "/config.json")) out.push_back(std::move(x));
+        }
+    } catch (const std::exception&) {
+        return {};  // a broken examples.json (or a bad entry) only hides the menu's entries
+    }
+    return out;
+}
+
+std::string TrainedTask(const std::string& model_dir) {
+    auto record = model::ParseJsonFile(model_dir + "/train.json");
+    if (!record) return "";
+    try {
+        return record->at("task").value("task", "");
+    } catch (const std::exception&) {
+        return "";
+    }
+}
+
+std::string DefaultModelDir() {
+    if (const char* env = std::getenv("SSAVIZ_MODEL"); env && *env) return env;
+    const fs::path exe_dir = model::ExecutableDir();
+    if (exe_dir.empty()) return "";
+    // The bundled English SSA model; else the build's random model (long context, for tests).
+    for (const fs::path& candidate : {exe_dir / ".." / "assets" / "models" / "english" / "ssa", exe_dir / "models" / "default"})
+        if (fs::exists(candidate / "config.json")) return candidate.lexically_normal().string();
+    return "";
+}
+
+}  // namespace app

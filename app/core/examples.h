@@ -1,0 +1,36 @@
+// The bundled models (assets/models) and the Examples menu: each opens a model with its vanilla
+// twin and a text that shows what it learned.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace app {
+
+struct Example {
+    std::string id;        // "english", "graph", "passkey": `ssaviz --example ID`
+    std::string title;
+    std::string hint;      // one line under the menu item
+    std::string model_dir;
+    std::string twin_dir;  // empty: compare with the tau = 1 counterfactual
+    std::string text;
+    bool graph_panel = false;  // open the P* / SSA / vanilla window (the paper's Figure 3)
+    std::string query_piece;   // select the last token with these bytes as the query (e.g. " ?")
+    int layer = 0, head = 0;   // the head selected at first
+};
+
+// assets/models: next to the executable's parent (build/../assets/models), else the source tree's.
+std::string BundledModelsDir();
+
+// Read from assets/models/examples.json; examples whose model folder is missing are left out.
+// A passkey example's text ("passkey_tokens": N) is generated with the task's own generator.
+std::vector<Example> BundledExamples();
+
+// The task a model was trained on ("text", "graph", "passkey"), from its train.json; "" if none.
+std::string TrainedTask(const std::string& model_dir);
+
+// The default model: $SSAVIZ_MODEL, else the bundled English SSA model (../assets/models/english/ssa
+// from the executable), else the build's random model (models/default next to it). Empty if none.
+std::string DefaultModelDir();
+
+}  // namespace app

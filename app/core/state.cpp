@@ -1,0 +1,171 @@
+#include "app/core/state.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "model/text/tokenizer.h"
+
+namespace app {
+namespace {
+
+// Bytes of a UTF-8 sequence starting with `lead`, 0 for a byte that cannot start one.
+int Utf8Length(unsigned char lead) {
+    if (lead < 0x80) return 1;
+    if ((lead & 0xE0) == 0xC0) return 2;
+    if ((lead & 0xF0) == 0xE0) return 3;
+    if ((lead & 0xF8) == 0xF0) return 4;
+    return 0;
+}
+
+void AppendEscaped(unsigned char c, std::string* out) {
+    switch (c) {
+        case '\n': *out += "\\n"; return;
+        case '\t': *out += "\\t"; return;
+        case '\r': *out += "\\r"; return;
+        default: break;
+    }
+    if (c < 0x20 || c >= 0x7F) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\x%02X", c);
+        *out += buf;
+    } else {
+        *out += static_cast<char>(c);
+    }
+}
+
+}  // namespace
+
+std::string TokenLabel(const std::string& piece) {
+    const std::string shown = model::PieceToDisplay(piece);
+    std::string out;
+    if (shown == piece) {
+        for (unsigned char c : shown) {
+            if (c >= 0x80) out += static_cast<char>(c);  // complete characters pass through
+            else AppendEscaped(c, &out);
+        }
+    } else {
+        for (size_t i = 0; i < piece.size();) {
+            const int n = Utf8Length(static_cast<unsigned char>(piece[i]));
+            bool complete = n > 1 && i + n <= piece.size();
+            for (int k = 1; complete && k < n; ++k) complete = (static_cast<unsigned char>(piece[i + k]) & 0xC0) == 0x80;
+            if (complete) {
+                out.append(piece, i, n);
+                i += n;
+            } else {
+                AppendEscaped(static_cast<unsigned char>(piece[i]), &out);
+                ++i;
+            }
+        }
+    }
+    if (out.empty()) return "''";
+    if (out.find_first_not_of(' ') == std::string::npos) {
+        std::string dots;
+        for (size_t k = 0; k < out.size(); ++k) dots += "\xC2\xB7";  // U+00B7
+        return dots;
+    }
+    return out;
+}
+
+
+bool AppState::IsPinned(HeadRef h) const { return std::find(pinned.begin(), pinned.end(), h) != pinned.end(); }
+
+void AppState::TogglePin(HeadRef h) {
+    auto it = std::find(pinned.begin(), pinned.end(), h);
+    if (it != pinned.end()) pinned.erase(it);
+    else pinned.push_back(h);
+}
+
+void AppState::ClampSelection() {
+    const int L = Layers(), H = Heads(), T = Tokens();
+    if (L == 0) return;
+    selected.layer = std::clamp(selected.layer, 0, L - 1);
+    selected.head = std::clamp(selected.head, 0, H - 1);
+    if (query >= T) query = T - 1;
+    pinned.erase(std::remove_if(pinned.begin(), pinned.end(), [&](HeadRef h) { return h.layer >= L || h.head >= H; }), pinned.end());
+}
+
+const char* ToString(MapMode mode) {
+    switch (mode) {
+        case MapMode::Ssa: return "ssa";
+        case MapMode::Compare: return "vanilla";
+        case MapMode::Difference: return "diff";
+    }
+    return "?";
+}
+
+const char* ToString(TokenColor color) {
+    switch (color) {
+        case TokenColor::TauQ: return "tau_q";
+        case TokenColor::TauV: return "tau_v";
+        case TokenColor::Entropy: return "entropy";
+        case TokenColor::Spikiness: return "spikiness";
+        case TokenColor::SinkMass: return "sink_mass";
+    }
+    return "?";
+}
+
+const char* ToString(TokenScope scope) {
+    switch (scope) {
+        case TokenScope::Head: return "head";
+        case TokenScope::LayerMean: return "layer";
+        case TokenScope::ModelMean: return "model";
+    }
+    return "?";
+}
+
+std::optional<MapMode> ParseMapMode(const std::string& name) {
+    if (name == "ssa") return MapMode::Ssa;
+    if (name == "vanilla" || name == "compare") return MapMode::Compare;
+    if (name == "diff") return MapMode::Difference;
+    return std::nullopt;
+}
+
+std::optional<TokenColor> ParseTokenColor(const std::string& name) {
+    for (TokenColor c : {TokenColor::TauQ, TokenColor::TauV, TokenColor::Entropy, TokenColor::Spikiness, TokenColor::SinkMass})
+        if (name == ToString(c)) return c;
+    return std::nullopt;
+}
+
+std::optional<TokenScope> ParseTokenScope(const std::string& name) {
+    for (TokenScope s : {TokenScope::Head, TokenScope::LayerMean, TokenScope::ModelMean})
+        if (name == ToString(s)) return s;
+    return std::nullopt;
+}
+
+std::optional<viz::Colormap> ParseColormap(const std::string& name) {
+    for (viz::Colormap c : {viz::Colormap::Viridis, viz::Colormap::Magma, viz::Colormap::Diverging})
+        if (name == viz::ColormapName(c)) return c;
+    return std::nullopt;
+}
+
+const std::vector<float>* TokenQuantity(const model::Analysis& a, TokenColor color) {
+    const size_t n = static_cast<size_t>(a.n_layer) * a.n_head * a.n_tokens;
+    const std::vector<float>* rows = nullptr;
+    switch (color) {
+        case TokenColor::TauQ: rows = &a.tau_q; break;
+        case TokenColor::TauV: rows = &a.tau_v; break;
+        case TokenColor::Entropy: rows = a.metrics.Find("entropy"); break;
+        case TokenColor::Spikiness: rows = a.metrics.Find("spikiness"); break;
+        case TokenColor::SinkMass: rows = a.metrics.Find("sink_mass"); break;
+    }
+    return rows && rows->size() == n && n > 0 ? rows : nullptr;
+}
+
+bool IsRowMetric(TokenColor color) { return color != TokenColor::TauQ && color != TokenColor::TauV; }
+
+float ScopedTokenValue(const model::Analysis& a, const std::vector<float>& rows, TokenScope scope, HeadRef head, int i) {
+    if (scope == TokenScope::Head) return rows[a.RowIndex(head.layer, head.head) + i];
+    const int l_begin = scope == TokenScope::LayerMean ? head.layer : 0;
+    const int l_end = scope == TokenScope::LayerMean ? head.layer + 1 : a.n_layer;
+    double sum = 0;
+    int count = 0;
+    for (int l = l_begin; l < l_end; ++l)
+        for (int h = 0; h < a.n_head; ++h) {
+            const float v = rows[a.RowIndex(l, h) + i];
+            if (std::isfinite(v)) sum += v, ++count;
+        }
+    return count > 0 ? static_cast<float>(sum / count) : NAN;
+}
+
+}  // namespace app

@@ -1,0 +1,398 @@
+#include "app/export/export.h"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <utility>
+#include <cmath>
+#include <cstdio>
+#include <tuple>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "model/io/npy.h"
+#include "viz/figure.h"
+
+namespace app {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Pieces may hold partial UTF-8 characters: dump with replacement instead of throwing.
+std::string Dump(const json& j, int indent) { return j.dump(indent, ' ', false, json::error_handler_t::replace); }
+
+model::Status WriteText(const std::string& path, const std::string& text) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    if (!out) return model::Fail(path + ": cannot write");
+    out << text;
+    if (!out) return model::Fail(path + ": write failed");
+    return model::Ok{};
+}
+
+// [L, H, T] as nested arrays.
+json Nested(const std::vector<float>& values, int L, int H, int T) {
+    json out = json::array();
+    for (int l = 0; l < L; ++l) {
+        json layer = json::array();
+        for (int h = 0; h < H; ++h) {
+            const float* row = values.data() + (static_cast<size_t>(l) * H + h) * T;
+            layer.push_back(std::vector<float>(row, row + T));
+        }
+        out.push_back(std::move(layer));
+    }
+    return out;
+}
+
+json Stats(const std::vector<float>& values, const model::Analysis& a, int l, int h) {
+    const model::HeadStats s = model::HeadTokenStats(values, a, l, h);  // NaN dumps as null
+    return json{{"mean", s.mean}, {"min", s.min}, {"max", s.max}};
+}
+
+// One model's head summary: row metrics averaged over rows 2..T, and its temperatures.
+json HeadSide(const model::Analysis& a, const model::MapMetrics& m, const std::vector<float>& tau_q,
+              const std::vector<float>& tau_v, int l, int h, float sink_epsilon) {
+    json side = json::object();
+    for (const auto& row : m.rows) side[row.name] = model::HeadRowMean(row.values, a, l, h);
+    float sink = model::HeadRowMean(m.Get("sink_mass"), a, l, h);
+    side["sink_head"] = std::isfinite(sink) && sink > sink_epsilon;
+    side["tau_q"] = Stats(tau_q, a, l, h);
+    side["tau_v"] = Stats(tau_v, a, l, h);
+    return side;
+}
+
+double SinkRatio(const json& heads, const char* side) {
+    int sinks = 0;
+    for (const auto& h : heads) sinks += h[side]["sink_head"].get<bool>() ? 1 : 0;
+    return heads.empty() ? 0.0 : static_cast<double>(sinks) / static_cast<double>(heads.size());
+}
+
+std::string CsvQuote(const std::string& s) {
+    std::string out = "\"";
+    for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return out + "\"";
+}
+
+model::Status WriteHeadCsv(const std::string& path, const model::Analysis& a, model::MapSide side, int l, int h) {
+    const model::HeadMap head = a.Map(side, l, h);
+    if (!head) return model::Fail(path + ": the analysis has no map for layer " + std::to_string(l) + ", head " + std::to_string(h));
+    std::ofstream out(path, std::ios::trunc);
+    if (!out) return model::Fail(path + ": cannot write");
+    const int T = a.n_tokens;
+    out << "query,piece";
+    for (int j = 0; j < T; ++j) out << ",k" << j;
+    out << "\n";
+    const float* map = head->data();
+    char number[32];
+    for (int i = 0; i < T; ++i) {
+        out << i << "," << CsvQuote(model::PieceToDisplay(a.tokens.pieces[i]));
+        for (int j = 0; j < T; ++j) {
+            std::snprintf(number, sizeof number, ",%.9g", map[static_cast<size_t>(i) * T + j]);
+            out << number;
+        }
+        out << "\n";
+    }
+    if (!out) return model::Fail(path + ": write failed");
+    return model::Ok{};
+}
+
+}  // namespace
+
+json TokensToJson(std::string_view text, const model::Tokenization& tokens) {
+    json pieces = json::array(), bytes = json::array(), offsets = json::array();
+    for (size_t i = 0; i < tokens.ids.size(); ++i) {
+        pieces.push_back(model::PieceToDisplay(tokens.pieces[i]));
+        bytes.push_back(std::vector<uint8_t>(tokens.pieces[i].begin(), tokens.pieces[i].end()));
+        offsets.push_back({tokens.offsets[i].first, tokens.offsets[i].second});
+    }
+    return json{{"text", model::PieceToDisplay(text)}, {"n_tokens", tokens.ids.size()}, {"ids", tokens.ids},
+                {"pieces", pieces}, {"piece_bytes", bytes}, {"offsets", offsets}};
+}
+
+json InfoToJson(const model::ModelInfo& info) {
+    const model::ModelConfig& c = info.config;
+    auto side = [](const model::TemperatureForm& f) {
+        return json{{"position", model::ToString(f.position)}, {"token", model::ToString(f.token)},
+                    {"combine", model::ToString(f.combine)}, {"description", model::Describe(f)}};
+    };
+    return json{{"dir", info.dir},
+                {"n_layer", c.n_layer},
+                {"n_head", c.n_head},
+                {"n_embd", c.n_embd},
+                {"head_size", c.HeadSize()},
+                {"n_positions", c.n_positions},
+                {"vocab_size", c.vocab_size},
+                {"activation_function", model::ToString(c.activation)},
+                {"ssa", c.IsSsa()},
+                {"query_temperature", side(c.query)},
+                {"value_temperature", side(c.value)},
+                {"parameters", info.parameters},
+                {"layout", info.layout},
+                {"device", info.device},
+                {"compute_dtype", info.compute_dtype},
+                {"tokenizer", {{"kind", info.tokenizer_kind}, {"vocab", info.tokenizer_vocab}}},
+                {"unused_tensors", info.unused_tensors},
+                {"weights", {{"path", info.weights_path}, {"format", info.weights_format}, {"stored_dtype", info.stored_dtype}}},
+                {"notes", info.notes}};
+}
+
+json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float sink_epsilon) {
+    const int L = a.n_layer, H = a.n_head, T = a.n_tokens;
+    json heads = json::array();
+    for (int l = 0; l < L; ++l) {
+        for (int h = 0; h < H; ++h) {
+            const size_t at = static_cast<size_t>(l) * H + h;
+            heads.push_back({{"layer", l},
+                             {"head", h},
+                             {"ssa", HeadSide(a, a.metrics, a.tau_q, a.tau_v, l, h, sink_epsilon)},
+                             {"comparison", HeadSide(a, a.metrics_compare, a.tau_q_compare, a.tau_v_compare, l, h, sink_epsilon)},
+                             {"js_divergence", model::HeadRowMean(a.js, a, l, h)},
+                             {"l1_distance", model::HeadRowMean(a.l1, a, l, h)},
+                             {"qk_opnorm", a.qk_opnorm[at]},
+                             {"qk_eig_mean", a.qk_eig_mean[at]},
+                             {"qk_eig_var", a.qk_eig_var[at]},
+                             {"effective_qk_norm", Stats(a.effective_qk_norm, a, l, h)}});
+        }
+    }
+    json rows_ssa = json::object(), rows_cmp = json::object();
+    for (const auto& r : a.metrics.rows) rows_ssa[r.name] = Nested(r.values, L, H, T);
+    for (const auto& r : a.metrics_compare.rows) rows_cmp[r.name] = Nested(r.values, L, H, T);
+    return json{{"model", InfoToJson(info)},
+                {"comparison", a.compare_label},
+                {"n_tokens", T},
+                {"device", a.device},
+                {"sink_epsilon", sink_epsilon},
+                {"sink_ratio", {{"ssa", SinkRatio(heads, "ssa")}, {"comparison", SinkRatio(heads, "comparison")}}},
+                {"notes", "Head values average query rows 2..T (row 1 has a single key). Rows are [layer][head][query]. "
+                          "top-1 mass equals max_weight. Entropies and divergences in nats."},
+                {"heads", heads},
+                {"rows", {{"ssa", rows_ssa},
+                          {"comparison", rows_cmp},
+                          {"js_divergence", Nested(a.js, L, H, T)},
+                          {"l1_distance", Nested(a.l1, L, H, T)},
+                          {"effective_qk_norm", Nested(a.effective_qk_norm, L, H, T)}}}};
+}
+
+namespace {
+
+constexpr std::pair<bool ExportOptions::*, const char*> kFormats[] = {
+    {&ExportOptions::json, "json"}, {&ExportOptions::npy, "npy"}, {&ExportOptions::csv, "csv"},
+    {&ExportOptions::png, "png"},   {&ExportOptions::svg, "svg"}, {&ExportOptions::html, "html"}};
+
+}  // namespace
+
+const char* const kExportFormatList = "json, npy, csv, png, svg, html";
+
+std::vector<std::string> ExportFormats(const ExportOptions& options) {
+    std::vector<std::string> out;
+    for (const auto& [flag, name] : kFormats)
+        if (options.*flag) out.push_back(name);
+    return out;
+}
+
+void ClearExportFormats(ExportOptions* options) {
+    for (const auto& [flag, name] : kFormats) options->*flag = false;
+}
+
+bool EnableExportFormat(ExportOptions* options, const std::string& name) {
+    for (const auto& [flag, format] : kFormats)
+        if (name == format) return options->*flag = true;
+    return false;
+}
+
+namespace {
+
+// File names of a map kind: "L0_H1_vanilla.png", "heads_grid_diff.svg".
+const char* MapSuffix(MapMode mode) { return mode == MapMode::Compare ? "_vanilla" : mode == MapMode::Difference ? "_diff" : ""; }
+
+model::Status WriteBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+    return WriteText(path, std::string(bytes.begin(), bytes.end()));
+}
+
+// A figure as PNG or SVG, made when the file is written (so a plan costs nothing to list).
+ExportFile FigureFile(std::string path, const char* extension, std::function<viz::Figure()> make) {
+    const bool png = std::string(extension) == "png";
+    auto write = [png, make](const std::string& full) -> model::Status {
+        std::string error;
+        if (!viz::LoadFigureFonts(&error)) return model::Fail(error);
+        const viz::Figure figure = make();
+        if (png) return WriteBytes(full, viz::EncodePng(viz::RasterizeFigure(figure)));
+        return WriteText(full, viz::FigureToSvg(figure));
+    };
+    return {std::move(path) + "." + extension, std::move(write), std::move(make)};
+}
+
+}  // namespace
+
+std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis& a, const model::ModelInfo& info,
+                                   const ExportOptions& options) {
+    std::vector<ExportFile> plan;
+    const int64_t L = a.n_layer, H = a.n_head, T = a.n_tokens;
+    const std::string model_name = ModelName(info);
+    const FigureSettings fig = options.figures;
+    if (options.json) {
+        plan.push_back({"tokens.json", [&a, text = std::string(text)](const std::string& full) {
+                            return WriteText(full, Dump(TokensToJson(text, a.tokens), 1) + "\n");
+                        }});
+        plan.push_back({"metrics.json", [&a, &info, eps = options.sink_epsilon](const std::string& full) {
+                            return WriteText(full, Dump(MetricsToJson(a, info, eps), 1) + "\n");
+                        }});
+    }
+    if (options.npy) {
+        // The maps stream head by head: [L, H, T, T] never has to fit in memory.
+        for (auto [name, side] : {std::pair{"attention.npy", model::MapSide::Ssa}, std::pair{"attention_vanilla.npy", model::MapSide::Compare}})
+            plan.push_back({name, [&a, L, H, T, side = side](const std::string& full) {
+                                model::HeadMap head;
+                                return model::WriteNpyParts(full, {L, H, T, T}, L * H, [&](int64_t k, std::string* error) -> const float* {
+                                    head = a.Map(side, static_cast<int>(k / H), static_cast<int>(k % H));
+                                    if (!head) *error = "the analysis has no maps";
+                                    return head ? head->data() : nullptr;
+                                });
+                            }});
+        struct Array { const char* name; const std::vector<float>* data; std::vector<int64_t> shape; };
+        for (Array arr : {Array{"tau_q.npy", &a.tau_q, {L, H, T}}, Array{"tau_v.npy", &a.tau_v, {L, H, T}}})
+            plan.push_back({arr.name, [arr](const std::string& full) { return model::WriteNpy(full, arr.data->data(), arr.shape); }});
+    }
+    if (options.csv) {
+        for (int l : options.layers)
+            for (int h : options.heads) {
+                const std::string base = "csv/L" + std::to_string(l) + "_H" + std::to_string(h);
+                plan.push_back({base + ".csv", [&a, l, h](const std::string& full) { return WriteHeadCsv(full, a, model::MapSide::Ssa, l, h); }});
+                plan.push_back({base + "_vanilla.csv",
+                                [&a, l, h](const std::string& full) { return WriteHeadCsv(full, a, model::MapSide::Compare, l, h); }});
+            }
+    }
+    std::vector<const char*> extensions;
+    if (options.png) extensions.push_back("png");
+    if (options.svg) extensions.push_back("svg");
+    for (const char* ext : extensions) {
+        for (int l : options.layers)
+            for (int h : options.heads)
+                for (MapMode mode : options.maps) {
+                    const HeadRef head{l, h};
+                    const std::string path = "heatmaps/L" + std::to_string(l) + "_H" + std::to_string(h) + MapSuffix(mode);
+                    plan.push_back(FigureFile(path, ext, [&a, model_name, head, mode, fig] { return MapFigure(a, model_name, head, mode, fig); }));
+                }
+    }
+    for (const char* ext : extensions) {
+        for (MapMode mode : options.maps) {
+            plan.push_back(FigureFile(std::string("heads_grid") + MapSuffix(mode), ext, [&a, model_name, mode, fig] { return HeadsGrid(a, model_name, mode, fig); }));
+        }
+        plan.push_back(FigureFile("highlight", ext, [&a, model_name, fig] { return Highlight(a, model_name, fig); }));
+        for (const std::string& name : SparsityFigureNames())
+            plan.push_back(FigureFile("plots/" + name, ext, [&a, model_name, name, eps = options.sink_epsilon] {
+                return SparsityFigure(a, model_name, name, eps);
+            }));
+    }
+    if (options.html)
+        plan.push_back({"highlight.html", [&a, model_name, fig](const std::string& full) {
+                            return WriteText(full, HighlightHtmlPage(a, model_name, fig));
+                        }});
+    return plan;
+}
+
+model::Status WriteExport(std::string_view text, const model::Analysis& a, const model::ModelInfo& info,
+                          const ExportOptions& options, const ExportProgress& progress) {
+    const std::vector<ExportFile> plan = PlanExport(text, a, info, options);
+    const fs::path out(options.out_dir);
+    // Folders first, on this thread, so writers never race to create them.
+    std::set<fs::path> folders = {out};
+    for (const ExportFile& f : plan) folders.insert((out / f.path).parent_path());
+    for (const fs::path& folder : folders) {
+        std::error_code ec;
+        fs::create_directories(folder, ec);
+        if (ec) return model::Fail(folder.string() + ": cannot create (" + ec.message() + ")");
+    }
+    // Files are independent and each is deterministic, so writing them on several threads gives
+    // the same bytes as writing them in order; the first failure stops the rest.
+    const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+    const size_t threads = std::min<size_t>(plan.size(), options.threads > 0 ? options.threads : hardware);
+    std::atomic<size_t> next{0};
+    std::mutex mutex;  // guards done, failure and the progress callback
+    size_t done = 0;
+    std::optional<std::string> failure;
+    auto work = [&] {
+        for (size_t k = next++; k < plan.size(); k = next++) {
+            {
+                std::lock_guard<std::mutex> lock(mutex);
+                if (failure) return;
+            }
+            model::Status s = plan[k].write((out / plan[k].path).string());
+            std::lock_guard<std::mutex> lock(mutex);
+            if (failure) return;
+            if (!s) {
+                failure = s.error();
+                return;
+            }
+            ++done;
+            if (progress && !progress(done, plan.size(), plan[k].path)) failure = "export cancelled";
+        }
+    };
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
+    if (failure) return model::Fail(*failure);
+    return model::Ok{};
+}
+
+namespace {
+
+std::string ShellQuote(const std::string& s) {
+    if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,/:@%") == std::string::npos)
+        return s;
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+std::string JoinInts(const std::vector<int>& v) {
+    std::string out;
+    for (size_t k = 0; k < v.size(); ++k) out += (k ? "," : "") + std::to_string(v[k]);
+    return out.empty() ? "all" : out;
+}
+
+}  // namespace
+
+std::string ExportCommandLine(const ExportOptions& o, const std::string& model_dir, const std::string& twin_dir, const std::string& device,
+                              const std::string& text) {
+    std::string formats, maps;
+    for (const std::string& name : ExportFormats(o)) formats += (formats.empty() ? "" : ",") + name;
+    for (MapMode m : o.maps) maps += (maps.empty() ? "" : ",") + std::string(ToString(m));
+    const FigureSettings& f = o.figures;
+    std::string cmd = "ssaviz export --model " + ShellQuote(model_dir) + " --text " + ShellQuote(text) + " --out " + ShellQuote(o.out_dir);
+    cmd += " --format " + (formats.empty() ? std::string("json") : formats) + " --maps " + (maps.empty() ? std::string("ssa") : maps);
+    cmd += " --layers " + JoinInts(o.layers) + " --heads " + JoinInts(o.heads);
+    cmd += std::string(" --colormap ") + viz::ColormapName(f.colormap) + (f.log_scale ? " --log" : "");
+    if (f.map_size > 0) cmd += " --size " + std::to_string(f.map_size);
+    cmd += std::string(" --highlight ") + ToString(f.highlight) + " --highlight-scope ";
+    switch (f.highlight_scope) {
+        case TokenScope::ModelMean: cmd += "model"; break;
+        case TokenScope::LayerMean: cmd += std::to_string(f.highlight_head.layer); break;
+        case TokenScope::Head: cmd += std::to_string(f.highlight_head.layer) + "," + std::to_string(f.highlight_head.head); break;
+    }
+    char eps[32];
+    std::snprintf(eps, sizeof eps, "%g", o.sink_epsilon);
+    cmd += std::string(" --sink-eps ") + eps;
+    if (!twin_dir.empty()) cmd += " --compare " + ShellQuote(twin_dir);
+    if (device != "auto") cmd += " --device " + device;
+    return cmd;
+}
+
+model::Status ResolveExportHeads(ExportOptions* options, int layers, int heads) {
+    for (auto [list, count, what] : {std::tuple{&options->layers, layers, "layer"}, {&options->heads, heads, "head"}}) {
+        if (list->empty())
+            for (int i = 0; i < count; ++i) list->push_back(i);
+        for (int i : *list)
+            if (i < 0 || i >= count)
+                return model::Fail(std::string("export: ") + what + " " + std::to_string(i) + " is out of range (the model has " + std::to_string(count) + ")");
+    }
+    return model::Ok{};
+}
+
+}  // namespace app

@@ -1,0 +1,68 @@
+// Writes an analysis to files for scripts and papers (SPEC section 4): tokens.json, metrics.json,
+// .npy tensors, per-head CSV, and figures as PNG / SVG / HTML. The same plan serves `ssaviz export`
+// and the GUI's export dialog, so the same options write the same bytes.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "app/export/export_figures.h"
+#include "model/nn/analysis.h"
+#include "viz/figure.h"
+
+namespace app {
+
+struct ExportOptions {
+    std::string out_dir;
+    std::vector<int> layers;  // which heads get per-head files (CSV, heatmaps)
+    std::vector<int> heads;
+    bool json = true, npy = true, csv = false;
+    bool png = false, svg = false;  // heatmaps/, heads grid, highlight, plots/
+    bool html = false;              // highlight.html
+    std::vector<MapMode> maps = {MapMode::Ssa, MapMode::Compare};  // which maps get heatmaps and grids
+    FigureSettings figures;
+    float sink_epsilon = 0.3f;
+    int threads = 0;  // files written at once; 0: one per core (the output is the same either way)
+};
+
+// One file an export writes: its path below out_dir and how to make it.
+struct ExportFile {
+    std::string path;  // relative, '/'-separated: "heatmaps/L0_H1.png"
+    std::function<model::Status(const std::string& full_path)> write;
+    std::function<viz::Figure()> figure = nullptr;  // PNG and SVG files: the figure they hold (for previews)
+};
+
+// Everything an export will write, in order. The analysis must outlive the plan.
+std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis& analysis, const model::ModelInfo& info,
+                                   const ExportOptions& options);
+
+// Called after each file with (files done, files in all, the file's path); return false to stop.
+using ExportProgress = std::function<bool(size_t done, size_t total, const std::string& path)>;
+
+nlohmann::json TokensToJson(std::string_view text, const model::Tokenization& tokens);
+nlohmann::json MetricsToJson(const model::Analysis& analysis, const model::ModelInfo& info, float sink_epsilon);
+nlohmann::json InfoToJson(const model::ModelInfo& info);
+
+// Runs the plan; stops at the first failure (or when progress returns false) with a one-line error.
+model::Status WriteExport(std::string_view text, const model::Analysis& analysis, const model::ModelInfo& info,
+                          const ExportOptions& options, const ExportProgress& progress = nullptr);
+
+// Format names as flags, sessions and the command line spell them: json, npy, csv, png, svg, html.
+extern const char* const kExportFormatList;  // "json, npy, csv, png, svg, html", for messages
+std::vector<std::string> ExportFormats(const ExportOptions& options);  // the ones switched on, in that order
+void ClearExportFormats(ExportOptions* options);
+bool EnableExportFormat(ExportOptions* options, const std::string& name);  // false for an unknown name
+
+// The `ssaviz export` command that writes what `options` describe for this model and text
+// (shell-quoted), so a GUI export can be repeated from a script. Empty twin_dir: vanilla.
+std::string ExportCommandLine(const ExportOptions& options, const std::string& model_dir, const std::string& twin_dir,
+                              const std::string& device, const std::string& text);
+
+// Resolves an export's heads against a model: empty lists mean all; an index out of range is an
+// error naming it.
+model::Status ResolveExportHeads(ExportOptions* options, int layers, int heads);
+
+}  // namespace app

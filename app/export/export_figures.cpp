@@ -1,0 +1,294 @@
+#include "app/export/export_figures.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "app/export/head_summary.h"
+#include "model/text/tokenizer.h"
+#include "viz/figures.h"
+
+namespace app {
+namespace {
+
+// The GUI's colours: SSA orange, its comparison blue.
+constexpr viz::Rgba8 kSsaColor = {240, 145, 40, 255};
+constexpr viz::Rgba8 kCompareColor = {95, 160, 225, 255};
+constexpr viz::Rgba8 kLineColor = {200, 60, 60, 255};
+
+std::vector<std::string> Labels(const model::Analysis& a) {
+    std::vector<std::string> out;
+    out.reserve(a.tokens.pieces.size());
+    for (const std::string& piece : a.tokens.pieces) out.push_back(TokenLabel(piece));
+    out.resize(a.n_tokens, "?");
+    return out;
+}
+
+std::string ModeTitle(const model::Analysis& a, MapMode mode) {
+    switch (mode) {
+        case MapMode::Ssa: return "SSA";
+        case MapMode::Compare: return a.compare_label == "vanilla" ? "vanilla (tau = 1)" : "twin " + CompareName(a);
+        case MapMode::Difference: return "SSA - " + CompareName(a);
+    }
+    return "";
+}
+
+std::string Format(const char* format, double value) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, format, value);
+    return buf;
+}
+
+// SSA - comparison, cell by cell.
+std::vector<float> Difference(const std::vector<float>& ssa, const std::vector<float>& other) {
+    std::vector<float> out(ssa.size());
+    for (size_t k = 0; k < out.size(); ++k) out[k] = ssa[k] - other[k];
+    return out;
+}
+
+viz::HeatmapStyle StyleFor(MapMode mode, const FigureSettings& settings) {
+    viz::HeatmapStyle style;
+    style.colormap = mode == MapMode::Difference ? viz::Colormap::Diverging : settings.colormap;
+    style.log_scale = mode != MapMode::Difference && settings.log_scale;
+    style.blank = {235, 235, 235, 255};  // a paper figure's masked cells: light grey, not the GUI's dark
+    return style;
+}
+
+viz::Range SymmetricRange(const std::vector<float>& values) {
+    float m = 0.0f;
+    for (float v : values)
+        if (std::isfinite(v)) m = std::max(m, std::abs(v));
+    if (!(m > 0.0f)) m = 1e-3f;  // identical maps: zero in the middle
+    return {-m, m};
+}
+
+std::string HighlightLabel(const FigureSettings& s) {
+    std::string label = ToString(s.highlight);
+    switch (s.highlight_scope) {
+        case TokenScope::Head: return label + ", " + HeadName(s.highlight_head);
+        case TokenScope::LayerMean: return label + ", layer " + std::to_string(s.highlight_head.layer) + " mean";
+        case TokenScope::ModelMean: return label + ", mean over heads";
+    }
+    return label;
+}
+
+// The highlight's pieces (as text, newlines kept) and values; the range skips a row metric's trivial row 1.
+struct HighlightData {
+    std::vector<std::string> pieces;
+    std::vector<float> values;
+    viz::HighlightOptions options;
+};
+
+HighlightData MakeHighlight(const model::Analysis& a, const std::string& model_name, const FigureSettings& s) {
+    HighlightData d;
+    for (const std::string& piece : a.tokens.pieces) d.pieces.push_back(model::PieceToDisplay(piece));
+    d.pieces.resize(a.n_tokens);
+    d.values.assign(a.n_tokens, NAN);
+    HeadRef head = s.highlight_head;
+    head.layer = std::clamp(head.layer, 0, std::max(0, a.n_layer - 1));
+    head.head = std::clamp(head.head, 0, std::max(0, a.n_head - 1));
+    if (const std::vector<float>* rows = TokenQuantity(a, s.highlight))
+        for (int i = 0; i < a.n_tokens; ++i) d.values[i] = ScopedTokenValue(a, *rows, s.highlight_scope, head, i);
+    float lo = INFINITY, hi = -INFINITY;
+    for (int i = IsRowMetric(s.highlight) && a.n_tokens > 1 ? 1 : 0; i < a.n_tokens; ++i)
+        if (std::isfinite(d.values[i])) lo = std::min(lo, d.values[i]), hi = std::max(hi, d.values[i]);
+    if (lo <= hi) d.options.ValueRange = viz::Range{lo, hi};
+    d.options.Title = model_name + " \xC2\xB7 " + HighlightLabel(s);
+    d.options.ValueLabel = HighlightLabel(s);
+    d.options.Map = s.colormap;
+    d.options.LogScale = s.log_scale;
+    return d;
+}
+
+// Histogram bars of the finite values: bin centres in X, counts in Y.
+viz::PlotSeries HistogramSeries(const std::vector<float>& values, float lo, float hi, int bins, const char* name, viz::Rgba8 color) {
+    viz::PlotSeries s;
+    s.Name = name;
+    s.Kind = viz::SeriesKind::Bars;
+    s.Color = color;
+    if (!(hi > lo)) hi = lo + 1.0f, lo -= 1.0f;
+    const float width = (hi - lo) / bins;
+    std::vector<float> counts(bins, 0.0f);
+    for (float v : values) {
+        if (!std::isfinite(v)) continue;
+        const int b = std::clamp(static_cast<int>((v - lo) / width), 0, bins - 1);
+        counts[b] += 1.0f;
+    }
+    for (int b = 0; b < bins; ++b) {
+        s.X.push_back(lo + (b + 0.5f) * width);
+        s.Y.push_back(counts[b]);
+    }
+    s.BarWidth = width;
+    return s;
+}
+
+}  // namespace
+
+std::string ModelName(const model::ModelInfo& info) {
+    std::filesystem::path p = std::filesystem::path(info.dir).lexically_normal();
+    if (p.filename().empty()) p = p.parent_path();
+    std::string name = p.filename().string();
+    return name.empty() ? info.dir : name;
+}
+
+viz::Figure MapFigure(const model::Analysis& a, const std::string& model_name, HeadRef head, MapMode mode, const FigureSettings& settings) {
+    const int T = a.n_tokens;
+    const model::HeadMap ssa_map = a.Map(model::MapSide::Ssa, head.layer, head.head);
+    const model::HeadMap other_map = a.Map(model::MapSide::Compare, head.layer, head.head);
+    if (!ssa_map) return {};
+    const float* ssa = ssa_map->data();
+    const float* other = other_map ? other_map->data() : nullptr;
+    if (!other && mode != MapMode::Ssa) mode = MapMode::Ssa;
+
+    viz::HeatmapFigureOptions options;
+    options.Title = model_name + " \xC2\xB7 layer " + std::to_string(head.layer) + ", head " + std::to_string(head.head) + " \xC2\xB7 " +
+                    ModeTitle(a, mode);
+    options.RowLabels = Labels(a);
+    options.ColLabels = options.RowLabels;
+    options.Style = StyleFor(mode, settings);
+    options.MapSize = settings.map_size;
+    if (mode == MapMode::Difference) {
+        const std::vector<float> diff = Difference(*ssa_map, *other_map);
+        options.Style.range = SymmetricRange(diff);
+        options.ValueLabel = "weight difference";
+        return viz::HeatmapFigure(diff.data(), T, T, options);
+    }
+    options.Style.range = SharedMapRange(ssa, other, T, options.Style.log_scale);
+    return viz::HeatmapFigure(mode == MapMode::Ssa ? ssa : other, T, T, options);
+}
+
+// Drawn from the thumbnails: exact up to model::kThumbnailCells tokens, max-pooled above, which
+// is as much as a grid cell shows.
+viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, MapMode mode, const FigureSettings& settings) {
+    const int L = a.n_layer, H = a.n_head;
+    const model::Thumbnails& t = a.thumbnails;
+    viz::HeadsGridOptions options;
+    options.Title = model_name + " \xC2\xB7 all heads \xC2\xB7 " + ModeTitle(a, mode);
+    options.Style = StyleFor(mode, settings);
+    const std::vector<HeadSummary> heads = SummarizeHeads(a);
+    for (const HeadSummary& s : heads) {
+        const float entropy = mode == MapMode::Compare ? s.entropy_compare : s.entropy;
+        options.Captions.push_back(HeadName(s.ref) + (std::isfinite(entropy) ? Format(" \xC2\xB7 H %.2f", entropy) : ""));
+    }
+    if (mode == MapMode::Difference) {
+        options.Style.range = SymmetricRange(t.difference);
+        options.ValueLabel = "weight difference";
+        return viz::HeadsGridFigure(t.difference.data(), L, H, t.side, options);
+    }
+    // SSA and comparison grids share one scale too.
+    viz::Range range = {0.0f, 0.0f};
+    for (int l = 0; l < L; ++l)
+        for (int h = 0; h < H; ++h) {
+            const size_t at = t.Index(l, h, H);
+            const viz::Range r = SharedMapRange(t.ssa.data() + at, t.compare.data() + at, t.side, options.Style.log_scale);
+            range.max = std::max(range.max, r.max);
+            range.min = l == 0 && h == 0 ? r.min : std::min(range.min, r.min);
+        }
+    options.Style.range = range;
+    return viz::HeadsGridFigure(mode == MapMode::Compare ? t.compare.data() : t.ssa.data(), L, H, t.side, options);
+}
+
+viz::Figure Highlight(const model::Analysis& a, const std::string& model_name, const FigureSettings& settings) {
+    const HighlightData d = MakeHighlight(a, model_name, settings);
+    return viz::HighlightFigure(d.pieces, d.values, d.options);
+}
+
+std::string HighlightHtmlPage(const model::Analysis& a, const std::string& model_name, const FigureSettings& settings) {
+    const HighlightData d = MakeHighlight(a, model_name, settings);
+    return viz::HighlightHtml(d.pieces, d.values, d.options);
+}
+
+const std::vector<std::string>& SparsityFigureNames() {
+    static const std::vector<std::string> names = {"dilution", "tau_q_histogram", "qk_spectrum", "sink_mass"};
+    return names;
+}
+
+viz::Figure SparsityFigure(const model::Analysis& a, const std::string& model_name, const std::string& name, float sink_epsilon) {
+    const std::string cmp = CompareName(a);
+    const bool twin = a.compare_label != "vanilla";
+    const int T = a.n_tokens;
+    const std::vector<HeadSummary> heads = name == "dilution" || name == "tau_q_histogram" ? std::vector<HeadSummary>{} : SummarizeHeads(a);
+
+    if (name == "dilution") {  // normalised entropy by position
+        viz::PlotSeries ssa, other;
+        ssa.Name = "SSA";
+        ssa.Color = kSsaColor;
+        other.Name = cmp;
+        other.Color = kCompareColor;
+        ssa.Y = RowMeanOverHeads(a.metrics.Find("normalized_entropy"), a);
+        other.Y = RowMeanOverHeads(a.metrics_compare.Find("normalized_entropy"), a);
+        for (int i = 0; i < T; ++i) ssa.X.push_back(static_cast<float>(i + 1));
+        other.X = ssa.X;
+        viz::PlotOptions options;
+        options.Title = model_name + " \xC2\xB7 attention dilution";
+        options.XLabel = "query position i";
+        options.YLabel = "H_i / ln i, mean over heads";
+        options.YRange = viz::Range{0.0f, 1.05f};
+        return viz::PlotFigure({ssa, other}, options);
+    }
+    if (name == "tau_q_histogram") {
+        float lo = INFINITY, hi = -INFINITY;
+        for (const std::vector<float>* v : {&a.tau_q, twin ? &a.tau_q_compare : nullptr})
+            if (v)
+                for (float x : *v)
+                    if (std::isfinite(x)) lo = std::min(lo, x), hi = std::max(hi, x);
+        if (!(lo <= hi)) lo = hi = 1.0f;
+        std::vector<viz::PlotSeries> series = {HistogramSeries(a.tau_q, lo, hi, 40, "SSA", kSsaColor)};
+        if (twin) {
+            series.push_back(HistogramSeries(a.tau_q_compare, lo, hi, 40, cmp.c_str(), kCompareColor));
+            series.back().Color.a = 170;
+        }
+        viz::PlotOptions options;
+        options.Title = model_name + " \xC2\xB7 query temperature tau_q (all heads)";
+        options.XLabel = "tau_q";
+        options.YLabel = "tokens x heads";
+        return viz::PlotFigure(series, options);
+    }
+    if (name == "qk_spectrum") {  // QK spectrum against entropy
+        viz::PlotSeries points;
+        points.Name = "heads";
+        points.Kind = viz::SeriesKind::Points;
+        points.Color = kSsaColor;
+        for (const HeadSummary& s : heads) {
+            points.X.push_back(s.qk_eig_var);
+            points.Y.push_back(s.entropy);
+        }
+        viz::PlotOptions options;
+        options.Title = model_name + " \xC2\xB7 QK eigenvalue variance vs entropy";
+        options.XLabel = "variance of eig(W_k^T W_q / sqrt(d_h))";
+        options.YLabel = "mean attention entropy (nats)";
+        return viz::PlotFigure({points}, options);
+    }
+    if (name == "sink_mass") {  // attention sinks
+        viz::PlotSeries ssa, other, eps;
+        ssa.Name = "SSA";
+        ssa.Kind = viz::SeriesKind::Bars;
+        ssa.Color = kSsaColor;
+        ssa.BarWidth = 0.4f;
+        other = ssa;
+        other.Name = cmp;
+        other.Color = kCompareColor;
+        viz::PlotOptions options;
+        for (size_t k = 0; k < heads.size(); ++k) {
+            ssa.X.push_back(static_cast<float>(k) - 0.2f);
+            ssa.Y.push_back(heads[k].sink_mass);
+            other.X.push_back(static_cast<float>(k) + 0.2f);
+            other.Y.push_back(heads[k].sink_mass_compare);
+            options.XCategories.push_back(HeadName(heads[k].ref));
+        }
+        eps.Name = Format("eps %.2f", sink_epsilon);
+        eps.Color = kLineColor;
+        eps.X = {-0.5f, static_cast<float>(heads.size()) - 0.5f};
+        eps.Y = {sink_epsilon, sink_epsilon};
+        options.Title = model_name + " \xC2\xB7 first-token mass per head";
+        options.YLabel = "first-token (sink) mass";
+        options.XRange = viz::Range{-0.7f, static_cast<float>(heads.size()) - 0.3f};
+        return viz::PlotFigure({ssa, other, eps}, options);
+    }
+    assert(false && "unknown sparsity figure");
+    return viz::Figure{};
+}
+
+}  // namespace app

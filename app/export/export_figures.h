@@ -1,0 +1,45 @@
+// The figures ssaviz exports, built from an analysis: a head's attention map, the grid of all
+// heads, the text highlighted by a token quantity, and the sparsity plots. The GUI's export
+// preview and `ssaviz export` call these same functions, so they write the same files.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "app/core/state.h"
+#include "model/nn/analysis.h"
+#include "viz/figure.h"
+
+namespace app {
+
+struct FigureSettings {
+    viz::Colormap colormap = viz::Colormap::Viridis;  // difference maps always use Diverging
+    bool log_scale = false;
+    int map_size = 0;  // side of a heatmap's map area in pixels; 0: from the token count
+    TokenColor highlight = TokenColor::TauQ;  // what colours the tokens of the highlight
+    TokenScope highlight_scope = TokenScope::ModelMean;
+    HeadRef highlight_head;  // the head (or its layer) for the Head and LayerMean scopes
+};
+
+// The model's folder name, for titles.
+std::string ModelName(const model::ModelInfo& info);
+
+// One head's map. SSA and comparison share one colour range (the larger of the two), so their
+// figures can be set side by side; the difference is SSA - comparison on a symmetric scale.
+viz::Figure MapFigure(const model::Analysis& a, const std::string& model_name, HeadRef head, MapMode mode,
+                      const FigureSettings& settings);
+
+// Every head's map of one kind as a grid (layers are rows), on one shared scale.
+viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, MapMode mode, const FigureSettings& settings);
+
+// The text with each token coloured by settings.highlight (the paper's Figure 1).
+viz::Figure Highlight(const model::Analysis& a, const std::string& model_name, const FigureSettings& settings);
+std::string HighlightHtmlPage(const model::Analysis& a, const std::string& model_name, const FigureSettings& settings);
+
+// The Sparsity tab's plots over the whole model, by name: "dilution" (normalised entropy by
+// position, mean over heads), "tau_q_histogram", "qk_spectrum" (eigenvalue variance vs entropy per
+// head), "sink_mass" (first-token mass per head with the eps line).
+const std::vector<std::string>& SparsityFigureNames();
+viz::Figure SparsityFigure(const model::Analysis& a, const std::string& model_name, const std::string& name, float sink_epsilon);
+
+}  // namespace app

@@ -1,0 +1,268 @@
+#include "app/export/session.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace app {
+using nlohmann::json;
+
+namespace {
+
+struct BadKey {
+    std::string message;
+};
+
+// Optional keys of one JSON object, read with their types checked; a problem names the key path.
+class Reader {
+public:
+    Reader(const json& j, std::string where) : m_j(j), m_where(std::move(where)) {
+        if (!m_j.is_object()) throw BadKey{Name("") + " must be an object"};
+    }
+
+    bool Has(const char* key) const { return m_j.contains(key) && !m_j.at(key).is_null(); }
+
+    template <typename T>
+    void Read(const char* key, T* out) const {
+        if (!Has(key)) return;
+        const json& v = m_j.at(key);
+        if constexpr (std::is_same_v<T, bool>) {
+            if (!v.is_boolean()) throw BadKey{Name(key) + " must be true or false"};
+        } else if constexpr (std::is_same_v<T, std::string>) {
+            if (!v.is_string()) throw BadKey{Name(key) + " must be a string"};
+        } else if constexpr (std::is_integral_v<T>) {
+            if (!v.is_number_integer()) throw BadKey{Name(key) + " must be an integer"};
+        } else {
+            if (!v.is_number()) throw BadKey{Name(key) + " must be a number"};
+        }
+        *out = v.get<T>();
+    }
+
+    // A string key parsed by `parse` (returns std::optional), e.g. a colour map name.
+    template <typename T, typename Parse>
+    void ReadEnum(const char* key, T* out, Parse parse, const char* expected) const {
+        std::string name;
+        Read(key, &name);
+        if (!Has(key)) return;
+        auto value = parse(name);
+        if (!value) throw BadKey{Name(key) + ": '" + name + "' is not one of " + expected};
+        *out = *value;
+    }
+
+    std::vector<int> ReadInts(const char* key) const {
+        std::vector<int> out;
+        if (!Has(key)) return out;
+        const json& v = m_j.at(key);
+        if (!v.is_array()) throw BadKey{Name(key) + " must be an array of integers"};
+        for (const json& x : v) {
+            if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > 1 << 20)
+                throw BadKey{Name(key) + " must hold non-negative integers"};
+            out.push_back(x.get<int>());
+        }
+        return out;
+    }
+
+    std::vector<std::string> ReadStrings(const char* key) const {
+        std::vector<std::string> out;
+        if (!Has(key)) return out;
+        const json& v = m_j.at(key);
+        if (!v.is_array()) throw BadKey{Name(key) + " must be an array of strings"};
+        for (const json& x : v) {
+            if (!x.is_string()) throw BadKey{Name(key) + " must hold strings"};
+            out.push_back(x.get<std::string>());
+        }
+        return out;
+    }
+
+    Reader Child(const char* key) const { return Reader(Has(key) ? m_j.at(key) : Empty(), m_where + key + "."); }
+    std::string Name(const std::string& key) const { return "'" + m_where + key + "'"; }
+
+private:
+    static const json& Empty() {
+        static const json empty = json::object();
+        return empty;
+    }
+    const json& m_j;
+    std::string m_where;
+};
+
+HeadRef ReadHead(const json& v, const std::string& name) {
+    if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer() || v[0].get<int64_t>() < 0 ||
+        v[1].get<int64_t>() < 0 || v[0].get<int64_t>() > 1 << 16 || v[1].get<int64_t>() > 1 << 16)
+        throw BadKey{"'" + name + "' must be [layer, head] with non-negative integers"};
+    return {v[0].get<int>(), v[1].get<int>()};
+}
+
+json HeadJson(HeadRef h) { return json::array({h.layer, h.head}); }
+
+}  // namespace
+
+json ExportOptionsToJson(const ExportOptions& o) {
+    json formats = ExportFormats(o), maps = json::array();
+    for (MapMode m : o.maps) maps.push_back(ToString(m));
+    const FigureSettings& f = o.figures;
+    return json{{"out", o.out_dir},
+                {"layers", o.layers},
+                {"heads", o.heads},
+                {"formats", formats},
+                {"maps", maps},
+                {"colormap", viz::ColormapName(f.colormap)},
+                {"log_scale", f.log_scale},
+                {"size", f.map_size},
+                {"highlight", ToString(f.highlight)},
+                {"highlight_scope", ToString(f.highlight_scope)},
+                {"highlight_head", HeadJson(f.highlight_head)},
+                {"sink_epsilon", o.sink_epsilon}};
+}
+
+namespace {
+
+ExportOptions ReadExport(const Reader& r) {
+    ExportOptions o;
+    r.Read("out", &o.out_dir);
+    o.layers = r.ReadInts("layers");
+    o.heads = r.ReadInts("heads");
+    if (r.Has("formats")) {
+        ClearExportFormats(&o);
+        for (const std::string& f : r.ReadStrings("formats"))
+            if (!EnableExportFormat(&o, f)) throw BadKey{r.Name("formats") + ": '" + f + "' is not one of " + kExportFormatList};
+    }
+    if (r.Has("maps")) {
+        o.maps.clear();
+        for (const std::string& m : r.ReadStrings("maps")) {
+            auto mode = ParseMapMode(m);
+            if (!mode) throw BadKey{r.Name("maps") + ": '" + m + "' is not one of ssa, vanilla, diff"};
+            o.maps.push_back(*mode);
+        }
+    }
+    FigureSettings& f = o.figures;
+    r.ReadEnum("colormap", &f.colormap, ParseColormap, "viridis, magma, diverging");
+    r.Read("log_scale", &f.log_scale);
+    r.Read("size", &f.map_size);
+    if (f.map_size < 0 || f.map_size > 16384) throw BadKey{r.Name("size") + " must be 0 (automatic) to 16384 pixels"};
+    r.ReadEnum("highlight", &f.highlight, ParseTokenColor, "tau_q, tau_v, entropy, spikiness, sink_mass");
+    r.ReadEnum("highlight_scope", &f.highlight_scope, ParseTokenScope, "head, layer, model");
+    // highlight_head is read by the caller's json (a pair), see SessionFromJson.
+    r.Read("sink_epsilon", &o.sink_epsilon);
+    if (!(o.sink_epsilon > 0 && o.sink_epsilon < 1)) throw BadKey{r.Name("sink_epsilon") + " must be in (0, 1)"};
+    return o;
+}
+
+}  // namespace
+
+model::Result<ExportOptions> ExportOptionsFromJson(const json& j) {
+    try {
+        ExportOptions o = ReadExport(Reader(j, "export."));
+        if (j.contains("highlight_head")) o.figures.highlight_head = ReadHead(j.at("highlight_head"), "export.highlight_head");
+        return o;
+    } catch (const BadKey& e) {
+        return model::Fail("session: " + e.message);
+    }
+}
+
+json SessionToJson(const Session& s) {
+    json pinned = json::array();
+    for (HeadRef h : s.pinned) pinned.push_back(HeadJson(h));
+    const ViewSettings& v = s.settings;
+    return json{{"ssaviz_session", kSessionVersion},
+                {"model", s.model_dir},
+                {"compare", s.twin_dir.empty() ? std::string("vanilla") : s.twin_dir},
+                {"device", s.device},
+                {"text", s.text},
+                {"truncate", s.truncate},
+                {"selected", HeadJson(s.selected)},
+                {"pinned", pinned},
+                {"query", s.query},
+                {"view",
+                 {{"colormap", viz::ColormapName(v.colormap)},
+                  {"log_scale", v.log_scale},
+                  {"map", ToString(v.map_mode)},
+                  {"token_color", ToString(v.token_color)},
+                  {"token_scope", ToString(v.token_scope)},
+                  {"sink_epsilon", v.sink_epsilon},
+                  {"grid_metric", v.grid_metric},
+                  {"map_zoom", v.map_view.zoom},
+                  {"map_pan", {v.map_view.pan_x, v.map_view.pan_y}}}},
+                {"export", ExportOptionsToJson(s.export_options)}};
+}
+
+model::Result<Session> SessionFromJson(const json& j) {
+    try {
+        Reader r(j, "");
+        if (!r.Has("ssaviz_session")) throw BadKey{"not an ssaviz session file (no 'ssaviz_session' key)"};
+        int version = 0;
+        r.Read("ssaviz_session", &version);
+        if (version != kSessionVersion)
+            throw BadKey{"session version " + std::to_string(version) + " is not supported (this ssaviz reads version " +
+                         std::to_string(kSessionVersion) + ")"};
+        Session s;
+        r.Read("model", &s.model_dir);
+        std::string compare = "vanilla";
+        r.Read("compare", &compare);
+        s.twin_dir = compare == "vanilla" ? "" : compare;
+        r.Read("device", &s.device);
+        if (s.device != "auto" && s.device != "cpu" && s.device != "cuda") throw BadKey{"'device': '" + s.device + "' is not one of auto, cpu, cuda"};
+        r.Read("text", &s.text);
+        r.Read("truncate", &s.truncate);
+        if (r.Has("selected")) s.selected = ReadHead(j.at("selected"), "selected");
+        if (r.Has("pinned")) {
+            if (!j.at("pinned").is_array()) throw BadKey{"'pinned' must be an array of [layer, head]"};
+            for (const json& p : j.at("pinned")) s.pinned.push_back(ReadHead(p, "pinned"));
+        }
+        r.Read("query", &s.query);
+        if (s.query < -1) throw BadKey{"'query' must be -1 (none) or a token index"};
+        const Reader v = r.Child("view");
+        ViewSettings& vs = s.settings;
+        v.ReadEnum("colormap", &vs.colormap, ParseColormap, "viridis, magma, diverging");
+        v.Read("log_scale", &vs.log_scale);
+        v.ReadEnum("map", &vs.map_mode, ParseMapMode, "ssa, vanilla, diff");
+        v.ReadEnum("token_color", &vs.token_color, ParseTokenColor, "tau_q, tau_v, entropy, spikiness, sink_mass");
+        v.ReadEnum("token_scope", &vs.token_scope, ParseTokenScope, "head, layer, model");
+        v.Read("sink_epsilon", &vs.sink_epsilon);
+        if (!(vs.sink_epsilon > 0 && vs.sink_epsilon < 1)) throw BadKey{"'view.sink_epsilon' must be in (0, 1)"};
+        v.Read("grid_metric", &vs.grid_metric);
+        v.Read("map_zoom", &vs.map_view.zoom);
+        if (!(vs.map_view.zoom >= 1.0f && vs.map_view.zoom <= 1e6f)) throw BadKey{"'view.map_zoom' must be 1 (whole map) or more"};
+        if (j.contains("view") && j["view"].is_object() && j["view"].contains("map_pan")) {
+            const json& pan = j["view"]["map_pan"];
+            if (!pan.is_array() || pan.size() != 2 || !pan[0].is_number() || !pan[1].is_number() || !(pan[0].get<double>() >= 0) ||
+                !(pan[1].get<double>() >= 0))
+                throw BadKey{"'view.map_pan' must be [x, y], the top-left visible cell"};
+            vs.map_view.pan_x = pan[0].get<float>();
+            vs.map_view.pan_y = pan[1].get<float>();
+        }
+        if (r.Has("export")) {
+            auto e = ExportOptionsFromJson(j.at("export"));
+            if (!e) return model::Fail(e.error());
+            s.export_options = std::move(*e);
+        }
+        return s;
+    } catch (const BadKey& e) {
+        return model::Fail("session: " + e.message);
+    } catch (const json::exception& e) {  // e.g. a number too large for its type
+        return model::Fail(std::string("session: ") + e.what());
+    }
+}
+
+model::Status SaveSession(const std::string& path, const Session& session) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    if (!out) return model::Fail(path + ": cannot write");
+    out << SessionToJson(session).dump(1, ' ', false, json::error_handler_t::replace) << "\n";
+    if (!out) return model::Fail(path + ": write failed");
+    return model::Ok{};
+}
+
+model::Result<Session> LoadSession(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return model::Fail(path + ": cannot read session file");
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    json j = json::parse(buffer.str(), nullptr, false);
+    if (j.is_discarded()) return model::Fail(path + ": not valid JSON");
+    auto s = SessionFromJson(j);
+    if (!s) return model::Fail(path + ": " + s.error());
+    return s;
+}
+
+}  // namespace app

@@ -1,0 +1,687 @@
+#include "app/gui/gui.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <thread>
+
+#include <GLFW/glfw3.h>
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+#include <imgui.h>
+#include <nlohmann/json.hpp>
+#include <stb_image_write.h>
+
+#include "app/core/exit_code.h"
+#include "app/gui/fonts.h"
+#include "app/export/session.h"
+#include "app/core/state.h"
+#include "app/gui/view_heads.h"
+#include "app/gui/view_export.h"
+#include "app/gui/view_heatmap.h"
+#include "app/gui/view_model.h"
+#include "app/gui/view_graph.h"
+#include "app/core/examples.h"
+#include "app/gui/view_checkpoint.h"
+#include "app/gui/view_open.h"
+#include "app/gui/view_sparsity.h"
+#include "app/gui/view_text.h"
+#include "app/gui/worker.h"
+#include "viz/imgui/demo.h"
+
+namespace app {
+namespace {
+
+const char* kExampleText =
+    "The old lighthouse keeper climbed the stairs every evening. He lit the lamp, watched the ships, "
+    "and wrote in his journal: the sea was calm, the wind came from the west, and nobody visited.";
+
+// Every view of the window, listed where the app builds them.
+struct Views {
+    TextView text;
+    HeatmapView heatmap;
+    HeadsView heads;
+    HeadTableView table;
+    SparsityView sparsity;
+    ModelView model;
+    HelpView help;
+    GraphView graph;
+    OpenDialog open;
+    CheckpointDialog checkpoint;
+    ExportDialog export_dialog;
+};
+
+// Percentile of a sample (nearest rank); 0 for none.
+double Percentile(std::vector<double> v, double p) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    size_t k = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size()))) - 1;
+    return v[std::min(k, v.size() - 1)];
+}
+
+class App {
+public:
+    App(const GuiOptions& options, const GuiRunOptions& run)
+        : m_run(run), m_device(options.device), m_worker([] { glfwPostEmptyEvent(); }) {
+        m_state.text = options.text.empty() && !options.session ? kExampleText : options.text;
+        m_state.recent_models = LoadRecentModels();
+        if (options.session) ApplySession(*options.session);
+        m_session_path = options.session_path.empty() ? "ssaviz-session.json" : options.session_path;
+        std::string model_dir = options.model_dir;
+        for (const Example& x : m_examples)
+            if (x.id == options.example) {
+                ApplyExample(x);
+                model_dir = *std::exchange(m_state.open_model_request, std::nullopt);
+            }
+        m_state.hints = options.hints;
+        m_dtype = options.dtype;
+        m_state.open_model_request = model_dir;  // its ModelOpened event requests the first analysis
+        m_show_export = options.show == "export";
+        m_state.show_help = options.show == "help";
+        m_state.show_demo = options.show == "demo";
+    }
+
+    // Selections and settings now; the twin once the model is open.
+    void ApplySession(const Session& s) {
+        m_state.truncate = s.truncate;
+        m_state.selected = s.selected;
+        m_state.pinned = s.pinned;
+        m_state.query = s.query;
+        m_state.settings = s.settings;
+        m_views.export_dialog.SetOptions(s.export_options);
+        m_pending_twin = s.twin_dir;
+    }
+
+    Session CurrentSession() {
+        Session s;
+        s.model_dir = m_state.model ? m_state.model->dir : "";
+        s.twin_dir = m_state.twin ? m_state.twin->dir : "";
+        s.device = m_device;
+        s.text = m_state.text;
+        s.truncate = m_state.truncate;
+        s.selected = m_state.selected;
+        s.pinned = m_state.pinned;
+        s.query = m_state.query;
+        s.settings = m_state.settings;
+        m_views.export_dialog.Show(m_state);  // makes sure its options exist (defaults from the view)
+        s.export_options = m_views.export_dialog.Options();
+        return s;
+    }
+
+    void OnDrop(int count, const char** paths) {
+        if (count > 0) m_state.open_model_request = paths[0];
+    }
+
+    // Takes what the worker finished since the last frame.
+    void Poll() {
+        for (WorkerEvent& e : m_worker.TakeEvents()) {
+            using Kind = WorkerEvent::Kind;
+            switch (e.kind) {
+                case Kind::ModelOpened:
+                    m_state.model = e.info;
+                    m_state.twin.reset();
+                    m_state.error.clear();
+                    RememberRecentModel(e.info->dir, &m_state.recent_models);
+                    if (TrainedTask(e.info->dir) == "graph") m_state.show_graph = true;
+                    if (!m_pending_twin.empty()) m_worker.OpenTwin(std::exchange(m_pending_twin, std::string()));
+                    m_twin_expected = m_worker.Busy();
+                    break;
+                case Kind::TwinOpened: m_state.twin = e.info; m_state.error.clear(); m_twin_expected = false; break;
+                case Kind::TwinClosed: m_state.twin.reset(); break;
+                case Kind::Analysis:
+                    m_state.analysis = e.analysis;
+                    m_state.error.clear();
+                    m_state.ClampSelection();
+                    if (!m_twin_expected) SelectExampleQuery();
+                    m_shown_request = std::max(m_shown_request, e.request);
+                    m_glyphs_dirty = true;
+                    break;
+                case Kind::Error: m_state.error = e.error; m_twin_expected = false; break;
+            }
+            // A model or twin change makes the current result stale.
+            if (e.kind == Kind::ModelOpened || e.kind == Kind::TwinOpened || e.kind == Kind::TwinClosed) RequestAnalysis();
+        }
+        m_state.busy = m_worker.Busy();
+        m_state.progress = m_worker.Progress();
+        m_worker.SetShownHead(m_state.selected.layer, m_state.selected.head);
+    }
+
+    void Draw() {
+        m_state.regions.clear();
+        m_state.want_frame = false;
+        const ImGuiViewport* viewport = ImGui::GetMainViewport();
+        ImGui::SetNextWindowPos(viewport->WorkPos);
+        ImGui::SetNextWindowSize(viewport->WorkSize);
+        ImGui::PushStyleVar(ImGuiStyleVar_WindowRounding, 0.0f);
+        ImGui::Begin("ssaviz", nullptr,
+                     ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_MenuBar |
+                         ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoSavedSettings);
+        ImGui::PopStyleVar();
+        DrawMenuBar();
+        if (!m_state.error.empty()) {
+            ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.45f, 0.4f, 1.0f));
+            ImGui::TextWrapped("%s", m_state.error.c_str());
+            ImGui::PopStyleColor();
+        }
+        const float status_height = ImGui::GetFrameHeightWithSpacing() + ImGui::GetStyle().ItemSpacing.y;
+        const ImVec2 avail = ImGui::GetContentRegionAvail();
+        const ImVec2 column(0.0f, avail.y - status_height);  // children fill the column, not the window
+        if (ImGui::BeginTable("##layout", 3, ImGuiTableFlags_Resizable | ImGuiTableFlags_BordersInnerV,
+                              ImVec2(avail.x, column.y))) {
+            ImGui::TableSetupColumn("left", ImGuiTableColumnFlags_WidthStretch, 0.30f);
+            ImGui::TableSetupColumn("center", ImGuiTableColumnFlags_WidthStretch, 0.40f);
+            ImGui::TableSetupColumn("right", ImGuiTableColumnFlags_WidthStretch, 0.30f);
+            ImGui::TableNextColumn();
+            if (ImGui::BeginChild("##left", column)) {
+                m_views.text.Draw(m_state);
+                if (ImGui::CollapsingHeader("Model", ImGuiTreeNodeFlags_DefaultOpen)) m_views.model.Draw(m_state);
+            }
+            ImGui::EndChild();
+            ImGui::TableNextColumn();
+            if (ImGui::BeginChild("##center", column)) m_views.heatmap.Draw(m_state);
+            ImGui::EndChild();
+            ImGui::TableNextColumn();
+            if (ImGui::BeginChild("##right", column)) {
+                if (ImGui::BeginTabBar("##right_tabs")) {
+                    if (ImGui::BeginTabItem("Heads")) { m_views.heads.Draw(m_state); ImGui::EndTabItem(); }
+                    if (ImGui::BeginTabItem("Table")) { m_views.table.Draw(m_state); ImGui::EndTabItem(); }
+                    if (ImGui::BeginTabItem("Sparsity")) { m_views.sparsity.Draw(m_state); ImGui::EndTabItem(); }
+                    ImGui::EndTabBar();
+                }
+            }
+            ImGui::EndChild();
+            ImGui::EndTable();
+        }
+        DrawStatusBar();
+        ImGui::End();
+
+        m_views.help.Draw(m_state);
+        m_views.graph.Draw(m_state);
+        m_views.open.Draw(m_state);
+        m_views.checkpoint.Draw(m_state);
+        if (std::exchange(m_show_export, false)) m_views.export_dialog.Show(m_state);
+        m_views.export_dialog.Draw(m_state);
+        DrawSessionPopup();
+        if (m_state.show_demo) viz::ShowDemoWindow(&m_state.show_demo);
+        HandleShortcuts();
+    }
+
+    // After the frame: act on what the views asked for.
+    void HandleRequests() {
+        if (m_state.open_model_request) {
+            const std::string path = *std::exchange(m_state.open_model_request, std::nullopt);
+            // A checkpoint whose tensors leave its shape or SSA forms open: ask before loading.
+            if (!CheckpointQuestion(path, m_state.hints).empty()) m_views.checkpoint.Show(path, m_state.hints);
+            else m_worker.OpenModel(path, m_device, m_state.hints, m_dtype);
+        }
+        if (m_state.open_twin_request) {
+            m_worker.OpenTwin(*m_state.open_twin_request, m_state.hints);
+            m_state.open_twin_request.reset();
+        }
+        if (m_state.close_twin_request) {
+            m_worker.CloseTwin();
+            m_state.close_twin_request = false;
+        }
+        if (m_state.text_changed) {
+            m_state.text_changed = false;
+            RequestAnalysis();
+            m_glyphs_dirty = true;
+        }
+    }
+
+    // After a frame reached the screen: every request it answers (its own, and older ones it
+    // superseded) has its keystroke-to-pixels latency.
+    void AfterPresent() {
+        const double now = NowMs();
+        while (!m_waiting.empty() && m_waiting.front().first <= m_shown_request) {
+            m_state.last_latency_ms = now - m_waiting.front().second;
+            m_latencies.push_back(m_state.last_latency_ms);
+            m_waiting.pop_front();
+        }
+    }
+
+    bool GlyphsDirty() { return std::exchange(m_glyphs_dirty, false); }
+    std::string GlyphText() const {
+        std::string s = m_state.text;
+        if (m_state.model) s += m_state.model->dir;
+        return s;
+    }
+    bool Settled() const {
+        if (m_views.checkpoint.Showing()) return true;  // waiting for the user, not the model
+        return !m_state.busy && !m_twin_expected && (m_state.analysis || !m_state.error.empty()) && m_state.model;
+    }
+    ExportDialog& Exporter() { return m_views.export_dialog; }
+    const AppState& state() const { return m_state; }
+    const std::vector<double>& Latencies() const { return m_latencies; }
+
+    // The benchmark types by editing the text as the editor would.
+    void TypeCharacter(char c) {
+        if (!m_typing) m_latencies.clear();  // only keystrokes count, not the first load
+        m_typing = true;
+        m_state.text.push_back(c);
+        m_state.text_changed = true;
+    }
+
+    void SetFrameMs(float ms) { m_state.frame_ms = ms; }
+
+    // The zoom benchmark moves the attention map as the mouse wheel and drag would.
+    void SetMapView(float zoom, float pan_x, float pan_y) {
+        m_state.settings.map_view.zoom = zoom;
+        m_state.settings.map_view.pan_x = pan_x;
+        m_state.settings.map_view.pan_y = pan_y;
+    }
+
+private:
+    void RequestAnalysis() {
+        const double now = NowMs();
+        m_waiting.emplace_back(m_worker.Analyze(m_state.text, m_state.truncate), now);
+    }
+
+    void DrawMenuBar() {
+        if (!ImGui::BeginMenuBar()) return;
+        if (ImGui::BeginMenu("File")) {
+            if (ImGui::MenuItem("Open model...", "Ctrl+O")) OpenDialogFor(false);
+            if (ImGui::MenuItem("Open comparison twin...", nullptr, false, m_state.model.has_value())) OpenDialogFor(true);
+            if (ImGui::MenuItem("Compare with vanilla (tau = 1)", nullptr, !m_state.twin, m_state.twin.has_value()))
+                m_state.close_twin_request = true;
+            if (ImGui::BeginMenu("Recent models", !m_state.recent_models.empty())) {
+                for (const std::string& dir : m_state.recent_models)
+                    if (ImGui::MenuItem(dir.c_str())) m_state.open_model_request = dir;
+                ImGui::EndMenu();
+            }
+            ImGui::Separator();
+            if (ImGui::MenuItem("Export figures and data...", "Ctrl+E")) m_views.export_dialog.Show(m_state);
+            if (ImGui::MenuItem("Save session...", "Ctrl+S")) OpenSessionPopup(true);
+            if (ImGui::MenuItem("Open session...")) OpenSessionPopup(false);
+            ImGui::Separator();
+            if (ImGui::MenuItem("Quit", "Ctrl+Q")) m_quit = true;
+            ImGui::EndMenu();
+        }
+        if (ImGui::BeginMenu("Examples", !m_examples.empty())) {
+            for (const Example& x : m_examples) {
+                if (ImGui::MenuItem(x.title.c_str())) ApplyExample(x);
+                if (!x.hint.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", x.hint.c_str());
+            }
+            ImGui::EndMenu();
+        }
+        if (ImGui::BeginMenu("View")) {
+            ViewSettings& s = m_state.settings;
+            for (viz::Colormap map : {viz::Colormap::Viridis, viz::Colormap::Magma})
+                if (ImGui::MenuItem(viz::ColormapName(map), nullptr, s.colormap == map)) s.colormap = map;
+            ImGui::MenuItem("Log scale", "L", &s.log_scale);
+            ImGui::Separator();
+            if (ImGui::MenuItem("SSA map", "1", s.map_mode == MapMode::Ssa)) s.map_mode = MapMode::Ssa;
+            if (ImGui::MenuItem("Comparison map", "2", s.map_mode == MapMode::Compare)) s.map_mode = MapMode::Compare;
+            if (ImGui::MenuItem("Difference map", "3", s.map_mode == MapMode::Difference)) s.map_mode = MapMode::Difference;
+            ImGui::Separator();
+            ImGui::MenuItem("Truncate long text to the context", nullptr, &m_state.truncate);
+            ImGui::MenuItem("Widget demo (synthetic data)", nullptr, &m_state.show_demo);
+            ImGui::EndMenu();
+        }
+        if (ImGui::BeginMenu("Help")) {
+            ImGui::MenuItem("Keyboard shortcuts", "F1", &m_state.show_help);
+            ImGui::EndMenu();
+        }
+        ImGui::EndMenuBar();
+    }
+
+    // Opens a bundled model with its twin and suggested text.
+    void ApplyExample(const Example& x) {
+        m_state.text = x.text;
+        m_state.query = -1;
+        m_pending_twin = x.twin_dir;
+        m_state.open_model_request = x.model_dir;
+        m_state.show_graph = x.graph_panel;
+        m_state.selected = HeadRef{x.layer, x.head};
+        m_example_query = x.query_piece;
+        m_glyphs_dirty = true;
+    }
+
+    // Once an example's analysis arrives: its query is the last token with the example's bytes.
+    void SelectExampleQuery() {
+        if (m_example_query.empty() || !m_state.analysis) return;
+        const auto& pieces = m_state.analysis->tokens.pieces;
+        for (int i = static_cast<int>(pieces.size()) - 1; i >= 0; --i)
+            if (pieces[i] == m_example_query) {
+                m_state.query = i;
+                break;
+            }
+        m_example_query.clear();
+    }
+
+    void OpenSessionPopup(bool save) {
+        m_session_popup = true;
+        m_session_save = save;
+        m_session_message.clear();
+    }
+
+    // A small window with the session file's path: Save writes it, Open restores it.
+    void DrawSessionPopup() {
+        if (!m_session_popup) return;
+        ImGui::SetNextWindowSize(ImVec2(560, 0), ImGuiCond_Appearing);
+        if (ImGui::Begin(m_session_save ? "Save session" : "Open session", &m_session_popup, ImGuiWindowFlags_NoCollapse)) {
+            ImGui::TextWrapped("A session holds the model, the text, the selected head and query, pinned heads, view and export "
+                               "settings. Reopen it with File > Open session or `ssaviz --session FILE`.");
+            char buf[1024];
+            std::snprintf(buf, sizeof buf, "%s", m_session_path.c_str());
+            ImGui::SetNextItemWidth(-1);
+            bool go = ImGui::InputText("##session_path", buf, sizeof buf, ImGuiInputTextFlags_EnterReturnsTrue);
+            m_session_path = buf;
+            go |= ImGui::Button(m_session_save ? "Save" : "Open", ImVec2(100, 0));
+            if (go && m_session_save) {
+                auto s = SaveSession(m_session_path, CurrentSession());
+                m_session_message = s ? "saved " + m_session_path : s.error();
+            } else if (go) {
+                auto session = LoadSession(m_session_path);
+                if (!session) {
+                    m_session_message = session.error();
+                } else {
+                    m_state.text = session->text;
+                    ApplySession(*session);
+                    m_state.open_model_request = session->model_dir.empty() ? DefaultModelDir() : session->model_dir;
+                    m_session_message = "opened " + m_session_path;
+                }
+            }
+            if (!m_session_message.empty()) ImGui::TextWrapped("%s", m_session_message.c_str());
+        }
+        ImGui::End();
+    }
+
+    void OpenDialogFor(bool twin) {
+        m_state.show_open_dialog = true;
+        m_state.open_dialog_for_twin = twin;
+    }
+
+    void DrawStatusBar() {
+        ImGui::Separator();
+        const AppState& s = m_state;
+        if (s.busy) {  // a spinner: three dots chasing each other
+            ImDrawList* draw = ImGui::GetWindowDrawList();
+            ImVec2 p = ImGui::GetCursorScreenPos();
+            const float r = ImGui::GetTextLineHeight() * 0.4f, t = static_cast<float>(ImGui::GetTime());
+            for (int i = 0; i < 8; ++i) {
+                float a = t * 6.0f + i * 0.785f;
+                float alpha = 0.25f + 0.75f * (i / 7.0f);
+                draw->AddCircleFilled(ImVec2(p.x + r + r * std::cos(a), p.y + ImGui::GetTextLineHeight() * 0.5f + r * std::sin(a)), r * 0.28f,
+                                      ImGui::GetColorU32(ImGuiCol_Text, alpha));
+            }
+            ImGui::Dummy(ImVec2(2.5f * r, ImGui::GetTextLineHeight()));
+            ImGui::SameLine();
+            if (s.progress > 0.0f && s.progress < 1.0f) {  // a long text: layers done so far
+                ImGui::ProgressBar(s.progress, ImVec2(ImGui::GetFontSize() * 8.0f, ImGui::GetTextLineHeight()), "analysing...");
+                if (ImGui::IsItemHovered()) ImGui::SetTooltip("Layers run and measured so far; the maps appear when all are done.");
+            } else {
+                ImGui::TextUnformatted("running...");
+            }
+        } else {
+            ImGui::TextUnformatted("ready");
+        }
+        ImGui::SameLine(0, 20);
+        if (s.analysis) {
+            ImGui::Text("%d tokens | forward %.1f ms, metrics %.1f ms | keystroke to pixels %.0f ms | frame %.1f ms | %s | vs %s",
+                        s.analysis->n_tokens, s.analysis->forward_ms, s.analysis->metrics_ms, s.last_latency_ms, s.frame_ms,
+                        s.analysis->device.c_str(), s.twin ? "twin" : "vanilla");
+        } else {
+            ImGui::Text("frame %.1f ms", s.frame_ms);
+        }
+    }
+
+    void HandleShortcuts() {
+        ImGuiIO& io = ImGui::GetIO();
+        AppState& s = m_state;
+        if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_O, false)) OpenDialogFor(false);
+        if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_Q, false)) m_quit = true;
+        if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_E, false)) m_views.export_dialog.Show(m_state);
+        if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_S, false)) OpenSessionPopup(true);
+        if (ImGui::IsKeyPressed(GLFW_KEY_F1, false)) s.show_help = !s.show_help;
+        // Keys belong to an open dialog, or to the editor while it has focus.
+        if (io.WantTextInput || ImGui::IsPopupOpen("", ImGuiPopupFlags_AnyPopupId)) return;  // arrows and letters belong to the editor while it has focus
+        const int L = s.Layers(), H = s.Heads();
+        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false)) s.query = -1;
+        if (L > 0) {
+            if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow))) s.selected.head = (s.selected.head + H - 1) % H;
+            if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow))) s.selected.head = (s.selected.head + 1) % H;
+            if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_UpArrow))) s.selected.layer = (s.selected.layer + L - 1) % L;
+            if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_DownArrow))) s.selected.layer = (s.selected.layer + 1) % L;
+            if (ImGui::IsKeyPressed(GLFW_KEY_P, false)) s.TogglePin(s.selected);
+        }
+        if (ImGui::IsKeyPressed(GLFW_KEY_1, false)) s.settings.map_mode = MapMode::Ssa;
+        if (ImGui::IsKeyPressed(GLFW_KEY_2, false)) s.settings.map_mode = MapMode::Compare;
+        if (ImGui::IsKeyPressed(GLFW_KEY_3, false)) s.settings.map_mode = MapMode::Difference;
+        if (ImGui::IsKeyPressed(GLFW_KEY_L, false)) s.settings.log_scale = !s.settings.log_scale;
+    }
+
+public:
+    bool m_quit = false;
+
+private:
+    GuiRunOptions m_run;
+    std::string m_device;
+    std::string m_dtype = "f32";  // --dtype: the compute dtype
+    std::vector<Example> m_examples = BundledExamples();
+    std::string m_pending_twin;
+    std::string m_example_query;   // an example's query token, selected when its analysis arrives    // a session's twin, opened once its model is
+    bool m_twin_expected = false;  // a twin is being opened (screenshots and tests wait for it)
+    std::string m_session_path;
+    std::string m_session_message;
+    bool m_session_popup = false, m_session_save = true;
+    bool m_show_export = false;
+    AppState m_state;
+    Views m_views;
+    std::deque<std::pair<uint64_t, double>> m_waiting;  // analysis requests not yet on screen, oldest first
+    uint64_t m_shown_request = 0;                       // the newest request whose result was drawn
+    bool m_glyphs_dirty = true;
+    std::vector<double> m_latencies;
+    bool m_typing = false;
+    InferenceWorker m_worker;  // last: stops (joins) before the state it reports into goes away
+};
+
+// Reads the back buffer and writes it as PNG, plus FILE.json with the views' rectangles.
+bool SaveScreenshot(const std::string& path, int width, int height, const AppState& state, float scale) {
+    std::vector<unsigned char> pixels(static_cast<size_t>(width) * height * 4);
+    glPixelStorei(GL_PACK_ALIGNMENT, 1);
+    glReadBuffer(GL_BACK);
+    glReadPixels(0, 0, width, height, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
+    std::vector<unsigned char> flipped(pixels.size());
+    const size_t stride = static_cast<size_t>(width) * 4;
+    for (int y = 0; y < height; ++y)
+        std::copy_n(pixels.data() + (height - 1 - y) * stride, stride, flipped.data() + y * stride);
+    for (size_t i = 3; i < flipped.size(); i += 4) flipped[i] = 255;  // opaque, whatever the framebuffer's alpha
+    if (!stbi_write_png(path.c_str(), width, height, 4, flipped.data(), static_cast<int>(stride))) return false;
+    nlohmann::json regions = nlohmann::json::object();
+    for (const auto& [name, r] : state.regions) regions[name] = {r.x * scale, r.y * scale, r.w * scale, r.h * scale};
+    // What is on screen, so tests can check that a session reopened exactly.
+    nlohmann::json pinned = nlohmann::json::array();
+    for (HeadRef h : state.pinned) pinned.push_back({h.layer, h.head});
+    const ViewSettings& v = state.settings;
+    nlohmann::json shown = {{"model", state.model ? state.model->dir : ""},
+                            {"twin", state.twin ? state.twin->dir : ""},
+                            {"text", state.text},
+                            {"tokens", state.Tokens()},
+                            {"selected", {state.selected.layer, state.selected.head}},
+                            {"pinned", pinned},
+                            {"query", state.query},
+                            {"colormap", viz::ColormapName(v.colormap)},
+                            {"log_scale", v.log_scale},
+                            {"map", ToString(v.map_mode)},
+                            {"token_color", ToString(v.token_color)},
+                            {"token_scope", ToString(v.token_scope)},
+                            {"map_zoom", v.map_view.zoom},
+                            {"map_pan", {v.map_view.pan_x, v.map_view.pan_y}}};
+    std::ofstream(path + ".json") << nlohmann::json{{"width", width}, {"height", height}, {"regions", regions}, {"state", shown}}
+                                         .dump(1, ' ', false, nlohmann::json::error_handler_t::replace)
+                                  << "\n";
+    return true;
+}
+
+}  // namespace
+
+int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
+    glfwSetErrorCallback([](int code, const char* message) { std::fprintf(stderr, "ssaviz: GLFW error %d: %s\n", code, message); });
+    if (!glfwInit()) {
+        std::fprintf(stderr, "ssaviz: cannot open a window (no display?); the command line works without one: ssaviz export --help\n");
+        return kExitFailure;
+    }
+    glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+    glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+    glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+    glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
+    GLFWwindow* window = glfwCreateWindow(run.width, run.height, "ssaviz", nullptr, nullptr);
+    if (!window) {
+        std::fprintf(stderr, "ssaviz: cannot create an OpenGL 3.3 window\n");
+        glfwTerminate();
+        return kExitFailure;
+    }
+    glfwMakeContextCurrent(window);
+    const bool measuring = !run.screenshot.empty() || run.bench_keys > 0 || run.bench_zoom_frames > 0 || !options.export_to.empty();
+    glfwSwapInterval(measuring ? 0 : 1);
+
+    IMGUI_CHECKVERSION();
+    ImGui::CreateContext();
+    ImGuiIO& io = ImGui::GetIO();
+    io.IniFilename = nullptr;  // the layout is computed, nothing to remember
+    float xscale = 1.0f, yscale = 1.0f;
+    glfwGetWindowContentScale(window, &xscale, &yscale);
+    const float scale = std::max(1.0f, xscale);
+    ImGui::StyleColorsDark();
+    ImGui::GetStyle().ScaleAllSizes(scale);
+    LoadFonts(std::round(15.0f * scale));
+    ImGui_ImplGlfw_InitForOpenGL(window, true);
+    ImGui_ImplOpenGL3_Init("#version 330");
+
+    int exit_code = kExitOk;
+    {
+        App app(options, run);
+        glfwSetWindowUserPointer(window, &app);
+        glfwSetDropCallback(window, [](GLFWwindow* w, int count, const char** paths) {
+            static_cast<App*>(glfwGetWindowUserPointer(w))->OnDrop(count, paths);
+        });
+
+        int settled_frames = 0, typed = 0, zoomed = 0;
+        bool export_started = false;
+        const double start_ms = NowMs();
+        double last_frame_ms = start_ms, next_key_ms = 0;
+        std::vector<double> frame_work_ms, frame_ui_ms;  // per frame while the benchmark types: all, ImGui only
+        while (!glfwWindowShouldClose(window) && !app.m_quit) {
+            const bool animate = app.state().busy || app.state().want_frame || measuring;
+            if (animate) glfwPollEvents();
+            else glfwWaitEventsTimeout(0.5);
+            const double frame_start = NowMs();
+            app.SetFrameMs(static_cast<float>(frame_start - last_frame_ms));
+            last_frame_ms = frame_start;
+
+            if (run.bench_keys > 0 && app.Settled() && typed == 0) next_key_ms = frame_start;
+            if (run.bench_keys > 0 && typed < run.bench_keys && next_key_ms > 0 && frame_start >= next_key_ms) {
+                app.TypeCharacter(" abcdefghij"[typed % 11]);
+                ++typed;
+                next_key_ms += run.bench_interval_ms;
+            }
+
+            // Zoom benchmark: in to 64x and back out on the selected head's map, panning across it.
+            if (run.bench_zoom_frames > 0 && app.Settled() && zoomed < run.bench_zoom_frames && app.state().analysis) {
+                const double t = static_cast<double>(zoomed) / run.bench_zoom_frames, pi = 3.14159265358979;
+                const float zoom = static_cast<float>(std::pow(64.0, std::sin(t * pi)));
+                const float T = static_cast<float>(app.state().analysis->n_tokens), room = T - T / zoom;
+                app.SetMapView(zoom, room * static_cast<float>(0.5 + 0.5 * std::sin(t * 6 * pi)),
+                               room * static_cast<float>(0.5 + 0.5 * std::cos(t * 4 * pi)));
+                ++zoomed;
+            }
+
+            app.Poll();
+            if (app.GlyphsDirty() && EnsureGlyphs(app.GlyphText())) {
+                ImGui_ImplOpenGL3_DestroyFontsTexture();
+                ImGui_ImplOpenGL3_CreateFontsTexture();
+            }
+            ImGui_ImplOpenGL3_NewFrame();
+            ImGui_ImplGlfw_NewFrame();
+            ImGui::NewFrame();
+            app.Draw();
+            ImGui::Render();
+            const double ui_done = NowMs();
+            int fb_w = 0, fb_h = 0;
+            glfwGetFramebufferSize(window, &fb_w, &fb_h);
+            glViewport(0, 0, fb_w, fb_h);
+            glClearColor(0.09f, 0.09f, 0.10f, 1.0f);
+            glClear(GL_COLOR_BUFFER_BIT);
+            ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+
+            if (!options.export_to.empty()) {  // tests: the export dialog's own path, then exit
+                if (!export_started && app.Settled()) {
+                    app.Exporter().Options().out_dir = options.export_to;
+                    if (!app.Exporter().Start(app.state())) {
+                        std::fprintf(stderr, "ssaviz: export: %s\n", app.Exporter().Error().c_str());
+                        exit_code = kExitFailure;
+                        break;
+                    }
+                    export_started = true;
+                } else if (export_started && !app.Exporter().Busy() &&
+                           (!app.Exporter().Done().empty() || !app.Exporter().Error().empty())) {
+                    if (!app.Exporter().Error().empty()) {
+                        std::fprintf(stderr, "ssaviz: export: %s\n", app.Exporter().Error().c_str());
+                        exit_code = kExitFailure;
+                    } else {
+                        std::fprintf(stderr, "ssaviz: %s\n", app.Exporter().Done().c_str());
+                    }
+                    break;
+                }
+            }
+            if (!run.screenshot.empty()) {
+                settled_frames = app.Settled() ? settled_frames + 1 : 0;
+                const bool timed_out = NowMs() - start_ms > 120000;
+                if (settled_frames >= run.frames || timed_out) {
+                    if (!SaveScreenshot(run.screenshot, fb_w, fb_h, app.state(), io.DisplayFramebufferScale.x)) {
+                        std::fprintf(stderr, "ssaviz: cannot write %s\n", run.screenshot.c_str());
+                        exit_code = kExitFailure;
+                    } else if (timed_out) {
+                        std::fprintf(stderr, "ssaviz: the model did not settle within 120 s; wrote %s anyway\n", run.screenshot.c_str());
+                        exit_code = kExitFailure;
+                    }
+                    break;
+                }
+            }
+            glfwSwapBuffers(window);
+            app.AfterPresent();
+            app.HandleRequests();
+
+            const double work = NowMs() - frame_start;
+            if (typed > 0 || zoomed > 0) {  // a benchmark is under way
+                frame_work_ms.push_back(work);
+                frame_ui_ms.push_back(ui_done - frame_start);
+            }
+            if (run.bench_zoom_frames > 0 && zoomed >= run.bench_zoom_frames) break;
+            if (run.bench_keys > 0) {
+                if (typed >= run.bench_keys && app.Settled()) break;
+                // Pace like a 60 Hz display; the figure that matters is the work per frame.
+                const double rest = 1000.0 / 60.0 - work;
+                if (rest > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(rest));
+            }
+        }
+        const int tokens = app.state().analysis ? app.state().analysis->n_tokens : 0;
+        if (run.bench_zoom_frames > 0)
+            std::printf("zoom and pan: %d x %d map, %zu frames (zoom 1 to 64 and back)\n", tokens, tokens, frame_work_ms.size());
+        if (run.bench_keys > 0)
+            std::printf("tokens %d, keys %d every %.0f ms, frames %zu\n", tokens, run.bench_keys, run.bench_interval_ms, frame_work_ms.size());
+        if (run.bench_zoom_frames > 0 || run.bench_keys > 0) {
+            std::printf("frame work ms (events, ImGui, GL render and swap): p50 %.2f  p99 %.2f  max %.2f\n", Percentile(frame_work_ms, 50),
+                        Percentile(frame_work_ms, 99), Percentile(frame_work_ms, 100));
+            std::printf("  of which ImGui (views, bakes, uploads) ms: p50 %.2f  p99 %.2f  max %.2f\n", Percentile(frame_ui_ms, 50),
+                        Percentile(frame_ui_ms, 99), Percentile(frame_ui_ms, 100));
+        }
+        if (run.bench_keys > 0) {
+            const auto& lat = app.Latencies();
+            std::printf("keystroke to pixels ms (%zu keystrokes): p50 %.1f  p99 %.1f  max %.1f\n", lat.size(), Percentile(lat, 50),
+                        Percentile(lat, 99), Percentile(lat, 100));
+        }
+    }  // views free their textures here, while the context is alive
+
+    ImGui_ImplOpenGL3_Shutdown();
+    ImGui_ImplGlfw_Shutdown();
+    ImGui::DestroyContext();
+    glfwDestroyWindow(window);
+    glfwTerminate();
+    return exit_code;
+}
+
+}  // namespace app

@@ -1,0 +1,36 @@
+// Asks for what a checkpoint without config.json cannot tell about itself: n_head where the
+// shapes leave it open, the SSA forms of tau_q and tau_v, the activation. A modal window that
+// re-infers the config as the user types and shows the shape it would open with, or why not.
+#pragma once
+
+#include <string>
+
+#include "app/core/state.h"
+#include "model/io/weights.h"
+
+namespace app {
+
+// What the open request needs before the worker can load `path`: nothing (the folder has a
+// config.json, or the shapes and `hints` say everything), or the reason to ask.
+std::string CheckpointQuestion(const std::string& path, const model::ConfigHints& hints);
+
+class CheckpointDialog {
+public:
+    void Show(const std::string& path, const model::ConfigHints& hints);
+    void Draw(AppState& state);  // on Open: state.hints and state.open_model_request
+    bool Showing() const { return m_show; }
+
+private:
+    model::ConfigHints Hints() const;  // from the fields
+    void Check();                      // re-infers into m_preview / m_error
+
+    std::string m_path;
+    model::WeightFile m_weights;
+    bool m_show = false;
+    int m_n_head = 0;                    // 0: infer
+    std::string m_query, m_value;        // form specs ("sigmoid,shared,sum"); empty: infer
+    int m_activation = 0;                // 0 infer, 1 gelu_new, 2 gelu
+    std::string m_preview, m_error;
+};
+
+}  // namespace app

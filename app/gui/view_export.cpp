@@ -1,0 +1,346 @@
+#include "app/gui/view_export.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include <imgui.h>
+#include <nlohmann/json.hpp>
+
+#include "app/export/session.h"
+#include "viz/figure.h"
+#include "viz/imgui/widgets.h"
+
+namespace app {
+namespace {
+
+// "all" or "0,2" into a list (empty = all); false when it does not parse.
+bool ParseList(const std::string& text, std::vector<int>* out) {
+    out->clear();
+    if (text == "all" || text.empty()) return true;
+    std::stringstream ss(text);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        item.erase(0, item.find_first_not_of(' '));
+        item.erase(item.find_last_not_of(' ') + 1);
+        char* end = nullptr;
+        const long v = std::strtol(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || v < 0 || v > 1 << 16) return false;
+        out->push_back(static_cast<int>(v));
+    }
+    return true;
+}
+
+std::string FormatList(const std::vector<int>& v) {
+    std::string out;
+    for (size_t k = 0; k < v.size(); ++k) out += (k ? "," : "") + std::to_string(v[k]);
+    return out.empty() ? "all" : out;
+}
+
+bool InputString(const char* label, std::string* s, ImGuiInputTextFlags flags = 0) {
+    char buf[1024];
+    std::snprintf(buf, sizeof buf, "%s", s->c_str());
+    if (!ImGui::InputText(label, buf, sizeof buf, flags)) return false;
+    *s = buf;
+    return true;
+}
+
+bool IsFigure(const std::string& path) {
+    const auto dot = path.rfind('.');
+    return dot != std::string::npos && (path.substr(dot) == ".png" || path.substr(dot) == ".svg");
+}
+
+}  // namespace
+
+ExportDialog::~ExportDialog() {
+    m_cancel = true;
+    Join();
+}
+
+void ExportDialog::Join() {
+    if (m_thread.joinable()) m_thread.join();
+}
+
+void ExportDialog::SetOptions(const ExportOptions& options) {
+    m_options = options;
+    m_out_edit = options.out_dir;
+    m_layers_edit = FormatList(options.layers);
+    m_heads_edit = FormatList(options.heads);
+    m_initialized = true;
+}
+
+void ExportDialog::Show(const AppState& state) {
+    m_open = true;
+    if (m_initialized) return;
+    // First opening: the figures look like the views.
+    ExportOptions o;
+    o.out_dir = (std::filesystem::current_path() / "ssaviz-export").string();
+    o.png = o.svg = o.html = true;
+    o.figures.colormap = state.settings.colormap == viz::Colormap::Diverging ? viz::Colormap::Viridis : state.settings.colormap;
+    o.figures.log_scale = state.settings.log_scale;
+    o.figures.highlight = state.settings.token_color;
+    o.figures.highlight_scope = state.settings.token_scope;
+    o.figures.highlight_head = state.selected;
+    o.sink_epsilon = state.settings.sink_epsilon;
+    o.layers = {state.selected.layer};
+    o.heads = {state.selected.head};
+    SetOptions(o);
+}
+
+bool ExportDialog::Start(const AppState& state) {
+    m_error.clear();
+    m_done_message.clear();
+    if (Busy()) return m_error = "an export is already running", false;
+    if (!state.analysis || !state.model) return m_error = "nothing to export yet: waiting for the model", false;
+    if (state.busy) return m_error = "the analysis of the current text is still running", false;
+    ExportOptions options = m_options;
+    if (options.out_dir.empty()) return m_error = "choose an output folder", false;
+    options.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);  // a core stays with the UI
+    if (auto s = ResolveExportHeads(&options, state.analysis->n_layer, state.analysis->n_head); !s) return m_error = s.error(), false;
+    Join();
+    m_cancel = false;
+    m_progress_done = 0;
+    m_progress_total = 0;
+    m_running = true;
+    m_result_taken = false;
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        m_result.clear();
+        m_current.clear();
+    }
+    // The thread owns copies of what it writes: the analysis stays alive, the text and info are copied.
+    m_thread = std::thread([this, analysis = state.analysis, info = *state.model, text = state.text, options] {
+        auto status = WriteExport(text, *analysis, info, options, [this](size_t done, size_t total, const std::string& path) {
+            m_progress_done = done;
+            m_progress_total = total;
+            std::lock_guard<std::mutex> lock(m_mutex);
+            m_current = path;
+            return !m_cancel.load();
+        });
+        std::lock_guard<std::mutex> lock(m_mutex);
+        m_result = status ? "wrote " + std::to_string(m_progress_done.load()) + " files to " + options.out_dir : status.error();
+        if (!status) m_result = "!" + m_result;  // marks a failure for the UI thread
+        m_running = false;
+    });
+    return true;
+}
+
+void ExportDialog::Draw(AppState& state) {
+    if (!m_result_taken && !Busy()) {  // a finished export: report once
+        std::lock_guard<std::mutex> lock(m_mutex);
+        m_result_taken = true;
+        if (!m_result.empty() && m_result[0] == '!') m_error = m_result.substr(1);
+        else m_done_message = m_result;
+    }
+    if (Busy()) state.want_frame = true;  // keep the progress bar moving
+    if (!m_open) return;
+    ImGui::SetNextWindowSize(ImVec2(980, 720), ImGuiCond_FirstUseEver);
+    ImGui::SetNextWindowBgAlpha(1.0f);  // a dialog over the views: they should not show through
+    if (!ImGui::Begin("Export figures and data", &m_open)) {
+        ImGui::End();
+        return;
+    }
+    if (ImGui::BeginTable("##export_layout", 2, ImGuiTableFlags_Resizable | ImGuiTableFlags_BordersInnerV)) {
+        ImGui::TableSetupColumn("settings", ImGuiTableColumnFlags_WidthStretch, 0.42f);
+        ImGui::TableSetupColumn("preview", ImGuiTableColumnFlags_WidthStretch, 0.58f);
+        ImGui::TableNextColumn();
+        DrawSettings(state);
+        ImGui::TableNextColumn();
+        DrawPreview(state);
+        ImGui::EndTable();
+    }
+    ImGui::End();
+}
+
+void ExportDialog::DrawSettings(AppState& state) {
+    ExportOptions& o = m_options;
+    ImGui::TextUnformatted("Output folder");
+    ImGui::SetNextItemWidth(-1);
+    if (InputString("##out", &m_out_edit)) o.out_dir = m_out_edit;
+    viz::ItemTooltip("Files go here, in sub-folders heatmaps/, plots/ and csv/. Existing files of the same name are replaced.");
+
+    ImGui::Separator();
+    ImGui::TextUnformatted("Formats");
+    ImGui::Checkbox("PNG", &o.png);
+    viz::ItemTooltip("Raster figures: heatmaps per head, the heads grid, the highlighted text, the sparsity plots.");
+    ImGui::SameLine();
+    ImGui::Checkbox("SVG", &o.svg);
+    viz::ItemTooltip("The same figures as vector graphics. Maps above 65,536 cells embed their cells as an image.");
+    ImGui::SameLine();
+    ImGui::Checkbox("HTML", &o.html);
+    viz::ItemTooltip("highlight.html: the text coloured by the token quantity, one self-contained file.");
+    ImGui::Checkbox("JSON", &o.json);
+    viz::ItemTooltip("tokens.json (ids, pieces, byte offsets) and metrics.json (every metric per layer, head and row).");
+    ImGui::SameLine();
+    ImGui::Checkbox("NPY", &o.npy);
+    viz::ItemTooltip("attention.npy, attention_vanilla.npy [L, H, T, T]; tau_q.npy, tau_v.npy [L, H, T] (float32, numpy.load).");
+    ImGui::SameLine();
+    ImGui::Checkbox("CSV", &o.csv);
+    viz::ItemTooltip("csv/L{l}_H{h}.csv: one head's map, a row per query.");
+
+    ImGui::Separator();
+    ImGui::TextUnformatted("Maps");
+    for (MapMode mode : {MapMode::Ssa, MapMode::Compare, MapMode::Difference}) {
+        bool on = std::find(o.maps.begin(), o.maps.end(), mode) != o.maps.end();
+        const char* label = mode == MapMode::Ssa ? "SSA" : mode == MapMode::Compare ? "comparison" : "difference";
+        if (mode != MapMode::Ssa) ImGui::SameLine();
+        if (ImGui::Checkbox(label, &on)) {
+            o.maps.erase(std::remove(o.maps.begin(), o.maps.end(), mode), o.maps.end());
+            if (on) o.maps.push_back(mode);
+            std::sort(o.maps.begin(), o.maps.end(), [](MapMode a, MapMode b) { return static_cast<int>(a) < static_cast<int>(b); });
+        }
+    }
+    ImGui::SetNextItemWidth(120);
+    if (InputString("layers", &m_layers_edit) && !ParseList(m_layers_edit, &o.layers)) o.layers = {-1};
+    viz::ItemTooltip("Heads that get heatmaps and CSV: \"all\" or a list like 0,2.");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(120);
+    if (InputString("heads", &m_heads_edit) && !ParseList(m_heads_edit, &o.heads)) o.heads = {-1};
+    ImGui::SameLine();
+    if (ImGui::SmallButton("selected")) {
+        o.layers = {state.selected.layer};
+        o.heads = {state.selected.head};
+        m_layers_edit = FormatList(o.layers);
+        m_heads_edit = FormatList(o.heads);
+    }
+    viz::ItemTooltip("Only the head selected in the main window.");
+
+    ImGui::Separator();
+    ImGui::TextUnformatted("Figures");
+    FigureSettings& f = o.figures;
+    int cmap = f.colormap == viz::Colormap::Magma ? 1 : 0;
+    ImGui::SetNextItemWidth(140);
+    if (ImGui::Combo("colour map", &cmap, "viridis\0magma\0")) f.colormap = cmap == 1 ? viz::Colormap::Magma : viz::Colormap::Viridis;
+    ImGui::SameLine();
+    ImGui::Checkbox("log scale", &f.log_scale);
+    ImGui::SetNextItemWidth(140);
+    ImGui::InputInt("map size (px)", &f.map_size, 64, 256);
+    f.map_size = f.map_size <= 0 ? 0 : std::clamp(f.map_size, 16, 16384);
+    viz::ItemTooltip("Side of a heatmap's map area. 0: automatic (28 px per token for short texts, 1 px per token at 720+).");
+    static const char* kColors[] = {"tau_q", "tau_v", "entropy", "spikiness", "sink_mass"};
+    int color = static_cast<int>(f.highlight);
+    ImGui::SetNextItemWidth(140);
+    if (ImGui::Combo("highlight", &color, kColors, IM_ARRAYSIZE(kColors))) f.highlight = static_cast<TokenColor>(color);
+    viz::ItemTooltip("What colours the tokens of highlight.png / .svg / .html (the paper's Figure 1 uses tau_q).");
+    int scope = static_cast<int>(f.highlight_scope);
+    ImGui::SetNextItemWidth(140);
+    if (ImGui::Combo("of", &scope, "one head\0a layer's mean\0mean over heads\0")) f.highlight_scope = static_cast<TokenScope>(scope);
+    if (f.highlight_scope != TokenScope::ModelMean) {
+        ImGui::SameLine();
+        if (ImGui::SmallButton("use selected head")) f.highlight_head = state.selected;
+        ImGui::SameLine();
+        ImGui::TextDisabled("%s", f.highlight_scope == TokenScope::Head ? ("L" + std::to_string(f.highlight_head.layer) + " H" + std::to_string(f.highlight_head.head)).c_str()
+                                                                       : ("layer " + std::to_string(f.highlight_head.layer)).c_str());
+    }
+    ImGui::SetNextItemWidth(140);
+    ImGui::SliderFloat("sink eps", &o.sink_epsilon, 0.05f, 0.95f, "%.2f");
+
+    ImGui::Separator();
+    const bool running = Busy();
+    ImGui::BeginDisabled(running || state.busy || !state.analysis);
+    if (ImGui::Button("Export", ImVec2(120, 0))) Start(state);
+    ImGui::EndDisabled();
+    viz::ItemTooltip("Writes every file in the list on the right (Ctrl+Enter).");
+    if (!running && ImGui::IsWindowFocused(ImGuiFocusedFlags_RootAndChildWindows) && ImGui::GetIO().KeyCtrl &&
+        ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter), false))
+        Start(state);
+    if (running) {
+        ImGui::SameLine();
+        if (ImGui::Button("Cancel")) m_cancel = true;
+        const size_t done = m_progress_done, total = std::max<size_t>(1, m_progress_total);
+        std::string current;
+        {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            current = m_current;
+        }
+        char overlay[96];
+        std::snprintf(overlay, sizeof overlay, "%zu / %zu", done, static_cast<size_t>(m_progress_total));
+        ImGui::ProgressBar(static_cast<float>(done) / total, ImVec2(-1, 0), overlay);
+        ImGui::TextDisabled("%s", current.c_str());
+    } else if (state.busy) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("waiting for the analysis...");
+    }
+    if (!m_error.empty()) ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.4f, 1.0f), "%s", m_error.c_str());
+    if (!m_done_message.empty()) ImGui::TextWrapped("%s", m_done_message.c_str());
+
+    // The same export from a script.
+    if (state.model) {
+        std::string cmd = ExportCommandLine(o, state.model->dir, state.twin ? state.twin->dir : "", "auto", state.text);
+        if (state.truncate) cmd += " --truncate";
+        ImGui::Separator();
+        ImGui::TextUnformatted("Command line");
+        ImGui::SameLine();
+        if (ImGui::SmallButton("copy")) ImGui::SetClipboardText(cmd.c_str());
+        viz::ItemTooltip("`ssaviz export` with these settings writes the same files, byte for byte.");
+        const std::string shown = cmd.size() > 600 ? cmd.substr(0, 600) + " ..." : cmd;
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextDisabled("%s", shown.c_str());
+        ImGui::PopTextWrapPos();
+    }
+}
+
+void ExportDialog::DrawPreview(const AppState& state) {
+    if (!state.analysis || !state.model) {
+        ImGui::TextDisabled("waiting for the model...");
+        return;
+    }
+    // The plan is rebuilt only when the settings or the analysis change, not every frame.
+    ExportOptions options = m_options;
+    const auto heads_ok = ResolveExportHeads(&options, state.analysis->n_layer, state.analysis->n_head);
+    if (!heads_ok) {
+        ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.4f, 1.0f), "%s", heads_ok.error().c_str());
+        return;
+    }
+    const std::string plan_key = ExportOptionsToJson(options).dump();
+    if (plan_key != m_plan_key || state.analysis != m_plan_analysis) {
+        m_plan_key = plan_key;
+        m_plan_analysis = state.analysis;  // the plan refers into it
+        m_plan = PlanExport(state.text, *state.analysis, *state.model, options);
+        m_preview_path.clear();
+    }
+    const std::vector<ExportFile>& plan = m_plan;
+    std::vector<int> figures;
+    for (size_t k = 0; k < plan.size(); ++k)
+        if (IsFigure(plan[k].path)) figures.push_back(static_cast<int>(k));
+    ImGui::Text("%zu files", plan.size());
+    viz::ItemTooltip("Everything the export writes; click a figure to preview it.");
+    ImGui::SameLine();
+    ImGui::TextDisabled("(%zu figures)", figures.size());
+    if (ImGui::BeginChild("##files", ImVec2(0, ImGui::GetTextLineHeightWithSpacing() * 6.5f), true)) {
+        for (size_t k = 0; k < plan.size(); ++k) {
+            const bool figure = IsFigure(plan[k].path);
+            if (!figure) ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+            if (ImGui::Selectable(plan[k].path.c_str(), figure && static_cast<int>(k) == m_preview_index) && figure)
+                m_preview_index = static_cast<int>(k);
+            if (!figure) ImGui::PopStyleColor();
+        }
+    }
+    ImGui::EndChild();
+    if (figures.empty()) {
+        ImGui::TextDisabled("no figures: tick PNG or SVG to preview them");
+        return;
+    }
+    if (std::find(figures.begin(), figures.end(), m_preview_index) == figures.end()) m_preview_index = figures.front();
+
+    // Re-rasterise only when the figure or its inputs (the plan) change.
+    const ExportFile& file = plan[m_preview_index];
+    if (file.path != m_preview_path) {
+        m_preview_path = file.path;
+        std::string error;
+        if (!viz::LoadFigureFonts(&error)) {
+            m_error = error;
+            return;
+        }
+        // The figure the file will hold, rasterised as the PNG export draws it.
+        m_preview.Upload(viz::RasterizeFigure(file.figure()), true);
+    }
+    if (!m_preview.Valid()) return;
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    const float scale = std::min({1.0f, avail.x / m_preview.Width(), std::max(80.0f, avail.y - 4) / m_preview.Height()});
+    ImGui::Image(m_preview.Id(), ImVec2(m_preview.Width() * scale, m_preview.Height() * scale));
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s: %d x %d px (shown at %.0f%%)", file.path.c_str(), m_preview.Width(), m_preview.Height(), scale * 100);
+}
+
+}  // namespace app

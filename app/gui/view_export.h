@@ -1,0 +1,69 @@
+// File > Export (Ctrl+E): choose formats, maps, heads and figure settings, see a preview of any
+// figure that will be written and the list of files, then write them in the background with a
+// progress bar. It calls the same PlanExport / WriteExport as `ssaviz export`, and shows the
+// equivalent command line, which writes the same bytes.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "app/export/export.h"
+#include "app/core/state.h"
+#include "viz/imgui/texture.h"
+
+namespace app {
+
+class ExportDialog {
+public:
+    ~ExportDialog();
+
+    // Opens the window with figure settings taken from the current view (first time only).
+    void Show(const AppState& state);
+    void Draw(AppState& state);
+
+    // Starts writing in the background (the Export button); false with Error() when it cannot.
+    bool Start(const AppState& state);
+    bool Busy() const { return m_running.load(); }
+    const std::string& Error() const { return m_error; }
+    const std::string& Done() const { return m_done_message; }  // after a finished export
+
+    ExportOptions& Options() { return m_options; }  // what a session saves and restores
+    void SetOptions(const ExportOptions& options);
+
+private:
+    void DrawSettings(AppState& state);
+    void DrawPreview(const AppState& state);
+    void Join();
+
+    ExportOptions m_options;
+    bool m_open = false;
+    bool m_initialized = false;
+    std::string m_out_edit;
+    std::string m_layers_edit, m_heads_edit;  // "all" or "0,2"
+    std::string m_error;
+    std::string m_done_message;
+
+    // The preview: one planned figure, rasterised as it will be written.
+    int m_preview_index = 0;
+    std::vector<ExportFile> m_plan;  // what the current settings write, for the list and the preview
+    std::string m_plan_key;          // the settings it was planned for
+    std::shared_ptr<const model::Analysis> m_plan_analysis;  // and the analysis (the plan refers into it)
+    std::string m_preview_path;      // the planned file the preview shows; empty: redraw
+    viz::Texture m_preview;
+
+    // The background export.
+    std::thread m_thread;
+    std::atomic<bool> m_running{false};
+    std::atomic<bool> m_cancel{false};
+    std::atomic<size_t> m_progress_done{0}, m_progress_total{0};
+    std::mutex m_mutex;       // guards m_result and m_current
+    std::string m_current;    // the file being written
+    std::string m_result;     // "" while running; the outcome after
+    bool m_result_taken = true;
+};
+
+}  // namespace app

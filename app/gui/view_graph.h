@@ -1,0 +1,13 @@
+// The paper's Figure 3 in the window: the target P* (row-normalised adjacency of an 8-node graph)
+// beside the maps the SSA model and its comparison learned, read live from the current analysis.
+#pragma once
+
+#include "app/core/state.h"
+
+namespace app {
+
+struct GraphView {
+    void Draw(AppState& state);  // a window while state.show_graph
+};
+
+}  // namespace app

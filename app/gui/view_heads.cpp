@@ -1,0 +1,428 @@
+#include "app/gui/view_heads.h"
+#include "viz/imgui/widgets.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <iterator>
+#include <optional>
+
+#include <imgui.h>
+
+#include "viz/heatmap.h"
+#include "app/gui/view_common.h"
+
+namespace app {
+namespace {
+
+constexpr float kNaN = NAN;
+const ImU32 kSelectedColor = IM_COL32(255, 230, 90, 255);
+const ImU32 kPinnedColor = IM_COL32(80, 215, 255, 255);
+constexpr double kBakeBudgetMs = 6.0;  // per frame, so a long text never stalls the UI
+constexpr int kThumbnailSide = 96;     // baked pixels per thumbnail side (max-pooled)
+constexpr int kPinnedSide = 256;
+
+std::string FormatNumber(float v) {
+    char buf[32];
+    if (!std::isfinite(v)) return "n/a";
+    const float m = std::abs(v);
+    if (m >= 100.0f) std::snprintf(buf, sizeof buf, "%.0f", v);
+    else if (m >= 10.0f) std::snprintf(buf, sizeof buf, "%.1f", v);
+    else if (m >= 1.0f) std::snprintf(buf, sizeof buf, "%.2f", v);
+    else if (m >= 0.001f || m == 0.0f) std::snprintf(buf, sizeof buf, "%.3f", v);
+    else std::snprintf(buf, sizeof buf, "%.1e", v);
+    return buf;
+}
+
+struct GridMetric {
+    const char* key;    // state.settings.grid_metric
+    const char* label;  // in the combo
+    const char* unit;
+};
+const GridMetric kGridMetrics[] = {
+    {"entropy", "entropy", "nats"},
+    {"normalized_entropy", "normalized entropy", "H / ln i"},
+    {"spikiness", "spikiness", "1 uniform, 1/i one-hot"},
+    {"sink_mass", "sink mass", "weight on token 1"},
+    {"js_divergence", "JS divergence to comparison", "nats"},
+    {"tau_q", "tau_q mean", "query temperature"},
+};
+
+const GridMetric* FindGridMetric(const std::string& key) {
+    for (const GridMetric& m : kGridMetrics)
+        if (key == m.key) return &m;
+    return nullptr;
+}
+
+// The map a thumbnail shows for a head and mode; Difference is SSA - comparison on a symmetric
+// diverging scale. An empty image when the analysis lacks the maps.
+// One colour scale for every head, so thumbnails compare at a glance and one colour bar reads
+// them all: 0..the largest weight (log: from 1e-4), or symmetric around 0 for the difference.
+viz::Range SharedRange(const model::Analysis& a, MapMode mode, bool log_scale) {
+    float top = 0.0f;
+    if (mode == MapMode::Difference) {  // pooled to the largest magnitude, so the thumbnails hold the largest difference
+        for (float v : a.thumbnails.difference) top = std::max(top, std::abs(v));  // NaN never wins
+    } else {  // the largest weight is the largest row maximum: [L, H, T] instead of [L, H, T, T]
+        for (float v : (mode == MapMode::Ssa ? a.metrics : a.metrics_compare).Get("max_weight")) top = std::max(top, v);
+    }
+    if (top <= 0.0f) top = 1.0f;
+    if (mode == MapMode::Difference) return {-top, top};
+    return {log_scale ? 1e-4f : 0.0f, top};
+}
+
+// From the thumbnails (max-pooled above model::kThumbnailCells tokens), which hold more cells than
+// a grid cell has pixels.
+viz::Image BakeHead(const model::Analysis& a, MapMode mode, viz::Colormap colormap, bool log_scale, viz::Range range, int l,
+                    int h, int max_side) {
+    const model::Thumbnails& t = a.thumbnails;
+    const size_t at = t.Index(l, h, a.n_head), cells = static_cast<size_t>(t.side) * t.side;
+    viz::HeatmapStyle style;
+    style.colormap = colormap;
+    style.log_scale = log_scale;
+    style.range = range;
+    const std::vector<float>* values = nullptr;
+    switch (mode) {
+        case MapMode::Ssa: values = &t.ssa; break;
+        case MapMode::Compare: values = &t.compare; break;
+        case MapMode::Difference:
+            values = &t.difference;
+            style.colormap = viz::Colormap::Diverging;
+            style.log_scale = false;
+            break;
+    }
+    if (t.side == 0 || values->size() < at + cells) return {};
+    return viz::BakeHeatmap(values->data() + at, t.side, t.side, style, max_side);
+}
+
+const char* ModeName(MapMode mode) {
+    switch (mode) {
+        case MapMode::Ssa: return "SSA";
+        case MapMode::Compare: return "comparison";
+        case MapMode::Difference: return "SSA - comparison";
+    }
+    return "";
+}
+
+// The head's main numbers, SSA beside the comparison.
+void HeadTooltip(const AppState& state, const HeadSummary& s) {
+    const model::Analysis& a = *state.analysis;
+    const std::string cmp = CompareName(a);
+    ImGui::BeginTooltip();
+    ImGui::Text("%s%s%s", HeadName(s.ref).c_str(), s.ref == state.selected ? "  (selected)" : "",
+                state.IsPinned(s.ref) ? "  (pinned)" : "");
+    if (ImGui::BeginTable("##tip", 3, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg)) {
+        ImGui::TableSetupColumn("mean over rows 2..T");
+        ImGui::TableSetupColumn("SSA");
+        ImGui::TableSetupColumn(cmp.c_str());
+        ImGui::TableHeadersRow();
+        auto row = [](const char* name, float x, float y) {
+            ImGui::TableNextRow();
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(name);
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(FormatNumber(x).c_str());
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(FormatNumber(y).c_str());
+        };
+        row("entropy (nats)", s.entropy, s.entropy_compare);
+        row("normalized entropy", s.normalized_entropy, s.normalized_entropy_compare);
+        row("spikiness", s.spikiness, s.spikiness_compare);
+        row("sink mass", s.sink_mass, s.sink_mass_compare);
+        row("tau_q mean", s.tau_q_mean, s.tau_q_compare_mean);
+        ImGui::EndTable();
+    }
+    const float eps = state.settings.sink_epsilon;
+    ImGui::Text("sink head (eps %.2f): SSA %s, %s %s", eps, IsSinkHead(s.sink_mass, eps) ? "yes" : "no", cmp.c_str(),
+                IsSinkHead(s.sink_mass_compare, eps) ? "yes" : "no");
+    ImGui::Text("JS to %s %s nats, L1 %s", cmp.c_str(), FormatNumber(s.js).c_str(), FormatNumber(s.l1).c_str());
+    ImGui::Text("tau_q %s..%s, tau_v mean %s", FormatNumber(s.tau_q_min).c_str(), FormatNumber(s.tau_q_max).c_str(),
+                FormatNumber(s.tau_v_mean).c_str());
+    ImGui::Text("QK opnorm %s, eigenvalue mean %s, var %s", FormatNumber(s.qk_opnorm).c_str(), FormatNumber(s.qk_eig_mean).c_str(),
+                FormatNumber(s.qk_eig_var).c_str());
+    ImGui::TextDisabled("click: select   Ctrl+click: pin / unpin");
+    ImGui::EndTooltip();
+}
+
+// Click selects, Ctrl+click pins; on the item just submitted.
+void HandleHeadClick(AppState& state, HeadRef ref) {
+    if (!ImGui::IsItemClicked(ImGuiMouseButton_Left)) return;
+    if (ImGui::GetIO().KeyCtrl) state.TogglePin(ref);
+    else state.selected = ref;
+}
+
+// Two significant digits without the leading zero (".19", "1.2", "12") for small thumbnails.
+std::string FormatCompact(float v) {
+    char buf[32];
+    if (!std::isfinite(v)) return "-";
+    std::snprintf(buf, sizeof buf, std::abs(v) >= 100.0f ? "%.0f" : "%.2g", v);
+    std::string s = buf;
+    if (s.rfind("0.", 0) == 0) s.erase(0, 1);
+    else if (s.rfind("-0.", 0) == 0) s.erase(1, 1);
+    return s;
+}
+
+// A small dark plate with the value at the bottom-left corner of a thumbnail of side `cell`:
+// the full number when it fits, else a compact one, else a compact one in a smaller font, else none.
+void Badge(ImDrawList* draw, ImVec2 p0, float cell, float value) {
+    ImFont* font = ImGui::GetFont();
+    const float full = ImGui::GetFontSize();
+    struct Try { std::string text; float size; };
+    const Try tries[] = {{FormatNumber(value), full}, {FormatCompact(value), full}, {FormatCompact(value), std::round(full * 0.8f)}};
+    for (const Try& t : tries) {
+        const ImVec2 ts = font->CalcTextSizeA(t.size, FLT_MAX, 0.0f, t.text.c_str());
+        if (ts.x + 6.0f > cell - 2.0f || ts.y + 4.0f > cell * 0.5f) continue;
+        const ImVec2 at(p0.x + 1.0f, p0.y + cell - ts.y - 3.0f);
+        draw->AddRectFilled(at, ImVec2(at.x + ts.x + 5.0f, at.y + ts.y + 2.0f), IM_COL32(0, 0, 0, 190), 3.0f);
+        draw->AddText(font, t.size, ImVec2(at.x + 2.5f, at.y + 1.0f), IM_COL32(255, 255, 255, 255), t.text.c_str());
+        return;
+    }
+}
+
+}  // namespace
+
+bool SameAnalysis(const std::weak_ptr<const model::Analysis>& cached, const std::shared_ptr<const model::Analysis>& now) {
+    if (!now) return false;
+    return !cached.owner_before(now) && !now.owner_before(cached);
+}
+
+float HeadsView::BadgeValue(const AppState& state, int index) const {
+    const HeadSummary& s = m_summary[index];
+    const std::string& key = state.settings.grid_metric;
+    const MapMode mode = state.settings.map_mode;
+    auto pick = [mode](float ssa, float cmp) {
+        return mode == MapMode::Ssa ? ssa : mode == MapMode::Compare ? cmp : ssa - cmp;
+    };
+    if (key == "js_divergence") return s.js;
+    if (key == "tau_q") return pick(s.tau_q_mean, s.tau_q_compare_mean);
+    if (key == "entropy") return pick(s.entropy, s.entropy_compare);
+    if (key == "normalized_entropy") return pick(s.normalized_entropy, s.normalized_entropy_compare);
+    if (key == "spikiness") return pick(s.spikiness, s.spikiness_compare);
+    if (key == "sink_mass") return pick(s.sink_mass, s.sink_mass_compare);
+    // Any other row metric by name.
+    const model::Analysis& a = *state.analysis;
+    return pick(HeadMean(a.metrics.Find(key), a, s.ref.layer, s.ref.head),
+                HeadMean(a.metrics_compare.Find(key), a, s.ref.layer, s.ref.head));
+}
+
+void HeadsView::Rebake(AppState& state) {
+    const model::Analysis& a = *state.analysis;
+    const ViewSettings& s = state.settings;
+    const size_t count = static_cast<size_t>(a.n_layer) * a.n_head;
+    if (!SameAnalysis(m_baked_for, state.analysis) || s.map_mode != m_baked_mode || s.colormap != m_baked_colormap ||
+        s.log_scale != m_baked_log) {
+        if (!SameAnalysis(m_baked_for, state.analysis)) m_summary = SummarizeHeads(a);
+        m_baked_for = state.analysis;
+        m_baked_mode = s.map_mode;
+        m_baked_colormap = s.colormap;
+        m_baked_log = s.log_scale;
+        m_next_bake = 0;
+        m_range = SharedRange(a, s.map_mode, s.log_scale);
+        m_pinned_textures.clear();
+        if (m_thumbnails.size() != count) m_thumbnails = std::vector<viz::Texture>(count);
+    }
+    // A few thumbnails per frame within a time budget; the rest keep their old pixels meanwhile.
+    // The app sleeps between events when idle, so ask for the next frame while work remains.
+    if (m_next_bake < count) state.want_frame = true;
+    const auto start = std::chrono::steady_clock::now();
+    const int side = std::min(a.n_tokens, kThumbnailSide);
+    while (m_next_bake < count) {
+        const int l = static_cast<int>(m_next_bake / a.n_head), h = static_cast<int>(m_next_bake % a.n_head);
+        viz::Image image = BakeHead(a, m_baked_mode, m_baked_colormap, m_baked_log, m_range, l, h, side);
+        m_thumbnails[m_next_bake].Upload(image);
+        ++m_next_bake;
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        if (ms > kBakeBudgetMs) break;
+    }
+}
+
+void HeadsView::Draw(AppState& state) {
+    if (DrawNoAnalysisNote(state)) return;
+    const model::Analysis& a = *state.analysis;
+    if (a.n_layer == 0 || a.n_head == 0 || a.n_tokens == 0) {
+        ImGui::TextDisabled("no heads in this analysis");
+        return;
+    }
+    Rebake(state);
+    ViewSettings& settings = state.settings;
+    const std::string cmp = CompareName(a);
+
+    // Controls: the badge metric and which maps the thumbnails show.
+    const GridMetric* metric = FindGridMetric(settings.grid_metric);
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("Badge");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(std::min(230.0f, ImGui::GetContentRegionAvail().x));
+    if (ImGui::BeginCombo("##badge", metric ? metric->label : settings.grid_metric.c_str())) {
+        for (const GridMetric& m : kGridMetrics)
+            if (ImGui::Selectable(m.label, settings.grid_metric == m.key)) settings.grid_metric = m.key;
+        ImGui::EndCombo();
+    }
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("The number on each thumbnail: the head's mean over query rows 2..T");
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("Map  ");
+    ImGui::SameLine();
+    if (ImGui::RadioButton("SSA", settings.map_mode == MapMode::Ssa)) settings.map_mode = MapMode::Ssa;
+    ImGui::SameLine();
+    if (ImGui::RadioButton(cmp.c_str(), settings.map_mode == MapMode::Compare)) settings.map_mode = MapMode::Compare;
+    ImGui::SameLine();
+    if (ImGui::RadioButton("difference", settings.map_mode == MapMode::Difference)) settings.map_mode = MapMode::Difference;
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("SSA minus %s: red where SSA attends more, blue where less", cmp.c_str());
+    const bool js = settings.grid_metric == "js_divergence";
+    ImGui::TextDisabled("badge: %s%s%s, %s", metric ? metric->label : settings.grid_metric.c_str(),
+                        js ? "" : " of ", js ? "" : ModeName(settings.map_mode), metric ? metric->unit : "");
+    if (m_next_bake < m_thumbnails.size()) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("(drawing %zu/%zu)", m_next_bake, m_thumbnails.size());
+    }
+    ImGui::Spacing();
+
+    DrawGrid(state);
+    ImGui::Spacing();
+    DrawPinned(state);
+}
+
+void HeadsView::DrawGrid(AppState& state) {
+    const model::Analysis& a = *state.analysis;
+    const int L = a.n_layer, H = a.n_head;
+    const float label_w = ImGui::CalcTextSize("L00").x + 8.0f;
+    const float line = ImGui::GetTextLineHeight();
+    const float bar_w = viz::ColorBarWidth();
+    const float avail = ImGui::GetContentRegionAvail().x - bar_w - 8.0f;  // room for the shared colour bar
+    float gap = 4.0f;
+    float cell = std::floor((avail - label_w - gap * H) / H);
+    if (cell < 24.0f) gap = 2.0f, cell = std::floor((avail - label_w - gap * H) / H);  // many heads: tighter
+    cell = std::clamp(cell, 6.0f, 160.0f);
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    const float grid_w = label_w + H * (cell + gap), grid_h = line + 4.0f + L * (cell + gap);
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+
+    // Column labels H0.., row labels L0..; the selected head's are bright.
+    // Labels every k-th column or row when the cells are smaller than the text.
+    const int col_every = std::max(1, static_cast<int>(std::ceil((ImGui::CalcTextSize("H00").x + 4.0f) / (cell + gap))));
+    const int row_every = std::max(1, static_cast<int>(std::ceil(line / (cell + gap))));
+    for (int h = 0; h < H; ++h) {
+        if (h % col_every != 0 && h != state.selected.head) continue;
+        const std::string t = "H" + std::to_string(h);
+        const ImVec2 ts = ImGui::CalcTextSize(t.c_str());
+        draw->AddText(ImVec2(origin.x + label_w + h * (cell + gap) + (cell - ts.x) * 0.5f, origin.y), h == state.selected.head ? text : dim, t.c_str());
+    }
+    const float top = origin.y + line + 4.0f;
+    for (int l = 0; l < L; ++l) {
+        if (l % row_every != 0 && l != state.selected.layer) continue;
+        const std::string t = "L" + std::to_string(l);
+        draw->AddText(ImVec2(origin.x, top + l * (cell + gap) + (cell - line) * 0.5f), l == state.selected.layer ? text : dim, t.c_str());
+    }
+
+    int hovered = -1;
+    for (int l = 0; l < L; ++l) {
+        for (int h = 0; h < H; ++h) {
+            const int index = l * H + h;
+            const HeadRef ref{l, h};
+            const ImVec2 p0(origin.x + label_w + h * (cell + gap), top + l * (cell + gap));
+            const ImVec2 p1(p0.x + cell, p0.y + cell);
+            ImGui::SetCursorScreenPos(p0);
+            ImGui::PushID(index);
+            ImGui::InvisibleButton("##head", ImVec2(cell, cell));
+            ImGui::PopID();
+            if (ImGui::IsItemHovered()) hovered = index;
+            HandleHeadClick(state, ref);
+
+            const viz::Texture& tex = m_thumbnails[index];
+            if (tex.Valid()) draw->AddImage(tex.Id(), p0, p1);
+            else draw->AddRectFilled(p0, p1, IM_COL32(40, 40, 46, 255));
+
+            Badge(draw, p0, cell, BadgeValue(state, index));
+
+            if (state.IsPinned(ref)) {
+                const float s = std::max(8.0f, cell * 0.16f);
+                draw->AddTriangleFilled(ImVec2(p1.x - s, p0.y), ImVec2(p1.x, p0.y), ImVec2(p1.x, p0.y + s), kPinnedColor);
+                draw->AddRect(p0, p1, kPinnedColor, 0.0f, 0, 1.0f);
+            }
+            if (ref == state.selected) draw->AddRect(ImVec2(p0.x - 2.0f, p0.y - 2.0f), ImVec2(p1.x + 2.0f, p1.y + 2.0f), kSelectedColor, 0.0f, 0, 2.5f);
+            else if (index == hovered) draw->AddRect(p0, p1, IM_COL32(255, 255, 255, 160), 0.0f, 0, 1.0f);
+        }
+    }
+    if (hovered >= 0) HeadTooltip(state, m_summary[hovered]);
+    const bool difference = m_baked_mode == MapMode::Difference;
+    ImGui::SetCursorScreenPos(ImVec2(origin.x + grid_w + 6.0f, top));
+    viz::ColorBar("##heads_colorbar", difference ? viz::Colormap::Diverging : m_baked_colormap, m_range, m_baked_log && !difference,
+                  ImVec2(bar_w, L * (cell + gap) - gap));
+    ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + grid_h));
+    ImGui::Dummy(ImVec2(grid_w, 0.0f));
+    state.regions["heads"] = Rect{origin.x, origin.y, grid_w, grid_h};
+}
+
+void HeadsView::DrawPinned(AppState& state) {
+    const model::Analysis& a = *state.analysis;
+    ImGui::Separator();
+    if (state.pinned.empty()) {
+        ImGui::TextDisabled("Ctrl+click a head to pin it for side-by-side comparison");
+        return;
+    }
+    ImGui::Text("Pinned heads (%zu)", state.pinned.size());
+    ImGui::SameLine();
+    ImGui::TextDisabled("SSA (%s)", CompareName(a).c_str());
+    ImGui::SameLine();
+    if (ImGui::SmallButton("unpin all")) {
+        state.pinned.clear();
+        return;
+    }
+
+    for (auto it = m_pinned_textures.begin(); it != m_pinned_textures.end();)  // drop heads unpinned elsewhere
+        it = state.IsPinned({it->first.first, it->first.second}) ? std::next(it) : m_pinned_textures.erase(it);
+
+    const float spacing = ImGui::GetStyle().ItemSpacing.x;
+    const float avail = ImGui::GetContentRegionAvail().x;
+    const int per_row = std::clamp(static_cast<int>((avail + spacing) / (140.0f + spacing)), 1, 4);
+    const float panel = std::floor((avail - spacing * (per_row - 1)) / per_row);
+    bool baked_one = false;
+    std::optional<HeadRef> unpin;
+    for (size_t k = 0; k < state.pinned.size(); ++k) {
+        const HeadRef ref = state.pinned[k];
+        const HeadSummary& sum = m_summary[static_cast<size_t>(ref.layer) * a.n_head + ref.head];
+        viz::Texture& tex = m_pinned_textures[{ref.layer, ref.head}];
+        if (!tex.Valid() && !baked_one && m_next_bake >= m_thumbnails.size()) {  // one per frame, after the grid
+            tex.Upload(BakeHead(a, m_baked_mode, m_baked_colormap, m_baked_log, m_range, ref.layer, ref.head, std::min(a.n_tokens, kPinnedSide)));
+            baked_one = true;
+        }
+        if (!tex.Valid()) state.want_frame = true;
+
+        if (k % per_row != 0) ImGui::SameLine();
+        ImGui::PushID(static_cast<int>(k));
+        ImGui::BeginGroup();
+        ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + panel);
+        ImGui::AlignTextToFramePadding();
+        ImGui::TextColored(ref == state.selected ? ImVec4(1.0f, 0.9f, 0.35f, 1.0f) : ImVec4(0.31f, 0.84f, 1.0f, 1.0f), "%s", HeadName(ref).c_str());
+        ImGui::SameLine();
+        if (ImGui::SmallButton("unpin")) unpin = ref;
+        const ImVec2 p0 = ImGui::GetCursorScreenPos();
+        ImGui::InvisibleButton("##map", ImVec2(panel, panel));
+        const bool hovered = ImGui::IsItemHovered();
+        if (ImGui::IsItemClicked(ImGuiMouseButton_Left)) {
+            if (ImGui::GetIO().KeyCtrl) unpin = ref;
+            else state.selected = ref;
+        }
+        ImDrawList* draw = ImGui::GetWindowDrawList();
+        const ImVec2 p1(p0.x + panel, p0.y + panel);
+        if (tex.Valid()) draw->AddImage(tex.Id(), p0, p1);
+        else draw->AddRectFilled(p0, p1, IM_COL32(40, 40, 46, 255));
+        if (ref == state.selected) draw->AddRect(ImVec2(p0.x - 1.0f, p0.y - 1.0f), ImVec2(p1.x + 1.0f, p1.y + 1.0f), kSelectedColor, 0.0f, 0, 2.5f);
+        else draw->AddRect(p0, p1, kPinnedColor, 0.0f, 0, 1.0f);
+        if (hovered) HeadTooltip(state, sum);
+        ImGui::Text("entropy %s (%s)", FormatNumber(sum.entropy).c_str(), FormatNumber(sum.entropy_compare).c_str());
+        ImGui::Text("sink %s (%s)", FormatNumber(sum.sink_mass).c_str(), FormatNumber(sum.sink_mass_compare).c_str());
+        ImGui::Text("JS %s  tau_q %s", FormatNumber(sum.js).c_str(), FormatNumber(sum.tau_q_mean).c_str());
+        ImGui::PopTextWrapPos();
+        ImGui::EndGroup();
+        ImGui::PopID();
+    }
+    if (unpin) {
+        state.TogglePin(*unpin);
+        m_pinned_textures.erase({unpin->layer, unpin->head});
+    }
+}
+
+}  // namespace app

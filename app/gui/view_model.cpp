@@ -1,0 +1,163 @@
+#include "app/gui/view_model.h"
+
+#include <cstdio>
+#include <string>
+
+#include <imgui.h>
+
+#include "model/io/config.h"
+
+namespace app {
+namespace {
+
+// 7364224 -> "7.36 M".
+std::string FormatCount(int64_t n) {
+    char buf[32];
+    const double v = static_cast<double>(n);
+    if (n < 1000) std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(n));
+    else if (n < 1000000) std::snprintf(buf, sizeof(buf), "%.2f k", v / 1e3);
+    else if (n < 1000000000) std::snprintf(buf, sizeof(buf), "%.2f M", v / 1e6);
+    else std::snprintf(buf, sizeof(buf), "%.2f B", v / 1e9);
+    return buf;
+}
+
+// One row of the summary table; the value wraps so long folders stay inside the column.
+void Row(const char* key, const std::string& value, const char* tooltip = nullptr) {
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::TextDisabled("%s", key);
+    ImGui::TableNextColumn();
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextUnformatted(value.c_str());
+    ImGui::PopTextWrapPos();
+    if (tooltip && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tooltip);
+}
+
+bool BeginSummaryTable(const char* id) {
+    ImGui::PushStyleVar(ImGuiStyleVar_CellPadding, ImVec2(ImGui::GetStyle().CellPadding.x, 1.0f));
+    const bool open = ImGui::BeginTable(id, 2, ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_RowBg);
+    if (open) {
+        ImGui::TableSetupColumn("key", ImGuiTableColumnFlags_WidthFixed, ImGui::GetFontSize() * 6.5f);
+        ImGui::TableSetupColumn("value", ImGuiTableColumnFlags_WidthStretch);
+    }
+    ImGui::PopStyleVar();
+    return open;
+}
+
+}  // namespace
+
+void ModelView::Draw(AppState& state) {
+    if (!state.model) {
+        // Not busy and no error: a checkpoint's settings are being asked for, nothing is loading yet.
+        ImGui::TextDisabled(!state.error.empty() ? "No model is open." : state.busy ? "Opening the model..." : "No model is open yet.");
+        if (ImGui::Button("Open model...")) {
+            state.show_open_dialog = true;
+            state.open_dialog_for_twin = false;
+        }
+        return;
+    }
+    const model::ModelInfo& m = *state.model;
+    const model::ModelConfig& c = m.config;
+    if (BeginSummaryTable("##model_summary")) {
+        Row("folder", m.dir);
+        Row("layers", std::to_string(c.n_layer));
+        Row("heads", std::to_string(c.n_head) + " (head size " + std::to_string(c.n_head > 0 ? c.HeadSize() : 0) + ")");
+        Row("width", std::to_string(c.n_embd));
+        Row("context", std::to_string(c.n_positions) + " tokens");
+        std::string vocab = std::to_string(c.vocab_size);
+        if (m.tokenizer_vocab != 0 && m.tokenizer_vocab != static_cast<size_t>(c.vocab_size))
+            vocab += " (tokenizer " + std::to_string(m.tokenizer_vocab) + ")";
+        Row("vocabulary", vocab);
+        Row("parameters", FormatCount(m.parameters));
+        Row("activation", model::ToString(c.activation));
+        Row("tau_q form", model::Describe(c.query), "Per-query inverse temperature: scales the logits of row i.");
+        Row("tau_v form", model::Describe(c.value), "Per-key value temperature: scales value vector j.");
+        Row("layout", m.layout.empty() ? "-" : m.layout);
+        if (!m.weights_path.empty())
+            Row("weights", m.weights_format + ", stored " + m.stored_dtype, m.weights_path.c_str());
+        for (const std::string& note : m.notes) Row("note", note, "What the loader inferred or assumed while opening the model.");
+        Row("tokenizer", m.tokenizer_kind.empty() ? "-" : m.tokenizer_kind);
+        Row("device", m.device.empty() ? "-" : m.device + ", computing in " + m.compute_dtype,
+            "Change with --device cpu|cuda and --dtype f32|bf16|f16 on the command line.");
+        if (!m.unused_tensors.empty()) {
+            std::string list;
+            for (const std::string& t : m.unused_tensors) list += t + "\n";
+            Row("unused", std::to_string(m.unused_tensors.size()) + " tensors in the file were not used", list.c_str());
+        }
+        if (state.twin) {
+            Row("twin", state.twin->dir, "The comparison maps come from this separately trained model.");
+            Row("twin params", FormatCount(state.twin->parameters));
+        } else {
+            Row("compare with", "vanilla (the same weights with tau = 1)");
+        }
+        ImGui::EndTable();
+    }
+    if (state.twin) {
+        if (ImGui::Button("Compare with vanilla instead")) state.close_twin_request = true;
+    } else {
+        if (ImGui::Button("Open twin...")) {
+            state.show_open_dialog = true;
+            state.open_dialog_for_twin = true;
+        }
+        if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("Compare against a separately trained model with the same layers, heads and tokenizer.");
+    }
+}
+
+void HelpView::Draw(AppState& state) {
+    if (!state.show_help) return;
+    const ImGuiViewport* viewport = ImGui::GetMainViewport();
+    ImGui::SetNextWindowPos(ImVec2(viewport->WorkPos.x + viewport->WorkSize.x * 0.5f, viewport->WorkPos.y + viewport->WorkSize.y * 0.5f),
+                            ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
+    if (!ImGui::Begin("Keyboard shortcuts", &state.show_help, ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoSavedSettings)) {
+        ImGui::End();
+        return;
+    }
+    struct Shortcut {
+        const char* keys;
+        const char* action;
+    };
+    const Shortcut shortcuts[] = {
+        {"Ctrl+O", "open a model folder"},
+        {"Ctrl+E", "export figures and data (with a preview)"},
+        {"Ctrl+Enter", "in the export window: write the files"},
+        {"Ctrl+S", "save the session (reopen with ssaviz --session FILE)"},
+        {"F1", "show or hide this help"},
+        {"Ctrl+Q", "quit"},
+        {"\xE2\x86\x91 \xE2\x86\x93", "previous / next layer"},
+        {"\xE2\x86\x90 \xE2\x86\x92", "previous / next head"},
+        {"Esc", "clear the selected query token"},
+        {"1 / 2 / 3", "map mode: SSA / comparison / difference"},
+        {"L", "log colour scale"},
+        {"P", "pin the selected head (shown side by side)"},
+        {"Ctrl+click", "pin a head in the heads grid"},
+        {"click a token", "select it as the query"},
+        {"wheel / drag", "zoom / pan the attention map"},
+        {"double-click", "reset the map's zoom"},
+    };
+    const float wrap = ImGui::GetFontSize() * 30.0f;
+    if (ImGui::BeginTable("##shortcuts", 2, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg)) {
+        for (const Shortcut& s : shortcuts) {
+            ImGui::TableNextRow();
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(s.keys);
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(s.action);
+        }
+        ImGui::EndTable();
+    }
+    ImGui::TextDisabled("Arrows and letters act when the text editor does not have the focus.");
+    ImGui::Separator();
+    ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + wrap);
+    ImGui::TextColored(ImVec4(1.0f, 0.85f, 0.4f, 1.0f), "What tau_q and tau_v mean");
+    ImGui::TextUnformatted(
+        "Selective Self-Attention gives every token learned inverse temperatures. tau_q(i) multiplies the "
+        "logits of query row i before the softmax: larger tau_q = sharper, more selective attention; smaller = flatter. "
+        "tau_v(j) scales the value vector of key j, so it weighs how much token j contributes once attended to. Each is "
+        "built from a position term 1 + s ln(i) and a token term tanh(w . z + b). The comparison map is the same weights "
+        "with tau = 1 everywhere (the vanilla counterfactual), or a separately trained twin model when one is open.");
+    ImGui::PopTextWrapPos();
+    ImGui::End();
+}
+
+}  // namespace app

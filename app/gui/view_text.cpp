@@ -1,0 +1,564 @@
+#include "app/gui/view_text.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+
+#include <imgui.h>
+#include <imgui_stdlib.h>
+
+#include "app/gui/fonts.h"
+#include "viz/colormap.h"
+
+namespace app {
+namespace {
+
+// Chip geometry, in multiples of the font size so it follows the DPI scale.
+constexpr float kChipPadX = 0.22f, kChipPadY = 0.10f, kChipGapX = 0.14f, kChipGapY = 0.22f;
+constexpr float kStaleAlpha = 0.5f;  // chips of an analysis older than the text
+
+const char* const kColorNames[] = {"tau_q", "tau_v", "entropy", "spikiness", "sink mass"};
+
+// Length of the valid UTF-8 sequence at s[i], 0 when the bytes there are not one (a partial
+// character of a byte-level token, an overlong form, a surrogate).
+size_t Utf8SequenceLength(const std::string& s, size_t i) {
+    auto at = [&](size_t k) { return k < s.size() ? static_cast<unsigned char>(s[k]) : 0u; };
+    auto cont = [&](size_t k, unsigned lo = 0x80, unsigned hi = 0xBF) { return at(k) >= lo && at(k) <= hi; };
+    const unsigned c = at(i);
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) return cont(i + 1) ? 2 : 0;
+    if (c == 0xE0) return cont(i + 1, 0xA0) && cont(i + 2) ? 3 : 0;
+    if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) return cont(i + 1) && cont(i + 2) ? 3 : 0;
+    if (c == 0xED) return cont(i + 1, 0x80, 0x9F) && cont(i + 2) ? 3 : 0;
+    if (c == 0xF0) return cont(i + 1, 0x90) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+    if (c >= 0xF1 && c <= 0xF3) return cont(i + 1) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+    if (c == 0xF4) return cont(i + 1, 0x80, 0x8F) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+    return 0;
+}
+
+bool IsControl(unsigned char c) { return c < 0x20 || c == 0x7F; }
+
+void AppendHexByte(std::string* out, unsigned char c) {
+    char buf[8];
+    std::snprintf(buf, sizeof(buf), "\\x%02X", c);
+    *out += buf;
+}
+
+// The piece as a C-style quoted string for the tooltip: escapes for control characters and for
+// bytes that are not a whole UTF-8 character.
+std::string QuotePiece(const std::string& piece) {
+    std::string q = "\"";
+    for (size_t i = 0; i < piece.size();) {
+        const unsigned char c = static_cast<unsigned char>(piece[i]);
+        const size_t len = Utf8SequenceLength(piece, i);
+        if (c == '\n') q += "\\n";
+        else if (c == '\t') q += "\\t";
+        else if (c == '\r') q += "\\r";
+        else if (c == '"') q += "\\\"";
+        else if (c == '\\') q += "\\\\";
+        else if (len == 0 || IsControl(c)) AppendHexByte(&q, c);
+        else {
+            q.append(piece, i, len);
+            i += len;
+            continue;
+        }
+        ++i;
+    }
+    return q + "\"";
+}
+
+std::string HexBytes(const std::string& piece) {
+    std::string s;
+    for (unsigned char c : piece) {
+        char buf[4];
+        std::snprintf(buf, sizeof(buf), "%s%02X", s.empty() ? "" : " ", c);
+        s += buf;
+    }
+    return s;
+}
+
+// For a piece holding part of a UTF-8 character (byte-level BPE splits rare characters), the
+// whole character(s) it belongs to, rebuilt from the neighbouring pieces; empty otherwise.
+std::string CharacterAround(const model::Tokenization& tok, int i) {
+    const std::string& piece = tok.pieces[i];
+    bool partial = false;
+    for (size_t k = 0; k < piece.size();) {
+        const size_t len = Utf8SequenceLength(piece, k);
+        if (len == 0) {
+            partial = true;
+            break;
+        }
+        k += len;
+    }
+    if (!partial) return {};
+    std::string s;
+    size_t begin = 0, end = 0;
+    const int T = static_cast<int>(tok.pieces.size());
+    for (int k = std::max(0, i - 3); k < std::min(T, i + 4); ++k) {
+        if (k == i) begin = s.size();
+        s += tok.pieces[k];
+        if (k == i) end = s.size();
+    }
+    auto continuation = [&](size_t k) { return (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80; };
+    while (begin > 0 && continuation(begin)) --begin;
+    while (end < s.size() && continuation(end)) ++end;
+    for (size_t k = begin; k < end;) {
+        const size_t len = Utf8SequenceLength(s, k);
+        if (len == 0) return {};
+        k += len;
+    }
+    return s.substr(begin, end - begin);
+}
+
+// "U+4F60 U+597D" for the characters of valid UTF-8 text.
+std::string CodePoints(const std::string& s) {
+    std::string out;
+    for (size_t k = 0; k < s.size();) {
+        const size_t len = std::max<size_t>(1, Utf8SequenceLength(s, k));
+        const unsigned char c = static_cast<unsigned char>(s[k]);
+        uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+        for (size_t j = 1; j < len; ++j) cp = (cp << 6) | (static_cast<unsigned char>(s[k + j]) & 0x3F);
+        char buf[16];
+        std::snprintf(buf, sizeof(buf), "%sU+%04X", out.empty() ? "" : " ", cp);
+        out += buf;
+        k += len;
+    }
+    return out;
+}
+
+bool IsAscii(const std::string& s) {
+    return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+}
+
+// Whether a cache built for `built_for` still matches `current` (never for no analysis: that
+// costs nothing to redo).
+bool IsCurrent(const std::weak_ptr<const model::Analysis>& built_for, const std::shared_ptr<const model::Analysis>& current) {
+    return current && built_for.lock() == current;
+}
+
+HeadRef ClampedHead(const AppState& state) {
+    const int L = std::max(1, state.Layers()), H = std::max(1, state.Heads());
+    return {std::clamp(state.selected.layer, 0, L - 1), std::clamp(state.selected.head, 0, H - 1)};
+}
+
+std::string ScopeLabel(TokenScope scope, HeadRef head) {
+    char buf[48];
+    switch (scope) {
+        case TokenScope::Head: std::snprintf(buf, sizeof(buf), "L%d H%d", head.layer, head.head); break;
+        case TokenScope::LayerMean: std::snprintf(buf, sizeof(buf), "layer %d mean", head.layer); break;
+        case TokenScope::ModelMean: std::snprintf(buf, sizeof(buf), "model mean"); break;
+    }
+    return buf;
+}
+
+ImU32 ToU32(viz::Rgba8 c, float alpha) { return IM_COL32(c.r, c.g, c.b, static_cast<int>(c.a * alpha)); }
+
+// Black or white, whichever reads better on the background (WCAG relative luminance).
+bool PrefersDarkText(viz::Rgba8 c) {
+    auto lin = [](uint8_t v) {
+        const float s = v / 255.0f;
+        return s <= 0.04045f ? s / 12.92f : std::pow((s + 0.055f) / 1.055f, 2.4f);
+    };
+    return 0.2126f * lin(c.r) + 0.7152f * lin(c.g) + 0.0722f * lin(c.b) > 0.179f;
+}
+
+}  // namespace
+
+void TextView::Draw(AppState& state) {
+    const float avail_h = ImGui::GetContentRegionAvail().y;
+    const float line_h = ImGui::GetTextLineHeightWithSpacing();
+    DrawEditor(state, std::max(4 * line_h, avail_h * 0.35f));
+    DrawControls(state);
+
+    // The strip takes the rest of the column but leaves room for the Model section under it
+    // (app/gui/gui.cpp draws it as a "Model" collapsing header in the same child window), so both fit
+    // without scrolling the column unless the window is short.
+    const bool model_open = ImGui::GetStateStorage()->GetInt(ImGui::GetID("Model"), 1) != 0;
+    const float model_h = ImGui::GetFrameHeightWithSpacing() + (model_open ? 15.0f * line_h : 0.0f);
+    const float rest = ImGui::GetContentRegionAvail().y - ImGui::GetStyle().ItemSpacing.y;
+    DrawStrip(state, std::max(6 * line_h, rest - model_h));
+}
+
+void TextView::DrawEditor(AppState& state, float height) {
+    if (ImGui::InputTextMultiline("##text", &state.text, ImVec2(-FLT_MIN, height))) state.text_changed = true;
+    const ImVec2 r_min = ImGui::GetItemRectMin(), r_max = ImGui::GetItemRectMax();
+    state.regions["text"] = {r_min.x, r_min.y, r_max.x - r_min.x, r_max.y - r_min.y};
+
+    // Token count against the context, and the truncation switch.
+    const model::Analysis* a = state.analysis.get();
+    const int context = state.model ? state.model->config.n_positions : 0;
+    ImGui::AlignTextToFramePadding();
+    if (a) {
+        const bool full = context > 0 && a->n_tokens >= context;
+        if (full) ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.75f, 0.3f, 1.0f));
+        if (context > 0) ImGui::Text("%d / %d tokens", a->n_tokens, context);
+        else ImGui::Text("%d tokens", a->n_tokens);
+        if (full) ImGui::PopStyleColor();
+        const bool truncated = state.truncate && !a->tokens.offsets.empty() && a->tokens.offsets.back().second < state.text.size();
+        if (truncated && !state.busy) {
+            ImGui::SameLine();
+            ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1.0f), "(truncated)");
+            if (ImGui::IsItemHovered())
+                ImGui::SetTooltip("Only the first %d tokens are analysed: the text after byte %zu is not.", a->n_tokens,
+                                  a->tokens.offsets.back().second);
+        }
+    } else if (context > 0) {
+        ImGui::TextDisabled("- / %d tokens", context);
+    } else {
+        ImGui::TextDisabled("no model");
+    }
+    if (state.busy) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("updating...");
+    }
+    ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
+    if (ImGui::Checkbox("truncate to context", &state.truncate)) state.text_changed = true;
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("Analyse the first %d tokens of a longer text instead of refusing it.", context > 0 ? context : 1024);
+}
+
+void TextView::DrawControls(AppState& state) {
+    ViewSettings& s = state.settings;
+    const float fs = ImGui::GetFontSize();
+    const HeadRef head = ClampedHead(state);
+
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("Colour by");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(fs * 6.5f);
+    int color = static_cast<int>(s.token_color);
+    if (ImGui::Combo("##token_color", &color, kColorNames, IM_ARRAYSIZE(kColorNames))) s.token_color = static_cast<TokenColor>(color);
+    ImGui::SameLine();
+    ImGui::TextUnformatted("Scope");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(fs * 8.0f);
+    if (ImGui::BeginCombo("##token_scope", ScopeLabel(s.token_scope, head).c_str())) {
+        for (TokenScope scope : {TokenScope::Head, TokenScope::LayerMean, TokenScope::ModelMean})
+            if (ImGui::Selectable(ScopeLabel(scope, head).c_str(), s.token_scope == scope)) s.token_scope = scope;
+        ImGui::EndCombo();
+    }
+
+    // Legend: the colour ramp between the smallest and largest value the chips show.
+    UpdateValues(state);
+    ImGui::AlignTextToFramePadding();
+    ImGui::BeginGroup();
+    if (!m_values_valid) {
+        ImGui::TextDisabled(state.analysis ? "no values for this choice" : "no values yet");
+        ImGui::EndGroup();
+        return;
+    }
+    char lo[32], hi[32];
+    std::snprintf(lo, sizeof(lo), "%.3g", m_value_min);
+    std::snprintf(hi, sizeof(hi), "%.3g", m_value_max);
+    const bool flat = m_value_max <= m_value_min;
+    if (flat) {
+        ImGui::Text("%s = %s for every token", kColorNames[static_cast<int>(s.token_color)], lo);
+    } else {
+        ImGui::TextUnformatted(lo);
+        ImGui::SameLine();
+        const ImVec2 p = ImGui::GetCursorScreenPos();
+        const float w = fs * 7.0f, h = ImGui::GetFrameHeight();
+        const float y0 = p.y + h * 0.2f, y1 = p.y + h * 0.8f;
+        ImDrawList* draw = ImGui::GetWindowDrawList();
+        constexpr int kSteps = 24;
+        for (int k = 0; k < kSteps; ++k) {
+            const ImU32 c0 = ToU32(viz::SampleColormap(s.colormap, k / float(kSteps)), 1.0f);
+            const ImU32 c1 = ToU32(viz::SampleColormap(s.colormap, (k + 1) / float(kSteps)), 1.0f);
+            draw->AddRectFilledMultiColor(ImVec2(p.x + w * k / kSteps, y0), ImVec2(p.x + w * (k + 1) / kSteps, y1), c0, c1, c1, c0);
+        }
+        ImGui::Dummy(ImVec2(w, h));
+        ImGui::SameLine();
+        ImGui::TextUnformatted(hi);
+    }
+    ImGui::EndGroup();
+    if (ImGui::IsItemHovered()) {
+        if (IsRowMetric(s.token_color))
+            ImGui::SetTooltip("Range over query rows 2..T: row 1 sees only itself (entropy 0, spikiness 1, sink mass 1).");
+        else
+            ImGui::SetTooltip("Range over all tokens. tau is an inverse temperature: larger = sharper attention.");
+    }
+    ImGui::SameLine();
+    ImGui::TextDisabled("%s, %s", kColorNames[static_cast<int>(s.token_color)], ScopeLabel(s.token_scope, head).c_str());
+}
+
+void TextView::UpdateValues(const AppState& state) {
+    const ViewSettings& s = state.settings;
+    const HeadRef head = ClampedHead(state);
+    if (IsCurrent(m_values_for, state.analysis) && s.token_color == m_values_color && s.token_scope == m_values_scope && head == m_values_head) return;
+    m_values_for = state.analysis;
+    m_values_color = s.token_color;
+    m_values_scope = s.token_scope;
+    m_values_head = head;
+    m_values.clear();
+    m_values_valid = false;
+    const model::Analysis* a = state.analysis.get();
+    if (!a || a->n_tokens <= 0) return;
+    const std::vector<float>* rows = TokenQuantity(*a, s.token_color);
+    m_values.assign(a->n_tokens, NAN);
+    if (!rows) return;
+    for (int i = 0; i < a->n_tokens; ++i) m_values[i] = ScopedTokenValue(*a, *rows, s.token_scope, head, i);
+
+    // The first row of a row metric is trivial (one key): it would pin the range to 0 or 1.
+    const int first = IsRowMetric(s.token_color) && a->n_tokens > 1 ? 1 : 0;
+    float lo = INFINITY, hi = -INFINITY;
+    for (int i = first; i < a->n_tokens; ++i)
+        if (std::isfinite(m_values[i])) lo = std::min(lo, m_values[i]), hi = std::max(hi, m_values[i]);
+    if (lo > hi) return;
+    m_value_min = lo;
+    m_value_max = hi - lo < 1e-6f * std::max(1.0f, std::fabs(hi)) ? lo : hi;
+    m_values_valid = true;
+}
+
+TextView::Label TextView::MakeLabel(const std::string& piece) {
+    Label label;
+    auto mark = [&](const char* s) {
+        const uint32_t begin = static_cast<uint32_t>(label.text.size());
+        label.text += s;
+        label.marks.push_back({begin, static_cast<uint32_t>(label.text.size())});
+    };
+    for (size_t i = 0; i < piece.size();) {
+        const unsigned char c = static_cast<unsigned char>(piece[i]);
+        const size_t len = Utf8SequenceLength(piece, i);
+        if (c == ' ') {
+            mark("\xC2\xB7");  // ·
+        } else if (c == '\n') {
+            mark("\xE2\x86\xB5");  // ↵
+            label.line_break = true;
+        } else if (c == '\t') {
+            mark("\xE2\x86\x92");  // →
+        } else if (c == '\r') {
+            mark("\\r");
+        } else if (len == 2 && c == 0xC2 && static_cast<unsigned char>(piece[i + 1]) == 0xA0) {
+            mark("\xE2\x90\xA3");  // no-break space: ␣
+        } else if (len == 0 || IsControl(c)) {
+            // One «...» for a run of bytes that are not whole characters (or are control codes).
+            label.text += "\xC2\xAB";
+            for (; i < piece.size(); ++i) {
+                const unsigned char b = static_cast<unsigned char>(piece[i]);
+                const bool escaped = Utf8SequenceLength(piece, i) == 0 || (IsControl(b) && b != '\n' && b != '\t' && b != '\r');
+                if (!escaped) break;
+                AppendHexByte(&label.text, b);
+            }
+            label.text += "\xC2\xBB";
+            continue;
+        } else {
+            label.text.append(piece, i, len);
+        }
+        i += len;
+    }
+    if (label.text.empty()) mark("\"\"");
+    return label;
+}
+
+void TextView::UpdateLabels(const AppState& state) {
+    const unsigned generation = FontAtlasGeneration();
+    const bool current = IsCurrent(m_labels_for, state.analysis);
+    if (current && generation == m_font_generation) return;
+    if (!current) {
+        m_labels_for = state.analysis;
+        m_labels.clear();
+        if (state.analysis) {
+            m_labels.reserve(state.analysis->tokens.pieces.size());
+            for (const std::string& piece : state.analysis->tokens.pieces) m_labels.push_back(MakeLabel(piece));
+        }
+    }
+    m_font_generation = generation;
+    m_label_widths.resize(m_labels.size());
+    for (size_t i = 0; i < m_labels.size(); ++i) {
+        const std::string& t = m_labels[i].text;
+        m_label_widths[i] = ImGui::CalcTextSize(t.data(), t.data() + t.size()).x;
+    }
+    m_layout_width = -1;  // widths changed
+}
+
+void TextView::UpdateLayout(float width) {
+    const float fs = ImGui::GetFontSize();
+    const float chip_h = fs + 2 * kChipPadY * fs, line_step = chip_h + kChipGapY * fs;
+    if (width == m_layout_width && line_step == m_layout_line_step && m_chips.size() == m_labels.size()) return;
+    m_layout_width = width;
+    m_layout_line_step = line_step;
+    m_chips.assign(m_labels.size(), Chip{});
+    m_line_first.clear();
+    float x = 0;
+    int line = 0;
+    if (!m_labels.empty()) m_line_first.push_back(0);
+    for (size_t i = 0; i < m_labels.size(); ++i) {
+        const float w = std::min(width, std::max(fs * 0.6f, m_label_widths[i]) + 2 * kChipPadX * fs);
+        if (x > 0 && x + w > width) {  // wrap like text
+            x = 0;
+            ++line;
+            m_line_first.push_back(static_cast<int>(i));
+        }
+        m_chips[i] = {x, line * line_step, w};
+        x += w + kChipGapX * fs;
+        if (m_labels[i].line_break && i + 1 < m_labels.size()) {  // the text's own line breaks
+            x = 0;
+            ++line;
+            m_line_first.push_back(static_cast<int>(i + 1));
+        }
+    }
+    m_line_first.push_back(static_cast<int>(m_labels.size()));
+    m_content_height = m_labels.empty() ? 0 : (line + 1) * line_step;
+}
+
+void TextView::DrawStrip(AppState& state, float height) {
+    ImGui::BeginChild("##tokens", ImVec2(0, height), true, ImGuiWindowFlags_AlwaysVerticalScrollbar);
+    const model::Analysis* a = state.analysis.get();
+    if (!a || a->n_tokens == 0) {
+        ImGui::TextDisabled(state.busy ? "tokenizing..." : "The tokens appear here once the text is analysed.");
+        ImGui::EndChild();
+        const ImVec2 r_min = ImGui::GetItemRectMin(), r_max = ImGui::GetItemRectMax();
+        state.regions["tokens"] = {r_min.x, r_min.y, r_max.x - r_min.x, r_max.y - r_min.y};
+        return;
+    }
+
+    UpdateLabels(state);
+    UpdateValues(state);
+    const float width = std::max(1.0f, ImGui::GetContentRegionAvail().x);
+    UpdateLayout(width);
+    const int T = std::min<int>(a->n_tokens, static_cast<int>(m_labels.size()));
+    const float fs = ImGui::GetFontSize();
+    const float chip_h = fs + 2 * kChipPadY * fs, pad_x = kChipPadX * fs, pad_y = kChipPadY * fs;
+    const float rounding = 0.2f * fs;
+
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    ImGui::InvisibleButton("##chips", ImVec2(width, std::max(1.0f, m_content_height)));
+    const bool strip_hovered = ImGui::IsItemHovered();
+    const bool strip_clicked = ImGui::IsItemClicked(ImGuiMouseButton_Left);
+
+    // Lines that intersect the visible part of the child; everything else is skipped.
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    const float visible_top = draw->GetClipRectMin().y - origin.y, visible_bottom = draw->GetClipRectMax().y - origin.y;
+    const int lines = static_cast<int>(m_line_first.size()) - 1;
+    const int line_begin = std::clamp(static_cast<int>(std::floor(visible_top / m_layout_line_step)), 0, lines);
+    const int line_end = std::clamp(static_cast<int>(std::floor(visible_bottom / m_layout_line_step)) + 1, 0, lines);
+
+    // The chip under the mouse.
+    int hovered = -1;
+    if (strip_hovered) {
+        const ImVec2 m = ImGui::GetIO().MousePos;
+        const float mx = m.x - origin.x, my = m.y - origin.y;
+        const int line = static_cast<int>(std::floor(my / m_layout_line_step));
+        if (line >= 0 && line < lines && my - line * m_layout_line_step <= chip_h)
+            for (int i = m_line_first[line]; i < m_line_first[line + 1] && i < T; ++i)
+                if (mx >= m_chips[i].x && mx <= m_chips[i].x + m_chips[i].w) hovered = i;
+    }
+    if (strip_clicked && hovered >= 0) state.query = hovered;
+
+    // A query chosen elsewhere (the heatmap) scrolls into view.
+    if (state.query != m_shown_query) {
+        m_shown_query = state.query;
+        if (state.query >= 0 && state.query < T) {
+            const float y = m_chips[state.query].y, view_h = ImGui::GetWindowHeight();
+            if (y < ImGui::GetScrollY() || y + chip_h > ImGui::GetScrollY() + view_h - 2 * ImGui::GetStyle().WindowPadding.y)
+                ImGui::SetScrollY(std::max(0.0f, y - view_h * 0.3f));
+        }
+    }
+
+    // An analysis older than the text stays, dimmed, until the new one arrives.
+    const float alpha = state.busy || !state.error.empty() ? kStaleAlpha : 1.0f;
+    const viz::Colormap colormap = state.settings.colormap;
+    ImFont* font = ImGui::GetFont();
+    for (int line = line_begin; line < line_end; ++line) {
+        for (int i = m_line_first[line]; i < m_line_first[line + 1] && i < T; ++i) {
+            const Chip& chip = m_chips[i];
+            const ImVec2 p0(origin.x + chip.x, origin.y + chip.y), p1(p0.x + chip.w, p0.y + chip_h);
+            const float v = i < static_cast<int>(m_values.size()) ? m_values[i] : NAN;
+            viz::Rgba8 bg{90, 90, 96, 255};  // no value: neutral grey
+            if (m_values_valid && std::isfinite(v))
+                bg = viz::SampleColormap(colormap, m_value_max > m_value_min ? viz::Normalize(v, {m_value_min, m_value_max}, false) : 0.5f);
+            draw->AddRectFilled(p0, p1, ToU32(bg, alpha), rounding);
+
+            const bool dark = PrefersDarkText(bg);
+            const ImU32 ink = dark ? IM_COL32(0, 0, 0, static_cast<int>(255 * alpha)) : IM_COL32(255, 255, 255, static_cast<int>(255 * alpha));
+            const ImU32 faint = dark ? IM_COL32(0, 0, 0, static_cast<int>(110 * alpha)) : IM_COL32(255, 255, 255, static_cast<int>(120 * alpha));
+            const Label& label = m_labels[i];
+            const ImVec4 clip(p0.x + 1, p0.y, p1.x - 1, p1.y);
+            float x = p0.x + pad_x;
+            const float y = p0.y + pad_y;
+            uint32_t at = 0;
+            auto run = [&](uint32_t begin, uint32_t end, ImU32 col) {
+                if (begin >= end) return;
+                const char* b = label.text.data() + begin;
+                const char* e = label.text.data() + end;
+                draw->AddText(font, fs, ImVec2(x, y), col, b, e, 0.0f, &clip);
+                x += font->CalcTextSizeA(fs, FLT_MAX, 0.0f, b, e).x;
+            };
+            for (const auto& [mb, me] : label.marks) {
+                run(at, mb, ink);
+                run(mb, me, faint);
+                at = me;
+            }
+            run(at, static_cast<uint32_t>(label.text.size()), ink);
+
+            if (i == state.query) {
+                draw->AddRect(ImVec2(p0.x - 2, p0.y - 2), ImVec2(p1.x + 2, p1.y + 2), IM_COL32(0, 0, 0, 255), rounding + 2, 0, 3.0f);
+                draw->AddRect(ImVec2(p0.x - 1.5f, p0.y - 1.5f), ImVec2(p1.x + 1.5f, p1.y + 1.5f), IM_COL32(255, 255, 255, 255), rounding + 1.5f, 0,
+                              2.0f);
+            } else if (i == hovered) {
+                draw->AddRect(ImVec2(p0.x - 1, p0.y - 1), ImVec2(p1.x + 1, p1.y + 1), IM_COL32(255, 255, 255, 200), rounding + 1, 0, 1.0f);
+            }
+        }
+    }
+    if (hovered >= 0) DrawTooltip(state, hovered);
+
+    ImGui::EndChild();
+    const ImVec2 r_min = ImGui::GetItemRectMin(), r_max = ImGui::GetItemRectMax();
+    state.regions["tokens"] = {r_min.x, r_min.y, r_max.x - r_min.x, r_max.y - r_min.y};
+}
+
+void TextView::DrawTooltip(const AppState& state, int i) const {
+    const model::Analysis& a = *state.analysis;
+    const model::Tokenization& tok = a.tokens;
+    const HeadRef head = ClampedHead(state);
+    const TokenScope scope = state.settings.token_scope;
+    ImGui::BeginTooltip();
+    ImGui::Text("token %d of %d", i, a.n_tokens);
+    if (i < static_cast<int>(tok.ids.size())) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("id %d", tok.ids[i]);
+    }
+    if (i < static_cast<int>(tok.pieces.size())) {
+        const std::string& piece = tok.pieces[i];
+        ImGui::Text("piece %s", QuotePiece(piece).c_str());
+        if (!IsAscii(piece)) {
+            ImGui::SameLine();
+            ImGui::TextDisabled("bytes %s", HexBytes(piece).c_str());
+        }
+        const std::string whole = CharacterAround(tok, i);
+        if (!whole.empty()) {
+            // Planes 1-16 (emoji) are not in the 16-bit font atlas: name them by code point only.
+            const bool drawable = std::all_of(whole.begin(), whole.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xF8) != 0xF0; });
+            if (drawable) ImGui::Text("part of \"%s\" (%s)", whole.c_str(), CodePoints(whole).c_str());
+            else ImGui::Text("part of %s", CodePoints(whole).c_str());
+        }
+    }
+    if (i < static_cast<int>(tok.offsets.size())) ImGui::Text("text bytes [%zu, %zu)", tok.offsets[i].first, tok.offsets[i].second);
+    ImGui::Separator();
+    ImGui::TextDisabled("%s", ScopeLabel(scope, head).c_str());
+    if (ImGui::BeginTable("##values", 2, ImGuiTableFlags_SizingFixedFit)) {
+        const TokenColor all[] = {TokenColor::TauQ, TokenColor::TauV, TokenColor::Entropy, TokenColor::Spikiness, TokenColor::SinkMass};
+        for (TokenColor color : all) {
+            const std::vector<float>* rows = TokenQuantity(a, color);
+            const bool chosen = color == state.settings.token_color;
+            ImGui::TableNextRow();
+            ImGui::TableNextColumn();
+            if (chosen) ImGui::TextColored(ImVec4(1.0f, 0.85f, 0.4f, 1.0f), "%s", kColorNames[static_cast<int>(color)]);
+            else ImGui::TextUnformatted(kColorNames[static_cast<int>(color)]);
+            ImGui::TableNextColumn();
+            if (rows) {
+                const float v = ScopedTokenValue(a, *rows, scope, head, i);
+                ImGui::Text(color == TokenColor::Entropy ? "%.4f nats" : "%.4f", v);
+            } else {
+                ImGui::TextDisabled("n/a");
+            }
+        }
+        ImGui::EndTable();
+    }
+    if (i == 0) ImGui::TextDisabled("Row 1 attends only to itself: its row metrics are trivial.");
+    ImGui::TextDisabled("Click to select as the query.");
+    ImGui::EndTooltip();
+}
+
+}  // namespace app

@@ -1,0 +1,319 @@
+#include "model/nn/metrics.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include <ATen/Parallel.h>
+
+#include <c10/core/InferenceMode.h>
+
+#include "model/nn/ssa_gpt.h"
+
+namespace model {
+namespace {
+
+// Key counts 1..T for rows 0..T-1, shaped to broadcast against [..., T].
+at::Tensor KeyCounts(const at::Tensor& attention) {
+    return at::arange(1, attention.size(-1) + 1, attention.options());
+}
+
+at::Tensor NegPlogP(const at::Tensor& p) { return -at::xlogy(p, p); }  // 0 ln 0 = 0
+
+// Sum of each row's k largest weights. On the CPU one pass per row keeping the k largest beats
+// at::topk by ~20x here (it selects and sorts in general); other devices use topk.
+at::Tensor TopKMass(const at::Tensor& attention, int64_t k) {
+    const int64_t T = attention.size(-1);
+    k = std::min(k, T);
+    if (!attention.is_cpu() || attention.scalar_type() != at::kFloat) return std::get<0>(attention.topk(k, -1)).sum(-1);
+    constexpr int64_t kMax = 8;
+    assert(k <= kMax);
+    const at::Tensor a = attention.contiguous();
+    const int64_t rows = a.numel() / T;
+    at::Tensor out = at::empty({rows}, a.options());
+    const float* in = a.data_ptr<float>();
+    float* mass = out.data_ptr<float>();
+    at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+            float best[kMax];  // descending
+            std::fill(best, best + k, -std::numeric_limits<float>::infinity());
+            for (const float* v = in + r * T; v != in + (r + 1) * T; ++v) {
+                if (!(*v > best[k - 1])) continue;
+                int64_t i = k - 1;
+                for (; i > 0 && best[i - 1] < *v; --i) best[i] = best[i - 1];
+                best[i] = *v;
+            }
+            float sum = 0;
+            for (int64_t i = 0; i < k; ++i) sum += best[i];
+            mass[r] = sum;
+        }
+    });
+    return out.view(a.sizes().slice(0, a.dim() - 1));
+}
+
+// ---- The fused CPU pass of CompareMaps -------------------------------------------------------
+
+// Four floats as one SIMD value (GCC/Clang vector extensions; SSE on the x86-64 baseline, NEON
+// on ARM). The compiler does not vectorise these loops itself: it would have to
+// reorder float sums, and it turns the branch-free logarithm back into branches.
+constexpr int kLanes = 4;
+typedef float Floats __attribute__((vector_size(kLanes * sizeof(float))));
+typedef int32_t Ints __attribute__((vector_size(kLanes * sizeof(float))));
+
+template <typename To, typename From>
+inline To BitCast(const From& from) {
+    static_assert(sizeof(To) == sizeof(From));
+    To to;
+    std::memcpy(&to, &from, sizeof to);
+    return to;
+}
+
+inline Floats Load(const float* p) {
+    Floats v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+// ln x for normal x > 0 (Cephes' logf): within 1 ulp of std::log on [FLT_MIN, 2], all weights need.
+inline Floats Log(Floats x) {
+    const Ints bits = BitCast<Ints>(x);
+    const Floats f = BitCast<Floats>((bits & 0x007fffff) | 0x3f000000);  // x = f 2^e, f in [0.5, 1)
+    const Ints low = f < 0.70710678f;  // then f to [sqrt(1/2), sqrt(2)) so that f - 1 is small
+    const Floats e = __builtin_convertvector((bits >> 23) - 126 + low, Floats);  // low is -1 or 0
+    const Floats t = (f - 1.0f) + BitCast<Floats>(BitCast<Ints>(f) & low);      // 2f - 1 or f - 1
+    const Floats t2 = t * t;
+    Floats y = 7.0376836292e-2f - Floats{};
+    y = y * t - 1.1514610310e-1f;
+    y = y * t + 1.1676998740e-1f;
+    y = y * t - 1.2420140846e-1f;
+    y = y * t + 1.4249322787e-1f;
+    y = y * t - 1.6668057665e-1f;
+    y = y * t + 2.0000714765e-1f;
+    y = y * t - 2.4999993993e-1f;
+    y = y * t + 3.3333331174e-1f;
+    y = y * t * t2 - 2.12194440e-4f * e - 0.5f * t2;  // ln 2 in two parts, the first exact in float
+    return t + y + 0.693359375f * e;
+}
+
+// -x ln x with 0 ln 0 = 0; subnormal weights count as FLT_MIN (they add under 1e-36).
+inline Floats NegXLogX(Floats x) {
+    const Floats floor = FLT_MIN - Floats{};
+    return -x * Log(x > floor ? x : floor);
+}
+
+// Per-lane float sums over kFlushGroups groups of kLanes keys, then added into the row's doubles:
+// short float partials keep the error against float64 near float rounding (32 groups doubled it).
+constexpr int kFlushGroups = 4;
+struct LaneSums {
+    Floats entropy_p{}, entropy_q{}, entropy_m{};  // -sum x ln x, m = (p + q) / 2
+    Floats square_p{}, square_q{};
+    Floats l1{};
+};
+
+inline void AddGroup(Floats p, Floats q, LaneSums& s) {
+    s.entropy_p += NegXLogX(p);
+    s.entropy_q += NegXLogX(q);
+    s.entropy_m += NegXLogX(0.5f * (p + q));
+    s.square_p += p * p;
+    s.square_q += q * q;
+    s.l1 += BitCast<Floats>(BitCast<Ints>(p - q) & 0x7fffffff);  // |p - q|: the sign bit cleared
+}
+
+inline double Sum(Floats v) {
+    double sum = 0;
+    for (int l = 0; l < kLanes; ++l) sum += v[l];
+    return sum;
+}
+
+// The five largest weights, descending. They start at 0, the weight of every key above the
+// diagonal, so rows with fewer than five keys sum like a top-k over the whole row.
+struct Top5 {
+    float best[5] = {0, 0, 0, 0, 0};
+    void Add(float v) {
+        if (!(v > best[4])) return;
+        int i = 4;
+        for (; i > 0 && best[i - 1] < v; --i) best[i] = best[i - 1];
+        best[i] = v;
+    }
+    double Sum() const { return static_cast<double>(best[0]) + best[1] + best[2] + best[3] + best[4]; }
+};
+
+struct RowPointers {  // float32 views of one RowMetricTensors, [rows]
+    float *entropy, *normalized_entropy, *spikiness, *max_weight, *top5_mass, *effective_support, *sink_mass;
+};
+
+RowPointers Allocate(RowMetricTensors& r, at::IntArrayRef sizes) {
+    const auto options = at::TensorOptions().dtype(at::kFloat);
+    for (at::Tensor* t : {&r.entropy, &r.normalized_entropy, &r.spikiness, &r.max_weight, &r.top5_mass, &r.effective_support,
+                          &r.sink_mass})
+        *t = at::empty(sizes, options);
+    return {r.entropy.data_ptr<float>(),   r.normalized_entropy.data_ptr<float>(), r.spikiness.data_ptr<float>(),
+            r.max_weight.data_ptr<float>(), r.top5_mass.data_ptr<float>(),         r.effective_support.data_ptr<float>(),
+            r.sink_mass.data_ptr<float>()};
+}
+
+void WriteRow(const RowPointers& out, int64_t row, int64_t keys, float sink, double entropy, double square, const Top5& top) {
+    out.entropy[row] = static_cast<float>(entropy);
+    out.normalized_entropy[row] = keys > 1 ? static_cast<float>(entropy / std::log(static_cast<double>(keys))) : 0.0f;
+    out.spikiness[row] = static_cast<float>(1.0 / (static_cast<double>(keys) * square));
+    out.max_weight[row] = top.best[0];
+    out.top5_mass[row] = static_cast<float>(top.Sum());
+    out.effective_support[row] = static_cast<float>(std::exp(entropy));
+    out.sink_mass[row] = sink;
+}
+
+// Row `row` of both maps, query index i: keys 0..i, each read from memory once (a group is
+// summed and then scanned for the top five while it is in L1).
+void CompareRow(const float* p_maps, const float* q_maps, int64_t T, int64_t row, int64_t i, const RowPointers& out_p,
+                const RowPointers& out_q, float* js, float* l1) {
+    const float* p = p_maps + row * T;
+    const float* q = q_maps + row * T;
+    const int64_t keys = i + 1;
+    assert(std::all_of(p + keys, p + T, [](float v) { return v == 0; }) && "p is not causal");
+    assert(std::all_of(q + keys, q + T, [](float v) { return v == 0; }) && "q is not causal");
+    double entropy_p = 0, entropy_q = 0, entropy_m = 0, square_p = 0, square_q = 0, distance = 0;
+    Top5 top_p, top_q;
+    for (int64_t j = 0; j < keys;) {
+        LaneSums s;
+        const int64_t stop = std::min(keys, j + kFlushGroups * kLanes);
+        for (; j < stop; j += kLanes) {
+            Floats pg{}, qg{};
+            if (stop - j >= kLanes) {
+                pg = Load(p + j);
+                qg = Load(q + j);
+            } else {  // the row's last, partial group, zero-padded
+                for (int64_t k = j; k < stop; ++k) {
+                    pg[k - j] = p[k];
+                    qg[k - j] = q[k];
+                }
+            }
+            AddGroup(pg, qg, s);
+            for (int l = 0; l < kLanes; ++l) {
+                top_p.Add(pg[l]);
+                top_q.Add(qg[l]);
+            }
+        }
+        j = stop;
+        entropy_p += Sum(s.entropy_p);
+        entropy_q += Sum(s.entropy_q);
+        entropy_m += Sum(s.entropy_m);
+        square_p += Sum(s.square_p);
+        square_q += Sum(s.square_q);
+        distance += Sum(s.l1);
+    }
+    WriteRow(out_p, row, keys, p[0], entropy_p, square_p, top_p);
+    WriteRow(out_q, row, keys, q[0], entropy_q, square_q, top_q);
+    // 0.5 KL(p||m) + 0.5 KL(q||m) = H(m) - (H(p) + H(q)) / 2; rounding can dip below 0 for equal rows.
+    js[row] = static_cast<float>(std::max(0.0, entropy_m - 0.5 * (entropy_p + entropy_q)));
+    l1[row] = static_cast<float>(distance);
+}
+
+MapComparison CompareMapsFused(const at::Tensor& p_in, const at::Tensor& q_in) {
+    const at::Tensor p = p_in.contiguous(), q = q_in.contiguous();
+    const int64_t T = p.size(-1);
+    const at::IntArrayRef sizes = p.sizes().slice(0, p.dim() - 1);  // [..., T]
+    MapComparison c;
+    const RowPointers out_p = Allocate(c.p, sizes), out_q = Allocate(c.q, sizes);
+    c.js = at::empty(sizes, at::kFloat);
+    c.l1 = at::empty(sizes, at::kFloat);
+    const float* p_maps = p.data_ptr<float>();
+    const float* q_maps = q.data_ptr<float>();
+    float* js = c.js.data_ptr<float>();
+    float* l1 = c.l1.data_ptr<float>();
+    // Row i costs i + 1 keys, so a work item takes rows i and T-1-i of one map: equal items, and
+    // threads stay balanced even for a single map.
+    const int64_t maps = T > 0 ? p.numel() / (T * T) : 0, half = (T + 1) / 2;
+    at::parallel_for(0, maps * half, 8, [&](int64_t begin, int64_t end) {
+        for (int64_t item = begin; item < end; ++item) {
+            const int64_t map = item / half, i = item % half;
+            CompareRow(p_maps, q_maps, T, map * T + i, i, out_p, out_q, js, l1);
+            if (T - 1 - i != i) CompareRow(p_maps, q_maps, T, map * T + T - 1 - i, T - 1 - i, out_p, out_q, js, l1);
+        }
+    });
+    return c;
+}
+
+}  // namespace
+
+RowMetricTensors ComputeRowMetrics(const at::Tensor& attention) {
+    c10::InferenceMode guard;
+    at::Tensor n = KeyCounts(attention);
+    RowMetricTensors r;
+    r.entropy = NegPlogP(attention).sum(-1);
+    r.normalized_entropy = at::where(n > 1, r.entropy / at::log(n), at::zeros_like(r.entropy));
+    r.spikiness = 1.0 / (n * attention.square().sum(-1));
+    r.max_weight = attention.amax(-1);
+    r.top5_mass = TopKMass(attention, 5);
+    r.effective_support = at::exp(r.entropy);
+    r.sink_mass = attention.select(-1, 0);
+    return r;
+}
+
+at::Tensor JsDivergence(const at::Tensor& p, const at::Tensor& q) {
+    c10::InferenceMode guard;
+    return JsDivergence(p, q, NegPlogP(p).sum(-1), NegPlogP(q).sum(-1));
+}
+
+at::Tensor JsDivergence(const at::Tensor& p, const at::Tensor& q, const at::Tensor& entropy_p, const at::Tensor& entropy_q) {
+    c10::InferenceMode guard;
+    // 0.5 KL(p||m) + 0.5 KL(q||m) with m = (p + q) / 2 expands to H(m) - (H(p) + H(q)) / 2: one
+    // pass of logarithms instead of four. Rounding can dip a hair below 0 for equal rows.
+    at::Tensor entropy_m = NegPlogP(0.5 * (p + q)).sum(-1);
+    return (entropy_m - 0.5 * (entropy_p + entropy_q)).clamp_min(0);
+}
+
+at::Tensor L1Distance(const at::Tensor& p, const at::Tensor& q) {
+    c10::InferenceMode guard;
+    return (p - q).abs().sum(-1);
+}
+
+MapComparison CompareMaps(const at::Tensor& p, const at::Tensor& q) {
+    c10::InferenceMode guard;
+    TORCH_CHECK(p.sizes() == q.sizes() && p.dim() >= 2 && p.size(-1) == p.size(-2), "CompareMaps: maps of shapes ", p.sizes(),
+                " and ", q.sizes(), " are not two [..., T, T] of the same shape");
+    const bool fused = p.is_cpu() && q.is_cpu() && p.scalar_type() == at::kFloat && q.scalar_type() == at::kFloat;
+    return fused ? CompareMapsFused(p, q) : CompareMapsGeneric(p, q);
+}
+
+MapComparison CompareMapsGeneric(const at::Tensor& p, const at::Tensor& q) {
+    MapComparison c;
+    c.p = ComputeRowMetrics(p);
+    c.q = ComputeRowMetrics(q);
+    c.js = JsDivergence(p, q, c.p.entropy, c.q.entropy);
+    c.l1 = L1Distance(p, q);
+    return c;
+}
+
+at::Tensor RowMean(const at::Tensor& rows) {
+    c10::InferenceMode guard;
+    const int64_t T = rows.size(-1);
+    if (T < 2) return at::full(rows.sizes().slice(0, rows.dim() - 1), NAN, rows.options());
+    return rows.narrow(-1, 1, T - 1).mean(-1);
+}
+
+QkSpectrum ComputeQkSpectrum(const SsaGpt& model) {
+    c10::InferenceMode guard;
+    const ModelConfig& c = model.config;
+    const int64_t E = c.n_embd, H = c.n_head, D = c.HeadSize();
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    std::vector<at::Tensor> opnorm, eig_mean, eig_var;
+    for (const LayerWeights& w : model.layers) {
+        at::Tensor attn = w.attn_w.to(at::kCPU, at::kDouble);              // [E, 3E]
+        at::Tensor wq = attn.narrow(1, 0, E).view({E, H, D}).permute({1, 0, 2});  // [H, E, D]
+        at::Tensor wk = attn.narrow(1, E, E).view({E, H, D}).permute({1, 0, 2});  // [H, E, D]
+        // ||Wq Wk^T||_2 through thin QR factors: Wq Wk^T = Qq (Rq Rk^T) Qk^T, so the norm is
+        // that of the D x D core, not of an E x E matrix.
+        at::Tensor rq = std::get<1>(at::linalg_qr(wq)), rk = std::get<1>(at::linalg_qr(wk));  // [H, D, D]
+        opnorm.push_back(std::get<0>(at::linalg_svdvals(at::matmul(rq, rk.transpose(1, 2))).max(-1)) * scale);
+        at::Tensor eig = at::real(at::linalg_eigvals(at::matmul(wk.transpose(1, 2), wq) * scale));  // [H, D]
+        eig_mean.push_back(eig.mean(-1));
+        eig_var.push_back(eig.var(-1, /*unbiased=*/false));
+    }
+    return {at::stack(opnorm).to(at::kFloat), at::stack(eig_mean).to(at::kFloat), at::stack(eig_var).to(at::kFloat)};
+}
+
+}  // namespace model

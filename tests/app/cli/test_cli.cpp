@@ -1,0 +1,245 @@
+// The real ssaviz binary, run the way users and scripts run it: exit codes, one-line errors,
+// and the files `ssaviz export` writes (shapes checked here and by numpy itself).
+#include "cli_harness.h"
+
+namespace {
+using namespace cli_test;
+
+TEST_F(Cli, InfoJsonDescribesTheModel) {
+    Outcome r = Ssaviz({"info", "--model", Small(), "--json", "--device", "cpu"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    json j = json::parse(r.out);
+    EXPECT_EQ(j["n_layer"], 2);
+    EXPECT_EQ(j["n_head"], 2);
+    EXPECT_EQ(j["head_size"], 8);
+    EXPECT_EQ(j["vocab_size"], 50257);
+    EXPECT_EQ(j["query_temperature"]["position"], "sigmoid");
+    EXPECT_EQ(j["value_temperature"]["token"], "feature");
+    EXPECT_EQ(j["tokenizer"]["kind"], "gpt2-bpe");
+    EXPECT_GT(j["parameters"].get<int64_t>(), 50257 * 16);
+}
+
+TEST_F(Cli, TokenizeJsonGivesIdsPiecesAndOffsets) {
+    Outcome r = Ssaviz({"tokenize", "--model", Small(), "--text", "Hello world", "--json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    json j = json::parse(r.out);
+    EXPECT_EQ(j["ids"], json({15496, 995}));
+    EXPECT_EQ(j["pieces"], json({"Hello", " world"}));
+    EXPECT_EQ(j["offsets"], json({{0, 5}, {5, 11}}));
+}
+
+TEST_F(Cli, ExportWritesEveryFileWithTheRightShapes) {
+    const std::string out = kOut + "/export";
+    fs::remove_all(out);
+    Outcome r = Ssaviz({"export", "--model", Small(), "--text", "The cat sat on the mat. The cat", "--out", out, "--device", "cpu",
+                        "--format", "json,npy,csv"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    json tokens = json::parse(ReadFile(out + "/tokens.json"));
+    const int64_t T = static_cast<int64_t>(tokens["ids"].size());
+    ASSERT_EQ(T, 9);
+    EXPECT_EQ(NpyShape(out + "/attention.npy"), (std::vector<int64_t>{2, 2, T, T}));
+    EXPECT_EQ(NpyShape(out + "/attention_vanilla.npy"), (std::vector<int64_t>{2, 2, T, T}));
+    EXPECT_EQ(NpyShape(out + "/tau_q.npy"), (std::vector<int64_t>{2, 2, T}));
+    EXPECT_EQ(NpyShape(out + "/tau_v.npy"), (std::vector<int64_t>{2, 2, T}));
+    json metrics = json::parse(ReadFile(out + "/metrics.json"));
+    EXPECT_EQ(metrics["comparison"], "vanilla");
+    ASSERT_EQ(metrics["heads"].size(), 4u);
+    for (const char* key : {"entropy", "normalized_entropy", "spikiness", "max_weight", "top5_mass", "effective_support", "sink_mass",
+                            "sink_head", "tau_q", "tau_v"})
+        EXPECT_TRUE(metrics["heads"][0]["ssa"].contains(key)) << key;
+    for (const char* key : {"js_divergence", "l1_distance", "qk_opnorm", "qk_eig_mean", "qk_eig_var", "effective_qk_norm"})
+        EXPECT_TRUE(metrics["heads"][0].contains(key)) << key;
+    EXPECT_EQ(metrics["rows"]["ssa"]["entropy"][1][1].size(), static_cast<size_t>(T));
+    EXPECT_TRUE(fs::exists(out + "/csv/L1_H0.csv"));
+    EXPECT_TRUE(fs::exists(out + "/csv/L1_H0_vanilla.csv"));
+
+    // numpy itself reads the files, and they agree with metrics.json.
+    const std::string check =
+        "import json, numpy as np, sys\n"
+        "d = sys.argv[1]\n"
+        "a = np.load(d + '/attention.npy'); v = np.load(d + '/attention_vanilla.npy')\n"
+        "q = np.load(d + '/tau_q.npy'); m = json.load(open(d + '/metrics.json'))\n"
+        "assert a.dtype == np.float32 and a.shape == v.shape\n"
+        "assert np.allclose(a.sum(-1), 1, atol=1e-5) and np.allclose(np.triu(a, 1), 0)\n"
+        "p = a[1, 0, 1:, :]; h = -(np.where(p > 0, p * np.log(np.where(p > 0, p, 1)), 0)).sum(-1).mean()\n"
+        "assert abs(h - m['heads'][2]['ssa']['entropy']) < 1e-5, (h, m['heads'][2]['ssa']['entropy'])\n"
+        "assert abs(q[0, 1].mean() - m['heads'][1]['ssa']['tau_q']['mean']) < 1e-5\n"
+        "print('numpy ok')\n";
+    std::ofstream(Scratch("check_export.py")) << check;
+    std::string cmd = std::string(SSAVIZ_PYTHON) + " " + Scratch("check_export.py") + " " + out + " 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << "numpy check failed: " << cmd;
+}
+
+TEST_F(Cli, ExportAgainstATwinModel) {
+    const std::string out = kOut + "/export_twin";
+    Outcome r = Ssaviz({"export", "--model", Small(), "--compare", Twin(), "--text", "one two three four", "--out", out,
+                    "--format", "json", "--layers", "1", "--heads", "0"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    json metrics = json::parse(ReadFile(out + "/metrics.json"));
+    EXPECT_EQ(metrics["comparison"], Twin());
+    EXPECT_GT(metrics["heads"][0]["js_divergence"].get<double>(), 0.0);
+    EXPECT_FALSE(fs::exists(out + "/attention.npy"));  // --format json only
+}
+
+TEST_F(Cli, TextLongerThanTheContextIsRefusedUnlessTruncated) {
+    std::string text;
+    for (int i = 0; i < 40; ++i) text += "word ";
+    Outcome r = Ssaviz({"tokenize", "--model", Small(), "--text", text});
+    ExpectOneLineError(r, 3, "longer than the model's context of 16");
+    EXPECT_NE(r.err.find("--truncate"), std::string::npos);
+    r = Ssaviz({"export", "--model", Small(), "--text", text, "--truncate", "--out", kOut + "/truncated", "--format", "npy"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(NpyShape(kOut + "/truncated/attention.npy"), (std::vector<int64_t>{2, 2, 16, 16}));
+}
+
+TEST_F(Cli, BadTextIsACleanError) {
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "", "--out", kOut + "/x"}), 3, "text is empty");
+    std::ofstream(Scratch("latin1.txt"), std::ios::binary) << "caf\xe9 au lait";
+    ExpectOneLineError(Ssaviz({"tokenize", "--model", Small(), "--text-file", Scratch("latin1.txt")}), 3, "not valid UTF-8 at byte 3");
+    ExpectOneLineError(Ssaviz({"tokenize", "--model", Small(), "--text-file", kOut + "/no-such.txt"}), 3, "no-such.txt");
+}
+
+TEST_F(Cli, BadModelsAreCleanErrors) {
+    ExpectOneLineError(Ssaviz({"info", "--model", kOut + "/no-such-model"}), 3, "does not exist");
+    const std::string broken = kOut + "/broken";
+    fs::remove_all(broken);
+    fs::copy(Small(), broken);
+    fs::resize_file(broken + "/model.safetensors", fs::file_size(broken + "/model.safetensors") / 2);
+    ExpectOneLineError(Ssaviz({"info", "--model", broken}), 3, "model.safetensors");
+}
+
+// A researcher's checkpoint: the small model re-saved by python3-torch as a nanoGPT-style
+// {"model": state dict} with no config.json and no tokenizer (tests/app/cli/make_checkpoint.py).
+TEST_F(Cli, CheckpointWithoutConfigOpensWithFlagsAndMatchesTheFolder) {
+    const std::string ckpt = kOut + "/checkpoint/ckpt.pt";
+    ExpectOneLineError(Ssaviz({"info", "--model", ckpt}), 3, "--query-form");
+    ExpectOneLineError(Ssaviz({"info", "--model", ckpt, "--query-form", "sigmoid,shared,maybe"}), 2, "--query-form");
+
+    Outcome from_ckpt = Ssaviz({"info", "--model", ckpt, "--query-form", "sigmoid,shared,sum", "--json"});
+    Outcome from_dir = Ssaviz({"info", "--model", Small(), "--json"});
+    ASSERT_EQ(from_ckpt.code, 0) << from_ckpt.err;
+    ASSERT_EQ(from_dir.code, 0) << from_dir.err;
+    nlohmann::json a = nlohmann::json::parse(from_ckpt.out), b = nlohmann::json::parse(from_dir.out);
+    EXPECT_EQ(a["weights"]["format"], "torch.save");
+    EXPECT_EQ(b["weights"]["format"], "safetensors");
+    EXPECT_NE(a["notes"].dump().find("GPT-2's"), std::string::npos) << a["notes"].dump();  // the bundled tokenizer
+    for (const char* key : {"n_layer", "n_head", "n_embd", "n_positions", "vocab_size", "query_temperature", "value_temperature",
+                            "activation_function", "parameters", "tokenizer"})
+        EXPECT_EQ(a[key], b[key]) << key;
+
+    // The same maps, byte for byte, from either file.
+    for (const auto& [model, out] : {std::pair<std::string, std::string>{ckpt, kOut + "/ckpt_export"}, {Small(), kOut + "/dir_export"}}) {
+        fs::remove_all(out);
+        std::vector<std::string> args = {"export", "--model", model, "--text", "The cat sat on the mat", "--out", out, "--format", "npy",
+                                         "--query-form", "sigmoid,shared,sum"};
+        Outcome r = Ssaviz(args);
+        ASSERT_EQ(r.code, 0) << r.err;
+    }
+    for (const char* file : {"attention.npy", "attention_vanilla.npy", "tau_q.npy", "tau_v.npy"})
+        EXPECT_EQ(ReadFile(kOut + "/ckpt_export/" + file), ReadFile(kOut + "/dir_export/" + file)) << file;
+}
+
+TEST_F(Cli, UsageErrorsExitTwo) {
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "hi"}), 2, "--out");
+    ExpectOneLineError(Ssaviz({"info", "--model", Small(), "--bogus"}), 2, "--bogus");
+    ExpectOneLineError(Ssaviz({"frobnicate"}), 2, "frobnicate");
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "hi", "--out", kOut + "/x", "--layers", "5"}), 2, "layer 5");
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "hi", "--out", kOut + "/x", "--heads", "a"}), 2, "'a'");
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "hi", "--out", kOut + "/x", "--format", "gif"}), 2, "gif");
+    ExpectOneLineError(Ssaviz({"info", "--model", Small(), "--device", "tpu"}), 2, "tpu");
+    ExpectOneLineError(Ssaviz({"tokenize", "--model", Small()}), 2, "--text");
+}
+
+TEST_F(Cli, CudaWithoutAGpuIsAUsageError) {
+    Outcome r = Ssaviz({"info", "--model", Small(), "--device", "cuda", "--json"});
+    if (r.code == 0) {  // a CUDA machine: then it must really run there
+        EXPECT_EQ(json::parse(r.out)["device"].get<std::string>().rfind("cuda", 0), 0u) << r.out;
+        return;
+    }
+    ExpectOneLineError(r, 2, "no CUDA device");
+}
+
+}  // namespace
+
+namespace {
+using namespace cli_test;
+
+const std::string kBundled = std::string(SSAVIZ_SOURCE_DIR) + "/assets/models";
+
+std::string Fixed(const char* format, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, format, v);
+    return buf;
+}
+
+// `ssaviz train` and `ssaviz eval` refuse bad input with one line.
+TEST(CliTrain, BadFlagsAreOneLineErrors) {
+    ExpectOneLineError(Ssaviz({"train", "--task", "graph"}), 2, "train needs --out DIR");
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "poetry"}), 2, "'poetry' is not one of text, graph, passkey");
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t")}), 2, "--task text needs --data");
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--lr", "fast"}), 2, "--lr must be a number");
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--query-form", "sigmoid"}), 2,
+                       "--query-form 'sigmoid' is not POSITION,TOKEN[,COMBINE]");
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--query-form", "cosine,shared"}), 2, "cosine");
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--data", Scratch("nothing-here")}), 3, "no such file or folder");
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--resume"}), 3, "nothing to resume");
+    ExpectOneLineError(Ssaviz({"eval", "--model", kOut + "/small"}), 3, "train.json: missing");
+    ExpectOneLineError(Ssaviz({"eval"}), 2, "eval needs --model DIR");
+}
+
+// The graph experiment end to end through the binary: train, then eval re-scores what was saved.
+TEST(CliTrain, TrainThenEvalAgree) {
+    const std::string out = Scratch("train_graph");
+    fs::remove_all(out);
+    Outcome r = Ssaviz({"train", "--task", "graph", "--out", out, "--steps", "200", "--eval-every", "100"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("step 200: ssa CE"), std::string::npos) << r.err;
+    EXPECT_NE(r.out.find(out + "/vanilla: CE"), std::string::npos) << r.out;
+    for (const char* role : {"ssa", "vanilla"}) {
+        Outcome e = Ssaviz({"eval", "--model", out + "/" + role, "--json"});
+        ASSERT_EQ(e.code, 0) << e.err;
+        const json want = json::parse(ReadFile(out + "/" + role + "/train.json"))["final"];
+        const json got = json::parse(e.out);
+        EXPECT_NEAR(got["loss"].get<double>(), want["loss"].get<double>(), 1e-5);
+        EXPECT_NEAR(got["l1"].get<double>(), want["l1"].get<double>(), 1e-5);
+    }
+}
+
+// Every bundled model loads, fits the size budget, and `ssaviz eval` reproduces the numbers its
+// train.json recorded and assets/models/README.md (the model card) quotes. Tolerances: losses 1e-4
+// (evaluation may run with another thread count than training did, so sums are ordered differently),
+// passkey accuracies 0.011 (one sequence of the 100 per length).
+TEST(BundledModels, EvalReproducesTheModelCard) {
+    const std::string card = ReadFile(kBundled + "/README.md");
+    ASSERT_FALSE(card.empty()) << "no model card at " << kBundled << "/README.md";
+    for (const std::string name : {"english/ssa", "english/vanilla", "graph/ssa", "graph/vanilla", "passkey/ssa", "passkey/vanilla"}) {
+        SCOPED_TRACE(name);
+        const std::string dir = kBundled + "/" + name;
+        uintmax_t bytes = 0;
+        for (const auto& f : fs::directory_iterator(dir)) bytes += fs::file_size(f.path());
+        EXPECT_LE(bytes, 8u << 20) << "model folder over 8 MB";
+        Outcome info = Ssaviz({"info", "--model", dir});
+        ASSERT_EQ(info.code, 0) << info.err;
+
+        Outcome e = Ssaviz({"eval", "--model", dir, "--json"});
+        ASSERT_EQ(e.code, 0) << e.err;
+        const json want = json::parse(ReadFile(dir + "/train.json"))["final"];
+        const json got = json::parse(e.out);
+        EXPECT_NEAR(got["loss"].get<double>(), want["loss"].get<double>(), 1e-4);
+        if (name.rfind("english", 0) == 0) {
+            EXPECT_NE(card.find(Fixed("%.3f", want["loss"].get<double>())), std::string::npos) << "card lacks the val loss";
+        } else if (name.rfind("graph", 0) == 0) {
+            EXPECT_NEAR(got["l1"].get<double>(), want["l1"].get<double>(), 1e-4);
+            EXPECT_NE(card.find(Fixed("%.4f", want["l1"].get<double>())), std::string::npos) << "card lacks the L1 error";
+        } else {
+            ASSERT_EQ(got["lengths"].size(), want["lengths"].size());
+            for (size_t i = 0; i < got["lengths"].size(); ++i) {
+                const double a = want["lengths"][i]["accuracy"];
+                EXPECT_NEAR(got["lengths"][i]["accuracy"].get<double>(), a, 0.011);
+                EXPECT_NE(card.find(Fixed("%.0f%%", 100 * a)), std::string::npos) << "card lacks accuracy " << a;
+            }
+        }
+    }
+}
+
+}  // namespace

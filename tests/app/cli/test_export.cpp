@@ -1,0 +1,176 @@
+// `ssaviz export` figures and batch mode through the real binary. The files are checked by
+// independent tools (tests/app/cli/check_export.py: numpy, xml.etree, zlib), not by our own readers.
+#include "cli_harness.h"
+
+namespace {
+using namespace cli_test;
+
+const std::string kChecker = std::string(SSAVIZ_SOURCE_DIR) + "/tests/app/cli/check_export.py";
+
+// Runs the checker on an export folder; its output goes into the failure message.
+void ExpectValidExport(const std::string& dir, const std::string& extra = "") {
+    const std::string log = Scratch("check.log");
+    const std::string cmd = std::string(SSAVIZ_PYTHON) + " " + Quote(kChecker) + " " + Quote(dir) + " " + extra + " >" + log + " 2>&1";
+    const int status = std::system(cmd.c_str());
+    EXPECT_EQ(status, 0) << cmd << "\n" << ReadFile(log);
+}
+
+std::vector<std::string> FilesUnder(const std::string& dir) {
+    std::vector<std::string> out;
+    for (const auto& e : fs::recursive_directory_iterator(dir))
+        if (e.is_regular_file()) out.push_back(fs::relative(e.path(), dir).string());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+// Width and height from a PNG's IHDR chunk.
+std::pair<int, int> PngSize(const std::string& path) {
+    const std::string b = ReadFile(path);
+    if (b.size() < 24 || b.compare(1, 3, "PNG") != 0) return {0, 0};
+    auto be32 = [&](size_t at) {
+        return (static_cast<unsigned char>(b[at]) << 24) | (static_cast<unsigned char>(b[at + 1]) << 16) |
+               (static_cast<unsigned char>(b[at + 2]) << 8) | static_cast<unsigned char>(b[at + 3]);
+    };
+    return {static_cast<int>(be32(16)), static_cast<int>(be32(20))};
+}
+
+TEST_F(Cli, ExportWritesEveryFigure) {
+    const std::string out = kOut + "/figures";
+    fs::remove_all(out);
+    Outcome r = Ssaviz({"export", "--model", Small(), "--text", "The cat sat on the mat. The cat", "--out", out, "--format",
+                        "json,npy,csv,png,svg,html", "--maps", "ssa,vanilla,diff", "--colormap", "magma", "--log", "--highlight", "entropy",
+                        "--highlight-scope", "1,0"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::vector<std::string> files = FilesUnder(out);
+    std::vector<std::string> expected = {"attention.npy", "attention_vanilla.npy", "highlight.html", "metrics.json", "tau_q.npy", "tau_v.npy",
+                                         "tokens.json"};
+    for (const char* ext : {"png", "svg"}) {
+        for (int l = 0; l < 2; ++l)
+            for (int h = 0; h < 2; ++h)
+                for (const char* suffix : {"", "_vanilla", "_diff"})
+                    expected.push_back("heatmaps/L" + std::to_string(l) + "_H" + std::to_string(h) + suffix + "." + ext);
+        for (const char* name : {"heads_grid", "heads_grid_vanilla", "heads_grid_diff", "highlight", "plots/dilution", "plots/tau_q_histogram",
+                                 "plots/qk_spectrum", "plots/sink_mass"})
+            expected.push_back(std::string(name) + "." + ext);
+    }
+    for (int l = 0; l < 2; ++l)
+        for (int h = 0; h < 2; ++h)
+            for (const char* suffix : {"", "_vanilla"}) expected.push_back("csv/L" + std::to_string(l) + "_H" + std::to_string(h) + suffix + ".csv");
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(files, expected);
+    // 9 tokens: every cell of each small map is an SVG rectangle.
+    ExpectValidExport(out, "--expect-cells 81");
+    // The title names the model, head and map; the labels are the tokens.
+    const std::string svg = ReadFile(out + "/heatmaps/L1_H0_vanilla.svg");
+    EXPECT_NE(svg.find("layer 1, head 0"), std::string::npos);
+    EXPECT_NE(svg.find("vanilla"), std::string::npos);
+    EXPECT_NE(svg.find("\xC2\xB7mat"), std::string::npos);  // a leading space shows as a middle dot
+    EXPECT_NE(ReadFile(out + "/highlight.html").find("entropy, L1 H0"), std::string::npos);
+}
+
+TEST_F(Cli, ExportIsDeterministicAndSizeIsHonoured) {
+    const std::string a = kOut + "/det_a", b = kOut + "/det_b";
+    for (const std::string& out : {a, b}) {
+        fs::remove_all(out);
+        Outcome r = Ssaviz({"export", "--model", Small(), "--text", "one two three four five", "--out", out, "--format", "png,svg,json",
+                            "--size", "300", "--layers", "0", "--heads", "1"});
+        ASSERT_EQ(r.code, 0) << r.err;
+    }
+    const std::vector<std::string> files = FilesUnder(a);
+    ASSERT_EQ(files, FilesUnder(b));
+    for (const std::string& f : files) EXPECT_EQ(ReadFile(a + "/" + f), ReadFile(b + "/" + f)) << f << " differs between two runs";
+    const auto [w, h] = PngSize(a + "/heatmaps/L0_H1.png");
+    EXPECT_GT(w, 300);  // the map area plus labels and colour bar
+    EXPECT_GT(h, 300);
+    EXPECT_LT(w, 700);
+    EXPECT_FALSE(fs::exists(a + "/heatmaps/L0_H0.png"));  // --layers 0 --heads 1 only
+}
+
+TEST_F(Cli, ExportOptionErrorsNameTheFlag) {
+    const std::vector<std::string> base = {"export", "--model", Small(), "--text", "hi there", "--out", kOut + "/x"};
+    auto with = [&](std::vector<std::string> extra) {
+        std::vector<std::string> args = base;
+        args.insert(args.end(), extra.begin(), extra.end());
+        return Ssaviz(args);
+    };
+    ExpectOneLineError(with({"--maps", "ssa,sparse"}), 2, "'sparse'");
+    ExpectOneLineError(with({"--colormap", "jet"}), 2, "jet");
+    ExpectOneLineError(with({"--size", "5"}), 2, "--size");
+    ExpectOneLineError(with({"--highlight", "tau"}), 2, "--highlight 'tau'");
+    ExpectOneLineError(with({"--highlight-scope", "7"}), 2, "layer 7");
+    ExpectOneLineError(with({"--highlight-scope", "0,9"}), 2, "head 9");
+    ExpectOneLineError(with({"--highlight-scope", "x"}), 2, "--highlight-scope 'x'");
+    ExpectOneLineError(with({"--batch"}), 2, "--batch needs --text-file");
+}
+
+TEST_F(Cli, BatchOfJsonLinesWritesAFolderPerTextAndASummary) {
+    const std::string out = kOut + "/batch_jsonl";
+    fs::remove_all(out);
+    const std::string file = Scratch("texts.jsonl");
+    std::ofstream(file) << "{\"name\": \"cats\", \"text\": \"The cat sat on the mat.\"}\n"
+                        << "\n"
+                        << "{\"name\": \"dogs/../x\", \"text\": \"A dog barked twice at night.\"}\n"
+                        << "{\"name\": \"cats\", \"text\": \"Cats again, a second one.\"}\n"
+                        << "{\"name\": \"empty\", \"text\": \"\"}\n";
+    Outcome r = Ssaviz({"export", "--model", Small(), "--text-file", file, "--batch", "--out", out, "--format", "json,npy,png"});
+    EXPECT_EQ(r.code, 3) << r.err;  // one text was empty: reported, the rest written
+    EXPECT_NE(r.err.find("line 5 (empty): text is empty"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("batch [########################] 4/4"), std::string::npos) << r.err;  // the progress bar reached the end
+    for (const char* dir : {"cats", "dogs_.._x", "cats_2"}) {
+        EXPECT_TRUE(fs::exists(out + "/" + dir + "/metrics.json")) << dir;
+        EXPECT_TRUE(fs::exists(out + "/" + dir + "/heatmaps/L0_H0.png")) << dir;
+    }
+    EXPECT_FALSE(fs::exists(out + "/empty"));
+    json summary = json::parse(ReadFile(out + "/summary.json"));
+    ASSERT_EQ(summary["texts"].size(), 3u);
+    ASSERT_EQ(summary["failed"].size(), 1u);
+    EXPECT_EQ(summary["failed"][0]["line"], 5);
+    // The summary's numbers are the per-text metrics.json's, averaged over heads.
+    json m = json::parse(ReadFile(out + "/cats/metrics.json"));
+    double mean = 0;
+    for (const json& h : m["heads"]) mean += h["ssa"]["entropy"].get<double>() / m["heads"].size();
+    EXPECT_NEAR(summary["texts"][0]["entropy"].get<double>(), mean, 1e-6);
+    EXPECT_EQ(summary["texts"][0]["n_tokens"], m["n_tokens"]);
+    const std::string csv = ReadFile(out + "/summary.csv");
+    EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4) << csv;  // header + 3 texts
+    EXPECT_EQ(csv.rfind("name,n_tokens,entropy,", 0), 0u) << csv;
+    EXPECT_NE(r.out.find("cats_2"), std::string::npos) << r.out;  // the table on stdout
+}
+
+TEST_F(Cli, BatchOfPlainLines) {
+    const std::string out = kOut + "/batch_lines";
+    fs::remove_all(out);
+    const std::string file = Scratch("texts.txt");
+    std::ofstream(file) << "First text here.\r\nSecond text, a little longer than the first.\n\n   \nThird.\n";
+    Outcome r = Ssaviz({"export", "--model", Small(), "--text-file", file, "--batch", "--out", out, "--format", "json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* dir : {"text_0001", "text_0002", "text_0003"}) EXPECT_TRUE(fs::exists(out + "/" + dir + "/tokens.json")) << dir;
+    EXPECT_EQ(json::parse(ReadFile(out + "/text_0003/tokens.json"))["text"], "Third.");
+    std::ofstream(Scratch("bad.jsonl")) << "{\"text\": \"ok\"}\n{\"name\": 3, \"text\": \"x\"}\n";
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text-file", Scratch("bad.jsonl"), "--batch", "--out", out}), 3,
+                       "bad.jsonl:2: \"name\" must be a string");
+    std::ofstream(Scratch("blank.txt")) << "\n  \n";
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text-file", Scratch("blank.txt"), "--batch", "--out", out}), 3, "no texts");
+}
+
+// A text of the model's full context (1,024 tokens on the build's random long-context model) in every format.
+TEST(CliRandomModel, ExportOf1024TokensInEveryFormatIsValid) {
+    const std::string out = kOut + "/export_1024";
+    fs::remove_all(out);
+    std::string text;
+    while (text.size() < 9000)
+        text += "The keeper of the lighthouse wrote that the sea was calm, that the wind came from the west, and that 17 ships passed. ";
+    std::ofstream(Scratch("long.txt")) << text;
+    const std::string random_model = (fs::path(SSAVIZ_BINARY).parent_path() / "models" / "default").string();
+    Outcome r = Ssaviz({"export", "--model", random_model, "--text-file", Scratch("long.txt"), "--truncate", "--out", out, "--format", "json,npy,csv,png,svg,html",
+                        "--maps", "ssa,vanilla,diff", "--layers", "0,3", "--heads", "1"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(ReadFile(out + "/tokens.json"))["n_tokens"], 1024);
+    EXPECT_EQ(NpyShape(out + "/attention.npy"), (std::vector<int64_t>{4, 4, 1024, 1024}));
+    const auto [w, h] = PngSize(out + "/heatmaps/L0_H1.png");
+    EXPECT_GE(w, 1024);  // one pixel per token at least
+    EXPECT_GE(h, 1024);
+    ExpectValidExport(out);
+}
+
+}  // namespace

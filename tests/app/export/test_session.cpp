@@ -1,0 +1,139 @@
+// Session files and the export command line: what the GUI saves reads back identically, bad
+// files are one-line errors naming the key, and the command line the export dialog shows parses
+// back to the same options.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "app/export/export.h"
+#include "app/export/session.h"
+
+namespace {
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+app::Session Example() {
+    app::Session s;
+    s.model_dir = "/models/ssa small";
+    s.twin_dir = "/models/vanilla";
+    s.device = "cpu";
+    s.text = "caf\xC3\xA9 \"quoted\"\nsecond line";
+    s.truncate = true;
+    s.selected = {2, 3};
+    s.pinned = {{0, 1}, {2, 3}};
+    s.query = 7;
+    s.settings.colormap = viz::Colormap::Magma;
+    s.settings.log_scale = true;
+    s.settings.map_mode = app::MapMode::Difference;
+    s.settings.token_color = app::TokenColor::Spikiness;
+    s.settings.token_scope = app::TokenScope::LayerMean;
+    s.settings.sink_epsilon = 0.25f;
+    s.settings.grid_metric = "js_divergence";
+    s.settings.map_view = {3.5f, 2.0f, 7.25f};
+    app::ExportOptions& e = s.export_options;
+    e.out_dir = "/tmp/out dir";
+    e.layers = {0, 2};
+    e.heads = {1};
+    e.json = false;
+    e.csv = e.png = e.html = true;
+    e.maps = {app::MapMode::Ssa, app::MapMode::Difference};
+    e.figures.colormap = viz::Colormap::Magma;
+    e.figures.map_size = 512;
+    e.figures.highlight = app::TokenColor::TauV;
+    e.figures.highlight_scope = app::TokenScope::Head;
+    e.figures.highlight_head = {1, 2};
+    e.sink_epsilon = 0.4f;
+    return s;
+}
+
+TEST(Session, RoundTripsEveryField) {
+    const app::Session s = Example();
+    const std::string path = std::string(SSAVIZ_TEST_OUT) + "/session_roundtrip.json";
+    ASSERT_TRUE(app::SaveSession(path, s));
+    auto back = app::LoadSession(path);
+    ASSERT_TRUE(back) << back.error();
+    // Equal JSON means equal fields (every field is written).
+    EXPECT_EQ(app::SessionToJson(*back), app::SessionToJson(s));
+    EXPECT_EQ(back->text, s.text);
+    EXPECT_EQ(back->pinned.size(), 2u);
+    EXPECT_EQ(back->settings.map_mode, app::MapMode::Difference);
+    EXPECT_EQ(back->export_options.figures.highlight_head.head, 2);
+    EXPECT_FLOAT_EQ(back->export_options.sink_epsilon, 0.4f);
+}
+
+TEST(Session, MissingKeysKeepDefaults) {
+    auto s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"text", "hi"}});
+    ASSERT_TRUE(s) << s.error();
+    EXPECT_EQ(s->text, "hi");
+    EXPECT_TRUE(s->twin_dir.empty());
+    EXPECT_EQ(s->settings.colormap, viz::Colormap::Viridis);
+    EXPECT_TRUE(s->export_options.json);
+}
+
+TEST(Session, BadFilesAreOneLineErrorsNamingTheKey) {
+    struct Case {
+        json j;
+        std::string needle;
+    };
+    const std::vector<Case> cases = {
+        {json::array(), "must be an object"},
+        {json{{"text", "x"}}, "not an ssaviz session file"},
+        {json{{"ssaviz_session", 9}}, "version 9"},
+        {json{{"ssaviz_session", 1}, {"text", 5}}, "'text' must be a string"},
+        {json{{"ssaviz_session", 1}, {"selected", {1}}}, "'selected' must be [layer, head]"},
+        {json{{"ssaviz_session", 1}, {"selected", {-1, 0}}}, "'selected'"},
+        {json{{"ssaviz_session", 1}, {"pinned", "L0"}}, "'pinned'"},
+        {json{{"ssaviz_session", 1}, {"view", {{"colormap", "jet"}}}}, "'view.colormap': 'jet'"},
+        {json{{"ssaviz_session", 1}, {"view", {{"log_scale", 1}}}}, "'view.log_scale' must be true or false"},
+        {json{{"ssaviz_session", 1}, {"view", {{"sink_epsilon", 2}}}}, "'view.sink_epsilon'"},
+        {json{{"ssaviz_session", 1}, {"device", "tpu"}}, "'device': 'tpu'"},
+        {json{{"ssaviz_session", 1}, {"export", {{"formats", {"gif"}}}}}, "'export.formats': 'gif'"},
+        {json{{"ssaviz_session", 1}, {"export", {{"maps", {"sparse"}}}}}, "'export.maps': 'sparse'"},
+        {json{{"ssaviz_session", 1}, {"export", {{"layers", {-2}}}}}, "'export.layers'"},
+        {json{{"ssaviz_session", 1}, {"export", {{"size", 1e9}}}}, "'export.size'"},
+        {json{{"ssaviz_session", 1}, {"query", -5}}, "'query'"},
+        {json{{"ssaviz_session", 1}, {"view", {{"map_zoom", 0.5}}}}, "'view.map_zoom'"},
+        {json{{"ssaviz_session", 1}, {"view", {{"map_pan", {1}}}}}, "'view.map_pan'"},
+    };
+    for (const Case& c : cases) {
+        auto s = app::SessionFromJson(c.j);
+        ASSERT_FALSE(s) << c.j.dump();
+        EXPECT_NE(s.error().find(c.needle), std::string::npos) << c.j.dump() << " -> " << s.error();
+        EXPECT_EQ(s.error().find('\n'), std::string::npos) << s.error();
+    }
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/session_bad";
+    fs::create_directories(dir);
+    std::ofstream(dir + "/truncated.json") << "{\"ssaviz_session\": 1, \"text\": \"ab";
+    auto s = app::LoadSession(dir + "/truncated.json");
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().find("truncated.json: not valid JSON"), std::string::npos) << s.error();
+    s = app::LoadSession(dir + "/missing.json");
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().find("cannot read"), std::string::npos) << s.error();
+}
+
+TEST(ExportCommandLine, NamesEverySetting) {
+    const app::Session s = Example();
+    const std::string cmd = app::ExportCommandLine(s.export_options, s.model_dir, s.twin_dir, "cpu", "it's");
+    for (const char* part : {"ssaviz export --model '/models/ssa small'", "--text 'it'\\''s'", "--out '/tmp/out dir'", "--format npy,csv,png,html",
+                             "--maps ssa,diff", "--layers 0,2", "--heads 1", "--colormap magma", "--size 512", "--highlight tau_v",
+                             "--highlight-scope 1,2", "--sink-eps 0.4", "--compare /models/vanilla", "--device cpu"})
+        EXPECT_NE(cmd.find(part), std::string::npos) << part << " not in: " << cmd;
+    EXPECT_EQ(cmd.find("--log"), std::string::npos);
+}
+
+TEST(ExportHeads, EmptyMeansAllAndOutOfRangeIsAnError) {
+    app::ExportOptions o;
+    ASSERT_TRUE(app::ResolveExportHeads(&o, 2, 3));
+    EXPECT_EQ(o.layers, (std::vector<int>{0, 1}));
+    EXPECT_EQ(o.heads, (std::vector<int>{0, 1, 2}));
+    o.heads = {5};
+    auto s = app::ResolveExportHeads(&o, 2, 3);
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().find("head 5 is out of range (the model has 3)"), std::string::npos) << s.error();
+}
+
+}  // namespace

@@ -1,0 +1,359 @@
+// Checkpoints as researchers have them: torch.save files written by Debian's python3-torch
+// (tests/model/ssa_reference.py writes every reference case's weights as model.pt too, plus an HF
+// folder with pytorch_model.bin, nanoGPT training checkpoints and a protocol-4 pickle), loaded by
+// ssaviz's own ZIP reader and unpickler and checked against the same PyTorch reference outputs.
+// Then the hostile files of tests/model/fixtures/abuse, each with the error it must produce.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "model/io/pickle.h"
+#include "model/nn/ssa_gpt.h"
+#include "model/io/weights.h"
+#include "model/io/zip.h"
+#include "tests/model/reference.h"
+
+namespace {
+
+using model::testing::CheckClose;
+using model::testing::ReferenceCase;
+
+// The same tolerances as the safetensors parity tests (test_parity.cpp says why).
+constexpr double kMapTolerance = 1e-5;
+constexpr double kLogitTolerance = 2e-5;
+
+void ExpectMatchesReference(const ReferenceCase& c) {
+    model::testing::ExpectForwardMatchesReference(c, kMapTolerance, kLogitTolerance);
+}
+
+// Every weight identical, bit for bit, to the model loaded from the case's safetensors.
+void ExpectSameWeights(const model::SsaGpt& a, const model::SsaGpt& b) {
+    auto same = [](const at::Tensor& x, const at::Tensor& y, const std::string& what) {
+        ASSERT_EQ(x.defined(), y.defined()) << what;
+        if (x.defined()) {
+            EXPECT_TRUE(at::equal(x, y)) << what;
+        }
+    };
+    same(a.wte, b.wte, "wte");
+    same(a.wpe, b.wpe, "wpe");
+    same(a.lm_head, b.lm_head, "lm_head");
+    same(a.ln_f_w, b.ln_f_w, "ln_f");
+    ASSERT_EQ(a.layers.size(), b.layers.size());
+    for (size_t l = 0; l < a.layers.size(); ++l) {
+        const auto &x = a.layers[l], &y = b.layers[l];
+        const std::string at = "layer " + std::to_string(l) + " ";
+        same(x.attn_w, y.attn_w, at + "c_attn");
+        same(x.proj_w, y.proj_w, at + "c_proj");
+        same(x.fc_w, y.fc_w, at + "c_fc");
+        same(x.mlp_proj_w, y.mlp_proj_w, at + "mlp c_proj");
+        same(x.ln1_b, y.ln1_b, at + "ln_1 bias");
+        same(x.q.pos, y.q.pos, at + "q pos");
+        same(x.q.tok_w, y.q.tok_w, at + "q tok");
+        same(x.v.tok_w, y.v.tok_w, at + "v tok");
+    }
+}
+
+model::TemperatureForm Form(const std::string& spec) {
+    auto f = model::ParseFormSpec(spec);
+    EXPECT_TRUE(f.ok()) << f.error();
+    return f.ok() ? *f : model::TemperatureForm{};
+}
+
+class CheckpointParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CheckpointParity, TorchSaveStateDictMatchesReferenceAndSafetensors) {
+    ReferenceCase pt(GetParam(), "model.pt"), st(GetParam());
+    ASSERT_TRUE(pt.ok) << pt.error;
+    ASSERT_TRUE(st.ok) << st.error;
+    EXPECT_EQ(pt.gpt.weights_format, "torch.save");
+    EXPECT_EQ(st.gpt.weights_format, "");  // loaded through LoadSsaGpt directly
+    EXPECT_TRUE(pt.gpt.unused_tensors.empty()) << pt.gpt.unused_tensors.front();
+    ExpectSameWeights(pt.gpt, st.gpt);
+    ExpectMatchesReference(pt);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Forms, CheckpointParity,
+    ::testing::Values("vanilla", "q_sigmoid_shared_sum_perhead", "q_expexp_feature_sum_layer", "q_linear_none_sum",
+                      "q_none_shared_sum", "qv_sigmoid_shared_product_perhead", "qv_expexp_feature_product_mixed",
+                      "v_only_linear_feature_sum", "q_sigmoid_feature_product_gelu_exact", "qv_none_feature_product",
+                      "identity", "fp16_storage", "bf16_storage", "transformer_prefix", "linear_layout", "compiled_prefix",
+                      "ddp_prefix"),
+    [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+TEST(Checkpoint, StoredDtypeIsReported) {
+    ReferenceCase half("fp16_storage", "model.pt"), bf16("bf16_storage", "model.pt"), f32("vanilla", "model.pt");
+    ASSERT_TRUE(half.ok && bf16.ok && f32.ok) << half.error << bf16.error << f32.error;
+    EXPECT_EQ(half.gpt.stored_dtype, "F16");
+    EXPECT_EQ(bf16.gpt.stored_dtype, "BF16");
+    EXPECT_EQ(f32.gpt.stored_dtype, "F32");
+}
+
+// transformers' save_pretrained(safe_serialization=False): a folder with config.json and
+// pytorch_model.bin, lm_head tied to wte, matrices saved as transposed (strided) views.
+TEST(Checkpoint, HfFolderWithPytorchModelBin) {
+    ReferenceCase hf("transformer_prefix", "hf"), st("transformer_prefix");
+    ASSERT_TRUE(hf.ok) << hf.error;
+    ASSERT_TRUE(st.ok) << st.error;
+    EXPECT_NE(hf.gpt.weights_path.find("pytorch_model.bin"), std::string::npos) << hf.gpt.weights_path;
+    EXPECT_TRUE(hf.gpt.lm_head.is_same(hf.gpt.wte)) << "a tied head stays one tensor";
+    ExpectSameWeights(hf.gpt, st.gpt);
+    ExpectMatchesReference(hf);
+}
+
+// GPT-2 small's shape (12 x 12 heads, width 768, 50,257 tokens, context 1,024; 124 M parameters)
+// with a per-head SSA query, as transformers saves it: config.json + a 249 MB fp16
+// pytorch_model.bin. Wider sums than the small cases: maps within 1e-4, logits 1e-4 relative.
+TEST(Checkpoint, Gpt2SmallHfFolder) {
+    ReferenceCase c("gpt2_small", "hf");
+    ASSERT_TRUE(c.ok) << c.error;
+    EXPECT_EQ(c.gpt.config.n_layer, 12);
+    EXPECT_EQ(c.gpt.config.n_embd, 768);
+    EXPECT_EQ(c.gpt.stored_dtype, "F16");
+    EXPECT_GT(c.gpt.ParameterCount(), 124000000);
+    EXPECT_TRUE(c.gpt.unused_tensors.empty()) << c.gpt.unused_tensors.front();
+    model::testing::ExpectForwardMatchesReference(c, 1e-4, 1e-4);
+}
+
+// The shapes of GPT-2 small, medium, large and XL, as HF names them and without config.json:
+// layers, width, context and vocabulary from the tensors, n_head from GPT-2's head size of 64.
+TEST(Checkpoint, Gpt2SizesAreInferredFromShapes) {
+    struct Size { int layers, width, heads; } sizes[] = {{12, 768, 12}, {24, 1024, 16}, {36, 1280, 20}, {48, 1600, 25}};
+    for (const Size& s : sizes) {
+        model::WeightFile w;
+        auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+            w.index[name] = w.tensors.size();
+            w.tensors.push_back({name, model::Dtype::F16, shape, {}, nullptr});
+        };
+        add("wte.weight", {50257, s.width});
+        add("wpe.weight", {1024, s.width});
+        for (int l = 0; l < s.layers; ++l) {
+            add("h." + std::to_string(l) + ".ln_1.weight", {s.width});
+            add("h." + std::to_string(l) + ".attn.c_attn.weight", {s.width, 3 * s.width});
+        }
+        auto c = model::InferConfig(w, {});
+        ASSERT_TRUE(c.ok()) << c.error();
+        EXPECT_EQ(c->config.n_layer, s.layers);
+        EXPECT_EQ(c->config.n_head, s.heads);
+        EXPECT_EQ(c->config.n_positions, 1024);
+        EXPECT_EQ(c->config.vocab_size, 50257);
+        EXPECT_EQ(c->config.activation, model::Activation::GeluNew);
+        EXPECT_FALSE(c->config.IsSsa());
+    }
+}
+
+// nanoGPT's train.py checkpoint: {"model": state dict, "optimizer": ..., "model_args": ..., ...},
+// no config.json. The shape, n_head (from model_args) and the exp_exp form (from attn.beta) are
+// inferred; the activation follows the Linear layout (nn.GELU, exact).
+TEST(Checkpoint, NanoGptCheckpointWithoutConfig) {
+    ReferenceCase ck("linear_layout", "nanogpt/ckpt.pt"), st("linear_layout");
+    ASSERT_TRUE(ck.ok) << ck.error;
+    ASSERT_TRUE(st.ok) << st.error;
+    EXPECT_EQ(model::ConfigToJson(ck.gpt.config), model::ConfigToJson(st.gpt.config));
+    std::string notes;
+    for (const auto& n : ck.gpt.notes) notes += n + "\n";
+    EXPECT_NE(notes.find("no config.json"), std::string::npos) << notes;
+    EXPECT_NE(notes.find("model_args"), std::string::npos) << notes;
+    EXPECT_NE(notes.find("['model']"), std::string::npos) << notes;
+    ExpectSameWeights(ck.gpt, st.gpt);
+    ExpectMatchesReference(ck);
+}
+
+// torch.compile'd nanoGPT with a query form the tensors cannot pin down (position and token:
+// sum or product?). Without a hint: a one-line error naming the flag; with it: the reference.
+TEST(Checkpoint, FormTheShapesCannotTellIsAskedFor) {
+    ReferenceCase asked("compiled_prefix", "nanogpt/ckpt.pt");
+    ASSERT_FALSE(asked.ok);
+    EXPECT_NE(asked.error.find("--query-form"), std::string::npos) << asked.error;
+    EXPECT_EQ(asked.error.find('\n'), std::string::npos) << asked.error;
+
+    model::ConfigHints hints;
+    hints.query = Form("exp_exp,shared,sum");
+    ReferenceCase told("compiled_prefix", "nanogpt/ckpt.pt", hints);
+    ASSERT_TRUE(told.ok) << told.error;
+    EXPECT_EQ(told.gpt.config.n_head, 2);
+    ExpectMatchesReference(told);
+}
+
+// pickle protocol 4 (FRAME, SHORT_BINUNICODE, MEMOIZE, STACK_GLOBAL); n_head from the length
+// of the per-head position parameter.
+TEST(Checkpoint, PickleProtocol4) {
+    model::ConfigHints hints;
+    hints.query = Form("linear,none");
+    hints.activation = model::Activation::GeluNew;
+    ReferenceCase c("q_linear_none_sum", "protocol4/model.pt", hints);
+    ASSERT_TRUE(c.ok) << c.error;
+    EXPECT_EQ(c.gpt.config.n_head, 3);
+    ExpectMatchesReference(c);
+}
+
+TEST(Checkpoint, FormSpecs) {
+    EXPECT_EQ(model::FormSpec(Form("sigmoid,shared,sum")), "sigmoid,shared,sum");
+    EXPECT_EQ(model::FormSpec(Form("exp_exp")), "exp_exp,none,sum");
+    EXPECT_EQ(model::FormSpec(Form("none")), "none");
+    EXPECT_EQ(model::FormSpec(Form("none,feature,product")), "none,feature,product");
+    for (const char* bad : {"", "sigmoid,shared,sum,extra", "cosine", "sigmoid,wide", "linear,shared,max"}) {
+        auto f = model::ParseFormSpec(bad);
+        EXPECT_FALSE(f.ok()) << bad;
+    }
+}
+
+// --dtype bf16: weights held and the forward pass computed in bfloat16 (8 significant bits), the
+// captures handed out in float32. Against the float32 reference, after two layers of these
+// deliberately sharp random models: attention within 0.1 absolute and tau_q within 5% (measured
+// worst: 0.063 and 3.4%; bf16 rounds each weight and activation by up to 0.4%).
+TEST(ComputeDtype, Bf16StaysNearTheFloat32Reference) {
+    for (const char* name : {"q_sigmoid_shared_sum_perhead", "qv_expexp_feature_product_mixed", "bf16_storage"}) {
+        const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/ref/" + name;
+        ReferenceCase c(name);
+        ASSERT_TRUE(c.ok) << c.error;
+        auto gpt = model::LoadSsaGptFolder(dir, at::kCPU, {}, at::kBFloat16);
+        ASSERT_TRUE(gpt.ok()) << gpt.error();
+        EXPECT_EQ(gpt->dtype(), at::kBFloat16);
+        EXPECT_EQ(gpt->layers[0].attn_w.scalar_type(), at::kBFloat16);
+        auto out = model::Forward(*gpt, c.ids);
+        ASSERT_TRUE(out.ok()) << out.error();
+        ASSERT_EQ(out->attention.scalar_type(), at::kFloat);
+        const double attn_err = (out->attention - c.Ref("attention")).abs().max().item<double>();
+        const double tau_err = ((out->tau_q - c.Ref("tau_q")).abs() / c.Ref("tau_q").abs().clamp_min(1)).max().item<double>();
+        EXPECT_LT(attn_err, 0.1) << name;
+        EXPECT_LT(tau_err, 0.05) << name;
+        EXPECT_GT(attn_err, 0.0) << name << ": bf16 gave float32's exact maps; did it run in bf16?";
+        std::printf("[ bf16     ] %s: max |attention - ref| %.4f, max relative tau_q error %.4f\n", name, attn_err, tau_err);
+    }
+}
+
+TEST(ComputeDtype, HalfOnCpuIsAClearError) {
+    auto r = model::ResolveComputeDtype("f16", at::kCPU);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("bf16"), std::string::npos) << r.error();
+    EXPECT_FALSE(model::ResolveComputeDtype("f8", at::kCPU).ok());
+    EXPECT_EQ(*model::ResolveComputeDtype("bf16", at::kCPU), at::kBFloat16);
+}
+
+// ---- the unpickler and the ZIP reader on hand-made bytes ----
+
+model::Result<model::Pickle> Unpickle(const std::string& bytes) {
+    return model::Unpickle(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+}
+
+TEST(Unpickler, ReadsPlainValues) {
+    // {'a': [1, -2, 3.5, True, None], 'b': (b'xy', 'z')} at protocol 2.
+    const std::string p = std::string("\x80\x02}q\x00(X\x01\x00\x00\x00", 11) + "aq\x01]q\x02(K\x01J\xfe\xff\xff\xff" +
+                          std::string("G@\x0c\x00\x00\x00\x00\x00\x00\x88N", 11) + "e" + std::string("X\x01\x00\x00\x00", 5) +
+                          "bC\x02xy" + std::string("X\x01\x00\x00\x00", 5) + "z\x86u.";
+    auto r = Unpickle(p);
+    ASSERT_TRUE(r.ok()) << r.error();
+    const model::Pickle& pk = *r;
+    const model::PickleValue* a = pk.Get(pk.root, "a");
+    ASSERT_NE(a, nullptr);
+    ASSERT_EQ(a->kind, model::PickleValue::Kind::List);
+    ASSERT_EQ(a->items.size(), 5u);
+    EXPECT_EQ(pk[a->items[0]].integer, 1);
+    EXPECT_EQ(pk[a->items[1]].integer, -2);
+    EXPECT_EQ(pk[a->items[2]].number, 3.5);
+    EXPECT_EQ(pk[a->items[3]].kind, model::PickleValue::Kind::Bool);
+    EXPECT_EQ(pk[a->items[4]].kind, model::PickleValue::Kind::None);
+    const model::PickleValue* b = pk.Get(pk.root, "b");
+    ASSERT_NE(b, nullptr);
+    ASSERT_EQ(b->kind, model::PickleValue::Kind::Tuple);
+    EXPECT_EQ(pk[b->items[0]].text, "xy");
+    EXPECT_EQ(pk[b->items[1]].text, "z");
+}
+
+TEST(Unpickler, SelfReferenceIsAValueNotALoop) {
+    // l = []; l.append(l)
+    auto r = Unpickle(std::string("\x80\x02]q\x00h\x00" "a.", 9));
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r->values[r->root].items.at(0), r->root);
+}
+
+TEST(Unpickler, CallsAreNeverMade) {
+    // os.system('echo hi'): the global and the call stay data.
+    auto r = Unpickle(std::string("\x80\x02" "cposix\nsystem\nX\x07\x00\x00\x00" "echo hi\x85R.", 31));
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r->values[r->root].kind, model::PickleValue::Kind::Object);
+    EXPECT_EQ(r->values[r->root].text, "posix.system");
+}
+
+TEST(Unpickler, ErrorsNameTheOpcodeAndOffset) {
+    struct { std::string bytes, error; } cases[] = {
+        {std::string("\x80\x02]", 3), "ends without STOP"},
+        {std::string("\x80\x02h\x05.", 5), "memo key 5 was never stored"},
+        {std::string("\x80\x02X\xff\xff\xff\x7f" "ab.", 11), "truncated"},
+        {std::string("\x80\x02" "a.", 4), "pops an empty stack"},
+        {std::string("\x80\x02" "i__main__\nX\n.", 14), "opcode 'i' at byte 2"},
+        {std::string("\x80\x09.", 3), "protocol 9"},
+        {std::string("\x80\x02" "K\x01K\x02.", 7), "stops with 2 values"},
+        {std::string("\x80\x02" "(K\x01u.", 7), "odd number of keys"},
+        {std::string("\x80\x02" "(K\x01K\x02" "X\x07\x00\x00\x00storage" "tQ.", 23), "persistent id"},
+    };
+    for (const auto& c : cases) {
+        auto r = Unpickle(c.bytes);
+        ASSERT_FALSE(r.ok()) << c.error;
+        EXPECT_NE(r.error().find(c.error), std::string::npos) << r.error();
+        EXPECT_EQ(r.error().find('\n'), std::string::npos) << r.error();
+    }
+}
+
+TEST(Unpickler, ValueCountIsBounded) {
+    // 5 million one-byte None opcodes would be ~1 GB of values: refused at 4 million.
+    std::string p = std::string("\x80\x02", 2) + std::string(5'000'000, 'N') + ".";
+    auto r = Unpickle(p);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("more than 4000000 values"), std::string::npos) << r.error();
+}
+
+TEST(Zip, RejectsWhatIsNotAStoredArchive) {
+    for (size_t size : {0, 10, 21, 22, 100}) {
+        std::string junk(size, 'x');
+        auto r = model::ParseZip(reinterpret_cast<const uint8_t*>(junk.data()), junk.size());
+        EXPECT_FALSE(r.ok());
+    }
+    // An end record whose directory lies past the end of the file.
+    std::string eocd("PK\x05\x06\0\0\0\0\x01\0\x01\0\x2e\0\0\0\xff\0\0\0\0\0", 22);
+    auto r = model::ParseZip(reinterpret_cast<const uint8_t*>(eocd.data()), eocd.size());
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("outside"), std::string::npos) << r.error();
+}
+
+// ---- tests/model/fixtures/abuse: each hostile file and the error it must give ----
+
+TEST(AbuseFixtures, EachGivesItsOneLineError) {
+    const std::string dir = std::string(SSAVIZ_SOURCE_DIR) + "/tests/model/fixtures/abuse/";
+    model::ConfigHints hints;
+    hints.n_head = 2;
+    {
+        auto valid = model::LoadSsaGptFolder(dir + "valid.pt", at::kCPU, hints);
+        ASSERT_TRUE(valid.ok()) << "the files are made from this one, which must load: " << valid.error();
+    }
+    const std::pair<const char*, const char*> cases[] = {
+        {"truncated.pt", "no end-of-central-directory record"},
+        {"short_storage.pt", "truncated?"},
+        {"compressed.pt", "is compressed"},
+        {"legacy.pt", "legacy torch.save"},
+        {"whole_module.pt", "torch.nn.modules.linear.Linear"},
+        {"code_execution.pt", "posix.system"},
+        {"cyclic.pt", "no state dict"},
+        {"huge_length.pt", "truncated?"},
+        {"complex_dtype.pt", "torch.ComplexFloatStorage"},
+        {"int_weights.pt", "dtype I64"},
+        {"nan_weights.pt", "NaN"},
+        {"view_out_of_bounds.pt", "reaches past its storage"},
+        {"entry_count.pt", "entries"},
+        {"huge_header.safetensors", "header"},
+        {"empty.pt", "empty.pt"},
+        {"torchscript.pt", "TorchScript"},
+    };
+    for (const auto& [file, expected] : cases) {
+        auto r = model::LoadSsaGptFolder(dir + file, at::kCPU, hints);
+        ASSERT_FALSE(r.ok()) << file << " loaded";
+        EXPECT_NE(r.error().find(expected), std::string::npos) << file << ": " << r.error();
+        EXPECT_NE(r.error().find(file), std::string::npos) << "the error names the file: " << r.error();
+        EXPECT_EQ(r.error().find('\n'), std::string::npos) << file << ": " << r.error();
+    }
+    EXPECT_FALSE(std::filesystem::exists("/tmp/ssaviz_pwned"));
+}
+
+}  // namespace

@@ -1,0 +1,160 @@
+// Engine::Analyze at more tokens than a thumbnail has cells: the maps it rebuilds on demand, its
+// thumbnails and its layer-by-layer metrics against model::Forward's full [L, H, T, T] capture of
+// the same model (whose maps tests/model/nn/test_parity.cpp checks against PyTorch).
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "model/nn/analysis.h"
+#include "model/nn/metrics.h"
+#include "model/nn/ssa_gpt.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using model::MapSide;
+
+// 300 tokens: thumbnails pool 2 x 2 blocks (kThumbnailCells is 256), the last block half full.
+constexpr int kTokens = 300;
+
+class OnDemandMaps : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        ASSERT_EQ(model::kThumbnailCells, 256) << "kTokens is chosen for 256-cell thumbnails";
+        const std::string dir = SSAVIZ_TEST_OUT "/analysis/model";
+        fs::remove_all(dir);
+        model::ModelConfig c;
+        c.n_layer = 2;
+        c.n_head = 3;
+        c.n_embd = 24;
+        c.n_positions = 512;
+        c.vocab_size = 1;  // the tokenizer's
+        c.query = {model::PositionForm::Sigmoid, model::TokenForm::Shared, model::Combine::Sum};
+        c.value = {model::PositionForm::None, model::TokenForm::Feature, model::Combine::Sum};
+        auto written = model::WriteRandomModel(c, 5, SSAVIZ_SOURCE_DIR "/assets/tokenizers/gpt2", dir);
+        ASSERT_TRUE(written.ok()) << written.error();
+        auto engine = model::Engine::Open(dir, "cpu");
+        ASSERT_TRUE(engine.ok()) << engine.error();
+        s_engine = (*engine).release();
+        auto gpt = model::LoadSsaGptFolder(dir, at::kCPU);
+        ASSERT_TRUE(gpt.ok()) << gpt.error();
+        s_gpt = new model::SsaGpt(std::move(*gpt));
+
+        model::Tokenization tokens;
+        for (int i = 0; i < kTokens; ++i) {
+            tokens.ids.push_back((i * 7919 + 13) % 50000);
+            tokens.pieces.push_back("x");
+            tokens.offsets.push_back({0, 0});
+        }
+        auto analysis = s_engine->Analyze(tokens);
+        ASSERT_TRUE(analysis.ok()) << analysis.error();
+        s_analysis = new model::Analysis(std::move(*analysis));
+        auto ssa = model::Forward(*s_gpt, tokens.ids);
+        model::ForwardOptions vanilla;
+        vanilla.vanilla = true;
+        auto other = model::Forward(*s_gpt, tokens.ids, vanilla);
+        ASSERT_TRUE(ssa.ok() && other.ok());
+        s_full = new at::Tensor[2]{ssa->attention, other->attention};
+    }
+    static void TearDownTestSuite() {
+        delete s_analysis;
+        delete[] s_full;
+        delete s_gpt;
+        delete s_engine;
+    }
+    static at::Tensor Full(MapSide side, int l, int h) { return s_full[side == MapSide::Ssa ? 0 : 1][l][h]; }
+
+    static model::Engine* s_engine;
+    static model::SsaGpt* s_gpt;
+    static model::Analysis* s_analysis;
+    static at::Tensor* s_full;  // Forward's attention, SSA and vanilla: [L, H, T, T] each
+};
+model::Engine* OnDemandMaps::s_engine = nullptr;
+model::SsaGpt* OnDemandMaps::s_gpt = nullptr;
+model::Analysis* OnDemandMaps::s_analysis = nullptr;
+at::Tensor* OnDemandMaps::s_full = nullptr;
+
+// The rebuilt map runs the forward pass's own AttentionWeights on the captured q, k and tau_q;
+// one head's matmul against the batched one may round differently in the last bit.
+TEST_F(OnDemandMaps, EveryHeadRebuildsForwardsMap) {
+    ASSERT_TRUE(s_analysis);
+    const model::Analysis& a = *s_analysis;
+    for (MapSide side : {MapSide::Ssa, MapSide::Compare})
+        for (int l = 0; l < a.n_layer; ++l)
+            for (int h = 0; h < a.n_head; ++h) {
+                const model::HeadMap map = a.Map(side, l, h);
+                ASSERT_TRUE(map) << l << "," << h;
+                ASSERT_EQ(map->size(), static_cast<size_t>(kTokens) * kTokens);
+                const at::Tensor want = Full(side, l, h).contiguous();
+                const float* w = want.data_ptr<float>();
+                float worst = 0;
+                for (size_t k = 0; k < map->size(); ++k) worst = std::max(worst, std::abs((*map)[k] - w[k]));
+                EXPECT_LE(worst, 1e-6f) << "side " << static_cast<int>(side) << " layer " << l << " head " << h;
+                EXPECT_EQ(a.Map(side, l, h).get(), map.get()) << "a second request is served from the cache";
+            }
+    EXPECT_FALSE(a.Map(MapSide::Ssa, a.n_layer, 0));
+    EXPECT_FALSE(a.Map(MapSide::Ssa, 0, -1));
+}
+
+// Thumbnails are block maxima of pool x pool tokens (the difference: the value of largest
+// magnitude, the positive one on a tie), computed here by plain loops over Forward's maps.
+TEST_F(OnDemandMaps, ThumbnailsAreBlockMaxima) {
+    ASSERT_TRUE(s_analysis);
+    const model::Analysis& a = *s_analysis;
+    const model::Thumbnails& t = a.thumbnails;
+    ASSERT_EQ(t.pool, 2);
+    ASSERT_EQ(t.side, 150);
+    const size_t count = static_cast<size_t>(a.n_layer) * a.n_head * t.side * t.side;
+    ASSERT_EQ(t.ssa.size(), count);
+    ASSERT_EQ(t.compare.size(), count);
+    ASSERT_EQ(t.difference.size(), count);
+    for (int l = 0; l < a.n_layer; ++l)
+        for (int h = 0; h < a.n_head; ++h) {
+            const at::Tensor p = Full(MapSide::Ssa, l, h).contiguous(), q = Full(MapSide::Compare, l, h).contiguous();
+            const float *pp = p.data_ptr<float>(), *qq = q.data_ptr<float>();
+            for (int bi = 0; bi < t.side; ++bi)
+                for (int bj = 0; bj < t.side; ++bj) {
+                    float max_p = -1, max_q = -1, diff = 0;
+                    for (int i = bi * t.pool; i < std::min(kTokens, (bi + 1) * t.pool); ++i)
+                        for (int j = bj * t.pool; j < std::min(kTokens, (bj + 1) * t.pool); ++j) {
+                            const size_t k = static_cast<size_t>(i) * kTokens + j;
+                            max_p = std::max(max_p, pp[k]);
+                            max_q = std::max(max_q, qq[k]);
+                            const float d = pp[k] - qq[k];  // ties of magnitude go to the positive value
+                            if (std::abs(d) > std::abs(diff) || (std::abs(d) == std::abs(diff) && d > diff)) diff = d;
+                        }
+                    const size_t at = t.Index(l, h, a.n_head) + static_cast<size_t>(bi) * t.side + bj;
+                    ASSERT_EQ(t.ssa[at], max_p) << l << "," << h << " block " << bi << "," << bj;
+                    ASSERT_EQ(t.compare[at], max_q) << l << "," << h << " block " << bi << "," << bj;
+                    ASSERT_NEAR(t.difference[at], diff, 1e-7f) << l << "," << h << " block " << bi << "," << bj;
+                }
+        }
+}
+
+// Measured layer by layer, the metrics equal those of the whole capture at once.
+TEST_F(OnDemandMaps, LayerByLayerMetricsEqualTheWholeCapture) {
+    ASSERT_TRUE(s_analysis);
+    const model::Analysis& a = *s_analysis;
+    const model::MapComparison whole = model::CompareMaps(s_full[0], s_full[1]);
+    auto expect_same = [](const std::vector<float>& got, const at::Tensor& want, const char* what) {
+        const at::Tensor w = want.to(at::kFloat).contiguous();
+        ASSERT_EQ(got.size(), static_cast<size_t>(w.numel())) << what;
+        for (size_t k = 0; k < got.size(); ++k) {
+            const float x = got[k], y = w.data_ptr<float>()[k];
+            if (std::isnan(x) || std::isnan(y)) ASSERT_TRUE(std::isnan(x) && std::isnan(y)) << what << " at " << k;
+            else ASSERT_NEAR(x, y, 1e-5f * std::max(1.0f, std::abs(y))) << what << " at " << k;
+        }
+    };
+    expect_same(a.metrics.Get("entropy"), whole.p.entropy, "entropy");
+    expect_same(a.metrics.Get("spikiness"), whole.p.spikiness, "spikiness");
+    expect_same(a.metrics.Get("sink_mass"), whole.p.sink_mass, "sink_mass");
+    expect_same(a.metrics_compare.Get("max_weight"), whole.q.max_weight, "vanilla max_weight");
+    expect_same(a.js, whole.js, "js");
+    expect_same(a.l1, whole.l1, "l1");
+}
+
+}  // namespace

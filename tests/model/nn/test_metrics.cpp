@@ -1,0 +1,143 @@
+// Metrics of SPEC section 2 against the PyTorch reference (float64 there). The C++ metrics get
+// the reference's own attention maps, so this isolates the metric code from the forward pass.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "model/nn/metrics.h"
+#include "tests/model/reference.h"
+
+namespace {
+
+using model::testing::CheckClose;
+using model::testing::ReferenceCase;
+
+// float32 sums over <= 24 keys against float64.
+constexpr double kTolerance = 2e-5;
+
+class Metrics : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Metrics, RowMetricsMatchReference) {
+    ReferenceCase c(GetParam());
+    ASSERT_TRUE(c.ok) << c.error;
+    for (const std::string suffix : {"", "_vanilla"}) {
+        model::RowMetricTensors r = model::ComputeRowMetrics(c.Ref("attention" + suffix));
+        CheckClose(r.entropy, c.Ref("entropy" + suffix), kTolerance, "entropy" + suffix);
+        CheckClose(r.normalized_entropy, c.Ref("normalized_entropy" + suffix), kTolerance, "normalized_entropy" + suffix);
+        CheckClose(r.spikiness, c.Ref("spikiness" + suffix), kTolerance, "spikiness" + suffix, /*relative=*/true);
+        CheckClose(r.max_weight, c.Ref("max_weight" + suffix), kTolerance, "max_weight" + suffix);
+        CheckClose(r.top5_mass, c.Ref("top5_mass" + suffix), kTolerance, "top5_mass" + suffix);
+        CheckClose(r.sink_mass, c.Ref("sink_mass" + suffix), kTolerance, "sink_mass" + suffix);
+        CheckClose(r.effective_support, at::exp(c.Ref("entropy" + suffix)), kTolerance, "effective_support" + suffix, true);
+    }
+}
+
+TEST_P(Metrics, DivergenceMatchesReference) {
+    ReferenceCase c(GetParam());
+    ASSERT_TRUE(c.ok) << c.error;
+    CheckClose(model::JsDivergence(c.Ref("attention"), c.Ref("attention_vanilla")), c.Ref("js"), kTolerance, "js");
+    CheckClose(model::L1Distance(c.Ref("attention"), c.Ref("attention_vanilla")), c.Ref("l1"), kTolerance, "l1");
+}
+
+TEST_P(Metrics, QkSpectrumMatchesReference) {
+    ReferenceCase c(GetParam());
+    ASSERT_TRUE(c.ok) << c.error;
+    model::QkSpectrum s = model::ComputeQkSpectrum(c.gpt);
+    CheckClose(s.opnorm, c.Ref("qk_opnorm"), 1e-5, "qk_opnorm", /*relative=*/true);
+    CheckClose(s.eig_mean, c.Ref("qk_eig_mean"), 1e-5, "qk_eig_mean", true);
+    CheckClose(s.eig_var, c.Ref("qk_eig_var"), 1e-5, "qk_eig_var", true);
+}
+
+// The fused CPU pass the analysis uses, on the same reference maps.
+TEST_P(Metrics, CompareMapsMatchesReference) {
+    ReferenceCase c(GetParam());
+    ASSERT_TRUE(c.ok) << c.error;
+    model::MapComparison m = model::CompareMaps(c.Ref("attention"), c.Ref("attention_vanilla"));
+    const std::pair<const model::RowMetricTensors*, std::string> sides[] = {{&m.p, ""}, {&m.q, "_vanilla"}};
+    for (const auto& [r, suffix] : sides) {
+        CheckClose(r->entropy, c.Ref("entropy" + suffix), kTolerance, "fused entropy" + suffix);
+        CheckClose(r->normalized_entropy, c.Ref("normalized_entropy" + suffix), kTolerance, "fused normalized_entropy" + suffix);
+        CheckClose(r->spikiness, c.Ref("spikiness" + suffix), kTolerance, "fused spikiness" + suffix, /*relative=*/true);
+        CheckClose(r->max_weight, c.Ref("max_weight" + suffix), kTolerance, "fused max_weight" + suffix);
+        CheckClose(r->top5_mass, c.Ref("top5_mass" + suffix), kTolerance, "fused top5_mass" + suffix);
+        CheckClose(r->sink_mass, c.Ref("sink_mass" + suffix), kTolerance, "fused sink_mass" + suffix);
+        CheckClose(r->effective_support, at::exp(c.Ref("entropy" + suffix)), kTolerance, "fused effective_support" + suffix, true);
+    }
+    CheckClose(m.js, c.Ref("js"), kTolerance, "fused js");
+    CheckClose(m.l1, c.Ref("l1"), kTolerance, "fused l1");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Metrics,
+                         ::testing::Values("vanilla", "q_sigmoid_shared_sum_perhead", "qv_expexp_feature_product_mixed",
+                                           "bf16_storage", "linear_layout"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// Random causal maps: softmax rows of varied sharpness, including one-hot and uniform rows.
+at::Tensor RandomCausalMaps(int64_t maps, int64_t T, uint64_t seed) {
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    at::Tensor scores = at::normal(0.0, 3.0, {maps, T, T}, gen);
+    scores.masked_fill_(at::ones({T, T}, at::kBool).triu(1), -INFINITY);
+    at::Tensor p = at::softmax(scores, -1);
+    if (T > 3) {
+        p[0][T - 1].zero_();
+        p[0][T - 1][2] = 1.0f;                                        // one-hot
+        p[0][T - 2].narrow(0, 0, T - 1).fill_(1.0f / static_cast<float>(T - 1));  // uniform
+    }
+    return p;
+}
+
+// The fused pass against the generic torch ops it replaces on the CPU (which CUDA still uses), run
+// in float64 on the same maps: the float32 generic path's own sums are off by up to ~1.5e-6 in JS
+// at T = 300, more than the fused pass (double accumulators) is.
+TEST(CompareMaps, FusedEqualsGenericTorchOps) {
+    constexpr double kFusedTolerance = 1e-6;
+    for (int64_t T : {1, 2, 5, 300}) {
+        const at::Tensor p = RandomCausalMaps(3, T, 11 + T), q = RandomCausalMaps(3, T, 97 + T);
+        const model::MapComparison fused = model::CompareMaps(p, q);
+        const model::MapComparison generic = model::CompareMapsGeneric(p.to(at::kDouble), q.to(at::kDouble));
+        const std::string at_t = " (T = " + std::to_string(T) + ")";
+        const std::pair<const model::RowMetricTensors*, const model::RowMetricTensors*> sides[] = {{&fused.p, &generic.p},
+                                                                                                   {&fused.q, &generic.q}};
+        for (const auto& [f, g] : sides) {
+            CheckClose(f->entropy, g->entropy, kFusedTolerance, "entropy" + at_t);
+            CheckClose(f->normalized_entropy, g->normalized_entropy, kFusedTolerance, "normalized_entropy" + at_t);
+            CheckClose(f->spikiness, g->spikiness, kFusedTolerance, "spikiness" + at_t, /*relative=*/true);
+            CheckClose(f->max_weight, g->max_weight, 0.0, "max_weight" + at_t);
+            CheckClose(f->top5_mass, g->top5_mass, kFusedTolerance, "top5_mass" + at_t);
+            CheckClose(f->effective_support, g->effective_support, kFusedTolerance, "effective_support" + at_t, true);
+            CheckClose(f->sink_mass, g->sink_mass, 0.0, "sink_mass" + at_t);
+        }
+        CheckClose(fused.js, generic.js, kFusedTolerance, "js" + at_t);
+        CheckClose(fused.l1, generic.l1, kFusedTolerance, "l1" + at_t);
+    }
+}
+
+// Hand-checkable rows: uniform and one-hot, the two ends of every scale.
+TEST(MetricsByHand, UniformAndOneHotRows) {
+    const int64_t T = 4;
+    at::Tensor uniform = at::tril(at::ones({T, T})) / at::arange(1, T + 1).unsqueeze(1);
+    at::Tensor onehot = at::zeros({T, T});
+    onehot.select(1, 0).fill_(1.0);  // every row on the first token: a sink
+    model::RowMetricTensors u = model::ComputeRowMetrics(uniform), o = model::ComputeRowMetrics(onehot);
+    for (int64_t i = 0; i < T; ++i) {
+        EXPECT_NEAR(u.entropy[i].item<double>(), std::log(i + 1.0), 1e-6);
+        EXPECT_NEAR(u.spikiness[i].item<double>(), 1.0, 1e-6);
+        EXPECT_NEAR(u.effective_support[i].item<double>(), i + 1.0, 1e-5);
+        EXPECT_NEAR(o.entropy[i].item<double>(), 0.0, 1e-7);
+        EXPECT_NEAR(o.spikiness[i].item<double>(), 1.0 / (i + 1.0), 1e-6);
+        EXPECT_NEAR(o.sink_mass[i].item<double>(), 1.0, 0);
+        if (i > 0) { EXPECT_NEAR(u.normalized_entropy[i].item<double>(), 1.0, 1e-6); }
+    }
+    EXPECT_EQ(u.normalized_entropy[0].item<double>(), 0.0);
+    EXPECT_NEAR(model::JsDivergence(uniform, uniform).abs().max().item<double>(), 0.0, 1e-7);
+    // JS of disjoint rows is ln 2.
+    at::Tensor last = at::zeros({1, T});
+    last[0][T - 1] = 1;
+    EXPECT_NEAR(model::JsDivergence(onehot.narrow(0, T - 1, 1), last)[0].item<double>(), std::log(2.0), 1e-6);
+    EXPECT_NEAR(model::RowMean(o.sink_mass).item<double>(), 1.0, 1e-7);
+    EXPECT_TRUE(std::isnan(model::RowMean(at::ones({1})).item<double>()));
+}
+
+}  // namespace

@@ -1,0 +1,148 @@
+// The C++ forward pass against an independent PyTorch implementation of SPEC section 1
+// (tests/model/ssa_reference.py, run by CTest as the fixture `reference_pytorch`): attention maps,
+// tau_q, tau_v and logits for every SSA form, the tau = 1 counterfactual, and
+// torch.nn.MultiheadAttention's per-head weights.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "model/io/safetensors.h"
+#include "model/nn/ssa_gpt.h"
+#include "tests/model/reference.h"
+
+namespace {
+
+using model::testing::CheckClose;
+using model::testing::ReferenceCase;
+
+// fp32 against fp32 (the reference's forward is float32 too): maps and temperatures within 1e-5
+// absolute. Logits come after every layer and the vocabulary projection, where float32 summation
+// order alone moves them by ~1.2e-5 relative (measured worst case here; the reference's own
+// float32 and float64 versions differ by 1.7e-5), so they get 2e-5 relative to max(1, |logit|).
+constexpr double kMapTolerance = 1e-5;
+constexpr double kLogitTolerance = 2e-5;
+
+class Parity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Parity, SsaForwardMatchesReference) {
+    ReferenceCase c(GetParam());
+    ASSERT_TRUE(c.ok) << c.error;
+    model::testing::ExpectForwardMatchesReference(c, kMapTolerance, kLogitTolerance);
+}
+
+TEST_P(Parity, VanillaCounterfactualMatchesReference) {
+    ReferenceCase c(GetParam());
+    ASSERT_TRUE(c.ok) << c.error;
+    model::ForwardOptions options;
+    options.vanilla = true;
+    auto out = model::Forward(c.gpt, c.ids, options);
+    ASSERT_TRUE(out.ok()) << out.error();
+    CheckClose(out->attention, c.Ref("attention_vanilla"), kMapTolerance, "attention_vanilla");
+    CheckClose(out->logits, c.Ref("logits_vanilla"), kLogitTolerance, "logits_vanilla", /*relative=*/true);
+    EXPECT_TRUE(at::all(out->tau_q == 1).item<bool>());
+    EXPECT_TRUE(at::all(out->tau_v == 1).item<bool>());
+}
+
+TEST_P(Parity, VanillaMapsEqualMultiheadAttentionWeights) {
+    ReferenceCase c(GetParam());
+    ASSERT_TRUE(c.ok) << c.error;
+    model::ForwardOptions options;
+    options.vanilla = true;
+    auto out = model::Forward(c.gpt, c.ids, options);
+    ASSERT_TRUE(out.ok()) << out.error();
+    CheckClose(out->attention, c.Ref("attention_mha"), kMapTolerance, "attention vs nn.MultiheadAttention");
+}
+
+TEST_P(Parity, RowsAreCausalDistributions) {
+    ReferenceCase c(GetParam());
+    ASSERT_TRUE(c.ok) << c.error;
+    auto out = model::Forward(c.gpt, c.ids);
+    ASSERT_TRUE(out.ok()) << out.error();
+    const at::Tensor& a = out->attention;  // [L, H, T, T]
+    const int64_t T = a.size(-1);
+    CheckClose(a.sum(-1), at::ones_like(a.sum(-1)), 1e-6, "row sums");
+    at::Tensor above = a.masked_select(at::ones({T, T}, at::kBool).triu(1));
+    EXPECT_EQ(at::count_nonzero(above).item<int64_t>(), 0) << "weights above the diagonal";
+    EXPECT_TRUE(at::all(a >= 0).item<bool>());
+}
+
+std::vector<std::string> AllCases() {
+    return {"vanilla", "q_sigmoid_shared_sum_perhead", "q_expexp_feature_sum_layer", "q_linear_none_sum",
+            "q_none_shared_sum", "qv_sigmoid_shared_product_perhead", "qv_expexp_feature_product_mixed",
+            "v_only_linear_feature_sum", "q_sigmoid_feature_product_gelu_exact", "qv_none_feature_product", "identity",
+            "fp16_storage", "bf16_storage", "transformer_prefix", "linear_layout", "compiled_prefix", "ddp_prefix"};
+}
+
+INSTANTIATE_TEST_SUITE_P(Forms, Parity, ::testing::ValuesIn(AllCases()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+TEST(Identity, TemperaturesOfExactlyOneGiveTheVanillaMaps) {
+    ReferenceCase c("identity");
+    ASSERT_TRUE(c.ok) << c.error;
+    ASSERT_TRUE(c.gpt.config.query.Active() && c.gpt.config.value.Active());
+    auto ssa = model::Forward(c.gpt, c.ids);
+    model::ForwardOptions options;
+    options.vanilla = true;
+    auto vanilla = model::Forward(c.gpt, c.ids, options);
+    ASSERT_TRUE(ssa.ok() && vanilla.ok());
+    EXPECT_TRUE(at::all(ssa->tau_q == 1).item<bool>());
+    EXPECT_TRUE(at::all(ssa->tau_v == 1).item<bool>());
+    CheckClose(ssa->attention, vanilla->attention, 0.0, "identity SSA vs vanilla");
+}
+
+TEST(Layout, LinearLayoutAndPrefixAreDetected) {
+    ReferenceCase linear("linear_layout"), prefix("transformer_prefix"), plain("vanilla");
+    ASSERT_TRUE(linear.ok && prefix.ok && plain.ok) << linear.error << prefix.error << plain.error;
+    EXPECT_EQ(linear.gpt.layout, "linear");
+    EXPECT_EQ(prefix.gpt.layout, "conv1d");
+    EXPECT_EQ(plain.gpt.layout, "conv1d");
+    EXPECT_TRUE(linear.gpt.unused_tensors.empty()) << linear.gpt.unused_tensors.front();
+    // Wrappers' prefixes: torch.compile's "_orig_mod." before nanoGPT names, DDP's "module." before HF names.
+    ReferenceCase compiled("compiled_prefix"), ddp("ddp_prefix");
+    ASSERT_TRUE(compiled.ok && ddp.ok) << compiled.error << ddp.error;
+    EXPECT_EQ(compiled.gpt.layout, "linear");
+    EXPECT_TRUE(compiled.gpt.unused_tensors.empty()) << compiled.gpt.unused_tensors.front();
+    EXPECT_TRUE(ddp.gpt.unused_tensors.empty()) << ddp.gpt.unused_tensors.front();
+}
+
+TEST(Forward, RejectsBadIds) {
+    ReferenceCase c("vanilla");
+    ASSERT_TRUE(c.ok) << c.error;
+    auto empty = model::Forward(c.gpt, {});
+    EXPECT_FALSE(empty.ok());
+    auto out_of_vocab = model::Forward(c.gpt, {1, c.gpt.config.vocab_size});
+    ASSERT_FALSE(out_of_vocab.ok());
+    EXPECT_NE(out_of_vocab.error().find("outside the vocabulary"), std::string::npos) << out_of_vocab.error();
+    std::vector<int32_t> too_long(c.gpt.config.n_positions + 1, 1);
+    auto long_run = model::Forward(c.gpt, too_long);
+    ASSERT_FALSE(long_run.ok());
+    EXPECT_NE(long_run.error().find("context"), std::string::npos) << long_run.error();
+}
+
+TEST(Forward, CancelStopsBetweenLayers) {
+    ReferenceCase c("vanilla");
+    ASSERT_TRUE(c.ok) << c.error;
+    std::atomic<bool> cancel{true};
+    model::ForwardOptions options;
+    options.cancel = &cancel;
+    auto out = model::Forward(c.gpt, c.ids, options);
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.error(), "cancelled");
+}
+
+TEST(Device, CudaWithoutGpuIsAClearError) {
+    auto cuda = model::ResolveDevice("cuda");
+    if (cuda.ok()) GTEST_SKIP() << "this machine has a CUDA device";
+    EXPECT_NE(cuda.error().find("no CUDA device"), std::string::npos) << cuda.error();
+    auto unknown = model::ResolveDevice("tpu");
+    ASSERT_FALSE(unknown.ok());
+    EXPECT_NE(unknown.error().find("tpu"), std::string::npos);
+    auto cpu = model::ResolveDevice("cpu");
+    ASSERT_TRUE(cpu.ok());
+    EXPECT_TRUE(cpu->is_cpu());
+}
+
+}  // namespace

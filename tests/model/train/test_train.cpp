@@ -1,0 +1,221 @@
+// The trainer: real LibTorch autograd on real data (a fortune file from Debian's fortunes package,
+// the synthetic tasks), real files written and read back. Small models and few steps keep each
+// test to seconds; nothing here checks a timing.
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include <gtest/gtest.h>
+
+#include "model/nn/analysis.h"
+#include "model/text/sentencepiece.h"
+#include "model/train/train.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const std::string kFortune = "/usr/share/games/fortunes/science";  // Debian package fortunes (set up by .ci/setup-debian)
+
+std::string Out(const std::string& name) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/train/" + name;
+    fs::remove_all(dir);
+    return dir;
+}
+
+std::string Bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+model::TrainOptions SmallText(const std::string& out) {
+    model::TrainOptions o;
+    o.config.n_layer = 2;
+    o.config.n_head = 2;
+    o.config.n_embd = 32;
+    o.config.n_positions = 64;
+    o.config.vocab_size = 400;  // SentencePiece: 256 bytes, the characters of the file, and merges
+    o.config.query = {model::PositionForm::Sigmoid, model::TokenForm::Shared, model::Combine::Sum};
+    o.config.value = {model::PositionForm::None, model::TokenForm::Feature, model::Combine::Sum};
+    o.task.task = "text";
+    o.task.data = {kFortune};
+    o.task.seq_len = 32;
+    o.task.batch = 8;
+    o.task.val_fraction = 0.1;
+    o.out = out;
+    o.steps = 60;
+    o.lr = 1e-2;
+    o.warmup = 5;
+    o.eval_every = 20;
+    o.checkpoint_every = 30;
+    o.seed = 7;
+    return o;
+}
+
+TEST(Train, ShortRunLowersTheLossOfBothModels) {
+    ASSERT_TRUE(fs::exists(kFortune)) << kFortune << " is missing: install Debian's fortunes package (.ci/setup-debian)";
+    model::SetComputeThreads(1);
+    auto o = SmallText(Out("lowers"));
+    auto result = model::Train(o, nullptr);
+    ASSERT_TRUE(result) << result.error();
+    json record = json::parse(Bytes(o.out + "/ssa/train.json"));
+    const auto& history = record["history"];
+    ASSERT_EQ(history.size(), 3u);
+    for (const char* role : {"ssa", "vanilla"}) {
+        // ln(400) = 5.99 is the loss of a uniform guess. Both models end well below it on held-out
+        // text, and their training loss keeps falling from the first evaluation to the last.
+        const double held_out = (*result)[role]["loss"];
+        EXPECT_LT(held_out, std::log(400.0) - 1.0) << role;
+        const double first = history[0]["train_loss"][role], last = history[2]["train_loss"][role];
+        EXPECT_LT(last, first - 0.1) << role;
+    }
+    EXPECT_EQ(record["role"], "ssa");
+    EXPECT_EQ(record["task"]["task"], "text");
+}
+
+TEST(Train, SaveLoadRoundTripsExactly) {
+    model::SetComputeThreads(1);
+    auto o = SmallText(Out("roundtrip"));
+    o.steps = 10;
+    o.eval_every = 0;
+    auto result = model::Train(o, nullptr);
+    ASSERT_TRUE(result) << result.error();
+    // The f32 checkpoint holds the trained weights; writing them again and reading back is exact.
+    auto trained = model::LoadSsaGptFolder(o.out + "/checkpoint/ssa", at::kCPU);
+    ASSERT_TRUE(trained) << trained.error();
+    const std::string again = o.out + "/again";
+    fs::create_directories(again);
+    ASSERT_TRUE(model::SaveModelFolder(*trained, again));
+    auto reread = model::LoadSsaGptFolder(again, at::kCPU);
+    ASSERT_TRUE(reread) << reread.error();
+    EXPECT_TRUE(at::equal(trained->wte, reread->wte));
+    for (size_t l = 0; l < trained->layers.size(); ++l) {
+        EXPECT_TRUE(at::equal(trained->layers[l].attn_w, reread->layers[l].attn_w));
+        EXPECT_TRUE(at::equal(trained->layers[l].q.pos, reread->layers[l].q.pos));
+        EXPECT_TRUE(at::equal(trained->layers[l].v.tok_w, reread->layers[l].v.tok_w));
+    }
+    EXPECT_EQ(Bytes(o.out + "/checkpoint/ssa/model.safetensors"), Bytes(again + "/model.safetensors"));
+    // The shipped folder is the same model, and eval re-scores it to the number train recorded.
+    auto eval = model::EvaluateModelFolder(o.out + "/ssa");
+    ASSERT_TRUE(eval) << eval.error();
+    EXPECT_DOUBLE_EQ((*eval)["loss"].get<double>(), (*result)["ssa"]["loss"].get<double>());
+    // f16 storage: every weight is the f16 rounding of the trained one.
+    const std::string half = o.out + "/half";
+    fs::create_directories(half);
+    ASSERT_TRUE(model::SaveModelFolder(*trained, half, model::Dtype::F16));
+    auto half_model = model::LoadSsaGptFolder(half, at::kCPU);
+    ASSERT_TRUE(half_model) << half_model.error();
+    EXPECT_TRUE(at::equal(half_model->wte, trained->wte.to(at::kHalf).to(at::kFloat)));
+}
+
+TEST(Train, SameSeedSameBytes) {
+    model::SetComputeThreads(1);
+    auto a = SmallText(Out("seed_a"));
+    auto b = SmallText(Out("seed_b"));
+    a.steps = b.steps = 8;
+    a.eval_every = b.eval_every = 0;
+    ASSERT_TRUE(model::Train(a, nullptr));
+    ASSERT_TRUE(model::Train(b, nullptr));
+    for (const char* role : {"ssa", "vanilla"})
+        EXPECT_EQ(Bytes(a.out + "/" + role + "/model.safetensors"), Bytes(b.out + "/" + role + "/model.safetensors")) << role;
+    auto c = SmallText(Out("seed_c"));
+    c.steps = 8;
+    c.eval_every = 0;
+    c.seed = 8;
+    ASSERT_TRUE(model::Train(c, nullptr));
+    EXPECT_NE(Bytes(a.out + "/ssa/model.safetensors"), Bytes(c.out + "/ssa/model.safetensors"));
+}
+
+TEST(Train, ResumeContinuesBitForBit) {
+    model::SetComputeThreads(1);
+    auto straight = SmallText(Out("straight"));
+    straight.steps = 20;
+    straight.eval_every = 0;
+    straight.checkpoint_every = 10;
+    ASSERT_TRUE(model::Train(straight, nullptr));
+
+    auto split = straight;
+    split.out = Out("split");
+    std::atomic<bool> stop{false};
+    auto first = model::Train(split, [&](const model::TrainProgress& p) { stop = p.step >= 10; }, &stop);
+    ASSERT_FALSE(first);
+    EXPECT_NE(first.error().find("cancelled at step 11"), std::string::npos) << first.error();
+    split.resume = true;
+    auto second = model::Train(split, nullptr);
+    ASSERT_TRUE(second) << second.error();
+    for (const char* role : {"ssa", "vanilla"})
+        EXPECT_EQ(Bytes(straight.out + "/" + role + "/model.safetensors"), Bytes(split.out + "/" + role + "/model.safetensors"))
+            << role;
+
+    auto other = split;
+    other.seed = 99;
+    auto refused = model::Train(other, nullptr);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().find("other settings"), std::string::npos) << refused.error();
+}
+
+TEST(Train, TwinDiffersOnlyByTemperatures) {
+    model::ModelConfig c;
+    c.n_layer = 2, c.n_head = 2, c.n_embd = 16, c.n_positions = 8, c.vocab_size = 11;
+    c.query = {model::PositionForm::Sigmoid, model::TokenForm::Shared, model::Combine::Sum};
+    model::ModelConfig v = c;
+    v.query = {};
+    const auto ssa = model::InitSsaGpt(c, 3), vanilla = model::InitSsaGpt(v, 3);
+    EXPECT_TRUE(at::equal(ssa.wte, vanilla.wte));
+    EXPECT_TRUE(at::equal(ssa.layers[1].fc_w, vanilla.layers[1].fc_w));
+    EXPECT_TRUE(ssa.layers[0].q.pos.defined());
+    EXPECT_FALSE(vanilla.layers[0].q.pos.defined());
+}
+
+TEST(Train, GraphTaskFitsTheTarget) {
+    model::SetComputeThreads(1);
+    model::TrainOptions o;
+    o.task.task = "graph";
+    o.task.seq_len = 16;
+    o.task.batch = 1;
+    o.config.n_layer = 1, o.config.n_head = 1, o.config.n_embd = 8, o.config.n_positions = 16;
+    o.config.query = {model::PositionForm::Sigmoid, model::TokenForm::Shared, model::Combine::Sum};
+    o.out = Out("graph");
+    o.steps = 600;
+    o.lr = 1e-2;
+    o.warmup = 0;
+    o.eval_every = 0;
+    auto result = model::Train(o, nullptr);
+    ASSERT_TRUE(result) << result.error();
+    for (const char* role : {"ssa", "vanilla"}) {
+        // A uniform row over the 16 keys is L1 ~1.5 from P*; a trained map is far closer.
+        EXPECT_LT((*result)[role]["l1"].get<double>(), 0.3) << role;
+        EXPECT_LT((*result)[role]["kl"].get<double>(), 0.05) << role;
+        EXPECT_EQ((*result)[role]["map"].size(), 8u);
+    }
+    // P* is row-stochastic with the degrees the task names.
+    const auto p = model::GraphTarget();
+    const int degrees[] = {4, 2, 3, 3, 3, 2, 2, 1};
+    for (int q = 0; q < 8; ++q) {
+        double sum = 0;
+        int nonzero = 0;
+        for (double x : p[q]) sum += x, nonzero += x > 0;
+        EXPECT_NEAR(sum, 1.0, 1e-12);
+        EXPECT_EQ(nonzero, degrees[q]);
+    }
+}
+
+TEST(Train, PasskeyTokenizerAndSequences) {
+    const std::string dir = Out("passkey_tok");
+    ASSERT_TRUE(model::WriteTaskTokenizer("passkey", dir));
+    auto tok = model::LoadTokenizer(dir);
+    ASSERT_TRUE(tok) << tok.error();
+    const std::string text = model::TaskExampleText("passkey", 256, 5);
+    auto ids = (*tok)->Encode(text);
+    ASSERT_TRUE(ids) << ids.error();
+    EXPECT_EQ(ids->ids.size(), 256u);  // one token per word, exactly the length asked for
+    EXPECT_EQ(std::count(ids->ids.begin(), ids->ids.end(), 0), 0) << "no <unk>";
+    // Byte ranges cover the text: each token's bytes are the text at its offsets.
+    for (size_t i = 0; i < ids->ids.size(); ++i)
+        EXPECT_EQ(ids->pieces[i], text.substr(ids->offsets[i].first, ids->offsets[i].second - ids->offsets[i].first));
+    EXPECT_NE(text.find("what is the pass key ?"), std::string::npos);
+}
+
+}  // namespace

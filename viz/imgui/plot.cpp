@@ -1,0 +1,625 @@
+#include "viz/imgui/plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <vector>
+
+namespace viz {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+const ImU32 kGridColor = IM_COL32(255, 255, 255, 22);
+const ImU32 kAxisColor = IM_COL32(255, 255, 255, 90);
+const ImU32 kLineColor = IM_COL32(255, 196, 64, 230);      // y_line (threshold)
+const ImU32 kMarkerColor = IM_COL32(255, 255, 255, 110);   // x_line
+const ImU32 kHighlightColor = IM_COL32(255, 230, 90, 255);
+const ImU32 kHoverBand = IM_COL32(255, 255, 255, 28);
+
+ImU32 WithAlpha(ImU32 color, float alpha) {
+    const unsigned a = static_cast<unsigned>(std::clamp(alpha, 0.0f, 1.0f) * 255.0f + 0.5f);
+    return (color & ~IM_COL32_A_MASK) | (a << IM_COL32_A_SHIFT);
+}
+
+ImU32 SeriesColor(const PlotSeries& s, int index) { return s.color ? s.color : PlotColor(index); }
+
+// The finite min..max of some values.
+struct Extent {
+    float lo = kInf, hi = -kInf;
+    void Add(float v) {
+        if (!std::isfinite(v)) return;
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+    }
+    bool Valid() const { return lo <= hi; }
+};
+
+// The extent widened by a fraction of its span on both sides; a single value gets a span of its own.
+Range Padded(const Extent& e, float fraction = 0.05f) {
+    if (!e.Valid()) return {0.0f, 1.0f};
+    if (e.lo == e.hi) {
+        const float pad = e.lo != 0.0f ? std::abs(e.lo) * 0.1f : 0.5f;
+        return {e.lo - pad, e.hi + pad};
+    }
+    const float pad = (e.hi - e.lo) * fraction;
+    return {e.lo - pad, e.hi + pad};
+}
+
+// Tick positions at "nice" steps (1, 2, 5 times a power of ten) and how to print them.
+struct Ticks {
+    std::vector<double> values;
+    double step = 1;
+    int decimals = 0;
+    bool general = false;  // %g: huge or tiny numbers
+};
+
+Ticks MakeTicks(Range r, float pixels, float min_spacing) {
+    Ticks t;
+    const double span = static_cast<double>(r.max) - r.min;
+    if (!(span > 0) || !std::isfinite(span)) return t;
+    const int target = std::max(2, static_cast<int>(pixels / std::max(min_spacing, 1.0f)));
+    const double raw = span / target;
+    const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+    const double f = raw / magnitude;
+    t.step = (f < 1.5 ? 1.0 : f < 3.0 ? 2.0 : f < 7.0 ? 5.0 : 10.0) * magnitude;
+    const double first = std::ceil(r.min / t.step - 1e-9) * t.step;
+    for (double v = first; v <= r.max + t.step * 1e-9 && t.values.size() < 64; v += t.step)
+        t.values.push_back(std::abs(v) < t.step * 1e-9 ? 0.0 : v);
+    t.decimals = std::clamp(static_cast<int>(-std::floor(std::log10(t.step) + 1e-9)), 0, 9);
+    const double largest = std::max(std::abs(static_cast<double>(r.min)), std::abs(static_cast<double>(r.max)));
+    t.general = largest >= 1e5 || t.decimals > 4;
+    return t;
+}
+
+std::string FormatTick(double v, const Ticks& t) {
+    char buf[32];
+    if (t.general) std::snprintf(buf, sizeof buf, "%.3g", v);
+    else std::snprintf(buf, sizeof buf, "%.*f", t.decimals, v);
+    return buf;
+}
+
+// A value for a read-out.
+std::string FormatValue(double v) {
+    char buf[32];
+    if (std::isnan(v)) return "NaN";
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+    return buf;
+}
+
+struct LegendItem {
+    const char* label;
+    ImU32 color;
+};
+
+// One plot being drawn: its rectangles, ranges and the mouse.
+struct Frame {
+    ImDrawList* draw = nullptr;
+    ImVec2 outer_min, outer_max;
+    ImVec2 min, max;  // the plot area
+    Range xr, yr;
+    bool hovered = false, clicked = false;
+    ImVec2 mouse;
+
+    float X(double v) const { return min.x + static_cast<float>((v - xr.min) / (static_cast<double>(xr.max) - xr.min)) * (max.x - min.x); }
+    float Y(double v) const { return max.y - static_cast<float>((v - yr.min) / (static_cast<double>(yr.max) - yr.min)) * (max.y - min.y); }
+    double XValue(float px) const { return xr.min + (static_cast<double>(px) - min.x) / (max.x - min.x) * (static_cast<double>(xr.max) - xr.min); }
+    bool MouseInPlot() const { return hovered && mouse.x >= min.x && mouse.x <= max.x && mouse.y >= min.y && mouse.y <= max.y; }
+    float Width() const { return max.x - min.x; }
+    float Height() const { return max.y - min.y; }
+};
+
+// Reserves the widget, lays out margins for tick labels, axis labels and legend, and draws the
+// frame, grid and ticks. numeric_x: false for bar charts, which label their own slots in
+// category_rows rows under the axis. The caller draws the data, then calls EndPlot.
+Frame BeginPlot(const char* id, ImVec2 size, Range xr, Range yr, const PlotAxes& axes, const std::vector<LegendItem>& legend,
+                bool numeric_x = true, int category_rows = 0) {
+    Frame f;
+    ImGui::PushID(id);
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    if (size.x <= 0.0f) size.x = avail.x + size.x;
+    if (size.y <= 0.0f) size.y = 220.0f;
+    size.x = std::max(size.x, 60.0f);
+    size.y = std::max(size.y, 60.0f);
+    f.outer_min = ImGui::GetCursorScreenPos();
+    f.outer_max = ImVec2(f.outer_min.x + size.x, f.outer_min.y + size.y);
+    ImGui::InvisibleButton("##plot", size);
+    f.hovered = ImGui::IsItemHovered();
+    f.clicked = f.hovered && ImGui::IsItemClicked(ImGuiMouseButton_Left);
+    f.mouse = ImGui::GetIO().MousePos;
+    f.draw = ImGui::GetWindowDrawList();
+    f.xr = xr;
+    f.yr = yr;
+    if (!(f.xr.max > f.xr.min)) f.xr = {f.xr.min - 0.5f, f.xr.min + 0.5f};
+    if (!(f.yr.max > f.yr.min)) f.yr = {f.yr.min - 0.5f, f.yr.min + 0.5f};
+    if (!std::isfinite(f.xr.min) || !std::isfinite(f.xr.max)) f.xr = {0.0f, 1.0f};
+    if (!std::isfinite(f.yr.min) || !std::isfinite(f.yr.max)) f.yr = {0.0f, 1.0f};
+
+    const float line = ImGui::GetTextLineHeight();
+    const float pad = 4.0f;
+    const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
+    const ImU32 dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+
+    // Top: the y label on the left, the legend on the right; two rows when they do not fit in one.
+    float legend_w = 0;
+    for (const LegendItem& item : legend) legend_w += 16.0f + ImGui::CalcTextSize(item.label).x + 12.0f;
+    const float y_label_w = axes.y_label ? ImGui::CalcTextSize(axes.y_label).x : 0.0f;
+    int top_rows = (axes.y_label || !legend.empty()) ? 1 : 0;
+    if (axes.y_label && !legend.empty() && y_label_w + legend_w + 16.0f > size.x) top_rows = 2;
+    const float top = top_rows > 0 ? top_rows * line + pad + 2.0f : pad + line * 0.5f;
+    const int bottom_rows = (numeric_x ? 1 : category_rows) + (axes.x_label ? 1 : 0);
+    const float bottom = bottom_rows * line + pad + 4.0f;
+    const float plot_h = std::max(size.y - top - bottom, 10.0f);
+
+    const Ticks y_ticks = MakeTicks(f.yr, plot_h, line * 1.9f);
+    std::vector<std::string> y_text;
+    float y_text_w = 0;
+    for (double v : y_ticks.values) {
+        y_text.push_back(FormatTick(v, y_ticks));
+        y_text_w = std::max(y_text_w, ImGui::CalcTextSize(y_text.back().c_str()).x);
+    }
+    const float left = y_text_w + 9.0f;
+    const float right = numeric_x ? 10.0f : 4.0f;
+    f.min = ImVec2(f.outer_min.x + left, f.outer_min.y + top);
+    f.max = ImVec2(f.outer_max.x - right, f.outer_min.y + top + plot_h);
+    if (f.max.x < f.min.x + 10.0f) f.max.x = f.min.x + 10.0f;
+
+    ImDrawList* d = f.draw;
+    d->AddRectFilled(f.min, f.max, ImGui::GetColorU32(ImGuiCol_FrameBg, 0.45f));
+
+    // y grid and tick labels.
+    for (size_t i = 0; i < y_ticks.values.size(); ++i) {
+        const float y = std::round(f.Y(y_ticks.values[i]));
+        d->AddLine(ImVec2(f.min.x, y), ImVec2(f.max.x, y), kGridColor);
+        d->AddLine(ImVec2(f.min.x - 4.0f, y), ImVec2(f.min.x, y), kAxisColor);
+        const ImVec2 ts = ImGui::CalcTextSize(y_text[i].c_str());
+        d->AddText(ImVec2(f.min.x - 6.0f - ts.x, y - ts.y * 0.5f), dim, y_text[i].c_str());
+    }
+
+    // x grid and tick labels, spaced so labels never touch.
+    if (numeric_x) {
+        float spacing = 60.0f;
+        Ticks x_ticks;
+        std::vector<std::string> x_text;
+        for (int pass = 0; pass < 3; ++pass) {
+            x_ticks = MakeTicks(f.xr, f.Width(), spacing);
+            x_text.clear();
+            float widest = 0;
+            for (double v : x_ticks.values) {
+                x_text.push_back(FormatTick(v, x_ticks));
+                widest = std::max(widest, ImGui::CalcTextSize(x_text.back().c_str()).x);
+            }
+            const float px_step = x_ticks.values.size() > 1 ? f.X(x_ticks.values[1]) - f.X(x_ticks.values[0]) : kInf;
+            if (px_step >= widest + 14.0f) break;
+            spacing = (widest + 14.0f) * 1.6f;
+        }
+        for (size_t i = 0; i < x_ticks.values.size(); ++i) {
+            const float x = std::round(f.X(x_ticks.values[i]));
+            d->AddLine(ImVec2(x, f.min.y), ImVec2(x, f.max.y), kGridColor);
+            d->AddLine(ImVec2(x, f.max.y), ImVec2(x, f.max.y + 4.0f), kAxisColor);
+            const ImVec2 ts = ImGui::CalcTextSize(x_text[i].c_str());
+            float tx = x - ts.x * 0.5f;
+            tx = std::clamp(tx, f.outer_min.x, f.outer_max.x - ts.x);
+            d->AddText(ImVec2(tx, f.max.y + 5.0f), dim, x_text[i].c_str());
+        }
+    }
+    d->AddLine(ImVec2(f.min.x, f.min.y), ImVec2(f.min.x, f.max.y), kAxisColor);
+    d->AddLine(ImVec2(f.min.x, f.max.y), ImVec2(f.max.x, f.max.y), kAxisColor);
+
+    if (axes.x_label) {
+        const ImVec2 ts = ImGui::CalcTextSize(axes.x_label);
+        const float y = f.max.y + 5.0f + (bottom_rows - 1) * line;
+        d->AddText(ImVec2(std::max(f.outer_min.x, (f.min.x + f.max.x - ts.x) * 0.5f), y), text, axes.x_label);
+    }
+    if (axes.y_label) d->AddText(ImVec2(f.outer_min.x, f.outer_min.y + 1.0f), text, axes.y_label);
+    if (!legend.empty()) {
+        float x = f.outer_max.x - legend_w + 12.0f;
+        const float y = f.outer_min.y + 1.0f + (top_rows - 1) * line;
+        x = std::max(x, f.outer_min.x);
+        for (const LegendItem& item : legend) {
+            d->AddRectFilled(ImVec2(x, y + line * 0.5f - 2.0f), ImVec2(x + 12.0f, y + line * 0.5f + 2.0f), item.color);
+            d->AddText(ImVec2(x + 16.0f, y), text, item.label);
+            x += 16.0f + ImGui::CalcTextSize(item.label).x + 12.0f;
+        }
+    }
+    d->PushClipRect(ImVec2(f.min.x, f.min.y - 1.0f), ImVec2(f.max.x + 1.0f, f.max.y + 1.0f), true);
+    return f;
+}
+
+void DashedLine(ImDrawList* d, ImVec2 a, ImVec2 b, ImU32 color, float thickness, float dash = 6.0f, float gap = 4.0f) {
+    const float dx = b.x - a.x, dy = b.y - a.y, len = std::sqrt(dx * dx + dy * dy);
+    if (len <= 0) return;
+    for (float t = 0; t < len; t += dash + gap) {
+        const float e = std::min(t + dash, len);
+        d->AddLine(ImVec2(a.x + dx * t / len, a.y + dy * t / len), ImVec2(a.x + dx * e / len, a.y + dy * e / len), color, thickness);
+    }
+}
+
+// Reference lines on top of the data, then the label of the y line outside the clip.
+void EndPlot(const Frame& f, const PlotAxes& axes) {
+    ImDrawList* d = f.draw;
+    if (axes.x_line && std::isfinite(*axes.x_line)) {
+        const float x = f.X(*axes.x_line);
+        d->AddLine(ImVec2(x, f.min.y), ImVec2(x, f.max.y), kMarkerColor, 1.0f);
+    }
+    const bool y_line_visible = axes.y_line && std::isfinite(*axes.y_line) && *axes.y_line >= f.yr.min && *axes.y_line <= f.yr.max;
+    if (y_line_visible) DashedLine(d, ImVec2(f.min.x, f.Y(*axes.y_line)), ImVec2(f.max.x, f.Y(*axes.y_line)), kLineColor, 1.5f);
+    d->PopClipRect();
+    if (y_line_visible && axes.y_line_label) {
+        const ImVec2 ts = ImGui::CalcTextSize(axes.y_line_label);
+        const float y = f.Y(*axes.y_line);
+        ImVec2 p(f.max.x - ts.x - 4.0f, y - ts.y - 2.0f);
+        if (p.y < f.min.y) p.y = y + 2.0f;
+        d->AddRectFilled(ImVec2(p.x - 2.0f, p.y), ImVec2(p.x + ts.x + 2.0f, p.y + ts.y), IM_COL32(20, 20, 24, 190), 2.0f);
+        d->AddText(p, kLineColor, axes.y_line_label);
+    }
+    ImGui::PopID();
+}
+
+void NoData(const Frame& f) {
+    const char* msg = "no data";
+    const ImVec2 ts = ImGui::CalcTextSize(msg);
+    f.draw->AddText(ImVec2((f.min.x + f.max.x - ts.x) * 0.5f, (f.min.y + f.max.y - ts.y) * 0.5f), ImGui::GetColorU32(ImGuiCol_TextDisabled), msg);
+}
+
+std::vector<LegendItem> Legend(const PlotSeries* series, int count) {
+    std::vector<LegendItem> items;
+    if (count < 2) return items;
+    for (int s = 0; s < count; ++s) items.push_back({series[s].label ? series[s].label : "", SeriesColor(series[s], s)});
+    return items;
+}
+
+float SeriesX(const PlotSeries& s, int i) { return s.x ? s.x[i] : static_cast<float>(i + 1); }
+
+// A coloured bullet and text in a tooltip.
+void TooltipSeriesLine(ImU32 color, const char* label, const std::string& value) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(WithAlpha(color, 1.0f)));
+    ImGui::Bullet();
+    ImGui::PopStyleColor();
+    ImGui::SameLine();
+    if (label && *label) ImGui::Text("%s: %s", label, value.c_str());
+    else ImGui::TextUnformatted(value.c_str());
+}
+
+}  // namespace
+
+ImU32 PlotColor(int index) {
+    // Orange then blue: the app draws SSA orange and its comparison blue everywhere.
+    static const ImU32 kPalette[] = {IM_COL32(240, 145, 40, 255), IM_COL32(95, 160, 225, 255), IM_COL32(96, 206, 128, 255),
+                                     IM_COL32(236, 96, 112, 255), IM_COL32(184, 136, 255, 255), IM_COL32(230, 210, 90, 255)};
+    const int n = static_cast<int>(sizeof kPalette / sizeof kPalette[0]);
+    return kPalette[((index % n) + n) % n];
+}
+
+PlotHit LinePlot(const char* id, ImVec2 size, const PlotSeries* series, int series_count, const PlotAxes& axes) {
+    PlotHit hit;
+    Extent ex, ey;
+    int points = 0;
+    for (int s = 0; s < series_count; ++s) {
+        for (int i = 0; i < series[s].count; ++i) {
+            const float x = SeriesX(series[s], i), y = series[s].y[i];
+            if (!std::isfinite(x) || !std::isfinite(y)) continue;
+            ex.Add(x);
+            ey.Add(y);
+            ++points;
+        }
+    }
+    if (axes.y_line) ey.Add(*axes.y_line);
+    Range xr = axes.x_range ? *axes.x_range : (ex.Valid() && ex.lo < ex.hi ? Range{ex.lo, ex.hi} : Padded(ex));
+    Range yr = axes.y_range ? *axes.y_range : Padded(ey, 0.08f);
+    Frame f = BeginPlot(id, size, xr, yr, axes, Legend(series, series_count));
+    if (points == 0) NoData(f);
+
+    std::vector<ImVec2> run;
+    for (int s = 0; s < series_count; ++s) {
+        const PlotSeries& ps = series[s];
+        const ImU32 color = SeriesColor(ps, s);
+        const bool markers = ps.count > 0 && ps.count * 7.0f < f.Width();
+        auto flush = [&] {
+            if (run.size() == 1) f.draw->AddCircleFilled(run[0], 2.0f, color);
+            else if (run.size() > 1) f.draw->AddPolyline(run.data(), static_cast<int>(run.size()), color, 0, 1.6f);
+            run.clear();
+        };
+        for (int i = 0; i < ps.count; ++i) {
+            const float x = SeriesX(ps, i), y = ps.y[i];
+            if (!std::isfinite(x) || !std::isfinite(y)) {
+                flush();
+                continue;
+            }
+            run.emplace_back(f.X(x), f.Y(y));
+            if (markers) f.draw->AddCircleFilled(run.back(), 2.2f, color);
+        }
+        flush();
+    }
+
+    if (f.MouseInPlot() && points > 0) {
+        // Every series at the x nearest the mouse; the reported series is the nearest on screen.
+        const double mx = f.XValue(f.mouse.x);
+        std::vector<int> nearest(series_count, -1);
+        float best_dist = kInf;
+        double shown_x = mx;
+        for (int s = 0; s < series_count; ++s) {
+            const PlotSeries& ps = series[s];
+            double best_dx = kInf;
+            for (int i = 0; i < ps.count; ++i) {
+                const float x = SeriesX(ps, i);
+                if (!std::isfinite(x) || !std::isfinite(ps.y[i])) continue;
+                const double dx = std::abs(x - mx);
+                if (dx < best_dx) best_dx = dx, nearest[s] = i;
+            }
+            if (nearest[s] < 0) continue;
+            const ImVec2 p(f.X(SeriesX(ps, nearest[s])), f.Y(ps.y[nearest[s]]));
+            const float dist = std::hypot(p.x - f.mouse.x, p.y - f.mouse.y);
+            if (dist < best_dist) {
+                best_dist = dist;
+                hit.index = nearest[s];
+                hit.series = s;
+                shown_x = SeriesX(ps, nearest[s]);
+            }
+        }
+        f.draw->AddLine(ImVec2(f.X(shown_x), f.min.y), ImVec2(f.X(shown_x), f.max.y), kHoverBand);
+        for (int s = 0; s < series_count; ++s) {
+            if (nearest[s] < 0) continue;
+            const ImVec2 p(f.X(SeriesX(series[s], nearest[s])), f.Y(series[s].y[nearest[s]]));
+            f.draw->AddCircle(p, 4.5f, SeriesColor(series[s], s), 0, 1.5f);
+        }
+        hit.clicked = f.clicked && hit.index >= 0;
+        ImGui::BeginTooltip();
+        ImGui::Text("%s: %s", axes.x_label ? axes.x_label : "x", FormatValue(shown_x).c_str());
+        for (int s = 0; s < series_count; ++s) {
+            if (nearest[s] < 0) continue;
+            std::string value = FormatValue(series[s].y[nearest[s]]);
+            if (SeriesX(series[s], nearest[s]) != shown_x) value += " (at " + FormatValue(SeriesX(series[s], nearest[s])) + ")";
+            TooltipSeriesLine(SeriesColor(series[s], s), series[s].label, value);
+        }
+        ImGui::EndTooltip();
+    }
+    EndPlot(f, axes);
+    return hit;
+}
+
+PlotHit Histogram(const char* id, ImVec2 size, const PlotSeries* series, int series_count, int bins, const PlotAxes& axes) {
+    PlotHit hit;
+    Extent ex;
+    int finite = 0, skipped = 0;
+    for (int s = 0; s < series_count; ++s) {
+        for (int i = 0; i < series[s].count; ++i) {
+            if (std::isfinite(series[s].y[i])) ex.Add(series[s].y[i]), ++finite;
+            else ++skipped;
+        }
+    }
+    if (bins <= 0) bins = std::clamp(static_cast<int>(std::ceil(std::log2(std::max(finite, 1)) + 1.0)), 5, 40);
+    Range br = axes.x_range ? *axes.x_range : Padded(ex, 0.0f);
+    if (!(br.max > br.min)) br = {br.min - 0.5f, br.min + 0.5f};
+    double width = (static_cast<double>(br.max) - br.min) / bins;
+    if (!axes.x_range && ex.Valid() && ex.lo < ex.hi) {
+        // Bin edges on round numbers: a nice width, the first edge a multiple of it.
+        const Ticks nice = MakeTicks(br, static_cast<float>(bins), 1.0f);
+        width = nice.step;
+        const double lo = std::floor(ex.lo / width) * width;
+        bins = std::max(1, static_cast<int>(std::floor((ex.hi - lo) / width)) + 1);
+        br = {static_cast<float>(lo), static_cast<float>(lo + bins * width)};
+    }
+
+    // counts[s][b]; values outside an explicit range are left out.
+    std::vector<std::vector<int>> counts(series_count, std::vector<int>(bins, 0));
+    std::vector<int> totals(series_count, 0);
+    int max_count = 0;
+    for (int s = 0; s < series_count; ++s) {
+        for (int i = 0; i < series[s].count; ++i) {
+            const float v = series[s].y[i];
+            if (!std::isfinite(v) || v < br.min || v > br.max) continue;
+            const int b = std::clamp(static_cast<int>((v - br.min) / width), 0, bins - 1);
+            max_count = std::max(max_count, ++counts[s][b]);
+            ++totals[s];
+        }
+    }
+    PlotAxes a = axes;
+    if (!a.y_label) a.y_label = "count";
+    const Range yr = axes.y_range ? *axes.y_range : Range{0.0f, std::max(1.0f, max_count * 1.1f)};
+    Frame f = BeginPlot(id, size, br, yr, a, Legend(series, series_count));
+    if (finite == 0) NoData(f);
+
+    int hovered_bin = -1;
+    if (f.MouseInPlot() && finite > 0) {
+        hovered_bin = static_cast<int>((f.XValue(f.mouse.x) - br.min) / width);
+        if (hovered_bin < 0 || hovered_bin >= bins) hovered_bin = -1;
+    }
+    if (hovered_bin >= 0)
+        f.draw->AddRectFilled(ImVec2(f.X(br.min + hovered_bin * width), f.min.y), ImVec2(f.X(br.min + (hovered_bin + 1) * width), f.max.y), kHoverBand);
+    const float fill_alpha = series_count > 1 ? 0.45f : 0.75f;
+    for (int s = 0; s < series_count; ++s) {
+        const ImU32 color = SeriesColor(series[s], s);
+        for (int b = 0; b < bins; ++b) {
+            if (counts[s][b] == 0) continue;
+            const ImVec2 p0(f.X(br.min + b * width) + 0.5f, f.Y(counts[s][b]));
+            const ImVec2 p1(f.X(br.min + (b + 1) * width) - 0.5f, f.Y(0));
+            f.draw->AddRectFilled(p0, p1, WithAlpha(color, fill_alpha));
+            f.draw->AddRect(p0, p1, color);
+        }
+    }
+    if (hovered_bin >= 0) {
+        hit.index = hovered_bin;
+        hit.series = 0;
+        hit.clicked = f.clicked;
+        ImGui::BeginTooltip();
+        ImGui::Text("%s [%s, %s)", axes.x_label ? axes.x_label : "bin", FormatValue(br.min + hovered_bin * width).c_str(),
+                    FormatValue(br.min + (hovered_bin + 1) * width).c_str());
+        for (int s = 0; s < series_count; ++s) {
+            char buf[64];
+            const int c = counts[s][hovered_bin];
+            std::snprintf(buf, sizeof buf, "%d (%.1f%%)", c, totals[s] ? 100.0 * c / totals[s] : 0.0);
+            TooltipSeriesLine(SeriesColor(series[s], s), series[s].label, buf);
+        }
+        if (skipped) ImGui::TextDisabled("%d non-finite values left out", skipped);
+        ImGui::EndTooltip();
+    }
+    EndPlot(f, a);
+    return hit;
+}
+
+PlotHit ScatterPlot(const char* id, ImVec2 size, const float* x, const float* y, int count, const std::string* labels,
+                    int highlighted, const PlotAxes& axes) {
+    PlotHit hit;
+    Extent ex, ey;
+    for (int i = 0; i < count; ++i) {
+        if (!std::isfinite(x[i]) || !std::isfinite(y[i])) continue;
+        ex.Add(x[i]);
+        ey.Add(y[i]);
+    }
+    if (axes.y_line) ey.Add(*axes.y_line);
+    const Range xr = axes.x_range ? *axes.x_range : Padded(ex, 0.08f);
+    const Range yr = axes.y_range ? *axes.y_range : Padded(ey, 0.1f);
+    Frame f = BeginPlot(id, size, xr, yr, axes, {});
+    if (!ex.Valid()) NoData(f);
+
+    const ImU32 color = PlotColor(0);
+    float best = 10.0f;  // pick radius in pixels
+    for (int i = 0; i < count; ++i) {
+        if (!std::isfinite(x[i]) || !std::isfinite(y[i])) continue;
+        const ImVec2 p(f.X(x[i]), f.Y(y[i]));
+        f.draw->AddCircleFilled(p, 3.5f, WithAlpha(color, 0.8f));
+        if (f.MouseInPlot()) {
+            const float dist = std::hypot(p.x - f.mouse.x, p.y - f.mouse.y);
+            if (dist < best) best = dist, hit.index = i;
+        }
+    }
+    if (highlighted >= 0 && highlighted < count && std::isfinite(x[highlighted]) && std::isfinite(y[highlighted])) {
+        const ImVec2 p(f.X(x[highlighted]), f.Y(y[highlighted]));
+        f.draw->AddCircleFilled(p, 4.5f, kHighlightColor);
+        f.draw->AddCircle(p, 8.0f, kHighlightColor, 0, 2.0f);
+        if (labels) {
+            const char* text = labels[highlighted].c_str();
+            const ImVec2 ts = ImGui::CalcTextSize(text);
+            ImVec2 t(p.x + 10.0f, p.y - ts.y - 4.0f);
+            if (t.x + ts.x > f.max.x) t.x = p.x - 10.0f - ts.x;
+            if (t.y < f.min.y) t.y = p.y + 4.0f;
+            f.draw->AddRectFilled(ImVec2(t.x - 2.0f, t.y), ImVec2(t.x + ts.x + 2.0f, t.y + ts.y), IM_COL32(20, 20, 24, 200), 2.0f);
+            f.draw->AddText(t, kHighlightColor, text);
+        }
+    }
+    if (hit.index >= 0) {
+        const ImVec2 p(f.X(x[hit.index]), f.Y(y[hit.index]));
+        f.draw->AddCircle(p, 6.0f, IM_COL32(255, 255, 255, 220), 0, 1.5f);
+        hit.clicked = f.clicked;
+        ImGui::BeginTooltip();
+        if (labels) ImGui::TextUnformatted(labels[hit.index].c_str());
+        ImGui::Text("%s: %s", axes.x_label ? axes.x_label : "x", FormatValue(x[hit.index]).c_str());
+        ImGui::Text("%s: %s", axes.y_label ? axes.y_label : "y", FormatValue(y[hit.index]).c_str());
+        ImGui::EndTooltip();
+    }
+    EndPlot(f, axes);
+    return hit;
+}
+
+PlotHit BarChart(const char* id, ImVec2 size, const PlotSeries* series, int series_count, const std::string* labels,
+                 int highlighted, const PlotAxes& axes, BarGroups groups) {
+    PlotHit hit;
+    int count = series_count > 0 ? series[0].count : 0;
+    for (int s = 1; s < series_count; ++s) count = std::min(count, series[s].count);
+    Extent ey;
+    for (int s = 0; s < series_count; ++s)
+        for (int i = 0; i < count; ++i) ey.Add(series[s].y[i]);
+    if (axes.y_line) ey.Add(*axes.y_line);
+    Range yr;
+    if (axes.y_range) {
+        yr = *axes.y_range;
+    } else {
+        const float lo = ey.Valid() ? std::min(0.0f, ey.lo) : 0.0f, hi = ey.Valid() ? std::max(0.0f, ey.hi) : 1.0f;
+        const float span = hi > lo ? hi - lo : 1.0f;
+        yr = {lo < 0 ? lo - span * 0.05f : lo, hi + span * 0.08f};
+    }
+    const bool grouped = groups.size > 0 && groups.labels;
+    auto tick_text = [&](int i) {
+        if (grouped) return std::to_string(i % groups.size);
+        return labels ? labels[i] : std::to_string(i);
+    };
+    float widest = 0;
+    for (int i = 0; i < count; ++i) widest = std::max(widest, ImGui::CalcTextSize(tick_text(i).c_str()).x);
+    // Grouped bars too narrow for their own ticks show only the group labels (one row).
+    const float estimated_slot = count > 0 ? ((size.x > 0 ? size.x : ImGui::GetContentRegionAvail().x + size.x) - 50.0f) / count : 0.0f;
+    const bool bar_ticks = !grouped || estimated_slot >= widest + 4.0f;
+    Frame f = BeginPlot(id, size, Range{-0.5f, std::max(count, 1) - 0.5f}, yr, axes, Legend(series, series_count), false,
+                        grouped && bar_ticks ? 2 : 1);
+    if (count == 0) NoData(f);
+    const float slot = count > 0 ? f.Width() / count : f.Width();
+    const float line = ImGui::GetTextLineHeight();
+    const ImU32 dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+
+    int hovered = -1, hovered_series = -1;
+    if (f.MouseInPlot() && count > 0) {
+        hovered = std::clamp(static_cast<int>((f.mouse.x - f.min.x) / slot), 0, count - 1);
+        const float inner = slot >= 4.0f ? slot * 0.8f : slot;
+        const float rel = (f.mouse.x - (f.min.x + hovered * slot + (slot - inner) * 0.5f)) / inner;
+        hovered_series = std::clamp(static_cast<int>(rel * series_count), 0, series_count - 1);
+    }
+    if (highlighted >= 0 && highlighted < count)
+        f.draw->AddRectFilled(ImVec2(f.min.x + highlighted * slot, f.min.y), ImVec2(f.min.x + (highlighted + 1) * slot, f.max.y),
+                              IM_COL32(255, 230, 90, 40));
+    if (hovered >= 0)
+        f.draw->AddRectFilled(ImVec2(f.min.x + hovered * slot, f.min.y), ImVec2(f.min.x + (hovered + 1) * slot, f.max.y), kHoverBand);
+    if (grouped) {
+        for (int g = groups.size; g < count; g += groups.size) {
+            const float x = std::round(f.min.x + g * slot);
+            f.draw->AddLine(ImVec2(x, f.min.y), ImVec2(x, f.max.y), IM_COL32(255, 255, 255, 60));
+        }
+    }
+    const float inner = slot >= 4.0f ? slot * 0.8f : slot;
+    const float bar_w = inner / std::max(series_count, 1);
+    const float base = f.Y(std::clamp(0.0f, yr.min, yr.max));
+    for (int s = 0; s < series_count; ++s) {
+        const ImU32 color = SeriesColor(series[s], s);
+        for (int i = 0; i < count; ++i) {
+            const float v = series[s].y[i];
+            if (!std::isfinite(v)) continue;
+            const bool above = !axes.y_line || v > *axes.y_line;
+            const float x0 = f.min.x + i * slot + (slot - inner) * 0.5f + s * bar_w;
+            const float x1 = x0 + std::max(bar_w - (bar_w >= 4.0f ? 1.0f : 0.0f), 1.0f);
+            const float y = f.Y(v);
+            f.draw->AddRectFilled(ImVec2(x0, std::min(y, base)), ImVec2(x1, std::max(y, base)), above ? color : WithAlpha(color, 0.4f));
+        }
+    }
+    EndPlot(f, axes);
+
+    // Slot labels under the axis: every k-th, so they never touch; the group labels under them.
+    if (count > 0) {
+        int every = 1;
+        while (every < count && every * slot < widest + 6.0f) ++every;
+        for (int i = 0; bar_ticks && i < count; i += every) {
+            const std::string t = tick_text(i);
+            const ImVec2 ts = ImGui::CalcTextSize(t.c_str());
+            const ImU32 c = i == highlighted ? kHighlightColor : dim;
+            f.draw->AddText(ImVec2(f.min.x + (i + 0.5f) * slot - ts.x * 0.5f, f.max.y + 3.0f), c, t.c_str());
+        }
+        if (grouped) {
+            const int group_count = (count + groups.size - 1) / groups.size;
+            float group_widest = 0;
+            for (int g = 0; g < group_count; ++g) group_widest = std::max(group_widest, ImGui::CalcTextSize(groups.labels[g].c_str()).x);
+            int g_every = 1;
+            while (g_every < group_count && g_every * slot * groups.size < group_widest + 6.0f) ++g_every;
+            for (int g = 0; g < group_count; g += g_every) {
+                const ImVec2 ts = ImGui::CalcTextSize(groups.labels[g].c_str());
+                const float cx = f.min.x + (g * groups.size + std::min(groups.size, count - g * groups.size) * 0.5f) * slot;
+                const bool has_highlight = highlighted >= g * groups.size && highlighted < (g + 1) * groups.size;
+                f.draw->AddText(ImVec2(cx - ts.x * 0.5f, f.max.y + 3.0f + (bar_ticks ? line : 0.0f)), has_highlight ? kHighlightColor : ImGui::GetColorU32(ImGuiCol_Text),
+                                groups.labels[g].c_str());
+            }
+        }
+    }
+
+    if (hovered >= 0) {
+        hit.index = hovered;
+        hit.series = hovered_series;
+        hit.clicked = f.clicked;
+        ImGui::BeginTooltip();
+        if (labels) ImGui::TextUnformatted(labels[hovered].c_str());
+        else ImGui::Text("#%d", hovered);
+        for (int s = 0; s < series_count; ++s) TooltipSeriesLine(SeriesColor(series[s], s), series[s].label, FormatValue(series[s].y[hovered]));
+        if (axes.y_line) ImGui::TextDisabled("line at %s", FormatValue(*axes.y_line).c_str());
+        ImGui::EndTooltip();
+    }
+    return hit;
+}
+
+}  // namespace viz
