@@ -75,12 +75,9 @@ std::string ReadText(const Flags& flags) {
     if (flags.Has("--text") && flags.Has("--text-file")) throw Failure{kExitUsage, "give --text or --text-file, not both"};
     if (flags.Has("--text")) return flags.Get("--text");
     if (!flags.Has("--text-file")) throw Failure{kExitUsage, "needs --text STR or --text-file F"};
-    std::string path = flags.Get("--text-file");
-    std::ifstream in(path, std::ios::binary);
-    if (!in || fs::is_directory(path)) throw Failure{kExitBadInput, path + ": cannot read text file"};
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    return buffer.str();
+    auto text = model::ReadFile(flags.Get("--text-file"), model::kMaxTextFileBytes);
+    if (!text) throw Failure{kExitBadInput, "--text-file: " + text.error()};
+    return std::move(*text);
 }
 
 // What a checkpoint without config.json cannot tell about itself.
@@ -152,17 +149,19 @@ int CmdInfo(const Flags& flags) {
         return kExitOk;
     }
     const model::ModelConfig& c = info.config;
-    std::printf("model        %s\n", info.dir.c_str());
+    std::printf("model        %s\n", model::EscapeForMessage(info.dir, 4096).c_str());
     std::printf("layers       %d\nheads        %d (head size %d)\nwidth        %d\ncontext      %d\nvocabulary   %d\n", c.n_layer,
                 c.n_head, c.HeadSize(), c.n_embd, c.n_positions, c.vocab_size);
     std::printf("parameters   %lld\nactivation   %s\nlayout       %s\n", static_cast<long long>(info.parameters),
                 model::ToString(c.activation), info.layout.c_str());
     std::printf("tau_q        %s\ntau_v        %s\n", model::Describe(c.query).c_str(), model::Describe(c.value).c_str());
-    std::printf("tokenizer    %s, %zu tokens\ndevice       %s, computing in %s\n", info.tokenizer_kind.c_str(), info.tokenizer_vocab,
-                info.device.c_str(), info.compute_dtype.c_str());
-    std::printf("weights      %s (%s, stored %s)\n", info.weights_path.c_str(), info.weights_format.c_str(), info.stored_dtype.c_str());
-    if (!info.unused_tensors.empty()) std::printf("unused       %zu tensors (e.g. %s)\n", info.unused_tensors.size(), info.unused_tensors[0].c_str());
-    for (const std::string& note : info.notes) std::printf("note         %s\n", note.c_str());
+    std::printf("tokenizer    %s, %zu tokens, from %s\ndevice       %s, computing in %s\n", info.tokenizer_kind.c_str(), info.tokenizer_vocab,
+                info.tokenizer_source.c_str(), info.device.c_str(), info.compute_dtype.c_str());
+    std::printf("weights      %s (%s, stored %s)\n", model::EscapeForMessage(info.weights_path, 4096).c_str(), info.weights_format.c_str(),
+                info.stored_dtype.c_str());
+    if (!info.unused_tensors.empty())
+        std::printf("unused       %zu tensors (e.g. %s)\n", info.unused_tensors.size(), model::EscapeForMessage(info.unused_tensors[0]).c_str());
+    for (const std::string& note : info.notes) std::printf("note         %s\n", model::EscapeForMessage(note, 4096).c_str());
     return kExitOk;
 }
 
@@ -215,7 +214,8 @@ ExportOptions ParseExportOptions(const Flags& flags) {
         const std::string text = flags.Get("--size");  // Get returns a copy: keep it alive for *end
         char* end = nullptr;
         long v = std::strtol(text.c_str(), &end, 10);
-        if (*end != '\0' || v < 16 || v > 16384) throw Failure{kExitUsage, "--size must be a heatmap side of 16 to 16384 pixels"};
+        if (*end != '\0' || v < 16 || v > kMaxMapSize)
+            throw Failure{kExitUsage, "--size must be a heatmap side of 16 to " + std::to_string(kMaxMapSize) + " pixels"};
         fig.map_size = static_cast<int>(v);
     }
     if (flags.Has("--highlight")) {
@@ -282,7 +282,7 @@ std::string FolderName(const std::string& name, int index, std::set<std::string>
 // text per non-blank line.
 std::vector<BatchText> ReadBatch(const std::string& path, const std::string& content) {
     std::vector<BatchText> texts;
-    std::set<std::string> used;
+    std::set<std::string> used = {"summary.json", "summary.csv"};  // the batch's own files: a text named so gets "_2"
     std::stringstream lines(content);
     std::string line;
     int number = 0;
@@ -296,9 +296,10 @@ std::vector<BatchText> ReadBatch(const std::string& path, const std::string& con
         t.line = number;
         std::string name;
         if (*json_lines) {
-            json j = json::parse(line, nullptr, false);
-            const std::string where = path + ":" + std::to_string(number);
-            if (j.is_discarded() || !j.is_object()) throw Failure{kExitBadInput, where + ": not a JSON object (JSON lines need one object per line)"};
+            auto parsed = model::ParseJsonText(line);
+            const json j = parsed ? std::move(*parsed) : json();
+            const std::string where = model::EscapeForMessage(path) + ":" + std::to_string(number);
+            if (!parsed || !j.is_object()) throw Failure{kExitBadInput, where + ": not a JSON object (JSON lines need one object per line)"};
             if (!j.contains("text") || !j["text"].is_string()) throw Failure{kExitBadInput, where + ": needs a \"text\" string"};
             if (j.contains("name") && !j["name"].is_string()) throw Failure{kExitBadInput, where + ": \"name\" must be a string"};
             t.text = j["text"].get<std::string>();
@@ -346,6 +347,7 @@ int CmdExport(const Flags& flags) {
     if (!flags.Has("--out")) throw Failure{kExitUsage, "export needs --out DIR"};
     if (flags.Has("--batch") && !flags.Has("--text-file")) throw Failure{kExitUsage, "--batch needs --text-file F"};
     ExportOptions options = ParseExportOptions(flags);
+    if (auto s = CheckExportFolder(options.out_dir); !s) throw Failure{kExitUsage, "--out: " + s.error()};
     std::string text = ReadText(flags);
     std::vector<BatchText> texts = flags.Has("--batch") ? ReadBatch(flags.Get("--text-file"), text) : std::vector<BatchText>{{"", text, 0}};
     auto engine = OpenEngine(flags);
@@ -402,8 +404,7 @@ int CmdExport(const Flags& flags) {
     }
     bar.Update(texts.size(), texts.size(), "done");
     // summary.json and summary.csv: one row per text, the columns in one order.
-    std::ofstream(out / "summary.json") << json{{"texts", rows}, {"failed", failures}}.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
-    std::ofstream csv(out / "summary.csv");
+    std::ostringstream csv;
     const std::vector<std::string> columns = {"name", "n_tokens", "entropy", "entropy_compare", "normalized_entropy", "normalized_entropy_compare",
                                               "spikiness", "spikiness_compare", "sink_mass", "sink_mass_compare", "sink_ratio",
                                               "sink_ratio_compare", "js_divergence", "tau_q_mean"};
@@ -424,7 +425,10 @@ int CmdExport(const Flags& flags) {
                     num("entropy"), num("entropy_compare"), num("normalized_entropy"), num("normalized_entropy_compare"), num("sink_mass"),
                     num("js_divergence"));
     }
-    if (!csv) throw Failure{kExitFailure, (out / "summary.csv").string() + ": write failed"};
+    // summary.json and summary.csv: one row per text, the columns in one order; written whole or not at all.
+    const std::string summary = json{{"texts", rows}, {"failed", failures}}.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
+    if (auto s = model::WriteFileAtomically((out / "summary.json").string(), summary); !s) throw Failure{kExitFailure, s.error()};
+    if (auto s = model::WriteFileAtomically((out / "summary.csv").string(), csv.str()); !s) throw Failure{kExitFailure, s.error()};
     std::fprintf(stderr, "ssaviz: wrote %zu of %zu texts to %s (summary.csv, summary.json)\n", rows.size(), texts.size(), options.out_dir.c_str());
     return failures.empty() ? kExitOk : kExitBadInput;
 }
@@ -437,6 +441,13 @@ int CmdInitRandom(const Flags& flags) {
     c.n_embd = ParsePositive(flags, "--embd", 128);
     c.n_positions = ParsePositive(flags, "--positions", 1024);
     if (c.n_embd % c.n_head != 0) throw Failure{kExitUsage, "--embd must be divisible by --heads"};
+    // What `info` accepts (config.json's own limits), and what fits in memory: refused before anything is built.
+    if (c.n_layer > 1024 || c.n_head > 1024) throw Failure{kExitUsage, "--layers and --heads must be at most 1024"};
+    const double parameters = (50257.0 + c.n_positions) * c.n_embd + 12.0 * c.n_layer * c.n_embd * c.n_embd;
+    if (parameters * sizeof(float) > double(size_t{4} << 30))
+        throw Failure{kExitUsage, "a model of --layers " + std::to_string(c.n_layer) + " --embd " + std::to_string(c.n_embd) + " --positions " +
+                                      std::to_string(c.n_positions) + " has " + model::FormatBytes(static_cast<size_t>(parameters * sizeof(float))) +
+                                      " of weights, more than the 4.3 GB init-random writes"};
     // The paper's recipe: query temperature from position and token, value temperature from token.
     c.query = {model::PositionForm::Sigmoid, model::TokenForm::Shared, model::Combine::Sum};
     c.value = {model::PositionForm::None, model::TokenForm::Feature, model::Combine::Sum};

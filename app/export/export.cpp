@@ -2,19 +2,25 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
 #include <utility>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <tuple>
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
+#include "model/io/files.h"
 #include "model/io/npy.h"
 #include "viz/figure.h"
 
@@ -31,6 +37,7 @@ model::Status WriteText(const std::string& path, const std::string& text) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     if (!out) return model::Fail(path + ": cannot write");
     out << text;
+    out.close();  // a full disk may only show when the buffer is flushed
     if (!out) return model::Fail(path + ": write failed");
     return model::Ok{};
 }
@@ -97,6 +104,7 @@ model::Status WriteHeadCsv(const std::string& path, const model::Analysis& a, mo
         }
         out << "\n";
     }
+    out.close();
     if (!out) return model::Fail(path + ": write failed");
     return model::Ok{};
 }
@@ -135,7 +143,7 @@ json InfoToJson(const model::ModelInfo& info) {
                 {"layout", info.layout},
                 {"device", info.device},
                 {"compute_dtype", info.compute_dtype},
-                {"tokenizer", {{"kind", info.tokenizer_kind}, {"vocab", info.tokenizer_vocab}}},
+                {"tokenizer", {{"kind", info.tokenizer_kind}, {"vocab", info.tokenizer_vocab}, {"source", info.tokenizer_source}}},
                 {"unused_tensors", info.unused_tensors},
                 {"weights", {{"path", info.weights_path}, {"format", info.weights_format}, {"stored_dtype", info.stored_dtype}}},
                 {"notes", info.notes}};
@@ -215,7 +223,7 @@ model::Status WriteBytes(const std::string& path, const std::vector<uint8_t>& by
 }
 
 // A figure as PNG or SVG, made when the file is written (so a plan costs nothing to list).
-ExportFile FigureFile(std::string path, const char* extension, std::function<viz::Figure()> make) {
+ExportFile FigureFile(std::string path, const char* extension, std::function<viz::Figure()> make, size_t memory) {
     const bool png = std::string(extension) == "png";
     auto write = [png, make](const std::string& full) -> model::Status {
         std::string error;
@@ -224,7 +232,7 @@ ExportFile FigureFile(std::string path, const char* extension, std::function<viz
         if (png) return WriteBytes(full, viz::EncodePng(viz::RasterizeFigure(figure)));
         return WriteText(full, viz::FigureToSvg(figure));
     };
-    return {std::move(path) + "." + extension, std::move(write), std::move(make)};
+    return {std::move(path) + "." + extension, std::move(write), std::move(make), memory};
 }
 
 }  // namespace
@@ -235,6 +243,12 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
     const int64_t L = a.n_layer, H = a.n_head, T = a.n_tokens;
     const std::string model_name = ModelName(info);
     const FigureSettings fig = options.figures;
+    // Memory estimates: a head's map on the host (a difference map holds both sides), and a figure
+    // as RGBA raster plus the PNG encoder's filtered copy and output (~10 bytes a pixel, margins included).
+    const size_t map_bytes = static_cast<size_t>(T) * T * sizeof(float);
+    auto figure_bytes = [&](int64_t side) { return size_t{10} * (side + 400) * (side + 400) + 2 * map_bytes; };
+    const size_t heatmap_bytes = figure_bytes(fig.map_size > 0 ? fig.map_size : std::max<int64_t>(T, 800));
+    const size_t small_figure_bytes = figure_bytes(1200);  // grids, highlights and plots: fixed-size layouts
     if (options.json) {
         plan.push_back({"tokens.json", [&a, text = std::string(text)](const std::string& full) {
                             return WriteText(full, Dump(TokensToJson(text, a.tokens), 1) + "\n");
@@ -253,7 +267,7 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
                                     if (!head) *error = "the analysis has no maps";
                                     return head ? head->data() : nullptr;
                                 });
-                            }});
+                            }, nullptr, 2 * map_bytes});
         struct Array { const char* name; const std::vector<float>* data; std::vector<int64_t> shape; };
         for (Array arr : {Array{"tau_q.npy", &a.tau_q, {L, H, T}}, Array{"tau_v.npy", &a.tau_v, {L, H, T}}})
             plan.push_back({arr.name, [arr](const std::string& full) { return model::WriteNpy(full, arr.data->data(), arr.shape); }});
@@ -262,9 +276,11 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
         for (int l : options.layers)
             for (int h : options.heads) {
                 const std::string base = "csv/L" + std::to_string(l) + "_H" + std::to_string(h);
-                plan.push_back({base + ".csv", [&a, l, h](const std::string& full) { return WriteHeadCsv(full, a, model::MapSide::Ssa, l, h); }});
+                plan.push_back({base + ".csv", [&a, l, h](const std::string& full) { return WriteHeadCsv(full, a, model::MapSide::Ssa, l, h); },
+                                nullptr, 2 * map_bytes});
                 plan.push_back({base + "_vanilla.csv",
-                                [&a, l, h](const std::string& full) { return WriteHeadCsv(full, a, model::MapSide::Compare, l, h); }});
+                                [&a, l, h](const std::string& full) { return WriteHeadCsv(full, a, model::MapSide::Compare, l, h); },
+                                nullptr, 2 * map_bytes});
             }
     }
     std::vector<const char*> extensions;
@@ -276,18 +292,20 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
                 for (MapMode mode : options.maps) {
                     const HeadRef head{l, h};
                     const std::string path = "heatmaps/L" + std::to_string(l) + "_H" + std::to_string(h) + MapSuffix(mode);
-                    plan.push_back(FigureFile(path, ext, [&a, model_name, head, mode, fig] { return MapFigure(a, model_name, head, mode, fig); }));
+                    plan.push_back(FigureFile(path, ext, [&a, model_name, head, mode, fig] { return MapFigure(a, model_name, head, mode, fig); },
+                                              heatmap_bytes));
                 }
     }
     for (const char* ext : extensions) {
         for (MapMode mode : options.maps) {
-            plan.push_back(FigureFile(std::string("heads_grid") + MapSuffix(mode), ext, [&a, model_name, mode, fig] { return HeadsGrid(a, model_name, mode, fig); }));
+            plan.push_back(FigureFile(std::string("heads_grid") + MapSuffix(mode), ext,
+                                      [&a, model_name, mode, fig] { return HeadsGrid(a, model_name, mode, fig); }, small_figure_bytes));
         }
-        plan.push_back(FigureFile("highlight", ext, [&a, model_name, fig] { return Highlight(a, model_name, fig); }));
+        plan.push_back(FigureFile("highlight", ext, [&a, model_name, fig] { return Highlight(a, model_name, fig); }, small_figure_bytes));
         for (const std::string& name : SparsityFigureNames())
             plan.push_back(FigureFile("plots/" + name, ext, [&a, model_name, name, eps = options.sink_epsilon] {
                 return SparsityFigure(a, model_name, name, eps);
-            }));
+            }, small_figure_bytes));
     }
     if (options.html)
         plan.push_back({"highlight.html", [&a, model_name, fig](const std::string& full) {
@@ -296,37 +314,85 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
     return plan;
 }
 
+model::Status CheckExportFolder(const std::string& out_dir) {
+    if (out_dir.empty()) return model::Fail("--out is empty: name the folder to write");
+    const fs::path out(out_dir);
+    const std::string shown = "'" + model::EscapeForMessage(out_dir) + "'";
+    std::error_code ec;
+    const fs::file_status st = fs::status(out, ec);  // --out itself may be a link to a folder: the user named it
+    fs::path writable = out;
+    if (fs::exists(st)) {
+        if (!fs::is_directory(st)) return model::Fail(shown + " is a file, not a folder: --out names the folder to write (made if missing)");
+    } else {
+        // The nearest folder that exists is where the new one will be made.
+        writable = out.parent_path();
+        while (!writable.empty() && !fs::exists(fs::status(writable, ec))) writable = writable.parent_path();
+        if (writable.empty()) writable = ".";
+        if (!fs::is_directory(fs::status(writable, ec)))
+            return model::Fail(shown + " cannot be made: '" + model::EscapeForMessage(writable.string()) + "' is not a folder");
+    }
+    if (::access(writable.c_str(), W_OK | X_OK) != 0)
+        return model::Fail(shown + " cannot be written: '" + model::EscapeForMessage(writable.string()) + "' is not writable (" +
+                           std::strerror(errno) + ")");
+    return model::Ok{};
+}
+
 model::Status WriteExport(std::string_view text, const model::Analysis& a, const model::ModelInfo& info,
                           const ExportOptions& options, const ExportProgress& progress) {
+    if (auto s = CheckExportFolder(options.out_dir); !s) return s;
     const std::vector<ExportFile> plan = PlanExport(text, a, info, options);
     const fs::path out(options.out_dir);
-    // Folders first, on this thread, so writers never race to create them.
-    std::set<fs::path> folders = {out};
+    // Folders first, on this thread, so writers never race to create them. Inside --out nothing
+    // is followed: a link where a folder belongs is refused, not written through.
+    std::set<fs::path> folders;
     for (const ExportFile& f : plan) folders.insert((out / f.path).parent_path());
+    std::error_code ec;
+    fs::create_directories(out, ec);
+    if (ec) return model::Fail(out.string() + ": cannot create (" + ec.message() + ")");
     for (const fs::path& folder : folders) {
-        std::error_code ec;
-        fs::create_directories(folder, ec);
+        if (folder == out) continue;
+        const fs::file_status st = fs::symlink_status(folder, ec);
+        if (fs::is_symlink(st))
+            return model::Fail("'" + model::EscapeForMessage(folder.string()) + "' is a symbolic link: ssaviz does not write through links inside --out");
+        if (fs::exists(st) && !fs::is_directory(st)) return model::Fail("'" + model::EscapeForMessage(folder.string()) + "' is in the way: not a folder");
+        fs::create_directory(folder, ec);
         if (ec) return model::Fail(folder.string() + ": cannot create (" + ec.message() + ")");
     }
-    // Files are independent and each is deterministic, so writing them on several threads gives
-    // the same bytes as writing them in order; the first failure stops the rest.
+    // Each file is written to a temporary name beside it; only when every one is complete are they
+    // renamed into place, so a failure (a full disk, a cancel) leaves the folder as it was. Files
+    // are independent and each is deterministic, so several threads give the same bytes.
     const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
     const size_t threads = std::min<size_t>(plan.size(), options.threads > 0 ? options.threads : hardware);
+    std::vector<std::string> temps(plan.size());
     std::atomic<size_t> next{0};
-    std::mutex mutex;  // guards done, failure and the progress callback
-    size_t done = 0;
+    std::mutex mutex;  // guards done, failure, in_flight and the progress callback
+    std::condition_variable room;
+    size_t done = 0, in_flight = 0;  // in_flight: the memory estimates of the files being written
     std::optional<std::string> failure;
     auto work = [&] {
         for (size_t k = next++; k < plan.size(); k = next++) {
             {
-                std::lock_guard<std::mutex> lock(mutex);
+                std::unique_lock<std::mutex> lock(mutex);
+                room.wait(lock, [&] { return failure || in_flight == 0 || in_flight + plan[k].memory <= kExportMemoryBudget; });
                 if (failure) return;
+                in_flight += plan[k].memory;
             }
-            model::Status s = plan[k].write((out / plan[k].path).string());
+            const std::string full = (out / plan[k].path).string();
+            auto temp = model::CreateTempFileBeside(full);
+            model::Status s = temp ? model::Status(model::Ok{}) : model::Fail(temp.error());
+            if (temp) {
+                temps[k] = *temp;
+                s = plan[k].write(*temp);
+            }
             std::lock_guard<std::mutex> lock(mutex);
+            in_flight -= plan[k].memory;
+            room.notify_all();
             if (failure) return;
             if (!s) {
-                failure = s.error();
+                std::string error = s.error();  // name the file, not its temporary
+                if (temp)
+                    for (size_t at; (at = error.find(*temp)) != std::string::npos;) error.replace(at, temp->size(), full);
+                failure = error;
                 return;
             }
             ++done;
@@ -337,7 +403,19 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
     for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
     work();
     for (std::thread& t : pool) t.join();
-    if (failure) return model::Fail(*failure);
+    auto discard = [&](const std::string& error) {
+        for (const std::string& t : temps)
+            if (!t.empty()) ::unlink(t.c_str());
+        return model::Fail(error);
+    };
+    if (failure) return discard(*failure);
+    for (const ExportFile& f : plan)
+        if (fs::is_directory(fs::symlink_status(out / f.path, ec)))
+            return discard("'" + model::EscapeForMessage((out / f.path).string()) + "' is a folder where the export writes a file");
+    // rename() replaces a link at the destination rather than writing through it.
+    for (size_t k = 0; k < plan.size(); ++k)
+        if (::rename(temps[k].c_str(), (out / plan[k].path).c_str()) != 0)
+            return discard((out / plan[k].path).string() + ": cannot replace it (" + std::strerror(errno) + ")");
     return model::Ok{};
 }
 

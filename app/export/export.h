@@ -33,7 +33,12 @@ struct ExportFile {
     std::string path;  // relative, '/'-separated: "heatmaps/L0_H1.png"
     std::function<model::Status(const std::string& full_path)> write;
     std::function<viz::Figure()> figure = nullptr;  // PNG and SVG files: the figure they hold (for previews)
+    size_t memory = 0;  // bytes its writer may hold at once (an estimate, on the high side), for kExportMemoryBudget
 };
+
+// What an export's writer threads may hold at once: files are started while their estimates fit,
+// so --size and the core count do not multiply (a file larger than this is written alone).
+constexpr size_t kExportMemoryBudget = size_t{1} << 30;
 
 // Everything an export will write, in order. The analysis must outlive the plan.
 std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis& analysis, const model::ModelInfo& info,
@@ -46,7 +51,13 @@ nlohmann::json TokensToJson(std::string_view text, const model::Tokenization& to
 nlohmann::json MetricsToJson(const model::Analysis& analysis, const model::ModelInfo& info, float sink_epsilon);
 nlohmann::json InfoToJson(const model::ModelInfo& info);
 
-// Runs the plan; stops at the first failure (or when progress returns false) with a one-line error.
+// Checks that an export can write to `out_dir`: a folder (or a link to one the user named), or
+// missing with a writable folder above it; not a file. The command line asks before any model runs.
+model::Status CheckExportFolder(const std::string& out_dir);
+
+// Runs the plan: every file to a temporary name, then all renamed into place, so a failure leaves
+// the folder as it was; never writes through a link inside `out_dir`. Stops at the first failure
+// (or when progress returns false) with a one-line error.
 model::Status WriteExport(std::string_view text, const model::Analysis& analysis, const model::ModelInfo& info,
                           const ExportOptions& options, const ExportProgress& progress = nullptr);
 

@@ -12,6 +12,10 @@
 
 namespace app {
 
+// The largest heatmap side an export draws (--size): one such figure takes about 0.7 GB while it
+// is rasterised and encoded, which keeps an export within its memory budget (kExportMemoryBudget).
+constexpr int kMaxMapSize = 8192;
+
 struct FigureSettings {
     viz::Colormap colormap = viz::Colormap::Viridis;  // difference maps always use Diverging
     bool log_scale = false;

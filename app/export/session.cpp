@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/io/files.h"
+
 namespace app {
 using nlohmann::json;
 
@@ -140,7 +142,8 @@ ExportOptions ReadExport(const Reader& r) {
     r.ReadEnum("colormap", &f.colormap, ParseColormap, "viridis, magma, diverging");
     r.Read("log_scale", &f.log_scale);
     r.Read("size", &f.map_size);
-    if (f.map_size < 0 || f.map_size > 16384) throw BadKey{r.Name("size") + " must be 0 (automatic) to 16384 pixels"};
+    if (f.map_size < 0 || f.map_size > kMaxMapSize)
+        throw BadKey{r.Name("size") + " must be 0 (automatic) to " + std::to_string(kMaxMapSize) + " pixels"};
     r.ReadEnum("highlight", &f.highlight, ParseTokenColor, "tau_q, tau_v, entropy, spikiness, sink_mass");
     r.ReadEnum("highlight_scope", &f.highlight_scope, ParseTokenScope, "head, layer, model");
     // highlight_head is read by the caller's json (a pair), see SessionFromJson.
@@ -246,22 +249,16 @@ model::Result<Session> SessionFromJson(const json& j) {
 }
 
 model::Status SaveSession(const std::string& path, const Session& session) {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    if (!out) return model::Fail(path + ": cannot write");
-    out << SessionToJson(session).dump(1, ' ', false, json::error_handler_t::replace) << "\n";
-    if (!out) return model::Fail(path + ": write failed");
-    return model::Ok{};
+    return model::WriteFileAtomically(path, SessionToJson(session).dump(1, ' ', false, json::error_handler_t::replace) + "\n");
 }
 
 model::Result<Session> LoadSession(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return model::Fail(path + ": cannot read session file");
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    json j = json::parse(buffer.str(), nullptr, false);
-    if (j.is_discarded()) return model::Fail(path + ": not valid JSON");
-    auto s = SessionFromJson(j);
-    if (!s) return model::Fail(path + ": " + s.error());
+    auto text = model::ReadFile(path, model::kMaxJsonFileBytes);
+    if (!text) return model::Fail(text.error() + " (cannot read session file)");
+    auto j = model::ParseJsonText(*text);
+    if (!j) return model::Fail(model::EscapeForMessage(path) + ": not valid JSON (" + j.error() + ")");
+    auto s = SessionFromJson(*j);
+    if (!s) return model::Fail(model::EscapeForMessage(path) + ": " + s.error());
     return s;
 }
 

@@ -29,6 +29,7 @@
 #include "app/gui/view_sparsity.h"
 #include "app/gui/view_text.h"
 #include "app/gui/worker.h"
+#include "model/io/files.h"
 #include "viz/imgui/demo.h"
 
 namespace app {
@@ -250,8 +251,12 @@ public:
     }
     bool Settled() const {
         if (m_views.checkpoint.Showing()) return true;  // waiting for the user, not the model
-        return !m_state.busy && !m_twin_expected && (m_state.analysis || !m_state.error.empty()) && m_state.model;
+        if (m_state.busy || m_twin_expected) return false;
+        if (!m_state.model) return ModelFailed();  // nothing more will come
+        return m_state.analysis || !m_state.error.empty();
     }
+    // No model is open and the last attempt failed (a missing or broken --model or session model).
+    bool ModelFailed() const { return !m_state.busy && !m_state.model && !m_state.error.empty(); }
     ExportDialog& Exporter() { return m_views.export_dialog; }
     const AppState& state() const { return m_state; }
     const std::vector<double>& Latencies() const { return m_latencies; }
@@ -489,7 +494,10 @@ bool SaveScreenshot(const std::string& path, int width, int height, const AppSta
     for (int y = 0; y < height; ++y)
         std::copy_n(pixels.data() + (height - 1 - y) * stride, stride, flipped.data() + y * stride);
     for (size_t i = 3; i < flipped.size(); i += 4) flipped[i] = 255;  // opaque, whatever the framebuffer's alpha
-    if (!stbi_write_png(path.c_str(), width, height, 4, flipped.data(), static_cast<int>(stride))) return false;
+    std::string png;
+    auto append = [](void* context, void* data, int size) { static_cast<std::string*>(context)->append(static_cast<const char*>(data), size); };
+    if (!stbi_write_png_to_func(append, &png, width, height, 4, flipped.data(), static_cast<int>(stride))) return false;
+    if (!model::WriteFileAtomically(path, png)) return false;
     nlohmann::json regions = nlohmann::json::object();
     for (const auto& [name, r] : state.regions) regions[name] = {r.x * scale, r.y * scale, r.w * scale, r.h * scale};
     // What is on screen, so tests can check that a session reopened exactly.
@@ -510,10 +518,10 @@ bool SaveScreenshot(const std::string& path, int width, int height, const AppSta
                             {"token_scope", ToString(v.token_scope)},
                             {"map_zoom", v.map_view.zoom},
                             {"map_pan", {v.map_view.pan_x, v.map_view.pan_y}}};
-    std::ofstream(path + ".json") << nlohmann::json{{"width", width}, {"height", height}, {"regions", regions}, {"state", shown}}
-                                         .dump(1, ' ', false, nlohmann::json::error_handler_t::replace)
-                                  << "\n";
-    return true;
+    return model::WriteFileAtomically(path + ".json", nlohmann::json{{"width", width}, {"height", height}, {"regions", regions}, {"state", shown}}
+                                                          .dump(1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                                                      "\n")
+        .ok();
 }
 
 }  // namespace
@@ -608,6 +616,11 @@ int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
             ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
 
             if (!options.export_to.empty()) {  // tests: the export dialog's own path, then exit
+                if (!export_started && app.ModelFailed()) {
+                    std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(app.state().error, 4096).c_str());
+                    exit_code = kExitBadInput;
+                    break;
+                }
                 if (!export_started && app.Settled()) {
                     app.Exporter().Options().out_dir = options.export_to;
                     if (!app.Exporter().Start(app.state())) {
@@ -634,6 +647,9 @@ int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
                     if (!SaveScreenshot(run.screenshot, fb_w, fb_h, app.state(), io.DisplayFramebufferScale.x)) {
                         std::fprintf(stderr, "ssaviz: cannot write %s\n", run.screenshot.c_str());
                         exit_code = kExitFailure;
+                    } else if (app.ModelFailed()) {
+                        std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(app.state().error, 4096).c_str());
+                        exit_code = kExitBadInput;
                     } else if (timed_out) {
                         std::fprintf(stderr, "ssaviz: the model did not settle within 120 s; wrote %s anyway\n", run.screenshot.c_str());
                         exit_code = kExitFailure;

@@ -216,7 +216,7 @@ void ExportDialog::DrawSettings(AppState& state) {
     ImGui::Checkbox("log scale", &f.log_scale);
     ImGui::SetNextItemWidth(140);
     ImGui::InputInt("map size (px)", &f.map_size, 64, 256);
-    f.map_size = f.map_size <= 0 ? 0 : std::clamp(f.map_size, 16, 16384);
+    f.map_size = f.map_size <= 0 ? 0 : std::clamp(f.map_size, 16, kMaxMapSize);
     viz::ItemTooltip("Side of a heatmap's map area. 0: automatic (28 px per token for short texts, 1 px per token at 720+).");
     static const char* kColors[] = {"tau_q", "tau_v", "entropy", "spikiness", "sink_mass"};
     int color = static_cast<int>(f.highlight);

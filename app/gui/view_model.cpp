@@ -76,7 +76,7 @@ void ModelView::Draw(AppState& state) {
         if (!m.weights_path.empty())
             Row("weights", m.weights_format + ", stored " + m.stored_dtype, m.weights_path.c_str());
         for (const std::string& note : m.notes) Row("note", note, "What the loader inferred or assumed while opening the model.");
-        Row("tokenizer", m.tokenizer_kind.empty() ? "-" : m.tokenizer_kind);
+        Row("tokenizer", m.tokenizer_kind.empty() ? "-" : m.tokenizer_kind + ", from " + m.tokenizer_source);
         Row("device", m.device.empty() ? "-" : m.device + ", computing in " + m.compute_dtype,
             "Change with --device cpu|cuda and --dtype f32|bf16|f16 on the command line.");
         if (!m.unused_tensors.empty()) {

@@ -1,10 +1,13 @@
 #include "app/gui/view_open.h"
 
+#include "model/io/files.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <system_error>
 
 #include <imgui.h>
@@ -77,7 +80,9 @@ std::vector<std::string> LoadRecentModels() {
     try {
         const fs::path path = RecentFilePath();
         if (path.empty()) return recent;
-        std::ifstream in(path);
+        auto text = model::ReadFile(path.string(), size_t{1} << 20);  // a list of paths: never more than a megabyte
+        if (!text) return recent;
+        std::istringstream in(*text);
         std::string line;
         while (recent.size() < kMaxRecent && std::getline(in, line)) {
             while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
@@ -104,23 +109,10 @@ void RememberRecentModel(const std::string& dir, std::vector<std::string>* recen
         std::error_code ec;
         fs::create_directories(path.parent_path(), ec);
         if (ec) return;
-        // Written beside and renamed over, so a crash mid-write never leaves half a list.
-        fs::path tmp = path;
-        tmp += ".tmp";
-        {
-            std::ofstream out(tmp, std::ios::trunc);
-            if (!out) return;
-            for (const std::string& d : *recent)
-                if (d.find_first_of("\r\n") == std::string::npos) out << d << '\n';
-            out.flush();
-            if (!out) {
-                out.close();
-                fs::remove(tmp, ec);
-                return;
-            }
-        }
-        fs::rename(tmp, path, ec);
-        if (ec) fs::remove(tmp, ec);
+        std::string list;
+        for (const std::string& d : *recent)
+            if (d.find_first_of("\r\n") == std::string::npos) list += d + '\n';
+        (void)model::WriteFileAtomically(path.string(), list);  // a convenience: a failure costs only the list
     } catch (...) {
     }
 }

@@ -1,30 +1,224 @@
 #include "model/io/files.h"
 
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 namespace model {
+namespace {
 
-Result<std::string> ReadFile(const std::string& path) {
-    std::ifstream file(path, std::ios::binary);
-    if (!file) return Fail("cannot open '" + path + "'");
-    std::ostringstream contents;
-    contents << file.rdbuf();
-    if (file.bad()) return Fail("cannot read '" + path + "'");
-    return contents.str();
+// What a path is, in a message: "a folder", "a FIFO", "a device".
+std::string KindOf(const struct stat& st) {
+    if (S_ISDIR(st.st_mode)) return "a folder";
+    if (S_ISFIFO(st.st_mode)) return "a FIFO";
+    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "a device";
+    if (S_ISSOCK(st.st_mode)) return "a socket";
+    return "not a regular file";
 }
 
-Result<nlohmann::json> ParseJsonFile(const std::string& path) {
-    auto text = ReadFile(path);
-    if (!text) return Fail(text.error());
-    try {
-        return nlohmann::json::parse(*text);
-    } catch (const nlohmann::json::exception& e) {
-        return Fail(path + ": invalid JSON (" + e.what() + ")");
+std::string Quoted(const std::string& path) { return "'" + EscapeForMessage(path) + "'"; }
+
+// Walks the JSON once without building it and stops at the first value nested deeper than the
+// limit: nlohmann's parser itself is iterative, but a deep value is a hazard to whatever walks it.
+class DepthCheck final : public nlohmann::json_sax<nlohmann::json> {
+public:
+    std::string error;
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override { return Enter(); }
+    bool key(string_t&) override { return true; }
+    bool end_object() override { return --m_depth, true; }
+    bool start_array(std::size_t) override { return Enter(); }
+    bool end_array() override { return --m_depth, true; }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+        error = e.what();
+        return false;
     }
+
+private:
+    bool Enter() {
+        if (++m_depth <= kMaxJsonDepth) return true;
+        error = "nested more than " + std::to_string(kMaxJsonDepth) + " levels deep";
+        return false;
+    }
+    int m_depth = 0;
+};
+
+}  // namespace
+
+std::string FormatBytes(size_t bytes) {
+    char buf[32];
+    if (bytes < 1000) std::snprintf(buf, sizeof buf, "%zu bytes", bytes);
+    else if (bytes < 1000 * 1000) std::snprintf(buf, sizeof buf, "%.1f kB", bytes / 1e3);
+    else if (bytes < size_t{1000} * 1000 * 1000) std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
+    else std::snprintf(buf, sizeof buf, "%.1f GB", bytes / 1e9);
+    return buf;
+}
+
+Status CheckRegularFile(const std::string& path, size_t max_bytes) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return Fail(Quoted(path) + " does not exist or cannot be read");
+    if (!S_ISREG(st.st_mode)) return Fail(Quoted(path) + " is " + KindOf(st) + ", not a file");
+    if (static_cast<uint64_t>(st.st_size) > max_bytes)
+        return Fail(Quoted(path) + " is " + FormatBytes(st.st_size) + ", more than the " + FormatBytes(max_bytes) + " such a file may be");
+    return Ok{};
+}
+
+Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
+    if (auto s = CheckRegularFile(path, max_bytes); !s) return Fail(s.error());
+    // O_NONBLOCK: should the path have been swapped for a FIFO since the check, opening it does
+    // not wait for a writer; fstat on the open file then refuses it.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return Fail("cannot open " + Quoted(path));
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return Fail(Quoted(path) + " is not a regular file");
+    }
+    std::string bytes;
+    bytes.resize(std::min<size_t>(static_cast<size_t>(st.st_size), max_bytes) + 1);
+    size_t got = 0;
+    while (got < bytes.size()) {
+        const ssize_t n = ::read(fd, &bytes[got], bytes.size() - got);
+        if (n < 0) {
+            ::close(fd);
+            return Fail("cannot read " + Quoted(path));
+        }
+        if (n == 0) break;
+        got += static_cast<size_t>(n);
+        if (got == bytes.size() && got <= max_bytes) bytes.resize(std::min(max_bytes + 1, bytes.size() * 2));  // it grew
+    }
+    ::close(fd);
+    if (got > max_bytes) return Fail(Quoted(path) + " is more than the " + FormatBytes(max_bytes) + " such a file may be");
+    bytes.resize(got);
+    return bytes;
+}
+
+Result<nlohmann::json> ParseJsonText(std::string_view text) {
+    DepthCheck check;
+    if (!nlohmann::json::sax_parse(text, &check)) return Fail(check.error.empty() ? "invalid JSON" : check.error);
+    try {
+        return nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+        return Fail(e.what());
+    }
+}
+
+Result<nlohmann::json> ParseJsonFile(const std::string& path, size_t max_bytes) {
+    auto text = ReadFile(path, max_bytes);
+    if (!text) return Fail(text.error());
+    auto json = ParseJsonText(*text);
+    if (!json) return Fail(EscapeForMessage(path) + ": invalid JSON (" + json.error() + ")");
+    return json;
+}
+
+std::string EscapeForMessage(std::string_view text, size_t max_chars) {
+    std::string out;
+    size_t chars = 0;
+    for (size_t i = 0; i < text.size();) {
+        if (chars == max_chars) return out + "...";
+        const unsigned char c = static_cast<unsigned char>(text[i]);
+        // The length of a well-formed UTF-8 character starting here, 0 if it is not one.
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+        if (len > 1) {
+            if (i + len > text.size()) len = 0;
+            for (size_t k = 1; k < len; ++k)
+                if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) len = 0;
+        }
+        if (len == 1 && c >= 0x20 && c != 0x7F) {
+            out += static_cast<char>(c);
+        } else if (len > 1) {
+            // C1 controls (U+0080..U+009F) drive some terminals too.
+            if (c == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0) {
+                char buf[8];
+                std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(text[i + 1]));
+                out += buf;
+            } else {
+                out.append(text.data() + i, len);
+            }
+        } else {
+            len = 1;
+            switch (c) {
+                case '\n': out += "\\n"; break;
+                case '\r': out += "\\r"; break;
+                case '\t': out += "\\t"; break;
+                default: {
+                    char buf[8];
+                    std::snprintf(buf, sizeof buf, "\\x%02x", c);
+                    out += buf;
+                }
+            }
+        }
+        i += len;
+        ++chars;
+    }
+    return out;
+}
+
+std::string DescribeJson(const nlohmann::json& value) {
+    switch (value.type()) {
+        case nlohmann::json::value_t::object: return "an object of " + std::to_string(value.size()) + " keys";
+        case nlohmann::json::value_t::array: return "an array of " + std::to_string(value.size());
+        case nlohmann::json::value_t::string: return "'" + EscapeForMessage(value.get_ref<const std::string&>()) + "'";
+        case nlohmann::json::value_t::null: return "null";
+        case nlohmann::json::value_t::binary: return "binary data";
+        default: return value.dump();  // a number or a boolean
+    }
+}
+
+Result<std::string> CreateTempFileBeside(const std::string& path) {
+    static std::atomic<unsigned> counter{0};
+    const std::filesystem::path target(path);
+    for (int attempt = 0; attempt < 100; ++attempt) {
+        const std::string name = "." + target.filename().string() + ".ssaviz-" + std::to_string(::getpid()) + "-" +
+                                 std::to_string(counter++) + ".tmp";
+        const std::string temp = (target.parent_path() / name).string();
+        const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            ::close(fd);
+            return temp;
+        }
+        if (errno != EEXIST) return Fail(Quoted(path) + ": cannot write (" + std::strerror(errno) + ")");
+    }
+    return Fail(Quoted(path) + ": cannot create a temporary file beside it");
+}
+
+Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
+    auto temp = CreateTempFileBeside(path);
+    if (!temp) return Fail(temp.error());
+    auto fail = [&](const std::string& why) -> Status {
+        ::unlink(temp->c_str());
+        return Fail(Quoted(path) + ": " + why);
+    };
+    const int fd = ::open(temp->c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return fail(std::string("cannot write (") + std::strerror(errno) + ")");
+    size_t done = 0;
+    while (done < bytes.size()) {
+        const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            const std::string why = std::string("write failed (") + std::strerror(errno) + ")";
+            ::close(fd);
+            return fail(why);
+        }
+        done += static_cast<size_t>(n);
+    }
+    if (::close(fd) != 0) return fail(std::string("write failed (") + std::strerror(errno) + ")");
+    if (::rename(temp->c_str(), path.c_str()) != 0) return fail(std::string("cannot replace it (") + std::strerror(errno) + ")");
+    return Ok{};
 }
 
 std::string ExecutableDir() {

@@ -1,7 +1,12 @@
-// Small file helpers shared by the loaders, the trainer and the app.
+// Small file helpers shared by the loaders, the trainer and the app. Every file ssaviz reads is
+// treated as possibly hostile: it must be a regular file (not a FIFO, a device or a folder) and
+// no larger than a limit suited to its kind; JSON nests at most kMaxJsonDepth deep; anything
+// echoed from a file into a message is escaped and bounded.
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -9,10 +14,47 @@
 
 namespace model {
 
-// A whole file as bytes; the error names the path.
-Result<std::string> ReadFile(const std::string& path);
-// A whole file parsed as JSON; the error names the path and the parser's complaint.
-Result<nlohmann::json> ParseJsonFile(const std::string& path);
+// Size limits by kind of file (bytes). Weights are memory-mapped, not read, so have none here.
+constexpr size_t kMaxTextFileBytes = size_t{64} << 20;      // --text-file, batch files, training text
+constexpr size_t kMaxJsonFileBytes = size_t{64} << 20;      // config.json, sessions, state/train.json
+constexpr size_t kMaxTokenizerFileBytes = size_t{256} << 20;  // vocab.json, merges.txt, tokenizer.json, tokenizer.model
+constexpr size_t kMaxCorpusFileBytes = size_t{1} << 30;      // one file of a training corpus
+constexpr int kMaxJsonDepth = 64;                          // nesting of any JSON ssaviz reads
+
+// Checks that `path` names a regular file (following a link to one) of at most `max_bytes`; the
+// error names the path and says what it is instead ("is a folder", "is a FIFO or device", "is
+// 3.1 GB, more than the 64 MB a text file may be", "does not exist").
+Status CheckRegularFile(const std::string& path, size_t max_bytes);
+
+// A whole regular file of at most `max_bytes` as bytes; the error names the path. Reads at most
+// max_bytes + 1 bytes whatever the file claims, so a file that grows while read is refused too.
+Result<std::string> ReadFile(const std::string& path, size_t max_bytes);
+// A whole file parsed as JSON (at most `max_bytes`, nesting at most kMaxJsonDepth); the error
+// names the path and the parser's complaint.
+Result<nlohmann::json> ParseJsonFile(const std::string& path, size_t max_bytes = kMaxJsonFileBytes);
+// JSON text parsed with nesting at most kMaxJsonDepth; the error is the parser's complaint or the
+// depth, without a path.
+Result<nlohmann::json> ParseJsonText(std::string_view text);
+
+// Text from a file or a value, made safe to put in a one-line message: control characters and
+// bytes that are not UTF-8 escaped (\n, \x1b), at most `max_chars` characters kept ("..." marks a cut).
+std::string EscapeForMessage(std::string_view text, size_t max_chars = 200);
+// A JSON value in a message: a string quoted and escaped, a number as itself, an object or array
+// as "an object" / "an array of 3" (never dumped: it may nest a million levels deep).
+std::string DescribeJson(const nlohmann::json& value);
+
+// Writing without ever leaving a half-written file or writing through a link: the bytes go to a
+// new temporary file beside `path` (created exclusively, never following a link), which is then
+// renamed over `path`. A link at `path` is replaced, not followed; on any failure `path` is left as
+// it was and the temporary file removed.
+Status WriteFileAtomically(const std::string& path, std::string_view bytes);
+// The first half of that for writers that stream: creates an empty temporary file beside `path`
+// (".NAME.ssaviz-PID-N.tmp") exclusively and returns its path; the caller fills it and renames it.
+Result<std::string> CreateTempFileBeside(const std::string& path);
+
+// A byte count for messages: "512 bytes", "3.1 MB", "2.0 GB".
+std::string FormatBytes(size_t bytes);
+
 // The folder of the running executable (from /proc/self/exe); empty if unknown.
 std::string ExecutableDir();
 

@@ -38,6 +38,7 @@ Status WriteNpyParts(const std::string& path, const std::vector<int64_t>& shape,
         if (!data) return Fail(path + ": " + error);
         out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(part_count * sizeof(float)));
     }
+    out.close();  // a full disk may only show when the buffer is flushed
     if (!out) return Fail(path + ": write failed");
     return Ok{};
 }

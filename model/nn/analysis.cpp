@@ -35,17 +35,22 @@ struct LoadedModel {
 
 // GPT-2's own vocabulary ships with ssaviz; a checkpoint without tokenizer files whose vocabulary
 // has GPT-2's size (nanoGPT pads it to 50,304) gets it.
-Result<std::unique_ptr<Tokenizer>> LoadTokenizerFor(const std::string& dir, const ModelConfig& config, std::vector<std::string>* notes) {
-    auto tokenizer = LoadTokenizer(dir);
-    if (tokenizer || (config.vocab_size != 50257 && config.vocab_size != 50304)) return tokenizer;
+// The folder's own tokenizer files, whatever state they are in (broken is an error naming the
+// file); only a folder with none at all and GPT-2's vocab_size gets GPT-2's bundled tokenizer.
+// `source` says which, for `info` and the Model panel.
+Result<std::unique_ptr<Tokenizer>> LoadTokenizerFor(const std::string& dir, const ModelConfig& config, std::string* source,
+                                                    std::vector<std::string>* notes) {
+    *source = TokenizerFilesIn(dir);
+    if (!source->empty() || (config.vocab_size != 50257 && config.vocab_size != 50304)) return LoadTokenizer(dir);
     const fs::path exe = ExecutableDir();
     for (const fs::path& candidate : {exe / ".." / "assets" / "tokenizers" / "gpt2", exe / "models" / "default"}) {
         if (!fs::exists(candidate / "vocab.json")) continue;
         auto gpt2 = LoadGpt2Tokenizer((candidate / "vocab.json").string(), (candidate / "merges.txt").string());
         if (gpt2) notes->push_back("no tokenizer files: GPT-2's (vocab_size " + std::to_string(config.vocab_size) + ")");
+        *source = "GPT-2's, bundled: the folder has no tokenizer files";
         return gpt2;
     }
-    return tokenizer;
+    return LoadTokenizer(dir);
 }
 
 Result<LoadedModel> LoadModelFolder(const std::string& dir, at::Device device, const ConfigHints& hints, at::ScalarType compute) {
@@ -54,7 +59,8 @@ Result<LoadedModel> LoadModelFolder(const std::string& dir, at::Device device, c
     const ModelConfig config = gpt->config;
     auto files = FindModelFiles(dir);
     if (!files) return Fail(files.error());
-    auto tokenizer = LoadTokenizerFor(files->dir, config, &gpt->notes);
+    std::string tokenizer_source;
+    auto tokenizer = LoadTokenizerFor(files->dir, config, &tokenizer_source, &gpt->notes);
     if (!tokenizer) return Fail(tokenizer.error());
     if ((*tokenizer)->VocabSize() > static_cast<size_t>(config.vocab_size))
         return Fail(dir + ": tokenizer has " + std::to_string((*tokenizer)->VocabSize()) + " tokens but the model's vocab_size is " +
@@ -72,6 +78,7 @@ Result<LoadedModel> LoadModelFolder(const std::string& dir, at::Device device, c
     m.info.compute_dtype = compute == at::kFloat ? "f32" : compute == at::kBFloat16 ? "bf16" : "f16";
     m.info.tokenizer_kind = m.tokenizer->Kind();
     m.info.tokenizer_vocab = m.tokenizer->VocabSize();
+    m.info.tokenizer_source = tokenizer_source;
     m.info.unused_tensors = m.gpt.unused_tensors;
     m.info.weights_path = m.gpt.weights_path;
     m.info.weights_format = m.gpt.weights_format;
@@ -337,15 +344,51 @@ const ModelInfo& Engine::Info() const { return m_impl->model.info; }
 const ModelInfo* Engine::TwinInfo() const { return m_impl->twin ? &m_impl->twin->info : nullptr; }
 const Tokenizer& Engine::tokenizer() const { return *m_impl->model.tokenizer; }
 
+namespace {
+
+// The first tokens of a long text without encoding all of it. Tokenizers decide a token from the
+// bytes around it, so a prefix's tokens equal the whole text's except near where the prefix was
+// cut: tokens that end kStableMargin bytes or more before the cut are kept. The prefix doubles
+// until `count` such tokens are found or it is the whole text.
+constexpr size_t kStableMargin = 1024;
+
+Result<Tokenization> EncodePrefix(const Tokenizer& tokenizer, std::string_view text, size_t count) {
+    for (size_t length = std::max<size_t>(count * 16, 4 * kStableMargin);; length *= 2) {
+        if (length >= text.size()) return tokenizer.Encode(text);
+        size_t cut = length;
+        while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // a character boundary
+        auto tokens = tokenizer.Encode(text.substr(0, cut));
+        if (!tokens) {
+            // The prefix may be fine where the whole text is not: the whole text's error names the byte.
+            if (FindInvalidUtf8(text.substr(0, cut)) != std::string_view::npos) return tokens;
+            continue;
+        }
+        size_t stable = 0;
+        while (stable < tokens->ids.size() && tokens->offsets[stable].second + kStableMargin <= cut) ++stable;
+        if (stable >= count) {
+            tokens->ids.resize(count);
+            tokens->pieces.resize(count);
+            tokens->offsets.resize(count);
+            return tokens;
+        }
+    }
+}
+
+}  // namespace
+
 Result<Tokenization> Engine::Tokenize(std::string_view text, bool truncate) const {
     if (text.empty()) return Fail("text is empty");
-    auto tokens = m_impl->model.tokenizer->Encode(text);
-    if (!tokens) return tokens;
     const size_t context = static_cast<size_t>(m_impl->model.info.config.n_positions);
+    // One token more than the context tells "too long" from "fits" without encoding a long text whole.
+    auto tokens = EncodePrefix(*m_impl->model.tokenizer, text, context + 1);
+    if (!tokens) return tokens;
     if (tokens->ids.size() > context) {
-        if (!truncate)
-            return Fail("text is " + std::to_string(tokens->ids.size()) + " tokens, longer than the model's context of " +
-                        std::to_string(context) + " (truncating keeps the first " + std::to_string(context) + ")");
+        if (!truncate) {
+            const bool whole = tokens->offsets.back().second == text.size();
+            return Fail("text is " + std::string(whole ? "" : "more than ") + std::to_string(whole ? tokens->ids.size() : context) +
+                        " tokens, longer than the model's context of " + std::to_string(context) + " (truncating keeps the first " +
+                        std::to_string(context) + ")");
+        }
         tokens->ids.resize(context);
         tokens->pieces.resize(context);
         tokens->offsets.resize(context);

@@ -26,6 +26,7 @@ struct ModelInfo {
     std::string compute_dtype = "f32";  // what the forward pass computes in: f32, bf16, f16
     std::string tokenizer_kind;  // "gpt2-bpe"
     size_t tokenizer_vocab = 0;
+    std::string tokenizer_source;     // "vocab.json + merges.txt", "tokenizer.json", "tokenizer.model", or GPT-2's and why
     std::vector<std::string> unused_tensors;
     std::string weights_path;         // the file the weights came from
     std::string weights_format;       // "safetensors" or "torch.save"

@@ -4,9 +4,13 @@
 
 #include <dlfcn.h>
 
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <string_view>
+#include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SSAVIZ_ASAN 1
@@ -142,13 +146,127 @@ private:
     void* m_handle;
 };
 
+// ---- The normalizer's character map, checked before libsentencepiece sees it ----------------
+// libsentencepiece trusts a model file's precompiled character map: a hostile one makes it read
+// outside the map while it encodes (a crash in Debian's 0.1.97). So the map is walked here first,
+// the way the library walks it. Its layout: a little-endian uint32 with the trie's size in bytes,
+// a darts-clone double-array trie (uint32 units), then the replacement strings, each ending in NUL.
+
+constexpr size_t kMaxCharsMapBytes = size_t{4} << 20;  // the largest built-in map (nmt_nfkc_cf) is ~0.25 MB
+
+// One protobuf field of a message: length-delimited fields give their bytes.
+struct ProtoField {
+    uint64_t number = 0;
+    int wire_type = 0;
+    std::string_view bytes;
+};
+
+bool ReadVarint(std::string_view* in, uint64_t* value) {
+    *value = 0;
+    for (int shift = 0; shift < 64 && !in->empty(); shift += 7) {
+        const uint8_t b = static_cast<uint8_t>(in->front());
+        in->remove_prefix(1);
+        *value |= static_cast<uint64_t>(b & 0x7F) << shift;
+        if (!(b & 0x80)) return true;
+    }
+    return false;
+}
+
+// The fields of one protobuf message, in order; false when it is not well formed.
+bool ProtoFields(std::string_view message, std::vector<ProtoField>* fields) {
+    while (!message.empty()) {
+        uint64_t tag = 0, length = 0;
+        if (!ReadVarint(&message, &tag)) return false;
+        ProtoField f{tag >> 3, static_cast<int>(tag & 7), {}};
+        switch (f.wire_type) {
+            case 0: if (!ReadVarint(&message, &length)) return false; break;
+            case 1: if (message.size() < 8) return false; message.remove_prefix(8); break;
+            case 5: if (message.size() < 4) return false; message.remove_prefix(4); break;
+            case 2:
+                if (!ReadVarint(&message, &length) || length > message.size()) return false;
+                f.bytes = message.substr(0, length);
+                message.remove_prefix(length);
+                break;
+            default: return false;  // groups (3, 4) are not used by SentencePiece models
+        }
+        fields->push_back(f);
+    }
+    return true;
+}
+
+uint32_t Unit(std::string_view trie, size_t index) {
+    uint32_t u;
+    std::memcpy(&u, trie.data() + index * 4, 4);
+    return u;  // x86 and ARM are little-endian, as the file is
+}
+
+// darts-clone's unit fields (darts.h).
+bool HasLeaf(uint32_t u) { return (u >> 8) & 1; }
+uint32_t Value(uint32_t u) { return u & ((1U << 31) - 1); }
+uint32_t Label(uint32_t u) { return u & ((1U << 31) | 0xFF); }
+uint32_t Offset(uint32_t u) { return (u >> 10) << ((u & (1U << 9)) >> 6); }
+
+Status CheckCharsMap(std::string_view blob) {
+    if (blob.empty()) return Ok{};  // none: the spec's named rule, built into the library, applies
+    if (blob.size() > kMaxCharsMapBytes)
+        return Fail("its normalizer's character map is " + FormatBytes(blob.size()) + ", more than the " + FormatBytes(kMaxCharsMapBytes) + " allowed");
+    uint32_t trie_bytes = 0;
+    if (blob.size() < 4) return Fail("its normalizer's character map is shorter than its header");
+    std::memcpy(&trie_bytes, blob.data(), 4);
+    if (trie_bytes < 4 || trie_bytes > blob.size() - 4) return Fail("its normalizer's character map has a trie larger than the map");
+    const std::string_view trie = blob.substr(4, trie_bytes), strings = blob.substr(4 + trie_bytes);
+    const size_t units = trie.size() / 4;
+    // A replacement at offset v is read up to its NUL: there must be one at or after v.
+    const size_t last_nul = strings.rfind('\0');
+    // Every node the search can reach: from each, the search reads the unit at base ^ byte for any
+    // byte, and follows it when its label is that byte.
+    std::vector<uint8_t> seen(units, 0);
+    std::vector<size_t> bases = {Offset(Unit(trie, 0))};
+    while (!bases.empty()) {
+        const size_t base = bases.back();
+        bases.pop_back();
+        if ((base | 0xFF) >= units) return Fail("its normalizer's character map leads outside its trie");
+        for (uint32_t c = 0; c < 256; ++c) {
+            const size_t at = base ^ c;
+            const uint32_t unit = Unit(trie, at);
+            if (Label(unit) != c) continue;
+            const size_t next = at ^ Offset(unit);
+            if (next >= units) return Fail("its normalizer's character map leads outside its trie");
+            if (HasLeaf(unit) && (last_nul == std::string_view::npos || Value(Unit(trie, next)) > last_nul))
+                return Fail("its normalizer's character map points outside its replacement strings");
+            if (!seen[next]) {
+                seen[next] = 1;
+                bases.push_back(next);
+            }
+        }
+    }
+    return Ok{};
+}
+
+// The character maps of a serialized ModelProto: its normalizer_spec (3) and denormalizer_spec
+// (5), field precompiled_charsmap (2) of each.
+Status CheckNormalizers(std::string_view model) {
+    std::vector<ProtoField> fields;
+    if (!ProtoFields(model, &fields)) return Fail("not a SentencePiece model (malformed protobuf)");
+    for (const ProtoField& f : fields) {
+        if ((f.number != 3 && f.number != 5) || f.wire_type != 2) continue;
+        std::vector<ProtoField> spec;
+        if (!ProtoFields(f.bytes, &spec)) return Fail("not a SentencePiece model (malformed normalizer)");
+        for (const ProtoField& g : spec)
+            if (g.number == 2 && g.wire_type == 2)
+                if (auto s = CheckCharsMap(g.bytes); !s) return s;
+    }
+    return Ok{};
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer>> LoadSentencePieceTokenizer(const std::string& path) {
     const Shim& shim = GetShim();
     if (!shim.error.empty()) return Fail(path + ": " + shim.error);
-    auto bytes = ReadFile(path);
+    auto bytes = ReadFile(path, kMaxTokenizerFileBytes);
     if (!bytes) return Fail(bytes.error());
+    if (auto s = CheckNormalizers(*bytes); !s) return Fail(EscapeForMessage(path) + ": " + s.error());
     char error[256] = "";
     void* handle = shim.load(bytes->data(), bytes->size(), error, sizeof error);
     if (!handle) return Fail(path + ": not a SentencePiece model (" + std::string(error) + ")");
@@ -167,7 +285,7 @@ Status TrainSentencePiece(const std::vector<std::string>& lines, const SentenceP
     std::vector<std::pair<std::string, std::string>> args = {
         {"model_type", options.model_type},
         {"vocab_size", std::to_string(options.vocab_size)},
-        {"normalization_rule_name", "identity"},  // keep the bytes: offsets index the user's text
+        {"normalization_rule_name", options.normalization},
         {"remove_extra_whitespaces", "false"},
         {"byte_fallback", word ? "false" : "true"},
         {"character_coverage", "0.9995"},

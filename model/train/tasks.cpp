@@ -344,7 +344,7 @@ Result<Corpus> ReadCorpus(const std::vector<std::string>& paths) {
         }
     }
     for (const auto& f : files) {
-        auto read = ReadFile(f.string());
+        auto read = ReadFile(f.string(), kMaxCorpusFileBytes);
         if (!read) return Fail(read.error());
         const std::string& text = *read;
         if (text.empty() || FindInvalidUtf8(text) != std::string::npos || text.find('\0') != std::string::npos) {

@@ -1,0 +1,106 @@
+// model/io/files: bounded reads of regular files only, JSON with a nesting limit, messages that
+// escape what they echo, and writes that never leave half a file or follow a link.
+#include "model/io/files.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Dir(const std::string& name) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/files/" + name;
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    return dir;
+}
+
+std::string Slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST(Files, ReadFileTakesRegularFilesUpToTheirLimit) {
+    const std::string dir = Dir("read");
+    std::ofstream(dir + "/ten.txt") << "0123456789";
+    auto ten = model::ReadFile(dir + "/ten.txt", 10);
+    ASSERT_TRUE(ten) << ten.error();
+    EXPECT_EQ(*ten, "0123456789");
+    auto over = model::ReadFile(dir + "/ten.txt", 9);
+    ASSERT_FALSE(over);
+    EXPECT_NE(over.error().find("is 10 bytes, more than the 9 bytes such a file may be"), std::string::npos) << over.error();
+
+    auto dev = model::ReadFile("/dev/zero", 1 << 20);
+    ASSERT_FALSE(dev);
+    EXPECT_NE(dev.error().find("'/dev/zero' is a device, not a file"), std::string::npos) << dev.error();
+    ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0600), 0);
+    auto fifo = model::ReadFile(dir + "/fifo", 1 << 20);  // must not wait for a writer
+    ASSERT_FALSE(fifo);
+    EXPECT_NE(fifo.error().find("is a FIFO, not a file"), std::string::npos) << fifo.error();
+    auto folder = model::ReadFile(dir, 1 << 20);
+    ASSERT_FALSE(folder);
+    EXPECT_NE(folder.error().find("is a folder, not a file"), std::string::npos) << folder.error();
+    auto missing = model::ReadFile(dir + "/missing", 1 << 20);
+    ASSERT_FALSE(missing);
+    EXPECT_NE(missing.error().find("does not exist"), std::string::npos) << missing.error();
+    // A link to a regular file is read (the user may keep texts behind links).
+    fs::create_symlink(dir + "/ten.txt", dir + "/link.txt");
+    EXPECT_TRUE(model::ReadFile(dir + "/link.txt", 10));
+}
+
+TEST(Files, JsonNestingIsCappedAndNeverDumped) {
+    const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+    auto parsed = model::ParseJsonText(deep);
+    ASSERT_FALSE(parsed);
+    EXPECT_NE(parsed.error().find("nested more than 64 levels deep"), std::string::npos) << parsed.error();
+    const std::string ok = std::string(64, '[') + std::string(64, ']');
+    EXPECT_TRUE(model::ParseJsonText(ok));
+    EXPECT_FALSE(model::ParseJsonText(std::string(65, '[') + std::string(65, ']')));
+    auto broken = model::ParseJsonText("{\"a\": ");
+    ASSERT_FALSE(broken);
+    EXPECT_EQ(broken.error().find('\n'), std::string::npos);
+
+    // Values in messages: described, not dumped; strings escaped and bounded.
+    EXPECT_EQ(model::DescribeJson(nlohmann::json::parse("[[1], [2], [3]]")), "an array of 3");
+    EXPECT_EQ(model::DescribeJson(nlohmann::json::parse(R"({"a": {"b": 1}})")), "an object of 1 keys");
+    EXPECT_EQ(model::DescribeJson(nlohmann::json("x\ny")), "'x\\ny'");
+    EXPECT_EQ(model::DescribeJson(nlohmann::json(2.5)), "2.5");
+}
+
+TEST(Files, EscapeForMessageKeepsOneSafeLine) {
+    EXPECT_EQ(model::EscapeForMessage("wte.weight"), "wte.weight");
+    EXPECT_EQ(model::EscapeForMessage("a\nb\tc\x1b[31mred"), "a\\nb\\tc\\x1b[31mred");
+    EXPECT_EQ(model::EscapeForMessage("caf\xc3\xa9 \xe6\x97\xa5"), "caf\xc3\xa9 \xe6\x97\xa5");  // UTF-8 kept
+    EXPECT_EQ(model::EscapeForMessage("bad \xff\xfe"), "bad \\xff\\xfe");
+    EXPECT_EQ(model::EscapeForMessage("c1 \xc2\x9b"), "c1 \\u009b");  // a C1 control (CSI)
+    EXPECT_EQ(model::EscapeForMessage(std::string(1000, 'x'), 10), std::string(10, 'x') + "...");
+}
+
+TEST(Files, AtomicWritesReplaceLinksAndLeaveNothingHalfDone) {
+    const std::string dir = Dir("write");
+    std::ofstream(dir + "/outside.txt") << "precious";
+    fs::create_symlink(dir + "/outside.txt", dir + "/out.txt");
+    ASSERT_TRUE(model::WriteFileAtomically(dir + "/out.txt", "new"));
+    EXPECT_FALSE(fs::is_symlink(dir + "/out.txt"));
+    EXPECT_EQ(Slurp(dir + "/out.txt"), "new");
+    EXPECT_EQ(Slurp(dir + "/outside.txt"), "precious");
+    // A write that cannot finish (here: a folder stands where the file goes) leaves no temporary.
+    fs::create_directories(dir + "/taken");
+    std::ofstream(dir + "/taken/keep") << "k";
+    auto s = model::WriteFileAtomically(dir + "/taken", "x");
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().find("cannot replace it"), std::string::npos) << s.error();
+    size_t entries = 0;
+    for (const auto& e : fs::directory_iterator(dir)) entries += e.path().filename().string().rfind(".", 0) == 0;
+    EXPECT_EQ(entries, 0u) << "a temporary file was left behind";
+}
+
+}  // namespace
