@@ -124,8 +124,12 @@ TEST_F(Cli, CheckpointWithoutConfigOpensWithFlagsAndMatchesTheFolder) {
     EXPECT_EQ(b["weights"]["format"], "safetensors");
     EXPECT_NE(a["notes"].dump().find("GPT-2's"), std::string::npos) << a["notes"].dump();  // the bundled tokenizer
     for (const char* key : {"n_layer", "n_head", "n_embd", "n_positions", "vocab_size", "query_temperature", "value_temperature",
-                            "activation_function", "parameters", "tokenizer"})
+                            "activation_function", "parameters"})
         EXPECT_EQ(a[key], b[key]) << key;
+    // The same tokenizer, from the folder's own files or, for the lone checkpoint, GPT-2's, and each says which.
+    for (const char* key : {"kind", "vocab"}) EXPECT_EQ(a["tokenizer"][key], b["tokenizer"][key]) << key;
+    EXPECT_EQ(a["tokenizer"]["source"], "GPT-2's, bundled: the folder has no tokenizer files");
+    EXPECT_EQ(b["tokenizer"]["source"], "vocab.json + merges.txt");
 
     // The same maps, byte for byte, from either file.
     for (const auto& [model, out] : {std::pair<std::string, std::string>{ckpt, kOut + "/ckpt_export"}, {Small(), kOut + "/dir_export"}}) {
