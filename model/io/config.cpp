@@ -1,9 +1,8 @@
 #include "model/io/config.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+
+#include "model/io/files.h"
 
 namespace model {
 namespace {
@@ -13,10 +12,10 @@ using nlohmann::json;
 Result<int> ReadPositiveInt(const json& root, const char* key, const std::string& source) {
     auto it = root.find(key);
     if (it == root.end()) return Fail(source + ": missing key '" + key + "'");
-    if (!it->is_number_integer()) return Fail(source + ": '" + key + "' must be an integer, got " + it->dump());
-    // dump() shows the number as written, also beyond the int64 range.
+    // DescribeJson: a number as written (also beyond the int64 range); never a dump of a nested value.
+    if (!it->is_number_integer()) return Fail(source + ": '" + key + "' must be an integer, got " + DescribeJson(*it));
     const bool in_range = it->is_number_unsigned() && it->get<uint64_t>() >= 1 && it->get<uint64_t>() <= (1u << 24);
-    if (!in_range) return Fail(source + ": '" + key + "' = " + it->dump() + " is out of range (1 .. 16777216)");
+    if (!in_range) return Fail(source + ": '" + key + "' = " + DescribeJson(*it) + " is out of range (1 .. 16777216)");
     return static_cast<int>(it->get<uint64_t>());
 }
 
@@ -26,15 +25,15 @@ Result<TemperatureForm> ReadForm(const json& ssa, const char* side, const std::s
     auto it = ssa.find(side);
     if (it == ssa.end() || it->is_null()) return form;
     std::string where = source + ": ssa." + side;
-    if (!it->is_object()) return Fail(where + " must be an object");
+    if (!it->is_object()) return Fail(where + " must be an object, got " + DescribeJson(*it));
     for (auto& [key, _] : it->items()) {
         if (key != "position" && key != "token" && key != "combine")
-            return Fail(where + ": unknown key '" + key + "' (expected position, token, combine)");
+            return Fail(where + ": unknown key '" + EscapeForMessage(key) + "' (expected position, token, combine)");
     }
     auto text = [&](const char* key) -> Result<std::string> {
         auto v = it->find(key);
         if (v == it->end() || v->is_null()) return std::string("null");
-        if (!v->is_string()) return Fail(where + "." + key + " must be a string or null, got " + v->dump());
+        if (!v->is_string()) return Fail(where + "." + key + " must be a string or null, got " + DescribeJson(*v));
         return v->get<std::string>();
     };
     auto position = text("position");
@@ -42,27 +41,28 @@ Result<TemperatureForm> ReadForm(const json& ssa, const char* side, const std::s
     if (*position == "sigmoid") form.position = PositionForm::Sigmoid;
     else if (*position == "exp_exp") form.position = PositionForm::ExpExp;
     else if (*position == "linear") form.position = PositionForm::Linear;
-    else if (*position != "null") return Fail(where + ".position: unknown form '" + *position + "' (expected sigmoid, exp_exp, linear or null)");
+    else if (*position != "null") return Fail(where + ".position: unknown form '" + EscapeForMessage(*position) + "' (expected sigmoid, exp_exp, linear or null)");
 
     auto token = text("token");
     if (!token) return Fail(token.error());
     if (*token == "shared") form.token = TokenForm::Shared;
     else if (*token == "feature") form.token = TokenForm::Feature;
-    else if (*token != "null") return Fail(where + ".token: unknown form '" + *token + "' (expected shared, feature or null)");
+    else if (*token != "null") return Fail(where + ".token: unknown form '" + EscapeForMessage(*token) + "' (expected shared, feature or null)");
 
     auto combine = text("combine");
     if (!combine) return Fail(combine.error());
     if (*combine == "product") form.combine = Combine::Product;
-    else if (*combine != "sum" && *combine != "null") return Fail(where + ".combine: unknown value '" + *combine + "' (expected sum or product)");
+    else if (*combine != "sum" && *combine != "null") return Fail(where + ".combine: unknown value '" + EscapeForMessage(*combine) + "' (expected sum or product)");
     return form;
 }
 
 }  // namespace
 
 Result<ModelConfig> ParseConfig(std::string_view json_text, const std::string& source) {
-    json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-    if (root.is_discarded()) return Fail(source + ": not valid JSON");
-    if (!root.is_object()) return Fail(source + ": expected a JSON object at the top level");
+    auto parsed = ParseJsonText(json_text);  // nesting at most kMaxJsonDepth
+    if (!parsed) return Fail(source + ": not valid JSON (" + EscapeForMessage(parsed.error()) + ")");
+    const json& root = *parsed;
+    if (!root.is_object()) return Fail(source + ": expected a JSON object at the top level, got " + DescribeJson(root));
 
     ModelConfig c;
     struct { const char* key; int* field; } ints[] = {
@@ -85,20 +85,20 @@ Result<ModelConfig> ParseConfig(std::string_view json_text, const std::string& s
 
     if (auto it = root.find("layer_norm_epsilon"); it != root.end()) {
         if (!it->is_number() || it->get<double>() <= 0 || it->get<double>() > 1)
-            return Fail(source + ": layer_norm_epsilon must be a number in (0, 1], got " + it->dump());
+            return Fail(source + ": layer_norm_epsilon must be a number in (0, 1], got " + DescribeJson(*it));
         c.layer_norm_epsilon = it->get<double>();
     }
     if (auto it = root.find("activation_function"); it != root.end()) {
-        std::string a = it->is_string() ? it->get<std::string>() : it->dump();
+        const std::string a = it->is_string() ? it->get<std::string>() : "";
         if (a == "gelu_new" || a == "gelu_pytorch_tanh") c.activation = Activation::GeluNew;
         else if (a == "gelu") c.activation = Activation::Gelu;
-        else return Fail(source + ": activation_function '" + a + "' is not supported (expected gelu_new or gelu)");
+        else return Fail(source + ": activation_function " + DescribeJson(*it) + " is not supported (expected gelu_new or gelu)");
     }
 
     if (auto it = root.find("ssa"); it != root.end() && !it->is_null()) {
-        if (!it->is_object()) return Fail(source + ": 'ssa' must be an object");
+        if (!it->is_object()) return Fail(source + ": 'ssa' must be an object, got " + DescribeJson(*it));
         for (auto& [key, _] : it->items())
-            if (key != "query" && key != "value") return Fail(source + ": ssa: unknown key '" + key + "' (expected query, value)");
+            if (key != "query" && key != "value") return Fail(source + ": ssa: unknown key '" + EscapeForMessage(key) + "' (expected query, value)");
         auto q = ReadForm(*it, "query", source);
         if (!q) return Fail(q.error());
         auto v = ReadForm(*it, "value", source);
@@ -110,11 +110,9 @@ Result<ModelConfig> ParseConfig(std::string_view json_text, const std::string& s
 }
 
 Result<ModelConfig> LoadConfig(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Fail(path + ": cannot open");
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    return ParseConfig(buffer.str(), path);
+    auto text = ReadFile(path, kMaxJsonFileBytes);  // a regular file of at most 64 MB
+    if (!text) return Fail(text.error());
+    return ParseConfig(*text, path);
 }
 
 const char* ToString(PositionForm form) {

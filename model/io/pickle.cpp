@@ -4,15 +4,24 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "model/io/files.h"
+
 namespace model {
 namespace {
 
 using Kind = PickleValue::Kind;
 
 // A GPT-2 XL state dict pickles to ~15,000 values, a nanoGPT checkpoint with its optimizer state
-// to a few times that. The cap keeps a hostile data.pkl of one-byte opcodes from growing the
-// arena (~200 bytes a value) without bound.
-constexpr size_t kMaxValues = 4'000'000;
+// to a few times that. Every one-byte opcode can grow something, so each thing that grows has a
+// cap: a hostile data.pkl of 200 MB then stays within about 1 GB instead of asking for 4 GB.
+constexpr size_t kMaxValues = 4'000'000;     // the arena (~200 bytes a value) plus the stack
+constexpr size_t kMaxMemo = 4'000'000;       // memo entries (MEMOIZE adds one without a value)
+constexpr size_t kMaxMarks = 4'096;          // open MARKs: one a nesting level, and Python's pickler
+                                             // stops at its recursion limit of 1,000 levels
+constexpr size_t kMaxElements = 16'000'000;  // references held by all containers together
+                                             // (DUP + APPENDS repeats one reference at will)
+constexpr size_t kMaxCopiedBytes = 64 << 20; // text copied between values (global, object and
+                                             // storage names recalled from the memo)
 
 struct StorageType { const char* name; Dtype dtype; };
 constexpr StorageType kStorageTypes[] = {
@@ -32,9 +41,8 @@ public:
             m_op_pos = m_pos;
             m_op = m_data[m_pos++];
             if (m_op == '.') break;  // STOP
-            if (m_out.values.size() + m_stack.size() > kMaxValues)
-                return Fail("pickle holds more than " + std::to_string(kMaxValues) + " values; not a state dict ssaviz will read");
             Status s = Step();
+            if (s) s = CheckLimits();
             if (!s) return Fail(s.error());
         }
         if (m_stack.size() != 1 || !m_marks.empty()) return Fail("pickle stops with " + std::to_string(m_stack.size()) + " values on its stack, expected 1");
@@ -43,6 +51,17 @@ public:
     }
 
 private:
+    // After every opcode: a step grows each thing by at most one container's worth.
+    Status CheckLimits() const {
+        const std::string refuse = "; not a state dict ssaviz will read";
+        if (m_out.values.size() + m_stack.size() > kMaxValues) return Fail("pickle holds more than " + std::to_string(kMaxValues) + " values" + refuse);
+        if (m_memo.size() > kMaxMemo) return Fail("pickle memoizes more than " + std::to_string(kMaxMemo) + " values" + refuse);
+        if (m_marks.size() > kMaxMarks) return Fail("pickle opens more than " + std::to_string(kMaxMarks) + " MARKs at once" + refuse);
+        if (m_elements > kMaxElements) return Fail("pickle's containers hold more than " + std::to_string(kMaxElements) + " elements" + refuse);
+        if (m_copied > kMaxCopiedBytes) return Fail("pickle copies more than " + std::to_string(kMaxCopiedBytes) + " bytes of names" + refuse);
+        return Ok{};
+    }
+
     Error Bad(const std::string& what) const {
         char op[8];
         std::snprintf(op, sizeof op, m_op >= 0x20 && m_op < 0x7f ? "'%c'" : "0x%02x", m_op);
@@ -91,6 +110,9 @@ private:
         return items;
     }
     PickleValue& At(size_t i) { return m_out.values[i]; }
+    // Counts references put into containers and text copied out of other values (the limits above).
+    void Hold(size_t elements) { m_elements += elements; }
+    const std::string& Copied(const std::string& text) { return m_copied += text.size(), text; }
 
     Status PushString(Kind kind, uint64_t length) {
         auto p = Take(length);
@@ -108,6 +130,7 @@ private:
         Push(std::move(v));
     }
     void PushTuple(std::vector<size_t> items) {
+        Hold(items.size());
         PickleValue v;
         v.kind = Kind::Tuple;
         v.items = std::move(items);
@@ -116,7 +139,7 @@ private:
     void PushGlobal(const std::string& module, const std::string& name) {
         PickleValue v;
         v.kind = Kind::Global;
-        v.text = module + "." + name;
+        v.text = Copied(module) + "." + Copied(name);
         Push(std::move(v));
     }
 
@@ -129,6 +152,7 @@ private:
         PickleValue& c = At(*target);
         if (c.kind != container && c.kind != Kind::Object)
             return Bad(std::string(container == Kind::Dict ? "sets items on a " : "appends to a ") + ToString(c.kind));
+        Hold(items.size());
         c.items.insert(c.items.end(), items.begin(), items.end());
         m_stack.push_back(*target);
         return Ok{};
@@ -163,6 +187,7 @@ private:
             if (At(a[1]).kind != Kind::Int || At(a[1]).integer < 0) return Bad("tensor storage offset is not a non-negative integer");
             PickleValue t;
             t.kind = Kind::Tensor;
+            Copied(At(a[0]).tensor.storage_key);
             t.tensor = At(a[0]).tensor;
             t.tensor.offset = At(a[1]).integer;
             auto shape = IntTuple(a[2], "size");
@@ -178,7 +203,8 @@ private:
         } else {
             PickleValue o;
             o.kind = Kind::Object;
-            o.text = name.empty() ? std::string("(a call of a ") + ToString(At(*func).kind) + ")" : name;
+            o.text = name.empty() ? std::string("(a call of a ") + ToString(At(*func).kind) + ")" : Copied(name);
+            Hold(a.size());
             o.items = a;
             Push(std::move(o));
         }
@@ -199,8 +225,8 @@ private:
         bool known = false;
         for (const auto& st : kStorageTypes)
             if (type.text == st.name) { s.tensor.dtype = st.dtype; known = true; }
-        if (!known) return Bad("storage type '" + type.text + "' is not supported (float, half, bfloat16, double and integer storages are)");
-        s.tensor.storage_key = key.text;
+        if (!known) return Bad("storage type '" + EscapeForMessage(type.text) + "' is not supported (float, half, bfloat16, double and integer storages are)");
+        s.tensor.storage_key = Copied(key.text);
         s.tensor.storage_elements = static_cast<uint64_t>(count.integer);
         Push(std::move(s));
         return Ok{};
@@ -228,6 +254,8 @@ private:
     std::vector<size_t> m_stack;  // value indices
     std::vector<size_t> m_marks;  // stack heights at each MARK
     std::unordered_map<uint64_t, size_t> m_memo;
+    size_t m_elements = 0;  // see kMaxElements
+    size_t m_copied = 0;    // see kMaxCopiedBytes
 };
 
 #define TRY(expr)                                 \
@@ -277,7 +305,7 @@ Status Unpickler::Step() {
             char* end = nullptr;
             errno = 0;
             const long long v = std::strtoll(line.c_str(), &end, 10);
-            if (line.empty() || *end || errno) return Bad("'" + line + "' is not a 64-bit integer");
+            if (line.empty() || *end || errno) return Bad("'" + EscapeForMessage(line) + "' is not a 64-bit integer");
             PushInt(v);
             return Ok{};
         }
@@ -297,7 +325,7 @@ Status Unpickler::Step() {
             PickleValue v;
             v.kind = Kind::Float;
             v.number = std::strtod(line.c_str(), &end);
-            if (line.empty() || *end) return Bad("'" + line + "' is not a float");
+            if (line.empty() || *end) return Bad("'" + EscapeForMessage(line) + "' is not a float");
             Push(std::move(v));
             return Ok{};
         }
@@ -321,6 +349,7 @@ Status Unpickler::Step() {
         case ']': case 0x8f: { PickleValue v; v.kind = Kind::List; Push(std::move(v)); return Ok{}; }  // EMPTY_LIST, EMPTY_SET
         case 'l': case 0x91: {  // LIST, FROZENSET
             TAKE(items, PopMark());
+            Hold(items.size());
             PickleValue v;
             v.kind = Kind::List;
             v.items = std::move(items);
@@ -333,6 +362,7 @@ Status Unpickler::Step() {
         case 'd': {
             TAKE(items, PopMark());
             if (items.size() % 2) return Bad("odd number of keys and values");
+            Hold(items.size());
             PickleValue v;
             v.kind = Kind::Dict;
             v.items = std::move(items);
@@ -361,15 +391,21 @@ Status Unpickler::Step() {
             TAKE(cls, Pop());
             PickleValue o;
             o.kind = Kind::Object;
-            o.text = At(cls).kind == Kind::Global ? At(cls).text : "(an object)";
-            if (At(args).kind == Kind::Tuple) o.items = At(args).items;
+            o.text = At(cls).kind == Kind::Global ? Copied(At(cls).text) : "(an object)";
+            if (At(args).kind == Kind::Tuple) {
+                Hold(At(args).items.size());
+                o.items = At(args).items;
+            }
             Push(std::move(o));
             return Ok{};
         }
         case 'b': {  // BUILD: state for an object; an OrderedDict's _metadata is dropped
             TAKE(state, Pop());
             if (m_stack.empty()) return Bad("BUILD without an object");
-            if (At(m_stack.back()).kind == Kind::Object) At(m_stack.back()).items.push_back(state);
+            if (At(m_stack.back()).kind == Kind::Object) {
+                Hold(1);
+                At(m_stack.back()).items.push_back(state);
+            }
             return Ok{};
         }
         case 'Q': return PersistentLoad();

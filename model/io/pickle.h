@@ -48,7 +48,8 @@ struct Pickle {
     const PickleValue* Get(size_t dict, const std::string& key) const;
 };
 
-// Errors name the opcode and its byte offset.
+// Errors name the opcode and its byte offset. Values, memo entries, open MARKs, container elements
+// and copied names each have a cap (pickle.cpp), so memory stays bounded whatever the opcodes.
 Result<Pickle> Unpickle(const uint8_t* data, size_t size);
 
 const char* ToString(PickleValue::Kind kind);

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <set>
+#include <unordered_set>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/io/files.h"
+
 namespace model {
 namespace {
 
@@ -19,6 +21,9 @@ using nlohmann::json;
 
 // The header is metadata only; 100 MiB is far above any real model's and bounds our allocation.
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+// JSON values in a header: a tensor's entry takes about ten (object, dtype, shape and sizes,
+// offsets), so 16 a tensor is ample. Checked before the tree (~60 bytes a value) is built.
+constexpr size_t kMaxHeaderValues = 16 * kMaxSafetensorsTensors;
 
 struct DtypeName { Dtype dtype; const char* name; size_t size; };
 constexpr DtypeName kDtypes[] = {
@@ -36,9 +41,23 @@ bool ParseDtype(const std::string& s, Dtype* out) {
 
 bool MulOverflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
 
+std::string Quoted(const std::string& name) { return "'" + EscapeForMessage(name) + "'"; }
+
+// A value from the header in a message: a short array of numbers or strings as itself ("[0, 4,
+// 8]"), anything else as DescribeJson says (never dumped: it may nest deep or be huge).
+std::string Describe(const json& value) {
+    if (!value.is_array() || value.size() > 16) return DescribeJson(value);
+    std::string s = "[";
+    for (const auto& v : value) {
+        if (v.is_structured()) return DescribeJson(value);
+        s += (s.size() > 1 ? ", " : "") + DescribeJson(v);
+    }
+    return s + "]";
+}
+
 Result<TensorInfo> ParseTensorEntry(const std::string& name, const json& entry) {
-    std::string where = "tensor '" + name + "'";
-    if (!entry.is_object()) return Fail(where + ": header entry is not an object");
+    std::string where = "tensor " + Quoted(name);
+    if (!entry.is_object()) return Fail(where + ": header entry is " + DescribeJson(entry) + ", not an object");
     auto dtype = entry.find("dtype");
     auto shape = entry.find("shape");
     auto offsets = entry.find("data_offsets");
@@ -48,16 +67,18 @@ Result<TensorInfo> ParseTensorEntry(const std::string& name, const json& entry) 
     TensorInfo info;
     info.name = name;
     if (!dtype->is_string() || !ParseDtype(dtype->get<std::string>(), &info.dtype))
-        return Fail(where + ": unknown dtype " + dtype->dump());
-    if (!shape->is_array() || shape->size() > 16) return Fail(where + ": shape must be an array of at most 16 sizes");
+        return Fail(where + ": unknown dtype " + DescribeJson(*dtype));
+    if (!shape->is_array() || shape->size() > 16)
+        return Fail(where + ": shape must be an array of at most 16 sizes, got " + DescribeJson(*shape));
     for (const auto& dim : *shape) {
-        if (!dim.is_number_unsigned()) return Fail(where + ": shape " + shape->dump() + " has a dimension that is not a non-negative integer");
+        if (!dim.is_number_unsigned())
+            return Fail(where + ": shape " + Describe(*shape) + " has a dimension (" + DescribeJson(dim) + ") that is not a non-negative integer");
         uint64_t d = dim.get<uint64_t>();
         if (d > (1ull << 62)) return Fail(where + ": shape dimension " + std::to_string(d) + " is too large");
         info.shape.push_back(static_cast<int64_t>(d));
     }
     if (!offsets->is_array() || offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned())
-        return Fail(where + ": data_offsets must be [begin, end] with non-negative integers, got " + offsets->dump());
+        return Fail(where + ": data_offsets must be [begin, end] with non-negative integers, got " + Describe(*offsets));
     info.begin = (*offsets)[0].get<uint64_t>();
     info.end = (*offsets)[1].get<uint64_t>();
     if (info.end < info.begin)
@@ -72,6 +93,53 @@ Result<TensorInfo> ParseTensorEntry(const std::string& name, const json& entry) 
                     " bytes but data_offsets span " + std::to_string(info.end - info.begin));
     return info;
 }
+
+// One pass over the header text that builds nothing: counts names and values against their limits
+// before the tree is built, and catches duplicate names (nlohmann keeps the last one silently)
+// with a hash set, so the whole check is linear.
+class HeaderScan final : public nlohmann::json_sax<json> {
+public:
+    std::string error;
+    bool null() override { return Value(); }
+    bool boolean(bool) override { return Value(); }
+    bool number_integer(number_integer_t) override { return Value(); }
+    bool number_unsigned(number_unsigned_t) override { return Value(); }
+    bool number_float(number_float_t, const string_t&) override { return Value(); }
+    bool string(string_t&) override { return Value(); }
+    bool binary(binary_t&) override { return Value(); }
+    bool start_object(std::size_t) override { return ++m_depth, Value(); }
+    bool end_object() override { return --m_depth, true; }
+    bool start_array(std::size_t) override { return ++m_depth, Value(); }
+    bool end_array() override { return --m_depth, true; }
+    bool key(string_t& name) override {
+        if (m_depth != 1) return true;
+        if (name != "__metadata__" && ++m_tensors > kMaxSafetensorsTensors) {
+            error = "header names more than " + std::to_string(kMaxSafetensorsTensors) + " tensors, the most ssaviz reads";
+            return false;
+        }
+        if (!m_names.insert(name).second) {
+            error = "header names tensor " + Quoted(name) + " twice";
+            return false;
+        }
+        return true;
+    }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+        error = "header is not valid JSON (" + EscapeForMessage(e.what()) + ")";
+        return false;
+    }
+
+private:
+    bool Value() {
+        if (++m_values <= kMaxHeaderValues) return true;
+        error = "header holds more than " + std::to_string(kMaxHeaderValues) + " JSON values (" +
+                std::to_string(kMaxHeaderValues / kMaxSafetensorsTensors) + " a tensor for at most " +
+                std::to_string(kMaxSafetensorsTensors) + " tensors)";
+        return false;
+    }
+    int m_depth = 0;
+    size_t m_values = 0, m_tensors = 0;
+    std::unordered_set<std::string> m_names;
+};
 
 }  // namespace
 
@@ -101,9 +169,8 @@ uint64_t TensorInfo::NumElements() const {
 }
 
 const TensorInfo* SafetensorsHeader::Find(const std::string& name) const {
-    for (const auto& t : tensors)
-        if (t.name == name) return &t;
-    return nullptr;
+    auto it = index.find(name);
+    return it == index.end() ? nullptr : &tensors[it->second];
 }
 
 Result<SafetensorsHeader> ParseSafetensorsHeader(const uint8_t* data, size_t size) {
@@ -116,27 +183,22 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(const uint8_t* data, size_t siz
         return Fail("header length " + std::to_string(header_len) + " is over the " + std::to_string(kMaxHeaderBytes) + "-byte limit");
     if (header_len < 2) return Fail("header length " + std::to_string(header_len) + " is too short for a JSON object");
 
-    // nlohmann keeps the last of duplicate keys silently; watch the top-level keys as they parse.
-    std::set<std::string> seen;
-    std::string duplicate;
-    auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
-        if (event == json::parse_event_t::key && depth == 1) {
-            std::string key = parsed.get<std::string>();
-            if (!seen.insert(key).second && duplicate.empty()) duplicate = key;
-        }
-        return true;
-    };
-    const char* text = reinterpret_cast<const char*>(data + 8);
-    json root = json::parse(text, text + header_len, on_event, /*allow_exceptions=*/false);
-    if (root.is_discarded()) return Fail("header is not valid JSON");
+    const std::string_view text(reinterpret_cast<const char*>(data + 8), header_len);
+    {
+        HeaderScan scan;
+        if (!json::sax_parse(text, &scan)) return Fail(scan.error.empty() ? "header is not valid JSON" : scan.error);
+    }
+    auto parsed = ParseJsonText(text);  // nesting at most kMaxJsonDepth
+    if (!parsed) return Fail("header is not valid JSON (" + EscapeForMessage(parsed.error()) + ")");
+    const json& root = *parsed;
     if (!root.is_object()) return Fail("header is not a JSON object");
-    if (!duplicate.empty()) return Fail("header names tensor '" + duplicate + "' twice");
 
     SafetensorsHeader header;
     header.data_offset = 8 + header_len;
+    header.tensors.reserve(root.size());
     for (auto& [name, entry] : root.items()) {
         if (name == "__metadata__") {
-            if (!entry.is_object()) return Fail("__metadata__ is not an object");
+            if (!entry.is_object()) return Fail("__metadata__ is " + DescribeJson(entry) + ", not an object");
             for (auto& [k, v] : entry.items())
                 if (v.is_string()) header.metadata[k] = v.get<std::string>();
             continue;
@@ -152,17 +214,19 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(const uint8_t* data, size_t siz
     const uint64_t data_size = size - header.data_offset;
     uint64_t expected = 0;
     for (const auto& t : header.tensors) {
-        std::string range = "[" + std::to_string(t.begin) + ", " + std::to_string(t.end) + ")";
-        if (t.end > data_size)
-            return Fail("tensor '" + t.name + "' data " + range + " is not within the file's " + std::to_string(data_size) + " data bytes");
-        if (t.begin < expected)
-            return Fail("tensor '" + t.name + "' data " + range + " overlaps the previous tensor, which ends at " + std::to_string(expected));
-        if (t.begin > expected)
-            return Fail("tensor '" + t.name + "' data " + range + " leaves a gap after byte " + std::to_string(expected));
-        expected = t.end;
+        if (t.begin == expected && t.end <= data_size) {
+            expected = t.end;
+            continue;
+        }
+        const std::string where = "tensor " + Quoted(t.name) + " data [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + ")";
+        if (t.end > data_size) return Fail(where + " is not within the file's " + std::to_string(data_size) + " data bytes");
+        if (t.begin < expected) return Fail(where + " overlaps the previous tensor, which ends at " + std::to_string(expected));
+        return Fail(where + " leaves a gap after byte " + std::to_string(expected));
     }
     if (expected != data_size)
         return Fail("tensors cover " + std::to_string(expected) + " of the file's " + std::to_string(data_size) + " data bytes");
+    header.index.reserve(header.tensors.size());
+    for (size_t i = 0; i < header.tensors.size(); ++i) header.index.emplace(header.tensors[i].name, i);
     return header;
 }
 

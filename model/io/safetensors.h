@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "model/io/result.h"
@@ -31,18 +32,24 @@ struct TensorInfo {
     uint64_t NumElements() const;  // the parser has checked this cannot overflow
 };
 
+// The most tensors one header may name. Real models have a few thousand; the cap bounds the
+// parsed header's memory (a 100 MB header could otherwise name ~14 million empty tensors).
+constexpr size_t kMaxSafetensorsTensors = 1'000'000;
+
 struct SafetensorsHeader {
     uint64_t data_offset = 0;                     // 8 + header length: where the data section starts
     std::vector<TensorInfo> tensors;              // sorted by begin offset
     std::map<std::string, std::string> metadata;  // "__metadata__", string values only
+    std::unordered_map<std::string, size_t> index;  // name -> position in tensors
 
     const TensorInfo* Find(const std::string& name) const;
 };
 
-// Validates the header length against the buffer, the JSON (object root, no duplicate names,
-// known dtypes, non-negative shapes), each tensor's byte size (shape x dtype size, overflow
-// checked) and the layout (offsets in bounds, sorted, contiguous, covering the data section).
-// `size` is the whole file's size. Errors name the tensor and the numbers.
+// Validates the header length against the buffer, the JSON (object root, nesting at most
+// kMaxJsonDepth, at most kMaxSafetensorsTensors names, no duplicates, known dtypes, non-negative
+// shapes), each tensor's byte size (shape x dtype size, overflow checked) and the layout (offsets
+// in bounds, sorted, contiguous, covering the data section). Linear in the header's size.
+// `size` is the whole file's size. Errors name the tensor (escaped) and the numbers.
 Result<SafetensorsHeader> ParseSafetensorsHeader(const uint8_t* data, size_t size);
 
 // A read-only memory map of a whole file.

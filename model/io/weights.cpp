@@ -1,12 +1,13 @@
 #include "model/io/weights.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <filesystem>
-#include <set>
 #include <sstream>
 
+#include "model/io/files.h"
 #include "model/io/pickle.h"
 #include "model/io/zip.h"
 
@@ -14,6 +15,9 @@ namespace model {
 namespace {
 
 using Kind = PickleValue::Kind;
+
+// The most tensors a checkpoint's state dict may hold, as for safetensors headers.
+constexpr size_t kMaxTensors = kMaxSafetensorsTensors;
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -38,32 +42,96 @@ std::optional<uint64_t> LastElement(const PickledTensor& t) {
     return last;
 }
 
+std::string Quoted(const std::string& name) { return "'" + EscapeForMessage(name) + "'"; }
+
+// 1234567 -> "1,234,567", for element counts in messages.
+std::string Grouped(uint64_t n) {
+    std::string digits = std::to_string(n), out;
+    for (size_t i = 0; i < digits.size(); ++i) {
+        if (i && (digits.size() - i) % 3 == 0) out += ',';
+        out += digits[i];
+    }
+    return out;
+}
+
+// The element count of a shape, or nullopt when it overflows 64 bits.
+std::optional<uint64_t> ElementCount(const std::vector<int64_t>& shape) {
+    uint64_t n = 1;
+    for (int64_t d : shape)
+        if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return std::nullopt;
+    return n;
+}
+
+bool IsEmbeddingKey(const PickleValue& key) { return key.kind == Kind::String && EndsWith(key.text, "wte.weight"); }
+
+// Where the search found its state dict, or why not.
+struct StateDictSearch {
+    std::optional<size_t> dict;
+    std::string path;      // of `dict`: "the top level", "['model']"
+    std::string mistyped;  // the first "...wte.weight" key whose value is not a tensor, described
+};
+
 // Breadth first from the root through dicts, lists and tuples: the first dict with a tensor under
-// a key ending in "wte.weight". Cycles are skipped by remembering what was visited.
-std::optional<size_t> FindStateDict(const Pickle& p, std::string* path) {
-    std::deque<std::pair<size_t, std::string>> queue{{p.root, ""}};
-    std::set<size_t> seen;
+// a key ending in "wte.weight". Each value is visited once (cycles, and a container referenced a
+// million times, cost nothing more) and remembers only its parent, so memory is linear in the
+// number of values; the path is spelled out for the dict found only.
+StateDictSearch FindStateDict(const Pickle& p) {
+    constexpr size_t kMaxDepth = 16;
+    struct Visit { size_t parent, item, depth; };  // item: the index in the parent's items
+    constexpr size_t kRoot = SIZE_MAX;
+    std::vector<Visit> visits(p.values.size(), Visit{kRoot, 0, 0});
+    std::vector<bool> seen(p.values.size(), false);
+    std::deque<size_t> queue{p.root};
+    seen[p.root] = true;
+    auto path_of = [&](size_t at) {
+        std::vector<std::string> parts;
+        for (; visits[at].parent != kRoot; at = visits[at].parent) {
+            const PickleValue& parent = p[visits[at].parent];
+            const size_t i = visits[at].item;
+            if (parent.kind == Kind::Dict) {
+                const PickleValue& key = p[parent.items[i - 1]];
+                parts.push_back(key.kind == Kind::String ? Quoted(key.text) : key.kind == Kind::Int ? std::to_string(key.integer) : "?");
+            } else {
+                parts.push_back(std::to_string(i));
+            }
+        }
+        std::string path;
+        for (size_t k = parts.size(); k-- > 0;) path += "[" + parts[k] + "]";
+        return path.empty() ? std::string("the top level") : path;
+    };
+    StateDictSearch out;
+    auto visit = [&](size_t child, size_t parent, size_t item) {
+        if (seen[child] || visits[parent].depth >= kMaxDepth) return;
+        seen[child] = true;
+        visits[child] = {parent, item, visits[parent].depth + 1};
+        queue.push_back(child);
+    };
     while (!queue.empty()) {
-        auto [at, where] = queue.front();
+        const size_t at = queue.front();
         queue.pop_front();
-        if (!seen.insert(at).second || where.size() > 200) continue;
         const PickleValue& v = p[at];
         if (v.kind == Kind::Dict) {
-            for (size_t i = 0; i + 1 < v.items.size(); i += 2)
-                if (p[v.items[i]].kind == Kind::String && EndsWith(p[v.items[i]].text, "wte.weight") && p[v.items[i + 1]].kind == Kind::Tensor) {
-                    *path = where.empty() ? "the top level" : where;
-                    return at;
-                }
             for (size_t i = 0; i + 1 < v.items.size(); i += 2) {
-                const PickleValue& key = p[v.items[i]];
-                std::string name = key.kind == Kind::String ? "'" + key.text + "'" : key.kind == Kind::Int ? std::to_string(key.integer) : "?";
-                queue.push_back({v.items[i + 1], where + "[" + name + "]"});
+                if (!IsEmbeddingKey(p[v.items[i]])) continue;
+                const PickleValue& value = p[v.items[i + 1]];
+                if (value.kind == Kind::Tensor) {
+                    out.dict = at;
+                    out.path = path_of(at);
+                    return out;
+                }
+                if (out.mistyped.empty()) {
+                    const std::string where = path_of(at);
+                    out.mistyped = Quoted(p[v.items[i]].text) + (where == "the top level" ? "" : " in " + where) + " is " +
+                                   (value.kind == Kind::Object ? "a '" + EscapeForMessage(value.text) + "' object" : std::string("a ") + ToString(value.kind)) +
+                                   ", not a tensor";
+                }
             }
+            for (size_t i = 0; i + 1 < v.items.size(); i += 2) visit(v.items[i + 1], at, i + 1);
         } else if (v.kind == Kind::List || v.kind == Kind::Tuple) {
-            for (size_t i = 0; i < v.items.size(); ++i) queue.push_back({v.items[i], where + "[" + std::to_string(i) + "]"});
+            for (size_t i = 0; i < v.items.size(); ++i) visit(v.items[i], at, i);
         }
     }
-    return std::nullopt;
+    return out;
 }
 
 std::string TopLevelKeys(const Pickle& p) {
@@ -71,7 +139,7 @@ std::string TopLevelKeys(const Pickle& p) {
     if (root.kind != Kind::Dict) return std::string("the top level is a ") + ToString(root.kind);
     std::string keys;
     for (size_t i = 0; i + 1 < root.items.size() && i < 20; i += 2)
-        keys += (keys.empty() ? "" : ", ") + (p[root.items[i]].kind == Kind::String ? p[root.items[i]].text : std::string("?"));
+        keys += (keys.empty() ? "" : ", ") + (p[root.items[i]].kind == Kind::String ? EscapeForMessage(p[root.items[i]].text, 60) : std::string("?"));
     return "top-level keys: " + (keys.empty() ? std::string("none") : keys);
 }
 
@@ -89,19 +157,21 @@ Status ReadCheckpoint(const uint8_t* data, size_t size, WeightFile* out) {
     const std::string dir = pkl->name.substr(0, pkl->name.size() - 8);  // "archive/"
     if (const ZipEntry* order = zip->Find(dir + "byteorder"); order && order->method == 0) {
         std::string text(reinterpret_cast<const char*>(data + order->offset), order->size);
-        if (text != "little") return Fail("tensors are stored " + text + "-endian; only little-endian checkpoints are read");
+        if (text != "little") return Fail("tensors are stored " + EscapeForMessage(text, 20) + "-endian; only little-endian checkpoints are read");
     }
     auto pickle = Unpickle(data + pkl->offset, pkl->size);
-    if (!pickle) return Fail(pkl->name + ": " + pickle.error());
+    if (!pickle) return Fail(EscapeForMessage(pkl->name) + ": " + pickle.error());
     const Pickle& p = *pickle;
 
-    auto dict = FindStateDict(p, &out->state_dict_path);
-    if (!dict) {
+    const StateDictSearch search = FindStateDict(p);
+    if (!search.dict) {
         if (p[p.root].kind == Kind::Object)
-            return Fail("the checkpoint holds a pickled '" + p[p.root].text + "' object, not a state dict; ssaviz never imports or calls "
+            return Fail("the checkpoint holds a pickled '" + EscapeForMessage(p[p.root].text) + "' object, not a state dict; ssaviz never imports or calls "
                         "pickled code (for torch.save(model), save model.state_dict() instead)");
+        if (!search.mistyped.empty()) return Fail("no state dict with a token embedding: " + search.mistyped);
         return Fail("no state dict with a token embedding ('wte.weight') in it; " + TopLevelKeys(p));
     }
+    out->state_dict_path = search.path;
     if (p[p.root].kind == Kind::Dict)
         if (const PickleValue* args = p.Get(p.root, "model_args"); args && args->kind == Kind::Dict)
             for (size_t i = 0; i + 1 < args->items.size(); i += 2) {
@@ -109,26 +179,36 @@ Status ReadCheckpoint(const uint8_t* data, size_t size, WeightFile* out) {
                 if (key.kind == Kind::String && (value.kind == Kind::Int || value.kind == Kind::Bool)) out->model_args[key.text] = value.integer;
             }
 
-    const PickleValue& sd = p[*dict];
+    const PickleValue& sd = p[*search.dict];
     for (size_t i = 0; i + 1 < sd.items.size(); i += 2) {
         const PickleValue &key = p[sd.items[i]], &value = p[sd.items[i + 1]];
         if (key.kind != Kind::String || value.kind != Kind::Tensor) continue;  // e.g. _extra_state
         const PickledTensor& t = value.tensor;
-        const std::string where = "tensor '" + key.text + "'";
+        const std::string where = "tensor " + Quoted(key.text);
+        if (out->tensors.size() == kMaxTensors)
+            return Fail("the state dict holds more than " + std::to_string(kMaxTensors) + " tensors, the most ssaviz reads");
         const ZipEntry* storage = zip->Find(dir + "data/" + t.storage_key);
-        if (!storage) return Fail(where + ": its storage '" + dir + "data/" + t.storage_key + "' is missing from the archive");
+        if (!storage) return Fail(where + ": its storage " + Quoted(dir + "data/" + t.storage_key) + " is missing from the archive");
         if (storage->method != 0) return Fail(storage->CompressedError());
         const size_t element = DtypeSize(t.dtype);
         uint64_t storage_bytes;
         if (__builtin_mul_overflow(t.storage_elements, static_cast<uint64_t>(element), &storage_bytes) || storage_bytes > storage->size)
             return Fail(where + ": its storage of " + std::to_string(t.storage_elements) + " " + ToString(t.dtype) + " elements needs " +
-                        std::to_string(t.storage_elements * element) + " bytes but '" + storage->name + "' holds " +
+                        std::to_string(t.storage_elements * element) + " bytes but " + Quoted(storage->name) + " holds " +
                         std::to_string(storage->size) + "; truncated?");
         auto last = LastElement(t);
         const bool empty = std::find(t.shape.begin(), t.shape.end(), 0) != t.shape.end();
         if (!empty && (!last || *last >= t.storage_elements))
             return Fail(where + ": a " + ShapeString(t.shape) + " view with strides " + ShapeString(t.strides) + " at offset " +
                         std::to_string(t.offset) + " reaches past its storage of " + std::to_string(t.storage_elements) + " elements");
+        // Inside its storage, a view of more elements than the storage holds repeats some (a zero
+        // stride broadcasts one): the loader would materialise every copy, so a 3 MB file could
+        // ask for 16 GB.
+        const auto elements = ElementCount(t.shape);
+        if (!elements || *elements > t.storage_elements)
+            return Fail(where + " views " + (elements ? Grouped(*elements) : "more than 2^64") + " elements of a storage of " +
+                        Grouped(t.storage_elements) + " (shape " + ShapeString(t.shape) + ", strides " + ShapeString(t.strides) +
+                        "); broadcast views are not read");
         if (out->index.count(key.text)) return Fail(where + " appears twice");
         StoredTensor s;
         s.name = key.text;
@@ -213,7 +293,11 @@ Result<ModelFiles> FindModelFiles(const std::string& path) {
         if (fs::is_regular_file(files.dir + "/config.json", ec)) files.config = files.dir + "/config.json";
         return files;
     }
-    if (!fs::is_directory(path, ec)) return Fail("model '" + path + "' does not exist");
+    if (!fs::is_directory(path, ec)) {
+        if (!fs::exists(path, ec)) return Fail("model '" + EscapeForMessage(path) + "' does not exist");
+        // A device, a FIFO or a socket: there, but neither a model folder nor a weights file.
+        return Fail("model '" + EscapeForMessage(path) + "' is not a model: neither a folder nor a weights file");
+    }
     files.dir = path;
     if (fs::is_regular_file(path + "/config.json", ec)) files.config = path + "/config.json";
     for (const char* name : {"model.safetensors", "pytorch_model.bin"})

@@ -1,6 +1,6 @@
 #include "model/io/zip.h"
 
-#include <set>
+#include "model/io/files.h"
 
 namespace model {
 namespace {
@@ -23,14 +23,13 @@ bool InBounds(uint64_t offset, uint64_t length, size_t size) { return offset <= 
 }  // namespace
 
 std::string ZipEntry::CompressedError() const {
-    return "ZIP entry '" + name + "' is compressed (method " + std::to_string(method) +
+    return "ZIP entry '" + EscapeForMessage(name) + "' is compressed (method " + std::to_string(method) +
            "); torch.save stores entries uncompressed, so the archive was re-zipped: unzip it and zip it again with -0";
 }
 
 const ZipEntry* ZipArchive::Find(const std::string& name) const {
-    for (const auto& e : entries)
-        if (e.name == name) return &e;
-    return nullptr;
+    auto it = index.find(name);
+    return it == index.end() ? nullptr : &entries[it->second];
 }
 
 Result<ZipArchive> ParseZip(const uint8_t* data, size_t size) {
@@ -60,10 +59,12 @@ Result<ZipArchive> ParseZip(const uint8_t* data, size_t size) {
                     ") lies outside the " + std::to_string(size) + "-byte file; truncated?");
     // Each central entry takes at least 46 bytes, which bounds the count before we reserve.
     if (count > dir_size / 46) return Fail("central directory claims " + std::to_string(count) + " entries in " + std::to_string(dir_size) + " bytes");
+    if (count > kMaxZipEntries)
+        return Fail("central directory lists " + std::to_string(count) + " entries, more than the " + std::to_string(kMaxZipEntries) + " ssaviz reads");
 
     ZipArchive zip;
     zip.entries.reserve(count);
-    std::set<std::string> names;
+    zip.index.reserve(count);
     uint64_t p = dir_offset;
     const uint64_t dir_end = dir_offset + dir_size;
     for (uint64_t i = 0; i < count; ++i) {
@@ -77,7 +78,7 @@ Result<ZipArchive> ParseZip(const uint8_t* data, size_t size) {
             return Fail("central directory entry " + std::to_string(i) + " runs past the directory");
         ZipEntry entry;
         entry.name.assign(reinterpret_cast<const char*>(data + p + 46), name_len);
-        const std::string where = "ZIP entry '" + entry.name + "'";
+        const std::string where = "ZIP entry '" + EscapeForMessage(entry.name) + "'";
 
         // ZIP64 extra field: the 64-bit values of whichever 32-bit fields are saturated, in order.
         const uint8_t* extra = data + p + 46 + name_len;
@@ -104,7 +105,7 @@ Result<ZipArchive> ParseZip(const uint8_t* data, size_t size) {
         if (!InBounds(data_start, compressed, size))
             return Fail(where + ": " + std::to_string(compressed) + " bytes at " + std::to_string(data_start) +
                         " lie outside the " + std::to_string(size) + "-byte file; truncated?");
-        if (!names.insert(entry.name).second) return Fail(where + " appears twice");
+        if (!zip.index.emplace(entry.name, zip.entries.size()).second) return Fail(where + " appears twice");
         entry.offset = data_start;
         entry.size = compressed;
         entry.method = static_cast<int>(method);

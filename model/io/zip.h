@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "model/io/result.h"
@@ -22,15 +23,21 @@ struct ZipEntry {
     std::string CompressedError() const;
 };
 
+// The most entries an archive may list: a torch.save checkpoint has one a storage plus three, and
+// the cap bounds the directory's memory whatever the end record claims.
+constexpr uint64_t kMaxZipEntries = 1'000'000;
+
 struct ZipArchive {
     std::vector<ZipEntry> entries;  // in central-directory order
+    std::unordered_map<std::string, size_t> index;  // name -> position in entries
 
-    const ZipEntry* Find(const std::string& name) const;
+    const ZipEntry* Find(const std::string& name) const;  // constant time: a checkpoint asks once a tensor
 };
 
-// Reads the central directory (ZIP64 too). Encrypted entries, entries whose data leaves the
-// buffer, and duplicate names are errors naming the entry; compressed ones are listed (a
-// TorchScript archive compresses its code) and refused by whoever reads them.
+// Reads the central directory (ZIP64 too), at most kMaxZipEntries entries. Encrypted entries,
+// entries whose data leaves the buffer, and duplicate names are errors naming the entry (escaped);
+// compressed ones are listed (a TorchScript archive compresses its code) and refused by whoever
+// reads them.
 Result<ZipArchive> ParseZip(const uint8_t* data, size_t size);
 
 }  // namespace model

@@ -33,6 +33,7 @@ TEST_F(Cli, ReadsOnlyRegularFilesOfBoundedSize) {
     ExpectOneLineError(Ssaviz({"tokenize", "--model", Small(), "--text-file", dir + "/fifo"}), 3, "is a FIFO, not a file");
     ExpectOneLineError(Ssaviz({"tokenize", "--model", Small(), "--text-file", dir}), 3, "is a folder, not a file");
     ExpectOneLineError(Ssaviz({"--session", "/dev/zero"}), 3, "is a device, not a file");
+    ExpectOneLineError(Ssaviz({"info", "--model", "/dev/zero"}), 3, "'/dev/zero' is not a model: neither a folder nor a weights file");
     ExpectOneLineError(Ssaviz({"--session", dir + "/fifo"}), 3, "is a FIFO, not a file");
     // Larger than a text may be (64 MB): refused from its size, not read.
     {

@@ -239,7 +239,7 @@ TEST(ConfigErrors, FractionalSize) {
 TEST(ConfigErrors, StringSize) {
     std::string e = ParseError(R"({"n_layer": 2, "n_head": 2, "n_embd": 16, "n_positions": 32, "vocab_size": "100"})");
     EXPECT_TRUE(Has(e, "'vocab_size'")) << e;
-    EXPECT_TRUE(Has(e, "\"100\"")) << e;
+    EXPECT_TRUE(Has(e, "'100'")) << e;
 }
 
 TEST(ConfigErrors, BooleanSize) {
@@ -341,6 +341,56 @@ TEST(ConfigErrors, SsaSideNotAnObject) {
     std::string e = ParseError(WithSsa(R"({"query": "sigmoid"})"));
     EXPECT_TRUE(Has(e, "ssa.query")) << e;
     EXPECT_TRUE(Has(e, "object")) << e;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 20: values nested a million deep, nested values in messages, keys with control characters
+
+std::string Deep(size_t levels) { return std::string(levels, '[') + std::string(levels, ']'); }
+
+TEST(ConfigErrors, ValueNestedAMillionDeepWhereAStringOrNumberBelongs) {
+    // Each used to reach a recursive dump() in its error message: a stack overflow.
+    const std::string deep = Deep(1'000'000);
+    const std::string texts[] = {
+        R"({"n_layer": )" + deep + R"(, "n_head": 2, "n_embd": 16, "n_positions": 32, "vocab_size": 100})",
+        Small(R"(, "activation_function": )" + deep),
+        Small(R"(, "layer_norm_epsilon": )" + deep),
+        WithSsa(R"({"query": {"position": )" + deep + "}}"),
+        WithSsa(R"({"value": {"token": "shared", "combine": )" + deep + "}}"),
+        WithSsa(deep),
+    };
+    for (const std::string& text : texts) {
+        std::string e = ParseError(text);
+        EXPECT_TRUE(Has(e, "cfg.json")) << e;
+        EXPECT_TRUE(Has(e, "nested more than 64 levels deep")) << e;
+        EXPECT_LT(e.size(), 300u);
+    }
+}
+
+TEST(ConfigErrors, NestedValuesAreDescribedNotDumped) {
+    std::string e = ParseError(R"({"n_layer": [[2]], "n_head": 2, "n_embd": 16, "n_positions": 32, "vocab_size": 100})");
+    EXPECT_TRUE(Has(e, "'n_layer' must be an integer, got an array of 1")) << e;
+    e = ParseError(Small(R"(, "activation_function": {"name": ["gelu"]})"));
+    EXPECT_TRUE(Has(e, "activation_function an object of 1 keys is not supported")) << e;
+    e = ParseError(WithSsa(R"({"query": {"position": [["sigmoid"]]}})"));
+    EXPECT_TRUE(Has(e, "ssa.query.position must be a string or null, got an array of 1")) << e;
+    e = ParseError(WithSsa(R"([[1, 2]])"));
+    EXPECT_TRUE(Has(e, "'ssa' must be an object, got an array of 1")) << e;
+}
+
+TEST(ConfigErrors, KeysAndValuesWithControlCharactersAreEscaped) {
+    const std::string cases[] = {
+        WithSsa(R"({"query\n\u001b[2J": {}})"),
+        WithSsa(R"({"query": {"position\r": "sigmoid"}})"),
+        WithSsa(R"({"query": {"position": "sig\nmoid\u001b[31m"}})"),
+        Small(R"(, "activation_function": "relu\n\u009b31m")"),
+    };
+    for (const std::string& text : cases) {
+        std::string e = ParseError(text);
+        EXPECT_EQ(e.find_first_of("\n\r\x1b"), std::string::npos) << e;
+        EXPECT_EQ(e.find("\xc2\x9b"), std::string::npos) << e;
+        EXPECT_TRUE(Has(e, "\\")) << e;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

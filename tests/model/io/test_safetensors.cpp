@@ -3,7 +3,9 @@
 // abuse fixtures; the WriteSafetensors round trip; and model::Engine::Open on corrupted copies
 // of a tiny random model folder.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -291,7 +293,7 @@ TEST(SafetensorsAbuse, DataOffsetsWithThreeEntries) {
     std::string e = ParseError(Bytes(R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4, 8]}})", 8));
     EXPECT_TRUE(Has(e, "'w'")) << e;
     EXPECT_TRUE(Has(e, "data_offsets")) << e;
-    EXPECT_TRUE(Has(e, "[0,4,8]")) << e;
+    EXPECT_TRUE(Has(e, "[0, 4, 8]")) << e;
 }
 
 TEST(SafetensorsAbuse, NegativeDataOffset) {
@@ -342,6 +344,88 @@ TEST(SafetensorsAbuse, TooManyDimensions) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Issue 20: deep values, huge headers and names that would break the message
+
+std::string Deep(size_t levels) { return std::string(levels, '[') + std::string(levels, ']'); }
+
+TEST(SafetensorsAbuse, ValueNestedAMillionDeepWhereAStringOrNumberBelongs) {
+    // The error message used to dump() the value recursively: a stack overflow.
+    for (const char* field : {"dtype", "shape", "data_offsets"}) {
+        std::map<std::string, std::string> values = {{"dtype", "\"F32\""}, {"shape", "[1]"}, {"data_offsets", "[0, 4]"}};
+        values[field] = Deep(1'000'000);
+        const std::string entry = "{\"dtype\": " + values["dtype"] + ", \"shape\": " + values["shape"] +
+                                  ", \"data_offsets\": " + values["data_offsets"] + "}";
+        std::string e = ParseError(Bytes("{\"w\": " + entry + "}", 4));
+        EXPECT_TRUE(Has(e, "nested more than 64 levels deep")) << field << ": " << e;
+        EXPECT_LT(e.size(), 300u) << field;
+    }
+}
+
+TEST(SafetensorsAbuse, NestedValuesAreDescribedNotDumped) {
+    std::string e = ParseError(Bytes(R"({"w": {"dtype": [[["F32"]]], "shape": [1], "data_offsets": [0, 4]}})", 4));
+    EXPECT_TRUE(Has(e, "unknown dtype an array of 1")) << e;
+    e = ParseError(Bytes(R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [[0], {"a": [4]}]}})", 4));
+    EXPECT_TRUE(Has(e, "got an array of 2")) << e;
+    e = ParseError(Bytes(R"({"w": {"dtype": "F32", "shape": [{"x": [1]}], "data_offsets": [0, 4]}})", 4));
+    EXPECT_TRUE(Has(e, "dimension (an object of 1 keys)")) << e;
+}
+
+TEST(SafetensorsAbuse, NamesWithControlCharactersAreEscaped) {
+    // A name holding a newline and terminal escapes (clear screen, red) must not split the message.
+    const std::string header = "{\"w\\n\\u001b[2J\\u001b[31mx\": {\"dtype\": \"F12\", \"shape\": [1], \"data_offsets\": [0, 4]}}";
+    std::string e = ParseError(Bytes(header, 4));
+    EXPECT_TRUE(Has(e, "tensor 'w\\n\\x1b[2J\\x1b[31mx': unknown dtype 'F12'")) << e;
+    EXPECT_EQ(e.find_first_of("\n\x1b"), std::string::npos) << e;
+    e = ParseError(Bytes("{\"a\\r\\u0007\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}, "
+                         "\"a\\r\\u0007\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}",
+                         4));
+    EXPECT_TRUE(Has(e, "header names tensor 'a\\r\\x07' twice")) << e;
+    e = ParseError(Bytes("{\"\\u001b]0;title\\u0007\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}", 8));
+    EXPECT_TRUE(Has(e, "tensor '\\x1b]0;title\\x07' data [4, 8) leaves a gap")) << e;
+}
+
+// A header of `n` one-element F32 tensors, written straight into the bytes of a file.
+std::vector<uint8_t> ManyTensors(size_t n) {
+    std::string header = "{";
+    header.reserve(n * 72);
+    for (size_t i = 0; i < n; ++i) {
+        header += (i ? ",\"t" : "\"t") + std::to_string(i) + R"(":{"dtype":"F32","shape":[1],"data_offsets":[)" +
+                  std::to_string(4 * i) + "," + std::to_string(4 * i + 4) + "]}";
+    }
+    header += "}";
+    std::vector<uint8_t> out = Bytes(header, 0);
+    out.resize(out.size() + 4 * n);
+    return out;
+}
+
+TEST(SafetensorsAbuse, AMillionTensorsParseInLinearTime) {
+    // 30,000 names took 16 s (the parser callback rescanned the object once a name); a million
+    // now parse in seconds. The limit is a million: one more is refused before the tree is built.
+    const size_t n = model::kMaxSafetensorsTensors;
+    {
+        const std::vector<uint8_t> bytes = ManyTensors(n);
+        const auto start = std::chrono::steady_clock::now();
+        auto r = Parse(bytes);
+        ASSERT_TRUE(r.ok()) << r.error();
+        std::printf("[ timing   ] safetensors header of %zu tensors (%.1f MB) parsed in %.3f s\n", n, bytes.size() / 1e6,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        ASSERT_EQ(r->tensors.size(), n);
+        EXPECT_EQ(r->Find("t999999")->begin, 4u * 999'999);
+        EXPECT_EQ(r->Find("t1000000"), nullptr);
+    }
+    std::string e = ParseError(ManyTensors(n + 1));
+    EXPECT_TRUE(Has(e, "header names more than 1000000 tensors")) << e;
+}
+
+TEST(SafetensorsAbuse, JsonValuesAreBounded) {
+    // 16 million and one zeros in the metadata: 32 MB of header that would be ~1 GB as a tree.
+    std::string header = R"({"__metadata__": {"x": [0)";
+    for (size_t i = 0; i < 16'000'000; ++i) header += ",0";
+    std::string e = ParseError(Bytes(header + "]}}", 0));
+    EXPECT_TRUE(Has(e, "more than 16000000 JSON values")) << e;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Committed abuse fixtures, opened from disk
 
 TEST(SafetensorsFixtures, EachIsRejectedWithItsMessage) {
@@ -359,7 +443,7 @@ TEST(SafetensorsFixtures, EachIsRejectedWithItsMessage) {
         {"gap.safetensors", "tensor 'b' data [8, 12) leaves a gap after byte 4"},
         {"trailing.safetensors", "tensors cover 4 of the file's 8 data bytes"},
         {"end_before_begin.safetensors", "tensor 'w': data_offsets [8, 4] end before begin"},
-        {"bad_dtype.safetensors", "tensor 'w': unknown dtype \"F12\""},
+        {"bad_dtype.safetensors", "tensor 'w': unknown dtype 'F12'"},
         {"size_mismatch.safetensors", "tensor 'w': shape [3] of F32 needs 12 bytes but data_offsets span 8"},
         {"shape_overflow.safetensors", "overflows 64 bits"},
         {"negative_dim.safetensors", "not a non-negative integer"},

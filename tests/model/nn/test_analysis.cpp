@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "model/nn/analysis.h"
@@ -25,7 +27,9 @@ class OnDemandMaps : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
         ASSERT_EQ(model::kThumbnailCells, 256) << "kTokens is chosen for 256-cell thumbnails";
-        const std::string dir = SSAVIZ_TEST_OUT "/analysis/model";
+        // One folder per process: CTest runs this suite's tests in parallel processes, and one
+        // removing the folder while another reads it made the other's set-up fail (reported as skipped).
+        const std::string dir = SSAVIZ_TEST_OUT "/analysis/model-" + std::to_string(::getpid());
         fs::remove_all(dir);
         model::ModelConfig c;
         c.n_layer = 2;
