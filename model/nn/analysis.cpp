@@ -352,6 +352,12 @@ namespace {
 // until `count` such tokens are found or it is the whole text.
 constexpr size_t kStableMargin = 1024;
 
+void KeepFirst(Tokenization* tokens, size_t count) {
+    tokens->ids.resize(count);
+    tokens->pieces.resize(count);
+    tokens->offsets.resize(count);
+}
+
 Result<Tokenization> EncodePrefix(const Tokenizer& tokenizer, std::string_view text, size_t count) {
     for (size_t length = std::max<size_t>(count * 16, 4 * kStableMargin);; length *= 2) {
         if (length >= text.size()) return tokenizer.Encode(text);
@@ -366,9 +372,7 @@ Result<Tokenization> EncodePrefix(const Tokenizer& tokenizer, std::string_view t
         size_t stable = 0;
         while (stable < tokens->ids.size() && tokens->offsets[stable].second + kStableMargin <= cut) ++stable;
         if (stable >= count) {
-            tokens->ids.resize(count);
-            tokens->pieces.resize(count);
-            tokens->offsets.resize(count);
+            KeepFirst(&*tokens, count);
             return tokens;
         }
     }
@@ -389,9 +393,7 @@ Result<Tokenization> Engine::Tokenize(std::string_view text, bool truncate) cons
                         " tokens, longer than the model's context of " + std::to_string(context) + " (truncating keeps the first " +
                         std::to_string(context) + ")");
         }
-        tokens->ids.resize(context);
-        tokens->pieces.resize(context);
-        tokens->offsets.resize(context);
+        KeepFirst(&*tokens, context);
     }
     return tokens;
 }
