@@ -4,11 +4,13 @@
 #include <vector>
 
 #include "app/cli/cli.h"
+#include "model/nn/analysis.h"
 #ifdef SSAVIZ_HAVE_GUI
 #include "app/gui/gui.h"
 #endif
 
 int main(int argc, char** argv) {
+    model::KeepFreedMemoryForReuse();
     std::vector<std::string> args(argv, argv + argc);
     app::GuiOptions gui;
     int code = app::RunCommandLine(args, &gui);
@@ -19,6 +21,8 @@ int main(int argc, char** argv) {
     run.frames = gui.frames;
     run.bench_keys = gui.bench_keys;
     run.bench_zoom_frames = gui.bench_zoom_frames;
+    run.bench_at = gui.bench_at;
+    run.bench_heads = gui.bench_heads;
     return app::RunGui(gui, run);
 #else
     std::fprintf(stderr, "ssaviz: built without the GUI (SSAVIZ_GUI=OFF); here is the model instead\n");

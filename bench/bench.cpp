@@ -10,6 +10,9 @@
 //   head map  one head's full [T, T] map rebuilt from q and k for display (uncached)
 //   bake      that map max-pooled and colour-mapped to at most 1024 x 1024 pixels
 //   peak RSS  of the process after all of the above
+//   keystroke Engine::Analyze after one token changed at the end, in the middle or at the start,
+//             reusing the previous analysis's rows (issue 15), against the full analysis; and the
+//             shown head's map after an edit at the end, which keeps its earlier rows
 //
 //   usage: ssaviz_bench --model DIR [--tokens 128,256,512,1024,2048] [--device cpu|cuda]
 //                       [--threads N] [--repeats 3] [--no-baseline] [--python /usr/bin/python3]
@@ -98,10 +101,13 @@ int RunChild(const Options& o) {
     tokens.pieces.assign(T, "x");
     tokens.offsets.assign(T, {0, 0});
 
-    std::vector<double> forward, metrics, head_map, bake;
+    std::vector<double> forward, metrics, head_map, bake, whole;
     std::shared_ptr<const model::Analysis> analysis;
+    model::AnalyzeOptions full;
+    full.reuse = false;  // every time from the first token
     for (int r = 0; r <= o.repeats; ++r) {  // the first is a warm-up
-        auto result = (*engine)->Analyze(tokens);
+        model::Result<model::Analysis> result = model::Fail("not run");
+        const double whole_ms = TimeMs([&] { result = (*engine)->Analyze(tokens, full); });
         if (!result) Die(result.error());
         const auto a = std::make_shared<const model::Analysis>(std::move(*result));
         model::HeadMap map;
@@ -111,12 +117,39 @@ int RunChild(const Options& o) {
         const int pixels = std::min(T, 1024);
         const double bake_ms = TimeMs([&] { viz::BakeHeatmap(map->data(), T, T, style, pixels); });
         if (r == 0) continue;
+        whole.push_back(whole_ms);
         forward.push_back(a->forward_ms);
         metrics.push_back(a->metrics_ms);
         head_map.push_back(map_ms);
         bake.push_back(bake_ms);
         analysis = a;
     }
+    // Keystrokes: the text alternates between two versions that differ in one token at `at`, so
+    // each analysis reuses the other's rows before `at`.
+    const int vocab = (*engine)->Info().config.vocab_size;
+    auto keystroke = [&](int at, std::vector<double>* map_ms) {
+        model::Tokenization edited = tokens;
+        edited.ids[at] = (edited.ids[at] + 1) % vocab;
+        std::vector<double> times;
+        for (int r = 0; r <= o.repeats + 1; ++r) {
+            const model::Tokenization& now = r % 2 ? edited : tokens;
+            std::shared_ptr<const model::Analysis> a;
+            const double ms = TimeMs([&] {
+                auto result = (*engine)->Analyze(now);
+                if (!result) Die(result.error());
+                a = std::make_shared<const model::Analysis>(std::move(*result));
+            });
+            const double m = TimeMs([&] { a->Map(model::MapSide::Ssa, 0, 0); });
+            if (r < 2) continue;  // the first two set the state up
+            times.push_back(ms);
+            if (map_ms) map_ms->push_back(m);
+        }
+        return Median(times);
+    };
+    std::vector<double> seeded_map;
+    (*engine)->Analyze(tokens);
+    const double end_ms = keystroke(T - 1, &seeded_map), middle_ms = keystroke(T / 2, nullptr), start_ms = keystroke(0, nullptr);
+
     double entropy_sum = 0, js_sum = 0;
     for (float v : analysis->metrics.Get("entropy")) entropy_sum += v;
     for (float v : analysis->js) js_sum += v;
@@ -128,6 +161,8 @@ int RunChild(const Options& o) {
     const json line = {{"tokens", T},          {"forward_ms", Median(forward)}, {"metrics_ms", Median(metrics)},
                        {"head_map_ms", Median(head_map)}, {"bake_ms", Median(bake)},
                        {"peak_rss_mb", PeakRssMb()}, {"entropy_sum", entropy_sum},   {"js_sum", js_sum},
+                       {"edit_end_ms", end_ms}, {"edit_middle_ms", middle_ms}, {"edit_start_ms", start_ms},
+                       {"edit_end_map_ms", Median(seeded_map)}, {"full_ms", Median(whole)},
                        {"ids_file", o.baseline ? ids_file : ""},
                        {"device", analysis->device}};
     std::printf("%s\n", line.dump().c_str());
@@ -202,6 +237,7 @@ Options Parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    model::KeepFreedMemoryForReuse();  // as ssaviz does
     const Options o = Parse(argc, argv);
     if (o.child > 0) return RunChild(o);
 
@@ -213,6 +249,7 @@ int main(int argc, char** argv) {
     std::printf("\n| tokens | analyse ms (forward + metrics) | PyTorch forward + metrics ms | ratio | head map ms | bake ms (PyTorch) "
                 "| peak RSS MB (PyTorch) | checks |\n");
     std::printf("|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    std::vector<std::string> keystrokes;
     for (int T : o.tokens) {
         const std::string common = " --model " + Quote(o.model) + " --threads " + std::to_string(threads);
         const json ours = RunCommand(Quote(o.self) + common + " --device " + Quote(o.device) + " --repeats " +
@@ -242,6 +279,15 @@ int main(int argc, char** argv) {
         }
         std::printf("%s\n", row.c_str());
         std::fflush(stdout);
+        const double full = ours["full_ms"];
+        keystrokes.push_back("| " + std::to_string(T) + " | " + Fixed(full, 1) + " | " + Fixed(ours["edit_end_ms"], 2) + " (" +
+                             Ratio(full, ours["edit_end_ms"]) + " faster) | " + Fixed(ours["edit_middle_ms"], 1) + " | " +
+                             Fixed(ours["edit_start_ms"], 1) + " | " + Fixed(ours["head_map_ms"], 2) + " | " +
+                             Fixed(ours["edit_end_map_ms"], 2) + " |");
     }
+    std::printf("\nAn edit of one token, reusing the previous analysis (Engine::Analyze, whole call):\n\n");
+    std::printf("| tokens | full analysis ms | edit at the end ms | in the middle ms | at the start ms | head map ms (new) | head map ms after an edit at the end |\n");
+    std::printf("|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (const std::string& row : keystrokes) std::printf("%s\n", row.c_str());
     return 0;
 }

@@ -507,7 +507,7 @@ int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
         if (command == "help" || command == "--help" || command == "-h") return std::printf("%s", kUsage), kExitOk;
         if (!command.empty() && command.rfind("--", 0) != 0) throw Failure{kExitUsage, "unknown command '" + command + "'"};
 
-        Flags flags(args, 1, with({"--text", "--text-file", "--screenshot", "--frames", "--bench-typing", "--bench-zoom", "--session", "--export-to", "--show", "--example"}), {});
+        Flags flags(args, 1, with({"--text", "--text-file", "--screenshot", "--frames", "--bench-typing", "--bench-zoom", "--bench-at", "--bench-heads", "--session", "--export-to", "--show", "--example"}), {});
         if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
         if (flags.Has("--session")) {
             auto session = LoadSession(flags.Get("--session"));
@@ -541,6 +541,10 @@ int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
         gui->frames = ParsePositive(flags, "--frames", 30);
         gui->bench_keys = flags.Has("--bench-typing") ? ParsePositive(flags, "--bench-typing", 1) : 0;
         gui->bench_zoom_frames = flags.Has("--bench-zoom") ? ParsePositive(flags, "--bench-zoom", 1) : 0;
+        gui->bench_heads = flags.Has("--bench-heads") ? ParsePositive(flags, "--bench-heads", 1) : 0;
+        const std::string at = flags.Get("--bench-at", "end");
+        if (at != "end" && at != "middle" && at != "start") throw Failure{kExitUsage, "--bench-at '" + at + "' is not one of end, middle, start"};
+        gui->bench_at = at == "end" ? 1.0 : at == "middle" ? 0.5 : 0.0;
         if (flags.Has("--text") || flags.Has("--text-file")) gui->text = ReadText(flags);
         return -1;
     } catch (const Failure& f) {

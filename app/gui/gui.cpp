@@ -131,6 +131,7 @@ public:
                     break;
                 case Kind::TwinOpened: m_state.twin = e.info; m_state.error.clear(); m_twin_expected = false; break;
                 case Kind::TwinClosed: m_state.twin.reset(); break;
+                case Kind::ComparisonSet: break;
                 case Kind::Analysis:
                     m_state.analysis = e.analysis;
                     m_state.error.clear();
@@ -142,7 +143,8 @@ public:
                 case Kind::Error: m_state.error = e.error; m_twin_expected = false; break;
             }
             // A model or twin change makes the current result stale.
-            if (e.kind == Kind::ModelOpened || e.kind == Kind::TwinOpened || e.kind == Kind::TwinClosed) RequestAnalysis();
+            if (e.kind == Kind::ModelOpened || e.kind == Kind::TwinOpened || e.kind == Kind::TwinClosed || e.kind == Kind::ComparisonSet)
+                RequestAnalysis();
         }
         m_state.busy = m_worker.Busy();
         m_state.progress = m_worker.Progress();
@@ -261,12 +263,25 @@ public:
     const AppState& state() const { return m_state; }
     const std::vector<double>& Latencies() const { return m_latencies; }
 
-    // The benchmark types by editing the text as the editor would.
-    void TypeCharacter(char c) {
-        if (!m_typing) m_latencies.clear();  // only keystrokes count, not the first load
+    // The benchmark types by editing the text as the editor would, at a cursor that starts at
+    // `at` (a fraction of the text, on a character boundary) and moves on with each character.
+    void TypeCharacter(char c, double at) {
+        if (!m_typing) {
+            m_latencies.clear();  // only keystrokes count, not the first load
+            m_cursor = static_cast<size_t>(at * static_cast<double>(m_state.text.size()));
+            while (m_cursor < m_state.text.size() && (static_cast<unsigned char>(m_state.text[m_cursor]) & 0xC0) == 0x80) ++m_cursor;
+        }
         m_typing = true;
-        m_state.text.push_back(c);
+        m_state.text.insert(std::min(m_cursor++, m_state.text.size()), 1, c);
         m_state.text_changed = true;
+    }
+    // The head benchmark selects the next head, as the arrow keys would.
+    void SelectNextHead() {
+        if (!m_state.analysis) return;
+        const int H = m_state.analysis->n_head, L = m_state.analysis->n_layer;
+        HeadRef& s = m_state.selected;
+        s.head = (s.head + 1) % H;
+        if (s.head == 0) s.layer = (s.layer + 1) % L;
     }
 
     void SetFrameMs(float ms) { m_state.frame_ms = ms; }
@@ -480,6 +495,7 @@ private:
     bool m_glyphs_dirty = true;
     std::vector<double> m_latencies;
     bool m_typing = false;
+    size_t m_cursor = 0;  // where the typing benchmark types next
     InferenceWorker m_worker;  // last: stops (joins) before the state it reports into goes away
 };
 
@@ -543,7 +559,8 @@ int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
         return kExitFailure;
     }
     glfwMakeContextCurrent(window);
-    const bool measuring = !run.screenshot.empty() || run.bench_keys > 0 || run.bench_zoom_frames > 0 || !options.export_to.empty();
+    const bool measuring = !run.screenshot.empty() || run.bench_keys > 0 || run.bench_zoom_frames > 0 || run.bench_heads > 0 ||
+                           !options.export_to.empty();
     glfwSwapInterval(measuring ? 0 : 1);
 
     IMGUI_CHECKVERSION();
@@ -567,7 +584,8 @@ int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
             static_cast<App*>(glfwGetWindowUserPointer(w))->OnDrop(count, paths);
         });
 
-        int settled_frames = 0, typed = 0, zoomed = 0;
+        int settled_frames = 0, typed = 0, zoomed = 0, switched = 0, frame = 0;
+        std::vector<double> switch_ms;  // the work of each frame that showed another head
         bool export_started = false;
         const double start_ms = NowMs();
         double last_frame_ms = start_ms, next_key_ms = 0;
@@ -582,7 +600,7 @@ int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
 
             if (run.bench_keys > 0 && app.Settled() && typed == 0) next_key_ms = frame_start;
             if (run.bench_keys > 0 && typed < run.bench_keys && next_key_ms > 0 && frame_start >= next_key_ms) {
-                app.TypeCharacter(" abcdefghij"[typed % 11]);
+                app.TypeCharacter(" abcdefghij"[typed % 11], run.bench_at);
                 ++typed;
                 next_key_ms += run.bench_interval_ms;
             }
@@ -595,6 +613,13 @@ int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
                 app.SetMapView(zoom, room * static_cast<float>(0.5 + 0.5 * std::sin(t * 6 * pi)),
                                room * static_cast<float>(0.5 + 0.5 * std::cos(t * 4 * pi)));
                 ++zoomed;
+            }
+
+            // Head benchmark: another head every 6th frame once settled; that frame's work is the figure.
+            const bool switching = run.bench_heads > 0 && app.Settled() && switched < run.bench_heads && ++frame % 6 == 0;
+            if (switching) {
+                app.SelectNextHead();
+                ++switched;
             }
 
             app.Poll();
@@ -666,6 +691,8 @@ int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
                 frame_work_ms.push_back(work);
                 frame_ui_ms.push_back(ui_done - frame_start);
             }
+            if (switching) switch_ms.push_back(work);
+            if (run.bench_heads > 0 && switched >= run.bench_heads && !switching) break;
             if (run.bench_zoom_frames > 0 && zoomed >= run.bench_zoom_frames) break;
             if (run.bench_keys > 0) {
                 if (typed >= run.bench_keys && app.Settled()) break;
@@ -685,6 +712,9 @@ int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
             std::printf("  of which ImGui (views, bakes, uploads) ms: p50 %.2f  p99 %.2f  max %.2f\n", Percentile(frame_ui_ms, 50),
                         Percentile(frame_ui_ms, 99), Percentile(frame_ui_ms, 100));
         }
+        if (run.bench_heads > 0)
+            std::printf("head switch ms (frame work: map rebuild, bake, upload, draw; %zu switches at %d tokens): p50 %.1f  p99 %.1f  max %.1f\n",
+                        switch_ms.size(), tokens, Percentile(switch_ms, 50), Percentile(switch_ms, 99), Percentile(switch_ms, 100));
         if (run.bench_keys > 0) {
             const auto& lat = app.Latencies();
             std::printf("keystroke to pixels ms (%zu keystrokes): p50 %.1f  p99 %.1f  max %.1f\n", lat.size(), Percentile(lat, 50),

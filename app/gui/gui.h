@@ -20,6 +20,8 @@ struct GuiOptions {
     int frames = 30;         // --frames N: settled frames before the screenshot
     int bench_keys = 0;      // --bench-typing N: a benchmark that types N characters
     int bench_zoom_frames = 0;  // --bench-zoom N: a benchmark that zooms and pans the map for N frames
+    double bench_at = 1.0;      // --bench-at end|middle|start: where --bench-typing types (fraction of the text)
+    int bench_heads = 0;        // --bench-heads N: a benchmark that selects another head N times
     std::optional<Session> session;  // --session FILE: selections, view and export settings to restore
     std::string session_path;
     std::string show;        // --show export|help|demo: a window open from the start
@@ -37,6 +39,10 @@ struct GuiRunOptions {
     // times and keystroke-to-pixels latency. 0 = off.
     int bench_keys = 0;
     double bench_interval_ms = 100;
+    double bench_at = 1.0;  // where it types: 1 at the end, 0.5 in the middle, 0 at the start
+    // Benchmark: select the next head this many times (a few frames apart), then print the work of
+    // the frames that showed a new head (map rebuild, bake and upload). 0 = off.
+    int bench_heads = 0;
     // Benchmark: zoom and pan the attention map for this many frames, then print frame times.
     int bench_zoom_frames = 0;
 };

@@ -48,6 +48,11 @@ uint64_t InferenceWorker::OpenTwin(const std::string& dir, const model::ConfigHi
     return Push({Request::Kind::OpenTwin, 0, dir, "", false, 0, hints, "f32"});
 }
 uint64_t InferenceWorker::CloseTwin() { return Push({Request::Kind::CloseTwin, 0, "", "", false, 0, {}, "f32"}); }
+uint64_t InferenceWorker::SetComparison(model::Comparison comparison) {
+    Request r{Request::Kind::SetComparison, 0, "", "", false, 0, {}, "f32"};
+    r.comparison = comparison;
+    return Push(std::move(r));
+}
 uint64_t InferenceWorker::Analyze(const std::string& text, bool truncate) {
     Request r{Request::Kind::Analyze, 0, text, "", false, 0, {}, "f32"};
     r.truncate = truncate;
@@ -105,6 +110,7 @@ void InferenceWorker::Handle(const Request& r) {
             auto engine = model::Engine::Open(r.arg, r.device, r.hints, r.dtype);
             if (!engine) return Emit({Kind::Error, {}, nullptr, engine.error(), r.id});
             m_engine = std::move(*engine);
+            m_engine->SetComparison(m_comparison);
             m_device = r.device;
             return Emit({Kind::ModelOpened, m_engine->Info(), nullptr, "", r.id, NowMs() - r.start_ms});
         }
@@ -113,6 +119,10 @@ void InferenceWorker::Handle(const Request& r) {
             if (auto s = m_engine->OpenTwin(r.arg, r.hints); !s) return Emit({Kind::Error, {}, nullptr, s.error(), r.id});
             return Emit({Kind::TwinOpened, *m_engine->TwinInfo(), nullptr, "", r.id, NowMs() - r.start_ms});
         }
+        case Request::Kind::SetComparison:
+            m_comparison = r.comparison;
+            if (m_engine) m_engine->SetComparison(r.comparison);
+            return Emit({Kind::ComparisonSet, {}, nullptr, "", r.id});
         case Request::Kind::CloseTwin:
             if (m_engine) m_engine->CloseTwin();
             return Emit({Kind::TwinClosed, {}, nullptr, "", r.id});

@@ -21,7 +21,7 @@
 namespace app {
 
 struct WorkerEvent {
-    enum class Kind { ModelOpened, TwinOpened, TwinClosed, Analysis, Error };
+    enum class Kind { ModelOpened, TwinOpened, TwinClosed, ComparisonSet, Analysis, Error };
     Kind kind = Kind::Error;
     std::optional<model::ModelInfo> info;               // ModelOpened, TwinOpened
     std::shared_ptr<const model::Analysis> analysis;    // Analysis
@@ -43,6 +43,8 @@ public:
                        const std::string& dtype = "f32");
     uint64_t OpenTwin(const std::string& dir, const model::ConfigHints& hints = {});
     uint64_t CloseTwin();
+    // Without a twin: the tau = 1 counterfactual (a second forward pass) or the layer-local one.
+    uint64_t SetComparison(model::Comparison comparison);
     uint64_t Analyze(const std::string& text, bool truncate);
 
     std::vector<WorkerEvent> TakeEvents();  // everything finished since the last call, oldest first
@@ -56,7 +58,7 @@ public:
 
 private:
     struct Request {
-        enum class Kind { OpenModel, OpenTwin, CloseTwin, Analyze } kind;
+        enum class Kind { OpenModel, OpenTwin, CloseTwin, SetComparison, Analyze } kind;
         uint64_t id;
         std::string arg;     // folder or text
         std::string device;
@@ -64,6 +66,7 @@ private:
         double start_ms = 0;
         model::ConfigHints hints;
         std::string dtype = "f32";
+        model::Comparison comparison = model::Comparison::Counterfactual;
     };
 
     uint64_t Push(Request request);
@@ -74,6 +77,7 @@ private:
     std::function<void()> m_wake;
     std::unique_ptr<model::Engine> m_engine;  // touched only by the worker thread
     std::string m_device = "auto";
+    model::Comparison m_comparison = model::Comparison::Counterfactual;  // kept across models
 
     std::mutex m_mutex;
     std::condition_variable m_cv;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <dlfcn.h>
+#include <malloc.h>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -106,6 +107,9 @@ double MillisecondsSince(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The attention rows the analysis computes at once, a side: [H, rows, T] floats.
+constexpr size_t kBlockBytes = size_t{8} << 20;
+
 // The most recently used head maps, up to kMapCacheBytes (at least one map is always kept).
 class MapCache {
 public:
@@ -189,10 +193,13 @@ public:
                 for (int64_t i = 0; i < from; ++i)
                     std::copy_n(old->data() + i * old_t, columns, map->data() + i * T);
             }
-            if (from < T) {
-                const at::Tensor tau = x.tau_q.defined() ? x.tau_q[h].narrow(0, from, T - from) : at::Tensor();
-                const at::Tensor rows = AttentionRows(x.q[h].narrow(0, from, T - from), x.k[h], tau, from).to(at::kCPU, at::kFloat).contiguous();
-                std::copy_n(rows.data_ptr<float>(), rows.numel(), map->data() + from * T);
+            // In blocks of rows, so the temporaries stay small (see kBlockBytes).
+            const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(kBlockBytes / (sizeof(float) * static_cast<size_t>(T))));
+            for (int64_t a = from; a < T; a += block) {
+                const int64_t n = std::min(block, T - a);
+                const at::Tensor tau = x.tau_q.defined() ? x.tau_q[h].narrow(0, a, n) : at::Tensor();
+                const at::Tensor rows = AttentionRows(x.q[h].narrow(0, a, n), x.k[h], tau, a).to(at::kCPU, at::kFloat).contiguous();
+                std::copy_n(rows.data_ptr<float>(), rows.numel(), map->data() + a * T);
             }
             return HeadMap(std::move(map));
         });
@@ -501,15 +508,6 @@ at::Tensor Join(const at::Tensor& old, int64_t p, const at::Tensor& rows) {
     return p > 0 ? at::cat({old.narrow(1, 0, p), rows}, 1) : rows.contiguous();
 }
 
-RowMetricTensors Join(const RowMetricTensors& old, int64_t p, const RowMetricTensors& rows) {
-    RowMetricTensors out;
-    for (auto field : {&RowMetricTensors::entropy, &RowMetricTensors::normalized_entropy, &RowMetricTensors::spikiness,
-                       &RowMetricTensors::max_weight, &RowMetricTensors::top5_mass, &RowMetricTensors::effective_support,
-                       &RowMetricTensors::sink_mass})
-        out.*field = Join(old.*field, p, rows.*field);
-    return out;
-}
-
 // Thumbnail block rows < `blocks` of `old` [H, *, old side], cut or zero-padded to `side` columns
 // (those block rows have nothing right of their own column block), followed by `rows`.
 at::Tensor JoinBlocks(const at::Tensor& old, int64_t blocks, int64_t side, const at::Tensor& rows) {
@@ -558,22 +556,27 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     const int64_t side = (T + pool - 1) / pool;
     const int64_t r0 = pool == old.pool ? p / pool * pool : 0;
 
-    // The model and its comparison run layer by layer side by side, rows p..T-1 only; each layer's
-    // new attention rows are measured, pooled into thumbnails and dropped, so at most one layer's
-    // [H, T - p, T] rows exist at a time, on the model's device.
+    // The model and its comparison run layer by layer side by side, rows p..T-1 only, in blocks
+    // of rows whose [H, rows, T] attention stays under kBlockBytes; each block's attention rows
+    // are measured, pooled into thumbnails and dropped. So no [H, T, T] tensor ever exists, and
+    // the temporaries stay small enough for the heap to reuse (a fresh 64 MB mapping a tensor
+    // cost ~0.3 s of page faults on this project's VM: 8 s for 2,048 tokens, against 1.3 s in blocks).
     const bool cuda = m_impl->device.is_cuda();
     auto sync = [&](const at::Tensor& t) {
         if (cuda && t.defined()) t.sum().item<float>();  // wait for the kernels, so the timings are honest
     };
     const bool local = comparison == Comparison::LayerLocal;
     const at::Device device = m_impl->device;
-    at::Tensor x, y;  // the rows' residual streams, SSA and comparison: [1, T - p, E]
+    at::Tensor stream[2];  // the rows' residual streams, SSA and comparison: [1, T - p, E]
     if (p < T) {
         const std::vector<int32_t> rows(tokens.ids.begin() + p, tokens.ids.end());
         const at::Tensor index = at::tensor(at::ArrayRef<int32_t>(rows), at::kInt).to(device, at::kLong).unsqueeze(0);
-        x = Embed(ssa, index, p);
-        if (!local) y = Embed(other, index, p);
+        stream[0] = Embed(ssa, index, p);
+        if (!local) stream[1] = Embed(other, index, p);
     }
+    // Rows a block: a multiple of the pool, so blocks pool on their own.
+    const int64_t fit = static_cast<int64_t>(kBlockBytes / (sizeof(float) * static_cast<size_t>(c.n_head) * static_cast<size_t>(T)));
+    const int64_t block = std::max<int64_t>(pool, fit / pool * pool);
 
     AnalysisCache next;
     next.ids = tokens.ids;
@@ -582,98 +585,121 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     double forward_ms = 0, metrics_ms = 0;
     for (int l = 0; l < c.n_layer; ++l) {
         if (options.cancel && options.cancel->load()) return Fail("cancelled");
-        auto start = std::chrono::steady_clock::now();
         const LayerRows* was = p > 0 ? &old.layers[l] : nullptr;
+        // Per side: every key and scaled value so far [H, rows, D], and the new rows' parts.
+        at::Tensor keys[2], values[2];
+        std::vector<at::Tensor> q[2], tau_q[2], tau_v[2], out[2], position, token, js, l1, thumbs[3];
+        std::vector<RowMetricTensors> metrics[2];
+        for (int s = 0; s < 2; ++s)
+            if (was && !(s == 1 && local)) {
+                keys[s] = was->side[s].k.narrow(1, 0, std::min(p, T));
+                values[s] = was->side[s].vs.narrow(1, 0, std::min(p, T));
+            }
+        for (int64_t a = r0; a < T; a += block) {
+            const int64_t b = std::min(T, a + block), from = std::max(a, p);  // rows [from, b) are new
+            auto start = std::chrono::steady_clock::now();
+            at::Tensor rows[2];  // attention rows [a, b) over keys [0, b): [H, b - a, b]
+            for (int s = 0; s < 2; ++s) {
+                if (s == 1 && local) {  // the SSA side's own q and k with tau = 1: no forward pass of its own
+                    if (from < b) rows[1] = AttentionRows(q[0].back(), keys[0], at::Tensor(), from).to(at::kFloat);
+                    continue;
+                }
+                if (from >= b) continue;
+                const SsaGpt& model = s == 0 ? ssa : other;
+                const bool vanilla = s == 1 && comparison == Comparison::Counterfactual;
+                const KeyValues prefix{keys[s].defined() ? keys[s].unsqueeze(0) : at::Tensor(),
+                                       values[s].defined() ? values[s].unsqueeze(0) : at::Tensor()};
+                BlockCapture capture;
+                out[s].push_back(Block(model.config, model.layers[l], stream[s].narrow(1, from - p, b - from), vanilla, &capture, from,
+                                       from > 0 ? &prefix : nullptr));
+                keys[s] = capture.k[0];
+                values[s] = capture.vs[0];
+                q[s].push_back(capture.q[0]);
+                tau_q[s].push_back(capture.tau_q[0]);
+                tau_v[s].push_back(capture.tau_v[0]);
+                if (s == 0) {
+                    position.push_back(capture.tau_q_terms.position[0]);
+                    token.push_back(capture.tau_q_terms.token[0]);
+                }
+                rows[s] = capture.attention[0].to(at::kFloat);
+            }
+            sync(rows[0]);
+            forward_ms += MillisecondsSince(start);
+
+            start = std::chrono::steady_clock::now();
+            if (from < b) {
+                MapComparison m = CompareMaps(rows[0], rows[1], from);
+                metrics[0].push_back(std::move(m.p));
+                metrics[1].push_back(std::move(m.q));
+                js.push_back(m.js);
+                l1.push_back(m.l1);
+            }
+            // Rows [a, from) of the block were kept from the last analysis; their thumbnail block
+            // rows are pooled again with the new ones, from the kept q and k.
+            const int64_t kept = std::min(from, b);
+            for (int s = 0; s < 2 && a < kept; ++s) {
+                const LayerRows& w = *was;
+                const bool plain = s == 1 && local;
+                const at::Tensor& q_kept = plain ? w.side[0].q : w.side[s].q;
+                const at::Tensor& k_now = plain ? keys[0] : keys[s];
+                const at::Tensor before =
+                    AttentionRows(q_kept.narrow(1, a, kept - a), k_now.narrow(1, 0, b), plain ? at::Tensor() : w.side[s].tau_q.narrow(1, a, kept - a), a)
+                        .to(at::kFloat);
+                rows[s] = rows[s].defined() ? at::cat({before, rows[s]}, 1) : before;
+            }
+            Pooled pooled = PoolThumbnails(rows[0], rows[1], pool);
+            const at::Tensor* parts[3] = {&pooled.p, &pooled.q, &pooled.difference};
+            for (int k = 0; k < 3; ++k) thumbs[k].push_back(at::constant_pad_nd(*parts[k], {0, side - parts[k]->size(-1)}));
+            sync(thumbs[2].back());
+            metrics_ms += MillisecondsSince(start);
+        }
+
+        // The layer: rows < p kept, the new ones after them.
         LayerRows now;
-        at::Tensor rows[2];  // attention rows p..T-1 [H, T - p, T]
+        auto join = [&](const at::Tensor& old, std::vector<at::Tensor>& parts) {
+            if (parts.empty()) return old.narrow(1, 0, T);
+            at::Tensor rows = parts.size() == 1 ? parts[0] : at::cat(parts, 1);
+            return Join(old, p, rows);
+        };
+        auto join_metrics = [&](const RowMetricTensors& old, std::vector<RowMetricTensors>& parts) {
+            RowMetricTensors r;
+            for (auto field : {&RowMetricTensors::entropy, &RowMetricTensors::normalized_entropy, &RowMetricTensors::spikiness,
+                               &RowMetricTensors::max_weight, &RowMetricTensors::top5_mass, &RowMetricTensors::effective_support,
+                               &RowMetricTensors::sink_mass}) {
+                std::vector<at::Tensor> f;
+                for (const RowMetricTensors& m : parts) f.push_back(m.*field);
+                r.*field = join(was ? old.*field : at::Tensor(), f);
+            }
+            return r;
+        };
+        static const RowMetricTensors kNone;
         for (int s = 0; s < 2; ++s) {
             SideRows& side_rows = now.side[s];
-            if (s == 1 && local) {  // the SSA side's own q and k with tau = 1: no forward pass of its own
-                side_rows.q = now.side[0].q;
-                side_rows.k = now.side[0].k;
+            const int src = s == 1 && local ? 0 : s;  // the layer-local side shares the SSA side's q and k
+            side_rows.q = join(was ? was->side[src].q : at::Tensor(), q[src]);
+            side_rows.k = keys[src].defined() ? keys[src].narrow(1, 0, T) : at::Tensor();
+            if (s == 1 && local) {
                 side_rows.tau_q = at::ones_like(now.side[0].tau_q);
                 side_rows.tau_v = side_rows.tau_q;
-                if (p < T) rows[1] = AttentionRows(side_rows.q.narrow(1, p, T - p), side_rows.k, at::Tensor(), p)
-                                         .to(at::kFloat);
-                continue;
+            } else {
+                side_rows.vs = values[s].narrow(1, 0, T);
+                side_rows.tau_q = join(was ? was->side[s].tau_q : at::Tensor(), tau_q[s]);
+                side_rows.tau_v = join(was ? was->side[s].tau_v : at::Tensor(), tau_v[s]);
             }
-            if (p == T) {  // a deletion at the end: the prefix is all there is
-                const SideRows& w = was->side[s];
-                side_rows = {w.q.narrow(1, 0, T), w.k.narrow(1, 0, T), w.vs.narrow(1, 0, T), w.tau_q.narrow(1, 0, T),
-                             w.tau_v.narrow(1, 0, T), {}};
-                if (s == 0) {
-                    now.tau_q_position = was->tau_q_position.narrow(1, 0, T);
-                    now.tau_q_token = was->tau_q_token.narrow(1, 0, T);
-                }
-                continue;
-            }
-            const SsaGpt& model = s == 0 ? ssa : other;
-            const bool vanilla = s == 1 && comparison == Comparison::Counterfactual;
-            KeyValues prefix;
-            if (was) prefix = {was->side[s].k.narrow(1, 0, p).unsqueeze(0), was->side[s].vs.narrow(1, 0, p).unsqueeze(0)};
-            BlockCapture capture;
-            at::Tensor& stream = s == 0 ? x : y;
-            stream = Block(model.config, model.layers[l], stream, vanilla, &capture, p, was ? &prefix : nullptr);
-            side_rows.q = Join(was ? was->side[s].q : at::Tensor(), p, capture.q[0]);
-            side_rows.k = capture.k[0];
-            side_rows.vs = capture.vs[0];
-            side_rows.tau_q = Join(was ? was->side[s].tau_q : at::Tensor(), p, capture.tau_q[0]);
-            side_rows.tau_v = Join(was ? was->side[s].tau_v : at::Tensor(), p, capture.tau_v[0]);
-            if (s == 0) {
-                now.tau_q_position = Join(was ? was->tau_q_position : at::Tensor(), p, capture.tau_q_terms.position[0]);
-                now.tau_q_token = Join(was ? was->tau_q_token : at::Tensor(), p, capture.tau_q_terms.token[0]);
-            }
-            rows[s] = capture.attention[0].to(at::kFloat);
+            side_rows.metrics = join_metrics(was ? was->side[s].metrics : kNone, metrics[s]);
+            if (!out[s].empty()) stream[s] = out[s].size() == 1 ? out[s][0] : at::cat(out[s], 1);
         }
-        sync(rows[0]);
-        forward_ms += MillisecondsSince(start);
-
-        start = std::chrono::steady_clock::now();
-        if (p < T) {
-            MapComparison m = CompareMaps(rows[0], rows[1], p);
-            for (int s = 0; s < 2; ++s)
-                now.side[s].metrics = was ? Join(was->side[s].metrics, p, s == 0 ? m.p : m.q) : (s == 0 ? m.p : m.q);
-            now.js = Join(was ? was->js : at::Tensor(), p, m.js);
-            now.l1 = Join(was ? was->l1 : at::Tensor(), p, m.l1);
-        } else {
-            for (int s = 0; s < 2; ++s) {
-                RowMetricTensors cut;
-                const RowMetricTensors& w = was->side[s].metrics;
-                for (auto field : {&RowMetricTensors::entropy, &RowMetricTensors::normalized_entropy, &RowMetricTensors::spikiness,
-                                   &RowMetricTensors::max_weight, &RowMetricTensors::top5_mass, &RowMetricTensors::effective_support,
-                                   &RowMetricTensors::sink_mass})
-                    cut.*field = (w.*field).narrow(1, 0, T);
-                now.side[s].metrics = cut;
-            }
-            now.js = was->js.narrow(1, 0, T);
-            now.l1 = was->l1.narrow(1, 0, T);
-        }
-        // Thumbnail block rows from r0's block: the rows r0..p-1 they also cover are rebuilt from the
-        // kept q and k (fewer than `pool` of them, unless the pool changed).
-        if (r0 < T) {
-            at::Tensor pooled_rows[2];
-            for (int s = 0; s < 2; ++s) {
-                const SideRows& w = now.side[s];
-                at::Tensor before;
-                if (r0 < p) {
-                    const at::Tensor tau = s == 1 && local ? at::Tensor() : w.tau_q.narrow(1, r0, p - r0);
-                    before = AttentionRows(w.q.narrow(1, r0, p - r0), w.k, tau, r0).to(at::kFloat);
-                }
-                pooled_rows[s] = !before.defined() ? rows[s] : rows[s].defined() ? at::cat({before, rows[s]}, 1) : before;
-            }
-            Pooled pooled = PoolThumbnails(pooled_rows[0], pooled_rows[1], pool);
-            const int64_t blocks = r0 / pool;
-            now.thumbnails[0] = JoinBlocks(was ? was->thumbnails[0] : at::Tensor(), blocks, side, pooled.p);
-            now.thumbnails[1] = JoinBlocks(was ? was->thumbnails[1] : at::Tensor(), blocks, side, pooled.q);
-            now.thumbnails[2] = JoinBlocks(was ? was->thumbnails[2] : at::Tensor(), blocks, side, pooled.difference);
-        } else {
-            for (int k = 0; k < 3; ++k) now.thumbnails[k] = JoinBlocks(was->thumbnails[k], side, side, at::Tensor());
+        now.tau_q_position = join(was ? was->tau_q_position : at::Tensor(), position);
+        now.tau_q_token = join(was ? was->tau_q_token : at::Tensor(), token);
+        now.js = join(was ? was->js : at::Tensor(), js);
+        now.l1 = join(was ? was->l1 : at::Tensor(), l1);
+        for (int k = 0; k < 3; ++k) {
+            const at::Tensor rows = thumbs[k].empty() ? at::Tensor() : thumbs[k].size() == 1 ? thumbs[k][0] : at::cat(thumbs[k], 1);
+            now.thumbnails[k] = JoinBlocks(was ? was->thumbnails[k] : at::Tensor(), r0 / pool, side, rows);
         }
         // tau_q as the forward pass used it: ones multiply exactly, so the vanilla maps rebuild bit for bit too.
         maps->Add(MapSide::Ssa, {now.side[0].q, now.side[0].k, now.side[0].tau_q});
         maps->Add(MapSide::Compare, {now.side[1].q, now.side[1].k, local ? at::Tensor() : now.side[1].tau_q});
-        sync(now.thumbnails[2]);
-        metrics_ms += MillisecondsSince(start);
         next.layers.push_back(std::move(now));
         if (options.progress) options.progress->store(static_cast<float>(l + 1) / c.n_layer);
     }
@@ -719,6 +745,13 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     next.maps = maps;
     m_impl->cache = std::move(next);
     return a;
+}
+
+void KeepFreedMemoryForReuse() {
+#if defined(__GLIBC__)
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);   // glibc's largest: blocks below come from the heap
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);  // and stay there, up to this much free at its top
+#endif
 }
 
 void SetComputeThreads(int threads) {
