@@ -32,8 +32,8 @@ using nlohmann::json;
 namespace {
 
 const char* kUsage =
-    "usage: ssaviz [--model DIR] [--text STR | --text-file F] [--session FILE] [--device auto|cpu|cuda]\n"
-    "              [--show export|help|demo] [--example english|graph|passkey] [--screenshot PNG [--frames N]]\n"
+    "usage: ssaviz [--model DIR] [--text STR | --text-file F] [--truncate] [--session FILE] [--device auto|cpu|cuda]\n"
+    "              [--show export|help|demo|heads|matrix|temperatures|table|sparsity] [--example english|graph|passkey] [--screenshot PNG [--frames N]]\n"
     "       ssaviz info     [--model DIR] [--json] [--device D]\n"
     "       ssaviz tokenize [--model DIR] (--text STR | --text-file F) [--json] [--truncate]\n"
     "       ssaviz export   [--model DIR] (--text STR | --text-file F [--batch]) --out DIR\n"
@@ -507,7 +507,7 @@ int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
         if (command == "help" || command == "--help" || command == "-h") return std::printf("%s", kUsage), kExitOk;
         if (!command.empty() && command.rfind("--", 0) != 0) throw Failure{kExitUsage, "unknown command '" + command + "'"};
 
-        Flags flags(args, 1, with({"--text", "--text-file", "--screenshot", "--frames", "--bench-typing", "--bench-zoom", "--session", "--export-to", "--show", "--example"}), {});
+        Flags flags(args, 1, with({"--text", "--text-file", "--screenshot", "--frames", "--bench-typing", "--bench-zoom", "--session", "--export-to", "--show", "--example"}), {"--truncate"});
         if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
         if (flags.Has("--session")) {
             auto session = LoadSession(flags.Get("--session"));
@@ -534,14 +534,17 @@ int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
             if (!found) throw Failure{kExitUsage, "--example '" + gui->example + "' is not one of the bundled examples (" + (ids.empty() ? "none found" : ids) + ")"};
         }
         gui->show = flags.Get("--show");
-        if (!gui->show.empty() && gui->show != "export" && gui->show != "help" && gui->show != "demo")
-            throw Failure{kExitUsage, "--show '" + gui->show + "' is not one of export, help, demo"};
+        const std::set<std::string> shows = {"export", "help", "demo", "heads", "matrix", "temperatures", "table", "sparsity"};
+        if (!gui->show.empty() && !shows.count(gui->show))
+            throw Failure{kExitUsage, "--show '" + model::EscapeForMessage(gui->show) +
+                                          "' is not one of export, help, demo (windows) or heads, matrix, temperatures, table, sparsity (tabs)"};
         if (!gui->export_to.empty() && !gui->session) throw Failure{kExitUsage, "--export-to needs --session FILE (its export settings)"};
         gui->screenshot = flags.Get("--screenshot");
         gui->frames = ParsePositive(flags, "--frames", 30);
         gui->bench_keys = flags.Has("--bench-typing") ? ParsePositive(flags, "--bench-typing", 1) : 0;
         gui->bench_zoom_frames = flags.Has("--bench-zoom") ? ParsePositive(flags, "--bench-zoom", 1) : 0;
         if (flags.Has("--text") || flags.Has("--text-file")) gui->text = ReadText(flags);
+        gui->truncate = flags.Has("--truncate") || (gui->session && gui->session->truncate);
         return -1;
     } catch (const Failure& f) {
         std::fprintf(stderr, "ssaviz: %s\n", f.message.c_str());

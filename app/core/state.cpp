@@ -67,13 +67,41 @@ std::string TokenLabel(const std::string& piece) {
     return out;
 }
 
+std::vector<std::string> TokenLabels(const model::Tokenization& tokens) {
+    const std::vector<std::string>& pieces = tokens.pieces;
+    const int T = static_cast<int>(pieces.size());
+    std::vector<std::string> labels;
+    labels.reserve(T);
+    for (const std::string& p : pieces) labels.push_back(TokenLabel(p));
+    auto whole = [](const std::string& bytes) { return model::FindInvalidUtf8(bytes) == std::string::npos; };
+    constexpr int kMaxRun = 8;  // a character is at most 4 bytes: a run this long is not one character split up
+    for (int i = 0; i < T;) {
+        if (whole(pieces[i])) {
+            ++i;
+            continue;
+        }
+        std::string bytes = pieces[i];
+        int j = i;
+        while (!whole(bytes) && j + 1 < T && j - i + 1 < kMaxRun) bytes += pieces[++j];
+        if (j == i || !whole(bytes)) {
+            ++i;  // bytes that never complete (a cut text, invalid input): the escapes stay
+            continue;
+        }
+        const std::string shown = TokenLabel(bytes);
+        for (int k = i; k <= j; ++k) labels[k] = shown + " " + std::to_string(k - i + 1) + "/" + std::to_string(j - i + 1);
+        i = j + 1;
+    }
+    return labels;
+}
 
-bool AppState::IsPinned(HeadRef h) const { return std::find(pinned.begin(), pinned.end(), h) != pinned.end(); }
+bool AppState::IsPinned(HeadRef h) const {
+    return std::any_of(pinned.begin(), pinned.end(), [&](const Pin& p) { return p.Ref() == h; });
+}
 
 void AppState::TogglePin(HeadRef h) {
-    auto it = std::find(pinned.begin(), pinned.end(), h);
+    auto it = std::find_if(pinned.begin(), pinned.end(), [&](const Pin& p) { return p.Ref() == h; });
     if (it != pinned.end()) pinned.erase(it);
-    else pinned.push_back(h);
+    else pinned.push_back({h.layer, h.head, settings.map_mode});
 }
 
 void AppState::ClampSelection() {
@@ -82,7 +110,7 @@ void AppState::ClampSelection() {
     selected.layer = std::clamp(selected.layer, 0, L - 1);
     selected.head = std::clamp(selected.head, 0, H - 1);
     if (query >= T) query = T - 1;
-    pinned.erase(std::remove_if(pinned.begin(), pinned.end(), [&](HeadRef h) { return h.layer >= L || h.head >= H; }), pinned.end());
+    pinned.erase(std::remove_if(pinned.begin(), pinned.end(), [&](const Pin& p) { return p.layer >= L || p.head >= H; }), pinned.end());
 }
 
 const char* ToString(MapMode mode) {
@@ -167,5 +195,16 @@ float ScopedTokenValue(const model::Analysis& a, const std::vector<float>& rows,
         }
     return count > 0 ? static_cast<float>(sum / count) : NAN;
 }
+
+viz::Range TemperatureRange(const model::Analysis& a, const std::vector<float>& tau, std::optional<HeadRef> head) {
+    const size_t begin = head ? a.RowIndex(head->layer, head->head) : 0;
+    const size_t end = head ? begin + a.n_tokens : static_cast<size_t>(a.n_layer) * a.n_head * a.n_tokens;
+    float d = 0.05f;
+    for (size_t k = begin; k < end && k < tau.size(); ++k)
+        if (std::isfinite(tau[k])) d = std::max(d, std::abs(tau[k] - 1.0f));
+    return {1.0f - d, 1.0f + d};
+}
+
+bool IsTemperature(TokenColor color) { return !IsRowMetric(color); }
 
 }  // namespace app

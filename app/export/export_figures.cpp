@@ -29,7 +29,7 @@ std::vector<std::string> Labels(const model::Analysis& a) {
 std::string ModeTitle(const model::Analysis& a, MapMode mode) {
     switch (mode) {
         case MapMode::Ssa: return "SSA";
-        case MapMode::Compare: return a.compare_label == "vanilla" ? "vanilla (tau = 1)" : "twin " + CompareName(a);
+        case MapMode::Compare: return HasTwin(a) ? "twin " + TwinFolderName(a) : "vanilla (tau = 1)";
         case MapMode::Difference: return "SSA - " + CompareName(a);
     }
     return "";
@@ -207,7 +207,7 @@ const std::vector<std::string>& SparsityFigureNames() {
 
 viz::Figure SparsityFigure(const model::Analysis& a, const std::string& model_name, const std::string& name, float sink_epsilon) {
     const std::string cmp = CompareName(a);
-    const bool twin = a.compare_label != "vanilla";
+    const bool twin = HasTwin(a);
     const int T = a.n_tokens;
     const std::vector<HeadSummary> heads = name == "dilution" || name == "tau_q_histogram" ? std::vector<HeadSummary>{} : SummarizeHeads(a);
 

@@ -21,7 +21,7 @@ struct Session {
     std::string text;
     bool truncate = false;
     HeadRef selected;
-    std::vector<HeadRef> pinned;
+    std::vector<Pin> pinned;
     int query = -1;
     ViewSettings settings;
     ExportOptions export_options;  // empty layers / heads: all
