@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <cassert>
 #include <limits>
 #include <list>
@@ -126,9 +127,13 @@ public:
         }
         return map;
     }
+    std::vector<std::pair<Key, HeadMap>> Entries() const {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        return {m_entries.begin(), m_entries.end()};
+    }
 
 private:
-    std::mutex m_mutex;
+    mutable std::mutex m_mutex;
     std::list<std::pair<Key, HeadMap>> m_entries;  // most recent first
     size_t m_bytes = 0;
 };
@@ -152,65 +157,108 @@ private:
 };
 
 // Rebuilds a head's map from the layer's q, k and tau_q where the model ran (CPU or GPU) with the
-// forward pass's own AttentionWeights, and copies only that [T, T] map to the host.
+// forward pass's own AttentionRows, and copies only that [T, T] map to the host. After an edit, a
+// head the previous analysis had built keeps its rows before the edit and computes only the rest.
 class RecomputedMaps final : public AttentionMaps {
 public:
     struct Layer {
         at::Tensor q, k;  // [H, T, D] in the compute dtype
-        at::Tensor tau_q; // [H, T]
+        at::Tensor tau_q; // [H, T]; undefined: 1
     };
     void Add(MapSide side, Layer layer) { m_layers[static_cast<int>(side)].push_back(std::move(layer)); }
+    // `previous` answered for ids whose first `stable` equal these ones'.
+    void Reuse(const RecomputedMaps& previous, int64_t stable) {
+        m_seeds = previous.m_cache.Entries();
+        m_stable = stable;
+    }
     HeadMap Head(MapSide side, int l, int h) const override {
         const std::vector<Layer>& layers = m_layers[static_cast<int>(side)];
         if (l < 0 || l >= static_cast<int>(layers.size()) || h < 0 || h >= layers[l].q.size(0)) return nullptr;
-        return m_cache.Get({static_cast<int>(side), l, h}, [&] {
+        const MapCache::Key key{static_cast<int>(side), l, h};
+        return m_cache.Get(key, [&] {  // under the cache's lock, which also guards m_seeds
             c10::InferenceMode guard;
             const Layer& x = layers[l];
             BindThreadToDevice(x.q.device());  // the UI thread or an export thread
-            const at::Tensor map = AttentionWeights(x.q[h], x.k[h], x.tau_q[h]).to(at::kCPU, at::kFloat).contiguous();
-            return std::make_shared<const std::vector<float>>(map.data_ptr<float>(), map.data_ptr<float>() + map.numel());
+            const int64_t T = x.k.size(1);
+            auto map = std::make_shared<std::vector<float>>(static_cast<size_t>(T * T), 0.0f);
+            int64_t from = 0;
+            if (HeadMap old = TakeSeed(key)) {
+                const int64_t old_t = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(old->size()))));
+                from = std::min({m_stable, old_t, T});
+                const int64_t columns = std::min(old_t, T);  // row i < from is zero past column i anyway
+                for (int64_t i = 0; i < from; ++i)
+                    std::copy_n(old->data() + i * old_t, columns, map->data() + i * T);
+            }
+            if (from < T) {
+                const at::Tensor tau = x.tau_q.defined() ? x.tau_q[h].narrow(0, from, T - from) : at::Tensor();
+                const at::Tensor rows = AttentionRows(x.q[h].narrow(0, from, T - from), x.k[h], tau, from).to(at::kCPU, at::kFloat).contiguous();
+                std::copy_n(rows.data_ptr<float>(), rows.numel(), map->data() + from * T);
+            }
+            return HeadMap(std::move(map));
         });
     }
 
 private:
+    HeadMap TakeSeed(const MapCache::Key& key) const {
+        for (auto it = m_seeds.begin(); it != m_seeds.end(); ++it)
+            if (it->first == key) {
+                HeadMap map = std::move(it->second);
+                m_seeds.erase(it);
+                return map;
+            }
+        return nullptr;
+    }
+
     std::vector<Layer> m_layers[2];
     mutable MapCache m_cache;
+    mutable std::vector<std::pair<MapCache::Key, HeadMap>> m_seeds;
+    int64_t m_stable = 0;
 };
 
 struct Pooled {
-    at::Tensor p, q, difference;  // [..., side, side]
+    at::Tensor p, q, difference;  // [..., ceil(R / pool), ceil(T / pool)]
 };
 
-// Maps p and q [..., T, T] pooled into pool x pool blocks (the last ones partial): the block
-// maxima of p and q, and the value of p - q of largest magnitude (the positive one on a tie). On
-// the CPU one pass over both maps; elsewhere torch ops.
+// Maps p and q [..., R, T] (rows from a multiple of `pool`) pooled into pool x pool blocks (the
+// last ones partial): the block maxima of p and q, and the value of p - q of largest magnitude,
+// the positive one when the two magnitudes agree to kTieTolerance (a row of two keys has d and -d:
+// rounding must not choose the sign). On the CPU one pass over both maps; elsewhere torch ops.
+constexpr float kTieTolerance = 1e-5f;
+at::Tensor LargestMagnitude(const at::Tensor& up, const at::Tensor& down) {  // block max of d and of -d
+    return at::where(up >= down * (1 - kTieTolerance), up, -down);
+}
+
 Pooled PoolThumbnails(const at::Tensor& p, const at::Tensor& q, int pool) {
     if (pool == 1) return {p, q, p - q};
     if (!p.is_cpu()) {
         auto block_max = [&](const at::Tensor& m) { return at::max_pool2d(m, {pool, pool}, {pool, pool}, {0, 0}, {1, 1}, true); };
-        const at::Tensor d = p - q, up = block_max(d), down = block_max(-d);
-        return {block_max(p), block_max(q), at::where(up >= down, up, -down)};
+        const at::Tensor d = p - q;
+        return {block_max(p), block_max(q), LargestMagnitude(block_max(d), block_max(-d))};
     }
     const at::Tensor pc = p.contiguous(), qc = q.contiguous();
-    const int64_t T = p.size(-1), side = (T + pool - 1) / pool, maps = p.numel() / (T * T);
+    const int64_t R = p.size(-2), T = p.size(-1), rows = (R + pool - 1) / pool, side = (T + pool - 1) / pool;
+    const int64_t maps = R * T > 0 ? p.numel() / (R * T) : 0;
     std::vector<int64_t> shape = p.sizes().vec();
-    shape[shape.size() - 2] = shape[shape.size() - 1] = side;
-    Pooled out{at::full(shape, -std::numeric_limits<float>::infinity()), at::full(shape, -std::numeric_limits<float>::infinity()),
-               at::zeros(shape)};
+    shape[shape.size() - 2] = rows;
+    shape[shape.size() - 1] = side;
+    const float lowest = -std::numeric_limits<float>::infinity();
+    Pooled out{at::full(shape, lowest), at::full(shape, lowest), at::Tensor()};
+    at::Tensor up = at::full(shape, lowest), down = at::full(shape, lowest);
     const float *pp = pc.data_ptr<float>(), *qq = qc.data_ptr<float>();
-    float *op = out.p.data_ptr<float>(), *oq = out.q.data_ptr<float>(), *od = out.difference.data_ptr<float>();
+    float *op = out.p.data_ptr<float>(), *oq = out.q.data_ptr<float>(), *ou = up.data_ptr<float>(), *od = down.data_ptr<float>();
     for (int64_t m = 0; m < maps; ++m)
-        for (int64_t i = 0; i < T; ++i) {
-            const size_t in = static_cast<size_t>((m * T + i) * T), at = static_cast<size_t>((m * side + i / pool) * side);
+        for (int64_t i = 0; i < R; ++i) {
+            const size_t in = static_cast<size_t>((m * R + i) * T), at = static_cast<size_t>((m * rows + i / pool) * side);
             for (int64_t j = 0; j < T; ++j) {
-                const float x = pp[in + j], y = qq[in + j], d = x - y;
+                const float x = pp[in + j], y = qq[in + j];
                 const size_t k = at + static_cast<size_t>(j / pool);
                 op[k] = std::max(op[k], x);
                 oq[k] = std::max(oq[k], y);
-                const float best = od[k];
-                if (std::abs(d) > std::abs(best) || (std::abs(d) == std::abs(best) && d > best)) od[k] = d;
+                ou[k] = std::max(ou[k], x - y);
+                od[k] = std::max(od[k], y - x);
             }
         }
+    out.difference = LargestMagnitude(up, down);
     return out;
 }
 
@@ -299,10 +347,45 @@ HeadStats HeadTokenStats(const std::vector<float>& values, const Analysis& a, in
     return s;
 }
 
+namespace {
+
+// What one position left behind in one layer, for every position so far: the analysis of a text
+// that agrees with the last one up to position p takes rows < p from here. Tensors on the device.
+struct SideRows {
+    at::Tensor q, k, vs;       // [H, T, D] in the compute dtype; vs = v * tau_v
+    at::Tensor tau_q, tau_v;   // [H, T] as the forward pass used them
+    RowMetricTensors metrics;  // [H, T] float32
+};
+struct LayerRows {
+    SideRows side[2];                        // SSA, comparison
+    at::Tensor tau_q_position, tau_q_token;  // [H, T], SSA side
+    at::Tensor js, l1;                       // [H, T]
+    at::Tensor thumbnails[3];                // [H, side, side]: SSA, comparison, difference
+};
+struct AnalysisCache {
+    std::vector<int32_t> ids;
+    int pool = 0;
+    std::vector<LayerRows> layers;
+    std::shared_ptr<const RecomputedMaps> maps;
+};
+
+}  // namespace
+
+const char* ToString(Comparison c) {
+    switch (c) {
+        case Comparison::Counterfactual: return "counterfactual";
+        case Comparison::LayerLocal: return "local";
+        case Comparison::Twin: return "twin";
+    }
+    return "?";
+}
+
 struct Engine::Impl {
     at::Device device{at::kCPU};
     LoadedModel model;
     std::unique_ptr<LoadedModel> twin;
+    Comparison comparison = Comparison::Counterfactual;  // without a twin
+    AnalysisCache cache;
 };
 
 Engine::Engine() : m_impl(std::make_unique<Impl>()) {}
@@ -336,10 +419,23 @@ Status Engine::OpenTwin(const std::string& twin_dir, const ConfigHints& hints) {
         return Fail("twin '" + twin_dir + "' uses a different tokenizer (" + twin->tokenizer->Kind() + ", " +
                     std::to_string(twin->tokenizer->VocabSize()) + " tokens)");
     m_impl->twin = std::make_unique<LoadedModel>(std::move(*twin));
+    m_impl->cache = {};
     return Ok{};
 }
 
-void Engine::CloseTwin() { m_impl->twin.reset(); }
+void Engine::CloseTwin() {
+    m_impl->twin.reset();
+    m_impl->cache = {};
+}
+
+Status Engine::SetComparison(Comparison comparison) {
+    if (comparison == Comparison::Twin) return Fail("open a twin to compare with one");
+    if (comparison != m_impl->comparison) m_impl->cache = {};
+    m_impl->comparison = comparison;
+    return Ok{};
+}
+
+Comparison Engine::comparison() const { return m_impl->twin ? Comparison::Twin : m_impl->comparison; }
 const ModelInfo& Engine::Info() const { return m_impl->model.info; }
 const ModelInfo* Engine::TwinInfo() const { return m_impl->twin ? &m_impl->twin->info : nullptr; }
 const Tokenizer& Engine::tokenizer() const { return *m_impl->model.tokenizer; }
@@ -398,93 +494,230 @@ Result<Tokenization> Engine::Tokenize(std::string_view text, bool truncate) cons
     return tokens;
 }
 
+namespace {
+
+// Rows < p of `old` followed by `rows`, along dimension 1 (positions): [H, p + R, ...].
+at::Tensor Join(const at::Tensor& old, int64_t p, const at::Tensor& rows) {
+    return p > 0 ? at::cat({old.narrow(1, 0, p), rows}, 1) : rows.contiguous();
+}
+
+RowMetricTensors Join(const RowMetricTensors& old, int64_t p, const RowMetricTensors& rows) {
+    RowMetricTensors out;
+    for (auto field : {&RowMetricTensors::entropy, &RowMetricTensors::normalized_entropy, &RowMetricTensors::spikiness,
+                       &RowMetricTensors::max_weight, &RowMetricTensors::top5_mass, &RowMetricTensors::effective_support,
+                       &RowMetricTensors::sink_mass})
+        out.*field = Join(old.*field, p, rows.*field);
+    return out;
+}
+
+// Thumbnail block rows < `blocks` of `old` [H, *, old side], cut or zero-padded to `side` columns
+// (those block rows have nothing right of their own column block), followed by `rows`.
+at::Tensor JoinBlocks(const at::Tensor& old, int64_t blocks, int64_t side, const at::Tensor& rows) {
+    if (blocks == 0) return rows;
+    at::Tensor top = old.narrow(1, 0, blocks);
+    const int64_t old_side = top.size(2);
+    top = old_side >= side ? top.narrow(2, 0, side) : at::constant_pad_nd(top, {0, side - old_side});
+    return rows.defined() && rows.size(1) > 0 ? at::cat({top, rows}, 1) : top.contiguous();
+}
+
+std::vector<float> StackToHost(const std::vector<LayerRows>& layers, const std::function<const at::Tensor&(const LayerRows&)>& field) {
+    std::vector<at::Tensor> parts;
+    for (const LayerRows& l : layers) parts.push_back(field(l));
+    return StackToHost(parts);
+}
+
+MapMetrics MetricsToHost(const std::vector<LayerRows>& layers, int side) {
+    std::vector<RowMetricTensors> parts;
+    for (const LayerRows& l : layers) parts.push_back(l.side[side].metrics);
+    return ToHost(StackLayers(parts));
+}
+
+}  // namespace
+
 Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOptions& options) {
     c10::InferenceMode guard;
     BindThreadToDevice(m_impl->device);
     const ModelConfig& c = m_impl->model.info.config;
-    const int T = static_cast<int>(tokens.ids.size());
-    Analysis a;
-    a.n_layer = c.n_layer;
-    a.n_head = c.n_head;
-    a.n_tokens = T;
-    a.tokens = tokens;
-    a.device = m_impl->device.str();
+    const int64_t T = static_cast<int64_t>(tokens.ids.size());
     const SsaGpt& ssa = m_impl->model.gpt;
     const SsaGpt& other = m_impl->twin ? m_impl->twin->gpt : ssa;
     for (const SsaGpt* model : {&ssa, &other})
         if (auto valid = CheckIds(model->config, tokens.ids); !valid) return Fail(valid.error());
+    const Comparison comparison = this->comparison();
 
-    // The model and its comparison (the twin, or the same weights with tau = 1) run layer by
-    // layer side by side; each layer's maps are measured, pooled into thumbnails and dropped, so
-    // only one layer's [H, T, T] maps exist at a time, and on the model's device.
-    const bool vanilla = !m_impl->twin;
-    a.compare_label = vanilla ? "vanilla" : m_impl->twin->info.dir;
+    // p: the positions the previous analysis already holds (its ids agree up to there).
+    const AnalysisCache& old = m_impl->cache;
+    int64_t p = 0;
+    if (options.reuse && !old.layers.empty()) {
+        const size_t n = std::min(old.ids.size(), tokens.ids.size());
+        while (p < static_cast<int64_t>(n) && old.ids[p] == tokens.ids[p]) ++p;
+    }
+    // Thumbnail blocks are pool x pool tokens: rows from the start of p's block are pooled again
+    // (all of them when T changes the pool).
+    const int pool = ThumbnailPool(static_cast<int>(T));
+    const int64_t side = (T + pool - 1) / pool;
+    const int64_t r0 = pool == old.pool ? p / pool * pool : 0;
+
+    // The model and its comparison run layer by layer side by side, rows p..T-1 only; each layer's
+    // new attention rows are measured, pooled into thumbnails and dropped, so at most one layer's
+    // [H, T - p, T] rows exist at a time, on the model's device.
     const bool cuda = m_impl->device.is_cuda();
     auto sync = [&](const at::Tensor& t) {
-        if (cuda) t.sum().item<float>();  // wait for the kernels, so the timings are honest
+        if (cuda && t.defined()) t.sum().item<float>();  // wait for the kernels, so the timings are honest
     };
+    const bool local = comparison == Comparison::LayerLocal;
+    const at::Device device = m_impl->device;
+    at::Tensor x, y;  // the rows' residual streams, SSA and comparison: [1, T - p, E]
+    if (p < T) {
+        const std::vector<int32_t> rows(tokens.ids.begin() + p, tokens.ids.end());
+        const at::Tensor index = at::tensor(at::ArrayRef<int32_t>(rows), at::kInt).to(device, at::kLong).unsqueeze(0);
+        x = Embed(ssa, index, p);
+        if (!local) y = Embed(other, index, p);
+    }
 
-    const at::Tensor index = at::tensor(at::ArrayRef<int32_t>(tokens.ids), at::kInt).to(m_impl->device, at::kLong).unsqueeze(0);
-    at::Tensor x = Embed(ssa, index), y = Embed(other, index);  // [1, T, E]
+    AnalysisCache next;
+    next.ids = tokens.ids;
+    next.pool = pool;
     auto maps = std::make_shared<RecomputedMaps>();
-    std::vector<RowMetricTensors> metrics_p, metrics_q;
-    std::vector<at::Tensor> js, l1, tau_q, tau_v, tau_q_cmp, tau_v_cmp, thumb_p, thumb_q, thumb_d;
-    const int pool = ThumbnailPool(T);
     double forward_ms = 0, metrics_ms = 0;
     for (int l = 0; l < c.n_layer; ++l) {
         if (options.cancel && options.cancel->load()) return Fail("cancelled");
         auto start = std::chrono::steady_clock::now();
-        BlockCapture p, q;
-        x = Block(ssa.config, ssa.layers[l], x, false, &p);
-        y = Block(other.config, other.layers[l], y, vanilla, &q);
-        sync(y);
+        const LayerRows* was = p > 0 ? &old.layers[l] : nullptr;
+        LayerRows now;
+        at::Tensor rows[2];  // attention rows p..T-1 [H, T - p, T]
+        for (int s = 0; s < 2; ++s) {
+            SideRows& side_rows = now.side[s];
+            if (s == 1 && local) {  // the SSA side's own q and k with tau = 1: no forward pass of its own
+                side_rows.q = now.side[0].q;
+                side_rows.k = now.side[0].k;
+                side_rows.tau_q = at::ones_like(now.side[0].tau_q);
+                side_rows.tau_v = side_rows.tau_q;
+                if (p < T) rows[1] = AttentionRows(side_rows.q.narrow(1, p, T - p), side_rows.k, at::Tensor(), p)
+                                         .to(at::kFloat);
+                continue;
+            }
+            if (p == T) {  // a deletion at the end: the prefix is all there is
+                const SideRows& w = was->side[s];
+                side_rows = {w.q.narrow(1, 0, T), w.k.narrow(1, 0, T), w.vs.narrow(1, 0, T), w.tau_q.narrow(1, 0, T),
+                             w.tau_v.narrow(1, 0, T), {}};
+                if (s == 0) {
+                    now.tau_q_position = was->tau_q_position.narrow(1, 0, T);
+                    now.tau_q_token = was->tau_q_token.narrow(1, 0, T);
+                }
+                continue;
+            }
+            const SsaGpt& model = s == 0 ? ssa : other;
+            const bool vanilla = s == 1 && comparison == Comparison::Counterfactual;
+            KeyValues prefix;
+            if (was) prefix = {was->side[s].k.narrow(1, 0, p).unsqueeze(0), was->side[s].vs.narrow(1, 0, p).unsqueeze(0)};
+            BlockCapture capture;
+            at::Tensor& stream = s == 0 ? x : y;
+            stream = Block(model.config, model.layers[l], stream, vanilla, &capture, p, was ? &prefix : nullptr);
+            side_rows.q = Join(was ? was->side[s].q : at::Tensor(), p, capture.q[0]);
+            side_rows.k = capture.k[0];
+            side_rows.vs = capture.vs[0];
+            side_rows.tau_q = Join(was ? was->side[s].tau_q : at::Tensor(), p, capture.tau_q[0]);
+            side_rows.tau_v = Join(was ? was->side[s].tau_v : at::Tensor(), p, capture.tau_v[0]);
+            if (s == 0) {
+                now.tau_q_position = Join(was ? was->tau_q_position : at::Tensor(), p, capture.tau_q_terms.position[0]);
+                now.tau_q_token = Join(was ? was->tau_q_token : at::Tensor(), p, capture.tau_q_terms.token[0]);
+            }
+            rows[s] = capture.attention[0].to(at::kFloat);
+        }
+        sync(rows[0]);
         forward_ms += MillisecondsSince(start);
 
         start = std::chrono::steady_clock::now();
-        const at::Tensor pa = p.attention[0].to(at::kFloat), qa = q.attention[0].to(at::kFloat);  // [H, T, T]
-        MapComparison m = CompareMaps(pa, qa);
-        metrics_p.push_back(std::move(m.p));
-        metrics_q.push_back(std::move(m.q));
-        js.push_back(m.js);
-        l1.push_back(m.l1);
-        Pooled pooled = PoolThumbnails(pa, qa, pool);
-        thumb_p.push_back(std::move(pooled.p));
-        thumb_q.push_back(std::move(pooled.q));
-        thumb_d.push_back(std::move(pooled.difference));
-        tau_q.push_back(p.tau_q[0].to(at::kFloat));
-        tau_v.push_back(p.tau_v[0].to(at::kFloat));
-        tau_q_cmp.push_back(q.tau_q[0].to(at::kFloat));
-        tau_v_cmp.push_back(q.tau_v[0].to(at::kFloat));
+        if (p < T) {
+            MapComparison m = CompareMaps(rows[0], rows[1], p);
+            for (int s = 0; s < 2; ++s)
+                now.side[s].metrics = was ? Join(was->side[s].metrics, p, s == 0 ? m.p : m.q) : (s == 0 ? m.p : m.q);
+            now.js = Join(was ? was->js : at::Tensor(), p, m.js);
+            now.l1 = Join(was ? was->l1 : at::Tensor(), p, m.l1);
+        } else {
+            for (int s = 0; s < 2; ++s) {
+                RowMetricTensors cut;
+                const RowMetricTensors& w = was->side[s].metrics;
+                for (auto field : {&RowMetricTensors::entropy, &RowMetricTensors::normalized_entropy, &RowMetricTensors::spikiness,
+                                   &RowMetricTensors::max_weight, &RowMetricTensors::top5_mass, &RowMetricTensors::effective_support,
+                                   &RowMetricTensors::sink_mass})
+                    cut.*field = (w.*field).narrow(1, 0, T);
+                now.side[s].metrics = cut;
+            }
+            now.js = was->js.narrow(1, 0, T);
+            now.l1 = was->l1.narrow(1, 0, T);
+        }
+        // Thumbnail block rows from r0's block: the rows r0..p-1 they also cover are rebuilt from the
+        // kept q and k (fewer than `pool` of them, unless the pool changed).
+        if (r0 < T) {
+            at::Tensor pooled_rows[2];
+            for (int s = 0; s < 2; ++s) {
+                const SideRows& w = now.side[s];
+                at::Tensor before;
+                if (r0 < p) {
+                    const at::Tensor tau = s == 1 && local ? at::Tensor() : w.tau_q.narrow(1, r0, p - r0);
+                    before = AttentionRows(w.q.narrow(1, r0, p - r0), w.k, tau, r0).to(at::kFloat);
+                }
+                pooled_rows[s] = !before.defined() ? rows[s] : rows[s].defined() ? at::cat({before, rows[s]}, 1) : before;
+            }
+            Pooled pooled = PoolThumbnails(pooled_rows[0], pooled_rows[1], pool);
+            const int64_t blocks = r0 / pool;
+            now.thumbnails[0] = JoinBlocks(was ? was->thumbnails[0] : at::Tensor(), blocks, side, pooled.p);
+            now.thumbnails[1] = JoinBlocks(was ? was->thumbnails[1] : at::Tensor(), blocks, side, pooled.q);
+            now.thumbnails[2] = JoinBlocks(was ? was->thumbnails[2] : at::Tensor(), blocks, side, pooled.difference);
+        } else {
+            for (int k = 0; k < 3; ++k) now.thumbnails[k] = JoinBlocks(was->thumbnails[k], side, side, at::Tensor());
+        }
         // tau_q as the forward pass used it: ones multiply exactly, so the vanilla maps rebuild bit for bit too.
-        maps->Add(MapSide::Ssa, {p.q[0].contiguous(), p.k[0].contiguous(), p.tau_q[0]});
-        maps->Add(MapSide::Compare, {q.q[0].contiguous(), q.k[0].contiguous(), q.tau_q[0]});
-        sync(thumb_d.back());
+        maps->Add(MapSide::Ssa, {now.side[0].q, now.side[0].k, now.side[0].tau_q});
+        maps->Add(MapSide::Compare, {now.side[1].q, now.side[1].k, local ? at::Tensor() : now.side[1].tau_q});
+        sync(now.thumbnails[2]);
         metrics_ms += MillisecondsSince(start);
+        next.layers.push_back(std::move(now));
         if (options.progress) options.progress->store(static_cast<float>(l + 1) / c.n_layer);
     }
+    if (p > 0 && old.maps) maps->Reuse(*old.maps, p);
 
     const auto start = std::chrono::steady_clock::now();
-    a.metrics = ToHost(StackLayers(metrics_p));
-    a.metrics_compare = ToHost(StackLayers(metrics_q));
-    a.js = StackToHost(js);
-    a.l1 = StackToHost(l1);
-    a.tau_q = StackToHost(tau_q);
-    a.tau_v = StackToHost(tau_v);
-    a.tau_q_compare = StackToHost(tau_q_cmp);
-    a.tau_v_compare = StackToHost(tau_v_cmp);
+    Analysis a;
+    a.n_layer = c.n_layer;
+    a.n_head = c.n_head;
+    a.n_tokens = static_cast<int>(T);
+    a.tokens = tokens;
+    a.device = device.str();
+    a.comparison = comparison;
+    a.compare_label = m_impl->twin ? m_impl->twin->info.dir : "vanilla";
+    const std::vector<LayerRows>& layers = next.layers;
+    a.metrics = MetricsToHost(layers, 0);
+    a.metrics_compare = MetricsToHost(layers, 1);
+    a.js = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.js; });
+    a.l1 = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.l1; });
+    a.tau_q = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.side[0].tau_q; });
+    a.tau_v = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.side[0].tau_v; });
+    a.tau_q_compare = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.side[1].tau_q; });
+    a.tau_v_compare = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.side[1].tau_v; });
+    a.tau_q_position = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.tau_q_position; });
+    a.tau_q_token = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.tau_q_token; });
     a.thumbnails.pool = pool;
-    a.thumbnails.side = (T + pool - 1) / pool;
-    a.thumbnails.ssa = StackToHost(thumb_p);
-    a.thumbnails.compare = StackToHost(thumb_q);
-    a.thumbnails.difference = StackToHost(thumb_d);
+    a.thumbnails.side = static_cast<int>(side);
+    a.thumbnails.ssa = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.thumbnails[0]; });
+    a.thumbnails.compare = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.thumbnails[1]; });
+    a.thumbnails.difference = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.thumbnails[2]; });
     const QkSpectrum& spectrum = m_impl->model.spectrum;
     a.qk_opnorm = ToHost(spectrum.opnorm);
     a.qk_eig_mean = ToHost(spectrum.eig_mean);
     a.qk_eig_var = ToHost(spectrum.eig_var);
-    a.effective_qk_norm = ToHost(at::stack(tau_q) * spectrum.opnorm.to(m_impl->device).unsqueeze(-1));
-    a.maps = std::move(maps);
+    std::vector<at::Tensor> tau_q;
+    for (const LayerRows& l : layers) tau_q.push_back(l.side[0].tau_q.to(at::kFloat));
+    a.effective_qk_norm = ToHost(at::stack(tau_q) * spectrum.opnorm.to(device).unsqueeze(-1));
+    a.maps = maps;
+    a.reused_rows = static_cast<int>(p);
     a.forward_ms = forward_ms;
     a.metrics_ms = metrics_ms + MillisecondsSince(start);
+
+    next.maps = maps;
+    m_impl->cache = std::move(next);
     return a;
 }
 

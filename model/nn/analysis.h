@@ -67,7 +67,7 @@ std::shared_ptr<const AttentionMaps> HostAttentionMaps(int layers, int heads, in
 
 // Every head's map max-pooled to at most kThumbnailCells a side, for the heads grid and its
 // shared colour scale: a cell holds the largest weight of its pool x pool block of tokens (the
-// difference: the value of largest magnitude, the positive one on a tie), so a sharp weight survives. Exact (pool 1) up to
+// difference: the value of largest magnitude, the positive one when the magnitudes agree to 1e-5), so a sharp weight survives. Exact (pool 1) up to
 // kThumbnailCells tokens.
 constexpr int kThumbnailCells = 256;
 struct Thumbnails {
@@ -79,19 +79,31 @@ struct Thumbnails {
 // From host maps [L, H, T, T] (the synthetic analyses; the engine pools on its device).
 Thumbnails MakeThumbnails(const std::vector<float>& ssa, const std::vector<float>& compare, int layers, int heads, int tokens);
 
+// What the SSA model is compared with. The counterfactual runs the same weights with tau = 1 in
+// every layer, a whole second forward pass, so its later layers see a different residual stream;
+// the layer-local one asks only what each layer's temperatures do to that layer: at each layer
+// the SSA model's own q and k (the same input), with tau = 1. A twin is a separately trained model.
+enum class Comparison { Counterfactual, LayerLocal, Twin };
+const char* ToString(Comparison c);  // "counterfactual", "local", "twin"
+
 struct Analysis {
     int n_layer = 0, n_head = 0, n_tokens = 0;
     Tokenization tokens;
-    std::string compare_label;                   // "vanilla" (tau = 1 counterfactual) or the twin's folder
+    Comparison comparison = Comparison::Counterfactual;
+    std::string compare_label;                   // "vanilla" (either tau = 1 comparison) or the twin's folder
     std::shared_ptr<const AttentionMaps> maps;   // null: no maps (an empty analysis)
     Thumbnails thumbnails;
     std::vector<float> tau_q, tau_v;             // [L, H, T]
     std::vector<float> tau_q_compare, tau_v_compare;  // [L, H, T] (ones for the counterfactual)
+    // The two terms of tau_q (SSA side), [L, H, T]: 1 + s ln i (ones without a position term) and
+    // tanh(w . z + b) (zeros without a token term); tau_q = position + token or position * (1 + token).
+    std::vector<float> tau_q_position, tau_q_token;
     MapMetrics metrics, metrics_compare;
     std::vector<float> js, l1;                   // [L, H, T] each SSA row against its comparison row
     std::vector<float> qk_opnorm, qk_eig_mean, qk_eig_var;  // [L, H]
     std::vector<float> effective_qk_norm;        // [L, H, T] tau_q(i) * ||W_qk||_2
     double forward_ms = 0, metrics_ms = 0;
+    int reused_rows = 0;  // positions taken from the previous analysis (its ids agreed up to here)
     std::string device;
 
     // Head (l, h)'s full map on one side; null without maps or for a head outside the model.
@@ -113,6 +125,7 @@ HeadStats HeadTokenStats(const std::vector<float>& values, const Analysis& a, in
 struct AnalyzeOptions {
     const std::atomic<bool>* cancel = nullptr;     // checked between layers
     std::atomic<float>* progress = nullptr;        // set to the fraction of layers done
+    bool reuse = true;  // recompute only the positions from the first id that differs from the last analysis
 };
 
 // Owns a loaded model (and optionally its twin) on one device. Not thread-safe: one thread (the
@@ -131,6 +144,9 @@ public:
     // have the same layers, heads and tokenizer.
     Status OpenTwin(const std::string& twin_dir, const ConfigHints& hints = {});
     void CloseTwin();
+    // Without a twin, which tau = 1 comparison to run (Counterfactual by default; Twin is refused).
+    Status SetComparison(Comparison comparison);
+    Comparison comparison() const;  // Twin while a twin is open
 
     const ModelInfo& Info() const;
     const ModelInfo* TwinInfo() const;  // null without a twin
@@ -139,6 +155,13 @@ public:
     // Tokenizes for this model: rejects empty and non-UTF-8 text, and text longer than the
     // context unless `truncate` (then keeps the first n_positions tokens).
     Result<Tokenization> Tokenize(std::string_view text, bool truncate) const;
+    // Every map, temperature and metric of the tokens. The engine keeps what each position left
+    // behind (per layer and side: q, k, values, temperatures, row metrics, thumbnail blocks), so
+    // an analysis whose ids agree with the previous one's up to position p computes only the rows
+    // from p (from the start of p's thumbnail block): typing at the end of a long text costs
+    // O(T) a layer, not O(T^2). Results equal a full analysis to float rounding (tests: 1e-5).
+    // Opening a twin, closing it or changing the comparison starts afresh; a cancelled or failed
+    // analysis leaves the previous one's state as it was.
     Result<Analysis> Analyze(const Tokenization& tokens, const AnalyzeOptions& options = {});
 
 private:

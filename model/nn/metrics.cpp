@@ -17,9 +17,9 @@
 namespace model {
 namespace {
 
-// Key counts 1..T for rows 0..T-1, shaped to broadcast against [..., T].
-at::Tensor KeyCounts(const at::Tensor& attention) {
-    return at::arange(1, attention.size(-1) + 1, attention.options());
+// Key counts first+1..first+R for rows first..first+R-1 of [..., R, T], to broadcast against [..., R].
+at::Tensor KeyCounts(const at::Tensor& attention, int64_t first) {
+    return at::arange(first + 1, first + attention.size(-2) + 1, attention.options());
 }
 
 at::Tensor NegPlogP(const at::Tensor& p) { return -at::xlogy(p, p); }  // 0 ln 0 = 0
@@ -212,9 +212,9 @@ void CompareRow(const float* p_maps, const float* q_maps, int64_t T, int64_t row
     l1[row] = static_cast<float>(distance);
 }
 
-MapComparison CompareMapsFused(const at::Tensor& p_in, const at::Tensor& q_in) {
+MapComparison CompareMapsFused(const at::Tensor& p_in, const at::Tensor& q_in, int64_t first) {
     const at::Tensor p = p_in.contiguous(), q = q_in.contiguous();
-    const int64_t T = p.size(-1);
+    const int64_t T = p.size(-1), R = p.size(-2);
     const at::IntArrayRef sizes = p.sizes().slice(0, p.dim() - 1);  // [..., T]
     MapComparison c;
     const RowPointers out_p = Allocate(c.p, sizes), out_q = Allocate(c.q, sizes);
@@ -224,14 +224,14 @@ MapComparison CompareMapsFused(const at::Tensor& p_in, const at::Tensor& q_in) {
     const float* q_maps = q.data_ptr<float>();
     float* js = c.js.data_ptr<float>();
     float* l1 = c.l1.data_ptr<float>();
-    // Row i costs i + 1 keys, so a work item takes rows i and T-1-i of one map: equal items, and
-    // threads stay balanced even for a single map.
-    const int64_t maps = T > 0 ? p.numel() / (T * T) : 0, half = (T + 1) / 2;
+    // Row r costs first + r + 1 keys, so a work item takes rows r and R-1-r of one map: equal
+    // items, and threads stay balanced even for a single map.
+    const int64_t maps = R > 0 && T > 0 ? p.numel() / (R * T) : 0, half = (R + 1) / 2;
     at::parallel_for(0, maps * half, 8, [&](int64_t begin, int64_t end) {
         for (int64_t item = begin; item < end; ++item) {
-            const int64_t map = item / half, i = item % half;
-            CompareRow(p_maps, q_maps, T, map * T + i, i, out_p, out_q, js, l1);
-            if (T - 1 - i != i) CompareRow(p_maps, q_maps, T, map * T + T - 1 - i, T - 1 - i, out_p, out_q, js, l1);
+            const int64_t map = item / half, r = item % half;
+            CompareRow(p_maps, q_maps, T, map * R + r, first + r, out_p, out_q, js, l1);
+            if (R - 1 - r != r) CompareRow(p_maps, q_maps, T, map * R + R - 1 - r, first + R - 1 - r, out_p, out_q, js, l1);
         }
     });
     return c;
@@ -239,9 +239,9 @@ MapComparison CompareMapsFused(const at::Tensor& p_in, const at::Tensor& q_in) {
 
 }  // namespace
 
-RowMetricTensors ComputeRowMetrics(const at::Tensor& attention) {
+RowMetricTensors ComputeRowMetrics(const at::Tensor& attention, int64_t first) {
     c10::InferenceMode guard;
-    at::Tensor n = KeyCounts(attention);
+    at::Tensor n = KeyCounts(attention, first);
     RowMetricTensors r;
     r.entropy = NegPlogP(attention).sum(-1);
     r.normalized_entropy = at::where(n > 1, r.entropy / at::log(n), at::zeros_like(r.entropy));
@@ -271,18 +271,18 @@ at::Tensor L1Distance(const at::Tensor& p, const at::Tensor& q) {
     return (p - q).abs().sum(-1);
 }
 
-MapComparison CompareMaps(const at::Tensor& p, const at::Tensor& q) {
+MapComparison CompareMaps(const at::Tensor& p, const at::Tensor& q, int64_t first) {
     c10::InferenceMode guard;
-    TORCH_CHECK(p.sizes() == q.sizes() && p.dim() >= 2 && p.size(-1) == p.size(-2), "CompareMaps: maps of shapes ", p.sizes(),
-                " and ", q.sizes(), " are not two [..., T, T] of the same shape");
+    TORCH_CHECK(p.sizes() == q.sizes() && p.dim() >= 2 && p.size(-1) >= first + p.size(-2), "CompareMaps: maps of shapes ",
+                p.sizes(), " and ", q.sizes(), " are not two [..., R, T] of the same shape with T >= ", first, " + R");
     const bool fused = p.is_cpu() && q.is_cpu() && p.scalar_type() == at::kFloat && q.scalar_type() == at::kFloat;
-    return fused ? CompareMapsFused(p, q) : CompareMapsGeneric(p, q);
+    return fused ? CompareMapsFused(p, q, first) : CompareMapsGeneric(p, q, first);
 }
 
-MapComparison CompareMapsGeneric(const at::Tensor& p, const at::Tensor& q) {
+MapComparison CompareMapsGeneric(const at::Tensor& p, const at::Tensor& q, int64_t first) {
     MapComparison c;
-    c.p = ComputeRowMetrics(p);
-    c.q = ComputeRowMetrics(q);
+    c.p = ComputeRowMetrics(p, first);
+    c.q = ComputeRowMetrics(q, first);
     c.js = JsDivergence(p, q, c.p.entropy, c.q.entropy);
     c.l1 = L1Distance(p, q);
     return c;

@@ -19,8 +19,9 @@ struct RowMetricTensors {
     at::Tensor sink_mass;           // weight on the first token
 };
 
-// These use torch ops on the device the maps live on, and accept any map.
-RowMetricTensors ComputeRowMetrics(const at::Tensor& attention);
+// These use torch ops on the device the maps live on, and accept any map. Maps may be only rows
+// first..first+R-1 of a longer one, [..., R, T] with T >= first + R: row r has first + r + 1 keys.
+RowMetricTensors ComputeRowMetrics(const at::Tensor& attention, int64_t first = 0);
 at::Tensor JsDivergence(const at::Tensor& p, const at::Tensor& q);  // [..., T] nats
 // The same from the rows' entropies when they are already known: H((p+q)/2) - (H(p) + H(q)) / 2.
 at::Tensor JsDivergence(const at::Tensor& p, const at::Tensor& q, const at::Tensor& entropy_p, const at::Tensor& entropy_q);
@@ -35,9 +36,10 @@ struct MapComparison {
 // On the CPU in float32: one fused pass over each row pair, reading keys 0..i only, so both maps
 // must be causal (zero above the diagonal, as the forward pass makes them; debug builds check).
 // Elsewhere, CompareMapsGeneric.
-MapComparison CompareMaps(const at::Tensor& p, const at::Tensor& q);
+// `first` as for ComputeRowMetrics.
+MapComparison CompareMaps(const at::Tensor& p, const at::Tensor& q, int64_t first = 0);
 // The same from the torch ops above, on any device and for any map; the fused path's reference.
-MapComparison CompareMapsGeneric(const at::Tensor& p, const at::Tensor& q);
+MapComparison CompareMapsGeneric(const at::Tensor& p, const at::Tensor& q, int64_t first = 0);
 
 // Mean over rows 1..T-1 (skipping the single-key row): [..., T] -> [...]; NaN when T == 1.
 at::Tensor RowMean(const at::Tensor& rows);

@@ -226,63 +226,88 @@ Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const WeightFile& file, at::Devi
     return m;
 }
 
-at::Tensor Temperature(const TemperatureForm& form, const TemperatureParams& params, const at::Tensor& z_heads,
-                       const at::Tensor& x) {
-    // Leading batch dimensions ride along: z_heads [..., H, T, D], x [..., T, E] -> tau [..., H, T].
+TemperatureTerms TemperatureParts(const TemperatureForm& form, const TemperatureParams& params, const at::Tensor& z_heads,
+                                  const at::Tensor& x, int64_t first) {
+    // Leading batch dimensions ride along: z_heads [..., H, T, D], x [..., T, E] -> [..., H, T].
     const int64_t T = z_heads.size(-2);
-    at::Tensor pos = at::ones({1, T}, x.options());
+    at::IntArrayRef sizes = z_heads.sizes();
+    const at::IntArrayRef out = sizes.slice(0, sizes.size() - 1);
+    TemperatureTerms terms;
+    terms.position = at::ones({1, T}, x.options());
     if (form.position != PositionForm::None) {
         at::Tensor p = params.pos.reshape({-1, 1});  // [1 or H, 1]
         at::Tensor s = form.position == PositionForm::Sigmoid ? at::sigmoid(p)
                      : form.position == PositionForm::ExpExp  ? at::exp(-at::exp(p))
                                                               : p;
         // [1, T], i counted from 1; in float32 first, as bf16 cannot count past 256 exactly.
-        at::Tensor log_i = at::log(at::arange(1, T + 1, x.options().dtype(at::kFloat))).to(x.scalar_type()).unsqueeze(0);
-        pos = 1 + s * log_i;
+        const auto count = x.options().dtype(at::kFloat);
+        at::Tensor log_i = at::log(at::arange(first + 1, first + T + 1, count)).to(x.scalar_type()).unsqueeze(0);
+        terms.position = 1 + s * log_i;
     }
-    at::Tensor tok = at::zeros({1, T}, x.options());
+    terms.token = at::zeros({1, T}, x.options());
     if (form.token != TokenForm::None) {
         const at::Tensor& w = params.tok_w;
+        at::Tensor tok;
         if (form.token == TokenForm::Shared)  // z = the head's own q_i or v_j
             tok = w.dim() == 1 ? at::matmul(z_heads, w) : (z_heads * w.unsqueeze(1)).sum(-1);  // [..., H, T]
         else                                  // z = x_i, the LayerNorm-1 output
             tok = w.dim() == 1 ? at::matmul(x, w).unsqueeze(-2) : at::matmul(x, w.t()).transpose(-1, -2);  // [..., 1 or H, T]
         if (params.tok_b.defined()) tok = tok + params.tok_b.reshape({-1, 1});
-        tok = at::tanh(tok);
+        terms.token = at::tanh(tok);
     }
-    at::Tensor tau = form.combine == Combine::Sum ? pos + tok : pos * (1 + tok);
-    at::IntArrayRef sizes = z_heads.sizes();
-    return tau.expand(sizes.slice(0, sizes.size() - 1)).contiguous();
+    terms.position = terms.position.expand(out);
+    terms.token = terms.token.expand(out);
+    return terms;
 }
 
-at::Tensor Embed(const SsaGpt& m, const at::Tensor& ids) {
-    const int64_t T = ids.size(-1);
-    return m.wte.index_select(0, ids.reshape({-1})).view({ids.size(0), T, m.config.n_embd}) + m.wpe.narrow(0, 0, T);
+at::Tensor CombineTemperature(const TemperatureForm& form, const TemperatureTerms& t) {
+    at::Tensor tau = form.combine == Combine::Sum ? t.position + t.token : t.position * (1 + t.token);
+    return tau.contiguous();
 }
 
-at::Tensor AttentionWeights(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q) {
-    const int64_t T = q.size(-2);
+at::Tensor Temperature(const TemperatureForm& form, const TemperatureParams& params, const at::Tensor& z_heads,
+                       const at::Tensor& x, int64_t first) {
+    return CombineTemperature(form, TemperatureParts(form, params, z_heads, x, first));
+}
+
+at::Tensor Embed(const SsaGpt& m, const at::Tensor& ids, int64_t first) {
+    const int64_t R = ids.size(-1);
+    return m.wte.index_select(0, ids.reshape({-1})).view({ids.size(0), R, m.config.n_embd}) + m.wpe.narrow(0, first, R);
+}
+
+at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q, int64_t first) {
+    const int64_t R = q.size(-2), T = k.size(-2);
     at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
     if (tau_q.defined()) scores = scores * tau_q.unsqueeze(-1);
-    const at::Tensor future = at::ones({T, T}, q.options().dtype(at::kBool)).triu(1);  // keys j > i
+    const at::Tensor future = at::ones({R, T}, q.options().dtype(at::kBool)).triu(first + 1);  // keys j > first + r
     return at::softmax(scores.masked_fill(future, -std::numeric_limits<float>::infinity()), -1);
 }
 
-at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& x, bool vanilla, BlockCapture* capture) {
-    const int64_t B = x.size(0), T = x.size(1), E = c.n_embd, H = c.n_head, D = c.HeadSize();
+at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& x, bool vanilla, BlockCapture* capture,
+                 int64_t first, const KeyValues* prefix) {
+    const int64_t B = x.size(0), R = x.size(1), E = c.n_embd, H = c.n_head, D = c.HeadSize();
     const auto opts = x.options();
-    at::Tensor h = at::layer_norm(x, {E}, w.ln1_w, w.ln1_b, c.layer_norm_epsilon);  // [B, T, E]
-    at::Tensor qkv = at::matmul(h, w.attn_w) + w.attn_b;                            // [B, T, 3E]
-    auto heads = [&](int64_t part) { return qkv.narrow(2, part * E, E).view({B, T, H, D}).transpose(1, 2); };  // [B, H, T, D]
+    at::Tensor h = at::layer_norm(x, {E}, w.ln1_w, w.ln1_b, c.layer_norm_epsilon);  // [B, R, E]
+    at::Tensor qkv = at::matmul(h, w.attn_w) + w.attn_b;                            // [B, R, 3E]
+    auto heads = [&](int64_t part) { return qkv.narrow(2, part * E, E).view({B, R, H, D}).transpose(1, 2); };  // [B, H, R, D]
     at::Tensor q = heads(0), k = heads(1), v = heads(2);
 
     const bool use_q = !vanilla && c.query.Active(), use_v = !vanilla && c.value.Active();
     at::Tensor tau_q, tau_v;
-    if (use_q) tau_q = Temperature(c.query, w.q, q, h);  // [B, H, T]
-    if (use_v) tau_v = Temperature(c.value, w.v, v, h);
-    at::Tensor attn = AttentionWeights(q, k, tau_q);  // [B, H, T, T]
-    at::Tensor y = at::matmul(attn, use_v ? v * tau_v.unsqueeze(-1) : v);  // [B, H, T, D]
-    at::Tensor out = x + at::matmul(y.transpose(1, 2).reshape({B, T, E}), w.proj_w) + w.proj_b;
+    TemperatureTerms terms;
+    if (use_q) {
+        terms = TemperatureParts(c.query, w.q, q, h, first);
+        tau_q = CombineTemperature(c.query, terms);  // [B, H, R]
+    }
+    if (use_v) tau_v = Temperature(c.value, w.v, v, h, first);
+    at::Tensor vs = use_v ? v * tau_v.unsqueeze(-1) : v;
+    if (prefix && first > 0) {  // every key and value the rows attend to: [B, H, first + R, D]
+        k = at::cat({prefix->k, k}, 2);
+        vs = at::cat({prefix->vs, vs}, 2);
+    }
+    at::Tensor attn = AttentionRows(q, k, tau_q, first);  // [B, H, R, first + R]
+    at::Tensor y = at::matmul(attn, vs);                  // [B, H, R, D]
+    at::Tensor out = x + at::matmul(y.transpose(1, 2).reshape({B, R, E}), w.proj_w) + w.proj_b;
 
     at::Tensor h2 = at::layer_norm(out, {E}, w.ln2_w, w.ln2_b, c.layer_norm_epsilon);
     const char* gelu = c.activation == Activation::GeluNew ? "tanh" : "none";
@@ -291,8 +316,10 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
         capture->attention = attn;
         capture->q = q;
         capture->k = k;
-        capture->tau_q = use_q ? tau_q : at::ones({B, H, T}, opts);
-        capture->tau_v = use_v ? tau_v : at::ones({B, H, T}, opts);
+        capture->vs = vs;
+        capture->tau_q = use_q ? tau_q : at::ones({B, H, R}, opts);
+        capture->tau_v = use_v ? tau_v : at::ones({B, H, R}, opts);
+        capture->tau_q_terms = use_q ? terms : TemperatureTerms{at::ones({B, H, R}, opts), at::zeros({B, H, R}, opts)};
     }
     return out;
 }

@@ -94,26 +94,52 @@ Status CheckIds(const ModelConfig& config, const std::vector<int32_t>& ids);
 Result<ForwardOutput> Forward(const SsaGpt& model, const std::vector<int32_t>& ids, const ForwardOptions& options = {});
 
 // tau for one side and layer: [..., H, T]. `z_heads` is q or v split into heads [..., H, T, D];
-// `x` is the LayerNorm-1 output [..., T, E]. Leading (batch) dimensions are optional.
+// `x` is the LayerNorm-1 output [..., T, E]. Leading (batch) dimensions are optional. The rows are
+// positions first..first+T-1 (the position term counts i = first + 1, ...).
 at::Tensor Temperature(const TemperatureForm& form, const TemperatureParams& params,
-                       const at::Tensor& z_heads, const at::Tensor& x);
+                       const at::Tensor& z_heads, const at::Tensor& x, int64_t first = 0);
+
+// The two terms tau combines, [..., H, T] each, for the legend of what a temperature is made of:
+// the position term (1 + s ln i, or ones without one) and the token term (tanh(w . z + b), or
+// zeros without one). tau = position + token (Combine::Sum) or position * (1 + token).
+struct TemperatureTerms {
+    at::Tensor position, token;
+};
+TemperatureTerms TemperatureParts(const TemperatureForm& form, const TemperatureParams& params, const at::Tensor& z_heads,
+                                  const at::Tensor& x, int64_t first = 0);
+at::Tensor CombineTemperature(const TemperatureForm& form, const TemperatureTerms& terms);  // contiguous
 
 // The pieces of the forward pass on a batch, shared by Forward (inference, with capture) and the
 // trainer (autograd). None of them sets a grad mode; callers choose.
-struct BlockCapture {
-    at::Tensor attention;  // [B, H, T, T]
-    at::Tensor q, k;       // [B, H, T, D], what AttentionWeights rebuilds a head's map from
-    at::Tensor tau_q;      // [B, H, T] (ones when the side is off or vanilla)
-    at::Tensor tau_v;      // [B, H, T]
+//
+// A block can run only rows first..first+R-1 of a longer text against the keys and values the
+// earlier rows left behind (the model is causal: nothing of a row depends on later rows), which is
+// how the analysis recomputes only what an edit changed.
+struct KeyValues {
+    at::Tensor k;   // [B, H, P, D]: the keys of positions 0..P-1
+    at::Tensor vs;  // [B, H, P, D]: their values times tau_v, as attention sums them
 };
-// The causal attention weights softmax(tau_q (q k^T) / sqrt(D)) of SPEC section 1 for q and k
-// [..., T, D] and tau_q [..., T] (undefined: 1): [..., T, T], zero above the diagonal. Block uses
-// it, and so does the analysis that rebuilds one head's map at a time from the captured q and k.
-at::Tensor AttentionWeights(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q);
-at::Tensor Embed(const SsaGpt& model, const at::Tensor& ids);  // ids [B, T] int64 -> x [B, T, E]
-// One pre-LayerNorm block: x [B, T, E] -> [B, T, E]; `vanilla` sets tau_q = tau_v = 1.
+struct BlockCapture {
+    at::Tensor attention;  // [B, H, R, T]: the rows run, over every key
+    at::Tensor q;          // [B, H, R, D], the rows run; with k, what AttentionRows rebuilds a map from
+    at::Tensor k, vs;      // [B, H, T, D], every position: the prefix's and the rows'
+    at::Tensor tau_q;      // [B, H, R] (ones when the side is off or vanilla)
+    at::Tensor tau_v;      // [B, H, R]
+    TemperatureTerms tau_q_terms;  // [B, H, R] each: ones and zeros when the side is off or vanilla
+};
+// The causal attention weights softmax(tau_q (q k^T) / sqrt(D)) of SPEC section 1 for rows
+// first..first+R-1: q [..., R, D], k [..., T, D] with T >= first + R, tau_q [..., R] (undefined:
+// 1) -> [..., R, T], zero right of each row's own position. Block uses it, and so does the
+// analysis that rebuilds one head's map (or its changed rows) from the captured q and k.
+at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q, int64_t first);
+inline at::Tensor AttentionWeights(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q) {
+    return AttentionRows(q, k, tau_q, 0);  // every row: [..., T, T]
+}
+at::Tensor Embed(const SsaGpt& model, const at::Tensor& ids, int64_t first = 0);  // ids [B, R] int64 at positions first.. -> [B, R, E]
+// One pre-LayerNorm block: x [B, R, E] (positions first..first+R-1) -> [B, R, E]; `vanilla` sets
+// tau_q = tau_v = 1. `prefix` holds positions 0..first-1's keys and values (null when first is 0).
 at::Tensor Block(const ModelConfig& config, const LayerWeights& weights, const at::Tensor& x, bool vanilla,
-                 BlockCapture* capture = nullptr);
+                 BlockCapture* capture = nullptr, int64_t first = 0, const KeyValues* prefix = nullptr);
 at::Tensor Logits(const SsaGpt& model, const at::Tensor& x);  // final LayerNorm and tied head: [B, T, V]
 
 // "f32", "bf16" or "f16" (CUDA only) -> the compute dtype; captures are float32 whatever it is.

@@ -1,0 +1,328 @@
+// Incremental analysis (issue 15): an engine that reuses the rows of its previous analysis gives
+// what a fresh full analysis gives, after hundreds of random edits of real text through the real
+// GPT-2 tokenizer, on every SSA form, with the tau = 1 counterfactual, the layer-local one and a
+// twin. Every map (both sides, every head), temperature, temperature term, row metric, JS / L1 and
+// thumbnail is compared; the largest difference is printed. Tolerance 1e-5 (relative above 1): the rows an edit
+// leaves are computed by matmuls of other shapes than the full pass's, which round differently.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "model/nn/analysis.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using model::Comparison;
+using model::MapSide;
+
+constexpr float kTolerance = 1e-5f;
+
+const char* kParagraph =
+    "The quick brown fox jumps over the lazy dog. Selective attention lets each query choose how sharp "
+    "its attention is, so a token far into a long text can still find the one key it needs. ";
+
+std::string WriteModel(const std::string& name, const model::ModelConfig& config, uint64_t seed) {
+    const std::string dir = SSAVIZ_TEST_OUT "/incremental/" + name + "-" + std::to_string(::getpid());
+    fs::remove_all(dir);
+    auto written = model::WriteRandomModel(config, seed, SSAVIZ_SOURCE_DIR "/assets/tokenizers/gpt2", dir);
+    EXPECT_TRUE(written.ok()) << written.error();
+    return dir;
+}
+
+model::ModelConfig SmallConfig(model::TemperatureForm query, model::TemperatureForm value, int positions) {
+    model::ModelConfig c;
+    c.n_layer = 2;
+    c.n_head = 2;
+    c.n_embd = 16;
+    c.n_positions = positions;
+    c.vocab_size = 1;  // the tokenizer's
+    c.query = query;
+    c.value = value;
+    return c;
+}
+
+// Largest |a - b| / max(1, |b|) over two arrays of one shape (NaN only where both are NaN; values
+// above 1, such as effective support, compared relatively); +inf on a mismatch.
+float Worst(const std::vector<float>& a, const std::vector<float>& b) {
+    if (a.size() != b.size()) return INFINITY;
+    float worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (std::isnan(a[i]) || std::isnan(b[i])) {
+            if (!(std::isnan(a[i]) && std::isnan(b[i]))) return INFINITY;
+            continue;
+        }
+        worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(1.0f, std::abs(b[i])));
+    }
+    return worst;
+}
+
+// Every array of two analyses of the same tokens; `what` names the first that differs most.
+float CompareAnalyses(const model::Analysis& got, const model::Analysis& want, std::string* what) {
+    float worst = 0;
+    auto check = [&](const std::vector<float>& a, const std::vector<float>& b, const std::string& name) {
+        const float w = Worst(a, b);
+        if (w > worst) {
+            worst = w;
+            *what = name;
+        }
+    };
+    if (got.n_tokens != want.n_tokens || got.tokens.ids != want.tokens.ids) {
+        *what = "tokens";
+        return INFINITY;
+    }
+    for (const auto& row : want.metrics.rows) check(got.metrics.Get(row.name), row.values, "SSA " + row.name);
+    for (const auto& row : want.metrics_compare.rows) check(got.metrics_compare.Get(row.name), row.values, "compare " + row.name);
+    check(got.js, want.js, "js");
+    check(got.l1, want.l1, "l1");
+    check(got.tau_q, want.tau_q, "tau_q");
+    check(got.tau_v, want.tau_v, "tau_v");
+    check(got.tau_q_compare, want.tau_q_compare, "tau_q_compare");
+    check(got.tau_v_compare, want.tau_v_compare, "tau_v_compare");
+    check(got.tau_q_position, want.tau_q_position, "tau_q_position");
+    check(got.tau_q_token, want.tau_q_token, "tau_q_token");
+    check(got.effective_qk_norm, want.effective_qk_norm, "effective_qk_norm");
+    if (got.thumbnails.side != want.thumbnails.side || got.thumbnails.pool != want.thumbnails.pool) {
+        *what = "thumbnail shape";
+        return INFINITY;
+    }
+    check(got.thumbnails.ssa, want.thumbnails.ssa, "thumbnails (SSA)");
+    check(got.thumbnails.compare, want.thumbnails.compare, "thumbnails (comparison)");
+    check(got.thumbnails.difference, want.thumbnails.difference, "thumbnails (difference)");
+    for (MapSide side : {MapSide::Ssa, MapSide::Compare})
+        for (int l = 0; l < want.n_layer; ++l)
+            for (int h = 0; h < want.n_head; ++h) {
+                const model::HeadMap a = got.Map(side, l, h), b = want.Map(side, l, h);
+                if (!a || !b) {
+                    *what = "a missing map";
+                    return INFINITY;
+                }
+                check(*a, *b, std::string(side == MapSide::Ssa ? "SSA" : "compare") + " map L" + std::to_string(l) + "H" +
+                                  std::to_string(h));
+            }
+    return worst;
+}
+
+// A random edit of `text`: insert a word or a few characters, delete a span, replace one, or
+// paste a paragraph; at the start, in the middle (on or off a word boundary) or at the end.
+std::string Edit(std::string text, std::mt19937& rng) {
+    auto pick = [&](size_t n) { return static_cast<size_t>(std::uniform_int_distribution<size_t>(0, n)(rng)); };
+    const char* words[] = {"the", " fox", "s", "ing", " attention", ".", ",", " ", "\n", "un", " sharp", "ly", " 1984", "!?"};
+    const size_t where_kind = pick(2);
+    const size_t at = where_kind == 0 ? 0 : where_kind == 1 ? pick(text.size()) : text.size();
+    switch (pick(4)) {
+        case 0: case 1:  // type a piece
+            return text.insert(at, words[pick(std::size(words) - 1)]);
+        case 2: {  // delete a span (never everything)
+            const size_t n = std::min(pick(12) + 1, text.size() - std::min(at, text.size()));
+            if (text.size() - n == 0) return text + "x";
+            const size_t from = at == text.size() ? text.size() - n : at;
+            return text.erase(from, n);
+        }
+        case 3: {  // replace a span by a word
+            const size_t from = std::min(at, text.size() - 1), n = std::min<size_t>(pick(5) + 1, text.size() - from);
+            return text.replace(from, n, words[pick(std::size(words) - 1)]);
+        }
+        default:  // paste a paragraph
+            return text.insert(at, kParagraph);
+    }
+}
+
+struct EditRun {
+    int edits = 0, reused = 0;  // analyses, and those that reused rows of the previous one
+    float worst = 0;
+};
+
+// `edits` random edits of one text, each analysed by the reusing engine and by a fresh full analysis.
+EditRun RunEdits(model::Engine& reusing, model::Engine& fresh, uint32_t seed, int edits) {
+    std::mt19937 rng(seed);
+    std::string text = std::string(kParagraph) + kParagraph;
+    EditRun run;
+    model::AnalyzeOptions full;
+    full.reuse = false;
+    for (int e = 0; e < edits; ++e) {
+        text = Edit(std::move(text), rng);
+        auto tokens = reusing.Tokenize(text, true);  // truncated past the context
+        EXPECT_TRUE(tokens.ok()) << tokens.error();
+        if (!tokens.ok()) continue;
+        auto got = reusing.Analyze(*tokens);
+        auto want = fresh.Analyze(*tokens, full);
+        EXPECT_TRUE(got.ok() && want.ok());
+        if (!got.ok() || !want.ok()) continue;
+        std::string what;
+        const float worst = CompareAnalyses(*got, *want, &what);
+        EXPECT_LE(worst, kTolerance) << "edit " << e << " (seed " << seed << "): " << what << " differs by " << worst << " at "
+                                     << got->n_tokens << " tokens, " << got->reused_rows << " reused";
+        ++run.edits;
+        run.reused += got->reused_rows > 0;
+        run.worst = std::max(run.worst, worst);
+    }
+    return run;
+}
+
+struct FormCase {
+    const char* name;
+    model::TemperatureForm query, value;
+};
+
+class IncrementalForms : public ::testing::TestWithParam<FormCase> {};
+
+// Every form, with the counterfactual: 120 edits each, texts that grow past the 128-token context.
+TEST_P(IncrementalForms, EqualsAFullAnalysisAfterRandomEdits) {
+    const FormCase& form = GetParam();
+    const std::string dir = WriteModel(form.name, SmallConfig(form.query, form.value, 128), 11);
+    auto reusing = model::Engine::Open(dir, "cpu");
+    auto fresh = model::Engine::Open(dir, "cpu");
+    ASSERT_TRUE(reusing.ok() && fresh.ok());
+    const EditRun run = RunEdits(**reusing, **fresh, 1234, 120);
+    std::printf("%s, counterfactual: %d edits, %d reusing rows, largest difference %.3g\n", form.name, run.edits, run.reused,
+                run.worst);
+    EXPECT_EQ(run.edits, 120);
+    EXPECT_GT(run.reused, run.edits / 2) << "most edits leave a prefix to reuse";
+}
+
+using model::Combine;
+using model::PositionForm;
+using model::TokenForm;
+INSTANTIATE_TEST_SUITE_P(
+    Forms, IncrementalForms,
+    ::testing::Values(
+        FormCase{"paper", {PositionForm::Sigmoid, TokenForm::Shared, Combine::Sum}, {PositionForm::None, TokenForm::Shared, Combine::Sum}},
+        FormCase{"expexp_feature_product", {PositionForm::ExpExp, TokenForm::Feature, Combine::Product},
+                 {PositionForm::ExpExp, TokenForm::Feature, Combine::Product}},
+        FormCase{"linear_position_only", {PositionForm::Linear, TokenForm::None, Combine::Sum}, {}},
+        FormCase{"value_only", {}, {PositionForm::Sigmoid, TokenForm::Feature, Combine::Sum}},
+        FormCase{"vanilla", {}, {}}),
+    [](const ::testing::TestParamInfo<FormCase>& info) { return std::string(info.param.name); });
+
+model::ModelConfig PaperConfig(int positions) {
+    return SmallConfig({PositionForm::Sigmoid, TokenForm::Shared, Combine::Sum}, {PositionForm::None, TokenForm::Shared, Combine::Sum},
+                       positions);
+}
+
+TEST(Incremental, LayerLocalComparisonAfterRandomEdits) {
+    const std::string dir = WriteModel("local", PaperConfig(128), 12);
+    auto reusing = model::Engine::Open(dir, "cpu");
+    auto fresh = model::Engine::Open(dir, "cpu");
+    ASSERT_TRUE(reusing.ok() && fresh.ok());
+    ASSERT_TRUE((*reusing)->SetComparison(Comparison::LayerLocal).ok());
+    ASSERT_TRUE((*fresh)->SetComparison(Comparison::LayerLocal).ok());
+    const EditRun run = RunEdits(**reusing, **fresh, 99, 100);
+    std::printf("paper, layer-local: %d edits, %d reusing rows, largest difference %.3g\n", run.edits, run.reused, run.worst);
+    EXPECT_GT(run.reused, run.edits / 2);
+}
+
+TEST(Incremental, TwinAfterRandomEdits) {
+    const std::string dir = WriteModel("ssa", PaperConfig(128), 13);
+    const std::string twin = WriteModel("twin", SmallConfig({}, {}, 128), 14);
+    auto reusing = model::Engine::Open(dir, "cpu");
+    auto fresh = model::Engine::Open(dir, "cpu");
+    ASSERT_TRUE(reusing.ok() && fresh.ok());
+    ASSERT_TRUE((*reusing)->OpenTwin(twin).ok());
+    ASSERT_TRUE((*fresh)->OpenTwin(twin).ok());
+    const EditRun run = RunEdits(**reusing, **fresh, 7, 100);
+    std::printf("paper, twin: %d edits, %d reusing rows, largest difference %.3g\n", run.edits, run.reused, run.worst);
+    EXPECT_GT(run.reused, run.edits / 2);
+}
+
+// Past 256 tokens the thumbnails pool 2 x 2 blocks: growing across that line changes the pool
+// (every block row is pooled again), and edits inside a block re-pool the rows it shares.
+TEST(Incremental, ThumbnailPoolChangesAndPartialBlocks) {
+    const std::string dir = WriteModel("pool", PaperConfig(320), 15);
+    auto reusing = model::Engine::Open(dir, "cpu");
+    auto fresh = model::Engine::Open(dir, "cpu");
+    ASSERT_TRUE(reusing.ok() && fresh.ok());
+    model::AnalyzeOptions full;
+    full.reuse = false;
+    std::string text;
+    while (text.size() < 1100) text += kParagraph;  // about 240 tokens
+    float worst = 0;
+    int pools[3] = {0, 0, 0};
+    for (int step = 0; step < 60; ++step) {
+        text += step < 40 ? (step % 2 ? " fox" : " jumps") : "";
+        if (step >= 40) text.resize(text.size() - 7);  // and back below 256
+        auto tokens = (*reusing)->Tokenize(text, true);
+        ASSERT_TRUE(tokens.ok()) << tokens.error();
+        auto got = (*reusing)->Analyze(*tokens);
+        auto want = (*fresh)->Analyze(*tokens, full);
+        ASSERT_TRUE(got.ok() && want.ok());
+        std::string what;
+        const float w = CompareAnalyses(*got, *want, &what);
+        ASSERT_LE(w, kTolerance) << "step " << step << ": " << what << " at " << got->n_tokens << " tokens";
+        worst = std::max(worst, w);
+        ++pools[std::min(got->thumbnails.pool, 2)];
+    }
+    std::printf("pool change: largest difference %.3g\n", worst);
+    EXPECT_GT(pools[1], 0);
+    EXPECT_GT(pools[2], 0);
+}
+
+// Typing the rest of a word changes the id of the token before the cursor (" wor" becomes
+// " world"): the analysis restarts at that token, not after it. Deleting at the end computes no
+// row: every remaining one is reused.
+TEST(Incremental, AMergeAcrossTheCursorAndADeletionAtTheEnd) {
+    const std::string dir = WriteModel("merge", PaperConfig(128), 16);
+    auto engine = model::Engine::Open(dir, "cpu");
+    auto fresh = model::Engine::Open(dir, "cpu");
+    ASSERT_TRUE(engine.ok() && fresh.ok());
+    model::Engine& e = **engine;
+    model::AnalyzeOptions full;
+    full.reuse = false;
+    auto before = e.Tokenize("Hello there, big wor", false);
+    auto after = e.Tokenize("Hello there, big world", false);
+    ASSERT_TRUE(before.ok() && after.ok());
+    ASSERT_EQ(before->ids.size(), after->ids.size()) << "the last token grows: ' wor' -> ' world'";
+    ASSERT_NE(before->ids.back(), after->ids.back());
+    ASSERT_TRUE(e.Analyze(*before).ok());
+    auto merged = e.Analyze(*after);
+    ASSERT_TRUE(merged.ok());
+    EXPECT_EQ(merged->reused_rows, static_cast<int>(after->ids.size()) - 1);
+    std::string what;
+    auto want = (*fresh)->Analyze(*after, full);
+    ASSERT_TRUE(want.ok());
+    EXPECT_LE(CompareAnalyses(*merged, *want, &what), kTolerance) << what;
+
+    auto shorter = e.Tokenize("Hello there,", false);
+    ASSERT_TRUE(shorter.ok());
+    auto cut = e.Analyze(*shorter);
+    ASSERT_TRUE(cut.ok());
+    EXPECT_EQ(cut->reused_rows, cut->n_tokens);
+    auto want_cut = (*fresh)->Analyze(*shorter, full);
+    ASSERT_TRUE(want_cut.ok());
+    EXPECT_LE(CompareAnalyses(*cut, *want_cut, &what), kTolerance) << what;
+}
+
+// A cancelled analysis leaves the previous state: the next one still equals a full analysis.
+TEST(Incremental, ACancelledAnalysisChangesNothing) {
+    const std::string dir = WriteModel("cancel", PaperConfig(128), 17);
+    auto engine = model::Engine::Open(dir, "cpu");
+    auto fresh = model::Engine::Open(dir, "cpu");
+    ASSERT_TRUE(engine.ok() && fresh.ok());
+    auto a = (*engine)->Tokenize("One two three four five", false);
+    auto b = (*engine)->Tokenize("One two three four five six seven", false);
+    auto c = (*engine)->Tokenize("One two three, four", false);
+    ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+    ASSERT_TRUE((*engine)->Analyze(*a).ok());
+    std::atomic<bool> cancel{true};
+    model::AnalyzeOptions cancelled;
+    cancelled.cancel = &cancel;
+    EXPECT_FALSE((*engine)->Analyze(*b, cancelled).ok());
+    auto got = (*engine)->Analyze(*c);
+    model::AnalyzeOptions full;
+    full.reuse = false;
+    auto want = (*fresh)->Analyze(*c, full);
+    ASSERT_TRUE(got.ok() && want.ok());
+    std::string what;
+    EXPECT_LE(CompareAnalyses(*got, *want, &what), kTolerance) << what;
+}
+
+}  // namespace
