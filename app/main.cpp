@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
     run.frames = gui.frames;
     run.bench_keys = gui.bench_keys;
     run.bench_zoom_frames = gui.bench_zoom_frames;
+    run.width = gui.window_width;
+    run.height = gui.window_height;
     return app::RunGui(gui, run);
 #else
     std::fprintf(stderr, "ssaviz: built without the GUI (SSAVIZ_GUI=OFF); here is the model instead\n");

@@ -129,6 +129,8 @@ const char* ToString(TokenColor color) {
         case TokenColor::Entropy: return "entropy";
         case TokenColor::Spikiness: return "spikiness";
         case TokenColor::SinkMass: return "sink_mass";
+        case TokenColor::TauQPosition: return "tau_q_position";
+        case TokenColor::TauQToken: return "tau_q_token";
     }
     return "?";
 }
@@ -150,7 +152,8 @@ std::optional<MapMode> ParseMapMode(const std::string& name) {
 }
 
 std::optional<TokenColor> ParseTokenColor(const std::string& name) {
-    for (TokenColor c : {TokenColor::TauQ, TokenColor::TauV, TokenColor::Entropy, TokenColor::Spikiness, TokenColor::SinkMass})
+    for (TokenColor c : {TokenColor::TauQ, TokenColor::TauV, TokenColor::Entropy, TokenColor::Spikiness, TokenColor::SinkMass,
+                         TokenColor::TauQPosition, TokenColor::TauQToken})
         if (name == ToString(c)) return c;
     return std::nullopt;
 }
@@ -176,11 +179,17 @@ const std::vector<float>* TokenQuantity(const model::Analysis& a, TokenColor col
         case TokenColor::Entropy: rows = a.metrics.Find("entropy"); break;
         case TokenColor::Spikiness: rows = a.metrics.Find("spikiness"); break;
         case TokenColor::SinkMass: rows = a.metrics.Find("sink_mass"); break;
+        case TokenColor::TauQPosition: rows = &a.tau_q_position; break;
+        case TokenColor::TauQToken: rows = &a.tau_q_token; break;
     }
     return rows && rows->size() == n && n > 0 ? rows : nullptr;
 }
 
-bool IsRowMetric(TokenColor color) { return color != TokenColor::TauQ && color != TokenColor::TauV; }
+bool IsRowMetric(TokenColor color) {
+    return color == TokenColor::Entropy || color == TokenColor::Spikiness || color == TokenColor::SinkMass;
+}
+
+float TokenColorOffset(TokenColor color) { return color == TokenColor::TauQToken ? 1.0f : 0.0f; }
 
 float ScopedTokenValue(const model::Analysis& a, const std::vector<float>& rows, TokenScope scope, HeadRef head, int i) {
     if (scope == TokenScope::Head) return rows[a.RowIndex(head.layer, head.head) + i];
@@ -196,12 +205,12 @@ float ScopedTokenValue(const model::Analysis& a, const std::vector<float>& rows,
     return count > 0 ? static_cast<float>(sum / count) : NAN;
 }
 
-viz::Range TemperatureRange(const model::Analysis& a, const std::vector<float>& tau, std::optional<HeadRef> head) {
+viz::Range TemperatureRange(const model::Analysis& a, const std::vector<float>& tau, std::optional<HeadRef> head, float offset) {
     const size_t begin = head ? a.RowIndex(head->layer, head->head) : 0;
     const size_t end = head ? begin + a.n_tokens : static_cast<size_t>(a.n_layer) * a.n_head * a.n_tokens;
     float d = 0.05f;
     for (size_t k = begin; k < end && k < tau.size(); ++k)
-        if (std::isfinite(tau[k])) d = std::max(d, std::abs(tau[k] - 1.0f));
+        if (std::isfinite(tau[k])) d = std::max(d, std::abs(tau[k] + offset - 1.0f));
     return {1.0f - d, 1.0f + d};
 }
 

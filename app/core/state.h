@@ -15,7 +15,9 @@
 namespace app {
 
 enum class MapMode { Ssa, Compare, Difference };                      // SSA, comparison (tau = 1 or twin), SSA - comparison
-enum class TokenColor { TauQ, TauV, Entropy, Spikiness, SinkMass };
+// TauQPosition: tau_q's position term alone (1 + s ln i); TauQToken: its token term alone, shown as
+// 1 + tanh(...), what tau_q would be with the position term at 1 (for either combine).
+enum class TokenColor { TauQ, TauV, Entropy, Spikiness, SinkMass, TauQPosition, TauQToken };
 enum class TokenScope { Head, LayerMean, ModelMean };
 
 struct HeadRef {
@@ -147,6 +149,8 @@ std::optional<viz::Colormap> ParseColormap(const std::string& name); // viridis 
 const std::vector<float>* TokenQuantity(const model::Analysis& a, TokenColor color);
 // Row metrics (entropy, ...) are trivial on row 1 (one key); temperatures are not.
 bool IsRowMetric(TokenColor color);
+// Added to a token colouring's stored values before they are shown: 1 for TauQToken (see above).
+float TokenColorOffset(TokenColor color);
 // Token i's value of an [L, H, T] array in a scope: one head, the mean over the head's layer, or
 // the mean over every head. NaNs are left out of means.
 float ScopedTokenValue(const model::Analysis& a, const std::vector<float>& rows, TokenScope scope, HeadRef head, int i);
@@ -154,7 +158,8 @@ float ScopedTokenValue(const model::Analysis& a, const std::vector<float>& rows,
 // The colour scale of a temperature ([L, H, T] tau_q or tau_v): centred at tau = 1 (vanilla
 // attention), symmetric, [1 - d, 1 + d] with d the largest |tau - 1| over every head, or over
 // `head` alone when given (at least 0.05, so a model with tau = 1 everywhere still has a scale).
-viz::Range TemperatureRange(const model::Analysis& a, const std::vector<float>& tau, std::optional<HeadRef> head = std::nullopt);
+viz::Range TemperatureRange(const model::Analysis& a, const std::vector<float>& tau, std::optional<HeadRef> head = std::nullopt,
+                            float offset = 0.0f);
 // Whether a token colouring is a temperature (drawn on the diverging scale around 1).
 bool IsTemperature(TokenColor color);
 

@@ -157,7 +157,7 @@ ExportOptions ReadExport(const Reader& r) {
     r.Read("size", &f.map_size);
     if (f.map_size < 0 || f.map_size > kMaxMapSize)
         throw BadKey{r.Name("size") + " must be 0 (automatic) to " + std::to_string(kMaxMapSize) + " pixels"};
-    r.ReadEnum("highlight", &f.highlight, ParseTokenColor, "tau_q, tau_v, entropy, spikiness, sink_mass");
+    r.ReadEnum("highlight", &f.highlight, ParseTokenColor, "tau_q, tau_v, entropy, spikiness, sink_mass, tau_q_position, tau_q_token");
     r.ReadEnum("highlight_scope", &f.highlight_scope, ParseTokenScope, "head, layer, model");
     // highlight_head is read by the caller's json (a pair), see SessionFromJson.
     r.Read("sink_epsilon", &o.sink_epsilon);
@@ -183,7 +183,7 @@ json SessionToJson(const Session& s) {
     const ViewSettings& v = s.settings;
     return json{{"ssaviz_session", kSessionVersion},
                 {"model", s.model_dir},
-                {"compare", s.twin_dir.empty() ? std::string("vanilla") : s.twin_dir},
+                {"compare", !s.twin_dir.empty() ? s.twin_dir : s.layer_local ? std::string("local") : std::string("vanilla")},
                 {"device", s.device},
                 {"text", s.text},
                 {"truncate", s.truncate},
@@ -226,7 +226,8 @@ model::Result<Session> SessionFromJson(const json& j) {
         r.Read("model", &s.model_dir);
         std::string compare = "vanilla";
         r.Read("compare", &compare);
-        s.twin_dir = compare == "vanilla" ? "" : compare;
+        s.layer_local = compare == "local";
+        s.twin_dir = compare == "vanilla" || compare == "local" ? "" : compare;
         r.Read("device", &s.device);
         if (s.device != "auto" && s.device != "cpu" && s.device != "cuda") throw BadKey{"'device': '" + s.device + "' is not one of auto, cpu, cuda"};
         r.Read("text", &s.text);
@@ -243,7 +244,7 @@ model::Result<Session> SessionFromJson(const json& j) {
         v.ReadEnum("colormap", &vs.colormap, ParseColormap, "viridis, magma, diverging");
         v.Read("log_scale", &vs.log_scale);
         v.ReadEnum("map", &vs.map_mode, ParseMapMode, "ssa, vanilla, diff");
-        v.ReadEnum("token_color", &vs.token_color, ParseTokenColor, "tau_q, tau_v, entropy, spikiness, sink_mass");
+        v.ReadEnum("token_color", &vs.token_color, ParseTokenColor, "tau_q, tau_v, entropy, spikiness, sink_mass, tau_q_position, tau_q_token");
         v.ReadEnum("token_scope", &vs.token_scope, ParseTokenScope, "head, layer, model");
         v.Read("sink_epsilon", &vs.sink_epsilon);
         if (!(vs.sink_epsilon > 0 && vs.sink_epsilon < 1)) throw BadKey{"'view.sink_epsilon' must be in (0, 1)"};

@@ -16,7 +16,8 @@ namespace app {
 
 struct Session {
     std::string model_dir;  // empty: the bundled default model
-    std::string twin_dir;   // empty: compare with the tau = 1 counterfactual
+    std::string twin_dir;   // empty: compare with tau = 1, as `comparison` says
+    bool layer_local = false;  // without a twin: the layer-local tau = 1 comparison ("compare": "local")
     std::string device = "auto";
     std::string text;
     bool truncate = false;

@@ -19,6 +19,7 @@ struct GuiOptions {
     bool truncate = false;   // --truncate: analyse the first n_positions tokens of a longer text
     std::string screenshot;  // --screenshot FILE: render, save a PNG of the window, exit
     int frames = 30;         // --frames N: settled frames before the screenshot
+    int window_width = 1600, window_height = 1000;  // --window WxH
     int bench_keys = 0;      // --bench-typing N: a benchmark that types N characters
     int bench_zoom_frames = 0;  // --bench-zoom N: a benchmark that zooms and pans the map for N frames
     std::optional<Session> session;  // --session FILE: selections, view and export settings to restore

@@ -396,8 +396,9 @@ void HeadsView::DrawPinned(AppState& state) {
         return;
     }
     ImGui::Text("Pinned heads (%zu)", state.pinned.size());
-    ImGui::SameLine();
-    ImGui::TextDisabled("each with its own map; numbers: SSA (%s)", cmp.c_str());
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("Each pin shows its own map: SSA, %s or the difference (the buttons above it).\nNumbers: SSA (%s).", cmp.c_str(),
+                          cmp.c_str());
     ImGui::SameLine();
     if (ImGui::SmallButton("unpin all")) {
         state.pinned.clear();
@@ -416,7 +417,12 @@ void HeadsView::DrawPinned(AppState& state) {
     const ImGuiStyle& style = ImGui::GetStyle();
     const float spacing = style.ItemSpacing.x;
     const float avail = ImGui::GetContentRegionAvail().x - style.ScrollbarSize;
-    const int per_row = std::clamp(static_cast<int>((avail + spacing) / (140.0f + spacing)), 1, 4);
+    // A panel is at least as wide as its header: the head's name and the x / SSA / cmp / diff buttons.
+    const float button_pad = style.FramePadding.x * 2 + 2.0f;
+    const float header_w = ImGui::CalcTextSize("L00 H00").x + spacing + ImGui::CalcTextSize("xSSAdiff").x + ImGui::CalcTextSize(cmp.c_str()).x +
+                           4 * button_pad;
+    const float min_panel = std::max(140.0f, header_w);
+    const int per_row = std::clamp(static_cast<int>((avail + spacing) / (min_panel + spacing)), 1, 4);
     const float panel = std::floor((avail - spacing * (per_row - 1)) / per_row);
     bool baked_one = false;
     std::optional<HeadRef> unpin;

@@ -255,9 +255,15 @@ void HeatmapView::DrawToolbar(AppState& state) {
     ImGui::SetNextItemWidth(font * 7.5f);
     const std::string current = "vs " + compare_label + (beside.empty() ? "" : " *");
     if (ImGui::BeginCombo("##compare", current.c_str())) {
-        if (ImGui::Selectable("tau=1 (counterfactual)", !state.twin) && state.twin) state.close_twin_request = true;
+        const bool local = a.comparison == model::Comparison::LayerLocal;
+        if (ImGui::Selectable("tau=1 (counterfactual)", !state.twin && !local) && state.twin) state.close_twin_request = true;
         viz::ItemTooltip("The same weights with tau_q = tau_v = 1 everywhere. A whole second forward pass: from layer 1 on, "
                          "its heads read a different residual stream, so a later layer's difference is not its temperatures alone.");
+        // The engine has it (model::Engine::SetComparison, `ssaviz export --compare local`); the
+        // inference worker does not pass it on yet.
+        ImGui::Selectable("tau=1 local (layer by layer)", local, ImGuiSelectableFlags_Disabled);
+        viz::ItemTooltip("At each layer, the SSA model's own q and k with tau = 1: what that layer's temperatures do, with "
+                         "nothing below it changed. Not yet in the window: use `ssaviz export --compare local`.");
         if (state.twin) {
             ImGui::Selectable(("twin: " + state.twin->dir).c_str(), true);
         } else if (!beside.empty()) {
@@ -646,8 +652,12 @@ void HeatmapView::DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size) {
     const int T = m_tokens;
     const bool has_compare = m_compare != nullptr;
     const int query = state.query >= 0 && state.query < T ? state.query : T - 1;
-    const int n = query + 1;
-    const size_t base = static_cast<size_t>(query) * T;
+    // Zoomed in, the chart follows the map: only the keys of the visible columns (up to the query).
+    const bool zoomed = m_view->zoom > 1.001f;
+    const int key_first = zoomed ? std::clamp(static_cast<int>(std::floor(m_view->pan_x)), 0, query) : 0;
+    const int key_end = zoomed ? std::clamp(static_cast<int>(std::ceil(m_view->pan_x + T / m_view->zoom)), key_first + 1, query + 1) : query + 1;
+    const int n = key_end - key_first;
+    const size_t base = static_cast<size_t>(query) * T + key_first;
     const float* ssa = m_ssa->data() + base;
     const float* cmp = has_compare ? m_compare->data() + base : nullptr;
     ImDrawList* draw = ImGui::GetWindowDrawList();
@@ -659,8 +669,16 @@ void HeatmapView::DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size) {
 
     // Title and legend.
     ImGui::SetCursorScreenPos(pos);
+    std::string tau;
+    const size_t row = a.RowIndex(m_baked_head.layer, m_baked_head.head);
+    if (a.tau_q.size() >= row + T) {
+        char buf[48];
+        std::snprintf(buf, sizeof buf, ", tau_q %.2f", a.tau_q[row + query]);
+        tau = buf;
+    }
     const std::string title = "query '" + viz::EllipsizeText(m_labels[query], ImGui::GetFontSize() * 10) + "' (" + std::to_string(query) +
-                              ")" + (state.query == query ? "" : ", the last token") + ": weights over keys 0.." + std::to_string(query);
+                              ")" + tau + (state.query == query ? "" : ", the last token") + ": weights over keys " +
+                              std::to_string(key_first) + ".." + std::to_string(key_first + n - 1);
     const std::string compare_name = CompareName(a);
     const float legend_w = line_h * 2 + ImGui::CalcTextSize("SSA").x + ImGui::CalcTextSize(compare_name.c_str()).x + style.ItemSpacing.x * 3;
     ImGui::PushClipRect(pos, ImVec2(pos.x + size.x - legend_w - style.ItemSpacing.x, pos.y + line_h), true);
@@ -747,7 +765,7 @@ void HeatmapView::DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size) {
         const int step = NiceStride(n * per_label / plot_w);
         for (int j = 0; j < n; j += step) {
             const float x = plot_min.x + (bin_of(j) + 0.5f) * slot;
-            const std::string label = std::to_string(j);
+            const std::string label = std::to_string(key_first + j);
             draw->AddLine(ImVec2(x, plot_max.y), ImVec2(x, plot_max.y + 3), dim_col);
             const float w = ImGui::CalcTextSize(label.c_str()).x;
             const float x_text = std::min(std::round(x - w * 0.5f), pos.x + size.x - w);  // the last label stays inside
@@ -755,22 +773,36 @@ void HeatmapView::DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size) {
         }
     }
 
-    // The top keys by SSA weight, labelled above their bars; labels that would collide stack up
-    // or are left out (the tooltip still has them).
+    // The top keys by SSA weight, then the comparison's (its tallest bars named too), labelled
+    // above their bars in their series' colour; labels that would collide stack up or are left out
+    // (the tooltip still has them).
     {
-        std::vector<int> order(n);
-        std::iota(order.begin(), order.end(), 0);
-        const int top = std::min(5, n);
-        std::partial_sort(order.begin(), order.begin() + top, order.end(), [&](int x, int y) { return ssa[x] > ssa[y]; });
+        struct Peak {
+            int j;
+            bool compare;
+        };
+        std::vector<Peak> peaks;
+        for (const float* series : {ssa, cmp}) {
+            if (!series) continue;
+            std::vector<int> order(n);
+            std::iota(order.begin(), order.end(), 0);
+            const int top = std::min(series == ssa ? 5 : 3, n);
+            std::partial_sort(order.begin(), order.begin() + top, order.end(), [&](int x, int y) { return series[x] > series[y]; });
+            for (int r = 0; r < top; ++r) {
+                const bool seen = std::any_of(peaks.begin(), peaks.end(), [&](const Peak& p) { return bin_of(p.j) == bin_of(order[r]); });
+                if (!seen) peaks.push_back({order[r], series == cmp});
+            }
+        }
         std::vector<ImVec4> placed;  // x0, y0, x1, y1
-        for (int r = 0; r < top; ++r) {
-            const int j = order[r];
+        for (const Peak& peak : peaks) {
+            const int j = peak.j;
             const int b = bin_of(j);
-            const std::string text = viz::EllipsizeText(m_labels[j], ImGui::GetFontSize() * 6.0f);
+            const float value = peak.compare ? cmp[j] : ssa[j];
+            const std::string text = viz::EllipsizeText(m_labels[key_first + j], ImGui::GetFontSize() * 6.0f);
             const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
-            const float cx = plot_min.x + (b + 0.5f) * slot - (cmp ? bar_w * 0.5f : 0.0f);
+            const float cx = plot_min.x + (b + 0.5f) * slot + (cmp ? (peak.compare ? 0.5f : -0.5f) * bar_w : 0.0f);
             const float x0 = std::clamp(std::round(cx - ts.x * 0.5f), plot_min.x + 2, plot_max.x - ts.x - 2);
-            float y0 = std::round(y_of(ssa[j]) - ts.y - 2);
+            float y0 = std::round(y_of(value) - ts.y - 2);
             bool ok = false;
             for (int attempt = 0; attempt < 4 && !ok; ++attempt) {
                 ok = y0 >= plot_min.y;
@@ -785,10 +817,10 @@ void HeatmapView::DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size) {
                     if (x0 - 3 < p.z && x0 + ts.x + 3 > p.x && y0 < p.w && y0 + ts.y > p.y) ok = false;
             }
             if (!ok) continue;
-            const float bar_top = y_of(ssa[j]);
-            if (y0 + ts.y + 2 < bar_top - 1)
-                draw->AddLine(ImVec2(cx, y0 + ts.y), ImVec2(cx, bar_top - 1), IM_COL32(240, 145, 40, 160));
-            AddLabel(draw, ImVec2(x0, y0), text_col, text.c_str());
+            const float bar_top = y_of(value);
+            const ImU32 color = peak.compare ? kCompareColor : kSsaColor;
+            if (y0 + ts.y + 2 < bar_top - 1) draw->AddLine(ImVec2(cx, y0 + ts.y), ImVec2(cx, bar_top - 1), (color & 0x00FFFFFF) | 0xA0000000);
+            AddLabel(draw, ImVec2(x0, y0), peak.compare ? kCompareColor : text_col, text.c_str());
             placed.push_back(ImVec4(x0 - 2, y0, x0 + ts.x + 2, y0 + ts.y));
         }
     }
@@ -798,10 +830,11 @@ void HeatmapView::DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size) {
         int best = j0;
         for (int j = j0; j < j1; ++j)
             if (ssa[j] > ssa[best]) best = j;
-        m_hover_key = best;
+        m_hover_key = key_first + best;
         ImGui::BeginTooltip();
-        if (j1 - j0 > 1) ImGui::TextDisabled("keys %d..%d (one bar per %d keys; the largest SSA weight):", j0, j1 - 1, j1 - j0);
-        ImGui::Text("key '%s' (%d)", m_labels[best].c_str(), best);
+        if (j1 - j0 > 1)
+            ImGui::TextDisabled("keys %d..%d (one bar per %d keys; the largest SSA weight):", key_first + j0, key_first + j1 - 1, j1 - j0);
+        ImGui::Text("key '%s' (%d)", m_labels[key_first + best].c_str(), key_first + best);
         ImGui::Text("SSA p = %s", FormatWeight(ssa[best]).c_str());
         if (cmp) {
             ImGui::Text("%s p = %s", compare_name.c_str(), FormatWeight(cmp[best]).c_str());
@@ -847,7 +880,7 @@ void HeatmapView::Draw(AppState& state) {
     const ImGuiStyle& style = ImGui::GetStyle();
     const float line_h = ImGui::GetTextLineHeight();
     const ImVec2 origin = ImGui::GetCursorScreenPos(), avail = ImGui::GetContentRegionAvail();
-    const float label_size = std::round(ImGui::GetFontSize() * (m_split ? 4.5f : 5.5f));
+    const float label_size = std::round(ImGui::GetFontSize() * (m_split ? 3.5f : 5.5f));
     const float gap = style.ItemSpacing.x;
     const float strip = std::round(ImGui::GetFontSize() * 0.6f);
     m_edge = strip + 4.0f;  // the labels sit outside the temperature strips

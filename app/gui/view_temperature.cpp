@@ -62,7 +62,9 @@ void TemperatureView::Draw(AppState& state) {
     viz::HelpMarker("tau is an inverse temperature: tau > 1 sharpens a row (or weights a value up), tau < 1 softens it, "
                     "tau = 1 is vanilla attention.\nOrange: tau_q(i) of each query; green: tau_v(j) of each key. White "
                     "dashes: the least-squares trend a + s ln i of tau_q, with r its correlation with ln i: near 1, the "
-                    "position term dominates and a long text reads as a gradient on the chips.\nHover a point for its token; "
+                    "position term dominates and a long text reads as a gradient on the chips. Blue line: the learned "
+                    "position term 1 + s ln i itself (colour the chips by the token term alone to see past it). "
+                    "\nHover a point for its token; "
                     "click it to make it the query. Arrows change the head.");
     ImGui::Checkbox("log position axis", &m_log_x);
     ImGui::SameLine();
@@ -135,6 +137,17 @@ void TemperatureView::Draw(AppState& state) {
             draw->AddLine(at(k), at(k + 1), kFitColor, 2.0f);
         }
     }
+    // The learned position term 1 + s ln i, the curve the points would follow without the token term.
+    const bool has_position = a.tau_q_position.size() >= row + T;
+    if (has_position) {
+        const float* pos = a.tau_q_position.data() + row;
+        std::vector<ImVec2> curve;
+        for (int i = 0; i < T; ++i)
+            if (std::isfinite(pos[i])) curve.push_back(ImVec2(x_of(i + 1.0f), y_of(pos[i])));
+        draw->PushClipRect(p0, p1, true);
+        draw->AddPolyline(curve.data(), static_cast<int>(curve.size()), IM_COL32(120, 190, 255, 255), 0, 2.5f);
+        draw->PopClipRect();
+    }
     // Points; the query ringed. Mouse: the nearest point within a few pixels.
     ImGui::SetCursorScreenPos(p0);
     ImGui::InvisibleButton("##tau_plot", ImVec2(p1.x - p0.x, p1.y - p0.y));
@@ -164,8 +177,11 @@ void TemperatureView::Draw(AppState& state) {
     if (near >= 0) {
         const std::vector<std::string>& pieces = a.tokens.pieces;
         const std::string label = near < static_cast<int>(pieces.size()) ? TokenLabel(pieces[near]) : "?";
+        char terms[96] = "";
+        if (has_position && a.tau_q_token.size() >= row + T)
+            std::snprintf(terms, sizeof terms, " = position %.3f, token term %+.3f", a.tau_q_position[row + near], a.tau_q_token[row + near]);
         ImGui::SetTooltip("'%s' (token %d, position %d)\ntau_q %.3f%s\ntau_v %.3f\nclick: make it the query", label.c_str(), near, near + 1,
-                          tau_q[near], std::isfinite(fit.s) ? "" : "", tau_v[near]);
+                          tau_q[near], terms, tau_v[near]);
         if (ImGui::IsItemClicked(ImGuiMouseButton_Left)) state.query = near;
     }
     (void)near_series;
@@ -181,6 +197,7 @@ void TemperatureView::Draw(AppState& state) {
     };
     key(kTauQColor, "tau_q (queries)");
     if (m_show_tau_v) key(kTauVColor, "tau_v (keys)");
+    if (has_position) key(IM_COL32(120, 190, 255, 255), "learned 1 + s ln i");
     key(kFitColor, "a + s ln i, fitted to tau_q");
     ImGui::NewLine();
     state.regions["temperature"] = Rect{p0.x, p0.y, p1.x - p0.x, p1.y - p0.y};

@@ -9,6 +9,7 @@
 #include <imgui_stdlib.h>
 
 #include "app/gui/fonts.h"
+#include "model/text/tokenizer.h"
 #include "viz/colormap.h"
 
 namespace app {
@@ -18,7 +19,16 @@ namespace {
 constexpr float kChipPadX = 0.22f, kChipPadY = 0.10f, kChipGapX = 0.14f, kChipGapY = 0.22f;
 constexpr float kStaleAlpha = 0.5f;  // chips of an analysis older than the text
 
-const char* const kColorNames[] = {"tau_q", "tau_v", "entropy", "spikiness", "sink mass"};
+const char* const kColorNames[] = {"tau_q", "tau_v", "entropy", "spikiness", "sink mass", "tau_q position term", "tau_q token term"};
+const char* const kColorHelp[] = {
+    "query inverse temperature: larger = sharper row",
+    "value temperature: scales the key's value",
+    "attention entropy of the query's row, nats",
+    "1 / (i sum p^2): 1 uniform, 1/i one-hot",
+    "the query's weight on the first token",
+    "tau_q's position term alone, 1 + s ln i: the same for every text",
+    "tau_q's token term alone, shown as 1 + tanh(w . z + b): tau_q with the position term at 1",
+};
 
 // Length of the valid UTF-8 sequence at s[i], 0 when the bytes there are not one (a partial
 // character of a byte-level token, an overlong form, a surrogate).
@@ -248,8 +258,16 @@ void TextView::DrawControls(AppState& state) {
     ImGui::TextUnformatted("Colour by");
     ImGui::SameLine();
     ImGui::SetNextItemWidth(fs * 6.5f);
-    int color = static_cast<int>(s.token_color);
-    if (ImGui::Combo("##token_color", &color, kColorNames, IM_ARRAYSIZE(kColorNames))) s.token_color = static_cast<TokenColor>(color);
+    // The position and token terms are offered when the analysis has them.
+    if (ImGui::BeginCombo("##token_color", kColorNames[static_cast<int>(s.token_color)])) {
+        for (int k = 0; k < IM_ARRAYSIZE(kColorNames); ++k) {
+            const TokenColor c = static_cast<TokenColor>(k);
+            if (state.analysis && (c == TokenColor::TauQPosition || c == TokenColor::TauQToken) && !TokenQuantity(*state.analysis, c)) continue;
+            if (ImGui::Selectable(kColorNames[k], s.token_color == c)) s.token_color = c;
+            if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", kColorHelp[k]);
+        }
+        ImGui::EndCombo();
+    }
     ImGui::SameLine();
     ImGui::TextUnformatted("Scope");
     ImGui::SameLine();
@@ -342,7 +360,8 @@ void TextView::UpdateValues(const AppState& state) {
     const std::vector<float>* rows = TokenQuantity(*a, s.token_color);
     m_values.assign(a->n_tokens, NAN);
     if (!rows) return;
-    for (int i = 0; i < a->n_tokens; ++i) m_values[i] = ScopedTokenValue(*a, *rows, s.token_scope, head, i);
+    const float offset = TokenColorOffset(s.token_color);
+    for (int i = 0; i < a->n_tokens; ++i) m_values[i] = ScopedTokenValue(*a, *rows, s.token_scope, head, i) + offset;
 
     // The first row of a row metric is trivial (one key): it would pin the range to 0 or 1.
     const int first = IsRowMetric(s.token_color) && a->n_tokens > 1 ? 1 : 0;
@@ -357,7 +376,7 @@ void TextView::UpdateValues(const AppState& state) {
         // One diverging scale around tau = 1 for every head (a colour is one tau everywhere), or
         // this head's own when asked; a mean over heads lies inside the model's range.
         const bool own = s.per_head_scale && s.token_scope == TokenScope::Head;
-        m_scale = TemperatureRange(*a, *rows, own ? std::optional<HeadRef>(head) : std::nullopt);
+        m_scale = TemperatureRange(*a, *rows, own ? std::optional<HeadRef>(head) : std::nullopt, offset);
         if (s.per_head_scale && s.token_scope != TokenScope::Head) {
             const float d = std::max({0.05f, std::abs(lo - 1.0f), std::abs(hi - 1.0f)});
             m_scale = {1.0f - d, 1.0f + d};
@@ -418,6 +437,18 @@ void TextView::UpdateLabels(const AppState& state) {
         if (state.analysis) {
             m_labels.reserve(state.analysis->tokens.pieces.size());
             for (const std::string& piece : state.analysis->tokens.pieces) m_labels.push_back(MakeLabel(piece));
+            // Tokens that split a character show it whole, with their part faint ("泳 1/2").
+            const std::vector<std::string> grouped = TokenLabels(state.analysis->tokens);
+            const std::vector<std::string>& pieces = state.analysis->tokens.pieces;
+            for (size_t i = 0; i < m_labels.size() && i < grouped.size(); ++i) {
+                if (model::FindInvalidUtf8(pieces[i]) == std::string::npos) continue;
+                const size_t space = grouped[i].rfind(' ');
+                if (space == std::string::npos || grouped[i].find('/', space) == std::string::npos) continue;  // never completes: escapes stay
+                Label label;
+                label.text = grouped[i];
+                label.marks.push_back({static_cast<uint32_t>(space), static_cast<uint32_t>(label.text.size())});
+                m_labels[i] = std::move(label);
+            }
         }
     }
     m_font_generation = generation;
@@ -595,9 +626,11 @@ void TextView::DrawTooltip(const AppState& state, int i) const {
     ImGui::Separator();
     ImGui::TextDisabled("%s", ScopeLabel(scope, head).c_str());
     if (ImGui::BeginTable("##values", 2, ImGuiTableFlags_SizingFixedFit)) {
-        const TokenColor all[] = {TokenColor::TauQ, TokenColor::TauV, TokenColor::Entropy, TokenColor::Spikiness, TokenColor::SinkMass};
+        const TokenColor all[] = {TokenColor::TauQ,      TokenColor::TauQPosition, TokenColor::TauQToken, TokenColor::TauV,
+                                  TokenColor::Entropy,   TokenColor::Spikiness,    TokenColor::SinkMass};
         for (TokenColor color : all) {
             const std::vector<float>* rows = TokenQuantity(a, color);
+            if (!rows && (color == TokenColor::TauQPosition || color == TokenColor::TauQToken)) continue;
             const bool chosen = color == state.settings.token_color;
             ImGui::TableNextRow();
             ImGui::TableNextColumn();
@@ -605,7 +638,7 @@ void TextView::DrawTooltip(const AppState& state, int i) const {
             else ImGui::TextUnformatted(kColorNames[static_cast<int>(color)]);
             ImGui::TableNextColumn();
             if (rows) {
-                const float v = ScopedTokenValue(a, *rows, scope, head, i);
+                const float v = ScopedTokenValue(a, *rows, scope, head, i) + TokenColorOffset(color);
                 ImGui::Text(color == TokenColor::Entropy ? "%.4f nats" : "%.4f", v);
             } else {
                 ImGui::TextDisabled("n/a");

@@ -126,8 +126,8 @@ TEST_F(Views, ModesSelectionsAndPinsAllDraw) {
     app::SparsityView sparsity;
     state.pinned = {{0, 1}, {2, 3, app::MapMode::Difference}, {1, 1, app::MapMode::Compare}, {0, 0}};
     for (app::MapMode mode : {app::MapMode::Ssa, app::MapMode::Compare, app::MapMode::Difference}) {
-        for (app::TokenColor color : {app::TokenColor::TauQ, app::TokenColor::TauV, app::TokenColor::Entropy,
-                                      app::TokenColor::Spikiness, app::TokenColor::SinkMass}) {
+        for (app::TokenColor color : {app::TokenColor::TauQ, app::TokenColor::TauV, app::TokenColor::Entropy, app::TokenColor::Spikiness,
+                                      app::TokenColor::SinkMass, app::TokenColor::TauQPosition, app::TokenColor::TauQToken}) {
             for (app::TokenScope scope : {app::TokenScope::Head, app::TokenScope::LayerMean, app::TokenScope::ModelMean}) {
                 state.settings.map_mode = mode;
                 state.settings.token_color = color;
