@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
     run.bench_zoom_frames = gui.bench_zoom_frames;
     run.bench_at = gui.bench_at;
     run.bench_heads = gui.bench_heads;
+    run.width = gui.window_width;
+    run.height = gui.window_height;
     return app::RunGui(gui, run);
 #else
     std::fprintf(stderr, "ssaviz: built without the GUI (SSAVIZ_GUI=OFF); here is the model instead\n");

@@ -32,15 +32,17 @@ using nlohmann::json;
 namespace {
 
 const char* kUsage =
-    "usage: ssaviz [--model DIR] [--text STR | --text-file F] [--session FILE] [--device auto|cpu|cuda]\n"
-    "              [--show export|help|demo] [--example english|graph|passkey] [--screenshot PNG [--frames N]]\n"
+    "usage: ssaviz [--model DIR] [--text STR | --text-file F] [--truncate] [--session FILE] [--device auto|cpu|cuda]\n"
+    "              [--show export|help|demo|heads|matrix|temperatures|table|sparsity] [--example english|graph|passkey] [--screenshot PNG [--frames N]] [--window WxH]\n"
     "       ssaviz info     [--model DIR] [--json] [--device D]\n"
     "       ssaviz tokenize [--model DIR] (--text STR | --text-file F) [--json] [--truncate]\n"
     "       ssaviz export   [--model DIR] (--text STR | --text-file F [--batch]) --out DIR\n"
     "                       [--layers all|0,2] [--heads all|1,3] [--format json,npy,csv,png,svg,html (default: all but csv)]\n"
     "                       [--maps ssa,vanilla,diff] [--colormap viridis|magma] [--log] [--size PX]\n"
     "                       [--highlight tau_q|tau_v|entropy|spikiness|sink_mass] [--highlight-scope model|L|L,H]\n"
-    "                       [--compare vanilla|DIR] [--device auto|cpu|cuda] [--sink-eps 0.3] [--truncate]\n"
+    "                       [--compare vanilla|local|DIR] [--device auto|cpu|cuda] [--sink-eps 0.3] [--truncate]\n"
+    "         --compare vanilla: tau = 1 in every layer (a second forward pass); local: tau = 1 in each layer alone,\n"
+    "         on the SSA model's own q and k; DIR: a separately trained twin\n"
     "         --batch: F holds several texts, one per line, or JSON lines {\"name\": ..., \"text\": ...};\n"
     "         each gets a sub-folder of --out, and summary.csv / summary.json compare them\n"
     "       ssaviz init-random --out DIR [--seed N] [--tokenizer DIR] [--layers N] [--heads N] [--embd N] [--positions N]\n"
@@ -220,7 +222,7 @@ ExportOptions ParseExportOptions(const Flags& flags) {
     }
     if (flags.Has("--highlight")) {
         auto color = ParseTokenColor(flags.Get("--highlight"));
-        if (!color) throw Failure{kExitUsage, "--highlight '" + flags.Get("--highlight") + "' is not one of tau_q, tau_v, entropy, spikiness, sink_mass"};
+        if (!color) throw Failure{kExitUsage, "--highlight '" + flags.Get("--highlight") + "' is not one of tau_q, tau_v, entropy, spikiness, sink_mass, tau_q_position, tau_q_token"};
         fig.highlight = *color;
     }
     if (flags.Has("--sink-eps")) {
@@ -355,8 +357,13 @@ int CmdExport(const Flags& flags) {
     options.layers = ParseIndexList("--layers", flags.Get("--layers", "all"), c.n_layer, "layer");
     options.heads = ParseIndexList("--heads", flags.Get("--heads", "all"), c.n_head, "head");
     if (flags.Has("--highlight-scope")) ParseHighlightScope(flags.Get("--highlight-scope"), c, &options.figures);
+    // vanilla: the tau = 1 counterfactual (a whole second forward pass); local: tau = 1 layer by
+    // layer on the SSA model's own q and k; anything else: a twin model's folder (./local for a
+    // folder of that name).
     std::string compare = flags.Get("--compare", "vanilla");
-    if (compare != "vanilla") {
+    if (compare == "local") {
+        if (auto s = engine->SetComparison(model::Comparison::LayerLocal); !s) throw Failure{kExitFailure, s.error()};
+    } else if (compare != "vanilla") {
         if (auto s = engine->OpenTwin(compare, ConfigHints(flags)); !s) throw Failure{kExitBadInput, s.error()};
     }
 
@@ -507,7 +514,7 @@ int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
         if (command == "help" || command == "--help" || command == "-h") return std::printf("%s", kUsage), kExitOk;
         if (!command.empty() && command.rfind("--", 0) != 0) throw Failure{kExitUsage, "unknown command '" + command + "'"};
 
-        Flags flags(args, 1, with({"--text", "--text-file", "--screenshot", "--frames", "--bench-typing", "--bench-zoom", "--bench-at", "--bench-heads", "--session", "--export-to", "--show", "--example"}), {});
+        Flags flags(args, 1, with({"--text", "--text-file", "--screenshot", "--frames", "--bench-typing", "--bench-zoom", "--bench-at", "--bench-heads", "--session", "--export-to", "--show", "--example", "--window"}), {"--truncate"});
         if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
         if (flags.Has("--session")) {
             auto session = LoadSession(flags.Get("--session"));
@@ -534,8 +541,10 @@ int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
             if (!found) throw Failure{kExitUsage, "--example '" + gui->example + "' is not one of the bundled examples (" + (ids.empty() ? "none found" : ids) + ")"};
         }
         gui->show = flags.Get("--show");
-        if (!gui->show.empty() && gui->show != "export" && gui->show != "help" && gui->show != "demo")
-            throw Failure{kExitUsage, "--show '" + gui->show + "' is not one of export, help, demo"};
+        const std::set<std::string> shows = {"export", "help", "demo", "heads", "matrix", "temperatures", "table", "sparsity"};
+        if (!gui->show.empty() && !shows.count(gui->show))
+            throw Failure{kExitUsage, "--show '" + model::EscapeForMessage(gui->show) +
+                                          "' is not one of export, help, demo (windows) or heads, matrix, temperatures, table, sparsity (tabs)"};
         if (!gui->export_to.empty() && !gui->session) throw Failure{kExitUsage, "--export-to needs --session FILE (its export settings)"};
         gui->screenshot = flags.Get("--screenshot");
         gui->frames = ParsePositive(flags, "--frames", 30);
@@ -546,6 +555,16 @@ int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
         if (at != "end" && at != "middle" && at != "start") throw Failure{kExitUsage, "--bench-at '" + at + "' is not one of end, middle, start"};
         gui->bench_at = at == "end" ? 1.0 : at == "middle" ? 0.5 : 0.0;
         if (flags.Has("--text") || flags.Has("--text-file")) gui->text = ReadText(flags);
+        gui->truncate = flags.Has("--truncate") || (gui->session && gui->session->truncate);
+        if (flags.Has("--window")) {
+            const std::string size = flags.Get("--window");
+            int w = 0, h = 0;
+            char tail = 0;
+            if (std::sscanf(size.c_str(), "%dx%d%c", &w, &h, &tail) != 2 || w < 320 || h < 240 || w > 16384 || h > 16384)
+                throw Failure{kExitUsage, "--window '" + model::EscapeForMessage(size) + "' must be WIDTHxHEIGHT in pixels, e.g. 1280x800"};
+            gui->window_width = w;
+            gui->window_height = h;
+        }
         return -1;
     } catch (const Failure& f) {
         std::fprintf(stderr, "ssaviz: %s\n", f.message.c_str());

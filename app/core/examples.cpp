@@ -69,4 +69,15 @@ std::string DefaultModelDir() {
     return "";
 }
 
+std::string TwinBeside(const std::string& model_dir) {
+    if (model_dir.empty()) return "";
+    std::error_code ec;
+    fs::path dir = fs::path(model_dir);
+    if (!fs::is_directory(dir, ec)) return "";
+    if (!dir.has_filename()) dir = dir.parent_path();  // "x/ssa/"
+    const fs::path twin = dir.parent_path() / "vanilla";
+    if (!fs::exists(twin / "config.json", ec) || fs::equivalent(twin, dir, ec)) return "";
+    return twin.lexically_normal().string();
+}
+
 }  // namespace app

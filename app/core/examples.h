@@ -33,4 +33,8 @@ std::string TrainedTask(const std::string& model_dir);
 // from the executable), else the build's random model (models/default next to it). Empty if none.
 std::string DefaultModelDir();
 
+// A vanilla twin shipped beside a model: the folder's sibling "vanilla" (assets/models/X/ssa and
+// X/vanilla) holding a config.json, when it is another folder. Empty if none.
+std::string TwinBeside(const std::string& model_dir);
+
 }  // namespace app

@@ -67,13 +67,41 @@ std::string TokenLabel(const std::string& piece) {
     return out;
 }
 
+std::vector<std::string> TokenLabels(const model::Tokenization& tokens) {
+    const std::vector<std::string>& pieces = tokens.pieces;
+    const int T = static_cast<int>(pieces.size());
+    std::vector<std::string> labels;
+    labels.reserve(T);
+    for (const std::string& p : pieces) labels.push_back(TokenLabel(p));
+    auto whole = [](const std::string& bytes) { return model::FindInvalidUtf8(bytes) == std::string::npos; };
+    constexpr int kMaxRun = 8;  // a character is at most 4 bytes: a run this long is not one character split up
+    for (int i = 0; i < T;) {
+        if (whole(pieces[i])) {
+            ++i;
+            continue;
+        }
+        std::string bytes = pieces[i];
+        int j = i;
+        while (!whole(bytes) && j + 1 < T && j - i + 1 < kMaxRun) bytes += pieces[++j];
+        if (j == i || !whole(bytes)) {
+            ++i;  // bytes that never complete (a cut text, invalid input): the escapes stay
+            continue;
+        }
+        const std::string shown = TokenLabel(bytes);
+        for (int k = i; k <= j; ++k) labels[k] = shown + " " + std::to_string(k - i + 1) + "/" + std::to_string(j - i + 1);
+        i = j + 1;
+    }
+    return labels;
+}
 
-bool AppState::IsPinned(HeadRef h) const { return std::find(pinned.begin(), pinned.end(), h) != pinned.end(); }
+bool AppState::IsPinned(HeadRef h) const {
+    return std::any_of(pinned.begin(), pinned.end(), [&](const Pin& p) { return p.Ref() == h; });
+}
 
 void AppState::TogglePin(HeadRef h) {
-    auto it = std::find(pinned.begin(), pinned.end(), h);
+    auto it = std::find_if(pinned.begin(), pinned.end(), [&](const Pin& p) { return p.Ref() == h; });
     if (it != pinned.end()) pinned.erase(it);
-    else pinned.push_back(h);
+    else pinned.push_back({h.layer, h.head, settings.map_mode});
 }
 
 void AppState::ClampSelection() {
@@ -82,7 +110,7 @@ void AppState::ClampSelection() {
     selected.layer = std::clamp(selected.layer, 0, L - 1);
     selected.head = std::clamp(selected.head, 0, H - 1);
     if (query >= T) query = T - 1;
-    pinned.erase(std::remove_if(pinned.begin(), pinned.end(), [&](HeadRef h) { return h.layer >= L || h.head >= H; }), pinned.end());
+    pinned.erase(std::remove_if(pinned.begin(), pinned.end(), [&](const Pin& p) { return p.layer >= L || p.head >= H; }), pinned.end());
 }
 
 const char* ToString(MapMode mode) {
@@ -101,6 +129,8 @@ const char* ToString(TokenColor color) {
         case TokenColor::Entropy: return "entropy";
         case TokenColor::Spikiness: return "spikiness";
         case TokenColor::SinkMass: return "sink_mass";
+        case TokenColor::TauQPosition: return "tau_q_position";
+        case TokenColor::TauQToken: return "tau_q_token";
     }
     return "?";
 }
@@ -122,7 +152,8 @@ std::optional<MapMode> ParseMapMode(const std::string& name) {
 }
 
 std::optional<TokenColor> ParseTokenColor(const std::string& name) {
-    for (TokenColor c : {TokenColor::TauQ, TokenColor::TauV, TokenColor::Entropy, TokenColor::Spikiness, TokenColor::SinkMass})
+    for (TokenColor c : {TokenColor::TauQ, TokenColor::TauV, TokenColor::Entropy, TokenColor::Spikiness, TokenColor::SinkMass,
+                         TokenColor::TauQPosition, TokenColor::TauQToken})
         if (name == ToString(c)) return c;
     return std::nullopt;
 }
@@ -148,11 +179,17 @@ const std::vector<float>* TokenQuantity(const model::Analysis& a, TokenColor col
         case TokenColor::Entropy: rows = a.metrics.Find("entropy"); break;
         case TokenColor::Spikiness: rows = a.metrics.Find("spikiness"); break;
         case TokenColor::SinkMass: rows = a.metrics.Find("sink_mass"); break;
+        case TokenColor::TauQPosition: rows = &a.tau_q_position; break;
+        case TokenColor::TauQToken: rows = &a.tau_q_token; break;
     }
     return rows && rows->size() == n && n > 0 ? rows : nullptr;
 }
 
-bool IsRowMetric(TokenColor color) { return color != TokenColor::TauQ && color != TokenColor::TauV; }
+bool IsRowMetric(TokenColor color) {
+    return color == TokenColor::Entropy || color == TokenColor::Spikiness || color == TokenColor::SinkMass;
+}
+
+float TokenColorOffset(TokenColor color) { return color == TokenColor::TauQToken ? 1.0f : 0.0f; }
 
 float ScopedTokenValue(const model::Analysis& a, const std::vector<float>& rows, TokenScope scope, HeadRef head, int i) {
     if (scope == TokenScope::Head) return rows[a.RowIndex(head.layer, head.head) + i];
@@ -167,5 +204,16 @@ float ScopedTokenValue(const model::Analysis& a, const std::vector<float>& rows,
         }
     return count > 0 ? static_cast<float>(sum / count) : NAN;
 }
+
+viz::Range TemperatureRange(const model::Analysis& a, const std::vector<float>& tau, std::optional<HeadRef> head, float offset) {
+    const size_t begin = head ? a.RowIndex(head->layer, head->head) : 0;
+    const size_t end = head ? begin + a.n_tokens : static_cast<size_t>(a.n_layer) * a.n_head * a.n_tokens;
+    float d = 0.05f;
+    for (size_t k = begin; k < end && k < tau.size(); ++k)
+        if (std::isfinite(tau[k])) d = std::max(d, std::abs(tau[k] + offset - 1.0f));
+    return {1.0f - d, 1.0f + d};
+}
+
+bool IsTemperature(TokenColor color) { return !IsRowMetric(color); }
 
 }  // namespace app

@@ -14,8 +14,10 @@
 
 namespace app {
 
-enum class MapMode { Ssa, Compare, Difference };                      // SSA, comparison (vanilla / twin), SSA - comparison
-enum class TokenColor { TauQ, TauV, Entropy, Spikiness, SinkMass };
+enum class MapMode { Ssa, Compare, Difference };                      // SSA, comparison (tau = 1 or twin), SSA - comparison
+// TauQPosition: tau_q's position term alone (1 + s ln i); TauQToken: its token term alone, shown as
+// 1 + tanh(...), what tau_q would be with the position term at 1 (for either combine).
+enum class TokenColor { TauQ, TauV, Entropy, Spikiness, SinkMass, TauQPosition, TauQToken };
 enum class TokenScope { Head, LayerMean, ModelMean };
 
 struct HeadRef {
@@ -23,6 +25,22 @@ struct HeadRef {
     int head = 0;
     bool operator==(const HeadRef& o) const { return layer == o.layer && head == o.head; }
     bool operator!=(const HeadRef& o) const { return !(*this == o); }
+};
+
+// A head shown side by side with others, with the map it shows (SSA, comparison or difference):
+// each pin keeps its own mode.
+struct Pin {
+    int layer = 0, head = 0;
+    MapMode mode = MapMode::Ssa;
+    HeadRef Ref() const { return {layer, head}; }
+};
+
+// The window's panes, as the user sized them: the three columns' shares of the width, and the
+// text editor's share of the left column's height (0 when it is folded away).
+struct PaneLayout {
+    float left = 0.28f, center = 0.42f, right = 0.30f;
+    float editor = 0.22f;
+    bool editor_open = true;
 };
 
 // The attention map's zoom (1 = the whole map fits) and top-left visible cell (fractional).
@@ -33,13 +51,22 @@ struct MapView {
 
 struct ViewSettings {
     viz::Colormap colormap = viz::Colormap::Viridis;
-    bool log_scale = false;
+    bool log_scale = true;  // attention is mostly small weights: a linear scale shows a dark map
     MapMode map_mode = MapMode::Ssa;
+    bool split = false;  // the selected head as SSA | comparison | difference side by side
+    MapMode grid_mode = MapMode::Ssa;  // what the heads grid's thumbnails show
     TokenColor token_color = TokenColor::TauQ;
     TokenScope token_scope = TokenScope::Head;
     float sink_epsilon = 0.3f;
     std::string grid_metric = "entropy";
     MapView map_view;  // the heads grid badge: a MapMetrics row name, or "js_divergence", "tau_q"
+    // Temperature colours: a diverging scale centred at tau = 1 (vanilla), symmetric, over every
+    // head of the model (so one colour is one tau everywhere) unless per_head_scale.
+    bool per_head_scale = false;
+    std::string matrix_metric = "entropy";  // the layer x head matrix: a HeadMetric key
+    float grid_cell = 0;                     // heads grid thumbnail side in pixels, 0: fit the pane
+    PaneLayout layout;
+    std::string right_tab = "Heads";  // the right pane's open tab: Heads, Matrix, Temperatures, Table, Sparsity
 };
 
 // Screen rectangles of views, in framebuffer pixels, for screenshots and tests.
@@ -64,7 +91,7 @@ struct AppState {
 
     // Selection.
     HeadRef selected;
-    std::vector<HeadRef> pinned;  // heads shown side by side
+    std::vector<Pin> pinned;      // heads shown side by side
     int query = -1;               // selected query token, -1 for none
 
     ViewSettings settings;
@@ -82,6 +109,10 @@ struct AppState {
     bool show_graph = false;  // the graph experiment window (paper Figure 3)
     bool want_frame = false;  // a view has more to do (e.g. baking in slices): draw again soon
 
+    bool focus_goto = false;    // Ctrl+G: the map's go-to field takes the keyboard
+    bool show_timings = false;  // the status bar's developer timings (View > Timings in the status bar)
+    int layout_generation = 0;  // bumped when a session sets the layout, so the panes take it
+
     // Status.
     double last_latency_ms = 0;  // request to result
     float frame_ms = 0;
@@ -92,7 +123,7 @@ struct AppState {
     int Heads() const { return analysis ? analysis->n_head : 0; }
     int Tokens() const { return analysis ? analysis->n_tokens : 0; }
     bool IsPinned(HeadRef h) const;
-    void TogglePin(HeadRef h);
+    void TogglePin(HeadRef h);  // a new pin shows the map mode in use
     void ClampSelection();  // keeps selected / query / pinned inside the current analysis
 };
 
@@ -100,6 +131,10 @@ struct AppState {
 // are only part of a UTF-8 character (byte-level BPE splits them) as \xE4, and a piece of spaces
 // as middle dots so that it is not an empty label.
 std::string TokenLabel(const std::string& piece);
+// Every token's label. Tokens that split a UTF-8 character between them (byte-level BPE on
+// Chinese, emoji) are grouped: each shows the whole character and its part, "泳 1/2", "泳 2/2",
+// instead of byte escapes.
+std::vector<std::string> TokenLabels(const model::Tokenization& tokens);
 
 // Names used by the command line, session files and exports ("ssa", "tau_q", "layer", ...).
 const char* ToString(MapMode mode);
@@ -114,8 +149,18 @@ std::optional<viz::Colormap> ParseColormap(const std::string& name); // viridis 
 const std::vector<float>* TokenQuantity(const model::Analysis& a, TokenColor color);
 // Row metrics (entropy, ...) are trivial on row 1 (one key); temperatures are not.
 bool IsRowMetric(TokenColor color);
+// Added to a token colouring's stored values before they are shown: 1 for TauQToken (see above).
+float TokenColorOffset(TokenColor color);
 // Token i's value of an [L, H, T] array in a scope: one head, the mean over the head's layer, or
 // the mean over every head. NaNs are left out of means.
 float ScopedTokenValue(const model::Analysis& a, const std::vector<float>& rows, TokenScope scope, HeadRef head, int i);
+
+// The colour scale of a temperature ([L, H, T] tau_q or tau_v): centred at tau = 1 (vanilla
+// attention), symmetric, [1 - d, 1 + d] with d the largest |tau - 1| over every head, or over
+// `head` alone when given (at least 0.05, so a model with tau = 1 everywhere still has a scale).
+viz::Range TemperatureRange(const model::Analysis& a, const std::vector<float>& tau, std::optional<HeadRef> head = std::nullopt,
+                            float offset = 0.0f);
+// Whether a token colouring is a temperature (drawn on the diverging scale around 1).
+bool IsTemperature(TokenColor color);
 
 }  // namespace app

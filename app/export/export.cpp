@@ -172,6 +172,7 @@ json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float
     for (const auto& r : a.metrics_compare.rows) rows_cmp[r.name] = Nested(r.values, L, H, T);
     return json{{"model", InfoToJson(info)},
                 {"comparison", a.compare_label},
+                {"comparison_kind", model::ToString(a.comparison)},  // counterfactual, local or twin
                 {"n_tokens", T},
                 {"device", a.device},
                 {"sink_epsilon", sink_epsilon},

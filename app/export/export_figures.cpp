@@ -29,7 +29,8 @@ std::vector<std::string> Labels(const model::Analysis& a) {
 std::string ModeTitle(const model::Analysis& a, MapMode mode) {
     switch (mode) {
         case MapMode::Ssa: return "SSA";
-        case MapMode::Compare: return a.compare_label == "vanilla" ? "vanilla (tau = 1)" : "twin " + CompareName(a);
+        case MapMode::Compare: if (HasTwin(a)) return "twin " + TwinFolderName(a);
+            return a.comparison == model::Comparison::LayerLocal ? "vanilla, layer-local (tau = 1)" : "vanilla (tau = 1)";
         case MapMode::Difference: return "SSA - " + CompareName(a);
     }
     return "";
@@ -170,7 +171,7 @@ viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, M
     const std::vector<HeadSummary> heads = SummarizeHeads(a);
     for (const HeadSummary& s : heads) {
         const float entropy = mode == MapMode::Compare ? s.entropy_compare : s.entropy;
-        options.Captions.push_back(HeadName(s.ref) + (std::isfinite(entropy) ? Format(" \xC2\xB7 H %.2f", entropy) : ""));
+        options.Captions.push_back(HeadName(s.ref) + (std::isfinite(entropy) ? Format(" \xC2\xB7 entropy %.2f", entropy) : ""));
     }
     if (mode == MapMode::Difference) {
         options.Style.range = SymmetricRange(t.difference);
@@ -207,7 +208,7 @@ const std::vector<std::string>& SparsityFigureNames() {
 
 viz::Figure SparsityFigure(const model::Analysis& a, const std::string& model_name, const std::string& name, float sink_epsilon) {
     const std::string cmp = CompareName(a);
-    const bool twin = a.compare_label != "vanilla";
+    const bool twin = HasTwin(a);
     const int T = a.n_tokens;
     const std::vector<HeadSummary> heads = name == "dilution" || name == "tau_q_histogram" ? std::vector<HeadSummary>{} : SummarizeHeads(a);
 

@@ -98,6 +98,19 @@ HeadRef ReadHead(const json& v, const std::string& name) {
 
 json HeadJson(HeadRef h) { return json::array({h.layer, h.head}); }
 
+// [layer, head, map]; [layer, head] (older sessions) pins the SSA map.
+Pin ReadPin(const json& v) {
+    if (!v.is_array() || (v.size() != 2 && v.size() != 3)) throw BadKey{"'pinned' must be an array of [layer, head, map]"};
+    const HeadRef h = ReadHead(json::array({v[0], v[1]}), "pinned");
+    Pin pin{h.layer, h.head, MapMode::Ssa};
+    if (v.size() == 3) {
+        const auto mode = v[2].is_string() ? ParseMapMode(v[2].get<std::string>()) : std::nullopt;
+        if (!mode) throw BadKey{"'pinned': the map of a pinned head must be one of ssa, vanilla (the comparison), diff"};
+        pin.mode = *mode;
+    }
+    return pin;
+}
+
 }  // namespace
 
 json ExportOptionsToJson(const ExportOptions& o) {
@@ -144,7 +157,7 @@ ExportOptions ReadExport(const Reader& r) {
     r.Read("size", &f.map_size);
     if (f.map_size < 0 || f.map_size > kMaxMapSize)
         throw BadKey{r.Name("size") + " must be 0 (automatic) to " + std::to_string(kMaxMapSize) + " pixels"};
-    r.ReadEnum("highlight", &f.highlight, ParseTokenColor, "tau_q, tau_v, entropy, spikiness, sink_mass");
+    r.ReadEnum("highlight", &f.highlight, ParseTokenColor, "tau_q, tau_v, entropy, spikiness, sink_mass, tau_q_position, tau_q_token");
     r.ReadEnum("highlight_scope", &f.highlight_scope, ParseTokenScope, "head, layer, model");
     // highlight_head is read by the caller's json (a pair), see SessionFromJson.
     r.Read("sink_epsilon", &o.sink_epsilon);
@@ -166,11 +179,11 @@ model::Result<ExportOptions> ExportOptionsFromJson(const json& j) {
 
 json SessionToJson(const Session& s) {
     json pinned = json::array();
-    for (HeadRef h : s.pinned) pinned.push_back(HeadJson(h));
+    for (const Pin& p : s.pinned) pinned.push_back(json::array({p.layer, p.head, ToString(p.mode)}));
     const ViewSettings& v = s.settings;
     return json{{"ssaviz_session", kSessionVersion},
                 {"model", s.model_dir},
-                {"compare", s.twin_dir.empty() ? std::string("vanilla") : s.twin_dir},
+                {"compare", !s.twin_dir.empty() ? s.twin_dir : s.layer_local ? std::string("local") : std::string("vanilla")},
                 {"device", s.device},
                 {"text", s.text},
                 {"truncate", s.truncate},
@@ -186,7 +199,17 @@ json SessionToJson(const Session& s) {
                   {"sink_epsilon", v.sink_epsilon},
                   {"grid_metric", v.grid_metric},
                   {"map_zoom", v.map_view.zoom},
-                  {"map_pan", {v.map_view.pan_x, v.map_view.pan_y}}}},
+                  {"map_pan", {v.map_view.pan_x, v.map_view.pan_y}},
+                  {"split", v.split},
+                  {"grid_map", ToString(v.grid_mode)},
+                  {"per_head_scale", v.per_head_scale},
+                  {"matrix_metric", v.matrix_metric},
+                  {"grid_cell", v.grid_cell},
+                  {"tab", v.right_tab},
+                  {"layout",
+                   {{"columns", {v.layout.left, v.layout.center, v.layout.right}},
+                    {"editor", v.layout.editor},
+                    {"editor_open", v.layout.editor_open}}}}},
                 {"export", ExportOptionsToJson(s.export_options)}};
 }
 
@@ -203,7 +226,8 @@ model::Result<Session> SessionFromJson(const json& j) {
         r.Read("model", &s.model_dir);
         std::string compare = "vanilla";
         r.Read("compare", &compare);
-        s.twin_dir = compare == "vanilla" ? "" : compare;
+        s.layer_local = compare == "local";
+        s.twin_dir = compare == "vanilla" || compare == "local" ? "" : compare;
         r.Read("device", &s.device);
         if (s.device != "auto" && s.device != "cpu" && s.device != "cuda") throw BadKey{"'device': '" + s.device + "' is not one of auto, cpu, cuda"};
         r.Read("text", &s.text);
@@ -211,7 +235,7 @@ model::Result<Session> SessionFromJson(const json& j) {
         if (r.Has("selected")) s.selected = ReadHead(j.at("selected"), "selected");
         if (r.Has("pinned")) {
             if (!j.at("pinned").is_array()) throw BadKey{"'pinned' must be an array of [layer, head]"};
-            for (const json& p : j.at("pinned")) s.pinned.push_back(ReadHead(p, "pinned"));
+            for (const json& p : j.at("pinned")) s.pinned.push_back(ReadPin(p));
         }
         r.Read("query", &s.query);
         if (s.query < -1) throw BadKey{"'query' must be -1 (none) or a token index"};
@@ -220,7 +244,7 @@ model::Result<Session> SessionFromJson(const json& j) {
         v.ReadEnum("colormap", &vs.colormap, ParseColormap, "viridis, magma, diverging");
         v.Read("log_scale", &vs.log_scale);
         v.ReadEnum("map", &vs.map_mode, ParseMapMode, "ssa, vanilla, diff");
-        v.ReadEnum("token_color", &vs.token_color, ParseTokenColor, "tau_q, tau_v, entropy, spikiness, sink_mass");
+        v.ReadEnum("token_color", &vs.token_color, ParseTokenColor, "tau_q, tau_v, entropy, spikiness, sink_mass, tau_q_position, tau_q_token");
         v.ReadEnum("token_scope", &vs.token_scope, ParseTokenScope, "head, layer, model");
         v.Read("sink_epsilon", &vs.sink_epsilon);
         if (!(vs.sink_epsilon > 0 && vs.sink_epsilon < 1)) throw BadKey{"'view.sink_epsilon' must be in (0, 1)"};
@@ -234,6 +258,28 @@ model::Result<Session> SessionFromJson(const json& j) {
                 throw BadKey{"'view.map_pan' must be [x, y], the top-left visible cell"};
             vs.map_view.pan_x = pan[0].get<float>();
             vs.map_view.pan_y = pan[1].get<float>();
+        }
+        v.Read("split", &vs.split);
+        v.ReadEnum("grid_map", &vs.grid_mode, ParseMapMode, "ssa, vanilla, diff");
+        v.Read("per_head_scale", &vs.per_head_scale);
+        v.Read("matrix_metric", &vs.matrix_metric);
+        v.Read("grid_cell", &vs.grid_cell);
+        v.Read("tab", &vs.right_tab);
+        if (!(vs.grid_cell == 0 || (vs.grid_cell >= 8 && vs.grid_cell <= 512))) throw BadKey{"'view.grid_cell' must be 0 (fit) or 8..512 pixels"};
+        const Reader layout = v.Child("layout");
+        layout.Read("editor", &vs.layout.editor);
+        layout.Read("editor_open", &vs.layout.editor_open);
+        if (!(vs.layout.editor >= 0.05f && vs.layout.editor <= 0.9f)) throw BadKey{"'view.layout.editor' must be a share of the column, 0.05..0.9"};
+        if (j.contains("view") && j["view"].is_object() && j["view"].contains("layout") && j["view"]["layout"].is_object() &&
+            j["view"]["layout"].contains("columns")) {
+            const json& c = j["view"]["layout"]["columns"];
+            if (!c.is_array() || c.size() != 3 || !c[0].is_number() || !c[1].is_number() || !c[2].is_number() ||
+                !(c[0].get<double>() > 0.02) || !(c[1].get<double>() > 0.02) || !(c[2].get<double>() > 0.02))
+                throw BadKey{"'view.layout.columns' must be [left, center, right], shares of the width above 0.02"};
+            const float sum = c[0].get<float>() + c[1].get<float>() + c[2].get<float>();
+            vs.layout.left = c[0].get<float>() / sum;
+            vs.layout.center = c[1].get<float>() / sum;
+            vs.layout.right = c[2].get<float>() / sum;
         }
         if (r.Has("export")) {
             auto e = ExportOptionsFromJson(j.at("export"));

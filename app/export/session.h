@@ -16,12 +16,13 @@ namespace app {
 
 struct Session {
     std::string model_dir;  // empty: the bundled default model
-    std::string twin_dir;   // empty: compare with the tau = 1 counterfactual
+    std::string twin_dir;   // empty: compare with tau = 1, as `comparison` says
+    bool layer_local = false;  // without a twin: the layer-local tau = 1 comparison ("compare": "local")
     std::string device = "auto";
     std::string text;
     bool truncate = false;
     HeadRef selected;
-    std::vector<HeadRef> pinned;
+    std::vector<Pin> pinned;
     int query = -1;
     ViewSettings settings;
     ExportOptions export_options;  // empty layers / heads: all

@@ -11,16 +11,20 @@
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
+#include <imgui_internal.h>  // the layout table's column weights
 #include <nlohmann/json.hpp>
 #include <stb_image_write.h>
 
 #include "app/core/exit_code.h"
 #include "app/gui/fonts.h"
+#include "app/export/head_summary.h"
 #include "app/export/session.h"
 #include "app/core/state.h"
 #include "app/gui/view_heads.h"
 #include "app/gui/view_export.h"
 #include "app/gui/view_heatmap.h"
+#include "app/gui/view_matrix.h"
+#include "app/gui/view_temperature.h"
 #include "app/gui/view_model.h"
 #include "app/gui/view_graph.h"
 #include "app/core/examples.h"
@@ -45,6 +49,8 @@ struct Views {
     HeatmapView heatmap;
     HeadsView heads;
     HeadTableView table;
+    HeadMatrixView matrix;
+    TemperatureView temperature;
     SparsityView sparsity;
     ModelView model;
     HelpView help;
@@ -53,6 +59,15 @@ struct Views {
     CheckpointDialog checkpoint;
     ExportDialog export_dialog;
 };
+
+// The model folder's last two parts ("english/ssa"), for the status bar.
+std::string ShortModelName(std::string dir) {
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    const size_t last = dir.find_last_of('/');
+    if (last == std::string::npos || last == 0) return dir;
+    const size_t before = dir.find_last_of('/', last - 1);
+    return before == std::string::npos ? dir : dir.substr(before + 1);
+}
 
 // Percentile of a sample (nearest rank); 0 for none.
 double Percentile(std::vector<double> v, double p) {
@@ -77,11 +92,17 @@ public:
                 model_dir = *std::exchange(m_state.open_model_request, std::nullopt);
             }
         m_state.hints = options.hints;
+        m_state.truncate = m_state.truncate || options.truncate;
         m_dtype = options.dtype;
         m_state.open_model_request = model_dir;  // its ModelOpened event requests the first analysis
         m_show_export = options.show == "export";
         m_state.show_help = options.show == "help";
         m_state.show_demo = options.show == "demo";
+        for (const char* tab : {"Heads", "Matrix", "Temperatures", "Table", "Sparsity"}) {
+            std::string lower = tab;
+            std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+            if (options.show == lower) m_state.settings.right_tab = tab;
+        }
     }
 
     // Selections and settings now; the twin once the model is open.
@@ -91,6 +112,8 @@ public:
         m_state.pinned = s.pinned;
         m_state.query = s.query;
         m_state.settings = s.settings;
+        ++m_state.layout_generation;  // the panes take the session's sizes
+        m_apply_tab = true;
         m_views.export_dialog.SetOptions(s.export_options);
         m_pending_twin = s.twin_dir;
     }
@@ -171,11 +194,23 @@ public:
         const float status_height = ImGui::GetFrameHeightWithSpacing() + ImGui::GetStyle().ItemSpacing.y;
         const ImVec2 avail = ImGui::GetContentRegionAvail();
         const ImVec2 column(0.0f, avail.y - status_height);  // children fill the column, not the window
-        if (ImGui::BeginTable("##layout", 3, ImGuiTableFlags_Resizable | ImGuiTableFlags_BordersInnerV,
+        // Drag the borders between the panes to resize them; the shares are kept in the session. A
+        // new table id when a session (or View > Reset pane sizes) sets them, so they take effect.
+        PaneLayout& layout = m_state.settings.layout;
+        const std::string table_id = "##layout" + std::to_string(m_state.layout_generation);
+        if (ImGui::BeginTable(table_id.c_str(), 3, ImGuiTableFlags_Resizable | ImGuiTableFlags_BordersInnerV,
                               ImVec2(avail.x, column.y))) {
-            ImGui::TableSetupColumn("left", ImGuiTableColumnFlags_WidthStretch, 0.30f);
-            ImGui::TableSetupColumn("center", ImGuiTableColumnFlags_WidthStretch, 0.40f);
-            ImGui::TableSetupColumn("right", ImGuiTableColumnFlags_WidthStretch, 0.30f);
+            ImGui::TableSetupColumn("left", ImGuiTableColumnFlags_WidthStretch, layout.left);
+            ImGui::TableSetupColumn("center", ImGuiTableColumnFlags_WidthStretch, layout.center);
+            ImGui::TableSetupColumn("right", ImGuiTableColumnFlags_WidthStretch, layout.right);
+            if (ImGuiTable* table = ImGui::GetCurrentTable()) {  // the user's drag, read back as shares
+                const float sum = table->Columns[0].StretchWeight + table->Columns[1].StretchWeight + table->Columns[2].StretchWeight;
+                if (table->Columns[0].StretchWeight > 0 && table->Columns[1].StretchWeight > 0 && table->Columns[2].StretchWeight > 0) {
+                    layout.left = table->Columns[0].StretchWeight / sum;
+                    layout.center = table->Columns[1].StretchWeight / sum;
+                    layout.right = table->Columns[2].StretchWeight / sum;
+                }
+            }
             ImGui::TableNextColumn();
             if (ImGui::BeginChild("##left", column)) {
                 m_views.text.Draw(m_state);
@@ -183,14 +218,29 @@ public:
             }
             ImGui::EndChild();
             ImGui::TableNextColumn();
-            if (ImGui::BeginChild("##center", column)) m_views.heatmap.Draw(m_state);
+            if (ImGui::BeginChild("##center", column)) {
+                if (!m_state.model && !m_state.busy) DrawStartPanel();
+                else m_views.heatmap.Draw(m_state);
+            }
             ImGui::EndChild();
             ImGui::TableNextColumn();
             if (ImGui::BeginChild("##right", column)) {
                 if (ImGui::BeginTabBar("##right_tabs")) {
-                    if (ImGui::BeginTabItem("Heads")) { m_views.heads.Draw(m_state); ImGui::EndTabItem(); }
-                    if (ImGui::BeginTabItem("Table")) { m_views.table.Draw(m_state); ImGui::EndTabItem(); }
-                    if (ImGui::BeginTabItem("Sparsity")) { m_views.sparsity.Draw(m_state); ImGui::EndTabItem(); }
+                    // A session (or --show TAB) opens its tab once; after that the user's clicks rule.
+                    const bool apply = std::exchange(m_apply_tab, false);
+                    auto tab = [&](const char* name, auto&& draw) {
+                        const bool chosen = apply && m_state.settings.right_tab == name;
+                        if (ImGui::BeginTabItem(name, nullptr, chosen ? ImGuiTabItemFlags_SetSelected : 0)) {
+                            if (!apply) m_state.settings.right_tab = name;
+                            draw();
+                            ImGui::EndTabItem();
+                        }
+                    };
+                    tab("Heads", [&] { m_views.heads.Draw(m_state); });
+                    tab("Matrix", [&] { m_views.matrix.Draw(m_state); });
+                    tab("Temperatures", [&] { m_views.temperature.Draw(m_state); });
+                    tab("Table", [&] { m_views.table.Draw(m_state); });
+                    tab("Sparsity", [&] { m_views.sparsity.Draw(m_state); });
                     ImGui::EndTabBar();
                 }
             }
@@ -303,9 +353,16 @@ private:
         if (!ImGui::BeginMenuBar()) return;
         if (ImGui::BeginMenu("File")) {
             if (ImGui::MenuItem("Open model...", "Ctrl+O")) OpenDialogFor(false);
-            if (ImGui::MenuItem("Open comparison twin...", nullptr, false, m_state.model.has_value())) OpenDialogFor(true);
-            if (ImGui::MenuItem("Compare with vanilla (tau = 1)", nullptr, !m_state.twin, m_state.twin.has_value()))
+            if (ImGui::MenuItem("Compare with tau=1 (counterfactual)", nullptr, !m_state.twin, m_state.twin.has_value()))
                 m_state.close_twin_request = true;
+            if (ImGui::IsItemHovered())
+                ImGui::SetTooltip("The same weights with tau_q = tau_v = 1 everywhere. A whole second forward pass: from layer 1 on\n"
+                                  "its heads read a different residual stream, so a later layer's difference is not its temperatures alone.");
+            const std::string beside = m_state.model && !m_state.twin ? TwinBeside(m_state.model->dir) : "";
+            if (!beside.empty() && ImGui::MenuItem("Compare with the twin beside this model")) m_state.open_twin_request = beside;
+            if (!beside.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", beside.c_str());
+            if (ImGui::MenuItem("Compare with a twin model...", nullptr, false, m_state.model.has_value())) OpenDialogFor(true);
+            if (ImGui::IsItemHovered()) ImGui::SetTooltip("A separately trained model (same layers, heads and tokenizer) on the same tokens.");
             if (ImGui::BeginMenu("Recent models", !m_state.recent_models.empty())) {
                 for (const std::string& dir : m_state.recent_models)
                     if (ImGui::MenuItem(dir.c_str())) m_state.open_model_request = dir;
@@ -335,9 +392,20 @@ private:
             if (ImGui::MenuItem("SSA map", "1", s.map_mode == MapMode::Ssa)) s.map_mode = MapMode::Ssa;
             if (ImGui::MenuItem("Comparison map", "2", s.map_mode == MapMode::Compare)) s.map_mode = MapMode::Compare;
             if (ImGui::MenuItem("Difference map", "3", s.map_mode == MapMode::Difference)) s.map_mode = MapMode::Difference;
+            ImGui::MenuItem("All three side by side", "4", &s.split);
+            ImGui::MenuItem("Temperature scale per head", nullptr, &s.per_head_scale);
+            if (ImGui::IsItemHovered())
+                ImGui::SetTooltip("Off (default): one scale centred at tau = 1 over every head, so a colour is the same tau everywhere.\n"
+                                  "On: each head's own range, for heads whose temperatures vary little.");
+            ImGui::MenuItem("Text editor", nullptr, &s.layout.editor_open);
+            if (ImGui::MenuItem("Reset pane sizes")) {
+                s.layout = PaneLayout{};
+                ++m_state.layout_generation;
+            }
             ImGui::Separator();
             ImGui::MenuItem("Truncate long text to the context", nullptr, &m_state.truncate);
             ImGui::MenuItem("Widget demo (synthetic data)", nullptr, &m_state.show_demo);
+            ImGui::MenuItem("Timings in the status bar", nullptr, &m_state.show_timings);
             ImGui::EndMenu();
         }
         if (ImGui::BeginMenu("Help")) {
@@ -409,6 +477,44 @@ private:
         ImGui::End();
     }
 
+    // No model is open (a bad --model, a moved folder): ways forward instead of an empty window.
+    void DrawStartPanel() {
+        ImGui::PushTextWrapPos(0.0f);
+        if (!m_state.error.empty()) {
+            ImGui::TextColored(ImVec4(1.0f, 0.55f, 0.45f, 1.0f), "The model did not open:");
+            ImGui::TextWrapped("%s", m_state.error.c_str());
+        } else {
+            ImGui::TextUnformatted("No model is open.");
+        }
+        ImGui::Spacing();
+        ImGui::Separator();
+        ImGui::TextUnformatted("Open one:");
+        const std::string bundled = DefaultModelDir();
+        if (!bundled.empty() && ImGui::Button("The bundled model")) m_state.open_model_request = bundled;
+        if (!bundled.empty()) {
+            ImGui::SameLine();
+            ImGui::TextDisabled("%s", bundled.c_str());
+        }
+        if (ImGui::Button("A model folder or checkpoint... (Ctrl+O)")) OpenDialogFor(false);
+        if (!m_examples.empty()) {
+            ImGui::Spacing();
+            ImGui::TextUnformatted("Examples (each with its twin and a text that shows what it learned):");
+            for (const Example& x : m_examples) {
+                if (ImGui::Button(x.title.c_str())) ApplyExample(x);
+                if (!x.hint.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", x.hint.c_str());
+            }
+        }
+        if (!m_state.recent_models.empty()) {
+            ImGui::Spacing();
+            ImGui::TextUnformatted("Recent models:");
+            for (const std::string& dir : m_state.recent_models)
+                if (ImGui::Selectable(dir.c_str())) m_state.open_model_request = dir;
+        }
+        ImGui::Spacing();
+        ImGui::TextDisabled("Or drop a model folder on the window.");
+        ImGui::PopTextWrapPos();
+    }
+
     void OpenDialogFor(bool twin) {
         m_state.show_open_dialog = true;
         m_state.open_dialog_for_twin = twin;
@@ -439,12 +545,21 @@ private:
             ImGui::TextUnformatted("ready");
         }
         ImGui::SameLine(0, 20);
+        // What a reader needs; the developer's timings behind a tooltip (or View > Timings).
+        char timings[192];
+        std::snprintf(timings, sizeof timings, "forward %.1f ms, metrics %.1f ms | keystroke to pixels %.0f ms | frame %.1f ms",
+                      s.analysis ? s.analysis->forward_ms : 0.0, s.analysis ? s.analysis->metrics_ms : 0.0, s.last_latency_ms, s.frame_ms);
         if (s.analysis) {
-            ImGui::Text("%d tokens | forward %.1f ms, metrics %.1f ms | keystroke to pixels %.0f ms | frame %.1f ms | %s | vs %s",
-                        s.analysis->n_tokens, s.analysis->forward_ms, s.analysis->metrics_ms, s.last_latency_ms, s.frame_ms,
-                        s.analysis->device.c_str(), s.twin ? "twin" : "vanilla");
+            ImGui::Text("%d tokens | %s, L%d H%d | vs %s | %s", s.analysis->n_tokens, s.model ? ShortModelName(s.model->dir).c_str() : "",
+                        s.selected.layer, s.selected.head, CompareName(*s.analysis).c_str(), s.analysis->device.c_str());
         } else {
-            ImGui::Text("frame %.1f ms", s.frame_ms);
+            ImGui::TextUnformatted(s.model ? "no analysis yet" : "no model open");
+        }
+        if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("%s\n%s", timings, s.analysis ? CompareExplanation(*s.analysis).c_str() : "");
+        if (s.show_timings) {
+            ImGui::SameLine(0, 20);
+            ImGui::TextDisabled("%s", timings);
         }
     }
 
@@ -455,6 +570,7 @@ private:
         if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_Q, false)) m_quit = true;
         if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_E, false)) m_views.export_dialog.Show(m_state);
         if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_S, false)) OpenSessionPopup(true);
+        if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_G, false)) s.focus_goto = true;
         if (ImGui::IsKeyPressed(GLFW_KEY_F1, false)) s.show_help = !s.show_help;
         // Keys belong to an open dialog, or to the editor while it has focus.
         if (io.WantTextInput || ImGui::IsPopupOpen("", ImGuiPopupFlags_AnyPopupId)) return;  // arrows and letters belong to the editor while it has focus
@@ -467,9 +583,10 @@ private:
             if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_DownArrow))) s.selected.layer = (s.selected.layer + 1) % L;
             if (ImGui::IsKeyPressed(GLFW_KEY_P, false)) s.TogglePin(s.selected);
         }
-        if (ImGui::IsKeyPressed(GLFW_KEY_1, false)) s.settings.map_mode = MapMode::Ssa;
-        if (ImGui::IsKeyPressed(GLFW_KEY_2, false)) s.settings.map_mode = MapMode::Compare;
-        if (ImGui::IsKeyPressed(GLFW_KEY_3, false)) s.settings.map_mode = MapMode::Difference;
+        if (ImGui::IsKeyPressed(GLFW_KEY_1, false)) s.settings.map_mode = MapMode::Ssa, s.settings.split = false;
+        if (ImGui::IsKeyPressed(GLFW_KEY_2, false)) s.settings.map_mode = MapMode::Compare, s.settings.split = false;
+        if (ImGui::IsKeyPressed(GLFW_KEY_3, false)) s.settings.map_mode = MapMode::Difference, s.settings.split = false;
+        if (ImGui::IsKeyPressed(GLFW_KEY_4, false)) s.settings.split = !s.settings.split;
         if (ImGui::IsKeyPressed(GLFW_KEY_L, false)) s.settings.log_scale = !s.settings.log_scale;
     }
 
@@ -488,6 +605,7 @@ private:
     std::string m_session_message;
     bool m_session_popup = false, m_session_save = true;
     bool m_show_export = false;
+    bool m_apply_tab = true;  // open settings.right_tab on the next frame
     AppState m_state;
     Views m_views;
     std::deque<std::pair<uint64_t, double>> m_waiting;  // analysis requests not yet on screen, oldest first
@@ -518,7 +636,7 @@ bool SaveScreenshot(const std::string& path, int width, int height, const AppSta
     for (const auto& [name, r] : state.regions) regions[name] = {r.x * scale, r.y * scale, r.w * scale, r.h * scale};
     // What is on screen, so tests can check that a session reopened exactly.
     nlohmann::json pinned = nlohmann::json::array();
-    for (HeadRef h : state.pinned) pinned.push_back({h.layer, h.head});
+    for (const Pin& p : state.pinned) pinned.push_back({p.layer, p.head, ToString(p.mode)});
     const ViewSettings& v = state.settings;
     nlohmann::json shown = {{"model", state.model ? state.model->dir : ""},
                             {"twin", state.twin ? state.twin->dir : ""},
@@ -530,6 +648,8 @@ bool SaveScreenshot(const std::string& path, int width, int height, const AppSta
                             {"colormap", viz::ColormapName(v.colormap)},
                             {"log_scale", v.log_scale},
                             {"map", ToString(v.map_mode)},
+                            {"split", v.split},
+                            {"layout", {v.layout.left, v.layout.center, v.layout.right}},
                             {"token_color", ToString(v.token_color)},
                             {"token_scope", ToString(v.token_scope)},
                             {"map_zoom", v.map_view.zoom},

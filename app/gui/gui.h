@@ -16,15 +16,17 @@ struct GuiOptions {
     std::string model_dir;  // empty: the bundled default model
     std::string text;
     std::string device = "auto";
+    bool truncate = false;   // --truncate: analyse the first n_positions tokens of a longer text
     std::string screenshot;  // --screenshot FILE: render, save a PNG of the window, exit
     int frames = 30;         // --frames N: settled frames before the screenshot
+    int window_width = 1600, window_height = 1000;  // --window WxH
     int bench_keys = 0;      // --bench-typing N: a benchmark that types N characters
     int bench_zoom_frames = 0;  // --bench-zoom N: a benchmark that zooms and pans the map for N frames
     double bench_at = 1.0;      // --bench-at end|middle|start: where --bench-typing types (fraction of the text)
     int bench_heads = 0;        // --bench-heads N: a benchmark that selects another head N times
     std::optional<Session> session;  // --session FILE: selections, view and export settings to restore
     std::string session_path;
-    std::string show;        // --show export|help|demo: a window open from the start
+    std::string show;        // --show export|help|demo: a window open from the start; heads|matrix|temperatures|table|sparsity: that tab
     std::string example;     // --example ID: open a bundled model with its twin and text (Examples menu)
     std::string export_to;   // --export-to DIR: export with the session's export settings, then exit (tests)
     model::ConfigHints hints;   // --n-head, --query-form, --value-form, --activation: for checkpoints without config.json

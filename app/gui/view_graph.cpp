@@ -1,5 +1,6 @@
 #include "app/gui/view_graph.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -73,7 +74,12 @@ void DrawMatrix(const char* id, const char* title, const Matrix& m, float cell, 
 
 void GraphView::Draw(AppState& state) {
     if (!state.show_graph) return;
-    ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 64, ImGui::GetFontSize() * 25), ImGuiCond_FirstUseEver);
+    // Bottom right, over the row chart and the heads pane, never over the main map (top centre).
+    const ImGuiViewport* viewport = ImGui::GetMainViewport();
+    const ImVec2 size(std::min(ImGui::GetFontSize() * 64, viewport->WorkSize.x * 0.7f), ImGui::GetFontSize() * 25);
+    ImGui::SetNextWindowSize(size, ImGuiCond_FirstUseEver);
+    ImGui::SetNextWindowPos(ImVec2(viewport->WorkPos.x + viewport->WorkSize.x - 8, viewport->WorkPos.y + viewport->WorkSize.y - 2 * ImGui::GetFrameHeight()),
+                            ImGuiCond_FirstUseEver, ImVec2(1.0f, 1.0f));
     if (!ImGui::Begin("Graph experiment (paper Figure 3)", &state.show_graph)) {
         ImGui::End();
         return;

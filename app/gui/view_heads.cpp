@@ -24,6 +24,8 @@ constexpr double kBakeBudgetMs = 6.0;  // per frame, so a long text never stalls
 constexpr int kThumbnailSide = 96;     // baked pixels per thumbnail side (max-pooled)
 constexpr int kPinnedSide = 256;
 
+}  // namespace
+
 std::string FormatNumber(float v) {
     char buf[32];
     if (!std::isfinite(v)) return "n/a";
@@ -35,6 +37,8 @@ std::string FormatNumber(float v) {
     else std::snprintf(buf, sizeof buf, "%.1e", v);
     return buf;
 }
+
+namespace {
 
 struct GridMetric {
     const char* key;    // state.settings.grid_metric
@@ -105,7 +109,8 @@ const char* ModeName(MapMode mode) {
     return "";
 }
 
-// The head's main numbers, SSA beside the comparison.
+}  // namespace
+
 void HeadTooltip(const AppState& state, const HeadSummary& s) {
     const model::Analysis& a = *state.analysis;
     const std::string cmp = CompareName(a);
@@ -145,12 +150,13 @@ void HeadTooltip(const AppState& state, const HeadSummary& s) {
     ImGui::EndTooltip();
 }
 
-// Click selects, Ctrl+click pins; on the item just submitted.
 void HandleHeadClick(AppState& state, HeadRef ref) {
     if (!ImGui::IsItemClicked(ImGuiMouseButton_Left)) return;
     if (ImGui::GetIO().KeyCtrl) state.TogglePin(ref);
     else state.selected = ref;
 }
+
+namespace {
 
 // Two significant digits without the leading zero (".19", "1.2", "12") for small thumbnails.
 std::string FormatCompact(float v) {
@@ -190,7 +196,7 @@ bool SameAnalysis(const std::weak_ptr<const model::Analysis>& cached, const std:
 float HeadsView::BadgeValue(const AppState& state, int index) const {
     const HeadSummary& s = m_summary[index];
     const std::string& key = state.settings.grid_metric;
-    const MapMode mode = state.settings.map_mode;
+    const MapMode mode = state.settings.grid_mode;
     auto pick = [mode](float ssa, float cmp) {
         return mode == MapMode::Ssa ? ssa : mode == MapMode::Compare ? cmp : ssa - cmp;
     };
@@ -210,15 +216,17 @@ void HeadsView::Rebake(AppState& state) {
     const model::Analysis& a = *state.analysis;
     const ViewSettings& s = state.settings;
     const size_t count = static_cast<size_t>(a.n_layer) * a.n_head;
-    if (!SameAnalysis(m_baked_for, state.analysis) || s.map_mode != m_baked_mode || s.colormap != m_baked_colormap ||
+    if (!SameAnalysis(m_baked_for, state.analysis) || s.grid_mode != m_baked_mode || s.colormap != m_baked_colormap ||
         s.log_scale != m_baked_log) {
         if (!SameAnalysis(m_baked_for, state.analysis)) m_summary = SummarizeHeads(a);
         m_baked_for = state.analysis;
-        m_baked_mode = s.map_mode;
+        m_baked_mode = s.grid_mode;
         m_baked_colormap = s.colormap;
         m_baked_log = s.log_scale;
         m_next_bake = 0;
-        m_range = SharedRange(a, s.map_mode, s.log_scale);
+        for (MapMode m : {MapMode::Ssa, MapMode::Compare, MapMode::Difference})
+            m_ranges[static_cast<int>(m)] = SharedRange(a, m, s.log_scale);
+        m_range = m_ranges[static_cast<int>(s.grid_mode)];
         m_pinned_textures.clear();
         if (m_thumbnails.size() != count) m_thumbnails = std::vector<viz::Texture>(count);
     }
@@ -263,15 +271,24 @@ void HeadsView::Draw(AppState& state) {
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("Map  ");
     ImGui::SameLine();
-    if (ImGui::RadioButton("SSA", settings.map_mode == MapMode::Ssa)) settings.map_mode = MapMode::Ssa;
+    if (ImGui::RadioButton("SSA", settings.grid_mode == MapMode::Ssa)) settings.grid_mode = MapMode::Ssa;
     ImGui::SameLine();
-    if (ImGui::RadioButton(cmp.c_str(), settings.map_mode == MapMode::Compare)) settings.map_mode = MapMode::Compare;
+    if (ImGui::RadioButton(cmp.c_str(), settings.grid_mode == MapMode::Compare)) settings.grid_mode = MapMode::Compare;
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", CompareExplanation(a).c_str());
     ImGui::SameLine();
-    if (ImGui::RadioButton("difference", settings.map_mode == MapMode::Difference)) settings.map_mode = MapMode::Difference;
+    if (ImGui::RadioButton("difference", settings.grid_mode == MapMode::Difference)) settings.grid_mode = MapMode::Difference;
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("SSA minus %s: red where SSA attends more, blue where less", cmp.c_str());
+    // Thumbnail size: fit the pane, or larger with a scrollbar (Ctrl+wheel over the grid).
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 5.5f);
+    float cell = settings.grid_cell;
+    if (ImGui::SliderFloat("##grid_cell", &cell, 0.0f, 256.0f, cell < 8.0f ? "fit" : "%.0f px")) settings.grid_cell = cell < 8.0f ? 0.0f : cell;
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("Thumbnail size: 'fit' fills the pane (at least 40 px a head; the grid scrolls when it needs more room).\n"
+                          "Ctrl+wheel over the grid zooms it. For many heads the Matrix tab shows any metric as numbers.");
     const bool js = settings.grid_metric == "js_divergence";
     ImGui::TextDisabled("badge: %s%s%s, %s", metric ? metric->label : settings.grid_metric.c_str(),
-                        js ? "" : " of ", js ? "" : ModeName(settings.map_mode), metric ? metric->unit : "");
+                        js ? "" : " of ", js ? "" : ModeName(settings.grid_mode), metric ? metric->unit : "");
     if (m_next_bake < m_thumbnails.size()) {
         ImGui::SameLine();
         ImGui::TextDisabled("(drawing %zu/%zu)", m_next_bake, m_thumbnails.size());
@@ -293,9 +310,19 @@ void HeadsView::DrawGrid(AppState& state) {
     float gap = 4.0f;
     float cell = std::floor((avail - label_w - gap * H) / H);
     if (cell < 24.0f) gap = 2.0f, cell = std::floor((avail - label_w - gap * H) / H);  // many heads: tighter
-    cell = std::clamp(cell, 6.0f, 160.0f);
-    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    // Never so small that the badges vanish: past that the grid scrolls (or the user zooms it).
+    cell = state.settings.grid_cell > 0 ? state.settings.grid_cell : std::clamp(cell, 40.0f, 160.0f);
     const float grid_w = label_w + H * (cell + gap), grid_h = line + 4.0f + L * (cell + gap);
+    const ImGuiStyle& style = ImGui::GetStyle();
+    const bool scroll_x = grid_w > avail;
+    const float max_h = std::max(ImGui::GetContentRegionAvail().y * 0.62f, 8.0f * line);
+    const float child_h = std::min(grid_h + (scroll_x ? style.ScrollbarSize : 0.0f) + 2.0f, max_h);
+    const ImVec2 child_pos = ImGui::GetCursorScreenPos();
+    ImGui::BeginChild("##grid", ImVec2(avail, child_h), false, ImGuiWindowFlags_HorizontalScrollbar);
+    const ImGuiIO& io = ImGui::GetIO();
+    if (ImGui::IsWindowHovered() && io.KeyCtrl && io.MouseWheel != 0.0f)  // Ctrl+wheel: zoom the grid
+        state.settings.grid_cell = std::clamp(std::round(cell * std::pow(1.2f, io.MouseWheel)), 16.0f, 512.0f);
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
     ImDrawList* draw = ImGui::GetWindowDrawList();
     const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
 
@@ -346,46 +373,68 @@ void HeadsView::DrawGrid(AppState& state) {
         }
     }
     if (hovered >= 0) HeadTooltip(state, m_summary[hovered]);
-    const bool difference = m_baked_mode == MapMode::Difference;
-    ImGui::SetCursorScreenPos(ImVec2(origin.x + grid_w + 6.0f, top));
-    viz::ColorBar("##heads_colorbar", difference ? viz::Colormap::Diverging : m_baked_colormap, m_range, m_baked_log && !difference,
-                  ImVec2(bar_w, L * (cell + gap) - gap));
     ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + grid_h));
     ImGui::Dummy(ImVec2(grid_w, 0.0f));
-    state.regions["heads"] = Rect{origin.x, origin.y, grid_w, grid_h};
+    ImGui::EndChild();
+    const bool difference = m_baked_mode == MapMode::Difference;
+    const float bar_top = child_pos.y + line + 4.0f;
+    ImGui::SetCursorScreenPos(ImVec2(child_pos.x + std::min(grid_w, avail) + 6.0f, bar_top));
+    viz::ColorBar("##heads_colorbar", difference ? viz::Colormap::Diverging : m_baked_colormap, m_range, m_baked_log && !difference,
+                  ImVec2(bar_w, std::min(L * (cell + gap) - gap, child_pos.y + child_h - bar_top)));
+    ImGui::SetCursorScreenPos(ImVec2(child_pos.x, child_pos.y + child_h));
+    ImGui::Dummy(ImVec2(std::min(grid_w, avail), 0.0f));
+    state.regions["heads"] = Rect{child_pos.x, child_pos.y, std::min(grid_w, avail), child_h};
+    state.regions["heads_cell"] = Rect{0, 0, cell, cell};  // for tests: a thumbnail's size
 }
 
 void HeadsView::DrawPinned(AppState& state) {
     const model::Analysis& a = *state.analysis;
+    const std::string cmp = CompareName(a);
     ImGui::Separator();
     if (state.pinned.empty()) {
-        ImGui::TextDisabled("Ctrl+click a head to pin it for side-by-side comparison");
+        ImGui::TextDisabled("Ctrl+click a head (or press P) to pin it for side-by-side comparison");
         return;
     }
     ImGui::Text("Pinned heads (%zu)", state.pinned.size());
-    ImGui::SameLine();
-    ImGui::TextDisabled("SSA (%s)", CompareName(a).c_str());
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("Each pin shows its own map: SSA, %s or the difference (the buttons above it).\nNumbers: SSA (%s).", cmp.c_str(),
+                          cmp.c_str());
     ImGui::SameLine();
     if (ImGui::SmallButton("unpin all")) {
         state.pinned.clear();
         return;
     }
 
-    for (auto it = m_pinned_textures.begin(); it != m_pinned_textures.end();)  // drop heads unpinned elsewhere
-        it = state.IsPinned({it->first.first, it->first.second}) ? std::next(it) : m_pinned_textures.erase(it);
+    for (auto it = m_pinned_textures.begin(); it != m_pinned_textures.end();) {  // drop heads unpinned elsewhere, or shown in another mode
+        const auto& [l, h, mode] = it->first;
+        const bool kept = std::any_of(state.pinned.begin(), state.pinned.end(),
+                                      [&](const Pin& p) { return p.layer == l && p.head == h && p.mode == mode; });
+        it = kept ? std::next(it) : m_pinned_textures.erase(it);
+    }
 
-    const float spacing = ImGui::GetStyle().ItemSpacing.x;
-    const float avail = ImGui::GetContentRegionAvail().x;
-    const int per_row = std::clamp(static_cast<int>((avail + spacing) / (140.0f + spacing)), 1, 4);
+    // As many per row as fit at 140 px or more; the width leaves room for the pane's scrollbar so
+    // the last one is never cut off.
+    const ImGuiStyle& style = ImGui::GetStyle();
+    const float spacing = style.ItemSpacing.x;
+    const float avail = ImGui::GetContentRegionAvail().x - style.ScrollbarSize;
+    // A panel is at least as wide as its header: the head's name and the x / SSA / cmp / diff buttons.
+    const float button_pad = style.FramePadding.x * 2 + 2.0f;
+    const float header_w = ImGui::CalcTextSize("L00 H00").x + spacing + ImGui::CalcTextSize("xSSAdiff").x + ImGui::CalcTextSize(cmp.c_str()).x +
+                           4 * button_pad;
+    const float min_panel = std::max(140.0f, header_w);
+    const int per_row = std::clamp(static_cast<int>((avail + spacing) / (min_panel + spacing)), 1, 4);
     const float panel = std::floor((avail - spacing * (per_row - 1)) / per_row);
     bool baked_one = false;
     std::optional<HeadRef> unpin;
     for (size_t k = 0; k < state.pinned.size(); ++k) {
-        const HeadRef ref = state.pinned[k];
+        Pin& pin = state.pinned[k];
+        const HeadRef ref = pin.Ref();
         const HeadSummary& sum = m_summary[static_cast<size_t>(ref.layer) * a.n_head + ref.head];
-        viz::Texture& tex = m_pinned_textures[{ref.layer, ref.head}];
+        viz::Texture& tex = m_pinned_textures[{ref.layer, ref.head, pin.mode}];
+        const bool difference = pin.mode == MapMode::Difference;
         if (!tex.Valid() && !baked_one && m_next_bake >= m_thumbnails.size()) {  // one per frame, after the grid
-            tex.Upload(BakeHead(a, m_baked_mode, m_baked_colormap, m_baked_log, m_range, ref.layer, ref.head, std::min(a.n_tokens, kPinnedSide)));
+            tex.Upload(BakeHead(a, pin.mode, m_baked_colormap, m_baked_log, m_ranges[static_cast<int>(pin.mode)], ref.layer, ref.head,
+                                std::min(a.n_tokens, kPinnedSide)));
             baked_one = true;
         }
         if (!tex.Valid()) state.want_frame = true;
@@ -393,11 +442,20 @@ void HeadsView::DrawPinned(AppState& state) {
         if (k % per_row != 0) ImGui::SameLine();
         ImGui::PushID(static_cast<int>(k));
         ImGui::BeginGroup();
-        ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + panel);
         ImGui::AlignTextToFramePadding();
         ImGui::TextColored(ref == state.selected ? ImVec4(1.0f, 0.9f, 0.35f, 1.0f) : ImVec4(0.31f, 0.84f, 1.0f, 1.0f), "%s", HeadName(ref).c_str());
         ImGui::SameLine();
-        if (ImGui::SmallButton("unpin")) unpin = ref;
+        if (ImGui::SmallButton("x")) unpin = ref;
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("Unpin (or Ctrl+click the map)");
+        // This pin's map: SSA, the comparison or the difference, whatever the others show.
+        const std::string names[3] = {"SSA", cmp, "diff"};
+        for (MapMode m : {MapMode::Ssa, MapMode::Compare, MapMode::Difference}) {
+            ImGui::SameLine(0, 2.0f);
+            const bool on = pin.mode == m;
+            if (on) ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
+            if (ImGui::SmallButton(names[static_cast<int>(m)].c_str())) pin.mode = m;
+            if (on) ImGui::PopStyleColor();
+        }
         const ImVec2 p0 = ImGui::GetCursorScreenPos();
         ImGui::InvisibleButton("##map", ImVec2(panel, panel));
         const bool hovered = ImGui::IsItemHovered();
@@ -411,18 +469,18 @@ void HeadsView::DrawPinned(AppState& state) {
         else draw->AddRectFilled(p0, p1, IM_COL32(40, 40, 46, 255));
         if (ref == state.selected) draw->AddRect(ImVec2(p0.x - 1.0f, p0.y - 1.0f), ImVec2(p1.x + 1.0f, p1.y + 1.0f), kSelectedColor, 0.0f, 0, 2.5f);
         else draw->AddRect(p0, p1, kPinnedColor, 0.0f, 0, 1.0f);
+        const char* shows = difference ? "SSA - comparison" : pin.mode == MapMode::Compare ? "the comparison" : "SSA";
         if (hovered) HeadTooltip(state, sum);
+        ImGui::PushClipRect(ImGui::GetCursorScreenPos(), ImVec2(p0.x + panel, p1.y + 10 * ImGui::GetTextLineHeight()), true);
+        ImGui::TextDisabled("map: %s", shows);
         ImGui::Text("entropy %s (%s)", FormatNumber(sum.entropy).c_str(), FormatNumber(sum.entropy_compare).c_str());
         ImGui::Text("sink %s (%s)", FormatNumber(sum.sink_mass).c_str(), FormatNumber(sum.sink_mass_compare).c_str());
         ImGui::Text("JS %s  tau_q %s", FormatNumber(sum.js).c_str(), FormatNumber(sum.tau_q_mean).c_str());
-        ImGui::PopTextWrapPos();
+        ImGui::PopClipRect();
         ImGui::EndGroup();
         ImGui::PopID();
     }
-    if (unpin) {
-        state.TogglePin(*unpin);
-        m_pinned_textures.erase({unpin->layer, unpin->head});
-    }
+    if (unpin) state.TogglePin(*unpin);
 }
 
 }  // namespace app

@@ -1,5 +1,6 @@
 #include "app/gui/view_heatmap.h"
 
+#include "app/core/examples.h"
 #include "app/export/head_summary.h"
 
 #include <algorithm>
@@ -68,7 +69,6 @@ void AddLabel(ImDrawList* draw, ImVec2 pos, ImU32 color, const char* text) {
 
 bool HasCompare(const model::Analysis& a) { return a.maps && !a.compare_label.empty(); }
 
-const char* CompareKind(const model::Analysis& a) { return a.compare_label == "vanilla" ? "vanilla" : "twin"; }
 
 }  // namespace
 
@@ -84,8 +84,8 @@ void HeatmapView::ClampView(float max_zoom) {
     m_view->pan_y = std::clamp(m_view->pan_y, 0.0f, limit);
 }
 
-const float* HeatmapView::MapValues() const {
-    switch (m_mode) {
+const float* HeatmapView::MapValues(MapMode mode) const {
+    switch (mode) {
         case MapMode::Compare: return m_compare->data();
         case MapMode::Difference: return m_diff.data();
         case MapMode::Ssa: break;
@@ -97,27 +97,32 @@ void HeatmapView::PrepareData(const AppState& state) {
     const model::Analysis& a = *state.analysis;
     const bool has_compare = HasCompare(a);
     const MapMode mode = has_compare ? state.settings.map_mode : MapMode::Ssa;
-    const viz::Colormap colormap = mode == MapMode::Difference ? viz::Colormap::Diverging : state.settings.colormap;
-    const bool log_scale = mode != MapMode::Difference && state.settings.log_scale;
+    const bool split = has_compare && state.settings.split;
+    const viz::Colormap colormap = state.settings.colormap;
+    const bool log_scale = state.settings.log_scale, per_head = state.settings.per_head_scale;
     const HeadRef head = state.selected;
-    if (state.analysis.get() == m_baked_for && head == m_baked_head && mode == m_baked_mode && colormap == m_baked_colormap &&
-        log_scale == m_baked_log)
+    if (state.analysis.get() == m_baked_for && head == m_baked_head && mode == m_baked_mode && split == m_baked_split &&
+        colormap == m_baked_colormap && log_scale == m_baked_log && per_head == m_baked_per_head)
         return;
 
     if (state.analysis.get() != m_baked_for) {
         m_analysis = state.analysis;
         m_baked_for = state.analysis.get();
         m_tokens = a.n_tokens;
-        m_labels.clear();
-        for (const std::string& piece : a.tokens.pieces) m_labels.push_back(TokenLabel(piece));
+        m_labels = TokenLabels(a.tokens);
         m_labels.resize(a.n_tokens, "?");
         m_short_labels.clear();
         m_short_width = 0;
     }
     m_baked_head = head;
     m_baked_mode = m_mode = mode;
-    m_baked_colormap = m_colormap = colormap;
-    m_baked_log = m_log = log_scale;
+    m_baked_split = m_split = split;
+    m_baked_colormap = colormap;
+    m_baked_log = log_scale;
+    m_baked_per_head = per_head;
+    const std::optional<HeadRef> scope = per_head ? std::optional<HeadRef>(head) : std::nullopt;
+    m_tau_q_range = TemperatureRange(a, a.tau_q, scope);
+    m_tau_v_range = TemperatureRange(a, a.tau_v, scope);
 
     const int T = a.n_tokens;
     const size_t cells = static_cast<size_t>(T) * T;
@@ -126,32 +131,39 @@ void HeatmapView::PrepareData(const AppState& state) {
     m_compare = has_compare ? a.Map(model::MapSide::Compare, head.layer, head.head) : nullptr;
     const float* ssa = m_ssa->data();
     const float* cmp = m_compare ? m_compare->data() : nullptr;
-    if (mode == MapMode::Difference) {
+    // One range for SSA and comparison, so switching between them (1 / 2) keeps the colours comparable.
+    const viz::Range shared = SharedMapRange(ssa, cmp, T, log_scale);
+    for (MapMode m : {MapMode::Ssa, MapMode::Compare, MapMode::Difference}) {
+        Layer& layer = m_layers[static_cast<int>(m)];
+        layer = Layer{};  // textures freed; baked again when drawn
+        layer.mode = m;
+        layer.colormap = m == MapMode::Difference ? viz::Colormap::Diverging : colormap;
+        layer.log = m != MapMode::Difference && log_scale;
+        layer.range = shared;
+    }
+    if (mode == MapMode::Difference || split) {
         m_diff.resize(cells);
         for (size_t k = 0; k < cells; ++k) m_diff[k] = ssa[k] - cmp[k];
         viz::HeatmapStyle style;
         style.colormap = viz::Colormap::Diverging;
-        m_range = viz::ResolveRange(m_diff.data(), T, T, style);
-        if (!(m_range.max > 0.0f)) m_range = {-1e-3f, 1e-3f};  // identical maps: zero sits in the middle (white)
+        viz::Range& range = m_layers[static_cast<int>(MapMode::Difference)].range;
+        range = viz::ResolveRange(m_diff.data(), T, T, style);
+        if (!(range.max > 0.0f)) range = {-1e-3f, 1e-3f};  // identical maps: zero sits in the middle (white)
     } else {
         m_diff.clear();
-        // One range for SSA and comparison, so switching between them (1 / 2) keeps the colours comparable.
-        m_range = SharedMapRange(ssa, cmp, T, log_scale);
     }
-    m_levels.clear();
-    m_texture_dirty = true;
 }
 
-const float* HeatmapView::Level(int level) {
-    while (static_cast<int>(m_levels.size()) < level) {  // each level from the one below, level 1 from the map
-        const int below = static_cast<int>(m_levels.size()), n = (m_tokens + (1 << below) - 1) >> below;
-        const float* values = below == 0 ? MapValues() : m_levels.back().data();
-        m_levels.push_back(viz::PoolByTwo(values, n, m_colormap == viz::Colormap::Diverging));
+const float* HeatmapView::Level(Layer& layer, int level) {
+    while (static_cast<int>(layer.levels.size()) < level) {  // each level from the one below, level 1 from the map
+        const int below = static_cast<int>(layer.levels.size()), n = (m_tokens + (1 << below) - 1) >> below;
+        const float* values = below == 0 ? MapValues(layer.mode) : layer.levels.back().data();
+        layer.levels.push_back(viz::PoolByTwo(values, n, layer.mode == MapMode::Difference));
     }
-    return level == 0 ? MapValues() : m_levels[level - 1].data();
+    return level == 0 ? MapValues(layer.mode) : layer.levels[level - 1].data();
 }
 
-void HeatmapView::EnsureTexture(float side) {
+void HeatmapView::EnsureTexture(Layer& layer, float side) {
     const int T = m_tokens;
     const float scale = std::max(1.0f, ImGui::GetIO().DisplayFramebufferScale.x);
     const float visible = T / m_view->zoom;  // cells across the view
@@ -162,33 +174,34 @@ void HeatmapView::EnsureTexture(float side) {
     while ((1 << level) < cells_per_pixel - 1e-3f) ++level;
     const int pool = 1 << level, n = (T + pool - 1) / pool;  // the level's cells a side
 
-    if (m_texture_dirty) {  // new values, range or colours: every baked texture is stale
-        m_whole.clear();
-        m_region = {};
-        m_texture_dirty = false;
+    if (layer.dirty) {
+        layer.whole.clear();
+        layer.region = {};
+        layer.dirty = false;
     }
     viz::HeatmapStyle style;
-    style.colormap = m_colormap;
-    style.log_scale = m_log;
-    style.range = m_range;
+    style.colormap = layer.colormap;
+    style.log_scale = layer.log;
+    style.range = layer.range;
     if (n <= kWholeMapMaxSide) {
         // The whole level, baked once and kept: zooming back and forth through the levels and
         // panning within one need no bake.
-        if (static_cast<int>(m_whole.size()) <= level) m_whole.resize(level + 1);
-        if (!m_whole[level].Valid()) m_whole[level].Upload(viz::BakeHeatmap(Level(level), n, n, 0, 0, n, n, n, n, style, m_range));
-        m_drawn = &m_whole[level];
-        m_drawn_region = {0, 0, n * pool, n * pool, pool};
+        if (static_cast<int>(layer.whole.size()) <= level) layer.whole.resize(level + 1);
+        if (!layer.whole[level].Valid())
+            layer.whole[level].Upload(viz::BakeHeatmap(Level(layer, level), n, n, 0, 0, n, n, n, n, style, layer.range));
+        layer.drawn = &layer.whole[level];
+        layer.drawn_region = {0, 0, n * pool, n * pool, pool};
         return;
     }
     // Zoomed in on a map with more tokens than that: only the visible window of the level (plus
     // a margin, so small pans reuse it).
-    m_drawn = &m_texture;
+    layer.drawn = &layer.window;
     const int r_first = static_cast<int>(std::floor(m_view->pan_y)), c_first = static_cast<int>(std::floor(m_view->pan_x));
     const int r_last = std::min(T, static_cast<int>(std::ceil(m_view->pan_y + visible)));
     const int c_last = std::min(T, static_cast<int>(std::ceil(m_view->pan_x + visible)));
-    const BakedRegion& r = m_region;
+    const BakedRegion& r = layer.region;
     if (r.pool == pool && r.row0 <= r_first && r.col0 <= c_first && r.row0 + r.rows >= r_last && r.col0 + r.cols >= c_last) {
-        m_drawn_region = m_region;
+        layer.drawn_region = layer.region;
         return;
     }
     const float span = visible / pool, margin = span * 0.25f;
@@ -201,8 +214,17 @@ void HeatmapView::EnsureTexture(float side) {
     int row0 = 0, rows = 0, col0 = 0, cols = 0;
     window(m_view->pan_y, &row0, &rows);
     window(m_view->pan_x, &col0, &cols);
-    m_texture.Upload(viz::BakeHeatmap(Level(level), n, n, row0, col0, rows, cols, cols, rows, style, m_range));
-    m_drawn_region = m_region = {row0 * pool, col0 * pool, rows * pool, cols * pool, pool};
+    layer.window.Upload(viz::BakeHeatmap(Level(layer, level), n, n, row0, col0, rows, cols, cols, rows, style, layer.range));
+    layer.drawn_region = layer.region = {row0 * pool, col0 * pool, rows * pool, cols * pool, pool};
+}
+
+void HeatmapView::ShowToken(AppState& state, int i) {
+    state.query = i;
+    // Zoomed in: centre the token's row (and its diagonal cell) in the view.
+    const float visible = m_tokens / m_view->zoom;
+    m_view->pan_y = i + 0.5f - visible * 0.5f;
+    m_view->pan_x = i + 0.5f - visible * 0.5f;
+    ClampView(m_view->zoom);
 }
 
 void HeatmapView::DrawToolbar(AppState& state) {
@@ -224,28 +246,57 @@ void HeatmapView::DrawToolbar(AppState& state) {
         state.selected.head = std::clamp(head, 0, H - 1);
     viz::ItemTooltip("Head within the layer (0-based).\nLeft / Right arrows: previous / next head. Ctrl+click to type a number.");
 
-    const char* compare_name = CompareKind(a);
+    const std::string compare_label = CompareName(a);
+    const char* compare_name = compare_label.c_str();
+
+    // The comparison chooser: the tau = 1 counterfactual or a twin (one beside the model offered).
+    const std::string beside = state.model && !state.twin ? TwinBeside(state.model->dir) : "";
+    SameLineIfFits(font * 7.5f);
+    ImGui::SetNextItemWidth(font * 7.5f);
+    const std::string current = "vs " + compare_label + (beside.empty() ? "" : " *");
+    if (ImGui::BeginCombo("##compare", current.c_str())) {
+        const bool local = a.comparison == model::Comparison::LayerLocal;
+        if (ImGui::Selectable("tau=1 (counterfactual)", !state.twin && !local) && state.twin) state.close_twin_request = true;
+        viz::ItemTooltip("The same weights with tau_q = tau_v = 1 everywhere. A whole second forward pass: from layer 1 on, "
+                         "its heads read a different residual stream, so a later layer's difference is not its temperatures alone.");
+        // The engine has it (model::Engine::SetComparison, `ssaviz export --compare local`); the
+        // inference worker does not pass it on yet.
+        ImGui::Selectable("tau=1 local (layer by layer)", local, ImGuiSelectableFlags_Disabled);
+        viz::ItemTooltip("At each layer, the SSA model's own q and k with tau = 1: what that layer's temperatures do, with "
+                         "nothing below it changed. Not yet in the window: use `ssaviz export --compare local`.");
+        if (state.twin) {
+            ImGui::Selectable(("twin: " + state.twin->dir).c_str(), true);
+        } else if (!beside.empty()) {
+            if (ImGui::Selectable(("twin beside this model: " + beside).c_str())) state.open_twin_request = beside;
+            viz::ItemTooltip("This model ships with a separately trained vanilla twin: compare against it.");
+        }
+        if (ImGui::Selectable("Open a twin model...")) {
+            state.show_open_dialog = true;
+            state.open_dialog_for_twin = true;
+        }
+        ImGui::EndCombo();
+    }
+    viz::ItemTooltip((CompareExplanation(a) + (beside.empty() ? "" : "\n* A trained twin ships beside this model: choose it here.")).c_str());
+
     SameLineIfFits(RadioWidth("SSA"));
-    if (ImGui::RadioButton("SSA", s.map_mode == MapMode::Ssa)) s.map_mode = MapMode::Ssa;
+    if (ImGui::RadioButton("SSA", s.map_mode == MapMode::Ssa && !s.split)) s.map_mode = MapMode::Ssa, s.split = false;
     viz::ItemTooltip("The SSA model's attention weights for this head: row = query token, column = key token. Shortcut: 1");
     ImGui::BeginDisabled(!has_compare);
     SameLineIfFits(RadioWidth(compare_name));
-    if (ImGui::RadioButton(compare_name, s.map_mode == MapMode::Compare)) s.map_mode = MapMode::Compare;
-    if (a.compare_label == "vanilla")
-        viz::ItemTooltip("The same head with tau = 1 (vanilla softmax attention, the counterfactual without selective "
-                         "temperatures), on the same colour scale as SSA. Shortcut: 2");
-    else
-        viz::ItemTooltip(("The twin model's attention for this head, on the same colour scale as SSA (twin: " + a.compare_label +
-                          "). Shortcut: 2")
-                             .c_str());
+    if (ImGui::RadioButton(compare_name, s.map_mode == MapMode::Compare && !s.split)) s.map_mode = MapMode::Compare, s.split = false;
+    viz::ItemTooltip((CompareExplanation(a) + "\nSame colour scale as SSA. Shortcut: 2").c_str());
     SameLineIfFits(RadioWidth("difference"));
-    if (ImGui::RadioButton("difference", s.map_mode == MapMode::Difference)) s.map_mode = MapMode::Difference;
+    if (ImGui::RadioButton("difference", s.map_mode == MapMode::Difference && !s.split)) s.map_mode = MapMode::Difference, s.split = false;
     viz::ItemTooltip((std::string("SSA minus ") + compare_name +
                       ", blue-white-red around 0: red where SSA attends more, blue where it attends less. Shortcut: 3")
                          .c_str());
+    SameLineIfFits(RadioWidth("all three"));
+    if (ImGui::RadioButton("all three", s.split)) s.split = true;
+    viz::ItemTooltip((std::string("SSA | ") + compare_name + " | difference side by side for this head, zoomed and panned together. Shortcut: 4")
+                         .c_str());
     ImGui::EndDisabled();
 
-    const bool difference = m_mode == MapMode::Difference;
+    const bool difference = m_mode == MapMode::Difference && !m_split;
     const float combo_w = font * 6.0f;
     SameLineIfFits(combo_w);
     ImGui::BeginDisabled(difference);
@@ -262,7 +313,8 @@ void HeatmapView::DrawToolbar(AppState& state) {
     bool log_scale = s.log_scale;
     if (ImGui::Checkbox("log scale", &log_scale)) s.log_scale = log_scale;
     viz::ItemTooltip(difference ? "Not available for the difference map (its values are signed). Shortcut: L"
-                                : "Colour by log10 of the weight, so that small weights are told apart. Shortcut: L");
+                                : "Colour by log10 of the weight (the default: most weights are small, and a linear scale "
+                                  "shows them all as dark). Shortcut: L");
     ImGui::EndDisabled();
 
     SameLineIfFits(ImGui::CalcTextSize("Reset view").x + ImGui::GetStyle().FramePadding.x * 2);
@@ -275,12 +327,68 @@ void HeatmapView::DrawToolbar(AppState& state) {
     viz::HelpMarker(
         "Mouse wheel: zoom around the cursor. Drag: pan. Double-click: reset the view.\n"
         "Click a cell: select its row as the query (its weights are shown as bars below). Esc: clear the query.\n"
-        "Arrows: previous / next head (left, right) and layer (up, down). 1 / 2 / 3: SSA / comparison / difference. "
-        "L: log scale.\nWhen the map has more cells than pixels, each pixel shows the largest value of the cells it "
+        "Arrows: previous / next head (left, right) and layer (up, down). 1 / 2 / 3: SSA / comparison / difference, "
+        "4: all three side by side. L: log scale. Ctrl+G: go to a position or find a token.\n"
+        "The strip left of the rows is each query's tau_q, the strip above the columns each key's tau_v, on the "
+        "temperature scale (blue below 1, white at 1 = vanilla, red above 1 = sharper).\n"
+        "When the map has more cells than pixels, each pixel shows the largest value of the cells it "
         "covers (for the difference, the largest magnitude), so no sharp weight disappears.");
+    DrawGoTo(state);
 }
 
-void HeatmapView::DrawMap(AppState& state, ImVec2 map_pos, float side, float label_size) {
+// A position ("120") or text to find (" cat"): selects the token as the query and pans the map
+// (and the row chart, the token strip) to it; Enter again finds the next match.
+void HeatmapView::DrawGoTo(AppState& state) {
+    const float font = ImGui::GetFontSize();
+    SameLineIfFits(font * 9.0f);
+    ImGui::SetNextItemWidth(font * 9.0f);
+    if (state.focus_goto) {
+        ImGui::SetKeyboardFocusHere();
+        state.focus_goto = false;
+    }
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "%s", m_goto.c_str());
+    const bool enter = ImGui::InputTextWithHint("##goto", "go to # / find", buf, sizeof buf, ImGuiInputTextFlags_EnterReturnsTrue);
+    if (m_goto != buf) m_find_from = -1;
+    m_goto = buf;
+    viz::ItemTooltip("Ctrl+G. A number goes to that position; text finds the next token containing it (case-sensitive; "
+                     "Enter again for the next match). The token becomes the query, and the zoomed map pans to it.");
+    if (enter && !m_goto.empty()) {
+        const int T = m_tokens;
+        char* end = nullptr;
+        const long n = std::strtol(m_goto.c_str(), &end, 10);
+        if (end && *end == '\0') {
+            if (n >= 0 && n < T) {
+                ShowToken(state, static_cast<int>(n));
+                m_goto_message.clear();
+            } else {
+                m_goto_message = "positions are 0.." + std::to_string(T - 1);
+            }
+        } else {
+            const std::vector<std::string>& pieces = m_analysis->tokens.pieces;
+            int found = -1;
+            for (int k = 1; k <= T && found < 0; ++k) {
+                const int i = (m_find_from + k) % T;
+                if (i < static_cast<int>(pieces.size()) && (pieces[i].find(m_goto) != std::string::npos || m_labels[i].find(m_goto) != std::string::npos))
+                    found = i;
+            }
+            if (found >= 0) {
+                m_find_from = found;
+                ShowToken(state, found);
+                m_goto_message.clear();
+            } else {
+                m_goto_message = "no token contains '" + TokenLabel(m_goto) + "'";
+            }
+        }
+        state.focus_goto = true;  // keep typing / pressing Enter
+    }
+    if (!m_goto_message.empty()) {
+        ImGui::SameLine();
+        ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1.0f), "%s", m_goto_message.c_str());
+    }
+}
+
+void HeatmapView::DrawMap(AppState& state, Layer& layer, ImVec2 map_pos, float side, float label_size, bool row_labels) {
     const int T = m_tokens;
     ImGuiIO& io = ImGui::GetIO();
     ImDrawList* draw = ImGui::GetWindowDrawList();
@@ -289,7 +397,9 @@ void HeatmapView::DrawMap(AppState& state, ImVec2 map_pos, float side, float lab
     ClampView(max_zoom);
 
     ImGui::SetCursorScreenPos(map_pos);
+    ImGui::PushID(static_cast<int>(layer.mode));
     ImGui::InvisibleButton("##map", ImVec2(side, side));
+    ImGui::PopID();
     ImGui::SetItemUsingMouseWheel();
     const bool hovered = ImGui::IsItemHovered(), active = ImGui::IsItemActive();
     float cell = side * m_view->zoom / T;
@@ -323,24 +433,25 @@ void HeatmapView::DrawMap(AppState& state, ImVec2 map_pos, float side, float lab
         if (i >= 0 && i < T && j >= 0 && j < T) {
             m_hover_row = i;
             m_hover_col = j;
+            m_hover_mode = layer.mode;
         }
     }
-    if (ImGui::IsItemDeactivated() && !m_dragged && !m_double_clicked && m_hover_row >= 0) {
+    if (ImGui::IsItemDeactivated() && !m_dragged && !m_double_clicked && m_hover_row >= 0 && hovered) {
         m_query_before_click = state.query;
         state.query = m_hover_row;
     }
 
-    EnsureTexture(side);
+    EnsureTexture(layer, side);
     const ImVec2 map_max(map_pos.x + side, map_pos.y + side);
     auto cell_x = [&](float j) { return map_pos.x + (j - m_view->pan_x) * cell; };
     auto cell_y = [&](float i) { return map_pos.y + (i - m_view->pan_y) * cell; };
 
     draw->PushClipRect(map_pos, map_max, true);
-    if (m_drawn && m_drawn->Valid()) {
-        const BakedRegion& r = m_drawn_region;
+    if (layer.drawn && layer.drawn->Valid()) {
+        const BakedRegion& r = layer.drawn_region;
         const ImVec2 p0(cell_x(static_cast<float>(r.col0)), cell_y(static_cast<float>(r.row0)));
         const ImVec2 p1(cell_x(static_cast<float>(r.col0 + r.cols)), cell_y(static_cast<float>(r.row0 + r.rows)));
-        draw->AddImage(m_drawn->Id(), p0, p1);
+        draw->AddImage(layer.drawn->Id(), p0, p1);
     }
     // Overlays: the selected query row, the key hovered in the row chart, the hovered cell.
     const int query = state.query;
@@ -358,7 +469,7 @@ void HeatmapView::DrawMap(AppState& state, ImVec2 map_pos, float side, float lab
         draw->AddRect(p0, p1, IM_COL32(0, 0, 0, 220), 0.0f, 0, 4.0f);
         draw->AddRect(p0, p1, IM_COL32(255, 255, 255, 255), 0.0f, 0, 2.0f);
     }
-    if (m_hover_row >= 0 && cell >= 6.0f) {
+    if (m_hover_row >= 0 && cell >= 6.0f && (hovered || m_split)) {
         draw->AddRect(ImVec2(cell_x(static_cast<float>(m_hover_col)), cell_y(static_cast<float>(m_hover_row))),
                       ImVec2(cell_x(static_cast<float>(m_hover_col + 1)), cell_y(static_cast<float>(m_hover_row + 1))),
                       IM_COL32(255, 255, 255, 200));
@@ -366,9 +477,10 @@ void HeatmapView::DrawMap(AppState& state, ImVec2 map_pos, float side, float lab
     draw->PopClipRect();
     draw->AddRect(ImVec2(map_pos.x - 1, map_pos.y - 1), ImVec2(map_max.x + 1, map_max.y + 1), ImGui::GetColorU32(ImGuiCol_Border));
 
-    // Token labels, thinned to every k-th token (k = 1, 2, 5, 10, ...) when cells are smaller
-    // than a line; the index is shown then, so that the thinned labels can be placed.
-    const int stride = NiceStride(line_h * 1.1f / cell);
+    // Token labels, thinned to every k-th token (k = 1, 2, 3, 4, 5, 10, 20, 50, ...) when cells
+    // are smaller than a line; the index is shown then, so that the thinned labels can be placed.
+    const float raw_stride = line_h * 1.05f / cell;
+    const int stride = raw_stride <= 5.0f ? static_cast<int>(std::ceil(raw_stride - 1e-3f)) : NiceStride(raw_stride);
     const float strip = label_size - 10.0f;  // text width: the strip less the gap and tick at the map edge
     if (m_short_width != strip) {
         m_short_labels.clear();
@@ -395,11 +507,11 @@ void HeatmapView::DrawMap(AppState& state, ImVec2 map_pos, float side, float lab
     if (m_hover_key >= 0 && m_hover_key < T) cols_emph.push_back({m_hover_key, IM_COL32(255, 255, 255, 255)});
 
     // Rows: query tokens, right-aligned against the map.
-    {
+    if (row_labels) {
         // Half a line of slack above, so that the first row's label is not cut in half.
-        const ImVec2 clip_min(map_pos.x - label_size - 2, map_pos.y - line_h * 0.5f), clip_max(map_pos.x - 2, map_max.y + 2);
+        const ImVec2 clip_min(map_pos.x - m_edge - label_size - 2, map_pos.y - line_h * 0.5f), clip_max(map_pos.x - m_edge - 2, map_max.y + 2);
         draw->PushClipRect(clip_min, clip_max, true);
-        const float right = map_pos.x - 4.0f;
+        const float right = map_pos.x - m_edge - 4.0f;
         auto draw_row = [&](int i, ImU32 color, bool plate) {
             const float y = cell_y(i + 0.5f);
             const std::string text = plate ? viz::EllipsizeText(m_labels[i], strip) : label_text(i, strip);
@@ -420,9 +532,10 @@ void HeatmapView::DrawMap(AppState& state, ImVec2 map_pos, float side, float lab
     }
     // Columns: key tokens, reading upwards from the map's top edge.
     {
-        const ImVec2 clip_min(map_pos.x - line_h * 0.5f, map_pos.y - label_size - 2), clip_max(map_max.x + line_h * 0.5f, map_pos.y - 2);
+        const ImVec2 clip_min(map_pos.x - line_h * 0.5f, map_pos.y - m_edge - label_size - 2),
+            clip_max(map_max.x + line_h * 0.5f, map_pos.y - m_edge - 2);
         draw->PushClipRect(clip_min, clip_max, true);
-        const float bottom = map_pos.y - 4.0f;
+        const float bottom = map_pos.y - m_edge - 4.0f;
         auto draw_col = [&](int j, ImU32 color, bool plate) {
             const float x = cell_x(j + 0.5f);
             const std::string text = plate ? viz::EllipsizeText(m_labels[j], strip) : label_text(j, strip);
@@ -442,28 +555,96 @@ void HeatmapView::DrawMap(AppState& state, ImVec2 map_pos, float side, float lab
         for (const Emphasis& e : cols_emph) draw_col(e.index, e.color, true);
         draw->PopClipRect();
     }
-    if (m_hover_row >= 0) {
+    if (m_hover_row >= 0 && hovered) {
         ImGui::BeginTooltip();
         ImGui::TextUnformatted(CellText(m_hover_row, m_hover_col, true).c_str());
         ImGui::EndTooltip();
     }
-    state.regions["heatmap"] = {map_pos.x, map_pos.y, side, side};
+    if (!state.regions.count("heatmap")) state.regions["heatmap"] = {map_pos.x, map_pos.y, side, side};
+    state.regions[std::string("heatmap_") + ToString(layer.mode)] = {map_pos.x, map_pos.y, side, side};
 }
 
 std::string HeatmapView::CellText(int i, int j, bool multiline) const {
     const model::Analysis& a = *m_analysis;
     const int T = m_tokens;
     std::string text = "query '" + m_labels[i] + "' (" + std::to_string(i) + ") -> key '" + m_labels[j] + "' (" + std::to_string(j) + ")";
-    if (j > i) return text + (multiline ? "\n" : ": ") + "the key is in the future (masked)";
+    const char* sep = multiline ? "\n" : ": ";
+    if (j > i) return text + sep + "the key is in the future (masked)";
     const size_t k = static_cast<size_t>(i) * T + j;
     const float ssa = (*m_ssa)[k];
-    if (m_mode == MapMode::Ssa || !m_compare) return text + (multiline ? "\n" : ": ") + "p = " + FormatWeight(ssa);
-    const float cmp = (*m_compare)[k];
-    const std::string name = CompareKind(a);
-    if (multiline)
-        return text + "\nSSA p = " + FormatWeight(ssa) + "\n" + name + " p = " + FormatWeight(cmp) + "\nSSA - " + name + " = " +
-               FormatWeight(ssa - cmp, true);
-    return text + ": SSA p = " + FormatWeight(ssa) + ", " + name + " " + FormatWeight(cmp) + ", diff " + FormatWeight(ssa - cmp, true);
+    std::string values;
+    if ((m_hover_mode == MapMode::Ssa && !m_split) || !m_compare) {
+        values = "p = " + FormatWeight(ssa);
+    } else {
+        const float cmp = (*m_compare)[k];
+        const std::string name = CompareName(a);
+        values = multiline ? "SSA p = " + FormatWeight(ssa) + "\n" + name + " p = " + FormatWeight(cmp) + "\nSSA - " + name + " = " +
+                                 FormatWeight(ssa - cmp, true)
+                           : "SSA p = " + FormatWeight(ssa) + ", " + name + " " + FormatWeight(cmp) + ", diff " + FormatWeight(ssa - cmp, true);
+    }
+    const size_t row = a.RowIndex(m_baked_head.layer, m_baked_head.head);
+    std::string temps;
+    if (a.tau_q.size() >= row + T && a.tau_v.size() >= row + T) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "tau_q(query) %.3f, tau_v(key) %.3f", a.tau_q[row + i], a.tau_v[row + j]);
+        temps = buf;
+    }
+    if (multiline) return text + "\n" + values + (temps.empty() ? "" : "\n" + temps);
+    return text + sep + values + (temps.empty() ? "" : "; " + temps);
+}
+
+// The query temperatures as a column left of the rows, the key temperatures as a row above the
+// columns, on the diverging scale around 1 that the token chips use. Where a pixel covers several
+// tokens it shows the one furthest from 1.
+void HeatmapView::DrawTemperatureStrips(AppState& state, ImVec2 map_pos, float side, float strip, bool rows, bool cols) {
+    const model::Analysis& a = *m_analysis;
+    const int T = m_tokens;
+    const size_t row = a.RowIndex(m_baked_head.layer, m_baked_head.head);
+    if (a.tau_q.size() < row + T || a.tau_v.size() < row + T) return;
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    const float cell = side * m_view->zoom / T;
+    const float gap = 2.0f;
+    auto color_of = [](float v, viz::Range range) {
+        const viz::Rgba8 c = viz::SampleColormap(viz::Colormap::Diverging, viz::Normalize(v, range, false));
+        return IM_COL32(c.r, c.g, c.b, 255);
+    };
+    const int first = std::max(0, static_cast<int>(std::floor(m_view->pan_x))), first_row = std::max(0, static_cast<int>(std::floor(m_view->pan_y)));
+    const int per = std::max(1, static_cast<int>(std::ceil(1.0f / std::max(cell, 1e-6f))));  // tokens per drawn block
+    auto draw_strip = [&](const float* tau, viz::Range range, int begin, float pan, bool vertical, ImVec2 p0, const char* id,
+                          const char* what) {
+        const ImVec2 size = vertical ? ImVec2(strip, side) : ImVec2(side, strip);
+        draw->PushClipRect(p0, ImVec2(p0.x + size.x, p0.y + size.y), true);
+        for (int i = begin - begin % per; i < T; i += per) {
+            const float pos = (i - pan) * cell;
+            if (pos > side) break;
+            float v = tau[i];
+            for (int k = i + 1; k < std::min(T, i + per); ++k)
+                if (std::abs(tau[k] - 1.0f) > std::abs(v - 1.0f)) v = tau[k];
+            const float len = std::max(1.0f, per * cell);
+            const ImVec2 q0 = vertical ? ImVec2(p0.x, p0.y + pos) : ImVec2(p0.x + pos, p0.y);
+            const ImVec2 q1 = vertical ? ImVec2(p0.x + strip, q0.y + len) : ImVec2(q0.x + len, p0.y + strip);
+            draw->AddRectFilled(q0, q1, color_of(v, range));
+        }
+        draw->PopClipRect();
+        ImGui::SetCursorScreenPos(p0);
+        ImGui::InvisibleButton(id, size);
+        if (ImGui::IsItemHovered()) {
+            const ImVec2 m = ImGui::GetIO().MousePos;
+            const int i = static_cast<int>(std::floor(((vertical ? m.y - p0.y : m.x - p0.x)) / cell + pan));
+            if (i >= 0 && i < T)
+                ImGui::SetTooltip("%s of '%s' (%d): %.3f\n%s", what, m_labels[i].c_str(), i, tau[i],
+                                  "Temperature scale: blue below 1 (softer than vanilla), white at 1, red above 1 (sharper).");
+        }
+        if (ImGui::IsItemClicked(ImGuiMouseButton_Left)) {
+            const ImVec2 m = ImGui::GetIO().MousePos;
+            const int i = static_cast<int>(std::floor(((vertical ? m.y - p0.y : m.x - p0.x)) / cell + pan));
+            if (i >= 0 && i < T) state.query = i;
+        }
+    };
+    if (rows) draw_strip(a.tau_q.data() + row, m_tau_q_range, first_row, m_view->pan_y, true, ImVec2(map_pos.x - strip - gap, map_pos.y),
+                         "##tau_q_strip", "tau_q (query)");
+    if (cols) draw_strip(a.tau_v.data() + row, m_tau_v_range, first, m_view->pan_x, false, ImVec2(map_pos.x, map_pos.y - strip - gap),
+                         "##tau_v_strip", "tau_v (key)");
 }
 
 void HeatmapView::DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size) {
@@ -471,8 +652,12 @@ void HeatmapView::DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size) {
     const int T = m_tokens;
     const bool has_compare = m_compare != nullptr;
     const int query = state.query >= 0 && state.query < T ? state.query : T - 1;
-    const int n = query + 1;
-    const size_t base = static_cast<size_t>(query) * T;
+    // Zoomed in, the chart follows the map: only the keys of the visible columns (up to the query).
+    const bool zoomed = m_view->zoom > 1.001f;
+    const int key_first = zoomed ? std::clamp(static_cast<int>(std::floor(m_view->pan_x)), 0, query) : 0;
+    const int key_end = zoomed ? std::clamp(static_cast<int>(std::ceil(m_view->pan_x + T / m_view->zoom)), key_first + 1, query + 1) : query + 1;
+    const int n = key_end - key_first;
+    const size_t base = static_cast<size_t>(query) * T + key_first;
     const float* ssa = m_ssa->data() + base;
     const float* cmp = has_compare ? m_compare->data() + base : nullptr;
     ImDrawList* draw = ImGui::GetWindowDrawList();
@@ -484,9 +669,17 @@ void HeatmapView::DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size) {
 
     // Title and legend.
     ImGui::SetCursorScreenPos(pos);
+    std::string tau;
+    const size_t row = a.RowIndex(m_baked_head.layer, m_baked_head.head);
+    if (a.tau_q.size() >= row + T) {
+        char buf[48];
+        std::snprintf(buf, sizeof buf, ", tau_q %.2f", a.tau_q[row + query]);
+        tau = buf;
+    }
     const std::string title = "query '" + viz::EllipsizeText(m_labels[query], ImGui::GetFontSize() * 10) + "' (" + std::to_string(query) +
-                              ")" + (state.query == query ? "" : ", the last token") + ": weights over keys 0.." + std::to_string(query);
-    const std::string compare_name = CompareKind(a);
+                              ")" + tau + (state.query == query ? "" : ", the last token") + ": weights over keys " +
+                              std::to_string(key_first) + ".." + std::to_string(key_first + n - 1);
+    const std::string compare_name = CompareName(a);
     const float legend_w = line_h * 2 + ImGui::CalcTextSize("SSA").x + ImGui::CalcTextSize(compare_name.c_str()).x + style.ItemSpacing.x * 3;
     ImGui::PushClipRect(pos, ImVec2(pos.x + size.x - legend_w - style.ItemSpacing.x, pos.y + line_h), true);
     ImGui::TextUnformatted(title.c_str());
@@ -572,7 +765,7 @@ void HeatmapView::DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size) {
         const int step = NiceStride(n * per_label / plot_w);
         for (int j = 0; j < n; j += step) {
             const float x = plot_min.x + (bin_of(j) + 0.5f) * slot;
-            const std::string label = std::to_string(j);
+            const std::string label = std::to_string(key_first + j);
             draw->AddLine(ImVec2(x, plot_max.y), ImVec2(x, plot_max.y + 3), dim_col);
             const float w = ImGui::CalcTextSize(label.c_str()).x;
             const float x_text = std::min(std::round(x - w * 0.5f), pos.x + size.x - w);  // the last label stays inside
@@ -580,22 +773,36 @@ void HeatmapView::DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size) {
         }
     }
 
-    // The top keys by SSA weight, labelled above their bars; labels that would collide stack up
-    // or are left out (the tooltip still has them).
+    // The top keys by SSA weight, then the comparison's (its tallest bars named too), labelled
+    // above their bars in their series' colour; labels that would collide stack up or are left out
+    // (the tooltip still has them).
     {
-        std::vector<int> order(n);
-        std::iota(order.begin(), order.end(), 0);
-        const int top = std::min(5, n);
-        std::partial_sort(order.begin(), order.begin() + top, order.end(), [&](int x, int y) { return ssa[x] > ssa[y]; });
+        struct Peak {
+            int j;
+            bool compare;
+        };
+        std::vector<Peak> peaks;
+        for (const float* series : {ssa, cmp}) {
+            if (!series) continue;
+            std::vector<int> order(n);
+            std::iota(order.begin(), order.end(), 0);
+            const int top = std::min(series == ssa ? 5 : 3, n);
+            std::partial_sort(order.begin(), order.begin() + top, order.end(), [&](int x, int y) { return series[x] > series[y]; });
+            for (int r = 0; r < top; ++r) {
+                const bool seen = std::any_of(peaks.begin(), peaks.end(), [&](const Peak& p) { return bin_of(p.j) == bin_of(order[r]); });
+                if (!seen) peaks.push_back({order[r], series == cmp});
+            }
+        }
         std::vector<ImVec4> placed;  // x0, y0, x1, y1
-        for (int r = 0; r < top; ++r) {
-            const int j = order[r];
+        for (const Peak& peak : peaks) {
+            const int j = peak.j;
             const int b = bin_of(j);
-            const std::string text = viz::EllipsizeText(m_labels[j], ImGui::GetFontSize() * 6.0f);
+            const float value = peak.compare ? cmp[j] : ssa[j];
+            const std::string text = viz::EllipsizeText(m_labels[key_first + j], ImGui::GetFontSize() * 6.0f);
             const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
-            const float cx = plot_min.x + (b + 0.5f) * slot - (cmp ? bar_w * 0.5f : 0.0f);
+            const float cx = plot_min.x + (b + 0.5f) * slot + (cmp ? (peak.compare ? 0.5f : -0.5f) * bar_w : 0.0f);
             const float x0 = std::clamp(std::round(cx - ts.x * 0.5f), plot_min.x + 2, plot_max.x - ts.x - 2);
-            float y0 = std::round(y_of(ssa[j]) - ts.y - 2);
+            float y0 = std::round(y_of(value) - ts.y - 2);
             bool ok = false;
             for (int attempt = 0; attempt < 4 && !ok; ++attempt) {
                 ok = y0 >= plot_min.y;
@@ -610,10 +817,10 @@ void HeatmapView::DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size) {
                     if (x0 - 3 < p.z && x0 + ts.x + 3 > p.x && y0 < p.w && y0 + ts.y > p.y) ok = false;
             }
             if (!ok) continue;
-            const float bar_top = y_of(ssa[j]);
-            if (y0 + ts.y + 2 < bar_top - 1)
-                draw->AddLine(ImVec2(cx, y0 + ts.y), ImVec2(cx, bar_top - 1), IM_COL32(240, 145, 40, 160));
-            AddLabel(draw, ImVec2(x0, y0), text_col, text.c_str());
+            const float bar_top = y_of(value);
+            const ImU32 color = peak.compare ? kCompareColor : kSsaColor;
+            if (y0 + ts.y + 2 < bar_top - 1) draw->AddLine(ImVec2(cx, y0 + ts.y), ImVec2(cx, bar_top - 1), (color & 0x00FFFFFF) | 0xA0000000);
+            AddLabel(draw, ImVec2(x0, y0), peak.compare ? kCompareColor : text_col, text.c_str());
             placed.push_back(ImVec4(x0 - 2, y0, x0 + ts.x + 2, y0 + ts.y));
         }
     }
@@ -623,10 +830,11 @@ void HeatmapView::DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size) {
         int best = j0;
         for (int j = j0; j < j1; ++j)
             if (ssa[j] > ssa[best]) best = j;
-        m_hover_key = best;
+        m_hover_key = key_first + best;
         ImGui::BeginTooltip();
-        if (j1 - j0 > 1) ImGui::TextDisabled("keys %d..%d (one bar per %d keys; the largest SSA weight):", j0, j1 - 1, j1 - j0);
-        ImGui::Text("key '%s' (%d)", m_labels[best].c_str(), best);
+        if (j1 - j0 > 1)
+            ImGui::TextDisabled("keys %d..%d (one bar per %d keys; the largest SSA weight):", key_first + j0, key_first + j1 - 1, j1 - j0);
+        ImGui::Text("key '%s' (%d)", m_labels[key_first + best].c_str(), key_first + best);
         ImGui::Text("SSA p = %s", FormatWeight(ssa[best]).c_str());
         if (cmp) {
             ImGui::Text("%s p = %s", compare_name.c_str(), FormatWeight(cmp[best]).c_str());
@@ -642,7 +850,13 @@ void HeatmapView::Draw(AppState& state) {
     if (!state.analysis) {
         m_analysis.reset();
         m_baked_for = nullptr;
-        CenteredText(state.error.empty() ? "waiting for the model..." : "no analysis (see the message above)");
+        if (!state.error.empty()) {  // say it where the user looks: a text too long, a model that failed
+            ImGui::PushTextWrapPos(0.0f);
+            ImGui::TextColored(ImVec4(1.0f, 0.55f, 0.45f, 1.0f), "No analysis: %s", state.error.c_str());
+            ImGui::PopTextWrapPos();
+            return;
+        }
+        CenteredText("waiting for the model...");
         return;
     }
     const model::Analysis& a = *state.analysis;
@@ -655,28 +869,63 @@ void HeatmapView::Draw(AppState& state) {
 
     DrawToolbar(state);
     PrepareData(state);
+    if (!state.error.empty()) {  // the shown analysis is older than the text: say why it did not update
+        ImGui::PushTextWrapPos(0.0f);
+        ImGui::TextColored(ImVec4(1.0f, 0.55f, 0.45f, 1.0f), "Showing the last analysis: %s", state.error.c_str());
+        ImGui::PopTextWrapPos();
+    }
 
-    // Layout: row labels | map | colour bar, column labels above; one line of read-out under the
-    // map; the row chart takes the rest.
+    // Layout: row labels | tau_q strip | map(s) | colour bar(s), column labels and the tau_v strip
+    // above; one line of read-out under the maps; the row chart takes the rest.
     const ImGuiStyle& style = ImGui::GetStyle();
     const float line_h = ImGui::GetTextLineHeight();
     const ImVec2 origin = ImGui::GetCursorScreenPos(), avail = ImGui::GetContentRegionAvail();
-    const float label_size = std::round(ImGui::GetFontSize() * 5.5f);
+    const float label_size = std::round(ImGui::GetFontSize() * (m_split ? 3.5f : 5.5f));
     const float gap = style.ItemSpacing.x;
+    const float strip = std::round(ImGui::GetFontSize() * 0.6f);
+    m_edge = strip + 4.0f;  // the labels sit outside the temperature strips
     const float bar_w = viz::ColorBarWidth();
     const float readout_h = ImGui::GetTextLineHeightWithSpacing();
+    const float title_h = m_split ? line_h + style.ItemSpacing.y : 0.0f;
     const float chart_min_h = line_h * 10.0f;
-    float side = std::min(avail.x - label_size - gap - bar_w - gap,
-                          avail.y - label_size - gap - readout_h - style.ItemSpacing.y - chart_min_h);
+    const int maps = m_split ? 3 : 1;
+    const float fixed_w = label_size + m_edge + gap + (m_split ? 2 * bar_w + 5 * gap : gap + bar_w);
+    float side = std::min((avail.x - fixed_w) / maps, avail.y - title_h - label_size - m_edge - gap - readout_h - style.ItemSpacing.y - chart_min_h);
     side = std::floor(std::max(side, 48.0f));
-    const float block_w = label_size + gap + side + gap + bar_w;
+    const float block_w = fixed_w + maps * side;
     const float x_offset = std::floor(std::max(0.0f, (avail.x - block_w) * 0.5f));
-    const ImVec2 map_pos(origin.x + x_offset + label_size + gap, origin.y + label_size + gap);
+    const ImVec2 map_pos(origin.x + x_offset + label_size + m_edge + gap, origin.y + title_h + label_size + m_edge + gap);
 
-    DrawMap(state, map_pos, side, label_size);
-
-    ImGui::SetCursorScreenPos(ImVec2(map_pos.x + side + gap, map_pos.y));
-    viz::ColorBar("##heatmap_colorbar", m_colormap, m_range, m_log, ImVec2(bar_w, side));
+    if (!m_split) {
+        Layer& layer = m_layers[static_cast<int>(m_mode)];
+        DrawMap(state, layer, map_pos, side, label_size, true);
+        DrawTemperatureStrips(state, map_pos, side, strip, true, true);
+        ImGui::SetCursorScreenPos(ImVec2(map_pos.x + side + gap, map_pos.y));
+        viz::ColorBar("##heatmap_colorbar", layer.colormap, layer.range, layer.log, ImVec2(bar_w, side));
+    } else {
+        const std::string cmp = CompareName(a);
+        const std::string titles[3] = {"SSA", cmp, "SSA - " + cmp};
+        float x = map_pos.x;
+        for (MapMode mode : {MapMode::Ssa, MapMode::Compare, MapMode::Difference}) {
+            Layer& layer = m_layers[static_cast<int>(mode)];
+            const ImVec2 pos(x, map_pos.y);
+            ImGui::PushID(static_cast<int>(mode));
+            DrawMap(state, layer, pos, side, label_size, mode == MapMode::Ssa);
+            DrawTemperatureStrips(state, pos, side, strip, mode == MapMode::Ssa, true);
+            ImGui::PopID();
+            const std::string& title = titles[static_cast<int>(mode)];
+            ImGui::GetWindowDrawList()->AddText(ImVec2(x + std::max(0.0f, (side - ImGui::CalcTextSize(title.c_str()).x) * 0.5f), origin.y),
+                                                ImGui::GetColorU32(ImGuiCol_Text), title.c_str());
+            x += side + gap;
+            if (mode != MapMode::Ssa) {  // SSA and the comparison share one bar; the difference has its own
+                ImGui::SetCursorScreenPos(ImVec2(x, map_pos.y));
+                ImGui::PushID(static_cast<int>(mode));
+                viz::ColorBar("##split_colorbar", layer.colormap, layer.range, layer.log, ImVec2(bar_w, side));
+                ImGui::PopID();
+                x += bar_w + gap;
+            }
+        }
+    }
 
     // Read-out line.
     const float readout_y = map_pos.y + side + style.ItemSpacing.y;

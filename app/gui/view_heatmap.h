@@ -1,6 +1,7 @@
-// The selected head's attention map: SSA, comparison, or their signed difference; zoom (wheel)
-// and pan (drag), token labels when they fit, exact values on hover, a colour bar; and the
-// selected query's row as bars, SSA against the comparison, with the top keys labelled.
+// The selected head's attention map: SSA, comparison, or their signed difference, or the three
+// side by side (split); zoom (wheel) and pan (drag), token labels when they fit, exact values on
+// hover, a colour bar, the queries' tau_q beside the rows and the keys' tau_v above the columns;
+// and the selected query's row as bars, SSA against the comparison, with the top keys labelled.
 #pragma once
 
 #include <memory>
@@ -23,49 +24,66 @@ private:
     struct BakedRegion {
         int row0 = 0, col0 = 0, rows = 0, cols = 0, pool = 0;
     };
+    // One map as drawn (SSA, comparison or difference): its colours, its max-pooled levels and
+    // the textures baked from them.
+    struct Layer {
+        MapMode mode = MapMode::Ssa;
+        viz::Colormap colormap = viz::Colormap::Viridis;  // Diverging for the difference
+        bool log = false;
+        viz::Range range;
+        std::vector<std::vector<float>> levels;  // [k - 1]: the map max-pooled by 2^k, built when first drawn
+        BakedRegion region;                      // what `window` holds: a window of a level too large to bake whole
+        viz::Texture window;
+        std::vector<viz::Texture> whole;         // [level]: the whole level, for levels of at most kWholeMapMaxSide cells
+        viz::Texture* drawn = nullptr;           // window or one of whole: what the map draws
+        BakedRegion drawn_region;
+        bool dirty = true;                       // new values, range or colours: every texture is stale
+    };
 
     void DrawToolbar(AppState& state);
-    void DrawMap(AppState& state, ImVec2 map_pos, float side, float label_size);
+    void DrawGoTo(AppState& state);
+    void DrawMap(AppState& state, Layer& layer, ImVec2 map_pos, float side, float label_size, bool row_labels);
+    void DrawTemperatureStrips(AppState& state, ImVec2 map_pos, float side, float strip, bool rows, bool cols);
     void DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size);
-    void PrepareData(const AppState& state);  // values, range and labels for the selected head and mode
-    void EnsureTexture(float side);           // re-bakes when the visible window needs another region
+    void PrepareData(const AppState& state);  // values, ranges and labels for the selected head and modes
+    void EnsureTexture(Layer& layer, float side);  // re-bakes when the visible window needs another region
     void ClampView(float max_zoom);
     void ResetView();
-    const float* MapValues() const;  // the shown map [T, T]: SSA, comparison or m_diff
-    const float* Level(int level);   // the shown map max-pooled by 2^level: ceil(T / 2^level) a side
+    void ShowToken(AppState& state, int i);  // selects token i as the query and pans the map to it
+    const float* MapValues(MapMode mode) const;  // [T, T]: SSA, comparison or m_diff
+    const float* Level(Layer& layer, int level);  // the map max-pooled by 2^level: ceil(T / 2^level) a side
     std::string CellText(int i, int j, bool multiline) const;  // the hover read-out of cell (i, j)
 
-    viz::Texture m_texture;
     const model::Analysis* m_baked_for = nullptr;  // re-bake when any of these change
     HeadRef m_baked_head;
     MapMode m_baked_mode = MapMode::Ssa;
+    bool m_baked_split = false;
     viz::Colormap m_baked_colormap = viz::Colormap::Viridis;
     bool m_baked_log = false;
+    bool m_baked_per_head = false;
     MapView* m_view = nullptr;  // state.settings.map_view, set at the start of Draw
 
     std::shared_ptr<const model::Analysis> m_analysis;  // held so m_baked_for cannot be reused by a newer result
-    bool m_data_dirty = true;
-    bool m_texture_dirty = true;
     MapMode m_mode = MapMode::Ssa;           // the mode shown (Ssa when the analysis has no comparison)
-    viz::Colormap m_colormap = viz::Colormap::Viridis;  // Diverging for the difference
-    bool m_log = false;
-    viz::Range m_range;
+    bool m_split = false;                    // SSA | comparison | difference side by side
+    Layer m_layers[3];                       // [MapMode]
     model::HeadMap m_ssa, m_compare;         // the selected head's [T, T] maps (m_compare null without one)
-    std::vector<float> m_diff;               // [T, T] SSA - comparison, for the difference mode
-    BakedRegion m_region;                    // what m_texture holds: a window of a level too large to bake whole
-    std::vector<viz::Texture> m_whole;       // [level]: the whole level, for levels of at most kWholeMapMaxSide cells
-    viz::Texture* m_drawn = nullptr;         // m_texture or one of m_whole: what the map draws
-    BakedRegion m_drawn_region;
-    std::vector<std::vector<float>> m_levels;  // [k - 1]: the shown map max-pooled by 2^k, built when first drawn
+    std::vector<float> m_diff;               // [T, T] SSA - comparison, for the difference
+    viz::Range m_tau_q_range, m_tau_v_range; // diverging around 1 (see TemperatureRange)
     std::vector<std::string> m_labels;       // [T] display text of each token
     std::vector<std::string> m_short_labels; // [T] the same, shortened to the label strip
     float m_short_width = 0;
     int m_tokens = 0;
+    float m_edge = 0;                        // the temperature strip between the labels and the map
     bool m_dragged = false;                  // the current press moved the view (not a click)
     bool m_double_clicked = false;           // the current press is a double-click (resets the view, selects nothing)
     int m_query_before_click = -1;           // restored by a double-click
     int m_hover_key = -1;                    // key under the mouse in the row chart (last frame)
-    int m_hover_row = -1, m_hover_col = -1;  // cell under the mouse on the map (this frame)
+    int m_hover_row = -1, m_hover_col = -1;  // cell under the mouse on a map (this frame)
+    MapMode m_hover_mode = MapMode::Ssa;     // the map it is on
+    std::string m_goto;                      // the go-to field: a position or text to find
+    std::string m_goto_message;
+    int m_find_from = -1;                    // the last match, so Enter finds the next
 };
 
 }  // namespace app

@@ -1,5 +1,7 @@
 #include "app/gui/view_model.h"
 
+#include "app/core/examples.h"
+
 #include <cstdio>
 #include <string>
 
@@ -88,13 +90,20 @@ void ModelView::Draw(AppState& state) {
             Row("twin", state.twin->dir, "The comparison maps come from this separately trained model.");
             Row("twin params", FormatCount(state.twin->parameters));
         } else {
-            Row("compare with", "vanilla (the same weights with tau = 1)");
+            Row("compare with", "tau=1 (the same weights with tau_q = tau_v = 1)",
+                "The vanilla counterfactual: a whole second forward pass, so from layer 1 on its heads read a different residual stream.");
         }
         ImGui::EndTable();
     }
+    const std::string beside = state.twin ? "" : TwinBeside(m.dir);
     if (state.twin) {
-        if (ImGui::Button("Compare with vanilla instead")) state.close_twin_request = true;
+        if (ImGui::Button("Compare with tau=1 instead")) state.close_twin_request = true;
     } else {
+        if (!beside.empty()) {  // the bundled models ship with a vanilla twin trained on the same data
+            if (ImGui::Button("Compare with its twin")) state.open_twin_request = beside;
+            if (ImGui::IsItemHovered()) ImGui::SetTooltip("A separately trained vanilla model ships beside this one:\n%s", beside.c_str());
+            ImGui::SameLine();
+        }
         if (ImGui::Button("Open twin...")) {
             state.show_open_dialog = true;
             state.open_dialog_for_twin = true;

@@ -87,7 +87,7 @@ void SparsityView::Draw(AppState& state) {
     const float overhead = 11.0f * ImGui::GetFrameHeightWithSpacing();
     const float plot_h = std::clamp((ImGui::GetContentRegionAvail().y - overhead) / 4.0f, 150.0f, std::max(150.0f, width * 0.6f));
     const std::string cmp = CompareName(a);
-    const bool twin = cmp != "vanilla";
+    const bool twin = HasTwin(a);
     const HeadRef sel = state.selected;
     const int sel_index = sel.layer * a.n_head + sel.head;
     const int T = a.n_tokens;

@@ -9,6 +9,7 @@
 #include <imgui_stdlib.h>
 
 #include "app/gui/fonts.h"
+#include "model/text/tokenizer.h"
 #include "viz/colormap.h"
 
 namespace app {
@@ -18,7 +19,16 @@ namespace {
 constexpr float kChipPadX = 0.22f, kChipPadY = 0.10f, kChipGapX = 0.14f, kChipGapY = 0.22f;
 constexpr float kStaleAlpha = 0.5f;  // chips of an analysis older than the text
 
-const char* const kColorNames[] = {"tau_q", "tau_v", "entropy", "spikiness", "sink mass"};
+const char* const kColorNames[] = {"tau_q", "tau_v", "entropy", "spikiness", "sink mass", "tau_q position term", "tau_q token term"};
+const char* const kColorHelp[] = {
+    "query inverse temperature: larger = sharper row",
+    "value temperature: scales the key's value",
+    "attention entropy of the query's row, nats",
+    "1 / (i sum p^2): 1 uniform, 1/i one-hot",
+    "the query's weight on the first token",
+    "tau_q's position term alone, 1 + s ln i: the same for every text",
+    "tau_q's token term alone, shown as 1 + tanh(w . z + b): tau_q with the position term at 1",
+};
 
 // Length of the valid UTF-8 sequence at s[i], 0 when the bytes there are not one (a partial
 // character of a byte-level token, an overlong form, a surrogate).
@@ -168,7 +178,17 @@ bool PrefersDarkText(viz::Rgba8 c) {
 void TextView::Draw(AppState& state) {
     const float avail_h = ImGui::GetContentRegionAvail().y;
     const float line_h = ImGui::GetTextLineHeightWithSpacing();
-    DrawEditor(state, std::max(4 * line_h, avail_h * 0.35f));
+    PaneLayout& layout = state.settings.layout;
+    DrawEditor(state, std::max(3 * line_h, avail_h * layout.editor));
+    if (layout.editor_open) {  // a splitter under the editor: drag to give it more or less of the column
+        ImGui::InvisibleButton("##editor_splitter", ImVec2(-FLT_MIN, 6.0f));
+        const bool hot = ImGui::IsItemHovered() || ImGui::IsItemActive();
+        if (hot) ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeNS);
+        if (ImGui::IsItemActive() && avail_h > 0) layout.editor = std::clamp(layout.editor + ImGui::GetIO().MouseDelta.y / avail_h, 0.05f, 0.9f);
+        const ImVec2 p0 = ImGui::GetItemRectMin(), p1 = ImGui::GetItemRectMax();
+        ImGui::GetWindowDrawList()->AddLine(ImVec2(p0.x, (p0.y + p1.y) * 0.5f), ImVec2(p1.x, (p0.y + p1.y) * 0.5f),
+                                            ImGui::GetColorU32(hot ? ImGuiCol_SeparatorHovered : ImGuiCol_Separator), hot ? 2.0f : 1.0f);
+    }
     DrawControls(state);
 
     // The strip takes the rest of the column but leaves room for the Model section under it
@@ -181,9 +201,20 @@ void TextView::Draw(AppState& state) {
 }
 
 void TextView::DrawEditor(AppState& state, float height) {
-    if (ImGui::InputTextMultiline("##text", &state.text, ImVec2(-FLT_MIN, height))) state.text_changed = true;
-    const ImVec2 r_min = ImGui::GetItemRectMin(), r_max = ImGui::GetItemRectMax();
-    state.regions["text"] = {r_min.x, r_min.y, r_max.x - r_min.x, r_max.y - r_min.y};
+    PaneLayout& layout = state.settings.layout;
+    if (layout.editor_open) {
+        if (ImGui::InputTextMultiline("##text", &state.text, ImVec2(-FLT_MIN, height))) state.text_changed = true;
+        const ImVec2 r_min = ImGui::GetItemRectMin(), r_max = ImGui::GetItemRectMax();
+        state.regions["text"] = {r_min.x, r_min.y, r_max.x - r_min.x, r_max.y - r_min.y};
+    }
+    // Fold the editor away for room (the token strip shows the text), or bring it back.
+    ImGui::AlignTextToFramePadding();
+    if (ImGui::ArrowButton("##editor_fold", layout.editor_open ? ImGuiDir_Down : ImGuiDir_Right)) layout.editor_open = !layout.editor_open;
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip(layout.editor_open ? "Hide the text editor (the token strip still shows the text). Drag the line under the "
+                                               "editor to resize it."
+                                             : "Show the text editor.");
+    ImGui::SameLine();
 
     // Token count against the context, and the truncation switch.
     const model::Analysis* a = state.analysis.get();
@@ -227,8 +258,16 @@ void TextView::DrawControls(AppState& state) {
     ImGui::TextUnformatted("Colour by");
     ImGui::SameLine();
     ImGui::SetNextItemWidth(fs * 6.5f);
-    int color = static_cast<int>(s.token_color);
-    if (ImGui::Combo("##token_color", &color, kColorNames, IM_ARRAYSIZE(kColorNames))) s.token_color = static_cast<TokenColor>(color);
+    // The position and token terms are offered when the analysis has them.
+    if (ImGui::BeginCombo("##token_color", kColorNames[static_cast<int>(s.token_color)])) {
+        for (int k = 0; k < IM_ARRAYSIZE(kColorNames); ++k) {
+            const TokenColor c = static_cast<TokenColor>(k);
+            if (state.analysis && (c == TokenColor::TauQPosition || c == TokenColor::TauQToken) && !TokenQuantity(*state.analysis, c)) continue;
+            if (ImGui::Selectable(kColorNames[k], s.token_color == c)) s.token_color = c;
+            if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", kColorHelp[k]);
+        }
+        ImGui::EndCombo();
+    }
     ImGui::SameLine();
     ImGui::TextUnformatted("Scope");
     ImGui::SameLine();
@@ -248,10 +287,12 @@ void TextView::DrawControls(AppState& state) {
         ImGui::EndGroup();
         return;
     }
+    const bool temperature = IsTemperature(s.token_color);
+    const viz::Colormap colormap = temperature ? viz::Colormap::Diverging : s.colormap;
     char lo[32], hi[32];
-    std::snprintf(lo, sizeof(lo), "%.3g", m_value_min);
-    std::snprintf(hi, sizeof(hi), "%.3g", m_value_max);
-    const bool flat = m_value_max <= m_value_min;
+    std::snprintf(lo, sizeof(lo), "%.3g", m_scale.min);
+    std::snprintf(hi, sizeof(hi), "%.3g", m_scale.max);
+    const bool flat = m_scale.max <= m_scale.min;
     if (flat) {
         ImGui::Text("%s = %s for every token", kColorNames[static_cast<int>(s.token_color)], lo);
     } else {
@@ -263,9 +304,19 @@ void TextView::DrawControls(AppState& state) {
         ImDrawList* draw = ImGui::GetWindowDrawList();
         constexpr int kSteps = 24;
         for (int k = 0; k < kSteps; ++k) {
-            const ImU32 c0 = ToU32(viz::SampleColormap(s.colormap, k / float(kSteps)), 1.0f);
-            const ImU32 c1 = ToU32(viz::SampleColormap(s.colormap, (k + 1) / float(kSteps)), 1.0f);
+            const ImU32 c0 = ToU32(viz::SampleColormap(colormap, k / float(kSteps)), 1.0f);
+            const ImU32 c1 = ToU32(viz::SampleColormap(colormap, (k + 1) / float(kSteps)), 1.0f);
             draw->AddRectFilledMultiColor(ImVec2(p.x + w * k / kSteps, y0), ImVec2(p.x + w * (k + 1) / kSteps, y1), c0, c1, c1, c0);
+        }
+        // Where the shown tokens lie on the scale, and tau = 1 (vanilla) in the middle.
+        auto at = [&](float v) { return p.x + w * viz::Normalize(v, m_scale, false); };
+        draw->AddRectFilled(ImVec2(at(m_value_min), y1 + 1), ImVec2(std::max(at(m_value_min) + 2, at(m_value_max)), y1 + 3),
+                            ImGui::GetColorU32(ImGuiCol_Text));
+        if (temperature) {
+            draw->AddLine(ImVec2(p.x + w * 0.5f, y0 - 2), ImVec2(p.x + w * 0.5f, y1 + 2), IM_COL32(0, 0, 0, 255), 1.0f);
+            const char* one = "1";
+            draw->AddText(ImVec2(p.x + w * 0.5f - ImGui::CalcTextSize(one).x * 0.5f, y0 - ImGui::GetTextLineHeight() * 0.85f),
+                          IM_COL32(0, 0, 0, 255), one);
         }
         ImGui::Dummy(ImVec2(w, h));
         ImGui::SameLine();
@@ -273,10 +324,19 @@ void TextView::DrawControls(AppState& state) {
     }
     ImGui::EndGroup();
     if (ImGui::IsItemHovered()) {
-        if (IsRowMetric(s.token_color))
-            ImGui::SetTooltip("Range over query rows 2..T: row 1 sees only itself (entropy 0, spikiness 1, sink mass 1).");
+        char shown[96];
+        std::snprintf(shown, sizeof shown, "The bar under the ramp: the shown tokens, %.3g..%.3g.", m_value_min, m_value_max);
+        if (!temperature)
+            ImGui::SetTooltip("Range over query rows 2..T: row 1 sees only itself (entropy 0, spikiness 1, sink mass 1).\n%s", shown);
         else
-            ImGui::SetTooltip("Range over all tokens. tau is an inverse temperature: larger = sharper attention.");
+            ImGui::SetTooltip("tau is an inverse temperature: larger = sharper attention.\nBlue: tau < 1, softer than vanilla. "
+                              "White: tau = 1, vanilla attention. Red: tau > 1, sharper.\nThe scale is %s (View > Temperature "
+                              "scale per head).\n%s",
+                              s.per_head_scale ? "this head's own" : "the same for every head of the model", shown);
+    }
+    if (temperature) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("blue softer, red sharper");
     }
     ImGui::SameLine();
     ImGui::TextDisabled("%s, %s", kColorNames[static_cast<int>(s.token_color)], ScopeLabel(s.token_scope, head).c_str());
@@ -285,7 +345,10 @@ void TextView::DrawControls(AppState& state) {
 void TextView::UpdateValues(const AppState& state) {
     const ViewSettings& s = state.settings;
     const HeadRef head = ClampedHead(state);
-    if (IsCurrent(m_values_for, state.analysis) && s.token_color == m_values_color && s.token_scope == m_values_scope && head == m_values_head) return;
+    if (IsCurrent(m_values_for, state.analysis) && s.token_color == m_values_color && s.token_scope == m_values_scope && head == m_values_head &&
+        s.per_head_scale == m_values_per_head)
+        return;
+    m_values_per_head = s.per_head_scale;
     m_values_for = state.analysis;
     m_values_color = s.token_color;
     m_values_scope = s.token_scope;
@@ -297,7 +360,8 @@ void TextView::UpdateValues(const AppState& state) {
     const std::vector<float>* rows = TokenQuantity(*a, s.token_color);
     m_values.assign(a->n_tokens, NAN);
     if (!rows) return;
-    for (int i = 0; i < a->n_tokens; ++i) m_values[i] = ScopedTokenValue(*a, *rows, s.token_scope, head, i);
+    const float offset = TokenColorOffset(s.token_color);
+    for (int i = 0; i < a->n_tokens; ++i) m_values[i] = ScopedTokenValue(*a, *rows, s.token_scope, head, i) + offset;
 
     // The first row of a row metric is trivial (one key): it would pin the range to 0 or 1.
     const int first = IsRowMetric(s.token_color) && a->n_tokens > 1 ? 1 : 0;
@@ -308,6 +372,18 @@ void TextView::UpdateValues(const AppState& state) {
     m_value_min = lo;
     m_value_max = hi - lo < 1e-6f * std::max(1.0f, std::fabs(hi)) ? lo : hi;
     m_values_valid = true;
+    if (IsTemperature(s.token_color)) {
+        // One diverging scale around tau = 1 for every head (a colour is one tau everywhere), or
+        // this head's own when asked; a mean over heads lies inside the model's range.
+        const bool own = s.per_head_scale && s.token_scope == TokenScope::Head;
+        m_scale = TemperatureRange(*a, *rows, own ? std::optional<HeadRef>(head) : std::nullopt, offset);
+        if (s.per_head_scale && s.token_scope != TokenScope::Head) {
+            const float d = std::max({0.05f, std::abs(lo - 1.0f), std::abs(hi - 1.0f)});
+            m_scale = {1.0f - d, 1.0f + d};
+        }
+    } else {
+        m_scale = {m_value_min, m_value_max};
+    }
 }
 
 TextView::Label TextView::MakeLabel(const std::string& piece) {
@@ -361,6 +437,18 @@ void TextView::UpdateLabels(const AppState& state) {
         if (state.analysis) {
             m_labels.reserve(state.analysis->tokens.pieces.size());
             for (const std::string& piece : state.analysis->tokens.pieces) m_labels.push_back(MakeLabel(piece));
+            // Tokens that split a character show it whole, with their part faint ("泳 1/2").
+            const std::vector<std::string> grouped = TokenLabels(state.analysis->tokens);
+            const std::vector<std::string>& pieces = state.analysis->tokens.pieces;
+            for (size_t i = 0; i < m_labels.size() && i < grouped.size(); ++i) {
+                if (model::FindInvalidUtf8(pieces[i]) == std::string::npos) continue;
+                const size_t space = grouped[i].rfind(' ');
+                if (space == std::string::npos || grouped[i].find('/', space) == std::string::npos) continue;  // never completes: escapes stay
+                Label label;
+                label.text = grouped[i];
+                label.marks.push_back({static_cast<uint32_t>(space), static_cast<uint32_t>(label.text.size())});
+                m_labels[i] = std::move(label);
+            }
         }
     }
     m_font_generation = generation;
@@ -458,7 +546,7 @@ void TextView::DrawStrip(AppState& state, float height) {
 
     // An analysis older than the text stays, dimmed, until the new one arrives.
     const float alpha = state.busy || !state.error.empty() ? kStaleAlpha : 1.0f;
-    const viz::Colormap colormap = state.settings.colormap;
+    const viz::Colormap colormap = IsTemperature(state.settings.token_color) ? viz::Colormap::Diverging : state.settings.colormap;
     ImFont* font = ImGui::GetFont();
     for (int line = line_begin; line < line_end; ++line) {
         for (int i = m_line_first[line]; i < m_line_first[line + 1] && i < T; ++i) {
@@ -467,7 +555,7 @@ void TextView::DrawStrip(AppState& state, float height) {
             const float v = i < static_cast<int>(m_values.size()) ? m_values[i] : NAN;
             viz::Rgba8 bg{90, 90, 96, 255};  // no value: neutral grey
             if (m_values_valid && std::isfinite(v))
-                bg = viz::SampleColormap(colormap, m_value_max > m_value_min ? viz::Normalize(v, {m_value_min, m_value_max}, false) : 0.5f);
+                bg = viz::SampleColormap(colormap, m_scale.max > m_scale.min ? viz::Normalize(v, m_scale, false) : 0.5f);
             draw->AddRectFilled(p0, p1, ToU32(bg, alpha), rounding);
 
             const bool dark = PrefersDarkText(bg);
@@ -538,9 +626,11 @@ void TextView::DrawTooltip(const AppState& state, int i) const {
     ImGui::Separator();
     ImGui::TextDisabled("%s", ScopeLabel(scope, head).c_str());
     if (ImGui::BeginTable("##values", 2, ImGuiTableFlags_SizingFixedFit)) {
-        const TokenColor all[] = {TokenColor::TauQ, TokenColor::TauV, TokenColor::Entropy, TokenColor::Spikiness, TokenColor::SinkMass};
+        const TokenColor all[] = {TokenColor::TauQ,      TokenColor::TauQPosition, TokenColor::TauQToken, TokenColor::TauV,
+                                  TokenColor::Entropy,   TokenColor::Spikiness,    TokenColor::SinkMass};
         for (TokenColor color : all) {
             const std::vector<float>* rows = TokenQuantity(a, color);
+            if (!rows && (color == TokenColor::TauQPosition || color == TokenColor::TauQToken)) continue;
             const bool chosen = color == state.settings.token_color;
             ImGui::TableNextRow();
             ImGui::TableNextColumn();
@@ -548,7 +638,7 @@ void TextView::DrawTooltip(const AppState& state, int i) const {
             else ImGui::TextUnformatted(kColorNames[static_cast<int>(color)]);
             ImGui::TableNextColumn();
             if (rows) {
-                const float v = ScopedTokenValue(a, *rows, scope, head, i);
+                const float v = ScopedTokenValue(a, *rows, scope, head, i) + TokenColorOffset(color);
                 ImGui::Text(color == TokenColor::Entropy ? "%.4f nats" : "%.4f", v);
             } else {
                 ImGui::TextDisabled("n/a");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "app/core/state.h"
+#include "viz/colormap.h"
 
 namespace app {
 
@@ -53,7 +54,9 @@ private:
     TokenScope m_values_scope = TokenScope::Head;
     HeadRef m_values_head;
     std::vector<float> m_values;  // [T] the chosen quantity in the chosen scope
-    float m_value_min = 0, m_value_max = 0;
+    float m_value_min = 0, m_value_max = 0;  // of the shown tokens
+    viz::Range m_scale;                      // the colour scale: diverging around 1 for temperatures
+    bool m_values_per_head = false;
     bool m_values_valid = false;
 
     int m_shown_query = -1;  // the query the strip last scrolled to

@@ -23,7 +23,7 @@ app::Session Example() {
     s.text = "caf\xC3\xA9 \"quoted\"\nsecond line";
     s.truncate = true;
     s.selected = {2, 3};
-    s.pinned = {{0, 1}, {2, 3}};
+    s.pinned = {{0, 1}, {2, 3, app::MapMode::Compare}};
     s.query = 7;
     s.settings.colormap = viz::Colormap::Magma;
     s.settings.log_scale = true;
@@ -33,6 +33,12 @@ app::Session Example() {
     s.settings.sink_epsilon = 0.25f;
     s.settings.grid_metric = "js_divergence";
     s.settings.map_view = {3.5f, 2.0f, 7.25f};
+    s.settings.split = true;
+    s.settings.grid_mode = app::MapMode::Difference;
+    s.settings.per_head_scale = true;
+    s.settings.matrix_metric = "sink_mass";
+    s.settings.grid_cell = 64;
+    s.settings.layout = {0.25f, 0.5f, 0.25f, 0.4f, false};
     app::ExportOptions& e = s.export_options;
     e.out_dir = "/tmp/out dir";
     e.layers = {0, 2};
@@ -58,7 +64,10 @@ TEST(Session, RoundTripsEveryField) {
     // Equal JSON means equal fields (every field is written).
     EXPECT_EQ(app::SessionToJson(*back), app::SessionToJson(s));
     EXPECT_EQ(back->text, s.text);
-    EXPECT_EQ(back->pinned.size(), 2u);
+    ASSERT_EQ(back->pinned.size(), 2u);
+    EXPECT_EQ(back->pinned[1].mode, app::MapMode::Compare);  // each pin keeps its own map
+    EXPECT_FALSE(back->settings.layout.editor_open);
+    EXPECT_FLOAT_EQ(back->settings.layout.center, 0.5f);
     EXPECT_EQ(back->settings.map_mode, app::MapMode::Difference);
     EXPECT_EQ(back->export_options.figures.highlight_head.head, 2);
     EXPECT_FLOAT_EQ(back->export_options.sink_epsilon, 0.4f);

@@ -85,6 +85,8 @@ model::Analysis MakeSyntheticAnalysis(int L, int H, int T, uint64_t seed) {
     std::vector<float> attention(maps), attention_compare(maps);
     a.tau_q.resize(rows);
     a.tau_v.resize(rows);
+    a.tau_q_position.resize(rows);
+    a.tau_q_token.resize(rows);
     a.tau_q_compare.assign(rows, 1.0f);
     a.tau_v_compare.assign(rows, 1.0f);
     for (int l = 0; l < L; ++l) {
@@ -92,7 +94,11 @@ model::Analysis MakeSyntheticAnalysis(int L, int H, int T, uint64_t seed) {
             const int kind = (l * H + h) % 4;
             const float head_tau = 0.5f + 2.0f * uniform(rng);
             for (int i = 0; i < T; ++i) {
-                a.tau_q[a.RowIndex(l, h) + i] = head_tau * (1.0f + 0.3f * std::log(i + 1.0f)) + 0.2f * uniform(rng);
+                // tau_q = position + token ("sum"): 1 + s ln i with s = 0.3, and a token term of the head's scale.
+                const size_t at = a.RowIndex(l, h) + i;
+                a.tau_q[at] = head_tau * (1.0f + 0.3f * std::log(i + 1.0f)) + 0.2f * uniform(rng);
+                a.tau_q_position[at] = 1.0f + 0.3f * std::log(i + 1.0f);
+                a.tau_q_token[at] = a.tau_q[at] - a.tau_q_position[at];
                 a.tau_v[a.RowIndex(l, h) + i] = 0.8f + 0.4f * uniform(rng);
             }
             const size_t at = (static_cast<size_t>(l) * H + h) * T * T;

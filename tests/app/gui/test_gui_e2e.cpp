@@ -140,10 +140,11 @@ std::string WriteSession(const std::string& dir) {
         {"model", model},
         {"text", kSessionText},
         {"selected", {2, 3}},
-        {"pinned", {{0, 1}, {3, 2}}},
+        {"pinned", {{0, 1, "diff"}, {3, 2}}},  // a pin keeps its own map; [layer, head] is an SSA pin
         {"query", 5},
         {"view", {{"colormap", "magma"}, {"log_scale", true}, {"map", "diff"}, {"token_color", "entropy"}, {"token_scope", "layer"},
-                  {"map_zoom", 1.5}, {"map_pan", {2.0, 3.0}}}},
+                  {"map_zoom", 1.5}, {"map_pan", {2.0, 3.0}}, {"split", true},
+                  {"layout", {{"columns", {0.2, 0.5, 0.3}}, {"editor", 0.3}}}}},
         {"export",
          {{"formats", {"json", "npy", "csv", "png", "svg", "html"}},
           {"maps", {"ssa", "vanilla", "diff"}},
@@ -172,7 +173,11 @@ TEST(EndToEnd, SessionReopensExactly) {
     const nlohmann::json shown = nlohmann::json::parse(ReadFile(png + ".json"))["state"];
     EXPECT_EQ(shown["text"], kSessionText);
     EXPECT_EQ(shown["selected"], nlohmann::json({2, 3}));
-    EXPECT_EQ(shown["pinned"], nlohmann::json({{0, 1}, {3, 2}}));
+    EXPECT_EQ(shown["pinned"], nlohmann::json({{0, 1, "diff"}, {3, 2, "ssa"}}));
+    EXPECT_EQ(shown["split"], true);
+    ASSERT_EQ(shown["layout"].size(), 3u);  // the panes as the session sized them
+    EXPECT_NEAR(shown["layout"][0].get<float>(), 0.2f, 0.01f);
+    EXPECT_NEAR(shown["layout"][1].get<float>(), 0.5f, 0.01f);
     EXPECT_EQ(shown["query"], 5);
     EXPECT_EQ(shown["colormap"], "magma");
     EXPECT_EQ(shown["log_scale"], true);

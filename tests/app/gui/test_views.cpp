@@ -13,6 +13,8 @@
 #include "tests/app/gui/synthetic.h"
 #include "app/gui/view_heads.h"
 #include "app/gui/view_heatmap.h"
+#include "app/gui/view_matrix.h"
+#include "app/gui/view_temperature.h"
 #include "app/gui/view_model.h"
 #include "app/gui/view_graph.h"
 #include "app/gui/view_open.h"
@@ -89,6 +91,8 @@ struct MainViews {
     app::HeatmapView heatmap;
     app::HeadsView heads;
     app::HeadTableView table;
+    app::HeadMatrixView matrix;
+    app::TemperatureView temperature;
     app::SparsityView sparsity;
     app::ModelView model_view;
 
@@ -97,6 +101,8 @@ struct MainViews {
         heatmap.Draw(state);
         heads.Draw(state);
         table.Draw(state);
+        matrix.Draw(state);
+        temperature.Draw(state);
         sparsity.Draw(state);
         model_view.Draw(state);
     }
@@ -108,6 +114,7 @@ TEST_F(Views, EveryViewDrawsAtSeveralSizes) {
         MainViews views;
         for (int frame = 0; frame < 3; ++frame) Frame([&] { views.Draw(state); });
         EXPECT_TRUE(state.regions.count("heatmap")) << "T = " << T;
+        EXPECT_TRUE(state.regions.count("matrix")) << "T = " << T;
     }
 }
 
@@ -117,10 +124,10 @@ TEST_F(Views, ModesSelectionsAndPinsAllDraw) {
     app::HeadsView heads;
     app::TextView text;
     app::SparsityView sparsity;
-    state.pinned = {{0, 1}, {2, 3}};
+    state.pinned = {{0, 1}, {2, 3, app::MapMode::Difference}, {1, 1, app::MapMode::Compare}, {0, 0}};
     for (app::MapMode mode : {app::MapMode::Ssa, app::MapMode::Compare, app::MapMode::Difference}) {
-        for (app::TokenColor color : {app::TokenColor::TauQ, app::TokenColor::TauV, app::TokenColor::Entropy,
-                                      app::TokenColor::Spikiness, app::TokenColor::SinkMass}) {
+        for (app::TokenColor color : {app::TokenColor::TauQ, app::TokenColor::TauV, app::TokenColor::Entropy, app::TokenColor::Spikiness,
+                                      app::TokenColor::SinkMass, app::TokenColor::TauQPosition, app::TokenColor::TauQToken}) {
             for (app::TokenScope scope : {app::TokenScope::Head, app::TokenScope::LayerMean, app::TokenScope::ModelMean}) {
                 state.settings.map_mode = mode;
                 state.settings.token_color = color;
@@ -138,6 +145,79 @@ TEST_F(Views, ModesSelectionsAndPinsAllDraw) {
             }
         }
     }
+}
+
+// The selected head as SSA | comparison | difference: three maps, each with its region, zoomed
+// together; on a model with no comparison the split falls back to the one SSA map.
+TEST_F(Views, SplitViewDrawsThreeMaps) {
+    app::AppState state = StateWith(2, 2, 50);
+    app::HeatmapView heatmap;
+    state.settings.split = true;
+    state.settings.map_view.zoom = 2.0f;
+    state.query = 30;
+    for (int frame = 0; frame < 2; ++frame) Frame([&] { heatmap.Draw(state); });
+    for (const char* name : {"heatmap_ssa", "heatmap_vanilla", "heatmap_diff"}) EXPECT_TRUE(state.regions.count(name)) << name;
+    const app::Rect ssa = state.regions["heatmap_ssa"], diff = state.regions["heatmap_diff"];
+    EXPECT_FLOAT_EQ(ssa.w, diff.w);
+    EXPECT_GT(diff.x, ssa.x + 2 * ssa.w);  // side by side, left to right
+    EXPECT_GT(ssa.w, 100.0f);
+
+    model::Analysis no_compare = app::MakeSyntheticAnalysis(1, 1, 10, 4);
+    no_compare.compare_label.clear();
+    state.analysis = std::make_shared<const model::Analysis>(std::move(no_compare));
+    state.ClampSelection();
+    state.regions.clear();
+    Frame([&] { heatmap.Draw(state); });
+    EXPECT_TRUE(state.regions.count("heatmap_ssa"));
+    EXPECT_FALSE(state.regions.count("heatmap_diff"));
+}
+
+// Real model shapes: 12 x 12 and 24 x 16 heads in a pane as narrow as the window's right one. The
+// matrix keeps every cell wide enough for a number and the grid keeps thumbnails at 40 px (both
+// scroll instead of shrinking).
+TEST_F(Views, ManyHeadsStayReadable) {
+    for (auto [L, H] : {std::pair{12, 12}, std::pair{24, 16}}) {
+        app::AppState state = StateWith(L, H, 24);
+        app::HeadMatrixView matrix;
+        app::HeadsView heads;
+        state.selected = {L - 1, H - 1};
+        auto in_pane = [&](auto&& draw) {
+            Frame([&] {
+                ImGui::BeginChild("pane", ImVec2(420, 800));
+                draw();
+                ImGui::EndChild();
+            });
+        };
+        for (const app::HeadMetric& m : app::HeadMetrics()) {
+            state.settings.matrix_metric = m.key;
+            in_pane([&] { matrix.Draw(state); });
+        }
+        in_pane([&] { heads.Draw(state); });
+        ASSERT_TRUE(state.regions.count("matrix_cell"));
+        ASSERT_TRUE(state.regions.count("heads_cell"));
+        EXPECT_GE(state.regions["matrix_cell"].w, ImGui::CalcTextSize("-.055").x) << L << " x " << H;
+        EXPECT_GE(state.regions["matrix_cell"].h, ImGui::GetTextLineHeight()) << L << " x " << H;
+        EXPECT_GE(state.regions["heads_cell"].w, 40.0f) << L << " x " << H;
+        EXPECT_LE(state.regions["heads"].w, 420.0f);  // the visible part fits the pane; the rest scrolls
+    }
+}
+
+// Tokens that split a UTF-8 character (byte-level BPE on Chinese) show the whole character with
+// their part, instead of byte escapes.
+TEST(TokenLabels, GroupSplitCharacters) {
+    model::Tokenization t;
+    t.pieces = {" \xE6\xB3\xB3", "\xE6", "\xB3\xB3", "ok", "\xF0\x9F", "\x98\x80"};
+    const std::vector<std::string> labels = app::TokenLabels(t);
+    ASSERT_EQ(labels.size(), 6u);
+    EXPECT_EQ(labels[0], " \xE6\xB3\xB3");        // a whole character stays as it is
+    EXPECT_EQ(labels[1], "\xE6\xB3\xB3 1/2");     // 泳 split over two tokens
+    EXPECT_EQ(labels[2], "\xE6\xB3\xB3 2/2");
+    EXPECT_EQ(labels[3], "ok");
+    EXPECT_EQ(labels[4], "\xF0\x9F\x98\x80 1/2");  // an emoji
+    EXPECT_EQ(labels[5], "\xF0\x9F\x98\x80 2/2");
+    model::Tokenization cut;
+    cut.pieces = {"a", "\xE6"};  // a character that never completes keeps its escape
+    EXPECT_EQ(app::TokenLabels(cut)[1], "\\xE6");
 }
 
 TEST_F(Views, NoAnalysisYetDrawsPlaceholders) {

@@ -1,0 +1,186 @@
+#include "app/gui/view_matrix.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+
+#include <imgui.h>
+
+#include "app/gui/view_common.h"
+#include "app/gui/view_heads.h"
+#include "viz/imgui/widgets.h"
+
+namespace app {
+namespace {
+
+const ImU32 kSelectedColor = IM_COL32(255, 230, 90, 255);
+const ImU32 kPinnedColor = IM_COL32(80, 215, 255, 255);
+
+// Black or white ink, whichever reads better on the cell (WCAG relative luminance).
+ImU32 InkOn(viz::Rgba8 c) {
+    auto lin = [](uint8_t v) {
+        const float s = v / 255.0f;
+        return s <= 0.04045f ? s / 12.92f : std::pow((s + 0.055f) / 1.055f, 2.4f);
+    };
+    const float y = 0.2126f * lin(c.r) + 0.7152f * lin(c.g) + 0.0722f * lin(c.b);
+    return y > 0.179f ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255);
+}
+
+// Two significant digits, no leading zero: ".19", "1.2", "12", "-.05" (fits a 12 x 12 model's cells).
+std::string Compact(float v) {
+    if (!std::isfinite(v)) return "-";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, std::abs(v) >= 100.0f ? "%.0f" : "%.2g", v);
+    std::string s = buf;
+    if (s.rfind("0.", 0) == 0) s.erase(0, 1);
+    else if (s.rfind("-0.", 0) == 0) s.erase(1, 1);
+    return s;
+}
+
+}  // namespace
+
+const std::vector<HeadMetric>& HeadMetrics() {
+    using S = const HeadSummary&;
+    static const std::vector<HeadMetric> metrics = {
+        {"entropy", "entropy", "attention entropy, nats, mean over rows 2..T", [](S s) { return s.entropy; }, [](S s) { return s.entropy_compare; }, false},
+        {"normalized_entropy", "normalized entropy", "H_i / ln i: 1 uniform, 0 one-hot", [](S s) { return s.normalized_entropy; },
+         [](S s) { return s.normalized_entropy_compare; }, false},
+        {"spikiness", "spikiness", "1 / (i sum p^2): 1 uniform, 1/i one-hot", [](S s) { return s.spikiness; }, [](S s) { return s.spikiness_compare; }, false},
+        {"sink_mass", "sink mass", "weight on the first token", [](S s) { return s.sink_mass; }, [](S s) { return s.sink_mass_compare; }, false},
+        {"js_divergence", "JS to comparison", "Jensen-Shannon divergence of SSA rows from the comparison's, nats", [](S s) { return s.js; }, nullptr, false},
+        {"l1", "L1 to comparison", "sum_j |p - p'|, 0..2", [](S s) { return s.l1; }, nullptr, false},
+        {"tau_q_mean", "tau_q mean", "query inverse temperature, mean over tokens (1 = vanilla)", [](S s) { return s.tau_q_mean; },
+         [](S s) { return s.tau_q_compare_mean; }, true},
+        {"tau_q_min", "tau_q min", "smallest query inverse temperature", [](S s) { return s.tau_q_min; }, nullptr, true},
+        {"tau_q_max", "tau_q max", "largest query inverse temperature", [](S s) { return s.tau_q_max; }, nullptr, true},
+        {"tau_v_mean", "tau_v mean", "value temperature, mean over tokens (1 = vanilla)", [](S s) { return s.tau_v_mean; }, nullptr, true},
+        {"max_weight", "max weight", "largest attention weight", [](S s) { return s.max_weight; }, nullptr, false},
+        {"qk_opnorm", "QK operator norm", "||W_qk||_2", [](S s) { return s.qk_opnorm; }, nullptr, false},
+        {"qk_eig_var", "QK eigenvalue variance", "variance of Re(eig) of W_k^T W_q / sqrt(d_h) (Bao et al.)", [](S s) { return s.qk_eig_var; }, nullptr, false},
+    };
+    return metrics;
+}
+
+void HeadMatrixView::Draw(AppState& state) {
+    if (DrawNoAnalysisNote(state)) return;
+    const model::Analysis& a = *state.analysis;
+    const int L = a.n_layer, H = a.n_head;
+    if (L == 0 || H == 0) return;
+    if (!SameAnalysis(m_for, state.analysis)) {
+        m_summary = SummarizeHeads(a);
+        m_for = state.analysis;
+    }
+    const std::vector<HeadMetric>& metrics = HeadMetrics();
+    std::string& key = state.settings.matrix_metric;
+    const HeadMetric* metric = &metrics[0];
+    for (const HeadMetric& m : metrics)
+        if (key == m.key) metric = &m;
+    const std::string cmp = CompareName(a);
+
+    // Controls: the metric, and which side (SSA, comparison, difference) when it has two.
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("Metric");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 11.0f);
+    if (ImGui::BeginCombo("##matrix_metric", metric->label)) {
+        for (const HeadMetric& m : metrics) {
+            if (ImGui::Selectable(m.label, metric == &m)) key = m.key;
+            if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", m.help);
+        }
+        ImGui::EndCombo();
+    }
+    ImGui::BeginDisabled(!metric->compare);
+    for (MapMode side : {MapMode::Ssa, MapMode::Compare, MapMode::Difference}) {
+        ImGui::SameLine();
+        const char* name = side == MapMode::Ssa ? "SSA" : side == MapMode::Compare ? cmp.c_str() : "difference";
+        ImGui::PushID(static_cast<int>(side));
+        if (ImGui::RadioButton(name, m_side == side)) m_side = side;
+        ImGui::PopID();
+    }
+    ImGui::EndDisabled();
+    const MapMode side = metric->compare ? m_side : MapMode::Ssa;
+
+    std::vector<float> values(m_summary.size());
+    float lo = INFINITY, hi = -INFINITY;
+    for (size_t k = 0; k < m_summary.size(); ++k) {
+        const float s = metric->ssa(m_summary[k]);
+        const float c = metric->compare ? metric->compare(m_summary[k]) : NAN;
+        values[k] = side == MapMode::Ssa ? s : side == MapMode::Compare ? c : s - c;
+        if (std::isfinite(values[k])) lo = std::min(lo, values[k]), hi = std::max(hi, values[k]);
+    }
+    // Colours: around 1 for temperatures, around 0 for a difference, else the metric's range.
+    viz::Colormap colormap = state.settings.colormap;
+    viz::Range range{lo, hi > lo ? hi : lo + 1e-6f};
+    if (side == MapMode::Difference || (metric->temperature && side != MapMode::Compare)) {
+        const float centre = side == MapMode::Difference ? 0.0f : 1.0f;
+        float d = 1e-6f;
+        for (float v : values)
+            if (std::isfinite(v)) d = std::max(d, std::abs(v - centre));
+        range = {centre - d, centre + d};
+        colormap = viz::Colormap::Diverging;
+    }
+    ImGui::TextDisabled("%s%s, %s", side == MapMode::Difference ? "SSA - " : "", side == MapMode::Compare ? cmp.c_str() : metric->label,
+                        metric->help);
+
+    // Cells as wide as the pane allows, never narrower than a number: past that the matrix scrolls.
+    const float line = ImGui::GetTextLineHeight();
+    const float label_w = ImGui::CalcTextSize("L00").x + 6.0f;
+    const float bar_w = viz::ColorBarWidth();
+    const float avail = ImGui::GetContentRegionAvail().x - bar_w - 8.0f;
+    const float min_w = ImGui::CalcTextSize("-.055").x + 6.0f;
+    const float cell_w = std::max(min_w, std::min(line * 4.0f, std::floor((avail - label_w) / H)));
+    const float cell_h = std::max(line + 4.0f, std::min(cell_w * 0.6f, line * 2.0f));
+    const float grid_w = label_w + H * cell_w, grid_h = line + 2.0f + L * cell_h;
+    const float child_h = std::min(grid_h + ImGui::GetStyle().ScrollbarSize + 4.0f, ImGui::GetContentRegionAvail().y);
+    const ImVec2 child_pos = ImGui::GetCursorScreenPos();
+    ImGui::BeginChild("##matrix", ImVec2(avail, child_h), false, ImGuiWindowFlags_HorizontalScrollbar);
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+    const int col_every = std::max(1, static_cast<int>(std::ceil((ImGui::CalcTextSize("H00").x + 4.0f) / cell_w)));
+    for (int h = 0; h < H; ++h) {
+        if (h % col_every != 0 && h != state.selected.head) continue;
+        const std::string t = "H" + std::to_string(h);
+        draw->AddText(ImVec2(origin.x + label_w + h * cell_w + (cell_w - ImGui::CalcTextSize(t.c_str()).x) * 0.5f, origin.y),
+                      h == state.selected.head ? text : dim, t.c_str());
+    }
+    const float top = origin.y + line + 2.0f;
+    int hovered = -1;
+    for (int l = 0; l < L; ++l) {
+        const std::string t = "L" + std::to_string(l);
+        draw->AddText(ImVec2(origin.x, top + l * cell_h + (cell_h - line) * 0.5f), l == state.selected.layer ? text : dim, t.c_str());
+        for (int h = 0; h < H; ++h) {
+            const int k = l * H + h;
+            const ImVec2 p0(origin.x + label_w + h * cell_w, top + l * cell_h), p1(p0.x + cell_w - 1.0f, p0.y + cell_h - 1.0f);
+            ImGui::SetCursorScreenPos(p0);
+            ImGui::PushID(k);
+            ImGui::InvisibleButton("##cell", ImVec2(cell_w - 1.0f, cell_h - 1.0f));
+            ImGui::PopID();
+            if (ImGui::IsItemHovered()) hovered = k;
+            HandleHeadClick(state, {l, h});
+            const float v = values[k];
+            const viz::Rgba8 c = std::isfinite(v) ? viz::SampleColormap(colormap, viz::Normalize(v, range, false)) : viz::Rgba8{60, 60, 66, 255};
+            draw->AddRectFilled(p0, p1, IM_COL32(c.r, c.g, c.b, 255));
+            const std::string number = cell_w >= ImGui::CalcTextSize(FormatNumber(v).c_str()).x + 6.0f ? FormatNumber(v) : Compact(v);
+            const ImVec2 ts = ImGui::CalcTextSize(number.c_str());
+            draw->AddText(ImVec2(p0.x + (cell_w - 1.0f - ts.x) * 0.5f, p0.y + (cell_h - 1.0f - ts.y) * 0.5f), InkOn(c), number.c_str());
+            const HeadRef ref{l, h};
+            if (state.IsPinned(ref)) draw->AddRect(p0, p1, kPinnedColor, 0.0f, 0, 1.5f);
+            if (ref == state.selected) draw->AddRect(ImVec2(p0.x - 1, p0.y - 1), ImVec2(p1.x + 1, p1.y + 1), kSelectedColor, 0.0f, 0, 2.5f);
+        }
+    }
+    if (hovered >= 0) HeadTooltip(state, m_summary[hovered]);
+    ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + grid_h));
+    ImGui::Dummy(ImVec2(grid_w, 0.0f));
+    ImGui::EndChild();
+    const float shown_w = std::min(grid_w, avail);
+    ImGui::SetCursorScreenPos(ImVec2(child_pos.x + shown_w + 6.0f, child_pos.y + line + 2.0f));
+    viz::ColorBar("##matrix_colorbar", colormap, range, false, ImVec2(bar_w, std::max(line * 4, std::min(L * cell_h, child_h - line - 2.0f))));
+    ImGui::SetCursorScreenPos(ImVec2(child_pos.x, child_pos.y + child_h));
+    ImGui::Dummy(ImVec2(shown_w, 0.0f));
+    state.regions["matrix"] = Rect{child_pos.x, child_pos.y, shown_w, child_h};
+    state.regions["matrix_cell"] = Rect{0, 0, cell_w, cell_h};  // for tests: a cell's size
+    ImGui::TextDisabled("click: select   Ctrl+click: pin   hover: the head's numbers");
+}
+
+}  // namespace app

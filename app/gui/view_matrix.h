@@ -1,0 +1,35 @@
+// Every head as one cell of a layer x head matrix holding a number (any per-head metric, SSA, the
+// comparison or their difference), coloured by it: readable where thumbnails are too small
+// (12 x 12, 24 x 16 heads). Click selects a head, Ctrl+click pins it.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "app/core/state.h"
+#include "app/export/head_summary.h"
+
+namespace app {
+
+// A per-head number the matrix can show. `compare` is null when the metric has no comparison side.
+struct HeadMetric {
+    const char* key;    // ViewSettings::matrix_metric, sessions
+    const char* label;
+    const char* help;
+    float (*ssa)(const HeadSummary&);
+    float (*compare)(const HeadSummary&);
+    bool temperature;   // coloured on the diverging scale around 1
+};
+const std::vector<HeadMetric>& HeadMetrics();
+
+class HeadMatrixView {
+public:
+    void Draw(AppState& state);
+
+private:
+    std::weak_ptr<const model::Analysis> m_for;
+    std::vector<HeadSummary> m_summary;
+    MapMode m_side = MapMode::Ssa;  // which number a cell shows
+};
+
+}  // namespace app

@@ -1,0 +1,20 @@
+// The temperatures of the selected head against position: tau_q(i) for every query and tau_v(j)
+// for every key as points, tau = 1 (vanilla) as a line, and the position trend a + s ln i fitted
+// to tau_q (with its r, since the position term often dominates). Click a point to make the
+// token the query.
+#pragma once
+
+#include "app/core/state.h"
+
+namespace app {
+
+class TemperatureView {
+public:
+    void Draw(AppState& state);
+
+private:
+    bool m_log_x = true;  // 1 + s ln i is a straight line on a log axis
+    bool m_show_tau_v = true;
+};
+
+}  // namespace app
