@@ -102,6 +102,8 @@ struct AppState {
     model::ConfigHints hints;  // for checkpoints without config.json: from flags, or asked for (CheckpointDialog)
     std::optional<std::string> open_twin_request;
     bool close_twin_request = false;
+    std::optional<bool> layer_local_request;  // without a twin: true the layer-local tau = 1 comparison, false the counterfactual
+    bool layer_local = false;                 // the tau = 1 comparison chosen (used whenever no twin is open)
     bool show_open_dialog = false;
     bool open_dialog_for_twin = false;
     bool show_help = false;

@@ -116,12 +116,14 @@ public:
         m_apply_tab = true;
         m_views.export_dialog.SetOptions(s.export_options);
         m_pending_twin = s.twin_dir;
+        if (s.layer_local) m_state.layer_local_request = true;
     }
 
     Session CurrentSession() {
         Session s;
         s.model_dir = m_state.model ? m_state.model->dir : "";
         s.twin_dir = m_state.twin ? m_state.twin->dir : "";
+        s.layer_local = !m_state.twin && m_state.layer_local;
         s.device = m_device;
         s.text = m_state.text;
         s.truncate = m_state.truncate;
@@ -277,6 +279,12 @@ public:
             m_worker.CloseTwin();
             m_state.close_twin_request = false;
         }
+        if (m_state.layer_local_request) {
+            m_state.layer_local = *m_state.layer_local_request;
+            m_state.layer_local_request.reset();
+            m_worker.SetComparison(m_state.layer_local ? model::Comparison::LayerLocal : model::Comparison::Counterfactual);
+            if (m_state.twin) m_worker.CloseTwin();
+        }
         if (m_state.text_changed) {
             m_state.text_changed = false;
             RequestAnalysis();
@@ -353,11 +361,16 @@ private:
         if (!ImGui::BeginMenuBar()) return;
         if (ImGui::BeginMenu("File")) {
             if (ImGui::MenuItem("Open model...", "Ctrl+O")) OpenDialogFor(false);
-            if (ImGui::MenuItem("Compare with tau=1 (counterfactual)", nullptr, !m_state.twin, m_state.twin.has_value()))
-                m_state.close_twin_request = true;
+            if (ImGui::MenuItem("Compare with tau=1 (counterfactual)", nullptr, !m_state.twin && !m_state.layer_local))
+                m_state.layer_local_request = false;
             if (ImGui::IsItemHovered())
                 ImGui::SetTooltip("The same weights with tau_q = tau_v = 1 everywhere. A whole second forward pass: from layer 1 on\n"
                                   "its heads read a different residual stream, so a later layer's difference is not its temperatures alone.");
+            if (ImGui::MenuItem("Compare with tau=1, layer by layer", nullptr, !m_state.twin && m_state.layer_local))
+                m_state.layer_local_request = true;
+            if (ImGui::IsItemHovered())
+                ImGui::SetTooltip("At each layer, the SSA model's own q and k with tau = 1: what that layer's temperatures do,\n"
+                                  "with nothing below it changed.");
             const std::string beside = m_state.model && !m_state.twin ? TwinBeside(m_state.model->dir) : "";
             if (!beside.empty() && ImGui::MenuItem("Compare with the twin beside this model")) m_state.open_twin_request = beside;
             if (!beside.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", beside.c_str());

@@ -256,14 +256,12 @@ void HeatmapView::DrawToolbar(AppState& state) {
     const std::string current = "vs " + compare_label + (beside.empty() ? "" : " *");
     if (ImGui::BeginCombo("##compare", current.c_str())) {
         const bool local = a.comparison == model::Comparison::LayerLocal;
-        if (ImGui::Selectable("tau=1 (counterfactual)", !state.twin && !local) && state.twin) state.close_twin_request = true;
+        if (ImGui::Selectable("tau=1 (counterfactual)", !state.twin && !local)) state.layer_local_request = false;
         viz::ItemTooltip("The same weights with tau_q = tau_v = 1 everywhere. A whole second forward pass: from layer 1 on, "
                          "its heads read a different residual stream, so a later layer's difference is not its temperatures alone.");
-        // The engine has it (model::Engine::SetComparison, `ssaviz export --compare local`); the
-        // inference worker does not pass it on yet.
-        ImGui::Selectable("tau=1 local (layer by layer)", local, ImGuiSelectableFlags_Disabled);
+        if (ImGui::Selectable("tau=1 local (layer by layer)", !state.twin && local)) state.layer_local_request = true;
         viz::ItemTooltip("At each layer, the SSA model's own q and k with tau = 1: what that layer's temperatures do, with "
-                         "nothing below it changed. Not yet in the window: use `ssaviz export --compare local`.");
+                         "nothing below it changed (`ssaviz export --compare local`).");
         if (state.twin) {
             ImGui::Selectable(("twin: " + state.twin->dir).c_str(), true);
         } else if (!beside.empty()) {

@@ -26,6 +26,7 @@ import collections
 import json
 import math
 import os
+import shutil
 import struct
 import sys
 import time
@@ -162,6 +163,11 @@ CASES = [
     dict(name="ddp_prefix", seed=117, H=2, E=16, P=32, V=50, T=12, act="gelu_new",
          q=side("sigmoid", "feature", "sum", True, False), v=side(None, "shared", "sum", False, False),
          outer="module.", desc="a DistributedDataParallel state dict: HF names under 'module.'"),
+    dict(name="paper_gpt2_vocab", seed=119, L=3, H=2, E=16, P=64, V=50257, T=24, act="gelu_new",
+         q=side("sigmoid", "shared", "sum", True, True), v=side(None, "shared", "sum", False, True),
+         tokenizer="gpt2",
+         desc="the paper's form on GPT-2's vocabulary, with GPT-2's tokenizer files, so model::Engine opens "
+              "it (the layer-local comparison's reference)"),
     dict(name="gpt2_small", seed=118, L=12, H=12, E=768, P=1024, V=50257, T=16, act="gelu_new",
          q=side("sigmoid", "shared", "sum", True, True), v=None, prefix="transformer.",
          storage="F16", checkpoints=("hf",), hf_only=True, matrix_scale=0.2,
@@ -393,8 +399,10 @@ def temperature(s, W, l, tag, h, H, zs):
     raise ValueError(s["combine"])
 
 
-def forward(case, W, ids, vanilla):
-    """Returns logits [T,V], attention [L,H,T,T], tau_q, tau_v [L,H,T], LN1 outputs [L,T,E]."""
+def forward(case, W, ids, vanilla, local=None):
+    """Returns logits [T,V], attention [L,H,T,T], tau_q, tau_v [L,H,T], LN1 outputs [L,T,E].
+    `local` [L,H,T,T], when given, receives the layer-local tau = 1 maps: each layer's own q and k
+    (the SSA model's residual stream) with tau_q = 1."""
     H, E = case["H"], case["E"]
     d = E // H
     eps = 1e-5
@@ -430,6 +438,8 @@ def forward(case, W, ids, vanilla):
                 p = e / e.sum()
                 attn[l, h, i, :i + 1] = p
                 y[i] = (p[:, None] * (tau_v[l, h, :i + 1, None] * v[:i + 1])).sum(dim=0)
+                if local is not None:
+                    local[l, h, i, :i + 1] = torch.softmax((k[:i + 1] @ q[i]) / math.sqrt(d), dim=0)
             heads_out.append(y)
         y = torch.cat(heads_out, dim=1)
         hidden = hidden + (y @ W[f"{l}.attn_proj.w"] + W[f"{l}.attn_proj.b"])
@@ -593,8 +603,13 @@ def run_case(case, out_dir):
         write_safetensors(os.path.join(d, "model.safetensors"), stored_tensors(case, W),
                           dtype=case.get("storage", "F32"), metadata={"format": "pt"})
     write_checkpoints(case, W, d)
+    if case.get("tokenizer"):
+        source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "assets", "tokenizers", case["tokenizer"])
+        for f in ("vocab.json", "merges.txt"):
+            shutil.copyfile(os.path.join(source, f), os.path.join(d, f))
 
-    logits, attn, tau_q, tau_v, _ = forward(case, W, ids, vanilla=False)
+    attn_local = torch.zeros(case.get("L", 2), H, T, T, dtype=torch.float32)
+    logits, attn, tau_q, tau_v, _ = forward(case, W, ids, vanilla=False, local=attn_local)
     logits_v, attn_v, _, _, ln1_v = forward(case, W, ids, vanilla=True)
     attn_mha = mha_maps(case, W, ln1_v)
 
@@ -641,6 +656,8 @@ def run_case(case, out_dir):
     ref += [("js", f32(js)), ("l1", f32(l1))]
     ref += [(k + "_vanilla", f32(mv[k])) for k in mv]
     ref += [("qk_opnorm", f32(opn)), ("qk_eig_mean", f32(emean)), ("qk_eig_var", f32(evar))]
+    js_local, l1_local = compare_metrics(A, attn_local.double().numpy())
+    ref += [("attention_local", attn_local), ("js_local", f32(js_local)), ("l1_local", f32(l1_local))]
     write_safetensors(os.path.join(d, "reference.safetensors"), ref, dtype="F32",
                       metadata={"generator": "tests/model/ssa_reference.py",
                                 "case": name})

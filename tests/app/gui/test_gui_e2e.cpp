@@ -133,11 +133,12 @@ std::vector<std::string> FilesUnder(const std::string& dir) {
 const std::string kSessionText = "The keeper lit the lamp; ships passed safely: caf\xC3\xA9, na\xC3\xAFve.";
 
 // A session with everything set away from the defaults.
-std::string WriteSession(const std::string& dir) {
+std::string WriteSession(const std::string& dir, const std::string& compare = "vanilla") {
     const std::string model = (fs::path(SSAVIZ_BINARY).parent_path() / "models" / "default").string();
     nlohmann::json session = {
         {"ssaviz_session", 1},
         {"model", model},
+        {"compare", compare},
         {"text", kSessionText},
         {"selected", {2, 3}},
         {"pinned", {{0, 1, "diff"}, {3, 2}}},  // a pin keeps its own map; [layer, head] is an SSA pin
@@ -195,11 +196,13 @@ TEST(EndToEnd, SessionReopensExactly) {
 }
 
 // The export dialog and `ssaviz export` write the same files, byte for byte, for the same settings.
-TEST(EndToEnd, GuiExportEqualsCommandLineExport) {
-    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_export";
+// The window's export (the dialog's own path, with the session's settings) writes the same bytes
+// as `ssaviz export` with the same settings; `compare` is the session's and --compare's.
+void ExpectGuiExportEqualsCommandLine(const std::string& name, const std::string& compare) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/" + name;
     fs::remove_all(dir);
     fs::create_directories(dir);
-    const std::string session = WriteSession(dir), gui_out = dir + "/gui", cli_out = dir + "/cli";
+    const std::string session = WriteSession(dir, compare), gui_out = dir + "/gui", cli_out = dir + "/cli";
     // Both on one compute thread: OpenBLAS's sums depend on its thread count (by ~2e-6 on a
     // 2-core AMD EPYC with its Haswell kernels), and the window leaves a core to the UI.
     struct OneThread {
@@ -212,14 +215,21 @@ TEST(EndToEnd, GuiExportEqualsCommandLineExport) {
     const std::string model = (fs::path(SSAVIZ_BINARY).parent_path() / "models" / "default").string();
     const std::string cli = std::string(SSAVIZ_BINARY) + " export --model " + model + " --text-file " + dir + "/text.txt --out " + cli_out +
                             " --format json,npy,csv,png,svg,html --maps ssa,vanilla,diff --layers 1 --heads 0,2 --colormap magma --log"
-                            " --size 256 --highlight tau_q --highlight-scope 1,2 --sink-eps 0.35";
+                            " --size 256 --highlight tau_q --highlight-scope 1,2 --sink-eps 0.35 --compare " + compare;
     ASSERT_EQ(RunCommand(cli, dir + "/cli.log"), 0) << ReadFile(dir + "/cli.log");
     const std::vector<std::string> files = FilesUnder(gui_out);
     EXPECT_EQ(files, FilesUnder(cli_out));
     EXPECT_GT(files.size(), 30u);
     for (const std::string& f : files)
         EXPECT_TRUE(ReadFile(gui_out + "/" + f) == ReadFile(cli_out + "/" + f)) << f << " differs between the GUI and the command line";
+    const nlohmann::json metrics = nlohmann::json::parse(ReadFile(gui_out + "/metrics.json"), nullptr, false);
+    EXPECT_EQ(metrics.value("comparison_kind", ""), compare == "local" ? "local" : "counterfactual");
 }
+
+TEST(EndToEnd, GuiExportEqualsCommandLineExport) { ExpectGuiExportEqualsCommandLine("e2e_export", "vanilla"); }
+
+// The layer-local tau = 1 comparison chosen in a session reaches the window's engine.
+TEST(EndToEnd, GuiExportEqualsCommandLineExportLayerLocal) { ExpectGuiExportEqualsCommandLine("e2e_export_local", "local"); }
 
 }  // namespace
 

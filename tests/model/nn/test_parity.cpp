@@ -9,7 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
+
 #include "model/io/safetensors.h"
+#include "model/nn/analysis.h"
 #include "model/nn/ssa_gpt.h"
 #include "tests/model/reference.h"
 
@@ -143,6 +146,46 @@ TEST(Device, CudaWithoutGpuIsAClearError) {
     auto cpu = model::ResolveDevice("cpu");
     ASSERT_TRUE(cpu.ok());
     EXPECT_TRUE(cpu->is_cpu());
+}
+
+}  // namespace
+
+namespace {
+
+// The layer-local tau = 1 comparison of model::Engine (what `export --compare local` and the
+// window's "tau=1 local" show) against the reference's: at each layer, softmax(q k^T / sqrt(D))
+// of the SSA model's own q and k, computed row by row in PyTorch. The case has GPT-2's vocabulary
+// and tokenizer files, so the engine opens its folder as a user's model.
+TEST(LayerLocal, EngineMapsAndDivergenceEqualTheReference) {
+    ReferenceCase c("paper_gpt2_vocab");
+    ASSERT_TRUE(c.ok) << c.error;
+    auto engine = model::Engine::Open(std::string(SSAVIZ_TEST_OUT) + "/ref/paper_gpt2_vocab", "cpu");
+    ASSERT_TRUE(engine.ok()) << engine.error();
+    ASSERT_TRUE((*engine)->SetComparison(model::Comparison::LayerLocal).ok());
+    model::Tokenization tokens;
+    tokens.ids = c.ids;
+    tokens.pieces.assign(c.ids.size(), "x");
+    tokens.offsets.assign(c.ids.size(), {0, 0});
+    auto a = (*engine)->Analyze(tokens);
+    ASSERT_TRUE(a.ok()) << a.error();
+    EXPECT_EQ(a->comparison, model::Comparison::LayerLocal);
+    const at::Tensor want = c.Ref("attention_local"), want_ssa = c.Ref("attention");
+    const int T = a->n_tokens;
+    float worst = 0;
+    for (int l = 0; l < a->n_layer; ++l)
+        for (int h = 0; h < a->n_head; ++h) {
+            const model::HeadMap local = a->Map(model::MapSide::Compare, l, h), ssa = a->Map(model::MapSide::Ssa, l, h);
+            ASSERT_TRUE(local && ssa);
+            const at::Tensor got = at::from_blob(const_cast<float*>(local->data()), {T, T}).clone();
+            CheckClose(got, want[l][h], kMapTolerance, "attention_local");
+            CheckClose(at::from_blob(const_cast<float*>(ssa->data()), {T, T}).clone(), want_ssa[l][h], kMapTolerance, "attention");
+            worst = std::max(worst, (got - want[l][h]).abs().max().item<float>());
+        }
+    // The comparison is not the counterfactual: from layer 1 on the two differ.
+    EXPECT_GT((want - c.Ref("attention_vanilla")).abs().max().item<float>(), 1e-3f);
+    CheckClose(at::tensor(a->js).view({a->n_layer, a->n_head, T}), c.Ref("js_local"), 1e-5, "js_local");
+    CheckClose(at::tensor(a->l1).view({a->n_layer, a->n_head, T}), c.Ref("l1_local"), 1e-5, "l1_local");
+    std::printf("layer-local maps: largest difference from the reference %.3g\n", worst);
 }
 
 }  // namespace
