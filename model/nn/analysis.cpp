@@ -369,10 +369,17 @@ struct LayerRows {
     at::Tensor js, l1;                       // [H, T]
     at::Tensor thumbnails[3];                // [H, side, side]: SSA, comparison, difference
 };
+// One side's predictions: the last layer's output and what it predicts, every position so far.
+struct SidePredictions {
+    at::Tensor hidden;              // [1, T, E]
+    at::Tensor loss, rank;          // [T - 1] float32, int64
+    at::Tensor top_ids, top_probs;  // [T, K] int64, float32
+};
 struct AnalysisCache {
     std::vector<int32_t> ids;
     int pool = 0;
     std::vector<LayerRows> layers;
+    SidePredictions predictions[2];  // none for the layer-local comparison
     std::shared_ptr<const RecomputedMaps> maps;
 };
 
@@ -383,8 +390,95 @@ const char* ToString(Comparison c) {
         case Comparison::Counterfactual: return "counterfactual";
         case Comparison::LayerLocal: return "local";
         case Comparison::Twin: return "twin";
+        case Comparison::Unedited: return "unedited";
     }
     return "?";
+}
+
+std::string Describe(const Intervention& x) {
+    std::string where = "L" + std::to_string(x.layer) + (x.head < 0 ? " all heads" : " H" + std::to_string(x.head));
+    switch (x.kind) {
+        case Intervention::Kind::Ablate: return where + ": tau = 1";
+        case Intervention::Kind::PositionOnly: return where + ": position term only";
+        case Intervention::Kind::TokenOnly: return where + ": token term only";
+        case Intervention::Kind::Scale: {
+            char scale[32];
+            std::snprintf(scale, sizeof scale, "%g", x.scale);
+            return where + ": (tau_q - 1) x " + scale;
+        }
+    }
+    return where;
+}
+
+std::string FormatInterventions(const std::vector<Intervention>& list) {
+    std::string out;
+    for (const Intervention& x : list) {
+        if (!out.empty()) out += ",";
+        out += std::to_string(x.layer) + ":" + (x.head < 0 ? std::string("*") : std::to_string(x.head));
+        if (x.kind == Intervention::Kind::PositionOnly) out += "=pos";
+        if (x.kind == Intervention::Kind::TokenOnly) out += "=tok";
+        if (x.kind == Intervention::Kind::Scale) {
+            char scale[32];
+            std::snprintf(scale, sizeof scale, "=x%.9g", x.scale);
+            out += scale;
+        }
+    }
+    return out;
+}
+
+Result<std::vector<Intervention>> ParseInterventions(std::string_view spec, int n_layer, int n_head) {
+    std::vector<Intervention> list;
+    const std::string shape = " (the model has " + std::to_string(n_layer) + " layers x " + std::to_string(n_head) + " heads)";
+    auto whole = [](std::string_view text, int* out) {  // a small non-negative whole number
+        if (text.empty() || text.size() > 6) return false;
+        int v = 0;
+        for (char ch : text) {
+            if (ch < '0' || ch > '9') return false;
+            v = v * 10 + (ch - '0');
+        }
+        *out = v;
+        return true;
+    };
+    size_t start = 0;
+    while (start <= spec.size()) {
+        const size_t comma = std::min(spec.find(',', start), spec.size());
+        const std::string_view item = spec.substr(start, comma - start);
+        const std::string shown = "'" + EscapeForMessage(item, 64) + "'";
+        Intervention x;
+        const size_t colon = item.find(':'), equals = item.find('=');
+        if (colon == std::string_view::npos) return Fail("--ablate item " + shown + " is not LAYER:HEAD or LAYER:*");
+        const std::string_view layer = item.substr(0, colon);
+        const std::string_view head = item.substr(colon + 1, equals == std::string_view::npos ? std::string_view::npos : equals - colon - 1);
+        if (!whole(layer, &x.layer) || x.layer >= n_layer) return Fail("--ablate item " + shown + " names no layer of the model" + shape);
+        if (head == "*") x.head = -1;
+        else if (!whole(head, &x.head) || x.head >= n_head) return Fail("--ablate item " + shown + " names no head of the model" + shape);
+        if (equals != std::string_view::npos) {
+            const std::string_view what = item.substr(equals + 1);
+            if (what == "pos") x.kind = Intervention::Kind::PositionOnly;
+            else if (what == "tok") x.kind = Intervention::Kind::TokenOnly;
+            else if (what.size() > 1 && what[0] == 'x') {
+                const std::string number(what.substr(1));
+                char* end = nullptr;
+                const double v = std::strtod(number.c_str(), &end);
+                if (end != number.c_str() + number.size() || !std::isfinite(v) || std::abs(v) > 1e6)
+                    return Fail("--ablate item " + shown + ": the scale is not a finite number");
+                x.kind = Intervention::Kind::Scale;
+                x.scale = static_cast<float>(v);
+            } else {
+                return Fail("--ablate item " + shown + ": after '=' comes pos, tok or xSCALE");
+            }
+        }
+        list.push_back(x);
+        start = comma + 1;
+    }
+    return list;
+}
+
+float MeanLoss(const std::vector<float>& loss) {
+    if (loss.empty()) return NAN;
+    double sum = 0;
+    for (float v : loss) sum += v;
+    return static_cast<float>(sum / static_cast<double>(loss.size()));
 }
 
 struct Engine::Impl {
@@ -392,6 +486,7 @@ struct Engine::Impl {
     LoadedModel model;
     std::unique_ptr<LoadedModel> twin;
     Comparison comparison = Comparison::Counterfactual;  // without a twin
+    std::vector<Intervention> interventions;
     AnalysisCache cache;
 };
 
@@ -400,6 +495,7 @@ Engine::~Engine() = default;
 
 Result<std::unique_ptr<Engine>> Engine::Open(const std::string& model_dir, const std::string& device_name, const ConfigHints& hints,
                                              const std::string& dtype_name) {
+    KeepFreedMemoryForReuse();  // the analysis's blocks of rows come and go by the thousand
     auto device = ResolveDevice(device_name);
     if (!device) return Fail(device.error());
     auto compute = ResolveComputeDtype(dtype_name, *device);
@@ -443,6 +539,19 @@ Status Engine::SetComparison(Comparison comparison) {
 }
 
 Comparison Engine::comparison() const { return m_impl->twin ? Comparison::Twin : m_impl->comparison; }
+
+Status Engine::SetInterventions(std::vector<Intervention> interventions) {
+    const ModelConfig& c = m_impl->model.info.config;
+    for (const Intervention& x : interventions)
+        if (x.layer < 0 || x.layer >= c.n_layer || x.head < -1 || x.head >= c.n_head || (x.kind == Intervention::Kind::Scale && !std::isfinite(x.scale)))
+            return Fail("intervention '" + Describe(x) + "' does not fit the model (" + std::to_string(c.n_layer) + " layers x " +
+                        std::to_string(c.n_head) + " heads)");
+    if (interventions != m_impl->interventions) m_impl->cache = {};
+    m_impl->interventions = std::move(interventions);
+    return Ok{};
+}
+
+const std::vector<Intervention>& Engine::interventions() const { return m_impl->interventions; }
 const ModelInfo& Engine::Info() const { return m_impl->model.info; }
 const ModelInfo* Engine::TwinInfo() const { return m_impl->twin ? &m_impl->twin->info : nullptr; }
 const Tokenizer& Engine::tokenizer() const { return *m_impl->model.tokenizer; }
@@ -502,6 +611,36 @@ Result<Tokenization> Engine::Tokenize(std::string_view text, bool truncate) cons
 }
 
 namespace {
+
+// The interventions as per-layer edits on the device; a layer without any has undefined tensors.
+std::vector<TemperatureEdit> MakeEdits(const std::vector<Intervention>& interventions, const ModelConfig& c, at::Device device) {
+    std::vector<TemperatureEdit> edits(c.n_layer);
+    for (int l = 0; l < c.n_layer; ++l) {
+        std::vector<uint8_t> position(c.n_head, 1), token(c.n_head, 1), value_off(c.n_head, 0);
+        std::vector<float> scale(c.n_head, 1.0f);
+        bool any = false;
+        for (const Intervention& x : interventions) {
+            if (x.layer != l) continue;
+            any = true;
+            for (int h = 0; h < c.n_head; ++h) {
+                if (x.head >= 0 && x.head != h) continue;
+                switch (x.kind) {
+                    case Intervention::Kind::Ablate: position[h] = token[h] = 0; value_off[h] = 1; break;
+                    case Intervention::Kind::PositionOnly: token[h] = 0; break;
+                    case Intervention::Kind::TokenOnly: position[h] = 0; break;
+                    case Intervention::Kind::Scale: scale[h] *= x.scale; break;
+                }
+            }
+        }
+        if (!any) continue;
+        auto mask = [&](const std::vector<uint8_t>& v) {
+            return at::tensor(at::ArrayRef<uint8_t>(v), at::kByte).to(device, at::kBool).view({c.n_head, 1});
+        };
+        const at::Tensor s = at::tensor(at::ArrayRef<float>(scale)).view({c.n_head, 1});
+        edits[l] = {mask(position), mask(token), mask(value_off), s.to(device), (s != 1).to(device)};
+    }
+    return edits;
+}
 
 // Rows < p of `old` followed by `rows`, along dimension 1 (positions): [H, p + R, ...].
 at::Tensor Join(const at::Tensor& old, int64_t p, const at::Tensor& rows) {
@@ -574,6 +713,7 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         stream[0] = Embed(ssa, index, p);
         if (!local) stream[1] = Embed(other, index, p);
     }
+    const std::vector<TemperatureEdit> edits = MakeEdits(m_impl->interventions, c, device);
     // Rows a block: a multiple of the pool, so blocks pool on their own.
     const int64_t fit = static_cast<int64_t>(kBlockBytes / (sizeof(float) * static_cast<size_t>(c.n_head) * static_cast<size_t>(T)));
     const int64_t block = std::max<int64_t>(pool, fit / pool * pool);
@@ -610,8 +750,9 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
                 const KeyValues prefix{keys[s].defined() ? keys[s].unsqueeze(0) : at::Tensor(),
                                        values[s].defined() ? values[s].unsqueeze(0) : at::Tensor()};
                 BlockCapture capture;
+                const TemperatureEdit* edit = s == 0 && edits[l].keep_position.defined() ? &edits[l] : nullptr;
                 out[s].push_back(Block(model.config, model.layers[l], stream[s].narrow(1, from - p, b - from), vanilla, &capture, from,
-                                       from > 0 ? &prefix : nullptr));
+                                       from > 0 ? &prefix : nullptr, edit));
                 keys[s] = capture.k[0];
                 values[s] = capture.vs[0];
                 q[s].push_back(capture.q[0]);
@@ -705,6 +846,45 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     }
     if (p > 0 && old.maps) maps->Reuse(*old.maps, p);
 
+    // Predictions from the last layer's output, rows from p - 1 on (row p - 1 predicts token p).
+    const at::Tensor next_ids = at::tensor(at::ArrayRef<int32_t>(tokens.ids), at::kInt).to(device, at::kLong);
+    at::Tensor next_logits;
+    for (int s = 0; s < 2; ++s) {
+        if (s == 1 && local) continue;
+        const SsaGpt& model = s == 0 ? ssa : other;
+        const SidePredictions* was = p > 0 ? &old.predictions[s] : nullptr;
+        SidePredictions& now = next.predictions[s];
+        now.hidden = p < T ? Join(was ? was->hidden : at::Tensor(), p, stream[s]) : was->hidden.narrow(1, 0, T);
+        const int64_t lo = std::max<int64_t>(p - 1, 0), V = model.config.vocab_size;
+        const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(kBlockBytes / (sizeof(float) * static_cast<size_t>(V))));
+        std::vector<at::Tensor> loss, rank, ids, probs;
+        for (int64_t a = lo; a < T; a += rows) {
+            const int64_t n = std::min(rows, T - a), m = std::min(n, T - 1 - a);  // m rows have a next token
+            const at::Tensor logits = Logits(model, now.hidden.narrow(1, a, n))[0].to(at::kFloat);  // [n, V]
+            const at::Tensor logp = at::log_softmax(logits, -1);
+            auto top = at::topk(logp, std::min<int64_t>(Analysis::kTopK, V), -1);
+            ids.push_back(std::get<1>(top));
+            probs.push_back(at::exp(std::get<0>(top)));
+            if (m > 0) {
+                const at::Tensor head = logp.narrow(0, 0, m);
+                const at::Tensor actual = head.gather(1, next_ids.narrow(0, a + 1, m).unsqueeze(1));  // [m, 1]
+                loss.push_back(-actual.squeeze(1));
+                rank.push_back((head > actual).sum(1));
+            }
+            if (s == 0 && a + n == T) next_logits = logits[n - 1];
+        }
+        auto join0 = [&](const at::Tensor& old_rows, int64_t keep, std::vector<at::Tensor>& parts) {
+            at::Tensor fresh = parts.empty() ? at::Tensor() : at::cat(parts, 0);
+            if (!was || keep == 0) return fresh.defined() ? fresh : at::empty({0}, old_rows.defined() ? old_rows.options() : at::TensorOptions());
+            const at::Tensor kept = old_rows.narrow(0, 0, keep);
+            return fresh.defined() ? at::cat({kept, fresh}, 0) : kept.contiguous();
+        };
+        now.loss = join0(was ? was->loss : at::Tensor(), lo, loss);
+        now.rank = join0(was ? was->rank : at::Tensor(), lo, rank);
+        now.top_ids = join0(was ? was->top_ids : at::Tensor(), lo, ids);
+        now.top_probs = join0(was ? was->top_probs : at::Tensor(), lo, probs);
+    }
+
     const auto start = std::chrono::steady_clock::now();
     Analysis a;
     a.n_layer = c.n_layer;
@@ -739,6 +919,20 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     a.effective_qk_norm = ToHost(at::stack(tau_q) * spectrum.opnorm.to(device).unsqueeze(-1));
     a.maps = maps;
     a.reused_rows = static_cast<int>(p);
+    a.interventions = m_impl->interventions;
+    auto to_ints = [](const at::Tensor& t) {
+        const at::Tensor c = t.to(at::kCPU, at::kInt).contiguous();
+        return std::vector<int32_t>(c.data_ptr<int32_t>(), c.data_ptr<int32_t>() + c.numel());
+    };
+    for (int s = 0; s < 2; ++s) {
+        const SidePredictions& pr = next.predictions[s];
+        if (!pr.hidden.defined()) continue;
+        (s == 0 ? a.loss : a.loss_compare) = ToHost(pr.loss);
+        (s == 0 ? a.rank : a.rank_compare) = to_ints(pr.rank);
+        (s == 0 ? a.top_ids : a.top_ids_compare) = to_ints(pr.top_ids);
+        (s == 0 ? a.top_probs : a.top_probs_compare) = ToHost(pr.top_probs);
+    }
+    if (next_logits.defined()) a.next_logits = ToHost(next_logits);
     a.forward_ms = forward_ms;
     a.metrics_ms = metrics_ms + MillisecondsSince(start);
 

@@ -83,8 +83,33 @@ Thumbnails MakeThumbnails(const std::vector<float>& ssa, const std::vector<float
 // every layer, a whole second forward pass, so its later layers see a different residual stream;
 // the layer-local one asks only what each layer's temperatures do to that layer: at each layer
 // the SSA model's own q and k (the same input), with tau = 1. A twin is a separately trained model.
-enum class Comparison { Counterfactual, LayerLocal, Twin };
-const char* ToString(Comparison c);  // "counterfactual", "local", "twin"
+enum class Comparison { Counterfactual, LayerLocal, Twin, Unedited };
+const char* ToString(Comparison c);  // "counterfactual", "local", "twin", "unedited"
+
+// A what-if on the SSA side's temperatures, for one head or a whole layer (issue 17). With the
+// Unedited comparison, the difference views and the delta loss show its effect alone.
+struct Intervention {
+    enum class Kind {
+        Ablate,        // tau_q = tau_v = 1: the head without SSA
+        PositionOnly,  // tau_q keeps its position term only (the token term 0)
+        TokenOnly,     // tau_q keeps its token term only (the position term 1)
+        Scale,         // tau_q = 1 + scale (tau_q - 1)
+    };
+    Kind kind = Kind::Ablate;
+    int layer = 0;
+    int head = -1;      // -1: every head of the layer
+    float scale = 0.0f; // Scale only
+    bool operator==(const Intervention& o) const {
+        return kind == o.kind && layer == o.layer && head == o.head && (kind != Kind::Scale || scale == o.scale);
+    }
+};
+// "L1 H2: tau = 1", "L0 all heads: position term only", "L2 H0: (tau_q - 1) x 0.5"
+std::string Describe(const Intervention& intervention);
+// The --ablate syntax: comma-separated "L:H" or "L:*" (every head of layer L), each optionally
+// followed by "=pos" (position term only), "=tok" (token term only) or "=xS" (scale tau_q - 1 by
+// S, a finite number); plain is tau = 1. Errors name the item and the model's shape.
+Result<std::vector<Intervention>> ParseInterventions(std::string_view spec, int n_layer, int n_head);
+std::string FormatInterventions(const std::vector<Intervention>& interventions);  // the inverse
 
 struct Analysis {
     int n_layer = 0, n_head = 0, n_tokens = 0;
@@ -104,6 +129,17 @@ struct Analysis {
     std::vector<float> effective_qk_norm;        // [L, H, T] tau_q(i) * ||W_qk||_2
     double forward_ms = 0, metrics_ms = 0;
     int reused_rows = 0;  // positions taken from the previous analysis (its ids agreed up to here)
+    std::vector<Intervention> interventions;  // applied to the SSA side
+
+    // Predictions (issue 17). Position t's logits predict token t + 1.
+    static constexpr int kTopK = 10;
+    std::vector<float> loss, loss_compare;          // [T - 1]: entry t - 1 is -ln p(token t | tokens < t), nats
+    std::vector<int32_t> rank, rank_compare;        // [T - 1]: token t's 0-based rank among its predictions
+    std::vector<int32_t> top_ids, top_ids_compare;  // [T, kTopK]: each position's most likely next tokens
+    std::vector<float> top_probs, top_probs_compare;  // [T, kTopK]
+    std::vector<float> next_logits;                 // [V]: the SSA side's logits after the last token
+    // The comparison's predictions are empty for the layer-local comparison (no forward pass of its own).
+    bool HasComparePredictions() const { return !loss_compare.empty() || (n_tokens == 1 && !top_ids_compare.empty()); }
     std::string device;
 
     // Head (l, h)'s full map on one side; null without maps or for a head outside the model.
@@ -114,6 +150,8 @@ struct Analysis {
 // The mean of a [L, H, T] array over rows 1..T-1 of one head (the single-key row is skipped);
 // NaN for T == 1.
 float HeadRowMean(const std::vector<float>& rows, const Analysis& a, int l, int h);
+// The mean of a loss array (NaN when empty): mean loss in nats; exp of it is the perplexity.
+float MeanLoss(const std::vector<float>& loss);
 
 // Mean, min and max of one head's [T] slice of a [L, H, T] array over every token (the first
 // included), as for temperatures; NaN when the array is too short or T == 0.
@@ -144,8 +182,11 @@ public:
     // have the same layers, heads and tokenizer.
     Status OpenTwin(const std::string& twin_dir, const ConfigHints& hints = {});
     void CloseTwin();
-    // Without a twin, which tau = 1 comparison to run (Counterfactual by default; Twin is refused).
+    // Without a twin, which comparison to run (Counterfactual by default; Twin is refused).
     Status SetComparison(Comparison comparison);
+    // What-ifs on the SSA side (none by default); each must name a layer and head of the model.
+    Status SetInterventions(std::vector<Intervention> interventions);
+    const std::vector<Intervention>& interventions() const;
     Comparison comparison() const;  // Twin while a twin is open
 
     const ModelInfo& Info() const;

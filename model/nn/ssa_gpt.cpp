@@ -284,7 +284,7 @@ at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Ten
 }
 
 at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& x, bool vanilla, BlockCapture* capture,
-                 int64_t first, const KeyValues* prefix) {
+                 int64_t first, const KeyValues* prefix, const TemperatureEdit* edit) {
     const int64_t B = x.size(0), R = x.size(1), E = c.n_embd, H = c.n_head, D = c.HeadSize();
     const auto opts = x.options();
     at::Tensor h = at::layer_norm(x, {E}, w.ln1_w, w.ln1_b, c.layer_norm_epsilon);  // [B, R, E]
@@ -297,9 +297,17 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
     TemperatureTerms terms;
     if (use_q) {
         terms = TemperatureParts(c.query, w.q, q, h, first);
+        if (edit) {  // where() rather than arithmetic, so unedited heads keep their exact values
+            terms.position = at::where(edit->keep_position, terms.position, at::ones_like(terms.position));
+            terms.token = at::where(edit->keep_token, terms.token, at::zeros_like(terms.token));
+        }
         tau_q = CombineTemperature(c.query, terms);  // [B, H, R]
+        if (edit) tau_q = at::where(edit->scaled, 1 + edit->scale.to(tau_q.scalar_type()) * (tau_q - 1), tau_q);
     }
-    if (use_v) tau_v = Temperature(c.value, w.v, v, h, first);
+    if (use_v) {
+        tau_v = Temperature(c.value, w.v, v, h, first);
+        if (edit) tau_v = at::where(edit->value_off, at::ones_like(tau_v), tau_v);
+    }
     at::Tensor vs = use_v ? v * tau_v.unsqueeze(-1) : v;
     if (prefix && first > 0) {  // every key and value the rows attend to: [B, H, first + R, D]
         k = at::cat({prefix->k, k}, 2);

@@ -135,11 +135,21 @@ at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Ten
 inline at::Tensor AttentionWeights(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q) {
     return AttentionRows(q, k, tau_q, 0);  // every row: [..., T, T]
 }
+// Per-head changes to one layer's temperatures (the what-ifs of model::Intervention), [H] each on
+// the model's device: the query temperature keeps or drops each term (a dropped position term is
+// 1, a dropped token term 0), then tau_q = 1 + scale (tau_q - 1); value_off sets tau_v = 1.
+struct TemperatureEdit {
+    at::Tensor keep_position, keep_token, value_off;  // bool [H, 1]
+    at::Tensor scale;                                 // [H, 1]
+    at::Tensor scaled;                                // bool [H, 1]: scale != 1
+};
 at::Tensor Embed(const SsaGpt& model, const at::Tensor& ids, int64_t first = 0);  // ids [B, R] int64 at positions first.. -> [B, R, E]
 // One pre-LayerNorm block: x [B, R, E] (positions first..first+R-1) -> [B, R, E]; `vanilla` sets
 // tau_q = tau_v = 1. `prefix` holds positions 0..first-1's keys and values (null when first is 0).
+// `edit` (null: none) changes the temperatures of some heads.
 at::Tensor Block(const ModelConfig& config, const LayerWeights& weights, const at::Tensor& x, bool vanilla,
-                 BlockCapture* capture = nullptr, int64_t first = 0, const KeyValues* prefix = nullptr);
+                 BlockCapture* capture = nullptr, int64_t first = 0, const KeyValues* prefix = nullptr,
+                 const TemperatureEdit* edit = nullptr);
 at::Tensor Logits(const SsaGpt& model, const at::Tensor& x);  // final LayerNorm and tied head: [B, T, V]
 
 // "f32", "bf16" or "f16" (CUDA only) -> the compute dtype; captures are float32 whatever it is.

@@ -91,6 +91,35 @@ float CompareAnalyses(const model::Analysis& got, const model::Analysis& want, s
     check(got.tau_q_position, want.tau_q_position, "tau_q_position");
     check(got.tau_q_token, want.tau_q_token, "tau_q_token");
     check(got.effective_qk_norm, want.effective_qk_norm, "effective_qk_norm");
+    check(got.loss, want.loss, "loss");
+    check(got.loss_compare, want.loss_compare, "loss_compare");
+    check(got.top_probs, want.top_probs, "top_probs");
+    check(got.top_probs_compare, want.top_probs_compare, "top_probs_compare");
+    check(got.next_logits, want.next_logits, "next_logits");
+    // Ids and ranks are integers: rounding may swap near-equal logits. A rank counts the logits above
+    // the actual token's, and a random model has tens of thousands of near-equal ones, so a few
+    // within rounding of it may move: ranks agree within 0.1% of the vocabulary.
+    auto ids_agree = [](const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+        if (a.size() != b.size()) return false;
+        size_t differ = 0;
+        for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
+        return differ * 100 <= a.size();
+    };
+    const int slack = std::max<int>(1, static_cast<int>(want.next_logits.size() / 1000));
+    auto ranks_agree = [&](const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+        if (a.size() != b.size()) return false;
+        for (size_t i = 0; i < a.size(); ++i)
+            if (std::abs(a[i] - b[i]) > slack) return false;
+        return true;
+    };
+    if (!ids_agree(got.top_ids, want.top_ids) || !ids_agree(got.top_ids_compare, want.top_ids_compare)) {
+        *what = "top ids";
+        return INFINITY;
+    }
+    if (!ranks_agree(got.rank, want.rank) || !ranks_agree(got.rank_compare, want.rank_compare)) {
+        *what = "ranks";
+        return INFINITY;
+    }
     if (got.thumbnails.side != want.thumbnails.side || got.thumbnails.pool != want.thumbnails.pool) {
         *what = "thumbnail shape";
         return INFINITY;
@@ -176,17 +205,17 @@ struct FormCase {
 
 class IncrementalForms : public ::testing::TestWithParam<FormCase> {};
 
-// Every form, with the counterfactual: 120 edits each, texts that grow past the 128-token context.
+// Every form, with the counterfactual: 80 edits each, texts that grow past the 128-token context.
 TEST_P(IncrementalForms, EqualsAFullAnalysisAfterRandomEdits) {
     const FormCase& form = GetParam();
     const std::string dir = WriteModel(form.name, SmallConfig(form.query, form.value, 128), 11);
     auto reusing = model::Engine::Open(dir, "cpu");
     auto fresh = model::Engine::Open(dir, "cpu");
     ASSERT_TRUE(reusing.ok() && fresh.ok());
-    const EditRun run = RunEdits(**reusing, **fresh, 1234, 120);
+    const EditRun run = RunEdits(**reusing, **fresh, 1234, 80);
     std::printf("%s, counterfactual: %d edits, %d reusing rows, largest difference %.3g\n", form.name, run.edits, run.reused,
                 run.worst);
-    EXPECT_EQ(run.edits, 120);
+    EXPECT_EQ(run.edits, 80);
     EXPECT_GT(run.reused, run.edits / 2) << "most edits leave a prefix to reuse";
 }
 
@@ -216,7 +245,7 @@ TEST(Incremental, LayerLocalComparisonAfterRandomEdits) {
     ASSERT_TRUE(reusing.ok() && fresh.ok());
     ASSERT_TRUE((*reusing)->SetComparison(Comparison::LayerLocal).ok());
     ASSERT_TRUE((*fresh)->SetComparison(Comparison::LayerLocal).ok());
-    const EditRun run = RunEdits(**reusing, **fresh, 99, 100);
+    const EditRun run = RunEdits(**reusing, **fresh, 99, 60);
     std::printf("paper, layer-local: %d edits, %d reusing rows, largest difference %.3g\n", run.edits, run.reused, run.worst);
     EXPECT_GT(run.reused, run.edits / 2);
 }
@@ -229,8 +258,26 @@ TEST(Incremental, TwinAfterRandomEdits) {
     ASSERT_TRUE(reusing.ok() && fresh.ok());
     ASSERT_TRUE((*reusing)->OpenTwin(twin).ok());
     ASSERT_TRUE((*fresh)->OpenTwin(twin).ok());
-    const EditRun run = RunEdits(**reusing, **fresh, 7, 100);
+    const EditRun run = RunEdits(**reusing, **fresh, 7, 60);
     std::printf("paper, twin: %d edits, %d reusing rows, largest difference %.3g\n", run.edits, run.reused, run.worst);
+    EXPECT_GT(run.reused, run.edits / 2);
+}
+
+// What-ifs on the SSA side against the unedited model: one head ablated, a layer's tau_q - 1 halved.
+TEST(Incremental, InterventionsAgainstTheUneditedModelAfterRandomEdits) {
+    const std::string dir = WriteModel("edits", PaperConfig(128), 18);
+    auto reusing = model::Engine::Open(dir, "cpu");
+    auto fresh = model::Engine::Open(dir, "cpu");
+    ASSERT_TRUE(reusing.ok() && fresh.ok());
+    auto edits = model::ParseInterventions("0:1,1:*=x0.5", 2, 2);
+    ASSERT_TRUE(edits.ok()) << edits.error();
+    for (model::Engine* e : {reusing->get(), fresh->get()}) {
+        ASSERT_TRUE(e->SetInterventions(*edits).ok());
+        ASSERT_TRUE(e->SetComparison(Comparison::Unedited).ok());
+    }
+    const EditRun run = RunEdits(**reusing, **fresh, 5, 40);
+    std::printf("paper, interventions against the unedited model: %d edits, %d reusing rows, largest difference %.3g\n", run.edits,
+                run.reused, run.worst);
     EXPECT_GT(run.reused, run.edits / 2);
 }
 
