@@ -17,7 +17,8 @@ namespace app {
 enum class MapMode { Ssa, Compare, Difference };                      // SSA, comparison (tau = 1 or twin), SSA - comparison
 // TauQPosition: tau_q's position term alone (1 + s ln i); TauQToken: its token term alone, shown as
 // 1 + tanh(...), what tau_q would be with the position term at 1 (for either combine).
-enum class TokenColor { TauQ, TauV, Entropy, Spikiness, SinkMass, TauQPosition, TauQToken };
+// Loss, LossCompare and LossDelta (loss - comparison's loss) are per token, not per head.
+enum class TokenColor { TauQ, TauV, Entropy, Spikiness, SinkMass, TauQPosition, TauQToken, Loss, LossCompare, LossDelta };
 enum class TokenScope { Head, LayerMean, ModelMean };
 
 struct HeadRef {
@@ -143,7 +144,7 @@ const char* ToString(MapMode mode);
 const char* ToString(TokenColor color);
 const char* ToString(TokenScope scope);
 std::optional<MapMode> ParseMapMode(const std::string& name);        // ssa | vanilla (or compare) | diff
-std::optional<TokenColor> ParseTokenColor(const std::string& name);  // tau_q | tau_v | entropy | spikiness | sink_mass
+std::optional<TokenColor> ParseTokenColor(const std::string& name);  // tau_q | tau_v | entropy | ... | loss_delta
 std::optional<TokenScope> ParseTokenScope(const std::string& name);  // head | layer | model
 std::optional<viz::Colormap> ParseColormap(const std::string& name); // viridis | magma | diverging
 
@@ -164,5 +165,9 @@ viz::Range TemperatureRange(const model::Analysis& a, const std::vector<float>& 
                             float offset = 0.0f);
 // Whether a token colouring is a temperature (drawn on the diverging scale around 1).
 bool IsTemperature(TokenColor color);
+// Whether it is a loss (per token: no scope), and the values: [T], NaN for the first token (no
+// loss) and for a comparison without predictions (the layer-local one).
+bool IsLoss(TokenColor color);
+std::vector<float> TokenLosses(const model::Analysis& a, TokenColor color);
 
 }  // namespace app
