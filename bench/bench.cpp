@@ -147,7 +147,7 @@ int RunChild(const Options& o) {
         return Median(times);
     };
     std::vector<double> seeded_map;
-    (*engine)->Analyze(tokens);
+    if (auto first = (*engine)->Analyze(tokens); !first) Die(first.error());
     const double end_ms = keystroke(T - 1, &seeded_map), middle_ms = keystroke(T / 2, nullptr), start_ms = keystroke(0, nullptr);
 
     double entropy_sum = 0, js_sum = 0;

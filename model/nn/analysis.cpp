@@ -846,7 +846,9 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     }
     if (p > 0 && old.maps) maps->Reuse(*old.maps, p);
 
-    // Predictions from the last layer's output, rows from p - 1 on (row p - 1 predicts token p).
+    // Predictions from the last layer's output, rows from p - 1 on (row p - 1 predicts token p);
+    // counted in forward_ms.
+    const auto predict_start = std::chrono::steady_clock::now();
     const at::Tensor next_ids = at::tensor(at::ArrayRef<int32_t>(tokens.ids), at::kInt).to(device, at::kLong);
     at::Tensor next_logits;
     for (int s = 0; s < 2; ++s) {
@@ -884,6 +886,8 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         now.top_ids = join0(was ? was->top_ids : at::Tensor(), lo, ids);
         now.top_probs = join0(was ? was->top_probs : at::Tensor(), lo, probs);
     }
+    if (next_logits.defined()) sync(next_logits);
+    forward_ms += MillisecondsSince(predict_start);
 
     const auto start = std::chrono::steady_clock::now();
     Analysis a;

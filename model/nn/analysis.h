@@ -127,7 +127,7 @@ struct Analysis {
     std::vector<float> js, l1;                   // [L, H, T] each SSA row against its comparison row
     std::vector<float> qk_opnorm, qk_eig_mean, qk_eig_var;  // [L, H]
     std::vector<float> effective_qk_norm;        // [L, H, T] tau_q(i) * ||W_qk||_2
-    double forward_ms = 0, metrics_ms = 0;
+    double forward_ms = 0, metrics_ms = 0;  // forward: both passes and the predictions' logits
     int reused_rows = 0;  // positions taken from the previous analysis (its ids agreed up to here)
     std::vector<Intervention> interventions;  // applied to the SSA side
 

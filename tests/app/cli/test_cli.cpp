@@ -81,6 +81,75 @@ TEST_F(Cli, ExportAgainstATwinModel) {
     EXPECT_FALSE(fs::exists(out + "/attention.npy"));  // --format json only
 }
 
+// Issue 17: per-token losses and what-ifs in an export. numpy reads the losses and agrees with
+// metrics.json; the what-if against the unedited model is named in metrics.json.
+TEST_F(Cli, ExportWritesLossesAndWhatIfs) {
+    const std::string out = kOut + "/export_loss";
+    fs::remove_all(out);
+    Outcome r = Ssaviz({"export", "--model", Small(), "--text", "The cat sat on the mat. The cat", "--out", out, "--format", "json,npy,png",
+                        "--ablate", "1:0,0:*=x0.5", "--compare", "unedited", "--highlight", "loss_delta", "--layers", "0", "--heads", "0"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(NpyShape(out + "/loss.npy"), (std::vector<int64_t>{8}));
+    EXPECT_EQ(NpyShape(out + "/loss_compare.npy"), (std::vector<int64_t>{8}));
+    EXPECT_TRUE(fs::exists(out + "/highlight.png"));
+    json metrics = json::parse(ReadFile(out + "/metrics.json"));
+    EXPECT_EQ(metrics["comparison_kind"], "unedited");
+    EXPECT_EQ(metrics["interventions"], json({"1:0", "0:*=x0.5"}));
+    const std::string check =
+        "import json, numpy as np, sys\n"
+        "d = sys.argv[1]\n"
+        "l = np.load(d + '/loss.npy'); c = np.load(d + '/loss_compare.npy'); m = json.load(open(d + '/metrics.json'))\n"
+        "assert l.dtype == np.float32 and (l > 0).all()\n"
+        "assert abs(l.mean() - m['loss']['ssa']) < 1e-5 and abs(c.mean() - m['loss']['comparison']) < 1e-5\n"
+        "assert abs(np.exp(l.mean()) - m['loss']['perplexity_ssa']) < 1e-2 * np.exp(l.mean())\n"
+        "assert np.abs(l - c).max() > 1e-6, 'the what-if changes the losses'\n"
+        "print('numpy ok')\n";
+    std::ofstream(Scratch("check_loss.py")) << check;
+    std::string cmd = std::string(SSAVIZ_PYTHON) + " " + Scratch("check_loss.py") + " " + out + " 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << "numpy check failed: " << cmd;
+
+    // Without what-ifs the unedited comparison is the model itself: zero difference.
+    r = Ssaviz({"export", "--model", Small(), "--text", "The cat sat", "--out", out + "_same", "--format", "npy", "--compare", "unedited"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(ReadFile(out + "_same/loss.npy"), ReadFile(out + "_same/loss_compare.npy"));
+}
+
+TEST_F(Cli, GenerateIsGreedyOrSeeded) {
+    auto run = [&](std::vector<std::string> extra) {
+        std::vector<std::string> args = {"generate", "--model", Small(), "--text", "The cat sat", "--tokens", "5", "--json"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        Outcome r = Ssaviz(args);
+        EXPECT_EQ(r.code, 0) << r.err;
+        return r.code == 0 ? json::parse(r.out) : json();
+    };
+    const json greedy = run({});
+    ASSERT_EQ(greedy["ids"].size(), 5u);
+    EXPECT_EQ(greedy["prompt_tokens"], 3);
+    EXPECT_EQ(run({})["ids"], greedy["ids"]) << "greedy is deterministic";
+    const json a = run({"--temperature", "1.5", "--seed", "3"}), b = run({"--temperature", "1.5", "--seed", "3"});
+    EXPECT_EQ(a["ids"], b["ids"]) << "the same seed draws the same tokens";
+    bool differs = false;
+    for (const char* seed : {"4", "5", "6", "7"}) differs |= run({"--temperature", "1.5", "--seed", seed})["ids"] != a["ids"];
+    EXPECT_TRUE(differs) << "other seeds draw other tokens";
+    // The context (16) stops it: 3 prompt tokens + 13.
+    Outcome r = Ssaviz({"generate", "--model", Small(), "--text", "The cat sat", "--tokens", "40", "--json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out)["ids"].size(), 13u);
+    EXPECT_NE(r.err.find("context of 16 is full"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, BadWhatIfsAndCountsExitTwo) {
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "a b", "--out", kOut + "/x", "--ablate", "2:0"}), 2,
+                       "names no layer of the model (the model has 2 layers x 2 heads)");
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "a b", "--out", kOut + "/x", "--ablate", "0:5"}), 2, "names no head");
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "a b", "--out", kOut + "/x", "--ablate", "0:1=xinf"}), 2,
+                       "not a finite number");
+    ExpectOneLineError(Ssaviz({"generate", "--model", Small(), "--text", "a b", "--tokens", "-3"}), 2, "--tokens '-3'");
+    ExpectOneLineError(Ssaviz({"generate", "--model", Small(), "--text", "a b", "--tokens", "2.5"}), 2, "not a whole number");
+    ExpectOneLineError(Ssaviz({"generate", "--model", Small(), "--text", "a b", "--tokens", "3", "--temperature", "nan"}), 2,
+                       "--temperature 'nan'");
+}
+
 TEST_F(Cli, TextLongerThanTheContextIsRefusedUnlessTruncated) {
     std::string text;
     for (int i = 0; i < 40; ++i) text += "word ";

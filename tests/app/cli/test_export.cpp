@@ -42,8 +42,8 @@ TEST_F(Cli, ExportWritesEveryFigure) {
                         "--highlight-scope", "1,0"});
     ASSERT_EQ(r.code, 0) << r.err;
     const std::vector<std::string> files = FilesUnder(out);
-    std::vector<std::string> expected = {"attention.npy", "attention_vanilla.npy", "highlight.html", "metrics.json", "tau_q.npy", "tau_v.npy",
-                                         "tokens.json"};
+    std::vector<std::string> expected = {"attention.npy", "attention_vanilla.npy", "highlight.html", "loss.npy", "loss_compare.npy",
+                                         "metrics.json", "tau_q.npy", "tau_v.npy", "tokens.json"};
     for (const char* ext : {"png", "svg"}) {
         for (int l = 0; l < 2; ++l)
             for (int h = 0; h < 2; ++h)

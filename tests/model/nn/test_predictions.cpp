@@ -158,7 +158,9 @@ TEST(Generation, GreedyDecodingEqualsTheReference) {
     for (int n = 0; n < 8; ++n) {
         auto a = (*engine)->Analyze(tokens);
         ASSERT_TRUE(a.ok()) << a.error();
-        if (n > 0) EXPECT_EQ(a->reused_rows, a->n_tokens - 1) << "one new row a step";
+        if (n > 0) {
+            EXPECT_EQ(a->reused_rows, a->n_tokens - 1) << "one new row a step";
+        }
         const int32_t next = model::NextToken(a->next_logits, (*engine)->tokenizer().VocabSize(), 0.0f, 0, &rng);
         generated.push_back(static_cast<float>(next));
         tokens.ids.push_back(next);
