@@ -104,6 +104,16 @@ void AppState::TogglePin(HeadRef h) {
     else pinned.push_back({h.layer, h.head, settings.map_mode});
 }
 
+bool AppState::IsGenerated(const model::Tokenization& tokens, int i) const {
+    if (generated_prefix.empty() || i < 0 || i >= static_cast<int>(tokens.offsets.size())) return false;
+    const auto [begin, end] = tokens.offsets[i];
+    return begin >= generated_begin && end <= generated_prefix.size();
+}
+
+void AppState::ForgetGeneratedIfEdited() {
+    if (text.compare(0, generated_prefix.size(), generated_prefix) != 0) generated_prefix.clear();
+}
+
 void AppState::ClampSelection() {
     const int L = Layers(), H = Heads(), T = Tokens();
     if (L == 0) return;
@@ -131,6 +141,9 @@ const char* ToString(TokenColor color) {
         case TokenColor::SinkMass: return "sink_mass";
         case TokenColor::TauQPosition: return "tau_q_position";
         case TokenColor::TauQToken: return "tau_q_token";
+        case TokenColor::Loss: return "loss";
+        case TokenColor::LossCompare: return "loss_compare";
+        case TokenColor::LossDelta: return "loss_delta";
     }
     return "?";
 }
@@ -153,7 +166,7 @@ std::optional<MapMode> ParseMapMode(const std::string& name) {
 
 std::optional<TokenColor> ParseTokenColor(const std::string& name) {
     for (TokenColor c : {TokenColor::TauQ, TokenColor::TauV, TokenColor::Entropy, TokenColor::Spikiness, TokenColor::SinkMass,
-                         TokenColor::TauQPosition, TokenColor::TauQToken})
+                         TokenColor::TauQPosition, TokenColor::TauQToken, TokenColor::Loss, TokenColor::LossCompare, TokenColor::LossDelta})
         if (name == ToString(c)) return c;
     return std::nullopt;
 }
@@ -181,6 +194,7 @@ const std::vector<float>* TokenQuantity(const model::Analysis& a, TokenColor col
         case TokenColor::SinkMass: rows = a.metrics.Find("sink_mass"); break;
         case TokenColor::TauQPosition: rows = &a.tau_q_position; break;
         case TokenColor::TauQToken: rows = &a.tau_q_token; break;
+        case TokenColor::Loss: case TokenColor::LossCompare: case TokenColor::LossDelta: break;  // per token: TokenLosses
     }
     return rows && rows->size() == n && n > 0 ? rows : nullptr;
 }
@@ -214,6 +228,22 @@ viz::Range TemperatureRange(const model::Analysis& a, const std::vector<float>& 
     return {1.0f - d, 1.0f + d};
 }
 
-bool IsTemperature(TokenColor color) { return !IsRowMetric(color); }
+bool IsTemperature(TokenColor color) { return !IsRowMetric(color) && !IsLoss(color); }
+
+bool IsLoss(TokenColor color) {
+    return color == TokenColor::Loss || color == TokenColor::LossCompare || color == TokenColor::LossDelta;
+}
+
+std::vector<float> TokenLosses(const model::Analysis& a, TokenColor color) {
+    std::vector<float> values(a.n_tokens, NAN);
+    const size_t n = a.n_tokens > 0 ? static_cast<size_t>(a.n_tokens - 1) : 0;
+    const bool ssa = a.loss.size() == n, compare = a.loss_compare.size() == n && a.HasComparePredictions();
+    for (size_t t = 1; t <= n; ++t) {
+        if (color == TokenColor::Loss && ssa) values[t] = a.loss[t - 1];
+        if (color == TokenColor::LossCompare && compare) values[t] = a.loss_compare[t - 1];
+        if (color == TokenColor::LossDelta && ssa && compare) values[t] = a.loss[t - 1] - a.loss_compare[t - 1];
+    }
+    return values;
+}
 
 }  // namespace app
