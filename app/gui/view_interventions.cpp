@@ -68,8 +68,12 @@ void InterventionsView::Draw(AppState& state) {
                     "Tick 'compare with the unedited model' so that the comparison is the model as trained: the difference\n"
                     "map and the delta loss then show the what-ifs' effect alone. Right-click a head in the Heads or Matrix\n"
                     "tab for the same what-ifs. Saved in sessions; `ssaviz export --ablate SPEC` does the same.");
+    ImGui::BeginGroup();
     DrawAdd(state);
     DrawList(state);
+    ImGui::EndGroup();
+    const ImVec2 r_min = ImGui::GetItemRectMin(), r_max = ImGui::GetItemRectMax();
+    state.regions["interventions"] = {r_min.x, r_min.y, r_max.x - r_min.x, r_max.y - r_min.y};
     ImGui::Separator();
     DrawHeadRanking(state);
 }
@@ -253,6 +257,8 @@ void InterventionsView::DrawHeadRanking(AppState& state) {
         ImGui::Text("%+.4f", r.delta);
     }
     ImGui::EndTable();
+    const ImVec2 r_min = ImGui::GetItemRectMin(), r_max = ImGui::GetItemRectMax();
+    state.regions["head_ranking"] = {r_min.x, r_min.y, r_max.x - r_min.x, r_max.y - r_min.y};
 }
 
 }  // namespace app

@@ -45,7 +45,11 @@ void PredictionView::Draw(AppState& state) {
     DrawContinue(state);
     ImGui::Separator();
     if (DrawNoAnalysisNote(state)) return;
+    ImGui::BeginGroup();
     DrawNextTokens(state);
+    ImGui::EndGroup();
+    const ImVec2 r_min = ImGui::GetItemRectMin(), r_max = ImGui::GetItemRectMax();
+    state.regions["next_tokens"] = {r_min.x, r_min.y, r_max.x - r_min.x, r_max.y - r_min.y};
 }
 
 void PredictionView::DrawContinue(AppState& state) {
@@ -104,8 +108,7 @@ void PredictionView::DrawNextTokens(const AppState& state) {
         ImGui::SameLine();
         ImGui::Text("SSA rank %d, p %.3f, loss %.3f", a.rank[p] + 1, std::exp(-a.loss[p]), a.loss[p]);
         if (compare && p < static_cast<int>(a.loss_compare.size())) {
-            ImGui::SameLine();
-            ImGui::TextDisabled("| %s rank %d, p %.3f, loss %.3f", CompareName(a).c_str(), a.rank_compare[p] + 1, std::exp(-a.loss_compare[p]),
+            ImGui::TextDisabled("%s rank %d, p %.3f, loss %.3f", CompareName(a).c_str(), a.rank_compare[p] + 1, std::exp(-a.loss_compare[p]),
                                 a.loss_compare[p]);
         }
     } else {
