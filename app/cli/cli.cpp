@@ -39,12 +39,18 @@ const char* kUsage =
     "       ssaviz export   [--model DIR] (--text STR | --text-file F [--batch]) --out DIR\n"
     "                       [--layers all|0,2] [--heads all|1,3] [--format json,npy,csv,png,svg,html (default: all but csv)]\n"
     "                       [--maps ssa,vanilla,diff] [--colormap viridis|magma] [--log] [--size PX]\n"
-    "                       [--highlight tau_q|tau_v|entropy|spikiness|sink_mass] [--highlight-scope model|L|L,H]\n"
-    "                       [--compare vanilla|local|DIR] [--device auto|cpu|cuda] [--sink-eps 0.3] [--truncate]\n"
+    "                       [--highlight tau_q|tau_v|entropy|spikiness|sink_mass|loss|loss_compare|loss_delta]\n"
+    "                       [--highlight-scope model|L|L,H] [--ablate L:H[,L:*,L:H=pos|tok|xS]]\n"
+    "                       [--compare vanilla|local|unedited|DIR] [--device auto|cpu|cuda] [--sink-eps 0.3] [--truncate]\n"
     "         --compare vanilla: tau = 1 in every layer (a second forward pass); local: tau = 1 in each layer alone,\n"
-    "         on the SSA model's own q and k; DIR: a separately trained twin\n"
+    "         on the SSA model's own q and k; unedited: the model without the --ablate what-ifs; DIR: a trained twin\n"
+    "         --ablate: what-ifs on the SSA side: L:H sets head H of layer L to tau = 1 (L:* every head of L);\n"
+    "         =pos keeps only tau_q's position term, =tok only its token term, =xS scales tau_q - 1 by S\n"
     "         --batch: F holds several texts, one per line, or JSON lines {\"name\": ..., \"text\": ...};\n"
     "         each gets a sub-folder of --out, and summary.csv / summary.json compare them\n"
+    "       ssaviz generate [--model DIR] (--text STR | --text-file F) --tokens N [--temperature X] [--top-k K]\n"
+    "                       [--seed S] [--ablate ...] [--json]   prints the continuation: greedy at --temperature 0\n"
+    "                       (the default), else sampled from softmax(logits / X) over the K most likely\n"
     "       ssaviz init-random --out DIR [--seed N] [--tokenizer DIR] [--layers N] [--heads N] [--embd N] [--positions N]\n"
     "       ssaviz train    --out DIR [--task text|graph|passkey] [--data PATH[,PATH]] [--tokenizer DIR | --vocab N]\n"
     "                       [--layers N] [--heads N] [--width N] [--context N] [--query-form sigmoid,shared,sum]\n"
@@ -342,7 +348,9 @@ json SummaryRow(const BatchText& t, const model::Analysis& a, float eps) {
                 {"sink_ratio", sinks / n},
                 {"sink_ratio_compare", sinks_compare / n},
                 {"js_divergence", mean(&HeadSummary::js)},
-                {"tau_q_mean", mean(&HeadSummary::tau_q_mean)}};
+                {"tau_q_mean", mean(&HeadSummary::tau_q_mean)},
+                {"loss", model::MeanLoss(a.loss)},
+                {"loss_compare", model::MeanLoss(a.loss_compare)}};
 }
 
 int CmdExport(const Flags& flags) {
@@ -360,11 +368,18 @@ int CmdExport(const Flags& flags) {
     // vanilla: the tau = 1 counterfactual (a whole second forward pass); local: tau = 1 layer by
     // layer on the SSA model's own q and k; anything else: a twin model's folder (./local for a
     // folder of that name).
+    // unedited: the SSA model without the --ablate what-ifs, so differences are theirs alone.
     std::string compare = flags.Get("--compare", "vanilla");
-    if (compare == "local") {
-        if (auto s = engine->SetComparison(model::Comparison::LayerLocal); !s) throw Failure{kExitFailure, s.error()};
+    if (compare == "local" || compare == "unedited") {
+        const auto kind = compare == "local" ? model::Comparison::LayerLocal : model::Comparison::Unedited;
+        if (auto s = engine->SetComparison(kind); !s) throw Failure{kExitFailure, s.error()};
     } else if (compare != "vanilla") {
         if (auto s = engine->OpenTwin(compare, ConfigHints(flags)); !s) throw Failure{kExitBadInput, s.error()};
+    }
+    if (flags.Has("--ablate")) {
+        auto edits = model::ParseInterventions(flags.Get("--ablate"), c.n_layer, c.n_head);
+        if (!edits) throw Failure{kExitUsage, edits.error()};
+        if (auto s = engine->SetInterventions(std::move(*edits)); !s) throw Failure{kExitUsage, s.error()};
     }
 
     if (!flags.Has("--batch")) {
@@ -414,7 +429,7 @@ int CmdExport(const Flags& flags) {
     std::ostringstream csv;
     const std::vector<std::string> columns = {"name", "n_tokens", "entropy", "entropy_compare", "normalized_entropy", "normalized_entropy_compare",
                                               "spikiness", "spikiness_compare", "sink_mass", "sink_mass_compare", "sink_ratio",
-                                              "sink_ratio_compare", "js_divergence", "tau_q_mean"};
+                                              "sink_ratio_compare", "js_divergence", "tau_q_mean", "loss", "loss_compare"};
     for (size_t k = 0; k < columns.size(); ++k) csv << (k ? "," : "") << columns[k];
     csv << "\n";
     std::printf("%-24s %6s %9s %9s %9s %9s %9s %9s\n", "text", "tokens", "H ssa", "H cmp", "Hn ssa", "Hn cmp", "sink", "JS");
@@ -438,6 +453,66 @@ int CmdExport(const Flags& flags) {
     if (auto s = model::WriteFileAtomically((out / "summary.csv").string(), csv.str()); !s) throw Failure{kExitFailure, s.error()};
     std::fprintf(stderr, "ssaviz: wrote %zu of %zu texts to %s (summary.csv, summary.json)\n", rows.size(), texts.size(), options.out_dir.c_str());
     return failures.empty() ? kExitOk : kExitBadInput;
+}
+
+// A finite number, from a flag: a one-line usage error otherwise.
+double ParseNumber(const Flags& flags, const std::string& flag, double fallback, double lo, double hi) {
+    if (!flags.Has(flag)) return fallback;
+    const std::string text = flags.Get(flag);
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v < lo || v > hi)
+        throw Failure{kExitUsage, flag + " '" + model::EscapeForMessage(text, 40) + "' is not a number from " + Format("%g", lo) + " to " +
+                                      Format("%g", hi)};
+    return v;
+}
+
+int CmdGenerate(const Flags& flags) {
+    if (!flags.Has("--tokens")) throw Failure{kExitUsage, "generate needs --tokens N"};
+    const int count = static_cast<int>(ParseNumber(flags, "--tokens", 0, 1, 100000));
+    if (std::to_string(count) != flags.Get("--tokens")) throw Failure{kExitUsage, "--tokens '" + model::EscapeForMessage(flags.Get("--tokens"), 40) + "' is not a whole number"};
+    const float temperature = static_cast<float>(ParseNumber(flags, "--temperature", 0, 0, 1000));
+    const int top_k = static_cast<int>(ParseNumber(flags, "--top-k", 0, 0, 1e9));
+    uint64_t rng = static_cast<uint64_t>(ParseNumber(flags, "--seed", 1234, 0, 9007199254740992.0));
+    const std::string text = ReadText(flags);
+    auto engine = OpenEngine(flags);
+    const model::ModelConfig& c = engine->Info().config;
+    if (flags.Has("--ablate")) {
+        auto edits = model::ParseInterventions(flags.Get("--ablate"), c.n_layer, c.n_head);
+        if (!edits) throw Failure{kExitUsage, edits.error()};
+        if (auto s = engine->SetInterventions(std::move(*edits)); !s) throw Failure{kExitUsage, s.error()};
+    }
+    // Only the SSA side is needed: the layer-local comparison runs no forward pass of its own.
+    if (auto s = engine->SetComparison(model::Comparison::LayerLocal); !s) throw Failure{kExitFailure, s.error()};
+    model::Tokenization tokens = Tokenize(*engine, text, flags);
+    const size_t prompt = tokens.ids.size(), vocab = engine->tokenizer().VocabSize();
+    std::vector<int32_t> generated;
+    ProgressBar bar("generate");
+    for (int n = 0; n < count; ++n) {
+        if (static_cast<int>(tokens.ids.size()) >= c.n_positions) {
+            std::fprintf(stderr, "ssaviz: stopped after %d tokens: the model's context of %d is full\n", n, c.n_positions);
+            break;
+        }
+        auto analysis = engine->Analyze(tokens);  // reuses every earlier row: one new row a step
+        if (!analysis) throw Failure{kExitFailure, analysis.error()};
+        const int32_t next = model::NextToken(analysis->next_logits, vocab, temperature, top_k, &rng);
+        generated.push_back(next);
+        tokens.ids.push_back(next);
+        tokens.pieces.push_back(engine->tokenizer().Decode({next}));
+        tokens.offsets.push_back({0, 0});
+        bar.Update(n + 1, count, "");
+    }
+    const std::string continuation = engine->tokenizer().Decode(generated);
+    if (flags.Has("--json")) {
+        std::printf("%s\n", json{{"prompt_tokens", prompt}, {"ids", generated}, {"text", continuation}, {"temperature", temperature},
+                                 {"top_k", top_k}, {"interventions", model::FormatInterventions(engine->interventions())}}
+                                .dump(-1, ' ', false, json::error_handler_t::replace)
+                                .c_str());
+    } else {
+        std::fwrite(continuation.data(), 1, continuation.size(), stdout);
+        std::printf("\n");
+    }
+    return kExitOk;
 }
 
 int CmdInitRandom(const Flags& flags) {
@@ -487,10 +562,16 @@ int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
         if (command == "export") {
             Flags flags(args, 2,
                         with({"--text", "--text-file", "--out", "--layers", "--heads", "--format", "--compare", "--sink-eps", "--maps",
-                              "--colormap", "--size", "--highlight", "--highlight-scope"}),
+                              "--colormap", "--size", "--highlight", "--highlight-scope", "--ablate"}),
                         {"--truncate", "--log", "--batch"});
             if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
             return CmdExport(flags);
+        }
+        if (command == "generate") {
+            Flags flags(args, 2, with({"--text", "--text-file", "--tokens", "--temperature", "--top-k", "--seed", "--ablate"}),
+                        {"--json", "--truncate"});
+            if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
+            return CmdGenerate(flags);
         }
         if (command == "init-random") {
             Flags flags(args, 2, {"--out", "--seed", "--tokenizer", "--layers", "--heads", "--embd", "--positions"}, {});

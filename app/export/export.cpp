@@ -149,6 +149,12 @@ json InfoToJson(const model::ModelInfo& info) {
                 {"notes", info.notes}};
 }
 
+json InterventionsToJson(const std::vector<model::Intervention>& list) {
+    json out = json::array();
+    for (const model::Intervention& x : list) out.push_back(model::FormatInterventions({x}));
+    return out;
+}
+
 json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float sink_epsilon) {
     const int L = a.n_layer, H = a.n_head, T = a.n_tokens;
     json heads = json::array();
@@ -172,7 +178,14 @@ json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float
     for (const auto& r : a.metrics_compare.rows) rows_cmp[r.name] = Nested(r.values, L, H, T);
     return json{{"model", InfoToJson(info)},
                 {"comparison", a.compare_label},
-                {"comparison_kind", model::ToString(a.comparison)},  // counterfactual, local or twin
+                {"comparison_kind", model::ToString(a.comparison)},  // counterfactual, local, twin or unedited
+                {"interventions", InterventionsToJson(a.interventions)},
+                {"loss", {{"ssa", model::MeanLoss(a.loss)},
+                          {"comparison", model::MeanLoss(a.loss_compare)},
+                          {"perplexity_ssa", std::exp(model::MeanLoss(a.loss))},
+                          {"perplexity_comparison", std::exp(model::MeanLoss(a.loss_compare))},
+                          {"notes", "mean over tokens 2..T of -ln p(token | tokens before it), nats; null without a "
+                                    "comparison forward pass (the layer-local comparison). Per token: loss.npy, loss_compare.npy"}}},
                 {"n_tokens", T},
                 {"device", a.device},
                 {"sink_epsilon", sink_epsilon},
@@ -242,7 +255,10 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
                                    const ExportOptions& options) {
     std::vector<ExportFile> plan;
     const int64_t L = a.n_layer, H = a.n_head, T = a.n_tokens;
-    const std::string model_name = ModelName(info);
+    // Titles name the model and any what-ifs on its temperatures.
+    std::string model_name = ModelName(info);
+    for (size_t k = 0; k < a.interventions.size(); ++k)
+        model_name += (k == 0 ? " \xC2\xB7 what-if " : "; ") + model::Describe(a.interventions[k]);
     const FigureSettings fig = options.figures;
     // Memory estimates: a head's map on the host (a difference map holds both sides), and a figure
     // as RGBA raster plus the PNG encoder's filtered copy and output (~10 bytes a pixel, margins included).
@@ -270,7 +286,11 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
                                 });
                             }, nullptr, 2 * map_bytes});
         struct Array { const char* name; const std::vector<float>* data; std::vector<int64_t> shape; };
-        for (Array arr : {Array{"tau_q.npy", &a.tau_q, {L, H, T}}, Array{"tau_v.npy", &a.tau_v, {L, H, T}}})
+        std::vector<Array> arrays = {Array{"tau_q.npy", &a.tau_q, {L, H, T}}, Array{"tau_v.npy", &a.tau_v, {L, H, T}},
+                                     Array{"loss.npy", &a.loss, {static_cast<int64_t>(a.loss.size())}}};
+        // Entry t - 1: token t's loss given the tokens before it (the first token has none).
+        if (a.HasComparePredictions()) arrays.push_back(Array{"loss_compare.npy", &a.loss_compare, {static_cast<int64_t>(a.loss_compare.size())}});
+        for (Array arr : arrays)
             plan.push_back({arr.name, [arr](const std::string& full) { return model::WriteNpy(full, arr.data->data(), arr.shape); }});
     }
     if (options.csv) {

@@ -67,6 +67,9 @@ viz::Range SymmetricRange(const std::vector<float>& values) {
 
 std::string HighlightLabel(const FigureSettings& s) {
     std::string label = ToString(s.highlight);
+    if (s.highlight == TokenColor::Loss) return "loss, nats";
+    if (s.highlight == TokenColor::LossCompare) return "comparison's loss, nats";
+    if (s.highlight == TokenColor::LossDelta) return "loss - comparison's loss, nats";
     switch (s.highlight_scope) {
         case TokenScope::Head: return label + ", " + HeadName(s.highlight_head);
         case TokenScope::LayerMean: return label + ", layer " + std::to_string(s.highlight_head.layer) + " mean";
@@ -90,7 +93,8 @@ HighlightData MakeHighlight(const model::Analysis& a, const std::string& model_n
     HeadRef head = s.highlight_head;
     head.layer = std::clamp(head.layer, 0, std::max(0, a.n_layer - 1));
     head.head = std::clamp(head.head, 0, std::max(0, a.n_head - 1));
-    if (const std::vector<float>* rows = TokenQuantity(a, s.highlight))
+    if (IsLoss(s.highlight)) d.values = TokenLosses(a, s.highlight);
+    else if (const std::vector<float>* rows = TokenQuantity(a, s.highlight))
         for (int i = 0; i < a.n_tokens; ++i) d.values[i] = ScopedTokenValue(a, *rows, s.highlight_scope, head, i);
     float lo = INFINITY, hi = -INFINITY;
     for (int i = IsRowMetric(s.highlight) && a.n_tokens > 1 ? 1 : 0; i < a.n_tokens; ++i)
@@ -100,6 +104,11 @@ HighlightData MakeHighlight(const model::Analysis& a, const std::string& model_n
     d.options.ValueLabel = HighlightLabel(s);
     d.options.Map = s.colormap;
     d.options.LogScale = s.log_scale;
+    if (s.highlight == TokenColor::LossDelta) {  // where SSA's temperatures help (blue, below 0) and where they hurt (red)
+        d.options.ValueRange = SymmetricRange(d.values);
+        d.options.Map = viz::Colormap::Diverging;
+        d.options.LogScale = false;
+    }
     return d;
 }
 

@@ -163,7 +163,7 @@ void InferenceWorker::Handle(const Request& r) {
             auto engine = model::Engine::Open(r.arg, r.device, r.hints, r.dtype);
             if (!engine) return Emit({Kind::Error, {}, nullptr, engine.error(), r.id});
             m_engine = std::move(*engine);
-            m_engine->SetComparison(m_comparison);
+            if (auto s = m_engine->SetComparison(m_comparison); !s) m_comparison = model::Comparison::Counterfactual;
             m_device = r.device;
             WorkerEvent opened{Kind::ModelOpened, m_engine->Info(), nullptr, "", r.id, NowMs() - r.start_ms};
             auto vocab = std::make_shared<std::vector<std::string>>(m_engine->tokenizer().VocabSize());
@@ -186,7 +186,8 @@ void InferenceWorker::Handle(const Request& r) {
         }
         case Request::Kind::SetComparison:
             m_comparison = r.comparison;
-            if (m_engine) m_engine->SetComparison(r.comparison);
+            if (m_engine)
+                if (auto s = m_engine->SetComparison(r.comparison); !s) return Emit({Kind::Error, {}, nullptr, s.error(), r.id});
             return Emit({Kind::ComparisonSet, {}, nullptr, "", r.id});
         case Request::Kind::CloseTwin:
             if (m_engine) m_engine->CloseTwin();

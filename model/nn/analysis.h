@@ -211,6 +211,12 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
+// The next token from a position's logits: the most likely (lowest id on a tie) at temperature 0,
+// else drawn from softmax(logits / temperature) over the `top_k` most likely (0: all) with `rng`.
+// Only ids below `vocab` (the tokenizer's size; a padded vocabulary has unused logits) are drawn.
+// The same seed draws the same tokens on every platform (the generator and the arithmetic are ours).
+int32_t NextToken(const std::vector<float>& logits, size_t vocab, float temperature, int top_k, uint64_t* rng_state);
+
 // Makes freed blocks of up to 32 MB (a head's map at 2,048 tokens is 16 MB) go back to the
 // process's heap for the next tensor instead of to the system: each new mapping of such a block
 // costs a page fault per 4 KiB, which made rebuilding one head's map ~4x slower (136 ms against

@@ -102,7 +102,7 @@ def side(position, token, combine, pos_per_head, tok_per_head):
 CASES = [
     dict(name="vanilla", seed=101, H=2, E=16, P=32, V=60, T=12, act="gelu_new",
          q=None, v=None, desc="plain GPT-2, no ssa block"),
-    dict(name="q_sigmoid_shared_sum_perhead", seed=102, H=4, E=32, P=32, V=80, T=16,
+    dict(name="q_sigmoid_shared_sum_perhead", seed=102, H=4, E=32, P=32, V=80, T=16, generate=True,
          act="gelu_new", q=side("sigmoid", "shared", "sum", True, True), v=None,
          desc="query: sigmoid position + shared token, sum; p [H], w [H,d_h], b [H]"),
     dict(name="q_expexp_feature_sum_layer", seed=103, H=2, E=24, P=32, V=70, T=14,
@@ -580,6 +580,14 @@ def qk_spectrum(case, W):
 # Driver
 # --------------------------------------------------------------------------------------------
 
+def ablatable(case):
+    """Whether a head's temperatures can be set to 1 by its own parameters: every term per head."""
+    sides = [case[t] for t in ("q", "v") if case[t] is not None]
+    if not sides or case.get("zero_ssa") or case.get("hf_only"):
+        return False
+    return all((s["position"] is None or s["pos_per_head"]) and (s["token"] is None or s["tok_per_head"]) for s in sides)
+
+
 def run_case(case, out_dir):
     W = make_weights(case)
     H, E, P, V, T = case["H"], case["E"], case["P"], case["V"], case["T"]
@@ -656,6 +664,42 @@ def run_case(case, out_dir):
     ref += [("js", f32(js)), ("l1", f32(l1))]
     ref += [(k + "_vanilla", f32(mv[k])) for k in mv]
     ref += [("qk_opnorm", f32(opn)), ("qk_eig_mean", f32(emean)), ("qk_eig_var", f32(evar))]
+    # Predictions (issue 17): each position's log-probabilities of the next token, in float64.
+    def predictions(lg, seq):
+        logp = torch.log_softmax(lg.double(), -1)
+        target = torch.tensor(seq[1:], dtype=torch.long)[:, None]
+        actual = logp[:-1].gather(1, target)
+        top = torch.topk(logp, min(10, logp.shape[1]), -1)
+        return [("loss", -actual[:, 0]), ("rank", (logp[:-1] > actual).sum(1)), ("top_ids", top.indices), ("top_probs", top.values.exp())]
+    ref += [(k, v.float()) for k, v in predictions(logits, ids)]
+    ref += [(k + "_vanilla", v.float()) for k, v in predictions(logits_v, ids)]
+    # Greedy decoding: 8 argmax steps, each a whole forward pass of the sequence so far.
+    if case.get("generate"):
+        seq = list(ids)
+        for _ in range(8):
+            seq.append(int(torch.argmax(forward(case, W, seq, vanilla=False)[0][-1])))
+        ref.append(("greedy_ids", torch.tensor(seq[len(ids):], dtype=torch.float32)))
+    # What-if: the last layer's last head without SSA, by its weights: its temperature parameters
+    # set so that tau = 1 exactly (a sigmoid slope of sigmoid(-100), a token term tanh(0)).
+    ablate = ablatable(case)
+    if ablate:
+        Wa, l, h = dict(W), case.get("L", 2) - 1, H - 1
+        for tag in ("q", "v"):
+            s = case[tag]
+            if s is None:
+                continue
+            if s["position"] is not None:
+                Wa[f"{l}.{tag}_pos"] = W[f"{l}.{tag}_pos"].clone()
+                Wa[f"{l}.{tag}_pos"][h] = {"sigmoid": -100.0, "exp_exp": 100.0, "linear": 0.0}[s["position"]]
+            if s["token"] is not None:
+                for key in (f"{l}.{tag}_tok.w", f"{l}.{tag}_tok.b"):
+                    Wa[key] = W[key].clone()
+                    Wa[key][h] = 0.0
+        logits_a, attn_a, tau_q_a, tau_v_a, _ = forward(case, Wa, ids, vanilla=False)
+        if float((tau_q_a[l, h] - 1).abs().max()) != 0.0 or float((tau_v_a[l, h] - 1).abs().max()) != 0.0:
+            fail(f"{name}: the ablated head's temperatures are not exactly 1")
+        write_safetensors(os.path.join(d, "ablated.safetensors"), stored_tensors(case, Wa), dtype="F32", metadata={"format": "pt"})
+        ref += [("attention_ablated", attn_a), ("loss_ablated", predictions(logits_a, ids)[0][1].float())]
     js_local, l1_local = compare_metrics(A, attn_local.double().numpy())
     ref += [("attention_local", attn_local), ("js_local", f32(js_local)), ("l1_local", f32(l1_local))]
     write_safetensors(os.path.join(d, "reference.safetensors"), ref, dtype="F32",
