@@ -1,41 +1,8 @@
 #include "app/gui/worker.h"
 
-#include <algorithm>
 #include <chrono>
-#include <cmath>
 
 namespace app {
-namespace {
-
-// TEMPORARY, until model::NextToken (main's engine change, the same code as `ssaviz generate`)
-// reaches this branch: the most likely token at temperature 0, else a SplitMix64 draw from
-// softmax(logits / temperature) over the top_k most likely ids below `vocab`.
-int32_t NextToken(const std::vector<float>& logits, size_t vocab, float temperature, int top_k, uint64_t* rng_state) {
-    const size_t n = std::min(vocab, logits.size());
-    if (n == 0) return 0;
-    std::vector<int32_t> order(n);
-    for (size_t i = 0; i < n; ++i) order[i] = static_cast<int32_t>(i);
-    auto better = [&](int32_t x, int32_t y) { return logits[x] > logits[y] || (logits[x] == logits[y] && x < y); };
-    if (!(temperature > 0)) return *std::min_element(order.begin(), order.end(), better);
-    const size_t k = top_k > 0 ? std::min(n, static_cast<size_t>(top_k)) : n;
-    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), better);
-    std::vector<double> weight(k);
-    const double top = logits[order[0]];
-    double sum = 0;
-    for (size_t i = 0; i < k; ++i) sum += weight[i] = std::exp((logits[order[i]] - top) / temperature);
-    uint64_t z = (*rng_state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    z ^= z >> 31;
-    double u = static_cast<double>(z >> 11) * 0x1.0p-53 * sum;
-    for (size_t i = 0; i < k; ++i) {
-        if (u < weight[i]) return order[i];
-        u -= weight[i];
-    }
-    return order[k - 1];
-}
-
-}  // namespace
 
 double NowMs() {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -306,7 +273,7 @@ void InferenceWorker::ContinueJob(const Request& r) {
         if (static_cast<int>(tokens->ids.size()) >= context)
             return finish("Continue stopped: the text fills the model's context (" + std::to_string(context) + " tokens)");
         if (Superseded()) return finish("");  // the user typed, or asked for something else
-        const int32_t id = NextToken(logits, vocab, r.generate.temperature, r.generate.top_k, &rng);
+        const int32_t id = model::NextToken(logits, vocab, r.generate.temperature, r.generate.top_k, &rng);
         const std::string piece = m_engine->tokenizer().Decode({id});
         tokens->ids.push_back(id);
         tokens->pieces.push_back(piece);
