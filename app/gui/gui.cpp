@@ -99,6 +99,8 @@ public:
         m_state.truncate = m_state.truncate || options.truncate;
         m_dtype = options.dtype;
         m_state.open_model_request = model_dir;  // its ModelOpened event requests the first analysis
+        m_start_continue = options.continue_tokens;
+        m_start_rank_heads = options.rank_heads;
         m_show_export = options.show == "export";
         m_state.show_help = options.show == "help";
         m_state.show_demo = options.show == "demo";
@@ -209,6 +211,8 @@ public:
                 RequestAnalysis();
         }
         m_state.busy = m_worker.Busy();
+        const bool requests_pending = m_state.interventions_request || m_state.unedited_request || m_state.layer_local_request;
+        if (m_state.analysis && !m_state.busy && !m_twin_expected && !requests_pending) StartJobsAskedFor();
         m_state.progress = m_worker.Progress();
         m_worker.SetShownHead(m_state.selected.layer, m_state.selected.head);
     }
@@ -380,7 +384,8 @@ public:
     }
     bool Settled() const {
         if (m_views.checkpoint.Showing()) return true;  // waiting for the user, not the model
-        if (m_state.busy || m_twin_expected) return false;
+        if (m_state.busy || m_twin_expected || m_state.generating || m_state.ranking_heads) return false;
+        if (m_start_continue > 0 || m_start_rank_heads || m_state.continue_request || m_state.rank_heads_request) return false;
         if (!m_state.model) return ModelFailed();  // nothing more will come
         return m_state.analysis || !m_state.error.empty();
     }
@@ -424,6 +429,15 @@ private:
     void RequestAnalysis() {
         const double now = NowMs();
         m_waiting.emplace_back(m_worker.Analyze(m_state.text, m_state.truncate), now);
+    }
+
+    // --continue N and --rank-heads: once, on the first analysis that is the text's own.
+    void StartJobsAskedFor() {
+        if (m_start_continue > 0) {
+            m_state.generate.tokens = std::exchange(m_start_continue, 0);
+            m_state.continue_request = true;
+        }
+        if (std::exchange(m_start_rank_heads, false)) m_state.rank_heads_request = true;
     }
 
     void DrawMenuBar() {
@@ -710,6 +724,8 @@ private:
     bool m_session_popup = false, m_session_save = true;
     bool m_show_export = false;
     bool m_apply_tab = true;  // open settings.right_tab on the next frame
+    int m_start_continue = 0;         // --continue N, until the first analysis
+    bool m_start_rank_heads = false;  // --rank-heads, likewise
     AppState m_state;
     Views m_views;
     std::deque<std::pair<uint64_t, double>> m_waiting;  // analysis requests not yet on screen, oldest first
