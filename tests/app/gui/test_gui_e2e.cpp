@@ -345,6 +345,23 @@ TEST(Worker, ContinueAppendsTheGreedyTokensOneAtATime) {
     EXPECT_EQ(before->loss.size(), static_cast<size_t>(T0 + 5));  // every appended token has its loss
 }
 
+// On a SentencePiece model the appended text keeps each piece's leading space: it reads as the
+// tokenizer decodes all the ids at once.
+TEST(Worker, ContinueKeepsSentencePieceSpaces) {
+    const std::string english = app::BundledModelsDir() + "/english/ssa";
+    app::InferenceWorker worker;
+    ASSERT_TRUE(OpenAndAnalyze(worker, english, kWorkerText));
+    app::GenerateSettings greedy;
+    greedy.tokens = 10;
+    const uint64_t id = worker.Continue(kWorkerText, false, greedy);
+    const WorkerEvent last = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == id && e.last; }).back();
+    ASSERT_TRUE(last.analysis) << last.error;
+    auto engine = model::Engine::Open(english, "cpu");
+    ASSERT_TRUE(engine) << engine.error();
+    EXPECT_EQ(last.text, (*engine)->tokenizer().Decode(last.analysis->tokens.ids));
+    EXPECT_GT(last.text.size(), kWorkerText.size());
+}
+
 // Sampling with a seed draws the same tokens twice; a keystroke (a new analysis request) stops a
 // long Continue at once and its analysis follows.
 TEST(Worker, SeededContinueRepeatsAndAnEditStopsIt) {
