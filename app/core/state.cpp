@@ -104,6 +104,16 @@ void AppState::TogglePin(HeadRef h) {
     else pinned.push_back({h.layer, h.head, settings.map_mode});
 }
 
+bool AppState::IsGenerated(const model::Tokenization& tokens, int i) const {
+    if (generated_prefix.empty() || i < 0 || i >= static_cast<int>(tokens.offsets.size())) return false;
+    const auto [begin, end] = tokens.offsets[i];
+    return begin >= generated_begin && end <= generated_prefix.size();
+}
+
+void AppState::ForgetGeneratedIfEdited() {
+    if (text.compare(0, generated_prefix.size(), generated_prefix) != 0) generated_prefix.clear();
+}
+
 void AppState::ClampSelection() {
     const int L = Layers(), H = Heads(), T = Tokens();
     if (L == 0) return;

@@ -70,6 +70,31 @@ struct ViewSettings {
     std::string right_tab = "Heads";  // the right pane's open tab: Heads, Matrix, Temperatures, Table, Sparsity
 };
 
+// Continue (Ctrl+G): how the window appends tokens to the text. Temperature 0 is greedy (the most
+// likely token), as `ssaviz generate`; above 0, a draw from softmax(logits / temperature) over the
+// top_k most likely (0: all), from `seed`.
+struct GenerateSettings {
+    int tokens = 20;
+    float temperature = 0.0f;
+    int top_k = 40;
+    uint64_t seed = 1234;
+};
+
+// "Which heads matter": each head ablated (tau = 1) on top of the active interventions, one
+// forward pass each, and the mean loss that gives.
+struct HeadImpact {
+    int layer = 0, head = 0;
+    float mean_loss = NAN;
+    float delta = NAN;  // mean_loss - baseline: above 0, the head's temperatures help the model
+};
+struct HeadImpacts {
+    float baseline = NAN;                     // mean loss with the active interventions alone
+    std::vector<model::Intervention> on_top;  // the interventions it was measured with
+    std::vector<HeadImpact> heads;            // the heads done so far, layer by layer
+    int total = 0;                            // heads to do
+    bool done = false, cancelled = false;
+};
+
 // Screen rectangles of views, in framebuffer pixels, for screenshots and tests.
 struct Rect {
     float x = 0, y = 0, w = 0, h = 0;
@@ -79,6 +104,7 @@ struct AppState {
     // The model, as the worker last reported it.
     std::optional<model::ModelInfo> model;
     std::optional<model::ModelInfo> twin;
+    std::shared_ptr<const std::vector<std::string>> vocab;  // [V] each token id's bytes (the next-token view's labels)
     std::vector<std::string> recent_models;
 
     // The text being edited, and the newest finished analysis of it (may lag the text while the
@@ -112,9 +138,33 @@ struct AppState {
     bool show_graph = false;  // the graph experiment window (paper Figure 3)
     bool want_frame = false;  // a view has more to do (e.g. baking in slices): draw again soon
 
-    bool focus_goto = false;    // Ctrl+G: the map's go-to field takes the keyboard
+    bool focus_goto = false;    // Ctrl+F: the map's go-to field takes the keyboard
     bool show_timings = false;  // the status bar's developer timings (View > Timings in the status bar)
     int layout_generation = 0;  // bumped when a session sets the layout, so the panes take it
+
+    // What-ifs on the SSA side (issue 17), as the worker last applied them; a view asks for a new
+    // list through interventions_request. With compare_unedited the comparison is the model without
+    // them, so the difference views and the delta loss show their effect alone.
+    std::vector<model::Intervention> interventions;
+    std::optional<std::vector<model::Intervention>> interventions_request;
+    bool compare_unedited = false;
+    std::optional<bool> unedited_request;
+    std::string notice;  // a one-line note in the status bar: what-ifs dropped, Continue stopped at the context
+    std::shared_ptr<const HeadImpacts> head_impacts;  // the last "which heads matter" run (partial while it runs)
+    bool rank_heads_request = false;
+    bool cancel_job_request = false;  // stops the heads ranking or a generation
+    bool ranking_heads = false;
+
+    // Continue: tokens appended to the text one at a time, each analysed as it arrives.
+    GenerateSettings generate;
+    bool continue_request = false;
+    bool generating = false;
+    // Bytes [generated_begin, generated_prefix.size()) of the text were generated; generated_prefix
+    // is the text as generation left it. An edit before its end forgets them (ForgetGeneratedIfEdited).
+    size_t generated_begin = 0;
+    std::string generated_prefix;
+    bool IsGenerated(const model::Tokenization& tokens, int i) const;
+    void ForgetGeneratedIfEdited();
 
     // Status.
     double last_latency_ms = 0;  // request to result

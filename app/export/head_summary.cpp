@@ -100,6 +100,7 @@ bool HasTwin(const model::Analysis& a) {
 std::string CompareName(const model::Analysis& a) {
     if (a.compare_label.empty()) return "comparison";
     if (HasTwin(a)) return "twin";
+    if (a.comparison == model::Comparison::Unedited) return "unedited";
     return a.comparison == model::Comparison::LayerLocal ? "tau=1 local" : "tau=1";
 }
 
@@ -117,6 +118,9 @@ std::string CompareExplanation(const model::Analysis& a) {
     if (HasTwin(a))
         return "twin: a separately trained model (" + a.compare_label +
                ") on the same tokens. Its heads learned on their own, so head h of the twin need not do what head h of SSA does.";
+    if (a.comparison == model::Comparison::Unedited)
+        return "unedited: the SSA model as trained, without the what-ifs (" + model::FormatInterventions(a.interventions) +
+               ") applied to the SSA side, so a difference is the what-ifs' effect alone.";
     if (a.comparison == model::Comparison::LayerLocal)
         return "tau=1 local: at each layer, the SSA model's own q and k (the same input as SSA) with tau = 1. "
                "It shows what that layer's temperatures do, with nothing below it changed.";

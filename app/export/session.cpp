@@ -183,7 +183,11 @@ json SessionToJson(const Session& s) {
     const ViewSettings& v = s.settings;
     return json{{"ssaviz_session", kSessionVersion},
                 {"model", s.model_dir},
-                {"compare", !s.twin_dir.empty() ? s.twin_dir : s.layer_local ? std::string("local") : std::string("vanilla")},
+                {"compare", !s.twin_dir.empty()  ? s.twin_dir
+                            : s.compare_unedited ? std::string("unedited")
+                            : s.layer_local      ? std::string("local")
+                                                 : std::string("vanilla")},
+                {"interventions", model::FormatInterventions(s.interventions)},
                 {"device", s.device},
                 {"text", s.text},
                 {"truncate", s.truncate},
@@ -227,7 +231,21 @@ model::Result<Session> SessionFromJson(const json& j) {
         std::string compare = "vanilla";
         r.Read("compare", &compare);
         s.layer_local = compare == "local";
-        s.twin_dir = compare == "vanilla" || compare == "local" ? "" : compare;
+        s.compare_unedited = compare == "unedited";
+        s.twin_dir = compare == "vanilla" || compare == "local" || compare == "unedited" ? "" : compare;
+        std::string interventions;
+        r.Read("interventions", &interventions);
+        if (!interventions.empty()) {
+            // The model's shape is not known here: the syntax is checked now, the layers and heads
+            // when the model opens (what does not fit it is dropped with a note).
+            constexpr int kAnyShape = 1 << 16;
+            auto list = model::ParseInterventions(interventions, kAnyShape, kAnyShape);
+            if (!list) {  // the parser names the model's shape, which here is a placeholder
+                const std::string why = list.error().substr(0, list.error().find(" (the model has"));
+                throw BadKey{"'interventions': " + why + " (the --ablate syntax: L:H or L:*, then =pos, =tok or =xS)"};
+            }
+            s.interventions = std::move(*list);
+        }
         r.Read("device", &s.device);
         if (s.device != "auto" && s.device != "cpu" && s.device != "cuda") throw BadKey{"'device': '" + s.device + "' is not one of auto, cpu, cuda"};
         r.Read("text", &s.text);

@@ -18,6 +18,8 @@ struct Session {
     std::string model_dir;  // empty: the bundled default model
     std::string twin_dir;   // empty: compare with tau = 1, as `comparison` says
     bool layer_local = false;  // without a twin: the layer-local tau = 1 comparison ("compare": "local")
+    bool compare_unedited = false;  // without a twin: the model without the interventions ("compare": "unedited")
+    std::vector<model::Intervention> interventions;  // what-ifs on the SSA side ("interventions": the --ablate syntax)
     std::string device = "auto";
     std::string text;
     bool truncate = false;

@@ -23,6 +23,8 @@
 #include "app/gui/view_heads.h"
 #include "app/gui/view_export.h"
 #include "app/gui/view_heatmap.h"
+#include "app/gui/view_interventions.h"
+#include "app/gui/view_predictions.h"
 #include "app/gui/view_matrix.h"
 #include "app/gui/view_temperature.h"
 #include "app/gui/view_model.h"
@@ -52,6 +54,8 @@ struct Views {
     HeadMatrixView matrix;
     TemperatureView temperature;
     SparsityView sparsity;
+    PredictionView predictions;
+    InterventionsView interventions;
     ModelView model;
     HelpView help;
     GraphView graph;
@@ -95,12 +99,14 @@ public:
         m_state.truncate = m_state.truncate || options.truncate;
         m_dtype = options.dtype;
         m_state.open_model_request = model_dir;  // its ModelOpened event requests the first analysis
+        m_start_continue = options.continue_tokens;
+        m_start_rank_heads = options.rank_heads;
         m_show_export = options.show == "export";
         m_state.show_help = options.show == "help";
         m_state.show_demo = options.show == "demo";
-        for (const char* tab : {"Heads", "Matrix", "Temperatures", "Table", "Sparsity"}) {
+        for (const char* tab : {"Heads", "Matrix", "Temperatures", "Table", "Sparsity", "Next token", "What-ifs"}) {
             std::string lower = tab;
-            std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+            std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return c == ' ' ? '-' : static_cast<char>(std::tolower(c)); });
             if (options.show == lower) m_state.settings.right_tab = tab;
         }
     }
@@ -117,6 +123,8 @@ public:
         m_views.export_dialog.SetOptions(s.export_options);
         m_pending_twin = s.twin_dir;
         if (s.layer_local) m_state.layer_local_request = true;
+        if (s.compare_unedited) m_state.unedited_request = true;
+        if (!s.interventions.empty() || !m_state.interventions.empty()) m_state.interventions_request = s.interventions;
     }
 
     Session CurrentSession() {
@@ -124,6 +132,8 @@ public:
         s.model_dir = m_state.model ? m_state.model->dir : "";
         s.twin_dir = m_state.twin ? m_state.twin->dir : "";
         s.layer_local = !m_state.twin && m_state.layer_local;
+        s.compare_unedited = !m_state.twin && m_state.compare_unedited;
+        s.interventions = m_state.interventions;
         s.device = m_device;
         s.text = m_state.text;
         s.truncate = m_state.truncate;
@@ -147,6 +157,8 @@ public:
             switch (e.kind) {
                 case Kind::ModelOpened:
                     m_state.model = e.info;
+                    m_state.vocab = e.vocab;
+                    m_state.head_impacts.reset();  // another model's heads
                     m_state.twin.reset();
                     m_state.error.clear();
                     RememberRecentModel(e.info->dir, &m_state.recent_models);
@@ -165,13 +177,42 @@ public:
                     m_shown_request = std::max(m_shown_request, e.request);
                     m_glyphs_dirty = true;
                     break;
+                case Kind::InterventionsSet:
+                    m_state.interventions = e.interventions;
+                    if (!e.error.empty()) m_state.notice = e.error;
+                    break;
+                case Kind::Generated:
+                    if (e.request != m_generation_request) break;  // stopped by an edit: the text is the user's now
+                    if (e.analysis) {
+                        m_state.text = e.text;
+                        m_state.generated_prefix = e.text;
+                        m_state.analysis = e.analysis;
+                        m_state.error.clear();
+                        m_state.ClampSelection();
+                        m_shown_request = std::max(m_shown_request, e.request);
+                        m_glyphs_dirty = true;
+                    }
+                    if (e.last) {
+                        m_state.generating = false;
+                        m_generation_request = 0;
+                        if (!e.error.empty()) m_state.notice = e.error;
+                    }
+                    break;
+                case Kind::HeadImpacts:
+                    if (e.request != m_ranking_request) break;
+                    m_state.head_impacts = e.impacts;
+                    m_state.ranking_heads = !e.impacts->done && !e.impacts->cancelled;
+                    break;
                 case Kind::Error: m_state.error = e.error; m_twin_expected = false; break;
             }
             // A model or twin change makes the current result stale.
-            if (e.kind == Kind::ModelOpened || e.kind == Kind::TwinOpened || e.kind == Kind::TwinClosed || e.kind == Kind::ComparisonSet)
+            if (e.kind == Kind::ModelOpened || e.kind == Kind::TwinOpened || e.kind == Kind::TwinClosed || e.kind == Kind::ComparisonSet ||
+                e.kind == Kind::InterventionsSet)
                 RequestAnalysis();
         }
         m_state.busy = m_worker.Busy();
+        const bool requests_pending = m_state.interventions_request || m_state.unedited_request || m_state.layer_local_request;
+        if (m_state.analysis && !m_state.busy && !m_twin_expected && !requests_pending) StartJobsAskedFor();
         m_state.progress = m_worker.Progress();
         m_worker.SetShownHead(m_state.selected.layer, m_state.selected.head);
     }
@@ -243,6 +284,8 @@ public:
                     tab("Temperatures", [&] { m_views.temperature.Draw(m_state); });
                     tab("Table", [&] { m_views.table.Draw(m_state); });
                     tab("Sparsity", [&] { m_views.sparsity.Draw(m_state); });
+                    tab("Next token", [&] { m_views.predictions.Draw(m_state); });
+                    tab("What-ifs", [&] { m_views.interventions.Draw(m_state); });
                     ImGui::EndTabBar();
                 }
             }
@@ -279,16 +322,46 @@ public:
             m_worker.CloseTwin();
             m_state.close_twin_request = false;
         }
-        if (m_state.layer_local_request) {
-            m_state.layer_local = *m_state.layer_local_request;
+        if (m_state.layer_local_request || m_state.unedited_request) {
+            if (m_state.layer_local_request) {
+                m_state.layer_local = *m_state.layer_local_request;
+                m_state.compare_unedited = false;
+            }
+            if (m_state.unedited_request) m_state.compare_unedited = *m_state.unedited_request;
             m_state.layer_local_request.reset();
-            m_worker.SetComparison(m_state.layer_local ? model::Comparison::LayerLocal : model::Comparison::Counterfactual);
+            m_state.unedited_request.reset();
+            m_worker.SetComparison(m_state.compare_unedited ? model::Comparison::Unedited
+                                   : m_state.layer_local    ? model::Comparison::LayerLocal
+                                                            : model::Comparison::Counterfactual);
             if (m_state.twin) m_worker.CloseTwin();
+        }
+        if (m_state.interventions_request) {
+            m_worker.SetInterventions(*std::exchange(m_state.interventions_request, std::nullopt));
+            m_state.notice.clear();
         }
         if (m_state.text_changed) {
             m_state.text_changed = false;
+            m_state.generating = false;  // an edit stops Continue: results still on their way are dropped
+            m_generation_request = 0;
+            m_state.ForgetGeneratedIfEdited();
             RequestAnalysis();
             m_glyphs_dirty = true;
+        }
+        if (std::exchange(m_state.cancel_job_request, false)) m_worker.Cancel();
+        if (std::exchange(m_state.rank_heads_request, false) && m_state.model && !m_state.generating) {
+            m_ranking_request = m_worker.RankHeads(m_state.text, m_state.truncate);
+            m_state.ranking_heads = true;
+            m_state.head_impacts.reset();
+        }
+        if (std::exchange(m_state.continue_request, false) && m_state.analysis && !m_state.generating) {
+            // The editor shows its own copy of the text while it has the keyboard: let go of it so the
+            // generated tokens show as they arrive.
+            ImGui::ClearActiveID();
+            if (m_state.generated_prefix.empty() || m_state.text != m_state.generated_prefix) m_state.generated_begin = m_state.text.size();
+            m_state.ranking_heads = false;  // Continue stops a ranking
+            m_state.generating = true;
+            m_state.notice.clear();
+            m_generation_request = m_worker.Continue(m_state.text, m_state.truncate, m_state.generate);
         }
     }
 
@@ -311,7 +384,8 @@ public:
     }
     bool Settled() const {
         if (m_views.checkpoint.Showing()) return true;  // waiting for the user, not the model
-        if (m_state.busy || m_twin_expected) return false;
+        if (m_state.busy || m_twin_expected || m_state.generating || m_state.ranking_heads) return false;
+        if (m_start_continue > 0 || m_start_rank_heads || m_state.continue_request || m_state.rank_heads_request) return false;
         if (!m_state.model) return ModelFailed();  // nothing more will come
         return m_state.analysis || !m_state.error.empty();
     }
@@ -357,20 +431,34 @@ private:
         m_waiting.emplace_back(m_worker.Analyze(m_state.text, m_state.truncate), now);
     }
 
+    // --continue N and --rank-heads: once, on the first analysis that is the text's own.
+    void StartJobsAskedFor() {
+        if (m_start_continue > 0) {
+            m_state.generate.tokens = std::exchange(m_start_continue, 0);
+            m_state.continue_request = true;
+        }
+        if (std::exchange(m_start_rank_heads, false)) m_state.rank_heads_request = true;
+    }
+
     void DrawMenuBar() {
         if (!ImGui::BeginMenuBar()) return;
         if (ImGui::BeginMenu("File")) {
             if (ImGui::MenuItem("Open model...", "Ctrl+O")) OpenDialogFor(false);
-            if (ImGui::MenuItem("Compare with tau=1 (counterfactual)", nullptr, !m_state.twin && !m_state.layer_local))
+            if (ImGui::MenuItem("Compare with tau=1 (counterfactual)", nullptr, !m_state.twin && !m_state.layer_local && !m_state.compare_unedited))
                 m_state.layer_local_request = false;
             if (ImGui::IsItemHovered())
                 ImGui::SetTooltip("The same weights with tau_q = tau_v = 1 everywhere. A whole second forward pass: from layer 1 on\n"
                                   "its heads read a different residual stream, so a later layer's difference is not its temperatures alone.");
-            if (ImGui::MenuItem("Compare with tau=1, layer by layer", nullptr, !m_state.twin && m_state.layer_local))
+            if (ImGui::MenuItem("Compare with tau=1, layer by layer", nullptr, !m_state.twin && m_state.layer_local && !m_state.compare_unedited))
                 m_state.layer_local_request = true;
             if (ImGui::IsItemHovered())
                 ImGui::SetTooltip("At each layer, the SSA model's own q and k with tau = 1: what that layer's temperatures do,\n"
                                   "with nothing below it changed.");
+            if (ImGui::MenuItem("Compare with the unedited model", nullptr, !m_state.twin && m_state.compare_unedited))
+                m_state.unedited_request = !m_state.compare_unedited;
+            if (ImGui::IsItemHovered())
+                ImGui::SetTooltip("The SSA model without the what-ifs (What-ifs tab): the difference map and the delta loss show\n"
+                                  "the what-ifs' effect alone.");
             const std::string beside = m_state.model && !m_state.twin ? TwinBeside(m_state.model->dir) : "";
             if (!beside.empty() && ImGui::MenuItem("Compare with the twin beside this model")) m_state.open_twin_request = beside;
             if (!beside.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", beside.c_str());
@@ -557,14 +645,24 @@ private:
         } else {
             ImGui::TextUnformatted("ready");
         }
+        if (s.generating) {
+            ImGui::SameLine(0, 20);
+            ImGui::TextColored(ImVec4(0.45f, 0.85f, 0.95f, 1.0f), "continuing... (Esc or Ctrl+G stops)");
+        }
+        if (!s.notice.empty()) {
+            ImGui::SameLine(0, 20);
+            ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1.0f), "%s", s.notice.c_str());
+        }
         ImGui::SameLine(0, 20);
         // What a reader needs; the developer's timings behind a tooltip (or View > Timings).
         char timings[192];
         std::snprintf(timings, sizeof timings, "forward %.1f ms, metrics %.1f ms | keystroke to pixels %.0f ms | frame %.1f ms",
                       s.analysis ? s.analysis->forward_ms : 0.0, s.analysis ? s.analysis->metrics_ms : 0.0, s.last_latency_ms, s.frame_ms);
         if (s.analysis) {
-            ImGui::Text("%d tokens | %s, L%d H%d | vs %s | %s", s.analysis->n_tokens, s.model ? ShortModelName(s.model->dir).c_str() : "",
-                        s.selected.layer, s.selected.head, CompareName(*s.analysis).c_str(), s.analysis->device.c_str());
+            const float loss = model::MeanLoss(s.analysis->loss);
+            ImGui::Text("%d tokens | %s, L%d H%d | vs %s | loss %.3f | %s%s", s.analysis->n_tokens,
+                        s.model ? ShortModelName(s.model->dir).c_str() : "", s.selected.layer, s.selected.head, CompareName(*s.analysis).c_str(),
+                        loss, s.analysis->device.c_str(), s.analysis->interventions.empty() ? "" : " | what-ifs on");
         } else {
             ImGui::TextUnformatted(s.model ? "no analysis yet" : "no model open");
         }
@@ -583,12 +681,19 @@ private:
         if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_Q, false)) m_quit = true;
         if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_E, false)) m_views.export_dialog.Show(m_state);
         if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_S, false)) OpenSessionPopup(true);
-        if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_G, false)) s.focus_goto = true;
+        if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_F, false)) s.focus_goto = true;
+        if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_G, false)) {
+            if (s.generating) s.cancel_job_request = true;
+            else s.continue_request = true;
+        }
         if (ImGui::IsKeyPressed(GLFW_KEY_F1, false)) s.show_help = !s.show_help;
         // Keys belong to an open dialog, or to the editor while it has focus.
         if (io.WantTextInput || ImGui::IsPopupOpen("", ImGuiPopupFlags_AnyPopupId)) return;  // arrows and letters belong to the editor while it has focus
         const int L = s.Layers(), H = s.Heads();
-        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false)) s.query = -1;
+        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false)) {
+            if (s.generating || s.ranking_heads) s.cancel_job_request = true;  // Esc stops a job first
+            else s.query = -1;
+        }
         if (L > 0) {
             if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow))) s.selected.head = (s.selected.head + H - 1) % H;
             if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow))) s.selected.head = (s.selected.head + 1) % H;
@@ -619,16 +724,28 @@ private:
     bool m_session_popup = false, m_session_save = true;
     bool m_show_export = false;
     bool m_apply_tab = true;  // open settings.right_tab on the next frame
+    int m_start_continue = 0;         // --continue N, until the first analysis
+    bool m_start_rank_heads = false;  // --rank-heads, likewise
     AppState m_state;
     Views m_views;
     std::deque<std::pair<uint64_t, double>> m_waiting;  // analysis requests not yet on screen, oldest first
     uint64_t m_shown_request = 0;                       // the newest request whose result was drawn
+    uint64_t m_generation_request = 0;                  // the running Continue, 0 when none
+    uint64_t m_ranking_request = 0;                     // the last heads ranking
     bool m_glyphs_dirty = true;
     std::vector<double> m_latencies;
     bool m_typing = false;
     size_t m_cursor = 0;  // where the typing benchmark types next
     InferenceWorker m_worker;  // last: stops (joins) before the state it reports into goes away
 };
+
+// Tokens of the shown analysis that Continue appended.
+int GeneratedCount(const AppState& state) {
+    if (!state.analysis) return 0;
+    int n = 0;
+    for (int i = 0; i < state.analysis->n_tokens; ++i) n += state.IsGenerated(state.analysis->tokens, i);
+    return n;
+}
 
 // Reads the back buffer and writes it as PNG, plus FILE.json with the views' rectangles.
 bool SaveScreenshot(const std::string& path, int width, int height, const AppState& state, float scale) {
@@ -658,6 +775,10 @@ bool SaveScreenshot(const std::string& path, int width, int height, const AppSta
                             {"selected", {state.selected.layer, state.selected.head}},
                             {"pinned", pinned},
                             {"query", state.query},
+                            {"interventions", model::FormatInterventions(state.interventions)},
+                            {"analysed_interventions", state.analysis ? model::FormatInterventions(state.analysis->interventions) : ""},
+                            {"comparison", state.analysis ? model::ToString(state.analysis->comparison) : ""},
+                            {"generated_tokens", GeneratedCount(state)},
                             {"colormap", viz::ColormapName(v.colormap)},
                             {"log_scale", v.log_scale},
                             {"map", ToString(v.map_mode)},

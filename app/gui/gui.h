@@ -31,6 +31,10 @@ struct GuiOptions {
     std::string export_to;   // --export-to DIR: export with the session's export settings, then exit (tests)
     model::ConfigHints hints;   // --n-head, --query-form, --value-form, --activation: for checkpoints without config.json
     std::string dtype = "f32";  // --dtype: the compute dtype
+    // Once the first analysis is shown (screenshots, tests): --continue N appends N tokens as
+    // Continue (Ctrl+G) does, with the session's generation settings; --rank-heads ranks the heads.
+    int continue_tokens = 0;
+    bool rank_heads = false;
 };
 
 struct GuiRunOptions {

@@ -1,4 +1,5 @@
 #include "app/gui/view_heads.h"
+#include "app/gui/view_interventions.h"
 #include "viz/imgui/widgets.h"
 
 #include <algorithm>
@@ -146,11 +147,15 @@ void HeadTooltip(const AppState& state, const HeadSummary& s) {
                 FormatNumber(s.tau_v_mean).c_str());
     ImGui::Text("QK opnorm %s, eigenvalue mean %s, var %s", FormatNumber(s.qk_opnorm).c_str(), FormatNumber(s.qk_eig_mean).c_str(),
                 FormatNumber(s.qk_eig_var).c_str());
-    ImGui::TextDisabled("click: select   Ctrl+click: pin / unpin");
+    ImGui::TextDisabled("click: select   Ctrl+click: pin / unpin   right-click: what-ifs");
     ImGui::EndTooltip();
 }
 
 void HandleHeadClick(AppState& state, HeadRef ref) {
+    if (ImGui::BeginPopupContextItem()) {  // right-click: what-ifs on this head
+        DrawHeadWhatIfMenu(state, ref);
+        ImGui::EndPopup();
+    }
     if (!ImGui::IsItemClicked(ImGuiMouseButton_Left)) return;
     if (ImGui::GetIO().KeyCtrl) state.TogglePin(ref);
     else state.selected = ref;

@@ -255,13 +255,16 @@ void HeatmapView::DrawToolbar(AppState& state) {
     ImGui::SetNextItemWidth(font * 7.5f);
     const std::string current = "vs " + compare_label + (beside.empty() ? "" : " *");
     if (ImGui::BeginCombo("##compare", current.c_str())) {
-        const bool local = a.comparison == model::Comparison::LayerLocal;
-        if (ImGui::Selectable("tau=1 (counterfactual)", !state.twin && !local)) state.layer_local_request = false;
+        const bool local = a.comparison == model::Comparison::LayerLocal, unedited = a.comparison == model::Comparison::Unedited;
+        if (ImGui::Selectable("tau=1 (counterfactual)", !state.twin && !local && !unedited)) state.layer_local_request = false;
         viz::ItemTooltip("The same weights with tau_q = tau_v = 1 everywhere. A whole second forward pass: from layer 1 on, "
                          "its heads read a different residual stream, so a later layer's difference is not its temperatures alone.");
         if (ImGui::Selectable("tau=1 local (layer by layer)", !state.twin && local)) state.layer_local_request = true;
         viz::ItemTooltip("At each layer, the SSA model's own q and k with tau = 1: what that layer's temperatures do, with "
                          "nothing below it changed (`ssaviz export --compare local`).");
+        if (ImGui::Selectable("the unedited model (what-ifs off)", !state.twin && unedited)) state.unedited_request = true;
+        viz::ItemTooltip("The SSA model as trained, without the what-ifs of the What-ifs tab: the difference map shows their "
+                         "effect alone (`ssaviz export --ablate SPEC --compare unedited`).");
         if (state.twin) {
             ImGui::Selectable(("twin: " + state.twin->dir).c_str(), true);
         } else if (!beside.empty()) {
@@ -326,7 +329,7 @@ void HeatmapView::DrawToolbar(AppState& state) {
         "Mouse wheel: zoom around the cursor. Drag: pan. Double-click: reset the view.\n"
         "Click a cell: select its row as the query (its weights are shown as bars below). Esc: clear the query.\n"
         "Arrows: previous / next head (left, right) and layer (up, down). 1 / 2 / 3: SSA / comparison / difference, "
-        "4: all three side by side. L: log scale. Ctrl+G: go to a position or find a token.\n"
+        "4: all three side by side. L: log scale. Ctrl+F: go to a position or find a token.\n"
         "The strip left of the rows is each query's tau_q, the strip above the columns each key's tau_v, on the "
         "temperature scale (blue below 1, white at 1 = vanilla, red above 1 = sharper).\n"
         "When the map has more cells than pixels, each pixel shows the largest value of the cells it "
@@ -349,7 +352,7 @@ void HeatmapView::DrawGoTo(AppState& state) {
     const bool enter = ImGui::InputTextWithHint("##goto", "go to # / find", buf, sizeof buf, ImGuiInputTextFlags_EnterReturnsTrue);
     if (m_goto != buf) m_find_from = -1;
     m_goto = buf;
-    viz::ItemTooltip("Ctrl+G. A number goes to that position; text finds the next token containing it (case-sensitive; "
+    viz::ItemTooltip("Ctrl+F. A number goes to that position; text finds the next token containing it (case-sensitive; "
                      "Enter again for the next match). The token becomes the query, and the zoomed map pans to it.");
     if (enter && !m_goto.empty()) {
         const int T = m_tokens;

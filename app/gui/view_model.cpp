@@ -2,6 +2,7 @@
 
 #include "app/core/examples.h"
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -33,6 +34,14 @@ void Row(const char* key, const std::string& value, const char* tooltip = nullpt
     ImGui::TextUnformatted(value.c_str());
     ImGui::PopTextWrapPos();
     if (tooltip && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tooltip);
+}
+
+// "3.214 nats, perplexity 24.9"
+std::string LossText(float loss) {
+    if (!std::isfinite(loss)) return "-";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3f nats, perplexity %.1f", loss, std::exp(loss));
+    return buf;
 }
 
 bool BeginSummaryTable(const char* id) {
@@ -89,9 +98,21 @@ void ModelView::Draw(AppState& state) {
         if (state.twin) {
             Row("twin", state.twin->dir, "The comparison maps come from this separately trained model.");
             Row("twin params", FormatCount(state.twin->parameters));
+        } else if (state.compare_unedited) {
+            Row("compare with", "the unedited model (the SSA model without the what-ifs)",
+                "The difference views and the delta loss show the what-ifs' effect alone.");
         } else {
-            Row("compare with", "tau=1 (the same weights with tau_q = tau_v = 1)",
+            Row("compare with", state.layer_local ? "tau=1, layer by layer" : "tau=1 (the same weights with tau_q = tau_v = 1)",
                 "The vanilla counterfactual: a whole second forward pass, so from layer 1 on its heads read a different residual stream.");
+        }
+        if (!state.interventions.empty())
+            Row("what-ifs", model::FormatInterventions(state.interventions), "Interventions on the SSA side (What-ifs tab); --ablate syntax.");
+        if (state.analysis) {
+            const model::Analysis& a = *state.analysis;
+            const char* help = "Mean of -ln p(token | the tokens before it) over tokens 2..T, and its exp, the perplexity.";
+            Row("loss (SSA)", LossText(model::MeanLoss(a.loss)), help);
+            if (a.HasComparePredictions()) Row("loss (vs)", LossText(model::MeanLoss(a.loss_compare)), help);
+            else Row("loss (vs)", "-", "The layer-local comparison runs no forward pass of its own: it has no predictions.");
         }
         ImGui::EndTable();
     }
@@ -131,15 +152,18 @@ void HelpView::Draw(AppState& state) {
         {"Ctrl+E", "export figures and data (with a preview)"},
         {"Ctrl+Enter", "in the export window: write the files"},
         {"Ctrl+S", "save the session (reopen with ssaviz --session FILE)"},
+        {"Ctrl+F", "go to a token position, or find a token by its text"},
+        {"Ctrl+G", "Continue: append generated tokens to the text (again: stop)"},
         {"F1", "show or hide this help"},
         {"Ctrl+Q", "quit"},
         {"\xE2\x86\x91 \xE2\x86\x93", "previous / next layer"},
         {"\xE2\x86\x90 \xE2\x86\x92", "previous / next head"},
-        {"Esc", "clear the selected query token"},
+        {"Esc", "stop Continue or the heads ranking; else clear the selected query token"},
         {"1 / 2 / 3", "map mode: SSA / comparison / difference"},
         {"L", "log colour scale"},
         {"P", "pin the selected head (shown side by side)"},
         {"Ctrl+click", "pin a head in the heads grid"},
+        {"right-click a head", "what-ifs: ablate it, keep one term of tau_q"},
         {"click a token", "select it as the query"},
         {"wheel / drag", "zoom / pan the attention map"},
         {"double-click", "reset the map's zoom"},

@@ -19,7 +19,8 @@ namespace {
 constexpr float kChipPadX = 0.22f, kChipPadY = 0.10f, kChipGapX = 0.14f, kChipGapY = 0.22f;
 constexpr float kStaleAlpha = 0.5f;  // chips of an analysis older than the text
 
-const char* const kColorNames[] = {"tau_q", "tau_v", "entropy", "spikiness", "sink mass", "tau_q position term", "tau_q token term"};
+const char* const kColorNames[] = {"tau_q",           "tau_v",           "entropy", "spikiness", "sink mass", "tau_q position term",
+                                   "tau_q token term", "loss", "comparison loss", "delta loss"};
 const char* const kColorHelp[] = {
     "query inverse temperature: larger = sharper row",
     "value temperature: scales the key's value",
@@ -28,7 +29,19 @@ const char* const kColorHelp[] = {
     "the query's weight on the first token",
     "tau_q's position term alone, 1 + s ln i: the same for every text",
     "tau_q's token term alone, shown as 1 + tanh(w . z + b): tau_q with the position term at 1",
+    "-ln p(token | the tokens before it), nats, on the SSA side (with its what-ifs): how surprised the model is",
+    "the same loss on the comparison's side (the tau = 1 counterfactual, a twin or the unedited model)",
+    "SSA's loss minus the comparison's: blue where SSA predicts the token better, red where worse",
 };
+static_assert(IM_ARRAYSIZE(kColorNames) == IM_ARRAYSIZE(kColorHelp), "a name and a help line per colouring");
+
+// Whether the analysis can colour tokens this way (loss colourings need predictions).
+bool Offered(const model::Analysis& a, TokenColor c) {
+    if (c == TokenColor::TauQPosition || c == TokenColor::TauQToken) return TokenQuantity(a, c) != nullptr;
+    if (c == TokenColor::Loss) return !a.loss.empty();
+    if (c == TokenColor::LossCompare || c == TokenColor::LossDelta) return !a.loss.empty() && a.HasComparePredictions();
+    return true;
+}
 
 // Length of the valid UTF-8 sequence at s[i], 0 when the bytes there are not one (a partial
 // character of a byte-level token, an overlong form, a surrogate).
@@ -262,7 +275,7 @@ void TextView::DrawControls(AppState& state) {
     if (ImGui::BeginCombo("##token_color", kColorNames[static_cast<int>(s.token_color)])) {
         for (int k = 0; k < IM_ARRAYSIZE(kColorNames); ++k) {
             const TokenColor c = static_cast<TokenColor>(k);
-            if (state.analysis && (c == TokenColor::TauQPosition || c == TokenColor::TauQToken) && !TokenQuantity(*state.analysis, c)) continue;
+            if (state.analysis && !Offered(*state.analysis, c)) continue;
             if (ImGui::Selectable(kColorNames[k], s.token_color == c)) s.token_color = c;
             if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", kColorHelp[k]);
         }
@@ -272,11 +285,13 @@ void TextView::DrawControls(AppState& state) {
     ImGui::TextUnformatted("Scope");
     ImGui::SameLine();
     ImGui::SetNextItemWidth(fs * 8.0f);
+    ImGui::BeginDisabled(IsLoss(s.token_color));  // a loss belongs to the token, not to a head
     if (ImGui::BeginCombo("##token_scope", ScopeLabel(s.token_scope, head).c_str())) {
         for (TokenScope scope : {TokenScope::Head, TokenScope::LayerMean, TokenScope::ModelMean})
             if (ImGui::Selectable(ScopeLabel(scope, head).c_str(), s.token_scope == scope)) s.token_scope = scope;
         ImGui::EndCombo();
     }
+    ImGui::EndDisabled();
 
     // Legend: the colour ramp between the smallest and largest value the chips show.
     UpdateValues(state);
@@ -287,8 +302,8 @@ void TextView::DrawControls(AppState& state) {
         ImGui::EndGroup();
         return;
     }
-    const bool temperature = IsTemperature(s.token_color);
-    const viz::Colormap colormap = temperature ? viz::Colormap::Diverging : s.colormap;
+    const bool temperature = IsTemperature(s.token_color), delta = s.token_color == TokenColor::LossDelta;
+    const viz::Colormap colormap = temperature || delta ? viz::Colormap::Diverging : s.colormap;
     char lo[32], hi[32];
     std::snprintf(lo, sizeof(lo), "%.3g", m_scale.min);
     std::snprintf(hi, sizeof(hi), "%.3g", m_scale.max);
@@ -312,9 +327,9 @@ void TextView::DrawControls(AppState& state) {
         auto at = [&](float v) { return p.x + w * viz::Normalize(v, m_scale, false); };
         draw->AddRectFilled(ImVec2(at(m_value_min), y1 + 1), ImVec2(std::max(at(m_value_min) + 2, at(m_value_max)), y1 + 3),
                             ImGui::GetColorU32(ImGuiCol_Text));
-        if (temperature) {
+        if (temperature || delta) {  // the centre: tau = 1 (vanilla), or no difference in loss
             draw->AddLine(ImVec2(p.x + w * 0.5f, y0 - 2), ImVec2(p.x + w * 0.5f, y1 + 2), IM_COL32(0, 0, 0, 255), 1.0f);
-            const char* one = "1";
+            const char* one = temperature ? "1" : "0";
             draw->AddText(ImVec2(p.x + w * 0.5f - ImGui::CalcTextSize(one).x * 0.5f, y0 - ImGui::GetTextLineHeight() * 0.85f),
                           IM_COL32(0, 0, 0, 255), one);
         }
@@ -326,7 +341,10 @@ void TextView::DrawControls(AppState& state) {
     if (ImGui::IsItemHovered()) {
         char shown[96];
         std::snprintf(shown, sizeof shown, "The bar under the ramp: the shown tokens, %.3g..%.3g.", m_value_min, m_value_max);
-        if (!temperature)
+        if (IsLoss(s.token_color))
+            ImGui::SetTooltip("%s.\nThe first token has no loss (nothing predicts it): grey.%s\n%s", kColorHelp[static_cast<int>(s.token_color)],
+                              delta ? "\nThe scale is symmetric around 0: blue, SSA's temperatures help there; red, they hurt." : "", shown);
+        else if (!temperature)
             ImGui::SetTooltip("Range over query rows 2..T: row 1 sees only itself (entropy 0, spikiness 1, sink mass 1).\n%s", shown);
         else
             ImGui::SetTooltip("tau is an inverse temperature: larger = sharper attention.\nBlue: tau < 1, softer than vanilla. "
@@ -338,8 +356,13 @@ void TextView::DrawControls(AppState& state) {
         ImGui::SameLine();
         ImGui::TextDisabled("blue softer, red sharper");
     }
+    if (delta) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("blue SSA better, red worse");
+    }
     ImGui::SameLine();
-    ImGui::TextDisabled("%s, %s", kColorNames[static_cast<int>(s.token_color)], ScopeLabel(s.token_scope, head).c_str());
+    if (IsLoss(s.token_color)) ImGui::TextDisabled("%s, nats", kColorNames[static_cast<int>(s.token_color)]);
+    else ImGui::TextDisabled("%s, %s", kColorNames[static_cast<int>(s.token_color)], ScopeLabel(s.token_scope, head).c_str());
 }
 
 void TextView::UpdateValues(const AppState& state) {
@@ -357,6 +380,7 @@ void TextView::UpdateValues(const AppState& state) {
     m_values_valid = false;
     const model::Analysis* a = state.analysis.get();
     if (!a || a->n_tokens <= 0) return;
+    if (IsLoss(s.token_color)) return UpdateLossValues(*a, s.token_color);
     const std::vector<float>* rows = TokenQuantity(*a, s.token_color);
     m_values.assign(a->n_tokens, NAN);
     if (!rows) return;
@@ -384,6 +408,29 @@ void TextView::UpdateValues(const AppState& state) {
     } else {
         m_scale = {m_value_min, m_value_max};
     }
+}
+
+// A loss colouring: both sides' losses on one scale from 0 (so SSA's and the comparison's colours
+// compare), the delta on a symmetric one around 0.
+void TextView::UpdateLossValues(const model::Analysis& a, TokenColor color) {
+    m_values = TokenLosses(a, color);
+    float lo = INFINITY, hi = -INFINITY;
+    for (float v : m_values)
+        if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+    if (lo > hi) return;
+    m_value_min = lo;
+    m_value_max = hi;
+    m_values_valid = true;
+    if (color == TokenColor::LossDelta) {
+        const float d = std::max({1e-3f, std::abs(lo), std::abs(hi)});
+        m_scale = {-d, d};
+        return;
+    }
+    float top = hi;
+    for (TokenColor side : {TokenColor::Loss, TokenColor::LossCompare})
+        for (float v : TokenLosses(a, side))
+            if (std::isfinite(v)) top = std::max(top, v);
+    m_scale = {0.0f, std::max(top, 1e-3f)};
 }
 
 TextView::Label TextView::MakeLabel(const std::string& piece) {
@@ -545,8 +592,11 @@ void TextView::DrawStrip(AppState& state, float height) {
     }
 
     // An analysis older than the text stays, dimmed, until the new one arrives.
-    const float alpha = state.busy || !state.error.empty() ? kStaleAlpha : 1.0f;
-    const viz::Colormap colormap = IsTemperature(state.settings.token_color) ? viz::Colormap::Diverging : state.settings.colormap;
+    // A job (Continue, the heads ranking) keeps the worker busy, but what is shown is current.
+    const bool stale = (state.busy && !state.generating && !state.ranking_heads) || !state.error.empty();
+    const float alpha = stale ? kStaleAlpha : 1.0f;
+    const TokenColor color = state.settings.token_color;
+    const viz::Colormap colormap = IsTemperature(color) || color == TokenColor::LossDelta ? viz::Colormap::Diverging : state.settings.colormap;
     ImFont* font = ImGui::GetFont();
     for (int line = line_begin; line < line_end; ++line) {
         for (int i = m_line_first[line]; i < m_line_first[line + 1] && i < T; ++i) {
@@ -580,6 +630,8 @@ void TextView::DrawStrip(AppState& state, float height) {
             }
             run(at, static_cast<uint32_t>(label.text.size()), ink);
 
+            if (state.IsGenerated(a->tokens, i))  // Continue wrote it: a cyan bar under the chip
+                draw->AddRectFilled(ImVec2(p0.x, p1.y + 1), ImVec2(p1.x, p1.y + 3), IM_COL32(70, 210, 235, static_cast<int>(255 * alpha)));
             if (i == state.query) {
                 draw->AddRect(ImVec2(p0.x - 2, p0.y - 2), ImVec2(p1.x + 2, p1.y + 2), IM_COL32(0, 0, 0, 255), rounding + 2, 0, 3.0f);
                 draw->AddRect(ImVec2(p0.x - 1.5f, p0.y - 1.5f), ImVec2(p1.x + 1.5f, p1.y + 1.5f), IM_COL32(255, 255, 255, 255), rounding + 1.5f, 0,
@@ -594,6 +646,46 @@ void TextView::DrawStrip(AppState& state, float height) {
     ImGui::EndChild();
     const ImVec2 r_min = ImGui::GetItemRectMin(), r_max = ImGui::GetItemRectMax();
     state.regions["tokens"] = {r_min.x, r_min.y, r_max.x - r_min.x, r_max.y - r_min.y};
+}
+
+// How well each side predicted token i from the tokens before it.
+void TextView::DrawLossRows(const model::Analysis& a, int i) {
+    ImGui::Separator();
+    const size_t t = static_cast<size_t>(i) - 1;  // entry t is token t + 1's
+    if (i == 0 || t >= a.loss.size() || t >= a.rank.size()) {
+        ImGui::TextDisabled("No loss: nothing comes before the first token.");
+        return;
+    }
+    const bool compare = a.HasComparePredictions() && t < a.loss_compare.size() && t < a.rank_compare.size();
+    if (!ImGui::BeginTable("##loss", 4, ImGuiTableFlags_SizingFixedFit)) return;
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::TableNextColumn();
+    ImGui::TextDisabled("loss (nats)");
+    ImGui::TableNextColumn();
+    ImGui::TextDisabled("p");
+    ImGui::TableNextColumn();
+    ImGui::TextDisabled("rank");
+    auto row = [&](const char* side, float loss, int rank) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(side);
+        ImGui::TableNextColumn();
+        ImGui::Text("%.4f", loss);
+        ImGui::TableNextColumn();
+        ImGui::Text("%.4f", std::exp(-loss));
+        ImGui::TableNextColumn();
+        ImGui::Text("%d", rank + 1);
+    };
+    row(a.interventions.empty() ? "SSA" : "SSA, what-ifs", a.loss[t], a.rank[t]);
+    if (compare) row(a.comparison == model::Comparison::Unedited ? "unedited" : "comparison", a.loss_compare[t], a.rank_compare[t]);
+    ImGui::EndTable();
+    if (compare) {
+        const float delta = a.loss[t] - a.loss_compare[t];
+        ImGui::TextColored(delta > 0 ? ImVec4(1.0f, 0.5f, 0.45f, 1.0f) : ImVec4(0.5f, 0.7f, 1.0f, 1.0f), "delta loss %+.4f: SSA predicts it %s",
+                           delta, delta > 0 ? "worse" : "better");
+    }
+    ImGui::TextDisabled("rank 1 = the most likely next token");
 }
 
 void TextView::DrawTooltip(const AppState& state, int i) const {
@@ -646,6 +738,8 @@ void TextView::DrawTooltip(const AppState& state, int i) const {
         }
         ImGui::EndTable();
     }
+    DrawLossRows(a, i);
+    if (state.IsGenerated(tok, i)) ImGui::TextColored(ImVec4(0.45f, 0.85f, 0.95f, 1.0f), "generated by Continue");
     if (i == 0) ImGui::TextDisabled("Row 1 attends only to itself: its row metrics are trivial.");
     ImGui::TextDisabled("Click to select as the query.");
     ImGui::EndTooltip();

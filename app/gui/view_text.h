@@ -33,9 +33,11 @@ private:
     void DrawControls(AppState& state);
     void DrawStrip(AppState& state, float height);
     void DrawTooltip(const AppState& state, int i) const;
+    static void DrawLossRows(const model::Analysis& a, int i);
     void UpdateLabels(const AppState& state);
     void UpdateLayout(float width);
     void UpdateValues(const AppState& state);
+    void UpdateLossValues(const model::Analysis& a, TokenColor color);
 
     // Caches, rebuilt when the analysis, the width, the font or the colouring changes. Weak, so an
     // analysis the app has dropped is freed at once (its maps can be hundreds of MB).

@@ -3,6 +3,18 @@
 #include <chrono>
 
 namespace app {
+namespace {
+
+// The bytes token `id` adds after `ids`. Decoding it alone is not enough: SentencePiece drops a
+// piece's leading space at the start of a text, so it is decoded after the previous token.
+std::string AppendedBytes(const model::Tokenizer& tokenizer, const std::vector<int32_t>& ids, int32_t id) {
+    if (ids.empty()) return tokenizer.Decode({id});
+    const std::string before = tokenizer.Decode({ids.back()}), both = tokenizer.Decode({ids.back(), id});
+    if (both.compare(0, before.size(), before) != 0) return tokenizer.Decode({id});
+    return both.substr(before.size());
+}
+
+}  // namespace
 
 double NowMs() {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -33,6 +45,7 @@ uint64_t InferenceWorker::Push(Request request) {
         } else {
             m_cancel = true;  // a new model or twin makes the running analysis worthless
         }
+        if (m_in_job) m_cancel = true;  // any request stops a job (a keystroke stops Continue)
         m_queue.push_back(std::move(request));
         m_busy = true;
     }
@@ -56,6 +69,23 @@ uint64_t InferenceWorker::SetComparison(model::Comparison comparison) {
 uint64_t InferenceWorker::Analyze(const std::string& text, bool truncate) {
     Request r{Request::Kind::Analyze, 0, text, "", false, 0, {}, "f32"};
     r.truncate = truncate;
+    return Push(std::move(r));
+}
+
+uint64_t InferenceWorker::SetInterventions(std::vector<model::Intervention> interventions) {
+    Request r{Request::Kind::SetInterventions, 0, "", "", false, 0, {}, "f32"};
+    r.interventions = std::move(interventions);
+    return Push(std::move(r));
+}
+uint64_t InferenceWorker::RankHeads(const std::string& text, bool truncate) {
+    Request r{Request::Kind::RankHeads, 0, text, "", false, 0, {}, "f32"};
+    r.truncate = truncate;
+    return Push(std::move(r));
+}
+uint64_t InferenceWorker::Continue(const std::string& text, bool truncate, const GenerateSettings& settings) {
+    Request r{Request::Kind::Continue, 0, text, "", false, 0, {}, "f32"};
+    r.truncate = truncate;
+    r.generate = settings;
     return Push(std::move(r));
 }
 
@@ -94,12 +124,14 @@ void InferenceWorker::Loop() {
             m_queue.pop_front();
             m_cancel = false;
             m_busy = true;
+            m_in_job = request.kind == Request::Kind::RankHeads || request.kind == Request::Kind::Continue;
         }
         try {
             Handle(request);
         } catch (const std::exception& e) {  // c10::Error and friends: report, never crash the app
             Emit({WorkerEvent::Kind::Error, {}, nullptr, std::string("internal error: ") + e.what(), request.id});
         }
+        m_in_job = false;
     }
 }
 
@@ -112,7 +144,19 @@ void InferenceWorker::Handle(const Request& r) {
             m_engine = std::move(*engine);
             if (auto s = m_engine->SetComparison(m_comparison); !s) m_comparison = model::Comparison::Counterfactual;
             m_device = r.device;
-            return Emit({Kind::ModelOpened, m_engine->Info(), nullptr, "", r.id, NowMs() - r.start_ms});
+            WorkerEvent opened{Kind::ModelOpened, m_engine->Info(), nullptr, "", r.id, NowMs() - r.start_ms};
+            auto vocab = std::make_shared<std::vector<std::string>>(m_engine->tokenizer().VocabSize());
+            for (size_t id = 0; id < vocab->size(); ++id) (*vocab)[id] = m_engine->tokenizer().Decode({static_cast<int32_t>(id)});
+            opened.vocab = std::move(vocab);
+            Emit(std::move(opened));
+            if (m_interventions.empty()) return;
+            WorkerEvent e{Kind::InterventionsSet, {}, nullptr, "", r.id};
+            if (auto s = m_engine->SetInterventions(m_interventions); !s) {
+                e.error = "dropped the what-ifs " + model::FormatInterventions(m_interventions) + ": " + s.error();
+                m_interventions.clear();
+            }
+            e.interventions = m_interventions;
+            return Emit(std::move(e));
         }
         case Request::Kind::OpenTwin: {
             if (!m_engine) return Emit({Kind::Error, {}, nullptr, "open a model before its twin", r.id});
@@ -140,14 +184,120 @@ void InferenceWorker::Handle(const Request& r) {
                 if (m_cancel) return;  // superseded: a newer request is queued
                 return Emit({Kind::Error, {}, nullptr, analysis.error(), r.id});
             }
-            auto shared = std::make_shared<const model::Analysis>(std::move(*analysis));
-            // The map view's head, rebuilt here so the UI thread finds it cached (62 ms at 2,048
-            // tokens on a CPU core would be a stalled frame there).
-            const int layer = m_shown_layer.load(), head = m_shown_head.load();
-            shared->Map(model::MapSide::Ssa, layer, head);
-            shared->Map(model::MapSide::Compare, layer, head);
-            return Emit({Kind::Analysis, {}, shared, "", r.id, NowMs() - r.start_ms});
+            return Emit({Kind::Analysis, {}, Share(std::move(*analysis)), "", r.id, NowMs() - r.start_ms});
         }
+        case Request::Kind::SetInterventions: {
+            WorkerEvent e{Kind::InterventionsSet, {}, nullptr, "", r.id};
+            if (!m_engine) {
+                m_interventions = r.interventions;  // applied when a model opens, if they fit it
+            } else if (auto s = m_engine->SetInterventions(r.interventions); s) {
+                m_interventions = r.interventions;
+            } else {
+                e.error = s.error();  // the engine keeps its list
+            }
+            e.interventions = m_interventions;
+            return Emit(std::move(e));
+        }
+        case Request::Kind::RankHeads: return RankHeadsJob(r);
+        case Request::Kind::Continue: return ContinueJob(r);
+    }
+}
+
+std::shared_ptr<const model::Analysis> InferenceWorker::Share(model::Analysis analysis) {
+    auto shared = std::make_shared<const model::Analysis>(std::move(analysis));
+    // The map view's head, rebuilt here so the UI thread finds it cached (62 ms at 2,048 tokens on
+    // a CPU core would be a stalled frame there).
+    const int layer = m_shown_layer.load(), head = m_shown_head.load();
+    shared->Map(model::MapSide::Ssa, layer, head);
+    shared->Map(model::MapSide::Compare, layer, head);
+    return shared;
+}
+
+bool InferenceWorker::Superseded() {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    return m_cancel || m_stop || !m_queue.empty();
+}
+
+void InferenceWorker::RankHeadsJob(const Request& r) {
+    using Kind = WorkerEvent::Kind;
+    if (!m_engine) return Emit({Kind::Error, {}, nullptr, "no model is open", r.id});
+    auto tokens = m_engine->Tokenize(r.arg, r.truncate);
+    if (!tokens) return Emit({Kind::Error, {}, nullptr, tokens.error(), r.id});
+    model::AnalyzeOptions options;
+    options.cancel = &m_cancel;
+    HeadImpacts impacts;
+    impacts.on_top = m_interventions;
+    const model::ModelConfig& c = m_engine->Info().config;
+    impacts.total = c.n_layer * c.n_head;
+    auto post = [&] {
+        WorkerEvent e{Kind::HeadImpacts, {}, nullptr, "", r.id, NowMs() - r.start_ms};
+        e.impacts = std::make_shared<const HeadImpacts>(impacts);
+        Emit(std::move(e));
+    };
+    m_progress = 0.0f;
+    auto base = m_engine->Analyze(*tokens, options);  // usually the shown analysis, reused whole
+    if (base) {
+        impacts.baseline = model::MeanLoss(base->loss);
+        for (int l = 0; l < c.n_layer && !Superseded(); ++l) {
+            for (int h = 0; h < c.n_head && !Superseded(); ++h) {
+                std::vector<model::Intervention> with = m_interventions;
+                with.push_back({model::Intervention::Kind::Ablate, l, h, 0.0f});
+                if (!m_engine->SetInterventions(with)) continue;  // cannot happen: l and h are the model's
+                auto a = m_engine->Analyze(*tokens, options);
+                if (!a) break;  // cancelled
+                const float loss = model::MeanLoss(a->loss);
+                impacts.heads.push_back({l, h, loss, loss - impacts.baseline});
+                m_progress = static_cast<float>(impacts.heads.size()) / static_cast<float>(impacts.total);
+                post();
+            }
+        }
+    }
+    (void)m_engine->SetInterventions(m_interventions);  // the next analysis is the user's again
+    impacts.done = static_cast<int>(impacts.heads.size()) == impacts.total;
+    impacts.cancelled = !impacts.done;
+    post();
+}
+
+void InferenceWorker::ContinueJob(const Request& r) {
+    using Kind = WorkerEvent::Kind;
+    // Every way out ends with a `last` event, so the UI always learns that Continue stopped.
+    auto finish = [&](std::string error) {
+        WorkerEvent e{Kind::Generated, {}, nullptr, std::move(error), r.id, NowMs() - r.start_ms};
+        e.last = true;
+        Emit(std::move(e));
+    };
+    if (!m_engine) return finish("no model is open");
+    auto tokens = m_engine->Tokenize(r.arg, r.truncate);
+    if (!tokens) return finish(tokens.error());
+    std::string text = r.arg;
+    if (!tokens->offsets.empty() && tokens->offsets.back().second != text.size())
+        return finish("Continue appends to the end of the text, but only its first " + std::to_string(tokens->ids.size()) +
+                      " tokens fit the context");
+    model::AnalyzeOptions options;
+    options.cancel = &m_cancel;
+    auto first = m_engine->Analyze(*tokens, options);  // usually the shown analysis, reused whole
+    if (!first) return finish(m_cancel ? "" : first.error());
+    std::vector<float> logits = std::move(first->next_logits);
+    const int context = m_engine->Info().config.n_positions;
+    const size_t vocab = m_engine->tokenizer().VocabSize();
+    uint64_t rng = r.generate.seed;
+    for (int step = 0; step < r.generate.tokens; ++step) {
+        if (static_cast<int>(tokens->ids.size()) >= context)
+            return finish("Continue stopped: the text fills the model's context (" + std::to_string(context) + " tokens)");
+        if (Superseded()) return finish("");  // the user typed, or asked for something else
+        const int32_t id = model::NextToken(logits, vocab, r.generate.temperature, r.generate.top_k, &rng);
+        const std::string piece = AppendedBytes(m_engine->tokenizer(), tokens->ids, id);
+        tokens->ids.push_back(id);
+        tokens->pieces.push_back(piece);
+        tokens->offsets.push_back({text.size(), text.size() + piece.size()});
+        text += piece;
+        auto next = m_engine->Analyze(*tokens, options);  // incremental: only the new row is computed
+        if (!next) return finish(m_cancel ? "" : next.error());
+        logits = next->next_logits;
+        WorkerEvent e{Kind::Generated, {}, Share(std::move(*next)), "", r.id, NowMs() - r.start_ms};
+        e.text = text;
+        e.last = step + 1 == r.generate.tokens;
+        Emit(std::move(e));
     }
 }
 

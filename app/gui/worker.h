@@ -3,6 +3,9 @@
 // queued one, so typing never queues work. A running analysis finishes (so fast typing still
 // shows results, each at most one request behind); opening a model cancels it between layers.
 // Results come back as immutable shared pointers the UI takes at the start of a frame.
+// Two longer jobs run step by step and stop at any newer request: ranking the heads by the loss
+// their ablation causes (one forward pass per head) and Continue (one token per step, each step's
+// analysis streamed to the UI).
 #pragma once
 
 #include <atomic>
@@ -16,18 +19,24 @@
 #include <thread>
 #include <vector>
 
+#include "app/core/state.h"
 #include "model/nn/analysis.h"
 
 namespace app {
 
 struct WorkerEvent {
-    enum class Kind { ModelOpened, TwinOpened, TwinClosed, ComparisonSet, Analysis, Error };
+    enum class Kind { ModelOpened, TwinOpened, TwinClosed, ComparisonSet, InterventionsSet, Analysis, Generated, HeadImpacts, Error };
     Kind kind = Kind::Error;
     std::optional<model::ModelInfo> info;               // ModelOpened, TwinOpened
-    std::shared_ptr<const model::Analysis> analysis;    // Analysis
-    std::string error;                                  // Error: one line
+    std::shared_ptr<const model::Analysis> analysis;    // Analysis, Generated
+    std::string error;                                  // Error: one line; InterventionsSet: why some were dropped
     uint64_t request = 0;                               // the request it answers
     double latency_ms = 0;                              // from the request to this result
+    std::vector<model::Intervention> interventions;     // InterventionsSet: what the SSA side runs with now
+    std::string text;                                   // Generated: the text with the new token appended
+    bool last = false;                                  // Generated: the last step of its request
+    std::shared_ptr<const HeadImpacts> impacts;         // HeadImpacts: the heads ranked so far
+    std::shared_ptr<const std::vector<std::string>> vocab;  // ModelOpened: [V] each id's bytes
 };
 
 class InferenceWorker {
@@ -46,6 +55,13 @@ public:
     // Without a twin: the tau = 1 counterfactual (a second forward pass) or the layer-local one.
     uint64_t SetComparison(model::Comparison comparison);
     uint64_t Analyze(const std::string& text, bool truncate);
+    // What-ifs on the SSA side, kept across models that they fit (dropped, with a note, otherwise).
+    uint64_t SetInterventions(std::vector<model::Intervention> interventions);
+    // Ablates each head in turn on top of the interventions and ranks them by the mean loss on `text`.
+    uint64_t RankHeads(const std::string& text, bool truncate);
+    // Appends settings.tokens tokens to `text`, one Generated event per token.
+    uint64_t Continue(const std::string& text, bool truncate, const GenerateSettings& settings);
+    void Cancel() { m_cancel = true; }  // stops the running analysis or job
 
     std::vector<WorkerEvent> TakeEvents();  // everything finished since the last call, oldest first
     bool Busy() const { return m_busy.load(); }
@@ -58,7 +74,7 @@ public:
 
 private:
     struct Request {
-        enum class Kind { OpenModel, OpenTwin, CloseTwin, SetComparison, Analyze } kind;
+        enum class Kind { OpenModel, OpenTwin, CloseTwin, SetComparison, Analyze, SetInterventions, RankHeads, Continue } kind;
         uint64_t id;
         std::string arg;     // folder or text
         std::string device;
@@ -67,17 +83,25 @@ private:
         model::ConfigHints hints;
         std::string dtype = "f32";
         model::Comparison comparison = model::Comparison::Counterfactual;
+        std::vector<model::Intervention> interventions;
+        GenerateSettings generate;
     };
 
     uint64_t Push(Request request);
     void Loop();
     void Handle(const Request& request);
     void Emit(WorkerEvent event);
+    bool Superseded();  // a job's check between steps: cancelled, or another request waits
+    void RankHeadsJob(const Request& r);
+    void ContinueJob(const Request& r);
+    // The analysis as the UI gets it: shared, with the shown head's maps already built.
+    std::shared_ptr<const model::Analysis> Share(model::Analysis analysis);
 
     std::function<void()> m_wake;
     std::unique_ptr<model::Engine> m_engine;  // touched only by the worker thread
     std::string m_device = "auto";
     model::Comparison m_comparison = model::Comparison::Counterfactual;  // kept across models
+    std::vector<model::Intervention> m_interventions;                     // kept across models they fit
 
     std::mutex m_mutex;
     std::condition_variable m_cv;
@@ -87,6 +111,7 @@ private:
     bool m_stop = false;
     std::atomic<bool> m_cancel{false};
     std::atomic<bool> m_busy{false};
+    std::atomic<bool> m_in_job{false};  // a job runs: any new request stops it
     std::atomic<float> m_progress{0.0f};
     std::atomic<int> m_shown_layer{0}, m_shown_head{0};
     std::thread m_thread;  // last: starts after everything above exists

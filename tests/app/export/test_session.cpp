@@ -73,6 +73,40 @@ TEST(Session, RoundTripsEveryField) {
     EXPECT_FLOAT_EQ(back->export_options.sink_epsilon, 0.4f);
 }
 
+// What-ifs are kept in the --ablate syntax, and "compare": "unedited" (the model without them)
+// reads back; a session from before issue 17 (no such keys) has none and compares with tau = 1.
+TEST(Session, WhatIfsAndTheUneditedComparisonRoundTrip) {
+    app::Session s;
+    s.compare_unedited = true;
+    s.interventions = {{model::Intervention::Kind::Ablate, 1, 2, 0.0f},
+                       {model::Intervention::Kind::PositionOnly, 0, -1, 0.0f},
+                       {model::Intervention::Kind::Scale, 3, 0, 0.5f}};
+    const json j = app::SessionToJson(s);
+    EXPECT_EQ(j["compare"], "unedited");
+    EXPECT_EQ(j["interventions"], "1:2,0:*=pos,3:0=x0.5");
+    auto back = app::SessionFromJson(j);
+    ASSERT_TRUE(back) << back.error();
+    EXPECT_TRUE(back->compare_unedited);
+    EXPECT_FALSE(back->layer_local);
+    EXPECT_TRUE(back->twin_dir.empty());
+    EXPECT_TRUE(back->interventions == s.interventions);
+
+    auto old = app::SessionFromJson(json{{"ssaviz_session", 1}, {"compare", "local"}, {"text", "hi"}});
+    ASSERT_TRUE(old) << old.error();
+    EXPECT_TRUE(old->interventions.empty());
+    EXPECT_FALSE(old->compare_unedited);
+    EXPECT_TRUE(old->layer_local);
+
+    // Bad what-ifs are one-line errors with the item escaped.
+    for (const std::string spec : {"1:x", "1", "0:0=hot", "2:1=x\x01"}) {
+        auto bad = app::SessionFromJson(json{{"ssaviz_session", 1}, {"interventions", spec}});
+        ASSERT_FALSE(bad) << spec;
+        EXPECT_NE(bad.error().find("'interventions'"), std::string::npos) << bad.error();
+        EXPECT_EQ(bad.error().find('\x01'), std::string::npos) << "a control character echoed: " << bad.error();
+        EXPECT_EQ(bad.error().find("65536"), std::string::npos) << "the placeholder shape leaked: " << bad.error();
+    }
+}
+
 TEST(Session, MissingKeysKeepDefaults) {
     auto s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"text", "hi"}});
     ASSERT_TRUE(s) << s.error();

@@ -129,6 +129,30 @@ model::Analysis MakeSyntheticAnalysis(int L, int H, int T, uint64_t seed) {
     }
     a.effective_qk_norm.resize(rows);
     for (size_t r = 0; r < rows; ++r) a.effective_qk_norm[r] = a.tau_q[r] * a.qk_opnorm[r / T];
+    // Predictions over a made-up vocabulary of kVocab ids: a loss per token that varies with
+    // position, each side's top-k as a softmax over a few likely ids, and the last position's logits.
+    constexpr int kVocab = 1100, K = model::Analysis::kTopK;
+    for (int t = 1; t < T; ++t) {
+        a.loss.push_back(0.5f + 4.0f * uniform(rng));
+        a.loss_compare.push_back(std::max(0.05f, a.loss.back() + 1.0f * (uniform(rng) - 0.5f)));
+        a.rank.push_back(static_cast<int32_t>(20 * uniform(rng)) % 12);
+        a.rank_compare.push_back(static_cast<int32_t>(20 * uniform(rng)) % 12);
+    }
+    for (int t = 0; t < T; ++t) {
+        float sum = 0, sum_compare = 0;
+        std::vector<float> p(K), q(K);
+        for (int k = 0; k < K; ++k) sum += p[k] = std::exp(-0.5f * k - uniform(rng)), sum_compare += q[k] = std::exp(-0.3f * k);
+        for (int k = 0; k < K; ++k) {
+            // The actual next token sits at its rank when that is in the top k.
+            const bool actual = t + 1 < T && a.rank[t] == k;
+            a.top_ids.push_back(actual ? a.tokens.ids[t + 1] : (t * 13 + k * 7) % kVocab);
+            a.top_ids_compare.push_back(t + 1 < T && a.rank_compare[t] == k ? a.tokens.ids[t + 1] : (t * 11 + k * 5) % kVocab);
+            a.top_probs.push_back(p[k] / sum * 0.9f);
+            a.top_probs_compare.push_back(q[k] / sum_compare * 0.8f);
+        }
+    }
+    a.next_logits.resize(kVocab);
+    for (float& v : a.next_logits) v = 4.0f * uniform(rng);
     a.thumbnails = model::MakeThumbnails(attention, attention_compare, L, H, T);
     a.maps = model::HostAttentionMaps(L, H, T, std::move(attention), std::move(attention_compare));
     return a;

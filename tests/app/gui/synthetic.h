@@ -1,5 +1,6 @@
 // Synthetic analyses with plausible structure (diagonal, sink, and previous-token heads; tau
-// varying with position), for the headless view tests. Never shown as a real model's result.
+// varying with position; per-token losses, ranks and top-10 predictions over ids 0..1099), for the
+// headless view tests. Never shown as a real model's result.
 #pragma once
 
 #include <cstdint>

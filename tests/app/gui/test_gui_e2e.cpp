@@ -12,9 +12,13 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 #include <stb_image.h>
+
+#include "app/core/examples.h"
+#include "app/gui/worker.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -133,12 +137,13 @@ std::vector<std::string> FilesUnder(const std::string& dir) {
 const std::string kSessionText = "The keeper lit the lamp; ships passed safely: caf\xC3\xA9, na\xC3\xAFve.";
 
 // A session with everything set away from the defaults.
-std::string WriteSession(const std::string& dir, const std::string& compare = "vanilla") {
+std::string WriteSession(const std::string& dir, const std::string& compare = "vanilla", const std::string& interventions = "") {
     const std::string model = (fs::path(SSAVIZ_BINARY).parent_path() / "models" / "default").string();
     nlohmann::json session = {
         {"ssaviz_session", 1},
         {"model", model},
         {"compare", compare},
+        {"interventions", interventions},
         {"text", kSessionText},
         {"selected", {2, 3}},
         {"pinned", {{0, 1, "diff"}, {3, 2}}},  // a pin keeps its own map; [layer, head] is an SSA pin
@@ -198,11 +203,11 @@ TEST(EndToEnd, SessionReopensExactly) {
 // The export dialog and `ssaviz export` write the same files, byte for byte, for the same settings.
 // The window's export (the dialog's own path, with the session's settings) writes the same bytes
 // as `ssaviz export` with the same settings; `compare` is the session's and --compare's.
-void ExpectGuiExportEqualsCommandLine(const std::string& name, const std::string& compare) {
+void ExpectGuiExportEqualsCommandLine(const std::string& name, const std::string& compare, const std::string& ablate = "") {
     const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/" + name;
     fs::remove_all(dir);
     fs::create_directories(dir);
-    const std::string session = WriteSession(dir, compare), gui_out = dir + "/gui", cli_out = dir + "/cli";
+    const std::string session = WriteSession(dir, compare, ablate), gui_out = dir + "/gui", cli_out = dir + "/cli";
     // Both on one compute thread: OpenBLAS's sums depend on its thread count (by ~2e-6 on a
     // 2-core AMD EPYC with its Haswell kernels), and the window leaves a core to the UI.
     struct OneThread {
@@ -215,7 +220,8 @@ void ExpectGuiExportEqualsCommandLine(const std::string& name, const std::string
     const std::string model = (fs::path(SSAVIZ_BINARY).parent_path() / "models" / "default").string();
     const std::string cli = std::string(SSAVIZ_BINARY) + " export --model " + model + " --text-file " + dir + "/text.txt --out " + cli_out +
                             " --format json,npy,csv,png,svg,html --maps ssa,vanilla,diff --layers 1 --heads 0,2 --colormap magma --log"
-                            " --size 256 --highlight tau_q --highlight-scope 1,2 --sink-eps 0.35 --compare " + compare;
+                            " --size 256 --highlight tau_q --highlight-scope 1,2 --sink-eps 0.35 --compare " + compare +
+                            (ablate.empty() ? "" : " --ablate " + ablate);
     ASSERT_EQ(RunCommand(cli, dir + "/cli.log"), 0) << ReadFile(dir + "/cli.log");
     const std::vector<std::string> files = FilesUnder(gui_out);
     EXPECT_EQ(files, FilesUnder(cli_out));
@@ -223,13 +229,20 @@ void ExpectGuiExportEqualsCommandLine(const std::string& name, const std::string
     for (const std::string& f : files)
         EXPECT_TRUE(ReadFile(gui_out + "/" + f) == ReadFile(cli_out + "/" + f)) << f << " differs between the GUI and the command line";
     const nlohmann::json metrics = nlohmann::json::parse(ReadFile(gui_out + "/metrics.json"), nullptr, false);
-    EXPECT_EQ(metrics.value("comparison_kind", ""), compare == "local" ? "local" : "counterfactual");
+    EXPECT_EQ(metrics.value("comparison_kind", ""), compare == "local" ? "local" : compare == "unedited" ? "unedited" : "counterfactual");
 }
 
 TEST(EndToEnd, GuiExportEqualsCommandLineExport) { ExpectGuiExportEqualsCommandLine("e2e_export", "vanilla"); }
 
 // The layer-local tau = 1 comparison chosen in a session reaches the window's engine.
 TEST(EndToEnd, GuiExportEqualsCommandLineExportLayerLocal) { ExpectGuiExportEqualsCommandLine("e2e_export_local", "local"); }
+
+// What-ifs from a session (a head set to tau = 1, a layer with only tau_q's position term, a
+// scaled head) against the unedited model reach the window's engine: its export equals
+// `ssaviz export --ablate ... --compare unedited`, titles and losses included.
+TEST(EndToEnd, GuiExportEqualsCommandLineExportWithWhatIfs) {
+    ExpectGuiExportEqualsCommandLine("e2e_export_ablate", "unedited", "1:2,0:*=pos,3:0=x0.5");
+}
 
 }  // namespace
 
@@ -253,6 +266,198 @@ TEST(EndToEnd, AMissingModelEndsAScreenshotRunAtOnce) {
         EXPECT_NE(log.find(args.find("dev/zero") != std::string::npos ? "/dev/zero" : "no-such-model"), std::string::npos) << log;
         EXPECT_TRUE(fs::exists(dir + "/shot.png"));  // the window as the user would see it, error included
     }
+}
+
+}  // namespace
+
+// The inference worker on the real default model (no window): Continue, the heads ranking and
+// what-ifs across models, as the window drives them.
+namespace {
+
+using app::WorkerEvent;
+
+const std::string kWorkerText = "The keeper lit the lamp and watched the ships";
+
+std::string DefaultModel() { return (fs::path(SSAVIZ_BINARY).parent_path() / "models" / "default").string(); }
+
+// Collects the worker's events until `done` says so (or 120 s pass: a failure).
+template <class Done>
+std::vector<WorkerEvent> WaitFor(app::InferenceWorker& worker, Done&& done) {
+    std::vector<WorkerEvent> events;
+    const auto start = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - start < std::chrono::seconds(120)) {
+        for (WorkerEvent& e : worker.TakeEvents()) {
+            events.push_back(std::move(e));
+            if (done(events.back())) return events;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ADD_FAILURE() << "the worker did not answer within 120 s";
+    return events;
+}
+
+bool Is(const WorkerEvent& e, WorkerEvent::Kind kind) { return e.kind == kind; }
+
+std::shared_ptr<const model::Analysis> OpenAndAnalyze(app::InferenceWorker& worker, const std::string& model, const std::string& text) {
+    worker.OpenModel(model, "cpu");
+    for (const WorkerEvent& e : WaitFor(worker, [](const WorkerEvent& e) { return e.kind != WorkerEvent::Kind::InterventionsSet; })) {
+        EXPECT_EQ(e.kind == WorkerEvent::Kind::Error ? e.error : "", "");
+        if (e.kind == WorkerEvent::Kind::ModelOpened) EXPECT_TRUE(e.vocab && !e.vocab->empty());
+    }
+    const uint64_t id = worker.Analyze(text, false);
+    auto events = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == id; });
+    EXPECT_TRUE(Is(events.back(), WorkerEvent::Kind::Analysis)) << events.back().error;
+    return events.back().analysis;
+}
+
+// Greedy Continue appends, one event per token, the most likely next token of the analysis before
+// it, decoded onto the text; each step reuses every row before the new token.
+TEST(Worker, ContinueAppendsTheGreedyTokensOneAtATime) {
+    app::InferenceWorker worker;
+    auto first = OpenAndAnalyze(worker, DefaultModel(), kWorkerText);
+    ASSERT_TRUE(first);
+    const int T0 = first->n_tokens;
+    app::GenerateSettings greedy;
+    greedy.tokens = 6;
+    greedy.temperature = 0.0f;
+    const uint64_t id = worker.Continue(kWorkerText, false, greedy);
+    const auto events = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == id && e.last; });
+    ASSERT_EQ(events.size(), 6u);
+    std::shared_ptr<const model::Analysis> before = first;
+    std::string text = kWorkerText;
+    for (size_t k = 0; k < events.size(); ++k) {
+        const WorkerEvent& e = events[k];
+        ASSERT_EQ(e.kind, WorkerEvent::Kind::Generated) << e.error;
+        ASSERT_TRUE(e.analysis);
+        const model::Analysis& a = *e.analysis;
+        ASSERT_EQ(a.n_tokens, T0 + static_cast<int>(k) + 1);
+        const std::vector<float>& logits = before->next_logits;
+        const size_t vocab = std::min<size_t>(logits.size(), 50257);
+        const int32_t expected = static_cast<int32_t>(std::max_element(logits.begin(), logits.begin() + vocab) - logits.begin());
+        EXPECT_EQ(a.tokens.ids.back(), expected) << "step " << k;
+        text += a.tokens.pieces.back();
+        EXPECT_EQ(e.text, text) << "step " << k;
+        EXPECT_EQ(a.tokens.offsets.back().second, text.size());
+        EXPECT_GE(a.reused_rows, T0 + static_cast<int>(k)) << "step " << k << " recomputed rows it had";
+        EXPECT_EQ(e.last, k + 1 == events.size());
+        before = e.analysis;
+    }
+    EXPECT_EQ(before->loss.size(), static_cast<size_t>(T0 + 5));  // every appended token has its loss
+}
+
+// On a SentencePiece model the appended text keeps each piece's leading space: it reads as the
+// tokenizer decodes all the ids at once.
+TEST(Worker, ContinueKeepsSentencePieceSpaces) {
+    const std::string english = app::BundledModelsDir() + "/english/ssa";
+    app::InferenceWorker worker;
+    ASSERT_TRUE(OpenAndAnalyze(worker, english, kWorkerText));
+    app::GenerateSettings greedy;
+    greedy.tokens = 10;
+    const uint64_t id = worker.Continue(kWorkerText, false, greedy);
+    const WorkerEvent last = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == id && e.last; }).back();
+    ASSERT_TRUE(last.analysis) << last.error;
+    auto engine = model::Engine::Open(english, "cpu");
+    ASSERT_TRUE(engine) << engine.error();
+    EXPECT_EQ(last.text, (*engine)->tokenizer().Decode(last.analysis->tokens.ids));
+    EXPECT_GT(last.text.size(), kWorkerText.size());
+}
+
+// Sampling with a seed draws the same tokens twice; a keystroke (a new analysis request) stops a
+// long Continue at once and its analysis follows.
+TEST(Worker, SeededContinueRepeatsAndAnEditStopsIt) {
+    app::InferenceWorker worker;
+    ASSERT_TRUE(OpenAndAnalyze(worker, DefaultModel(), kWorkerText));
+    app::GenerateSettings sample;
+    sample.tokens = 5;
+    sample.temperature = 1.0f;
+    sample.top_k = 50;
+    sample.seed = 7;
+    std::string texts[2];
+    for (std::string& out : texts) {
+        const uint64_t id = worker.Continue(kWorkerText, false, sample);
+        out = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == id && e.last; }).back().text;
+    }
+    EXPECT_GT(texts[0].size(), kWorkerText.size());
+    EXPECT_EQ(texts[0], texts[1]);
+
+    sample.tokens = 500;
+    const uint64_t id = worker.Continue(kWorkerText, false, sample);
+    WaitFor(worker, [&](const WorkerEvent& e) { return e.request == id; });  // the first token arrived
+    const uint64_t edit = worker.Analyze(kWorkerText + " and", false);
+    int generated = 1;
+    bool stopped = false;
+    const auto events = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == edit; });
+    for (const WorkerEvent& e : events) {
+        if (e.request != id) continue;
+        generated += e.analysis ? 1 : 0;
+        stopped |= e.last;
+    }
+    EXPECT_TRUE(stopped) << "Continue did not report that it stopped";
+    EXPECT_LT(generated, 500);
+    ASSERT_EQ(events.back().kind, WorkerEvent::Kind::Analysis);
+    EXPECT_EQ(events.back().analysis->interventions.size(), 0u);
+}
+
+// The heads ranking: one mean loss per head, the baseline the shown text's, and a head's number
+// the same as an analysis with that head ablated by hand; the engine runs unablated afterwards.
+TEST(Worker, RankHeadsAblatesEachHeadInTurn) {
+    app::InferenceWorker worker;
+    auto shown = OpenAndAnalyze(worker, DefaultModel(), kWorkerText);
+    ASSERT_TRUE(shown);
+    const uint64_t id = worker.RankHeads(kWorkerText, false);
+    size_t progress_events = 0;
+    const auto events = WaitFor(worker, [&](const WorkerEvent& e) {
+        progress_events += e.request == id;
+        return e.request == id && (e.impacts->done || e.impacts->cancelled);
+    });
+    const app::HeadImpacts& r = *events.back().impacts;
+    ASSERT_TRUE(r.done);
+    ASSERT_EQ(r.total, shown->n_layer * shown->n_head);
+    ASSERT_EQ(static_cast<int>(r.heads.size()), r.total);
+    EXPECT_GE(progress_events, r.heads.size());  // a result per head as it finished
+    EXPECT_NEAR(r.baseline, model::MeanLoss(shown->loss), 1e-5);
+    const app::HeadImpact& h = r.heads[6];
+    EXPECT_NEAR(h.delta, h.mean_loss - r.baseline, 1e-6);
+
+    worker.SetInterventions({{model::Intervention::Kind::Ablate, h.layer, h.head, 0.0f}});
+    WaitFor(worker, [](const WorkerEvent& e) { return e.kind == WorkerEvent::Kind::InterventionsSet; });
+    uint64_t again = worker.Analyze(kWorkerText, false);
+    auto ablated = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == again; }).back().analysis;
+    ASSERT_TRUE(ablated);
+    EXPECT_NEAR(model::MeanLoss(ablated->loss), h.mean_loss, 1e-4) << "L" << h.layer << " H" << h.head;
+    EXPECT_NE(model::MeanLoss(ablated->loss), r.baseline);
+
+    worker.SetInterventions({});
+    WaitFor(worker, [](const WorkerEvent& e) { return e.kind == WorkerEvent::Kind::InterventionsSet; });
+    again = worker.Analyze(kWorkerText, false);
+    auto plain = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == again; }).back().analysis;
+    EXPECT_NEAR(model::MeanLoss(plain->loss), r.baseline, 1e-5);
+}
+
+// What-ifs outlive a model change when they fit the new model, and are dropped with a note when
+// they do not (the graph example has one layer and one head).
+TEST(Worker, WhatIfsAreKeptAcrossModelsOnlyIfTheyFit) {
+    app::InferenceWorker worker;
+    ASSERT_TRUE(OpenAndAnalyze(worker, DefaultModel(), kWorkerText));
+    worker.SetInterventions({{model::Intervention::Kind::PositionOnly, 3, 3, 0.0f}});
+    auto set = WaitFor(worker, [](const WorkerEvent& e) { return e.kind == WorkerEvent::Kind::InterventionsSet; }).back();
+    EXPECT_EQ(model::FormatInterventions(set.interventions), "3:3=pos");
+    EXPECT_EQ(set.error, "");
+
+    const std::string assets = app::BundledModelsDir() + "/";
+    worker.OpenModel(assets + "english/ssa", "cpu");
+    set = WaitFor(worker, [](const WorkerEvent& e) { return e.kind == WorkerEvent::Kind::InterventionsSet; }).back();
+    EXPECT_EQ(model::FormatInterventions(set.interventions), "3:3=pos") << set.error;
+
+    worker.OpenModel(assets + "graph/ssa", "cpu");
+    set = WaitFor(worker, [](const WorkerEvent& e) { return e.kind == WorkerEvent::Kind::InterventionsSet; }).back();
+    EXPECT_TRUE(set.interventions.empty());
+    EXPECT_NE(set.error.find("3:3=pos"), std::string::npos) << set.error;
+
+    worker.SetInterventions({{model::Intervention::Kind::Ablate, 1, 0, 0.0f}});  // layer 1 of a 1-layer model
+    set = WaitFor(worker, [](const WorkerEvent& e) { return e.kind == WorkerEvent::Kind::InterventionsSet; }).back();
+    EXPECT_TRUE(set.interventions.empty());
+    EXPECT_NE(set.error, "");
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Every view drawn for a few frames in a real OpenGL 3.3 context (a hidden GLFW window; CTest
 // runs this under Xvfb), on synthetic analyses of several sizes, with selections and modes that
 // exercise each code path. A crash, a GL error or an ImGui assertion fails the test.
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include <GLFW/glfw3.h>
@@ -13,6 +15,8 @@
 #include "tests/app/gui/synthetic.h"
 #include "app/gui/view_heads.h"
 #include "app/gui/view_heatmap.h"
+#include "app/gui/view_interventions.h"
+#include "app/gui/view_predictions.h"
 #include "app/gui/view_matrix.h"
 #include "app/gui/view_temperature.h"
 #include "app/gui/view_model.h"
@@ -95,8 +99,12 @@ struct MainViews {
     app::TemperatureView temperature;
     app::SparsityView sparsity;
     app::ModelView model_view;
+    app::PredictionView predictions;
+    app::InterventionsView interventions;
 
     void Draw(app::AppState& state) {
+        predictions.Draw(state);
+        interventions.Draw(state);
         text.Draw(state);
         heatmap.Draw(state);
         heads.Draw(state);
@@ -115,6 +123,8 @@ TEST_F(Views, EveryViewDrawsAtSeveralSizes) {
         for (int frame = 0; frame < 3; ++frame) Frame([&] { views.Draw(state); });
         EXPECT_TRUE(state.regions.count("heatmap")) << "T = " << T;
         EXPECT_TRUE(state.regions.count("matrix")) << "T = " << T;
+        EXPECT_TRUE(state.regions.count("next_tokens")) << "T = " << T;
+        EXPECT_TRUE(state.regions.count("interventions")) << "T = " << T;
     }
 }
 
@@ -127,7 +137,8 @@ TEST_F(Views, ModesSelectionsAndPinsAllDraw) {
     state.pinned = {{0, 1}, {2, 3, app::MapMode::Difference}, {1, 1, app::MapMode::Compare}, {0, 0}};
     for (app::MapMode mode : {app::MapMode::Ssa, app::MapMode::Compare, app::MapMode::Difference}) {
         for (app::TokenColor color : {app::TokenColor::TauQ, app::TokenColor::TauV, app::TokenColor::Entropy, app::TokenColor::Spikiness,
-                                      app::TokenColor::SinkMass, app::TokenColor::TauQPosition, app::TokenColor::TauQToken}) {
+                                      app::TokenColor::SinkMass, app::TokenColor::TauQPosition, app::TokenColor::TauQToken,
+                                      app::TokenColor::Loss, app::TokenColor::LossCompare, app::TokenColor::LossDelta}) {
             for (app::TokenScope scope : {app::TokenScope::Head, app::TokenScope::LayerMean, app::TokenScope::ModelMean}) {
                 state.settings.map_mode = mode;
                 state.settings.token_color = color;
@@ -145,6 +156,113 @@ TEST_F(Views, ModesSelectionsAndPinsAllDraw) {
             }
         }
     }
+}
+
+// Per-token losses: token t's value is entry t - 1 of each side's loss (token 0 has none), the
+// delta is SSA's minus the comparison's, and an analysis without the comparison's predictions
+// (layer-local) has no comparison or delta values at all.
+TEST(TokenLosses, LineUpWithTheirTokens) {
+    model::Analysis a = app::MakeSyntheticAnalysis(1, 1, 12, 5);
+    const std::vector<float> loss = app::TokenLosses(a, app::TokenColor::Loss);
+    const std::vector<float> delta = app::TokenLosses(a, app::TokenColor::LossDelta);
+    ASSERT_EQ(loss.size(), 12u);
+    EXPECT_TRUE(std::isnan(loss[0]));
+    for (int t = 1; t < 12; ++t) {
+        EXPECT_EQ(loss[t], a.loss[t - 1]);
+        EXPECT_FLOAT_EQ(delta[t], a.loss[t - 1] - a.loss_compare[t - 1]);
+    }
+    a.loss_compare.clear();  // the layer-local comparison
+    a.top_ids_compare.clear();
+    for (float v : app::TokenLosses(a, app::TokenColor::LossDelta)) EXPECT_TRUE(std::isnan(v));
+}
+
+// The prediction, what-if and strip views in every state the worker can leave them in: what-ifs
+// applied and pending, a note, the heads ranking under way and done, Continue running with its
+// generated tokens marked, the last token as the query (nothing after it) and a layer-local
+// analysis without the comparison's predictions.
+TEST_F(Views, PredictionsAndWhatIfsDrawInEveryState) {
+    app::AppState state = StateWith(3, 2, 30);
+    app::TextView text;
+    app::PredictionView predictions;
+    app::InterventionsView interventions;
+    app::HeatmapView heatmap;
+    auto vocab = std::make_shared<std::vector<std::string>>();
+    for (int id = 0; id < 1100; ++id) vocab->push_back(id % 3 == 0 ? " w" + std::to_string(id) : id % 3 == 1 ? "\n\t" : "\xE6");
+    state.vocab = vocab;
+    state.interventions = {{model::Intervention::Kind::Ablate, 1, 0, 0.0f}, {model::Intervention::Kind::Scale, 2, -1, 0.5f}};
+    state.interventions_request = std::vector<model::Intervention>{{model::Intervention::Kind::TokenOnly, 0, 1, 0.0f}};
+    state.notice = "dropped the what-ifs 9:9: they do not fit";
+    auto impacts = std::make_shared<app::HeadImpacts>();
+    impacts->baseline = 3.0f;
+    impacts->total = 6;
+    impacts->heads = {{0, 0, 3.5f, 0.5f}, {0, 1, 2.9f, -0.1f}, {1, 0, 3.0f, 0.0f}};
+    state.head_impacts = impacts;
+    state.ranking_heads = true;
+    state.generating = true;
+    state.text = "synthetic text";
+    const model::Analysis& a = *state.analysis;
+    state.generated_begin = a.tokens.offsets[20].first;  // tokens 20.. came from Continue
+    state.generated_prefix = std::string(a.tokens.offsets.back().second, 'x');
+    state.settings.token_color = app::TokenColor::LossDelta;
+    for (int query : {-1, 5, 29}) {
+        state.query = query;
+        for (int frame = 0; frame < 2; ++frame) Frame([&] {
+            interventions.Draw(state);  // first, so that its table is on screen
+            text.Draw(state);
+            heatmap.Draw(state);
+            predictions.Draw(state);
+        });
+    }
+    EXPECT_TRUE(state.regions.count("head_ranking"));
+    EXPECT_TRUE(state.IsGenerated(a.tokens, 20));
+    EXPECT_FALSE(state.IsGenerated(a.tokens, 19));
+
+    impacts->done = true;
+    state.ranking_heads = false;
+    state.generating = false;
+    model::Analysis local = app::MakeSyntheticAnalysis(3, 2, 30, 3);
+    local.comparison = model::Comparison::LayerLocal;
+    local.loss_compare.clear();
+    local.rank_compare.clear();
+    local.top_ids_compare.clear();
+    local.top_probs_compare.clear();
+    state.analysis = std::make_shared<const model::Analysis>(std::move(local));
+    for (int frame = 0; frame < 2; ++frame) Frame([&] {
+        text.Draw(state);
+        predictions.Draw(state);
+        interventions.Draw(state);
+    });
+    EXPECT_TRUE(state.regions.count("next_tokens"));
+}
+
+// A new what-if replaces an earlier one on the same head (or the same whole layer) and keeps the rest.
+TEST(WhatIfs, ANewOneReplacesTheOneOnTheSameHead) {
+    using K = model::Intervention::Kind;
+    std::vector<model::Intervention> list = {{K::Ablate, 0, 1, 0.0f}, {K::PositionOnly, 1, -1, 0.0f}};
+    list = app::WithIntervention(list, {K::TokenOnly, 0, 1, 0.0f});
+    ASSERT_EQ(list.size(), 2u);
+    EXPECT_EQ(model::FormatInterventions(list), "1:*=pos,0:1=tok");
+    list = app::WithIntervention(list, {K::Scale, 1, 0, 2.0f});  // one head of a layer ablated whole: both kept
+    EXPECT_EQ(model::FormatInterventions(list), "1:*=pos,0:1=tok,1:0=x2");
+}
+
+// Generated text stays marked while the text still starts with what Continue left; an edit
+// before its end forgets it, typing after it does not.
+TEST(Generated, AnEditBeforeTheEndForgetsTheMarks) {
+    app::AppState state;
+    state.text = "Hello world";
+    state.generated_begin = 5;
+    state.generated_prefix = state.text;
+    model::Tokenization t;
+    t.offsets = {{0, 5}, {5, 11}};
+    EXPECT_FALSE(state.IsGenerated(t, 0));
+    EXPECT_TRUE(state.IsGenerated(t, 1));
+    state.text += "!";
+    state.ForgetGeneratedIfEdited();
+    EXPECT_TRUE(state.IsGenerated(t, 1));
+    state.text = "Hello World!";
+    state.ForgetGeneratedIfEdited();
+    EXPECT_FALSE(state.IsGenerated(t, 1));
 }
 
 // The selected head as SSA | comparison | difference: three maps, each with its region, zoomed

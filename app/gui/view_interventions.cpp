@@ -1,0 +1,264 @@
+#include "app/gui/view_interventions.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include <imgui.h>
+
+#include "app/gui/view_common.h"
+#include "viz/imgui/widgets.h"
+
+namespace app {
+namespace {
+
+using Kind = model::Intervention::Kind;
+
+const char* const kKindNames[] = {"tau = 1 (no SSA)", "position term only", "token term only", "scale tau_q - 1"};
+const char* const kKindHelp[] = {
+    "tau_q = tau_v = 1: the head (or layer) as vanilla attention.",
+    "tau_q keeps its position term 1 + s ln i; the token term is 0.",
+    "tau_q keeps its token term; the position term is 1.",
+    "tau_q = 1 + scale (tau_q - 1): 0 is tau = 1, 1 leaves it as learned, 2 doubles its distance from 1.",
+};
+
+void RequestList(AppState& state, std::vector<model::Intervention> list) { state.interventions_request = std::move(list); }
+
+// The list the next request should start from: one already asked for, else the applied one.
+std::vector<model::Intervention> Pending(const AppState& state) {
+    return state.interventions_request ? *state.interventions_request : state.interventions;
+}
+
+std::string Nats(float v) {
+    char buf[48];
+    if (!std::isfinite(v)) return "-";
+    std::snprintf(buf, sizeof buf, "%.4f", v);
+    return buf;
+}
+
+}  // namespace
+
+std::vector<model::Intervention> WithIntervention(std::vector<model::Intervention> list, const model::Intervention& x) {
+    list.erase(std::remove_if(list.begin(), list.end(), [&](const model::Intervention& y) { return y.layer == x.layer && y.head == x.head; }),
+               list.end());
+    list.push_back(x);
+    return list;
+}
+
+void DrawHeadWhatIfMenu(AppState& state, HeadRef head) {
+    ImGui::TextDisabled("L%d H%d what-if", head.layer, head.head);
+    auto add = [&](Kind kind) { RequestList(state, WithIntervention(Pending(state), {kind, head.layer, head.head, 0.0f})); };
+    if (ImGui::MenuItem("Ablate this head (tau = 1)")) add(Kind::Ablate);
+    if (ImGui::MenuItem("Keep only tau_q's position term")) add(Kind::PositionOnly);
+    if (ImGui::MenuItem("Keep only tau_q's token term")) add(Kind::TokenOnly);
+    std::vector<model::Intervention> list = Pending(state);
+    const auto on_head = [&](const model::Intervention& y) { return y.layer == head.layer && y.head == head.head; };
+    const bool has = std::any_of(list.begin(), list.end(), on_head);
+    if (ImGui::MenuItem("Remove its what-if", nullptr, false, has)) {
+        list.erase(std::remove_if(list.begin(), list.end(), on_head), list.end());
+        RequestList(state, std::move(list));
+    }
+}
+
+void InterventionsView::Draw(AppState& state) {
+    if (DrawNoAnalysisNote(state)) return;
+    ImGui::TextUnformatted("What-ifs on the SSA side");
+    ImGui::SameLine();
+    viz::HelpMarker("Change the SSA model's temperatures on a head or a whole layer and watch the maps, metrics and loss change.\n"
+                    "Tick 'compare with the unedited model' so that the comparison is the model as trained: the difference\n"
+                    "map and the delta loss then show the what-ifs' effect alone. Right-click a head in the Heads or Matrix\n"
+                    "tab for the same what-ifs. Saved in sessions; `ssaviz export --ablate SPEC` does the same.");
+    ImGui::BeginGroup();
+    DrawAdd(state);
+    DrawList(state);
+    ImGui::EndGroup();
+    const ImVec2 r_min = ImGui::GetItemRectMin(), r_max = ImGui::GetItemRectMax();
+    state.regions["interventions"] = {r_min.x, r_min.y, r_max.x - r_min.x, r_max.y - r_min.y};
+    ImGui::Separator();
+    DrawHeadRanking(state);
+}
+
+void InterventionsView::DrawAdd(AppState& state) {
+    const int L = state.Layers(), H = state.Heads();
+    const float fs = ImGui::GetFontSize();
+    m_layer = std::clamp(m_layer, 0, std::max(0, L - 1));
+    m_head = std::clamp(m_head, -1, H - 1);
+    ImGui::SetNextItemWidth(fs * 6.0f);
+    ImGui::SliderInt("##wi_layer", &m_layer, 0, std::max(0, L - 1), "layer %d", ImGuiSliderFlags_AlwaysClamp);
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(fs * 7.0f);
+    char head_label[32];
+    std::snprintf(head_label, sizeof head_label, m_head < 0 ? "all heads" : "head %d", m_head);
+    if (ImGui::BeginCombo("##wi_head", head_label)) {
+        if (ImGui::Selectable("all heads", m_head < 0)) m_head = -1;
+        for (int h = 0; h < H; ++h) {
+            std::snprintf(head_label, sizeof head_label, "head %d", h);
+            if (ImGui::Selectable(head_label, m_head == h)) m_head = h;
+        }
+        ImGui::EndCombo();
+    }
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(fs * 10.0f);
+    if (ImGui::BeginCombo("##wi_kind", kKindNames[m_kind])) {
+        for (int k = 0; k < IM_ARRAYSIZE(kKindNames); ++k) {
+            if (ImGui::Selectable(kKindNames[k], m_kind == k)) m_kind = k;
+            viz::ItemTooltip(kKindHelp[k]);
+        }
+        ImGui::EndCombo();
+    }
+    viz::ItemTooltip(kKindHelp[m_kind]);
+    if (static_cast<Kind>(m_kind) == Kind::Scale) {
+        ImGui::SameLine();
+        ImGui::SetNextItemWidth(fs * 5.0f);
+        ImGui::DragFloat("##wi_scale", &m_scale, 0.01f, -4.0f, 4.0f, "x %.2f");
+        viz::ItemTooltip("tau_q = 1 + scale (tau_q - 1). Drag, or Ctrl+click to type.");
+    }
+    ImGui::SameLine();
+    if (ImGui::Button("Add")) RequestList(state, WithIntervention(Pending(state), {static_cast<Kind>(m_kind), m_layer, m_head, m_scale}));
+    viz::ItemTooltip("Apply this what-if (it replaces an earlier one on the same head or layer).");
+
+    const HeadRef sel = state.selected;
+    char ablate[64];
+    std::snprintf(ablate, sizeof ablate, "Ablate the selected head (L%d H%d)", sel.layer, sel.head);
+    if (ImGui::Button(ablate)) RequestList(state, WithIntervention(Pending(state), {Kind::Ablate, sel.layer, sel.head, 0.0f}));
+    viz::ItemTooltip("Set the shown head's temperatures to 1. Also: right-click a head in the Heads or Matrix tab.");
+
+    bool unedited = state.compare_unedited && !state.twin;
+    if (ImGui::Checkbox("compare with the unedited model", &unedited)) state.unedited_request = unedited;
+    viz::ItemTooltip("The comparison becomes the SSA model without these what-ifs (its temperatures as trained), so the\n"
+                     "difference map and the delta loss show the what-ifs alone. Off: the comparison chosen in the map's 'vs'.");
+}
+
+void InterventionsView::DrawList(AppState& state) {
+    const std::vector<model::Intervention> list = Pending(state);
+    if (list.empty()) {
+        ImGui::TextDisabled("No what-ifs: the SSA model runs as trained.");
+    } else {
+        int remove = -1;
+        for (size_t k = 0; k < list.size(); ++k) {
+            ImGui::PushID(static_cast<int>(k));
+            if (ImGui::SmallButton("x")) remove = static_cast<int>(k);
+            viz::ItemTooltip("Remove this what-if.");
+            ImGui::PopID();
+            ImGui::SameLine();
+            ImGui::TextUnformatted(model::Describe(list[k]).c_str());
+        }
+        if (remove >= 0) {
+            std::vector<model::Intervention> rest = list;
+            rest.erase(rest.begin() + remove);
+            RequestList(state, std::move(rest));
+        }
+        if (ImGui::SmallButton("Remove all")) RequestList(state, {});
+        ImGui::SameLine();
+        ImGui::TextDisabled("--ablate %s", model::FormatInterventions(list).c_str());
+        if (state.interventions_request || (state.analysis && state.analysis->interventions != state.interventions)) {
+            ImGui::SameLine();
+            ImGui::TextDisabled("(applying...)");
+        }
+    }
+    if (!state.notice.empty()) ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1.0f), "%s", state.notice.c_str());
+
+    const model::Analysis& a = *state.analysis;
+    const float loss = model::MeanLoss(a.loss), loss_compare = a.HasComparePredictions() ? model::MeanLoss(a.loss_compare) : NAN;
+    ImGui::Text("mean loss: SSA %s, %s %s nats", Nats(loss).c_str(), a.comparison == model::Comparison::Unedited ? "unedited" : "comparison",
+                Nats(loss_compare).c_str());
+    if (std::isfinite(loss) && std::isfinite(loss_compare)) {
+        ImGui::SameLine();
+        const float delta = loss - loss_compare;
+        ImGui::TextColored(delta > 0 ? ImVec4(1.0f, 0.5f, 0.45f, 1.0f) : ImVec4(0.5f, 0.7f, 1.0f, 1.0f), "(delta %+.4f)", delta);
+        viz::ItemTooltip("SSA's mean loss minus the comparison's, over tokens 2..T. Above 0: the SSA side predicts the text worse.");
+    }
+}
+
+void InterventionsView::DrawHeadRanking(AppState& state) {
+    ImGui::TextUnformatted("Which heads matter");
+    ImGui::SameLine();
+    viz::HelpMarker("Each head in turn set to tau = 1 (on top of the what-ifs above), one forward pass per head on the\n"
+                    "current text: the mean loss it gives and its change. A large increase: the head's temperatures matter.\n"
+                    "Any edit or new request stops it. Click a row to show that head.");
+    const int total = state.Layers() * state.Heads();
+    if (state.ranking_heads) {
+        const int done = state.head_impacts ? static_cast<int>(state.head_impacts->heads.size()) : 0;
+        char label[48];
+        std::snprintf(label, sizeof label, "%d / %d heads", done, total);
+        ImGui::ProgressBar(total > 0 ? static_cast<float>(done) / total : 0.0f, ImVec2(ImGui::GetFontSize() * 12.0f, 0), label);
+        ImGui::SameLine();
+        if (ImGui::Button("Cancel")) state.cancel_job_request = true;
+    } else {
+        char label[64];
+        std::snprintf(label, sizeof label, "Rank the heads (%d forward passes)", total);
+        ImGui::BeginDisabled(state.generating);
+        if (ImGui::Button(label)) state.rank_heads_request = true;
+        ImGui::EndDisabled();
+    }
+    const HeadImpacts* impacts = state.head_impacts.get();
+    if (!impacts) return;
+    ImGui::Text("baseline mean loss %s nats", Nats(impacts->baseline).c_str());
+    if (impacts->cancelled) {
+        ImGui::SameLine();
+        ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1.0f), "cancelled after %zu of %d heads", impacts->heads.size(), impacts->total);
+    }
+    if (impacts->on_top != state.interventions) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("(measured with other what-ifs)");
+    }
+
+    std::vector<HeadImpact> rows = impacts->heads;
+    const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV |
+                                  ImGuiTableFlags_SizingStretchProp;
+    if (!ImGui::BeginTable("##head_ranking", 4, flags, ImVec2(0, std::max(ImGui::GetContentRegionAvail().y, 6 * ImGui::GetFrameHeight()))))
+        return;
+    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupColumn("layer");
+    ImGui::TableSetupColumn("head");
+    ImGui::TableSetupColumn("mean loss");
+    ImGui::TableSetupColumn("delta", ImGuiTableColumnFlags_DefaultSort | ImGuiTableColumnFlags_PreferSortDescending);
+    ImGui::TableHeadersRow();
+    if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && specs->SpecsCount > 0) {
+        m_sort_column = specs->Specs[0].ColumnIndex;
+        m_sort_ascending = specs->Specs[0].SortDirection == ImGuiSortDirection_Ascending;
+    }
+    auto key = [&](const HeadImpact& r) -> float {
+        switch (m_sort_column) {
+            case 0: return static_cast<float>(r.layer * 1000 + r.head);
+            case 1: return static_cast<float>(r.head * 1000 + r.layer);
+            case 2: return r.mean_loss;
+            default: return r.delta;
+        }
+    };
+    std::stable_sort(rows.begin(), rows.end(), [&](const HeadImpact& x, const HeadImpact& y) {
+        return m_sort_ascending ? key(x) < key(y) : key(x) > key(y);
+    });
+    float largest = 1e-6f;
+    for (const HeadImpact& r : rows)
+        if (std::isfinite(r.delta)) largest = std::max(largest, std::abs(r.delta));
+    for (const HeadImpact& r : rows) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        char id[32];
+        std::snprintf(id, sizeof id, "%d##rank_%d_%d", r.layer, r.layer, r.head);
+        const bool selected = state.selected == HeadRef{r.layer, r.head};
+        if (ImGui::Selectable(id, selected, ImGuiSelectableFlags_SpanAllColumns)) state.selected = {r.layer, r.head};
+        if (ImGui::BeginPopupContextItem()) {
+            DrawHeadWhatIfMenu(state, {r.layer, r.head});
+            ImGui::EndPopup();
+        }
+        ImGui::TableNextColumn();
+        ImGui::Text("%d", r.head);
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(Nats(r.mean_loss).c_str());
+        ImGui::TableNextColumn();
+        // A bar from the cell's left edge: red where ablating hurts (the head's SSA helps), blue where it helps.
+        const ImVec2 p = ImGui::GetCursorScreenPos();
+        const float w = ImGui::GetContentRegionAvail().x, h = ImGui::GetTextLineHeight();
+        const float share = std::isfinite(r.delta) ? std::abs(r.delta) / largest : 0.0f;
+        ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + w * share, p.y + h),
+                                                  r.delta > 0 ? IM_COL32(200, 70, 60, 110) : IM_COL32(60, 110, 210, 110));
+        ImGui::Text("%+.4f", r.delta);
+    }
+    ImGui::EndTable();
+    const ImVec2 r_min = ImGui::GetItemRectMin(), r_max = ImGui::GetItemRectMax();
+    state.regions["head_ranking"] = {r_min.x, r_min.y, r_max.x - r_min.x, r_max.y - r_min.y};
+}
+
+}  // namespace app

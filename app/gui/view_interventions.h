@@ -1,0 +1,33 @@
+// What-ifs on the SSA side (issue 17): a panel that adds interventions on a head or a whole layer
+// (tau = 1, position term only, token term only, tau_q - 1 scaled), lists them with remove
+// buttons, switches the comparison to the unedited model, and ranks the heads by the loss their
+// ablation causes. A head's context menu (heads grid, matrix) offers the same what-ifs.
+#pragma once
+
+#include "app/core/state.h"
+
+namespace app {
+
+struct InterventionsView {
+    void Draw(AppState& state);
+
+private:
+    void DrawAdd(AppState& state);
+    void DrawList(AppState& state);
+    void DrawHeadRanking(AppState& state);
+
+    int m_layer = 0, m_head = -1;  // -1: every head of the layer
+    int m_kind = 0;                // model::Intervention::Kind
+    float m_scale = 0.5f;
+    int m_sort_column = 3;         // the ranking's sort: 0 layer, 1 head, 2 mean loss, 3 delta
+    bool m_sort_ascending = false;
+};
+
+// The right-click menu of a head: ablate it, keep one term of tau_q, or drop its what-ifs.
+// Call between ImGui::BeginPopupContextItem and EndPopup.
+void DrawHeadWhatIfMenu(AppState& state, HeadRef head);
+
+// `list` with `x` added (an earlier what-if on the same head or layer and kind is replaced).
+std::vector<model::Intervention> WithIntervention(std::vector<model::Intervention> list, const model::Intervention& x);
+
+}  // namespace app

@@ -1,0 +1,142 @@
+#include "app/gui/view_predictions.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include <imgui.h>
+
+#include "app/export/head_summary.h"
+#include "app/gui/view_common.h"
+#include "viz/imgui/widgets.h"
+
+namespace app {
+namespace {
+
+const ImVec4 kActual(1.0f, 0.85f, 0.4f, 1.0f);  // the text's actual next token
+
+// Token id's label from the vocabulary the worker sent (control characters escaped).
+std::string IdLabel(const AppState& state, int32_t id) {
+    if (state.vocab && id >= 0 && static_cast<size_t>(id) < state.vocab->size()) return "'" + TokenLabel((*state.vocab)[id]) + "'";
+    return "#" + std::to_string(id);
+}
+
+// One side's top-k cell: a bar of the probability behind the token's label, the value at the right.
+void PredictionCell(const AppState& state, int32_t id, float p, bool actual, ImU32 bar) {
+    const float w = ImGui::GetContentRegionAvail().x, h = ImGui::GetTextLineHeight();
+    const ImVec2 at = ImGui::GetCursorScreenPos();
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    draw->AddRectFilled(at, ImVec2(at.x + w * std::clamp(p, 0.0f, 1.0f), at.y + h), bar);
+    char value[16];
+    std::snprintf(value, sizeof value, "%.3f", p);
+    const float value_w = ImGui::CalcTextSize(value).x;
+    draw->AddText(ImVec2(at.x + w - value_w, at.y), ImGui::GetColorU32(ImGuiCol_TextDisabled), value);
+    const std::string label = IdLabel(state, id);
+    ImGui::PushClipRect(at, ImVec2(at.x + std::max(0.0f, w - value_w - 4.0f), at.y + h), true);
+    if (actual) ImGui::TextColored(kActual, "%s", label.c_str());
+    else ImGui::TextUnformatted(label.c_str());
+    ImGui::PopClipRect();
+    if (actual) draw->AddRect(at, ImVec2(at.x + w, at.y + h), ImGui::GetColorU32(kActual));
+}
+
+}  // namespace
+
+void PredictionView::Draw(AppState& state) {
+    DrawContinue(state);
+    ImGui::Separator();
+    if (DrawNoAnalysisNote(state)) return;
+    ImGui::BeginGroup();
+    DrawNextTokens(state);
+    ImGui::EndGroup();
+    const ImVec2 r_min = ImGui::GetItemRectMin(), r_max = ImGui::GetItemRectMax();
+    state.regions["next_tokens"] = {r_min.x, r_min.y, r_max.x - r_min.x, r_max.y - r_min.y};
+}
+
+void PredictionView::DrawContinue(AppState& state) {
+    GenerateSettings& g = state.generate;
+    const float fs = ImGui::GetFontSize();
+    if (state.generating) {
+        if (ImGui::Button("Stop")) state.cancel_job_request = true;
+        viz::ItemTooltip("Stop generating (so does any edit of the text, or Esc).");
+    } else {
+        ImGui::BeginDisabled(!state.analysis || state.ranking_heads);
+        if (ImGui::Button("Continue")) state.continue_request = true;
+        ImGui::EndDisabled();
+        viz::ItemTooltip("Ctrl+G: append generated tokens to the text, one at a time; each is analysed as it arrives\n"
+                         "(only its row is computed), so its attention shows at once. Generated tokens are underlined\n"
+                         "in the token strip. Any edit of the text stops it.");
+    }
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(fs * 6.0f);
+    ImGui::DragInt("##gen_tokens", &g.tokens, 0.2f, 1, 1000, "%d tokens", ImGuiSliderFlags_AlwaysClamp);
+    viz::ItemTooltip("How many tokens Continue appends.");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(fs * 7.0f);
+    ImGui::SliderFloat("##gen_temperature", &g.temperature, 0.0f, 2.0f, g.temperature > 0 ? "temperature %.2f" : "greedy",
+                       ImGuiSliderFlags_AlwaysClamp);
+    viz::ItemTooltip("0: greedy, the most likely token each time. Above 0: a draw from softmax(logits / temperature).");
+    if (g.temperature > 0) {
+        ImGui::SameLine();
+        ImGui::SetNextItemWidth(fs * 5.0f);
+        ImGui::DragInt("##gen_top_k", &g.top_k, 0.5f, 0, 100000, g.top_k > 0 ? "top-%d" : "all tokens", ImGuiSliderFlags_AlwaysClamp);
+        viz::ItemTooltip("Draw from the k most likely tokens only (0: from all).");
+        ImGui::SameLine();
+        ImGui::SetNextItemWidth(fs * 5.0f);
+        int seed = static_cast<int>(std::min<uint64_t>(g.seed, 0x7fffffff));
+        if (ImGui::DragInt("##gen_seed", &seed, 1.0f, 0, 0x7fffffff, "seed %d", ImGuiSliderFlags_AlwaysClamp)) g.seed = static_cast<uint64_t>(seed);
+        viz::ItemTooltip("The same seed draws the same tokens (as `ssaviz generate --seed`).");
+    }
+}
+
+void PredictionView::DrawNextTokens(const AppState& state) {
+    const model::Analysis& a = *state.analysis;
+    constexpr int K = model::Analysis::kTopK;
+    const int T = a.n_tokens;
+    const int p = state.query >= 0 && state.query < T ? state.query : T - 1;
+    if (static_cast<int>(a.top_ids.size()) < (p + 1) * K || static_cast<int>(a.top_probs.size()) < (p + 1) * K) {
+        ImGui::TextDisabled("This analysis has no predictions.");
+        return;
+    }
+    const bool compare = a.HasComparePredictions() && static_cast<int>(a.top_ids_compare.size()) >= (p + 1) * K &&
+                         static_cast<int>(a.top_probs_compare.size()) >= (p + 1) * K;
+    const std::string piece = p < static_cast<int>(a.tokens.pieces.size()) ? TokenLabel(a.tokens.pieces[p]) : "";
+    ImGui::Text("After token %d '%s'%s", p, piece.c_str(), state.query < 0 ? " (the last; click a token to choose another)" : "");
+    const bool has_next = p + 1 < T && p < static_cast<int>(a.loss.size());
+    const int32_t next = has_next ? a.tokens.ids[p + 1] : -1;
+    if (has_next) {
+        ImGui::TextColored(kActual, "actual next %s:", IdLabel(state, next).c_str());
+        ImGui::SameLine();
+        ImGui::Text("SSA rank %d, p %.3f, loss %.3f", a.rank[p] + 1, std::exp(-a.loss[p]), a.loss[p]);
+        if (compare && p < static_cast<int>(a.loss_compare.size())) {
+            ImGui::TextDisabled("%s rank %d, p %.3f, loss %.3f", CompareName(a).c_str(), a.rank_compare[p] + 1, std::exp(-a.loss_compare[p]),
+                                a.loss_compare[p]);
+        }
+    } else {
+        ImGui::TextDisabled("The last token: what the model would write next (Continue, Ctrl+G, appends it).");
+    }
+
+    const int columns = compare ? 3 : 2;
+    if (!ImGui::BeginTable("##next_tokens", columns, ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingStretchSame))
+        return;
+    ImGui::TableSetupColumn("#", ImGuiTableColumnFlags_WidthFixed, ImGui::GetFontSize() * 1.5f);
+    ImGui::TableSetupColumn(a.interventions.empty() ? "SSA" : "SSA (with what-ifs)");
+    if (compare) ImGui::TableSetupColumn(CompareName(a).c_str());
+    ImGui::TableHeadersRow();
+    for (int k = 0; k < K; ++k) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::TextDisabled("%d", k + 1);
+        const size_t at = static_cast<size_t>(p) * K + k;
+        ImGui::TableNextColumn();
+        PredictionCell(state, a.top_ids[at], a.top_probs[at], a.top_ids[at] == next, IM_COL32(80, 140, 230, 120));
+        if (compare) {
+            ImGui::TableNextColumn();
+            PredictionCell(state, a.top_ids_compare[at], a.top_probs_compare[at], a.top_ids_compare[at] == next, IM_COL32(150, 150, 150, 110));
+        }
+    }
+    ImGui::EndTable();
+    if (!compare && a.comparison == model::Comparison::LayerLocal)
+        ImGui::TextDisabled("The layer-local comparison runs no forward pass of its own: it has no predictions.");
+}
+
+}  // namespace app
