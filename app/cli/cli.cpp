@@ -33,7 +33,7 @@ namespace {
 
 const char* kUsage =
     "usage: ssaviz [--model DIR] [--text STR | --text-file F] [--truncate] [--session FILE] [--device auto|cpu|cuda]\n"
-    "              [--show export|help|demo|heads|matrix|temperatures|table|sparsity] [--example english|graph|passkey] [--screenshot PNG [--frames N]] [--window WxH]\n"
+    "              [--show export|help|demo|heads|matrix|temperatures|table|sparsity|next-token|what-ifs] [--continue N] [--rank-heads] [--example english|graph|passkey] [--screenshot PNG [--frames N]] [--window WxH]\n"
     "       ssaviz info     [--model DIR] [--json] [--device D]\n"
     "       ssaviz tokenize [--model DIR] (--text STR | --text-file F) [--json] [--truncate]\n"
     "       ssaviz export   [--model DIR] (--text STR | --text-file F [--batch]) --out DIR\n"
@@ -595,7 +595,7 @@ int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
         if (command == "help" || command == "--help" || command == "-h") return std::printf("%s", kUsage), kExitOk;
         if (!command.empty() && command.rfind("--", 0) != 0) throw Failure{kExitUsage, "unknown command '" + command + "'"};
 
-        Flags flags(args, 1, with({"--text", "--text-file", "--screenshot", "--frames", "--bench-typing", "--bench-zoom", "--bench-at", "--bench-heads", "--session", "--export-to", "--show", "--example", "--window"}), {"--truncate"});
+        Flags flags(args, 1, with({"--text", "--text-file", "--screenshot", "--frames", "--bench-typing", "--bench-zoom", "--bench-at", "--bench-heads", "--session", "--export-to", "--show", "--example", "--window", "--continue"}), {"--truncate", "--rank-heads"});
         if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
         if (flags.Has("--session")) {
             auto session = LoadSession(flags.Get("--session"));
@@ -622,12 +622,16 @@ int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
             if (!found) throw Failure{kExitUsage, "--example '" + gui->example + "' is not one of the bundled examples (" + (ids.empty() ? "none found" : ids) + ")"};
         }
         gui->show = flags.Get("--show");
-        const std::set<std::string> shows = {"export", "help", "demo", "heads", "matrix", "temperatures", "table", "sparsity"};
+        const std::set<std::string> shows = {"export", "help",   "demo",      "heads",      "matrix",
+                                             "temperatures", "table", "sparsity", "next-token", "what-ifs"};
         if (!gui->show.empty() && !shows.count(gui->show))
             throw Failure{kExitUsage, "--show '" + model::EscapeForMessage(gui->show) +
-                                          "' is not one of export, help, demo (windows) or heads, matrix, temperatures, table, sparsity (tabs)"};
+                                          "' is not one of export, help, demo (windows) or heads, matrix, temperatures, table, sparsity, "
+                                          "next-token, what-ifs (tabs)"};
         if (!gui->export_to.empty() && !gui->session) throw Failure{kExitUsage, "--export-to needs --session FILE (its export settings)"};
         gui->screenshot = flags.Get("--screenshot");
+        gui->continue_tokens = flags.Has("--continue") ? ParsePositive(flags, "--continue", 1) : 0;  // Continue at start (screenshots, tests)
+        gui->rank_heads = flags.Has("--rank-heads");
         gui->frames = ParsePositive(flags, "--frames", 30);
         gui->bench_keys = flags.Has("--bench-typing") ? ParsePositive(flags, "--bench-typing", 1) : 0;
         gui->bench_zoom_frames = flags.Has("--bench-zoom") ? ParsePositive(flags, "--bench-zoom", 1) : 0;

@@ -55,35 +55,41 @@ uint64_t InferenceWorker::Push(Request request) {
 
 uint64_t InferenceWorker::OpenModel(const std::string& dir, const std::string& device, const model::ConfigHints& hints,
                                     const std::string& dtype) {
-    return Push({Request::Kind::OpenModel, 0, dir, device, false, 0, hints, dtype});
+    Request r(Request::Kind::OpenModel, dir);
+    r.device = device;
+    r.hints = hints;
+    r.dtype = dtype;
+    return Push(std::move(r));
 }
 uint64_t InferenceWorker::OpenTwin(const std::string& dir, const model::ConfigHints& hints) {
-    return Push({Request::Kind::OpenTwin, 0, dir, "", false, 0, hints, "f32"});
+    Request r(Request::Kind::OpenTwin, dir);
+    r.hints = hints;
+    return Push(std::move(r));
 }
-uint64_t InferenceWorker::CloseTwin() { return Push({Request::Kind::CloseTwin, 0, "", "", false, 0, {}, "f32"}); }
+uint64_t InferenceWorker::CloseTwin() { return Push(Request(Request::Kind::CloseTwin)); }
 uint64_t InferenceWorker::SetComparison(model::Comparison comparison) {
-    Request r{Request::Kind::SetComparison, 0, "", "", false, 0, {}, "f32"};
+    Request r(Request::Kind::SetComparison);
     r.comparison = comparison;
     return Push(std::move(r));
 }
 uint64_t InferenceWorker::Analyze(const std::string& text, bool truncate) {
-    Request r{Request::Kind::Analyze, 0, text, "", false, 0, {}, "f32"};
+    Request r(Request::Kind::Analyze, text);
     r.truncate = truncate;
     return Push(std::move(r));
 }
 
 uint64_t InferenceWorker::SetInterventions(std::vector<model::Intervention> interventions) {
-    Request r{Request::Kind::SetInterventions, 0, "", "", false, 0, {}, "f32"};
+    Request r(Request::Kind::SetInterventions);
     r.interventions = std::move(interventions);
     return Push(std::move(r));
 }
 uint64_t InferenceWorker::RankHeads(const std::string& text, bool truncate) {
-    Request r{Request::Kind::RankHeads, 0, text, "", false, 0, {}, "f32"};
+    Request r(Request::Kind::RankHeads, text);
     r.truncate = truncate;
     return Push(std::move(r));
 }
 uint64_t InferenceWorker::Continue(const std::string& text, bool truncate, const GenerateSettings& settings) {
-    Request r{Request::Kind::Continue, 0, text, "", false, 0, {}, "f32"};
+    Request r(Request::Kind::Continue, text);
     r.truncate = truncate;
     r.generate = settings;
     return Push(std::move(r));
@@ -109,7 +115,7 @@ void InferenceWorker::Loop() {
     // 2 compute threads made keystroke-to-pixels ~4x slower than 1 (bench/gui_latency.sh).
     model::SetComputeThreads(model::ComputeThreadsFromEnvironment(static_cast<int>(std::thread::hardware_concurrency()) - 1));
     for (;;) {
-        Request request;
+        Request request(Request::Kind::Analyze);  // replaced by the queue's front
         {
             std::unique_lock<std::mutex> lock(m_mutex);
             m_busy = !m_queue.empty();

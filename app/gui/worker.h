@@ -26,6 +26,10 @@ namespace app {
 
 struct WorkerEvent {
     enum class Kind { ModelOpened, TwinOpened, TwinClosed, ComparisonSet, InterventionsSet, Analysis, Generated, HeadImpacts, Error };
+    WorkerEvent() = default;
+    WorkerEvent(Kind k, std::optional<model::ModelInfo> i, std::shared_ptr<const model::Analysis> a, std::string e, uint64_t id,
+                double latency = 0)
+        : kind(k), info(std::move(i)), analysis(std::move(a)), error(std::move(e)), request(id), latency_ms(latency) {}
     Kind kind = Kind::Error;
     std::optional<model::ModelInfo> info;               // ModelOpened, TwinOpened
     std::shared_ptr<const model::Analysis> analysis;    // Analysis, Generated
@@ -74,8 +78,10 @@ public:
 
 private:
     struct Request {
-        enum class Kind { OpenModel, OpenTwin, CloseTwin, SetComparison, Analyze, SetInterventions, RankHeads, Continue } kind;
-        uint64_t id;
+        enum class Kind { OpenModel, OpenTwin, CloseTwin, SetComparison, Analyze, SetInterventions, RankHeads, Continue };
+        explicit Request(Kind k, std::string argument = "") : kind(k), arg(std::move(argument)) {}
+        Kind kind;
+        uint64_t id = 0;
         std::string arg;     // folder or text
         std::string device;
         bool truncate = false;

@@ -302,7 +302,9 @@ std::shared_ptr<const model::Analysis> OpenAndAnalyze(app::InferenceWorker& work
     worker.OpenModel(model, "cpu");
     for (const WorkerEvent& e : WaitFor(worker, [](const WorkerEvent& e) { return e.kind != WorkerEvent::Kind::InterventionsSet; })) {
         EXPECT_EQ(e.kind == WorkerEvent::Kind::Error ? e.error : "", "");
-        if (e.kind == WorkerEvent::Kind::ModelOpened) EXPECT_TRUE(e.vocab && !e.vocab->empty());
+        if (e.kind == WorkerEvent::Kind::ModelOpened) {
+            EXPECT_TRUE(e.vocab && !e.vocab->empty());
+        }
     }
     const uint64_t id = worker.Analyze(text, false);
     auto events = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == id; });
