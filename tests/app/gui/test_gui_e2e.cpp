@@ -237,6 +237,36 @@ TEST(EndToEnd, GuiExportEqualsCommandLineExport) { ExpectGuiExportEqualsCommandL
 // The layer-local tau = 1 comparison chosen in a session reaches the window's engine.
 TEST(EndToEnd, GuiExportEqualsCommandLineExportLayerLocal) { ExpectGuiExportEqualsCommandLine("e2e_export_local", "local"); }
 
+// Continue in the window (--continue N at start, as Ctrl+G) appends the tokens `ssaviz generate`
+// prints for the same text: greedy, one incremental analysis a token. The window's export then
+// holds the continued text.
+TEST(EndToEnd, ContinueInTheWindowEqualsGenerate) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_continue";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string session = WriteSession(dir), out = dir + "/gui";
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --session " + session + " --continue 6 --export-to " + out, dir + "/gui.log"), 0)
+        << ReadFile(dir + "/gui.log");
+    const nlohmann::json tokens = nlohmann::json::parse(ReadFile(out + "/tokens.json"), nullptr, false);
+    ASSERT_TRUE(tokens.is_object()) << ReadFile(dir + "/gui.log");
+    std::ofstream(dir + "/text.txt") << kSessionText;
+    const std::string model = (fs::path(SSAVIZ_BINARY).parent_path() / "models" / "default").string();
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " generate --model " + model + " --text-file " + dir + "/text.txt --tokens 6 --json",
+                         dir + "/generate.log"),
+              0)
+        << ReadFile(dir + "/generate.log");
+    // The log holds stdout (the JSON line) and stderr (a progress bar).
+    const std::string log = ReadFile(dir + "/generate.log");
+    const size_t line = log.find("{\"");
+    ASSERT_NE(line, std::string::npos) << log;
+    const nlohmann::json generated = nlohmann::json::parse(log.substr(line, log.find('\n', line) - line), nullptr, false);
+    ASSERT_TRUE(generated.is_object()) << log;
+    const std::vector<int> ids = tokens["ids"].get<std::vector<int>>();
+    const size_t prompt = generated["prompt_tokens"].get<size_t>();
+    ASSERT_EQ(ids.size(), prompt + 6);
+    EXPECT_EQ(std::vector<int>(ids.begin() + static_cast<std::ptrdiff_t>(prompt), ids.end()), generated["ids"].get<std::vector<int>>());
+}
+
 // What-ifs from a session (a head set to tau = 1, a layer with only tau_q's position term, a
 // scaled head) against the unedited model reach the window's engine: its export equals
 // `ssaviz export --ablate ... --compare unedited`, titles and losses included.
