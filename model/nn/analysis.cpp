@@ -612,6 +612,63 @@ Result<Tokenization> Engine::Tokenize(std::string_view text, bool truncate) cons
 
 namespace {
 
+// What a block of logits rows [n, V] says: each row's log-sum-exp and top kTopK (ids, logits);
+// for the first m rows, whose next token is targets[r], that token's logit and how many logits
+// exceed it (its 0-based rank). On the CPU one scan a row beside ATen's vectorised logsumexp
+// (log_softmax, topk and a comparison tensor took 2.5x as long); elsewhere torch ops.
+struct RowPredictions {
+    at::Tensor log_sum_exp;          // [n]
+    at::Tensor top_ids, top_logits;  // [n, K] int64, float32
+    at::Tensor actual, rank;         // [m] float32, int64
+};
+
+RowPredictions PredictRows(const at::Tensor& logits, const at::Tensor& targets) {
+    const int64_t n = logits.size(0), V = logits.size(1), m = targets.size(0), K = std::min<int64_t>(Analysis::kTopK, V);
+    RowPredictions out;
+    out.log_sum_exp = at::logsumexp(logits, -1);
+    if (!logits.is_cpu()) {
+        auto top = at::topk(logits, K, -1);
+        out.top_logits = std::get<0>(top);
+        out.top_ids = std::get<1>(top);
+        const at::Tensor head = logits.narrow(0, 0, m);
+        const at::Tensor actual = head.gather(1, targets.unsqueeze(1));  // [m, 1]
+        out.actual = actual.squeeze(1);
+        out.rank = (head > actual).sum(1);
+        return out;
+    }
+    out.top_ids = at::empty({n, K}, at::kLong);
+    out.top_logits = at::empty({n, K}, at::kFloat);
+    out.actual = at::empty({m}, at::kFloat);
+    out.rank = at::empty({m}, at::kLong);
+    const at::Tensor target = targets.to(at::kCPU, at::kLong).contiguous();
+    const float* x = logits.data_ptr<float>();
+    const int64_t* t = target.data_ptr<int64_t>();
+    int64_t *top_ids = out.top_ids.data_ptr<int64_t>(), *rank = out.rank.data_ptr<int64_t>();
+    float *top = out.top_logits.data_ptr<float>(), *actual = out.actual.data_ptr<float>();
+    at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+            const float* row = x + r * V;
+            float* best = top + r * K;  // descending; a later equal logit does not pass an earlier one
+            int64_t* best_id = top_ids + r * K;
+            std::fill(best, best + K, -std::numeric_limits<float>::infinity());
+            std::fill(best_id, best_id + K, int64_t{0});
+            const float a = r < m ? row[t[r]] : std::numeric_limits<float>::infinity();
+            int64_t above = 0;
+            for (int64_t j = 0; j < V; ++j) {
+                const float v = row[j];
+                above += v > a;
+                if (!(v > best[K - 1])) continue;
+                int64_t i = K - 1;
+                for (; i > 0 && best[i - 1] < v; --i) best[i] = best[i - 1], best_id[i] = best_id[i - 1];
+                best[i] = v;
+                best_id[i] = j;
+            }
+            if (r < m) actual[r] = a, rank[r] = above;
+        }
+    });
+    return out;
+}
+
 // The interventions as per-layer edits on the device; a layer without any has undefined tensors.
 std::vector<TemperatureEdit> MakeEdits(const std::vector<Intervention>& interventions, const ModelConfig& c, at::Device device) {
     std::vector<TemperatureEdit> edits(c.n_layer);
@@ -862,16 +919,13 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         std::vector<at::Tensor> loss, rank, ids, probs;
         for (int64_t a = lo; a < T; a += rows) {
             const int64_t n = std::min(rows, T - a), m = std::min(n, T - 1 - a);  // m rows have a next token
-            const at::Tensor logits = Logits(model, now.hidden.narrow(1, a, n))[0].to(at::kFloat);  // [n, V]
-            const at::Tensor logp = at::log_softmax(logits, -1);
-            auto top = at::topk(logp, std::min<int64_t>(Analysis::kTopK, V), -1);
-            ids.push_back(std::get<1>(top));
-            probs.push_back(at::exp(std::get<0>(top)));
+            const at::Tensor logits = Logits(model, now.hidden.narrow(1, a, n))[0].to(at::kFloat).contiguous();  // [n, V]
+            const RowPredictions r = PredictRows(logits, next_ids.narrow(0, a + 1, m));
+            ids.push_back(r.top_ids);
+            probs.push_back(at::exp(r.top_logits - r.log_sum_exp.unsqueeze(1)));
             if (m > 0) {
-                const at::Tensor head = logp.narrow(0, 0, m);
-                const at::Tensor actual = head.gather(1, next_ids.narrow(0, a + 1, m).unsqueeze(1));  // [m, 1]
-                loss.push_back(-actual.squeeze(1));
-                rank.push_back((head > actual).sum(1));
+                loss.push_back(r.log_sum_exp.narrow(0, 0, m) - r.actual);
+                rank.push_back(r.rank);
             }
             if (s == 0 && a + n == T) next_logits = logits[n - 1];
         }
