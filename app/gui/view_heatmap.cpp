@@ -744,6 +744,8 @@ void HeatmapView::DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size) {
     const float pair_w = bar_w * (cmp ? 2.0f : 1.0f);
     int hovered_bin = -1;
     if (hovered) hovered_bin = std::clamp(static_cast<int>((ImGui::GetIO().MousePos.x - plot_min.x) / slot), 0, bins - 1);
+    const bool dense = cmp && (slot - gap) / 2.0f < 2.0f;  // a pixel or less a bar
+    std::vector<ImVec2> compare_line;
     for (int b = 0; b < bins; ++b) {
         const int j0 = bin_begin(b), j1 = bin_begin(b + 1);
         float s_max = 0.0f, c_max = 0.0f;
@@ -755,18 +757,27 @@ void HeatmapView::DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size) {
         if (b == hovered_bin)
             draw->AddRectFilled(ImVec2(plot_min.x + b * slot, plot_min.y), ImVec2(plot_min.x + (b + 1) * slot, plot_max.y),
                                 IM_COL32(255, 255, 255, 40));
+        if (dense) {  // bars of a pixel would hide one side: SSA as bars over the whole slot, the comparison as a line
+            draw->AddRectFilled(ImVec2(std::round(plot_min.x + b * slot), std::round(y_of(s_max))),
+                                ImVec2(std::round(plot_min.x + (b + 1) * slot), plot_max.y), kSsaColor);
+            if (cmp) compare_line.push_back(ImVec2(plot_min.x + (b + 0.5f) * slot, y_of(c_max)));
+            continue;
+        }
         draw->AddRectFilled(ImVec2(x, std::round(y_of(s_max))), ImVec2(x + bar_w, plot_max.y), kSsaColor);
         if (cmp) draw->AddRectFilled(ImVec2(x + bar_w, std::round(y_of(c_max))), ImVec2(x + 2 * bar_w, plot_max.y), kCompareColor);
     }
+    if (compare_line.size() > 1) draw->AddPolyline(compare_line.data(), static_cast<int>(compare_line.size()), kCompareColor, 0, 1.5f);
     draw->AddLine(ImVec2(plot_min.x, plot_max.y), ImVec2(plot_max.x, plot_max.y), ImGui::GetColorU32(ImGuiCol_Border));
 
-    // X axis: key indices at round steps.
+    // X axis: each labelled key's index and token at round steps, as many as fit.
     {
-        const float per_label = ImGui::CalcTextSize("0000").x + 12.0f;
+        const float per_label = ImGui::CalcTextSize("0000 wwwww").x + 12.0f;
         const int step = NiceStride(n * per_label / plot_w);
         for (int j = 0; j < n; j += step) {
             const float x = plot_min.x + (bin_of(j) + 0.5f) * slot;
-            const std::string label = std::to_string(key_first + j);
+            const std::string label = std::to_string(key_first + j) + " " +
+                                      viz::EllipsizeText(m_labels[key_first + j], std::max(ImGui::CalcTextSize("wwwww").x, step * plot_w / n - 12.0f -
+                                                                                          ImGui::CalcTextSize("0000 ").x));
             draw->AddLine(ImVec2(x, plot_max.y), ImVec2(x, plot_max.y + 3), dim_col);
             const float w = ImGui::CalcTextSize(label.c_str()).x;
             const float x_text = std::min(std::round(x - w * 0.5f), pos.x + size.x - w);  // the last label stays inside

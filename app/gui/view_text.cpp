@@ -591,6 +591,19 @@ void TextView::DrawStrip(AppState& state, float height) {
         }
     }
 
+    // Zoomed in on the map, the strip follows its columns: the first visible key scrolls into view
+    // when the view moves to other tokens (and the strip then marks the visible keys).
+    const MapView& view = state.settings.map_view;
+    const bool zoomed = view.zoom > 1.001f;
+    const int key_first = zoomed ? std::clamp(static_cast<int>(std::floor(view.pan_x)), 0, T - 1) : -1;
+    const int key_end = zoomed ? std::clamp(static_cast<int>(std::ceil(view.pan_x + T / view.zoom)), key_first + 1, T) : -1;
+    if (zoomed && key_first != m_shown_key) {
+        const float y = m_chips[key_first].y, view_h = ImGui::GetWindowHeight();
+        if (y < ImGui::GetScrollY() || y + chip_h > ImGui::GetScrollY() + view_h - 2 * ImGui::GetStyle().WindowPadding.y)
+            ImGui::SetScrollY(std::max(0.0f, y - chip_h));
+    }
+    m_shown_key = key_first;
+
     // An analysis older than the text stays, dimmed, until the new one arrives.
     // A job (Continue, the heads ranking) keeps the worker busy, but what is shown is current.
     const bool stale = (state.busy && !state.generating && !state.ranking_heads) || !state.error.empty();
@@ -630,6 +643,8 @@ void TextView::DrawStrip(AppState& state, float height) {
             }
             run(at, static_cast<uint32_t>(label.text.size()), ink);
 
+            if (zoomed && i >= key_first && i < key_end)  // a key column the zoomed map shows: a white bar over the chip
+                draw->AddRectFilled(ImVec2(p0.x, p0.y - 3), ImVec2(p1.x, p0.y - 1), IM_COL32(235, 235, 235, static_cast<int>(200 * alpha)));
             if (state.IsGenerated(a->tokens, i))  // Continue wrote it: a cyan bar under the chip
                 draw->AddRectFilled(ImVec2(p0.x, p1.y + 1), ImVec2(p1.x, p1.y + 3), IM_COL32(70, 210, 235, static_cast<int>(255 * alpha)));
             if (i == state.query) {

@@ -62,6 +62,7 @@ private:
     bool m_values_valid = false;
 
     int m_shown_query = -1;  // the query the strip last scrolled to
+    int m_shown_key = -1;    // the zoomed map's first visible key the strip last scrolled to (-1: not zoomed)
 };
 
 }  // namespace app
