@@ -4,13 +4,11 @@
 #include <vector>
 
 #include "app/cli/cli.h"
-#include "model/nn/analysis.h"
 #ifdef SSAVIZ_HAVE_GUI
 #include "app/gui/gui.h"
 #endif
 
 int main(int argc, char** argv) {
-    model::KeepFreedMemoryForReuse();
     std::vector<std::string> args(argv, argv + argc);
     app::GuiOptions gui;
     int code = app::RunCommandLine(args, &gui);

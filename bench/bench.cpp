@@ -237,7 +237,6 @@ Options Parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    model::KeepFreedMemoryForReuse();  // as ssaviz does
     const Options o = Parse(argc, argv);
     if (o.child > 0) return RunChild(o);
 

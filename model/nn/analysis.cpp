@@ -271,6 +271,11 @@ Pooled PoolThumbnails(const at::Tensor& p, const at::Tensor& q, int pool) {
 
 int ThumbnailPool(int tokens) { return std::max(1, (tokens + kThumbnailCells - 1) / kThumbnailCells); }
 
+// Every field of RowMetricTensors, for code that treats them alike.
+constexpr at::Tensor RowMetricTensors::*kRowMetricFields[] = {
+    &RowMetricTensors::entropy,   &RowMetricTensors::normalized_entropy, &RowMetricTensors::spikiness, &RowMetricTensors::max_weight,
+    &RowMetricTensors::top5_mass, &RowMetricTensors::effective_support,  &RowMetricTensors::sink_mass};
+
 RowMetricTensors StackLayers(const std::vector<RowMetricTensors>& layers) {
     auto stack = [&](at::Tensor RowMetricTensors::*field) {
         std::vector<at::Tensor> parts;
@@ -278,10 +283,7 @@ RowMetricTensors StackLayers(const std::vector<RowMetricTensors>& layers) {
         return at::stack(parts);
     };
     RowMetricTensors out;
-    for (auto field : {&RowMetricTensors::entropy, &RowMetricTensors::normalized_entropy, &RowMetricTensors::spikiness,
-                       &RowMetricTensors::max_weight, &RowMetricTensors::top5_mass, &RowMetricTensors::effective_support,
-                       &RowMetricTensors::sink_mass})
-        out.*field = stack(field);
+    for (auto field : kRowMetricFields) out.*field = stack(field);
     return out;
 }
 
@@ -861,9 +863,7 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         };
         auto join_metrics = [&](const RowMetricTensors& old, std::vector<RowMetricTensors>& parts) {
             RowMetricTensors r;
-            for (auto field : {&RowMetricTensors::entropy, &RowMetricTensors::normalized_entropy, &RowMetricTensors::spikiness,
-                               &RowMetricTensors::max_weight, &RowMetricTensors::top5_mass, &RowMetricTensors::effective_support,
-                               &RowMetricTensors::sink_mass}) {
+            for (auto field : kRowMetricFields) {
                 std::vector<at::Tensor> f;
                 for (const RowMetricTensors& m : parts) f.push_back(m.*field);
                 r.*field = join(was ? old.*field : at::Tensor(), f);

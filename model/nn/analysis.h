@@ -220,7 +220,7 @@ int32_t NextToken(const std::vector<float>& logits, size_t vocab, float temperat
 // Makes freed blocks of up to 32 MB (a head's map at 2,048 tokens is 16 MB) go back to the
 // process's heap for the next tensor instead of to the system: each new mapping of such a block
 // costs a page fault per 4 KiB, which made rebuilding one head's map ~4x slower (136 ms against
-// 38 ms at 2,048 tokens on this project's 2-core VM). Call once at start-up (glibc; no-op elsewhere).
+// 38 ms at 2,048 tokens on this project's 2-core VM). Engine::Open calls it (glibc; no-op elsewhere).
 void KeepFreedMemoryForReuse();
 
 // Threads LibTorch uses for one operation (process-wide). The GUI leaves a core to the UI.

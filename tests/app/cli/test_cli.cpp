@@ -5,6 +5,13 @@
 namespace {
 using namespace cli_test;
 
+// Runs `script` (Python with numpy) on an export folder; it fails by raising.
+void ExpectPythonCheck(const std::string& name, const std::string& script, const std::string& dir) {
+    std::ofstream(Scratch(name)) << script;
+    const std::string cmd = std::string(SSAVIZ_PYTHON) + " " + Scratch(name) + " " + dir + " 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << "numpy check failed: " << cmd;
+}
+
 TEST_F(Cli, InfoJsonDescribesTheModel) {
     Outcome r = Ssaviz({"info", "--model", Small(), "--json", "--device", "cpu"});
     ASSERT_EQ(r.code, 0) << r.err;
@@ -65,9 +72,7 @@ TEST_F(Cli, ExportWritesEveryFileWithTheRightShapes) {
         "assert abs(h - m['heads'][2]['ssa']['entropy']) < 1e-5, (h, m['heads'][2]['ssa']['entropy'])\n"
         "assert abs(q[0, 1].mean() - m['heads'][1]['ssa']['tau_q']['mean']) < 1e-5\n"
         "print('numpy ok')\n";
-    std::ofstream(Scratch("check_export.py")) << check;
-    std::string cmd = std::string(SSAVIZ_PYTHON) + " " + Scratch("check_export.py") + " " + out + " 2>&1";
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << "numpy check failed: " << cmd;
+    ExpectPythonCheck("check_export.py", check, out);
 }
 
 TEST_F(Cli, ExportAgainstATwinModel) {
@@ -104,9 +109,7 @@ TEST_F(Cli, ExportWritesLossesAndWhatIfs) {
         "assert abs(np.exp(l.mean()) - m['loss']['perplexity_ssa']) < 1e-2 * np.exp(l.mean())\n"
         "assert np.abs(l - c).max() > 1e-6, 'the what-if changes the losses'\n"
         "print('numpy ok')\n";
-    std::ofstream(Scratch("check_loss.py")) << check;
-    std::string cmd = std::string(SSAVIZ_PYTHON) + " " + Scratch("check_loss.py") + " " + out + " 2>&1";
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << "numpy check failed: " << cmd;
+    ExpectPythonCheck("check_loss.py", check, out);
 
     // Without what-ifs the unedited comparison is the model itself: zero difference.
     r = Ssaviz({"export", "--model", Small(), "--text", "The cat sat", "--out", out + "_same", "--format", "npy", "--compare", "unedited"});
