@@ -11,4 +11,9 @@ bool DrawNoAnalysisNote(const AppState& state) {
     return true;
 }
 
+void SameLineIfFits(float width) {
+    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    if (ImGui::GetItemRectMax().x + ImGui::GetStyle().ItemSpacing.x + width <= right) ImGui::SameLine();
+}
+
 }  // namespace app

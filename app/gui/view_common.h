@@ -9,4 +9,7 @@ namespace app {
 // error) and returns true when there is no analysis.
 bool DrawNoAnalysisNote(const AppState& state);
 
+// Continues on the same line when an item of `width` still fits there (else starts a new line).
+void SameLineIfFits(float width);
+
 }  // namespace app

@@ -2,6 +2,7 @@
 
 #include "app/core/examples.h"
 #include "app/export/head_summary.h"
+#include "app/gui/view_common.h"
 
 #include <algorithm>
 #include <cmath>
@@ -41,12 +42,6 @@ int NiceStride(float raw) {
             if (f * magnitude >= raw) return f * magnitude;
         if (magnitude > 100000000) return magnitude * 10;
     }
-}
-
-// Continues on the same line when an item of `width` still fits there.
-void SameLineIfFits(float width) {
-    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
-    if (ImGui::GetItemRectMax().x + ImGui::GetStyle().ItemSpacing.x + width <= right) ImGui::SameLine();
 }
 
 float RadioWidth(const char* label) {

@@ -97,7 +97,7 @@ void InterventionsView::DrawAdd(AppState& state) {
         }
         ImGui::EndCombo();
     }
-    ImGui::SameLine();
+    SameLineIfFits(fs * 10.0f);
     ImGui::SetNextItemWidth(fs * 10.0f);
     if (ImGui::BeginCombo("##wi_kind", kKindNames[m_kind])) {
         for (int k = 0; k < IM_ARRAYSIZE(kKindNames); ++k) {
@@ -108,12 +108,12 @@ void InterventionsView::DrawAdd(AppState& state) {
     }
     viz::ItemTooltip(kKindHelp[m_kind]);
     if (static_cast<Kind>(m_kind) == Kind::Scale) {
-        ImGui::SameLine();
+        SameLineIfFits(fs * 5.0f);
         ImGui::SetNextItemWidth(fs * 5.0f);
         ImGui::DragFloat("##wi_scale", &m_scale, 0.01f, -4.0f, 4.0f, "x %.2f");
         viz::ItemTooltip("tau_q = 1 + scale (tau_q - 1). Drag, or Ctrl+click to type.");
     }
-    ImGui::SameLine();
+    SameLineIfFits(ImGui::CalcTextSize("Add").x + 2 * ImGui::GetStyle().FramePadding.x);
     if (ImGui::Button("Add")) RequestList(state, WithIntervention(Pending(state), {static_cast<Kind>(m_kind), m_layer, m_head, m_scale}));
     viz::ItemTooltip("Apply this what-if (it replaces an earlier one on the same head or layer).");
 
@@ -163,9 +163,11 @@ void InterventionsView::DrawList(AppState& state) {
     ImGui::Text("mean loss: SSA %s, %s %s nats", Nats(loss).c_str(), a.comparison == model::Comparison::Unedited ? "unedited" : "comparison",
                 Nats(loss_compare).c_str());
     if (std::isfinite(loss) && std::isfinite(loss_compare)) {
-        ImGui::SameLine();
         const float delta = loss - loss_compare;
-        ImGui::TextColored(delta > 0 ? ImVec4(1.0f, 0.5f, 0.45f, 1.0f) : ImVec4(0.5f, 0.7f, 1.0f, 1.0f), "(delta %+.4f)", delta);
+        char text[48];
+        std::snprintf(text, sizeof text, "(delta %+.4f)", delta);
+        SameLineIfFits(ImGui::CalcTextSize(text).x);
+        ImGui::TextColored(delta > 0 ? ImVec4(1.0f, 0.5f, 0.45f, 1.0f) : ImVec4(0.5f, 0.7f, 1.0f, 1.0f), "%s", text);
         viz::ItemTooltip("SSA's mean loss minus the comparison's, over tokens 2..T. Above 0: the SSA side predicts the text worse.");
     }
 }
