@@ -1,5 +1,7 @@
-// A model's shape and its SSA temperature forms, read from config.json (SPEC section 3).
-// HF GPT-2 keys, plus the optional "ssa" block; without it the model is vanilla GPT-2.
+// A model's shape and its SSA temperature forms: HF GPT-2's config.json (SPEC section 3) or a
+// lit-gpt lit_config.json (SPEC section 7), plus the optional "ssa" block; without it the model is
+// vanilla. One decoder covers every family, so a family is data here: norm, positions, attention
+// grouping, MLP, residual and head, with GPT-2's choices as the defaults.
 #pragma once
 
 #include <string>
@@ -15,6 +17,9 @@ enum class PositionForm { None, Sigmoid, ExpExp, Linear };  // pos(i) = 1 + s * 
 enum class TokenForm { None, Shared, Feature };              // tok(z) = tanh(w . z + b)
 enum class Combine { Sum, Product };
 enum class Activation { GeluNew, Gelu };                     // tanh approximation, exact erf
+enum class NormKind { LayerNorm, RmsNorm };                  // RMSNorm: w * x / sqrt(mean(x^2) + eps)
+enum class MlpKind { Gelu, SwiGlu };                         // proj(gelu(fc x)) | proj(silu(fc_1 x) * fc_2 x)
+enum class PositionKind { Learned, Rope };                   // wpe added to the embedding | RoPE on q and k
 
 // How one side's temperature (query or value) is built.
 struct TemperatureForm {
@@ -30,25 +35,56 @@ struct ModelConfig {
     int n_head = 0;
     int n_embd = 0;
     int n_positions = 0;
-    int vocab_size = 0;
-    double layer_norm_epsilon = 1e-5;
+    int vocab_size = 0;     // rows of the embedding and the head: lit-gpt's padded_vocab_size
+    double layer_norm_epsilon = 1e-5;  // the norm's eps, LayerNorm or RMSNorm
     Activation activation = Activation::GeluNew;
     TemperatureForm query;  // tau_q
-    TemperatureForm value;  // tau_v
+    TemperatureForm value;  // tau_v, one per kv head
+
+    // The family (SPEC section 7); the defaults are GPT-2.
+    std::string family = "gpt2";  // gpt2, pythia, llama, mistral, llama3, stablelm: for info, and init-random's presets
+    NormKind norm = NormKind::LayerNorm;
+    int n_query_groups = 0;   // kv heads; 0: n_head (query head h reads kv head h / (n_head / groups))
+    PositionKind positions = PositionKind::Learned;
+    int rope_n_elem = 0;      // RoPE: the first q and k dims rotated (even; int(rotary_percentage * head size))
+    double rope_base = 10000;
+    double rope_condense_ratio = 1;  // positions are divided by it
+    MlpKind mlp = MlpKind::Gelu;
+    int intermediate_size = 0;       // 0: 4 n_embd
+    bool parallel_residual = false;  // x + attn(norm_1 x) + mlp(norm_2 x)
+    bool shared_attention_norm = false;  // parallel, with mlp(norm_1 x): no norm_2
+    bool bias = true;          // the attention and MLP linear layers have biases
+    bool lm_head_bias = false;
+    bool tied_head = true;     // lm_head is wte
 
     int HeadSize() const { return n_embd / n_head; }
+    int KvHeads() const { return n_query_groups > 0 ? n_query_groups : n_head; }
+    int QkvWidth() const { return (n_head + 2 * KvHeads()) * HeadSize(); }
+    int MlpWidth() const { return intermediate_size > 0 ? intermediate_size : 4 * n_embd; }
+    bool Rope() const { return positions == PositionKind::Rope; }
     bool IsSsa() const { return query.Active() || value.Active(); }
+    // Checks what the fields must satisfy together (heads dividing, an even rotary width, ...);
+    // the error names the fields and numbers.
+    Status Validate(const std::string& source) const;
 };
 
 // `source` names the file in error messages.
 Result<ModelConfig> ParseConfig(std::string_view json_text, const std::string& source);
 Result<ModelConfig> LoadConfig(const std::string& path);
-nlohmann::json ConfigToJson(const ModelConfig& config);
+// lit-gpt's Config as a lit_config.json stores it (the official SSA code's configs/*.json are
+// partial): missing fields take lit-gpt's defaults (block_size 4096, vocab_size 50254 padded to a
+// multiple of 512, rotary_percentage 0.25, parallel residual, biases, LayerNorm, GptNeoxMLP, ...).
+Result<ModelConfig> ParseLitConfig(std::string_view json_text, const std::string& source);
+Result<ModelConfig> LoadLitConfig(const std::string& path);
+nlohmann::json ConfigToJson(const ModelConfig& config);     // HF GPT-2 config.json (learned positions only)
+nlohmann::json LitConfigToJson(const ModelConfig& config);  // a complete lit_config.json (every field)
 
 const char* ToString(PositionForm form);
 const char* ToString(TokenForm form);
 const char* ToString(Combine combine);
 const char* ToString(Activation activation);
+const char* ToString(NormKind norm);  // "LayerNorm", "RMSNorm"
+const char* ToString(MlpKind mlp);    // "GptNeoxMLP", "LLaMAMLP" (lit-gpt's names)
 std::string Describe(const TemperatureForm& form);  // "sigmoid position + shared token (sum)"
 
 }  // namespace model

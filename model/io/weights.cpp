@@ -291,6 +291,7 @@ Result<ModelFiles> FindModelFiles(const std::string& path) {
         files.dir = fs::path(path).parent_path().string();
         if (files.dir.empty()) files.dir = ".";
         if (fs::is_regular_file(files.dir + "/config.json", ec)) files.config = files.dir + "/config.json";
+        if (fs::is_regular_file(files.dir + "/lit_config.json", ec)) files.lit_config = files.dir + "/lit_config.json";
         return files;
     }
     if (!fs::is_directory(path, ec)) {
@@ -300,21 +301,49 @@ Result<ModelFiles> FindModelFiles(const std::string& path) {
     }
     files.dir = path;
     if (fs::is_regular_file(path + "/config.json", ec)) files.config = path + "/config.json";
+    if (fs::is_regular_file(path + "/lit_config.json", ec)) files.lit_config = path + "/lit_config.json";
     for (const char* name : {"model.safetensors", "pytorch_model.bin"})
         if (fs::is_regular_file(path + "/" + name, ec)) {
             files.weights = path + "/" + name;
             return files;
         }
-    std::vector<std::string> candidates;
+    std::vector<std::string> candidates, lit;  // lit: lit-gpt's names, in order of preference
     bool sharded = false;
+    size_t entries = 0;
     for (const auto& entry : fs::directory_iterator(path, ec)) {
+        if (++entries > 100000) return Fail(path + ": more than 100,000 entries; not a model folder");
         const std::string name = entry.path().filename().string();
         const std::string ext = entry.path().extension().string();
         sharded = sharded || EndsWith(name, ".index.json");
-        if (entry.is_regular_file(ec) && (ext == ".safetensors" || ext == ".pt" || ext == ".pth" || ext == ".bin" || ext == ".ckpt"))
-            candidates.push_back(entry.path().string());
+        if (!entry.is_regular_file(ec) || !(ext == ".safetensors" || ext == ".pt" || ext == ".pth" || ext == ".bin" || ext == ".ckpt")) continue;
+        candidates.push_back(entry.path().string());
+        const bool iter = name.size() == 21 && name.compare(0, 5, "iter-") == 0 && EndsWith(name, "-ckpt.pth") &&
+                          std::all_of(name.begin() + 5, name.begin() + 11, [](char ch) { return ch >= '0' && ch <= '9'; });
+        if (name == "lit_model_finetuned.pth" || name == "lit_model.pth" || iter) lit.push_back(name);
     }
     if (sharded) return Fail(path + ": sharded weights (*.index.json) are not supported; merge the shards into one file");
+    if (!lit.empty()) {
+        // The fine-tuned model before the training run's newest checkpoint before the base model it started from.
+        auto rank = [](const std::string& n) { return n == "lit_model_finetuned.pth" ? 0 : n == "lit_model.pth" ? 2 : 1; };
+        std::sort(lit.begin(), lit.end(), [&](const std::string& a, const std::string& b) {
+            return rank(a) != rank(b) ? rank(a) < rank(b) : a > b;  // iter-: the highest number first
+        });
+        files.weights = path + "/" + lit[0];
+        if (candidates.size() > 1) {
+            std::sort(candidates.begin(), candidates.end());
+            std::string others;
+            size_t listed = 0;
+            for (const std::string& c : candidates) {
+                const std::string name = fs::path(c).filename().string();
+                if (name == lit[0]) continue;
+                if (listed++ == 3) { others += ", ..."; break; }
+                others += (others.empty() ? "" : ", ") + EscapeForMessage(name, 80);
+            }
+            files.choice = "took " + lit[0] + " of " + std::to_string(candidates.size()) + " checkpoint files (also " + others +
+                           "); open another one by its path";
+        }
+        return files;
+    }
     if (candidates.size() == 1) {
         files.weights = candidates[0];
         return files;

@@ -48,13 +48,17 @@ struct WeightFile {
 // metadata, numpy scalars) are skipped. Every tensor's view must lie inside its storage.
 Result<WeightFile> OpenWeights(const std::string& path);
 
-// Where a model's files are. `path` is a folder (config.json if present; weights from
-// model.safetensors, else pytorch_model.bin, else its one .safetensors / .pt / .pth / .bin / .ckpt
-// file) or a weights file itself (with the config.json beside it, if any).
+// Where a model's files are. `path` is a folder (config.json and lit_config.json if present;
+// weights from model.safetensors, else pytorch_model.bin, else a lit-gpt checkpoint:
+// lit_model_finetuned.pth, else the newest iter-NNNNNN-ckpt.pth, else lit_model.pth; else its one
+// .safetensors / .pt / .pth / .bin / .ckpt file) or a weights file itself (with the configs beside
+// it, if any).
 struct ModelFiles {
-    std::string dir;      // the folder, where tokenizer files are looked for
-    std::string config;   // empty when there is no config.json
+    std::string dir;         // the folder, where tokenizer files are looked for
+    std::string config;      // config.json; empty when there is none
+    std::string lit_config;  // lit_config.json; empty when there is none
     std::string weights;
+    std::string choice;      // when several lit-gpt checkpoints were there, which one was taken and why
 };
 Result<ModelFiles> FindModelFiles(const std::string& path);
 

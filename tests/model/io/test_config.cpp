@@ -455,4 +455,113 @@ TEST(ConfigRoundTrip, ToJsonThenParse) {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// lit-gpt configs (SPEC section 7): the official SSA code's configs/*.json are partial
+
+model::ModelConfig ParseLit(const std::string& text) {
+    auto r = model::ParseLitConfig(text, "lit_config.json");
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error());
+    return r.ok() ? *r : model::ModelConfig{};
+}
+
+std::string LitError(const std::string& text) {
+    auto r = model::ParseLitConfig(text, "lit_config.json");
+    EXPECT_FALSE(r.ok()) << "accepted: " << text;
+    return r.ok() ? std::string() : r.error();
+}
+
+TEST(LitConfig, OfficialPythia160mTakesLitGptDefaults) {
+    // configs/pythia-160m_2048.json, verbatim
+    ModelConfig c = ParseLit(R"({"block_size": 2048, "n_layer": 12, "n_embd": 768, "n_head": 12, "padding_multiple": 128})");
+    EXPECT_EQ(c.n_positions, 2048);
+    EXPECT_EQ(c.n_layer, 12);
+    EXPECT_EQ(c.vocab_size, 50304);  // 50254 rounded up to 128
+    EXPECT_EQ(c.KvHeads(), 12);
+    EXPECT_TRUE(c.Rope());
+    EXPECT_EQ(c.rope_n_elem, 16);  // int(0.25 * 64)
+    EXPECT_DOUBLE_EQ(c.rope_base, 10000);
+    EXPECT_TRUE(c.parallel_residual);
+    EXPECT_FALSE(c.shared_attention_norm);
+    EXPECT_TRUE(c.bias);
+    EXPECT_FALSE(c.lm_head_bias);
+    EXPECT_FALSE(c.tied_head);
+    EXPECT_EQ(c.norm, model::NormKind::LayerNorm);
+    EXPECT_EQ(c.mlp, model::MlpKind::Gelu);
+    EXPECT_EQ(c.activation, Activation::Gelu);
+    EXPECT_EQ(c.MlpWidth(), 4 * 768);
+    EXPECT_EQ(c.family, "pythia");
+    EXPECT_FALSE(c.IsSsa());
+}
+
+TEST(LitConfig, OfficialTinyLlamaAndMistral) {
+    ModelConfig t = ParseLit(R"({"block_size": 2048, "vocab_size": 32000, "padding_multiple": 64, "n_layer": 22, "n_head": 32,
+        "n_embd": 2048, "rotary_percentage": 1.0, "parallel_residual": false, "bias": false, "_norm_class": "RMSNorm",
+        "norm_eps": 1e-5, "_mlp_class": "LLaMAMLP", "intermediate_size": 5632, "n_query_groups": 4})");
+    EXPECT_EQ(t.vocab_size, 32000);
+    EXPECT_EQ(t.KvHeads(), 4);
+    EXPECT_EQ(t.rope_n_elem, 64);
+    EXPECT_EQ(t.QkvWidth(), (32 + 2 * 4) * 64);
+    EXPECT_EQ(t.norm, model::NormKind::RmsNorm);
+    EXPECT_EQ(t.mlp, model::MlpKind::SwiGlu);
+    EXPECT_EQ(t.MlpWidth(), 5632);
+    EXPECT_FALSE(t.parallel_residual);
+    EXPECT_FALSE(t.bias);
+    EXPECT_EQ(t.family, "llama");
+    // configs/Mistral-7B.json gives padded_vocab_size and leaves the shape to the defaults
+    ModelConfig m = ParseLit(R"({"padded_vocab_size": 32000, "block_size": 4096, "n_layer": 32, "n_query_groups": 8,
+        "rotary_percentage": 1.0, "parallel_residual": false, "bias": false, "_norm_class": "RMSNorm", "norm_eps": 1e-05,
+        "_mlp_class": "LLaMAMLP", "intermediate_size": 14336, "name": "Mistral-7B-v0.1"})");
+    EXPECT_EQ(m.vocab_size, 32000);
+    EXPECT_EQ(m.n_embd, 4096);
+    EXPECT_EQ(m.KvHeads(), 8);
+    EXPECT_EQ(m.family, "mistral");
+    // gpt_2_124M_original.json carries a dropout, which means nothing at inference
+    EXPECT_EQ(ParseLit(R"({"block_size": 1024, "vocab_size": 50257, "n_layer": 12, "n_head": 12, "n_embd": 768, "dropout": 0.0})")
+                  .vocab_size, 50688);
+}
+
+TEST(LitConfig, LegacyAndNewerNames) {
+    ModelConfig c = ParseLit(R"({"n_layer": 2, "n_head": 4, "n_embd": 64, "condense_ratio": 4, "norm_class_name": "RMSNorm",
+        "mlp_class_name": "LLaMAMLP", "intermediate_size": 96, "gelu_approximate": "tanh", "norm_qk": false, "sliding_window_size": null})");
+    EXPECT_DOUBLE_EQ(c.rope_condense_ratio, 4);
+    EXPECT_EQ(c.norm, model::NormKind::RmsNorm);
+    EXPECT_EQ(c.activation, Activation::GeluNew);
+}
+
+TEST(LitConfig, SsaBlockAndRoundTrip) {
+    ModelConfig c = ParseLit(R"({"n_layer": 3, "n_head": 8, "n_embd": 64, "n_query_groups": 2, "rotary_percentage": 0.5,
+        "rope_base": 500000, "_norm_class": "RMSNorm", "_mlp_class": "LLaMAMLP", "intermediate_size": 128, "bias": false,
+        "parallel_residual": false, "name": "Llama-3-8B", "vocab_size": 1000, "padding_multiple": 64,
+        "ssa": {"query": {"position": "sigmoid", "token": "shared", "combine": "sum"}, "value": {"position": "linear"}}})");
+    EXPECT_EQ(c.family, "llama3");
+    EXPECT_EQ(c.vocab_size, 1024);
+    EXPECT_EQ(c.query.position, PositionForm::Sigmoid);
+    EXPECT_EQ(c.value.position, PositionForm::Linear);
+    const std::string written = model::LitConfigToJson(c).dump(2);
+    ModelConfig again = ParseLit(written);
+    EXPECT_EQ(model::LitConfigToJson(again).dump(2), written);
+    EXPECT_EQ(again.rope_n_elem, 4);
+    EXPECT_DOUBLE_EQ(again.rope_base, 500000);
+    EXPECT_EQ(again.KvHeads(), 2);
+}
+
+TEST(LitConfig, ErrorsNameTheFieldAndNumbers) {
+    EXPECT_TRUE(Has(LitError(R"({"n_head": "12"})"), "'n_head' must be an integer, got '12'"));
+    EXPECT_TRUE(Has(LitError(R"({"parallel_residual": 1})"), "'parallel_residual' must be true or false"));
+    EXPECT_TRUE(Has(LitError(R"({"rotary_percentage": "all"})"), "'rotary_percentage' must be a number"));
+    EXPECT_TRUE(Has(LitError(R"({"rotary_percentage": 1.5})"), "'rotary_percentage' = 1.5 is out of range"));
+    EXPECT_TRUE(Has(LitError(R"({"n_head": 12, "n_query_groups": 5, "n_embd": 768})"), "n_query_groups 5 does not divide n_head 12"));
+    EXPECT_TRUE(Has(LitError(R"({"n_head": 5, "n_embd": 768})"), "n_embd 768 is not divisible by n_head 5"));
+    EXPECT_TRUE(Has(LitError(R"({"n_head": 12, "n_embd": 36, "rotary_percentage": 0.5})"), "rotary width 1"));
+    EXPECT_TRUE(Has(LitError(R"({"_mlp_class": "LLaMAMoE"})"), "'_mlp_class' 'LLaMAMoE' is not supported"));
+    EXPECT_TRUE(Has(LitError(R"({"_mlp_class": "LLaMAMLP"})"), "needs 'intermediate_size'"));
+    EXPECT_TRUE(Has(LitError(R"({"_norm_class": "GroupNorm"})"), "'_norm_class' 'GroupNorm' is not supported"));
+    EXPECT_TRUE(Has(LitError(R"({"n_expert": 8})"), "mixture-of-experts"));
+    EXPECT_TRUE(Has(LitError(R"({"norm_qk": true})"), "'norm_qk' = true is not supported"));
+    EXPECT_TRUE(Has(LitError(R"({"flash": true})"), "unknown key 'flash'"));
+    EXPECT_TRUE(Has(LitError(R"({"parallel_residual": false, "shared_attention_norm": true})"), "shared_attention_norm needs parallel_residual"));
+    EXPECT_TRUE(Has(LitError("[1, 2]"), "expected a JSON object"));
+    EXPECT_TRUE(Has(LitError(R"({"block_size": 0})"), "'block_size' = 0 is out of range"));
+}
+
 }  // namespace
