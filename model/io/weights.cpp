@@ -317,7 +317,7 @@ Result<ModelFiles> FindModelFiles(const std::string& path) {
         sharded = sharded || EndsWith(name, ".index.json");
         if (!entry.is_regular_file(ec) || !(ext == ".safetensors" || ext == ".pt" || ext == ".pth" || ext == ".bin" || ext == ".ckpt")) continue;
         candidates.push_back(entry.path().string());
-        const bool iter = name.size() == 21 && name.compare(0, 5, "iter-") == 0 && EndsWith(name, "-ckpt.pth") &&
+        const bool iter = name.size() == 20 && name.compare(0, 5, "iter-") == 0 && EndsWith(name, "-ckpt.pth") &&
                           std::all_of(name.begin() + 5, name.begin() + 11, [](char ch) { return ch >= '0' && ch <= '9'; });
         if (name == "lit_model_finetuned.pth" || name == "lit_model.pth" || iter) lit.push_back(name);
     }
