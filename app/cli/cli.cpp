@@ -497,9 +497,7 @@ int CmdGenerate(const Flags& flags) {
         if (!analysis) throw Failure{kExitFailure, analysis.error()};
         const int32_t next = model::NextToken(analysis->next_logits, vocab, temperature, top_k, &rng);
         generated.push_back(next);
-        tokens.ids.push_back(next);
-        tokens.pieces.push_back(engine->tokenizer().Decode({next}));
-        tokens.offsets.push_back({0, 0});
+        model::AppendToken(engine->tokenizer(), next, &tokens);
         bar.Update(n + 1, count, "");
     }
     const std::string continuation = engine->tokenizer().Decode(generated);

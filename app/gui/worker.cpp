@@ -3,18 +3,6 @@
 #include <chrono>
 
 namespace app {
-namespace {
-
-// The bytes token `id` adds after `ids`. Decoding it alone is not enough: SentencePiece drops a
-// piece's leading space at the start of a text, so it is decoded after the previous token.
-std::string AppendedBytes(const model::Tokenizer& tokenizer, const std::vector<int32_t>& ids, int32_t id) {
-    if (ids.empty()) return tokenizer.Decode({id});
-    const std::string before = tokenizer.Decode({ids.back()}), both = tokenizer.Decode({ids.back(), id});
-    if (both.compare(0, before.size(), before) != 0) return tokenizer.Decode({id});
-    return both.substr(before.size());
-}
-
-}  // namespace
 
 double NowMs() {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -292,11 +280,7 @@ void InferenceWorker::ContinueJob(const Request& r) {
             return finish("Continue stopped: the text fills the model's context (" + std::to_string(context) + " tokens)");
         if (Superseded()) return finish("");  // the user typed, or asked for something else
         const int32_t id = model::NextToken(logits, vocab, r.generate.temperature, r.generate.top_k, &rng);
-        const std::string piece = AppendedBytes(m_engine->tokenizer(), tokens->ids, id);
-        tokens->ids.push_back(id);
-        tokens->pieces.push_back(piece);
-        tokens->offsets.push_back({text.size(), text.size() + piece.size()});
-        text += piece;
+        text += model::AppendToken(m_engine->tokenizer(), id, &*tokens);
         auto next = m_engine->Analyze(*tokens, options);  // incremental: only the new row is computed
         if (!next) return finish(m_cancel ? "" : next.error());
         logits = next->next_logits;

@@ -1,7 +1,7 @@
 // safetensors: an 8-byte little-endian header length, a JSON header naming each tensor's dtype,
 // shape and byte range, then the raw little-endian data. ParseSafetensorsHeader is a pure
 // function over bytes that validates everything before anyone touches tensor data; the torch
-// adapter lives with the model (ssa_gpt.cpp) so this file stays free of LibTorch.
+// adapter lives with the model (model/nn/model_weights.cpp) so this file stays free of LibTorch.
 #pragma once
 
 #include <cstddef>

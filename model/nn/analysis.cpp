@@ -1,319 +1,50 @@
+// The engine: one loaded model (and optionally its twin) on one device, and Engine::Analyze,
+// which runs it and its comparison layer by layer into an Analysis. Loading is model_folder.cpp,
+// the forward pass forward.cpp, the maps attention_maps.cpp, the what-ifs interventions.cpp and
+// generation sampling.cpp.
+//
+// Index of this file:
+// [SECTION] Analysis: lookups and per-head summaries
+// [SECTION] What the engine keeps between analyses
+// [SECTION] Opening models, the comparison and the what-ifs
+// [SECTION] Tokenizing
+// [SECTION] Pieces of Analyze: predictions, edits, joining kept and new rows
+// [SECTION] Engine::Analyze
+
 #include "model/nn/analysis.h"
 
 #include <algorithm>
-#include <dlfcn.h>
-#include <malloc.h>
+#include <cassert>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
-#include <filesystem>
 #include <functional>
-#include <cassert>
 #include <limits>
-#include <list>
-#include <mutex>
 #include <tuple>
 #include <utility>
 
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 
-#include "model/io/files.h"
+#include "model/nn/attention_maps_torch.h"
+#include "model/nn/forward.h"
 #include "model/nn/metrics.h"
-#include "model/io/safetensors.h"
-#include "model/nn/ssa_gpt.h"
+#include "model/nn/model_folder_torch.h"
+#include "model/nn/runtime_torch.h"
 
 namespace model {
-namespace fs = std::filesystem;
 
-namespace {
+//-----------------------------------------------------------------------------
+// [SECTION] Analysis: lookups and per-head summaries
+//-----------------------------------------------------------------------------
 
-struct LoadedModel {
-    ModelInfo info;
-    SsaGpt gpt;
-    std::unique_ptr<Tokenizer> tokenizer;
-    QkSpectrum spectrum;  // computed once per model
-};
-
-// GPT-2's own vocabulary ships with ssaviz; a checkpoint without tokenizer files whose vocabulary
-// has GPT-2's size (nanoGPT pads it to 50,304) gets it.
-// The folder's own tokenizer files, whatever state they are in (broken is an error naming the
-// file); only a folder with none at all and GPT-2's vocab_size gets GPT-2's bundled tokenizer.
-// `source` says which, for `info` and the Model panel.
-Result<std::unique_ptr<Tokenizer>> LoadTokenizerFor(const std::string& dir, const ModelConfig& config, std::string* source,
-                                                    std::vector<std::string>* notes) {
-    *source = TokenizerFilesIn(dir);
-    if (!source->empty() || (config.vocab_size != 50257 && config.vocab_size != 50304)) return LoadTokenizer(dir);
-    const fs::path exe = ExecutableDir();
-    for (const fs::path& candidate : {exe / ".." / "assets" / "tokenizers" / "gpt2", exe / "models" / "default"}) {
-        if (!fs::exists(candidate / "vocab.json")) continue;
-        auto gpt2 = LoadGpt2Tokenizer((candidate / "vocab.json").string(), (candidate / "merges.txt").string());
-        if (gpt2) notes->push_back("no tokenizer files: GPT-2's (vocab_size " + std::to_string(config.vocab_size) + ")");
-        *source = "GPT-2's, bundled: the folder has no tokenizer files";
-        return gpt2;
+const char* ToString(Comparison c) {
+    switch (c) {
+        case Comparison::Counterfactual: return "counterfactual";
+        case Comparison::LayerLocal: return "local";
+        case Comparison::Twin: return "twin";
+        case Comparison::Unedited: return "unedited";
     }
-    return LoadTokenizer(dir);
-}
-
-Result<LoadedModel> LoadModelFolder(const std::string& dir, at::Device device, const ConfigHints& hints, at::ScalarType compute) {
-    auto gpt = LoadSsaGptFolder(dir, device, hints, compute);
-    if (!gpt) return Fail(gpt.error());
-    const ModelConfig config = gpt->config;
-    auto files = FindModelFiles(dir);
-    if (!files) return Fail(files.error());
-    std::string tokenizer_source;
-    auto tokenizer = LoadTokenizerFor(files->dir, config, &tokenizer_source, &gpt->notes);
-    if (!tokenizer) return Fail(tokenizer.error());
-    if ((*tokenizer)->VocabSize() > static_cast<size_t>(config.vocab_size))
-        return Fail(dir + ": tokenizer has " + std::to_string((*tokenizer)->VocabSize()) + " tokens but the model's vocab_size is " +
-                    std::to_string(config.vocab_size));
-
-    LoadedModel m;
-    m.gpt = std::move(*gpt);
-    m.tokenizer = std::move(*tokenizer);
-    m.spectrum = ComputeQkSpectrum(m.gpt);
-    m.info.dir = dir;
-    m.info.config = config;
-    m.info.parameters = m.gpt.ParameterCount();
-    m.info.layout = m.gpt.layout;
-    m.info.device = device.str();
-    m.info.compute_dtype = compute == at::kFloat ? "f32" : compute == at::kBFloat16 ? "bf16" : "f16";
-    m.info.tokenizer_kind = m.tokenizer->Kind();
-    m.info.tokenizer_vocab = m.tokenizer->VocabSize();
-    m.info.tokenizer_source = tokenizer_source;
-    m.info.unused_tensors = m.gpt.unused_tensors;
-    m.info.weights_path = m.gpt.weights_path;
-    m.info.weights_format = m.gpt.weights_format;
-    m.info.stored_dtype = m.gpt.stored_dtype;
-    m.info.notes = m.gpt.notes;
-    return m;
-}
-
-std::vector<float> ToHost(const at::Tensor& t) {
-    at::Tensor c = t.to(at::kCPU, at::kFloat).contiguous();
-    return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
-}
-
-MapMetrics ToHost(const RowMetricTensors& r) {
-    MapMetrics m;
-    m.rows = {{"entropy", ToHost(r.entropy)},       {"normalized_entropy", ToHost(r.normalized_entropy)},
-              {"spikiness", ToHost(r.spikiness)},   {"max_weight", ToHost(r.max_weight)},
-              {"top5_mass", ToHost(r.top5_mass)},   {"effective_support", ToHost(r.effective_support)},
-              {"sink_mass", ToHost(r.sink_mass)}};
-    return m;
-}
-
-double MillisecondsSince(std::chrono::steady_clock::time_point start) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
-
-// The attention rows the analysis computes at once, a side: [H, rows, T] floats.
-constexpr size_t kBlockBytes = size_t{8} << 20;
-
-// The most recently used head maps, up to kMapCacheBytes (at least one map is always kept).
-class MapCache {
-public:
-    using Key = std::tuple<int, int, int>;  // side, layer, head
-    template <class Make>
-    HeadMap Get(const Key& key, const Make& make) {
-        std::lock_guard<std::mutex> lock(m_mutex);
-        for (auto it = m_entries.begin(); it != m_entries.end(); ++it)
-            if (it->first == key) {
-                m_entries.splice(m_entries.begin(), m_entries, it);
-                return it->second;
-            }
-        HeadMap map = make();  // under the lock: two threads asking for one head compute it once
-        m_bytes += map->size() * sizeof(float);
-        m_entries.emplace_front(key, map);
-        while (m_bytes > kMapCacheBytes && m_entries.size() > 1) {
-            m_bytes -= m_entries.back().second->size() * sizeof(float);
-            m_entries.pop_back();
-        }
-        return map;
-    }
-    std::vector<std::pair<Key, HeadMap>> Entries() const {
-        std::lock_guard<std::mutex> lock(m_mutex);
-        return {m_entries.begin(), m_entries.end()};
-    }
-
-private:
-    mutable std::mutex m_mutex;
-    std::list<std::pair<Key, HeadMap>> m_entries;  // most recent first
-    size_t m_bytes = 0;
-};
-
-class HostMaps final : public AttentionMaps {
-public:
-    HostMaps(int heads, int tokens, std::vector<float> ssa, std::vector<float> compare)
-        : m_heads(heads), m_tokens(tokens), m_ssa(std::move(ssa)), m_compare(std::move(compare)) {}
-    HeadMap Head(MapSide side, int l, int h) const override {
-        const std::vector<float>& all = side == MapSide::Ssa ? m_ssa : m_compare;
-        const size_t cells = static_cast<size_t>(m_tokens) * m_tokens, at = (static_cast<size_t>(l) * m_heads + h) * cells;
-        if (all.size() < at + cells) return nullptr;
-        return m_cache.Get({static_cast<int>(side), l, h},
-                           [&] { return std::make_shared<const std::vector<float>>(all.begin() + at, all.begin() + at + cells); });
-    }
-
-private:
-    int m_heads, m_tokens;
-    std::vector<float> m_ssa, m_compare;
-    mutable MapCache m_cache;
-};
-
-// Rebuilds a head's map from the layer's q, k and tau_q where the model ran (CPU or GPU) with the
-// forward pass's own AttentionRows, and copies only that [T, T] map to the host. After an edit, a
-// head the previous analysis had built keeps its rows before the edit and computes only the rest.
-class RecomputedMaps final : public AttentionMaps {
-public:
-    struct Layer {
-        at::Tensor q, k;  // [H, T, D] in the compute dtype
-        at::Tensor tau_q; // [H, T]; undefined: 1
-    };
-    void Add(MapSide side, Layer layer) { m_layers[static_cast<int>(side)].push_back(std::move(layer)); }
-    // `previous` answered for ids whose first `stable` equal these ones'.
-    void Reuse(const RecomputedMaps& previous, int64_t stable) {
-        m_seeds = previous.m_cache.Entries();
-        m_stable = stable;
-    }
-    HeadMap Head(MapSide side, int l, int h) const override {
-        const std::vector<Layer>& layers = m_layers[static_cast<int>(side)];
-        if (l < 0 || l >= static_cast<int>(layers.size()) || h < 0 || h >= layers[l].q.size(0)) return nullptr;
-        const MapCache::Key key{static_cast<int>(side), l, h};
-        return m_cache.Get(key, [&] {  // under the cache's lock, which also guards m_seeds
-            c10::InferenceMode guard;
-            const Layer& x = layers[l];
-            BindThreadToDevice(x.q.device());  // the UI thread or an export thread
-            const int64_t T = x.k.size(1);
-            auto map = std::make_shared<std::vector<float>>(static_cast<size_t>(T * T), 0.0f);
-            int64_t from = 0;
-            if (HeadMap old = TakeSeed(key)) {
-                const int64_t old_t = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(old->size()))));
-                from = std::min({m_stable, old_t, T});
-                const int64_t columns = std::min(old_t, T);  // row i < from is zero past column i anyway
-                for (int64_t i = 0; i < from; ++i)
-                    std::copy_n(old->data() + i * old_t, columns, map->data() + i * T);
-            }
-            // In blocks of rows, so the temporaries stay small (see kBlockBytes).
-            const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(kBlockBytes / (sizeof(float) * static_cast<size_t>(T))));
-            for (int64_t a = from; a < T; a += block) {
-                const int64_t n = std::min(block, T - a);
-                const at::Tensor tau = x.tau_q.defined() ? x.tau_q[h].narrow(0, a, n) : at::Tensor();
-                const at::Tensor rows = AttentionRows(x.q[h].narrow(0, a, n), x.k[h], tau, a).to(at::kCPU, at::kFloat).contiguous();
-                std::copy_n(rows.data_ptr<float>(), rows.numel(), map->data() + a * T);
-            }
-            return HeadMap(std::move(map));
-        });
-    }
-
-private:
-    HeadMap TakeSeed(const MapCache::Key& key) const {
-        for (auto it = m_seeds.begin(); it != m_seeds.end(); ++it)
-            if (it->first == key) {
-                HeadMap map = std::move(it->second);
-                m_seeds.erase(it);
-                return map;
-            }
-        return nullptr;
-    }
-
-    std::vector<Layer> m_layers[2];
-    mutable MapCache m_cache;
-    mutable std::vector<std::pair<MapCache::Key, HeadMap>> m_seeds;
-    int64_t m_stable = 0;
-};
-
-struct Pooled {
-    at::Tensor p, q, difference;  // [..., ceil(R / pool), ceil(T / pool)]
-};
-
-// Maps p and q [..., R, T] (rows from a multiple of `pool`) pooled into pool x pool blocks (the
-// last ones partial): the block maxima of p and q, and the value of p - q of largest magnitude,
-// the positive one when the two magnitudes agree to kTieTolerance (a row of two keys has d and -d:
-// rounding must not choose the sign). On the CPU one pass over both maps; elsewhere torch ops.
-constexpr float kTieTolerance = 1e-5f;
-at::Tensor LargestMagnitude(const at::Tensor& up, const at::Tensor& down) {  // block max of d and of -d
-    return at::where(up >= down * (1 - kTieTolerance), up, -down);
-}
-
-Pooled PoolThumbnails(const at::Tensor& p, const at::Tensor& q, int pool) {
-    if (pool == 1) return {p, q, p - q};
-    if (!p.is_cpu()) {
-        auto block_max = [&](const at::Tensor& m) { return at::max_pool2d(m, {pool, pool}, {pool, pool}, {0, 0}, {1, 1}, true); };
-        const at::Tensor d = p - q;
-        return {block_max(p), block_max(q), LargestMagnitude(block_max(d), block_max(-d))};
-    }
-    const at::Tensor pc = p.contiguous(), qc = q.contiguous();
-    const int64_t R = p.size(-2), T = p.size(-1), rows = (R + pool - 1) / pool, side = (T + pool - 1) / pool;
-    const int64_t maps = R * T > 0 ? p.numel() / (R * T) : 0;
-    std::vector<int64_t> shape = p.sizes().vec();
-    shape[shape.size() - 2] = rows;
-    shape[shape.size() - 1] = side;
-    const float lowest = -std::numeric_limits<float>::infinity();
-    Pooled out{at::full(shape, lowest), at::full(shape, lowest), at::Tensor()};
-    at::Tensor up = at::full(shape, lowest), down = at::full(shape, lowest);
-    const float *pp = pc.data_ptr<float>(), *qq = qc.data_ptr<float>();
-    float *op = out.p.data_ptr<float>(), *oq = out.q.data_ptr<float>(), *ou = up.data_ptr<float>(), *od = down.data_ptr<float>();
-    for (int64_t m = 0; m < maps; ++m)
-        for (int64_t i = 0; i < R; ++i) {
-            const size_t in = static_cast<size_t>((m * R + i) * T), at = static_cast<size_t>((m * rows + i / pool) * side);
-            for (int64_t j = 0; j < T; ++j) {
-                const float x = pp[in + j], y = qq[in + j];
-                const size_t k = at + static_cast<size_t>(j / pool);
-                op[k] = std::max(op[k], x);
-                oq[k] = std::max(oq[k], y);
-                ou[k] = std::max(ou[k], x - y);
-                od[k] = std::max(od[k], y - x);
-            }
-        }
-    out.difference = LargestMagnitude(up, down);
-    return out;
-}
-
-int ThumbnailPool(int tokens) { return std::max(1, (tokens + kThumbnailCells - 1) / kThumbnailCells); }
-
-// Every field of RowMetricTensors, for code that treats them alike.
-constexpr at::Tensor RowMetricTensors::*kRowMetricFields[] = {
-    &RowMetricTensors::entropy,   &RowMetricTensors::normalized_entropy, &RowMetricTensors::spikiness, &RowMetricTensors::max_weight,
-    &RowMetricTensors::top5_mass, &RowMetricTensors::effective_support,  &RowMetricTensors::sink_mass};
-
-RowMetricTensors StackLayers(const std::vector<RowMetricTensors>& layers) {
-    auto stack = [&](at::Tensor RowMetricTensors::*field) {
-        std::vector<at::Tensor> parts;
-        for (const RowMetricTensors& r : layers) parts.push_back(r.*field);
-        return at::stack(parts);
-    };
-    RowMetricTensors out;
-    for (auto field : kRowMetricFields) out.*field = stack(field);
-    return out;
-}
-
-std::vector<float> StackToHost(const std::vector<at::Tensor>& layers) { return ToHost(at::stack(layers)); }
-
-}  // namespace
-
-std::shared_ptr<const AttentionMaps> HostAttentionMaps(int layers, int heads, int tokens, std::vector<float> ssa,
-                                                       std::vector<float> compare) {
-    assert(ssa.size() == static_cast<size_t>(layers) * heads * tokens * tokens && compare.size() == ssa.size());
-    (void)layers;  // the shape check only
-    return std::make_shared<HostMaps>(heads, tokens, std::move(ssa), std::move(compare));
-}
-
-Thumbnails MakeThumbnails(const std::vector<float>& ssa, const std::vector<float>& compare, int layers, int heads, int tokens) {
-    c10::InferenceMode guard;
-    Thumbnails t;
-    t.pool = ThumbnailPool(tokens);
-    t.side = (tokens + t.pool - 1) / t.pool;
-    const int64_t maps = static_cast<int64_t>(layers) * heads;
-    const size_t cells = static_cast<size_t>(maps) * tokens * tokens;
-    if (tokens == 0 || ssa.size() != cells || compare.size() != cells) return {};
-    // from_blob does not copy; the pooled results are new tensors.
-    const at::Tensor p = at::from_blob(const_cast<float*>(ssa.data()), {maps, tokens, tokens});
-    const at::Tensor q = at::from_blob(const_cast<float*>(compare.data()), {maps, tokens, tokens});
-    const Pooled pooled = PoolThumbnails(p, q, t.pool);
-    t.ssa = ToHost(pooled.p);
-    t.compare = ToHost(pooled.q);
-    t.difference = ToHost(pooled.difference);
-    return t;
+    return "?";
 }
 
 HeadMap Analysis::Map(MapSide side, int l, int h) const {
@@ -356,6 +87,17 @@ HeadStats HeadTokenStats(const std::vector<float>& values, const Analysis& a, in
     return s;
 }
 
+float MeanLoss(const std::vector<float>& loss) {
+    if (loss.empty()) return NAN;
+    double sum = 0;
+    for (float v : loss) sum += v;
+    return static_cast<float>(sum / static_cast<double>(loss.size()));
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] What the engine keeps between analyses
+//-----------------------------------------------------------------------------
+
 namespace {
 
 // What one position left behind in one layer, for every position so far: the analysis of a text
@@ -387,110 +129,19 @@ struct AnalysisCache {
 
 }  // namespace
 
-const char* ToString(Comparison c) {
-    switch (c) {
-        case Comparison::Counterfactual: return "counterfactual";
-        case Comparison::LayerLocal: return "local";
-        case Comparison::Twin: return "twin";
-        case Comparison::Unedited: return "unedited";
-    }
-    return "?";
-}
-
-std::string Describe(const Intervention& x) {
-    std::string where = "L" + std::to_string(x.layer) + (x.head < 0 ? " all heads" : " H" + std::to_string(x.head));
-    switch (x.kind) {
-        case Intervention::Kind::Ablate: return where + ": tau = 1";
-        case Intervention::Kind::PositionOnly: return where + ": position term only";
-        case Intervention::Kind::TokenOnly: return where + ": token term only";
-        case Intervention::Kind::Scale: {
-            char scale[32];
-            std::snprintf(scale, sizeof scale, "%g", x.scale);
-            return where + ": (tau_q - 1) x " + scale;
-        }
-    }
-    return where;
-}
-
-std::string FormatInterventions(const std::vector<Intervention>& list) {
-    std::string out;
-    for (const Intervention& x : list) {
-        if (!out.empty()) out += ",";
-        out += std::to_string(x.layer) + ":" + (x.head < 0 ? std::string("*") : std::to_string(x.head));
-        if (x.kind == Intervention::Kind::PositionOnly) out += "=pos";
-        if (x.kind == Intervention::Kind::TokenOnly) out += "=tok";
-        if (x.kind == Intervention::Kind::Scale) {
-            char scale[32];
-            std::snprintf(scale, sizeof scale, "=x%.9g", x.scale);
-            out += scale;
-        }
-    }
-    return out;
-}
-
-Result<std::vector<Intervention>> ParseInterventions(std::string_view spec, int n_layer, int n_head) {
-    std::vector<Intervention> list;
-    const std::string shape = " (the model has " + std::to_string(n_layer) + " layers x " + std::to_string(n_head) + " heads)";
-    auto whole = [](std::string_view text, int* out) {  // a small non-negative whole number
-        if (text.empty() || text.size() > 6) return false;
-        int v = 0;
-        for (char ch : text) {
-            if (ch < '0' || ch > '9') return false;
-            v = v * 10 + (ch - '0');
-        }
-        *out = v;
-        return true;
-    };
-    size_t start = 0;
-    while (start <= spec.size()) {
-        const size_t comma = std::min(spec.find(',', start), spec.size());
-        const std::string_view item = spec.substr(start, comma - start);
-        const std::string shown = "'" + EscapeForMessage(item, 64) + "'";
-        Intervention x;
-        const size_t colon = item.find(':'), equals = item.find('=');
-        if (colon == std::string_view::npos) return Fail("--ablate item " + shown + " is not LAYER:HEAD or LAYER:*");
-        const std::string_view layer = item.substr(0, colon);
-        const std::string_view head = item.substr(colon + 1, equals == std::string_view::npos ? std::string_view::npos : equals - colon - 1);
-        if (!whole(layer, &x.layer) || x.layer >= n_layer) return Fail("--ablate item " + shown + " names no layer of the model" + shape);
-        if (head == "*") x.head = -1;
-        else if (!whole(head, &x.head) || x.head >= n_head) return Fail("--ablate item " + shown + " names no head of the model" + shape);
-        if (equals != std::string_view::npos) {
-            const std::string_view what = item.substr(equals + 1);
-            if (what == "pos") x.kind = Intervention::Kind::PositionOnly;
-            else if (what == "tok") x.kind = Intervention::Kind::TokenOnly;
-            else if (what.size() > 1 && what[0] == 'x') {
-                const std::string number(what.substr(1));
-                char* end = nullptr;
-                const double v = std::strtod(number.c_str(), &end);
-                if (end != number.c_str() + number.size() || !std::isfinite(v) || std::abs(v) > 1e6)
-                    return Fail("--ablate item " + shown + ": the scale is not a finite number");
-                x.kind = Intervention::Kind::Scale;
-                x.scale = static_cast<float>(v);
-            } else {
-                return Fail("--ablate item " + shown + ": after '=' comes pos, tok or xSCALE");
-            }
-        }
-        list.push_back(x);
-        start = comma + 1;
-    }
-    return list;
-}
-
-float MeanLoss(const std::vector<float>& loss) {
-    if (loss.empty()) return NAN;
-    double sum = 0;
-    for (float v : loss) sum += v;
-    return static_cast<float>(sum / static_cast<double>(loss.size()));
-}
-
 struct Engine::Impl {
     at::Device device{at::kCPU};
     LoadedModel model;
+    QkSpectrum spectrum;  // the model's, computed once
     std::unique_ptr<LoadedModel> twin;
     Comparison comparison = Comparison::Counterfactual;  // without a twin
     std::vector<Intervention> interventions;
     AnalysisCache cache;
 };
+
+//-----------------------------------------------------------------------------
+// [SECTION] Opening models, the comparison and the what-ifs
+//-----------------------------------------------------------------------------
 
 Engine::Engine() : m_impl(std::make_unique<Impl>()) {}
 Engine::~Engine() = default;
@@ -503,17 +154,18 @@ Result<std::unique_ptr<Engine>> Engine::Open(const std::string& model_dir, const
     auto compute = ResolveComputeDtype(dtype_name, *device);
     if (!compute) return Fail(compute.error());
     BindThreadToDevice(*device);
-    auto model = LoadModelFolder(model_dir, *device, hints, *compute);
+    auto model = LoadModel(model_dir, *device, hints, *compute);
     if (!model) return Fail(model.error());
     std::unique_ptr<Engine> engine(new Engine());
     engine->m_impl->device = *device;
+    engine->m_impl->spectrum = ComputeQkSpectrum(model->gpt);
     engine->m_impl->model = std::move(*model);
     return engine;
 }
 
 Status Engine::OpenTwin(const std::string& twin_dir, const ConfigHints& hints) {
     BindThreadToDevice(m_impl->device);
-    auto twin = LoadModelFolder(twin_dir, m_impl->device, hints, m_impl->model.gpt.dtype());
+    auto twin = LoadModel(twin_dir, m_impl->device, hints, m_impl->model.gpt.dtype());
     if (!twin) return Fail(twin.error());
     const ModelConfig &a = m_impl->model.info.config, &b = twin->info.config;
     if (a.n_layer != b.n_layer || a.n_head != b.n_head)
@@ -557,6 +209,10 @@ const std::vector<Intervention>& Engine::interventions() const { return m_impl->
 const ModelInfo& Engine::Info() const { return m_impl->model.info; }
 const ModelInfo* Engine::TwinInfo() const { return m_impl->twin ? &m_impl->twin->info : nullptr; }
 const Tokenizer& Engine::tokenizer() const { return *m_impl->model.tokenizer; }
+
+//-----------------------------------------------------------------------------
+// [SECTION] Tokenizing
+//-----------------------------------------------------------------------------
 
 namespace {
 
@@ -612,7 +268,42 @@ Result<Tokenization> Engine::Tokenize(std::string_view text, bool truncate) cons
     return tokens;
 }
 
+//-----------------------------------------------------------------------------
+// [SECTION] Pieces of Analyze: predictions, edits, joining kept and new rows
+//-----------------------------------------------------------------------------
+
 namespace {
+
+MapMetrics MetricsToHost(const RowMetricTensors& r) {
+    MapMetrics m;
+    m.rows = {{"entropy", ToHost(r.entropy)},       {"normalized_entropy", ToHost(r.normalized_entropy)},
+              {"spikiness", ToHost(r.spikiness)},   {"max_weight", ToHost(r.max_weight)},
+              {"top5_mass", ToHost(r.top5_mass)},   {"effective_support", ToHost(r.effective_support)},
+              {"sink_mass", ToHost(r.sink_mass)}};
+    return m;
+}
+
+double MillisecondsSince(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Every field of RowMetricTensors, for code that treats them alike.
+constexpr at::Tensor RowMetricTensors::*kRowMetricFields[] = {
+    &RowMetricTensors::entropy,   &RowMetricTensors::normalized_entropy, &RowMetricTensors::spikiness, &RowMetricTensors::max_weight,
+    &RowMetricTensors::top5_mass, &RowMetricTensors::effective_support,  &RowMetricTensors::sink_mass};
+
+RowMetricTensors StackLayers(const std::vector<RowMetricTensors>& layers) {
+    auto stack = [&](at::Tensor RowMetricTensors::*field) {
+        std::vector<at::Tensor> parts;
+        for (const RowMetricTensors& r : layers) parts.push_back(r.*field);
+        return at::stack(parts);
+    };
+    RowMetricTensors out;
+    for (auto field : kRowMetricFields) out.*field = stack(field);
+    return out;
+}
+
+std::vector<float> StackToHost(const std::vector<at::Tensor>& layers) { return ToHost(at::stack(layers)); }
 
 // What a block of logits rows [n, V] says: each row's log-sum-exp and top kTopK (ids, logits);
 // for the first m rows, whose next token is targets[r], that token's logit and how many logits
@@ -725,10 +416,14 @@ std::vector<float> StackToHost(const std::vector<LayerRows>& layers, const std::
 MapMetrics MetricsToHost(const std::vector<LayerRows>& layers, int side) {
     std::vector<RowMetricTensors> parts;
     for (const LayerRows& l : layers) parts.push_back(l.side[side].metrics);
-    return ToHost(StackLayers(parts));
+    return MetricsToHost(StackLayers(parts));
 }
 
 }  // namespace
+
+//-----------------------------------------------------------------------------
+// [SECTION] Engine::Analyze
+//-----------------------------------------------------------------------------
 
 Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOptions& options) {
     c10::InferenceMode guard;
@@ -968,7 +663,7 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     a.thumbnails.ssa = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.thumbnails[0]; });
     a.thumbnails.compare = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.thumbnails[1]; });
     a.thumbnails.difference = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.thumbnails[2]; });
-    const QkSpectrum& spectrum = m_impl->model.spectrum;
+    const QkSpectrum& spectrum = m_impl->spectrum;
     a.qk_opnorm = ToHost(spectrum.opnorm);
     a.qk_eig_mean = ToHost(spectrum.eig_mean);
     a.qk_eig_var = ToHost(spectrum.eig_var);
@@ -997,71 +692,6 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     next.maps = maps;
     m_impl->cache = std::move(next);
     return a;
-}
-
-int32_t NextToken(const std::vector<float>& logits, size_t vocab, float temperature, int top_k, uint64_t* rng_state) {
-    const size_t n = std::min(vocab, logits.size());
-    if (n == 0) return 0;
-    std::vector<int32_t> order(n);
-    for (size_t i = 0; i < n; ++i) order[i] = static_cast<int32_t>(i);
-    auto better = [&](int32_t x, int32_t y) { return logits[x] > logits[y] || (logits[x] == logits[y] && x < y); };
-    if (!(temperature > 0)) return *std::min_element(order.begin(), order.end(), better);
-    const size_t k = top_k > 0 ? std::min(n, static_cast<size_t>(top_k)) : n;
-    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), better);
-    std::vector<double> weight(k);
-    const double top = logits[order[0]];
-    double sum = 0;
-    for (size_t i = 0; i < k; ++i) sum += weight[i] = std::exp((logits[order[i]] - top) / temperature);
-    // SplitMix64, then 53 bits to a double in [0, 1).
-    uint64_t z = (*rng_state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    z ^= z >> 31;
-    double u = static_cast<double>(z >> 11) * 0x1.0p-53 * sum;
-    for (size_t i = 0; i < k; ++i) {
-        if (u < weight[i]) return order[i];
-        u -= weight[i];
-    }
-    return order[k - 1];
-}
-
-void KeepFreedMemoryForReuse() {
-#if defined(__GLIBC__)
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);   // glibc's largest: blocks below come from the heap
-    mallopt(M_TRIM_THRESHOLD, 512 << 20);  // and stay there, up to this much free at its top
-#endif
-}
-
-void SetComputeThreads(int threads) {
-    threads = std::max(1, threads);
-    at::set_num_threads(threads);
-    // LibTorch's setting does not reach OpenBLAS's own pool (Debian's libblas.so.3 alternative);
-    // call it by name when that is the BLAS in use.
-    using SetThreads = void (*)(int);
-    if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set(threads);
-}
-
-int ComputeThreadsFromEnvironment(int fallback) {
-    const char* value = std::getenv("SSAVIZ_THREADS");
-    if (!value || !*value) return fallback;
-    char* end = nullptr;
-    const long threads = std::strtol(value, &end, 10);
-    return *end == '\0' && threads >= 1 && threads <= 1024 ? static_cast<int>(threads) : fallback;
-}
-
-Status WriteRandomModel(const ModelConfig& config, uint64_t seed, const std::string& tokenizer_dir, const std::string& out_dir) {
-    std::error_code ec;
-    fs::create_directories(out_dir, ec);
-    if (ec) return Fail(out_dir + ": cannot create (" + ec.message() + ")");
-    for (const char* name : {"vocab.json", "merges.txt"}) {
-        fs::copy_file(fs::path(tokenizer_dir) / name, fs::path(out_dir) / name, fs::copy_options::overwrite_existing, ec);
-        if (ec) return Fail(tokenizer_dir + "/" + name + ": cannot copy (" + ec.message() + ")");
-    }
-    auto tokenizer = LoadTokenizer(out_dir);
-    if (!tokenizer) return Fail(tokenizer.error());
-    ModelConfig c = config;
-    c.vocab_size = static_cast<int>((*tokenizer)->VocabSize());
-    return SaveModelFolder(RandomSsaGpt(c, seed), out_dir);
 }
 
 }  // namespace model

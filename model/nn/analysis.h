@@ -12,27 +12,16 @@
 
 #include "model/io/config.h"
 #include "model/io/result.h"
-#include "model/text/tokenizer.h"
 #include "model/io/weights.h"
+#include "model/text/tokenizer.h"
+// The rest of the app-facing model layer, here so that including this header is enough.
+#include "model/nn/attention_maps.h"
+#include "model/nn/interventions.h"
+#include "model/nn/model_folder.h"
+#include "model/nn/runtime.h"
+#include "model/nn/sampling.h"
 
 namespace model {
-
-struct ModelInfo {
-    std::string dir;
-    ModelConfig config;
-    int64_t parameters = 0;
-    std::string layout;          // "conv1d" or "linear"
-    std::string device;          // "cpu", "cuda:0"
-    std::string compute_dtype = "f32";  // what the forward pass computes in: f32, bf16, f16
-    std::string tokenizer_kind;  // "gpt2-bpe"
-    size_t tokenizer_vocab = 0;
-    std::string tokenizer_source;     // "vocab.json + merges.txt", "tokenizer.json", "tokenizer.model", or GPT-2's and why
-    std::vector<std::string> unused_tensors;
-    std::string weights_path;         // the file the weights came from
-    std::string weights_format;       // "safetensors" or "torch.save"
-    std::string stored_dtype;         // "F32", "F16", "F16+F32", ...
-    std::vector<std::string> notes;   // what the loader inferred (no config.json, GPT-2 tokenizer, ...)
-};
 
 struct NamedArray {
     std::string name;
@@ -47,69 +36,12 @@ struct MapMetrics {
     const std::vector<float>& Get(const std::string& name) const;   // asserts the name exists
 };
 
-enum class MapSide { Ssa, Compare };
-using HeadMap = std::shared_ptr<const std::vector<float>>;  // one head's [T, T] map, row-major
-
-// Every head's full attention map, on demand. At thousands of tokens L*H*T*T floats do not fit
-// the host (GPT-2 small at 2,048 tokens: 2.4 GB a side), so the engine keeps each layer's q, k
-// and tau_q where the model ran and rebuilds a head's map when it is shown or exported; the most
-// recently used maps stay on the host up to kMapCacheBytes. Thread-safe.
-class AttentionMaps {
-public:
-    virtual ~AttentionMaps() = default;
-    virtual HeadMap Head(MapSide side, int layer, int head) const = 0;
-};
-constexpr size_t kMapCacheBytes = size_t{128} << 20;
-
-// Maps already on the host, [L, H, T, T] a side: synthetic analyses for the demo and tests.
-std::shared_ptr<const AttentionMaps> HostAttentionMaps(int layers, int heads, int tokens, std::vector<float> ssa,
-                                                       std::vector<float> compare);
-
-// Every head's map max-pooled to at most kThumbnailCells a side, for the heads grid and its
-// shared colour scale: a cell holds the largest weight of its pool x pool block of tokens (the
-// difference: the value of largest magnitude, the positive one when the magnitudes agree to 1e-5), so a sharp weight survives. Exact (pool 1) up to
-// kThumbnailCells tokens.
-constexpr int kThumbnailCells = 256;
-struct Thumbnails {
-    int side = 0;  // cells a side: ceil(T / pool)
-    int pool = 1;  // tokens a cell covers, a side
-    std::vector<float> ssa, compare, difference;  // [L, H, side, side]
-    size_t Index(int l, int h, int n_head) const { return (static_cast<size_t>(l) * n_head + h) * side * side; }
-};
-// From host maps [L, H, T, T] (the synthetic analyses; the engine pools on its device).
-Thumbnails MakeThumbnails(const std::vector<float>& ssa, const std::vector<float>& compare, int layers, int heads, int tokens);
-
 // What the SSA model is compared with. The counterfactual runs the same weights with tau = 1 in
 // every layer, a whole second forward pass, so its later layers see a different residual stream;
 // the layer-local one asks only what each layer's temperatures do to that layer: at each layer
 // the SSA model's own q and k (the same input), with tau = 1. A twin is a separately trained model.
 enum class Comparison { Counterfactual, LayerLocal, Twin, Unedited };
 const char* ToString(Comparison c);  // "counterfactual", "local", "twin", "unedited"
-
-// A what-if on the SSA side's temperatures, for one head or a whole layer (issue 17). With the
-// Unedited comparison, the difference views and the delta loss show its effect alone.
-struct Intervention {
-    enum class Kind {
-        Ablate,        // tau_q = tau_v = 1: the head without SSA
-        PositionOnly,  // tau_q keeps its position term only (the token term 0)
-        TokenOnly,     // tau_q keeps its token term only (the position term 1)
-        Scale,         // tau_q = 1 + scale (tau_q - 1)
-    };
-    Kind kind = Kind::Ablate;
-    int layer = 0;
-    int head = -1;      // -1: every head of the layer
-    float scale = 0.0f; // Scale only
-    bool operator==(const Intervention& o) const {
-        return kind == o.kind && layer == o.layer && head == o.head && (kind != Kind::Scale || scale == o.scale);
-    }
-};
-// "L1 H2: tau = 1", "L0 all heads: position term only", "L2 H0: (tau_q - 1) x 0.5"
-std::string Describe(const Intervention& intervention);
-// The --ablate syntax: comma-separated "L:H" or "L:*" (every head of layer L), each optionally
-// followed by "=pos" (position term only), "=tok" (token term only) or "=xS" (scale tau_q - 1 by
-// S, a finite number); plain is tau = 1. Errors name the item and the model's shape.
-Result<std::vector<Intervention>> ParseInterventions(std::string_view spec, int n_layer, int n_head);
-std::string FormatInterventions(const std::vector<Intervention>& interventions);  // the inverse
 
 struct Analysis {
     int n_layer = 0, n_head = 0, n_tokens = 0;
@@ -210,27 +142,5 @@ private:
     struct Impl;
     std::unique_ptr<Impl> m_impl;
 };
-
-// The next token from a position's logits: the most likely (lowest id on a tie) at temperature 0,
-// else drawn from softmax(logits / temperature) over the `top_k` most likely (0: all) with `rng`.
-// Only ids below `vocab` (the tokenizer's size; a padded vocabulary has unused logits) are drawn.
-// The same seed draws the same tokens on every platform (the generator and the arithmetic are ours).
-int32_t NextToken(const std::vector<float>& logits, size_t vocab, float temperature, int top_k, uint64_t* rng_state);
-
-// Makes freed blocks of up to 32 MB (a head's map at 2,048 tokens is 16 MB) go back to the
-// process's heap for the next tensor instead of to the system: each new mapping of such a block
-// costs a page fault per 4 KiB, which made rebuilding one head's map ~4x slower (136 ms against
-// 38 ms at 2,048 tokens on this project's 2-core VM). Engine::Open calls it (glibc; no-op elsewhere).
-void KeepFreedMemoryForReuse();
-
-// Threads LibTorch uses for one operation (process-wide). The GUI leaves a core to the UI.
-void SetComputeThreads(int threads);
-// $SSAVIZ_THREADS when it is a whole number from 1 to 1024, else `fallback` (0: none set). OpenBLAS
-// splits its sums by thread count, so two runs agree to the last bit only with the same count:
-// the window and `ssaviz export` both honour it.
-int ComputeThreadsFromEnvironment(int fallback);
-
-// Writes a random SSA model folder (fixed seed) with the tokenizer files from `tokenizer_dir`.
-Status WriteRandomModel(const ModelConfig& config, uint64_t seed, const std::string& tokenizer_dir, const std::string& out_dir);
 
 }  // namespace model

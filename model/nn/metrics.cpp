@@ -12,7 +12,7 @@
 
 #include <c10/core/InferenceMode.h>
 
-#include "model/nn/ssa_gpt.h"
+#include "model/nn/model_weights.h"
 
 namespace model {
 namespace {

@@ -9,6 +9,7 @@
 #include <c10/core/GradMode.h>
 
 #include "model/io/files.h"
+#include "model/nn/forward.h"
 #include "model/text/sentencepiece.h"
 
 namespace model {

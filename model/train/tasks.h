@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/io/result.h"
-#include "model/nn/ssa_gpt.h"
+#include "model/nn/model_weights.h"
 #include "model/text/tokenizer.h"
 
 namespace model {

@@ -15,6 +15,7 @@
 #include <torch/serialize.h>
 
 #include "model/io/files.h"
+#include "model/nn/model_folder_torch.h"
 #include "model/text/sentencepiece.h"
 
 namespace model {

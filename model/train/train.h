@@ -15,7 +15,7 @@
 #include "model/io/config.h"
 #include "model/io/result.h"
 #include "model/io/safetensors.h"
-#include "model/nn/ssa_gpt.h"
+#include "model/nn/model_weights.h"
 #include "model/train/tasks.h"
 
 namespace model {

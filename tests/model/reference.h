@@ -10,7 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "model/io/safetensors.h"
-#include "model/nn/ssa_gpt.h"
+#include "model/nn/forward.h"
+#include "model/nn/model_folder_torch.h"
 #include "model/io/weights.h"
 
 namespace model::testing {

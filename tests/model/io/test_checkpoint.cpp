@@ -10,7 +10,9 @@
 #include <fstream>
 
 #include "model/io/pickle.h"
-#include "model/nn/ssa_gpt.h"
+#include "model/nn/forward.h"
+#include "model/nn/model_folder_torch.h"
+#include "model/nn/runtime_torch.h"
 #include "model/io/weights.h"
 #include "model/io/zip.h"
 #include "tests/model/reference.h"

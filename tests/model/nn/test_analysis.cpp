@@ -13,7 +13,8 @@
 
 #include "model/nn/analysis.h"
 #include "model/nn/metrics.h"
-#include "model/nn/ssa_gpt.h"
+#include "model/nn/forward.h"
+#include "model/nn/model_folder_torch.h"
 
 namespace {
 

@@ -13,7 +13,8 @@
 
 #include "model/io/safetensors.h"
 #include "model/nn/analysis.h"
-#include "model/nn/ssa_gpt.h"
+#include "model/nn/forward.h"
+#include "model/nn/runtime_torch.h"
 #include "tests/model/reference.h"
 
 namespace {

@@ -187,4 +187,23 @@ TEST(Generation, SamplingIsSeededAndKeepsToTheTopK) {
     EXPECT_EQ(model::NextToken(logits, 1, 0.0f, 0, &c), 0) << "only ids below the tokenizer's size";
 }
 
+// The "append a token" step of generate and Continue: each token's piece is the bytes it adds to
+// the decoded text, and its offsets continue from the last token's.
+TEST(Generation, AppendTokenContinuesPiecesAndOffsets) {
+    auto tokenizer = model::LoadTokenizer(SSAVIZ_SOURCE_DIR "/assets/tokenizers/gpt2");
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.error();
+    std::string text = "The cat";
+    auto tokens = (*tokenizer)->Encode(text);
+    ASSERT_TRUE(tokens.ok()) << tokens.error();
+    auto more = (*tokenizer)->Encode(" sat on the mat");
+    ASSERT_TRUE(more.ok()) << more.error();
+    for (int32_t id : more->ids) text += model::AppendToken(**tokenizer, id, &*tokens);
+    EXPECT_EQ(text, "The cat sat on the mat");
+    EXPECT_EQ(text, (*tokenizer)->Decode(tokens->ids));
+    for (size_t i = 0; i < tokens->ids.size(); ++i) {
+        const auto [begin, end] = tokens->offsets[i];
+        EXPECT_EQ(text.substr(begin, end - begin), tokens->pieces[i]) << "token " << i;
+    }
+}
+
 }  // namespace

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "model/nn/analysis.h"
+#include "model/nn/model_folder_torch.h"
 #include "model/text/sentencepiece.h"
 #include "model/train/train.h"
 

@@ -1,78 +1,22 @@
-// The SSA GPT-2 model in LibTorch: weights, loading from a model folder, and the forward pass
-// of SPEC section 1 that captures every layer's attention maps and temperatures.
+// The forward pass of SPEC section 1 on an SSA model's weights (model_weights.h): embeddings, one
+// pre-LayerNorm block at a time with its temperatures, and the logits. The seam the model
+// families will share: weights and config in; per layer q, k, values, temperatures and attention
+// out (BlockCapture), with the hidden state Block returns.
 // Tensors are row-major; shapes are given as [dims] comments. L = layers, H = heads, T = tokens,
-// E = n_embd, D = head size, V = vocabulary.
+// E = n_embd, D = head size, V = vocabulary, B = batch, R = rows run.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
 
 #include "model/io/config.h"
 #include "model/io/result.h"
-#include "model/io/safetensors.h"
-#include "model/io/weights.h"
+#include "model/nn/model_weights.h"
 
 namespace model {
-
-// Parameters of one side's temperature; an undefined tensor is an absent term.
-struct TemperatureParams {
-    at::Tensor pos;    // p: [] shared by the layer's heads, or [H]
-    at::Tensor tok_w;  // w: [D] or [H, D] (token "shared"), [E] or [H, E] (token "feature")
-    at::Tensor tok_b;  // b: [] or [H]
-};
-
-struct LayerWeights {
-    at::Tensor ln1_w, ln1_b;      // [E]
-    at::Tensor attn_w, attn_b;    // [E, 3E] (x @ W, HF Conv1D layout), [3E]
-    at::Tensor proj_w, proj_b;    // [E, E], [E]
-    at::Tensor ln2_w, ln2_b;      // [E]
-    at::Tensor fc_w, fc_b;        // [E, 4E], [4E]
-    at::Tensor mlp_proj_w, mlp_proj_b;  // [4E, E], [E]
-    TemperatureParams q, v;
-};
-
-struct SsaGpt {
-    ModelConfig config;
-    at::Tensor wte;            // [V, E]
-    at::Tensor wpe;            // [P, E]
-    at::Tensor ln_f_w, ln_f_b; // [E]
-    at::Tensor lm_head;        // [V, E]; the same tensor as wte when tied
-    std::vector<LayerWeights> layers;
-    std::string layout;        // "conv1d" (HF) or "linear" (nanoGPT / official code, transposed on load)
-    std::vector<std::string> unused_tensors;  // names in the file the model did not use
-    std::string weights_path;    // the file the weights came from
-    std::string weights_format;  // "safetensors" or "torch.save"
-    std::string stored_dtype;    // the file's dtypes, e.g. "F16" or "F16+F32"
-    std::vector<std::string> notes;  // what the loader inferred or assumed, for info and the GUI
-
-    int64_t ParameterCount() const;
-    at::Device device() const { return wte.device(); }
-    at::ScalarType dtype() const { return wte.scalar_type(); }  // the compute dtype
-};
-
-// Builds the model from a config and an opened weights file (safetensors or torch.save), checking
-// every shape against the config. Weights are converted to float32 on `device`.
-struct WeightFile;
-// `compute` is the dtype the weights are held and the forward pass computes in (float32 by
-// default); a file already in that dtype is read in place on the CPU, without a copy.
-Result<SsaGpt> LoadSsaGpt(const ModelConfig& config, const WeightFile& file, at::Device device, at::ScalarType compute = at::kFloat);
-
-// Random weights with a fixed seed (std 0.02 like GPT-2's init; larger for Q/K and the SSA
-// parameters so maps and temperatures vary). Used for the build's default model and for tests.
-SsaGpt RandomSsaGpt(const ModelConfig& config, uint64_t seed);
-// Writes the weights as model.safetensors (HF names and layout) plus config.json into `dir`;
-// `storage` F16 halves the file (weights are float32 again once loaded).
-Status SaveModelFolder(const SsaGpt& model, const std::string& dir, Dtype storage);
-Status SaveModelFolder(const SsaGpt& model, const std::string& dir);
-// A model folder (config.json + model.safetensors or pytorch_model.bin, or a lone checkpoint) or a
-// checkpoint file. Without config.json the shape is inferred from the tensors, with `hints` for
-// what the shapes cannot tell. Errors name the file.
-Result<SsaGpt> LoadSsaGptFolder(const std::string& path, at::Device device, const ConfigHints& hints = {},
-                                at::ScalarType compute = at::kFloat);
 
 struct ForwardOptions {
     bool vanilla = false;        // the counterfactual: tau_q = tau_v = 1 everywhere
@@ -151,18 +95,5 @@ at::Tensor Block(const ModelConfig& config, const LayerWeights& weights, const a
                  BlockCapture* capture = nullptr, int64_t first = 0, const KeyValues* prefix = nullptr,
                  const TemperatureEdit* edit = nullptr);
 at::Tensor Logits(const SsaGpt& model, const at::Tensor& x);  // final LayerNorm and tied head: [B, T, V]
-
-// "f32", "bf16" or "f16" (CUDA only) -> the compute dtype; captures are float32 whatever it is.
-Result<at::ScalarType> ResolveComputeDtype(const std::string& name, at::Device device);
-
-// Which device to run on. "auto" picks CUDA when available; "cuda" without a GPU is an error.
-Result<at::Device> ResolveDevice(const std::string& name);
-
-// Makes `device` the calling thread's current device, with its CUDA context current too; nothing
-// on the CPU. A thread LibTorch did not start has no CUDA context until a runtime call makes one,
-// so without this cuBLAS warns ("no current CUDA context") the first time such a thread
-// multiplies. Cheap after the first call on a thread: every entry point that runs device work on
-// whatever thread called it (loading, analysing, rebuilding a map) calls it.
-void BindThreadToDevice(at::Device device);
 
 }  // namespace model

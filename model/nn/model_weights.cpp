@@ -1,17 +1,14 @@
-#include "model/nn/ssa_gpt.h"
+#include "model/nn/model_weights.h"
 
+#include <cassert>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
-#include <limits>
 #include <set>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <nlohmann/json.hpp>
-#include <torch/cuda.h>
 
 #include "model/io/safetensors.h"
 #include "model/io/weights.h"
@@ -226,155 +223,6 @@ Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const WeightFile& file, at::Devi
     return m;
 }
 
-TemperatureTerms TemperatureParts(const TemperatureForm& form, const TemperatureParams& params, const at::Tensor& z_heads,
-                                  const at::Tensor& x, int64_t first) {
-    // Leading batch dimensions ride along: z_heads [..., H, T, D], x [..., T, E] -> [..., H, T].
-    const int64_t T = z_heads.size(-2);
-    at::IntArrayRef sizes = z_heads.sizes();
-    const at::IntArrayRef out = sizes.slice(0, sizes.size() - 1);
-    TemperatureTerms terms;
-    terms.position = at::ones({1, T}, x.options());
-    if (form.position != PositionForm::None) {
-        at::Tensor p = params.pos.reshape({-1, 1});  // [1 or H, 1]
-        at::Tensor s = form.position == PositionForm::Sigmoid ? at::sigmoid(p)
-                     : form.position == PositionForm::ExpExp  ? at::exp(-at::exp(p))
-                                                              : p;
-        // [1, T], i counted from 1; in float32 first, as bf16 cannot count past 256 exactly.
-        const auto count = x.options().dtype(at::kFloat);
-        at::Tensor log_i = at::log(at::arange(first + 1, first + T + 1, count)).to(x.scalar_type()).unsqueeze(0);
-        terms.position = 1 + s * log_i;
-    }
-    terms.token = at::zeros({1, T}, x.options());
-    if (form.token != TokenForm::None) {
-        const at::Tensor& w = params.tok_w;
-        at::Tensor tok;
-        if (form.token == TokenForm::Shared)  // z = the head's own q_i or v_j
-            tok = w.dim() == 1 ? at::matmul(z_heads, w) : (z_heads * w.unsqueeze(1)).sum(-1);  // [..., H, T]
-        else                                  // z = x_i, the LayerNorm-1 output
-            tok = w.dim() == 1 ? at::matmul(x, w).unsqueeze(-2) : at::matmul(x, w.t()).transpose(-1, -2);  // [..., 1 or H, T]
-        if (params.tok_b.defined()) tok = tok + params.tok_b.reshape({-1, 1});
-        terms.token = at::tanh(tok);
-    }
-    terms.position = terms.position.expand(out);
-    terms.token = terms.token.expand(out);
-    return terms;
-}
-
-at::Tensor CombineTemperature(const TemperatureForm& form, const TemperatureTerms& t) {
-    at::Tensor tau = form.combine == Combine::Sum ? t.position + t.token : t.position * (1 + t.token);
-    return tau.contiguous();
-}
-
-at::Tensor Temperature(const TemperatureForm& form, const TemperatureParams& params, const at::Tensor& z_heads,
-                       const at::Tensor& x, int64_t first) {
-    return CombineTemperature(form, TemperatureParts(form, params, z_heads, x, first));
-}
-
-at::Tensor Embed(const SsaGpt& m, const at::Tensor& ids, int64_t first) {
-    const int64_t R = ids.size(-1);
-    return m.wte.index_select(0, ids.reshape({-1})).view({ids.size(0), R, m.config.n_embd}) + m.wpe.narrow(0, first, R);
-}
-
-at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q, int64_t first) {
-    const int64_t R = q.size(-2), T = k.size(-2);
-    at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
-    if (tau_q.defined()) scores = scores * tau_q.unsqueeze(-1);
-    const at::Tensor future = at::ones({R, T}, q.options().dtype(at::kBool)).triu(first + 1);  // keys j > first + r
-    return at::softmax(scores.masked_fill(future, -std::numeric_limits<float>::infinity()), -1);
-}
-
-at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& x, bool vanilla, BlockCapture* capture,
-                 int64_t first, const KeyValues* prefix, const TemperatureEdit* edit) {
-    const int64_t B = x.size(0), R = x.size(1), E = c.n_embd, H = c.n_head, D = c.HeadSize();
-    const auto opts = x.options();
-    at::Tensor h = at::layer_norm(x, {E}, w.ln1_w, w.ln1_b, c.layer_norm_epsilon);  // [B, R, E]
-    at::Tensor qkv = at::matmul(h, w.attn_w) + w.attn_b;                            // [B, R, 3E]
-    auto heads = [&](int64_t part) { return qkv.narrow(2, part * E, E).view({B, R, H, D}).transpose(1, 2); };  // [B, H, R, D]
-    at::Tensor q = heads(0), k = heads(1), v = heads(2);
-
-    const bool use_q = !vanilla && c.query.Active(), use_v = !vanilla && c.value.Active();
-    at::Tensor tau_q, tau_v;
-    TemperatureTerms terms;
-    if (use_q) {
-        terms = TemperatureParts(c.query, w.q, q, h, first);
-        if (edit) {  // where() rather than arithmetic, so unedited heads keep their exact values
-            terms.position = at::where(edit->keep_position, terms.position, at::ones_like(terms.position));
-            terms.token = at::where(edit->keep_token, terms.token, at::zeros_like(terms.token));
-        }
-        tau_q = CombineTemperature(c.query, terms);  // [B, H, R]
-        if (edit) tau_q = at::where(edit->scaled, 1 + edit->scale.to(tau_q.scalar_type()) * (tau_q - 1), tau_q);
-    }
-    if (use_v) {
-        tau_v = Temperature(c.value, w.v, v, h, first);
-        if (edit) tau_v = at::where(edit->value_off, at::ones_like(tau_v), tau_v);
-    }
-    at::Tensor vs = use_v ? v * tau_v.unsqueeze(-1) : v;
-    if (prefix && first > 0) {  // every key and value the rows attend to: [B, H, first + R, D]
-        k = at::cat({prefix->k, k}, 2);
-        vs = at::cat({prefix->vs, vs}, 2);
-    }
-    at::Tensor attn = AttentionRows(q, k, tau_q, first);  // [B, H, R, first + R]
-    at::Tensor y = at::matmul(attn, vs);                  // [B, H, R, D]
-    at::Tensor out = x + at::matmul(y.transpose(1, 2).reshape({B, R, E}), w.proj_w) + w.proj_b;
-
-    at::Tensor h2 = at::layer_norm(out, {E}, w.ln2_w, w.ln2_b, c.layer_norm_epsilon);
-    const char* gelu = c.activation == Activation::GeluNew ? "tanh" : "none";
-    out = out + at::matmul(at::gelu(at::matmul(h2, w.fc_w) + w.fc_b, gelu), w.mlp_proj_w) + w.mlp_proj_b;
-    if (capture) {
-        capture->attention = attn;
-        capture->q = q;
-        capture->k = k;
-        capture->vs = vs;
-        capture->tau_q = use_q ? tau_q : at::ones({B, H, R}, opts);
-        capture->tau_v = use_v ? tau_v : at::ones({B, H, R}, opts);
-        capture->tau_q_terms = use_q ? terms : TemperatureTerms{at::ones({B, H, R}, opts), at::zeros({B, H, R}, opts)};
-    }
-    return out;
-}
-
-at::Tensor Logits(const SsaGpt& m, const at::Tensor& x) {
-    const ModelConfig& c = m.config;
-    return at::matmul(at::layer_norm(x, {c.n_embd}, m.ln_f_w, m.ln_f_b, c.layer_norm_epsilon), m.lm_head.t());
-}
-
-Status CheckIds(const ModelConfig& c, const std::vector<int32_t>& ids) {
-    const int64_t T = static_cast<int64_t>(ids.size());
-    if (T == 0) return Fail("no tokens to run");
-    if (T > c.n_positions)
-        return Fail(std::to_string(T) + " tokens exceed the model's context of " + std::to_string(c.n_positions));
-    for (size_t i = 0; i < ids.size(); ++i)
-        if (ids[i] < 0 || ids[i] >= c.vocab_size)
-            return Fail("token id " + std::to_string(ids[i]) + " at position " + std::to_string(i) + " is outside the vocabulary of " +
-                        std::to_string(c.vocab_size));
-    return Ok{};
-}
-
-Result<ForwardOutput> Forward(const SsaGpt& m, const std::vector<int32_t>& ids, const ForwardOptions& options) {
-    const ModelConfig& c = m.config;
-    const int64_t T = static_cast<int64_t>(ids.size()), H = c.n_head, L = c.n_layer;
-    if (auto valid = CheckIds(c, ids); !valid) return Fail(valid.error());
-
-    c10::InferenceMode guard;
-    const auto opts = m.wte.options().dtype(at::kFloat);  // captures in float32 whatever the compute dtype
-    at::Tensor index = at::tensor(at::ArrayRef<int32_t>(ids), at::kInt).to(m.device(), at::kLong).unsqueeze(0);
-    at::Tensor x = Embed(m, index);  // [1, T, E]
-
-    ForwardOutput out;
-    out.attention = at::empty({L, H, T, T}, opts);
-    out.tau_q = at::empty({L, H, T}, opts);
-    out.tau_v = at::empty({L, H, T}, opts);
-    for (int64_t l = 0; l < L; ++l) {
-        if (options.cancel && options.cancel->load()) return Fail("cancelled");
-        BlockCapture capture;
-        x = Block(c, m.layers[l], x, options.vanilla, &capture);
-        out.attention[l].copy_(capture.attention[0]);
-        out.tau_q[l].copy_(capture.tau_q[0]);
-        out.tau_v[l].copy_(capture.tau_v[0]);
-    }
-    if (options.want_logits) out.logits = Logits(m, x)[0].to(at::kFloat);  // [T, V]
-    return out;
-}
-
 SsaGpt RandomSsaGpt(const ModelConfig& c, uint64_t seed) {
     c10::InferenceMode guard;
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
@@ -420,35 +268,6 @@ SsaGpt RandomSsaGpt(const ModelConfig& c, uint64_t seed) {
 
 Status SaveModelFolder(const SsaGpt& m, const std::string& dir) { return SaveModelFolder(m, dir, Dtype::F32); }
 
-Result<SsaGpt> LoadSsaGptFolder(const std::string& path, at::Device device, const ConfigHints& hints, at::ScalarType compute) {
-    auto files = FindModelFiles(path);
-    if (!files) return Fail(files.error());
-    auto weights = OpenWeights(files->weights);
-    if (!weights) return Fail(weights.error());
-    InferredConfig config;
-    if (!files->config.empty()) {
-        auto parsed = LoadConfig(files->config);
-        if (!parsed) return Fail(parsed.error());
-        config.config = *parsed;
-    } else {
-        auto inferred = InferConfig(*weights, hints);
-        if (!inferred) return Fail(files->weights + ": " + inferred.error());
-        config = std::move(*inferred);
-        config.notes.insert(config.notes.begin(), "no config.json: shape inferred from the tensors");
-    }
-    auto gpt = LoadSsaGpt(config.config, *weights, device, compute);
-    if (!gpt) return Fail(files->weights + ": " + gpt.error());
-    gpt->weights_path = files->weights;
-    gpt->weights_format = weights->format;
-    std::set<std::string> dtypes;
-    for (const auto& t : weights->tensors) dtypes.insert(ToString(t.dtype));
-    for (const auto& d : dtypes) gpt->stored_dtype += (gpt->stored_dtype.empty() ? "" : "+") + d;
-    if (!weights->state_dict_path.empty() && weights->state_dict_path != "the top level")
-        config.notes.push_back("state dict found at " + weights->state_dict_path);
-    gpt->notes.insert(gpt->notes.begin(), config.notes.begin(), config.notes.end());
-    return gpt;
-}
-
 Status SaveModelFolder(const SsaGpt& m, const std::string& dir, Dtype storage) {
     assert(storage == Dtype::F32 || storage == Dtype::F16);
     const at::ScalarType type = storage == Dtype::F16 ? at::kHalf : at::kFloat;
@@ -481,42 +300,6 @@ Status SaveModelFolder(const SsaGpt& m, const std::string& dir, Dtype storage) {
     if (!config) return Fail(dir + "/config.json: cannot write");
     config << ConfigToJson(m.config).dump(2) << "\n";
     return WriteSafetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
-}
-
-Result<at::ScalarType> ResolveComputeDtype(const std::string& name, at::Device device) {
-    if (name == "f32") return at::kFloat;
-    if (name == "bf16") return at::kBFloat16;
-    if (name == "f16") {
-        if (!device.is_cuda()) return Fail("--dtype f16 needs CUDA: LibTorch's CPU kernels have no half-precision matmul; use bf16 or f32");
-        return at::kHalf;
-    }
-    return Fail("--dtype '" + name + "' is not one of f32, bf16, f16");
-}
-
-Result<at::Device> ResolveDevice(const std::string& name) {
-    bool cuda = torch::cuda::is_available();
-    if (name == "cpu") return at::Device(at::kCPU);
-    if (name == "auto") return at::Device(cuda ? at::kCUDA : at::kCPU);
-    if (name == "cuda") {
-        if (!cuda)
-            return Fail(std::string("--device cuda: no CUDA device is available") +
-                        (at::hasCUDA() ? "" : " (this build's LibTorch has no CUDA support; use --device cpu or auto)"));
-        return at::Device(at::kCUDA);
-    }
-    return Fail("--device '" + name + "' is not one of auto, cpu, cuda");
-}
-
-void BindThreadToDevice(at::Device device) {
-    if (!device.is_cuda()) return;
-    const c10::DeviceIndex index = device.has_index() ? device.index() : 0;
-    thread_local c10::DeviceIndex bound = -1;
-    if (bound == index) return;
-    // A device guard alone sets nothing when the thread's device is already this index (a new
-    // thread's is 0), and so makes no context current: synchronizing is a runtime call that needs
-    // one, which binds the device's primary context to this thread.
-    c10::impl::getDeviceGuardImpl(at::kCUDA)->setDevice(at::Device(at::kCUDA, index));
-    torch::cuda::synchronize(index);
-    bound = index;
 }
 
 }  // namespace model

@@ -1,0 +1,143 @@
+#include "model/nn/attention_maps_torch.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <limits>
+
+#include <c10/core/InferenceMode.h>
+
+#include "model/nn/forward.h"
+#include "model/nn/runtime_torch.h"
+
+namespace model {
+namespace {
+
+class HostMaps final : public AttentionMaps {
+public:
+    HostMaps(int heads, int tokens, std::vector<float> ssa, std::vector<float> compare)
+        : m_heads(heads), m_tokens(tokens), m_ssa(std::move(ssa)), m_compare(std::move(compare)) {}
+    HeadMap Head(MapSide side, int l, int h) const override {
+        const std::vector<float>& all = side == MapSide::Ssa ? m_ssa : m_compare;
+        const size_t cells = static_cast<size_t>(m_tokens) * m_tokens, at = (static_cast<size_t>(l) * m_heads + h) * cells;
+        if (all.size() < at + cells) return nullptr;
+        return m_cache.Get({static_cast<int>(side), l, h},
+                           [&] { return std::make_shared<const std::vector<float>>(all.begin() + at, all.begin() + at + cells); });
+    }
+
+private:
+    int m_heads, m_tokens;
+    std::vector<float> m_ssa, m_compare;
+    mutable MapCache m_cache;
+};
+
+// PoolThumbnails' difference: a row of two keys has d and -d, and rounding must not choose the sign.
+constexpr float kTieTolerance = 1e-5f;
+at::Tensor LargestMagnitude(const at::Tensor& up, const at::Tensor& down) {  // block max of d and of -d
+    return at::where(up >= down * (1 - kTieTolerance), up, -down);
+}
+
+}  // namespace
+
+HeadMap RecomputedMaps::Head(MapSide side, int l, int h) const {
+    const std::vector<Layer>& layers = m_layers[static_cast<int>(side)];
+    if (l < 0 || l >= static_cast<int>(layers.size()) || h < 0 || h >= layers[l].q.size(0)) return nullptr;
+    const MapCache::Key key{static_cast<int>(side), l, h};
+    return m_cache.Get(key, [&] {  // under the cache's lock, which also guards m_seeds
+        c10::InferenceMode guard;
+        const Layer& x = layers[l];
+        BindThreadToDevice(x.q.device());  // the UI thread or an export thread
+        const int64_t T = x.k.size(1);
+        auto map = std::make_shared<std::vector<float>>(static_cast<size_t>(T * T), 0.0f);
+        int64_t from = 0;
+        if (HeadMap old = TakeSeed(key)) {
+            const int64_t old_t = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(old->size()))));
+            from = std::min({m_stable, old_t, T});
+            const int64_t columns = std::min(old_t, T);  // row i < from is zero past column i anyway
+            for (int64_t i = 0; i < from; ++i)
+                std::copy_n(old->data() + i * old_t, columns, map->data() + i * T);
+        }
+        // In blocks of rows, so the temporaries stay small (see kBlockBytes).
+        const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(kBlockBytes / (sizeof(float) * static_cast<size_t>(T))));
+        for (int64_t a = from; a < T; a += block) {
+            const int64_t n = std::min(block, T - a);
+            const at::Tensor tau = x.tau_q.defined() ? x.tau_q[h].narrow(0, a, n) : at::Tensor();
+            const at::Tensor rows = AttentionRows(x.q[h].narrow(0, a, n), x.k[h], tau, a).to(at::kCPU, at::kFloat).contiguous();
+            std::copy_n(rows.data_ptr<float>(), rows.numel(), map->data() + a * T);
+        }
+        return HeadMap(std::move(map));
+    });
+}
+
+HeadMap RecomputedMaps::TakeSeed(const MapCache::Key& key) const {
+    for (auto it = m_seeds.begin(); it != m_seeds.end(); ++it)
+        if (it->first == key) {
+            HeadMap map = std::move(it->second);
+            m_seeds.erase(it);
+            return map;
+        }
+    return nullptr;
+}
+
+Pooled PoolThumbnails(const at::Tensor& p, const at::Tensor& q, int pool) {
+    if (pool == 1) return {p, q, p - q};
+    if (!p.is_cpu()) {
+        auto block_max = [&](const at::Tensor& m) { return at::max_pool2d(m, {pool, pool}, {pool, pool}, {0, 0}, {1, 1}, true); };
+        const at::Tensor d = p - q;
+        return {block_max(p), block_max(q), LargestMagnitude(block_max(d), block_max(-d))};
+    }
+    const at::Tensor pc = p.contiguous(), qc = q.contiguous();
+    const int64_t R = p.size(-2), T = p.size(-1), rows = (R + pool - 1) / pool, side = (T + pool - 1) / pool;
+    const int64_t maps = R * T > 0 ? p.numel() / (R * T) : 0;
+    std::vector<int64_t> shape = p.sizes().vec();
+    shape[shape.size() - 2] = rows;
+    shape[shape.size() - 1] = side;
+    const float lowest = -std::numeric_limits<float>::infinity();
+    Pooled out{at::full(shape, lowest), at::full(shape, lowest), at::Tensor()};
+    at::Tensor up = at::full(shape, lowest), down = at::full(shape, lowest);
+    const float *pp = pc.data_ptr<float>(), *qq = qc.data_ptr<float>();
+    float *op = out.p.data_ptr<float>(), *oq = out.q.data_ptr<float>(), *ou = up.data_ptr<float>(), *od = down.data_ptr<float>();
+    for (int64_t m = 0; m < maps; ++m)
+        for (int64_t i = 0; i < R; ++i) {
+            const size_t in = static_cast<size_t>((m * R + i) * T), at = static_cast<size_t>((m * rows + i / pool) * side);
+            for (int64_t j = 0; j < T; ++j) {
+                const float x = pp[in + j], y = qq[in + j];
+                const size_t k = at + static_cast<size_t>(j / pool);
+                op[k] = std::max(op[k], x);
+                oq[k] = std::max(oq[k], y);
+                ou[k] = std::max(ou[k], x - y);
+                od[k] = std::max(od[k], y - x);
+            }
+        }
+    out.difference = LargestMagnitude(up, down);
+    return out;
+}
+
+int ThumbnailPool(int tokens) { return std::max(1, (tokens + kThumbnailCells - 1) / kThumbnailCells); }
+
+std::shared_ptr<const AttentionMaps> HostAttentionMaps(int layers, int heads, int tokens, std::vector<float> ssa,
+                                                       std::vector<float> compare) {
+    assert(ssa.size() == static_cast<size_t>(layers) * heads * tokens * tokens && compare.size() == ssa.size());
+    (void)layers;  // the shape check only
+    return std::make_shared<HostMaps>(heads, tokens, std::move(ssa), std::move(compare));
+}
+
+Thumbnails MakeThumbnails(const std::vector<float>& ssa, const std::vector<float>& compare, int layers, int heads, int tokens) {
+    c10::InferenceMode guard;
+    Thumbnails t;
+    t.pool = ThumbnailPool(tokens);
+    t.side = (tokens + t.pool - 1) / t.pool;
+    const int64_t maps = static_cast<int64_t>(layers) * heads;
+    const size_t cells = static_cast<size_t>(maps) * tokens * tokens;
+    if (tokens == 0 || ssa.size() != cells || compare.size() != cells) return {};
+    // from_blob does not copy; the pooled results are new tensors.
+    const at::Tensor p = at::from_blob(const_cast<float*>(ssa.data()), {maps, tokens, tokens});
+    const at::Tensor q = at::from_blob(const_cast<float*>(compare.data()), {maps, tokens, tokens});
+    const Pooled pooled = PoolThumbnails(p, q, t.pool);
+    t.ssa = ToHost(pooled.p);
+    t.compare = ToHost(pooled.q);
+    t.difference = ToHost(pooled.difference);
+    return t;
+}
+
+}  // namespace model

@@ -1,0 +1,44 @@
+// Attention maps as the app gets them: one head's full [T, T] map on demand, and every head's
+// map pooled into thumbnails. Free of LibTorch types; what the engine builds them with on its
+// device is attention_maps_torch.h. Row-major. L = layers, H = heads, T = tokens.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+namespace model {
+
+enum class MapSide { Ssa, Compare };
+using HeadMap = std::shared_ptr<const std::vector<float>>;  // one head's [T, T] map, row-major
+
+// Every head's full attention map, on demand. At thousands of tokens L*H*T*T floats do not fit
+// the host (GPT-2 small at 2,048 tokens: 2.4 GB a side), so the engine keeps each layer's q, k
+// and tau_q where the model ran and rebuilds a head's map when it is shown or exported; the most
+// recently used maps stay on the host up to kMapCacheBytes. Thread-safe.
+class AttentionMaps {
+public:
+    virtual ~AttentionMaps() = default;
+    virtual HeadMap Head(MapSide side, int layer, int head) const = 0;
+};
+constexpr size_t kMapCacheBytes = size_t{128} << 20;
+
+// Maps already on the host, [L, H, T, T] a side: synthetic analyses for the demo and tests.
+std::shared_ptr<const AttentionMaps> HostAttentionMaps(int layers, int heads, int tokens, std::vector<float> ssa,
+                                                       std::vector<float> compare);
+
+// Every head's map max-pooled to at most kThumbnailCells a side, for the heads grid and its
+// shared colour scale: a cell holds the largest weight of its pool x pool block of tokens (the
+// difference: the value of largest magnitude, the positive one when the magnitudes agree to
+// 1e-5), so a sharp weight survives. Exact (pool 1) up to kThumbnailCells tokens.
+constexpr int kThumbnailCells = 256;
+struct Thumbnails {
+    int side = 0;  // cells a side: ceil(T / pool)
+    int pool = 1;  // tokens a cell covers, a side
+    std::vector<float> ssa, compare, difference;  // [L, H, side, side]
+    size_t Index(int l, int h, int n_head) const { return (static_cast<size_t>(l) * n_head + h) * side * side; }
+};
+// From host maps [L, H, T, T] (the synthetic analyses; the engine pools on its device).
+Thumbnails MakeThumbnails(const std::vector<float>& ssa, const std::vector<float>& compare, int layers, int heads, int tokens);
+
+}  // namespace model

@@ -1,0 +1,92 @@
+// How the engine builds the attention maps of attention_maps.h on its device: a head's map
+// rebuilt from the layer's q, k and tau_q with the forward pass's own AttentionRows, a cache of
+// the most recently used maps, and the pooling of maps into thumbnails.
+// Tensors are row-major; shapes are given as [dims] comments. H = heads, T = tokens, D = head size.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <mutex>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "model/nn/attention_maps.h"
+
+namespace model {
+
+// The attention rows the analysis computes at once, a side: [H, rows, T] floats.
+constexpr size_t kBlockBytes = size_t{8} << 20;
+
+// The most recently used head maps, up to kMapCacheBytes (at least one map is always kept).
+class MapCache {
+public:
+    using Key = std::tuple<int, int, int>;  // side, layer, head
+    template <class Make>
+    HeadMap Get(const Key& key, const Make& make) {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        for (auto it = m_entries.begin(); it != m_entries.end(); ++it)
+            if (it->first == key) {
+                m_entries.splice(m_entries.begin(), m_entries, it);
+                return it->second;
+            }
+        HeadMap map = make();  // under the lock: two threads asking for one head compute it once
+        m_bytes += map->size() * sizeof(float);
+        m_entries.emplace_front(key, map);
+        while (m_bytes > kMapCacheBytes && m_entries.size() > 1) {
+            m_bytes -= m_entries.back().second->size() * sizeof(float);
+            m_entries.pop_back();
+        }
+        return map;
+    }
+    std::vector<std::pair<Key, HeadMap>> Entries() const {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        return {m_entries.begin(), m_entries.end()};
+    }
+
+private:
+    mutable std::mutex m_mutex;
+    std::list<std::pair<Key, HeadMap>> m_entries;  // most recent first
+    size_t m_bytes = 0;
+};
+
+// Rebuilds a head's map from the layer's q, k and tau_q where the model ran (CPU or GPU) with the
+// forward pass's own AttentionRows, and copies only that [T, T] map to the host. After an edit, a
+// head the previous analysis had built keeps its rows before the edit and computes only the rest.
+class RecomputedMaps final : public AttentionMaps {
+public:
+    struct Layer {
+        at::Tensor q, k;  // [H, T, D] in the compute dtype
+        at::Tensor tau_q; // [H, T]; undefined: 1
+    };
+    void Add(MapSide side, Layer layer) { m_layers[static_cast<int>(side)].push_back(std::move(layer)); }
+    // `previous` answered for ids whose first `stable` equal these ones'.
+    void Reuse(const RecomputedMaps& previous, int64_t stable) {
+        m_seeds = previous.m_cache.Entries();
+        m_stable = stable;
+    }
+    HeadMap Head(MapSide side, int l, int h) const override;
+
+private:
+    HeadMap TakeSeed(const MapCache::Key& key) const;
+
+    std::vector<Layer> m_layers[2];
+    mutable MapCache m_cache;
+    mutable std::vector<std::pair<MapCache::Key, HeadMap>> m_seeds;
+    int64_t m_stable = 0;
+};
+
+struct Pooled {
+    at::Tensor p, q, difference;  // [..., ceil(R / pool), ceil(T / pool)]
+};
+// Maps p and q [..., R, T] (rows from a multiple of `pool`) pooled into pool x pool blocks (the
+// last ones partial): the block maxima of p and q, and the value of p - q of largest magnitude,
+// the positive one when the two magnitudes agree to 1e-5 (a row of two keys has d and -d:
+// rounding must not choose the sign). On the CPU one pass over both maps; elsewhere torch ops.
+Pooled PoolThumbnails(const at::Tensor& p, const at::Tensor& q, int pool);
+// Tokens a thumbnail cell covers, a side, for a text of `tokens`.
+int ThumbnailPool(int tokens);
+
+}  // namespace model

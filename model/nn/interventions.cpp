@@ -1,0 +1,91 @@
+#include "model/nn/interventions.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "model/io/files.h"
+
+namespace model {
+
+std::string Describe(const Intervention& x) {
+    std::string where = "L" + std::to_string(x.layer) + (x.head < 0 ? " all heads" : " H" + std::to_string(x.head));
+    switch (x.kind) {
+        case Intervention::Kind::Ablate: return where + ": tau = 1";
+        case Intervention::Kind::PositionOnly: return where + ": position term only";
+        case Intervention::Kind::TokenOnly: return where + ": token term only";
+        case Intervention::Kind::Scale: {
+            char scale[32];
+            std::snprintf(scale, sizeof scale, "%g", x.scale);
+            return where + ": (tau_q - 1) x " + scale;
+        }
+    }
+    return where;
+}
+
+std::string FormatInterventions(const std::vector<Intervention>& list) {
+    std::string out;
+    for (const Intervention& x : list) {
+        if (!out.empty()) out += ",";
+        out += std::to_string(x.layer) + ":" + (x.head < 0 ? std::string("*") : std::to_string(x.head));
+        if (x.kind == Intervention::Kind::PositionOnly) out += "=pos";
+        if (x.kind == Intervention::Kind::TokenOnly) out += "=tok";
+        if (x.kind == Intervention::Kind::Scale) {
+            char scale[32];
+            std::snprintf(scale, sizeof scale, "=x%.9g", x.scale);
+            out += scale;
+        }
+    }
+    return out;
+}
+
+Result<std::vector<Intervention>> ParseInterventions(std::string_view spec, int n_layer, int n_head) {
+    std::vector<Intervention> list;
+    const std::string shape = " (the model has " + std::to_string(n_layer) + " layers x " + std::to_string(n_head) + " heads)";
+    auto whole = [](std::string_view text, int* out) {  // a small non-negative whole number
+        if (text.empty() || text.size() > 6) return false;
+        int v = 0;
+        for (char ch : text) {
+            if (ch < '0' || ch > '9') return false;
+            v = v * 10 + (ch - '0');
+        }
+        *out = v;
+        return true;
+    };
+    size_t start = 0;
+    while (start <= spec.size()) {
+        const size_t comma = std::min(spec.find(',', start), spec.size());
+        const std::string_view item = spec.substr(start, comma - start);
+        const std::string shown = "'" + EscapeForMessage(item, 64) + "'";
+        Intervention x;
+        const size_t colon = item.find(':'), equals = item.find('=');
+        if (colon == std::string_view::npos) return Fail("--ablate item " + shown + " is not LAYER:HEAD or LAYER:*");
+        const std::string_view layer = item.substr(0, colon);
+        const std::string_view head = item.substr(colon + 1, equals == std::string_view::npos ? std::string_view::npos : equals - colon - 1);
+        if (!whole(layer, &x.layer) || x.layer >= n_layer) return Fail("--ablate item " + shown + " names no layer of the model" + shape);
+        if (head == "*") x.head = -1;
+        else if (!whole(head, &x.head) || x.head >= n_head) return Fail("--ablate item " + shown + " names no head of the model" + shape);
+        if (equals != std::string_view::npos) {
+            const std::string_view what = item.substr(equals + 1);
+            if (what == "pos") x.kind = Intervention::Kind::PositionOnly;
+            else if (what == "tok") x.kind = Intervention::Kind::TokenOnly;
+            else if (what.size() > 1 && what[0] == 'x') {
+                const std::string number(what.substr(1));
+                char* end = nullptr;
+                const double v = std::strtod(number.c_str(), &end);
+                if (end != number.c_str() + number.size() || !std::isfinite(v) || std::abs(v) > 1e6)
+                    return Fail("--ablate item " + shown + ": the scale is not a finite number");
+                x.kind = Intervention::Kind::Scale;
+                x.scale = static_cast<float>(v);
+            } else {
+                return Fail("--ablate item " + shown + ": after '=' comes pos, tok or xSCALE");
+            }
+        }
+        list.push_back(x);
+        start = comma + 1;
+    }
+    return list;
+}
+
+}  // namespace model

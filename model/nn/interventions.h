@@ -1,0 +1,39 @@
+// What-ifs on an SSA model's temperatures: what one is, its name in the window, and the
+// --ablate syntax that the command line, session files and exports read and write. The engine
+// (analysis.h) applies them to the SSA side.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/io/result.h"
+
+namespace model {
+
+// A what-if on the SSA side's temperatures, for one head or a whole layer (issue 17). With the
+// Unedited comparison, the difference views and the delta loss show its effect alone.
+struct Intervention {
+    enum class Kind {
+        Ablate,        // tau_q = tau_v = 1: the head without SSA
+        PositionOnly,  // tau_q keeps its position term only (the token term 0)
+        TokenOnly,     // tau_q keeps its token term only (the position term 1)
+        Scale,         // tau_q = 1 + scale (tau_q - 1)
+    };
+    Kind kind = Kind::Ablate;
+    int layer = 0;
+    int head = -1;      // -1: every head of the layer
+    float scale = 0.0f; // Scale only
+    bool operator==(const Intervention& o) const {
+        return kind == o.kind && layer == o.layer && head == o.head && (kind != Kind::Scale || scale == o.scale);
+    }
+};
+// "L1 H2: tau = 1", "L0 all heads: position term only", "L2 H0: (tau_q - 1) x 0.5"
+std::string Describe(const Intervention& intervention);
+// The --ablate syntax: comma-separated "L:H" or "L:*" (every head of layer L), each optionally
+// followed by "=pos" (position term only), "=tok" (token term only) or "=xS" (scale tau_q - 1 by
+// S, a finite number); plain is tau = 1. Errors name the item and the model's shape.
+Result<std::vector<Intervention>> ParseInterventions(std::string_view spec, int n_layer, int n_head);
+std::string FormatInterventions(const std::vector<Intervention>& interventions);  // the inverse
+
+}  // namespace model

@@ -1,0 +1,123 @@
+#include "model/nn/model_folder_torch.h"
+
+#include <filesystem>
+#include <set>
+#include <utility>
+
+#include "model/io/files.h"
+
+namespace model {
+namespace fs = std::filesystem;
+namespace {
+
+// The weights of the model at `path`, and where its files are: the only call of FindModelFiles
+// on the way from a path to a model.
+struct FoundModel {
+    ModelFiles files;
+    SsaGpt gpt;
+};
+
+Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const ConfigHints& hints, at::ScalarType compute) {
+    auto files = FindModelFiles(path);
+    if (!files) return Fail(files.error());
+    auto weights = OpenWeights(files->weights);
+    if (!weights) return Fail(weights.error());
+    InferredConfig config;
+    if (!files->config.empty()) {
+        auto parsed = LoadConfig(files->config);
+        if (!parsed) return Fail(parsed.error());
+        config.config = *parsed;
+    } else {
+        auto inferred = InferConfig(*weights, hints);
+        if (!inferred) return Fail(files->weights + ": " + inferred.error());
+        config = std::move(*inferred);
+        config.notes.insert(config.notes.begin(), "no config.json: shape inferred from the tensors");
+    }
+    auto gpt = LoadSsaGpt(config.config, *weights, device, compute);
+    if (!gpt) return Fail(files->weights + ": " + gpt.error());
+    gpt->weights_path = files->weights;
+    gpt->weights_format = weights->format;
+    std::set<std::string> dtypes;
+    for (const auto& t : weights->tensors) dtypes.insert(ToString(t.dtype));
+    for (const auto& d : dtypes) gpt->stored_dtype += (gpt->stored_dtype.empty() ? "" : "+") + d;
+    if (!weights->state_dict_path.empty() && weights->state_dict_path != "the top level")
+        config.notes.push_back("state dict found at " + weights->state_dict_path);
+    gpt->notes.insert(gpt->notes.begin(), config.notes.begin(), config.notes.end());
+    return FoundModel{std::move(*files), std::move(*gpt)};
+}
+
+// GPT-2's own vocabulary ships with ssaviz; a checkpoint without tokenizer files whose vocabulary
+// has GPT-2's size (nanoGPT pads it to 50,304) gets it.
+// The folder's own tokenizer files, whatever state they are in (broken is an error naming the
+// file); only a folder with none at all and GPT-2's vocab_size gets GPT-2's bundled tokenizer.
+// `source` says which, for `info` and the Model panel.
+Result<std::unique_ptr<Tokenizer>> LoadTokenizerFor(const std::string& dir, const ModelConfig& config, std::string* source,
+                                                    std::vector<std::string>* notes) {
+    *source = TokenizerFilesIn(dir);
+    if (!source->empty() || (config.vocab_size != 50257 && config.vocab_size != 50304)) return LoadTokenizer(dir);
+    const fs::path exe = ExecutableDir();
+    for (const fs::path& candidate : {exe / ".." / "assets" / "tokenizers" / "gpt2", exe / "models" / "default"}) {
+        if (!fs::exists(candidate / "vocab.json")) continue;
+        auto gpt2 = LoadGpt2Tokenizer((candidate / "vocab.json").string(), (candidate / "merges.txt").string());
+        if (gpt2) notes->push_back("no tokenizer files: GPT-2's (vocab_size " + std::to_string(config.vocab_size) + ")");
+        *source = "GPT-2's, bundled: the folder has no tokenizer files";
+        return gpt2;
+    }
+    return LoadTokenizer(dir);
+}
+
+}  // namespace
+
+Result<SsaGpt> LoadSsaGptFolder(const std::string& path, at::Device device, const ConfigHints& hints, at::ScalarType compute) {
+    auto found = LoadWeights(path, device, hints, compute);
+    if (!found) return Fail(found.error());
+    return std::move(found->gpt);
+}
+
+Result<LoadedModel> LoadModel(const std::string& path, at::Device device, const ConfigHints& hints, at::ScalarType compute) {
+    auto found = LoadWeights(path, device, hints, compute);
+    if (!found) return Fail(found.error());
+    const ModelConfig& config = found->gpt.config;
+    std::string tokenizer_source;
+    auto tokenizer = LoadTokenizerFor(found->files.dir, config, &tokenizer_source, &found->gpt.notes);
+    if (!tokenizer) return Fail(tokenizer.error());
+    if ((*tokenizer)->VocabSize() > static_cast<size_t>(config.vocab_size))
+        return Fail(path + ": tokenizer has " + std::to_string((*tokenizer)->VocabSize()) + " tokens but the model's vocab_size is " +
+                    std::to_string(config.vocab_size));
+
+    LoadedModel m;
+    m.gpt = std::move(found->gpt);
+    m.tokenizer = std::move(*tokenizer);
+    m.info.dir = path;
+    m.info.config = m.gpt.config;
+    m.info.parameters = m.gpt.ParameterCount();
+    m.info.layout = m.gpt.layout;
+    m.info.device = device.str();
+    m.info.compute_dtype = compute == at::kFloat ? "f32" : compute == at::kBFloat16 ? "bf16" : "f16";
+    m.info.tokenizer_kind = m.tokenizer->Kind();
+    m.info.tokenizer_vocab = m.tokenizer->VocabSize();
+    m.info.tokenizer_source = tokenizer_source;
+    m.info.unused_tensors = m.gpt.unused_tensors;
+    m.info.weights_path = m.gpt.weights_path;
+    m.info.weights_format = m.gpt.weights_format;
+    m.info.stored_dtype = m.gpt.stored_dtype;
+    m.info.notes = m.gpt.notes;
+    return m;
+}
+
+Status WriteRandomModel(const ModelConfig& config, uint64_t seed, const std::string& tokenizer_dir, const std::string& out_dir) {
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    if (ec) return Fail(out_dir + ": cannot create (" + ec.message() + ")");
+    for (const char* name : {"vocab.json", "merges.txt"}) {
+        fs::copy_file(fs::path(tokenizer_dir) / name, fs::path(out_dir) / name, fs::copy_options::overwrite_existing, ec);
+        if (ec) return Fail(tokenizer_dir + "/" + name + ": cannot copy (" + ec.message() + ")");
+    }
+    auto tokenizer = LoadTokenizer(out_dir);
+    if (!tokenizer) return Fail(tokenizer.error());
+    ModelConfig c = config;
+    c.vocab_size = static_cast<int>((*tokenizer)->VocabSize());
+    return SaveModelFolder(RandomSsaGpt(c, seed), out_dir);
+}
+
+}  // namespace model

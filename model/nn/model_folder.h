@@ -1,0 +1,35 @@
+// Model folders as the app sees them: what loading one found (the config, the weights file, the
+// tokenizer and what was inferred), and writing a random one for tests and the default model.
+// Free of LibTorch types; the loader itself is model_folder_torch.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/io/config.h"
+#include "model/io/result.h"
+
+namespace model {
+
+struct ModelInfo {
+    std::string dir;
+    ModelConfig config;
+    int64_t parameters = 0;
+    std::string layout;          // "conv1d" or "linear"
+    std::string device;          // "cpu", "cuda:0"
+    std::string compute_dtype = "f32";  // what the forward pass computes in: f32, bf16, f16
+    std::string tokenizer_kind;  // "gpt2-bpe"
+    size_t tokenizer_vocab = 0;
+    std::string tokenizer_source;     // "vocab.json + merges.txt", "tokenizer.json", "tokenizer.model", or GPT-2's and why
+    std::vector<std::string> unused_tensors;
+    std::string weights_path;         // the file the weights came from
+    std::string weights_format;       // "safetensors" or "torch.save"
+    std::string stored_dtype;         // "F32", "F16", "F16+F32", ...
+    std::vector<std::string> notes;   // what the loader inferred (no config.json, GPT-2 tokenizer, ...)
+};
+
+// Writes a random SSA model folder (fixed seed) with the tokenizer files from `tokenizer_dir`.
+Status WriteRandomModel(const ModelConfig& config, uint64_t seed, const std::string& tokenizer_dir, const std::string& out_dir);
+
+}  // namespace model

@@ -1,0 +1,35 @@
+// The loader: a model folder or a checkpoint file -> weights on a device, tokenizer and config.
+// It is the one place that decides what a path is (model::FindModelFiles): the engine, the
+// trainer and the tests all load through it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <ATen/ATen.h>
+
+#include "model/io/result.h"
+#include "model/io/weights.h"
+#include "model/nn/model_folder.h"
+#include "model/nn/model_weights.h"
+#include "model/text/tokenizer.h"
+
+namespace model {
+
+struct LoadedModel {
+    ModelInfo info;
+    SsaGpt gpt;
+    std::unique_ptr<Tokenizer> tokenizer;
+};
+
+// A model folder (config.json + model.safetensors or pytorch_model.bin, or a lone checkpoint) or a
+// checkpoint file, with its tokenizer: the folder's own tokenizer files, or GPT-2's bundled one
+// for a folder with none and GPT-2's vocab_size. Without config.json the shape is inferred from
+// the tensors, with `hints` for what the shapes cannot tell. Errors name the file.
+Result<LoadedModel> LoadModel(const std::string& path, at::Device device, const ConfigHints& hints = {},
+                              at::ScalarType compute = at::kFloat);
+// The same without the tokenizer: the weights alone (the trainer's checkpoints, tests).
+Result<SsaGpt> LoadSsaGptFolder(const std::string& path, at::Device device, const ConfigHints& hints = {},
+                                at::ScalarType compute = at::kFloat);
+
+}  // namespace model

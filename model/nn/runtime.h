@@ -1,0 +1,21 @@
+// Process-wide settings of the model layer that the front ends choose: how the heap keeps freed
+// blocks, and how many threads LibTorch and OpenBLAS compute with. Free of LibTorch types; the
+// device and dtype choices are in runtime_torch.h.
+#pragma once
+
+namespace model {
+
+// Makes freed blocks of up to 32 MB (a head's map at 2,048 tokens is 16 MB) go back to the
+// process's heap for the next tensor instead of to the system: each new mapping of such a block
+// costs a page fault per 4 KiB, which made rebuilding one head's map ~4x slower (136 ms against
+// 38 ms at 2,048 tokens on this project's 2-core VM). Engine::Open calls it (glibc; no-op elsewhere).
+void KeepFreedMemoryForReuse();
+
+// Threads LibTorch uses for one operation (process-wide). The GUI leaves a core to the UI.
+void SetComputeThreads(int threads);
+// $SSAVIZ_THREADS when it is a whole number from 1 to 1024, else `fallback` (0: none set). OpenBLAS
+// splits its sums by thread count, so two runs agree to the last bit only with the same count:
+// the window and `ssaviz export` both honour it.
+int ComputeThreadsFromEnvironment(int fallback);
+
+}  // namespace model

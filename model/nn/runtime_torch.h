@@ -1,0 +1,32 @@
+// Where and how the model layer computes: which device and compute dtype a name means, binding a
+// thread to the device, copying results to the host (these take LibTorch types), and the
+// process-wide heap and thread settings (runtime.h, free of them).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "model/io/result.h"
+#include "model/nn/runtime.h"
+
+namespace model {
+
+// "f32", "bf16" or "f16" (CUDA only) -> the compute dtype; captures are float32 whatever it is.
+Result<at::ScalarType> ResolveComputeDtype(const std::string& name, at::Device device);
+
+// Which device to run on. "auto" picks CUDA when available; "cuda" without a GPU is an error.
+Result<at::Device> ResolveDevice(const std::string& name);
+
+// Makes `device` the calling thread's current device, with its CUDA context current too; nothing
+// on the CPU. A thread LibTorch did not start has no CUDA context until a runtime call makes one,
+// so without this cuBLAS warns ("no current CUDA context") the first time such a thread
+// multiplies. Cheap after the first call on a thread: every entry point that runs device work on
+// whatever thread called it (loading, analysing, rebuilding a map) calls it.
+void BindThreadToDevice(at::Device device);
+
+// A tensor's values as float32 on the host, row-major: where results leave the device.
+std::vector<float> ToHost(const at::Tensor& t);
+
+}  // namespace model
