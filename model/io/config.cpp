@@ -85,7 +85,8 @@ std::string LitFamily(const std::string& name, const ModelConfig& c) {
     if (n.find("llama") != std::string::npos) return "llama";
     if (n.find("stablelm") != std::string::npos) return "stablelm";
     if (n.find("pythia") != std::string::npos) return "pythia";
-    return c.norm == NormKind::RmsNorm && c.mlp == MlpKind::SwiGlu ? "llama" : "pythia";
+    if (c.norm == NormKind::RmsNorm && c.mlp == MlpKind::SwiGlu) return c.rope_base >= 500000 ? "llama3" : "llama";  // Llama 3's base
+    return "pythia";
 }
 
 }  // namespace

@@ -68,6 +68,11 @@ struct ConfigHints {
     std::optional<TemperatureForm> query;   // the SSA forms; needed where shapes cannot tell them
     std::optional<TemperatureForm> value;
     std::optional<Activation> activation;   // default: gelu_new for HF layout, gelu for nanoGPT's Linear layout
+    // For lit-gpt checkpoints: the query form is how attn.beta is read (exp_exp unless given);
+    // `config_file` a lit_config.json (or an official configs/*.json) used instead of the one
+    // beside the weights, `tokenizer_dir` where the tokenizer files are instead of beside them.
+    std::string config_file;
+    std::string tokenizer_dir;
 };
 struct InferredConfig {
     ModelConfig config;

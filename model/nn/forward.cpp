@@ -53,12 +53,53 @@ at::Tensor Temperature(const TemperatureForm& form, const TemperatureParams& par
 
 at::Tensor Embed(const SsaGpt& m, const at::Tensor& ids, int64_t first) {
     const int64_t R = ids.size(-1);
-    return m.wte.index_select(0, ids.reshape({-1})).view({ids.size(0), R, m.config.n_embd}) + m.wpe.narrow(0, first, R);
+    at::Tensor x = m.wte.index_select(0, ids.reshape({-1})).view({ids.size(0), R, m.config.n_embd});
+    return m.wpe.defined() ? x + m.wpe.narrow(0, first, R) : x;  // RoPE families have no learned positions
 }
+
+at::Tensor Norm(const ModelConfig& c, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+    if (c.norm == NormKind::LayerNorm) return at::layer_norm(x, {c.n_embd}, w, b, c.layer_norm_epsilon);
+    // RMSNorm in float32 whatever the compute dtype, as lit-gpt's rmsnorm.py computes it.
+    const at::Tensor xf = x.to(at::kFloat);
+    const at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + c.layer_norm_epsilon);
+    return (w.to(at::kFloat) * normed).to(x.scalar_type());
+}
+
+at::Tensor Rope(const ModelConfig& c, const at::Tensor& x, int64_t first) {
+    const int64_t n = c.rope_n_elem, R = x.size(-2);
+    if (n == 0) return x;
+    // theta_i = base^(-2i / n) for the n / 2 pairs (d, d + n / 2), at positions p / condense_ratio;
+    // angles in float64 so long positions keep their precision, then the compute dtype.
+    const auto f64 = x.options().dtype(at::kDouble);
+    const at::Tensor theta = at::pow(c.rope_base, -at::arange(0, n, 2, f64) / static_cast<double>(n));          // [n / 2]
+    const at::Tensor angle = at::outer(at::arange(first, first + R, f64) / c.rope_condense_ratio, theta).repeat({1, 2});  // [R, n]
+    const at::Tensor cos = at::cos(angle).to(x.scalar_type()), sin = at::sin(angle).to(x.scalar_type());
+    const at::Tensor part = x.narrow(-1, 0, n);
+    const at::Tensor rotated = at::cat({-part.narrow(-1, n / 2, n / 2), part.narrow(-1, 0, n / 2)}, -1);
+    const at::Tensor roped = part * cos + rotated * sin;
+    return n == x.size(-1) ? roped : at::cat({roped, x.narrow(-1, n, x.size(-1) - n)}, -1);
+}
+
+namespace {
+
+// a [..., Ha, R, X] @ b [..., Hb, X, Y] where head h of a reads head h / (Ha / Hb) of b (grouped-
+// query attention): the Ha / Hb heads of a group are stacked as rows of one matmul, so b is never
+// repeated.
+at::Tensor GroupedMatmul(const at::Tensor& a, const at::Tensor& b) {
+    if (a.dim() < 3 || a.size(-3) == b.size(-3)) return at::matmul(a, b);
+    const int64_t Ha = a.size(-3), Hb = b.size(-3), R = a.size(-2), X = a.size(-1);
+    std::vector<int64_t> grouped(a.sizes().begin(), a.sizes().end() - 3);
+    std::vector<int64_t> back = grouped;
+    grouped.insert(grouped.end(), {Hb, (Ha / Hb) * R, X});
+    back.insert(back.end(), {Ha, R, b.size(-1)});
+    return at::matmul(a.reshape(grouped), b).view(back);
+}
+
+}  // namespace
 
 at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q, int64_t first) {
     const int64_t R = q.size(-2), T = k.size(-2);
-    at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+    at::Tensor scores = GroupedMatmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
     if (tau_q.defined()) scores = scores * tau_q.unsqueeze(-1);
     const at::Tensor future = at::ones({R, T}, q.options().dtype(at::kBool)).triu(first + 1);  // keys j > first + r
     return at::softmax(scores.masked_fill(future, -std::numeric_limits<float>::infinity()), -1);
@@ -66,13 +107,15 @@ at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Ten
 
 at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& x, bool vanilla, BlockCapture* capture,
                  int64_t first, const KeyValues* prefix, const TemperatureEdit* edit) {
-    const int64_t B = x.size(0), R = x.size(1), E = c.n_embd, H = c.n_head, D = c.HeadSize();
+    const int64_t B = x.size(0), R = x.size(1), H = c.n_head, G = c.KvHeads(), D = c.HeadSize();
     const auto opts = x.options();
-    at::Tensor h = at::layer_norm(x, {E}, w.ln1_w, w.ln1_b, c.layer_norm_epsilon);  // [B, R, E]
-    at::Tensor qkv = at::matmul(h, w.attn_w) + w.attn_b;                            // [B, R, 3E]
-    auto heads = [&](int64_t part) { return qkv.narrow(2, part * E, E).view({B, R, H, D}).transpose(1, 2); };  // [B, H, R, D]
-    at::Tensor q = heads(0), k = heads(1), v = heads(2);
+    at::Tensor h = Norm(c, x, w.ln1_w, w.ln1_b);  // [B, R, E]
+    at::Tensor qkv = at::matmul(h, w.attn_w);     // [B, R, (H + 2G) D]
+    if (w.attn_b.defined()) qkv = qkv + w.attn_b;
+    auto heads = [&](int64_t start, int64_t n) { return qkv.narrow(2, start * D, n * D).view({B, R, n, D}).transpose(1, 2); };
+    at::Tensor q = heads(0, H), k = heads(H, G), v = heads(H + G, G);  // [B, H, R, D], [B, G, R, D] twice
 
+    // Temperatures read q and v as projected (SPEC section 1), before RoPE turns q and k.
     const bool use_q = !vanilla && c.query.Active(), use_v = !vanilla && c.value.Active();
     at::Tensor tau_q, tau_v;
     TemperatureTerms terms;
@@ -85,22 +128,50 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
         tau_q = CombineTemperature(c.query, terms);  // [B, H, R]
         if (edit) tau_q = at::where(edit->scaled, 1 + edit->scale.to(tau_q.scalar_type()) * (tau_q - 1), tau_q);
     }
-    if (use_v) {
-        tau_v = Temperature(c.value, w.v, v, h, first);
-        if (edit) tau_v = at::where(edit->value_off, at::ones_like(tau_v), tau_v);
+    if (c.Rope()) {
+        q = Rope(c, q, first);
+        k = Rope(c, k, first);
     }
-    at::Tensor vs = use_v ? v * tau_v.unsqueeze(-1) : v;
-    if (prefix && first > 0) {  // every key and value the rows attend to: [B, H, first + R, D]
+    at::Tensor vs = v;  // [B, G, R, D]: the values as attention sums them
+    if (use_v) {
+        const at::Tensor tau_kv = Temperature(c.value, w.v, v, h, first);   // [B, G, R]
+        tau_v = G == H ? tau_kv : tau_kv.repeat_interleave(H / G, 1);     // [B, H, R]: each query head reads its group's
+        if (edit) tau_v = at::where(edit->value_off, at::ones_like(tau_v), tau_v);
+        // A what-if that turns some query heads' value temperature off within a group makes the
+        // values they read differ by query head: then each query head gets its own values.
+        if (G != H && edit && edit->value_off.any().item<bool>())
+            vs = v.repeat_interleave(H / G, 1) * tau_v.unsqueeze(-1);  // [B, H, R, D]
+        else
+            vs = v * (G == H ? tau_v : tau_kv).unsqueeze(-1);
+    }
+    if (prefix && first > 0) {  // every key and value the rows attend to: [B, G, first + R, D]
         k = at::cat({prefix->k, k}, 2);
         vs = at::cat({prefix->vs, vs}, 2);
     }
     at::Tensor attn = AttentionRows(q, k, tau_q, first);  // [B, H, R, first + R]
-    at::Tensor y = at::matmul(attn, vs);                  // [B, H, R, D]
-    at::Tensor out = x + at::matmul(y.transpose(1, 2).reshape({B, R, E}), w.proj_w) + w.proj_b;
+    at::Tensor y = GroupedMatmul(attn, vs);               // [B, H, R, D]
+    at::Tensor attn_out = at::matmul(y.transpose(1, 2).reshape({B, R, H * D}), w.proj_w);
+    if (w.proj_b.defined()) attn_out = attn_out + w.proj_b;
 
-    at::Tensor h2 = at::layer_norm(out, {E}, w.ln2_w, w.ln2_b, c.layer_norm_epsilon);
-    const char* gelu = c.activation == Activation::GeluNew ? "tanh" : "none";
-    out = out + at::matmul(at::gelu(at::matmul(h2, w.fc_w) + w.fc_b, gelu), w.mlp_proj_w) + w.mlp_proj_b;
+    auto mlp = [&](const at::Tensor& in) {
+        at::Tensor a = at::matmul(in, w.fc_w);
+        if (w.fc_b.defined()) a = a + w.fc_b;
+        if (c.mlp == MlpKind::SwiGlu) {
+            const int64_t I = a.size(-1) / 2;
+            a = at::silu(a.narrow(-1, 0, I)) * a.narrow(-1, I, I);
+        } else {
+            a = at::gelu(a, c.activation == Activation::GeluNew ? "tanh" : "none");
+        }
+        at::Tensor out = at::matmul(a, w.mlp_proj_w);
+        return w.mlp_proj_b.defined() ? out + w.mlp_proj_b : out;
+    };
+    at::Tensor out;
+    if (c.parallel_residual) {
+        out = x + attn_out + mlp(c.shared_attention_norm ? h : Norm(c, x, w.ln2_w, w.ln2_b));
+    } else {
+        out = x + attn_out;
+        out = out + mlp(Norm(c, out, w.ln2_w, w.ln2_b));
+    }
     if (capture) {
         capture->attention = attn;
         capture->q = q;
@@ -114,8 +185,8 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
 }
 
 at::Tensor Logits(const SsaGpt& m, const at::Tensor& x) {
-    const ModelConfig& c = m.config;
-    return at::matmul(at::layer_norm(x, {c.n_embd}, m.ln_f_w, m.ln_f_b, c.layer_norm_epsilon), m.lm_head.t());
+    at::Tensor logits = at::matmul(Norm(m.config, x, m.ln_f_w, m.ln_f_b), m.lm_head.t());
+    return m.lm_head_b.defined() ? logits + m.lm_head_b : logits;
 }
 
 Status CheckIds(const ModelConfig& c, const std::vector<int32_t>& ids) {

@@ -59,21 +59,24 @@ at::Tensor CombineTemperature(const TemperatureForm& form, const TemperatureTerm
 // A block can run only rows first..first+R-1 of a longer text against the keys and values the
 // earlier rows left behind (the model is causal: nothing of a row depends on later rows), which is
 // how the analysis recomputes only what an edit changed.
+// G is the kv heads (n_query_groups): query head h reads kv head h / (H / G). Values are per
+// query head (G = H) while a what-if turns off some of a group's value temperatures.
 struct KeyValues {
-    at::Tensor k;   // [B, H, P, D]: the keys of positions 0..P-1
-    at::Tensor vs;  // [B, H, P, D]: their values times tau_v, as attention sums them
+    at::Tensor k;   // [B, G, P, D]: the keys of positions 0..P-1 (after RoPE)
+    at::Tensor vs;  // [B, G, P, D]: their values times tau_v, as attention sums them
 };
 struct BlockCapture {
     at::Tensor attention;  // [B, H, R, T]: the rows run, over every key
-    at::Tensor q;          // [B, H, R, D], the rows run; with k, what AttentionRows rebuilds a map from
-    at::Tensor k, vs;      // [B, H, T, D], every position: the prefix's and the rows'
+    at::Tensor q;          // [B, H, R, D], the rows run (after RoPE); with k, what AttentionRows rebuilds a map from
+    at::Tensor k, vs;      // [B, G, T, D], every position: the prefix's and the rows'
     at::Tensor tau_q;      // [B, H, R] (ones when the side is off or vanilla)
-    at::Tensor tau_v;      // [B, H, R]
+    at::Tensor tau_v;      // [B, H, R]: the tau_v each query head's values are scaled by
     TemperatureTerms tau_q_terms;  // [B, H, R] each: ones and zeros when the side is off or vanilla
 };
 // The causal attention weights softmax(tau_q (q k^T) / sqrt(D)) of SPEC section 1 for rows
 // first..first+R-1: q [..., R, D], k [..., T, D] with T >= first + R, tau_q [..., R] (undefined:
-// 1) -> [..., R, T], zero right of each row's own position. Block uses it, and so does the
+// 1) -> [..., R, T], zero right of each row's own position. With heads, q [..., H, R, D] may read
+// k [..., G, T, D] of fewer heads, query head h reading kv head h / (H / G). Block uses it, and so does the
 // analysis that rebuilds one head's map (or its changed rows) from the captured q and k.
 at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q, int64_t first);
 inline at::Tensor AttentionWeights(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q) {
@@ -94,6 +97,12 @@ at::Tensor Embed(const SsaGpt& model, const at::Tensor& ids, int64_t first = 0);
 at::Tensor Block(const ModelConfig& config, const LayerWeights& weights, const at::Tensor& x, bool vanilla,
                  BlockCapture* capture = nullptr, int64_t first = 0, const KeyValues* prefix = nullptr,
                  const TemperatureEdit* edit = nullptr);
-at::Tensor Logits(const SsaGpt& model, const at::Tensor& x);  // final LayerNorm and tied head: [B, T, V]
+at::Tensor Logits(const SsaGpt& model, const at::Tensor& x);  // final norm and the head: [B, T, V]
+// The family's norm (config.norm): LayerNorm, or RMSNorm w * x / sqrt(mean(x^2) + eps) computed in
+// float32 as lit-gpt does; `b` undefined for RMSNorm.
+at::Tensor Norm(const ModelConfig& config, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
+// RoPE (config.Rope()): the first rope_n_elem dims of x [..., R, D] at positions first..first+R-1
+// turned rotate-half style, pair (d, d + n/2) by (position / condense_ratio) * base^(-2d/n).
+at::Tensor Rope(const ModelConfig& config, const at::Tensor& x, int64_t first);
 
 }  // namespace model

@@ -298,13 +298,15 @@ at::Tensor RowMean(const at::Tensor& rows) {
 QkSpectrum ComputeQkSpectrum(const SsaGpt& model) {
     c10::InferenceMode guard;
     const ModelConfig& c = model.config;
-    const int64_t E = c.n_embd, H = c.n_head, D = c.HeadSize();
+    const int64_t E = c.n_embd, H = c.n_head, G = c.KvHeads(), D = c.HeadSize();
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
     std::vector<at::Tensor> opnorm, eig_mean, eig_var;
+    // With RoPE these are the weights' own bilinear forms, before positions turn q and k.
     for (const LayerWeights& w : model.layers) {
-        at::Tensor attn = w.attn_w.to(at::kCPU, at::kDouble);              // [E, 3E]
-        at::Tensor wq = attn.narrow(1, 0, E).view({E, H, D}).permute({1, 0, 2});  // [H, E, D]
-        at::Tensor wk = attn.narrow(1, E, E).view({E, H, D}).permute({1, 0, 2});  // [H, E, D]
+        at::Tensor attn = w.attn_w.to(at::kCPU, at::kDouble);              // [E, (H + 2G) D]
+        at::Tensor wq = attn.narrow(1, 0, H * D).view({E, H, D}).permute({1, 0, 2});  // [H, E, D]
+        at::Tensor wk = attn.narrow(1, H * D, G * D).view({E, G, D}).permute({1, 0, 2});  // [G, E, D]
+        if (G != H) wk = wk.repeat_interleave(H / G, 0);  // query head h reads kv head h / (H / G)
         // ||Wq Wk^T||_2 through thin QR factors: Wq Wk^T = Qq (Rq Rk^T) Qk^T, so the norm is
         // that of the D x D core, not of an E x E matrix.
         at::Tensor rq = std::get<1>(at::linalg_qr(wq)), rk = std::get<1>(at::linalg_qr(wk));  // [H, D, D]

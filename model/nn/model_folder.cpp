@@ -17,14 +17,45 @@ struct FoundModel {
     SsaGpt gpt;
 };
 
+// A lit-gpt checkpoint's config: its lit_config.json (or --config), with attn.beta read as the
+// official code computes it.
+Result<InferredConfig> LitConfigFor(const ModelFiles& files, const WeightFile& weights, const ConfigHints& hints) {
+    const std::string file = !hints.config_file.empty() ? hints.config_file : files.lit_config;
+    if (file.empty())
+        return Fail(files.weights + ": a lit-gpt checkpoint (lit-gpt's tensor names) needs its lit_config.json beside it, "
+                    "or --config FILE (e.g. the official code's configs/*.json)");
+    auto parsed = LoadLitConfig(file);
+    if (!parsed) return Fail(parsed.error());
+    InferredConfig config;
+    config.config = *parsed;
+    config.notes.push_back(config.config.family + " (lit-gpt) from " + file);
+    if (!files.choice.empty()) config.notes.push_back(files.choice);
+    TemperatureForm& query = config.config.query;
+    if (hints.query) query = *hints.query;
+    if (weights.Find("h.0.attn.beta") && !weights.Find("h.0.attn.ssa_q_pos")) {
+        if (!query.Active()) query.position = PositionForm::ExpExp;
+        if (query.position == PositionForm::ExpExp)
+            config.notes.push_back("attn.beta read as exp_exp: tau_q(i) = 1 + exp(-exp(beta)) ln i, as model_finetune_att.py computes it "
+                                   "(--query-form linear reads 1 + beta ln i, the _no_func files)");
+        else if (query.position == PositionForm::Linear)
+            config.notes.push_back("attn.beta read as linear: tau_q(i) = 1 + beta ln i, as model_finetune_att_no_func.py computes it");
+    }
+    return config;
+}
+
 Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const ConfigHints& hints, at::ScalarType compute) {
     auto files = FindModelFiles(path);
     if (!files) return Fail(files.error());
+    if (!hints.tokenizer_dir.empty()) files->dir = hints.tokenizer_dir;
     auto weights = OpenWeights(files->weights);
     if (!weights) return Fail(weights.error());
     InferredConfig config;
-    if (!files->config.empty()) {
-        auto parsed = LoadConfig(files->config);
+    if (weights->Find("h.0.attn.attn.weight")) {
+        auto lit = LitConfigFor(*files, *weights, hints);
+        if (!lit) return Fail(lit.error());
+        config = std::move(*lit);
+    } else if (!files->config.empty() || !hints.config_file.empty()) {
+        auto parsed = LoadConfig(hints.config_file.empty() ? files->config : hints.config_file);
         if (!parsed) return Fail(parsed.error());
         config.config = *parsed;
     } else {

@@ -95,14 +95,16 @@ Result<at::Tensor> ReadPerHead(TensorReader& reader, const std::string& name, in
 Result<TemperatureParams> ReadTemperature(TensorReader& reader, const ModelConfig& c, const TemperatureForm& form, int layer,
                                           bool query) {
     TemperatureParams p;
-    const int H = c.n_head, D = c.HeadSize(), E = c.n_embd;
+    const int H = query ? c.n_head : c.KvHeads(), D = c.HeadSize(), E = c.n_embd;  // a value temperature is a kv head's
     const std::string base = "h." + std::to_string(layer) + ".attn." + (query ? "ssa_q_" : "ssa_v_");
     const std::string side = query ? "tau_q" : "tau_v";
     if (form.position != PositionForm::None) {
         std::string name = base + "pos";
-        // The official code stores the query's exp_exp position parameter as attn.beta.
+        // The official code stores the query's position parameter as attn.beta: exp_exp in
+        // model_finetune_att.py and gpt_2_PTS.py, linear in the _no_func files.
         std::string beta = "h." + std::to_string(layer) + ".attn.beta";
-        if (query && form.position == PositionForm::ExpExp && !reader.Find(name) && reader.Find(beta)) name = beta;
+        const bool official = form.position == PositionForm::ExpExp || form.position == PositionForm::Linear;
+        if (query && official && !reader.Find(name) && reader.Find(beta)) name = beta;
         auto pos = ReadPerHead(reader, name, H, side + " " + ToString(form.position) + " position, layer " + std::to_string(layer));
         if (!pos) return Fail(pos.error());
         p.pos = *pos;
@@ -133,7 +135,9 @@ Result<at::Tensor> ReadLinear(TensorReader& reader, const std::string& name, int
 }  // namespace
 
 int64_t SsaGpt::ParameterCount() const {
-    int64_t n = wte.numel() + wpe.numel() + ln_f_w.numel() + ln_f_b.numel();
+    int64_t n = 0;
+    for (const at::Tensor* t : {&wte, &wpe, &ln_f_w, &ln_f_b, &lm_head_b})
+        if (t->defined()) n += t->numel();
     if (!lm_head.is_same(wte)) n += lm_head.numel();
     for (const auto& l : layers) {
         for (const at::Tensor* t : {&l.ln1_w, &l.ln1_b, &l.attn_w, &l.attn_b, &l.proj_w, &l.proj_b, &l.ln2_w, &l.ln2_b,
@@ -144,6 +148,87 @@ int64_t SsaGpt::ParameterCount() const {
     return n;
 }
 
+// lit-gpt's names and layout (SPEC section 7): h.{l}.norm_1, .attn.attn (fused, per kv group
+// q_per_kv query heads, then a key head, then a value head, D rows each), .attn.proj, .norm_2,
+// .mlp.fc or .mlp.fc_1 / .mlp.fc_2, .mlp.proj, ln_f, lm_head; every matrix torch.nn.Linear's
+// [out, in]. Laid out here as LayerWeights says: [in, out], queries, then keys, then values.
+Result<SsaGpt> LoadLitGpt(const ModelConfig& c, TensorReader& reader, SsaGpt m) {
+    const int64_t E = c.n_embd, V = c.vocab_size, H = c.n_head, G = c.KvHeads(), D = c.HeadSize(), I = c.MlpWidth();
+    const int64_t Q = H / G, qkv = (H + 2 * G) * D;
+    const bool layer_norm = c.norm == NormKind::LayerNorm;
+    m.layout = "lit-gpt";
+    auto read = [&](const std::string& name, std::vector<int64_t> shape, const std::string& why, at::Tensor* out) -> Status {
+        auto t = reader.Read(name, {shape}, why);
+        if (!t) return Fail(t.error());
+        *out = *t;
+        return Ok{};
+    };
+    // Linear [out, in] -> [in, out]
+    auto linear = [&](const std::string& name, int64_t in, int64_t out, const std::string& why, at::Tensor* w, at::Tensor* b) -> Status {
+        at::Tensor t;
+        if (Status s = read(name + ".weight", {out, in}, why, &t); !s) return s;
+        *w = t.t().contiguous();
+        if (c.bias) return read(name + ".bias", {out}, why, b);
+        if (reader.Find(name + ".bias")) return Fail("tensor '" + name + ".bias' is in the file but the config says bias false (" + why + ")");
+        return Ok{};
+    };
+    auto norm = [&](const std::string& name, const std::string& why, at::Tensor* w, at::Tensor* b) -> Status {
+        if (Status s = read(name + ".weight", {E}, why, w); !s) return s;
+        return layer_norm ? read(name + ".bias", {E}, why, b) : Ok{};
+    };
+    for (int l = 0; l < c.n_layer; ++l) {
+        const std::string h = "h." + std::to_string(l) + ".";
+        const std::string why = "layer " + std::to_string(l) + " of n_layer " + std::to_string(c.n_layer);
+        LayerWeights w;
+        if (Status s = norm(h + "norm_1", why, &w.ln1_w, &w.ln1_b); !s) return Fail(s.error());
+        if (!c.shared_attention_norm) {
+            if (Status s = norm(h + "norm_2", why, &w.ln2_w, &w.ln2_b); !s) return Fail(s.error());
+        } else if (reader.Find(h + "norm_2.weight")) {
+            return Fail("tensor '" + h + "norm_2.weight' is in the file but the config says shared_attention_norm (" + why + ")");
+        }
+        // The fused projection: per kv group [Q queries | key | value] -> [all queries | all keys | all values].
+        at::Tensor fused, fused_b;
+        const std::string attn_why = why + ": (n_head " + std::to_string(H) + " + 2 x n_query_groups " + std::to_string(G) + ") x head size " +
+                                     std::to_string(D) + " rows";
+        if (Status s = linear(h + "attn.attn", E, qkv, attn_why, &fused, &fused_b); !s) return Fail(s.error());
+        auto regroup = [&](const at::Tensor& t) {  // [E, qkv] (or [qkv]) grouped -> the layout of LayerWeights
+            at::Tensor g = t.reshape({-1, G, Q + 2, D});  // [E or 1, G, Q + 2, D]
+            at::Tensor parts = at::cat({g.narrow(2, 0, Q).reshape({g.size(0), H * D}), g.select(2, Q).reshape({g.size(0), G * D}),
+                                        g.select(2, Q + 1).reshape({g.size(0), G * D})}, 1);
+            return t.dim() == 1 ? parts.reshape({qkv}) : parts.contiguous();
+        };
+        w.attn_w = regroup(fused);
+        if (fused_b.defined()) w.attn_b = regroup(fused_b);
+        if (Status s = linear(h + "attn.proj", H * D, E, why, &w.proj_w, &w.proj_b); !s) return Fail(s.error());
+        if (c.mlp == MlpKind::SwiGlu) {
+            at::Tensor w1, b1, w2, b2;
+            if (Status s = linear(h + "mlp.fc_1", E, I, why, &w1, &b1); !s) return Fail(s.error());
+            if (Status s = linear(h + "mlp.fc_2", E, I, why, &w2, &b2); !s) return Fail(s.error());
+            w.fc_w = at::cat({w1, w2}, 1);
+            if (b1.defined()) w.fc_b = at::cat({b1, b2}, 0);
+        } else if (Status s = linear(h + "mlp.fc", E, I, why, &w.fc_w, &w.fc_b); !s) {
+            return Fail(s.error());
+        }
+        if (Status s = linear(h + "mlp.proj", I, E, why, &w.mlp_proj_w, &w.mlp_proj_b); !s) return Fail(s.error());
+        auto q = ReadTemperature(reader, c, c.query, l, true);
+        if (!q) return Fail(q.error());
+        auto v = ReadTemperature(reader, c, c.value, l, false);
+        if (!v) return Fail(v.error());
+        w.q = *q;
+        w.v = *v;
+        m.layers.push_back(std::move(w));
+    }
+    if (reader.Find("h." + std::to_string(c.n_layer) + ".norm_1.weight"))
+        return Fail("the file has more layers than the config's n_layer " + std::to_string(c.n_layer));
+    if (Status s = norm("ln_f", "final norm", &m.ln_f_w, &m.ln_f_b); !s) return Fail(s.error());
+    if (Status s = read("lm_head.weight", {V, E}, "output head, padded vocabulary x n_embd", &m.lm_head); !s) return Fail(s.error());
+    if (c.lm_head_bias) {
+        if (Status s = read("lm_head.bias", {V}, "output head bias (lm_head_bias)", &m.lm_head_b); !s) return Fail(s.error());
+    }
+    m.unused_tensors = reader.Unused();
+    return m;
+}
+
 Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const WeightFile& file, at::Device device, at::ScalarType compute) {
     c10::InferenceMode guard;
     TensorReader reader(file, device, compute);
@@ -151,10 +236,17 @@ Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const WeightFile& file, at::Devi
     const int64_t E = c.n_embd, V = c.vocab_size, P = c.n_positions;
     SsaGpt m;
     m.config = c;
+    if (Status s = c.Validate(file.path); !s) return Fail(s.error());
 
     auto wte = reader.Read("wte.weight", {{V, E}}, "token embedding, vocab_size x n_embd");
     if (!wte) return Fail(wte.error());
     m.wte = *wte;
+    if (reader.Find("h.0.attn.attn.weight")) {
+        if (!c.Rope()) return Fail("lit-gpt names (h.0.attn.attn.weight) with a GPT-2 config (learned positions); give the lit_config.json");
+        return LoadLitGpt(c, reader, std::move(m));
+    }
+    if (c.Rope() || c.KvHeads() != c.n_head || c.norm != NormKind::LayerNorm || c.mlp != MlpKind::Gelu || c.parallel_residual)
+        return Fail("the config describes a " + c.family + " model but the tensors have GPT-2's names (no h.0.attn.attn.weight)");
     auto wpe = reader.Read("wpe.weight", {{P, E}}, "position embedding, n_positions x n_embd");
     if (!wpe) return Fail(wpe.error());
     m.wpe = *wpe;
@@ -230,19 +322,49 @@ SsaGpt RandomSsaGpt(const ModelConfig& c, uint64_t seed) {
     auto normal = [&](std::vector<int64_t> shape, double std) { return at::normal(0.0, std, shape, gen); };
     auto ones = [](int64_t n) { return at::ones({n}); };
     auto zeros = [](int64_t n) { return at::zeros({n}); };
-    auto temperature = [&](const TemperatureForm& form) {
+    auto temperature = [&](const TemperatureForm& form, int64_t heads) {
         TemperatureParams p;
-        if (form.position != PositionForm::None) p.pos = normal({H}, 1.0);
+        if (form.position != PositionForm::None) p.pos = normal({heads}, 1.0);
         if (form.token != TokenForm::None) {
             int64_t n = form.token == TokenForm::Shared ? D : E;
-            p.tok_w = normal({H, n}, 1.0 / std::sqrt(static_cast<double>(n)));
-            p.tok_b = normal({H}, 0.5);
+            p.tok_w = normal({heads, n}, 1.0 / std::sqrt(static_cast<double>(n)));
+            p.tok_b = normal({heads}, 0.5);
         }
         return p;
     };
 
     SsaGpt m;
     m.config = c;
+    if (c.Rope()) {  // a lit-gpt family: no learned positions, grouped kv heads, its own norms, MLP and head
+        const int64_t G = c.KvHeads(), I = c.MlpWidth(), L = c.n_layer;
+        const bool layer_norm = c.norm == NormKind::LayerNorm;
+        auto bias = [&](int64_t n) { return c.bias ? zeros(n) : at::Tensor(); };
+        m.layout = "lit-gpt";
+        m.wte = normal({c.vocab_size, E}, 0.02);
+        for (int l = 0; l < L; ++l) {
+            LayerWeights w;
+            w.ln1_w = ones(E);
+            if (layer_norm) w.ln1_b = zeros(E);
+            w.attn_w = at::cat({normal({E, (H + G) * D}, 0.1), normal({E, G * D}, 0.02)}, 1);  // queries and keys sharper, as above
+            w.attn_b = bias((H + 2 * G) * D);
+            w.proj_w = normal({H * D, E}, 0.02 / std::sqrt(2.0 * L)); w.proj_b = bias(E);
+            if (!c.shared_attention_norm) {
+                w.ln2_w = ones(E);
+                if (layer_norm) w.ln2_b = zeros(E);
+            }
+            const int64_t fc = c.mlp == MlpKind::SwiGlu ? 2 * I : I;
+            w.fc_w = normal({E, fc}, 0.02); w.fc_b = bias(fc);
+            w.mlp_proj_w = normal({I, E}, 0.02 / std::sqrt(2.0 * L)); w.mlp_proj_b = bias(E);
+            w.q = temperature(c.query, H);
+            w.v = temperature(c.value, G);
+            m.layers.push_back(std::move(w));
+        }
+        m.ln_f_w = ones(E);
+        if (layer_norm) m.ln_f_b = zeros(E);
+        m.lm_head = normal({c.vocab_size, E}, 0.02);
+        if (c.lm_head_bias) m.lm_head_b = zeros(c.vocab_size);
+        return m;
+    }
     m.layout = "conv1d";
     m.wte = normal({c.vocab_size, E}, 0.02);
     m.wpe = normal({c.n_positions, E}, 0.01);
@@ -256,8 +378,8 @@ SsaGpt RandomSsaGpt(const ModelConfig& c, uint64_t seed) {
         w.ln2_w = ones(E); w.ln2_b = zeros(E);
         w.fc_w = normal({E, 4 * E}, 0.02); w.fc_b = zeros(4 * E);
         w.mlp_proj_w = normal({4 * E, E}, 0.02 / std::sqrt(2.0 * c.n_layer)); w.mlp_proj_b = zeros(E);
-        w.q = temperature(c.query);
-        w.v = temperature(c.value);
+        w.q = temperature(c.query, H);
+        w.v = temperature(c.value, H);
         m.layers.push_back(std::move(w));
     }
     m.ln_f_w = ones(E);
@@ -267,6 +389,57 @@ SsaGpt RandomSsaGpt(const ModelConfig& c, uint64_t seed) {
 }
 
 Status SaveModelFolder(const SsaGpt& m, const std::string& dir) { return SaveModelFolder(m, dir, Dtype::F32); }
+
+namespace {
+
+// A lit-gpt family in lit-gpt's names and Linear layout (the inverse of LoadLitGpt), in
+// model.safetensors, with the complete lit_config.json.
+template <typename Add>
+Status SaveLitFolder(const SsaGpt& m, const std::string& dir, Add& add, const std::vector<TensorToWrite>& tensors) {
+    const ModelConfig& c = m.config;
+    const int64_t H = c.n_head, G = c.KvHeads(), D = c.HeadSize(), Q = H / G, I = c.MlpWidth();
+    auto linear = [&](const std::string& name, const at::Tensor& w, const at::Tensor& b) {
+        add(name + ".weight", w.t());
+        add(name + ".bias", b);
+    };
+    auto ungroup = [&](const at::Tensor& t) {  // [all queries | all keys | all values] -> per kv group [Q queries | key | value]
+        const at::Tensor x = t.dim() == 1 ? t.unsqueeze(0) : t;
+        const int64_t rows = x.size(0);
+        at::Tensor q = x.narrow(1, 0, H * D).reshape({rows, G, Q, D});
+        at::Tensor k = x.narrow(1, H * D, G * D).reshape({rows, G, 1, D});
+        at::Tensor v = x.narrow(1, (H + G) * D, G * D).reshape({rows, G, 1, D});
+        at::Tensor grouped = at::cat({q, k, v}, 2).reshape({rows, (H + 2 * G) * D});
+        return t.dim() == 1 ? grouped.reshape({-1}) : grouped;
+    };
+    add("transformer.wte.weight", m.wte);
+    for (size_t l = 0; l < m.layers.size(); ++l) {
+        const LayerWeights& w = m.layers[l];
+        const std::string h = "transformer.h." + std::to_string(l) + ".";
+        add(h + "norm_1.weight", w.ln1_w);  add(h + "norm_1.bias", w.ln1_b);
+        add(h + "norm_2.weight", w.ln2_w);  add(h + "norm_2.bias", w.ln2_b);
+        linear(h + "attn.attn", ungroup(w.attn_w), w.attn_b.defined() ? ungroup(w.attn_b) : at::Tensor());
+        linear(h + "attn.proj", w.proj_w, w.proj_b);
+        if (c.mlp == MlpKind::SwiGlu) {
+            linear(h + "mlp.fc_1", w.fc_w.narrow(1, 0, I), w.fc_b.defined() ? w.fc_b.narrow(0, 0, I) : at::Tensor());
+            linear(h + "mlp.fc_2", w.fc_w.narrow(1, I, I), w.fc_b.defined() ? w.fc_b.narrow(0, I, I) : at::Tensor());
+        } else {
+            linear(h + "mlp.fc", w.fc_w, w.fc_b);
+        }
+        linear(h + "mlp.proj", w.mlp_proj_w, w.mlp_proj_b);
+        add(h + "attn.ssa_q_pos", w.q.pos);  add(h + "attn.ssa_q_tok.weight", w.q.tok_w);  add(h + "attn.ssa_q_tok.bias", w.q.tok_b);
+        add(h + "attn.ssa_v_pos", w.v.pos);  add(h + "attn.ssa_v_tok.weight", w.v.tok_w);  add(h + "attn.ssa_v_tok.bias", w.v.tok_b);
+    }
+    add("transformer.ln_f.weight", m.ln_f_w);
+    add("transformer.ln_f.bias", m.ln_f_b);
+    add("lm_head.weight", m.lm_head);
+    add("lm_head.bias", m.lm_head_b);
+    std::ofstream config(dir + "/lit_config.json");
+    if (!config) return Fail(dir + "/lit_config.json: cannot write");
+    config << LitConfigToJson(c).dump(2) << "\n";
+    return WriteSafetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
+}
+
+}  // namespace
 
 Status SaveModelFolder(const SsaGpt& m, const std::string& dir, Dtype storage) {
     assert(storage == Dtype::F32 || storage == Dtype::F16);
@@ -278,6 +451,7 @@ Status SaveModelFolder(const SsaGpt& m, const std::string& dir, Dtype storage) {
         keep.push_back(t.detach().to(at::kCPU, type).contiguous());
         tensors.push_back({name, storage, keep.back().sizes().vec(), keep.back().data_ptr()});
     };
+    if (m.config.Rope()) return SaveLitFolder(m, dir, add, tensors);
     add("wte.weight", m.wte);
     add("wpe.weight", m.wpe);
     for (size_t l = 0; l < m.layers.size(); ++l) {

@@ -1,8 +1,10 @@
-// The SSA GPT-2's weights in LibTorch: the tensors of each layer, built from a weights file by
-// their HF names (checked against the config), drawn at random, or written back as a model
-// folder. What runs them is forward.h; finding a model's files on disk is model_folder_torch.h.
-// Tensors are row-major; shapes are given as [dims] comments. E = n_embd, D = head size,
-// H = heads, V = vocabulary, P = positions.
+// An SSA decoder's weights in LibTorch, for every family of SPEC section 7 (GPT-2, Pythia, Llama,
+// Mistral, Llama 3): the tensors of each layer in one layout whatever the file's, built from a
+// weights file by HF GPT-2 / nanoGPT names or lit-gpt names (checked against the config), drawn at
+// random, or written back as a model folder. What runs them is forward.h; finding a model's files
+// on disk is model_folder_torch.h. Tensors are row-major; shapes are given as [dims] comments.
+// E = n_embd, D = head size, H = query heads, G = kv heads, I = MLP width, V = vocabulary,
+// P = positions.
 #pragma once
 
 #include <cstdint>
@@ -17,31 +19,35 @@
 
 namespace model {
 
-// Parameters of one side's temperature; an undefined tensor is an absent term.
+// Parameters of one side's temperature; an undefined tensor is an absent term. N is the side's
+// heads: H for the query, G (the kv heads) for the value.
 struct TemperatureParams {
-    at::Tensor pos;    // p: [] shared by the layer's heads, or [H]
-    at::Tensor tok_w;  // w: [D] or [H, D] (token "shared"), [E] or [H, E] (token "feature")
-    at::Tensor tok_b;  // b: [] or [H]
+    at::Tensor pos;    // p: [] shared by the layer's heads, or [N]
+    at::Tensor tok_w;  // w: [D] or [N, D] (token "shared"), [E] or [N, E] (token "feature")
+    at::Tensor tok_b;  // b: [] or [N]
 };
 
+// Matrices are [in, out] (y = x @ W, HF Conv1D's layout; Linear layouts are transposed on load).
+// An undefined bias is none; norm 1 and 2 are LayerNorm or RMSNorm (no bias) as config.norm says.
 struct LayerWeights {
-    at::Tensor ln1_w, ln1_b;      // [E]
-    at::Tensor attn_w, attn_b;    // [E, 3E] (x @ W, HF Conv1D layout), [3E]
-    at::Tensor proj_w, proj_b;    // [E, E], [E]
-    at::Tensor ln2_w, ln2_b;      // [E]
-    at::Tensor fc_w, fc_b;        // [E, 4E], [4E]
-    at::Tensor mlp_proj_w, mlp_proj_b;  // [4E, E], [E]
-    TemperatureParams q, v;
+    at::Tensor ln1_w, ln1_b;      // norm 1: [E]
+    at::Tensor attn_w, attn_b;    // [E, (H + 2G) D]: the H query heads, then the G key heads, then the G value heads
+    at::Tensor proj_w, proj_b;    // [H D, E], [E]
+    at::Tensor ln2_w, ln2_b;      // norm 2: [E]; undefined with shared_attention_norm
+    at::Tensor fc_w, fc_b;        // [E, I] (GELU MLP) or [E, 2I] (SwiGLU: fc_1 then fc_2), [I] or [2I]
+    at::Tensor mlp_proj_w, mlp_proj_b;  // [I, E], [E]
+    TemperatureParams q, v;       // v: one per kv head
 };
 
 struct SsaGpt {
     ModelConfig config;
     at::Tensor wte;            // [V, E]
-    at::Tensor wpe;            // [P, E]
-    at::Tensor ln_f_w, ln_f_b; // [E]
+    at::Tensor wpe;            // [P, E]; undefined with RoPE
+    at::Tensor ln_f_w, ln_f_b; // [E]; no bias with RMSNorm
     at::Tensor lm_head;        // [V, E]; the same tensor as wte when tied
+    at::Tensor lm_head_b;      // [V] with lm_head_bias, else undefined
     std::vector<LayerWeights> layers;
-    std::string layout;        // "conv1d" (HF) or "linear" (nanoGPT / official code, transposed on load)
+    std::string layout;        // "conv1d" (HF), "linear" (nanoGPT / official GPT-2, transposed on load) or "lit-gpt"
     std::vector<std::string> unused_tensors;  // names in the file the model did not use
     std::string weights_path;    // the file the weights came from
     std::string weights_format;  // "safetensors" or "torch.save"
@@ -61,10 +67,12 @@ struct WeightFile;
 Result<SsaGpt> LoadSsaGpt(const ModelConfig& config, const WeightFile& file, at::Device device, at::ScalarType compute = at::kFloat);
 
 // Random weights with a fixed seed (std 0.02 like GPT-2's init; larger for Q/K and the SSA
-// parameters so maps and temperatures vary). Used for the build's default model and for tests.
+// parameters so maps and temperatures vary), of any family. Used for the build's default model,
+// tests and benchmarks.
 SsaGpt RandomSsaGpt(const ModelConfig& config, uint64_t seed);
-// Writes the weights as model.safetensors (HF names and layout) plus config.json into `dir`;
-// `storage` F16 halves the file (weights are float32 again once loaded).
+// Writes the weights into `dir`: GPT-2 as model.safetensors in HF names and layout plus
+// config.json; the other families as model.safetensors in lit-gpt's names and layout plus a
+// complete lit_config.json. `storage` F16 halves the file (weights are float32 again once loaded).
 Status SaveModelFolder(const SsaGpt& model, const std::string& dir, Dtype storage);
 Status SaveModelFolder(const SsaGpt& model, const std::string& dir);
 
