@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/export/export.h"
+#include "app/export/flags.h"
 #include "app/export/session.h"
 
 namespace {
