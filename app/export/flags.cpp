@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include "app/core/examples.h"
 #include "model/io/files.h"
@@ -777,12 +778,24 @@ std::string UsageLine(Command command, const std::string& lead) {
     return Wrap(head + " ", items, head.size() + 1);
 }
 
-const char* kNotes =
+// "  --model DIR     a model folder ...": a flag and its help, the help wrapped in its column.
+std::string FlagLine(const Flag& f) {
+    constexpr size_t kColumn = 32;
+    std::string names = "  ";
+    for (size_t k = f.names.size(); k-- > 1;) names += f.names[k] + ", ";  // "-h, --help"
+    names += Spelled(f);
+    std::string out;
+    if (names.size() + 2 > kColumn) {
+        out = names + "\n";
+        names.clear();
+    }
+    return out + Wrap(names + std::string(kColumn - names.size(), ' '), Words(f.help), kColumn);
+}
+
+const char* kModelNote =
     "--model takes a folder (config.json + model.safetensors or pytorch_model.bin, or a lone checkpoint) or a torch.save checkpoint "
-    "file (.pt / .pth / .bin / .ckpt). Without config.json the shape comes from the tensors; these say what they cannot: [--n-head N] "
-    "[--query-form POSITION,TOKEN[,COMBINE]] [--value-form ...] [--activation gelu|gelu_new] (POSITION: sigmoid|exp_exp|linear|none, "
-    "TOKEN: shared|feature|none, COMBINE: sum|product).";
-const char* kDtypeNote = "--dtype f32|bf16|f16: what the forward pass computes in (default f32; f16 needs CUDA); maps are float32 either way.";
+    "file (.pt / .pth / .bin / .ckpt); without config.json the shape comes from the tensors. Every command that opens a model, and "
+    "the window, also takes:";
 const char* kExitCodes = "exit codes: 0 ok, 1 failure, 2 usage error, 3 bad model or input file\n";
 
 }  // namespace
@@ -793,8 +806,9 @@ std::string UsageText() {
         out += UsageLine(c.command, c.command == Command::Window ? "usage: " : "       ");
         out += Wrap("         ", Words(c.summary), 9);
     }
-    out += Wrap("", Words(kNotes), 0);
-    out += Wrap("", Words(kDtypeNote), 0);
+    out += Wrap("", Words(kModelNote), 0);
+    for (const Flag* f : FlagsOf(Command::Info))
+        if (!f->in_synopsis && f->names[0] != "--help") out += FlagLine(*f);  // --dtype and the checkpoint's hints
     out += Wrap("", Words("ssaviz COMMAND --help lists a command's flags and what each does (ssaviz help window: the window's)."), 0);
     return out + kExitCodes;
 }
@@ -802,17 +816,7 @@ std::string UsageText() {
 std::string CommandHelp(Command command) {
     std::string out = UsageLine(command, "usage: ");
     out += Wrap("", Words(Spec(command).summary), 0) + "\n";
-    constexpr size_t kColumn = 32;  // where the flags' help starts
-    for (const Flag* f : FlagsOf(command)) {
-        std::string names = "  ";
-        for (size_t k = f->names.size(); k-- > 1;) names += f->names[k] + ", ";  // "-h, --help"
-        names += Spelled(*f);
-        if (names.size() + 2 > kColumn) {
-            out += names + "\n";
-            names.clear();
-        }
-        out += Wrap(names + std::string(kColumn - names.size(), ' '), Words(f->help), kColumn);
-    }
+    for (const Flag* f : FlagsOf(command)) out += FlagLine(*f);
     return out + "\n" + kExitCodes;
 }
 
