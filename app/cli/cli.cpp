@@ -1,3 +1,14 @@
+// The subcommands info, tokenize, export, generate and init-random, and the dispatch that parses
+// every command's flags (the window's too) with the table of app/export/flags.h. train and eval
+// are in cli_train.cpp.
+//
+// Index:
+//   [SECTION] What the commands share: the model, the text
+//   [SECTION] info, tokenize
+//   [SECTION] export (and --batch)
+//   [SECTION] generate
+//   [SECTION] init-random
+//   [SECTION] Dispatch, and the window's options
 #include "app/cli/cli.h"
 #include "app/cli/cli_common.h"
 
@@ -8,11 +19,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
-#include <tuple>
 
 #include <unistd.h>
 
@@ -20,6 +29,7 @@
 
 #include "app/core/examples.h"
 #include "app/export/export.h"
+#include "app/export/flags.h"
 #include "app/export/head_summary.h"
 #include "app/export/session.h"
 #include "model/nn/analysis.h"
@@ -31,40 +41,9 @@ using nlohmann::json;
 
 namespace {
 
-const char* kUsage =
-    "usage: ssaviz [--model DIR] [--text STR | --text-file F] [--truncate] [--session FILE] [--device auto|cpu|cuda]\n"
-    "              [--show export|help|demo|heads|matrix|temperatures|table|sparsity|next-token|what-ifs] [--continue N] [--rank-heads] [--example english|graph|passkey] [--screenshot PNG [--frames N]] [--window WxH]\n"
-    "       ssaviz info     [--model DIR] [--json] [--device D]\n"
-    "       ssaviz tokenize [--model DIR] (--text STR | --text-file F) [--json] [--truncate]\n"
-    "       ssaviz export   [--model DIR] (--text STR | --text-file F [--batch]) --out DIR\n"
-    "                       [--layers all|0,2] [--heads all|1,3] [--format json,npy,csv,png,svg,html (default: all but csv)]\n"
-    "                       [--maps ssa,vanilla,diff] [--colormap viridis|magma] [--log] [--size PX]\n"
-    "                       [--highlight tau_q|tau_v|entropy|spikiness|sink_mass|loss|loss_compare|loss_delta]\n"
-    "                       [--highlight-scope model|L|L,H] [--ablate L:H[,L:*,L:H=pos|tok|xS]]\n"
-    "                       [--compare vanilla|local|unedited|DIR] [--device auto|cpu|cuda] [--sink-eps 0.3] [--truncate]\n"
-    "         --compare vanilla: tau = 1 in every layer (a second forward pass); local: tau = 1 in each layer alone,\n"
-    "         on the SSA model's own q and k; unedited: the model without the --ablate what-ifs; DIR: a trained twin\n"
-    "         --ablate: what-ifs on the SSA side: L:H sets head H of layer L to tau = 1 (L:* every head of L);\n"
-    "         =pos keeps only tau_q's position term, =tok only its token term, =xS scales tau_q - 1 by S\n"
-    "         --batch: F holds several texts, one per line, or JSON lines {\"name\": ..., \"text\": ...};\n"
-    "         each gets a sub-folder of --out, and summary.csv / summary.json compare them\n"
-    "       ssaviz generate [--model DIR] (--text STR | --text-file F) --tokens N [--temperature X] [--top-k K]\n"
-    "                       [--seed S] [--ablate ...] [--json]   prints the continuation: greedy at --temperature 0\n"
-    "                       (the default), else sampled from softmax(logits / X) over the K most likely\n"
-    "       ssaviz init-random --out DIR [--seed N] [--tokenizer DIR] [--layers N] [--heads N] [--embd N] [--positions N]\n"
-    "       ssaviz train    --out DIR [--task text|graph|passkey] [--data PATH[,PATH]] [--tokenizer DIR | --vocab N]\n"
-    "                       [--layers N] [--heads N] [--width N] [--context N] [--query-form sigmoid,shared,sum]\n"
-    "                       [--value-form none,feature,sum] [--steps N] [--batch N] [--seq-len N] [--lr X] [--warmup N]\n"
-    "                       [--weight-decay X] [--seed N] [--eval-every N] [--checkpoint-every N] [--resume] [--no-twin]\n"
-    "                       [--freeze-positions | --learn-positions] [--save-dtype f32|f16] [--threads N]\n"
-    "         trains an SSA model and its vanilla twin on the same batches: DIR/ssa, DIR/vanilla, DIR/checkpoint\n"
-    "       ssaviz eval     --model DIR [--data PATH] [--json]   re-scores a trained model on its task (from train.json)\n"
-    "--model takes a folder (config.json + model.safetensors or pytorch_model.bin, or a lone checkpoint) or a\n"
-    "torch.save checkpoint file (.pt / .pth / .bin / .ckpt). Without config.json the shape comes from the tensors;\n"
-    "these say what they cannot: [--n-head N] [--query-form POSITION,TOKEN[,COMBINE]] [--value-form ...]\n"
-    "[--activation gelu|gelu_new]   (POSITION: sigmoid|exp_exp|linear|none, TOKEN: shared|feature|none, COMBINE: sum|product)\n"
-    "--dtype f32|bf16|f16: what the forward pass computes in (default f32; f16 needs CUDA); maps are float32 either way\n"
-    "exit codes: 0 ok, 1 failure, 2 usage error, 3 bad model or input file\n";
+//-----------------------------------------------------------------------------
+// [SECTION] What the commands share: the model, the text
+//-----------------------------------------------------------------------------
 
 std::string Format(const char* format, double value) {
     char buf[64];
@@ -72,46 +51,25 @@ std::string Format(const char* format, double value) {
     return buf;
 }
 
-std::string ModelDir(const Flags& flags) {
-    if (flags.Has("--model")) return flags.Get("--model");
+std::string ModelDir(const CommandOptions& o) {
+    if (o.model_dir) return *o.model_dir;
     std::string dir = DefaultModelDir();
     if (dir.empty()) throw Failure{kExitBadInput, "no --model given and no bundled default model found (set SSAVIZ_MODEL)"};
     return dir;
 }
 
-std::string ReadText(const Flags& flags) {
-    if (flags.Has("--text") && flags.Has("--text-file")) throw Failure{kExitUsage, "give --text or --text-file, not both"};
-    if (flags.Has("--text")) return flags.Get("--text");
-    if (!flags.Has("--text-file")) throw Failure{kExitUsage, "needs --text STR or --text-file F"};
-    auto text = model::ReadFile(flags.Get("--text-file"), model::kMaxTextFileBytes);
+std::string ReadText(const CommandOptions& o) {
+    if (o.text && o.text_file) throw Failure{kExitUsage, "give --text or --text-file, not both"};
+    if (o.text) return *o.text;
+    if (!o.text_file) throw Failure{kExitUsage, "needs --text STR or --text-file F"};
+    auto text = model::ReadFile(*o.text_file, model::kMaxTextFileBytes);
     if (!text) throw Failure{kExitBadInput, "--text-file: " + text.error()};
     return std::move(*text);
 }
 
-// What a checkpoint without config.json cannot tell about itself.
-model::ConfigHints ConfigHints(const Flags& flags) {
-    model::ConfigHints hints;
-    if (flags.Has("--n-head")) hints.n_head = ParsePositive(flags, "--n-head", 0);
-    for (const char* flag : {"--query-form", "--value-form"}) {
-        if (!flags.Has(flag)) continue;
-        auto form = model::ParseFormSpec(flags.Get(flag));
-        if (!form) throw Failure{kExitUsage, std::string(flag) + ": " + form.error()};
-        (std::string(flag) == "--query-form" ? hints.query : hints.value) = *form;
-    }
-    if (flags.Has("--activation")) {
-        const std::string a = flags.Get("--activation");
-        if (a != "gelu" && a != "gelu_new") throw Failure{kExitUsage, "--activation '" + a + "' is not gelu or gelu_new"};
-        hints.activation = a == "gelu" ? model::Activation::Gelu : model::Activation::GeluNew;
-    }
-    return hints;
-}
-
-std::unique_ptr<model::Engine> OpenEngine(const Flags& flags) {
-    std::string device = flags.Get("--device", "auto");
-    if (device != "auto" && device != "cpu" && device != "cuda")
-        throw Failure{kExitUsage, "--device '" + device + "' is not one of auto, cpu, cuda"};
+std::unique_ptr<model::Engine> OpenEngine(const CommandOptions& o) {
     if (const int threads = model::ComputeThreadsFromEnvironment(0)) model::SetComputeThreads(threads);
-    auto engine = model::Engine::Open(ModelDir(flags), device, ConfigHints(flags), flags.Get("--dtype", "f32"));
+    auto engine = model::Engine::Open(ModelDir(o), o.device.value_or("auto"), o.hints, o.dtype);
     if (!engine) {
         bool device_problem = engine.error().rfind("--device", 0) == 0 || engine.error().rfind("--dtype", 0) == 0;
         throw Failure{device_problem ? kExitUsage : kExitBadInput, engine.error()};
@@ -119,8 +77,8 @@ std::unique_ptr<model::Engine> OpenEngine(const Flags& flags) {
     return std::move(*engine);
 }
 
-model::Tokenization Tokenize(const model::Engine& engine, const std::string& text, const Flags& flags) {
-    auto tokens = engine.Tokenize(text, flags.Has("--truncate"));
+model::Tokenization Tokenize(const model::Engine& engine, const std::string& text, const CommandOptions& o) {
+    auto tokens = engine.Tokenize(text, o.truncate);
     if (!tokens) {
         const bool too_long = tokens.error().find("longer than the model's context") != std::string::npos;
         throw Failure{kExitBadInput, tokens.error() + (too_long ? "; pass --truncate to run it" : "")};
@@ -128,31 +86,23 @@ model::Tokenization Tokenize(const model::Engine& engine, const std::string& tex
     return std::move(*tokens);
 }
 
-// "all" or a comma list of indices below `count`.
-std::vector<int> ParseIndexList(const std::string& flag, const std::string& spec, int count, const char* what) {
-    std::vector<int> out;
-    if (spec == "all") {
-        for (int i = 0; i < count; ++i) out.push_back(i);
-        return out;
-    }
-    std::stringstream ss(spec);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-        char* end = nullptr;
-        long v = std::strtol(item.c_str(), &end, 10);
-        if (item.empty() || *end != '\0') throw Failure{kExitUsage, flag + ": '" + item + "' is not a number (expected all or a list like 0,2)"};
-        if (v < 0 || v >= count)
-            throw Failure{kExitUsage, flag + ": " + what + " " + std::to_string(v) + " is out of range (the model has " + std::to_string(count) + ")"};
-        out.push_back(static_cast<int>(v));
-    }
-    if (out.empty()) throw Failure{kExitUsage, flag + " is empty"};
-    return out;
+// --ablate, checked against the model's shape.
+void SetInterventions(model::Engine* engine, const CommandOptions& o) {
+    if (!o.ablate) return;
+    const model::ModelConfig& c = engine->Info().config;
+    auto edits = model::ParseInterventions(*o.ablate, c.n_layer, c.n_head);
+    if (!edits) throw Failure{kExitUsage, edits.error()};
+    if (auto s = engine->SetInterventions(std::move(*edits)); !s) throw Failure{kExitUsage, s.error()};
 }
 
-int CmdInfo(const Flags& flags) {
-    auto engine = OpenEngine(flags);
+//-----------------------------------------------------------------------------
+// [SECTION] info, tokenize
+//-----------------------------------------------------------------------------
+
+int CmdInfo(const CommandOptions& o) {
+    auto engine = OpenEngine(o);
     const model::ModelInfo& info = engine->Info();
-    if (flags.Has("--json")) {
+    if (o.json) {
         std::printf("%s\n", InfoToJson(info).dump(2).c_str());
         return kExitOk;
     }
@@ -173,11 +123,11 @@ int CmdInfo(const Flags& flags) {
     return kExitOk;
 }
 
-int CmdTokenize(const Flags& flags) {
-    std::string text = ReadText(flags);
-    auto engine = OpenEngine(flags);
-    model::Tokenization tokens = Tokenize(*engine, text, flags);
-    if (flags.Has("--json")) {
+int CmdTokenize(const CommandOptions& o) {
+    std::string text = ReadText(o);
+    auto engine = OpenEngine(o);
+    model::Tokenization tokens = Tokenize(*engine, text, o);
+    if (o.json) {
         std::printf("%s\n", TokensToJson(text, tokens).dump(1, ' ', false, json::error_handler_t::replace).c_str());
         return kExitOk;
     }
@@ -191,77 +141,18 @@ int CmdTokenize(const Flags& flags) {
     return kExitOk;
 }
 
-// Everything of `export` but the text and the heads (which need the model): formats, maps, figures.
-ExportOptions ParseExportOptions(const Flags& flags) {
-    ExportOptions options;
-    options.out_dir = flags.Get("--out");
-    ClearExportFormats(&options);
-    std::stringstream formats(flags.Get("--format", "json,npy,png,svg,html"));
-    std::string f;
-    while (std::getline(formats, f, ','))
-        if (!EnableExportFormat(&options, f))
-            throw Failure{kExitUsage, "--format: unknown format '" + f + "' (expected " + kExportFormatList + ")"};
-    if (flags.Has("--maps")) {
-        options.maps.clear();
-        std::stringstream maps(flags.Get("--maps"));
-        while (std::getline(maps, f, ',')) {
-            auto mode = ParseMapMode(f);
-            if (!mode) throw Failure{kExitUsage, "--maps: unknown map '" + f + "' (expected ssa, vanilla, diff)"};
-            options.maps.push_back(*mode);
-        }
-        if (options.maps.empty()) throw Failure{kExitUsage, "--maps is empty"};
-    }
-    FigureSettings& fig = options.figures;
-    if (flags.Has("--colormap")) {
-        auto map = ParseColormap(flags.Get("--colormap"));
-        if (!map) throw Failure{kExitUsage, "--colormap '" + flags.Get("--colormap") + "' is not one of viridis, magma, diverging"};
-        fig.colormap = *map;
-    }
-    fig.log_scale = flags.Has("--log");
-    if (flags.Has("--size")) {
-        const std::string text = flags.Get("--size");  // Get returns a copy: keep it alive for *end
-        char* end = nullptr;
-        long v = std::strtol(text.c_str(), &end, 10);
-        if (*end != '\0' || v < 16 || v > kMaxMapSize)
-            throw Failure{kExitUsage, "--size must be a heatmap side of 16 to " + std::to_string(kMaxMapSize) + " pixels"};
-        fig.map_size = static_cast<int>(v);
-    }
-    if (flags.Has("--highlight")) {
-        auto color = ParseTokenColor(flags.Get("--highlight"));
-        if (!color) throw Failure{kExitUsage, "--highlight '" + flags.Get("--highlight") + "' is not one of tau_q, tau_v, entropy, spikiness, sink_mass, tau_q_position, tau_q_token"};
-        fig.highlight = *color;
-    }
-    if (flags.Has("--sink-eps")) {
-        const std::string text = flags.Get("--sink-eps");
-        char* end = nullptr;
-        options.sink_epsilon = std::strtof(text.c_str(), &end);
-        if (*end != '\0' || !(options.sink_epsilon > 0 && options.sink_epsilon < 1))
-            throw Failure{kExitUsage, "--sink-eps must be a number in (0, 1)"};
-    }
-    return options;
-}
+//-----------------------------------------------------------------------------
+// [SECTION] export (and --batch)
+//-----------------------------------------------------------------------------
 
-// --highlight-scope model | L (layer L's mean) | L,H (one head), checked against the model.
-void ParseHighlightScope(const std::string& spec, const model::ModelConfig& c, FigureSettings* fig) {
-    if (spec == "model") {
-        fig->highlight_scope = TokenScope::ModelMean;
-        return;
-    }
-    std::vector<int> parts;
-    std::stringstream ss(spec);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-        char* end = nullptr;
-        long v = std::strtol(item.c_str(), &end, 10);
-        if (item.empty() || *end != '\0' || v < 0) parts.push_back(-1);
-        else parts.push_back(static_cast<int>(std::min<long>(v, 1 << 20)));
-    }
-    const bool shape_ok = (parts.size() == 1 || parts.size() == 2) && std::all_of(parts.begin(), parts.end(), [](int v) { return v >= 0; });
-    if (!shape_ok) throw Failure{kExitUsage, "--highlight-scope '" + spec + "' is not model, a layer (2) or a layer,head (2,1)"};
-    if (parts[0] >= c.n_layer) throw Failure{kExitUsage, "--highlight-scope: layer " + std::to_string(parts[0]) + " is out of range (the model has " + std::to_string(c.n_layer) + ")"};
-    if (parts.size() == 2 && parts[1] >= c.n_head) throw Failure{kExitUsage, "--highlight-scope: head " + std::to_string(parts[1]) + " is out of range (the model has " + std::to_string(c.n_head) + ")"};
-    fig->highlight_scope = parts.size() == 1 ? TokenScope::LayerMean : TokenScope::Head;
-    fig->highlight_head = {parts[0], parts.size() == 2 ? parts[1] : 0};
+// --highlight-scope's layer and head, against the model.
+void CheckHighlightScope(const FigureSettings& fig, const model::ModelConfig& c) {
+    if (fig.highlight_scope == TokenScope::ModelMean) return;
+    const HeadRef h = fig.highlight_head;
+    if (h.layer >= c.n_layer)
+        throw Failure{kExitUsage, "--highlight-scope: layer " + std::to_string(h.layer) + " is out of range (the model has " + std::to_string(c.n_layer) + ")"};
+    if (fig.highlight_scope == TokenScope::Head && h.head >= c.n_head)
+        throw Failure{kExitUsage, "--highlight-scope: head " + std::to_string(h.head) + " is out of range (the model has " + std::to_string(c.n_head) + ")"};
 }
 
 struct BatchText {
@@ -353,37 +244,32 @@ json SummaryRow(const BatchText& t, const model::Analysis& a, float eps) {
                 {"loss_compare", model::MeanLoss(a.loss_compare)}};
 }
 
-int CmdExport(const Flags& flags) {
-    if (!flags.Has("--out")) throw Failure{kExitUsage, "export needs --out DIR"};
-    if (flags.Has("--batch") && !flags.Has("--text-file")) throw Failure{kExitUsage, "--batch needs --text-file F"};
-    ExportOptions options = ParseExportOptions(flags);
+int CmdExport(const CommandOptions& o) {
+    if (o.batch && !o.text_file) throw Failure{kExitUsage, "--batch needs --text-file F"};
+    ExportOptions options = o.export_options;
+    options.out_dir = o.out;
     if (auto s = CheckExportFolder(options.out_dir); !s) throw Failure{kExitUsage, "--out: " + s.error()};
-    std::string text = ReadText(flags);
-    std::vector<BatchText> texts = flags.Has("--batch") ? ReadBatch(flags.Get("--text-file"), text) : std::vector<BatchText>{{"", text, 0}};
-    auto engine = OpenEngine(flags);
+    std::string text = ReadText(o);
+    std::vector<BatchText> texts = o.batch ? ReadBatch(*o.text_file, text) : std::vector<BatchText>{{"", text, 0}};
+    auto engine = OpenEngine(o);
     const model::ModelConfig& c = engine->Info().config;
-    options.layers = ParseIndexList("--layers", flags.Get("--layers", "all"), c.n_layer, "layer");
-    options.heads = ParseIndexList("--heads", flags.Get("--heads", "all"), c.n_head, "head");
-    if (flags.Has("--highlight-scope")) ParseHighlightScope(flags.Get("--highlight-scope"), c, &options.figures);
+    if (auto s = ResolveExportHeads(&options, c.n_layer, c.n_head); !s) throw Failure{kExitUsage, s.error()};
+    CheckHighlightScope(options.figures, c);
     // vanilla: the tau = 1 counterfactual (a whole second forward pass); local: tau = 1 layer by
     // layer on the SSA model's own q and k; anything else: a twin model's folder (./local for a
     // folder of that name).
     // unedited: the SSA model without the --ablate what-ifs, so differences are theirs alone.
-    std::string compare = flags.Get("--compare", "vanilla");
+    const std::string& compare = o.compare;
     if (compare == "local" || compare == "unedited") {
         const auto kind = compare == "local" ? model::Comparison::LayerLocal : model::Comparison::Unedited;
         if (auto s = engine->SetComparison(kind); !s) throw Failure{kExitFailure, s.error()};
     } else if (compare != "vanilla") {
-        if (auto s = engine->OpenTwin(compare, ConfigHints(flags)); !s) throw Failure{kExitBadInput, s.error()};
+        if (auto s = engine->OpenTwin(compare, o.hints); !s) throw Failure{kExitBadInput, s.error()};
     }
-    if (flags.Has("--ablate")) {
-        auto edits = model::ParseInterventions(flags.Get("--ablate"), c.n_layer, c.n_head);
-        if (!edits) throw Failure{kExitUsage, edits.error()};
-        if (auto s = engine->SetInterventions(std::move(*edits)); !s) throw Failure{kExitUsage, s.error()};
-    }
+    SetInterventions(engine.get(), o);
 
-    if (!flags.Has("--batch")) {
-        model::Tokenization tokens = Tokenize(*engine, text, flags);
+    if (!o.batch) {
+        model::Tokenization tokens = Tokenize(*engine, text, o);
         auto analysis = engine->Analyze(tokens);
         if (!analysis) throw Failure{kExitFailure, analysis.error()};
         ProgressBar bar("export");
@@ -405,7 +291,7 @@ int CmdExport(const Flags& flags) {
     for (size_t k = 0; k < texts.size(); ++k) {
         const BatchText& t = texts[k];
         bar.Update(k, texts.size(), t.name);
-        auto tokens = engine->Tokenize(t.text, flags.Has("--truncate"));
+        auto tokens = engine->Tokenize(t.text, o.truncate);
         std::string error = tokens ? "" : tokens.error();
         if (tokens) {
             auto analysis = engine->Analyze(*tokens);
@@ -419,7 +305,7 @@ int CmdExport(const Flags& flags) {
             }
         }
         if (!error.empty()) {
-            std::fprintf(stderr, "%sssaviz: %s line %d (%s): %s\n", isatty(fileno(stderr)) ? "\n" : "", flags.Get("--text-file").c_str(),
+            std::fprintf(stderr, "%sssaviz: %s line %d (%s): %s\n", isatty(fileno(stderr)) ? "\n" : "", o.text_file->c_str(),
                          t.line, t.name.c_str(), error.c_str());
             failures.push_back({{"name", t.name}, {"line", t.line}, {"error", error}});
         }
@@ -455,36 +341,22 @@ int CmdExport(const Flags& flags) {
     return failures.empty() ? kExitOk : kExitBadInput;
 }
 
-// A finite number, from a flag: a one-line usage error otherwise.
-double ParseNumber(const Flags& flags, const std::string& flag, double fallback, double lo, double hi) {
-    if (!flags.Has(flag)) return fallback;
-    const std::string text = flags.Get(flag);
-    char* end = nullptr;
-    const double v = std::strtod(text.c_str(), &end);
-    if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v < lo || v > hi)
-        throw Failure{kExitUsage, flag + " '" + model::EscapeForMessage(text, 40) + "' is not a number from " + Format("%g", lo) + " to " +
-                                      Format("%g", hi)};
-    return v;
-}
+//-----------------------------------------------------------------------------
+// [SECTION] generate
+//-----------------------------------------------------------------------------
 
-int CmdGenerate(const Flags& flags) {
-    if (!flags.Has("--tokens")) throw Failure{kExitUsage, "generate needs --tokens N"};
-    const int count = static_cast<int>(ParseNumber(flags, "--tokens", 0, 1, 100000));
-    if (std::to_string(count) != flags.Get("--tokens")) throw Failure{kExitUsage, "--tokens '" + model::EscapeForMessage(flags.Get("--tokens"), 40) + "' is not a whole number"};
-    const float temperature = static_cast<float>(ParseNumber(flags, "--temperature", 0, 0, 1000));
-    const int top_k = static_cast<int>(ParseNumber(flags, "--top-k", 0, 0, 1e9));
-    uint64_t rng = static_cast<uint64_t>(ParseNumber(flags, "--seed", 1234, 0, 9007199254740992.0));
-    const std::string text = ReadText(flags);
-    auto engine = OpenEngine(flags);
+int CmdGenerate(const CommandOptions& o) {
+    const int count = o.generate.tokens;
+    const float temperature = o.generate.temperature;
+    const int top_k = o.generate.top_k;
+    uint64_t rng = o.generate.seed;
+    const std::string text = ReadText(o);
+    auto engine = OpenEngine(o);
     const model::ModelConfig& c = engine->Info().config;
-    if (flags.Has("--ablate")) {
-        auto edits = model::ParseInterventions(flags.Get("--ablate"), c.n_layer, c.n_head);
-        if (!edits) throw Failure{kExitUsage, edits.error()};
-        if (auto s = engine->SetInterventions(std::move(*edits)); !s) throw Failure{kExitUsage, s.error()};
-    }
+    SetInterventions(engine.get(), o);
     // Only the SSA side is needed: the layer-local comparison runs no forward pass of its own.
     if (auto s = engine->SetComparison(model::Comparison::LayerLocal); !s) throw Failure{kExitFailure, s.error()};
-    model::Tokenization tokens = Tokenize(*engine, text, flags);
+    model::Tokenization tokens = Tokenize(*engine, text, o);
     const size_t prompt = tokens.ids.size(), vocab = engine->tokenizer().VocabSize();
     std::vector<int32_t> generated;
     ProgressBar bar("generate");
@@ -501,7 +373,7 @@ int CmdGenerate(const Flags& flags) {
         bar.Update(n + 1, count, "");
     }
     const std::string continuation = engine->tokenizer().Decode(generated);
-    if (flags.Has("--json")) {
+    if (o.json) {
         std::printf("%s\n", json{{"prompt_tokens", prompt}, {"ids", generated}, {"text", continuation}, {"temperature", temperature},
                                  {"top_k", top_k}, {"interventions", model::FormatInterventions(engine->interventions())}}
                                 .dump(-1, ' ', false, json::error_handler_t::replace)
@@ -513,13 +385,17 @@ int CmdGenerate(const Flags& flags) {
     return kExitOk;
 }
 
-int CmdInitRandom(const Flags& flags) {
-    if (!flags.Has("--out")) throw Failure{kExitUsage, "init-random needs --out DIR"};
+//-----------------------------------------------------------------------------
+// [SECTION] init-random
+//-----------------------------------------------------------------------------
+
+int CmdInitRandom(const CommandOptions& o) {
+    const NewModelOptions& m = o.new_model;
     model::ModelConfig c;
-    c.n_layer = ParsePositive(flags, "--layers", 4);
-    c.n_head = ParsePositive(flags, "--heads", 4);
-    c.n_embd = ParsePositive(flags, "--embd", 128);
-    c.n_positions = ParsePositive(flags, "--positions", 1024);
+    c.n_layer = m.layers.value_or(4);
+    c.n_head = m.heads.value_or(4);
+    c.n_embd = m.embd;
+    c.n_positions = m.positions;
     if (c.n_embd % c.n_head != 0) throw Failure{kExitUsage, "--embd must be divisible by --heads"};
     // What `info` accepts (config.json's own limits), and what fits in memory: refused before anything is built.
     if (c.n_layer > 1024 || c.n_head > 1024) throw Failure{kExitUsage, "--layers and --heads must be at most 1024"};
@@ -531,123 +407,74 @@ int CmdInitRandom(const Flags& flags) {
     // The paper's recipe: query temperature from position and token, value temperature from token.
     c.query = {model::PositionForm::Sigmoid, model::TokenForm::Shared, model::Combine::Sum};
     c.value = {model::PositionForm::None, model::TokenForm::Feature, model::Combine::Sum};
-    uint64_t seed = static_cast<uint64_t>(ParsePositive(flags, "--seed", 1234));
-    std::string tokenizer = flags.Get("--tokenizer", "assets/tokenizers/gpt2");
-    if (auto s = model::WriteRandomModel(c, seed, tokenizer, flags.Get("--out")); !s) throw Failure{kExitBadInput, s.error()};
+    const uint64_t seed = m.seed.value_or(1234);
+    const std::string tokenizer = m.tokenizer.value_or("assets/tokenizers/gpt2");
+    if (auto s = model::WriteRandomModel(c, seed, tokenizer, o.out); !s) throw Failure{kExitBadInput, s.error()};
     return kExitOk;
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] Dispatch, and the window's options
+//-----------------------------------------------------------------------------
+
+// The command as typed (for records): each argument shell-quoted when it needs it.
+std::string TypedCommandLine(const std::vector<std::string>& args) {
+    std::string typed = "ssaviz";
+    for (size_t i = 1; i < args.size(); ++i) {
+        const bool quote = args[i].find_first_of(" \t'\"$") != std::string::npos;
+        typed += " " + (quote ? "'" + args[i] + "'" : args[i]);
+    }
+    return typed;
+}
+
+// The window's start: its own flags, and the model and text from the flags, else the session's.
+void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional<Session>* session) {
+    *launch = o.window;
+    if (!launch->session_path.empty()) {
+        auto loaded = LoadSession(launch->session_path);
+        if (!loaded) throw Failure{kExitBadInput, loaded.error()};
+        *session = std::move(*loaded);
+    }
+    const Session* s = *session ? &**session : nullptr;
+    // The command line wins over the session: --model, --device and --text replace its own.
+    launch->model_dir = s && !o.model_dir && !s->model_dir.empty() ? s->model_dir : ModelDir(o);
+    launch->device = o.device.value_or(s ? s->device : "auto");
+    launch->hints = o.hints;
+    launch->dtype = o.dtype;
+    if (s && !o.text && !o.text_file) launch->text = s->text;
+    if (!launch->export_to.empty() && !s) throw Failure{kExitUsage, "--export-to needs --session FILE (its export settings)"};
+    if (o.text || o.text_file) launch->text = ReadText(o);
+    launch->truncate = o.truncate || (s && s->truncate);
 }
 
 }  // namespace
 
-int RunCommandLine(const std::vector<std::string>& args, GuiOptions* gui) {
-    const std::set<std::string> model_flags = {"--model", "--device", "--dtype", "--n-head", "--query-form", "--value-form", "--activation"};
+int RunCommandLine(const std::vector<std::string>& args, LaunchOptions* launch, std::optional<Session>* session) {
     try {
-        std::string command = args.size() > 1 ? args[1] : "";
-        auto with = [&](std::set<std::string> extra) {
-            extra.insert(model_flags.begin(), model_flags.end());
-            return extra;
-        };
-        if (command == "info") {
-            Flags flags(args, 2, with({}), {"--json"});
-            if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
-            return CmdInfo(flags);
+        const std::string name = args.size() > 1 ? args[1] : "";
+        if (name == "help" || name == "--help" || name == "-h") {
+            if (args.size() <= 2 || name != "help") return std::printf("%s", UsageText().c_str()), kExitOk;
+            const auto about = FindCommand(args[2]);
+            if (!about) throw Failure{kExitUsage, "unknown command '" + args[2] + "'"};
+            return std::printf("%s", CommandHelp(*about).c_str()), kExitOk;
         }
-        if (command == "tokenize") {
-            Flags flags(args, 2, with({"--text", "--text-file"}), {"--json", "--truncate"});
-            if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
-            return CmdTokenize(flags);
+        const bool window = name.empty() || name.rfind("--", 0) == 0;
+        const std::optional<Command> command = window ? std::optional(Command::Window) : FindCommand(name);
+        if (!command || (!window && *command == Command::Window)) throw Failure{kExitUsage, "unknown command '" + name + "'"};
+        CommandOptions o;
+        if (auto s = ParseFlags(*command, args, window ? 1 : 2, &o); !s) throw Failure{kExitUsage, s.error()};
+        if (o.help) return std::printf("%s", window ? UsageText().c_str() : CommandHelp(*command).c_str()), kExitOk;
+        switch (*command) {
+            case Command::Info: return CmdInfo(o);
+            case Command::Tokenize: return CmdTokenize(o);
+            case Command::Export: return CmdExport(o);
+            case Command::Generate: return CmdGenerate(o);
+            case Command::InitRandom: return CmdInitRandom(o);
+            case Command::Train: return CmdTrain(o, TypedCommandLine(args));
+            case Command::Eval: return CmdEval(o);
+            case Command::Window: break;
         }
-        if (command == "export") {
-            Flags flags(args, 2,
-                        with({"--text", "--text-file", "--out", "--layers", "--heads", "--format", "--compare", "--sink-eps", "--maps",
-                              "--colormap", "--size", "--highlight", "--highlight-scope", "--ablate"}),
-                        {"--truncate", "--log", "--batch"});
-            if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
-            return CmdExport(flags);
-        }
-        if (command == "generate") {
-            Flags flags(args, 2, with({"--text", "--text-file", "--tokens", "--temperature", "--top-k", "--seed", "--ablate"}),
-                        {"--json", "--truncate"});
-            if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
-            return CmdGenerate(flags);
-        }
-        if (command == "init-random") {
-            Flags flags(args, 2, {"--out", "--seed", "--tokenizer", "--layers", "--heads", "--embd", "--positions"}, {});
-            if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
-            return CmdInitRandom(flags);
-        }
-        if (command == "train") {
-            Flags flags(args, 2,
-                        {"--task", "--data", "--out", "--tokenizer", "--layers", "--heads", "--width", "--context", "--vocab",
-                         "--query-form", "--value-form", "--seq-len", "--batch", "--steps", "--lr", "--warmup", "--weight-decay",
-                         "--seed", "--eval-every", "--checkpoint-every", "--save-dtype", "--threads"},
-                        {"--resume", "--no-twin", "--freeze-positions", "--learn-positions"});
-            if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
-            return CmdTrain(flags);
-        }
-        if (command == "eval") {
-            Flags flags(args, 2, {"--model", "--data", "--threads"}, {"--json"});
-            if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
-            return CmdEval(flags);
-        }
-        if (command == "help" || command == "--help" || command == "-h") return std::printf("%s", kUsage), kExitOk;
-        if (!command.empty() && command.rfind("--", 0) != 0) throw Failure{kExitUsage, "unknown command '" + command + "'"};
-
-        Flags flags(args, 1, with({"--text", "--text-file", "--screenshot", "--frames", "--bench-typing", "--bench-zoom", "--bench-at", "--bench-heads", "--session", "--export-to", "--show", "--example", "--window", "--continue"}), {"--truncate", "--rank-heads"});
-        if (flags.Has("--help")) return std::printf("%s", kUsage), kExitOk;
-        if (flags.Has("--session")) {
-            auto session = LoadSession(flags.Get("--session"));
-            if (!session) throw Failure{kExitBadInput, session.error()};
-            gui->session = std::move(*session);
-            gui->session_path = flags.Get("--session");
-        }
-        // The command line wins over the session: --model, --device and --text replace its own.
-        if (gui->session && !flags.Has("--model") && !gui->session->model_dir.empty()) gui->model_dir = gui->session->model_dir;
-        else gui->model_dir = ModelDir(flags);
-        gui->device = flags.Get("--device", gui->session ? gui->session->device : "auto");
-        gui->hints = ConfigHints(flags);
-        gui->dtype = flags.Get("--dtype", "f32");
-        if (gui->session && !flags.Has("--text") && !flags.Has("--text-file")) gui->text = gui->session->text;
-        gui->export_to = flags.Get("--export-to");
-        if (flags.Has("--example")) {
-            gui->example = flags.Get("--example");
-            std::string ids;
-            bool found = false;
-            for (const Example& x : BundledExamples()) {
-                ids += (ids.empty() ? "" : ", ") + x.id;
-                found |= x.id == gui->example;
-            }
-            if (!found) throw Failure{kExitUsage, "--example '" + gui->example + "' is not one of the bundled examples (" + (ids.empty() ? "none found" : ids) + ")"};
-        }
-        gui->show = flags.Get("--show");
-        const std::set<std::string> shows = {"export", "help",   "demo",      "heads",      "matrix",
-                                             "temperatures", "table", "sparsity", "next-token", "what-ifs"};
-        if (!gui->show.empty() && !shows.count(gui->show))
-            throw Failure{kExitUsage, "--show '" + model::EscapeForMessage(gui->show) +
-                                          "' is not one of export, help, demo (windows) or heads, matrix, temperatures, table, sparsity, "
-                                          "next-token, what-ifs (tabs)"};
-        if (!gui->export_to.empty() && !gui->session) throw Failure{kExitUsage, "--export-to needs --session FILE (its export settings)"};
-        gui->screenshot = flags.Get("--screenshot");
-        gui->continue_tokens = flags.Has("--continue") ? ParsePositive(flags, "--continue", 1) : 0;  // Continue at start (screenshots, tests)
-        gui->rank_heads = flags.Has("--rank-heads");
-        gui->frames = ParsePositive(flags, "--frames", 30);
-        gui->bench_keys = flags.Has("--bench-typing") ? ParsePositive(flags, "--bench-typing", 1) : 0;
-        gui->bench_zoom_frames = flags.Has("--bench-zoom") ? ParsePositive(flags, "--bench-zoom", 1) : 0;
-        gui->bench_heads = flags.Has("--bench-heads") ? ParsePositive(flags, "--bench-heads", 1) : 0;
-        const std::string at = flags.Get("--bench-at", "end");
-        if (at != "end" && at != "middle" && at != "start") throw Failure{kExitUsage, "--bench-at '" + at + "' is not one of end, middle, start"};
-        gui->bench_at = at == "end" ? 1.0 : at == "middle" ? 0.5 : 0.0;
-        if (flags.Has("--text") || flags.Has("--text-file")) gui->text = ReadText(flags);
-        gui->truncate = flags.Has("--truncate") || (gui->session && gui->session->truncate);
-        if (flags.Has("--window")) {
-            const std::string size = flags.Get("--window");
-            int w = 0, h = 0;
-            char tail = 0;
-            if (std::sscanf(size.c_str(), "%dx%d%c", &w, &h, &tail) != 2 || w < 320 || h < 240 || w > 16384 || h > 16384)
-                throw Failure{kExitUsage, "--window '" + model::EscapeForMessage(size) + "' must be WIDTHxHEIGHT in pixels, e.g. 1280x800"};
-            gui->window_width = w;
-            gui->window_height = h;
-        }
+        ResolveLaunch(o, launch, session);
         return -1;
     } catch (const Failure& f) {
         std::fprintf(stderr, "ssaviz: %s\n", f.message.c_str());

@@ -1,60 +1,22 @@
-// What the command line's subcommands share: their failure type and flag parsing.
+// What the command line's subcommands share: their failure type and progress bar. Their flags are
+// app/export/flags.h's.
 #pragma once
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <map>
-#include <set>
 #include <string>
 #include <vector>
 
 #include <unistd.h>
 
 #include "app/cli/cli.h"
+#include "app/export/flags.h"
 
 namespace app {
 
 struct Failure {
     int code;
     std::string message;
-};
-
-// --flag value pairs and bare --switches, checked against what the command accepts.
-class Flags {
-public:
-    Flags(const std::vector<std::string>& args, size_t first, const std::set<std::string>& with_value,
-          const std::set<std::string>& switches) {
-        for (size_t i = 1; i < args.size(); ++i) {
-            const bool quote = args[i].find_first_of(" \t'\"$") != std::string::npos;
-            m_command += " " + (quote ? "'" + args[i] + "'" : args[i]);
-        }
-        m_command = "ssaviz" + m_command;
-        for (size_t i = first; i < args.size(); ++i) {
-            const std::string& a = args[i];
-            if (with_value.count(a)) {
-                if (i + 1 >= args.size()) throw Failure{kExitUsage, a + " needs a value"};
-                m_values[a] = args[++i];
-            } else if (switches.count(a)) {
-                m_values[a] = "";
-            } else if (a == "--help" || a == "-h") {
-                m_values["--help"] = "";
-            } else {
-                throw Failure{kExitUsage, "unknown argument '" + a + "'"};
-            }
-        }
-    }
-    bool Has(const std::string& k) const { return m_values.count(k) != 0; }
-    std::string Get(const std::string& k, const std::string& fallback = "") const {
-        auto it = m_values.find(k);
-        return it == m_values.end() ? fallback : it->second;
-    }
-
-    const std::string& CommandLine() const { return m_command; }  // as typed (for records)
-
-private:
-    std::map<std::string, std::string> m_values;
-    std::string m_command;
 };
 
 // A progress bar on stderr: redrawn in place on a terminal; on a pipe or log, one line per tenth.
@@ -88,16 +50,8 @@ private:
     int m_last_tenth = -1;
 };
 
-inline int ParsePositive(const Flags& flags, const std::string& name, int fallback) {
-    if (!flags.Has(name)) return fallback;
-    const std::string text = flags.Get(name);  // Get returns a copy: keep it alive for *end
-    char* end = nullptr;
-    long v = std::strtol(text.c_str(), &end, 10);
-    if (*end != '\0' || v <= 0 || v > 1 << 20) throw Failure{kExitUsage, name + " must be a positive integer"};
-    return static_cast<int>(v);
-}
-
-int CmdTrain(const Flags& flags);  // cli_train.cpp
-int CmdEval(const Flags& flags);
+// cli_train.cpp. `typed`: the command line as typed, recorded in train.json.
+int CmdTrain(const CommandOptions& options, const std::string& typed);
+int CmdEval(const CommandOptions& options);
 
 }  // namespace app

@@ -18,27 +18,6 @@ namespace {
 
 using nlohmann::json;
 
-double ParseNumber(const Flags& flags, const std::string& name, double fallback, double lo, double hi) {
-    if (!flags.Has(name)) return fallback;
-    const std::string text = flags.Get(name);  // Get returns a copy: keep it alive for *end
-    char* end = nullptr;
-    const double v = std::strtod(text.c_str(), &end);
-    if (*end != '\0' || !(v >= lo && v <= hi))
-        throw Failure{kExitUsage, name + " must be a number from " + std::to_string(lo) + " to " + std::to_string(hi)};
-    return v;
-}
-
-// "sigmoid,shared,sum" -> a temperature form. Training asks for both terms, so a new model's form
-// is spelled out in full (opening a checkpoint also takes "exp_exp" alone).
-model::TemperatureForm ParseTrainForm(const Flags& flags, const std::string& flag, const std::string& fallback) {
-    const std::string spec = flags.Get(flag, fallback);
-    const auto commas = std::count(spec.begin(), spec.end(), ',');
-    if (commas < 1 || commas > 2) throw Failure{kExitUsage, flag + " '" + spec + "' is not POSITION,TOKEN[,COMBINE]"};
-    auto form = model::ParseFormSpec(spec);
-    if (!form) throw Failure{kExitUsage, flag + ": " + form.error()};
-    return *form;
-}
-
 // Training and evaluation allocate and free the same large activations batch after batch; keeping
 // them in the heap instead of fresh mmap()s saves a page fault per page each time.
 void KeepLargeAllocations() {
@@ -75,48 +54,44 @@ std::string Describe(const json& eval) {
 
 }  // namespace
 
-int CmdTrain(const Flags& flags) {
-    if (!flags.Has("--out")) throw Failure{kExitUsage, "train needs --out DIR"};
+int CmdTrain(const CommandOptions& options, const std::string& typed) {
+    const NewModelOptions& m = options.new_model;
     model::TrainOptions o;
-    o.task.task = flags.Get("--task", "text");
-    if (o.task.task != "text" && o.task.task != "graph" && o.task.task != "passkey")
-        throw Failure{kExitUsage, "--task '" + o.task.task + "' is not one of text, graph, passkey"};
+    o.task.task = m.task;
     const Recipe r = DefaultRecipe(o.task.task);
     if (o.task.task == "text") {
-        if (!flags.Has("--data")) throw Failure{kExitUsage, "--task text needs --data PATH[,PATH...] (files or folders of UTF-8 text)"};
-        std::stringstream in(flags.Get("--data"));
+        if (options.data.empty()) throw Failure{kExitUsage, "--task text needs --data PATH[,PATH...] (files or folders of UTF-8 text)"};
+        std::stringstream in(options.data);
         for (std::string p; std::getline(in, p, ',');)
             if (!p.empty()) o.task.data.push_back(p);
     }
-    json config = {{"n_layer", ParsePositive(flags, "--layers", r.layers)}, {"n_head", ParsePositive(flags, "--heads", r.heads)},
-                   {"n_embd", ParsePositive(flags, "--width", r.width)}, {"n_positions", ParsePositive(flags, "--context", r.context)},
-                   {"vocab_size", ParsePositive(flags, "--vocab", 4096)}};
+    json config = {{"n_layer", m.layers.value_or(r.layers)}, {"n_head", m.heads.value_or(r.heads)}, {"n_embd", m.width.value_or(r.width)},
+                   {"n_positions", m.context.value_or(r.context)}, {"vocab_size", m.vocab}};
     auto parsed = model::ParseConfig(config.dump(), "train flags");
     if (!parsed) throw Failure{kExitUsage, parsed.error()};
     o.config = *parsed;
-    o.config.query = ParseTrainForm(flags, "--query-form", "sigmoid,shared,sum");
-    o.config.value = ParseTrainForm(flags, "--value-form", "none,feature,sum");
-    o.task.seq_len = ParsePositive(flags, "--seq-len", std::min(r.seq_len, o.config.n_positions));
-    o.task.batch = ParsePositive(flags, "--batch", r.batch);
-    o.out = flags.Get("--out");
-    o.tokenizer_dir = flags.Get("--tokenizer");
-    o.steps = ParsePositive(flags, "--steps", r.steps);
-    o.lr = ParseNumber(flags, "--lr", r.lr, 1e-6, 1.0);
-    o.warmup = flags.Has("--warmup") ? static_cast<int64_t>(ParseNumber(flags, "--warmup", 0, 0, 1e7)) : r.warmup;
-    o.weight_decay = ParseNumber(flags, "--weight-decay", r.weight_decay, 0, 10);
-    o.seed = static_cast<uint64_t>(ParsePositive(flags, "--seed", 1));
-    o.eval_every = flags.Has("--eval-every") ? static_cast<int64_t>(ParseNumber(flags, "--eval-every", 0, 0, 1e7)) : std::max<int64_t>(1, o.steps / 8);
-    o.checkpoint_every = ParsePositive(flags, "--checkpoint-every", 500);
-    o.resume = flags.Has("--resume");
-    o.twin = !flags.Has("--no-twin");
-    o.freeze_positions = flags.Has("--freeze-positions") || (r.freeze_positions && !flags.Has("--learn-positions"));
-    const std::string dtype = flags.Get("--save-dtype", "f32");
-    if (dtype != "f32" && dtype != "f16") throw Failure{kExitUsage, "--save-dtype '" + dtype + "' is not f32 or f16"};
-    o.storage = dtype == "f16" ? model::Dtype::F16 : model::Dtype::F32;
+    // The paper's recipe: query temperature from position and token, value temperature from token.
+    o.config.query = m.query_form.value_or(model::TemperatureForm{model::PositionForm::Sigmoid, model::TokenForm::Shared, model::Combine::Sum});
+    o.config.value = m.value_form.value_or(model::TemperatureForm{model::PositionForm::None, model::TokenForm::Feature, model::Combine::Sum});
+    o.task.seq_len = m.seq_len.value_or(std::min(r.seq_len, o.config.n_positions));
+    o.task.batch = m.batch.value_or(r.batch);
+    o.out = options.out;
+    o.tokenizer_dir = m.tokenizer.value_or("");
+    o.steps = m.steps.value_or(r.steps);
+    o.lr = m.lr.value_or(r.lr);
+    o.warmup = m.warmup.value_or(r.warmup);
+    o.weight_decay = m.weight_decay.value_or(r.weight_decay);
+    o.seed = m.seed.value_or(1);
+    o.eval_every = m.eval_every.value_or(std::max<int64_t>(1, o.steps / 8));
+    o.checkpoint_every = m.checkpoint_every;
+    o.resume = m.resume;
+    o.twin = !m.no_twin;
+    o.freeze_positions = m.freeze_positions || (r.freeze_positions && !m.learn_positions);
+    o.storage = m.save_dtype;
     // Threads inside each op; the SSA model and its twin already train on a thread each.
-    model::SetComputeThreads(ParsePositive(flags, "--threads", o.twin ? 1 : 2));
+    model::SetComputeThreads(m.threads.value_or(o.twin ? 1 : 2));
     KeepLargeAllocations();
-    o.command = flags.CommandLine();
+    o.command = typed;
 
     ProgressBar bar("train", 64);
     auto progress = [&](const model::TrainProgress& p) {
@@ -138,14 +113,14 @@ int CmdTrain(const Flags& flags) {
     return kExitOk;
 }
 
-int CmdEval(const Flags& flags) {
-    if (!flags.Has("--model")) throw Failure{kExitUsage, "eval needs --model DIR (a folder ssaviz train wrote)"};
+int CmdEval(const CommandOptions& options) {
+    const std::string& dir = *options.model_dir;  // required by the table
     KeepLargeAllocations();
-    model::SetComputeThreads(ParsePositive(flags, "--threads", 2));
-    auto result = model::EvaluateModelFolder(flags.Get("--model"), flags.Get("--data"));
+    model::SetComputeThreads(options.new_model.threads.value_or(2));
+    auto result = model::EvaluateModelFolder(dir, options.data);
     if (!result) throw Failure{kExitBadInput, result.error()};
-    if (flags.Has("--json")) std::printf("%s\n", result->dump(1).c_str());
-    else std::printf("%s: %s\n", flags.Get("--model").c_str(), Describe(*result).c_str());
+    if (options.json) std::printf("%s\n", result->dump(1).c_str());
+    else std::printf("%s: %s\n", dir.c_str(), Describe(*result).c_str());
     return kExitOk;
 }
 

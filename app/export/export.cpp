@@ -440,56 +440,15 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
     return model::Ok{};
 }
 
-namespace {
-
-std::string ShellQuote(const std::string& s) {
-    if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,/:@%") == std::string::npos)
-        return s;
-    std::string out = "'";
-    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return out + "'";
-}
-
-std::string JoinInts(const std::vector<int>& v) {
-    std::string out;
-    for (size_t k = 0; k < v.size(); ++k) out += (k ? "," : "") + std::to_string(v[k]);
-    return out.empty() ? "all" : out;
-}
-
-}  // namespace
-
-std::string ExportCommandLine(const ExportOptions& o, const std::string& model_dir, const std::string& twin_dir, const std::string& device,
-                              const std::string& text) {
-    std::string formats, maps;
-    for (const std::string& name : ExportFormats(o)) formats += (formats.empty() ? "" : ",") + name;
-    for (MapMode m : o.maps) maps += (maps.empty() ? "" : ",") + std::string(ToString(m));
-    const FigureSettings& f = o.figures;
-    std::string cmd = "ssaviz export --model " + ShellQuote(model_dir) + " --text " + ShellQuote(text) + " --out " + ShellQuote(o.out_dir);
-    cmd += " --format " + (formats.empty() ? std::string("json") : formats) + " --maps " + (maps.empty() ? std::string("ssa") : maps);
-    cmd += " --layers " + JoinInts(o.layers) + " --heads " + JoinInts(o.heads);
-    cmd += std::string(" --colormap ") + viz::ColormapName(f.colormap) + (f.log_scale ? " --log" : "");
-    if (f.map_size > 0) cmd += " --size " + std::to_string(f.map_size);
-    cmd += std::string(" --highlight ") + ToString(f.highlight) + " --highlight-scope ";
-    switch (f.highlight_scope) {
-        case TokenScope::ModelMean: cmd += "model"; break;
-        case TokenScope::LayerMean: cmd += std::to_string(f.highlight_head.layer); break;
-        case TokenScope::Head: cmd += std::to_string(f.highlight_head.layer) + "," + std::to_string(f.highlight_head.head); break;
-    }
-    char eps[32];
-    std::snprintf(eps, sizeof eps, "%g", o.sink_epsilon);
-    cmd += std::string(" --sink-eps ") + eps;
-    if (!twin_dir.empty()) cmd += " --compare " + ShellQuote(twin_dir);
-    if (device != "auto") cmd += " --device " + device;
-    return cmd;
-}
-
 model::Status ResolveExportHeads(ExportOptions* options, int layers, int heads) {
-    for (auto [list, count, what] : {std::tuple{&options->layers, layers, "layer"}, {&options->heads, heads, "head"}}) {
+    for (auto [list, count, flag, what] :
+         {std::tuple{&options->layers, layers, "--layers", "layer"}, std::tuple{&options->heads, heads, "--heads", "head"}}) {
         if (list->empty())
             for (int i = 0; i < count; ++i) list->push_back(i);
         for (int i : *list)
             if (i < 0 || i >= count)
-                return model::Fail(std::string("export: ") + what + " " + std::to_string(i) + " is out of range (the model has " + std::to_string(count) + ")");
+                return model::Fail(std::string(flag) + ": " + what + " " + std::to_string(i) + " is out of range (the model has " +
+                                   std::to_string(count) + ")");
     }
     return model::Ok{};
 }

@@ -67,13 +67,9 @@ std::vector<std::string> ExportFormats(const ExportOptions& options);  // the on
 void ClearExportFormats(ExportOptions* options);
 bool EnableExportFormat(ExportOptions* options, const std::string& name);  // false for an unknown name
 
-// The `ssaviz export` command that writes what `options` describe for this model and text
-// (shell-quoted), so a GUI export can be repeated from a script. Empty twin_dir: vanilla.
-std::string ExportCommandLine(const ExportOptions& options, const std::string& model_dir, const std::string& twin_dir,
-                              const std::string& device, const std::string& text);
-
 // Resolves an export's heads against a model: empty lists mean all; an index out of range is an
-// error naming it.
+// error naming it and its flag (--layers, --heads). The flags themselves, and the command line that
+// repeats an export, are in app/export/flags.h.
 model::Status ResolveExportHeads(ExportOptions* options, int layers, int heads);
 
 }  // namespace app

@@ -83,11 +83,11 @@ double Percentile(std::vector<double> v, double p) {
 
 class App {
 public:
-    App(const GuiOptions& options, const GuiRunOptions& run)
-        : m_run(run), m_device(options.device), m_worker([] { glfwPostEmptyEvent(); }) {
-        m_state.text = options.text.empty() && !options.session ? kExampleText : options.text;
+    App(const LaunchOptions& options, const std::optional<Session>& session)
+        : m_device(options.device), m_worker([] { glfwPostEmptyEvent(); }) {
+        m_state.text = options.text.empty() && !session ? kExampleText : options.text;
         m_state.recent_models = LoadRecentModels();
-        if (options.session) ApplySession(*options.session);
+        if (session) ApplySession(*session);
         m_session_path = options.session_path.empty() ? "ssaviz-session.json" : options.session_path;
         std::string model_dir = options.model_dir;
         for (const Example& x : m_examples)
@@ -712,7 +712,6 @@ public:
     bool m_quit = false;
 
 private:
-    GuiRunOptions m_run;
     std::string m_device;
     std::string m_dtype = "f32";  // --dtype: the compute dtype
     std::vector<Example> m_examples = BundledExamples();
@@ -796,7 +795,7 @@ bool SaveScreenshot(const std::string& path, int width, int height, const AppSta
 
 }  // namespace
 
-int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
+int RunGui(const LaunchOptions& run, const std::optional<Session>& session) {
     glfwSetErrorCallback([](int code, const char* message) { std::fprintf(stderr, "ssaviz: GLFW error %d: %s\n", code, message); });
     if (!glfwInit()) {
         std::fprintf(stderr, "ssaviz: cannot open a window (no display?); the command line works without one: ssaviz export --help\n");
@@ -814,7 +813,7 @@ int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
     }
     glfwMakeContextCurrent(window);
     const bool measuring = !run.screenshot.empty() || run.bench_keys > 0 || run.bench_zoom_frames > 0 || run.bench_heads > 0 ||
-                           !options.export_to.empty();
+                           !run.export_to.empty();
     glfwSwapInterval(measuring ? 0 : 1);
 
     IMGUI_CHECKVERSION();
@@ -832,7 +831,7 @@ int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
 
     int exit_code = kExitOk;
     {
-        App app(options, run);
+        App app(run, session);
         glfwSetWindowUserPointer(window, &app);
         glfwSetDropCallback(window, [](GLFWwindow* w, int count, const char** paths) {
             static_cast<App*>(glfwGetWindowUserPointer(w))->OnDrop(count, paths);
@@ -894,14 +893,14 @@ int RunGui(const GuiOptions& options, const GuiRunOptions& run) {
             glClear(GL_COLOR_BUFFER_BIT);
             ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
 
-            if (!options.export_to.empty()) {  // tests: the export dialog's own path, then exit
+            if (!run.export_to.empty()) {  // tests: the export dialog's own path, then exit
                 if (!export_started && app.ModelFailed()) {
                     std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(app.state().error, 4096).c_str());
                     exit_code = kExitBadInput;
                     break;
                 }
                 if (!export_started && app.Settled()) {
-                    app.Exporter().Options().out_dir = options.export_to;
+                    app.Exporter().Options().out_dir = run.export_to;
                     if (!app.Exporter().Start(app.state())) {
                         std::fprintf(stderr, "ssaviz: export: %s\n", app.Exporter().Error().c_str());
                         exit_code = kExitFailure;

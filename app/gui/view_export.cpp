@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <sstream>
 
 #include <imgui.h>
 #include <nlohmann/json.hpp>
 
+#include "app/export/flags.h"
 #include "app/export/session.h"
 #include "viz/figure.h"
 #include "viz/imgui/widgets.h"
@@ -15,27 +15,12 @@
 namespace app {
 namespace {
 
-// "all" or "0,2" into a list (empty = all); false when it does not parse.
-bool ParseList(const std::string& text, std::vector<int>* out) {
-    out->clear();
-    if (text == "all" || text.empty()) return true;
-    std::stringstream ss(text);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-        item.erase(0, item.find_first_not_of(' '));
-        item.erase(item.find_last_not_of(' ') + 1);
-        char* end = nullptr;
-        const long v = std::strtol(item.c_str(), &end, 10);
-        if (item.empty() || *end != '\0' || v < 0 || v > 1 << 16) return false;
-        out->push_back(static_cast<int>(v));
-    }
-    return true;
-}
-
-std::string FormatList(const std::vector<int>& v) {
-    std::string out;
-    for (size_t k = 0; k < v.size(); ++k) out += (k ? "," : "") + std::to_string(v[k]);
-    return out.empty() ? "all" : out;
+// A layers or heads field, in the flags' grammar ("all" or "0,2"); empty is all too. A list that does
+// not parse becomes {-1}, so the preview names the field as out of range.
+std::vector<int> ParseListField(const std::string& text, const char* flag) {
+    if (text.empty()) return {};
+    auto list = ParseIndexList(text, flag);
+    return list ? *list : std::vector<int>{-1};
 }
 
 bool InputString(const char* label, std::string* s, ImGuiInputTextFlags flags = 0) {
@@ -65,8 +50,8 @@ void ExportDialog::Join() {
 void ExportDialog::SetOptions(const ExportOptions& options) {
     m_options = options;
     m_out_edit = options.out_dir;
-    m_layers_edit = FormatList(options.layers);
-    m_heads_edit = FormatList(options.heads);
+    m_layers_edit = FormatIndexList(options.layers);
+    m_heads_edit = FormatIndexList(options.heads);
     m_initialized = true;
 }
 
@@ -192,17 +177,17 @@ void ExportDialog::DrawSettings(AppState& state) {
         }
     }
     ImGui::SetNextItemWidth(120);
-    if (InputString("layers", &m_layers_edit) && !ParseList(m_layers_edit, &o.layers)) o.layers = {-1};
+    if (InputString("layers", &m_layers_edit)) o.layers = ParseListField(m_layers_edit, "--layers");
     viz::ItemTooltip("Heads that get heatmaps and CSV: \"all\" or a list like 0,2.");
     ImGui::SameLine();
     ImGui::SetNextItemWidth(120);
-    if (InputString("heads", &m_heads_edit) && !ParseList(m_heads_edit, &o.heads)) o.heads = {-1};
+    if (InputString("heads", &m_heads_edit)) o.heads = ParseListField(m_heads_edit, "--heads");
     ImGui::SameLine();
     if (ImGui::SmallButton("selected")) {
         o.layers = {state.selected.layer};
         o.heads = {state.selected.head};
-        m_layers_edit = FormatList(o.layers);
-        m_heads_edit = FormatList(o.heads);
+        m_layers_edit = FormatIndexList(o.layers);
+        m_heads_edit = FormatIndexList(o.heads);
     }
     viz::ItemTooltip("Only the head selected in the main window.");
 
@@ -267,8 +252,7 @@ void ExportDialog::DrawSettings(AppState& state) {
 
     // The same export from a script.
     if (state.model) {
-        std::string cmd = ExportCommandLine(o, state.model->dir, state.twin ? state.twin->dir : "", "auto", state.text);
-        if (state.truncate) cmd += " --truncate";
+        const std::string cmd = ExportCommandLine(o, state.model->dir, state.twin ? state.twin->dir : "", "auto", state.text, state.truncate);
         ImGui::Separator();
         ImGui::TextUnformatted("Command line");
         ImGui::SameLine();

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/export/export.h"
+#include "app/export/flags.h"
 #include "app/export/session.h"
 
 namespace {
@@ -166,6 +167,89 @@ TEST(ExportCommandLine, NamesEverySetting) {
                              "--highlight-scope 1,2", "--sink-eps 0.4", "--compare /models/vanilla", "--device cpu"})
         EXPECT_NE(cmd.find(part), std::string::npos) << part << " not in: " << cmd;
     EXPECT_EQ(cmd.find("--log"), std::string::npos);
+}
+
+// A command line's words as a POSIX shell splits them (enough for what the writer quotes).
+std::vector<std::string> ShellWords(const std::string& line) {
+    std::vector<std::string> words;
+    std::string word;
+    bool in_word = false, quoted = false, escaped = false;
+    for (char c : line) {
+        if (escaped) {
+            word += c;
+            escaped = false;
+        } else if (quoted) {
+            if (c == '\'') quoted = false;
+            else word += c;
+        } else if (c == '\'' || c == '\\') {
+            (c == '\'' ? quoted : escaped) = true;
+            in_word = true;
+        } else if (c == ' ') {
+            if (in_word) words.push_back(word);
+            word.clear();
+            in_word = false;
+        } else {
+            word += c;
+            in_word = true;
+        }
+    }
+    if (in_word) words.push_back(word);
+    return words;
+}
+
+// The table writes what it reads: the command line parses back to the options it came from.
+TEST(ExportCommandLine, ParsesBackToTheSameOptions) {
+    const app::Session s = Example();
+    const std::string text = s.text + " it's";
+    const std::string cmd = app::ExportCommandLine(s.export_options, s.model_dir, s.twin_dir, "cpu", text, true);
+    const std::vector<std::string> args = ShellWords(cmd);
+    ASSERT_GE(args.size(), 2u);
+    EXPECT_EQ(args[1], "export");
+    app::CommandOptions o;
+    const model::Status parsed = app::ParseFlags(app::Command::Export, args, 2, &o);
+    ASSERT_TRUE(parsed) << parsed.error() << "\n" << cmd;
+    o.export_options.out_dir = o.out;
+    EXPECT_EQ(app::ExportOptionsToJson(o.export_options), app::ExportOptionsToJson(s.export_options)) << cmd;
+    EXPECT_EQ(o.model_dir.value_or(""), s.model_dir);
+    EXPECT_EQ(o.text.value_or(""), text);
+    EXPECT_EQ(o.device.value_or(""), "cpu");
+    EXPECT_EQ(o.compare, s.twin_dir);
+    EXPECT_TRUE(o.truncate);
+    EXPECT_EQ(app::FormatCommandLine(app::Command::Export, o), cmd);
+}
+
+// Keyword arguments (a scripting front end's): a flag by name with a string value.
+TEST(Flags, ApplyByNameChecksLikeTheCommandLine) {
+    app::CommandOptions o;
+    ASSERT_TRUE(app::ApplyFlag(app::Command::Export, "sink_eps", "0.25", &o));
+    EXPECT_FLOAT_EQ(o.export_options.sink_epsilon, 0.25f);
+    ASSERT_TRUE(app::ApplyFlag(app::Command::Export, "layers", "0, 2", &o));
+    EXPECT_EQ(o.export_options.layers, (std::vector<int>{0, 2}));
+    ASSERT_TRUE(app::ApplyFlag(app::Command::Export, "log", "true", &o));
+    EXPECT_TRUE(o.export_options.figures.log_scale);
+    auto s = app::ApplyFlag(app::Command::Export, "size", "99999", &o);
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().find("--size must be a heatmap side of 16 to 8192 pixels"), std::string::npos) << s.error();
+    s = app::ApplyFlag(app::Command::Info, "layers", "0", &o);
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().find("info takes no --layers"), std::string::npos) << s.error();
+    bool lists_layers = false;
+    for (const app::Flag* f : app::FlagsOf(app::Command::Export)) lists_layers |= f->names[0] == "--layers";
+    EXPECT_TRUE(lists_layers);
+}
+
+// Integers are checked before they are narrowed: 2^32 + 1 is not 1.
+TEST(Flags, IntegersAreRangeCheckedBeforeNarrowing) {
+    EXPECT_EQ(app::ParseInteger("4294967297", 1, 1 << 20), std::nullopt);
+    EXPECT_EQ(app::ParseInteger("99999999999999999999", 0, 10), std::nullopt);
+    EXPECT_EQ(app::ParseInteger("12", 1, 1 << 20), 12);
+    EXPECT_EQ(app::ParseInteger("12x", 1, 100), std::nullopt);
+    EXPECT_EQ(app::ParseInteger("", 0, 100), std::nullopt);
+    app::CommandOptions o;
+    EXPECT_FALSE(app::ApplyFlag(app::Command::Generate, "tokens", "4294967297", &o));
+    EXPECT_FALSE(app::ParseIndexList("4294967296", "--layers"));
+    EXPECT_EQ(*app::ParseIndexList("all", "--layers"), std::vector<int>{});
+    EXPECT_EQ(app::FormatIndexList({}), "all");
 }
 
 TEST(ExportHeads, EmptyMeansAllAndOutOfRangeIsAnError) {

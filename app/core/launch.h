@@ -1,0 +1,48 @@
+// How the window starts: the model and text to open, and what the command line asked of it (a tab
+// or dialog open, a Continue, a screenshot, a benchmark, an export). app/cli fills it from the
+// flags and a session file; app/gui reads it. The session itself (selections, view and export
+// settings) travels beside it, since it is an app/export type: RunGui(options, session).
+#pragma once
+
+#include <string>
+
+#include "model/io/weights.h"
+
+namespace app {
+
+struct LaunchOptions {
+    std::string model_dir;          // resolved: --model, else the session's, else the bundled default
+    std::string device = "auto";    // --device, else the session's
+    std::string dtype = "f32";      // --dtype: what the forward pass computes in
+    model::ConfigHints hints;       // --n-head, --query-form, --value-form, --activation: checkpoints without config.json
+    std::string text;               // --text or --text-file, else the session's; empty: the built-in example text
+    bool truncate = false;          // --truncate (or the session's): analyse the first n_positions tokens of a longer text
+
+    std::string session_path;  // --session FILE: where the session came from (File > Save session writes there)
+    std::string example;       // --example ID: open a bundled model with its twin and text (Examples menu)
+    std::string show;          // --show: export|help|demo opens that window; heads|matrix|...|what-ifs that tab
+
+    // Once the first analysis is shown (screenshots, tests): --continue N appends N tokens as
+    // Continue (Ctrl+G) does, with the session's generation settings; --rank-heads ranks the heads.
+    int continue_tokens = 0;
+    bool rank_heads = false;
+
+    std::string export_to;   // --export-to DIR: export with the session's export settings, then exit (tests)
+    std::string screenshot;  // --screenshot FILE: a PNG of the window after `frames` settled frames, then exit
+    int frames = 30;         // --frames N
+    int width = 1600, height = 1000;  // --window WxH
+
+    // Benchmark (--bench-typing N): type `bench_keys` characters, one every `bench_interval_ms`, at
+    // `bench_at` of the text (1 the end, 0.5 the middle, 0 the start: --bench-at), then print frame
+    // times and keystroke-to-pixels latency. 0 = off.
+    int bench_keys = 0;
+    double bench_interval_ms = 100;
+    double bench_at = 1.0;
+    // Benchmark (--bench-heads N): select the next head N times (a few frames apart), then print the
+    // work of the frames that showed a new head (map rebuild, bake and upload). 0 = off.
+    int bench_heads = 0;
+    // Benchmark (--bench-zoom N): zoom and pan the attention map for N frames, then print frame times.
+    int bench_zoom_frames = 0;
+};
+
+}  // namespace app

@@ -1,0 +1,823 @@
+// The flag table, then what reads it: the parser, the keyword form, the command-line writer and
+// the help.
+//
+// Index:
+//   [SECTION] Numbers, lists and quoting
+//   [SECTION] Helpers the rows share
+//   [SECTION] The commands
+//   [SECTION] The table
+//   [SECTION] Parsing and applying
+//   [SECTION] Writing a command line back
+//   [SECTION] Help
+#include "app/export/flags.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+#include <type_traits>
+
+#include "app/core/examples.h"
+#include "model/io/files.h"
+
+namespace app {
+
+//-----------------------------------------------------------------------------
+// [SECTION] Numbers, lists and quoting
+//-----------------------------------------------------------------------------
+
+std::optional<long long> ParseInteger(const std::string& text, long long lo, long long hi) {
+    if (text.empty()) return std::nullopt;
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(text.c_str(), &end, 10);
+    if (end == text.c_str() || end != text.c_str() + text.size() || errno == ERANGE || v < lo || v > hi) return std::nullopt;
+    return v;
+}
+
+std::optional<double> ParseReal(const std::string& text, double lo, double hi) {
+    if (text.empty()) return std::nullopt;
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (end != text.c_str() + text.size() || !std::isfinite(v) || v < lo || v > hi) return std::nullopt;
+    return v;
+}
+
+model::Result<std::vector<int>> ParseIndexList(const std::string& text, const std::string& flag) {
+    std::vector<int> out;
+    if (text == "all") return out;
+    std::stringstream ss(text);
+    for (std::string item; std::getline(ss, item, ',');) {
+        item.erase(0, item.find_first_not_of(' '));
+        item.erase(item.find_last_not_of(' ') + 1);
+        // Negative and too large indices pass: the check against the model names them.
+        const auto v = ParseInteger(item, INT_MIN, INT_MAX);
+        if (!v) return model::Fail(flag + ": '" + item + "' is not a number (expected all or a list like 0,2)");
+        out.push_back(static_cast<int>(*v));
+    }
+    if (out.empty()) return model::Fail(flag + " is empty");
+    return out;
+}
+
+std::string FormatIndexList(const std::vector<int>& list) {
+    std::string out;
+    for (size_t k = 0; k < list.size(); ++k) out += (k ? "," : "") + std::to_string(list[k]);
+    return out.empty() ? "all" : out;
+}
+
+namespace {
+
+std::string ShellQuote(const std::string& s) {
+    if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,/:@%") == std::string::npos)
+        return s;
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+// The shortest decimal that reads back as the same value: 0.3f is "0.3", not "0.30000001".
+template <class T>
+std::string Shortest(T v) {
+    char buf[40];
+    for (int digits = 6; digits <= 17; ++digits) {
+        std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(v));
+        if (static_cast<T>(std::strtod(buf, nullptr)) == v) break;
+    }
+    return buf;
+}
+
+std::string Join(const std::vector<std::string>& parts, const char* separator) {
+    std::string out;
+    for (size_t k = 0; k < parts.size(); ++k) out += (k ? separator : "") + parts[k];
+    return out;
+}
+
+std::vector<std::string> Split(const std::string& text, char separator) {
+    std::vector<std::string> out;
+    std::stringstream ss(text);
+    for (std::string item; std::getline(ss, item, separator);) out.push_back(item);
+    return out;
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] Helpers the rows share
+//-----------------------------------------------------------------------------
+
+// A bad value: thrown by a handler, returned as an error by ParseFlags and ApplyFlag.
+struct FlagError {
+    std::string message;
+};
+[[noreturn]] void Bad(std::string message) { throw FlagError{std::move(message)}; }
+
+// Counts: layers, heads, widths, steps, frames.
+int Positive(const FlagValue& v) {
+    const auto n = ParseInteger(v.text, 1, 1 << 20);
+    if (!n) Bad(v.name + " must be a positive integer");
+    return static_cast<int>(*n);
+}
+
+// generate's numbers: the message quotes the value.
+long long Whole(const FlagValue& v, long long lo, long long hi) {
+    const auto n = ParseInteger(v.text, lo, hi);
+    if (!n) Bad(v.name + " '" + model::EscapeForMessage(v.text, 40) + "' is not a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
+    return *n;
+}
+double Number(const FlagValue& v, double lo, double hi) {
+    const auto x = ParseReal(v.text, lo, hi);
+    if (!x) Bad(v.name + " '" + model::EscapeForMessage(v.text, 40) + "' is not a number from " + Shortest(lo) + " to " + Shortest(hi));
+    return *x;
+}
+
+// train's numbers.
+double TrainNumber(const FlagValue& v, double lo, double hi) {
+    const auto x = ParseReal(v.text, lo, hi);
+    if (!x) Bad(v.name + " must be a number from " + std::to_string(lo) + " to " + std::to_string(hi));
+    return *x;
+}
+int64_t TrainCount(const FlagValue& v, long long hi) {
+    const auto n = ParseInteger(v.text, 0, hi);
+    if (!n) Bad(v.name + " must be a whole number from 0 to " + std::to_string(hi));
+    return *n;
+}
+
+model::TemperatureForm Form(const FlagValue& v) {
+    auto form = model::ParseFormSpec(v.text);
+    if (!form) Bad(v.name + ": " + form.error());
+    return *form;
+}
+
+// Training asks for both terms, so a new model's form is spelled out in full (opening a checkpoint
+// also takes "exp_exp" alone).
+model::TemperatureForm TrainForm(const FlagValue& v) {
+    const auto commas = std::count(v.text.begin(), v.text.end(), ',');
+    if (commas < 1 || commas > 2) Bad(v.name + " '" + v.text + "' is not POSITION,TOKEN[,COMBINE]");
+    return Form(v);
+}
+
+// --highlight-scope model | L (layer L's mean) | L,H (one head). The indices are checked against
+// the model once it is open.
+void HighlightScope(const FlagValue& v, FigureSettings* fig) {
+    if (v.text == "model") {
+        fig->highlight_scope = TokenScope::ModelMean;
+        return;
+    }
+    std::vector<int> parts;
+    for (const std::string& item : Split(v.text, ',')) {
+        const auto n = ParseInteger(item, 0, 1 << 20);
+        parts.push_back(n ? static_cast<int>(*n) : -1);
+    }
+    const bool shape_ok = (parts.size() == 1 || parts.size() == 2) && std::all_of(parts.begin(), parts.end(), [](int p) { return p >= 0; });
+    if (!shape_ok) Bad(v.name + " '" + v.text + "' is not model, a layer (2) or a layer,head (2,1)");
+    fig->highlight_scope = parts.size() == 1 ? TokenScope::LayerMean : TokenScope::Head;
+    fig->highlight_head = {parts[0], parts.size() == 2 ? parts[1] : 0};
+}
+
+// Writers: a field's value, or none when it is unset or at its default.
+std::optional<std::string> On(bool on) { return on ? std::optional<std::string>("") : std::nullopt; }
+std::optional<std::string> IfSet(const std::optional<std::string>& v) { return v; }
+template <class T>
+std::optional<std::string> IfSet(const std::optional<T>& v) {
+    if (!v) return std::nullopt;
+    if constexpr (std::is_floating_point_v<T>) return Shortest(*v);
+    else return std::to_string(*v);
+}
+template <class T>
+std::optional<std::string> Unless(const T& v, const T& fallback) {
+    if (v == fallback) return std::nullopt;
+    if constexpr (std::is_floating_point_v<T>) return Shortest(v);
+    else if constexpr (std::is_same_v<T, std::string>) return v;
+    else return std::to_string(v);
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] The commands
+//-----------------------------------------------------------------------------
+
+struct CommandSpec {
+    Command command;
+    const char* name;
+    const char* summary;  // under its usage line
+};
+
+const CommandSpec kCommands[] = {
+    {Command::Window, "window", "opens the inspector window on the model and text (the default: no command)"},
+    {Command::Info, "info", "prints the model's shape, temperature forms, tokenizer and weights"},
+    {Command::Tokenize, "tokenize", "prints the text's tokens: index, id, byte range and piece"},
+    {Command::Export, "export", "writes the analysis of a text to --out: JSON, .npy, per-head CSV, PNG / SVG figures, an HTML highlight"},
+    {Command::Generate, "generate",
+     "prints the continuation: greedy at --temperature 0 (the default), else sampled from softmax(logits / X) over the K most likely"},
+    {Command::InitRandom, "init-random", "writes a model with random weights and the paper's temperature forms"},
+    {Command::Train, "train", "trains an SSA model and its vanilla twin on the same batches: DIR/ssa, DIR/vanilla, DIR/checkpoint"},
+    {Command::Eval, "eval", "re-scores a trained model on its task (from train.json)"},
+};
+
+const CommandSpec& Spec(Command command) {
+    for (const CommandSpec& c : kCommands)
+        if (c.command == command) return c;
+    return kCommands[0];
+}
+
+}  // namespace
+
+const char* CommandName(Command command) { return Spec(command).name; }
+
+std::optional<Command> FindCommand(const std::string& name) {
+    for (const CommandSpec& c : kCommands)
+        if (name == c.name) return c.command;
+    return std::nullopt;
+}
+
+bool Flag::Takes(Command command) const { return std::find(commands.begin(), commands.end(), command) != commands.end(); }
+
+CommandOptions::CommandOptions() { export_options.png = export_options.svg = export_options.html = true; }  // all but csv
+
+//-----------------------------------------------------------------------------
+// [SECTION] The table
+//-----------------------------------------------------------------------------
+
+namespace {
+
+using C = Command;
+using Handler = std::function<void(CommandOptions&, const FlagValue&)>;
+using Writer = std::function<std::optional<std::string>(const CommandOptions&)>;
+
+// A row, with the rarer fields set after it: Row(...).Required({...}).Group("text").
+struct Row : Flag {
+    Row(std::vector<std::string> names_, std::string hint_, std::vector<Command> commands_, std::string help_, Handler handler_,
+        Writer write_ = nullptr) {
+        names = std::move(names_);
+        hint = std::move(hint_);
+        commands = std::move(commands_);
+        help = std::move(help_);
+        handler = std::move(handler_);
+        write = std::move(write_);
+    }
+    Row&& Required(std::vector<Command> c) && { required = std::move(c); return std::move(*this); }
+    Row&& InGroup(std::string g) && { group = std::move(g); return std::move(*this); }
+    Row&& Detail() && { in_synopsis = false; return std::move(*this); }
+};
+
+const std::vector<Command> kModel = {C::Window, C::Info, C::Tokenize, C::Export, C::Generate};
+const std::vector<Command> kText = {C::Window, C::Tokenize, C::Export, C::Generate};
+
+std::vector<Flag> BuildTable() {
+    std::vector<Flag> t;
+    auto add = [&](Row&& row) { t.push_back(std::move(row)); };
+
+    add(Row({"--help", "-h"}, "", {C::Window, C::Info, C::Tokenize, C::Export, C::Generate, C::InitRandom, C::Train, C::Eval},
+            "prints this help", [](CommandOptions& o, const FlagValue&) { o.help = true; })
+            .Detail());
+
+    // The model.
+    add(Row({"--model"}, "DIR", {C::Window, C::Info, C::Tokenize, C::Export, C::Generate, C::Eval},
+            "a model folder (config.json + model.safetensors or pytorch_model.bin, or a lone checkpoint) or a torch.save "
+            "checkpoint file (.pt / .pth / .bin / .ckpt); default: $SSAVIZ_MODEL, else the bundled model. eval: a folder ssaviz train wrote",
+            [](CommandOptions& o, const FlagValue& v) { o.model_dir = v.text; }, [](const CommandOptions& o) { return IfSet(o.model_dir); })
+            .Required({C::Eval}));
+    add(Row({"--device"}, "auto|cpu|cuda", kModel, "where the model runs (auto: the GPU when there is one)",
+            [](CommandOptions& o, const FlagValue& v) {
+                if (v.text != "auto" && v.text != "cpu" && v.text != "cuda") Bad(v.name + " '" + v.text + "' is not one of auto, cpu, cuda");
+                o.device = v.text;
+            },
+            [](const CommandOptions& o) { return o.device && *o.device != "auto" ? o.device : std::nullopt; }));
+    add(Row({"--dtype"}, "f32|bf16|f16", kModel,
+            "what the forward pass computes in (default f32; f16 needs CUDA); maps are float32 either way",
+            [](CommandOptions& o, const FlagValue& v) { o.dtype = v.text; },  // the engine checks it against the device
+            [](const CommandOptions& o) { return Unless(o.dtype, std::string("f32")); })
+            .Detail());
+    add(Row({"--n-head"}, "N", kModel, "a checkpoint without config.json: its number of heads",
+            [](CommandOptions& o, const FlagValue& v) { o.hints.n_head = Positive(v); },
+            [](const CommandOptions& o) { return Unless(o.hints.n_head, 0); })
+            .Detail());
+    add(Row({"--query-form"}, "POSITION,TOKEN[,COMBINE]", kModel,
+            "a checkpoint without config.json: its tau_q form (POSITION: sigmoid|exp_exp|linear|none, TOKEN: shared|feature|none, "
+            "COMBINE: sum|product)",
+            [](CommandOptions& o, const FlagValue& v) { o.hints.query = Form(v); },
+            [](const CommandOptions& o) { return o.hints.query ? std::optional(model::FormSpec(*o.hints.query)) : std::nullopt; })
+            .Detail());
+    add(Row({"--value-form"}, "POSITION,TOKEN[,COMBINE]", kModel, "a checkpoint without config.json: its tau_v form",
+            [](CommandOptions& o, const FlagValue& v) { o.hints.value = Form(v); },
+            [](const CommandOptions& o) { return o.hints.value ? std::optional(model::FormSpec(*o.hints.value)) : std::nullopt; })
+            .Detail());
+    add(Row({"--activation"}, "gelu|gelu_new", kModel, "a checkpoint without config.json: its MLP activation",
+            [](CommandOptions& o, const FlagValue& v) {
+                if (v.text != "gelu" && v.text != "gelu_new") Bad(v.name + " '" + v.text + "' is not gelu or gelu_new");
+                o.hints.activation = v.text == "gelu" ? model::Activation::Gelu : model::Activation::GeluNew;
+            },
+            [](const CommandOptions& o) {
+                return o.hints.activation ? std::optional<std::string>(model::ToString(*o.hints.activation)) : std::nullopt;
+            })
+            .Detail());
+
+    // The text.
+    add(Row({"--text"}, "STR", kText, "the text to analyse",
+            [](CommandOptions& o, const FlagValue& v) { o.text = v.text; }, [](const CommandOptions& o) { return IfSet(o.text); })
+            .InGroup("text")
+            .Required({C::Tokenize, C::Export, C::Generate}));
+    add(Row({"--text-file"}, "F", kText, "the text to analyse, from a UTF-8 file",
+            [](CommandOptions& o, const FlagValue& v) { o.text_file = v.text; }, [](const CommandOptions& o) { return IfSet(o.text_file); })
+            .InGroup("text")
+            .Required({C::Tokenize, C::Export, C::Generate}));
+    add(Row({"--truncate"}, "", kText, "a text longer than the model's context: keep its first tokens instead of refusing it",
+            [](CommandOptions& o, const FlagValue&) { o.truncate = true; }, [](const CommandOptions& o) { return On(o.truncate); }));
+    add(Row({"--batch"}, "", {C::Export},
+            "--text-file holds several texts, one per line, or JSON lines {\"name\": ..., \"text\": ...}; each gets a sub-folder of "
+            "--out, and summary.csv / summary.json compare them",
+            [](CommandOptions& o, const FlagValue&) { o.batch = true; }, [](const CommandOptions& o) { return On(o.batch); }));
+    add(Row({"--out"}, "DIR", {C::Export, C::InitRandom, C::Train}, "the folder to write (made if missing)",
+            [](CommandOptions& o, const FlagValue& v) { o.out = v.text; }, [](const CommandOptions& o) { return std::optional(o.out); })
+            .Required({C::Export, C::InitRandom, C::Train}));
+
+    // export
+    add(Row({"--layers"}, "all|0,2", {C::Export}, "the layers whose heads get per-head files (heatmaps, CSV)",
+            [](CommandOptions& o, const FlagValue& v) {
+                auto list = ParseIndexList(v.text, v.name);
+                if (!list) Bad(list.error());
+                o.export_options.layers = std::move(*list);
+            },
+            [](const CommandOptions& o) { return std::optional(FormatIndexList(o.export_options.layers)); }));
+    add(Row({"--heads"}, "all|1,3", {C::Export}, "the heads of those layers that get them",
+            [](CommandOptions& o, const FlagValue& v) {
+                auto list = ParseIndexList(v.text, v.name);
+                if (!list) Bad(list.error());
+                o.export_options.heads = std::move(*list);
+            },
+            [](const CommandOptions& o) { return std::optional(FormatIndexList(o.export_options.heads)); }));
+    add(Row({"--format"}, "json,npy,csv,png,svg,html", {C::Export}, "what to write (default: all but csv)",
+            [](CommandOptions& o, const FlagValue& v) {
+                ClearExportFormats(&o.export_options);
+                for (const std::string& f : Split(v.text, ','))
+                    if (!EnableExportFormat(&o.export_options, f))
+                        Bad(v.name + ": unknown format '" + f + "' (expected " + kExportFormatList + ")");
+            },
+            [](const CommandOptions& o) { return std::optional(Join(ExportFormats(o.export_options), ",")); }));
+    add(Row({"--maps"}, "ssa,vanilla,diff", {C::Export}, "which maps get heatmaps and grids: SSA, the comparison, their difference",
+            [](CommandOptions& o, const FlagValue& v) {
+                o.export_options.maps.clear();
+                for (const std::string& f : Split(v.text, ',')) {
+                    auto mode = ParseMapMode(f);
+                    if (!mode) Bad(v.name + ": unknown map '" + f + "' (expected ssa, vanilla, diff)");
+                    o.export_options.maps.push_back(*mode);
+                }
+                if (o.export_options.maps.empty()) Bad(v.name + " is empty");
+            },
+            [](const CommandOptions& o) {
+                std::vector<std::string> maps;
+                for (MapMode m : o.export_options.maps) maps.push_back(ToString(m));
+                return std::optional(maps.empty() ? std::string("ssa") : Join(maps, ","));  // none ticked in the dialog: no --maps says that
+            }));
+    add(Row({"--colormap"}, "viridis|magma", {C::Export}, "the heatmaps' colour map",
+            [](CommandOptions& o, const FlagValue& v) {
+                auto map = ParseColormap(v.text);
+                if (!map) Bad(v.name + " '" + v.text + "' is not one of viridis, magma, diverging");
+                o.export_options.figures.colormap = *map;
+            },
+            [](const CommandOptions& o) { return std::optional<std::string>(viz::ColormapName(o.export_options.figures.colormap)); }));
+    add(Row({"--log"}, "", {C::Export}, "heatmaps on a log scale",
+            [](CommandOptions& o, const FlagValue&) { o.export_options.figures.log_scale = true; },
+            [](const CommandOptions& o) { return On(o.export_options.figures.log_scale); }));
+    add(Row({"--size"}, "PX", {C::Export},
+            "a heatmap's side in pixels, 16 to 8192 (default: 28 px per token for short texts down to 1 px per token from 720 tokens)",
+            [](CommandOptions& o, const FlagValue& v) {
+                const auto n = ParseInteger(v.text, 16, kMaxMapSize);
+                if (!n) Bad(v.name + " must be a heatmap side of 16 to " + std::to_string(kMaxMapSize) + " pixels");
+                o.export_options.figures.map_size = static_cast<int>(*n);
+            },
+            [](const CommandOptions& o) { return Unless(o.export_options.figures.map_size, 0); }));
+    add(Row({"--highlight"}, "tau_q|tau_v|entropy|spikiness|sink_mass|loss|loss_compare|loss_delta", {C::Export},
+            "what colours the tokens of the highlight figures (the paper's Figure 1 uses tau_q); also tau_q_position, tau_q_token",
+            [](CommandOptions& o, const FlagValue& v) {
+                auto color = ParseTokenColor(v.text);
+                if (!color)
+                    Bad(v.name + " '" + v.text + "' is not one of tau_q, tau_v, entropy, spikiness, sink_mass, tau_q_position, tau_q_token, "
+                                                 "loss, loss_compare, loss_delta");
+                o.export_options.figures.highlight = *color;
+            },
+            [](const CommandOptions& o) { return std::optional<std::string>(ToString(o.export_options.figures.highlight)); }));
+    add(Row({"--highlight-scope"}, "model|L|L,H", {C::Export}, "the highlight's values: the model's mean, layer L's mean or one head",
+            [](CommandOptions& o, const FlagValue& v) { HighlightScope(v, &o.export_options.figures); },
+            [](const CommandOptions& o) {
+                const FigureSettings& f = o.export_options.figures;
+                switch (f.highlight_scope) {
+                    case TokenScope::ModelMean: return std::optional<std::string>("model");
+                    case TokenScope::LayerMean: return std::optional(std::to_string(f.highlight_head.layer));
+                    case TokenScope::Head: break;
+                }
+                return std::optional(std::to_string(f.highlight_head.layer) + "," + std::to_string(f.highlight_head.head));
+            }));
+    add(Row({"--ablate"}, "L:H[,L:*,L:H=pos|tok|xS]", {C::Export, C::Generate},
+            "what-ifs on the SSA side: L:H sets head H of layer L to tau = 1 (L:* every head of L); =pos keeps only tau_q's "
+            "position term, =tok only its token term, =xS scales tau_q - 1 by S",
+            [](CommandOptions& o, const FlagValue& v) { o.ablate = v.text; }, [](const CommandOptions& o) { return IfSet(o.ablate); }));
+    add(Row({"--compare"}, "vanilla|local|unedited|DIR", {C::Export},
+            "the comparison: vanilla (the default) sets tau = 1 in every layer (a second forward pass); local tau = 1 in each layer "
+            "alone, on the SSA model's own q and k; unedited the model without the --ablate what-ifs; DIR a trained twin",
+            [](CommandOptions& o, const FlagValue& v) { o.compare = v.text; },
+            [](const CommandOptions& o) { return Unless(o.compare, std::string("vanilla")); }));
+    add(Row({"--sink-eps"}, "EPS", {C::Export}, "a head is a sink head when its mean first-token mass is above EPS, in (0, 1) (default 0.3)",
+            [](CommandOptions& o, const FlagValue& v) {
+                const auto x = ParseReal(v.text, 0, 1);
+                const float eps = x ? static_cast<float>(*x) : 0.0f;
+                if (!(eps > 0 && eps < 1)) Bad(v.name + " must be a number in (0, 1)");
+                o.export_options.sink_epsilon = eps;
+            },
+            [](const CommandOptions& o) { return std::optional(Shortest(o.export_options.sink_epsilon)); }));
+
+    // generate
+    add(Row({"--tokens"}, "N", {C::Generate}, "how many tokens to append (it stops early when the context is full)",
+            [](CommandOptions& o, const FlagValue& v) { o.generate.tokens = static_cast<int>(Whole(v, 1, 100000)); },
+            [](const CommandOptions& o) { return Unless(o.generate.tokens, 0); })
+            .Required({C::Generate}));
+    add(Row({"--temperature"}, "X", {C::Generate}, "0 (the default): the most likely token; above: a draw from softmax(logits / X)",
+            [](CommandOptions& o, const FlagValue& v) { o.generate.temperature = static_cast<float>(Number(v, 0, 1000)); },
+            [](const CommandOptions& o) { return Unless(o.generate.temperature, 0.0f); }));
+    add(Row({"--top-k"}, "K", {C::Generate}, "draw from the K most likely tokens (0, the default: all)",
+            [](CommandOptions& o, const FlagValue& v) { o.generate.top_k = static_cast<int>(Whole(v, 0, 1000000000)); },
+            [](const CommandOptions& o) { return Unless(o.generate.top_k, 0); }));
+    add(Row({"--seed"}, "S", {C::Generate}, "the draws' seed (default 1234): a seed draws the same tokens on every machine",
+            [](CommandOptions& o, const FlagValue& v) { o.generate.seed = static_cast<uint64_t>(Whole(v, 0, 1LL << 53)); },
+            [](const CommandOptions& o) { return Unless(o.generate.seed, uint64_t{1234}); }));
+
+    // init-random and train: a new model.
+    add(Row({"--task"}, "text|graph|passkey", {C::Train},
+            "text: UTF-8 files (--data); graph and passkey bring their data; each sets the defaults of the shape and schedule",
+            [](CommandOptions& o, const FlagValue& v) {
+                if (v.text != "text" && v.text != "graph" && v.text != "passkey") Bad(v.name + " '" + v.text + "' is not one of text, graph, passkey");
+                o.new_model.task = v.text;
+            },
+            [](const CommandOptions& o) { return Unless(o.new_model.task, std::string("text")); }));
+    add(Row({"--data"}, "PATH[,PATH]", {C::Train, C::Eval},
+            "train: UTF-8 files or folders (--task text needs it); eval: data to score on instead of what train.json names",
+            [](CommandOptions& o, const FlagValue& v) { o.data = v.text; }, [](const CommandOptions& o) { return Unless(o.data, std::string()); }));
+    add(Row({"--tokenizer"}, "DIR", {C::InitRandom, C::Train},
+            "tokenizer files to copy into the model (init-random: default GPT-2's; train: default a new SentencePiece BPE of --vocab pieces)",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.tokenizer = v.text; },
+            [](const CommandOptions& o) { return IfSet(o.new_model.tokenizer); })
+            .InGroup("tokenizer"));
+    add(Row({"--vocab"}, "N", {C::Train}, "the new tokenizer's pieces (default 4096)",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.vocab = Positive(v); },
+            [](const CommandOptions& o) { return Unless(o.new_model.vocab, 4096); })
+            .InGroup("tokenizer"));
+    add(Row({"--seed"}, "N", {C::InitRandom, C::Train}, "the seed of the weights (train: and of the batches); init-random's default 1234, train's 1",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.seed = static_cast<uint64_t>(Positive(v)); },
+            [](const CommandOptions& o) { return IfSet(o.new_model.seed); }));
+    add(Row({"--layers"}, "N", {C::InitRandom, C::Train}, "layers (init-random's default 4)",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.layers = Positive(v); },
+            [](const CommandOptions& o) { return IfSet(o.new_model.layers); }));
+    add(Row({"--heads"}, "N", {C::InitRandom, C::Train}, "heads per layer (init-random's default 4)",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.heads = Positive(v); },
+            [](const CommandOptions& o) { return IfSet(o.new_model.heads); }));
+    add(Row({"--embd"}, "N", {C::InitRandom}, "the residual width, a multiple of --heads (default 128)",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.embd = Positive(v); },
+            [](const CommandOptions& o) { return Unless(o.new_model.embd, 128); }));
+    add(Row({"--positions"}, "N", {C::InitRandom}, "the context (default 1024)",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.positions = Positive(v); },
+            [](const CommandOptions& o) { return Unless(o.new_model.positions, 1024); }));
+    add(Row({"--width"}, "N", {C::Train}, "the residual width, a multiple of --heads",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.width = Positive(v); },
+            [](const CommandOptions& o) { return IfSet(o.new_model.width); }));
+    add(Row({"--context"}, "N", {C::Train}, "the model's context",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.context = Positive(v); },
+            [](const CommandOptions& o) { return IfSet(o.new_model.context); }));
+    add(Row({"--query-form"}, "sigmoid,shared,sum", {C::Train}, "tau_q's form, POSITION,TOKEN[,COMBINE] (the default is the paper's)",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.query_form = TrainForm(v); },
+            [](const CommandOptions& o) {
+                return o.new_model.query_form ? std::optional(model::FormSpec(*o.new_model.query_form)) : std::nullopt;
+            }));
+    add(Row({"--value-form"}, "none,feature,sum", {C::Train}, "tau_v's form, POSITION,TOKEN[,COMBINE]",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.value_form = TrainForm(v); },
+            [](const CommandOptions& o) {
+                return o.new_model.value_form ? std::optional(model::FormSpec(*o.new_model.value_form)) : std::nullopt;
+            }));
+    add(Row({"--steps"}, "N", {C::Train}, "optimiser steps", [](CommandOptions& o, const FlagValue& v) { o.new_model.steps = Positive(v); },
+            [](const CommandOptions& o) { return IfSet(o.new_model.steps); }));
+    add(Row({"--batch"}, "N", {C::Train}, "sequences per step", [](CommandOptions& o, const FlagValue& v) { o.new_model.batch = Positive(v); },
+            [](const CommandOptions& o) { return IfSet(o.new_model.batch); }));
+    add(Row({"--seq-len"}, "N", {C::Train}, "tokens per sequence (at most the context)",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.seq_len = Positive(v); },
+            [](const CommandOptions& o) { return IfSet(o.new_model.seq_len); }));
+    add(Row({"--lr"}, "X", {C::Train}, "the peak learning rate (AdamW; linear warm-up, then cosine decay to a tenth)",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.lr = TrainNumber(v, 1e-6, 1.0); },
+            [](const CommandOptions& o) { return IfSet(o.new_model.lr); }));
+    add(Row({"--warmup"}, "N", {C::Train}, "warm-up steps", [](CommandOptions& o, const FlagValue& v) { o.new_model.warmup = TrainCount(v, 10000000); },
+            [](const CommandOptions& o) { return IfSet(o.new_model.warmup); }));
+    add(Row({"--weight-decay"}, "X", {C::Train}, "on matrices and embeddings",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.weight_decay = TrainNumber(v, 0, 10); },
+            [](const CommandOptions& o) { return IfSet(o.new_model.weight_decay); }));
+    add(Row({"--eval-every"}, "N", {C::Train}, "steps between evaluations of both models (default: an eighth of --steps; 0: only at the end)",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.eval_every = TrainCount(v, 10000000); },
+            [](const CommandOptions& o) { return IfSet(o.new_model.eval_every); }));
+    add(Row({"--checkpoint-every"}, "N", {C::Train}, "steps between checkpoints, DIR/checkpoint (default 500)",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.checkpoint_every = Positive(v); },
+            [](const CommandOptions& o) { return Unless(o.new_model.checkpoint_every, 500); }));
+    add(Row({"--resume"}, "", {C::Train}, "continue from DIR/checkpoint, bit for bit",
+            [](CommandOptions& o, const FlagValue&) { o.new_model.resume = true; }, [](const CommandOptions& o) { return On(o.new_model.resume); }));
+    add(Row({"--no-twin"}, "", {C::Train}, "train the SSA model alone",
+            [](CommandOptions& o, const FlagValue&) { o.new_model.no_twin = true; }, [](const CommandOptions& o) { return On(o.new_model.no_twin); }));
+    add(Row({"--freeze-positions"}, "", {C::Train}, "keep the position embeddings at zero (passkey's default)",
+            [](CommandOptions& o, const FlagValue&) { o.new_model.freeze_positions = true; },
+            [](const CommandOptions& o) { return On(o.new_model.freeze_positions); })
+            .InGroup("positions"));
+    add(Row({"--learn-positions"}, "", {C::Train}, "learn them even for passkey",
+            [](CommandOptions& o, const FlagValue&) { o.new_model.learn_positions = true; },
+            [](const CommandOptions& o) { return On(o.new_model.learn_positions); })
+            .InGroup("positions"));
+    add(Row({"--save-dtype"}, "f32|f16", {C::Train}, "the dtype of the saved model files (default f32)",
+            [](CommandOptions& o, const FlagValue& v) {
+                if (v.text != "f32" && v.text != "f16") Bad(v.name + " '" + v.text + "' is not f32 or f16");
+                o.new_model.save_dtype = v.text == "f16" ? model::Dtype::F16 : model::Dtype::F32;
+            },
+            [](const CommandOptions& o) { return o.new_model.save_dtype == model::Dtype::F16 ? std::optional<std::string>("f16") : std::nullopt; }));
+    add(Row({"--threads"}, "N", {C::Train, C::Eval}, "threads inside each op (train's default 1 per model, eval's 2)",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.threads = Positive(v); },
+            [](const CommandOptions& o) { return IfSet(o.new_model.threads); }));
+
+    add(Row({"--json"}, "", {C::Info, C::Tokenize, C::Generate, C::Eval}, "prints JSON",
+            [](CommandOptions& o, const FlagValue&) { o.json = true; }, [](const CommandOptions& o) { return On(o.json); }));
+
+    // The window.
+    add(Row({"--session"}, "FILE", {C::Window}, "reopen a saved session: model, text, selections, view and export settings "
+                                                "(--model, --device and --text given here win)",
+            [](CommandOptions& o, const FlagValue& v) { o.window.session_path = v.text; },
+            [](const CommandOptions& o) { return Unless(o.window.session_path, std::string()); }));
+    add(Row({"--example"}, "english|graph|passkey", {C::Window}, "open a bundled model with its twin and text, as the Examples menu does",
+            [](CommandOptions& o, const FlagValue& v) {
+                std::string ids;
+                bool found = false;
+                for (const Example& x : BundledExamples()) {
+                    ids += (ids.empty() ? "" : ", ") + x.id;
+                    found |= x.id == v.text;
+                }
+                if (!found) Bad(v.name + " '" + v.text + "' is not one of the bundled examples (" + (ids.empty() ? "none found" : ids) + ")");
+                o.window.example = v.text;
+            },
+            [](const CommandOptions& o) { return Unless(o.window.example, std::string()); }));
+    add(Row({"--show"}, "export|help|demo|heads|matrix|temperatures|table|sparsity|next-token|what-ifs", {C::Window},
+            "open a window (export, help, demo) or a tab from the start",
+            [](CommandOptions& o, const FlagValue& v) {
+                static const std::set<std::string> kShows = {"export", "help",     "demo",       "heads",   "matrix",
+                                                             "temperatures", "table", "sparsity", "next-token", "what-ifs"};
+                if (!kShows.count(v.text))
+                    Bad(v.name + " '" + model::EscapeForMessage(v.text) +
+                        "' is not one of export, help, demo (windows) or heads, matrix, temperatures, table, sparsity, next-token, what-ifs (tabs)");
+                o.window.show = v.text;
+            },
+            [](const CommandOptions& o) { return Unless(o.window.show, std::string()); }));
+    add(Row({"--continue"}, "N", {C::Window}, "append N tokens once the first analysis is shown, as Continue (Ctrl+G) does",
+            [](CommandOptions& o, const FlagValue& v) { o.window.continue_tokens = Positive(v); },
+            [](const CommandOptions& o) { return Unless(o.window.continue_tokens, 0); }));
+    add(Row({"--rank-heads"}, "", {C::Window}, "rank the heads once the first analysis is shown",
+            [](CommandOptions& o, const FlagValue&) { o.window.rank_heads = true; }, [](const CommandOptions& o) { return On(o.window.rank_heads); }));
+    add(Row({"--screenshot"}, "PNG", {C::Window}, "save a PNG of the window (and PNG.json, what it shows) once it settles, then exit",
+            [](CommandOptions& o, const FlagValue& v) { o.window.screenshot = v.text; },
+            [](const CommandOptions& o) { return Unless(o.window.screenshot, std::string()); }));
+    add(Row({"--frames"}, "N", {C::Window}, "settled frames before the screenshot (default 30)",
+            [](CommandOptions& o, const FlagValue& v) { o.window.frames = Positive(v); },
+            [](const CommandOptions& o) { return Unless(o.window.frames, 30); }));
+    add(Row({"--window"}, "WxH", {C::Window}, "the window's size in pixels (default 1600x1000)",
+            [](CommandOptions& o, const FlagValue& v) {
+                const std::vector<std::string> parts = Split(v.text, 'x');
+                const auto w = parts.size() == 2 ? ParseInteger(parts[0], 320, 16384) : std::nullopt;
+                const auto h = parts.size() == 2 ? ParseInteger(parts[1], 240, 16384) : std::nullopt;
+                if (!w || !h) Bad(v.name + " '" + model::EscapeForMessage(v.text) + "' must be WIDTHxHEIGHT in pixels, e.g. 1280x800");
+                o.window.width = static_cast<int>(*w);
+                o.window.height = static_cast<int>(*h);
+            },
+            [](const CommandOptions& o) {
+                if (o.window.width == 1600 && o.window.height == 1000) return std::optional<std::string>();
+                return std::optional(std::to_string(o.window.width) + "x" + std::to_string(o.window.height));
+            }));
+    add(Row({"--export-to"}, "DIR", {C::Window}, "export with the session's export settings through the dialog's own path, then exit (tests)",
+            [](CommandOptions& o, const FlagValue& v) { o.window.export_to = v.text; },
+            [](const CommandOptions& o) { return Unless(o.window.export_to, std::string()); })
+            .Detail());
+    add(Row({"--bench-typing"}, "N", {C::Window}, "benchmark: type N characters, then print frame times and keystroke-to-pixels latency",
+            [](CommandOptions& o, const FlagValue& v) { o.window.bench_keys = Positive(v); },
+            [](const CommandOptions& o) { return Unless(o.window.bench_keys, 0); })
+            .Detail());
+    add(Row({"--bench-at"}, "end|middle|start", {C::Window}, "where --bench-typing types (default end)",
+            [](CommandOptions& o, const FlagValue& v) {
+                if (v.text != "end" && v.text != "middle" && v.text != "start") Bad(v.name + " '" + v.text + "' is not one of end, middle, start");
+                o.window.bench_at = v.text == "end" ? 1.0 : v.text == "middle" ? 0.5 : 0.0;
+            },
+            [](const CommandOptions& o) {
+                const double at = o.window.bench_at;
+                return at == 1.0 ? std::nullopt : std::optional<std::string>(at == 0.5 ? "middle" : "start");
+            })
+            .Detail());
+    add(Row({"--bench-zoom"}, "N", {C::Window}, "benchmark: zoom and pan the attention map for N frames, then print frame times",
+            [](CommandOptions& o, const FlagValue& v) { o.window.bench_zoom_frames = Positive(v); },
+            [](const CommandOptions& o) { return Unless(o.window.bench_zoom_frames, 0); })
+            .Detail());
+    add(Row({"--bench-heads"}, "N", {C::Window}, "benchmark: select another head N times, then print the frames' work",
+            [](CommandOptions& o, const FlagValue& v) { o.window.bench_heads = Positive(v); },
+            [](const CommandOptions& o) { return Unless(o.window.bench_heads, 0); })
+            .Detail());
+    return t;
+}
+
+}  // namespace
+
+const std::vector<Flag>& FlagTable() {
+    static const std::vector<Flag> table = BuildTable();
+    return table;
+}
+
+std::vector<const Flag*> FlagsOf(Command command) {
+    std::vector<const Flag*> out;
+    for (const Flag& f : FlagTable())
+        if (f.Takes(command)) out.push_back(&f);
+    return out;
+}
+
+const Flag* FindFlag(Command command, const std::string& name) {
+    for (const Flag& f : FlagTable())
+        if (f.Takes(command) && std::find(f.names.begin(), f.names.end(), name) != f.names.end()) return &f;
+    return nullptr;
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] Parsing and applying
+//-----------------------------------------------------------------------------
+
+namespace {
+
+model::Status Apply(const Flag& flag, const std::string& value, CommandOptions* options) {
+    try {
+        flag.handler(*options, FlagValue{flag.names[0], value});
+    } catch (const FlagError& e) {
+        return model::Fail(e.message);
+    }
+    return model::Ok{};
+}
+
+// "--out DIR", "--text STR or --text-file F": what a usage line and a missing flag show.
+std::string Spelled(const Flag& f) { return f.names[0] + (f.Switch() ? "" : " " + f.hint); }
+
+}  // namespace
+
+model::Status ParseFlags(Command command, const std::vector<std::string>& args, size_t first, CommandOptions* options) {
+    std::set<const Flag*> given;
+    for (size_t i = first; i < args.size(); ++i) {
+        const Flag* flag = FindFlag(command, args[i]);
+        if (!flag) return model::Fail("unknown argument '" + args[i] + "'");
+        if (!flag->Switch() && i + 1 >= args.size()) return model::Fail(args[i] + " needs a value");
+        if (auto s = Apply(*flag, flag->Switch() ? "" : args[++i], options); !s) return s;
+        given.insert(flag);
+    }
+    if (options->help) return model::Ok{};
+    // Required flags; a required group needs one of its flags.
+    const std::vector<const Flag*> flags = FlagsOf(command);
+    for (const Flag* f : flags) {
+        if (given.count(f) || std::find(f->required.begin(), f->required.end(), command) == f->required.end()) continue;
+        std::vector<std::string> alternatives;
+        bool one_given = false;
+        for (const Flag* g : flags)
+            if (g == f || (!f->group.empty() && g->group == f->group)) {
+                alternatives.push_back(Spelled(*g));
+                one_given |= given.count(g) != 0;
+            }
+        if (!one_given) return model::Fail(std::string(CommandName(command)) + " needs " + Join(alternatives, " or "));
+    }
+    return model::Ok{};
+}
+
+model::Status ApplyFlag(Command command, const std::string& name, const std::string& value, CommandOptions* options) {
+    std::string spelled = name.rfind("--", 0) == 0 ? name : "--" + name;
+    std::replace(spelled.begin(), spelled.end(), '_', '-');
+    const Flag* flag = FindFlag(command, spelled);
+    if (!flag) return model::Fail(std::string(CommandName(command)) + " takes no " + spelled);
+    if (!flag->Switch()) return Apply(*flag, value, options);
+    if (value == "false" || value == "0") return model::Ok{};
+    if (!value.empty() && value != "true" && value != "1") return model::Fail(spelled + " is a switch: '" + value + "' is not true or false");
+    return Apply(*flag, "", options);
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] Writing a command line back
+//-----------------------------------------------------------------------------
+
+std::string FormatCommandLine(Command command, const CommandOptions& options) {
+    std::string out = "ssaviz";
+    if (command != Command::Window) out += std::string(" ") + CommandName(command);
+    for (const Flag* f : FlagsOf(command)) {
+        if (!f->write) continue;
+        const std::optional<std::string> value = f->write(options);
+        if (!value) continue;
+        out += " " + f->names[0];
+        if (!f->Switch()) out += " " + ShellQuote(*value);
+    }
+    return out;
+}
+
+std::string ExportCommandLine(const ExportOptions& options, const std::string& model_dir, const std::string& twin_dir,
+                              const std::string& device, const std::string& text, bool truncate) {
+    CommandOptions o;
+    o.model_dir = model_dir;
+    o.device = device;
+    o.text = text;
+    o.truncate = truncate;
+    o.out = options.out_dir;
+    o.export_options = options;
+    o.compare = twin_dir.empty() ? "vanilla" : twin_dir;
+    return FormatCommandLine(Command::Export, o);
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] Help
+//-----------------------------------------------------------------------------
+
+namespace {
+
+constexpr size_t kWidth = 118;  // columns of the help text
+
+// Words (or usage items) after `lead`, wrapped at kWidth; continuation lines start at `indent`.
+// Nothing separates the lead from the first word: a lead ends with its own space.
+std::string Wrap(const std::string& lead, const std::vector<std::string>& words, size_t indent) {
+    std::string out = lead;
+    size_t column = lead.size();
+    bool line_empty = true;
+    for (const std::string& w : words) {
+        if (!line_empty && column + 1 + w.size() > kWidth) {
+            out += "\n" + std::string(indent, ' ');
+            column = indent;
+            line_empty = true;
+        }
+        if (!line_empty) out += " ", ++column;
+        out += w;
+        column += w.size();
+        line_empty = false;
+    }
+    return out + "\n";
+}
+
+std::vector<std::string> Words(const std::string& text) {
+    std::vector<std::string> out;
+    for (const std::string& w : Split(text, ' '))
+        if (!w.empty()) out.push_back(w);
+    return out;
+}
+
+// "usage: ssaviz export [--model DIR] (--text STR | --text-file F) --out DIR ...", wrapped under itself.
+std::string UsageLine(Command command, const std::string& lead) {
+    std::vector<std::string> items;
+    const std::vector<const Flag*> flags = FlagsOf(command);
+    for (size_t k = 0; k < flags.size(); ++k) {
+        const Flag* f = flags[k];
+        if (!f->in_synopsis) continue;
+        const bool required = std::find(f->required.begin(), f->required.end(), command) != f->required.end();
+        std::string item = Spelled(*f);
+        while (!f->group.empty() && k + 1 < flags.size() && flags[k + 1]->group == f->group) item += " | " + Spelled(*flags[++k]);
+        items.push_back(required ? (f->group.empty() ? item : "(" + item + ")") : "[" + item + "]");
+    }
+    std::string head = lead + "ssaviz" + (command == Command::Window ? "" : std::string(" ") + CommandName(command));
+    return Wrap(head + " ", items, head.size() + 1);
+}
+
+// "  --model DIR     a model folder ...": a flag and its help, the help wrapped in its column.
+std::string FlagLine(const Flag& f) {
+    constexpr size_t kColumn = 32;
+    std::string names = "  ";
+    for (size_t k = f.names.size(); k-- > 1;) names += f.names[k] + ", ";  // "-h, --help"
+    names += Spelled(f);
+    std::string out;
+    if (names.size() + 2 > kColumn) {
+        out = names + "\n";
+        names.clear();
+    }
+    return out + Wrap(names + std::string(kColumn - names.size(), ' '), Words(f.help), kColumn);
+}
+
+const char* kModelNote =
+    "--model takes a folder (config.json + model.safetensors or pytorch_model.bin, or a lone checkpoint) or a torch.save checkpoint "
+    "file (.pt / .pth / .bin / .ckpt); without config.json the shape comes from the tensors. Every command that opens a model, and "
+    "the window, also takes:";
+const char* kExitCodes = "exit codes: 0 ok, 1 failure, 2 usage error, 3 bad model or input file\n";
+
+}  // namespace
+
+std::string UsageText() {
+    std::string out;
+    for (const CommandSpec& c : kCommands) {
+        out += UsageLine(c.command, c.command == Command::Window ? "usage: " : "       ");
+        out += Wrap("         ", Words(c.summary), 9);
+    }
+    out += Wrap("", Words(kModelNote), 0);
+    for (const Flag* f : FlagsOf(Command::Info))
+        if (!f->in_synopsis && f->names[0] != "--help") out += FlagLine(*f);  // --dtype and the checkpoint's hints
+    out += Wrap("", Words("ssaviz COMMAND --help lists a command's flags and what each does (ssaviz help window: the window's)."), 0);
+    return out + kExitCodes;
+}
+
+std::string CommandHelp(Command command) {
+    std::string out = UsageLine(command, "usage: ");
+    out += Wrap("", Words(Spec(command).summary), 0) + "\n";
+    for (const Flag* f : FlagsOf(command)) out += FlagLine(*f);
+    return out + "\n" + kExitCodes;
+}
+
+}  // namespace app

@@ -1,0 +1,148 @@
+// The flags of every ssaviz command in one table (after llama.cpp's common/arg.h): each flag once,
+// with its names, value hint, help, the commands it belongs to, the handler that applies its value
+// and the writer that spells it back. The table parses argv (app/cli), prints --help, writes an
+// equivalent command line (the export dialog's), and applies a flag by name with a string value
+// (keyword arguments of a scripting front end).
+//
+// It lives in app/export, not app/core, because its handlers fill ExportOptions, which belongs with
+// the export plan it describes (with FigureSettings and the format names). app/export is the lowest
+// layer that sees every option struct: ExportOptions here, LaunchOptions in app/core, the model's
+// ConfigHints and forms below. Every front end (app/cli, app/gui) sits above it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/core/launch.h"
+#include "app/export/export.h"
+#include "model/io/result.h"
+#include "model/io/safetensors.h"
+
+namespace app {
+
+enum class Command { Window, Info, Tokenize, Export, Generate, InitRandom, Train, Eval };
+
+const char* CommandName(Command command);  // "info", "init-random"; "window" for the window
+std::optional<Command> FindCommand(const std::string& name);  // a subcommand's name ("window" too)
+
+// `ssaviz generate`: how many tokens, and how each is chosen (greedy at temperature 0).
+struct GenerateOptions {
+    int tokens = 0;
+    float temperature = 0;
+    int top_k = 0;  // 0: every token
+    uint64_t seed = 1234;
+};
+
+// A new model: `ssaviz init-random` writes one with random weights, `ssaviz train` trains one (and
+// its twin). Unset fields take the command's default; train's come from the --task's recipe.
+struct NewModelOptions {
+    std::optional<int> layers, heads;      // --layers N, --heads N
+    std::optional<uint64_t> seed;          // --seed N
+    std::optional<std::string> tokenizer;  // --tokenizer DIR
+    int embd = 128, positions = 1024;      // init-random: --embd, --positions
+    // train
+    std::string task = "text";  // --task text|graph|passkey
+    std::optional<int> width, context, seq_len, batch, steps, threads;
+    std::optional<int64_t> warmup, eval_every;
+    std::optional<double> lr, weight_decay;
+    int vocab = 4096;
+    int checkpoint_every = 500;
+    std::optional<model::TemperatureForm> query_form, value_form;  // spelled out in full: POSITION,TOKEN[,COMBINE]
+    bool resume = false, no_twin = false, freeze_positions = false, learn_positions = false;
+    model::Dtype save_dtype = model::Dtype::F32;
+};
+
+// What the flags set. Each command reads the parts it takes; values are checked as far as they can
+// be without the model (indices against the model's layers and heads are checked once it is open).
+struct CommandOptions {
+    CommandOptions();
+
+    bool help = false;  // -h, --help
+    bool json = false;  // --json
+
+    // The model: info, tokenize, export, generate, eval and the window.
+    std::optional<std::string> model_dir;  // --model; unset: a session's, else the bundled default
+    std::optional<std::string> device;     // --device auto|cpu|cuda; unset: a session's, else auto
+    std::string dtype = "f32";             // --dtype
+    model::ConfigHints hints;              // --n-head, --query-form, --value-form, --activation
+
+    // The text: tokenize, export, generate and the window.
+    std::optional<std::string> text;       // --text
+    std::optional<std::string> text_file;  // --text-file (the command reads it)
+    bool truncate = false;                 // --truncate
+    std::optional<std::string> ablate;     // --ablate: what-ifs, parsed once the model's shape is known
+
+    std::string out;                  // --out: export, init-random, train
+    ExportOptions export_options;     // the export's flags; its formats default to all but csv
+    std::string compare = "vanilla";  // --compare vanilla|local|unedited|DIR
+    bool batch = false;               // --batch (export)
+
+    GenerateOptions generate;
+    NewModelOptions new_model;
+    std::string data;  // --data: train's PATH[,PATH], eval's override of train.json's
+
+    LaunchOptions window;  // the window's own flags; its model and text come from the fields above
+};
+
+// One row of the table.
+struct FlagValue {
+    const std::string& name;  // as the table spells it (an alias is reported by its first name)
+    const std::string& text;  // the value; "" for a switch
+};
+struct Flag {
+    std::vector<std::string> names;   // "--help", then aliases ("-h")
+    std::string hint;                 // the value's shape in usage ("DIR", "all|0,2"); empty: a switch
+    std::string help;
+    std::vector<Command> commands;    // the commands that take it
+    std::vector<Command> required;    // the commands that need it (or, with a group, one of the group)
+    std::string group;                // flags of one group are alternatives: (--text STR | --text-file F)
+    bool in_synopsis = true;          // false: only in a command's full help, not its usage line
+    // Applies a value; a bad value throws (ParseFlags and ApplyFlag return it as an error).
+    std::function<void(CommandOptions&, const FlagValue&)> handler;
+    // The value that reproduces `options` ("" for a switch that is on); none: left out.
+    std::function<std::optional<std::string>(const CommandOptions&)> write;
+
+    bool Takes(Command command) const;
+    bool Switch() const { return hint.empty(); }
+};
+
+const std::vector<Flag>& FlagTable();
+std::vector<const Flag*> FlagsOf(Command command);  // in table order
+const Flag* FindFlag(Command command, const std::string& name);  // "--name" or an alias
+
+// Applies argv[first...] for a command: "--flag value" pairs and switches, in order; later ones
+// win. Then, unless --help was given, checks that the command's required flags are there.
+model::Status ParseFlags(Command command, const std::vector<std::string>& args, size_t first, CommandOptions* options);
+
+// One flag by name, as a keyword argument gives it: "sink_eps" or "--sink-eps", a string value
+// (a switch takes "", "true" or "1" for on, "false" or "0" to leave it off).
+model::Status ApplyFlag(Command command, const std::string& name, const std::string& value, CommandOptions* options);
+
+// "ssaviz export --model DIR ...": the command that reproduces `options` (shell-quoted), every flag
+// of the command that has a writer and a value, in table order.
+std::string FormatCommandLine(Command command, const CommandOptions& options);
+
+// Usage: every command's usage line and the notes they share (ssaviz --help); one command's usage
+// line, what it does and each of its flags (ssaviz COMMAND --help).
+std::string UsageText();
+std::string CommandHelp(Command command);
+
+// Numbers as flags spell them. ParseInteger takes a whole decimal number and checks it against
+// [lo, hi] before it is narrowed; ParseReal a finite one.
+std::optional<long long> ParseInteger(const std::string& text, long long lo, long long hi);
+std::optional<double> ParseReal(const std::string& text, double lo, double hi);
+
+// "all" or a comma list like "0, 2" (spaces allowed): layers or heads. "all" is the empty list;
+// the indices are checked against a model later (ResolveExportHeads). Errors name `flag`.
+model::Result<std::vector<int>> ParseIndexList(const std::string& text, const std::string& flag);
+std::string FormatIndexList(const std::vector<int>& list);  // "all" for the empty list
+
+// The `ssaviz export` command that writes what `options` describe for this model and text, so a
+// GUI export can be repeated from a script. Empty twin_dir: vanilla.
+std::string ExportCommandLine(const ExportOptions& options, const std::string& model_dir, const std::string& twin_dir,
+                              const std::string& device, const std::string& text, bool truncate = false);
+
+}  // namespace app
