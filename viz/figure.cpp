@@ -15,6 +15,8 @@
 #include <stb_image_write.h>  // implementations live in Debian's libstb (no STB_*_IMPLEMENTATION here)
 #include <stb_truetype.h>
 
+#include "model/text/utf8.h"
+
 namespace viz {
 namespace {
 
@@ -96,7 +98,7 @@ TextRun LayoutText(const FontSet& fonts, const std::string& text, float size, bo
     int prev_glyph = 0;
     float pen = 0;
     for (size_t pos = 0; pos < text.size();) {
-        const char32_t c = Printable(DecodeUtf8(text, &pos));
+        const char32_t c = Printable(model::NextCodePoint(text, &pos));
         if (!c) continue;
         const Face* face = nullptr;
         int glyph = find(c, &face);
@@ -436,60 +438,15 @@ void SvgImage(std::string& out, const FigImage& im, int64_t max_cells) {
            "\" preserveAspectRatio=\"none\" style=\"image-rendering:pixelated\" href=\"" + uri + "\" xlink:href=\"" + uri + "\"/>\n";
 }
 
-void AppendUtf8(std::string& out, char32_t c) {
-    if (c < 0x80) {
-        out += static_cast<char>(c);
-    } else if (c < 0x800) {
-        out += static_cast<char>(0xC0 | (c >> 6));
-        out += static_cast<char>(0x80 | (c & 0x3F));
-    } else if (c < 0x10000) {
-        out += static_cast<char>(0xE0 | (c >> 12));
-        out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (c & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (c >> 18));
-        out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (c & 0x3F));
-    }
-}
-
 }  // namespace
 
 // -------------------------------------------------------------------------------------------------
-
-char32_t DecodeUtf8(const std::string& text, size_t* pos) {
-    assert(*pos < text.size());
-    const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
-    const unsigned char b0 = byte(*pos);
-    if (b0 < 0x80) {
-        ++*pos;
-        return b0;
-    }
-    int n = 0;
-    char32_t c = 0, min = 0;
-    if ((b0 & 0xE0) == 0xC0) n = 1, c = b0 & 0x1F, min = 0x80;
-    else if ((b0 & 0xF0) == 0xE0) n = 2, c = b0 & 0x0F, min = 0x800;
-    else if ((b0 & 0xF8) == 0xF0) n = 3, c = b0 & 0x07, min = 0x10000;
-    bool ok = n > 0 && *pos + n < text.size();
-    for (int k = 1; ok && k <= n; ++k) {
-        const unsigned char b = byte(*pos + k);
-        ok = (b & 0xC0) == 0x80;
-        c = (c << 6) | (b & 0x3F);
-    }
-    if (!ok || c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) {
-        ++*pos;
-        return 0xFFFD;
-    }
-    *pos += n + 1;
-    return c;
-}
 
 std::string EscapeXml(const std::string& text) {
     std::string out;
     out.reserve(text.size());
     for (size_t pos = 0; pos < text.size();) {
-        const char32_t c = DecodeUtf8(text, &pos);
+        const char32_t c = model::NextCodePoint(text, &pos);
         switch (c) {
             case '&': out += "&amp;"; continue;
             case '<': out += "&lt;"; continue;
@@ -501,7 +458,7 @@ std::string EscapeXml(const std::string& text) {
             default: break;
         }
         if (Printable(c) == 0 || c == '\r') continue;
-        AppendUtf8(out, c);
+        model::AppendUtf8(c, &out);
     }
     return out;
 }
@@ -543,7 +500,7 @@ float MeasureText(const std::string& text, float size, bool bold) {
     if (!fonts) {
         // No fonts: nothing will be drawn, but layouts still get a plausible size.
         size_t count = 0;
-        for (size_t pos = 0; pos < text.size();) count += Printable(DecodeUtf8(text, &pos)) != 0;
+        for (size_t pos = 0; pos < text.size();) count += Printable(model::NextCodePoint(text, &pos)) != 0;
         return count * size * 0.6f;
     }
     return LayoutText(*fonts, text, size, bold).advance;

@@ -99,9 +99,6 @@ std::string FigureToSvg(const Figure& figure, int64_t max_svg_cells = 65536);
 std::vector<uint8_t> EncodePng(const Image& image);
 std::string EncodeBase64(const std::vector<uint8_t>& bytes);
 
-// The code point at *pos, advancing *pos past it. Invalid UTF-8 (a stray continuation byte, a
-// truncated or overlong sequence, a surrogate, above U+10FFFF) gives U+FFFD and skips one byte.
-char32_t DecodeUtf8(const std::string& text, size_t* pos);
 // Text for XML/HTML content and attribute values: & < > " ' escaped, invalid UTF-8 as U+FFFD,
 // and the characters XML 1.0 forbids or that draw nothing (controls other than tab and newline,
 // U+FFFE, U+FFFF) dropped, the same ones RasterizeFigure skips.

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "model/text/utf8.h"
 #include "viz/ticks.h"
 
 namespace viz {
@@ -68,7 +69,7 @@ void AddOutline(Figure& f, float x, float y, float w, float h, Rgba8 color = kAx
 
 size_t CountCodepoints(const std::string& s) {
     size_t n = 0;
-    for (size_t pos = 0; pos < s.size(); ++n) DecodeUtf8(s, &pos);
+    for (size_t pos = 0; pos < s.size(); ++n) model::NextCodePoint(s, &pos);
     return n;
 }
 
@@ -76,7 +77,7 @@ size_t CountCodepoints(const std::string& s) {
 std::string EllipsizeChars(const std::string& s, size_t max_chars) {
     if (CountCodepoints(s) <= max_chars) return s;
     size_t pos = 0;
-    for (size_t n = 0; n + 1 < max_chars && pos < s.size(); ++n) DecodeUtf8(s, &pos);
+    for (size_t n = 0; n + 1 < max_chars && pos < s.size(); ++n) model::NextCodePoint(s, &pos);
     return s.substr(0, pos) + kEllipsis;
 }
 
@@ -85,7 +86,7 @@ std::string EllipsizeWidth(const std::string& s, float max_width, float size) {
     if (MeasureText(s, size) <= max_width) return s;
     std::vector<size_t> ends;  // byte offset after each character
     for (size_t pos = 0; pos < s.size();) {
-        DecodeUtf8(s, &pos);
+        model::NextCodePoint(s, &pos);
         ends.push_back(pos);
     }
     size_t lo = 0, hi = ends.size();  // largest k with prefix(k) + "…" fitting
@@ -104,7 +105,7 @@ std::string AxisLabel(const std::string& piece) {
     bool leading = true;
     for (size_t pos = 0; pos < piece.size();) {
         const size_t start = pos;
-        const char32_t c = DecodeUtf8(piece, &pos);
+        const char32_t c = model::NextCodePoint(piece, &pos);
         if (c != ' ') leading = false;
         if (c == ' ' && leading) out += "\xC2\xB7";  // U+00B7
         else if (c == '\n') out += "\xE2\x86\xB5";   // U+21B5

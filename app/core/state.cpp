@@ -5,18 +5,10 @@
 #include <cstdio>
 
 #include "model/text/tokenizer.h"
+#include "model/text/utf8.h"
 
 namespace app {
 namespace {
-
-// Bytes of a UTF-8 sequence starting with `lead`, 0 for a byte that cannot start one.
-int Utf8Length(unsigned char lead) {
-    if (lead < 0x80) return 1;
-    if ((lead & 0xE0) == 0xC0) return 2;
-    if ((lead & 0xF0) == 0xE0) return 3;
-    if ((lead & 0xF8) == 0xF0) return 4;
-    return 0;
-}
 
 void AppendEscaped(unsigned char c, std::string* out) {
     switch (c) {
@@ -37,25 +29,15 @@ void AppendEscaped(unsigned char c, std::string* out) {
 }  // namespace
 
 std::string TokenLabel(const std::string& piece) {
-    const std::string shown = model::PieceToDisplay(piece);
     std::string out;
-    if (shown == piece) {
-        for (unsigned char c : shown) {
-            if (c >= 0x80) out += static_cast<char>(c);  // complete characters pass through
-            else AppendEscaped(c, &out);
-        }
-    } else {
-        for (size_t i = 0; i < piece.size();) {
-            const int n = Utf8Length(static_cast<unsigned char>(piece[i]));
-            bool complete = n > 1 && i + n <= piece.size();
-            for (int k = 1; complete && k < n; ++k) complete = (static_cast<unsigned char>(piece[i + k]) & 0xC0) == 0x80;
-            if (complete) {
-                out.append(piece, i, n);
-                i += n;
-            } else {
-                AppendEscaped(static_cast<unsigned char>(piece[i]), &out);
-                ++i;
-            }
+    for (size_t i = 0; i < piece.size();) {
+        const size_t n = model::DecodeUtf8(piece, i).length;
+        if (n > 1) {  // a whole character passes through
+            out.append(piece, i, n);
+            i += n;
+        } else {  // ASCII (escaped if a control character), or a byte that is not a whole character
+            AppendEscaped(static_cast<unsigned char>(piece[i]), &out);
+            ++i;
         }
     }
     if (out.empty()) return "''";
@@ -226,6 +208,22 @@ viz::Range TemperatureRange(const model::Analysis& a, const std::vector<float>& 
     for (size_t k = begin; k < end && k < tau.size(); ++k)
         if (std::isfinite(tau[k])) d = std::max(d, std::abs(tau[k] + offset - 1.0f));
     return {1.0f - d, 1.0f + d};
+}
+
+viz::Range SharedMapRange(const float* ssa, const float* compare, int T, bool log_scale) {
+    float hi = 0.0f, lo_positive = 1.0f;
+    for (const float* map : {ssa, compare}) {
+        if (!map) continue;
+        for (int i = 0; i < T; ++i)
+            for (int j = 0; j <= i; ++j) {
+                const float v = map[static_cast<size_t>(i) * T + j];
+                if (!std::isfinite(v)) continue;
+                hi = std::max(hi, v);
+                if (v > 0.0f) lo_positive = std::min(lo_positive, v);
+            }
+    }
+    if (!(hi > 0.0f)) hi = 1.0f;
+    return log_scale ? viz::Range{std::min(std::max(lo_positive, 1e-6f), hi * 0.1f), hi} : viz::Range{0.0f, hi};
 }
 
 bool IsTemperature(TokenColor color) { return !IsRowMetric(color) && !IsLoss(color); }

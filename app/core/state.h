@@ -1,9 +1,9 @@
 // What the views share on the UI thread: the current model and analysis (immutable, from the
 // inference worker), the user's selections and view settings, and requests the views make of
-// the app (open a model, re-run). Only the UI thread touches it.
+// the app (open a model, re-run). Only the UI thread touches it. What only the window keeps (its
+// open windows, screen rectangles, focus) is app/gui/window_state.h.
 #pragma once
 
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -95,11 +95,6 @@ struct HeadImpacts {
     bool done = false, cancelled = false;
 };
 
-// Screen rectangles of views, in framebuffer pixels, for screenshots and tests.
-struct Rect {
-    float x = 0, y = 0, w = 0, h = 0;
-};
-
 struct AppState {
     // The model, as the worker last reported it.
     std::optional<model::ModelInfo> model;
@@ -131,16 +126,6 @@ struct AppState {
     bool close_twin_request = false;
     std::optional<bool> layer_local_request;  // without a twin: true the layer-local tau = 1 comparison, false the counterfactual
     bool layer_local = false;                 // the tau = 1 comparison chosen (used whenever no twin is open)
-    bool show_open_dialog = false;
-    bool open_dialog_for_twin = false;
-    bool show_help = false;
-    bool show_demo = false;
-    bool show_graph = false;  // the graph experiment window (paper Figure 3)
-    bool want_frame = false;  // a view has more to do (e.g. baking in slices): draw again soon
-
-    bool focus_goto = false;    // Ctrl+F: the map's go-to field takes the keyboard
-    bool show_timings = false;  // the status bar's developer timings (View > Timings in the status bar)
-    int layout_generation = 0;  // bumped when a session sets the layout, so the panes take it
 
     // What-ifs on the SSA side (issue 17), as the worker last applied them; a view asks for a new
     // list through interventions_request. With compare_unedited the comparison is the model without
@@ -165,11 +150,6 @@ struct AppState {
     std::string generated_prefix;
     bool IsGenerated(const model::Tokenization& tokens, int i) const;
     void ForgetGeneratedIfEdited();
-
-    // Status.
-    double last_latency_ms = 0;  // request to result
-    float frame_ms = 0;
-    std::map<std::string, Rect> regions;  // "heatmap", "tokens", "heads", ...
 
     // Convenience over the analysis.
     int Layers() const { return analysis ? analysis->n_layer : 0; }
@@ -213,6 +193,10 @@ float ScopedTokenValue(const model::Analysis& a, const std::vector<float>& rows,
 // `head` alone when given (at least 0.05, so a model with tau = 1 everywhere still has a scale).
 viz::Range TemperatureRange(const model::Analysis& a, const std::vector<float>& tau, std::optional<HeadRef> head = std::nullopt,
                             float offset = 0.0f);
+// One colour range for a head's SSA map and its comparison (either may be null), so the two can
+// be compared side by side: 0..max of the causal weights, or for log scale from the smallest
+// positive weight (at most a decade below the max).
+viz::Range SharedMapRange(const float* ssa, const float* compare, int T, bool log_scale);
 // Whether a token colouring is a temperature (drawn on the diverging scale around 1).
 bool IsTemperature(TokenColor color);
 // Whether it is a loss (per token: no scope), and the values: [T], NaN for the first token (no

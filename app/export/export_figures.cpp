@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "app/core/names.h"
 #include "app/export/head_summary.h"
 #include "model/text/tokenizer.h"
 #include "viz/figures.h"

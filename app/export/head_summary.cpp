@@ -33,22 +33,6 @@ std::vector<float> RowMeanOverHeads(const std::vector<float>* rows, const model:
     return out;
 }
 
-viz::Range SharedMapRange(const float* ssa, const float* compare, int T, bool log_scale) {
-    float hi = 0.0f, lo_positive = 1.0f;
-    for (const float* map : {ssa, compare}) {
-        if (!map) continue;
-        for (int i = 0; i < T; ++i)
-            for (int j = 0; j <= i; ++j) {
-                const float v = map[static_cast<size_t>(i) * T + j];
-                if (!std::isfinite(v)) continue;
-                hi = std::max(hi, v);
-                if (v > 0.0f) lo_positive = std::min(lo_positive, v);
-            }
-    }
-    if (!(hi > 0.0f)) hi = 1.0f;
-    return log_scale ? viz::Range{std::min(std::max(lo_positive, 1e-6f), hi * 0.1f), hi} : viz::Range{0.0f, hi};
-}
-
 std::vector<HeadSummary> SummarizeHeads(const model::Analysis& a) {
     std::vector<HeadSummary> out;
     out.reserve(static_cast<size_t>(a.n_layer) * a.n_head);
@@ -91,41 +75,4 @@ std::vector<HeadSummary> SummarizeHeads(const model::Analysis& a) {
 
 bool IsSinkHead(float sink_mass, float epsilon) { return std::isfinite(sink_mass) && sink_mass > epsilon; }
 
-std::string HeadName(HeadRef h) { return "L" + std::to_string(h.layer) + " H" + std::to_string(h.head); }
-
-bool HasTwin(const model::Analysis& a) {
-    return a.comparison == model::Comparison::Twin || (!a.compare_label.empty() && a.compare_label != "vanilla");
-}
-
-std::string CompareName(const model::Analysis& a) {
-    if (a.compare_label.empty()) return "comparison";
-    if (HasTwin(a)) return "twin";
-    if (a.comparison == model::Comparison::Unedited) return "unedited";
-    return a.comparison == model::Comparison::LayerLocal ? "tau=1 local" : "tau=1";
-}
-
-std::string TwinFolderName(const model::Analysis& a) {
-    if (!HasTwin(a)) return "";
-    std::string name = a.compare_label;
-    while (name.size() > 1 && name.back() == '/') name.pop_back();
-    const size_t slash = name.find_last_of('/');
-    if (slash != std::string::npos) name = name.substr(slash + 1);
-    if (name.size() > 18) name = name.substr(0, 16) + "..";
-    return name;
-}
-
-std::string CompareExplanation(const model::Analysis& a) {
-    if (HasTwin(a))
-        return "twin: a separately trained model (" + a.compare_label +
-               ") on the same tokens. Its heads learned on their own, so head h of the twin need not do what head h of SSA does.";
-    if (a.comparison == model::Comparison::Unedited)
-        return "unedited: the SSA model as trained, without the what-ifs (" + model::FormatInterventions(a.interventions) +
-               ") applied to the SSA side, so a difference is the what-ifs' effect alone.";
-    if (a.comparison == model::Comparison::LayerLocal)
-        return "tau=1 local: at each layer, the SSA model's own q and k (the same input as SSA) with tau = 1. "
-               "It shows what that layer's temperatures do, with nothing below it changed.";
-    return "tau=1: the same weights with tau_q = tau_v = 1 everywhere (the vanilla counterfactual). It is a whole second "
-           "forward pass, so from layer 1 on its heads read a different residual stream: a later layer's difference mixes its "
-           "own temperatures with everything that changed below it.";
-}
 }  // namespace app

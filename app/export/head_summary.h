@@ -1,5 +1,5 @@
-// Each head in a few numbers (the Heads grid badges, the Table tab, the sparsity plots and
-// metrics.json agree on them), and the short names the views and figures label heads with.
+// Each head in a few numbers: the Heads grid badges, the Table tab, the sparsity plots and
+// metrics.json agree on them.
 #pragma once
 
 #include <string>
@@ -7,7 +7,6 @@
 
 #include "app/core/state.h"
 #include "model/nn/analysis.h"
-#include "viz/colormap.h"
 
 namespace app {
 
@@ -33,29 +32,10 @@ float HeadMean(const std::vector<float>* rows, const model::Analysis& a, int l, 
 // trivial) and positions without a finite value are NaN.
 std::vector<float> RowMeanOverHeads(const std::vector<float>* rows, const model::Analysis& a);
 
-// One colour range for a head's SSA map and its comparison (either may be null), so the two can
-// be compared side by side: 0..max of the causal weights, or for log scale from the smallest
-// positive weight (at most a decade below the max).
-viz::Range SharedMapRange(const float* ssa, const float* compare, int T, bool log_scale);
-
 // All heads, layer-major: [L * H].
 std::vector<HeadSummary> SummarizeHeads(const model::Analysis& a);
 
 // The sink-head rule of SPEC section 2 and metrics.json: mean first-token mass above epsilon.
 bool IsSinkHead(float sink_mass, float epsilon);
-
-// "L2 H5".
-std::string HeadName(HeadRef h);
-
-// The comparison's one short name, the same in every view and figure legend: "tau=1" for the
-// counterfactual (the same weights with tau_q = tau_v = 1), "twin" for a separately trained model.
-std::string CompareName(const model::Analysis& a);
-bool HasTwin(const model::Analysis& a);
-// The twin folder's last part ("vanilla" for assets/models/english/vanilla); empty without a twin.
-std::string TwinFolderName(const model::Analysis& a);
-// What the comparison is, in a sentence or two for tooltips: which model, and for the
-// counterfactual that it is a whole second forward pass (its later layers see another residual
-// stream, so they differ for that reason too, not only for their own temperatures).
-std::string CompareExplanation(const model::Analysis& a);
 
 }  // namespace app

@@ -8,6 +8,8 @@
 
 #include <imgui.h>
 
+#include "model/text/utf8.h"
+
 namespace app {
 namespace {
 
@@ -109,28 +111,6 @@ void BuildAtlas() {
     }
 }
 
-// Decodes one UTF-8 character at s[i], advancing i; returns 0 for a malformed sequence (one byte
-// is skipped).
-uint32_t NextCodePoint(const std::string& s, size_t& i) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    int n = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : -1;
-    if (n < 0 || i + n >= s.size()) {
-        ++i;
-        return 0;
-    }
-    uint32_t cp = n == 0 ? c : n == 1 ? (c & 0x1F) : n == 2 ? (c & 0x0F) : (c & 0x07);
-    for (int k = 1; k <= n; ++k) {
-        const unsigned char cc = static_cast<unsigned char>(s[i + k]);
-        if ((cc & 0xC0) != 0x80) {
-            ++i;
-            return 0;
-        }
-        cp = (cp << 6) | (cc & 0x3F);
-    }
-    i += n + 1;
-    return cp;
-}
-
 bool InBaseRanges(uint32_t cp) {
     for (const ImWchar* r = kBaseRanges; r[0]; r += 2)
         if (cp >= r[0] && cp <= r[1]) return true;
@@ -159,9 +139,10 @@ bool EnsureGlyphs(const std::string& text) {
     if (!f.have_ttf) return false;
     bool added = false;
     for (size_t i = 0; i < text.size();) {
-        const uint32_t cp = NextCodePoint(text, i);
+        // Bad bytes give U+FFFD, which the base ranges hold: ImGui draws them as that too.
+        const char32_t cp = model::NextCodePoint(text, &i);
         // ImWchar is 16-bit in Debian's build: planes 1-16 (emoji) cannot be in the atlas.
-        if (cp < 0x20 || cp > 0xFFFF || (cp >= 0xD800 && cp <= 0xDFFF) || InBaseRanges(cp)) continue;
+        if (cp < 0x20 || cp > 0xFFFF || InBaseRanges(cp)) continue;
         if (f.extra.size() >= kMaxExtraGlyphs) break;
         added |= f.extra.insert(static_cast<ImWchar>(cp)).second;
     }

@@ -1,45 +1,59 @@
+// The window: App, its shell (worker events in, the panes and menus drawn, the views' requests
+// out), and RunGui, the platform loop (GLFW + OpenGL 3.3 + Dear ImGui), kept thin: the test and
+// benchmark drivers it calls each frame are in drivers.cpp.
+//
+// Index of this file:
+// [SECTION] Views and small helpers
+// [SECTION] App: start-up and sessions
+// [SECTION] App: worker events (Poll)
+// [SECTION] App: one frame (Draw: the three panes, the dialogs)
+// [SECTION] App: the views' requests (HandleRequests), latency and questions for the drivers
+// [SECTION] App: menu bar and examples, session popup, start panel, status bar, shortcuts
+// [SECTION] The platform loop (RunGui)
+
 #include "app/gui/gui.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <deque>
-#include <fstream>
-#include <thread>
 
 #include <GLFW/glfw3.h>
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
 #include <imgui_internal.h>  // the layout table's column weights
-#include <nlohmann/json.hpp>
-#include <stb_image_write.h>
 
+#include "app/core/examples.h"
 #include "app/core/exit_code.h"
-#include "app/gui/fonts.h"
-#include "app/export/head_summary.h"
+#include "app/core/names.h"
 #include "app/export/session.h"
-#include "app/core/state.h"
-#include "app/gui/view_heads.h"
+#include "app/gui/drivers.h"
+#include "app/gui/fonts.h"
+#include "app/gui/view_checkpoint.h"
 #include "app/gui/view_export.h"
+#include "app/gui/view_graph.h"
+#include "app/gui/view_head_table.h"
+#include "app/gui/view_heads.h"
 #include "app/gui/view_heatmap.h"
 #include "app/gui/view_interventions.h"
-#include "app/gui/view_predictions.h"
 #include "app/gui/view_matrix.h"
-#include "app/gui/view_temperature.h"
 #include "app/gui/view_model.h"
-#include "app/gui/view_graph.h"
-#include "app/core/examples.h"
-#include "app/gui/view_checkpoint.h"
 #include "app/gui/view_open.h"
+#include "app/gui/view_predictions.h"
 #include "app/gui/view_sparsity.h"
+#include "app/gui/view_temperature.h"
 #include "app/gui/view_text.h"
+#include "app/gui/window_state.h"
 #include "app/gui/worker.h"
-#include "model/io/files.h"
 #include "viz/imgui/demo.h"
 
 namespace app {
 namespace {
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Views and small helpers
+//-------------------------------------------------------------------------------------------------
 
 const char* kExampleText =
     "The old lighthouse keeper climbed the stairs every evening. He lit the lamp, watched the ships, "
@@ -73,16 +87,12 @@ std::string ShortModelName(std::string dir) {
     return before == std::string::npos ? dir : dir.substr(before + 1);
 }
 
-// Percentile of a sample (nearest rank); 0 for none.
-double Percentile(std::vector<double> v, double p) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    size_t k = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size()))) - 1;
-    return v[std::min(k, v.size() - 1)];
-}
-
-class App {
+class App : public DrivenWindow {
 public:
+    //---------------------------------------------------------------------------------------------
+    // [SECTION] App: start-up and sessions
+    //---------------------------------------------------------------------------------------------
+
     App(const LaunchOptions& options, const std::optional<Session>& session)
         : m_device(options.device), m_worker([] { glfwPostEmptyEvent(); }) {
         m_state.text = options.text.empty() && !session ? kExampleText : options.text;
@@ -150,6 +160,10 @@ public:
         if (count > 0) m_state.open_model_request = paths[0];
     }
 
+    //---------------------------------------------------------------------------------------------
+    // [SECTION] App: worker events (Poll)
+    //---------------------------------------------------------------------------------------------
+
     // Takes what the worker finished since the last frame.
     void Poll() {
         for (WorkerEvent& e : m_worker.TakeEvents()) {
@@ -216,6 +230,10 @@ public:
         m_state.progress = m_worker.Progress();
         m_worker.SetShownHead(m_state.selected.layer, m_state.selected.head);
     }
+
+    //---------------------------------------------------------------------------------------------
+    // [SECTION] App: one frame (Draw: the three panes, the dialogs)
+    //---------------------------------------------------------------------------------------------
 
     void Draw() {
         m_state.regions.clear();
@@ -306,6 +324,10 @@ public:
         HandleShortcuts();
     }
 
+    //---------------------------------------------------------------------------------------------
+    // [SECTION] App: the views' requests (HandleRequests), latency and questions for the drivers
+    //---------------------------------------------------------------------------------------------
+
     // After the frame: act on what the views asked for.
     void HandleRequests() {
         if (m_state.open_model_request) {
@@ -369,9 +391,10 @@ public:
     // superseded) has its keystroke-to-pixels latency.
     void AfterPresent() {
         const double now = NowMs();
+        m_shown_latencies.clear();
         while (!m_waiting.empty() && m_waiting.front().first <= m_shown_request) {
             m_state.last_latency_ms = now - m_waiting.front().second;
-            m_latencies.push_back(m_state.last_latency_ms);
+            m_shown_latencies.push_back(m_state.last_latency_ms);
             m_waiting.pop_front();
         }
     }
@@ -382,48 +405,18 @@ public:
         if (m_state.model) s += m_state.model->dir;
         return s;
     }
-    bool Settled() const {
+    bool Settled() const override {
         if (m_views.checkpoint.Showing()) return true;  // waiting for the user, not the model
         if (m_state.busy || m_twin_expected || m_state.generating || m_state.ranking_heads) return false;
         if (m_start_continue > 0 || m_start_rank_heads || m_state.continue_request || m_state.rank_heads_request) return false;
         if (!m_state.model) return ModelFailed();  // nothing more will come
         return m_state.analysis || !m_state.error.empty();
     }
-    // No model is open and the last attempt failed (a missing or broken --model or session model).
-    bool ModelFailed() const { return !m_state.busy && !m_state.model && !m_state.error.empty(); }
-    ExportDialog& Exporter() { return m_views.export_dialog; }
-    const AppState& state() const { return m_state; }
-    const std::vector<double>& Latencies() const { return m_latencies; }
-
-    // The benchmark types by editing the text as the editor would, at a cursor that starts at
-    // `at` (a fraction of the text, on a character boundary) and moves on with each character.
-    void TypeCharacter(char c, double at) {
-        if (!m_typing) {
-            m_latencies.clear();  // only keystrokes count, not the first load
-            m_cursor = static_cast<size_t>(at * static_cast<double>(m_state.text.size()));
-            while (m_cursor < m_state.text.size() && (static_cast<unsigned char>(m_state.text[m_cursor]) & 0xC0) == 0x80) ++m_cursor;
-        }
-        m_typing = true;
-        m_state.text.insert(std::min(m_cursor++, m_state.text.size()), 1, c);
-        m_state.text_changed = true;
-    }
-    // The head benchmark selects the next head, as the arrow keys would.
-    void SelectNextHead() {
-        if (!m_state.analysis) return;
-        const int H = m_state.analysis->n_head, L = m_state.analysis->n_layer;
-        HeadRef& s = m_state.selected;
-        s.head = (s.head + 1) % H;
-        if (s.head == 0) s.layer = (s.layer + 1) % L;
-    }
-
+    bool ModelFailed() const override { return !m_state.busy && !m_state.model && !m_state.error.empty(); }
+    ExportDialog& Exporter() override { return m_views.export_dialog; }
+    WindowState& State() override { return m_state; }
+    const std::vector<double>& ShownLatencies() const override { return m_shown_latencies; }
     void SetFrameMs(float ms) { m_state.frame_ms = ms; }
-
-    // The zoom benchmark moves the attention map as the mouse wheel and drag would.
-    void SetMapView(float zoom, float pan_x, float pan_y) {
-        m_state.settings.map_view.zoom = zoom;
-        m_state.settings.map_view.pan_x = pan_x;
-        m_state.settings.map_view.pan_y = pan_y;
-    }
 
 private:
     void RequestAnalysis() {
@@ -439,6 +432,10 @@ private:
         }
         if (std::exchange(m_start_rank_heads, false)) m_state.rank_heads_request = true;
     }
+
+    //---------------------------------------------------------------------------------------------
+    // [SECTION] App: menu bar and examples, session popup, start panel, status bar, shortcuts
+    //---------------------------------------------------------------------------------------------
 
     void DrawMenuBar() {
         if (!ImGui::BeginMenuBar()) return;
@@ -623,7 +620,7 @@ private:
 
     void DrawStatusBar() {
         ImGui::Separator();
-        const AppState& s = m_state;
+        const WindowState& s = m_state;
         if (s.busy) {  // a spinner: three dots chasing each other
             ImDrawList* draw = ImGui::GetWindowDrawList();
             ImVec2 p = ImGui::GetCursorScreenPos();
@@ -676,7 +673,7 @@ private:
 
     void HandleShortcuts() {
         ImGuiIO& io = ImGui::GetIO();
-        AppState& s = m_state;
+        WindowState& s = m_state;
         if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_O, false)) OpenDialogFor(false);
         if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_Q, false)) m_quit = true;
         if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_E, false)) m_views.export_dialog.Show(m_state);
@@ -715,8 +712,8 @@ private:
     std::string m_device;
     std::string m_dtype = "f32";  // --dtype: the compute dtype
     std::vector<Example> m_examples = BundledExamples();
-    std::string m_pending_twin;
-    std::string m_example_query;   // an example's query token, selected when its analysis arrives    // a session's twin, opened once its model is
+    std::string m_pending_twin;    // a session's or example's twin, opened once its model is
+    std::string m_example_query;   // an example's query token, selected when its analysis arrives
     bool m_twin_expected = false;  // a twin is being opened (screenshots and tests wait for it)
     std::string m_session_path;
     std::string m_session_message;
@@ -725,75 +722,22 @@ private:
     bool m_apply_tab = true;  // open settings.right_tab on the next frame
     int m_start_continue = 0;         // --continue N, until the first analysis
     bool m_start_rank_heads = false;  // --rank-heads, likewise
-    AppState m_state;
+    WindowState m_state;
     Views m_views;
     std::deque<std::pair<uint64_t, double>> m_waiting;  // analysis requests not yet on screen, oldest first
     uint64_t m_shown_request = 0;                       // the newest request whose result was drawn
     uint64_t m_generation_request = 0;                  // the running Continue, 0 when none
     uint64_t m_ranking_request = 0;                     // the last heads ranking
     bool m_glyphs_dirty = true;
-    std::vector<double> m_latencies;
-    bool m_typing = false;
-    size_t m_cursor = 0;  // where the typing benchmark types next
+    std::vector<double> m_shown_latencies;  // of the requests the last frame shown answered
     InferenceWorker m_worker;  // last: stops (joins) before the state it reports into goes away
 };
 
-// Tokens of the shown analysis that Continue appended.
-int GeneratedCount(const AppState& state) {
-    if (!state.analysis) return 0;
-    int n = 0;
-    for (int i = 0; i < state.analysis->n_tokens; ++i) n += state.IsGenerated(state.analysis->tokens, i);
-    return n;
-}
-
-// Reads the back buffer and writes it as PNG, plus FILE.json with the views' rectangles.
-bool SaveScreenshot(const std::string& path, int width, int height, const AppState& state, float scale) {
-    std::vector<unsigned char> pixels(static_cast<size_t>(width) * height * 4);
-    glPixelStorei(GL_PACK_ALIGNMENT, 1);
-    glReadBuffer(GL_BACK);
-    glReadPixels(0, 0, width, height, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
-    std::vector<unsigned char> flipped(pixels.size());
-    const size_t stride = static_cast<size_t>(width) * 4;
-    for (int y = 0; y < height; ++y)
-        std::copy_n(pixels.data() + (height - 1 - y) * stride, stride, flipped.data() + y * stride);
-    for (size_t i = 3; i < flipped.size(); i += 4) flipped[i] = 255;  // opaque, whatever the framebuffer's alpha
-    std::string png;
-    auto append = [](void* context, void* data, int size) { static_cast<std::string*>(context)->append(static_cast<const char*>(data), size); };
-    if (!stbi_write_png_to_func(append, &png, width, height, 4, flipped.data(), static_cast<int>(stride))) return false;
-    if (!model::WriteFileAtomically(path, png)) return false;
-    nlohmann::json regions = nlohmann::json::object();
-    for (const auto& [name, r] : state.regions) regions[name] = {r.x * scale, r.y * scale, r.w * scale, r.h * scale};
-    // What is on screen, so tests can check that a session reopened exactly.
-    nlohmann::json pinned = nlohmann::json::array();
-    for (const Pin& p : state.pinned) pinned.push_back({p.layer, p.head, ToString(p.mode)});
-    const ViewSettings& v = state.settings;
-    nlohmann::json shown = {{"model", state.model ? state.model->dir : ""},
-                            {"twin", state.twin ? state.twin->dir : ""},
-                            {"text", state.text},
-                            {"tokens", state.Tokens()},
-                            {"selected", {state.selected.layer, state.selected.head}},
-                            {"pinned", pinned},
-                            {"query", state.query},
-                            {"interventions", model::FormatInterventions(state.interventions)},
-                            {"analysed_interventions", state.analysis ? model::FormatInterventions(state.analysis->interventions) : ""},
-                            {"comparison", state.analysis ? model::ToString(state.analysis->comparison) : ""},
-                            {"generated_tokens", GeneratedCount(state)},
-                            {"colormap", viz::ColormapName(v.colormap)},
-                            {"log_scale", v.log_scale},
-                            {"map", ToString(v.map_mode)},
-                            {"split", v.split},
-                            {"layout", {v.layout.left, v.layout.center, v.layout.right}},
-                            {"token_color", ToString(v.token_color)},
-                            {"token_scope", ToString(v.token_scope)},
-                            {"map_zoom", v.map_view.zoom},
-                            {"map_pan", {v.map_view.pan_x, v.map_view.pan_y}}};
-    return model::WriteFileAtomically(path + ".json", nlohmann::json{{"width", width}, {"height", height}, {"regions", regions}, {"state", shown}}
-                                                          .dump(1, ' ', false, nlohmann::json::error_handler_t::replace) +
-                                                      "\n")
-        .ok();
-}
-
 }  // namespace
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] The platform loop (RunGui)
+//-------------------------------------------------------------------------------------------------
 
 int RunGui(const LaunchOptions& run, const std::optional<Session>& session) {
     glfwSetErrorCallback([](int code, const char* message) { std::fprintf(stderr, "ssaviz: GLFW error %d: %s\n", code, message); });
@@ -812,9 +756,6 @@ int RunGui(const LaunchOptions& run, const std::optional<Session>& session) {
         return kExitFailure;
     }
     glfwMakeContextCurrent(window);
-    const bool measuring = !run.screenshot.empty() || run.bench_keys > 0 || run.bench_zoom_frames > 0 || run.bench_heads > 0 ||
-                           !run.export_to.empty();
-    glfwSwapInterval(measuring ? 0 : 1);
 
     IMGUI_CHECKVERSION();
     ImGui::CreateContext();
@@ -836,44 +777,21 @@ int RunGui(const LaunchOptions& run, const std::optional<Session>& session) {
         glfwSetDropCallback(window, [](GLFWwindow* w, int count, const char** paths) {
             static_cast<App*>(glfwGetWindowUserPointer(w))->OnDrop(count, paths);
         });
+        // Drivers run as fast as frames can be drawn (no vsync, no waiting for events).
+        const std::vector<std::unique_ptr<Driver>> drivers = MakeDrivers(run);
+        const bool measuring = !drivers.empty();
+        glfwSwapInterval(measuring ? 0 : 1);
 
-        int settled_frames = 0, typed = 0, zoomed = 0, switched = 0, frame = 0;
-        std::vector<double> switch_ms;  // the work of each frame that showed another head
-        bool export_started = false;
-        const double start_ms = NowMs();
-        double last_frame_ms = start_ms, next_key_ms = 0;
-        std::vector<double> frame_work_ms, frame_ui_ms;  // per frame while the benchmark types: all, ImGui only
+        double last_frame_ms = NowMs();
         while (!glfwWindowShouldClose(window) && !app.m_quit) {
-            const bool animate = app.state().busy || app.state().want_frame || measuring;
+            const bool animate = app.State().busy || app.State().want_frame || measuring;
             if (animate) glfwPollEvents();
             else glfwWaitEventsTimeout(0.5);
-            const double frame_start = NowMs();
-            app.SetFrameMs(static_cast<float>(frame_start - last_frame_ms));
-            last_frame_ms = frame_start;
-
-            if (run.bench_keys > 0 && app.Settled() && typed == 0) next_key_ms = frame_start;
-            if (run.bench_keys > 0 && typed < run.bench_keys && next_key_ms > 0 && frame_start >= next_key_ms) {
-                app.TypeCharacter(" abcdefghij"[typed % 11], run.bench_at);
-                ++typed;
-                next_key_ms += run.bench_interval_ms;
-            }
-
-            // Zoom benchmark: in to 64x and back out on the selected head's map, panning across it.
-            if (run.bench_zoom_frames > 0 && app.Settled() && zoomed < run.bench_zoom_frames && app.state().analysis) {
-                const double t = static_cast<double>(zoomed) / run.bench_zoom_frames, pi = 3.14159265358979;
-                const float zoom = static_cast<float>(std::pow(64.0, std::sin(t * pi)));
-                const float T = static_cast<float>(app.state().analysis->n_tokens), room = T - T / zoom;
-                app.SetMapView(zoom, room * static_cast<float>(0.5 + 0.5 * std::sin(t * 6 * pi)),
-                               room * static_cast<float>(0.5 + 0.5 * std::cos(t * 4 * pi)));
-                ++zoomed;
-            }
-
-            // Head benchmark: another head every 6th frame once settled; that frame's work is the figure.
-            const bool switching = run.bench_heads > 0 && app.Settled() && switched < run.bench_heads && ++frame % 6 == 0;
-            if (switching) {
-                app.SelectNextHead();
-                ++switched;
-            }
+            FrameTimes times;
+            times.start_ms = NowMs();
+            app.SetFrameMs(static_cast<float>(times.start_ms - last_frame_ms));
+            last_frame_ms = times.start_ms;
+            for (const auto& d : drivers) d->BeforeFrame(app, times.start_ms);
 
             app.Poll();
             if (app.GlyphsDirty() && EnsureGlyphs(app.GlyphText())) {
@@ -885,7 +803,7 @@ int RunGui(const LaunchOptions& run, const std::optional<Session>& session) {
             ImGui::NewFrame();
             app.Draw();
             ImGui::Render();
-            const double ui_done = NowMs();
+            times.ui_done_ms = NowMs();
             int fb_w = 0, fb_h = 0;
             glfwGetFramebufferSize(window, &fb_w, &fb_h);
             glViewport(0, 0, fb_w, fb_h);
@@ -893,86 +811,21 @@ int RunGui(const LaunchOptions& run, const std::optional<Session>& session) {
             glClear(GL_COLOR_BUFFER_BIT);
             ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
 
-            if (!run.export_to.empty()) {  // tests: the export dialog's own path, then exit
-                if (!export_started && app.ModelFailed()) {
-                    std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(app.state().error, 4096).c_str());
-                    exit_code = kExitBadInput;
-                    break;
-                }
-                if (!export_started && app.Settled()) {
-                    app.Exporter().Options().out_dir = run.export_to;
-                    if (!app.Exporter().Start(app.state())) {
-                        std::fprintf(stderr, "ssaviz: export: %s\n", app.Exporter().Error().c_str());
-                        exit_code = kExitFailure;
-                        break;
-                    }
-                    export_started = true;
-                } else if (export_started && !app.Exporter().Busy() &&
-                           (!app.Exporter().Done().empty() || !app.Exporter().Error().empty())) {
-                    if (!app.Exporter().Error().empty()) {
-                        std::fprintf(stderr, "ssaviz: export: %s\n", app.Exporter().Error().c_str());
-                        exit_code = kExitFailure;
-                    } else {
-                        std::fprintf(stderr, "ssaviz: %s\n", app.Exporter().Done().c_str());
-                    }
-                    break;
-                }
-            }
-            if (!run.screenshot.empty()) {
-                settled_frames = app.Settled() ? settled_frames + 1 : 0;
-                const bool timed_out = NowMs() - start_ms > 120000;
-                if (settled_frames >= run.frames || timed_out) {
-                    if (!SaveScreenshot(run.screenshot, fb_w, fb_h, app.state(), io.DisplayFramebufferScale.x)) {
-                        std::fprintf(stderr, "ssaviz: cannot write %s\n", run.screenshot.c_str());
-                        exit_code = kExitFailure;
-                    } else if (app.ModelFailed()) {
-                        std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(app.state().error, 4096).c_str());
-                        exit_code = kExitBadInput;
-                    } else if (timed_out) {
-                        std::fprintf(stderr, "ssaviz: the model did not settle within 120 s; wrote %s anyway\n", run.screenshot.c_str());
-                        exit_code = kExitFailure;
-                    }
-                    break;
-                }
+            std::optional<int> code;
+            for (const auto& d : drivers)
+                if ((code = d->AfterRender(app, fb_w, fb_h, io.DisplayFramebufferScale.x))) break;
+            if (code) {
+                exit_code = *code;
+                break;
             }
             glfwSwapBuffers(window);
             app.AfterPresent();
             app.HandleRequests();
 
-            const double work = NowMs() - frame_start;
-            if (typed > 0 || zoomed > 0) {  // a benchmark is under way
-                frame_work_ms.push_back(work);
-                frame_ui_ms.push_back(ui_done - frame_start);
-            }
-            if (switching) switch_ms.push_back(work);
-            if (run.bench_heads > 0 && switched >= run.bench_heads && !switching) break;
-            if (run.bench_zoom_frames > 0 && zoomed >= run.bench_zoom_frames) break;
-            if (run.bench_keys > 0) {
-                if (typed >= run.bench_keys && app.Settled()) break;
-                // Pace like a 60 Hz display; the figure that matters is the work per frame.
-                const double rest = 1000.0 / 60.0 - work;
-                if (rest > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(rest));
-            }
+            times.end_ms = NowMs();
+            if (std::any_of(drivers.begin(), drivers.end(), [&](const auto& d) { return d->AfterFrame(app, times); })) break;
         }
-        const int tokens = app.state().analysis ? app.state().analysis->n_tokens : 0;
-        if (run.bench_zoom_frames > 0)
-            std::printf("zoom and pan: %d x %d map, %zu frames (zoom 1 to 64 and back)\n", tokens, tokens, frame_work_ms.size());
-        if (run.bench_keys > 0)
-            std::printf("tokens %d, keys %d every %.0f ms, frames %zu\n", tokens, run.bench_keys, run.bench_interval_ms, frame_work_ms.size());
-        if (run.bench_zoom_frames > 0 || run.bench_keys > 0) {
-            std::printf("frame work ms (events, ImGui, GL render and swap): p50 %.2f  p99 %.2f  max %.2f\n", Percentile(frame_work_ms, 50),
-                        Percentile(frame_work_ms, 99), Percentile(frame_work_ms, 100));
-            std::printf("  of which ImGui (views, bakes, uploads) ms: p50 %.2f  p99 %.2f  max %.2f\n", Percentile(frame_ui_ms, 50),
-                        Percentile(frame_ui_ms, 99), Percentile(frame_ui_ms, 100));
-        }
-        if (run.bench_heads > 0)
-            std::printf("head switch ms (frame work: map rebuild, bake, upload, draw; %zu switches at %d tokens): p50 %.1f  p99 %.1f  max %.1f\n",
-                        switch_ms.size(), tokens, Percentile(switch_ms, 50), Percentile(switch_ms, 99), Percentile(switch_ms, 100));
-        if (run.bench_keys > 0) {
-            const auto& lat = app.Latencies();
-            std::printf("keystroke to pixels ms (%zu keystrokes): p50 %.1f  p99 %.1f  max %.1f\n", lat.size(), Percentile(lat, 50),
-                        Percentile(lat, 99), Percentile(lat, 100));
-        }
+        for (const auto& d : drivers) d->Report(app);
     }  // views free their textures here, while the context is alive
 
     ImGui_ImplOpenGL3_Shutdown();

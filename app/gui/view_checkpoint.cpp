@@ -71,7 +71,7 @@ void CheckpointDialog::Check() {
                 model::Describe(c.query) + "\ntau_v: " + model::Describe(c.value) + "\nactivation: " + model::ToString(c.activation);
 }
 
-void CheckpointDialog::Draw(AppState& state) {
+void CheckpointDialog::Draw(WindowState& state) {
     if (m_show && !ImGui::IsPopupOpen(kPopupId)) {
         ImGui::OpenPopup(kPopupId);  // drawn from the next frame on, as the open dialog
         return;

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "app/core/state.h"
+#include "app/gui/window_state.h"
 #include "model/io/weights.h"
 
 namespace app {
@@ -17,7 +17,7 @@ std::string CheckpointQuestion(const std::string& path, const model::ConfigHints
 class CheckpointDialog {
 public:
     void Show(const std::string& path, const model::ConfigHints& hints);
-    void Draw(AppState& state);  // on Open: state.hints and state.open_model_request
+    void Draw(WindowState& state);  // on Open: state.hints and state.open_model_request
     bool Showing() const { return m_show; }
 
 private:

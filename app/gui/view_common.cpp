@@ -1,7 +1,13 @@
 // Small pieces shared by the views.
 #include "app/gui/view_common.h"
 
+#include <cmath>
+#include <cstdio>
+
 #include <imgui.h>
+
+#include "app/core/names.h"
+#include "app/gui/view_interventions.h"
 
 namespace app {
 
@@ -14,6 +20,72 @@ bool DrawNoAnalysisNote(const AppState& state) {
 void SameLineIfFits(float width) {
     const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
     if (ImGui::GetItemRectMax().x + ImGui::GetStyle().ItemSpacing.x + width <= right) ImGui::SameLine();
+}
+
+bool SameAnalysis(const std::weak_ptr<const model::Analysis>& cached, const std::shared_ptr<const model::Analysis>& now) {
+    if (!now) return false;
+    return !cached.owner_before(now) && !now.owner_before(cached);
+}
+
+std::string FormatNumber(float v) {
+    char buf[32];
+    if (!std::isfinite(v)) return "n/a";
+    const float m = std::abs(v);
+    if (m >= 100.0f) std::snprintf(buf, sizeof buf, "%.0f", v);
+    else if (m >= 10.0f) std::snprintf(buf, sizeof buf, "%.1f", v);
+    else if (m >= 1.0f) std::snprintf(buf, sizeof buf, "%.2f", v);
+    else if (m >= 0.001f || m == 0.0f) std::snprintf(buf, sizeof buf, "%.3f", v);
+    else std::snprintf(buf, sizeof buf, "%.1e", v);
+    return buf;
+}
+
+void HeadTooltip(const AppState& state, const HeadSummary& s) {
+    const model::Analysis& a = *state.analysis;
+    const std::string cmp = CompareName(a);
+    ImGui::BeginTooltip();
+    ImGui::Text("%s%s%s", HeadName(s.ref).c_str(), s.ref == state.selected ? "  (selected)" : "",
+                state.IsPinned(s.ref) ? "  (pinned)" : "");
+    if (ImGui::BeginTable("##tip", 3, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg)) {
+        ImGui::TableSetupColumn("mean over rows 2..T");
+        ImGui::TableSetupColumn("SSA");
+        ImGui::TableSetupColumn(cmp.c_str());
+        ImGui::TableHeadersRow();
+        auto row = [](const char* name, float x, float y) {
+            ImGui::TableNextRow();
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(name);
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(FormatNumber(x).c_str());
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(FormatNumber(y).c_str());
+        };
+        row("entropy (nats)", s.entropy, s.entropy_compare);
+        row("normalized entropy", s.normalized_entropy, s.normalized_entropy_compare);
+        row("spikiness", s.spikiness, s.spikiness_compare);
+        row("sink mass", s.sink_mass, s.sink_mass_compare);
+        row("tau_q mean", s.tau_q_mean, s.tau_q_compare_mean);
+        ImGui::EndTable();
+    }
+    const float eps = state.settings.sink_epsilon;
+    ImGui::Text("sink head (eps %.2f): SSA %s, %s %s", eps, IsSinkHead(s.sink_mass, eps) ? "yes" : "no", cmp.c_str(),
+                IsSinkHead(s.sink_mass_compare, eps) ? "yes" : "no");
+    ImGui::Text("JS to %s %s nats, L1 %s", cmp.c_str(), FormatNumber(s.js).c_str(), FormatNumber(s.l1).c_str());
+    ImGui::Text("tau_q %s..%s, tau_v mean %s", FormatNumber(s.tau_q_min).c_str(), FormatNumber(s.tau_q_max).c_str(),
+                FormatNumber(s.tau_v_mean).c_str());
+    ImGui::Text("QK opnorm %s, eigenvalue mean %s, var %s", FormatNumber(s.qk_opnorm).c_str(), FormatNumber(s.qk_eig_mean).c_str(),
+                FormatNumber(s.qk_eig_var).c_str());
+    ImGui::TextDisabled("click: select   Ctrl+click: pin / unpin   right-click: what-ifs");
+    ImGui::EndTooltip();
+}
+
+void HandleHeadClick(AppState& state, HeadRef ref) {
+    if (ImGui::BeginPopupContextItem()) {  // right-click: what-ifs on this head
+        DrawHeadWhatIfMenu(state, ref);
+        ImGui::EndPopup();
+    }
+    if (!ImGui::IsItemClicked(ImGuiMouseButton_Left)) return;
+    if (ImGui::GetIO().KeyCtrl) state.TogglePin(ref);
+    else state.selected = ref;
 }
 
 }  // namespace app

@@ -111,7 +111,7 @@ bool ExportDialog::Start(const AppState& state) {
     return true;
 }
 
-void ExportDialog::Draw(AppState& state) {
+void ExportDialog::Draw(WindowState& state) {
     if (!m_result_taken && !Busy()) {  // a finished export: report once
         std::lock_guard<std::mutex> lock(m_mutex);
         m_result_taken = true;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "app/export/export.h"
-#include "app/core/state.h"
+#include "app/gui/window_state.h"
 #include "viz/imgui/texture.h"
 
 namespace app {
@@ -23,7 +23,7 @@ public:
 
     // Opens the window with figure settings taken from the current view (first time only).
     void Show(const AppState& state);
-    void Draw(AppState& state);
+    void Draw(WindowState& state);
 
     // Starts writing in the background (the Export button); false with Error() when it cannot.
     bool Start(const AppState& state);

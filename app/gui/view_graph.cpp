@@ -72,7 +72,7 @@ void DrawMatrix(const char* id, const char* title, const Matrix& m, float cell, 
 
 }  // namespace
 
-void GraphView::Draw(AppState& state) {
+void GraphView::Draw(WindowState& state) {
     if (!state.show_graph) return;
     // Bottom right, over the row chart and the heads pane, never over the main map (top centre).
     const ImGuiViewport* viewport = ImGui::GetMainViewport();

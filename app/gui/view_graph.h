@@ -2,12 +2,12 @@
 // beside the maps the SSA model and its comparison learned, read live from the current analysis.
 #pragma once
 
-#include "app/core/state.h"
+#include "app/gui/window_state.h"
 
 namespace app {
 
 struct GraphView {
-    void Draw(AppState& state);  // a window while state.show_graph
+    void Draw(WindowState& state);  // a window while state.show_graph
 };
 
 }  // namespace app

@@ -1,3 +1,5 @@
+#include "app/gui/view_head_table.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -5,7 +7,7 @@
 
 #include <imgui.h>
 
-#include "app/gui/view_heads.h"
+#include "app/core/names.h"
 #include "app/gui/view_common.h"
 
 namespace app {
@@ -69,7 +71,7 @@ void Number(float v, const char* format) {
 
 }  // namespace
 
-void HeadTableView::Draw(AppState& state) {
+void HeadTableView::Draw(WindowState& state) {
     if (DrawNoAnalysisNote(state)) return;
     const model::Analysis& a = *state.analysis;
     if (!SameAnalysis(m_for, state.analysis)) {

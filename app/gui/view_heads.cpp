@@ -1,6 +1,4 @@
 #include "app/gui/view_heads.h"
-#include "app/gui/view_interventions.h"
-#include "viz/imgui/widgets.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,8 +10,10 @@
 
 #include <imgui.h>
 
-#include "viz/heatmap.h"
+#include "app/core/names.h"
 #include "app/gui/view_common.h"
+#include "viz/heatmap.h"
+#include "viz/imgui/widgets.h"
 
 namespace app {
 namespace {
@@ -25,21 +25,6 @@ constexpr double kBakeBudgetMs = 6.0;  // per frame, so a long text never stalls
 constexpr int kThumbnailSide = 96;     // baked pixels per thumbnail side (max-pooled)
 constexpr int kPinnedSide = 256;
 
-}  // namespace
-
-std::string FormatNumber(float v) {
-    char buf[32];
-    if (!std::isfinite(v)) return "n/a";
-    const float m = std::abs(v);
-    if (m >= 100.0f) std::snprintf(buf, sizeof buf, "%.0f", v);
-    else if (m >= 10.0f) std::snprintf(buf, sizeof buf, "%.1f", v);
-    else if (m >= 1.0f) std::snprintf(buf, sizeof buf, "%.2f", v);
-    else if (m >= 0.001f || m == 0.0f) std::snprintf(buf, sizeof buf, "%.3f", v);
-    else std::snprintf(buf, sizeof buf, "%.1e", v);
-    return buf;
-}
-
-namespace {
 
 struct GridMetric {
     const char* key;    // state.settings.grid_metric
@@ -110,58 +95,6 @@ const char* ModeName(MapMode mode) {
     return "";
 }
 
-}  // namespace
-
-void HeadTooltip(const AppState& state, const HeadSummary& s) {
-    const model::Analysis& a = *state.analysis;
-    const std::string cmp = CompareName(a);
-    ImGui::BeginTooltip();
-    ImGui::Text("%s%s%s", HeadName(s.ref).c_str(), s.ref == state.selected ? "  (selected)" : "",
-                state.IsPinned(s.ref) ? "  (pinned)" : "");
-    if (ImGui::BeginTable("##tip", 3, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg)) {
-        ImGui::TableSetupColumn("mean over rows 2..T");
-        ImGui::TableSetupColumn("SSA");
-        ImGui::TableSetupColumn(cmp.c_str());
-        ImGui::TableHeadersRow();
-        auto row = [](const char* name, float x, float y) {
-            ImGui::TableNextRow();
-            ImGui::TableNextColumn();
-            ImGui::TextUnformatted(name);
-            ImGui::TableNextColumn();
-            ImGui::TextUnformatted(FormatNumber(x).c_str());
-            ImGui::TableNextColumn();
-            ImGui::TextUnformatted(FormatNumber(y).c_str());
-        };
-        row("entropy (nats)", s.entropy, s.entropy_compare);
-        row("normalized entropy", s.normalized_entropy, s.normalized_entropy_compare);
-        row("spikiness", s.spikiness, s.spikiness_compare);
-        row("sink mass", s.sink_mass, s.sink_mass_compare);
-        row("tau_q mean", s.tau_q_mean, s.tau_q_compare_mean);
-        ImGui::EndTable();
-    }
-    const float eps = state.settings.sink_epsilon;
-    ImGui::Text("sink head (eps %.2f): SSA %s, %s %s", eps, IsSinkHead(s.sink_mass, eps) ? "yes" : "no", cmp.c_str(),
-                IsSinkHead(s.sink_mass_compare, eps) ? "yes" : "no");
-    ImGui::Text("JS to %s %s nats, L1 %s", cmp.c_str(), FormatNumber(s.js).c_str(), FormatNumber(s.l1).c_str());
-    ImGui::Text("tau_q %s..%s, tau_v mean %s", FormatNumber(s.tau_q_min).c_str(), FormatNumber(s.tau_q_max).c_str(),
-                FormatNumber(s.tau_v_mean).c_str());
-    ImGui::Text("QK opnorm %s, eigenvalue mean %s, var %s", FormatNumber(s.qk_opnorm).c_str(), FormatNumber(s.qk_eig_mean).c_str(),
-                FormatNumber(s.qk_eig_var).c_str());
-    ImGui::TextDisabled("click: select   Ctrl+click: pin / unpin   right-click: what-ifs");
-    ImGui::EndTooltip();
-}
-
-void HandleHeadClick(AppState& state, HeadRef ref) {
-    if (ImGui::BeginPopupContextItem()) {  // right-click: what-ifs on this head
-        DrawHeadWhatIfMenu(state, ref);
-        ImGui::EndPopup();
-    }
-    if (!ImGui::IsItemClicked(ImGuiMouseButton_Left)) return;
-    if (ImGui::GetIO().KeyCtrl) state.TogglePin(ref);
-    else state.selected = ref;
-}
-
-namespace {
 
 // Two significant digits without the leading zero (".19", "1.2", "12") for small thumbnails.
 std::string FormatCompact(float v) {
@@ -193,11 +126,6 @@ void Badge(ImDrawList* draw, ImVec2 p0, float cell, float value) {
 
 }  // namespace
 
-bool SameAnalysis(const std::weak_ptr<const model::Analysis>& cached, const std::shared_ptr<const model::Analysis>& now) {
-    if (!now) return false;
-    return !cached.owner_before(now) && !now.owner_before(cached);
-}
-
 float HeadsView::BadgeValue(const AppState& state, int index) const {
     const HeadSummary& s = m_summary[index];
     const std::string& key = state.settings.grid_metric;
@@ -217,7 +145,7 @@ float HeadsView::BadgeValue(const AppState& state, int index) const {
                 HeadMean(a.metrics_compare.Find(key), a, s.ref.layer, s.ref.head));
 }
 
-void HeadsView::Rebake(AppState& state) {
+void HeadsView::Rebake(WindowState& state) {
     const model::Analysis& a = *state.analysis;
     const ViewSettings& s = state.settings;
     const size_t count = static_cast<size_t>(a.n_layer) * a.n_head;
@@ -250,7 +178,7 @@ void HeadsView::Rebake(AppState& state) {
     }
 }
 
-void HeadsView::Draw(AppState& state) {
+void HeadsView::Draw(WindowState& state) {
     if (DrawNoAnalysisNote(state)) return;
     const model::Analysis& a = *state.analysis;
     if (a.n_layer == 0 || a.n_head == 0 || a.n_tokens == 0) {
@@ -305,7 +233,7 @@ void HeadsView::Draw(AppState& state) {
     DrawPinned(state);
 }
 
-void HeadsView::DrawGrid(AppState& state) {
+void HeadsView::DrawGrid(WindowState& state) {
     const model::Analysis& a = *state.analysis;
     const int L = a.n_layer, H = a.n_head;
     const float label_w = ImGui::CalcTextSize("L00").x + 8.0f;
@@ -392,7 +320,7 @@ void HeadsView::DrawGrid(AppState& state) {
     state.regions["heads_cell"] = Rect{0, 0, cell, cell};  // for tests: a thumbnail's size
 }
 
-void HeadsView::DrawPinned(AppState& state) {
+void HeadsView::DrawPinned(WindowState& state) {
     const model::Analysis& a = *state.analysis;
     const std::string cmp = CompareName(a);
     ImGui::Separator();

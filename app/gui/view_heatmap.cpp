@@ -1,8 +1,18 @@
-#include "app/gui/view_heatmap.h"
+// The attention map view (view_heatmap.h): one head's map or three side by side, zoomed and panned
+// together, baked into textures by level of detail; the toolbar; the temperature strips; the row
+// chart under the map.
+//
+// Index of this file:
+// [SECTION] Constants and small helpers
+// [SECTION] Zoom, pan and the selected head's data (maps, ranges, labels, pooled levels)
+// [SECTION] Textures: what part of which level is baked
+// [SECTION] Toolbar and go-to
+// [SECTION] The map: cells, token labels, selection, hover read-out
+// [SECTION] Temperature strips beside the map
+// [SECTION] Row chart: the query's row, SSA against the comparison
+// [SECTION] Draw: the view's layout
 
-#include "app/core/examples.h"
-#include "app/export/head_summary.h"
-#include "app/gui/view_common.h"
+#include "app/gui/view_heatmap.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,12 +22,19 @@
 #include <imgui.h>
 #include <imgui_internal.h>  // SetItemUsingMouseWheel
 
+#include "app/core/examples.h"
+#include "app/core/names.h"
+#include "app/gui/view_common.h"
 #include "model/text/tokenizer.h"
 #include "viz/heatmap.h"
 #include "viz/imgui/widgets.h"
 
 namespace app {
 namespace {
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Constants and small helpers
+//-------------------------------------------------------------------------------------------------
 
 constexpr float kMaxCellPixels = 64.0f;  // the deepest zoom: one cell this many pixels wide
 constexpr int kWholeMapMaxSide = 1024;   // up to this many tokens, one texel per cell for the whole map (one bake of <= 1M cells)
@@ -64,8 +81,11 @@ void AddLabel(ImDrawList* draw, ImVec2 pos, ImU32 color, const char* text) {
 
 bool HasCompare(const model::Analysis& a) { return a.maps && !a.compare_label.empty(); }
 
-
 }  // namespace
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Zoom, pan and the selected head's data (maps, ranges, labels, pooled levels)
+//-------------------------------------------------------------------------------------------------
 
 void HeatmapView::ResetView() {
     m_view->zoom = 1.0f;
@@ -158,6 +178,10 @@ const float* HeatmapView::Level(Layer& layer, int level) {
     return level == 0 ? MapValues(layer.mode) : layer.levels[level - 1].data();
 }
 
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Textures: what part of which level is baked
+//-------------------------------------------------------------------------------------------------
+
 void HeatmapView::EnsureTexture(Layer& layer, float side) {
     const int T = m_tokens;
     const float scale = std::max(1.0f, ImGui::GetIO().DisplayFramebufferScale.x);
@@ -213,6 +237,10 @@ void HeatmapView::EnsureTexture(Layer& layer, float side) {
     layer.drawn_region = layer.region = {row0 * pool, col0 * pool, rows * pool, cols * pool, pool};
 }
 
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Toolbar and go-to
+//-------------------------------------------------------------------------------------------------
+
 void HeatmapView::ShowToken(AppState& state, int i) {
     state.query = i;
     // Zoomed in: centre the token's row (and its diagonal cell) in the view.
@@ -222,7 +250,7 @@ void HeatmapView::ShowToken(AppState& state, int i) {
     ClampView(m_view->zoom);
 }
 
-void HeatmapView::DrawToolbar(AppState& state) {
+void HeatmapView::DrawToolbar(WindowState& state) {
     const model::Analysis& a = *state.analysis;
     const int L = a.n_layer, H = a.n_head;
     const float font = ImGui::GetFontSize();
@@ -334,7 +362,7 @@ void HeatmapView::DrawToolbar(AppState& state) {
 
 // A position ("120") or text to find (" cat"): selects the token as the query and pans the map
 // (and the row chart, the token strip) to it; Enter again finds the next match.
-void HeatmapView::DrawGoTo(AppState& state) {
+void HeatmapView::DrawGoTo(WindowState& state) {
     const float font = ImGui::GetFontSize();
     SameLineIfFits(font * 9.0f);
     ImGui::SetNextItemWidth(font * 9.0f);
@@ -384,7 +412,11 @@ void HeatmapView::DrawGoTo(AppState& state) {
     }
 }
 
-void HeatmapView::DrawMap(AppState& state, Layer& layer, ImVec2 map_pos, float side, float label_size, bool row_labels) {
+//-------------------------------------------------------------------------------------------------
+// [SECTION] The map: cells, token labels, selection, hover read-out
+//-------------------------------------------------------------------------------------------------
+
+void HeatmapView::DrawMap(WindowState& state, Layer& layer, ImVec2 map_pos, float side, float label_size, bool row_labels) {
     const int T = m_tokens;
     ImGuiIO& io = ImGui::GetIO();
     ImDrawList* draw = ImGui::GetWindowDrawList();
@@ -589,6 +621,10 @@ std::string HeatmapView::CellText(int i, int j, bool multiline) const {
     return text + sep + values + (temps.empty() ? "" : "; " + temps);
 }
 
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Temperature strips beside the map
+//-------------------------------------------------------------------------------------------------
+
 // The query temperatures as a column left of the rows, the key temperatures as a row above the
 // columns, on the diverging scale around 1 that the token chips use. Where a pixel covers several
 // tokens it shows the one furthest from 1.
@@ -643,7 +679,11 @@ void HeatmapView::DrawTemperatureStrips(AppState& state, ImVec2 map_pos, float s
                          "##tau_v_strip", "tau_v (key)");
 }
 
-void HeatmapView::DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size) {
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Row chart: the query's row, SSA against the comparison
+//-------------------------------------------------------------------------------------------------
+
+void HeatmapView::DrawRowChart(WindowState& state, ImVec2 pos, ImVec2 size) {
     const model::Analysis& a = *m_analysis;
     const int T = m_tokens;
     const bool has_compare = m_compare != nullptr;
@@ -851,7 +891,11 @@ void HeatmapView::DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size) {
     }
 }
 
-void HeatmapView::Draw(AppState& state) {
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Draw: the view's layout
+//-------------------------------------------------------------------------------------------------
+
+void HeatmapView::Draw(WindowState& state) {
     m_view = &state.settings.map_view;  // zoom and pan live in the settings, so sessions keep them
     m_hover_row = m_hover_col = -1;
     if (!state.analysis) {

@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "app/core/state.h"
+#include "app/gui/window_state.h"
 #include "viz/imgui/texture.h"
 
 namespace app {
 
 class HeatmapView {
 public:
-    void Draw(AppState& state);
+    void Draw(WindowState& state);
 
 private:
     // The cells [row0, row0 + rows) x [col0, col0 + cols) the texture holds, pooled by `pool`
@@ -40,11 +40,11 @@ private:
         bool dirty = true;                       // new values, range or colours: every texture is stale
     };
 
-    void DrawToolbar(AppState& state);
-    void DrawGoTo(AppState& state);
-    void DrawMap(AppState& state, Layer& layer, ImVec2 map_pos, float side, float label_size, bool row_labels);
+    void DrawToolbar(WindowState& state);
+    void DrawGoTo(WindowState& state);
+    void DrawMap(WindowState& state, Layer& layer, ImVec2 map_pos, float side, float label_size, bool row_labels);
     void DrawTemperatureStrips(AppState& state, ImVec2 map_pos, float side, float strip, bool rows, bool cols);
-    void DrawRowChart(AppState& state, ImVec2 pos, ImVec2 size);
+    void DrawRowChart(WindowState& state, ImVec2 pos, ImVec2 size);
     void PrepareData(const AppState& state);  // values, ranges and labels for the selected head and modes
     void EnsureTexture(Layer& layer, float side);  // re-bakes when the visible window needs another region
     void ClampView(float max_zoom);

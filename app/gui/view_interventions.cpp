@@ -60,7 +60,7 @@ void DrawHeadWhatIfMenu(AppState& state, HeadRef head) {
     }
 }
 
-void InterventionsView::Draw(AppState& state) {
+void InterventionsView::Draw(WindowState& state) {
     if (DrawNoAnalysisNote(state)) return;
     ImGui::TextUnformatted("What-ifs on the SSA side");
     ImGui::SameLine();
@@ -172,7 +172,7 @@ void InterventionsView::DrawList(AppState& state) {
     }
 }
 
-void InterventionsView::DrawHeadRanking(AppState& state) {
+void InterventionsView::DrawHeadRanking(WindowState& state) {
     ImGui::TextUnformatted("Which heads matter");
     ImGui::SameLine();
     viz::HelpMarker("Each head in turn set to tau = 1 (on top of the what-ifs above), one forward pass per head on the\n"

@@ -4,17 +4,17 @@
 // ablation causes. A head's context menu (heads grid, matrix) offers the same what-ifs.
 #pragma once
 
-#include "app/core/state.h"
+#include "app/gui/window_state.h"
 
 namespace app {
 
 struct InterventionsView {
-    void Draw(AppState& state);
+    void Draw(WindowState& state);
 
 private:
     void DrawAdd(AppState& state);
     void DrawList(AppState& state);
-    void DrawHeadRanking(AppState& state);
+    void DrawHeadRanking(WindowState& state);
 
     int m_layer = 0, m_head = -1;  // -1: every head of the layer
     int m_kind = 0;                // model::Intervention::Kind

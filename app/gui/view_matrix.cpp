@@ -6,8 +6,8 @@
 
 #include <imgui.h>
 
+#include "app/core/names.h"
 #include "app/gui/view_common.h"
-#include "app/gui/view_heads.h"
 #include "viz/imgui/widgets.h"
 
 namespace app {
@@ -61,7 +61,7 @@ const std::vector<HeadMetric>& HeadMetrics() {
     return metrics;
 }
 
-void HeadMatrixView::Draw(AppState& state) {
+void HeadMatrixView::Draw(WindowState& state) {
     if (DrawNoAnalysisNote(state)) return;
     const model::Analysis& a = *state.analysis;
     const int L = a.n_layer, H = a.n_head;

@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "app/core/state.h"
+#include "app/gui/window_state.h"
 #include "app/export/head_summary.h"
 
 namespace app {
@@ -24,7 +24,7 @@ const std::vector<HeadMetric>& HeadMetrics();
 
 class HeadMatrixView {
 public:
-    void Draw(AppState& state);
+    void Draw(WindowState& state);
 
 private:
     std::weak_ptr<const model::Analysis> m_for;

@@ -57,7 +57,7 @@ bool BeginSummaryTable(const char* id) {
 
 }  // namespace
 
-void ModelView::Draw(AppState& state) {
+void ModelView::Draw(WindowState& state) {
     if (!state.model) {
         // Not busy and no error: a checkpoint's settings are being asked for, nothing is loading yet.
         ImGui::TextDisabled(!state.error.empty() ? "No model is open." : state.busy ? "Opening the model..." : "No model is open yet.");
@@ -134,7 +134,7 @@ void ModelView::Draw(AppState& state) {
     }
 }
 
-void HelpView::Draw(AppState& state) {
+void HelpView::Draw(WindowState& state) {
     if (!state.show_help) return;
     const ImGuiViewport* viewport = ImGui::GetMainViewport();
     ImGui::SetNextWindowPos(ImVec2(viewport->WorkPos.x + viewport->WorkSize.x * 0.5f, viewport->WorkPos.y + viewport->WorkSize.y * 0.5f),

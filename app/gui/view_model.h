@@ -2,16 +2,16 @@
 // the keyboard shortcuts.
 #pragma once
 
-#include "app/core/state.h"
+#include "app/gui/window_state.h"
 
 namespace app {
 
 struct ModelView {
-    void Draw(AppState& state);
+    void Draw(WindowState& state);
 };
 
 struct HelpView {
-    void Draw(AppState& state);  // a window while state.show_help
+    void Draw(WindowState& state);  // a window while state.show_help
 };
 
 }  // namespace app

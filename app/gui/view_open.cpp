@@ -171,14 +171,14 @@ void OpenDialog::List() {
     std::sort(m_entries.begin(), m_entries.end(), [](const Entry& a, const Entry& b) { return LessNoCase(a.name, b.name); });
 }
 
-void OpenDialog::Open(AppState& state, const std::string& dir) {
+void OpenDialog::Open(WindowState& state, const std::string& dir) {
     if (state.open_dialog_for_twin) state.open_twin_request = dir;
     else state.open_model_request = dir;
     state.show_open_dialog = false;
     ImGui::CloseCurrentPopup();
 }
 
-void OpenDialog::Draw(AppState& state) {
+void OpenDialog::Draw(WindowState& state) {
     if (state.show_open_dialog && !ImGui::IsPopupOpen(kPopupId)) {
         // Drawn from the next frame on: ImGui 1.86 asserts (imgui.cpp, FindBlockingModal) when a
         // window appears later in the frame in which a modal is first submitted.

@@ -7,13 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "app/core/state.h"
+#include "app/gui/window_state.h"
 
 namespace app {
 
 class OpenDialog {
 public:
-    void Draw(AppState& state);  // a modal window while state.show_open_dialog
+    void Draw(WindowState& state);  // a modal window while state.show_open_dialog
 
 private:
     struct Entry {
@@ -25,7 +25,7 @@ private:
     void Start(const AppState& state);
     void Navigate(const std::string& dir);
     void List();  // re-reads m_dir into m_entries; failures go to m_error
-    void Open(AppState& state, const std::string& dir);
+    void Open(WindowState& state, const std::string& dir);
 
     std::string m_dir;      // folder being browsed
     std::string m_filter;

@@ -6,7 +6,7 @@
 
 #include <imgui.h>
 
-#include "app/export/head_summary.h"
+#include "app/core/names.h"
 #include "app/gui/view_common.h"
 #include "viz/imgui/widgets.h"
 
@@ -41,7 +41,7 @@ void PredictionCell(const AppState& state, int32_t id, float p, bool actual, ImU
 
 }  // namespace
 
-void PredictionView::Draw(AppState& state) {
+void PredictionView::Draw(WindowState& state) {
     DrawContinue(state);
     ImGui::Separator();
     if (DrawNoAnalysisNote(state)) return;

@@ -4,12 +4,12 @@
 // (Ctrl+G), which appends generated tokens to the text one at a time.
 #pragma once
 
-#include "app/core/state.h"
+#include "app/gui/window_state.h"
 
 namespace app {
 
 struct PredictionView {
-    void Draw(AppState& state);
+    void Draw(WindowState& state);
 
 private:
     void DrawContinue(AppState& state);

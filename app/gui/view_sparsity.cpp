@@ -6,8 +6,9 @@
 
 #include <imgui.h>
 
-#include "viz/imgui/plot.h"
+#include "app/core/names.h"
 #include "app/gui/view_common.h"
+#include "viz/imgui/plot.h"
 
 namespace app {
 namespace {
@@ -73,7 +74,7 @@ void SparsityView::Prepare(const model::Analysis& a) {
     for (int l = 0; l < a.n_layer; ++l) m_layer_labels.push_back("L" + std::to_string(l));
 }
 
-void SparsityView::Draw(AppState& state) {
+void SparsityView::Draw(WindowState& state) {
     if (DrawNoAnalysisNote(state)) return;
     const model::Analysis& a = *state.analysis;
     if (!SameAnalysis(m_for, state.analysis)) {

@@ -7,14 +7,14 @@
 #include <string>
 #include <vector>
 
-#include "app/core/state.h"
-#include "app/gui/view_heads.h"
+#include "app/gui/window_state.h"
+#include "app/export/head_summary.h"
 
 namespace app {
 
 class SparsityView {
 public:
-    void Draw(AppState& state);
+    void Draw(WindowState& state);
 
 private:
     void Prepare(const model::Analysis& a);  // per-analysis arrays, rebuilt when the analysis changes

@@ -8,7 +8,7 @@
 
 #include <imgui.h>
 
-#include "app/export/head_summary.h"
+#include "app/core/names.h"
 #include "app/gui/view_common.h"
 #include "viz/imgui/widgets.h"
 #include "viz/ticks.h"
@@ -43,7 +43,7 @@ LogFit FitLog(const float* y, int T) {
 
 }  // namespace
 
-void TemperatureView::Draw(AppState& state) {
+void TemperatureView::Draw(WindowState& state) {
     if (DrawNoAnalysisNote(state)) return;
     const model::Analysis& a = *state.analysis;
     const int T = a.n_tokens;

@@ -4,13 +4,13 @@
 // token the query.
 #pragma once
 
-#include "app/core/state.h"
+#include "app/gui/window_state.h"
 
 namespace app {
 
 class TemperatureView {
 public:
-    void Draw(AppState& state);
+    void Draw(WindowState& state);
 
 private:
     bool m_log_x = true;  // 1 + s ln i is a straight line on a log axis

@@ -1,3 +1,14 @@
+// The text view (view_text.h): the editor, the colouring controls and the token strip, whose chips
+// are laid out once per width and coloured from values computed once per analysis and colouring.
+//
+// Index of this file:
+// [SECTION] Colourings, token bytes as text, small helpers
+// [SECTION] Draw, the editor and the colouring controls
+// [SECTION] Values: what colours each chip, and its scale
+// [SECTION] Labels and layout of the chips
+// [SECTION] The strip: chips, selection, hover
+// [SECTION] Tooltip: a token's bytes, numbers and losses
+
 #include "app/gui/view_text.h"
 
 #include <algorithm>
@@ -9,11 +20,17 @@
 #include <imgui_stdlib.h>
 
 #include "app/gui/fonts.h"
+#include "app/gui/view_common.h"
 #include "model/text/tokenizer.h"
+#include "model/text/utf8.h"
 #include "viz/colormap.h"
 
 namespace app {
 namespace {
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Colourings, token bytes as text, small helpers
+//-------------------------------------------------------------------------------------------------
 
 // Chip geometry, in multiples of the font size so it follows the DPI scale.
 constexpr float kChipPadX = 0.22f, kChipPadY = 0.10f, kChipGapX = 0.14f, kChipGapY = 0.22f;
@@ -43,23 +60,6 @@ bool Offered(const model::Analysis& a, TokenColor c) {
     return true;
 }
 
-// Length of the valid UTF-8 sequence at s[i], 0 when the bytes there are not one (a partial
-// character of a byte-level token, an overlong form, a surrogate).
-size_t Utf8SequenceLength(const std::string& s, size_t i) {
-    auto at = [&](size_t k) { return k < s.size() ? static_cast<unsigned char>(s[k]) : 0u; };
-    auto cont = [&](size_t k, unsigned lo = 0x80, unsigned hi = 0xBF) { return at(k) >= lo && at(k) <= hi; };
-    const unsigned c = at(i);
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) return cont(i + 1) ? 2 : 0;
-    if (c == 0xE0) return cont(i + 1, 0xA0) && cont(i + 2) ? 3 : 0;
-    if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) return cont(i + 1) && cont(i + 2) ? 3 : 0;
-    if (c == 0xED) return cont(i + 1, 0x80, 0x9F) && cont(i + 2) ? 3 : 0;
-    if (c == 0xF0) return cont(i + 1, 0x90) && cont(i + 2) && cont(i + 3) ? 4 : 0;
-    if (c >= 0xF1 && c <= 0xF3) return cont(i + 1) && cont(i + 2) && cont(i + 3) ? 4 : 0;
-    if (c == 0xF4) return cont(i + 1, 0x80, 0x8F) && cont(i + 2) && cont(i + 3) ? 4 : 0;
-    return 0;
-}
-
 bool IsControl(unsigned char c) { return c < 0x20 || c == 0x7F; }
 
 void AppendHexByte(std::string* out, unsigned char c) {
@@ -74,7 +74,7 @@ std::string QuotePiece(const std::string& piece) {
     std::string q = "\"";
     for (size_t i = 0; i < piece.size();) {
         const unsigned char c = static_cast<unsigned char>(piece[i]);
-        const size_t len = Utf8SequenceLength(piece, i);
+        const size_t len = model::DecodeUtf8(piece, i).length;
         if (c == '\n') q += "\\n";
         else if (c == '\t') q += "\\t";
         else if (c == '\r') q += "\\r";
@@ -107,7 +107,7 @@ std::string CharacterAround(const model::Tokenization& tok, int i) {
     const std::string& piece = tok.pieces[i];
     bool partial = false;
     for (size_t k = 0; k < piece.size();) {
-        const size_t len = Utf8SequenceLength(piece, k);
+        const size_t len = model::DecodeUtf8(piece, k).length;
         if (len == 0) {
             partial = true;
             break;
@@ -123,11 +123,11 @@ std::string CharacterAround(const model::Tokenization& tok, int i) {
         s += tok.pieces[k];
         if (k == i) end = s.size();
     }
-    auto continuation = [&](size_t k) { return (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80; };
+    auto continuation = [&](size_t k) { return model::IsUtf8Continuation(static_cast<unsigned char>(s[k])); };
     while (begin > 0 && continuation(begin)) --begin;
     while (end < s.size() && continuation(end)) ++end;
     for (size_t k = begin; k < end;) {
-        const size_t len = Utf8SequenceLength(s, k);
+        const size_t len = model::DecodeUtf8(s, k).length;
         if (len == 0) return {};
         k += len;
     }
@@ -138,26 +138,16 @@ std::string CharacterAround(const model::Tokenization& tok, int i) {
 std::string CodePoints(const std::string& s) {
     std::string out;
     for (size_t k = 0; k < s.size();) {
-        const size_t len = std::max<size_t>(1, Utf8SequenceLength(s, k));
-        const unsigned char c = static_cast<unsigned char>(s[k]);
-        uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-        for (size_t j = 1; j < len; ++j) cp = (cp << 6) | (static_cast<unsigned char>(s[k + j]) & 0x3F);
+        const char32_t cp = model::NextCodePoint(s, &k);
         char buf[16];
-        std::snprintf(buf, sizeof(buf), "%sU+%04X", out.empty() ? "" : " ", cp);
+        std::snprintf(buf, sizeof(buf), "%sU+%04X", out.empty() ? "" : " ", static_cast<unsigned>(cp));
         out += buf;
-        k += len;
     }
     return out;
 }
 
 bool IsAscii(const std::string& s) {
     return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
-}
-
-// Whether a cache built for `built_for` still matches `current` (never for no analysis: that
-// costs nothing to redo).
-bool IsCurrent(const std::weak_ptr<const model::Analysis>& built_for, const std::shared_ptr<const model::Analysis>& current) {
-    return current && built_for.lock() == current;
 }
 
 HeadRef ClampedHead(const AppState& state) {
@@ -188,7 +178,11 @@ bool PrefersDarkText(viz::Rgba8 c) {
 
 }  // namespace
 
-void TextView::Draw(AppState& state) {
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Draw, the editor and the colouring controls
+//-------------------------------------------------------------------------------------------------
+
+void TextView::Draw(WindowState& state) {
     const float avail_h = ImGui::GetContentRegionAvail().y;
     const float line_h = ImGui::GetTextLineHeightWithSpacing();
     PaneLayout& layout = state.settings.layout;
@@ -213,7 +207,7 @@ void TextView::Draw(AppState& state) {
     DrawStrip(state, std::max(6 * line_h, rest - model_h));
 }
 
-void TextView::DrawEditor(AppState& state, float height) {
+void TextView::DrawEditor(WindowState& state, float height) {
     PaneLayout& layout = state.settings.layout;
     if (layout.editor_open) {
         if (ImGui::InputTextMultiline("##text", &state.text, ImVec2(-FLT_MIN, height))) state.text_changed = true;
@@ -365,10 +359,14 @@ void TextView::DrawControls(AppState& state) {
     else ImGui::TextDisabled("%s, %s", kColorNames[static_cast<int>(s.token_color)], ScopeLabel(s.token_scope, head).c_str());
 }
 
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Values: what colours each chip, and its scale
+//-------------------------------------------------------------------------------------------------
+
 void TextView::UpdateValues(const AppState& state) {
     const ViewSettings& s = state.settings;
     const HeadRef head = ClampedHead(state);
-    if (IsCurrent(m_values_for, state.analysis) && s.token_color == m_values_color && s.token_scope == m_values_scope && head == m_values_head &&
+    if (SameAnalysis(m_values_for, state.analysis) && s.token_color == m_values_color && s.token_scope == m_values_scope && head == m_values_head &&
         s.per_head_scale == m_values_per_head)
         return;
     m_values_per_head = s.per_head_scale;
@@ -433,6 +431,10 @@ void TextView::UpdateLossValues(const model::Analysis& a, TokenColor color) {
     m_scale = {0.0f, std::max(top, 1e-3f)};
 }
 
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Labels and layout of the chips
+//-------------------------------------------------------------------------------------------------
+
 TextView::Label TextView::MakeLabel(const std::string& piece) {
     Label label;
     auto mark = [&](const char* s) {
@@ -442,7 +444,7 @@ TextView::Label TextView::MakeLabel(const std::string& piece) {
     };
     for (size_t i = 0; i < piece.size();) {
         const unsigned char c = static_cast<unsigned char>(piece[i]);
-        const size_t len = Utf8SequenceLength(piece, i);
+        const size_t len = model::DecodeUtf8(piece, i).length;
         if (c == ' ') {
             mark("\xC2\xB7");  // ·
         } else if (c == '\n') {
@@ -459,7 +461,7 @@ TextView::Label TextView::MakeLabel(const std::string& piece) {
             label.text += "\xC2\xAB";
             for (; i < piece.size(); ++i) {
                 const unsigned char b = static_cast<unsigned char>(piece[i]);
-                const bool escaped = Utf8SequenceLength(piece, i) == 0 || (IsControl(b) && b != '\n' && b != '\t' && b != '\r');
+                const bool escaped = model::DecodeUtf8(piece, i).length == 0 || (IsControl(b) && b != '\n' && b != '\t' && b != '\r');
                 if (!escaped) break;
                 AppendHexByte(&label.text, b);
             }
@@ -476,7 +478,7 @@ TextView::Label TextView::MakeLabel(const std::string& piece) {
 
 void TextView::UpdateLabels(const AppState& state) {
     const unsigned generation = FontAtlasGeneration();
-    const bool current = IsCurrent(m_labels_for, state.analysis);
+    const bool current = SameAnalysis(m_labels_for, state.analysis);
     if (current && generation == m_font_generation) return;
     if (!current) {
         m_labels_for = state.analysis;
@@ -537,7 +539,11 @@ void TextView::UpdateLayout(float width) {
     m_content_height = m_labels.empty() ? 0 : (line + 1) * line_step;
 }
 
-void TextView::DrawStrip(AppState& state, float height) {
+//-------------------------------------------------------------------------------------------------
+// [SECTION] The strip: chips, selection, hover
+//-------------------------------------------------------------------------------------------------
+
+void TextView::DrawStrip(WindowState& state, float height) {
     ImGui::BeginChild("##tokens", ImVec2(0, height), true, ImGuiWindowFlags_AlwaysVerticalScrollbar);
     const model::Analysis* a = state.analysis.get();
     if (!a || a->n_tokens == 0) {
@@ -663,6 +669,10 @@ void TextView::DrawStrip(AppState& state, float height) {
     state.regions["tokens"] = {r_min.x, r_min.y, r_max.x - r_min.x, r_max.y - r_min.y};
 }
 
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Tooltip: a token's bytes, numbers and losses
+//-------------------------------------------------------------------------------------------------
+
 // How well each side predicted token i from the tokens before it.
 void TextView::DrawLossRows(const model::Analysis& a, int i) {
     ImGui::Separator();
@@ -724,7 +734,8 @@ void TextView::DrawTooltip(const AppState& state, int i) const {
         const std::string whole = CharacterAround(tok, i);
         if (!whole.empty()) {
             // Planes 1-16 (emoji) are not in the 16-bit font atlas: name them by code point only.
-            const bool drawable = std::all_of(whole.begin(), whole.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xF8) != 0xF0; });
+            bool drawable = true;
+            for (size_t k = 0; k < whole.size();) drawable &= model::NextCodePoint(whole, &k) <= 0xFFFF;
             if (drawable) ImGui::Text("part of \"%s\" (%s)", whole.c_str(), CodePoints(whole).c_str());
             else ImGui::Text("part of %s", CodePoints(whole).c_str());
         }

@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "app/core/state.h"
+#include "app/gui/window_state.h"
 #include "viz/colormap.h"
 
 namespace app {
 
 struct TextView {
-    void Draw(AppState& state);
+    void Draw(WindowState& state);
 
 private:
     // A token's piece as the strip draws it: printable text where whitespace became marks
@@ -29,9 +29,9 @@ private:
     };
 
     static Label MakeLabel(const std::string& piece);
-    void DrawEditor(AppState& state, float height);
+    void DrawEditor(WindowState& state, float height);
     void DrawControls(AppState& state);
-    void DrawStrip(AppState& state, float height);
+    void DrawStrip(WindowState& state, float height);
     void DrawTooltip(const AppState& state, int i) const;
     static void DrawLossRows(const model::Analysis& a, int i);
     void UpdateLabels(const AppState& state);

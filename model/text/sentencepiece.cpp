@@ -1,6 +1,7 @@
 #include "model/text/sentencepiece.h"
 
 #include "model/io/files.h"
+#include "model/text/utf8.h"
 
 #include <dlfcn.h>
 

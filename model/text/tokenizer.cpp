@@ -4,6 +4,7 @@
 #include "model/text/tokenizer.h"
 #include "model/io/files.h"
 #include "model/text/sentencepiece.h"
+#include "model/text/utf8.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -23,64 +24,6 @@
 
 namespace model {
 namespace {
-
-// ---------------------------------------------------------------------------------------------
-// UTF-8
-
-// Length of the strictly valid UTF-8 sequence starting at text[i] (and its code point), or 0 when
-// the bytes there are not one: overlongs, surrogates, > U+10FFFF and truncated sequences fail.
-size_t DecodeUtf8(std::string_view text, size_t i, uint32_t* code_point) {
-    const auto byte = [&](size_t k) { return static_cast<uint8_t>(text[k]); };
-    const size_t left = text.size() - i;
-    const uint8_t b0 = byte(i);
-    if (b0 < 0x80) {
-        *code_point = b0;
-        return 1;
-    }
-    size_t length = 0;
-    uint8_t second_min = 0x80, second_max = 0xBF;
-    if (b0 >= 0xC2 && b0 <= 0xDF) {
-        length = 2;
-    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-        length = 3;
-        if (b0 == 0xE0) second_min = 0xA0;  // overlong
-        if (b0 == 0xED) second_max = 0x9F;  // surrogates U+D800..DFFF
-    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-        length = 4;
-        if (b0 == 0xF0) second_min = 0x90;  // overlong
-        if (b0 == 0xF4) second_max = 0x8F;  // > U+10FFFF
-    } else {
-        return 0;  // continuation byte, C0/C1 (always overlong) or F5..FF
-    }
-    if (left < length) return 0;
-    if (byte(i + 1) < second_min || byte(i + 1) > second_max) return 0;
-    uint32_t cp = b0 & (0xFF >> (length + 1));
-    for (size_t k = 1; k < length; ++k) {
-        const uint8_t b = byte(i + k);
-        if ((b & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (b & 0x3F);
-    }
-    *code_point = cp;
-    return length;
-}
-
-void AppendUtf8(uint32_t cp, std::string* out) {
-    if (cp < 0x80) {
-        out->push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-        out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-        out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-        out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-        out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-        out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-        out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-        out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-        out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-        out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // GPT-2's bytes_to_unicode(): vocab.json and merges.txt spell each byte as a visible character.
@@ -116,11 +59,10 @@ const ByteTable& Bytes() {
 bool ByteLevelToBytes(std::string_view symbol, std::string* out) {
     out->clear();
     for (size_t i = 0; i < symbol.size();) {
-        uint32_t cp = 0;
-        const size_t length = DecodeUtf8(symbol, i, &cp);
-        if (length == 0 || cp >= kByteCodePointEnd || Bytes().code_point_to_byte[cp] < 0) return false;
-        out->push_back(static_cast<char>(Bytes().code_point_to_byte[cp]));
-        i += length;
+        const Utf8Char c = DecodeUtf8(symbol, i);
+        if (c.length == 0 || c.code_point >= kByteCodePointEnd || Bytes().code_point_to_byte[c.code_point] < 0) return false;
+        out->push_back(static_cast<char>(Bytes().code_point_to_byte[c.code_point]));
+        i += c.length;
     }
     return true;
 }
@@ -564,34 +506,10 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir) {
     return Fail("model folder '" + EscapeForMessage(model_dir) + "' has no tokenizer (vocab.json + merges.txt, tokenizer.json or tokenizer.model)");
 }
 
-size_t FindInvalidUtf8(std::string_view text) {
-    uint32_t cp = 0;
-    for (size_t i = 0; i < text.size();) {
-        if (static_cast<uint8_t>(text[i]) < 0x80) {  // ASCII fast path
-            ++i;
-            continue;
-        }
-        const size_t length = DecodeUtf8(text, i, &cp);
-        if (length == 0) return i;
-        i += length;
-    }
-    return std::string_view::npos;
-}
-
 std::string PieceToDisplay(std::string_view piece_bytes) {
     std::string out;
     out.reserve(piece_bytes.size());
-    uint32_t cp = 0;
-    for (size_t i = 0; i < piece_bytes.size();) {
-        const size_t length = DecodeUtf8(piece_bytes, i, &cp);
-        if (length == 0) {
-            out += "\xEF\xBF\xBD";  // U+FFFD
-            ++i;
-        } else {
-            out.append(piece_bytes.substr(i, length));
-            i += length;
-        }
-    }
+    for (size_t i = 0; i < piece_bytes.size();) AppendUtf8(NextCodePoint(piece_bytes, &i), &out);
     return out;
 }
 

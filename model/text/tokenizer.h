@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/io/result.h"
+#include "model/text/utf8.h"  // FindInvalidUtf8: the check Encode makes, which its callers make too
 
 namespace model {
 
@@ -46,10 +47,8 @@ std::string TokenizerFilesIn(const std::string& model_dir);
 Result<std::unique_ptr<Tokenizer>> LoadGpt2Tokenizer(const std::string& vocab_json_path,
                                                       const std::string& merges_path);
 
-// Returns the offset of the first byte that breaks UTF-8 validity, or npos when the text is valid.
-size_t FindInvalidUtf8(std::string_view text);
-
-// A token's bytes as printable UTF-8: bytes that are not a complete character become U+FFFD.
+// A token's bytes as printable UTF-8: bytes that are not a complete character become U+FFFD
+// (model/text/utf8.h decides what a character is).
 std::string PieceToDisplay(std::string_view piece_bytes);
 
 }  // namespace model

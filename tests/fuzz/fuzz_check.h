@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "model/text/tokenizer.h"
+#include "model/text/utf8.h"
 
 #define FUZZ_CHECK(cond)                                                                        \
     do {                                                                                        \

@@ -17,6 +17,7 @@
 
 #include "viz/figure.h"
 #include "viz/figures.h"
+#include "model/text/utf8.h"
 
 namespace {
 
@@ -604,7 +605,7 @@ TEST(FigureEncoding, Png) {
 TEST(FigureEncoding, Utf8AndXml) {
     auto decode = [](const std::string& s) {
         std::vector<char32_t> out;
-        for (size_t pos = 0; pos < s.size();) out.push_back(viz::DecodeUtf8(s, &pos));
+        for (size_t pos = 0; pos < s.size();) out.push_back(model::NextCodePoint(s, &pos));
         return out;
     };
     EXPECT_EQ(decode("a\xC3\xA9"), (std::vector<char32_t>{'a', 0xE9}));

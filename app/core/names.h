@@ -1,0 +1,26 @@
+// The short names every front end gives heads and comparisons, spelled once: the views, figure
+// legends, exports and the command line all say "L2 H5", "tau=1", "twin".
+#pragma once
+
+#include <string>
+
+#include "app/core/state.h"
+#include "model/nn/analysis.h"
+
+namespace app {
+
+// "L2 H5".
+std::string HeadName(HeadRef h);
+
+// The comparison's one short name, the same in every view and figure legend: "tau=1" for the
+// counterfactual (the same weights with tau_q = tau_v = 1), "twin" for a separately trained model.
+std::string CompareName(const model::Analysis& a);
+bool HasTwin(const model::Analysis& a);
+// The twin folder's last part ("vanilla" for assets/models/english/vanilla); empty without a twin.
+std::string TwinFolderName(const model::Analysis& a);
+// What the comparison is, in a sentence or two for tooltips: which model, and for the
+// counterfactual that it is a whole second forward pass (its later layers see another residual
+// stream, so they differ for that reason too, not only for their own temperatures).
+std::string CompareExplanation(const model::Analysis& a);
+
+}  // namespace app

@@ -1,0 +1,329 @@
+// The drivers: three benchmarks (--bench-typing, --bench-zoom, --bench-heads), whose printed
+// figures bench/gui_latency.sh and bench/run.sh read, and two test drivers (--export-to,
+// --screenshot), which end the run with an exit code.
+#include "app/gui/drivers.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include <GLFW/glfw3.h>  // OpenGL, to read the back buffer
+#include <nlohmann/json.hpp>
+#include <stb_image_write.h>
+
+#include "app/core/exit_code.h"
+#include "app/gui/view_export.h"
+#include "app/gui/worker.h"
+#include "model/io/files.h"
+#include "model/text/utf8.h"
+#include "viz/colormap.h"
+
+namespace app {
+namespace {
+
+// Percentile of a sample (nearest rank); 0 for none.
+double Percentile(std::vector<double> v, double p) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    size_t k = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size()))) - 1;
+    return v[std::min(k, v.size() - 1)];
+}
+
+int ShownTokens(DrivenWindow& window) {
+    const WindowState& state = window.State();
+    return state.analysis ? state.analysis->n_tokens : 0;
+}
+
+// The work of the frames a benchmark ran in: all of it, and ImGui's share.
+struct FrameWork {
+    std::vector<double> all_ms, ui_ms;
+
+    void Add(const FrameTimes& t) {
+        all_ms.push_back(t.end_ms - t.start_ms);
+        ui_ms.push_back(t.ui_done_ms - t.start_ms);
+    }
+    void Print() const {
+        std::printf("frame work ms (events, ImGui, GL render and swap): p50 %.2f  p99 %.2f  max %.2f\n", Percentile(all_ms, 50),
+                    Percentile(all_ms, 99), Percentile(all_ms, 100));
+        std::printf("  of which ImGui (views, bakes, uploads) ms: p50 %.2f  p99 %.2f  max %.2f\n", Percentile(ui_ms, 50),
+                    Percentile(ui_ms, 99), Percentile(ui_ms, 100));
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
+// --bench-typing N: once settled, types N characters, one every interval, by editing the text as
+// the editor would at a cursor that starts at `at` (a fraction of the text, on a character
+// boundary) and moves on with each character. Prints the frames' work and keystroke-to-pixels.
+
+class TypingBenchmark : public Driver {
+public:
+    TypingBenchmark(int keys, double interval_ms, double at) : m_keys(keys), m_interval_ms(interval_ms), m_at(at) {}
+
+    void BeforeFrame(DrivenWindow& window, double now_ms) override {
+        if (window.Settled() && m_typed == 0) m_next_key_ms = now_ms;
+        if (m_typed < m_keys && m_next_key_ms > 0 && now_ms >= m_next_key_ms) {
+            Type(window.State(), " abcdefghij"[m_typed % 11]);
+            ++m_typed;
+            m_next_key_ms += m_interval_ms;
+        }
+    }
+
+    bool AfterFrame(DrivenWindow& window, const FrameTimes& times) override {
+        if (m_typed > 0) {  // only keystrokes count, not the first load
+            m_work.Add(times);
+            const std::vector<double>& shown = window.ShownLatencies();
+            m_latencies.insert(m_latencies.end(), shown.begin(), shown.end());
+        }
+        if (m_typed >= m_keys && window.Settled()) return true;
+        // Pace like a 60 Hz display; the figure that matters is the work per frame.
+        const double rest = 1000.0 / 60.0 - (times.end_ms - times.start_ms);
+        if (rest > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(rest));
+        return false;
+    }
+
+    void Report(DrivenWindow& window) override {
+        std::printf("tokens %d, keys %d every %.0f ms, frames %zu\n", ShownTokens(window), m_keys, m_interval_ms, m_work.all_ms.size());
+        m_work.Print();
+        std::printf("keystroke to pixels ms (%zu keystrokes): p50 %.1f  p99 %.1f  max %.1f\n", m_latencies.size(),
+                    Percentile(m_latencies, 50), Percentile(m_latencies, 99), Percentile(m_latencies, 100));
+    }
+
+private:
+    void Type(WindowState& state, char c) {
+        if (m_typed == 0) {
+            m_cursor = static_cast<size_t>(m_at * static_cast<double>(state.text.size()));
+            while (m_cursor < state.text.size() && model::IsUtf8Continuation(static_cast<unsigned char>(state.text[m_cursor]))) ++m_cursor;
+        }
+        state.text.insert(std::min(m_cursor++, state.text.size()), 1, c);
+        state.text_changed = true;
+    }
+
+    const int m_keys;
+    const double m_interval_ms, m_at;
+    int m_typed = 0;
+    double m_next_key_ms = 0;
+    size_t m_cursor = 0;  // where the next character goes
+    FrameWork m_work;
+    std::vector<double> m_latencies;
+};
+
+// ---------------------------------------------------------------------------------------------
+// --bench-zoom N: for N frames once settled, zooms the selected head's map in to 64x and back out,
+// panning across it, as the mouse wheel and drag would. Prints the frames' work.
+
+class ZoomBenchmark : public Driver {
+public:
+    explicit ZoomBenchmark(int frames) : m_frames(frames) {}
+
+    void BeforeFrame(DrivenWindow& window, double now_ms) override {
+        WindowState& state = window.State();
+        if (!window.Settled() || m_zoomed >= m_frames || !state.analysis) return;
+        const double t = static_cast<double>(m_zoomed) / m_frames, pi = 3.14159265358979;
+        const float zoom = static_cast<float>(std::pow(64.0, std::sin(t * pi)));
+        const float T = static_cast<float>(state.analysis->n_tokens), room = T - T / zoom;
+        MapView& view = state.settings.map_view;
+        view.zoom = zoom;
+        view.pan_x = room * static_cast<float>(0.5 + 0.5 * std::sin(t * 6 * pi));
+        view.pan_y = room * static_cast<float>(0.5 + 0.5 * std::cos(t * 4 * pi));
+        ++m_zoomed;
+    }
+
+    bool AfterFrame(DrivenWindow& window, const FrameTimes& times) override {
+        if (m_zoomed > 0) m_work.Add(times);
+        return m_zoomed >= m_frames;
+    }
+
+    void Report(DrivenWindow& window) override {
+        const int tokens = ShownTokens(window);
+        std::printf("zoom and pan: %d x %d map, %zu frames (zoom 1 to 64 and back)\n", tokens, tokens, m_work.all_ms.size());
+        m_work.Print();
+    }
+
+private:
+    const int m_frames;
+    int m_zoomed = 0;
+    FrameWork m_work;
+};
+
+// ---------------------------------------------------------------------------------------------
+// --bench-heads N: once settled, selects the next head (as the arrow keys would) every 6th frame,
+// N times. Prints the work of the frames that showed a new head (map rebuild, bake, upload, draw).
+
+class HeadsBenchmark : public Driver {
+public:
+    explicit HeadsBenchmark(int switches) : m_switches(switches) {}
+
+    void BeforeFrame(DrivenWindow& window, double now_ms) override {
+        m_switching = window.Settled() && m_switched < m_switches && ++m_frame % 6 == 0;
+        if (!m_switching) return;
+        SelectNextHead(window.State());
+        ++m_switched;
+    }
+
+    bool AfterFrame(DrivenWindow& window, const FrameTimes& times) override {
+        if (m_switching) m_switch_ms.push_back(times.end_ms - times.start_ms);
+        return m_switched >= m_switches && !m_switching;
+    }
+
+    void Report(DrivenWindow& window) override {
+        std::printf("head switch ms (frame work: map rebuild, bake, upload, draw; %zu switches at %d tokens): p50 %.1f  p99 %.1f  max %.1f\n",
+                    m_switch_ms.size(), ShownTokens(window), Percentile(m_switch_ms, 50), Percentile(m_switch_ms, 99),
+                    Percentile(m_switch_ms, 100));
+    }
+
+private:
+    static void SelectNextHead(WindowState& state) {
+        if (!state.analysis) return;
+        const int H = state.analysis->n_head, L = state.analysis->n_layer;
+        HeadRef& s = state.selected;
+        s.head = (s.head + 1) % H;
+        if (s.head == 0) s.layer = (s.layer + 1) % L;
+    }
+
+    const int m_switches;
+    int m_switched = 0, m_frame = 0;
+    bool m_switching = false;  // this frame shows a new head
+    std::vector<double> m_switch_ms;
+};
+
+// ---------------------------------------------------------------------------------------------
+// --export-to DIR (tests): once settled, exports through the export dialog's own path with the
+// session's export settings, then ends the run.
+
+class ExportDriver : public Driver {
+public:
+    explicit ExportDriver(std::string dir) : m_dir(std::move(dir)) {}
+
+    std::optional<int> AfterRender(DrivenWindow& window, int width, int height, float scale) override {
+        ExportDialog& exporter = window.Exporter();
+        if (!m_started && window.ModelFailed()) {
+            std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(window.State().error, 4096).c_str());
+            return kExitBadInput;
+        }
+        if (!m_started && window.Settled()) {
+            exporter.Options().out_dir = m_dir;
+            if (!exporter.Start(window.State())) {
+                std::fprintf(stderr, "ssaviz: export: %s\n", exporter.Error().c_str());
+                return kExitFailure;
+            }
+            m_started = true;
+        } else if (m_started && !exporter.Busy() && (!exporter.Done().empty() || !exporter.Error().empty())) {
+            if (!exporter.Error().empty()) {
+                std::fprintf(stderr, "ssaviz: export: %s\n", exporter.Error().c_str());
+                return kExitFailure;
+            }
+            std::fprintf(stderr, "ssaviz: %s\n", exporter.Done().c_str());
+            return kExitOk;
+        }
+        return std::nullopt;
+    }
+
+private:
+    const std::string m_dir;
+    bool m_started = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// --screenshot FILE --frames N: after N settled frames (or 120 s), writes the back buffer as a PNG
+// and FILE.json (the views' rectangles and what is on screen), then ends the run.
+
+// Tokens of the shown analysis that Continue appended.
+int GeneratedCount(const AppState& state) {
+    if (!state.analysis) return 0;
+    int n = 0;
+    for (int i = 0; i < state.analysis->n_tokens; ++i) n += state.IsGenerated(state.analysis->tokens, i);
+    return n;
+}
+
+bool SaveScreenshot(const std::string& path, int width, int height, const WindowState& state, float scale) {
+    std::vector<unsigned char> pixels(static_cast<size_t>(width) * height * 4);
+    glPixelStorei(GL_PACK_ALIGNMENT, 1);
+    glReadBuffer(GL_BACK);
+    glReadPixels(0, 0, width, height, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
+    std::vector<unsigned char> flipped(pixels.size());
+    const size_t stride = static_cast<size_t>(width) * 4;
+    for (int y = 0; y < height; ++y)
+        std::copy_n(pixels.data() + (height - 1 - y) * stride, stride, flipped.data() + y * stride);
+    for (size_t i = 3; i < flipped.size(); i += 4) flipped[i] = 255;  // opaque, whatever the framebuffer's alpha
+    std::string png;
+    auto append = [](void* context, void* data, int size) { static_cast<std::string*>(context)->append(static_cast<const char*>(data), size); };
+    if (!stbi_write_png_to_func(append, &png, width, height, 4, flipped.data(), static_cast<int>(stride))) return false;
+    if (!model::WriteFileAtomically(path, png)) return false;
+    nlohmann::json regions = nlohmann::json::object();
+    for (const auto& [name, r] : state.regions) regions[name] = {r.x * scale, r.y * scale, r.w * scale, r.h * scale};
+    // What is on screen, so tests can check that a session reopened exactly.
+    nlohmann::json pinned = nlohmann::json::array();
+    for (const Pin& p : state.pinned) pinned.push_back({p.layer, p.head, ToString(p.mode)});
+    const ViewSettings& v = state.settings;
+    nlohmann::json shown = {{"model", state.model ? state.model->dir : ""},
+                            {"twin", state.twin ? state.twin->dir : ""},
+                            {"text", state.text},
+                            {"tokens", state.Tokens()},
+                            {"selected", {state.selected.layer, state.selected.head}},
+                            {"pinned", pinned},
+                            {"query", state.query},
+                            {"interventions", model::FormatInterventions(state.interventions)},
+                            {"analysed_interventions", state.analysis ? model::FormatInterventions(state.analysis->interventions) : ""},
+                            {"comparison", state.analysis ? model::ToString(state.analysis->comparison) : ""},
+                            {"generated_tokens", GeneratedCount(state)},
+                            {"colormap", viz::ColormapName(v.colormap)},
+                            {"log_scale", v.log_scale},
+                            {"map", ToString(v.map_mode)},
+                            {"split", v.split},
+                            {"layout", {v.layout.left, v.layout.center, v.layout.right}},
+                            {"token_color", ToString(v.token_color)},
+                            {"token_scope", ToString(v.token_scope)},
+                            {"map_zoom", v.map_view.zoom},
+                            {"map_pan", {v.map_view.pan_x, v.map_view.pan_y}}};
+    return model::WriteFileAtomically(path + ".json", nlohmann::json{{"width", width}, {"height", height}, {"regions", regions}, {"state", shown}}
+                                                          .dump(1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                                                      "\n")
+        .ok();
+}
+
+class ScreenshotDriver : public Driver {
+public:
+    ScreenshotDriver(std::string path, int frames) : m_path(std::move(path)), m_frames(frames) {}
+
+    std::optional<int> AfterRender(DrivenWindow& window, int width, int height, float scale) override {
+        m_settled_frames = window.Settled() ? m_settled_frames + 1 : 0;
+        const bool timed_out = NowMs() - m_start_ms > 120000;
+        if (m_settled_frames < m_frames && !timed_out) return std::nullopt;
+        if (!SaveScreenshot(m_path, width, height, window.State(), scale)) {
+            std::fprintf(stderr, "ssaviz: cannot write %s\n", m_path.c_str());
+            return kExitFailure;
+        }
+        if (window.ModelFailed()) {
+            std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(window.State().error, 4096).c_str());
+            return kExitBadInput;
+        }
+        if (timed_out) {
+            std::fprintf(stderr, "ssaviz: the model did not settle within 120 s; wrote %s anyway\n", m_path.c_str());
+            return kExitFailure;
+        }
+        return kExitOk;
+    }
+
+private:
+    const std::string m_path;
+    const int m_frames;
+    const double m_start_ms = NowMs();
+    int m_settled_frames = 0;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Driver>> MakeDrivers(const LaunchOptions& run) {
+    std::vector<std::unique_ptr<Driver>> drivers;
+    if (run.bench_keys > 0) drivers.push_back(std::make_unique<TypingBenchmark>(run.bench_keys, run.bench_interval_ms, run.bench_at));
+    if (run.bench_zoom_frames > 0) drivers.push_back(std::make_unique<ZoomBenchmark>(run.bench_zoom_frames));
+    if (run.bench_heads > 0) drivers.push_back(std::make_unique<HeadsBenchmark>(run.bench_heads));
+    if (!run.export_to.empty()) drivers.push_back(std::make_unique<ExportDriver>(run.export_to));
+    if (!run.screenshot.empty()) drivers.push_back(std::make_unique<ScreenshotDriver>(run.screenshot, run.frames));
+    return drivers;
+}
+
+}  // namespace app

@@ -1,0 +1,58 @@
+// Test and benchmark drivers of the window. Each steers it as a user would (types, zooms, selects
+// heads) or acts once the model has answered (--export-to, --screenshot), and prints what it
+// measured; the platform loop (RunGui in gui.cpp) calls them at fixed points of every frame and
+// knows nothing of what they do.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "app/gui/gui.h"
+#include "app/gui/window_state.h"
+
+namespace app {
+
+class ExportDialog;
+
+// What a driver sees of the window: its state, which a driver changes as the views would, and a
+// few questions about where the model stands.
+class DrivenWindow {
+public:
+    virtual WindowState& State() = 0;
+    // The model has answered and nothing more is on its way (no run, twin, Continue or ranking).
+    virtual bool Settled() const = 0;
+    // No model is open and the last attempt failed (a missing or broken --model or session model).
+    virtual bool ModelFailed() const = 0;
+    virtual ExportDialog& Exporter() = 0;
+    // Keystroke-to-pixels latencies (ms) of the analysis requests the frame just shown answered.
+    virtual const std::vector<double>& ShownLatencies() const = 0;
+
+protected:
+    ~DrivenWindow() = default;
+};
+
+// One frame's times (NowMs): its start (after the events), the end of ImGui's work (views, bakes,
+// uploads), and its end (rendered, swapped, the views' requests handled).
+struct FrameTimes {
+    double start_ms = 0, ui_done_ms = 0, end_ms = 0;
+};
+
+class Driver {
+public:
+    virtual ~Driver() = default;
+    // Before the frame's views run: act as a user would.
+    virtual void BeforeFrame(DrivenWindow& window, double now_ms) {}
+    // The frame is in the back buffer (width x height framebuffer pixels, `scale` of them a window
+    // unit) and not shown yet. An exit code ends the loop here.
+    virtual std::optional<int> AfterRender(DrivenWindow& window, int width, int height, float scale) { return std::nullopt; }
+    // The frame was shown and its requests handled; true ends the loop.
+    virtual bool AfterFrame(DrivenWindow& window, const FrameTimes& times) { return false; }
+    // The loop ended: print what was measured.
+    virtual void Report(DrivenWindow& window) {}
+};
+
+// The drivers the options ask for, in the order the loop calls them; none for a plain window.
+std::vector<std::unique_ptr<Driver>> MakeDrivers(const LaunchOptions& run);
+
+}  // namespace app

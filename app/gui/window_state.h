@@ -1,0 +1,33 @@
+// What the views draw from and write to: the AppState the window shares with the rest of the app
+// (model, text, analysis, selections, settings, requests), plus what only the window keeps: which
+// of its windows are open, where the views lie on screen, focus and frame timings.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "app/core/state.h"
+
+namespace app {
+
+// A view's rectangle on screen, in framebuffer pixels, for screenshots and tests.
+struct Rect {
+    float x = 0, y = 0, w = 0, h = 0;
+};
+
+struct WindowState : AppState {
+    bool show_open_dialog = false;
+    bool open_dialog_for_twin = false;
+    bool show_help = false;
+    bool show_demo = false;
+    bool show_graph = false;     // the graph experiment window (paper Figure 3)
+    bool show_timings = false;   // the status bar's developer timings (View > Timings in the status bar)
+    bool focus_goto = false;     // Ctrl+F: the map's go-to field takes the keyboard
+    bool want_frame = false;     // a view has more to do (e.g. baking in slices): draw again soon
+    int layout_generation = 0;   // bumped when a session sets the layout, so the panes take it
+    double last_latency_ms = 0;  // keystroke (analysis request) to the frame that showed its result
+    float frame_ms = 0;
+    std::map<std::string, Rect> regions;  // "heatmap", "tokens", "heads", ...
+};
+
+}  // namespace app
