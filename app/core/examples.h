@@ -33,8 +33,12 @@ std::string TrainedTask(const std::string& model_dir);
 // from the executable), else the build's random model (models/default next to it). Empty if none.
 std::string DefaultModelDir();
 
-// A vanilla twin shipped beside a model: the folder's sibling "vanilla" (assets/models/X/ssa and
-// X/vanilla) holding a config.json, when it is another folder. Empty if none.
+// The comparison that matters, found beside a model: a vanilla twin shipped with it (the folder's
+// sibling "vanilla" holding a config.json, as assets/models/X/ssa and X/vanilla), or, for a
+// lit-gpt fine-tuning, the base model it started from (a lit_model.pth beside the fine-tuned
+// checkpoint the model was opened from, or in a sibling folder "base"). Empty if none.
 std::string TwinBeside(const std::string& model_dir);
+// What TwinBeside found, for buttons and menus: "its base model (lit_model.pth)" or "its twin".
+std::string TwinBesideLabel(const std::string& twin);
 
 }  // namespace app

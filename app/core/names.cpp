@@ -40,4 +40,12 @@ std::string CompareExplanation(const model::Analysis& a) {
            "own temperatures with everything that changed below it.";
 }
 
+std::string KvGroupNote(const model::ModelConfig& c, int head) {
+    const int groups = c.KvHeads();
+    if (groups == c.n_head || groups <= 0) return "";
+    const int per = c.n_head / groups, g = head / per;
+    return "reads kv head " + std::to_string(g) + " with H" + std::to_string(g * per) + "-H" + std::to_string(g * per + per - 1) +
+           (c.value.Active() ? " (their value temperature is the group's; a what-if here sets it to 1 for this head alone)" : "");
+}
+
 }  // namespace app

@@ -22,5 +22,8 @@ std::string TwinFolderName(const model::Analysis& a);
 // counterfactual that it is a whole second forward pass (its later layers see another residual
 // stream, so they differ for that reason too, not only for their own temperatures).
 std::string CompareExplanation(const model::Analysis& a);
+// Which kv head a query head reads under grouped-query attention, and the heads that share it:
+// "reads kv head 1 with H4-H7"; empty when every head has its own keys and values.
+std::string KvGroupNote(const model::ModelConfig& config, int head);
 
 }  // namespace app

@@ -313,6 +313,15 @@ std::vector<Flag> BuildTable() {
             })
             .Detail());
 
+    add(Row({"--config"}, "FILE", kModel,
+            "a lit-gpt checkpoint's config (lit_config.json, or the official SSA code's partial configs/*.json; missing fields take "
+            "lit-gpt's defaults) when it is not beside the weights; or a config.json",
+            [](CommandOptions& o, const FlagValue& v) { o.hints.config_file = v.text; },
+            [](const CommandOptions& o) { return Unless(o.hints.config_file, std::string()); }));
+    add(Row({"--tokenizer"}, "DIR", kModel, "where the model's tokenizer files are, when they are not beside the weights",
+            [](CommandOptions& o, const FlagValue& v) { o.hints.tokenizer_dir = v.text; },
+            [](const CommandOptions& o) { return Unless(o.hints.tokenizer_dir, std::string()); }));
+
     // The text.
     add(Row({"--text"}, "STR", kText, "the text to analyse",
             [](CommandOptions& o, const FlagValue& v) { o.text = v.text; }, [](const CommandOptions& o) { return IfSet(o.text); })
@@ -477,6 +486,39 @@ std::vector<Flag> BuildTable() {
     add(Row({"--positions"}, "N", {C::InitRandom}, "the context (default 1024)",
             [](CommandOptions& o, const FlagValue& v) { o.new_model.positions = Positive(v); },
             [](const CommandOptions& o) { return Unless(o.new_model.positions, 1024); }));
+    add(Row({"--family"}, "gpt2|pythia|llama|mistral|llama3", {C::InitRandom},
+            "the architecture (default gpt2): pythia is GPT-NeoX (LayerNorm, parallel residual, a quarter of each head rotated); llama, "
+            "mistral and llama3 are RMSNorm, SwiGLU, RoPE on the whole head and grouped kv heads (llama3: rope base 500000); the others are "
+            "written in lit-gpt's names with a lit_config.json",
+            [](CommandOptions& o, const FlagValue& v) {
+                if (v.text != "gpt2" && v.text != "pythia" && v.text != "llama" && v.text != "mistral" && v.text != "llama3")
+                    Bad(v.name + " '" + v.text + "' is not one of gpt2, pythia, llama, mistral, llama3");
+                o.new_model.family = v.text;
+            },
+            [](const CommandOptions& o) { return Unless(o.new_model.family, std::string("gpt2")); }));
+    add(Row({"--kv-heads"}, "N", {C::InitRandom}, "key/value heads (n_query_groups), dividing --heads (1: MQA); default: the family's",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.kv_heads = Positive(v); },
+            [](const CommandOptions& o) { return IfSet(o.new_model.kv_heads); }));
+    add(Row({"--mlp"}, "N", {C::InitRandom}, "the MLP's width (intermediate size); default: 4 x --embd, or the family's",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.mlp = Positive(v); },
+            [](const CommandOptions& o) { return IfSet(o.new_model.mlp); }));
+    add(Row({"--rotary"}, "F", {C::InitRandom}, "the fraction of each head RoPE turns, in (0, 1] (pythia's 0.25, the others' 1)",
+            [](CommandOptions& o, const FlagValue& v) {
+                const auto x = ParseReal(v.text, 0, 1);
+                if (!x || !(*x > 0)) Bad(v.name + " must be a number in (0, 1]");
+                o.new_model.rotary = *x;
+            },
+            [](const CommandOptions& o) { return o.new_model.rotary ? std::optional(std::to_string(*o.new_model.rotary)) : std::nullopt; }));
+    add(Row({"--rope-base"}, "X", {C::InitRandom}, "RoPE's base (10000; llama3's 500000)",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.rope_base = Number(v, 1, 1e12); },
+            [](const CommandOptions& o) {
+                return o.new_model.rope_base ? std::optional(std::to_string(*o.new_model.rope_base)) : std::nullopt;
+            }));
+    add(Row({"--query-form"}, "sigmoid,shared,sum", {C::InitRandom}, "tau_q's form, POSITION,TOKEN[,COMBINE] (default the paper's)",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.random_query_form = Form(v); },
+            [](const CommandOptions& o) {
+                return o.new_model.random_query_form ? std::optional(model::FormSpec(*o.new_model.random_query_form)) : std::nullopt;
+            }));
     add(Row({"--width"}, "N", {C::Train}, "the residual width, a multiple of --heads",
             [](CommandOptions& o, const FlagValue& v) { o.new_model.width = Positive(v); },
             [](const CommandOptions& o) { return IfSet(o.new_model.width); }));
@@ -532,6 +574,23 @@ std::vector<Flag> BuildTable() {
                 o.new_model.save_dtype = v.text == "f16" ? model::Dtype::F16 : model::Dtype::F32;
             },
             [](const CommandOptions& o) { return o.new_model.save_dtype == model::Dtype::F16 ? std::optional<std::string>("f16") : std::nullopt; }));
+    add(Row({"--save-dtype"}, "f32|f16|bf16", {C::InitRandom}, "the dtype of the weights on disk (default f32)",
+            [](CommandOptions& o, const FlagValue& v) {
+                if (v.text != "f32" && v.text != "f16" && v.text != "bf16") Bad(v.name + " '" + v.text + "' is not f32, f16 or bf16");
+                o.new_model.save_dtype = v.text == "f16" ? model::Dtype::F16 : v.text == "bf16" ? model::Dtype::BF16 : model::Dtype::F32;
+            },
+            [](const CommandOptions& o) {
+                const model::Dtype d = o.new_model.save_dtype;
+                return d == model::Dtype::F32 ? std::nullopt : std::optional<std::string>(d == model::Dtype::F16 ? "f16" : "bf16");
+            }));
+    add(Row({"--layout"}, "own|lit", {C::InitRandom},
+            "own (default): model.safetensors; lit: lit_model.pth as lit-gpt saves it (torch.save); both beside a lit_config.json "
+            "(the RoPE families; GPT-2 is always HF's layout)",
+            [](CommandOptions& o, const FlagValue& v) {
+                if (v.text != "own" && v.text != "lit") Bad(v.name + " '" + v.text + "' is not own or lit");
+                o.new_model.lit_checkpoint = v.text == "lit";
+            },
+            [](const CommandOptions& o) { return o.new_model.lit_checkpoint ? std::optional<std::string>("lit") : std::nullopt; }));
     add(Row({"--threads"}, "N", {C::Train, C::Eval}, "threads inside each op (train's default 1 per model, eval's 2)",
             [](CommandOptions& o, const FlagValue& v) { o.new_model.threads = Positive(v); },
             [](const CommandOptions& o) { return IfSet(o.new_model.threads); }));

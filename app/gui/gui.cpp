@@ -457,7 +457,7 @@ private:
                 ImGui::SetTooltip("The SSA model without the what-ifs (What-ifs tab): the difference map and the delta loss show\n"
                                   "the what-ifs' effect alone.");
             const std::string beside = m_state.model && !m_state.twin ? TwinBeside(m_state.model->dir) : "";
-            if (!beside.empty() && ImGui::MenuItem("Compare with the twin beside this model")) m_state.open_twin_request = beside;
+            if (!beside.empty() && ImGui::MenuItem(("Compare with " + TwinBesideLabel(beside)).c_str())) m_state.open_twin_request = beside;
             if (!beside.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", beside.c_str());
             if (ImGui::MenuItem("Compare with a twin model...", nullptr, false, m_state.model.has_value())) OpenDialogFor(true);
             if (ImGui::IsItemHovered()) ImGui::SetTooltip("A separately trained model (same layers, heads and tokenizer) on the same tokens.");

@@ -74,6 +74,10 @@ void HeadTooltip(const AppState& state, const HeadSummary& s) {
                 FormatNumber(s.tau_v_mean).c_str());
     ImGui::Text("QK opnorm %s, eigenvalue mean %s, var %s", FormatNumber(s.qk_opnorm).c_str(), FormatNumber(s.qk_eig_mean).c_str(),
                 FormatNumber(s.qk_eig_var).c_str());
+    if (state.model) {
+        const std::string group = KvGroupNote(state.model->config, s.ref.head);
+        if (!group.empty()) ImGui::Text("%s", group.c_str());
+    }
     ImGui::TextDisabled("click: select   Ctrl+click: pin / unpin   right-click: what-ifs");
     ImGui::EndTooltip();
 }

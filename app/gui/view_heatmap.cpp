@@ -291,7 +291,7 @@ void HeatmapView::DrawToolbar(WindowState& state) {
         if (state.twin) {
             ImGui::Selectable(("twin: " + state.twin->dir).c_str(), true);
         } else if (!beside.empty()) {
-            if (ImGui::Selectable(("twin beside this model: " + beside).c_str())) state.open_twin_request = beside;
+            if (ImGui::Selectable(("vs " + TwinBesideLabel(beside)).c_str())) state.open_twin_request = beside;
             viz::ItemTooltip("This model ships with a separately trained vanilla twin: compare against it.");
         }
         if (ImGui::Selectable("Open a twin model...")) {

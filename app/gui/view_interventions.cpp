@@ -6,6 +6,7 @@
 
 #include <imgui.h>
 
+#include "app/core/names.h"
 #include "app/gui/view_common.h"
 #include "viz/imgui/widgets.h"
 
@@ -47,6 +48,10 @@ std::vector<model::Intervention> WithIntervention(std::vector<model::Interventio
 
 void DrawHeadWhatIfMenu(AppState& state, HeadRef head) {
     ImGui::TextDisabled("L%d H%d what-if", head.layer, head.head);
+    if (state.model) {
+        const std::string group = KvGroupNote(state.model->config, head.head);
+        if (!group.empty()) ImGui::TextDisabled("%s", group.c_str());
+    }
     auto add = [&](Kind kind) { RequestList(state, WithIntervention(Pending(state), {kind, head.layer, head.head, 0.0f})); };
     if (ImGui::MenuItem("Ablate this head (tau = 1)")) add(Kind::Ablate);
     if (ImGui::MenuItem("Keep only tau_q's position term")) add(Kind::PositionOnly);

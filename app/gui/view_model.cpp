@@ -80,6 +80,7 @@ void ModelView::Draw(WindowState& state) {
             vocab += " (tokenizer " + std::to_string(m.tokenizer_vocab) + ")";
         Row("vocabulary", vocab);
         Row("parameters", FormatCount(m.parameters));
+        Row("family", model::DescribeArchitecture(c), "The architecture: norm, positions, attention grouping, MLP, residual and head.");
         Row("activation", model::ToString(c.activation));
         Row("tau_q form", model::Describe(c.query), "Per-query inverse temperature: scales the logits of row i.");
         Row("tau_v form", model::Describe(c.value), "Per-key value temperature: scales value vector j.");
@@ -121,8 +122,10 @@ void ModelView::Draw(WindowState& state) {
         if (ImGui::Button("Compare with tau=1 instead")) state.close_twin_request = true;
     } else {
         if (!beside.empty()) {  // the bundled models ship with a vanilla twin trained on the same data
-            if (ImGui::Button("Compare with its twin")) state.open_twin_request = beside;
-            if (ImGui::IsItemHovered()) ImGui::SetTooltip("A separately trained vanilla model ships beside this one:\n%s", beside.c_str());
+            if (ImGui::Button(("Compare with " + TwinBesideLabel(beside).substr(0, 14)).c_str())) state.open_twin_request = beside;
+            if (ImGui::IsItemHovered())
+                ImGui::SetTooltip("Compare with %s:\n%s", TwinBesideLabel(beside).c_str(),
+                                  "a vanilla model of the same shape and tokenizer, so the difference is what SSA's training changed");
             ImGui::SameLine();
         }
         if (ImGui::Button("Open twin...")) {

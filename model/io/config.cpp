@@ -371,6 +371,29 @@ nlohmann::json ConfigToJson(const ModelConfig& c) {
     return j;
 }
 
+std::string DescribeArchitecture(const ModelConfig& c) {
+    auto n = [](double v) {
+        std::string s = std::to_string(v);
+        s.erase(s.find_last_not_of('0') + 1);
+        if (!s.empty() && s.back() == '.') s.pop_back();
+        return s;
+    };
+    std::string s = c.family + ": " + ToString(c.norm);
+    s += c.Rope() ? ", RoPE on " + std::to_string(c.rope_n_elem) + " of " + std::to_string(c.HeadSize()) + " dims (base " + n(c.rope_base) +
+                        (c.rope_condense_ratio != 1 ? ", condense ratio " + n(c.rope_condense_ratio) : "") + ")"
+                  : ", learned positions";
+    const int G = c.KvHeads();
+    s += G == c.n_head ? ", " + std::to_string(c.n_head) + " heads"
+                       : ", " + std::to_string(c.n_head) + " query heads over " + std::to_string(G) + " kv head" + (G == 1 ? " (MQA)" : "s (GQA)");
+    s += c.mlp == MlpKind::SwiGlu ? ", SwiGLU MLP " : std::string(", GELU MLP (") + ToString(c.activation) + ") ";
+    s += std::to_string(c.MlpWidth());
+    s += c.parallel_residual ? (c.shared_attention_norm ? ", parallel residual (shared norm)" : ", parallel residual") : ", sequential residual";
+    s += c.tied_head ? ", tied head" : ", untied head";
+    if (c.lm_head_bias) s += " with bias";
+    if (!c.bias) s += ", no linear biases";
+    return s;
+}
+
 nlohmann::json LitConfigToJson(const ModelConfig& c) {
     json j = {{"name", c.family},
               {"family", c.family},

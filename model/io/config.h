@@ -86,5 +86,8 @@ const char* ToString(Activation activation);
 const char* ToString(NormKind norm);  // "LayerNorm", "RMSNorm"
 const char* ToString(MlpKind mlp);    // "GptNeoxMLP", "LLaMAMLP" (lit-gpt's names)
 std::string Describe(const TemperatureForm& form);  // "sigmoid position + shared token (sum)"
+// The family in a line: "llama: RMSNorm, RoPE on 64 of 64 dims (base 10000), 32 query heads over 4 kv
+// heads (GQA), SwiGLU MLP 5632, sequential residual, untied head"
+std::string DescribeArchitecture(const ModelConfig& config);
 
 }  // namespace model

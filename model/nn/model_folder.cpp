@@ -136,7 +136,8 @@ Result<LoadedModel> LoadModel(const std::string& path, at::Device device, const 
     return m;
 }
 
-Status WriteRandomModel(const ModelConfig& config, uint64_t seed, const std::string& tokenizer_dir, const std::string& out_dir) {
+Status WriteRandomModel(const ModelConfig& config, uint64_t seed, const std::string& tokenizer_dir, const std::string& out_dir, Dtype storage,
+                        bool lit_checkpoint) {
     std::error_code ec;
     fs::create_directories(out_dir, ec);
     if (ec) return Fail(out_dir + ": cannot create (" + ec.message() + ")");
@@ -148,7 +149,7 @@ Status WriteRandomModel(const ModelConfig& config, uint64_t seed, const std::str
     if (!tokenizer) return Fail(tokenizer.error());
     ModelConfig c = config;
     c.vocab_size = static_cast<int>((*tokenizer)->VocabSize());
-    return SaveModelFolder(RandomSsaGpt(c, seed), out_dir);
+    return SaveModelFolder(RandomSsaGpt(c, seed), out_dir, storage, lit_checkpoint);
 }
 
 }  // namespace model

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/io/config.h"
+#include "model/io/safetensors.h"
 #include "model/io/result.h"
 
 namespace model {
@@ -30,6 +31,9 @@ struct ModelInfo {
 };
 
 // Writes a random SSA model folder (fixed seed) with the tokenizer files from `tokenizer_dir`.
-Status WriteRandomModel(const ModelConfig& config, uint64_t seed, const std::string& tokenizer_dir, const std::string& out_dir);
+// `storage`: the dtype on disk (F32, F16, BF16); `lit_checkpoint`: a lit-gpt family as lit_model.pth
+// (torch.save) instead of model.safetensors.
+Status WriteRandomModel(const ModelConfig& config, uint64_t seed, const std::string& tokenizer_dir, const std::string& out_dir,
+                        Dtype storage = Dtype::F32, bool lit_checkpoint = false);
 
 }  // namespace model

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/io/safetensors.h"
+#include "model/io/torch_save.h"
 #include "model/io/weights.h"
 
 namespace model {
@@ -355,7 +356,10 @@ SsaGpt RandomSsaGpt(const ModelConfig& c, uint64_t seed) {
             const int64_t fc = c.mlp == MlpKind::SwiGlu ? 2 * I : I;
             w.fc_w = normal({E, fc}, 0.02); w.fc_b = bias(fc);
             w.mlp_proj_w = normal({I, E}, 0.02 / std::sqrt(2.0 * L)); w.mlp_proj_b = bias(E);
-            w.q = temperature(c.query, H);
+            // The official code's form draws its one parameter a layer, as attn.beta is.
+            const bool official = (c.query.position == PositionForm::ExpExp || c.query.position == PositionForm::Linear) &&
+                                  c.query.token == TokenForm::None;
+            w.q = temperature(c.query, official ? 1 : H);
             w.v = temperature(c.value, G);
             m.layers.push_back(std::move(w));
         }
@@ -392,10 +396,15 @@ Status SaveModelFolder(const SsaGpt& m, const std::string& dir) { return SaveMod
 
 namespace {
 
+// The form of the official code's attn.beta: a position term alone, exp_exp or linear.
+bool IsOfficialQuery(const TemperatureForm& f) {
+    return (f.position == PositionForm::ExpExp || f.position == PositionForm::Linear) && f.token == TokenForm::None;
+}
+
 // A lit-gpt family in lit-gpt's names and Linear layout (the inverse of LoadLitGpt), in
 // model.safetensors, with the complete lit_config.json.
 template <typename Add>
-Status SaveLitFolder(const SsaGpt& m, const std::string& dir, Add& add, const std::vector<TensorToWrite>& tensors) {
+Status SaveLitFolder(const SsaGpt& m, const std::string& dir, Add& add, const std::vector<TensorToWrite>& tensors, bool pth) {
     const ModelConfig& c = m.config;
     const int64_t H = c.n_head, G = c.KvHeads(), D = c.HeadSize(), Q = H / G, I = c.MlpWidth();
     auto linear = [&](const std::string& name, const at::Tensor& w, const at::Tensor& b) {
@@ -411,6 +420,11 @@ Status SaveLitFolder(const SsaGpt& m, const std::string& dir, Add& add, const st
         at::Tensor grouped = at::cat({q, k, v}, 2).reshape({rows, (H + 2 * G) * D});
         return t.dim() == 1 ? grouped.reshape({-1}) : grouped;
     };
+    // The official code's temperature: one position parameter a layer, attn.beta, with no "ssa"
+    // block in the config (its form is how the reader reads beta: exp_exp unless told linear).
+    const bool official = IsOfficialQuery(c.query) && !m.layers.empty() && m.layers[0].q.pos.numel() == 1;
+    ModelConfig written = c;
+    if (official) written.query = {};
     add("transformer.wte.weight", m.wte);
     for (size_t l = 0; l < m.layers.size(); ++l) {
         const LayerWeights& w = m.layers[l];
@@ -426,7 +440,9 @@ Status SaveLitFolder(const SsaGpt& m, const std::string& dir, Add& add, const st
             linear(h + "mlp.fc", w.fc_w, w.fc_b);
         }
         linear(h + "mlp.proj", w.mlp_proj_w, w.mlp_proj_b);
-        add(h + "attn.ssa_q_pos", w.q.pos);  add(h + "attn.ssa_q_tok.weight", w.q.tok_w);  add(h + "attn.ssa_q_tok.bias", w.q.tok_b);
+        if (official) add(h + "attn.beta", w.q.pos.reshape({}));
+        else add(h + "attn.ssa_q_pos", w.q.pos);
+        add(h + "attn.ssa_q_tok.weight", w.q.tok_w);  add(h + "attn.ssa_q_tok.bias", w.q.tok_b);
         add(h + "attn.ssa_v_pos", w.v.pos);  add(h + "attn.ssa_v_tok.weight", w.v.tok_w);  add(h + "attn.ssa_v_tok.bias", w.v.tok_b);
     }
     add("transformer.ln_f.weight", m.ln_f_w);
@@ -435,15 +451,18 @@ Status SaveLitFolder(const SsaGpt& m, const std::string& dir, Add& add, const st
     add("lm_head.bias", m.lm_head_b);
     std::ofstream config(dir + "/lit_config.json");
     if (!config) return Fail(dir + "/lit_config.json: cannot write");
-    config << LitConfigToJson(c).dump(2) << "\n";
+    config << LitConfigToJson(written).dump(2) << "\n";
+    if (pth) return WriteTorchSave(dir + "/lit_model.pth", "lit_model", tensors);
     return WriteSafetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
 }
 
 }  // namespace
 
-Status SaveModelFolder(const SsaGpt& m, const std::string& dir, Dtype storage) {
-    assert(storage == Dtype::F32 || storage == Dtype::F16);
-    const at::ScalarType type = storage == Dtype::F16 ? at::kHalf : at::kFloat;
+Status SaveModelFolder(const SsaGpt& m, const std::string& dir, Dtype storage) { return SaveModelFolder(m, dir, storage, false); }
+
+Status SaveModelFolder(const SsaGpt& m, const std::string& dir, Dtype storage, bool lit_checkpoint) {
+    assert(storage == Dtype::F32 || storage == Dtype::F16 || storage == Dtype::BF16);
+    const at::ScalarType type = storage == Dtype::F16 ? at::kHalf : storage == Dtype::BF16 ? at::kBFloat16 : at::kFloat;
     std::vector<at::Tensor> keep;  // contiguous CPU copies, alive until written
     std::vector<TensorToWrite> tensors;
     auto add = [&](const std::string& name, const at::Tensor& t) {
@@ -451,7 +470,8 @@ Status SaveModelFolder(const SsaGpt& m, const std::string& dir, Dtype storage) {
         keep.push_back(t.detach().to(at::kCPU, type).contiguous());
         tensors.push_back({name, storage, keep.back().sizes().vec(), keep.back().data_ptr()});
     };
-    if (m.config.Rope()) return SaveLitFolder(m, dir, add, tensors);
+    if (m.config.Rope()) return SaveLitFolder(m, dir, add, tensors, lit_checkpoint);
+    if (lit_checkpoint) return Fail("GPT-2 is written in HF's layout; lit-gpt checkpoints are for the RoPE families");
     add("wte.weight", m.wte);
     add("wpe.weight", m.wpe);
     for (size_t l = 0; l < m.layers.size(); ++l) {

@@ -75,5 +75,8 @@ SsaGpt RandomSsaGpt(const ModelConfig& config, uint64_t seed);
 // complete lit_config.json. `storage` F16 halves the file (weights are float32 again once loaded).
 Status SaveModelFolder(const SsaGpt& model, const std::string& dir, Dtype storage);
 Status SaveModelFolder(const SsaGpt& model, const std::string& dir);
+// `lit_checkpoint`: a lit-gpt family as lit-gpt itself saves it, lit_model.pth (torch.save) beside
+// the lit_config.json, instead of model.safetensors. `storage` may also be BF16.
+Status SaveModelFolder(const SsaGpt& model, const std::string& dir, Dtype storage, bool lit_checkpoint);
 
 }  // namespace model

@@ -1,0 +1,171 @@
+// The model families from the command line (issue 25): init-random of every family in ssaviz's
+// own layout and as lit-gpt saves it (read back by python3-torch's torch.load), the official
+// code's checkpoints with --config and --tokenizer, what info says, and bad families, configs and
+// checkpoints as one-line errors with exit 3.
+#include <string>
+#include <vector>
+
+#include "tests/app/cli/cli_harness.h"
+
+namespace {
+
+using namespace cli_test;
+
+const std::string kGpt2Tokenizer = SSAVIZ_SOURCE_DIR "/assets/tokenizers/gpt2";
+
+// A small random model of `family` in `layout`, written once per test.
+std::string Family(const std::string& family, const std::string& layout, std::vector<std::string> extra = {}) {
+    const std::string dir = Scratch(family + "-" + layout);
+    fs::remove_all(dir);
+    std::vector<std::string> args = {"init-random", "--out", dir, "--family", family, "--layers", "2", "--heads", "4",
+                                     "--embd", "64", "--positions", "256", "--layout", layout, "--seed", "7"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    Outcome r = Ssaviz(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return dir;
+}
+
+json Info(const std::vector<std::string>& args) {
+    std::vector<std::string> all = {"info", "--json", "--device", "cpu"};
+    all.insert(all.end(), args.begin(), args.end());
+    Outcome r = Ssaviz(all);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.code == 0 ? json::parse(r.out) : json();
+}
+
+TEST(CliFamilies, InitRandomWritesEveryFamilyThatOpensAndExports) {
+    for (const std::string family : {"pythia", "llama", "mistral", "llama3"}) {
+        SCOPED_TRACE(family);
+        const std::string dir = Family(family, "own");
+        EXPECT_TRUE(fs::exists(dir + "/lit_config.json"));
+        EXPECT_TRUE(fs::exists(dir + "/model.safetensors"));
+        json j = Info({"--model", dir});
+        EXPECT_EQ(j["family"], family);
+        EXPECT_EQ(j["architecture"]["positions"], "rope");
+        EXPECT_EQ(j["architecture"]["norm"], family == "pythia" ? "LayerNorm" : "RMSNorm");
+        EXPECT_EQ(j["architecture"]["n_query_groups"], family == "pythia" ? 4 : 1);
+        EXPECT_EQ(j["architecture"]["rope_n_elem"], family == "pythia" ? 4 : 16);
+        EXPECT_EQ(j["architecture"]["rope_base"], family == "llama3" ? 500000.0 : 10000.0);
+        const std::string out = Scratch(family + "-export");
+        fs::remove_all(out);
+        Outcome e = Ssaviz({"export", "--model", dir, "--text", "The cat sat on the mat, and the dog sat on the log.", "--out", out,
+                            "--format", "json,npy", "--device", "cpu"});
+        ASSERT_EQ(e.code, 0) << e.err;
+        EXPECT_TRUE(fs::exists(out + "/attention.npy"));
+        EXPECT_EQ(json::parse(ReadFile(out + "/metrics.json"))["model"]["family"], family);
+    }
+}
+
+TEST(CliFamilies, ShapeFlagsReachTheModel) {
+    const std::string dir = Family("llama", "own", {"--kv-heads", "2", "--mlp", "96", "--rotary", "0.5", "--rope-base", "1000"});
+    json j = Info({"--model", dir});
+    EXPECT_EQ(j["architecture"]["n_query_groups"], 2);
+    EXPECT_EQ(j["architecture"]["intermediate_size"], 96);
+    EXPECT_EQ(j["architecture"]["rope_n_elem"], 8);
+    EXPECT_EQ(j["architecture"]["rope_base"], 1000.0);
+    Outcome bad = Ssaviz({"init-random", "--out", Scratch("bad"), "--family", "llama", "--heads", "4", "--kv-heads", "3"});
+    EXPECT_EQ(bad.code, 2);
+    EXPECT_NE(bad.err.find("n_query_groups 3 does not divide n_head 4"), std::string::npos) << bad.err;
+    Outcome gpt2 = Ssaviz({"init-random", "--out", Scratch("bad2"), "--kv-heads", "2"});
+    EXPECT_EQ(gpt2.code, 2);
+    EXPECT_NE(gpt2.err.find("need --family"), std::string::npos) << gpt2.err;
+    Outcome family = Ssaviz({"init-random", "--out", Scratch("bad3"), "--family", "mamba"});
+    EXPECT_EQ(family.code, 2);
+    EXPECT_NE(family.err.find("'mamba' is not one of gpt2, pythia, llama, mistral, llama3"), std::string::npos) << family.err;
+}
+
+// The lit layout is a real torch.save file: torch.load reads the same tensors as the own layout's
+// safetensors, and ssaviz reads both to the same analysis.
+TEST(CliFamilies, LitLayoutIsWhatTorchLoadReads) {
+    const std::string own = Family("mistral", "own", {"--kv-heads", "2"});
+    const std::string lit = Family("mistral", "lit", {"--kv-heads", "2"});
+    ASSERT_TRUE(fs::exists(lit + "/lit_model.pth"));
+    ASSERT_FALSE(fs::exists(lit + "/model.safetensors"));
+    const std::string script =
+        "import json, struct, sys, numpy as np, torch\n"
+        "sd = torch.load(sys.argv[1], map_location='cpu')\n"
+        "raw = open(sys.argv[2], 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]; h = json.loads(raw[8:8 + n])\n"
+        "h.pop('__metadata__', None)\n"
+        "assert set(sd) == set(h), (sorted(set(sd) ^ set(h)))[:5]\n"
+        "for k, v in h.items():\n"
+        "    a = np.frombuffer(raw[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]], '<f4').reshape(v['shape'])\n"
+        "    assert np.array_equal(sd[k].numpy(), a), k\n"
+        "print(len(sd))\n";
+    std::ofstream(Scratch("check.py")) << script;
+    const std::string cmd = std::string(SSAVIZ_PYTHON) + " " + Quote(Scratch("check.py")) + " " + Quote(lit + "/lit_model.pth") + " " +
+                            Quote(own + "/model.safetensors") + " >" + Scratch("py.out") + " 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << ReadFile(Scratch("py.out"));
+
+    const std::string text = "Selective attention lets each query choose how sharp its attention is.";
+    std::string a_out = Scratch("own-export"), b_out = Scratch("lit-export");
+    fs::remove_all(a_out);
+    fs::remove_all(b_out);
+    for (auto [dir, out] : {std::pair{own, a_out}, std::pair{lit, b_out}}) {
+        Outcome r = Ssaviz({"export", "--model", dir, "--text", text, "--out", out, "--format", "npy", "--device", "cpu"});
+        ASSERT_EQ(r.code, 0) << r.err;
+    }
+    EXPECT_EQ(ReadFile(a_out + "/attention.npy"), ReadFile(b_out + "/attention.npy"));
+    EXPECT_EQ(ReadFile(a_out + "/loss.npy"), ReadFile(b_out + "/loss.npy"));
+}
+
+// The official code's layout: a checkpoint file on its own, its partial config elsewhere
+// (--config), its tokenizer elsewhere (--tokenizer); beta read as exp_exp, or linear on request.
+TEST(CliFamilies, AnOfficialCheckpointWithConfigAndTokenizerFlags) {
+    const std::string dir = Family("pythia", "lit", {"--query-form", "exp_exp,none"});
+    const std::string alone = Scratch("alone");
+    fs::remove_all(alone);
+    fs::create_directories(alone);
+    fs::copy_file(dir + "/lit_model.pth", alone + "/iter-000100-ckpt.pth");
+    fs::copy_file(dir + "/lit_config.json", Scratch("pythia-small.json"), fs::copy_options::overwrite_existing);
+    Outcome missing = Ssaviz({"info", "--model", alone + "/iter-000100-ckpt.pth"});
+    EXPECT_EQ(missing.code, 3);
+    EXPECT_NE(missing.err.find("needs its lit_config.json beside it, or --config FILE"), std::string::npos) << missing.err;
+    json j = Info({"--model", alone + "/iter-000100-ckpt.pth", "--config", Scratch("pythia-small.json"), "--tokenizer", dir});
+    EXPECT_EQ(j["family"], "pythia");
+    EXPECT_EQ(j["query_temperature"]["position"], "exp_exp");
+    EXPECT_EQ(j["tokenizer"]["vocab"], 50257);
+    json linear = Info({"--model", alone + "/iter-000100-ckpt.pth", "--config", Scratch("pythia-small.json"), "--tokenizer", dir,
+                        "--query-form", "linear"});
+    EXPECT_EQ(linear["query_temperature"]["position"], "linear");
+    Outcome text = Ssaviz({"info", "--model", alone + "/iter-000100-ckpt.pth", "--config", Scratch("pythia-small.json"), "--tokenizer", dir});
+    ASSERT_EQ(text.code, 0) << text.err;
+    EXPECT_NE(text.out.find("family       pythia: LayerNorm, RoPE on 4 of 16 dims"), std::string::npos) << text.out;
+}
+
+// Configs that contradict the tensors, and configs that are wrong in themselves: one line, exit 3.
+TEST(CliFamilies, BadConfigsAndCheckpointsAreOneLineErrors) {
+    const std::string dir = Family("llama", "own", {"--kv-heads", "2"});
+    json config = json::parse(ReadFile(dir + "/lit_config.json"));
+    auto run_with = [&](const std::string& name, json c) {
+        const std::string path = Scratch(name + ".json");
+        std::ofstream(path) << c.dump();
+        return Ssaviz({"info", "--model", dir, "--config", path, "--device", "cpu"});
+    };
+    struct Case {
+        std::string name;
+        json patch;
+        std::string needle;
+    } cases[] = {
+        {"groups", {{"n_query_groups", 1}}, "attn.attn.weight' has shape [128, 64], expected [96, 64]"},
+        {"heads", {{"n_head", 3}}, "n_embd 64 is not divisible by n_head 3"},
+        {"type", {{"rotary_percentage", "all"}}, "'rotary_percentage' must be a number"},
+        {"moe", {{"_mlp_class", "LLaMAMoE"}}, "'_mlp_class' 'LLaMAMoE' is not supported"},
+        {"unknown", {{"attention_kind", "flash"}}, "unknown key 'attention_kind'"},
+        {"layers", {{"n_layer", 3}}, "no tensor 'transformer.h.2.norm_1.weight'"},
+    };
+    for (const Case& c : cases) {
+        json patched = config;
+        patched.update(c.patch);
+        Outcome r = run_with(c.name, patched);
+        EXPECT_EQ(r.code, 3) << c.name << ": " << r.err;
+        EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.name << ": " << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.name << ": one line: " << r.err;
+    }
+    // A form that needs a parameter the checkpoint lacks.
+    const std::string plain = Family("llama", "lit", {"--query-form", "none"});
+    Outcome beta = Ssaviz({"info", "--model", plain, "--query-form", "linear"});
+    EXPECT_EQ(beta.code, 3);
+    EXPECT_NE(beta.err.find("no tensor 'transformer.h.0.attn.ssa_q_pos'"), std::string::npos) << beta.err;
+}
+
+}  // namespace
