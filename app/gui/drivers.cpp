@@ -15,7 +15,7 @@
 #include <stb_image_write.h>
 
 #include "app/core/exit_code.h"
-#include "app/gui/view_export.h"
+#include "app/gui/views/view_export.h"
 #include "app/gui/worker.h"
 #include "model/io/files.h"
 #include "model/text/utf8.h"

@@ -1,7 +1,7 @@
 // Incremental analysis (issue 15): an engine that reuses the rows of its previous analysis gives
 // what a fresh full analysis gives, after hundreds of random edits of real text through the real
 // GPT-2 tokenizer, on every SSA form, with the tau = 1 counterfactual, the layer-local one and a
-// twin. Every map (both sides, every head), temperature, temperature term, row metric, JS / L1 and
+// twin, on GPT-2 and the RoPE families. Every map (both sides, every head), temperature, temperature term, row metric, JS / L1 and
 // thumbnail is compared; the largest difference is printed. Tolerance 1e-5 (relative above 1): the rows an edit
 // leaves are computed by matmuls of other shapes than the full pass's, which round differently.
 #include <algorithm>
@@ -279,6 +279,59 @@ TEST(Incremental, InterventionsAgainstTheUneditedModelAfterRandomEdits) {
     std::printf("paper, interventions against the unedited model: %d edits, %d reusing rows, largest difference %.3g\n", run.edits,
                 run.reused, run.worst);
     EXPECT_GT(run.reused, run.edits / 2);
+}
+
+// The RoPE families (issue 25): positions turn q and k, so a reused prefix's keys must be the ones
+// RoPE turned at their own positions. Llama-shaped with grouped kv heads and a value temperature
+// per kv head (and a what-if that gives one query head of a group its own values), Pythia-shaped
+// with partial rotary and a parallel residual.
+model::ModelConfig FamilyConfig(const std::string& family, int positions) {
+    model::ModelConfig c = SmallConfig({PositionForm::Sigmoid, TokenForm::Shared, Combine::Sum},
+                                       {PositionForm::Sigmoid, TokenForm::None, Combine::Sum}, positions);
+    c.family = family;
+    c.n_head = 4;
+    c.n_embd = 32;
+    c.positions = model::PositionKind::Rope;
+    c.tied_head = false;
+    c.rope_base = 100;  // turns fast, so 128 positions use its range
+    if (family == "pythia") {
+        c.rope_n_elem = 4;
+        c.parallel_residual = true;
+        c.activation = model::Activation::Gelu;
+    } else {
+        c.rope_n_elem = 8;
+        c.norm = model::NormKind::RmsNorm;
+        c.mlp = model::MlpKind::SwiGlu;
+        c.intermediate_size = 48;
+        c.bias = false;
+        c.n_query_groups = 2;
+    }
+    return c;
+}
+
+TEST(Incremental, RopeFamiliesAfterRandomEdits) {
+    for (const std::string family : {"llama", "pythia"}) {
+        const std::string dir = WriteModel(family, FamilyConfig(family, 128), 21);
+        auto reusing = model::Engine::Open(dir, "cpu");
+        auto fresh = model::Engine::Open(dir, "cpu");
+        ASSERT_TRUE(reusing.ok() && fresh.ok()) << (reusing.ok() ? fresh.error() : reusing.error());
+        const EditRun run = RunEdits(**reusing, **fresh, 31, 60);
+        std::printf("%s, counterfactual: %d edits, %d reusing rows, largest difference %.3g\n", family.c_str(), run.edits, run.reused,
+                    run.worst);
+        EXPECT_GT(run.reused, run.edits / 2);
+        for (model::Engine* e : {reusing->get(), fresh->get()}) ASSERT_TRUE(e->SetComparison(Comparison::LayerLocal).ok());
+        const EditRun local = RunEdits(**reusing, **fresh, 32, 30);
+        std::printf("%s, layer-local: %d edits, largest difference %.3g\n", family.c_str(), local.edits, local.worst);
+        auto edits = model::ParseInterventions("0:1,1:*=x0.5", 2, 4);
+        ASSERT_TRUE(edits.ok()) << edits.error();
+        for (model::Engine* e : {reusing->get(), fresh->get()}) {
+            ASSERT_TRUE(e->SetInterventions(*edits).ok());
+            ASSERT_TRUE(e->SetComparison(Comparison::Unedited).ok());
+        }
+        const EditRun what_ifs = RunEdits(**reusing, **fresh, 33, 30);
+        std::printf("%s, what-ifs against the unedited model: %d edits, largest difference %.3g\n", family.c_str(), what_ifs.edits,
+                    what_ifs.worst);
+    }
 }
 
 // Past 256 tokens the thumbnails pool 2 x 2 blocks: growing across that line changes the pool

@@ -9,7 +9,7 @@
 // [SECTION] The strip: chips, selection, hover
 // [SECTION] Tooltip: a token's bytes, numbers and losses
 
-#include "app/gui/view_text.h"
+#include "app/gui/views/view_text.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -20,7 +20,7 @@
 #include <imgui_stdlib.h>
 
 #include "app/gui/fonts.h"
-#include "app/gui/view_common.h"
+#include "app/gui/views/view_common.h"
 #include "model/text/tokenizer.h"
 #include "model/text/utf8.h"
 #include "viz/colormap.h"

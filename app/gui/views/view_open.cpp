@@ -1,4 +1,4 @@
-#include "app/gui/view_open.h"
+#include "app/gui/views/view_open.h"
 
 #include "model/io/files.h"
 

@@ -1,5 +1,5 @@
 // Small pieces shared by the views.
-#include "app/gui/view_common.h"
+#include "app/gui/views/view_common.h"
 
 #include <cmath>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <imgui.h>
 
 #include "app/core/names.h"
-#include "app/gui/view_interventions.h"
+#include "app/gui/views/view_interventions.h"
 
 namespace app {
 

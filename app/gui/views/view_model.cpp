@@ -1,4 +1,4 @@
-#include "app/gui/view_model.h"
+#include "app/gui/views/view_model.h"
 
 #include "app/core/examples.h"
 

@@ -12,7 +12,7 @@
 // [SECTION] Row chart: the query's row, SSA against the comparison
 // [SECTION] Draw: the view's layout
 
-#include "app/gui/view_heatmap.h"
+#include "app/gui/views/view_heatmap.h"
 
 #include <algorithm>
 #include <cmath>
@@ -24,7 +24,7 @@
 
 #include "app/core/examples.h"
 #include "app/core/names.h"
-#include "app/gui/view_common.h"
+#include "app/gui/views/view_common.h"
 #include "model/text/tokenizer.h"
 #include "viz/heatmap.h"
 #include "viz/imgui/widgets.h"

@@ -1,4 +1,4 @@
-#include "app/gui/view_graph.h"
+#include "app/gui/views/view_graph.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "app/gui/view_heads.h"
+#include "app/gui/views/view_heads.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,7 +11,7 @@
 #include <imgui.h>
 
 #include "app/core/names.h"
-#include "app/gui/view_common.h"
+#include "app/gui/views/view_common.h"
 #include "viz/heatmap.h"
 #include "viz/imgui/widgets.h"
 

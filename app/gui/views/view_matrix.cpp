@@ -1,4 +1,4 @@
-#include "app/gui/view_matrix.h"
+#include "app/gui/views/view_matrix.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -7,7 +7,7 @@
 #include <imgui.h>
 
 #include "app/core/names.h"
-#include "app/gui/view_common.h"
+#include "app/gui/views/view_common.h"
 #include "viz/imgui/widgets.h"
 
 namespace app {

@@ -1,4 +1,4 @@
-#include "app/gui/view_interventions.h"
+#include "app/gui/views/view_interventions.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <imgui.h>
 
 #include "app/core/names.h"
-#include "app/gui/view_common.h"
+#include "app/gui/views/view_common.h"
 #include "viz/imgui/widgets.h"
 
 namespace app {

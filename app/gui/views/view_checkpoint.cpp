@@ -1,4 +1,4 @@
-#include "app/gui/view_checkpoint.h"
+#include "app/gui/views/view_checkpoint.h"
 
 #include <imgui.h>
 #include <imgui_stdlib.h>
@@ -20,9 +20,11 @@ const char* const kFormHelp =
 
 std::string CheckpointQuestion(const std::string& path, const model::ConfigHints& hints) {
     auto files = model::FindModelFiles(path);
-    if (!files || !files->config.empty()) return "";  // the worker reports a missing folder itself
+    if (!files || !files->config.empty() || !hints.config_file.empty()) return "";  // the worker reports a missing folder itself
     auto weights = model::OpenWeights(files->weights);
     if (!weights) return "";                          // likewise a bad file
+    // A lit-gpt checkpoint takes its shape from its lit_config.json (or says it lacks one), not from questions.
+    if (weights->Find("h.0.attn.attn.weight")) return "";
     auto inferred = model::InferConfig(*weights, hints);
     return inferred ? "" : inferred.error();
 }

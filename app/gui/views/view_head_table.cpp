@@ -1,4 +1,4 @@
-#include "app/gui/view_head_table.h"
+#include "app/gui/views/view_head_table.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <imgui.h>
 
 #include "app/core/names.h"
-#include "app/gui/view_common.h"
+#include "app/gui/views/view_common.h"
 
 namespace app {
 namespace {

@@ -1,4 +1,4 @@
-#include "app/gui/view_temperature.h"
+#include "app/gui/views/view_temperature.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include <imgui.h>
 
 #include "app/core/names.h"
-#include "app/gui/view_common.h"
+#include "app/gui/views/view_common.h"
 #include "viz/imgui/widgets.h"
 #include "viz/ticks.h"
 

@@ -1,4 +1,4 @@
-#include "app/gui/view_export.h"
+#include "app/gui/views/view_export.h"
 
 #include <algorithm>
 #include <cstdio>
