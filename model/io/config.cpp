@@ -395,27 +395,24 @@ std::string DescribeArchitecture(const ModelConfig& c) {
 }
 
 nlohmann::json LitConfigToJson(const ModelConfig& c) {
-    json j = {{"name", c.family},
-              {"family", c.family},
-              {"block_size", c.n_positions},
-              {"vocab_size", c.vocab_size},
-              {"padded_vocab_size", c.vocab_size},
-              {"n_layer", c.n_layer},
-              {"n_head", c.n_head},
-              {"n_embd", c.n_embd},
-              {"n_query_groups", c.KvHeads()},
-              {"rotary_percentage", c.HeadSize() ? static_cast<double>(c.rope_n_elem) / c.HeadSize() : 0.0},
-              {"rope_base", c.rope_base},
-              {"rope_condense_ratio", static_cast<int64_t>(c.rope_condense_ratio)},
-              {"parallel_residual", c.parallel_residual},
-              {"shared_attention_norm", c.shared_attention_norm},
-              {"bias", c.bias},
-              {"lm_head_bias", c.lm_head_bias},
-              {"_norm_class", ToString(c.norm)},
-              {"norm_eps", c.layer_norm_epsilon},
-              {"_mlp_class", ToString(c.mlp)},
-              {"gelu_approximate", c.activation == Activation::GeluNew ? "tanh" : "none"},
-              {"intermediate_size", c.MlpWidth()}};
+    // Every field lit-gpt's Config takes, so the file stands alone (no defaults left to guess).
+    json j = json::object();
+    j["name"] = j["family"] = c.family;
+    j["block_size"] = c.n_positions;
+    j["vocab_size"] = j["padded_vocab_size"] = c.vocab_size;
+    for (auto [key, value] : {std::pair<const char*, int>{"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd},
+                              {"n_query_groups", c.KvHeads()}, {"intermediate_size", c.MlpWidth()}})
+        j[key] = value;
+    j["rotary_percentage"] = c.HeadSize() ? static_cast<double>(c.rope_n_elem) / c.HeadSize() : 0.0;
+    j["rope_base"] = c.rope_base;
+    j["rope_condense_ratio"] = static_cast<int64_t>(c.rope_condense_ratio);
+    for (auto [key, value] : {std::pair<const char*, bool>{"parallel_residual", c.parallel_residual},
+                              {"shared_attention_norm", c.shared_attention_norm}, {"bias", c.bias}, {"lm_head_bias", c.lm_head_bias}})
+        j[key] = value;
+    j["_norm_class"] = ToString(c.norm);
+    j["norm_eps"] = c.layer_norm_epsilon;
+    j["_mlp_class"] = ToString(c.mlp);
+    j["gelu_approximate"] = c.activation == Activation::GeluNew ? "tanh" : "none";
     if (c.IsSsa()) j["ssa"] = SsaBlock(c);
     return j;
 }

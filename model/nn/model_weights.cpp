@@ -125,6 +125,17 @@ Result<TemperatureParams> ReadTemperature(TensorReader& reader, const ModelConfi
     return p;
 }
 
+// Both sides' temperatures of layer `layer`, whatever the family.
+Status ReadTemperatures(TensorReader& reader, const ModelConfig& c, int layer, LayerWeights* w) {
+    auto q = ReadTemperature(reader, c, c.query, layer, true);
+    if (!q) return Fail(q.error());
+    auto v = ReadTemperature(reader, c, c.value, layer, false);
+    if (!v) return Fail(v.error());
+    w->q = *q;
+    w->v = *v;
+    return Ok{};
+}
+
 Result<at::Tensor> ReadLinear(TensorReader& reader, const std::string& name, int64_t in, int64_t out, bool linear_layout,
                               const std::string& why) {
     // HF Conv1D stores [in, out] (y = x @ W); torch.nn.Linear stores [out, in]. Keep [in, out].
@@ -211,12 +222,7 @@ Result<SsaGpt> LoadLitGpt(const ModelConfig& c, TensorReader& reader, SsaGpt m) 
             return Fail(s.error());
         }
         if (Status s = linear(h + "mlp.proj", I, E, why, &w.mlp_proj_w, &w.mlp_proj_b); !s) return Fail(s.error());
-        auto q = ReadTemperature(reader, c, c.query, l, true);
-        if (!q) return Fail(q.error());
-        auto v = ReadTemperature(reader, c, c.value, l, false);
-        if (!v) return Fail(v.error());
-        w.q = *q;
-        w.v = *v;
+        if (Status s = ReadTemperatures(reader, c, l, &w); !s) return Fail(s.error());
         m.layers.push_back(std::move(w));
     }
     if (reader.Find("h." + std::to_string(c.n_layer) + ".norm_1.weight"))
@@ -289,12 +295,7 @@ Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const WeightFile& file, at::Devi
             if (!t) return Fail(t.error());
             *mat.dst = *t;
         }
-        auto q = ReadTemperature(reader, c, c.query, l, true);
-        if (!q) return Fail(q.error());
-        auto v = ReadTemperature(reader, c, c.value, l, false);
-        if (!v) return Fail(v.error());
-        w.q = *q;
-        w.v = *v;
+        if (Status s = ReadTemperatures(reader, c, l, &w); !s) return Fail(s.error());
         m.layers.push_back(std::move(w));
     }
     if (reader.Find("h." + std::to_string(c.n_layer) + ".ln_1.weight"))
@@ -396,6 +397,18 @@ Status SaveModelFolder(const SsaGpt& m, const std::string& dir) { return SaveMod
 
 namespace {
 
+// A layer's temperature parameters under its attention module (SPEC section 3's names); with
+// `official_beta` the query's one position parameter as the official code's attn.beta.
+template <typename Add>
+void AddTemperatures(Add& add, const std::string& attn, const LayerWeights& w, bool official_beta) {
+    add(attn + (official_beta ? "beta" : "ssa_q_pos"), official_beta ? w.q.pos.reshape({}) : w.q.pos);
+    add(attn + "ssa_q_tok.weight", w.q.tok_w);
+    add(attn + "ssa_q_tok.bias", w.q.tok_b);
+    add(attn + "ssa_v_pos", w.v.pos);
+    add(attn + "ssa_v_tok.weight", w.v.tok_w);
+    add(attn + "ssa_v_tok.bias", w.v.tok_b);
+}
+
 // The form of the official code's attn.beta: a position term alone, exp_exp or linear.
 bool IsOfficialQuery(const TemperatureForm& f) {
     return (f.position == PositionForm::ExpExp || f.position == PositionForm::Linear) && f.token == TokenForm::None;
@@ -440,10 +453,7 @@ Status SaveLitFolder(const SsaGpt& m, const std::string& dir, Add& add, const st
             linear(h + "mlp.fc", w.fc_w, w.fc_b);
         }
         linear(h + "mlp.proj", w.mlp_proj_w, w.mlp_proj_b);
-        if (official) add(h + "attn.beta", w.q.pos.reshape({}));
-        else add(h + "attn.ssa_q_pos", w.q.pos);
-        add(h + "attn.ssa_q_tok.weight", w.q.tok_w);  add(h + "attn.ssa_q_tok.bias", w.q.tok_b);
-        add(h + "attn.ssa_v_pos", w.v.pos);  add(h + "attn.ssa_v_tok.weight", w.v.tok_w);  add(h + "attn.ssa_v_tok.bias", w.v.tok_b);
+        AddTemperatures(add, h + "attn.", w, official);
     }
     add("transformer.ln_f.weight", m.ln_f_w);
     add("transformer.ln_f.bias", m.ln_f_b);
@@ -483,8 +493,7 @@ Status SaveModelFolder(const SsaGpt& m, const std::string& dir, Dtype storage, b
         add(h + "ln_2.weight", w.ln2_w);            add(h + "ln_2.bias", w.ln2_b);
         add(h + "mlp.c_fc.weight", w.fc_w);         add(h + "mlp.c_fc.bias", w.fc_b);
         add(h + "mlp.c_proj.weight", w.mlp_proj_w); add(h + "mlp.c_proj.bias", w.mlp_proj_b);
-        add(h + "attn.ssa_q_pos", w.q.pos);  add(h + "attn.ssa_q_tok.weight", w.q.tok_w);  add(h + "attn.ssa_q_tok.bias", w.q.tok_b);
-        add(h + "attn.ssa_v_pos", w.v.pos);  add(h + "attn.ssa_v_tok.weight", w.v.tok_w);  add(h + "attn.ssa_v_tok.bias", w.v.tok_b);
+        AddTemperatures(add, h + "attn.", w, false);
     }
     add("ln_f.weight", m.ln_f_w);
     add("ln_f.bias", m.ln_f_b);

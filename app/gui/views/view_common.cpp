@@ -92,4 +92,11 @@ void HandleHeadClick(AppState& state, HeadRef ref) {
     else state.selected = ref;
 }
 
+bool HeadSummaries::Update(const AppState& state) {
+    if (!state.analysis || SameAnalysis(m_for, state.analysis)) return false;
+    m_for = state.analysis;
+    m_summary = SummarizeHeads(*state.analysis);
+    return true;
+}
+
 }  // namespace app

@@ -22,6 +22,18 @@ void SameLineIfFits(float width);
 // analysis: that costs nothing to redo.
 bool SameAnalysis(const std::weak_ptr<const model::Analysis>& cached, const std::shared_ptr<const model::Analysis>& now);
 
+// Every head's summary of the shown analysis (SummarizeHeads), made again only when the analysis
+// changes: the views that list or colour heads by their numbers keep one.
+class HeadSummaries {
+public:
+    bool Update(const AppState& state);  // true when the analysis changed and the summaries were made again
+    const std::vector<HeadSummary>& Get() const { return m_summary; }
+
+private:
+    std::weak_ptr<const model::Analysis> m_for;
+    std::vector<HeadSummary> m_summary;
+};
+
 // A number in at most 4 significant characters ("1.23", "0.045", "12.3", "1.2e-4").
 std::string FormatNumber(float v);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 
 #include <imgui.h>
 #include <nlohmann/json.hpp>
@@ -147,22 +148,23 @@ void ExportDialog::DrawSettings(AppState& state) {
 
     ImGui::Separator();
     ImGui::TextUnformatted("Formats");
-    ImGui::Checkbox("PNG", &o.png);
-    viz::ItemTooltip("Raster figures: heatmaps per head, the heads grid, the highlighted text, the sparsity plots.");
-    ImGui::SameLine();
-    ImGui::Checkbox("SVG", &o.svg);
-    viz::ItemTooltip("The same figures as vector graphics. Maps above 65,536 cells embed their cells as an image.");
-    ImGui::SameLine();
-    ImGui::Checkbox("HTML", &o.html);
-    viz::ItemTooltip("highlight.html: the text coloured by the token quantity, one self-contained file.");
-    ImGui::Checkbox("JSON", &o.json);
-    viz::ItemTooltip("tokens.json (ids, pieces, byte offsets) and metrics.json (every metric per layer, head and row).");
-    ImGui::SameLine();
-    ImGui::Checkbox("NPY", &o.npy);
-    viz::ItemTooltip("attention.npy, attention_vanilla.npy [L, H, T, T]; tau_q.npy, tau_v.npy [L, H, T] (float32, numpy.load).");
-    ImGui::SameLine();
-    ImGui::Checkbox("CSV", &o.csv);
-    viz::ItemTooltip("csv/L{l}_H{h}.csv: one head's map, a row per query.");
+    const struct {
+        const char* label;
+        bool* on;
+        const char* help;
+    } formats[] = {
+        {"PNG", &o.png, "Raster figures: heatmaps per head, the heads grid, the highlighted text, the sparsity plots."},
+        {"SVG", &o.svg, "The same figures as vector graphics. Maps above 65,536 cells embed their cells as an image."},
+        {"HTML", &o.html, "highlight.html: the text coloured by the token quantity, one self-contained file."},
+        {"JSON", &o.json, "tokens.json (ids, pieces, byte offsets) and metrics.json (every metric per layer, head and row)."},
+        {"NPY", &o.npy, "attention.npy, attention_vanilla.npy [L, H, T, T]; tau_q.npy, tau_v.npy [L, H, T] (float32, numpy.load)."},
+        {"CSV", &o.csv, "csv/L{l}_H{h}.csv: one head's map, a row per query."},
+    };
+    for (size_t i = 0; i < std::size(formats); ++i) {  // figures on one line, data on the next
+        if (i % 3 != 0) ImGui::SameLine();
+        ImGui::Checkbox(formats[i].label, formats[i].on);
+        viz::ItemTooltip(formats[i].help);
+    }
 
     ImGui::Separator();
     ImGui::TextUnformatted("Maps");

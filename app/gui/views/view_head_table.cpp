@@ -74,16 +74,15 @@ void Number(float v, const char* format) {
 void HeadTableView::Draw(WindowState& state) {
     if (DrawNoAnalysisNote(state)) return;
     const model::Analysis& a = *state.analysis;
-    if (!SameAnalysis(m_for, state.analysis)) {
-        m_for = state.analysis;
-        m_summary = SummarizeHeads(a);
-        m_order.resize(m_summary.size());
+    if (m_summaries.Update(state)) {
+        m_order.resize(m_summaries.Get().size());
         std::iota(m_order.begin(), m_order.end(), 0);
         m_sort_dirty = true;
     }
+    const std::vector<HeadSummary>& summary = m_summaries.Get();
     const float eps = state.settings.sink_epsilon;
     const std::string cmp = CompareName(a);
-    ImGui::TextDisabled("%d heads; means over query rows 2..T; click a row to select, Ctrl+click to pin", static_cast<int>(m_summary.size()));
+    ImGui::TextDisabled("%d heads; means over query rows 2..T; click a row to select, Ctrl+click to pin", static_cast<int>(summary.size()));
 
     struct ColumnInfo {
         std::string name;
@@ -134,7 +133,7 @@ void HeadTableView::Draw(WindowState& state) {
             const bool descending = specs->SpecsCount > 0 && spec.SortDirection == ImGuiSortDirection_Descending;
             const int column = specs->SpecsCount > 0 ? static_cast<int>(spec.ColumnIndex) : static_cast<int>(kLayer);
             std::stable_sort(m_order.begin(), m_order.end(), [&](int x, int y) {
-                const float vx = Value(m_summary[x], column, eps), vy = Value(m_summary[y], column, eps);
+                const float vx = Value(summary[x], column, eps), vy = Value(summary[y], column, eps);
                 const bool fx = std::isfinite(vx), fy = std::isfinite(vy);
                 if (fx != fy) return fx;  // n/a last either way
                 if (fx && vx != vy) return descending ? vx > vy : vx < vy;
@@ -150,7 +149,7 @@ void HeadTableView::Draw(WindowState& state) {
     int scroll_to = -1;
     if (state.selected != m_last_selected) {
         for (size_t r = 0; r < m_order.size(); ++r)
-            if (m_summary[m_order[r]].ref == state.selected) scroll_to = static_cast<int>(r);
+            if (summary[m_order[r]].ref == state.selected) scroll_to = static_cast<int>(r);
         m_last_selected = state.selected;
     }
     const ImU32 pinned_color = IM_COL32(80, 215, 255, 255), sink_color = IM_COL32(255, 190, 70, 255);
@@ -159,7 +158,7 @@ void HeadTableView::Draw(WindowState& state) {
     if (scroll_to >= 0) clipper.ForceDisplayRangeByIndices(scroll_to, scroll_to + 1);
     while (clipper.Step()) {
         for (int r = clipper.DisplayStart; r < clipper.DisplayEnd; ++r) {
-            const HeadSummary& s = m_summary[m_order[r]];
+            const HeadSummary& s = summary[m_order[r]];
             ImGui::TableNextRow();
             ImGui::TableSetColumnIndex(kLayer);
             char label[32];

@@ -2,11 +2,11 @@
 // comparison, tau_q mean, QK eigenvalue variance, ...). Click a row to select the head.
 #pragma once
 
-#include <memory>
 #include <vector>
 
-#include "app/gui/window_state.h"
 #include "app/export/head_summary.h"
+#include "app/gui/views/view_common.h"
+#include "app/gui/window_state.h"
 
 namespace app {
 
@@ -15,8 +15,7 @@ public:
     void Draw(WindowState& state);
 
 private:
-    std::weak_ptr<const model::Analysis> m_for;
-    std::vector<HeadSummary> m_summary;
+    HeadSummaries m_summaries;
     std::vector<int> m_order;  // rows in display order, indices into m_summary
     bool m_sort_dirty = true;
     float m_sorted_eps = -1.0f;

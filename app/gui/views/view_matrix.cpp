@@ -66,10 +66,8 @@ void HeadMatrixView::Draw(WindowState& state) {
     const model::Analysis& a = *state.analysis;
     const int L = a.n_layer, H = a.n_head;
     if (L == 0 || H == 0) return;
-    if (!SameAnalysis(m_for, state.analysis)) {
-        m_summary = SummarizeHeads(a);
-        m_for = state.analysis;
-    }
+    m_summaries.Update(state);
+    const std::vector<HeadSummary>& summary = m_summaries.Get();
     const std::vector<HeadMetric>& metrics = HeadMetrics();
     std::string& key = state.settings.matrix_metric;
     const HeadMetric* metric = &metrics[0];
@@ -100,11 +98,11 @@ void HeadMatrixView::Draw(WindowState& state) {
     ImGui::EndDisabled();
     const MapMode side = metric->compare ? m_side : MapMode::Ssa;
 
-    std::vector<float> values(m_summary.size());
+    std::vector<float> values(summary.size());
     float lo = INFINITY, hi = -INFINITY;
-    for (size_t k = 0; k < m_summary.size(); ++k) {
-        const float s = metric->ssa(m_summary[k]);
-        const float c = metric->compare ? metric->compare(m_summary[k]) : NAN;
+    for (size_t k = 0; k < summary.size(); ++k) {
+        const float s = metric->ssa(summary[k]);
+        const float c = metric->compare ? metric->compare(summary[k]) : NAN;
         values[k] = side == MapMode::Ssa ? s : side == MapMode::Compare ? c : s - c;
         if (std::isfinite(values[k])) lo = std::min(lo, values[k]), hi = std::max(hi, values[k]);
     }
@@ -169,7 +167,7 @@ void HeadMatrixView::Draw(WindowState& state) {
             if (ref == state.selected) draw->AddRect(ImVec2(p0.x - 1, p0.y - 1), ImVec2(p1.x + 1, p1.y + 1), kSelectedColor, 0.0f, 0, 2.5f);
         }
     }
-    if (hovered >= 0) HeadTooltip(state, m_summary[hovered]);
+    if (hovered >= 0) HeadTooltip(state, summary[hovered]);
     ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + grid_h));
     ImGui::Dummy(ImVec2(grid_w, 0.0f));
     ImGui::EndChild();

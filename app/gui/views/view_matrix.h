@@ -3,11 +3,11 @@
 // (12 x 12, 24 x 16 heads). Click selects a head, Ctrl+click pins it.
 #pragma once
 
-#include <memory>
 #include <vector>
 
-#include "app/gui/window_state.h"
 #include "app/export/head_summary.h"
+#include "app/gui/views/view_common.h"
+#include "app/gui/window_state.h"
 
 namespace app {
 
@@ -27,8 +27,7 @@ public:
     void Draw(WindowState& state);
 
 private:
-    std::weak_ptr<const model::Analysis> m_for;
-    std::vector<HeadSummary> m_summary;
+    HeadSummaries m_summaries;
     MapMode m_side = MapMode::Ssa;  // which number a cell shows
 };
 
