@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The families against PyTorch (issue 25): a Pythia-160M-shaped and a TinyLlama-shaped random model
-# (GPT-2's tokenizer, so vocabularies of 50,257), each analysed by ssaviz (ssaviz_bench, whole
+# (GPT-2's tokenizer, so vocabularies of 50,257; TinyLlama's weights BF16 on disk), each analysed by ssaviz (ssaviz_bench, whole
 # Engine::Analyze: both passes, metrics, predictions) and by bench/family_baseline.py (the same
 # work in batched float32 torch ops) in the same run, 2 threads each.
 #   usage: bench/families.sh [BUILD_DIR] [TOKENS]       (TOKENS default 1024)
@@ -25,4 +25,4 @@ run() {  # NAME INIT-RANDOM-FLAGS...
   rm -rf "${work:?}/$name"
 }
 run pythia-160m --family pythia --layers 12 --heads 12 --embd 768
-run tinyllama --family llama --layers 22 --heads 32 --kv-heads 4 --embd 2048 --mlp 5632
+run tinyllama --family llama --layers 22 --heads 32 --kv-heads 4 --embd 2048 --mlp 5632 --save-dtype bf16

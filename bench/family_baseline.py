@@ -19,13 +19,37 @@ import json
 import math
 import os
 import resource
+import struct
 import sys
+
+import numpy as np
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pytorch_baseline import load_safetensors, median_ms, metrics  # noqa: E402
+from pytorch_baseline import median_ms, metrics  # noqa: E402
+
+
+def load_safetensors(path):
+    """name -> float32 tensor, from F32, F16 or BF16 (bfloat16 is the top half of a float32)."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, meta in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = meta["data_offsets"]
+        raw = data[begin:end]
+        if meta["dtype"] == "BF16":
+            bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+            array = bits.view(np.float32)
+        else:
+            array = np.frombuffer(raw, dtype={"F32": "<f4", "F16": "<f2"}[meta["dtype"]]).astype(np.float32)
+        out[name] = torch.from_numpy(array.reshape(meta["shape"]).copy())
+    return out
 
 
 def tau(form, W, prefix, z, x, log_i):
