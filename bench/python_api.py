@@ -62,11 +62,11 @@ def main():
         a0 = m.analyze(ids)
         text = a0.text
         variants = [w + text[len(a0.pieces[0]):] for w in ("Every", "Some", "This", "That", "Each", "Any", "No", "All", "One")]
-        m.analyze(variants[-1])  # warm-up
+        m.analyze(variants[-1], truncate=True)  # warm-up
         wall, engine, full = [], [], []
         for k in range(args.repeats):
             start = time.perf_counter()
-            a = m.analyze(variants[k % (len(variants) - 1)])
+            a = m.analyze(variants[k % (len(variants) - 1)], truncate=True)
             wall.append((time.perf_counter() - start) * 1000)
             engine.append(a.engine_ms)
             full.append(a.forward_ms + a.metrics_ms)
@@ -82,9 +82,9 @@ def main():
         edits, edit_engine = [], []
         for k in range(args.repeats):
             base = variants[0][: len(variants[0]) - 1]
-            m.analyze(base)
+            m.analyze(base, truncate=True)
             start = time.perf_counter()
-            e = m.analyze(base + "xyz"[k % 3])
+            e = m.analyze(base + "xyz"[k % 3], truncate=True)
             edits.append((time.perf_counter() - start) * 1000)
             edit_engine.append(e.engine_ms)
 
@@ -97,7 +97,7 @@ def main():
             for k in range(3):
                 start = time.perf_counter()
                 p = subprocess.run([binary, "export", "--model", model_dir, "--device", "cpu", "--text-file", text_file,
-                                    "--out", os.path.join(tmp, f"cli{k}"), "--format", "json"], capture_output=True, text=True,
+                                    "--out", os.path.join(tmp, f"cli{k}"), "--format", "json", "--truncate"], capture_output=True, text=True,
                                    env=dict(os.environ, SSAVIZ_THREADS=str(args.threads)))
                 cli_wall.append(time.perf_counter() - start)
                 got = re.search(r"forward ([\d.]+) ms, metrics ([\d.]+) ms", p.stderr)
@@ -108,12 +108,12 @@ def main():
             for k in range(3):
                 start = time.perf_counter()
                 fresh = ssaviz.load(model_dir, device="cpu")
-                fresh.analyze(variants[0]).export(os.path.join(tmp, f"py{k}"), formats=["json"])
+                fresh.analyze(variants[0], truncate=True).export(os.path.join(tmp, f"py{k}"), formats=["json"])
                 py_wall.append(time.perf_counter() - start)
                 fresh.close()
             ids_file = os.path.join(tmp, "ids.txt")
             with open(ids_file, "w") as f:
-                f.write(" ".join(str(i) for i in m.tokenize(variants[0])[0]))
+                f.write(" ".join(str(i) for i in m.tokenize(variants[0], truncate=True)[0]))
             baseline = subprocess.run([sys.executable, os.path.join(HERE, "pytorch_baseline.py"), "--model", model_dir, "--ids", ids_file,
                                        "--tokens", str(T), "--threads", str(args.threads), "--repeats", str(args.repeats)],
                                       capture_output=True, text=True)

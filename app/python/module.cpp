@@ -185,14 +185,16 @@ struct CompareSpec {
 // setting leaves the engine's kept rows alone, so the next analysis can take the incremental path.
 void Configure(ModelCore& core, const CompareSpec& compare, const std::string& ablate) {
     model::Engine& engine = core.Engine();
+    if (!core.twin.empty() && (compare.kind != "twin" || core.twin != compare.twin_path)) {
+        engine.CloseTwin();
+        core.twin.clear();
+    }
     if (compare.kind == "twin") {
-        if (core.twin != compare.twin_path) {
-            core.twin.clear();
+        if (core.twin.empty()) {
             if (auto s = engine.OpenTwin(compare.twin_path, compare.twin_hints); !s) OpenFailed(compare.twin_path, s.error());
             core.twin = compare.twin_path;
         }
     } else {
-        if (!core.twin.empty()) engine.CloseTwin(), core.twin.clear();
         // none: the cheapest comparison (no second forward pass), not shown.
         const model::Comparison kind = compare.kind == "vanilla" ? model::Comparison::Counterfactual
                                        : compare.kind == "unedited" ? model::Comparison::Unedited
@@ -738,7 +740,12 @@ PYBIND11_MODULE(_ssaviz, m) {
         py::list out;
         for (const app::Example& x : app::BundledExamples()) {
             py::dict d;
-            d["id"] = x.id, d["title"] = x.title, d["hint"] = x.hint, d["model"] = x.model_dir, d["twin"] = x.twin_dir, d["text"] = x.text;
+            d["id"] = x.id;
+            d["title"] = x.title;
+            d["hint"] = x.hint;
+            d["model"] = x.model_dir;
+            d["twin"] = x.twin_dir;
+            d["text"] = x.text;
             out.append(d);
         }
         return out;

@@ -39,6 +39,8 @@ class ArgumentTypeError(TypeError, ValueError):
 #-----------------------------------------------------------------------------
 
 def _flag_value(where, name, value):
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+        value = value.item()  # a numpy scalar as its Python value
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, _Integral):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ssaviz
-from conftest import SMALL, cli_error, require
+from conftest import SMALL, SMALL_TWIN, cli_error, require
 
 TEXT = "Hello there, world"
 LONG = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen"
@@ -62,6 +62,11 @@ def test_bad_comparisons_and_ablations(small, tmp_path):
                     "--ablate", "0:0=x0.5q")
     raises_like_cli(FileNotFoundError, lambda: small.analyze(TEXT, compare="/nonexistent/twin"), "export", "--model", SMALL,
                     "--text", TEXT, "--out", out, "--compare", "/nonexistent/twin")
+    # A twin that fails to open leaves no twin behind.
+    assert small.analyze(TEXT, compare=SMALL_TWIN).comparison_kind == "twin"
+    with pytest.raises(FileNotFoundError):
+        small.analyze(TEXT, compare="/nonexistent/twin")
+    assert small.analyze(TEXT).comparison_kind == "counterfactual"
 
 
 def test_bad_export_and_figure_flags(small, tmp_path):
