@@ -4,7 +4,8 @@
 #      of the default model's shape with a 2,048-token context, and on the bundled English model,
 #      each beside the same work in PyTorch (bench/pytorch_baseline.py);
 #   2. the real window under Xvfb zooming and panning a 2,048 x 2,048 map (--bench-zoom);
-#   3. bench/gui_latency.sh: typing, frame times and keystroke-to-pixels.
+#   3. bench/gui_latency.sh: typing, frame times and keystroke-to-pixels;
+#   4. bench/python_api.py: `import ssaviz` against the engine call, `ssaviz export` and PyTorch.
 #   usage: bench/run.sh [BUILD_DIR] [DEVICE]      (DEVICE cpu or cuda; cuda adds 4,096 and 8,192 tokens)
 set -euo pipefail
 build=${1:-build}
@@ -39,3 +40,10 @@ xvfb-run -a -s "-screen 0 1600x1000x24" "$build/ssaviz" --model "$long" --device
 echo
 echo "== typing (bench/gui_latency.sh)"
 bash "$here/bench/gui_latency.sh" "$build"
+
+if [ -d "$build/python/ssaviz" ]; then
+  echo
+  echo "== import ssaviz: analyze against the engine call, ssaviz export and PyTorch (bench/python_api.py)"
+  /usr/bin/python3 "$here/bench/python_api.py" --build "$build" --tokens 64,256,1024
+  /usr/bin/python3 "$here/bench/python_api.py" --build "$build" --model "$here/assets/models/english/ssa" --tokens 64,128,256
+fi

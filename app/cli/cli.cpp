@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/core/examples.h"
+#include "app/export/batch.h"
 #include "app/export/export.h"
 #include "app/export/flags.h"
 #include "app/export/head_summary.h"
@@ -44,12 +45,6 @@ namespace {
 //-----------------------------------------------------------------------------
 // [SECTION] What the commands share: the model, the text
 //-----------------------------------------------------------------------------
-
-std::string Format(const char* format, double value) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, format, value);
-    return buf;
-}
 
 std::string ModelDir(const CommandOptions& o) {
     if (o.model_dir) return *o.model_dir;
@@ -146,43 +141,17 @@ int CmdTokenize(const CommandOptions& o) {
 // [SECTION] export (and --batch)
 //-----------------------------------------------------------------------------
 
-// --highlight-scope's layer and head, against the model.
-void CheckHighlightScope(const FigureSettings& fig, const model::ModelConfig& c) {
-    if (fig.highlight_scope == TokenScope::ModelMean) return;
-    const HeadRef h = fig.highlight_head;
-    if (h.layer >= c.n_layer)
-        throw Failure{kExitUsage, "--highlight-scope: layer " + std::to_string(h.layer) + " is out of range (the model has " + std::to_string(c.n_layer) + ")"};
-    if (fig.highlight_scope == TokenScope::Head && h.head >= c.n_head)
-        throw Failure{kExitUsage, "--highlight-scope: head " + std::to_string(h.head) + " is out of range (the model has " + std::to_string(c.n_head) + ")"};
-}
-
 struct BatchText {
     std::string name;  // the sub-folder
     std::string text;
     int line = 0;
 };
 
-// A folder name from a text's name: letters, digits, '.', '-', '_' kept, others '_'; unique.
-std::string FolderName(const std::string& name, int index, std::set<std::string>* used) {
-    std::string out;
-    for (char c : name) out += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ? c : '_';
-    if (out.size() > 64) out.resize(64);
-    if (out.empty() || out == "." || out == "..") {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "text_%04d", index + 1);
-        out = buf;
-    }
-    std::string unique = out;
-    for (int k = 2; used->count(unique); ++k) unique = out + "_" + std::to_string(k);
-    used->insert(unique);
-    return unique;
-}
-
 // The texts of a --batch file: JSON lines when the first non-blank line starts with '{', else one
 // text per non-blank line.
 std::vector<BatchText> ReadBatch(const std::string& path, const std::string& content) {
     std::vector<BatchText> texts;
-    std::set<std::string> used = {"summary.json", "summary.csv"};  // the batch's own files: a text named so gets "_2"
+    std::set<std::string> used = BatchReservedNames();
     std::stringstream lines(content);
     std::string line;
     int number = 0;
@@ -207,42 +176,11 @@ std::vector<BatchText> ReadBatch(const std::string& path, const std::string& con
         } else {
             t.text = line;
         }
-        t.name = FolderName(name, static_cast<int>(texts.size()), &used);
+        t.name = BatchFolderName(name, static_cast<int>(texts.size()), &used);
         texts.push_back(std::move(t));
     }
     if (texts.empty()) throw Failure{kExitBadInput, path + ": no texts (the file is empty or blank)"};
     return texts;
-}
-
-// One row of the batch summary: the model-wide means a reader compares across texts.
-json SummaryRow(const BatchText& t, const model::Analysis& a, float eps) {
-    const std::vector<HeadSummary> heads = SummarizeHeads(a);
-    auto mean = [&](float HeadSummary::*field) {
-        double sum = 0;
-        int n = 0;
-        for (const HeadSummary& h : heads)
-            if (std::isfinite(h.*field)) sum += h.*field, ++n;
-        return n ? sum / n : NAN;
-    };
-    int sinks = 0, sinks_compare = 0;
-    for (const HeadSummary& h : heads) sinks += IsSinkHead(h.sink_mass, eps), sinks_compare += IsSinkHead(h.sink_mass_compare, eps);
-    const double n = heads.empty() ? 1.0 : static_cast<double>(heads.size());
-    return json{{"name", t.name},       {"line", t.line},
-                {"n_tokens", a.n_tokens},
-                {"entropy", mean(&HeadSummary::entropy)},
-                {"entropy_compare", mean(&HeadSummary::entropy_compare)},
-                {"normalized_entropy", mean(&HeadSummary::normalized_entropy)},
-                {"normalized_entropy_compare", mean(&HeadSummary::normalized_entropy_compare)},
-                {"spikiness", mean(&HeadSummary::spikiness)},
-                {"spikiness_compare", mean(&HeadSummary::spikiness_compare)},
-                {"sink_mass", mean(&HeadSummary::sink_mass)},
-                {"sink_mass_compare", mean(&HeadSummary::sink_mass_compare)},
-                {"sink_ratio", sinks / n},
-                {"sink_ratio_compare", sinks_compare / n},
-                {"js_divergence", mean(&HeadSummary::js)},
-                {"tau_q_mean", mean(&HeadSummary::tau_q_mean)},
-                {"loss", model::MeanLoss(a.loss)},
-                {"loss_compare", model::MeanLoss(a.loss_compare)}};
 }
 
 int CmdExport(const CommandOptions& o) {
@@ -255,7 +193,7 @@ int CmdExport(const CommandOptions& o) {
     auto engine = OpenEngine(o);
     const model::ModelConfig& c = engine->Info().config;
     if (auto s = ResolveExportHeads(&options, c.n_layer, c.n_head); !s) throw Failure{kExitUsage, s.error()};
-    CheckHighlightScope(options.figures, c);
+    if (auto s = CheckHighlightScope(options.figures, c.n_layer, c.n_head); !s) throw Failure{kExitUsage, s.error()};
     // vanilla: the tau = 1 counterfactual (a whole second forward pass); local: tau = 1 layer by
     // layer on the SSA model's own q and k; anything else: a twin model's folder (./local for a
     // folder of that name).
@@ -302,7 +240,7 @@ int CmdExport(const CommandOptions& o) {
                 ExportOptions one = options;
                 one.out_dir = (out / t.name).string();
                 if (auto s = WriteExport(t.text, *analysis, engine->Info(), one); !s) throw Failure{kExitFailure, s.error()};
-                rows.push_back(SummaryRow(t, *analysis, options.sink_epsilon));
+                rows.push_back(BatchSummaryRow(t.name, t.line, *analysis, options.sink_epsilon));
             }
         }
         if (!error.empty()) {
@@ -312,32 +250,8 @@ int CmdExport(const CommandOptions& o) {
         }
     }
     bar.Update(texts.size(), texts.size(), "done");
-    // summary.json and summary.csv: one row per text, the columns in one order.
-    std::ostringstream csv;
-    const std::vector<std::string> columns = {"name", "n_tokens", "entropy", "entropy_compare", "normalized_entropy", "normalized_entropy_compare",
-                                              "spikiness", "spikiness_compare", "sink_mass", "sink_mass_compare", "sink_ratio",
-                                              "sink_ratio_compare", "js_divergence", "tau_q_mean", "loss", "loss_compare"};
-    for (size_t k = 0; k < columns.size(); ++k) csv << (k ? "," : "") << columns[k];
-    csv << "\n";
-    std::printf("%-24s %6s %9s %9s %9s %9s %9s %9s\n", "text", "tokens", "H ssa", "H cmp", "Hn ssa", "Hn cmp", "sink", "JS");
-    for (const json& r : rows) {
-        for (size_t k = 0; k < columns.size(); ++k) {
-            const json& v = r[columns[k]];
-            csv << (k ? "," : "");
-            if (v.is_string()) csv << v.get<std::string>();
-            else if (v.is_number_float()) csv << Format("%.6g", v.get<double>());
-            else if (!v.is_null()) csv << v.dump();
-        }
-        csv << "\n";
-        auto num = [&](const char* key) { return r[key].is_number() ? r[key].get<double>() : NAN; };
-        std::printf("%-24s %6d %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f\n", r["name"].get<std::string>().substr(0, 24).c_str(), r["n_tokens"].get<int>(),
-                    num("entropy"), num("entropy_compare"), num("normalized_entropy"), num("normalized_entropy_compare"), num("sink_mass"),
-                    num("js_divergence"));
-    }
-    // summary.json and summary.csv: one row per text, the columns in one order; written whole or not at all.
-    const std::string summary = json{{"texts", rows}, {"failed", failures}}.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
-    if (auto s = model::WriteFileAtomically((out / "summary.json").string(), summary); !s) throw Failure{kExitFailure, s.error()};
-    if (auto s = model::WriteFileAtomically((out / "summary.csv").string(), csv.str()); !s) throw Failure{kExitFailure, s.error()};
+    std::printf("%s", BatchSummaryTable(rows).c_str());
+    if (auto s = WriteBatchSummary(options.out_dir, rows, failures); !s) throw Failure{kExitFailure, s.error()};
     std::fprintf(stderr, "ssaviz: wrote %zu of %zu texts to %s (summary.csv, summary.json)\n", rows.size(), texts.size(), options.out_dir.c_str());
     return failures.empty() ? kExitOk : kExitBadInput;
 }

@@ -137,6 +137,16 @@ viz::PlotSeries HistogramSeries(const std::vector<float>& values, float lo, floa
 
 }  // namespace
 
+model::Status CheckHighlightScope(const FigureSettings& fig, int n_layer, int n_head) {
+    if (fig.highlight_scope == TokenScope::ModelMean) return model::Ok{};
+    const HeadRef h = fig.highlight_head;
+    if (h.layer >= n_layer)
+        return model::Fail("--highlight-scope: layer " + std::to_string(h.layer) + " is out of range (the model has " + std::to_string(n_layer) + ")");
+    if (fig.highlight_scope == TokenScope::Head && h.head >= n_head)
+        return model::Fail("--highlight-scope: head " + std::to_string(h.head) + " is out of range (the model has " + std::to_string(n_head) + ")");
+    return model::Ok{};
+}
+
 std::string ModelName(const model::ModelInfo& info) {
     std::filesystem::path p = std::filesystem::path(info.dir).lexically_normal();
     if (p.filename().empty()) p = p.parent_path();

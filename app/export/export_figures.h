@@ -25,6 +25,9 @@ struct FigureSettings {
     HeadRef highlight_head;  // the head (or its layer) for the Head and LayerMean scopes
 };
 
+// --highlight-scope's layer and head against the model's shape; the error names the flag.
+model::Status CheckHighlightScope(const FigureSettings& settings, int n_layer, int n_head);
+
 // The model's folder name, for titles.
 std::string ModelName(const model::ModelInfo& info);
 

@@ -1,0 +1,119 @@
+#include "app/export/batch.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/export/head_summary.h"
+#include "model/io/files.h"
+
+namespace app {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string Format(const char* format, double value) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, format, value);
+    return buf;
+}
+
+const std::vector<std::string>& SummaryColumns() {
+    static const std::vector<std::string> columns = {
+        "name",      "n_tokens",          "entropy",   "entropy_compare",   "normalized_entropy", "normalized_entropy_compare",
+        "spikiness", "spikiness_compare", "sink_mass", "sink_mass_compare", "sink_ratio",         "sink_ratio_compare",
+        "js_divergence", "tau_q_mean",    "loss",      "loss_compare"};
+    return columns;
+}
+
+}  // namespace
+
+std::set<std::string> BatchReservedNames() { return {"summary.json", "summary.csv"}; }
+
+std::string BatchFolderName(const std::string& name, int index, std::set<std::string>* used) {
+    std::string out;
+    for (char c : name) out += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ? c : '_';
+    if (out.size() > 64) out.resize(64);
+    if (out.empty() || out == "." || out == "..") {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "text_%04d", index + 1);
+        out = buf;
+    }
+    std::string unique = out;
+    for (int k = 2; used->count(unique); ++k) unique = out + "_" + std::to_string(k);
+    used->insert(unique);
+    return unique;
+}
+
+json BatchSummaryRow(const std::string& name, int line, const model::Analysis& a, float eps) {
+    const std::vector<HeadSummary> heads = SummarizeHeads(a);
+    auto mean = [&](float HeadSummary::*field) {
+        double sum = 0;
+        int n = 0;
+        for (const HeadSummary& h : heads)
+            if (std::isfinite(h.*field)) sum += h.*field, ++n;
+        return n ? sum / n : NAN;
+    };
+    int sinks = 0, sinks_compare = 0;
+    for (const HeadSummary& h : heads) sinks += IsSinkHead(h.sink_mass, eps), sinks_compare += IsSinkHead(h.sink_mass_compare, eps);
+    const double n = heads.empty() ? 1.0 : static_cast<double>(heads.size());
+    return json{{"name", name},       {"line", line},
+                {"n_tokens", a.n_tokens},
+                {"entropy", mean(&HeadSummary::entropy)},
+                {"entropy_compare", mean(&HeadSummary::entropy_compare)},
+                {"normalized_entropy", mean(&HeadSummary::normalized_entropy)},
+                {"normalized_entropy_compare", mean(&HeadSummary::normalized_entropy_compare)},
+                {"spikiness", mean(&HeadSummary::spikiness)},
+                {"spikiness_compare", mean(&HeadSummary::spikiness_compare)},
+                {"sink_mass", mean(&HeadSummary::sink_mass)},
+                {"sink_mass_compare", mean(&HeadSummary::sink_mass_compare)},
+                {"sink_ratio", sinks / n},
+                {"sink_ratio_compare", sinks_compare / n},
+                {"js_divergence", mean(&HeadSummary::js)},
+                {"tau_q_mean", mean(&HeadSummary::tau_q_mean)},
+                {"loss", model::MeanLoss(a.loss)},
+                {"loss_compare", model::MeanLoss(a.loss_compare)}};
+}
+
+model::Status WriteBatchSummary(const std::string& out_dir, const json& rows, const json& failures) {
+    const std::vector<std::string>& columns = SummaryColumns();
+    std::ostringstream csv;
+    for (size_t k = 0; k < columns.size(); ++k) csv << (k ? "," : "") << columns[k];
+    csv << "\n";
+    for (const json& r : rows) {
+        for (size_t k = 0; k < columns.size(); ++k) {
+            const json& v = r[columns[k]];
+            csv << (k ? "," : "");
+            if (v.is_string()) csv << v.get<std::string>();
+            else if (v.is_number_float()) csv << Format("%.6g", v.get<double>());
+            else if (!v.is_null()) csv << v.dump();
+        }
+        csv << "\n";
+    }
+    const fs::path out(out_dir);
+    const std::string summary = json{{"texts", rows}, {"failed", failures}}.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
+    if (auto s = model::WriteFileAtomically((out / "summary.json").string(), summary); !s) return s;
+    return model::WriteFileAtomically((out / "summary.csv").string(), csv.str());
+}
+
+std::string BatchSummaryTable(const json& rows) {
+    char line[256];
+    std::snprintf(line, sizeof line, "%-24s %6s %9s %9s %9s %9s %9s %9s\n", "text", "tokens", "H ssa", "H cmp", "Hn ssa", "Hn cmp", "sink", "JS");
+    std::string out = line;
+    for (const json& r : rows) {
+        auto num = [&](const char* key) { return r[key].is_number() ? r[key].get<double>() : NAN; };
+        std::snprintf(line, sizeof line, "%-24s %6d %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f\n", r["name"].get<std::string>().substr(0, 24).c_str(),
+                      r["n_tokens"].get<int>(), num("entropy"), num("entropy_compare"), num("normalized_entropy"),
+                      num("normalized_entropy_compare"), num("sink_mass"), num("js_divergence"));
+        out += line;
+    }
+    return out;
+}
+
+}  // namespace app

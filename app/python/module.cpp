@@ -1,0 +1,765 @@
+// ssaviz._ssaviz, the extension under `import ssaviz` (SPEC section 8): the same Engine as the window
+// and the command line, the flags applied by their table (app/export/flags.h), arrays handed to numpy
+// as views of the analysis's own memory, figures from the export's renderer. The package's
+// __init__.py checks Python types and spells keyword arguments as flags; everything else is here.
+//
+// Index:
+//   [SECTION] Errors: one-line messages as Python exceptions
+//   [SECTION] Flags from keyword arguments
+//   [SECTION] The model: one Engine, one lock
+//   [SECTION] The analysis: numpy views, predictions
+//   [SECTION] Figures
+//   [SECTION] Exports, batches and generation
+//   [SECTION] The module
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/core/examples.h"
+#include "app/export/batch.h"
+#include "app/export/export.h"
+#include "app/export/export_figures.h"
+#include "app/export/flags.h"
+#include "model/io/files.h"
+#include "model/nn/analysis.h"
+#include "viz/figure.h"
+
+namespace py = pybind11;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace app::python {
+namespace {
+
+//-----------------------------------------------------------------------------
+// [SECTION] Errors: one-line messages as Python exceptions
+//-----------------------------------------------------------------------------
+
+// Thrown with the GIL released; the translator registered in the module turns each into its
+// Python exception. The messages are the command line's (without its "ssaviz: " prefix).
+struct BadArgument : std::runtime_error {  // ValueError: what the command line exits 2 or 3 for
+    using std::runtime_error::runtime_error;
+};
+struct MissingFile : std::runtime_error {  // FileNotFoundError: a path that is not there
+    using std::runtime_error::runtime_error;
+};
+struct WriteFailed : std::runtime_error {  // OSError: an export that could not be written
+    using std::runtime_error::runtime_error;
+};
+
+bool Exists(const std::string& path) {
+    std::error_code ec;
+    return !path.empty() && fs::exists(fs::path(path), ec);
+}
+
+// A model or twin that failed to open: FileNotFoundError when its path is not there.
+[[noreturn]] void OpenFailed(const std::string& path, const std::string& error) {
+    if (!Exists(path)) throw MissingFile(error);
+    throw BadArgument(error);
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] Flags from keyword arguments
+//-----------------------------------------------------------------------------
+
+// Keyword arguments as (name, value) pairs, already strings (the package spells Python values).
+using FlagList = std::vector<std::pair<std::string, std::string>>;
+
+std::string Spelled(const std::string& name) {
+    std::string spelled = name.rfind("--", 0) == 0 ? name : "--" + name;
+    std::replace(spelled.begin(), spelled.end(), '_', '-');
+    return spelled;
+}
+
+// What `where` takes: the command's flags that are not named arguments of their own.
+std::vector<std::string> Allowed(Command command, const std::set<std::string>& excluded) {
+    std::vector<std::string> names;
+    for (const Flag* f : FlagsOf(command))
+        if (!excluded.count(f->names[0])) names.push_back(f->names[0]);
+    return names;
+}
+
+// Applies keyword flags with the table; `excluded` are flags `where` takes as arguments of its own
+// (or not at all), so that passing them as flags is a mistake to name.
+void ApplyFlags(Command command, const FlagList& flags, const std::set<std::string>& excluded, const std::string& where,
+                CommandOptions* options) {
+    for (const auto& [name, value] : flags) {
+        const std::string spelled = Spelled(name);
+        if (excluded.count(spelled) || !FindFlag(command, spelled)) {
+            std::string takes;
+            for (const std::string& n : Allowed(command, excluded)) takes += (takes.empty() ? "" : ", ") + n.substr(2);
+            std::replace(takes.begin(), takes.end(), '-', '_');
+            throw BadArgument(where + " takes no flag " + spelled + " (its flags: " + (takes.empty() ? "none" : takes) + ")");
+        }
+        if (auto s = ApplyFlag(command, spelled, value, options); !s) throw BadArgument(s.error());
+    }
+}
+
+// Flags that are named arguments (or meaningless) in the Python API.
+const std::set<std::string> kLoadExcluded = {"--help", "--json", "--model", "--device", "--text", "--text-file", "--truncate"};
+const std::set<std::string> kExportExcluded = {"--help",    "--model", "--device",  "--dtype",     "--n-head", "--query-form",
+                                               "--value-form", "--activation", "--text", "--text-file", "--truncate", "--batch",
+                                               "--out",     "--ablate", "--compare"};
+
+//-----------------------------------------------------------------------------
+// [SECTION] The model: one Engine, one lock
+//-----------------------------------------------------------------------------
+
+// What a Python Model and every analysis it made share. The engine is single-threaded and keeps
+// what the last analysis left behind (the incremental path), so one lock guards it; close() drops
+// it while analyses keep their own arrays and maps.
+struct ModelCore {
+    std::mutex mutex;
+    std::unique_ptr<model::Engine> engine;  // null once closed
+    model::ModelInfo info;
+    std::string path, device;
+    CommandOptions options;  // the load flags
+    std::string twin;        // the open twin's path; "" when none
+    std::shared_ptr<const std::vector<std::string>> vocab;  // [V] each id's bytes, made on first use
+
+    model::Engine& Engine() {
+        if (!engine) throw BadArgument("the model is closed");
+        return *engine;
+    }
+    // Under the lock.
+    std::shared_ptr<const std::vector<std::string>> Vocab() {
+        if (!vocab) {
+            const model::Tokenizer& t = Engine().tokenizer();
+            auto v = std::make_shared<std::vector<std::string>>(t.VocabSize());
+            for (size_t id = 0; id < v->size(); ++id) (*v)[id] = t.Decode({static_cast<int32_t>(id)});
+            vocab = std::move(v);
+        }
+        return vocab;
+    }
+};
+
+// The model the package asks for by default: $SSAVIZ_MODEL, the bundled English model, else the
+// build's random one. (DefaultModelDir looks beside the executable, which here is Python.)
+std::string DefaultModel() {
+    if (std::string dir = DefaultModelDir(); !dir.empty()) return dir;
+    if (const std::string bundled = BundledModelsDir(); !bundled.empty() && Exists(bundled + "/english/ssa/config.json"))
+        return bundled + "/english/ssa";
+#ifdef SSAVIZ_BUILD_MODELS
+    if (Exists(SSAVIZ_BUILD_MODELS "/default/config.json")) return SSAVIZ_BUILD_MODELS "/default";
+#endif
+    throw MissingFile("no model given and no bundled default model found (set SSAVIZ_MODEL)");
+}
+
+std::shared_ptr<ModelCore> OpenModel(std::string path, const std::string& device, const FlagList& flags) {
+    auto core = std::make_shared<ModelCore>();
+    ApplyFlags(Command::Info, flags, kLoadExcluded, "load()", &core->options);
+    if (auto s = ApplyFlag(Command::Info, "--device", device, &core->options); !s) throw BadArgument(s.error());
+    if (path.empty()) path = DefaultModel();
+    py::gil_scoped_release release;
+    if (const int threads = model::ComputeThreadsFromEnvironment(0)) model::SetComputeThreads(threads);
+    auto engine = model::Engine::Open(path, device, core->options.hints, core->options.dtype);
+    if (!engine) OpenFailed(path, engine.error());
+    core->engine = std::move(*engine);
+    core->info = core->engine->Info();
+    core->path = path;
+    core->device = device;
+    return core;
+}
+
+// What an analysis compares with: a keyword, or a twin's folder (another Model's, or a path).
+struct CompareSpec {
+    std::string kind = "vanilla";          // vanilla, local, unedited, none, twin
+    std::string twin_path;                 // kind twin
+    model::ConfigHints twin_hints;
+};
+
+// Sets the engine's comparison and what-ifs for the next analysis. Under the lock. An unchanged
+// setting leaves the engine's kept rows alone, so the next analysis can take the incremental path.
+void Configure(ModelCore& core, const CompareSpec& compare, const std::string& ablate) {
+    model::Engine& engine = core.Engine();
+    if (!core.twin.empty() && (compare.kind != "twin" || core.twin != compare.twin_path)) {
+        engine.CloseTwin();
+        core.twin.clear();
+    }
+    if (compare.kind == "twin") {
+        if (core.twin.empty()) {
+            if (auto s = engine.OpenTwin(compare.twin_path, compare.twin_hints); !s) OpenFailed(compare.twin_path, s.error());
+            core.twin = compare.twin_path;
+        }
+    } else {
+        // none: the cheapest comparison (no second forward pass), not shown.
+        const model::Comparison kind = compare.kind == "vanilla" ? model::Comparison::Counterfactual
+                                       : compare.kind == "unedited" ? model::Comparison::Unedited
+                                                                    : model::Comparison::LayerLocal;
+        if (auto s = engine.SetComparison(kind); !s) throw BadArgument(s.error());
+    }
+    const model::ModelConfig& c = core.info.config;
+    std::vector<model::Intervention> edits;
+    if (!ablate.empty()) {
+        auto parsed = model::ParseInterventions(ablate, c.n_layer, c.n_head);
+        if (!parsed) throw BadArgument(parsed.error());
+        edits = std::move(*parsed);
+    }
+    if (auto s = engine.SetInterventions(std::move(edits)); !s) throw BadArgument(s.error());
+}
+
+// The tokens of a text, or of ids given as they are (their pieces decoded one after another, as
+// generation appends them). Under the lock.
+model::Tokenization Tokens(ModelCore& core, const std::string* text, const std::vector<int64_t>* ids, bool truncate,
+                           std::string* text_out) {
+    model::Engine& engine = core.Engine();
+    if (text) {
+        auto tokens = engine.Tokenize(*text, truncate);
+        if (!tokens) {
+            const bool too_long = tokens.error().find("longer than the model's context") != std::string::npos;
+            throw BadArgument(tokens.error() + (too_long ? "; pass --truncate to run it" : ""));
+        }
+        *text_out = *text;
+        return std::move(*tokens);
+    }
+    const size_t context = static_cast<size_t>(core.info.config.n_positions), vocab = engine.tokenizer().VocabSize();
+    if (ids->empty()) throw BadArgument("ids are empty");
+    if (ids->size() > context && !truncate)
+        throw BadArgument("ids are " + std::to_string(ids->size()) + " tokens, longer than the model's context of " + std::to_string(context) +
+                          " (truncating keeps the first " + std::to_string(context) + "); pass --truncate to run it");
+    model::Tokenization tokens;
+    text_out->clear();
+    for (size_t i = 0; i < std::min(ids->size(), context); ++i) {
+        const int64_t id = (*ids)[i];
+        if (id < 0 || static_cast<size_t>(id) >= vocab)
+            throw BadArgument("id " + std::to_string(id) + " at position " + std::to_string(i) + " is not in the vocabulary (" +
+                              std::to_string(vocab) + " tokens)");
+        *text_out += model::AppendToken(engine.tokenizer(), static_cast<int32_t>(id), &tokens);
+    }
+    return tokens;
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] The analysis: numpy views, predictions
+//-----------------------------------------------------------------------------
+
+struct AnalysisHandle {
+    std::shared_ptr<const model::Analysis> a;
+    std::shared_ptr<ModelCore> core;  // the model's info; its engine unless closed
+    std::string text;
+    std::string compare;  // vanilla, local, unedited, none, twin
+    double engine_ms = 0;  // the engine's calls: tokenizing and Analyze
+
+    const model::Analysis& A() const { return *a; }
+    bool HasCompare() const { return compare != "none"; }
+    void CheckCompare(const std::string& what) const {
+        if (!HasCompare()) throw BadArgument(what + ": the analysis has no comparison (it was made with compare=None)");
+    }
+    void CheckHead(int layer, int head) const {
+        if (layer < 0 || layer >= a->n_layer)
+            throw BadArgument("layer " + std::to_string(layer) + " is out of range (the model has " + std::to_string(a->n_layer) + ")");
+        if (head < 0 || head >= a->n_head)
+            throw BadArgument("head " + std::to_string(head) + " is out of range (the model has " + std::to_string(a->n_head) + ")");
+    }
+};
+
+// A read-only numpy array over memory that `owner` keeps alive: no copy.
+template <class T>
+py::array View(std::shared_ptr<const void> owner, const T* data, std::vector<py::ssize_t> shape) {
+    auto* keep = new std::shared_ptr<const void>(std::move(owner));
+    py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<const void>*>(p); });
+    py::array out(py::dtype::of<T>(), std::move(shape), {}, data, base);
+    py::detail::array_proxy(out.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+    return out;
+}
+
+py::ssize_t Size(size_t n) { return static_cast<py::ssize_t>(n); }
+
+// One of the analysis's arrays by name, with its shape; None for an array the analysis lacks
+// (the comparison's predictions without a comparison forward pass, anything compared without one).
+py::object Array(const AnalysisHandle& h, const std::string& name) {
+    const model::Analysis& a = h.A();
+    const py::ssize_t L = a.n_layer, H = a.n_head, T = a.n_tokens;
+    const std::vector<py::ssize_t> lht = {L, H, T};
+    auto floats = [&](const std::vector<float>& v, std::vector<py::ssize_t> shape) -> py::object {
+        return View<float>(h.a, v.data(), std::move(shape));
+    };
+    auto ints = [&](const std::vector<int32_t>& v, std::vector<py::ssize_t> shape) -> py::object {
+        return View<int32_t>(h.a, v.data(), std::move(shape));
+    };
+    const bool compare = h.HasCompare(), predictions = compare && a.HasComparePredictions();
+    if (name == "tau_q") return floats(a.tau_q, lht);
+    if (name == "tau_v") return floats(a.tau_v, lht);
+    if (name == "tau_q_position") return floats(a.tau_q_position, lht);
+    if (name == "tau_q_token") return floats(a.tau_q_token, lht);
+    if (name == "tau_q_compare") return compare ? floats(a.tau_q_compare, lht) : py::none();
+    if (name == "tau_v_compare") return compare ? floats(a.tau_v_compare, lht) : py::none();
+    if (name == "loss") return floats(a.loss, {Size(a.loss.size())});
+    if (name == "loss_compare") return predictions ? floats(a.loss_compare, {Size(a.loss_compare.size())}) : py::none();
+    if (name == "rank") return ints(a.rank, {Size(a.rank.size())});
+    if (name == "rank_compare") return predictions ? ints(a.rank_compare, {Size(a.rank_compare.size())}) : py::none();
+    constexpr py::ssize_t K = model::Analysis::kTopK;
+    if (name == "top_ids") return ints(a.top_ids, {Size(a.top_ids.size()) / K, K});
+    if (name == "top_probs") return floats(a.top_probs, {Size(a.top_probs.size()) / K, K});
+    if (name == "top_ids_compare") return predictions ? ints(a.top_ids_compare, {Size(a.top_ids_compare.size()) / K, K}) : py::none();
+    if (name == "top_probs_compare") return predictions ? floats(a.top_probs_compare, {Size(a.top_probs_compare.size()) / K, K}) : py::none();
+    if (name == "next_logits") return floats(a.next_logits, {Size(a.next_logits.size())});
+    throw BadArgument("no array named '" + name + "'");
+}
+
+// Every [L, H, T] metric: the row metrics of SPEC section 2, the comparison's with "_compare",
+// js, l1 and effective_qk_norm; and the [L, H] QK spectrum.
+py::dict Metrics(const AnalysisHandle& h) {
+    const model::Analysis& a = h.A();
+    const std::vector<py::ssize_t> lht = {a.n_layer, a.n_head, a.n_tokens}, lh = {a.n_layer, a.n_head};
+    py::dict out;
+    for (const model::NamedArray& r : a.metrics.rows) out[py::str(r.name)] = View<float>(h.a, r.values.data(), lht);
+    if (h.HasCompare()) {
+        for (const model::NamedArray& r : a.metrics_compare.rows) out[py::str(r.name + "_compare")] = View<float>(h.a, r.values.data(), lht);
+        out["js"] = View<float>(h.a, a.js.data(), lht);
+        out["l1"] = View<float>(h.a, a.l1.data(), lht);
+    }
+    out["effective_qk_norm"] = View<float>(h.a, a.effective_qk_norm.data(), lht);
+    out["qk_opnorm"] = View<float>(h.a, a.qk_opnorm.data(), lh);
+    out["qk_eig_mean"] = View<float>(h.a, a.qk_eig_mean.data(), lh);
+    out["qk_eig_var"] = View<float>(h.a, a.qk_eig_var.data(), lh);
+    return out;
+}
+
+model::MapSide Side(const AnalysisHandle& h, const std::string& side) {
+    if (side == "ssa") return model::MapSide::Ssa;
+    if (side == "compare" || side == "vanilla") {
+        h.CheckCompare("side '" + side + "'");
+        return model::MapSide::Compare;
+    }
+    throw BadArgument("side '" + side + "' is not one of ssa, compare");
+}
+
+// Head (layer, head)'s [T, T] map: the analysis's own host copy, rebuilt on demand and kept by
+// its map cache (and by this array while it lives).
+py::array Attention(const AnalysisHandle& h, int layer, int head, const std::string& side_name) {
+    h.CheckHead(layer, head);
+    const model::MapSide side = Side(h, side_name);
+    model::HeadMap map;
+    {
+        py::gil_scoped_release release;
+        map = h.A().Map(side, layer, head);
+    }
+    if (!map) throw BadArgument("the analysis has no map for layer " + std::to_string(layer) + ", head " + std::to_string(head));
+    const py::ssize_t T = h.A().n_tokens;
+    return View<float>(map, map->data(), {T, T});
+}
+
+// Position's most likely next tokens as (piece, probability), best first.
+py::list Predictions(const AnalysisHandle& h, int position, int k, const std::string& side) {
+    const model::Analysis& a = h.A();
+    const int T = a.n_tokens;
+    if (position < -T || position >= T)
+        throw BadArgument("position " + std::to_string(position) + " is out of range (the text has " + std::to_string(T) + " tokens)");
+    if (position < 0) position += T;
+    if (k < 1 || k > model::Analysis::kTopK) throw BadArgument("k must be from 1 to " + std::to_string(model::Analysis::kTopK));
+    const bool compare = Side(h, side) == model::MapSide::Compare;
+    if (compare && !a.HasComparePredictions())
+        throw BadArgument("the layer-local comparison has no predictions of its own (no forward pass)");
+    const std::vector<int32_t>& ids = compare ? a.top_ids_compare : a.top_ids;
+    const std::vector<float>& probs = compare ? a.top_probs_compare : a.top_probs;
+    std::shared_ptr<const std::vector<std::string>> vocab;
+    {
+        py::gil_scoped_release release;
+        std::lock_guard<std::mutex> lock(h.core->mutex);
+        if (!h.core->vocab && !h.core->engine)
+            throw BadArgument("the model is closed, so its tokenizer cannot name the predicted ids (top_ids and top_probs still hold them)");
+        vocab = h.core->Vocab();
+    }
+    py::list out;
+    for (int j = 0; j < k; ++j) {
+        const size_t at = static_cast<size_t>(position) * model::Analysis::kTopK + j;
+        const int32_t id = ids[at];
+        const std::string piece = id >= 0 && static_cast<size_t>(id) < vocab->size() ? (*vocab)[id] : "";
+        out.append(py::make_tuple(py::str(model::PieceToDisplay(piece)), probs[at]));
+    }
+    return out;
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] Figures
+//-----------------------------------------------------------------------------
+
+struct FigureHandle {
+    viz::Figure figure;
+    std::string html;  // the highlight's page (hover values); "" for other figures
+};
+
+void LoadFonts() {
+    std::string error;
+    if (!viz::LoadFigureFonts(&error)) throw WriteFailed(error);
+}
+
+py::bytes Png(const FigureHandle& f) {
+    std::vector<uint8_t> png;
+    {
+        py::gil_scoped_release release;
+        LoadFonts();
+        png = viz::EncodePng(viz::RasterizeFigure(f.figure));
+    }
+    return py::bytes(reinterpret_cast<const char*>(png.data()), png.size());
+}
+
+std::string Svg(const FigureHandle& f) {
+    py::gil_scoped_release release;
+    LoadFonts();
+    return viz::FigureToSvg(f.figure);
+}
+
+// Figure settings from keyword flags (colormap, log, size, highlight, highlight_scope, sink_eps):
+// the export's own, so a notebook figure is the file `ssaviz export` writes with those flags.
+CommandOptions FigureOptions(const AnalysisHandle& h, const FlagList& flags, const std::string& where) {
+    CommandOptions o;
+    ApplyFlags(Command::Export, flags, kExportExcluded, where, &o);
+    if (auto s = CheckHighlightScope(o.export_options.figures, h.A().n_layer, h.A().n_head); !s) throw BadArgument(s.error());
+    return o;
+}
+
+MapMode Mode(const AnalysisHandle& h, const std::string& name) {
+    if (name == "compare") return h.CheckCompare("map 'compare'"), MapMode::Compare;
+    auto mode = ParseMapMode(name == "difference" ? "diff" : name);
+    if (!mode) throw BadArgument("map '" + name + "' is not one of ssa, compare, diff");
+    if (*mode != MapMode::Ssa) h.CheckCompare("map '" + name + "'");
+    return *mode;
+}
+
+// The titles name the model and the what-ifs, as the export's do.
+std::string TitleName(const AnalysisHandle& h) {
+    std::string name = ModelName(h.core->info);
+    const auto& edits = h.A().interventions;
+    for (size_t k = 0; k < edits.size(); ++k) name += (k == 0 ? " \xC2\xB7 what-if " : "; ") + model::Describe(edits[k]);
+    return name;
+}
+
+FigureHandle Heatmap(const AnalysisHandle& h, int layer, int head, const std::string& map, const FlagList& flags) {
+    h.CheckHead(layer, head);
+    const MapMode mode = Mode(h, map);
+    const CommandOptions o = FigureOptions(h, flags, "heatmap()");
+    py::gil_scoped_release release;
+    return {MapFigure(h.A(), TitleName(h), HeadRef{layer, head}, mode, o.export_options.figures), ""};
+}
+
+FigureHandle Grid(const AnalysisHandle& h, const std::string& map, const FlagList& flags) {
+    const MapMode mode = Mode(h, map);
+    const CommandOptions o = FigureOptions(h, flags, "heads_grid()");
+    py::gil_scoped_release release;
+    return {HeadsGrid(h.A(), TitleName(h), mode, o.export_options.figures), ""};
+}
+
+FigureHandle HighlightFigure(const AnalysisHandle& h, const FlagList& flags) {
+    const CommandOptions o = FigureOptions(h, flags, "highlight()");
+    const TokenColor by = o.export_options.figures.highlight;
+    if (!h.HasCompare() && (by == TokenColor::LossCompare || by == TokenColor::LossDelta)) h.CheckCompare("highlight by " + std::string(ToString(by)));
+    py::gil_scoped_release release;
+    const std::string name = TitleName(h);
+    return {Highlight(h.A(), name, o.export_options.figures), HighlightHtmlPage(h.A(), name, o.export_options.figures)};
+}
+
+FigureHandle Plot(const AnalysisHandle& h, const std::string& name, const FlagList& flags) {
+    const auto& names = SparsityFigureNames();
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+        std::string list;
+        for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+        throw BadArgument("plot '" + name + "' is not one of " + list);
+    }
+    const CommandOptions o = FigureOptions(h, flags, "plot()");
+    py::gil_scoped_release release;
+    return {SparsityFigure(h.A(), TitleName(h), name, o.export_options.sink_epsilon), ""};
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] Exports, batches and generation
+//-----------------------------------------------------------------------------
+
+// An export's options from keyword flags, checked against the model as `ssaviz export` checks them.
+ExportOptions ExportSettings(const model::ModelInfo& info, const std::string& out, const FlagList& flags, const std::string& where) {
+    CommandOptions o;
+    ApplyFlags(Command::Export, flags, kExportExcluded, where, &o);
+    ExportOptions options = o.export_options;
+    options.out_dir = out;
+    if (auto s = CheckExportFolder(out); !s) throw BadArgument("--out: " + s.error());
+    if (auto s = ResolveExportHeads(&options, info.config.n_layer, info.config.n_head); !s) throw BadArgument(s.error());
+    if (auto s = CheckHighlightScope(options.figures, info.config.n_layer, info.config.n_head); !s) throw BadArgument(s.error());
+    return options;
+}
+
+void Export(const AnalysisHandle& h, const std::string& out, const FlagList& flags) {
+    const ExportOptions options = ExportSettings(h.core->info, out, flags, "export()");
+    py::gil_scoped_release release;
+    if (auto s = WriteExport(h.text, h.A(), h.core->info, options); !s) throw WriteFailed(s.error());
+}
+
+// compare: a keyword, or a twin's folder opened with `twin_flags` (another Model's load flags; the
+// model's own when none, as --compare DIR takes the command's).
+CompareSpec ParseCompare(const std::string& compare, const std::optional<FlagList>& twin_flags, const ModelCore& core) {
+    CompareSpec spec;
+    if (compare == "vanilla" || compare == "local" || compare == "unedited" || compare == "none") {
+        spec.kind = compare;
+        return spec;
+    }
+    spec.kind = "twin";
+    spec.twin_path = compare;
+    spec.twin_hints = core.options.hints;
+    if (twin_flags) {
+        CommandOptions o;
+        ApplyFlags(Command::Info, *twin_flags, kLoadExcluded, "the twin's load()", &o);
+        spec.twin_hints = o.hints;
+    }
+    return spec;
+}
+
+AnalysisHandle Analyze(const std::shared_ptr<ModelCore>& core, const std::string* text, const std::vector<int64_t>* ids,
+                       const std::string& compare, const std::optional<FlagList>& twin_flags, const std::string& ablate, bool truncate) {
+    const CompareSpec spec = ParseCompare(compare, twin_flags, *core);
+    AnalysisHandle h;
+    h.core = core;
+    h.compare = spec.kind;
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(core->mutex);
+    Configure(*core, spec, ablate);
+    const auto start = std::chrono::steady_clock::now();
+    const model::Tokenization tokens = Tokens(*core, text, ids, truncate, &h.text);
+    auto result = core->Engine().Analyze(tokens);
+    h.engine_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (!result) throw std::runtime_error(result.error());
+    h.a = std::make_shared<const model::Analysis>(std::move(*result));
+    return h;
+}
+
+// One text of a batch into out/name, as `ssaviz export --batch` writes it: its summary row (JSON),
+// or the error that skipped it.
+std::pair<std::string, std::string> ExportText(const std::shared_ptr<ModelCore>& core, const std::string& name, int line,
+                                               const std::string& text, const std::string& out, const FlagList& flags,
+                                               const std::string& compare, const std::optional<FlagList>& twin_flags,
+                                               const std::string& ablate, bool truncate) {
+    ExportOptions options = ExportSettings(core->info, out, flags, "export_batch()");
+    options.out_dir = (fs::path(out) / name).string();
+    const CompareSpec spec = ParseCompare(compare, twin_flags, *core);
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(core->mutex);
+    Configure(*core, spec, ablate);
+    model::Engine& engine = core->Engine();
+    auto tokens = engine.Tokenize(text, truncate);
+    if (!tokens) return {"", tokens.error()};
+    auto analysis = engine.Analyze(*tokens);
+    if (!analysis) return {"", analysis.error()};
+    if (auto s = WriteExport(text, *analysis, core->info, options); !s) throw WriteFailed(s.error());
+    return {BatchSummaryRow(name, line, *analysis, options.sink_epsilon).dump(), ""};
+}
+
+// summary.json and summary.csv from every text's row (JSON strings, in the batch's order).
+void WriteSummary(const std::string& out, const std::vector<std::string>& rows, const std::vector<std::string>& failures) {
+    json r = json::array(), f = json::array();
+    for (const std::string& row : rows) r.push_back(json::parse(row));
+    for (const std::string& failure : failures) f.push_back(json::parse(failure));
+    py::gil_scoped_release release;
+    if (auto s = WriteBatchSummary(out, r, f); !s) throw WriteFailed(s.error());
+}
+
+std::string Generate(const std::shared_ptr<ModelCore>& core, const std::string& text, const FlagList& flags, const std::string& ablate,
+                     bool truncate) {
+    CommandOptions o;
+    ApplyFlags(Command::Generate, flags, {"--help", "--json", "--model", "--device", "--dtype", "--n-head", "--query-form", "--value-form",
+                                          "--activation", "--text", "--text-file", "--truncate", "--ablate"},
+               "generate()", &o);
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(core->mutex);
+    // Only the SSA side is needed: the layer-local comparison runs no forward pass of its own.
+    Configure(*core, CompareSpec{"local", "", {}}, ablate);
+    model::Engine& engine = core->Engine();
+    std::string ignored;
+    model::Tokenization tokens = Tokens(*core, &text, nullptr, truncate, &ignored);
+    const size_t vocab = engine.tokenizer().VocabSize();
+    uint64_t rng = o.generate.seed;
+    std::vector<int32_t> generated;
+    for (int n = 0; n < o.generate.tokens && static_cast<int>(tokens.ids.size()) < core->info.config.n_positions; ++n) {
+        auto analysis = engine.Analyze(tokens);  // reuses every earlier row: one new row a step
+        if (!analysis) throw std::runtime_error(analysis.error());
+        const int32_t next = model::NextToken(analysis->next_logits, vocab, o.generate.temperature, o.generate.top_k, &rng);
+        generated.push_back(next);
+        model::AppendToken(engine.tokenizer(), next, &tokens);
+    }
+    return engine.tokenizer().Decode(generated);
+}
+
+// The window's command line for a model and its own flags (show="heads", ...), spelled back by
+// the table's writers; the package adds the text.
+std::vector<std::string> WindowArgs(const ModelCore& core, const FlagList& flags) {
+    CommandOptions o = core.options;
+    ApplyFlags(Command::Window, flags, kLoadExcluded, "show()", &o);
+    o.model_dir = core.path;
+    o.device = core.device;
+    std::vector<std::string> args;
+    for (const Flag* f : FlagsOf(Command::Window)) {
+        if (!f->write || f->names[0] == "--text" || f->names[0] == "--text-file") continue;
+        const std::optional<std::string> value = f->write(o);
+        if (!value) continue;
+        args.push_back(f->names[0]);
+        if (!f->Switch()) args.push_back(*value);
+    }
+    return args;
+}
+
+py::bytes Bytes(const std::string& s) { return py::bytes(s.data(), s.size()); }
+
+}  // namespace
+}  // namespace app::python
+
+//-----------------------------------------------------------------------------
+// [SECTION] The module
+//-----------------------------------------------------------------------------
+
+PYBIND11_MODULE(_ssaviz, m) {
+    using namespace app::python;
+    m.doc() = "The ssaviz engine (C++). Use the ssaviz package, which checks arguments and documents the API.";
+
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const MissingFile& e) {
+            PyErr_SetString(PyExc_FileNotFoundError, e.what());
+        } catch (const BadArgument& e) {
+            PyErr_SetString(PyExc_ValueError, e.what());
+        } catch (const WriteFailed& e) {
+            PyErr_SetString(PyExc_OSError, e.what());
+        }
+    });
+
+    py::class_<ModelCore, std::shared_ptr<ModelCore>>(m, "Model")
+        .def(py::init(&OpenModel), py::arg("path"), py::arg("device"), py::arg("flags"))
+        .def_property_readonly("path", [](const ModelCore& c) { return c.path; })
+        .def_property_readonly("device", [](const ModelCore& c) { return c.device; })
+        .def_property_readonly("closed", [](ModelCore& c) {
+            py::gil_scoped_release release;
+            std::lock_guard<std::mutex> lock(c.mutex);
+            return !c.engine;
+        })
+        .def_property_readonly("info_json", [](const ModelCore& c) { return app::InfoToJson(c.info).dump(); })
+        .def_property_readonly("n_layer", [](const ModelCore& c) { return c.info.config.n_layer; })
+        .def_property_readonly("n_head", [](const ModelCore& c) { return c.info.config.n_head; })
+        .def_property_readonly("n_positions", [](const ModelCore& c) { return c.info.config.n_positions; })
+        .def("window_args", &WindowArgs)
+        .def("close", [](ModelCore& c) {
+            py::gil_scoped_release release;
+            std::lock_guard<std::mutex> lock(c.mutex);
+            if (!c.engine) return;
+            (void)c.Vocab();  // analyses may still name their predictions
+            c.engine.reset();
+            c.twin.clear();
+        })
+        .def("analyze_text",
+             [](const std::shared_ptr<ModelCore>& c, const std::string& text, const std::string& compare,
+                const std::optional<FlagList>& twin_flags, const std::string& ablate, bool truncate) {
+                 return Analyze(c, &text, nullptr, compare, twin_flags, ablate, truncate);
+             })
+        .def("analyze_ids",
+             [](const std::shared_ptr<ModelCore>& c, const std::vector<int64_t>& ids, const std::string& compare,
+                const std::optional<FlagList>& twin_flags, const std::string& ablate, bool truncate) {
+                 return Analyze(c, nullptr, &ids, compare, twin_flags, ablate, truncate);
+             })
+        .def("tokenize",
+             [](const std::shared_ptr<ModelCore>& c, const std::string& text, bool truncate) {
+                 model::Tokenization t;
+                 {
+                     py::gil_scoped_release release;
+                     std::lock_guard<std::mutex> lock(c->mutex);
+                     std::string ignored;
+                     t = Tokens(*c, &text, nullptr, truncate, &ignored);
+                 }
+                 py::list pieces;
+                 for (const std::string& p : t.pieces) pieces.append(py::str(model::PieceToDisplay(p)));
+                 return py::make_tuple(t.ids, pieces);
+             })
+        .def("generate", &Generate)
+        .def("export_text", &ExportText);
+
+    py::class_<AnalysisHandle>(m, "Analysis")
+        .def_property_readonly("n_layer", [](const AnalysisHandle& h) { return h.A().n_layer; })
+        .def_property_readonly("n_head", [](const AnalysisHandle& h) { return h.A().n_head; })
+        .def_property_readonly("n_tokens", [](const AnalysisHandle& h) { return h.A().n_tokens; })
+        .def_property_readonly("text", [](const AnalysisHandle& h) { return py::str(model::PieceToDisplay(h.text)); })
+        .def_property_readonly("ids", [](const AnalysisHandle& h) { return h.A().tokens.ids; })
+        .def_property_readonly("pieces",
+                               [](const AnalysisHandle& h) {
+                                   py::list out;
+                                   for (const std::string& p : h.A().tokens.pieces) out.append(py::str(model::PieceToDisplay(p)));
+                                   return out;
+                               })
+        .def_property_readonly("piece_bytes",
+                               [](const AnalysisHandle& h) {
+                                   py::list out;
+                                   for (const std::string& p : h.A().tokens.pieces) out.append(Bytes(p));
+                                   return out;
+                               })
+        .def_property_readonly("offsets", [](const AnalysisHandle& h) { return h.A().tokens.offsets; })
+        .def_property_readonly("compare", [](const AnalysisHandle& h) { return h.compare; })
+        .def_property_readonly("comparison_kind", [](const AnalysisHandle& h) { return std::string(model::ToString(h.A().comparison)); })
+        .def_property_readonly("compare_label", [](const AnalysisHandle& h) { return h.A().compare_label; })
+        .def_property_readonly("interventions", [](const AnalysisHandle& h) { return model::FormatInterventions(h.A().interventions); })
+        .def_property_readonly("device", [](const AnalysisHandle& h) { return h.A().device; })
+        .def_property_readonly("forward_ms", [](const AnalysisHandle& h) { return h.A().forward_ms; })
+        .def_property_readonly("metrics_ms", [](const AnalysisHandle& h) { return h.A().metrics_ms; })
+        .def_property_readonly("engine_ms", [](const AnalysisHandle& h) { return h.engine_ms; })
+        .def_property_readonly("reused_rows", [](const AnalysisHandle& h) { return h.A().reused_rows; })
+        .def("array", &Array)
+        .def("metrics", &Metrics)
+        .def("attention", &Attention)
+        .def("predictions", &Predictions)
+        .def("heatmap", &Heatmap)
+        .def("heads_grid", &Grid)
+        .def("highlight", &HighlightFigure)
+        .def("plot", &Plot)
+        .def("export", &Export);
+
+    py::class_<FigureHandle>(m, "Figure")
+        .def_property_readonly("width", [](const FigureHandle& f) { return f.figure.Width; })
+        .def_property_readonly("height", [](const FigureHandle& f) { return f.figure.Height; })
+        .def_property_readonly("title", [](const FigureHandle& f) { return f.figure.Title; })
+        .def_property_readonly("html", [](const FigureHandle& f) { return f.html; })
+        .def("png", &Png)
+        .def("svg", &Svg);
+
+    m.def("write_summary", &WriteSummary);
+    // What export_batch checks before any text runs: the flags' values and the folder (the heads
+    // against the model where the texts run).
+    m.def("check_export", [](const std::string& out, const FlagList& flags) {
+        app::CommandOptions o;
+        ApplyFlags(app::Command::Export, flags, kExportExcluded, "export_batch()", &o);
+        if (auto s = app::CheckExportFolder(out); !s) throw BadArgument("--out: " + s.error());
+    });
+    m.def("default_model", &DefaultModel);
+    m.def("examples", [] {
+        py::list out;
+        for (const app::Example& x : app::BundledExamples()) {
+            py::dict d;
+            d["id"] = x.id;
+            d["title"] = x.title;
+            d["hint"] = x.hint;
+            d["model"] = x.model_dir;
+            d["twin"] = x.twin_dir;
+            d["text"] = x.text;
+            out.append(d);
+        }
+        return out;
+    });
+    // A batch's sub-folders, named as `ssaviz export --batch` names them ("" -> text_0001, ...).
+    m.def("folder_names", [](const std::vector<std::string>& names) {
+        std::set<std::string> used = app::BatchReservedNames();
+        std::vector<std::string> out;
+        for (const std::string& name : names) out.push_back(app::BatchFolderName(name, static_cast<int>(out.size()), &used));
+        return out;
+    });
+#ifdef SSAVIZ_BINARY
+    m.attr("binary") = SSAVIZ_BINARY;
+#else
+    m.attr("binary") = "";
+#endif
+}

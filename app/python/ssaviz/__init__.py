@@ -1,0 +1,462 @@
+"""ssaviz from Python: the engine of the ssaviz window and command line, in notebooks (SPEC section 8).
+
+    import ssaviz
+    m = ssaviz.load()                                   # the bundled model; or load(path, device="auto", **flags)
+    a = m.analyze("The only way to do great work ...")  # compare="vanilla" | "local" | "unedited" | Model | path | None
+    a.attention(0, 1)                                   # numpy float32 [T, T], a view of the analysis's memory
+    a.tau_q, a.metrics["entropy"], a.loss               # numpy [L, H, T], ..., [T - 1]
+    a.highlight()                                       # the paper's Figure 1, inline in a notebook
+    a.export("out", formats=["npy", "png"])            # the files `ssaviz export` writes
+    ssaviz.export_batch(texts, "out", model=m, client=dask_client)
+
+Keyword flags are the command line's (`sink_eps=0.2` is `--sink-eps 0.2`), applied by the same
+table; a bad value raises ValueError with the command line's message, a missing path
+FileNotFoundError, an argument of the wrong type ArgumentTypeError (a TypeError and a ValueError).
+"""
+
+import json as _json
+import os as _os
+import subprocess as _subprocess
+import tempfile as _tempfile
+from numbers import Integral as _Integral, Real as _Real
+
+_here = _os.path.dirname(_os.path.abspath(__file__))
+# SentencePiece runs in its own library beside the module (model/text/sentencepiece.cpp).
+if _os.path.exists(_os.path.join(_here, "libssaviz_spm.so")):
+    _os.environ.setdefault("SSAVIZ_SPM_LIBRARY", _os.path.join(_here, "libssaviz_spm.so"))
+
+from . import _ssaviz  # noqa: E402
+
+__all__ = ["load", "Model", "Analysis", "Figure", "export_batch", "show", "examples", "ArgumentTypeError"]
+
+
+class ArgumentTypeError(TypeError, ValueError):
+    """An argument of the wrong type: both a TypeError and a ValueError, so either except clause holds it."""
+
+
+#-----------------------------------------------------------------------------
+# Arguments: Python values checked and spelled as the command line spells them
+#-----------------------------------------------------------------------------
+
+def _flag_value(where, name, value):
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+        value = value.item()  # a numpy scalar as its Python value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, _Integral):
+        return str(int(value))
+    if isinstance(value, _Real):
+        return repr(float(value))
+    if isinstance(value, str):
+        return value
+    if isinstance(value, _os.PathLike):
+        return _os.fspath(value)
+    if isinstance(value, (list, tuple, range)):
+        return ",".join(_flag_value(where, name, v) for v in value)
+    raise ArgumentTypeError(f"{where}: {name}= takes a string, number, bool or list, not {type(value).__name__}")
+
+
+def _flags(where, flags):
+    """Keyword flags as (name, value) strings; None leaves a flag out."""
+    return [(name, _flag_value(where, name, value)) for name, value in flags.items() if value is not None]
+
+
+def _int(where, name, value):
+    if isinstance(value, bool) or not isinstance(value, _Integral):
+        raise ArgumentTypeError(f"{where}: {name} must be an integer, not {type(value).__name__}")
+    return int(value)
+
+
+def _str(where, name, value):
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"{where}: {name} must be a string, not {type(value).__name__}")
+    return value
+
+
+def _bool(where, name, value):
+    if not isinstance(value, bool):
+        raise ArgumentTypeError(f"{where}: {name} must be True or False, not {type(value).__name__}")
+    return value
+
+
+def _path(where, name, value):
+    if isinstance(value, (str, _os.PathLike)):
+        return _os.fspath(value)
+    raise ArgumentTypeError(f"{where}: {name} must be a path (str or os.PathLike), not {type(value).__name__}")
+
+
+def _text(where, value):
+    """The text as UTF-8 bytes; lone surrogates pass through, so the engine names the bad byte."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    raise ArgumentTypeError(f"{where}: text must be a str (or bytes), not {type(value).__name__}")
+
+
+def _ablate(where, value):
+    """--ablate's syntax, from "0:1,1:*=pos", a list of such items, or (layer, head) pairs."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, _Integral) for v in value):
+        value = [value]
+    if isinstance(value, (list, tuple)):
+        items = []
+        for item in value:
+            if isinstance(item, str):
+                items.append(item)
+            elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], _Integral):
+                head = "*" if item[1] in ("*", None) else _int(where, "ablate's head", item[1])
+                items.append(f"{_int(where, 'ablate layer', item[0])}:{head}")
+            else:
+                raise ArgumentTypeError(f"{where}: ablate items are 'L:H' strings or (layer, head) pairs, not {type(item).__name__}")
+        return ",".join(items)
+    raise ArgumentTypeError(f"{where}: ablate must be a string like '0:1,1:*', a list of them or of (layer, head) pairs, not "
+                            f"{type(value).__name__}")
+
+
+def _compare(where, value):
+    """(a keyword or a twin's folder, the twin's load flags or None)."""
+    if value is None:
+        return "none", None
+    if isinstance(value, Model):
+        return value.path, _flags(where, value.flags)
+    if isinstance(value, (str, _os.PathLike)):
+        return _os.fspath(value), None
+    raise ArgumentTypeError(f"{where}: compare must be 'vanilla', 'local', 'unedited', a Model, a twin's folder or None, not "
+                            f"{type(value).__name__}")
+
+
+#-----------------------------------------------------------------------------
+# Models
+#-----------------------------------------------------------------------------
+
+def load(path=None, device="auto", **flags):
+    """Opens a model: a folder or checkpoint file as `--model` takes it (None: the bundled model).
+    device: "auto", "cpu" or "cuda". flags: the model's command-line flags (dtype="bf16",
+    n_head=12, query_form="exp_exp", ...)."""
+    return Model(path, device, **flags)
+
+
+def _reload(path, device, flags):
+    return Model(path, device, **flags)
+
+
+class Model:
+    """A model open on one device, with the engine that keeps what the last analysis left behind:
+    re-analysing an edited text computes only the rows from the first changed token."""
+
+    def __init__(self, path=None, device="auto", **flags):
+        where = "load()"
+        path = "" if path is None else _path(where, "path", path)
+        device = _str(where, "device", device)
+        self._flags = dict(flags)
+        self._core = _ssaviz.Model(path, device, _flags(where, flags))
+        self._info = None
+
+    def _live(self):
+        if self._core.closed:
+            raise ValueError("the model is closed")
+        return self._core
+
+    # Pickled as how it was opened, so that Dask workers open it themselves.
+    def __reduce__(self):
+        return (_reload, (self.path, self.device, self._flags))
+
+    @property
+    def path(self):
+        return self._core.path
+
+    @property
+    def device(self):
+        return self._core.device
+
+    @property
+    def flags(self):
+        return dict(self._flags)
+
+    @property
+    def info(self):
+        """A dict, as `ssaviz info --json` prints it."""
+        if self._info is None:
+            self._info = _json.loads(self._core.info_json)
+        return self._info
+
+    @property
+    def n_layer(self):
+        return self._core.n_layer
+
+    @property
+    def n_head(self):
+        return self._core.n_head
+
+    @property
+    def closed(self):
+        return self._core.closed
+
+    def close(self):
+        """Frees the weights now. Analyses keep their arrays, maps and figures; analyze() then raises."""
+        self._core.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        state = "closed" if self.closed else f"{self.n_layer} layers x {self.n_head} heads"
+        return f"<ssaviz.Model {self.path!r} ({state})>"
+
+    def analyze(self, text, compare="vanilla", ablate=None, truncate=False):
+        """Every map, temperature, metric and prediction of a text (str, or a list of token ids).
+
+        compare: "vanilla" (the tau = 1 counterfactual, a second forward pass), "local" (tau = 1 in
+        each layer alone), "unedited" (the model without `ablate`'s what-ifs), a twin Model or
+        folder, or None (no comparison: the cheapest run). ablate: what-ifs in --ablate's syntax
+        ("0:1,1:*=pos") or (layer, head) pairs. truncate: keep the first tokens of a text longer
+        than the context. The engine runs without the GIL."""
+        where = "analyze()"
+        kind, twin_flags = _compare(where, compare)
+        spec = _ablate(where, ablate)
+        truncate = _bool(where, "truncate", truncate)
+        core = self._live()
+        if isinstance(text, (list, tuple)) or (hasattr(text, "dtype") and hasattr(text, "tolist")):
+            ids = list(text.tolist() if hasattr(text, "tolist") else text)
+            for i in ids:
+                _int(where, "each id", i)
+            handle = core.analyze_ids(ids, kind, twin_flags, spec, truncate)
+        else:
+            handle = core.analyze_text(_text(where, text), kind, twin_flags, spec, truncate)
+        return Analysis(handle, self)
+
+    def tokenize(self, text, truncate=False):
+        """(ids, pieces) as `ssaviz tokenize` lists them."""
+        return self._live().tokenize(_text("tokenize()", text), _bool("tokenize()", "truncate", truncate))
+
+    def generate(self, text, tokens, temperature=0, top_k=None, seed=None, ablate=None, truncate=False):
+        """The continuation `ssaviz generate` prints: greedy at temperature 0, else drawn from
+        softmax(logits / temperature) over the top_k most likely with a seed (the same tokens on
+        every machine). Stops early when the context is full."""
+        where = "generate()"
+        flags = _flags(where, {"tokens": _int(where, "tokens", tokens), "temperature": temperature,
+                               "top_k": None if top_k is None else _int(where, "top_k", top_k),
+                               "seed": None if seed is None else _int(where, "seed", seed)})
+        return self._live().generate(_text(where, text), flags, _ablate(where, ablate), _bool(where, "truncate", truncate))
+
+
+#-----------------------------------------------------------------------------
+# Analyses
+#-----------------------------------------------------------------------------
+
+class Analysis:
+    """One text through one model and its comparison. Arrays are read-only numpy views of the
+    analysis's own memory; they and the figures stay valid after the model is closed."""
+
+    def __init__(self, handle, model):
+        self._h = handle
+        self.model = model
+
+    def __repr__(self):
+        return (f"<ssaviz.Analysis {self.n_tokens} tokens, {self.n_layer} x {self.n_head} heads, "
+                f"compare={self.compare!r}>")
+
+    # Shape and tokens.
+    n_layer = property(lambda self: self._h.n_layer)
+    n_head = property(lambda self: self._h.n_head)
+    n_tokens = property(lambda self: self._h.n_tokens)
+    text = property(lambda self: self._h.text, doc="the analysed text (the decoded ids when ids were given)")
+    ids = property(lambda self: self._h.ids)
+    pieces = property(lambda self: self._h.pieces, doc="each token as text (a partial UTF-8 character as U+FFFD)")
+    piece_bytes = property(lambda self: self._h.piece_bytes)
+    offsets = property(lambda self: self._h.offsets, doc="each token's byte range [begin, end) in the text")
+
+    # What it was compared with, and how long the engine took.
+    compare = property(lambda self: self._h.compare, doc="vanilla, local, unedited, twin or none")
+    comparison_kind = property(lambda self: self._h.comparison_kind, doc="as metrics.json names it")
+    compare_label = property(lambda self: self._h.compare_label)
+    interventions = property(lambda self: self._h.interventions, doc="the what-ifs, in --ablate's syntax")
+    device = property(lambda self: self._h.device)
+    forward_ms = property(lambda self: self._h.forward_ms)
+    metrics_ms = property(lambda self: self._h.metrics_ms)
+    engine_ms = property(lambda self: self._h.engine_ms, doc="the engine's calls (tokenizing and Analyze), ms")
+    reused_rows = property(lambda self: self._h.reused_rows, doc="positions taken from the model's previous analysis")
+
+    # Arrays: float32 [L, H, T] temperatures; [T - 1] losses (entry t - 1 is token t's).
+    tau_q = property(lambda self: self._h.array("tau_q"))
+    tau_v = property(lambda self: self._h.array("tau_v"))
+    tau_q_position = property(lambda self: self._h.array("tau_q_position"), doc="1 + s ln i; ones without a position term")
+    tau_q_token = property(lambda self: self._h.array("tau_q_token"), doc="tanh(w . z + b); zeros without a token term")
+    tau_q_compare = property(lambda self: self._h.array("tau_q_compare"))
+    tau_v_compare = property(lambda self: self._h.array("tau_v_compare"))
+    loss = property(lambda self: self._h.array("loss"), doc="-ln p(token t | tokens before it), nats")
+    loss_compare = property(lambda self: self._h.array("loss_compare"), doc="None without a comparison forward pass")
+    rank = property(lambda self: self._h.array("rank"))
+    rank_compare = property(lambda self: self._h.array("rank_compare"))
+    top_ids = property(lambda self: self._h.array("top_ids"), doc="int32 [T, 10]: each position's most likely next tokens")
+    top_probs = property(lambda self: self._h.array("top_probs"))
+    top_ids_compare = property(lambda self: self._h.array("top_ids_compare"))
+    top_probs_compare = property(lambda self: self._h.array("top_probs_compare"))
+    next_logits = property(lambda self: self._h.array("next_logits"), doc="[V]: the logits after the last token")
+
+    @property
+    def metrics(self):
+        """dict of float32 [L, H, T]: entropy, normalized_entropy, spikiness, max_weight, top5_mass,
+        effective_support, sink_mass (and each with _compare), js, l1, effective_qk_norm; and
+        [L, H]: qk_opnorm, qk_eig_mean, qk_eig_var."""
+        return self._h.metrics()
+
+    def attention(self, layer, head, side="ssa"):
+        """Head (layer, head)'s map, float32 [T, T] (row i: query i over keys 0..i); side "ssa" or "compare"."""
+        w = "attention()"
+        return self._h.attention(_int(w, "layer", layer), _int(w, "head", head), _str(w, "side", side))
+
+    def predictions(self, position, k=10, side="ssa"):
+        """The k (at most 10) most likely tokens after `position` as [(piece, probability), ...]."""
+        w = "predictions()"
+        return self._h.predictions(_int(w, "position", position), _int(w, "k", k), _str(w, "side", side))
+
+    # Figures: the renderer of `ssaviz export`'s PNG / SVG / HTML files.
+    def heatmap(self, layer, head, map="ssa", **flags):
+        """Head (layer, head)'s map as `ssaviz export` draws heatmaps/L{l}_H{h}.png; map "ssa",
+        "compare" or "diff"; flags: colormap, log, size."""
+        w = "heatmap()"
+        return Figure(self._h.heatmap(_int(w, "layer", layer), _int(w, "head", head), _str(w, "map", map), _flags(w, flags)),
+                      f"L{layer}_H{head}")
+
+    def heads_grid(self, map="ssa", **flags):
+        """Every head's map on one scale, layers as rows."""
+        w = "heads_grid()"
+        return Figure(self._h.heads_grid(_str(w, "map", map), _flags(w, flags)), "heads_grid")
+
+    def highlight(self, by="tau_q", scope="model", **flags):
+        """The text with each token coloured by `by` (tau_q, tau_v, entropy, spikiness, sink_mass,
+        loss, loss_compare, loss_delta, ...) over `scope`: "model", a layer, or (layer, head).
+        The paper's Figure 1; in a notebook an HTML page with values on hover."""
+        w = "highlight()"
+        if isinstance(scope, tuple):
+            scope = ",".join(str(_int(w, "scope", v)) for v in scope)
+        elif not isinstance(scope, str):
+            scope = str(_int(w, "scope", scope))
+        return Figure(self._h.highlight(_flags(w, dict(flags, highlight=_str(w, "by", by), highlight_scope=scope))), "highlight")
+
+    def plot(self, name, **flags):
+        """A Sparsity plot: "dilution", "tau_q_histogram", "qk_spectrum" or "sink_mass"."""
+        w = "plot()"
+        return Figure(self._h.plot(_str(w, "name", name), _flags(w, flags)), name)
+
+    def export(self, out, formats=None, layers=None, heads=None, **flags):
+        """Writes what `ssaviz export` writes for this analysis into `out`: formats of json, npy,
+        csv, png, svg, html (default all but csv); layers and heads: the per-head files' (all);
+        flags: maps, colormap, log, size, highlight, highlight_scope, sink_eps."""
+        w = "export()"
+        flags = dict(flags, format=formats, layers=layers, heads=heads)
+        self._h.export(_path(w, "out", out), _flags(w, flags))
+        return _os.fspath(out)
+
+
+#-----------------------------------------------------------------------------
+# Figures
+#-----------------------------------------------------------------------------
+
+class Figure:
+    """A figure from the export's renderer: shown inline by Jupyter (PNG and SVG; the highlight
+    also as HTML with each token's value on hover), written by save()."""
+
+    def __init__(self, handle, name):
+        self._f = handle
+        self.name = name
+
+    width = property(lambda self: self._f.width)
+    height = property(lambda self: self._f.height)
+    title = property(lambda self: self._f.title)
+
+    def __repr__(self):
+        return f"<ssaviz.Figure {self.name} {self.width} x {self.height}>"
+
+    def png(self):
+        return self._f.png()
+
+    def svg(self):
+        return self._f.svg()
+
+    def html(self):
+        return self._f.html or None
+
+    def _repr_png_(self):
+        return self._f.png()
+
+    def _repr_svg_(self):
+        return self._f.svg()
+
+    def _repr_html_(self):
+        html = self._f.html
+        if not html:
+            return None
+        # The standalone page in a frame of its own, so its styles stay out of the notebook's.
+        import html as _html
+        height = max(120, self.height + 40)
+        return (f'<iframe srcdoc="{_html.escape(html, quote=True)}" style="width: 100%; height: {height}px; border: 0" '
+                f'title="{_html.escape(self.title)}"></iframe>')
+
+    def save(self, path):
+        """Writes .png, .svg or (a highlight) .html, by the path's extension."""
+        path = _path("save()", "path", path)
+        ext = _os.path.splitext(path)[1].lower()
+        if ext == ".png":
+            data = self._f.png()
+        elif ext == ".svg":
+            data = self._f.svg().encode("utf-8")
+        elif ext in (".html", ".htm") and self._f.html:
+            data = self._f.html.encode("utf-8")
+        else:
+            kinds = ".png, .svg" + (", .html" if self._f.html else "")
+            raise ValueError(f"{path}: a figure saves as {kinds}")
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+
+#-----------------------------------------------------------------------------
+# The window, the bundled examples, batches
+#-----------------------------------------------------------------------------
+
+def _binary():
+    for candidate in (_os.environ.get("SSAVIZ_BINARY"), _ssaviz.binary):
+        if candidate and _os.access(candidate, _os.X_OK):
+            return candidate
+    import shutil
+    found = shutil.which("ssaviz")
+    if not found:
+        raise FileNotFoundError("the ssaviz binary was not found (set SSAVIZ_BINARY)")
+    return found
+
+
+def show(model=None, text=None, **flags):
+    """Opens the desktop window on the same model (its folder, device and flags) and text, and
+    returns at once with its subprocess.Popen. flags: the window's (show="heads", ...)."""
+    where = "show()"
+    if model is None or isinstance(model, (str, _os.PathLike)):
+        model = load(model)
+    if not isinstance(model, Model):
+        raise ArgumentTypeError(f"{where}: model must be a Model or a path, not {type(model).__name__}")
+    args = [_binary()] + list(model._core.window_args(_flags(where, flags)))
+    if text is not None:
+        data = _text(where, text)
+        if len(data) < 100_000:
+            args += ["--text", data.decode("utf-8", "surrogateescape")]
+        else:  # beyond what one argument may hold: a file the window reads at start
+            with _tempfile.NamedTemporaryFile("wb", suffix=".txt", prefix="ssaviz-", delete=False) as f:
+                f.write(data)
+            args += ["--text-file", f.name]
+    return _subprocess.Popen(args, stdin=_subprocess.DEVNULL, start_new_session=True)
+
+
+def examples():
+    """The bundled examples by id ("english", "graph", "passkey"): title, model and twin folders, text."""
+    return {x["id"]: x for x in _ssaviz.examples()}
+
+
+from ._batch import export_batch  # noqa: E402

@@ -1,0 +1,127 @@
+"""ssaviz.export_batch: what `ssaviz export --batch` writes, here or on a dask.distributed cluster.
+
+Each text is exported into OUT/<name> by the engine's own export, and its summary row comes back
+as JSON; this process writes summary.json and summary.csv from the rows in the texts' order. On a
+cluster the texts are Dask tasks: each worker opens the model once (a per-process cache keyed by
+how the model was opened) and writes its texts' folders itself, so OUT must be a folder every
+worker sees (one machine, or a shared filesystem). The distribution is Dask's; nothing here
+schedules, retries or moves data.
+"""
+
+import json
+import os
+import threading
+import warnings
+from collections import Counter
+
+from . import _ssaviz
+
+
+def _items(where, texts):
+    """[(folder, line, text bytes)] with the folder names `ssaviz export --batch` gives."""
+    from . import ArgumentTypeError, _text
+    if isinstance(texts, (str, bytes)):
+        raise ArgumentTypeError(f"{where}: texts must be a list of texts, not one {type(texts).__name__}")
+    try:
+        texts = list(texts)
+    except TypeError:
+        raise ArgumentTypeError(f"{where}: texts must be a list of texts, not {type(texts).__name__}") from None
+    names, bodies = [], []
+    for t in texts:
+        name = ""
+        if isinstance(t, dict):
+            if "text" not in t:
+                raise ValueError(f"{where}: a text given as a dict needs a \"text\"")
+            name, t = t.get("name", ""), t["text"]
+        elif isinstance(t, tuple) and len(t) == 2:
+            name, t = t
+        if not isinstance(name, str):
+            raise ArgumentTypeError(f"{where}: a text's name must be a string, not {type(name).__name__}")
+        names.append(name)
+        bodies.append(_text(where, t))
+    if not bodies:
+        raise ValueError(f"{where}: no texts")
+    return list(zip(_ssaviz.folder_names(names), range(1, len(bodies) + 1), bodies))
+
+
+# A worker's models, opened on its first text and kept for the rest (and later batches).
+_models = {}
+_models_lock = threading.Lock()
+_opened = Counter()
+
+
+def _worker_model(spec):
+    from . import Model
+    path, device, flags = spec
+    key = (path, device, tuple(sorted((k, repr(v)) for k, v in flags.items())))
+    with _models_lock:
+        model = _models.get(key)
+        if model is None or model.closed:
+            model = _models[key] = Model(path, device, **flags)
+            _opened[key] += 1
+    return model
+
+
+def worker_opens():
+    """How many times this process opened each model for batches: {(path, device): count}."""
+    with _models_lock:
+        out = Counter()
+        for (path, device, _), n in _opened.items():
+            out[(path, device)] += n
+        return dict(out)
+
+
+def _export_one(item, out, model_spec, compare, twin_flags, flags, ablate, truncate):
+    name, line, text = item
+    model = _worker_model(model_spec)
+    row, error = model._live().export_text(name, line, text, out, flags, compare, twin_flags, ablate, truncate)
+    return name, line, row, error
+
+
+def export_batch(texts, out, model=None, formats=None, client=None, compare="vanilla", ablate=None, truncate=False,
+                 layers=None, heads=None, **flags):
+    """Exports every text as `ssaviz export --batch` does: OUT/<name>/ per text (names from
+    {"name": ..., "text": ...} dicts or (name, text) pairs, else text_0001, ...), and
+    OUT/summary.json and summary.csv comparing them. A text that cannot run (empty, too long) is
+    skipped with a warning and listed under "failed". Returns the summary as a dict.
+
+    model: a Model, a path, or None (the bundled model). client: a dask.distributed Client; the
+    texts then run on its workers, each opening the model once. formats, layers, heads, flags:
+    as Analysis.export; compare, ablate, truncate: as Model.analyze."""
+    from . import Model, _ablate, _bool, _compare, _flags, _path, load
+    where = "export_batch()"
+    out = _path(where, "out", out)
+    items = _items(where, texts)
+    export_flags = _flags(where, dict(flags, format=formats, layers=layers, heads=heads))
+    kind, twin_flags = _compare(where, compare)
+    spec = _ablate(where, ablate)
+    truncate = _bool(where, "truncate", truncate)
+    _ssaviz.check_export(out, export_flags)
+    if model is not None and not isinstance(model, (Model, str, os.PathLike)):
+        raise TypeError(f"{where}: model must be a Model, a path or None, not {type(model).__name__}")
+
+    if client is None:
+        m = model if isinstance(model, Model) else load(model)
+        core = m._live()
+        results = [(name, line) + tuple(core.export_text(name, line, text, out, export_flags, kind, twin_flags, spec, truncate))
+                   for name, line, text in items]
+    else:
+        if isinstance(model, Model):
+            model_spec = (model.path, model.device, model.flags)
+        else:
+            model_spec = ("" if model is None else os.fspath(model), "auto", {})
+        futures = client.map(_export_one, items, out=out, model_spec=model_spec, compare=kind, twin_flags=twin_flags,
+                             flags=export_flags, ablate=spec, truncate=truncate, pure=False)
+        results = client.gather(futures)
+
+    rows, failures = [], []
+    for name, line, row, error in results:
+        if error:
+            warnings.warn(f"ssaviz: text {line} ({name}): {error}", stacklevel=2)
+            failures.append(json.dumps({"name": name, "line": line, "error": error}))
+        else:
+            rows.append(row)
+    os.makedirs(out, exist_ok=True)
+    _ssaviz.write_summary(out, rows, failures)
+    with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
+        return json.load(f)

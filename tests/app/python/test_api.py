@@ -1,0 +1,143 @@
+"""The module's API against the command line and its promises: info, tokenize and generate as the
+commands print them, the incremental path, the GIL released while the engine runs, figures for
+Jupyter, show() starting the window, pickling a Model."""
+
+import json
+import os
+import pickle
+import stat
+import threading
+import time
+
+import numpy as np
+
+import ssaviz
+from conftest import DEFAULT, ENGLISH, JOBS, SMALL, require, run_cli
+
+
+def test_info_tokenize_generate_as_the_command_line_prints_them():
+    m = ssaviz.load(require(ENGLISH))
+    assert m.info == json.loads(run_cli("info", "--model", ENGLISH, "--json")[1])
+    ids, pieces = m.tokenize(JOBS)
+    cli = json.loads(run_cli("tokenize", "--model", ENGLISH, "--text", JOBS, "--json")[1])
+    assert ids == cli["ids"] and pieces == cli["pieces"]
+    a = m.analyze(JOBS)
+    assert a.ids == cli["ids"] and a.pieces == cli["pieces"] and a.offsets == [tuple(o) for o in cli["offsets"]]
+    assert b"".join(a.piece_bytes) == JOBS.encode()
+    for kwargs, flags in (({}, []), ({"temperature": 0.8, "top_k": 20, "seed": 7}, ["--temperature", "0.8", "--top-k", "20", "--seed", "7"]),
+                          ({"ablate": "0:*"}, ["--ablate", "0:*"])):
+        ours = m.generate("The only way to", tokens=12, **kwargs)
+        theirs = json.loads(run_cli("generate", "--model", ENGLISH, "--text", "The only way to", "--tokens", "12", "--json", *flags)[1])
+        assert ours == theirs["text"], kwargs
+
+
+def test_an_edit_takes_the_incremental_path():
+    m = ssaviz.load(require(DEFAULT))
+    text = "The model keeps what each position left behind. " * 8
+    first = m.analyze(text)
+    assert first.reused_rows == 0
+    edited = m.analyze(text + "One more sentence.")
+    assert edited.reused_rows >= first.n_tokens - 1
+    full = ssaviz.load(DEFAULT).analyze(text + "One more sentence.")
+    assert np.abs(edited.attention(3, 2) - full.attention(3, 2)).max() <= 1e-5
+    assert np.abs(edited.tau_q - full.tau_q).max() <= 1e-5
+    # Another comparison starts afresh; the same one again reuses.
+    assert m.analyze(text, compare="local").reused_rows == 0
+    assert m.analyze(text, compare="local").reused_rows > 0
+
+
+def test_analyze_releases_the_gil():
+    m = ssaviz.load(require(DEFAULT))
+    text = "Attention, temperature and the residual stream. " * 90  # ~900 tokens
+    m.analyze("warm up")
+    done = threading.Event()
+    result = {}
+
+    def work():
+        result["a"] = m.analyze(text, compare="vanilla")
+        done.set()
+
+    t = threading.Thread(target=work)
+    start = time.perf_counter()
+    t.start()
+    spins = 0
+    while not done.is_set():
+        spins += 1  # Python runs here only while the engine has let go of the GIL
+    t.join()
+    elapsed = time.perf_counter() - start
+    assert result["a"].n_tokens > 500
+    assert elapsed > 0.05, "the analysis was too quick to tell"
+    assert spins > 1000, f"only {spins} loop turns in {elapsed:.2f} s: the GIL was held"
+
+
+def test_two_threads_share_one_model_safely():
+    m = ssaviz.load(require(SMALL))
+    texts = [f"text number {k} here" for k in range(12)]
+    out = {}
+
+    def work(k):
+        out[k] = m.analyze(texts[k]).tau_q.copy()
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(texts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k, text in enumerate(texts):
+        assert np.abs(out[k] - ssaviz.load(SMALL).analyze(text).tau_q).max() <= 1e-5
+
+
+def test_figures_for_jupyter(tmp_path):
+    a = ssaviz.load(require(ENGLISH)).analyze(JOBS)
+    for fig in (a.heatmap(1, 2), a.heatmap(0, 0, map="diff", log=True), a.heads_grid(), a.highlight(), a.plot("sink_mass")):
+        png = fig._repr_png_()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
+        svg = fig._repr_svg_()
+        assert "<svg" in svg[:400] and svg.rstrip().endswith("</svg>")
+        assert fig.width > 100 and fig.height > 50
+    h = a.highlight(by="tau_q", scope=(1, 2))
+    html = h._repr_html_()
+    assert html.startswith("<iframe srcdoc=") and "title=" in html
+    assert a.heatmap(0, 0)._repr_html_() is None
+    for ext in ("png", "svg"):
+        path = h.save(tmp_path / f"h.{ext}")
+        assert os.path.getsize(path) > 500
+    assert open(h.save(tmp_path / "h.html"), encoding="utf-8").read() == h.html()
+
+
+def test_show_starts_the_window_and_returns_at_once(tmp_path, monkeypatch):
+    log = tmp_path / "argv.json"
+    fake = tmp_path / "fake-ssaviz"
+    fake.write_text(f"#!/usr/bin/python3\nimport json, sys, time\njson.dump(sys.argv[1:], open({str(log)!r}, 'w'))\ntime.sleep(5)\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("SSAVIZ_BINARY", str(fake))
+    m = ssaviz.load(require(SMALL), dtype="bf16")
+    start = time.perf_counter()
+    p = ssaviz.show(m, "Hello there", show="heads")
+    assert time.perf_counter() - start < 1.0 and p.poll() is None
+    for _ in range(100):
+        if log.exists() and log.stat().st_size:
+            break
+        time.sleep(0.05)
+    args = json.loads(log.read_text())
+    p.kill()
+    p.wait()
+    assert args[:2] == ["--model", SMALL] and "--text" in args and args[args.index("--text") + 1] == "Hello there"
+    assert args[args.index("--dtype") + 1] == "bf16" and args[args.index("--show") + 1] == "heads"
+    # The real binary takes that command line (--help parses every flag first, then exits).
+    code, out, err = run_cli(*args, "--help", check=False)
+    assert code == 0, err
+
+
+def test_a_model_pickles_as_how_it_was_opened():
+    m = ssaviz.load(require(SMALL), n_head=2)
+    copy = pickle.loads(pickle.dumps(m))
+    assert copy.path == m.path and copy.flags == {"n_head": 2}
+    assert np.array_equal(copy.analyze("Hello").tau_q, m.analyze("Hello").tau_q)
+
+
+def test_bundled_examples_and_default_model():
+    examples = ssaviz.examples()
+    assert examples["english"]["text"].startswith("The only way to do great work")
+    assert os.path.isdir(examples["english"]["model"]) and os.path.isdir(examples["english"]["twin"])
+    assert ssaviz.load().path.endswith(os.path.join("english", "ssa"))

@@ -1,0 +1,106 @@
+"""ssaviz.export_batch writes what `ssaviz export --batch` writes (byte for byte), and on a Dask
+LocalCluster of two worker processes the same files and a summary equal to the serial run's."""
+
+import filecmp
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import ssaviz
+import ssaviz._batch
+from conftest import SMALL, require, run_cli
+
+TEXTS = [
+    {"name": "greeting", "text": "Hello there, world"},
+    {"name": "numbers", "text": "one two three four"},
+    {"name": "empty", "text": ""},
+    {"name": "summary.json", "text": "a text named like the summary"},
+    {"text": "no name at all"},
+    {"name": "too long", "text": "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen"},
+    {"name": "greeting", "text": "Hello again"},
+    {"name": "unicode ünï", "text": "Grüße, 世界"},
+]
+FLAGS = dict(formats=["json", "npy", "csv", "png"], layers=[1], heads=[0], sink_eps=0.25)
+CLI_FLAGS = ["--format", "json,npy,csv,png", "--layers", "1", "--heads", "0", "--sink-eps", "0.25"]
+
+
+def all_files(root):
+    out = []
+
+    def walk(d, prefix=""):
+        assert not d.left_only and not d.right_only, (prefix, d.left_only, d.right_only)
+        out.extend(prefix + f for f in d.common_files)
+        for name, sub in d.subdirs.items():
+            walk(sub, prefix + name + "/")
+    walk(root)
+    return out
+
+
+def serial(tmp_path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary = ssaviz.export_batch(TEXTS, tmp_path / "serial", model=ssaviz.load(require(SMALL)), **FLAGS)
+    return summary, caught
+
+
+def test_serial_batch_equals_the_command_lines(tmp_path):
+    lines = tmp_path / "texts.jsonl"
+    lines.write_text("".join(json.dumps(t) + "\n" for t in TEXTS))
+    code, stdout, stderr = run_cli("export", "--model", SMALL, "--batch", "--text-file", str(lines), "--out", str(tmp_path / "cli"),
+                                   *CLI_FLAGS, check=False)
+    assert code == 3, stderr  # two texts could not run
+    summary, caught = serial(tmp_path)
+    assert [f["name"] for f in summary["failed"]] == ["empty", "too_long"]
+    assert len(caught) == 2 and "text is empty" in str(caught[0].message)
+    names = [t["name"] for t in summary["texts"]]
+    assert names[:5] == ["greeting", "numbers", "summary.json_2", "text_0005", "greeting_2"] and names[5].startswith("unicode_")
+    # The lines are the texts' places in the list, as they are the lines of the --batch file.
+    assert [t["line"] for t in summary["texts"]] == [1, 2, 4, 5, 7, 8]
+    files = all_files(filecmp.dircmp(tmp_path / "cli", tmp_path / "serial"))
+    assert "summary.json" in files and "greeting/heatmaps/L1_H0.png" in files and len(files) > 40
+    for f in files:
+        assert (tmp_path / "cli" / f).read_bytes() == (tmp_path / "serial" / f).read_bytes(), f
+
+
+def close(a, b):
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6)
+    return a == b
+
+
+def test_dask_local_cluster_runs_the_texts_on_its_workers(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    expected, _ = serial(tmp_path)
+    model = ssaviz.load(require(SMALL))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            summary = ssaviz.export_batch(TEXTS, tmp_path / "dask", model=model, client=client, **FLAGS)
+            again = ssaviz.export_batch(TEXTS[:2], tmp_path / "dask-again", model=model, client=client, **FLAGS)
+        opens = client.run(ssaviz._batch.worker_opens)
+        pids = client.run(__import__("os").getpid)
+    # Real worker processes ran the texts, each opening the model once for both batches.
+    assert len(set(pids.values())) == 2 and __import__("os").getpid() not in pids.values()
+    counts = [n for worker in opens.values() for n in worker.values()]
+    assert counts and all(n == 1 for n in counts), opens
+    assert all(key == (SMALL, "auto") for worker in opens.values() for key in worker)
+    assert len(again["texts"]) == 2
+    # The merged summary is the serial run's.
+    assert summary["failed"] == expected["failed"]
+    assert len(summary["texts"]) == len(expected["texts"])
+    for got, want in zip(summary["texts"], expected["texts"]):
+        assert got.keys() == want.keys()
+        for key in want:
+            assert close(got[key], want[key]), (want["name"], key, got[key], want[key])
+    # And the same files, every text's folder included.
+    files = all_files(filecmp.dircmp(tmp_path / "serial", tmp_path / "dask"))
+    assert "greeting/attention.npy" in files and "text_0005/tokens.json" in files
+    # Each worker saw other texts before these (the incremental path), so equal within float rounding.
+    for f in files:
+        if f.endswith(".npy"):
+            a, b = np.load(tmp_path / "serial" / f), np.load(tmp_path / "dask" / f)
+            assert a.shape == b.shape and np.allclose(a, b, rtol=0, atol=1e-5), f

@@ -1,0 +1,165 @@
+"""Bad arguments raise ValueError or FileNotFoundError with the command line's one-line message
+(ArgumentTypeError, a TypeError and a ValueError, for a wrong type), never a crash: missing paths,
+bad flag values, bad texts, out-of-range heads, a closed model, an analysis whose model is gone."""
+
+import gc
+
+import numpy as np
+import pytest
+
+import ssaviz
+from conftest import SMALL, SMALL_TWIN, cli_error, require
+
+TEXT = "Hello there, world"
+LONG = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen"
+
+
+@pytest.fixture(scope="module")
+def small():
+    return ssaviz.load(require(SMALL))
+
+
+def raises_like_cli(exc, call, *cli_args):
+    with pytest.raises(exc) as info:
+        call()
+    assert str(info.value) == cli_error(*cli_args)
+    return info.value
+
+
+def test_missing_model_is_file_not_found():
+    raises_like_cli(FileNotFoundError, lambda: ssaviz.load("/nonexistent/model"), "info", "--model", "/nonexistent/model")
+
+
+def test_bad_load_flags(small):
+    raises_like_cli(ValueError, lambda: ssaviz.load(SMALL, n_head="x"), "info", "--model", SMALL, "--n-head", "x")
+    raises_like_cli(ValueError, lambda: ssaviz.load(SMALL, device="gpu"), "info", "--model", SMALL, "--device", "gpu")
+    raises_like_cli(ValueError, lambda: ssaviz.load(SMALL, query_form="sideways"), "info", "--model", SMALL, "--query-form", "sideways")
+    raises_like_cli(ValueError, lambda: ssaviz.load(SMALL, dtype="f64"), "info", "--model", SMALL, "--dtype", "f64")
+    with pytest.raises(ValueError, match=r"load\(\) takes no flag --colour \(its flags: .*dtype"):
+        ssaviz.load(SMALL, colour="red")
+    with pytest.raises(ValueError, match="takes no flag --text"):
+        ssaviz.load(SMALL, text="hi")
+
+
+def test_bad_texts(small, tmp_path):
+    raises_like_cli(ValueError, lambda: small.analyze(""), "tokenize", "--model", SMALL, "--text", "")
+    raises_like_cli(ValueError, lambda: small.analyze(LONG), "tokenize", "--model", SMALL, "--text", LONG)
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ok \xff then")
+    raises_like_cli(ValueError, lambda: small.analyze(b"ok \xff then"), "tokenize", "--model", SMALL, "--text-file", str(bad))
+    assert small.analyze(LONG, truncate=True).n_tokens == 16
+    with pytest.raises(ValueError, match="not in the vocabulary"):
+        small.analyze([1, 2, 999999])
+    with pytest.raises(ValueError, match="ids are empty"):
+        small.analyze([])
+
+
+def test_bad_comparisons_and_ablations(small, tmp_path):
+    out = str(tmp_path / "x")
+    raises_like_cli(ValueError, lambda: small.analyze(TEXT, ablate="9:0"), "export", "--model", SMALL, "--text", TEXT, "--out", out,
+                    "--ablate", "9:0")
+    raises_like_cli(ValueError, lambda: small.analyze(TEXT, ablate="0:0=x0.5q"), "export", "--model", SMALL, "--text", TEXT, "--out", out,
+                    "--ablate", "0:0=x0.5q")
+    raises_like_cli(FileNotFoundError, lambda: small.analyze(TEXT, compare="/nonexistent/twin"), "export", "--model", SMALL,
+                    "--text", TEXT, "--out", out, "--compare", "/nonexistent/twin")
+    # A twin that fails to open leaves no twin behind.
+    assert small.analyze(TEXT, compare=SMALL_TWIN).comparison_kind == "twin"
+    with pytest.raises(FileNotFoundError):
+        small.analyze(TEXT, compare="/nonexistent/twin")
+    assert small.analyze(TEXT).comparison_kind == "counterfactual"
+
+
+def test_bad_export_and_figure_flags(small, tmp_path):
+    a = small.analyze(TEXT)
+    out = str(tmp_path / "out")
+    common = ("export", "--model", SMALL, "--text", TEXT, "--out", out)
+    raises_like_cli(ValueError, lambda: a.export(out, layers=[7]), *common, "--layers", "7")
+    raises_like_cli(ValueError, lambda: a.export(out, heads="0,x"), *common, "--heads", "0,x")
+    raises_like_cli(ValueError, lambda: a.export(out, formats=["npy", "gif"]), *common, "--format", "npy,gif")
+    raises_like_cli(ValueError, lambda: a.export(out, sink_eps=2), *common, "--sink-eps", "2")
+    raises_like_cli(ValueError, lambda: a.heatmap(0, 0, colormap="rainbow"), *common, "--colormap", "rainbow")
+    raises_like_cli(ValueError, lambda: a.heatmap(0, 0, size=5), *common, "--size", "5")
+    raises_like_cli(ValueError, lambda: a.highlight(by="warmth"), *common, "--highlight", "warmth")
+    raises_like_cli(ValueError, lambda: a.highlight(scope=(0, 9)), *common, "--highlight-scope", "0,9")
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    raises_like_cli(ValueError, lambda: a.export(a_file), "export", "--model", SMALL, "--text", TEXT, "--out", str(a_file))
+    with pytest.raises(ValueError, match="export\\(\\) takes no flag --compare"):
+        a.export(out, compare="local")
+    with pytest.raises(ValueError, match="plot 'pie'"):
+        a.plot("pie")
+    with pytest.raises(ValueError, match="saves as"):
+        a.heatmap(0, 0).save(tmp_path / "x.gif")
+
+
+def test_wrong_types_raise_argument_type_error(small):
+    a = small.analyze(TEXT)
+    calls = [
+        lambda: ssaviz.load(3),
+        lambda: ssaviz.load(SMALL, device=None),
+        lambda: ssaviz.load(SMALL, n_head={"x": 1}),
+        lambda: small.analyze(123),
+        lambda: small.analyze(TEXT, truncate="yes"),
+        lambda: small.analyze(TEXT, compare=3.5),
+        lambda: small.analyze(TEXT, ablate=7),
+        lambda: small.analyze(["a", "b"]),
+        lambda: a.attention("0", 0),
+        lambda: a.attention(0, 0.0),
+        lambda: a.attention(0, 0, side=1),
+        lambda: a.predictions(None),
+        lambda: a.heatmap(0, 0, size=object()),
+        lambda: a.export(None),
+        lambda: ssaviz.export_batch("one text", "/tmp/x", model=small),
+    ]
+    for call in calls:
+        with pytest.raises(ssaviz.ArgumentTypeError) as info:
+            call()
+        assert isinstance(info.value, TypeError) and isinstance(info.value, ValueError)
+        assert "\n" not in str(info.value)
+
+
+def test_out_of_range_heads_and_positions(small):
+    a = small.analyze(TEXT)
+    with pytest.raises(ValueError, match=r"^layer 2 is out of range \(the model has 2\)$"):
+        a.attention(2, 0)
+    with pytest.raises(ValueError, match=r"^head -1 is out of range \(the model has 2\)$"):
+        a.attention(0, -1)
+    with pytest.raises(ValueError, match="out of range"):
+        a.heatmap(0, 5)
+    with pytest.raises(ValueError, match="side 'both'"):
+        a.attention(0, 0, "both")
+    with pytest.raises(ValueError, match=r"position 99 is out of range"):
+        a.predictions(99)
+    with pytest.raises(ValueError, match="k must be from 1 to 10"):
+        a.predictions(0, k=11)
+    assert len(a.predictions(-1, k=2)) == 2
+
+
+def test_without_a_comparison(small):
+    a = small.analyze(TEXT, compare=None)
+    assert a.compare == "none" and a.loss_compare is None and a.tau_q_compare is None
+    assert "js" not in a.metrics and "entropy" in a.metrics
+    for call in (lambda: a.attention(0, 0, "compare"), lambda: a.heatmap(0, 0, map="diff"), lambda: a.predictions(0, side="compare")):
+        with pytest.raises(ValueError, match="no comparison"):
+            call()
+
+
+def test_a_closed_model_and_analyses_that_outlive_their_model(tmp_path):
+    m = ssaviz.load(SMALL)
+    a = m.analyze(TEXT)
+    m.close()
+    assert m.closed
+    for call in (lambda: m.analyze(TEXT), lambda: m.generate(TEXT, tokens=2), lambda: m.tokenize(TEXT)):
+        with pytest.raises(ValueError, match="^the model is closed$"):
+            call()
+    m.close()  # twice is fine
+    # The analysis keeps its arrays, maps, names and figures.
+    assert a.attention(1, 1).shape == (a.n_tokens, a.n_tokens)
+    assert len(a.predictions(0)) == 10
+    assert a.heads_grid()._repr_png_()[:8] == b"\x89PNG\r\n\x1a\n"
+    a.export(tmp_path / "after-close", formats=["npy"])
+
+    # A model dropped with analyses alive: they keep it as long as they need it.
+    b = ssaviz.load(SMALL).analyze(TEXT)
+    gc.collect()
+    assert np.isfinite(b.attention(1, 0)).all() and len(b.predictions(2)) == 10

@@ -1,0 +1,95 @@
+"""The numbers `import ssaviz` gives match the independent PyTorch references (tests/model/
+ssa_reference.py, tests/model/family_reference.py) within the C++ tests' tolerances: maps,
+temperatures, metrics, QK spectrum, losses and predictions, the comparisons and an ablation."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import ssaviz
+from conftest import FAMILIES, REFERENCE, family, read_safetensors, require
+
+
+def worst(got, want):
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    return float(np.abs(got - want).max()) if got.size else 0.0
+
+
+def maps(a, side):
+    return np.stack([np.stack([a.attention(l, h, side) for h in range(a.n_head)]) for l in range(a.n_layer)])
+
+
+def test_gpt2_reference_case():
+    folder = require(os.path.join(REFERENCE, "paper_gpt2_vocab"))
+    with open(os.path.join(folder, "case.json")) as f:
+        ids = json.load(f)["ids"]
+    ref = read_safetensors(os.path.join(folder, "reference.safetensors"))
+    m = ssaviz.load(folder, device="cpu")
+    a = m.analyze(ids)
+    assert a.ids == ids
+    assert worst(maps(a, "ssa"), ref["attention"]) <= 1e-5
+    assert worst(maps(a, "compare"), ref["attention_vanilla"]) <= 1e-5
+    assert worst(a.tau_q, ref["tau_q"]) <= 1e-5
+    assert worst(a.tau_v, ref["tau_v"]) <= 1e-5
+    metrics = a.metrics
+    for name in ("entropy", "normalized_entropy", "spikiness", "max_weight", "top5_mass", "sink_mass"):
+        assert worst(metrics[name], ref[name]) <= 2e-5, name
+        assert worst(metrics[name + "_compare"], ref[name + "_vanilla"]) <= 2e-5, name
+    assert worst(metrics["js"], ref["js"]) <= 2e-5
+    assert worst(metrics["l1"], ref["l1"]) <= 2e-5
+    for name in ("qk_opnorm", "qk_eig_mean", "qk_eig_var"):
+        scale = np.maximum(1.0, np.abs(ref[name]))
+        assert float((np.abs(metrics[name] - ref[name]) / scale).max()) <= 1e-5, name
+    assert worst(a.loss, ref["loss"]) <= 1e-4
+    assert worst(a.loss_compare, ref["loss_vanilla"]) <= 1e-4
+    assert worst(a.top_probs, ref["top_probs"]) <= 1e-4
+    assert (a.top_ids[:, 0] == ref["top_ids"][:, 0]).mean() > 0.9
+    # The most likely next token by name, as predictions() lists it.
+    first = a.predictions(3, k=3)
+    assert len(first) == 3 and abs(first[0][1] - float(ref["top_probs"][3, 0])) <= 1e-4
+
+    local = m.analyze(ids, compare="local")
+    assert worst(maps(local, "compare"), ref["attention_local"]) <= 1e-5
+    assert worst(local.metrics["js"], ref["js_local"]) <= 2e-5
+    assert local.loss_compare is None
+
+    if "attention_ablated" in ref:
+        L, H = m.n_layer - 1, m.n_head - 1
+        ablated = m.analyze(ids, compare="unedited", ablate=[(L, H)])
+        assert worst(maps(ablated, "ssa"), ref["attention_ablated"]) <= 1e-5
+        assert worst(ablated.loss, ref["loss_ablated"]) <= 1e-4
+        assert worst(ablated.loss_compare, ref["loss"]) <= 1e-4
+
+
+@pytest.mark.parametrize("case", ["pythia", "llama"])
+def test_lit_gpt_family_reference(case):
+    weights, meta, ref = family(case)
+    flags = {"query_form": "linear"} if meta.get("query_form") == "linear" else {}
+    m = ssaviz.load(require(weights), device="cpu", **flags)
+    ids = meta["ids"]
+    a = m.analyze(ids)
+    assert worst(maps(a, "ssa"), ref["attention"]) <= 1e-4
+    assert worst(maps(a, "compare"), ref["attention_vanilla"]) <= 1e-4
+    assert worst(a.tau_q, ref["tau_q"]) <= 1e-4
+    assert worst(a.tau_v, ref["tau_v"]) <= 1e-4
+    assert worst(a.loss, ref["loss"]) <= 1e-4
+    assert worst(a.loss_compare, ref["loss_vanilla"]) <= 1e-4
+    assert worst(a.top_probs, ref["top_probs"]) <= 1e-4
+    assert worst(a.next_logits, ref["last_logits"]) <= 1e-4 * max(1.0, float(np.abs(ref["last_logits"]).max()))
+
+    local = m.analyze(ids, compare="local")
+    assert worst(maps(local, "compare"), ref["attention_local"]) <= 1e-4
+
+    ablated = m.analyze(ids, ablate=meta["ablate"], compare="unedited")
+    assert worst(maps(ablated, "ssa"), ref["attention_ablated"]) <= 1e-4
+    assert worst(ablated.loss, ref["loss_ablated"]) <= 1e-4
+
+    if meta.get("twin"):
+        twin = ssaviz.load(os.path.join(FAMILIES, meta["twin"]), device="cpu")
+        t = m.analyze(ids, compare=twin)
+        assert t.compare == "twin" and t.comparison_kind == "twin"
+        assert worst(maps(t, "compare"), ref["attention_twin"]) <= 1e-4
+        assert worst(t.loss_compare, ref["loss_twin"]) <= 1e-4
