@@ -18,7 +18,7 @@ std::string Family(const std::string& family, const std::string& layout, std::ve
     const std::string dir = Scratch(family + "-" + layout);
     fs::remove_all(dir);
     std::vector<std::string> args = {"init-random", "--out", dir, "--family", family, "--layers", "2", "--heads", "4",
-                                     "--embd", "64", "--positions", "256", "--layout", layout, "--seed", "7"};
+                                     "--embd", "64", "--positions", "256", "--layout", layout, "--seed", "7", "--tokenizer", kGpt2Tokenizer};
     args.insert(args.end(), extra.begin(), extra.end());
     Outcome r = Ssaviz(args);
     EXPECT_EQ(r.code, 0) << r.err;
