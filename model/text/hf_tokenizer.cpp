@@ -942,7 +942,7 @@ Result<Tokenization> HfTokenizer::Encode(std::string_view text) const {
     int64_t last_from_input = -1;
     for (size_t k = 0; k < produced.size(); ++k)
         if (produced[k].end >= 0) last_from_input = static_cast<int64_t>(k);
-    if (last_from_input < 0) return Fail("the text gives no tokens (" + m.source + "'s normalizer removes all of it)");
+    if (last_from_input < 0) return Fail("the text gives no tokens: " + m.source + " removes or drops every character of it");
     size_t position = 0;
     out.ids.reserve(produced.size());
     for (size_t k = 0; k < produced.size(); ++k) {
