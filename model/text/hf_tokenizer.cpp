@@ -205,19 +205,23 @@ void SplitText(const AlignedText& t, std::vector<Stretch> stretches, SplitBehavi
 // GPT-2's bytes_to_unicode(): printable Latin-1 bytes stand for themselves, the other 68 become
 // U+0100, U+0101, ... in byte order.
 struct ByteTable {
+    static constexpr uint32_t kEnd = 256 + 68;  // the characters that stand for bytes are all below this
     uint32_t byte_to_code_point[256];
     std::string byte_to_text[256];
-    std::unordered_map<uint32_t, uint8_t> code_point_to_byte;
+    int16_t code_point_to_byte[kEnd];  // -1: not a byte's character
 
     ByteTable() {
         const auto printable = [](int b) { return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); };
+        std::fill(std::begin(code_point_to_byte), std::end(code_point_to_byte), int16_t{-1});
         uint32_t next = 256;
         for (int b = 0; b < 256; ++b) {
             byte_to_code_point[b] = printable(b) ? static_cast<uint32_t>(b) : next++;
             AppendCodePoint(byte_to_code_point[b], &byte_to_text[b]);
-            code_point_to_byte[byte_to_code_point[b]] = static_cast<uint8_t>(b);
+            code_point_to_byte[byte_to_code_point[b]] = static_cast<int16_t>(b);
         }
+        assert(next == kEnd);
     }
+    int ByteOf(uint32_t cp) const { return cp < kEnd ? code_point_to_byte[cp] : -1; }
 };
 
 const ByteTable& Bytes() {
@@ -700,9 +704,9 @@ public:
             for (size_t i = 0; i < token.size() && all;) {
                 uint32_t cp = 0;
                 i += CodePointAt(token, i, &cp);
-                const auto it = Bytes().code_point_to_byte.find(cp);
-                all = it != Bytes().code_point_to_byte.end();
-                if (all) bytes.push_back(static_cast<char>(it->second));
+                const int byte = Bytes().ByteOf(cp);
+                all = byte >= 0;
+                if (all) bytes.push_back(static_cast<char>(byte));
             }
             if (!all) {
                 bytes.resize(mark);
@@ -1311,7 +1315,8 @@ Status ReadPostProcessor(const json& value, const std::string& where, std::vecto
             if (!special || !special->is_object()) return Fail(piece_where + " must be {\"SpecialToken\": ...} or {\"Sequence\": ...}");
             auto name = ReadString(*special, "id", Child(piece_where, "SpecialToken"));
             if (!name) return Fail(name.error());
-            const json* entry = specials ? Find(*specials, name->c_str()) : nullptr;
+            const auto found = specials ? specials->find(*name) : json::const_iterator();
+            const json* entry = specials && found != specials->end() ? &*found : nullptr;
             const std::string entry_where = Child(Child(where, "special_tokens"), "'" + EscapeForMessage(*name, 40) + "'");
             if (!entry || !entry->is_object()) return Fail(piece_where + " names '" + EscapeForMessage(*name, 40) + "', which special_tokens lacks");
             const json* ids = Find(*entry, "ids");
@@ -1331,7 +1336,8 @@ Status ReadPostProcessor(const json& value, const std::string& where, std::vecto
 }
 
 constexpr size_t kMaxAddedTokenBytes = 512;
-constexpr size_t kMaxAddedBytes = size_t{16} << 20;
+constexpr size_t kMaxAddedBytes = size_t{4} << 20;
+constexpr size_t kMaxPostProcessorTokens = 1024;
 
 Result<std::unique_ptr<BpeModel>> ReadModel(const json& root, const std::string& path) {
     const json* model = Find(root, "model");
@@ -1439,7 +1445,7 @@ Status ReadAddedTokens(const json& root, const std::string& path, Pipeline* p, s
         if (token.content.empty()) continue;  // HF ignores it
         if (token.content.size() > kMaxAddedTokenBytes)
             return Fail(at + ": content is " + FormatBytes(token.content.size()) + ", more than the 512 bytes ssaviz takes");
-        if ((total_bytes += token.content.size()) > kMaxAddedBytes) return Fail(where + ": more than 16 MB of tokens");
+        if ((total_bytes += token.content.size()) > kMaxAddedBytes) return Fail(where + ": more than 4 MB of tokens");
 
         int32_t hf_id = -1;
         if (const auto known = id_of_content.find(token.content); known != id_of_content.end()) hf_id = known->second;
@@ -1521,6 +1527,8 @@ Result<std::unique_ptr<Tokenizer>> LoadHfTokenizerJson(const std::string& path) 
     }
     if (Status s = ReadAddedTokens(*root, path, &p, VocabEntries(*root)); !s) return Fail(s.error());
 
+    if (p.prefix.size() + p.suffix.size() > kMaxPostProcessorTokens)
+        return Fail(prefix + "post_processor: adds more than " + std::to_string(kMaxPostProcessorTokens) + " tokens to a text");
     int32_t max_id = p.model->MaxId();
     for (const AddedToken& token : p.added) max_id = std::max(max_id, token.id);
     p.vocab_size = static_cast<size_t>(max_id + 1);
