@@ -588,7 +588,6 @@ public:
         }
         m_nodes[node] = token;
     }
-    bool empty() const { return m_nodes.empty(); }
 
     // HF's AddedVocabulary::find_matches.
     std::vector<Section> Find(std::string_view s, const std::vector<AddedToken>& tokens) const {

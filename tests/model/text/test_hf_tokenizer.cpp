@@ -222,6 +222,27 @@ TEST_F(SmallTokenizer, DigitsAndByteLevel) {
     EXPECT_EQ(Ids(*t, "x123"), (std::vector<int32_t>{4, 3, 2}));
 }
 
+TEST_F(SmallTokenizer, ByteLevelPrefixSpaceAndRegex) {
+    const std::string g = "\xC4\xA0";  // "Ġ", the byte-level space
+    const json model = {{"vocab", Vocab({g, "a", "b", g + "a", g + "b", "a" + g})}, {"merges", {g + " a", g + " b", "a " + g}}};
+    const auto run = [&](bool prefix, bool regex, const std::string& text) {
+        auto t = Make({{"model", model},
+                       {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", prefix}, {"trim_offsets", true}, {"use_regex", regex}}},
+                       {"decoder", {{"type", "ByteLevel"}}}});
+        if (!t) return std::vector<int32_t>{};
+        auto r = t->Encode(text);
+        EXPECT_TRUE(r.ok());
+        if (r.ok()) {
+            EXPECT_EQ(t->Decode(r->ids), (prefix && text[0] != ' ' ? " " : "") + text);
+        }
+        return r.ok() ? r->ids : std::vector<int32_t>{};
+    };
+    EXPECT_EQ(run(false, true, "a b"), (std::vector<int32_t>{1, 4}));
+    EXPECT_EQ(run(true, true, "a b"), (std::vector<int32_t>{3, 4}));   // " a" "Ġb"
+    EXPECT_EQ(run(true, true, " a"), (std::vector<int32_t>{3}));      // already starts with a space
+    EXPECT_EQ(run(false, false, "a b"), (std::vector<int32_t>{1, 4}));  // one word "aĠb": "Ġb" ranks first
+}
+
 TEST_F(SmallTokenizer, UnknownTokenFuseAndIgnoreMerges) {
     const json vocab = Vocab({"<unk>", "a", "b", "c", "bc", "abc"});
     auto fused = Make({{"model", {{"vocab", vocab}, {"merges", {"b c"}}, {"unk_token", "<unk>"}, {"fuse_unk", true}}}});
