@@ -194,8 +194,9 @@ Result<ModelConfig> ParseLitConfig(std::string_view json_text, const std::string
                                        "scale_embeddings", "attention_logit_softcapping", "final_logit_softcapping",
                                        "attention_scores_scalar", "sliding_window_layer_placing"};
     for (auto& [key, value] : root.items()) {
-        if (std::find_if(std::begin(kRead), std::end(kRead), [&](const char* k) { return key == k; }) != std::end(kRead)) continue;
-        const bool off_key = std::find_if(std::begin(kOff), std::end(kOff), [&](const char* k) { return key == k; }) != std::end(kOff);
+        const std::string& name = key;  // clang-14 (the fuzz build) cannot capture a structured binding
+        if (std::find_if(std::begin(kRead), std::end(kRead), [&](const char* k) { return name == k; }) != std::end(kRead)) continue;
+        const bool off_key = std::find_if(std::begin(kOff), std::end(kOff), [&](const char* k) { return name == k; }) != std::end(kOff);
         const bool off = value.is_null() || (value.is_boolean() && !value.get<bool>()) || (value.is_number() && value.get<double>() == 0);
         if (off_key && off) continue;
         if (off_key) return Fail(source + ": '" + key + "' = " + DescribeJson(value) + " is not supported by ssaviz (only null / false)");

@@ -1,6 +1,6 @@
 // Tokenizers turn text into model ids and remember where each token came from: its raw bytes and
-// its byte range [begin, end) in the input, so views can map tokens back onto the text.
-// GPT-2 byte-level BPE lives here; other kinds (SentencePiece) implement the same interface.
+// its byte range [begin, end) in the input, so views can map tokens back onto the text. GPT-2's
+// files and HF tokenizer.json run in hf_tokenizer.cpp, SentencePiece in sentencepiece.cpp.
 #pragma once
 
 #include <cstddef>
@@ -15,9 +15,14 @@
 
 namespace model {
 
+// The ranges tile the input: each begins where the one before ended, the last ends at its end, and
+// each piece is the input bytes of its range. A token that stands for no input bytes has an empty
+// range where it stands: a tokenizer.json post-processor's BOS (and EOS), a prefix a normalizer or
+// pre-tokenizer adds ("▁"), SentencePiece's dummy prefix. Input bytes a tokenizer drops (a
+// stripped space) belong to the token after them.
 struct Tokenization {
     std::vector<int32_t> ids;                         // [T]
-    std::vector<std::string> pieces;                  // [T] each token's raw bytes (may be part of a UTF-8 character)
+    std::vector<std::string> pieces;                  // [T] each token's input bytes (may be part of a UTF-8 character)
     std::vector<std::pair<size_t, size_t>> offsets;   // [T] byte range [begin, end) in the input text
 };
 
@@ -26,13 +31,17 @@ public:
     virtual ~Tokenizer() = default;
     // Fails on text that is not valid UTF-8 (naming the byte offset). Empty text gives no tokens.
     virtual Result<Tokenization> Encode(std::string_view text) const = 0;
+    // The text of the ids as the tokenizer's decoder gives it, special tokens included; bytes of
+    // a character split across ids are kept raw (not U+FFFD), so pieces of a character decode one
+    // by one and still join. Ids outside the vocabulary are skipped.
     virtual std::string Decode(const std::vector<int32_t>& ids) const = 0;
     virtual size_t VocabSize() const = 0;
-    virtual std::string Kind() const = 0;  // "gpt2-bpe", ...
+    virtual std::string Kind() const = 0;  // "gpt2-bpe", "hf-bpe", "sentencepiece"
 };
 
 // Opens the tokenizer files of a model folder: vocab.json + merges.txt, or an HF tokenizer.json of
-// type BPE, or a SentencePiece tokenizer.model. The error names the folder, or the file that is
+// type BPE (run as HF's tokenizers run it; a component ssaviz cannot run is refused), or a
+// SentencePiece tokenizer.model. The error names the folder, or the file (and field) that is
 // missing or malformed.
 Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir);
 

@@ -31,19 +31,22 @@ inline std::unique_ptr<model::Tokenizer> TokenizerOrAbort(const char* target, mo
     return std::move(*loaded);
 }
 
+// Which tokens may cover no input bytes: none (GPT-2's files), the first (SentencePiece's dummy
+// prefix), or any (tokenizer.json: the post-processor's BOS and EOS, a "▁" a normalizer or
+// pre-tokenizer adds, a token whose characters the model drops).
+enum class EmptyTokens { kNone, kFirst, kAny };
+
 // What every tokenizer promises for text it accepted: one id, piece and byte range per token, ids
-// inside the vocabulary, and ranges that tile the text with each piece the bytes it covers. Only
-// SentencePiece's dummy prefix (a "\u2581" first token for text that does not start a word) may
-// cover no bytes: pass empty_first_token.
+// inside the vocabulary, and ranges that tile the text with each piece the bytes it covers.
 inline void CheckTokenization(const model::Tokenizer& tokenizer, std::string_view text,
-                              const model::Tokenization& t, bool empty_first_token = false) {
+                              const model::Tokenization& t, EmptyTokens empty = EmptyTokens::kNone) {
     FUZZ_CHECK(t.ids.size() == t.pieces.size() && t.ids.size() == t.offsets.size());
     FUZZ_CHECK(text.empty() == t.ids.empty());
     size_t position = 0;
     for (size_t i = 0; i < t.ids.size(); ++i) {
         FUZZ_CHECK(t.ids[i] >= 0 && static_cast<size_t>(t.ids[i]) < tokenizer.VocabSize());
         FUZZ_CHECK(t.offsets[i].first == position);
-        const bool may_be_empty = empty_first_token && i == 0;
+        const bool may_be_empty = empty == EmptyTokens::kAny || (empty == EmptyTokens::kFirst && i == 0);
         FUZZ_CHECK((t.offsets[i].second > t.offsets[i].first || may_be_empty) && t.offsets[i].second <= text.size());
         FUZZ_CHECK(t.pieces[i] == text.substr(t.offsets[i].first, t.offsets[i].second - t.offsets[i].first));
         FUZZ_CHECK(model::FindInvalidUtf8(model::PieceToDisplay(t.pieces[i])) == std::string_view::npos);

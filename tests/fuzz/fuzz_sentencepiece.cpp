@@ -34,7 +34,7 @@ void CheckValidText(std::string_view text) {
     const model::Tokenizer& tokenizer = English();
     auto encoded = tokenizer.Encode(text);
     FUZZ_CHECK(encoded.ok());
-    CheckTokenization(tokenizer, text, *encoded, /*empty_first_token=*/true);
+    CheckTokenization(tokenizer, text, *encoded, EmptyTokens::kFirst);
     FUZZ_CHECK(tokenizer.Decode(encoded->ids) == MarkersAsSpaces(text));
 }
 

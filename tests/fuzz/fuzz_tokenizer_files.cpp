@@ -1,16 +1,21 @@
-// Arbitrary bytes as a model folder's GPT-2 tokenizer files: the loaders must answer with a
-// Result error, never crash, hang or allocate without bound. The first byte picks the files:
+// Arbitrary bytes as a model folder's tokenizer files: the loaders must answer with a Result
+// error, never crash, hang or allocate without bound. The first byte picks the files:
 //   even: vocab.json, then a NUL byte, then merges.txt (LoadGpt2Tokenizer)
-//   odd:  tokenizer.json (LoadTokenizer on a folder holding only it)
-// A tokenizer that loads must keep the Tokenizer contract on a few texts (or refuse them).
+//   odd:  tokenizer.json (LoadTokenizer on a folder holding only it): normalizers, pre-tokenizers
+//         with their regexes, added tokens, post-processors and decoders from the file
+// A tokenizer that loads must keep the Tokenizer contract on a few texts (or refuse them with an
+// error), encode them the same way twice, and decode any ids; GPT-2's files must decode back to
+// the text (a tokenizer.json decodes as its decoder says).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "model/text/tokenizer.h"
 #include "tests/fuzz/fuzz_check.h"
@@ -45,6 +50,8 @@ constexpr const char* kTexts[] = {
     " \t\n  spaces  and\r\nlines ",
     "caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\xA6\x8A \xC2\xA0nbsp",
     "'s'll'd 12345 ...!!!",
+    "<s>ab</s> <|endoftext|>x<unk>  \xE2\x96\x81" "a",
+    "cafe\xCC\x81 \xEF\xAC\x81 \xCE\x9F\xCE\xA3 \xC2\x85\xEF\xBB\xBF aaaa",
 };
 
 }  // namespace
@@ -68,11 +75,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         return 0;
     }
     const model::Tokenizer& tokenizer = **loaded;
+    const bool gpt2 = data[0] % 2 == 0;
     for (const char* text : kTexts) {
         auto encoded = tokenizer.Encode(text);
-        if (!encoded) continue;  // a piece the vocabulary lacks
-        CheckTokenization(tokenizer, text, *encoded);
-        FUZZ_CHECK(tokenizer.Decode(encoded->ids) == text);
+        if (!encoded) {  // a piece the vocabulary lacks, a regex over its budget
+            FUZZ_CHECK(!encoded.error().empty() && encoded.error().find('\n') == std::string::npos);
+            continue;
+        }
+        CheckTokenization(tokenizer, text, *encoded, gpt2 ? EmptyTokens::kNone : EmptyTokens::kAny);
+        const std::string decoded = tokenizer.Decode(encoded->ids);
+        if (gpt2) FUZZ_CHECK(decoded == text);
+        auto again = tokenizer.Encode(text);
+        FUZZ_CHECK(again.ok() && again->ids == encoded->ids && again->offsets == encoded->offsets);
     }
+    // Ids from the input: any must decode without harm.
+    std::vector<int32_t> ids(std::min<size_t>(rest.size() / sizeof(int32_t), 64));
+    if (!ids.empty()) std::memcpy(ids.data(), rest.data(), ids.size() * sizeof(int32_t));
+    for (int32_t& id : ids) id = static_cast<int32_t>(static_cast<uint32_t>(id) % (tokenizer.VocabSize() + 2));
+    (void)tokenizer.Decode(ids);
     return 0;
 }

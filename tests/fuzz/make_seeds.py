@@ -85,6 +85,109 @@ def seeds_tokenizer_files():
     write("tokenizer_files", "hf_new_merges", "\x01" + json.dumps(hf_new, ensure_ascii=False))
     write("tokenizer_files", "hf_old_merges", "\x01" + json.dumps(hf_old))
     write("tokenizer_files", "hf_wordpiece", "\x01" + json.dumps({"model": {"type": "WordPiece", "vocab": {}}}))
+    seeds_hf_components()
+
+
+LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def hf(name, vocab, merges, **parts):
+    """A tokenizer.json seed: `vocab` a list of tokens (ids in order), the rest its components."""
+    file = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+            "pre_tokenizer": None, "post_processor": None, "decoder": None}
+    model = {"type": "BPE", "dropout": None, "unk_token": None, "fuse_unk": False, "byte_fallback": False,
+             "ignore_merges": False, "vocab": {t: i for i, t in enumerate(vocab)}, "merges": merges}
+    model.update(parts.pop("model", {}))
+    file.update(parts)
+    file["model"] = model
+    write("tokenizer_files", name, "\x01" + json.dumps(file, ensure_ascii=False))
+
+
+def added(id, content, **flags):
+    token = {"id": id, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": True}
+    token.update(flags)
+    return token
+
+
+def seeds_hf_components():
+    """One seed per kind of component tokenizer.json may hold (fuzz_tokenizer_files, odd first byte)."""
+    # Byte-level, as Llama 3 and Qwen 3: the 256 byte characters, a few merges, special tokens.
+    gpt2 = json.loads((ROOT / "assets/tokenizers/gpt2/vocab.json").read_text(encoding="utf-8"))
+    byte_chars = [t for t, i in sorted(gpt2.items(), key=lambda kv: kv[1]) if i < 256]
+    merges = [["\u0120", "t"], ["\u0120", "a"], ["h", "e"], ["i", "n"], ["\u0120t", "he"]]
+    level = byte_chars + [a + b for a, b in merges]
+    n = len(level)
+    template = {"type": "TemplateProcessing",
+                "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                "pair": [], "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [n], "tokens": ["<|begin_of_text|>"]}}}
+    hf("hf_llama3_like", level, merges, added_tokens=[added(n, "<|begin_of_text|>"), added(n + 1, "<|eot_id|>")],
+       pre_tokenizer={"type": "Sequence", "pretokenizers": [
+           {"type": "Split", "pattern": {"Regex": LLAMA3_REGEX}, "behavior": "Isolated", "invert": False},
+           {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+       post_processor={"type": "Sequence", "processors": [
+           {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True}, template]},
+       decoder={"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+       model={"ignore_merges": True})
+    hf("hf_qwen_like", level, [" ".join(m) for m in merges],
+       added_tokens=[added(n, "<|endoftext|>"), added(n + 1, "<|im_start|>", rstrip=True),
+                     added(n + 2, "<|im_end|>", lstrip=True), added(n + 3, "ab", single_word=True, special=False),
+                     added(n + 4, "Hello", normalized=True, special=False)],
+       normalizer={"type": "NFC"},
+       pre_tokenizer={"type": "Sequence", "pretokenizers": [
+           {"type": "Split", "pattern": {"Regex": LLAMA3_REGEX.replace("{1,3}", "")}, "behavior": "Isolated", "invert": False},
+           {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]},
+       post_processor={"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+       decoder={"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False})
+    hf("hf_gpt2_regex", level, merges, pre_tokenizer={"type": "ByteLevel", "add_prefix_space": True, "use_regex": True},
+       post_processor={"type": "RobertaProcessing", "sep": ["</s>", n + 1], "cls": ["<s>", n], "trim_offsets": True,
+                       "add_prefix_space": True},
+       added_tokens=[added(n, "<s>"), added(n + 1, "</s>")], decoder={"type": "ByteLevel"})
+
+    # SentencePiece-style, as Llama 2 and Mistral: "▁" for spaces, byte pieces, an unknown token.
+    m = "\u2581"
+    chars = ["<unk>", "<s>", "</s>", m] + list("abcdefghilnorstuwxyz0123456789.,!'") + [
+        "<0xC3>", "<0xA9>", "<0xF0>", "<0x9F>", "<0xA6>", "<0x8A>", "<0x0A>", "<0x09>"]
+    sp_merges = [f"{m} t", f"{m} a", "h e", f"{m}t he", "i n", f"{m} {m}"]
+    sp_vocab = chars + [f"{m}t", f"{m}a", "he", f"{m}the", "in", m + m]
+    llama2_decoder = {"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"String": m}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"},
+        {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+    bos = {"type": "TemplateProcessing",
+           "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+           "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}
+    sp_added = [added(0, "<unk>"), added(1, "<s>"), added(2, "</s>")]
+    sp_model = {"unk_token": "<unk>", "fuse_unk": True, "byte_fallback": True}
+    hf("hf_llama2_like", sp_vocab, sp_merges, added_tokens=sp_added, model=sp_model, post_processor=bos,
+       normalizer={"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": m},
+                                                        {"type": "Replace", "pattern": {"String": " "}, "content": m}]},
+       decoder=llama2_decoder)
+    for scheme, split in (("first", False), ("always", True), ("never", True)):
+        hf(f"hf_metaspace_{scheme}", sp_vocab, sp_merges, added_tokens=sp_added, model=sp_model, post_processor=bos,
+           pre_tokenizer={"type": "Metaspace", "replacement": m, "prepend_scheme": scheme, "split": split},
+           decoder={"type": "Metaspace", "replacement": m, "prepend_scheme": scheme, "split": split})
+
+    # Normalizers, every split behaviour and Digits, on a plain character vocabulary.
+    plain = list("abcdefghilnorstuwxyz0123456789 .,!'-") + ["ab", "-b", "12"]
+    plain_merges = ["a b", "- b", "1 2"]
+    hf("hf_normalizers", plain, plain_merges, model={"unk_token": "a"},
+       normalizer={"type": "Sequence", "normalizers": [
+           {"type": "NFKD"}, {"type": "StripAccents"}, {"type": "Lowercase"}, {"type": "Nmt"},
+           {"type": "Strip", "strip_left": True, "strip_right": True},
+           {"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "}, {"type": "NFC"}, {"type": "NFKC"}, {"type": "NFD"}]})
+    hf("hf_bytelevel_normalizer", level, merges, normalizer={"type": "ByteLevel"}, decoder={"type": "ByteLevel"})
+    hf("hf_splits", plain, plain_merges, model={"unk_token": "a", "fuse_unk": True},
+       pre_tokenizer={"type": "Sequence", "pretokenizers": [
+           {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithNext", "invert": False},
+           {"type": "Split", "pattern": {"Regex": "[.,!]"}, "behavior": "MergedWithPrevious", "invert": False},
+           {"type": "Split", "pattern": {"Regex": "-+"}, "behavior": "Contiguous", "invert": False},
+           {"type": "Split", "pattern": {"Regex": "\\w+|[^\\w\\s]+"}, "behavior": "Removed", "invert": True},
+           {"type": "Digits", "individual_digits": True}]},
+       post_processor={"type": "BertProcessing", "sep": ["-", 35], "cls": ["a", 0]})
+    hf("hf_hostile_regex", plain, plain_merges,
+       pre_tokenizer={"type": "Split", "pattern": {"Regex": "(a|a)+$|(?<=x)\\b.{0,3}"}, "behavior": "Isolated", "invert": False})
+    hf("hf_refused_normalizer", plain, plain_merges, normalizer={"type": "BertNormalizer", "lowercase": True})
 
 
 def seeds_json():

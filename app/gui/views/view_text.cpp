@@ -484,8 +484,20 @@ void TextView::UpdateLabels(const AppState& state) {
         m_labels_for = state.analysis;
         m_labels.clear();
         if (state.analysis) {
-            m_labels.reserve(state.analysis->tokens.pieces.size());
-            for (const std::string& piece : state.analysis->tokens.pieces) m_labels.push_back(MakeLabel(piece));
+            const model::Tokenization& tokens = state.analysis->tokens;
+            m_labels.reserve(tokens.pieces.size());
+            for (size_t i = 0; i < tokens.pieces.size(); ++i) {
+                // A token that stands for no text (a BOS, a "▁" the tokenizer adds) shows its own text, faint.
+                const int32_t id = tokens.ids[i];
+                if (tokens.pieces[i].empty() && state.vocab && id >= 0 && static_cast<size_t>(id) < state.vocab->size() &&
+                    !(*state.vocab)[id].empty()) {
+                    Label label = MakeLabel((*state.vocab)[id]);
+                    label.marks = {{0, static_cast<uint32_t>(label.text.size())}};
+                    m_labels.push_back(std::move(label));
+                    continue;
+                }
+                m_labels.push_back(MakeLabel(tokens.pieces[i]));
+            }
             // Tokens that split a character show it whole, with their part faint ("泳 1/2").
             const std::vector<std::string> grouped = TokenLabels(state.analysis->tokens);
             const std::vector<std::string>& pieces = state.analysis->tokens.pieces;

@@ -1,0 +1,475 @@
+// Contents:
+//   [SECTION] Oniguruma to PCRE2
+//   [SECTION] Compiling
+//   [SECTION] Searching under a budget
+#include "model/text/regex.h"
+
+#include "model/io/files.h"
+#include "model/text/tokenizer.h"
+#include "model/text/unicode.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+namespace model {
+namespace {
+
+//-----------------------------------------------------------------------------
+// [SECTION] Oniguruma to PCRE2
+//-----------------------------------------------------------------------------
+// HF compiles tokenizer.json patterns with Oniguruma (the onig crate, Ruby syntax, Unicode). Most
+// of that syntax means the same to PCRE2 with UTF, UCP and MULTILINE; what differs is rewritten
+// (the classes follow Oniguruma's Unicode definitions, as HF's own JavaScript port spells them)
+// and what cannot be reproduced exactly is refused rather than run differently.
+
+constexpr size_t kMaxPatternBytes = 64 * 1024;
+
+// Oniguruma's Unicode \w, as a class body.
+constexpr const char* kWordClass = "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}";
+
+bool IsHexDigit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+bool IsAsciiLetter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+class Translator {
+public:
+    explicit Translator(std::string_view pattern) : m_in(pattern) {}
+
+    Result<std::string> Run() {
+        while (m_at < m_in.size()) {
+            if (Status s = Outside(); !s) return Fail(s.error());
+        }
+        return m_out;
+    }
+
+private:
+    Error Refuse(const std::string& what) const {
+        return Fail("uses " + what + " (at character offset " + std::to_string(m_at) + "), which ssaviz cannot run as Oniguruma does");
+    }
+
+    char Peek(size_t ahead = 0) const { return m_at + ahead < m_in.size() ? m_in[m_at + ahead] : '\0'; }
+
+    // One whole UTF-8 character copied as it is.
+    void CopyCharacter() {
+        uint32_t cp = 0;
+        const size_t length = CodePointAt(m_in, m_at, &cp);
+        m_out.append(m_in.substr(m_at, length));
+        m_at += length;
+    }
+
+    // \x{...} or \xHH (up to two digits), \p{...}, \uHHHH: the escape letter is at m_at.
+    Status CopyOperandEscape(char letter) {
+        if (letter == 'x') {
+            m_out += "\\x";
+            ++m_at;
+            if (Peek() == '{') {
+                const size_t close = m_in.find('}', m_at);
+                if (close == std::string_view::npos) return Refuse("an unterminated \\x{");
+                m_out.append(m_in.substr(m_at, close + 1 - m_at));
+                m_at = close + 1;
+            } else {
+                for (int k = 0; k < 2 && IsHexDigit(Peek()); ++k) m_out += m_in[m_at++];
+            }
+            return Ok{};
+        }
+        if (letter == 'u') {
+            ++m_at;
+            for (int k = 0; k < 4; ++k)
+                if (!IsHexDigit(Peek(k))) return Refuse("\\u without four hex digits");
+            m_out += "\\x{" + std::string(m_in.substr(m_at, 4)) + "}";
+            m_at += 4;
+            return Ok{};
+        }
+        // \p{...} / \P{...}
+        ++m_at;
+        if (Peek() != '{') return Refuse(std::string("\\") + letter + " without braces");
+        const size_t close = m_in.find('}', m_at);
+        if (close == std::string_view::npos) return Refuse("an unterminated \\p{");
+        m_out += std::string("\\") + letter;
+        m_out.append(m_in.substr(m_at, close + 1 - m_at));
+        m_at = close + 1;
+        return Ok{};
+    }
+
+    Status Outside() {
+        const char c = m_in[m_at];
+        switch (c) {
+            case '\\': return EscapeOutside();
+            case '[': return Class();
+            case '.': m_out += "[^\\n]"; ++m_at; return Ok{};
+            case '(': return Group();
+            case '{': return Brace();
+            case '}': m_out += "\\}"; ++m_at; return Ok{};
+            default: CopyCharacter(); return Ok{};
+        }
+    }
+
+    Status EscapeOutside() {
+        if (m_at + 1 >= m_in.size()) return Refuse("a trailing backslash");
+        const char e = m_in[m_at + 1];
+        const auto emit = [&](const std::string& text) {
+            m_out += text;
+            m_at += 2;
+            return Status(Ok{});
+        };
+        const std::string boundary_word = std::string("[") + kWordClass + "]";
+        switch (e) {
+            case 's': return emit("\\p{White_Space}");
+            case 'S': return emit("\\P{White_Space}");
+            case 'h': return emit("[0-9A-Fa-f]");
+            case 'H': return emit("[^0-9A-Fa-f]");
+            case 'd': return emit("\\p{Nd}");
+            case 'D': return emit("\\P{Nd}");
+            case 'w': return emit(boundary_word);
+            case 'W': return emit(std::string("[^") + kWordClass + "]");
+            case 'b':
+                return emit("(?:(?<!" + boundary_word + ")(?=" + boundary_word + ")|(?<=" + boundary_word + ")(?!" + boundary_word + "))");
+            case 'B':
+                return emit("(?:(?<!" + boundary_word + ")(?!" + boundary_word + ")|(?<=" + boundary_word + ")(?=" + boundary_word + "))");
+            case 'v': return emit("\\x{0B}");
+            case 'A': case 'z': case 'Z': case 'n': case 't': case 'r': case 'f': case 'a': case 'e': case 'k':
+                return emit(std::string("\\") + e);
+            case 'x': case 'u': case 'p': case 'P':
+                ++m_at;
+                return CopyOperandEscape(e);
+            default: break;
+        }
+        if (e >= '1' && e <= '9') {  // a back-reference
+            m_out += '\\';
+            ++m_at;
+            while (Peek() >= '0' && Peek() <= '9') m_out += m_in[m_at++];
+            return Ok{};
+        }
+        if (e == '0') {  // octal
+            m_out += "\\0";
+            m_at += 2;
+            for (int k = 0; k < 2 && Peek() >= '0' && Peek() <= '7'; ++k) m_out += m_in[m_at++];
+            return Ok{};
+        }
+        if (IsAsciiLetter(e)) return Refuse(std::string("\\") + e);
+        m_out += '\\';  // an escaped punctuation or non-ASCII character stands for itself
+        ++m_at;
+        CopyCharacter();
+        return Ok{};
+    }
+
+    Status Group() {
+        if (Peek(1) != '?') {
+            m_out += '(';
+            ++m_at;
+            return Ok{};
+        }
+        const char kind = Peek(2);
+        if (kind == '#') {  // a comment
+            const size_t close = m_in.find(')', m_at);
+            if (close == std::string_view::npos) return Refuse("an unterminated comment");
+            m_at = close + 1;
+            return Ok{};
+        }
+        if (kind == ':' || kind == '=' || kind == '!' || kind == '>') {
+            m_out.append(m_in.substr(m_at, 3));
+            m_at += 3;
+            return Ok{};
+        }
+        if (kind == '<' && (Peek(3) == '=' || Peek(3) == '!')) {
+            m_out.append(m_in.substr(m_at, 4));
+            m_at += 4;
+            return Ok{};
+        }
+        if (kind == '<' || kind == '\'') {  // a named group: (?<name>...) or (?'name'...)
+            m_out.append(m_in.substr(m_at, 3));
+            m_at += 3;
+            return Ok{};
+        }
+        // Options: only case-insensitivity means the same in both ((?m) is dotall to Oniguruma's
+        // Ruby syntax, (?x) changes how the rest must be read).
+        size_t k = m_at + 2;
+        while (k < m_in.size() && (m_in[k] == 'i' || m_in[k] == '-')) ++k;
+        if (k > m_at + 2 && k < m_in.size() && (m_in[k] == ':' || m_in[k] == ')')) {
+            m_out.append(m_in.substr(m_at, k + 1 - m_at));
+            m_at = k + 1;
+            return Ok{};
+        }
+        return Refuse("the group \"" + EscapeForMessage(m_in.substr(m_at, 4), 8) + "\"");
+    }
+
+    // {n}, {n,}, {n,m} and Oniguruma's {,m}; anything else is a literal brace.
+    Status Brace() {
+        size_t k = m_at + 1;
+        const size_t first = k;
+        while (k < m_in.size() && m_in[k] >= '0' && m_in[k] <= '9') ++k;
+        const bool has_min = k > first;
+        bool has_max = false, comma = false;
+        if (k < m_in.size() && m_in[k] == ',') {
+            comma = true;
+            const size_t second = ++k;
+            while (k < m_in.size() && m_in[k] >= '0' && m_in[k] <= '9') ++k;
+            has_max = k > second;
+        }
+        const bool valid = k < m_in.size() && m_in[k] == '}' && (has_min || (comma && has_max)) && !m_out.empty();
+        if (!valid) {
+            m_out += "\\{";
+            ++m_at;
+            return Ok{};
+        }
+        if (k + 1 < m_in.size() && m_in[k + 1] == '+') return Refuse("{n,m}+ (a repeat of a repeat in Oniguruma)");
+        m_out += '{';
+        if (!has_min) m_out += '0';
+        m_out.append(m_in.substr(m_at + 1, k + 1 - (m_at + 1)));
+        m_at = k + 1;
+        return Ok{};
+    }
+
+    Status Class() {
+        m_out += '[';
+        ++m_at;
+        if (Peek() == '^') {
+            m_out += '^';
+            ++m_at;
+        }
+        if (Peek() == ']') return Refuse("a character class that starts with ']'");
+        while (m_at < m_in.size()) {
+            const char c = m_in[m_at];
+            if (c == ']') {
+                m_out += ']';
+                ++m_at;
+                return Ok{};
+            }
+            if (c == '[') {
+                if (Peek(1) != ':') return Refuse("a nested character class");
+                if (Status s = PosixClass(); !s) return s;
+                continue;
+            }
+            if (c == '&' && Peek(1) == '&') return Refuse("a class intersection (&&)");
+            if (c == '\\') {
+                if (Status s = EscapeInClass(); !s) return s;
+                continue;
+            }
+            CopyCharacter();
+        }
+        return Refuse("an unterminated character class");
+    }
+
+    Status PosixClass() {
+        const size_t close = m_in.find(":]", m_at + 2);
+        if (close == std::string_view::npos) return Refuse("an unterminated [:class:]");
+        const std::string name(m_in.substr(m_at + 2, close - (m_at + 2)));
+        static const std::pair<const char*, const char*> kClasses[] = {
+            {"alpha", "\\p{Alphabetic}"}, {"alnum", "\\p{Alphabetic}\\p{Nd}"}, {"digit", "\\p{Nd}"},
+            {"lower", "\\p{Lowercase}"},  {"upper", "\\p{Uppercase}"},         {"space", "\\p{White_Space}"},
+            {"blank", "\\t\\p{Zs}"},      {"cntrl", "\\p{Cc}"},                {"xdigit", "0-9A-Fa-f"},
+        };
+        for (const auto& [posix, body] : kClasses) {
+            if (name == posix) {
+                m_out += body;
+                m_at = close + 2;
+                return Ok{};
+            }
+        }
+        if (name == "word") {
+            m_out += kWordClass;
+            m_at = close + 2;
+            return Ok{};
+        }
+        return Refuse("[:" + EscapeForMessage(name, 20) + ":]");
+    }
+
+    Status EscapeInClass() {
+        if (m_at + 1 >= m_in.size()) return Refuse("a trailing backslash");
+        const char e = m_in[m_at + 1];
+        const auto emit = [&](const std::string& text) {
+            m_out += text;
+            m_at += 2;
+            return Status(Ok{});
+        };
+        switch (e) {
+            case 's': return emit("\\p{White_Space}");
+            case 'S': return emit("\\P{White_Space}");
+            case 'd': return emit("\\p{Nd}");
+            case 'D': return emit("\\P{Nd}");
+            case 'w': return emit(kWordClass);
+            case 'h': return emit("0-9A-Fa-f");
+            case 'v': return emit("\\x{0B}");
+            case 'b': return emit("\\x{08}");
+            case 'n': case 't': case 'r': case 'f': case 'a': case 'e': return emit(std::string("\\") + e);
+            case 'x': case 'u': case 'p': case 'P':
+                ++m_at;
+                return CopyOperandEscape(e);
+            default: break;
+        }
+        if (IsAsciiLetter(e) || (e >= '0' && e <= '9')) return Refuse(std::string("\\") + e + " inside a class");
+        m_out += '\\';
+        ++m_at;
+        CopyCharacter();
+        return Ok{};
+    }
+
+    std::string_view m_in;
+    size_t m_at = 0;
+    std::string m_out;
+};
+
+std::string Pcre2Message(int code) {
+    PCRE2_UCHAR buffer[256];
+    if (pcre2_get_error_message(code, buffer, sizeof(buffer)) < 0) return "error " + std::to_string(code);
+    return reinterpret_cast<const char*>(buffer);
+}
+
+}  // namespace
+
+//-----------------------------------------------------------------------------
+// [SECTION] Compiling
+//-----------------------------------------------------------------------------
+
+struct Regex::Code {
+    pcre2_code* code = nullptr;  // null for a non-empty literal
+    std::string literal;
+    bool invalid_utf8 = false;
+    ~Code() {
+        if (code) pcre2_code_free(code);
+    }
+};
+
+Result<Regex> Regex::Compile(std::string_view pattern, Dialect dialect, bool invalid_utf8) {
+    if (pattern.size() > kMaxPatternBytes) return Fail("the regex is " + FormatBytes(pattern.size()) + ", more than the 64 KB allowed");
+    if (FindInvalidUtf8(pattern) != std::string_view::npos) return Fail("the regex is not valid UTF-8");
+    std::string translated(pattern);
+    if (dialect == Dialect::kOniguruma) {
+        auto t = Translator(pattern).Run();
+        if (!t) return Fail("the regex " + t.error());
+        translated = std::move(*t);
+    }
+    pcre2_compile_context* context = pcre2_compile_context_create(nullptr);
+    if (!context) return Fail("out of memory compiling a regex");
+    pcre2_set_newline(context, PCRE2_NEWLINE_LF);
+    // Anchored: FindAll tries each start position itself, so every attempt has its own bound.
+    const uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE | PCRE2_ANCHORED | PCRE2_NEVER_BACKSLASH_C |
+                             (invalid_utf8 ? PCRE2_MATCH_INVALID_UTF : 0);
+    int error_code = 0;
+    PCRE2_SIZE error_offset = 0;
+    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(), options,
+                                     &error_code, &error_offset, context);
+    pcre2_compile_context_free(context);
+    if (!code) return Fail("the regex does not compile: " + Pcre2Message(error_code));
+    // JIT is only a speed-up: without it pcre2_match interprets the same pattern.
+    pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
+    auto compiled = std::make_shared<Code>();
+    compiled->code = code;
+    compiled->invalid_utf8 = invalid_utf8;
+    Regex regex;
+    regex.m_code = std::move(compiled);
+    return regex;
+}
+
+Result<Regex> Regex::Literal(std::string_view text, bool invalid_utf8) {
+    if (text.empty()) {
+        // HF escapes the string into a regex; an empty one matches between every two characters.
+        return Compile("", Dialect::kPcre2, invalid_utf8);
+    }
+    if (text.size() > kMaxPatternBytes) return Fail("the pattern is " + FormatBytes(text.size()) + ", more than the 64 KB allowed");
+    auto compiled = std::make_shared<Code>();
+    compiled->literal = std::string(text);
+    compiled->invalid_utf8 = invalid_utf8;
+    Regex regex;
+    regex.m_code = std::move(compiled);
+    return regex;
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] Searching under a budget
+//-----------------------------------------------------------------------------
+// PCRE2's match limit counts backtracking steps per start position, so it alone would let a
+// pattern spend its limit at every position. Each attempt here starts with a small limit that
+// quadruples while it is hit, and every limit granted is charged to a budget linear in the text:
+// ordinary patterns use a small part of it, a catastrophic one exhausts it and is refused.
+
+namespace {
+
+constexpr uint64_t kBudgetBase = uint64_t{1} << 22;
+constexpr uint64_t kBudgetPerByte = 2048;
+constexpr uint32_t kFirstLimit = 64;
+constexpr uint32_t kHeapLimitKiB = 64 * 1024;
+
+struct Pcre2Thread {
+    pcre2_match_data* data = pcre2_match_data_create(1, nullptr);
+    pcre2_match_context* context = pcre2_match_context_create(nullptr);
+    pcre2_jit_stack* jit_stack = pcre2_jit_stack_create(32 * 1024, 1024 * 1024, nullptr);
+    Pcre2Thread() {
+        if (context) {
+            pcre2_set_heap_limit(context, kHeapLimitKiB);
+            if (jit_stack) pcre2_jit_stack_assign(context, nullptr, jit_stack);
+        }
+    }
+    ~Pcre2Thread() {
+        pcre2_match_data_free(data);
+        pcre2_match_context_free(context);
+        pcre2_jit_stack_free(jit_stack);
+    }
+};
+
+}  // namespace
+
+Status Regex::FindAll(std::string_view text, std::vector<std::pair<size_t, size_t>>* matches) const {
+    matches->clear();
+    const Code& c = *m_code;
+    if (!c.code) {
+        for (size_t at = text.find(c.literal); at != std::string_view::npos; at = text.find(c.literal, at + c.literal.size()))
+            matches->emplace_back(at, at + c.literal.size());
+        return Ok{};
+    }
+    thread_local Pcre2Thread pcre2;
+    if (!pcre2.data || !pcre2.context) return Fail("out of memory for a regex search");
+    const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+    const uint32_t check = c.invalid_utf8 ? 0 : PCRE2_NO_UTF_CHECK;  // valid text was checked on the way in
+    uint64_t budget = kBudgetBase + kBudgetPerByte * text.size();
+    const auto next_character = [&](size_t at) {
+        uint32_t cp = 0;
+        return at + CodePointAt(text, at, &cp);
+    };
+    // The end of a match starting exactly at `at`, or npos.
+    const auto match_at = [&](size_t at, size_t* end) -> Status {
+        *end = std::string_view::npos;
+        for (uint64_t limit = kFirstLimit;; limit *= 4) {
+            const uint64_t granted = std::min<uint64_t>({limit, budget, UINT32_MAX});
+            pcre2_set_match_limit(pcre2.context, static_cast<uint32_t>(granted));
+            const int rc = pcre2_match(c.code, subject, text.size(), at, check, pcre2.data, pcre2.context);
+            budget -= granted;
+            if (rc >= 0) {  // 0: a match, with more groups than the one pair kept
+                *end = pcre2_get_ovector_pointer(pcre2.data)[1];
+                return Ok{};
+            }
+            if (rc == PCRE2_ERROR_NOMATCH) return Ok{};
+            if (rc != PCRE2_ERROR_MATCHLIMIT) return Fail("the regex failed at byte " + std::to_string(at) + ": " + Pcre2Message(rc));
+            if (budget == 0)
+                return Fail("the regex needs more work than its budget (" + std::to_string(kBudgetBase + kBudgetPerByte * text.size()) +
+                            " steps for " + std::to_string(text.size()) + " bytes) at byte " + std::to_string(at));
+        }
+    };
+    size_t position = 0;
+    bool have_last = false;
+    size_t last_end = 0;
+    while (position <= text.size()) {
+        size_t start = position, end = std::string_view::npos;
+        for (;;) {
+            if (Status s = match_at(start, &end); !s) return s;
+            if (end != std::string_view::npos || start >= text.size()) break;
+            start = next_character(start);
+        }
+        if (end == std::string_view::npos) break;
+        if (end == start && have_last && last_end == end) {
+            if (start >= text.size()) break;
+            position = next_character(start);
+            continue;
+        }
+        matches->emplace_back(start, end);
+        have_last = true;
+        last_end = end;
+        position = end;
+    }
+    return Ok{};
+}
+
+}  // namespace model
