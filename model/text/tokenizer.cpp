@@ -298,6 +298,7 @@ public:
     std::string Decode(const std::vector<int32_t>& ids) const override;
     size_t VocabSize() const override { return m_id_bytes.size(); }
     std::string Kind() const override { return "gpt2-bpe"; }
+    uint64_t ContentHash() const override { return m_hash; }
 
 private:
     struct Merge {
@@ -319,6 +320,8 @@ private:
     std::unordered_map<uint64_t, Merge> m_merges;              // (left, right) symbols -> merge
 
     std::vector<std::string> m_id_bytes;  // [V] raw bytes of each id ("" for ids the vocab skips)
+    std::string m_vocab_source;           // the file (and field) the vocabulary came from, for messages
+    uint64_t m_hash = kHashSeed;          // ContentHash: the ids' bytes, then the merges in rank order
     Pcre2Code m_pattern;
 
     // Words repeat a lot in text, so their BPE is cached. The cache is cleared when it reaches
@@ -380,6 +383,14 @@ Result<std::unique_ptr<Tokenizer>> Gpt2Tokenizer::Create(const BpeFiles& files) 
         const int32_t result = t.Intern(left_bytes + right_bytes);
         t.m_merges[PairKey(left_symbol, right_symbol)] = Merge{static_cast<int32_t>(rank), result};
     }
+    // Lengths go in before bytes so that no two different lists hash the same stream.
+    auto hash = [&t](std::string_view bytes) {
+        const uint64_t size = bytes.size();
+        t.m_hash = HashBytes(bytes, HashBytes(std::string_view(reinterpret_cast<const char*>(&size), sizeof size), t.m_hash));
+    };
+    for (const std::string& bytes : t.m_id_bytes) hash(bytes);
+    for (const auto& [left, right] : files.merges) hash(left), hash(right);
+    t.m_vocab_source = files.vocab_source;
     return std::unique_ptr<Tokenizer>(std::move(tokenizer));
 }
 
@@ -488,8 +499,9 @@ Result<Tokenization> Gpt2Tokenizer::Encode(std::string_view text) const {
             const std::string& bytes = m_symbols[symbol];
             const int32_t id = m_symbol_token[symbol];
             if (id < 0) {
-                return Fail("BPE piece '" + BytesToByteLevel(bytes) + "' (at byte " + std::to_string(offset) +
-                            ") is not in the vocabulary");
+                return Fail("BPE piece '" + EscapeForMessage(BytesToByteLevel(bytes), 40) + "' (" + std::to_string(bytes.size()) +
+                            " bytes, at byte " + std::to_string(offset) + ") is not in the vocabulary of " +
+                            EscapeForMessage(m_vocab_source));
             }
             out.ids.push_back(id);
             out.pieces.push_back(bytes);
@@ -562,6 +574,11 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir) {
     }
     if (files == "tokenizer.model") return LoadSentencePieceTokenizer((dir / "tokenizer.model").string());
     return Fail("model folder '" + EscapeForMessage(model_dir) + "' has no tokenizer (vocab.json + merges.txt, tokenizer.json or tokenizer.model)");
+}
+
+uint64_t HashBytes(std::string_view bytes, uint64_t hash) {
+    for (const char c : bytes) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    return hash;
 }
 
 size_t FindInvalidUtf8(std::string_view text) {
