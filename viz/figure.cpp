@@ -295,7 +295,8 @@ void Quantize(float v, int* whole, int* quarter) {
 void DrawText(Canvas& canvas, const FontSet& fonts, GlyphCache& cache, const FigText& t) {
     if (t.Text.empty() || t.Color.a == 0 || !(t.Size > 0) || t.Size > 4096 || !Finite(t.X) || !Finite(t.Y)) return;
     if (std::abs(t.X) > 1e6f || std::abs(t.Y) > 1e6f) return;
-    const TextRun run = LayoutText(fonts, t.Text, t.Size, t.Bold);
+    // Layouts bound their labels; a text longer than any figure can show is laid out only so far.
+    const TextRun run = LayoutText(fonts, t.Text.size() > kMaxDrawnTextBytes ? t.Text.substr(0, kMaxDrawnTextBytes) : t.Text, t.Size, t.Bold);
     const float start = t.Align == TextAlign::Left ? 0.0f : t.Align == TextAlign::Center ? -run.advance * 0.5f : -run.advance;
     const float baseline = fonts.baseline_em * t.Size;
     const float alpha = t.Color.a / 255.0f;
@@ -506,8 +507,14 @@ float MeasureText(const std::string& text, float size, bool bold) {
     return LayoutText(*fonts, text, size, bold).advance;
 }
 
+bool FigureFits(const Figure& figure) {
+    return figure.Width >= 0 && figure.Height >= 0 && figure.Width <= kMaxFigureSide && figure.Height <= kMaxFigureSide &&
+           int64_t{figure.Width} * figure.Height <= kMaxFigurePixels;
+}
+
 Image RasterizeFigure(const Figure& figure) {
     Image image;
+    if (!FigureFits(figure)) return image;
     image.width = std::max(0, figure.Width);
     image.height = std::max(0, figure.Height);
     image.pixels.assign(static_cast<size_t>(image.width) * image.height, figure.Background);

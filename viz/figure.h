@@ -73,6 +73,13 @@ struct Figure {
     }
 };
 
+// The largest figure RasterizeFigure draws: a heatmap of the largest --size (8,192 px) with its
+// labels and colour bar fits with room to spare. Layouts bound their labels so that text never
+// makes a figure larger; a caller refuses a figure that does not fit before rasterising it.
+constexpr int kMaxFigureSide = 16384;
+constexpr int64_t kMaxFigurePixels = int64_t{1} << 27;  // 128 M pixels: 512 MB of RGBA
+bool FigureFits(const Figure& figure);
+
 // Fonts: the first file that has a glyph draws it (DejaVu Sans, then WenQuanYi Micro Hei for CJK
 // by default). Loaded once per process; every call below is safe from any thread after that.
 std::vector<std::string> DefaultFigureFonts();  // regular faces, in fallback order
@@ -85,9 +92,11 @@ bool LoadFigureFonts(std::string* error, const std::vector<std::string>& paths =
 // fallback fonts included). Without fonts, an estimate (0.6 em per character) so layouts still work.
 float MeasureText(const std::string& text, float size, bool bold = false);
 
-// Draws the figure at its own size. Requires LoadFigureFonts (text is skipped without fonts).
+// Draws the figure at its own size (an empty image for one that does not fit). Requires
+// LoadFigureFonts (text is skipped without fonts); of a text, at most kMaxDrawnTextBytes are drawn.
 // Rects snap to whole pixels; lines, circles and glyphs are anti-aliased by coverage (glyphs at
 // quarter-pixel positions). Tab and newline draw as a space, other control characters as nothing.
+constexpr size_t kMaxDrawnTextBytes = size_t{64} << 10;
 Image RasterizeFigure(const Figure& figure);
 
 // Standalone SVG 1.1 document. Text uses font-family "DejaVu Sans" with the same metrics. Images

@@ -98,6 +98,17 @@ std::string EllipsizeWidth(const std::string& s, float max_width, float size) {
     return (lo ? s.substr(0, ends[lo - 1]) : std::string()) + kEllipsis;
 }
 
+// Any text from outside (a title naming a model and its what-ifs, a token that is a megabyte long)
+// is cut to this many characters before it is measured, and then to the width it may take, so no
+// text makes a figure larger than its content.
+constexpr size_t kMaxLabelChars = 300;
+// The widest a title may make a figure that is narrower than it.
+constexpr float kMaxTitleWidth = 1200;
+
+std::string BoundLabel(const std::string& s, float max_width, float size) {
+    return EllipsizeWidth(EllipsizeChars(s, kMaxLabelChars), max_width, size);
+}
+
 // A token piece as an axis label: leading spaces as middle dots (they mark word starts), newline
 // and tab as arrows, at most 16 characters.
 std::string AxisLabel(const std::string& piece) {
@@ -281,8 +292,9 @@ void AddHorizontalColorBar(Figure& f, float x, float y, float width, const Color
 }
 
 // Title text centred on `centre` but kept inside the figure; widens the figure when it must.
-void AddTitle(Figure& f, const std::string& title, float centre, float y, float size) {
-    if (title.empty()) return;
+void AddTitle(Figure& f, const std::string& title_in, float centre, float y, float size) {
+    if (title_in.empty()) return;
+    const std::string title = BoundLabel(title_in, std::max(static_cast<float>(f.Width) - 2 * kPad, kMaxTitleWidth), size);
     const float w = MeasureText(title, size);
     centre = std::max(centre, kPad + w * 0.5f);
     f.Width = std::max(f.Width, static_cast<int>(std::ceil(centre + w * 0.5f + kPad)));
@@ -439,7 +451,8 @@ Figure HighlightFigure(const std::vector<std::string>& pieces, const std::vector
         for (bool first = true;; first = false) {
             const size_t end = std::min(piece.find('\n', begin), piece.size());
             if (!first) x = 0, ++line;
-            const std::string part = piece.substr(begin, end - begin);
+            // A part wider than a line (one token can be a megabyte of text) is cut to the line.
+            const std::string part = BoundLabel(piece.substr(begin, std::min(end - begin, kMaxLabelChars * 4)), wrap, fs);
             const float w = MeasureText(part, fs);
             if (!part.empty()) {
                 if (x > 0 && x + w > wrap) x = 0, ++line;
@@ -456,7 +469,8 @@ Figure HighlightFigure(const std::vector<std::string>& pieces, const std::vector
     const float title_fs = fs;
     const float title_h = options.Title.empty() ? 0.0f : std::ceil(title_fs * 1.8f);
     const float text_x = kPad + 4, text_y = kPad + title_h;
-    if (!options.Title.empty()) AddText(f, text_x, kPad + title_fs * 0.7f, options.Title, title_fs);
+    const std::string title = BoundLabel(options.Title, std::max(wrap, kMaxTitleWidth), title_fs);
+    if (!title.empty()) AddText(f, text_x, kPad + title_fs * 0.7f, title, title_fs);
     for (const Placed& p : placed) {
         const float v = p.token < values.size() ? values[p.token] : std::numeric_limits<float>::quiet_NaN();
         const float cy = text_y + p.line * line_h + line_h * 0.5f;
@@ -492,8 +506,7 @@ Figure HighlightFigure(const std::vector<std::string>& pieces, const std::vector
     const float caption_right = std::max(bar_x + bar_w * 0.5f, kPad + caption_w * 0.5f) + caption_w * 0.5f;
     const float legend_w = std::max(bar_x + bar_w + overhang_right, caption_right) - text_x;
     f.Width = static_cast<int>(std::ceil(text_x + std::max(content_w, legend_w) + 4 + kPad));
-    if (!options.Title.empty())
-        f.Width = std::max(f.Width, static_cast<int>(std::ceil(text_x + MeasureText(options.Title, title_fs) + kPad)));
+    if (!title.empty()) f.Width = std::max(f.Width, static_cast<int>(std::ceil(text_x + MeasureText(title, title_fs) + kPad)));
     f.Height = static_cast<int>(std::ceil(bar_y + HorizontalColorBarHeight(bar) + kPad));
     return f;
 }

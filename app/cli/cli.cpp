@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -356,6 +357,7 @@ int CmdInitRandom(const CommandOptions& o) {
     const uint64_t seed = m.seed.value_or(1234);
     const std::string tokenizer = m.tokenizer.value_or("assets/tokenizers/gpt2");
     if (m.lit_checkpoint && !c.Rope()) throw Failure{kExitUsage, "--layout lit needs --family pythia, llama, mistral or llama3 (GPT-2 is HF's layout)"};
+    if (auto s = CheckExportFolder(o.out); !s) throw Failure{kExitUsage, "--out: " + s.error()};
     if (auto s = model::WriteRandomModel(c, seed, tokenizer, o.out, m.save_dtype, m.lit_checkpoint); !s) throw Failure{kExitBadInput, s.error()};
     return kExitOk;
 }
@@ -402,12 +404,12 @@ int RunCommandLine(const std::vector<std::string>& args, LaunchOptions* launch, 
         if (name == "help" || name == "--help" || name == "-h") {
             if (args.size() <= 2 || name != "help") return std::printf("%s", UsageText().c_str()), kExitOk;
             const auto about = FindCommand(args[2]);
-            if (!about) throw Failure{kExitUsage, "unknown command '" + args[2] + "'"};
+            if (!about) throw Failure{kExitUsage, "unknown command " + QuoteForMessage(args[2])};
             return std::printf("%s", CommandHelp(*about).c_str()), kExitOk;
         }
         const bool window = name.empty() || name.rfind("--", 0) == 0;
         const std::optional<Command> command = window ? std::optional(Command::Window) : FindCommand(name);
-        if (!command || (!window && *command == Command::Window)) throw Failure{kExitUsage, "unknown command '" + name + "'"};
+        if (!command || (!window && *command == Command::Window)) throw Failure{kExitUsage, "unknown command " + QuoteForMessage(name)};
         CommandOptions o;
         if (auto s = ParseFlags(*command, args, window ? 1 : 2, &o); !s) throw Failure{kExitUsage, s.error()};
         if (o.help) return std::printf("%s", window ? UsageText().c_str() : CommandHelp(*command).c_str()), kExitOk;
@@ -426,8 +428,13 @@ int RunCommandLine(const std::vector<std::string>& args, LaunchOptions* launch, 
     } catch (const Failure& f) {
         std::fprintf(stderr, "ssaviz: %s\n", f.message.c_str());
         return f.code;
+    } catch (const std::bad_alloc&) {  // what failed to fit has been freed by now: printing is safe
+        std::fprintf(stderr, "ssaviz: out of memory (a size or text too large for this machine)\n");
+        return kExitFailure;
     } catch (const std::exception& e) {  // torch errors (c10::Error) and the like: never a crash
-        std::fprintf(stderr, "ssaviz: internal error: %s\n", e.what());
+        // c10::Error appends a backtrace: its first line is the message, and one line is what is printed.
+        const std::string what = e.what();
+        std::fprintf(stderr, "ssaviz: internal error: %s\n", model::EscapeForMessage(what.substr(0, what.find('\n')), 400).c_str());
         return kExitFailure;
     }
 }

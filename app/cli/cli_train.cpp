@@ -11,6 +11,7 @@
 #include "app/cli/cli_common.h"
 #include "model/nn/analysis.h"
 #include "model/train/train.h"
+#include "model/io/files.h"
 #include "model/io/weights.h"
 
 namespace app {
@@ -37,6 +38,14 @@ Recipe DefaultRecipe(const std::string& task) {
     return {4, 4, 128, 256, 256, 16, 2000, 100, 3e-3, 0.1, false};
 }
 
+// More threads than cores only wait on each other: a 0.6 s run took a minute with 64 on 2 cores.
+void CheckThreads(int threads) {
+    const int cores = model::UsableCores();
+    if (threads > cores)
+        throw Failure{kExitUsage, "--threads " + std::to_string(threads) + " is more than the " + std::to_string(cores) +
+                                      " cores this process may use"};
+}
+
 std::string Describe(const json& eval) {
     char buf[160];
     if (eval.contains("l1"))
@@ -61,10 +70,12 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
     const Recipe r = DefaultRecipe(o.task.task);
     if (o.task.task == "text") {
         if (options.data.empty()) throw Failure{kExitUsage, "--task text needs --data PATH[,PATH...] (files or folders of UTF-8 text)"};
-        std::stringstream in(options.data);
-        for (std::string p; std::getline(in, p, ',');)
+        const auto paths = SplitList(options.data);
+        if (!paths) throw Failure{kExitUsage, "--data is empty"};
+        for (const std::string& p : *paths)
             if (!p.empty()) o.task.data.push_back(p);
     }
+    if (auto s = CheckExportFolder(options.out); !s) throw Failure{kExitUsage, "--out: " + s.error()};
     json config = {{"n_layer", m.layers.value_or(r.layers)}, {"n_head", m.heads.value_or(r.heads)}, {"n_embd", m.width.value_or(r.width)},
                    {"n_positions", m.context.value_or(r.context)}, {"vocab_size", m.vocab}};
     auto parsed = model::ParseConfig(config.dump(), "train flags");
@@ -88,8 +99,20 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
     o.twin = !m.no_twin;
     o.freeze_positions = m.freeze_positions || (r.freeze_positions && !m.learn_positions);
     o.storage = m.save_dtype;
+    // Every count against the others and against the machine, before anything is written.
+    if (o.task.seq_len < 2 || o.task.seq_len > o.config.n_positions)
+        throw Failure{kExitUsage, "--seq-len " + std::to_string(o.task.seq_len) + " must be from 2 to the context (--context " +
+                                      std::to_string(o.config.n_positions) + ")"};
+    const int threads = m.threads.value_or(o.twin ? 1 : 2);
+    CheckThreads(threads);
+    const size_t memory = model::PhysicalMemoryBytes(), needs = model::EstimateTrainingBytes(o);
+    if (memory > 0 && needs > memory)
+        throw Failure{kExitUsage, "this training would hold about " + model::FormatBytes(needs) + " (--batch " + std::to_string(o.task.batch) +
+                                      " x --seq-len " + std::to_string(o.task.seq_len) + " with the model's sizes), more than the " +
+                                      model::FormatBytes(memory) + " of memory here"};
+    if (auto s = model::CheckTrainOutput(o); !s) throw Failure{kExitUsage, "--out: " + s.error()};
     // Threads inside each op; the SSA model and its twin already train on a thread each.
-    model::SetComputeThreads(m.threads.value_or(o.twin ? 1 : 2));
+    model::SetComputeThreads(threads);
     KeepLargeAllocations();
     o.command = typed;
 
@@ -116,7 +139,9 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
 int CmdEval(const CommandOptions& options) {
     const std::string& dir = *options.model_dir;  // required by the table
     KeepLargeAllocations();
-    model::SetComputeThreads(options.new_model.threads.value_or(2));
+    const int threads = options.new_model.threads.value_or(std::min(2, model::UsableCores()));
+    CheckThreads(threads);
+    model::SetComputeThreads(threads);
     auto result = model::EvaluateModelFolder(dir, options.data);
     if (!result) throw Failure{kExitBadInput, result.error()};
     if (options.json) std::printf("%s\n", result->dump(1).c_str());

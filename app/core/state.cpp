@@ -80,10 +80,12 @@ bool AppState::IsPinned(HeadRef h) const {
     return std::any_of(pinned.begin(), pinned.end(), [&](const Pin& p) { return p.Ref() == h; });
 }
 
-void AppState::TogglePin(HeadRef h) {
+bool AppState::TogglePin(HeadRef h) {
     auto it = std::find_if(pinned.begin(), pinned.end(), [&](const Pin& p) { return p.Ref() == h; });
     if (it != pinned.end()) pinned.erase(it);
+    else if (pinned.size() >= kMaxPins) return false;
     else pinned.push_back({h.layer, h.head, settings.map_mode});
+    return true;
 }
 
 bool AppState::IsGenerated(const model::Tokenization& tokens, int i) const {

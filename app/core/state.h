@@ -35,6 +35,8 @@ struct Pin {
     MapMode mode = MapMode::Ssa;
     HeadRef Ref() const { return {layer, head}; }
 };
+// The most heads pinned at once (each is a map of its own in the window); a session may hold no more.
+constexpr size_t kMaxPins = 64;
 
 // The window's panes, as the user sized them: the three columns' shares of the width, and the
 // text editor's share of the left column's height (0 when it is folded away).
@@ -156,7 +158,7 @@ struct AppState {
     int Heads() const { return analysis ? analysis->n_head : 0; }
     int Tokens() const { return analysis ? analysis->n_tokens : 0; }
     bool IsPinned(HeadRef h) const;
-    void TogglePin(HeadRef h);  // a new pin shows the map mode in use
+    bool TogglePin(HeadRef h);  // a new pin shows the map mode in use; false when kMaxPins are pinned already
     void ClampSelection();  // keeps selected / query / pinned inside the current analysis
 };
 

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <set>
 #include <thread>
@@ -16,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -258,6 +260,11 @@ ExportFile FigureFile(std::string path, const char* extension, std::function<viz
         std::string error;
         if (!viz::LoadFigureFonts(&error)) return model::Fail(error);
         const viz::Figure figure = make();
+        // The layouts bound every label, so only a figure the layouts got wrong is this large; it is
+        // refused before a raster of it is allocated.
+        if (!viz::FigureFits(figure))
+            return model::Fail(full + ": a figure of " + std::to_string(figure.Width) + " x " + std::to_string(figure.Height) +
+                               " pixels is larger than a figure may be (" + std::to_string(viz::kMaxFigureSide) + " pixels a side)");
         if (png) return WriteBytes(full, viz::EncodePng(viz::RasterizeFigure(figure)));
         return WriteText(full, viz::FigureToSvg(figure));
     };
@@ -270,10 +277,14 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
                                    const ExportOptions& options) {
     std::vector<ExportFile> plan;
     const int64_t L = a.n_layer, H = a.n_head, T = a.n_tokens;
-    // Titles name the model and any what-ifs on its temperatures.
+    // Titles name the model and its what-ifs on the temperatures: the first few, then how many
+    // more (thousands of them would make a title no figure can hold; metrics.json lists them all).
+    constexpr size_t kTitleWhatIfs = 3;
     std::string model_name = ModelName(info);
-    for (size_t k = 0; k < a.interventions.size(); ++k)
+    for (size_t k = 0; k < a.interventions.size() && k < kTitleWhatIfs; ++k)
         model_name += (k == 0 ? " \xC2\xB7 what-if " : "; ") + model::Describe(a.interventions[k]);
+    if (a.interventions.size() > kTitleWhatIfs)
+        model_name += " and " + std::to_string(a.interventions.size() - kTitleWhatIfs) + " more what-ifs";
     const FigureSettings fig = options.figures;
     // Memory estimates: a head's map on the host (a difference map holds both sides), and a figure
     // as RGBA raster plus the PNG encoder's filtered copy and output (~10 bytes a pixel, margins included).
@@ -350,49 +361,104 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
     return plan;
 }
 
+namespace {
+
+// Makes a temporary file in `folder` and removes it: what every export file will do there.
+model::Status ProbeWrite(const fs::path& folder, const std::string& shown) {
+    auto probe = model::CreateTempFileBeside((folder / "ssaviz-probe").string());
+    if (!probe) {
+        const std::string& error = probe.error();  // "'PATH': cannot write (why)": the why is what matters here
+        const size_t why = error.rfind(" (");
+        return model::Fail(shown + " cannot be written: no file can be made in it" + (why == std::string::npos ? "" : error.substr(why)));
+    }
+    ::unlink(probe->c_str());
+    return model::Ok{};
+}
+
+}  // namespace
+
 model::Status CheckExportFolder(const std::string& out_dir) {
     if (out_dir.empty()) return model::Fail("--out is empty: name the folder to write");
     const fs::path out(out_dir);
     const std::string shown = "'" + model::EscapeForMessage(out_dir) + "'";
     std::error_code ec;
     const fs::file_status st = fs::status(out, ec);  // --out itself may be a link to a folder: the user named it
-    fs::path writable = out;
     if (fs::exists(st)) {
         if (!fs::is_directory(st)) return model::Fail(shown + " is a file, not a folder: --out names the folder to write (made if missing)");
-    } else {
-        // The nearest folder that exists is where the new one will be made.
-        writable = out.parent_path();
-        while (!writable.empty() && !fs::exists(fs::status(writable, ec))) writable = writable.parent_path();
-        if (writable.empty()) writable = ".";
-        if (!fs::is_directory(fs::status(writable, ec)))
-            return model::Fail(shown + " cannot be made: '" + model::EscapeForMessage(writable.string()) + "' is not a folder");
+        return ProbeWrite(out, shown);
     }
-    if (::access(writable.c_str(), W_OK | X_OK) != 0)
-        return model::Fail(shown + " cannot be written: '" + model::EscapeForMessage(writable.string()) + "' is not writable (" +
-                           std::strerror(errno) + ")");
-    return model::Ok{};
+    // The nearest folder that exists is where the new one will be made.
+    fs::path parent = out.parent_path();
+    while (!parent.empty() && !fs::exists(fs::status(parent, ec))) parent = parent.parent_path();
+    if (parent.empty()) parent = ".";
+    if (!fs::is_directory(fs::status(parent, ec)))
+        return model::Fail(shown + " cannot be made: '" + model::EscapeForMessage(parent.string()) + "' is not a folder");
+    // Asking is not enough (as root, access() says yes to /proc and read-only mounts): the missing
+    // folders are made, a file is made in the last, and all are removed again.
+    std::vector<fs::path> made;
+    model::Status status = model::Ok{};
+    for (fs::path at = out; at != parent && !at.empty(); at = at.parent_path()) made.insert(made.begin(), at);
+    for (size_t k = 0; k < made.size() && status; ++k)
+        if (::mkdir(made[k].c_str(), 0777) != 0) {
+            status = model::Fail(shown + " cannot be made: '" + model::EscapeForMessage(made[k].string()) + "' (" + std::strerror(errno) + ")");
+            made.resize(k);
+        }
+    if (status && !made.empty()) status = ProbeWrite(made.back(), shown);
+    for (auto it = made.rbegin(); it != made.rend(); ++it) ::rmdir(it->c_str());
+    return status;
 }
+
+namespace {
+
+// The first value of the analysis that is not finite, described; empty when all are. Maps, losses
+// and predictions all follow from these, so an overflow anywhere shows here.
+std::string FirstNonFinite(const model::Analysis& a) {
+    const int T = a.n_tokens, H = a.n_head;
+    for (auto [values, name] : {std::pair{&a.tau_q, "tau_q"}, std::pair{&a.tau_v, "tau_v"}, std::pair{&a.tau_q_compare, "the comparison's tau_q"},
+                                std::pair{&a.tau_v_compare, "the comparison's tau_v"}})
+        for (size_t k = 0; k < values->size() && T > 0 && H > 0; ++k)
+            if (!std::isfinite((*values)[k]))
+                return std::string(name) + " of L" + std::to_string(k / T / H) + " H" + std::to_string(k / T % H) + " at token " +
+                       std::to_string(k % T);
+    for (auto [values, name] : {std::pair{&a.loss, "the loss"}, std::pair{&a.loss_compare, "the comparison's loss"}})
+        for (size_t k = 0; k < values->size(); ++k)
+            if (!std::isfinite((*values)[k])) return std::string(name) + " of token " + std::to_string(k + 1);
+    return "";
+}
+
+}  // namespace
 
 model::Status WriteExport(std::string_view text, const model::Analysis& a, const model::ModelInfo& info,
                           const ExportOptions& options, const ExportProgress& progress) {
     if (auto s = CheckExportFolder(options.out_dir); !s) return s;
+    if (const std::string bad = FirstNonFinite(a); !bad.empty())
+        return model::Fail("the analysis is not finite (" + bad + " is NaN or infinite): the model or its what-ifs overflow float range; "
+                           "nothing was written");
     const std::vector<ExportFile> plan = PlanExport(text, a, info, options);
+    if (plan.empty()) return model::Fail("nothing to write: no format is chosen (" + std::string(kExportFormatList) + ")");
     const fs::path out(options.out_dir);
     // Folders first, on this thread, so writers never race to create them. Inside --out nothing
     // is followed: a link where a folder belongs is refused, not written through.
     std::set<fs::path> folders;
     for (const ExportFile& f : plan) folders.insert((out / f.path).parent_path());
+    // The folders made here, outermost first: a failed export removes them again (if still empty).
+    std::vector<fs::path> made;
     std::error_code ec;
+    for (fs::path at = out; !at.empty() && !fs::exists(fs::symlink_status(at, ec)); at = at.parent_path()) made.insert(made.begin(), at);
+    auto unmake = [&] {
+        for (auto it = made.rbegin(); it != made.rend(); ++it) ::rmdir(it->c_str());
+    };
     fs::create_directories(out, ec);
-    if (ec) return model::Fail(out.string() + ": cannot create (" + ec.message() + ")");
+    if (ec) return unmake(), model::Fail(out.string() + ": cannot create (" + ec.message() + ")");
     for (const fs::path& folder : folders) {
         if (folder == out) continue;
         const fs::file_status st = fs::symlink_status(folder, ec);
         if (fs::is_symlink(st))
-            return model::Fail("'" + model::EscapeForMessage(folder.string()) + "' is a symbolic link: ssaviz does not write through links inside --out");
-        if (fs::exists(st) && !fs::is_directory(st)) return model::Fail("'" + model::EscapeForMessage(folder.string()) + "' is in the way: not a folder");
-        fs::create_directory(folder, ec);
-        if (ec) return model::Fail(folder.string() + ": cannot create (" + ec.message() + ")");
+            return unmake(), model::Fail("'" + model::EscapeForMessage(folder.string()) + "' is a symbolic link: ssaviz does not write through links inside --out");
+        if (fs::exists(st) && !fs::is_directory(st))
+            return unmake(), model::Fail("'" + model::EscapeForMessage(folder.string()) + "' is in the way: not a folder");
+        if (fs::create_directory(folder, ec)) made.push_back(folder);
+        if (ec) return unmake(), model::Fail(folder.string() + ": cannot create (" + ec.message() + ")");
     }
     // Each file is written to a temporary name beside it; only when every one is complete are they
     // renamed into place, so a failure (a full disk, a cancel) leaves the folder as it was. Files
@@ -418,7 +484,15 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
             model::Status s = temp ? model::Status(model::Ok{}) : model::Fail(temp.error());
             if (temp) {
                 temps[k] = *temp;
-                s = plan[k].write(*temp);
+                // An allocation that fails (a figure too large for this machine) is this file's error,
+                // not the process's end: the temporaries are removed below like any failure's.
+                try {
+                    s = plan[k].write(*temp);
+                } catch (const std::bad_alloc&) {
+                    s = model::Fail(*temp + ": out of memory while writing it");
+                } catch (const std::exception& e) {
+                    s = model::Fail(*temp + ": " + model::EscapeForMessage(e.what()));
+                }
             }
             std::lock_guard<std::mutex> lock(mutex);
             in_flight -= plan[k].memory;
@@ -442,6 +516,7 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
     auto discard = [&](const std::string& error) {
         for (const std::string& t : temps)
             if (!t.empty()) ::unlink(t.c_str());
+        unmake();
         return model::Fail(error);
     };
     if (failure) return discard(*failure);
@@ -458,6 +533,9 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
 model::Status ResolveExportHeads(ExportOptions* options, int layers, int heads) {
     for (auto [list, count, flag, what] :
          {std::tuple{&options->layers, layers, "--layers", "layer"}, std::tuple{&options->heads, heads, "--heads", "head"}}) {
+        // Each index once (a session may repeat one), in the order first given.
+        std::set<int> seen;
+        list->erase(std::remove_if(list->begin(), list->end(), [&](int i) { return !seen.insert(i).second; }), list->end());
         if (list->empty())
             for (int i = 0; i < count; ++i) list->push_back(i);
         for (int i : *list)

@@ -30,36 +30,52 @@ namespace app {
 // [SECTION] Numbers, lists and quoting
 //-----------------------------------------------------------------------------
 
+// Only an optional '-' and decimal digits: strtoll alone would also take leading spaces and '+'.
 std::optional<long long> ParseInteger(const std::string& text, long long lo, long long hi) {
-    if (text.empty()) return std::nullopt;
+    const size_t digits = text.size() > 0 && text[0] == '-' ? 1 : 0;
+    if (text.size() == digits || text.size() > 40 || text.find_first_not_of("0123456789", digits) != std::string::npos) return std::nullopt;
     errno = 0;
     char* end = nullptr;
     const long long v = std::strtoll(text.c_str(), &end, 10);
-    if (end == text.c_str() || end != text.c_str() + text.size() || errno == ERANGE || v < lo || v > hi) return std::nullopt;
+    if (end != text.c_str() + text.size() || errno == ERANGE || v < lo || v > hi) return std::nullopt;
     return v;
 }
 
 std::optional<double> ParseReal(const std::string& text, double lo, double hi) {
-    if (text.empty()) return std::nullopt;
+    if (text.empty() || text.size() > 64 || std::isspace(static_cast<unsigned char>(text[0]))) return std::nullopt;
     char* end = nullptr;
     const double v = std::strtod(text.c_str(), &end);
     if (end != text.c_str() + text.size() || !std::isfinite(v) || v < lo || v > hi) return std::nullopt;
     return v;
 }
 
-model::Result<std::vector<int>> ParseIndexList(const std::string& text, const std::string& flag) {
-    std::vector<int> out;
-    if (text == "all") return out;
+std::string QuoteForMessage(const std::string& text) { return "'" + model::EscapeForMessage(text, 40) + "'"; }
+
+std::optional<std::vector<std::string>> SplitList(const std::string& text) {
+    std::vector<std::string> out;
     std::stringstream ss(text);
     for (std::string item; std::getline(ss, item, ',');) {
         item.erase(0, item.find_first_not_of(' '));
         item.erase(item.find_last_not_of(' ') + 1);
+        out.push_back(std::move(item));
+    }
+    if (std::all_of(out.begin(), out.end(), [](const std::string& item) { return item.empty(); })) return std::nullopt;
+    return out;
+}
+
+model::Result<std::vector<int>> ParseIndexList(const std::string& text, const std::string& flag) {
+    std::vector<int> out;
+    if (text == "all") return out;
+    const auto items = SplitList(text);
+    if (!items) return model::Fail(flag + " is empty (expected all or a list like 0,2)");
+    std::set<int> seen;
+    for (const std::string& item : *items) {
         // Negative and too large indices pass: the check against the model names them.
         const auto v = ParseInteger(item, INT_MIN, INT_MAX);
-        if (!v) return model::Fail(flag + ": '" + item + "' is not a number (expected all or a list like 0,2)");
-        out.push_back(static_cast<int>(*v));
+        if (!v) return model::Fail(flag + ": " + QuoteForMessage(item) + " is not a whole number (expected all or a list like 0,2)");
+        // A repeat would write the same files again: each index counts once, in the order first given.
+        if (seen.insert(static_cast<int>(*v)).second) out.push_back(static_cast<int>(*v));
     }
-    if (out.empty()) return model::Fail(flag + " is empty");
     return out;
 }
 
@@ -113,35 +129,47 @@ struct FlagError {
 };
 [[noreturn]] void Bad(std::string message) { throw FlagError{std::move(message)}; }
 
-// Counts: layers, heads, widths, steps, frames.
-int Positive(const FlagValue& v) {
-    const auto n = ParseInteger(v.text, 1, 1 << 20);
-    if (!n) Bad(v.name + " must be a positive integer");
-    return static_cast<int>(*n);
-}
-
-// generate's numbers: the message quotes the value.
+// Every integer and real flag goes through these two, which check the range before narrowing and
+// quote the value (bounded) when they refuse it.
 long long Whole(const FlagValue& v, long long lo, long long hi) {
     const auto n = ParseInteger(v.text, lo, hi);
-    if (!n) Bad(v.name + " '" + model::EscapeForMessage(v.text, 40) + "' is not a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
+    if (!n) Bad(v.name + " " + QuoteForMessage(v.text) + " is not a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
     return *n;
 }
 double Number(const FlagValue& v, double lo, double hi) {
     const auto x = ParseReal(v.text, lo, hi);
-    if (!x) Bad(v.name + " '" + model::EscapeForMessage(v.text, 40) + "' is not a number from " + Shortest(lo) + " to " + Shortest(hi));
+    if (!x) Bad(v.name + " " + QuoteForMessage(v.text) + " is not a number from " + Shortest(lo) + " to " + Shortest(hi));
     return *x;
 }
 
 // train's numbers.
 double TrainNumber(const FlagValue& v, double lo, double hi) {
     const auto x = ParseReal(v.text, lo, hi);
-    if (!x) Bad(v.name + " must be a number from " + std::to_string(lo) + " to " + std::to_string(hi));
+    if (!x) Bad(v.name + " must be a number from " + Shortest(lo) + " to " + Shortest(hi) + ", not " + QuoteForMessage(v.text));
     return *x;
 }
 int64_t TrainCount(const FlagValue& v, long long hi) {
     const auto n = ParseInteger(v.text, 0, hi);
-    if (!n) Bad(v.name + " must be a whole number from 0 to " + std::to_string(hi));
+    if (!n) Bad(v.name + " must be a whole number from 0 to " + std::to_string(hi) + ", not " + QuoteForMessage(v.text));
     return *n;
+}
+
+// Counts: widths, steps, sequences. Sizes that need memory are checked against the machine where
+// they are used (init-random, train); these bounds only keep the values meaningful.
+constexpr long long kMaxCount = 1 << 20;
+int Positive(const FlagValue& v, long long hi = kMaxCount) { return static_cast<int>(Whole(v, 1, hi)); }
+// Layers and heads: config.json's own limit.
+constexpr long long kMaxLayersOrHeads = 1024;
+// Threads: at most this many; train and eval also refuse more than the machine's cores.
+constexpr long long kMaxThreads = 1024;
+// The window's frame counts: a screenshot or benchmark that ends.
+constexpr long long kMaxFrames = 100000;
+
+// A comma list flag's items; an empty list is refused the same way for every flag.
+std::vector<std::string> ListItems(const FlagValue& v) {
+    auto items = SplitList(v.text);
+    if (!items) Bad(v.name + " is empty");
+    return std::move(*items);
 }
 
 model::TemperatureForm Form(const FlagValue& v) {
@@ -154,7 +182,7 @@ model::TemperatureForm Form(const FlagValue& v) {
 // also takes "exp_exp" alone).
 model::TemperatureForm TrainForm(const FlagValue& v) {
     const auto commas = std::count(v.text.begin(), v.text.end(), ',');
-    if (commas < 1 || commas > 2) Bad(v.name + " '" + v.text + "' is not POSITION,TOKEN[,COMBINE]");
+    if (commas < 1 || commas > 2) Bad(v.name + " " + QuoteForMessage(v.text) + " is not POSITION,TOKEN[,COMBINE]");
     return Form(v);
 }
 
@@ -171,7 +199,7 @@ void HighlightScope(const FlagValue& v, FigureSettings* fig) {
         parts.push_back(n ? static_cast<int>(*n) : -1);
     }
     const bool shape_ok = (parts.size() == 1 || parts.size() == 2) && std::all_of(parts.begin(), parts.end(), [](int p) { return p >= 0; });
-    if (!shape_ok) Bad(v.name + " '" + v.text + "' is not model, a layer (2) or a layer,head (2,1)");
+    if (!shape_ok) Bad(v.name + " " + QuoteForMessage(v.text) + " is not model, a layer (2) or a layer,head (2,1)");
     fig->highlight_scope = parts.size() == 1 ? TokenScope::LayerMean : TokenScope::Head;
     fig->highlight_head = {parts[0], parts.size() == 2 ? parts[1] : 0};
 }
@@ -280,7 +308,7 @@ std::vector<Flag> BuildTable() {
             .Required({C::Eval}));
     add(Row({"--device"}, "auto|cpu|cuda", kModel, "where the model runs (auto: the GPU when there is one)",
             [](CommandOptions& o, const FlagValue& v) {
-                if (v.text != "auto" && v.text != "cpu" && v.text != "cuda") Bad(v.name + " '" + v.text + "' is not one of auto, cpu, cuda");
+                if (v.text != "auto" && v.text != "cpu" && v.text != "cuda") Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of auto, cpu, cuda");
                 o.device = v.text;
             },
             [](const CommandOptions& o) { return o.device && *o.device != "auto" ? o.device : std::nullopt; }));
@@ -290,7 +318,7 @@ std::vector<Flag> BuildTable() {
             [](const CommandOptions& o) { return Unless(o.dtype, std::string("f32")); })
             .Detail());
     add(Row({"--n-head"}, "N", kModel, "a checkpoint without config.json: its number of heads",
-            [](CommandOptions& o, const FlagValue& v) { o.hints.n_head = Positive(v); },
+            [](CommandOptions& o, const FlagValue& v) { o.hints.n_head = Positive(v, kMaxLayersOrHeads); },
             [](const CommandOptions& o) { return Unless(o.hints.n_head, 0); })
             .Detail());
     add(Row({"--query-form"}, "POSITION,TOKEN[,COMBINE]", kModel,
@@ -305,7 +333,7 @@ std::vector<Flag> BuildTable() {
             .Detail());
     add(Row({"--activation"}, "gelu|gelu_new", kModel, "a checkpoint without config.json: its MLP activation",
             [](CommandOptions& o, const FlagValue& v) {
-                if (v.text != "gelu" && v.text != "gelu_new") Bad(v.name + " '" + v.text + "' is not gelu or gelu_new");
+                if (v.text != "gelu" && v.text != "gelu_new") Bad(v.name + " " + QuoteForMessage(v.text) + " is not gelu or gelu_new");
                 o.hints.activation = v.text == "gelu" ? model::Activation::Gelu : model::Activation::GeluNew;
             },
             [](const CommandOptions& o) {
@@ -359,20 +387,20 @@ std::vector<Flag> BuildTable() {
     add(Row({"--format"}, "json,npy,csv,png,svg,html", {C::Export}, "what to write (default: all but csv)",
             [](CommandOptions& o, const FlagValue& v) {
                 ClearExportFormats(&o.export_options);
-                for (const std::string& f : Split(v.text, ','))
+                for (const std::string& f : ListItems(v))
                     if (!EnableExportFormat(&o.export_options, f))
-                        Bad(v.name + ": unknown format '" + f + "' (expected " + kExportFormatList + ")");
+                        Bad(v.name + ": unknown format " + QuoteForMessage(f) + " (expected " + kExportFormatList + ")");
             },
             [](const CommandOptions& o) { return std::optional(Join(ExportFormats(o.export_options), ",")); }));
     add(Row({"--maps"}, "ssa,vanilla,diff", {C::Export}, "which maps get heatmaps and grids: SSA, the comparison, their difference",
             [](CommandOptions& o, const FlagValue& v) {
                 o.export_options.maps.clear();
-                for (const std::string& f : Split(v.text, ',')) {
+                for (const std::string& f : ListItems(v)) {
                     auto mode = ParseMapMode(f);
-                    if (!mode) Bad(v.name + ": unknown map '" + f + "' (expected ssa, vanilla, diff)");
-                    o.export_options.maps.push_back(*mode);
+                    if (!mode) Bad(v.name + ": unknown map " + QuoteForMessage(f) + " (expected ssa, vanilla, diff)");
+                    if (std::find(o.export_options.maps.begin(), o.export_options.maps.end(), *mode) == o.export_options.maps.end())
+                        o.export_options.maps.push_back(*mode);
                 }
-                if (o.export_options.maps.empty()) Bad(v.name + " is empty");
             },
             [](const CommandOptions& o) {
                 std::vector<std::string> maps;
@@ -382,7 +410,7 @@ std::vector<Flag> BuildTable() {
     add(Row({"--colormap"}, "viridis|magma", {C::Export}, "the heatmaps' colour map",
             [](CommandOptions& o, const FlagValue& v) {
                 auto map = ParseColormap(v.text);
-                if (!map) Bad(v.name + " '" + v.text + "' is not one of viridis, magma, diverging");
+                if (!map) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of viridis, magma, diverging");
                 o.export_options.figures.colormap = *map;
             },
             [](const CommandOptions& o) { return std::optional<std::string>(viz::ColormapName(o.export_options.figures.colormap)); }));
@@ -402,7 +430,7 @@ std::vector<Flag> BuildTable() {
             [](CommandOptions& o, const FlagValue& v) {
                 auto color = ParseTokenColor(v.text);
                 if (!color)
-                    Bad(v.name + " '" + v.text + "' is not one of tau_q, tau_v, entropy, spikiness, sink_mass, tau_q_position, tau_q_token, "
+                    Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of tau_q, tau_v, entropy, spikiness, sink_mass, tau_q_position, tau_q_token, "
                                                  "loss, loss_compare, loss_delta");
                 o.export_options.figures.highlight = *color;
             },
@@ -421,7 +449,11 @@ std::vector<Flag> BuildTable() {
     add(Row({"--ablate"}, "L:H[,L:*,L:H=pos|tok|xS]", {C::Export, C::Generate},
             "what-ifs on the SSA side: L:H sets head H of layer L to tau = 1 (L:* every head of L); =pos keeps only tau_q's "
             "position term, =tok only its token term, =xS scales tau_q - 1 by S",
-            [](CommandOptions& o, const FlagValue& v) { o.ablate = v.text; }, [](const CommandOptions& o) { return IfSet(o.ablate); }));
+            [](CommandOptions& o, const FlagValue& v) {
+                ListItems(v);  // the items are read once the model's shape is known
+                o.ablate = v.text;
+            },
+            [](const CommandOptions& o) { return IfSet(o.ablate); }));
     add(Row({"--compare"}, "vanilla|local|unedited|DIR", {C::Export},
             "the comparison: vanilla (the default) sets tau = 1 in every layer (a second forward pass); local tau = 1 in each layer "
             "alone, on the SSA model's own q and k; unedited the model without the --ablate what-ifs; DIR a trained twin",
@@ -455,7 +487,7 @@ std::vector<Flag> BuildTable() {
     add(Row({"--task"}, "text|graph|passkey", {C::Train},
             "text: UTF-8 files (--data); graph and passkey bring their data; each sets the defaults of the shape and schedule",
             [](CommandOptions& o, const FlagValue& v) {
-                if (v.text != "text" && v.text != "graph" && v.text != "passkey") Bad(v.name + " '" + v.text + "' is not one of text, graph, passkey");
+                if (v.text != "text" && v.text != "graph" && v.text != "passkey") Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of text, graph, passkey");
                 o.new_model.task = v.text;
             },
             [](const CommandOptions& o) { return Unless(o.new_model.task, std::string("text")); }));
@@ -474,6 +506,7 @@ std::vector<Flag> BuildTable() {
     add(Row({"--seed"}, "N", {C::InitRandom, C::Train}, "the seed of the weights (train: and of the batches); init-random's default 1234, train's 1",
             [](CommandOptions& o, const FlagValue& v) { o.new_model.seed = static_cast<uint64_t>(Positive(v)); },
             [](const CommandOptions& o) { return IfSet(o.new_model.seed); }));
+    // A new model's layers and heads: init-random and train say "at most 1024" themselves.
     add(Row({"--layers"}, "N", {C::InitRandom, C::Train}, "layers (init-random's default 4)",
             [](CommandOptions& o, const FlagValue& v) { o.new_model.layers = Positive(v); },
             [](const CommandOptions& o) { return IfSet(o.new_model.layers); }));
@@ -570,7 +603,7 @@ std::vector<Flag> BuildTable() {
             .InGroup("positions"));
     add(Row({"--save-dtype"}, "f32|f16", {C::Train}, "the dtype of the saved model files (default f32)",
             [](CommandOptions& o, const FlagValue& v) {
-                if (v.text != "f32" && v.text != "f16") Bad(v.name + " '" + v.text + "' is not f32 or f16");
+                if (v.text != "f32" && v.text != "f16") Bad(v.name + " " + QuoteForMessage(v.text) + " is not f32 or f16");
                 o.new_model.save_dtype = v.text == "f16" ? model::Dtype::F16 : model::Dtype::F32;
             },
             [](const CommandOptions& o) { return o.new_model.save_dtype == model::Dtype::F16 ? std::optional<std::string>("f16") : std::nullopt; }));
@@ -591,8 +624,8 @@ std::vector<Flag> BuildTable() {
                 o.new_model.lit_checkpoint = v.text == "lit";
             },
             [](const CommandOptions& o) { return o.new_model.lit_checkpoint ? std::optional<std::string>("lit") : std::nullopt; }));
-    add(Row({"--threads"}, "N", {C::Train, C::Eval}, "threads inside each op (train's default 1 per model, eval's 2)",
-            [](CommandOptions& o, const FlagValue& v) { o.new_model.threads = Positive(v); },
+    add(Row({"--threads"}, "N", {C::Train, C::Eval}, "threads inside each op, at most the cores (train's default 1 per model, eval's 2)",
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.threads = Positive(v, kMaxThreads); },
             [](const CommandOptions& o) { return IfSet(o.new_model.threads); }));
 
     add(Row({"--json"}, "", {C::Info, C::Tokenize, C::Generate, C::Eval}, "prints JSON",
@@ -611,7 +644,7 @@ std::vector<Flag> BuildTable() {
                     ids += (ids.empty() ? "" : ", ") + x.id;
                     found |= x.id == v.text;
                 }
-                if (!found) Bad(v.name + " '" + v.text + "' is not one of the bundled examples (" + (ids.empty() ? "none found" : ids) + ")");
+                if (!found) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of the bundled examples (" + (ids.empty() ? "none found" : ids) + ")");
                 o.window.example = v.text;
             },
             [](const CommandOptions& o) { return Unless(o.window.example, std::string()); }));
@@ -621,13 +654,13 @@ std::vector<Flag> BuildTable() {
                 static const std::set<std::string> kShows = {"export", "help",     "demo",       "heads",   "matrix",
                                                              "temperatures", "table", "sparsity", "next-token", "what-ifs"};
                 if (!kShows.count(v.text))
-                    Bad(v.name + " '" + model::EscapeForMessage(v.text) +
-                        "' is not one of export, help, demo (windows) or heads, matrix, temperatures, table, sparsity, next-token, what-ifs (tabs)");
+                    Bad(v.name + " " + QuoteForMessage(v.text) +
+                        " is not one of export, help, demo (windows) or heads, matrix, temperatures, table, sparsity, next-token, what-ifs (tabs)");
                 o.window.show = v.text;
             },
             [](const CommandOptions& o) { return Unless(o.window.show, std::string()); }));
     add(Row({"--continue"}, "N", {C::Window}, "append N tokens once the first analysis is shown, as Continue (Ctrl+G) does",
-            [](CommandOptions& o, const FlagValue& v) { o.window.continue_tokens = Positive(v); },
+            [](CommandOptions& o, const FlagValue& v) { o.window.continue_tokens = Positive(v, 100000); },
             [](const CommandOptions& o) { return Unless(o.window.continue_tokens, 0); }));
     add(Row({"--rank-heads"}, "", {C::Window}, "rank the heads once the first analysis is shown",
             [](CommandOptions& o, const FlagValue&) { o.window.rank_heads = true; }, [](const CommandOptions& o) { return On(o.window.rank_heads); }));
@@ -635,14 +668,14 @@ std::vector<Flag> BuildTable() {
             [](CommandOptions& o, const FlagValue& v) { o.window.screenshot = v.text; },
             [](const CommandOptions& o) { return Unless(o.window.screenshot, std::string()); }));
     add(Row({"--frames"}, "N", {C::Window}, "settled frames before the screenshot (default 30)",
-            [](CommandOptions& o, const FlagValue& v) { o.window.frames = Positive(v); },
+            [](CommandOptions& o, const FlagValue& v) { o.window.frames = Positive(v, kMaxFrames); },
             [](const CommandOptions& o) { return Unless(o.window.frames, 30); }));
     add(Row({"--window"}, "WxH", {C::Window}, "the window's size in pixels (default 1600x1000)",
             [](CommandOptions& o, const FlagValue& v) {
                 const std::vector<std::string> parts = Split(v.text, 'x');
                 const auto w = parts.size() == 2 ? ParseInteger(parts[0], 320, 16384) : std::nullopt;
                 const auto h = parts.size() == 2 ? ParseInteger(parts[1], 240, 16384) : std::nullopt;
-                if (!w || !h) Bad(v.name + " '" + model::EscapeForMessage(v.text) + "' must be WIDTHxHEIGHT in pixels, e.g. 1280x800");
+                if (!w || !h) Bad(v.name + " " + QuoteForMessage(v.text) + " must be WIDTHxHEIGHT in pixels, e.g. 1280x800");
                 o.window.width = static_cast<int>(*w);
                 o.window.height = static_cast<int>(*h);
             },
@@ -655,12 +688,12 @@ std::vector<Flag> BuildTable() {
             [](const CommandOptions& o) { return Unless(o.window.export_to, std::string()); })
             .Detail());
     add(Row({"--bench-typing"}, "N", {C::Window}, "benchmark: type N characters, then print frame times and keystroke-to-pixels latency",
-            [](CommandOptions& o, const FlagValue& v) { o.window.bench_keys = Positive(v); },
+            [](CommandOptions& o, const FlagValue& v) { o.window.bench_keys = Positive(v, kMaxFrames); },
             [](const CommandOptions& o) { return Unless(o.window.bench_keys, 0); })
             .Detail());
     add(Row({"--bench-at"}, "end|middle|start", {C::Window}, "where --bench-typing types (default end)",
             [](CommandOptions& o, const FlagValue& v) {
-                if (v.text != "end" && v.text != "middle" && v.text != "start") Bad(v.name + " '" + v.text + "' is not one of end, middle, start");
+                if (v.text != "end" && v.text != "middle" && v.text != "start") Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of end, middle, start");
                 o.window.bench_at = v.text == "end" ? 1.0 : v.text == "middle" ? 0.5 : 0.0;
             },
             [](const CommandOptions& o) {
@@ -669,11 +702,11 @@ std::vector<Flag> BuildTable() {
             })
             .Detail());
     add(Row({"--bench-zoom"}, "N", {C::Window}, "benchmark: zoom and pan the attention map for N frames, then print frame times",
-            [](CommandOptions& o, const FlagValue& v) { o.window.bench_zoom_frames = Positive(v); },
+            [](CommandOptions& o, const FlagValue& v) { o.window.bench_zoom_frames = Positive(v, kMaxFrames); },
             [](const CommandOptions& o) { return Unless(o.window.bench_zoom_frames, 0); })
             .Detail());
     add(Row({"--bench-heads"}, "N", {C::Window}, "benchmark: select another head N times, then print the frames' work",
-            [](CommandOptions& o, const FlagValue& v) { o.window.bench_heads = Positive(v); },
+            [](CommandOptions& o, const FlagValue& v) { o.window.bench_heads = Positive(v, kMaxFrames); },
             [](const CommandOptions& o) { return Unless(o.window.bench_heads, 0); })
             .Detail());
     return t;
@@ -723,7 +756,7 @@ model::Status ParseFlags(Command command, const std::vector<std::string>& args, 
     std::set<const Flag*> given;
     for (size_t i = first; i < args.size(); ++i) {
         const Flag* flag = FindFlag(command, args[i]);
-        if (!flag) return model::Fail("unknown argument '" + args[i] + "'");
+        if (!flag) return model::Fail("unknown argument " + QuoteForMessage(args[i]));
         if (!flag->Switch() && i + 1 >= args.size()) return model::Fail(args[i] + " needs a value");
         if (auto s = Apply(*flag, flag->Switch() ? "" : args[++i], options); !s) return s;
         given.insert(flag);

@@ -136,13 +136,21 @@ std::string FormatCommandLine(Command command, const CommandOptions& options);
 std::string UsageText();
 std::string CommandHelp(Command command);
 
-// Numbers as flags spell them. ParseInteger takes a whole decimal number and checks it against
-// [lo, hi] before it is narrowed; ParseReal a finite one.
+// Numbers as flags spell them. ParseInteger takes a whole decimal number (an optional '-', then
+// digits: no spaces, '+', fractions or exponents) and checks it against [lo, hi] before it is
+// narrowed; ParseReal a finite one. Both refuse what they cannot read whole.
 std::optional<long long> ParseInteger(const std::string& text, long long lo, long long hi);
 std::optional<double> ParseReal(const std::string& text, double lo, double hi);
 
+// A value as a message quotes it: escaped and cut to 40 characters ("'abc...'").
+std::string QuoteForMessage(const std::string& text);
+// A comma list's items, each trimmed of spaces; none when the list has no item that is not blank
+// ("", " ", ","), which every list flag reports the same way: "--NAME is empty".
+std::optional<std::vector<std::string>> SplitList(const std::string& text);
+
 // "all" or a comma list like "0, 2" (spaces allowed): layers or heads. "all" is the empty list;
-// the indices are checked against a model later (ResolveExportHeads). Errors name `flag`.
+// a repeated index counts once (in the order first given); the indices are checked against a
+// model later (ResolveExportHeads). Errors name `flag`.
 model::Result<std::vector<int>> ParseIndexList(const std::string& text, const std::string& flag);
 std::string FormatIndexList(const std::vector<int>& list);  // "all" for the empty list
 

@@ -1,16 +1,24 @@
 #include "app/export/session.h"
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <limits>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "app/export/flags.h"
 #include "model/io/files.h"
 
 namespace app {
 using nlohmann::json;
 
 namespace {
+
+// The names a view setting holds (a metric, a tab) are short; a longer one is not a name.
+constexpr size_t kMaxNameBytes = 64;
 
 struct BadKey {
     std::string message;
@@ -34,9 +42,19 @@ public:
         } else if constexpr (std::is_same_v<T, std::string>) {
             if (!v.is_string()) throw BadKey{Name(key) + " must be a string"};
         } else if constexpr (std::is_integral_v<T>) {
-            if (!v.is_number_integer()) throw BadKey{Name(key) + " must be an integer"};
+            // Checked before it is narrowed: 4294967297 must not read as 1.
+            using Limits = std::numeric_limits<T>;
+            if (!v.is_number_integer()) throw BadKey{Name(key) + " must be an integer, not " + model::DescribeJson(v)};
+            const int64_t x = v.is_number_unsigned() ? 0 : v.get<int64_t>();
+            const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(Limits::max())
+                                                     : x >= static_cast<int64_t>(Limits::min()) &&
+                                                           (x < 0 || static_cast<uint64_t>(x) <= static_cast<uint64_t>(Limits::max()));
+            if (!fits)
+                throw BadKey{Name(key) + " must be an integer from " + std::to_string(Limits::min()) + " to " + std::to_string(Limits::max()) +
+                             ", not " + model::DescribeJson(v)};
         } else {
-            if (!v.is_number()) throw BadKey{Name(key) + " must be a number"};
+            if (!v.is_number() || !(std::abs(v.get<double>()) <= static_cast<double>(std::numeric_limits<T>::max())))
+                throw BadKey{Name(key) + " must be a number, not " + model::DescribeJson(v)};
         }
         *out = v.get<T>();
     }
@@ -48,7 +66,7 @@ public:
         Read(key, &name);
         if (!Has(key)) return;
         auto value = parse(name);
-        if (!value) throw BadKey{Name(key) + ": '" + name + "' is not one of " + expected};
+        if (!value) throw BadKey{Name(key) + ": " + QuoteForMessage(name) + " is not one of " + expected};
         *out = *value;
     }
 
@@ -141,14 +159,14 @@ ExportOptions ReadExport(const Reader& r) {
     if (r.Has("formats")) {
         ClearExportFormats(&o);
         for (const std::string& f : r.ReadStrings("formats"))
-            if (!EnableExportFormat(&o, f)) throw BadKey{r.Name("formats") + ": '" + f + "' is not one of " + kExportFormatList};
+            if (!EnableExportFormat(&o, f)) throw BadKey{r.Name("formats") + ": " + QuoteForMessage(f) + " is not one of " + kExportFormatList};
     }
     if (r.Has("maps")) {
         o.maps.clear();
         for (const std::string& m : r.ReadStrings("maps")) {
             auto mode = ParseMapMode(m);
-            if (!mode) throw BadKey{r.Name("maps") + ": '" + m + "' is not one of ssa, vanilla, diff"};
-            o.maps.push_back(*mode);
+            if (!mode) throw BadKey{r.Name("maps") + ": " + QuoteForMessage(m) + " is not one of ssa, vanilla, diff"};
+            if (std::find(o.maps.begin(), o.maps.end(), *mode) == o.maps.end()) o.maps.push_back(*mode);
         }
     }
     FigureSettings& f = o.figures;
@@ -247,13 +265,22 @@ model::Result<Session> SessionFromJson(const json& j) {
             s.interventions = std::move(*list);
         }
         r.Read("device", &s.device);
-        if (s.device != "auto" && s.device != "cpu" && s.device != "cuda") throw BadKey{"'device': '" + s.device + "' is not one of auto, cpu, cuda"};
+        if (s.device != "auto" && s.device != "cpu" && s.device != "cuda")
+            throw BadKey{"'device': " + QuoteForMessage(s.device) + " is not one of auto, cpu, cuda"};
         r.Read("text", &s.text);
         r.Read("truncate", &s.truncate);
         if (r.Has("selected")) s.selected = ReadHead(j.at("selected"), "selected");
         if (r.Has("pinned")) {
             if (!j.at("pinned").is_array()) throw BadKey{"'pinned' must be an array of [layer, head]"};
-            for (const json& p : j.at("pinned")) s.pinned.push_back(ReadPin(p));
+            // A head pinned twice is one pin (the first); more than the window shows is refused.
+            std::set<std::pair<int, int>> seen;
+            for (const json& p : j.at("pinned")) {
+                const Pin pin = ReadPin(p);
+                if (!seen.insert({pin.layer, pin.head}).second) continue;
+                if (s.pinned.size() == kMaxPins)
+                    throw BadKey{"'pinned' holds more than " + std::to_string(kMaxPins) + " heads, the most the window pins"};
+                s.pinned.push_back(pin);
+            }
         }
         r.Read("query", &s.query);
         if (s.query < -1) throw BadKey{"'query' must be -1 (none) or a token index"};
@@ -267,6 +294,7 @@ model::Result<Session> SessionFromJson(const json& j) {
         v.Read("sink_epsilon", &vs.sink_epsilon);
         if (!(vs.sink_epsilon > 0 && vs.sink_epsilon < 1)) throw BadKey{"'view.sink_epsilon' must be in (0, 1)"};
         v.Read("grid_metric", &vs.grid_metric);
+        if (vs.grid_metric.size() > kMaxNameBytes) throw BadKey{"'view.grid_metric' is not a metric's name (" + QuoteForMessage(vs.grid_metric) + ")"};
         v.Read("map_zoom", &vs.map_view.zoom);
         if (!(vs.map_view.zoom >= 1.0f && vs.map_view.zoom <= 1e6f)) throw BadKey{"'view.map_zoom' must be 1 (whole map) or more"};
         if (j.contains("view") && j["view"].is_object() && j["view"].contains("map_pan")) {
@@ -281,8 +309,11 @@ model::Result<Session> SessionFromJson(const json& j) {
         v.ReadEnum("grid_map", &vs.grid_mode, ParseMapMode, "ssa, vanilla, diff");
         v.Read("per_head_scale", &vs.per_head_scale);
         v.Read("matrix_metric", &vs.matrix_metric);
+        if (vs.matrix_metric.size() > kMaxNameBytes)
+            throw BadKey{"'view.matrix_metric' is not a metric's name (" + QuoteForMessage(vs.matrix_metric) + ")"};
         v.Read("grid_cell", &vs.grid_cell);
         v.Read("tab", &vs.right_tab);
+        if (vs.right_tab.size() > kMaxNameBytes) throw BadKey{"'view.tab' is not a tab's name (" + QuoteForMessage(vs.right_tab) + ")"};
         if (!(vs.grid_cell == 0 || (vs.grid_cell >= 8 && vs.grid_cell <= 512))) throw BadKey{"'view.grid_cell' must be 0 (fit) or 8..512 pixels"};
         const Reader layout = v.Child("layout");
         layout.Read("editor", &vs.layout.editor);
@@ -291,13 +322,16 @@ model::Result<Session> SessionFromJson(const json& j) {
         if (j.contains("view") && j["view"].is_object() && j["view"].contains("layout") && j["view"]["layout"].is_object() &&
             j["view"]["layout"].contains("columns")) {
             const json& c = j["view"]["layout"]["columns"];
-            if (!c.is_array() || c.size() != 3 || !c[0].is_number() || !c[1].is_number() || !c[2].is_number() ||
-                !(c[0].get<double>() > 0.02) || !(c[1].get<double>() > 0.02) || !(c[2].get<double>() > 0.02))
+            // Shares of their sum: checked once they are shares ([0.25, 0.5, 4294967296] leaves two
+            // columns no width, and a session saved from it would not read back).
+            const bool numbers = c.is_array() && c.size() == 3 && c[0].is_number() && c[1].is_number() && c[2].is_number();
+            const double sum = numbers ? c[0].get<double>() + c[1].get<double>() + c[2].get<double>() : 0.0;
+            if (!numbers || !(sum > 0) || !std::isfinite(sum) || !(c[0].get<double>() / sum > 0.02) || !(c[1].get<double>() / sum > 0.02) ||
+                !(c[2].get<double>() / sum > 0.02))
                 throw BadKey{"'view.layout.columns' must be [left, center, right], shares of the width above 0.02"};
-            const float sum = c[0].get<float>() + c[1].get<float>() + c[2].get<float>();
-            vs.layout.left = c[0].get<float>() / sum;
-            vs.layout.center = c[1].get<float>() / sum;
-            vs.layout.right = c[2].get<float>() / sum;
+            vs.layout.left = static_cast<float>(c[0].get<double>() / sum);
+            vs.layout.center = static_cast<float>(c[1].get<double>() / sum);
+            vs.layout.right = static_cast<float>(c[2].get<double>() / sum);
         }
         if (r.Has("export")) {
             auto e = ExportOptionsFromJson(j.at("export"));
@@ -307,8 +341,8 @@ model::Result<Session> SessionFromJson(const json& j) {
         return s;
     } catch (const BadKey& e) {
         return model::Fail("session: " + e.message);
-    } catch (const json::exception& e) {  // e.g. a number too large for its type
-        return model::Fail(std::string("session: ") + e.what());
+    } catch (const json::exception& e) {  // a path the checks above missed: bounded, like every echo
+        return model::Fail("session: " + model::EscapeForMessage(e.what()));
     }
 }
 

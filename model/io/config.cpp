@@ -193,13 +193,15 @@ Result<ModelConfig> ParseLitConfig(std::string_view json_text, const std::string
     static const char* const kOff[] = {"norm_qk", "sliding_window_size", "rope_adjustments", "post_attention_norm", "post_mlp_norm",
                                        "scale_embeddings", "attention_logit_softcapping", "final_logit_softcapping",
                                        "attention_scores_scalar", "sliding_window_layer_placing"};
-    for (auto& [key, value] : root.items()) {
-        const std::string& name = key;  // clang-14 (the fuzz build) cannot capture a structured binding
-        if (std::find_if(std::begin(kRead), std::end(kRead), [&](const char* k) { return name == k; }) != std::end(kRead)) continue;
-        const bool off_key = std::find_if(std::begin(kOff), std::end(kOff), [&](const char* k) { return name == k; }) != std::end(kOff);
+    for (const auto& item : root.items()) {
+        // Named, not a structured binding: lambdas may capture bindings only from C++20 (clang-14 refuses).
+        const std::string& key = item.key();
+        const json& value = item.value();
+        if (std::find_if(std::begin(kRead), std::end(kRead), [&](const char* k) { return key == k; }) != std::end(kRead)) continue;
+        const bool off_key = std::find_if(std::begin(kOff), std::end(kOff), [&](const char* k) { return key == k; }) != std::end(kOff);
         const bool off = value.is_null() || (value.is_boolean() && !value.get<bool>()) || (value.is_number() && value.get<double>() == 0);
         if (off_key && off) continue;
-        if (off_key) return Fail(source + ": '" + key + "' = " + DescribeJson(value) + " is not supported by ssaviz (only null / false)");
+        if (off_key) return Fail(source + ": '" + EscapeForMessage(key) + "' = " + DescribeJson(value) + " is not supported by ssaviz (only null / false)");
         return Fail(source + ": unknown key '" + EscapeForMessage(key) + "' (not a lit-gpt Config field ssaviz knows)");
     }
 

@@ -196,6 +196,60 @@ Result<std::string> CreateTempFileBeside(const std::string& path) {
     return Fail(Quoted(path) + ": cannot create a temporary file beside it");
 }
 
+Result<std::string> CreateTempFolderBeside(const std::string& path) {
+    const std::filesystem::path target(path);
+    std::string name = (target.parent_path() / ("." + target.filename().string() + ".ssaviz-XXXXXX")).string();
+    if (!::mkdtemp(name.data())) return Fail(Quoted(path) + ": cannot make a folder beside it (" + std::strerror(errno) + ")");
+    // mkdtemp makes it private (0700); a folder ssaviz writes gets what any new folder would. The
+    // umask is read, not set and restored, so that other threads' files never see another one.
+    mode_t mask = 022;
+    if (std::FILE* status = std::fopen("/proc/self/status", "r")) {
+        char line[256];
+        unsigned value = 0;
+        while (std::fgets(line, sizeof line, status))
+            if (std::sscanf(line, "Umask: %o", &value) == 1) mask = static_cast<mode_t>(value);
+        std::fclose(status);
+    }
+    ::chmod(name.c_str(), 0777 & ~mask);
+    return name;
+}
+
+Status CheckReplaceableFolder(const std::string& path, const std::function<Status(const std::string&)>& owned) {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) {
+        if (errno == ENOENT) return Ok{};
+        return Fail(Quoted(path) + ": cannot read (" + std::strerror(errno) + ")");
+    }
+    if (S_ISLNK(st.st_mode)) return Fail(Quoted(path) + " is a symbolic link: ssaviz does not write through links");
+    if (!S_ISDIR(st.st_mode)) return Fail(Quoted(path) + " is " + (S_ISREG(st.st_mode) ? "a file" : KindOf(st)) + " where ssaviz writes a folder");
+    return owned(path);
+}
+
+Status ReplaceFolder(const std::string& temp, const std::string& path, const std::function<Status(const std::string&)>& owned) {
+    if (auto s = CheckReplaceableFolder(path, owned); !s) return s;
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) {
+        if (::rename(temp.c_str(), path.c_str()) != 0) return Fail(Quoted(path) + ": cannot put it in place (" + std::strerror(errno) + ")");
+        return Ok{};
+    }
+    // rename() moves a folder onto an empty one: the old folder goes aside under a fresh name.
+    auto aside = CreateTempFolderBeside(path);
+    if (!aside) return Fail(aside.error());
+    if (::rename(path.c_str(), aside->c_str()) != 0) {
+        const std::string why = std::strerror(errno);
+        ::rmdir(aside->c_str());
+        return Fail(Quoted(path) + ": cannot move it aside (" + why + ")");
+    }
+    if (::rename(temp.c_str(), path.c_str()) != 0) {
+        const std::string why = std::strerror(errno);
+        ::rename(aside->c_str(), path.c_str());
+        return Fail(Quoted(path) + ": cannot put it in place (" + why + ")");
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(*aside, ec);  // links inside are removed, never followed
+    return Ok{};
+}
+
 Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
     auto temp = CreateTempFileBeside(path);
     if (!temp) return Fail(temp.error());

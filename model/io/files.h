@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -51,6 +52,18 @@ Status WriteFileAtomically(const std::string& path, std::string_view bytes);
 // The first half of that for writers that stream: creates an empty temporary file beside `path`
 // (".NAME.ssaviz-PID-N.tmp") exclusively and returns its path; the caller fills it and renames it.
 Result<std::string> CreateTempFileBeside(const std::string& path);
+
+// Folders the same way (ssaviz train's model folders and checkpoint): an empty folder beside `path`
+// (".NAME.ssaviz-XXXXXX", made exclusively, with the permissions a new folder gets), filled by the
+// caller, then put in `path`'s place by ReplaceFolder. That refuses a link at `path` (never
+// written through) and anything at `path` that `owned` does not accept (a folder it cannot prove
+// the caller wrote is never deleted); the old folder is moved aside, the new one renamed in, and
+// only then the old one removed. On failure `path` is as it was and `temp` is left to the caller.
+Result<std::string> CreateTempFolderBeside(const std::string& path);
+Status ReplaceFolder(const std::string& temp, const std::string& path, const std::function<Status(const std::string&)>& owned);
+// Whether `path` is absent, or a folder (not a link) that `owned` accepts: what ReplaceFolder
+// requires, asked before long work that would end in it.
+Status CheckReplaceableFolder(const std::string& path, const std::function<Status(const std::string&)>& owned);
 
 // A byte count for messages: "512 bytes", "3.1 MB", "2.0 GB".
 std::string FormatBytes(size_t bytes);

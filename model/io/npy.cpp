@@ -32,10 +32,11 @@ Status WriteNpyParts(const std::string& path, const std::vector<int64_t>& shape,
     out.write(len_bytes, 2);
     out.write(header.data(), static_cast<std::streamsize>(header.size()));
     const uint64_t part_count = parts > 0 ? count / static_cast<uint64_t>(parts) : 0;
-    for (int64_t k = 0; k < parts && out; ++k) {
+    // A zero-length array (one token has no loss) is a header alone: its data may be null.
+    for (int64_t k = 0; k < parts && part_count > 0 && out; ++k) {
         std::string error;
         const float* data = part(k, &error);
-        if (!data) return Fail(path + ": " + error);
+        if (!data) return Fail(path + ": " + (error.empty() ? std::string("no data for part ") + std::to_string(k) : error));
         out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(part_count * sizeof(float)));
     }
     out.close();  // a full disk may only show when the buffer is flushed

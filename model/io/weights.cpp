@@ -358,22 +358,22 @@ Result<TemperatureForm> ParseFormSpec(const std::string& spec) {
     std::vector<std::string> parts;
     std::stringstream in(spec);
     for (std::string part; std::getline(in, part, ',');) parts.push_back(part);
-    const std::string usage = "'" + spec + "' is not POSITION[,TOKEN[,COMBINE]] (e.g. sigmoid,shared,sum or none)";
+    const std::string usage = "'" + EscapeForMessage(spec, 40) + "' is not POSITION[,TOKEN[,COMBINE]] (e.g. sigmoid,shared,sum or none)";
     if (parts.empty() || parts.size() > 3) return Fail(usage);
     TemperatureForm f;
     const std::string& pos = parts[0];
     if (pos == "sigmoid") f.position = PositionForm::Sigmoid;
     else if (pos == "exp_exp") f.position = PositionForm::ExpExp;
     else if (pos == "linear") f.position = PositionForm::Linear;
-    else if (pos != "none" && pos != "null") return Fail(usage + ": position '" + pos + "' is not sigmoid, exp_exp, linear or none");
+    else if (pos != "none" && pos != "null") return Fail(usage + ": position '" + EscapeForMessage(pos, 40) + "' is not sigmoid, exp_exp, linear or none");
     if (parts.size() > 1) {
         if (parts[1] == "shared") f.token = TokenForm::Shared;
         else if (parts[1] == "feature") f.token = TokenForm::Feature;
-        else if (parts[1] != "none" && parts[1] != "null") return Fail(usage + ": token '" + parts[1] + "' is not shared, feature or none");
+        else if (parts[1] != "none" && parts[1] != "null") return Fail(usage + ": token '" + EscapeForMessage(parts[1], 40) + "' is not shared, feature or none");
     }
     if (parts.size() > 2) {
         if (parts[2] == "product") f.combine = Combine::Product;
-        else if (parts[2] != "sum") return Fail(usage + ": combine '" + parts[2] + "' is not sum or product");
+        else if (parts[2] != "sum") return Fail(usage + ": combine '" + EscapeForMessage(parts[2], 40) + "' is not sum or product");
     }
     return f;
 }

@@ -25,6 +25,7 @@
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 
+#include "model/io/files.h"
 #include "model/nn/attention_maps_torch.h"
 #include "model/nn/forward.h"
 #include "model/nn/metrics.h"
@@ -171,10 +172,14 @@ Status Engine::OpenTwin(const std::string& twin_dir, const ConfigHints& hints) {
     if (a.n_layer != b.n_layer || a.n_head != b.n_head)
         return Fail("twin '" + twin_dir + "' has " + std::to_string(b.n_layer) + " layers x " + std::to_string(b.n_head) +
                     " heads; the model has " + std::to_string(a.n_layer) + " x " + std::to_string(a.n_head));
-    if (twin->tokenizer->Kind() != m_impl->model.tokenizer->Kind() ||
-        twin->tokenizer->VocabSize() != m_impl->model.tokenizer->VocabSize())
-        return Fail("twin '" + twin_dir + "' uses a different tokenizer (" + twin->tokenizer->Kind() + ", " +
-                    std::to_string(twin->tokenizer->VocabSize()) + " tokens)");
+    const Tokenizer &mine = *m_impl->model.tokenizer, &theirs = *twin->tokenizer;
+    if (theirs.Kind() != mine.Kind() || theirs.VocabSize() != mine.VocabSize())
+        return Fail("twin '" + EscapeForMessage(twin_dir) + "' uses a different tokenizer (" + theirs.Kind() + ", " +
+                    std::to_string(theirs.VocabSize()) + " tokens)");
+    // Same kind and size is not the same tokenizer: the twin would read other tokens under the same ids.
+    if (theirs.ContentHash() != mine.ContentHash())
+        return Fail("twin '" + EscapeForMessage(twin_dir) + "' uses a different tokenizer: the same kind (" + theirs.Kind() + ") and size (" +
+                    std::to_string(theirs.VocabSize()) + " tokens), but other pieces or merges");
     m_impl->twin = std::make_unique<LoadedModel>(std::move(*twin));
     m_impl->cache = {};
     return Ok{};
@@ -200,6 +205,7 @@ Status Engine::SetInterventions(std::vector<Intervention> interventions) {
         if (x.layer < 0 || x.layer >= c.n_layer || x.head < -1 || x.head >= c.n_head || (x.kind == Intervention::Kind::Scale && !std::isfinite(x.scale)))
             return Fail("intervention '" + Describe(x) + "' does not fit the model (" + std::to_string(c.n_layer) + " layers x " +
                         std::to_string(c.n_head) + " heads)");
+    if (auto s = CheckCombinedScales(interventions); !s) return s;
     if (interventions != m_impl->interventions) m_impl->cache = {};
     m_impl->interventions = std::move(interventions);
     return Ok{};
@@ -252,7 +258,10 @@ Result<Tokenization> EncodePrefix(const Tokenizer& tokenizer, std::string_view t
 
 Result<Tokenization> Engine::Tokenize(std::string_view text, bool truncate) const {
     if (text.empty()) return Fail("text is empty");
-    const size_t context = static_cast<size_t>(m_impl->model.info.config.n_positions);
+    // A twin with a shorter context bounds the text too, and is the one the message names.
+    const int own = m_impl->model.info.config.n_positions, twin = m_impl->twin ? m_impl->twin->info.config.n_positions : own;
+    const size_t context = static_cast<size_t>(std::min(own, twin));
+    const std::string whose = twin < own ? "the twin's context" : "the model's context";
     // One token more than the context tells "too long" from "fits" without encoding a long text whole.
     auto tokens = EncodePrefix(*m_impl->model.tokenizer, text, context + 1);
     if (!tokens) return tokens;
@@ -260,7 +269,7 @@ Result<Tokenization> Engine::Tokenize(std::string_view text, bool truncate) cons
         if (!truncate) {
             const bool whole = tokens->offsets.back().second == text.size();
             return Fail("text is " + std::string(whole ? "" : "more than ") + std::to_string(whole ? tokens->ids.size() : context) +
-                        " tokens, longer than the model's context of " + std::to_string(context) + " (truncating keeps the first " +
+                        " tokens, longer than " + whose + " of " + std::to_string(context) + " (truncating keeps the first " +
                         std::to_string(context) + ")");
         }
         KeepFirst(&*tokens, context);
@@ -432,6 +441,8 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     const int64_t T = static_cast<int64_t>(tokens.ids.size());
     const SsaGpt& ssa = m_impl->model.gpt;
     const SsaGpt& other = m_impl->twin ? m_impl->twin->gpt : ssa;
+    if (m_impl->twin && T > other.config.n_positions)
+        return Fail(std::to_string(T) + " tokens exceed the twin's context of " + std::to_string(other.config.n_positions));
     for (const SsaGpt* model : {&ssa, &other})
         if (auto valid = CheckIds(model->config, tokens.ids); !valid) return Fail(valid.error());
     const Comparison comparison = this->comparison();

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include "model/io/files.h"
 
@@ -40,6 +41,38 @@ std::string FormatInterventions(const std::vector<Intervention>& list) {
     return out;
 }
 
+Status CheckCombinedScales(const std::vector<Intervention>& list) {
+    // Per layer: the growth its L:* what-ifs give every head, and each named head's own, as sums
+    // of log10 so that thousands of factors cannot overflow the check itself.
+    std::map<int, double> layer_growth;
+    std::map<std::pair<int, int>, double> head_growth;
+    for (const Intervention& x : list) {
+        if (x.kind != Intervention::Kind::Scale || !(std::abs(x.scale) > 1)) continue;
+        const double growth = std::log10(std::abs(static_cast<double>(x.scale)));
+        if (x.head < 0) layer_growth[x.layer] += growth;
+        else head_growth[{x.layer, x.head}] += growth;
+    }
+    const double limit = std::log10(kMaxInterventionScale);
+    auto fail = [&](const std::string& where, double growth) {
+        char what[128];
+        if (growth < 300)
+            std::snprintf(what, sizeof what, "scale tau_q - 1 by up to %.3g together, more than the %g one head may take", std::pow(10.0, growth),
+                          kMaxInterventionScale);
+        else
+            std::snprintf(what, sizeof what, "scale tau_q - 1 by up to 1e%.0f together, more than the %g one head may take", std::floor(growth),
+                          kMaxInterventionScale);
+        return Fail("--ablate: the what-ifs on " + where + " " + what + " (the maps would overflow float range)");
+    };
+    for (const auto& [layer, growth] : layer_growth)
+        if (growth > limit + 1e-9) return fail("every head of L" + std::to_string(layer), growth);
+    for (const auto& [head, growth] : head_growth) {
+        const auto shared = layer_growth.find(head.first);
+        const double total = growth + (shared == layer_growth.end() ? 0.0 : shared->second);
+        if (total > limit + 1e-9) return fail("L" + std::to_string(head.first) + " H" + std::to_string(head.second), total);
+    }
+    return Ok{};
+}
+
 Result<std::vector<Intervention>> ParseInterventions(std::string_view spec, int n_layer, int n_head) {
     std::vector<Intervention> list;
     const std::string shape = " (the model has " + std::to_string(n_layer) + " layers x " + std::to_string(n_head) + " heads)";
@@ -53,6 +86,7 @@ Result<std::vector<Intervention>> ParseInterventions(std::string_view spec, int 
         *out = v;
         return true;
     };
+    if (spec.find_first_not_of(" ,") == std::string_view::npos) return Fail("--ablate is empty");
     size_t start = 0;
     while (start <= spec.size()) {
         const size_t comma = std::min(spec.find(',', start), spec.size());
@@ -85,6 +119,7 @@ Result<std::vector<Intervention>> ParseInterventions(std::string_view spec, int 
         list.push_back(x);
         start = comma + 1;
     }
+    if (auto s = CheckCombinedScales(list); !s) return Fail(s.error());
     return list;
 }
 

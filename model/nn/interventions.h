@@ -36,4 +36,13 @@ std::string Describe(const Intervention& intervention);
 Result<std::vector<Intervention>> ParseInterventions(std::string_view spec, int n_layer, int n_head);
 std::string FormatInterventions(const std::vector<Intervention>& interventions);  // the inverse
 
+// The largest factor on tau_q - 1 that the what-ifs on one head may make together: several scales
+// on the same head (its own and its layer's L:*) multiply, and past this the attention logits leave
+// float range and the maps and losses turn to NaN. Only factors larger than 1 in size count, so no
+// partial product on the way is larger either.
+constexpr double kMaxInterventionScale = 1e6;
+// Fails, naming the head and the combined factor, when the what-ifs on one head exceed it.
+// ParseInterventions and Engine::SetInterventions check it.
+Status CheckCombinedScales(const std::vector<Intervention>& interventions);
+
 }  // namespace model

@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 #include <malloc.h>
+#include <sched.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cstdlib>
 
@@ -33,6 +35,19 @@ int ComputeThreadsFromEnvironment(int fallback) {
     char* end = nullptr;
     const long threads = std::strtol(value, &end, 10);
     return *end == '\0' && threads >= 1 && threads <= 1024 ? static_cast<int>(threads) : fallback;
+}
+
+int UsableCores() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online > 0 ? static_cast<int>(online) : 1;
+}
+
+size_t PhysicalMemoryBytes() {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
 }
 
 Result<at::ScalarType> ResolveComputeDtype(const std::string& name, at::Device device) {

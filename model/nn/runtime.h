@@ -3,6 +3,8 @@
 // device and dtype choices are in runtime_torch.h.
 #pragma once
 
+#include <cstddef>
+
 namespace model {
 
 // Makes freed blocks of up to 32 MB (a head's map at 2,048 tokens is 16 MB) go back to the
@@ -17,5 +19,12 @@ void SetComputeThreads(int threads);
 // splits its sums by thread count, so two runs agree to the last bit only with the same count:
 // the window and `ssaviz export` both honour it.
 int ComputeThreadsFromEnvironment(int fallback);
+
+// What the machine lets this process use: the cores of its CPU affinity mask (at least 1), and the
+// physical memory in bytes (0 when unknown). Counts a user gives (train's --threads, its batch and
+// sizes) are checked against them: more threads than cores only wait on each other (a 0.6 s
+// training run took minutes with 64 threads on 2 cores).
+int UsableCores();
+size_t PhysicalMemoryBytes();
 
 }  // namespace model

@@ -856,6 +856,7 @@ struct Pipeline {
     AddedTokenMatcher raw_matcher, normalized_matcher;
     std::vector<int32_t> prefix, suffix;         // the post-processor's ids around the text
     size_t vocab_size = 0;
+    uint64_t content_hash = kHashSeed;           // of everything above that decides the ids
 };
 
 class HfTokenizer final : public Tokenizer {
@@ -866,6 +867,7 @@ public:
     std::string Decode(const std::vector<int32_t>& ids) const override;
     size_t VocabSize() const override { return m.vocab_size; }
     std::string Kind() const override { return m.kind; }
+    uint64_t ContentHash() const override { return m.content_hash; }
 
 private:
     struct Produced {
@@ -1535,10 +1537,14 @@ Result<std::unique_ptr<Tokenizer>> LoadHfTokenizerJson(const std::string& path) 
         for (int32_t id : *ids)
             if (static_cast<size_t>(id) >= p.vocab_size)
                 return Fail(prefix + "post_processor: id " + std::to_string(id) + " is outside the vocabulary (" + std::to_string(p.vocab_size) + " ids)");
+    // What decides the ids, as parsed (keys sorted, so spacing and key order in the file do not
+    // count); the decoder only spells them back.
+    for (const char* part : {"model", "normalizer", "pre_tokenizer", "post_processor", "added_tokens"})
+        if (const json* v = Find(*root, part)) p.content_hash = HashBytes(v->dump(), HashBytes(part, p.content_hash));
     return std::unique_ptr<Tokenizer>(std::make_unique<HfTokenizer>(std::move(p)));
 }
 
-Result<std::unique_ptr<Tokenizer>> MakeGpt2Tokenizer(std::unique_ptr<BpeModel> model) {
+Result<std::unique_ptr<Tokenizer>> MakeGpt2Tokenizer(std::unique_ptr<BpeModel> model, uint64_t content_hash) {
     // gpt-3-encoder runs GPT-2's pattern in JavaScript, whose \s is exactly this class (WhiteSpace
     // plus LineTerminator in ECMA-262): it has U+FEFF and lacks U+0085, unlike Oniguruma's.
     const std::string js_space =
@@ -1554,6 +1560,7 @@ Result<std::unique_ptr<Tokenizer>> MakeGpt2Tokenizer(std::unique_ptr<BpeModel> m
     p.model = std::move(model);
     p.pre_tokenizer = std::make_unique<ByteLevelPreTokenizer>(false, std::move(*regex));
     p.decoder = std::make_unique<ByteLevelDecoder>();
+    p.content_hash = content_hash;
     return std::unique_ptr<Tokenizer>(std::make_unique<HfTokenizer>(std::move(p)));
 }
 

@@ -21,6 +21,7 @@ Result<std::unique_ptr<Tokenizer>> LoadHfTokenizerJson(const std::string& path);
 
 // GPT-2's byte-level BPE: the ByteLevel pre-tokenizer with gpt-3-encoder's regex (JavaScript's \s),
 // `model` (GPT-2's files: a piece outside the vocabulary is an error) and the ByteLevel decoder.
-Result<std::unique_ptr<Tokenizer>> MakeGpt2Tokenizer(std::unique_ptr<BpeModel> model);
+// `content_hash`: the tokenizer's ContentHash, of the vocabulary's ids and bytes and the merges in rank order.
+Result<std::unique_ptr<Tokenizer>> MakeGpt2Tokenizer(std::unique_ptr<BpeModel> model, uint64_t content_hash);
 
 }  // namespace model

@@ -93,7 +93,7 @@ bool ParseBytePiece(const char* piece, size_t size, unsigned char* byte) {
 
 class SentencePieceTokenizer : public Tokenizer {
 public:
-    SentencePieceTokenizer(const Shim& shim, void* handle) : m_shim(shim), m_handle(handle) {}
+    SentencePieceTokenizer(const Shim& shim, void* handle, uint64_t hash) : m_shim(shim), m_handle(handle), m_hash(hash) {}
     ~SentencePieceTokenizer() override { m_shim.free(m_handle); }
 
     Result<Tokenization> Encode(std::string_view text) const override {
@@ -141,10 +141,12 @@ public:
 
     size_t VocabSize() const override { return static_cast<size_t>(m_shim.piece_size(m_handle)); }
     std::string Kind() const override { return "sentencepiece"; }
+    uint64_t ContentHash() const override { return m_hash; }
 
 private:
     const Shim& m_shim;
     void* m_handle;
+    uint64_t m_hash;
 };
 
 // ---- The normalizer's character map, checked before libsentencepiece sees it ----------------
@@ -179,10 +181,11 @@ bool ProtoFields(std::string_view message, std::vector<ProtoField>* fields) {
         uint64_t tag = 0, length = 0;
         if (!ReadVarint(&message, &tag)) return false;
         ProtoField f{tag >> 3, static_cast<int>(tag & 7), {}};
+        const std::string_view value = message;  // a number's bytes as they are stored
         switch (f.wire_type) {
-            case 0: if (!ReadVarint(&message, &length)) return false; break;
-            case 1: if (message.size() < 8) return false; message.remove_prefix(8); break;
-            case 5: if (message.size() < 4) return false; message.remove_prefix(4); break;
+            case 0: if (!ReadVarint(&message, &length)) return false; f.bytes = value.substr(0, value.size() - message.size()); break;
+            case 1: if (message.size() < 8) return false; f.bytes = message.substr(0, 8); message.remove_prefix(8); break;
+            case 5: if (message.size() < 4) return false; f.bytes = message.substr(0, 4); message.remove_prefix(4); break;
             case 2:
                 if (!ReadVarint(&message, &length) || length > message.size()) return false;
                 f.bytes = message.substr(0, length);
@@ -260,6 +263,29 @@ Status CheckNormalizers(std::string_view model) {
     return Ok{};
 }
 
+// ContentHash of a serialized ModelProto (checked well formed by CheckNormalizers): its pieces (1:
+// piece, score, type), normalizer (3) and denormalizer (5), and of its trainer_spec (2) only what
+// encoding reads: model_type (3), treat_whitespace_as_suffix (24) and byte_fallback (35). Training
+// inputs and options that only shaped the pieces do not count.
+uint64_t ModelHash(std::string_view model) {
+    std::vector<ProtoField> fields;
+    ProtoFields(model, &fields);
+    uint64_t hash = kHashSeed;
+    auto add = [&hash](const ProtoField& f) {
+        const uint64_t head[2] = {f.number, f.bytes.size()};
+        hash = HashBytes(f.bytes, HashBytes(std::string_view(reinterpret_cast<const char*>(head), sizeof head), hash));
+    };
+    for (const ProtoField& f : fields) {
+        if (f.number == 1 || f.number == 3 || f.number == 5) add(f);
+        if (f.number != 2 || f.wire_type != 2) continue;
+        std::vector<ProtoField> spec;
+        ProtoFields(f.bytes, &spec);
+        for (const ProtoField& g : spec)
+            if (g.number == 3 || g.number == 24 || g.number == 35) add(g);
+    }
+    return hash;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer>> LoadSentencePieceTokenizer(const std::string& path) {
@@ -271,7 +297,7 @@ Result<std::unique_ptr<Tokenizer>> LoadSentencePieceTokenizer(const std::string&
     char error[256] = "";
     void* handle = shim.load(bytes->data(), bytes->size(), error, sizeof error);
     if (!handle) return Fail(path + ": not a SentencePiece model (" + std::string(error) + ")");
-    auto tokenizer = std::make_unique<SentencePieceTokenizer>(shim, handle);
+    auto tokenizer = std::make_unique<SentencePieceTokenizer>(shim, handle, ModelHash(*bytes));
     if (tokenizer->VocabSize() == 0) return Fail(path + ": SentencePiece model has no pieces");
     return std::unique_ptr<Tokenizer>(std::move(tokenizer));
 }

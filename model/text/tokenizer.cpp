@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <utility>
 
@@ -103,9 +104,22 @@ Result<std::unique_ptr<Tokenizer>> LoadGpt2Tokenizer(const std::string& vocab_js
     options.unknown_is_error = true;
     options.vocab_source = vocab_json_path;
     options.merges_source = merges_path;
+    // ContentHash: each id's token in id order, then the merges in rank order.
+    std::vector<std::pair<int32_t, const std::string*>> by_id;
+    by_id.reserve(files.vocab.size());
+    for (const auto& [token, id] : files.vocab) by_id.push_back({id, &token});
+    std::sort(by_id.begin(), by_id.end());
+    uint64_t hash = kHashSeed;
+    for (const auto& [id, token] : by_id) hash = HashBytes(*token + '\0' + std::to_string(id) + '\0', hash);
+    for (const auto& [a, b] : files.merges) hash = HashBytes(a + ' ' + b + '\n', hash);
     auto model = BpeModel::Create(files.vocab, files.merges, std::move(options));
     if (!model) return Fail(model.error());
-    return MakeGpt2Tokenizer(std::move(*model));
+    return MakeGpt2Tokenizer(std::move(*model), hash);
+}
+
+uint64_t HashBytes(std::string_view bytes, uint64_t hash) {
+    for (const char c : bytes) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    return hash;
 }
 
 std::string TokenizerFilesIn(const std::string& model_dir) {

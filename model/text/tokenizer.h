@@ -37,7 +37,16 @@ public:
     virtual std::string Decode(const std::vector<int32_t>& ids) const = 0;
     virtual size_t VocabSize() const = 0;
     virtual std::string Kind() const = 0;  // "gpt2-bpe", "hf-bpe", "sentencepiece"
+    // A hash of everything that decides the ids: each id's bytes and the merges in rank order, or
+    // a SentencePiece model's pieces (with scores and types), normalizers and encoding options.
+    // Tokenizers of one kind with equal hashes give the same ids for every text (a twin must share
+    // its model's); the file names and formats they came from do not count.
+    virtual uint64_t ContentHash() const = 0;
 };
+
+// 64-bit FNV-1a of `bytes`, continuing from `hash`: the tokenizers' content hashes.
+constexpr uint64_t kHashSeed = 14695981039346656037ull;
+uint64_t HashBytes(std::string_view bytes, uint64_t hash = kHashSeed);
 
 // Opens the tokenizer files of a model folder: vocab.json + merges.txt, or an HF tokenizer.json of
 // type BPE (run as HF's tokenizers run it; a component ssaviz cannot run is refused), or a

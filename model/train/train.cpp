@@ -3,7 +3,10 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <cstdint>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -142,13 +145,81 @@ nlohmann::json RunIdentity(const TrainOptions& o) {
             {"warmup", o.warmup}, {"weight_decay", o.weight_decay}, {"twin", o.twin}, {"freeze_positions", o.freeze_positions}};
 }
 
-Status SaveCheckpoint(const std::string& dir, std::vector<Run>& runs, const nlohmann::json& state) {
-    const std::string tmp = dir + ".tmp";
+// What train writes, file by file: a folder holding anything else is not one it wrote, and is
+// never replaced (its files would be deleted with it).
+const std::set<std::string> kModelFolderFiles = {"config.json", "lit_config.json", "model.safetensors", "train.json",
+                                                 "vocab.json",  "merges.txt",      "tokenizer.json",    "tokenizer.model"};
+const std::set<std::string> kCheckpointSideFiles = {"config.json", "lit_config.json", "model.safetensors", "optimizer.pt"};
+
+std::string Shown(const std::string& path) { return "'" + EscapeForMessage(path) + "'"; }
+
+Status NotOurs(const std::string& dir, const std::string& why) {
+    return Fail(Shown(dir) + " " + why + ": it is not a folder ssaviz train wrote, so train leaves it alone (move it, or choose another --out)");
+}
+
+// Only regular files of `names` in `dir`, and folders of `folders` (checked by the caller).
+Status OnlyOurFiles(const std::string& dir, const std::set<std::string>& names, const std::set<std::string>& folders = {}) {
     std::error_code ec;
-    fs::remove_all(tmp, ec);
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        const fs::file_status st = it->symlink_status(ec);
+        const bool ours = (names.count(name) && fs::is_regular_file(st)) || (folders.count(name) && fs::is_directory(st));
+        if (!ours) return NotOurs(dir, "holds " + Shown(name));
+    }
+    if (ec) return Fail(Shown(dir) + ": cannot read (" + ec.message() + ")");
+    return Ok{};
+}
+
+bool IsEmptyFolder(const std::string& dir) {
+    std::error_code ec;
+    return fs::is_empty(dir, ec) && !ec;
+}
+
+// A model folder train wrote for `role`: its files only, and a train.json that says so.
+Status OwnedModelFolder(const std::string& dir, const std::string& role) {
+    if (IsEmptyFolder(dir)) return Ok{};  // nothing in it to lose (an older train made it before failing)
+    if (auto s = OnlyOurFiles(dir, kModelFolderFiles); !s) return s;
+    auto record = ParseJsonFile(dir + "/train.json");
+    if (!record || !record->is_object() || record->value("role", nlohmann::json()) != role)
+        return NotOurs(dir, "has no train.json with \"role\": \"" + role + "\"");
+    return Ok{};
+}
+
+// A checkpoint train wrote: state.json with its identity, and a folder of model and optimizer per side.
+Status OwnedCheckpoint(const std::string& dir) {
+    if (IsEmptyFolder(dir)) return Ok{};
+    if (auto s = OnlyOurFiles(dir, {"state.json"}, {"ssa", "vanilla"}); !s) return s;
+    for (const char* role : {"ssa", "vanilla"})
+        if (fs::is_directory(fs::symlink_status(fs::path(dir) / role)))
+            if (auto s = OnlyOurFiles(dir + "/" + role, kCheckpointSideFiles); !s) return s;
+    auto state = ParseJsonFile(dir + "/state.json");
+    if (!state || !state->is_object() || !state->contains("identity")) return NotOurs(dir, "has no state.json with an \"identity\"");
+    return Ok{};
+}
+
+// Temporary folders of one run, removed when it ends however it ends (a folder already renamed
+// into place is no longer there to remove).
+struct TempFolders {
+    std::vector<std::string> paths;
+    ~TempFolders() {
+        std::error_code ec;
+        for (const std::string& p : paths) fs::remove_all(p, ec);
+    }
+    Result<std::string> Beside(const std::string& path) {
+        auto temp = CreateTempFolderBeside(path);
+        if (temp) paths.push_back(*temp);
+        return temp;
+    }
+};
+
+Status SaveCheckpoint(const std::string& dir, std::vector<Run>& runs, const nlohmann::json& state) {
+    TempFolders temps;
+    auto tmp = temps.Beside(dir);
+    if (!tmp) return Fail(tmp.error());
     for (auto& run : runs) {
-        const std::string d = tmp + "/" + run.role;
-        fs::create_directories(d, ec);
+        const std::string d = *tmp + "/" + run.role;
+        std::error_code ec;
+        fs::create_directory(d, ec);
         if (ec) return Fail(d + ": cannot create (" + ec.message() + ")");
         if (auto s = SaveModelFolder(run.model, d); !s) return s;
         try {
@@ -157,11 +228,43 @@ Status SaveCheckpoint(const std::string& dir, std::vector<Run>& runs, const nloh
             return Fail(d + "/optimizer.pt: cannot write");
         }
     }
-    if (auto s = WriteText(tmp + "/state.json", state.dump(1)); !s) return s;
-    fs::remove_all(dir, ec);
-    fs::rename(tmp, dir, ec);
-    if (ec) return Fail(dir + ": cannot replace (" + ec.message() + ")");
-    return Ok{};
+    if (auto s = WriteText(*tmp + "/state.json", state.dump(1)); !s) return s;
+    return ReplaceFolder(*tmp, dir, OwnedCheckpoint);
+}
+
+// What resuming reads from state.json, each field checked for its type: a file edited by hand (or
+// not written by train) is an error naming the field, never a JSON library exception.
+struct ResumeState {
+    int64_t step = 0;
+    std::string rng;
+    double seconds = 0;
+    nlohmann::json history = nlohmann::json::array();
+};
+
+Result<ResumeState> ReadResumeState(const std::string& path, const nlohmann::json& state, const nlohmann::json& identity) {
+    auto bad = [&](const std::string& field, const std::string& what) {
+        return Fail(path + ": '" + field + "' must be " + what + (state.is_object() && state.contains(field) ? ", not " + DescribeJson(state[field]) : ""));
+    };
+    if (!state.is_object()) return Fail(path + ": not a JSON object (" + DescribeJson(state) + ")");
+    if (!state.contains("identity") || state["identity"] != identity)
+        return Fail(EscapeForMessage(fs::path(path).parent_path().string()) +
+                    ": was written with other settings (model shape, task, seed or optimizer); resume with the same flags");
+    ResumeState r;
+    const nlohmann::json& step = state.value("step", nlohmann::json());
+    if (!step.is_number_integer() || step.get<int64_t>() < 0) return bad("step", "a whole number of steps");
+    r.step = step.get<int64_t>();
+    const nlohmann::json& rng = state.value("rng", nlohmann::json());
+    if (!rng.is_string()) return bad("rng", "the batch generator's state (a string)");
+    r.rng = rng.get<std::string>();
+    if (state.contains("seconds")) {
+        if (!state["seconds"].is_number()) return bad("seconds", "a number");
+        r.seconds = state["seconds"].get<double>();
+    }
+    if (state.contains("history")) {
+        if (!state["history"].is_array()) return bad("history", "an array");
+        r.history = state["history"];
+    }
+    return r;
 }
 
 }  // namespace
@@ -206,6 +309,26 @@ SsaGpt InitSsaGpt(const ModelConfig& c, uint64_t seed, bool zero_positions) {
     return m;
 }
 
+Status CheckTrainOutput(const TrainOptions& o) {
+    std::vector<std::string> roles = {"ssa"};
+    if (o.twin) roles.push_back("vanilla");
+    for (const std::string& role : roles)
+        if (auto s = CheckReplaceableFolder(o.out + "/" + role, [&](const std::string& d) { return OwnedModelFolder(d, role); }); !s) return s;
+    return CheckReplaceableFolder(o.out + "/checkpoint", OwnedCheckpoint);
+}
+
+size_t EstimateTrainingBytes(const TrainOptions& o) {
+    const ModelConfig& c = o.config;
+    const double V = std::max(c.vocab_size, 1), E = c.n_embd, L = c.n_layer, H = c.n_head, C = c.n_positions;
+    const double B = o.task.batch, T = o.task.seq_len;
+    // Weights, gradients and AdamW's two moments; then what autograd keeps of one batch: about 16
+    // widths a token per layer, the [H, T, T] scores, softmax and mask, and the logits three times.
+    const double parameters = (V + C) * E + L * (12 * E * E + 13 * E) + 2 * E;
+    const double activations = L * (B * T * 16 * E + 3 * B * H * T * T) + 3 * B * T * V;
+    const double bytes = (o.twin ? 2 : 1) * 4 * (4 * parameters + 2 * activations);  // backward holds as much again
+    return bytes >= 1.8e19 ? SIZE_MAX : static_cast<size_t>(bytes);
+}
+
 Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(const TrainProgress&)>& progress,
                              const std::atomic<bool>* cancel) {
     TrainOptions o = o_in;
@@ -214,13 +337,18 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
         return Fail("--seq-len " + std::to_string(o.task.seq_len) + " exceeds the context " + std::to_string(o.config.n_positions));
     if (o.config.n_head < 1 || o.config.n_embd % o.config.n_head != 0)
         return Fail("--width " + std::to_string(o.config.n_embd) + " is not a multiple of --heads " + std::to_string(o.config.n_head));
+    if (auto s = CheckTrainOutput(o); !s) return Fail(s.error());
     std::error_code ec;
     fs::create_directories(o.out, ec);
     if (ec) return Fail(o.out + ": cannot create (" + ec.message() + ")");
+    TempFolders temps;  // the tokenizer trained here and the model folders until they are in place
 
     // Tokenizer: given, built in for synthetic tasks, or a SentencePiece model trained on the corpus.
+    // A tokenizer made here lives in a temporary folder: each model folder gets its own copy.
     if (o.tokenizer_dir.empty()) {
-        o.tokenizer_dir = o.out + "/tokenizer";
+        auto made = temps.Beside(o.out + "/tokenizer");
+        if (!made) return Fail(made.error());
+        o.tokenizer_dir = *made;
         if (o.task.task == "text") {
             auto corpus = ReadCorpus(o.task.data);
             if (!corpus) return Fail(corpus.error());
@@ -229,7 +357,6 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
                 std::istringstream in(text);
                 for (std::string line; std::getline(in, line);) lines.push_back(line);
             }
-            fs::create_directories(o.tokenizer_dir, ec);
             SentencePieceTraining sp;
             sp.vocab_size = o.config.vocab_size > 0 ? o.config.vocab_size : 4096;
             if (auto s = TrainSentencePiece(lines, sp, o.tokenizer_dir + "/tokenizer.model"); !s) return Fail(s.error());
@@ -257,18 +384,18 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
     if (o.resume) {
         auto read = ParseJsonFile(checkpoint + "/state.json");
         if (!read) return Fail(checkpoint + "/state.json: missing or not JSON (nothing to resume)");
-        const nlohmann::json& state = *read;
-        if (state.value("identity", nlohmann::json()) != RunIdentity(o))
-            return Fail(checkpoint + ": was written with other settings (model shape, task, seed or optimizer); resume with the same flags");
+        auto state = ReadResumeState(checkpoint + "/state.json", *read, RunIdentity(o));
+        if (!state) return Fail(state.error());
         for (auto& run : runs) {
             auto loaded = LoadSsaGptFolder(checkpoint + "/" + run.role, at::kCPU);
             if (!loaded) return Fail(loaded.error());
             run.model = std::move(*loaded);
         }
-        std::istringstream(state.at("rng").get<std::string>()) >> rng;
-        start = state.at("step").get<int64_t>();
-        seconds_before = state.value("seconds", 0.0);
-        history = state.value("history", history);
+        std::istringstream rng_state(state->rng);
+        if (!(rng_state >> rng)) return Fail(checkpoint + "/state.json: 'rng' is not the batch generator's state");
+        start = state->step;
+        seconds_before = state->seconds;
+        history = std::move(state->history);
     }
     for (auto& run : runs) {
         MakeTrainable(run, o);
@@ -335,12 +462,14 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
     // The models as shipped: written in the storage dtype, read back, and scored from the files.
     nlohmann::json final_eval = nlohmann::json::object();
     const double seconds = seconds_before + elapsed();
+    std::map<std::string, std::string> written;  // role -> its folder, complete but not yet in place
     for (auto& run : runs) {
-        const std::string dir = o.out + "/" + run.role;
-        fs::create_directories(dir, ec);
-        if (auto s = SaveModelFolder(run.model, dir, o.storage); !s) return Fail(s.error());
-        if (auto s = CopyTokenizer(o.tokenizer_dir, dir); !s) return Fail(s.error());
-        auto saved = LoadSsaGptFolder(dir, at::kCPU);
+        auto dir = temps.Beside(o.out + "/" + run.role);
+        if (!dir) return Fail(dir.error());
+        written[run.role] = *dir;
+        if (auto s = SaveModelFolder(run.model, *dir, o.storage); !s) return Fail(s.error());
+        if (auto s = CopyTokenizer(o.tokenizer_dir, *dir); !s) return Fail(s.error());
+        auto saved = LoadSsaGptFolder(*dir, at::kCPU);
         if (!saved) return Fail(saved.error());
         final_eval[run.role] = Evaluate(**task, *saved);
     }
@@ -353,7 +482,12 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
             {"freeze_positions", o.freeze_positions}, {"storage", ToString(o.storage)},
             {"threads", at::get_num_threads()}, {"wall_seconds", seconds},
             {"parameters", run.model.ParameterCount()}, {"final", final_eval[run.role]}, {"history", history}};
-        if (auto s = WriteText(o.out + "/" + run.role + "/train.json", record.dump(1) + "\n"); !s) return Fail(s.error());
+        if (auto s = WriteText(written[run.role] + "/train.json", record.dump(1) + "\n"); !s) return Fail(s.error());
+    }
+    for (auto& run : runs) {
+        const std::string role = run.role;
+        if (auto s = ReplaceFolder(written[role], o.out + "/" + role, [&](const std::string& d) { return OwnedModelFolder(d, role); }); !s)
+            return Fail(s.error());
     }
     return final_eval;
 }

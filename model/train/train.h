@@ -54,6 +54,17 @@ struct TrainProgress {
 // weights do not depend on the SSA forms, so a model and its vanilla twin start identical.
 SsaGpt InitSsaGpt(const ModelConfig& config, uint64_t seed, bool zero_positions = false);
 
+// What train writes in options.out: ssa/, vanilla/ (each a model folder) and checkpoint/. Each is
+// written under a temporary name and renamed into place, and must be absent or a folder train
+// wrote (its own files only, with train.json's "role" or state.json's "identity"; an empty folder
+// too): a link, a file, or a folder holding anything else is refused, naming it, and never
+// deleted. Train checks this first; the command line asks before it starts.
+Status CheckTrainOutput(const TrainOptions& options);
+
+// The bytes a training run may hold at its peak (an estimate on the high side): each model's
+// weights, gradients and AdamW state, and what autograd keeps of one batch.
+size_t EstimateTrainingBytes(const TrainOptions& options);
+
 // Runs the training; `progress` is called after every step. Returns the final evaluation
 // {"ssa": {...}, "vanilla": {...}} of the models as saved (reloaded from their files).
 Result<nlohmann::json> Train(const TrainOptions& options, const std::function<void(const TrainProgress&)>& progress,

@@ -223,6 +223,46 @@ def seeds_json():
                                   '"w": {"dtype": "U8", "shape": [64], "data_offsets": [0, 64]}}')
 
 
+def seeds_session():
+    """fuzz_session: session files as the window writes them, and the round-three abuses (a version
+    past 32 bits, pins by the thousand, stacked what-if scales, a number past float range)."""
+    full = {"ssaviz_session": 1, "model": "/models/ssa small", "compare": "/models/vanilla",
+            "interventions": "0:1,1:*=pos,2:0=x0.5", "device": "cpu", "text": "caf\u00e9 \"quoted\"\nline",
+            "truncate": True, "selected": [2, 3], "pinned": [[0, 1, "ssa"], [2, 3, "vanilla"], [1, 1]], "query": 7,
+            "view": {"colormap": "magma", "log_scale": True, "map": "diff", "token_color": "spikiness", "token_scope": "layer",
+                     "sink_epsilon": 0.25, "grid_metric": "js_divergence", "map_zoom": 3.5, "map_pan": [2.0, 7.25],
+                     "split": True, "grid_map": "diff", "per_head_scale": True, "matrix_metric": "sink_mass", "grid_cell": 64,
+                     "tab": "Matrix", "layout": {"columns": [0.25, 0.5, 0.25], "editor": 0.4, "editor_open": False}},
+            "export": {"out": "/tmp/out dir", "layers": [0, 2, 2], "heads": [1], "formats": ["npy", "csv", "png", "html"],
+                       "maps": ["ssa", "diff"], "colormap": "magma", "log_scale": False, "size": 512, "highlight": "tau_v",
+                       "highlight_scope": "head", "highlight_head": [1, 2], "sink_epsilon": 0.4}}
+    write("session", "full.json", json.dumps(full, indent=1, ensure_ascii=False))
+    write("session", "minimal.json", '{"ssaviz_session": 1, "text": "hi"}')
+    write("session", "version_wraps.json", '{"ssaviz_session": 4294967297, "text": "hi"}')
+    write("session", "pins_repeated.json", json.dumps({"ssaviz_session": 1, "pinned": [[k % 2, k // 2 % 2] for k in range(2000)]}))
+    write("session", "pins_too_many.json", json.dumps({"ssaviz_session": 1, "pinned": [[k, 0] for k in range(100)]}))
+    write("session", "scales_stacked.json", '{"ssaviz_session": 1, "interventions": "0:0=x1000,0:0=x1000,0:*=x1000"}')
+    write("session", "float_range.json", '{"ssaviz_session": 1, "view": {"map_zoom": 1e300, "sink_epsilon": 1e-400}, "query": -1e19}')
+
+
+def seeds_flags():
+    """fuzz_flags: a command byte (the order of kCommands: window, info, tokenize, export, generate,
+    init-random, train, eval), then its arguments separated by NUL bytes."""
+    def w(name, command, args):
+        write("flags", name, bytes([command]) + "\0".join(args).encode())
+    w("export_full", 3, ["--model", "m", "--text", "it's", "--out", "o dir", "--layers", "0, 2,2", "--heads", "all",
+                         "--format", "json,png", "--maps", "ssa,diff,ssa", "--size", "512", "--highlight-scope", "1,2",
+                         "--sink-eps", "0.4", "--ablate", "0:1,1:*=x2.5", "--compare", "local", "--truncate"])
+    w("export_empty_lists", 3, ["--text", "t", "--out", "o", "--format", "", "--maps", ",", "--layers", " "])
+    w("generate_numbers", 4, ["--text", "t", "--tokens", "+3", "--top-k", "2.5", "--seed", "9007199254740992", "--temperature", "1e-3"])
+    w("window_wraps", 0, ["--window", "4294968576x800", "--frames", "4294967297", "--continue", "3"])
+    w("train_counts", 6, ["--out", "o", "--task", "graph", "--threads", "1048576", "--seq-len", "100", "--context", "16",
+                          "--lr", "0.01", "--warmup", "-1", "--query-form", "sigmoid,shared,sum"])
+    w("init_random", 5, ["--out", "o", "--layers", "2", "--heads", "2", "--embd", "16", "--positions", "16", "--seed", "7"])
+    write("flags", "ablate_stacked", b"\x03" + b"0:0=x1000,0:0=x1000,0:*=x1000,1:1=x1e-6")
+    write("flags", "integer_minus", b"\x01" + b"-9223372036854775809")
+
+
 def seeds_torch():
     torch.manual_seed(0)
     state = collections.OrderedDict()
@@ -268,4 +308,6 @@ if __name__ == "__main__":
     seeds_text()
     seeds_tokenizer_files()
     seeds_json()
+    seeds_session()
+    seeds_flags()
     seeds_torch()

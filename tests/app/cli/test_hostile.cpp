@@ -1,7 +1,9 @@
-// Hostile input through the real binary (issue "Hostile input, round two"): files that are not
-// files, texts far past the context, tokenizer files present but broken, exports into folders
-// holding links or in the way, sizes that cannot be built. Each is a one-line error with the
-// documented exit code, or a result that leaves nothing of the user's lost.
+// Hostile input through the real binary (issues "Hostile input, round two" and "round three"):
+// files that are not files, texts far past the context, tokenizer files present but broken, exports
+// into folders holding links or in the way, sizes that cannot be built; then figure sizes, train's
+// writes and counts, what-ifs and twins that give wrong results, numbers that wrap, messages and
+// limits. Each is a one-line error with the documented exit code, or a result that leaves nothing
+// of the user's lost.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -176,6 +178,249 @@ TEST_F(Cli, SizesThatCannotBeBuiltAreRefusedUpFront) {
     EXPECT_FALSE(fs::exists(dir + "/a"));
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "hi", "--out", dir + "/c", "--size", "16384"}), 2,
                        "--size must be a heatmap side of 16 to 8192 pixels");
+}
+
+//-----------------------------------------------------------------------------
+// Round three
+//-----------------------------------------------------------------------------
+
+// A copy of the small model whose BPE vocabulary holds "a" x 2^k for k = 0..`bits`, merged in that
+// order: 2^bits + 2 a's encode as two tokens, 2^bits bytes (a megabyte at 20) and "aa".
+// `keep_last` false leaves the longest piece out of the vocabulary (the merges still make it).
+std::string LongTokenModel(const std::string& small, const std::string& name, int bits = 20, bool keep_last = true) {
+    const std::string dir = Fresh(name);
+    fs::copy(small + "/config.json", dir + "/config.json");
+    fs::copy(small + "/model.safetensors", dir + "/model.safetensors");
+    json vocab = json::object();
+    std::ofstream merges(dir + "/merges.txt");
+    merges << "#version: 0.2\n";
+    for (int k = 0; k <= bits; ++k) {
+        if (k < bits || keep_last) vocab[std::string(size_t{1} << k, 'a')] = k;
+        if (k < bits) merges << std::string(size_t{1} << k, 'a') << " " << std::string(size_t{1} << k, 'a') << "\n";
+    }
+    std::ofstream(dir + "/vocab.json") << vocab.dump();
+    std::ofstream(dir + "/text.txt") << std::string((size_t{1} << bits) + 2, 'a');
+    return dir;
+}
+
+// The width and height of a PNG, from its IHDR.
+std::pair<uint32_t, uint32_t> PngSize(const std::string& path) {
+    const std::string png = ReadFile(path);
+    if (png.size() < 24) return {0, 0};
+    auto be32 = [&](size_t at) {
+        return (uint32_t(uint8_t(png[at])) << 24) | (uint32_t(uint8_t(png[at + 1])) << 16) | (uint32_t(uint8_t(png[at + 2])) << 8) | uint8_t(png[at + 3]);
+    };
+    return {be32(16), be32(20)};
+}
+
+bool HasTemporaries(const std::string& dir) {
+    for (const std::string& f : FilesUnder(dir))
+        if (f.find(".ssaviz-") != std::string::npos) return true;
+    return false;
+}
+
+TEST_F(Cli, FigureSizesAreBoundedByTheirContentNotByTheirText) {
+    // A token that is a megabyte of text: the highlight cuts it to its line (it aborted before).
+    const std::string model = LongTokenModel(Small(), "megabyte"), out = model + "/out";
+    Outcome r = Ssaviz({"export", "--model", model, "--text-file", model + "/text.txt", "--out", out, "--format", "png,svg,html"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto [w, h] = PngSize(out + "/highlight.png");
+    EXPECT_GT(w, 100u);
+    EXPECT_LE(w, 1400u);
+    EXPECT_LE(h, 400u);
+    EXPECT_LT(ReadFile(out + "/highlight.svg").size(), size_t{100000});
+    EXPECT_GT(ReadFile(out + "/highlight.html").size(), size_t{1} << 20);  // the page keeps the whole text
+    EXPECT_FALSE(HasTemporaries(out));
+
+    // Thousands of what-ifs: titles name three and count the rest.
+    std::string ablate;
+    for (int k = 0; k < 3000; ++k) ablate += (k ? "," : "") + std::to_string(k % 2) + ":" + std::to_string(k / 2 % 2);
+    const std::string many = Fresh("many_whatifs");
+    r = Ssaviz({"export", "--model", Small(), "--text", "a b c d", "--out", many, "--format", "png,svg", "--ablate", ablate});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_LE(PngSize(many + "/heatmaps/L0_H0.png").first, 1400u);
+    EXPECT_NE(ReadFile(many + "/heatmaps/L0_H0.svg").find("and 2997 more what-ifs"), std::string::npos);
+
+    // A figure that cannot fit (a heads grid of 128 heads a layer) is a one-line error; the folder
+    // is left as it was, without temporaries.
+    const std::string wide = Fresh("wide");
+    r = Ssaviz({"init-random", "--out", wide + "/model", "--layers", "1", "--heads", "128", "--embd", "128", "--positions", "16",
+                "--tokenizer", std::string(SSAVIZ_SOURCE_DIR) + "/assets/tokenizers/gpt2"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    fs::create_directories(wide + "/out");
+    std::ofstream(wide + "/out/keep.txt") << "mine";
+    r = Ssaviz({"export", "--model", wide + "/model", "--text", "a b", "--out", wide + "/out", "--format", "png", "--layers", "0", "--heads", "0"});
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_NE(r.err.substr(r.err.rfind("ssaviz: ")).find("is larger than a figure may be"), std::string::npos) << r.err;
+    EXPECT_EQ(FilesUnder(wide + "/out"), (std::vector<std::string>{"keep.txt"}));
+}
+
+TEST_F(Cli, TrainNeverWritesThroughLinksNorDeletesWhatItDidNotMake) {
+    const std::string dir = Fresh("train_links"), out = dir + "/out", victim = dir + "/victim";
+    fs::create_directories(out);
+    fs::copy(Small(), victim, fs::copy_options::recursive);
+    const std::string weights = ReadFile(victim + "/model.safetensors");
+    const std::vector<std::string> train = {"train", "--task", "graph", "--out", out, "--steps", "3"};
+    // DIR/ssa a link to another model: refused before training, the model untouched.
+    fs::create_symlink(victim, out + "/ssa");
+    ExpectOneLineError(Ssaviz(train), 2, "ssa' is a symbolic link: ssaviz does not write through links");
+    EXPECT_EQ(ReadFile(victim + "/model.safetensors"), weights);
+    fs::remove(out + "/ssa");
+    // DIR/vanilla a file, DIR/checkpoint a folder of the user's: refused, left alone.
+    std::ofstream(out + "/vanilla") << "notes";
+    ExpectOneLineError(Ssaviz(train), 2, "vanilla' is a file where ssaviz writes a folder");
+    fs::remove(out + "/vanilla");
+    fs::create_directories(out + "/checkpoint");
+    std::ofstream(out + "/checkpoint/notes.txt") << "mine";
+    ExpectOneLineError(Ssaviz(train), 2, "holds 'notes.txt': it is not a folder ssaviz train wrote");
+    EXPECT_EQ(ReadFile(out + "/checkpoint/notes.txt"), "mine");
+    fs::remove_all(out + "/checkpoint");
+    // A model folder of someone else's (no train.json of train's) is not replaced either.
+    fs::copy(Small(), out + "/ssa", fs::copy_options::recursive);
+    ExpectOneLineError(Ssaviz(train), 2, "has no train.json with \"role\": \"ssa\"");
+    fs::remove_all(out + "/ssa");
+
+    // Its own folders it replaces, through temporary names that do not stay behind.
+    Outcome r = Ssaviz(train);
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = Ssaviz(train);
+    ASSERT_EQ(r.code, 0) << r.err;
+    std::vector<std::string> top;
+    for (const auto& e : fs::directory_iterator(out)) top.push_back(e.path().filename().string());
+    std::sort(top.begin(), top.end());
+    EXPECT_EQ(top, (std::vector<std::string>{"checkpoint", "ssa", "vanilla"}));
+
+    // A checkpoint's state.json with a field of the wrong type: one line naming it, not a JSON exception.
+    json state = json::parse(ReadFile(out + "/checkpoint/state.json"));
+    state["rng"] = 5;
+    std::ofstream(out + "/checkpoint/state.json", std::ios::trunc) << state.dump();
+    std::vector<std::string> resume = train;
+    resume.back() = "6";
+    resume.push_back("--resume");
+    ExpectOneLineError(Ssaviz(resume), 3, "state.json: 'rng' must be the batch generator's state (a string), not 5");
+    state["rng"] = "not a generator";
+    std::ofstream(out + "/checkpoint/state.json", std::ios::trunc) << state.dump();
+    ExpectOneLineError(Ssaviz(resume), 3, "'rng' is not the batch generator's state");
+    state = json::array();
+    std::ofstream(out + "/checkpoint/state.json", std::ios::trunc) << state.dump();
+    ExpectOneLineError(Ssaviz(resume), 2, "has no state.json with an \"identity\"");  // not provably train's: not touched
+}
+
+TEST_F(Cli, TrainCountsAreBoundedByWhatTheMachineCanUse) {
+    const std::string out = Fresh("train_counts") + "/out";
+    const std::vector<std::string> train = {"train", "--task", "graph", "--out", out, "--steps", "2"};
+    auto with = [&](std::vector<std::string> extra) {
+        std::vector<std::string> args = train;
+        args.insert(args.end(), extra.begin(), extra.end());
+        return Ssaviz(args);
+    };
+    ExpectOneLineError(with({"--threads", "1048576"}), 2, "--threads '1048576' is not a whole number from 1 to 1024");
+    ExpectOneLineError(with({"--threads", "1024"}), 2, "cores this process may use");  // no CI machine has 1,024 cores
+    ExpectOneLineError(with({"--batch", "1000000"}), 2, "of memory here");
+    ExpectOneLineError(with({"--width", "1048576"}), 2, "of memory here");
+    ExpectOneLineError(with({"--seq-len", "100"}), 2, "--seq-len 100 must be from 2 to the context (--context 16)");
+    ExpectOneLineError(with({"--seq-len", "1"}), 2, "--seq-len 1 must be from 2");
+    ExpectOneLineError(with({"--width", "10", "--heads", "3"}), 2, "n_embd 10 is not divisible by n_head 3");
+    ExpectOneLineError(Ssaviz({"train", "--out", out, "--data", ","}), 2, "--data is empty");
+    EXPECT_FALSE(fs::exists(out));
+}
+
+TEST_F(Cli, NumbersThatWrapOrMeanNothingAreUsageErrors) {
+    const std::string dir = Fresh("numbers");
+    ExpectOneLineError(Ssaviz({"--window", "4294968576x800"}), 2, "--window '4294968576x800' must be WIDTHxHEIGHT");
+    ExpectOneLineError(Ssaviz({"generate", "--model", Small(), "--text", "a b", "--tokens", "2", "--top-k", "2.5"}), 2,
+                       "--top-k '2.5' is not a whole number");
+    ExpectOneLineError(Ssaviz({"generate", "--model", Small(), "--text", "a b", "--tokens", "+2"}), 2, "--tokens '+2'");
+    // An empty list is the same error for every list flag, and nothing is written.
+    for (const char* flag : {"--format", "--maps", "--layers", "--ablate"})
+        ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "a b", "--out", dir + "/empty", flag, ""}), 2,
+                           std::string(flag) + " is empty");
+    EXPECT_FALSE(fs::exists(dir + "/empty"));
+    // A session version past 32 bits is not version 1.
+    std::ofstream(dir + "/session.json") << R"({"ssaviz_session": 4294967297, "text": "hi"})";
+    ExpectOneLineError(Ssaviz({"--session", dir + "/session.json"}), 3, "'ssaviz_session' must be an integer from");
+    // Every --out that cannot be written is a usage error, found before any model runs (as root,
+    // access() would say /proc is writable).
+    for (const std::string& bad : {std::string("/proc/ssaviz-test/out"), std::string("/proc"), std::string("/proc/self")})
+        ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "hi", "--out", bad}), 2, "--out: '" + bad + "' cannot be");
+    ExpectOneLineError(Ssaviz({"init-random", "--out", "/proc/ssaviz-test", "--layers", "1", "--heads", "1", "--embd", "8", "--positions", "8"}), 2,
+                       "--out: '/proc/ssaviz-test' cannot be made");
+    ExpectOneLineError(Ssaviz({"train", "--task", "graph", "--out", "/proc", "--steps", "1"}), 2, "--out: '/proc' cannot be written");
+    // The check makes nothing that stays: the folders it tried are gone again.
+    ExpectOneLineError(Ssaviz({"export", "--model", dir + "/no-model", "--text", "hi", "--out", dir + "/a/b/c"}), 3, "does not exist");
+    EXPECT_FALSE(fs::exists(dir + "/a"));
+}
+
+TEST_F(Cli, WrongResultsAreRefusedNotReportedAsSuccess) {
+    const std::string dir = Fresh("wrong");
+    // What-if scales within their bound one by one but multiplying past float range on one head.
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "a b c", "--out", dir + "/x", "--ablate",
+                               "0:0=x1000,0:0=x1000,0:0=x1000,0:*=x1000,0:0=x1000,0:0=x1000,0:0=x1000"}),
+                       2, "the what-ifs on L0 H0 scale tau_q - 1 by up to 1e+21 together");
+    ExpectOneLineError(Ssaviz({"generate", "--model", Small(), "--text", "a b c", "--tokens", "1", "--ablate", "1:*=x1e6,1:*=x-10"}), 2,
+                       "every head of L1");
+    Outcome r = Ssaviz({"export", "--model", Small(), "--text", "a b c", "--out", dir + "/ok", "--format", "npy", "--ablate", "0:0=x1000,0:*=x1000"});
+    ASSERT_EQ(r.code, 0) << r.err;
+
+    // A twin of the same tokenizer kind and size whose ids mean other pieces.
+    const std::string twin = dir + "/permuted";
+    fs::copy(Twin(), twin, fs::copy_options::recursive);
+    json vocab = json::parse(ReadFile(twin + "/vocab.json"));
+    std::string a, b;
+    for (const auto& [token, id] : vocab.items()) {
+        if (id == 64) a = token;
+        if (id == 65) b = token;
+    }
+    vocab[a] = 65;
+    vocab[b] = 64;
+    std::ofstream(twin + "/vocab.json", std::ios::trunc) << vocab.dump();
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "a b", "--out", dir + "/twin", "--compare", twin}), 3,
+                       "uses a different tokenizer: the same kind (gpt2-bpe) and size (50257 tokens), but other pieces or merges");
+    r = Ssaviz({"export", "--model", Small(), "--text", "a b", "--out", dir + "/twin", "--compare", Twin(), "--format", "json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+
+    // One token: no losses, and the default formats write loss.npy as the empty array it is.
+    r = Ssaviz({"export", "--model", Small(), "--text", "hello", "--out", dir + "/one"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(NpyShape(dir + "/one/loss.npy"), (std::vector<int64_t>{0}));
+    EXPECT_EQ(NpyShape(dir + "/one/attention.npy"), (std::vector<int64_t>{2, 2, 1, 1}));
+    EXPECT_TRUE(fs::is_regular_file(dir + "/one/highlight.png"));
+}
+
+TEST_F(Cli, MessagesNameTheRightThingAndStayShort) {
+    const std::string dir = Fresh("messages");
+    // A twin with a shorter context: its context is the one named.
+    Outcome r = Ssaviz({"init-random", "--out", dir + "/short", "--seed", "5", "--tokenizer", std::string(SSAVIZ_SOURCE_DIR) + "/assets/tokenizers/gpt2",
+                        "--layers", "2", "--heads", "2", "--embd", "16", "--positions", "8"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string text = "one two three four five six seven eight nine ten eleven";
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", text, "--out", dir + "/x", "--compare", dir + "/short"}), 3,
+                       "longer than the twin's context of 8");
+    r = Ssaviz({"export", "--model", Small(), "--text", text, "--out", dir + "/x", "--compare", dir + "/short", "--truncate", "--format", "npy"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(NpyShape(dir + "/x/attention.npy"), (std::vector<int64_t>{2, 2, 8, 8}));
+    // A BPE piece missing from the vocabulary: the file named, the piece cut (here 128 kB).
+    const std::string model = LongTokenModel(Small(), "missing_piece", 17, false);
+    r = Ssaviz({"tokenize", "--model", model, "--text-file", model + "/text.txt"});
+    ExpectOneLineError(r, 3, "is not in the vocabulary of");
+    EXPECT_NE(r.err.find("vocab.json"), std::string::npos) << r.err.substr(0, 400);
+    EXPECT_LT(r.err.size(), 400u) << r.err.substr(0, 400);
+    // Values from the command line are echoed cut.
+    r = Ssaviz({"export", "--model", Small(), "--text", "hi", "--out", dir + "/y", "--colormap", std::string(100000, 'j')});
+    ExpectOneLineError(r, 2, "--colormap 'jjj");
+    EXPECT_LT(r.err.size(), 200u);
+    r = Ssaviz({"info", std::string(100000, 'z')});
+    ExpectOneLineError(r, 2, "unknown argument 'zzz");
+    EXPECT_LT(r.err.size(), 200u);
+}
+
+TEST_F(Cli, RepeatedLayersAndHeadsWriteEachFileOnce) {
+    std::string layers;
+    for (int k = 0; k < 50000; ++k) layers += (k ? "," : "") + std::to_string(k % 2);
+    const std::string out = Fresh("repeats");
+    Outcome r = Ssaviz({"export", "--model", Small(), "--text", "a b", "--out", out, "--format", "csv", "--layers", layers, "--heads", "1,1,1"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(FilesUnder(out + "/csv"), (std::vector<std::string>{"L0_H1.csv", "L0_H1_vanilla.csv", "L1_H1.csv", "L1_H1_vanilla.csv"}));
 }
 
 }  // namespace

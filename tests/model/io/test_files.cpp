@@ -1,6 +1,7 @@
 // model/io/files: bounded reads of regular files only, JSON with a nesting limit, messages that
 // escape what they echo, and writes that never leave half a file or follow a link.
 #include "model/io/files.h"
+#include "model/io/npy.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -101,6 +102,62 @@ TEST(Files, AtomicWritesReplaceLinksAndLeaveNothingHalfDone) {
     size_t entries = 0;
     for (const auto& e : fs::directory_iterator(dir)) entries += e.path().filename().string().rfind(".", 0) == 0;
     EXPECT_EQ(entries, 0u) << "a temporary file was left behind";
+}
+
+// Folders (train's model folders and checkpoints) go in place the same way, and a folder the
+// caller cannot prove it wrote is never replaced, nor a link written through.
+TEST(Files, FoldersReplaceOnlyWhatTheirOwnerAccepts) {
+    const std::string dir = Dir("folders"), dest = dir + "/model";
+    auto ours = [](const std::string& d) { return fs::exists(d + "/mine") ? model::Status(model::Ok{}) : model::Fail(d + ": not ours"); };
+    auto fill = [&](const std::string& content) {
+        auto temp = model::CreateTempFolderBeside(dest);
+        EXPECT_TRUE(temp) << temp.error();
+        EXPECT_EQ(fs::path(*temp).parent_path(), fs::path(dir));
+        std::ofstream(*temp + "/mine") << content;
+        return *temp;
+    };
+    // Absent: the folder is renamed in. Ours: replaced, the old one gone, nothing left beside it.
+    ASSERT_TRUE(model::ReplaceFolder(fill("one"), dest, ours));
+    EXPECT_EQ(Slurp(dest + "/mine"), "one");
+    ASSERT_TRUE(model::ReplaceFolder(fill("two"), dest, ours));
+    EXPECT_EQ(Slurp(dest + "/mine"), "two");
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+    EXPECT_EQ(names, std::vector<std::string>{"model"});
+    // Not ours, a link, a file: refused, untouched, the temporary left for the caller.
+    fs::remove(dest + "/mine");
+    std::ofstream(dest + "/theirs") << "keep";
+    std::string temp = fill("three");
+    auto s = model::ReplaceFolder(temp, dest, ours);
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().find("not ours"), std::string::npos) << s.error();
+    EXPECT_EQ(Slurp(dest + "/theirs"), "keep");
+    EXPECT_TRUE(fs::exists(temp + "/mine"));
+    fs::remove_all(dest);
+    fs::create_directories(dir + "/elsewhere");
+    fs::create_symlink(dir + "/elsewhere", dest);
+    s = model::ReplaceFolder(temp, dest, ours);
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().find("is a symbolic link"), std::string::npos) << s.error();
+    EXPECT_TRUE(fs::is_empty(dir + "/elsewhere"));
+    EXPECT_FALSE(model::CheckReplaceableFolder(dest, ours));
+    fs::remove(dest);
+    std::ofstream(dest) << "a file";
+    s = model::CheckReplaceableFolder(dest, ours);
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().find("is a file where ssaviz writes a folder"), std::string::npos) << s.error();
+    fs::remove_all(temp);
+}
+
+// A zero-length array is a valid .npy: a header with shape (0,) and no data (a one-token text has
+// no losses), whatever pointer the empty array gives.
+TEST(Files, ZeroLengthArraysAreWritten) {
+    const std::string dir = Dir("npy");
+    const std::vector<float> none;
+    ASSERT_TRUE(model::WriteNpy(dir + "/empty.npy", none.data(), {0}));
+    const std::string bytes = Slurp(dir + "/empty.npy");
+    EXPECT_EQ(bytes.size() % 64, 0u);
+    EXPECT_NE(bytes.find("'shape': (0,)"), std::string::npos) << bytes;
 }
 
 }  // namespace

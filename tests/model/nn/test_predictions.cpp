@@ -146,6 +146,39 @@ INSTANTIATE_TEST_SUITE_P(Forms, Ablation,
                                            "qv_none_feature_product", "linear_layout"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
+// What-if scales multiply on a head: each within its bound, together past float range (NaN maps
+// and losses before). The combined factor is bounded where the list is parsed and where the engine
+// takes it; at the bound the analysis stays finite.
+TEST(Interventions, StackedScalesAreBoundedTogether) {
+    ReferenceCase c("q_sigmoid_shared_sum_perhead");
+    ASSERT_TRUE(c.ok) << c.error;
+    const int L = c.gpt.config.n_layer, H = c.gpt.config.n_head;
+    auto parsed = model::ParseInterventions("0:0=x1000,0:0=x1000,0:*=x10", L, H);
+    ASSERT_FALSE(parsed);
+    EXPECT_NE(parsed.error().find("the what-ifs on L0 H0 scale tau_q - 1 by up to 1e+07 together"), std::string::npos) << parsed.error();
+    // Factors below 1 in size do not buy room: no partial product may leave the bound either.
+    EXPECT_FALSE(model::ParseInterventions("0:0=x1e6,0:0=x1e-6,0:0=x2", L, H));
+    EXPECT_TRUE(model::ParseInterventions("0:0=x1e6,0:0=x-1,0:0=x0.5,1:*=x1e6", L, H));
+    // Thousands of factors: the check itself does not overflow.
+    std::string many;
+    for (int k = 0; k < 5000; ++k) many += (k ? "," : "") + std::string("0:*=x1e6");
+    EXPECT_FALSE(model::ParseInterventions(many, L, H));
+
+    auto engine = model::Engine::Open(EngineFolder("q_sigmoid_shared_sum_perhead"), "cpu");
+    ASSERT_TRUE(engine.ok()) << engine.error();
+    model::Intervention x;
+    x.kind = model::Intervention::Kind::Scale;
+    x.scale = 1e6f;
+    std::vector<model::Intervention> list(7, x);
+    EXPECT_FALSE((*engine)->SetInterventions(list).ok());
+    list.resize(1);
+    ASSERT_TRUE((*engine)->SetInterventions(list).ok());
+    auto a = (*engine)->Analyze(Ids(c.ids));
+    ASSERT_TRUE(a.ok()) << a.error();
+    for (float v : a->loss) EXPECT_TRUE(std::isfinite(v));
+    for (float v : a->tau_q) EXPECT_TRUE(std::isfinite(v));
+}
+
 // Greedy decoding, one incremental analysis a token, equals the reference's argmax chain.
 TEST(Generation, GreedyDecodingEqualsTheReference) {
     ReferenceCase c("q_sigmoid_shared_sum_perhead");

@@ -54,6 +54,23 @@ TEST(SentencePiece, TrainedModelKeepsBytesAndOffsets) {
     EXPECT_NE(bad.error().find("not valid UTF-8"), std::string::npos);
 }
 
+// The content hash reads the pieces, not the file: a copy hashes the same, another vocabulary not.
+TEST(SentencePiece, ContentHashFollowsThePieces) {
+    const std::string a = Out("sp_hash_a"), b = Out("sp_hash_b"), c = Out("sp_hash_c");
+    for (const std::string& d : {a, b, c}) fs::create_directories(d);
+    const std::vector<std::string> lines = {"The quick brown fox jumps over the lazy dog.", "A fox is quick; a dog is lazy."};
+    model::SentencePieceTraining options;
+    options.vocab_size = 300;
+    ASSERT_TRUE(model::TrainSentencePiece(lines, options, a + "/tokenizer.model"));
+    fs::copy_file(a + "/tokenizer.model", b + "/tokenizer.model");
+    options.vocab_size = 301;
+    ASSERT_TRUE(model::TrainSentencePiece(lines, options, c + "/tokenizer.model"));
+    auto ta = model::LoadTokenizer(a), tb = model::LoadTokenizer(b), tc = model::LoadTokenizer(c);
+    ASSERT_TRUE(ta && tb && tc);
+    EXPECT_EQ((*ta)->ContentHash(), (*tb)->ContentHash());
+    EXPECT_NE((*ta)->ContentHash(), (*tc)->ContentHash());
+}
+
 TEST(SentencePiece, CorruptModelIsAOneLineError) {
     const std::string dir = Out("sp_bad");
     fs::create_directories(dir);

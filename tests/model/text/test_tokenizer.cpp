@@ -259,6 +259,53 @@ TEST(Gpt2Tokenizer, LongInputsStayLinear) {
     }
 }
 
+// A twin must share its model's tokenizer, and kind and size do not show that: the content hash
+// does. The same files in another folder hash the same; two ids swapped do not.
+TEST(LoadTokenizer, ContentHashSeesWhatSizeDoesNot) {
+    const fs::path same = ScratchDir("hash_same"), swapped = ScratchDir("hash_swapped"), merges = ScratchDir("hash_merges");
+    for (const fs::path& d : {same, swapped, merges}) fs::copy_file(fs::path(kGpt2Dir) / "vocab.json", d / "vocab.json");
+    for (const fs::path& d : {same, swapped}) fs::copy_file(fs::path(kGpt2Dir) / "merges.txt", d / "merges.txt");
+    nlohmann::json vocab = nlohmann::json::parse(ReadText((swapped / "vocab.json").string()));
+    vocab["a"] = 65;
+    vocab["b"] = 64;
+    WriteText(swapped / "vocab.json", vocab.dump());
+    std::string lines = ReadText(kGpt2Dir + "/merges.txt");
+    const size_t second = lines.find('\n', lines.find('\n') + 1);  // the merges in another order: the first two swapped
+    const size_t third = lines.find('\n', second + 1), fourth = lines.find('\n', third + 1);
+    lines = lines.substr(0, second + 1) + lines.substr(third + 1, fourth - third) + lines.substr(second + 1, third - second) + lines.substr(fourth + 1);
+    WriteText(merges / "merges.txt", lines);
+    std::vector<uint64_t> hashes;
+    for (const fs::path& d : {same, swapped, merges}) {
+        auto t = model::LoadTokenizer(d.string());
+        ASSERT_TRUE(t) << t.error();
+        EXPECT_EQ((*t)->VocabSize(), Gpt2().VocabSize());
+        hashes.push_back((*t)->ContentHash());
+    }
+    EXPECT_EQ(hashes[0], Gpt2().ContentHash());
+    EXPECT_NE(hashes[1], hashes[0]);
+    EXPECT_NE(hashes[2], hashes[0]);
+}
+
+// A piece the merges make but the vocabulary lacks is an error naming the file, the piece cut.
+TEST(LoadTokenizer, AMissingPieceIsNamedShortly) {
+    const fs::path dir = ScratchDir("missing_piece");
+    nlohmann::json vocab = nlohmann::json::object();
+    std::string merges = "#version: 0.2\n";
+    for (int k = 0; k < 16; ++k) {
+        vocab[std::string(size_t{1} << k, 'a')] = k;
+        merges += std::string(size_t{1} << k, 'a') + " " + std::string(size_t{1} << k, 'a') + "\n";
+    }
+    WriteText(dir / "vocab.json", vocab.dump());
+    WriteText(dir / "merges.txt", merges);
+    auto t = model::LoadTokenizer(dir.string());
+    ASSERT_TRUE(t) << t.error();
+    auto r = (*t)->Encode(std::string(size_t{1} << 16, 'a'));
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().find("(65536 bytes, at byte 0) is not in the vocabulary of"), std::string::npos) << r.error().substr(0, 300);
+    EXPECT_NE(r.error().find("vocab.json"), std::string::npos) << r.error().substr(0, 300);
+    EXPECT_LT(r.error().size(), 300u);
+}
+
 TEST(LoadTokenizer, MissingFolder) {
     const std::string missing = std::string(SSAVIZ_TEST_OUT) + "/no/such/model";
     auto result = model::LoadTokenizer(missing);
