@@ -13,10 +13,10 @@ Status WriteNpyParts(const std::string& path, const std::vector<int64_t>& shape,
     std::string dims;
     uint64_t count = 1;
     for (int64_t d : shape) {
-        dims += std::to_string(d) + ", ";
+        dims += (dims.empty() ? "" : ", ") + std::to_string(d);
         count *= static_cast<uint64_t>(d);
     }
-    if (shape.size() > 1) dims.resize(dims.size() - 2);  // (3,) keeps its comma; (2, 3) does not
+    if (shape.size() == 1) dims += ',';  // numpy's spelling: (3,) for one dimension, (2, 3) for two
     std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
     // Magic (6) + version (2) + length (2) + header, padded with spaces to a multiple of 64, ending in '\n'.
     size_t total = 10 + header.size() + 1;

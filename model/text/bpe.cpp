@@ -134,7 +134,8 @@ Status BpeModel::MergeWord(std::string_view word, std::vector<Piece>* out) const
             }
             continue;
         }
-        if (m_options.unknown_is_error) return Fail("piece '" + EscapeForMessage(character) + "' is not in the vocabulary");
+        if (m_options.unknown_is_error)
+            return Fail("piece '" + EscapeForMessage(character, 40) + "' is not in the vocabulary of " + EscapeForMessage(m_options.vocab_source, 120));
         dropped += static_cast<uint32_t>(length);  // HF drops a character it has no piece for
     }
     if (unk_pending) add(unk_symbol, unk_length);
@@ -169,10 +170,17 @@ Status BpeModel::MergeWord(std::string_view word, std::vector<Piece>* out) const
         if (left.prev >= 0) push(left.prev);
         push(top.position);
     }
+    size_t at = 0;
     for (int32_t k = 0; k >= 0; k = symbols[k].next) {
         const int32_t id = m_symbol_id[symbols[k].symbol];
-        if (id < 0) return Fail("piece '" + EscapeForMessage(m_symbols[symbols[k].symbol]) + "' is not in the vocabulary");
+        if (id < 0) {
+            // The piece cut short (a word can be megabytes), its size and place, and the file.
+            const std::string& piece = m_symbols[symbols[k].symbol];
+            return Fail("piece '" + EscapeForMessage(piece, 40) + "' (" + std::to_string(piece.size()) + " bytes, at byte " +
+                        std::to_string(at) + ") is not in the vocabulary of " + EscapeForMessage(m_options.vocab_source, 120));
+        }
         out->push_back({id, symbols[k].length});
+        at += symbols[k].length;
     }
     return Ok{};
 }
