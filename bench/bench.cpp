@@ -16,6 +16,9 @@
 //
 //   usage: ssaviz_bench --model DIR [--tokens 128,256,512,1024,2048] [--device cpu|cuda]
 //                       [--threads N] [--repeats 3] [--no-baseline] [--python /usr/bin/python3]
+//          ssaviz_bench --model DIR --only full|end|middle|start [--tokens 1024] [--repeats 20]
+//                       one thing in this process, each time printed: full analyses, or after one
+//                       full analysis, edits of one token there (for a profiler: perf record -g)
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -69,6 +72,7 @@ struct Options {
     std::vector<int> tokens = {128, 256, 512, 1024, 2048};
     int threads = 0, repeats = 3, child = 0;
     bool baseline = true;
+    std::string only;  // "full", "end", "middle" or "start": that alone, in this process
 };
 
 // A real text, repeated until it has `count` tokens: the GPL (every Debian system has it).
@@ -88,18 +92,59 @@ std::vector<int32_t> TokenIds(const model::Engine& engine, int count) {
     }
 }
 
+model::Tokenization BenchTokens(const model::Engine& engine, int count) {
+    if (count > engine.Info().config.n_positions)
+        Die(std::to_string(count) + " tokens exceed the model's context of " + std::to_string(engine.Info().config.n_positions));
+    model::Tokenization tokens;
+    tokens.ids = TokenIds(engine, count);
+    tokens.pieces.assign(count, "x");
+    tokens.offsets.assign(count, {0, 0});
+    return tokens;
+}
+
+// --only: `repeats` full analyses, or one full analysis and then `repeats` edits of one token at
+// one place, alternating between two texts; each Engine::Analyze time printed.
+int RunOnly(const Options& o) {
+    if (o.threads > 0) model::SetComputeThreads(o.threads);
+    auto engine = model::Engine::Open(o.model, o.device);
+    if (!engine) Die(engine.error());
+    const int T = o.tokens.empty() ? 1024 : o.tokens[0];
+    const model::Tokenization tokens = BenchTokens(**engine, T);
+    const bool full = o.only == "full";
+    const int at = full ? 0 : o.only == "end" ? T - 1 : o.only == "middle" ? T / 2 : o.only == "start" ? 0 : -1;
+    if (at < 0) Die("--only '" + o.only + "' is not one of full, end, middle, start");
+    model::Tokenization edited = tokens;
+    edited.ids[at] = (edited.ids[at] + 1) % (*engine)->Info().config.vocab_size;
+    std::vector<double> times, engine_ms;
+    const double full_ms = TimeMs([&] {
+        if (auto a = (*engine)->Analyze(tokens); !a) Die(a.error());
+    });
+    std::printf("full analysis of %d tokens: %.1f ms\n", T, full_ms);
+    std::fflush(stdout);
+    model::AnalyzeOptions options;
+    options.reuse = !full;
+    for (int r = 0; r < o.repeats; ++r) {
+        const model::Tokenization& now = r % 2 ? tokens : edited;
+        model::Result<model::Analysis> a = model::Fail("not run");
+        const double ms = TimeMs([&] { a = (*engine)->Analyze(now, options); });
+        if (!a) Die(a.error());
+        const double map_ms = TimeMs([&] { a->Map(model::MapSide::Ssa, 0, 0); });
+        std::printf("%s %2d at %d: %.2f ms (forward %.2f, metrics %.2f, %d rows reused); head map %.2f ms\n", o.only.c_str(), r, at, ms,
+                    a->forward_ms, a->metrics_ms, a->reused_rows, map_ms);
+        std::fflush(stdout);
+        times.push_back(ms);
+    }
+    std::printf("median %s: %.2f ms; peak RSS %.0f MB\n", o.only.c_str(), Median(times), PeakRssMb());
+    return 0;
+}
+
 // One token count, in this (child) process: prints one JSON line.
 int RunChild(const Options& o) {
     if (o.threads > 0) model::SetComputeThreads(o.threads);
     auto engine = model::Engine::Open(o.model, o.device);
     if (!engine) Die(engine.error());
     const int T = o.child;
-    if (T > (*engine)->Info().config.n_positions)
-        Die(std::to_string(T) + " tokens exceed the model's context of " + std::to_string((*engine)->Info().config.n_positions));
-    model::Tokenization tokens;
-    tokens.ids = TokenIds(**engine, T);
-    tokens.pieces.assign(T, "x");
-    tokens.offsets.assign(T, {0, 0});
+    const model::Tokenization tokens = BenchTokens(**engine, T);
 
     std::vector<double> forward, metrics, head_map, bake, whole;
     std::shared_ptr<const model::Analysis> analysis;
@@ -218,6 +263,7 @@ Options Parse(int argc, char** argv) {
         else if (flag == "--repeats") o.repeats = std::max(1, number());
         else if (flag == "--child") o.child = number();
         else if (flag == "--no-baseline") o.baseline = false;
+        else if (flag == "--only") o.only = value();
         else if (flag == "--tokens") {
             o.tokens.clear();
             std::stringstream list(value());
@@ -239,6 +285,7 @@ Options Parse(int argc, char** argv) {
 int main(int argc, char** argv) {
     const Options o = Parse(argc, argv);
     if (o.child > 0) return RunChild(o);
+    if (!o.only.empty()) return RunOnly(o);
 
     const unsigned cores = std::thread::hardware_concurrency();
     const int threads = o.threads > 0 ? o.threads : static_cast<int>(cores);

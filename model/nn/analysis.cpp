@@ -111,7 +111,6 @@ struct LayerRows {
     SideRows side[2];                        // SSA, comparison
     at::Tensor tau_q_position, tau_q_token;  // [H, T], SSA side
     at::Tensor js, l1;                       // [H, T]
-    at::Tensor thumbnails[3];                // [H, side, side]: SSA, comparison, difference
 };
 // One side's predictions: the last layer's output and what it predicts, every position so far.
 struct SidePredictions {
@@ -125,6 +124,7 @@ struct AnalysisCache {
     std::vector<LayerRows> layers;
     SidePredictions predictions[2];  // none for the layer-local comparison
     std::shared_ptr<const RecomputedMaps> maps;
+    Thumbnails thumbnails;  // on the host, its bands shared with the analyses handed out
 };
 
 }  // namespace
@@ -274,36 +274,36 @@ Result<Tokenization> Engine::Tokenize(std::string_view text, bool truncate) cons
 
 namespace {
 
-MapMetrics MetricsToHost(const RowMetricTensors& r) {
-    MapMetrics m;
-    m.rows = {{"entropy", ToHost(r.entropy)},       {"normalized_entropy", ToHost(r.normalized_entropy)},
-              {"spikiness", ToHost(r.spikiness)},   {"max_weight", ToHost(r.max_weight)},
-              {"top5_mass", ToHost(r.top5_mass)},   {"effective_support", ToHost(r.effective_support)},
-              {"sink_mass", ToHost(r.sink_mass)}};
-    return m;
-}
-
 double MillisecondsSince(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Every field of RowMetricTensors, for code that treats them alike.
-constexpr at::Tensor RowMetricTensors::*kRowMetricFields[] = {
-    &RowMetricTensors::entropy,   &RowMetricTensors::normalized_entropy, &RowMetricTensors::spikiness, &RowMetricTensors::max_weight,
-    &RowMetricTensors::top5_mass, &RowMetricTensors::effective_support,  &RowMetricTensors::sink_mass};
+// Every field of RowMetricTensors with its name in MapMetrics, for code that treats them alike.
+struct RowMetricField {
+    const char* name;
+    at::Tensor RowMetricTensors::*tensor;
+};
+constexpr RowMetricField kRowMetricFields[] = {
+    {"entropy", &RowMetricTensors::entropy},     {"normalized_entropy", &RowMetricTensors::normalized_entropy},
+    {"spikiness", &RowMetricTensors::spikiness}, {"max_weight", &RowMetricTensors::max_weight},
+    {"top5_mass", &RowMetricTensors::top5_mass}, {"effective_support", &RowMetricTensors::effective_support},
+    {"sink_mass", &RowMetricTensors::sink_mass}};
 
-RowMetricTensors StackLayers(const std::vector<RowMetricTensors>& layers) {
-    auto stack = [&](at::Tensor RowMetricTensors::*field) {
-        std::vector<at::Tensor> parts;
-        for (const RowMetricTensors& r : layers) parts.push_back(r.*field);
-        return at::stack(parts);
-    };
-    RowMetricTensors out;
-    for (auto field : kRowMetricFields) out.*field = stack(field);
+// One tensor a layer, [H, T] each, as one host array [L, H, T] in float32. On the CPU each layer
+// is copied straight into the array (stacking first would copy everything twice); elsewhere the
+// layers are stacked on the device and copied over once.
+std::vector<float> LayersToHost(const std::vector<at::Tensor>& layers) {
+    if (layers.empty() || !layers[0].is_cpu()) return layers.empty() ? std::vector<float>() : ToHost(at::stack(layers));
+    size_t total = 0;
+    for (const at::Tensor& t : layers) total += static_cast<size_t>(t.numel());
+    std::vector<float> out(total);
+    float* to = out.data();
+    for (const at::Tensor& t : layers) {
+        at::from_blob(to, t.sizes(), at::kFloat).copy_(t);
+        to += t.numel();
+    }
     return out;
 }
-
-std::vector<float> StackToHost(const std::vector<at::Tensor>& layers) { return ToHost(at::stack(layers)); }
 
 // What a block of logits rows [n, V] says: each row's log-sum-exp and top kTopK (ids, logits);
 // for the first m rows, whose next token is targets[r], that token's logit and how many logits
@@ -397,26 +397,17 @@ at::Tensor Join(const at::Tensor& old, int64_t p, const at::Tensor& rows) {
     return p > 0 ? at::cat({old.narrow(1, 0, p), rows}, 1) : rows.contiguous();
 }
 
-// Thumbnail block rows < `blocks` of `old` [H, *, old side], cut or zero-padded to `side` columns
-// (those block rows have nothing right of their own column block), followed by `rows`.
-at::Tensor JoinBlocks(const at::Tensor& old, int64_t blocks, int64_t side, const at::Tensor& rows) {
-    if (blocks == 0) return rows;
-    at::Tensor top = old.narrow(1, 0, blocks);
-    const int64_t old_side = top.size(2);
-    top = old_side >= side ? top.narrow(2, 0, side) : at::constant_pad_nd(top, {0, side - old_side});
-    return rows.defined() && rows.size(1) > 0 ? at::cat({top, rows}, 1) : top.contiguous();
-}
-
-std::vector<float> StackToHost(const std::vector<LayerRows>& layers, const std::function<const at::Tensor&(const LayerRows&)>& field) {
+std::vector<float> LayersToHost(const std::vector<LayerRows>& layers, const std::function<const at::Tensor&(const LayerRows&)>& field) {
     std::vector<at::Tensor> parts;
     for (const LayerRows& l : layers) parts.push_back(field(l));
-    return StackToHost(parts);
+    return LayersToHost(parts);
 }
 
 MapMetrics MetricsToHost(const std::vector<LayerRows>& layers, int side) {
-    std::vector<RowMetricTensors> parts;
-    for (const LayerRows& l : layers) parts.push_back(l.side[side].metrics);
-    return MetricsToHost(StackLayers(parts));
+    MapMetrics m;
+    for (const RowMetricField& field : kRowMetricFields)
+        m.rows.push_back({field.name, LayersToHost(layers, [&](const LayerRows& l) -> const at::Tensor& { return l.side[side].metrics.*field.tensor; })});
+    return m;
 }
 
 }  // namespace
@@ -475,6 +466,7 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     AnalysisCache next;
     next.ids = tokens.ids;
     next.pool = pool;
+    std::vector<at::Tensor> thumbnail_rows[3];  // a layer each: [H, side - r0 / pool, side], SSA, comparison, difference
     auto maps = std::make_shared<RecomputedMaps>();
     double forward_ms = 0, metrics_ms = 0;
     for (int l = 0; l < c.n_layer; ++l) {
@@ -558,10 +550,10 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         };
         auto join_metrics = [&](const RowMetricTensors& old, std::vector<RowMetricTensors>& parts) {
             RowMetricTensors r;
-            for (auto field : kRowMetricFields) {
+            for (const RowMetricField& field : kRowMetricFields) {
                 std::vector<at::Tensor> f;
-                for (const RowMetricTensors& m : parts) f.push_back(m.*field);
-                r.*field = join(was ? old.*field : at::Tensor(), f);
+                for (const RowMetricTensors& m : parts) f.push_back(m.*field.tensor);
+                r.*field.tensor = join(was ? old.*field.tensor : at::Tensor(), f);
             }
             return r;
         };
@@ -586,10 +578,8 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         now.tau_q_token = join(was ? was->tau_q_token : at::Tensor(), token);
         now.js = join(was ? was->js : at::Tensor(), js);
         now.l1 = join(was ? was->l1 : at::Tensor(), l1);
-        for (int k = 0; k < 3; ++k) {
-            const at::Tensor rows = thumbs[k].empty() ? at::Tensor() : thumbs[k].size() == 1 ? thumbs[k][0] : at::cat(thumbs[k], 1);
-            now.thumbnails[k] = JoinBlocks(was ? was->thumbnails[k] : at::Tensor(), r0 / pool, side, rows);
-        }
+        for (int k = 0; k < 3 && !thumbs[k].empty(); ++k)
+            thumbnail_rows[k].push_back(thumbs[k].size() == 1 ? thumbs[k][0] : at::cat(thumbs[k], 1));
         // tau_q as the forward pass used it: ones multiply exactly, so the vanilla maps rebuild bit for bit too.
         maps->Add(MapSide::Ssa, {now.side[0].q, now.side[0].k, now.side[0].tau_q});
         maps->Add(MapSide::Compare, {now.side[1].q, now.side[1].k, local ? at::Tensor() : now.side[1].tau_q});
@@ -650,26 +640,24 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     const std::vector<LayerRows>& layers = next.layers;
     a.metrics = MetricsToHost(layers, 0);
     a.metrics_compare = MetricsToHost(layers, 1);
-    a.js = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.js; });
-    a.l1 = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.l1; });
-    a.tau_q = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.side[0].tau_q; });
-    a.tau_v = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.side[0].tau_v; });
-    a.tau_q_compare = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.side[1].tau_q; });
-    a.tau_v_compare = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.side[1].tau_v; });
-    a.tau_q_position = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.tau_q_position; });
-    a.tau_q_token = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.tau_q_token; });
-    a.thumbnails.pool = pool;
-    a.thumbnails.side = static_cast<int>(side);
-    a.thumbnails.ssa = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.thumbnails[0]; });
-    a.thumbnails.compare = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.thumbnails[1]; });
-    a.thumbnails.difference = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.thumbnails[2]; });
+    a.js = LayersToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.js; });
+    a.l1 = LayersToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.l1; });
+    a.tau_q = LayersToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.side[0].tau_q; });
+    a.tau_v = LayersToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.side[0].tau_v; });
+    a.tau_q_compare = LayersToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.side[1].tau_q; });
+    a.tau_v_compare = LayersToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.side[1].tau_v; });
+    a.tau_q_position = LayersToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.tau_q_position; });
+    a.tau_q_token = LayersToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.tau_q_token; });
+    next.thumbnails = JoinThumbnails(old.thumbnails, static_cast<int>(r0 / pool), static_cast<int>(side), pool, c.n_layer, c.n_head,
+                                     thumbnail_rows);
+    a.thumbnails = next.thumbnails;
     const QkSpectrum& spectrum = m_impl->spectrum;
     a.qk_opnorm = ToHost(spectrum.opnorm);
     a.qk_eig_mean = ToHost(spectrum.eig_mean);
     a.qk_eig_var = ToHost(spectrum.eig_var);
-    std::vector<at::Tensor> tau_q;
-    for (const LayerRows& l : layers) tau_q.push_back(l.side[0].tau_q.to(at::kFloat));
-    a.effective_qk_norm = ToHost(at::stack(tau_q) * spectrum.opnorm.to(device).unsqueeze(-1));
+    a.effective_qk_norm.resize(a.tau_q.size());
+    for (size_t row = 0; row < a.qk_opnorm.size(); ++row)  // [L, H] rows of T
+        for (size_t t = row * T; t < (row + 1) * T && t < a.tau_q.size(); ++t) a.effective_qk_norm[t] = a.tau_q[t] * a.qk_opnorm[row];
     a.maps = maps;
     a.reused_rows = static_cast<int>(p);
     a.interventions = m_impl->interventions;

@@ -113,6 +113,90 @@ Pooled PoolThumbnails(const at::Tensor& p, const at::Tensor& q, int pool) {
     return out;
 }
 
+Thumbnails JoinThumbnails(const Thumbnails& old, int kept, int side, int pool, int layers, int heads,
+                          const std::vector<at::Tensor> (&fresh)[3]) {
+    Thumbnails t;
+    t.side = side;
+    t.pool = pool;
+    t.layers = layers;
+    t.heads = heads;
+    assert(kept == 0 || (old.pool == pool && kept <= old.side && old.layers == layers && old.heads == heads));
+    assert(kept == side || (fresh[0].size() == static_cast<size_t>(layers) && fresh[1].size() == fresh[0].size() && fresh[2].size() == fresh[0].size()));
+    // The new rows on the host, [H, side - kept, side] a layer and kind.
+    std::vector<at::Tensor> rows[3];
+    for (int k = 0; k < 3; ++k)
+        for (const at::Tensor& f : fresh[k]) rows[k].push_back(f.to(at::kCPU, at::kFloat).contiguous());
+    const int64_t fresh_rows = side - kept;
+    for (int first = 0; first < side; first += kThumbnailBandRows) {
+        const int count = std::min(kThumbnailBandRows, side - first);
+        const size_t b = static_cast<size_t>(first / kThumbnailBandRows);
+        if (first + count <= kept && b < old.bands.size() && old.bands[b]->rows == count) {
+            t.bands.push_back(old.bands[b]);  // every row kept
+            continue;
+        }
+        auto band = std::make_shared<ThumbnailBand>();
+        band->first = first;
+        band->rows = count;
+        band->width = first + count;
+        const size_t width = static_cast<size_t>(band->width);
+        const ThumbnailBand* was = first < kept && b < old.bands.size() ? old.bands[b].get() : nullptr;
+        for (int k = 0; k < 3; ++k) {
+            std::vector<float>& cells = band->cells[k];
+            cells.assign(static_cast<size_t>(t.layers) * t.heads * count * width, 0.0f);
+            for (int l = 0; l < t.layers; ++l)
+                for (int h = 0; h < t.heads; ++h)
+                    for (int r = 0; r < count; ++r) {
+                        const int row = first + r;
+                        float* out = cells.data() + ((static_cast<size_t>(l) * t.heads + h) * count + r) * width;
+                        if (row < kept) {  // from the old band: the same row, its own width
+                            assert(was && row < was->first + was->rows);
+                            const size_t w = static_cast<size_t>(was->width);
+                            const float* in = was->cells[k].data() + ((static_cast<size_t>(l) * t.heads + h) * was->rows + (row - was->first)) * w;
+                            std::copy_n(in, std::min(w, width), out);
+                        } else {
+                            const float* in = rows[k][l].data_ptr<float>() + (static_cast<size_t>(h) * fresh_rows + (row - kept)) * side;
+                            std::copy_n(in, width, out);
+                        }
+                    }
+        }
+        for (float v : band->cells[static_cast<int>(ThumbnailKind::Difference)])
+            band->difference_max_abs = std::max(band->difference_max_abs, std::abs(v));  // NaN never wins
+        t.bands.push_back(std::move(band));
+    }
+    return t;
+}
+
+std::vector<float> Thumbnails::Head(ThumbnailKind kind, int l, int h) const {
+    if (l < 0 || l >= layers || h < 0 || h >= heads) return {};
+    std::vector<float> out(static_cast<size_t>(side) * side, 0.0f);
+    for (const auto& band : bands) {
+        const std::vector<float>& cells = band->cells[static_cast<int>(kind)];
+        const size_t width = static_cast<size_t>(band->width);
+        for (int r = 0; r < band->rows; ++r)
+            std::copy_n(cells.data() + ((static_cast<size_t>(l) * heads + h) * band->rows + r) * width, std::min<size_t>(width, side),
+                        out.data() + static_cast<size_t>(band->first + r) * side);
+    }
+    return out;
+}
+
+std::vector<float> Thumbnails::All(ThumbnailKind kind) const {
+    const size_t cells = static_cast<size_t>(side) * side;
+    std::vector<float> out;
+    out.reserve(static_cast<size_t>(layers) * heads * cells);
+    for (int l = 0; l < layers; ++l)
+        for (int h = 0; h < heads; ++h) {
+            const std::vector<float> head = Head(kind, l, h);
+            out.insert(out.end(), head.begin(), head.end());
+        }
+    return out;
+}
+
+float Thumbnails::DifferenceMaxAbs() const {
+    float top = 0.0f;
+    for (const auto& band : bands) top = std::max(top, band->difference_max_abs);
+    return top;
+}
+
 int ThumbnailPool(int tokens) { return std::max(1, (tokens + kThumbnailCells - 1) / kThumbnailCells); }
 
 std::shared_ptr<const AttentionMaps> HostAttentionMaps(int layers, int heads, int tokens, std::vector<float> ssa,
@@ -124,20 +208,21 @@ std::shared_ptr<const AttentionMaps> HostAttentionMaps(int layers, int heads, in
 
 Thumbnails MakeThumbnails(const std::vector<float>& ssa, const std::vector<float>& compare, int layers, int heads, int tokens) {
     c10::InferenceMode guard;
-    Thumbnails t;
-    t.pool = ThumbnailPool(tokens);
-    t.side = (tokens + t.pool - 1) / t.pool;
-    const int64_t maps = static_cast<int64_t>(layers) * heads;
-    const size_t cells = static_cast<size_t>(maps) * tokens * tokens;
+    const int pool = ThumbnailPool(tokens), side = (tokens + pool - 1) / pool;
+    const size_t cells = static_cast<size_t>(layers) * heads * tokens * tokens;
     if (tokens == 0 || ssa.size() != cells || compare.size() != cells) return {};
-    // from_blob does not copy; the pooled results are new tensors.
-    const at::Tensor p = at::from_blob(const_cast<float*>(ssa.data()), {maps, tokens, tokens});
-    const at::Tensor q = at::from_blob(const_cast<float*>(compare.data()), {maps, tokens, tokens});
-    const Pooled pooled = PoolThumbnails(p, q, t.pool);
-    t.ssa = ToHost(pooled.p);
-    t.compare = ToHost(pooled.q);
-    t.difference = ToHost(pooled.difference);
-    return t;
+    std::vector<at::Tensor> fresh[3];
+    for (int l = 0; l < layers; ++l) {
+        // from_blob does not copy; the pooled results are new tensors.
+        const size_t at = static_cast<size_t>(l) * heads * tokens * tokens;
+        const at::Tensor p = at::from_blob(const_cast<float*>(ssa.data() + at), {heads, tokens, tokens});
+        const at::Tensor q = at::from_blob(const_cast<float*>(compare.data() + at), {heads, tokens, tokens});
+        const Pooled pooled = PoolThumbnails(p, q, pool);
+        fresh[0].push_back(pooled.p);
+        fresh[1].push_back(pooled.q);
+        fresh[2].push_back(pooled.difference);
+    }
+    return JoinThumbnails({}, 0, side, pool, layers, heads, fresh);
 }
 
 }  // namespace model

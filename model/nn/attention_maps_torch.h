@@ -86,6 +86,11 @@ struct Pooled {
 // the positive one when the two magnitudes agree to 1e-5 (a row of two keys has d and -d:
 // rounding must not choose the sign). On the CPU one pass over both maps; elsewhere torch ops.
 Pooled PoolThumbnails(const at::Tensor& p, const at::Tensor& q, int pool);
+// Thumbnails whose block rows below `kept` are `old`'s (the same pool; kept 0: none of them) and
+// the rest `fresh`[kind], one tensor a layer: [H, side - kept, side], on any device, any float
+// dtype (none when kept == side). The bands wholly above `kept` are `old`'s own, shared.
+Thumbnails JoinThumbnails(const Thumbnails& old, int kept, int side, int pool, int layers, int heads,
+                          const std::vector<at::Tensor> (&fresh)[3]);
 // Tokens a thumbnail cell covers, a side, for a text of `tokens`.
 int ThumbnailPool(int tokens);
 
