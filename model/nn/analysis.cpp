@@ -108,7 +108,8 @@ struct SideRows {
     RowMetricTensors metrics;  // [H, T] float32
 };
 struct LayerRows {
-    SideRows side[2];                        // SSA, comparison
+    SideRows side[2];                        // SSA, comparison; k and vs views of the runs' below
+    at::Tensor k[2], vs[2];                  // a forward pass each (Analyze's Run): [sides, H, T, D]
     at::Tensor tau_q_position, tau_q_token;  // [H, T], SSA side
     at::Tensor js, l1;                       // [H, T]
 };
@@ -362,31 +363,50 @@ RowPredictions PredictRows(const at::Tensor& logits, const at::Tensor& targets) 
     return out;
 }
 
-// The interventions as per-layer edits on the device; a layer without any has undefined tensors.
-std::vector<TemperatureEdit> MakeEdits(const std::vector<Intervention>& interventions, const ModelConfig& c, at::Device device) {
+// What one batch row of a forward pass does to the temperatures: nothing, the what-ifs, or all of
+// them off (tau_q = tau_v = 1: the counterfactual).
+enum class RowEdit { None, Interventions, Vanilla };
+
+// Per-layer edits on the device for a batch of rows, [H, 1] each for one row and [B, H, 1] for
+// more; a layer no row edits has undefined tensors. Every term dropped and the value side off
+// make tau_q = position 1 + token 0 and tau_v = 1 exactly, as a vanilla pass has them, so a
+// batch can hold the SSA side and its counterfactual.
+std::vector<TemperatureEdit> MakeEdits(const std::vector<Intervention>& interventions, const ModelConfig& c, at::Device device,
+                                       const std::vector<RowEdit>& rows) {
     std::vector<TemperatureEdit> edits(c.n_layer);
+    const size_t B = rows.size(), H = static_cast<size_t>(c.n_head);
     for (int l = 0; l < c.n_layer; ++l) {
-        std::vector<uint8_t> position(c.n_head, 1), token(c.n_head, 1), value_off(c.n_head, 0);
-        std::vector<float> scale(c.n_head, 1.0f);
+        std::vector<uint8_t> position(B * H, 1), token(B * H, 1), value_off(B * H, 0);
+        std::vector<float> scale(B * H, 1.0f);
         bool any = false;
-        for (const Intervention& x : interventions) {
-            if (x.layer != l) continue;
-            any = true;
-            for (int h = 0; h < c.n_head; ++h) {
-                if (x.head >= 0 && x.head != h) continue;
-                switch (x.kind) {
-                    case Intervention::Kind::Ablate: position[h] = token[h] = 0; value_off[h] = 1; break;
-                    case Intervention::Kind::PositionOnly: token[h] = 0; break;
-                    case Intervention::Kind::TokenOnly: position[h] = 0; break;
-                    case Intervention::Kind::Scale: scale[h] *= x.scale; break;
+        for (size_t b = 0; b < B; ++b) {
+            if (rows[b] == RowEdit::Vanilla) {
+                any = true;
+                std::fill_n(position.begin() + b * H, H, 0);
+                std::fill_n(token.begin() + b * H, H, 0);
+                std::fill_n(value_off.begin() + b * H, H, 1);
+                continue;
+            }
+            if (rows[b] != RowEdit::Interventions) continue;
+            for (const Intervention& x : interventions) {
+                if (x.layer != l) continue;
+                any = true;
+                for (size_t h = 0; h < H; ++h) {
+                    if (x.head >= 0 && static_cast<size_t>(x.head) != h) continue;
+                    const size_t i = b * H + h;
+                    switch (x.kind) {
+                        case Intervention::Kind::Ablate: position[i] = token[i] = 0; value_off[i] = 1; break;
+                        case Intervention::Kind::PositionOnly: token[i] = 0; break;
+                        case Intervention::Kind::TokenOnly: position[i] = 0; break;
+                        case Intervention::Kind::Scale: scale[i] *= x.scale; break;
+                    }
                 }
             }
         }
         if (!any) continue;
-        auto mask = [&](const std::vector<uint8_t>& v) {
-            return at::tensor(at::ArrayRef<uint8_t>(v), at::kByte).to(device, at::kBool).view({c.n_head, 1});
-        };
-        const at::Tensor s = at::tensor(at::ArrayRef<float>(scale)).view({c.n_head, 1});
+        const std::vector<int64_t> shape = B == 1 ? std::vector<int64_t>{c.n_head, 1} : std::vector<int64_t>{static_cast<int64_t>(B), c.n_head, 1};
+        auto mask = [&](const std::vector<uint8_t>& v) { return at::tensor(at::ArrayRef<uint8_t>(v), at::kByte).to(device, at::kBool).view(shape); };
+        const at::Tensor s = at::tensor(at::ArrayRef<float>(scale)).view(shape);
         edits[l] = {mask(position), mask(token), mask(value_off), s.to(device), (s != 1).to(device)};
     }
     return edits;
@@ -451,14 +471,31 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     };
     const bool local = comparison == Comparison::LayerLocal;
     const at::Device device = m_impl->device;
-    at::Tensor stream[2];  // the rows' residual streams, SSA and comparison: [1, T - p, E]
+    // The forward passes. The SSA side and its comparison run as one batch of two when they share
+    // the weights (the counterfactual and the unedited comparison), so every layer's weights and
+    // the head are read once for both: typing at the end of a text is a pass of one row a side,
+    // which costs what reading the weights costs. A twin runs on its own; the layer-local
+    // comparison has no forward pass.
+    struct Run {
+        const SsaGpt* model;
+        int first_side, sides;               // sides first_side.., one batch row each
+        std::vector<TemperatureEdit> edits;  // a layer each
+        at::Tensor stream;                   // the rows' residual streams: [sides, T - p, E]
+    };
+    std::vector<Run> runs;
+    if (!local && !m_impl->twin)
+        runs.push_back({&ssa, 0, 2, MakeEdits(m_impl->interventions, c, device,
+                                              {RowEdit::Interventions, comparison == Comparison::Counterfactual ? RowEdit::Vanilla : RowEdit::None}),
+                        {}});
+    else
+        runs.push_back({&ssa, 0, 1, MakeEdits(m_impl->interventions, c, device, {RowEdit::Interventions}), {}});
+    if (m_impl->twin) runs.push_back({&other, 1, 1, MakeEdits({}, c, device, {RowEdit::None}), {}});
+    int run_of[2] = {0, local ? 0 : static_cast<int>(runs.size()) - 1}, row_of[2] = {0, runs[0].sides == 2 ? 1 : 0};
     if (p < T) {
         const std::vector<int32_t> rows(tokens.ids.begin() + p, tokens.ids.end());
         const at::Tensor index = at::tensor(at::ArrayRef<int32_t>(rows), at::kInt).to(device, at::kLong).unsqueeze(0);
-        stream[0] = Embed(ssa, index, p);
-        if (!local) stream[1] = Embed(other, index, p);
+        for (Run& run : runs) run.stream = Embed(*run.model, index, p).repeat({run.sides, 1, 1});
     }
-    const std::vector<TemperatureEdit> edits = MakeEdits(m_impl->interventions, c, device);
     // Rows a block: a multiple of the pool, so blocks pool on their own.
     const int64_t fit = static_cast<int64_t>(kBlockBytes / (sizeof(float) * static_cast<size_t>(c.n_head) * static_cast<size_t>(T)));
     const int64_t block = std::max<int64_t>(pool, fit / pool * pool);
@@ -472,44 +509,45 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     for (int l = 0; l < c.n_layer; ++l) {
         if (options.cancel && options.cancel->load()) return Fail("cancelled");
         const LayerRows* was = p > 0 ? &old.layers[l] : nullptr;
-        // Per side: every key and scaled value so far [H, rows, D], and the new rows' parts.
+        // Per run: every key and scaled value so far [B, H, rows, D], and the new rows' outputs.
         at::Tensor keys[2], values[2];
-        std::vector<at::Tensor> q[2], tau_q[2], tau_v[2], out[2], position, token, js, l1, thumbs[3];
+        std::vector<at::Tensor> out[2];
+        // Per side: the new rows' parts.
+        std::vector<at::Tensor> q[2], tau_q[2], tau_v[2], position, token, js, l1, thumbs[3];
         std::vector<RowMetricTensors> metrics[2];
-        for (int s = 0; s < 2; ++s)
-            if (was && !(s == 1 && local)) {
-                keys[s] = was->side[s].k.narrow(1, 0, std::min(p, T));
-                values[s] = was->side[s].vs.narrow(1, 0, std::min(p, T));
-            }
+        for (size_t r = 0; r < runs.size() && was; ++r) {
+            keys[r] = was->k[r].narrow(2, 0, std::min(p, T));
+            values[r] = was->vs[r].narrow(2, 0, std::min(p, T));
+        }
+        // Side s's keys so far, [H, rows, D] (the layer-local side's are the SSA side's).
+        auto side_keys = [&](int s) { return keys[run_of[s]][row_of[s]]; };
         for (int64_t a = r0; a < T; a += block) {
             const int64_t b = std::min(T, a + block), from = std::max(a, p);  // rows [from, b) are new
             auto start = std::chrono::steady_clock::now();
             at::Tensor rows[2];  // attention rows [a, b) over keys [0, b): [H, b - a, b]
-            for (int s = 0; s < 2; ++s) {
-                if (s == 1 && local) {  // the SSA side's own q and k with tau = 1: no forward pass of its own
-                    if (from < b) rows[1] = AttentionRows(q[0].back(), keys[0], at::Tensor(), from).to(at::kFloat);
-                    continue;
-                }
-                if (from >= b) continue;
-                const SsaGpt& model = s == 0 ? ssa : other;
-                const bool vanilla = s == 1 && comparison == Comparison::Counterfactual;
-                const KeyValues prefix{keys[s].defined() ? keys[s].unsqueeze(0) : at::Tensor(),
-                                       values[s].defined() ? values[s].unsqueeze(0) : at::Tensor()};
+            for (size_t r = 0; r < runs.size() && from < b; ++r) {
+                const Run& run = runs[r];
+                const KeyValues prefix{keys[r], values[r]};
                 BlockCapture capture;
-                const TemperatureEdit* edit = s == 0 && edits[l].keep_position.defined() ? &edits[l] : nullptr;
-                out[s].push_back(Block(model.config, model.layers[l], stream[s].narrow(1, from - p, b - from), vanilla, &capture, from,
-                                       from > 0 ? &prefix : nullptr, edit));
-                keys[s] = capture.k[0];
-                values[s] = capture.vs[0];
-                q[s].push_back(capture.q[0]);
-                tau_q[s].push_back(capture.tau_q[0]);
-                tau_v[s].push_back(capture.tau_v[0]);
-                if (s == 0) {
+                const TemperatureEdit* edit = run.edits[l].keep_position.defined() ? &run.edits[l] : nullptr;
+                out[r].push_back(Block(run.model->config, run.model->layers[l], run.stream.narrow(1, from - p, b - from), /*vanilla=*/false,
+                                       &capture, from, from > 0 ? &prefix : nullptr, edit));
+                keys[r] = capture.k;
+                values[r] = capture.vs;
+                for (int i = 0; i < run.sides; ++i) {
+                    const int s = run.first_side + i;
+                    q[s].push_back(capture.q[i]);
+                    tau_q[s].push_back(capture.tau_q[i]);
+                    tau_v[s].push_back(capture.tau_v[i]);
+                    rows[s] = capture.attention[i].to(at::kFloat);
+                }
+                if (r == 0) {
                     position.push_back(capture.tau_q_terms.position[0]);
                     token.push_back(capture.tau_q_terms.token[0]);
                 }
-                rows[s] = capture.attention[0].to(at::kFloat);
             }
+            // The layer-local comparison: the SSA side's own q and k with tau = 1.
+            if (local && from < b) rows[1] = AttentionRows(q[0].back(), side_keys(0), at::Tensor(), from).to(at::kFloat);
             sync(rows[0]);
             forward_ms += MillisecondsSince(start);
 
@@ -528,10 +566,9 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
                 const LayerRows& w = *was;
                 const bool plain = s == 1 && local;
                 const at::Tensor& q_kept = plain ? w.side[0].q : w.side[s].q;
-                const at::Tensor& k_now = plain ? keys[0] : keys[s];
-                const at::Tensor before =
-                    AttentionRows(q_kept.narrow(1, a, kept - a), k_now.narrow(1, 0, b), plain ? at::Tensor() : w.side[s].tau_q.narrow(1, a, kept - a), a)
-                        .to(at::kFloat);
+                const at::Tensor before = AttentionRows(q_kept.narrow(1, a, kept - a), side_keys(s).narrow(1, 0, b),
+                                                        plain ? at::Tensor() : w.side[s].tau_q.narrow(1, a, kept - a), a)
+                                              .to(at::kFloat);
                 rows[s] = rows[s].defined() ? at::cat({before, rows[s]}, 1) : before;
             }
             Pooled pooled = PoolThumbnails(rows[0], rows[1], pool);
@@ -558,21 +595,25 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
             return r;
         };
         static const RowMetricTensors kNone;
+        for (size_t r = 0; r < runs.size(); ++r) {
+            now.k[r] = keys[r].narrow(2, 0, T);
+            now.vs[r] = values[r].narrow(2, 0, T);
+            if (!out[r].empty()) runs[r].stream = out[r].size() == 1 ? out[r][0] : at::cat(out[r], 1);
+        }
         for (int s = 0; s < 2; ++s) {
             SideRows& side_rows = now.side[s];
             const int src = s == 1 && local ? 0 : s;  // the layer-local side shares the SSA side's q and k
             side_rows.q = join(was ? was->side[src].q : at::Tensor(), q[src]);
-            side_rows.k = keys[src].defined() ? keys[src].narrow(1, 0, T) : at::Tensor();
+            side_rows.k = now.k[run_of[src]][row_of[src]];
             if (s == 1 && local) {
                 side_rows.tau_q = at::ones_like(now.side[0].tau_q);
                 side_rows.tau_v = side_rows.tau_q;
             } else {
-                side_rows.vs = values[s].narrow(1, 0, T);
+                side_rows.vs = now.vs[run_of[s]][row_of[s]];
                 side_rows.tau_q = join(was ? was->side[s].tau_q : at::Tensor(), tau_q[s]);
                 side_rows.tau_v = join(was ? was->side[s].tau_v : at::Tensor(), tau_v[s]);
             }
             side_rows.metrics = join_metrics(was ? was->side[s].metrics : kNone, metrics[s]);
-            if (!out[s].empty()) stream[s] = out[s].size() == 1 ? out[s][0] : at::cat(out[s], 1);
         }
         now.tau_q_position = join(was ? was->tau_q_position : at::Tensor(), position);
         now.tau_q_token = join(was ? was->tau_q_token : at::Tensor(), token);
@@ -588,42 +629,55 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     }
     if (p > 0 && old.maps) maps->Reuse(*old.maps, p);
 
-    // Predictions from the last layer's output, rows from p - 1 on (row p - 1 predicts token p);
-    // counted in forward_ms.
+    // Predictions from the last layer's output, rows from p - 1 on (row p - 1 predicts token p),
+    // a run's sides in one product with the head; counted in forward_ms.
     const auto predict_start = std::chrono::steady_clock::now();
     const at::Tensor next_ids = at::tensor(at::ArrayRef<int32_t>(tokens.ids), at::kInt).to(device, at::kLong);
+    const int64_t lo = std::max<int64_t>(p - 1, 0);
     at::Tensor next_logits;
-    for (int s = 0; s < 2; ++s) {
-        if (s == 1 && local) continue;
-        const SsaGpt& model = s == 0 ? ssa : other;
-        const SidePredictions* was = p > 0 ? &old.predictions[s] : nullptr;
-        SidePredictions& now = next.predictions[s];
-        now.hidden = p < T ? Join(was ? was->hidden : at::Tensor(), p, stream[s]) : was->hidden.narrow(1, 0, T);
-        const int64_t lo = std::max<int64_t>(p - 1, 0), V = model.config.vocab_size;
-        const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(kBlockBytes / (sizeof(float) * static_cast<size_t>(V))));
-        std::vector<at::Tensor> loss, rank, ids, probs;
+    for (size_t r = 0; r < runs.size(); ++r) {
+        const Run& run = runs[r];
+        const SsaGpt& model = *run.model;
+        const int64_t V = model.config.vocab_size;
+        for (int i = 0; i < run.sides; ++i) {
+            const int s = run.first_side + i;
+            const SidePredictions* was = p > 0 ? &old.predictions[s] : nullptr;
+            next.predictions[s].hidden = p < T ? Join(was ? was->hidden : at::Tensor(), p, run.stream.narrow(0, i, 1)) : was->hidden.narrow(1, 0, T);
+        }
+        const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(kBlockBytes / (sizeof(float) * static_cast<size_t>(V) * run.sides)));
+        std::vector<at::Tensor> loss[2], rank[2], ids[2], probs[2];
         for (int64_t a = lo; a < T; a += rows) {
             const int64_t n = std::min(rows, T - a), m = std::min(n, T - 1 - a);  // m rows have a next token
-            const at::Tensor logits = Logits(model, now.hidden.narrow(1, a, n))[0].to(at::kFloat).contiguous();  // [n, V]
-            const RowPredictions r = PredictRows(logits, next_ids.narrow(0, a + 1, m));
-            ids.push_back(r.top_ids);
-            probs.push_back(at::exp(r.top_logits - r.log_sum_exp.unsqueeze(1)));
-            if (m > 0) {
-                loss.push_back(r.log_sum_exp.narrow(0, 0, m) - r.actual);
-                rank.push_back(r.rank);
+            std::vector<at::Tensor> hidden;
+            for (int i = 0; i < run.sides; ++i) hidden.push_back(next.predictions[run.first_side + i].hidden.narrow(1, a, n));
+            const at::Tensor logits = Logits(model, hidden.size() == 1 ? hidden[0] : at::cat(hidden, 0)).to(at::kFloat);  // [sides, n, V]
+            for (int i = 0; i < run.sides; ++i) {
+                const at::Tensor side_logits = logits[i].contiguous();  // [n, V]
+                const RowPredictions rp = PredictRows(side_logits, next_ids.narrow(0, a + 1, m));
+                ids[i].push_back(rp.top_ids);
+                probs[i].push_back(at::exp(rp.top_logits - rp.log_sum_exp.unsqueeze(1)));
+                if (m > 0) {
+                    loss[i].push_back(rp.log_sum_exp.narrow(0, 0, m) - rp.actual);
+                    rank[i].push_back(rp.rank);
+                }
+                if (run.first_side + i == 0 && a + n == T) next_logits = side_logits[n - 1];
             }
-            if (s == 0 && a + n == T) next_logits = logits[n - 1];
         }
-        auto join0 = [&](const at::Tensor& old_rows, int64_t keep, std::vector<at::Tensor>& parts) {
-            at::Tensor fresh = parts.empty() ? at::Tensor() : at::cat(parts, 0);
-            if (!was || keep == 0) return fresh.defined() ? fresh : at::empty({0}, old_rows.defined() ? old_rows.options() : at::TensorOptions());
-            const at::Tensor kept = old_rows.narrow(0, 0, keep);
-            return fresh.defined() ? at::cat({kept, fresh}, 0) : kept.contiguous();
-        };
-        now.loss = join0(was ? was->loss : at::Tensor(), lo, loss);
-        now.rank = join0(was ? was->rank : at::Tensor(), lo, rank);
-        now.top_ids = join0(was ? was->top_ids : at::Tensor(), lo, ids);
-        now.top_probs = join0(was ? was->top_probs : at::Tensor(), lo, probs);
+        for (int i = 0; i < run.sides; ++i) {
+            const int s = run.first_side + i;
+            const SidePredictions* was = p > 0 ? &old.predictions[s] : nullptr;
+            SidePredictions& now = next.predictions[s];
+            auto join0 = [&](const at::Tensor& old_rows, int64_t keep, std::vector<at::Tensor>& parts) {
+                at::Tensor fresh = parts.empty() ? at::Tensor() : at::cat(parts, 0);
+                if (!was || keep == 0) return fresh.defined() ? fresh : at::empty({0}, old_rows.defined() ? old_rows.options() : at::TensorOptions());
+                const at::Tensor kept = old_rows.narrow(0, 0, keep);
+                return fresh.defined() ? at::cat({kept, fresh}, 0) : kept.contiguous();
+            };
+            now.loss = join0(was ? was->loss : at::Tensor(), lo, loss[i]);
+            now.rank = join0(was ? was->rank : at::Tensor(), lo, rank[i]);
+            now.top_ids = join0(was ? was->top_ids : at::Tensor(), lo, ids[i]);
+            now.top_probs = join0(was ? was->top_probs : at::Tensor(), lo, probs[i]);
+        }
     }
     if (next_logits.defined()) sync(next_logits);
     forward_ms += MillisecondsSince(predict_start);

@@ -137,9 +137,11 @@ TEST_F(OnDemandMaps, ThumbnailsAreBlockMaxima) {
                         }
                     const float diff = up >= down * (1 - 1e-5f) ? up : -down;  // near-ties go to the positive value
                     const size_t at = (static_cast<size_t>(l) * a.n_head + h) * t.side * t.side + static_cast<size_t>(bi) * t.side + bj;
-                    ASSERT_EQ(ssa[at], max_p) << l << "," << h << " block " << bi << "," << bj;
-                    ASSERT_EQ(compare[at], max_q) << l << "," << h << " block " << bi << "," << bj;
-                    ASSERT_NEAR(difference[at], diff, 1e-7f) << l << "," << h << " block " << bi << "," << bj;
+                    // Within rounding of Forward's maps, as the rebuilt maps above: the analysis runs the
+                    // SSA side and its counterfactual as one batch, whose kernels may round the last bit apart.
+                    ASSERT_NEAR(ssa[at], max_p, 1e-6f) << l << "," << h << " block " << bi << "," << bj;
+                    ASSERT_NEAR(compare[at], max_q, 1e-6f) << l << "," << h << " block " << bi << "," << bj;
+                    ASSERT_NEAR(difference[at], diff, 2e-6f) << l << "," << h << " block " << bi << "," << bj;
                 }
         }
 }
