@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 
 #include "model/nn/forward.h"
@@ -97,18 +98,20 @@ Pooled PoolThumbnails(const at::Tensor& p, const at::Tensor& q, int pool) {
     at::Tensor up = at::full(shape, lowest), down = at::full(shape, lowest);
     const float *pp = pc.data_ptr<float>(), *qq = qc.data_ptr<float>();
     float *op = out.p.data_ptr<float>(), *oq = out.q.data_ptr<float>(), *ou = up.data_ptr<float>(), *od = down.data_ptr<float>();
-    for (int64_t m = 0; m < maps; ++m)
-        for (int64_t i = 0; i < R; ++i) {
-            const size_t in = static_cast<size_t>((m * R + i) * T), at = static_cast<size_t>((m * rows + i / pool) * side);
-            for (int64_t j = 0; j < T; ++j) {
-                const float x = pp[in + j], y = qq[in + j];
-                const size_t k = at + static_cast<size_t>(j / pool);
-                op[k] = std::max(op[k], x);
-                oq[k] = std::max(oq[k], y);
-                ou[k] = std::max(ou[k], x - y);
-                od[k] = std::max(od[k], y - x);
+    at::parallel_for(0, maps, 1, [&](int64_t begin, int64_t end) {  // each map writes its own cells
+        for (int64_t m = begin; m < end; ++m)
+            for (int64_t i = 0; i < R; ++i) {
+                const size_t in = static_cast<size_t>((m * R + i) * T), at = static_cast<size_t>((m * rows + i / pool) * side);
+                for (int64_t j = 0; j < T; ++j) {
+                    const float x = pp[in + j], y = qq[in + j];
+                    const size_t k = at + static_cast<size_t>(j / pool);
+                    op[k] = std::max(op[k], x);
+                    oq[k] = std::max(oq[k], y);
+                    ou[k] = std::max(ou[k], x - y);
+                    od[k] = std::max(od[k], y - x);
+                }
             }
-        }
+    });
     out.difference = LargestMagnitude(up, down);
     return out;
 }
