@@ -3,10 +3,11 @@
 // Not a test: it prints a Markdown table.
 //
 // For each token count, in a fresh child process (so peak memory is that count's alone):
-//   analyse   Engine::Analyze: the SSA forward pass and its comparison (tau = 1) run layer by
-//             layer, with every layer's maps measured, pooled into thumbnails and dropped
-//             (forward and metrics reported apart; baseline: the two forward passes capturing
-//             [L, H, T, T], then the same metrics in torch ops)
+//   analyse   Engine::Analyze, the whole call: the SSA forward pass and its comparison (tau = 1)
+//             run layer by layer, every layer's maps measured, pooled into thumbnails and
+//             dropped, and both sides' predictions (logits, per-token loss and rank, top 10);
+//             baseline: the same work in plain PyTorch, the two passes as one batch capturing
+//             [L, H, T, T] a side, the logits and predictions, then the same metrics in torch ops
 //   head map  one head's full [T, T] map rebuilt from q and k for display (uncached)
 //   bake      that map max-pooled and colour-mapped to at most 1024 x 1024 pixels
 //   peak RSS  of the process after all of the above
@@ -195,9 +196,10 @@ int RunChild(const Options& o) {
     if (auto first = (*engine)->Analyze(tokens); !first) Die(first.error());
     const double end_ms = keystroke(T - 1, &seeded_map), middle_ms = keystroke(T / 2, nullptr), start_ms = keystroke(0, nullptr);
 
-    double entropy_sum = 0, js_sum = 0;
+    double entropy_sum = 0, js_sum = 0, loss_sum = 0;
     for (float v : analysis->metrics.Get("entropy")) entropy_sum += v;
     for (float v : analysis->js) js_sum += v;
+    for (float v : analysis->loss) loss_sum += v;
     const std::string ids_file = "/tmp/ssaviz_bench_ids_" + std::to_string(getpid()) + ".txt";
     if (o.baseline) {  // the baseline runs the very same ids
         std::ofstream ids(ids_file);
@@ -205,7 +207,7 @@ int RunChild(const Options& o) {
     }
     const json line = {{"tokens", T},          {"forward_ms", Median(forward)}, {"metrics_ms", Median(metrics)},
                        {"head_map_ms", Median(head_map)}, {"bake_ms", Median(bake)},
-                       {"peak_rss_mb", PeakRssMb()}, {"entropy_sum", entropy_sum},   {"js_sum", js_sum},
+                       {"peak_rss_mb", PeakRssMb()}, {"entropy_sum", entropy_sum},   {"js_sum", js_sum}, {"loss_sum", loss_sum},
                        {"edit_end_ms", end_ms}, {"edit_middle_ms", middle_ms}, {"edit_start_ms", start_ms},
                        {"edit_end_map_ms", Median(seeded_map)}, {"full_ms", Median(whole)},
                        {"ids_file", o.baseline ? ids_file : ""},
@@ -292,8 +294,8 @@ int main(int argc, char** argv) {
     const std::string baseline = std::string(SSAVIZ_SOURCE_DIR) + "/bench/pytorch_baseline.py";
     std::printf("ssaviz_bench: model %s, device %s, %d threads (%u cores), median of %d after a warm-up\n", o.model.c_str(),
                 o.device.c_str(), threads, cores, o.repeats);
-    std::printf("\n| tokens | analyse ms (forward + metrics) | PyTorch forward + metrics ms | ratio | head map ms | bake ms (PyTorch) "
-                "| peak RSS MB (PyTorch) | checks |\n");
+    std::printf("\n| tokens | ssaviz analysis ms (forward and predictions + metrics) | PyTorch, the same work ms (forward + "
+                "predictions + metrics) | ratio | head map ms | bake ms (PyTorch) | peak RSS MB (PyTorch) | checks |\n");
     std::printf("|---:|---:|---:|---:|---:|---:|---:|---|\n");
     std::vector<std::string> keystrokes;
     for (int T : o.tokens) {
@@ -306,19 +308,20 @@ int main(int argc, char** argv) {
             theirs = RunCommand(Quote(o.python) + " " + Quote(baseline) + common + " --ids " + Quote(ids_file) + " --tokens " +
                                 std::to_string(T) + " --repeats " + std::to_string(o.repeats));
         if (!ids_file.empty()) std::remove(ids_file.c_str());
-        const double f = ours["forward_ms"], m = ours["metrics_ms"];
-        std::string row = "| " + std::to_string(T) + " | " + Fixed(f + m, 1) + " (" + Fixed(f, 1) + " + " + Fixed(m, 1) + ") | ";
+        const double whole = ours["full_ms"], f = ours["forward_ms"], m = ours["metrics_ms"];
+        std::string row = "| " + std::to_string(T) + " | " + Fixed(whole, 1) + " (" + Fixed(f, 1) + " + " + Fixed(m, 1) + ") | ";
         if (o.baseline) {
-            const double bf = theirs["forward_ms"], bm = theirs["metrics_ms"];
-            // The same numbers? Relative agreement of the sums of every row's entropy and JS divergence.
-            const double de = std::abs(double(ours["entropy_sum"]) - double(theirs["entropy_sum"])) /
-                              std::max(1e-9, std::abs(double(theirs["entropy_sum"])));
-            const double dj = std::abs(double(ours["js_sum"]) - double(theirs["js_sum"])) / std::max(1e-9, std::abs(double(theirs["js_sum"])));
-            row += Fixed(bf + bm, 1) + " (" + Fixed(bf, 1) + " + " + Fixed(bm, 1) + ") | " + Ratio(f + m, bf + bm) + " | " +
-                   Fixed(ours["head_map_ms"], 2) + " | " + Fixed(ours["bake_ms"], 2) + " (" + Fixed(theirs["bake_ms"], 2) + ") | " +
+            const double total = theirs["total_ms"], bf = theirs["forward_ms"], bp = theirs["predictions_ms"], bm = theirs["metrics_ms"];
+            // The same numbers? Relative agreement of the sums of every row's entropy, JS divergence and loss.
+            auto agree = [&](const char* key) {
+                return std::abs(double(ours[key]) - double(theirs[key])) / std::max(1e-9, std::abs(double(theirs[key])));
+            };
+            const double de = agree("entropy_sum"), dj = agree("js_sum"), dl = agree("loss_sum");
+            row += Fixed(total, 1) + " (" + Fixed(bf, 1) + " + " + Fixed(bp, 1) + " + " + Fixed(bm, 1) + ") | " + Ratio(whole, total) +
+                   " | " + Fixed(ours["head_map_ms"], 2) + " | " + Fixed(ours["bake_ms"], 2) + " (" + Fixed(theirs["bake_ms"], 2) + ") | " +
                    Fixed(ours["peak_rss_mb"], 0) + " (" + Fixed(theirs["peak_rss_mb"], 0) + ") | entropy sums " +
                    (de < 1e-4 ? "agree" : "DIFFER") + " (" + Fixed(de * 1e6, 2) + " ppm), JS " + (dj < 1e-3 ? "agree" : "DIFFER") +
-                   " (" + Fixed(dj * 1e6, 1) + " ppm) |";
+                   " (" + Fixed(dj * 1e6, 1) + " ppm), loss " + (dl < 1e-4 ? "agree" : "DIFFER") + " (" + Fixed(dl * 1e6, 2) + " ppm) |";
         } else {
             row += "- | - | " + Fixed(ours["head_map_ms"], 2) + " | " + Fixed(ours["bake_ms"], 2) + " | " + Fixed(ours["peak_rss_mb"], 0) +
                    " | - |";
