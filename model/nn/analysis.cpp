@@ -625,62 +625,9 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         maps->Add(MapSide::Ssa, {now.side[0].q, now.side[0].k, now.side[0].tau_q});
         maps->Add(MapSide::Compare, {now.side[1].q, now.side[1].k, local ? at::Tensor() : now.side[1].tau_q});
         next.layers.push_back(std::move(now));
-        if (options.progress) options.progress->store(static_cast<float>(l + 1) / c.n_layer);
+        if (options.progress) options.progress->store(static_cast<float>(l + 1) / (c.n_layer + 1));  // the predictions: one step more
     }
     if (p > 0 && old.maps) maps->Reuse(*old.maps, p);
-
-    // Predictions from the last layer's output, rows from p - 1 on (row p - 1 predicts token p),
-    // a run's sides in one product with the head; counted in forward_ms.
-    const auto predict_start = std::chrono::steady_clock::now();
-    const at::Tensor next_ids = at::tensor(at::ArrayRef<int32_t>(tokens.ids), at::kInt).to(device, at::kLong);
-    const int64_t lo = std::max<int64_t>(p - 1, 0);
-    at::Tensor next_logits;
-    for (size_t r = 0; r < runs.size(); ++r) {
-        const Run& run = runs[r];
-        const SsaGpt& model = *run.model;
-        const int64_t V = model.config.vocab_size;
-        for (int i = 0; i < run.sides; ++i) {
-            const int s = run.first_side + i;
-            const SidePredictions* was = p > 0 ? &old.predictions[s] : nullptr;
-            next.predictions[s].hidden = p < T ? Join(was ? was->hidden : at::Tensor(), p, run.stream.narrow(0, i, 1)) : was->hidden.narrow(1, 0, T);
-        }
-        const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(kBlockBytes / (sizeof(float) * static_cast<size_t>(V) * run.sides)));
-        std::vector<at::Tensor> loss[2], rank[2], ids[2], probs[2];
-        for (int64_t a = lo; a < T; a += rows) {
-            const int64_t n = std::min(rows, T - a), m = std::min(n, T - 1 - a);  // m rows have a next token
-            std::vector<at::Tensor> hidden;
-            for (int i = 0; i < run.sides; ++i) hidden.push_back(next.predictions[run.first_side + i].hidden.narrow(1, a, n));
-            const at::Tensor logits = Logits(model, hidden.size() == 1 ? hidden[0] : at::cat(hidden, 0)).to(at::kFloat);  // [sides, n, V]
-            for (int i = 0; i < run.sides; ++i) {
-                const at::Tensor side_logits = logits[i].contiguous();  // [n, V]
-                const RowPredictions rp = PredictRows(side_logits, next_ids.narrow(0, a + 1, m));
-                ids[i].push_back(rp.top_ids);
-                probs[i].push_back(at::exp(rp.top_logits - rp.log_sum_exp.unsqueeze(1)));
-                if (m > 0) {
-                    loss[i].push_back(rp.log_sum_exp.narrow(0, 0, m) - rp.actual);
-                    rank[i].push_back(rp.rank);
-                }
-                if (run.first_side + i == 0 && a + n == T) next_logits = side_logits[n - 1];
-            }
-        }
-        for (int i = 0; i < run.sides; ++i) {
-            const int s = run.first_side + i;
-            const SidePredictions* was = p > 0 ? &old.predictions[s] : nullptr;
-            SidePredictions& now = next.predictions[s];
-            auto join0 = [&](const at::Tensor& old_rows, int64_t keep, std::vector<at::Tensor>& parts) {
-                at::Tensor fresh = parts.empty() ? at::Tensor() : at::cat(parts, 0);
-                if (!was || keep == 0) return fresh.defined() ? fresh : at::empty({0}, old_rows.defined() ? old_rows.options() : at::TensorOptions());
-                const at::Tensor kept = old_rows.narrow(0, 0, keep);
-                return fresh.defined() ? at::cat({kept, fresh}, 0) : kept.contiguous();
-            };
-            now.loss = join0(was ? was->loss : at::Tensor(), lo, loss[i]);
-            now.rank = join0(was ? was->rank : at::Tensor(), lo, rank[i]);
-            now.top_ids = join0(was ? was->top_ids : at::Tensor(), lo, ids[i]);
-            now.top_probs = join0(was ? was->top_probs : at::Tensor(), lo, probs[i]);
-        }
-    }
-    if (next_logits.defined()) sync(next_logits);
-    forward_ms += MillisecondsSince(predict_start);
 
     const auto start = std::chrono::steady_clock::now();
     Analysis a;
@@ -715,6 +662,63 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     a.maps = maps;
     a.reused_rows = static_cast<int>(p);
     a.interventions = m_impl->interventions;
+    a.forward_ms = forward_ms;
+    a.metrics_ms = metrics_ms + MillisecondsSince(start);
+    if (options.before_predictions) options.before_predictions(a);
+
+    // Predictions from the last layer's output, rows from p - 1 on (row p - 1 predicts token p),
+    // a run's sides in one product with the head; counted in forward_ms.
+    const auto predict_start = std::chrono::steady_clock::now();
+    const at::Tensor next_ids = at::tensor(at::ArrayRef<int32_t>(tokens.ids), at::kInt).to(device, at::kLong);
+    const int64_t lo = std::max<int64_t>(p - 1, 0);
+    at::Tensor next_logits;
+    for (size_t r = 0; r < runs.size(); ++r) {
+        const Run& run = runs[r];
+        const SsaGpt& model = *run.model;
+        const int64_t V = model.config.vocab_size;
+        for (int i = 0; i < run.sides; ++i) {
+            const int s = run.first_side + i;
+            const SidePredictions* was = p > 0 ? &old.predictions[s] : nullptr;
+            next.predictions[s].hidden = p < T ? Join(was ? was->hidden : at::Tensor(), p, run.stream.narrow(0, i, 1)) : was->hidden.narrow(1, 0, T);
+        }
+        const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(kBlockBytes / (sizeof(float) * static_cast<size_t>(V) * run.sides)));
+        std::vector<at::Tensor> loss[2], rank[2], ids[2], probs[2];
+        for (int64_t first = lo; first < T; first += rows) {
+            const int64_t n = std::min(rows, T - first), m = std::min(n, T - 1 - first);  // m rows have a next token
+            std::vector<at::Tensor> hidden;
+            for (int i = 0; i < run.sides; ++i) hidden.push_back(next.predictions[run.first_side + i].hidden.narrow(1, first, n));
+            const at::Tensor logits = Logits(model, hidden.size() == 1 ? hidden[0] : at::cat(hidden, 0)).to(at::kFloat);  // [sides, n, V]
+            for (int i = 0; i < run.sides; ++i) {
+                const at::Tensor side_logits = logits[i].contiguous();  // [n, V]
+                const RowPredictions rp = PredictRows(side_logits, next_ids.narrow(0, first + 1, m));
+                ids[i].push_back(rp.top_ids);
+                probs[i].push_back(at::exp(rp.top_logits - rp.log_sum_exp.unsqueeze(1)));
+                if (m > 0) {
+                    loss[i].push_back(rp.log_sum_exp.narrow(0, 0, m) - rp.actual);
+                    rank[i].push_back(rp.rank);
+                }
+                if (run.first_side + i == 0 && first + n == T) next_logits = side_logits[n - 1];
+            }
+            if (options.progress)
+                options.progress->store((c.n_layer + (r + static_cast<float>(first + n - lo) / (T - lo)) / runs.size()) / (c.n_layer + 1));
+        }
+        for (int i = 0; i < run.sides; ++i) {
+            const int s = run.first_side + i;
+            const SidePredictions* was = p > 0 ? &old.predictions[s] : nullptr;
+            SidePredictions& now = next.predictions[s];
+            auto join0 = [&](const at::Tensor& old_rows, int64_t keep, std::vector<at::Tensor>& parts) {
+                at::Tensor fresh = parts.empty() ? at::Tensor() : at::cat(parts, 0);
+                if (!was || keep == 0) return fresh.defined() ? fresh : at::empty({0}, old_rows.defined() ? old_rows.options() : at::TensorOptions());
+                const at::Tensor kept = old_rows.narrow(0, 0, keep);
+                return fresh.defined() ? at::cat({kept, fresh}, 0) : kept.contiguous();
+            };
+            now.loss = join0(was ? was->loss : at::Tensor(), lo, loss[i]);
+            now.rank = join0(was ? was->rank : at::Tensor(), lo, rank[i]);
+            now.top_ids = join0(was ? was->top_ids : at::Tensor(), lo, ids[i]);
+            now.top_probs = join0(was ? was->top_probs : at::Tensor(), lo, probs[i]);
+        }
+    }
+    if (next_logits.defined()) sync(next_logits);
     auto to_ints = [](const at::Tensor& t) {
         const at::Tensor c = t.to(at::kCPU, at::kInt).contiguous();
         return std::vector<int32_t>(c.data_ptr<int32_t>(), c.data_ptr<int32_t>() + c.numel());
@@ -728,8 +732,8 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         (s == 0 ? a.top_probs : a.top_probs_compare) = ToHost(pr.top_probs);
     }
     if (next_logits.defined()) a.next_logits = ToHost(next_logits);
-    a.forward_ms = forward_ms;
-    a.metrics_ms = metrics_ms + MillisecondsSince(start);
+    a.forward_ms += MillisecondsSince(predict_start);
+    if (options.progress) options.progress->store(1.0f);
 
     next.maps = maps;
     m_impl->cache = std::move(next);
