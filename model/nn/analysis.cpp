@@ -112,6 +112,9 @@ struct LayerRows {
     at::Tensor k[2], vs[2];                  // a forward pass each (Analyze's Run): [sides, H, T, D]
     at::Tensor tau_q_position, tau_q_token;  // [H, T], SSA side
     at::Tensor js, l1;                       // [H, T]
+    // The rows of the last thumbnail block (from (T - 1) / pool * pool), each pooled along its keys
+    // alone: typing at the end pools that block again from these instead of recomputing its rows.
+    KeyPooled tail;                          // [H, rows, cells]; undefined when not computed
 };
 // One side's predictions: the last layer's output and what it predicts, every position so far.
 struct SidePredictions {
@@ -465,6 +468,7 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     const int pool = ThumbnailPool(static_cast<int>(T));
     const int64_t side = (T + pool - 1) / pool;
     const int64_t r0 = pool == old.pool ? p / pool * pool : 0;
+    const int64_t old_tail_first = old.ids.empty() ? 0 : (static_cast<int64_t>(old.ids.size()) - 1) / pool * pool;  // its tail's first row
 
     // The model and its comparison run layer by layer side by side, rows p..T-1 only, in blocks
     // of rows whose [H, rows, T] attention stays under kBlockBytes; each block's attention rows
@@ -521,6 +525,7 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         // Per side: the new rows' parts.
         std::vector<at::Tensor> q[2], tau_q[2], tau_v[2], position, token, js, l1, thumbs[3];
         std::vector<RowMetricTensors> metrics[2];
+        KeyPooled tail;
         for (size_t r = 0; r < runs.size() && was; ++r) {
             keys[r] = was->k[r].narrow(2, 0, std::min(p, T));
             values[r] = was->vs[r].narrow(2, 0, std::min(p, T));
@@ -566,18 +571,36 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
                 l1.push_back(m.l1);
             }
             // Rows [a, from) of the block were kept from the last analysis; their thumbnail block
-            // rows are pooled again with the new ones, from the kept q and k.
-            const int64_t kept = std::min(from, b);
-            for (int s = 0; s < 2 && a < kept; ++s) {
+            // rows are pooled again with the new ones: from the last analysis's tail when it
+            // holds them (typing at the end), else recomputed from the kept q and k.
+            const int64_t kept = std::min(from, b), cells = (b + pool - 1) / pool;
+            Pooled pooled;
+            KeyPooled block_rows;  // rows [a, b) pooled along their keys, where the block has kept rows
+            if (a < kept) {
                 const LayerRows& w = *was;
-                const bool plain = s == 1 && local;
-                const at::Tensor& q_kept = plain ? w.side[0].q : w.side[s].q;
-                const at::Tensor before = AttentionRows(q_kept.narrow(1, a, kept - a), side_keys(s).narrow(1, 0, b),
-                                                        plain ? at::Tensor() : w.side[s].tau_q.narrow(1, a, kept - a), a)
-                                              .to(at::kFloat);
-                rows[s] = rows[s].defined() ? at::cat({before, rows[s]}, 1) : before;
+                if (old.pool == pool && w.tail.p.defined() && old_tail_first <= a) {
+                    block_rows = NarrowRows(w.tail, a - old_tail_first, kept - a);
+                } else {
+                    at::Tensor before[2];
+                    for (int s = 0; s < 2; ++s) {
+                        const bool plain = s == 1 && local;
+                        const at::Tensor& q_kept = plain ? w.side[0].q : w.side[s].q;
+                        before[s] = AttentionRows(q_kept.narrow(1, a, kept - a), side_keys(s).narrow(1, 0, b),
+                                                  plain ? at::Tensor() : w.side[s].tau_q.narrow(1, a, kept - a), a)
+                                        .to(at::kFloat);
+                    }
+                    block_rows = PoolKeys(before[0], before[1], pool);
+                }
+                block_rows = JoinRows(block_rows, from < b ? PoolKeys(rows[0], rows[1], pool) : KeyPooled{}, cells);
+                pooled = PoolRows(block_rows, pool);
+            } else {
+                pooled = PoolThumbnails(rows[0], rows[1], pool);
             }
-            Pooled pooled = PoolThumbnails(rows[0], rows[1], pool);
+            if (b == T) {  // the last block: keep its last thumbnail block's rows for the next edit
+                const int64_t first = (T - 1) / pool * pool;
+                tail = a < kept ? NarrowRows(block_rows, first - a, T - first)
+                                : PoolKeys(rows[0].narrow(1, first - a, T - first), rows[1].narrow(1, first - a, T - first), pool);
+            }
             const at::Tensor* parts[3] = {&pooled.p, &pooled.q, &pooled.difference};
             for (int k = 0; k < 3; ++k) thumbs[k].push_back(at::constant_pad_nd(*parts[k], {0, side - parts[k]->size(-1)}));
             sync(thumbs[2].back());
@@ -625,6 +648,7 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         now.tau_q_token = join(was ? was->tau_q_token : at::Tensor(), token);
         now.js = join(was ? was->js : at::Tensor(), js);
         now.l1 = join(was ? was->l1 : at::Tensor(), l1);
+        now.tail = tail;
         for (int k = 0; k < 3 && !thumbs[k].empty(); ++k)
             thumbnail_rows[k].push_back(thumbs[k].size() == 1 ? thumbs[k][0] : at::cat(thumbs[k], 1));
         // tau_q as the forward pass used it: ones multiply exactly, so the vanilla maps rebuild bit for bit too.

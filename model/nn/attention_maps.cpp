@@ -116,6 +116,48 @@ Pooled PoolThumbnails(const at::Tensor& p, const at::Tensor& q, int pool) {
     return out;
 }
 
+namespace {
+
+// Max over groups of `pool` along dimension `dim` (the last group partial): -inf pads it.
+at::Tensor GroupMax(const at::Tensor& x, int64_t dim, int pool) {
+    if (pool == 1) return x;
+    const int64_t n = x.size(dim), groups = (n + pool - 1) / pool;
+    at::Tensor padded = x.movedim(dim, -1);
+    if (groups * pool != n) padded = at::constant_pad_nd(padded, {0, groups * pool - n}, -std::numeric_limits<double>::infinity());
+    std::vector<int64_t> shape = padded.sizes().vec();
+    shape.back() = groups;
+    shape.push_back(pool);
+    return std::get<0>(padded.reshape(shape).max(-1)).movedim(-1, dim);
+}
+
+}  // namespace
+
+KeyPooled PoolKeys(const at::Tensor& p, const at::Tensor& q, int pool) {
+    return {GroupMax(p, -1, pool), GroupMax(q, -1, pool), GroupMax(p - q, -1, pool), GroupMax(q - p, -1, pool)};
+}
+
+KeyPooled NarrowRows(const KeyPooled& x, int64_t first, int64_t count) {
+    const int64_t dim = x.p.dim() - 2;
+    return {x.p.narrow(dim, first, count), x.q.narrow(dim, first, count), x.up.narrow(dim, first, count), x.down.narrow(dim, first, count)};
+}
+
+KeyPooled JoinRows(const KeyPooled& x, const KeyPooled& y, int64_t cells) {
+    auto fit = [&](const at::Tensor& t) {
+        const int64_t have = t.size(-1);
+        return have >= cells ? t.narrow(-1, 0, cells) : at::constant_pad_nd(t, {0, cells - have});
+    };
+    auto join = [&](const at::Tensor& a, const at::Tensor& b) {
+        if (!a.defined()) return b;
+        if (!b.defined()) return fit(a).contiguous();
+        return at::cat({fit(a), b}, -2);
+    };
+    return {join(x.p, y.p), join(x.q, y.q), join(x.up, y.up), join(x.down, y.down)};
+}
+
+Pooled PoolRows(const KeyPooled& x, int pool) {
+    return {GroupMax(x.p, -2, pool), GroupMax(x.q, -2, pool), LargestMagnitude(GroupMax(x.up, -2, pool), GroupMax(x.down, -2, pool))};
+}
+
 Thumbnails JoinThumbnails(const Thumbnails& old, int kept, int side, int pool, int layers, int heads,
                           const std::vector<at::Tensor> (&fresh)[3]) {
     Thumbnails t;
