@@ -135,7 +135,7 @@ int RunOnly(const Options& o) {
         std::fflush(stdout);
         times.push_back(ms);
     }
-    std::printf("median %s: %.2f ms; peak RSS %.0f MB\n", o.only.c_str(), Median(times), PeakRssMb());
+    std::printf("median %s: %.2f ms; peak RSS %.0f MB; BLAS: %s\n", o.only.c_str(), Median(times), PeakRssMb(), model::DescribeBlas().c_str());
     return 0;
 }
 
@@ -292,8 +292,9 @@ int main(int argc, char** argv) {
     const unsigned cores = std::thread::hardware_concurrency();
     const int threads = o.threads > 0 ? o.threads : static_cast<int>(cores);
     const std::string baseline = std::string(SSAVIZ_SOURCE_DIR) + "/bench/pytorch_baseline.py";
-    std::printf("ssaviz_bench: model %s, device %s, %d threads (%u cores), median of %d after a warm-up\n", o.model.c_str(),
-                o.device.c_str(), threads, cores, o.repeats);
+    model::SetComputeThreads(threads);
+    std::printf("ssaviz_bench: model %s, device %s, %d threads (%u cores), median of %d after a warm-up\nBLAS: %s\n", o.model.c_str(),
+                o.device.c_str(), threads, cores, o.repeats, model::DescribeBlas().c_str());
     std::printf("\n| tokens | ssaviz analysis ms (forward and predictions + metrics) | PyTorch, the same work ms (forward + "
                 "predictions + metrics) | ratio | head map ms | bake ms (PyTorch) | peak RSS MB (PyTorch) | checks |\n");
     std::printf("|---:|---:|---:|---:|---:|---:|---:|---|\n");

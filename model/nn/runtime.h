@@ -3,6 +3,8 @@
 // device and dtype choices are in runtime_torch.h.
 #pragma once
 
+#include <string>
+
 namespace model {
 
 // Makes freed blocks of up to 32 MB (a head's map at 2,048 tokens is 16 MB) go back to the
@@ -13,6 +15,9 @@ void KeepFreedMemoryForReuse();
 
 // Threads LibTorch uses for one operation (process-wide). The GUI leaves a core to the UI.
 void SetComputeThreads(int threads);
+// The BLAS this process loaded, for benchmark reports: OpenBLAS's own description and how it
+// threads ("OpenMP": on LibTorch's threads; "pthreads": a pool of its own), or "not OpenBLAS".
+std::string DescribeBlas();
 // $SSAVIZ_THREADS when it is a whole number from 1 to 1024, else `fallback` (0: none set). OpenBLAS
 // splits its sums by thread count, so two runs agree to the last bit only with the same count:
 // the window and `ssaviz export` both honour it.
