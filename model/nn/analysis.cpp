@@ -513,7 +513,7 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     AnalysisCache next;
     next.ids = tokens.ids;
     next.pool = pool;
-    std::vector<at::Tensor> thumbnail_rows[3];  // a layer each: [H, side - r0 / pool, side], SSA, comparison, difference
+    ThumbnailBuilder thumbnails(old.thumbnails, static_cast<int>(r0 / pool), static_cast<int>(side), pool, c.n_layer, c.n_head);
     auto maps = std::make_shared<RecomputedMaps>();
     double forward_ms = 0, metrics_ms = 0;
     for (int l = 0; l < c.n_layer; ++l) {
@@ -649,8 +649,11 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         now.js = join(was ? was->js : at::Tensor(), js);
         now.l1 = join(was ? was->l1 : at::Tensor(), l1);
         now.tail = tail;
-        for (int k = 0; k < 3 && !thumbs[k].empty(); ++k)
-            thumbnail_rows[k].push_back(thumbs[k].size() == 1 ? thumbs[k][0] : at::cat(thumbs[k], 1));
+        if (!thumbs[0].empty()) {  // block rows r0 / pool.. of the layer: [H, side - r0 / pool, side] each
+            at::Tensor rows[3];
+            for (int k = 0; k < 3; ++k) rows[k] = thumbs[k].size() == 1 ? thumbs[k][0] : at::cat(thumbs[k], 1);
+            thumbnails.AddLayer(l, rows);
+        }
         // tau_q as the forward pass used it: ones multiply exactly, so the vanilla maps rebuild bit for bit too.
         maps->Add(MapSide::Ssa, {now.side[0].q, now.side[0].k, now.side[0].tau_q});
         maps->Add(MapSide::Compare, {now.side[1].q, now.side[1].k, local ? at::Tensor() : now.side[1].tau_q});
@@ -679,8 +682,7 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     a.tau_v_compare = LayersToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.side[1].tau_v; });
     a.tau_q_position = LayersToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.tau_q_position; });
     a.tau_q_token = LayersToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.tau_q_token; });
-    next.thumbnails = JoinThumbnails(old.thumbnails, static_cast<int>(r0 / pool), static_cast<int>(side), pool, c.n_layer, c.n_head,
-                                     thumbnail_rows);
+    next.thumbnails = thumbnails.Finish();
     a.thumbnails = next.thumbnails;
     const QkSpectrum& spectrum = m_impl->spectrum;
     a.qk_opnorm = ToHost(spectrum.opnorm);

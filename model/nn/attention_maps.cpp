@@ -158,20 +158,13 @@ Pooled PoolRows(const KeyPooled& x, int pool) {
     return {GroupMax(x.p, -2, pool), GroupMax(x.q, -2, pool), LargestMagnitude(GroupMax(x.up, -2, pool), GroupMax(x.down, -2, pool))};
 }
 
-Thumbnails JoinThumbnails(const Thumbnails& old, int kept, int side, int pool, int layers, int heads,
-                          const std::vector<at::Tensor> (&fresh)[3]) {
-    Thumbnails t;
+ThumbnailBuilder::ThumbnailBuilder(const Thumbnails& old, int kept, int side, int pool, int layers, int heads) : m_kept(kept) {
+    assert(kept == 0 || (old.pool == pool && kept <= old.side && old.layers == layers && old.heads == heads));
+    Thumbnails& t = m_thumbnails;
     t.side = side;
     t.pool = pool;
     t.layers = layers;
     t.heads = heads;
-    assert(kept == 0 || (old.pool == pool && kept <= old.side && old.layers == layers && old.heads == heads));
-    assert(kept == side || (fresh[0].size() == static_cast<size_t>(layers) && fresh[1].size() == fresh[0].size() && fresh[2].size() == fresh[0].size()));
-    // The new rows on the host, [H, side - kept, side] a layer and kind.
-    std::vector<at::Tensor> rows[3];
-    for (int k = 0; k < 3; ++k)
-        for (const at::Tensor& f : fresh[k]) rows[k].push_back(f.to(at::kCPU, at::kFloat).contiguous());
-    const int64_t fresh_rows = side - kept;
     for (int first = 0; first < side; first += kThumbnailBandRows) {
         const int count = std::min(kThumbnailBandRows, side - first);
         const size_t b = static_cast<size_t>(first / kThumbnailBandRows);
@@ -187,28 +180,44 @@ Thumbnails JoinThumbnails(const Thumbnails& old, int kept, int side, int pool, i
         const ThumbnailBand* was = first < kept && b < old.bands.size() ? old.bands[b].get() : nullptr;
         for (int k = 0; k < 3; ++k) {
             std::vector<float>& cells = band->cells[k];
-            cells.assign(static_cast<size_t>(t.layers) * t.heads * count * width, 0.0f);
-            for (int l = 0; l < t.layers; ++l)
-                for (int h = 0; h < t.heads; ++h)
-                    for (int r = 0; r < count; ++r) {
-                        const int row = first + r;
-                        float* out = cells.data() + ((static_cast<size_t>(l) * t.heads + h) * count + r) * width;
-                        if (row < kept) {  // from the old band: the same row, its own width
-                            assert(was && row < was->first + was->rows);
-                            const size_t w = static_cast<size_t>(was->width);
-                            const float* in = was->cells[k].data() + ((static_cast<size_t>(l) * t.heads + h) * was->rows + (row - was->first)) * w;
-                            std::copy_n(in, std::min(w, width), out);
-                        } else {
-                            const float* in = rows[k][l].data_ptr<float>() + (static_cast<size_t>(h) * fresh_rows + (row - kept)) * side;
-                            std::copy_n(in, width, out);
-                        }
+            cells.assign(static_cast<size_t>(layers) * heads * count * width, 0.0f);
+            for (int l = 0; l < layers; ++l)
+                for (int h = 0; h < heads; ++h)
+                    for (int row = first; row < std::min(first + count, kept); ++row) {  // from the old band: the same row, its own width
+                        assert(was && row < was->first + was->rows);
+                        const size_t w = static_cast<size_t>(was->width);
+                        const float* in = was->cells[k].data() + ((static_cast<size_t>(l) * heads + h) * was->rows + (row - was->first)) * w;
+                        std::copy_n(in, std::min(w, width), cells.data() + ((static_cast<size_t>(l) * heads + h) * count + (row - first)) * width);
                     }
         }
+        t.bands.push_back(band);
+        m_new.push_back(std::move(band));
+    }
+}
+
+void ThumbnailBuilder::AddLayer(int l, const at::Tensor (&rows)[3]) {
+    const Thumbnails& t = m_thumbnails;
+    const int64_t fresh = t.side - m_kept;
+    for (int k = 0; k < 3; ++k) {
+        const at::Tensor host = rows[k].to(at::kCPU, at::kFloat).contiguous();  // [H, side - kept, side]
+        assert(host.size(0) == t.heads && host.size(1) == fresh && host.size(2) == t.side);
+        const float* in = host.data_ptr<float>();
+        for (const auto& band : m_new) {
+            const size_t width = static_cast<size_t>(band->width);
+            for (int h = 0; h < t.heads; ++h)
+                for (int row = std::max(band->first, m_kept); row < band->first + band->rows; ++row)
+                    std::copy_n(in + (static_cast<size_t>(h) * fresh + (row - m_kept)) * t.side, width,
+                                band->cells[k].data() + ((static_cast<size_t>(l) * t.heads + h) * band->rows + (row - band->first)) * width);
+        }
+    }
+}
+
+Thumbnails ThumbnailBuilder::Finish() {
+    for (const auto& band : m_new)
         for (float v : band->cells[static_cast<int>(ThumbnailKind::Difference)])
             band->difference_max_abs = std::max(band->difference_max_abs, std::abs(v));  // NaN never wins
-        t.bands.push_back(std::move(band));
-    }
-    return t;
+    m_new.clear();
+    return std::move(m_thumbnails);
 }
 
 std::vector<float> Thumbnails::Head(ThumbnailKind kind, int l, int h) const {
@@ -256,18 +265,16 @@ Thumbnails MakeThumbnails(const std::vector<float>& ssa, const std::vector<float
     const int pool = ThumbnailPool(tokens), side = (tokens + pool - 1) / pool;
     const size_t cells = static_cast<size_t>(layers) * heads * tokens * tokens;
     if (tokens == 0 || ssa.size() != cells || compare.size() != cells) return {};
-    std::vector<at::Tensor> fresh[3];
+    ThumbnailBuilder builder({}, 0, side, pool, layers, heads);
     for (int l = 0; l < layers; ++l) {
         // from_blob does not copy; the pooled results are new tensors.
         const size_t at = static_cast<size_t>(l) * heads * tokens * tokens;
         const at::Tensor p = at::from_blob(const_cast<float*>(ssa.data() + at), {heads, tokens, tokens});
         const at::Tensor q = at::from_blob(const_cast<float*>(compare.data() + at), {heads, tokens, tokens});
         const Pooled pooled = PoolThumbnails(p, q, pool);
-        fresh[0].push_back(pooled.p);
-        fresh[1].push_back(pooled.q);
-        fresh[2].push_back(pooled.difference);
+        builder.AddLayer(l, {pooled.p, pooled.q, pooled.difference});
     }
-    return JoinThumbnails({}, 0, side, pool, layers, heads, fresh);
+    return builder.Finish();
 }
 
 }  // namespace model

@@ -98,11 +98,22 @@ KeyPooled NarrowRows(const KeyPooled& x, int64_t first, int64_t count);
 KeyPooled JoinRows(const KeyPooled& x, const KeyPooled& y, int64_t cells);
 Pooled PoolRows(const KeyPooled& x, int pool);  // rows from a multiple of `pool` -> [..., ceil(R / pool), cells]
 
-// Thumbnails whose block rows below `kept` are `old`'s (the same pool; kept 0: none of them) and
-// the rest `fresh`[kind], one tensor a layer: [H, side - kept, side], on any device, any float
-// dtype (none when kept == side). The bands wholly above `kept` are `old`'s own, shared.
-Thumbnails JoinThumbnails(const Thumbnails& old, int kept, int side, int pool, int layers, int heads,
-                          const std::vector<at::Tensor> (&fresh)[3]);
+// Thumbnails built layer by layer, each layer's new rows copied to the host bands as soon as they
+// are pooled: block rows below `kept` are `old`'s (the same pool; kept 0: none of them), and the
+// bands wholly above `kept` are `old`'s own, shared.
+class ThumbnailBuilder {
+public:
+    ThumbnailBuilder(const Thumbnails& old, int kept, int side, int pool, int layers, int heads);
+    // Layer l's block rows kept..side-1 [H, side - kept, side] by kind (SSA, comparison,
+    // difference), on any device, any float dtype; not called when kept == side.
+    void AddLayer(int l, const at::Tensor (&rows)[3]);
+    Thumbnails Finish();
+
+private:
+    Thumbnails m_thumbnails;
+    int m_kept;
+    std::vector<std::shared_ptr<ThumbnailBand>> m_new;  // the bands being built
+};
 // Tokens a thumbnail cell covers, a side, for a text of `tokens`.
 int ThumbnailPool(int tokens);
 
