@@ -337,6 +337,40 @@ TEST(Incremental, AnEditAtTheEndSharesTheThumbnailBandsAbove) {
     EXPECT_NE(old_bands.back().get(), new_bands.back().get()) << "the edit's band is new";
 }
 
+// An edit in the middle reports its progress through the layers, then through the predictions
+// (one step more); before_predictions sees everything but the predictions, which come after it.
+TEST(Incremental, AnEditInTheMiddleReportsProgressAndShowsTheMapsBeforeThePredictions) {
+    const std::string dir = WriteModel("progress", PaperConfig(128), 19);
+    auto engine = model::Engine::Open(dir, "cpu");
+    ASSERT_TRUE(engine.ok());
+    std::string text;
+    while (text.size() < 400) text += kParagraph;
+    auto tokens = (*engine)->Tokenize(text, true);
+    ASSERT_TRUE(tokens.ok());
+    ASSERT_TRUE((*engine)->Analyze(*tokens).ok());
+    tokens->ids[tokens->ids.size() / 2] = tokens->ids[tokens->ids.size() / 2] == 13 ? 14 : 13;
+    std::atomic<float> progress{0.0f};
+    float progress_before_predictions = -1.0f;
+    std::vector<float> tau_q_before;
+    size_t loss_before = 1;
+    model::AnalyzeOptions options;
+    options.progress = &progress;
+    options.before_predictions = [&](const model::Analysis& a) {
+        progress_before_predictions = progress.load();
+        tau_q_before = a.tau_q;
+        loss_before = a.loss.size() + a.top_ids.size();
+    };
+    auto edited = (*engine)->Analyze(*tokens, options);
+    ASSERT_TRUE(edited.ok());
+    EXPECT_EQ(edited->reused_rows, static_cast<int>(tokens->ids.size() / 2));
+    const int L = edited->n_layer;
+    EXPECT_FLOAT_EQ(progress_before_predictions, static_cast<float>(L) / (L + 1)) << "every layer done, the predictions not";
+    EXPECT_EQ(progress.load(), 1.0f);
+    EXPECT_EQ(loss_before, 0u);
+    EXPECT_EQ(tau_q_before, edited->tau_q);
+    EXPECT_EQ(edited->loss.size(), tokens->ids.size() - 1);
+}
+
 // Typing the rest of a word changes the id of the token before the cursor (" wor" becomes
 // " world"): the analysis restarts at that token, not after it. Deleting at the end computes no
 // row: every remaining one is reused.
