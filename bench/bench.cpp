@@ -318,7 +318,10 @@ int main(int argc, char** argv) {
         std::string row = "| " + std::to_string(T) + " | " + Fixed(whole, 1) + " (" + Fixed(f, 1) + " + " + Fixed(m, 1) + ") | ";
         if (o.baseline) {
             const double total = theirs["total_ms"], bf = theirs["forward_ms"], bp = theirs["predictions_ms"], bm = theirs["metrics_ms"];
-            // The same numbers? Relative agreement of the sums of every row's entropy, JS divergence and loss.
+            // The same numbers? Relative agreement of the sums of every row's entropy, JS divergence and
+            // loss. A deep random model's sharp attention amplifies float32 rounding: on GPT-2 small's
+            // shape at 1,024 tokens each side's per-head mean entropies are up to 4% off a float64
+            // run's, and the two float32 sums differ by ~170 ppm; hence 1,000 ppm for the entropies.
             auto agree = [&](const char* key) {
                 return std::abs(double(ours[key]) - double(theirs[key])) / std::max(1e-9, std::abs(double(theirs[key])));
             };
@@ -326,7 +329,7 @@ int main(int argc, char** argv) {
             row += Fixed(total, 1) + " (" + Fixed(bf, 1) + " + " + Fixed(bp, 1) + " + " + Fixed(bm, 1) + ") | " + Ratio(whole, total) +
                    " | " + Fixed(ours["head_map_ms"], 2) + " | " + Fixed(ours["bake_ms"], 2) + " (" + Fixed(theirs["bake_ms"], 2) + ") | " +
                    Fixed(ours["peak_rss_mb"], 0) + " (" + Fixed(theirs["peak_rss_mb"], 0) + ") | entropy sums " +
-                   (de < 1e-4 ? "agree" : "DIFFER") + " (" + Fixed(de * 1e6, 2) + " ppm), JS " + (dj < 1e-3 ? "agree" : "DIFFER") +
+                   (de < 1e-3 ? "agree" : "DIFFER") + " (" + Fixed(de * 1e6, 2) + " ppm), JS " + (dj < 1e-3 ? "agree" : "DIFFER") +
                    " (" + Fixed(dj * 1e6, 1) + " ppm), loss " + (dl < 1e-4 ? "agree" : "DIFFER") + " (" + Fixed(dl * 1e6, 2) + " ppm) |";
         } else {
             row += "- | - | " + Fixed(ours["head_map_ms"], 2) + " | " + Fixed(ours["bake_ms"], 2) + " | " + Fixed(ours["peak_rss_mb"], 0) +
