@@ -1,16 +1,20 @@
 #!/usr/bin/python3
 """The PyTorch baseline ssaviz_bench measures against, in the same run and on the same machine.
 
-What a researcher would write to look at an SSA model's attention: the HF GPT-2 forward pass in
-batched torch ops with every layer's attention captured (like output_attentions=True), run twice
-(SSA, then the tau = 1 counterfactual), the row metrics of SPEC section 2 and JS / L1 against the
-counterfactual in torch ops, and one head's map max-pooled and colour-mapped to an image.
+The same work as ssaviz's analysis (Engine::Analyze), written as a researcher would write it in
+PyTorch: the HF GPT-2 forward pass in batched torch ops with every layer's attention captured
+(like output_attentions=True), the SSA model and its tau = 1 counterfactual as one batch of two
+(they share the weights; the counterfactual's temperatures are ones); both sides' logits, and
+from them each token's loss and rank and each position's top 10 (log_softmax, gather, topk);
+the row metrics of SPEC section 2 and JS / L1 against the counterfactual in torch ops; and one
+head's map max-pooled and colour-mapped to an image.
 
 Reads a model folder (config.json + model.safetensors, HF names) and a file of token ids, runs
 one token count per process (so peak memory is that count's), and prints one JSON line:
-  {"tokens": T, "forward_ms": ..., "metrics_ms": ..., "bake_ms": ..., "peak_rss_mb": ...,
-   "entropy_sum": ..., "js_sum": ...}
-Each time is the median of --repeats runs after one warm-up.
+  {"tokens": T, "forward_ms": ..., "predictions_ms": ..., "metrics_ms": ..., "total_ms": ...,
+   "bake_ms": ..., "peak_rss_mb": ..., "entropy_sum": ..., "js_sum": ..., "loss_sum": ...}
+forward_ms: both passes; predictions_ms: logits, loss, rank and top 10 of both sides; total_ms:
+the three phases run back to back. Each time is the median of --repeats runs after one warm-up.
 
 Usage: /usr/bin/python3 bench/pytorch_baseline.py --model DIR --ids FILE --tokens T [--threads N]
 """
@@ -65,36 +69,53 @@ def temperature(form, W, prefix, z_heads, x):
     return tau.expand(H, T)
 
 
-def forward(config, W, ids, vanilla):
-    """attention [L, H, T, T], tau_q [L, H, T] of one forward pass, captured layer by layer."""
+def forward(config, W, ids):
+    """Both sides at once, batch row 0 the SSA model and row 1 its tau = 1 counterfactual: every
+    layer's attention [L, 2, H, T, T] and the last hidden state [2, T, E]."""
     E, H, L = config["n_embd"], config["n_head"], config["n_layer"]
     D, T = E // H, len(ids)
     ssa = config.get("ssa") or {}
     q_form, v_form = ssa.get("query"), ssa.get("value")
-    x = W["wte.weight"][ids] + W["wpe.weight"][:T]
+    x = (W["wte.weight"][ids] + W["wpe.weight"][:T]).expand(2, T, E)
     mask = torch.ones(T, T, dtype=torch.bool).triu(1)
-    maps, taus = [], []
+    maps = []
     for l in range(L):
         p = f"h.{l}."
         h = torch.nn.functional.layer_norm(x, (E,), W[p + "ln_1.weight"], W[p + "ln_1.bias"], 1e-5)
         qkv = h @ W[p + "attn.c_attn.weight"] + W[p + "attn.c_attn.bias"]
-        q, k, v = (qkv[:, i * E:(i + 1) * E].view(T, H, D).transpose(0, 1) for i in range(3))
+        q, k, v = (qkv[..., i * E:(i + 1) * E].view(2, T, H, D).transpose(1, 2) for i in range(3))
         scores = q @ k.transpose(-1, -2) / math.sqrt(D)
-        tau_q = torch.ones(H, T)
-        if q_form and not vanilla:
-            tau_q = temperature(q_form, W, p + "attn.ssa_q", q, h)
+        if q_form:  # the SSA row's temperatures; the counterfactual's stay 1
+            tau_q = torch.ones(2, H, T)
+            tau_q[0] = temperature(q_form, W, p + "attn.ssa_q", q[0], h[0])
             scores = scores * tau_q.unsqueeze(-1)
         attn = torch.softmax(scores.masked_fill(mask, float("-inf")), -1)
-        if v_form and not vanilla:
-            v = v * temperature(v_form, W, p + "attn.ssa_v", v, h).unsqueeze(-1)
-        y = (attn @ v).transpose(0, 1).reshape(T, E)
+        if v_form:
+            tau_v = torch.ones(2, H, T)
+            tau_v[0] = temperature(v_form, W, p + "attn.ssa_v", v[0], h[0])
+            v = v * tau_v.unsqueeze(-1)
+        y = (attn @ v).transpose(1, 2).reshape(2, T, E)
         x = x + y @ W[p + "attn.c_proj.weight"] + W[p + "attn.c_proj.bias"]
         h2 = torch.nn.functional.layer_norm(x, (E,), W[p + "ln_2.weight"], W[p + "ln_2.bias"], 1e-5)
         act = torch.nn.functional.gelu(h2 @ W[p + "mlp.c_fc.weight"] + W[p + "mlp.c_fc.bias"], approximate="tanh")
         x = x + act @ W[p + "mlp.c_proj.weight"] + W[p + "mlp.c_proj.bias"]
         maps.append(attn)
-        taus.append(tau_q)
-    return torch.stack(maps), torch.stack(taus)
+    return torch.stack(maps), x
+
+
+def predictions(W, hidden, ids):
+    """Both sides' logits [2, T, V] (final LayerNorm, tied head), and from them each token's loss
+    and rank [2, T - 1] (position t predicts token t + 1) and each position's top 10 [2, T, 10]."""
+    E = hidden.shape[-1]
+    head = W.get("lm_head.weight", W["wte.weight"])
+    logits = torch.nn.functional.layer_norm(hidden, (E,), W["ln_f.weight"], W["ln_f.bias"], 1e-5) @ head.t()
+    logp = torch.log_softmax(logits, -1)
+    target = ids[1:].expand(2, -1).unsqueeze(-1)
+    actual = logp[:, :-1].gather(-1, target)  # [2, T - 1, 1]
+    loss = -actual[..., 0]
+    rank = (logp[:, :-1] > actual).sum(-1)
+    top = logp.topk(10, -1)
+    return {"loss": loss, "rank": rank, "top_ids": top.indices, "top_probs": top.values.exp()}
 
 
 def metrics(A, B):
@@ -160,18 +181,31 @@ def main():
     captured = {}
 
     def run_forward():
-        captured["ssa"] = forward(config, W, ids, vanilla=False)[0]
-        captured["vanilla"] = forward(config, W, ids, vanilla=True)[0]
+        captured["maps"], captured["hidden"] = forward(config, W, ids)
+
+    def run_predictions():
+        captured["p"] = predictions(W, captured["hidden"], ids)
+
+    def run_metrics():
+        captured["m"] = metrics(captured["maps"][:, 0], captured["maps"][:, 1])
+
+    def run_all():
+        run_forward()
+        run_predictions()
+        run_metrics()
 
     forward_ms = median_ms(run_forward, args.repeats)
-    metrics_ms = median_ms(lambda: captured.update(m=metrics(captured["ssa"], captured["vanilla"])), args.repeats)
-    bake_ms = median_ms(lambda: bake(captured["ssa"][0, 0], args.pixels), args.repeats)
+    predictions_ms = median_ms(run_predictions, args.repeats)
+    metrics_ms = median_ms(run_metrics, args.repeats)
+    total_ms = median_ms(run_all, args.repeats)
+    bake_ms = median_ms(lambda: bake(captured["maps"][0, 0, 0], args.pixels), args.repeats)
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"tokens": len(ids), "forward_ms": forward_ms, "metrics_ms": metrics_ms, "bake_ms": bake_ms,
-                      "peak_rss_mb": peak_kb / 1024.0,
+    print(json.dumps({"tokens": len(ids), "forward_ms": forward_ms, "predictions_ms": predictions_ms, "metrics_ms": metrics_ms,
+                      "total_ms": total_ms, "bake_ms": bake_ms, "peak_rss_mb": peak_kb / 1024.0,
                       # The same computation as ssaviz's? ssaviz_bench compares these sums with its own.
                       "entropy_sum": float(captured["m"]["ssa"]["entropy"].double().sum()),
-                      "js_sum": float(captured["m"]["js"].double().sum())}))
+                      "js_sum": float(captured["m"]["js"].double().sum()),
+                      "loss_sum": float(captured["p"]["loss"][0].double().sum())}))
 
 
 if __name__ == "__main__":

@@ -194,21 +194,23 @@ viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, M
         options.Captions.push_back(HeadName(s.ref) + (std::isfinite(entropy) ? Format(" \xC2\xB7 entropy %.2f", entropy) : ""));
     }
     if (mode == MapMode::Difference) {
-        options.Style.range = SymmetricRange(t.difference);
+        const std::vector<float> difference = t.All(model::ThumbnailKind::Difference);
+        options.Style.range = SymmetricRange(difference);
         options.ValueLabel = "weight difference";
-        return viz::HeadsGridFigure(t.difference.data(), L, H, t.side, options);
+        return viz::HeadsGridFigure(difference.data(), L, H, t.side, options);
     }
     // SSA and comparison grids share one scale too.
+    const std::vector<float> ssa = t.All(model::ThumbnailKind::Ssa), compare = t.All(model::ThumbnailKind::Compare);
     viz::Range range = {0.0f, 0.0f};
     for (int l = 0; l < L; ++l)
         for (int h = 0; h < H; ++h) {
-            const size_t at = t.Index(l, h, H);
-            const viz::Range r = SharedMapRange(t.ssa.data() + at, t.compare.data() + at, t.side, options.Style.log_scale);
+            const size_t at = (static_cast<size_t>(l) * H + h) * t.side * t.side;
+            const viz::Range r = SharedMapRange(ssa.data() + at, compare.data() + at, t.side, options.Style.log_scale);
             range.max = std::max(range.max, r.max);
             range.min = l == 0 && h == 0 ? r.min : std::min(range.min, r.min);
         }
     options.Style.range = range;
-    return viz::HeadsGridFigure(mode == MapMode::Compare ? t.compare.data() : t.ssa.data(), L, H, t.side, options);
+    return viz::HeadsGridFigure(mode == MapMode::Compare ? compare.data() : ssa.data(), L, H, t.side, options);
 }
 
 viz::Figure Highlight(const model::Analysis& a, const std::string& model_name, const FigureSettings& settings) {

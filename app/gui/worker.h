@@ -2,7 +2,8 @@
 // UI thread. Opening a model and analysing text are queued; a newer analysis request replaces a
 // queued one, so typing never queues work. A running analysis finishes (so fast typing still
 // shows results, each at most one request behind); opening a model cancels it between layers.
-// Results come back as immutable shared pointers the UI takes at the start of a frame.
+// Results come back as immutable shared pointers the UI takes at the start of a frame; a long
+// analysis comes back twice, its maps and temperatures first and then with its predictions.
 // Two longer jobs run step by step and stop at any newer request: ranking the heads by the loss
 // their ablation causes (one forward pass per head) and Continue (one token per step, each step's
 // analysis streamed to the UI).

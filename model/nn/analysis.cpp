@@ -109,10 +109,13 @@ struct SideRows {
     RowMetricTensors metrics;  // [H, T] float32
 };
 struct LayerRows {
-    SideRows side[2];                        // SSA, comparison
+    SideRows side[2];                        // SSA, comparison; k and vs views of the runs' below
+    at::Tensor k[2], vs[2];                  // a forward pass each (Analyze's Run): [sides, H, T, D]
     at::Tensor tau_q_position, tau_q_token;  // [H, T], SSA side
     at::Tensor js, l1;                       // [H, T]
-    at::Tensor thumbnails[3];                // [H, side, side]: SSA, comparison, difference
+    // The rows of the last thumbnail block (from (T - 1) / pool * pool), each pooled along its keys
+    // alone: typing at the end pools that block again from these instead of recomputing its rows.
+    KeyPooled tail;                          // [H, rows, cells]; undefined when not computed
 };
 // One side's predictions: the last layer's output and what it predicts, every position so far.
 struct SidePredictions {
@@ -126,6 +129,7 @@ struct AnalysisCache {
     std::vector<LayerRows> layers;
     SidePredictions predictions[2];  // none for the layer-local comparison
     std::shared_ptr<const RecomputedMaps> maps;
+    Thumbnails thumbnails;  // on the host, its bands shared with the analyses handed out
 };
 
 }  // namespace
@@ -283,36 +287,36 @@ Result<Tokenization> Engine::Tokenize(std::string_view text, bool truncate) cons
 
 namespace {
 
-MapMetrics MetricsToHost(const RowMetricTensors& r) {
-    MapMetrics m;
-    m.rows = {{"entropy", ToHost(r.entropy)},       {"normalized_entropy", ToHost(r.normalized_entropy)},
-              {"spikiness", ToHost(r.spikiness)},   {"max_weight", ToHost(r.max_weight)},
-              {"top5_mass", ToHost(r.top5_mass)},   {"effective_support", ToHost(r.effective_support)},
-              {"sink_mass", ToHost(r.sink_mass)}};
-    return m;
-}
-
 double MillisecondsSince(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Every field of RowMetricTensors, for code that treats them alike.
-constexpr at::Tensor RowMetricTensors::*kRowMetricFields[] = {
-    &RowMetricTensors::entropy,   &RowMetricTensors::normalized_entropy, &RowMetricTensors::spikiness, &RowMetricTensors::max_weight,
-    &RowMetricTensors::top5_mass, &RowMetricTensors::effective_support,  &RowMetricTensors::sink_mass};
+// Every field of RowMetricTensors with its name in MapMetrics, for code that treats them alike.
+struct RowMetricField {
+    const char* name;
+    at::Tensor RowMetricTensors::*tensor;
+};
+constexpr RowMetricField kRowMetricFields[] = {
+    {"entropy", &RowMetricTensors::entropy},     {"normalized_entropy", &RowMetricTensors::normalized_entropy},
+    {"spikiness", &RowMetricTensors::spikiness}, {"max_weight", &RowMetricTensors::max_weight},
+    {"top5_mass", &RowMetricTensors::top5_mass}, {"effective_support", &RowMetricTensors::effective_support},
+    {"sink_mass", &RowMetricTensors::sink_mass}};
 
-RowMetricTensors StackLayers(const std::vector<RowMetricTensors>& layers) {
-    auto stack = [&](at::Tensor RowMetricTensors::*field) {
-        std::vector<at::Tensor> parts;
-        for (const RowMetricTensors& r : layers) parts.push_back(r.*field);
-        return at::stack(parts);
-    };
-    RowMetricTensors out;
-    for (auto field : kRowMetricFields) out.*field = stack(field);
+// One tensor a layer, [H, T] each, as one host array [L, H, T] in float32. On the CPU each layer
+// is copied straight into the array (stacking first would copy everything twice); elsewhere the
+// layers are stacked on the device and copied over once.
+std::vector<float> LayersToHost(const std::vector<at::Tensor>& layers) {
+    if (layers.empty() || !layers[0].is_cpu()) return layers.empty() ? std::vector<float>() : ToHost(at::stack(layers));
+    size_t total = 0;
+    for (const at::Tensor& t : layers) total += static_cast<size_t>(t.numel());
+    std::vector<float> out(total);
+    float* to = out.data();
+    for (const at::Tensor& t : layers) {
+        at::from_blob(to, t.sizes(), at::kFloat).copy_(t);
+        to += t.numel();
+    }
     return out;
 }
-
-std::vector<float> StackToHost(const std::vector<at::Tensor>& layers) { return ToHost(at::stack(layers)); }
 
 // What a block of logits rows [n, V] says: each row's log-sum-exp and top kTopK (ids, logits);
 // for the first m rows, whose next token is targets[r], that token's logit and how many logits
@@ -371,61 +375,77 @@ RowPredictions PredictRows(const at::Tensor& logits, const at::Tensor& targets) 
     return out;
 }
 
-// The interventions as per-layer edits on the device; a layer without any has undefined tensors.
-std::vector<TemperatureEdit> MakeEdits(const std::vector<Intervention>& interventions, const ModelConfig& c, at::Device device) {
+// What one batch row of a forward pass does to the temperatures: nothing, the what-ifs, or all of
+// them off (tau_q = tau_v = 1: the counterfactual).
+enum class RowEdit { None, Interventions, Vanilla };
+
+// Per-layer edits on the device for a batch of rows, [H, 1] each for one row and [B, H, 1] for
+// more; a layer no row edits has undefined tensors. Every term dropped and the value side off
+// make tau_q = position 1 + token 0 and tau_v = 1 exactly, as a vanilla pass has them, so a
+// batch can hold the SSA side and its counterfactual.
+std::vector<TemperatureEdit> MakeEdits(const std::vector<Intervention>& interventions, const ModelConfig& c, at::Device device,
+                                       const std::vector<RowEdit>& rows) {
     std::vector<TemperatureEdit> edits(c.n_layer);
+    const size_t B = rows.size(), H = static_cast<size_t>(c.n_head);
     for (int l = 0; l < c.n_layer; ++l) {
-        std::vector<uint8_t> position(c.n_head, 1), token(c.n_head, 1), value_off(c.n_head, 0);
-        std::vector<float> scale(c.n_head, 1.0f);
+        std::vector<uint8_t> position(B * H, 1), token(B * H, 1), value_off(B * H, 0);
+        std::vector<float> scale(B * H, 1.0f);
         bool any = false;
-        for (const Intervention& x : interventions) {
-            if (x.layer != l) continue;
-            any = true;
-            for (int h = 0; h < c.n_head; ++h) {
-                if (x.head >= 0 && x.head != h) continue;
-                switch (x.kind) {
-                    case Intervention::Kind::Ablate: position[h] = token[h] = 0; value_off[h] = 1; break;
-                    case Intervention::Kind::PositionOnly: token[h] = 0; break;
-                    case Intervention::Kind::TokenOnly: position[h] = 0; break;
-                    case Intervention::Kind::Scale: scale[h] *= x.scale; break;
+        for (size_t b = 0; b < B; ++b) {
+            if (rows[b] == RowEdit::Vanilla) {
+                any = true;
+                std::fill_n(position.begin() + b * H, H, 0);
+                std::fill_n(token.begin() + b * H, H, 0);
+                std::fill_n(value_off.begin() + b * H, H, 1);
+                continue;
+            }
+            if (rows[b] != RowEdit::Interventions) continue;
+            for (const Intervention& x : interventions) {
+                if (x.layer != l) continue;
+                any = true;
+                for (size_t h = 0; h < H; ++h) {
+                    if (x.head >= 0 && static_cast<size_t>(x.head) != h) continue;
+                    const size_t i = b * H + h;
+                    switch (x.kind) {
+                        case Intervention::Kind::Ablate: position[i] = token[i] = 0; value_off[i] = 1; break;
+                        case Intervention::Kind::PositionOnly: token[i] = 0; break;
+                        case Intervention::Kind::TokenOnly: position[i] = 0; break;
+                        case Intervention::Kind::Scale: scale[i] *= x.scale; break;
+                    }
                 }
             }
         }
         if (!any) continue;
-        auto mask = [&](const std::vector<uint8_t>& v) {
-            return at::tensor(at::ArrayRef<uint8_t>(v), at::kByte).to(device, at::kBool).view({c.n_head, 1});
-        };
-        const at::Tensor s = at::tensor(at::ArrayRef<float>(scale)).view({c.n_head, 1});
+        const std::vector<int64_t> shape = B == 1 ? std::vector<int64_t>{c.n_head, 1} : std::vector<int64_t>{static_cast<int64_t>(B), c.n_head, 1};
+        auto mask = [&](const std::vector<uint8_t>& v) { return at::tensor(at::ArrayRef<uint8_t>(v), at::kByte).to(device, at::kBool).view(shape); };
+        const at::Tensor s = at::tensor(at::ArrayRef<float>(scale)).view(shape);
         edits[l] = {mask(position), mask(token), mask(value_off), s.to(device), (s != 1).to(device)};
     }
     return edits;
 }
+
+// The logits computed at once, [sides, rows, V] floats: the heap's largest block (see
+// KeepFreedMemoryForReuse). Each product with the head reads (and sgemm packs) all of it, [V, E],
+// so the fewer the blocks the better: 8 MB blocks (20 rows a side of GPT-2) took 1.9 s of a full
+// analysis of 1,024 tokens of GPT-2 small, 32 MB ones 1.5 s.
+constexpr size_t kLogitsBytes = size_t{32} << 20;
 
 // Rows < p of `old` followed by `rows`, along dimension 1 (positions): [H, p + R, ...].
 at::Tensor Join(const at::Tensor& old, int64_t p, const at::Tensor& rows) {
     return p > 0 ? at::cat({old.narrow(1, 0, p), rows}, 1) : rows.contiguous();
 }
 
-// Thumbnail block rows < `blocks` of `old` [H, *, old side], cut or zero-padded to `side` columns
-// (those block rows have nothing right of their own column block), followed by `rows`.
-at::Tensor JoinBlocks(const at::Tensor& old, int64_t blocks, int64_t side, const at::Tensor& rows) {
-    if (blocks == 0) return rows;
-    at::Tensor top = old.narrow(1, 0, blocks);
-    const int64_t old_side = top.size(2);
-    top = old_side >= side ? top.narrow(2, 0, side) : at::constant_pad_nd(top, {0, side - old_side});
-    return rows.defined() && rows.size(1) > 0 ? at::cat({top, rows}, 1) : top.contiguous();
-}
-
-std::vector<float> StackToHost(const std::vector<LayerRows>& layers, const std::function<const at::Tensor&(const LayerRows&)>& field) {
+std::vector<float> LayersToHost(const std::vector<LayerRows>& layers, const std::function<const at::Tensor&(const LayerRows&)>& field) {
     std::vector<at::Tensor> parts;
     for (const LayerRows& l : layers) parts.push_back(field(l));
-    return StackToHost(parts);
+    return LayersToHost(parts);
 }
 
 MapMetrics MetricsToHost(const std::vector<LayerRows>& layers, int side) {
-    std::vector<RowMetricTensors> parts;
-    for (const LayerRows& l : layers) parts.push_back(l.side[side].metrics);
-    return MetricsToHost(StackLayers(parts));
+    MapMetrics m;
+    for (const RowMetricField& field : kRowMetricFields)
+        m.rows.push_back({field.name, LayersToHost(layers, [&](const LayerRows& l) -> const at::Tensor& { return l.side[side].metrics.*field.tensor; })});
+    return m;
 }
 
 }  // namespace
@@ -459,6 +479,7 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     const int pool = ThumbnailPool(static_cast<int>(T));
     const int64_t side = (T + pool - 1) / pool;
     const int64_t r0 = pool == old.pool ? p / pool * pool : 0;
+    const int64_t old_tail_first = old.ids.empty() ? 0 : (static_cast<int64_t>(old.ids.size()) - 1) / pool * pool;  // its tail's first row
 
     // The model and its comparison run layer by layer side by side, rows p..T-1 only, in blocks
     // of rows whose [H, rows, T] attention stays under kBlockBytes; each block's attention rows
@@ -471,14 +492,31 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     };
     const bool local = comparison == Comparison::LayerLocal;
     const at::Device device = m_impl->device;
-    at::Tensor stream[2];  // the rows' residual streams, SSA and comparison: [1, T - p, E]
+    // The forward passes. The SSA side and its comparison run as one batch of two when they share
+    // the weights (the counterfactual and the unedited comparison), so every layer's weights and
+    // the head are read once for both: typing at the end of a text is a pass of one row a side,
+    // which costs what reading the weights costs. A twin runs on its own; the layer-local
+    // comparison has no forward pass.
+    struct Run {
+        const SsaGpt* model;
+        int first_side, sides;               // sides first_side.., one batch row each
+        std::vector<TemperatureEdit> edits;  // a layer each
+        at::Tensor stream;                   // the rows' residual streams: [sides, T - p, E]
+    };
+    std::vector<Run> runs;
+    if (!local && !m_impl->twin)
+        runs.push_back({&ssa, 0, 2, MakeEdits(m_impl->interventions, c, device,
+                                              {RowEdit::Interventions, comparison == Comparison::Counterfactual ? RowEdit::Vanilla : RowEdit::None}),
+                        {}});
+    else
+        runs.push_back({&ssa, 0, 1, MakeEdits(m_impl->interventions, c, device, {RowEdit::Interventions}), {}});
+    if (m_impl->twin) runs.push_back({&other, 1, 1, MakeEdits({}, c, device, {RowEdit::None}), {}});
+    int run_of[2] = {0, local ? 0 : static_cast<int>(runs.size()) - 1}, row_of[2] = {0, runs[0].sides == 2 ? 1 : 0};
     if (p < T) {
         const std::vector<int32_t> rows(tokens.ids.begin() + p, tokens.ids.end());
         const at::Tensor index = at::tensor(at::ArrayRef<int32_t>(rows), at::kInt).to(device, at::kLong).unsqueeze(0);
-        stream[0] = Embed(ssa, index, p);
-        if (!local) stream[1] = Embed(other, index, p);
+        for (Run& run : runs) run.stream = Embed(*run.model, index, p).repeat({run.sides, 1, 1});
     }
-    const std::vector<TemperatureEdit> edits = MakeEdits(m_impl->interventions, c, device);
     // Rows a block: a multiple of the pool, so blocks pool on their own.
     const int64_t fit = static_cast<int64_t>(kBlockBytes / (sizeof(float) * static_cast<size_t>(c.n_head) * static_cast<size_t>(T)));
     const int64_t block = std::max<int64_t>(pool, fit / pool * pool);
@@ -486,49 +524,52 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     AnalysisCache next;
     next.ids = tokens.ids;
     next.pool = pool;
+    ThumbnailBuilder thumbnails(old.thumbnails, static_cast<int>(r0 / pool), static_cast<int>(side), pool, c.n_layer, c.n_head);
     auto maps = std::make_shared<RecomputedMaps>();
     double forward_ms = 0, metrics_ms = 0;
     for (int l = 0; l < c.n_layer; ++l) {
         if (options.cancel && options.cancel->load()) return Fail("cancelled");
         const LayerRows* was = p > 0 ? &old.layers[l] : nullptr;
-        // Per side: every key and scaled value so far [H, rows, D], and the new rows' parts.
+        // Per run: every key and scaled value so far [B, H, rows, D], and the new rows' outputs.
         at::Tensor keys[2], values[2];
-        std::vector<at::Tensor> q[2], tau_q[2], tau_v[2], out[2], position, token, js, l1, thumbs[3];
+        std::vector<at::Tensor> out[2];
+        // Per side: the new rows' parts.
+        std::vector<at::Tensor> q[2], tau_q[2], tau_v[2], position, token, js, l1, thumbs[3];
         std::vector<RowMetricTensors> metrics[2];
-        for (int s = 0; s < 2; ++s)
-            if (was && !(s == 1 && local)) {
-                keys[s] = was->side[s].k.narrow(1, 0, std::min(p, T));
-                values[s] = was->side[s].vs.narrow(1, 0, std::min(p, T));
-            }
+        KeyPooled tail;
+        for (size_t r = 0; r < runs.size() && was; ++r) {
+            keys[r] = was->k[r].narrow(2, 0, std::min(p, T));
+            values[r] = was->vs[r].narrow(2, 0, std::min(p, T));
+        }
+        // Side s's keys so far, [H, rows, D] (the layer-local side's are the SSA side's).
+        auto side_keys = [&](int s) { return keys[run_of[s]][row_of[s]]; };
         for (int64_t a = r0; a < T; a += block) {
             const int64_t b = std::min(T, a + block), from = std::max(a, p);  // rows [from, b) are new
             auto start = std::chrono::steady_clock::now();
             at::Tensor rows[2];  // attention rows [a, b) over keys [0, b): [H, b - a, b]
-            for (int s = 0; s < 2; ++s) {
-                if (s == 1 && local) {  // the SSA side's own q and k with tau = 1: no forward pass of its own
-                    if (from < b) rows[1] = AttentionRows(q[0].back(), keys[0], at::Tensor(), from).to(at::kFloat);
-                    continue;
-                }
-                if (from >= b) continue;
-                const SsaGpt& model = s == 0 ? ssa : other;
-                const bool vanilla = s == 1 && comparison == Comparison::Counterfactual;
-                const KeyValues prefix{keys[s].defined() ? keys[s].unsqueeze(0) : at::Tensor(),
-                                       values[s].defined() ? values[s].unsqueeze(0) : at::Tensor()};
+            for (size_t r = 0; r < runs.size() && from < b; ++r) {
+                const Run& run = runs[r];
+                const KeyValues prefix{keys[r], values[r]};
                 BlockCapture capture;
-                const TemperatureEdit* edit = s == 0 && edits[l].keep_position.defined() ? &edits[l] : nullptr;
-                out[s].push_back(Block(model.config, model.layers[l], stream[s].narrow(1, from - p, b - from), vanilla, &capture, from,
-                                       from > 0 ? &prefix : nullptr, edit));
-                keys[s] = capture.k[0];
-                values[s] = capture.vs[0];
-                q[s].push_back(capture.q[0]);
-                tau_q[s].push_back(capture.tau_q[0]);
-                tau_v[s].push_back(capture.tau_v[0]);
-                if (s == 0) {
+                const TemperatureEdit* edit = run.edits[l].keep_position.defined() ? &run.edits[l] : nullptr;
+                out[r].push_back(Block(run.model->config, run.model->layers[l], run.stream.narrow(1, from - p, b - from), /*vanilla=*/false,
+                                       &capture, from, from > 0 ? &prefix : nullptr, edit));
+                keys[r] = capture.k;
+                values[r] = capture.vs;
+                for (int i = 0; i < run.sides; ++i) {
+                    const int s = run.first_side + i;
+                    q[s].push_back(capture.q[i]);
+                    tau_q[s].push_back(capture.tau_q[i]);
+                    tau_v[s].push_back(capture.tau_v[i]);
+                    rows[s] = capture.attention[i].to(at::kFloat);
+                }
+                if (r == 0) {
                     position.push_back(capture.tau_q_terms.position[0]);
                     token.push_back(capture.tau_q_terms.token[0]);
                 }
-                rows[s] = capture.attention[0].to(at::kFloat);
             }
+            // The layer-local comparison: the SSA side's own q and k with tau = 1.
+            if (local && from < b) rows[1] = AttentionRows(q[0].back(), side_keys(0), at::Tensor(), from).to(at::kFloat);
             sync(rows[0]);
             forward_ms += MillisecondsSince(start);
 
@@ -541,19 +582,36 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
                 l1.push_back(m.l1);
             }
             // Rows [a, from) of the block were kept from the last analysis; their thumbnail block
-            // rows are pooled again with the new ones, from the kept q and k.
-            const int64_t kept = std::min(from, b);
-            for (int s = 0; s < 2 && a < kept; ++s) {
+            // rows are pooled again with the new ones: from the last analysis's tail when it
+            // holds them (typing at the end), else recomputed from the kept q and k.
+            const int64_t kept = std::min(from, b), cells = (b + pool - 1) / pool;
+            Pooled pooled;
+            KeyPooled block_rows;  // rows [a, b) pooled along their keys, where the block has kept rows
+            if (a < kept) {
                 const LayerRows& w = *was;
-                const bool plain = s == 1 && local;
-                const at::Tensor& q_kept = plain ? w.side[0].q : w.side[s].q;
-                const at::Tensor& k_now = plain ? keys[0] : keys[s];
-                const at::Tensor before =
-                    AttentionRows(q_kept.narrow(1, a, kept - a), k_now.narrow(1, 0, b), plain ? at::Tensor() : w.side[s].tau_q.narrow(1, a, kept - a), a)
-                        .to(at::kFloat);
-                rows[s] = rows[s].defined() ? at::cat({before, rows[s]}, 1) : before;
+                if (old.pool == pool && w.tail.p.defined() && old_tail_first <= a) {
+                    block_rows = NarrowRows(w.tail, a - old_tail_first, kept - a);
+                } else {
+                    at::Tensor before[2];
+                    for (int s = 0; s < 2; ++s) {
+                        const bool plain = s == 1 && local;
+                        const at::Tensor& q_kept = plain ? w.side[0].q : w.side[s].q;
+                        before[s] = AttentionRows(q_kept.narrow(1, a, kept - a), side_keys(s).narrow(1, 0, b),
+                                                  plain ? at::Tensor() : w.side[s].tau_q.narrow(1, a, kept - a), a)
+                                        .to(at::kFloat);
+                    }
+                    block_rows = PoolKeys(before[0], before[1], pool);
+                }
+                block_rows = JoinRows(block_rows, from < b ? PoolKeys(rows[0], rows[1], pool) : KeyPooled{}, cells);
+                pooled = PoolRows(block_rows, pool);
+            } else {
+                pooled = PoolThumbnails(rows[0], rows[1], pool);
             }
-            Pooled pooled = PoolThumbnails(rows[0], rows[1], pool);
+            if (b == T) {  // the last block: keep its last thumbnail block's rows for the next edit
+                const int64_t first = (T - 1) / pool * pool;
+                tail = a < kept ? NarrowRows(block_rows, first - a, T - first)
+                                : PoolKeys(rows[0].narrow(1, first - a, T - first), rows[1].narrow(1, first - a, T - first), pool);
+            }
             const at::Tensor* parts[3] = {&pooled.p, &pooled.q, &pooled.difference};
             for (int k = 0; k < 3; ++k) thumbs[k].push_back(at::constant_pad_nd(*parts[k], {0, side - parts[k]->size(-1)}));
             sync(thumbs[2].back());
@@ -569,85 +627,51 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         };
         auto join_metrics = [&](const RowMetricTensors& old, std::vector<RowMetricTensors>& parts) {
             RowMetricTensors r;
-            for (auto field : kRowMetricFields) {
+            for (const RowMetricField& field : kRowMetricFields) {
                 std::vector<at::Tensor> f;
-                for (const RowMetricTensors& m : parts) f.push_back(m.*field);
-                r.*field = join(was ? old.*field : at::Tensor(), f);
+                for (const RowMetricTensors& m : parts) f.push_back(m.*field.tensor);
+                r.*field.tensor = join(was ? old.*field.tensor : at::Tensor(), f);
             }
             return r;
         };
         static const RowMetricTensors kNone;
+        for (size_t r = 0; r < runs.size(); ++r) {
+            now.k[r] = keys[r].narrow(2, 0, T);
+            now.vs[r] = values[r].narrow(2, 0, T);
+            if (!out[r].empty()) runs[r].stream = out[r].size() == 1 ? out[r][0] : at::cat(out[r], 1);
+        }
         for (int s = 0; s < 2; ++s) {
             SideRows& side_rows = now.side[s];
             const int src = s == 1 && local ? 0 : s;  // the layer-local side shares the SSA side's q and k
             side_rows.q = join(was ? was->side[src].q : at::Tensor(), q[src]);
-            side_rows.k = keys[src].defined() ? keys[src].narrow(1, 0, T) : at::Tensor();
+            side_rows.k = now.k[run_of[src]][row_of[src]];
             if (s == 1 && local) {
                 side_rows.tau_q = at::ones_like(now.side[0].tau_q);
                 side_rows.tau_v = side_rows.tau_q;
             } else {
-                side_rows.vs = values[s].narrow(1, 0, T);
+                side_rows.vs = now.vs[run_of[s]][row_of[s]];
                 side_rows.tau_q = join(was ? was->side[s].tau_q : at::Tensor(), tau_q[s]);
                 side_rows.tau_v = join(was ? was->side[s].tau_v : at::Tensor(), tau_v[s]);
             }
             side_rows.metrics = join_metrics(was ? was->side[s].metrics : kNone, metrics[s]);
-            if (!out[s].empty()) stream[s] = out[s].size() == 1 ? out[s][0] : at::cat(out[s], 1);
         }
         now.tau_q_position = join(was ? was->tau_q_position : at::Tensor(), position);
         now.tau_q_token = join(was ? was->tau_q_token : at::Tensor(), token);
         now.js = join(was ? was->js : at::Tensor(), js);
         now.l1 = join(was ? was->l1 : at::Tensor(), l1);
-        for (int k = 0; k < 3; ++k) {
-            const at::Tensor rows = thumbs[k].empty() ? at::Tensor() : thumbs[k].size() == 1 ? thumbs[k][0] : at::cat(thumbs[k], 1);
-            now.thumbnails[k] = JoinBlocks(was ? was->thumbnails[k] : at::Tensor(), r0 / pool, side, rows);
+        now.tail = tail;
+        if (!thumbs[0].empty()) {  // block rows r0 / pool.. of the layer: [H, side - r0 / pool, side] each
+            at::Tensor rows[3];
+            for (int k = 0; k < 3; ++k) rows[k] = thumbs[k].size() == 1 ? thumbs[k][0] : at::cat(thumbs[k], 1);
+            thumbnails.AddLayer(l, rows);
         }
         // tau_q as the forward pass used it: ones multiply exactly, so the vanilla maps rebuild bit for bit too.
         maps->Add(MapSide::Ssa, {now.side[0].q, now.side[0].k, now.side[0].tau_q});
         maps->Add(MapSide::Compare, {now.side[1].q, now.side[1].k, local ? at::Tensor() : now.side[1].tau_q});
         next.layers.push_back(std::move(now));
-        if (options.progress) options.progress->store(static_cast<float>(l + 1) / c.n_layer);
+        if (options.progress) options.progress->store(static_cast<float>(l + 1) / (c.n_layer + 1));  // the predictions: one step more
     }
     if (p > 0 && old.maps) maps->Reuse(*old.maps, p);
-
-    // Predictions from the last layer's output, rows from p - 1 on (row p - 1 predicts token p);
-    // counted in forward_ms.
-    const auto predict_start = std::chrono::steady_clock::now();
-    const at::Tensor next_ids = at::tensor(at::ArrayRef<int32_t>(tokens.ids), at::kInt).to(device, at::kLong);
-    at::Tensor next_logits;
-    for (int s = 0; s < 2; ++s) {
-        if (s == 1 && local) continue;
-        const SsaGpt& model = s == 0 ? ssa : other;
-        const SidePredictions* was = p > 0 ? &old.predictions[s] : nullptr;
-        SidePredictions& now = next.predictions[s];
-        now.hidden = p < T ? Join(was ? was->hidden : at::Tensor(), p, stream[s]) : was->hidden.narrow(1, 0, T);
-        const int64_t lo = std::max<int64_t>(p - 1, 0), V = model.config.vocab_size;
-        const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(kBlockBytes / (sizeof(float) * static_cast<size_t>(V))));
-        std::vector<at::Tensor> loss, rank, ids, probs;
-        for (int64_t a = lo; a < T; a += rows) {
-            const int64_t n = std::min(rows, T - a), m = std::min(n, T - 1 - a);  // m rows have a next token
-            const at::Tensor logits = Logits(model, now.hidden.narrow(1, a, n))[0].to(at::kFloat).contiguous();  // [n, V]
-            const RowPredictions r = PredictRows(logits, next_ids.narrow(0, a + 1, m));
-            ids.push_back(r.top_ids);
-            probs.push_back(at::exp(r.top_logits - r.log_sum_exp.unsqueeze(1)));
-            if (m > 0) {
-                loss.push_back(r.log_sum_exp.narrow(0, 0, m) - r.actual);
-                rank.push_back(r.rank);
-            }
-            if (s == 0 && a + n == T) next_logits = logits[n - 1];
-        }
-        auto join0 = [&](const at::Tensor& old_rows, int64_t keep, std::vector<at::Tensor>& parts) {
-            at::Tensor fresh = parts.empty() ? at::Tensor() : at::cat(parts, 0);
-            if (!was || keep == 0) return fresh.defined() ? fresh : at::empty({0}, old_rows.defined() ? old_rows.options() : at::TensorOptions());
-            const at::Tensor kept = old_rows.narrow(0, 0, keep);
-            return fresh.defined() ? at::cat({kept, fresh}, 0) : kept.contiguous();
-        };
-        now.loss = join0(was ? was->loss : at::Tensor(), lo, loss);
-        now.rank = join0(was ? was->rank : at::Tensor(), lo, rank);
-        now.top_ids = join0(was ? was->top_ids : at::Tensor(), lo, ids);
-        now.top_probs = join0(was ? was->top_probs : at::Tensor(), lo, probs);
-    }
-    if (next_logits.defined()) sync(next_logits);
-    forward_ms += MillisecondsSince(predict_start);
 
     const auto start = std::chrono::steady_clock::now();
     Analysis a;
@@ -661,29 +685,83 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     const std::vector<LayerRows>& layers = next.layers;
     a.metrics = MetricsToHost(layers, 0);
     a.metrics_compare = MetricsToHost(layers, 1);
-    a.js = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.js; });
-    a.l1 = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.l1; });
-    a.tau_q = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.side[0].tau_q; });
-    a.tau_v = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.side[0].tau_v; });
-    a.tau_q_compare = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.side[1].tau_q; });
-    a.tau_v_compare = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.side[1].tau_v; });
-    a.tau_q_position = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.tau_q_position; });
-    a.tau_q_token = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.tau_q_token; });
-    a.thumbnails.pool = pool;
-    a.thumbnails.side = static_cast<int>(side);
-    a.thumbnails.ssa = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.thumbnails[0]; });
-    a.thumbnails.compare = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.thumbnails[1]; });
-    a.thumbnails.difference = StackToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.thumbnails[2]; });
+    a.js = LayersToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.js; });
+    a.l1 = LayersToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.l1; });
+    a.tau_q = LayersToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.side[0].tau_q; });
+    a.tau_v = LayersToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.side[0].tau_v; });
+    a.tau_q_compare = LayersToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.side[1].tau_q; });
+    a.tau_v_compare = LayersToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.side[1].tau_v; });
+    a.tau_q_position = LayersToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.tau_q_position; });
+    a.tau_q_token = LayersToHost(layers, [](const LayerRows& l) -> const at::Tensor& { return l.tau_q_token; });
+    next.thumbnails = thumbnails.Finish();
+    a.thumbnails = next.thumbnails;
     const QkSpectrum& spectrum = m_impl->spectrum;
     a.qk_opnorm = ToHost(spectrum.opnorm);
     a.qk_eig_mean = ToHost(spectrum.eig_mean);
     a.qk_eig_var = ToHost(spectrum.eig_var);
-    std::vector<at::Tensor> tau_q;
-    for (const LayerRows& l : layers) tau_q.push_back(l.side[0].tau_q.to(at::kFloat));
-    a.effective_qk_norm = ToHost(at::stack(tau_q) * spectrum.opnorm.to(device).unsqueeze(-1));
+    a.effective_qk_norm.resize(a.tau_q.size());
+    for (size_t row = 0; row < a.qk_opnorm.size(); ++row)  // [L, H] rows of T
+        for (size_t t = row * T; t < (row + 1) * T && t < a.tau_q.size(); ++t) a.effective_qk_norm[t] = a.tau_q[t] * a.qk_opnorm[row];
     a.maps = maps;
     a.reused_rows = static_cast<int>(p);
     a.interventions = m_impl->interventions;
+    a.forward_ms = forward_ms;
+    a.metrics_ms = metrics_ms + MillisecondsSince(start);
+    if (options.before_predictions) options.before_predictions(a);
+
+    // Predictions from the last layer's output, rows from p - 1 on (row p - 1 predicts token p),
+    // a run's sides in one product with the head; counted in forward_ms.
+    const auto predict_start = std::chrono::steady_clock::now();
+    const at::Tensor next_ids = at::tensor(at::ArrayRef<int32_t>(tokens.ids), at::kInt).to(device, at::kLong);
+    const int64_t lo = std::max<int64_t>(p - 1, 0);
+    at::Tensor next_logits;
+    for (size_t r = 0; r < runs.size(); ++r) {
+        const Run& run = runs[r];
+        const SsaGpt& model = *run.model;
+        const int64_t V = model.config.vocab_size;
+        for (int i = 0; i < run.sides; ++i) {
+            const int s = run.first_side + i;
+            const SidePredictions* was = p > 0 ? &old.predictions[s] : nullptr;
+            next.predictions[s].hidden = p < T ? Join(was ? was->hidden : at::Tensor(), p, run.stream.narrow(0, i, 1)) : was->hidden.narrow(1, 0, T);
+        }
+        const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(kLogitsBytes / (sizeof(float) * static_cast<size_t>(V) * run.sides)));
+        std::vector<at::Tensor> loss[2], rank[2], ids[2], probs[2];
+        for (int64_t first = lo; first < T; first += rows) {
+            const int64_t n = std::min(rows, T - first), m = std::min(n, T - 1 - first);  // m rows have a next token
+            std::vector<at::Tensor> hidden;
+            for (int i = 0; i < run.sides; ++i) hidden.push_back(next.predictions[run.first_side + i].hidden.narrow(1, first, n));
+            const at::Tensor logits = Logits(model, hidden.size() == 1 ? hidden[0] : at::cat(hidden, 0)).to(at::kFloat);  // [sides, n, V]
+            for (int i = 0; i < run.sides; ++i) {
+                const at::Tensor side_logits = logits[i].contiguous();  // [n, V]
+                const RowPredictions rp = PredictRows(side_logits, next_ids.narrow(0, first + 1, m));
+                ids[i].push_back(rp.top_ids);
+                probs[i].push_back(at::exp(rp.top_logits - rp.log_sum_exp.unsqueeze(1)));
+                if (m > 0) {
+                    loss[i].push_back(rp.log_sum_exp.narrow(0, 0, m) - rp.actual);
+                    rank[i].push_back(rp.rank);
+                }
+                if (run.first_side + i == 0 && first + n == T) next_logits = side_logits[n - 1];
+            }
+            if (options.progress)
+                options.progress->store((c.n_layer + (r + static_cast<float>(first + n - lo) / (T - lo)) / runs.size()) / (c.n_layer + 1));
+        }
+        for (int i = 0; i < run.sides; ++i) {
+            const int s = run.first_side + i;
+            const SidePredictions* was = p > 0 ? &old.predictions[s] : nullptr;
+            SidePredictions& now = next.predictions[s];
+            auto join0 = [&](const at::Tensor& old_rows, int64_t keep, std::vector<at::Tensor>& parts) {
+                at::Tensor fresh = parts.empty() ? at::Tensor() : at::cat(parts, 0);
+                if (!was || keep == 0) return fresh.defined() ? fresh : at::empty({0}, old_rows.defined() ? old_rows.options() : at::TensorOptions());
+                const at::Tensor kept = old_rows.narrow(0, 0, keep);
+                return fresh.defined() ? at::cat({kept, fresh}, 0) : kept.contiguous();
+            };
+            now.loss = join0(was ? was->loss : at::Tensor(), lo, loss[i]);
+            now.rank = join0(was ? was->rank : at::Tensor(), lo, rank[i]);
+            now.top_ids = join0(was ? was->top_ids : at::Tensor(), lo, ids[i]);
+            now.top_probs = join0(was ? was->top_probs : at::Tensor(), lo, probs[i]);
+        }
+    }
+    if (next_logits.defined()) sync(next_logits);
     auto to_ints = [](const at::Tensor& t) {
         const at::Tensor c = t.to(at::kCPU, at::kInt).contiguous();
         return std::vector<int32_t>(c.data_ptr<int32_t>(), c.data_ptr<int32_t>() + c.numel());
@@ -697,8 +775,8 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         (s == 0 ? a.top_probs : a.top_probs_compare) = ToHost(pr.top_probs);
     }
     if (next_logits.defined()) a.next_logits = ToHost(next_logits);
-    a.forward_ms = forward_ms;
-    a.metrics_ms = metrics_ms + MillisecondsSince(start);
+    a.forward_ms += MillisecondsSince(predict_start);
+    if (options.progress) options.progress->store(1.0f);
 
     next.maps = maps;
     m_impl->cache = std::move(next);

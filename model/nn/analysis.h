@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -94,8 +95,12 @@ HeadStats HeadTokenStats(const std::vector<float>& values, const Analysis& a, in
 
 struct AnalyzeOptions {
     const std::atomic<bool>* cancel = nullptr;     // checked between layers
-    std::atomic<float>* progress = nullptr;        // set to the fraction of layers done
+    std::atomic<float>* progress = nullptr;        // the fraction done: each layer a step, the predictions one more
     bool reuse = true;  // recompute only the positions from the first id that differs from the last analysis
+    // Called once the maps, temperatures and metrics are ready, with the analysis as Analyze will
+    // return it but without its predictions (empty), before they are computed: they cost [T, V]
+    // logits a side, much of a long analysis with a large vocabulary, so a caller can show the rest first.
+    std::function<void(const Analysis&)> before_predictions;
 };
 
 // Owns a loaded model (and optionally its twin) on one device. Not thread-safe: one thread (the

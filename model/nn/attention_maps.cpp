@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 
 #include "model/nn/forward.h"
@@ -97,20 +98,157 @@ Pooled PoolThumbnails(const at::Tensor& p, const at::Tensor& q, int pool) {
     at::Tensor up = at::full(shape, lowest), down = at::full(shape, lowest);
     const float *pp = pc.data_ptr<float>(), *qq = qc.data_ptr<float>();
     float *op = out.p.data_ptr<float>(), *oq = out.q.data_ptr<float>(), *ou = up.data_ptr<float>(), *od = down.data_ptr<float>();
-    for (int64_t m = 0; m < maps; ++m)
-        for (int64_t i = 0; i < R; ++i) {
-            const size_t in = static_cast<size_t>((m * R + i) * T), at = static_cast<size_t>((m * rows + i / pool) * side);
-            for (int64_t j = 0; j < T; ++j) {
-                const float x = pp[in + j], y = qq[in + j];
-                const size_t k = at + static_cast<size_t>(j / pool);
-                op[k] = std::max(op[k], x);
-                oq[k] = std::max(oq[k], y);
-                ou[k] = std::max(ou[k], x - y);
-                od[k] = std::max(od[k], y - x);
+    at::parallel_for(0, maps, 1, [&](int64_t begin, int64_t end) {  // each map writes its own cells
+        for (int64_t m = begin; m < end; ++m)
+            for (int64_t i = 0; i < R; ++i) {
+                const size_t in = static_cast<size_t>((m * R + i) * T), at = static_cast<size_t>((m * rows + i / pool) * side);
+                for (int64_t j = 0; j < T; ++j) {
+                    const float x = pp[in + j], y = qq[in + j];
+                    const size_t k = at + static_cast<size_t>(j / pool);
+                    op[k] = std::max(op[k], x);
+                    oq[k] = std::max(oq[k], y);
+                    ou[k] = std::max(ou[k], x - y);
+                    od[k] = std::max(od[k], y - x);
+                }
             }
-        }
+    });
     out.difference = LargestMagnitude(up, down);
     return out;
+}
+
+namespace {
+
+// Max over groups of `pool` along dimension `dim` (the last group partial): -inf pads it.
+at::Tensor GroupMax(const at::Tensor& x, int64_t dim, int pool) {
+    if (pool == 1) return x;
+    const int64_t n = x.size(dim), groups = (n + pool - 1) / pool;
+    at::Tensor padded = x.movedim(dim, -1);
+    if (groups * pool != n) padded = at::constant_pad_nd(padded, {0, groups * pool - n}, -std::numeric_limits<double>::infinity());
+    std::vector<int64_t> shape = padded.sizes().vec();
+    shape.back() = groups;
+    shape.push_back(pool);
+    return std::get<0>(padded.reshape(shape).max(-1)).movedim(-1, dim);
+}
+
+}  // namespace
+
+KeyPooled PoolKeys(const at::Tensor& p, const at::Tensor& q, int pool) {
+    return {GroupMax(p, -1, pool), GroupMax(q, -1, pool), GroupMax(p - q, -1, pool), GroupMax(q - p, -1, pool)};
+}
+
+KeyPooled NarrowRows(const KeyPooled& x, int64_t first, int64_t count) {
+    const int64_t dim = x.p.dim() - 2;
+    return {x.p.narrow(dim, first, count), x.q.narrow(dim, first, count), x.up.narrow(dim, first, count), x.down.narrow(dim, first, count)};
+}
+
+KeyPooled JoinRows(const KeyPooled& x, const KeyPooled& y, int64_t cells) {
+    auto fit = [&](const at::Tensor& t) {
+        const int64_t have = t.size(-1);
+        return have >= cells ? t.narrow(-1, 0, cells) : at::constant_pad_nd(t, {0, cells - have});
+    };
+    auto join = [&](const at::Tensor& a, const at::Tensor& b) {
+        if (!a.defined()) return b;
+        if (!b.defined()) return fit(a).contiguous();
+        return at::cat({fit(a), b}, -2);
+    };
+    return {join(x.p, y.p), join(x.q, y.q), join(x.up, y.up), join(x.down, y.down)};
+}
+
+Pooled PoolRows(const KeyPooled& x, int pool) {
+    return {GroupMax(x.p, -2, pool), GroupMax(x.q, -2, pool), LargestMagnitude(GroupMax(x.up, -2, pool), GroupMax(x.down, -2, pool))};
+}
+
+ThumbnailBuilder::ThumbnailBuilder(const Thumbnails& old, int kept, int side, int pool, int layers, int heads) : m_kept(kept) {
+    assert(kept == 0 || (old.pool == pool && kept <= old.side && old.layers == layers && old.heads == heads));
+    Thumbnails& t = m_thumbnails;
+    t.side = side;
+    t.pool = pool;
+    t.layers = layers;
+    t.heads = heads;
+    for (int first = 0; first < side; first += kThumbnailBandRows) {
+        const int count = std::min(kThumbnailBandRows, side - first);
+        const size_t b = static_cast<size_t>(first / kThumbnailBandRows);
+        if (first + count <= kept && b < old.bands.size() && old.bands[b]->rows == count) {
+            t.bands.push_back(old.bands[b]);  // every row kept
+            continue;
+        }
+        auto band = std::make_shared<ThumbnailBand>();
+        band->first = first;
+        band->rows = count;
+        band->width = first + count;
+        const size_t width = static_cast<size_t>(band->width);
+        const ThumbnailBand* was = first < kept && b < old.bands.size() ? old.bands[b].get() : nullptr;
+        for (int k = 0; k < 3; ++k) {
+            std::vector<float>& cells = band->cells[k];
+            cells.assign(static_cast<size_t>(layers) * heads * count * width, 0.0f);
+            for (int l = 0; l < layers; ++l)
+                for (int h = 0; h < heads; ++h)
+                    for (int row = first; row < std::min(first + count, kept); ++row) {  // from the old band: the same row, its own width
+                        assert(was && row < was->first + was->rows);
+                        const size_t w = static_cast<size_t>(was->width);
+                        const float* in = was->cells[k].data() + ((static_cast<size_t>(l) * heads + h) * was->rows + (row - was->first)) * w;
+                        std::copy_n(in, std::min(w, width), cells.data() + ((static_cast<size_t>(l) * heads + h) * count + (row - first)) * width);
+                    }
+        }
+        t.bands.push_back(band);
+        m_new.push_back(std::move(band));
+    }
+}
+
+void ThumbnailBuilder::AddLayer(int l, const at::Tensor (&rows)[3]) {
+    const Thumbnails& t = m_thumbnails;
+    const int64_t fresh = t.side - m_kept;
+    for (int k = 0; k < 3; ++k) {
+        const at::Tensor host = rows[k].to(at::kCPU, at::kFloat).contiguous();  // [H, side - kept, side]
+        assert(host.size(0) == t.heads && host.size(1) == fresh && host.size(2) == t.side);
+        const float* in = host.data_ptr<float>();
+        for (const auto& band : m_new) {
+            const size_t width = static_cast<size_t>(band->width);
+            for (int h = 0; h < t.heads; ++h)
+                for (int row = std::max(band->first, m_kept); row < band->first + band->rows; ++row)
+                    std::copy_n(in + (static_cast<size_t>(h) * fresh + (row - m_kept)) * t.side, width,
+                                band->cells[k].data() + ((static_cast<size_t>(l) * t.heads + h) * band->rows + (row - band->first)) * width);
+        }
+    }
+}
+
+Thumbnails ThumbnailBuilder::Finish() {
+    for (const auto& band : m_new)
+        for (float v : band->cells[static_cast<int>(ThumbnailKind::Difference)])
+            band->difference_max_abs = std::max(band->difference_max_abs, std::abs(v));  // NaN never wins
+    m_new.clear();
+    return std::move(m_thumbnails);
+}
+
+std::vector<float> Thumbnails::Head(ThumbnailKind kind, int l, int h) const {
+    if (l < 0 || l >= layers || h < 0 || h >= heads) return {};
+    std::vector<float> out(static_cast<size_t>(side) * side, 0.0f);
+    for (const auto& band : bands) {
+        const std::vector<float>& cells = band->cells[static_cast<int>(kind)];
+        const size_t width = static_cast<size_t>(band->width);
+        for (int r = 0; r < band->rows; ++r)
+            std::copy_n(cells.data() + ((static_cast<size_t>(l) * heads + h) * band->rows + r) * width, std::min<size_t>(width, side),
+                        out.data() + static_cast<size_t>(band->first + r) * side);
+    }
+    return out;
+}
+
+std::vector<float> Thumbnails::All(ThumbnailKind kind) const {
+    const size_t cells = static_cast<size_t>(side) * side;
+    std::vector<float> out;
+    out.reserve(static_cast<size_t>(layers) * heads * cells);
+    for (int l = 0; l < layers; ++l)
+        for (int h = 0; h < heads; ++h) {
+            const std::vector<float> head = Head(kind, l, h);
+            out.insert(out.end(), head.begin(), head.end());
+        }
+    return out;
+}
+
+float Thumbnails::DifferenceMaxAbs() const {
+    float top = 0.0f;
+    for (const auto& band : bands) top = std::max(top, band->difference_max_abs);
+    return top;
 }
 
 int ThumbnailPool(int tokens) { return std::max(1, (tokens + kThumbnailCells - 1) / kThumbnailCells); }
@@ -124,20 +262,19 @@ std::shared_ptr<const AttentionMaps> HostAttentionMaps(int layers, int heads, in
 
 Thumbnails MakeThumbnails(const std::vector<float>& ssa, const std::vector<float>& compare, int layers, int heads, int tokens) {
     c10::InferenceMode guard;
-    Thumbnails t;
-    t.pool = ThumbnailPool(tokens);
-    t.side = (tokens + t.pool - 1) / t.pool;
-    const int64_t maps = static_cast<int64_t>(layers) * heads;
-    const size_t cells = static_cast<size_t>(maps) * tokens * tokens;
+    const int pool = ThumbnailPool(tokens), side = (tokens + pool - 1) / pool;
+    const size_t cells = static_cast<size_t>(layers) * heads * tokens * tokens;
     if (tokens == 0 || ssa.size() != cells || compare.size() != cells) return {};
-    // from_blob does not copy; the pooled results are new tensors.
-    const at::Tensor p = at::from_blob(const_cast<float*>(ssa.data()), {maps, tokens, tokens});
-    const at::Tensor q = at::from_blob(const_cast<float*>(compare.data()), {maps, tokens, tokens});
-    const Pooled pooled = PoolThumbnails(p, q, t.pool);
-    t.ssa = ToHost(pooled.p);
-    t.compare = ToHost(pooled.q);
-    t.difference = ToHost(pooled.difference);
-    return t;
+    ThumbnailBuilder builder({}, 0, side, pool, layers, heads);
+    for (int l = 0; l < layers; ++l) {
+        // from_blob does not copy; the pooled results are new tensors.
+        const size_t at = static_cast<size_t>(l) * heads * tokens * tokens;
+        const at::Tensor p = at::from_blob(const_cast<float*>(ssa.data() + at), {heads, tokens, tokens});
+        const at::Tensor q = at::from_blob(const_cast<float*>(compare.data() + at), {heads, tokens, tokens});
+        const Pooled pooled = PoolThumbnails(p, q, pool);
+        builder.AddLayer(l, {pooled.p, pooled.q, pooled.difference});
+    }
+    return builder.Finish();
 }
 
 }  // namespace model

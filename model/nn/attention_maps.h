@@ -31,12 +31,30 @@ std::shared_ptr<const AttentionMaps> HostAttentionMaps(int layers, int heads, in
 // shared colour scale: a cell holds the largest weight of its pool x pool block of tokens (the
 // difference: the value of largest magnitude, the positive one when the magnitudes agree to
 // 1e-5), so a sharp weight survives. Exact (pool 1) up to kThumbnailCells tokens.
+//
+// Stored in bands of kThumbnailBandRows block rows, every head's rows of a band together. A block
+// row has nothing right of its own cell (the maps are causal), so a band is only as wide as its
+// last row and stays valid while the text grows: an edit rebuilds the bands from its block row
+// on, and the analyses before and after it share the bands above (typing at the end of 1,024
+// tokens of GPT-2 small rebuilds 1 band of 32, instead of copying 113 MB).
 constexpr int kThumbnailCells = 256;
+constexpr int kThumbnailBandRows = 8;
+enum class ThumbnailKind { Ssa, Compare, Difference };
+struct ThumbnailBand {
+    int first = 0, rows = 0, width = 0;  // block rows first..first+rows-1, cells 0..width-1 of each
+    std::vector<float> cells[3];         // by ThumbnailKind: [L, H, rows, width]
+    float difference_max_abs = 0.0f;     // the largest |difference| here (NaN never wins)
+};
 struct Thumbnails {
     int side = 0;  // cells a side: ceil(T / pool)
     int pool = 1;  // tokens a cell covers, a side
-    std::vector<float> ssa, compare, difference;  // [L, H, side, side]
-    size_t Index(int l, int h, int n_head) const { return (static_cast<size_t>(l) * n_head + h) * side * side; }
+    int layers = 0, heads = 0;
+    std::vector<std::shared_ptr<const ThumbnailBand>> bands;  // block rows 0..side-1, in order; immutable, shared
+
+    // One head's [side, side] cells, row-major (zero right of each row's own cell); empty outside the model.
+    std::vector<float> Head(ThumbnailKind kind, int l, int h) const;
+    std::vector<float> All(ThumbnailKind kind) const;  // [L, H, side, side]
+    float DifferenceMaxAbs() const;                     // over every cell; 0 without any
 };
 // From host maps [L, H, T, T] (the synthetic analyses; the engine pools on its device).
 Thumbnails MakeThumbnails(const std::vector<float>& ssa, const std::vector<float>& compare, int layers, int heads, int tokens);

@@ -86,6 +86,34 @@ struct Pooled {
 // the positive one when the two magnitudes agree to 1e-5 (a row of two keys has d and -d:
 // rounding must not choose the sign). On the CPU one pass over both maps; elsewhere torch ops.
 Pooled PoolThumbnails(const at::Tensor& p, const at::Tensor& q, int pool);
+// Thumbnail pooling in two steps, for a block of rows partly kept from the last analysis: each
+// row max-pooled along its keys alone (PoolKeys), rows from several sources joined, then blocks
+// of `pool` rows (PoolRows, which gives what PoolThumbnails gives for the same rows).
+struct KeyPooled {
+    at::Tensor p, q, up, down;  // [..., R, ceil(T / pool)]: the largest p, q, p - q and q - p of each cell
+};
+KeyPooled PoolKeys(const at::Tensor& p, const at::Tensor& q, int pool);  // maps [..., R, T]
+KeyPooled NarrowRows(const KeyPooled& x, int64_t first, int64_t count);
+// `x` cut or zero-padded to `cells` cells a row (a row has nothing right of its own cell), then `y`'s rows after it.
+KeyPooled JoinRows(const KeyPooled& x, const KeyPooled& y, int64_t cells);
+Pooled PoolRows(const KeyPooled& x, int pool);  // rows from a multiple of `pool` -> [..., ceil(R / pool), cells]
+
+// Thumbnails built layer by layer, each layer's new rows copied to the host bands as soon as they
+// are pooled: block rows below `kept` are `old`'s (the same pool; kept 0: none of them), and the
+// bands wholly above `kept` are `old`'s own, shared.
+class ThumbnailBuilder {
+public:
+    ThumbnailBuilder(const Thumbnails& old, int kept, int side, int pool, int layers, int heads);
+    // Layer l's block rows kept..side-1 [H, side - kept, side] by kind (SSA, comparison,
+    // difference), on any device, any float dtype; not called when kept == side.
+    void AddLayer(int l, const at::Tensor (&rows)[3]);
+    Thumbnails Finish();
+
+private:
+    Thumbnails m_thumbnails;
+    int m_kept;
+    std::vector<std::shared_ptr<ThumbnailBand>> m_new;  // the bands being built
+};
 // Tokens a thumbnail cell covers, a side, for a text of `tokens`.
 int ThumbnailPool(int tokens);
 

@@ -23,10 +23,23 @@ void KeepFreedMemoryForReuse() {
 void SetComputeThreads(int threads) {
     threads = std::max(1, threads);
     at::set_num_threads(threads);
-    // LibTorch's setting does not reach OpenBLAS's own pool (Debian's libblas.so.3 alternative);
+    // LibTorch's setting does not reach OpenBLAS (Debian's libblas.so.3 alternative; its OpenMP
+    // build, which .ci/setup-debian chooses, runs on LibTorch's threads but keeps its own count);
     // call it by name when that is the BLAS in use.
     using SetThreads = void (*)(int);
     if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set(threads);
+}
+
+std::string DescribeBlas() {
+    using Text = char* (*)();
+    using Number = int (*)();
+    const auto config = reinterpret_cast<Text>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
+    const auto parallel = reinterpret_cast<Number>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
+    const auto threads = reinterpret_cast<Number>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+    if (!config || !parallel || !threads) return "not OpenBLAS";
+    const int kind = parallel();
+    return std::string(config()) + ", " + (kind == 2 ? "OpenMP" : kind == 1 ? "pthreads" : "sequential") + " build, " +
+           std::to_string(threads()) + " threads";
 }
 
 int ComputeThreadsFromEnvironment(int fallback) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace model {
 
@@ -15,6 +16,9 @@ void KeepFreedMemoryForReuse();
 
 // Threads LibTorch uses for one operation (process-wide). The GUI leaves a core to the UI.
 void SetComputeThreads(int threads);
+// The BLAS this process loaded, for benchmark reports: OpenBLAS's own description and how it
+// threads ("OpenMP": on LibTorch's threads; "pthreads": a pool of its own), or "not OpenBLAS".
+std::string DescribeBlas();
 // $SSAVIZ_THREADS when it is a whole number from 1 to 1024, else `fallback` (0: none set). OpenBLAS
 // splits its sums by thread count, so two runs agree to the last bit only with the same count:
 // the window and `ssaviz export` both honour it.

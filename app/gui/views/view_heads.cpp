@@ -53,7 +53,7 @@ const GridMetric* FindGridMetric(const std::string& key) {
 viz::Range SharedRange(const model::Analysis& a, MapMode mode, bool log_scale) {
     float top = 0.0f;
     if (mode == MapMode::Difference) {  // pooled to the largest magnitude, so the thumbnails hold the largest difference
-        for (float v : a.thumbnails.difference) top = std::max(top, std::abs(v));  // NaN never wins
+        top = a.thumbnails.DifferenceMaxAbs();
     } else {  // the largest weight is the largest row maximum: [L, H, T] instead of [L, H, T, T]
         for (float v : (mode == MapMode::Ssa ? a.metrics : a.metrics_compare).Get("max_weight")) top = std::max(top, v);
     }
@@ -67,23 +67,23 @@ viz::Range SharedRange(const model::Analysis& a, MapMode mode, bool log_scale) {
 viz::Image BakeHead(const model::Analysis& a, MapMode mode, viz::Colormap colormap, bool log_scale, viz::Range range, int l,
                     int h, int max_side) {
     const model::Thumbnails& t = a.thumbnails;
-    const size_t at = t.Index(l, h, a.n_head), cells = static_cast<size_t>(t.side) * t.side;
     viz::HeatmapStyle style;
     style.colormap = colormap;
     style.log_scale = log_scale;
     style.range = range;
-    const std::vector<float>* values = nullptr;
+    model::ThumbnailKind kind = model::ThumbnailKind::Ssa;
     switch (mode) {
-        case MapMode::Ssa: values = &t.ssa; break;
-        case MapMode::Compare: values = &t.compare; break;
+        case MapMode::Ssa: break;
+        case MapMode::Compare: kind = model::ThumbnailKind::Compare; break;
         case MapMode::Difference:
-            values = &t.difference;
+            kind = model::ThumbnailKind::Difference;
             style.colormap = viz::Colormap::Diverging;
             style.log_scale = false;
             break;
     }
-    if (t.side == 0 || values->size() < at + cells) return {};
-    return viz::BakeHeatmap(values->data() + at, t.side, t.side, style, max_side);
+    const std::vector<float> cells = t.Head(kind, l, h);
+    if (t.side == 0 || cells.empty()) return {};
+    return viz::BakeHeatmap(cells.data(), t.side, t.side, style, max_side);
 }
 
 const char* ModeName(MapMode mode) {

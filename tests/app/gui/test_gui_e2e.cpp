@@ -430,6 +430,29 @@ TEST(Worker, SeededContinueRepeatsAndAnEditStopsIt) {
     EXPECT_EQ(events.back().analysis->interventions.size(), 0u);
 }
 
+// A long analysis (its predictions [rows, V] logits a side) comes back twice: its maps,
+// temperatures and metrics first, without predictions, then the same with them.
+TEST(Worker, ALongAnalysisShowsItsMapsBeforeItsPredictions) {
+    app::InferenceWorker worker;
+    ASSERT_TRUE(OpenAndAnalyze(worker, DefaultModel(), kWorkerText));
+    std::string text;
+    while (text.size() < 1200) text += kWorkerText + ". ";  // ~250 tokens: 250 x 50,257 logits a side
+    const uint64_t id = worker.Analyze(text, false);
+    std::vector<std::shared_ptr<const model::Analysis>> shown;
+    WaitFor(worker, [&](const WorkerEvent& e) {
+        if (e.request == id && e.kind == WorkerEvent::Kind::Analysis) shown.push_back(e.analysis);
+        return e.request == id && (e.kind != WorkerEvent::Kind::Analysis || !e.analysis->loss.empty());
+    });
+    ASSERT_EQ(shown.size(), 2u);
+    const model::Analysis &first = *shown[0], &whole = *shown[1];
+    EXPECT_GT(first.n_tokens, 200);
+    EXPECT_TRUE(first.loss.empty() && first.top_ids.empty() && first.next_logits.empty());
+    EXPECT_EQ(whole.loss.size(), static_cast<size_t>(whole.n_tokens - 1));
+    EXPECT_EQ(first.tau_q, whole.tau_q);
+    EXPECT_EQ(first.js, whole.js);
+    EXPECT_EQ(first.maps, whole.maps) << "the same maps, not recomputed";
+}
+
 // The heads ranking: one mean loss per head, the baseline the shown text's, and a head's number
 // the same as an analysis with that head ablated by hand; the engine runs unablated afterwards.
 TEST(Worker, RankHeadsAblatesEachHeadInTurn) {

@@ -115,9 +115,11 @@ TEST_F(OnDemandMaps, ThumbnailsAreBlockMaxima) {
     ASSERT_EQ(t.pool, 2);
     ASSERT_EQ(t.side, 150);
     const size_t count = static_cast<size_t>(a.n_layer) * a.n_head * t.side * t.side;
-    ASSERT_EQ(t.ssa.size(), count);
-    ASSERT_EQ(t.compare.size(), count);
-    ASSERT_EQ(t.difference.size(), count);
+    const std::vector<float> ssa = t.All(model::ThumbnailKind::Ssa), compare = t.All(model::ThumbnailKind::Compare),
+                             difference = t.All(model::ThumbnailKind::Difference);
+    ASSERT_EQ(ssa.size(), count);
+    ASSERT_EQ(compare.size(), count);
+    ASSERT_EQ(difference.size(), count);
     for (int l = 0; l < a.n_layer; ++l)
         for (int h = 0; h < a.n_head; ++h) {
             const at::Tensor p = Full(MapSide::Ssa, l, h).contiguous(), q = Full(MapSide::Compare, l, h).contiguous();
@@ -134,10 +136,12 @@ TEST_F(OnDemandMaps, ThumbnailsAreBlockMaxima) {
                             down = std::max(down, qq[k] - pp[k]);
                         }
                     const float diff = up >= down * (1 - 1e-5f) ? up : -down;  // near-ties go to the positive value
-                    const size_t at = t.Index(l, h, a.n_head) + static_cast<size_t>(bi) * t.side + bj;
-                    ASSERT_EQ(t.ssa[at], max_p) << l << "," << h << " block " << bi << "," << bj;
-                    ASSERT_EQ(t.compare[at], max_q) << l << "," << h << " block " << bi << "," << bj;
-                    ASSERT_NEAR(t.difference[at], diff, 1e-7f) << l << "," << h << " block " << bi << "," << bj;
+                    const size_t at = (static_cast<size_t>(l) * a.n_head + h) * t.side * t.side + static_cast<size_t>(bi) * t.side + bj;
+                    // Within rounding of Forward's maps, as the rebuilt maps above: the analysis runs the
+                    // SSA side and its counterfactual as one batch, whose kernels may round the last bit apart.
+                    ASSERT_NEAR(ssa[at], max_p, 1e-6f) << l << "," << h << " block " << bi << "," << bj;
+                    ASSERT_NEAR(compare[at], max_q, 1e-6f) << l << "," << h << " block " << bi << "," << bj;
+                    ASSERT_NEAR(difference[at], diff, 2e-6f) << l << "," << h << " block " << bi << "," << bj;
                 }
         }
 }

@@ -124,9 +124,10 @@ float CompareAnalyses(const model::Analysis& got, const model::Analysis& want, s
         *what = "thumbnail shape";
         return INFINITY;
     }
-    check(got.thumbnails.ssa, want.thumbnails.ssa, "thumbnails (SSA)");
-    check(got.thumbnails.compare, want.thumbnails.compare, "thumbnails (comparison)");
-    check(got.thumbnails.difference, want.thumbnails.difference, "thumbnails (difference)");
+    using model::ThumbnailKind;
+    check(got.thumbnails.All(ThumbnailKind::Ssa), want.thumbnails.All(ThumbnailKind::Ssa), "thumbnails (SSA)");
+    check(got.thumbnails.All(ThumbnailKind::Compare), want.thumbnails.All(ThumbnailKind::Compare), "thumbnails (comparison)");
+    check(got.thumbnails.All(ThumbnailKind::Difference), want.thumbnails.All(ThumbnailKind::Difference), "thumbnails (difference)");
     for (MapSide side : {MapSide::Ssa, MapSide::Compare})
         for (int l = 0; l < want.n_layer; ++l)
             for (int h = 0; h < want.n_head; ++h) {
@@ -364,6 +365,63 @@ TEST(Incremental, ThumbnailPoolChangesAndPartialBlocks) {
     std::printf("pool change: largest difference %.3g\n", worst);
     EXPECT_GT(pools[1], 0);
     EXPECT_GT(pools[2], 0);
+}
+
+// Snapshots share what an edit did not change: after a token changes at the end, the new analysis
+// holds the very thumbnail bands of the old one above the edit's block row, not copies.
+TEST(Incremental, AnEditAtTheEndSharesTheThumbnailBandsAbove) {
+    const std::string dir = WriteModel("share", PaperConfig(128), 17);
+    auto engine = model::Engine::Open(dir, "cpu");
+    ASSERT_TRUE(engine.ok());
+    std::string text;
+    while (text.size() < 400) text += kParagraph;
+    auto tokens = (*engine)->Tokenize(text, true);
+    ASSERT_TRUE(tokens.ok());
+    ASSERT_GT(tokens->ids.size(), 2u * model::kThumbnailBandRows);
+    auto before = (*engine)->Analyze(*tokens);
+    ASSERT_TRUE(before.ok());
+    tokens->ids.back() = tokens->ids.back() == 13 ? 14 : 13;
+    auto after = (*engine)->Analyze(*tokens);
+    ASSERT_TRUE(after.ok());
+    ASSERT_EQ(after->reused_rows, static_cast<int>(tokens->ids.size()) - 1);
+    const auto &old_bands = before->thumbnails.bands, &new_bands = after->thumbnails.bands;
+    ASSERT_EQ(old_bands.size(), new_bands.size());
+    for (size_t b = 0; b + 1 < new_bands.size(); ++b) EXPECT_EQ(old_bands[b].get(), new_bands[b].get()) << "band " << b;
+    EXPECT_NE(old_bands.back().get(), new_bands.back().get()) << "the edit's band is new";
+}
+
+// An edit in the middle reports its progress through the layers, then through the predictions
+// (one step more); before_predictions sees everything but the predictions, which come after it.
+TEST(Incremental, AnEditInTheMiddleReportsProgressAndShowsTheMapsBeforeThePredictions) {
+    const std::string dir = WriteModel("progress", PaperConfig(128), 19);
+    auto engine = model::Engine::Open(dir, "cpu");
+    ASSERT_TRUE(engine.ok());
+    std::string text;
+    while (text.size() < 400) text += kParagraph;
+    auto tokens = (*engine)->Tokenize(text, true);
+    ASSERT_TRUE(tokens.ok());
+    ASSERT_TRUE((*engine)->Analyze(*tokens).ok());
+    tokens->ids[tokens->ids.size() / 2] = tokens->ids[tokens->ids.size() / 2] == 13 ? 14 : 13;
+    std::atomic<float> progress{0.0f};
+    float progress_before_predictions = -1.0f;
+    std::vector<float> tau_q_before;
+    size_t loss_before = 1;
+    model::AnalyzeOptions options;
+    options.progress = &progress;
+    options.before_predictions = [&](const model::Analysis& a) {
+        progress_before_predictions = progress.load();
+        tau_q_before = a.tau_q;
+        loss_before = a.loss.size() + a.top_ids.size();
+    };
+    auto edited = (*engine)->Analyze(*tokens, options);
+    ASSERT_TRUE(edited.ok());
+    EXPECT_EQ(edited->reused_rows, static_cast<int>(tokens->ids.size() / 2));
+    const int L = edited->n_layer;
+    EXPECT_FLOAT_EQ(progress_before_predictions, static_cast<float>(L) / (L + 1)) << "every layer done, the predictions not";
+    EXPECT_EQ(progress.load(), 1.0f);
+    EXPECT_EQ(loss_before, 0u);
+    EXPECT_EQ(tau_q_before, edited->tau_q);
+    EXPECT_EQ(edited->loss.size(), tokens->ids.size() - 1);
 }
 
 // Typing the rest of a word changes the id of the token before the cursor (" wor" becomes
