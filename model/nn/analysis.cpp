@@ -511,7 +511,8 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     else
         runs.push_back({&ssa, 0, 1, MakeEdits(m_impl->interventions, c, device, {RowEdit::Interventions}), {}});
     if (m_impl->twin) runs.push_back({&other, 1, 1, MakeEdits({}, c, device, {RowEdit::None}), {}});
-    int run_of[2] = {0, local ? 0 : static_cast<int>(runs.size()) - 1}, row_of[2] = {0, runs[0].sides == 2 ? 1 : 0};
+    // Side s is batch row row_of[s] of runs[run_of[s]] (the layer-local side: the SSA side's row).
+    const int run_of[2] = {0, local ? 0 : static_cast<int>(runs.size()) - 1}, row_of[2] = {0, runs[0].sides == 2 ? 1 : 0};
     if (p < T) {
         const std::vector<int32_t> rows(tokens.ids.begin() + p, tokens.ids.end());
         const at::Tensor index = at::tensor(at::ArrayRef<int32_t>(rows), at::kInt).to(device, at::kLong).unsqueeze(0);
