@@ -231,7 +231,8 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(const uint8_t* data, size_t siz
 }
 
 Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a FIFO put where a file was expected does not wait for a writer; fstat refuses it.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return Fail(path + ": cannot open (" + std::strerror(errno) + ")");
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -251,6 +252,17 @@ Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
     }
     ::close(fd);
     return file;
+}
+
+void MappedFile::DropPages(const uint8_t* begin, size_t bytes) const {
+    if (!m_data || begin < m_data || begin >= m_data + m_size) return;
+    static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t base = reinterpret_cast<uintptr_t>(m_data);
+    const uintptr_t end = reinterpret_cast<uintptr_t>(begin) + std::min<size_t>(bytes, m_size - (begin - m_data));
+    const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+    // The mapping's last page may hold the file's end: it is all ours, so it goes too.
+    const uintptr_t last = end == base + m_size ? (end + page - 1) / page * page : end / page * page;
+    if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {

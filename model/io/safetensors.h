@@ -52,7 +52,8 @@ struct SafetensorsHeader {
 // `size` is the whole file's size. Errors name the tensor (escaped) and the numbers.
 Result<SafetensorsHeader> ParseSafetensorsHeader(const uint8_t* data, size_t size);
 
-// A read-only memory map of a whole file.
+// A read-only memory map of a whole file (a regular file only: anything else is refused before it
+// is read).
 class MappedFile {
 public:
     static Result<std::shared_ptr<MappedFile>> Open(const std::string& path);
@@ -63,6 +64,10 @@ public:
     const uint8_t* data() const { return m_data; }
     size_t size() const { return m_size; }
     const std::string& path() const { return m_path; }
+    // Unmaps the whole pages inside [begin, begin + bytes) from this process (madvise DONTNEED),
+    // clamped to the mapping: its resident memory drops by them, while the mapping stays valid and
+    // a later read faults the file's bytes in again. Pages shared with bytes outside the range stay.
+    void DropPages(const uint8_t* begin, size_t bytes) const;
 
 private:
     MappedFile() = default;

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "model/io/files.h"
 #include "model/io/pickle.h"
 #include "model/io/zip.h"
@@ -62,17 +64,27 @@ std::optional<uint64_t> ElementCount(const std::vector<int64_t>& shape) {
     return n;
 }
 
-bool IsEmbeddingKey(const PickleValue& key) { return key.kind == Kind::String && EndsWith(key.text, "wte.weight"); }
+// The length of the token embedding's name `name` ends in, or 0 when it is not one (weights.h
+// lists them). "wte.weight" is matched as any ending (nanoGPT's and wrappers' names have always
+// been); the HF names only as a whole component.
+size_t EmbeddingNameLength(const std::string& name) {
+    if (EndsWith(name, "wte.weight")) return 10;
+    for (const std::string suffix : {"embed_tokens.weight", "embed_in.weight"})
+        if (EndsWith(name, suffix) && (name.size() == suffix.size() || name[name.size() - suffix.size() - 1] == '.')) return suffix.size();
+    return 0;
+}
+
+bool IsEmbeddingKey(const PickleValue& key) { return key.kind == Kind::String && EmbeddingNameLength(key.text) > 0; }
 
 // Where the search found its state dict, or why not.
 struct StateDictSearch {
     std::optional<size_t> dict;
     std::string path;      // of `dict`: "the top level", "['model']"
-    std::string mistyped;  // the first "...wte.weight" key whose value is not a tensor, described
+    std::string mistyped;  // the first embedding key whose value is not a tensor, described
 };
 
 // Breadth first from the root through dicts, lists and tuples: the first dict with a tensor under
-// a key ending in "wte.weight". Each value is visited once (cycles, and a container referenced a
+// a token embedding's name. Each value is visited once (cycles, and a container referenced a
 // million times, cost nothing more) and remembers only its parent, so memory is linear in the
 // number of values; the path is spelled out for the dict found only.
 StateDictSearch FindStateDict(const Pickle& p) {
@@ -143,7 +155,9 @@ std::string TopLevelKeys(const Pickle& p) {
     return "top-level keys: " + (keys.empty() ? std::string("none") : keys);
 }
 
-Status ReadCheckpoint(const uint8_t* data, size_t size, WeightFile* out) {
+// `shard`: one of an HF index's .bin shards, whose top level is (a part of) the state dict, the
+// embedding perhaps in another shard.
+Status ReadCheckpoint(const uint8_t* data, size_t size, bool shard, WeightFile* out) {
     auto zip = ParseZip(data, size);
     if (!zip) return Fail(zip.error());
     for (const auto& e : zip->entries)
@@ -163,16 +177,25 @@ Status ReadCheckpoint(const uint8_t* data, size_t size, WeightFile* out) {
     if (!pickle) return Fail(EscapeForMessage(pkl->name) + ": " + pickle.error());
     const Pickle& p = *pickle;
 
-    const StateDictSearch search = FindStateDict(p);
+    StateDictSearch search;
+    if (shard) {
+        if (p[p.root].kind != Kind::Dict)
+            return Fail(std::string("a shard's top level must be its state dict, a dict, not a ") +
+                        (p[p.root].kind == Kind::Object ? "pickled '" + EscapeForMessage(p[p.root].text) + "' object" : ToString(p[p.root].kind)));
+        search.dict = p.root;
+        search.path = "the top level";
+    } else {
+        search = FindStateDict(p);
+    }
     if (!search.dict) {
         if (p[p.root].kind == Kind::Object)
             return Fail("the checkpoint holds a pickled '" + EscapeForMessage(p[p.root].text) + "' object, not a state dict; ssaviz never imports or calls "
                         "pickled code (for torch.save(model), save model.state_dict() instead)");
         if (!search.mistyped.empty()) return Fail("no state dict with a token embedding: " + search.mistyped);
-        return Fail("no state dict with a token embedding ('wte.weight') in it; " + TopLevelKeys(p));
+        return Fail("no state dict with a token embedding ('wte.weight', 'embed_tokens.weight' or 'embed_in.weight') in it; " + TopLevelKeys(p));
     }
     out->state_dict_path = search.path;
-    if (p[p.root].kind == Kind::Dict)
+    if (!shard && p[p.root].kind == Kind::Dict)
         if (const PickleValue* args = p.Get(p.root, "model_args"); args && args->kind == Kind::Dict)
             for (size_t i = 0; i + 1 < args->items.size(); i += 2) {
                 const PickleValue &key = p[args->items[i]], &value = p[args->items[i + 1]];
@@ -222,16 +245,23 @@ Status ReadCheckpoint(const uint8_t* data, size_t size, WeightFile* out) {
     return Ok{};
 }
 
-// The names' prefix is whatever precedes "wte.weight": "" (HF), "transformer." (HF with the LM
-// head, nanoGPT), and wrappers' "_orig_mod." (torch.compile) or "module." (DDP) before either.
+// The names' prefix is whatever precedes the token embedding: "" (HF GPT-2), "transformer." (HF
+// GPT-2 with the LM head, nanoGPT, lit-gpt), "model." (HF llama & co.), "gpt_neox.", and wrappers'
+// "_orig_mod." (torch.compile) or "module." (DDP) before any. The outer prefix drops the root's own
+// name, which the LM head sits beside.
 void FindPrefixes(WeightFile* w) {
     bool found = false;
     for (const auto& t : w->tensors)
-        if (EndsWith(t.name, "wte.weight") && (!found || t.name.size() - 10 < w->prefix.size())) {
-            w->prefix = t.name.substr(0, t.name.size() - 10);
+        if (const size_t n = EmbeddingNameLength(t.name); n && (!found || t.name.size() - n < w->prefix.size())) {
+            w->prefix = t.name.substr(0, t.name.size() - n);
             found = true;
         }
-    w->outer_prefix = EndsWith(w->prefix, "transformer.") ? w->prefix.substr(0, w->prefix.size() - 12) : w->prefix;
+    w->outer_prefix = w->prefix;
+    for (const std::string root : {"transformer.", "model.", "gpt_neox."})
+        if (EndsWith(w->prefix, root) && (w->prefix.size() == root.size() || w->prefix[w->prefix.size() - root.size() - 1] == '.')) {
+            w->outer_prefix = w->prefix.substr(0, w->prefix.size() - root.size());
+            break;
+        }
 }
 
 }  // namespace
@@ -254,17 +284,39 @@ const StoredTensor* WeightFile::Find(const std::string& name) const {
     return it == index.end() ? nullptr : &tensors[it->second];
 }
 
-Result<WeightFile> OpenWeights(const std::string& path) {
+uint64_t StoredTensor::Extent() const {
+    uint64_t last = 0;
+    for (size_t d = 0; d < shape.size(); ++d) {
+        if (shape[d] == 0) return 0;
+        last += static_cast<uint64_t>(shape[d] - 1) * static_cast<uint64_t>(d < strides.size() ? strides[d] : 0);
+    }
+    return (last + 1) * DtypeSize(dtype);  // every element lies inside the file (checked when opened): no overflow
+}
+
+std::shared_ptr<MappedFile> WeightFile::FileOf(const StoredTensor& t) const {
+    for (const auto& f : files)
+        if (f && t.data >= f->data() && t.data < f->data() + f->size()) return f;
+    return nullptr;
+}
+
+void WeightFile::DropPages(const StoredTensor& t) const {
+    if (auto f = FileOf(t)) f->DropPages(t.data, t.Extent());
+}
+
+namespace {
+
+// One file's tensors; `shard` as in ReadCheckpoint.
+Result<WeightFile> OpenWeightsFile(const std::string& path, bool shard) {
     auto file = MappedFile::Open(path);
     if (!file) return Fail(file.error());
     WeightFile w;
     w.path = path;
-    w.file = *file;
-    const uint8_t* data = w.file->data();
-    const size_t size = w.file->size();
+    w.files.push_back(*file);
+    const uint8_t* data = (*file)->data();
+    const size_t size = (*file)->size();
     if (size >= 4 && std::memcmp(data, "PK\x03\x04", 4) == 0) {
         w.format = "torch.save";
-        if (Status s = ReadCheckpoint(data, size, &w); !s) return Fail(path + ": " + s.error());
+        if (Status s = ReadCheckpoint(data, size, shard, &w); !s) return Fail(path + ": " + s.error());
     } else if (size >= 2 && data[0] == 0x80 && data[1] <= 5) {
         return Fail(path + ": a legacy torch.save file (PyTorch < 1.6 or _use_new_zipfile_serialization=False); "
                            "re-save it with a current torch.save, or as safetensors");
@@ -278,7 +330,125 @@ Result<WeightFile> OpenWeights(const std::string& path) {
             w.tensors.push_back(std::move(s));
         }
     }
-    FindPrefixes(&w);
+    return w;
+}
+
+// A shard's name from the index as a path inside `dir` (the index's folder, resolved), or why not.
+// HF's hub cache keeps a snapshot's files as links into the repository's blobs/ folder: those links
+// are followed; any other link out of the folder is refused.
+Result<std::string> ShardPath(const std::filesystem::path& dir, const std::string& name) {
+    namespace fs = std::filesystem;
+    const std::string quoted = Quoted(name);
+    if (name.empty()) return Fail("a shard's name is empty");
+    const fs::path rel(name);
+    if (rel.is_absolute()) return Fail("shard " + quoted + " is an absolute path; shards must be in the index's folder");
+    for (const auto& part : rel)
+        if (part == ".." || part == "." || part.empty())
+            return Fail("shard " + quoted + " is not a plain path inside the index's folder (it has '" + part.string() + "')");
+    std::error_code ec;
+    const fs::path link = dir / rel;
+    if (!fs::exists(fs::symlink_status(link, ec))) return Fail("shard " + quoted + " is missing");
+    const fs::path real = fs::canonical(link, ec);
+    if (ec) return Fail("shard " + quoted + " cannot be resolved (" + ec.message() + "): a broken link?");
+    auto inside = [](const fs::path& path, const fs::path& folder) {
+        auto p = path.begin();
+        for (auto f = folder.begin(); f != folder.end(); ++f, ++p)
+            if (p == path.end() || *p != *f) return false;
+        return p != path.end();
+    };
+    const bool hub_blob = dir.parent_path().filename() == "snapshots" && real.parent_path() == dir.parent_path().parent_path() / "blobs";
+    if (!inside(real, dir) && !hub_blob)
+        return Fail("shard " + quoted + " leads out of the index's folder (to " + Quoted(real.string()) + ")");
+    if (!fs::is_regular_file(real, ec)) return Fail("shard " + quoted + " is not a regular file");
+    return real.string();
+}
+
+// "model-0000k-of-00003.safetensors" for names that count up to their total, else the first and "...".
+std::string ShardSummary(const std::vector<std::string>& names) {
+    const std::string& first = names.front();
+    const size_t of = first.rfind("-of-");
+    if (of != std::string::npos && of >= 1) {
+        const size_t digits_begin = first.rfind('-', of - 1) + 1;  // npos + 1 == 0
+        const size_t width = of - digits_begin;
+        bool same = width > 0;
+        for (const std::string& n : names)
+            same = same && n.size() == first.size() && n.compare(0, digits_begin, first, 0, digits_begin) == 0 &&
+                   n.compare(of, std::string::npos, first, of, std::string::npos) == 0;
+        if (same) return first.substr(0, digits_begin) + std::string(width - 1, '0') + "k" + first.substr(of);
+    }
+    return first + (names.size() > 1 ? ", ..." : "");
+}
+
+Result<WeightFile> OpenShardedWeights(const std::string& path) {
+    namespace fs = std::filesystem;
+    auto fail = [&](const std::string& why) -> Error { return Fail(EscapeForMessage(path) + ": " + why); };
+    auto index = ParseJsonFile(path, kMaxShardIndexBytes);
+    if (!index) return Fail(index.error());
+    if (!index->is_object()) return fail("a shard index must be a JSON object, not " + DescribeJson(*index));
+    auto map_it = index->find("weight_map");
+    if (map_it == index->end()) return fail("no \"weight_map\" in the shard index");
+    if (!map_it->is_object()) return fail("\"weight_map\" is " + DescribeJson(*map_it) + ", not an object of tensor name -> shard file");
+    if (map_it->size() > kMaxTensors) return fail("the index names more than " + Grouped(kMaxTensors) + " tensors, the most ssaviz reads");
+    std::map<std::string, std::string> shard_of;  // tensor -> shard name
+    std::map<std::string, std::vector<std::string>> named;  // shard name -> its tensors in the index
+    for (const auto& [tensor, shard] : map_it->items()) {
+        if (!shard.is_string())
+            return fail("\"weight_map\" gives tensor " + Quoted(tensor) + " " + DescribeJson(shard) + ", not a shard file name");
+        shard_of[tensor] = shard.get<std::string>();
+        auto& list = named[shard.get<std::string>()];
+        list.push_back(tensor);
+        if (named.size() > kMaxShards) return fail("the index names more than " + std::to_string(kMaxShards) + " shards");
+    }
+    if (named.empty()) return fail("\"weight_map\" names no tensors");
+
+    std::error_code ec;
+    const fs::path dir = fs::canonical(fs::absolute(fs::path(path), ec).parent_path(), ec);
+    if (ec) return fail("cannot resolve its folder (" + ec.message() + ")");
+    std::vector<std::string> paths;  // every shard's, checked before any is opened
+    for (const auto& [name, tensors] : named) {
+        auto shard_path = ShardPath(dir, name);
+        if (!shard_path)
+            return fail(shard_path.error() + " (the index puts " + Quoted(tensors.front()) +
+                        (tensors.size() > 1 ? " and " + Grouped(tensors.size() - 1) + " more" : "") + " in it)");
+        paths.push_back(*shard_path);
+    }
+    WeightFile w;
+    w.path = path;
+    std::map<std::string, std::string> found_in;  // tensor -> the shard that holds it
+    for (const auto& [name, tensors] : named) {
+        auto shard = OpenWeightsFile(paths[w.shards.size()], /*shard=*/true);
+        if (!shard) return fail("shard " + Quoted(name) + ": " + shard.error());
+        if (w.format.empty()) w.format = shard->format;
+        if (shard->format != w.format)
+            return fail("shard " + Quoted(name) + " is " + shard->format + " but shard " + Quoted(w.shards.front()) + " is " + w.format +
+                        "; the shards of one model are of one format");
+        for (StoredTensor& t : shard->tensors) {
+            if (auto [it, fresh] = found_in.emplace(t.name, name); !fresh)
+                return fail("tensor " + Quoted(t.name) + " is in shard " + Quoted(it->second) + " and in shard " + Quoted(name) + ": the shards overlap");
+            const auto in_index = shard_of.find(t.name);
+            if (in_index == shard_of.end())
+                return fail("tensor " + Quoted(t.name) + " is in shard " + Quoted(name) + " but not in the index's weight_map");
+            if (in_index->second != name)
+                return fail("tensor " + Quoted(t.name) + " is in shard " + Quoted(name) + " but the index puts it in " + Quoted(in_index->second));
+            if (w.tensors.size() == kMaxTensors) return fail("the shards hold more than " + Grouped(kMaxTensors) + " tensors, the most ssaviz reads");
+            w.index[t.name] = w.tensors.size();
+            w.tensors.push_back(std::move(t));
+        }
+        w.files.push_back(shard->files.front());
+        w.shards.push_back(name);
+    }
+    for (const auto& [tensor, shard] : shard_of)
+        if (!found_in.count(tensor)) return fail("the index puts tensor " + Quoted(tensor) + " in shard " + Quoted(shard) + ", which does not hold it");
+    w.format += ", " + std::to_string(w.shards.size()) + (w.shards.size() == 1 ? " shard " : " shards ") + EscapeForMessage(ShardSummary(w.shards));
+    return w;
+}
+
+}  // namespace
+
+Result<WeightFile> OpenWeights(const std::string& path) {
+    auto w = EndsWith(path, ".index.json") ? OpenShardedWeights(path) : OpenWeightsFile(path, /*shard=*/false);
+    if (!w) return w;
+    FindPrefixes(&*w);
     return w;
 }
 
@@ -302,7 +472,7 @@ Result<ModelFiles> FindModelFiles(const std::string& path) {
     files.dir = path;
     if (fs::is_regular_file(path + "/config.json", ec)) files.config = path + "/config.json";
     if (fs::is_regular_file(path + "/lit_config.json", ec)) files.lit_config = path + "/lit_config.json";
-    for (const char* name : {"model.safetensors", "pytorch_model.bin"})
+    for (const char* name : {"model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json"})
         if (fs::is_regular_file(path + "/" + name, ec)) {
             files.weights = path + "/" + name;
             return files;
@@ -321,7 +491,9 @@ Result<ModelFiles> FindModelFiles(const std::string& path) {
                           std::all_of(name.begin() + 5, name.begin() + 11, [](char ch) { return ch >= '0' && ch <= '9'; });
         if (name == "lit_model_finetuned.pth" || name == "lit_model.pth" || iter) lit.push_back(name);
     }
-    if (sharded) return Fail(path + ": sharded weights (*.index.json) are not supported; merge the shards into one file");
+    if (sharded)
+        return Fail(path + ": sharded weights whose index is not model.safetensors.index.json or pytorch_model.bin.index.json; "
+                           "open the index file itself");
     if (!lit.empty()) {
         // The fine-tuned model before the training run's newest checkpoint before the base model it started from.
         auto rank = [](const std::string& n) { return n == "lit_model_finetuned.pth" ? 0 : n == "lit_model.pth" ? 2 : 1; };

@@ -1,7 +1,8 @@
-// The weights of a model as its file stores them, before LibTorch sees them: each tensor's name,
+// The weights of a model as its files store them, before LibTorch sees them: each tensor's name,
 // dtype, shape and strides, with its bytes still in the memory-mapped file. One interface over
-// safetensors and torch.save checkpoints (a ZIP with a pickled state dict), so the loader and the
-// shape inference do not care which one a researcher has.
+// safetensors and torch.save checkpoints (a ZIP with a pickled state dict), single or sharded
+// across several files by an HF index, so the loader and the shape inference do not care which
+// one a researcher has.
 #pragma once
 
 #include <cstdint>
@@ -25,31 +26,64 @@ struct StoredTensor {
     const uint8_t* data = nullptr; // the first element; every strided element is inside the file (checked)
 
     bool Contiguous() const;
+    // Bytes from `data` to the end of the last element the view reaches (0 for an empty view).
+    uint64_t Extent() const;
 };
 
 struct WeightFile {
-    std::string path;
-    std::string format;                  // "safetensors" or "torch.save"
-    std::shared_ptr<MappedFile> file;    // keeps `data` pointers valid
-    std::vector<StoredTensor> tensors;   // in file order
+    std::string path;                    // the weights file, or a sharded model's index (model.safetensors.index.json)
+    // "safetensors" or "torch.save"; sharded weights add their files: "safetensors, 3 shards
+    // model-0000k-of-00003.safetensors" (what `info` shows).
+    std::string format;
+    std::vector<std::string> shards;     // sharded: the shard files' names as the index gives them, sorted; else empty
+    std::vector<std::shared_ptr<MappedFile>> files;  // every mapping, one per shard (one when not sharded)
+    std::vector<StoredTensor> tensors;   // in file order (sharded: shard by shard)
     std::string state_dict_path;         // torch.save: where the state dict was found, e.g. "['model']"
     std::map<std::string, int64_t> model_args;  // torch.save: integer entries of a nanoGPT "model_args" dict
-    std::string prefix;                  // what precedes "wte.weight": "", "transformer.", "_orig_mod.transformer.", ...
-    std::string outer_prefix;            // the wrapper alone ("_orig_mod."), which also prefixes lm_head.weight
+    // The state dict's roots, from its token embedding, whose name is one of "wte.weight" (GPT-2,
+    // nanoGPT, lit-gpt), "embed_tokens.weight" (HF llama, mistral, qwen2, qwen3) or
+    // "embed_in.weight" (HF gpt_neox). `prefix` is what precedes it (the shortest, when several
+    // match): "", "transformer.", "_orig_mod.transformer.", "model.", "gpt_neox.", ... and
+    // `outer_prefix` the same without a last "transformer.", "model." or "gpt_neox.": what precedes
+    // the whole model, and so also the tensors outside that root (lm_head.weight, embed_out.weight):
+    // "", "_orig_mod.", "module.", ...
+    std::string prefix;
+    std::string outer_prefix;
 
-    // By model-relative name ("h.0.ln_1.weight"), trying the prefixes.
+    // By model-relative name ("h.0.ln_1.weight", "layers.0.self_attn.q_proj.weight",
+    // "lm_head.weight"): prefix + name, else outer_prefix + name, else the name itself.
     const StoredTensor* Find(const std::string& name) const;
     std::map<std::string, size_t> index;  // name -> position in tensors
+
+    // The mapping (its shard's) that `t`'s bytes are in: what a tensor reading them in place keeps
+    // alive. Null for a tensor not in `files`.
+    std::shared_ptr<MappedFile> FileOf(const StoredTensor& t) const;
+    // Once `t` has been converted (to float32, to a device), hands its pages of the mapping back,
+    // so resident memory holds the converted weights and not the file as well. The bytes stay
+    // readable: a later read faults them in from the file again.
+    void DropPages(const StoredTensor& t) const;
 };
 
 // Opens safetensors or a torch.save ZIP checkpoint (.pt / .pth / .bin / .ckpt), by content, not
 // by extension. Checkpoints: the state dict is the top-level dict or the first nested dict (under
-// "model", "state_dict", ...) holding "...wte.weight"; other entries (optimizer state, training
-// metadata, numpy scalars) are skipped. Every tensor's view must lie inside its storage.
+// "model", "state_dict", ...) holding one of the embedding names above; other entries (optimizer
+// state, training metadata, numpy scalars) are skipped. Every tensor's view must lie inside its
+// storage.
+// A path ending in ".index.json" is an HF shard index ({"metadata": {...}, "weight_map": {"tensor
+// name": "model-00001-of-00002.safetensors", ...}}, at most kMaxShardIndexBytes): the shards it
+// names, each safetensors or a torch.save whose top level is the state dict, all of one format,
+// make one WeightFile. A shard must be a regular file inside the index's folder (a relative name
+// without "..", no link leading out, except an HF hub cache snapshot's links into its blobs/), at
+// most kMaxShards of them; every tensor must be in exactly one shard, the one the index names.
 Result<WeightFile> OpenWeights(const std::string& path);
 
+constexpr size_t kMaxShards = 1024;
+constexpr size_t kMaxShardIndexBytes = size_t{64} << 20;
+
 // Where a model's files are. `path` is a folder (config.json and lit_config.json if present;
-// weights from model.safetensors, else pytorch_model.bin, else a lit-gpt checkpoint:
+// weights from model.safetensors, else model.safetensors.index.json and its shards, else
+// pytorch_model.bin, else pytorch_model.bin.index.json and its shards (safetensors first, as
+// transformers prefers them), else a lit-gpt checkpoint:
 // lit_model_finetuned.pth, else the newest iter-NNNNNN-ckpt.pth, else lit_model.pth; else its one
 // .safetensors / .pt / .pth / .bin / .ckpt file) or a weights file itself (with the configs beside
 // it, if any).
@@ -57,7 +91,7 @@ struct ModelFiles {
     std::string dir;         // the folder, where tokenizer files are looked for
     std::string config;      // config.json; empty when there is none
     std::string lit_config;  // lit_config.json; empty when there is none
-    std::string weights;
+    std::string weights;     // a weights file, or a shard index (OpenWeights reads both)
     std::string choice;      // when several lit-gpt checkpoints were there, which one was taken and why
 };
 Result<ModelFiles> FindModelFiles(const std::string& path);

@@ -50,18 +50,20 @@ public:
         const bool aligned = reinterpret_cast<uintptr_t>(info->data) % DtypeSize(info->dtype) == 0;
         at::Tensor t;
         if (aligned) {
-            // Read the mapping in place (strided views too); the tensor keeps the mapping alive.
-            auto keep = m_file.file;
+            // Read the mapping in place (strided views too); the tensor keeps its shard's mapping alive.
+            auto keep = m_file.FileOf(*info);
             at::Tensor stored = at::from_blob(const_cast<uint8_t*>(info->data), info->shape, info->strides, [keep](void*) {},
                                               at::TensorOptions(type));
             const bool zero_copy = type == m_compute && m_device.is_cpu() && info->Contiguous();
             t = zero_copy ? stored : stored.to(m_device, m_compute).contiguous();
+            if (!zero_copy) m_file.DropPages(*info);  // converted: the file's copy need not stay resident
         } else {
             // safetensors offsets need not be aligned to the dtype: copy the bytes out first.
             if (!info->Contiguous()) return Fail("tensor '" + info->name + "' is a strided view at a misaligned address");
             at::Tensor raw = at::empty(info->shape, at::TensorOptions(type));
             std::memcpy(raw.data_ptr(), info->data, raw.numel() * DtypeSize(info->dtype));
             t = raw.to(m_device, m_compute);
+            m_file.DropPages(*info);
         }
         if (t.numel() > 0 && !at::isfinite(t).all().item<bool>())
             return Fail("tensor '" + info->name + "' contains NaN or infinite values" +

@@ -36,10 +36,12 @@ void CheckInsideFile(const model::WeightFile& w, const model::StoredTensor& t) {
         if (t.shape[d] == 0) return;  // an empty view reads nothing
         last += static_cast<unsigned __int128>(t.shape[d] - 1) * static_cast<uint64_t>(t.strides[d]);
     }
-    const uint8_t* begin = w.file->data();
+    const auto file = w.FileOf(t);
+    FUZZ_CHECK(file);
+    const uint8_t* begin = file->data();
     FUZZ_CHECK(t.data >= begin);
     const unsigned __int128 end = static_cast<uint64_t>(t.data - begin) + (last + 1) * model::DtypeSize(t.dtype);
-    FUZZ_CHECK(end <= w.file->size());
+    FUZZ_CHECK(end <= file->size());
 }
 
 }  // namespace
