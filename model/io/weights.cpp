@@ -224,14 +224,19 @@ Status ReadCheckpoint(const uint8_t* data, size_t size, WeightFile* out) {
 
 // The names' prefix is whatever precedes "wte.weight": "" (HF), "transformer." (HF with the LM
 // head, nanoGPT), and wrappers' "_orig_mod." (torch.compile) or "module." (DDP) before either.
+// HF's RoPE families embed as "embed_tokens.weight" (Llama, Mistral, Qwen: root "model.") or
+// "embed_in.weight" (GPT-NeoX: root "gpt_neox."), with lm_head / embed_out outside the root.
 void FindPrefixes(WeightFile* w) {
     bool found = false;
     for (const auto& t : w->tensors)
-        if (EndsWith(t.name, "wte.weight") && (!found || t.name.size() - 10 < w->prefix.size())) {
-            w->prefix = t.name.substr(0, t.name.size() - 10);
-            found = true;
-        }
-    w->outer_prefix = EndsWith(w->prefix, "transformer.") ? w->prefix.substr(0, w->prefix.size() - 12) : w->prefix;
+        for (const std::string embedding : {"wte.weight", "embed_tokens.weight", "embed_in.weight"})
+            if (EndsWith(t.name, embedding) && (!found || t.name.size() - embedding.size() < w->prefix.size())) {
+                w->prefix = t.name.substr(0, t.name.size() - embedding.size());
+                found = true;
+            }
+    w->outer_prefix = w->prefix;
+    for (const std::string root : {"transformer.", "model.", "gpt_neox."})
+        if (EndsWith(w->prefix, root)) w->outer_prefix = w->prefix.substr(0, w->prefix.size() - root.size());
 }
 
 }  // namespace
