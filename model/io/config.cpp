@@ -214,7 +214,7 @@ Result<ModelConfig> ParseHfConfig(const json& root, const std::string& type, con
         if (!v) return Fail(v.error());
         *x.out = static_cast<int>(*v);
     }
-    if (neox) c.n_query_groups = 0;
+    if (neox) c.n_query_groups = c.n_head;  // GPT-NeoX has no grouped heads
     if (c.n_query_groups > c.n_head || c.n_head % c.n_query_groups != 0)
         return Fail(source + ": num_key_value_heads " + std::to_string(c.n_query_groups) + " does not divide num_attention_heads " + std::to_string(c.n_head));
     if (c.head_dim == 0 && c.n_embd % c.n_head != 0)

@@ -25,6 +25,7 @@ public:
         : m_file(file), m_device(device), m_compute(compute) {}
 
     const StoredTensor* Find(const std::string& name) const { return m_file.Find(name); }
+    std::string OuterName(const std::string& name) const { return m_file.outer_prefix + name; }  // a name outside the root
 
     // Any of `shapes` is accepted; an empty list accepts any shape.
     Result<at::Tensor> Read(const std::string& name, const std::vector<std::vector<int64_t>>& shapes, const std::string& why) {
@@ -279,7 +280,8 @@ Result<SsaGpt> LoadHf(const ModelConfig& c, TensorReader& reader, SsaGpt m, bool
         if (Status s = read(name + ".weight", {out, in}, why, &t); !s) return s;
         *w = t.t().contiguous();
         if (bias) return read(name + ".bias", {out}, why + ", its bias", b);
-        if (reader.Find(name + ".bias")) return Fail("tensor '" + name + ".bias' is in the file but config.json's " + type + " has no bias there");
+        if (const StoredTensor* t = reader.Find(name + ".bias"))
+            return Fail("tensor '" + t->name + "' is in the file but config.json's " + type + " has no bias there");
         return Ok{};
     };
     auto norm = [&](const std::string& name, const std::string& why, at::Tensor* w, at::Tensor* b) -> Status {
@@ -317,8 +319,8 @@ Result<SsaGpt> LoadHf(const ModelConfig& c, TensorReader& reader, SsaGpt m, bool
             if (c.qk_norm) {
                 if (Status s = read(attn + "q_norm.weight", {D}, why + ": the query heads' RMSNorm over head_dim", &w.q_norm_w); !s) return Fail(s.error());
                 if (Status s = read(attn + "k_norm.weight", {D}, why + ": the key heads' RMSNorm over head_dim", &w.k_norm_w); !s) return Fail(s.error());
-            } else if (reader.Find(attn + "q_norm.weight")) {
-                return Fail("tensor '" + attn + "q_norm.weight' is in the file but config.json's " + type + " has no q/k norm (Qwen 3 has)");
+            } else if (const StoredTensor* t = reader.Find(attn + "q_norm.weight")) {
+                return Fail("tensor '" + t->name + "' is in the file but config.json's " + type + " has no q/k norm (Qwen 3 has)");
             }
             at::Tensor gw, gb, uw, ub;
             const std::string mlp_why = why + ": intermediate_size " + std::to_string(I) + " rows";
@@ -336,6 +338,8 @@ Result<SsaGpt> LoadHf(const ModelConfig& c, TensorReader& reader, SsaGpt m, bool
     if (Status s = norm(neox ? "final_layer_norm" : "norm", "final norm", &m.ln_f_w, &m.ln_f_b); !s) return Fail(s.error());
     const std::string head = neox ? "embed_out.weight" : "lm_head.weight";
     m.lm_head = m.wte;
+    if (!c.tied_head && !reader.Find(head))  // outside the root ("model."), so named as it is stored
+        return Fail("no tensor '" + reader.OuterName(head) + "' (output head, vocab_size x hidden_size; tie_word_embeddings is false)");
     if (!c.tied_head || reader.Find(head)) {
         at::Tensor t;
         if (Status s = read(head, {V, E}, c.tied_head ? "output head (tie_word_embeddings)" : "output head, vocab_size x hidden_size", &t); !s)
