@@ -150,9 +150,12 @@ TEST(CliFamilies, HfFoldersNameTheirFamilyAndExport) {
         EXPECT_EQ(j["architecture"]["hf_model_type"], family == "llama3" ? "llama" : family);
         EXPECT_EQ(j["head_size"], 16);
         EXPECT_EQ(j["architecture"]["qk_norm"], family == "qwen3");
+        if (family != "qwen3") continue;  // the text line and an export once (process starts cost ~3 s under ASan)
         Outcome text = Ssaviz({"info", "--model", dir, "--device", "cpu"});
         ASSERT_EQ(text.code, 0) << text.err;
-        EXPECT_NE(text.out.find("family       " + family + ": "), std::string::npos) << text.out;
+        EXPECT_NE(text.out.find("family       qwen3: RMSNorm, RoPE on 16 of 16 dims (base 10000), 4 query heads over 2 kv heads (GQA) of "
+                                "size 16, q/k RMSNorm"),
+                  std::string::npos) << text.out;
         const std::string exported = Scratch(name + "-export");
         fs::remove_all(exported);
         Outcome e = Ssaviz({"export", "--model", dir, "--text", "The cat sat on the mat, and the dog sat on the log.", "--out", exported,

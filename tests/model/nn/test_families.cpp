@@ -20,6 +20,8 @@
 
 #include "model/io/safetensors.h"
 #include "model/nn/analysis.h"
+#include "model/nn/forward.h"
+#include "model/nn/model_weights.h"
 
 namespace {
 
@@ -289,6 +291,33 @@ TEST(FamiliesHf, InfoNamesTheFamilyAndItsFeatures) {
             EXPECT_EQ(info.config.query.position, model::PositionForm::ExpExp) << "attention.beta reads as exp_exp";
         }
     }
+}
+
+// A model with HF-only features runs from random weights too, and is not written in lit-gpt's
+// layout, which would drop them.
+TEST(FamiliesHf, RandomHfModelsRunButAreNotWrittenAsLitGpt) {
+    auto config = model::ParseConfig(R"({"model_type": "qwen3", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 64, "vocab_size": 300, "rope_scaling": {"type": "llama3",
+        "factor": 8, "original_max_position_embeddings": 32}, "use_sliding_window": true, "sliding_window": 8, "max_window_layers": 1})",
+                                     "qwen3.json");
+    ASSERT_TRUE(config.ok()) << config.error();
+    EXPECT_EQ(config->family, "qwen3");
+    EXPECT_EQ(config->rope_llama3.factor, 8);
+    EXPECT_EQ(config->AttentionWindow(0), 0);
+    EXPECT_EQ(config->AttentionWindow(1), 8);
+    const model::SsaGpt m = model::RandomSsaGpt(*config, 5);
+    std::vector<int32_t> ids(24);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i * 7 % 300);
+    auto out = model::Forward(m, ids);
+    ASSERT_TRUE(out.ok()) << out.error();
+    // Layer 1 sees the last 8 keys at most, layer 0 every earlier one.
+    EXPECT_EQ(out->attention[1][0][20].narrow(0, 0, 13).abs().max().item<float>(), 0.0f);
+    EXPECT_GT(out->attention[0][0][20].narrow(0, 0, 13).abs().max().item<float>(), 0.0f);
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/families/random_qwen3";
+    std::filesystem::create_directories(dir);
+    auto saved = model::SaveModelFolder(m, dir);
+    ASSERT_FALSE(saved.ok());
+    EXPECT_NE(saved.error().find("HF-only features"), std::string::npos) << saved.error();
 }
 
 // A folder beside an HF case: its tensors (linked, not copied) under a patched config.json.
