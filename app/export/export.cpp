@@ -152,7 +152,12 @@ json InfoToJson(const model::ModelInfo& info) {
                                   {"shared_attention_norm", c.shared_attention_norm},
                                   {"bias", c.bias},
                                   {"lm_head_bias", c.lm_head_bias},
-                                  {"tied_head", c.tied_head}}},
+                                  {"tied_head", c.tied_head},
+                                  {"hf_model_type", c.hf_model_type},  // "" unless an HF folder of a RoPE family
+                                  {"qk_norm", c.qk_norm},
+                                  {"sliding_window", c.sliding_window},
+                                  {"window_first_layer", c.window_first_layer},
+                                  {"rope_llama3_factor", c.rope_llama3.factor}}},
                 {"ssa", c.IsSsa()},
                 {"query_temperature", side(c.query)},
                 {"value_temperature", side(c.value)},

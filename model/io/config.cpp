@@ -9,6 +9,9 @@
 #include "model/io/files.h"
 
 namespace model {
+
+const char* const kHfModelTypes = "gpt2, gpt_neox, llama, mistral, qwen2, qwen3";
+
 namespace {
 
 using nlohmann::json;
@@ -76,6 +79,57 @@ Status ReadSsaBlock(const json& root, const std::string& source, ModelConfig* c)
     return Ok{};
 }
 
+// A config's keys each read once with its type and range; a wrong one names the key and what it
+// got. A missing or null key takes the fallback.
+struct JsonFields {
+    const json& root;
+    const std::string& source;
+
+    Status Wrong(const std::string& key, const char* want, const json& v) const {
+        return Fail(source + ": '" + EscapeForMessage(key) + "' must be " + want + ", got " + DescribeJson(v));
+    }
+    const json* Get(const char* key) const {
+        auto it = root.find(key);
+        return it == root.end() || it->is_null() ? nullptr : &*it;
+    }
+    Result<int64_t> Int(const char* key, int64_t fallback, int64_t lo, int64_t hi) const {
+        const json* v = Get(key);
+        if (!v) return fallback;
+        if (!v->is_number_integer()) return Fail(Wrong(key, "an integer", *v).error());
+        if (v->is_number_unsigned() ? v->get<uint64_t>() > static_cast<uint64_t>(hi) || v->get<uint64_t>() < static_cast<uint64_t>(std::max<int64_t>(lo, 0))
+                                    : v->get<int64_t>() < lo || v->get<int64_t>() > hi)
+            return Fail(source + ": '" + key + "' = " + DescribeJson(*v) + " is out of range (" + std::to_string(lo) + " .. " + std::to_string(hi) + ")");
+        return v->get<int64_t>();
+    }
+    Result<double> Number(const char* key, double fallback, double lo, double hi) const {
+        const json* v = Get(key);
+        if (!v) return fallback;
+        if (!v->is_number()) return Fail(Wrong(key, "a number", *v).error());
+        const double x = v->get<double>();
+        if (!(x >= lo && x <= hi)) return Fail(source + ": '" + key + "' = " + DescribeJson(*v) + " is out of range (" + FormatRange(lo, hi) + ")");
+        return x;
+    }
+    Result<bool> Bool(const char* key, bool fallback) const {
+        const json* v = Get(key);
+        if (!v) return fallback;
+        if (!v->is_boolean()) return Fail(Wrong(key, "true or false", *v).error());
+        return v->get<bool>();
+    }
+    Result<std::string> String(const char* key, const std::string& fallback) const {
+        const json* v = Get(key);
+        if (!v) return fallback;
+        if (!v->is_string()) return Fail(Wrong(key, "a string", *v).error());
+        return v->get<std::string>();
+    }
+    static std::string Format(double x) {
+        std::string s = std::to_string(x);
+        s.erase(s.find_last_not_of('0') + 1);
+        if (!s.empty() && s.back() == '.') s.pop_back();
+        return s;
+    }
+    static std::string FormatRange(double lo, double hi) { return Format(lo) + " .. " + Format(hi); }
+};
+
 // lit-gpt's family from its config name, else from its structure (for info and presets only).
 std::string LitFamily(const std::string& name, const ModelConfig& c) {
     std::string n;
@@ -89,6 +143,180 @@ std::string LitFamily(const std::string& name, const ModelConfig& c) {
     return "pythia";
 }
 
+// rope_scaling: null, "default", "linear" (positions / factor: lit-gpt's condense ratio) or
+// Llama 3.1's "llama3"; any other type is refused by name.
+Status ReadRopeScaling(const JsonFields& f, ModelConfig* c) {
+    const json* v = f.Get("rope_scaling");
+    if (!v) return Ok{};
+    if (!v->is_object()) return f.Wrong("rope_scaling", "an object or null", *v);
+    const JsonFields scaling{*v, f.source};
+    std::string type;
+    for (const char* key : {"rope_type", "type"}) {
+        auto t = scaling.String(key, "");
+        if (!t) return Fail(t.error());
+        if (type.empty()) type = *t;
+    }
+    if (type.empty() || type == "default") return Ok{};
+    auto factor = scaling.Number("factor", 0, 1e-6, 1e6);
+    if (!factor) return Fail(factor.error());
+    if (*factor == 0) return Fail(f.source + ": rope_scaling type '" + EscapeForMessage(type) + "' needs a 'factor'");
+    if (type == "linear") {
+        c->rope_condense_ratio = *factor;
+        return Ok{};
+    }
+    if (type != "llama3")
+        return Fail(f.source + ": rope_scaling type '" + EscapeForMessage(type, 40) + "' is not supported (expected default, linear or llama3)");
+    auto low = scaling.Number("low_freq_factor", 1, 1e-6, 1e6);
+    if (!low) return Fail(low.error());
+    auto high = scaling.Number("high_freq_factor", 4, 1e-6, 1e6);
+    if (!high) return Fail(high.error());
+    auto original = scaling.Int("original_max_position_embeddings", 8192, 1, 1 << 24);
+    if (!original) return Fail(original.error());
+    if (!(*high > *low))
+        return Fail(f.source + ": rope_scaling llama3: high_freq_factor " + JsonFields::Format(*high) + " must exceed low_freq_factor " +
+                    JsonFields::Format(*low));
+    c->rope_llama3 = {*factor, *low, *high, static_cast<int>(*original)};
+    return Ok{};
+}
+
+// A RoPE family's config.json in HF's names (transformers' LlamaConfig, MistralConfig,
+// Qwen2Config, Qwen3Config, GPTNeoXConfig), each missing key at that class's default. Keys
+// ssaviz does not run on (token ids, dtypes, dropout, ...) are metadata here.
+Result<ModelConfig> ParseHfConfig(const json& root, const std::string& type, const std::string& source) {
+    const JsonFields f{root, source};
+    const bool neox = type == "gpt_neox", qwen = type == "qwen2" || type == "qwen3";
+    ModelConfig c;
+    c.hf_model_type = type;
+    c.family = type;
+    c.positions = PositionKind::Rope;
+    c.tied_head = false;
+    c.bias = false;
+    c.norm = neox ? NormKind::LayerNorm : NormKind::RmsNorm;
+    c.mlp = neox ? MlpKind::Gelu : MlpKind::SwiGlu;
+    c.parallel_residual = false;
+
+    auto need = [&](const char* key, int* out) -> Status {
+        if (!f.Get(key)) return Fail(source + ": missing key '" + key + "' (model_type " + type + ")");
+        auto v = f.Int(key, 0, 1, 1 << 24);
+        if (!v) return Fail(v.error());
+        *out = static_cast<int>(*v);
+        return Ok{};
+    };
+    for (auto [key, out] : {std::pair<const char*, int*>{"hidden_size", &c.n_embd}, {"num_hidden_layers", &c.n_layer},
+                            {"num_attention_heads", &c.n_head}, {"intermediate_size", &c.intermediate_size}, {"vocab_size", &c.vocab_size}})
+        if (Status s = need(key, out); !s) return Fail(s.error());
+    struct { const char* key; int64_t fallback; int64_t lo; int* out; } ints[] = {
+        {"num_key_value_heads", c.n_head, 1, &c.n_query_groups},
+        {"max_position_embeddings", neox ? 2048 : type == "llama" ? 2048 : type == "mistral" ? 4096 * 32 : 32768, 1, &c.n_positions},
+        {"head_dim", type == "qwen3" ? 128 : 0, 1, &c.head_dim}};
+    for (auto& x : ints) {
+        auto v = f.Int(x.key, x.fallback, x.lo, 1 << 24);
+        if (!v) return Fail(v.error());
+        *x.out = static_cast<int>(*v);
+    }
+    if (neox) c.n_query_groups = c.n_head;  // GPT-NeoX has no grouped heads
+    if (c.n_query_groups > c.n_head || c.n_head % c.n_query_groups != 0)
+        return Fail(source + ": num_key_value_heads " + std::to_string(c.n_query_groups) + " does not divide num_attention_heads " + std::to_string(c.n_head));
+    if (c.head_dim == 0 && c.n_embd % c.n_head != 0)
+        return Fail(source + ": hidden_size " + std::to_string(c.n_embd) + " is not divisible by num_attention_heads " + std::to_string(c.n_head) +
+                    " and no head_dim is given");
+    if (c.head_dim == c.n_embd / c.n_head && c.n_embd % c.n_head == 0) c.head_dim = 0;  // the usual head size, said once
+
+    auto eps = f.Number(neox ? "layer_norm_eps" : "rms_norm_eps", neox ? 1e-5 : 1e-6, 1e-12, 1);
+    if (!eps) return Fail(eps.error());
+    c.layer_norm_epsilon = *eps;
+    // GPT-NeoX named the base rotary_emb_base until transformers 4.45, rope_theta since.
+    auto base = f.Number(f.Get("rope_theta") || !neox ? "rope_theta" : "rotary_emb_base", 10000, 1, 1e12);
+    if (!base) return Fail(base.error());
+    c.rope_base = *base;
+    auto rotary = f.Number(neox && !f.Get("partial_rotary_factor") ? "rotary_pct" : "partial_rotary_factor", neox ? 0.25 : 1.0, 0, 1);
+    if (!rotary) return Fail(rotary.error());
+    c.rope_n_elem = static_cast<int>(*rotary * c.HeadSize());
+    if (Status s = ReadRopeScaling(f, &c); !s) return Fail(s.error());
+
+    auto act = f.String("hidden_act", neox ? "gelu" : "silu");
+    if (!act) return Fail(act.error());
+    if (neox) {
+        if (*act == "gelu") c.activation = Activation::Gelu;
+        else if (*act == "gelu_new" || *act == "gelu_pytorch_tanh" || *act == "gelu_fast") c.activation = Activation::GeluNew;
+        else return Fail(source + ": hidden_act '" + EscapeForMessage(*act, 40) + "' is not supported for gpt_neox (expected gelu, gelu_new, gelu_pytorch_tanh or gelu_fast)");
+    } else if (*act != "silu" && *act != "swish") {
+        return Fail(source + ": hidden_act '" + EscapeForMessage(*act, 40) + "' is not supported for " + type + " (its MLP is silu(gate) * up: expected silu)");
+    }
+
+    struct { const char* key; bool fallback; bool* out; } flags[] = {
+        {"tie_word_embeddings", false, &c.tied_head},
+        {"use_parallel_residual", true, &c.parallel_residual},
+        {"attention_bias", neox, &c.out_bias},
+        {"mlp_bias", false, &c.mlp_bias}};
+    for (auto& x : flags) {
+        if (!neox && x.out == &c.parallel_residual) continue;
+        auto v = f.Bool(x.key, x.fallback);
+        if (!v) return Fail(v.error());
+        *x.out = *v;
+    }
+    // Where each family has biases: GPT-NeoX's MLP always, its attention as attention_bias says;
+    // Llama's q, k, v and o as attention_bias says, its MLP as mlp_bias; Qwen 2's q, k and v
+    // always, nothing else; Qwen 3's q, k, v and o as attention_bias; Mistral's none.
+    if (type == "mistral") c.out_bias = c.mlp_bias = false;
+    if (neox) c.mlp_bias = true;
+    if (type == "qwen2") {
+        c.qkv_bias = true;
+        c.out_bias = c.mlp_bias = false;
+    } else {
+        c.qkv_bias = c.out_bias;
+    }
+    if (type == "qwen3") {
+        c.qk_norm = true;
+        c.mlp_bias = false;
+    }
+    if (c.qkv_bias && c.out_bias && c.mlp_bias) {  // Pythia: every layer, lit-gpt's bias true
+        c.bias = true;
+        c.qkv_bias = c.out_bias = c.mlp_bias = false;
+    }
+
+    // The sliding window: Mistral's on every layer when given; Qwen's only with use_sliding_window,
+    // from layer max_window_layers on (or as layer_types lists, sliding layers after full ones).
+    if (const json* w = f.Get("sliding_window")) {
+        if (!w->is_number_integer() || w->get<int64_t>() < 1 || w->get<int64_t>() > (1 << 30))
+            return Fail(source + ": sliding_window must be a positive integer or null, got " + DescribeJson(*w));
+        c.sliding_window = static_cast<int>(std::min<int64_t>(w->get<int64_t>(), 1 << 24));
+    }
+    if (qwen) {
+        auto use = f.Bool("use_sliding_window", false);
+        if (!use) return Fail(use.error());
+        auto first = f.Int("max_window_layers", 28, 0, 1 << 24);
+        if (!first) return Fail(first.error());
+        if (!*use) c.sliding_window = 0;
+        c.window_first_layer = static_cast<int>(std::min<int64_t>(*first, c.n_layer));
+    }
+    if (const json* types = f.Get("layer_types")) {
+        if (!types->is_array() || types->size() != static_cast<size_t>(c.n_layer))
+            return Fail(source + ": layer_types must list num_hidden_layers " + std::to_string(c.n_layer) + " entries, got " + DescribeJson(*types));
+        int first_sliding = c.n_layer;
+        for (int l = 0; l < c.n_layer; ++l) {
+            const json& t = (*types)[l];
+            const bool sliding = t == "sliding_attention";
+            if (!sliding && t != "full_attention")
+                return Fail(source + ": layer_types[" + std::to_string(l) + "] = " + DescribeJson(t) + " (expected full_attention or sliding_attention)");
+            if (sliding) first_sliding = std::min(first_sliding, l);
+            else if (first_sliding < l)
+                return Fail(source + ": layer_types: full attention at layer " + std::to_string(l) + " after sliding layers is not supported");
+        }
+        if (first_sliding < c.n_layer && c.sliding_window == 0)
+            return Fail(source + ": layer_types has sliding_attention layers but sliding_window is null");
+        c.window_first_layer = first_sliding;
+        if (first_sliding == c.n_layer) c.sliding_window = 0;
+    }
+    if (c.sliding_window == 0) c.window_first_layer = 0;
+
+    if (Status s = ReadSsaBlock(root, source, &c); !s) return Fail(s.error());
+    // Llama 3 (and 3.1, 3.2) is model_type llama: its rope_theta 500000 and llama3 scaling tell it.
+    if (type == "llama" && (c.rope_llama3.factor > 0 || c.rope_base >= 500000)) c.family = "llama3";
+    if (Status s = c.Validate(source); !s) return Fail(s.error());
+    return c;
+}
+
 }  // namespace
 
 Result<ModelConfig> ParseConfig(std::string_view json_text, const std::string& source) {
@@ -97,6 +325,11 @@ Result<ModelConfig> ParseConfig(std::string_view json_text, const std::string& s
     const json& root = *parsed;
     if (!root.is_object()) return Fail(source + ": expected a JSON object at the top level, got " + DescribeJson(root));
 
+    if (auto type = root.find("model_type"); type != root.end() && !(type->is_string() && *type == "gpt2")) {
+        const std::string t = type->is_string() ? type->get<std::string>() : "";
+        if (t == "gpt_neox" || t == "llama" || t == "mistral" || t == "qwen2" || t == "qwen3") return ParseHfConfig(root, t, source);
+        return Fail(source + ": model_type " + DescribeJson(*type) + " is not supported (expected one of " + kHfModelTypes + ")");
+    }
     ModelConfig c;
     struct { const char* key; int* field; } ints[] = {
         {"n_layer", &c.n_layer}, {"n_head", &c.n_head}, {"n_embd", &c.n_embd}, {"vocab_size", &c.vocab_size}};
@@ -299,7 +532,9 @@ Status ModelConfig::Validate(const std::string& source) const {
     if (n_layer < 1 || n_head < 1 || n_embd < 1 || n_positions < 1 || vocab_size < 1)
         return Fail(source + ": n_layer, n_head, n_embd, the context and the vocabulary must all be at least 1");
     if (n_layer > 1024 || n_head > 1024) return Fail(source + ": n_layer " + n(n_layer) + " / n_head " + n(n_head) + " is implausibly large");
-    if (n_embd % n_head != 0) return Fail(source + ": n_embd " + n(n_embd) + " is not divisible by n_head " + n(n_head));
+    if (head_dim < 0 || head_dim > 65536) return Fail(source + ": head_dim " + n(head_dim) + " is out of range (1 .. 65536)");
+    if (head_dim == 0 && n_embd % n_head != 0) return Fail(source + ": n_embd " + n(n_embd) + " is not divisible by n_head " + n(n_head));
+    if (static_cast<int64_t>(n_head) * HeadSize() > (1 << 24)) return Fail(source + ": n_head x head size is implausibly large");
     if (n_query_groups < 0 || n_query_groups > n_head || n_head % KvHeads() != 0)
         return Fail(source + ": n_query_groups " + n(n_query_groups) + " does not divide n_head " + n(n_head));
     if (Rope() && (rope_n_elem < 0 || rope_n_elem > HeadSize() || rope_n_elem % 2 != 0))
@@ -310,9 +545,20 @@ Status ModelConfig::Validate(const std::string& source) const {
     if (intermediate_size < 0 || intermediate_size > (1 << 24)) return Fail(source + ": intermediate_size " + n(intermediate_size) + " is out of range");
     if (shared_attention_norm && !parallel_residual)
         return Fail(source + ": shared_attention_norm needs parallel_residual (lit-gpt refuses the sequential form too)");
+    if (sliding_window < 0 || window_first_layer < 0 || window_first_layer > n_layer)
+        return Fail(source + ": sliding_window " + n(sliding_window) + " from layer " + n(window_first_layer) + " is out of range");
+    if (rope_llama3.factor != 0 && !(rope_llama3.factor > 0 && rope_llama3.low_freq_factor > 0 &&
+                                     rope_llama3.high_freq_factor > rope_llama3.low_freq_factor && rope_llama3.original_max_positions > 0))
+        return Fail(source + ": rope_scaling llama3 needs factor > 0, 0 < low_freq_factor < high_freq_factor and original_max_position_embeddings > 0");
+    if (!Rope() && (HfOnly() || head_dim != 0)) return Fail(source + ": an HF family's features with learned positions");
     if (!Rope() && (n_query_groups != 0 && n_query_groups != n_head))
         return Fail(source + ": grouped-query attention with learned positions is not a family ssaviz knows");
     return Ok{};
+}
+
+bool ModelConfig::HfOnly() const {
+    return !hf_model_type.empty() || head_dim != 0 || qk_norm || rope_llama3.factor != 0 || sliding_window != 0 || qkv_bias || out_bias ||
+           mlp_bias;
 }
 
 const char* ToString(PositionForm form) {
@@ -385,15 +631,28 @@ std::string DescribeArchitecture(const ModelConfig& c) {
     s += c.Rope() ? ", RoPE on " + std::to_string(c.rope_n_elem) + " of " + std::to_string(c.HeadSize()) + " dims (base " + n(c.rope_base) +
                         (c.rope_condense_ratio != 1 ? ", condense ratio " + n(c.rope_condense_ratio) : "") + ")"
                   : ", learned positions";
+    if (c.rope_llama3.factor > 0)
+        s += ", llama3 RoPE scaling (factor " + n(c.rope_llama3.factor) + ", frequencies " + n(c.rope_llama3.low_freq_factor) + " .. " +
+             n(c.rope_llama3.high_freq_factor) + ", original context " + std::to_string(c.rope_llama3.original_max_positions) + ")";
     const int G = c.KvHeads();
     s += G == c.n_head ? ", " + std::to_string(c.n_head) + " heads"
                        : ", " + std::to_string(c.n_head) + " query heads over " + std::to_string(G) + " kv head" + (G == 1 ? " (MQA)" : "s (GQA)");
+    if (c.head_dim != 0) s += " of size " + std::to_string(c.head_dim);
+    if (c.qk_norm) s += ", q/k RMSNorm";
+    if (c.sliding_window > 0)
+        s += ", sliding window " + std::to_string(c.sliding_window) +
+             (c.window_first_layer > 0 ? " from layer " + std::to_string(c.window_first_layer) : std::string());
     s += c.mlp == MlpKind::SwiGlu ? ", SwiGLU MLP " : std::string(", GELU MLP (") + ToString(c.activation) + ") ";
     s += std::to_string(c.MlpWidth());
     s += c.parallel_residual ? (c.shared_attention_norm ? ", parallel residual (shared norm)" : ", parallel residual") : ", sequential residual";
     s += c.tied_head ? ", tied head" : ", untied head";
     if (c.lm_head_bias) s += " with bias";
-    if (!c.bias) s += ", no linear biases";
+    if (!c.bias) {
+        std::string some;
+        for (auto [on, what] : {std::pair<bool, const char*>{c.qkv_bias, "q, k, v"}, {c.out_bias, "attention output"}, {c.mlp_bias, "MLP"}})
+            if (on) some += (some.empty() ? "" : ", ") + std::string(what);
+        s += some.empty() ? ", no linear biases" : ", biases in " + some + " only";
+    }
     return s;
 }
 

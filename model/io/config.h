@@ -1,7 +1,8 @@
-// A model's shape and its SSA temperature forms: HF GPT-2's config.json (SPEC section 3) or a
-// lit-gpt lit_config.json (SPEC section 7), plus the optional "ssa" block; without it the model is
-// vanilla. One decoder covers every family, so a family is data here: norm, positions, attention
-// grouping, MLP, residual and head, with GPT-2's choices as the defaults.
+// A model's shape and its SSA temperature forms: HF's config.json (GPT-2, SPEC section 3, or the
+// RoPE families of section 7 by model_type: gpt_neox, llama, mistral, qwen2, qwen3) or a lit-gpt
+// lit_config.json (section 7), plus the optional "ssa" block; without it the model is vanilla.
+// One decoder covers every family, so a family is data here: norm, positions, attention grouping,
+// MLP, residual and head, with GPT-2's choices as the defaults.
 #pragma once
 
 #include <string>
@@ -42,7 +43,7 @@ struct ModelConfig {
     TemperatureForm value;  // tau_v, one per kv head
 
     // The family (SPEC section 7); the defaults are GPT-2.
-    std::string family = "gpt2";  // gpt2, pythia, llama, mistral, llama3, stablelm: for info, and init-random's presets
+    std::string family = "gpt2";  // gpt2, pythia, llama, mistral, llama3, stablelm (lit-gpt), or an HF folder's model_type (gpt_neox, qwen2, ...; llama3 for Llama 3)
     NormKind norm = NormKind::LayerNorm;
     int n_query_groups = 0;   // kv heads; 0: n_head (query head h reads kv head h / (n_head / groups))
     PositionKind positions = PositionKind::Learned;
@@ -53,11 +54,37 @@ struct ModelConfig {
     int intermediate_size = 0;       // 0: 4 n_embd
     bool parallel_residual = false;  // x + attn(norm_1 x) + mlp(norm_2 x)
     bool shared_attention_norm = false;  // parallel, with mlp(norm_1 x): no norm_2
-    bool bias = true;          // the attention and MLP linear layers have biases
+    bool bias = true;          // the attention and MLP linear layers have biases (lit-gpt's one switch)
+    // HF families set their biases apart; with `bias` false these turn some back on.
+    bool qkv_bias = false;     // the q, k, v projections (Qwen 2; Llama's attention_bias)
+    bool out_bias = false;     // the attention's output projection (Llama's attention_bias, GPT-NeoX's)
+    bool mlp_bias = false;     // the MLP's layers (Llama's mlp_bias; GPT-NeoX always)
     bool lm_head_bias = false;
     bool tied_head = true;     // lm_head is wte
 
-    int HeadSize() const { return n_embd / n_head; }
+    // HF-only features (no lit-gpt Config field ssaviz writes holds them).
+    std::string hf_model_type;  // config.json's model_type for an HF folder of a RoPE family; "" otherwise
+    int head_dim = 0;           // 0: n_embd / n_head; Qwen 3 gives its own (q_proj [H head_dim, E], o_proj [E, H head_dim])
+    bool qk_norm = false;       // Qwen 3: RMSNorm (weight [head_dim], eps as the norms') on each head's q and k, before RoPE
+    // Llama 3.1's rope_scaling "llama3": each inverse frequency f of wavelength w = 2 pi / f is kept
+    // where w < original / high_freq_factor, divided by factor where w > original / low_freq_factor,
+    // and between them (1 - s) f / factor + s f, s = (original / w - low) / (high - low).
+    // factor 0: none.
+    struct RopeLlama3 {
+        double factor = 0, low_freq_factor = 1, high_freq_factor = 4;
+        int original_max_positions = 8192;
+    } rope_llama3;
+    // Mistral's sliding window (HF's mask): a query at position i sees keys j with i - j < window;
+    // 0: every earlier key. Qwen 2 / 3 window only layers from max_window_layers on.
+    int sliding_window = 0;
+    int window_first_layer = 0;
+
+    int HeadSize() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
+    bool QkvBias() const { return bias || qkv_bias; }
+    bool OutBias() const { return bias || out_bias; }
+    bool MlpBias() const { return bias || mlp_bias; }
+    int AttentionWindow(int layer) const { return layer >= window_first_layer ? sliding_window : 0; }  // 0: none
+    bool HfOnly() const;  // uses a feature lit-gpt's Config as ssaviz writes it cannot hold
     int KvHeads() const { return n_query_groups > 0 ? n_query_groups : n_head; }
     int QkvWidth() const { return (n_head + 2 * KvHeads()) * HeadSize(); }
     int MlpWidth() const { return intermediate_size > 0 ? intermediate_size : 4 * n_embd; }
@@ -69,8 +96,11 @@ struct ModelConfig {
 };
 
 // `source` names the file in error messages.
+// config.json: HF GPT-2 (no model_type, or "gpt2"), or a RoPE family by model_type (gpt_neox,
+// llama, mistral, qwen2, qwen3) in HF's key names, HF's defaults where a key is missing.
 Result<ModelConfig> ParseConfig(std::string_view json_text, const std::string& source);
 Result<ModelConfig> LoadConfig(const std::string& path);
+extern const char* const kHfModelTypes;  // "gpt2, gpt_neox, llama, mistral, qwen2, qwen3", for messages
 // lit-gpt's Config as a lit_config.json stores it (the official SSA code's configs/*.json are
 // partial): missing fields take lit-gpt's defaults (block_size 4096, vocab_size 50254 padded to a
 // multiple of 512, rotary_percentage 0.25, parallel residual, biases, LayerNorm, GptNeoxMLP, ...).

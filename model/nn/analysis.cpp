@@ -544,6 +544,7 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         }
         // Side s's keys so far, [H, rows, D] (the layer-local side's are the SSA side's).
         auto side_keys = [&](int s) { return keys[run_of[s]][row_of[s]]; };
+        auto window_of = [&](int s) { return runs[run_of[s]].model->layers[l].window; };  // side s's sliding window
         for (int64_t a = r0; a < T; a += block) {
             const int64_t b = std::min(T, a + block), from = std::max(a, p);  // rows [from, b) are new
             auto start = std::chrono::steady_clock::now();
@@ -570,7 +571,7 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
                 }
             }
             // The layer-local comparison: the SSA side's own q and k with tau = 1.
-            if (local && from < b) rows[1] = AttentionRows(q[0].back(), side_keys(0), at::Tensor(), from).to(at::kFloat);
+            if (local && from < b) rows[1] = AttentionRows(q[0].back(), side_keys(0), at::Tensor(), from, window_of(0)).to(at::kFloat);
             sync(rows[0]);
             forward_ms += MillisecondsSince(start);
 
@@ -598,7 +599,7 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
                         const bool plain = s == 1 && local;
                         const at::Tensor& q_kept = plain ? w.side[0].q : w.side[s].q;
                         before[s] = AttentionRows(q_kept.narrow(1, a, kept - a), side_keys(s).narrow(1, 0, b),
-                                                  plain ? at::Tensor() : w.side[s].tau_q.narrow(1, a, kept - a), a)
+                                                  plain ? at::Tensor() : w.side[s].tau_q.narrow(1, a, kept - a), a, window_of(s))
                                         .to(at::kFloat);
                     }
                     block_rows = PoolKeys(before[0], before[1], pool);
@@ -667,8 +668,9 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
             thumbnails.AddLayer(l, rows);
         }
         // tau_q as the forward pass used it: ones multiply exactly, so the vanilla maps rebuild bit for bit too.
-        maps->Add(MapSide::Ssa, {now.side[0].q, now.side[0].k, now.side[0].tau_q});
-        maps->Add(MapSide::Compare, {now.side[1].q, now.side[1].k, local ? at::Tensor() : now.side[1].tau_q});
+        maps->Add(MapSide::Ssa, {now.side[0].q, now.side[0].k, now.side[0].tau_q, runs[0].model->layers[l].window});
+        maps->Add(MapSide::Compare, {now.side[1].q, now.side[1].k, local ? at::Tensor() : now.side[1].tau_q,
+                                     runs[run_of[1]].model->layers[l].window});
         next.layers.push_back(std::move(now));
         if (options.progress) options.progress->store(static_cast<float>(l + 1) / (c.n_layer + 1));  // the predictions: one step more
     }

@@ -63,7 +63,7 @@ HeadMap RecomputedMaps::Head(MapSide side, int l, int h) const {
         for (int64_t a = from; a < T; a += block) {
             const int64_t n = std::min(block, T - a);
             const at::Tensor tau = x.tau_q.defined() ? x.tau_q[h].narrow(0, a, n) : at::Tensor();
-            const at::Tensor rows = AttentionRows(x.q[h].narrow(0, a, n), x.k[h * x.k.size(0) / x.q.size(0)], tau, a).to(at::kCPU, at::kFloat).contiguous();
+            const at::Tensor rows = AttentionRows(x.q[h].narrow(0, a, n), x.k[h * x.k.size(0) / x.q.size(0)], tau, a, x.window).to(at::kCPU, at::kFloat).contiguous();
             std::copy_n(rows.data_ptr<float>(), rows.numel(), map->data() + a * T);
         }
         return HeadMap(std::move(map));

@@ -60,6 +60,7 @@ public:
     struct Layer {
         at::Tensor q, k;  // [H, T, D] in the compute dtype
         at::Tensor tau_q; // [H, T]; undefined: 1
+        int window = 0;   // the layer's sliding window (LayerWeights::window); 0: none
     };
     void Add(MapSide side, Layer layer) { m_layers[static_cast<int>(side)].push_back(std::move(layer)); }
     // `previous` answered for ids whose first `stable` equal these ones'.

@@ -57,12 +57,35 @@ at::Tensor Embed(const SsaGpt& m, const at::Tensor& ids, int64_t first) {
     return m.wpe.defined() ? x + m.wpe.narrow(0, first, R) : x;  // RoPE families have no learned positions
 }
 
+namespace {
+// RMSNorm over the last dimension in float32 whatever the compute dtype, as lit-gpt's rmsnorm.py
+// and HF's LlamaRMSNorm compute it.
+at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& w, double eps) {
+    const at::Tensor xf = x.to(at::kFloat);
+    const at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+    return (w.to(at::kFloat) * normed).to(x.scalar_type());
+}
+}  // namespace
+
 at::Tensor Norm(const ModelConfig& c, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
     if (c.norm == NormKind::LayerNorm) return at::layer_norm(x, {c.n_embd}, w, b, c.layer_norm_epsilon);
-    // RMSNorm in float32 whatever the compute dtype, as lit-gpt's rmsnorm.py computes it.
-    const at::Tensor xf = x.to(at::kFloat);
-    const at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + c.layer_norm_epsilon);
-    return (w.to(at::kFloat) * normed).to(x.scalar_type());
+    return RmsNorm(x, w, c.layer_norm_epsilon);
+}
+
+at::Tensor RopeFrequencies(const ModelConfig& c, const at::TensorOptions& options) {
+    const int64_t n = c.rope_n_elem;
+    const auto f64 = options.dtype(at::kDouble);
+    const at::Tensor theta = at::pow(c.rope_base, -at::arange(0, n, 2, f64) / static_cast<double>(n));  // [n / 2]
+    const ModelConfig::RopeLlama3& s = c.rope_llama3;
+    if (s.factor <= 0) return theta;
+    // Llama 3.1: long wavelengths (low frequencies) slowed by the factor, short ones kept, and
+    // the band between interpolated, as HF's _compute_llama3_parameters does.
+    const double original = s.original_max_positions;
+    const at::Tensor wavelength = (2 * M_PI) / theta;
+    const at::Tensor smooth = (original / wavelength - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+    const at::Tensor between = (1 - smooth) * theta / s.factor + smooth * theta;
+    return at::where(wavelength > original / s.low_freq_factor, theta / s.factor,
+                     at::where(wavelength < original / s.high_freq_factor, theta, between));
 }
 
 at::Tensor Rope(const ModelConfig& c, const at::Tensor& x, int64_t first) {
@@ -71,7 +94,7 @@ at::Tensor Rope(const ModelConfig& c, const at::Tensor& x, int64_t first) {
     // theta_i = base^(-2i / n) for the n / 2 pairs (d, d + n / 2), at positions p / condense_ratio;
     // angles in float64 so long positions keep their precision, then the compute dtype.
     const auto f64 = x.options().dtype(at::kDouble);
-    const at::Tensor theta = at::pow(c.rope_base, -at::arange(0, n, 2, f64) / static_cast<double>(n));          // [n / 2]
+    const at::Tensor theta = RopeFrequencies(c, x.options());  // [n / 2]
     const at::Tensor angle = at::outer(at::arange(first, first + R, f64) / c.rope_condense_ratio, theta).repeat({1, 2});  // [R, n]
     const at::Tensor cos = at::cos(angle).to(x.scalar_type()), sin = at::sin(angle).to(x.scalar_type());
     const at::Tensor part = x.narrow(-1, 0, n);
@@ -97,12 +120,14 @@ at::Tensor GroupedMatmul(const at::Tensor& a, const at::Tensor& b) {
 
 }  // namespace
 
-at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q, int64_t first) {
+at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q, int64_t first, int64_t window) {
     const int64_t R = q.size(-2), T = k.size(-2);
     at::Tensor scores = GroupedMatmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
     if (tau_q.defined()) scores = scores * tau_q.unsqueeze(-1);
-    const at::Tensor future = at::ones({R, T}, q.options().dtype(at::kBool)).triu(first + 1);  // keys j > first + r
-    return at::softmax(scores.masked_fill(future, -std::numeric_limits<float>::infinity()), -1);
+    const at::Tensor all = at::ones({R, T}, q.options().dtype(at::kBool));
+    at::Tensor hidden = all.triu(first + 1);  // keys j > first + r
+    if (window > 0 && first + R > window) hidden = hidden | all.tril(first - window);  // keys j <= first + r - window
+    return at::softmax(scores.masked_fill(hidden, -std::numeric_limits<float>::infinity()), -1);
 }
 
 at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& x, bool vanilla, BlockCapture* capture,
@@ -114,8 +139,13 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
     if (w.attn_b.defined()) qkv = qkv + w.attn_b;
     auto heads = [&](int64_t start, int64_t n) { return qkv.narrow(2, start * D, n * D).view({B, R, n, D}).transpose(1, 2); };
     at::Tensor q = heads(0, H), k = heads(H, G), v = heads(H + G, G);  // [B, H, R, D], [B, G, R, D] twice
+    if (w.q_norm_w.defined()) {  // Qwen 3: each head's q and k RMS-normalised before RoPE
+        q = RmsNorm(q, w.q_norm_w, c.layer_norm_epsilon);
+        k = RmsNorm(k, w.k_norm_w, c.layer_norm_epsilon);
+    }
 
-    // Temperatures read q and v as projected (SPEC section 1), before RoPE turns q and k.
+    // Temperatures read q and v as projected (SPEC section 1), before RoPE turns q and k (with
+    // Qwen 3's q norm, the normalised q: the query attention reads, positions aside).
     const bool use_q = !vanilla && c.query.Active(), use_v = !vanilla && c.value.Active();
     at::Tensor tau_q, tau_v;
     TemperatureTerms terms;
@@ -148,7 +178,7 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
         k = at::cat({prefix->k, k}, 2);
         vs = at::cat({prefix->vs, vs}, 2);
     }
-    at::Tensor attn = AttentionRows(q, k, tau_q, first);  // [B, H, R, first + R]
+    at::Tensor attn = AttentionRows(q, k, tau_q, first, w.window);  // [B, H, R, first + R]
     at::Tensor y = GroupedMatmul(attn, vs);               // [B, H, R, D]
     at::Tensor attn_out = at::matmul(y.transpose(1, 2).reshape({B, R, H * D}), w.proj_w);
     if (w.proj_b.defined()) attn_out = attn_out + w.proj_b;

@@ -1,5 +1,5 @@
-// The forward pass of SPEC section 1 on an SSA model's weights (model_weights.h): embeddings, one
-// pre-LayerNorm block at a time with its temperatures, and the logits. The seam the model
+// The forward pass of SPEC sections 1 and 7 on an SSA model's weights (model_weights.h): embeddings,
+// one pre-norm block at a time with its temperatures, and the logits. The seam the model
 // families will share: weights and config in; per layer q, k, values, temperatures and attention
 // out (BlockCapture), with the hidden state Block returns.
 // Tensors are row-major; shapes are given as [dims] comments. L = layers, H = heads, T = tokens,
@@ -78,7 +78,8 @@ struct BlockCapture {
 // 1) -> [..., R, T], zero right of each row's own position. With heads, q [..., H, R, D] may read
 // k [..., G, T, D] of fewer heads, query head h reading kv head h / (H / G). Block uses it, and so does the
 // analysis that rebuilds one head's map (or its changed rows) from the captured q and k.
-at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q, int64_t first);
+// `window` > 0 (a sliding window, LayerWeights::window) also hides keys j <= i - window from row i.
+at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q, int64_t first, int64_t window = 0);
 inline at::Tensor AttentionWeights(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q) {
     return AttentionRows(q, k, tau_q, 0);  // every row: [..., T, T]
 }
@@ -102,7 +103,10 @@ at::Tensor Logits(const SsaGpt& model, const at::Tensor& x);  // final norm and 
 // float32 as lit-gpt does; `b` undefined for RMSNorm.
 at::Tensor Norm(const ModelConfig& config, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
 // RoPE (config.Rope()): the first rope_n_elem dims of x [..., R, D] at positions first..first+R-1
-// turned rotate-half style, pair (d, d + n/2) by (position / condense_ratio) * base^(-2d/n).
+// turned rotate-half style, pair (d, d + n/2) by (position / condense_ratio) * f_d, f_d =
+// base^(-2d/n) rescaled by Llama 3.1's rule when config.rope_llama3 says (RopeFrequencies, [n / 2]
+// float64).
 at::Tensor Rope(const ModelConfig& config, const at::Tensor& x, int64_t first);
+at::Tensor RopeFrequencies(const ModelConfig& config, const at::TensorOptions& options);
 
 }  // namespace model

@@ -17,6 +17,21 @@ struct FoundModel {
     SsaGpt gpt;
 };
 
+// The official code's one query parameter a layer, `beta` under the attention module `attn` of
+// layer 0 ("h.0.attn.", "layers.0.self_attn.", ...): exp_exp unless --query-form or the config says.
+void ReadOfficialBeta(const WeightFile& weights, const std::string& attn, const ConfigHints& hints, InferredConfig* config) {
+    TemperatureForm& query = config->config.query;
+    if (hints.query) query = *hints.query;
+    if (weights.Find(attn + "beta") && !weights.Find(attn + "ssa_q_pos")) {
+        if (!query.Active()) query.position = PositionForm::ExpExp;
+        if (query.position == PositionForm::ExpExp)
+            config->notes.push_back("attn.beta read as exp_exp: tau_q(i) = 1 + exp(-exp(beta)) ln i, as model_finetune_att.py computes it "
+                                    "(--query-form linear reads 1 + beta ln i, the _no_func files)");
+        else if (query.position == PositionForm::Linear)
+            config->notes.push_back("attn.beta read as linear: tau_q(i) = 1 + beta ln i, as model_finetune_att_no_func.py computes it");
+    }
+}
+
 // A lit-gpt checkpoint's config: its lit_config.json (or --config), with attn.beta read as the
 // official code computes it.
 Result<InferredConfig> LitConfigFor(const ModelFiles& files, const WeightFile& weights, const ConfigHints& hints) {
@@ -30,16 +45,7 @@ Result<InferredConfig> LitConfigFor(const ModelFiles& files, const WeightFile& w
     config.config = *parsed;
     config.notes.push_back(config.config.family + " (lit-gpt) from " + file);
     if (!files.choice.empty()) config.notes.push_back(files.choice);
-    TemperatureForm& query = config.config.query;
-    if (hints.query) query = *hints.query;
-    if (weights.Find("h.0.attn.beta") && !weights.Find("h.0.attn.ssa_q_pos")) {
-        if (!query.Active()) query.position = PositionForm::ExpExp;
-        if (query.position == PositionForm::ExpExp)
-            config.notes.push_back("attn.beta read as exp_exp: tau_q(i) = 1 + exp(-exp(beta)) ln i, as model_finetune_att.py computes it "
-                                   "(--query-form linear reads 1 + beta ln i, the _no_func files)");
-        else if (query.position == PositionForm::Linear)
-            config.notes.push_back("attn.beta read as linear: tau_q(i) = 1 + beta ln i, as model_finetune_att_no_func.py computes it");
-    }
+    ReadOfficialBeta(weights, "h.0.attn.", hints, &config);
     return config;
 }
 
@@ -55,9 +61,14 @@ Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const
         if (!lit) return Fail(lit.error());
         config = std::move(*lit);
     } else if (!files->config.empty() || !hints.config_file.empty()) {
-        auto parsed = LoadConfig(hints.config_file.empty() ? files->config : hints.config_file);
+        const std::string file = hints.config_file.empty() ? files->config : hints.config_file;
+        auto parsed = LoadConfig(file);
         if (!parsed) return Fail(parsed.error());
         config.config = *parsed;
+        if (!parsed->hf_model_type.empty()) {  // an HF folder of a RoPE family
+            config.notes.push_back(parsed->family + " (HF model_type " + parsed->hf_model_type + ") from " + file);
+            ReadOfficialBeta(*weights, parsed->hf_model_type == "gpt_neox" ? "layers.0.attention." : "layers.0.self_attn.", hints, &config);
+        }
     } else {
         auto inferred = InferConfig(*weights, hints);
         if (!inferred) return Fail(files->weights + ": " + inferred.error());

@@ -25,6 +25,7 @@ public:
         : m_file(file), m_device(device), m_compute(compute) {}
 
     const StoredTensor* Find(const std::string& name) const { return m_file.Find(name); }
+    std::string OuterName(const std::string& name) const { return m_file.outer_prefix + name; }  // a name outside the root
 
     // Any of `shapes` is accepted; an empty list accepts any shape.
     Result<at::Tensor> Read(const std::string& name, const std::vector<std::vector<int64_t>>& shapes, const std::string& why) {
@@ -74,8 +75,13 @@ public:
     std::vector<std::string> Unused() const {
         std::vector<std::string> names;
         for (const auto& t : m_file.tensors) {
-            bool mask_buffer = t.name.size() > 10 && (t.name.compare(t.name.size() - 10, 10, ".attn.bias") == 0 ||
-                                                      t.name.find(".attn.masked_bias") != std::string::npos);
+            // Buffers, not parameters: GPT-2's and GPT-NeoX's causal masks, HF's RoPE frequencies.
+            auto ends = [&](const char* suffix) {
+                const size_t n = std::strlen(suffix);
+                return t.name.size() >= n && t.name.compare(t.name.size() - n, n, suffix) == 0;
+            };
+            const bool mask_buffer = ends(".attn.bias") || ends(".attn.masked_bias") || ends(".attention.bias") ||
+                                     ends(".attention.masked_bias") || ends(".rotary_emb.inv_freq");
             if (!m_used.count(t.name) && !mask_buffer) names.push_back(t.name);
         }
         return names;
@@ -95,17 +101,19 @@ Result<at::Tensor> ReadPerHead(TensorReader& reader, const std::string& name, in
     return t->reshape({-1});
 }
 
+// `attn` is the layer's attention module: "h.{l}.attn." (GPT-2, lit-gpt), "layers.{l}.self_attn."
+// or "layers.{l}.attention." (HF's RoPE families).
 Result<TemperatureParams> ReadTemperature(TensorReader& reader, const ModelConfig& c, const TemperatureForm& form, int layer,
-                                          bool query) {
+                                          const std::string& attn, bool query) {
     TemperatureParams p;
     const int H = query ? c.n_head : c.KvHeads(), D = c.HeadSize(), E = c.n_embd;  // a value temperature is a kv head's
-    const std::string base = "h." + std::to_string(layer) + ".attn." + (query ? "ssa_q_" : "ssa_v_");
+    const std::string base = attn + (query ? "ssa_q_" : "ssa_v_");
     const std::string side = query ? "tau_q" : "tau_v";
     if (form.position != PositionForm::None) {
         std::string name = base + "pos";
         // The official code stores the query's position parameter as attn.beta: exp_exp in
         // model_finetune_att.py and gpt_2_PTS.py, linear in the _no_func files.
-        std::string beta = "h." + std::to_string(layer) + ".attn.beta";
+        std::string beta = attn + "beta";
         const bool official = form.position == PositionForm::ExpExp || form.position == PositionForm::Linear;
         if (query && official && !reader.Find(name) && reader.Find(beta)) name = beta;
         auto pos = ReadPerHead(reader, name, H, side + " " + ToString(form.position) + " position, layer " + std::to_string(layer));
@@ -127,11 +135,12 @@ Result<TemperatureParams> ReadTemperature(TensorReader& reader, const ModelConfi
     return p;
 }
 
-// Both sides' temperatures of layer `layer`, whatever the family.
-Status ReadTemperatures(TensorReader& reader, const ModelConfig& c, int layer, LayerWeights* w) {
-    auto q = ReadTemperature(reader, c, c.query, layer, true);
+// Both sides' temperatures of layer `layer`, whatever the family; `attn` as ReadTemperature's.
+Status ReadTemperatures(TensorReader& reader, const ModelConfig& c, int layer, LayerWeights* w, const std::string& attn = "") {
+    const std::string module = attn.empty() ? "h." + std::to_string(layer) + ".attn." : attn;
+    auto q = ReadTemperature(reader, c, c.query, layer, module, true);
     if (!q) return Fail(q.error());
-    auto v = ReadTemperature(reader, c, c.value, layer, false);
+    auto v = ReadTemperature(reader, c, c.value, layer, module, false);
     if (!v) return Fail(v.error());
     w->q = *q;
     w->v = *v;
@@ -146,6 +155,17 @@ Result<at::Tensor> ReadLinear(TensorReader& reader, const std::string& name, int
     return linear_layout ? w->t().contiguous() : *w;
 }
 
+// A fused projection [E, (H + 2G) D] (or its bias [(H + 2G) D]) grouped as lit-gpt's attn.attn
+// and GPT-NeoX's query_key_value store it, per kv group [H / G queries | key | value] of D
+// columns each -> LayerWeights' layout: all queries, then all keys, then all values.
+at::Tensor SplitGroupedQkv(const at::Tensor& t, int64_t H, int64_t G, int64_t D) {
+    const int64_t Q = H / G;
+    at::Tensor g = t.reshape({-1, G, Q + 2, D});  // [E or 1, G, Q + 2, D]
+    at::Tensor parts = at::cat({g.narrow(2, 0, Q).reshape({g.size(0), H * D}), g.select(2, Q).reshape({g.size(0), G * D}),
+                                g.select(2, Q + 1).reshape({g.size(0), G * D})}, 1);
+    return t.dim() == 1 ? parts.reshape({(H + 2 * G) * D}) : parts.contiguous();
+}
+
 }  // namespace
 
 int64_t SsaGpt::ParameterCount() const {
@@ -155,7 +175,7 @@ int64_t SsaGpt::ParameterCount() const {
     if (!lm_head.is_same(wte)) n += lm_head.numel();
     for (const auto& l : layers) {
         for (const at::Tensor* t : {&l.ln1_w, &l.ln1_b, &l.attn_w, &l.attn_b, &l.proj_w, &l.proj_b, &l.ln2_w, &l.ln2_b,
-                                    &l.fc_w, &l.fc_b, &l.mlp_proj_w, &l.mlp_proj_b, &l.q.pos, &l.q.tok_w, &l.q.tok_b,
+                                    &l.fc_w, &l.fc_b, &l.mlp_proj_w, &l.mlp_proj_b, &l.q_norm_w, &l.k_norm_w, &l.q.pos, &l.q.tok_w, &l.q.tok_b,
                                     &l.v.pos, &l.v.tok_w, &l.v.tok_b})
             if (t->defined()) n += t->numel();
     }
@@ -168,7 +188,7 @@ int64_t SsaGpt::ParameterCount() const {
 // [out, in]. Laid out here as LayerWeights says: [in, out], queries, then keys, then values.
 Result<SsaGpt> LoadLitGpt(const ModelConfig& c, TensorReader& reader, SsaGpt m) {
     const int64_t E = c.n_embd, V = c.vocab_size, H = c.n_head, G = c.KvHeads(), D = c.HeadSize(), I = c.MlpWidth();
-    const int64_t Q = H / G, qkv = (H + 2 * G) * D;
+    const int64_t qkv = (H + 2 * G) * D;
     const bool layer_norm = c.norm == NormKind::LayerNorm;
     m.layout = "lit-gpt";
     auto read = [&](const std::string& name, std::vector<int64_t> shape, const std::string& why, at::Tensor* out) -> Status {
@@ -205,14 +225,8 @@ Result<SsaGpt> LoadLitGpt(const ModelConfig& c, TensorReader& reader, SsaGpt m) 
         const std::string attn_why = why + ": (n_head " + std::to_string(H) + " + 2 x n_query_groups " + std::to_string(G) + ") x head size " +
                                      std::to_string(D) + " rows";
         if (Status s = linear(h + "attn.attn", E, qkv, attn_why, &fused, &fused_b); !s) return Fail(s.error());
-        auto regroup = [&](const at::Tensor& t) {  // [E, qkv] (or [qkv]) grouped -> the layout of LayerWeights
-            at::Tensor g = t.reshape({-1, G, Q + 2, D});  // [E or 1, G, Q + 2, D]
-            at::Tensor parts = at::cat({g.narrow(2, 0, Q).reshape({g.size(0), H * D}), g.select(2, Q).reshape({g.size(0), G * D}),
-                                        g.select(2, Q + 1).reshape({g.size(0), G * D})}, 1);
-            return t.dim() == 1 ? parts.reshape({qkv}) : parts.contiguous();
-        };
-        w.attn_w = regroup(fused);
-        if (fused_b.defined()) w.attn_b = regroup(fused_b);
+        w.attn_w = SplitGroupedQkv(fused, H, G, D);
+        if (fused_b.defined()) w.attn_b = SplitGroupedQkv(fused_b, H, G, D);
         if (Status s = linear(h + "attn.proj", H * D, E, why, &w.proj_w, &w.proj_b); !s) return Fail(s.error());
         if (c.mlp == MlpKind::SwiGlu) {
             at::Tensor w1, b1, w2, b2;
@@ -238,7 +252,108 @@ Result<SsaGpt> LoadLitGpt(const ModelConfig& c, TensorReader& reader, SsaGpt m) 
     return m;
 }
 
-Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const WeightFile& file, at::Device device, at::ScalarType compute) {
+// HF's names and layouts of the RoPE families (transformers' modeling_llama, _mistral, _qwen2,
+// _qwen3 and _gpt_neox), every matrix torch.nn.Linear's [out, in], under the prefix WeightFile
+// found ("model." or "gpt_neox."; lm_head / embed_out outside it):
+//   llama-like  embed_tokens, layers.{l}.input_layernorm, .self_attn.{q,k,v,o}_proj (q [H D, E],
+//               k and v [G D, E], o [E, H D]; HF and lit-gpt both turn rotate-half pairs, so no
+//               permutation), .self_attn.{q,k}_norm [D] (Qwen 3), .post_attention_layernorm,
+//               .mlp.{gate,up,down}_proj (gate is fc_1 under silu, up fc_2), norm, lm_head
+//               (absent when tied: embed_tokens).
+//   gpt_neox    embed_in, layers.{l}.input_layernorm / .post_attention_layernorm (LayerNorm),
+//               .attention.query_key_value (fused, per head [q | k | v] of D rows each: lit-gpt's
+//               grouping with G = H), .attention.dense, .mlp.dense_h_to_4h, .mlp.dense_4h_to_h,
+//               final_layer_norm, embed_out.
+// SSA parameters sit under the attention module (self_attn. / attention.), as SPEC section 3 names them.
+Result<SsaGpt> LoadHf(const ModelConfig& c, TensorReader& reader, SsaGpt m, bool neox) {
+    const int64_t E = c.n_embd, V = c.vocab_size, H = c.n_head, G = c.KvHeads(), D = c.HeadSize(), I = c.MlpWidth();
+    const std::string type = c.hf_model_type;
+    m.layout = "hf";
+    auto read = [&](const std::string& name, std::vector<int64_t> shape, const std::string& why, at::Tensor* out) -> Status {
+        auto t = reader.Read(name, {shape}, why);
+        if (!t) return Fail(t.error());
+        *out = *t;
+        return Ok{};
+    };
+    // Linear [out, in] -> [in, out], with its bias when the config says the layer has one.
+    auto linear = [&](const std::string& name, int64_t in, int64_t out, bool bias, const std::string& why, at::Tensor* w,
+                      at::Tensor* b) -> Status {
+        at::Tensor t;
+        if (Status s = read(name + ".weight", {out, in}, why, &t); !s) return s;
+        *w = t.t().contiguous();
+        if (bias) return read(name + ".bias", {out}, why + ", its bias", b);
+        if (const StoredTensor* t = reader.Find(name + ".bias"))
+            return Fail("tensor '" + t->name + "' is in the file but config.json's " + type + " has no bias there");
+        return Ok{};
+    };
+    auto norm = [&](const std::string& name, const std::string& why, at::Tensor* w, at::Tensor* b) -> Status {
+        if (Status s = read(name + ".weight", {E}, why, w); !s) return s;
+        return neox ? read(name + ".bias", {E}, why, b) : Ok{};
+    };
+    const std::string heads = "num_attention_heads " + std::to_string(H) + " x head_dim " + std::to_string(D);
+    const std::string kv = "num_key_value_heads " + std::to_string(G) + " x head_dim " + std::to_string(D);
+    for (int l = 0; l < c.n_layer; ++l) {
+        const std::string h = "layers." + std::to_string(l) + ".";
+        const std::string why = "layer " + std::to_string(l) + " of num_hidden_layers " + std::to_string(c.n_layer);
+        const std::string attn = h + (neox ? "attention." : "self_attn.");
+        LayerWeights w;
+        if (Status s = norm(h + "input_layernorm", why, &w.ln1_w, &w.ln1_b); !s) return Fail(s.error());
+        if (Status s = norm(h + "post_attention_layernorm", why, &w.ln2_w, &w.ln2_b); !s) return Fail(s.error());
+        if (neox) {
+            at::Tensor fused, fused_b;
+            if (Status s = linear(attn + "query_key_value", E, 3 * H * D, c.QkvBias(), why + ": 3 x " + heads + " rows", &fused, &fused_b); !s)
+                return Fail(s.error());
+            w.attn_w = SplitGroupedQkv(fused, H, H, D);
+            if (fused_b.defined()) w.attn_b = SplitGroupedQkv(fused_b, H, H, D);
+            if (Status s = linear(attn + "dense", H * D, E, c.OutBias(), why, &w.proj_w, &w.proj_b); !s) return Fail(s.error());
+            if (Status s = linear(h + "mlp.dense_h_to_4h", E, I, c.MlpBias(), why + ": intermediate_size rows", &w.fc_w, &w.fc_b); !s)
+                return Fail(s.error());
+            if (Status s = linear(h + "mlp.dense_4h_to_h", I, E, c.MlpBias(), why, &w.mlp_proj_w, &w.mlp_proj_b); !s) return Fail(s.error());
+        } else {
+            at::Tensor qw, qb, kw, kb, vw, vb;
+            if (Status s = linear(attn + "q_proj", E, H * D, c.QkvBias(), why + ": " + heads + " rows", &qw, &qb); !s) return Fail(s.error());
+            if (Status s = linear(attn + "k_proj", E, G * D, c.QkvBias(), why + ": " + kv + " rows", &kw, &kb); !s) return Fail(s.error());
+            if (Status s = linear(attn + "v_proj", E, G * D, c.QkvBias(), why + ": " + kv + " rows", &vw, &vb); !s) return Fail(s.error());
+            w.attn_w = at::cat({qw, kw, vw}, 1).contiguous();  // [E, (H + 2G) D]
+            if (qb.defined()) w.attn_b = at::cat({qb, kb, vb}, 0);
+            if (Status s = linear(attn + "o_proj", H * D, E, c.OutBias(), why + ": " + heads + " columns", &w.proj_w, &w.proj_b); !s)
+                return Fail(s.error());
+            if (c.qk_norm) {
+                if (Status s = read(attn + "q_norm.weight", {D}, why + ": the query heads' RMSNorm over head_dim", &w.q_norm_w); !s) return Fail(s.error());
+                if (Status s = read(attn + "k_norm.weight", {D}, why + ": the key heads' RMSNorm over head_dim", &w.k_norm_w); !s) return Fail(s.error());
+            } else if (const StoredTensor* t = reader.Find(attn + "q_norm.weight")) {
+                return Fail("tensor '" + t->name + "' is in the file but config.json's " + type + " has no q/k norm (Qwen 3 has)");
+            }
+            at::Tensor gw, gb, uw, ub;
+            const std::string mlp_why = why + ": intermediate_size " + std::to_string(I) + " rows";
+            if (Status s = linear(h + "mlp.gate_proj", E, I, c.MlpBias(), mlp_why, &gw, &gb); !s) return Fail(s.error());
+            if (Status s = linear(h + "mlp.up_proj", E, I, c.MlpBias(), mlp_why, &uw, &ub); !s) return Fail(s.error());
+            w.fc_w = at::cat({gw, uw}, 1).contiguous();  // [E, 2I]: silu(gate) * up as fc_1, fc_2
+            if (gb.defined()) w.fc_b = at::cat({gb, ub}, 0);
+            if (Status s = linear(h + "mlp.down_proj", I, E, c.MlpBias(), why, &w.mlp_proj_w, &w.mlp_proj_b); !s) return Fail(s.error());
+        }
+        if (Status s = ReadTemperatures(reader, c, l, &w, attn); !s) return Fail(s.error());
+        m.layers.push_back(std::move(w));
+    }
+    if (reader.Find("layers." + std::to_string(c.n_layer) + ".input_layernorm.weight"))
+        return Fail("the file has more layers than config.json's num_hidden_layers " + std::to_string(c.n_layer));
+    if (Status s = norm(neox ? "final_layer_norm" : "norm", "final norm", &m.ln_f_w, &m.ln_f_b); !s) return Fail(s.error());
+    const std::string head = neox ? "embed_out.weight" : "lm_head.weight";
+    m.lm_head = m.wte;
+    if (!c.tied_head && !reader.Find(head))  // outside the root ("model."), so named as it is stored
+        return Fail("no tensor '" + reader.OuterName(head) + "' (output head, vocab_size x hidden_size; tie_word_embeddings is false)");
+    if (!c.tied_head || reader.Find(head)) {
+        at::Tensor t;
+        if (Status s = read(head, {V, E}, c.tied_head ? "output head (tie_word_embeddings)" : "output head, vocab_size x hidden_size", &t); !s)
+            return Fail(s.error());
+        if (!c.tied_head || !at::equal(t, m.wte)) m.lm_head = t;
+    }
+    m.unused_tensors = reader.Unused();
+    return m;
+}
+
+// Whichever names the file has; LoadSsaGpt then sets what every family's layers share.
+Result<SsaGpt> LoadAnySsaGpt(const ModelConfig& c, const WeightFile& file, at::Device device, at::ScalarType compute) {
     c10::InferenceMode guard;
     TensorReader reader(file, device, compute);
     const auto zeros_options = at::TensorOptions(device).dtype(compute);
@@ -247,6 +362,24 @@ Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const WeightFile& file, at::Devi
     m.config = c;
     if (Status s = c.Validate(file.path); !s) return Fail(s.error());
 
+    // HF's RoPE families by their first layer's names; their config.json must say which.
+    const bool hf_neox = reader.Find("layers.0.attention.query_key_value.weight") != nullptr;
+    const bool hf_llama = reader.Find("layers.0.self_attn.q_proj.weight") != nullptr;
+    if (hf_neox || hf_llama || !c.hf_model_type.empty()) {
+        const char* names = hf_neox ? "GPT-NeoX's (layers.0.attention.query_key_value.weight)" : "Llama's (layers.0.self_attn.q_proj.weight)";
+        if (c.hf_model_type.empty())
+            return Fail(std::string("HF ") + names + " tensor names with a " + c.family + " config; give the folder's config.json");
+        if (!hf_neox && !hf_llama)
+            return Fail("config.json says model_type " + c.hf_model_type + " but the file has no " +
+                        (c.hf_model_type == "gpt_neox" ? "layers.0.attention.query_key_value.weight" : "layers.0.self_attn.q_proj.weight") +
+                        " (under model. or gpt_neox.)");
+        if (hf_neox != (c.hf_model_type == "gpt_neox"))
+            return Fail("config.json says model_type " + c.hf_model_type + " but the tensors have " + names + " names");
+        auto wte = reader.Read(hf_neox ? "embed_in.weight" : "embed_tokens.weight", {{V, E}}, "token embedding, vocab_size x hidden_size");
+        if (!wte) return Fail(wte.error());
+        m.wte = *wte;
+        return LoadHf(c, reader, std::move(m), hf_neox);
+    }
     auto wte = reader.Read("wte.weight", {{V, E}}, "token embedding, vocab_size x n_embd");
     if (!wte) return Fail(wte.error());
     m.wte = *wte;
@@ -319,6 +452,13 @@ Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const WeightFile& file, at::Devi
     return m;
 }
 
+Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const WeightFile& file, at::Device device, at::ScalarType compute) {
+    auto m = LoadAnySsaGpt(c, file, device, compute);
+    if (!m) return m;
+    for (int l = 0; l < static_cast<int>(m->layers.size()); ++l) m->layers[l].window = c.AttentionWindow(l);
+    return m;
+}
+
 SsaGpt RandomSsaGpt(const ModelConfig& c, uint64_t seed) {
     c10::InferenceMode guard;
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
@@ -342,23 +482,28 @@ SsaGpt RandomSsaGpt(const ModelConfig& c, uint64_t seed) {
     if (c.Rope()) {  // a lit-gpt family: no learned positions, grouped kv heads, its own norms, MLP and head
         const int64_t G = c.KvHeads(), I = c.MlpWidth(), L = c.n_layer;
         const bool layer_norm = c.norm == NormKind::LayerNorm;
-        auto bias = [&](int64_t n) { return c.bias ? zeros(n) : at::Tensor(); };
-        m.layout = "lit-gpt";
+        auto bias = [&](bool on, int64_t n) { return on ? zeros(n) : at::Tensor(); };
+        m.layout = c.hf_model_type.empty() ? "lit-gpt" : "hf";
         m.wte = normal({c.vocab_size, E}, 0.02);
         for (int l = 0; l < L; ++l) {
             LayerWeights w;
             w.ln1_w = ones(E);
             if (layer_norm) w.ln1_b = zeros(E);
             w.attn_w = at::cat({normal({E, (H + G) * D}, 0.1), normal({E, G * D}, 0.02)}, 1);  // queries and keys sharper, as above
-            w.attn_b = bias((H + 2 * G) * D);
-            w.proj_w = normal({H * D, E}, 0.02 / std::sqrt(2.0 * L)); w.proj_b = bias(E);
+            w.attn_b = bias(c.QkvBias(), (H + 2 * G) * D);
+            w.proj_w = normal({H * D, E}, 0.02 / std::sqrt(2.0 * L)); w.proj_b = bias(c.OutBias(), E);
+            if (c.qk_norm) {
+                w.q_norm_w = ones(D);
+                w.k_norm_w = ones(D);
+            }
+            w.window = c.AttentionWindow(l);
             if (!c.shared_attention_norm) {
                 w.ln2_w = ones(E);
                 if (layer_norm) w.ln2_b = zeros(E);
             }
             const int64_t fc = c.mlp == MlpKind::SwiGlu ? 2 * I : I;
-            w.fc_w = normal({E, fc}, 0.02); w.fc_b = bias(fc);
-            w.mlp_proj_w = normal({I, E}, 0.02 / std::sqrt(2.0 * L)); w.mlp_proj_b = bias(E);
+            w.fc_w = normal({E, fc}, 0.02); w.fc_b = bias(c.MlpBias(), fc);
+            w.mlp_proj_w = normal({I, E}, 0.02 / std::sqrt(2.0 * L)); w.mlp_proj_b = bias(c.MlpBias(), E);
             // The official code's form draws its one parameter a layer, as attn.beta is.
             const bool official = (c.query.position == PositionForm::ExpExp || c.query.position == PositionForm::Linear) &&
                                   c.query.token == TokenForm::None;
@@ -368,7 +513,7 @@ SsaGpt RandomSsaGpt(const ModelConfig& c, uint64_t seed) {
         }
         m.ln_f_w = ones(E);
         if (layer_norm) m.ln_f_b = zeros(E);
-        m.lm_head = normal({c.vocab_size, E}, 0.02);
+        m.lm_head = c.tied_head ? m.wte : normal({c.vocab_size, E}, 0.02);
         if (c.lm_head_bias) m.lm_head_b = zeros(c.vocab_size);
         return m;
     }
@@ -482,6 +627,9 @@ Status SaveModelFolder(const SsaGpt& m, const std::string& dir, Dtype storage, b
         keep.push_back(t.detach().to(at::kCPU, type).contiguous());
         tensors.push_back({name, storage, keep.back().sizes().vec(), keep.back().data_ptr()});
     };
+    if (m.config.HfOnly())
+        return Fail(dir + ": a " + m.config.family + " model with HF-only features (head_dim, q/k norm, llama3 RoPE scaling, sliding window, "
+                    "split biases or HF names) is not written by ssaviz; lit-gpt's layout cannot hold them");
     if (m.config.Rope()) return SaveLitFolder(m, dir, add, tensors, lit_checkpoint);
     if (lit_checkpoint) return Fail("GPT-2 is written in HF's layout; lit-gpt checkpoints are for the RoPE families");
     add("wte.weight", m.wte);

@@ -1,7 +1,7 @@
-// An SSA decoder's weights in LibTorch, for every family of SPEC section 7 (GPT-2, Pythia, Llama,
-// Mistral, Llama 3): the tensors of each layer in one layout whatever the file's, built from a
-// weights file by HF GPT-2 / nanoGPT names or lit-gpt names (checked against the config), drawn at
-// random, or written back as a model folder. What runs them is forward.h; finding a model's files
+// An SSA decoder's weights in LibTorch, for every family of SPEC section 7 (GPT-2, Pythia / GPT-NeoX,
+// Llama, Mistral, Llama 3, Qwen 2 and 3): the tensors of each layer in one layout whatever the
+// file's, built from a weights file by HF GPT-2 / nanoGPT names, lit-gpt names or the HF names of
+// the RoPE families (checked against the config), drawn at random, or written back as a model folder. What runs them is forward.h; finding a model's files
 // on disk is model_folder_torch.h. Tensors are row-major; shapes are given as [dims] comments.
 // E = n_embd, D = head size, H = query heads, G = kv heads, I = MLP width, V = vocabulary,
 // P = positions.
@@ -36,7 +36,9 @@ struct LayerWeights {
     at::Tensor ln2_w, ln2_b;      // norm 2: [E]; undefined with shared_attention_norm
     at::Tensor fc_w, fc_b;        // [E, I] (GELU MLP) or [E, 2I] (SwiGLU: fc_1 then fc_2), [I] or [2I]
     at::Tensor mlp_proj_w, mlp_proj_b;  // [I, E], [E]
+    at::Tensor q_norm_w, k_norm_w;  // [D]: Qwen 3's RMSNorm of each head's q and k; undefined: none
     TemperatureParams q, v;       // v: one per kv head
+    int window = 0;               // config.AttentionWindow of this layer: keys j with i - j < window; 0: all
 };
 
 struct SsaGpt {
@@ -47,7 +49,7 @@ struct SsaGpt {
     at::Tensor lm_head;        // [V, E]; the same tensor as wte when tied
     at::Tensor lm_head_b;      // [V] with lm_head_bias, else undefined
     std::vector<LayerWeights> layers;
-    std::string layout;        // "conv1d" (HF), "linear" (nanoGPT / official GPT-2, transposed on load) or "lit-gpt"
+    std::string layout;        // "conv1d" (HF GPT-2), "linear" (nanoGPT / official GPT-2, transposed on load), "lit-gpt" or "hf" (HF's RoPE families)
     std::vector<std::string> unused_tensors;  // names in the file the model did not use
     std::string weights_path;    // the file the weights came from
     std::string weights_format;  // "safetensors" or "torch.save"
@@ -72,7 +74,7 @@ Result<SsaGpt> LoadSsaGpt(const ModelConfig& config, const WeightFile& file, at:
 SsaGpt RandomSsaGpt(const ModelConfig& config, uint64_t seed);
 // Writes the weights into `dir`: GPT-2 as model.safetensors in HF names and layout plus
 // config.json; the other families as model.safetensors in lit-gpt's names and layout plus a
-// complete lit_config.json. `storage` F16 halves the file (weights are float32 again once loaded).
+// complete lit_config.json (a model with HF-only features, ModelConfig::HfOnly, is refused). `storage` F16 halves the file (weights are float32 again once loaded).
 Status SaveModelFolder(const SsaGpt& model, const std::string& dir, Dtype storage);
 Status SaveModelFolder(const SsaGpt& model, const std::string& dir);
 // `lit_checkpoint`: a lit-gpt family as lit-gpt itself saves it, lit_model.pth (torch.save) beside

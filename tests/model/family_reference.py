@@ -71,8 +71,10 @@ For each case it writes OUT/<case>/:
         reads only; the other query heads of the group keep it (so do all other heads/layers);
         attention_twin, loss_twin: the case's "twin" folder (its vanilla base) on the same ids.
 
-The C++ family tests (CTest fixture "families_ref") open each folder, run case.json's ids and
-compare. Usage: /usr/bin/python3 tests/model/family_reference.py --out DIR [--gpt2-tokenizer DIR]
+hf_family_reference.py adds Hugging Face folders (config.json + model.safetensors in HF's names)
+of gpt_neox, llama (Llama 3.1), mistral, qwen2 and qwen3 with the same reference files, run by
+main() after these cases. The C++ family tests (CTest fixture "families_ref") open each folder,
+run case.json's ids and compare. Usage: /usr/bin/python3 tests/model/family_reference.py --out DIR [--gpt2-tokenizer DIR]
 Exits non-zero with a message when a self-check fails.
 """
 
@@ -867,18 +869,23 @@ def main():
             return 2
     t0 = time.time()
     os.makedirs(args.out, exist_ok=True)
-    cases = CASES
+    sys.path.insert(0, here)
+    import hf_family_reference as hf  # HF folders of the same families (it reads this file's helpers)
+    cases, hf_cases = CASES, hf.HF_CASES
     if args.case:
         want = set(args.case)
-        if not want <= set(CASE_BY_NAME):
+        if not want <= set(CASE_BY_NAME) | set(hf.HF_CASE_BY_NAME):
             sys.stderr.write("family_reference.py: unknown case name\n")
             return 2
-        want |= {CASE_BY_NAME[n]["twin"] for n in args.case if CASE_BY_NAME[n].get("twin")}
+        want |= {CASE_BY_NAME[n]["twin"] for n in args.case if n in CASE_BY_NAME and CASE_BY_NAME[n].get("twin")}
         cases = [c for c in CASES if c["name"] in want]
+        hf_cases = [c for c in hf.HF_CASES if c["name"] in want]
     cache = {}
     for case in cases:
         run_case(case, args.out, args.gpt2_tokenizer, cache)
-    print(f"{len(cases)} cases written to {args.out} in {time.time() - t0:.1f} s")
+    for case in hf_cases:
+        hf.run_hf_case(case, args.out, args.gpt2_tokenizer)
+    print(f"{len(cases) + len(hf_cases)} cases written to {args.out} in {time.time() - t0:.1f} s")
     return 0
 
 

