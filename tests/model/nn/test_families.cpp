@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/io/safetensors.h"
+#include "model/io/torch_save.h"
 #include "model/nn/analysis.h"
 #include "model/nn/forward.h"
 #include "model/nn/model_weights.h"
@@ -223,6 +224,63 @@ INSTANTIATE_TEST_SUITE_P(Hf, Families, ::testing::Values("hf_gpt_neox", "hf_llam
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // The official fine-tuning starts from the base model's lit_model.pth: that base, as a twin.
+// An HF folder as the hub ships big models: its model.safetensors split into shards, safetensors
+// with model.safetensors.index.json or pytorch_model-*.bin (torch.save, HF's names at the top
+// level) with pytorch_model.bin.index.json. The sharded folder must give the reference's maps,
+// temperatures and loss as the single file does.
+class FamiliesSharded : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+
+TEST_P(FamiliesSharded, ShardsGiveTheReferenceNumbers) {
+    const auto& [name, bin] = GetParam();
+    FamilyCase single(name);
+    ASSERT_TRUE(single.ok) << single.error;
+    const std::string sub = name + (bin ? "_bin_shards" : "_safetensors_shards");
+    const std::filesystem::path dir = std::filesystem::path(SSAVIZ_TEST_OUT) / "families" / sub;
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    for (const char* file : {"config.json", "vocab.json", "merges.txt", "case.json", "reference.safetensors"})
+        std::filesystem::copy_file(single.dir + "/" + file, dir / file);
+    auto weights = model::SafetensorsFile::Open(single.dir + "/model.safetensors");
+    ASSERT_TRUE(weights.ok()) << weights.error();
+    // Three shards of consecutive tensors, and the index transformers writes.
+    const int n = 3;
+    const auto& tensors = weights->header.tensors;
+    std::vector<std::vector<model::TensorToWrite>> shards(n);
+    nlohmann::json map = nlohmann::json::object();
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        const int k = static_cast<int>(i * n / tensors.size());
+        char shard[64];
+        std::snprintf(shard, sizeof shard, "%s-%05d-of-%05d.%s", bin ? "pytorch_model" : "model", k + 1, n, bin ? "bin" : "safetensors");
+        shards[k].push_back({tensors[i].name, tensors[i].dtype, tensors[i].shape, weights->Data(tensors[i])});
+        map[tensors[i].name] = shard;
+    }
+    for (int k = 0; k < n; ++k) {
+        const std::string shard = map[shards[k].front().name].get<std::string>();
+        const model::Status s = bin ? model::WriteTorchSave((dir / shard).string(), "archive", shards[k])
+                                    : model::WriteSafetensors((dir / shard).string(), shards[k]);
+        ASSERT_TRUE(s.ok()) << s.error();
+    }
+    std::ofstream(dir / (bin ? "pytorch_model.bin.index.json" : "model.safetensors.index.json"))
+        << nlohmann::json{{"metadata", nlohmann::json::object()}, {"weight_map", map}}.dump(1);
+
+    FamilyCase c(sub);
+    ASSERT_TRUE(c.ok) << c.error;
+    auto engine = Open(c);
+    ASSERT_TRUE(engine);
+    EXPECT_NE(engine->Info().weights_format.find("3 shards"), std::string::npos) << engine->Info().weights_format;
+    EXPECT_TRUE(engine->Info().unused_tensors.empty()) << engine->Info().unused_tensors.front();
+    auto a = engine->Analyze(Ids(c.ids));
+    ASSERT_TRUE(a.ok()) << a.error();
+    ExpectMaps(*a, model::MapSide::Ssa, c.Ref("attention"), "SSA maps");
+    ExpectClose(a->tau_q, c.Ref("tau_q"), kTolerance, "tau_q");
+    ExpectClose(a->tau_v, c.Ref("tau_v"), kTolerance, "tau_v");
+    ExpectPredictions(*a, false, c, "", "SSA");
+}
+
+INSTANTIATE_TEST_SUITE_P(Hf, FamiliesSharded,
+                         ::testing::Combine(::testing::Values("hf_gpt_neox", "hf_llama3", "hf_qwen3"), ::testing::Bool()),
+                         [](const auto& info) { return std::get<0>(info.param) + (std::get<1>(info.param) ? "_bin" : "_safetensors"); });
+
 TEST(FamiliesTwin, FineTunedSsaAgainstItsBase) {
     FamilyCase c("pythia");
     ASSERT_TRUE(c.ok) << c.error;
