@@ -41,6 +41,9 @@ struct FrameTimes {
 class Driver {
 public:
     virtual ~Driver() = default;
+    // Whether it needs frames drawn as fast as it paces them (it types, zooms, selects); one that
+    // only watches gets the frames a user would: on events, and a few a second while the model runs.
+    virtual bool WantsFrames() const { return true; }
     // Before the frame's views run: act as a user would.
     virtual void BeforeFrame(DrivenWindow& window, double now_ms) {}
     // The frame is in the back buffer (width x height framebuffer pixels, `scale` of them a window

@@ -136,9 +136,14 @@ void InferenceWorker::Handle(const Request& r) {
             auto engine = model::Engine::Open(r.arg, r.device, r.hints, r.dtype);
             if (!engine) return Emit({Kind::Error, {}, nullptr, engine.error(), r.id});
             m_engine = std::move(*engine);
-            if (auto s = m_engine->SetComparison(m_comparison); !s) m_comparison = model::Comparison::Counterfactual;
+            // A big model opens with the cheap comparison; m_comparison stays what was asked for.
+            model::Comparison comparison = m_comparison;
+            if (comparison == model::Comparison::Counterfactual && ScaleOf(m_engine->Info(), m_big_parameters).big)
+                comparison = model::Comparison::LayerLocal;
+            if (auto s = m_engine->SetComparison(comparison); !s) m_comparison = model::Comparison::Counterfactual;
             m_device = r.device;
             WorkerEvent opened{Kind::ModelOpened, m_engine->Info(), nullptr, "", r.id, NowMs() - r.start_ms};
+            opened.comparison = m_engine->comparison();
             auto vocab = std::make_shared<std::vector<std::string>>(m_engine->tokenizer().VocabSize());
             for (size_t id = 0; id < vocab->size(); ++id) (*vocab)[id] = m_engine->tokenizer().Decode({static_cast<int32_t>(id)});
             opened.vocab = std::move(vocab);
@@ -161,7 +166,11 @@ void InferenceWorker::Handle(const Request& r) {
             m_comparison = r.comparison;
             if (m_engine)
                 if (auto s = m_engine->SetComparison(r.comparison); !s) return Emit({Kind::Error, {}, nullptr, s.error(), r.id});
-            return Emit({Kind::ComparisonSet, {}, nullptr, "", r.id});
+            {
+                WorkerEvent set{Kind::ComparisonSet, {}, nullptr, "", r.id};
+                set.comparison = m_engine ? m_engine->comparison() : m_comparison;
+                return Emit(std::move(set));
+            }
         case Request::Kind::CloseTwin:
             if (m_engine) m_engine->CloseTwin();
             return Emit({Kind::TwinClosed, {}, nullptr, "", r.id});

@@ -29,6 +29,7 @@ public:
 private:
     HeadSummaries m_summaries;
     MapMode m_side = MapMode::Ssa;  // which number a cell shows
+    bool m_numbers = false;         // when they do not fit the pane: numbers in scrolling cells, not the whole matrix
 };
 
 }  // namespace app
