@@ -121,8 +121,8 @@ void HeadMatrixView::Draw(WindowState& state) {
                         metric->help);
 
     // Cells as wide as the pane allows. With numbers, never narrower than one: past that the matrix
-    // scrolls. Without (the default when they do not fit, e.g. 32 heads a layer), the whole matrix
-    // fits the pane as a heatmap, each head's number on hover.
+    // scrolls. Without (the default when the numbered matrix would be over 2.5 times the pane's width,
+    // e.g. 32 heads a layer), the whole matrix fits the pane as a heatmap, each head's number on hover.
     const float line = ImGui::GetTextLineHeight();
     const float label_w = ImGui::CalcTextSize("L00").x + 6.0f;
     const float bar_w = viz::ColorBarWidth();
@@ -130,12 +130,13 @@ void HeadMatrixView::Draw(WindowState& state) {
     const float min_w = ImGui::CalcTextSize("-.055").x + 6.0f;
     const float fit_w = std::floor((avail - label_w) / H);
     if (fit_w < min_w) {
-        ImGui::Checkbox("numbers in the cells", &m_numbers);
+        bool on = m_numbers.value_or(label_w + H * min_w <= 2.5f * avail);
+        if (ImGui::Checkbox("numbers in the cells", &on)) m_numbers = on;
         if (ImGui::IsItemHovered())
             ImGui::SetTooltip("Off: the whole matrix fits the pane (hover a cell for its numbers). On: cells wide enough for a number,\n"
                               "and the matrix scrolls; its labels stay at the edges.");
     }
-    const bool numbers = m_numbers || fit_w >= min_w;
+    const bool numbers = fit_w >= min_w || m_numbers.value_or(label_w + H * min_w <= 2.5f * avail);
     const float cell_w = numbers ? std::max(min_w, std::min(line * 4.0f, fit_w)) : std::max(6.0f, fit_w);
     const float cell_h = std::max(line + 4.0f, std::min(cell_w * 0.6f, line * 2.0f));
     const float grid_w = label_w + H * cell_w, grid_h = line + 2.0f + L * cell_h;
