@@ -805,7 +805,6 @@ int RunGui(const LaunchOptions& run, const std::optional<Session>& session) {
         // Drivers run as fast as frames can be drawn (no vsync, no waiting for events).
         const std::vector<std::unique_ptr<Driver>> drivers = MakeDrivers(run);
         const bool measuring = !drivers.empty();
-        const bool driven = std::any_of(drivers.begin(), drivers.end(), [](const auto& d) { return d->WantsFrames(); });
         glfwSwapInterval(measuring ? 0 : 1);
 
         double last_frame_ms = NowMs();
@@ -814,8 +813,10 @@ int RunGui(const LaunchOptions& run, const std::optional<Session>& session) {
             // one the display can show: each costs a core's milliseconds (a software rasteriser's
             // tens) that the model's thread, on 2 cores, wants. The worker's events wake the loop
             // at once, so nothing it answers waits for the next tick.
-            if (app.State().want_frame || driven) glfwPollEvents();
-            else glfwWaitEventsTimeout(app.State().busy ? 1.0 / 15.0 : 0.5);
+            double wait_ms = app.State().want_frame ? 0.0 : app.State().busy ? 1000.0 / 15.0 : 500.0;
+            for (const auto& d : drivers) wait_ms = std::min(wait_ms, d->WakeInMs(NowMs()));
+            if (wait_ms <= 0.0) glfwPollEvents();
+            else glfwWaitEventsTimeout(wait_ms / 1000.0);
             FrameTimes times;
             times.start_ms = NowMs();
             app.SetFrameMs(static_cast<float>(times.start_ms - last_frame_ms));

@@ -166,10 +166,13 @@ void HeadsView::Rebake(WindowState& state) {
         if (m_thumbnails.size() != count) m_thumbnails = std::vector<viz::Texture>(count);
     }
     // A few thumbnails per frame within a time budget; the rest keep their old pixels meanwhile.
-    // Those the grid showed last frame first (a 22 x 32 model's pane shows a tenth of its heads),
-    // then the others in order, so that scrolling finds them done. The app sleeps between events
-    // when idle, so ask for the next frame while work remains.
-    if (m_stale_count > 0) state.want_frame = true;
+    // Those the grid showed last frame first (a 22 x 32 model's pane shows a tenth of its heads);
+    // the others only while the model is idle, in order, so that scrolling finds them done. While
+    // it runs (typing), their frames would take the cores its next analysis wants: they wait, and
+    // one scrolled into view is baked first. The app sleeps between events, so ask for the next
+    // frame while work remains.
+    const bool visible_stale = std::any_of(m_visible.begin(), m_visible.end(), [&](size_t i) { return i < count && m_stale[i]; });
+    if (visible_stale || (m_stale_count > 0 && !state.busy)) state.want_frame = true;
     const auto start = std::chrono::steady_clock::now();
     const int side = std::min(a.n_tokens, kThumbnailSide);
     auto bake = [&](size_t index) {
@@ -181,7 +184,7 @@ void HeadsView::Rebake(WindowState& state) {
     };
     for (size_t index : m_visible)
         if (index < count && m_stale[index] && !bake(index)) return;
-    while (m_stale_count > 0) {
+    while (m_stale_count > 0 && !state.busy) {
         while (!m_stale[m_next_bake]) ++m_next_bake;
         if (!bake(m_next_bake)) return;
     }
