@@ -17,7 +17,7 @@
 //
 //   usage: ssaviz_bench --model DIR [--tokens 128,256,512,1024,2048] [--device cpu|cuda]
 //                       [--threads N] [--repeats 3] [--no-baseline] [--python /usr/bin/python3]
-//          ssaviz_bench --model DIR --only full|end|middle|start [--tokens 1024] [--repeats 20]
+//          ssaviz_bench --model DIR --only full|end|middle|start [--tokens 1024] [--repeats 20] [--compare local|vanilla]
 //                       one thing in this process, each time printed: full analyses, or after one
 //                       full analysis, edits of one token there (for a profiler: perf record -g)
 #include <sys/resource.h>
@@ -74,6 +74,7 @@ struct Options {
     int threads = 0, repeats = 3, child = 0;
     bool baseline = true;
     std::string only;  // "full", "end", "middle" or "start": that alone, in this process
+    bool local = false;  // --only with --compare local: the layer-local comparison (a big model's default)
 };
 
 // A real text, repeated until it has `count` tokens: the GPL (every Debian system has it).
@@ -109,6 +110,8 @@ int RunOnly(const Options& o) {
     if (o.threads > 0) model::SetComputeThreads(o.threads);
     auto engine = model::Engine::Open(o.model, o.device);
     if (!engine) Die(engine.error());
+    if (o.local)
+        if (auto s = (*engine)->SetComparison(model::Comparison::LayerLocal); !s) Die(s.error());
     const int T = o.tokens.empty() ? 1024 : o.tokens[0];
     const model::Tokenization tokens = BenchTokens(**engine, T);
     const bool full = o.only == "full";
@@ -271,6 +274,11 @@ Options Parse(int argc, char** argv) {
         else if (flag == "--child") o.child = number();
         else if (flag == "--no-baseline") o.baseline = false;
         else if (flag == "--only") o.only = value();
+        else if (flag == "--compare") {
+            const std::string c = value();
+            if (c != "local" && c != "vanilla") Die("--compare '" + c + "' is not one of local, vanilla");
+            o.local = c == "local";
+        }
         else if (flag == "--tokens") {
             o.tokens.clear();
             std::stringstream list(value());

@@ -9,7 +9,9 @@
 #   4. bench/gui_latency.sh: typing, frame times, keystroke-to-pixels and head switches, on the
 #      default shape and on GPT-2 small's;
 #   5. bench/python_api.py: `import ssaviz` against the engine call, `ssaviz export` and PyTorch;
-#   6. bench/families.sh: Pythia-160M and TinyLlama shapes against the same work in PyTorch.
+#   6. bench/families.sh: Pythia-160M and TinyLlama shapes against the same work in PyTorch;
+#   7. bench/bigmodel.sh: the window on TinyLlama's shape (opening, memory, typing, heads, the
+#      global tau = 1 pass on request, pictures of 704 heads); its 2.2 GB model goes to /tmp.
 #   usage: bench/run.sh [BUILD_DIR] [DEVICE]      (DEVICE cpu or cuda; cuda adds 4,096 and 8,192 tokens)
 # Other work on the machine skews every figure (two threads most of all). Where other users'
 # builds share the cores, run it in a scheduler group of its own at a high priority, as root:
@@ -86,3 +88,6 @@ fi
 echo
 echo "== the families against PyTorch (bench/families.sh)"
 bash "$here/bench/families.sh" "$build" 1024
+
+echo "== a big model in the window (bench/bigmodel.sh)"
+bash "$here/bench/bigmodel.sh" "$build" /tmp/ssaviz-tinyllama /tmp/ssaviz-bigmodel 10

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "app/core/model_scale.h"
 #include "model/io/weights.h"
 
 namespace app {
@@ -26,6 +27,11 @@ struct LaunchOptions {
     // Continue (Ctrl+G) does, with the session's generation settings; --rank-heads ranks the heads.
     int continue_tokens = 0;
     bool rank_heads = false;
+    // --global-pass: run the global tau = 1 pass once the first analysis is shown, as Ctrl+T does.
+    bool global_pass = false;
+    // --big-model N: a model on a CPU with N parameters or more opens with the layer-local
+    // comparison (app/core/model_scale.h; tests lower it to reach the big-model path on a small model).
+    int64_t big_model_parameters = kBigModelParameters;
 
     std::string export_to;   // --export-to DIR: export with the session's export settings, then exit (tests)
     std::string screenshot;  // --screenshot FILE: a PNG of the window after `frames` settled frames, then exit
@@ -43,6 +49,9 @@ struct LaunchOptions {
     int bench_heads = 0;
     // Benchmark (--bench-zoom N): zoom and pan the attention map for N frames, then print frame times.
     int bench_zoom_frames = 0;
+    // Benchmark (--bench-open): from the process's start until the model has answered, print when
+    // the model loaded and the first map and predictions showed, the frames' work meanwhile and VmHWM.
+    bool bench_open = false;
 };
 
 }  // namespace app

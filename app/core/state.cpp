@@ -76,6 +76,12 @@ std::vector<std::string> TokenLabels(const model::Tokenization& tokens) {
     return labels;
 }
 
+void AppState::RequestGlobalPass(bool on) {
+    if (!twin && on == (!layer_local && !compare_unedited)) return;  // runs already (a twin is closed by the request)
+    layer_local_request = !on;
+    global_pass_running = on && model && ScaleOf(*model, big_model_parameters).big;
+}
+
 bool AppState::IsPinned(HeadRef h) const {
     return std::any_of(pinned.begin(), pinned.end(), [&](const Pin& p) { return p.Ref() == h; });
 }

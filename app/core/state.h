@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "app/core/model_scale.h"
 #include "model/nn/analysis.h"
 #include "viz/colormap.h"
 
@@ -128,6 +129,10 @@ struct AppState {
     bool close_twin_request = false;
     std::optional<bool> layer_local_request;  // without a twin: true the layer-local tau = 1 comparison, false the counterfactual
     bool layer_local = false;                 // the tau = 1 comparison chosen (used whenever no twin is open)
+    // Big models (app/core/model_scale.h) open with the layer-local comparison; the global pass
+    // runs on request (Ctrl+T). global_pass_running: asked for, its analysis not shown yet.
+    int64_t big_model_parameters = kBigModelParameters;
+    bool global_pass_running = false;
 
     // What-ifs on the SSA side (issue 17), as the worker last applied them; a view asks for a new
     // list through interventions_request. With compare_unedited the comparison is the model without
@@ -158,6 +163,9 @@ struct AppState {
     int Heads() const { return analysis ? analysis->n_head : 0; }
     int Tokens() const { return analysis ? analysis->n_tokens : 0; }
     bool IsPinned(HeadRef h) const;
+    // Ctrl+T, the menu and the model panel's button: without a twin, the global tau = 1 pass (on)
+    // or the layer-local comparison (off). The window keeps showing the last analysis meanwhile.
+    void RequestGlobalPass(bool on);
     bool TogglePin(HeadRef h);  // a new pin shows the map mode in use; false when kMaxPins are pinned already
     void ClampSelection();  // keeps selected / query / pinned inside the current analysis
 };

@@ -164,6 +164,8 @@ constexpr long long kMaxLayersOrHeads = 1024;
 constexpr long long kMaxThreads = 1024;
 // The window's frame counts: a screenshot or benchmark that ends.
 constexpr long long kMaxFrames = 100000;
+// --big-model: a parameter count (10^13, far above any model a CPU opens).
+constexpr long long kMaxBigModel = 10'000'000'000'000;
 
 // A comma list flag's items; an empty list is refused the same way for every flag.
 std::vector<std::string> ListItems(const FlagValue& v) {
@@ -664,6 +666,13 @@ std::vector<Flag> BuildTable() {
             [](const CommandOptions& o) { return Unless(o.window.continue_tokens, 0); }));
     add(Row({"--rank-heads"}, "", {C::Window}, "rank the heads once the first analysis is shown",
             [](CommandOptions& o, const FlagValue&) { o.window.rank_heads = true; }, [](const CommandOptions& o) { return On(o.window.rank_heads); }));
+    add(Row({"--global-pass"}, "", {C::Window}, "run the global tau=1 pass once the first analysis is shown, as Ctrl+T does",
+            [](CommandOptions& o, const FlagValue&) { o.window.global_pass = true; }, [](const CommandOptions& o) { return On(o.window.global_pass); }));
+    add(Row({"--big-model"}, "N", {C::Window},
+            "a model on a CPU with N parameters or more is big: it opens with the layer-local comparison (default 400000000)",
+            [](CommandOptions& o, const FlagValue& v) { o.window.big_model_parameters = Whole(v, 1, kMaxBigModel); },
+            [](const CommandOptions& o) { return Unless<int64_t>(o.window.big_model_parameters, kBigModelParameters); })
+            .Detail());
     add(Row({"--screenshot"}, "PNG", {C::Window}, "save a PNG of the window (and PNG.json, what it shows) once it settles, then exit",
             [](CommandOptions& o, const FlagValue& v) { o.window.screenshot = v.text; },
             [](const CommandOptions& o) { return Unless(o.window.screenshot, std::string()); }));
@@ -686,6 +695,9 @@ std::vector<Flag> BuildTable() {
     add(Row({"--export-to"}, "DIR", {C::Window}, "export with the session's export settings through the dialog's own path, then exit (tests)",
             [](CommandOptions& o, const FlagValue& v) { o.window.export_to = v.text; },
             [](const CommandOptions& o) { return Unless(o.window.export_to, std::string()); })
+            .Detail());
+    add(Row({"--bench-open"}, "", {C::Window}, "benchmark: print how long the model took to open and answer, the frames' work meanwhile and the peak memory",
+            [](CommandOptions& o, const FlagValue&) { o.window.bench_open = true; }, [](const CommandOptions& o) { return On(o.window.bench_open); })
             .Detail());
     add(Row({"--bench-typing"}, "N", {C::Window}, "benchmark: type N characters, then print frame times and keystroke-to-pixels latency",
             [](CommandOptions& o, const FlagValue& v) { o.window.bench_keys = Positive(v, kMaxFrames); },

@@ -1,4 +1,4 @@
-// The drivers: three benchmarks (--bench-typing, --bench-zoom, --bench-heads), whose printed
+// The drivers: four benchmarks (--bench-open, --bench-typing, --bench-zoom, --bench-heads), whose printed
 // figures bench/gui_latency.sh and bench/run.sh read, and two test drivers (--export-to,
 // --screenshot), which end the run with an exit code.
 #include "app/gui/drivers.h"
@@ -7,8 +7,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
+
+#include <unistd.h>  // sysconf: the process's start time
 
 #include <GLFW/glfw3.h>  // OpenGL, to read the back buffer
 #include <nlohmann/json.hpp>
@@ -62,8 +66,16 @@ class TypingBenchmark : public Driver {
 public:
     TypingBenchmark(int keys, double interval_ms, double at) : m_keys(keys), m_interval_ms(interval_ms), m_at(at) {}
 
+    // Frames when a key is due (and the ones the window draws anyway), as a user's typing gets them.
+    double WakeInMs(double now_ms) const override {
+        return m_typed < m_keys && m_next_key_ms > 0 ? std::max(0.0, m_next_key_ms - now_ms) : 1e9;
+    }
+
     void BeforeFrame(DrivenWindow& window, double now_ms) override {
-        if (window.Settled() && m_typed == 0) m_next_key_ms = now_ms;
+        if (window.Settled() && m_typed == 0) {
+            m_next_key_ms = now_ms;
+            m_last_analysis = window.State().analysis.get();  // the first load is not a keystroke's
+        }
         if (m_typed < m_keys && m_next_key_ms > 0 && now_ms >= m_next_key_ms) {
             Type(window.State(), " abcdefghij"[m_typed % 11]);
             ++m_typed;
@@ -76,6 +88,12 @@ public:
             m_work.Add(times);
             const std::vector<double>& shown = window.ShownLatencies();
             m_latencies.insert(m_latencies.end(), shown.begin(), shown.end());
+            const auto& a = window.State().analysis;
+            if (a && a.get() != m_last_analysis) {  // the engine's share of what was shown
+                m_last_analysis = a.get();
+                m_engine_ms.push_back(a->forward_ms + a->metrics_ms);
+                m_rows.push_back(a->n_tokens - a->reused_rows);
+            }
         }
         if (m_typed >= m_keys && window.Settled()) return true;
         // Pace like a 60 Hz display; the figure that matters is the work per frame.
@@ -89,6 +107,8 @@ public:
         m_work.Print();
         std::printf("keystroke to pixels ms (%zu keystrokes): p50 %.1f  p99 %.1f  max %.1f\n", m_latencies.size(),
                     Percentile(m_latencies, 50), Percentile(m_latencies, 99), Percentile(m_latencies, 100));
+        std::printf("  analyses shown %zu: engine ms (forward + metrics) p50 %.1f  max %.1f; rows computed p50 %.0f  max %.0f\n",
+                    m_engine_ms.size(), Percentile(m_engine_ms, 50), Percentile(m_engine_ms, 100), Percentile(m_rows, 50), Percentile(m_rows, 100));
     }
 
 private:
@@ -108,6 +128,88 @@ private:
     size_t m_cursor = 0;  // where the next character goes
     FrameWork m_work;
     std::vector<double> m_latencies;
+    const model::Analysis* m_last_analysis = nullptr;  // compared, never dereferenced
+    std::vector<double> m_engine_ms, m_rows;
+};
+
+// ---------------------------------------------------------------------------------------------
+// --bench-open: from the process's start until the model has answered (and, with --global-pass,
+// until the global tau = 1 pass is shown): when the model was loaded, when the first map and the
+// predictions were shown, whether the first analysis showed its progress, the frames' work while
+// the model ran, and the peak resident memory (VmHWM).
+
+// Milliseconds since this process started (/proc: clock ticks since boot); 0 where unknown.
+double ProcessAgeMs() {
+    std::ifstream stat("/proc/self/stat"), uptime("/proc/uptime");
+    std::string line;
+    double up = 0;
+    if (!std::getline(stat, line) || !(uptime >> up)) return 0;
+    const size_t close = line.rfind(')');  // the command name may hold spaces
+    if (close == std::string::npos) return 0;
+    std::istringstream fields(line.substr(close + 2));
+    std::string field;
+    for (int i = 3; i <= 22 && fields >> field; ++i)
+        if (i == 22) return std::max(0.0, up * 1000.0 - std::stod(field) * 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK)));
+    return 0;
+}
+
+// A /proc/self/status line's value in MB ("VmHWM", "VmRSS"); 0 where unknown.
+double StatusMb(const std::string& key) {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line))
+        if (line.rfind(key + ":", 0) == 0) return std::strtod(line.c_str() + key.size() + 1, nullptr) / 1024.0;
+    return 0;
+}
+
+class OpenBenchmark : public Driver {
+public:
+    OpenBenchmark() : m_start_ms(NowMs() - ProcessAgeMs()) {}
+    double WakeInMs(double) const override { return 1e9; }
+
+    bool AfterFrame(DrivenWindow& window, const FrameTimes& times) override {
+        const WindowState& state = window.State();
+        const double t = times.end_ms - m_start_ms;
+        if (state.model && m_model_ms < 0) {
+            m_model_ms = t;
+            // The loader's peak (its mapped file and the converted weights side by side) apart from
+            // the analysis's: write 5 to clear_refs to start VmHWM again from here.
+            m_load_peak_mb = StatusMb("VmHWM");
+            m_loaded_mb = StatusMb("VmRSS");
+            std::ofstream("/proc/self/clear_refs") << "5";
+        }
+        if (state.analysis && m_map_ms < 0) m_map_ms = t;
+        const bool whole = state.analysis && (!state.analysis->loss.empty() || state.analysis->n_tokens == 1);
+        if (whole && m_predictions_ms < 0) m_predictions_ms = t;
+        if (m_map_ms < 0 && state.busy && state.progress > 0.0f && state.progress < 1.0f) ++m_progress_frames;
+        if (state.global_pass_running && m_global_start_ms < 0) m_global_start_ms = t;
+        if (m_global_start_ms >= 0 && m_global_done_ms < 0 && !state.global_pass_running) m_global_done_ms = t;
+        if (state.busy) m_busy.Add(times);
+        return window.Settled() && whole;
+    }
+
+    void Report(DrivenWindow& window) override {
+        const WindowState& state = window.State();
+        std::printf("open: %d tokens, %s comparison%s\n", ShownTokens(window), state.analysis ? model::ToString(state.analysis->comparison) : "no",
+                    state.model && ScaleOf(*state.model, state.big_model_parameters).big ? " (a big model)" : "");
+        std::printf("open ms from process start: model loaded %.0f, first map shown %.0f, predictions shown %.0f\n", m_model_ms, m_map_ms,
+                    m_predictions_ms);
+        std::printf("first analysis: progress shown in %d frames before its maps\n", m_progress_frames);
+        if (m_global_start_ms >= 0)
+            std::printf("global tau=1 pass: asked for at %.0f ms, shown at %.0f ms (%.0f ms)\n", m_global_start_ms, m_global_done_ms,
+                        m_global_done_ms - m_global_start_ms);
+        std::printf("while the model ran (%zu frames): ", m_busy.all_ms.size());
+        m_busy.Print();
+        std::printf("resident memory MB: peak while loading %.0f, once loaded %.0f, peak since %.0f, now %.0f\n", m_load_peak_mb, m_loaded_mb,
+                    StatusMb("VmHWM"), StatusMb("VmRSS"));
+    }
+
+private:
+    const double m_start_ms;
+    double m_model_ms = -1, m_map_ms = -1, m_predictions_ms = -1, m_global_start_ms = -1, m_global_done_ms = -1;
+    double m_load_peak_mb = 0, m_loaded_mb = 0;
+    int m_progress_frames = 0;
+    FrameWork m_busy;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -268,6 +370,7 @@ bool SaveScreenshot(const std::string& path, int width, int height, const Window
                             {"interventions", model::FormatInterventions(state.interventions)},
                             {"analysed_interventions", state.analysis ? model::FormatInterventions(state.analysis->interventions) : ""},
                             {"comparison", state.analysis ? model::ToString(state.analysis->comparison) : ""},
+                            {"big_model", state.model && ScaleOf(*state.model, state.big_model_parameters).big},
                             {"generated_tokens", GeneratedCount(state)},
                             {"colormap", viz::ColormapName(v.colormap)},
                             {"log_scale", v.log_scale},
@@ -318,6 +421,7 @@ private:
 
 std::vector<std::unique_ptr<Driver>> MakeDrivers(const LaunchOptions& run) {
     std::vector<std::unique_ptr<Driver>> drivers;
+    if (run.bench_open) drivers.push_back(std::make_unique<OpenBenchmark>());
     if (run.bench_keys > 0) drivers.push_back(std::make_unique<TypingBenchmark>(run.bench_keys, run.bench_interval_ms, run.bench_at));
     if (run.bench_zoom_frames > 0) drivers.push_back(std::make_unique<ZoomBenchmark>(run.bench_zoom_frames));
     if (run.bench_heads > 0) drivers.push_back(std::make_unique<HeadsBenchmark>(run.bench_heads));

@@ -41,6 +41,11 @@ struct FrameTimes {
 class Driver {
 public:
     virtual ~Driver() = default;
+    // In how many ms it next needs a frame: 0 (the default) draws frames as fast as the driver
+    // paces them (it zooms, selects heads); a driver that types waits for its next keystroke, one
+    // that only watches never asks. Otherwise the window draws the frames it would for a user: on
+    // events (the worker's results among them), and a few a second while the model runs.
+    virtual double WakeInMs(double now_ms) const { return 0; }
     // Before the frame's views run: act as a user would.
     virtual void BeforeFrame(DrivenWindow& window, double now_ms) {}
     // The frame is in the back buffer (width x height framebuffer pixels, `scale` of them a window

@@ -111,6 +111,9 @@ public:
         m_state.open_model_request = model_dir;  // its ModelOpened event requests the first analysis
         m_start_continue = options.continue_tokens;
         m_start_rank_heads = options.rank_heads;
+        m_start_global_pass = options.global_pass;
+        m_state.big_model_parameters = options.big_model_parameters;
+        m_worker.SetBigModelParameters(options.big_model_parameters);
         m_show_export = options.show == "export";
         m_state.show_help = options.show == "help";
         m_state.show_demo = options.show == "demo";
@@ -179,12 +182,17 @@ public:
                     if (TrainedTask(e.info->dir) == "graph") m_state.show_graph = true;
                     if (!m_pending_twin.empty()) m_worker.OpenTwin(std::exchange(m_pending_twin, std::string()));
                     m_twin_expected = m_worker.Busy();
+                    m_state.global_pass_running = false;
+                    SetComparisonShown(e.comparison);
                     break;
                 case Kind::TwinOpened: m_state.twin = e.info; m_state.error.clear(); m_twin_expected = false; break;
                 case Kind::TwinClosed: m_state.twin.reset(); break;
-                case Kind::ComparisonSet: break;
+                case Kind::ComparisonSet: SetComparisonShown(e.comparison); break;
                 case Kind::Analysis:
                     m_state.analysis = e.analysis;
+                    // The global pass is shown once its analysis arrives whole (with its predictions).
+                    if (e.analysis->comparison == model::Comparison::Counterfactual && e.analysis->HasComparePredictions())
+                        m_state.global_pass_running = false;
                     m_state.error.clear();
                     m_state.ClampSelection();
                     if (!m_twin_expected) SelectExampleQuery();
@@ -217,7 +225,7 @@ public:
                     m_state.head_impacts = e.impacts;
                     m_state.ranking_heads = !e.impacts->done && !e.impacts->cancelled;
                     break;
-                case Kind::Error: m_state.error = e.error; m_twin_expected = false; break;
+                case Kind::Error: m_state.error = e.error; m_twin_expected = false; m_state.global_pass_running = false; break;
             }
             // A model or twin change makes the current result stale.
             if (e.kind == Kind::ModelOpened || e.kind == Kind::TwinOpened || e.kind == Kind::TwinClosed || e.kind == Kind::ComparisonSet ||
@@ -409,6 +417,7 @@ public:
         if (m_views.checkpoint.Showing()) return true;  // waiting for the user, not the model
         if (m_state.busy || m_twin_expected || m_state.generating || m_state.ranking_heads) return false;
         if (m_start_continue > 0 || m_start_rank_heads || m_state.continue_request || m_state.rank_heads_request) return false;
+        if (m_start_global_pass || m_state.layer_local_request || m_state.global_pass_running) return false;
         if (!m_state.model) return ModelFailed();  // nothing more will come
         return m_state.analysis || !m_state.error.empty();
     }
@@ -431,6 +440,15 @@ private:
             m_state.continue_request = true;
         }
         if (std::exchange(m_start_rank_heads, false)) m_state.rank_heads_request = true;
+        if (std::exchange(m_start_global_pass, false)) m_state.RequestGlobalPass(true);
+    }
+
+    // What the worker runs now, as the menu, the model panel and Ctrl+T show it.
+    void SetComparisonShown(model::Comparison c) {
+        if (c == model::Comparison::Twin) return;
+        m_state.layer_local = c == model::Comparison::LayerLocal;
+        m_state.compare_unedited = c == model::Comparison::Unedited;
+        if (c != model::Comparison::Counterfactual) m_state.global_pass_running = false;
     }
 
     //---------------------------------------------------------------------------------------------
@@ -441,13 +459,13 @@ private:
         if (!ImGui::BeginMenuBar()) return;
         if (ImGui::BeginMenu("File")) {
             if (ImGui::MenuItem("Open model...", "Ctrl+O")) OpenDialogFor(false);
-            if (ImGui::MenuItem("Compare with tau=1 (counterfactual)", nullptr, !m_state.twin && !m_state.layer_local && !m_state.compare_unedited))
-                m_state.layer_local_request = false;
+            if (ImGui::MenuItem("Compare with tau=1 (counterfactual)", "Ctrl+T", !m_state.twin && !m_state.layer_local && !m_state.compare_unedited))
+                m_state.RequestGlobalPass(true);
             if (ImGui::IsItemHovered())
-                ImGui::SetTooltip("The same weights with tau_q = tau_v = 1 everywhere. A whole second forward pass: from layer 1 on\n"
+                ImGui::SetTooltip("Ctrl+T. The same weights with tau_q = tau_v = 1 everywhere. A whole second forward pass: from layer 1 on\n"
                                   "its heads read a different residual stream, so a later layer's difference is not its temperatures alone.");
-            if (ImGui::MenuItem("Compare with tau=1, layer by layer", nullptr, !m_state.twin && m_state.layer_local && !m_state.compare_unedited))
-                m_state.layer_local_request = true;
+            if (ImGui::MenuItem("Compare with tau=1, layer by layer", "Ctrl+T", !m_state.twin && m_state.layer_local && !m_state.compare_unedited))
+                m_state.RequestGlobalPass(false);
             if (ImGui::IsItemHovered())
                 ImGui::SetTooltip("At each layer, the SSA model's own q and k with tau = 1: what that layer's temperatures do,\n"
                                   "with nothing below it changed.");
@@ -634,8 +652,13 @@ private:
             ImGui::Dummy(ImVec2(2.5f * r, ImGui::GetTextLineHeight()));
             ImGui::SameLine();
             if (s.progress > 0.0f && s.progress < 1.0f) {  // a long text: layers done so far
-                ImGui::ProgressBar(s.progress, ImVec2(ImGui::GetFontSize() * 8.0f, ImGui::GetTextLineHeight()), "analysing...");
-                if (ImGui::IsItemHovered()) ImGui::SetTooltip("Layers run and measured so far; the maps appear when all are done.");
+                const bool global = s.global_pass_running;
+                ImGui::ProgressBar(s.progress, ImVec2(ImGui::GetFontSize() * (global ? 11.0f : 8.0f), ImGui::GetTextLineHeight()),
+                                   global ? "global tau=1 pass..." : "analysing...");
+                if (ImGui::IsItemHovered())
+                    ImGui::SetTooltip(global ? "The global tau=1 pass: both sides, layer by layer. The maps shown stay the layer-local\n"
+                                               "comparison's until it is done. Ctrl+T goes back to layer by layer."
+                                             : "Layers run and measured so far; the maps appear when all are done.");
             } else {
                 ImGui::TextUnformatted("running...");
             }
@@ -683,6 +706,7 @@ private:
             if (s.generating) s.cancel_job_request = true;
             else s.continue_request = true;
         }
+        if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_T, false)) s.RequestGlobalPass(s.layer_local || s.compare_unedited);
         if (ImGui::IsKeyPressed(GLFW_KEY_F1, false)) s.show_help = !s.show_help;
         // Keys belong to an open dialog, or to the editor while it has focus.
         if (io.WantTextInput || ImGui::IsPopupOpen("", ImGuiPopupFlags_AnyPopupId)) return;  // arrows and letters belong to the editor while it has focus
@@ -722,6 +746,7 @@ private:
     bool m_apply_tab = true;  // open settings.right_tab on the next frame
     int m_start_continue = 0;         // --continue N, until the first analysis
     bool m_start_rank_heads = false;  // --rank-heads, likewise
+    bool m_start_global_pass = false; // --global-pass, likewise
     WindowState m_state;
     Views m_views;
     std::deque<std::pair<uint64_t, double>> m_waiting;  // analysis requests not yet on screen, oldest first
@@ -784,9 +809,14 @@ int RunGui(const LaunchOptions& run, const std::optional<Session>& session) {
 
         double last_frame_ms = NowMs();
         while (!glfwWindowShouldClose(window) && !app.m_quit) {
-            const bool animate = app.State().busy || app.State().want_frame || measuring;
-            if (animate) glfwPollEvents();
-            else glfwWaitEventsTimeout(0.5);
+            // While the model runs, the spinner and progress need a few frames a second, not every
+            // one the display can show: each costs a core's milliseconds (a software rasteriser's
+            // tens) that the model's thread, on 2 cores, wants. The worker's events wake the loop
+            // at once, so nothing it answers waits for the next tick.
+            double wait_ms = app.State().want_frame ? 0.0 : app.State().busy ? 1000.0 / 15.0 : 500.0;
+            for (const auto& d : drivers) wait_ms = std::min(wait_ms, d->WakeInMs(NowMs()));
+            if (wait_ms <= 0.0) glfwPollEvents();
+            else glfwWaitEventsTimeout(wait_ms / 1000.0);
             FrameTimes times;
             times.start_ms = NowMs();
             app.SetFrameMs(static_cast<float>(times.start_ms - last_frame_ms));

@@ -99,8 +99,11 @@ void InferenceWorker::Emit(WorkerEvent event) {
 }
 
 void InferenceWorker::Loop() {
-    // The UI thread (and a software GL rasteriser, where there is one) keeps a core: on 2 cores,
-    // 2 compute threads made keystroke-to-pixels ~4x slower than 1 (bench/gui_latency.sh).
+    // The UI thread (and a software GL rasteriser, where there is one) keeps a core. Re-measured
+    // with OpenMP OpenBLAS on 2 cores (issue 27, README Benchmarks): 2 compute threads typed at the
+    // end of 1,000 tokens of GPT-2 small at 290 ms keystroke to pixels against 133 ms on 1, and
+    // though they ran a TinyLlama-sized model's first analysis 1.5x faster, the UI's frame work
+    // p99 went over 8 ms. SSAVIZ_THREADS=N overrides.
     model::SetComputeThreads(model::ComputeThreadsFromEnvironment(static_cast<int>(std::thread::hardware_concurrency()) - 1));
     for (;;) {
         Request request(Request::Kind::Analyze);  // replaced by the queue's front
@@ -136,9 +139,14 @@ void InferenceWorker::Handle(const Request& r) {
             auto engine = model::Engine::Open(r.arg, r.device, r.hints, r.dtype);
             if (!engine) return Emit({Kind::Error, {}, nullptr, engine.error(), r.id});
             m_engine = std::move(*engine);
-            if (auto s = m_engine->SetComparison(m_comparison); !s) m_comparison = model::Comparison::Counterfactual;
+            // A big model opens with the cheap comparison; m_comparison stays what was asked for.
+            model::Comparison comparison = m_comparison;
+            if (comparison == model::Comparison::Counterfactual && ScaleOf(m_engine->Info(), m_big_parameters).big)
+                comparison = model::Comparison::LayerLocal;
+            if (auto s = m_engine->SetComparison(comparison); !s) m_comparison = model::Comparison::Counterfactual;
             m_device = r.device;
             WorkerEvent opened{Kind::ModelOpened, m_engine->Info(), nullptr, "", r.id, NowMs() - r.start_ms};
+            opened.comparison = m_engine->comparison();
             auto vocab = std::make_shared<std::vector<std::string>>(m_engine->tokenizer().VocabSize());
             for (size_t id = 0; id < vocab->size(); ++id) (*vocab)[id] = m_engine->tokenizer().Decode({static_cast<int32_t>(id)});
             opened.vocab = std::move(vocab);
@@ -161,7 +169,11 @@ void InferenceWorker::Handle(const Request& r) {
             m_comparison = r.comparison;
             if (m_engine)
                 if (auto s = m_engine->SetComparison(r.comparison); !s) return Emit({Kind::Error, {}, nullptr, s.error(), r.id});
-            return Emit({Kind::ComparisonSet, {}, nullptr, "", r.id});
+            {
+                WorkerEvent set{Kind::ComparisonSet, {}, nullptr, "", r.id};
+                set.comparison = m_engine ? m_engine->comparison() : m_comparison;
+                return Emit(std::move(set));
+            }
         case Request::Kind::CloseTwin:
             if (m_engine) m_engine->CloseTwin();
             return Emit({Kind::TwinClosed, {}, nullptr, "", r.id});

@@ -4,6 +4,8 @@
 // shows results, each at most one request behind); opening a model cancels it between layers.
 // Results come back as immutable shared pointers the UI takes at the start of a frame; a long
 // analysis comes back twice, its maps and temperatures first and then with its predictions.
+// A big model (app/core/model_scale.h) opens with the layer-local comparison unless another than
+// the global tau = 1 one was asked for; SetComparison(Counterfactual) then runs the global pass.
 // Two longer jobs run step by step and stop at any newer request: ranking the heads by the loss
 // their ablation causes (one forward pass per head) and Continue (one token per step, each step's
 // analysis streamed to the UI).
@@ -20,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "app/core/model_scale.h"
 #include "app/core/state.h"
 #include "model/nn/analysis.h"
 
@@ -42,6 +45,7 @@ struct WorkerEvent {
     bool last = false;                                  // Generated: the last step of its request
     std::shared_ptr<const HeadImpacts> impacts;         // HeadImpacts: the heads ranked so far
     std::shared_ptr<const std::vector<std::string>> vocab;  // ModelOpened: [V] each id's bytes
+    model::Comparison comparison = model::Comparison::Counterfactual;  // ModelOpened, ComparisonSet: what runs now
 };
 
 class InferenceWorker {
@@ -66,6 +70,8 @@ public:
     uint64_t RankHeads(const std::string& text, bool truncate);
     // Appends settings.tokens tokens to `text`, one Generated event per token.
     uint64_t Continue(const std::string& text, bool truncate, const GenerateSettings& settings);
+    // Models with this many parameters or more open with the layer-local comparison (on a CPU).
+    void SetBigModelParameters(int64_t parameters) { m_big_parameters = parameters; }
     void Cancel() { m_cancel = true; }  // stops the running analysis or job
 
     std::vector<WorkerEvent> TakeEvents();  // everything finished since the last call, oldest first
@@ -121,6 +127,7 @@ private:
     std::atomic<bool> m_in_job{false};  // a job runs: any new request stops it
     std::atomic<float> m_progress{0.0f};
     std::atomic<int> m_shown_layer{0}, m_shown_head{0};
+    std::atomic<int64_t> m_big_parameters{kBigModelParameters};
     std::thread m_thread;  // last: starts after everything above exists
 };
 

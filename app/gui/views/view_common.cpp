@@ -1,6 +1,7 @@
 // Small pieces shared by the views.
 #include "app/gui/views/view_common.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -97,6 +98,40 @@ bool HeadSummaries::Update(const AppState& state) {
     m_for = state.analysis;
     m_summary = SummarizeHeads(*state.analysis);
     return true;
+}
+
+void DrawGridLabels(ImDrawList* draw, const GridGeometry& g, int layers, int heads, HeadRef selected) {
+    const ImVec2 view = ImGui::GetWindowPos(), view_size = ImGui::GetWindowSize();  // the child's visible rectangle
+    const float line = ImGui::GetTextLineHeight();
+    const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+    const ImU32 backing = ImGui::GetColorU32(ImGuiCol_WindowBg);
+    const float left = std::max(g.origin.x, view.x), top = std::max(g.origin.y, view.y);
+    const float first_row = g.origin.y + g.header;
+    // Labels every k-th column or row when the cells are smaller than the text; the selected
+    // one always, its neighbours within k left out so that nothing overlaps.
+    const int col_every = std::max(1, static_cast<int>(std::ceil((ImGui::CalcTextSize("H00").x + 4.0f) / g.pitch.x)));
+    const int row_every = std::max(1, static_cast<int>(std::ceil(line / g.pitch.y)));
+    auto shown = [](int i, int every, int chosen) { return i == chosen || (i % every == 0 && std::abs(i - chosen) >= every); };
+
+    draw->AddRectFilled(ImVec2(view.x, top), ImVec2(view.x + view_size.x, top + g.header), backing);
+    for (int h = 0; h < heads; ++h) {
+        if (!shown(h, col_every, selected.head)) continue;
+        const float x = g.origin.x + g.label_w + h * g.pitch.x;
+        if (x + g.cell_size.x < left + g.label_w || x > view.x + view_size.x) continue;
+        const std::string t = "H" + std::to_string(h);
+        // Centred over its cell, but never under the row labels' corner.
+        const float tx = std::max(x + (g.cell_size.x - ImGui::CalcTextSize(t.c_str()).x) * 0.5f, left + g.label_w);
+        draw->AddText(ImVec2(tx, top), h == selected.head ? text : dim, t.c_str());
+    }
+    draw->AddRectFilled(ImVec2(left, std::max(first_row, view.y)), ImVec2(left + g.label_w, view.y + view_size.y), backing);
+    for (int l = 0; l < layers; ++l) {
+        if (!shown(l, row_every, selected.layer)) continue;
+        const float y = first_row + l * g.pitch.y + (g.cell_size.y - line) * 0.5f;
+        if (y < top + g.header - line * 0.5f || y > view.y + view_size.y) continue;  // under the column labels, or below the view
+        const std::string t = "L" + std::to_string(l);
+        draw->AddText(ImVec2(left, y), l == selected.layer ? text : dim, t.c_str());
+    }
+    draw->AddRectFilled(ImVec2(left, top), ImVec2(left + g.label_w, top + g.header), backing);  // the corner
 }
 
 }  // namespace app

@@ -5,6 +5,8 @@
 #include <memory>
 #include <string>
 
+#include <imgui.h>
+
 #include "app/core/state.h"
 #include "app/export/head_summary.h"
 
@@ -41,5 +43,20 @@ std::string FormatNumber(float v);
 void HeadTooltip(const AppState& state, const HeadSummary& s);
 // Click selects, Ctrl+click pins, right-click offers what-ifs; on the item just submitted.
 void HandleHeadClick(AppState& state, HeadRef ref);
+
+// The layer x head grids' labels (the heads grid, the matrix), drawn last inside their scrolling
+// child: the row labels L0.. stay at its visible left edge and the column labels H0.. at its top,
+// over a backing, while the cells scroll under them (a 22 x 32 model's grid is larger than the
+// pane). A cell (l, h) lies at origin + (label_w + h * pitch.x, header + l * pitch.y), cell_size
+// wide. Every k-th label when the cells are narrower than a label, the selected head's always
+// (bright), and none that would overlap it.
+struct GridGeometry {
+    ImVec2 origin;      // the grid's top-left, scrolled with it
+    float label_w = 0;  // the row labels' column
+    float header = 0;   // the column labels' row
+    ImVec2 pitch;       // from one cell to the next
+    ImVec2 cell_size;
+};
+void DrawGridLabels(ImDrawList* draw, const GridGeometry& g, int layers, int heads, HeadRef selected);
 
 }  // namespace app

@@ -157,6 +157,8 @@ void HeadsView::Rebake(WindowState& state) {
         m_baked_colormap = s.colormap;
         m_baked_log = s.log_scale;
         m_next_bake = 0;
+        m_stale.assign(count, 1);
+        m_stale_count = count;
         for (MapMode m : {MapMode::Ssa, MapMode::Compare, MapMode::Difference})
             m_ranges[static_cast<int>(m)] = SharedRange(a, m, s.log_scale);
         m_range = m_ranges[static_cast<int>(s.grid_mode)];
@@ -164,17 +166,27 @@ void HeadsView::Rebake(WindowState& state) {
         if (m_thumbnails.size() != count) m_thumbnails = std::vector<viz::Texture>(count);
     }
     // A few thumbnails per frame within a time budget; the rest keep their old pixels meanwhile.
-    // The app sleeps between events when idle, so ask for the next frame while work remains.
-    if (m_next_bake < count) state.want_frame = true;
+    // Those the grid showed last frame first (a 22 x 32 model's pane shows a tenth of its heads);
+    // the others only while the model is idle, in order, so that scrolling finds them done. While
+    // it runs (typing), their frames would take the cores its next analysis wants: they wait, and
+    // one scrolled into view is baked first. The app sleeps between events, so ask for the next
+    // frame while work remains.
+    const bool visible_stale = std::any_of(m_visible.begin(), m_visible.end(), [&](size_t i) { return i < count && m_stale[i]; });
+    if (visible_stale || (m_stale_count > 0 && !state.busy)) state.want_frame = true;
     const auto start = std::chrono::steady_clock::now();
     const int side = std::min(a.n_tokens, kThumbnailSide);
-    while (m_next_bake < count) {
-        const int l = static_cast<int>(m_next_bake / a.n_head), h = static_cast<int>(m_next_bake % a.n_head);
-        viz::Image image = BakeHead(a, m_baked_mode, m_baked_colormap, m_baked_log, m_range, l, h, side);
-        m_thumbnails[m_next_bake].Upload(image);
-        ++m_next_bake;
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-        if (ms > kBakeBudgetMs) break;
+    auto bake = [&](size_t index) {
+        const int l = static_cast<int>(index / a.n_head), h = static_cast<int>(index % a.n_head);
+        m_thumbnails[index].Upload(BakeHead(a, m_baked_mode, m_baked_colormap, m_baked_log, m_range, l, h, side));
+        m_stale[index] = 0;
+        --m_stale_count;
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() <= kBakeBudgetMs;
+    };
+    for (size_t index : m_visible)
+        if (index < count && m_stale[index] && !bake(index)) return;
+    while (m_stale_count > 0 && !state.busy) {
+        while (!m_stale[m_next_bake]) ++m_next_bake;
+        if (!bake(m_next_bake)) return;
     }
 }
 
@@ -222,9 +234,9 @@ void HeadsView::Draw(WindowState& state) {
     const bool js = settings.grid_metric == "js_divergence";
     ImGui::TextDisabled("badge: %s%s%s, %s", metric ? metric->label : settings.grid_metric.c_str(),
                         js ? "" : " of ", js ? "" : ModeName(settings.grid_mode), metric ? metric->unit : "");
-    if (m_next_bake < m_thumbnails.size()) {
+    if (m_stale_count > 0) {
         ImGui::SameLine();
-        ImGui::TextDisabled("(drawing %zu/%zu)", m_next_bake, m_thumbnails.size());
+        ImGui::TextDisabled("(drawing %zu/%zu)", m_thumbnails.size() - m_stale_count, m_thumbnails.size());
     }
     ImGui::Spacing();
 
@@ -257,25 +269,9 @@ void HeadsView::DrawGrid(WindowState& state) {
         state.settings.grid_cell = std::clamp(std::round(cell * std::pow(1.2f, io.MouseWheel)), 16.0f, 512.0f);
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     ImDrawList* draw = ImGui::GetWindowDrawList();
-    const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
 
-    // Column labels H0.., row labels L0..; the selected head's are bright.
-    // Labels every k-th column or row when the cells are smaller than the text.
-    const int col_every = std::max(1, static_cast<int>(std::ceil((ImGui::CalcTextSize("H00").x + 4.0f) / (cell + gap))));
-    const int row_every = std::max(1, static_cast<int>(std::ceil(line / (cell + gap))));
-    for (int h = 0; h < H; ++h) {
-        if (h % col_every != 0 && h != state.selected.head) continue;
-        const std::string t = "H" + std::to_string(h);
-        const ImVec2 ts = ImGui::CalcTextSize(t.c_str());
-        draw->AddText(ImVec2(origin.x + label_w + h * (cell + gap) + (cell - ts.x) * 0.5f, origin.y), h == state.selected.head ? text : dim, t.c_str());
-    }
     const float top = origin.y + line + 4.0f;
-    for (int l = 0; l < L; ++l) {
-        if (l % row_every != 0 && l != state.selected.layer) continue;
-        const std::string t = "L" + std::to_string(l);
-        draw->AddText(ImVec2(origin.x, top + l * (cell + gap) + (cell - line) * 0.5f), l == state.selected.layer ? text : dim, t.c_str());
-    }
-
+    m_visible.clear();
     int hovered = -1;
     for (int l = 0; l < L; ++l) {
         for (int h = 0; h < H; ++h) {
@@ -283,6 +279,9 @@ void HeadsView::DrawGrid(WindowState& state) {
             const HeadRef ref{l, h};
             const ImVec2 p0(origin.x + label_w + h * (cell + gap), top + l * (cell + gap));
             const ImVec2 p1(p0.x + cell, p0.y + cell);
+            // 704 heads (22 x 32) are many more than the pane shows: only what is in view is drawn.
+            if (!ImGui::IsRectVisible(p0, p1)) continue;
+            m_visible.push_back(static_cast<size_t>(index));
             ImGui::SetCursorScreenPos(p0);
             ImGui::PushID(index);
             ImGui::InvisibleButton("##head", ImVec2(cell, cell));
@@ -305,6 +304,7 @@ void HeadsView::DrawGrid(WindowState& state) {
             else if (index == hovered) draw->AddRect(p0, p1, IM_COL32(255, 255, 255, 160), 0.0f, 0, 1.0f);
         }
     }
+    DrawGridLabels(draw, {origin, label_w, line + 4.0f, ImVec2(cell + gap, cell + gap), ImVec2(cell, cell)}, L, H, state.selected);
     if (hovered >= 0) HeadTooltip(state, m_summary[hovered]);
     ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + grid_h));
     ImGui::Dummy(ImVec2(grid_w, 0.0f));
@@ -365,7 +365,7 @@ void HeadsView::DrawPinned(WindowState& state) {
         const HeadSummary& sum = m_summary[static_cast<size_t>(ref.layer) * a.n_head + ref.head];
         viz::Texture& tex = m_pinned_textures[{ref.layer, ref.head, pin.mode}];
         const bool difference = pin.mode == MapMode::Difference;
-        if (!tex.Valid() && !baked_one && m_next_bake >= m_thumbnails.size()) {  // one per frame, after the grid
+        if (!tex.Valid() && !baked_one && m_stale_count == 0) {  // one per frame, after the grid
             tex.Upload(BakeHead(a, pin.mode, m_baked_colormap, m_baked_log, m_ranges[static_cast<int>(pin.mode)], ref.layer, ref.head,
                                 std::min(a.n_tokens, kPinnedSide)));
             baked_one = true;

@@ -33,7 +33,10 @@ private:
     viz::Range m_ranges[3];  // [MapMode]: the shared colour scale of every head in that mode
     viz::Colormap m_baked_colormap = viz::Colormap::Viridis;
     bool m_baked_log = false;
-    size_t m_next_bake = 0;  // thumbnails are re-baked a few per frame, from here
+    std::vector<char> m_stale;  // [L * H]: 1 while the thumbnail shows an older analysis or setting
+    size_t m_stale_count = 0;
+    size_t m_next_bake = 0;        // after the visible ones, stale thumbnails are re-baked in order from here
+    std::vector<size_t> m_visible;  // the thumbnails the grid drew last frame
     viz::Range m_range;      // shared by every thumbnail and the pinned maps
     std::vector<HeadSummary> m_summary;
 };

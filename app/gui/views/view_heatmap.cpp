@@ -279,10 +279,10 @@ void HeatmapView::DrawToolbar(WindowState& state) {
     const std::string current = "vs " + compare_label + (beside.empty() ? "" : " *");
     if (ImGui::BeginCombo("##compare", current.c_str())) {
         const bool local = a.comparison == model::Comparison::LayerLocal, unedited = a.comparison == model::Comparison::Unedited;
-        if (ImGui::Selectable("tau=1 (counterfactual)", !state.twin && !local && !unedited)) state.layer_local_request = false;
+        if (ImGui::Selectable("tau=1 (counterfactual)", !state.twin && !local && !unedited)) state.RequestGlobalPass(true);
         viz::ItemTooltip("The same weights with tau_q = tau_v = 1 everywhere. A whole second forward pass: from layer 1 on, "
                          "its heads read a different residual stream, so a later layer's difference is not its temperatures alone.");
-        if (ImGui::Selectable("tau=1 local (layer by layer)", !state.twin && local)) state.layer_local_request = true;
+        if (ImGui::Selectable("tau=1 local (layer by layer)", !state.twin && local)) state.RequestGlobalPass(false);
         viz::ItemTooltip("At each layer, the SSA model's own q and k with tau = 1: what that layer's temperatures do, with "
                          "nothing below it changed (`ssaviz export --compare local`).");
         if (ImGui::Selectable("the unedited model (what-ifs off)", !state.twin && unedited)) state.unedited_request = true;

@@ -120,13 +120,24 @@ void HeadMatrixView::Draw(WindowState& state) {
     ImGui::TextDisabled("%s%s, %s", side == MapMode::Difference ? "SSA - " : "", side == MapMode::Compare ? cmp.c_str() : metric->label,
                         metric->help);
 
-    // Cells as wide as the pane allows, never narrower than a number: past that the matrix scrolls.
+    // Cells as wide as the pane allows. With numbers, never narrower than one: past that the matrix
+    // scrolls. Without (the default when the numbered matrix would be over 2.5 times the pane's width,
+    // e.g. 32 heads a layer), the whole matrix fits the pane as a heatmap, each head's number on hover.
     const float line = ImGui::GetTextLineHeight();
     const float label_w = ImGui::CalcTextSize("L00").x + 6.0f;
     const float bar_w = viz::ColorBarWidth();
     const float avail = ImGui::GetContentRegionAvail().x - bar_w - 8.0f;
     const float min_w = ImGui::CalcTextSize("-.055").x + 6.0f;
-    const float cell_w = std::max(min_w, std::min(line * 4.0f, std::floor((avail - label_w) / H)));
+    const float fit_w = std::floor((avail - label_w) / H);
+    if (fit_w < min_w) {
+        bool on = m_numbers.value_or(label_w + H * min_w <= 2.5f * avail);
+        if (ImGui::Checkbox("numbers in the cells", &on)) m_numbers = on;
+        if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("Off: the whole matrix fits the pane (hover a cell for its numbers). On: cells wide enough for a number,\n"
+                              "and the matrix scrolls; its labels stay at the edges.");
+    }
+    const bool numbers = fit_w >= min_w || m_numbers.value_or(label_w + H * min_w <= 2.5f * avail);
+    const float cell_w = numbers ? std::max(min_w, std::min(line * 4.0f, fit_w)) : std::max(6.0f, fit_w);
     const float cell_h = std::max(line + 4.0f, std::min(cell_w * 0.6f, line * 2.0f));
     const float grid_w = label_w + H * cell_w, grid_h = line + 2.0f + L * cell_h;
     const float child_h = std::min(grid_h + ImGui::GetStyle().ScrollbarSize + 4.0f, ImGui::GetContentRegionAvail().y);
@@ -134,22 +145,13 @@ void HeadMatrixView::Draw(WindowState& state) {
     ImGui::BeginChild("##matrix", ImVec2(avail, child_h), false, ImGuiWindowFlags_HorizontalScrollbar);
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     ImDrawList* draw = ImGui::GetWindowDrawList();
-    const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
-    const int col_every = std::max(1, static_cast<int>(std::ceil((ImGui::CalcTextSize("H00").x + 4.0f) / cell_w)));
-    for (int h = 0; h < H; ++h) {
-        if (h % col_every != 0 && h != state.selected.head) continue;
-        const std::string t = "H" + std::to_string(h);
-        draw->AddText(ImVec2(origin.x + label_w + h * cell_w + (cell_w - ImGui::CalcTextSize(t.c_str()).x) * 0.5f, origin.y),
-                      h == state.selected.head ? text : dim, t.c_str());
-    }
     const float top = origin.y + line + 2.0f;
     int hovered = -1;
     for (int l = 0; l < L; ++l) {
-        const std::string t = "L" + std::to_string(l);
-        draw->AddText(ImVec2(origin.x, top + l * cell_h + (cell_h - line) * 0.5f), l == state.selected.layer ? text : dim, t.c_str());
         for (int h = 0; h < H; ++h) {
             const int k = l * H + h;
             const ImVec2 p0(origin.x + label_w + h * cell_w, top + l * cell_h), p1(p0.x + cell_w - 1.0f, p0.y + cell_h - 1.0f);
+            if (!ImGui::IsRectVisible(p0, p1)) continue;
             ImGui::SetCursorScreenPos(p0);
             ImGui::PushID(k);
             ImGui::InvisibleButton("##cell", ImVec2(cell_w - 1.0f, cell_h - 1.0f));
@@ -159,14 +161,17 @@ void HeadMatrixView::Draw(WindowState& state) {
             const float v = values[k];
             const viz::Rgba8 c = std::isfinite(v) ? viz::SampleColormap(colormap, viz::Normalize(v, range, false)) : viz::Rgba8{60, 60, 66, 255};
             draw->AddRectFilled(p0, p1, IM_COL32(c.r, c.g, c.b, 255));
-            const std::string number = cell_w >= ImGui::CalcTextSize(FormatNumber(v).c_str()).x + 6.0f ? FormatNumber(v) : Compact(v);
-            const ImVec2 ts = ImGui::CalcTextSize(number.c_str());
-            draw->AddText(ImVec2(p0.x + (cell_w - 1.0f - ts.x) * 0.5f, p0.y + (cell_h - 1.0f - ts.y) * 0.5f), InkOn(c), number.c_str());
+            if (numbers) {
+                const std::string number = cell_w >= ImGui::CalcTextSize(FormatNumber(v).c_str()).x + 6.0f ? FormatNumber(v) : Compact(v);
+                const ImVec2 ts = ImGui::CalcTextSize(number.c_str());
+                draw->AddText(ImVec2(p0.x + (cell_w - 1.0f - ts.x) * 0.5f, p0.y + (cell_h - 1.0f - ts.y) * 0.5f), InkOn(c), number.c_str());
+            }
             const HeadRef ref{l, h};
             if (state.IsPinned(ref)) draw->AddRect(p0, p1, kPinnedColor, 0.0f, 0, 1.5f);
             if (ref == state.selected) draw->AddRect(ImVec2(p0.x - 1, p0.y - 1), ImVec2(p1.x + 1, p1.y + 1), kSelectedColor, 0.0f, 0, 2.5f);
         }
     }
+    DrawGridLabels(draw, {origin, label_w, line + 2.0f, ImVec2(cell_w, cell_h), ImVec2(cell_w - 1.0f, cell_h - 1.0f)}, L, H, state.selected);
     if (hovered >= 0) HeadTooltip(state, summary[hovered]);
     ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + grid_h));
     ImGui::Dummy(ImVec2(grid_w, 0.0f));

@@ -1,8 +1,10 @@
 // Every head as one cell of a layer x head matrix holding a number (any per-head metric, SSA, the
 // comparison or their difference), coloured by it: readable where thumbnails are too small
-// (12 x 12, 24 x 16 heads). Click selects a head, Ctrl+click pins it.
+// (12 x 12, 24 x 16 heads); at 22 x 32 the whole matrix fits the pane as a heatmap, its numbers on
+// hover. Click selects a head, Ctrl+click pins it.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "app/export/head_summary.h"
@@ -25,10 +27,14 @@ const std::vector<HeadMetric>& HeadMetrics();
 class HeadMatrixView {
 public:
     void Draw(WindowState& state);
+    void ShowNumbers(bool on) { m_numbers = on; }  // as the checkbox does (tests)
 
 private:
     HeadSummaries m_summaries;
     MapMode m_side = MapMode::Ssa;  // which number a cell shows
+    // Numbers in the cells when they do not fit the pane (the matrix scrolls) or the whole matrix
+    // fitted without them; unset: whichever suits the shape (the user's checkbox sets it).
+    std::optional<bool> m_numbers;
 };
 
 }  // namespace app

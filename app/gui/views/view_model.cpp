@@ -1,6 +1,7 @@
 #include "app/gui/views/view_model.h"
 
 #include "app/core/examples.h"
+#include "app/core/model_scale.h"
 
 #include <cmath>
 #include <cstdio>
@@ -69,6 +70,37 @@ void ModelView::Draw(WindowState& state) {
     }
     const model::ModelInfo& m = *state.model;
     const model::ModelConfig& c = m.config;
+    // What the maps are compared with, and why, first: for a big model it is the cheap comparison.
+    if (BeginSummaryTable("##model_compare")) {
+        if (state.twin) {
+            Row("twin", state.twin->dir, "The comparison maps come from this separately trained model.");
+            Row("twin params", FormatCount(state.twin->parameters));
+        } else if (state.compare_unedited) {
+            Row("compare with", "the unedited model (the SSA model without the what-ifs)",
+                "The difference views and the delta loss show the what-ifs' effect alone.");
+        } else {
+            Row("compare with",
+                state.layer_local ? "tau=1, layer by layer (layer-local)"
+                                  : std::string("tau=1, global (a second forward pass)") + (state.global_pass_running ? ", running..." : ""),
+                state.layer_local ? "At each layer, the SSA model's own q and k with tau = 1: what that layer's temperatures do, with\n"
+                                    "nothing below it changed. No second forward pass, so no predictions of its own."
+                                  : "The vanilla counterfactual: a whole second forward pass, so from layer 1 on its heads read a\n"
+                                    "different residual stream.");
+            Row("why", ScaleOf(m, state.big_model_parameters).reason, "The rule: app/core/model_scale.h (ssaviz --big-model N moves the line).");
+        }
+        ImGui::EndTable();
+    }
+    if (!state.twin && !state.compare_unedited) {
+        const bool global = !state.layer_local;
+        if (global && state.global_pass_running) ImGui::BeginDisabled();
+        if (ImGui::Button(global ? "Back to layer by layer (Ctrl+T)" : "Run the global tau=1 pass (Ctrl+T)")) state.RequestGlobalPass(!global);
+        if (global && state.global_pass_running) ImGui::EndDisabled();
+        if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+            ImGui::SetTooltip(global ? "Compare each layer with its own tau = 1 attention instead: no second forward pass, the cheap one."
+                                     : "Compare with the same weights at tau = 1 in every layer: a whole second forward pass, in the\n"
+                                       "background with its progress in the status bar. The maps shown stay until it is done; typing\n"
+                                       "then costs both passes. Ctrl+T again goes back.");
+    }
     if (BeginSummaryTable("##model_summary")) {
         Row("folder", m.dir);
         Row("layers", std::to_string(c.n_layer));
@@ -95,16 +127,6 @@ void ModelView::Draw(WindowState& state) {
             std::string list;
             for (const std::string& t : m.unused_tensors) list += t + "\n";
             Row("unused", std::to_string(m.unused_tensors.size()) + " tensors in the file were not used", list.c_str());
-        }
-        if (state.twin) {
-            Row("twin", state.twin->dir, "The comparison maps come from this separately trained model.");
-            Row("twin params", FormatCount(state.twin->parameters));
-        } else if (state.compare_unedited) {
-            Row("compare with", "the unedited model (the SSA model without the what-ifs)",
-                "The difference views and the delta loss show the what-ifs' effect alone.");
-        } else {
-            Row("compare with", state.layer_local ? "tau=1, layer by layer" : "tau=1 (the same weights with tau_q = tau_v = 1)",
-                "The vanilla counterfactual: a whole second forward pass, so from layer 1 on its heads read a different residual stream.");
         }
         if (!state.interventions.empty())
             Row("what-ifs", model::FormatInterventions(state.interventions), "Interventions on the SSA side (What-ifs tab); --ablate syntax.");
@@ -157,6 +179,7 @@ void HelpView::Draw(WindowState& state) {
         {"Ctrl+S", "save the session (reopen with ssaviz --session FILE)"},
         {"Ctrl+F", "go to a token position, or find a token by its text"},
         {"Ctrl+G", "Continue: append generated tokens to the text (again: stop)"},
+        {"Ctrl+T", "compare with tau=1: the global pass (a second forward pass) or layer by layer"},
         {"F1", "show or hide this help"},
         {"Ctrl+Q", "quit"},
         {"\xE2\x86\x91 \xE2\x86\x93", "previous / next layer"},

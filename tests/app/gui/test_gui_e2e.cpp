@@ -237,6 +237,38 @@ TEST(EndToEnd, GuiExportEqualsCommandLineExport) { ExpectGuiExportEqualsCommandL
 // The layer-local tau = 1 comparison chosen in a session reaches the window's engine.
 TEST(EndToEnd, GuiExportEqualsCommandLineExportLayerLocal) { ExpectGuiExportEqualsCommandLine("e2e_export_local", "local"); }
 
+// A big model (--big-model lowers the line to the default model's size, so that the test stays
+// small) opens with the layer-local comparison, and the window says so; --global-pass (Ctrl+T's
+// request, once the first analysis is shown) then runs the global tau = 1 pass, whose analysis
+// the window shows with the comparison's own predictions. Under the line the default is global.
+TEST(EndToEnd, ABigModelOpensLayerLocalAndRunsTheGlobalPassOnRequest) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_big_model";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    auto shown = [&](const std::string& name, const std::string& flags) {
+        const std::string png = dir + "/" + name + ".png";
+        const int code = RunCommand(std::string(SSAVIZ_BINARY) + " --text 'The keeper lit the lamp and watched the ships' --screenshot " +
+                                        png + " --frames 3 " + flags,
+                                    dir + "/" + name + ".log");
+        EXPECT_EQ(code, 0) << ReadFile(dir + "/" + name + ".log");
+        const nlohmann::json meta = nlohmann::json::parse(ReadFile(png + ".json"), nullptr, false);
+        if (!meta.is_object() || !meta.contains("state")) {
+            ADD_FAILURE() << "no screenshot description at " << png << ".json";
+            return nlohmann::json::object();
+        }
+        return meta["state"];
+    };
+    const nlohmann::json big = shown("big", "--big-model 1");
+    EXPECT_EQ(big["big_model"], true);
+    EXPECT_EQ(big["comparison"], "local");
+    const nlohmann::json global = shown("global", "--big-model 1 --global-pass");
+    EXPECT_EQ(global["big_model"], true);
+    EXPECT_EQ(global["comparison"], "counterfactual");
+    const nlohmann::json small = shown("small", "");
+    EXPECT_EQ(small["big_model"], false);
+    EXPECT_EQ(small["comparison"], "counterfactual");
+}
+
 // Continue in the window (--continue N at start, as Ctrl+G) appends the tokens `ssaviz generate`
 // prints for the same text: greedy, one incremental analysis a token. The window's export then
 // holds the continued text.
@@ -451,6 +483,47 @@ TEST(Worker, ALongAnalysisShowsItsMapsBeforeItsPredictions) {
     EXPECT_EQ(first.tau_q, whole.tau_q);
     EXPECT_EQ(first.js, whole.js);
     EXPECT_EQ(first.maps, whole.maps) << "the same maps, not recomputed";
+}
+
+// The worker applies the big-model rule when a model opens: layer-local (no predictions of its
+// own), then the global pass on request (SetComparison, as Ctrl+T asks), with the comparison's
+// predictions; a model under the line opens with the global pass.
+TEST(Worker, ABigModelOpensWithTheLayerLocalComparison) {
+    app::InferenceWorker worker;
+    worker.SetBigModelParameters(1);
+    auto opened = [&] {
+        for (const WorkerEvent& e : WaitFor(worker, [](const WorkerEvent& e) { return e.kind != WorkerEvent::Kind::InterventionsSet; }))
+            if (e.kind == WorkerEvent::Kind::ModelOpened) return e.comparison;
+        ADD_FAILURE() << "no ModelOpened event";
+        return model::Comparison::Twin;
+    };
+    auto analyse = [&] {
+        const uint64_t id = worker.Analyze(kWorkerText, false);
+        return WaitFor(worker, [&](const WorkerEvent& e) { return e.request == id; }).back().analysis;
+    };
+    worker.OpenModel(DefaultModel(), "cpu");
+    EXPECT_EQ(opened(), model::Comparison::LayerLocal);
+    auto local = analyse();
+    ASSERT_TRUE(local);
+    EXPECT_EQ(local->comparison, model::Comparison::LayerLocal);
+    EXPECT_FALSE(local->HasComparePredictions());
+
+    const uint64_t set = worker.SetComparison(model::Comparison::Counterfactual);
+    const WorkerEvent e = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == set; }).back();
+    ASSERT_EQ(e.kind, WorkerEvent::Kind::ComparisonSet) << e.error;
+    EXPECT_EQ(e.comparison, model::Comparison::Counterfactual);
+    auto global = analyse();
+    ASSERT_TRUE(global);
+    EXPECT_EQ(global->comparison, model::Comparison::Counterfactual);
+    EXPECT_TRUE(global->HasComparePredictions());
+    ASSERT_EQ(global->tau_q.size(), local->tau_q.size());
+    float worst = 0;  // the global pass runs the two sides as one batch: the same sums, maybe in another order
+    for (size_t i = 0; i < local->tau_q.size(); ++i) worst = std::max(worst, std::abs(global->tau_q[i] - local->tau_q[i]));
+    EXPECT_LE(worst, 1e-4f) << "the SSA side does not depend on the comparison";
+
+    worker.SetBigModelParameters(app::kBigModelParameters);  // the default model is far under the line
+    worker.OpenModel(DefaultModel(), "cpu");
+    EXPECT_EQ(opened(), model::Comparison::Counterfactual);
 }
 
 // The heads ranking: one mean loss per head, the baseline the shown text's, and a head's number

@@ -291,11 +291,11 @@ TEST_F(Views, SplitViewDrawsThreeMaps) {
     EXPECT_FALSE(state.regions.count("heatmap_diff"));
 }
 
-// Real model shapes: 12 x 12 and 24 x 16 heads in a pane as narrow as the window's right one. The
-// matrix keeps every cell wide enough for a number and the grid keeps thumbnails at 40 px (both
-// scroll instead of shrinking).
+// Real model shapes: 12 x 12, 24 x 16 and 22 x 32 heads in a pane as narrow as the window's right one. The
+// matrix keeps every cell wide enough for a number (at 22 x 32 it fits the pane without them
+// unless asked) and the grid keeps thumbnails at 40 px (both scroll instead of shrinking).
 TEST_F(Views, ManyHeadsStayReadable) {
-    for (auto [L, H] : {std::pair{12, 12}, std::pair{24, 16}}) {
+    for (auto [L, H] : {std::pair{12, 12}, std::pair{24, 16}, std::pair{22, 32}}) {
         app::WindowState state = StateWith(L, H, 24);
         app::HeadMatrixView matrix;
         app::HeadsView heads;
@@ -314,10 +314,18 @@ TEST_F(Views, ManyHeadsStayReadable) {
         in_pane([&] { heads.Draw(state); });
         ASSERT_TRUE(state.regions.count("matrix_cell"));
         ASSERT_TRUE(state.regions.count("heads_cell"));
-        EXPECT_GE(state.regions["matrix_cell"].w, ImGui::CalcTextSize("-.055").x) << L << " x " << H;
-        EXPECT_GE(state.regions["matrix_cell"].h, ImGui::GetTextLineHeight()) << L << " x " << H;
+        const app::Rect cell = state.regions["matrix_cell"];
+        const float number_w = ImGui::CalcTextSize("-.055").x;
+        // Numbers in the cells, or (a 22 x 32 model) the whole matrix in the pane without them.
+        if (H == 32) EXPECT_LE(cell.w * H, 420.0f) << L << " x " << H << ": the whole matrix should fit the pane";
+        else EXPECT_GE(cell.w, number_w) << L << " x " << H;
+        EXPECT_GE(cell.h, ImGui::GetTextLineHeight()) << L << " x " << H << ": row labels would overlap";
         EXPECT_GE(state.regions["heads_cell"].w, 40.0f) << L << " x " << H;
         EXPECT_LE(state.regions["heads"].w, 420.0f);  // the visible part fits the pane; the rest scrolls
+        EXPECT_LE(state.regions["matrix"].w, 420.0f);
+        matrix.ShowNumbers(true);  // the checkbox: numbers again, and the matrix scrolls
+        in_pane([&] { matrix.Draw(state); });
+        EXPECT_GE(state.regions["matrix_cell"].w, number_w) << L << " x " << H;
     }
 }
 
