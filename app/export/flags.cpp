@@ -527,7 +527,7 @@ std::vector<Flag> BuildTable() {
             "written in lit-gpt's names with a lit_config.json",
             [](CommandOptions& o, const FlagValue& v) {
                 if (v.text != "gpt2" && v.text != "pythia" && v.text != "llama" && v.text != "mistral" && v.text != "llama3")
-                    Bad(v.name + " '" + v.text + "' is not one of gpt2, pythia, llama, mistral, llama3");
+                    Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of gpt2, pythia, llama, mistral, llama3");
                 o.new_model.family = v.text;
             },
             [](const CommandOptions& o) { return Unless(o.new_model.family, std::string("gpt2")); }));
@@ -611,7 +611,7 @@ std::vector<Flag> BuildTable() {
             [](const CommandOptions& o) { return o.new_model.save_dtype == model::Dtype::F16 ? std::optional<std::string>("f16") : std::nullopt; }));
     add(Row({"--save-dtype"}, "f32|f16|bf16", {C::InitRandom}, "the dtype of the weights on disk (default f32)",
             [](CommandOptions& o, const FlagValue& v) {
-                if (v.text != "f32" && v.text != "f16" && v.text != "bf16") Bad(v.name + " '" + v.text + "' is not f32, f16 or bf16");
+                if (v.text != "f32" && v.text != "f16" && v.text != "bf16") Bad(v.name + " " + QuoteForMessage(v.text) + " is not f32, f16 or bf16");
                 o.new_model.save_dtype = v.text == "f16" ? model::Dtype::F16 : v.text == "bf16" ? model::Dtype::BF16 : model::Dtype::F32;
             },
             [](const CommandOptions& o) {
@@ -622,7 +622,7 @@ std::vector<Flag> BuildTable() {
             "own (default): model.safetensors; lit: lit_model.pth as lit-gpt saves it (torch.save); both beside a lit_config.json "
             "(the RoPE families; GPT-2 is always HF's layout)",
             [](CommandOptions& o, const FlagValue& v) {
-                if (v.text != "own" && v.text != "lit") Bad(v.name + " '" + v.text + "' is not own or lit");
+                if (v.text != "own" && v.text != "lit") Bad(v.name + " " + QuoteForMessage(v.text) + " is not own or lit");
                 o.new_model.lit_checkpoint = v.text == "lit";
             },
             [](const CommandOptions& o) { return o.new_model.lit_checkpoint ? std::optional<std::string>("lit") : std::nullopt; }));
@@ -794,10 +794,10 @@ model::Status ApplyFlag(Command command, const std::string& name, const std::str
     std::string spelled = name.rfind("--", 0) == 0 ? name : "--" + name;
     std::replace(spelled.begin(), spelled.end(), '_', '-');
     const Flag* flag = FindFlag(command, spelled);
-    if (!flag) return model::Fail(std::string(CommandName(command)) + " takes no " + spelled);
+    if (!flag) return model::Fail(std::string(CommandName(command)) + " takes no " + model::EscapeForMessage(spelled, 40));
     if (!flag->Switch()) return Apply(*flag, value, options);
     if (value == "false" || value == "0") return model::Ok{};
-    if (!value.empty() && value != "true" && value != "1") return model::Fail(spelled + " is a switch: '" + value + "' is not true or false");
+    if (!value.empty() && value != "true" && value != "1") return model::Fail(model::EscapeForMessage(spelled, 40) + " is a switch: " + QuoteForMessage(value) + " is not true or false");
     return Apply(*flag, "", options);
 }
 
