@@ -135,6 +135,14 @@ void ExpectPredictions(const model::Analysis& a, bool compare, const FamilyCase&
     ExpectClose(compare ? a.top_probs_compare : a.top_probs, c.Ref("top_probs" + suffix), kTolerance, what + " top probabilities");
 }
 
+// The SSA side against the reference: every map, both temperatures, the predictions.
+void ExpectSsaSide(const model::Analysis& a, const FamilyCase& c) {
+    ExpectMaps(a, model::MapSide::Ssa, c.Ref("attention"), "SSA maps");
+    ExpectClose(a.tau_q, c.Ref("tau_q"), kTolerance, "tau_q");
+    ExpectClose(a.tau_v, c.Ref("tau_v"), kTolerance, "tau_v");
+    ExpectPredictions(a, false, c, "", "SSA");
+}
+
 std::unique_ptr<model::Engine> Open(const FamilyCase& c) {
     auto engine = model::Engine::Open(c.Weights(), "cpu", c.Hints());
     EXPECT_TRUE(engine.ok()) << c.dir << ": " << (engine.ok() ? "" : engine.error());
@@ -150,10 +158,7 @@ TEST_P(Families, SsaAndTheCounterfactualMatchTheReference) {
     ASSERT_TRUE(engine);
     auto a = engine->Analyze(Ids(c.ids));
     ASSERT_TRUE(a.ok()) << a.error();
-    ExpectMaps(*a, model::MapSide::Ssa, c.Ref("attention"), "SSA maps");
-    ExpectClose(a->tau_q, c.Ref("tau_q"), kTolerance, "tau_q");
-    ExpectClose(a->tau_v, c.Ref("tau_v"), kTolerance, "tau_v");
-    ExpectPredictions(*a, false, c, "", "SSA");
+    ExpectSsaSide(*a, c);
     ExpectMaps(*a, model::MapSide::Compare, c.Ref("attention_vanilla"), "counterfactual maps");
     ExpectPredictions(*a, true, c, "_vanilla", "counterfactual");
     // The last position's logits, over the padded vocabulary, relative to their size.
@@ -271,10 +276,7 @@ TEST_P(FamiliesSharded, ShardsGiveTheReferenceNumbers) {
     EXPECT_TRUE(engine->Info().unused_tensors.empty()) << engine->Info().unused_tensors.front();
     auto a = engine->Analyze(Ids(c.ids));
     ASSERT_TRUE(a.ok()) << a.error();
-    ExpectMaps(*a, model::MapSide::Ssa, c.Ref("attention"), "SSA maps");
-    ExpectClose(a->tau_q, c.Ref("tau_q"), kTolerance, "tau_q");
-    ExpectClose(a->tau_v, c.Ref("tau_v"), kTolerance, "tau_v");
-    ExpectPredictions(*a, false, c, "", "SSA");
+    ExpectSsaSide(*a, c);
 }
 
 INSTANTIATE_TEST_SUITE_P(Hf, FamiliesSharded,
