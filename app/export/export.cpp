@@ -403,13 +403,20 @@ model::Status CheckExportFolder(const std::string& out_dir) {
     std::vector<fs::path> made;
     model::Status status = model::Ok{};
     for (fs::path at = out; at != parent && !at.empty(); at = at.parent_path()) made.insert(made.begin(), at);
-    for (size_t k = 0; k < made.size() && status; ++k)
-        if (::mkdir(made[k].c_str(), 0777) != 0) {
-            status = model::Fail(shown + " cannot be made: '" + model::EscapeForMessage(made[k].string()) + "' (" + std::strerror(errno) + ")");
-            made.resize(k);
+    // A folder another process made meanwhile (batch workers sharing OUT) is used, never removed:
+    // only the folders made here are.
+    std::vector<fs::path> ours;
+    for (size_t k = 0; k < made.size() && status; ++k) {
+        if (::mkdir(made[k].c_str(), 0777) == 0) {
+            ours.push_back(made[k]);
+            continue;
         }
+        const int why = errno;
+        if (why != EEXIST || !fs::is_directory(fs::symlink_status(made[k], ec)))
+            status = model::Fail(shown + " cannot be made: '" + model::EscapeForMessage(made[k].string()) + "' (" + std::strerror(why) + ")");
+    }
     if (status && !made.empty()) status = ProbeWrite(made.back(), shown);
-    for (auto it = made.rbegin(); it != made.rend(); ++it) ::rmdir(it->c_str());
+    for (auto it = ours.rbegin(); it != ours.rend(); ++it) ::rmdir(it->c_str());
     return status;
 }
 

@@ -110,6 +110,9 @@ def export_batch(texts, out, model=None, formats=None, client=None, compare="van
             model_spec = (model.path, model.device, model.flags)
         else:
             model_spec = ("" if model is None else os.fspath(model), "auto", {})
+        # OUT is made here, before any worker runs: workers checking a missing OUT at once would
+        # each make and remove it under the others.
+        os.makedirs(out, exist_ok=True)
         futures = client.map(_export_one, items, out=out, model_spec=model_spec, compare=kind, twin_flags=twin_flags,
                              flags=export_flags, ablate=spec, truncate=truncate, pure=False)
         results = client.gather(futures)
