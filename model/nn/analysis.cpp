@@ -159,7 +159,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const std::string& model_dir, const
     auto compute = ResolveComputeDtype(dtype_name, *device);
     if (!compute) return Fail(compute.error());
     BindThreadToDevice(*device);
-    auto model = LoadModel(model_dir, *device, hints, *compute);
+    auto model = LoadModel(model_dir, *device, hints, *compute, true);
     if (!model) return Fail(model.error());
     std::unique_ptr<Engine> engine(new Engine());
     engine->m_impl->device = *device;
@@ -170,7 +170,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const std::string& model_dir, const
 
 Status Engine::OpenTwin(const std::string& twin_dir, const ConfigHints& hints) {
     BindThreadToDevice(m_impl->device);
-    auto twin = LoadModel(twin_dir, m_impl->device, hints, m_impl->model.gpt.dtype());
+    auto twin = LoadModel(twin_dir, m_impl->device, hints, m_impl->model.gpt.dtype(), true);
     if (!twin) return Fail(twin.error());
     const ModelConfig &a = m_impl->model.info.config, &b = twin->info.config;
     if (a.n_layer != b.n_layer || a.n_head != b.n_head)

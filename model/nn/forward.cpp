@@ -1,5 +1,7 @@
 #include "model/nn/forward.h"
 
+#include "model/nn/linear.h"
+
 #include <cmath>
 #include <limits>
 
@@ -135,7 +137,7 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
     const int64_t B = x.size(0), R = x.size(1), H = c.n_head, G = c.KvHeads(), D = c.HeadSize();
     const auto opts = x.options();
     at::Tensor h = Norm(c, x, w.ln1_w, w.ln1_b);  // [B, R, E]
-    at::Tensor qkv = at::matmul(h, w.attn_w);     // [B, R, (H + 2G) D]
+    at::Tensor qkv = MatmulRows(h, w.attn_w);     // [B, R, (H + 2G) D]
     if (w.attn_b.defined()) qkv = qkv + w.attn_b;
     auto heads = [&](int64_t start, int64_t n) { return qkv.narrow(2, start * D, n * D).view({B, R, n, D}).transpose(1, 2); };
     at::Tensor q = heads(0, H), k = heads(H, G), v = heads(H + G, G);  // [B, H, R, D], [B, G, R, D] twice
@@ -180,11 +182,11 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
     }
     at::Tensor attn = AttentionRows(q, k, tau_q, first, w.window);  // [B, H, R, first + R]
     at::Tensor y = GroupedMatmul(attn, vs);               // [B, H, R, D]
-    at::Tensor attn_out = at::matmul(y.transpose(1, 2).reshape({B, R, H * D}), w.proj_w);
+    at::Tensor attn_out = MatmulRows(y.transpose(1, 2).reshape({B, R, H * D}), w.proj_w);
     if (w.proj_b.defined()) attn_out = attn_out + w.proj_b;
 
     auto mlp = [&](const at::Tensor& in) {
-        at::Tensor a = at::matmul(in, w.fc_w);
+        at::Tensor a = MatmulRows(in, w.fc_w);
         if (w.fc_b.defined()) a = a + w.fc_b;
         if (c.mlp == MlpKind::SwiGlu) {
             const int64_t I = a.size(-1) / 2;
@@ -192,7 +194,7 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
         } else {
             a = at::gelu(a, c.activation == Activation::GeluNew ? "tanh" : "none");
         }
-        at::Tensor out = at::matmul(a, w.mlp_proj_w);
+        at::Tensor out = MatmulRows(a, w.mlp_proj_w);
         return w.mlp_proj_b.defined() ? out + w.mlp_proj_b : out;
     };
     at::Tensor out;
@@ -215,7 +217,7 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
 }
 
 at::Tensor Logits(const SsaGpt& m, const at::Tensor& x) {
-    at::Tensor logits = at::matmul(Norm(m.config, x, m.ln_f_w, m.ln_f_b), m.lm_head.t());
+    at::Tensor logits = MatmulRows(Norm(m.config, x, m.ln_f_w, m.ln_f_b), m.lm_head.t());
     return m.lm_head_b.defined() ? logits + m.lm_head_b : logits;
 }
 

@@ -49,7 +49,8 @@ Result<InferredConfig> LitConfigFor(const ModelFiles& files, const WeightFile& w
     return config;
 }
 
-Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const ConfigHints& hints, at::ScalarType compute) {
+Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const ConfigHints& hints, at::ScalarType compute,
+                               bool keep_bf16 = false) {
     auto files = FindModelFiles(path);
     if (!files) return Fail(files.error());
     if (!hints.tokenizer_dir.empty()) files->dir = hints.tokenizer_dir;
@@ -75,7 +76,7 @@ Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const
         config = std::move(*inferred);
         config.notes.insert(config.notes.begin(), "no config.json: shape inferred from the tensors");
     }
-    auto gpt = LoadSsaGpt(config.config, *weights, device, compute);
+    auto gpt = LoadSsaGpt(config.config, *weights, device, compute, keep_bf16);
     if (!gpt) return Fail(files->weights + ": " + gpt.error());
     gpt->weights_path = files->weights;
     gpt->weights_format = weights->format;
@@ -116,8 +117,9 @@ Result<SsaGpt> LoadSsaGptFolder(const std::string& path, at::Device device, cons
     return std::move(found->gpt);
 }
 
-Result<LoadedModel> LoadModel(const std::string& path, at::Device device, const ConfigHints& hints, at::ScalarType compute) {
-    auto found = LoadWeights(path, device, hints, compute);
+Result<LoadedModel> LoadModel(const std::string& path, at::Device device, const ConfigHints& hints, at::ScalarType compute,
+                              bool keep_bf16) {
+    auto found = LoadWeights(path, device, hints, compute, keep_bf16);
     if (!found) return Fail(found.error());
     const ModelConfig& config = found->gpt.config;
     std::string tokenizer_source;

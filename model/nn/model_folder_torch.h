@@ -26,8 +26,9 @@ struct LoadedModel {
 // checkpoint file, with its tokenizer: the folder's own tokenizer files, or GPT-2's bundled one
 // for a folder with none and GPT-2's vocab_size. Without config.json the shape is inferred from
 // the tensors, with `hints` for what the shapes cannot tell. Errors name the file.
+// `keep_bf16`: as LoadSsaGpt's (the engine holds a BF16 file's matrices as stored).
 Result<LoadedModel> LoadModel(const std::string& path, at::Device device, const ConfigHints& hints = {},
-                              at::ScalarType compute = at::kFloat);
+                              at::ScalarType compute = at::kFloat, bool keep_bf16 = false);
 // The same without the tokenizer: the weights alone (the trainer's checkpoints, tests).
 Result<SsaGpt> LoadSsaGptFolder(const std::string& path, at::Device device, const ConfigHints& hints = {},
                                 at::ScalarType compute = at::kFloat);

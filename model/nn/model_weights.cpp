@@ -21,14 +21,27 @@ namespace {
 // prefix, checking shapes, converting to the compute dtype on the device.
 class TensorReader {
 public:
-    TensorReader(const WeightFile& file, at::Device device, at::ScalarType compute)
-        : m_file(file), m_device(device), m_compute(compute) {}
+    // `keep_bf16`: weight matrices stored BF16 stay bfloat16 (ReadMatrix), when the compute dtype
+    // is float32 on the CPU, where MatmulRows and at::matmul widen them exactly.
+    TensorReader(const WeightFile& file, at::Device device, at::ScalarType compute, bool keep_bf16)
+        : m_file(file), m_device(device), m_compute(compute), m_keep_bf16(keep_bf16 && compute == at::kFloat && device.is_cpu()) {}
 
     const StoredTensor* Find(const std::string& name) const { return m_file.Find(name); }
     std::string OuterName(const std::string& name) const { return m_file.outer_prefix + name; }  // a name outside the root
 
-    // Any of `shapes` is accepted; an empty list accepts any shape.
-    Result<at::Tensor> Read(const std::string& name, const std::vector<std::vector<int64_t>>& shapes, const std::string& why) {
+    // A weight matrix as the forward pass multiplies by it, [in, out] and contiguous: the file's
+    // [out, in] (torch.nn.Linear's layout, `linear_layout`) transposed, else its [in, out] (HF
+    // Conv1D's). Converted and transposed in one copy, and the file's pages dropped after.
+    Result<at::Tensor> ReadMatrix(const std::string& name, int64_t in, int64_t out, bool linear_layout, const std::string& why) {
+        return Read(name, {linear_layout ? std::vector<int64_t>{out, in} : std::vector<int64_t>{in, out}}, why, true, linear_layout);
+    }
+    bool KeepsBf16() const { return m_keep_bf16; }
+    bool KeptBf16() const { return m_kept_bf16; }
+
+    // Any of `shapes` is accepted; an empty list accepts any shape. `matrix`: a weight matrix
+    // (see keep_bf16), `transpose`d as it is read.
+    Result<at::Tensor> Read(const std::string& name, const std::vector<std::vector<int64_t>>& shapes, const std::string& why,
+                            bool matrix = false, bool transpose = false) {
         const StoredTensor* info = Find(name);
         if (!info) return Fail("no tensor '" + m_file.prefix + name + "' (" + why + ")");
         m_used.insert(info->name);
@@ -48,6 +61,13 @@ public:
             default:
                 return Fail("tensor '" + info->name + "' has dtype " + ToString(info->dtype) + "; weights must be F32, F16, BF16 or F64");
         }
+        const at::ScalarType want = matrix && m_keep_bf16 && type == at::kBFloat16 ? at::kBFloat16 : m_compute;
+        m_kept_bf16 = m_kept_bf16 || (want == at::kBFloat16 && want != m_compute);
+        auto converted = [&](const at::Tensor& stored) {  // in `want` on the device, transposed if asked, contiguous
+            const at::Tensor view = transpose ? stored.t() : stored;
+            at::Tensor out = at::empty(view.sizes(), at::TensorOptions(m_device).dtype(want));
+            return out.copy_(view);
+        };
         const bool aligned = reinterpret_cast<uintptr_t>(info->data) % DtypeSize(info->dtype) == 0;
         at::Tensor t;
         if (aligned) {
@@ -55,21 +75,21 @@ public:
             auto keep = m_file.FileOf(*info);
             at::Tensor stored = at::from_blob(const_cast<uint8_t*>(info->data), info->shape, info->strides, [keep](void*) {},
                                               at::TensorOptions(type));
-            const bool zero_copy = type == m_compute && m_device.is_cpu() && info->Contiguous();
-            t = zero_copy ? stored : stored.to(m_device, m_compute).contiguous();
+            const bool zero_copy = type == want && m_device.is_cpu() && info->Contiguous() && !transpose;
+            t = zero_copy ? stored : converted(stored);
             if (!zero_copy) m_file.DropPages(*info);  // converted: the file's copy need not stay resident
         } else {
             // safetensors offsets need not be aligned to the dtype: copy the bytes out first.
             if (!info->Contiguous()) return Fail("tensor '" + info->name + "' is a strided view at a misaligned address");
             at::Tensor raw = at::empty(info->shape, at::TensorOptions(type));
             std::memcpy(raw.data_ptr(), info->data, raw.numel() * DtypeSize(info->dtype));
-            t = raw.to(m_device, m_compute);
+            t = converted(raw);
             m_file.DropPages(*info);
         }
         if (t.numel() > 0 && !at::isfinite(t).all().item<bool>())
             return Fail("tensor '" + info->name + "' contains NaN or infinite values" +
-                        (type != m_compute ? std::string(" once converted to ") + c10::toString(m_compute) : std::string()));
-        return t.to(m_device);
+                        (type != want ? std::string(" once converted to ") + c10::toString(want) : std::string()));
+        return t;
     }
 
     std::vector<std::string> Unused() const {
@@ -91,6 +111,7 @@ private:
     const WeightFile& m_file;
     at::Device m_device;
     at::ScalarType m_compute;
+    bool m_keep_bf16, m_kept_bf16 = false;
     std::set<std::string> m_used;
 };
 
@@ -150,9 +171,7 @@ Status ReadTemperatures(TensorReader& reader, const ModelConfig& c, int layer, L
 Result<at::Tensor> ReadLinear(TensorReader& reader, const std::string& name, int64_t in, int64_t out, bool linear_layout,
                               const std::string& why) {
     // HF Conv1D stores [in, out] (y = x @ W); torch.nn.Linear stores [out, in]. Keep [in, out].
-    auto w = reader.Read(name, {linear_layout ? std::vector<int64_t>{out, in} : std::vector<int64_t>{in, out}}, why);
-    if (!w) return w;
-    return linear_layout ? w->t().contiguous() : *w;
+    return reader.ReadMatrix(name, in, out, linear_layout, why);
 }
 
 // A fused projection [E, (H + 2G) D] (or its bias [(H + 2G) D]) grouped as lit-gpt's attn.attn
@@ -199,9 +218,9 @@ Result<SsaGpt> LoadLitGpt(const ModelConfig& c, TensorReader& reader, SsaGpt m) 
     };
     // Linear [out, in] -> [in, out]
     auto linear = [&](const std::string& name, int64_t in, int64_t out, const std::string& why, at::Tensor* w, at::Tensor* b) -> Status {
-        at::Tensor t;
-        if (Status s = read(name + ".weight", {out, in}, why, &t); !s) return s;
-        *w = t.t().contiguous();
+        auto t = reader.ReadMatrix(name + ".weight", in, out, true, why);
+        if (!t) return Fail(t.error());
+        *w = *t;
         if (c.bias) return read(name + ".bias", {out}, why, b);
         if (reader.Find(name + ".bias")) return Fail("tensor '" + name + ".bias' is in the file but the config says bias false (" + why + ")");
         return Ok{};
@@ -278,9 +297,9 @@ Result<SsaGpt> LoadHf(const ModelConfig& c, TensorReader& reader, SsaGpt m, bool
     // Linear [out, in] -> [in, out], with its bias when the config says the layer has one.
     auto linear = [&](const std::string& name, int64_t in, int64_t out, bool bias, const std::string& why, at::Tensor* w,
                       at::Tensor* b) -> Status {
-        at::Tensor t;
-        if (Status s = read(name + ".weight", {out, in}, why, &t); !s) return s;
-        *w = t.t().contiguous();
+        auto t = reader.ReadMatrix(name + ".weight", in, out, true, why);
+        if (!t) return Fail(t.error());
+        *w = *t;
         if (bias) return read(name + ".bias", {out}, why + ", its bias", b);
         if (const StoredTensor* t = reader.Find(name + ".bias"))
             return Fail("tensor '" + t->name + "' is in the file but config.json's " + type + " has no bias there");
@@ -353,9 +372,9 @@ Result<SsaGpt> LoadHf(const ModelConfig& c, TensorReader& reader, SsaGpt m, bool
 }
 
 // Whichever names the file has; LoadSsaGpt then sets what every family's layers share.
-Result<SsaGpt> LoadAnySsaGpt(const ModelConfig& c, const WeightFile& file, at::Device device, at::ScalarType compute) {
+Result<SsaGpt> LoadAnySsaGpt(TensorReader& reader, const ModelConfig& c, const WeightFile& file, at::Device device,
+                             at::ScalarType compute) {
     c10::InferenceMode guard;
-    TensorReader reader(file, device, compute);
     const auto zeros_options = at::TensorOptions(device).dtype(compute);
     const int64_t E = c.n_embd, V = c.vocab_size, P = c.n_positions;
     SsaGpt m;
@@ -452,9 +471,11 @@ Result<SsaGpt> LoadAnySsaGpt(const ModelConfig& c, const WeightFile& file, at::D
     return m;
 }
 
-Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const WeightFile& file, at::Device device, at::ScalarType compute) {
-    auto m = LoadAnySsaGpt(c, file, device, compute);
+Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const WeightFile& file, at::Device device, at::ScalarType compute, bool keep_bf16) {
+    TensorReader reader(file, device, compute, keep_bf16);
+    auto m = LoadAnySsaGpt(reader, c, file, device, compute);
     if (!m) return m;
+    if (reader.KeptBf16()) m->notes.push_back("weight matrices held in BF16 as stored (half the memory), widened exactly to float32 as they are used");
     for (int l = 0; l < static_cast<int>(m->layers.size()); ++l) m->layers[l].window = c.AttentionWindow(l);
     return m;
 }

@@ -66,7 +66,11 @@ struct SsaGpt {
 struct WeightFile;
 // `compute` is the dtype the weights are held and the forward pass computes in (float32 by
 // default); a file already in that dtype is read in place on the CPU, without a copy.
-Result<SsaGpt> LoadSsaGpt(const ModelConfig& config, const WeightFile& file, at::Device device, at::ScalarType compute = at::kFloat);
+// `keep_bf16` (the engine's choice; not for training): with float32 compute on the CPU, the layer
+// matrices a file stores as BF16 are held as bfloat16, half the memory, and widened exactly as
+// they are used (model/nn/linear.h); the results are those of float32 weights.
+Result<SsaGpt> LoadSsaGpt(const ModelConfig& config, const WeightFile& file, at::Device device, at::ScalarType compute = at::kFloat,
+                          bool keep_bf16 = false);
 
 // Random weights with a fixed seed (std 0.02 like GPT-2's init; larger for Q/K and the SSA
 // parameters so maps and temperatures vary), of any family. Used for the build's default model,

@@ -1,0 +1,204 @@
+#include "model/nn/linear.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include <ATen/Parallel.h>
+
+namespace model {
+namespace {
+
+// The kernels are plain loops the compiler vectorises: each is compiled twice, for AVX2 with FMA
+// and for the build's baseline, and the machine picks at run time. Written so no reassociation is
+// needed to vectorise them (independent accumulators, never a reduction into one scalar).
+#define SSAVIZ_INLINE inline __attribute__((always_inline))
+
+// A weight as float: float32 as it is; bfloat16 (its bits) is the upper half of a float32.
+SSAVIZ_INLINE float Widen(float w) { return w; }
+SSAVIZ_INLINE float Widen(uint16_t bits) {
+    const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+    float f;
+    std::memcpy(&f, &wide, sizeof f);
+    return f;
+}
+
+// y[m, :] = sum over k in [k0, k1) of x[m, k] w[k, :], w row-major [K, N] with row stride ldw:
+// the rows k0..k1 are one stretch of memory, read once from start to end, four at a time. Sixteen
+// columns of the four rows are widened into registers once and used for every row of x.
+template <typename W>
+SSAVIZ_INLINE void RowMajorBody(const float* x, int64_t M, int64_t K, const W* w, int64_t ldw, int64_t N, int64_t k0, int64_t k1,
+                                float* y) {
+    constexpr int64_t kWidth = 16, kAhead = 1024;  // bytes
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t j = 0; j < N; ++j) y[m * N + j] = 0.0f;
+    float xk[kFewRows][4];
+    int64_t k = k0;
+    for (; k + 4 <= k1; k += 4) {
+        const W* w0 = w + k * ldw;
+        for (int64_t m = 0; m < M; ++m)
+            for (int r = 0; r < 4; ++r) xk[m][r] = x[m * K + k + r];
+        int64_t j = 0;
+        for (; j + kWidth <= N; j += kWidth) {
+            float v[4][kWidth];
+            // Ask for the four rows' memory ahead of use: the hardware's own prefetch keeps fewer
+            // lines in flight than a bandwidth-bound stream of bfloat16 needs.
+            for (int r = 0; r < 4; ++r) __builtin_prefetch(w0 + r * ldw + j + kAhead / sizeof(W));
+            for (int r = 0; r < 4; ++r)
+                for (int64_t t = 0; t < kWidth; ++t) v[r][t] = Widen(w0[r * ldw + j + t]);
+            for (int64_t m = 0; m < M; ++m) {
+                float* a = y + m * N + j;
+                for (int64_t t = 0; t < kWidth; ++t)
+                    a[t] += xk[m][0] * v[0][t] + xk[m][1] * v[1][t] + xk[m][2] * v[2][t] + xk[m][3] * v[3][t];
+            }
+        }
+        for (; j < N; ++j)
+            for (int64_t m = 0; m < M; ++m)
+                y[m * N + j] += xk[m][0] * Widen(w0[j]) + xk[m][1] * Widen(w0[ldw + j]) + xk[m][2] * Widen(w0[2 * ldw + j]) +
+                                xk[m][3] * Widen(w0[3 * ldw + j]);
+    }
+    for (; k < k1; ++k) {
+        const W* w0 = w + k * ldw;
+        for (int64_t m = 0; m < M; ++m) {
+            const float x0 = x[m * K + k];
+            float* a = y + m * N;
+            for (int64_t j = 0; j < N; ++j) a[j] += x0 * Widen(w0[j]);
+        }
+    }
+}
+
+// y[m, n0..n1) = dot(x[m, :], wt[n, :]), wt row-major [N, K] (w given as its transpose). Sixteen
+// lanes of partial sums per row, added up in a fixed order at the end.
+SSAVIZ_INLINE void TransposedBody(const float* x, int64_t M, int64_t K, const float* wt, int64_t n0, int64_t n1, float* y,
+                                  int64_t ldy) {
+    constexpr int64_t kLanes = 16;
+    const int64_t whole = K / kLanes * kLanes;
+    for (int64_t n = n0; n < n1; ++n) {
+        const float* row = wt + n * K;
+        for (int64_t m = 0; m < M; ++m) {
+            const float* xm = x + m * K;
+            float lanes[kLanes] = {};
+            for (int64_t k = 0; k < whole; k += kLanes)
+                for (int64_t j = 0; j < kLanes; ++j) lanes[j] += xm[k + j] * row[k + j];
+            float sum = 0.0f;
+            for (int64_t j = 0; j < kLanes; ++j) sum += lanes[j];
+            for (int64_t k = whole; k < K; ++k) sum += xm[k] * row[k];
+            y[m * ldy + n] = sum;
+        }
+    }
+}
+
+template <typename W>
+using RowMajorKernel = void (*)(const float*, int64_t, int64_t, const W*, int64_t, int64_t, int64_t, int64_t, float*);
+using TransposedKernel = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t);
+
+template <typename W>
+void RowMajorBaseline(const float* x, int64_t M, int64_t K, const W* w, int64_t ldw, int64_t N, int64_t k0, int64_t k1, float* y) {
+    RowMajorBody(x, M, K, w, ldw, N, k0, k1, y);
+}
+void TransposedBaseline(const float* x, int64_t M, int64_t K, const float* wt, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+    TransposedBody(x, M, K, wt, n0, n1, y, ldy);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+template <typename W>
+__attribute__((target("avx2,fma"))) void RowMajorAvx2(const float* x, int64_t M, int64_t K, const W* w, int64_t ldw, int64_t N,
+                                                      int64_t k0, int64_t k1, float* y) {
+    RowMajorBody(x, M, K, w, ldw, N, k0, k1, y);
+}
+__attribute__((target("avx2,fma"))) void TransposedAvx2(const float* x, int64_t M, int64_t K, const float* wt, int64_t n0,
+                                                        int64_t n1, float* y, int64_t ldy) {
+    TransposedBody(x, M, K, wt, n0, n1, y, ldy);
+}
+bool HasAvx2() {
+    static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return has;
+}
+template <typename W>
+RowMajorKernel<W> PickRowMajor() {
+    return HasAvx2() ? RowMajorAvx2<W> : RowMajorBaseline<W>;
+}
+TransposedKernel PickTransposed() { return HasAvx2() ? TransposedAvx2 : TransposedBaseline; }
+#else
+template <typename W>
+RowMajorKernel<W> PickRowMajor() {
+    return RowMajorBaseline<W>;
+}
+TransposedKernel PickTransposed() { return TransposedBaseline; }
+#endif
+
+// Runs piece(0), ..., piece(pieces - 1) on the compute threads, each thread taking the next piece
+// when it is done with one, so a thread the system holds back (the window drawing on a 2-core
+// machine) leaves its pieces to the others instead of keeping them all waiting.
+void TakePieces(int64_t pieces, const std::function<void(int64_t)>& piece) {
+    std::atomic<int64_t> next{0};
+    const int64_t threads = std::max<int64_t>(1, at::get_num_threads());
+    at::parallel_for(0, std::min(threads, pieces), 1, [&](int64_t, int64_t) {
+        for (int64_t p = next++; p < pieces; p = next++) piece(p);
+    });
+}
+
+// Row-major w: each piece is a run of 128 of w's rows (one stretch of its memory) summed into the
+// piece's own partial result; the partials are then added in the order of the pieces.
+template <typename W>
+void RowMajorProduct(const float* x, int64_t M, int64_t K, const W* w, int64_t ldw, int64_t N, float* y) {
+    const RowMajorKernel<W> kernel = PickRowMajor<W>();
+    constexpr int64_t kRows = 128;
+    const int64_t pieces = (K + kRows - 1) / kRows;
+    if (pieces == 1) return kernel(x, M, K, w, ldw, N, 0, K, y);
+    std::vector<float> partial(static_cast<size_t>(pieces * M * N));
+    TakePieces(pieces, [&](int64_t p) { kernel(x, M, K, w, ldw, N, p * kRows, std::min(K, (p + 1) * kRows), partial.data() + p * M * N); });
+    const int64_t size = M * N;
+    std::copy(partial.begin(), partial.begin() + size, y);
+    for (int64_t p = 1; p < pieces; ++p) {
+        const float* part = partial.data() + p * size;
+        for (int64_t i = 0; i < size; ++i) y[i] += part[i];
+    }
+}
+
+// A bfloat16 w widened to float32 for at::matmul, in a buffer each thread keeps for the next call
+// (the largest matrix's size), so a full analysis does not map and fault in fresh pages per layer.
+at::Tensor Widened(const at::Tensor& w) {
+    thread_local at::Tensor buffer;
+    if (!buffer.defined() || buffer.numel() < w.numel()) buffer = at::empty({w.numel()}, w.options().dtype(at::kFloat));
+    at::Tensor wide = buffer.narrow(0, 0, w.numel()).view(w.sizes());
+    wide.copy_(w);
+    return wide;
+}
+
+}  // namespace
+
+at::Tensor MatmulRows(const at::Tensor& x, const at::Tensor& w) {
+    const bool cpu = x.device().is_cpu() && w.device().is_cpu() && x.scalar_type() == at::kFloat && x.dim() >= 1 && w.dim() == 2 &&
+                     x.size(-1) == w.size(0) && !x.requires_grad() && !w.requires_grad();
+    const bool bf16 = cpu && w.scalar_type() == at::kBFloat16 && w.is_contiguous();
+    const int64_t K = w.size(0), N = w.size(1);
+    const int64_t M = cpu && K > 0 ? x.numel() / K : 0;
+    const bool f32 = cpu && w.scalar_type() == at::kFloat;
+    const bool row_major = (f32 && w.stride(1) == 1 && w.stride(0) >= N) || bf16;
+    const bool transposed = f32 && w.stride(0) == 1 && w.stride(1) == K;
+    if (!(row_major || transposed) || M < 1 || M > kFewRows || N < 1) return at::matmul(x, bf16 ? Widened(w) : w);
+
+    const at::Tensor xs = x.reshape({M, K}).contiguous();
+    std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+    shape.back() = N;
+    at::Tensor y = at::empty(shape, x.options());
+    const float* xp = xs.data_ptr<float>();
+    float* yp = y.data_ptr<float>();
+    if (bf16) {
+        RowMajorProduct(xp, M, K, reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>()), N, N, yp);
+    } else if (row_major) {
+        RowMajorProduct(xp, M, K, w.data_ptr<float>(), w.stride(0), N, yp);
+    } else {  // transposed: each piece a run of 128 output columns, each a dot product of rows
+        const TransposedKernel kernel = PickTransposed();
+        const float* wp = w.data_ptr<float>();
+        constexpr int64_t kColumns = 128;
+        TakePieces((N + kColumns - 1) / kColumns, [&](int64_t p) { kernel(xp, M, K, wp, p * kColumns, std::min(N, (p + 1) * kColumns), yp, N); });
+    }
+    return y;
+}
+
+}  // namespace model

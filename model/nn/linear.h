@@ -1,0 +1,31 @@
+// x @ w for the forward pass's weight matrices, with a CPU path for the few rows an edit runs.
+//
+// Running one changed token through a layer is a matrix-vector product: each weight is read once
+// and used for one multiply-add, so the cost is reading the weights from memory. OpenBLAS's sgemm
+// and sgemv reach about a third of this machine's memory bandwidth on such shapes (17 GB/s of 50 on
+// 2 cores), which made an edit at the end of a TinyLlama-shaped model cost ~230 ms and one of
+// GPT-2-small ~60 ms. For float32 CPU x with at most kFewRows rows, MatmulRows streams the weight
+// once, the threads taking pieces of it in turn; otherwise it is at::matmul.
+//
+// The weight may also be bfloat16 (what the engine keeps of a BF16 file's matrices on the CPU:
+// half the memory, and half the bytes an edit reads). It is widened to float32 exactly, so the
+// products are those of the float32 weight, summed in float32.
+//
+// Each output element is summed in an order fixed by the shapes alone, so the result does not
+// depend on the thread count. It differs from sgemm's order of summation by rounding only (about
+// 1e-7 relative), which the tests of edits against full analyses bound.
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace model {
+
+// Rows (the product of x's leading dimensions) up to which MatmulRows uses its own kernel.
+constexpr int64_t kFewRows = 8;
+
+// x [..., K] @ w [K, N] -> [..., N]. A float32 w may be row-major [K, N] or the transpose of a
+// row-major [N, K] (lm_head.t()); a bfloat16 w row-major. Any other layout, dtype or device goes
+// to at::matmul (a bfloat16 w widened first).
+at::Tensor MatmulRows(const at::Tensor& x, const at::Tensor& w);
+
+}  // namespace model

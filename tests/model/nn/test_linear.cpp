@@ -1,0 +1,171 @@
+// The few-rows product of model/nn/linear.h against float64 products, on every layout it takes,
+// shapes that leave remainders in each of its loops, 1 and 2 threads; and an engine holding a BF16
+// file's matrices as bfloat16 against one holding the same values in float32 (full analyses and
+// edits, every map). Tolerances: 1e-5 of sum |x w| for the products, 1e-5 on the analyses as the
+// incremental tests'.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include "model/nn/analysis.h"
+#include "model/nn/linear.h"
+#include "model/nn/model_folder_torch.h"
+#include "model/nn/runtime_torch.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// |got - x @ w| / (|x| @ |w|), largest over the output: rounding relative to the sum's magnitude.
+double RelativeError(const at::Tensor& got, const at::Tensor& x, const at::Tensor& w) {
+    const at::Tensor xd = x.to(at::kDouble), wd = w.to(at::kDouble);
+    const at::Tensor want = at::matmul(xd, wd), scale = at::matmul(xd.abs(), wd.abs()) + 1e-30;
+    return ((got.to(at::kDouble) - want).abs() / scale).max().item<double>();
+}
+
+struct Layout {
+    const char* name;
+    at::Tensor (*make)(int64_t K, int64_t N);
+};
+
+const Layout kLayouts[] = {
+    {"row-major", [](int64_t K, int64_t N) { return at::randn({K, N}); }},
+    {"transposed", [](int64_t K, int64_t N) { return at::randn({N, K}).t(); }},
+    {"bf16", [](int64_t K, int64_t N) { return at::randn({K, N}).to(at::kBFloat16); }},
+    {"columns of a wider matrix", [](int64_t K, int64_t N) { return at::randn({K, N + 7}).narrow(1, 3, N); }},
+};
+
+TEST(MatmulRows, EqualsTheFloat64ProductOnEveryLayoutAndShape) {
+    at::manual_seed(7);
+    for (const Layout& layout : kLayouts)
+        for (int64_t K : {1, 5, 64, 130, 259})          // one row piece, remainders of 4, several pieces
+            for (int64_t N : {1, 17, 300})               // below, off and across the kernels' widths
+                for (int64_t M : {1, 2, 3, 8}) {
+                    const at::Tensor w = layout.make(K, N), x = at::randn({1, M, K});
+                    const at::Tensor got = model::MatmulRows(x, w);
+                    ASSERT_EQ(got.sizes(), (std::vector<int64_t>{1, M, N})) << layout.name;
+                    EXPECT_LE(RelativeError(got, x, w.to(at::kFloat)), 1e-5)
+                        << layout.name << " K " << K << " N " << N << " M " << M;
+                }
+}
+
+TEST(MatmulRows, DoesNotDependOnTheThreadCount) {
+    at::manual_seed(8);
+    const int before = at::get_num_threads();
+    for (const Layout& layout : kLayouts) {
+        const at::Tensor w = layout.make(1000, 700), x = at::randn({2, 1000});
+        model::SetComputeThreads(1);
+        const at::Tensor one = model::MatmulRows(x, w);
+        model::SetComputeThreads(2);
+        const at::Tensor two = model::MatmulRows(x, w);
+        EXPECT_TRUE(at::equal(one, two)) << layout.name;
+    }
+    model::SetComputeThreads(before);
+}
+
+TEST(MatmulRows, LeavesManyRowsAndAutogradToMatmul) {
+    at::manual_seed(9);
+    const at::Tensor w = at::randn({64, 40}), many = at::randn({model::kFewRows + 1, 64});
+    EXPECT_TRUE(at::equal(model::MatmulRows(many, w), at::matmul(many, w)));
+    const at::Tensor wide = at::randn({64, 40}).to(at::kBFloat16);  // widened first
+    EXPECT_TRUE(at::equal(model::MatmulRows(many, wide), at::matmul(many, wide.to(at::kFloat))));
+    const at::Tensor trained = at::randn({64, 40}).requires_grad_(true), x = at::randn({1, 64});
+    const at::Tensor y = model::MatmulRows(x, trained);
+    ASSERT_TRUE(y.requires_grad());
+    y.sum().backward();
+    EXPECT_TRUE(at::allclose(trained.grad(), x.t().expand({64, 40})));
+}
+
+// Largest |a - b| / max(1, |b|).
+float Worst(const std::vector<float>& a, const std::vector<float>& b) {
+    if (a.size() != b.size()) return INFINITY;
+    float worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(1.0f, std::abs(b[i])));
+    return worst;
+}
+
+float CompareAnalyses(const model::Analysis& got, const model::Analysis& want) {
+    if (got.tokens.ids != want.tokens.ids) return INFINITY;
+    float worst = std::max({Worst(got.tau_q, want.tau_q), Worst(got.tau_v, want.tau_v), Worst(got.loss, want.loss),
+                            Worst(got.loss_compare, want.loss_compare), Worst(got.js, want.js), Worst(got.next_logits, want.next_logits)});
+    for (model::MapSide side : {model::MapSide::Ssa, model::MapSide::Compare})
+        for (int l = 0; l < want.n_layer; ++l)
+            for (int h = 0; h < want.n_head; ++h) {
+                const model::HeadMap a = got.Map(side, l, h), b = want.Map(side, l, h);
+                worst = a && b ? std::max(worst, Worst(*a, *b)) : INFINITY;
+            }
+    return worst;
+}
+
+TEST(Bf16Matrices, AnEngineHoldingThemGivesTheNumbersOfTheirFloat32Copy) {
+    // Llama-shaped (grouped kv heads, SwiGLU, untied head) with widths that leave remainders.
+    model::ModelConfig c;
+    c.family = "llama";
+    c.n_layer = 2;
+    c.n_head = 4;
+    c.n_query_groups = 2;
+    c.n_embd = 36;
+    c.intermediate_size = 50;
+    c.n_positions = 128;
+    c.vocab_size = 1;  // the tokenizer's
+    c.positions = model::PositionKind::Rope;
+    c.rope_n_elem = 8;
+    c.rope_base = 100;
+    c.norm = model::NormKind::RmsNorm;
+    c.mlp = model::MlpKind::SwiGlu;
+    c.bias = false;
+    c.tied_head = false;
+    c.query = {model::PositionForm::Sigmoid, model::TokenForm::Shared, model::Combine::Sum};
+    c.value = {model::PositionForm::Sigmoid, model::TokenForm::None, model::Combine::Sum};
+    const std::string root = SSAVIZ_TEST_OUT "/bf16-matrices-" + std::to_string(::getpid());
+    fs::remove_all(root);
+    const std::string bf16 = root + "/bf16", f32 = root + "/f32", tokenizer = SSAVIZ_SOURCE_DIR "/assets/tokenizers/gpt2";
+    auto written = model::WriteRandomModel(c, 5, tokenizer, bf16, model::Dtype::BF16);
+    ASSERT_TRUE(written.ok()) << written.error();
+    // The same values in float32: the loader for training widens everything, and saves F32.
+    auto widened = model::LoadSsaGptFolder(bf16, at::kCPU);
+    ASSERT_TRUE(widened.ok()) << widened.error();
+    EXPECT_EQ(widened->layers[0].fc_w.scalar_type(), at::kFloat);
+    fs::create_directories(f32);
+    const model::Status saved = model::SaveModelFolder(*widened, f32, model::Dtype::F32);
+    ASSERT_TRUE(saved.ok()) << saved.error();
+    for (const char* file : {"vocab.json", "merges.txt"}) fs::copy_file(fs::path(bf16) / file, fs::path(f32) / file);
+
+    auto held = model::LoadModel(bf16, at::kCPU, {}, at::kFloat, true);
+    ASSERT_TRUE(held.ok()) << held.error();
+    EXPECT_EQ(held->gpt.layers[0].fc_w.scalar_type(), at::kBFloat16);
+    EXPECT_EQ(held->gpt.layers[1].attn_w.scalar_type(), at::kBFloat16);
+    EXPECT_EQ(held->gpt.wte.scalar_type(), at::kFloat);  // the compute dtype: embeddings and norms
+
+    auto a = model::Engine::Open(bf16, "cpu"), b = model::Engine::Open(f32, "cpu");
+    ASSERT_TRUE(a.ok() && b.ok()) << (a.ok() ? b.error() : a.error());
+    const auto& notes = (*a)->Info().notes;
+    EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) { return n.find("held in BF16") != std::string::npos; }));
+    std::string text = "Selective attention lets each query choose how sharp its attention is.";
+    model::AnalyzeOptions full;
+    full.reuse = false;
+    float worst = 0;
+    for (const char* typed : {"", " A", "nd", " it", " reads", "."}) {  // a full analysis, then edits at the end
+        text += typed;
+        auto tokens = (*a)->Tokenize(text, true);
+        ASSERT_TRUE(tokens.ok()) << tokens.error();
+        auto got = (*a)->Analyze(*tokens);
+        auto want = (*b)->Analyze(*tokens, full);
+        ASSERT_TRUE(got.ok() && want.ok());
+        EXPECT_GT(got->reused_rows + (typed[0] == '\0'), 0) << "typed '" << typed << "' should reuse rows";
+        worst = std::max(worst, CompareAnalyses(*got, *want));
+    }
+    std::printf("bf16-held matrices against their float32 copy: largest difference %.3g\n", worst);
+    EXPECT_LE(worst, 1e-5f);
+    fs::remove_all(root);
+}
+
+}  // namespace
