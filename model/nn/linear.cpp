@@ -159,13 +159,29 @@ void RowMajorProduct(const float* x, int64_t M, int64_t K, const W* w, int64_t l
     }
 }
 
-// A bfloat16 w widened to float32 for at::matmul, in a buffer each thread keeps for the next call
-// (the largest matrix's size), so a full analysis does not map and fault in fresh pages per layer.
+// A bfloat16 w widened to float32 for at::matmul. Each thread keeps the last four it widened (a
+// layer's matrices), so the blocks of rows a long analysis runs through one layer widen each
+// matrix once, and their buffers are reused rather than mapped and faulted in afresh. An entry
+// holds its source, so the source's memory cannot be reused by another while it is cached.
 at::Tensor Widened(const at::Tensor& w) {
-    thread_local at::Tensor buffer;
+    struct Entry {
+        at::Tensor source, buffer, wide;  // buffer: flat float32, at least w's size; wide: w's shape over it
+    };
+    thread_local std::vector<Entry> cache;  // most recent last
+    for (size_t i = 0; i < cache.size(); ++i)
+        if (cache[i].source.is_same(w)) {
+            std::rotate(cache.begin() + i, cache.begin() + i + 1, cache.end());
+            return cache.back().wide;
+        }
+    at::Tensor buffer;
+    if (cache.size() == 4) {
+        buffer = std::move(cache.front().buffer);
+        cache.erase(cache.begin());
+    }
     if (!buffer.defined() || buffer.numel() < w.numel()) buffer = at::empty({w.numel()}, w.options().dtype(at::kFloat));
     at::Tensor wide = buffer.narrow(0, 0, w.numel()).view(w.sizes());
     wide.copy_(w);
+    cache.push_back({w, buffer, wide});
     return wide;
 }
 
