@@ -11,7 +11,8 @@
 #   5. bench/python_api.py: `import ssaviz` against the engine call, `ssaviz export` and PyTorch;
 #   6. bench/families.sh: Pythia-160M and TinyLlama shapes against the same work in PyTorch;
 #   7. bench/bigmodel.sh: the window on TinyLlama's shape (opening, memory, typing, heads, the
-#      global tau = 1 pass on request, pictures of 704 heads); its 2.2 GB model goes to /tmp.
+#      global tau = 1 pass on request, pictures of 704 heads); its 2.2 GB model goes to /tmp;
+#   8. ssaviz_bench_linear: the few-rows weight product (model/nn/linear.h) against sgemm.
 #   usage: bench/run.sh [BUILD_DIR] [DEVICE]      (DEVICE cpu or cuda; cuda adds 4,096 and 8,192 tokens)
 # Other work on the machine skews every figure (two threads most of all). Where other users'
 # builds share the cores, run it in a scheduler group of its own at a high priority, as root:
@@ -91,3 +92,6 @@ bash "$here/bench/families.sh" "$build" 1024
 
 echo "== a big model in the window (bench/bigmodel.sh)"
 bash "$here/bench/bigmodel.sh" "$build" /tmp/ssaviz-tinyllama /tmp/ssaviz-bigmodel 10
+
+echo "== the few-rows weight product against sgemm (ssaviz_bench_linear)"
+"$build/ssaviz_bench_linear" --threads 2
