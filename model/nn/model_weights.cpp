@@ -35,7 +35,6 @@ public:
     Result<at::Tensor> ReadMatrix(const std::string& name, int64_t in, int64_t out, bool linear_layout, const std::string& why) {
         return Read(name, {linear_layout ? std::vector<int64_t>{out, in} : std::vector<int64_t>{in, out}}, why, true, linear_layout);
     }
-    bool KeepsBf16() const { return m_keep_bf16; }
     bool KeptBf16() const { return m_kept_bf16; }
 
     // Any of `shapes` is accepted; an empty list accepts any shape. `matrix`: a weight matrix
@@ -166,12 +165,6 @@ Status ReadTemperatures(TensorReader& reader, const ModelConfig& c, int layer, L
     w->q = *q;
     w->v = *v;
     return Ok{};
-}
-
-Result<at::Tensor> ReadLinear(TensorReader& reader, const std::string& name, int64_t in, int64_t out, bool linear_layout,
-                              const std::string& why) {
-    // HF Conv1D stores [in, out] (y = x @ W); torch.nn.Linear stores [out, in]. Keep [in, out].
-    return reader.ReadMatrix(name, in, out, linear_layout, why);
 }
 
 // A fused projection [E, (H + 2G) D] (or its bias [(H + 2G) D]) grouped as lit-gpt's attn.attn
@@ -445,7 +438,7 @@ Result<SsaGpt> LoadAnySsaGpt(TensorReader& reader, const ModelConfig& c, const W
             {&w.fc_w, h + "mlp.c_fc.weight", E, 4 * E},      {&w.mlp_proj_w, h + "mlp.c_proj.weight", 4 * E, E},
         };
         for (auto& mat : matrices) {
-            auto t = ReadLinear(reader, mat.name, mat.in, mat.out, linear_layout, why);
+            auto t = reader.ReadMatrix(mat.name, mat.in, mat.out, linear_layout, why);
             if (!t) return Fail(t.error());
             *mat.dst = *t;
         }

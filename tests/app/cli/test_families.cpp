@@ -33,6 +33,18 @@ json Info(const std::vector<std::string>& args) {
     return r.code == 0 ? json::parse(r.out) : json();
 }
 
+// `ssaviz export` of the model in `dir` into `out` (emptied first): maps and temperatures as .npy,
+// and metrics.json naming the family.
+void ExpectExport(const std::string& dir, const std::string& out, const std::string& family) {
+    fs::remove_all(out);
+    Outcome e = Ssaviz({"export", "--model", dir, "--text", "The cat sat on the mat, and the dog sat on the log.", "--out", out, "--format",
+                        "json,npy", "--device", "cpu"});
+    ASSERT_EQ(e.code, 0) << e.err;
+    EXPECT_TRUE(fs::exists(out + "/attention.npy"));
+    EXPECT_TRUE(fs::exists(out + "/tau_q.npy"));
+    EXPECT_EQ(json::parse(ReadFile(out + "/metrics.json"))["model"]["family"], family);
+}
+
 TEST(CliFamilies, InitRandomWritesEveryFamilyThatOpensAndExports) {
     for (const std::string family : {"pythia", "llama", "mistral", "llama3"}) {
         SCOPED_TRACE(family);
@@ -46,13 +58,7 @@ TEST(CliFamilies, InitRandomWritesEveryFamilyThatOpensAndExports) {
         EXPECT_EQ(j["architecture"]["n_query_groups"], family == "pythia" ? 4 : 1);
         EXPECT_EQ(j["architecture"]["rope_n_elem"], family == "pythia" ? 4 : 16);
         EXPECT_EQ(j["architecture"]["rope_base"], family == "llama3" ? 500000.0 : 10000.0);
-        const std::string out = Scratch(family + "-export");
-        fs::remove_all(out);
-        Outcome e = Ssaviz({"export", "--model", dir, "--text", "The cat sat on the mat, and the dog sat on the log.", "--out", out,
-                            "--format", "json,npy", "--device", "cpu"});
-        ASSERT_EQ(e.code, 0) << e.err;
-        EXPECT_TRUE(fs::exists(out + "/attention.npy"));
-        EXPECT_EQ(json::parse(ReadFile(out + "/metrics.json"))["model"]["family"], family);
+        ExpectExport(dir, Scratch(family + "-export"), family);
     }
 }
 
@@ -156,14 +162,7 @@ TEST(CliFamilies, HfFoldersNameTheirFamilyAndExport) {
         EXPECT_NE(text.out.find("family       qwen3: RMSNorm, RoPE on 16 of 16 dims (base 10000), 4 query heads over 2 kv heads (GQA) of "
                                 "size 16, q/k RMSNorm"),
                   std::string::npos) << text.out;
-        const std::string exported = Scratch(name + "-export");
-        fs::remove_all(exported);
-        Outcome e = Ssaviz({"export", "--model", dir, "--text", "The cat sat on the mat, and the dog sat on the log.", "--out", exported,
-                            "--format", "json,npy", "--device", "cpu"});
-        ASSERT_EQ(e.code, 0) << e.err;
-        EXPECT_TRUE(fs::exists(exported + "/attention.npy"));
-        EXPECT_TRUE(fs::exists(exported + "/tau_q.npy"));
-        EXPECT_EQ(json::parse(ReadFile(exported + "/metrics.json"))["model"]["family"], family);
+        ExpectExport(dir, Scratch(name + "-export"), family);
     }
     // A model_type ssaviz does not run: exit 3, one line naming it and the ones it runs.
     json config = json::parse(ReadFile(out + "/hf_qwen3/config.json"));

@@ -18,12 +18,14 @@
 #include <gtest/gtest.h>
 
 #include "model/nn/analysis.h"
+#include "tests/model/nn/compare_analyses.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using model::Comparison;
 using model::MapSide;
+using analysis_test::CompareAnalyses;
 
 constexpr float kTolerance = 1e-5f;
 
@@ -51,96 +53,6 @@ model::ModelConfig SmallConfig(model::TemperatureForm query, model::TemperatureF
     return c;
 }
 
-// Largest |a - b| / max(1, |b|) over two arrays of one shape (NaN only where both are NaN; values
-// above 1, such as effective support, compared relatively); +inf on a mismatch.
-float Worst(const std::vector<float>& a, const std::vector<float>& b) {
-    if (a.size() != b.size()) return INFINITY;
-    float worst = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (std::isnan(a[i]) || std::isnan(b[i])) {
-            if (!(std::isnan(a[i]) && std::isnan(b[i]))) return INFINITY;
-            continue;
-        }
-        worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(1.0f, std::abs(b[i])));
-    }
-    return worst;
-}
-
-// Every array of two analyses of the same tokens; `what` names the first that differs most.
-float CompareAnalyses(const model::Analysis& got, const model::Analysis& want, std::string* what) {
-    float worst = 0;
-    auto check = [&](const std::vector<float>& a, const std::vector<float>& b, const std::string& name) {
-        const float w = Worst(a, b);
-        if (w > worst) {
-            worst = w;
-            *what = name;
-        }
-    };
-    if (got.n_tokens != want.n_tokens || got.tokens.ids != want.tokens.ids) {
-        *what = "tokens";
-        return INFINITY;
-    }
-    for (const auto& row : want.metrics.rows) check(got.metrics.Get(row.name), row.values, "SSA " + row.name);
-    for (const auto& row : want.metrics_compare.rows) check(got.metrics_compare.Get(row.name), row.values, "compare " + row.name);
-    check(got.js, want.js, "js");
-    check(got.l1, want.l1, "l1");
-    check(got.tau_q, want.tau_q, "tau_q");
-    check(got.tau_v, want.tau_v, "tau_v");
-    check(got.tau_q_compare, want.tau_q_compare, "tau_q_compare");
-    check(got.tau_v_compare, want.tau_v_compare, "tau_v_compare");
-    check(got.tau_q_position, want.tau_q_position, "tau_q_position");
-    check(got.tau_q_token, want.tau_q_token, "tau_q_token");
-    check(got.effective_qk_norm, want.effective_qk_norm, "effective_qk_norm");
-    check(got.loss, want.loss, "loss");
-    check(got.loss_compare, want.loss_compare, "loss_compare");
-    check(got.top_probs, want.top_probs, "top_probs");
-    check(got.top_probs_compare, want.top_probs_compare, "top_probs_compare");
-    check(got.next_logits, want.next_logits, "next_logits");
-    // Ids and ranks are integers: rounding may swap near-equal logits. A rank counts the logits above
-    // the actual token's, and a random model has tens of thousands of near-equal ones, so a few
-    // within rounding of it may move: ranks agree within 0.1% of the vocabulary.
-    auto ids_agree = [](const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-        if (a.size() != b.size()) return false;
-        size_t differ = 0;
-        for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
-        return differ * 100 <= a.size();
-    };
-    const int slack = std::max<int>(1, static_cast<int>(want.next_logits.size() / 1000));
-    auto ranks_agree = [&](const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-        if (a.size() != b.size()) return false;
-        for (size_t i = 0; i < a.size(); ++i)
-            if (std::abs(a[i] - b[i]) > slack) return false;
-        return true;
-    };
-    if (!ids_agree(got.top_ids, want.top_ids) || !ids_agree(got.top_ids_compare, want.top_ids_compare)) {
-        *what = "top ids";
-        return INFINITY;
-    }
-    if (!ranks_agree(got.rank, want.rank) || !ranks_agree(got.rank_compare, want.rank_compare)) {
-        *what = "ranks";
-        return INFINITY;
-    }
-    if (got.thumbnails.side != want.thumbnails.side || got.thumbnails.pool != want.thumbnails.pool) {
-        *what = "thumbnail shape";
-        return INFINITY;
-    }
-    using model::ThumbnailKind;
-    check(got.thumbnails.All(ThumbnailKind::Ssa), want.thumbnails.All(ThumbnailKind::Ssa), "thumbnails (SSA)");
-    check(got.thumbnails.All(ThumbnailKind::Compare), want.thumbnails.All(ThumbnailKind::Compare), "thumbnails (comparison)");
-    check(got.thumbnails.All(ThumbnailKind::Difference), want.thumbnails.All(ThumbnailKind::Difference), "thumbnails (difference)");
-    for (MapSide side : {MapSide::Ssa, MapSide::Compare})
-        for (int l = 0; l < want.n_layer; ++l)
-            for (int h = 0; h < want.n_head; ++h) {
-                const model::HeadMap a = got.Map(side, l, h), b = want.Map(side, l, h);
-                if (!a || !b) {
-                    *what = "a missing map";
-                    return INFINITY;
-                }
-                check(*a, *b, std::string(side == MapSide::Ssa ? "SSA" : "compare") + " map L" + std::to_string(l) + "H" +
-                                  std::to_string(h));
-            }
-    return worst;
-}
 
 // A random edit of `text`: insert a word or a few characters, delete a span, replace one, or
 // paste a paragraph; at the start, in the middle (on or off a word boundary) or at the end.

@@ -1,7 +1,7 @@
 // The few-rows product of model/nn/linear.h against float64 products, on every layout it takes,
 // shapes that leave remainders in each of its loops, 1 and 2 threads; and an engine holding a BF16
 // file's matrices as bfloat16 against one holding the same values in float32 (full analyses and
-// edits, every map). Tolerances: 1e-5 of sum |x w| for the products, 1e-5 on the analyses as the
+// edits, every array of the analysis). Tolerances: 1e-5 of sum |x w| for the products, 1e-5 on the analyses as the
 // incremental tests'.
 #include <algorithm>
 #include <cmath>
@@ -19,6 +19,7 @@
 #include "model/nn/linear.h"
 #include "model/nn/model_folder_torch.h"
 #include "model/nn/runtime_torch.h"
+#include "tests/model/nn/compare_analyses.h"
 
 namespace {
 
@@ -84,27 +85,6 @@ TEST(MatmulRows, LeavesManyRowsAndAutogradToMatmul) {
     EXPECT_TRUE(at::allclose(trained.grad(), x.t().expand({64, 40})));
 }
 
-// Largest |a - b| / max(1, |b|).
-float Worst(const std::vector<float>& a, const std::vector<float>& b) {
-    if (a.size() != b.size()) return INFINITY;
-    float worst = 0;
-    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(1.0f, std::abs(b[i])));
-    return worst;
-}
-
-float CompareAnalyses(const model::Analysis& got, const model::Analysis& want) {
-    if (got.tokens.ids != want.tokens.ids) return INFINITY;
-    float worst = std::max({Worst(got.tau_q, want.tau_q), Worst(got.tau_v, want.tau_v), Worst(got.loss, want.loss),
-                            Worst(got.loss_compare, want.loss_compare), Worst(got.js, want.js), Worst(got.next_logits, want.next_logits)});
-    for (model::MapSide side : {model::MapSide::Ssa, model::MapSide::Compare})
-        for (int l = 0; l < want.n_layer; ++l)
-            for (int h = 0; h < want.n_head; ++h) {
-                const model::HeadMap a = got.Map(side, l, h), b = want.Map(side, l, h);
-                worst = a && b ? std::max(worst, Worst(*a, *b)) : INFINITY;
-            }
-    return worst;
-}
-
 TEST(Bf16Matrices, AnEngineHoldingThemGivesTheNumbersOfTheirFloat32Copy) {
     // Llama-shaped (grouped kv heads, SwiGLU, untied head) with widths that leave remainders.
     model::ModelConfig c;
@@ -161,10 +141,12 @@ TEST(Bf16Matrices, AnEngineHoldingThemGivesTheNumbersOfTheirFloat32Copy) {
         auto want = (*b)->Analyze(*tokens, full);
         ASSERT_TRUE(got.ok() && want.ok());
         EXPECT_GT(got->reused_rows + (typed[0] == '\0'), 0) << "typed '" << typed << "' should reuse rows";
-        worst = std::max(worst, CompareAnalyses(*got, *want));
+        std::string what;
+        const float differ = analysis_test::CompareAnalyses(*got, *want, &what);
+        EXPECT_LE(differ, 1e-5f) << "typed '" << typed << "': " << what << " differs by " << differ;
+        worst = std::max(worst, differ);
     }
     std::printf("bf16-held matrices against their float32 copy: largest difference %.3g\n", worst);
-    EXPECT_LE(worst, 1e-5f);
     fs::remove_all(root);
 }
 
