@@ -30,6 +30,7 @@
 #include "model/nn/forward.h"
 #include "model/nn/metrics.h"
 #include "model/nn/model_folder_torch.h"
+#include "model/nn/row_buffers.h"
 #include "model/nn/runtime_torch.h"
 
 namespace model {
@@ -130,7 +131,13 @@ struct AnalysisCache {
     SidePredictions predictions[2];  // none for the layer-local comparison
     std::shared_ptr<const RecomputedMaps> maps;
     Thumbnails thumbnails;  // on the host, its bands shared with the analyses handed out
+    RowBuffers buffers;     // what the layers' q, k and vs are views of (RowSlot)
 };
+
+// The slots of AnalysisCache::buffers: per layer, each forward pass's keys and values, each
+// side's queries.
+enum class RowKind { Keys, Values, Queries };
+int RowSlot(int layer, RowKind kind, int index) { return layer * 6 + static_cast<int>(kind) * 2 + index; }
 
 }  // namespace
 
@@ -469,6 +476,8 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
 
     // p: the positions the previous analysis already holds (its ids agree up to there).
     const AnalysisCache& old = m_impl->cache;
+    RowBuffers& buffers = m_impl->cache.buffers;
+    buffers.Begin();
     int64_t p = 0;
     if (options.reuse && !old.layers.empty()) {
         const size_t n = std::min(old.ids.size(), tokens.ids.size());
@@ -542,6 +551,24 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
             keys[r] = was->k[r].narrow(2, 0, std::min(p, T));
             values[r] = was->vs[r].narrow(2, 0, std::min(p, T));
         }
+        // Where the new rows go: buffers whose rows below p are the last analysis's (RowBuffers).
+        KeyValues room[2];
+        at::Tensor room_q[2];
+        for (size_t r = 0; r < runs.size() && p < T; ++r) {
+            const ModelConfig& rc = runs[r].model->config;
+            const TemperatureEdit* edit = runs[r].edits[l].keep_position.defined() ? &runs[r].edits[l] : nullptr;
+            const auto options = runs[r].stream.options();
+            const int index = static_cast<int>(r);
+            room[r].k = buffers.Acquire(RowSlot(l, RowKind::Keys, index), {runs[r].sides, rc.KvHeads(), T, rc.HeadSize()}, 2, options,
+                                        was ? was->k[r] : at::Tensor(), p, rc.n_positions);
+            room[r].vs = buffers.Acquire(RowSlot(l, RowKind::Values, index), {runs[r].sides, ValueHeads(rc, false, edit), T, rc.HeadSize()}, 2,
+                                         options, was ? was->vs[r] : at::Tensor(), p, rc.n_positions);
+            for (int i = 0; i < runs[r].sides; ++i) {
+                const int s = runs[r].first_side + i;
+                room_q[s] = buffers.Acquire(RowSlot(l, RowKind::Queries, s), {rc.n_head, T, rc.HeadSize()}, 1, options,
+                                            was ? was->side[s].q : at::Tensor(), p, rc.n_positions);
+            }
+        }
         // Side s's keys so far, [H, rows, D] (the layer-local side's are the SSA side's).
         auto side_keys = [&](int s) { return keys[run_of[s]][row_of[s]]; };
         auto window_of = [&](int s) { return runs[run_of[s]].model->layers[l].window; };  // side s's sliding window
@@ -551,15 +578,15 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
             at::Tensor rows[2];  // attention rows [a, b) over keys [0, b): [H, b - a, b]
             for (size_t r = 0; r < runs.size() && from < b; ++r) {
                 const Run& run = runs[r];
-                const KeyValues prefix{keys[r], values[r]};
                 BlockCapture capture;
                 const TemperatureEdit* edit = run.edits[l].keep_position.defined() ? &run.edits[l] : nullptr;
                 out[r].push_back(Block(run.model->config, run.model->layers[l], run.stream.narrow(1, from - p, b - from), /*vanilla=*/false,
-                                       &capture, from, from > 0 ? &prefix : nullptr, edit));
+                                       &capture, from, &room[r], edit));
                 keys[r] = capture.k;
                 values[r] = capture.vs;
                 for (int i = 0; i < run.sides; ++i) {
                     const int s = run.first_side + i;
+                    room_q[s].narrow(1, from, b - from).copy_(capture.q[i]);
                     q[s].push_back(capture.q[i]);
                     tau_q[s].push_back(capture.tau_q[i]);
                     tau_v[s].push_back(capture.tau_v[i]);
@@ -645,7 +672,7 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         for (int s = 0; s < 2; ++s) {
             SideRows& side_rows = now.side[s];
             const int src = s == 1 && local ? 0 : s;  // the layer-local side shares the SSA side's q and k
-            side_rows.q = join(was ? was->side[src].q : at::Tensor(), q[src]);
+            side_rows.q = q[src].empty() ? was->side[src].q.narrow(1, 0, T) : room_q[src].narrow(1, 0, T);
             side_rows.k = now.k[run_of[src]][row_of[src]];
             if (s == 1 && local) {
                 side_rows.tau_q = at::ones_like(now.side[0].tau_q);
@@ -782,6 +809,8 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     if (options.progress) options.progress->store(1.0f);
 
     next.maps = maps;
+    next.buffers = std::move(buffers);
+    next.buffers.Commit(p, T);
     m_impl->cache = std::move(next);
     return a;
 }

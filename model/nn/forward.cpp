@@ -105,23 +105,6 @@ at::Tensor Rope(const ModelConfig& c, const at::Tensor& x, int64_t first) {
     return n == x.size(-1) ? roped : at::cat({roped, x.narrow(-1, n, x.size(-1) - n)}, -1);
 }
 
-namespace {
-
-// a [..., Ha, R, X] @ b [..., Hb, X, Y] where head h of a reads head h / (Ha / Hb) of b (grouped-
-// query attention): the Ha / Hb heads of a group are stacked as rows of one matmul, so b is never
-// repeated.
-at::Tensor GroupedMatmul(const at::Tensor& a, const at::Tensor& b) {
-    if (a.dim() < 3 || a.size(-3) == b.size(-3)) return at::matmul(a, b);
-    const int64_t Ha = a.size(-3), Hb = b.size(-3), R = a.size(-2), X = a.size(-1);
-    std::vector<int64_t> grouped(a.sizes().begin(), a.sizes().end() - 3);
-    std::vector<int64_t> back = grouped;
-    grouped.insert(grouped.end(), {Hb, (Ha / Hb) * R, X});
-    back.insert(back.end(), {Ha, R, b.size(-1)});
-    return at::matmul(a.reshape(grouped), b).view(back);
-}
-
-}  // namespace
-
 at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q, int64_t first, int64_t window) {
     const int64_t R = q.size(-2), T = k.size(-2);
     at::Tensor scores = GroupedMatmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
@@ -130,6 +113,14 @@ at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Ten
     at::Tensor hidden = all.triu(first + 1);  // keys j > first + r
     if (window > 0 && first + R > window) hidden = hidden | all.tril(first - window);  // keys j <= first + r - window
     return at::softmax(scores.masked_fill(hidden, -std::numeric_limits<float>::infinity()), -1);
+}
+
+int64_t ValueHeads(const ModelConfig& c, bool vanilla, const TemperatureEdit* edit) {
+    // A what-if that turns some query heads' value temperature off within a group makes the
+    // values they read differ by query head: then each query head gets its own values.
+    const bool split = !vanilla && c.value.Active() && c.KvHeads() != c.n_head && edit && edit->value_off.defined() &&
+                       edit->value_off.any().item<bool>();
+    return split ? c.n_head : c.KvHeads();
 }
 
 at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& x, bool vanilla, BlockCapture* capture,
@@ -169,16 +160,19 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
         const at::Tensor tau_kv = Temperature(c.value, w.v, v, h, first);   // [B, G, R]
         tau_v = G == H ? tau_kv : tau_kv.repeat_interleave(H / G, 1);     // [B, H, R]: each query head reads its group's
         if (edit) tau_v = at::where(edit->value_off, at::ones_like(tau_v), tau_v);
-        // A what-if that turns some query heads' value temperature off within a group makes the
-        // values they read differ by query head: then each query head gets its own values.
-        if (G != H && edit && edit->value_off.any().item<bool>())
+        if (ValueHeads(c, vanilla, edit) != G)
             vs = v.repeat_interleave(H / G, 1) * tau_v.unsqueeze(-1);  // [B, H, R, D]
         else
             vs = v * (G == H ? tau_v : tau_kv).unsqueeze(-1);
     }
-    if (prefix && first > 0) {  // every key and value the rows attend to: [B, G, first + R, D]
-        k = at::cat({prefix->k, k}, 2);
-        vs = at::cat({prefix->vs, vs}, 2);
+    if (prefix && prefix->k.size(2) >= first + R && prefix->vs.size(1) == vs.size(1)) {  // room: the rows written in place
+        prefix->k.narrow(2, first, R).copy_(k);
+        prefix->vs.narrow(2, first, R).copy_(vs);
+        k = prefix->k.narrow(2, 0, first + R);
+        vs = prefix->vs.narrow(2, 0, first + R);
+    } else if (prefix && first > 0) {  // every key and value the rows attend to: [B, G, first + R, D]
+        k = at::cat({prefix->k.narrow(2, 0, first), k}, 2);
+        vs = at::cat({prefix->vs.narrow(2, 0, first), vs}, 2);
     }
     at::Tensor attn = AttentionRows(q, k, tau_q, first, w.window);  // [B, H, R, first + R]
     at::Tensor y = GroupedMatmul(attn, vs);               // [B, H, R, D]

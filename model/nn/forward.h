@@ -61,9 +61,13 @@ at::Tensor CombineTemperature(const TemperatureForm& form, const TemperatureTerm
 // how the analysis recomputes only what an edit changed.
 // G is the kv heads (n_query_groups): query head h reads kv head h / (H / G). Values are per
 // query head (G = H) while a what-if turns off some of a group's value temperatures.
+// The keys and values of positions 0..first-1 a block's rows attend to, in tensors of P >= first
+// rows. With room for the rows run (P >= first + R, and vs of ValueHeads heads), Block writes the
+// rows' own into rows first.. of them (the caller owns those rows: see RowBuffers); without, it
+// joins them into new tensors.
 struct KeyValues {
-    at::Tensor k;   // [B, G, P, D]: the keys of positions 0..P-1 (after RoPE)
-    at::Tensor vs;  // [B, G, P, D]: their values times tau_v, as attention sums them
+    at::Tensor k;   // [B, G, P, D]: the keys (after RoPE)
+    at::Tensor vs;  // [B, G, P, D]: the values times tau_v, as attention sums them
 };
 struct BlockCapture {
     at::Tensor attention;  // [B, H, R, T]: the rows run, over every key
@@ -91,9 +95,13 @@ struct TemperatureEdit {
     at::Tensor scale;                                 // [H, 1]
     at::Tensor scaled;                                // bool [H, 1]: scale != 1
 };
+// The heads of a block's values (KeyValues::vs): G, or H while `edit` turns off some of a group's
+// value temperatures.
+int64_t ValueHeads(const ModelConfig& config, bool vanilla, const TemperatureEdit* edit);
 at::Tensor Embed(const SsaGpt& model, const at::Tensor& ids, int64_t first = 0);  // ids [B, R] int64 at positions first.. -> [B, R, E]
 // One pre-LayerNorm block: x [B, R, E] (positions first..first+R-1) -> [B, R, E]; `vanilla` sets
-// tau_q = tau_v = 1. `prefix` holds positions 0..first-1's keys and values (null when first is 0).
+// tau_q = tau_v = 1. `prefix` holds positions 0..first-1's keys and values (null when first is 0
+// and there is no room to write the rows into).
 // `edit` (null: none) changes the temperatures of some heads.
 at::Tensor Block(const ModelConfig& config, const LayerWeights& weights, const at::Tensor& x, bool vanilla,
                  BlockCapture* capture = nullptr, int64_t first = 0, const KeyValues* prefix = nullptr,

@@ -185,7 +185,46 @@ at::Tensor Widened(const at::Tensor& w) {
     return wide;
 }
 
+// a [B, Ha, R, K] @ b [B, Hb, K, N], R <= kFewRows, float32 CPU, b's heads row-major [K, N]
+// (row stride >= N) or transposes of row-major [N, K]: one head a piece.
+at::Tensor FewRowsHeads(const at::Tensor& a, const at::Tensor& b, bool transposed) {
+    const int64_t B = a.size(0), Ha = a.size(1), Hb = b.size(1), R = a.size(2), K = a.size(3), N = b.size(3);
+    const at::Tensor x = a.contiguous();
+    at::Tensor y = at::empty({B, Ha, R, N}, a.options());
+    const float* xp = x.data_ptr<float>();
+    const float* bp = b.data_ptr<float>();
+    float* yp = y.data_ptr<float>();
+    const int64_t group = Ha / Hb;
+    const TransposedKernel dot = PickTransposed();
+    const RowMajorKernel<float> sum = PickRowMajor<float>();
+    TakePieces(B * Ha, [&](int64_t i) {
+        const int64_t batch = i / Ha, head = i % Ha;
+        const float* w = bp + batch * b.stride(0) + head / group * b.stride(1);
+        if (transposed)
+            dot(xp + i * R * K, R, K, w, 0, N, yp + i * R * N, N);
+        else
+            sum(xp + i * R * K, R, K, w, b.stride(2), N, 0, K, yp + i * R * N);
+    });
+    return y;
+}
+
 }  // namespace
+
+at::Tensor GroupedMatmul(const at::Tensor& a, const at::Tensor& b) {
+    const bool few = a.dim() == 4 && b.dim() == 4 && a.device().is_cpu() && b.device().is_cpu() && a.scalar_type() == at::kFloat &&
+                     b.scalar_type() == at::kFloat && !a.requires_grad() && !b.requires_grad() && a.size(0) == b.size(0) &&
+                     b.size(1) > 0 && a.size(1) % b.size(1) == 0 && a.size(2) >= 1 && a.size(2) <= kFewRows && a.size(3) == b.size(2) &&
+                     b.size(2) > 0 && b.size(3) > 0;
+    if (few && b.stride(2) == 1 && b.stride(3) == b.size(2)) return FewRowsHeads(a, b, /*transposed=*/true);
+    if (few && b.stride(3) == 1 && b.stride(2) >= b.size(3)) return FewRowsHeads(a, b, /*transposed=*/false);
+    if (a.dim() < 3 || a.size(-3) == b.size(-3)) return at::matmul(a, b);
+    const int64_t Ha = a.size(-3), Hb = b.size(-3), R = a.size(-2), X = a.size(-1);
+    std::vector<int64_t> grouped(a.sizes().begin(), a.sizes().end() - 3);
+    std::vector<int64_t> back = grouped;
+    grouped.insert(grouped.end(), {Hb, (Ha / Hb) * R, X});
+    back.insert(back.end(), {Ha, R, b.size(-1)});
+    return at::matmul(a.reshape(grouped), b).view(back);
+}
 
 at::Tensor MatmulRows(const at::Tensor& x, const at::Tensor& w) {
     const bool cpu = x.device().is_cpu() && w.device().is_cpu() && x.scalar_type() == at::kFloat && x.dim() >= 1 && w.dim() == 2 &&

@@ -28,4 +28,13 @@ constexpr int64_t kFewRows = 8;
 // to at::matmul (a bfloat16 w widened first).
 at::Tensor MatmulRows(const at::Tensor& x, const at::Tensor& w);
 
+// a [..., Ha, R, X] @ b [..., Hb, X, Y] where head h of a reads head h / (Ha / Hb) of b (grouped-
+// query attention): attention's scores (q @ k^T) and sums (weights @ v). For float32 CPU
+// tensors [B, H, R, X] with R <= kFewRows (an edit's rows), each head is one pass of the kernels
+// above over its keys or values, wherever they lie in a larger buffer (only each head's rows
+// need be contiguous): sgemm would pack every key and value first, which at 1,024 tokens cost as
+// much as reading them. Otherwise at::matmul, a group's heads stacked as the rows of one product
+// so b is never repeated.
+at::Tensor GroupedMatmul(const at::Tensor& a, const at::Tensor& b);
+
 }  // namespace model

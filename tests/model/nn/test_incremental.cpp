@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -393,6 +394,100 @@ TEST(Incremental, ACancelledAnalysisChangesNothing) {
     ASSERT_TRUE(got.ok() && want.ok());
     std::string what;
     EXPECT_LE(CompareAnalyses(*got, *want, &what), kTolerance) << what;
+}
+
+// Analyses handed out keep their numbers while the engine goes on: an edit writes its rows only
+// into buffers no analysis views (model/nn/row_buffers.h). Typing at the end holding the last
+// analysis while the next is computed (as the window holds the one it shows), then holding all of
+// them; each held analysis's maps are rebuilt from its own q and k only when first asked for, after
+// the later edits, and compared with a fresh full analysis of its tokens.
+TEST(Incremental, AnalysesHandedOutKeepTheirNumbersThroughLaterEdits) {
+    const std::string dir = WriteModel("held", PaperConfig(128), 19);
+    auto engine = model::Engine::Open(dir, "cpu");
+    auto fresh = model::Engine::Open(dir, "cpu");
+    ASSERT_TRUE(engine.ok() && fresh.ok());
+    model::AnalyzeOptions full;
+    full.reuse = false;
+    const char* typed[] = {"The", " quick", " bro", "wn", " fox", " jum", "ps", ",", " and", " the", " lazy", " dog", " sl", "eeps"};
+    for (const bool hold_all : {false, true}) {
+        std::string text = kParagraph;
+        std::vector<model::Analysis> held;
+        int checked = 0;
+        auto check = [&](const model::Analysis& a) {
+            auto want = (*fresh)->Analyze(a.tokens, full);
+            ASSERT_TRUE(want.ok()) << want.error();
+            std::string what;
+            EXPECT_LE(CompareAnalyses(a, *want, &what), kTolerance) << what << " of an analysis of " << a.n_tokens << " tokens";
+            ++checked;
+        };
+        for (const char* piece : typed) {
+            text += piece;
+            auto tokens = (*engine)->Tokenize(text, false);
+            ASSERT_TRUE(tokens.ok()) << tokens.error();
+            auto a = (*engine)->Analyze(*tokens);
+            ASSERT_TRUE(a.ok()) << a.error();
+            if (piece != typed[0]) {
+                EXPECT_GT(a->reused_rows, 0);
+            }
+            held.push_back(std::move(*a));
+            if (!hold_all && held.size() == 2) {  // held while the engine wrote the edit's rows; let go
+                check(held[0]);
+                held.erase(held.begin());
+            }
+        }
+        if (hold_all)
+            for (const model::Analysis& a : held) check(a);
+        EXPECT_GE(checked, 12);
+    }
+}
+
+// An analysis cancelled part way, after some layers wrote their rows, leaves the previous one
+// whole: both the analysis handed out and the engine's cache the next edit reuses.
+TEST(Incremental, AnAnalysisCancelledPartWayLeavesThePreviousOneWhole) {
+    model::ModelConfig c = PaperConfig(512);
+    c.n_layer = 8;
+    c.n_embd = 64;
+    const std::string dir = WriteModel("cancel-part-way", c, 23);
+    auto engine = model::Engine::Open(dir, "cpu");
+    auto fresh = model::Engine::Open(dir, "cpu");
+    ASSERT_TRUE(engine.ok() && fresh.ok());
+    std::string text;
+    while (text.size() < 1500) text += kParagraph;
+    auto a = (*engine)->Tokenize(text, true);
+    auto b = (*engine)->Tokenize(text.substr(0, 700) + " Something else entirely", true);
+    auto c2 = (*engine)->Tokenize(text.substr(0, 900) + " then", true);
+    ASSERT_TRUE(a.ok() && b.ok() && c2.ok());
+    auto first = (*engine)->Analyze(*a);
+    ASSERT_TRUE(first.ok()) << first.error();
+    // Cancel once a layer has finished: progress is stored after each layer, cancel checked before.
+    int part_way = 0;
+    for (int attempt = 0; attempt < 5 && part_way == 0; ++attempt) {
+        std::atomic<bool> cancel{false};
+        std::atomic<float> progress{0};
+        model::AnalyzeOptions options;
+        options.cancel = &cancel;
+        options.progress = &progress;
+        std::thread watcher([&] {
+            while (progress.load() == 0 && !cancel.load()) std::this_thread::yield();
+            cancel = true;
+        });
+        auto cancelled = (*engine)->Analyze(*b, options);
+        cancel = true;
+        watcher.join();
+        if (!cancelled.ok() && progress.load() > 0 && progress.load() < 0.8f) ++part_way;
+    }
+    ASSERT_EQ(part_way, 1) << "no analysis was cancelled after its first layer";
+    model::AnalyzeOptions full;
+    full.reuse = false;
+    std::string what;
+    auto want_first = (*fresh)->Analyze(*a, full);
+    ASSERT_TRUE(want_first.ok());
+    EXPECT_LE(CompareAnalyses(*first, *want_first, &what), kTolerance) << what << " of the analysis before";
+    auto next = (*engine)->Analyze(*c2);
+    auto want_next = (*fresh)->Analyze(*c2, full);
+    ASSERT_TRUE(next.ok() && want_next.ok());
+    EXPECT_GT(next->reused_rows, 0);
+    EXPECT_LE(CompareAnalyses(*next, *want_next, &what), kTolerance) << what << " of the analysis after";
 }
 
 }  // namespace

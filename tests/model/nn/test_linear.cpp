@@ -85,6 +85,45 @@ TEST(MatmulRows, LeavesManyRowsAndAutogradToMatmul) {
     EXPECT_TRUE(at::allclose(trained.grad(), x.t().expand({64, 40})));
 }
 
+// Attention's products on the few-rows path: q @ k^T and weights @ v where k and v are views of
+// larger buffers (the rows so far of RowBuffers' capacity), with grouped kv heads; against the
+// float64 product of each query head with its group's keys or values.
+TEST(GroupedMatmul, FewRowsOverBufferViewsEqualTheFloat64Product) {
+    at::manual_seed(10);
+    for (int64_t G : {1, 2, 6})
+        for (int64_t T : {1, 7, 130})
+            for (int64_t R : {1, 3, 8}) {
+                const int64_t B = 2, H = 6, D = 20;
+                const at::Tensor keys = at::randn({B, G, T + 9, D}).narrow(2, 0, T);  // a buffer's first T rows
+                const at::Tensor q = at::randn({B, H, R, D}), weights = at::randn({B, H, R, T});
+                const at::Tensor scores = model::GroupedMatmul(q, keys.transpose(-1, -2));
+                const at::Tensor sums = model::GroupedMatmul(weights, keys);
+                ASSERT_EQ(scores.sizes(), (std::vector<int64_t>{B, H, R, T}));
+                ASSERT_EQ(sums.sizes(), (std::vector<int64_t>{B, H, R, D}));
+                for (int64_t h = 0; h < H; ++h) {
+                    const at::Tensor k = keys.select(1, h / (H / G));  // [B, T, D]
+                    EXPECT_LE(RelativeError(scores.select(1, h), q.select(1, h), k.transpose(-1, -2)), 1e-5)
+                        << "scores G " << G << " T " << T << " R " << R << " head " << h;
+                    EXPECT_LE(RelativeError(sums.select(1, h), weights.select(1, h), k), 1e-5)
+                        << "sums G " << G << " T " << T << " R " << R << " head " << h;
+                }
+            }
+}
+
+TEST(GroupedMatmul, FewRowsDoNotDependOnTheThreadCountAndManyRowsGoToMatmul) {
+    at::manual_seed(11);
+    const int before = at::get_num_threads();
+    const at::Tensor keys = at::randn({2, 2, 300, 16}), q = at::randn({2, 4, 2, 16});
+    model::SetComputeThreads(1);
+    const at::Tensor one = model::GroupedMatmul(q, keys.transpose(-1, -2));
+    model::SetComputeThreads(2);
+    EXPECT_TRUE(at::equal(one, model::GroupedMatmul(q, keys.transpose(-1, -2))));
+    model::SetComputeThreads(before);
+    const at::Tensor many = at::randn({2, 4, model::kFewRows + 1, 16});
+    const at::Tensor want = at::matmul(many.reshape({2, 2, 2 * (model::kFewRows + 1), 16}), keys.transpose(-1, -2)).view({2, 4, model::kFewRows + 1, 300});
+    EXPECT_TRUE(at::equal(model::GroupedMatmul(many, keys.transpose(-1, -2)), want));
+}
+
 TEST(Bf16Matrices, AnEngineHoldingThemGivesTheNumbersOfTheirFloat32Copy) {
     // Llama-shaped (grouped kv heads, SwiGLU, untied head) with widths that leave remainders.
     model::ModelConfig c;
