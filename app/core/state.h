@@ -111,6 +111,7 @@ struct AppState {
     std::shared_ptr<const model::Analysis> analysis;
     bool truncate = false;  // run the first n_positions tokens of a longer text
     bool busy = false;      // the worker is running
+    double busy_ms = 0;     // for this long (0 while idle)
     float progress = 0.0f;  // of the running analysis, 0..1
     std::string error;      // the last failure, shown in the window until the next success
 

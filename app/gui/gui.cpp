@@ -232,7 +232,10 @@ public:
                 e.kind == Kind::InterventionsSet)
                 RequestAnalysis();
         }
+        const bool was_busy = m_state.busy;
         m_state.busy = m_worker.Busy();
+        if (m_state.busy && !was_busy) m_busy_since_ms = NowMs();
+        m_state.busy_ms = m_state.busy ? NowMs() - m_busy_since_ms : 0.0;
         const bool requests_pending = m_state.interventions_request || m_state.unedited_request || m_state.layer_local_request;
         if (m_state.analysis && !m_state.busy && !m_twin_expected && !requests_pending) StartJobsAskedFor();
         m_state.progress = m_worker.Progress();
@@ -415,7 +418,7 @@ public:
     }
     bool Settled() const override {
         if (m_views.checkpoint.Showing()) return true;  // waiting for the user, not the model
-        if (m_state.busy || m_twin_expected || m_state.generating || m_state.ranking_heads) return false;
+        if (m_state.busy || m_worker.Readying() || m_twin_expected || m_state.generating || m_state.ranking_heads) return false;
         if (m_start_continue > 0 || m_start_rank_heads || m_state.continue_request || m_state.rank_heads_request) return false;
         if (m_start_global_pass || m_state.layer_local_request || m_state.global_pass_running) return false;
         if (!m_state.model) return ModelFailed();  // nothing more will come
@@ -733,6 +736,7 @@ public:
     bool m_quit = false;
 
 private:
+    double m_busy_since_ms = 0;
     std::string m_device;
     std::string m_dtype = "f32";  // --dtype: the compute dtype
     std::vector<Example> m_examples = BundledExamples();
@@ -811,9 +815,10 @@ int RunGui(const LaunchOptions& run, const std::optional<Session>& session) {
         while (!glfwWindowShouldClose(window) && !app.m_quit) {
             // While the model runs, the spinner and progress need a few frames a second, not every
             // one the display can show: each costs a core's milliseconds (a software rasteriser's
-            // tens) that the model's thread, on 2 cores, wants. The worker's events wake the loop
-            // at once, so nothing it answers waits for the next tick.
-            double wait_ms = app.State().want_frame ? 0.0 : app.State().busy ? 1000.0 / 15.0 : 500.0;
+            // tens) that the model's thread, on 2 cores, wants; none at all in its first kQuietMs.
+            // The worker's events wake the loop at once, so nothing it answers waits for a tick.
+            const WindowState& s = app.State();
+            double wait_ms = s.want_frame ? 0.0 : !s.busy ? 500.0 : s.busy_ms < kQuietMs ? kQuietMs - s.busy_ms : 1000.0 / 15.0;
             for (const auto& d : drivers) wait_ms = std::min(wait_ms, d->WakeInMs(NowMs()));
             if (wait_ms <= 0.0) glfwPollEvents();
             else glfwWaitEventsTimeout(wait_ms / 1000.0);

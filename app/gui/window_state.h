@@ -15,7 +15,14 @@ struct Rect {
     float x = 0, y = 0, w = 0, h = 0;
 };
 
+// The first milliseconds of the model's jobs, in which the window asks for no frame of its own (no
+// progress, no thumbnails baked in slices): an edit's analysis mostly ends within them, and a
+// frame under way when its result arrives delays the result by that frame (a software
+// rasteriser's 25-30 ms), besides taking the core the model wants.
+constexpr double kQuietMs = 150.0;
+
 struct WindowState : AppState {
+    bool Quiet() const { return busy && busy_ms < kQuietMs; }
     bool show_open_dialog = false;
     bool open_dialog_for_twin = false;
     bool show_help = false;

@@ -115,6 +115,22 @@ void InferenceWorker::Loop() {
                 m_wake();  // let the UI see that we went idle
                 lock.lock();
             }
+            if (!m_busy && m_reserve && m_engine) {  // idle: the next keystroke's memory, until a request comes
+                m_readying = true;
+                lock.unlock();
+                try {
+                    m_reserve = !m_engine->ReserveForEdits([this] { return Superseded(); });
+                } catch (const std::exception&) {  // out of memory: the edit will try again, and say so
+                    m_reserve = false;
+                }
+                lock.lock();
+                m_readying = false;
+                if (m_wake) {
+                    lock.unlock();
+                    m_wake();
+                    lock.lock();
+                }
+            }
             m_cv.wait(lock, [this] { return m_stop || !m_queue.empty(); });
             if (m_stop) return;
             request = std::move(m_queue.front());
@@ -197,6 +213,7 @@ void InferenceWorker::Handle(const Request& r) {
                 if (m_cancel) return;  // superseded: a newer request is queued
                 return Emit({Kind::Error, {}, nullptr, analysis.error(), r.id});
             }
+            m_reserve = true;
             return Emit({Kind::Analysis, {}, Share(std::move(*analysis)), "", r.id, NowMs() - r.start_ms});
         }
         case Request::Kind::SetInterventions: {

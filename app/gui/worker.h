@@ -76,6 +76,7 @@ public:
 
     std::vector<WorkerEvent> TakeEvents();  // everything finished since the last call, oldest first
     bool Busy() const { return m_busy.load(); }
+    bool Readying() const { return m_readying.load(); }  // idle, readying memory for the next edit (ReserveForEdits)
     float Progress() const { return m_progress.load(); }  // of the running analysis: layers done / layers
     // The head the map view shows: each analysis rebuilds its full maps before it is handed over.
     void SetShownHead(int layer, int head) {
@@ -125,6 +126,8 @@ private:
     std::atomic<bool> m_cancel{false};
     std::atomic<bool> m_busy{false};
     std::atomic<bool> m_in_job{false};  // a job runs: any new request stops it
+    bool m_reserve = false;             // an analysis finished: ready the memory its edits will write into, once idle
+    std::atomic<bool> m_readying{false};
     std::atomic<float> m_progress{0.0f};
     std::atomic<int> m_shown_layer{0}, m_shown_head{0};
     std::atomic<int64_t> m_big_parameters{kBigModelParameters};

@@ -461,6 +461,12 @@ MapMetrics MetricsToHost(const std::vector<LayerRows>& layers, int side) {
 // [SECTION] Engine::Analyze
 //-----------------------------------------------------------------------------
 
+bool Engine::ReserveForEdits(const std::function<bool()>& stop) {
+    c10::InferenceMode guard;
+    BindThreadToDevice(m_impl->device);
+    return m_impl->cache.buffers.Reserve(stop);
+}
+
 Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOptions& options) {
     c10::InferenceMode guard;
     BindThreadToDevice(m_impl->device);

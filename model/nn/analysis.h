@@ -141,6 +141,10 @@ public:
     // Opening a twin, closing it or changing the comparison starts afresh; a cancelled or failed
     // analysis leaves the previous one's state as it was.
     Result<Analysis> Analyze(const Tokenization& tokens, const AnalyzeOptions& options = {});
+    // For a caller about to be idle (the window's worker between keystrokes): readies the memory
+    // the next edit's rows go into, so that edit does not pay for mapping it. Checks `stop` every
+    // few MB and returns false if it said so (the rest is done on the next call or by the edit).
+    bool ReserveForEdits(const std::function<bool()>& stop);
 
 private:
     Engine();

@@ -48,6 +48,16 @@ at::Tensor RowBuffers::Acquire(int slot, at::IntArrayRef shape, int64_t dim, con
     return best->data;
 }
 
+bool RowBuffers::Reserve(const std::function<bool()>& stop) {
+    for (std::vector<Buffer>& buffers : m_slots) {
+        if (buffers.size() != 1) continue;  // none yet, or a second already
+        if (stop()) return false;
+        const Buffer& only = buffers.front();
+        buffers.push_back({at::zeros(only.data.sizes(), only.data.options()), only.dim, 0, false});
+    }
+    return true;
+}
+
 void RowBuffers::Begin() {
     for (std::vector<Buffer>& buffers : m_slots)
         for (Buffer& b : buffers) b.acquired = false;

@@ -172,7 +172,7 @@ void HeadsView::Rebake(WindowState& state) {
     // one scrolled into view is baked first. The app sleeps between events, so ask for the next
     // frame while work remains.
     const bool visible_stale = std::any_of(m_visible.begin(), m_visible.end(), [&](size_t i) { return i < count && m_stale[i]; });
-    if (visible_stale || (m_stale_count > 0 && !state.busy)) state.want_frame = true;
+    if ((visible_stale && !state.Quiet()) || (m_stale_count > 0 && !state.busy)) state.want_frame = true;
     const auto start = std::chrono::steady_clock::now();
     const int side = std::min(a.n_tokens, kThumbnailSide);
     auto bake = [&](size_t index) {
