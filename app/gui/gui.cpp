@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 
 #include <GLFW/glfw3.h>
@@ -770,6 +771,12 @@ private:
 
 int RunGui(const LaunchOptions& run, const std::optional<Session>& session) {
     glfwSetErrorCallback([](int code, const char* message) { std::fprintf(stderr, "ssaviz: GLFW error %d: %s\n", code, message); });
+    // The model computes on every core but one (InferenceWorker::Loop); the UI thread has that one.
+    // A software rasteriser (Mesa's llvmpipe, where there is no GPU) would add threads of its own
+    // on the model's cores, and on 2 cores they slowed a TinyLlama-sized edit from ~140 ms to
+    // ~190 ms: it draws on the UI thread instead. GPU drivers ignore the variable; a value the
+    // user set is kept.
+    setenv("LP_NUM_THREADS", "0", /*overwrite=*/0);
     if (!glfwInit()) {
         std::fprintf(stderr, "ssaviz: cannot open a window (no display?); the command line works without one: ssaviz export --help\n");
         return kExitFailure;

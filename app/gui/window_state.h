@@ -19,7 +19,7 @@ struct Rect {
 // progress, no thumbnails baked in slices): an edit's analysis mostly ends within them, and a
 // frame under way when its result arrives delays the result by that frame (a software
 // rasteriser's 25-30 ms), besides taking the core the model wants.
-constexpr double kQuietMs = 150.0;
+constexpr double kQuietMs = 300.0;
 
 struct WindowState : AppState {
     bool Quiet() const { return busy && busy_ms < kQuietMs; }
