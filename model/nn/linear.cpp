@@ -72,20 +72,20 @@ SSAVIZ_INLINE void RowMajorBody(const float* x, int64_t M, int64_t K, const W* w
 
 // y[m, n0..n1) = dot(x[m, :], wt[n, :]), wt row-major [N, K] (w given as its transpose). Sixteen
 // lanes of partial sums per row, added up in a fixed order at the end.
-template <typename W>
-SSAVIZ_INLINE void TransposedBody(const float* x, int64_t M, int64_t K, const W* wt, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+SSAVIZ_INLINE void TransposedBody(const float* x, int64_t M, int64_t K, const float* wt, int64_t n0, int64_t n1, float* y,
+                                  int64_t ldy) {
     constexpr int64_t kLanes = 16;
     const int64_t whole = K / kLanes * kLanes;
     for (int64_t n = n0; n < n1; ++n) {
-        const W* row = wt + n * K;
+        const float* row = wt + n * K;
         for (int64_t m = 0; m < M; ++m) {
             const float* xm = x + m * K;
             float lanes[kLanes] = {};
             for (int64_t k = 0; k < whole; k += kLanes)
-                for (int64_t j = 0; j < kLanes; ++j) lanes[j] += xm[k + j] * Widen(row[k + j]);
+                for (int64_t j = 0; j < kLanes; ++j) lanes[j] += xm[k + j] * row[k + j];
             float sum = 0.0f;
             for (int64_t j = 0; j < kLanes; ++j) sum += lanes[j];
-            for (int64_t k = whole; k < K; ++k) sum += xm[k] * Widen(row[k]);
+            for (int64_t k = whole; k < K; ++k) sum += xm[k] * row[k];
             y[m * ldy + n] = sum;
         }
     }
@@ -93,15 +93,13 @@ SSAVIZ_INLINE void TransposedBody(const float* x, int64_t M, int64_t K, const W*
 
 template <typename W>
 using RowMajorKernel = void (*)(const float*, int64_t, int64_t, const W*, int64_t, int64_t, int64_t, int64_t, float*);
-template <typename W>
-using TransposedKernel = void (*)(const float*, int64_t, int64_t, const W*, int64_t, int64_t, float*, int64_t);
+using TransposedKernel = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t);
 
 template <typename W>
 void RowMajorBaseline(const float* x, int64_t M, int64_t K, const W* w, int64_t ldw, int64_t N, int64_t k0, int64_t k1, float* y) {
     RowMajorBody(x, M, K, w, ldw, N, k0, k1, y);
 }
-template <typename W>
-void TransposedBaseline(const float* x, int64_t M, int64_t K, const W* wt, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+void TransposedBaseline(const float* x, int64_t M, int64_t K, const float* wt, int64_t n0, int64_t n1, float* y, int64_t ldy) {
     TransposedBody(x, M, K, wt, n0, n1, y, ldy);
 }
 
@@ -111,9 +109,8 @@ __attribute__((target("avx2,fma"))) void RowMajorAvx2(const float* x, int64_t M,
                                                       int64_t k0, int64_t k1, float* y) {
     RowMajorBody(x, M, K, w, ldw, N, k0, k1, y);
 }
-template <typename W>
-__attribute__((target("avx2,fma"))) void TransposedAvx2(const float* x, int64_t M, int64_t K, const W* wt, int64_t n0, int64_t n1,
-                                                        float* y, int64_t ldy) {
+__attribute__((target("avx2,fma"))) void TransposedAvx2(const float* x, int64_t M, int64_t K, const float* wt, int64_t n0,
+                                                        int64_t n1, float* y, int64_t ldy) {
     TransposedBody(x, M, K, wt, n0, n1, y, ldy);
 }
 bool HasAvx2() {
@@ -124,19 +121,13 @@ template <typename W>
 RowMajorKernel<W> PickRowMajor() {
     return HasAvx2() ? RowMajorAvx2<W> : RowMajorBaseline<W>;
 }
-template <typename W>
-TransposedKernel<W> PickTransposed() {
-    return HasAvx2() ? TransposedAvx2<W> : TransposedBaseline<W>;
-}
+TransposedKernel PickTransposed() { return HasAvx2() ? TransposedAvx2 : TransposedBaseline; }
 #else
 template <typename W>
 RowMajorKernel<W> PickRowMajor() {
     return RowMajorBaseline<W>;
 }
-template <typename W>
-TransposedKernel<W> PickTransposed() {
-    return TransposedBaseline<W>;
-}
+TransposedKernel PickTransposed() { return TransposedBaseline; }
 #endif
 
 // Runs piece(0), ..., piece(pieces - 1) on the compute threads, each thread taking the next piece
@@ -167,21 +158,6 @@ void RowMajorProduct(const float* x, int64_t M, int64_t K, const W* w, int64_t l
         for (int64_t i = 0; i < size; ++i) y[i] += part[i];
     }
 }
-
-// Transposed w (each output column a row of wt [N, K]): each piece a run of 128 output columns,
-// each a dot product of rows.
-template <typename W>
-void TransposedProduct(const float* x, int64_t M, int64_t K, const W* wt, int64_t N, float* y) {
-    const TransposedKernel<W> kernel = PickTransposed<W>();
-    constexpr int64_t kColumns = 128;
-    TakePieces((N + kColumns - 1) / kColumns, [&](int64_t p) { kernel(x, M, K, wt, p * kColumns, std::min(N, (p + 1) * kColumns), y, N); });
-}
-
-const uint16_t* Bits(const at::Tensor& w) { return reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>()); }
-
-// Columns of a bfloat16 head widened at a time for many rows' logits (2,048 of them: 16 MB of
-// float32 at TinyLlama's width, memory the heap reuses block after block).
-constexpr int64_t kWidenColumns = 2048;
 
 // A bfloat16 w widened to float32 for at::matmul. Each thread keeps the last four it widened (a
 // layer's matrices), so the blocks of rows a long analysis runs through one layer widen each
@@ -219,7 +195,7 @@ at::Tensor FewRowsHeads(const at::Tensor& a, const at::Tensor& b, bool transpose
     const float* bp = b.data_ptr<float>();
     float* yp = y.data_ptr<float>();
     const int64_t group = Ha / Hb;
-    const TransposedKernel<float> dot = PickTransposed<float>();
+    const TransposedKernel dot = PickTransposed();
     const RowMajorKernel<float> sum = PickRowMajor<float>();
     TakePieces(B * Ha, [&](int64_t i) {
         const int64_t batch = i / Ha, head = i % Ha;
@@ -253,19 +229,12 @@ at::Tensor GroupedMatmul(const at::Tensor& a, const at::Tensor& b) {
 at::Tensor MatmulRows(const at::Tensor& x, const at::Tensor& w) {
     const bool cpu = x.device().is_cpu() && w.device().is_cpu() && x.scalar_type() == at::kFloat && x.dim() >= 1 && w.dim() == 2 &&
                      x.size(-1) == w.size(0) && !x.requires_grad() && !w.requires_grad();
-    const bool f32 = cpu && w.scalar_type() == at::kFloat, bf16 = cpu && w.scalar_type() == at::kBFloat16;
+    const bool bf16 = cpu && w.scalar_type() == at::kBFloat16 && w.is_contiguous();
     const int64_t K = w.size(0), N = w.size(1);
     const int64_t M = cpu && K > 0 ? x.numel() / K : 0;
-    const bool row_major = (f32 && w.stride(1) == 1 && w.stride(0) >= N) || (bf16 && w.is_contiguous());
-    const bool transposed = (f32 || bf16) && w.stride(0) == 1 && w.stride(1) == K;  // lm_head.t()
-    if (bf16 && transposed && (M > kFewRows || M < 1) && N > kWidenColumns) {
-        // Many rows by a bfloat16 head: widened a slice of columns at a time rather than whole,
-        // which would hold a float32 copy of the largest matrix (Widened caches what it makes).
-        std::vector<at::Tensor> parts;
-        for (int64_t n0 = 0; n0 < N; n0 += kWidenColumns)
-            parts.push_back(at::matmul(x, w.narrow(1, n0, std::min(kWidenColumns, N - n0)).to(at::kFloat)));
-        return at::cat(parts, -1);
-    }
+    const bool f32 = cpu && w.scalar_type() == at::kFloat;
+    const bool row_major = (f32 && w.stride(1) == 1 && w.stride(0) >= N) || bf16;
+    const bool transposed = f32 && w.stride(0) == 1 && w.stride(1) == K;
     if (!(row_major || transposed) || M < 1 || M > kFewRows || N < 1) return at::matmul(x, bf16 ? Widened(w) : w);
 
     const at::Tensor xs = x.reshape({M, K}).contiguous();
@@ -274,14 +243,15 @@ at::Tensor MatmulRows(const at::Tensor& x, const at::Tensor& w) {
     at::Tensor y = at::empty(shape, x.options());
     const float* xp = xs.data_ptr<float>();
     float* yp = y.data_ptr<float>();
-    if (row_major && bf16) {
-        RowMajorProduct(xp, M, K, Bits(w), N, N, yp);
+    if (bf16) {
+        RowMajorProduct(xp, M, K, reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>()), N, N, yp);
     } else if (row_major) {
         RowMajorProduct(xp, M, K, w.data_ptr<float>(), w.stride(0), N, yp);
-    } else if (bf16) {
-        TransposedProduct(xp, M, K, Bits(w), N, yp);
-    } else {
-        TransposedProduct(xp, M, K, w.data_ptr<float>(), N, yp);
+    } else {  // transposed: each piece a run of 128 output columns, each a dot product of rows
+        const TransposedKernel kernel = PickTransposed();
+        const float* wp = w.data_ptr<float>();
+        constexpr int64_t kColumns = 128;
+        TakePieces((N + kColumns - 1) / kColumns, [&](int64_t p) { kernel(xp, M, K, wp, p * kColumns, std::min(N, (p + 1) * kColumns), yp, N); });
     }
     return y;
 }

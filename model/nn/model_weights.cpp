@@ -17,12 +17,6 @@
 namespace model {
 namespace {
 
-// Whether a head read from the file is the embedding again (a tied head saved twice), whatever
-// dtype each was kept in.
-bool SameValues(const at::Tensor& a, const at::Tensor& b) {
-    return a.sizes() == b.sizes() && at::equal(a.scalar_type() == b.scalar_type() ? a : a.to(b.scalar_type()), b);
-}
-
 // Reads tensors out of a weights file by model-relative name ("h.0.ln_1.weight"), whatever the
 // prefix, checking shapes, converting to the compute dtype on the device.
 class TensorReader {
@@ -42,11 +36,6 @@ public:
         return Read(name, {linear_layout ? std::vector<int64_t>{out, in} : std::vector<int64_t>{in, out}}, why, true, linear_layout);
     }
     bool KeptBf16() const { return m_kept_bf16; }
-    // The output head [V, E] as stored (Logits multiplies by its transpose), kept BF16 as the
-    // matrices are: for a large vocabulary it is much of what an edit reads.
-    Result<at::Tensor> ReadHead(const std::string& name, int64_t V, int64_t E, const std::string& why) {
-        return Read(name, {{V, E}}, why, true);
-    }
 
     // Any of `shapes` is accepted; an empty list accepts any shape. `matrix`: a weight matrix
     // (see keep_bf16), `transpose`d as it is read.
@@ -267,9 +256,7 @@ Result<SsaGpt> LoadLitGpt(const ModelConfig& c, TensorReader& reader, SsaGpt m) 
     if (reader.Find("h." + std::to_string(c.n_layer) + ".norm_1.weight"))
         return Fail("the file has more layers than the config's n_layer " + std::to_string(c.n_layer));
     if (Status s = norm("ln_f", "final norm", &m.ln_f_w, &m.ln_f_b); !s) return Fail(s.error());
-    auto head = reader.ReadHead("lm_head.weight", V, E, "output head, padded vocabulary x n_embd");
-    if (!head) return Fail(head.error());
-    m.lm_head = *head;
+    if (Status s = read("lm_head.weight", {V, E}, "output head, padded vocabulary x n_embd", &m.lm_head); !s) return Fail(s.error());
     if (c.lm_head_bias) {
         if (Status s = read("lm_head.bias", {V}, "output head bias (lm_head_bias)", &m.lm_head_b); !s) return Fail(s.error());
     }
@@ -368,9 +355,10 @@ Result<SsaGpt> LoadHf(const ModelConfig& c, TensorReader& reader, SsaGpt m, bool
     if (!c.tied_head && !reader.Find(head))  // outside the root ("model."), so named as it is stored
         return Fail("no tensor '" + reader.OuterName(head) + "' (output head, vocab_size x hidden_size; tie_word_embeddings is false)");
     if (!c.tied_head || reader.Find(head)) {
-        auto t = reader.ReadHead(head, V, E, c.tied_head ? "output head (tie_word_embeddings)" : "output head, vocab_size x hidden_size");
-        if (!t) return Fail(t.error());
-        if (!c.tied_head || !SameValues(*t, m.wte)) m.lm_head = *t;
+        at::Tensor t;
+        if (Status s = read(head, {V, E}, c.tied_head ? "output head (tie_word_embeddings)" : "output head, vocab_size x hidden_size", &t); !s)
+            return Fail(s.error());
+        if (!c.tied_head || !at::equal(t, m.wte)) m.lm_head = t;
     }
     m.unused_tensors = reader.Unused();
     return m;
@@ -468,9 +456,9 @@ Result<SsaGpt> LoadAnySsaGpt(TensorReader& reader, const ModelConfig& c, const W
     m.ln_f_b = *ln_f_b;
     m.lm_head = m.wte;
     if (reader.Find("lm_head.weight")) {
-        auto head = reader.ReadHead("lm_head.weight", V, E, "output projection");
+        auto head = reader.Read("lm_head.weight", {{V, E}}, "output projection");
         if (!head) return Fail(head.error());
-        if (!SameValues(*head, m.wte)) m.lm_head = *head;
+        if (!at::equal(*head, m.wte)) m.lm_head = *head;
     }
     m.unused_tensors = reader.Unused();
     return m;
@@ -480,7 +468,7 @@ Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const WeightFile& file, at::Devi
     TensorReader reader(file, device, compute, keep_bf16);
     auto m = LoadAnySsaGpt(reader, c, file, device, compute);
     if (!m) return m;
-    if (reader.KeptBf16()) m->notes.push_back("weight matrices and the output head held in BF16 as stored (half the memory), widened exactly to float32 as they are used");
+    if (reader.KeptBf16()) m->notes.push_back("weight matrices held in BF16 as stored (half the memory), widened exactly to float32 as they are used");
     for (int l = 0; l < static_cast<int>(m->layers.size()); ++l) m->layers[l].window = c.AttentionWindow(l);
     return m;
 }
