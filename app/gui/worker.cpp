@@ -109,12 +109,14 @@ void InferenceWorker::Loop() {
         Request request(Request::Kind::Analyze);  // replaced by the queue's front
         {
             std::unique_lock<std::mutex> lock(m_mutex);
-            m_busy = !m_queue.empty();
-            if (!m_busy && m_wake) {
+            auto wake_ui = [&] {  // let the UI see what changed, without holding the lock it may want
+                if (!m_wake) return;
                 lock.unlock();
-                m_wake();  // let the UI see that we went idle
+                m_wake();
                 lock.lock();
-            }
+            };
+            m_busy = !m_queue.empty();
+            if (!m_busy) wake_ui();  // we went idle
             if (!m_busy && m_reserve && m_engine) {  // idle: the next keystroke's memory, until a request comes
                 m_readying = true;
                 lock.unlock();
@@ -125,11 +127,7 @@ void InferenceWorker::Loop() {
                 }
                 lock.lock();
                 m_readying = false;
-                if (m_wake) {
-                    lock.unlock();
-                    m_wake();
-                    lock.lock();
-                }
+                wake_ui();
             }
             m_cv.wait(lock, [this] { return m_stop || !m_queue.empty(); });
             if (m_stop) return;

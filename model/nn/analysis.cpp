@@ -528,6 +528,9 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     if (m_impl->twin) runs.push_back({&other, 1, 1, MakeEdits({}, c, device, {RowEdit::None}), {}});
     // Side s is batch row row_of[s] of runs[run_of[s]] (the layer-local side: the SSA side's row).
     const int run_of[2] = {0, local ? 0 : static_cast<int>(runs.size()) - 1}, row_of[2] = {0, runs[0].sides == 2 ? 1 : 0};
+    auto edit_of = [&](size_t r, int l) -> const TemperatureEdit* {  // run r's what-ifs in layer l, if any
+        return runs[r].edits[l].keep_position.defined() ? &runs[r].edits[l] : nullptr;
+    };
     if (p < T) {
         const std::vector<int32_t> rows(tokens.ids.begin() + p, tokens.ids.end());
         const at::Tensor index = at::tensor(at::ArrayRef<int32_t>(rows), at::kInt).to(device, at::kLong).unsqueeze(0);
@@ -562,12 +565,11 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         at::Tensor room_q[2];
         for (size_t r = 0; r < runs.size() && p < T; ++r) {
             const ModelConfig& rc = runs[r].model->config;
-            const TemperatureEdit* edit = runs[r].edits[l].keep_position.defined() ? &runs[r].edits[l] : nullptr;
             const auto options = runs[r].stream.options();
             const int index = static_cast<int>(r);
             room[r].k = buffers.Acquire(RowSlot(l, RowKind::Keys, index), {runs[r].sides, rc.KvHeads(), T, rc.HeadSize()}, 2, options,
                                         was ? was->k[r] : at::Tensor(), p, rc.n_positions);
-            room[r].vs = buffers.Acquire(RowSlot(l, RowKind::Values, index), {runs[r].sides, ValueHeads(rc, false, edit), T, rc.HeadSize()}, 2,
+            room[r].vs = buffers.Acquire(RowSlot(l, RowKind::Values, index), {runs[r].sides, ValueHeads(rc, false, edit_of(r, l)), T, rc.HeadSize()}, 2,
                                          options, was ? was->vs[r] : at::Tensor(), p, rc.n_positions);
             for (int i = 0; i < runs[r].sides; ++i) {
                 const int s = runs[r].first_side + i;
@@ -585,9 +587,8 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
             for (size_t r = 0; r < runs.size() && from < b; ++r) {
                 const Run& run = runs[r];
                 BlockCapture capture;
-                const TemperatureEdit* edit = run.edits[l].keep_position.defined() ? &run.edits[l] : nullptr;
                 out[r].push_back(Block(run.model->config, run.model->layers[l], run.stream.narrow(1, from - p, b - from), /*vanilla=*/false,
-                                       &capture, from, &room[r], edit));
+                                       &capture, from, &room[r], edit_of(r, l)));
                 keys[r] = capture.k;
                 values[r] = capture.vs;
                 for (int i = 0; i < run.sides; ++i) {
