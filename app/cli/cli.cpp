@@ -64,7 +64,7 @@ std::string ReadText(const CommandOptions& o) {
 }
 
 std::unique_ptr<model::Engine> OpenEngine(const CommandOptions& o) {
-    if (const int threads = model::ComputeThreadsFromEnvironment(0)) model::SetComputeThreads(threads);
+    model::UseComputeThreads(model::ResolveComputeThreads());
     auto engine = model::Engine::Open(ModelDir(o), o.device.value_or("auto"), o.hints, o.dtype);
     if (!engine) {
         bool device_problem = engine.error().rfind("--device", 0) == 0 || engine.error().rfind("--dtype", 0) == 0;
@@ -99,7 +99,9 @@ int CmdInfo(const CommandOptions& o) {
     auto engine = OpenEngine(o);
     const model::ModelInfo& info = engine->Info();
     if (o.json) {
-        std::printf("%s\n", InfoToJson(info).dump(2).c_str());
+        json j = InfoToJson(info);
+        j["runtime"] = RuntimeToJson();
+        std::printf("%s\n", j.dump(2).c_str());
         return kExitOk;
     }
     const model::ModelConfig& c = info.config;
@@ -112,6 +114,8 @@ int CmdInfo(const CommandOptions& o) {
     std::printf("tau_q        %s\ntau_v        %s\n", model::Describe(c.query).c_str(), model::Describe(c.value).c_str());
     std::printf("tokenizer    %s, %zu tokens, from %s\ndevice       %s, computing in %s\n", info.tokenizer_kind.c_str(), info.tokenizer_vocab,
                 info.tokenizer_source.c_str(), info.device.c_str(), info.compute_dtype.c_str());
+    const model::ComputeThreads threads = model::CurrentComputeThreads();
+    std::printf("threads      %d (%s)\nblas         %s\n", threads.count, threads.why.c_str(), model::DescribeBlas().c_str());
     std::printf("weights      %s (%s, stored %s)\n", model::EscapeForMessage(info.weights_path, 4096).c_str(), info.weights_format.c_str(),
                 info.stored_dtype.c_str());
     if (!info.unused_tensors.empty())

@@ -171,6 +171,11 @@ json InfoToJson(const model::ModelInfo& info) {
                 {"notes", info.notes}};
 }
 
+json RuntimeToJson() {
+    const model::ComputeThreads threads = model::CurrentComputeThreads();
+    return json{{"threads", threads.count}, {"threads_why", threads.why}, {"blas", model::DescribeBlas()}};
+}
+
 json InterventionsToJson(const std::vector<model::Intervention>& list) {
     json out = json::array();
     for (const model::Intervention& x : list) out.push_back(model::FormatInterventions({x}));

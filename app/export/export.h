@@ -50,6 +50,9 @@ using ExportProgress = std::function<bool(size_t done, size_t total, const std::
 nlohmann::json TokensToJson(std::string_view text, const model::Tokenization& tokens);
 nlohmann::json MetricsToJson(const model::Analysis& analysis, const model::ModelInfo& info, float sink_epsilon);
 nlohmann::json InfoToJson(const model::ModelInfo& info);
+// How this process computes: {"threads", "threads_why", "blas"} (`ssaviz info --json`'s "runtime",
+// Python's m.info["runtime"]); not in metrics.json, whose numbers do not depend on it.
+nlohmann::json RuntimeToJson();
 
 // Checks that an export can write to `out_dir`: a folder (or a link to one the user named), or
 // missing with a writable folder above it; not a file. The command line asks before any model runs.

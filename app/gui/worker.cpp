@@ -104,7 +104,7 @@ void InferenceWorker::Loop() {
     // end of 1,000 tokens of GPT-2 small at 290 ms keystroke to pixels against 133 ms on 1, and
     // though they ran a TinyLlama-sized model's first analysis 1.5x faster, the UI's frame work
     // p99 went over 8 ms. SSAVIZ_THREADS=N overrides.
-    model::SetComputeThreads(model::ComputeThreadsFromEnvironment(static_cast<int>(std::thread::hardware_concurrency()) - 1));
+    model::UseComputeThreads(model::ResolveComputeThreads(/*reserve=*/1));
     for (;;) {
         Request request(Request::Kind::Analyze);  // replaced by the queue's front
         {

@@ -158,13 +158,17 @@ std::string DefaultModel() {
     throw MissingFile("no model given and no bundled default model found (set SSAVIZ_MODEL)");
 }
 
+// A Dask worker's share of its machine (its threads_per_worker), set by ssaviz._batch before the
+// worker opens a model; unset, a model computes on every usable core (or $SSAVIZ_THREADS).
+std::optional<model::ComputeThreads> g_worker_threads;
+
 std::shared_ptr<ModelCore> OpenModel(std::string path, const std::string& device, const FlagList& flags) {
     auto core = std::make_shared<ModelCore>();
     ApplyFlags(Command::Info, flags, kLoadExcluded, "load()", &core->options);
     if (auto s = ApplyFlag(Command::Info, "--device", device, &core->options); !s) throw BadArgument(s.error());
     if (path.empty()) path = DefaultModel();
     py::gil_scoped_release release;
-    if (const int threads = model::ComputeThreadsFromEnvironment(0)) model::SetComputeThreads(threads);
+    model::UseComputeThreads(g_worker_threads ? *g_worker_threads : model::ResolveComputeThreads());
     auto engine = model::Engine::Open(path, device, core->options.hints, core->options.dtype);
     if (!engine) OpenFailed(path, engine.error());
     core->engine = std::move(*engine);
@@ -642,7 +646,12 @@ PYBIND11_MODULE(_ssaviz, m) {
             std::lock_guard<std::mutex> lock(c.mutex);
             return !c.engine;
         })
-        .def_property_readonly("info_json", [](const ModelCore& c) { return app::InfoToJson(c.info).dump(); })
+        .def_property_readonly("info_json",
+                               [](const ModelCore& c) {
+                                   json j = app::InfoToJson(c.info);
+                                   j["runtime"] = app::RuntimeToJson();
+                                   return j.dump();
+                               })
         .def_property_readonly("n_layer", [](const ModelCore& c) { return c.info.config.n_layer; })
         .def_property_readonly("n_head", [](const ModelCore& c) { return c.info.config.n_head; })
         .def_property_readonly("n_positions", [](const ModelCore& c) { return c.info.config.n_positions; })
@@ -736,6 +745,16 @@ PYBIND11_MODULE(_ssaviz, m) {
         if (auto s = app::CheckExportFolder(out); !s) throw BadArgument("--out: " + s.error());
     });
     m.def("default_model", &DefaultModel);
+    // A Dask worker's share: its threads_per_worker, for every model it opens and has open
+    // ($SSAVIZ_THREADS still wins). Threads are process-wide in LibTorch.
+    m.def("use_worker_threads", [](int threads) {
+        if (threads < 1 || threads > 1024) throw BadArgument("a worker's threads must be from 1 to 1024, not " + std::to_string(threads));
+        g_worker_threads = model::ComputeThreadsFromEnvironment(0) ? model::ResolveComputeThreads()
+                                                                   : model::ComputeThreads{threads, "a Dask worker's " + std::to_string(threads) +
+                                                                                                        " threads (threads_per_worker)"};
+        model::UseComputeThreads(*g_worker_threads);
+    });
+    m.def("runtime_json", [] { return app::RuntimeToJson().dump(); });
     m.def("examples", [] {
         py::list out;
         for (const app::Example& x : app::BundledExamples()) {

@@ -5,11 +5,18 @@
 #include <sched.h>
 #include <unistd.h>
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <mutex>
+#include <optional>
 
 #include <ATen/Parallel.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/cuda.h>
+
+#include "model/io/files.h"
 
 namespace model {
 
@@ -50,12 +57,132 @@ int ComputeThreadsFromEnvironment(int fallback) {
     return *end == '\0' && threads >= 1 && threads <= 1024 ? static_cast<int>(threads) : fallback;
 }
 
-int UsableCores() {
+namespace {
+
+// The number at the start of a short text ("150000\n"), or nothing.
+std::optional<double> LeadingNumber(std::string_view text) {
+    std::string word(text.substr(0, std::min(text.find_first_of(" \n"), text.size())));
+    if (word.empty() || word.size() > 20) return std::nullopt;
+    char* end = nullptr;
+    const double x = std::strtod(word.c_str(), &end);
+    return *end == '\0' && std::isfinite(x) ? std::optional<double>(x) : std::nullopt;
+}
+
+// A small file of the kernel's (under /proc or /sys), "" when it cannot be read.
+std::string KernelFile(const std::string& path) {
+    auto text = ReadFile(path, 4096);
+    return text ? *text : std::string();
+}
+
+// This process's cgroup paths from /proc/self/cgroup: v2's ("0::/a/b") and v1's cpu controller's.
+struct CgroupPaths {
+    std::string v2, v1_cpu;
+};
+CgroupPaths OwnCgroups() {
+    CgroupPaths out;
+    const std::string text = KernelFile("/proc/self/cgroup");
+    size_t at = 0;
+    while (at < text.size()) {
+        const size_t end = std::min(text.find('\n', at), text.size());
+        const std::string_view line(text.data() + at, end - at);
+        at = end + 1;
+        const size_t first = line.find(':'), second = first == std::string_view::npos ? first : line.find(':', first + 1);
+        if (second == std::string_view::npos) continue;
+        const std::string_view controllers = line.substr(first + 1, second - first - 1), path = line.substr(second + 1);
+        if (line.substr(0, first) == "0" && controllers.empty()) out.v2 = std::string(path);
+        for (size_t c = 0; c <= controllers.size();) {  // "cpu,cpuacct": a comma list
+            const size_t comma = std::min(controllers.find(',', c), controllers.size());
+            if (controllers.substr(c, comma - c) == "cpu") out.v1_cpu = std::string(path);
+            c = comma + 1;
+        }
+    }
+    return out;
+}
+
+// The smallest quota over a cgroup and the ones above it (a parent's limit binds its children);
+// `quota_at(folder)` reads one folder's, 0 for none. Inside a container the path may name the
+// host's hierarchy while the container sees its own at the mount point: the mount point is asked too.
+double SmallestQuota(const std::string& mount, std::string path, const std::function<double(const std::string&)>& quota_at) {
+    double best = 0;
+    auto consider = [&](double q) {
+        if (q > 0 && (best == 0 || q < best)) best = q;
+    };
+    for (int depth = 0; depth < 64 && !path.empty() && path != "/"; ++depth) {
+        consider(quota_at(mount + path));
+        path.erase(path.find_last_of('/'));
+    }
+    consider(quota_at(mount));
+    return best;
+}
+
+}  // namespace
+
+double QuotaCoresFromCpuMax(std::string_view text) {
+    const size_t space = text.find(' ');
+    if (space == std::string_view::npos || text.substr(0, space) == "max") return 0;
+    const auto quota = LeadingNumber(text.substr(0, space)), period = LeadingNumber(text.substr(space + 1));
+    return quota && period && *quota > 0 && *period > 0 ? *quota / *period : 0;
+}
+
+double CgroupQuotaCores() {
+    const CgroupPaths own = OwnCgroups();
+    if (!own.v2.empty() || own.v1_cpu.empty()) {
+        const double q = SmallestQuota("/sys/fs/cgroup", own.v2, [](const std::string& dir) { return QuotaCoresFromCpuMax(KernelFile(dir + "/cpu.max")); });
+        if (q > 0 || own.v1_cpu.empty()) return q;
+    }
+    for (const char* mount : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"}) {
+        const double q = SmallestQuota(mount, own.v1_cpu, [](const std::string& dir) {
+            const auto quota = LeadingNumber(KernelFile(dir + "/cpu.cfs_quota_us")), period = LeadingNumber(KernelFile(dir + "/cpu.cfs_period_us"));
+            return quota && period && *quota > 0 && *period > 0 ? *quota / *period : 0.0;  // -1: no limit
+        });
+        if (q > 0) return q;
+    }
+    return 0;
+}
+
+int AffinityCores() {
     cpu_set_t set;
     CPU_ZERO(&set);
     if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
     return online > 0 ? static_cast<int>(online) : 1;
+}
+
+int UsableCores() {
+    const int cores = AffinityCores();
+    const double quota = CgroupQuotaCores();
+    return quota > 0 ? std::max(1, std::min(cores, static_cast<int>(std::ceil(quota)))) : cores;
+}
+
+namespace {
+std::mutex g_threads_mutex;
+std::optional<ComputeThreads> g_threads;  // what UseComputeThreads set last
+}  // namespace
+
+ComputeThreads ResolveComputeThreads(int reserve) {
+    if (const int threads = ComputeThreadsFromEnvironment(0)) return {threads, "SSAVIZ_THREADS=" + std::to_string(threads)};
+    const int cores = AffinityCores();
+    const double quota = CgroupQuotaCores();
+    const int usable = UsableCores();
+    char quota_text[32];
+    std::snprintf(quota_text, sizeof quota_text, "%.3g", quota);
+    std::string why = quota > 0 && usable < cores ? "a cgroup CPU quota of " + std::string(quota_text) + " cores (of " + std::to_string(cores) +
+                                                        " in the CPU affinity mask)"
+                                                  : std::to_string(cores) + (cores == 1 ? " core" : " cores") + " in the CPU affinity mask";
+    const int count = std::max(1, usable - std::max(0, reserve));
+    if (count < usable) why += ", " + std::to_string(usable - count) + " kept for the window";
+    return {count, why};
+}
+
+void UseComputeThreads(const ComputeThreads& choice) {
+    SetComputeThreads(choice.count);
+    std::lock_guard<std::mutex> lock(g_threads_mutex);
+    g_threads = ComputeThreads{std::max(1, choice.count), choice.why};
+}
+
+ComputeThreads CurrentComputeThreads() {
+    std::lock_guard<std::mutex> lock(g_threads_mutex);
+    return g_threads ? *g_threads : ComputeThreads{at::get_num_threads(), "LibTorch's default"};
 }
 
 size_t PhysicalMemoryBytes() {

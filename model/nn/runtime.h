@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace model {
 
@@ -24,11 +25,33 @@ std::string DescribeBlas();
 // the window and `ssaviz export` both honour it.
 int ComputeThreadsFromEnvironment(int fallback);
 
-// What the machine lets this process use: the cores of its CPU affinity mask (at least 1), and the
-// physical memory in bytes (0 when unknown). Counts a user gives (train's --threads, its batch and
-// sizes) are checked against them: more threads than cores only wait on each other (a 0.6 s
-// training run took minutes with 64 threads on 2 cores).
+// How many threads the front ends compute with, and why. LibTorch's own default is its guess of
+// the physical cores, which is 1 on some VMs that give the process 2 (issue 39), so every front
+// end sets the count itself: $SSAVIZ_THREADS, else the usable cores less `reserve` (the window
+// keeps one for the UI), at least 1. A Dask worker passes its threads_per_worker instead.
+struct ComputeThreads {
+    int count = 1;
+    std::string why;  // "SSAVIZ_THREADS=3", "2 cores in the CPU affinity mask, 1 kept for the UI", ...
+};
+ComputeThreads ResolveComputeThreads(int reserve = 0);
+// Sets `choice` (SetComputeThreads) and keeps it for reports (`ssaviz info`, Python's m.info).
+void UseComputeThreads(const ComputeThreads& choice);
+// What UseComputeThreads set last; before any call, LibTorch's own count ("LibTorch's default").
+ComputeThreads CurrentComputeThreads();
+
+// What the machine lets this process use: the cores of its CPU affinity mask (at least 1), capped
+// by a cgroup CPU quota where one is set (rounded up: a quota of 1.5 cores keeps 2 threads busy
+// part time), and the physical memory in bytes (0 when unknown). Counts a user gives (train's
+// --threads, its batch and sizes) are checked against them: more threads than cores only wait on
+// each other (a 0.6 s training run took minutes with 64 threads on 2 cores).
 int UsableCores();
 size_t PhysicalMemoryBytes();
+// The parts of UsableCores, for reports and tests: the affinity mask's cores, and the cgroup
+// quota in cores (cgroup v2's cpu.max, else v1's cpu.cfs_quota_us / cpu.cfs_period_us, of this
+// process's cgroup or one above it; 0 when there is none).
+int AffinityCores();
+double CgroupQuotaCores();
+// cpu.max's text ("max 100000" or "150000 100000") as cores; 0 for no limit or text it cannot read.
+double QuotaCoresFromCpuMax(std::string_view text);
 
 }  // namespace model

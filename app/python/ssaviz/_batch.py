@@ -50,9 +50,22 @@ _models_lock = threading.Lock()
 _opened = Counter()
 
 
+def _worker_threads():
+    """Inside a dask.distributed worker, computes on its threads_per_worker, not the machine's cores."""
+    try:
+        from distributed import get_worker
+        worker = get_worker()
+    except (ImportError, ValueError):
+        return
+    threads = getattr(getattr(worker, "state", None), "nthreads", None) or getattr(worker, "nthreads", None)
+    if threads:
+        _ssaviz.use_worker_threads(int(threads))
+
+
 def _worker_model(spec):
     from . import Model
     path, device, flags = spec
+    _worker_threads()
     key = (path, device, tuple(sorted((k, repr(v)) for k, v in flags.items())))
     with _models_lock:
         model = _models.get(key)

@@ -1,6 +1,7 @@
 // The real ssaviz binary, run the way users and scripts run it: exit codes, one-line errors,
 // and the files `ssaviz export` writes (shapes checked here and by numpy itself).
 #include "cli_harness.h"
+#include "model/nn/runtime.h"
 
 namespace {
 using namespace cli_test;
@@ -24,6 +25,36 @@ TEST_F(Cli, InfoJsonDescribesTheModel) {
     EXPECT_EQ(j["value_temperature"]["token"], "feature");
     EXPECT_EQ(j["tokenizer"]["kind"], "gpt2-bpe");
     EXPECT_GT(j["parameters"].get<int64_t>(), 50257 * 16);
+}
+
+// Issue 39: LibTorch's default thread count is its guess of the physical cores, 1 on VMs that give
+// the process 2 vCPUs. The command line computes on every usable core unless SSAVIZ_THREADS says
+// otherwise, and `info` says how many and why. `prefix` runs before the binary (env, taskset).
+json RuntimeOf(const std::string& prefix, const std::string& model) {
+    const std::string cmd = prefix + " " + Quote(SSAVIZ_BINARY) + " info --json --device cpu --model " + Quote(model) + " >" +
+                            Scratch("runtime") + " 2>&1 </dev/null";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd << ": " << ReadFile(Scratch("runtime"));
+    return json::parse(ReadFile(Scratch("runtime")), nullptr, false)["runtime"];
+}
+
+TEST_F(Cli, EveryUsableCoreComputesByDefault) {
+    const json all = RuntimeOf("env -u SSAVIZ_THREADS", Small());
+    EXPECT_EQ(all["threads"], model::UsableCores()) << all.dump();
+    EXPECT_NE(all["threads_why"].get<std::string>().find(model::CgroupQuotaCores() > 0 ? "quota" : "affinity"), std::string::npos) << all.dump();
+    EXPECT_FALSE(all["blas"].get<std::string>().empty());
+
+    const json env = RuntimeOf("env SSAVIZ_THREADS=3", Small());
+    EXPECT_EQ(env["threads"], 3) << env.dump();
+    EXPECT_EQ(env["threads_why"], "SSAVIZ_THREADS=3");
+
+    if (model::AffinityCores() >= 2) {  // a narrower affinity mask is followed
+        const json one = RuntimeOf("env -u SSAVIZ_THREADS taskset -c 0", Small());
+        EXPECT_EQ(one["threads"], 1) << one.dump();
+        EXPECT_EQ(one["threads_why"], "1 core in the CPU affinity mask") << one.dump();
+    }
+    Outcome text = Ssaviz({"info", "--model", Small(), "--device", "cpu"});
+    EXPECT_NE(text.out.find("\nthreads      "), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("\nblas         "), std::string::npos) << text.out;
 }
 
 TEST_F(Cli, TokenizeJsonGivesIdsPiecesAndOffsets) {

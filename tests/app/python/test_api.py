@@ -141,3 +141,18 @@ def test_bundled_examples_and_default_model():
     assert examples["english"]["text"].startswith("The only way to do great work")
     assert os.path.isdir(examples["english"]["model"]) and os.path.isdir(examples["english"]["twin"])
     assert ssaviz.load().path.endswith(os.path.join("english", "ssa"))
+
+
+def test_a_model_computes_on_every_usable_core_by_default(monkeypatch):
+    """Issue 39: without SSAVIZ_THREADS a model computes on the process's usable cores (its CPU
+    affinity mask, or a cgroup quota where one is lower), and m.info says so."""
+    monkeypatch.delenv("SSAVIZ_THREADS", raising=False)
+    runtime = ssaviz.load(ENGLISH).info["runtime"]
+    cores = len(os.sched_getaffinity(0))
+    assert runtime["threads"] <= cores
+    if "quota" not in runtime["threads_why"]:
+        assert runtime["threads"] == cores, runtime
+        assert runtime["threads_why"] == f"{cores} core{'s' if cores > 1 else ''} in the CPU affinity mask"
+    monkeypatch.setenv("SSAVIZ_THREADS", "1")
+    one = ssaviz.load(ENGLISH).info["runtime"]
+    assert (one["threads"], one["threads_why"]) == (1, "SSAVIZ_THREADS=1"), one

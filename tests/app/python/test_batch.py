@@ -104,3 +104,18 @@ def test_dask_local_cluster_runs_the_texts_on_its_workers(tmp_path):
         if f.endswith(".npy"):
             a, b = np.load(tmp_path / "serial" / f), np.load(tmp_path / "dask" / f)
             assert a.shape == b.shape and np.allclose(a, b, rtol=0, atol=1e-5), f
+
+
+def test_a_dask_worker_computes_on_its_threads_not_the_machines(tmp_path, monkeypatch):
+    """Issue 39: a worker process opens the model with its threads_per_worker, not every core."""
+    distributed = pytest.importorskip("distributed")
+    monkeypatch.delenv("SSAVIZ_THREADS", raising=False)  # the workers inherit this environment
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ssaviz.export_batch(TEXTS[:1], tmp_path / "share", model=SMALL, client=client, formats=["json"])
+        runtime = client.run(lambda: json.loads(ssaviz._ssaviz.runtime_json()))
+    (worker,) = runtime.values()
+    assert worker["threads"] == 1, worker
+    assert "threads_per_worker" in worker["threads_why"], worker
