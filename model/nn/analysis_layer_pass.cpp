@@ -27,14 +27,11 @@ void LayerPass::BeginLayer(int l) {
     const size_t runs = m_plan.runs.size();
     m_layer = l;
     m_was = p > 0 ? &m_old[l] : nullptr;
-    m_keys.assign(runs, {});
-    m_values.assign(runs, {});
-    m_room.assign(runs, {});
-    m_out.assign(runs, {});
-    m_room_q = {};
-    for (Side s : m_plan.sides) m_tau_q[s].clear(), m_tau_v[s].clear();
-    m_position.clear();
-    m_token.clear();
+    LetGoOfLayer();
+    m_keys.resize(runs);
+    m_values.resize(runs);
+    m_room.resize(runs);
+    m_out.resize(runs);
     for (size_t r = 0; r < runs && m_was; ++r) {
         m_keys[r] = m_was->k[r].narrow(2, 0, std::min(p, T));
         m_values[r] = m_was->vs[r].narrow(2, 0, std::min(p, T));
@@ -124,7 +121,19 @@ const LayerRows& LayerPass::EndLayer() {
     now.tau_q_position = m_plan.Join(m_was ? m_was->tau_q_position : at::Tensor(), m_position);
     now.tau_q_token = m_plan.Join(m_was ? m_was->tau_q_token : at::Tensor(), m_token);
     m_layers.push_back(std::move(now));
+    LetGoOfLayer();
     return m_layers.back();
+}
+
+void LayerPass::LetGoOfLayer() {
+    m_keys.clear();
+    m_values.clear();
+    m_room.clear();
+    m_out.clear();
+    m_room_q = {};
+    for (Side s : m_plan.sides) m_tau_q[s].clear(), m_tau_v[s].clear();
+    m_position.clear();
+    m_token.clear();
 }
 
 }  // namespace model

@@ -53,6 +53,7 @@ public:
 private:
     at::Tensor Keys(Side s) const;  // side s's keys so far, [H or G, rows, D]
     int Window(Side s) const;       // side s's sliding window in this layer (0: none)
+    void LetGoOfLayer();            // of the layer's parts, as soon as they are joined
 
     const AnalysisPlan& m_plan;
     const std::vector<LayerRows>& m_old;

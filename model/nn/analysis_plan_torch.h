@@ -27,7 +27,7 @@ namespace model {
 // side (a fine-tune's base model) is a value of MapSide, a row of the assembly's kSideFields and a
 // batch row or run in PlanAnalysis.
 using Side = MapSide;
-constexpr int kSideCount = 2;  // the values of MapSide
+constexpr int kSideCount = 2;  // the values of MapSide (RecomputedMaps holds as many)
 template <class T>
 struct PerSide {
     T of[kSideCount];

@@ -14,6 +14,10 @@ RowMeasures::RowMeasures(const AnalysisPlan& plan, const MeasuredRows& old, int 
 void RowMeasures::BeginLayer(int l) {
     m_layer = l;
     m_was = m_plan.p > 0 ? &m_old.layers[l] : nullptr;
+    LetGoOfLayer();
+}
+
+void RowMeasures::LetGoOfLayer() {
     for (Side s : m_plan.sides) m_metrics[s].clear();
     m_js.clear();
     m_l1.clear();
@@ -81,6 +85,7 @@ const LayerMeasures& RowMeasures::EndLayer() {
         m_thumbnails.AddLayer(m_layer, rows);
     }
     m_layers.push_back(std::move(now));
+    LetGoOfLayer();
     return m_layers.back();
 }
 

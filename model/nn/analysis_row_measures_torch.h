@@ -43,6 +43,8 @@ public:
     MeasuredRows Finish();
 
 private:
+    void LetGoOfLayer();  // of the layer's parts, as soon as they are joined
+
     const AnalysisPlan& m_plan;
     const MeasuredRows& m_old;
     ThumbnailBuilder m_thumbnails;
