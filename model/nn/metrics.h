@@ -18,6 +18,16 @@ struct RowMetricTensors {
     at::Tensor effective_support;   // exp(H_i)
     at::Tensor sink_mass;           // weight on the first token
 };
+// Every field of RowMetricTensors with its name in MapMetrics (analysis.h), for code that treats them alike.
+struct RowMetricField {
+    const char* name;
+    at::Tensor RowMetricTensors::*tensor;
+};
+inline constexpr RowMetricField kRowMetricFields[] = {
+    {"entropy", &RowMetricTensors::entropy},     {"normalized_entropy", &RowMetricTensors::normalized_entropy},
+    {"spikiness", &RowMetricTensors::spikiness}, {"max_weight", &RowMetricTensors::max_weight},
+    {"top5_mass", &RowMetricTensors::top5_mass}, {"effective_support", &RowMetricTensors::effective_support},
+    {"sink_mass", &RowMetricTensors::sink_mass}};
 
 // These use torch ops on the device the maps live on, and accept any map. Maps may be only rows
 // first..first+R-1 of a longer one, [..., R, T] with T >= first + R: row r has first + r + 1 keys.

@@ -1,0 +1,139 @@
+// The layer pass of an analysis (analysis_layer_pass_torch.h).
+#include "model/nn/analysis_layer_pass_torch.h"
+
+#include <algorithm>
+
+namespace model {
+
+namespace {
+
+// The RowBuffers slots of the layer pass: per layer, each run's keys and values, each side's
+// queries (a plan has no more runs than sides).
+enum class RowKind { Keys, Values, Queries };
+int RowSlot(int layer, RowKind kind, int index) { return (layer * 3 + static_cast<int>(kind)) * kSideCount + index; }
+
+}  // namespace
+
+LayerPass::LayerPass(const AnalysisPlan& plan, const std::vector<int32_t>& ids, const std::vector<LayerRows>& old, RowBuffers& buffers)
+    : m_plan(plan), m_old(old), m_buffers(buffers), m_streams(plan.runs.size()) {
+    if (plan.p == plan.T) return;
+    const std::vector<int32_t> rows(ids.begin() + plan.p, ids.end());
+    const at::Tensor index = at::tensor(at::ArrayRef<int32_t>(rows), at::kInt).to(plan.device, at::kLong).unsqueeze(0);
+    for (size_t r = 0; r < plan.runs.size(); ++r) m_streams[r] = Embed(*plan.runs[r].model, index, plan.p).repeat({plan.runs[r].Rows(), 1, 1});
+}
+
+void LayerPass::BeginLayer(int l) {
+    const int64_t p = m_plan.p, T = m_plan.T;
+    const size_t runs = m_plan.runs.size();
+    m_layer = l;
+    m_was = p > 0 ? &m_old[l] : nullptr;
+    LetGoOfLayer();
+    m_keys.resize(runs);
+    m_values.resize(runs);
+    m_room.resize(runs);
+    m_out.resize(runs);
+    for (size_t r = 0; r < runs && m_was; ++r) {
+        m_keys[r] = m_was->k[r].narrow(2, 0, std::min(p, T));
+        m_values[r] = m_was->vs[r].narrow(2, 0, std::min(p, T));
+    }
+    // Where the new rows go: buffers whose rows below p are the last analysis's (RowBuffers).
+    for (size_t r = 0; r < runs && p < T; ++r) {
+        const Run& run = m_plan.runs[r];
+        const ModelConfig& rc = run.model->config;
+        const auto options = m_streams[r].options();
+        const int index = static_cast<int>(r);
+        m_room[r].k = m_buffers.Acquire(RowSlot(l, RowKind::Keys, index), {run.Rows(), rc.KvHeads(), T, rc.HeadSize()}, 2, options,
+                                        m_was ? m_was->k[r] : at::Tensor(), p, rc.n_positions);
+        m_room[r].vs = m_buffers.Acquire(RowSlot(l, RowKind::Values, index), {run.Rows(), ValueHeads(rc, false, run.Edit(l)), T, rc.HeadSize()},
+                                         2, options, m_was ? m_was->vs[r] : at::Tensor(), p, rc.n_positions);
+        for (Side s : run.sides)
+            m_room_q[s] = m_buffers.Acquire(RowSlot(l, RowKind::Queries, static_cast<int>(s)), {rc.n_head, T, rc.HeadSize()}, 1, options,
+                                            m_was ? m_was->side[s].q : at::Tensor(), p, rc.n_positions);
+    }
+}
+
+at::Tensor LayerPass::Keys(Side s) const { return m_keys[m_plan.source[s].run][m_plan.source[s].row]; }
+
+int LayerPass::Window(Side s) const { return m_plan.Model(s).layers[m_layer].window; }
+
+PerSide<at::Tensor> LayerPass::RunBlock(int64_t a, int64_t b) {
+    const int64_t p = m_plan.p, from = std::max(a, p);  // rows [from, b) are new
+    PerSide<at::Tensor> rows, q;
+    if (from >= b) return rows;
+    for (size_t r = 0; r < m_plan.runs.size(); ++r) {
+        const Run& run = m_plan.runs[r];
+        BlockCapture capture;
+        m_out[r].push_back(Block(run.model->config, run.model->layers[m_layer], m_streams[r].narrow(1, from - p, b - from), /*vanilla=*/false,
+                                 &capture, from, &m_room[r], run.Edit(m_layer)));
+        m_keys[r] = capture.k;
+        m_values[r] = capture.vs;
+        for (int i = 0; i < run.Rows(); ++i) {
+            const Side s = run.sides[i];
+            m_room_q[s].narrow(1, from, b - from).copy_(capture.q[i]);
+            q[s] = capture.q[i];
+            m_tau_q[s].push_back(capture.tau_q[i]);
+            m_tau_v[s].push_back(capture.tau_v[i]);
+            rows[s] = capture.attention[i].to(at::kFloat);
+            if (s == Side::Ssa) {
+                m_position.push_back(capture.tau_q_terms.position[i]);
+                m_token.push_back(capture.tau_q_terms.token[i]);
+            }
+        }
+    }
+    // The layer-local comparison: the SSA side's own q and k with tau = 1.
+    for (Side s : m_plan.sides)
+        if (m_plan.source[s].layer_local) rows[s] = AttentionRows(q[Side::Ssa], Keys(s), at::Tensor(), from, Window(s)).to(at::kFloat);
+    WaitForDevice(rows[Side::Ssa]);
+    return rows;
+}
+
+at::Tensor LayerPass::KeptAttention(Side s, int64_t a, int64_t kept, int64_t b) const {
+    const SideRows& was = m_was->side[s];  // the layer-local side's q is the SSA side's
+    const at::Tensor tau_q = m_plan.source[s].layer_local ? at::Tensor() : was.tau_q.narrow(1, a, kept - a);
+    return AttentionRows(was.q.narrow(1, a, kept - a), Keys(s).narrow(1, 0, b), tau_q, a, Window(s)).to(at::kFloat);
+}
+
+const LayerRows& LayerPass::EndLayer() {
+    const int64_t p = m_plan.p, T = m_plan.T;
+    LayerRows now;
+    for (size_t r = 0; r < m_plan.runs.size(); ++r) {
+        now.k.push_back(m_keys[r].narrow(2, 0, T));
+        now.vs.push_back(m_values[r].narrow(2, 0, T));
+        if (!m_out[r].empty()) m_streams[r] = m_out[r].size() == 1 ? m_out[r][0] : at::cat(m_out[r], 1);
+    }
+    for (Side s : m_plan.sides) {
+        SideRows& rows = now.side[s];
+        const SideSource& source = m_plan.source[s];
+        if (source.layer_local) {  // shares the SSA side's q and k, with tau = 1
+            const SideRows& ssa = now.side[Side::Ssa];
+            rows.q = ssa.q;
+            rows.k = ssa.k;
+            rows.tau_q = at::ones_like(ssa.tau_q);
+            rows.tau_v = rows.tau_q;
+            continue;
+        }
+        rows.q = p < T ? m_room_q[s].narrow(1, 0, T) : m_was->side[s].q.narrow(1, 0, T);
+        rows.k = now.k[source.run][source.row];
+        rows.vs = now.vs[source.run][source.row];
+        rows.tau_q = m_plan.Join(m_was ? m_was->side[s].tau_q : at::Tensor(), m_tau_q[s]);
+        rows.tau_v = m_plan.Join(m_was ? m_was->side[s].tau_v : at::Tensor(), m_tau_v[s]);
+    }
+    now.tau_q_position = m_plan.Join(m_was ? m_was->tau_q_position : at::Tensor(), m_position);
+    now.tau_q_token = m_plan.Join(m_was ? m_was->tau_q_token : at::Tensor(), m_token);
+    m_layers.push_back(std::move(now));
+    LetGoOfLayer();
+    return m_layers.back();
+}
+
+void LayerPass::LetGoOfLayer() {
+    m_keys.clear();
+    m_values.clear();
+    m_room.clear();
+    m_out.clear();
+    m_room_q = {};
+    for (Side s : m_plan.sides) m_tau_q[s].clear(), m_tau_v[s].clear();
+    m_position.clear();
+    m_token.clear();
+}
+
+}  // namespace model

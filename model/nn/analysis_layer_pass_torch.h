@@ -1,0 +1,75 @@
+// The layer pass of Engine::Analyze (the stages: analysis_plan_torch.h): every run's forward pass,
+// layer by layer, over rows p..T-1 only, in the plan's blocks of rows; each block's attention rows
+// go to the row measures and are dropped, so no [H, T, T] tensor ever exists. Per layer it keeps
+// what every position left behind (LayerRows), so the next analysis starts where the ids differ.
+// What else a later stage needs of a layer (its residual stream, each head's output) is captured
+// here, in EndLayer, and kept beside the rest of LayerRows.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "model/nn/analysis_plan_torch.h"
+#include "model/nn/forward.h"
+#include "model/nn/row_buffers.h"
+
+namespace model {
+
+// What one side's positions left behind in one layer, every position so far; on the device.
+struct SideRows {
+    at::Tensor q, k, vs;      // [H, T, D] in the compute dtype; vs = v * tau_v (undefined for the layer-local side)
+    at::Tensor tau_q, tau_v;  // [H, T] as the forward pass used them (ones for the layer-local side)
+};
+struct LayerRows {
+    PerSide<SideRows> side;                  // k and vs are views of the runs' below, q of a RowBuffers buffer
+    std::vector<at::Tensor> k, vs;           // a run each: [sides, G, T, D], views of RowBuffers buffers
+    at::Tensor tau_q_position, tau_q_token;  // [H, T], SSA side
+};
+
+// One analysis's pass, made for its plan; its layers are run in order, each BeginLayer, the
+// plan's blocks from first_block_row (RunBlock), EndLayer.
+class LayerPass {
+public:
+    // `old`: the last analysis's layers, whose rows below p this one keeps; `buffers`: where the
+    // layers' new keys, values and queries are written (RowBuffers, begun by the caller).
+    LayerPass(const AnalysisPlan& plan, const std::vector<int32_t>& ids, const std::vector<LayerRows>& old, RowBuffers& buffers);
+    void BeginLayer(int l);
+    // Rows [a, b) of the layer: rows [max(a, p), b) run forward in every run. Returns each side's
+    // attention rows of those over keys [0, b), [H, b - max(a, p), b] float32; undefined when
+    // every row of the block is kept.
+    PerSide<at::Tensor> RunBlock(int64_t a, int64_t b);
+    // Side s's attention rows [a, kept) over keys [0, b) (rows below p, after RunBlock(a, b)),
+    // rebuilt from the last analysis's queries and temperatures: [H, kept - a, b] float32.
+    at::Tensor KeptAttention(Side s, int64_t a, int64_t kept, int64_t b) const;
+    // The layer's rows, kept and new joined; the runs' residual streams move on to the next layer.
+    const LayerRows& EndLayer();
+
+    // After the last layer: its output rows p..T-1 a run, [sides, T - p, E] (undefined when p == T).
+    const std::vector<at::Tensor>& Streams() const { return m_streams; }
+    std::vector<LayerRows> TakeLayers() { return std::move(m_layers); }
+
+private:
+    at::Tensor Keys(Side s) const;  // side s's keys so far, [H or G, rows, D]
+    int Window(Side s) const;       // side s's sliding window in this layer (0: none)
+    void LetGoOfLayer();            // of the layer's parts, as soon as they are joined
+
+    const AnalysisPlan& m_plan;
+    const std::vector<LayerRows>& m_old;
+    RowBuffers& m_buffers;
+    std::vector<at::Tensor> m_streams;  // a run each: the new rows' residual streams, [sides, T - p, E]
+    std::vector<LayerRows> m_layers;    // done
+
+    // The layer under way.
+    int m_layer = 0;
+    const LayerRows* m_was = nullptr;             // the last analysis's (p > 0)
+    std::vector<at::Tensor> m_keys, m_values;     // a run each: every key and scaled value so far, [B, G, rows, D]
+    std::vector<KeyValues> m_room;                // a run each: where the new keys and values go
+    std::vector<std::vector<at::Tensor>> m_out;   // a run each: the new rows' outputs, block by block
+    PerSide<at::Tensor> m_room_q;                 // where each side's new queries go, [H, T, D]
+    PerSide<std::vector<at::Tensor>> m_tau_q, m_tau_v;  // each side's new rows, block by block
+    std::vector<at::Tensor> m_position, m_token;  // the SSA side's tau_q terms, the same
+};
+
+}  // namespace model

@@ -1,0 +1,111 @@
+// The plan of an analysis (analysis_plan_torch.h): the rows kept, the runs and their what-ifs.
+#include "model/nn/analysis_plan_torch.h"
+
+#include <algorithm>
+
+#include "model/nn/attention_maps_torch.h"
+
+namespace model {
+
+namespace {
+
+// What one batch row of a forward pass does to the temperatures: nothing, the what-ifs, or all of
+// them off (tau_q = tau_v = 1: the counterfactual).
+enum class RowEdit { None, Interventions, Vanilla };
+
+// Per-layer edits on the device for a batch of rows, [H, 1] each for one row and [B, H, 1] for
+// more; a layer no row edits has undefined tensors. Every term dropped and the value side off
+// make tau_q = position 1 + token 0 and tau_v = 1 exactly, as a vanilla pass has them, so a
+// batch can hold the SSA side and its counterfactual.
+std::vector<TemperatureEdit> MakeEdits(const std::vector<Intervention>& interventions, const ModelConfig& c, at::Device device,
+                                       const std::vector<RowEdit>& rows) {
+    std::vector<TemperatureEdit> edits(c.n_layer);
+    const size_t B = rows.size(), H = static_cast<size_t>(c.n_head);
+    for (int l = 0; l < c.n_layer; ++l) {
+        std::vector<uint8_t> position(B * H, 1), token(B * H, 1), value_off(B * H, 0);
+        std::vector<float> scale(B * H, 1.0f);
+        bool any = false;
+        for (size_t b = 0; b < B; ++b) {
+            if (rows[b] == RowEdit::Vanilla) {
+                any = true;
+                std::fill_n(position.begin() + b * H, H, 0);
+                std::fill_n(token.begin() + b * H, H, 0);
+                std::fill_n(value_off.begin() + b * H, H, 1);
+                continue;
+            }
+            if (rows[b] != RowEdit::Interventions) continue;
+            for (const Intervention& x : interventions) {
+                if (x.layer != l) continue;
+                any = true;
+                for (size_t h = 0; h < H; ++h) {
+                    if (x.head >= 0 && static_cast<size_t>(x.head) != h) continue;
+                    const size_t i = b * H + h;
+                    switch (x.kind) {
+                        case Intervention::Kind::Ablate: position[i] = token[i] = 0; value_off[i] = 1; break;
+                        case Intervention::Kind::PositionOnly: token[i] = 0; break;
+                        case Intervention::Kind::TokenOnly: position[i] = 0; break;
+                        case Intervention::Kind::Scale: scale[i] *= x.scale; break;
+                    }
+                }
+            }
+        }
+        if (!any) continue;
+        const std::vector<int64_t> shape = B == 1 ? std::vector<int64_t>{c.n_head, 1} : std::vector<int64_t>{static_cast<int64_t>(B), c.n_head, 1};
+        auto mask = [&](const std::vector<uint8_t>& v) { return at::tensor(at::ArrayRef<uint8_t>(v), at::kByte).to(device, at::kBool).view(shape); };
+        const at::Tensor s = at::tensor(at::ArrayRef<float>(scale)).view(shape);
+        edits[l] = {mask(position), mask(token), mask(value_off), s.to(device), (s != 1).to(device)};
+    }
+    return edits;
+}
+
+}  // namespace
+
+AnalysisPlan PlanAnalysis(const PlanInputs& in, const std::vector<int32_t>& ids, const std::vector<int32_t>& old_ids, int old_pool, bool reuse) {
+    AnalysisPlan plan;
+    const int64_t T = static_cast<int64_t>(ids.size());
+    plan.T = T;
+    plan.device = in.device;
+    if (reuse) {
+        const size_t n = std::min(old_ids.size(), ids.size());
+        while (plan.p < static_cast<int64_t>(n) && old_ids[plan.p] == ids[plan.p]) ++plan.p;
+    }
+    const int pool = ThumbnailPool(static_cast<int>(T));
+    plan.pool = pool;
+    plan.cells = (T + pool - 1) / pool;
+    plan.first_block_row = pool == old_pool ? plan.p / pool * pool : 0;
+    plan.old_tail_first = pool == old_pool && !old_ids.empty() ? (static_cast<int64_t>(old_ids.size()) - 1) / pool * pool : AnalysisPlan::kNoTail;
+
+    const ModelConfig& c = in.ssa->config;
+    const std::vector<Intervention>& whatifs = *in.interventions;
+    const bool local = in.comparison == Comparison::LayerLocal;
+    if (!local && !in.twin)
+        plan.runs.push_back({in.ssa, {Side::Ssa, Side::Compare},
+                             MakeEdits(whatifs, c, in.device,
+                                       {RowEdit::Interventions, in.comparison == Comparison::Counterfactual ? RowEdit::Vanilla : RowEdit::None})});
+    else
+        plan.runs.push_back({in.ssa, {Side::Ssa}, MakeEdits(whatifs, c, in.device, {RowEdit::Interventions})});
+    if (in.twin) plan.runs.push_back({in.twin, {Side::Compare}, MakeEdits({}, c, in.device, {RowEdit::None})});
+    plan.sides = {Side::Ssa, Side::Compare};
+    for (size_t r = 0; r < plan.runs.size(); ++r)
+        for (int i = 0; i < plan.runs[r].Rows(); ++i) plan.source[plan.runs[r].sides[i]] = {static_cast<int>(r), i, false};
+    if (local) plan.source[Side::Compare] = {0, 0, true};
+
+    const int64_t fit = static_cast<int64_t>(kBlockBytes / (sizeof(float) * static_cast<size_t>(c.n_head) * static_cast<size_t>(T)));
+    plan.block = std::max<int64_t>(pool, fit / pool * pool);
+    return plan;
+}
+
+at::Tensor AnalysisPlan::Join(const at::Tensor& old, const at::Tensor& rows) const {
+    return p > 0 ? at::cat({old.narrow(1, 0, p), rows}, 1) : rows.contiguous();
+}
+
+at::Tensor AnalysisPlan::Join(const at::Tensor& old, const std::vector<at::Tensor>& parts) const {
+    if (parts.empty()) return old.narrow(1, 0, T);
+    return Join(old, parts.size() == 1 ? parts[0] : at::cat(parts, 1));
+}
+
+void WaitForDevice(const at::Tensor& t) {
+    if (t.defined() && t.is_cuda()) t.sum().item<float>();
+}
+
+}  // namespace model

@@ -1,0 +1,98 @@
+// Engine::Analyze (analysis.cpp) runs in stages, each in its own file and each keeping its own
+// slice of what the engine holds between analyses:
+//   plan        this header: which rows the last analysis already holds, which forward passes
+//               compute which sides, the blocks of rows
+//   layer pass  analysis_layer_pass_torch.h: the forward passes layer by layer, what every
+//               position leaves behind in a layer (LayerRows)
+//   measures    analysis_row_measures_torch.h: row metrics, divergences and thumbnails of each
+//               block of attention rows (LayerMeasures, the thumbnails)
+//   predictions analysis_predictions_torch.h: the last layer's rows times the head (SidePredictions)
+//   assembly    analysis_assembly_torch.h: the host arrays of an Analysis and its maps
+// Tensors are row-major; shapes are given as [dims] comments. H = heads, G = kv heads, T = tokens,
+// D = head size, E = n_embd, p = the rows kept from the last analysis.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "model/nn/analysis.h"
+#include "model/nn/forward.h"
+
+namespace model {
+
+// The sides of an analysis are the sides of its maps: the SSA model and what it is compared with.
+// Every stage keeps a value a side in a PerSide and visits the sides a plan lists, so a further
+// side (a fine-tune's base model) is a value of MapSide, a row of the assembly's kSideFields and a
+// batch row or run in PlanAnalysis.
+using Side = MapSide;
+constexpr int kSideCount = 2;  // the values of MapSide (RecomputedMaps holds as many)
+template <class T>
+struct PerSide {
+    T of[kSideCount];
+    T& operator[](Side s) { return of[static_cast<int>(s)]; }
+    const T& operator[](Side s) const { return of[static_cast<int>(s)]; }
+};
+
+// One forward pass: a model and the sides it computes, one batch row each. The SSA side and its
+// comparison run as one batch of two when they share the weights (the counterfactual and the
+// unedited comparison), so every layer's weights and the head are read once for both: typing at
+// the end of a text is a pass of one row a side, which costs what reading the weights costs. A
+// twin runs on its own; the layer-local comparison has no forward pass.
+struct Run {
+    const SsaGpt* model = nullptr;
+    std::vector<Side> sides;             // its batch rows, in order
+    std::vector<TemperatureEdit> edits;  // a layer each; undefined tensors where no row is edited
+    int Rows() const { return static_cast<int>(sides.size()); }
+    const TemperatureEdit* Edit(int layer) const { return edits[layer].keep_position.defined() ? &edits[layer] : nullptr; }
+};
+
+// Where a side's rows come from: batch row `row` of run `run`; for the layer-local comparison, the
+// queries and keys of that row (the SSA side's) with tau = 1 and no forward pass of its own.
+struct SideSource {
+    int run = 0, row = 0;
+    bool layer_local = false;
+};
+
+struct AnalysisPlan {
+    int64_t T = 0;  // tokens
+    int64_t p = 0;  // rows below p are the last analysis's (its ids agree up to there); p..T-1 are computed
+    // Thumbnail blocks are pool x pool tokens: rows from the start of p's block are pooled again
+    // (all of them when T changes the pool).
+    int pool = 1;                 // ThumbnailPool(T)
+    int64_t cells = 0;            // thumbnail cells a side: ceil(T / pool)
+    int64_t first_block_row = 0;  // the first row pooled again: p / pool * pool, or 0
+    int64_t old_tail_first = 0;   // the first row of the last analysis's LayerMeasures::tail; kNoTail: unusable
+    static constexpr int64_t kNoTail = INT64_MAX;
+    // Rows a block of attention rows, a multiple of the pool (so blocks pool on their own), whose
+    // [H, rows, T] floats stay under kBlockBytes a side.
+    int64_t block = 0;
+    std::vector<Run> runs;
+    std::vector<Side> sides;  // the sides computed, the SSA side first
+    PerSide<SideSource> source;
+    at::Device device{at::kCPU};
+
+    const SsaGpt& Model(Side s) const { return *runs[source[s].run].model; }  // the model side s runs (or reads)
+    // A tensor of every position, [H, T, ...]: rows < p of the last analysis's `old` (undefined
+    // when p == 0), then `rows` (p..T-1).
+    at::Tensor Join(const at::Tensor& old, const at::Tensor& rows) const;
+    // The same from the new rows in parts, block by block; none when p == T (then `old` cut to T rows).
+    at::Tensor Join(const at::Tensor& old, const std::vector<at::Tensor>& parts) const;
+};
+
+// Which comparison and what-ifs the engine runs, with which models, and what of the last analysis
+// (ids `old_ids`, thumbnails of `old_pool`) may be kept: nothing unless `reuse`.
+struct PlanInputs {
+    const SsaGpt* ssa = nullptr;
+    const SsaGpt* twin = nullptr;  // null without one
+    Comparison comparison = Comparison::Counterfactual;
+    const std::vector<Intervention>* interventions = nullptr;
+    at::Device device{at::kCPU};
+};
+AnalysisPlan PlanAnalysis(const PlanInputs& in, const std::vector<int32_t>& ids, const std::vector<int32_t>& old_ids, int old_pool, bool reuse);
+
+// Waits for the device's kernels to finish (nothing on the CPU), so the stages' timings are honest.
+void WaitForDevice(const at::Tensor& t);
+
+}  // namespace model

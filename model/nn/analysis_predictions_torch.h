@@ -1,0 +1,32 @@
+// The predictions of Engine::Analyze (the stages: analysis_plan_torch.h): the last layer's rows
+// times the output head, a run's sides in one product, and what each position predicts (its next
+// token's loss and rank, the top kTopK). The one place that multiplies rows by the head. Per side
+// it keeps the last layer's output and the predictions of every position (SidePredictions), so
+// the next analysis computes rows from p - 1 on (row p - 1 predicts token p).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "model/nn/analysis_plan_torch.h"
+
+namespace model {
+
+// One side's predictions, every position so far; undefined for a side without a forward pass of
+// its own (the layer-local comparison).
+struct SidePredictions {
+    at::Tensor hidden;              // [1, T, E]: the last layer's output
+    at::Tensor loss, rank;          // [T - 1] float32, int64
+    at::Tensor top_ids, top_probs;  // [T, K] int64, float32
+};
+
+// `streams`: the last layer's new rows a run (LayerPass::Streams); `old`: the last analysis's,
+// whose rows this one keeps. Sets `next_logits` to the SSA side's logits after the last token,
+// [V] float32, and reports the fraction done to `progress` (may be empty) as it goes.
+PerSide<SidePredictions> Predict(const AnalysisPlan& plan, const std::vector<int32_t>& ids, const std::vector<at::Tensor>& streams,
+                                 const PerSide<SidePredictions>& old, at::Tensor* next_logits, const std::function<void(float)>& progress);
+
+}  // namespace model

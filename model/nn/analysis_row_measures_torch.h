@@ -1,0 +1,61 @@
+// The row measures of Engine::Analyze (the stages: analysis_plan_torch.h): each block of attention
+// rows the layer pass computes, measured (SPEC section 2's row metrics a side, JS and L1 of the
+// SSA side against its comparison) and pooled into thumbnails, then dropped. Per layer it keeps
+// the measures of every position and the rows of the last thumbnail block (LayerMeasures), and the
+// thumbnails on the host, so the next analysis measures and pools only what changed.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "model/nn/analysis_layer_pass_torch.h"
+#include "model/nn/analysis_plan_torch.h"
+#include "model/nn/attention_maps_torch.h"
+#include "model/nn/metrics.h"
+
+namespace model {
+
+struct LayerMeasures {
+    PerSide<RowMetricTensors> metrics;  // [H, T] float32 each
+    at::Tensor js, l1;                  // [H, T]: each SSA row against its comparison row
+    // The rows of the last thumbnail block (from (T - 1) / pool * pool), each pooled along its keys
+    // alone: typing at the end pools that block again from these instead of recomputing its rows.
+    KeyPooled tail;  // [H, rows, cells]; undefined when not computed
+};
+struct MeasuredRows {
+    std::vector<LayerMeasures> layers;
+    Thumbnails thumbnails;  // on the host, its bands shared with the analyses handed out
+};
+
+// One analysis's measures, made for its plan; fed as the layer pass runs: each layer
+// BeginLayer, each block AddBlock, EndLayer; then Finish.
+class RowMeasures {
+public:
+    // `old`: the last analysis's, whose rows below p this one keeps.
+    RowMeasures(const AnalysisPlan& plan, const MeasuredRows& old, int layers, int heads);
+    void BeginLayer(int l);
+    // Block [a, b): `rows`, each side's attention rows max(a, p)..b-1 as LayerPass::RunBlock gave
+    // them; `pass` rebuilds the kept rows a < p of the block when the last analysis's tail lacks them.
+    void AddBlock(int64_t a, int64_t b, const PerSide<at::Tensor>& rows, const LayerPass& pass);
+    const LayerMeasures& EndLayer();
+    MeasuredRows Finish();
+
+private:
+    void LetGoOfLayer();  // of the layer's parts, as soon as they are joined
+
+    const AnalysisPlan& m_plan;
+    const MeasuredRows& m_old;
+    ThumbnailBuilder m_thumbnails;
+    std::vector<LayerMeasures> m_layers;  // done
+
+    // The layer under way: its new rows' parts, block by block.
+    int m_layer = 0;
+    const LayerMeasures* m_was = nullptr;  // the last analysis's (p > 0)
+    PerSide<std::vector<RowMetricTensors>> m_metrics;
+    std::vector<at::Tensor> m_js, m_l1, m_thumbs[3];  // thumbnail block rows by ThumbnailKind, [H, rows, cells]
+    KeyPooled m_tail;
+};
+
+}  // namespace model
