@@ -322,7 +322,8 @@ int main(int argc, char** argv) {
         json theirs = json::object();
         if (o.baseline)
             theirs = RunCommand(Quote(o.python) + " " + Quote(baseline) + common + " --ids " + Quote(ids_file) + " --tokens " +
-                                std::to_string(T) + " --repeats " + std::to_string(o.repeats));
+                                std::to_string(T) + " --repeats " + std::to_string(o.repeats) +
+                                (o.device == "cuda" ? " --device cuda" : ""));
         if (!ids_file.empty()) std::remove(ids_file.c_str());
         const double whole = ours["full_ms"], f = ours["forward_ms"], m = ours["metrics_ms"];
         std::string row = "| " + std::to_string(T) + " | " + Fixed(whole, 1) + " (" + Fixed(f, 1) + " + " + Fixed(m, 1) + ") | ";

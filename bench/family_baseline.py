@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pytorch_baseline import median_ms, metrics  # noqa: E402
+from pytorch_baseline import median_ms, metrics, use_device  # noqa: E402
 
 
 def load_safetensors(path):
@@ -141,13 +141,15 @@ def main():
     ap.add_argument("--tokens", type=int, required=True)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
     args = ap.parse_args()
+    use_device(args.device)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     torch.set_grad_enabled(False)
     with open(os.path.join(args.model, "lit_config.json")) as f:
         c = json.load(f)
-    W = load_safetensors(os.path.join(args.model, "model.safetensors"))
+    W = {k: v.to(args.device) for k, v in load_safetensors(os.path.join(args.model, "model.safetensors")).items()}
     with open(args.ids) as f:
         ids = torch.tensor([int(t) for t in f.read().split()][:args.tokens], dtype=torch.long)
     out = {}
@@ -161,7 +163,8 @@ def main():
     forward_ms = median_ms(run, args.repeats)
     metrics_ms = median_ms(lambda: out.update(m=metrics(out["ssa"], out["vanilla"])), args.repeats)
     print(json.dumps({"tokens": len(ids), "forward_ms": forward_ms, "metrics_ms": metrics_ms,
-                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+                      "peak_rss_mb": (torch.cuda.max_memory_allocated() / 2**20 if args.device == "cuda"
+                                      else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0),
                       "loss": float(out["ssa_pred"][0].double().mean()),
                       "entropy_sum": float(out["m"]["ssa"]["entropy"].double().sum())}))
 

@@ -147,15 +147,29 @@ def bake(map_tt, pixels):
     pooled = torch.nn.functional.max_pool2d(map_tt[None], pool, pool, ceil_mode=True)[0]
     lut = (torch.linspace(0, 1, 256)[:, None] * torch.tensor([255.0, 200.0, 80.0, 255.0])).to(torch.uint8)
     index = (pooled / pooled.max().clamp(min=1e-30) * 255).to(torch.long)
-    return lut[index].numpy()
+    return lut[index].cpu().numpy()
+
+
+def sync():
+    """A GPU runs ahead of Python: wait for its queue before reading the clock."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def use_device(device):
+    """cuda: every tensor these functions make (ones, arange, the ids) is made on the GPU."""
+    if device != "cpu":
+        torch.set_default_device(device)
 
 
 def median_ms(fn, repeats):
     fn()  # warm-up
+    sync()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
+        sync()
         times.append((time.perf_counter() - start) * 1000.0)
     return statistics.median(times)
 
@@ -168,13 +182,15 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--pixels", type=int, default=1024)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (then tensors are made there and clocks synchronised)")
     args = ap.parse_args()
+    use_device(args.device)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     torch.set_grad_enabled(False)
     with open(args.model + "/config.json") as f:
         config = json.load(f)
-    W = load_safetensors(args.model + "/model.safetensors")
+    W = {k: v.to(args.device) for k, v in load_safetensors(args.model + "/model.safetensors").items()}
     with open(args.ids) as f:
         ids = torch.tensor([int(t) for t in f.read().split()][:args.tokens], dtype=torch.long)
 
@@ -200,6 +216,8 @@ def main():
     total_ms = median_ms(run_all, args.repeats)
     bake_ms = median_ms(lambda: bake(captured["maps"][0, 0, 0], args.pixels), args.repeats)
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if args.device == "cuda":  # the device's peak, not the host's
+        peak_kb = torch.cuda.max_memory_allocated() / 1024.0
     print(json.dumps({"tokens": len(ids), "forward_ms": forward_ms, "predictions_ms": predictions_ms, "metrics_ms": metrics_ms,
                       "total_ms": total_ms, "bake_ms": bake_ms, "peak_rss_mb": peak_kb / 1024.0,
                       # The same computation as ssaviz's? ssaviz_bench compares these sums with its own.

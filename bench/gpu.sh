@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# The device checks of issue 37, for a GPU machine (../shared/gpu/README.md: `bash ../shared/gpu/prepare`
+# here, and since ssaviz reads tokenizer.json's normalizers with ICU, add Debian 12's ICU beside the kit:
+# `(cd .gpu/debs && apt-get download libicu-dev libicu72)`; send .gpu/ along). Builds ssaviz there against its CUDA PyTorch, then
+#   1. exactness: every family's export on CUDA against the same export on the CPU (float32, and
+#      the CUDA bf16 forward against the CUDA float32 one), a twin comparison too;
+#   2. GPT-2 small's shape (12 x 12, width 768, context 8,192): full analysis, edits at the end,
+#      middle and start, head map and bake, beside PyTorch CUDA doing the same work;
+#   3. TinyLlama-1.1B's shape (BF16 weights): full analyses at 1,024 and 8,192 tokens, PyTorch CUDA
+#      at 1,024 (its [L, 2, H, T, T] capture at 8,192 needs 380 GB).
+# Each stage is bounded by `timeout` and writes its log under OUT as it goes, so a stage that runs
+# out of time leaves the ones before it.
+#   usage: bash bench/gpu.sh OUT            (from the project's root, on the GPU machine)
+set -uo pipefail
+out=${1:?usage: bash bench/gpu.sh OUT}
+mkdir -p "$out"
+here=$(pwd)
+build=${SSAVIZ_GPU_BUILD:-build-gpu}
+dev=${SSAVIZ_GPU_DEVICE:-cuda}   # cpu: a dry run of this script on a machine without a GPU
+work=/tmp/ssaviz-gpu
+mkdir -p "$work"
+stage() { echo "== $(date +%T) $*" | tee -a "$out/stages.txt"; }
+
+stage build
+SECONDS=0
+if [ "$dev" = cuda ]; then
+  bash .gpu/device-build.sh >"$out/build.txt" 2>&1 || { tail -n 60 "$out/build.txt"; exit 1; }
+  echo "built in $SECONDS s" | tee -a "$out/stages.txt"
+  source .gpu/env.sh
+fi
+py=${SSAVIZ_GPU_PYTHON:-$(command -v python3)}
+{ nvidia-smi; lscpu | grep -E '^(Model name|CPU\(s\))'; "$py" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)'; } >"$out/machine.txt" 2>&1
+"$build/ssaviz" info --device "$dev" >"$out/info.txt" 2>&1
+cat "$out/machine.txt" | grep -E "H100|H200|Model name|torch" | head -n 4
+for _ in 1 2 3 4 5 6; do cat /usr/share/common-licenses/GPL-3 2>/dev/null || cat "$here/README.md"; done >"$work/long.txt"
+head -c 2400 "$work/long.txt" >"$work/text.txt"
+
+stage "exactness: $dev against the CPU"
+tok="$here/assets/tokenizers/gpt2"
+mk() {  # NAME FLAGS...
+  local name=$1; shift
+  "$build/ssaviz" init-random --out "$work/$name" --tokenizer "$tok" --positions 1024 --layers 2 --heads 4 --embd 64 "$@" >/dev/null
+}
+mk gpt2 --seed 3
+mk twin --seed 4
+mk pythia --family pythia --seed 5
+mk llama --family llama --kv-heads 2 --save-dtype bf16 --seed 6
+mk mistral --family mistral --kv-heads 1 --seed 7
+mk llama3 --family llama3 --kv-heads 2 --seed 8
+cp -r "$here/assets/models/english/ssa" "$work/english"
+exact() {  # NAME DEVICE TAG EXTRA...   writes $work/out-NAME-DEVICE-TAG
+  local name=$1 device=$2 tag=$3; shift 3
+  timeout 120 "$build/ssaviz" export --model "$work/$name" --device "$device" --text-file "$work/text.txt" --truncate \
+    --format npy,json --out "$work/out-$name-$device-$tag" "$@" >>"$out/exactness-log.txt" 2>&1 ||
+    echo "export $name on $device $* failed" | tee -a "$out/exactness-log.txt"
+}
+for name in english gpt2 pythia llama mistral llama3; do
+  exact "$name" cpu f32; exact "$name" "$dev" f32
+done
+exact gpt2 cpu twin --compare "$work/twin"; exact gpt2 "$dev" twin --compare "$work/twin"
+exact gpt2 "$dev" bf16 --dtype bf16; exact llama "$dev" bf16 --dtype bf16
+[ "$dev" = cuda ] && exact gpt2 cuda f16 --dtype f16
+"$py" - "$work" "$dev" <<'EOF' | tee "$out/exactness.txt"
+import glob, json, os, sys
+import numpy as np
+work, dev = sys.argv[1], sys.argv[2]
+def compare(a, b, label):
+    worst = []
+    for f in sorted(glob.glob(os.path.join(a, "*.npy"))):
+        name = os.path.basename(f)
+        g = os.path.join(b, name)
+        if not os.path.exists(g):
+            worst.append(f"{name}: missing"); continue
+        x, y = np.load(f).astype(np.float64), np.load(g).astype(np.float64)
+        if x.shape != y.shape:
+            worst.append(f"{name}: shape {x.shape} vs {y.shape}"); continue
+        both = np.isfinite(x) & np.isfinite(y)
+        d = np.abs(x - y)[both].max() if both.any() else 0.0
+        worst.append(f"{name} {d:.2e}")
+    def numbers(v, path=""):  # metrics.json's numeric leaves by path
+        if isinstance(v, dict):
+            for k, x in v.items(): yield from numbers(x, path + "/" + k)
+        elif isinstance(v, list):
+            for i, x in enumerate(v): yield from numbers(x, path + f"[{i}]")
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            yield path, float(v)
+    try:
+        ja = dict(numbers(json.load(open(os.path.join(a, "metrics.json")))))
+        jb = dict(numbers(json.load(open(os.path.join(b, "metrics.json")))))
+        skip = ("ms", "threads", "seconds")
+        keys = [k for k in ja if k in jb and not any(k.endswith(s) for s in skip) and np.isfinite(ja[k]) and np.isfinite(jb[k])]
+        if keys:
+            k = max(keys, key=lambda k: abs(ja[k] - jb[k]))
+            worst.append(f"metrics.json {abs(ja[k] - jb[k]):.2e} ({k})")
+    except (OSError, ValueError) as e:
+        worst.append(f"metrics.json: {e}")
+    print(f"{label:38s} " + ", ".join(worst))
+for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]:
+    compare(f"{work}/out-{name}-cpu-f32", f"{work}/out-{name}-{dev}-f32", f"{name} {dev} vs cpu (f32)")
+compare(f"{work}/out-gpt2-cpu-twin", f"{work}/out-gpt2-{dev}-twin", f"gpt2 + twin {dev} vs cpu")
+compare(f"{work}/out-gpt2-{dev}-f32", f"{work}/out-gpt2-{dev}-bf16", f"gpt2 {dev} bf16 vs f32")
+compare(f"{work}/out-llama-{dev}-f32", f"{work}/out-llama-{dev}-bf16", f"llama {dev} bf16 vs f32")
+if dev == "cuda":
+    compare(f"{work}/out-gpt2-cuda-f32", f"{work}/out-gpt2-cuda-f16", "gpt2 cuda f16 vs f32")
+EOF
+
+stage "GPT-2 small's shape on CUDA against PyTorch CUDA"
+small="$work/gpt2-small"
+"$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
+timeout 150 "$build/ssaviz_bench" --model "$small" --device "$dev" --python "$py" --tokens 1024,4096 --repeats 3 2>&1 | tee "$out/bench-small.txt"
+timeout 120 "$build/ssaviz_bench" --model "$small" --device "$dev" --tokens 8192 --repeats 2 --no-baseline 2>&1 | tee -a "$out/bench-small.txt"
+
+stage "TinyLlama's shape on CUDA"
+tiny="$work/tinyllama"
+timeout 120 "$build/ssaviz" init-random --out "$tiny" --family llama --layers 22 --heads 32 --kv-heads 4 --embd 2048 --mlp 5632 \
+  --save-dtype bf16 --tokenizer "$tok" --positions 8192 >/dev/null
+for T in 1024 8192; do
+  timeout 120 "$build/ssaviz_bench" --model "$tiny" --device "$dev" --only full --tokens "$T" --repeats 2 2>&1 | tail -n 3 | tee -a "$out/bench-tiny.txt"
+done
+"$build/ssaviz" tokenize --model "$tiny" --text-file "$work/long.txt" --truncate --json |
+  "$py" -c 'import json,sys; print(" ".join(map(str, json.load(sys.stdin)["ids"])))' >"$work/ids.txt"
+timeout 90 "$py" "$here/bench/family_baseline.py" --model "$tiny" --ids "$work/ids.txt" --tokens 1024 --repeats 2 --device "$dev" 2>&1 |
+  tail -n 3 | tee -a "$out/bench-tiny.txt"
+stage done
