@@ -309,60 +309,64 @@ int CmdGenerate(const CommandOptions& o) {
 // [SECTION] init-random
 //-----------------------------------------------------------------------------
 
-// A family's preset (SPEC section 7), then the shape flags over it.
+// A family's preset (SPEC section 7, model/arch's family table), then the shape flags over it.
 model::ModelConfig RandomModelConfig(const NewModelOptions& m) {
-    model::ModelConfig c;
-    c.family = m.family;
-    c.n_layer = m.layers.value_or(4);
-    c.n_head = m.heads.value_or(4);
-    c.n_embd = m.embd;
-    c.n_positions = m.positions;
-    if (c.n_embd % c.n_head != 0) throw Failure{kExitUsage, "--embd must be divisible by --heads"};
-    if (c.n_layer > 1024 || c.n_head > 1024) throw Failure{kExitUsage, "--layers and --heads must be at most 1024"};
-    if (m.family != "gpt2") {  // lit-gpt's GPT
-        const bool llama = m.family != "pythia";
-        c.positions = model::PositionKind::Rope;
-        c.tied_head = false;
-        c.norm = llama ? model::NormKind::RmsNorm : model::NormKind::LayerNorm;
-        c.mlp = llama ? model::MlpKind::SwiGlu : model::MlpKind::Gelu;
-        c.activation = model::Activation::Gelu;
-        c.parallel_residual = !llama;
-        c.bias = !llama;
-        c.rope_base = m.rope_base.value_or(m.family == "llama3" ? 500000.0 : 10000.0);
-        const int head = c.HeadSize();
-        c.rope_n_elem = static_cast<int>(m.rotary.value_or(llama ? 1.0 : 0.25) * head) / 2 * 2;
-        c.n_query_groups = m.kv_heads.value_or(llama && c.n_head % 4 == 0 ? c.n_head / 4 : c.n_head);
-        // SwiGLU's width as Llama sizes it: about 8/3 of the residual, a multiple of 32.
-        c.intermediate_size = m.mlp.value_or(llama ? (8 * c.n_embd / 3 + 31) / 32 * 32 : 4 * c.n_embd);
-    } else if (m.kv_heads || m.rotary || m.rope_base || m.mlp) {
-        throw Failure{kExitUsage, "--kv-heads, --mlp, --rotary and --rope-base need --family pythia, llama, mistral or llama3"};
+    const model::Family* family = model::FindFamily(m.family);
+    if (!family || !family->preset) throw Failure{kExitUsage, "--family: '" + m.family + "' is not one of " + model::PresetFamilies(", ")};
+    model::PresetShape shape;
+    shape.n_layer = m.layers.value_or(shape.n_layer);
+    shape.n_head = m.heads.value_or(shape.n_head);
+    shape.n_embd = m.embd;
+    shape.n_positions = m.positions;
+    if (shape.n_embd % shape.n_head != 0) throw Failure{kExitUsage, "--embd must be divisible by --heads"};
+    if (shape.n_layer > 1024 || shape.n_head > 1024) throw Failure{kExitUsage, "--layers and --heads must be at most 1024"};
+    if (family->positions != model::PositionKind::Rope && (m.kv_heads || m.rotary || m.rope_base || m.mlp)) {
+        std::string rope;  // the families these flags shape
+        for (const model::Family& f : model::Families())
+            if (f.preset && f.positions == model::PositionKind::Rope) rope += std::string(rope.empty() ? "" : ", ") + f.name;
+        throw Failure{kExitUsage, "--kv-heads, --mlp, --rotary and --rope-base need --family " + rope};
     }
-    c.vocab_size = 1;  // the tokenizer's size, once it is read
-    if (auto s = c.Validate("init-random"); !s) throw Failure{kExitUsage, s.error()};
-    return c;
+    shape.kv_heads = m.kv_heads;
+    shape.intermediate_size = m.mlp;
+    shape.rotary = m.rotary;
+    shape.rope_base = m.rope_base;
+    auto c = model::FamilyPreset(*family, shape);
+    if (!c) throw Failure{kExitUsage, c.error()};
+    return *c;
+}
+
+// "pythia, llama, mistral, llama3": init-random's families lit-gpt's layout holds.
+std::string LitFamilies() {
+    std::string names;
+    for (const model::Family& f : model::Families())
+        if (f.preset && *f.lit_names && f.positions == model::PositionKind::Rope) names += std::string(names.empty() ? "" : ", ") + f.name;
+    return names;
 }
 
 int CmdInitRandom(const CommandOptions& o) {
     const NewModelOptions& m = o.new_model;
     model::ModelConfig c = RandomModelConfig(m);
-    // What fits in memory: refused before anything is built.
-    const double E = c.n_embd, D = c.HeadSize(), L = c.n_layer, V = 50257;
-    const double per_layer = E * (c.n_head + 2.0 * c.KvHeads()) * D + c.n_head * D * E + E * c.MlpWidth() * (c.mlp == model::MlpKind::SwiGlu ? 3 : 2);
-    const double parameters = V * E * (c.tied_head ? 1 : 2) + (c.Rope() ? 0 : c.n_positions * E) + L * per_layer;
+    // What fits in memory: refused before anything is built (GPT-2's vocabulary until the tokenizer is read).
+    model::ModelConfig sized = c;
+    sized.vocab_size = 50257;
+    const double parameters = static_cast<double>(sized.ParameterCount());
     // At most 4.3 GB on disk, and 8.6 GB of float32 while the weights are drawn.
     const double on_disk = parameters * model::DtypeSize(m.save_dtype);
     if (on_disk > double(size_t{4} << 30) || parameters * sizeof(float) > double(size_t{8} << 30))
         throw Failure{kExitUsage, "a model of --layers " + std::to_string(c.n_layer) + " --embd " + std::to_string(c.n_embd) + " --positions " +
                                       std::to_string(c.n_positions) + " has " + model::FormatBytes(static_cast<size_t>(on_disk)) +
                                       " of weights, more than the 4.3 GB init-random writes (8.6 GB of float32 while drawn)"};
-    // The paper's recipe: query temperature from position and token, value temperature from token.
-    c.query = m.random_query_form.value_or(model::TemperatureForm{model::PositionForm::Sigmoid, model::TokenForm::Shared, model::Combine::Sum});
-    c.value = {model::PositionForm::None, model::TokenForm::Feature, model::Combine::Sum};
+    c.query = m.random_query_form.value_or(model::kPaperQueryForm);
+    c.value = model::kPaperValueForm;
     const uint64_t seed = m.seed.value_or(1234);
     const std::string tokenizer = m.tokenizer.value_or("assets/tokenizers/gpt2");
-    if (m.lit_checkpoint && !c.Rope()) throw Failure{kExitUsage, "--layout lit needs --family pythia, llama, mistral or llama3 (GPT-2 is HF's layout)"};
+    // The layouts a family's model fits, said before anything is written.
+    if (m.layout != model::Layout::Hf && c.HfOnly())
+        throw Failure{kExitUsage, "--family " + m.family + " is written as an HF folder only: give --layout hf"};
+    if (m.layout == model::Layout::Lit && !c.Rope())
+        throw Failure{kExitUsage, "--layout lit needs a RoPE family lit-gpt holds (" + LitFamilies() + "); GPT-2 is HF's layout"};
     if (auto s = CheckExportFolder(o.out); !s) throw Failure{kExitUsage, "--out: " + s.error()};
-    if (auto s = model::WriteRandomModel(c, seed, tokenizer, o.out, m.save_dtype, m.lit_checkpoint); !s) throw Failure{kExitBadInput, s.error()};
+    if (auto s = model::WriteRandomModel(c, seed, tokenizer, o.out, m.save_dtype, m.layout); !s) throw Failure{kExitBadInput, s.error()};
     return kExitOk;
 }
 

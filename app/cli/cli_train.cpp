@@ -81,9 +81,8 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
     auto parsed = model::ParseConfig(config.dump(), "train flags");
     if (!parsed) throw Failure{kExitUsage, parsed.error()};
     o.config = *parsed;
-    // The paper's recipe: query temperature from position and token, value temperature from token.
-    o.config.query = m.query_form.value_or(model::TemperatureForm{model::PositionForm::Sigmoid, model::TokenForm::Shared, model::Combine::Sum});
-    o.config.value = m.value_form.value_or(model::TemperatureForm{model::PositionForm::None, model::TokenForm::Feature, model::Combine::Sum});
+    o.config.query = m.query_form.value_or(model::kPaperQueryForm);
+    o.config.value = m.value_form.value_or(model::kPaperValueForm);
     o.task.seq_len = m.seq_len.value_or(std::min(r.seq_len, o.config.n_positions));
     o.task.batch = m.batch.value_or(r.batch);
     o.out = options.out;

@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "app/core/examples.h"
+#include "model/arch/arch.h"
 #include "model/io/files.h"
 
 namespace app {
@@ -294,6 +295,19 @@ struct Row : Flag {
 const std::vector<Command> kModel = {C::Window, C::Info, C::Tokenize, C::Export, C::Generate};
 const std::vector<Command> kText = {C::Window, C::Tokenize, C::Export, C::Generate};
 
+// init-random's families and layouts, from model/arch's tables: "pythia: GPT-NeoX: ...; llama: ...".
+std::string FamilyHelp() {
+    std::vector<std::string> rows;
+    for (const model::Family& f : model::Families())
+        if (f.preset) rows.push_back(std::string(f.name) + ": " + f.about);
+    return Join(rows, "; ");
+}
+std::string LayoutHelp() {
+    std::vector<std::string> rows;
+    for (const model::LayoutInfo& l : model::Layouts()) rows.push_back(std::string(l.name) + ": " + l.about);
+    return Join(rows, "; ");
+}
+
 std::vector<Flag> BuildTable() {
     std::vector<Flag> t;
     auto add = [&](Row&& row) { t.push_back(std::move(row)); };
@@ -521,13 +535,10 @@ std::vector<Flag> BuildTable() {
     add(Row({"--positions"}, "N", {C::InitRandom}, "the context (default 1024)",
             [](CommandOptions& o, const FlagValue& v) { o.new_model.positions = Positive(v); },
             [](const CommandOptions& o) { return Unless(o.new_model.positions, 1024); }));
-    add(Row({"--family"}, "gpt2|pythia|llama|mistral|llama3", {C::InitRandom},
-            "the architecture (default gpt2): pythia is GPT-NeoX (LayerNorm, parallel residual, a quarter of each head rotated); llama, "
-            "mistral and llama3 are RMSNorm, SwiGLU, RoPE on the whole head and grouped kv heads (llama3: rope base 500000); the others are "
-            "written in lit-gpt's names with a lit_config.json",
+    add(Row({"--family"}, model::PresetFamilies("|"), {C::InitRandom}, "the architecture (default gpt2), a row of model/arch's family table: " + FamilyHelp(),
             [](CommandOptions& o, const FlagValue& v) {
-                if (v.text != "gpt2" && v.text != "pythia" && v.text != "llama" && v.text != "mistral" && v.text != "llama3")
-                    Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of gpt2, pythia, llama, mistral, llama3");
+                const model::Family* f = model::FindFamily(v.text);
+                if (!f || !f->preset) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of " + model::PresetFamilies(", "));
                 o.new_model.family = v.text;
             },
             [](const CommandOptions& o) { return Unless(o.new_model.family, std::string("gpt2")); }));
@@ -618,14 +629,17 @@ std::vector<Flag> BuildTable() {
                 const model::Dtype d = o.new_model.save_dtype;
                 return d == model::Dtype::F32 ? std::nullopt : std::optional<std::string>(d == model::Dtype::F16 ? "f16" : "bf16");
             }));
-    add(Row({"--layout"}, "own|lit", {C::InitRandom},
-            "own (default): model.safetensors; lit: lit_model.pth as lit-gpt saves it (torch.save); both beside a lit_config.json "
-            "(the RoPE families; GPT-2 is always HF's layout)",
+    add(Row({"--layout"}, model::LayoutNames("|"), {C::InitRandom}, "how the model is written (default own): " + LayoutHelp(),
             [](CommandOptions& o, const FlagValue& v) {
-                if (v.text != "own" && v.text != "lit") Bad(v.name + " " + QuoteForMessage(v.text) + " is not own or lit");
-                o.new_model.lit_checkpoint = v.text == "lit";
+                const model::LayoutInfo* l = model::FindLayout(v.text);
+                if (!l) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of " + model::LayoutNames(", "));
+                o.new_model.layout = l->layout;
             },
-            [](const CommandOptions& o) { return o.new_model.lit_checkpoint ? std::optional<std::string>("lit") : std::nullopt; }));
+            [](const CommandOptions& o) {
+                for (const model::LayoutInfo& l : model::Layouts())
+                    if (l.layout == o.new_model.layout && l.layout != model::Layout::Own) return std::optional<std::string>(l.name);
+                return std::optional<std::string>();
+            }));
     add(Row({"--threads"}, "N", {C::Train, C::Eval}, "threads inside each op, at most the cores (train's default 1 per model, eval's 2)",
             [](CommandOptions& o, const FlagValue& v) { o.new_model.threads = Positive(v, kMaxThreads); },
             [](const CommandOptions& o) { return IfSet(o.new_model.threads); }));

@@ -44,11 +44,11 @@ struct NewModelOptions {
     std::optional<std::string> tokenizer;  // --tokenizer DIR
     int embd = 128, positions = 1024;      // init-random: --embd, --positions
     // init-random's family (SPEC section 7) and its shape; unset: the family's preset.
-    std::string family = "gpt2";           // --family gpt2|pythia|llama|mistral|llama3
+    std::string family = "gpt2";           // --family: a preset of model/arch's family table
     std::optional<int> kv_heads, mlp;      // --kv-heads N (n_query_groups), --mlp N (intermediate size)
     std::optional<double> rotary, rope_base;  // --rotary F (fraction of the head rotated), --rope-base X
     std::optional<model::TemperatureForm> random_query_form;  // --query-form (init-random): default the paper's
-    bool lit_checkpoint = false;           // --layout lit: lit_model.pth as lit-gpt saves it (else "own": model.safetensors)
+    model::Layout layout = model::Layout::Own;  // --layout own|lit|hf (model/arch)
     // train
     std::string task = "text";  // --task text|graph|passkey
     std::optional<int> width, context, seq_len, batch, steps, threads;

@@ -345,8 +345,7 @@ public:
         if (m_state.open_model_request) {
             const std::string path = *std::exchange(m_state.open_model_request, std::nullopt);
             // A checkpoint whose tensors leave its shape or SSA forms open: ask before loading.
-            if (!CheckpointQuestion(path, m_state.hints).empty()) m_views.checkpoint.Show(path, m_state.hints);
-            else m_worker.OpenModel(path, m_device, m_state.hints, m_dtype);
+            if (!m_views.checkpoint.Ask(path, m_state.hints)) m_worker.OpenModel(path, m_device, m_state.hints, m_dtype);
         }
         if (m_state.open_twin_request) {
             m_worker.OpenTwin(*m_state.open_twin_request, m_state.hints);

@@ -10,8 +10,6 @@
 
 namespace model {
 
-const char* const kHfModelTypes = "gpt2, gpt_neox, llama, mistral, qwen2, qwen3";
-
 namespace {
 
 using nlohmann::json;
@@ -130,17 +128,45 @@ struct JsonFields {
     static std::string FormatRange(double lo, double hi) { return Format(lo) + " .. " + Format(hi); }
 };
 
-// lit-gpt's family from its config name, else from its structure (for info and presets only).
+// Of `candidates` (rows of one kind: an HF model_type's, or lit-gpt's of one norm and MLP), the
+// one a config's RoPE says: llama3 scaling names its row, else the largest base the config reaches
+// (llama 10000, llama3 500000), else the first.
+const Family* ByRope(const std::vector<const Family*>& candidates, const ModelConfig& c) {
+    const Family* best = nullptr;
+    for (const Family* f : candidates) {
+        if (f->rope_llama3 && c.rope_llama3.factor > 0) return f;
+        if (f->rope_base <= c.rope_base && (!best || f->rope_base > best->rope_base)) best = f;
+    }
+    return best ? best : candidates.empty() ? nullptr : candidates.front();
+}
+
+// lit-gpt's family from its config name (the longest of the table's lit-gpt name pieces it holds),
+// else from its structure (for info and presets only).
 std::string LitFamily(const std::string& name, const ModelConfig& c) {
     std::string n;
     for (char ch : name) n += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    if (n.find("llama-3") != std::string::npos || n.find("llama3") != std::string::npos) return "llama3";
-    if (n.find("mistral") != std::string::npos) return "mistral";
-    if (n.find("llama") != std::string::npos) return "llama";
-    if (n.find("stablelm") != std::string::npos) return "stablelm";
-    if (n.find("pythia") != std::string::npos) return "pythia";
-    if (c.norm == NormKind::RmsNorm && c.mlp == MlpKind::SwiGlu) return c.rope_base >= 500000 ? "llama3" : "llama";  // Llama 3's base
-    return "pythia";
+    const Family* by_name = nullptr;
+    size_t longest = 0;
+    std::vector<const Family*> alike;  // lit-gpt's families of this norm and MLP
+    for (const Family& f : Families()) {
+        if (!*f.lit_names) continue;
+        std::string pieces = f.lit_names;
+        for (size_t from = 0, to; from <= pieces.size(); from = to + 1) {
+            to = pieces.find('|', from);
+            if (to == std::string::npos) to = pieces.size();
+            const std::string piece = pieces.substr(from, to - from);
+            if (piece.size() > longest && n.find(piece) != std::string::npos) {
+                by_name = &f;
+                longest = piece.size();
+            }
+        }
+        if (f.positions == PositionKind::Rope && f.norm == c.norm && f.mlp == c.mlp) alike.push_back(&f);
+    }
+    if (by_name) return by_name->name;
+    if (const Family* f = ByRope(alike, c)) return f->name;
+    for (const Family& f : Families())
+        if (*f.lit_names && f.positions == PositionKind::Rope) return f.name;
+    return "lit-gpt";  // a table without lit-gpt families
 }
 
 // rope_scaling: null, "default", "linear" (positions / factor: lit-gpt's condense ratio) or
@@ -180,19 +206,20 @@ Status ReadRopeScaling(const JsonFields& f, ModelConfig* c) {
 }
 
 // A RoPE family's config.json in HF's names (transformers' LlamaConfig, MistralConfig,
-// Qwen2Config, Qwen3Config, GPTNeoXConfig), each missing key at that class's default. Keys
-// ssaviz does not run on (token ids, dtypes, dropout, ...) are metadata here.
-Result<ModelConfig> ParseHfConfig(const json& root, const std::string& type, const std::string& source) {
+// Qwen2Config, Qwen3Config, GPTNeoXConfig), each missing key at that class's default: the family
+// row `f` of the model_type says the defaults and which switches its keys have. Keys ssaviz does
+// not run on (token ids, dtypes, dropout, ...) are metadata here.
+Result<ModelConfig> ParseHfConfig(const json& root, const std::string& type, const Family& row, const std::string& source) {
     const JsonFields f{root, source};
-    const bool neox = type == "gpt_neox", qwen = type == "qwen2" || type == "qwen3";
+    const bool layer_norm = row.norm == NormKind::LayerNorm;
     ModelConfig c;
     c.hf_model_type = type;
     c.family = type;
     c.positions = PositionKind::Rope;
     c.tied_head = false;
     c.bias = false;
-    c.norm = neox ? NormKind::LayerNorm : NormKind::RmsNorm;
-    c.mlp = neox ? MlpKind::Gelu : MlpKind::SwiGlu;
+    c.norm = row.norm;
+    c.mlp = row.mlp;
     c.parallel_residual = false;
 
     auto need = [&](const char* key, int* out) -> Status {
@@ -207,14 +234,14 @@ Result<ModelConfig> ParseHfConfig(const json& root, const std::string& type, con
         if (Status s = need(key, out); !s) return Fail(s.error());
     struct { const char* key; int64_t fallback; int64_t lo; int* out; } ints[] = {
         {"num_key_value_heads", c.n_head, 1, &c.n_query_groups},
-        {"max_position_embeddings", neox ? 2048 : type == "llama" ? 2048 : type == "mistral" ? 4096 * 32 : 32768, 1, &c.n_positions},
-        {"head_dim", type == "qwen3" ? 128 : 0, 1, &c.head_dim}};
+        {"max_position_embeddings", row.hf_max_positions, 1, &c.n_positions},
+        {"head_dim", row.hf_head_dim, 1, &c.head_dim}};
     for (auto& x : ints) {
         auto v = f.Int(x.key, x.fallback, x.lo, 1 << 24);
         if (!v) return Fail(v.error());
         *x.out = static_cast<int>(*v);
     }
-    if (neox) c.n_query_groups = c.n_head;  // GPT-NeoX has no grouped heads
+    if (!GetFormat(row.hf_format).kv_groups) c.n_query_groups = c.n_head;  // GPT-NeoX has no grouped heads
     if (c.n_query_groups > c.n_head || c.n_head % c.n_query_groups != 0)
         return Fail(source + ": num_key_value_heads " + std::to_string(c.n_query_groups) + " does not divide num_attention_heads " + std::to_string(c.n_head));
     if (c.head_dim == 0 && c.n_embd % c.n_head != 0)
@@ -222,24 +249,24 @@ Result<ModelConfig> ParseHfConfig(const json& root, const std::string& type, con
                     " and no head_dim is given");
     if (c.head_dim == c.n_embd / c.n_head && c.n_embd % c.n_head == 0) c.head_dim = 0;  // the usual head size, said once
 
-    auto eps = f.Number(neox ? "layer_norm_eps" : "rms_norm_eps", neox ? 1e-5 : 1e-6, 1e-12, 1);
+    auto eps = f.Number(layer_norm ? "layer_norm_eps" : "rms_norm_eps", layer_norm ? 1e-5 : 1e-6, 1e-12, 1);
     if (!eps) return Fail(eps.error());
     c.layer_norm_epsilon = *eps;
     // GPT-NeoX named the base rotary_emb_base until transformers 4.45, rope_theta since.
-    auto base = f.Number(f.Get("rope_theta") || !neox ? "rope_theta" : "rotary_emb_base", 10000, 1, 1e12);
+    auto base = f.Number(f.Get("rope_theta") || !*row.hf_old_base_key ? "rope_theta" : row.hf_old_base_key, 10000, 1, 1e12);
     if (!base) return Fail(base.error());
     c.rope_base = *base;
-    auto rotary = f.Number(neox && !f.Get("partial_rotary_factor") ? "rotary_pct" : "partial_rotary_factor", neox ? 0.25 : 1.0, 0, 1);
+    auto rotary = f.Number(f.Get("partial_rotary_factor") ? "partial_rotary_factor" : row.hf_rotary_key, row.rotary, 0, 1);
     if (!rotary) return Fail(rotary.error());
     c.rope_n_elem = static_cast<int>(*rotary * c.HeadSize());
     if (Status s = ReadRopeScaling(f, &c); !s) return Fail(s.error());
 
-    auto act = f.String("hidden_act", neox ? "gelu" : "silu");
+    auto act = f.String("hidden_act", row.mlp == MlpKind::Gelu ? "gelu" : "silu");
     if (!act) return Fail(act.error());
-    if (neox) {
+    if (row.mlp == MlpKind::Gelu) {
         if (*act == "gelu") c.activation = Activation::Gelu;
         else if (*act == "gelu_new" || *act == "gelu_pytorch_tanh" || *act == "gelu_fast") c.activation = Activation::GeluNew;
-        else return Fail(source + ": hidden_act '" + EscapeForMessage(*act, 40) + "' is not supported for gpt_neox (expected gelu, gelu_new, gelu_pytorch_tanh or gelu_fast)");
+        else return Fail(source + ": hidden_act '" + EscapeForMessage(*act, 40) + "' is not supported for " + type + " (expected gelu, gelu_new, gelu_pytorch_tanh or gelu_fast)");
     } else if (*act != "silu" && *act != "swish") {
         return Fail(source + ": hidden_act '" + EscapeForMessage(*act, 40) + "' is not supported for " + type + " (its MLP is silu(gate) * up: expected silu)");
     }
@@ -247,42 +274,39 @@ Result<ModelConfig> ParseHfConfig(const json& root, const std::string& type, con
     struct { const char* key; bool fallback; bool* out; } flags[] = {
         {"tie_word_embeddings", false, &c.tied_head},
         {"use_parallel_residual", true, &c.parallel_residual},
-        {"attention_bias", neox, &c.out_bias},
+        {"attention_bias", row.hf_biases == HfBiases::Neox, &c.out_bias},
         {"mlp_bias", false, &c.mlp_bias}};
     for (auto& x : flags) {
-        if (!neox && x.out == &c.parallel_residual) continue;
+        if (!row.parallel_residual && x.out == &c.parallel_residual) continue;  // a family with a sequential residual only
         auto v = f.Bool(x.key, x.fallback);
         if (!v) return Fail(v.error());
         *x.out = *v;
     }
-    // Where each family has biases: GPT-NeoX's MLP always, its attention as attention_bias says;
-    // Llama's q, k, v and o as attention_bias says, its MLP as mlp_bias; Qwen 2's q, k and v
-    // always, nothing else; Qwen 3's q, k, v and o as attention_bias; Mistral's none.
-    if (type == "mistral") c.out_bias = c.mlp_bias = false;
-    if (neox) c.mlp_bias = true;
-    if (type == "qwen2") {
-        c.qkv_bias = true;
-        c.out_bias = c.mlp_bias = false;
-    } else {
-        c.qkv_bias = c.out_bias;
+    // Where the row says the family has biases (arch.h HfBiases): attention_bias turns on q, k, v
+    // and o together.
+    switch (row.hf_biases) {
+        case HfBiases::Neox: c.mlp_bias = true; break;
+        case HfBiases::Keys: break;
+        case HfBiases::Attention: c.mlp_bias = false; break;
+        case HfBiases::Qkv: c.out_bias = c.mlp_bias = false; break;
+        case HfBiases::None: c.out_bias = c.mlp_bias = false; break;
     }
-    if (type == "qwen3") {
-        c.qk_norm = true;
-        c.mlp_bias = false;
-    }
+    c.qkv_bias = row.hf_biases == HfBiases::Qkv || c.out_bias;
+    c.qk_norm = row.qk_norm;
     if (c.qkv_bias && c.out_bias && c.mlp_bias) {  // Pythia: every layer, lit-gpt's bias true
         c.bias = true;
         c.qkv_bias = c.out_bias = c.mlp_bias = false;
     }
 
-    // The sliding window: Mistral's on every layer when given; Qwen's only with use_sliding_window,
-    // from layer max_window_layers on (or as layer_types lists, sliding layers after full ones).
+    // The sliding window: on every layer when given; for a family with an opt-in window (Qwen) only
+    // with use_sliding_window, from layer max_window_layers on (or as layer_types lists, sliding
+    // layers after full ones).
     if (const json* w = f.Get("sliding_window")) {
         if (!w->is_number_integer() || w->get<int64_t>() < 1 || w->get<int64_t>() > (1 << 30))
             return Fail(source + ": sliding_window must be a positive integer or null, got " + DescribeJson(*w));
         c.sliding_window = static_cast<int>(std::min<int64_t>(w->get<int64_t>(), 1 << 24));
     }
-    if (qwen) {
+    if (row.window_opt_in) {
         auto use = f.Bool("use_sliding_window", false);
         if (!use) return Fail(use.error());
         auto first = f.Int("max_window_layers", 28, 0, 1 << 24);
@@ -312,7 +336,7 @@ Result<ModelConfig> ParseHfConfig(const json& root, const std::string& type, con
 
     if (Status s = ReadSsaBlock(root, source, &c); !s) return Fail(s.error());
     // Llama 3 (and 3.1, 3.2) is model_type llama: its rope_theta 500000 and llama3 scaling tell it.
-    if (type == "llama" && (c.rope_llama3.factor > 0 || c.rope_base >= 500000)) c.family = "llama3";
+    if (const auto rows = FamiliesOfModelType(type); rows.size() > 1) c.family = ByRope(rows, c)->name;
     if (Status s = c.Validate(source); !s) return Fail(s.error());
     return c;
 }
@@ -327,8 +351,8 @@ Result<ModelConfig> ParseConfig(std::string_view json_text, const std::string& s
 
     if (auto type = root.find("model_type"); type != root.end() && !(type->is_string() && *type == "gpt2")) {
         const std::string t = type->is_string() ? type->get<std::string>() : "";
-        if (t == "gpt_neox" || t == "llama" || t == "mistral" || t == "qwen2" || t == "qwen3") return ParseHfConfig(root, t, source);
-        return Fail(source + ": model_type " + DescribeJson(*type) + " is not supported (expected one of " + kHfModelTypes + ")");
+        if (const auto rows = FamiliesOfModelType(t); !rows.empty()) return ParseHfConfig(root, t, *rows.front(), source);
+        return Fail(source + ": model_type " + DescribeJson(*type) + " is not supported (expected one of " + HfModelTypes() + ")");
     }
     ModelConfig c;
     struct { const char* key; int* field; } ints[] = {
@@ -556,6 +580,70 @@ Status ModelConfig::Validate(const std::string& source) const {
     return Ok{};
 }
 
+bool ModelConfig::Has(Role role) const {
+    switch (role) {
+        case Role::PositionEmbedding: return !Rope();
+        case Role::QNorm: case Role::KNorm: return qk_norm;
+        case Role::MlpNorm: return !shared_attention_norm;
+        case Role::QPos: return query.position != PositionForm::None;
+        case Role::QTok: return query.token != TokenForm::None;
+        case Role::VPos: return value.position != PositionForm::None;
+        case Role::VTok: return value.token != TokenForm::None;
+        default: return true;
+    }
+}
+
+bool ModelConfig::HasBias(Role role) const {
+    switch (role) {
+        case Role::AttnNorm: return norm == NormKind::LayerNorm;
+        case Role::MlpNorm: return norm == NormKind::LayerNorm;
+        case Role::OutputNorm: return norm == NormKind::LayerNorm;
+        case Role::AttnQkv: return QkvBias();
+        case Role::AttnOut: return OutBias();
+        case Role::MlpUp: case Role::MlpDown: return MlpBias();
+        case Role::Output: return lm_head_bias;
+        case Role::QTok: case Role::VTok: return true;  // where the file has one (SPEC section 3: the bias is optional)
+        default: return false;
+    }
+}
+
+std::vector<int64_t> ModelConfig::Shape(Role role) const {
+    const int64_t E = n_embd, H = n_head, G = KvHeads(), D = HeadSize(), I = MlpWidth();
+    const int64_t token = [&] {
+        const TokenForm t = role == Role::VTok ? value.token : query.token;
+        return t == TokenForm::Shared ? D : E;
+    }();
+    switch (role) {
+        case Role::TokenEmbedding: case Role::Output: return {vocab_size, E};
+        case Role::PositionEmbedding: return {n_positions, E};
+        case Role::AttnNorm: case Role::MlpNorm: case Role::OutputNorm: return {E};
+        case Role::QNorm: case Role::KNorm: return {D};
+        case Role::AttnQkv: return {E, (H + 2 * G) * D};
+        case Role::AttnOut: return {H * D, E};
+        case Role::MlpUp: return {E, mlp == MlpKind::SwiGlu ? 2 * I : I};
+        case Role::MlpDown: return {I, E};
+        case Role::QPos: return {H};
+        case Role::QTok: return {H, token};
+        case Role::VPos: return {G};
+        case Role::VTok: return {G, token};
+    }
+    return {};
+}
+
+int64_t ModelConfig::ParameterCount() const {
+    int64_t total = 0;
+    for (int r = 0; r <= static_cast<int>(Role::Output); ++r) {
+        const Role role = static_cast<Role>(r);
+        if (!Has(role) || (role == Role::Output && tied_head)) continue;
+        const std::vector<int64_t> shape = Shape(role);
+        int64_t n = 1;
+        for (int64_t d : shape) n *= d;
+        if (HasBias(role)) n += GetRole(role).kind == RoleKind::Matrix ? shape.back() : shape.front();  // [out]; [V] for the head, [N] for a token term
+        total += IsLayerRole(role) ? n * n_layer : n;
+    }
+    return total;
+}
+
 bool ModelConfig::HfOnly() const {
     return !hf_model_type.empty() || head_dim != 0 || qk_norm || rope_llama3.factor != 0 || sliding_window != 0 || qkv_bias || out_bias ||
            mlp_bias;
@@ -677,6 +765,134 @@ nlohmann::json LitConfigToJson(const ModelConfig& c) {
     j["gelu_approximate"] = c.activation == Activation::GeluNew ? "tanh" : "none";
     if (c.IsSsa()) j["ssa"] = SsaBlock(c);
     return j;
+}
+
+const Family* FamilyOf(const ModelConfig& c) {
+    if (c.hf_model_type.empty()) return FindFamily(c.family);
+    const auto rows = FamiliesOfModelType(c.hf_model_type);
+    for (const Family* f : rows)
+        if (c.family == f->name) return f;  // llama3 of model_type llama
+    return rows.empty() ? nullptr : rows.front();
+}
+
+Format FormatOf(const ModelConfig& c) {
+    if (const Family* f = FamilyOf(c); f && !c.hf_model_type.empty()) return f->hf_format;
+    return c.Rope() ? Format::Lit : Format::Gpt2;
+}
+
+namespace {
+
+// What a config computes, field by field as text: two configs with the same fingerprint run the
+// same model (the activation counts for a GELU MLP only; names and metadata do not count).
+std::vector<std::pair<const char*, std::string>> Fingerprint(const ModelConfig& c) {
+    auto n = [](double v) { return JsonFields::Format(v); };
+    std::string windows;
+    for (int l = 0; l < c.n_layer; ++l) windows += (l ? "," : "") + std::to_string(c.AttentionWindow(l));
+    return {{"n_layer", n(c.n_layer)}, {"n_embd", n(c.n_embd)}, {"n_head", n(c.n_head)}, {"kv heads", n(c.KvHeads())},
+            {"head size", n(c.HeadSize())}, {"context", n(c.n_positions)}, {"vocabulary", n(c.vocab_size)},
+            {"norm", ToString(c.norm)}, {"norm eps", n(c.layer_norm_epsilon)}, {"MLP", ToString(c.mlp)}, {"MLP width", n(c.MlpWidth())},
+            {"activation", c.mlp == MlpKind::Gelu ? ToString(c.activation) : "-"},
+            {"positions", c.Rope() ? "rope" : "learned"}, {"rotary width", n(c.rope_n_elem)}, {"RoPE base", n(c.rope_base)},
+            {"RoPE condense ratio", n(c.rope_condense_ratio)},
+            {"llama3 RoPE scaling", n(c.rope_llama3.factor) + "/" + n(c.rope_llama3.low_freq_factor) + "/" + n(c.rope_llama3.high_freq_factor) + "/" +
+                                        n(c.rope_llama3.original_max_positions)},
+            {"residual", c.parallel_residual ? (c.shared_attention_norm ? "parallel, shared norm" : "parallel") : "sequential"},
+            {"q, k, v bias", c.QkvBias() ? "yes" : "no"}, {"attention output bias", c.OutBias() ? "yes" : "no"},
+            {"MLP bias", c.MlpBias() ? "yes" : "no"}, {"head bias", c.lm_head_bias ? "yes" : "no"}, {"tied head", c.tied_head ? "yes" : "no"},
+            {"q/k norm", c.qk_norm ? "yes" : "no"}, {"sliding windows", windows}, {"tau_q", Describe(c.query)}, {"tau_v", Describe(c.value)}};
+}
+
+}  // namespace
+
+Result<nlohmann::json> HfConfigToJson(const ModelConfig& c) {
+    const Family* f = FamilyOf(c);
+    if (!c.Rope() || !f || !*f->model_type)
+        return Fail("a " + c.family + " model has no HF model_type ssaviz writes with RoPE (it writes " + HfModelTypes() + ")");
+    const bool layer_norm = c.norm == NormKind::LayerNorm;
+    json j = json::object();
+    j["model_type"] = f->model_type;
+    j["architectures"] = json::array({f->hf_architecture});
+    for (auto [key, value] : {std::pair<const char*, int>{"hidden_size", c.n_embd}, {"num_hidden_layers", c.n_layer},
+                              {"num_attention_heads", c.n_head}, {"num_key_value_heads", c.KvHeads()}, {"head_dim", c.HeadSize()},
+                              {"intermediate_size", c.MlpWidth()}, {"vocab_size", c.vocab_size}, {"max_position_embeddings", c.n_positions}})
+        j[key] = value;
+    j[layer_norm ? "layer_norm_eps" : "rms_norm_eps"] = c.layer_norm_epsilon;
+    j["rope_theta"] = c.rope_base;
+    // HF reads int(fraction x head size): a fraction just above n / D says n whatever the rounding.
+    double rotary = static_cast<double>(c.rope_n_elem) / c.HeadSize();
+    if (static_cast<int>(rotary * c.HeadSize()) != c.rope_n_elem) rotary = (c.rope_n_elem + 0.5) / c.HeadSize();
+    j[f->hf_rotary_key] = rotary;
+    if (c.rope_llama3.factor > 0)
+        j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", c.rope_llama3.factor}, {"low_freq_factor", c.rope_llama3.low_freq_factor},
+                             {"high_freq_factor", c.rope_llama3.high_freq_factor},
+                             {"original_max_position_embeddings", c.rope_llama3.original_max_positions}};
+    else if (c.rope_condense_ratio != 1)
+        j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", c.rope_condense_ratio}};
+    j["hidden_act"] = c.mlp == MlpKind::SwiGlu ? "silu" : ToString(c.activation);
+    j["tie_word_embeddings"] = c.tied_head;
+    if (f->parallel_residual) j["use_parallel_residual"] = c.parallel_residual;
+    j["attention_bias"] = c.OutBias();
+    j["mlp_bias"] = c.MlpBias();
+    if (c.sliding_window > 0) {
+        j["sliding_window"] = c.sliding_window;
+        if (f->window_opt_in) {
+            j["use_sliding_window"] = true;
+            j["max_window_layers"] = c.window_first_layer;
+        }
+    }
+    if (c.IsSsa()) j["ssa"] = SsaBlock(c);
+    // What HF's keys for this model_type cannot say (a lit-gpt model's shared norm, a bias the
+    // family never has, ...) would silently change the model: refused by name.
+    auto back = ParseConfig(j.dump(), "config.json");
+    if (!back) return Fail("a " + c.family + " model as HF model_type " + f->model_type + ": " + back.error());
+    const auto want = Fingerprint(c), got = Fingerprint(*back);
+    for (size_t i = 0; i < want.size(); ++i)
+        if (want[i].second != got[i].second)
+            return Fail("a " + c.family + " model cannot be written as HF model_type " + f->model_type + ": its " + want[i].first + " (" +
+                        want[i].second + ") would read back as " + got[i].second);
+    return j;
+}
+
+Result<nlohmann::json> ConfigJsonFor(Format format, const ModelConfig& c) {
+    switch (GetFormat(format).config) {
+        case ConfigKind::Gpt2Json: return ConfigToJson(c);
+        case ConfigKind::LitJson: return LitConfigToJson(c);
+        case ConfigKind::HfJson: return HfConfigToJson(c);
+    }
+    return Fail("no config writer");
+}
+
+Result<ModelConfig> FamilyPreset(const Family& f, const PresetShape& s) {
+    ModelConfig c;
+    c.family = f.name;
+    c.n_layer = s.n_layer;
+    c.n_head = s.n_head;
+    c.n_embd = s.n_embd;
+    c.n_positions = s.n_positions;
+    c.positions = f.positions;
+    c.norm = f.norm;
+    c.mlp = f.mlp;
+    c.activation = f.activation;
+    c.parallel_residual = f.parallel_residual;
+    c.bias = f.bias;
+    c.qkv_bias = !f.bias && f.hf_biases == HfBiases::Qkv;
+    c.qk_norm = f.qk_norm;
+    c.tied_head = !c.Rope();  // GPT-2 ties its head; lit-gpt's and HF's RoPE families have their own
+    if (c.Rope()) {
+        if (c.n_head < 1 || c.n_embd % c.n_head != 0) return Fail("n_embd " + std::to_string(c.n_embd) + " is not divisible by n_head " + std::to_string(c.n_head));
+        const int head = c.HeadSize();
+        c.rope_base = s.rope_base.value_or(f.rope_base);
+        c.rope_n_elem = static_cast<int>(s.rotary.value_or(f.rotary) * head) / 2 * 2;
+        c.n_query_groups = s.kv_heads.value_or(f.kv_divisor > 1 && c.n_head % f.kv_divisor == 0 ? c.n_head / f.kv_divisor : c.n_head);
+        // SwiGLU's width as Llama sizes it: about 8/3 of the residual, a multiple of 32.
+        c.intermediate_size = s.intermediate_size.value_or(c.mlp == MlpKind::SwiGlu ? (8 * c.n_embd / 3 + 31) / 32 * 32 : 4 * c.n_embd);
+    } else if (s.kv_heads || s.intermediate_size || s.rotary || s.rope_base) {
+        return Fail("a " + std::string(f.name) + " model has learned positions and one kv head per head, and an MLP of 4 x n_embd");
+    }
+    if (c.HfOnly()) c.hf_model_type = f.model_type;  // a family only HF's folders hold (q, k, v biases; q/k norm)
+    c.vocab_size = 1;  // the tokenizer's size, once it is read
+    if (Status st = c.Validate(f.name); !st) return Fail(st.error());
+    return c;
 }
 
 }  // namespace model

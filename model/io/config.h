@@ -2,14 +2,19 @@
 // RoPE families of section 7 by model_type: gpt_neox, llama, mistral, qwen2, qwen3) or a lit-gpt
 // lit_config.json (section 7), plus the optional "ssa" block; without it the model is vanilla.
 // One decoder covers every family, so a family is data here: norm, positions, attention grouping,
-// MLP, residual and head, with GPT-2's choices as the defaults.
+// MLP, residual and head, with GPT-2's choices as the defaults. Each family's defaults and
+// switches, and its model_type, are rows of model/arch's family table.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "model/arch/arch.h"
 #include "model/io/result.h"
 
 namespace model {
@@ -17,10 +22,7 @@ namespace model {
 enum class PositionForm { None, Sigmoid, ExpExp, Linear };  // pos(i) = 1 + s * ln(i)
 enum class TokenForm { None, Shared, Feature };              // tok(z) = tanh(w . z + b)
 enum class Combine { Sum, Product };
-enum class Activation { GeluNew, Gelu };                     // tanh approximation, exact erf
-enum class NormKind { LayerNorm, RmsNorm };                  // RMSNorm: w * x / sqrt(mean(x^2) + eps)
-enum class MlpKind { Gelu, SwiGlu };                         // proj(gelu(fc x)) | proj(silu(fc_1 x) * fc_2 x)
-enum class PositionKind { Learned, Rope };                   // wpe added to the embedding | RoPE on q and k
+// Activation, NormKind, MlpKind and PositionKind: model/arch/arch.h.
 
 // How one side's temperature (query or value) is built.
 struct TemperatureForm {
@@ -30,6 +32,11 @@ struct TemperatureForm {
 
     bool Active() const { return position != PositionForm::None || token != TokenForm::None; }
 };
+
+// The paper's recipe, init-random's and train's default: tau_q from position and token, tau_v
+// from the token.
+constexpr TemperatureForm kPaperQueryForm{PositionForm::Sigmoid, TokenForm::Shared, Combine::Sum};
+constexpr TemperatureForm kPaperValueForm{PositionForm::None, TokenForm::Feature, Combine::Sum};
 
 struct ModelConfig {
     int n_layer = 0;
@@ -90,6 +97,16 @@ struct ModelConfig {
     int MlpWidth() const { return intermediate_size > 0 ? intermediate_size : 4 * n_embd; }
     bool Rope() const { return positions == PositionKind::Rope; }
     bool IsSsa() const { return query.Active() || value.Active(); }
+    // Which tensor roles (model/arch) the model has, and which of them have a bias: what a loader
+    // must find in a file and a saver writes.
+    bool Has(Role role) const;
+    bool HasBias(Role role) const;
+    // The shape of a role's weight as the model holds it (matrices [in, out]; the SSA parameters
+    // one per head), whether or not the config has the role; its bias is [last dim].
+    std::vector<int64_t> Shape(Role role) const;
+    // The parameters from the shape alone, before any tensor exists (init-random's memory check):
+    // every role the config has, biases included, a tied head once.
+    int64_t ParameterCount() const;
     // Checks what the fields must satisfy together (heads dividing, an even rotary width, ...);
     // the error names the fields and numbers.
     Status Validate(const std::string& source) const;
@@ -100,7 +117,6 @@ struct ModelConfig {
 // llama, mistral, qwen2, qwen3) in HF's key names, HF's defaults where a key is missing.
 Result<ModelConfig> ParseConfig(std::string_view json_text, const std::string& source);
 Result<ModelConfig> LoadConfig(const std::string& path);
-extern const char* const kHfModelTypes;  // "gpt2, gpt_neox, llama, mistral, qwen2, qwen3", for messages
 // lit-gpt's Config as a lit_config.json stores it (the official SSA code's configs/*.json are
 // partial): missing fields take lit-gpt's defaults (block_size 4096, vocab_size 50254 padded to a
 // multiple of 512, rotary_percentage 0.25, parallel residual, biases, LayerNorm, GptNeoxMLP, ...).
@@ -108,6 +124,26 @@ Result<ModelConfig> ParseLitConfig(std::string_view json_text, const std::string
 Result<ModelConfig> LoadLitConfig(const std::string& path);
 nlohmann::json ConfigToJson(const ModelConfig& config);     // HF GPT-2 config.json (learned positions only)
 nlohmann::json LitConfigToJson(const ModelConfig& config);  // a complete lit_config.json (every field)
+// An HF config.json of a RoPE family (its model_type, HF's keys) that ParseConfig reads back as
+// `config`; refused, naming what would change, where HF's keys for that model_type cannot say it.
+Result<nlohmann::json> HfConfigToJson(const ModelConfig& config);
+// The config file `format` keeps its shape in (ConfigKind), as that format's writer above makes it.
+Result<nlohmann::json> ConfigJsonFor(Format format, const ModelConfig& config);
+
+// The family row of a config: by its HF model_type, else by its family name; null for a family
+// the table does not have.
+const Family* FamilyOf(const ModelConfig& config);
+// The format a config's own files name their tensors in: its HF model_type's, lit-gpt's for
+// another RoPE family, else GPT-2's.
+Format FormatOf(const ModelConfig& config);
+// init-random's model of a family: its preset over this shape. Unset: the family's choice. The
+// error names the field.
+struct PresetShape {
+    int n_layer = 4, n_head = 4, n_embd = 128, n_positions = 1024;
+    std::optional<int> kv_heads, intermediate_size;
+    std::optional<double> rotary, rope_base;
+};
+Result<ModelConfig> FamilyPreset(const Family& family, const PresetShape& shape);
 
 const char* ToString(PositionForm form);
 const char* ToString(TokenForm form);

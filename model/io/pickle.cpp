@@ -129,13 +129,15 @@ private:
         v.integer = i;
         Push(std::move(v));
     }
-    void PushTuple(std::vector<size_t> items) {
+    // A tuple, list or dict of the values `items` (a dict's keys and values alternate).
+    void PushContainer(Kind kind, std::vector<size_t> items) {
         Hold(items.size());
         PickleValue v;
-        v.kind = Kind::Tuple;
+        v.kind = kind;
         v.items = std::move(items);
         Push(std::move(v));
     }
+    void PushTuple(std::vector<size_t> items) { PushContainer(Kind::Tuple, std::move(items)); }
     void PushGlobal(const std::string& module, const std::string& name) {
         PickleValue v;
         v.kind = Kind::Global;
@@ -347,26 +349,14 @@ Status Unpickler::Step() {
             return Ok{};
         }
         case ']': case 0x8f: { PickleValue v; v.kind = Kind::List; Push(std::move(v)); return Ok{}; }  // EMPTY_LIST, EMPTY_SET
-        case 'l': case 0x91: {  // LIST, FROZENSET
-            TAKE(items, PopMark());
-            Hold(items.size());
-            PickleValue v;
-            v.kind = Kind::List;
-            v.items = std::move(items);
-            Push(std::move(v));
-            return Ok{};
-        }
+        case 'l': case 0x91: { TAKE(items, PopMark()); PushContainer(Kind::List, std::move(items)); return Ok{}; }  // LIST, FROZENSET
         case 'a': { TAKE(v, Pop()); return Extend(Kind::List, {v}); }
         case 'e': case 0x90: { TAKE(items, PopMark()); return Extend(Kind::List, items); }  // APPENDS, ADDITEMS
         case '}': { PickleValue v; v.kind = Kind::Dict; Push(std::move(v)); return Ok{}; }
         case 'd': {
             TAKE(items, PopMark());
             if (items.size() % 2) return Bad("odd number of keys and values");
-            Hold(items.size());
-            PickleValue v;
-            v.kind = Kind::Dict;
-            v.items = std::move(items);
-            Push(std::move(v));
+            PushContainer(Kind::Dict, std::move(items));
             return Ok{};
         }
         case 's': { TAKE(value, Pop()); TAKE(key, Pop()); return Extend(Kind::Dict, {key, value}); }

@@ -64,12 +64,25 @@ std::optional<uint64_t> ElementCount(const std::vector<int64_t>& shape) {
     return n;
 }
 
-// The length of the token embedding's name `name` ends in, or 0 when it is not one (weights.h
-// lists them). "wte.weight" is matched as any ending (nanoGPT's and wrappers' names have always
-// been); the HF names only as a whole component.
+// The token embedding's names, one a format (arch.h): "wte.weight", "embed_in.weight", ...
+const std::vector<std::string>& EmbeddingNames() {
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> out;
+        for (const FormatInfo& f : Formats())
+            for (const TensorName& n : NamesOf(f.format, Role::TokenEmbedding, MlpKind::Gelu))
+                if (std::find(out.begin(), out.end(), std::string(n.name) + ".weight") == out.end()) out.push_back(std::string(n.name) + ".weight");
+        return out;
+    }();
+    return names;
+}
+
+// The length of the token embedding's name `name` ends in, or 0 when it is not one. GPT-2's
+// "wte.weight" is matched as any ending (nanoGPT's and wrappers' names have always been); the HF
+// names only as a whole component.
 size_t EmbeddingNameLength(const std::string& name) {
-    if (EndsWith(name, "wte.weight")) return 10;
-    for (const std::string suffix : {"embed_tokens.weight", "embed_in.weight"})
+    const std::string& gpt2 = EmbeddingNames().front();
+    if (EndsWith(name, gpt2)) return gpt2.size();
+    for (const std::string& suffix : EmbeddingNames())
         if (EndsWith(name, suffix) && (name.size() == suffix.size() || name[name.size() - suffix.size() - 1] == '.')) return suffix.size();
     return 0;
 }
@@ -192,7 +205,9 @@ Status ReadCheckpoint(const uint8_t* data, size_t size, bool shard, WeightFile* 
             return Fail("the checkpoint holds a pickled '" + EscapeForMessage(p[p.root].text) + "' object, not a state dict; ssaviz never imports or calls "
                         "pickled code (for torch.save(model), save model.state_dict() instead)");
         if (!search.mistyped.empty()) return Fail("no state dict with a token embedding: " + search.mistyped);
-        return Fail("no state dict with a token embedding ('wte.weight', 'embed_tokens.weight' or 'embed_in.weight') in it; " + TopLevelKeys(p));
+        std::string names;
+        for (const std::string& n : EmbeddingNames()) names += (names.empty() ? "" : n == EmbeddingNames().back() ? " or " : ", ") + Quoted(n);
+        return Fail("no state dict with a token embedding (" + names + ") in it; " + TopLevelKeys(p));
     }
     out->state_dict_path = search.path;
     if (!shard && p[p.root].kind == Kind::Dict)
@@ -257,8 +272,8 @@ void FindPrefixes(WeightFile* w) {
             found = true;
         }
     w->outer_prefix = w->prefix;
-    for (const std::string root : {"transformer.", "model.", "gpt_neox."})
-        if (EndsWith(w->prefix, root) && (w->prefix.size() == root.size() || w->prefix[w->prefix.size() - root.size() - 1] == '.')) {
+    for (const FormatInfo& f : Formats())
+        if (const std::string root = f.root; EndsWith(w->prefix, root) && (w->prefix.size() == root.size() || w->prefix[w->prefix.size() - root.size() - 1] == '.')) {
             w->outer_prefix = w->prefix.substr(0, w->prefix.size() - root.size());
             break;
         }
@@ -557,24 +572,59 @@ std::string FormSpec(const TemperatureForm& f) {
     return s + "," + ToString(f.combine);
 }
 
+std::optional<Format> DetectFormat(const WeightFile& w) {
+    // Formats whose first layer's attention projection is in the file; GPT-2's and nanoGPT's share
+    // the name, and the orientation that fits the embedding's width tells them apart.
+    std::optional<Format> first;
+    for (const FormatInfo& f : Formats()) {
+        const StoredTensor* t = w.Find(FirstLayerName(f.format, Role::AttnQkv) + ".weight");
+        if (!t) continue;
+        if (!first) first = f.format;
+        const StoredTensor* wte = w.Find(FirstLayerName(f.format, Role::TokenEmbedding) + ".weight");
+        if (!wte || wte->shape.size() != 2 || t->shape.size() != 2) return first;
+        const int64_t E = wte->shape[1];
+        const bool fits = f.linear ? t->shape[1] == E && t->shape[0] != E : t->shape[0] == E;
+        if (fits) return f.format;
+    }
+    return first;
+}
+
+std::string FirstLayerName(Format format, Role role) {
+    const auto names = NamesOf(format, role, MlpKind::Gelu);
+    return names.empty() ? std::string() : LayerName(names.front().name, 0);
+}
+
+ShapeSource ShapeSourceOf(const ModelFiles& files, const WeightFile& weights, const ConfigHints& hints) {
+    if (DetectFormat(weights) == Format::Lit) return ShapeSource::LitConfig;
+    if (!files.config.empty() || !hints.config_file.empty()) return ShapeSource::ConfigJson;
+    return ShapeSource::Tensors;
+}
+
+// GPT-2's and nanoGPT's names (the formats a checkpoint without a config comes in) by role.
 Result<InferredConfig> InferConfig(const WeightFile& w, const ConfigHints& hints) {
     InferredConfig out;
     ModelConfig& c = out.config;
-    const StoredTensor* wte = w.Find("wte.weight");
-    const StoredTensor* wpe = w.Find("wpe.weight");
-    if (!wte || wte->shape.size() != 2) return Fail("no 2-d token embedding 'wte.weight' to infer the model's shape from");
+    const FormatInfo& gpt2 = GetFormat(Format::Gpt2);
+    auto name = [&](Role role, int layer = 0) {
+        const auto names = NamesOf(Format::Gpt2, role, MlpKind::Gelu);
+        return LayerName(names.front().name, layer) + ".weight";
+    };
+    auto ssa = [&](Role role, const char* suffix = "") { return LayerName(gpt2.attention, 0) + "." + SsaName(role) + suffix; };
+    const std::string beta_name = LayerName(gpt2.attention, 0) + "." + kOfficialBeta;
+    const StoredTensor* wte = w.Find(name(Role::TokenEmbedding));
+    const StoredTensor* wpe = w.Find(name(Role::PositionEmbedding));
+    if (!wte || wte->shape.size() != 2) return Fail("no 2-d token embedding '" + name(Role::TokenEmbedding) + "' to infer the model's shape from");
     if (!wpe || wpe->shape.size() != 2 || wpe->shape[1] != wte->shape[1])
-        return Fail("no position embedding 'wpe.weight' of shape [n_positions, " + std::to_string(wte->shape[1]) + "]");
+        return Fail("no position embedding '" + name(Role::PositionEmbedding) + "' of shape [n_positions, " + std::to_string(wte->shape[1]) + "]");
     const int64_t V = wte->shape[0], E = wte->shape[1], P = wpe->shape[0];
     if (V < 1 || E < 1 || P < 1 || V > (1 << 24) || E > (1 << 24) || P > (1 << 24))
         return Fail("embedding shapes " + ShapeString(wte->shape) + " / " + ShapeString(wpe->shape) + " are out of range");
     c.vocab_size = static_cast<int>(V);
     c.n_embd = static_cast<int>(E);
     c.n_positions = static_cast<int>(P);
-    while (c.n_layer < 1024 && w.Find("h." + std::to_string(c.n_layer) + ".ln_1.weight")) ++c.n_layer;
-    if (c.n_layer == 0) return Fail("no layers: 'h.0.ln_1.weight' is missing");
-    const StoredTensor* attn = w.Find("h.0.attn.c_attn.weight");
-    const bool linear = attn && attn->shape == std::vector<int64_t>{3 * E, E};
+    while (c.n_layer < 1024 && w.Find(name(Role::AttnNorm, c.n_layer))) ++c.n_layer;
+    if (c.n_layer == 0) return Fail("no layers: '" + name(Role::AttnNorm) + "' is missing");
+    const bool linear = DetectFormat(w) == Format::NanoGpt;
 
     auto arg = [&](const char* key) -> int64_t { auto it = w.model_args.find(key); return it == w.model_args.end() ? 0 : it->second; };
     for (auto [key, value] : {std::pair<const char*, int64_t>{"n_layer", c.n_layer}, {"n_embd", E}, {"block_size", P}})
@@ -585,9 +635,9 @@ Result<InferredConfig> InferConfig(const WeightFile& w, const ConfigHints& hints
     int64_t heads = hints.n_head;
     std::string why = "given";
     if (!heads && arg("n_head")) { heads = arg("n_head"); why = "from the checkpoint's model_args"; }
-    for (const char* name : {"h.0.attn.ssa_q_pos", "h.0.attn.beta", "h.0.attn.ssa_v_pos", "h.0.attn.ssa_q_tok.bias", "h.0.attn.ssa_v_tok.bias"}) {
-        const StoredTensor* t = w.Find(name);
-        if (!heads && t && t->shape.size() == 1 && t->shape[0] > 1) { heads = t->shape[0]; why = std::string("from the length of ") + name; }
+    for (const std::string& per_head : {ssa(Role::QPos), beta_name, ssa(Role::VPos), ssa(Role::QTok, ".bias"), ssa(Role::VTok, ".bias")}) {
+        const StoredTensor* t = w.Find(per_head);
+        if (!heads && t && t->shape.size() == 1 && t->shape[0] > 1) { heads = t->shape[0]; why = "from the length of " + per_head; }
     }
     if (!heads && E % 64 == 0) { heads = E / 64; why = "assuming GPT-2's head size of 64; pass --heads N if that is wrong"; }
     if (!heads) return Fail("cannot tell n_head from the tensors' shapes (n_embd " + std::to_string(E) + "); pass --heads N");
@@ -609,12 +659,13 @@ Result<InferredConfig> InferConfig(const WeightFile& w, const ConfigHints& hints
         TemperatureForm& form = query ? c.query : c.value;
         const std::string side = query ? "q" : "v", flag = query ? "--query-form" : "--value-form";
         if (hint) { form = *hint; continue; }
-        const StoredTensor* pos = w.Find("h.0.attn.ssa_" + side + "_pos");
-        const StoredTensor* beta = query ? w.Find("h.0.attn.beta") : nullptr;
-        const StoredTensor* tok = w.Find("h.0.attn.ssa_" + side + "_tok.weight");
+        const std::string pos_name = ssa(query ? Role::QPos : Role::VPos);
+        const StoredTensor* pos = w.Find(pos_name);
+        const StoredTensor* beta = query ? w.Find(beta_name) : nullptr;
+        const StoredTensor* tok = w.Find(ssa(query ? Role::QTok : Role::VTok, ".weight"));
         if (!pos && !beta && !tok) continue;
         const std::string ask = "; no config.json says which, so pass " + flag + " POSITION,TOKEN[,COMBINE] (e.g. sigmoid,shared,sum)";
-        if (pos) return Fail("tau_" + side + " has a position parameter (h.0.attn.ssa_" + side + "_pos) whose form (sigmoid, exp_exp or linear) the shapes cannot tell" + ask);
+        if (pos) return Fail("tau_" + side + " has a position parameter (" + pos_name + ") whose form (sigmoid, exp_exp or linear) the shapes cannot tell" + ask);
         if (beta) form.position = PositionForm::ExpExp;
         if (tok) {
             const int64_t n = tok->shape.empty() ? 0 : tok->shape.back();

@@ -40,9 +40,9 @@ struct WeightFile {
     std::vector<StoredTensor> tensors;   // in file order (sharded: shard by shard)
     std::string state_dict_path;         // torch.save: where the state dict was found, e.g. "['model']"
     std::map<std::string, int64_t> model_args;  // torch.save: integer entries of a nanoGPT "model_args" dict
-    // The state dict's roots, from its token embedding, whose name is one of "wte.weight" (GPT-2,
-    // nanoGPT, lit-gpt), "embed_tokens.weight" (HF llama, mistral, qwen2, qwen3) or
-    // "embed_in.weight" (HF gpt_neox). `prefix` is what precedes it (the shortest, when several
+    // The state dict's roots, from its token embedding, whose name is one of the formats' (arch.h):
+    // "wte.weight" (GPT-2, nanoGPT, lit-gpt), "embed_tokens.weight" (HF llama, mistral, qwen2,
+    // qwen3) or "embed_in.weight" (HF gpt_neox). `prefix` is what precedes it (the shortest, when several
     // match): "", "transformer.", "_orig_mod.transformer.", "model.", "gpt_neox.", ... and
     // `outer_prefix` the same without a last "transformer.", "model." or "gpt_neox.": what precedes
     // the whole model, and so also the tensors outside that root (lm_head.weight, embed_out.weight):
@@ -96,6 +96,13 @@ struct ModelFiles {
 };
 Result<ModelFiles> FindModelFiles(const std::string& path);
 
+// The one format detector: whose names (model/arch's formats) the tensors have, by the first
+// layer's attention projection; GPT-2's two orientations (HF Conv1D, nanoGPT's Linear) told apart
+// by its shape. nullopt: none of them.
+std::optional<Format> DetectFormat(const WeightFile& weights);
+// A role's first stored name in `format` at layer 0, without ".weight": "h.0.attn.c_attn".
+std::string FirstLayerName(Format format, Role role);
+
 // Builds a config from tensor shapes for a checkpoint that comes without config.json.
 struct ConfigHints {
     int n_head = 0;                         // 0: from model_args, per-head SSA tensors, or head size 64
@@ -113,6 +120,12 @@ struct InferredConfig {
     std::vector<std::string> notes;  // what was assumed, for info and the GUI ("n_head 12: head size 64 assumed")
 };
 Result<InferredConfig> InferConfig(const WeightFile& weights, const ConfigHints& hints);
+
+// Where the shape of a model comes from, which the loader and the window's checkpoint dialog both
+// ask: a lit-gpt checkpoint's lit_config.json (or --config), a config.json (or --config), or the
+// tensors themselves (InferConfig, asking for what they cannot tell).
+enum class ShapeSource { LitConfig, ConfigJson, Tensors };
+ShapeSource ShapeSourceOf(const ModelFiles& files, const WeightFile& weights, const ConfigHints& hints);
 
 // "sigmoid,shared,sum", "exp_exp,none", "none": POSITION[,TOKEN[,COMBINE]] -> a form.
 Result<TemperatureForm> ParseFormSpec(const std::string& spec);

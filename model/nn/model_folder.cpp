@@ -17,12 +17,13 @@ struct FoundModel {
     SsaGpt gpt;
 };
 
-// The official code's one query parameter a layer, `beta` under the attention module `attn` of
-// layer 0 ("h.0.attn.", "layers.0.self_attn.", ...): exp_exp unless --query-form or the config says.
-void ReadOfficialBeta(const WeightFile& weights, const std::string& attn, const ConfigHints& hints, InferredConfig* config) {
+// The official code's one query parameter a layer, `beta` under layer 0's attention module in
+// `format` ("h.0.attn.", "layers.0.self_attn.", ...): exp_exp unless --query-form or the config says.
+void ReadOfficialBeta(const WeightFile& weights, Format format, const ConfigHints& hints, InferredConfig* config) {
     TemperatureForm& query = config->config.query;
     if (hints.query) query = *hints.query;
-    if (weights.Find(attn + "beta") && !weights.Find(attn + "ssa_q_pos")) {
+    const std::string attn = LayerName(GetFormat(format).attention, 0) + ".";
+    if (weights.Find(attn + kOfficialBeta) && !weights.Find(attn + SsaName(Role::QPos))) {
         if (!query.Active()) query.position = PositionForm::ExpExp;
         if (query.position == PositionForm::ExpExp)
             config->notes.push_back("attn.beta read as exp_exp: tau_q(i) = 1 + exp(-exp(beta)) ln i, as model_finetune_att.py computes it "
@@ -45,7 +46,7 @@ Result<InferredConfig> LitConfigFor(const ModelFiles& files, const WeightFile& w
     config.config = *parsed;
     config.notes.push_back(config.config.family + " (lit-gpt) from " + file);
     if (!files.choice.empty()) config.notes.push_back(files.choice);
-    ReadOfficialBeta(weights, "h.0.attn.", hints, &config);
+    ReadOfficialBeta(weights, Format::Lit, hints, &config);
     return config;
 }
 
@@ -57,18 +58,19 @@ Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const
     auto weights = OpenWeights(files->weights);
     if (!weights) return Fail(weights.error());
     InferredConfig config;
-    if (weights->Find("h.0.attn.attn.weight")) {
+    const ShapeSource source = ShapeSourceOf(*files, *weights, hints);
+    if (source == ShapeSource::LitConfig) {
         auto lit = LitConfigFor(*files, *weights, hints);
         if (!lit) return Fail(lit.error());
         config = std::move(*lit);
-    } else if (!files->config.empty() || !hints.config_file.empty()) {
+    } else if (source == ShapeSource::ConfigJson) {
         const std::string file = hints.config_file.empty() ? files->config : hints.config_file;
         auto parsed = LoadConfig(file);
         if (!parsed) return Fail(parsed.error());
         config.config = *parsed;
         if (!parsed->hf_model_type.empty()) {  // an HF folder of a RoPE family
             config.notes.push_back(parsed->family + " (HF model_type " + parsed->hf_model_type + ") from " + file);
-            ReadOfficialBeta(*weights, parsed->hf_model_type == "gpt_neox" ? "layers.0.attention." : "layers.0.self_attn.", hints, &config);
+            ReadOfficialBeta(*weights, FormatOf(*parsed), hints, &config);
         }
     } else {
         auto inferred = InferConfig(*weights, hints);
@@ -150,7 +152,7 @@ Result<LoadedModel> LoadModel(const std::string& path, at::Device device, const 
 }
 
 Status WriteRandomModel(const ModelConfig& config, uint64_t seed, const std::string& tokenizer_dir, const std::string& out_dir, Dtype storage,
-                        bool lit_checkpoint) {
+                        Layout layout) {
     std::error_code ec;
     fs::create_directories(out_dir, ec);
     if (ec) return Fail(out_dir + ": cannot create (" + ec.message() + ")");
@@ -162,7 +164,7 @@ Status WriteRandomModel(const ModelConfig& config, uint64_t seed, const std::str
     if (!tokenizer) return Fail(tokenizer.error());
     ModelConfig c = config;
     c.vocab_size = static_cast<int>((*tokenizer)->VocabSize());
-    return SaveModelFolder(RandomSsaGpt(c, seed), out_dir, storage, lit_checkpoint);
+    return SaveModelFolder(RandomSsaGpt(c, seed), out_dir, storage, layout);
 }
 
 }  // namespace model

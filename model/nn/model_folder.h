@@ -17,7 +17,7 @@ struct ModelInfo {
     std::string dir;
     ModelConfig config;
     int64_t parameters = 0;
-    std::string layout;          // "conv1d" or "linear"
+    std::string layout;          // the format's (model/arch): "conv1d", "linear", "lit-gpt" or "hf"
     std::string device;          // "cpu", "cuda:0"
     std::string compute_dtype = "f32";  // what the forward pass computes in: f32, bf16, f16
     std::string tokenizer_kind;  // "gpt2-bpe"
@@ -31,9 +31,9 @@ struct ModelInfo {
 };
 
 // Writes a random SSA model folder (fixed seed) with the tokenizer files from `tokenizer_dir`.
-// `storage`: the dtype on disk (F32, F16, BF16); `lit_checkpoint`: a lit-gpt family as lit_model.pth
-// (torch.save) instead of model.safetensors.
+// `storage`: the dtype on disk (F32, F16, BF16); `layout`: how (SaveModelFolder). One seed gives
+// the same model in every layout.
 Status WriteRandomModel(const ModelConfig& config, uint64_t seed, const std::string& tokenizer_dir, const std::string& out_dir,
-                        Dtype storage = Dtype::F32, bool lit_checkpoint = false);
+                        Dtype storage = Dtype::F32, Layout layout = Layout::Own);
 
 }  // namespace model

@@ -94,14 +94,13 @@ public:
     std::vector<std::string> Unused() const {
         std::vector<std::string> names;
         for (const auto& t : m_file.tensors) {
-            // Buffers, not parameters: GPT-2's and GPT-NeoX's causal masks, HF's RoPE frequencies.
-            auto ends = [&](const char* suffix) {
+            // Buffers, not parameters: causal masks, RoPE frequencies (arch.h).
+            bool buffer = false;
+            for (const char* suffix : BufferSuffixes()) {
                 const size_t n = std::strlen(suffix);
-                return t.name.size() >= n && t.name.compare(t.name.size() - n, n, suffix) == 0;
-            };
-            const bool mask_buffer = ends(".attn.bias") || ends(".attn.masked_bias") || ends(".attention.bias") ||
-                                     ends(".attention.masked_bias") || ends(".rotary_emb.inv_freq");
-            if (!m_used.count(t.name) && !mask_buffer) names.push_back(t.name);
+                buffer = buffer || (t.name.size() >= n && t.name.compare(t.name.size() - n, n, suffix) == 0);
+            }
+            if (!m_used.count(t.name) && !buffer) names.push_back(t.name);
         }
         return names;
     }
@@ -121,50 +120,28 @@ Result<at::Tensor> ReadPerHead(TensorReader& reader, const std::string& name, in
     return t->reshape({-1});
 }
 
-// `attn` is the layer's attention module: "h.{l}.attn." (GPT-2, lit-gpt), "layers.{l}.self_attn."
-// or "layers.{l}.attention." (HF's RoPE families).
-Result<TemperatureParams> ReadTemperature(TensorReader& reader, const ModelConfig& c, const TemperatureForm& form, int layer,
-                                          const std::string& attn, bool query) {
-    TemperatureParams p;
-    const int H = query ? c.n_head : c.KvHeads(), D = c.HeadSize(), E = c.n_embd;  // a value temperature is a kv head's
-    const std::string base = attn + (query ? "ssa_q_" : "ssa_v_");
-    const std::string side = query ? "tau_q" : "tau_v";
-    if (form.position != PositionForm::None) {
-        std::string name = base + "pos";
-        // The official code stores the query's position parameter as attn.beta: exp_exp in
-        // model_finetune_att.py and gpt_2_PTS.py, linear in the _no_func files.
-        std::string beta = attn + "beta";
-        const bool official = form.position == PositionForm::ExpExp || form.position == PositionForm::Linear;
-        if (query && official && !reader.Find(name) && reader.Find(beta)) name = beta;
-        auto pos = ReadPerHead(reader, name, H, side + " " + ToString(form.position) + " position, layer " + std::to_string(layer));
-        if (!pos) return Fail(pos.error());
-        p.pos = *pos;
-    }
-    if (form.token != TokenForm::None) {
-        const int64_t n = form.token == TokenForm::Shared ? D : E;
-        std::string why = side + " " + ToString(form.token) + " token term, layer " + std::to_string(layer);
-        auto w = reader.Read(base + "tok.weight", {{n}, {H, n}}, why);
-        if (!w) return Fail(w.error());
-        p.tok_w = *w;
-        if (reader.Find(base + "tok.bias")) {
-            auto b = ReadPerHead(reader, base + "tok.bias", H, why);
-            if (!b) return Fail(b.error());
-            p.tok_b = *b;
-        }
-    }
-    return p;
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Parts: how a stored tensor holds a slice of its role (arch.h Part)
+//-------------------------------------------------------------------------------------------------
+
+// A matrix role's [in, out] as LayerWeights holds it.
+struct MatrixDims {
+    int64_t in, out;
+};
+MatrixDims DimsOf(Role role, const ModelConfig& c) {
+    const std::vector<int64_t> shape = c.Shape(role);
+    return {shape[0], shape[1]};
 }
 
-// Both sides' temperatures of layer `layer`, whatever the family; `attn` as ReadTemperature's.
-Status ReadTemperatures(TensorReader& reader, const ModelConfig& c, int layer, LayerWeights* w, const std::string& attn = "") {
-    const std::string module = attn.empty() ? "h." + std::to_string(layer) + ".attn." : attn;
-    auto q = ReadTemperature(reader, c, c.query, layer, module, true);
-    if (!q) return Fail(q.error());
-    auto v = ReadTemperature(reader, c, c.value, layer, module, false);
-    if (!v) return Fail(v.error());
-    w->q = *q;
-    w->v = *v;
-    return Ok{};
+// The outputs a stored part holds.
+int64_t PartWidth(Role role, Part part, const ModelConfig& c) {
+    switch (part) {
+        case Part::Query: return int64_t{c.n_head} * c.HeadSize();
+        case Part::Key: case Part::Value: return int64_t{c.KvHeads()} * c.HeadSize();
+        case Part::Gate: case Part::Up: return c.MlpWidth();
+        case Part::Whole: case Part::Grouped: break;
+    }
+    return DimsOf(role, c).out;
 }
 
 // A fused projection [E, (H + 2G) D] (or its bias [(H + 2G) D]) grouped as lit-gpt's attn.attn
@@ -178,290 +155,301 @@ at::Tensor SplitGroupedQkv(const at::Tensor& t, int64_t H, int64_t G, int64_t D)
     return t.dim() == 1 ? parts.reshape({(H + 2 * G) * D}) : parts.contiguous();
 }
 
-}  // namespace
-
-int64_t SsaGpt::ParameterCount() const {
-    int64_t n = 0;
-    for (const at::Tensor* t : {&wte, &wpe, &ln_f_w, &ln_f_b, &lm_head_b})
-        if (t->defined()) n += t->numel();
-    if (!lm_head.is_same(wte)) n += lm_head.numel();
-    for (const auto& l : layers) {
-        for (const at::Tensor* t : {&l.ln1_w, &l.ln1_b, &l.attn_w, &l.attn_b, &l.proj_w, &l.proj_b, &l.ln2_w, &l.ln2_b,
-                                    &l.fc_w, &l.fc_b, &l.mlp_proj_w, &l.mlp_proj_b, &l.q_norm_w, &l.k_norm_w, &l.q.pos, &l.q.tok_w, &l.q.tok_b,
-                                    &l.v.pos, &l.v.tok_w, &l.v.tok_b})
-            if (t->defined()) n += t->numel();
-    }
-    return n;
+// The inverse: [all queries | all keys | all values] -> per kv group [Q queries | key | value].
+at::Tensor GroupQkv(const at::Tensor& t, int64_t H, int64_t G, int64_t D) {
+    const int64_t Q = H / G;
+    const at::Tensor x = t.dim() == 1 ? t.unsqueeze(0) : t;
+    const int64_t rows = x.size(0);
+    at::Tensor q = x.narrow(1, 0, H * D).reshape({rows, G, Q, D});
+    at::Tensor k = x.narrow(1, H * D, G * D).reshape({rows, G, 1, D});
+    at::Tensor v = x.narrow(1, (H + G) * D, G * D).reshape({rows, G, 1, D});
+    at::Tensor grouped = at::cat({q, k, v}, 2).reshape({rows, (H + 2 * G) * D});
+    return t.dim() == 1 ? grouped.reshape({-1}) : grouped;
 }
 
-// lit-gpt's names and layout (SPEC section 7): h.{l}.norm_1, .attn.attn (fused, per kv group
-// q_per_kv query heads, then a key head, then a value head, D rows each), .attn.proj, .norm_2,
-// .mlp.fc or .mlp.fc_1 / .mlp.fc_2, .mlp.proj, ln_f, lm_head; every matrix torch.nn.Linear's
-// [out, in]. Laid out here as LayerWeights says: [in, out], queries, then keys, then values.
-Result<SsaGpt> LoadLitGpt(const ModelConfig& c, TensorReader& reader, SsaGpt m) {
-    const int64_t E = c.n_embd, V = c.vocab_size, H = c.n_head, G = c.KvHeads(), D = c.HeadSize(), I = c.MlpWidth();
-    const int64_t qkv = (H + 2 * G) * D;
-    const bool layer_norm = c.norm == NormKind::LayerNorm;
-    m.layout = "lit-gpt";
-    auto read = [&](const std::string& name, std::vector<int64_t> shape, const std::string& why, at::Tensor* out) -> Status {
-        auto t = reader.Read(name, {shape}, why);
-        if (!t) return Fail(t.error());
-        *out = *t;
-        return Ok{};
-    };
-    // Linear [out, in] -> [in, out]
-    auto linear = [&](const std::string& name, int64_t in, int64_t out, const std::string& why, at::Tensor* w, at::Tensor* b) -> Status {
-        auto t = reader.ReadMatrix(name + ".weight", in, out, true, why);
-        if (!t) return Fail(t.error());
-        *w = *t;
-        if (c.bias) return read(name + ".bias", {out}, why, b);
-        if (reader.Find(name + ".bias")) return Fail("tensor '" + name + ".bias' is in the file but the config says bias false (" + why + ")");
-        return Ok{};
-    };
-    auto norm = [&](const std::string& name, const std::string& why, at::Tensor* w, at::Tensor* b) -> Status {
-        if (Status s = read(name + ".weight", {E}, why, w); !s) return s;
-        return layer_norm ? read(name + ".bias", {E}, why, b) : Ok{};
-    };
-    for (int l = 0; l < c.n_layer; ++l) {
-        const std::string h = "h." + std::to_string(l) + ".";
-        const std::string why = "layer " + std::to_string(l) + " of n_layer " + std::to_string(c.n_layer);
-        LayerWeights w;
-        if (Status s = norm(h + "norm_1", why, &w.ln1_w, &w.ln1_b); !s) return Fail(s.error());
-        if (!c.shared_attention_norm) {
-            if (Status s = norm(h + "norm_2", why, &w.ln2_w, &w.ln2_b); !s) return Fail(s.error());
-        } else if (reader.Find(h + "norm_2.weight")) {
-            return Fail("tensor '" + h + "norm_2.weight' is in the file but the config says shared_attention_norm (" + why + ")");
-        }
-        // The fused projection: per kv group [Q queries | key | value] -> [all queries | all keys | all values].
-        at::Tensor fused, fused_b;
-        const std::string attn_why = why + ": (n_head " + std::to_string(H) + " + 2 x n_query_groups " + std::to_string(G) + ") x head size " +
-                                     std::to_string(D) + " rows";
-        if (Status s = linear(h + "attn.attn", E, qkv, attn_why, &fused, &fused_b); !s) return Fail(s.error());
-        w.attn_w = SplitGroupedQkv(fused, H, G, D);
-        if (fused_b.defined()) w.attn_b = SplitGroupedQkv(fused_b, H, G, D);
-        if (Status s = linear(h + "attn.proj", H * D, E, why, &w.proj_w, &w.proj_b); !s) return Fail(s.error());
-        if (c.mlp == MlpKind::SwiGlu) {
-            at::Tensor w1, b1, w2, b2;
-            if (Status s = linear(h + "mlp.fc_1", E, I, why, &w1, &b1); !s) return Fail(s.error());
-            if (Status s = linear(h + "mlp.fc_2", E, I, why, &w2, &b2); !s) return Fail(s.error());
-            w.fc_w = at::cat({w1, w2}, 1);
-            if (b1.defined()) w.fc_b = at::cat({b1, b2}, 0);
-        } else if (Status s = linear(h + "mlp.fc", E, I, why, &w.fc_w, &w.fc_b); !s) {
-            return Fail(s.error());
-        }
-        if (Status s = linear(h + "mlp.proj", I, E, why, &w.mlp_proj_w, &w.mlp_proj_b); !s) return Fail(s.error());
-        if (Status s = ReadTemperatures(reader, c, l, &w); !s) return Fail(s.error());
-        m.layers.push_back(std::move(w));
+// What a stored part holds of a role's weight [in, out] or bias [out], as the file orders it.
+at::Tensor PartOf(const at::Tensor& t, Part part, const ModelConfig& c) {
+    const int64_t H = c.n_head, G = c.KvHeads(), D = c.HeadSize(), I = c.MlpWidth();
+    const int64_t last = t.dim() - 1;
+    switch (part) {
+        case Part::Whole: return t;
+        case Part::Grouped: return GroupQkv(t, H, G, D);
+        case Part::Query: return t.narrow(last, 0, H * D);
+        case Part::Key: return t.narrow(last, H * D, G * D);
+        case Part::Value: return t.narrow(last, (H + G) * D, G * D);
+        case Part::Gate: return t.narrow(last, 0, I);
+        case Part::Up: return t.narrow(last, I, I);
     }
-    if (reader.Find("h." + std::to_string(c.n_layer) + ".norm_1.weight"))
-        return Fail("the file has more layers than the config's n_layer " + std::to_string(c.n_layer));
-    if (Status s = norm("ln_f", "final norm", &m.ln_f_w, &m.ln_f_b); !s) return Fail(s.error());
-    if (Status s = read("lm_head.weight", {V, E}, "output head, padded vocabulary x n_embd", &m.lm_head); !s) return Fail(s.error());
-    if (c.lm_head_bias) {
-        if (Status s = read("lm_head.bias", {V}, "output head bias (lm_head_bias)", &m.lm_head_b); !s) return Fail(s.error());
-    }
-    m.unused_tensors = reader.Unused();
-    return m;
+    return t;
 }
 
-// HF's names and layouts of the RoPE families (transformers' modeling_llama, _mistral, _qwen2,
-// _qwen3 and _gpt_neox), every matrix torch.nn.Linear's [out, in], under the prefix WeightFile
-// found ("model." or "gpt_neox."; lm_head / embed_out outside it):
-//   llama-like  embed_tokens, layers.{l}.input_layernorm, .self_attn.{q,k,v,o}_proj (q [H D, E],
-//               k and v [G D, E], o [E, H D]; HF and lit-gpt both turn rotate-half pairs, so no
-//               permutation), .self_attn.{q,k}_norm [D] (Qwen 3), .post_attention_layernorm,
-//               .mlp.{gate,up,down}_proj (gate is fc_1 under silu, up fc_2), norm, lm_head
-//               (absent when tied: embed_tokens).
-//   gpt_neox    embed_in, layers.{l}.input_layernorm / .post_attention_layernorm (LayerNorm),
-//               .attention.query_key_value (fused, per head [q | k | v] of D rows each: lit-gpt's
-//               grouping with G = H), .attention.dense, .mlp.dense_h_to_4h, .mlp.dense_4h_to_h,
-//               final_layer_norm, embed_out.
-// SSA parameters sit under the attention module (self_attn. / attention.), as SPEC section 3 names them.
-Result<SsaGpt> LoadHf(const ModelConfig& c, TensorReader& reader, SsaGpt m, bool neox) {
-    const int64_t E = c.n_embd, V = c.vocab_size, H = c.n_head, G = c.KvHeads(), D = c.HeadSize(), I = c.MlpWidth();
-    const std::string type = c.hf_model_type;
-    m.layout = "hf";
-    auto read = [&](const std::string& name, std::vector<int64_t> shape, const std::string& why, at::Tensor* out) -> Status {
-        auto t = reader.Read(name, {shape}, why);
-        if (!t) return Fail(t.error());
-        *out = *t;
+// The official code's form of tau_q: a position term alone, exp_exp or linear, whose one
+// parameter a layer it stores as attn.beta.
+bool IsOfficialQuery(const TemperatureForm& f) {
+    return (f.position == PositionForm::ExpExp || f.position == PositionForm::Linear) && f.token == TokenForm::None;
+}
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Loading: every role of the model from its format's names
+//-------------------------------------------------------------------------------------------------
+
+// Reads the model role by role in one format (arch.h): each role's stored parts, in the format's
+// orientation, joined into LayerWeights' layout; errors name the tensor and the config's keys.
+class FormatLoader {
+public:
+    FormatLoader(TensorReader& reader, const ModelConfig& c, Format format, at::TensorOptions zeros, SsaGpt* m)
+        : m_reader(reader), m_c(c), m_f(GetFormat(format)), m_zeros(zeros), m_m(m) {}
+
+    // A file of a format that allows it with no bias at all is a bias-free model (nanoGPT's
+    // bias=False): its biases are zeros.
+    void CheckBiasFree() {
+        if (!m_f.zero_biases) return;
+        for (Role role : {Role::AttnNorm, Role::AttnQkv})
+            if (m_reader.Find(FirstLayerName(m_f.format, role) + ".bias")) return;
+        m_zero_biases = true;
+        m_m->notes.push_back("no biases in the file (nanoGPT bias=False): zeros");
+    }
+
+    Status Read(const RoleTensors& t) {
+        const RoleInfo& info = GetRole(t.role);
+        if (info.kind == RoleKind::Parameter || info.kind == RoleKind::Temperature) return ReadTemperature(t);
+        const auto names = NamesOf(m_f.format, t.role, m_c.mlp);
+        if (!m_c.Has(t.role)) {
+            // A norm the config shares or does not have, left in the file, would be silently unused.
+            for (const TensorName& n : names)
+                if (const StoredTensor* s = m_reader.Find(LayerName(n.name, t.layer) + ".weight"); s && info.kind == RoleKind::Vector)
+                    return Fail("tensor '" + s->name + "' is in the file but " + m_f.words.config + " " + m_c.family + " has no " + info.what);
+            return Ok{};
+        }
+        if (names.empty()) return Fail(std::string(m_f.name) + "'s tensor names have no " + info.what + " (" + m_c.family + ")");
+        if (t.role == Role::Output) return ReadHead(names.front(), t);
+        if (info.kind == RoleKind::Matrix) return ReadMatrix(names, t);
+        return ReadVector(names.front(), t);
+    }
+
+    // A config's n_layer short of the file's layers would analyse part of the model.
+    Status CheckNoMoreLayers() const {
+        if (m_reader.Find(LayerName(NamesOf(m_f.format, Role::AttnNorm, m_c.mlp).front().name, m_c.n_layer) + ".weight"))
+            return Fail(std::string("the file has more layers than ") + m_f.words.config + " " + m_f.words.layers + " " + std::to_string(m_c.n_layer));
         return Ok{};
-    };
-    // Linear [out, in] -> [in, out], with its bias when the config says the layer has one.
-    auto linear = [&](const std::string& name, int64_t in, int64_t out, bool bias, const std::string& why, at::Tensor* w,
-                      at::Tensor* b) -> Status {
-        auto t = reader.ReadMatrix(name + ".weight", in, out, true, why);
-        if (!t) return Fail(t.error());
-        *w = *t;
-        if (bias) return read(name + ".bias", {out}, why + ", its bias", b);
-        if (const StoredTensor* t = reader.Find(name + ".bias"))
-            return Fail("tensor '" + t->name + "' is in the file but config.json's " + type + " has no bias there");
+    }
+
+private:
+    std::string Why(const RoleTensors& t) const {
+        const std::string width = m_f.words.width;
+        switch (t.role) {
+            case Role::TokenEmbedding: return "token embedding, vocab_size x " + width;
+            case Role::PositionEmbedding: return "position embedding, n_positions x " + width;
+            case Role::OutputNorm: return "final norm";
+            case Role::Output: return "output head, vocab_size x " + width;
+            default: break;
+        }
+        return "layer " + std::to_string(t.layer) + " of " + m_f.words.layers + " " + std::to_string(m_c.n_layer);
+    }
+    // What the config says a matrix part's size is, in the config's words.
+    std::string Detail(Role role, Part part) const {
+        const std::string rows = m_f.linear ? " rows" : " columns", columns = m_f.linear ? " columns" : " rows";
+        const std::string heads = std::string(m_f.words.heads) + " " + std::to_string(m_c.n_head);
+        const std::string kv = std::string(m_f.words.kv_heads) + " " + std::to_string(m_c.KvHeads());
+        const std::string head = std::string(" x ") + m_f.words.head_size + " " + std::to_string(m_c.HeadSize());
+        switch (role) {
+            case Role::AttnQkv:
+                if (part == Part::Query) return heads + head + rows;
+                if (part == Part::Key || part == Part::Value) return kv + head + rows;
+                return (m_f.kv_groups ? "(" + heads + " + 2 x " + kv + ")" : "3 x " + heads) + head + rows;
+            case Role::AttnOut: return heads + head + columns;
+            case Role::MlpUp: return "intermediate_size " + std::to_string(m_c.MlpWidth()) + rows;
+            default: return "";
+        }
+    }
+
+    Status NoBias(const std::string& name) const {
+        if (const StoredTensor* s = m_reader.Find(name + ".bias"))
+            return Fail("tensor '" + s->name + "' is in the file but " + m_f.words.config + " " + m_c.family + " has no bias there");
         return Ok{};
-    };
-    auto norm = [&](const std::string& name, const std::string& why, at::Tensor* w, at::Tensor* b) -> Status {
-        if (Status s = read(name + ".weight", {E}, why, w); !s) return s;
-        return neox ? read(name + ".bias", {E}, why, b) : Ok{};
-    };
-    const std::string heads = "num_attention_heads " + std::to_string(H) + " x head_dim " + std::to_string(D);
-    const std::string kv = "num_key_value_heads " + std::to_string(G) + " x head_dim " + std::to_string(D);
-    for (int l = 0; l < c.n_layer; ++l) {
-        const std::string h = "layers." + std::to_string(l) + ".";
-        const std::string why = "layer " + std::to_string(l) + " of num_hidden_layers " + std::to_string(c.n_layer);
-        const std::string attn = h + (neox ? "attention." : "self_attn.");
-        LayerWeights w;
-        if (Status s = norm(h + "input_layernorm", why, &w.ln1_w, &w.ln1_b); !s) return Fail(s.error());
-        if (Status s = norm(h + "post_attention_layernorm", why, &w.ln2_w, &w.ln2_b); !s) return Fail(s.error());
-        if (neox) {
-            at::Tensor fused, fused_b;
-            if (Status s = linear(attn + "query_key_value", E, 3 * H * D, c.QkvBias(), why + ": 3 x " + heads + " rows", &fused, &fused_b); !s)
-                return Fail(s.error());
-            w.attn_w = SplitGroupedQkv(fused, H, H, D);
-            if (fused_b.defined()) w.attn_b = SplitGroupedQkv(fused_b, H, H, D);
-            if (Status s = linear(attn + "dense", H * D, E, c.OutBias(), why, &w.proj_w, &w.proj_b); !s) return Fail(s.error());
-            if (Status s = linear(h + "mlp.dense_h_to_4h", E, I, c.MlpBias(), why + ": intermediate_size rows", &w.fc_w, &w.fc_b); !s)
-                return Fail(s.error());
-            if (Status s = linear(h + "mlp.dense_4h_to_h", I, E, c.MlpBias(), why, &w.mlp_proj_w, &w.mlp_proj_b); !s) return Fail(s.error());
-        } else {
-            at::Tensor qw, qb, kw, kb, vw, vb;
-            if (Status s = linear(attn + "q_proj", E, H * D, c.QkvBias(), why + ": " + heads + " rows", &qw, &qb); !s) return Fail(s.error());
-            if (Status s = linear(attn + "k_proj", E, G * D, c.QkvBias(), why + ": " + kv + " rows", &kw, &kb); !s) return Fail(s.error());
-            if (Status s = linear(attn + "v_proj", E, G * D, c.QkvBias(), why + ": " + kv + " rows", &vw, &vb); !s) return Fail(s.error());
-            w.attn_w = at::cat({qw, kw, vw}, 1).contiguous();  // [E, (H + 2G) D]
-            if (qb.defined()) w.attn_b = at::cat({qb, kb, vb}, 0);
-            if (Status s = linear(attn + "o_proj", H * D, E, c.OutBias(), why + ": " + heads + " columns", &w.proj_w, &w.proj_b); !s)
-                return Fail(s.error());
-            if (c.qk_norm) {
-                if (Status s = read(attn + "q_norm.weight", {D}, why + ": the query heads' RMSNorm over head_dim", &w.q_norm_w); !s) return Fail(s.error());
-                if (Status s = read(attn + "k_norm.weight", {D}, why + ": the key heads' RMSNorm over head_dim", &w.k_norm_w); !s) return Fail(s.error());
-            } else if (const StoredTensor* t = reader.Find(attn + "q_norm.weight")) {
-                return Fail("tensor '" + t->name + "' is in the file but config.json's " + type + " has no q/k norm (Qwen 3 has)");
+    }
+
+    // A matrix role's parts, each [out, in] or [in, out] as the format stores it, joined along the
+    // outputs; a grouped part regrouped as LayerWeights holds it.
+    Status ReadMatrix(const std::vector<TensorName>& names, const RoleTensors& t) {
+        const int64_t H = m_c.n_head, G = m_c.KvHeads(), D = m_c.HeadSize();
+        const bool bias = m_c.HasBias(t.role);
+        std::vector<at::Tensor> weights, biases;
+        for (const TensorName& n : names) {
+            const std::string name = LayerName(n.name, t.layer);
+            const std::string detail = Detail(t.role, n.part);
+            const std::string why = Why(t) + (detail.empty() ? "" : ": " + detail);
+            const int64_t out = PartWidth(t.role, n.part, m_c);
+            auto w = m_reader.ReadMatrix(name + ".weight", DimsOf(t.role, m_c).in, out, m_f.linear, why);
+            if (!w) return Fail(w.error());
+            weights.push_back(n.part == Part::Grouped ? SplitGroupedQkv(*w, H, G, D) : *w);
+            if (!bias) {
+                if (Status s = NoBias(name); !s) return s;
+                continue;
             }
-            at::Tensor gw, gb, uw, ub;
-            const std::string mlp_why = why + ": intermediate_size " + std::to_string(I) + " rows";
-            if (Status s = linear(h + "mlp.gate_proj", E, I, c.MlpBias(), mlp_why, &gw, &gb); !s) return Fail(s.error());
-            if (Status s = linear(h + "mlp.up_proj", E, I, c.MlpBias(), mlp_why, &uw, &ub); !s) return Fail(s.error());
-            w.fc_w = at::cat({gw, uw}, 1).contiguous();  // [E, 2I]: silu(gate) * up as fc_1, fc_2
-            if (gb.defined()) w.fc_b = at::cat({gb, ub}, 0);
-            if (Status s = linear(h + "mlp.down_proj", I, E, c.MlpBias(), why, &w.mlp_proj_w, &w.mlp_proj_b); !s) return Fail(s.error());
+            if (m_zero_biases) {
+                biases.push_back(at::zeros({out}, m_zeros));
+                continue;
+            }
+            auto b = m_reader.Read(name + ".bias", {{out}}, why + ", its bias");
+            if (!b) return Fail(b.error());
+            biases.push_back(n.part == Part::Grouped ? SplitGroupedQkv(*b, H, G, D) : *b);
         }
-        if (Status s = ReadTemperatures(reader, c, l, &w, attn); !s) return Fail(s.error());
-        m.layers.push_back(std::move(w));
+        *t.weight = weights.size() == 1 ? weights.front() : at::cat(weights, 1).contiguous();
+        if (bias) *t.bias = biases.size() == 1 ? biases.front() : at::cat(biases, 0);
+        return Ok{};
     }
-    if (reader.Find("layers." + std::to_string(c.n_layer) + ".input_layernorm.weight"))
-        return Fail("the file has more layers than config.json's num_hidden_layers " + std::to_string(c.n_layer));
-    if (Status s = norm(neox ? "final_layer_norm" : "norm", "final norm", &m.ln_f_w, &m.ln_f_b); !s) return Fail(s.error());
-    const std::string head = neox ? "embed_out.weight" : "lm_head.weight";
-    m.lm_head = m.wte;
-    if (!c.tied_head && !reader.Find(head))  // outside the root ("model."), so named as it is stored
-        return Fail("no tensor '" + reader.OuterName(head) + "' (output head, vocab_size x hidden_size; tie_word_embeddings is false)");
-    if (!c.tied_head || reader.Find(head)) {
-        at::Tensor t;
-        if (Status s = read(head, {V, E}, c.tied_head ? "output head (tie_word_embeddings)" : "output head, vocab_size x hidden_size", &t); !s)
-            return Fail(s.error());
-        if (!c.tied_head || !at::equal(t, m.wte)) m.lm_head = t;
+
+    // An embedding or a norm: NAME.weight, and NAME.bias where the config has one.
+    Status ReadVector(const TensorName& n, const RoleTensors& t) {
+        const std::vector<int64_t> shape = m_c.Shape(t.role);
+        const std::string name = LayerName(n.name, t.layer);
+        std::string why = Why(t);
+        if (t.role == Role::QNorm || t.role == Role::KNorm) why += std::string(": the ") + GetRole(t.role).what + " over " + m_f.words.head_size;
+        auto w = m_reader.Read(name + ".weight", {shape}, why);
+        if (!w) return Fail(w.error());
+        *t.weight = *w;
+        if (!t.bias || !m_c.HasBias(t.role)) return Ok{};
+        auto b = m_zero_biases ? Result<at::Tensor>(at::zeros(shape, m_zeros)) : m_reader.Read(name + ".bias", {shape}, why);
+        if (!b) return Fail(b.error());
+        *t.bias = *b;
+        return Ok{};
     }
-    m.unused_tensors = reader.Unused();
-    return m;
+
+    // The output head, beside the root: the token embedding when tied and the file has no other
+    // (or the same one), else its own.
+    Status ReadHead(const TensorName& n, const RoleTensors& t) {
+        const int64_t V = m_c.vocab_size, E = m_c.n_embd;
+        const std::string name = std::string(n.name) + ".weight";
+        const bool stored = m_reader.Find(name) != nullptr;
+        if (!m_c.tied_head && !stored)  // named as it is stored, outside the root ("model.")
+            return Fail("no tensor '" + m_reader.OuterName(name) + "' (" + Why(t) + "; " + m_f.words.untied + ")");
+        *t.weight = m_m->wte;
+        if (stored) {
+            auto head = m_reader.Read(name, {{V, E}}, Why(t));
+            if (!head) return Fail(head.error());
+            if (!m_c.tied_head || !at::equal(*head, m_m->wte)) *t.weight = *head;
+        }
+        if (!m_c.HasBias(Role::Output)) return Ok{};
+        auto b = m_reader.Read(std::string(n.name) + ".bias", {{V}}, "output head bias (lm_head_bias)");
+        if (!b) return Fail(b.error());
+        *t.bias = *b;
+        return Ok{};
+    }
+
+    // An SSA parameter under the layer's attention module (SPEC section 3): the query's per head,
+    // the value's per kv head. The official code names the query's one position parameter a layer
+    // attn.beta: exp_exp in model_finetune_att.py and gpt_2_PTS.py, linear in the _no_func files.
+    Status ReadTemperature(const RoleTensors& t) {
+        if (!m_c.Has(t.role)) return Ok{};
+        const bool query = t.role == Role::QPos || t.role == Role::QTok;
+        const TemperatureForm& form = query ? m_c.query : m_c.value;
+        const int N = query ? m_c.n_head : m_c.KvHeads();
+        const std::string attn = LayerName(m_f.attention, t.layer) + ".", side = query ? "tau_q" : "tau_v";
+        std::string name = attn + SsaName(t.role);
+        if (GetRole(t.role).kind == RoleKind::Parameter) {
+            const bool official = form.position == PositionForm::ExpExp || form.position == PositionForm::Linear;
+            if (query && official && !m_reader.Find(name) && m_reader.Find(attn + kOfficialBeta))
+                name = attn + kOfficialBeta;
+            auto pos = ReadPerHead(m_reader, name, N, side + " " + ToString(form.position) + " position, layer " + std::to_string(t.layer));
+            if (!pos) return Fail(pos.error());
+            *t.weight = *pos;
+            return Ok{};
+        }
+        const int64_t n = form.token == TokenForm::Shared ? m_c.HeadSize() : m_c.n_embd;
+        const std::string why = side + " " + ToString(form.token) + " token term, layer " + std::to_string(t.layer);
+        auto w = m_reader.Read(name + ".weight", {{n}, {N, n}}, why);
+        if (!w) return Fail(w.error());
+        *t.weight = *w;
+        if (m_reader.Find(name + ".bias")) {  // optional
+            auto b = ReadPerHead(m_reader, name + ".bias", N, why);
+            if (!b) return Fail(b.error());
+            *t.bias = *b;
+        }
+        return Ok{};
+    }
+
+    TensorReader& m_reader;
+    const ModelConfig& m_c;
+    const FormatInfo& m_f;
+    at::TensorOptions m_zeros;
+    SsaGpt* m_m;
+    bool m_zero_biases = false;
+};
+
+// The format the config's tensors must be named in, checked against the names the file has (the
+// one detector, DetectFormat): a file of another family's names is refused, naming both.
+Result<Format> FormatToRead(const ModelConfig& c, const WeightFile& file) {
+    const Format want = FormatOf(c);
+    const std::optional<Format> got = DetectFormat(file);
+    if (!got && want == Format::Gpt2) return want;  // reading names the first tensor missing
+    if (got == Format::NanoGpt && want == Format::Gpt2) return *got;
+    if (got == want) return want;
+    auto marker = [](Format f) { return FirstLayerName(f, Role::AttnQkv) + ".weight"; };
+    auto names = [&](Format f) { return std::string(GetFormat(f).name) + "'s (" + marker(f) + ")"; };
+    const FormatInfo& w = GetFormat(want);
+    if (!c.hf_model_type.empty()) {
+        if (got && GetFormat(*got).config == ConfigKind::HfJson)
+            return Fail("config.json says model_type " + c.hf_model_type + " but the tensors have " + names(*got) + " names");
+        return Fail("config.json says model_type " + c.hf_model_type + " but the file has no " + marker(want) + " (under " + w.root + ")");
+    }
+    if (got)
+        return Fail(names(*got) + " tensor names with a " + c.family + " config, whose tensors are named as " + w.name + " names them; give the " +
+                    GetFormat(*got).config_file + " that came with them");
+    return Fail("the config describes a " + c.family + " model but the file has no " + marker(want) + " (" + w.name + "'s names)");
 }
 
-// Whichever names the file has; LoadSsaGpt then sets what every family's layers share.
+// Whichever format's names the file has; LoadSsaGpt then sets what every family's layers share.
 Result<SsaGpt> LoadAnySsaGpt(TensorReader& reader, const ModelConfig& c, const WeightFile& file, at::Device device,
                              at::ScalarType compute) {
     c10::InferenceMode guard;
-    const auto zeros_options = at::TensorOptions(device).dtype(compute);
-    const int64_t E = c.n_embd, V = c.vocab_size, P = c.n_positions;
+    if (Status s = c.Validate(file.path); !s) return Fail(s.error());
+    auto format = FormatToRead(c, file);
+    if (!format) return Fail(format.error());
     SsaGpt m;
     m.config = c;
-    if (Status s = c.Validate(file.path); !s) return Fail(s.error());
-
-    // HF's RoPE families by their first layer's names; their config.json must say which.
-    const bool hf_neox = reader.Find("layers.0.attention.query_key_value.weight") != nullptr;
-    const bool hf_llama = reader.Find("layers.0.self_attn.q_proj.weight") != nullptr;
-    if (hf_neox || hf_llama || !c.hf_model_type.empty()) {
-        const char* names = hf_neox ? "GPT-NeoX's (layers.0.attention.query_key_value.weight)" : "Llama's (layers.0.self_attn.q_proj.weight)";
-        if (c.hf_model_type.empty())
-            return Fail(std::string("HF ") + names + " tensor names with a " + c.family + " config; give the folder's config.json");
-        if (!hf_neox && !hf_llama)
-            return Fail("config.json says model_type " + c.hf_model_type + " but the file has no " +
-                        (c.hf_model_type == "gpt_neox" ? "layers.0.attention.query_key_value.weight" : "layers.0.self_attn.q_proj.weight") +
-                        " (under model. or gpt_neox.)");
-        if (hf_neox != (c.hf_model_type == "gpt_neox"))
-            return Fail("config.json says model_type " + c.hf_model_type + " but the tensors have " + names + " names");
-        auto wte = reader.Read(hf_neox ? "embed_in.weight" : "embed_tokens.weight", {{V, E}}, "token embedding, vocab_size x hidden_size");
-        if (!wte) return Fail(wte.error());
-        m.wte = *wte;
-        return LoadHf(c, reader, std::move(m), hf_neox);
-    }
-    auto wte = reader.Read("wte.weight", {{V, E}}, "token embedding, vocab_size x n_embd");
-    if (!wte) return Fail(wte.error());
-    m.wte = *wte;
-    if (reader.Find("h.0.attn.attn.weight")) {
-        if (!c.Rope()) return Fail("lit-gpt names (h.0.attn.attn.weight) with a GPT-2 config (learned positions); give the lit_config.json");
-        return LoadLitGpt(c, reader, std::move(m));
-    }
-    if (c.Rope() || c.KvHeads() != c.n_head || c.norm != NormKind::LayerNorm || c.mlp != MlpKind::Gelu || c.parallel_residual)
-        return Fail("the config describes a " + c.family + " model but the tensors have GPT-2's names (no h.0.attn.attn.weight)");
-    auto wpe = reader.Read("wpe.weight", {{P, E}}, "position embedding, n_positions x n_embd");
-    if (!wpe) return Fail(wpe.error());
-    m.wpe = *wpe;
-
-    // Layout from the first layer's c_attn, whose two orientations differ ([E, 3E] vs [3E, E]).
-    const StoredTensor* attn0 = reader.Find("h.0.attn.c_attn.weight");
-    bool linear_layout = attn0 && attn0->shape == std::vector<int64_t>{3 * E, E};
-    m.layout = linear_layout ? "linear" : "conv1d";
-    // nanoGPT's bias=False models have no biases in LayerNorms and Linears: zeros are the same.
-    const bool bias = reader.Find("h.0.ln_1.bias") || reader.Find("h.0.attn.c_attn.bias");
-    if (!bias) m.notes.push_back("no biases in the file (nanoGPT bias=False): zeros");
-
-    for (int l = 0; l < c.n_layer; ++l) {
-        const std::string h = "h." + std::to_string(l) + ".";
-        const std::string why = "layer " + std::to_string(l) + " of n_layer " + std::to_string(c.n_layer);
-        LayerWeights w;
-        struct { at::Tensor* dst; std::string name; std::vector<int64_t> shape; } vectors[] = {
-            {&w.ln1_w, h + "ln_1.weight", {E}},          {&w.ln1_b, h + "ln_1.bias", {E}},
-            {&w.attn_b, h + "attn.c_attn.bias", {3 * E}}, {&w.proj_b, h + "attn.c_proj.bias", {E}},
-            {&w.ln2_w, h + "ln_2.weight", {E}},          {&w.ln2_b, h + "ln_2.bias", {E}},
-            {&w.fc_b, h + "mlp.c_fc.bias", {4 * E}},     {&w.mlp_proj_b, h + "mlp.c_proj.bias", {E}},
-        };
-        for (auto& v : vectors) {
-            const bool is_bias = v.name.size() > 5 && v.name.compare(v.name.size() - 5, 5, ".bias") == 0;
-            if (is_bias && !bias) {
-                *v.dst = at::zeros(v.shape, zeros_options);
-                continue;
-            }
-            auto t = reader.Read(v.name, {v.shape}, why);
-            if (!t) return Fail(t.error());
-            *v.dst = *t;
-        }
-        struct { at::Tensor* dst; std::string name; int64_t in, out; } matrices[] = {
-            {&w.attn_w, h + "attn.c_attn.weight", E, 3 * E}, {&w.proj_w, h + "attn.c_proj.weight", E, E},
-            {&w.fc_w, h + "mlp.c_fc.weight", E, 4 * E},      {&w.mlp_proj_w, h + "mlp.c_proj.weight", 4 * E, E},
-        };
-        for (auto& mat : matrices) {
-            auto t = reader.ReadMatrix(mat.name, mat.in, mat.out, linear_layout, why);
-            if (!t) return Fail(t.error());
-            *mat.dst = *t;
-        }
-        if (Status s = ReadTemperatures(reader, c, l, &w); !s) return Fail(s.error());
-        m.layers.push_back(std::move(w));
-    }
-    if (reader.Find("h." + std::to_string(c.n_layer) + ".ln_1.weight"))
-        return Fail("the file has more layers than config.json's n_layer " + std::to_string(c.n_layer));
-
-    auto ln_f_w = reader.Read("ln_f.weight", {{E}}, "final layer norm");
-    if (!ln_f_w) return Fail(ln_f_w.error());
-    auto ln_f_b = bias ? reader.Read("ln_f.bias", {{E}}, "final layer norm") : Result<at::Tensor>(at::zeros({E}, zeros_options));
-    if (!ln_f_b) return Fail(ln_f_b.error());
-    m.ln_f_w = *ln_f_w;
-    m.ln_f_b = *ln_f_b;
-    m.lm_head = m.wte;
-    if (reader.Find("lm_head.weight")) {
-        auto head = reader.Read("lm_head.weight", {{V, E}}, "output projection");
-        if (!head) return Fail(head.error());
-        if (!at::equal(*head, m.wte)) m.lm_head = *head;
-    }
+    m.layout = GetFormat(*format).layout;
+    m.layers.resize(c.n_layer);
+    FormatLoader load(reader, c, *format, at::TensorOptions(device).dtype(compute), &m);
+    load.CheckBiasFree();
+    for (const RoleTensors& t : TensorsByRole(m))
+        if (Status s = load.Read(t); !s) return Fail(s.error());
+    if (Status s = load.CheckNoMoreLayers(); !s) return Fail(s.error());
     m.unused_tensors = reader.Unused();
     return m;
+}
+
+}  // namespace
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] The model by role
+//-------------------------------------------------------------------------------------------------
+
+std::vector<RoleTensors> TensorsByRole(SsaGpt& m) {
+    std::vector<RoleTensors> out = {{Role::TokenEmbedding, -1, &m.wte, nullptr}, {Role::PositionEmbedding, -1, &m.wpe, nullptr}};
+    for (int l = 0; l < static_cast<int>(m.layers.size()); ++l) {
+        LayerWeights& w = m.layers[l];
+        for (const RoleTensors& t : {RoleTensors{Role::AttnNorm, l, &w.ln1_w, &w.ln1_b}, RoleTensors{Role::AttnQkv, l, &w.attn_w, &w.attn_b},
+                                     RoleTensors{Role::QNorm, l, &w.q_norm_w, nullptr}, RoleTensors{Role::KNorm, l, &w.k_norm_w, nullptr},
+                                     RoleTensors{Role::AttnOut, l, &w.proj_w, &w.proj_b}, RoleTensors{Role::MlpNorm, l, &w.ln2_w, &w.ln2_b},
+                                     RoleTensors{Role::MlpUp, l, &w.fc_w, &w.fc_b}, RoleTensors{Role::MlpDown, l, &w.mlp_proj_w, &w.mlp_proj_b},
+                                     RoleTensors{Role::QPos, l, &w.q.pos, nullptr}, RoleTensors{Role::QTok, l, &w.q.tok_w, &w.q.tok_b},
+                                     RoleTensors{Role::VPos, l, &w.v.pos, nullptr}, RoleTensors{Role::VTok, l, &w.v.tok_w, &w.v.tok_b}})
+            out.push_back(t);
+    }
+    out.push_back({Role::OutputNorm, -1, &m.ln_f_w, &m.ln_f_b});
+    out.push_back({Role::Output, -1, &m.lm_head, &m.lm_head_b});
+    return out;
+}
+
+int64_t SsaGpt::ParameterCount() const {
+    int64_t n = 0;
+    for (const RoleTensors& t : TensorsByRole(const_cast<SsaGpt&>(*this))) {
+        if (t.role == Role::Output && lm_head.is_same(wte)) continue;  // tied: counted once
+        for (const at::Tensor* x : {t.weight, t.bias})
+            if (x && x->defined()) n += x->numel();
+    }
+    return n;
 }
 
 Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const WeightFile& file, at::Device device, at::ScalarType compute, bool keep_bf16) {
@@ -472,6 +460,10 @@ Result<SsaGpt> LoadSsaGpt(const ModelConfig& c, const WeightFile& file, at::Devi
     for (int l = 0; l < static_cast<int>(m->layers.size()); ++l) m->layers[l].window = c.AttentionWindow(l);
     return m;
 }
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Random weights
+//-------------------------------------------------------------------------------------------------
 
 SsaGpt RandomSsaGpt(const ModelConfig& c, uint64_t seed) {
     c10::InferenceMode guard;
@@ -493,11 +485,11 @@ SsaGpt RandomSsaGpt(const ModelConfig& c, uint64_t seed) {
 
     SsaGpt m;
     m.config = c;
+    m.layout = GetFormat(FormatOf(c)).layout;
     if (c.Rope()) {  // a lit-gpt family: no learned positions, grouped kv heads, its own norms, MLP and head
         const int64_t G = c.KvHeads(), I = c.MlpWidth(), L = c.n_layer;
         const bool layer_norm = c.norm == NormKind::LayerNorm;
         auto bias = [&](bool on, int64_t n) { return on ? zeros(n) : at::Tensor(); };
-        m.layout = c.hf_model_type.empty() ? "lit-gpt" : "hf";
         m.wte = normal({c.vocab_size, E}, 0.02);
         for (int l = 0; l < L; ++l) {
             LayerWeights w;
@@ -531,7 +523,6 @@ SsaGpt RandomSsaGpt(const ModelConfig& c, uint64_t seed) {
         if (c.lm_head_bias) m.lm_head_b = zeros(c.vocab_size);
         return m;
     }
-    m.layout = "conv1d";
     m.wte = normal({c.vocab_size, E}, 0.02);
     m.wpe = normal({c.n_positions, E}, 0.01);
     for (int l = 0; l < c.n_layer; ++l) {
@@ -554,85 +545,39 @@ SsaGpt RandomSsaGpt(const ModelConfig& c, uint64_t seed) {
     return m;
 }
 
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Saving: a model folder in a layout, every role under its format's names
+//-------------------------------------------------------------------------------------------------
+
 Status SaveModelFolder(const SsaGpt& m, const std::string& dir) { return SaveModelFolder(m, dir, Dtype::F32); }
+Status SaveModelFolder(const SsaGpt& m, const std::string& dir, Dtype storage) { return SaveModelFolder(m, dir, storage, Layout::Own); }
 
-namespace {
-
-// A layer's temperature parameters under its attention module (SPEC section 3's names); with
-// `official_beta` the query's one position parameter as the official code's attn.beta.
-template <typename Add>
-void AddTemperatures(Add& add, const std::string& attn, const LayerWeights& w, bool official_beta) {
-    add(attn + (official_beta ? "beta" : "ssa_q_pos"), official_beta ? w.q.pos.reshape({}) : w.q.pos);
-    add(attn + "ssa_q_tok.weight", w.q.tok_w);
-    add(attn + "ssa_q_tok.bias", w.q.tok_b);
-    add(attn + "ssa_v_pos", w.v.pos);
-    add(attn + "ssa_v_tok.weight", w.v.tok_w);
-    add(attn + "ssa_v_tok.bias", w.v.tok_b);
-}
-
-// The form of the official code's attn.beta: a position term alone, exp_exp or linear.
-bool IsOfficialQuery(const TemperatureForm& f) {
-    return (f.position == PositionForm::ExpExp || f.position == PositionForm::Linear) && f.token == TokenForm::None;
-}
-
-// A lit-gpt family in lit-gpt's names and Linear layout (the inverse of LoadLitGpt), in
-// model.safetensors, with the complete lit_config.json.
-template <typename Add>
-Status SaveLitFolder(const SsaGpt& m, const std::string& dir, Add& add, const std::vector<TensorToWrite>& tensors, bool pth) {
+Status SaveModelFolder(const SsaGpt& m, const std::string& dir, Dtype storage, Layout layout) {
+    assert(storage == Dtype::F32 || storage == Dtype::F16 || storage == Dtype::BF16);
     const ModelConfig& c = m.config;
-    const int64_t H = c.n_head, G = c.KvHeads(), D = c.HeadSize(), Q = H / G, I = c.MlpWidth();
-    auto linear = [&](const std::string& name, const at::Tensor& w, const at::Tensor& b) {
-        add(name + ".weight", w.t());
-        add(name + ".bias", b);
-    };
-    auto ungroup = [&](const at::Tensor& t) {  // [all queries | all keys | all values] -> per kv group [Q queries | key | value]
-        const at::Tensor x = t.dim() == 1 ? t.unsqueeze(0) : t;
-        const int64_t rows = x.size(0);
-        at::Tensor q = x.narrow(1, 0, H * D).reshape({rows, G, Q, D});
-        at::Tensor k = x.narrow(1, H * D, G * D).reshape({rows, G, 1, D});
-        at::Tensor v = x.narrow(1, (H + G) * D, G * D).reshape({rows, G, 1, D});
-        at::Tensor grouped = at::cat({q, k, v}, 2).reshape({rows, (H + 2 * G) * D});
-        return t.dim() == 1 ? grouped.reshape({-1}) : grouped;
-    };
+    if (layout != Layout::Hf && c.HfOnly())
+        return Fail(dir + ": a " + c.family + " model with HF-only features (head_dim, q/k norm, llama3 RoPE scaling, sliding window, "
+                    "split biases or HF names) is written as an HF folder only; lit-gpt's layout cannot hold them");
+    if (layout == Layout::Lit && !c.Rope()) return Fail("GPT-2 is written in HF's layout; lit-gpt checkpoints are for the RoPE families");
+    Format format = Format::Gpt2;
+    if (c.Rope() && layout != Layout::Hf) {
+        format = Format::Lit;
+    } else if (c.Rope()) {
+        const Family* family = FamilyOf(c);
+        if (!family || !*family->model_type) return Fail(dir + ": a " + c.family + " model has no HF model_type ssaviz writes (" + HfModelTypes() + ")");
+        format = family->hf_format;
+    }
+    const FormatInfo& f = GetFormat(format);
+
     // The official code's temperature: one position parameter a layer, attn.beta, with no "ssa"
     // block in the config (its form is how the reader reads beta: exp_exp unless told linear).
-    const bool official = IsOfficialQuery(c.query) && !m.layers.empty() && m.layers[0].q.pos.numel() == 1;
+    const bool official = f.official_beta && IsOfficialQuery(c.query) && !m.layers.empty() && m.layers[0].q.pos.numel() == 1;
     ModelConfig written = c;
     if (official) written.query = {};
-    add("transformer.wte.weight", m.wte);
-    for (size_t l = 0; l < m.layers.size(); ++l) {
-        const LayerWeights& w = m.layers[l];
-        const std::string h = "transformer.h." + std::to_string(l) + ".";
-        add(h + "norm_1.weight", w.ln1_w);  add(h + "norm_1.bias", w.ln1_b);
-        add(h + "norm_2.weight", w.ln2_w);  add(h + "norm_2.bias", w.ln2_b);
-        linear(h + "attn.attn", ungroup(w.attn_w), w.attn_b.defined() ? ungroup(w.attn_b) : at::Tensor());
-        linear(h + "attn.proj", w.proj_w, w.proj_b);
-        if (c.mlp == MlpKind::SwiGlu) {
-            linear(h + "mlp.fc_1", w.fc_w.narrow(1, 0, I), w.fc_b.defined() ? w.fc_b.narrow(0, 0, I) : at::Tensor());
-            linear(h + "mlp.fc_2", w.fc_w.narrow(1, I, I), w.fc_b.defined() ? w.fc_b.narrow(0, I, I) : at::Tensor());
-        } else {
-            linear(h + "mlp.fc", w.fc_w, w.fc_b);
-        }
-        linear(h + "mlp.proj", w.mlp_proj_w, w.mlp_proj_b);
-        AddTemperatures(add, h + "attn.", w, official);
-    }
-    add("transformer.ln_f.weight", m.ln_f_w);
-    add("transformer.ln_f.bias", m.ln_f_b);
-    add("lm_head.weight", m.lm_head);
-    add("lm_head.bias", m.lm_head_b);
-    std::ofstream config(dir + "/lit_config.json");
-    if (!config) return Fail(dir + "/lit_config.json: cannot write");
-    config << LitConfigToJson(written).dump(2) << "\n";
-    if (pth) return WriteTorchSave(dir + "/lit_model.pth", "lit_model", tensors);
-    return WriteSafetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
-}
+    auto config = ConfigJsonFor(format, written);
+    if (!config) return Fail(dir + ": " + config.error());
 
-}  // namespace
-
-Status SaveModelFolder(const SsaGpt& m, const std::string& dir, Dtype storage) { return SaveModelFolder(m, dir, storage, false); }
-
-Status SaveModelFolder(const SsaGpt& m, const std::string& dir, Dtype storage, bool lit_checkpoint) {
-    assert(storage == Dtype::F32 || storage == Dtype::F16 || storage == Dtype::BF16);
     const at::ScalarType type = storage == Dtype::F16 ? at::kHalf : storage == Dtype::BF16 ? at::kBFloat16 : at::kFloat;
     std::vector<at::Tensor> keep;  // contiguous CPU copies, alive until written
     std::vector<TensorToWrite> tensors;
@@ -641,31 +586,35 @@ Status SaveModelFolder(const SsaGpt& m, const std::string& dir, Dtype storage, b
         keep.push_back(t.detach().to(at::kCPU, type).contiguous());
         tensors.push_back({name, storage, keep.back().sizes().vec(), keep.back().data_ptr()});
     };
-    if (m.config.HfOnly())
-        return Fail(dir + ": a " + m.config.family + " model with HF-only features (head_dim, q/k norm, llama3 RoPE scaling, sliding window, "
-                    "split biases or HF names) is not written by ssaviz; lit-gpt's layout cannot hold them");
-    if (m.config.Rope()) return SaveLitFolder(m, dir, add, tensors, lit_checkpoint);
-    if (lit_checkpoint) return Fail("GPT-2 is written in HF's layout; lit-gpt checkpoints are for the RoPE families");
-    add("wte.weight", m.wte);
-    add("wpe.weight", m.wpe);
-    for (size_t l = 0; l < m.layers.size(); ++l) {
-        const LayerWeights& w = m.layers[l];
-        const std::string h = "h." + std::to_string(l) + ".";
-        add(h + "ln_1.weight", w.ln1_w);            add(h + "ln_1.bias", w.ln1_b);
-        add(h + "attn.c_attn.weight", w.attn_w);    add(h + "attn.c_attn.bias", w.attn_b);
-        add(h + "attn.c_proj.weight", w.proj_w);    add(h + "attn.c_proj.bias", w.proj_b);
-        add(h + "ln_2.weight", w.ln2_w);            add(h + "ln_2.bias", w.ln2_b);
-        add(h + "mlp.c_fc.weight", w.fc_w);         add(h + "mlp.c_fc.bias", w.fc_b);
-        add(h + "mlp.c_proj.weight", w.mlp_proj_w); add(h + "mlp.c_proj.bias", w.mlp_proj_b);
-        AddTemperatures(add, h + "attn.", w, false);
+    for (const RoleTensors& t : TensorsByRole(const_cast<SsaGpt&>(m))) {
+        const RoleInfo& info = GetRole(t.role);
+        if (!t.weight->defined() || (t.role == Role::Output && m.lm_head.is_same(m.wte))) continue;  // absent, or tied
+        const std::string root = f.saved_under_root && !info.beside_root ? f.root : "";
+        if (info.kind == RoleKind::Parameter || info.kind == RoleKind::Temperature) {
+            const std::string name = root + LayerName(f.attention, t.layer) + "." + (official && t.role == Role::QPos ? kOfficialBeta : SsaName(t.role));
+            if (info.kind == RoleKind::Parameter) {
+                add(name, official ? t.weight->reshape({}) : *t.weight);
+            } else {
+                add(name + ".weight", *t.weight);
+                add(name + ".bias", *t.bias);
+            }
+            continue;
+        }
+        const auto names = NamesOf(format, t.role, c.mlp);
+        if (names.empty()) return Fail(dir + ": " + f.name + "'s tensor names have no " + info.what + " (" + c.family + ")");
+        for (const TensorName& n : names) {
+            const std::string name = root + LayerName(n.name, t.layer);
+            const bool matrix = info.kind == RoleKind::Matrix;
+            const at::Tensor w = matrix ? PartOf(*t.weight, n.part, c) : *t.weight;
+            add(name + ".weight", matrix && f.linear ? w.t() : w);
+            if (t.bias && t.bias->defined()) add(name + ".bias", matrix ? PartOf(*t.bias, n.part, c) : *t.bias);
+        }
     }
-    add("ln_f.weight", m.ln_f_w);
-    add("ln_f.bias", m.ln_f_b);
-    if (!m.lm_head.is_same(m.wte)) add("lm_head.weight", m.lm_head);
 
-    std::ofstream config(dir + "/config.json");
-    if (!config) return Fail(dir + "/config.json: cannot write");
-    config << ConfigToJson(m.config).dump(2) << "\n";
+    std::ofstream config_file(dir + "/" + f.config_file);
+    if (!config_file) return Fail(dir + "/" + f.config_file + ": cannot write");
+    config_file << config->dump(2) << "\n";
+    if (layout == Layout::Lit) return WriteTorchSave(dir + "/lit_model.pth", "lit_model", tensors);
     return WriteSafetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
 }
 

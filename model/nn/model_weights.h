@@ -1,8 +1,9 @@
 // An SSA decoder's weights in LibTorch, for every family of SPEC section 7 (GPT-2, Pythia / GPT-NeoX,
 // Llama, Mistral, Llama 3, Qwen 2 and 3): the tensors of each layer in one layout whatever the
-// file's, built from a weights file by HF GPT-2 / nanoGPT names, lit-gpt names or the HF names of
-// the RoPE families (checked against the config), drawn at random, or written back as a model folder. What runs them is forward.h; finding a model's files
-// on disk is model_folder_torch.h. Tensors are row-major; shapes are given as [dims] comments.
+// file's, read role by role under the names of the file's format (model/arch: HF GPT-2, nanoGPT,
+// lit-gpt, HF's RoPE families; checked against the config), drawn at random, or written back as a
+// model folder in a layout. What runs them is forward.h; finding a model's files on disk is
+// model_folder_torch.h. Tensors are row-major; shapes are given as [dims] comments.
 // E = n_embd, D = head size, H = query heads, G = kv heads, I = MLP width, V = vocabulary,
 // P = positions.
 #pragma once
@@ -61,6 +62,17 @@ struct SsaGpt {
     at::ScalarType dtype() const { return wte.scalar_type(); }  // the compute dtype
 };
 
+// Every tensor of the model by its role (model/arch), in the roles' order: the weight and the bias
+// (null where the role has none). `layer` is -1 outside the layers; an absent role's tensors are
+// undefined. The loader fills them, the savers, training and ParameterCount read them.
+struct RoleTensors {
+    Role role;
+    int layer;
+    at::Tensor* weight;
+    at::Tensor* bias;
+};
+std::vector<RoleTensors> TensorsByRole(SsaGpt& model);
+
 // Builds the model from a config and an opened weights file (safetensors or torch.save), checking
 // every shape against the config. Weights are converted to float32 on `device`.
 struct WeightFile;
@@ -76,13 +88,14 @@ Result<SsaGpt> LoadSsaGpt(const ModelConfig& config, const WeightFile& file, at:
 // parameters so maps and temperatures vary), of any family. Used for the build's default model,
 // tests and benchmarks.
 SsaGpt RandomSsaGpt(const ModelConfig& config, uint64_t seed);
-// Writes the weights into `dir`: GPT-2 as model.safetensors in HF names and layout plus
-// config.json; the other families as model.safetensors in lit-gpt's names and layout plus a
-// complete lit_config.json (a model with HF-only features, ModelConfig::HfOnly, is refused). `storage` F16 halves the file (weights are float32 again once loaded).
-Status SaveModelFolder(const SsaGpt& model, const std::string& dir, Dtype storage);
+// Writes the weights into `dir` in `layout` (model/arch): Own, GPT-2 as model.safetensors in HF
+// names and layout plus config.json, the other families as model.safetensors in lit-gpt's names
+// plus a complete lit_config.json; Lit, lit_model.pth (torch.save) as lit-gpt saves it; Hf, the
+// family's HF folder (config.json with its model_type, HF's names). A model with HF-only features
+// (ModelConfig::HfOnly) is written as an HF folder only. `storage` F16 or BF16 halves the file
+// (weights are float32 again once loaded).
 Status SaveModelFolder(const SsaGpt& model, const std::string& dir);
-// `lit_checkpoint`: a lit-gpt family as lit-gpt itself saves it, lit_model.pth (torch.save) beside
-// the lit_config.json, instead of model.safetensors. `storage` may also be BF16.
-Status SaveModelFolder(const SsaGpt& model, const std::string& dir, Dtype storage, bool lit_checkpoint);
+Status SaveModelFolder(const SsaGpt& model, const std::string& dir, Dtype storage);
+Status SaveModelFolder(const SsaGpt& model, const std::string& dir, Dtype storage, Layout layout);
 
 }  // namespace model

@@ -27,32 +27,21 @@ namespace {
 
 constexpr const char* kTokenizerFiles[] = {"vocab.json", "merges.txt", "tokenizer.json", "tokenizer.model"};
 
-struct NamedParam {
-    std::string name;
+struct Param {
     at::Tensor* tensor;
     bool decay;
 };
 
-// Every trainable tensor of the model, in a fixed order (the optimizer's state follows it).
-std::vector<NamedParam> Parameters(SsaGpt& m, bool freeze_positions) {
-    std::vector<NamedParam> p = {{"wte", &m.wte, true}};
-    if (!freeze_positions) p.push_back({"wpe", &m.wpe, true});
-    for (size_t l = 0; l < m.layers.size(); ++l) {
-        LayerWeights& w = m.layers[l];
-        const std::string h = "h." + std::to_string(l) + ".";
-        for (auto [name, t, decay] : std::initializer_list<std::tuple<const char*, at::Tensor*, bool>>{
-                 {"ln_1.weight", &w.ln1_w, false}, {"ln_1.bias", &w.ln1_b, false},
-                 {"c_attn.weight", &w.attn_w, true}, {"c_attn.bias", &w.attn_b, false},
-                 {"c_proj.weight", &w.proj_w, true}, {"c_proj.bias", &w.proj_b, false},
-                 {"ln_2.weight", &w.ln2_w, false}, {"ln_2.bias", &w.ln2_b, false},
-                 {"c_fc.weight", &w.fc_w, true}, {"c_fc.bias", &w.fc_b, false},
-                 {"mlp.c_proj.weight", &w.mlp_proj_w, true}, {"mlp.c_proj.bias", &w.mlp_proj_b, false},
-                 {"ssa_q_pos", &w.q.pos, false}, {"ssa_q_tok.weight", &w.q.tok_w, false}, {"ssa_q_tok.bias", &w.q.tok_b, false},
-                 {"ssa_v_pos", &w.v.pos, false}, {"ssa_v_tok.weight", &w.v.tok_w, false}, {"ssa_v_tok.bias", &w.v.tok_b, false}})
-            if (t->defined()) p.push_back({h + name, t, decay});
+// Every trainable tensor of the model in the roles' order (model/arch; the optimizer's state
+// follows it), under weight decay where the role says (matrices and embeddings, not their
+// biases). The head is the token embedding (tied), so it is not listed again.
+std::vector<Param> Parameters(SsaGpt& m, bool freeze_positions) {
+    std::vector<Param> p;
+    for (const RoleTensors& t : TensorsByRole(m)) {
+        if (t.role == Role::Output || (freeze_positions && t.role == Role::PositionEmbedding)) continue;
+        if (t.weight->defined()) p.push_back({t.weight, GetRole(t.role).decays});
+        if (t.bias && t.bias->defined()) p.push_back({t.bias, false});
     }
-    p.push_back({"ln_f.weight", &m.ln_f_w, false});
-    p.push_back({"ln_f.bias", &m.ln_f_b, false});
     return p;
 }
 
@@ -288,7 +277,7 @@ SsaGpt InitSsaGpt(const ModelConfig& c, uint64_t seed, bool zero_positions) {
     };
     SsaGpt m;
     m.config = c;
-    m.layout = "conv1d";
+    m.layout = GetFormat(FormatOf(c)).layout;
     m.wte = normal({c.vocab_size, E}, 0.02);
     m.wpe = zero_positions ? at::zeros({c.n_positions, E}) : normal({c.n_positions, E}, 0.01);
     for (int l = 0; l < c.n_layer; ++l) {

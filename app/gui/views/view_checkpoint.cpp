@@ -18,28 +18,23 @@ const char* const kFormHelp =
 
 }  // namespace
 
-std::string CheckpointQuestion(const std::string& path, const model::ConfigHints& hints) {
+bool CheckpointDialog::Ask(const std::string& path, const model::ConfigHints& hints) {
     auto files = model::FindModelFiles(path);
-    if (!files || !files->config.empty() || !hints.config_file.empty()) return "";  // the worker reports a missing folder itself
+    if (!files) return false;  // the worker reports a missing folder itself
     auto weights = model::OpenWeights(files->weights);
-    if (!weights) return "";                          // likewise a bad file
-    // A lit-gpt checkpoint takes its shape from its lit_config.json (or says it lacks one), not from questions.
-    if (weights->Find("h.0.attn.attn.weight")) return "";
-    auto inferred = model::InferConfig(*weights, hints);
-    return inferred ? "" : inferred.error();
-}
-
-void CheckpointDialog::Show(const std::string& path, const model::ConfigHints& hints) {
+    if (!weights) return false;  // likewise a bad file
+    // A config.json or a lit-gpt checkpoint's lit_config.json says the shape (or the loader says it lacks one).
+    if (model::ShapeSourceOf(*files, *weights, hints) != model::ShapeSource::Tensors) return false;
+    if (model::InferConfig(*weights, hints)) return false;
     m_path = path;
     m_n_head = hints.n_head;
     m_query = hints.query ? model::FormSpec(*hints.query) : "";
     m_value = hints.value ? model::FormSpec(*hints.value) : "";
     m_activation = !hints.activation ? 0 : *hints.activation == model::Activation::GeluNew ? 1 : 2;
-    auto files = model::FindModelFiles(path);
-    auto weights = files ? model::OpenWeights(files->weights) : model::Result<model::WeightFile>(model::Fail(files.error()));
-    m_weights = weights ? std::move(*weights) : model::WeightFile{};
+    m_weights = std::move(*weights);
     m_show = true;
     Check();
+    return true;
 }
 
 model::ConfigHints CheckpointDialog::Hints() const {

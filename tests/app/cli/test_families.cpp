@@ -1,10 +1,12 @@
 // The model families from the command line (issue 25): init-random of every family in ssaviz's
-// own layout and as lit-gpt saves it (read back by python3-torch's torch.load), the official
+// own layout, as lit-gpt saves it (read back by python3-torch's torch.load) and as an HF folder
+// (read back by the HF families' reference, issue 33), the official
 // code's checkpoints with --config and --tokenizer, HF folders of the RoPE families (issue 27),
 // what info says, and bad families, configs and checkpoints as one-line errors with exit 3.
 #include <string>
 #include <vector>
 
+#include "model/io/weights.h"
 #include "tests/app/cli/cli_harness.h"
 
 namespace {
@@ -112,6 +114,67 @@ TEST(CliFamilies, LitLayoutIsWhatTorchLoadReads) {
     }
     EXPECT_EQ(ReadFile(a_out + "/attention.npy"), ReadFile(b_out + "/attention.npy"));
     EXPECT_EQ(ReadFile(a_out + "/loss.npy"), ReadFile(b_out + "/loss.npy"));
+}
+
+// init-random --layout hf writes a Hugging Face folder (config.json with the family's model_type,
+// HF's names in model.safetensors), read through the same format table as it was written. Three
+// layouts of one seed are one model: ssaviz's analyses of them are identical, and HF's own reading
+// of the HF folder (hf_family_reference.py's forward pass, from transformers' documented
+// behaviour) agrees with ssaviz's to 1e-4. A family only HF's folders hold asks for --layout hf.
+TEST(CliFamilies, ThreeLayoutsOfOneRandomModelGiveOneAnalysis) {
+    const std::string text = "Selective attention lets each query choose how sharp its attention is.";
+    struct Case {
+        std::string family;
+        std::vector<std::string> layouts;
+        std::string model_type, hf_name;  // config.json's model_type, a tensor only HF's names have
+    } cases[] = {
+        {"gpt2", {"own", "hf"}, "gpt2", "h.0.attn.c_attn.weight"},
+        {"pythia", {"own", "lit", "hf"}, "gpt_neox", "gpt_neox.layers.0.attention.query_key_value.weight"},
+        {"llama", {"own", "lit", "hf"}, "llama", "model.layers.0.self_attn.k_proj.weight"},
+        {"qwen2", {"hf"}, "qwen2", "model.layers.0.self_attn.q_proj.bias"},
+        {"qwen3", {"hf"}, "qwen3", "model.layers.0.self_attn.q_norm.weight"},
+    };
+    std::vector<std::string> reference_args;  // FOLDER EXPORT pairs for check_hf_folder.py
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.family);
+        std::string first;
+        for (const std::string& layout : c.layouts) {
+            const std::string dir = Family(c.family, layout, c.family == "llama" ? std::vector<std::string>{"--kv-heads", "2"} : std::vector<std::string>{});
+            const std::string out = Scratch(c.family + "-" + layout + "-export");
+            fs::remove_all(out);
+            Outcome r = Ssaviz({"export", "--model", dir, "--text", text, "--out", out, "--format", "json,npy", "--device", "cpu"});
+            ASSERT_EQ(r.code, 0) << layout << ": " << r.err;
+            if (layout == "hf") {
+                EXPECT_EQ(json::parse(ReadFile(dir + "/config.json"))["model_type"], c.model_type);
+                auto weights = model::OpenWeights(dir + "/model.safetensors");
+                ASSERT_TRUE(weights.ok()) << weights.error();
+                EXPECT_TRUE(weights->index.count(c.hf_name)) << c.hf_name << " is not in " << dir;
+                if (c.family != "gpt2") {
+                    EXPECT_EQ(json::parse(ReadFile(out + "/metrics.json"))["model"]["layout"], "hf");
+                    reference_args.insert(reference_args.end(), {dir, out});
+                }
+            }
+            if (first.empty()) {
+                first = out;
+                continue;
+            }
+            for (const char* array : {"attention.npy", "tau_q.npy", "tau_v.npy", "loss.npy"})
+                EXPECT_EQ(ReadFile(out + "/" + array), ReadFile(first + "/" + array)) << layout << " against " << c.layouts[0] << ": " << array;
+        }
+    }
+    std::string cmd = std::string(SSAVIZ_PYTHON) + " " + Quote(SSAVIZ_SOURCE_DIR "/tests/app/cli/check_hf_folder.py");
+    for (const std::string& a : reference_args) cmd += " " + Quote(a);
+    cmd += " >" + Scratch("hf-reference.log") + " 2>&1";
+    const int status = std::system(cmd.c_str());
+    std::printf("%s", ReadFile(Scratch("hf-reference.log")).c_str());
+    EXPECT_EQ(status, 0) << ReadFile(Scratch("hf-reference.log"));
+
+    Outcome own = Ssaviz({"init-random", "--out", Scratch("qwen3-own"), "--family", "qwen3"});
+    EXPECT_EQ(own.code, 2);
+    EXPECT_NE(own.err.find("--family qwen3 is written as an HF folder only: give --layout hf"), std::string::npos) << own.err;
+    Outcome lit = Ssaviz({"init-random", "--out", Scratch("gpt2-lit"), "--layout", "lit"});
+    EXPECT_EQ(lit.code, 2);
+    EXPECT_NE(lit.err.find("--layout lit needs a RoPE family lit-gpt holds (pythia, llama, mistral, llama3)"), std::string::npos) << lit.err;
 }
 
 // The official code's layout: a checkpoint file on its own, its partial config elsewhere

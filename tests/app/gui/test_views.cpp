@@ -2,6 +2,7 @@
 // runs this under Xvfb), on synthetic analyses of several sizes, with selections and modes that
 // exercise each code path. A crash, a GL error or an ImGui assertion fails the test.
 #include <cmath>
+#include <filesystem>
 
 #include <gtest/gtest.h>
 
@@ -21,10 +22,12 @@
 #include "app/gui/views/view_matrix.h"
 #include "app/gui/views/view_temperature.h"
 #include "app/gui/views/view_model.h"
+#include "app/gui/views/view_checkpoint.h"
 #include "app/gui/views/view_graph.h"
 #include "app/gui/views/view_open.h"
 #include "app/gui/views/view_sparsity.h"
 #include "app/gui/views/view_text.h"
+#include "model/nn/model_weights.h"
 #include "viz/imgui/demo.h"
 
 namespace {
@@ -373,6 +376,37 @@ TEST_F(Views, WindowsAndDialogsDraw) {
             viz::ShowDemoWindow(&demo);
         });
     }
+}
+
+// The checkpoint dialog asks only where the loader would take the shape from the tensors and they
+// leave something open (model::ShapeSourceOf, then InferConfig): here tau_q's position form. It
+// opens the files once, when asked; drawing and re-inferring work on what it holds (the folder is
+// gone by then).
+TEST_F(Views, CheckpointDialogAsksOnlyWhatTheTensorsCannotTell) {
+    namespace fs = std::filesystem;
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/views_checkpoint";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    model::ModelConfig c;
+    c.n_layer = c.n_head = 2;
+    c.n_embd = 16;
+    c.n_positions = 32;
+    c.vocab_size = 64;
+    c.query = {model::PositionForm::Sigmoid, model::TokenForm::Shared, model::Combine::Sum};
+    ASSERT_TRUE(model::SaveModelFolder(model::RandomSsaGpt(c, 3), dir).ok());
+    app::CheckpointDialog dialog;
+    EXPECT_FALSE(dialog.Ask(dir, {})) << "config.json says the shape";
+    fs::remove(dir + "/config.json");
+    model::ConfigHints told;
+    told.query = c.query;
+    EXPECT_FALSE(dialog.Ask(dir, told)) << "the hints say what the tensors cannot";
+    EXPECT_FALSE(dialog.Ask(dir + "/missing", {})) << "the worker reports a missing model";
+    ASSERT_TRUE(dialog.Ask(dir, {}));
+    EXPECT_TRUE(dialog.Showing());
+    fs::remove_all(dir);
+    app::WindowState state = StateWith(1, 2, 5);
+    for (int frame = 0; frame < 3; ++frame) Frame([&] { dialog.Draw(state); });
+    EXPECT_TRUE(state.regions.count("checkpoint")) << "the dialog is drawn";
 }
 
 // The graph window on a 16-token analysis (the graph example's shape) and on any other, which

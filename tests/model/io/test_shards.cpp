@@ -202,7 +202,7 @@ TEST(Shards, LitGptCheckpointInShards) {
     c.query = {model::PositionForm::Sigmoid, model::TokenForm::Shared, model::Combine::Sum};
     c.value = {model::PositionForm::None, model::TokenForm::Feature, model::Combine::Sum};
     const std::string tokenizer = std::string(SSAVIZ_SOURCE_DIR) + "/assets/tokenizers/gpt2";
-    auto s = model::WriteRandomModel(c, 5, tokenizer, single, Dtype::BF16, /*lit_checkpoint=*/true);
+    auto s = model::WriteRandomModel(c, 5, tokenizer, single, Dtype::BF16, model::Layout::Lit);
     ASSERT_TRUE(s.ok()) << s.error();
     ASSERT_TRUE(fs::exists(single + "/lit_model.pth"));
     auto weights = model::OpenWeights(single + "/lit_model.pth");

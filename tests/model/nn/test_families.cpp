@@ -22,6 +22,7 @@
 #include "model/io/torch_save.h"
 #include "model/nn/analysis.h"
 #include "model/nn/forward.h"
+#include "model/nn/model_folder_torch.h"
 #include "model/nn/model_weights.h"
 
 namespace {
@@ -353,9 +354,9 @@ TEST(FamiliesHf, InfoNamesTheFamilyAndItsFeatures) {
     }
 }
 
-// A model with HF-only features runs from random weights too, and is not written in lit-gpt's
-// layout, which would drop them.
-TEST(FamiliesHf, RandomHfModelsRunButAreNotWrittenAsLitGpt) {
+// A model with HF-only features runs from random weights too, and is written as an HF folder, not
+// in lit-gpt's layout, which would drop them.
+TEST(FamiliesHf, RandomHfModelsRunAndAreWrittenAsHfFoldersOnly) {
     auto config = model::ParseConfig(R"({"model_type": "qwen3", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
         "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 64, "vocab_size": 300, "rope_scaling": {"type": "llama3",
         "factor": 8, "original_max_position_embeddings": 32}, "use_sliding_window": true, "sliding_window": 8, "max_window_layers": 1})",
@@ -366,6 +367,7 @@ TEST(FamiliesHf, RandomHfModelsRunButAreNotWrittenAsLitGpt) {
     EXPECT_EQ(config->AttentionWindow(0), 0);
     EXPECT_EQ(config->AttentionWindow(1), 8);
     const model::SsaGpt m = model::RandomSsaGpt(*config, 5);
+    EXPECT_EQ(m.ParameterCount(), config->ParameterCount()) << "the count from the config alone is the model's";
     std::vector<int32_t> ids(24);
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i * 7 % 300);
     auto out = model::Forward(m, ids);
@@ -378,6 +380,19 @@ TEST(FamiliesHf, RandomHfModelsRunButAreNotWrittenAsLitGpt) {
     auto saved = model::SaveModelFolder(m, dir);
     ASSERT_FALSE(saved.ok());
     EXPECT_NE(saved.error().find("HF-only features"), std::string::npos) << saved.error();
+
+    // As an HF folder it keeps them all (head_dim, q/k norm, llama3 scaling, the window from layer
+    // 1): read back, the same model computes the same maps.
+    ASSERT_TRUE(model::SaveModelFolder(m, dir, model::Dtype::F32, model::Layout::Hf).ok());
+    auto back = model::LoadSsaGptFolder(dir, at::kCPU);
+    ASSERT_TRUE(back.ok()) << back.error();
+    EXPECT_EQ(back->layout, "hf");
+    EXPECT_EQ(model::DescribeArchitecture(back->config), model::DescribeArchitecture(m.config));
+    EXPECT_EQ(back->ParameterCount(), m.ParameterCount());
+    EXPECT_TRUE(back->unused_tensors.empty());
+    auto again = model::Forward(*back, ids);
+    ASSERT_TRUE(again.ok()) << again.error();
+    EXPECT_TRUE(at::equal(again->attention, out->attention));
 }
 
 // A folder beside an HF case: its tensors (linked, not copied) under a patched config.json.
