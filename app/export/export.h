@@ -50,6 +50,10 @@ using ExportProgress = std::function<bool(size_t done, size_t total, const std::
 nlohmann::json TokensToJson(std::string_view text, const model::Tokenization& tokens);
 nlohmann::json MetricsToJson(const model::Analysis& analysis, const model::ModelInfo& info, float sink_epsilon);
 nlohmann::json InfoToJson(const model::ModelInfo& info);
+// The catalogue of quantities (app/core/quantities.h) as data: for Python's documentation and
+// `ssaviz.quantities()`. Each: key, label, help, unit, scope, sides, python (its key in
+// Analysis.metrics, or null), head_values (the per-head numbers it gives); then the token colourings.
+nlohmann::json CatalogueToJson();
 
 // Checks that an export can write to `out_dir`: a folder (or a link to one the user named), or
 // missing with a writable folder above it; not a file. The command line asks before any model runs.

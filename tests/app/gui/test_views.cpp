@@ -307,8 +307,8 @@ TEST_F(Views, ManyHeadsStayReadable) {
                 ImGui::EndChild();
             });
         };
-        for (const app::HeadMetric& m : app::HeadMetrics()) {
-            state.settings.matrix_metric = m.key;
+        for (const app::HeadValue& v : app::HeadValues()) {
+            state.settings.matrix_metric = v.key;
             in_pane([&] { matrix.Draw(state); });
         }
         in_pane([&] { heads.Draw(state); });
