@@ -205,17 +205,18 @@ std::vector<float> TokenValues(const Quantity& q, const model::Analysis& a, MapM
     return values;
 }
 
+bool Holds(const Quantity& q, const model::Analysis& a, Side side) {
+    switch (q.scope) {
+        case Scope::Token: return TokenArray(q, a, side) != nullptr;
+        case Scope::Row: return RowValues(q, a, side) != nullptr;
+        case Scope::Head: return HeadArray(q, a, side) != nullptr;
+    }
+    return false;
+}
+
 bool Holds(const Quantity& q, const model::Analysis& a, MapMode mode) {
-    auto held = [&](Side side) {
-        switch (q.scope) {
-            case Scope::Token: return TokenArray(q, a, side) != nullptr;
-            case Scope::Row: return RowValues(q, a, side) != nullptr;
-            case Scope::Head: return HeadArray(q, a, side) != nullptr;
-        }
-        return false;
-    };
-    if (mode == MapMode::Difference) return held(Side::Ssa) && held(Side::Compare);
-    return held(mode == MapMode::Ssa ? Side::Ssa : Side::Compare);
+    if (mode == MapMode::Difference) return Holds(q, a, Side::Ssa) && Holds(q, a, Side::Compare);
+    return Holds(q, a, mode == MapMode::Ssa ? Side::Ssa : Side::Compare);
 }
 
 //-------------------------------------------------------------------------------------------------
@@ -264,19 +265,6 @@ std::string HeadValueKeys() {
     std::string out;
     for (const HeadValue& v : HeadValues()) out += (out.empty() ? "" : ", ") + v.key;
     return out;
-}
-
-float ReadHeadValue(const HeadValue& v, const model::Analysis& a, Side side, int l, int h) {
-    const Quantity& q = *v.quantity;
-    if (q.scope == Scope::Head) {
-        const std::vector<float>* values = HeadArray(q, a, side);
-        return values ? (*values)[static_cast<size_t>(l) * a.n_head + h] : NAN;
-    }
-    const std::vector<float>* rows = RowValues(q, a, side);
-    if (!rows) return NAN;
-    if (q.reading == Reading::RowMean) return model::HeadRowMean(*rows, a, l, h);
-    const model::HeadStats s = model::HeadTokenStats(*rows, a, l, h);
-    return v.stat == Stat::Min ? s.min : v.stat == Stat::Max ? s.max : s.mean;
 }
 
 //-------------------------------------------------------------------------------------------------

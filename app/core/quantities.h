@@ -142,7 +142,8 @@ const std::vector<float>* TokenArray(const Quantity& q, const model::Analysis& a
 // A Token quantity for every token, [T]: token t's value (NaN for the first token, which nothing
 // predicts, and where a side lacks it); Difference is SSA's minus the comparison's. NaN for other scopes.
 std::vector<float> TokenValues(const Quantity& q, const model::Analysis& a, MapMode mode);
-// Whether the analysis holds what a reading needs (Difference: both sides).
+// Whether the analysis holds a side of it, or what a reading needs (Difference: both sides).
+bool Holds(const Quantity& q, const model::Analysis& a, Side side);
 bool Holds(const Quantity& q, const model::Analysis& a, MapMode mode);
 
 //-------------------------------------------------------------------------------------------------
@@ -170,8 +171,6 @@ const HeadValue* HeadValueOf(const Quantity& q);
 // saved the heads grid's badge). Null for an unknown key.
 const HeadValue* FindHeadValue(std::string_view key);
 std::string HeadValueKeys();  // "entropy, normalized_entropy, ...", for messages
-// One head's value on one side; NaN where the analysis lacks it.
-float ReadHeadValue(const HeadValue& v, const model::Analysis& a, Side side, int layer, int head);
 
 //-------------------------------------------------------------------------------------------------
 // [SECTION] Token colourings (the token strip, --highlight, sessions)

@@ -79,7 +79,7 @@ json HeadEntry(const model::Analysis& a, const HeadSummary& s, float sink_epsilo
             continue;
         }
         for (Side side : kAllSides) {
-            if (!Holds(q, a, side == Side::Ssa ? MapMode::Ssa : MapMode::Compare)) continue;
+            if (!Holds(q, a, side)) continue;
             head[JsonName(side)][q.JsonKey()] = HeadJson(s, *v, side);
             if (q.sink) head[JsonName(side)]["sink_head"] = IsSinkHead(s, side, sink_epsilon);
         }

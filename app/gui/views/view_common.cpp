@@ -86,11 +86,18 @@ void HeadTooltip(const AppState& state, const HeadSummary& s) {
     ImGui::EndTooltip();
 }
 
+std::vector<TokenColor> OfferedColorings(const model::Analysis* analysis) {
+    std::vector<TokenColor> out;
+    for (const TokenColoring& c : TokenColorings())
+        if (!analysis || Holds(*analysis, c.id)) out.push_back(c.id);
+    return out;
+}
+
 bool TokenColorCombo(const char* id, TokenColor* color, const model::Analysis* analysis) {
     bool changed = false;
     if (!ImGui::BeginCombo(id, Coloring(*color).label.c_str())) return false;
-    for (const TokenColoring& c : TokenColorings()) {
-        if (analysis && !Holds(*analysis, c.id)) continue;
+    for (TokenColor offered : OfferedColorings(analysis)) {
+        const TokenColoring& c = Coloring(offered);
         if (ImGui::Selectable(c.label.c_str(), *color == c.id)) *color = c.id, changed = true;
         if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", c.help.c_str());
     }

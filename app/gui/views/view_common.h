@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <imgui.h>
 
@@ -44,7 +45,9 @@ std::string FormatCompact(float v);
 // The head's main numbers, SSA beside the comparison, as a tooltip (the grid, the matrix, pins).
 void HeadTooltip(const AppState& state, const HeadSummary& s);
 // The token colourings as a combo (the text view's "Colour by", the export dialog's highlight): the
-// catalogue's, those the analysis holds (all before there is one), each with its help on hover.
+// catalogue's, those the analysis holds (all before there is one), each with its help on hover;
+// the one chosen is shown by its label whether offered or not.
+std::vector<TokenColor> OfferedColorings(const model::Analysis* analysis);
 bool TokenColorCombo(const char* id, TokenColor* color, const model::Analysis* analysis);
 // Click selects, Ctrl+click pins, right-click offers what-ifs; on the item just submitted.
 void HandleHeadClick(AppState& state, HeadRef ref);

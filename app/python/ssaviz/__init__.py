@@ -18,6 +18,7 @@ import json as _json
 import os as _os
 import subprocess as _subprocess
 import tempfile as _tempfile
+import textwrap as _textwrap
 from numbers import Integral as _Integral, Real as _Real
 
 _here = _os.path.dirname(_os.path.abspath(__file__))
@@ -269,15 +270,16 @@ def _metrics_doc():
     lines = [f"    {q['python']:<{width}}  {shape[q['scope']]:<9}  {q['help']}" + (f", {q['unit']}" if q["unit"] else "")
              for q in listed]
     two_sided = ", ".join(q["python"] for q in listed if "comparison" in q["sides"])
-    return ("dict of float32 arrays, one per quantity (ssaviz.quantities()):\n" + "\n".join(lines) +
-            f"\nThe comparison's side as KEY_compare ({two_sided}). Without a comparison (compare=None) the\n"
-            "comparison's keys and those of SSA against it are absent.")
+    return ("dict of float32 arrays, one per quantity of ssaviz.quantities() that has one:\n" + "\n".join(lines) + "\n" +
+            _textwrap.fill(f"The comparison's side as KEY_compare ({two_sided}). Without a comparison (compare=None) the "
+                           "comparison's keys and those of SSA against it are absent.", 100))
 
 
 def _highlight_doc():
     by = ", ".join(c["key"] for c in _CATALOGUE["token_colorings"])
-    return (f"The text with each token coloured by `by` ({by}) over `scope`: \"model\", a layer, or (layer, head)\n"
-            "(the per-token losses have no scope). The paper's Figure 1; in a notebook an HTML page with values on hover.")
+    return _textwrap.fill(f"The text with each token coloured by `by` ({by}) over `scope`: \"model\", a layer, or (layer, head) "
+                          "(the per-token losses have no scope). The paper's Figure 1; in a notebook an HTML page with values "
+                          "on hover.", 100)
 
 
 #-----------------------------------------------------------------------------
