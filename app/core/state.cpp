@@ -113,31 +113,6 @@ void AppState::ClampSelection() {
     pinned.erase(std::remove_if(pinned.begin(), pinned.end(), [&](const Pin& p) { return p.layer >= L || p.head >= H; }), pinned.end());
 }
 
-const char* ToString(MapMode mode) {
-    switch (mode) {
-        case MapMode::Ssa: return "ssa";
-        case MapMode::Compare: return "vanilla";
-        case MapMode::Difference: return "diff";
-    }
-    return "?";
-}
-
-const char* ToString(TokenColor color) {
-    switch (color) {
-        case TokenColor::TauQ: return "tau_q";
-        case TokenColor::TauV: return "tau_v";
-        case TokenColor::Entropy: return "entropy";
-        case TokenColor::Spikiness: return "spikiness";
-        case TokenColor::SinkMass: return "sink_mass";
-        case TokenColor::TauQPosition: return "tau_q_position";
-        case TokenColor::TauQToken: return "tau_q_token";
-        case TokenColor::Loss: return "loss";
-        case TokenColor::LossCompare: return "loss_compare";
-        case TokenColor::LossDelta: return "loss_delta";
-    }
-    return "?";
-}
-
 const char* ToString(TokenScope scope) {
     switch (scope) {
         case TokenScope::Head: return "head";
@@ -145,20 +120,6 @@ const char* ToString(TokenScope scope) {
         case TokenScope::ModelMean: return "model";
     }
     return "?";
-}
-
-std::optional<MapMode> ParseMapMode(const std::string& name) {
-    if (name == "ssa") return MapMode::Ssa;
-    if (name == "vanilla" || name == "compare") return MapMode::Compare;
-    if (name == "diff") return MapMode::Difference;
-    return std::nullopt;
-}
-
-std::optional<TokenColor> ParseTokenColor(const std::string& name) {
-    for (TokenColor c : {TokenColor::TauQ, TokenColor::TauV, TokenColor::Entropy, TokenColor::Spikiness, TokenColor::SinkMass,
-                         TokenColor::TauQPosition, TokenColor::TauQToken, TokenColor::Loss, TokenColor::LossCompare, TokenColor::LossDelta})
-        if (name == ToString(c)) return c;
-    return std::nullopt;
 }
 
 std::optional<TokenScope> ParseTokenScope(const std::string& name) {
@@ -172,28 +133,6 @@ std::optional<viz::Colormap> ParseColormap(const std::string& name) {
         if (name == viz::ColormapName(c)) return c;
     return std::nullopt;
 }
-
-const std::vector<float>* TokenQuantity(const model::Analysis& a, TokenColor color) {
-    const size_t n = static_cast<size_t>(a.n_layer) * a.n_head * a.n_tokens;
-    const std::vector<float>* rows = nullptr;
-    switch (color) {
-        case TokenColor::TauQ: rows = &a.tau_q; break;
-        case TokenColor::TauV: rows = &a.tau_v; break;
-        case TokenColor::Entropy: rows = a.metrics.Find("entropy"); break;
-        case TokenColor::Spikiness: rows = a.metrics.Find("spikiness"); break;
-        case TokenColor::SinkMass: rows = a.metrics.Find("sink_mass"); break;
-        case TokenColor::TauQPosition: rows = &a.tau_q_position; break;
-        case TokenColor::TauQToken: rows = &a.tau_q_token; break;
-        case TokenColor::Loss: case TokenColor::LossCompare: case TokenColor::LossDelta: break;  // per token: TokenLosses
-    }
-    return rows && rows->size() == n && n > 0 ? rows : nullptr;
-}
-
-bool IsRowMetric(TokenColor color) {
-    return color == TokenColor::Entropy || color == TokenColor::Spikiness || color == TokenColor::SinkMass;
-}
-
-float TokenColorOffset(TokenColor color) { return color == TokenColor::TauQToken ? 1.0f : 0.0f; }
 
 float ScopedTokenValue(const model::Analysis& a, const std::vector<float>& rows, TokenScope scope, HeadRef head, int i) {
     if (scope == TokenScope::Head) return rows[a.RowIndex(head.layer, head.head) + i];
@@ -232,24 +171,6 @@ viz::Range SharedMapRange(const float* ssa, const float* compare, int T, bool lo
     }
     if (!(hi > 0.0f)) hi = 1.0f;
     return log_scale ? viz::Range{std::min(std::max(lo_positive, 1e-6f), hi * 0.1f), hi} : viz::Range{0.0f, hi};
-}
-
-bool IsTemperature(TokenColor color) { return !IsRowMetric(color) && !IsLoss(color); }
-
-bool IsLoss(TokenColor color) {
-    return color == TokenColor::Loss || color == TokenColor::LossCompare || color == TokenColor::LossDelta;
-}
-
-std::vector<float> TokenLosses(const model::Analysis& a, TokenColor color) {
-    std::vector<float> values(a.n_tokens, NAN);
-    const size_t n = a.n_tokens > 0 ? static_cast<size_t>(a.n_tokens - 1) : 0;
-    const bool ssa = a.loss.size() == n, compare = a.loss_compare.size() == n && a.HasComparePredictions();
-    for (size_t t = 1; t <= n; ++t) {
-        if (color == TokenColor::Loss && ssa) values[t] = a.loss[t - 1];
-        if (color == TokenColor::LossCompare && compare) values[t] = a.loss_compare[t - 1];
-        if (color == TokenColor::LossDelta && ssa && compare) values[t] = a.loss[t - 1] - a.loss_compare[t - 1];
-    }
-    return values;
 }
 
 }  // namespace app

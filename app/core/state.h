@@ -10,16 +10,13 @@
 #include <vector>
 
 #include "app/core/model_scale.h"
+#include "app/core/quantities.h"
 #include "model/nn/analysis.h"
 #include "viz/colormap.h"
 
 namespace app {
 
-enum class MapMode { Ssa, Compare, Difference };                      // SSA, comparison (tau = 1 or twin), SSA - comparison
-// TauQPosition: tau_q's position term alone (1 + s ln i); TauQToken: its token term alone, shown as
-// 1 + tanh(...), what tau_q would be with the position term at 1 (for either combine).
-// Loss, LossCompare and LossDelta (loss - comparison's loss) are per token, not per head.
-enum class TokenColor { TauQ, TauV, Entropy, Spikiness, SinkMass, TauQPosition, TauQToken, Loss, LossCompare, LossDelta };
+// MapMode (SSA, the comparison, their difference) and TokenColor are the catalogue's: quantities.h.
 enum class TokenScope { Head, LayerMean, ModelMean };
 
 struct HeadRef {
@@ -62,12 +59,12 @@ struct ViewSettings {
     TokenColor token_color = TokenColor::TauQ;
     TokenScope token_scope = TokenScope::Head;
     float sink_epsilon = 0.3f;
-    std::string grid_metric = "entropy";
-    MapView map_view;  // the heads grid badge: a MapMetrics row name, or "js_divergence", "tau_q"
+    std::string grid_metric = "entropy";  // the heads grid's badge: a HeadValue key (quantities.h)
+    MapView map_view;
     // Temperature colours: a diverging scale centred at tau = 1 (vanilla), symmetric, over every
     // head of the model (so one colour is one tau everywhere) unless per_head_scale.
     bool per_head_scale = false;
-    std::string matrix_metric = "entropy";  // the layer x head matrix: a HeadMetric key
+    std::string matrix_metric = "entropy";  // the layer x head matrix: a HeadValue key
     float grid_cell = 0;                     // heads grid thumbnail side in pixels, 0: fit the pane
     PaneLayout layout;
     std::string right_tab = "Heads";  // the right pane's open tab: Heads, Matrix, Temperatures, Table, Sparsity
@@ -180,21 +177,12 @@ std::string TokenLabel(const std::string& piece);
 // instead of byte escapes.
 std::vector<std::string> TokenLabels(const model::Tokenization& tokens);
 
-// Names used by the command line, session files and exports ("ssa", "tau_q", "layer", ...).
-const char* ToString(MapMode mode);
-const char* ToString(TokenColor color);
+// Names used by the command line, session files and exports ("layer", "magma"; the map modes' and
+// token colourings' are the catalogue's, quantities.h).
 const char* ToString(TokenScope scope);
-std::optional<MapMode> ParseMapMode(const std::string& name);        // ssa | vanilla (or compare) | diff
-std::optional<TokenColor> ParseTokenColor(const std::string& name);  // tau_q | tau_v | entropy | ... | loss_delta
 std::optional<TokenScope> ParseTokenScope(const std::string& name);  // head | layer | model
 std::optional<viz::Colormap> ParseColormap(const std::string& name); // viridis | magma | diverging
 
-// The [L, H, T] array behind a token colouring; null when the analysis lacks it or its shape is off.
-const std::vector<float>* TokenQuantity(const model::Analysis& a, TokenColor color);
-// Row metrics (entropy, ...) are trivial on row 1 (one key); temperatures are not.
-bool IsRowMetric(TokenColor color);
-// Added to a token colouring's stored values before they are shown: 1 for TauQToken (see above).
-float TokenColorOffset(TokenColor color);
 // Token i's value of an [L, H, T] array in a scope: one head, the mean over the head's layer, or
 // the mean over every head. NaNs are left out of means.
 float ScopedTokenValue(const model::Analysis& a, const std::vector<float>& rows, TokenScope scope, HeadRef head, int i);
@@ -208,11 +196,5 @@ viz::Range TemperatureRange(const model::Analysis& a, const std::vector<float>& 
 // be compared side by side: 0..max of the causal weights, or for log scale from the smallest
 // positive weight (at most a decade below the max).
 viz::Range SharedMapRange(const float* ssa, const float* compare, int T, bool log_scale);
-// Whether a token colouring is a temperature (drawn on the diverging scale around 1).
-bool IsTemperature(TokenColor color);
-// Whether it is a loss (per token: no scope), and the values: [T], NaN for the first token (no
-// loss) and for a comparison without predictions (the layer-local one).
-bool IsLoss(TokenColor color);
-std::vector<float> TokenLosses(const model::Analysis& a, TokenColor color);
 
 }  // namespace app

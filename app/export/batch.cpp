@@ -24,11 +24,37 @@ std::string Format(const char* format, double value) {
     return buf;
 }
 
-const std::vector<std::string>& SummaryColumns() {
-    static const std::vector<std::string> columns = {
-        "name",      "n_tokens",          "entropy",   "entropy_compare",   "normalized_entropy", "normalized_entropy_compare",
-        "spikiness", "spikiness_compare", "sink_mass", "sink_mass_compare", "sink_ratio",         "sink_ratio_compare",
-        "js_divergence", "tau_q_mean",    "loss",      "loss_compare"};
+// A model-wide column of the summary: a quantity's side (its head values' mean over the heads, or
+// for a per-token quantity its mean over the tokens), or the share of sink heads beside the
+// quantity the sink-head rule reads.
+struct Column {
+    std::string name;
+    const Quantity* quantity;
+    Side side;
+    bool sink_ratio;
+};
+
+// The catalogue's batch columns, in its order, after the text's name and length.
+const std::vector<Column>& MetricColumns() {
+    static const std::vector<Column> columns = [] {
+        std::vector<Column> out;
+        for (const Quantity& q : Quantities()) {
+            const HeadValue* v = HeadValueOf(q);
+            const std::string name = v ? v->key : q.key;  // tau_q's column: its mean, tau_q_mean
+            for (Side side : kAllSides)
+                if (Has(q.batch, side)) out.push_back({name + Suffix(side), &q, side, false});
+            if (q.sink)
+                for (Side side : kAllSides)
+                    if (Has(q.batch, side)) out.push_back({std::string("sink_ratio") + Suffix(side), &q, side, true});
+        }
+        return out;
+    }();
+    return columns;
+}
+
+std::vector<std::string> SummaryColumns() {
+    std::vector<std::string> columns = {"name", "n_tokens"};
+    for (const Column& c : MetricColumns()) columns.push_back(c.name);
     return columns;
 }
 
@@ -53,36 +79,32 @@ std::string BatchFolderName(const std::string& name, int index, std::set<std::st
 
 json BatchSummaryRow(const std::string& name, int line, const model::Analysis& a, float eps) {
     const std::vector<HeadSummary> heads = SummarizeHeads(a);
-    auto mean = [&](float HeadSummary::*field) {
+    json row = {{"name", name}, {"line", line}, {"n_tokens", a.n_tokens}};
+    for (const Column& c : MetricColumns()) {
+        const Quantity& q = *c.quantity;
+        if (q.scope == Scope::Token) {
+            const std::vector<float>* values = TokenArray(q, a, c.side);
+            row[c.name] = model::MeanLoss(values ? *values : std::vector<float>{});
+            continue;
+        }
+        if (c.sink_ratio) {
+            int sinks = 0;
+            for (const HeadSummary& h : heads) sinks += IsSinkHead(h, c.side, eps);
+            row[c.name] = sinks / (heads.empty() ? 1.0 : static_cast<double>(heads.size()));
+            continue;
+        }
+        const HeadValue& v = *HeadValueOf(q);
         double sum = 0;
         int n = 0;
         for (const HeadSummary& h : heads)
-            if (std::isfinite(h.*field)) sum += h.*field, ++n;
-        return n ? sum / n : NAN;
-    };
-    int sinks = 0, sinks_compare = 0;
-    for (const HeadSummary& h : heads) sinks += IsSinkHead(h.sink_mass, eps), sinks_compare += IsSinkHead(h.sink_mass_compare, eps);
-    const double n = heads.empty() ? 1.0 : static_cast<double>(heads.size());
-    return json{{"name", name},       {"line", line},
-                {"n_tokens", a.n_tokens},
-                {"entropy", mean(&HeadSummary::entropy)},
-                {"entropy_compare", mean(&HeadSummary::entropy_compare)},
-                {"normalized_entropy", mean(&HeadSummary::normalized_entropy)},
-                {"normalized_entropy_compare", mean(&HeadSummary::normalized_entropy_compare)},
-                {"spikiness", mean(&HeadSummary::spikiness)},
-                {"spikiness_compare", mean(&HeadSummary::spikiness_compare)},
-                {"sink_mass", mean(&HeadSummary::sink_mass)},
-                {"sink_mass_compare", mean(&HeadSummary::sink_mass_compare)},
-                {"sink_ratio", sinks / n},
-                {"sink_ratio_compare", sinks_compare / n},
-                {"js_divergence", mean(&HeadSummary::js)},
-                {"tau_q_mean", mean(&HeadSummary::tau_q_mean)},
-                {"loss", model::MeanLoss(a.loss)},
-                {"loss_compare", model::MeanLoss(a.loss_compare)}};
+            if (std::isfinite(h.Get(v, c.side))) sum += h.Get(v, c.side), ++n;
+        row[c.name] = n ? sum / n : NAN;
+    }
+    return row;
 }
 
 model::Status WriteBatchSummary(const std::string& out_dir, const json& rows, const json& failures) {
-    const std::vector<std::string>& columns = SummaryColumns();
+    const std::vector<std::string> columns = SummaryColumns();
     std::ostringstream csv;
     for (size_t k = 0; k < columns.size(); ++k) csv << (k ? "," : "") << columns[k];
     csv << "\n";

@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/export/head_summary.h"
 #include "model/io/files.h"
 #include "model/io/npy.h"
 #include "viz/figure.h"
@@ -58,26 +59,37 @@ json Nested(const std::vector<float>& values, int L, int H, int T) {
     return out;
 }
 
-json Stats(const std::vector<float>& values, const model::Analysis& a, int l, int h) {
-    const model::HeadStats s = model::HeadTokenStats(values, a, l, h);  // NaN dumps as null
-    return json{{"mean", s.mean}, {"min", s.min}, {"max", s.max}};
+// One head value as metrics.json writes it: a number, or a token statistic's {mean, min, max}.
+json HeadJson(const HeadSummary& s, const HeadValue& v, Side side) {
+    if (v.quantity->reading != Reading::TokenStats) return s.Get(v, side);  // NaN dumps as null
+    const HeadValue* stats = &v;  // mean, min, max: consecutive head values
+    return json{{"mean", s.Get(stats[0], side)}, {"min", s.Get(stats[1], side)}, {"max", s.Get(stats[2], side)}};
 }
 
-// One model's head summary: row metrics averaged over rows 2..T, and its temperatures.
-json HeadSide(const model::Analysis& a, const model::MapMetrics& m, const std::vector<float>& tau_q,
-              const std::vector<float>& tau_v, int l, int h, float sink_epsilon) {
-    json side = json::object();
-    for (const auto& row : m.rows) side[row.name] = model::HeadRowMean(row.values, a, l, h);
-    float sink = model::HeadRowMean(m.Get("sink_mass"), a, l, h);
-    side["sink_head"] = std::isfinite(sink) && sink > sink_epsilon;
-    side["tau_q"] = Stats(tau_q, a, l, h);
-    side["tau_v"] = Stats(tau_v, a, l, h);
-    return side;
+// A head's entry: its two-sided values inside "ssa" and "comparison" (with the sink-head rule beside
+// the quantity it reads), its one-sided ones at the top.
+json HeadEntry(const model::Analysis& a, const HeadSummary& s, float sink_epsilon) {
+    json head = {{"layer", s.ref.layer}, {"head", s.ref.head}};
+    for (Side side : kAllSides) head[JsonName(side)] = json::object();
+    for (const Quantity& q : Quantities()) {
+        const HeadValue* v = HeadValueOf(q);
+        if (!(q.json & kJsonHeads) || !v) continue;
+        if (!q.TwoSided()) {
+            head[q.JsonKey()] = HeadJson(s, *v, Side::Ssa);
+            continue;
+        }
+        for (Side side : kAllSides) {
+            if (!Holds(q, a, side)) continue;
+            head[JsonName(side)][q.JsonKey()] = HeadJson(s, *v, side);
+            if (q.sink) head[JsonName(side)]["sink_head"] = IsSinkHead(s, side, sink_epsilon);
+        }
+    }
+    return head;
 }
 
 double SinkRatio(const json& heads, const char* side) {
     int sinks = 0;
-    for (const auto& h : heads) sinks += h[side]["sink_head"].get<bool>() ? 1 : 0;
+    for (const auto& h : heads) sinks += h.at(side).value("sink_head", false) ? 1 : 0;
     return heads.empty() ? 0.0 : static_cast<double>(sinks) / static_cast<double>(heads.size());
 }
 
@@ -176,6 +188,24 @@ json RuntimeToJson() {
     return json{{"threads", threads.count}, {"threads_why", threads.why}, {"blas", model::DescribeBlas()}};
 }
 
+json CatalogueToJson() {
+    json quantities = json::array(), colorings = json::array();
+    for (const Quantity& q : Quantities()) {
+        json sides = json::array(), head_values = json::array();
+        for (Side side : kAllSides)
+            if (Has(q.sides, side)) sides.push_back(JsonName(side));
+        for (const HeadValue& v : HeadValues())
+            if (v.quantity == &q) head_values.push_back(v.key);
+        const char* scope = q.scope == Scope::Token ? "token" : q.scope == Scope::Row ? "row" : "head";
+        quantities.push_back({{"key", q.key},   {"label", q.label}, {"help", q.help},   {"unit", q.unit},
+                              {"scope", scope}, {"sides", sides},   {"head_values", head_values},
+                              {"python", q.python.empty() ? json() : json(q.python)}});
+    }
+    for (const TokenColoring& c : TokenColorings())
+        colorings.push_back({{"key", c.key}, {"label", c.label}, {"help", c.help}, {"quantity", c.quantity->key}});
+    return json{{"quantities", quantities}, {"token_colorings", colorings}};
+}
+
 json InterventionsToJson(const std::vector<model::Intervention>& list) {
     json out = json::array();
     for (const model::Intervention& x : list) out.push_back(model::FormatInterventions({x}));
@@ -185,24 +215,16 @@ json InterventionsToJson(const std::vector<model::Intervention>& list) {
 json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float sink_epsilon) {
     const int L = a.n_layer, H = a.n_head, T = a.n_tokens;
     json heads = json::array();
-    for (int l = 0; l < L; ++l) {
-        for (int h = 0; h < H; ++h) {
-            const size_t at = static_cast<size_t>(l) * H + h;
-            heads.push_back({{"layer", l},
-                             {"head", h},
-                             {"ssa", HeadSide(a, a.metrics, a.tau_q, a.tau_v, l, h, sink_epsilon)},
-                             {"comparison", HeadSide(a, a.metrics_compare, a.tau_q_compare, a.tau_v_compare, l, h, sink_epsilon)},
-                             {"js_divergence", model::HeadRowMean(a.js, a, l, h)},
-                             {"l1_distance", model::HeadRowMean(a.l1, a, l, h)},
-                             {"qk_opnorm", a.qk_opnorm[at]},
-                             {"qk_eig_mean", a.qk_eig_mean[at]},
-                             {"qk_eig_var", a.qk_eig_var[at]},
-                             {"effective_qk_norm", Stats(a.effective_qk_norm, a, l, h)}});
-        }
+    for (const HeadSummary& s : SummarizeHeads(a)) heads.push_back(HeadEntry(a, s, sink_epsilon));
+    // Every row the catalogue reports: a two-sided quantity under "ssa" and "comparison".
+    json rows = json::object();
+    for (Side side : kAllSides) rows[JsonName(side)] = json::object();
+    for (const Quantity& q : Quantities()) {
+        if (!(q.json & kJsonRows)) continue;
+        for (Side side : kAllSides)
+            if (const std::vector<float>* values = RowValues(q, a, side))
+                (q.TwoSided() ? rows[JsonName(side)][q.JsonKey()] : rows[q.JsonKey()]) = Nested(*values, L, H, T);
     }
-    json rows_ssa = json::object(), rows_cmp = json::object();
-    for (const auto& r : a.metrics.rows) rows_ssa[r.name] = Nested(r.values, L, H, T);
-    for (const auto& r : a.metrics_compare.rows) rows_cmp[r.name] = Nested(r.values, L, H, T);
     return json{{"model", InfoToJson(info)},
                 {"comparison", a.compare_label},
                 {"comparison_kind", model::ToString(a.comparison)},  // counterfactual, local, twin or unedited
@@ -220,11 +242,7 @@ json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float
                 {"notes", "Head values average query rows 2..T (row 1 has a single key). Rows are [layer][head][query]. "
                           "top-1 mass equals max_weight. Entropies and divergences in nats."},
                 {"heads", heads},
-                {"rows", {{"ssa", rows_ssa},
-                          {"comparison", rows_cmp},
-                          {"js_divergence", Nested(a.js, L, H, T)},
-                          {"l1_distance", Nested(a.l1, L, H, T)},
-                          {"effective_qk_norm", Nested(a.effective_qk_norm, L, H, T)}}}};
+                {"rows", rows}};
 }
 
 namespace {

@@ -53,6 +53,10 @@ nlohmann::json InfoToJson(const model::ModelInfo& info);
 // How this process computes: {"threads", "threads_why", "blas"} (`ssaviz info --json`'s "runtime",
 // Python's m.info["runtime"]); not in metrics.json, whose numbers do not depend on it.
 nlohmann::json RuntimeToJson();
+// The catalogue of quantities (app/core/quantities.h) as data: for Python's documentation and
+// `ssaviz.quantities()`. Each: key, label, help, unit, scope, sides, python (its key in
+// Analysis.metrics, or null), head_values (the per-head numbers it gives); then the token colourings.
+nlohmann::json CatalogueToJson();
 
 // Checks that an export can write to `out_dir`: a folder (or a link to one the user named), or
 // missing with a writable folder above it; not a file. The command line asks before any model runs.

@@ -190,7 +190,7 @@ viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, M
     options.Style = StyleFor(mode, settings);
     const std::vector<HeadSummary> heads = SummarizeHeads(a);
     for (const HeadSummary& s : heads) {
-        const float entropy = mode == MapMode::Compare ? s.entropy_compare : s.entropy;
+        const float entropy = s.Get("entropy", mode == MapMode::Compare ? Side::Compare : Side::Ssa);
         options.Captions.push_back(HeadName(s.ref) + (std::isfinite(entropy) ? Format(" \xC2\xB7 entropy %.2f", entropy) : ""));
     }
     if (mode == MapMode::Difference) {
@@ -275,8 +275,8 @@ viz::Figure SparsityFigure(const model::Analysis& a, const std::string& model_na
         points.Kind = viz::SeriesKind::Points;
         points.Color = kSsaColor;
         for (const HeadSummary& s : heads) {
-            points.X.push_back(s.qk_eig_var);
-            points.Y.push_back(s.entropy);
+            points.X.push_back(s.Get("qk_eig_var"));
+            points.Y.push_back(s.Get("entropy"));
         }
         viz::PlotOptions options;
         options.Title = model_name + " \xC2\xB7 QK eigenvalue variance vs entropy";
@@ -296,9 +296,9 @@ viz::Figure SparsityFigure(const model::Analysis& a, const std::string& model_na
         viz::PlotOptions options;
         for (size_t k = 0; k < heads.size(); ++k) {
             ssa.X.push_back(static_cast<float>(k) - 0.2f);
-            ssa.Y.push_back(heads[k].sink_mass);
+            ssa.Y.push_back(heads[k].Get("sink_mass"));
             other.X.push_back(static_cast<float>(k) + 0.2f);
-            other.Y.push_back(heads[k].sink_mass_compare);
+            other.Y.push_back(heads[k].Get("sink_mass", Side::Compare));
             options.XCategories.push_back(HeadName(heads[k].ref));
         }
         eps.Name = Format("eps %.2f", sink_epsilon);

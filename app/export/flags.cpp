@@ -441,13 +441,11 @@ std::vector<Flag> BuildTable() {
                 o.export_options.figures.map_size = static_cast<int>(*n);
             },
             [](const CommandOptions& o) { return Unless(o.export_options.figures.map_size, 0); }));
-    add(Row({"--highlight"}, "tau_q|tau_v|entropy|spikiness|sink_mass|loss|loss_compare|loss_delta", {C::Export},
-            "what colours the tokens of the highlight figures (the paper's Figure 1 uses tau_q); also tau_q_position, tau_q_token",
+    add(Row({"--highlight"}, TokenColorKeys("|"), {C::Export},
+            "what colours the tokens of the highlight figures (the paper's Figure 1 uses tau_q)",
             [](CommandOptions& o, const FlagValue& v) {
                 auto color = ParseTokenColor(v.text);
-                if (!color)
-                    Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of tau_q, tau_v, entropy, spikiness, sink_mass, tau_q_position, tau_q_token, "
-                                                 "loss, loss_compare, loss_delta");
+                if (!color) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of " + TokenColorKeys());
                 o.export_options.figures.highlight = *color;
             },
             [](const CommandOptions& o) { return std::optional<std::string>(ToString(o.export_options.figures.highlight)); }));

@@ -1,6 +1,7 @@
 #include "app/export/head_summary.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 
 namespace app {
@@ -8,9 +9,32 @@ namespace {
 
 constexpr float kNaN = NAN;
 
-float PerHead(const std::vector<float>& v, size_t index) { return index < v.size() ? v[index] : kNaN; }
+const HeadValue& SinkValue() {
+    static const HeadValue* sink = [] {
+        for (const HeadValue& v : HeadValues())
+            if (v.quantity->sink && v.Primary()) return &v;
+        return static_cast<const HeadValue*>(nullptr);
+    }();
+    assert(sink && "the catalogue marks the sink-head rule's quantity");
+    return *sink;
+}
 
 }  // namespace
+
+float HeadSummary::Get(const HeadValue& v, MapMode mode) const {
+    switch (v.quantity->ShownMode(mode)) {
+        case MapMode::Ssa: return Get(v, Side::Ssa);
+        case MapMode::Compare: return Get(v, Side::Compare);
+        case MapMode::Difference: return Get(v, Side::Ssa) - Get(v, Side::Compare);
+    }
+    return kNaN;
+}
+
+float HeadSummary::Get(std::string_view key, Side side) const {
+    const HeadValue* v = FindHeadValue(key);
+    assert(v && "not a head value of the catalogue");
+    return v ? Get(*v, side) : kNaN;
+}
 
 float HeadMean(const std::vector<float>* rows, const model::Analysis& a, int l, int h) {
     if (!rows || rows->size() < a.RowIndex(l, h) + a.n_tokens) return kNaN;
@@ -34,45 +58,40 @@ std::vector<float> RowMeanOverHeads(const std::vector<float>* rows, const model:
 }
 
 std::vector<HeadSummary> SummarizeHeads(const model::Analysis& a) {
-    std::vector<HeadSummary> out;
-    out.reserve(static_cast<size_t>(a.n_layer) * a.n_head);
-    const auto *entropy = a.metrics.Find("entropy"), *entropy_c = a.metrics_compare.Find("entropy");
-    const auto *norm = a.metrics.Find("normalized_entropy"), *norm_c = a.metrics_compare.Find("normalized_entropy");
-    const auto *spiky = a.metrics.Find("spikiness"), *spiky_c = a.metrics_compare.Find("spikiness");
-    const auto *sink = a.metrics.Find("sink_mass"), *sink_c = a.metrics_compare.Find("sink_mass");
-    const auto* max_weight = a.metrics.Find("max_weight");
-    for (int l = 0; l < a.n_layer; ++l) {
-        for (int h = 0; h < a.n_head; ++h) {
-            HeadSummary s;
-            s.ref = {l, h};
-            s.entropy = HeadMean(entropy, a, l, h);
-            s.entropy_compare = HeadMean(entropy_c, a, l, h);
-            s.normalized_entropy = HeadMean(norm, a, l, h);
-            s.normalized_entropy_compare = HeadMean(norm_c, a, l, h);
-            s.spikiness = HeadMean(spiky, a, l, h);
-            s.spikiness_compare = HeadMean(spiky_c, a, l, h);
-            s.sink_mass = HeadMean(sink, a, l, h);
-            s.sink_mass_compare = HeadMean(sink_c, a, l, h);
-            s.max_weight = HeadMean(max_weight, a, l, h);
-            s.js = HeadMean(&a.js, a, l, h);
-            s.l1 = HeadMean(&a.l1, a, l, h);
-            const model::HeadStats tq = model::HeadTokenStats(a.tau_q, a, l, h), tv = model::HeadTokenStats(a.tau_v, a, l, h),
-                                   tqc = model::HeadTokenStats(a.tau_q_compare, a, l, h);
-            s.tau_q_mean = tq.mean;
-            s.tau_q_min = tq.min;
-            s.tau_q_max = tq.max;
-            s.tau_v_mean = tv.mean;
-            s.tau_q_compare_mean = tqc.mean;
-            const size_t at = static_cast<size_t>(l) * a.n_head + h;
-            s.qk_opnorm = PerHead(a.qk_opnorm, at);
-            s.qk_eig_mean = PerHead(a.qk_eig_mean, at);
-            s.qk_eig_var = PerHead(a.qk_eig_var, at);
-            out.push_back(s);
+    const std::vector<HeadValue>& values = HeadValues();
+    std::vector<HeadSummary> out(static_cast<size_t>(a.n_layer) * a.n_head);
+    for (size_t k = 0; k < out.size(); ++k) {
+        out[k].ref = {static_cast<int>(k) / a.n_head, static_cast<int>(k) % a.n_head};
+        out[k].values.assign(values.size() * kSides, kNaN);
+    }
+    // Quantity by quantity, each side's array found once; a token statistic's three values (mean,
+    // min, max: consecutive head values) from one pass over the head's tokens.
+    for (const HeadValue& v : values) {
+        if (v.stat != Stat::Mean) continue;
+        const Quantity& q = *v.quantity;
+        for (Side side : kAllSides) {
+            const std::vector<float>* head_array = HeadArray(q, a, side);
+            const std::vector<float>* rows = RowValues(q, a, side);
+            if (!head_array && !rows) continue;
+            for (HeadSummary& s : out) {
+                float* at = &s.values[static_cast<size_t>(v.index) * kSides + static_cast<int>(side)];
+                const int l = s.ref.layer, h = s.ref.head;
+                if (head_array) {
+                    *at = (*head_array)[static_cast<size_t>(l) * a.n_head + h];
+                } else if (q.reading == Reading::RowMean) {
+                    *at = model::HeadRowMean(*rows, a, l, h);
+                } else {
+                    const model::HeadStats stats = model::HeadTokenStats(*rows, a, l, h);
+                    at[0] = stats.mean, at[kSides] = stats.min, at[2 * kSides] = stats.max;  // the next two head values
+                }
+            }
         }
     }
     return out;
 }
 
 bool IsSinkHead(float sink_mass, float epsilon) { return std::isfinite(sink_mass) && sink_mass > epsilon; }
+
+bool IsSinkHead(const HeadSummary& s, Side side, float epsilon) { return IsSinkHead(s.Get(SinkValue(), side), epsilon); }
 
 }  // namespace app

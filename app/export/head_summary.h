@@ -1,28 +1,28 @@
-// Each head in a few numbers: the Heads grid badges, the Table tab, the sparsity plots and
-// metrics.json agree on them.
+// Each head in a few numbers: every head value of the catalogue (app/core/quantities.h) on each
+// side, read once per analysis. The Heads grid badges, the matrix, the Table tab, the tooltips,
+// the sparsity plots, batch summaries and metrics.json agree on them.
 #pragma once
 
-#include <string>
+#include <string_view>
 #include <vector>
 
+#include "app/core/quantities.h"
 #include "app/core/state.h"
 #include "model/nn/analysis.h"
 
 namespace app {
 
-// One head in numbers, as metrics.json reports it (app/export/export.cpp): row metrics averaged over query
-// rows 2..T (model::HeadRowMean), temperatures over all T tokens. NaN where the analysis lacks it.
+// One head's values: row metrics averaged over query rows 2..T (model::HeadRowMean), temperatures
+// over all T tokens, as metrics.json reports them. NaN where the analysis lacks a value.
 struct HeadSummary {
     HeadRef ref;
-    float entropy, entropy_compare;  // nats
-    float normalized_entropy, normalized_entropy_compare;
-    float spikiness, spikiness_compare;
-    float sink_mass, sink_mass_compare;
-    float max_weight;
-    float js, l1;  // SSA against the comparison; JS in nats
-    float tau_q_mean, tau_q_min, tau_q_max, tau_v_mean;
-    float tau_q_compare_mean;
-    float qk_opnorm, qk_eig_mean, qk_eig_var;
+    std::vector<float> values;  // [HeadValues().size(), kSides]
+
+    float Get(const HeadValue& v, Side side = Side::Ssa) const { return values[static_cast<size_t>(v.index) * kSides + static_cast<int>(side)]; }
+    // What a view shows: a side, or SSA - comparison; a one-sided value reads the same in every mode.
+    float Get(const HeadValue& v, MapMode mode) const;
+    // By key ("sink_mass"); the key must name a head value.
+    float Get(std::string_view key, Side side = Side::Ssa) const;
 };
 
 // model::HeadRowMean, or NaN when the array is missing (null) or too short.
@@ -35,7 +35,10 @@ std::vector<float> RowMeanOverHeads(const std::vector<float>* rows, const model:
 // All heads, layer-major: [L * H].
 std::vector<HeadSummary> SummarizeHeads(const model::Analysis& a);
 
-// The sink-head rule of SPEC section 2 and metrics.json: mean first-token mass above epsilon.
+// The sink-head rule of SPEC section 2 and metrics.json: mean first-token mass (the catalogue's
+// quantity with `sink` set) above epsilon.
 bool IsSinkHead(float sink_mass, float epsilon);
+// The rule on a summary: its sink quantity's head value on `side`.
+bool IsSinkHead(const HeadSummary& s, Side side, float epsilon);
 
 }  // namespace app

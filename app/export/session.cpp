@@ -61,7 +61,7 @@ public:
 
     // A string key parsed by `parse` (returns std::optional), e.g. a colour map name.
     template <typename T, typename Parse>
-    void ReadEnum(const char* key, T* out, Parse parse, const char* expected) const {
+    void ReadEnum(const char* key, T* out, Parse parse, const std::string& expected) const {
         std::string name;
         Read(key, &name);
         if (!Has(key)) return;
@@ -106,6 +106,12 @@ private:
     const json& m_j;
     std::string m_where;
 };
+
+// A head value of the catalogue (the heads grid's badge, the matrix), kept as the session names it
+// ("tau_q", as older sessions saved the badge's tau_q mean, stays "tau_q").
+std::optional<std::string> HeadValueName(const std::string& name) {
+    return FindHeadValue(name) ? std::optional<std::string>(name) : std::nullopt;
+}
 
 HeadRef ReadHead(const json& v, const std::string& name) {
     if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer() || v[0].get<int64_t>() < 0 ||
@@ -175,7 +181,7 @@ ExportOptions ReadExport(const Reader& r) {
     r.Read("size", &f.map_size);
     if (f.map_size < 0 || f.map_size > kMaxMapSize)
         throw BadKey{r.Name("size") + " must be 0 (automatic) to " + std::to_string(kMaxMapSize) + " pixels"};
-    r.ReadEnum("highlight", &f.highlight, ParseTokenColor, "tau_q, tau_v, entropy, spikiness, sink_mass, tau_q_position, tau_q_token");
+    r.ReadEnum("highlight", &f.highlight, ParseTokenColor, TokenColorKeys());
     r.ReadEnum("highlight_scope", &f.highlight_scope, ParseTokenScope, "head, layer, model");
     // highlight_head is read by the caller's json (a pair), see SessionFromJson.
     r.Read("sink_epsilon", &o.sink_epsilon);
@@ -289,12 +295,11 @@ model::Result<Session> SessionFromJson(const json& j) {
         v.ReadEnum("colormap", &vs.colormap, ParseColormap, "viridis, magma, diverging");
         v.Read("log_scale", &vs.log_scale);
         v.ReadEnum("map", &vs.map_mode, ParseMapMode, "ssa, vanilla, diff");
-        v.ReadEnum("token_color", &vs.token_color, ParseTokenColor, "tau_q, tau_v, entropy, spikiness, sink_mass, tau_q_position, tau_q_token");
+        v.ReadEnum("token_color", &vs.token_color, ParseTokenColor, TokenColorKeys());
         v.ReadEnum("token_scope", &vs.token_scope, ParseTokenScope, "head, layer, model");
         v.Read("sink_epsilon", &vs.sink_epsilon);
         if (!(vs.sink_epsilon > 0 && vs.sink_epsilon < 1)) throw BadKey{"'view.sink_epsilon' must be in (0, 1)"};
-        v.Read("grid_metric", &vs.grid_metric);
-        if (vs.grid_metric.size() > kMaxNameBytes) throw BadKey{"'view.grid_metric' is not a metric's name (" + QuoteForMessage(vs.grid_metric) + ")"};
+        v.ReadEnum("grid_metric", &vs.grid_metric, HeadValueName, HeadValueKeys());
         v.Read("map_zoom", &vs.map_view.zoom);
         if (!(vs.map_view.zoom >= 1.0f && vs.map_view.zoom <= 1e6f)) throw BadKey{"'view.map_zoom' must be 1 (whole map) or more"};
         if (j.contains("view") && j["view"].is_object() && j["view"].contains("map_pan")) {
@@ -308,9 +313,7 @@ model::Result<Session> SessionFromJson(const json& j) {
         v.Read("split", &vs.split);
         v.ReadEnum("grid_map", &vs.grid_mode, ParseMapMode, "ssa, vanilla, diff");
         v.Read("per_head_scale", &vs.per_head_scale);
-        v.Read("matrix_metric", &vs.matrix_metric);
-        if (vs.matrix_metric.size() > kMaxNameBytes)
-            throw BadKey{"'view.matrix_metric' is not a metric's name (" + QuoteForMessage(vs.matrix_metric) + ")"};
+        v.ReadEnum("matrix_metric", &vs.matrix_metric, HeadValueName, HeadValueKeys());
         v.Read("grid_cell", &vs.grid_cell);
         v.Read("tab", &vs.right_tab);
         if (vs.right_tab.size() > kMaxNameBytes) throw BadKey{"'view.tab' is not a tab's name (" + QuoteForMessage(vs.right_tab) + ")"};

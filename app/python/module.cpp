@@ -769,6 +769,8 @@ PYBIND11_MODULE(_ssaviz, m) {
         }
         return out;
     });
+    // The catalogue of quantities (app/core/quantities.h), for the package's documentation.
+    m.def("catalogue_json", [] { return app::CatalogueToJson().dump(); });
     // A batch's sub-folders, named as `ssaviz export --batch` names them ("" -> text_0001, ...).
     m.def("folder_names", [](const std::vector<std::string>& names) {
         std::set<std::string> used = app::BatchReservedNames();

@@ -40,6 +40,16 @@ std::string FormatNumber(float v) {
     return buf;
 }
 
+std::string FormatCompact(float v) {
+    if (!std::isfinite(v)) return "-";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, std::abs(v) >= 100.0f ? "%.0f" : "%.2g", v);
+    std::string s = buf;
+    if (s.rfind("0.", 0) == 0) s.erase(0, 1);
+    else if (s.rfind("-0.", 0) == 0) s.erase(1, 1);
+    return s;
+}
+
 void HeadTooltip(const AppState& state, const HeadSummary& s) {
     const model::Analysis& a = *state.analysis;
     const std::string cmp = CompareName(a);
@@ -47,40 +57,52 @@ void HeadTooltip(const AppState& state, const HeadSummary& s) {
     ImGui::Text("%s%s%s", HeadName(s.ref).c_str(), s.ref == state.selected ? "  (selected)" : "",
                 state.IsPinned(s.ref) ? "  (pinned)" : "");
     if (ImGui::BeginTable("##tip", 3, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg)) {
-        ImGui::TableSetupColumn("mean over rows 2..T");
+        ImGui::TableSetupColumn("per head");
         ImGui::TableSetupColumn("SSA");
         ImGui::TableSetupColumn(cmp.c_str());
         ImGui::TableHeadersRow();
-        auto row = [](const char* name, float x, float y) {
+        // The head's main numbers (the catalogue's `shown`), the comparison's beside SSA's where it has one.
+        for (const HeadValue& v : HeadValues()) {
+            const Quantity& q = *v.quantity;
+            if (!Has(q.shown, Side::Ssa) || !v.Primary()) continue;
             ImGui::TableNextRow();
             ImGui::TableNextColumn();
-            ImGui::TextUnformatted(name);
+            ImGui::Text("%s%s%s%s", v.label.c_str(), q.unit.empty() ? "" : " (", q.unit.c_str(), q.unit.empty() ? "" : ")");
             ImGui::TableNextColumn();
-            ImGui::TextUnformatted(FormatNumber(x).c_str());
+            ImGui::TextUnformatted(FormatNumber(s.Get(v, Side::Ssa)).c_str());
             ImGui::TableNextColumn();
-            ImGui::TextUnformatted(FormatNumber(y).c_str());
-        };
-        row("entropy (nats)", s.entropy, s.entropy_compare);
-        row("normalized entropy", s.normalized_entropy, s.normalized_entropy_compare);
-        row("spikiness", s.spikiness, s.spikiness_compare);
-        row("sink mass", s.sink_mass, s.sink_mass_compare);
-        row("tau_q mean", s.tau_q_mean, s.tau_q_compare_mean);
+            if (q.TwoSided()) ImGui::TextUnformatted(FormatNumber(s.Get(v, Side::Compare)).c_str());
+        }
         ImGui::EndTable();
     }
     const float eps = state.settings.sink_epsilon;
-    ImGui::Text("sink head (eps %.2f): SSA %s, %s %s", eps, IsSinkHead(s.sink_mass, eps) ? "yes" : "no", cmp.c_str(),
-                IsSinkHead(s.sink_mass_compare, eps) ? "yes" : "no");
-    ImGui::Text("JS to %s %s nats, L1 %s", cmp.c_str(), FormatNumber(s.js).c_str(), FormatNumber(s.l1).c_str());
-    ImGui::Text("tau_q %s..%s, tau_v mean %s", FormatNumber(s.tau_q_min).c_str(), FormatNumber(s.tau_q_max).c_str(),
-                FormatNumber(s.tau_v_mean).c_str());
-    ImGui::Text("QK opnorm %s, eigenvalue mean %s, var %s", FormatNumber(s.qk_opnorm).c_str(), FormatNumber(s.qk_eig_mean).c_str(),
-                FormatNumber(s.qk_eig_var).c_str());
+    ImGui::Text("sink head (eps %.2f): SSA %s, %s %s", eps, IsSinkHead(s, Side::Ssa, eps) ? "yes" : "no", cmp.c_str(),
+                IsSinkHead(s, Side::Compare, eps) ? "yes" : "no");
     if (state.model) {
         const std::string group = KvGroupNote(state.model->config, s.ref.head);
         if (!group.empty()) ImGui::Text("%s", group.c_str());
     }
     ImGui::TextDisabled("click: select   Ctrl+click: pin / unpin   right-click: what-ifs");
     ImGui::EndTooltip();
+}
+
+std::vector<TokenColor> OfferedColorings(const model::Analysis* analysis) {
+    std::vector<TokenColor> out;
+    for (const TokenColoring& c : TokenColorings())
+        if (!analysis || Holds(*analysis, c.id)) out.push_back(c.id);
+    return out;
+}
+
+bool TokenColorCombo(const char* id, TokenColor* color, const model::Analysis* analysis) {
+    bool changed = false;
+    if (!ImGui::BeginCombo(id, Coloring(*color).label.c_str())) return false;
+    for (TokenColor offered : OfferedColorings(analysis)) {
+        const TokenColoring& c = Coloring(offered);
+        if (ImGui::Selectable(c.label.c_str(), *color == c.id)) *color = c.id, changed = true;
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", c.help.c_str());
+    }
+    ImGui::EndCombo();
+    return changed;
 }
 
 void HandleHeadClick(AppState& state, HeadRef ref) {

@@ -1,9 +1,10 @@
-// Small pieces the views share: placeholders and layout, cache checks, numbers, and the head
-// tooltip and clicks of the heads grid, the matrix and the pins.
+// Small pieces the views share: placeholders and layout, cache checks, numbers, the head tooltip
+// and clicks of the heads grid, the matrix and the pins, and the token colourings' combo.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <imgui.h>
 
@@ -38,9 +39,16 @@ private:
 
 // A number in at most 4 significant characters ("1.23", "0.045", "12.3", "1.2e-4").
 std::string FormatNumber(float v);
+// Two significant digits without the leading zero (".19", "1.2", "12", "-.05"): small cells and thumbnails.
+std::string FormatCompact(float v);
 
 // The head's main numbers, SSA beside the comparison, as a tooltip (the grid, the matrix, pins).
 void HeadTooltip(const AppState& state, const HeadSummary& s);
+// The token colourings as a combo (the text view's "Colour by", the export dialog's highlight): the
+// catalogue's, those the analysis holds (all before there is one), each with its help on hover;
+// the one chosen is shown by its label whether offered or not.
+std::vector<TokenColor> OfferedColorings(const model::Analysis* analysis);
+bool TokenColorCombo(const char* id, TokenColor* color, const model::Analysis* analysis);
 // Click selects, Ctrl+click pins, right-click offers what-ifs; on the item just submitted.
 void HandleHeadClick(AppState& state, HeadRef ref);
 

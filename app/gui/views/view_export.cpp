@@ -10,6 +10,7 @@
 
 #include "app/export/flags.h"
 #include "app/export/session.h"
+#include "app/gui/views/view_common.h"
 #include "viz/figure.h"
 #include "viz/imgui/widgets.h"
 
@@ -170,7 +171,7 @@ void ExportDialog::DrawSettings(AppState& state) {
     ImGui::TextUnformatted("Maps");
     for (MapMode mode : {MapMode::Ssa, MapMode::Compare, MapMode::Difference}) {
         bool on = std::find(o.maps.begin(), o.maps.end(), mode) != o.maps.end();
-        const char* label = mode == MapMode::Ssa ? "SSA" : mode == MapMode::Compare ? "comparison" : "difference";
+        const char* label = mode == MapMode::Difference ? "difference" : MapModeLabel(mode);
         if (mode != MapMode::Ssa) ImGui::SameLine();
         if (ImGui::Checkbox(label, &on)) {
             o.maps.erase(std::remove(o.maps.begin(), o.maps.end(), mode), o.maps.end());
@@ -205,10 +206,8 @@ void ExportDialog::DrawSettings(AppState& state) {
     ImGui::InputInt("map size (px)", &f.map_size, 64, 256);
     f.map_size = f.map_size <= 0 ? 0 : std::clamp(f.map_size, 16, kMaxMapSize);
     viz::ItemTooltip("Side of a heatmap's map area. 0: automatic (28 px per token for short texts, 1 px per token at 720+).");
-    static const char* kColors[] = {"tau_q", "tau_v", "entropy", "spikiness", "sink_mass"};
-    int color = static_cast<int>(f.highlight);
     ImGui::SetNextItemWidth(140);
-    if (ImGui::Combo("highlight", &color, kColors, IM_ARRAYSIZE(kColors))) f.highlight = static_cast<TokenColor>(color);
+    TokenColorCombo("highlight", &f.highlight, state.analysis.get());
     viz::ItemTooltip("What colours the tokens of highlight.png / .svg / .html (the paper's Figure 1 uses tau_q).");
     int scope = static_cast<int>(f.highlight_scope);
     ImGui::SetNextItemWidth(140);

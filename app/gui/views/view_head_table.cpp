@@ -1,6 +1,7 @@
 #include "app/gui/views/view_head_table.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
@@ -13,40 +14,37 @@
 namespace app {
 namespace {
 
-enum Column {
-    kLayer,
-    kHead,
-    kEntropy,
-    kEntropyCompare,
-    kNormalizedEntropy,
-    kSpikiness,
-    kSinkMass,
-    kSinkHead,
-    kJs,
-    kL1,
-    kTauQ,
-    kTauV,
-    kQkOpnorm,
-    kQkEigVar,
-    kColumnCount
+// A column: the head's layer or index, a head value on one side, or the sink-head rule on one side
+// (beside the value it reads). Every head value of the catalogue has a column; those it does not
+// mark `shown` start hidden (right-click the header to show them).
+struct Column {
+    enum Kind { Layer, Head, Value, Sink } kind;
+    const HeadValue* value = nullptr;
+    Side side = Side::Ssa;
 };
 
-float Value(const HeadSummary& s, int column, float eps) {
-    switch (column) {
-        case kLayer: return static_cast<float>(s.ref.layer);
-        case kHead: return static_cast<float>(s.ref.head);
-        case kEntropy: return s.entropy;
-        case kEntropyCompare: return s.entropy_compare;
-        case kNormalizedEntropy: return s.normalized_entropy;
-        case kSpikiness: return s.spikiness;
-        case kSinkMass: return s.sink_mass;
-        case kSinkHead: return IsSinkHead(s.sink_mass, eps) ? 1.0f : 0.0f;
-        case kJs: return s.js;
-        case kL1: return s.l1;
-        case kTauQ: return s.tau_q_mean;
-        case kTauV: return s.tau_v_mean;
-        case kQkOpnorm: return s.qk_opnorm;
-        case kQkEigVar: return s.qk_eig_var;
+const std::vector<Column>& Columns() {
+    static const std::vector<Column> columns = [] {
+        std::vector<Column> out = {{Column::Layer}, {Column::Head}};
+        for (const HeadValue& v : HeadValues())
+            for (Side side : kAllSides) {
+                if (!Has(v.quantity->sides, side)) continue;
+                out.push_back({Column::Value, &v, side});
+                if (v.quantity->sink) out.push_back({Column::Sink, &v, side});
+            }
+        return out;
+    }();
+    // ImGui 1.86 tables hold at most 64 columns: past that, this tab needs a column chooser.
+    assert(columns.size() <= 64);
+    return columns;
+}
+
+float Value(const HeadSummary& s, const Column& c, float eps) {
+    switch (c.kind) {
+        case Column::Layer: return static_cast<float>(s.ref.layer);
+        case Column::Head: return static_cast<float>(s.ref.head);
+        case Column::Value: return s.Get(*c.value, c.side);
+        case Column::Sink: return IsSinkHead(s, c.side, eps) ? 1.0f : 0.0f;
     }
     return NAN;
 }
@@ -84,46 +82,49 @@ void HeadTableView::Draw(WindowState& state) {
     const std::string cmp = CompareName(a);
     ImGui::TextDisabled("%d heads; means over query rows 2..T; click a row to select, Ctrl+click to pin", static_cast<int>(summary.size()));
 
-    struct ColumnInfo {
-        std::string name;
-        std::string help;
-        const char* format;
-        ImGuiTableColumnFlags flags;
-    };
-    char eps_text[96];
-    std::snprintf(eps_text, sizeof eps_text, "Sink head: mean first-token mass > eps = %.2f (slider in Sparsity), SSA", eps);
-    const ColumnInfo columns[kColumnCount] = {
-        {"layer", "Layer index (0 = first)", "%.0f", ImGuiTableColumnFlags_DefaultSort},
-        {"head", "Head index within the layer", "%.0f", 0},
-        {"entropy", "SSA attention entropy -sum p ln p, nats (lower = sharper)", "%.3f", 0},
-        {"entropy " + cmp, "Attention entropy of the comparison (" + cmp + "), nats", "%.3f", 0},
-        {"norm. entropy", "SSA entropy / ln i: 1 = uniform over the i visible keys, 0 = one key", "%.3f", 0},
-        {"spikiness", "SSA 1 / (i sum p^2): 1 for a uniform row, 1/i for one-hot (lower = spikier)", "%.3f", 0},
-        {"sink mass", "SSA weight on the first token, 0..1", "%.3f", ImGuiTableColumnFlags_PreferSortDescending},
-        {"sink", eps_text, "", ImGuiTableColumnFlags_PreferSortDescending},
-        {"JS", "Jensen-Shannon divergence of SSA rows from the " + cmp + " rows, nats (0 = same)", "%.4f",
-         ImGuiTableColumnFlags_PreferSortDescending},
-        {"L1", "L1 distance sum_j |p - p'| of SSA rows from the " + cmp + " rows, 0..2", "%.3f", ImGuiTableColumnFlags_PreferSortDescending},
-        {"tau_q", "Mean query temperature tau_q over all tokens (1 = vanilla)", "%.3f", 0},
-        {"tau_v", "Mean value temperature tau_v over all tokens (1 = vanilla)", "%.3f", 0},
-        {"QK opnorm", "Operator norm ||W_q W_k^T / sqrt(d_h)||_2 of the head", "%.3g", 0},
-        {"QK eig var", "Variance of the real parts of the eigenvalues of W_k^T W_q / sqrt(d_h); small = localized (Bao et al.)",
-         "%.3g", 0},
-    };
+    // Headers and help: "entropy" (SSA), "entropy vanilla" (the comparison), "sink" (the rule).
+    const std::vector<Column>& columns = Columns();
+    const int count = static_cast<int>(columns.size());
+    std::vector<std::string> names(count), helps(count);
+    std::vector<ImGuiTableColumnFlags> column_flags(count, 0);
+    for (int c = 0; c < count; ++c) {
+        const Column& col = columns[c];
+        const bool compare = col.side == Side::Compare;
+        if (col.kind == Column::Layer) {
+            names[c] = "layer", helps[c] = "Layer index (0 = first)", column_flags[c] = ImGuiTableColumnFlags_DefaultSort | ImGuiTableColumnFlags_NoHide;
+            continue;
+        }
+        if (col.kind == Column::Head) {
+            names[c] = "head", helps[c] = "Head index within the layer", column_flags[c] = ImGuiTableColumnFlags_NoHide;
+            continue;
+        }
+        const Quantity& q = *col.value->quantity;
+        const std::string side = compare ? cmp : "SSA";
+        if (col.kind == Column::Sink) {
+            char help[128];
+            std::snprintf(help, sizeof help, "Sink head: mean first-token mass > eps = %.2f (slider in Sparsity), %s", eps, side.c_str());
+            names[c] = compare ? "sink " + cmp : "sink", helps[c] = help;
+        } else {
+            names[c] = compare ? col.value->short_label + " " + cmp : col.value->short_label;
+            helps[c] = side + ": " + col.value->help + (q.unit.empty() ? "" : ", " + q.unit);
+        }
+        if (q.larger_first) column_flags[c] |= ImGuiTableColumnFlags_PreferSortDescending;
+        if (!Has(q.shown, col.side) || !col.value->Primary()) column_flags[c] |= ImGuiTableColumnFlags_DefaultHide;
+    }
 
     const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX | ImGuiTableFlags_RowBg |
                                   ImGuiTableFlags_Borders | ImGuiTableFlags_Resizable | ImGuiTableFlags_SizingFixedFit |
                                   ImGuiTableFlags_Hideable | ImGuiTableFlags_Reorderable;
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     const ImVec2 size(ImGui::GetContentRegionAvail().x, std::max(ImGui::GetContentRegionAvail().y, 120.0f));
-    if (!ImGui::BeginTable("##heads_table", kColumnCount, flags, size)) return;
+    if (!ImGui::BeginTable("##heads_table", count, flags, size)) return;
     ImGui::TableSetupScrollFreeze(2, 1);
-    for (int c = 0; c < kColumnCount; ++c) ImGui::TableSetupColumn(columns[c].name.c_str(), columns[c].flags | (c < 2 ? ImGuiTableColumnFlags_NoHide : 0));
+    for (int c = 0; c < count; ++c) ImGui::TableSetupColumn(names[c].c_str(), column_flags[c]);
     ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
-    for (int c = 0; c < kColumnCount; ++c) {
+    for (int c = 0; c < count; ++c) {
         if (!ImGui::TableSetColumnIndex(c)) continue;
-        ImGui::TableHeader(columns[c].name.c_str());
-        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", columns[c].help.c_str());
+        ImGui::TableHeader(names[c].c_str());
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", helps[c].c_str());
     }
 
     // Sort when the user asks, the data changes, or eps moves (the sink column depends on it).
@@ -131,7 +132,7 @@ void HeadTableView::Draw(WindowState& state) {
         if (specs->SpecsDirty || m_sort_dirty || eps != m_sorted_eps) {
             const ImGuiTableColumnSortSpecs spec = specs->SpecsCount > 0 ? specs->Specs[0] : ImGuiTableColumnSortSpecs{};
             const bool descending = specs->SpecsCount > 0 && spec.SortDirection == ImGuiSortDirection_Descending;
-            const int column = specs->SpecsCount > 0 ? static_cast<int>(spec.ColumnIndex) : static_cast<int>(kLayer);
+            const Column& column = columns[specs->SpecsCount > 0 ? static_cast<int>(spec.ColumnIndex) : 0];
             std::stable_sort(m_order.begin(), m_order.end(), [&](int x, int y) {
                 const float vx = Value(summary[x], column, eps), vy = Value(summary[y], column, eps);
                 const bool fx = std::isfinite(vx), fy = std::isfinite(vy);
@@ -160,7 +161,7 @@ void HeadTableView::Draw(WindowState& state) {
         for (int r = clipper.DisplayStart; r < clipper.DisplayEnd; ++r) {
             const HeadSummary& s = summary[m_order[r]];
             ImGui::TableNextRow();
-            ImGui::TableSetColumnIndex(kLayer);
+            ImGui::TableSetColumnIndex(0);
             char label[32];
             std::snprintf(label, sizeof label, "%d##row%d", s.ref.layer, m_order[r]);
             const bool selected = s.ref == state.selected;
@@ -170,21 +171,22 @@ void HeadTableView::Draw(WindowState& state) {
             }
             if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s: click to select, Ctrl+click to %s", HeadName(s.ref).c_str(), state.IsPinned(s.ref) ? "unpin" : "pin");
             if (r == scroll_to) ImGui::SetScrollHereY(0.5f);
-            if (ImGui::TableSetColumnIndex(kHead)) {
+            if (ImGui::TableSetColumnIndex(1)) {
                 ImGui::Text("%d", s.ref.head);
                 if (state.IsPinned(s.ref)) {
                     ImGui::SameLine(0, 4);
                     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(pinned_color), "pin");
                 }
             }
-            for (int c = kEntropy; c < kColumnCount; ++c) {
+            for (int c = 2; c < count; ++c) {
                 if (!ImGui::TableSetColumnIndex(c)) continue;
-                if (c == kSinkHead) {
-                    if (!std::isfinite(s.sink_mass)) RightAligned("n/a", ImGui::GetColorU32(ImGuiCol_TextDisabled));
-                    else if (IsSinkHead(s.sink_mass, eps)) RightAligned("yes", sink_color);
+                const Column& col = columns[c];
+                if (col.kind == Column::Sink) {
+                    if (!std::isfinite(s.Get(*col.value, col.side))) RightAligned("n/a", ImGui::GetColorU32(ImGuiCol_TextDisabled));
+                    else if (IsSinkHead(s, col.side, eps)) RightAligned("yes", sink_color);
                     else RightAligned("no", ImGui::GetColorU32(ImGuiCol_TextDisabled));
                 } else {
-                    Number(Value(s, c, eps), columns[c].format);
+                    Number(Value(s, col, eps), col.value->quantity->format);
                 }
             }
         }

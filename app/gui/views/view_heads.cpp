@@ -18,33 +18,12 @@
 namespace app {
 namespace {
 
-constexpr float kNaN = NAN;
 const ImU32 kSelectedColor = IM_COL32(255, 230, 90, 255);
 const ImU32 kPinnedColor = IM_COL32(80, 215, 255, 255);
 constexpr double kBakeBudgetMs = 6.0;  // per frame, so a long text never stalls the UI
 constexpr int kThumbnailSide = 96;     // baked pixels per thumbnail side (max-pooled)
 constexpr int kPinnedSide = 256;
 
-
-struct GridMetric {
-    const char* key;    // state.settings.grid_metric
-    const char* label;  // in the combo
-    const char* unit;
-};
-const GridMetric kGridMetrics[] = {
-    {"entropy", "entropy", "nats"},
-    {"normalized_entropy", "normalized entropy", "H / ln i"},
-    {"spikiness", "spikiness", "1 uniform, 1/i one-hot"},
-    {"sink_mass", "sink mass", "weight on token 1"},
-    {"js_divergence", "JS divergence to comparison", "nats"},
-    {"tau_q", "tau_q mean", "query temperature"},
-};
-
-const GridMetric* FindGridMetric(const std::string& key) {
-    for (const GridMetric& m : kGridMetrics)
-        if (key == m.key) return &m;
-    return nullptr;
-}
 
 // The map a thumbnail shows for a head and mode; Difference is SSA - comparison on a symmetric
 // diverging scale. An empty image when the analysis lacks the maps.
@@ -86,27 +65,6 @@ viz::Image BakeHead(const model::Analysis& a, MapMode mode, viz::Colormap colorm
     return viz::BakeHeatmap(cells.data(), t.side, t.side, style, max_side);
 }
 
-const char* ModeName(MapMode mode) {
-    switch (mode) {
-        case MapMode::Ssa: return "SSA";
-        case MapMode::Compare: return "comparison";
-        case MapMode::Difference: return "SSA - comparison";
-    }
-    return "";
-}
-
-
-// Two significant digits without the leading zero (".19", "1.2", "12") for small thumbnails.
-std::string FormatCompact(float v) {
-    char buf[32];
-    if (!std::isfinite(v)) return "-";
-    std::snprintf(buf, sizeof buf, std::abs(v) >= 100.0f ? "%.0f" : "%.2g", v);
-    std::string s = buf;
-    if (s.rfind("0.", 0) == 0) s.erase(0, 1);
-    else if (s.rfind("-0.", 0) == 0) s.erase(1, 1);
-    return s;
-}
-
 // A small dark plate with the value at the bottom-left corner of a thumbnail of side `cell`:
 // the full number when it fits, else a compact one, else a compact one in a smaller font, else none.
 void Badge(ImDrawList* draw, ImVec2 p0, float cell, float value) {
@@ -127,22 +85,8 @@ void Badge(ImDrawList* draw, ImVec2 p0, float cell, float value) {
 }  // namespace
 
 float HeadsView::BadgeValue(const AppState& state, int index) const {
-    const HeadSummary& s = m_summary[index];
-    const std::string& key = state.settings.grid_metric;
-    const MapMode mode = state.settings.grid_mode;
-    auto pick = [mode](float ssa, float cmp) {
-        return mode == MapMode::Ssa ? ssa : mode == MapMode::Compare ? cmp : ssa - cmp;
-    };
-    if (key == "js_divergence") return s.js;
-    if (key == "tau_q") return pick(s.tau_q_mean, s.tau_q_compare_mean);
-    if (key == "entropy") return pick(s.entropy, s.entropy_compare);
-    if (key == "normalized_entropy") return pick(s.normalized_entropy, s.normalized_entropy_compare);
-    if (key == "spikiness") return pick(s.spikiness, s.spikiness_compare);
-    if (key == "sink_mass") return pick(s.sink_mass, s.sink_mass_compare);
-    // Any other row metric by name.
-    const model::Analysis& a = *state.analysis;
-    return pick(HeadMean(a.metrics.Find(key), a, s.ref.layer, s.ref.head),
-                HeadMean(a.metrics_compare.Find(key), a, s.ref.layer, s.ref.head));
+    const HeadValue* v = FindHeadValue(state.settings.grid_metric);
+    return m_summary[index].Get(v ? *v : HeadValues().front(), state.settings.grid_mode);
 }
 
 void HeadsView::Rebake(WindowState& state) {
@@ -202,14 +146,17 @@ void HeadsView::Draw(WindowState& state) {
     const std::string cmp = CompareName(a);
 
     // Controls: the badge metric and which maps the thumbnails show.
-    const GridMetric* metric = FindGridMetric(settings.grid_metric);
+    const HeadValue* found = FindHeadValue(settings.grid_metric);
+    const HeadValue& metric = found ? *found : HeadValues().front();
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("Badge");
     ImGui::SameLine();
     ImGui::SetNextItemWidth(std::min(230.0f, ImGui::GetContentRegionAvail().x));
-    if (ImGui::BeginCombo("##badge", metric ? metric->label : settings.grid_metric.c_str())) {
-        for (const GridMetric& m : kGridMetrics)
-            if (ImGui::Selectable(m.label, settings.grid_metric == m.key)) settings.grid_metric = m.key;
+    if (ImGui::BeginCombo("##badge", metric.label.c_str())) {
+        for (const HeadValue& v : HeadValues()) {
+            if (ImGui::Selectable(v.label.c_str(), &metric == &v)) settings.grid_metric = v.key;
+            if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", v.help.c_str());
+        }
         ImGui::EndCombo();
     }
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("The number on each thumbnail: the head's mean over query rows 2..T");
@@ -231,9 +178,9 @@ void HeadsView::Draw(WindowState& state) {
     if (ImGui::IsItemHovered())
         ImGui::SetTooltip("Thumbnail size: 'fit' fills the pane (at least 40 px a head; the grid scrolls when it needs more room).\n"
                           "Ctrl+wheel over the grid zooms it. For many heads the Matrix tab shows any metric as numbers.");
-    const bool js = settings.grid_metric == "js_divergence";
-    ImGui::TextDisabled("badge: %s%s%s, %s", metric ? metric->label : settings.grid_metric.c_str(),
-                        js ? "" : " of ", js ? "" : ModeName(settings.grid_mode), metric ? metric->unit : "");
+    const bool one_sided = !metric.quantity->TwoSided(), unit = !metric.quantity->unit.empty();
+    ImGui::TextDisabled("badge: %s%s%s%s%s", metric.label.c_str(), one_sided ? "" : " of ", one_sided ? "" : MapModeLabel(settings.grid_mode),
+                        unit ? ", " : "", metric.quantity->unit.c_str());
     if (m_stale_count > 0) {
         ImGui::SameLine();
         ImGui::TextDisabled("(drawing %zu/%zu)", m_thumbnails.size() - m_stale_count, m_thumbnails.size());
@@ -364,7 +311,6 @@ void HeadsView::DrawPinned(WindowState& state) {
         const HeadRef ref = pin.Ref();
         const HeadSummary& sum = m_summary[static_cast<size_t>(ref.layer) * a.n_head + ref.head];
         viz::Texture& tex = m_pinned_textures[{ref.layer, ref.head, pin.mode}];
-        const bool difference = pin.mode == MapMode::Difference;
         if (!tex.Valid() && !baked_one && m_stale_count == 0) {  // one per frame, after the grid
             tex.Upload(BakeHead(a, pin.mode, m_baked_colormap, m_baked_log, m_ranges[static_cast<int>(pin.mode)], ref.layer, ref.head,
                                 std::min(a.n_tokens, kPinnedSide)));
@@ -402,13 +348,13 @@ void HeadsView::DrawPinned(WindowState& state) {
         else draw->AddRectFilled(p0, p1, IM_COL32(40, 40, 46, 255));
         if (ref == state.selected) draw->AddRect(ImVec2(p0.x - 1.0f, p0.y - 1.0f), ImVec2(p1.x + 1.0f, p1.y + 1.0f), kSelectedColor, 0.0f, 0, 2.5f);
         else draw->AddRect(p0, p1, kPinnedColor, 0.0f, 0, 1.0f);
-        const char* shows = difference ? "SSA - comparison" : pin.mode == MapMode::Compare ? "the comparison" : "SSA";
+        const char* shows = MapModeLabel(pin.mode);
         if (hovered) HeadTooltip(state, sum);
         ImGui::PushClipRect(ImGui::GetCursorScreenPos(), ImVec2(p0.x + panel, p1.y + 10 * ImGui::GetTextLineHeight()), true);
         ImGui::TextDisabled("map: %s", shows);
-        ImGui::Text("entropy %s (%s)", FormatNumber(sum.entropy).c_str(), FormatNumber(sum.entropy_compare).c_str());
-        ImGui::Text("sink %s (%s)", FormatNumber(sum.sink_mass).c_str(), FormatNumber(sum.sink_mass_compare).c_str());
-        ImGui::Text("JS %s  tau_q %s", FormatNumber(sum.js).c_str(), FormatNumber(sum.tau_q_mean).c_str());
+        ImGui::Text("entropy %s (%s)", FormatNumber(sum.Get("entropy")).c_str(), FormatNumber(sum.Get("entropy", Side::Compare)).c_str());
+        ImGui::Text("sink %s (%s)", FormatNumber(sum.Get("sink_mass")).c_str(), FormatNumber(sum.Get("sink_mass", Side::Compare)).c_str());
+        ImGui::Text("JS %s  tau_q %s", FormatNumber(sum.Get("js_divergence")).c_str(), FormatNumber(sum.Get("tau_q_mean")).c_str());
         ImGui::PopClipRect();
         ImGui::EndGroup();
         ImGui::PopID();

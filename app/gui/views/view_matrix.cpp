@@ -26,40 +26,7 @@ ImU32 InkOn(viz::Rgba8 c) {
     return y > 0.179f ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255);
 }
 
-// Two significant digits, no leading zero: ".19", "1.2", "12", "-.05" (fits a 12 x 12 model's cells).
-std::string Compact(float v) {
-    if (!std::isfinite(v)) return "-";
-    char buf[32];
-    std::snprintf(buf, sizeof buf, std::abs(v) >= 100.0f ? "%.0f" : "%.2g", v);
-    std::string s = buf;
-    if (s.rfind("0.", 0) == 0) s.erase(0, 1);
-    else if (s.rfind("-0.", 0) == 0) s.erase(1, 1);
-    return s;
-}
-
 }  // namespace
-
-const std::vector<HeadMetric>& HeadMetrics() {
-    using S = const HeadSummary&;
-    static const std::vector<HeadMetric> metrics = {
-        {"entropy", "entropy", "attention entropy, nats, mean over rows 2..T", [](S s) { return s.entropy; }, [](S s) { return s.entropy_compare; }, false},
-        {"normalized_entropy", "normalized entropy", "H_i / ln i: 1 uniform, 0 one-hot", [](S s) { return s.normalized_entropy; },
-         [](S s) { return s.normalized_entropy_compare; }, false},
-        {"spikiness", "spikiness", "1 / (i sum p^2): 1 uniform, 1/i one-hot", [](S s) { return s.spikiness; }, [](S s) { return s.spikiness_compare; }, false},
-        {"sink_mass", "sink mass", "weight on the first token", [](S s) { return s.sink_mass; }, [](S s) { return s.sink_mass_compare; }, false},
-        {"js_divergence", "JS to comparison", "Jensen-Shannon divergence of SSA rows from the comparison's, nats", [](S s) { return s.js; }, nullptr, false},
-        {"l1", "L1 to comparison", "sum_j |p - p'|, 0..2", [](S s) { return s.l1; }, nullptr, false},
-        {"tau_q_mean", "tau_q mean", "query inverse temperature, mean over tokens (1 = vanilla)", [](S s) { return s.tau_q_mean; },
-         [](S s) { return s.tau_q_compare_mean; }, true},
-        {"tau_q_min", "tau_q min", "smallest query inverse temperature", [](S s) { return s.tau_q_min; }, nullptr, true},
-        {"tau_q_max", "tau_q max", "largest query inverse temperature", [](S s) { return s.tau_q_max; }, nullptr, true},
-        {"tau_v_mean", "tau_v mean", "value temperature, mean over tokens (1 = vanilla)", [](S s) { return s.tau_v_mean; }, nullptr, true},
-        {"max_weight", "max weight", "largest attention weight", [](S s) { return s.max_weight; }, nullptr, false},
-        {"qk_opnorm", "QK operator norm", "||W_qk||_2", [](S s) { return s.qk_opnorm; }, nullptr, false},
-        {"qk_eig_var", "QK eigenvalue variance", "variance of Re(eig) of W_k^T W_q / sqrt(d_h) (Bao et al.)", [](S s) { return s.qk_eig_var; }, nullptr, false},
-    };
-    return metrics;
-}
 
 void HeadMatrixView::Draw(WindowState& state) {
     if (DrawNoAnalysisNote(state)) return;
@@ -68,11 +35,10 @@ void HeadMatrixView::Draw(WindowState& state) {
     if (L == 0 || H == 0) return;
     m_summaries.Update(state);
     const std::vector<HeadSummary>& summary = m_summaries.Get();
-    const std::vector<HeadMetric>& metrics = HeadMetrics();
     std::string& key = state.settings.matrix_metric;
-    const HeadMetric* metric = &metrics[0];
-    for (const HeadMetric& m : metrics)
-        if (key == m.key) metric = &m;
+    const HeadValue* found = FindHeadValue(key);
+    const HeadValue& metric = found ? *found : HeadValues().front();
+    const Quantity& quantity = *metric.quantity;
     const std::string cmp = CompareName(a);
 
     // Controls: the metric, and which side (SSA, comparison, difference) when it has two.
@@ -80,14 +46,14 @@ void HeadMatrixView::Draw(WindowState& state) {
     ImGui::TextUnformatted("Metric");
     ImGui::SameLine();
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 11.0f);
-    if (ImGui::BeginCombo("##matrix_metric", metric->label)) {
-        for (const HeadMetric& m : metrics) {
-            if (ImGui::Selectable(m.label, metric == &m)) key = m.key;
-            if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", m.help);
+    if (ImGui::BeginCombo("##matrix_metric", metric.label.c_str())) {
+        for (const HeadValue& v : HeadValues()) {
+            if (ImGui::Selectable(v.label.c_str(), &metric == &v)) key = v.key;
+            if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", v.help.c_str());
         }
         ImGui::EndCombo();
     }
-    ImGui::BeginDisabled(!metric->compare);
+    ImGui::BeginDisabled(!quantity.TwoSided());
     for (MapMode side : {MapMode::Ssa, MapMode::Compare, MapMode::Difference}) {
         ImGui::SameLine();
         const char* name = side == MapMode::Ssa ? "SSA" : side == MapMode::Compare ? cmp.c_str() : "difference";
@@ -96,20 +62,18 @@ void HeadMatrixView::Draw(WindowState& state) {
         ImGui::PopID();
     }
     ImGui::EndDisabled();
-    const MapMode side = metric->compare ? m_side : MapMode::Ssa;
+    const MapMode side = quantity.ShownMode(m_side);
 
     std::vector<float> values(summary.size());
     float lo = INFINITY, hi = -INFINITY;
     for (size_t k = 0; k < summary.size(); ++k) {
-        const float s = metric->ssa(summary[k]);
-        const float c = metric->compare ? metric->compare(summary[k]) : NAN;
-        values[k] = side == MapMode::Ssa ? s : side == MapMode::Compare ? c : s - c;
+        values[k] = summary[k].Get(metric, side);
         if (std::isfinite(values[k])) lo = std::min(lo, values[k]), hi = std::max(hi, values[k]);
     }
     // Colours: around 1 for temperatures, around 0 for a difference, else the metric's range.
     viz::Colormap colormap = state.settings.colormap;
     viz::Range range{lo, hi > lo ? hi : lo + 1e-6f};
-    if (side == MapMode::Difference || (metric->temperature && side != MapMode::Compare)) {
+    if (side == MapMode::Difference || (quantity.scale == Scale::AroundOne && side != MapMode::Compare)) {
         const float centre = side == MapMode::Difference ? 0.0f : 1.0f;
         float d = 1e-6f;
         for (float v : values)
@@ -117,8 +81,8 @@ void HeadMatrixView::Draw(WindowState& state) {
         range = {centre - d, centre + d};
         colormap = viz::Colormap::Diverging;
     }
-    ImGui::TextDisabled("%s%s, %s", side == MapMode::Difference ? "SSA - " : "", side == MapMode::Compare ? cmp.c_str() : metric->label,
-                        metric->help);
+    ImGui::TextDisabled("%s%s%s%s, %s", side == MapMode::Difference ? "SSA - " : "", side == MapMode::Compare ? (cmp + " ").c_str() : "",
+                        metric.label.c_str(), quantity.unit.empty() ? "" : (", " + quantity.unit).c_str(), metric.help.c_str());
 
     // Cells as wide as the pane allows. With numbers, never narrower than one: past that the matrix
     // scrolls. Without (the default when the numbered matrix would be over 2.5 times the pane's width,
@@ -162,7 +126,7 @@ void HeadMatrixView::Draw(WindowState& state) {
             const viz::Rgba8 c = std::isfinite(v) ? viz::SampleColormap(colormap, viz::Normalize(v, range, false)) : viz::Rgba8{60, 60, 66, 255};
             draw->AddRectFilled(p0, p1, IM_COL32(c.r, c.g, c.b, 255));
             if (numbers) {
-                const std::string number = cell_w >= ImGui::CalcTextSize(FormatNumber(v).c_str()).x + 6.0f ? FormatNumber(v) : Compact(v);
+                const std::string number = cell_w >= ImGui::CalcTextSize(FormatNumber(v).c_str()).x + 6.0f ? FormatNumber(v) : FormatCompact(v);
                 const ImVec2 ts = ImGui::CalcTextSize(number.c_str());
                 draw->AddText(ImVec2(p0.x + (cell_w - 1.0f - ts.x) * 0.5f, p0.y + (cell_h - 1.0f - ts.y) * 0.5f), InkOn(c), number.c_str());
             }

@@ -1,5 +1,5 @@
-// Every head as one cell of a layer x head matrix holding a number (any per-head metric, SSA, the
-// comparison or their difference), coloured by it: readable where thumbnails are too small
+// Every head as one cell of a layer x head matrix holding a number (any head value of the
+// catalogue, app/core/quantities.h: SSA, the comparison or their difference), coloured by it: readable where thumbnails are too small
 // (12 x 12, 24 x 16 heads); at 22 x 32 the whole matrix fits the pane as a heatmap, its numbers on
 // hover. Click selects a head, Ctrl+click pins it.
 #pragma once
@@ -12,17 +12,6 @@
 #include "app/gui/window_state.h"
 
 namespace app {
-
-// A per-head number the matrix can show. `compare` is null when the metric has no comparison side.
-struct HeadMetric {
-    const char* key;    // ViewSettings::matrix_metric, sessions
-    const char* label;
-    const char* help;
-    float (*ssa)(const HeadSummary&);
-    float (*compare)(const HeadSummary&);
-    bool temperature;   // coloured on the diverging scale around 1
-};
-const std::vector<HeadMetric>& HeadMetrics();
 
 class HeadMatrixView {
 public:

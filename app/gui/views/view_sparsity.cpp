@@ -64,10 +64,10 @@ void SparsityView::Prepare(const model::Analysis& a) {
     m_sink_compare.clear();
     m_head_labels.clear();
     for (const HeadSummary& s : m_summary) {
-        m_eig_var.push_back(s.qk_eig_var);
-        m_entropy.push_back(s.entropy);
-        m_sink.push_back(s.sink_mass);
-        m_sink_compare.push_back(s.sink_mass_compare);
+        m_eig_var.push_back(s.Get("qk_eig_var"));
+        m_entropy.push_back(s.Get("entropy"));
+        m_sink.push_back(s.Get("sink_mass"));
+        m_sink_compare.push_back(s.Get("sink_mass", Side::Compare));
         m_head_labels.push_back(HeadName(s.ref));
     }
     m_layer_labels.clear();
@@ -173,8 +173,8 @@ void SparsityView::Draw(WindowState& state) {
         const int heads = static_cast<int>(m_summary.size());
         int sinks = 0, sinks_compare = 0;
         for (const HeadSummary& s : m_summary) {
-            sinks += IsSinkHead(s.sink_mass, eps) ? 1 : 0;
-            sinks_compare += IsSinkHead(s.sink_mass_compare, eps) ? 1 : 0;
+            sinks += IsSinkHead(s, Side::Ssa, eps) ? 1 : 0;
+            sinks_compare += IsSinkHead(s, Side::Compare, eps) ? 1 : 0;
         }
         const float ratio = heads ? static_cast<float>(sinks) / heads : 0.0f, ratio_compare = heads ? static_cast<float>(sinks_compare) / heads : 0.0f;
         ImGui::Text("sink ratio: SSA %.2f (%d of %d heads), %s %.2f (%d of %d)", ratio, sinks, heads, cmp.c_str(), ratio_compare,

@@ -2,7 +2,7 @@
 // are laid out once per width and coloured from values computed once per analysis and colouring.
 //
 // Index of this file:
-// [SECTION] Colourings, token bytes as text, small helpers
+// [SECTION] Token bytes as text, small helpers
 // [SECTION] Draw, the editor and the colouring controls
 // [SECTION] Values: what colours each chip, and its scale
 // [SECTION] Labels and layout of the chips
@@ -29,36 +29,12 @@ namespace app {
 namespace {
 
 //-------------------------------------------------------------------------------------------------
-// [SECTION] Colourings, token bytes as text, small helpers
+// [SECTION] Token bytes as text, small helpers
 //-------------------------------------------------------------------------------------------------
 
 // Chip geometry, in multiples of the font size so it follows the DPI scale.
 constexpr float kChipPadX = 0.22f, kChipPadY = 0.10f, kChipGapX = 0.14f, kChipGapY = 0.22f;
 constexpr float kStaleAlpha = 0.5f;  // chips of an analysis older than the text
-
-const char* const kColorNames[] = {"tau_q",           "tau_v",           "entropy", "spikiness", "sink mass", "tau_q position term",
-                                   "tau_q token term", "loss", "comparison loss", "delta loss"};
-const char* const kColorHelp[] = {
-    "query inverse temperature: larger = sharper row",
-    "value temperature: scales the key's value",
-    "attention entropy of the query's row, nats",
-    "1 / (i sum p^2): 1 uniform, 1/i one-hot",
-    "the query's weight on the first token",
-    "tau_q's position term alone, 1 + s ln i: the same for every text",
-    "tau_q's token term alone, shown as 1 + tanh(w . z + b): tau_q with the position term at 1",
-    "-ln p(token | the tokens before it), nats, on the SSA side (with its what-ifs): how surprised the model is",
-    "the same loss on the comparison's side (the tau = 1 counterfactual, a twin or the unedited model)",
-    "SSA's loss minus the comparison's: blue where SSA predicts the token better, red where worse",
-};
-static_assert(IM_ARRAYSIZE(kColorNames) == IM_ARRAYSIZE(kColorHelp), "a name and a help line per colouring");
-
-// Whether the analysis can colour tokens this way (loss colourings need predictions).
-bool Offered(const model::Analysis& a, TokenColor c) {
-    if (c == TokenColor::TauQPosition || c == TokenColor::TauQToken) return TokenQuantity(a, c) != nullptr;
-    if (c == TokenColor::Loss) return !a.loss.empty();
-    if (c == TokenColor::LossCompare || c == TokenColor::LossDelta) return !a.loss.empty() && a.HasComparePredictions();
-    return true;
-}
 
 bool IsControl(unsigned char c) { return c < 0x20 || c == 0x7F; }
 
@@ -265,16 +241,9 @@ void TextView::DrawControls(AppState& state) {
     ImGui::TextUnformatted("Colour by");
     ImGui::SameLine();
     ImGui::SetNextItemWidth(fs * 6.5f);
-    // The position and token terms are offered when the analysis has them.
-    if (ImGui::BeginCombo("##token_color", kColorNames[static_cast<int>(s.token_color)])) {
-        for (int k = 0; k < IM_ARRAYSIZE(kColorNames); ++k) {
-            const TokenColor c = static_cast<TokenColor>(k);
-            if (state.analysis && !Offered(*state.analysis, c)) continue;
-            if (ImGui::Selectable(kColorNames[k], s.token_color == c)) s.token_color = c;
-            if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", kColorHelp[k]);
-        }
-        ImGui::EndCombo();
-    }
+    // The position and token terms are offered when the analysis has them, the losses with predictions.
+    TokenColorCombo("##token_color", &s.token_color, state.analysis.get());
+    const TokenColoring& coloring = Coloring(s.token_color);
     ImGui::SameLine();
     ImGui::TextUnformatted("Scope");
     ImGui::SameLine();
@@ -303,7 +272,7 @@ void TextView::DrawControls(AppState& state) {
     std::snprintf(hi, sizeof(hi), "%.3g", m_scale.max);
     const bool flat = m_scale.max <= m_scale.min;
     if (flat) {
-        ImGui::Text("%s = %s for every token", kColorNames[static_cast<int>(s.token_color)], lo);
+        ImGui::Text("%s = %s for every token", coloring.label.c_str(), lo);
     } else {
         ImGui::TextUnformatted(lo);
         ImGui::SameLine();
@@ -336,7 +305,7 @@ void TextView::DrawControls(AppState& state) {
         char shown[96];
         std::snprintf(shown, sizeof shown, "The bar under the ramp: the shown tokens, %.3g..%.3g.", m_value_min, m_value_max);
         if (IsLoss(s.token_color))
-            ImGui::SetTooltip("%s.\nThe first token has no loss (nothing predicts it): grey.%s\n%s", kColorHelp[static_cast<int>(s.token_color)],
+            ImGui::SetTooltip("%s.\nThe first token has no loss (nothing predicts it): grey.%s\n%s", coloring.help.c_str(),
                               delta ? "\nThe scale is symmetric around 0: blue, SSA's temperatures help there; red, they hurt." : "", shown);
         else if (!temperature)
             ImGui::SetTooltip("Range over query rows 2..T: row 1 sees only itself (entropy 0, spikiness 1, sink mass 1).\n%s", shown);
@@ -355,8 +324,8 @@ void TextView::DrawControls(AppState& state) {
         ImGui::TextDisabled("blue SSA better, red worse");
     }
     ImGui::SameLine();
-    if (IsLoss(s.token_color)) ImGui::TextDisabled("%s, nats", kColorNames[static_cast<int>(s.token_color)]);
-    else ImGui::TextDisabled("%s, %s", kColorNames[static_cast<int>(s.token_color)], ScopeLabel(s.token_scope, head).c_str());
+    if (IsLoss(s.token_color)) ImGui::TextDisabled("%s, %s", coloring.label.c_str(), coloring.quantity->unit.c_str());
+    else ImGui::TextDisabled("%s, %s", coloring.label.c_str(), ScopeLabel(s.token_scope, head).c_str());
 }
 
 //-------------------------------------------------------------------------------------------------
@@ -756,23 +725,18 @@ void TextView::DrawTooltip(const AppState& state, int i) const {
     ImGui::Separator();
     ImGui::TextDisabled("%s", ScopeLabel(scope, head).c_str());
     if (ImGui::BeginTable("##values", 2, ImGuiTableFlags_SizingFixedFit)) {
-        const TokenColor all[] = {TokenColor::TauQ,      TokenColor::TauQPosition, TokenColor::TauQToken, TokenColor::TauV,
-                                  TokenColor::Entropy,   TokenColor::Spikiness,    TokenColor::SinkMass};
-        for (TokenColor color : all) {
-            const std::vector<float>* rows = TokenQuantity(a, color);
-            if (!rows && (color == TokenColor::TauQPosition || color == TokenColor::TauQToken)) continue;
-            const bool chosen = color == state.settings.token_color;
+        // Every per-head colouring the analysis holds (the losses follow, both sides at once).
+        for (const TokenColoring& c : TokenColorings()) {
+            const std::vector<float>* rows = TokenQuantity(a, c.id);
+            if (!rows) continue;
+            const bool chosen = c.id == state.settings.token_color;
             ImGui::TableNextRow();
             ImGui::TableNextColumn();
-            if (chosen) ImGui::TextColored(ImVec4(1.0f, 0.85f, 0.4f, 1.0f), "%s", kColorNames[static_cast<int>(color)]);
-            else ImGui::TextUnformatted(kColorNames[static_cast<int>(color)]);
+            if (chosen) ImGui::TextColored(ImVec4(1.0f, 0.85f, 0.4f, 1.0f), "%s", c.label.c_str());
+            else ImGui::TextUnformatted(c.label.c_str());
             ImGui::TableNextColumn();
-            if (rows) {
-                const float v = ScopedTokenValue(a, *rows, scope, head, i) + TokenColorOffset(color);
-                ImGui::Text(color == TokenColor::Entropy ? "%.4f nats" : "%.4f", v);
-            } else {
-                ImGui::TextDisabled("n/a");
-            }
+            const float v = ScopedTokenValue(a, *rows, scope, head, i) + c.quantity->offset;
+            ImGui::Text("%.4f%s%s", v, c.quantity->unit.empty() ? "" : " ", c.quantity->unit.c_str());
         }
         ImGui::EndTable();
     }

@@ -4,7 +4,7 @@
     m = ssaviz.load()                                   # the bundled model; or load(path, device="auto", **flags)
     a = m.analyze("The only way to do great work ...")  # compare="vanilla" | "local" | "unedited" | Model | path | None
     a.attention(0, 1)                                   # numpy float32 [T, T], a view of the analysis's memory
-    a.tau_q, a.metrics["entropy"], a.loss               # numpy [L, H, T], ..., [T - 1]
+    a.tau_q, a.metrics["entropy"], a.loss               # numpy [L, H, T], ..., [T - 1]; ssaviz.quantities() lists them
     a.highlight()                                       # the paper's Figure 1, inline in a notebook
     a.export("out", formats=["npy", "png"])            # the files `ssaviz export` writes
     ssaviz.export_batch(texts, "out", model=m, client=dask_client)
@@ -18,6 +18,7 @@ import json as _json
 import os as _os
 import subprocess as _subprocess
 import tempfile as _tempfile
+import textwrap as _textwrap
 from numbers import Integral as _Integral, Real as _Real
 
 _here = _os.path.dirname(_os.path.abspath(__file__))
@@ -27,7 +28,7 @@ if _os.path.exists(_os.path.join(_here, "libssaviz_spm.so")):
 
 from . import _ssaviz  # noqa: E402
 
-__all__ = ["load", "Model", "Analysis", "Figure", "export_batch", "show", "examples", "ArgumentTypeError"]
+__all__ = ["load", "Model", "Analysis", "Figure", "export_batch", "show", "examples", "quantities", "ArgumentTypeError"]
 
 
 class ArgumentTypeError(TypeError, ValueError):
@@ -248,6 +249,40 @@ class Model:
 
 
 #-----------------------------------------------------------------------------
+# The catalogue of quantities: what an analysis holds, named as the window, files and flags name it
+#-----------------------------------------------------------------------------
+
+_CATALOGUE = _json.loads(_ssaviz.catalogue_json())
+
+
+def quantities():
+    """What ssaviz shows, from its one catalogue (the window, `ssaviz export` and metrics.json use
+    the same): a list of dicts with key, label, help, unit, scope ("token": [T - 1], "row":
+    [L, H, T], "head": [L, H]), sides ("ssa", "comparison"), head_values (the per-head numbers it
+    gives: the Matrix tab's) and python (its key in Analysis.metrics, or None)."""
+    return [dict(q) for q in _CATALOGUE["quantities"]]
+
+
+def _metrics_doc():
+    shape = {"row": "[L, H, T]", "head": "[L, H]"}
+    listed = [q for q in _CATALOGUE["quantities"] if q["python"]]
+    width = max(len(q["python"]) for q in listed)
+    lines = [f"    {q['python']:<{width}}  {shape[q['scope']]:<9}  {q['help']}" + (f", {q['unit']}" if q["unit"] else "")
+             for q in listed]
+    two_sided = ", ".join(q["python"] for q in listed if "comparison" in q["sides"])
+    return ("dict of float32 arrays, one per quantity of ssaviz.quantities() that has one:\n" + "\n".join(lines) + "\n" +
+            _textwrap.fill(f"The comparison's side as KEY_compare ({two_sided}). Without a comparison (compare=None) the "
+                           "comparison's keys and those of SSA against it are absent.", 100))
+
+
+def _highlight_doc():
+    by = ", ".join(c["key"] for c in _CATALOGUE["token_colorings"])
+    return _textwrap.fill(f"The text with each token coloured by `by` ({by}) over `scope`: \"model\", a layer, or (layer, head) "
+                          "(the per-token losses have no scope). The paper's Figure 1; in a notebook an HTML page with values "
+                          "on hover.", 100)
+
+
+#-----------------------------------------------------------------------------
 # Analyses
 #-----------------------------------------------------------------------------
 
@@ -301,12 +336,10 @@ class Analysis:
     top_probs_compare = property(lambda self: self._h.array("top_probs_compare"))
     next_logits = property(lambda self: self._h.array("next_logits"), doc="[V]: the logits after the last token")
 
-    @property
     def metrics(self):
-        """dict of float32 [L, H, T]: entropy, normalized_entropy, spikiness, max_weight, top5_mass,
-        effective_support, sink_mass (and each with _compare), js, l1, effective_qk_norm; and
-        [L, H]: qk_opnorm, qk_eig_mean, qk_eig_var."""
         return self._h.metrics()
+    metrics.__doc__ = _metrics_doc()
+    metrics = property(metrics)
 
     def attention(self, layer, head, side="ssa"):
         """Head (layer, head)'s map, float32 [T, T] (row i: query i over keys 0..i); side "ssa" or "compare"."""
@@ -332,15 +365,13 @@ class Analysis:
         return Figure(self._h.heads_grid(_str(w, "map", map), _flags(w, flags)), "heads_grid")
 
     def highlight(self, by="tau_q", scope="model", **flags):
-        """The text with each token coloured by `by` (tau_q, tau_v, entropy, spikiness, sink_mass,
-        loss, loss_compare, loss_delta, ...) over `scope`: "model", a layer, or (layer, head).
-        The paper's Figure 1; in a notebook an HTML page with values on hover."""
         w = "highlight()"
         if isinstance(scope, tuple):
             scope = ",".join(str(_int(w, "scope", v)) for v in scope)
         elif not isinstance(scope, str):
             scope = str(_int(w, "scope", scope))
         return Figure(self._h.highlight(_flags(w, dict(flags, highlight=_str(w, "by", by), highlight_scope=scope))), "highlight")
+    highlight.__doc__ = _highlight_doc()
 
     def plot(self, name, **flags):
         """A Sparsity plot: "dilution", "tau_q_histogram", "qk_spectrum" or "sink_mass"."""

@@ -137,7 +137,8 @@ std::vector<std::string> FilesUnder(const std::string& dir) {
 const std::string kSessionText = "The keeper lit the lamp; ships passed safely: caf\xC3\xA9, na\xC3\xAFve.";
 
 // A session with everything set away from the defaults.
-std::string WriteSession(const std::string& dir, const std::string& compare = "vanilla", const std::string& interventions = "") {
+std::string WriteSession(const std::string& dir, const std::string& compare = "vanilla", const std::string& interventions = "",
+                         const std::string& highlight = "tau_q") {
     const std::string model = (fs::path(SSAVIZ_BINARY).parent_path() / "models" / "default").string();
     nlohmann::json session = {
         {"ssaviz_session", 1},
@@ -159,7 +160,7 @@ std::string WriteSession(const std::string& dir, const std::string& compare = "v
           {"colormap", "magma"},
           {"log_scale", true},
           {"size", 256},
-          {"highlight", "tau_q"},
+          {"highlight", highlight},
           {"highlight_scope", "head"},
           {"highlight_head", {1, 2}},
           {"sink_epsilon", 0.35}}}};
@@ -203,11 +204,12 @@ TEST(EndToEnd, SessionReopensExactly) {
 // The export dialog and `ssaviz export` write the same files, byte for byte, for the same settings.
 // The window's export (the dialog's own path, with the session's settings) writes the same bytes
 // as `ssaviz export` with the same settings; `compare` is the session's and --compare's.
-void ExpectGuiExportEqualsCommandLine(const std::string& name, const std::string& compare, const std::string& ablate = "") {
+void ExpectGuiExportEqualsCommandLine(const std::string& name, const std::string& compare, const std::string& ablate = "",
+                                      const std::string& highlight = "tau_q") {
     const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/" + name;
     fs::remove_all(dir);
     fs::create_directories(dir);
-    const std::string session = WriteSession(dir, compare, ablate), gui_out = dir + "/gui", cli_out = dir + "/cli";
+    const std::string session = WriteSession(dir, compare, ablate, highlight), gui_out = dir + "/gui", cli_out = dir + "/cli";
     // Both on one compute thread: OpenBLAS's sums depend on its thread count (by ~2e-6 on a
     // 2-core AMD EPYC with its Haswell kernels), and the window leaves a core to the UI.
     struct OneThread {
@@ -220,7 +222,7 @@ void ExpectGuiExportEqualsCommandLine(const std::string& name, const std::string
     const std::string model = (fs::path(SSAVIZ_BINARY).parent_path() / "models" / "default").string();
     const std::string cli = std::string(SSAVIZ_BINARY) + " export --model " + model + " --text-file " + dir + "/text.txt --out " + cli_out +
                             " --format json,npy,csv,png,svg,html --maps ssa,vanilla,diff --layers 1 --heads 0,2 --colormap magma --log"
-                            " --size 256 --highlight tau_q --highlight-scope 1,2 --sink-eps 0.35 --compare " + compare +
+                            " --size 256 --highlight " + highlight + " --highlight-scope 1,2 --sink-eps 0.35 --compare " + compare +
                             (ablate.empty() ? "" : " --ablate " + ablate);
     ASSERT_EQ(RunCommand(cli, dir + "/cli.log"), 0) << ReadFile(dir + "/cli.log");
     const std::vector<std::string> files = FilesUnder(gui_out);
@@ -301,9 +303,10 @@ TEST(EndToEnd, ContinueInTheWindowEqualsGenerate) {
 
 // What-ifs from a session (a head set to tau = 1, a layer with only tau_q's position term, a
 // scaled head) against the unedited model reach the window's engine: its export equals
-// `ssaviz export --ablate ... --compare unedited`, titles and losses included.
+// `ssaviz export --ablate ... --compare unedited`, titles and losses included; the highlight is
+// the what-ifs' delta loss (a loss colouring in a session once reached the dialog as nothing).
 TEST(EndToEnd, GuiExportEqualsCommandLineExportWithWhatIfs) {
-    ExpectGuiExportEqualsCommandLine("e2e_export_ablate", "unedited", "1:2,0:*=pos,3:0=x0.5");
+    ExpectGuiExportEqualsCommandLine("e2e_export_ablate", "unedited", "1:2,0:*=pos,3:0=x0.5", "loss_delta");
 }
 
 }  // namespace

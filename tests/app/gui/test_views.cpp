@@ -1,6 +1,7 @@
 // Every view drawn for a few frames in a real OpenGL 3.3 context (a hidden GLFW window; CTest
 // runs this under Xvfb), on synthetic analyses of several sizes, with selections and modes that
 // exercise each code path. A crash, a GL error or an ImGui assertion fails the test.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -28,6 +29,7 @@
 #include "app/gui/views/view_sparsity.h"
 #include "app/gui/views/view_text.h"
 #include "model/nn/model_weights.h"
+#include "app/gui/views/view_export.h"
 #include "viz/imgui/demo.h"
 
 namespace {
@@ -310,8 +312,8 @@ TEST_F(Views, ManyHeadsStayReadable) {
                 ImGui::EndChild();
             });
         };
-        for (const app::HeadMetric& m : app::HeadMetrics()) {
-            state.settings.matrix_metric = m.key;
+        for (const app::HeadValue& v : app::HeadValues()) {
+            state.settings.matrix_metric = v.key;
             in_pane([&] { matrix.Draw(state); });
         }
         in_pane([&] { heads.Draw(state); });
@@ -407,6 +409,59 @@ TEST_F(Views, CheckpointDialogAsksOnlyWhatTheTensorsCannotTell) {
     app::WindowState state = StateWith(1, 2, 5);
     for (int frame = 0; frame < 3; ++frame) Frame([&] { dialog.Draw(state); });
     EXPECT_TRUE(state.regions.count("checkpoint")) << "the dialog is drawn";
+}
+
+// Every token colouring is offered where the analysis holds it (the losses with predictions, the
+// comparison's loss with the comparison's), and the export dialog shows and keeps each one as its
+// highlight (it offered 5 of the 10 and picked by the enum's index, so `loss` showed as nothing).
+TEST_F(Views, EveryTokenColoringIsOfferedAndKept) {
+    app::WindowState state = StateWith(2, 2, 12);
+    EXPECT_EQ(app::OfferedColorings(state.analysis.get()).size(), app::TokenColorings().size());
+    EXPECT_EQ(app::OfferedColorings(nullptr).size(), app::TokenColorings().size());
+    model::Analysis local = *state.analysis;  // the layer-local comparison: no predictions of its own
+    local.loss_compare.clear();
+    local.top_ids_compare.clear();
+    const std::vector<app::TokenColor> offered = app::OfferedColorings(&local);
+    EXPECT_EQ(offered.size(), app::TokenColorings().size() - 2);
+    for (app::TokenColor c : {app::TokenColor::LossCompare, app::TokenColor::LossDelta})
+        EXPECT_EQ(std::count(offered.begin(), offered.end(), c), 0) << app::ToString(c);
+
+    app::ExportDialog dialog;
+    app::TextView text;
+    dialog.Show(state);
+    for (const app::TokenColoring& c : app::TokenColorings()) {
+        app::ExportOptions options = dialog.Options();
+        options.figures.highlight = c.id;
+        options.png = options.svg = false;  // no preview to rasterise: the settings are what is drawn here
+        dialog.SetOptions(options);
+        state.settings.token_color = c.id;
+        for (int frame = 0; frame < 2; ++frame) Frame([&] {
+                dialog.Draw(state);
+                text.Draw(state);
+            });
+        EXPECT_EQ(dialog.Options().figures.highlight, c.id) << c.key;
+        EXPECT_EQ(state.settings.token_color, c.id) << c.key;
+    }
+}
+
+// The heads grid's badge and the matrix take every head value of the catalogue on every side, and
+// the Table tab lists them all (most hidden at first).
+TEST_F(Views, EveryHeadValueDraws) {
+    app::WindowState state = StateWith(2, 3, 16);
+    app::HeadsView heads;
+    app::HeadMatrixView matrix;
+    app::HeadTableView table;
+    Frame([&] { table.Draw(state); });
+    const app::MapMode modes[] = {app::MapMode::Ssa, app::MapMode::Compare, app::MapMode::Difference};
+    for (const app::HeadValue& v : app::HeadValues()) {
+        state.settings.grid_metric = state.settings.matrix_metric = v.key;
+        state.settings.grid_mode = modes[v.index % 3];
+        Frame([&] {
+            heads.Draw(state);
+            matrix.Draw(state);
+        });
+    }
+    EXPECT_TRUE(state.regions.count("table"));
 }
 
 // The graph window on a 16-token analysis (the graph example's shape) and on any other, which

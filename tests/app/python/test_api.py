@@ -156,3 +156,21 @@ def test_a_model_computes_on_every_usable_core_by_default(monkeypatch):
     monkeypatch.setenv("SSAVIZ_THREADS", "1")
     one = ssaviz.load(ENGLISH).info["runtime"]
     assert (one["threads"], one["threads_why"]) == (1, "SSAVIZ_THREADS=1"), one
+
+
+def test_the_catalogue_names_the_metrics_and_the_docs():
+    """ssaviz.quantities() is the catalogue the window and the files list from: Analysis.metrics has
+    exactly its Python keys (two-sided ones also with _compare), and the docs list them."""
+    catalogue = ssaviz.quantities()
+    listed = [q for q in catalogue if q["python"]]
+    want = {q["python"] for q in listed} | {q["python"] + "_compare" for q in listed if "comparison" in q["sides"]}
+    a = ssaviz.load(require(ENGLISH)).analyze(JOBS)
+    assert set(a.metrics) == want
+    for q in listed:
+        assert a.metrics[q["python"]].shape == ((a.n_layer, a.n_head, a.n_tokens) if q["scope"] == "row" else (a.n_layer, a.n_head))
+        assert q["python"] in ssaviz.Analysis.metrics.__doc__
+    colorings = [c["key"] for c in ssaviz._CATALOGUE["token_colorings"]]
+    assert colorings[:3] == ["tau_q", "tau_v", "entropy"] and "loss_delta" in colorings
+    for key in colorings:
+        assert key in ssaviz.Analysis.highlight.__doc__
+    assert a.highlight(by="loss_delta").width > 0

@@ -1,0 +1,338 @@
+// The catalogue (quantities.h): its entries, then the readers every consumer shares.
+//
+// Index of this file:
+// [SECTION] Sides and readings
+// [SECTION] The catalogue: one entry per quantity
+// [SECTION] Reading a quantity from an analysis
+// [SECTION] Head values
+// [SECTION] Token colourings
+#include "app/core/quantities.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+namespace app {
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Sides and readings
+//-------------------------------------------------------------------------------------------------
+
+namespace {
+
+struct SideName {
+    const char* json;
+    const char* suffix;
+};
+constexpr SideName kSideNames[kSides] = {{"ssa", ""}, {"comparison", "_compare"}};
+
+struct ModeName {
+    MapMode mode;
+    const char* key;     // flags, sessions, file names
+    const char* label;   // the views
+    const char* suffix;  // a token colouring's key: loss, loss_compare, loss_delta
+};
+constexpr ModeName kModeNames[] = {
+    {MapMode::Ssa, "ssa", "SSA", ""},
+    {MapMode::Compare, "vanilla", "comparison", "_compare"},
+    {MapMode::Difference, "diff", "SSA - comparison", "_delta"},
+};
+
+const ModeName& NameOf(MapMode mode) { return kModeNames[static_cast<int>(mode)]; }
+
+}  // namespace
+
+const char* JsonName(Side side) { return kSideNames[static_cast<int>(side)].json; }
+const char* Suffix(Side side) { return kSideNames[static_cast<int>(side)].suffix; }
+
+const char* ToString(MapMode mode) { return NameOf(mode).key; }
+const char* MapModeLabel(MapMode mode) { return NameOf(mode).label; }
+
+std::optional<MapMode> ParseMapMode(const std::string& name) {
+    if (name == "compare") return MapMode::Compare;  // what Python calls the comparison
+    for (const ModeName& m : kModeNames)
+        if (name == m.key) return m.mode;
+    return std::nullopt;
+}
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] The catalogue: one entry per quantity
+//-------------------------------------------------------------------------------------------------
+
+Quantity::Quantity(std::string key_, std::string label_, std::string short_label_, std::string help_, Scope scope_)
+    : key(std::move(key_)), label(std::move(label_)), short_label(std::move(short_label_)), help(std::move(help_)), scope(scope_) {}
+
+Quantity& Quantity::Members(const std::vector<float> model::Analysis::*ssa, const std::vector<float> model::Analysis::*compare) {
+    member[static_cast<int>(Side::Ssa)] = ssa;
+    member[static_cast<int>(Side::Compare)] = compare;
+    sides = static_cast<Sides>(kSsaSide | (compare ? kCompareSide : kNoSide));
+    return *this;
+}
+
+namespace {
+
+// A registry's entries with their places in it.
+template <typename T>
+std::vector<T> Numbered(std::vector<T> entries) {
+    for (size_t k = 0; k < entries.size(); ++k) entries[k].index = static_cast<int>(k);
+    return entries;
+}
+
+using A = model::Analysis;
+using R = Reading;
+constexpr unsigned kHeadsAndRows = kJsonHeads | kJsonRows;
+
+std::vector<Quantity> MakeCatalogue() {
+    std::vector<Quantity> q = {
+        // Row metrics of the attention maps (SPEC section 2): every row of MapMetrics, both sides.
+        Quantity("entropy", "entropy", "entropy", "attention entropy -sum p ln p of a query's row (lower: sharper)", Scope::Row)
+            .Unit("nats").Metric("entropy").Read(R::RowMean).Json(kHeadsAndRows).Python("entropy").Batch(kBothSides).Shown(kBothSides),
+        Quantity("normalized_entropy", "normalized entropy", "norm. entropy", "entropy / ln i: 1 uniform over the i visible keys, 0 one key",
+                 Scope::Row)
+            .Metric("normalized_entropy").Read(R::RowMean).Json(kHeadsAndRows).Python("normalized_entropy").Batch(kBothSides).Shown(kSsaSide),
+        Quantity("spikiness", "spikiness", "spikiness", "1 / (i sum p^2): 1 for a uniform row, 1/i for one-hot (lower: spikier)", Scope::Row)
+            .Metric("spikiness").Read(R::RowMean).Json(kHeadsAndRows).Python("spikiness").Batch(kBothSides).Shown(kSsaSide),
+        Quantity("sink_mass", "sink mass", "sink mass", "a query's weight on the first token, 0..1", Scope::Row)
+            .Metric("sink_mass").Read(R::RowMean).LargerFirst().Json(kHeadsAndRows).Python("sink_mass").Batch(kBothSides).Shown(kSsaSide)
+            .SinkRule(),
+        // SSA against its comparison, row by row.
+        Quantity("js_divergence", "JS to comparison", "JS", "Jensen-Shannon divergence of SSA's rows from the comparison's (0: the same)",
+                 Scope::Row)
+            .Unit("nats").Members(&A::js).Read(R::RowMean).Format("%.4f").LargerFirst().Json(kHeadsAndRows).Python("js").Batch(kSsaSide)
+            .Shown(kSsaSide),
+        Quantity("l1", "L1 to comparison", "L1", "L1 distance sum_j |p - p'| of SSA's rows from the comparison's, 0..2", Scope::Row)
+            .Members(&A::l1).Read(R::RowMean).LargerFirst().Json(kHeadsAndRows, "l1_distance").Python("l1").Shown(kSsaSide),
+        // Temperatures.
+        Quantity("tau_q", "tau_q", "tau_q", "query inverse temperature: larger = sharper row (1 = vanilla)", Scope::Row)
+            .Members(&A::tau_q, &A::tau_q_compare).Read(R::TokenStats).Scaled(Scale::AroundOne).Json(kJsonHeads).Batch(kSsaSide)
+            .Shown(kSsaSide),
+        Quantity("tau_v", "tau_v", "tau_v", "value temperature: scales the key's value (1 = vanilla)", Scope::Row)
+            .Members(&A::tau_v, &A::tau_v_compare).Read(R::TokenStats).Scaled(Scale::AroundOne).Json(kJsonHeads).Shown(kSsaSide),
+        Quantity("tau_q_position", "tau_q position term", "tau_q pos.", "tau_q's position term alone, 1 + s ln i: the same for every text",
+                 Scope::Row)
+            .Members(&A::tau_q_position).Scaled(Scale::AroundOne),
+        Quantity("tau_q_token", "tau_q token term", "tau_q tok.",
+                 "tau_q's token term alone, shown as 1 + tanh(w . z + b): tau_q with the position term at 1", Scope::Row)
+            .Members(&A::tau_q_token).Scaled(Scale::AroundOne).Offset(1.0f),
+        // The rest of the row metrics.
+        Quantity("max_weight", "max weight", "max weight", "the largest weight of a query's row (its top-1 mass)", Scope::Row)
+            .Metric("max_weight").Read(R::RowMean).Json(kHeadsAndRows).Python("max_weight"),
+        Quantity("top5_mass", "top-5 mass", "top-5 mass", "the weight on a row's five largest keys", Scope::Row)
+            .Metric("top5_mass").Read(R::RowMean).Json(kHeadsAndRows).Python("top5_mass"),
+        Quantity("effective_support", "effective support", "eff. support", "exp(entropy): how many keys a row spreads over", Scope::Row)
+            .Metric("effective_support").Read(R::RowMean).Format("%.3g").Json(kHeadsAndRows).Python("effective_support"),
+        // The QK circuit.
+        Quantity("effective_qk_norm", "effective QK norm", "eff. QK norm", "tau_q(i) * ||W_qk||_2: the query's temperature times the QK norm",
+                 Scope::Row)
+            .Members(&A::effective_qk_norm).Read(R::TokenStats).Format("%.3g").Json(kHeadsAndRows).Python("effective_qk_norm"),
+        Quantity("qk_opnorm", "QK operator norm", "QK opnorm", "operator norm ||W_q W_k^T / sqrt(d_h)||_2 of the head", Scope::Head)
+            .Members(&A::qk_opnorm).Format("%.3g").Json(kJsonHeads).Python("qk_opnorm").Shown(kSsaSide),
+        Quantity("qk_eig_mean", "QK eigenvalue mean", "QK eig mean", "mean of the real parts of the eigenvalues of W_k^T W_q / sqrt(d_h)",
+                 Scope::Head)
+            .Members(&A::qk_eig_mean).Format("%.3g").Json(kJsonHeads).Python("qk_eig_mean"),
+        Quantity("qk_eig_var", "QK eigenvalue variance", "QK eig var",
+                 "variance of the real parts of the eigenvalues of W_k^T W_q / sqrt(d_h); small = localized (Bao et al.)", Scope::Head)
+            .Members(&A::qk_eig_var).Format("%.3g").Json(kJsonHeads).Python("qk_eig_var").Shown(kSsaSide),
+        // What the model predicts (metrics.json reports the loss in its own "loss" object).
+        Quantity("loss", "loss", "loss",
+                 "-ln p(token | the tokens before it), nats, on the SSA side (with its what-ifs): how surprised the model is", Scope::Token)
+            .Unit("nats").Members(&A::loss, &A::loss_compare).Scaled(Scale::FromZero).Batch(kBothSides),
+    };
+    return q;
+}
+
+}  // namespace
+
+const std::vector<Quantity>& Quantities() {
+    static const std::vector<Quantity> catalogue = Numbered(MakeCatalogue());
+    return catalogue;
+}
+
+const Quantity* FindQuantity(std::string_view key) {
+    for (const Quantity& q : Quantities())
+        if (q.key == key) return &q;
+    return nullptr;
+}
+
+const Quantity& GetQuantity(std::string_view key) {
+    const Quantity* q = FindQuantity(key);
+    assert(q && "not a key of the catalogue");
+    return *q;
+}
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Reading a quantity from an analysis
+//-------------------------------------------------------------------------------------------------
+
+namespace {
+
+// One side's stored array, unchecked; null when that side is not held.
+const std::vector<float>* Stored(const Quantity& q, const model::Analysis& a, Side side) {
+    if (!Has(q.sides, side)) return nullptr;
+    if (!q.metric.empty()) return (side == Side::Ssa ? a.metrics : a.metrics_compare).Find(q.metric);
+    const auto member = q.member[static_cast<int>(side)];
+    return member ? &(a.*member) : nullptr;
+}
+
+const std::vector<float>* Sized(const std::vector<float>* values, size_t n) { return values && values->size() == n && n > 0 ? values : nullptr; }
+
+}  // namespace
+
+const std::vector<float>* RowValues(const Quantity& q, const model::Analysis& a, Side side) {
+    if (q.scope != Scope::Row) return nullptr;
+    return Sized(Stored(q, a, side), static_cast<size_t>(a.n_layer) * a.n_head * a.n_tokens);
+}
+
+const std::vector<float>* HeadArray(const Quantity& q, const model::Analysis& a, Side side) {
+    if (q.scope != Scope::Head) return nullptr;
+    return Sized(Stored(q, a, side), static_cast<size_t>(a.n_layer) * a.n_head);
+}
+
+const std::vector<float>* TokenArray(const Quantity& q, const model::Analysis& a, Side side) {
+    if (q.scope != Scope::Token || a.n_tokens < 1) return nullptr;
+    return Sized(Stored(q, a, side), static_cast<size_t>(a.n_tokens - 1));
+}
+
+std::vector<float> TokenValues(const Quantity& q, const model::Analysis& a, MapMode mode) {
+    std::vector<float> values(std::max(a.n_tokens, 0), NAN);
+    const std::vector<float>* ssa = TokenArray(q, a, Side::Ssa);
+    const std::vector<float>* compare = TokenArray(q, a, Side::Compare);
+    for (int t = 1; t < a.n_tokens; ++t) {
+        if (mode == MapMode::Ssa && ssa) values[t] = (*ssa)[t - 1];
+        if (mode == MapMode::Compare && compare) values[t] = (*compare)[t - 1];
+        if (mode == MapMode::Difference && ssa && compare) values[t] = (*ssa)[t - 1] - (*compare)[t - 1];
+    }
+    return values;
+}
+
+bool Holds(const Quantity& q, const model::Analysis& a, Side side) {
+    switch (q.scope) {
+        case Scope::Token: return TokenArray(q, a, side) != nullptr;
+        case Scope::Row: return RowValues(q, a, side) != nullptr;
+        case Scope::Head: return HeadArray(q, a, side) != nullptr;
+    }
+    return false;
+}
+
+bool Holds(const Quantity& q, const model::Analysis& a, MapMode mode) {
+    if (mode == MapMode::Difference) return Holds(q, a, Side::Ssa) && Holds(q, a, Side::Compare);
+    return Holds(q, a, mode == MapMode::Ssa ? Side::Ssa : Side::Compare);
+}
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Head values
+//-------------------------------------------------------------------------------------------------
+
+namespace {
+
+std::vector<HeadValue> MakeHeadValues() {
+    std::vector<HeadValue> out;
+    for (const Quantity& q : Quantities()) {
+        if (q.scope == Scope::Head || q.reading == Reading::RowMean) {
+            const bool row = q.scope == Scope::Row;
+            out.push_back({&q, Stat::Mean, q.key, q.label, q.short_label, q.help + (row ? "; a head: its mean over query rows 2..T" : "")});
+        } else if (q.reading == Reading::TokenStats) {
+            struct Part { Stat stat; const char* name; const char* over; };
+            for (const Part& p : {Part{Stat::Mean, "mean", "mean"}, Part{Stat::Min, "min", "smallest"}, Part{Stat::Max, "max", "largest"}})
+                out.push_back({&q, p.stat, q.key + "_" + p.name, q.label + " " + p.name, q.short_label + " " + p.name,
+                               q.help + "; a head: its " + p.over + " over the tokens"});
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+const std::vector<HeadValue>& HeadValues() {
+    static const std::vector<HeadValue> values = Numbered(MakeHeadValues());
+    return values;
+}
+
+const HeadValue* HeadValueOf(const Quantity& q) {
+    for (const HeadValue& v : HeadValues())
+        if (v.quantity == &q) return &v;  // the first of its values, the mean
+    return nullptr;
+}
+
+const HeadValue* FindHeadValue(std::string_view key) {
+    for (const HeadValue& v : HeadValues())
+        if (v.key == key) return &v;
+    const Quantity* q = FindQuantity(key);
+    return q ? HeadValueOf(*q) : nullptr;
+}
+
+std::string HeadValueKeys() {
+    std::string out;
+    for (const HeadValue& v : HeadValues()) out += (out.empty() ? "" : ", ") + v.key;
+    return out;
+}
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Token colourings
+//-------------------------------------------------------------------------------------------------
+
+namespace {
+
+std::vector<TokenColoring> MakeColorings() {
+    // TokenColor's enumerators, in order, and what each reads.
+    const std::pair<const char*, MapMode> rows[] = {
+        {"tau_q", MapMode::Ssa},          {"tau_v", MapMode::Ssa},          {"entropy", MapMode::Ssa},  {"spikiness", MapMode::Ssa},
+        {"sink_mass", MapMode::Ssa},      {"tau_q_position", MapMode::Ssa}, {"tau_q_token", MapMode::Ssa},
+        {"loss", MapMode::Ssa},           {"loss", MapMode::Compare},       {"loss", MapMode::Difference},
+    };
+    std::vector<TokenColoring> out;
+    for (const auto& [key, mode] : rows) {
+        const Quantity& q = GetQuantity(key);
+        TokenColoring c{static_cast<TokenColor>(out.size()), &q, mode, q.key + NameOf(mode).suffix, q.label, q.help};
+        if (mode == MapMode::Compare) {
+            c.label = "comparison " + q.label;
+            c.help = "the same " + q.label + " on the comparison's side (the tau = 1 counterfactual, a twin or the unedited model)";
+        } else if (mode == MapMode::Difference) {
+            c.label = "delta " + q.label;
+            c.help = "SSA's " + q.label + " minus the comparison's: blue where SSA's is lower, red where higher";
+        }
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
+}  // namespace
+
+const std::vector<TokenColoring>& TokenColorings() {
+    static const std::vector<TokenColoring> colorings = MakeColorings();
+    return colorings;
+}
+
+const TokenColoring& Coloring(TokenColor color) { return TokenColorings()[static_cast<size_t>(color)]; }
+
+std::string TokenColorKeys(const char* separator) {
+    std::string out;
+    for (const TokenColoring& c : TokenColorings()) out += (out.empty() ? "" : separator) + c.key;
+    return out;
+}
+
+const char* ToString(TokenColor color) { return Coloring(color).key.c_str(); }
+
+std::optional<TokenColor> ParseTokenColor(const std::string& name) {
+    for (const TokenColoring& c : TokenColorings())
+        if (name == c.key) return c.id;
+    return std::nullopt;
+}
+
+bool Holds(const model::Analysis& a, TokenColor color) { return Holds(*Coloring(color).quantity, a, Coloring(color).mode); }
+
+const std::vector<float>* TokenQuantity(const model::Analysis& a, TokenColor color) {
+    const TokenColoring& c = Coloring(color);
+    return c.mode == MapMode::Difference ? nullptr : RowValues(*c.quantity, a, c.mode == MapMode::Ssa ? Side::Ssa : Side::Compare);
+}
+
+bool IsRowMetric(TokenColor color) { return Coloring(color).quantity->reading == Reading::RowMean; }
+float TokenColorOffset(TokenColor color) { return Coloring(color).quantity->offset; }
+bool IsTemperature(TokenColor color) { return Coloring(color).quantity->scale == Scale::AroundOne; }
+bool IsLoss(TokenColor color) { return Coloring(color).quantity->scope == Scope::Token; }
+
+std::vector<float> TokenLosses(const model::Analysis& a, TokenColor color) {
+    return TokenValues(*Coloring(color).quantity, a, Coloring(color).mode);
+}
+
+}  // namespace app
