@@ -165,17 +165,13 @@ class Model:
     def __reduce__(self):
         return (_reload, (self.path, self.device, self._flags))
 
-    @property
-    def path(self):
-        return self._core.path
-
-    @property
-    def device(self):
-        return self._core.device
-
-    @property
-    def flags(self):
-        return dict(self._flags)
+    # How it was opened, its shape, and whether close() freed it.
+    path = property(lambda self: self._core.path)
+    device = property(lambda self: self._core.device)
+    flags = property(lambda self: dict(self._flags), doc="the load flags (dtype=, n_head=, ...)")
+    n_layer = property(lambda self: self._core.n_layer)
+    n_head = property(lambda self: self._core.n_head)
+    closed = property(lambda self: self._core.closed)
 
     @property
     def info(self):
@@ -183,18 +179,6 @@ class Model:
         if self._info is None:
             self._info = _json.loads(self._core.info_json)
         return self._info
-
-    @property
-    def n_layer(self):
-        return self._core.n_layer
-
-    @property
-    def n_head(self):
-        return self._core.n_head
-
-    @property
-    def closed(self):
-        return self._core.closed
 
     def close(self):
         """Frees the weights now. Analyses keep their arrays, maps and figures; analyze() then raises."""
