@@ -671,6 +671,13 @@ PYBIND11_MODULE(_ssaviz, m) {
         if (auto s = app::CheckExportFolder(out); !s) throw BadArgument("--out: " + s.error());
     });
     m.def("default_model", &DefaultModel);
+    // The comparison keywords (app/core/run.h's table): compare="vanilla", "local", ...
+    m.def("compare_keywords", [] {
+        std::vector<std::string> keys;
+        for (const app::CompareKindInfo& k : app::CompareKinds())
+            if (k.keyword) keys.push_back(k.key);
+        return keys;
+    });
     m.def("examples", [] {
         py::list out;
         for (const app::Example& x : app::BundledExamples()) {

@@ -125,8 +125,8 @@ def _compare(where, value):
         return value.path, _flags(where, value.flags)
     if isinstance(value, (str, _os.PathLike)):
         return _os.fspath(value), None
-    raise ArgumentTypeError(f"{where}: compare must be 'vanilla', 'local', 'unedited', a Model, a twin's folder or None, not "
-                            f"{type(value).__name__}")
+    keywords = ", ".join(repr(k) for k in _ssaviz.compare_keywords())
+    raise ArgumentTypeError(f"{where}: compare must be {keywords}, a Model, a twin's folder or None, not {type(value).__name__}")
 
 
 #-----------------------------------------------------------------------------
