@@ -3,7 +3,7 @@
 // are in cli_train.cpp.
 //
 // Index:
-//   [SECTION] What the commands share: the model, the text
+//   [SECTION] What the commands share: the model, the text, the runner's answers
 //   [SECTION] info, tokenize
 //   [SECTION] export (and --batch)
 //   [SECTION] generate
@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/core/examples.h"
+#include "app/core/run.h"
 #include "app/export/batch.h"
 #include "app/export/export.h"
 #include "app/export/flags.h"
@@ -44,7 +45,7 @@ using nlohmann::json;
 namespace {
 
 //-----------------------------------------------------------------------------
-// [SECTION] What the commands share: the model, the text
+// [SECTION] What the commands share: the model, the text, the runner's answers
 //-----------------------------------------------------------------------------
 
 std::string ModelDir(const CommandOptions& o) {
@@ -63,32 +64,17 @@ std::string ReadText(const CommandOptions& o) {
     return std::move(*text);
 }
 
-std::unique_ptr<model::Engine> OpenEngine(const CommandOptions& o) {
+// A runner's answer, or its failure as the command's exit code.
+template <class T>
+T Must(RunResult<T> result) {
+    if (result) return std::move(*result);
+    const RunError& e = result.error();
+    throw Failure{e.kind == RunError::Kind::Usage ? kExitUsage : e.kind == RunError::Kind::BadInput ? kExitBadInput : kExitFailure, e.message};
+}
+
+std::unique_ptr<Runner> OpenRunner(const CommandOptions& o) {
     model::UseComputeThreads(model::ResolveComputeThreads());
-    auto engine = model::Engine::Open(ModelDir(o), o.device.value_or("auto"), o.hints, o.dtype);
-    if (!engine) {
-        bool device_problem = engine.error().rfind("--device", 0) == 0 || engine.error().rfind("--dtype", 0) == 0;
-        throw Failure{device_problem ? kExitUsage : kExitBadInput, engine.error()};
-    }
-    return std::move(*engine);
-}
-
-model::Tokenization Tokenize(const model::Engine& engine, const std::string& text, const CommandOptions& o) {
-    auto tokens = engine.Tokenize(text, o.truncate);
-    if (!tokens) {
-        const bool too_long = tokens.error().find("longer than the model's context") != std::string::npos;
-        throw Failure{kExitBadInput, tokens.error() + (too_long ? "; pass --truncate to run it" : "")};
-    }
-    return std::move(*tokens);
-}
-
-// --ablate, checked against the model's shape.
-void SetInterventions(model::Engine* engine, const CommandOptions& o) {
-    if (!o.ablate) return;
-    const model::ModelConfig& c = engine->Info().config;
-    auto edits = model::ParseInterventions(*o.ablate, c.n_layer, c.n_head);
-    if (!edits) throw Failure{kExitUsage, edits.error()};
-    if (auto s = engine->SetInterventions(std::move(*edits)); !s) throw Failure{kExitUsage, s.error()};
+    return Must(Runner::Open({ModelDir(o), o.device.value_or("auto"), o.dtype, o.hints}));
 }
 
 //-----------------------------------------------------------------------------
@@ -96,8 +82,8 @@ void SetInterventions(model::Engine* engine, const CommandOptions& o) {
 //-----------------------------------------------------------------------------
 
 int CmdInfo(const CommandOptions& o) {
-    auto engine = OpenEngine(o);
-    const model::ModelInfo& info = engine->Info();
+    auto runner = OpenRunner(o);
+    const model::ModelInfo& info = runner->Info();
     if (o.json) {
         json j = InfoToJson(info);
         j["runtime"] = RuntimeToJson();
@@ -126,8 +112,8 @@ int CmdInfo(const CommandOptions& o) {
 
 int CmdTokenize(const CommandOptions& o) {
     std::string text = ReadText(o);
-    auto engine = OpenEngine(o);
-    model::Tokenization tokens = Tokenize(*engine, text, o);
+    auto runner = OpenRunner(o);
+    model::Tokenization tokens = Must(runner->Tokenize(text, o.truncate));
     if (o.json) {
         std::printf("%s\n", TokensToJson(text, tokens).dump(1, ' ', false, json::error_handler_t::replace).c_str());
         return kExitOk;
@@ -195,36 +181,23 @@ int CmdExport(const CommandOptions& o) {
     if (auto s = CheckExportFolder(options.out_dir); !s) throw Failure{kExitUsage, "--out: " + s.error()};
     std::string text = ReadText(o);
     std::vector<BatchText> texts = o.batch ? ReadBatch(*o.text_file, text) : std::vector<BatchText>{{"", text, 0}};
-    auto engine = OpenEngine(o);
-    const model::ModelConfig& c = engine->Info().config;
+    auto runner = OpenRunner(o);
+    const model::ModelConfig& c = runner->Info().config;
     if (auto s = ResolveExportHeads(&options, c.n_layer, c.n_head); !s) throw Failure{kExitUsage, s.error()};
     if (auto s = CheckHighlightScope(options.figures, c.n_layer, c.n_head); !s) throw Failure{kExitUsage, s.error()};
-    // vanilla: the tau = 1 counterfactual (a whole second forward pass); local: tau = 1 layer by
-    // layer on the SSA model's own q and k; anything else: a twin model's folder (./local for a
-    // folder of that name).
-    // unedited: the SSA model without the --ablate what-ifs, so differences are theirs alone.
-    const std::string& compare = o.compare;
-    if (compare == "local" || compare == "unedited") {
-        const auto kind = compare == "local" ? model::Comparison::LayerLocal : model::Comparison::Unedited;
-        if (auto s = engine->SetComparison(kind); !s) throw Failure{kExitFailure, s.error()};
-    } else if (compare != "vanilla") {
-        if (auto s = engine->OpenTwin(compare, o.hints); !s) throw Failure{kExitBadInput, s.error()};
-    }
-    SetInterventions(engine.get(), o);
+    Must(runner->Configure({o.compare, o.ablate.value_or("")}));
 
     if (!o.batch) {
-        model::Tokenization tokens = Tokenize(*engine, text, o);
-        auto analysis = engine->Analyze(tokens);
-        if (!analysis) throw Failure{kExitFailure, analysis.error()};
+        const model::Analysis analysis = Must(runner->Analyze(Must(runner->Tokenize(text, o.truncate))));
         ProgressBar bar("export");
-        auto s = WriteExport(text, *analysis, engine->Info(), options, [&](size_t done, size_t total, const std::string& path) {
+        auto s = WriteExport(text, analysis, runner->Info(), options, [&](size_t done, size_t total, const std::string& path) {
             bar.Update(done, total, path);
             return true;
         });
         if (!s) throw Failure{kExitFailure, s.error()};
         std::fprintf(stderr, "ssaviz: wrote %s (%d tokens, %d x %d heads, forward %.1f ms, metrics %.1f ms on %s)\n",
-                     options.out_dir.c_str(), analysis->n_tokens, analysis->n_layer, analysis->n_head, analysis->forward_ms,
-                     analysis->metrics_ms, analysis->device.c_str());
+                     options.out_dir.c_str(), analysis.n_tokens, analysis.n_layer, analysis.n_head, analysis.forward_ms,
+                     analysis.metrics_ms, analysis.device.c_str());
         return kExitOk;
     }
 
@@ -235,16 +208,16 @@ int CmdExport(const CommandOptions& o) {
     for (size_t k = 0; k < texts.size(); ++k) {
         const BatchText& t = texts[k];
         bar.Update(k, texts.size(), t.name);
-        auto tokens = engine->Tokenize(t.text, o.truncate);
+        auto tokens = runner->engine().Tokenize(t.text, o.truncate);  // a failure is the text's row: the engine's own words
         std::string error = tokens ? "" : tokens.error();
         if (tokens) {
-            auto analysis = engine->Analyze(*tokens);
+            auto analysis = runner->Analyze(*tokens);
             if (!analysis) {
-                error = analysis.error();
+                error = analysis.error().message;
             } else {
                 ExportOptions one = options;
                 one.out_dir = (out / t.name).string();
-                if (auto s = WriteExport(t.text, *analysis, engine->Info(), one); !s) throw Failure{kExitFailure, s.error()};
+                if (auto s = WriteExport(t.text, *analysis, runner->Info(), one); !s) throw Failure{kExitFailure, s.error()};
                 rows.push_back(BatchSummaryRow(t.name, t.line, *analysis, options.sink_epsilon));
             }
         }
@@ -266,36 +239,23 @@ int CmdExport(const CommandOptions& o) {
 //-----------------------------------------------------------------------------
 
 int CmdGenerate(const CommandOptions& o) {
-    const int count = o.generate.tokens;
-    const float temperature = o.generate.temperature;
-    const int top_k = o.generate.top_k;
-    uint64_t rng = o.generate.seed;
+    const GenerationSpec& spec = o.generate;
     const std::string text = ReadText(o);
-    auto engine = OpenEngine(o);
-    const model::ModelConfig& c = engine->Info().config;
-    SetInterventions(engine.get(), o);
-    // Only the SSA side is needed: the layer-local comparison runs no forward pass of its own.
-    if (auto s = engine->SetComparison(model::Comparison::LayerLocal); !s) throw Failure{kExitFailure, s.error()};
-    model::Tokenization tokens = Tokenize(*engine, text, o);
-    const size_t prompt = tokens.ids.size(), vocab = engine->tokenizer().VocabSize();
-    std::vector<int32_t> generated;
+    auto runner = OpenRunner(o);
+    Must(runner->Configure({CompareKind::None, o.ablate.value_or("")}));  // only the SSA side is needed
+    model::Tokenization tokens = Must(runner->Tokenize(text, o.truncate));
+    const size_t prompt = tokens.ids.size();
     ProgressBar bar("generate");
-    for (int n = 0; n < count; ++n) {
-        if (static_cast<int>(tokens.ids.size()) >= c.n_positions) {
-            std::fprintf(stderr, "ssaviz: stopped after %d tokens: the model's context of %d is full\n", n, c.n_positions);
-            break;
-        }
-        auto analysis = engine->Analyze(tokens);  // reuses every earlier row: one new row a step
-        if (!analysis) throw Failure{kExitFailure, analysis.error()};
-        const int32_t next = model::NextToken(analysis->next_logits, vocab, temperature, top_k, &rng);
-        generated.push_back(next);
-        model::AppendToken(engine->tokenizer(), next, &tokens);
-        bar.Update(n + 1, count, "");
-    }
-    const std::string continuation = engine->tokenizer().Decode(generated);
+    GenerationHooks hooks;
+    hooks.on_step = [&](const GenerationStep& step) { bar.Update(step.index + 1, spec.tokens, ""); };
+    const Generation generated = Must(runner->Generate(&tokens, spec, hooks));
+    if (generated.end == Generation::End::ContextFull)
+        std::fprintf(stderr, "ssaviz: stopped after %zu tokens: the model's context of %d is full\n", generated.ids.size(),
+                     runner->Info().config.n_positions);
+    const std::string continuation = runner->engine().tokenizer().Decode(generated.ids);
     if (o.json) {
-        std::printf("%s\n", json{{"prompt_tokens", prompt}, {"ids", generated}, {"text", continuation}, {"temperature", temperature},
-                                 {"top_k", top_k}, {"interventions", model::FormatInterventions(engine->interventions())}}
+        std::printf("%s\n", json{{"prompt_tokens", prompt}, {"ids", generated.ids}, {"text", continuation}, {"temperature", spec.temperature},
+                                 {"top_k", spec.top_k}, {"interventions", model::FormatInterventions(runner->engine().interventions())}}
                                 .dump(-1, ' ', false, json::error_handler_t::replace)
                                 .c_str());
     } else {

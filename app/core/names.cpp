@@ -1,5 +1,7 @@
 #include "app/core/names.h"
 
+#include "app/core/run.h"
+
 namespace app {
 
 std::string HeadName(HeadRef h) { return "L" + std::to_string(h.layer) + " H" + std::to_string(h.head); }
@@ -9,10 +11,8 @@ bool HasTwin(const model::Analysis& a) {
 }
 
 std::string CompareName(const model::Analysis& a) {
-    if (a.compare_label.empty()) return "comparison";
-    if (HasTwin(a)) return "twin";
-    if (a.comparison == model::Comparison::Unedited) return "unedited";
-    return a.comparison == model::Comparison::LayerLocal ? "tau=1 local" : "tau=1";
+    if (a.compare_label.empty()) return CompareKindOf(CompareKind::None).label;
+    return CompareKindOf(HasTwin(a) ? CompareKind::Twin : CompareKindRunning(a.comparison).kind).label;
 }
 
 std::string TwinFolderName(const model::Analysis& a) {

@@ -13,7 +13,8 @@ namespace app {
 std::string HeadName(HeadRef h);
 
 // The comparison's one short name, the same in every view and figure legend: "tau=1" for the
-// counterfactual (the same weights with tau_q = tau_v = 1), "twin" for a separately trained model.
+// counterfactual (the same weights with tau_q = tau_v = 1), "twin" for a separately trained model
+// (the labels of app/core/run.h's comparison table).
 std::string CompareName(const model::Analysis& a);
 bool HasTwin(const model::Analysis& a);
 // The twin folder's last part ("vanilla" for assets/models/english/vanilla); empty without a twin.

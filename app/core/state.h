@@ -11,6 +11,7 @@
 
 #include "app/core/model_scale.h"
 #include "app/core/quantities.h"
+#include "app/core/run.h"
 #include "model/nn/analysis.h"
 #include "viz/colormap.h"
 
@@ -70,14 +71,13 @@ struct ViewSettings {
     std::string right_tab = "Heads";  // the right pane's open tab: Heads, Matrix, Temperatures, Table, Sparsity
 };
 
-// Continue (Ctrl+G): how the window appends tokens to the text. Temperature 0 is greedy (the most
-// likely token), as `ssaviz generate`; above 0, a draw from softmax(logits / temperature) over the
-// top_k most likely (0: all), from `seed`.
-struct GenerateSettings {
-    int tokens = 20;
-    float temperature = 0.0f;
-    int top_k = 40;
-    uint64_t seed = 1234;
+// Continue (Ctrl+G): how the window appends tokens to the text, as `ssaviz generate` does
+// (app/core/run.h), with the window's defaults.
+struct GenerateSettings : GenerationSpec {
+    GenerateSettings() {
+        tokens = 20;
+        top_k = 40;
+    }
 };
 
 // "Which heads matter": each head ablated (tau = 1) on top of the active interventions, one

@@ -1,5 +1,5 @@
-// The flag table, then what reads it: the parser, the keyword form, the command-line writer and
-// the help.
+// The flag table, then what reads it: the parser, the keyword form, the command-line writer,
+// sessions and the help.
 //
 // Index:
 //   [SECTION] Numbers, lists and quoting
@@ -8,6 +8,7 @@
 //   [SECTION] The table
 //   [SECTION] Parsing and applying
 //   [SECTION] Writing a command line back
+//   [SECTION] Sessions: the flags a session file keeps
 //   [SECTION] Help
 #include "app/export/flags.h"
 
@@ -20,6 +21,8 @@
 #include <set>
 #include <sstream>
 #include <type_traits>
+
+#include <nlohmann/json.hpp>
 
 #include "app/core/examples.h"
 #include "model/arch/arch.h"
@@ -168,9 +171,11 @@ constexpr long long kMaxFrames = 100000;
 // --big-model: a parameter count (10^13, far above any model a CPU opens).
 constexpr long long kMaxBigModel = 10'000'000'000'000;
 
-// A comma list flag's items; an empty list is refused the same way for every flag.
+// A comma list flag's items; an empty list is refused the same way for every flag (a session's
+// [] is a list of none).
 std::vector<std::string> ListItems(const FlagValue& v) {
     auto items = SplitList(v.text);
+    if (!items && v.from_session) return {};
     if (!items) Bad(v.name + " is empty");
     return std::move(*items);
 }
@@ -215,6 +220,9 @@ std::optional<std::string> IfSet(const std::optional<T>& v) {
     if (!v) return std::nullopt;
     if constexpr (std::is_floating_point_v<T>) return Shortest(*v);
     else return std::to_string(*v);
+}
+std::optional<std::string> IfSet(const std::optional<model::TemperatureForm>& form) {
+    return form ? std::optional(model::FormSpec(*form)) : std::nullopt;
 }
 template <class T>
 std::optional<std::string> Unless(const T& v, const T& fallback) {
@@ -290,7 +298,52 @@ struct Row : Flag {
     Row&& Required(std::vector<Command> c) && { required = std::move(c); return std::move(*this); }
     Row&& InGroup(std::string g) && { group = std::move(g); return std::move(*this); }
     Row&& Detail() && { in_synopsis = false; return std::move(*this); }
+    Row&& InSession(SessionKey key) && { session = std::move(key); return std::move(*this); }
 };
+
+// --layers and --heads of an export: which heads get per-head files.
+Row HeadListRow(const char* name, const char* hint, const char* help, std::vector<int> ExportOptions::*list, const char* key) {
+    return Row({name}, hint, {C::Export}, help,
+               [list](CommandOptions& o, const FlagValue& v) {
+                   auto parsed = ParseIndexList(v.text, v.name);
+                   if (!parsed) Bad(parsed.error());
+                   o.export_options.*list = std::move(*parsed);
+               },
+               [list](const CommandOptions& o) { return std::optional(FormatIndexList(o.export_options.*list)); })
+        .InSession({key, Kept::Indices});
+}
+
+std::vector<std::string> MapNames(const std::vector<MapMode>& maps) {
+    std::vector<std::string> names;
+    for (MapMode m : maps) names.push_back(ToString(m));
+    return names;
+}
+
+// A session keeps the maps as they are, none ticked too.
+SessionKey ExactMaps() {
+    SessionKey k("export.maps", Kept::Names);
+    k.write = [](const CommandOptions& o) { return std::optional(Join(MapNames(o.export_options.maps), ",")); };
+    return k;
+}
+
+SessionKey ScopeAndHead() {
+    SessionKey k("export.highlight_scope", Kept::Scope);
+    k.head_key = "export.highlight_head";
+    return k;
+}
+
+// A window benchmark's count (of characters, frames or heads); 0: off.
+Row BenchRow(const char* name, const char* help, int LaunchOptions::*count) {
+    return Row({name}, "N", {C::Window}, help, [count](CommandOptions& o, const FlagValue& v) { o.window.*count = Positive(v, kMaxFrames); },
+               [count](const CommandOptions& o) { return Unless(o.window.*count, 0); })
+        .Detail();
+}
+
+// A count of a new model (init-random, train), unset until given: the command's default then.
+Row CountRow(const char* name, std::vector<Command> commands, const char* help, std::optional<int> NewModelOptions::*count) {
+    return Row({name}, "N", std::move(commands), help, [count](CommandOptions& o, const FlagValue& v) { o.new_model.*count = Positive(v); },
+               [count](const CommandOptions& o) { return IfSet(o.new_model.*count); });
+}
 
 const std::vector<Command> kModel = {C::Window, C::Info, C::Tokenize, C::Export, C::Generate};
 const std::vector<Command> kText = {C::Window, C::Tokenize, C::Export, C::Generate};
@@ -321,13 +374,15 @@ std::vector<Flag> BuildTable() {
             "a model folder (config.json + model.safetensors or pytorch_model.bin, or a lone checkpoint) or a torch.save "
             "checkpoint file (.pt / .pth / .bin / .ckpt); default: $SSAVIZ_MODEL, else the bundled model. eval: a folder ssaviz train wrote",
             [](CommandOptions& o, const FlagValue& v) { o.model_dir = v.text; }, [](const CommandOptions& o) { return IfSet(o.model_dir); })
-            .Required({C::Eval}));
+            .Required({C::Eval})
+            .InSession({"model"}));
     add(Row({"--device"}, "auto|cpu|cuda", kModel, "where the model runs (auto: the GPU when there is one)",
             [](CommandOptions& o, const FlagValue& v) {
                 if (v.text != "auto" && v.text != "cpu" && v.text != "cuda") Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of auto, cpu, cuda");
                 o.device = v.text;
             },
-            [](const CommandOptions& o) { return o.device && *o.device != "auto" ? o.device : std::nullopt; }));
+            [](const CommandOptions& o) { return o.device && *o.device != "auto" ? o.device : std::nullopt; })
+            .InSession({"device", Kept::Text, "auto"}));
     add(Row({"--dtype"}, "f32|bf16|f16", kModel,
             "what the forward pass computes in (default f32; f16 needs CUDA); maps are float32 either way",
             [](CommandOptions& o, const FlagValue& v) { o.dtype = v.text; },  // the engine checks it against the device
@@ -341,11 +396,11 @@ std::vector<Flag> BuildTable() {
             "a checkpoint without config.json: its tau_q form (POSITION: sigmoid|exp_exp|linear|none, TOKEN: shared|feature|none, "
             "COMBINE: sum|product)",
             [](CommandOptions& o, const FlagValue& v) { o.hints.query = Form(v); },
-            [](const CommandOptions& o) { return o.hints.query ? std::optional(model::FormSpec(*o.hints.query)) : std::nullopt; })
+            [](const CommandOptions& o) { return IfSet(o.hints.query); })
             .Detail());
     add(Row({"--value-form"}, "POSITION,TOKEN[,COMBINE]", kModel, "a checkpoint without config.json: its tau_v form",
             [](CommandOptions& o, const FlagValue& v) { o.hints.value = Form(v); },
-            [](const CommandOptions& o) { return o.hints.value ? std::optional(model::FormSpec(*o.hints.value)) : std::nullopt; })
+            [](const CommandOptions& o) { return IfSet(o.hints.value); })
             .Detail());
     add(Row({"--activation"}, "gelu|gelu_new", kModel, "a checkpoint without config.json: its MLP activation",
             [](CommandOptions& o, const FlagValue& v) {
@@ -370,69 +425,62 @@ std::vector<Flag> BuildTable() {
     add(Row({"--text"}, "STR", kText, "the text to analyse",
             [](CommandOptions& o, const FlagValue& v) { o.text = v.text; }, [](const CommandOptions& o) { return IfSet(o.text); })
             .InGroup("text")
-            .Required({C::Tokenize, C::Export, C::Generate}));
+            .Required({C::Tokenize, C::Export, C::Generate})
+            .InSession({"text"}));
     add(Row({"--text-file"}, "F", kText, "the text to analyse, from a UTF-8 file",
             [](CommandOptions& o, const FlagValue& v) { o.text_file = v.text; }, [](const CommandOptions& o) { return IfSet(o.text_file); })
             .InGroup("text")
             .Required({C::Tokenize, C::Export, C::Generate}));
     add(Row({"--truncate"}, "", kText, "a text longer than the model's context: keep its first tokens instead of refusing it",
-            [](CommandOptions& o, const FlagValue&) { o.truncate = true; }, [](const CommandOptions& o) { return On(o.truncate); }));
+            [](CommandOptions& o, const FlagValue&) { o.truncate = true; }, [](const CommandOptions& o) { return On(o.truncate); })
+            .InSession({"truncate", Kept::Switch}));
     add(Row({"--batch"}, "", {C::Export},
             "--text-file holds several texts, one per line, or JSON lines {\"name\": ..., \"text\": ...}; each gets a sub-folder of "
             "--out, and summary.csv / summary.json compare them",
             [](CommandOptions& o, const FlagValue&) { o.batch = true; }, [](const CommandOptions& o) { return On(o.batch); }));
     add(Row({"--out"}, "DIR", {C::Export, C::InitRandom, C::Train}, "the folder to write (made if missing)",
             [](CommandOptions& o, const FlagValue& v) { o.out = v.text; }, [](const CommandOptions& o) { return std::optional(o.out); })
-            .Required({C::Export, C::InitRandom, C::Train}));
+            .Required({C::Export, C::InitRandom, C::Train})
+            .InSession({"export.out"}));
 
     // export
-    add(Row({"--layers"}, "all|0,2", {C::Export}, "the layers whose heads get per-head files (heatmaps, CSV)",
-            [](CommandOptions& o, const FlagValue& v) {
-                auto list = ParseIndexList(v.text, v.name);
-                if (!list) Bad(list.error());
-                o.export_options.layers = std::move(*list);
-            },
-            [](const CommandOptions& o) { return std::optional(FormatIndexList(o.export_options.layers)); }));
-    add(Row({"--heads"}, "all|1,3", {C::Export}, "the heads of those layers that get them",
-            [](CommandOptions& o, const FlagValue& v) {
-                auto list = ParseIndexList(v.text, v.name);
-                if (!list) Bad(list.error());
-                o.export_options.heads = std::move(*list);
-            },
-            [](const CommandOptions& o) { return std::optional(FormatIndexList(o.export_options.heads)); }));
+    add(HeadListRow("--layers", "all|0,2", "the layers whose heads get per-head files (heatmaps, CSV)", &ExportOptions::layers, "export.layers"));
+    add(HeadListRow("--heads", "all|1,3", "the heads of those layers that get them", &ExportOptions::heads, "export.heads"));
     add(Row({"--format"}, "json,npy,csv,png,svg,html", {C::Export}, "what to write (default: all but csv)",
             [](CommandOptions& o, const FlagValue& v) {
                 ClearExportFormats(&o.export_options);
                 for (const std::string& f : ListItems(v))
-                    if (!EnableExportFormat(&o.export_options, f))
-                        Bad(v.name + ": unknown format " + QuoteForMessage(f) + " (expected " + kExportFormatList + ")");
+                    if (!EnableExportFormat(&o.export_options, f)) Bad(v.name + " " + QuoteForMessage(f) + " is not one of " + kExportFormatList);
             },
-            [](const CommandOptions& o) { return std::optional(Join(ExportFormats(o.export_options), ",")); }));
+            [](const CommandOptions& o) { return std::optional(Join(ExportFormats(o.export_options), ",")); })
+            .InSession({"export.formats", Kept::Names}));
     add(Row({"--maps"}, "ssa,vanilla,diff", {C::Export}, "which maps get heatmaps and grids: SSA, the comparison, their difference",
             [](CommandOptions& o, const FlagValue& v) {
                 o.export_options.maps.clear();
                 for (const std::string& f : ListItems(v)) {
                     auto mode = ParseMapMode(f);
-                    if (!mode) Bad(v.name + ": unknown map " + QuoteForMessage(f) + " (expected ssa, vanilla, diff)");
+                    if (!mode) Bad(v.name + " " + QuoteForMessage(f) + " is not one of ssa, vanilla, diff");
                     if (std::find(o.export_options.maps.begin(), o.export_options.maps.end(), *mode) == o.export_options.maps.end())
                         o.export_options.maps.push_back(*mode);
                 }
             },
             [](const CommandOptions& o) {
-                std::vector<std::string> maps;
-                for (MapMode m : o.export_options.maps) maps.push_back(ToString(m));
+                const std::vector<std::string> maps = MapNames(o.export_options.maps);
                 return std::optional(maps.empty() ? std::string("ssa") : Join(maps, ","));  // none ticked in the dialog: no --maps says that
-            }));
+            })
+            .InSession(ExactMaps()));
     add(Row({"--colormap"}, "viridis|magma", {C::Export}, "the heatmaps' colour map",
             [](CommandOptions& o, const FlagValue& v) {
                 auto map = ParseColormap(v.text);
                 if (!map) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of viridis, magma, diverging");
                 o.export_options.figures.colormap = *map;
             },
-            [](const CommandOptions& o) { return std::optional<std::string>(viz::ColormapName(o.export_options.figures.colormap)); }));
+            [](const CommandOptions& o) { return std::optional<std::string>(viz::ColormapName(o.export_options.figures.colormap)); })
+            .InSession({"export.colormap"}));
     add(Row({"--log"}, "", {C::Export}, "heatmaps on a log scale",
             [](CommandOptions& o, const FlagValue&) { o.export_options.figures.log_scale = true; },
-            [](const CommandOptions& o) { return On(o.export_options.figures.log_scale); }));
+            [](const CommandOptions& o) { return On(o.export_options.figures.log_scale); })
+            .InSession({"export.log_scale", Kept::Switch}));
     add(Row({"--size"}, "PX", {C::Export},
             "a heatmap's side in pixels, 16 to 8192 (default: 28 px per token for short texts down to 1 px per token from 720 tokens)",
             [](CommandOptions& o, const FlagValue& v) {
@@ -440,7 +488,8 @@ std::vector<Flag> BuildTable() {
                 if (!n) Bad(v.name + " must be a heatmap side of 16 to " + std::to_string(kMaxMapSize) + " pixels");
                 o.export_options.figures.map_size = static_cast<int>(*n);
             },
-            [](const CommandOptions& o) { return Unless(o.export_options.figures.map_size, 0); }));
+            [](const CommandOptions& o) { return Unless(o.export_options.figures.map_size, 0); })
+            .InSession({"export.size", Kept::Whole, "0"}));
     add(Row({"--highlight"}, TokenColorKeys("|"), {C::Export},
             "what colours the tokens of the highlight figures (the paper's Figure 1 uses tau_q)",
             [](CommandOptions& o, const FlagValue& v) {
@@ -448,7 +497,8 @@ std::vector<Flag> BuildTable() {
                 if (!color) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of " + TokenColorKeys());
                 o.export_options.figures.highlight = *color;
             },
-            [](const CommandOptions& o) { return std::optional<std::string>(ToString(o.export_options.figures.highlight)); }));
+            [](const CommandOptions& o) { return std::optional<std::string>(ToString(o.export_options.figures.highlight)); })
+            .InSession({"export.highlight"}));
     add(Row({"--highlight-scope"}, "model|L|L,H", {C::Export}, "the highlight's values: the model's mean, layer L's mean or one head",
             [](CommandOptions& o, const FlagValue& v) { HighlightScope(v, &o.export_options.figures); },
             [](const CommandOptions& o) {
@@ -459,7 +509,8 @@ std::vector<Flag> BuildTable() {
                     case TokenScope::Head: break;
                 }
                 return std::optional(std::to_string(f.highlight_head.layer) + "," + std::to_string(f.highlight_head.head));
-            }));
+            })
+            .InSession(ScopeAndHead()));
     add(Row({"--ablate"}, "L:H[,L:*,L:H=pos|tok|xS]", {C::Export, C::Generate},
             "what-ifs on the SSA side: L:H sets head H of layer L to tau = 1 (L:* every head of L); =pos keeps only tau_q's "
             "position term, =tok only its token term, =xS scales tau_q - 1 by S",
@@ -467,12 +518,12 @@ std::vector<Flag> BuildTable() {
                 ListItems(v);  // the items are read once the model's shape is known
                 o.ablate = v.text;
             },
-            [](const CommandOptions& o) { return IfSet(o.ablate); }));
-    add(Row({"--compare"}, "vanilla|local|unedited|DIR", {C::Export},
-            "the comparison: vanilla (the default) sets tau = 1 in every layer (a second forward pass); local tau = 1 in each layer "
-            "alone, on the SSA model's own q and k; unedited the model without the --ablate what-ifs; DIR a trained twin",
-            [](CommandOptions& o, const FlagValue& v) { o.compare = v.text; },
-            [](const CommandOptions& o) { return Unless(o.compare, std::string("vanilla")); }));
+            [](const CommandOptions& o) { return IfSet(o.ablate); })
+            .InSession({"interventions"}));
+    add(Row({"--compare"}, CompareFlagHint(), {C::Export}, CompareFlagHelp(),
+            [](CommandOptions& o, const FlagValue& v) { o.compare = ParseCompare(v.text); },
+            [](const CommandOptions& o) { return o.compare.kind == CompareKind::Global ? std::nullopt : std::optional(SpellCompare(o.compare)); })
+            .InSession({"compare", Kept::Text, SpellCompare({})}));
     add(Row({"--sink-eps"}, "EPS", {C::Export}, "a head is a sink head when its mean first-token mass is above EPS, in (0, 1) (default 0.3)",
             [](CommandOptions& o, const FlagValue& v) {
                 const auto x = ParseReal(v.text, 0, 1);
@@ -480,7 +531,8 @@ std::vector<Flag> BuildTable() {
                 if (!(eps > 0 && eps < 1)) Bad(v.name + " must be a number in (0, 1)");
                 o.export_options.sink_epsilon = eps;
             },
-            [](const CommandOptions& o) { return std::optional(Shortest(o.export_options.sink_epsilon)); }));
+            [](const CommandOptions& o) { return std::optional(Shortest(o.export_options.sink_epsilon)); })
+            .InSession({"export.sink_epsilon", Kept::Real}));
 
     // generate
     add(Row({"--tokens"}, "N", {C::Generate}, "how many tokens to append (it stops early when the context is full)",
@@ -521,12 +573,8 @@ std::vector<Flag> BuildTable() {
             [](CommandOptions& o, const FlagValue& v) { o.new_model.seed = static_cast<uint64_t>(Positive(v)); },
             [](const CommandOptions& o) { return IfSet(o.new_model.seed); }));
     // A new model's layers and heads: init-random and train say "at most 1024" themselves.
-    add(Row({"--layers"}, "N", {C::InitRandom, C::Train}, "layers (init-random's default 4)",
-            [](CommandOptions& o, const FlagValue& v) { o.new_model.layers = Positive(v); },
-            [](const CommandOptions& o) { return IfSet(o.new_model.layers); }));
-    add(Row({"--heads"}, "N", {C::InitRandom, C::Train}, "heads per layer (init-random's default 4)",
-            [](CommandOptions& o, const FlagValue& v) { o.new_model.heads = Positive(v); },
-            [](const CommandOptions& o) { return IfSet(o.new_model.heads); }));
+    add(CountRow("--layers", {C::InitRandom, C::Train}, "layers (init-random's default 4)", &NewModelOptions::layers));
+    add(CountRow("--heads", {C::InitRandom, C::Train}, "heads per layer (init-random's default 4)", &NewModelOptions::heads));
     add(Row({"--embd"}, "N", {C::InitRandom}, "the residual width, a multiple of --heads (default 128)",
             [](CommandOptions& o, const FlagValue& v) { o.new_model.embd = Positive(v); },
             [](const CommandOptions& o) { return Unless(o.new_model.embd, 128); }));
@@ -540,12 +588,8 @@ std::vector<Flag> BuildTable() {
                 o.new_model.family = v.text;
             },
             [](const CommandOptions& o) { return Unless(o.new_model.family, std::string("gpt2")); }));
-    add(Row({"--kv-heads"}, "N", {C::InitRandom}, "key/value heads (n_query_groups), dividing --heads (1: MQA); default: the family's",
-            [](CommandOptions& o, const FlagValue& v) { o.new_model.kv_heads = Positive(v); },
-            [](const CommandOptions& o) { return IfSet(o.new_model.kv_heads); }));
-    add(Row({"--mlp"}, "N", {C::InitRandom}, "the MLP's width (intermediate size); default: 4 x --embd, or the family's",
-            [](CommandOptions& o, const FlagValue& v) { o.new_model.mlp = Positive(v); },
-            [](const CommandOptions& o) { return IfSet(o.new_model.mlp); }));
+    add(CountRow("--kv-heads", {C::InitRandom}, "key/value heads (n_query_groups), dividing --heads (1: MQA); default: the family's", &NewModelOptions::kv_heads));
+    add(CountRow("--mlp", {C::InitRandom}, "the MLP's width (intermediate size); default: 4 x --embd, or the family's", &NewModelOptions::mlp));
     add(Row({"--rotary"}, "F", {C::InitRandom}, "the fraction of each head RoPE turns, in (0, 1] (pythia's 0.25, the others' 1)",
             [](CommandOptions& o, const FlagValue& v) {
                 const auto x = ParseReal(v.text, 0, 1);
@@ -560,32 +604,18 @@ std::vector<Flag> BuildTable() {
             }));
     add(Row({"--query-form"}, "sigmoid,shared,sum", {C::InitRandom}, "tau_q's form, POSITION,TOKEN[,COMBINE] (default the paper's)",
             [](CommandOptions& o, const FlagValue& v) { o.new_model.random_query_form = Form(v); },
-            [](const CommandOptions& o) {
-                return o.new_model.random_query_form ? std::optional(model::FormSpec(*o.new_model.random_query_form)) : std::nullopt;
-            }));
-    add(Row({"--width"}, "N", {C::Train}, "the residual width, a multiple of --heads",
-            [](CommandOptions& o, const FlagValue& v) { o.new_model.width = Positive(v); },
-            [](const CommandOptions& o) { return IfSet(o.new_model.width); }));
-    add(Row({"--context"}, "N", {C::Train}, "the model's context",
-            [](CommandOptions& o, const FlagValue& v) { o.new_model.context = Positive(v); },
-            [](const CommandOptions& o) { return IfSet(o.new_model.context); }));
+            [](const CommandOptions& o) { return IfSet(o.new_model.random_query_form); }));
+    add(CountRow("--width", {C::Train}, "the residual width, a multiple of --heads", &NewModelOptions::width));
+    add(CountRow("--context", {C::Train}, "the model's context", &NewModelOptions::context));
     add(Row({"--query-form"}, "sigmoid,shared,sum", {C::Train}, "tau_q's form, POSITION,TOKEN[,COMBINE] (the default is the paper's)",
             [](CommandOptions& o, const FlagValue& v) { o.new_model.query_form = TrainForm(v); },
-            [](const CommandOptions& o) {
-                return o.new_model.query_form ? std::optional(model::FormSpec(*o.new_model.query_form)) : std::nullopt;
-            }));
+            [](const CommandOptions& o) { return IfSet(o.new_model.query_form); }));
     add(Row({"--value-form"}, "none,feature,sum", {C::Train}, "tau_v's form, POSITION,TOKEN[,COMBINE]",
             [](CommandOptions& o, const FlagValue& v) { o.new_model.value_form = TrainForm(v); },
-            [](const CommandOptions& o) {
-                return o.new_model.value_form ? std::optional(model::FormSpec(*o.new_model.value_form)) : std::nullopt;
-            }));
-    add(Row({"--steps"}, "N", {C::Train}, "optimiser steps", [](CommandOptions& o, const FlagValue& v) { o.new_model.steps = Positive(v); },
-            [](const CommandOptions& o) { return IfSet(o.new_model.steps); }));
-    add(Row({"--batch"}, "N", {C::Train}, "sequences per step", [](CommandOptions& o, const FlagValue& v) { o.new_model.batch = Positive(v); },
-            [](const CommandOptions& o) { return IfSet(o.new_model.batch); }));
-    add(Row({"--seq-len"}, "N", {C::Train}, "tokens per sequence (at most the context)",
-            [](CommandOptions& o, const FlagValue& v) { o.new_model.seq_len = Positive(v); },
-            [](const CommandOptions& o) { return IfSet(o.new_model.seq_len); }));
+            [](const CommandOptions& o) { return IfSet(o.new_model.value_form); }));
+    add(CountRow("--steps", {C::Train}, "optimiser steps", &NewModelOptions::steps));
+    add(CountRow("--batch", {C::Train}, "sequences per step", &NewModelOptions::batch));
+    add(CountRow("--seq-len", {C::Train}, "tokens per sequence (at most the context)", &NewModelOptions::seq_len));
     add(Row({"--lr"}, "X", {C::Train}, "the peak learning rate (AdamW; linear warm-up, then cosine decay to a tenth)",
             [](CommandOptions& o, const FlagValue& v) { o.new_model.lr = TrainNumber(v, 1e-6, 1.0); },
             [](const CommandOptions& o) { return IfSet(o.new_model.lr); }));
@@ -711,10 +741,7 @@ std::vector<Flag> BuildTable() {
     add(Row({"--bench-open"}, "", {C::Window}, "benchmark: print how long the model took to open and answer, the frames' work meanwhile and the peak memory",
             [](CommandOptions& o, const FlagValue&) { o.window.bench_open = true; }, [](const CommandOptions& o) { return On(o.window.bench_open); })
             .Detail());
-    add(Row({"--bench-typing"}, "N", {C::Window}, "benchmark: type N characters, then print frame times and keystroke-to-pixels latency",
-            [](CommandOptions& o, const FlagValue& v) { o.window.bench_keys = Positive(v, kMaxFrames); },
-            [](const CommandOptions& o) { return Unless(o.window.bench_keys, 0); })
-            .Detail());
+    add(BenchRow("--bench-typing", "benchmark: type N characters, then print frame times and keystroke-to-pixels latency", &LaunchOptions::bench_keys));
     add(Row({"--bench-at"}, "end|middle|start", {C::Window}, "where --bench-typing types (default end)",
             [](CommandOptions& o, const FlagValue& v) {
                 if (v.text != "end" && v.text != "middle" && v.text != "start") Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of end, middle, start");
@@ -725,14 +752,8 @@ std::vector<Flag> BuildTable() {
                 return at == 1.0 ? std::nullopt : std::optional<std::string>(at == 0.5 ? "middle" : "start");
             })
             .Detail());
-    add(Row({"--bench-zoom"}, "N", {C::Window}, "benchmark: zoom and pan the attention map for N frames, then print frame times",
-            [](CommandOptions& o, const FlagValue& v) { o.window.bench_zoom_frames = Positive(v, kMaxFrames); },
-            [](const CommandOptions& o) { return Unless(o.window.bench_zoom_frames, 0); })
-            .Detail());
-    add(Row({"--bench-heads"}, "N", {C::Window}, "benchmark: select another head N times, then print the frames' work",
-            [](CommandOptions& o, const FlagValue& v) { o.window.bench_heads = Positive(v, kMaxFrames); },
-            [](const CommandOptions& o) { return Unless(o.window.bench_heads, 0); })
-            .Detail());
+    add(BenchRow("--bench-zoom", "benchmark: zoom and pan the attention map for N frames, then print frame times", &LaunchOptions::bench_zoom_frames));
+    add(BenchRow("--bench-heads", "benchmark: select another head N times, then print the frames' work", &LaunchOptions::bench_heads));
     return t;
 }
 
@@ -839,8 +860,162 @@ std::string ExportCommandLine(const ExportOptions& options, const std::string& m
     o.truncate = truncate;
     o.out = options.out_dir;
     o.export_options = options;
-    o.compare = twin_dir.empty() ? "vanilla" : twin_dir;
+    if (!twin_dir.empty()) o.compare = CompareSpec::Twin(twin_dir);
     return FormatCommandLine(Command::Export, o);
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] Sessions: the flags a session file keeps
+//-----------------------------------------------------------------------------
+
+namespace {
+
+using nlohmann::json;
+
+// "export.size" -> {"export", "size"}.
+std::vector<std::string> KeyPath(const std::string& key) { return Split(key, '.'); }
+
+// The value at a key, or null when it (or an object on its way) is not there; an object on the way
+// that is something else is a mistake to name.
+const json* Find(const json& root, const std::string& key) {
+    const json* at = &root;
+    std::string where;
+    for (const std::string& part : KeyPath(key)) {
+        if (!at->is_object()) Bad("'" + where + "' must be an object");
+        if (!at->contains(part) || at->at(part).is_null()) return nullptr;
+        at = &at->at(part);
+        where += (where.empty() ? "" : ".") + part;
+    }
+    return at;
+}
+
+json& Place(json& root, const std::string& key) {
+    json* at = &root;
+    for (const std::string& part : KeyPath(key)) at = &(*at)[part];
+    return *at;
+}
+
+// A session's value as the flag's text, its JSON type checked (messages name the key).
+std::string SessionText(const json& v, Kept kept, const std::string& name) {
+    switch (kept) {
+        case Kept::Text:
+            if (!v.is_string()) Bad(name + " must be a string");
+            return v.get<std::string>();
+        case Kept::Switch:
+            if (!v.is_boolean()) Bad(name + " must be true or false");
+            return v.get<bool>() ? "true" : "false";
+        case Kept::Whole:
+            if (!v.is_number_integer()) Bad(name + " must be an integer, not " + model::DescribeJson(v));
+            return v.dump();
+        case Kept::Real:
+            if (!v.is_number()) Bad(name + " must be a number, not " + model::DescribeJson(v));
+            return Shortest(v.get<double>());
+        case Kept::Indices: {
+            if (!v.is_array()) Bad(name + " must be an array of integers");
+            std::vector<std::string> items;
+            for (const json& x : v) {
+                if (!x.is_number_integer() || (!x.is_number_unsigned() && x.get<int64_t>() < 0))
+                    Bad(name + " must hold non-negative integers");
+                items.push_back(x.dump());
+            }
+            return items.empty() ? "all" : Join(items, ",");
+        }
+        case Kept::Names: {
+            if (!v.is_array()) Bad(name + " must be an array of strings");
+            std::vector<std::string> items;
+            for (const json& x : v) {
+                if (!x.is_string()) Bad(name + " must hold strings");
+                items.push_back(x.get<std::string>());
+            }
+            return Join(items, ",");
+        }
+        case Kept::Scope: break;  // two keys: see ReadScope
+    }
+    return "";
+}
+
+// The flag's text as a session keeps it.
+json SessionJson(const std::string& text, Kept kept) {
+    switch (kept) {
+        case Kept::Text: return text;
+        case Kept::Switch: return text == "true";
+        case Kept::Whole: return std::stoll(text);
+        case Kept::Real: return static_cast<float>(std::stod(text));  // the float the flag sets, as a session always kept it
+        case Kept::Indices: {
+            json list = json::array();
+            if (text != "all")
+                for (const std::string& item : Split(text, ',')) list.push_back(std::stoll(item));
+            return list;
+        }
+        case Kept::Names: {
+            json list = json::array();
+            if (!text.empty())
+                for (const std::string& item : Split(text, ',')) list.push_back(item);
+            return list;
+        }
+        case Kept::Scope: break;
+    }
+    return nullptr;
+}
+
+// --highlight-scope is kept as two keys: the scope's name and the head beside it (kept whatever
+// the scope, as the export dialog keeps it). The indices go through the flag's handler as "L,H".
+void ReadScope(const Flag& flag, const SessionKey& k, const json& root, CommandOptions* o) {
+    FigureSettings& f = o->export_options.figures;
+    TokenScope scope = f.highlight_scope;
+    if (const json* v = Find(root, k.key)) {
+        const std::string name = SessionText(*v, Kept::Text, "'" + k.key + "'");
+        const auto parsed = ParseTokenScope(name);
+        if (!parsed) Bad("'" + k.key + "': " + QuoteForMessage(name) + " is not one of head, layer, model");
+        scope = *parsed;
+    }
+    if (const json* v = Find(root, k.head_key)) {
+        if (!v->is_array() || v->size() != 2) Bad("'" + k.head_key + "' must be [layer, head] with non-negative integers");
+        const std::string pair = SessionText(*v, Kept::Indices, "'" + k.head_key + "'"), name = "'" + k.head_key + "':";
+        flag.handler(*o, FlagValue{name, pair, true});
+    }
+    f.highlight_scope = scope;
+}
+
+}  // namespace
+
+json FlagsToSession(const CommandOptions& options) {
+    json root = json::object();
+    for (const Flag& flag : FlagTable()) {
+        if (!flag.session) continue;
+        const SessionKey& k = *flag.session;
+        if (k.kept == Kept::Scope) {
+            const FigureSettings& f = options.export_options.figures;
+            Place(root, k.key) = ToString(f.highlight_scope);
+            Place(root, k.head_key) = json::array({f.highlight_head.layer, f.highlight_head.head});
+            continue;
+        }
+        std::optional<std::string> text = k.write ? k.write(options) : flag.write(options);
+        if (flag.Switch()) text = text ? "true" : "false";
+        Place(root, k.key) = SessionJson(text ? *text : k.unset.value_or(""), k.kept);
+    }
+    return root;
+}
+
+model::Status FlagsFromSession(const json& session, CommandOptions* options) {
+    try {
+        for (const Flag& flag : FlagTable()) {
+            if (!flag.session) continue;
+            const SessionKey& k = *flag.session;
+            if (k.kept == Kept::Scope) {
+                ReadScope(flag, k, session, options);
+                continue;
+            }
+            const json* v = Find(session, k.key);
+            if (!v) continue;
+            const std::string text = SessionText(*v, k.kept, "'" + k.key + "'"), name = "'" + k.key + "':";
+            if (flag.Switch() ? text != "true" : text == k.unset) continue;  // the default: nothing to apply
+            flag.handler(*options, FlagValue{name, flag.Switch() ? std::string() : text, true});
+        }
+    } catch (const FlagError& e) {
+        return model::Fail(e.message);
+    }
+    return model::Ok{};
 }
 
 //-----------------------------------------------------------------------------

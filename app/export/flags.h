@@ -1,8 +1,9 @@
 // The flags of every ssaviz command in one table (after llama.cpp's common/arg.h): each flag once,
-// with its names, value hint, help, the commands it belongs to, the handler that applies its value
-// and the writer that spells it back. The table parses argv (app/cli), prints --help, writes an
-// equivalent command line (the export dialog's), and applies a flag by name with a string value
-// (keyword arguments of a scripting front end).
+// with its names, value hint, help, the commands it belongs to, the handler that applies its value,
+// the writer that spells it back and its key in session files. The table parses argv (app/cli),
+// prints --help, writes an equivalent command line (the export dialog's), applies a flag by name
+// with a string value (keyword arguments of a scripting front end), and reads and writes the
+// flags a session file keeps, with the same handlers and so the same bounds.
 //
 // It lives in app/export, not app/core, because its handlers fill ExportOptions, which belongs with
 // the export plan it describes (with FigureSettings and the format names). app/export is the lowest
@@ -16,7 +17,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "app/core/launch.h"
+#include "app/core/run.h"
 #include "app/export/export.h"
 #include "model/io/result.h"
 #include "model/io/safetensors.h"
@@ -27,14 +31,6 @@ enum class Command { Window, Info, Tokenize, Export, Generate, InitRandom, Train
 
 const char* CommandName(Command command);  // "info", "init-random"; "window" for the window
 std::optional<Command> FindCommand(const std::string& name);  // a subcommand's name ("window" too)
-
-// `ssaviz generate`: how many tokens, and how each is chosen (greedy at temperature 0).
-struct GenerateOptions {
-    int tokens = 0;
-    float temperature = 0;
-    int top_k = 0;  // 0: every token
-    uint64_t seed = 1234;
-};
 
 // A new model: `ssaviz init-random` writes one with random weights, `ssaviz train` trains one (and
 // its twin). Unset fields take the command's default; train's come from the --task's recipe.
@@ -83,10 +79,10 @@ struct CommandOptions {
 
     std::string out;                  // --out: export, init-random, train
     ExportOptions export_options;     // the export's flags; its formats default to all but csv
-    std::string compare = "vanilla";  // --compare vanilla|local|unedited|DIR
+    CompareSpec compare;              // --compare vanilla|local|unedited|DIR (app/core/run.h)
     bool batch = false;               // --batch (export)
 
-    GenerateOptions generate;
+    GenerationSpec generate;  // generate's --tokens, --temperature, --top-k, --seed
     NewModelOptions new_model;
     std::string data;  // --data: train's PATH[,PATH], eval's override of train.json's
 
@@ -95,9 +91,36 @@ struct CommandOptions {
 
 // One row of the table.
 struct FlagValue {
-    const std::string& name;  // as the table spells it (an alias is reported by its first name)
+    const std::string& name;  // as the table spells it (an alias is reported by its first name); a session's "'key':"
     const std::string& text;  // the value; "" for a switch
+    bool from_session = false;  // a session's list may be empty ([]: none of its items)
 };
+
+// How a flag is kept in session files (app/export/session.h): sessions and flags are one schema,
+// so a session's value goes through the flag's own handler, with the flag's bounds.
+enum class Kept {
+    Text,     // a string: the flag's value as typed
+    Switch,   // true or false
+    Whole,    // an integer
+    Real,     // a number (kept as the float it sets)
+    Indices,  // [0, 2] for "0,2"; [] for "all"
+    Names,    // ["npy", "png"] for "npy,png"; [] for none
+    Scope,    // --highlight-scope: "model", "layer" or "head", and the head beside it under head_key
+};
+struct SessionKey {
+    SessionKey(std::string key_, Kept kept_ = Kept::Text, std::optional<std::string> unset_ = std::nullopt)
+        : key(std::move(key_)), kept(kept_), unset(std::move(unset_)) {}
+    std::string key;  // "compare"; "export.size" is the key size of the object export
+    Kept kept;
+    // What a session holds when the flag's writer leaves it out (its default), where that is not
+    // "" or false; read back, it applies nothing.
+    std::optional<std::string> unset;
+    std::string head_key;  // Kept::Scope
+    // The value a session keeps, where the command line's writer cannot say it exactly (--maps
+    // with none ticked); none: the writer's.
+    std::function<std::optional<std::string>(const CommandOptions&)> write;
+};
+
 struct Flag {
     std::vector<std::string> names;   // "--help", then aliases ("-h")
     std::string hint;                 // the value's shape in usage ("DIR", "all|0,2"); empty: a switch
@@ -110,6 +133,7 @@ struct Flag {
     std::function<void(CommandOptions&, const FlagValue&)> handler;
     // The value that reproduces `options` ("" for a switch that is on); none: left out.
     std::function<std::optional<std::string>(const CommandOptions&)> write;
+    std::optional<SessionKey> session;  // none: not kept in sessions
 
     bool Takes(Command command) const;
     bool Switch() const { return hint.empty(); }
@@ -126,6 +150,12 @@ model::Status ParseFlags(Command command, const std::vector<std::string>& args, 
 // One flag by name, as a keyword argument gives it: "sink_eps" or "--sink-eps", a string value
 // (a switch takes "", "true" or "1" for on, "false" or "0" to leave it off).
 model::Status ApplyFlag(Command command, const std::string& name, const std::string& value, CommandOptions* options);
+
+// A session file's flags (every flag with a session key, defaults too), and the flags a session
+// file sets, each key that is there through its flag's handler. Keys the table does not know are
+// left to the session's own reader (app/export/session.cpp).
+nlohmann::json FlagsToSession(const CommandOptions& options);
+model::Status FlagsFromSession(const nlohmann::json& session, CommandOptions* options);
 
 // "ssaviz export --model DIR ...": the command that reproduces `options` (shell-quoted), every flag
 // of the command that has a writer and a value, in table order.

@@ -70,31 +70,6 @@ public:
         *out = *value;
     }
 
-    std::vector<int> ReadInts(const char* key) const {
-        std::vector<int> out;
-        if (!Has(key)) return out;
-        const json& v = m_j.at(key);
-        if (!v.is_array()) throw BadKey{Name(key) + " must be an array of integers"};
-        for (const json& x : v) {
-            if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > 1 << 20)
-                throw BadKey{Name(key) + " must hold non-negative integers"};
-            out.push_back(x.get<int>());
-        }
-        return out;
-    }
-
-    std::vector<std::string> ReadStrings(const char* key) const {
-        std::vector<std::string> out;
-        if (!Has(key)) return out;
-        const json& v = m_j.at(key);
-        if (!v.is_array()) throw BadKey{Name(key) + " must be an array of strings"};
-        for (const json& x : v) {
-            if (!x.is_string()) throw BadKey{Name(key) + " must hold strings"};
-            out.push_back(x.get<std::string>());
-        }
-        return out;
-    }
-
     Reader Child(const char* key) const { return Reader(Has(key) ? m_j.at(key) : Empty(), m_where + key + "."); }
     std::string Name(const std::string& key) const { return "'" + m_where + key + "'"; }
 
@@ -135,86 +110,34 @@ Pin ReadPin(const json& v) {
     return pin;
 }
 
-}  // namespace
-
-json ExportOptionsToJson(const ExportOptions& o) {
-    json formats = ExportFormats(o), maps = json::array();
-    for (MapMode m : o.maps) maps.push_back(ToString(m));
-    const FigureSettings& f = o.figures;
-    return json{{"out", o.out_dir},
-                {"layers", o.layers},
-                {"heads", o.heads},
-                {"formats", formats},
-                {"maps", maps},
-                {"colormap", viz::ColormapName(f.colormap)},
-                {"log_scale", f.log_scale},
-                {"size", f.map_size},
-                {"highlight", ToString(f.highlight)},
-                {"highlight_scope", ToString(f.highlight_scope)},
-                {"highlight_head", HeadJson(f.highlight_head)},
-                {"sink_epsilon", o.sink_epsilon}};
-}
-
-namespace {
-
-ExportOptions ReadExport(const Reader& r) {
-    ExportOptions o;
-    r.Read("out", &o.out_dir);
-    o.layers = r.ReadInts("layers");
-    o.heads = r.ReadInts("heads");
-    if (r.Has("formats")) {
-        ClearExportFormats(&o);
-        for (const std::string& f : r.ReadStrings("formats"))
-            if (!EnableExportFormat(&o, f)) throw BadKey{r.Name("formats") + ": " + QuoteForMessage(f) + " is not one of " + kExportFormatList};
-    }
-    if (r.Has("maps")) {
-        o.maps.clear();
-        for (const std::string& m : r.ReadStrings("maps")) {
-            auto mode = ParseMapMode(m);
-            if (!mode) throw BadKey{r.Name("maps") + ": " + QuoteForMessage(m) + " is not one of ssa, vanilla, diff"};
-            if (std::find(o.maps.begin(), o.maps.end(), *mode) == o.maps.end()) o.maps.push_back(*mode);
-        }
-    }
-    FigureSettings& f = o.figures;
-    r.ReadEnum("colormap", &f.colormap, ParseColormap, "viridis, magma, diverging");
-    r.Read("log_scale", &f.log_scale);
-    r.Read("size", &f.map_size);
-    if (f.map_size < 0 || f.map_size > kMaxMapSize)
-        throw BadKey{r.Name("size") + " must be 0 (automatic) to " + std::to_string(kMaxMapSize) + " pixels"};
-    r.ReadEnum("highlight", &f.highlight, ParseTokenColor, TokenColorKeys());
-    r.ReadEnum("highlight_scope", &f.highlight_scope, ParseTokenScope, "head, layer, model");
-    // highlight_head is read by the caller's json (a pair), see SessionFromJson.
-    r.Read("sink_epsilon", &o.sink_epsilon);
-    if (!(o.sink_epsilon > 0 && o.sink_epsilon < 1)) throw BadKey{r.Name("sink_epsilon") + " must be in (0, 1)"};
+// The part of a session the flags say, as a command line would set it.
+CommandOptions SessionFlags(const Session& s) {
+    CommandOptions o;
+    o.model_dir = s.model_dir;
+    o.compare = s.compare;
+    if (!s.interventions.empty()) o.ablate = model::FormatInterventions(s.interventions);
+    o.device = s.device;
+    o.text = s.text;
+    o.truncate = s.truncate;
+    o.export_options = s.export_options;
+    o.out = s.export_options.out_dir;
     return o;
 }
 
 }  // namespace
 
-model::Result<ExportOptions> ExportOptionsFromJson(const json& j) {
-    try {
-        ExportOptions o = ReadExport(Reader(j, "export."));
-        if (j.contains("highlight_head")) o.figures.highlight_head = ReadHead(j.at("highlight_head"), "export.highlight_head");
-        return o;
-    } catch (const BadKey& e) {
-        return model::Fail("session: " + e.message);
-    }
+json ExportOptionsToJson(const ExportOptions& options) {
+    Session s;
+    s.export_options = options;
+    return FlagsToSession(SessionFlags(s))["export"];
 }
 
 json SessionToJson(const Session& s) {
     json pinned = json::array();
     for (const Pin& p : s.pinned) pinned.push_back(json::array({p.layer, p.head, ToString(p.mode)}));
     const ViewSettings& v = s.settings;
-    return json{{"ssaviz_session", kSessionVersion},
-                {"model", s.model_dir},
-                {"compare", !s.twin_dir.empty()  ? s.twin_dir
-                            : s.compare_unedited ? std::string("unedited")
-                            : s.layer_local      ? std::string("local")
-                                                 : std::string("vanilla")},
-                {"interventions", model::FormatInterventions(s.interventions)},
-                {"device", s.device},
-                {"text", s.text},
-                {"truncate", s.truncate},
+    json j = FlagsToSession(SessionFlags(s));
+    j.update(json{{"ssaviz_session", kSessionVersion},
                 {"selected", HeadJson(s.selected)},
                 {"pinned", pinned},
                 {"query", s.query},
@@ -237,8 +160,8 @@ json SessionToJson(const Session& s) {
                   {"layout",
                    {{"columns", {v.layout.left, v.layout.center, v.layout.right}},
                     {"editor", v.layout.editor},
-                    {"editor_open", v.layout.editor_open}}}}},
-                {"export", ExportOptionsToJson(s.export_options)}};
+                    {"editor_open", v.layout.editor_open}}}}}});
+    return j;
 }
 
 model::Result<Session> SessionFromJson(const json& j) {
@@ -250,31 +173,30 @@ model::Result<Session> SessionFromJson(const json& j) {
         if (version != kSessionVersion)
             throw BadKey{"session version " + std::to_string(version) + " is not supported (this ssaviz reads version " +
                          std::to_string(kSessionVersion) + ")"};
+        // The keys a flag also says, through its handler; a session's export starts from the
+        // dialog's defaults, not the command line's.
         Session s;
-        r.Read("model", &s.model_dir);
-        std::string compare = "vanilla";
-        r.Read("compare", &compare);
-        s.layer_local = compare == "local";
-        s.compare_unedited = compare == "unedited";
-        s.twin_dir = compare == "vanilla" || compare == "local" || compare == "unedited" ? "" : compare;
-        std::string interventions;
-        r.Read("interventions", &interventions);
-        if (!interventions.empty()) {
+        CommandOptions o;
+        o.export_options = s.export_options;
+        if (auto flags = FlagsFromSession(j, &o); !flags) throw BadKey{flags.error()};
+        s.model_dir = o.model_dir.value_or("");
+        s.compare = o.compare;
+        s.device = o.device.value_or(s.device);
+        s.text = o.text.value_or("");
+        s.truncate = o.truncate;
+        s.export_options = o.export_options;
+        s.export_options.out_dir = o.out;
+        if (o.ablate && !o.ablate->empty()) {
             // The model's shape is not known here: the syntax is checked now, the layers and heads
             // when the model opens (what does not fit it is dropped with a note).
             constexpr int kAnyShape = 1 << 16;
-            auto list = model::ParseInterventions(interventions, kAnyShape, kAnyShape);
+            auto list = model::ParseInterventions(*o.ablate, kAnyShape, kAnyShape);
             if (!list) {  // the parser names the model's shape, which here is a placeholder
                 const std::string why = list.error().substr(0, list.error().find(" (the model has"));
                 throw BadKey{"'interventions': " + why + " (the --ablate syntax: L:H or L:*, then =pos, =tok or =xS)"};
             }
             s.interventions = std::move(*list);
         }
-        r.Read("device", &s.device);
-        if (s.device != "auto" && s.device != "cpu" && s.device != "cuda")
-            throw BadKey{"'device': " + QuoteForMessage(s.device) + " is not one of auto, cpu, cuda"};
-        r.Read("text", &s.text);
-        r.Read("truncate", &s.truncate);
         if (r.Has("selected")) s.selected = ReadHead(j.at("selected"), "selected");
         if (r.Has("pinned")) {
             if (!j.at("pinned").is_array()) throw BadKey{"'pinned' must be an array of [layer, head]"};
@@ -335,11 +257,6 @@ model::Result<Session> SessionFromJson(const json& j) {
             vs.layout.left = static_cast<float>(c[0].get<double>() / sum);
             vs.layout.center = static_cast<float>(c[1].get<double>() / sum);
             vs.layout.right = static_cast<float>(c[2].get<double>() / sum);
-        }
-        if (r.Has("export")) {
-            auto e = ExportOptionsFromJson(j.at("export"));
-            if (!e) return model::Fail(e.error());
-            s.export_options = std::move(*e);
         }
         return s;
     } catch (const BadKey& e) {

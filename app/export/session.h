@@ -1,6 +1,9 @@
 // A session file: the model, the text, the selections, the view settings and the export dialog's
 // settings, as JSON. `ssaviz --session FILE` reopens it exactly; File > Save session (Ctrl+S)
-// writes it. Parsing is strict: a wrong key type is a one-line error naming the key.
+// writes it. What a flag can also say (the model, the comparison, the export's settings) is kept
+// under the key its row of the flag table names and read through that flag (app/export/flags.h);
+// the rest (selections, view) is the session's own. Parsing is strict: a wrong key type or value
+// is a one-line error naming the key.
 #pragma once
 
 #include <string>
@@ -9,6 +12,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "app/export/export.h"
+#include "app/core/run.h"
 #include "app/core/state.h"
 #include "model/io/result.h"
 
@@ -16,9 +20,7 @@ namespace app {
 
 struct Session {
     std::string model_dir;  // empty: the bundled default model
-    std::string twin_dir;   // empty: compare with tau = 1, as `comparison` says
-    bool layer_local = false;  // without a twin: the layer-local tau = 1 comparison ("compare": "local")
-    bool compare_unedited = false;  // without a twin: the model without the interventions ("compare": "unedited")
+    CompareSpec compare;    // "compare": a keyword or the twin's folder, as --compare takes it
     std::vector<model::Intervention> interventions;  // what-ifs on the SSA side ("interventions": the --ablate syntax)
     std::string device = "auto";
     std::string text;
@@ -37,8 +39,7 @@ model::Result<Session> SessionFromJson(const nlohmann::json& j);
 model::Status SaveSession(const std::string& path, const Session& session);
 model::Result<Session> LoadSession(const std::string& path);
 
-// The export part alone (also what the export dialog shows as a command line).
+// The export part alone, as a session keeps it.
 nlohmann::json ExportOptionsToJson(const ExportOptions& options);
-model::Result<ExportOptions> ExportOptionsFromJson(const nlohmann::json& j);
 
 }  // namespace app

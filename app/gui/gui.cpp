@@ -135,18 +135,16 @@ public:
         ++m_state.layout_generation;  // the panes take the session's sizes
         m_apply_tab = true;
         m_views.export_dialog.SetOptions(s.export_options);
-        m_pending_twin = s.twin_dir;
-        if (s.layer_local) m_state.layer_local_request = true;
-        if (s.compare_unedited) m_state.unedited_request = true;
+        m_pending_twin = s.compare.kind == CompareKind::Twin ? s.compare.twin_dir : "";
+        if (s.compare.kind == CompareKind::LayerLocal) m_state.layer_local_request = true;
+        if (s.compare.kind == CompareKind::Unedited) m_state.unedited_request = true;
         if (!s.interventions.empty() || !m_state.interventions.empty()) m_state.interventions_request = s.interventions;
     }
 
     Session CurrentSession() {
         Session s;
         s.model_dir = m_state.model ? m_state.model->dir : "";
-        s.twin_dir = m_state.twin ? m_state.twin->dir : "";
-        s.layer_local = !m_state.twin && m_state.layer_local;
-        s.compare_unedited = !m_state.twin && m_state.compare_unedited;
+        s.compare = m_state.twin ? CompareSpec::Twin(m_state.twin->dir) : CompareSpec(ShownComparison());
         s.interventions = m_state.interventions;
         s.device = m_device;
         s.text = m_state.text;
@@ -363,9 +361,7 @@ public:
             if (m_state.unedited_request) m_state.compare_unedited = *m_state.unedited_request;
             m_state.layer_local_request.reset();
             m_state.unedited_request.reset();
-            m_worker.SetComparison(m_state.compare_unedited ? model::Comparison::Unedited
-                                   : m_state.layer_local    ? model::Comparison::LayerLocal
-                                                            : model::Comparison::Counterfactual);
+            m_worker.SetComparison(ShownComparison());
             if (m_state.twin) m_worker.CloseTwin();
         }
         if (m_state.interventions_request) {
@@ -444,6 +440,11 @@ private:
         }
         if (std::exchange(m_start_rank_heads, false)) m_state.rank_heads_request = true;
         if (std::exchange(m_start_global_pass, false)) m_state.RequestGlobalPass(true);
+    }
+
+    // Which comparison the menu, the model panel and Ctrl+T show, without a twin.
+    CompareKind ShownComparison() const {
+        return m_state.compare_unedited ? CompareKind::Unedited : m_state.layer_local ? CompareKind::LayerLocal : CompareKind::Global;
     }
 
     // What the worker runs now, as the menu, the model panel and Ctrl+T show it.

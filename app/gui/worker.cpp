@@ -55,9 +55,9 @@ uint64_t InferenceWorker::OpenTwin(const std::string& dir, const model::ConfigHi
     return Push(std::move(r));
 }
 uint64_t InferenceWorker::CloseTwin() { return Push(Request(Request::Kind::CloseTwin)); }
-uint64_t InferenceWorker::SetComparison(model::Comparison comparison) {
+uint64_t InferenceWorker::SetComparison(CompareKind compare) {
     Request r(Request::Kind::SetComparison);
-    r.comparison = comparison;
+    r.compare = compare;
     return Push(std::move(r));
 }
 uint64_t InferenceWorker::Analyze(const std::string& text, bool truncate) {
@@ -76,7 +76,7 @@ uint64_t InferenceWorker::RankHeads(const std::string& text, bool truncate) {
     r.truncate = truncate;
     return Push(std::move(r));
 }
-uint64_t InferenceWorker::Continue(const std::string& text, bool truncate, const GenerateSettings& settings) {
+uint64_t InferenceWorker::Continue(const std::string& text, bool truncate, const GenerationSpec& settings) {
     Request r(Request::Kind::Continue, text);
     r.truncate = truncate;
     r.generate = settings;
@@ -117,11 +117,11 @@ void InferenceWorker::Loop() {
             };
             m_busy = !m_queue.empty();
             if (!m_busy) wake_ui();  // we went idle
-            if (!m_busy && m_reserve && m_engine) {  // idle: the next keystroke's memory, until a request comes
+            if (!m_busy && m_reserve && m_runner) {  // idle: the next keystroke's memory, until a request comes
                 m_readying = true;
                 lock.unlock();
                 try {
-                    m_reserve = !m_engine->ReserveForEdits([this] { return Superseded(); });
+                    m_reserve = !m_runner->engine().ReserveForEdits([this] { return Superseded(); });
                 } catch (const std::exception&) {  // out of memory: the edit will try again, and say so
                     m_reserve = false;
                 }
@@ -150,24 +150,20 @@ void InferenceWorker::Handle(const Request& r) {
     using Kind = WorkerEvent::Kind;
     switch (r.kind) {
         case Request::Kind::OpenModel: {
-            auto engine = model::Engine::Open(r.arg, r.device, r.hints, r.dtype);
-            if (!engine) return Emit({Kind::Error, {}, nullptr, engine.error(), r.id});
-            m_engine = std::move(*engine);
-            // A big model opens with the cheap comparison; m_comparison stays what was asked for.
-            model::Comparison comparison = m_comparison;
-            if (comparison == model::Comparison::Counterfactual && ScaleOf(m_engine->Info(), m_big_parameters).big)
-                comparison = model::Comparison::LayerLocal;
-            if (auto s = m_engine->SetComparison(comparison); !s) m_comparison = model::Comparison::Counterfactual;
-            m_device = r.device;
-            WorkerEvent opened{Kind::ModelOpened, m_engine->Info(), nullptr, "", r.id, NowMs() - r.start_ms};
-            opened.comparison = m_engine->comparison();
-            auto vocab = std::make_shared<std::vector<std::string>>(m_engine->tokenizer().VocabSize());
-            for (size_t id = 0; id < vocab->size(); ++id) (*vocab)[id] = m_engine->tokenizer().Decode({static_cast<int32_t>(id)});
-            opened.vocab = std::move(vocab);
+            auto runner = Runner::Open({r.arg, r.device, r.dtype, r.hints});
+            if (!runner) return Emit({Kind::Error, {}, nullptr, runner.error().message, r.id});
+            m_runner = std::move(*runner);
+            // A big model opens with the cheap comparison; m_compare stays what was asked for.
+            CompareKind compare = m_compare;
+            if (compare == CompareKind::Global && ScaleOf(m_runner->Info(), m_big_parameters).big) compare = CompareKind::LayerLocal;
+            if (auto s = m_runner->SetCompare(compare); !s) m_compare = CompareKind::Global;
+            WorkerEvent opened{Kind::ModelOpened, m_runner->Info(), nullptr, "", r.id, NowMs() - r.start_ms};
+            opened.comparison = m_runner->engine().comparison();
+            opened.vocab = m_runner->Vocabulary();
             Emit(std::move(opened));
             if (m_interventions.empty()) return;
             WorkerEvent e{Kind::InterventionsSet, {}, nullptr, "", r.id};
-            if (auto s = m_engine->SetInterventions(m_interventions); !s) {
+            if (auto s = m_runner->engine().SetInterventions(m_interventions); !s) {
                 e.error = "dropped the what-ifs " + model::FormatInterventions(m_interventions) + ": " + s.error();
                 m_interventions.clear();
             }
@@ -175,50 +171,50 @@ void InferenceWorker::Handle(const Request& r) {
             return Emit(std::move(e));
         }
         case Request::Kind::OpenTwin: {
-            if (!m_engine) return Emit({Kind::Error, {}, nullptr, "open a model before its twin", r.id});
-            if (auto s = m_engine->OpenTwin(r.arg, r.hints); !s) return Emit({Kind::Error, {}, nullptr, s.error(), r.id});
-            return Emit({Kind::TwinOpened, *m_engine->TwinInfo(), nullptr, "", r.id, NowMs() - r.start_ms});
+            if (!m_runner) return Emit({Kind::Error, {}, nullptr, "open a model before its twin", r.id});
+            if (auto s = m_runner->SetCompare(CompareSpec::Twin(r.arg, r.hints)); !s) return Emit({Kind::Error, {}, nullptr, s.error().message, r.id});
+            return Emit({Kind::TwinOpened, *m_runner->engine().TwinInfo(), nullptr, "", r.id, NowMs() - r.start_ms});
         }
         case Request::Kind::SetComparison:
-            m_comparison = r.comparison;
-            if (m_engine)
-                if (auto s = m_engine->SetComparison(r.comparison); !s) return Emit({Kind::Error, {}, nullptr, s.error(), r.id});
+            m_compare = r.compare;
+            if (m_runner)
+                if (auto s = m_runner->SetCompare(r.compare); !s) return Emit({Kind::Error, {}, nullptr, s.error().message, r.id});
             {
                 WorkerEvent set{Kind::ComparisonSet, {}, nullptr, "", r.id};
-                set.comparison = m_engine ? m_engine->comparison() : m_comparison;
+                set.comparison = m_runner ? m_runner->engine().comparison() : CompareKindOf(m_compare).runs;
                 return Emit(std::move(set));
             }
         case Request::Kind::CloseTwin:
-            if (m_engine) m_engine->CloseTwin();
+            if (m_runner) m_runner->CloseTwin();
             return Emit({Kind::TwinClosed, {}, nullptr, "", r.id});
         case Request::Kind::Analyze: {
-            if (!m_engine) return Emit({Kind::Error, {}, nullptr, "no model is open", r.id});
-            auto tokens = m_engine->Tokenize(r.arg, r.truncate);
+            if (!m_runner) return Emit({Kind::Error, {}, nullptr, "no model is open", r.id});
+            auto tokens = m_runner->engine().Tokenize(r.arg, r.truncate);  // the window's own words: it has a Truncate box
             if (!tokens) return Emit({Kind::Error, {}, nullptr, tokens.error(), r.id});
             model::AnalyzeOptions options;
             options.cancel = &m_cancel;
             options.progress = &m_progress;
             // Where the predictions are long work ([rows, V] logits a side, ~1 s for 1,000 rows of
             // GPT-2 small), the maps and temperatures are shown first, the predictions after them.
-            const int64_t vocab = m_engine->Info().config.vocab_size;
+            const int64_t vocab = m_runner->Info().config.vocab_size;
             options.before_predictions = [&](const model::Analysis& a) {
                 if (static_cast<int64_t>(a.n_tokens - a.reused_rows) * vocab >= (int64_t{4} << 20) && !Superseded())
                     Emit({Kind::Analysis, {}, Share(a), "", r.id, NowMs() - r.start_ms});
             };
             m_progress = 0.0f;
-            auto analysis = m_engine->Analyze(*tokens, options);
+            auto analysis = m_runner->Analyze(*tokens, options);
             if (!analysis) {
                 if (m_cancel) return;  // superseded: a newer request is queued
-                return Emit({Kind::Error, {}, nullptr, analysis.error(), r.id});
+                return Emit({Kind::Error, {}, nullptr, analysis.error().message, r.id});
             }
             m_reserve = true;
             return Emit({Kind::Analysis, {}, Share(std::move(*analysis)), "", r.id, NowMs() - r.start_ms});
         }
         case Request::Kind::SetInterventions: {
             WorkerEvent e{Kind::InterventionsSet, {}, nullptr, "", r.id};
-            if (!m_engine) {
+            if (!m_runner) {
                 m_interventions = r.interventions;  // applied when a model opens, if they fit it
-            } else if (auto s = m_engine->SetInterventions(r.interventions); s) {
+            } else if (auto s = m_runner->engine().SetInterventions(r.interventions); s) {
                 m_interventions = r.interventions;
             } else {
                 e.error = s.error();  // the engine keeps its list
@@ -248,14 +244,15 @@ bool InferenceWorker::Superseded() {
 
 void InferenceWorker::RankHeadsJob(const Request& r) {
     using Kind = WorkerEvent::Kind;
-    if (!m_engine) return Emit({Kind::Error, {}, nullptr, "no model is open", r.id});
-    auto tokens = m_engine->Tokenize(r.arg, r.truncate);
+    if (!m_runner) return Emit({Kind::Error, {}, nullptr, "no model is open", r.id});
+    model::Engine& engine = m_runner->engine();
+    auto tokens = engine.Tokenize(r.arg, r.truncate);
     if (!tokens) return Emit({Kind::Error, {}, nullptr, tokens.error(), r.id});
     model::AnalyzeOptions options;
     options.cancel = &m_cancel;
     HeadImpacts impacts;
     impacts.on_top = m_interventions;
-    const model::ModelConfig& c = m_engine->Info().config;
+    const model::ModelConfig& c = engine.Info().config;
     impacts.total = c.n_layer * c.n_head;
     auto post = [&] {
         WorkerEvent e{Kind::HeadImpacts, {}, nullptr, "", r.id, NowMs() - r.start_ms};
@@ -263,15 +260,15 @@ void InferenceWorker::RankHeadsJob(const Request& r) {
         Emit(std::move(e));
     };
     m_progress = 0.0f;
-    auto base = m_engine->Analyze(*tokens, options);  // usually the shown analysis, reused whole
+    auto base = engine.Analyze(*tokens, options);  // usually the shown analysis, reused whole
     if (base) {
         impacts.baseline = model::MeanLoss(base->loss);
         for (int l = 0; l < c.n_layer && !Superseded(); ++l) {
             for (int h = 0; h < c.n_head && !Superseded(); ++h) {
                 std::vector<model::Intervention> with = m_interventions;
                 with.push_back({model::Intervention::Kind::Ablate, l, h, 0.0f});
-                if (!m_engine->SetInterventions(with)) continue;  // cannot happen: l and h are the model's
-                auto a = m_engine->Analyze(*tokens, options);
+                if (!engine.SetInterventions(with)) continue;  // cannot happen: l and h are the model's
+                auto a = engine.Analyze(*tokens, options);
                 if (!a) break;  // cancelled
                 const float loss = model::MeanLoss(a->loss);
                 impacts.heads.push_back({l, h, loss, loss - impacts.baseline});
@@ -280,7 +277,7 @@ void InferenceWorker::RankHeadsJob(const Request& r) {
             }
         }
     }
-    (void)m_engine->SetInterventions(m_interventions);  // the next analysis is the user's again
+    (void)engine.SetInterventions(m_interventions);  // the next analysis is the user's again
     impacts.done = static_cast<int>(impacts.heads.size()) == impacts.total;
     impacts.cancelled = !impacts.done;
     post();
@@ -294,34 +291,32 @@ void InferenceWorker::ContinueJob(const Request& r) {
         e.last = true;
         Emit(std::move(e));
     };
-    if (!m_engine) return finish("no model is open");
-    auto tokens = m_engine->Tokenize(r.arg, r.truncate);
+    if (!m_runner) return finish("no model is open");
+    auto tokens = m_runner->engine().Tokenize(r.arg, r.truncate);
     if (!tokens) return finish(tokens.error());
     std::string text = r.arg;
     if (!tokens->offsets.empty() && tokens->offsets.back().second != text.size())
         return finish("Continue appends to the end of the text, but only its first " + std::to_string(tokens->ids.size()) +
                       " tokens fit the context");
-    model::AnalyzeOptions options;
-    options.cancel = &m_cancel;
-    auto first = m_engine->Analyze(*tokens, options);  // usually the shown analysis, reused whole
-    if (!first) return finish(m_cancel ? "" : first.error());
-    std::vector<float> logits = std::move(first->next_logits);
-    const int context = m_engine->Info().config.n_positions;
-    const size_t vocab = m_engine->tokenizer().VocabSize();
-    uint64_t rng = r.generate.seed;
-    for (int step = 0; step < r.generate.tokens; ++step) {
-        if (static_cast<int>(tokens->ids.size()) >= context)
-            return finish("Continue stopped: the text fills the model's context (" + std::to_string(context) + " tokens)");
-        if (Superseded()) return finish("");  // the user typed, or asked for something else
-        const int32_t id = model::NextToken(logits, vocab, r.generate.temperature, r.generate.top_k, &rng);
-        text += model::AppendToken(m_engine->tokenizer(), id, &*tokens);
-        auto next = m_engine->Analyze(*tokens, options);  // incremental: only the new row is computed
-        if (!next) return finish(m_cancel ? "" : next.error());
-        logits = next->next_logits;
-        WorkerEvent e{Kind::Generated, {}, Share(std::move(*next)), "", r.id, NowMs() - r.start_ms};
+    // Each step's analysis goes to the UI as it comes; any request stops the loop between steps.
+    GenerationHooks hooks;
+    hooks.options.cancel = &m_cancel;
+    hooks.stop = [this] { return Superseded(); };
+    hooks.analyse_each_step = true;
+    hooks.on_step = [&](GenerationStep& step) {
+        text += step.piece;
+        WorkerEvent e{Kind::Generated, {}, Share(std::move(*step.analysis)), "", r.id, NowMs() - r.start_ms};
         e.text = text;
-        e.last = step + 1 == r.generate.tokens;
+        e.last = step.index + 1 == r.generate.tokens;
         Emit(std::move(e));
+    };
+    auto generated = m_runner->Generate(&*tokens, r.generate, hooks);
+    if (!generated) return finish(m_cancel ? "" : generated.error().message);
+    switch (generated->end) {
+        case Generation::End::Done: return;  // its last step said so
+        case Generation::End::ContextFull:
+            return finish("Continue stopped: the text fills the model's context (" + std::to_string(m_runner->Info().config.n_positions) + " tokens)");
+        case Generation::End::Stopped: return finish("");  // the user typed, or asked for something else
     }
 }
 

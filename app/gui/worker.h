@@ -1,5 +1,5 @@
-// The inference worker: one thread that owns the model (model::Engine) and runs requests off the
-// UI thread. Opening a model and analysing text are queued; a newer analysis request replaces a
+// The inference worker: one thread that owns the model (a Runner, app/core/run.h) and runs requests
+// off the UI thread. Opening a model and analysing text are queued; a newer analysis request replaces a
 // queued one, so typing never queues work. A running analysis finishes (so fast typing still
 // shows results, each at most one request behind); opening a model cancels it between layers.
 // Results come back as immutable shared pointers the UI takes at the start of a frame; a long
@@ -8,7 +8,7 @@
 // the global tau = 1 one was asked for; SetComparison(Counterfactual) then runs the global pass.
 // Two longer jobs run step by step and stop at any newer request: ranking the heads by the loss
 // their ablation causes (one forward pass per head) and Continue (one token per step, each step's
-// analysis streamed to the UI).
+// analysis streamed to the UI), the runner's generation loop.
 #pragma once
 
 #include <atomic>
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "app/core/model_scale.h"
+#include "app/core/run.h"
 #include "app/core/state.h"
 #include "model/nn/analysis.h"
 
@@ -61,15 +62,16 @@ public:
                        const std::string& dtype = "f32");
     uint64_t OpenTwin(const std::string& dir, const model::ConfigHints& hints = {});
     uint64_t CloseTwin();
-    // Without a twin: the tau = 1 counterfactual (a second forward pass) or the layer-local one.
-    uint64_t SetComparison(model::Comparison comparison);
+    // The tau = 1 counterfactual (a second forward pass), the layer-local one or the unedited model
+    // (closes a twin); kept across models.
+    uint64_t SetComparison(CompareKind compare);
     uint64_t Analyze(const std::string& text, bool truncate);
     // What-ifs on the SSA side, kept across models that they fit (dropped, with a note, otherwise).
     uint64_t SetInterventions(std::vector<model::Intervention> interventions);
     // Ablates each head in turn on top of the interventions and ranks them by the mean loss on `text`.
     uint64_t RankHeads(const std::string& text, bool truncate);
     // Appends settings.tokens tokens to `text`, one Generated event per token.
-    uint64_t Continue(const std::string& text, bool truncate, const GenerateSettings& settings);
+    uint64_t Continue(const std::string& text, bool truncate, const GenerationSpec& settings);
     // Models with this many parameters or more open with the layer-local comparison (on a CPU).
     void SetBigModelParameters(int64_t parameters) { m_big_parameters = parameters; }
     void Cancel() { m_cancel = true; }  // stops the running analysis or job
@@ -96,9 +98,9 @@ private:
         double start_ms = 0;
         model::ConfigHints hints;
         std::string dtype = "f32";
-        model::Comparison comparison = model::Comparison::Counterfactual;
+        CompareKind compare = CompareKind::Global;
         std::vector<model::Intervention> interventions;
-        GenerateSettings generate;
+        GenerationSpec generate;
     };
 
     uint64_t Push(Request request);
@@ -112,9 +114,8 @@ private:
     std::shared_ptr<const model::Analysis> Share(model::Analysis analysis);
 
     std::function<void()> m_wake;
-    std::unique_ptr<model::Engine> m_engine;  // touched only by the worker thread
-    std::string m_device = "auto";
-    model::Comparison m_comparison = model::Comparison::Counterfactual;  // kept across models
+    std::unique_ptr<Runner> m_runner;  // touched only by the worker thread
+    CompareKind m_compare = CompareKind::Global;                          // kept across models
     std::vector<model::Intervention> m_interventions;                     // kept across models they fit
 
     std::mutex m_mutex;

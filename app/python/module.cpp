@@ -1,12 +1,13 @@
-// ssaviz._ssaviz, the extension under `import ssaviz` (SPEC section 8): the same Engine as the window
-// and the command line, the flags applied by their table (app/export/flags.h), arrays handed to numpy
-// as views of the analysis's own memory, figures from the export's renderer. The package's
-// __init__.py checks Python types and spells keyword arguments as flags; everything else is here.
+// ssaviz._ssaviz, the extension under `import ssaviz` (SPEC section 8): the same runner as the window
+// and the command line (app/core/run.h), the flags applied by their table (app/export/flags.h),
+// arrays handed to numpy as views of the analysis's own memory, figures from the export's
+// renderer. The package's __init__.py checks Python types and spells keyword arguments as flags;
+// everything else is here.
 //
 // Index:
 //   [SECTION] Errors: one-line messages as Python exceptions
 //   [SECTION] Flags from keyword arguments
-//   [SECTION] The model: one Engine, one lock
+//   [SECTION] The model: one Runner, one lock
 //   [SECTION] The analysis: numpy views, predictions
 //   [SECTION] Figures
 //   [SECTION] Exports, batches and generation
@@ -29,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/core/examples.h"
+#include "app/core/run.h"
 #include "app/export/batch.h"
 #include "app/export/export.h"
 #include "app/export/export_figures.h"
@@ -65,10 +67,15 @@ bool Exists(const std::string& path) {
     return !path.empty() && fs::exists(fs::path(path), ec);
 }
 
-// A model or twin that failed to open: FileNotFoundError when its path is not there.
-[[noreturn]] void OpenFailed(const std::string& path, const std::string& error) {
-    if (!Exists(path)) throw MissingFile(error);
-    throw BadArgument(error);
+// A runner's answer, or its failure as the exception for what the command line exits 1 (RuntimeError)
+// or 2 and 3 for (ValueError; FileNotFoundError for a model or twin whose path is not there).
+template <class T>
+T Must(RunResult<T> result) {
+    if (result) return std::move(*result);
+    const RunError& e = result.error();
+    if (e.kind == RunError::Kind::Failure) throw std::runtime_error(e.message);
+    if (!e.path.empty() && !Exists(e.path)) throw MissingFile(e.message);
+    throw BadArgument(e.message);
 }
 
 //-----------------------------------------------------------------------------
@@ -115,33 +122,27 @@ const std::set<std::string> kExportExcluded = {"--help",    "--model", "--device
                                                "--out",     "--ablate", "--compare"};
 
 //-----------------------------------------------------------------------------
-// [SECTION] The model: one Engine, one lock
+// [SECTION] The model: one Runner, one lock
 //-----------------------------------------------------------------------------
 
-// What a Python Model and every analysis it made share. The engine is single-threaded and keeps
-// what the last analysis left behind (the incremental path), so one lock guards it; close() drops
-// it while analyses keep their own arrays and maps.
+// What a Python Model and every analysis it made share. The runner's engine is single-threaded and
+// keeps what the last analysis left behind (the incremental path), so one lock guards it; close()
+// drops it while analyses keep their own arrays and maps.
 struct ModelCore {
     std::mutex mutex;
-    std::unique_ptr<model::Engine> engine;  // null once closed
+    std::unique_ptr<Runner> runner;  // null once closed
     model::ModelInfo info;
     std::string path, device;
     CommandOptions options;  // the load flags
-    std::string twin;        // the open twin's path; "" when none
-    std::shared_ptr<const std::vector<std::string>> vocab;  // [V] each id's bytes, made on first use
+    std::shared_ptr<const std::vector<std::string>> vocab;  // [V] each id's bytes, kept once made (for a closed model's analyses)
 
-    model::Engine& Engine() {
-        if (!engine) throw BadArgument("the model is closed");
-        return *engine;
+    Runner& Run() {
+        if (!runner) throw BadArgument("the model is closed");
+        return *runner;
     }
     // Under the lock.
     std::shared_ptr<const std::vector<std::string>> Vocab() {
-        if (!vocab) {
-            const model::Tokenizer& t = Engine().tokenizer();
-            auto v = std::make_shared<std::vector<std::string>>(t.VocabSize());
-            for (size_t id = 0; id < v->size(); ++id) (*v)[id] = t.Decode({static_cast<int32_t>(id)});
-            vocab = std::move(v);
-        }
+        if (!vocab) vocab = Run().Vocabulary();
         return vocab;
     }
 };
@@ -169,67 +170,36 @@ std::shared_ptr<ModelCore> OpenModel(std::string path, const std::string& device
     if (path.empty()) path = DefaultModel();
     py::gil_scoped_release release;
     model::UseComputeThreads(g_worker_threads ? *g_worker_threads : model::ResolveComputeThreads());
-    auto engine = model::Engine::Open(path, device, core->options.hints, core->options.dtype);
-    if (!engine) OpenFailed(path, engine.error());
-    core->engine = std::move(*engine);
-    core->info = core->engine->Info();
+    core->runner = Must(Runner::Open({path, device, core->options.dtype, core->options.hints}));
+    core->info = core->runner->Info();
     core->path = path;
     core->device = device;
     return core;
 }
 
-// What an analysis compares with: a keyword, or a twin's folder (another Model's, or a path).
-struct CompareSpec {
-    std::string kind = "vanilla";          // vanilla, local, unedited, none, twin
-    std::string twin_path;                 // kind twin
-    model::ConfigHints twin_hints;
-};
-
-// Sets the engine's comparison and what-ifs for the next analysis. Under the lock. An unchanged
-// setting leaves the engine's kept rows alone, so the next analysis can take the incremental path.
-void Configure(ModelCore& core, const CompareSpec& compare, const std::string& ablate) {
-    model::Engine& engine = core.Engine();
-    if (!core.twin.empty() && (compare.kind != "twin" || core.twin != compare.twin_path)) {
-        engine.CloseTwin();
-        core.twin.clear();
+// What an analysis runs: `compare` a keyword, or a twin's folder opened with `twin_flags` (another
+// Model's load flags; the model's own when none, as --compare DIR takes the command's).
+RunSpec RunOf(const std::string& compare, const std::optional<FlagList>& twin_flags, const std::string& ablate) {
+    RunSpec run{ParseCompare(compare, /*python=*/true), ablate};
+    if (run.compare.kind == CompareKind::Twin && twin_flags) {
+        CommandOptions o;
+        ApplyFlags(Command::Info, *twin_flags, kLoadExcluded, "the twin's load()", &o);
+        run.compare.twin_hints = o.hints;
     }
-    if (compare.kind == "twin") {
-        if (core.twin.empty()) {
-            if (auto s = engine.OpenTwin(compare.twin_path, compare.twin_hints); !s) OpenFailed(compare.twin_path, s.error());
-            core.twin = compare.twin_path;
-        }
-    } else {
-        // none: the cheapest comparison (no second forward pass), not shown.
-        const model::Comparison kind = compare.kind == "vanilla" ? model::Comparison::Counterfactual
-                                       : compare.kind == "unedited" ? model::Comparison::Unedited
-                                                                    : model::Comparison::LayerLocal;
-        if (auto s = engine.SetComparison(kind); !s) throw BadArgument(s.error());
-    }
-    const model::ModelConfig& c = core.info.config;
-    std::vector<model::Intervention> edits;
-    if (!ablate.empty()) {
-        auto parsed = model::ParseInterventions(ablate, c.n_layer, c.n_head);
-        if (!parsed) throw BadArgument(parsed.error());
-        edits = std::move(*parsed);
-    }
-    if (auto s = engine.SetInterventions(std::move(edits)); !s) throw BadArgument(s.error());
+    return run;
 }
 
 // The tokens of a text, or of ids given as they are (their pieces decoded one after another, as
 // generation appends them). Under the lock.
 model::Tokenization Tokens(ModelCore& core, const std::string* text, const std::vector<int64_t>* ids, bool truncate,
                            std::string* text_out) {
-    model::Engine& engine = core.Engine();
+    Runner& runner = core.Run();
     if (text) {
-        auto tokens = engine.Tokenize(*text, truncate);
-        if (!tokens) {
-            const bool too_long = tokens.error().find("longer than the model's context") != std::string::npos;
-            throw BadArgument(tokens.error() + (too_long ? "; pass --truncate to run it" : ""));
-        }
         *text_out = *text;
-        return std::move(*tokens);
+        return Must(runner.Tokenize(*text, truncate));
     }
-    const size_t context = static_cast<size_t>(core.info.config.n_positions), vocab = engine.tokenizer().VocabSize();
+    const model::Tokenizer& tokenizer = runner.engine().tokenizer();
+    const size_t context = static_cast<size_t>(core.info.config.n_positions), vocab = tokenizer.VocabSize();
     if (ids->empty()) throw BadArgument("ids are empty");
     if (ids->size() > context && !truncate)
         throw BadArgument("ids are " + std::to_string(ids->size()) + " tokens, longer than the model's context of " + std::to_string(context) +
@@ -241,7 +211,7 @@ model::Tokenization Tokens(ModelCore& core, const std::string* text, const std::
         if (id < 0 || static_cast<size_t>(id) >= vocab)
             throw BadArgument("id " + std::to_string(id) + " at position " + std::to_string(i) + " is not in the vocabulary (" +
                               std::to_string(vocab) + " tokens)");
-        *text_out += model::AppendToken(engine.tokenizer(), static_cast<int32_t>(id), &tokens);
+        *text_out += model::AppendToken(tokenizer, static_cast<int32_t>(id), &tokens);
     }
     return tokens;
 }
@@ -374,7 +344,7 @@ py::list Predictions(const AnalysisHandle& h, int position, int k, const std::st
     {
         py::gil_scoped_release release;
         std::lock_guard<std::mutex> lock(h.core->mutex);
-        if (!h.core->vocab && !h.core->engine)
+        if (!h.core->vocab && !h.core->runner)
             throw BadArgument("the model is closed, so its tokenizer cannot name the predicted ids (top_ids and top_probs still hold them)");
         vocab = h.core->Vocab();
     }
@@ -501,40 +471,19 @@ void Export(const AnalysisHandle& h, const std::string& out, const FlagList& fla
     if (auto s = WriteExport(h.text, h.A(), h.core->info, options); !s) throw WriteFailed(s.error());
 }
 
-// compare: a keyword, or a twin's folder opened with `twin_flags` (another Model's load flags; the
-// model's own when none, as --compare DIR takes the command's).
-CompareSpec ParseCompare(const std::string& compare, const std::optional<FlagList>& twin_flags, const ModelCore& core) {
-    CompareSpec spec;
-    if (compare == "vanilla" || compare == "local" || compare == "unedited" || compare == "none") {
-        spec.kind = compare;
-        return spec;
-    }
-    spec.kind = "twin";
-    spec.twin_path = compare;
-    spec.twin_hints = core.options.hints;
-    if (twin_flags) {
-        CommandOptions o;
-        ApplyFlags(Command::Info, *twin_flags, kLoadExcluded, "the twin's load()", &o);
-        spec.twin_hints = o.hints;
-    }
-    return spec;
-}
-
 AnalysisHandle Analyze(const std::shared_ptr<ModelCore>& core, const std::string* text, const std::vector<int64_t>* ids,
                        const std::string& compare, const std::optional<FlagList>& twin_flags, const std::string& ablate, bool truncate) {
-    const CompareSpec spec = ParseCompare(compare, twin_flags, *core);
+    const RunSpec run = RunOf(compare, twin_flags, ablate);
     AnalysisHandle h;
     h.core = core;
-    h.compare = spec.kind;
+    h.compare = CompareKindOf(run.compare.kind).key;
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(core->mutex);
-    Configure(*core, spec, ablate);
+    Must(core->Run().Configure(run));
     const auto start = std::chrono::steady_clock::now();
     const model::Tokenization tokens = Tokens(*core, text, ids, truncate, &h.text);
-    auto result = core->Engine().Analyze(tokens);
+    h.a = std::make_shared<const model::Analysis>(Must(core->Run().Analyze(tokens)));
     h.engine_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (!result) throw std::runtime_error(result.error());
-    h.a = std::make_shared<const model::Analysis>(std::move(*result));
     return h;
 }
 
@@ -546,15 +495,15 @@ std::pair<std::string, std::string> ExportText(const std::shared_ptr<ModelCore>&
                                                const std::string& ablate, bool truncate) {
     ExportOptions options = ExportSettings(core->info, out, flags, "export_batch()");
     options.out_dir = (fs::path(out) / name).string();
-    const CompareSpec spec = ParseCompare(compare, twin_flags, *core);
+    const RunSpec run = RunOf(compare, twin_flags, ablate);
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(core->mutex);
-    Configure(*core, spec, ablate);
-    model::Engine& engine = core->Engine();
-    auto tokens = engine.Tokenize(text, truncate);
+    Runner& runner = core->Run();
+    Must(runner.Configure(run));
+    auto tokens = runner.engine().Tokenize(text, truncate);  // a failure is the text's row: the engine's own words
     if (!tokens) return {"", tokens.error()};
-    auto analysis = engine.Analyze(*tokens);
-    if (!analysis) return {"", analysis.error()};
+    auto analysis = runner.Analyze(*tokens);
+    if (!analysis) return {"", analysis.error().message};
     if (auto s = WriteExport(text, *analysis, core->info, options); !s) throw WriteFailed(s.error());
     return {BatchSummaryRow(name, line, *analysis, options.sink_epsilon).dump(), ""};
 }
@@ -576,22 +525,10 @@ std::string Generate(const std::shared_ptr<ModelCore>& core, const std::string& 
                "generate()", &o);
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(core->mutex);
-    // Only the SSA side is needed: the layer-local comparison runs no forward pass of its own.
-    Configure(*core, CompareSpec{"local", "", {}}, ablate);
-    model::Engine& engine = core->Engine();
-    std::string ignored;
-    model::Tokenization tokens = Tokens(*core, &text, nullptr, truncate, &ignored);
-    const size_t vocab = engine.tokenizer().VocabSize();
-    uint64_t rng = o.generate.seed;
-    std::vector<int32_t> generated;
-    for (int n = 0; n < o.generate.tokens && static_cast<int>(tokens.ids.size()) < core->info.config.n_positions; ++n) {
-        auto analysis = engine.Analyze(tokens);  // reuses every earlier row: one new row a step
-        if (!analysis) throw std::runtime_error(analysis.error());
-        const int32_t next = model::NextToken(analysis->next_logits, vocab, o.generate.temperature, o.generate.top_k, &rng);
-        generated.push_back(next);
-        model::AppendToken(engine.tokenizer(), next, &tokens);
-    }
-    return engine.tokenizer().Decode(generated);
+    Runner& runner = core->Run();
+    Must(runner.Configure({CompareKind::None, ablate}));  // only the SSA side is needed
+    model::Tokenization tokens = Must(runner.Tokenize(text, truncate));
+    return runner.engine().tokenizer().Decode(Must(runner.Generate(&tokens, o.generate)).ids);
 }
 
 // The window's command line for a model and its own flags (show="heads", ...), spelled back by
@@ -644,7 +581,7 @@ PYBIND11_MODULE(_ssaviz, m) {
         .def_property_readonly("closed", [](ModelCore& c) {
             py::gil_scoped_release release;
             std::lock_guard<std::mutex> lock(c.mutex);
-            return !c.engine;
+            return !c.runner;
         })
         .def_property_readonly("info_json",
                                [](const ModelCore& c) {
@@ -659,10 +596,9 @@ PYBIND11_MODULE(_ssaviz, m) {
         .def("close", [](ModelCore& c) {
             py::gil_scoped_release release;
             std::lock_guard<std::mutex> lock(c.mutex);
-            if (!c.engine) return;
+            if (!c.runner) return;
             (void)c.Vocab();  // analyses may still name their predictions
-            c.engine.reset();
-            c.twin.clear();
+            c.runner.reset();
         })
         .def("analyze_text",
              [](const std::shared_ptr<ModelCore>& c, const std::string& text, const std::string& compare,
@@ -755,6 +691,13 @@ PYBIND11_MODULE(_ssaviz, m) {
         model::UseComputeThreads(*g_worker_threads);
     });
     m.def("runtime_json", [] { return app::RuntimeToJson().dump(); });
+    // The comparison keywords (app/core/run.h's table): compare="vanilla", "local", ...
+    m.def("compare_keywords", [] {
+        std::vector<std::string> keys;
+        for (const app::CompareKindInfo& k : app::CompareKinds())
+            if (k.keyword) keys.push_back(k.key);
+        return keys;
+    });
     m.def("examples", [] {
         py::list out;
         for (const app::Example& x : app::BundledExamples()) {

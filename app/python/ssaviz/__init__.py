@@ -126,8 +126,8 @@ def _compare(where, value):
         return value.path, _flags(where, value.flags)
     if isinstance(value, (str, _os.PathLike)):
         return _os.fspath(value), None
-    raise ArgumentTypeError(f"{where}: compare must be 'vanilla', 'local', 'unedited', a Model, a twin's folder or None, not "
-                            f"{type(value).__name__}")
+    keywords = ", ".join(repr(k) for k in _ssaviz.compare_keywords())
+    raise ArgumentTypeError(f"{where}: compare must be {keywords}, a Model, a twin's folder or None, not {type(value).__name__}")
 
 
 #-----------------------------------------------------------------------------
@@ -166,17 +166,13 @@ class Model:
     def __reduce__(self):
         return (_reload, (self.path, self.device, self._flags))
 
-    @property
-    def path(self):
-        return self._core.path
-
-    @property
-    def device(self):
-        return self._core.device
-
-    @property
-    def flags(self):
-        return dict(self._flags)
+    # How it was opened, its shape, and whether close() freed it.
+    path = property(lambda self: self._core.path)
+    device = property(lambda self: self._core.device)
+    flags = property(lambda self: dict(self._flags), doc="the load flags (dtype=, n_head=, ...)")
+    n_layer = property(lambda self: self._core.n_layer)
+    n_head = property(lambda self: self._core.n_head)
+    closed = property(lambda self: self._core.closed)
 
     @property
     def info(self):
@@ -184,18 +180,6 @@ class Model:
         if self._info is None:
             self._info = _json.loads(self._core.info_json)
         return self._info
-
-    @property
-    def n_layer(self):
-        return self._core.n_layer
-
-    @property
-    def n_head(self):
-        return self._core.n_head
-
-    @property
-    def closed(self):
-        return self._core.closed
 
     def close(self):
         """Frees the weights now. Analyses keep their arrays, maps and figures; analyze() then raises."""

@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 app::Session Example() {
     app::Session s;
     s.model_dir = "/models/ssa small";
-    s.twin_dir = "/models/vanilla";
+    s.compare = app::CompareSpec::Twin("/models/vanilla");
     s.device = "cpu";
     s.text = "caf\xC3\xA9 \"quoted\"\nsecond line";
     s.truncate = true;
@@ -78,7 +78,7 @@ TEST(Session, RoundTripsEveryField) {
 // reads back; a session from before issue 17 (no such keys) has none and compares with tau = 1.
 TEST(Session, WhatIfsAndTheUneditedComparisonRoundTrip) {
     app::Session s;
-    s.compare_unedited = true;
+    s.compare.kind = app::CompareKind::Unedited;
     s.interventions = {{model::Intervention::Kind::Ablate, 1, 2, 0.0f},
                        {model::Intervention::Kind::PositionOnly, 0, -1, 0.0f},
                        {model::Intervention::Kind::Scale, 3, 0, 0.5f}};
@@ -87,16 +87,14 @@ TEST(Session, WhatIfsAndTheUneditedComparisonRoundTrip) {
     EXPECT_EQ(j["interventions"], "1:2,0:*=pos,3:0=x0.5");
     auto back = app::SessionFromJson(j);
     ASSERT_TRUE(back) << back.error();
-    EXPECT_TRUE(back->compare_unedited);
-    EXPECT_FALSE(back->layer_local);
-    EXPECT_TRUE(back->twin_dir.empty());
+    EXPECT_EQ(back->compare.kind, app::CompareKind::Unedited);
+    EXPECT_TRUE(back->compare.twin_dir.empty());
     EXPECT_TRUE(back->interventions == s.interventions);
 
     auto old = app::SessionFromJson(json{{"ssaviz_session", 1}, {"compare", "local"}, {"text", "hi"}});
     ASSERT_TRUE(old) << old.error();
     EXPECT_TRUE(old->interventions.empty());
-    EXPECT_FALSE(old->compare_unedited);
-    EXPECT_TRUE(old->layer_local);
+    EXPECT_EQ(old->compare.kind, app::CompareKind::LayerLocal);
 
     // Bad what-ifs are one-line errors with the item escaped.
     for (const std::string spec : {"1:x", "1", "0:0=hot", "2:1=x\x01"}) {
@@ -108,11 +106,97 @@ TEST(Session, WhatIfsAndTheUneditedComparisonRoundTrip) {
     }
 }
 
+// Sessions keep their format: the keys a flag also says are written as they always were (the
+// what-if scale and sink epsilon as the float they set, lists as arrays, the highlight's scope
+// and head as two keys).
+TEST(Session, FlagKeysKeepTheirFormat) {
+    const json j = app::SessionToJson(Example());
+    const json expected = {{"model", "/models/ssa small"},
+                           {"compare", "/models/vanilla"},
+                           {"interventions", ""},
+                           {"device", "cpu"},
+                           {"text", Example().text},
+                           {"truncate", true}};
+    for (const auto& [key, value] : expected.items()) EXPECT_EQ(j[key], value) << key;
+    const json expected_export = {{"out", "/tmp/out dir"}, {"layers", {0, 2}}, {"heads", {1}}, {"formats", {"npy", "csv", "png", "html"}},
+                                  {"maps", {"ssa", "diff"}}, {"colormap", "magma"}, {"log_scale", false}, {"size", 512},
+                                  {"highlight", "tau_v"}, {"highlight_scope", "head"}, {"highlight_head", {1, 2}}, {"sink_epsilon", 0.4f}};
+    EXPECT_EQ(j["export"], expected_export) << j["export"].dump();
+    EXPECT_EQ(j["export"]["sink_epsilon"].dump(), json(0.4f).dump());
+    // Defaults are written too, and nothing is ticked is a list of none.
+    app::Session none;
+    none.export_options.maps.clear();
+    app::ClearExportFormats(&none.export_options);
+    none.export_options.figures.highlight_scope = app::TokenScope::ModelMean;
+    none.export_options.figures.highlight_head = {3, 1};  // the dialog keeps it while the scope is the model
+    const json d = app::SessionToJson(none);
+    EXPECT_EQ(d["compare"], "vanilla");
+    EXPECT_EQ(d["device"], "auto");
+    EXPECT_EQ(d["truncate"], false);
+    EXPECT_EQ(d["export"]["size"], 0);
+    EXPECT_EQ(d["export"]["log_scale"], false);
+    EXPECT_EQ(d["export"]["maps"], json::array());
+    EXPECT_EQ(d["export"]["formats"], json::array());
+    EXPECT_EQ(d["export"]["layers"], json::array());
+    EXPECT_EQ(d["export"]["highlight_scope"], "model");
+    auto back = app::SessionFromJson(d);
+    ASSERT_TRUE(back) << back.error();
+    EXPECT_EQ(app::SessionToJson(*back), d);
+    EXPECT_TRUE(back->export_options.maps.empty());
+    EXPECT_EQ(back->export_options.figures.highlight_head.layer, 3);
+}
+
+// One set of bounds: a session's value goes through its flag, so it is refused where the flag
+// refuses it, with the flag's words (the map size: 16 to 8192 pixels, or 0 for automatic).
+TEST(Session, FlagKeysHaveTheFlagsBounds) {
+    for (const json& size : {json(5), json(8193), json(-1)}) {
+        auto s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"export", {{"size", size}}}});
+        ASSERT_FALSE(s) << size;
+        EXPECT_NE(s.error().find("'export.size': must be a heatmap side of 16 to 8192 pixels"), std::string::npos) << s.error();
+        app::CommandOptions o;
+        EXPECT_FALSE(app::ApplyFlag(app::Command::Export, "size", size.dump(), &o));
+    }
+    auto s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"export", {{"size", 0}}}});
+    ASSERT_TRUE(s) << s.error();
+    EXPECT_EQ(s->export_options.figures.map_size, 0);
+    s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"export", {{"sink_epsilon", 1.5}}}});
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().find("'export.sink_epsilon': must be a number in (0, 1)"), std::string::npos) << s.error();
+    s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"export", {{"highlight", "warmth"}}}});
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().find("'export.highlight': 'warmth' is not one of"), std::string::npos) << s.error();
+    // Keys the table does not know are left alone, as before.
+    s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"colour", "red"}, {"export", {{"dpi", 300}}}});
+    ASSERT_TRUE(s) << s.error();
+}
+
+// What a comparison value means is known in one place (app/core/run.h): --compare, a session's
+// "compare" and Python's compare (where "none" is a keyword too) read alike and spell back as given.
+TEST(Compare, OneVocabularyForFlagsSessionsAndPython) {
+    for (const std::string value : {"vanilla", "local", "unedited", "/models/vanilla"}) {
+        const app::CompareSpec c = app::ParseCompare(value);
+        EXPECT_EQ(app::SpellCompare(c), value);
+        app::CommandOptions o;
+        ASSERT_TRUE(app::ApplyFlag(app::Command::Export, "compare", value, &o));
+        EXPECT_EQ(o.compare.kind, c.kind) << value;
+        auto s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"compare", value}});
+        ASSERT_TRUE(s) << s.error();
+        EXPECT_EQ(s->compare.kind, c.kind) << value;
+        EXPECT_EQ(app::SessionToJson(*s)["compare"], value);
+    }
+    EXPECT_EQ(app::ParseCompare("local").kind, app::CompareKind::LayerLocal);
+    EXPECT_EQ(app::ParseCompare("/models/vanilla").twin_dir, "/models/vanilla");
+    EXPECT_EQ(app::ParseCompare("none").kind, app::CompareKind::Twin);  // a folder ./none on the command line
+    EXPECT_EQ(app::ParseCompare("none", /*python=*/true).kind, app::CompareKind::None);
+    EXPECT_EQ(app::CompareFlagHint(), "vanilla|local|unedited|DIR");
+    EXPECT_EQ(app::CompareKindRunning(model::Comparison::LayerLocal).kind, app::CompareKind::LayerLocal);
+}
+
 TEST(Session, MissingKeysKeepDefaults) {
     auto s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"text", "hi"}});
     ASSERT_TRUE(s) << s.error();
     EXPECT_EQ(s->text, "hi");
-    EXPECT_TRUE(s->twin_dir.empty());
+    EXPECT_EQ(s->compare.kind, app::CompareKind::Global);
     EXPECT_EQ(s->settings.colormap, viz::Colormap::Viridis);
     EXPECT_TRUE(s->export_options.json);
 }
@@ -161,7 +245,7 @@ TEST(Session, BadFilesAreOneLineErrorsNamingTheKey) {
 
 TEST(ExportCommandLine, NamesEverySetting) {
     const app::Session s = Example();
-    const std::string cmd = app::ExportCommandLine(s.export_options, s.model_dir, s.twin_dir, "cpu", "it's");
+    const std::string cmd = app::ExportCommandLine(s.export_options, s.model_dir, s.compare.twin_dir, "cpu", "it's");
     for (const char* part : {"ssaviz export --model '/models/ssa small'", "--text 'it'\\''s'", "--out '/tmp/out dir'", "--format npy,csv,png,html",
                              "--maps ssa,diff", "--layers 0,2", "--heads 1", "--colormap magma", "--size 512", "--highlight tau_v",
                              "--highlight-scope 1,2", "--sink-eps 0.4", "--compare /models/vanilla", "--device cpu"})
@@ -201,7 +285,7 @@ std::vector<std::string> ShellWords(const std::string& line) {
 TEST(ExportCommandLine, ParsesBackToTheSameOptions) {
     const app::Session s = Example();
     const std::string text = s.text + " it's";
-    const std::string cmd = app::ExportCommandLine(s.export_options, s.model_dir, s.twin_dir, "cpu", text, true);
+    const std::string cmd = app::ExportCommandLine(s.export_options, s.model_dir, s.compare.twin_dir, "cpu", text, true);
     const std::vector<std::string> args = ShellWords(cmd);
     ASSERT_GE(args.size(), 2u);
     EXPECT_EQ(args[1], "export");
@@ -213,7 +297,7 @@ TEST(ExportCommandLine, ParsesBackToTheSameOptions) {
     EXPECT_EQ(o.model_dir.value_or(""), s.model_dir);
     EXPECT_EQ(o.text.value_or(""), text);
     EXPECT_EQ(o.device.value_or(""), "cpu");
-    EXPECT_EQ(o.compare, s.twin_dir);
+    EXPECT_EQ(app::SpellCompare(o.compare), s.compare.twin_dir);
     EXPECT_TRUE(o.truncate);
     EXPECT_EQ(app::FormatCommandLine(app::Command::Export, o), cmd);
 }

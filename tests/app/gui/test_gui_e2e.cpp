@@ -511,7 +511,7 @@ TEST(Worker, ABigModelOpensWithTheLayerLocalComparison) {
     EXPECT_EQ(local->comparison, model::Comparison::LayerLocal);
     EXPECT_FALSE(local->HasComparePredictions());
 
-    const uint64_t set = worker.SetComparison(model::Comparison::Counterfactual);
+    const uint64_t set = worker.SetComparison(app::CompareKind::Global);  // the counterfactual
     const WorkerEvent e = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == set; }).back();
     ASSERT_EQ(e.kind, WorkerEvent::Kind::ComparisonSet) << e.error;
     EXPECT_EQ(e.comparison, model::Comparison::Counterfactual);

@@ -1,0 +1,177 @@
+// The comparison table, then the runner.
+#include "app/core/run.h"
+
+namespace app {
+
+//-----------------------------------------------------------------------------
+// [SECTION] Comparisons: the one vocabulary
+//-----------------------------------------------------------------------------
+
+const std::vector<CompareKindInfo>& CompareKinds() {
+    using C = model::Comparison;
+    static const std::vector<CompareKindInfo> kinds = {
+        {CompareKind::Global, "vanilla", C::Counterfactual, true, "tau=1", "(the default) sets tau = 1 in every layer (a second forward pass)"},
+        {CompareKind::LayerLocal, "local", C::LayerLocal, true, "tau=1 local", "tau = 1 in each layer alone, on the SSA model's own q and k"},
+        {CompareKind::Unedited, "unedited", C::Unedited, true, "unedited", "the model without the --ablate what-ifs"},
+        {CompareKind::Twin, "twin", C::Twin, false, "twin", "a trained twin"},
+        // Nothing shown: the layer-local comparison costs no forward pass of its own.
+        {CompareKind::None, "none", C::LayerLocal, false, "comparison", ""},
+    };
+    return kinds;
+}
+
+const CompareKindInfo& CompareKindOf(CompareKind kind) {
+    for (const CompareKindInfo& k : CompareKinds())
+        if (k.kind == kind) return k;
+    assert(false);
+    return CompareKinds()[0];
+}
+
+const CompareKindInfo& CompareKindRunning(model::Comparison runs) {
+    for (const CompareKindInfo& k : CompareKinds())  // the first row that runs it: None only borrows LayerLocal
+        if (k.runs == runs) return k;
+    assert(false);
+    return CompareKinds()[0];
+}
+
+CompareSpec ParseCompare(const std::string& value, bool python) {
+    for (const CompareKindInfo& k : CompareKinds())
+        if (value == k.key && (k.keyword || (python && k.kind == CompareKind::None))) return k.kind;
+    return CompareSpec::Twin(value);
+}
+
+std::string SpellCompare(const CompareSpec& compare) {
+    return compare.kind == CompareKind::Twin ? compare.twin_dir : CompareKindOf(compare.kind).key;
+}
+
+std::string CompareFlagHint() {
+    std::string hint;
+    for (const CompareKindInfo& k : CompareKinds())
+        if (k.keyword) hint += std::string(k.key) + "|";
+    return hint + "DIR";
+}
+
+std::string CompareFlagHelp() {
+    std::string help = "the comparison:";
+    for (const CompareKindInfo& k : CompareKinds())
+        if (k.keyword) help += std::string(" ") + k.key + " " + k.help + ";";
+    return help + " DIR " + CompareKindOf(CompareKind::Twin).help;
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] The runner
+//-----------------------------------------------------------------------------
+
+RunResult<std::unique_ptr<Runner>> Runner::Open(const ModelSpec& spec) {
+    if (const int threads = model::ComputeThreadsFromEnvironment(0)) model::SetComputeThreads(threads);
+    auto engine = model::Engine::Open(spec.path, spec.device, spec.hints, spec.dtype);
+    if (!engine) {
+        // A device or dtype this build or machine lacks is the caller's mistake; the rest is the model's.
+        const bool asked_wrong = engine.error().rfind("--device", 0) == 0 || engine.error().rfind("--dtype", 0) == 0;
+        return RunError{asked_wrong ? RunError::Kind::Usage : RunError::Kind::BadInput, engine.error(), spec.path};
+    }
+    return std::unique_ptr<Runner>(new Runner(std::move(*engine), spec));
+}
+
+RunStatus Runner::Configure(const RunSpec& run) {
+    if (auto s = SetCompare(run.compare); !s) return s;
+    return SetWhatIfs(run.ablate);
+}
+
+RunStatus Runner::SetCompare(const CompareSpec& compare) {
+    if (compare.kind == CompareKind::Twin) {
+        if (compare.twin_dir == m_twin) return model::Ok{};
+        // A twin that does not open leaves the engine as it was (with the twin before, if any).
+        if (auto s = m_engine->OpenTwin(compare.twin_dir, compare.twin_hints.value_or(m_spec.hints)); !s)
+            return RunError{RunError::Kind::BadInput, s.error(), compare.twin_dir};
+        m_twin = compare.twin_dir;
+        return model::Ok{};
+    }
+    CloseTwin();
+    if (auto s = m_engine->SetComparison(CompareKindOf(compare.kind).runs); !s) return RunError{RunError::Kind::Failure, s.error()};
+    return model::Ok{};
+}
+
+RunStatus Runner::SetWhatIfs(const std::string& ablate) {
+    std::vector<model::Intervention> edits;
+    if (!ablate.empty()) {
+        const model::ModelConfig& c = Info().config;
+        auto parsed = model::ParseInterventions(ablate, c.n_layer, c.n_head);
+        if (!parsed) return RunError{RunError::Kind::Usage, parsed.error()};
+        edits = std::move(*parsed);
+    }
+    if (auto s = m_engine->SetInterventions(std::move(edits)); !s) return RunError{RunError::Kind::Usage, s.error()};
+    return model::Ok{};
+}
+
+void Runner::CloseTwin() {
+    if (m_twin.empty()) return;
+    m_engine->CloseTwin();
+    m_twin.clear();
+}
+
+RunResult<model::Tokenization> Runner::Tokenize(const std::string& text, bool truncate) const {
+    auto tokens = m_engine->Tokenize(text, truncate);
+    if (!tokens) {
+        const bool too_long = tokens.error().find("longer than the model's context") != std::string::npos;
+        return RunError{RunError::Kind::BadInput, tokens.error() + (too_long ? "; pass --truncate to run it" : "")};
+    }
+    return std::move(*tokens);
+}
+
+RunResult<model::Analysis> Runner::Analyze(const model::Tokenization& tokens, const model::AnalyzeOptions& options) {
+    auto analysis = m_engine->Analyze(tokens, options);
+    if (!analysis) return RunError{RunError::Kind::Failure, analysis.error()};
+    return std::move(*analysis);
+}
+
+RunResult<Generation> Runner::Generate(model::Tokenization* tokens, const GenerationSpec& spec, const GenerationHooks& hooks) {
+    Generation out;
+    const int context = Info().config.n_positions;
+    const size_t vocab = m_engine->tokenizer().VocabSize();
+    uint64_t rng = spec.seed;
+    std::vector<float> logits;  // after the last token, once the tokens are analysed
+    bool analysed = false;
+    for (int n = 0; n < spec.tokens; ++n) {
+        if (static_cast<int>(tokens->ids.size()) >= context) {
+            out.end = Generation::End::ContextFull;
+            break;
+        }
+        if (hooks.stop && hooks.stop()) {
+            out.end = Generation::End::Stopped;
+            break;
+        }
+        if (!analysed) {  // the prompt; usually the caller's last analysis, reused whole
+            auto a = Analyze(*tokens, hooks.options);
+            if (!a) return a.error();
+            logits = std::move(a->next_logits);
+        }
+        GenerationStep step;
+        step.index = n;
+        step.id = model::NextToken(logits, vocab, spec.temperature, spec.top_k, &rng);
+        step.piece = model::AppendToken(m_engine->tokenizer(), step.id, tokens);
+        out.ids.push_back(step.id);
+        out.text += step.piece;
+        analysed = hooks.analyse_each_step;
+        if (analysed) {  // incremental: only the new row is computed
+            auto a = Analyze(*tokens, hooks.options);
+            if (!a) return a.error();
+            logits = a->next_logits;  // a copy: the step hands the analysis on
+            step.analysis = std::move(*a);
+        }
+        if (hooks.on_step) hooks.on_step(step);
+    }
+    return out;
+}
+
+std::shared_ptr<const std::vector<std::string>> Runner::Vocabulary() {
+    if (!m_vocabulary) {
+        const model::Tokenizer& t = m_engine->tokenizer();
+        auto v = std::make_shared<std::vector<std::string>>(t.VocabSize());
+        for (size_t id = 0; id < v->size(); ++id) (*v)[id] = t.Decode({static_cast<int32_t>(id)});
+        m_vocabulary = std::move(v);
+    }
+    return m_vocabulary;
+}
+
+}  // namespace app
