@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "app/core/examples.h"
+
 namespace app {
 
 double NowMs() {
@@ -161,6 +163,7 @@ void InferenceWorker::Handle(const Request& r) {
             m_device = r.device;
             WorkerEvent opened{Kind::ModelOpened, m_engine->Info(), nullptr, "", r.id, NowMs() - r.start_ms};
             opened.comparison = m_engine->comparison();
+            opened.twin_beside = TwinBeside(m_engine->Info().dir);  // looked for once here, not by the views each frame
             auto vocab = std::make_shared<std::vector<std::string>>(m_engine->tokenizer().VocabSize());
             for (size_t id = 0; id < vocab->size(); ++id) (*vocab)[id] = m_engine->tokenizer().Decode({static_cast<int32_t>(id)});
             opened.vocab = std::move(vocab);
