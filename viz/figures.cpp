@@ -722,6 +722,8 @@ std::vector<PlotSeries> SeriesToDraw(const std::vector<PlotSeries>& described, c
             const float offset = (categories++ - (category_series - 1) * 0.5f) * slot_width;
             for (size_t k = 0; k < s.Y.size(); ++k) s.X.push_back(static_cast<float>(k) + offset);
             s.BarWidth = slot_width;
+        } else if (s.X.empty()) {  // a line or points at 1, 2, ...
+            for (size_t k = 0; k < s.Y.size(); ++k) s.X.push_back(static_cast<float>(k + 1));
         }
     }
     if (options.YLine) {

@@ -15,7 +15,7 @@ namespace viz {
 
 enum class SeriesKind {
     Line,       // (X[i], Y[i]) joined in order; NaN breaks the line. X empty: 1, 2, ...
-    Points,     // (X[i], Y[i]) as dots
+    Points,     // (X[i], Y[i]) as dots. X empty: 1, 2, ...
     Bars,       // Y[i] as a bar from 0: centred on X[i] and BarWidth wide, or, with X empty, in slot i of
                 // the categories, side by side with the other such series
     Histogram,  // Y holds the values to count; all histogram series of a plot share their bins

@@ -1,3 +1,12 @@
+// The window's plots (viz/imgui/plot.h).
+//
+// Index of this file:
+// [SECTION] Theme, and the description as the drawing code reads it
+// [SECTION] Ranges, ticks and numbers
+// [SECTION] A plot's frame: axes, ticks, legend, reference lines
+// [SECTION] One function per kind of series
+// [SECTION] DrawPlot
+
 #include "viz/imgui/plot.h"
 
 #include <algorithm>
@@ -13,12 +22,16 @@
 namespace viz {
 namespace {
 
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Theme, and the description as the drawing code reads it
+//-------------------------------------------------------------------------------------------------
+
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 const ImU32 kGridColor = IM_COL32(255, 255, 255, 22);
 const ImU32 kAxisColor = IM_COL32(255, 255, 255, 90);
-const ImU32 kLineColor = IM_COL32(255, 196, 64, 230);      // y_line (threshold)
-const ImU32 kMarkerColor = IM_COL32(255, 255, 255, 110);   // x_line
+const ImU32 kLineColor = IM_COL32(255, 196, 64, 230);      // Options.YLine: amber on the dark theme (a file's is red)
+const ImU32 kMarkerColor = IM_COL32(255, 255, 255, 110);   // Options.XMarker
 const ImU32 kHighlightColor = IM_COL32(255, 230, 90, 255);
 const ImU32 kHoverBand = IM_COL32(255, 255, 255, 28);
 
@@ -55,6 +68,10 @@ PlotAxes AxesOf(const PlotOptions& o) {
 ImU32 SeriesColorOf(const PlotSeries& s) { return ToImU32(s.Color); }
 const char* LabelOf(const PlotSeries& s) { return s.Name.c_str(); }
 int CountOf(const PlotSeries& s) { return static_cast<int>(s.X.empty() ? s.Y.size() : std::min(s.X.size(), s.Y.size())); }
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Ranges, ticks and numbers
+//-------------------------------------------------------------------------------------------------
 
 // The finite min..max of some values.
 struct Extent {
@@ -123,6 +140,10 @@ struct LegendItem {
     const char* label;
     ImU32 color;
 };
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] A plot's frame: axes, ticks, legend, reference lines
+//-------------------------------------------------------------------------------------------------
 
 // One plot being drawn: its rectangles, ranges and the mouse.
 struct Frame {
@@ -315,7 +336,8 @@ void TooltipSeriesLine(ImU32 color, const char* label, const std::string& value)
 }
 
 //-------------------------------------------------------------------------------------------------
-// One function per kind of series
+// [SECTION] One function per kind of series
+//-------------------------------------------------------------------------------------------------
 
 PlotHit LinePlot(const char* id, ImVec2 size, const std::vector<PlotSeries>& series, const PlotAxes& axes) {
     PlotHit hit;
@@ -491,8 +513,8 @@ PlotHit ScatterPlot(const char* id, ImVec2 size, const std::vector<PlotSeries>& 
     Extent ex, ey;
     for (const PlotSeries& ps : series)
         for (int i = 0; i < CountOf(ps); ++i) {
-            if (!std::isfinite(ps.X[i]) || !std::isfinite(ps.Y[i])) continue;
-            ex.Add(ps.X[i]);
+            if (!std::isfinite(SeriesX(ps, i)) || !std::isfinite(ps.Y[i])) continue;
+            ex.Add(SeriesX(ps, i));
             ey.Add(ps.Y[i]);
         }
     if (axes.y_line) ey.Add(*axes.y_line);
@@ -506,8 +528,8 @@ PlotHit ScatterPlot(const char* id, ImVec2 size, const std::vector<PlotSeries>& 
         const PlotSeries& ps = series[s];
         const ImU32 color = SeriesColorOf(ps);
         for (int i = 0; i < CountOf(ps); ++i) {
-            if (!std::isfinite(ps.X[i]) || !std::isfinite(ps.Y[i])) continue;
-            const ImVec2 p(f.X(ps.X[i]), f.Y(ps.Y[i]));
+            if (!std::isfinite(SeriesX(ps, i)) || !std::isfinite(ps.Y[i])) continue;
+            const ImVec2 p(f.X(SeriesX(ps, i)), f.Y(ps.Y[i]));
             f.draw->AddCircleFilled(p, 3.5f, WithAlpha(color, 0.8f));
             if (f.MouseInPlot()) {
                 const float dist = std::hypot(p.x - f.mouse.x, p.y - f.mouse.y);
@@ -517,9 +539,9 @@ PlotHit ScatterPlot(const char* id, ImVec2 size, const std::vector<PlotSeries>& 
     }
     auto label = [&](const PlotSeries& ps, int i) { return i < static_cast<int>(ps.Labels.size()) ? ps.Labels[i].c_str() : nullptr; };
     const PlotSeries* first = series.empty() ? nullptr : &series[0];
-    if (first && highlighted >= 0 && highlighted < CountOf(*first) && std::isfinite(first->X[highlighted]) &&
+    if (first && highlighted >= 0 && highlighted < CountOf(*first) && std::isfinite(SeriesX(*first, highlighted)) &&
         std::isfinite(first->Y[highlighted])) {
-        const ImVec2 p(f.X(first->X[highlighted]), f.Y(first->Y[highlighted]));
+        const ImVec2 p(f.X(SeriesX(*first, highlighted)), f.Y(first->Y[highlighted]));
         f.draw->AddCircleFilled(p, 4.5f, kHighlightColor);
         f.draw->AddCircle(p, 8.0f, kHighlightColor, 0, 2.0f);
         if (const char* text = label(*first, highlighted)) {
@@ -533,12 +555,12 @@ PlotHit ScatterPlot(const char* id, ImVec2 size, const std::vector<PlotSeries>& 
     }
     if (hit.index >= 0) {
         const PlotSeries& ps = series[hit.series];
-        const ImVec2 p(f.X(ps.X[hit.index]), f.Y(ps.Y[hit.index]));
+        const ImVec2 p(f.X(SeriesX(ps, hit.index)), f.Y(ps.Y[hit.index]));
         f.draw->AddCircle(p, 6.0f, IM_COL32(255, 255, 255, 220), 0, 1.5f);
         hit.clicked = f.clicked;
         ImGui::BeginTooltip();
         if (const char* text = label(ps, hit.index)) ImGui::TextUnformatted(text);
-        ImGui::Text("%s: %s", axes.x_label ? axes.x_label : "x", FormatValue(ps.X[hit.index]).c_str());
+        ImGui::Text("%s: %s", axes.x_label ? axes.x_label : "x", FormatValue(SeriesX(ps, hit.index)).c_str());
         ImGui::Text("%s: %s", axes.y_label ? axes.y_label : "y", FormatValue(ps.Y[hit.index]).c_str());
         ImGui::EndTooltip();
     }
@@ -659,6 +681,10 @@ PlotHit BarChart(const char* id, ImVec2 size, const std::vector<PlotSeries>& ser
 }
 
 }  // namespace
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] DrawPlot
+//-------------------------------------------------------------------------------------------------
 
 PlotHit DrawPlot(const char* id, ImVec2 size, const Plot& plot) {
     const PlotOptions& o = plot.Options;
