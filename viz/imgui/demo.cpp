@@ -298,61 +298,55 @@ void SectionPlots() {
     ImGui::TextWrapped("DrawPlot(id, size, plot): a viz::Plot description (series, axes, labels, ranges, colours) drawn "
                        "here; viz::PlotFigure(plot) makes the same description a paper figure.");
     const float h = ImGui::GetFontSize() * 11.0f;
-    static const Plot lines = [] {
+    // A plot of `sides` series of one kind: SSA orange, then vanilla blue.
+    auto sides = [](SeriesKind kind, int count, const char* x_label, const char* y_label) {
         Plot p;
-        p.Series.resize(2);
-        for (int k = 0; k < 2; ++k) {
+        p.Series.resize(static_cast<size_t>(count));
+        for (int k = 0; k < count; ++k) {
             p.Series[k].Name = k == 0 ? "SSA" : "vanilla";
+            p.Series[k].Kind = kind;
             p.Series[k].Color = k == 0 ? kSsaColor : kCompareColor;
-            for (int i = 1; i <= 60; ++i) p.Series[k].Y.push_back(k == 0 ? 0.6f + 0.1f * std::sin(i * 0.3f) : 1.0f - 0.5f / i);
         }
-        p.Options.XLabel = "query position i";
-        p.Options.YLabel = "Line: H_i / ln i";
+        p.Options.XLabel = x_label;
+        p.Options.YLabel = y_label;
+        return p;
+    };
+    static const Plot lines = [&] {
+        Plot p = sides(SeriesKind::Line, 2, "query position i", "Line: H_i / ln i");
+        for (int i = 1; i <= 60; ++i) {
+            p.Series[0].Y.push_back(0.6f + 0.1f * std::sin(i * 0.3f));
+            p.Series[1].Y.push_back(1.0f - 0.5f / i);
+        }
         p.Options.YRange = Range{0.0f, 1.05f};
-        p.Options.XMarker = 20.0f;
+        p.Options.XMarker = 20.0f;  // the selected query
         return p;
     }();
-    static const Plot histogram = [] {
-        Plot p;
-        p.Series.resize(1);
-        p.Series[0].Kind = SeriesKind::Histogram;
-        p.Series[0].Color = kSsaColor;
+    static const Plot histogram = [&] {
+        Plot p = sides(SeriesKind::Histogram, 1, "tau_q", "Histogram: tokens");
         std::mt19937 rng(3);
         std::normal_distribution<float> tau(1.6f, 0.3f);
         for (int i = 0; i < 500; ++i) p.Series[0].Y.push_back(tau(rng));
-        p.Options.XLabel = "tau_q";
-        p.Options.YLabel = "Histogram: tokens";
-        p.Options.XMarker = 1.0f;
+        p.Options.XMarker = 1.0f;  // vanilla attention
         return p;
     }();
-    static const Plot points = [] {
-        Plot p;
-        p.Series.resize(1);
-        p.Series[0].Kind = SeriesKind::Points;
-        p.Series[0].Color = kSsaColor;
+    static const Plot points = [&] {
+        Plot p = sides(SeriesKind::Points, 1, "x", "Points (hover one)");
         for (int i = 0; i < 16; ++i) {
             p.Series[0].X.push_back(0.1f * (i % 5) + 0.02f * i);
             p.Series[0].Y.push_back(1.0f + 0.15f * ((i * 7) % 11));
             p.Series[0].Labels.push_back("head " + std::to_string(i));
         }
-        p.Options.XLabel = "x";
-        p.Options.YLabel = "Points (hover one)";
-        p.Options.Highlighted = 5;
+        p.Options.Highlighted = 5;  // the selected head
         return p;
     }();
-    static const Plot bars = [] {
-        Plot p;
-        p.Series.resize(2);
-        for (int k = 0; k < 2; ++k) {
-            p.Series[k].Name = k == 0 ? "SSA" : "vanilla";
-            p.Series[k].Kind = SeriesKind::Bars;
-            p.Series[k].Color = k == 0 ? kSsaColor : kCompareColor;
-            for (int i = 0; i < 8; ++i) p.Series[k].Y.push_back(0.1f + 0.08f * ((i * (k + 3)) % 7));
+    static const Plot bars = [&] {
+        Plot p = sides(SeriesKind::Bars, 2, "", "Bars in groups");
+        for (int i = 0; i < 8; ++i) {
+            for (int k = 0; k < 2; ++k) p.Series[k].Y.push_back(0.1f + 0.08f * ((i * (k + 3)) % 7));
+            p.Options.XCategories.push_back("L" + std::to_string(i / 4) + " H" + std::to_string(i % 4));
         }
-        for (int i = 0; i < 8; ++i) p.Options.XCategories.push_back("L" + std::to_string(i / 4) + " H" + std::to_string(i % 4));
         p.Options.CategoryGroup = 4;
         p.Options.GroupLabels = {"L0", "L1"};
-        p.Options.YLabel = "Bars in groups";
         p.Options.YLine = PlotLine{0.3f, "eps 0.30"};
         p.Options.Highlighted = 2;
         return p;
