@@ -16,6 +16,7 @@ constexpr Rgba8 kText = {38, 38, 38, 255};
 constexpr Rgba8 kAxis = {64, 64, 64, 255};
 constexpr Rgba8 kGrid = {228, 228, 228, 255};
 constexpr Rgba8 kFaint = {140, 140, 140, 255};
+constexpr Rgba8 kReference = {200, 60, 60, 255};  // a plot's reference line (PlotOptions::YLine)
 constexpr float kPad = 12;  // outer margin of every figure
 
 const char* const kEllipsis = "\xE2\x80\xA6";  // U+2026
@@ -312,15 +313,6 @@ int LabelStride(float cell, float min_spacing) {
 }  // namespace
 
 // -------------------------------------------------------------------------------------------------
-
-Rgba8 SeriesColor(int i) {
-    // Matplotlib's tab10: SSA blue, comparison orange, then the rest.
-    static const Rgba8 kPalette[] = {{31, 119, 180, 255}, {255, 127, 14, 255}, {44, 160, 44, 255},  {214, 39, 40, 255},
-                                     {148, 103, 189, 255}, {140, 86, 75, 255}, {227, 119, 194, 255}, {127, 127, 127, 255},
-                                     {188, 189, 34, 255}, {23, 190, 207, 255}};
-    const int n = static_cast<int>(sizeof kPalette / sizeof kPalette[0]);
-    return kPalette[((i % n) + n) % n];
-}
 
 Figure HeatmapFigure(const float* values, int rows, int cols, const HeatmapFigureOptions& options) {
     Figure f;
@@ -695,6 +687,65 @@ float HiddenData(const Figure& f, size_t begin, size_t end, float x0, float y0, 
     return cost;
 }
 
+// The description as the layout below draws it: histograms counted into bars (a paper's 40 bins
+// over all their values by default; later series translucent so the first shows through), bars
+// without X placed side by side in their category slots, and the reference line as one more line
+// series across the categories (or the data), so it is fitted and in the legend like the others.
+std::vector<PlotSeries> SeriesToDraw(const std::vector<PlotSeries>& described, const PlotOptions& options) {
+    std::vector<PlotSeries> out = described;
+    float lo = INFINITY, hi = -INFINITY;
+    int category_series = 0;
+    for (const PlotSeries& s : described) {
+        if (s.Kind == SeriesKind::Histogram)
+            for (float v : s.Y)
+                if (Finite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+        category_series += s.Kind == SeriesKind::Bars && s.X.empty();
+    }
+    if (!(lo <= hi)) lo = hi = 1.0f;
+    if (!(hi > lo)) hi = lo + 1.0f, lo -= 1.0f;
+    const int bins = options.HistogramBins > 0 ? options.HistogramBins : 40;
+    const float bin_width = (hi - lo) / bins;
+    const float slot_width = category_series > 0 ? 0.8f / category_series : 0.8f;
+    int histograms = 0, categories = 0;
+    for (PlotSeries& s : out) {
+        if (s.Kind == SeriesKind::Histogram) {
+            std::vector<float> counts(bins, 0.0f);
+            for (float v : s.Y)
+                if (Finite(v)) counts[std::clamp(static_cast<int>((v - lo) / bin_width), 0, bins - 1)] += 1.0f;
+            s.Kind = SeriesKind::Bars;
+            s.X.clear();
+            for (int b = 0; b < bins; ++b) s.X.push_back(lo + (b + 0.5f) * bin_width);
+            s.Y = std::move(counts);
+            s.BarWidth = bin_width;
+            if (histograms++ > 0) s.Color.a = 170;
+        } else if (s.Kind == SeriesKind::Bars && s.X.empty()) {
+            const float offset = (categories++ - (category_series - 1) * 0.5f) * slot_width;
+            for (size_t k = 0; k < s.Y.size(); ++k) s.X.push_back(static_cast<float>(k) + offset);
+            s.BarWidth = slot_width;
+        } else if (s.X.empty()) {  // a line or points at 1, 2, ...
+            for (size_t k = 0; k < s.Y.size(); ++k) s.X.push_back(static_cast<float>(k + 1));
+        }
+    }
+    if (options.YLine) {
+        PlotSeries line;
+        line.Name = options.YLine->Label;
+        line.Color = kReference;
+        const float value = options.YLine->Value;
+        if (!options.XCategories.empty()) {
+            line.X = {-0.5f, static_cast<float>(options.XCategories.size()) - 0.5f};
+        } else {
+            float x_lo = INFINITY, x_hi = -INFINITY;
+            for (const PlotSeries& s : out)
+                for (float x : s.X)
+                    if (Finite(x)) x_lo = std::min(x_lo, x), x_hi = std::max(x_hi, x);
+            line.X = x_lo <= x_hi ? std::vector<float>{x_lo, x_hi} : std::vector<float>{0.0f, 1.0f};
+        }
+        line.Y = {value, value};
+        out.push_back(std::move(line));
+    }
+    return out;
+}
+
 Range UsableRange(Range r) {
     r = Sanitize(r);
     if (r.max == r.min) {
@@ -707,7 +758,8 @@ Range UsableRange(Range r) {
 
 }  // namespace
 
-Figure PlotFigure(const std::vector<PlotSeries>& series, const PlotOptions& options) {
+Figure PlotFigure(const std::vector<PlotSeries>& described, const PlotOptions& options) {
+    const std::vector<PlotSeries> series = SeriesToDraw(described, options);
     Figure f;
     f.Title = options.Title;
     f.Width = std::clamp(options.Width, 160, 8192);

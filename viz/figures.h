@@ -1,7 +1,8 @@
 // Layouts of the figures ssaviz exports: an attention heatmap with token labels and a colour bar,
 // the temperature highlight of the text (the paper's Figure 1, also as HTML), the grid of all
-// heads, and line / scatter / bar plots. Each returns a Figure (viz/figure.h) that becomes PNG or
-// SVG; the same inputs give the same figure in the GUI's export preview and on the command line.
+// heads, and plots (a viz/plot.h description, which the window draws too). Each returns a Figure
+// (viz/figure.h) that becomes PNG or SVG; the same inputs give the same figure in the GUI's export
+// preview and on the command line.
 #pragma once
 
 #include <optional>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "viz/figure.h"
+#include "viz/plot.h"
 
 namespace viz {
 
@@ -57,35 +59,14 @@ struct HeadsGridOptions {
 // maps: [layers, heads, tokens, tokens] row-major. Layers are rows, heads are columns.
 Figure HeadsGridFigure(const float* maps, int layers, int heads, int tokens, const HeadsGridOptions& options);
 
-enum class SeriesKind { Line, Points, Bars };
-
-// In an inline namespace because viz/imgui/plot.h (the GUI's ImGui plots) has its own, different
-// viz::PlotSeries: two definitions of one name break the one-definition rule at link time
-// (std::vector<PlotSeries> members would be merged). Code says viz::PlotSeries as usual; a file
-// that includes both headers names this one viz::fig::PlotSeries.
-inline namespace fig {
-struct PlotSeries {
-    std::string Name;  // legend entry (empty: not in the legend)
-    SeriesKind Kind = SeriesKind::Line;
-    std::vector<float> X, Y;  // NaN points are skipped (a line breaks there)
-    Rgba8 Color = {31, 119, 180, 255};
-    float BarWidth = 0.8f;    // Bars: width in x units, centred on X
-};
-}  // namespace fig
-
-struct PlotOptions {
-    std::string Title, XLabel, YLabel;
-    int Width = 640, Height = 400;
-    std::optional<Range> XRange, YRange;  // nullopt: fitted to the data (bars include 0)
-    std::vector<std::string> XCategories; // when set, x ticks are these labels at x = 0, 1, ...
-};
-
-// Axes with round ticks and a light grid; data outside given ranges is clipped to the axes. The
-// legend sits inside the axes at the top right, or in the first other corner (top left, bottom
-// right, bottom left) that hides less of the data. Categories turn vertical when they do not fit.
+// A plot description (viz/plot.h) as a paper figure: axes with round ticks and a light grid; data
+// outside given ranges is clipped to the axes. Histogram series are counted into bars, category
+// bars (Bars without X) placed side by side in their slots, and Options.YLine drawn as a line
+// across the data in the legend. The legend sits inside the axes at the top right, or in the first
+// other corner (top left, bottom right, bottom left) that hides less of the data. Categories turn
+// vertical when they do not fit. The window's selection (XMarker, Highlighted) and point labels
+// are not drawn.
 Figure PlotFigure(const std::vector<PlotSeries>& series, const PlotOptions& options);
-
-// The i-th colour of the plot palette (SSA, comparison, then others).
-Rgba8 SeriesColor(int i);
+inline Figure PlotFigure(const Plot& plot) { return PlotFigure(plot.Series, plot.Options); }
 
 }  // namespace viz

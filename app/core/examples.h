@@ -36,7 +36,9 @@ std::string DefaultModelDir();
 // The comparison that matters, found beside a model: a vanilla twin shipped with it (the folder's
 // sibling "vanilla" holding a config.json, as assets/models/X/ssa and X/vanilla), or, for a
 // lit-gpt fine-tuning, the base model it started from (a lit_model.pth beside the fine-tuned
-// checkpoint the model was opened from, or in a sibling folder "base"). Empty if none.
+// checkpoint the model was opened from, or in a sibling folder "base"). Empty if none. It reads
+// the file system: the window's worker asks once per model it opens (WorkerEvent::twin_beside),
+// never a view while it draws.
 std::string TwinBeside(const std::string& model_dir);
 // What TwinBeside found, for buttons and menus: "its base model (lit_model.pth)" or "its twin".
 std::string TwinBesideLabel(const std::string& twin);

@@ -8,16 +8,12 @@
 
 #include "app/core/names.h"
 #include "app/export/head_summary.h"
+#include "app/export/plots.h"
 #include "model/text/tokenizer.h"
 #include "viz/figures.h"
 
 namespace app {
 namespace {
-
-// The GUI's colours: SSA orange, its comparison blue.
-constexpr viz::Rgba8 kSsaColor = {240, 145, 40, 255};
-constexpr viz::Rgba8 kCompareColor = {95, 160, 225, 255};
-constexpr viz::Rgba8 kLineColor = {200, 60, 60, 255};
 
 std::vector<std::string> Labels(const model::Analysis& a) {
     std::vector<std::string> out;
@@ -113,28 +109,6 @@ HighlightData MakeHighlight(const model::Analysis& a, const std::string& model_n
     return d;
 }
 
-// Histogram bars of the finite values: bin centres in X, counts in Y.
-viz::PlotSeries HistogramSeries(const std::vector<float>& values, float lo, float hi, int bins, const char* name, viz::Rgba8 color) {
-    viz::PlotSeries s;
-    s.Name = name;
-    s.Kind = viz::SeriesKind::Bars;
-    s.Color = color;
-    if (!(hi > lo)) hi = lo + 1.0f, lo -= 1.0f;
-    const float width = (hi - lo) / bins;
-    std::vector<float> counts(bins, 0.0f);
-    for (float v : values) {
-        if (!std::isfinite(v)) continue;
-        const int b = std::clamp(static_cast<int>((v - lo) / width), 0, bins - 1);
-        counts[b] += 1.0f;
-    }
-    for (int b = 0; b < bins; ++b) {
-        s.X.push_back(lo + (b + 0.5f) * width);
-        s.Y.push_back(counts[b]);
-    }
-    s.BarWidth = width;
-    return s;
-}
-
 }  // namespace
 
 model::Status CheckHighlightScope(const FigureSettings& fig, int n_layer, int n_head) {
@@ -190,7 +164,7 @@ viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, M
     options.Style = StyleFor(mode, settings);
     const std::vector<HeadSummary> heads = SummarizeHeads(a);
     for (const HeadSummary& s : heads) {
-        const float entropy = s.Get("entropy", mode == MapMode::Compare ? Side::Compare : Side::Ssa);
+        const float entropy = mode == MapMode::Compare ? s.entropy_compare : s.entropy;
         options.Captions.push_back(HeadName(s.ref) + (std::isfinite(entropy) ? Format(" \xC2\xB7 entropy %.2f", entropy) : ""));
     }
     if (mode == MapMode::Difference) {
@@ -224,94 +198,21 @@ std::string HighlightHtmlPage(const model::Analysis& a, const std::string& model
 }
 
 const std::vector<std::string>& SparsityFigureNames() {
-    static const std::vector<std::string> names = {"dilution", "tau_q_histogram", "qk_spectrum", "sink_mass"};
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> out;
+        for (const AnalysisPlot& p : SparsityPlots()) out.push_back(p.key);
+        return out;
+    }();
     return names;
 }
 
 viz::Figure SparsityFigure(const model::Analysis& a, const std::string& model_name, const std::string& name, float sink_epsilon) {
-    const std::string cmp = CompareName(a);
-    const bool twin = HasTwin(a);
-    const int T = a.n_tokens;
-    const std::vector<HeadSummary> heads = name == "dilution" || name == "tau_q_histogram" ? std::vector<HeadSummary>{} : SummarizeHeads(a);
-
-    if (name == "dilution") {  // normalised entropy by position
-        viz::PlotSeries ssa, other;
-        ssa.Name = "SSA";
-        ssa.Color = kSsaColor;
-        other.Name = cmp;
-        other.Color = kCompareColor;
-        ssa.Y = RowMeanOverHeads(a.metrics.Find("normalized_entropy"), a);
-        other.Y = RowMeanOverHeads(a.metrics_compare.Find("normalized_entropy"), a);
-        for (int i = 0; i < T; ++i) ssa.X.push_back(static_cast<float>(i + 1));
-        other.X = ssa.X;
-        viz::PlotOptions options;
-        options.Title = model_name + " \xC2\xB7 attention dilution";
-        options.XLabel = "query position i";
-        options.YLabel = "H_i / ln i, mean over heads";
-        options.YRange = viz::Range{0.0f, 1.05f};
-        return viz::PlotFigure({ssa, other}, options);
-    }
-    if (name == "tau_q_histogram") {
-        float lo = INFINITY, hi = -INFINITY;
-        for (const std::vector<float>* v : {&a.tau_q, twin ? &a.tau_q_compare : nullptr})
-            if (v)
-                for (float x : *v)
-                    if (std::isfinite(x)) lo = std::min(lo, x), hi = std::max(hi, x);
-        if (!(lo <= hi)) lo = hi = 1.0f;
-        std::vector<viz::PlotSeries> series = {HistogramSeries(a.tau_q, lo, hi, 40, "SSA", kSsaColor)};
-        if (twin) {
-            series.push_back(HistogramSeries(a.tau_q_compare, lo, hi, 40, cmp.c_str(), kCompareColor));
-            series.back().Color.a = 170;
-        }
-        viz::PlotOptions options;
-        options.Title = model_name + " \xC2\xB7 query temperature tau_q (all heads)";
-        options.XLabel = "tau_q";
-        options.YLabel = "tokens x heads";
-        return viz::PlotFigure(series, options);
-    }
-    if (name == "qk_spectrum") {  // QK spectrum against entropy
-        viz::PlotSeries points;
-        points.Name = "heads";
-        points.Kind = viz::SeriesKind::Points;
-        points.Color = kSsaColor;
-        for (const HeadSummary& s : heads) {
-            points.X.push_back(s.Get("qk_eig_var"));
-            points.Y.push_back(s.Get("entropy"));
-        }
-        viz::PlotOptions options;
-        options.Title = model_name + " \xC2\xB7 QK eigenvalue variance vs entropy";
-        options.XLabel = "variance of eig(W_k^T W_q / sqrt(d_h))";
-        options.YLabel = "mean attention entropy (nats)";
-        return viz::PlotFigure({points}, options);
-    }
-    if (name == "sink_mass") {  // attention sinks
-        viz::PlotSeries ssa, other, eps;
-        ssa.Name = "SSA";
-        ssa.Kind = viz::SeriesKind::Bars;
-        ssa.Color = kSsaColor;
-        ssa.BarWidth = 0.4f;
-        other = ssa;
-        other.Name = cmp;
-        other.Color = kCompareColor;
-        viz::PlotOptions options;
-        for (size_t k = 0; k < heads.size(); ++k) {
-            ssa.X.push_back(static_cast<float>(k) - 0.2f);
-            ssa.Y.push_back(heads[k].Get("sink_mass"));
-            other.X.push_back(static_cast<float>(k) + 0.2f);
-            other.Y.push_back(heads[k].Get("sink_mass", Side::Compare));
-            options.XCategories.push_back(HeadName(heads[k].ref));
-        }
-        eps.Name = Format("eps %.2f", sink_epsilon);
-        eps.Color = kLineColor;
-        eps.X = {-0.5f, static_cast<float>(heads.size()) - 0.5f};
-        eps.Y = {sink_epsilon, sink_epsilon};
-        options.Title = model_name + " \xC2\xB7 first-token mass per head";
-        options.YLabel = "first-token (sink) mass";
-        options.XRange = viz::Range{-0.7f, static_cast<float>(heads.size()) - 0.3f};
-        return viz::PlotFigure({ssa, other, eps}, options);
-    }
-    assert(false && "unknown sparsity figure");
-    return viz::Figure{};
+    const AnalysisPlot* plot = FindSparsityPlot(name);
+    assert(plot && "unknown sparsity figure");
+    if (!plot) return viz::Figure{};
+    const std::vector<HeadSummary> heads = SummarizeHeads(a);
+    const PlotInput input{a, heads, model_name, sink_epsilon};
+    return viz::PlotFigure(plot->build(input));
 }
 
 }  // namespace app

@@ -43,9 +43,9 @@ viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, M
 viz::Figure Highlight(const model::Analysis& a, const std::string& model_name, const FigureSettings& settings);
 std::string HighlightHtmlPage(const model::Analysis& a, const std::string& model_name, const FigureSettings& settings);
 
-// The Sparsity tab's plots over the whole model, by name: "dilution" (normalised entropy by
-// position, mean over heads), "tau_q_histogram", "qk_spectrum" (eigenvalue variance vs entropy per
-// head), "sink_mass" (first-token mass per head with the eps line).
+// The Sparsity tab's plots (app/export/plots.h) over the whole model, by key: "dilution"
+// (normalised entropy by position, mean over heads), "tau_q_histogram", "qk_spectrum" (eigenvalue
+// variance vs entropy per head), "sink_mass" (first-token mass per head with the eps line).
 const std::vector<std::string>& SparsityFigureNames();
 viz::Figure SparsityFigure(const model::Analysis& a, const std::string& model_name, const std::string& name, float sink_epsilon);
 

@@ -213,30 +213,41 @@ private:
 };
 
 // ---------------------------------------------------------------------------------------------
-// --bench-zoom N: for N frames once settled, zooms the selected head's map in to 64x and back out,
-// panning across it, as the mouse wheel and drag would. Prints the frames' work.
+// The benchmarks that steer the window as a user would, once the model has settled: `steps` steps,
+// one every `every` frames, each measured by the work of the frame that showed it.
 
-class ZoomBenchmark : public Driver {
+class SteppedBenchmark : public Driver {
 public:
-    explicit ZoomBenchmark(int frames) : m_frames(frames) {}
+    SteppedBenchmark(int steps, int every) : m_steps(steps), m_every(every) {}
 
     void BeforeFrame(DrivenWindow& window, double now_ms) override {
         WindowState& state = window.State();
-        if (!window.Settled() || m_zoomed >= m_frames || !state.analysis) return;
-        const double t = static_cast<double>(m_zoomed) / m_frames, pi = 3.14159265358979;
-        const float zoom = static_cast<float>(std::pow(64.0, std::sin(t * pi)));
-        const float T = static_cast<float>(state.analysis->n_tokens), room = T - T / zoom;
-        MapView& view = state.settings.map_view;
-        view.zoom = zoom;
-        view.pan_x = room * static_cast<float>(0.5 + 0.5 * std::sin(t * 6 * pi));
-        view.pan_y = room * static_cast<float>(0.5 + 0.5 * std::cos(t * 4 * pi));
-        ++m_zoomed;
+        m_stepping = window.Settled() && state.analysis && m_taken < m_steps && ++m_frame % m_every == 0;
+        if (m_stepping) Step(state, m_taken++);
     }
 
     bool AfterFrame(DrivenWindow& window, const FrameTimes& times) override {
-        if (m_zoomed > 0) m_work.Add(times);
-        return m_zoomed >= m_frames;
+        if (m_stepping) m_work.Add(times);
+        return m_taken >= m_steps;
     }
+
+protected:
+    virtual void Step(WindowState& state, int k) = 0;  // the k-th of m_steps; state.analysis is set
+
+    const int m_steps;
+    FrameWork m_work;  // of the frames that showed a step
+
+private:
+    const int m_every;
+    int m_taken = 0, m_frame = 0;
+    bool m_stepping = false;  // this frame shows a step
+};
+
+// --bench-zoom N: N frames that zoom the selected head's map in to 64x and back out, panning
+// across it, as the mouse wheel and drag would. Prints the frames' work.
+class ZoomBenchmark : public SteppedBenchmark {
+public:
+    explicit ZoomBenchmark(int frames) : SteppedBenchmark(frames, 1) {}
 
     void Report(DrivenWindow& window) override {
         const int tokens = ShownTokens(window);
@@ -245,50 +256,36 @@ public:
     }
 
 private:
-    const int m_frames;
-    int m_zoomed = 0;
-    FrameWork m_work;
+    void Step(WindowState& state, int k) override {
+        const double t = static_cast<double>(k) / m_steps, pi = 3.14159265358979;
+        const float zoom = static_cast<float>(std::pow(64.0, std::sin(t * pi)));
+        const float T = static_cast<float>(state.analysis->n_tokens), room = T - T / zoom;
+        MapView& view = state.settings.map_view;
+        view.zoom = zoom;
+        view.pan_x = room * static_cast<float>(0.5 + 0.5 * std::sin(t * 6 * pi));
+        view.pan_y = room * static_cast<float>(0.5 + 0.5 * std::cos(t * 4 * pi));
+    }
 };
 
-// ---------------------------------------------------------------------------------------------
-// --bench-heads N: once settled, selects the next head (as the arrow keys would) every 6th frame,
-// N times. Prints the work of the frames that showed a new head (map rebuild, bake, upload, draw).
-
-class HeadsBenchmark : public Driver {
+// --bench-heads N: selects the next head (as the arrow keys would) every 6th frame, N times. Prints
+// the work of the frames that showed a new head (map rebuild, bake, upload, draw).
+class HeadsBenchmark : public SteppedBenchmark {
 public:
-    explicit HeadsBenchmark(int switches) : m_switches(switches) {}
-
-    void BeforeFrame(DrivenWindow& window, double now_ms) override {
-        m_switching = window.Settled() && m_switched < m_switches && ++m_frame % 6 == 0;
-        if (!m_switching) return;
-        SelectNextHead(window.State());
-        ++m_switched;
-    }
-
-    bool AfterFrame(DrivenWindow& window, const FrameTimes& times) override {
-        if (m_switching) m_switch_ms.push_back(times.end_ms - times.start_ms);
-        return m_switched >= m_switches && !m_switching;
-    }
+    explicit HeadsBenchmark(int switches) : SteppedBenchmark(switches, 6) {}
 
     void Report(DrivenWindow& window) override {
+        const std::vector<double>& ms = m_work.all_ms;
         std::printf("head switch ms (frame work: map rebuild, bake, upload, draw; %zu switches at %d tokens): p50 %.1f  p99 %.1f  max %.1f\n",
-                    m_switch_ms.size(), ShownTokens(window), Percentile(m_switch_ms, 50), Percentile(m_switch_ms, 99),
-                    Percentile(m_switch_ms, 100));
+                    ms.size(), ShownTokens(window), Percentile(ms, 50), Percentile(ms, 99), Percentile(ms, 100));
     }
 
 private:
-    static void SelectNextHead(WindowState& state) {
-        if (!state.analysis) return;
+    void Step(WindowState& state, int) override {
         const int H = state.analysis->n_head, L = state.analysis->n_layer;
         HeadRef& s = state.selected;
         s.head = (s.head + 1) % H;
         if (s.head == 0) s.layer = (s.layer + 1) % L;
     }
-
-    const int m_switches;
-    int m_switched = 0, m_frame = 0;
-    bool m_switching = false;  // this frame shows a new head
-    std::vector<double> m_switch_ms;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -173,6 +173,7 @@ public:
             switch (e.kind) {
                 case Kind::ModelOpened:
                     m_state.model = e.info;
+                    m_state.twin_beside = e.twin_beside;
                     m_state.vocab = e.vocab;
                     m_state.head_impacts.reset();  // another model's heads
                     m_state.twin.reset();
@@ -478,7 +479,7 @@ private:
             if (ImGui::IsItemHovered())
                 ImGui::SetTooltip("The SSA model without the what-ifs (What-ifs tab): the difference map and the delta loss show\n"
                                   "the what-ifs' effect alone.");
-            const std::string beside = m_state.model && !m_state.twin ? TwinBeside(m_state.model->dir) : "";
+            const std::string beside = m_state.model && !m_state.twin ? m_state.twin_beside : "";
             if (!beside.empty() && ImGui::MenuItem(("Compare with " + TwinBesideLabel(beside)).c_str())) m_state.open_twin_request = beside;
             if (!beside.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", beside.c_str());
             if (ImGui::MenuItem("Compare with a twin model...", nullptr, false, m_state.model.has_value())) OpenDialogFor(true);

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "app/core/examples.h"
+
 namespace app {
 
 double NowMs() {
@@ -159,6 +161,7 @@ void InferenceWorker::Handle(const Request& r) {
             if (auto s = m_runner->SetCompare(compare); !s) m_compare = CompareKind::Global;
             WorkerEvent opened{Kind::ModelOpened, m_runner->Info(), nullptr, "", r.id, NowMs() - r.start_ms};
             opened.comparison = m_runner->engine().comparison();
+            opened.twin_beside = TwinBeside(m_runner->Info().dir);  // looked for once here, not by the views each frame
             opened.vocab = m_runner->Vocabulary();
             Emit(std::move(opened));
             if (m_interventions.empty()) return;

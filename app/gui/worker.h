@@ -47,6 +47,7 @@ struct WorkerEvent {
     std::shared_ptr<const HeadImpacts> impacts;         // HeadImpacts: the heads ranked so far
     std::shared_ptr<const std::vector<std::string>> vocab;  // ModelOpened: [V] each id's bytes
     model::Comparison comparison = model::Comparison::Counterfactual;  // ModelOpened, ComparisonSet: what runs now
+    std::string twin_beside;  // ModelOpened: the twin or base model shipped beside it (TwinBeside); empty: none
 };
 
 class InferenceWorker {

@@ -12,6 +12,7 @@
 #include <imgui_internal.h>  // context hooks: free the textures at shutdown
 
 #include "viz/heatmap.h"
+#include "viz/imgui/plot.h"
 #include "viz/imgui/texture.h"
 #include "viz/imgui/widgets.h"
 
@@ -291,6 +292,68 @@ void SectionWidgets() {
     }
 }
 
+// The four kinds of series of a plot description (viz/plot.h), each drawn by DrawPlot; the same
+// Plot becomes a PNG or SVG with viz::PlotFigure.
+void SectionPlots() {
+    ImGui::TextWrapped("DrawPlot(id, size, plot): a viz::Plot description (series, axes, labels, ranges, colours) drawn "
+                       "here; viz::PlotFigure(plot) makes the same description a paper figure.");
+    const float h = ImGui::GetFontSize() * 11.0f;
+    // A plot of `sides` series of one kind: SSA orange, then vanilla blue.
+    auto sides = [](SeriesKind kind, int count, const char* x_label, const char* y_label) {
+        Plot p;
+        p.Series.resize(static_cast<size_t>(count));
+        for (int k = 0; k < count; ++k) {
+            p.Series[k].Name = k == 0 ? "SSA" : "vanilla";
+            p.Series[k].Kind = kind;
+            p.Series[k].Color = k == 0 ? kSsaColor : kCompareColor;
+        }
+        p.Options.XLabel = x_label;
+        p.Options.YLabel = y_label;
+        return p;
+    };
+    static const Plot lines = [&] {
+        Plot p = sides(SeriesKind::Line, 2, "query position i", "Line: H_i / ln i");
+        for (int i = 1; i <= 60; ++i) {
+            p.Series[0].Y.push_back(0.6f + 0.1f * std::sin(i * 0.3f));
+            p.Series[1].Y.push_back(1.0f - 0.5f / i);
+        }
+        p.Options.YRange = Range{0.0f, 1.05f};
+        p.Options.XMarker = 20.0f;  // the selected query
+        return p;
+    }();
+    static const Plot histogram = [&] {
+        Plot p = sides(SeriesKind::Histogram, 1, "tau_q", "Histogram: tokens");
+        std::mt19937 rng(3);
+        std::normal_distribution<float> tau(1.6f, 0.3f);
+        for (int i = 0; i < 500; ++i) p.Series[0].Y.push_back(tau(rng));
+        p.Options.XMarker = 1.0f;  // vanilla attention
+        return p;
+    }();
+    static const Plot points = [&] {
+        Plot p = sides(SeriesKind::Points, 1, "x", "Points (hover one)");
+        for (int i = 0; i < 16; ++i) {
+            p.Series[0].X.push_back(0.1f * (i % 5) + 0.02f * i);
+            p.Series[0].Y.push_back(1.0f + 0.15f * ((i * 7) % 11));
+            p.Series[0].Labels.push_back("head " + std::to_string(i));
+        }
+        p.Options.Highlighted = 5;  // the selected head
+        return p;
+    }();
+    static const Plot bars = [&] {
+        Plot p = sides(SeriesKind::Bars, 2, "", "Bars in groups");
+        for (int i = 0; i < 8; ++i) {
+            for (int k = 0; k < 2; ++k) p.Series[k].Y.push_back(0.1f + 0.08f * ((i * (k + 3)) % 7));
+            p.Options.XCategories.push_back("L" + std::to_string(i / 4) + " H" + std::to_string(i % 4));
+        }
+        p.Options.CategoryGroup = 4;
+        p.Options.GroupLabels = {"L0", "L1"};
+        p.Options.YLine = PlotLine{0.3f, "eps 0.30"};
+        p.Options.Highlighted = 2;
+        return p;
+    }();
+    for (const Plot* plot : {&lines, &histogram, &points, &bars}) DrawPlot(plot->Options.YLabel.c_str(), ImVec2(0, h), *plot);
+}
+
 }  // namespace
 
 void ShowDemoWindow(bool* open) {
@@ -310,6 +373,7 @@ void ShowDemoWindow(bool* open) {
         if (ImGui::CollapsingHeader("Colour maps and colour bars", ImGuiTreeNodeFlags_DefaultOpen)) SectionColorMaps();
         if (ImGui::CollapsingHeader("Heatmaps", ImGuiTreeNodeFlags_DefaultOpen)) SectionHeatmaps(*g_demo);
         if (ImGui::CollapsingHeader("Level of detail: max-pooling", ImGuiTreeNodeFlags_DefaultOpen)) SectionLevelOfDetail(*g_demo);
+        if (ImGui::CollapsingHeader("Plots", ImGuiTreeNodeFlags_DefaultOpen)) SectionPlots();
         if (ImGui::CollapsingHeader("Small widgets", ImGuiTreeNodeFlags_DefaultOpen)) SectionWidgets();
     }
     ImGui::End();

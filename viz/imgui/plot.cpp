@@ -1,20 +1,37 @@
+// The window's plots (viz/imgui/plot.h).
+//
+// Index of this file:
+// [SECTION] Theme, and the description as the drawing code reads it
+// [SECTION] Ranges, ticks and numbers
+// [SECTION] A plot's frame: axes, ticks, legend, reference lines
+// [SECTION] One function per kind of series
+// [SECTION] DrawPlot
+
 #include "viz/imgui/plot.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
+#include <string>
 #include <vector>
+
+#include "viz/imgui/widgets.h"
 
 namespace viz {
 namespace {
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Theme, and the description as the drawing code reads it
+//-------------------------------------------------------------------------------------------------
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 const ImU32 kGridColor = IM_COL32(255, 255, 255, 22);
 const ImU32 kAxisColor = IM_COL32(255, 255, 255, 90);
-const ImU32 kLineColor = IM_COL32(255, 196, 64, 230);      // y_line (threshold)
-const ImU32 kMarkerColor = IM_COL32(255, 255, 255, 110);   // x_line
+const ImU32 kLineColor = IM_COL32(255, 196, 64, 230);      // Options.YLine: amber on the dark theme (a file's is red)
+const ImU32 kMarkerColor = IM_COL32(255, 255, 255, 110);   // Options.XMarker
 const ImU32 kHighlightColor = IM_COL32(255, 230, 90, 255);
 const ImU32 kHoverBand = IM_COL32(255, 255, 255, 28);
 
@@ -23,7 +40,38 @@ ImU32 WithAlpha(ImU32 color, float alpha) {
     return (color & ~IM_COL32_A_MASK) | (a << IM_COL32_A_SHIFT);
 }
 
-ImU32 SeriesColor(const PlotSeries& s, int index) { return s.color ? s.color : PlotColor(index); }
+// The window's view of a plot: the description's fields as the drawing code reads them.
+struct PlotAxes {
+    const char* x_label = nullptr;  // centred under the x axis
+    const char* y_label = nullptr;  // above the y axis, top left
+    std::optional<Range> x_range;
+    std::optional<Range> y_range;
+    std::optional<float> y_line;         // a horizontal reference line, e.g. a threshold
+    const char* y_line_label = nullptr;  // written at the line's right end
+    std::optional<float> x_line;         // a vertical marker line, e.g. the selected position
+};
+
+PlotAxes AxesOf(const PlotOptions& o) {
+    PlotAxes axes;
+    axes.x_label = o.XLabel.empty() ? nullptr : o.XLabel.c_str();
+    axes.y_label = o.YLabel.empty() ? nullptr : o.YLabel.c_str();
+    axes.x_range = o.XRange;
+    axes.y_range = o.YRange;
+    if (o.YLine) {
+        axes.y_line = o.YLine->Value;
+        axes.y_line_label = o.YLine->Label.empty() ? nullptr : o.YLine->Label.c_str();
+    }
+    axes.x_line = o.XMarker;
+    return axes;
+}
+
+ImU32 SeriesColorOf(const PlotSeries& s) { return ToImU32(s.Color); }
+const char* LabelOf(const PlotSeries& s) { return s.Name.c_str(); }
+int CountOf(const PlotSeries& s) { return static_cast<int>(s.X.empty() ? s.Y.size() : std::min(s.X.size(), s.Y.size())); }
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Ranges, ticks and numbers
+//-------------------------------------------------------------------------------------------------
 
 // The finite min..max of some values.
 struct Extent {
@@ -92,6 +140,10 @@ struct LegendItem {
     const char* label;
     ImU32 color;
 };
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] A plot's frame: axes, ticks, legend, reference lines
+//-------------------------------------------------------------------------------------------------
 
 // One plot being drawn: its rectangles, ranges and the mouse.
 struct Frame {
@@ -263,14 +315,15 @@ void NoData(const Frame& f) {
     f.draw->AddText(ImVec2((f.min.x + f.max.x - ts.x) * 0.5f, (f.min.y + f.max.y - ts.y) * 0.5f), ImGui::GetColorU32(ImGuiCol_TextDisabled), msg);
 }
 
-std::vector<LegendItem> Legend(const PlotSeries* series, int count) {
+// The series' names and colours, when there are several to tell apart.
+std::vector<LegendItem> Legend(const std::vector<PlotSeries>& series) {
     std::vector<LegendItem> items;
-    if (count < 2) return items;
-    for (int s = 0; s < count; ++s) items.push_back({series[s].label ? series[s].label : "", SeriesColor(series[s], s)});
+    if (series.size() < 2) return items;
+    for (const PlotSeries& s : series) items.push_back({LabelOf(s), SeriesColorOf(s)});
     return items;
 }
 
-float SeriesX(const PlotSeries& s, int i) { return s.x ? s.x[i] : static_cast<float>(i + 1); }
+float SeriesX(const PlotSeries& s, int i) { return s.X.empty() ? static_cast<float>(i + 1) : s.X[i]; }
 
 // A coloured bullet and text in a tooltip.
 void TooltipSeriesLine(ImU32 color, const char* label, const std::string& value) {
@@ -282,23 +335,18 @@ void TooltipSeriesLine(ImU32 color, const char* label, const std::string& value)
     else ImGui::TextUnformatted(value.c_str());
 }
 
-}  // namespace
+//-------------------------------------------------------------------------------------------------
+// [SECTION] One function per kind of series
+//-------------------------------------------------------------------------------------------------
 
-ImU32 PlotColor(int index) {
-    // Orange then blue: the app draws SSA orange and its comparison blue everywhere.
-    static const ImU32 kPalette[] = {IM_COL32(240, 145, 40, 255), IM_COL32(95, 160, 225, 255), IM_COL32(96, 206, 128, 255),
-                                     IM_COL32(236, 96, 112, 255), IM_COL32(184, 136, 255, 255), IM_COL32(230, 210, 90, 255)};
-    const int n = static_cast<int>(sizeof kPalette / sizeof kPalette[0]);
-    return kPalette[((index % n) + n) % n];
-}
-
-PlotHit LinePlot(const char* id, ImVec2 size, const PlotSeries* series, int series_count, const PlotAxes& axes) {
+PlotHit LinePlot(const char* id, ImVec2 size, const std::vector<PlotSeries>& series, const PlotAxes& axes) {
     PlotHit hit;
+    const int series_count = static_cast<int>(series.size());
     Extent ex, ey;
     int points = 0;
-    for (int s = 0; s < series_count; ++s) {
-        for (int i = 0; i < series[s].count; ++i) {
-            const float x = SeriesX(series[s], i), y = series[s].y[i];
+    for (const PlotSeries& ps : series) {
+        for (int i = 0; i < CountOf(ps); ++i) {
+            const float x = SeriesX(ps, i), y = ps.Y[i];
             if (!std::isfinite(x) || !std::isfinite(y)) continue;
             ex.Add(x);
             ey.Add(y);
@@ -308,21 +356,21 @@ PlotHit LinePlot(const char* id, ImVec2 size, const PlotSeries* series, int seri
     if (axes.y_line) ey.Add(*axes.y_line);
     Range xr = axes.x_range ? *axes.x_range : (ex.Valid() && ex.lo < ex.hi ? Range{ex.lo, ex.hi} : Padded(ex));
     Range yr = axes.y_range ? *axes.y_range : Padded(ey, 0.08f);
-    Frame f = BeginPlot(id, size, xr, yr, axes, Legend(series, series_count));
+    Frame f = BeginPlot(id, size, xr, yr, axes, Legend(series));
     if (points == 0) NoData(f);
 
     std::vector<ImVec2> run;
-    for (int s = 0; s < series_count; ++s) {
-        const PlotSeries& ps = series[s];
-        const ImU32 color = SeriesColor(ps, s);
-        const bool markers = ps.count > 0 && ps.count * 7.0f < f.Width();
+    for (const PlotSeries& ps : series) {
+        const ImU32 color = SeriesColorOf(ps);
+        const int count = CountOf(ps);
+        const bool markers = count > 0 && count * 7.0f < f.Width();
         auto flush = [&] {
             if (run.size() == 1) f.draw->AddCircleFilled(run[0], 2.0f, color);
             else if (run.size() > 1) f.draw->AddPolyline(run.data(), static_cast<int>(run.size()), color, 0, 1.6f);
             run.clear();
         };
-        for (int i = 0; i < ps.count; ++i) {
-            const float x = SeriesX(ps, i), y = ps.y[i];
+        for (int i = 0; i < count; ++i) {
+            const float x = SeriesX(ps, i), y = ps.Y[i];
             if (!std::isfinite(x) || !std::isfinite(y)) {
                 flush();
                 continue;
@@ -342,14 +390,14 @@ PlotHit LinePlot(const char* id, ImVec2 size, const PlotSeries* series, int seri
         for (int s = 0; s < series_count; ++s) {
             const PlotSeries& ps = series[s];
             double best_dx = kInf;
-            for (int i = 0; i < ps.count; ++i) {
+            for (int i = 0; i < CountOf(ps); ++i) {
                 const float x = SeriesX(ps, i);
-                if (!std::isfinite(x) || !std::isfinite(ps.y[i])) continue;
+                if (!std::isfinite(x) || !std::isfinite(ps.Y[i])) continue;
                 const double dx = std::abs(x - mx);
                 if (dx < best_dx) best_dx = dx, nearest[s] = i;
             }
             if (nearest[s] < 0) continue;
-            const ImVec2 p(f.X(SeriesX(ps, nearest[s])), f.Y(ps.y[nearest[s]]));
+            const ImVec2 p(f.X(SeriesX(ps, nearest[s])), f.Y(ps.Y[nearest[s]]));
             const float dist = std::hypot(p.x - f.mouse.x, p.y - f.mouse.y);
             if (dist < best_dist) {
                 best_dist = dist;
@@ -361,17 +409,17 @@ PlotHit LinePlot(const char* id, ImVec2 size, const PlotSeries* series, int seri
         f.draw->AddLine(ImVec2(f.X(shown_x), f.min.y), ImVec2(f.X(shown_x), f.max.y), kHoverBand);
         for (int s = 0; s < series_count; ++s) {
             if (nearest[s] < 0) continue;
-            const ImVec2 p(f.X(SeriesX(series[s], nearest[s])), f.Y(series[s].y[nearest[s]]));
-            f.draw->AddCircle(p, 4.5f, SeriesColor(series[s], s), 0, 1.5f);
+            const ImVec2 p(f.X(SeriesX(series[s], nearest[s])), f.Y(series[s].Y[nearest[s]]));
+            f.draw->AddCircle(p, 4.5f, SeriesColorOf(series[s]), 0, 1.5f);
         }
         hit.clicked = f.clicked && hit.index >= 0;
         ImGui::BeginTooltip();
         ImGui::Text("%s: %s", axes.x_label ? axes.x_label : "x", FormatValue(shown_x).c_str());
         for (int s = 0; s < series_count; ++s) {
             if (nearest[s] < 0) continue;
-            std::string value = FormatValue(series[s].y[nearest[s]]);
+            std::string value = FormatValue(series[s].Y[nearest[s]]);
             if (SeriesX(series[s], nearest[s]) != shown_x) value += " (at " + FormatValue(SeriesX(series[s], nearest[s])) + ")";
-            TooltipSeriesLine(SeriesColor(series[s], s), series[s].label, value);
+            TooltipSeriesLine(SeriesColorOf(series[s]), LabelOf(series[s]), value);
         }
         ImGui::EndTooltip();
     }
@@ -379,13 +427,14 @@ PlotHit LinePlot(const char* id, ImVec2 size, const PlotSeries* series, int seri
     return hit;
 }
 
-PlotHit Histogram(const char* id, ImVec2 size, const PlotSeries* series, int series_count, int bins, const PlotAxes& axes) {
+PlotHit Histogram(const char* id, ImVec2 size, const std::vector<PlotSeries>& series, int bins, const PlotAxes& axes) {
     PlotHit hit;
+    const int series_count = static_cast<int>(series.size());
     Extent ex;
     int finite = 0, skipped = 0;
-    for (int s = 0; s < series_count; ++s) {
-        for (int i = 0; i < series[s].count; ++i) {
-            if (std::isfinite(series[s].y[i])) ex.Add(series[s].y[i]), ++finite;
+    for (const PlotSeries& ps : series) {
+        for (float v : ps.Y) {
+            if (std::isfinite(v)) ex.Add(v), ++finite;
             else ++skipped;
         }
     }
@@ -407,8 +456,7 @@ PlotHit Histogram(const char* id, ImVec2 size, const PlotSeries* series, int ser
     std::vector<int> totals(series_count, 0);
     int max_count = 0;
     for (int s = 0; s < series_count; ++s) {
-        for (int i = 0; i < series[s].count; ++i) {
-            const float v = series[s].y[i];
+        for (float v : series[s].Y) {
             if (!std::isfinite(v) || v < br.min || v > br.max) continue;
             const int b = std::clamp(static_cast<int>((v - br.min) / width), 0, bins - 1);
             max_count = std::max(max_count, ++counts[s][b]);
@@ -418,7 +466,7 @@ PlotHit Histogram(const char* id, ImVec2 size, const PlotSeries* series, int ser
     PlotAxes a = axes;
     if (!a.y_label) a.y_label = "count";
     const Range yr = axes.y_range ? *axes.y_range : Range{0.0f, std::max(1.0f, max_count * 1.1f)};
-    Frame f = BeginPlot(id, size, br, yr, a, Legend(series, series_count));
+    Frame f = BeginPlot(id, size, br, yr, a, Legend(series));
     if (finite == 0) NoData(f);
 
     int hovered_bin = -1;
@@ -430,7 +478,7 @@ PlotHit Histogram(const char* id, ImVec2 size, const PlotSeries* series, int ser
         f.draw->AddRectFilled(ImVec2(f.X(br.min + hovered_bin * width), f.min.y), ImVec2(f.X(br.min + (hovered_bin + 1) * width), f.max.y), kHoverBand);
     const float fill_alpha = series_count > 1 ? 0.45f : 0.75f;
     for (int s = 0; s < series_count; ++s) {
-        const ImU32 color = SeriesColor(series[s], s);
+        const ImU32 color = SeriesColorOf(series[s]);
         for (int b = 0; b < bins; ++b) {
             if (counts[s][b] == 0) continue;
             const ImVec2 p0(f.X(br.min + b * width) + 0.5f, f.Y(counts[s][b]));
@@ -450,7 +498,7 @@ PlotHit Histogram(const char* id, ImVec2 size, const PlotSeries* series, int ser
             char buf[64];
             const int c = counts[s][hovered_bin];
             std::snprintf(buf, sizeof buf, "%d (%.1f%%)", c, totals[s] ? 100.0 * c / totals[s] : 0.0);
-            TooltipSeriesLine(SeriesColor(series[s], s), series[s].label, buf);
+            TooltipSeriesLine(SeriesColorOf(series[s]), LabelOf(series[s]), buf);
         }
         if (skipped) ImGui::TextDisabled("%d non-finite values left out", skipped);
         ImGui::EndTooltip();
@@ -459,38 +507,44 @@ PlotHit Histogram(const char* id, ImVec2 size, const PlotSeries* series, int ser
     return hit;
 }
 
-PlotHit ScatterPlot(const char* id, ImVec2 size, const float* x, const float* y, int count, const std::string* labels,
-                    int highlighted, const PlotAxes& axes) {
+// Every series' points; the highlighted point (of the first series) ringed and labelled.
+PlotHit ScatterPlot(const char* id, ImVec2 size, const std::vector<PlotSeries>& series, int highlighted, const PlotAxes& axes) {
     PlotHit hit;
     Extent ex, ey;
-    for (int i = 0; i < count; ++i) {
-        if (!std::isfinite(x[i]) || !std::isfinite(y[i])) continue;
-        ex.Add(x[i]);
-        ey.Add(y[i]);
-    }
+    for (const PlotSeries& ps : series)
+        for (int i = 0; i < CountOf(ps); ++i) {
+            if (!std::isfinite(SeriesX(ps, i)) || !std::isfinite(ps.Y[i])) continue;
+            ex.Add(SeriesX(ps, i));
+            ey.Add(ps.Y[i]);
+        }
     if (axes.y_line) ey.Add(*axes.y_line);
     const Range xr = axes.x_range ? *axes.x_range : Padded(ex, 0.08f);
     const Range yr = axes.y_range ? *axes.y_range : Padded(ey, 0.1f);
-    Frame f = BeginPlot(id, size, xr, yr, axes, {});
+    Frame f = BeginPlot(id, size, xr, yr, axes, Legend(series));
     if (!ex.Valid()) NoData(f);
 
-    const ImU32 color = PlotColor(0);
     float best = 10.0f;  // pick radius in pixels
-    for (int i = 0; i < count; ++i) {
-        if (!std::isfinite(x[i]) || !std::isfinite(y[i])) continue;
-        const ImVec2 p(f.X(x[i]), f.Y(y[i]));
-        f.draw->AddCircleFilled(p, 3.5f, WithAlpha(color, 0.8f));
-        if (f.MouseInPlot()) {
-            const float dist = std::hypot(p.x - f.mouse.x, p.y - f.mouse.y);
-            if (dist < best) best = dist, hit.index = i;
+    for (int s = 0; s < static_cast<int>(series.size()); ++s) {
+        const PlotSeries& ps = series[s];
+        const ImU32 color = SeriesColorOf(ps);
+        for (int i = 0; i < CountOf(ps); ++i) {
+            if (!std::isfinite(SeriesX(ps, i)) || !std::isfinite(ps.Y[i])) continue;
+            const ImVec2 p(f.X(SeriesX(ps, i)), f.Y(ps.Y[i]));
+            f.draw->AddCircleFilled(p, 3.5f, WithAlpha(color, 0.8f));
+            if (f.MouseInPlot()) {
+                const float dist = std::hypot(p.x - f.mouse.x, p.y - f.mouse.y);
+                if (dist < best) best = dist, hit.index = i, hit.series = s;
+            }
         }
     }
-    if (highlighted >= 0 && highlighted < count && std::isfinite(x[highlighted]) && std::isfinite(y[highlighted])) {
-        const ImVec2 p(f.X(x[highlighted]), f.Y(y[highlighted]));
+    auto label = [&](const PlotSeries& ps, int i) { return i < static_cast<int>(ps.Labels.size()) ? ps.Labels[i].c_str() : nullptr; };
+    const PlotSeries* first = series.empty() ? nullptr : &series[0];
+    if (first && highlighted >= 0 && highlighted < CountOf(*first) && std::isfinite(SeriesX(*first, highlighted)) &&
+        std::isfinite(first->Y[highlighted])) {
+        const ImVec2 p(f.X(SeriesX(*first, highlighted)), f.Y(first->Y[highlighted]));
         f.draw->AddCircleFilled(p, 4.5f, kHighlightColor);
         f.draw->AddCircle(p, 8.0f, kHighlightColor, 0, 2.0f);
-        if (labels) {
-            const char* text = labels[highlighted].c_str();
+        if (const char* text = label(*first, highlighted)) {
             const ImVec2 ts = ImGui::CalcTextSize(text);
             ImVec2 t(p.x + 10.0f, p.y - ts.y - 4.0f);
             if (t.x + ts.x > f.max.x) t.x = p.x - 10.0f - ts.x;
@@ -500,27 +554,31 @@ PlotHit ScatterPlot(const char* id, ImVec2 size, const float* x, const float* y,
         }
     }
     if (hit.index >= 0) {
-        const ImVec2 p(f.X(x[hit.index]), f.Y(y[hit.index]));
+        const PlotSeries& ps = series[hit.series];
+        const ImVec2 p(f.X(SeriesX(ps, hit.index)), f.Y(ps.Y[hit.index]));
         f.draw->AddCircle(p, 6.0f, IM_COL32(255, 255, 255, 220), 0, 1.5f);
         hit.clicked = f.clicked;
         ImGui::BeginTooltip();
-        if (labels) ImGui::TextUnformatted(labels[hit.index].c_str());
-        ImGui::Text("%s: %s", axes.x_label ? axes.x_label : "x", FormatValue(x[hit.index]).c_str());
-        ImGui::Text("%s: %s", axes.y_label ? axes.y_label : "y", FormatValue(y[hit.index]).c_str());
+        if (const char* text = label(ps, hit.index)) ImGui::TextUnformatted(text);
+        ImGui::Text("%s: %s", axes.x_label ? axes.x_label : "x", FormatValue(SeriesX(ps, hit.index)).c_str());
+        ImGui::Text("%s: %s", axes.y_label ? axes.y_label : "y", FormatValue(ps.Y[hit.index]).c_str());
         ImGui::EndTooltip();
     }
     EndPlot(f, axes);
     return hit;
 }
 
-PlotHit BarChart(const char* id, ImVec2 size, const PlotSeries* series, int series_count, const std::string* labels,
-                 int highlighted, const PlotAxes& axes, BarGroups groups) {
+// Bar i of each series in slot i, the series side by side. labels (may be empty) name the slots;
+// with groups, a slot's tick reads its place in the group and each group is labelled once.
+PlotHit BarChart(const char* id, ImVec2 size, const std::vector<PlotSeries>& series, const std::vector<std::string>& labels,
+                 int group_size, const std::vector<std::string>& group_labels, int highlighted, const PlotAxes& axes) {
     PlotHit hit;
-    int count = series_count > 0 ? series[0].count : 0;
-    for (int s = 1; s < series_count; ++s) count = std::min(count, series[s].count);
+    const int series_count = static_cast<int>(series.size());
+    int count = series_count > 0 ? static_cast<int>(series[0].Y.size()) : 0;
+    for (const PlotSeries& ps : series) count = std::min(count, static_cast<int>(ps.Y.size()));
     Extent ey;
-    for (int s = 0; s < series_count; ++s)
-        for (int i = 0; i < count; ++i) ey.Add(series[s].y[i]);
+    for (const PlotSeries& ps : series)
+        for (int i = 0; i < count; ++i) ey.Add(ps.Y[i]);
     if (axes.y_line) ey.Add(*axes.y_line);
     Range yr;
     if (axes.y_range) {
@@ -530,18 +588,19 @@ PlotHit BarChart(const char* id, ImVec2 size, const PlotSeries* series, int seri
         const float span = hi > lo ? hi - lo : 1.0f;
         yr = {lo < 0 ? lo - span * 0.05f : lo, hi + span * 0.08f};
     }
-    const bool grouped = groups.size > 0 && groups.labels;
+    const int groups = group_size > 0 ? (count + group_size - 1) / group_size : 0;
+    const bool grouped = groups > 0 && static_cast<int>(group_labels.size()) >= groups;
+    const bool labelled = static_cast<int>(labels.size()) >= count;
     auto tick_text = [&](int i) {
-        if (grouped) return std::to_string(i % groups.size);
-        return labels ? labels[i] : std::to_string(i);
+        if (grouped) return std::to_string(i % group_size);
+        return labelled ? labels[i] : std::to_string(i);
     };
     float widest = 0;
     for (int i = 0; i < count; ++i) widest = std::max(widest, ImGui::CalcTextSize(tick_text(i).c_str()).x);
     // Grouped bars too narrow for their own ticks show only the group labels (one row).
     const float estimated_slot = count > 0 ? ((size.x > 0 ? size.x : ImGui::GetContentRegionAvail().x + size.x) - 50.0f) / count : 0.0f;
     const bool bar_ticks = !grouped || estimated_slot >= widest + 4.0f;
-    Frame f = BeginPlot(id, size, Range{-0.5f, std::max(count, 1) - 0.5f}, yr, axes, Legend(series, series_count), false,
-                        grouped && bar_ticks ? 2 : 1);
+    Frame f = BeginPlot(id, size, Range{-0.5f, std::max(count, 1) - 0.5f}, yr, axes, Legend(series), false, grouped && bar_ticks ? 2 : 1);
     if (count == 0) NoData(f);
     const float slot = count > 0 ? f.Width() / count : f.Width();
     const float line = ImGui::GetTextLineHeight();
@@ -560,7 +619,7 @@ PlotHit BarChart(const char* id, ImVec2 size, const PlotSeries* series, int seri
     if (hovered >= 0)
         f.draw->AddRectFilled(ImVec2(f.min.x + hovered * slot, f.min.y), ImVec2(f.min.x + (hovered + 1) * slot, f.max.y), kHoverBand);
     if (grouped) {
-        for (int g = groups.size; g < count; g += groups.size) {
+        for (int g = group_size; g < count; g += group_size) {
             const float x = std::round(f.min.x + g * slot);
             f.draw->AddLine(ImVec2(x, f.min.y), ImVec2(x, f.max.y), IM_COL32(255, 255, 255, 60));
         }
@@ -569,9 +628,9 @@ PlotHit BarChart(const char* id, ImVec2 size, const PlotSeries* series, int seri
     const float bar_w = inner / std::max(series_count, 1);
     const float base = f.Y(std::clamp(0.0f, yr.min, yr.max));
     for (int s = 0; s < series_count; ++s) {
-        const ImU32 color = SeriesColor(series[s], s);
+        const ImU32 color = SeriesColorOf(series[s]);
         for (int i = 0; i < count; ++i) {
-            const float v = series[s].y[i];
+            const float v = series[s].Y[i];
             if (!std::isfinite(v)) continue;
             const bool above = !axes.y_line || v > *axes.y_line;
             const float x0 = f.min.x + i * slot + (slot - inner) * 0.5f + s * bar_w;
@@ -593,17 +652,16 @@ PlotHit BarChart(const char* id, ImVec2 size, const PlotSeries* series, int seri
             f.draw->AddText(ImVec2(f.min.x + (i + 0.5f) * slot - ts.x * 0.5f, f.max.y + 3.0f), c, t.c_str());
         }
         if (grouped) {
-            const int group_count = (count + groups.size - 1) / groups.size;
             float group_widest = 0;
-            for (int g = 0; g < group_count; ++g) group_widest = std::max(group_widest, ImGui::CalcTextSize(groups.labels[g].c_str()).x);
+            for (int g = 0; g < groups; ++g) group_widest = std::max(group_widest, ImGui::CalcTextSize(group_labels[g].c_str()).x);
             int g_every = 1;
-            while (g_every < group_count && g_every * slot * groups.size < group_widest + 6.0f) ++g_every;
-            for (int g = 0; g < group_count; g += g_every) {
-                const ImVec2 ts = ImGui::CalcTextSize(groups.labels[g].c_str());
-                const float cx = f.min.x + (g * groups.size + std::min(groups.size, count - g * groups.size) * 0.5f) * slot;
-                const bool has_highlight = highlighted >= g * groups.size && highlighted < (g + 1) * groups.size;
-                f.draw->AddText(ImVec2(cx - ts.x * 0.5f, f.max.y + 3.0f + (bar_ticks ? line : 0.0f)), has_highlight ? kHighlightColor : ImGui::GetColorU32(ImGuiCol_Text),
-                                groups.labels[g].c_str());
+            while (g_every < groups && g_every * slot * group_size < group_widest + 6.0f) ++g_every;
+            for (int g = 0; g < groups; g += g_every) {
+                const ImVec2 ts = ImGui::CalcTextSize(group_labels[g].c_str());
+                const float cx = f.min.x + (g * group_size + std::min(group_size, count - g * group_size) * 0.5f) * slot;
+                const bool has_highlight = highlighted >= g * group_size && highlighted < (g + 1) * group_size;
+                f.draw->AddText(ImVec2(cx - ts.x * 0.5f, f.max.y + 3.0f + (bar_ticks ? line : 0.0f)),
+                                has_highlight ? kHighlightColor : ImGui::GetColorU32(ImGuiCol_Text), group_labels[g].c_str());
             }
         }
     }
@@ -613,13 +671,31 @@ PlotHit BarChart(const char* id, ImVec2 size, const PlotSeries* series, int seri
         hit.series = hovered_series;
         hit.clicked = f.clicked;
         ImGui::BeginTooltip();
-        if (labels) ImGui::TextUnformatted(labels[hovered].c_str());
+        if (labelled) ImGui::TextUnformatted(labels[hovered].c_str());
         else ImGui::Text("#%d", hovered);
-        for (int s = 0; s < series_count; ++s) TooltipSeriesLine(SeriesColor(series[s], s), series[s].label, FormatValue(series[s].y[hovered]));
+        for (const PlotSeries& ps : series) TooltipSeriesLine(SeriesColorOf(ps), LabelOf(ps), FormatValue(ps.Y[hovered]));
         if (axes.y_line) ImGui::TextDisabled("line at %s", FormatValue(*axes.y_line).c_str());
         ImGui::EndTooltip();
     }
     return hit;
+}
+
+}  // namespace
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] DrawPlot
+//-------------------------------------------------------------------------------------------------
+
+PlotHit DrawPlot(const char* id, ImVec2 size, const Plot& plot) {
+    const PlotOptions& o = plot.Options;
+    const PlotAxes axes = AxesOf(o);
+    switch (plot.Series.empty() ? SeriesKind::Line : plot.Series[0].Kind) {
+        case SeriesKind::Histogram: return Histogram(id, size, plot.Series, o.HistogramBins, axes);
+        case SeriesKind::Points: return ScatterPlot(id, size, plot.Series, o.Highlighted, axes);
+        case SeriesKind::Bars: return BarChart(id, size, plot.Series, o.XCategories, o.CategoryGroup, o.GroupLabels, o.Highlighted, axes);
+        case SeriesKind::Line: break;
+    }
+    return LinePlot(id, size, plot.Series, axes);
 }
 
 }  // namespace viz

@@ -1,6 +1,7 @@
 // Small reusable ImGui widgets on plain data: a vertical colour bar with tick labels, a "(?)" help
-// marker, text rotated to read bottom-to-top (column labels), and text shortened to a width.
-// Nothing here knows about models or the app; every widget is shown in viz::ShowDemoWindow().
+// marker, text rotated to read bottom-to-top (column labels), text shortened to a width, and the
+// shared colours (viz/palette.h) as ImGui's. Nothing here knows about models or the app; every
+// widget is shown in viz::ShowDemoWindow().
 #pragma once
 
 #include <string>
@@ -12,6 +13,9 @@
 #include "viz/ticks.h"  // NiceTicks, FormatTick (moved there; callers keep including this)
 
 namespace viz {
+
+// A colour of viz (palette, colour maps) as ImGui's packed colour.
+inline ImU32 ToImU32(Rgba8 c) { return IM_COL32(c.r, c.g, c.b, c.a); }
 
 // A vertical colour bar for `map` over `range` (top = range.max), with the range's ends and a few
 // round tick values labelled on its right. `size` is the whole widget, labels included (the bar

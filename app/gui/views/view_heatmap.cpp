@@ -28,6 +28,7 @@
 #include "model/text/tokenizer.h"
 #include "viz/heatmap.h"
 #include "viz/imgui/widgets.h"
+#include "viz/palette.h"
 
 namespace app {
 namespace {
@@ -38,8 +39,8 @@ namespace {
 
 constexpr float kMaxCellPixels = 64.0f;  // the deepest zoom: one cell this many pixels wide
 constexpr int kWholeMapMaxSide = 1024;   // up to this many tokens, one texel per cell for the whole map (one bake of <= 1M cells)
-const ImU32 kSsaColor = IM_COL32(240, 145, 40, 255);
-const ImU32 kCompareColor = IM_COL32(95, 160, 225, 255);
+const ImU32 kSsaColor = viz::ToImU32(viz::kSsaColor);
+const ImU32 kCompareColor = viz::ToImU32(viz::kCompareColor);
 const ImU32 kQueryColor = IM_COL32(255, 220, 90, 255);
 
 // A weight as text: 3 decimals, or scientific below 0.001 so small weights do not read as zero.
@@ -273,7 +274,7 @@ void HeatmapView::DrawToolbar(WindowState& state) {
     const char* compare_name = compare_label.c_str();
 
     // The comparison chooser: the tau = 1 counterfactual or a twin (one beside the model offered).
-    const std::string beside = state.model && !state.twin ? TwinBeside(state.model->dir) : "";
+    const std::string beside = state.model && !state.twin ? state.twin_beside : "";
     SameLineIfFits(font * 7.5f);
     ImGui::SetNextItemWidth(font * 7.5f);
     const std::string current = "vs " + compare_label + (beside.empty() ? "" : " *");
@@ -533,6 +534,17 @@ void HeatmapView::DrawMap(WindowState& state, Layer& layer, ImVec2 map_pos, floa
     if (m_hover_row >= 0 && m_hover_row != query) rows_emph.push_back({m_hover_row, IM_COL32(255, 255, 255, 255)});
     if (m_hover_col >= 0) cols_emph.push_back({m_hover_col, IM_COL32(255, 255, 255, 255)});
     if (m_hover_key >= 0 && m_hover_key < T) cols_emph.push_back({m_hover_key, IM_COL32(255, 255, 255, 255)});
+    // One axis's labels: every stride-th in view that does not collide with an emphasised one,
+    // then the emphasised ones on plates.
+    auto draw_labels = [&](float pan, const std::vector<Emphasis>& emphasised, auto&& draw_label) {
+        const int first = first_visible(pan);
+        for (int i = first - first % stride; i <= last_visible(pan); i += stride) {
+            bool collides = false;
+            for (const Emphasis& e : emphasised) collides |= std::abs(e.index - i) * cell < line_h;
+            if (!collides) draw_label(i, stride == 1 ? text_col : dim_col, false);
+        }
+        for (const Emphasis& e : emphasised) draw_label(e.index, e.color, true);
+    };
 
     // Rows: query tokens, right-aligned against the map.
     if (row_labels) {
@@ -549,13 +561,7 @@ void HeatmapView::DrawMap(WindowState& state, Layer& layer, ImVec2 map_pos, floa
             else draw->AddText(pos, stride == 1 ? text_col : dim_col, text.c_str());
             if (stride > 1 || plate) draw->AddLine(ImVec2(right - 1, y), ImVec2(right + 3, y), color);
         };
-        const int first = first_visible(m_view->pan_y);
-        for (int i = first - first % stride; i <= last_visible(m_view->pan_y); i += stride) {
-            bool collides = false;
-            for (const Emphasis& e : rows_emph) collides |= std::abs(e.index - i) * cell < line_h;
-            if (!collides) draw_row(i, stride == 1 ? text_col : dim_col, false);
-        }
-        for (const Emphasis& e : rows_emph) draw_row(e.index, e.color, true);
+        draw_labels(m_view->pan_y, rows_emph, draw_row);
         draw->PopClipRect();
     }
     // Columns: key tokens, reading upwards from the map's top edge.
@@ -574,13 +580,7 @@ void HeatmapView::DrawMap(WindowState& state, Layer& layer, ImVec2 map_pos, floa
             viz::AddTextVertical(draw, pos, plate ? color : (stride == 1 ? text_col : dim_col), text.c_str());
             if (stride > 1 || plate) draw->AddLine(ImVec2(x, bottom - 1), ImVec2(x, bottom + 3), color);
         };
-        const int first = first_visible(m_view->pan_x);
-        for (int j = first - first % stride; j <= last_visible(m_view->pan_x); j += stride) {
-            bool collides = false;
-            for (const Emphasis& e : cols_emph) collides |= std::abs(e.index - j) * cell < line_h;
-            if (!collides) draw_col(j, stride == 1 ? text_col : dim_col, false);
-        }
-        for (const Emphasis& e : cols_emph) draw_col(e.index, e.color, true);
+        draw_labels(m_view->pan_x, cols_emph, draw_col);
         draw->PopClipRect();
     }
     if (m_hover_row >= 0 && hovered) {
@@ -637,8 +637,7 @@ void HeatmapView::DrawTemperatureStrips(AppState& state, ImVec2 map_pos, float s
     const float cell = side * m_view->zoom / T;
     const float gap = 2.0f;
     auto color_of = [](float v, viz::Range range) {
-        const viz::Rgba8 c = viz::SampleColormap(viz::Colormap::Diverging, viz::Normalize(v, range, false));
-        return IM_COL32(c.r, c.g, c.b, 255);
+        return viz::ToImU32(viz::SampleColormap(viz::Colormap::Diverging, viz::Normalize(v, range, false)));
     };
     const int first = std::max(0, static_cast<int>(std::floor(m_view->pan_x))), first_row = std::max(0, static_cast<int>(std::floor(m_view->pan_y)));
     const int per = std::max(1, static_cast<int>(std::ceil(1.0f / std::max(cell, 1e-6f))));  // tokens per drawn block

@@ -139,7 +139,7 @@ void ModelView::Draw(WindowState& state) {
         }
         ImGui::EndTable();
     }
-    const std::string beside = state.twin ? "" : TwinBeside(m.dir);
+    const std::string& beside = state.twin_beside;  // offered only while no twin is open
     if (state.twin) {
         if (ImGui::Button("Compare with tau=1 instead")) state.close_twin_request = true;
     } else {

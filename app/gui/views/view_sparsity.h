@@ -1,14 +1,16 @@
-// Sparsity plots: normalised entropy against query position for SSA and the comparison
-// (attention dilution), a histogram of tau_q, a scatter of QK eigenvalue variance against mean
-// entropy over heads (Bao et al.), and first-token (sink) mass per head with the sink ratio.
+// The Sparsity tab: the plots of app/export/plots.h (attention dilution, the tau_q histogram, QK
+// eigenvalue variance against entropy, first-token mass per head), the same descriptions the
+// exports write, drawn for the selected head or the whole model with the window's selection.
+// Clicking a point or bar selects the query or head it stands for.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "app/gui/views/view_common.h"
 #include "app/gui/window_state.h"
-#include "app/export/head_summary.h"
+#include "viz/plot.h"
 
 namespace app {
 
@@ -17,17 +19,20 @@ public:
     void Draw(WindowState& state);
 
 private:
-    void Prepare(const model::Analysis& a);  // per-analysis arrays, rebuilt when the analysis changes
+    // The plots again when the analysis or what they show of it (scope, selection, eps) changed.
+    void Refresh(const WindowState& state);
 
-    bool m_whole_model = false;  // scope of the dilution plot and the tau_q histogram
-    std::weak_ptr<const model::Analysis> m_for;
-    std::vector<HeadSummary> m_summary;                  // [L * H]
-    std::vector<float> m_positions;                      // [T] 1..T
-    std::vector<float> m_norm_mean, m_norm_mean_compare; // [T] normalised entropy, mean over heads
-    std::vector<float> m_eig_var, m_entropy;             // [L * H]
-    std::vector<float> m_sink, m_sink_compare;           // [L * H]
-    std::vector<std::string> m_head_labels;              // [L * H] "L0 H0"
-    std::vector<std::string> m_layer_labels;             // [L] "L0"
+    bool m_whole_model = false;  // scope of the per-position plots (dilution, tau_q)
+    HeadSummaries m_heads;
+    struct Shown {  // what m_plots were made for
+        std::weak_ptr<const model::Analysis> analysis;
+        bool whole_model = false;
+        HeadRef selected;
+        int query = -1;
+        float sink_epsilon = 0;
+    } m_shown;
+    std::vector<viz::Plot> m_plots;    // [SparsityPlots()]
+    std::vector<std::string> m_notes;  // [SparsityPlots()] the line of numbers with each plot
 };
 
 }  // namespace app

@@ -488,6 +488,23 @@ TEST(Worker, ALongAnalysisShowsItsMapsBeforeItsPredictions) {
     EXPECT_EQ(first.maps, whole.maps) << "the same maps, not recomputed";
 }
 
+// What ships beside a model (the bundled English model's vanilla twin) is looked for once, by the
+// worker, and comes with the model: the views read it instead of the file system each frame.
+TEST(Worker, AModelComesWithTheTwinShippedBesideIt) {
+    app::InferenceWorker worker;
+    auto beside = [&](const std::string& model) {
+        worker.OpenModel(model, "cpu");
+        for (const WorkerEvent& e : WaitFor(worker, [](const WorkerEvent& e) { return e.kind != WorkerEvent::Kind::InterventionsSet; }))
+            if (e.kind == WorkerEvent::Kind::ModelOpened) return e.twin_beside;
+        ADD_FAILURE() << "no ModelOpened event for " << model;
+        return std::string("?");
+    };
+    const std::string english = app::BundledModelsDir() + "/english/ssa";
+    EXPECT_EQ(beside(english), app::TwinBeside(english));
+    EXPECT_EQ(fs::path(app::TwinBeside(english)).lexically_normal(), fs::path(app::BundledModelsDir() + "/english/vanilla").lexically_normal());
+    EXPECT_EQ(beside(DefaultModel()), "");  // the build's random model has none
+}
+
 // The worker applies the big-model rule when a model opens: layer-local (no predictions of its
 // own), then the global pass on request (SetComparison, as Ctrl+T asks), with the comparison's
 // predictions; a model under the line opens with the global pass.

@@ -164,6 +164,16 @@ TEST_F(Views, ModesSelectionsAndPinsAllDraw) {
     }
 }
 
+// A twin shipped beside the model (which the worker found when it opened it): the Model panel's
+// button and the map's "vs" chooser draw it from the state, without the file system.
+TEST_F(Views, ATwinShippedBesideTheModelIsOffered) {
+    app::WindowState state = StateWith(2, 2, 8);
+    state.twin_beside = "/synthetic/../vanilla";
+    MainViews views;
+    for (int frame = 0; frame < 3; ++frame) Frame([&] { views.Draw(state); });
+    EXPECT_FALSE(state.open_twin_request.has_value());  // offered, not opened
+}
+
 // Per-token losses: token t's value is entry t - 1 of each side's loss (token 0 has none), the
 // delta is SSA's minus the comparison's, and an analysis without the comparison's predictions
 // (layer-local) has no comparison or delta values at all.

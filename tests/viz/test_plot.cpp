@@ -1,0 +1,82 @@
+// Plot descriptions (viz/plot.h) as files: what viz::PlotFigure makes of each kind of series is
+// the figure of the plain series it stands for: a histogram the bars of its counts, category bars
+// side by side in their slots, the reference line a line series in the legend, a line without X
+// at 1, 2, ... The window's selection (XMarker, Highlighted) and point labels leave a file as it was.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "viz/figure.h"
+#include "viz/figures.h"
+#include "viz/plot.h"
+
+namespace {
+
+class PlotDescription : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        std::string error;
+        ASSERT_TRUE(viz::LoadFigureFonts(&error)) << error;
+    }
+};
+
+std::string Svg(const viz::Plot& plot) { return viz::FigureToSvg(viz::PlotFigure(plot)); }
+
+viz::PlotSeries Series(const std::string& name, viz::SeriesKind kind, std::vector<float> x, std::vector<float> y, viz::Rgba8 color) {
+    viz::PlotSeries s;
+    s.Name = name;
+    s.Kind = kind;
+    s.X = std::move(x);
+    s.Y = std::move(y);
+    s.Color = color;
+    return s;
+}
+
+TEST_F(PlotDescription, HistogramsAreTheBarsOfTheirCounts) {
+    viz::Plot described;
+    described.Series = {Series("a", viz::SeriesKind::Histogram, {}, {0.0f, 0.1f, 0.1f, 0.5f, NAN, 1.0f}, viz::kSsaColor),
+                        Series("b", viz::SeriesKind::Histogram, {}, {0.2f, 2.0f}, viz::kCompareColor)};
+    described.Options.HistogramBins = 4;
+    // Shared bins over 0..2, half a unit wide; the second series translucent.
+    viz::Plot plain = described;
+    plain.Series[0] = Series("a", viz::SeriesKind::Bars, {0.25f, 0.75f, 1.25f, 1.75f}, {3, 1, 1, 0}, viz::kSsaColor);
+    plain.Series[1] = Series("b", viz::SeriesKind::Bars, {0.25f, 0.75f, 1.25f, 1.75f}, {1, 0, 0, 1}, viz::kCompareColor);
+    plain.Series[1].Color.a = 170;
+    for (viz::PlotSeries& s : plain.Series) s.BarWidth = 0.5f;
+    plain.Options.HistogramBins = 0;
+    EXPECT_EQ(Svg(described), Svg(plain));
+}
+
+TEST_F(PlotDescription, CategoryBarsSitSideBySideAndTheLineSpansThem) {
+    viz::Plot described;
+    described.Series = {Series("SSA", viz::SeriesKind::Bars, {}, {0.1f, 0.6f, 0.3f}, viz::kSsaColor),
+                        Series("twin", viz::SeriesKind::Bars, {}, {0.2f, 0.5f, 0.4f}, viz::kCompareColor)};
+    described.Options.XCategories = {"L0 H0", "L0 H1", "L1 H0"};
+    described.Options.YLine = viz::PlotLine{0.35f, "eps 0.35"};
+    viz::Plot plain = described;
+    plain.Options.YLine.reset();
+    plain.Series[0].X = {-0.2f, 0.8f, 1.8f};
+    plain.Series[1].X = {0.2f, 1.2f, 2.2f};
+    for (viz::PlotSeries& s : plain.Series) s.BarWidth = 0.4f;
+    viz::PlotSeries line = Series("eps 0.35", viz::SeriesKind::Line, {-0.5f, 2.5f}, {0.35f, 0.35f}, {200, 60, 60, 255});
+    plain.Series.push_back(line);
+    EXPECT_EQ(Svg(described), Svg(plain));
+}
+
+TEST_F(PlotDescription, LinesWithoutXStartAtOneAndTheSelectionStaysInTheWindow) {
+    viz::Plot described;
+    described.Series = {Series("SSA", viz::SeriesKind::Line, {}, {0.5f, 0.7f, 0.6f}, viz::kSsaColor),
+                        Series("heads", viz::SeriesKind::Points, {}, {0.2f, 0.4f, 0.3f}, viz::kCompareColor)};
+    described.Series[1].Labels = {"L0 H0", "L0 H1", "L1 H0"};
+    described.Options.XMarker = 2.0f;
+    described.Options.Highlighted = 1;
+    viz::Plot plain;
+    plain.Series = described.Series;
+    plain.Series[0].X = plain.Series[1].X = {1, 2, 3};
+    plain.Series[1].Labels.clear();
+    EXPECT_EQ(Svg(described), Svg(plain));
+}
+
+}  // namespace
