@@ -164,7 +164,7 @@ viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, M
     options.Style = StyleFor(mode, settings);
     const std::vector<HeadSummary> heads = SummarizeHeads(a);
     for (const HeadSummary& s : heads) {
-        const float entropy = mode == MapMode::Compare ? s.entropy_compare : s.entropy;
+        const float entropy = s.Get("entropy", mode == MapMode::Compare ? Side::Compare : Side::Ssa);
         options.Captions.push_back(HeadName(s.ref) + (std::isfinite(entropy) ? Format(" \xC2\xB7 entropy %.2f", entropy) : ""));
     }
     if (mode == MapMode::Difference) {

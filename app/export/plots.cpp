@@ -116,8 +116,8 @@ viz::Plot QkSpectrum(const PlotInput& in) {
     points.Kind = viz::SeriesKind::Points;
     points.Color = viz::kSsaColor;
     for (const HeadSummary& s : in.heads) {
-        points.X.push_back(s.qk_eig_var);
-        points.Y.push_back(s.entropy);
+        points.X.push_back(s.Get("qk_eig_var"));
+        points.Y.push_back(s.Get("entropy"));
         points.Labels.push_back(HeadName(s.ref));
     }
     p.Series = {std::move(points)};
@@ -132,8 +132,8 @@ viz::Plot SinkMass(const PlotInput& in) {
     const model::Analysis& a = in.analysis;
     viz::Plot p = SidesPlot(a, viz::SeriesKind::Bars);
     for (const HeadSummary& s : in.heads) {
-        p.Series[0].Y.push_back(s.sink_mass);
-        p.Series[1].Y.push_back(s.sink_mass_compare);
+        p.Series[0].Y.push_back(s.Get("sink_mass"));
+        p.Series[1].Y.push_back(s.Get("sink_mass", Side::Compare));
         p.Options.XCategories.push_back(HeadName(s.ref));
     }
     p.Options.CategoryGroup = a.n_head;
@@ -150,8 +150,8 @@ std::string SinkNote(const PlotInput& in, const viz::Plot&) {
     const int heads = static_cast<int>(in.heads.size());
     int sinks = 0, sinks_compare = 0;
     for (const HeadSummary& s : in.heads) {
-        sinks += IsSinkHead(s.sink_mass, in.sink_epsilon) ? 1 : 0;
-        sinks_compare += IsSinkHead(s.sink_mass_compare, in.sink_epsilon) ? 1 : 0;
+        sinks += IsSinkHead(s, Side::Ssa, in.sink_epsilon) ? 1 : 0;
+        sinks_compare += IsSinkHead(s, Side::Compare, in.sink_epsilon) ? 1 : 0;
     }
     auto ratio = [&](int n) { return Format("%.2f", heads ? static_cast<float>(n) / heads : 0.0f); };
     return "sink ratio: SSA " + ratio(sinks) + " (" + std::to_string(sinks) + " of " + std::to_string(heads) + " heads), " +
