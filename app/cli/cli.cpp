@@ -285,10 +285,12 @@ int CmdGenerate(const CommandOptions& o) {
         if (!analysis) throw Failure{kExitFailure, analysis.error()};
         const int32_t next = model::NextToken(analysis->next_logits, vocab, temperature, top_k, &rng);
         generated.push_back(next);
-        model::AppendToken(engine->tokenizer(), next, &tokens);
+        if (auto piece = model::AppendToken(engine->tokenizer(), next, &tokens); !piece) throw Failure{kExitBadInput, piece.error()};
         bar.Update(n + 1, count, "");
     }
-    const std::string continuation = engine->tokenizer().Decode(generated);
+    auto decoded = engine->tokenizer().Decode(generated);
+    if (!decoded) throw Failure{kExitBadInput, decoded.error()};
+    const std::string continuation = std::move(*decoded);
     if (o.json) {
         std::printf("%s\n", json{{"prompt_tokens", prompt}, {"ids", generated}, {"text", continuation}, {"temperature", temperature},
                                  {"top_k", top_k}, {"interventions", model::FormatInterventions(engine->interventions())}}

@@ -162,7 +162,11 @@ void InferenceWorker::Handle(const Request& r) {
             WorkerEvent opened{Kind::ModelOpened, m_engine->Info(), nullptr, "", r.id, NowMs() - r.start_ms};
             opened.comparison = m_engine->comparison();
             auto vocab = std::make_shared<std::vector<std::string>>(m_engine->tokenizer().VocabSize());
-            for (size_t id = 0; id < vocab->size(); ++id) (*vocab)[id] = m_engine->tokenizer().Decode({static_cast<int32_t>(id)});
+            for (size_t id = 0; id < vocab->size(); ++id) {
+                auto text = m_engine->tokenizer().Decode({static_cast<int32_t>(id)});
+                if (!text) return Emit({Kind::Error, {}, nullptr, text.error(), r.id});
+                (*vocab)[id] = std::move(*text);
+            }
             opened.vocab = std::move(vocab);
             Emit(std::move(opened));
             if (m_interventions.empty()) return;
@@ -314,7 +318,9 @@ void InferenceWorker::ContinueJob(const Request& r) {
             return finish("Continue stopped: the text fills the model's context (" + std::to_string(context) + " tokens)");
         if (Superseded()) return finish("");  // the user typed, or asked for something else
         const int32_t id = model::NextToken(logits, vocab, r.generate.temperature, r.generate.top_k, &rng);
-        text += model::AppendToken(m_engine->tokenizer(), id, &*tokens);
+        auto piece = model::AppendToken(m_engine->tokenizer(), id, &*tokens);
+        if (!piece) return finish(piece.error());
+        text += *piece;
         auto next = m_engine->Analyze(*tokens, options);  // incremental: only the new row is computed
         if (!next) return finish(m_cancel ? "" : next.error());
         logits = next->next_logits;

@@ -139,7 +139,11 @@ struct ModelCore {
         if (!vocab) {
             const model::Tokenizer& t = Engine().tokenizer();
             auto v = std::make_shared<std::vector<std::string>>(t.VocabSize());
-            for (size_t id = 0; id < v->size(); ++id) (*v)[id] = t.Decode({static_cast<int32_t>(id)});
+            for (size_t id = 0; id < v->size(); ++id) {
+                auto text = t.Decode({static_cast<int32_t>(id)});
+                if (!text) throw BadArgument(text.error());
+                (*v)[id] = std::move(*text);
+            }
             vocab = std::move(v);
         }
         return vocab;
@@ -237,7 +241,9 @@ model::Tokenization Tokens(ModelCore& core, const std::string* text, const std::
         if (id < 0 || static_cast<size_t>(id) >= vocab)
             throw BadArgument("id " + std::to_string(id) + " at position " + std::to_string(i) + " is not in the vocabulary (" +
                               std::to_string(vocab) + " tokens)");
-        *text_out += model::AppendToken(engine.tokenizer(), static_cast<int32_t>(id), &tokens);
+        auto piece = model::AppendToken(engine.tokenizer(), static_cast<int32_t>(id), &tokens);
+        if (!piece) throw BadArgument(piece.error());
+        *text_out += *piece;
     }
     return tokens;
 }
@@ -585,9 +591,11 @@ std::string Generate(const std::shared_ptr<ModelCore>& core, const std::string& 
         if (!analysis) throw std::runtime_error(analysis.error());
         const int32_t next = model::NextToken(analysis->next_logits, vocab, o.generate.temperature, o.generate.top_k, &rng);
         generated.push_back(next);
-        model::AppendToken(engine.tokenizer(), next, &tokens);
+        if (auto piece = model::AppendToken(engine.tokenizer(), next, &tokens); !piece) throw BadArgument(piece.error());
     }
-    return engine.tokenizer().Decode(generated);
+    auto continuation = engine.tokenizer().Decode(generated);
+    if (!continuation) throw BadArgument(continuation.error());
+    return *continuation;
 }
 
 // The window's command line for a model and its own flags (show="heads", ...), spelled back by
