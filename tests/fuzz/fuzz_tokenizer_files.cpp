@@ -55,6 +55,8 @@ constexpr const char* kTexts[] = {
     "'s'll'd 12345 ...!!!",
     "<s>ab</s> <|endoftext|>x<unk>  \xE2\x96\x81" "a",
     "cafe\xCC\x81 \xEF\xAC\x81 \xCE\x9F\xCE\xA3 \xC2\x85\xEF\xBB\xBF aaaa",
+    // Long runs for the budgets (issue 38): a pattern that backtracks on them spends the text's.
+    "aaaaaaaaaaaaaaaaaaaaaaaa aaaaaaaaaaaaaaaaaaaaaaaa 1<s>aaaaaaaaaaaaaaaaaaaaaaaa<s>\xC3\xA9\xC3\xA9\xC3\xA9      \n",
 };
 
 }  // namespace
