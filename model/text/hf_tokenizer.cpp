@@ -1,7 +1,7 @@
 // Contents:
 //   [SECTION] Aligned text: normalized bytes that remember their input bytes
 //   [SECTION] What one text may cost
-//   [SECTION] Steps that grow text
+//   [SECTION] Growing text within the budget
 //   [SECTION] Normalizers
 //   [SECTION] Pre-tokenizers
 //   [SECTION] Added tokens
@@ -252,7 +252,7 @@ private:
 };
 
 //-----------------------------------------------------------------------------
-// [SECTION] Steps that grow text
+// [SECTION] Growing text within the budget
 //-----------------------------------------------------------------------------
 // Each checks with the Budget first. `held`: the bytes the stretch's other words hold beside this
 // one (0 for a normalizer, which has the stretch as one text).
