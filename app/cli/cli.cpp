@@ -252,7 +252,9 @@ int CmdGenerate(const CommandOptions& o) {
     if (generated.end == Generation::End::ContextFull)
         std::fprintf(stderr, "ssaviz: stopped after %zu tokens: the model's context of %d is full\n", generated.ids.size(),
                      runner->Info().config.n_positions);
-    const std::string continuation = runner->engine().tokenizer().Decode(generated.ids);
+    auto decoded = runner->engine().tokenizer().Decode(generated.ids);
+    if (!decoded) throw Failure{kExitBadInput, decoded.error()};
+    const std::string continuation = std::move(*decoded);
     if (o.json) {
         std::printf("%s\n", json{{"prompt_tokens", prompt}, {"ids", generated.ids}, {"text", continuation}, {"temperature", spec.temperature},
                                  {"top_k", spec.top_k}, {"interventions", model::FormatInterventions(runner->engine().interventions())}}

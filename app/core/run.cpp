@@ -149,7 +149,9 @@ RunResult<Generation> Runner::Generate(model::Tokenization* tokens, const Genera
         GenerationStep step;
         step.index = n;
         step.id = model::NextToken(logits, vocab, spec.temperature, spec.top_k, &rng);
-        step.piece = model::AppendToken(m_engine->tokenizer(), step.id, tokens);
+        auto piece = model::AppendToken(m_engine->tokenizer(), step.id, tokens);
+        if (!piece) return RunError{RunError::Kind::BadInput, piece.error()};
+        step.piece = std::move(*piece);
         out.ids.push_back(step.id);
         out.text += step.piece;
         analysed = hooks.analyse_each_step;
@@ -164,11 +166,15 @@ RunResult<Generation> Runner::Generate(model::Tokenization* tokens, const Genera
     return out;
 }
 
-std::shared_ptr<const std::vector<std::string>> Runner::Vocabulary() {
+RunResult<std::shared_ptr<const std::vector<std::string>>> Runner::Vocabulary() {
     if (!m_vocabulary) {
         const model::Tokenizer& t = m_engine->tokenizer();
         auto v = std::make_shared<std::vector<std::string>>(t.VocabSize());
-        for (size_t id = 0; id < v->size(); ++id) (*v)[id] = t.Decode({static_cast<int32_t>(id)});
+        for (size_t id = 0; id < v->size(); ++id) {
+            auto text = t.Decode({static_cast<int32_t>(id)});  // a hostile decoder can fail (its budget)
+            if (!text) return RunError{RunError::Kind::BadInput, text.error()};
+            (*v)[id] = std::move(*text);
+        }
         m_vocabulary = std::move(v);
     }
     return m_vocabulary;

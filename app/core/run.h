@@ -189,7 +189,7 @@ public:
     RunResult<Generation> Generate(model::Tokenization* tokens, const GenerationSpec& spec, const GenerationHooks& hooks = {});
 
     // [V] each id's bytes, made once per model.
-    std::shared_ptr<const std::vector<std::string>> Vocabulary();
+    RunResult<std::shared_ptr<const std::vector<std::string>>> Vocabulary();
 
 private:
     explicit Runner(std::unique_ptr<model::Engine> engine, ModelSpec spec) : m_engine(std::move(engine)), m_spec(std::move(spec)) {}

@@ -162,7 +162,9 @@ void InferenceWorker::Handle(const Request& r) {
             WorkerEvent opened{Kind::ModelOpened, m_runner->Info(), nullptr, "", r.id, NowMs() - r.start_ms};
             opened.comparison = m_runner->engine().comparison();
             opened.twin_beside = TwinBeside(m_runner->Info().dir);  // looked for once here, not by the views each frame
-            opened.vocab = m_runner->Vocabulary();
+            auto vocab = m_runner->Vocabulary();
+            if (!vocab) return Emit({Kind::Error, {}, nullptr, vocab.error().message, r.id});
+            opened.vocab = std::move(*vocab);
             Emit(std::move(opened));
             if (m_interventions.empty()) return;
             WorkerEvent e{Kind::InterventionsSet, {}, nullptr, "", r.id};

@@ -142,7 +142,7 @@ struct ModelCore {
     }
     // Under the lock.
     std::shared_ptr<const std::vector<std::string>> Vocab() {
-        if (!vocab) vocab = Run().Vocabulary();
+        if (!vocab) vocab = Must(Run().Vocabulary());
         return vocab;
     }
 };
@@ -211,7 +211,9 @@ model::Tokenization Tokens(ModelCore& core, const std::string* text, const std::
         if (id < 0 || static_cast<size_t>(id) >= vocab)
             throw BadArgument("id " + std::to_string(id) + " at position " + std::to_string(i) + " is not in the vocabulary (" +
                               std::to_string(vocab) + " tokens)");
-        *text_out += model::AppendToken(tokenizer, static_cast<int32_t>(id), &tokens);
+        auto piece = model::AppendToken(tokenizer, static_cast<int32_t>(id), &tokens);
+        if (!piece) throw BadArgument(piece.error());
+        *text_out += *piece;
     }
     return tokens;
 }
@@ -528,7 +530,9 @@ std::string Generate(const std::shared_ptr<ModelCore>& core, const std::string& 
     Runner& runner = core->Run();
     Must(runner.Configure({CompareKind::None, ablate}));  // only the SSA side is needed
     model::Tokenization tokens = Must(runner.Tokenize(text, truncate));
-    return runner.engine().tokenizer().Decode(Must(runner.Generate(&tokens, o.generate)).ids);
+    auto continuation = runner.engine().tokenizer().Decode(Must(runner.Generate(&tokens, o.generate)).ids);
+    if (!continuation) throw BadArgument(continuation.error());
+    return std::move(*continuation);
 }
 
 // The window's command line for a model and its own flags (show="heads", ...), spelled back by

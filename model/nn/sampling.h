@@ -21,7 +21,7 @@ int32_t NextToken(const std::vector<float>& logits, size_t vocab, float temperat
 // is the bytes it adds to the decoded text, its offsets the byte range after the last token's.
 // Returns that piece, for the caller that keeps the text. Decoding the id alone is not enough:
 // SentencePiece drops a piece's leading space at the start of a text, so it is decoded after the
-// previous token.
-std::string AppendToken(const Tokenizer& tokenizer, int32_t id, Tokenization* tokens);
+// previous token. Fails as Decode does (a hostile tokenizer.json decoder), leaving `tokens` as it was.
+Result<std::string> AppendToken(const Tokenizer& tokenizer, int32_t id, Tokenization* tokens);
 
 }  // namespace model

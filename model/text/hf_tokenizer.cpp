@@ -1,5 +1,7 @@
 // Contents:
 //   [SECTION] Aligned text: normalized bytes that remember their input bytes
+//   [SECTION] What one text may cost
+//   [SECTION] Growing text within the budget
 //   [SECTION] Normalizers
 //   [SECTION] Pre-tokenizers
 //   [SECTION] Added tokens
@@ -45,6 +47,11 @@ struct AlignedText {
 
     size_t size() const { return text.size(); }
     bool empty() const { return text.empty(); }
+    void Reserve(size_t bytes) {
+        text.reserve(bytes);
+        from.reserve(bytes);
+        to.reserve(bytes);
+    }
 
     void Copy(const AlignedText& src, size_t begin, size_t end) {
         text.append(src.text, begin, end - begin);
@@ -202,6 +209,54 @@ void SplitText(const AlignedText& t, std::vector<Stretch> stretches, SplitBehavi
         if (!s.is_match && s.end > s.begin) out->push_back(t.Slice(s.begin, s.end));
 }
 
+//-----------------------------------------------------------------------------
+// [SECTION] What one text may cost
+//-----------------------------------------------------------------------------
+// A file's components run on text that came from outside, so what encoding one text (or one
+// decode call) may cost is fixed by the size of what came in before any of them runs: the steps
+// of every regex search (RegexBudget), and the bytes of text the steps hold, at most kMaxGrowth
+// times the input + kGrowthSlack in all. A step that grows text checks the new size before it
+// builds it (or as it does, a character at a time), so a hostile file is refused with the memory
+// it took within that limit rather than after building what the limit forbids.
+
+constexpr size_t kMaxGrowth = 16;
+constexpr size_t kGrowthSlack = 4096;
+
+class Budget {
+public:
+    static Budget ForText(size_t bytes) { return Budget(RegexBudget::ForText(bytes), bytes); }
+    static Budget ForDecoding(size_t bytes) { return Budget(RegexBudget::ForDecoding(bytes), bytes); }
+
+    RegexBudget regex;
+
+    // Fails when a step would make the stretch being encoded hold `bytes` (its normalized text, or
+    // its words in all) and that is more than the limit leaves it.
+    Status Hold(size_t bytes) {
+        if (bytes > Room())
+            return Fail("makes the text more than " + std::to_string(kMaxGrowth) + " times longer (+ 4 KB) than the " +
+                        FormatBytes(m_input) + " it came from");
+        m_peak = std::max(m_peak, bytes);
+        return Ok{};
+    }
+    size_t Room() const { return m_limit - m_used; }
+    // A form of the text is done with (a stretch's normalized text, or the words of part of it):
+    // the most it held counts against every form after it, so the forms together stay within the limit.
+    void Spend() {
+        m_used = std::min(m_limit, m_used + m_peak);
+        m_peak = 0;
+    }
+
+private:
+    Budget(RegexBudget regex_budget, size_t bytes) : regex(regex_budget), m_input(bytes), m_limit(kMaxGrowth * bytes + kGrowthSlack) {}
+    size_t m_input, m_limit, m_used = 0, m_peak = 0;
+};
+
+//-----------------------------------------------------------------------------
+// [SECTION] Growing text within the budget
+//-----------------------------------------------------------------------------
+// Each checks with the Budget first. `held`: the bytes the stretch's other words hold beside this
+// one (0 for a normalizer, which has the stretch as one text).
+
 // GPT-2's bytes_to_unicode(): printable Latin-1 bytes stand for themselves, the other 68 become
 // U+0100, U+0101, ... in byte order.
 struct ByteTable {
@@ -229,21 +284,28 @@ const ByteTable& Bytes() {
     return table;
 }
 
-// Each byte becomes its byte-level character, aligned to that byte's unit.
-AlignedText ToByteLevel(const AlignedText& t) {
-    AlignedText out;
-    out.origin = t.origin;
-    for (size_t k = 0; k < t.size(); ++k) out.Emit(Bytes().byte_to_text[static_cast<uint8_t>(t.text[k])], t.from[k], t.to[k]);
-    return out;
+// `t` with each byte as its byte-level character, aligned to that byte's unit, into `out`.
+Status ToByteLevel(const AlignedText& t, size_t held, Budget* budget, AlignedText* out) {
+    size_t size = 0;
+    for (char c : t.text) size += Bytes().byte_to_text[static_cast<uint8_t>(c)].size();
+    if (Status s = budget->Hold(held + size); !s) return s;
+    out->origin = t.origin;
+    out->Reserve(size);
+    for (size_t k = 0; k < t.size(); ++k) out->Emit(Bytes().byte_to_text[static_cast<uint8_t>(t.text[k])], t.from[k], t.to[k]);
+    return Ok{};
 }
 
 // Every occurrence of `regex` replaced by `content` (HF's NormalizedString::replace).
-Status ReplaceAll(const Regex& regex, const std::string& content, AlignedText* t) {
+Status ReplaceAll(const Regex& regex, const std::string& content, AlignedText* t, Budget* budget) {
     std::vector<std::pair<size_t, size_t>> matches;
-    if (Status s = regex.FindAll(t->text, &matches); !s) return s;
+    if (Status s = regex.FindAll(t->text, &budget->regex, &matches); !s) return s;
     if (matches.empty()) return Ok{};
+    size_t size = t->size();
+    for (const auto& [b, e] : matches) size += content.size() - (e - b);  // modular: right in the end
+    if (Status s = budget->Hold(size); !s) return s;
     AlignedText out;
     out.origin = t->origin;
+    out.Reserve(size);
     size_t last = 0;
     for (const auto& [b, e] : matches) {
         out.Copy(*t, last, b);
@@ -256,45 +318,97 @@ Status ReplaceAll(const Regex& regex, const std::string& content, AlignedText* t
     return Ok{};
 }
 
-void PrependText(const std::string& prefix, AlignedText* t) {
-    if (t->empty() || prefix.empty()) return;
+Status PrependText(const std::string& prefix, AlignedText* t, size_t held, Budget* budget) {
+    if (t->empty() || prefix.empty()) return Ok{};
+    if (Status s = budget->Hold(held + prefix.size() + t->size()); !s) return s;
     AlignedText out;
     out.origin = t->origin;
+    out.Reserve(prefix.size() + t->size());
     out.Emit(prefix, t->from[0], t->from[0]);
     out.Copy(*t, 0, t->size());
     *t = std::move(out);
+    return Ok{};
+}
+
+// Rewrites each character by `map` (into the string it is given), aligned to that character. A
+// character grows by a few bytes at most, so the size is checked as the text is built.
+template <class Map>
+Status MapCharacters(AlignedText* t, size_t held, Budget* budget, Map map) {
+    AlignedText out;
+    out.origin = t->origin;
+    std::string replacement;
+    const size_t room = budget->Room() - std::min(held, budget->Room());
+    for (size_t i = 0; i < t->size();) {
+        uint32_t cp = 0;
+        const size_t length = CodePointAt(t->text, i, &cp);
+        replacement.clear();
+        map(cp, &replacement);
+        if (replacement == std::string_view(t->text).substr(i, length)) {
+            out.Copy(*t, i, i + length);
+        } else if (!replacement.empty()) {
+            const auto [lo, hi] = t->InputRange(i, i + length);
+            out.Emit(replacement, lo, hi);
+        }
+        if (out.size() > room) return budget->Hold(held + out.size());
+        i += length;
+    }
+    if (Status s = budget->Hold(held + out.size()); !s) return s;
+    *t = std::move(out);
+    return Ok{};
 }
 
 //-----------------------------------------------------------------------------
 // [SECTION] Normalizers
 //-----------------------------------------------------------------------------
 
-class Normalizer {
+// A normalizer, pre-tokenizer or decoder, as read from the file: each turns the data it is given
+// (a stretch's text, its words, the tokens' strings) into what the next one takes, and what goes
+// wrong in it names the field it was read from.
+template <class DataType>
+class Step {
 public:
-    virtual ~Normalizer() = default;
-    virtual Status Apply(AlignedText* t) const = 0;
-};
-
-class SequenceNormalizer final : public Normalizer {
-public:
-    explicit SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> parts) : m_parts(std::move(parts)) {}
-    Status Apply(AlignedText* t) const override {
-        for (const auto& part : m_parts)
-            if (Status s = part->Apply(t); !s) return s;
-        return Ok{};
+    using Data = DataType;
+    explicit Step(std::string where) : m_where(std::move(where)) {}
+    virtual ~Step() = default;
+    Status Apply(DataType* data, Budget* budget) const {
+        Status s = Run(data, budget);
+        return s || m_where.empty() ? s : Fail(m_where + ": " + s.error());
     }
 
 private:
-    std::vector<std::unique_ptr<Normalizer>> m_parts;
+    virtual Status Run(DataType* data, Budget* budget) const = 0;
+    std::string m_where;  // "normalizer.normalizers[1]"; "" for a Sequence, whose parts name themselves
+};
+
+using Normalizer = Step<AlignedText>;
+using PreTokenizer = Step<std::vector<AlignedText>>;
+using Decoder = Step<std::vector<std::string>>;
+
+// A Sequence of any of them: each part in turn.
+template <class Data>
+class SequenceStep final : public Step<Data> {
+public:
+    explicit SequenceStep(std::vector<std::unique_ptr<Step<Data>>> parts) : Step<Data>(""), m_parts(std::move(parts)) {}
+
+private:
+    Status Run(Data* data, Budget* budget) const override {
+        for (const auto& part : m_parts)
+            if (Status s = part->Apply(data, budget); !s) return s;
+        return Ok{};
+    }
+    std::vector<std::unique_ptr<Step<Data>>> m_parts;
 };
 
 class UnicodeNormalizer final : public Normalizer {
 public:
-    explicit UnicodeNormalizer(NormalForm form) : m_form(form) {}
-    Status Apply(AlignedText* t) const override {
+    UnicodeNormalizer(std::string where, NormalForm form) : Normalizer(std::move(where)), m_form(form) {}
+
+private:
+    Status Run(AlignedText* t, Budget* budget) const override {
         std::string normalized;
         std::vector<NormalizedSpan> spans;
-        if (Status s = NormalizeUnicode(m_form, t->text, &normalized, &spans); !s) return s;
+        if (Status s = NormalizeUnicode(m_form, t->text, budget->Room(), &normalized, &spans); !s) return s;
+        if (Status s = budget->Hold(normalized.size()); !s) return s;
         if (spans.size() == 1 && !spans[0].changed) return Ok{};
         AlignedText out;
         out.origin = t->origin;
@@ -312,67 +426,35 @@ public:
         *t = std::move(out);
         return Ok{};
     }
-
-private:
     NormalForm m_form;
-};
-
-// Rewrites each character by `map` (into the string it is given), aligned to that character.
-template <class Map>
-void MapCharacters(AlignedText* t, Map map) {
-    AlignedText out;
-    out.origin = t->origin;
-    std::string replacement;
-    for (size_t i = 0; i < t->size();) {
-        uint32_t cp = 0;
-        const size_t length = CodePointAt(t->text, i, &cp);
-        replacement.clear();
-        map(cp, &replacement);
-        if (replacement == std::string_view(t->text).substr(i, length)) {
-            out.Copy(*t, i, i + length);
-        } else if (!replacement.empty()) {
-            const auto [lo, hi] = t->InputRange(i, i + length);
-            out.Emit(replacement, lo, hi);
-        }
-        i += length;
-    }
-    *t = std::move(out);
-}
-
-class LowercaseNormalizer final : public Normalizer {
-public:
-    Status Apply(AlignedText* t) const override {
-        MapCharacters(t, [](uint32_t cp, std::string* out) { AppendLowercase(cp, out); });
-        return Ok{};
-    }
 };
 
 class ReplaceNormalizer final : public Normalizer {
 public:
-    ReplaceNormalizer(Regex pattern, std::string content) : m_pattern(std::move(pattern)), m_content(std::move(content)) {}
-    Status Apply(AlignedText* t) const override { return ReplaceAll(m_pattern, m_content, t); }
+    ReplaceNormalizer(std::string where, Regex pattern, std::string content)
+        : Normalizer(std::move(where)), m_pattern(std::move(pattern)), m_content(std::move(content)) {}
 
 private:
+    Status Run(AlignedText* t, Budget* budget) const override { return ReplaceAll(m_pattern, m_content, t, budget); }
     Regex m_pattern;
     std::string m_content;
 };
 
 class PrependNormalizer final : public Normalizer {
 public:
-    explicit PrependNormalizer(std::string prefix) : m_prefix(std::move(prefix)) {}
-    Status Apply(AlignedText* t) const override {
-        PrependText(m_prefix, t);
-        return Ok{};
-    }
+    PrependNormalizer(std::string where, std::string prefix) : Normalizer(std::move(where)), m_prefix(std::move(prefix)) {}
 
 private:
+    Status Run(AlignedText* t, Budget* budget) const override { return PrependText(m_prefix, t, 0, budget); }
     std::string m_prefix;
 };
 
 class StripNormalizer final : public Normalizer {
 public:
-    StripNormalizer(bool left, bool right) : m_left(left), m_right(right) {}
-    Status Apply(AlignedText* t) const override {
+    StripNormalizer(std::string where, bool left, bool right) : Normalizer(std::move(where)), m_left(left), m_right(right) {}
+
+private:
+    Status Run(AlignedText* t, Budget*) const override {
         size_t begin = 0, end = t->size();
         uint32_t cp = 0;
         while (m_left && begin < end) {
@@ -393,39 +475,44 @@ public:
         t->origin = origin;  // stripping does not move where HF says the string starts
         return Ok{};
     }
-
-private:
     bool m_left, m_right;
 };
 
-class StripAccentsNormalizer final : public Normalizer {
+// Normalizers that rewrite each character on its own, by the maps in kCharacterNormalizers.
+class CharacterNormalizer final : public Normalizer {
 public:
-    Status Apply(AlignedText* t) const override {
-        MapCharacters(t, [](uint32_t cp, std::string* out) {
-            if (!IsCombiningMark(cp)) AppendCodePoint(cp, out);
-        });
-        return Ok{};
-    }
+    using Map = void (*)(uint32_t code_point, std::string* out);
+    CharacterNormalizer(std::string where, Map map) : Normalizer(std::move(where)), m_map(map) {}
+
+private:
+    Status Run(AlignedText* t, Budget* budget) const override { return MapCharacters(t, 0, budget, m_map); }
+    Map m_map;
 };
 
+void StripAccent(uint32_t cp, std::string* out) {
+    if (!IsCombiningMark(cp)) AppendCodePoint(cp, out);
+}
+
 // HF's Nmt: some control characters removed, some kinds of space made spaces.
-class NmtNormalizer final : public Normalizer {
-public:
-    Status Apply(AlignedText* t) const override {
-        MapCharacters(t, [](uint32_t c, std::string* out) {
-            if ((c >= 0x01 && c <= 0x08) || c == 0x0B || (c >= 0x0E && c <= 0x1F) || c == 0x7F || c == 0x8F || c == 0x9F) return;
-            const bool space = c == 0x09 || c == 0x0A || c == 0x0C || c == 0x0D || c == 0x1680 || (c >= 0x200B && c <= 0x200F) ||
-                               c == 0x2028 || c == 0x2029 || c == 0x2581 || c == 0xFEFF || c == 0xFFFD;
-            AppendCodePoint(space ? ' ' : c, out);
-        });
-        return Ok{};
-    }
-};
+void NmtCharacter(uint32_t c, std::string* out) {
+    if ((c >= 0x01 && c <= 0x08) || c == 0x0B || (c >= 0x0E && c <= 0x1F) || c == 0x7F || c == 0x8F || c == 0x9F) return;
+    const bool space = c == 0x09 || c == 0x0A || c == 0x0C || c == 0x0D || c == 0x1680 || (c >= 0x200B && c <= 0x200F) ||
+                       c == 0x2028 || c == 0x2029 || c == 0x2581 || c == 0xFEFF || c == 0xFFFD;
+    AppendCodePoint(space ? ' ' : c, out);
+}
+
+constexpr std::pair<const char*, CharacterNormalizer::Map> kCharacterNormalizers[] = {
+    {"Lowercase", AppendLowercase}, {"StripAccents", StripAccent}, {"Nmt", NmtCharacter}};
 
 class ByteLevelNormalizer final : public Normalizer {
 public:
-    Status Apply(AlignedText* t) const override {
-        if (!t->empty()) *t = ToByteLevel(*t);
+    using Normalizer::Normalizer;
+
+private:
+    Status Run(AlignedText* t, Budget* budget) const override {
+        AlignedText out;
+        if (Status s = ToByteLevel(*t, 0, budget, &out); !s) return s;
+        *t = std::move(out);
         return Ok{};
     }
 };
@@ -436,59 +523,55 @@ public:
 // Each turns every split into the splits it makes of it (HF's PreTokenizedString::split), empty
 // ones dropped.
 
-class PreTokenizer {
-public:
-    virtual ~PreTokenizer() = default;
-    virtual Status Apply(std::vector<AlignedText>* splits) const = 0;
-};
-
-class SequencePreTokenizer final : public PreTokenizer {
-public:
-    explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> parts) : m_parts(std::move(parts)) {}
-    Status Apply(std::vector<AlignedText>* splits) const override {
-        for (const auto& part : m_parts)
-            if (Status s = part->Apply(splits); !s) return s;
-        return Ok{};
-    }
-
-private:
-    std::vector<std::unique_ptr<PreTokenizer>> m_parts;
-};
-
 class ByteLevelPreTokenizer final : public PreTokenizer {
 public:
-    ByteLevelPreTokenizer(bool add_prefix_space, std::optional<Regex> regex) : m_add_prefix_space(add_prefix_space), m_regex(std::move(regex)) {}
-    Status Apply(std::vector<AlignedText>* splits) const override {
+    ByteLevelPreTokenizer(std::string where, bool add_prefix_space, std::optional<Regex> regex)
+        : PreTokenizer(std::move(where)), m_add_prefix_space(add_prefix_space), m_regex(std::move(regex)) {}
+
+private:
+    Status Run(std::vector<AlignedText>* splits, Budget* budget) const override {
         std::vector<AlignedText> out;
         std::vector<std::pair<size_t, size_t>> matches;
+        std::vector<AlignedText> pieces;
+        size_t held = 0;  // by `out`
+        const auto add = [&](const AlignedText& piece) {
+            out.emplace_back();
+            Status s = ToByteLevel(piece, held, budget, &out.back());
+            held += out.back().size();
+            return s;
+        };
         for (AlignedText& split : *splits) {
-            if (m_add_prefix_space && split.text[0] != ' ') PrependText(" ", &split);
+            if (m_add_prefix_space && split.text[0] != ' ') {
+                if (Status s = PrependText(" ", &split, held, budget); !s) return s;
+            }
             if (!m_regex) {
-                out.push_back(ToByteLevel(split));
+                if (Status s = add(split); !s) return s;
                 continue;
             }
-            if (Status s = m_regex->FindAll(split.text, &matches); !s) return s;
-            std::vector<AlignedText> pieces;
+            if (Status s = m_regex->FindAll(split.text, &budget->regex, &matches); !s) return s;
+            pieces.clear();
             SplitText(split, StretchesFromMatches(split.size(), matches), SplitBehavior::kIsolated, &pieces);
-            for (const AlignedText& piece : pieces) out.push_back(ToByteLevel(piece));
+            for (const AlignedText& piece : pieces)
+                if (Status s = add(piece); !s) return s;
         }
         *splits = std::move(out);
         return Ok{};
     }
-
-private:
     bool m_add_prefix_space;
     std::optional<Regex> m_regex;  // none: use_regex false
 };
 
 class SplitPreTokenizer final : public PreTokenizer {
 public:
-    SplitPreTokenizer(Regex pattern, SplitBehavior behavior, bool invert) : m_pattern(std::move(pattern)), m_behavior(behavior), m_invert(invert) {}
-    Status Apply(std::vector<AlignedText>* splits) const override {
+    SplitPreTokenizer(std::string where, Regex pattern, SplitBehavior behavior, bool invert)
+        : PreTokenizer(std::move(where)), m_pattern(std::move(pattern)), m_behavior(behavior), m_invert(invert) {}
+
+private:
+    Status Run(std::vector<AlignedText>* splits, Budget* budget) const override {
         std::vector<AlignedText> out;
         std::vector<std::pair<size_t, size_t>> matches;
         for (const AlignedText& split : *splits) {
-            if (Status s = m_pattern.FindAll(split.text, &matches); !s) return s;
+            if (Status s = m_pattern.FindAll(split.text, &budget->regex, &matches); !s) return s;
             std::vector<Stretch> stretches = StretchesFromMatches(split.size(), matches);
             if (m_invert)
                 for (Stretch& s : stretches) s.is_match = !s.is_match;
@@ -497,8 +580,6 @@ public:
         *splits = std::move(out);
         return Ok{};
     }
-
-private:
     Regex m_pattern;
     SplitBehavior m_behavior;
     bool m_invert;
@@ -508,20 +589,27 @@ enum class PrependScheme { kAlways, kFirst, kNever };
 
 class MetaspacePreTokenizer final : public PreTokenizer {
 public:
-    MetaspacePreTokenizer(uint32_t replacement, PrependScheme scheme, bool split) : m_replacement(replacement), m_scheme(scheme), m_split(split) {
+    MetaspacePreTokenizer(std::string where, uint32_t replacement, PrependScheme scheme, bool split)
+        : PreTokenizer(std::move(where)), m_replacement(replacement), m_scheme(scheme), m_split(split) {
         AppendCodePoint(replacement, &m_text);
     }
-    Status Apply(std::vector<AlignedText>* splits) const override {
+
+private:
+    Status Run(std::vector<AlignedText>* splits, Budget* budget) const override {
         std::vector<AlignedText> out;
+        size_t held = 0;  // by `out`
         for (AlignedText& split : *splits) {
             const uint32_t origin = split.origin;
-            MapCharacters(&split, [&](uint32_t cp, std::string* o) {
+            Status s = MapCharacters(&split, held, budget, [&](uint32_t cp, std::string* o) {
                 if (cp == ' ') *o += m_text;
                 else AppendCodePoint(cp, o);
             });
+            if (!s) return s;
             const bool starts = split.text.compare(0, m_text.size(), m_text) == 0;
-            if (!starts && (m_scheme == PrependScheme::kAlways || (m_scheme == PrependScheme::kFirst && origin == 0)))
-                PrependText(m_text, &split);
+            if (!starts && (m_scheme == PrependScheme::kAlways || (m_scheme == PrependScheme::kFirst && origin == 0))) {
+                if (s = PrependText(m_text, &split, held, budget); !s) return s;
+            }
+            held += split.size();
             if (!m_split) {
                 out.push_back(std::move(split));
                 continue;
@@ -532,8 +620,6 @@ public:
         *splits = std::move(out);
         return Ok{};
     }
-
-private:
     uint32_t m_replacement;
     std::string m_text;
     PrependScheme m_scheme;
@@ -542,8 +628,10 @@ private:
 
 class DigitsPreTokenizer final : public PreTokenizer {
 public:
-    explicit DigitsPreTokenizer(bool individual) : m_individual(individual) {}
-    Status Apply(std::vector<AlignedText>* splits) const override {
+    DigitsPreTokenizer(std::string where, bool individual) : PreTokenizer(std::move(where)), m_individual(individual) {}
+
+private:
+    Status Run(std::vector<AlignedText>* splits, Budget*) const override {
         std::vector<AlignedText> out;
         for (const AlignedText& split : *splits)
             SplitText(split, StretchesFromCharacters(split.text, IsNumeric),
@@ -551,8 +639,6 @@ public:
         *splits = std::move(out);
         return Ok{};
     }
-
-private:
     bool m_individual;
 };
 
@@ -676,26 +762,12 @@ private:
 // split across tokens into U+FFFD, so decoding one token gives its raw bytes (GPT-2's pieces of an
 // emoji, a <0xF0> byte piece) and decoding them all still joins them into the character.
 
-class Decoder {
-public:
-    virtual ~Decoder() = default;
-    virtual void Apply(std::vector<std::string>* tokens) const = 0;
-};
-
-class SequenceDecoder final : public Decoder {
-public:
-    explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> parts) : m_parts(std::move(parts)) {}
-    void Apply(std::vector<std::string>* tokens) const override {
-        for (const auto& part : m_parts) part->Apply(tokens);
-    }
-
-private:
-    std::vector<std::unique_ptr<Decoder>> m_parts;
-};
-
 class ByteLevelDecoder final : public Decoder {
 public:
-    void Apply(std::vector<std::string>* tokens) const override {
+    using Decoder::Decoder;
+
+private:
+    Status Run(std::vector<std::string>* tokens, Budget*) const override {
         std::string bytes;
         for (const std::string& token : *tokens) {
             const size_t mark = bytes.size();
@@ -713,13 +785,17 @@ public:
             }
         }
         *tokens = {std::move(bytes)};
+        return Ok{};
     }
 };
 
 class MetaspaceDecoder final : public Decoder {
 public:
-    MetaspaceDecoder(uint32_t replacement, PrependScheme scheme) : m_replacement(replacement), m_scheme(scheme) {}
-    void Apply(std::vector<std::string>* tokens) const override {
+    MetaspaceDecoder(std::string where, uint32_t replacement, PrependScheme scheme)
+        : Decoder(std::move(where)), m_replacement(replacement), m_scheme(scheme) {}
+
+private:
+    Status Run(std::vector<std::string>* tokens, Budget*) const override {
         for (size_t t = 0; t < tokens->size(); ++t) {
             std::string& token = (*tokens)[t];
             std::string out;
@@ -732,16 +808,18 @@ public:
             }
             token = std::move(out);
         }
+        return Ok{};
     }
-
-private:
     uint32_t m_replacement;
     PrependScheme m_scheme;
 };
 
 class ByteFallbackDecoder final : public Decoder {
 public:
-    void Apply(std::vector<std::string>* tokens) const override {
+    using Decoder::Decoder;
+
+private:
+    Status Run(std::vector<std::string>* tokens, Budget*) const override {
         std::vector<std::string> out;
         std::string bytes;
         for (std::string& token : *tokens) {
@@ -757,9 +835,8 @@ public:
         }
         if (!bytes.empty()) out.push_back(std::move(bytes));
         *tokens = std::move(out);
+        return Ok{};
     }
-
-private:
     // Rust's u8::from_str_radix(.., 16) on the two characters: hex digits, or '+' and one digit.
     static int ParseHexByte(char a, char b) {
         const auto digit = [](char c) {
@@ -775,17 +852,24 @@ private:
 
 class FuseDecoder final : public Decoder {
 public:
-    void Apply(std::vector<std::string>* tokens) const override {
+    using Decoder::Decoder;
+
+private:
+    Status Run(std::vector<std::string>* tokens, Budget*) const override {
         std::string joined;
         for (const std::string& token : *tokens) joined += token;
         *tokens = {std::move(joined)};
+        return Ok{};
     }
 };
 
 class StripDecoder final : public Decoder {
 public:
-    StripDecoder(uint32_t content, size_t start, size_t stop) : m_content(content), m_start(start), m_stop(stop) {}
-    void Apply(std::vector<std::string>* tokens) const override {
+    StripDecoder(std::string where, uint32_t content, size_t start, size_t stop)
+        : Decoder(std::move(where)), m_content(content), m_start(start), m_stop(stop) {}
+
+private:
+    Status Run(std::vector<std::string>* tokens, Budget*) const override {
         for (std::string& token : *tokens) {
             std::vector<std::pair<size_t, uint32_t>> chars;  // (offset, code point)
             for (size_t i = 0; i < token.size();) {
@@ -805,21 +889,31 @@ public:
             const size_t begin = chars[start_cut].first, end = stop_cut < chars.size() ? chars[stop_cut].first : token.size();
             token = token.substr(begin, end - begin);
         }
+        return Ok{};
     }
-
-private:
     uint32_t m_content;
     size_t m_start, m_stop;
 };
 
 class ReplaceDecoder final : public Decoder {
 public:
-    ReplaceDecoder(Regex pattern, std::string content) : m_pattern(std::move(pattern)), m_content(std::move(content)) {}
-    void Apply(std::vector<std::string>* tokens) const override {
+    ReplaceDecoder(std::string where, Regex pattern, std::string content)
+        : Decoder(std::move(where)), m_pattern(std::move(pattern)), m_content(std::move(content)) {}
+
+private:
+    Status Run(std::vector<std::string>* tokens, Budget* budget) const override {
         std::vector<std::pair<size_t, size_t>> matches;
+        size_t held = 0;  // by all the tokens
+        for (const std::string& token : *tokens) held += token.size();
         for (std::string& token : *tokens) {
-            if (!m_pattern.FindAll(token, &matches)) continue;  // over its budget: Decode cannot fail, so left as it is
+            if (Status s = m_pattern.FindAll(token, &budget->regex, &matches); !s) return s;
+            if (matches.empty()) continue;
+            size_t size = token.size();
+            for (const auto& [b, e] : matches) size += m_content.size() - (e - b);  // modular: right in the end
+            if (Status s = budget->Hold(held - token.size() + size); !s) return s;
+            held += size - token.size();
             std::string out;
+            out.reserve(size);
             size_t last = 0;
             for (const auto& [b, e] : matches) {
                 out.append(token, last, b - last);
@@ -829,9 +923,8 @@ public:
             out.append(token, last, std::string::npos);
             token = std::move(out);
         }
+        return Ok{};
     }
-
-private:
     Regex m_pattern;
     std::string m_content;
 };
@@ -841,8 +934,6 @@ private:
 //-----------------------------------------------------------------------------
 
 constexpr size_t kMaxTextBytes = size_t{1} << 30;  // alignment offsets are 32-bit
-constexpr size_t kMaxGrowth = 16;                  // normalized text at most this times the input (+ kGrowthSlack)
-constexpr size_t kGrowthSlack = 4096;
 
 struct Pipeline {
     std::string kind;                            // Tokenizer::Kind()
@@ -864,7 +955,7 @@ public:
     explicit HfTokenizer(Pipeline pipeline) : m(std::move(pipeline)) {}
 
     Result<Tokenization> Encode(std::string_view text) const override;
-    std::string Decode(const std::vector<int32_t>& ids) const override;
+    Result<std::string> Decode(const std::vector<int32_t>& ids) const override;
     size_t VocabSize() const override { return m.vocab_size; }
     std::string Kind() const override { return m.kind; }
     uint64_t ContentHash() const override { return m.content_hash; }
@@ -874,16 +965,17 @@ private:
         int32_t id;
         int64_t end;  // input offset where the token ends, -1 when it comes from no input
     };
-    Status EncodeStretch(std::string_view text, size_t begin, size_t end, std::vector<Produced>* out) const;
-    Status EncodeWords(const AlignedText& stretch, std::vector<Produced>* out) const;
+    Status EncodeStretch(std::string_view text, size_t begin, size_t end, Budget* budget, std::vector<Produced>* out) const;
+    Status EncodeWords(const AlignedText& stretch, Budget* budget, std::vector<Produced>* out) const;
 
     Pipeline m;
 };
 
-Status HfTokenizer::EncodeWords(const AlignedText& stretch, std::vector<Produced>* out) const {
+Status HfTokenizer::EncodeWords(const AlignedText& stretch, Budget* budget, std::vector<Produced>* out) const {
     std::vector<AlignedText> words = {stretch};
     if (m.pre_tokenizer) {
-        if (Status s = m.pre_tokenizer->Apply(&words); !s) return Fail(m.source + " pre_tokenizer: " + s.error());
+        if (Status s = m.pre_tokenizer->Apply(&words, budget); !s) return Fail(m.source + ": " + s.error());
+        budget->Spend();
     }
     std::vector<BpeModel::Piece> pieces;
     std::vector<size_t> ends;
@@ -902,12 +994,11 @@ Status HfTokenizer::EncodeWords(const AlignedText& stretch, std::vector<Produced
     return Ok{};
 }
 
-Status HfTokenizer::EncodeStretch(std::string_view text, size_t begin, size_t end, std::vector<Produced>* out) const {
+Status HfTokenizer::EncodeStretch(std::string_view text, size_t begin, size_t end, Budget* budget, std::vector<Produced>* out) const {
     AlignedText stretch = Identity(text.substr(begin, end - begin), static_cast<uint32_t>(begin));
     if (m.normalizer) {
-        if (Status s = m.normalizer->Apply(&stretch); !s) return Fail(m.source + " normalizer: " + s.error());
-        if (stretch.size() > kMaxGrowth * (end - begin) + kGrowthSlack)
-            return Fail(m.source + " normalizer: makes the text more than " + std::to_string(kMaxGrowth) + " times longer");
+        if (Status s = m.normalizer->Apply(&stretch, budget); !s) return Fail(m.source + ": " + s.error());
+        budget->Spend();
     }
     if (stretch.empty()) return Ok{};
     for (const Section& section : m.normalized_matcher.Find(stretch.text, m.added)) {
@@ -918,7 +1009,7 @@ Status HfTokenizer::EncodeStretch(std::string_view text, size_t begin, size_t en
             continue;
         }
         if (section.end == section.begin) continue;
-        if (Status s = EncodeWords(stretch.Slice(section.begin, section.end), out); !s) return s;
+        if (Status s = EncodeWords(stretch.Slice(section.begin, section.end), budget, out); !s) return s;
     }
     return Ok{};
 }
@@ -930,6 +1021,7 @@ Result<Tokenization> HfTokenizer::Encode(std::string_view text) const {
     if (text.empty()) return out;
     if (text.size() > kMaxTextBytes) return Fail("text is " + FormatBytes(text.size()) + ", more than the 1 GB a tokenizer takes");
 
+    Budget budget = Budget::ForText(text.size());  // one for the whole text, however it is split
     std::vector<Produced> produced;
     for (int32_t id : m.prefix) produced.push_back({id, -1});
     for (const Section& section : m.raw_matcher.Find(text, m.added)) {
@@ -938,7 +1030,7 @@ Result<Tokenization> HfTokenizer::Encode(std::string_view text) const {
             continue;
         }
         if (section.end == section.begin) continue;
-        if (Status s = EncodeStretch(text, section.begin, section.end, &produced); !s) return Fail(s.error());
+        if (Status s = EncodeStretch(text, section.begin, section.end, &budget, &produced); !s) return Fail(s.error());
     }
     for (int32_t id : m.suffix) produced.push_back({id, -1});
 
@@ -964,19 +1056,23 @@ Result<Tokenization> HfTokenizer::Encode(std::string_view text) const {
 }
 
 // Ids that are neither added tokens nor in the model's vocabulary are skipped, as HF skips them.
-std::string HfTokenizer::Decode(const std::vector<int32_t>& ids) const {
+Result<std::string> HfTokenizer::Decode(const std::vector<int32_t>& ids) const {
     std::vector<std::string> tokens;
     tokens.reserve(ids.size());
+    size_t bytes = 0;
     for (int32_t id : ids) {
         if (const auto it = m.added_by_id.find(id); it != m.added_by_id.end()) tokens.push_back(m.added[it->second].content);
         else if (const std::string* token = m.model->TokenOf(id)) tokens.push_back(*token);
+        else continue;
+        bytes += tokens.back().size();
     }
     std::string text;
     if (!m.decoder) {
         for (size_t k = 0; k < tokens.size(); ++k) text += (k ? " " : "") + tokens[k];
         return text;
     }
-    m.decoder->Apply(&tokens);
+    Budget budget = Budget::ForDecoding(bytes);  // one per call: decoding an id at a time costs each id its own bytes' worth
+    if (Status s = m.decoder->Apply(&tokens, &budget); !s) return Fail(m.source + ": " + s.error());
     for (const std::string& token : tokens) text += token;
     return text;
 }
@@ -1090,49 +1186,57 @@ Result<PrependScheme> ReadPrependScheme(const json& object, const std::string& w
     return scheme;
 }
 
+// A Replace (its pattern and content), as a normalizer or a decoder.
+template <class Part, class Replace>
+Result<std::unique_ptr<Part>> ReadReplace(const json& value, const std::string& where, bool invalid_utf8) {
+    auto pattern = ReadPattern(value, where, invalid_utf8);
+    if (!pattern) return Fail(pattern.error());
+    auto content = ReadString(value, "content", where);
+    if (!content) return Fail(content.error());
+    return std::unique_ptr<Part>(std::make_unique<Replace>(where, std::move(*pattern), std::move(*content)));
+}
+
 constexpr const char* kNormalizers = "NFC, NFD, NFKC, NFKD, Lowercase, Replace, Prepend, Strip, StripAccents, Nmt, ByteLevel and Sequence";
+
+// A Sequence's parts (its "normalizers", "pretokenizers" or "decoders"), each read by `read`.
+template <class Part, class Read>
+Result<std::unique_ptr<Part>> ReadSequence(const json& value, const char* key, const std::string& where, Read read) {
+    const json* list = Find(value, key);
+    if (!list || !list->is_array()) return Fail(Child(where, key) + " is not an array");
+    std::vector<std::unique_ptr<Part>> parts;
+    for (size_t i = 0; i < list->size(); ++i) {
+        auto part = read((*list)[i], Index(Child(where, key), i));
+        if (!part) return Fail(part.error());
+        parts.push_back(std::move(*part));
+    }
+    return std::unique_ptr<Part>(std::make_unique<SequenceStep<typename Part::Data>>(std::move(parts)));
+}
 
 Result<std::unique_ptr<Normalizer>> ReadNormalizer(const json& value, const std::string& where) {
     auto type = ReadType(value, where);
     if (!type) return Fail(type.error());
     const std::string& t = *type;
-    if (t == "Sequence") {
-        const json* list = Find(value, "normalizers");
-        if (!list || !list->is_array()) return Fail(Child(where, "normalizers") + " is not an array");
-        std::vector<std::unique_ptr<Normalizer>> parts;
-        for (size_t i = 0; i < list->size(); ++i) {
-            auto part = ReadNormalizer((*list)[i], Index(Child(where, "normalizers"), i));
-            if (!part) return Fail(part.error());
-            parts.push_back(std::move(*part));
-        }
-        return std::unique_ptr<Normalizer>(std::make_unique<SequenceNormalizer>(std::move(parts)));
-    }
-    if (t == "NFC") return std::unique_ptr<Normalizer>(std::make_unique<UnicodeNormalizer>(NormalForm::kNFC));
-    if (t == "NFD") return std::unique_ptr<Normalizer>(std::make_unique<UnicodeNormalizer>(NormalForm::kNFD));
-    if (t == "NFKC") return std::unique_ptr<Normalizer>(std::make_unique<UnicodeNormalizer>(NormalForm::kNFKC));
-    if (t == "NFKD") return std::unique_ptr<Normalizer>(std::make_unique<UnicodeNormalizer>(NormalForm::kNFKD));
-    if (t == "Lowercase") return std::unique_ptr<Normalizer>(std::make_unique<LowercaseNormalizer>());
-    if (t == "StripAccents") return std::unique_ptr<Normalizer>(std::make_unique<StripAccentsNormalizer>());
-    if (t == "Nmt") return std::unique_ptr<Normalizer>(std::make_unique<NmtNormalizer>());
-    if (t == "ByteLevel") return std::unique_ptr<Normalizer>(std::make_unique<ByteLevelNormalizer>());
-    if (t == "Replace") {
-        auto pattern = ReadPattern(value, where, false);
-        if (!pattern) return Fail(pattern.error());
-        auto content = ReadString(value, "content", where);
-        if (!content) return Fail(content.error());
-        return std::unique_ptr<Normalizer>(std::make_unique<ReplaceNormalizer>(std::move(*pattern), std::move(*content)));
-    }
+    if (t == "Sequence") return ReadSequence<Normalizer>(value, "normalizers", where, ReadNormalizer);
+    for (const auto& [name, form] : {std::pair<const char*, NormalForm>{"NFC", NormalForm::kNFC},
+                                     {"NFD", NormalForm::kNFD},
+                                     {"NFKC", NormalForm::kNFKC},
+                                     {"NFKD", NormalForm::kNFKD}})
+        if (t == name) return std::unique_ptr<Normalizer>(std::make_unique<UnicodeNormalizer>(where, form));
+    for (const auto& [name, map] : kCharacterNormalizers)
+        if (t == name) return std::unique_ptr<Normalizer>(std::make_unique<CharacterNormalizer>(where, map));
+    if (t == "ByteLevel") return std::unique_ptr<Normalizer>(std::make_unique<ByteLevelNormalizer>(where));
+    if (t == "Replace") return ReadReplace<Normalizer, ReplaceNormalizer>(value, where, false);
     if (t == "Prepend") {
         auto prefix = ReadString(value, "prepend", where);
         if (!prefix) return Fail(prefix.error());
-        return std::unique_ptr<Normalizer>(std::make_unique<PrependNormalizer>(std::move(*prefix)));
+        return std::unique_ptr<Normalizer>(std::make_unique<PrependNormalizer>(where, std::move(*prefix)));
     }
     if (t == "Strip") {
         auto left = ReadBool(value, "strip_left", where, std::nullopt);
         if (!left) return Fail(left.error());
         auto right = ReadBool(value, "strip_right", where, std::nullopt);
         if (!right) return Fail(right.error());
-        return std::unique_ptr<Normalizer>(std::make_unique<StripNormalizer>(*left, *right));
+        return std::unique_ptr<Normalizer>(std::make_unique<StripNormalizer>(where, *left, *right));
     }
     return Unsupported(where, t, kNormalizers);
 }
@@ -1156,17 +1260,7 @@ Result<std::unique_ptr<PreTokenizer>> ReadPreTokenizer(const json& value, const 
     auto type = ReadType(value, where);
     if (!type) return Fail(type.error());
     const std::string& t = *type;
-    if (t == "Sequence") {
-        const json* list = Find(value, "pretokenizers");
-        if (!list || !list->is_array()) return Fail(Child(where, "pretokenizers") + " is not an array");
-        std::vector<std::unique_ptr<PreTokenizer>> parts;
-        for (size_t i = 0; i < list->size(); ++i) {
-            auto part = ReadPreTokenizer((*list)[i], Index(Child(where, "pretokenizers"), i));
-            if (!part) return Fail(part.error());
-            parts.push_back(std::move(*part));
-        }
-        return std::unique_ptr<PreTokenizer>(std::make_unique<SequencePreTokenizer>(std::move(parts)));
-    }
+    if (t == "Sequence") return ReadSequence<PreTokenizer>(value, "pretokenizers", where, ReadPreTokenizer);
     if (t == "ByteLevel") {
         // trim_offsets moves HF's offsets only; ssaviz's tile the text whatever it says.
         auto add_prefix_space = ReadBool(value, "add_prefix_space", where, std::nullopt);
@@ -1181,7 +1275,7 @@ Result<std::unique_ptr<PreTokenizer>> ReadPreTokenizer(const json& value, const 
             if (!r) return Fail(where + ": " + r.error());
             regex = std::move(*r);
         }
-        return std::unique_ptr<PreTokenizer>(std::make_unique<ByteLevelPreTokenizer>(*add_prefix_space, std::move(regex)));
+        return std::unique_ptr<PreTokenizer>(std::make_unique<ByteLevelPreTokenizer>(where, *add_prefix_space, std::move(regex)));
     }
     if (t == "Split") {
         auto pattern = ReadPattern(value, where, false);
@@ -1190,7 +1284,7 @@ Result<std::unique_ptr<PreTokenizer>> ReadPreTokenizer(const json& value, const 
         if (!behavior) return Fail(behavior.error());
         auto invert = ReadBool(value, "invert", where, std::nullopt);
         if (!invert) return Fail(invert.error());
-        return std::unique_ptr<PreTokenizer>(std::make_unique<SplitPreTokenizer>(std::move(*pattern), *behavior, *invert));
+        return std::unique_ptr<PreTokenizer>(std::make_unique<SplitPreTokenizer>(where, std::move(*pattern), *behavior, *invert));
     }
     if (t == "Metaspace") {
         auto replacement = ReadCharacter(value, "replacement", where);
@@ -1199,12 +1293,12 @@ Result<std::unique_ptr<PreTokenizer>> ReadPreTokenizer(const json& value, const 
         if (!scheme) return Fail(scheme.error());
         auto split = ReadBool(value, "split", where, true);
         if (!split) return Fail(split.error());
-        return std::unique_ptr<PreTokenizer>(std::make_unique<MetaspacePreTokenizer>(*replacement, *scheme, *split));
+        return std::unique_ptr<PreTokenizer>(std::make_unique<MetaspacePreTokenizer>(where, *replacement, *scheme, *split));
     }
     if (t == "Digits") {
         auto individual = ReadBool(value, "individual_digits", where, std::nullopt);
         if (!individual) return Fail(individual.error());
-        return std::unique_ptr<PreTokenizer>(std::make_unique<DigitsPreTokenizer>(*individual));
+        return std::unique_ptr<PreTokenizer>(std::make_unique<DigitsPreTokenizer>(where, *individual));
     }
     return Unsupported(where, t, "ByteLevel, Split, Metaspace, Digits and Sequence");
 }
@@ -1213,26 +1307,16 @@ Result<std::unique_ptr<Decoder>> ReadDecoder(const json& value, const std::strin
     auto type = ReadType(value, where);
     if (!type) return Fail(type.error());
     const std::string& t = *type;
-    if (t == "Sequence") {
-        const json* list = Find(value, "decoders");
-        if (!list || !list->is_array()) return Fail(Child(where, "decoders") + " is not an array");
-        std::vector<std::unique_ptr<Decoder>> parts;
-        for (size_t i = 0; i < list->size(); ++i) {
-            auto part = ReadDecoder((*list)[i], Index(Child(where, "decoders"), i));
-            if (!part) return Fail(part.error());
-            parts.push_back(std::move(*part));
-        }
-        return std::unique_ptr<Decoder>(std::make_unique<SequenceDecoder>(std::move(parts)));
-    }
-    if (t == "ByteLevel") return std::unique_ptr<Decoder>(std::make_unique<ByteLevelDecoder>());
-    if (t == "ByteFallback") return std::unique_ptr<Decoder>(std::make_unique<ByteFallbackDecoder>());
-    if (t == "Fuse") return std::unique_ptr<Decoder>(std::make_unique<FuseDecoder>());
+    if (t == "Sequence") return ReadSequence<Decoder>(value, "decoders", where, ReadDecoder);
+    if (t == "ByteLevel") return std::unique_ptr<Decoder>(std::make_unique<ByteLevelDecoder>(where));
+    if (t == "ByteFallback") return std::unique_ptr<Decoder>(std::make_unique<ByteFallbackDecoder>(where));
+    if (t == "Fuse") return std::unique_ptr<Decoder>(std::make_unique<FuseDecoder>(where));
     if (t == "Metaspace") {
         auto replacement = ReadCharacter(value, "replacement", where);
         if (!replacement) return Fail(replacement.error());
         auto scheme = ReadPrependScheme(value, where);
         if (!scheme) return Fail(scheme.error());
-        return std::unique_ptr<Decoder>(std::make_unique<MetaspaceDecoder>(*replacement, *scheme));
+        return std::unique_ptr<Decoder>(std::make_unique<MetaspaceDecoder>(where, *replacement, *scheme));
     }
     if (t == "Strip") {
         auto content = ReadCharacter(value, "content", where);
@@ -1246,15 +1330,9 @@ Result<std::unique_ptr<Decoder>> ReadDecoder(const json& value, const std::strin
             if (!n) return Fail(n.error());
             counts[k] = *n;
         }
-        return std::unique_ptr<Decoder>(std::make_unique<StripDecoder>(*content, static_cast<size_t>(counts[0]), static_cast<size_t>(counts[1])));
+        return std::unique_ptr<Decoder>(std::make_unique<StripDecoder>(where, *content, static_cast<size_t>(counts[0]), static_cast<size_t>(counts[1])));
     }
-    if (t == "Replace") {
-        auto pattern = ReadPattern(value, where, true);
-        if (!pattern) return Fail(pattern.error());
-        auto content = ReadString(value, "content", where);
-        if (!content) return Fail(content.error());
-        return std::unique_ptr<Decoder>(std::make_unique<ReplaceDecoder>(std::move(*pattern), std::move(*content)));
-    }
+    if (t == "Replace") return ReadReplace<Decoder, ReplaceDecoder>(value, where, true);  // a decoder sees raw bytes
     return Unsupported(where, t, "ByteLevel, Metaspace, ByteFallback, Fuse, Strip, Replace and Sequence");
 }
 
@@ -1476,7 +1554,9 @@ Status ReadAddedTokens(const json& root, const std::string& path, Pipeline* p, s
         std::string pattern = token.content;
         if (p->normalizer) {
             AlignedText t = Identity(token.content, 0);
-            if (Status s = p->normalizer->Apply(&t); !s) return Fail(where + " ('" + EscapeForMessage(token.content, 60) + "'): " + s.error());
+            Budget budget = Budget::ForText(token.content.size());
+            if (Status s = p->normalizer->Apply(&t, &budget); !s)
+                return Fail(where + " ('" + EscapeForMessage(token.content, 60) + "'): " + s.error());
             pattern = std::move(t.text);
         }
         if (pattern.empty()) return Fail(where + ": '" + EscapeForMessage(token.content, 60) + "' normalizes to nothing");
@@ -1558,8 +1638,8 @@ Result<std::unique_ptr<Tokenizer>> MakeGpt2Tokenizer(std::unique_ptr<BpeModel> m
     p.source = "GPT-2's tokenizer";
     p.vocab_size = static_cast<size_t>(model->MaxId() + 1);
     p.model = std::move(model);
-    p.pre_tokenizer = std::make_unique<ByteLevelPreTokenizer>(false, std::move(*regex));
-    p.decoder = std::make_unique<ByteLevelDecoder>();
+    p.pre_tokenizer = std::make_unique<ByteLevelPreTokenizer>("pre_tokenizer", false, std::move(*regex));
+    p.decoder = std::make_unique<ByteLevelDecoder>("decoder");
     p.content_hash = content_hash;
     return std::unique_ptr<Tokenizer>(std::make_unique<HfTokenizer>(std::move(p)));
 }

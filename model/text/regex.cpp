@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string.h>  // memmem
 
 namespace model {
 namespace {
@@ -33,6 +34,37 @@ constexpr const char* kWordClass = "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{B2}\\
 
 bool IsHexDigit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 bool IsAsciiLetter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+// What an escape letter stands for in PCRE2, outside a character class and inside one (nullptr:
+// not one of these; the letters left are read in Translator::Escape or refused).
+const char* EscapeText(char letter, bool in_class) {
+    static const std::string word = kWordClass, boundary_word = "[" + word + "]";
+    struct Rule {
+        char letter;
+        std::string outside, inside;  // "": not an escape there
+    };
+    static const Rule kRules[] = {
+        {'s', "\\p{White_Space}", "\\p{White_Space}"},
+        {'S', "\\P{White_Space}", "\\P{White_Space}"},
+        {'d', "\\p{Nd}", "\\p{Nd}"},
+        {'D', "\\P{Nd}", "\\P{Nd}"},
+        {'h', "[0-9A-Fa-f]", "0-9A-Fa-f"},  // a hex digit (to PCRE2 a horizontal space)
+        {'H', "[^0-9A-Fa-f]", ""},
+        {'w', boundary_word, word},
+        {'W', "[^" + word + "]", ""},
+        {'b', "(?:(?<!" + boundary_word + ")(?=" + boundary_word + ")|(?<=" + boundary_word + ")(?!" + boundary_word + "))", "\\x{08}"},
+        {'B', "(?:(?<!" + boundary_word + ")(?!" + boundary_word + ")|(?<=" + boundary_word + ")(?=" + boundary_word + "))", ""},
+        {'v', "\\x{0B}", "\\x{0B}"},
+        {'n', "\\n", "\\n"}, {'t', "\\t", "\\t"}, {'r', "\\r", "\\r"}, {'f', "\\f", "\\f"}, {'a', "\\a", "\\a"}, {'e', "\\e", "\\e"},
+        {'A', "\\A", ""}, {'z', "\\z", ""}, {'Z', "\\Z", ""}, {'k', "\\k", ""},
+    };
+    for (const Rule& rule : kRules) {
+        if (rule.letter != letter) continue;
+        const std::string& text = in_class ? rule.inside : rule.outside;
+        return text.empty() ? nullptr : text.c_str();
+    }
+    return nullptr;
+}
 
 class Translator {
 public:
@@ -97,7 +129,7 @@ private:
     Status Outside() {
         const char c = m_in[m_at];
         switch (c) {
-            case '\\': return EscapeOutside();
+            case '\\': return Escape(false);
             case '[': return Class();
             case '.': m_out += "[^\\n]"; ++m_at; return Ok{};
             case '(': return Group();
@@ -107,49 +139,33 @@ private:
         }
     }
 
-    Status EscapeOutside() {
+    // A backslash escape, outside a class or inside one: the escapes both read alike come from
+    // EscapeText; back-references and octal exist only outside a class.
+    Status Escape(bool in_class) {
         if (m_at + 1 >= m_in.size()) return Refuse("a trailing backslash");
         const char e = m_in[m_at + 1];
-        const auto emit = [&](const std::string& text) {
+        if (const char* text = EscapeText(e, in_class)) {
             m_out += text;
             m_at += 2;
-            return Status(Ok{});
-        };
-        const std::string boundary_word = std::string("[") + kWordClass + "]";
-        switch (e) {
-            case 's': return emit("\\p{White_Space}");
-            case 'S': return emit("\\P{White_Space}");
-            case 'h': return emit("[0-9A-Fa-f]");
-            case 'H': return emit("[^0-9A-Fa-f]");
-            case 'd': return emit("\\p{Nd}");
-            case 'D': return emit("\\P{Nd}");
-            case 'w': return emit(boundary_word);
-            case 'W': return emit(std::string("[^") + kWordClass + "]");
-            case 'b':
-                return emit("(?:(?<!" + boundary_word + ")(?=" + boundary_word + ")|(?<=" + boundary_word + ")(?!" + boundary_word + "))");
-            case 'B':
-                return emit("(?:(?<!" + boundary_word + ")(?!" + boundary_word + ")|(?<=" + boundary_word + ")(?=" + boundary_word + "))");
-            case 'v': return emit("\\x{0B}");
-            case 'A': case 'z': case 'Z': case 'n': case 't': case 'r': case 'f': case 'a': case 'e': case 'k':
-                return emit(std::string("\\") + e);
-            case 'x': case 'u': case 'p': case 'P':
-                ++m_at;
-                return CopyOperandEscape(e);
-            default: break;
+            return Ok{};
         }
-        if (e >= '1' && e <= '9') {  // a back-reference
+        if (e == 'x' || e == 'u' || e == 'p' || e == 'P') {
+            ++m_at;
+            return CopyOperandEscape(e);
+        }
+        if (!in_class && e >= '1' && e <= '9') {  // a back-reference
             m_out += '\\';
             ++m_at;
             while (Peek() >= '0' && Peek() <= '9') m_out += m_in[m_at++];
             return Ok{};
         }
-        if (e == '0') {  // octal
+        if (!in_class && e == '0') {  // octal
             m_out += "\\0";
             m_at += 2;
             for (int k = 0; k < 2 && Peek() >= '0' && Peek() <= '7'; ++k) m_out += m_in[m_at++];
             return Ok{};
         }
-        if (IsAsciiLetter(e)) return Refuse(std::string("\\") + e);
+        if (IsAsciiLetter(e) || (in_class && e >= '0' && e <= '9')) return Refuse(std::string("\\") + e + (in_class ? " inside a class" : ""));
         m_out += '\\';  // an escaped punctuation or non-ASCII character stands for itself
         ++m_at;
         CopyCharacter();
@@ -245,7 +261,7 @@ private:
             }
             if (c == '&' && Peek(1) == '&') return Refuse("a class intersection (&&)");
             if (c == '\\') {
-                if (Status s = EscapeInClass(); !s) return s;
+                if (Status s = Escape(true); !s) return s;
                 continue;
             }
             CopyCharacter();
@@ -275,36 +291,6 @@ private:
             return Ok{};
         }
         return Refuse("[:" + EscapeForMessage(name, 20) + ":]");
-    }
-
-    Status EscapeInClass() {
-        if (m_at + 1 >= m_in.size()) return Refuse("a trailing backslash");
-        const char e = m_in[m_at + 1];
-        const auto emit = [&](const std::string& text) {
-            m_out += text;
-            m_at += 2;
-            return Status(Ok{});
-        };
-        switch (e) {
-            case 's': return emit("\\p{White_Space}");
-            case 'S': return emit("\\P{White_Space}");
-            case 'd': return emit("\\p{Nd}");
-            case 'D': return emit("\\P{Nd}");
-            case 'w': return emit(kWordClass);
-            case 'h': return emit("0-9A-Fa-f");
-            case 'v': return emit("\\x{0B}");
-            case 'b': return emit("\\x{08}");
-            case 'n': case 't': case 'r': case 'f': case 'a': case 'e': return emit(std::string("\\") + e);
-            case 'x': case 'u': case 'p': case 'P':
-                ++m_at;
-                return CopyOperandEscape(e);
-            default: break;
-        }
-        if (IsAsciiLetter(e) || (e >= '0' && e <= '9')) return Refuse(std::string("\\") + e + " inside a class");
-        m_out += '\\';
-        ++m_at;
-        CopyCharacter();
-        return Ok{};
     }
 
     std::string_view m_in;
@@ -382,15 +368,19 @@ Result<Regex> Regex::Literal(std::string_view text, bool invalid_utf8) {
 // [SECTION] Searching under a budget
 //-----------------------------------------------------------------------------
 // PCRE2's match limit counts backtracking steps per start position, so it alone would let a
-// pattern spend its limit at every position. Each attempt here starts with a small limit that
-// quadruples while it is hit, and every limit granted is charged to a budget linear in the text:
-// ordinary patterns use a small part of it, a catastrophic one exhausts it and is refused.
+// pattern spend its limit at every position, and a file's components search a text many times.
+// Each attempt here starts with a small limit that quadruples while it is hit, and every limit
+// granted is drawn from the RegexBudget of the text being encoded (or of the decode call): one
+// budget for all its searches, linear in its bytes. Ordinary patterns use a small part of it (a
+// token's attempt fits the first limit under JIT; a pattern that matches nowhere costs that first
+// limit per character); a catastrophic one spends it and is refused, after at most the budget.
 
 namespace {
 
-constexpr uint64_t kBudgetBase = uint64_t{1} << 22;
-constexpr uint64_t kBudgetPerByte = 2048;
-constexpr uint32_t kFirstLimit = 64;
+constexpr uint64_t kTextBudgetBase = uint64_t{1} << 20;
+constexpr uint64_t kDecodeBudgetBase = 4096;
+constexpr uint64_t kBudgetPerByte = 256;
+constexpr uint32_t kFirstLimit = 16;
 constexpr uint32_t kHeapLimitKiB = 64 * 1024;
 
 struct Pcre2Thread {
@@ -412,19 +402,31 @@ struct Pcre2Thread {
 
 }  // namespace
 
-Status Regex::FindAll(std::string_view text, std::vector<std::pair<size_t, size_t>>* matches) const {
+RegexBudget::RegexBudget(uint64_t base, size_t bytes, const char* of)
+    : m_total(base + kBudgetPerByte * bytes), m_left(m_total), m_bytes(bytes), m_of(of) {}
+
+RegexBudget RegexBudget::ForText(size_t bytes) { return RegexBudget(kTextBudgetBase, bytes, "text"); }
+RegexBudget RegexBudget::ForDecoding(size_t bytes) { return RegexBudget(kDecodeBudgetBase, bytes, "tokens"); }
+
+Status Regex::FindAll(std::string_view text, RegexBudget* budget, std::vector<std::pair<size_t, size_t>>* matches) const {
     matches->clear();
     const Code& c = *m_code;
-    if (!c.code) {
-        for (size_t at = text.find(c.literal); at != std::string_view::npos; at = text.find(c.literal, at + c.literal.size()))
-            matches->emplace_back(at, at + c.literal.size());
+    if (!c.code) {  // memmem is linear in the text whatever the pattern (find is not: a long literal costs its length per byte)
+        const std::string& literal = c.literal;
+        for (size_t at = 0; at + literal.size() <= text.size();) {
+            const void* found = memmem(text.data() + at, text.size() - at, literal.data(), literal.size());
+            if (!found) break;
+            at = static_cast<size_t>(static_cast<const char*>(found) - text.data());
+            matches->emplace_back(at, at + literal.size());
+            at += literal.size();
+        }
         return Ok{};
     }
     thread_local Pcre2Thread pcre2;
     if (!pcre2.data || !pcre2.context) return Fail("out of memory for a regex search");
     const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
     const uint32_t check = c.invalid_utf8 ? 0 : PCRE2_NO_UTF_CHECK;  // valid text was checked on the way in
-    uint64_t budget = kBudgetBase + kBudgetPerByte * text.size();
+    uint64_t& left = budget->m_left;
     const auto next_character = [&](size_t at) {
         uint32_t cp = 0;
         return at + CodePointAt(text, at, &cp);
@@ -433,19 +435,19 @@ Status Regex::FindAll(std::string_view text, std::vector<std::pair<size_t, size_
     const auto match_at = [&](size_t at, size_t* end) -> Status {
         *end = std::string_view::npos;
         for (uint64_t limit = kFirstLimit;; limit *= 4) {
-            const uint64_t granted = std::min<uint64_t>({limit, budget, UINT32_MAX});
+            if (left == 0)
+                return Fail("the regex needs more work than the budget left (" + std::to_string(budget->m_total) + " steps for " +
+                            std::to_string(budget->m_bytes) + " bytes of " + budget->m_of + ")");
+            const uint64_t granted = std::min<uint64_t>({limit, left, UINT32_MAX});
             pcre2_set_match_limit(pcre2.context, static_cast<uint32_t>(granted));
             const int rc = pcre2_match(c.code, subject, text.size(), at, check, pcre2.data, pcre2.context);
-            budget -= granted;
+            left -= granted;
             if (rc >= 0) {  // 0: a match, with more groups than the one pair kept
                 *end = pcre2_get_ovector_pointer(pcre2.data)[1];
                 return Ok{};
             }
             if (rc == PCRE2_ERROR_NOMATCH) return Ok{};
             if (rc != PCRE2_ERROR_MATCHLIMIT) return Fail("the regex failed at byte " + std::to_string(at) + ": " + Pcre2Message(rc));
-            if (budget == 0)
-                return Fail("the regex needs more work than its budget (" + std::to_string(kBudgetBase + kBudgetPerByte * text.size()) +
-                            " steps for " + std::to_string(text.size()) + " bytes) at byte " + std::to_string(at));
         }
     };
     size_t position = 0;

@@ -1,8 +1,8 @@
 // Regular expressions from tokenizer files (Split, Replace, the ByteLevel pre-tokenizer's), run by
 // PCRE2 the way Hugging Face's tokenizers run them with Oniguruma: patterns are translated where
 // the two differ (\s is White_Space, \h a hex digit, "." stops only at \n, ^ and $ at lines,
-// {,n}), constructs PCRE2 cannot reproduce are refused, and every search runs under a work
-// budget linear in the text, so a hostile pattern ends in an error instead of a hang.
+// {,n}), constructs PCRE2 cannot reproduce are refused, and every search draws on a work budget
+// linear in the text it serves, so a hostile pattern ends in an error instead of a hang.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +15,23 @@
 #include "model/io/result.h"
 
 namespace model {
+
+// The regex work one text may cost. Every search made while encoding a text (its normalizers and
+// pre-tokenizers, all of them) draws from one budget sized by the text, and every search of one
+// decode call from one sized by the tokens it decodes, so the work is linear in what came in
+// however many searches a file's components make of it.
+class RegexBudget {
+public:
+    static RegexBudget ForText(size_t bytes);      // encoding a text of `bytes` bytes: 1 M steps + 256 a byte
+    static RegexBudget ForDecoding(size_t bytes);  // one decode call of tokens `bytes` long in all: 4 K + 256 a byte
+
+private:
+    friend class Regex;
+    RegexBudget(uint64_t base, size_t bytes, const char* of);
+    uint64_t m_total, m_left;
+    size_t m_bytes;
+    const char* m_of;  // "text" or "tokens", for the message
+};
 
 class Regex {
 public:
@@ -31,8 +48,8 @@ public:
 
     // Every match, as Oniguruma's find_iter (the onig crate) gives them: leftmost first,
     // non-overlapping, empty matches included except one right where the previous match ended.
-    // Fails, naming the byte, when the search needs more work than its budget.
-    Status FindAll(std::string_view text, std::vector<std::pair<size_t, size_t>>* matches) const;
+    // The work is drawn from `budget`; fails when the search needs more than is left.
+    Status FindAll(std::string_view text, RegexBudget* budget, std::vector<std::pair<size_t, size_t>>* matches) const;
 
 private:
     struct Code;

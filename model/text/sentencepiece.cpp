@@ -128,7 +128,7 @@ public:
         return ctx.out;
     }
 
-    std::string Decode(const std::vector<int32_t>& ids) const override {
+    Result<std::string> Decode(const std::vector<int32_t>& ids) const override {
         std::vector<int> valid;
         const int size = m_shim.piece_size(m_handle);
         for (int32_t id : ids)

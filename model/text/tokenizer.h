@@ -33,8 +33,10 @@ public:
     virtual Result<Tokenization> Encode(std::string_view text) const = 0;
     // The text of the ids as the tokenizer's decoder gives it, special tokens included; bytes of
     // a character split across ids are kept raw (not U+FFFD), so pieces of a character decode one
-    // by one and still join. Ids outside the vocabulary are skipped.
-    virtual std::string Decode(const std::vector<int32_t>& ids) const = 0;
+    // by one and still join. Ids outside the vocabulary are skipped. Fails, naming the decoder's
+    // field, when a tokenizer.json decoder needs more regex work or makes more text than the ids'
+    // bytes allow (budgets per call, sized by them: decoding an id at a time bounds each).
+    virtual Result<std::string> Decode(const std::vector<int32_t>& ids) const = 0;
     virtual size_t VocabSize() const = 0;
     virtual std::string Kind() const = 0;  // "gpt2-bpe", "hf-bpe", "sentencepiece"
     // A hash of everything that decides the ids: each id's bytes and the merges in rank order, or

@@ -8,6 +8,8 @@
 #include <unicode/ustring.h>
 #include <unicode/utf16.h>
 
+#include <algorithm>
+
 namespace model {
 
 size_t CodePointAt(std::string_view text, size_t i, uint32_t* code_point) {
@@ -75,7 +77,24 @@ void AppendLowercase(uint32_t c, std::string* out) {
     }
 }
 
-Status NormalizeUnicode(NormalForm form, std::string_view text, std::string* out, std::vector<NormalizedSpan>* spans) {
+namespace {
+
+// ICU's sink into a string that stops storing at a size.
+class CappedSink final : public icu::ByteSink {
+public:
+    CappedSink(std::string* out, size_t cap) : m_out(out), m_cap(cap) {}
+    void Append(const char* bytes, int32_t n) override {
+        if (m_out->size() < m_cap) m_out->append(bytes, std::min(static_cast<size_t>(n), m_cap - m_out->size()));
+    }
+
+private:
+    std::string* m_out;
+    size_t m_cap;
+};
+
+}  // namespace
+
+Status NormalizeUnicode(NormalForm form, std::string_view text, size_t max_bytes, std::string* out, std::vector<NormalizedSpan>* spans) {
     UErrorCode status = U_ZERO_ERROR;
     const icu::Normalizer2* normalizer = nullptr;
     switch (form) {
@@ -89,15 +108,16 @@ Status NormalizeUnicode(NormalForm form, std::string_view text, std::string* out
     spans->clear();
     const icu::StringPiece input(text.data(), static_cast<int32_t>(text.size()));
     if (normalizer->isNormalizedUTF8(input, status) && U_SUCCESS(status)) {
-        out->assign(text);
+        out->assign(text.substr(0, std::min(text.size(), max_bytes + 1)));
         spans->push_back({text.size(), text.size(), false});
         return Ok{};
     }
     status = U_ZERO_ERROR;
-    icu::StringByteSink<std::string> sink(out);
+    CappedSink sink(out, max_bytes + 1);
     icu::Edits edits;
     normalizer->normalizeUTF8(0, input, sink, &edits, status);
     if (U_FAILURE(status)) return Fail(std::string("Unicode normalization failed: ") + u_errorName(status));
+    if (out->size() > max_bytes) return Ok{};
     icu::Edits::Iterator it = edits.getFineIterator();
     while (it.next(status)) {
         spans->push_back({static_cast<size_t>(it.oldLength()), static_cast<size_t>(it.newLength()), it.hasChange() != 0});

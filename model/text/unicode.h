@@ -37,7 +37,9 @@ struct NormalizedSpan {
     bool changed = false;
 };
 
-// `text` in the form, with the spans that tile input and output in order.
-Status NormalizeUnicode(NormalForm form, std::string_view text, std::string* out, std::vector<NormalizedSpan>* spans);
+// `text` in the form, with the spans that tile input and output in order. `out` stops growing past
+// `max_bytes` + 1 bytes (a form can be ~11 times longer than its text): when it is that long, the
+// form is only known to be longer than `max_bytes`, and the spans mean nothing.
+Status NormalizeUnicode(NormalForm form, std::string_view text, size_t max_bytes, std::string* out, std::vector<NormalizedSpan>* spans);
 
 }  // namespace model

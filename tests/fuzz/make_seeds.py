@@ -60,6 +60,8 @@ def seeds_text():
         write("text", f"case_{i:02d}.txt", text)
     write("text", "invalid_utf8.txt", b"ok \xff then \xe2\x82 truncated \xed\xa0\x80 surrogate \xc0\xaf overlong")
     write("text", "sentencepiece_marker.txt", "\u2581 already a marker \u2581\u2581x")
+    # Long runs (issue 38): the regex budget and the text's size limit are per text.
+    write("text", "long_runs.txt", " " * 3000 + "x" + "\t" * 2000 + "\n" + "\u00e9" * 1500 + "1" * 1000 + "!" * 1000)
 
 
 def tiny_gpt2():
@@ -86,6 +88,7 @@ def seeds_tokenizer_files():
     write("tokenizer_files", "hf_old_merges", "\x01" + json.dumps(hf_old))
     write("tokenizer_files", "hf_wordpiece", "\x01" + json.dumps({"model": {"type": "WordPiece", "vocab": {}}}))
     seeds_hf_components()
+    seeds_hf_budgets()
 
 
 LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
@@ -188,6 +191,33 @@ def seeds_hf_components():
     hf("hf_hostile_regex", plain, plain_merges,
        pre_tokenizer={"type": "Split", "pattern": {"Regex": "(a|a)+$|(?<=x)\\b.{0,3}"}, "behavior": "Isolated", "invert": False})
     hf("hf_refused_normalizer", plain, plain_merges, normalizer={"type": "BertNormalizer", "lowercase": True})
+
+
+def seeds_hf_budgets():
+    """Issue 38: regexes that backtrack draw on one budget per text (per decode call in a decoder), and
+    steps that grow text are refused as they grow: each seed reaches one of those refusals on the
+    fuzzer's longer texts."""
+    plain = list("abcdefghilnorstuwxyz0123456789 .,!'-") + ["<s>"]
+    backtracks = {"Regex": "(a|a)+\\d"}
+    raw_s = added(len(plain) - 1, "<s>")
+    hf("hf_budget_split_after_split", plain, [], model={"unk_token": "a"}, pre_tokenizer={"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"String": " "}, "behavior": "Isolated", "invert": False},
+        {"type": "Split", "pattern": backtracks, "behavior": "Isolated", "invert": False}]})
+    hf("hf_budget_normalizer", plain, [], model={"unk_token": "a"}, added_tokens=[raw_s],
+       normalizer={"type": "Replace", "pattern": backtracks, "content": "b"})
+    hf("hf_budget_decoders", plain, [], model={"unk_token": "a"}, decoder={"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": backtracks, "content": "x"}, {"type": "Fuse"},
+        {"type": "Replace", "pattern": backtracks, "content": "y"}]})
+    hf("hf_growth_empty_pattern", plain, [], model={"unk_token": "a"}, normalizer={"type": "Replace", "pattern": {"String": ""}, "content": "b" * 1024})
+    hf("hf_growth_prepend_per_stretch", plain, [], model={"unk_token": "a"}, added_tokens=[raw_s], normalizer={"type": "Prepend", "prepend": "b" * 4000})
+    hf("hf_growth_nfkd", plain, [], model={"unk_token": "a"}, normalizer={"type": "Sequence", "normalizers": [
+        {"type": "Replace", "pattern": {"String": "a"}, "content": "\ufdfa" * 5}, {"type": "NFKD"}]})
+    hf("hf_growth_bytelevel_chain", plain, [], model={"unk_token": "a"}, pre_tokenizer={"type": "Sequence", "pretokenizers": [
+        {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}] * 12})
+    hf("hf_growth_decoders", plain, [], model={"unk_token": "a"}, decoder={"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"String": "a"}, "content": "aaaa"}] * 8})
+    hf("hf_long_literal", plain, [], model={"unk_token": "a"}, pre_tokenizer={"type": "Split", "pattern": {"String": "a" * 4096 + "b"},
+                                                   "behavior": "Removed", "invert": False})
 
 
 def seeds_json():

@@ -425,7 +425,9 @@ TEST(Worker, ContinueKeepsSentencePieceSpaces) {
     ASSERT_TRUE(last.analysis) << last.error;
     auto engine = model::Engine::Open(english, "cpu");
     ASSERT_TRUE(engine) << engine.error();
-    EXPECT_EQ(last.text, (*engine)->tokenizer().Decode(last.analysis->tokens.ids));
+    auto decoded = (*engine)->tokenizer().Decode(last.analysis->tokens.ids);
+    ASSERT_TRUE(decoded) << decoded.error();
+    EXPECT_EQ(last.text, *decoded);
     EXPECT_GT(last.text.size(), kWorkerText.size());
 }
 

@@ -230,9 +230,15 @@ TEST(Generation, AppendTokenContinuesPiecesAndOffsets) {
     ASSERT_TRUE(tokens.ok()) << tokens.error();
     auto more = (*tokenizer)->Encode(" sat on the mat");
     ASSERT_TRUE(more.ok()) << more.error();
-    for (int32_t id : more->ids) text += model::AppendToken(**tokenizer, id, &*tokens);
+    for (int32_t id : more->ids) {
+        auto piece = model::AppendToken(**tokenizer, id, &*tokens);
+        ASSERT_TRUE(piece) << piece.error();
+        text += *piece;
+    }
     EXPECT_EQ(text, "The cat sat on the mat");
-    EXPECT_EQ(text, (*tokenizer)->Decode(tokens->ids));
+    auto decoded = (*tokenizer)->Decode(tokens->ids);
+    ASSERT_TRUE(decoded) << decoded.error();
+    EXPECT_EQ(text, *decoded);
     for (size_t i = 0; i < tokens->ids.size(); ++i) {
         const auto [begin, end] = tokens->offsets[i];
         EXPECT_EQ(text.substr(begin, end - begin), tokens->pieces[i]) << "token " << i;

@@ -5,8 +5,10 @@
 // ssaviz follows (Split's merged behaviours, Metaspace's split, single_word, Lowercase per
 // character), the offsets of byte pieces and split characters, and the refusals.
 #include "model/text/tokenizer.h"
+#include "tests/model/text/decoded.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -114,10 +116,10 @@ TEST(HfTokenizer, MatchesHuggingFaceJavaScript) {
             const std::string hf_decoded = c.at("decoded").get<std::string>();
             if (hf_decoded.find("\xEF\xBF\xBD") == std::string::npos || text.find("\xEF\xBF\xBD") != std::string::npos) {
                 ++decoded;
-                EXPECT_EQ(tokenizer->Decode(result->ids), hf_decoded) << name << " " << json(text).dump();
+                EXPECT_EQ(Decoded(*tokenizer, result->ids), hf_decoded) << name << " " << json(text).dump();
                 const std::vector<int32_t> body = c.at("body_ids").get<std::vector<int32_t>>();
                 const std::string body_decoded = c.at("body_decoded").get<std::string>();
-                EXPECT_EQ(tokenizer->Decode(body), body_decoded) << name << " " << json(text).dump();
+                EXPECT_EQ(Decoded(*tokenizer, body), body_decoded) << name << " " << json(text).dump();
                 if (body_decoded == text) ++round_trips;
             }
         }
@@ -207,8 +209,8 @@ TEST_F(SmallTokenizer, MetaspaceSplitAndPrependSchemes) {
     // HF's Metaspace decoder drops every "▁" of the first token, and turns the others into spaces.
     auto d = Make({{"model", model}, {"decoder", {{"type", "Metaspace"}, {"replacement", m}, {"prepend_scheme", "always"}}}});
     ASSERT_TRUE(d);
-    EXPECT_EQ(d->Decode({0, 0, 3, 4}), "  a b");
-    EXPECT_EQ(d->Decode({3, 4}), "a b");
+    EXPECT_EQ(Decoded(*d, {0, 0, 3, 4}), "  a b");
+    EXPECT_EQ(Decoded(*d, {3, 4}), "a b");
 }
 
 TEST_F(SmallTokenizer, DigitsAndByteLevel) {
@@ -233,7 +235,7 @@ TEST_F(SmallTokenizer, ByteLevelPrefixSpaceAndRegex) {
         auto r = t->Encode(text);
         EXPECT_TRUE(r.ok());
         if (r.ok()) {
-            EXPECT_EQ(t->Decode(r->ids), (prefix && text[0] != ' ' ? " " : "") + text);
+            EXPECT_EQ(Decoded(*t, r->ids), (prefix && text[0] != ' ' ? " " : "") + text);
         }
         return r.ok() ? r->ids : std::vector<int32_t>{};
     };
@@ -281,8 +283,8 @@ TEST_F(SmallTokenizer, ByteFallbackPiecesAreTheirBytes) {
     ExpectTiles(*t, text, *result);
     EXPECT_EQ(result->pieces[1], "\xF0");
     EXPECT_EQ(result->pieces[4], "\x8A");
-    EXPECT_EQ(t->Decode(result->ids), text);
-    EXPECT_EQ(t->Decode({1 + 0xF0}), "\xF0");  // one byte piece decodes to its raw byte
+    EXPECT_EQ(Decoded(*t, result->ids), text);
+    EXPECT_EQ(Decoded(*t, {1 + 0xF0}), "\xF0");  // one byte piece decodes to its raw byte
 }
 
 TEST_F(SmallTokenizer, NormalizersMapBackToTheInput) {
@@ -338,7 +340,7 @@ TEST_F(SmallTokenizer, AddedTokenFlags) {
     auto normalized = Make({{"model", model}, {"normalizer", {{"type", "Lowercase"}}}, {"added_tokens", added({{"normalized", true}, {"content", "AB"}})}});
     ASSERT_TRUE(normalized);
     EXPECT_EQ(Ids(*normalized, "cAbc"), (std::vector<int32_t>{3, 4, 3}));
-    EXPECT_EQ(normalized->Decode({4}), "AB");
+    EXPECT_EQ(Decoded(*normalized, {4}), "AB");
 }
 
 TEST_F(SmallTokenizer, PostProcessorsAndDecoders) {
@@ -352,14 +354,14 @@ TEST_F(SmallTokenizer, PostProcessorsAndDecoders) {
     EXPECT_EQ(result->offsets.front(), (std::pair<size_t, size_t>{0, 0}));
     EXPECT_EQ(result->offsets.back(), (std::pair<size_t, size_t>{2, 2}));
     ExpectTiles(*roberta, "ab", *result);
-    EXPECT_EQ(roberta->Decode(result->ids), "<s> a b </s>");  // no decoder: HF joins tokens with spaces
+    EXPECT_EQ(Decoded(*roberta, result->ids), "<s> a b </s>");  // no decoder: HF joins tokens with spaces
     auto strip = Make({{"model", model},
                        {"decoder", {{"type", "Sequence"},
                                     {"decoders", {{{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", " x"}},
                                                   {{"type", "Fuse"}},
                                                   {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}}});
     ASSERT_TRUE(strip);
-    EXPECT_EQ(strip->Decode({2, 3, 2}), "xb x");
+    EXPECT_EQ(Decoded(*strip, {2, 3, 2}), "xb x");
 }
 
 TEST_F(SmallTokenizer, ComponentsItCannotRunAreRefused) {
@@ -437,6 +439,160 @@ TEST_F(SmallTokenizer, HostileRegexIsRefusedInBoundedTime) {
     EXPECT_NE(grown.error().find("times longer"), std::string::npos) << grown.error();
 }
 
+// Issue 38: the regex budget is the text's, shared by every search made while encoding it (the
+// Split after a Split used to get a budget per word: 5,000 words of 19 letters ran past 30 s).
+TEST_F(SmallTokenizer, RegexBudgetIsOnePerText) {
+    const json model = {{"vocab", Vocab({"a", "b", " ", "<s>"})}, {"merges", json::array()}};
+    const json on_space = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Isolated"}, {"invert", false}};
+    const json backtracks = {{"type", "Split"}, {"pattern", {{"Regex", "(a|a)+\\d"}}}, {"behavior", "Isolated"}, {"invert", false}};
+    auto t = Make({{"model", model}, {"pre_tokenizer", {{"type", "Sequence"}, {"pretokenizers", {on_space, backtracks}}}}});
+    ASSERT_TRUE(t);
+    const auto words = [](int count, int letters) {
+        std::string text;
+        for (int w = 0; w < count; ++w) text += std::string(letters, 'a') + " ";
+        return text;
+    };
+    // One word of 15 letters is well within a text's budget, and so is a short text of them ...
+    EXPECT_EQ(Ids(*t, words(1, 15)).size(), 16u);
+    EXPECT_EQ(Ids(*t, words(4, 15)).size(), 64u);
+    // ... but 5,000 of them need the work of 5,000 texts: refused, naming the Split, in well under a second.
+    for (int letters : {15, 19}) {
+        const auto start = std::chrono::steady_clock::now();
+        auto result = t->Encode(words(5000, letters));
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        ASSERT_FALSE(result.ok()) << letters;
+        EXPECT_NE(result.error().find("tokenizer.json: pre_tokenizer.pretokenizers[1]: the regex needs more work than the budget left"),
+                  std::string::npos) << result.error();
+        EXPECT_EQ(result.error().find('\n'), std::string::npos) << result.error();
+        EXPECT_LT(seconds, 5.0) << letters << " letters";
+    }
+    // A normalizer draws on the same budget, and so does every stretch between added tokens.
+    json raw_token = {{"id", 3}, {"content", "<s>"}, {"special", true}, {"normalized", false}};
+    auto n = Make({{"model", model}, {"added_tokens", {raw_token}},
+                   {"normalizer", {{"type", "Replace"}, {"pattern", {{"Regex", "(a|a)+\\d"}}}, {"content", "b"}}}});
+    ASSERT_TRUE(n);
+    std::string stretches;
+    for (int k = 0; k < 5000; ++k) stretches += std::string(15, 'a') + "<s>";
+    EXPECT_EQ(Ids(*n, stretches.substr(0, 18 * 4)).size(), 64u);
+    const auto start = std::chrono::steady_clock::now();
+    auto result = n->Encode(stretches);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_FALSE(result.ok());
+    EXPECT_NE(result.error().find("tokenizer.json: normalizer: the regex needs more work"), std::string::npos) << result.error();
+    EXPECT_LT(seconds, 5.0);
+}
+
+// A decoder's regex has a budget per decode call, sized by the tokens it decodes, so the window's
+// table of every id (a decode per id) ends at the first hostile piece instead of ~16 ms an id.
+TEST_F(SmallTokenizer, DecoderRegexBudgetIsPerCall) {
+    std::vector<std::string> pieces;
+    for (int i = 0; i < 50001; ++i) {  // 19 letters "a" and a suffix of other letters that tells them apart
+        std::string piece(19, 'a');
+        for (int n = i; n > 0 || piece.size() == 19; n /= 25) piece += static_cast<char>('b' + n % 25);
+        pieces.push_back(piece);
+    }
+    const json replace = {{"type", "Replace"}, {"pattern", {{"Regex", "(a|a)+\\d"}}}, {"content", "x"}};
+    auto t = Make({{"model", {{"vocab", Vocab(pieces)}, {"merges", json::array()}}}, {"decoder", replace}});
+    ASSERT_TRUE(t);
+    const auto start = std::chrono::steady_clock::now();
+    std::string error;
+    for (size_t id = 0; id < t->VocabSize() && error.empty(); ++id) {
+        auto text = t->Decode({static_cast<int32_t>(id)});
+        if (!text) error = text.error();
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_NE(error.find("tokenizer.json: decoder: the regex needs more work than the budget left"), std::string::npos) << error;
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+    EXPECT_LT(seconds, 5.0);
+
+    // A pattern that does not backtrack decodes the whole vocabulary.
+    auto plain = Make({{"model", {{"vocab", Vocab(pieces)}, {"merges", json::array()}}},
+                       {"decoder", {{"type", "Replace"}, {"pattern", {{"Regex", "a+"}}}, {"content", "x"}}}});
+    ASSERT_TRUE(plain);
+    for (int32_t id : {0, 7, 50000}) EXPECT_EQ(Decoded(*plain, {id}), "x" + pieces[id].substr(19));
+
+    // Tokens fine one by one can be hostile joined: after Fuse the regex sees them as one text.
+    const json fused = {{"type", "Sequence"}, {"decoders", {{{"type", "Fuse"}}, replace}}};
+    auto f = Make({{"model", {{"vocab", Vocab({"a", "b"})}, {"merges", json::array()}}}, {"decoder", fused}});
+    ASSERT_TRUE(f);
+    EXPECT_EQ(Decoded(*f, {0, 0, 1}), "aab");
+    auto joined = f->Decode(std::vector<int32_t>(5000, 0));
+    ASSERT_FALSE(joined.ok());
+    EXPECT_NE(joined.error().find("decoder.decoders[1]: the regex needs more work"), std::string::npos) << joined.error();
+}
+
+// Issue 38: text a file's steps make is checked as it grows, against one limit for the whole text
+// (16 times the input + 4 KB), so a hostile file is refused before it has built what it asks for
+// (a Replace of every empty match by 1 KB on a 1 MB text reached 3.6 GB before the old check).
+TEST_F(SmallTokenizer, ExpansionsAreRefusedBeforeTheyAreBuilt) {
+    const json model = {{"vocab", Vocab({"a", "b", "<s>"})}, {"merges", json::array()}};
+    const auto refused = [&](const json& parts, const std::string& text, const std::string& where) {
+        auto t = Make(parts);
+        ASSERT_TRUE(t);
+        rusage before{};
+        getrusage(RUSAGE_SELF, &before);
+        const auto start = std::chrono::steady_clock::now();
+        auto result = t->Encode(text);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        rusage after{};
+        getrusage(RUSAGE_SELF, &after);
+        ASSERT_FALSE(result.ok()) << where;
+        EXPECT_NE(result.error().find("tokenizer.json: " + where + ": makes the text more than 16 times longer"), std::string::npos)
+            << result.error();
+        EXPECT_LT(seconds, 5.0) << where;
+        EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 400 * 1024) << where << ": peak KiB grew this much";  // the limit's text: 16 MB, ~150 MB aligned
+    };
+    const json empty_pattern = {{"type", "Replace"}, {"pattern", {{"String", ""}}}, {"content", std::string(1024, 'b')}};
+    refused({{"model", model}, {"normalizer", empty_pattern}}, std::string(1 << 20, 'a'), "normalizer");
+    // The 4 KB slack is the text's, not each stretch's between added tokens.
+    json raw_token = {{"id", 2}, {"content", "<s>"}, {"special", true}, {"normalized", false}};
+    std::string short_stretches;
+    for (int k = 0; k < 1000; ++k) short_stretches += "a<s>";
+    refused({{"model", model}, {"added_tokens", {raw_token}}, {"normalizer", {{"type", "Prepend"}, {"prepend", std::string(4000, 'b')}}}},
+            short_stretches, "normalizer");
+    // A Unicode form checks its size too: U+FDFA is 18 characters in NFKD.
+    const std::string fdfa = "\xEF\xB7\xBA";
+    std::string five;
+    for (int k = 0; k < 5; ++k) five += fdfa;
+    refused({{"model", model},
+             {"normalizer", {{"type", "Sequence"}, {"normalizers", {{{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", five}},
+                                                                    {{"type", "NFKD"}}}}}}},
+            std::string(1000, 'a'), "normalizer.normalizers[1]");
+    // Pre-tokenizers: each ByteLevel doubles the bytes above 0x7F, so 40 of them would make 2^40 times as much.
+    json levels = json::array();
+    for (int k = 0; k < 40; ++k) levels.push_back({{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}});
+    std::string accents;
+    for (int k = 0; k < 1000; ++k) accents += "\xC3\xA9";
+    refused({{"model", model}, {"pre_tokenizer", {{"type", "Sequence"}, {"pretokenizers", levels}}}}, accents,
+            "pre_tokenizer.pretokenizers[4]");
+    // Decoders: Replace steps that each make the text four times longer.
+    json fours = json::array();
+    for (int k = 0; k < 10; ++k) fours.push_back({{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "aaaa"}});
+    auto d = Make({{"model", model}, {"decoder", {{"type", "Sequence"}, {"decoders", fours}}}});
+    ASSERT_TRUE(d);
+    EXPECT_EQ(Decoded(*d, {1}), "b");
+    // One byte of tokens may become 16 + 4,096 bytes: 4^6 is within that, 4^7 is not.
+    auto grown = d->Decode({0});
+    ASSERT_FALSE(grown.ok());
+    EXPECT_NE(grown.error().find("tokenizer.json: decoder.decoders[6]: makes the text more than 16 times longer"), std::string::npos)
+        << grown.error();
+}
+
+// Literal patterns ("String") are found in time linear in the text whatever their length (a
+// 64 KB one compared up to 64 KB at every byte: ~7 s for 4 MB on a loaded 2-core machine).
+TEST_F(SmallTokenizer, LongLiteralPatternsStayLinear) {
+    // Every "a" is unknown and fused into one token, so the search is what takes the time.
+    const json model = {{"vocab", Vocab({"<unk>", "b"})}, {"merges", json::array()}, {"unk_token", "<unk>"}, {"fuse_unk", true}};
+    auto t = Make({{"model", model},
+                   {"pre_tokenizer", {{"type", "Split"}, {"pattern", {{"String", std::string(65535, 'a') + "b"}}}, {"behavior", "Isolated"},
+                                      {"invert", false}}}});
+    ASSERT_TRUE(t);
+    const std::string text(4 << 20, 'a');
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(Ids(*t, text), (std::vector<int32_t>{0}));
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0);
+}
+
 // The real files: pieces are the input bytes each token stands for.
 TEST(HfTokenizer, RealPiecesAndOffsets) {
     // Llama 2 (byte_fallback): a character outside the vocabulary is one token per byte, each with
@@ -452,7 +608,7 @@ TEST(HfTokenizer, RealPiecesAndOffsets) {
     for (const std::string& piece : r->pieces)
         if (!piece.empty()) bytes.push_back(piece);
     EXPECT_EQ(bytes, (std::vector<std::string>{"\xF0", "\x9F", "\xA6", "\x8A"}));
-    EXPECT_EQ(llama2.Decode(r->ids), "<s> " + fox);
+    EXPECT_EQ(Decoded(llama2, r->ids), "<s> " + fox);
 
     // Llama 3 (byte-level): a rare CJK character split across tokens keeps each token's own bytes.
     const Tokenizer& llama3 = Real("llama3");
@@ -463,7 +619,7 @@ TEST(HfTokenizer, RealPiecesAndOffsets) {
     EXPECT_GT(r->ids.size(), 1u);
     for (size_t k = 0; k < r->ids.size(); ++k) {
         EXPECT_FALSE(r->pieces[k].empty());
-        EXPECT_EQ(llama3.Decode({r->ids[k]}), r->pieces[k]);
+        EXPECT_EQ(Decoded(llama3, {r->ids[k]}), r->pieces[k]);
     }
     // Special-token text in the input is the special token, covering exactly its bytes.
     r = llama3.Encode("a<|eot_id|>b");
@@ -484,7 +640,7 @@ TEST(HfTokenizer, RealLongInputsStayFast) {
         auto r = llama3.Encode(text);
         ASSERT_TRUE(r.ok()) << r.error();
         EXPECT_EQ(r->offsets.back().second, text.size());
-        EXPECT_EQ(llama3.Decode(r->ids), text);
+        EXPECT_EQ(Decoded(llama3, r->ids), text);
         EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
     }
 }

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "model/text/sentencepiece.h"
+#include "tests/model/text/decoded.h"
 
 namespace fs = std::filesystem;
 
@@ -47,7 +48,7 @@ TEST(SentencePiece, TrainedModelKeepsBytesAndOffsets) {
         }
         EXPECT_EQ(joined, text);
         EXPECT_EQ(cursor, text.size());
-        EXPECT_EQ((*tok)->Decode(enc->ids), text);
+        EXPECT_EQ(Decoded(**tok, enc->ids), text);
     }
     auto bad = (*tok)->Encode(std::string("ok \xff bad"));
     ASSERT_FALSE(bad);

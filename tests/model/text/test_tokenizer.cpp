@@ -1,6 +1,7 @@
 // GPT-2 byte-level BPE against the npm package gpt-3-encoder (written to SSAVIZ_TEST_OUT by the
 // reference_gpt3_encoder CTest fixture), plus offsets, round trips, UTF-8 errors and loaders.
 #include "model/text/tokenizer.h"
+#include "tests/model/text/decoded.h"
 #include "model/text/utf8.h"
 
 #include <gtest/gtest.h>
@@ -139,13 +140,13 @@ TEST(Gpt2Tokenizer, OffsetsPiecesAndRoundTrip) {
             EXPECT_GT(t.offsets[k].second, t.offsets[k].first) << "token " << k;
             EXPECT_EQ(t.pieces[k], text.substr(t.offsets[k].first, t.offsets[k].second - t.offsets[k].first))
                 << "token " << k;
-            EXPECT_EQ(Gpt2().Decode({t.ids[k]}), t.pieces[k]) << "token " << k;
+            EXPECT_EQ(Decoded(Gpt2(), {t.ids[k]}), t.pieces[k]) << "token " << k;
             position = t.offsets[k].second;
             joined += t.pieces[k];
         }
         EXPECT_EQ(position, text.size());
         EXPECT_EQ(joined, text);
-        EXPECT_EQ(Gpt2().Decode(t.ids), text);
+        EXPECT_EQ(Decoded(Gpt2(), t.ids), text);
     }
 }
 
@@ -157,11 +158,11 @@ TEST(Gpt2Tokenizer, KnownEncodings) {
     EXPECT_EQ(Ids(Gpt2(), "hello\n\nworld"), (std::vector<int32_t>{31373, 198, 198, 6894}));
     // Special tokens are plain text to the encoder.
     EXPECT_EQ(Ids(Gpt2(), "<|endoftext|>"), (std::vector<int32_t>{27, 91, 437, 1659, 5239, 91, 29}));
-    EXPECT_EQ(Gpt2().Decode({50256}), "<|endoftext|>");
+    EXPECT_EQ(Decoded(Gpt2(), {50256}), "<|endoftext|>");
 }
 
 TEST(Gpt2Tokenizer, UnknownIdsAreSkippedByDecode) {
-    EXPECT_EQ(Gpt2().Decode({15496, -1, 50257, 1 << 30, 995}), "Hello world");
+    EXPECT_EQ(Decoded(Gpt2(), {15496, -1, 50257, 1 << 30, 995}), "Hello world");
 }
 
 TEST(Gpt2Tokenizer, EmptyTextGivesNoTokens) {
@@ -254,7 +255,7 @@ TEST(Gpt2Tokenizer, LongInputsStayLinear) {
                                     std::string(100000, '\n')}) {
         auto result = Gpt2().Encode(text);
         ASSERT_TRUE(result.ok()) << result.error();
-        EXPECT_EQ(Gpt2().Decode(result->ids), text);
+        EXPECT_EQ(Decoded(Gpt2(), result->ids), text);
         EXPECT_EQ(result->offsets.back().second, text.size());
     }
 }
