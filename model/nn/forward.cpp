@@ -32,9 +32,9 @@ TemperatureTerms TemperatureParts(const TemperatureForm& form, const Temperature
         const at::Tensor& w = params.tok_w;
         at::Tensor tok;
         if (form.token == TokenForm::Shared)  // z = the head's own q_i or v_j
-            tok = w.dim() == 1 ? at::matmul(z_heads, w) : (z_heads * w.unsqueeze(1)).sum(-1);  // [..., H, T]
+            tok = w.dim() == 1 ? Matmul(z_heads, w) : (z_heads * w.unsqueeze(1)).sum(-1);  // [..., H, T]
         else                                  // z = x_i, the LayerNorm-1 output
-            tok = w.dim() == 1 ? at::matmul(x, w).unsqueeze(-2) : at::matmul(x, w.t()).transpose(-1, -2);  // [..., 1 or H, T]
+            tok = w.dim() == 1 ? Matmul(x, w).unsqueeze(-2) : Matmul(x, w.t()).transpose(-1, -2);  // [..., 1 or H, T]
         if (params.tok_b.defined()) tok = tok + params.tok_b.reshape({-1, 1});
         terms.token = at::tanh(tok);
     }

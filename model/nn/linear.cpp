@@ -210,6 +210,13 @@ at::Tensor FewRowsHeads(const at::Tensor& a, const at::Tensor& b, bool transpose
 
 }  // namespace
 
+at::Tensor Matmul(const at::Tensor& a, const at::Tensor& b) {
+    const bool bf16 = a.scalar_type() == at::kBFloat16 || b.scalar_type() == at::kBFloat16;
+    if (!bf16 || !a.device().is_cpu()) return at::matmul(a, b);
+    auto wide = [](const at::Tensor& t) { return t.scalar_type() == at::kBFloat16 ? t.to(at::kFloat) : t; };
+    return at::matmul(wide(a), wide(b)).to(at::kBFloat16);
+}
+
 at::Tensor GroupedMatmul(const at::Tensor& a, const at::Tensor& b) {
     const bool few = a.dim() == 4 && b.dim() == 4 && a.device().is_cpu() && b.device().is_cpu() && a.scalar_type() == at::kFloat &&
                      b.scalar_type() == at::kFloat && !a.requires_grad() && !b.requires_grad() && a.size(0) == b.size(0) &&
@@ -217,13 +224,13 @@ at::Tensor GroupedMatmul(const at::Tensor& a, const at::Tensor& b) {
                      b.size(2) > 0 && b.size(3) > 0;
     if (few && b.stride(2) == 1 && b.stride(3) == b.size(2)) return FewRowsHeads(a, b, /*transposed=*/true);
     if (few && b.stride(3) == 1 && b.stride(2) >= b.size(3)) return FewRowsHeads(a, b, /*transposed=*/false);
-    if (a.dim() < 3 || a.size(-3) == b.size(-3)) return at::matmul(a, b);
+    if (a.dim() < 3 || a.size(-3) == b.size(-3)) return Matmul(a, b);
     const int64_t Ha = a.size(-3), Hb = b.size(-3), R = a.size(-2), X = a.size(-1);
     std::vector<int64_t> grouped(a.sizes().begin(), a.sizes().end() - 3);
     std::vector<int64_t> back = grouped;
     grouped.insert(grouped.end(), {Hb, (Ha / Hb) * R, X});
     back.insert(back.end(), {Ha, R, b.size(-1)});
-    return at::matmul(a.reshape(grouped), b).view(back);
+    return Matmul(a.reshape(grouped), b).view(back);
 }
 
 at::Tensor MatmulRows(const at::Tensor& x, const at::Tensor& w) {
@@ -235,7 +242,14 @@ at::Tensor MatmulRows(const at::Tensor& x, const at::Tensor& w) {
     const bool f32 = cpu && w.scalar_type() == at::kFloat;
     const bool row_major = (f32 && w.stride(1) == 1 && w.stride(0) >= N) || bf16;
     const bool transposed = f32 && w.stride(0) == 1 && w.stride(1) == K;
-    if (!(row_major || transposed) || M < 1 || M > kFewRows || N < 1) return at::matmul(x, bf16 ? Widened(w) : w);
+    if (!(row_major || transposed) || M < 1 || M > kFewRows || N < 1) {
+        if (bf16) return at::matmul(x, Widened(w));
+        // bfloat16 compute (--dtype bf16): x and w both bfloat16, summed in float32 (Matmul), the
+        // weight widened once per layer as a float32 x's is.
+        if (x.device().is_cpu() && x.scalar_type() == at::kBFloat16 && w.scalar_type() == at::kBFloat16 && w.dim() == 2)
+            return at::matmul(x.to(at::kFloat), Widened(w)).to(at::kBFloat16);
+        return Matmul(x, w);
+    }
 
     const at::Tensor xs = x.reshape({M, K}).contiguous();
     std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());

@@ -20,6 +20,13 @@
 
 namespace model {
 
+// at::matmul, except that on the CPU a bfloat16 product is summed in float32 from the bfloat16
+// values and rounded to bfloat16 once. LibTorch 1.13's CPU kernels sum bfloat16 products in
+// bfloat16 where the CPU lacks AVX-512's BF16 instructions (a 512-long product off by 5% of its
+// largest value here, an AMD EPYC without AVX-512) and in float32 where it has them (oneDNN), as
+// CUDA does: --dtype bf16 gave maps 2x further from float32 on one machine than on another.
+at::Tensor Matmul(const at::Tensor& a, const at::Tensor& b);
+
 // Rows (the product of x's leading dimensions) up to which MatmulRows uses its own kernel.
 constexpr int64_t kFewRows = 8;
 
