@@ -141,16 +141,19 @@ struct Engine::Impl {
     at::Device device{at::kCPU};
     LoadedModel model;
     QkSpectrum spectrum;  // the model's, computed once
-    std::unique_ptr<LoadedModel> twin, base;  // at most one of them
-    Comparison comparison = Comparison::Counterfactual;  // without a twin or a base
+    // The model that runs beside the SSA one: a twin or a base (`kind` says which), or none.
+    std::unique_ptr<LoadedModel> other;
+    Comparison kind = Comparison::Twin;  // Twin or Base while `other` is open
+    Comparison comparison = Comparison::Counterfactual;  // without one
     std::vector<Intervention> interventions;
     AnalysisCache cache;
 
-    // The model that runs beside the SSA one (a twin or a base; null: none), as messages name it.
-    const LoadedModel* Other() const { return twin ? twin.get() : base.get(); }
-    const char* OtherRole() const { return twin ? "twin" : "base"; }
-    // A twin or a base (`role`) loaded as the model was, if it has the same layers, heads and tokenizer.
-    Result<std::unique_ptr<LoadedModel>> LoadBeside(const char* role, const std::string& dir, const ConfigHints& hints) const;
+    const LoadedModel* Beside(Comparison which) const { return other && kind == which ? other.get() : nullptr; }
+    const char* Role() const { return ToString(kind); }  // "twin" or "base", as messages name it
+    // Loads a twin or a base (`which`) as the model was loaded, if it has the same layers, heads
+    // and tokenizer, in place of the one open before.
+    Status OpenBeside(Comparison which, const std::string& dir, const ConfigHints& hints);
+    void CloseBeside(Comparison which);
 };
 
 //-----------------------------------------------------------------------------
@@ -177,52 +180,37 @@ Result<std::unique_ptr<Engine>> Engine::Open(const std::string& model_dir, const
     return engine;
 }
 
-Result<std::unique_ptr<LoadedModel>> Engine::Impl::LoadBeside(const char* role, const std::string& dir, const ConfigHints& hints) const {
+Status Engine::Impl::OpenBeside(Comparison which, const std::string& dir, const ConfigHints& hints) {
     BindThreadToDevice(device);
-    auto other = LoadModel(dir, device, hints, model.gpt.dtype(), true);
-    if (!other) return Fail(other.error());
-    const std::string named = std::string(role) + " '" + EscapeForMessage(dir) + "'";
-    const ModelConfig &a = model.info.config, &b = other->info.config;
+    auto loaded = LoadModel(dir, device, hints, model.gpt.dtype(), true);
+    if (!loaded) return Fail(loaded.error());
+    const std::string named = std::string(ToString(which)) + " '" + EscapeForMessage(dir) + "'";
+    const ModelConfig &a = model.info.config, &b = loaded->info.config;
     if (a.n_layer != b.n_layer || a.n_head != b.n_head)
         return Fail(named + " has " + std::to_string(b.n_layer) + " layers x " + std::to_string(b.n_head) + " heads; the model has " +
                     std::to_string(a.n_layer) + " x " + std::to_string(a.n_head));
-    const Tokenizer &mine = *model.tokenizer, &theirs = *other->tokenizer;
+    const Tokenizer &mine = *model.tokenizer, &theirs = *loaded->tokenizer;
     if (theirs.Kind() != mine.Kind() || theirs.VocabSize() != mine.VocabSize())
         return Fail(named + " uses a different tokenizer (" + theirs.Kind() + ", " + std::to_string(theirs.VocabSize()) + " tokens)");
     // Same kind and size is not the same tokenizer: it would read other tokens under the same ids.
     if (theirs.ContentHash() != mine.ContentHash())
         return Fail(named + " uses a different tokenizer: the same kind (" + theirs.Kind() + ") and size (" +
                     std::to_string(theirs.VocabSize()) + " tokens), but other pieces or merges");
-    return std::make_unique<LoadedModel>(std::move(*other));
-}
-
-Status Engine::OpenTwin(const std::string& twin_dir, const ConfigHints& hints) {
-    auto twin = m_impl->LoadBeside("twin", twin_dir, hints);
-    if (!twin) return Fail(twin.error());
-    m_impl->base.reset();
-    m_impl->twin = std::move(*twin);
-    m_impl->cache = {};
+    other = std::make_unique<LoadedModel>(std::move(*loaded));
+    kind = which;
+    cache = {};
     return Ok{};
 }
 
-void Engine::CloseTwin() {
-    m_impl->twin.reset();
-    m_impl->cache = {};
+void Engine::Impl::CloseBeside(Comparison which) {
+    if (Beside(which)) other.reset();
+    cache = {};
 }
 
-Status Engine::OpenBase(const std::string& base_dir, const ConfigHints& hints) {
-    auto base = m_impl->LoadBeside("base", base_dir, hints);
-    if (!base) return Fail(base.error());
-    m_impl->twin.reset();
-    m_impl->base = std::move(*base);
-    m_impl->cache = {};
-    return Ok{};
-}
-
-void Engine::CloseBase() {
-    m_impl->base.reset();
-    m_impl->cache = {};
-}
+Status Engine::OpenTwin(const std::string& twin_dir, const ConfigHints& hints) { return m_impl->OpenBeside(Comparison::Twin, twin_dir, hints); }
+void Engine::CloseTwin() { m_impl->CloseBeside(Comparison::Twin); }
+Status Engine::OpenBase(const std::string& base_dir, const ConfigHints& hints) { return m_impl->OpenBeside(Comparison::Base, base_dir, hints); }
+void Engine::CloseBase() { m_impl->CloseBeside(Comparison::Base); }
 
 Status Engine::SetComparison(Comparison comparison) {
     if (comparison == Comparison::Twin) return Fail("open a twin to compare with one");
@@ -232,9 +220,7 @@ Status Engine::SetComparison(Comparison comparison) {
     return Ok{};
 }
 
-Comparison Engine::comparison() const {
-    return m_impl->twin ? Comparison::Twin : m_impl->base ? Comparison::Base : m_impl->comparison;
-}
+Comparison Engine::comparison() const { return m_impl->other ? m_impl->kind : m_impl->comparison; }
 
 Status Engine::SetInterventions(std::vector<Intervention> interventions) {
     const ModelConfig& c = m_impl->model.info.config;
@@ -250,8 +236,14 @@ Status Engine::SetInterventions(std::vector<Intervention> interventions) {
 
 const std::vector<Intervention>& Engine::interventions() const { return m_impl->interventions; }
 const ModelInfo& Engine::Info() const { return m_impl->model.info; }
-const ModelInfo* Engine::TwinInfo() const { return m_impl->twin ? &m_impl->twin->info : nullptr; }
-const ModelInfo* Engine::BaseInfo() const { return m_impl->base ? &m_impl->base->info : nullptr; }
+const ModelInfo* Engine::TwinInfo() const {
+    const LoadedModel* twin = m_impl->Beside(Comparison::Twin);
+    return twin ? &twin->info : nullptr;
+}
+const ModelInfo* Engine::BaseInfo() const {
+    const LoadedModel* base = m_impl->Beside(Comparison::Base);
+    return base ? &base->info : nullptr;
+}
 const Tokenizer& Engine::tokenizer() const { return *m_impl->model.tokenizer; }
 
 //-----------------------------------------------------------------------------
@@ -297,10 +289,10 @@ Result<Tokenization> EncodePrefix(const Tokenizer& tokenizer, std::string_view t
 Result<Tokenization> Engine::Tokenize(std::string_view text, bool truncate) const {
     if (text.empty()) return Fail("text is empty");
     // A twin or a base with a shorter context bounds the text too, and is the one the message names.
-    const LoadedModel* other = m_impl->Other();
+    const LoadedModel* other = m_impl->other.get();
     const int own = m_impl->model.info.config.n_positions, theirs = other ? other->info.config.n_positions : own;
     const size_t context = static_cast<size_t>(std::min(own, theirs));
-    const std::string whose = theirs < own ? std::string("the ") + m_impl->OtherRole() + "'s context" : "the model's context";
+    const std::string whose = theirs < own ? std::string("the ") + m_impl->Role() + "'s context" : "the model's context";
     // One token more than the context tells "too long" from "fits" without encoding a long text whole.
     auto tokens = EncodePrefix(*m_impl->model.tokenizer, text, context + 1);
     if (!tokens) return tokens;
@@ -350,17 +342,19 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     BindThreadToDevice(e.device);
     const ModelConfig& c = e.model.info.config;
     const SsaGpt& ssa = e.model.gpt;
-    const SsaGpt* other = e.Other() ? &e.Other()->gpt : nullptr;  // a twin or a base
+    const SsaGpt* other = e.other ? &e.other->gpt : nullptr;  // a twin or a base
     if (other && static_cast<int64_t>(tokens.ids.size()) > other->config.n_positions)
-        return Fail(std::to_string(tokens.ids.size()) + " tokens exceed the " + e.OtherRole() + "'s context of " +
+        return Fail(std::to_string(tokens.ids.size()) + " tokens exceed the " + e.Role() + "'s context of " +
                     std::to_string(other->config.n_positions));
     for (const SsaGpt* model : {&ssa, other ? other : &ssa})
         if (auto valid = CheckIds(model->config, tokens.ids); !valid) return Fail(valid.error());
 
     // The plan: the rows the last analysis already holds, the forward passes and their sides.
     const AnalysisCache& old = e.cache;
-    const AnalysisPlan plan = PlanAnalysis({&ssa, e.twin ? other : nullptr, e.base ? other : nullptr, comparison(), &e.interventions, e.device},
-                                           tokens.ids, old.ids, old.measures.thumbnails.pool, options.reuse && !old.layers.empty());
+    const SsaGpt* twin = e.Beside(Comparison::Twin) ? other : nullptr;
+    const SsaGpt* base = e.Beside(Comparison::Base) ? other : nullptr;
+    const AnalysisPlan plan = PlanAnalysis({&ssa, twin, base, comparison(), &e.interventions, e.device}, tokens.ids, old.ids,
+                                           old.measures.thumbnails.pool, options.reuse && !old.layers.empty());
     e.cache.buffers.Begin();
 
     // The layer pass and the row measures, layer by layer, rows p..T-1 only, in blocks of rows
@@ -399,8 +393,8 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     a.maps = next.maps;
     a.device = e.device.str();
     a.comparison = comparison();
-    a.compare_label = e.twin ? e.twin->info.dir : "vanilla";
-    a.base_label = e.base ? e.base->info.dir : "";
+    a.compare_label = twin ? e.other->info.dir : "vanilla";
+    a.base_label = base ? e.other->info.dir : "";
     a.interventions = e.interventions;
     a.reused_rows = static_cast<int>(plan.p);
     a.forward_ms = forward_ms;

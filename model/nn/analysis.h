@@ -81,9 +81,11 @@ struct Analysis {
     std::vector<int32_t> rank, rank_compare;        // [T - 1]: token t's 0-based rank among its predictions
     std::vector<int32_t> top_ids, top_ids_compare;  // [T, kTopK]: each position's most likely next tokens
     std::vector<float> top_probs, top_probs_compare;  // [T, kTopK]
-    std::vector<float> loss_base;                   // the base's, as the others (empty without a base)
-    std::vector<int32_t> rank_base, top_ids_base;
-    std::vector<float> top_probs_base;
+    // The base's, as the others' (empty without a base).
+    std::vector<float> loss_base;                   // [T - 1]
+    std::vector<int32_t> rank_base;                 // [T - 1]
+    std::vector<int32_t> top_ids_base;              // [T, kTopK]
+    std::vector<float> top_probs_base;              // [T, kTopK]
     std::vector<float> next_logits;                 // [V]: the SSA side's logits after the last token
     // The comparison's predictions are empty for the layer-local comparison (no forward pass of its own).
     bool HasComparePredictions() const { return !loss_compare.empty() || (n_tokens == 1 && !top_ids_compare.empty()); }
@@ -133,8 +135,8 @@ struct AnalyzeOptions {
     std::function<void(const Analysis&)> before_predictions;
 };
 
-// Owns a loaded model (and optionally its twin or its base) on one device. Not thread-safe: one thread (the
-// inference worker, or the command line) uses it.
+// Owns a loaded model (and optionally its twin or its base) on one device. Not thread-safe: one
+// thread (the inference worker, or the command line) uses it.
 class Engine {
 public:
     // device: "auto", "cpu" or "cuda".
@@ -154,7 +156,8 @@ public:
     // closes the other.
     Status OpenBase(const std::string& base_dir, const ConfigHints& hints = {});
     void CloseBase();
-    // Without a twin or a base, which comparison to run (Counterfactual by default; Twin and Base are refused).
+    // Without a twin or a base, which comparison to run (Counterfactual by default; Twin and Base
+    // are refused).
     Status SetComparison(Comparison comparison);
     // What-ifs on the SSA side (none by default); each must name a layer and head of the model.
     Status SetInterventions(std::vector<Intervention> interventions);
@@ -174,8 +177,8 @@ public:
     // an analysis whose ids agree with the previous one's up to position p computes only the rows
     // from p (from the start of p's thumbnail block): typing at the end of a long text costs
     // O(T) a layer, not O(T^2). Results equal a full analysis to float rounding (tests: 1e-5).
-    // Opening or closing a twin or a base, or changing the comparison, starts afresh; a cancelled or failed
-    // analysis leaves the previous one's state as it was.
+    // Opening or closing a twin or a base, or changing the comparison, starts afresh; a cancelled
+    // or failed analysis leaves the previous one's state as it was.
     Result<Analysis> Analyze(const Tokenization& tokens, const AnalyzeOptions& options = {});
     // For a caller about to be idle (the window's worker between keystrokes): readies the memory
     // the next edit's rows go into, so that edit does not pay for mapping it. Checks `stop` every

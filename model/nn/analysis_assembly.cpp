@@ -29,7 +29,7 @@ const SideFields kSideFields[] = {
      &Analysis::top_ids_base, &Analysis::top_probs_base},
 };
 
-// Where each pair of kSidePairs's divergences go, in its order.
+// Where each SidePair's divergences go, in its order.
 struct PairFields {
     std::vector<float> Analysis::*js;
     std::vector<float> Analysis::*l1;

@@ -35,13 +35,10 @@ struct PerSide {
     const T& operator[](Side s) const { return of[static_cast<int>(s)]; }
 };
 
-// The pairs of sides whose rows are compared (JS and L1 of each row), in the order of
-// CompareThreeMaps: the SSA side against its comparison in every analysis; with a base, the SSA
-// side (the total change) and the comparison (the weights' drift) each against the base.
-struct SidePair {
-    Side a, b;
-};
-constexpr SidePair kSidePairs[] = {{Side::Ssa, Side::Compare}, {Side::Ssa, Side::Base}, {Side::Compare, Side::Base}};
+// The pairs of sides whose rows are compared (JS and L1 of each row), in CompareThreeMaps's order:
+// the SSA side against its comparison in every analysis; with a base, the SSA side (the total
+// change) and the comparison (the weights' drift) each against the base.
+enum class SidePair { SsaCompare, SsaBase, CompareBase };
 constexpr int kSidePairCount = 3;
 
 // One forward pass: a model and the sides it computes, one batch row each. The SSA side and its
@@ -79,7 +76,7 @@ struct AnalysisPlan {
     int64_t block = 0;
     std::vector<Run> runs;
     std::vector<Side> sides;  // the sides computed, the SSA side first
-    int pairs = 1;            // the first `pairs` of kSidePairs are compared (3 with a base)
+    int pairs = 1;            // the first `pairs` values of SidePair are compared (all with a base)
     PerSide<SideSource> source;
     at::Device device{at::kCPU};
 

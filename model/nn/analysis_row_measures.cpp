@@ -29,23 +29,23 @@ void RowMeasures::AddBlock(int64_t a, int64_t b, const PerSide<at::Tensor>& rows
     const int pool = m_plan.pool;
     const at::Tensor &ssa = rows[Side::Ssa], &compare = rows[Side::Compare];
     if (from < b) {
-        auto add = [&](int pair, const at::Tensor& js, const at::Tensor& l1) {
-            m_js[pair].push_back(js);
-            m_l1[pair].push_back(l1);
+        auto add = [&](SidePair pair, const at::Tensor& js, const at::Tensor& l1) {
+            m_js[static_cast<int>(pair)].push_back(js);
+            m_l1[static_cast<int>(pair)].push_back(l1);
         };
         if (m_plan.pairs == 1) {
             MapComparison m = CompareMaps(ssa, compare, from);
             m_metrics[Side::Ssa].push_back(std::move(m.p));
             m_metrics[Side::Compare].push_back(std::move(m.q));
-            add(0, m.js, m.l1);
-        } else {  // a base: the pairs of kSidePairs in CompareThreeMaps's order
+            add(SidePair::SsaCompare, m.js, m.l1);
+        } else {  // a base
             ThreeWayComparison m = CompareThreeMaps(ssa, compare, rows[Side::Base], from);
             m_metrics[Side::Ssa].push_back(std::move(m.pq.p));
             m_metrics[Side::Compare].push_back(std::move(m.pq.q));
             m_metrics[Side::Base].push_back(std::move(m.r));
-            add(0, m.pq.js, m.pq.l1);
-            add(1, m.js_pr, m.l1_pr);
-            add(2, m.js_qr, m.l1_qr);
+            add(SidePair::SsaCompare, m.pq.js, m.pq.l1);
+            add(SidePair::SsaBase, m.js_pr, m.l1_pr);
+            add(SidePair::CompareBase, m.js_qr, m.l1_qr);
         }
     }
     // Rows [a, from) of the block were kept from the last analysis; their thumbnail block rows are

@@ -1,9 +1,9 @@
 // The row measures of Engine::Analyze (the stages: analysis_plan_torch.h): each block of attention
 // rows the layer pass computes, measured (SPEC section 2's row metrics a side, JS and L1 of the
-// plan's pairs of sides, kSidePairs) and pooled into thumbnails (the SSA side and its comparison),
-// then dropped. Per layer it keeps
-// the measures of every position and the rows of the last thumbnail block (LayerMeasures), and the
-// thumbnails on the host, so the next analysis measures and pools only what changed.
+// plan's pairs of sides, SidePair) and pooled into thumbnails (the SSA side and its comparison),
+// then dropped. Per layer it keeps the measures of every position and the rows of the last
+// thumbnail block (LayerMeasures), and the thumbnails on the host, so the next analysis measures
+// and pools only what changed.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,7 @@ struct Divergence {
 };
 struct LayerMeasures {
     PerSide<RowMetricTensors> metrics;  // [H, T] float32 each
-    Divergence pairs[kSidePairCount];   // by kSidePairs; the plan's first `pairs` only
+    Divergence pairs[kSidePairCount];   // by SidePair; the plan's first `pairs` only
     // The rows of the last thumbnail block (from (T - 1) / pool * pool), each pooled along its keys
     // alone: typing at the end pools that block again from these instead of recomputing its rows.
     KeyPooled tail;  // [H, rows, cells]; undefined when not computed

@@ -7,11 +7,12 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <unistd.h>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "model/nn/analysis.h"
 
@@ -150,21 +151,19 @@ TEST(Base, ABaseOfAnotherShapeOrTokenizerIsRefusedInOneLine) {
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.error(), "base '" + wide + "' has 2 layers x 4 heads; the model has 2 x 2");
 
-    // The same kind and size of tokenizer, two ids swapped.
+    // The same kind and size of tokenizer, two merges in the other order.
     const std::string permuted = SSAVIZ_TEST_OUT "/base/permuted-" + std::to_string(::getpid());
     fs::remove_all(permuted);
     fs::copy(Folders().base, permuted, fs::copy_options::recursive);
-    std::ifstream in(permuted + "/vocab.json");
-    nlohmann::json vocab = nlohmann::json::parse(in);
+    std::vector<std::string> merges;
+    std::ifstream in(permuted + "/merges.txt");
+    for (std::string line; std::getline(in, line);) merges.push_back(line);
     in.close();
-    std::string a, b;
-    for (const auto& [token, id] : vocab.items()) {
-        if (id == 64) a = token;
-        if (id == 65) b = token;
-    }
-    vocab[a] = 65;
-    vocab[b] = 64;
-    std::ofstream(permuted + "/vocab.json", std::ios::trunc) << vocab.dump();
+    ASSERT_GT(merges.size(), 3u);
+    std::swap(merges[1], merges[2]);  // after the "#version" line
+    std::ofstream out(permuted + "/merges.txt", std::ios::trunc);
+    for (const std::string& line : merges) out << line << "\n";
+    out.close();
     s = engine->OpenBase(permuted);
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.error(), "base '" + permuted +

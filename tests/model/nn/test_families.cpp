@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -199,30 +200,39 @@ TEST_P(Families, AnAblatedHeadMatchesTheReference) {
     ExpectClose(a->loss_compare, c.Ref("loss"), kTolerance, "the unedited model's loss");
 }
 
-// An edit analysed incrementally: the rows before it kept from the last analysis (and the maps
-// built from them), the rest recomputed, with the sliding window where the family has one. Once
-// in the middle, once typing at the end.
+// The case's ids analysed incrementally after an edit: the rows before it kept from the last
+// analysis (and the maps built from them, side `seeded`'s each built once), the rest recomputed.
+// Once after an edit in the middle, once typing at the end (from the text three tokens short);
+// `check` gets each analysis and says which.
+void AfterEdits(model::Engine& engine, const FamilyCase& c, model::MapSide seeded,
+                const std::function<void(const model::Analysis&, const std::string&)>& check) {
+    const size_t T = c.ids.size();
+    std::vector<int32_t> middle = c.ids, shorter(c.ids.begin(), c.ids.end() - 3);
+    middle[T / 2] = (middle[T / 2] + 1) % 50257;
+    for (int edit = 0; edit < 2; ++edit) {
+        auto first = engine.Analyze(Ids(edit == 0 ? middle : shorter));
+        ASSERT_TRUE(first.ok()) << first.error();
+        for (int l = 0; l < first->n_layer; ++l)  // maps the next analysis seeds its own from
+            for (int h = 0; h < first->n_head; ++h) ASSERT_TRUE(first->Map(seeded, l, h));
+        auto a = engine.Analyze(Ids(c.ids));
+        ASSERT_TRUE(a.ok()) << a.error();
+        EXPECT_GT(a->reused_rows, 0);
+        check(*a, edit == 0 ? "after a middle edit" : "after typing at the end");
+    }
+}
+
+// An edit analysed incrementally, with the sliding window where the family has one.
 TEST_P(Families, AnEditedTextMatchesTheReference) {
     FamilyCase c(GetParam());
     ASSERT_TRUE(c.ok) << c.error;
     auto engine = Open(c);
     ASSERT_TRUE(engine);
-    const size_t T = c.ids.size();
-    std::vector<int32_t> middle = c.ids, shorter(c.ids.begin(), c.ids.end() - 3);
-    middle[T / 2] = (middle[T / 2] + 1) % 50257;
-    for (int edit = 0; edit < 2; ++edit) {
-        auto first = engine->Analyze(Ids(edit == 0 ? middle : shorter));
-        ASSERT_TRUE(first.ok()) << first.error();
-        for (int l = 0; l < first->n_layer; ++l)  // maps the next analysis seeds its own from
-            for (int h = 0; h < first->n_head; ++h) ASSERT_TRUE(first->Map(model::MapSide::Ssa, l, h));
-        auto a = engine->Analyze(Ids(c.ids));
-        ASSERT_TRUE(a.ok()) << a.error();
-        const std::string what = edit == 0 ? "after a middle edit" : "after typing at the end";
-        ExpectMaps(*a, model::MapSide::Ssa, c.Ref("attention"), "SSA maps " + what);
-        ExpectMaps(*a, model::MapSide::Compare, c.Ref("attention_vanilla"), "counterfactual maps " + what);
-        ExpectClose(a->tau_q, c.Ref("tau_q"), kTolerance, "tau_q " + what);
-        ExpectClose(a->loss, c.Ref("loss"), kTolerance, "loss " + what);
-    }
+    AfterEdits(*engine, c, model::MapSide::Ssa, [&](const model::Analysis& a, const std::string& what) {
+        ExpectMaps(a, model::MapSide::Ssa, c.Ref("attention"), "SSA maps " + what);
+        ExpectMaps(a, model::MapSide::Compare, c.Ref("attention_vanilla"), "counterfactual maps " + what);
+        ExpectClose(a.tau_q, c.Ref("tau_q"), kTolerance, "tau_q " + what);
+        ExpectClose(a.loss, c.Ref("loss"), kTolerance, "loss " + what);
+    });
 }
 
 INSTANTIATE_TEST_SUITE_P(Lit, Families, ::testing::Values("pythia", "llama", "mistral", "llama3", "mqa"),
@@ -352,20 +362,9 @@ TEST_P(FamiliesBase, ThreeWayComparisonMatchesTheReference) {
     ASSERT_TRUE(a.ok()) << a.error();
     EXPECT_EQ(a->base_label, engine->BaseInfo()->dir);
     ExpectThreeSides(*a, c, "");
-
-    const size_t T = c.ids.size();
-    std::vector<int32_t> middle = c.ids, shorter(c.ids.begin(), c.ids.end() - 3);
-    middle[T / 2] = (middle[T / 2] + 1) % 50257;
-    for (int edit = 0; edit < 2; ++edit) {
-        auto first = engine->Analyze(Ids(edit == 0 ? middle : shorter));
-        ASSERT_TRUE(first.ok()) << first.error();
-        for (int l = 0; l < first->n_layer; ++l)  // maps the next analysis seeds its own from
-            for (int h = 0; h < first->n_head; ++h) ASSERT_TRUE(first->Map(model::MapSide::Base, l, h));
-        auto again = engine->Analyze(Ids(c.ids));
-        ASSERT_TRUE(again.ok()) << again.error();
-        EXPECT_GT(again->reused_rows, 0);
-        ExpectThreeSides(*again, c, edit == 0 ? " after a middle edit" : " after typing at the end");
-    }
+    AfterEdits(*engine, c, model::MapSide::Base, [&](const model::Analysis& again, const std::string& what) {
+        ExpectThreeSides(again, c, " " + what);
+    });
 }
 
 // What-ifs change the SSA side alone: an ablated head against tau = 1 and the base.
