@@ -18,8 +18,10 @@
 //   usage: ssaviz_bench --model DIR [--tokens 128,256,512,1024,2048] [--device cpu|cuda]
 //                       [--threads N] [--repeats 3] [--no-baseline] [--python /usr/bin/python3]
 //          ssaviz_bench --model DIR --only full|end|middle|start [--tokens 1024] [--repeats 20] [--compare local|vanilla]
+//                       [--twin DIR | --base DIR]
 //                       one thing in this process, each time printed: full analyses, or after one
-//                       full analysis, edits of one token there (for a profiler: perf record -g)
+//                       full analysis, edits of one token there (for a profiler: perf record -g);
+//                       against a twin, or with a fine-tune's base (three sides)
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -75,6 +77,7 @@ struct Options {
     bool baseline = true;
     std::string only;  // "full", "end", "middle" or "start": that alone, in this process
     bool local = false;  // --only with --compare local: the layer-local comparison (a big model's default)
+    std::string twin, base;  // --only against a twin, or with a base
 };
 
 // A real text, repeated until it has `count` tokens: the GPL (every Debian system has it).
@@ -112,6 +115,10 @@ int RunOnly(const Options& o) {
     if (!engine) Die(engine.error());
     if (o.local)
         if (auto s = (*engine)->SetComparison(model::Comparison::LayerLocal); !s) Die(s.error());
+    if (!o.twin.empty())
+        if (auto s = (*engine)->OpenTwin(o.twin); !s) Die(s.error());
+    if (!o.base.empty())
+        if (auto s = (*engine)->OpenBase(o.base); !s) Die(s.error());
     const int T = o.tokens.empty() ? 1024 : o.tokens[0];
     const model::Tokenization tokens = BenchTokens(**engine, T);
     const bool full = o.only == "full";
@@ -276,6 +283,8 @@ Options Parse(int argc, char** argv) {
         else if (flag == "--child") o.child = number();
         else if (flag == "--no-baseline") o.baseline = false;
         else if (flag == "--only") o.only = value();
+        else if (flag == "--twin") o.twin = value();
+        else if (flag == "--base") o.base = value();
         else if (flag == "--compare") {
             const std::string c = value();
             if (c != "local" && c != "vanilla") Die("--compare '" + c + "' is not one of local, vanilla");

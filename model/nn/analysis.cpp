@@ -1,4 +1,4 @@
-// The engine: one loaded model (and optionally its twin) on one device, and Engine::Analyze,
+// The engine: one loaded model (and optionally its twin or its base) on one device, and Engine::Analyze,
 // which runs it and its comparison into an Analysis in stages (analysis_plan_torch.h lists them:
 // plan, layer pass, row measures, predictions, assembly). Loading is model_folder.cpp, the forward
 // pass forward.cpp, the maps attention_maps.cpp, the what-ifs interventions.cpp and generation
@@ -46,6 +46,7 @@ const char* ToString(Comparison c) {
         case Comparison::LayerLocal: return "local";
         case Comparison::Twin: return "twin";
         case Comparison::Unedited: return "unedited";
+        case Comparison::Base: return "base";
     }
     return "?";
 }
@@ -97,6 +98,26 @@ float MeanLoss(const std::vector<float>& loss) {
     return static_cast<float>(sum / static_cast<double>(loss.size()));
 }
 
+Decomposition Decompose(const Analysis& a) {
+    Decomposition d;
+    if (!a.HasBase() || a.js_total.empty()) return d;
+    d.n_layer = a.n_layer;
+    d.n_head = a.n_head;
+    const struct {
+        std::vector<float> Decomposition::*head;
+        const std::vector<float> Analysis::*rows;
+    } kFields[] = {{&Decomposition::js_total, &Analysis::js_total}, {&Decomposition::js_temperature, &Analysis::js},
+                   {&Decomposition::js_drift, &Analysis::js_drift},  {&Decomposition::l1_total, &Analysis::l1_total},
+                   {&Decomposition::l1_temperature, &Analysis::l1}, {&Decomposition::l1_drift, &Analysis::l1_drift}};
+    for (const auto& f : kFields)
+        for (int l = 0; l < a.n_layer; ++l)
+            for (int h = 0; h < a.n_head; ++h) (d.*f.head).push_back(HeadRowMean(a.*f.rows, a, l, h));
+    d.loss_mean = MeanLoss(a.loss);
+    d.loss_mean_tau1 = MeanLoss(a.loss_compare);
+    d.loss_mean_base = MeanLoss(a.loss_base);
+    return d;
+}
+
 //-----------------------------------------------------------------------------
 // [SECTION] What the engine keeps between analyses
 //-----------------------------------------------------------------------------
@@ -120,10 +141,19 @@ struct Engine::Impl {
     at::Device device{at::kCPU};
     LoadedModel model;
     QkSpectrum spectrum;  // the model's, computed once
-    std::unique_ptr<LoadedModel> twin;
-    Comparison comparison = Comparison::Counterfactual;  // without a twin
+    // The model that runs beside the SSA one: a twin or a base (`kind` says which), or none.
+    std::unique_ptr<LoadedModel> other;
+    Comparison kind = Comparison::Twin;  // Twin or Base while `other` is open
+    Comparison comparison = Comparison::Counterfactual;  // without one
     std::vector<Intervention> interventions;
     AnalysisCache cache;
+
+    const LoadedModel* Beside(Comparison which) const { return other && kind == which ? other.get() : nullptr; }
+    const char* Role() const { return ToString(kind); }  // "twin" or "base", as messages name it
+    // Loads a twin or a base (`which`) as the model was loaded, if it has the same layers, heads
+    // and tokenizer, in place of the one open before.
+    Status OpenBeside(Comparison which, const std::string& dir, const ConfigHints& hints);
+    void CloseBeside(Comparison which);
 };
 
 //-----------------------------------------------------------------------------
@@ -150,40 +180,47 @@ Result<std::unique_ptr<Engine>> Engine::Open(const std::string& model_dir, const
     return engine;
 }
 
-Status Engine::OpenTwin(const std::string& twin_dir, const ConfigHints& hints) {
-    BindThreadToDevice(m_impl->device);
-    auto twin = LoadModel(twin_dir, m_impl->device, hints, m_impl->model.gpt.dtype(), true);
-    if (!twin) return Fail(twin.error());
-    const ModelConfig &a = m_impl->model.info.config, &b = twin->info.config;
+Status Engine::Impl::OpenBeside(Comparison which, const std::string& dir, const ConfigHints& hints) {
+    BindThreadToDevice(device);
+    auto loaded = LoadModel(dir, device, hints, model.gpt.dtype(), true);
+    if (!loaded) return Fail(loaded.error());
+    const std::string named = std::string(ToString(which)) + " '" + EscapeForMessage(dir) + "'";
+    const ModelConfig &a = model.info.config, &b = loaded->info.config;
     if (a.n_layer != b.n_layer || a.n_head != b.n_head)
-        return Fail("twin '" + twin_dir + "' has " + std::to_string(b.n_layer) + " layers x " + std::to_string(b.n_head) +
-                    " heads; the model has " + std::to_string(a.n_layer) + " x " + std::to_string(a.n_head));
-    const Tokenizer &mine = *m_impl->model.tokenizer, &theirs = *twin->tokenizer;
+        return Fail(named + " has " + std::to_string(b.n_layer) + " layers x " + std::to_string(b.n_head) + " heads; the model has " +
+                    std::to_string(a.n_layer) + " x " + std::to_string(a.n_head));
+    const Tokenizer &mine = *model.tokenizer, &theirs = *loaded->tokenizer;
     if (theirs.Kind() != mine.Kind() || theirs.VocabSize() != mine.VocabSize())
-        return Fail("twin '" + EscapeForMessage(twin_dir) + "' uses a different tokenizer (" + theirs.Kind() + ", " +
-                    std::to_string(theirs.VocabSize()) + " tokens)");
-    // Same kind and size is not the same tokenizer: the twin would read other tokens under the same ids.
+        return Fail(named + " uses a different tokenizer (" + theirs.Kind() + ", " + std::to_string(theirs.VocabSize()) + " tokens)");
+    // Same kind and size is not the same tokenizer: it would read other tokens under the same ids.
     if (theirs.ContentHash() != mine.ContentHash())
-        return Fail("twin '" + EscapeForMessage(twin_dir) + "' uses a different tokenizer: the same kind (" + theirs.Kind() + ") and size (" +
+        return Fail(named + " uses a different tokenizer: the same kind (" + theirs.Kind() + ") and size (" +
                     std::to_string(theirs.VocabSize()) + " tokens), but other pieces or merges");
-    m_impl->twin = std::make_unique<LoadedModel>(std::move(*twin));
-    m_impl->cache = {};
+    other = std::make_unique<LoadedModel>(std::move(*loaded));
+    kind = which;
+    cache = {};
     return Ok{};
 }
 
-void Engine::CloseTwin() {
-    m_impl->twin.reset();
-    m_impl->cache = {};
+void Engine::Impl::CloseBeside(Comparison which) {
+    if (Beside(which)) other.reset();
+    cache = {};
 }
+
+Status Engine::OpenTwin(const std::string& twin_dir, const ConfigHints& hints) { return m_impl->OpenBeside(Comparison::Twin, twin_dir, hints); }
+void Engine::CloseTwin() { m_impl->CloseBeside(Comparison::Twin); }
+Status Engine::OpenBase(const std::string& base_dir, const ConfigHints& hints) { return m_impl->OpenBeside(Comparison::Base, base_dir, hints); }
+void Engine::CloseBase() { m_impl->CloseBeside(Comparison::Base); }
 
 Status Engine::SetComparison(Comparison comparison) {
     if (comparison == Comparison::Twin) return Fail("open a twin to compare with one");
+    if (comparison == Comparison::Base) return Fail("open a base to compare with one");
     if (comparison != m_impl->comparison) m_impl->cache = {};
     m_impl->comparison = comparison;
     return Ok{};
 }
 
-Comparison Engine::comparison() const { return m_impl->twin ? Comparison::Twin : m_impl->comparison; }
+Comparison Engine::comparison() const { return m_impl->other ? m_impl->kind : m_impl->comparison; }
 
 Status Engine::SetInterventions(std::vector<Intervention> interventions) {
     const ModelConfig& c = m_impl->model.info.config;
@@ -199,7 +236,14 @@ Status Engine::SetInterventions(std::vector<Intervention> interventions) {
 
 const std::vector<Intervention>& Engine::interventions() const { return m_impl->interventions; }
 const ModelInfo& Engine::Info() const { return m_impl->model.info; }
-const ModelInfo* Engine::TwinInfo() const { return m_impl->twin ? &m_impl->twin->info : nullptr; }
+const ModelInfo* Engine::TwinInfo() const {
+    const LoadedModel* twin = m_impl->Beside(Comparison::Twin);
+    return twin ? &twin->info : nullptr;
+}
+const ModelInfo* Engine::BaseInfo() const {
+    const LoadedModel* base = m_impl->Beside(Comparison::Base);
+    return base ? &base->info : nullptr;
+}
 const Tokenizer& Engine::tokenizer() const { return *m_impl->model.tokenizer; }
 
 //-----------------------------------------------------------------------------
@@ -244,10 +288,11 @@ Result<Tokenization> EncodePrefix(const Tokenizer& tokenizer, std::string_view t
 
 Result<Tokenization> Engine::Tokenize(std::string_view text, bool truncate) const {
     if (text.empty()) return Fail("text is empty");
-    // A twin with a shorter context bounds the text too, and is the one the message names.
-    const int own = m_impl->model.info.config.n_positions, twin = m_impl->twin ? m_impl->twin->info.config.n_positions : own;
-    const size_t context = static_cast<size_t>(std::min(own, twin));
-    const std::string whose = twin < own ? "the twin's context" : "the model's context";
+    // A twin or a base with a shorter context bounds the text too, and is the one the message names.
+    const LoadedModel* other = m_impl->other.get();
+    const int own = m_impl->model.info.config.n_positions, theirs = other ? other->info.config.n_positions : own;
+    const size_t context = static_cast<size_t>(std::min(own, theirs));
+    const std::string whose = theirs < own ? std::string("the ") + m_impl->Role() + "'s context" : "the model's context";
     // One token more than the context tells "too long" from "fits" without encoding a long text whole.
     auto tokens = EncodePrefix(*m_impl->model.tokenizer, text, context + 1);
     if (!tokens) return tokens;
@@ -297,15 +342,18 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     BindThreadToDevice(e.device);
     const ModelConfig& c = e.model.info.config;
     const SsaGpt& ssa = e.model.gpt;
-    const SsaGpt* twin = e.twin ? &e.twin->gpt : nullptr;
-    if (twin && static_cast<int64_t>(tokens.ids.size()) > twin->config.n_positions)
-        return Fail(std::to_string(tokens.ids.size()) + " tokens exceed the twin's context of " + std::to_string(twin->config.n_positions));
-    for (const SsaGpt* model : {&ssa, twin ? twin : &ssa})
+    const SsaGpt* other = e.other ? &e.other->gpt : nullptr;  // a twin or a base
+    if (other && static_cast<int64_t>(tokens.ids.size()) > other->config.n_positions)
+        return Fail(std::to_string(tokens.ids.size()) + " tokens exceed the " + e.Role() + "'s context of " +
+                    std::to_string(other->config.n_positions));
+    for (const SsaGpt* model : {&ssa, other ? other : &ssa})
         if (auto valid = CheckIds(model->config, tokens.ids); !valid) return Fail(valid.error());
 
     // The plan: the rows the last analysis already holds, the forward passes and their sides.
     const AnalysisCache& old = e.cache;
-    const AnalysisPlan plan = PlanAnalysis({&ssa, twin, comparison(), &e.interventions, e.device}, tokens.ids, old.ids,
+    const SsaGpt* twin = e.Beside(Comparison::Twin) ? other : nullptr;
+    const SsaGpt* base = e.Beside(Comparison::Base) ? other : nullptr;
+    const AnalysisPlan plan = PlanAnalysis({&ssa, twin, base, comparison(), &e.interventions, e.device}, tokens.ids, old.ids,
                                            old.measures.thumbnails.pool, options.reuse && !old.layers.empty());
     e.cache.buffers.Begin();
 
@@ -345,7 +393,8 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     a.maps = next.maps;
     a.device = e.device.str();
     a.comparison = comparison();
-    a.compare_label = twin ? e.twin->info.dir : "vanilla";
+    a.compare_label = twin ? e.other->info.dir : "vanilla";
+    a.base_label = base ? e.other->info.dir : "";
     a.interventions = e.interventions;
     a.reused_rows = static_cast<int>(plan.p);
     a.forward_ms = forward_ms;

@@ -41,14 +41,18 @@ struct MapMetrics {
 // every layer, a whole second forward pass, so its later layers see a different residual stream;
 // the layer-local one asks only what each layer's temperatures do to that layer: at each layer
 // the SSA model's own q and k (the same input), with tau = 1. A twin is a separately trained model.
-enum class Comparison { Counterfactual, LayerLocal, Twin, Unedited };
-const char* ToString(Comparison c);  // "counterfactual", "local", "twin", "unedited"
+// Base: a fine-tune against the model it was fine-tuned from (SPEC section 9), three sides: SSA,
+// the counterfactual ("tau1": the SSA weights with every temperature 1) as the comparison side,
+// and the base (MapSide::Base).
+enum class Comparison { Counterfactual, LayerLocal, Twin, Unedited, Base };
+const char* ToString(Comparison c);  // "counterfactual", "local", "twin", "unedited", "base"
 
 struct Analysis {
     int n_layer = 0, n_head = 0, n_tokens = 0;
     Tokenization tokens;
     Comparison comparison = Comparison::Counterfactual;
-    std::string compare_label;                   // "vanilla" (either tau = 1 comparison) or the twin's folder
+    std::string compare_label;                   // "vanilla" (a tau = 1 comparison, the base's too) or the twin's folder
+    std::string base_label;                      // the base's folder; empty without a base
     std::shared_ptr<const AttentionMaps> maps;   // null: no maps (an empty analysis)
     Thumbnails thumbnails;
     std::vector<float> tau_q, tau_v;             // [L, H, T]
@@ -58,6 +62,13 @@ struct Analysis {
     std::vector<float> tau_q_position, tau_q_token;
     MapMetrics metrics, metrics_compare;
     std::vector<float> js, l1;                   // [L, H, T] each SSA row against its comparison row
+    // With a base (Comparison::Base; empty without one): its tau_q and tau_v (ones for a vanilla
+    // base), its row metrics, and each row against the base's: the SSA side's (the total change)
+    // and the comparison's (tau = 1: the weights' drift). JS in nats as js.
+    std::vector<float> tau_q_base, tau_v_base;   // [L, H, T]
+    MapMetrics metrics_base;
+    std::vector<float> js_total, l1_total;       // [L, H, T] SSA against base
+    std::vector<float> js_drift, l1_drift;       // [L, H, T] tau = 1 against base
     std::vector<float> qk_opnorm, qk_eig_mean, qk_eig_var;  // [L, H]
     std::vector<float> effective_qk_norm;        // [L, H, T] tau_q(i) * ||W_qk||_2
     double forward_ms = 0, metrics_ms = 0;  // forward: both passes and the predictions' logits
@@ -70,12 +81,19 @@ struct Analysis {
     std::vector<int32_t> rank, rank_compare;        // [T - 1]: token t's 0-based rank among its predictions
     std::vector<int32_t> top_ids, top_ids_compare;  // [T, kTopK]: each position's most likely next tokens
     std::vector<float> top_probs, top_probs_compare;  // [T, kTopK]
+    // The base's, as the others' (empty without a base).
+    std::vector<float> loss_base;                   // [T - 1]
+    std::vector<int32_t> rank_base;                 // [T - 1]
+    std::vector<int32_t> top_ids_base;              // [T, kTopK]
+    std::vector<float> top_probs_base;              // [T, kTopK]
     std::vector<float> next_logits;                 // [V]: the SSA side's logits after the last token
     // The comparison's predictions are empty for the layer-local comparison (no forward pass of its own).
     bool HasComparePredictions() const { return !loss_compare.empty() || (n_tokens == 1 && !top_ids_compare.empty()); }
     std::string device;
 
-    // Head (l, h)'s full map on one side; null without maps or for a head outside the model.
+    bool HasBase() const { return comparison == Comparison::Base; }
+    // Head (l, h)'s full map on one side; null without maps, for a head outside the model, or for
+    // the base side without a base.
     HeadMap Map(MapSide side, int l, int h) const;
     size_t RowIndex(int l, int h) const { return (static_cast<size_t>(l) * n_head + h) * n_tokens; }
 };
@@ -85,6 +103,20 @@ struct Analysis {
 float HeadRowMean(const std::vector<float>& rows, const Analysis& a, int l, int h);
 // The mean of a loss array (NaN when empty): mean loss in nats; exp of it is the perplexity.
 float MeanLoss(const std::vector<float>& loss);
+
+// What a fine-tune changed, per head (SPEC section 9): each [L, H] value is HeadRowMean of an
+// Analysis array (rows 2..T), so it agrees with the other per-head figures. Jensen-Shannon in
+// nats; the total change (SSA against base) beside its two parts, the temperatures' effect (SSA
+// against tau = 1) and the weights' drift (tau = 1 against base). The parts need not add up to
+// the total: a divergence is not additive.
+struct Decomposition {
+    int n_layer = 0, n_head = 0;                             // 0 without a base
+    std::vector<float> js_total, js_temperature, js_drift;  // [L, H]: js_total, js, js_drift
+    std::vector<float> l1_total, l1_temperature, l1_drift;  // [L, H]: l1_total, l1, l1_drift
+    float loss_mean = NAN, loss_mean_tau1 = NAN, loss_mean_base = NAN;  // MeanLoss of loss, loss_compare, loss_base
+    bool empty() const { return js_total.empty(); }
+};
+Decomposition Decompose(const Analysis& a);  // empty without a base
 
 // Mean, min and max of one head's [T] slice of a [L, H, T] array over every token (the first
 // included), as for temperatures; NaN when the array is too short or T == 0.
@@ -103,8 +135,8 @@ struct AnalyzeOptions {
     std::function<void(const Analysis&)> before_predictions;
 };
 
-// Owns a loaded model (and optionally its twin) on one device. Not thread-safe: one thread (the
-// inference worker, or the command line) uses it.
+// Owns a loaded model (and optionally its twin or its base) on one device. Not thread-safe: one
+// thread (the inference worker, or the command line) uses it.
 class Engine {
 public:
     // device: "auto", "cpu" or "cuda".
@@ -119,15 +151,22 @@ public:
     // have the same layers, heads and tokenizer.
     Status OpenTwin(const std::string& twin_dir, const ConfigHints& hints = {});
     void CloseTwin();
-    // Without a twin, which comparison to run (Counterfactual by default; Twin is refused).
+    // The model a fine-tune started from, for the three-way comparison (Comparison::Base). It must
+    // have the same layers, heads and tokenizer. A base and a twin are exclusive: opening one
+    // closes the other.
+    Status OpenBase(const std::string& base_dir, const ConfigHints& hints = {});
+    void CloseBase();
+    // Without a twin or a base, which comparison to run (Counterfactual by default; Twin and Base
+    // are refused).
     Status SetComparison(Comparison comparison);
     // What-ifs on the SSA side (none by default); each must name a layer and head of the model.
     Status SetInterventions(std::vector<Intervention> interventions);
     const std::vector<Intervention>& interventions() const;
-    Comparison comparison() const;  // Twin while a twin is open
+    Comparison comparison() const;  // Twin while a twin is open, Base while a base is
 
     const ModelInfo& Info() const;
     const ModelInfo* TwinInfo() const;  // null without a twin
+    const ModelInfo* BaseInfo() const;  // null without a base
     const Tokenizer& tokenizer() const;
 
     // Tokenizes for this model: rejects empty and non-UTF-8 text, and text longer than the
@@ -138,8 +177,8 @@ public:
     // an analysis whose ids agree with the previous one's up to position p computes only the rows
     // from p (from the start of p's thumbnail block): typing at the end of a long text costs
     // O(T) a layer, not O(T^2). Results equal a full analysis to float rounding (tests: 1e-5).
-    // Opening a twin, closing it or changing the comparison starts afresh; a cancelled or failed
-    // analysis leaves the previous one's state as it was.
+    // Opening or closing a twin or a base, or changing the comparison, starts afresh; a cancelled
+    // or failed analysis leaves the previous one's state as it was.
     Result<Analysis> Analyze(const Tokenization& tokens, const AnalyzeOptions& options = {});
     // For a caller about to be idle (the window's worker between keystrokes): readies the memory
     // the next edit's rows go into, so that edit does not pay for mapping it. Checks `stop` every

@@ -25,7 +25,17 @@ const SideFields kSideFields[] = {
      &Analysis::top_probs},
     {Side::Compare, &Analysis::tau_q_compare, &Analysis::tau_v_compare, &Analysis::metrics_compare, &Analysis::loss_compare,
      &Analysis::rank_compare, &Analysis::top_ids_compare, &Analysis::top_probs_compare},
+    {Side::Base, &Analysis::tau_q_base, &Analysis::tau_v_base, &Analysis::metrics_base, &Analysis::loss_base, &Analysis::rank_base,
+     &Analysis::top_ids_base, &Analysis::top_probs_base},
 };
+
+// Where each SidePair's divergences go, in its order.
+struct PairFields {
+    std::vector<float> Analysis::*js;
+    std::vector<float> Analysis::*l1;
+};
+const PairFields kPairFields[kSidePairCount] = {
+    {&Analysis::js, &Analysis::l1}, {&Analysis::js_total, &Analysis::l1_total}, {&Analysis::js_drift, &Analysis::l1_drift}};
 
 bool Computes(const AnalysisPlan& plan, Side s) { return std::find(plan.sides.begin(), plan.sides.end(), s) != plan.sides.end(); }
 
@@ -94,8 +104,10 @@ Analysis AssembleLayers(const AnalysisPlan& plan, const Tokenization& tokens, co
         a.*f.tau_q = LayersToHost(layers, [&](const LayerRows& l) { return l.side[f.side].tau_q; });
         a.*f.tau_v = LayersToHost(layers, [&](const LayerRows& l) { return l.side[f.side].tau_v; });
     }
-    a.js = LayersToHost(measures.layers, [](const LayerMeasures& l) { return l.js; });
-    a.l1 = LayersToHost(measures.layers, [](const LayerMeasures& l) { return l.l1; });
+    for (int k = 0; k < plan.pairs; ++k) {
+        a.*kPairFields[k].js = LayersToHost(measures.layers, [&](const LayerMeasures& l) { return l.pairs[k].js; });
+        a.*kPairFields[k].l1 = LayersToHost(measures.layers, [&](const LayerMeasures& l) { return l.pairs[k].l1; });
+    }
     a.tau_q_position = LayersToHost(layers, [](const LayerRows& l) { return l.tau_q_position; });
     a.tau_q_token = LayersToHost(layers, [](const LayerRows& l) { return l.tau_q_token; });
     a.thumbnails = measures.thumbnails;

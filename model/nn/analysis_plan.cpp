@@ -78,14 +78,19 @@ AnalysisPlan PlanAnalysis(const PlanInputs& in, const std::vector<int32_t>& ids,
     const ModelConfig& c = in.ssa->config;
     const std::vector<Intervention>& whatifs = *in.interventions;
     const bool local = in.comparison == Comparison::LayerLocal;
+    const bool vanilla = in.comparison == Comparison::Counterfactual || in.comparison == Comparison::Base;  // the second row at tau = 1
     if (!local && !in.twin)
         plan.runs.push_back({in.ssa, {Side::Ssa, Side::Compare},
-                             MakeEdits(whatifs, c, in.device,
-                                       {RowEdit::Interventions, in.comparison == Comparison::Counterfactual ? RowEdit::Vanilla : RowEdit::None})});
+                             MakeEdits(whatifs, c, in.device, {RowEdit::Interventions, vanilla ? RowEdit::Vanilla : RowEdit::None})});
     else
         plan.runs.push_back({in.ssa, {Side::Ssa}, MakeEdits(whatifs, c, in.device, {RowEdit::Interventions})});
     if (in.twin) plan.runs.push_back({in.twin, {Side::Compare}, MakeEdits({}, c, in.device, {RowEdit::None})});
+    if (in.base) plan.runs.push_back({in.base, {Side::Base}, MakeEdits({}, c, in.device, {RowEdit::None})});
     plan.sides = {Side::Ssa, Side::Compare};
+    if (in.base) {
+        plan.sides.push_back(Side::Base);
+        plan.pairs = kSidePairCount;
+    }
     for (size_t r = 0; r < plan.runs.size(); ++r)
         for (int i = 0; i < plan.runs[r].Rows(); ++i) plan.source[plan.runs[r].sides[i]] = {static_cast<int>(r), i, false};
     if (local) plan.source[Side::Compare] = {0, 0, true};

@@ -22,12 +22,12 @@
 
 namespace model {
 
-// The sides of an analysis are the sides of its maps: the SSA model and what it is compared with.
-// Every stage keeps a value a side in a PerSide and visits the sides a plan lists, so a further
-// side (a fine-tune's base model) is a value of MapSide, a row of the assembly's kSideFields and a
-// batch row or run in PlanAnalysis.
+// The sides of an analysis are the sides of its maps: the SSA model, what it is compared with,
+// and a fine-tune's base model. Every stage keeps a value a side in a PerSide and visits the sides
+// a plan lists, so a side is a value of MapSide, a row of the assembly's kSideFields and a batch
+// row or run in PlanAnalysis.
 using Side = MapSide;
-constexpr int kSideCount = 2;  // the values of MapSide (RecomputedMaps holds as many)
+constexpr int kSideCount = kMapSides;
 template <class T>
 struct PerSide {
     T of[kSideCount];
@@ -35,11 +35,17 @@ struct PerSide {
     const T& operator[](Side s) const { return of[static_cast<int>(s)]; }
 };
 
+// The pairs of sides whose rows are compared (JS and L1 of each row), in CompareThreeMaps's order:
+// the SSA side against its comparison in every analysis; with a base, the SSA side (the total
+// change) and the comparison (the weights' drift) each against the base.
+enum class SidePair { SsaCompare, SsaBase, CompareBase };
+constexpr int kSidePairCount = 3;
+
 // One forward pass: a model and the sides it computes, one batch row each. The SSA side and its
 // comparison run as one batch of two when they share the weights (the counterfactual and the
-// unedited comparison), so every layer's weights and the head are read once for both: typing at
-// the end of a text is a pass of one row a side, which costs what reading the weights costs. A
-// twin runs on its own; the layer-local comparison has no forward pass.
+// unedited comparison, and tau = 1 beside a base), so every layer's weights and the head are read
+// once for both: typing at the end of a text is a pass of one row a side, which costs what reading
+// the weights costs. A twin or a base runs on its own; the layer-local comparison has no forward pass.
 struct Run {
     const SsaGpt* model = nullptr;
     std::vector<Side> sides;             // its batch rows, in order
@@ -70,6 +76,7 @@ struct AnalysisPlan {
     int64_t block = 0;
     std::vector<Run> runs;
     std::vector<Side> sides;  // the sides computed, the SSA side first
+    int pairs = 1;            // the first `pairs` values of SidePair are compared (all with a base)
     PerSide<SideSource> source;
     at::Device device{at::kCPU};
 
@@ -86,7 +93,8 @@ struct AnalysisPlan {
 struct PlanInputs {
     const SsaGpt* ssa = nullptr;
     const SsaGpt* twin = nullptr;  // null without one
-    Comparison comparison = Comparison::Counterfactual;
+    const SsaGpt* base = nullptr;  // null without one (a twin and a base are exclusive)
+    Comparison comparison = Comparison::Counterfactual;  // Base with a base
     const std::vector<Intervention>* interventions = nullptr;
     at::Device device{at::kCPU};
 };

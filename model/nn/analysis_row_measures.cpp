@@ -19,8 +19,7 @@ void RowMeasures::BeginLayer(int l) {
 
 void RowMeasures::LetGoOfLayer() {
     for (Side s : m_plan.sides) m_metrics[s].clear();
-    m_js.clear();
-    m_l1.clear();
+    for (int k = 0; k < kSidePairCount; ++k) m_js[k].clear(), m_l1[k].clear();
     for (std::vector<at::Tensor>& kind : m_thumbs) kind.clear();
     m_tail = {};
 }
@@ -30,11 +29,24 @@ void RowMeasures::AddBlock(int64_t a, int64_t b, const PerSide<at::Tensor>& rows
     const int pool = m_plan.pool;
     const at::Tensor &ssa = rows[Side::Ssa], &compare = rows[Side::Compare];
     if (from < b) {
-        MapComparison m = CompareMaps(ssa, compare, from);
-        m_metrics[Side::Ssa].push_back(std::move(m.p));
-        m_metrics[Side::Compare].push_back(std::move(m.q));
-        m_js.push_back(m.js);
-        m_l1.push_back(m.l1);
+        auto add = [&](SidePair pair, const at::Tensor& js, const at::Tensor& l1) {
+            m_js[static_cast<int>(pair)].push_back(js);
+            m_l1[static_cast<int>(pair)].push_back(l1);
+        };
+        if (m_plan.pairs == 1) {
+            MapComparison m = CompareMaps(ssa, compare, from);
+            m_metrics[Side::Ssa].push_back(std::move(m.p));
+            m_metrics[Side::Compare].push_back(std::move(m.q));
+            add(SidePair::SsaCompare, m.js, m.l1);
+        } else {  // a base
+            ThreeWayComparison m = CompareThreeMaps(ssa, compare, rows[Side::Base], from);
+            m_metrics[Side::Ssa].push_back(std::move(m.pq.p));
+            m_metrics[Side::Compare].push_back(std::move(m.pq.q));
+            m_metrics[Side::Base].push_back(std::move(m.r));
+            add(SidePair::SsaCompare, m.pq.js, m.pq.l1);
+            add(SidePair::SsaBase, m.js_pr, m.l1_pr);
+            add(SidePair::CompareBase, m.js_qr, m.l1_qr);
+        }
     }
     // Rows [a, from) of the block were kept from the last analysis; their thumbnail block rows are
     // pooled again with the new ones: from the last analysis's tail when it holds them (typing at
@@ -76,8 +88,10 @@ const LayerMeasures& RowMeasures::EndLayer() {
             now.metrics[s].*field.tensor = m_plan.Join(was.*field.tensor, parts);
         }
     }
-    now.js = m_plan.Join(m_was ? m_was->js : at::Tensor(), m_js);
-    now.l1 = m_plan.Join(m_was ? m_was->l1 : at::Tensor(), m_l1);
+    for (int k = 0; k < m_plan.pairs; ++k) {
+        now.pairs[k].js = m_plan.Join(m_was ? m_was->pairs[k].js : at::Tensor(), m_js[k]);
+        now.pairs[k].l1 = m_plan.Join(m_was ? m_was->pairs[k].l1 : at::Tensor(), m_l1[k]);
+    }
     now.tail = m_tail;
     if (!m_thumbs[0].empty()) {  // block rows first_block_row / pool.. of the layer: [H, cells - first_block_row / pool, cells] each
         at::Tensor rows[3];

@@ -1,8 +1,9 @@
 // The row measures of Engine::Analyze (the stages: analysis_plan_torch.h): each block of attention
 // rows the layer pass computes, measured (SPEC section 2's row metrics a side, JS and L1 of the
-// SSA side against its comparison) and pooled into thumbnails, then dropped. Per layer it keeps
-// the measures of every position and the rows of the last thumbnail block (LayerMeasures), and the
-// thumbnails on the host, so the next analysis measures and pools only what changed.
+// plan's pairs of sides, SidePair) and pooled into thumbnails (the SSA side and its comparison),
+// then dropped. Per layer it keeps the measures of every position and the rows of the last
+// thumbnail block (LayerMeasures), and the thumbnails on the host, so the next analysis measures
+// and pools only what changed.
 #pragma once
 
 #include <cstdint>
@@ -17,9 +18,12 @@
 
 namespace model {
 
+struct Divergence {
+    at::Tensor js, l1;  // [H, T]: each row of one side against the same row of another
+};
 struct LayerMeasures {
     PerSide<RowMetricTensors> metrics;  // [H, T] float32 each
-    at::Tensor js, l1;                  // [H, T]: each SSA row against its comparison row
+    Divergence pairs[kSidePairCount];   // by SidePair; the plan's first `pairs` only
     // The rows of the last thumbnail block (from (T - 1) / pool * pool), each pooled along its keys
     // alone: typing at the end pools that block again from these instead of recomputing its rows.
     KeyPooled tail;  // [H, rows, cells]; undefined when not computed
@@ -54,7 +58,8 @@ private:
     int m_layer = 0;
     const LayerMeasures* m_was = nullptr;  // the last analysis's (p > 0)
     PerSide<std::vector<RowMetricTensors>> m_metrics;
-    std::vector<at::Tensor> m_js, m_l1, m_thumbs[3];  // thumbnail block rows by ThumbnailKind, [H, rows, cells]
+    std::vector<at::Tensor> m_js[kSidePairCount], m_l1[kSidePairCount];
+    std::vector<at::Tensor> m_thumbs[3];  // thumbnail block rows by ThumbnailKind, [H, rows, cells]
     KeyPooled m_tail;
 };
 

@@ -19,6 +19,7 @@ public:
     HostMaps(int heads, int tokens, std::vector<float> ssa, std::vector<float> compare)
         : m_heads(heads), m_tokens(tokens), m_ssa(std::move(ssa)), m_compare(std::move(compare)) {}
     HeadMap Head(MapSide side, int l, int h) const override {
+        if (side == MapSide::Base) return nullptr;
         const std::vector<float>& all = side == MapSide::Ssa ? m_ssa : m_compare;
         const size_t cells = static_cast<size_t>(m_tokens) * m_tokens, at = (static_cast<size_t>(l) * m_heads + h) * cells;
         if (all.size() < at + cells) return nullptr;

@@ -9,7 +9,10 @@
 
 namespace model {
 
-enum class MapSide { Ssa, Compare };
+// Compare: what the SSA model is compared with (analysis.h's Comparison); Base: a fine-tune's base
+// model, a third side beside the SSA weights at tau = 1 (Comparison::Base).
+enum class MapSide { Ssa, Compare, Base };
+constexpr int kMapSides = 3;  // the values of MapSide
 using HeadMap = std::shared_ptr<const std::vector<float>>;  // one head's [T, T] map, row-major
 
 // Every head's full attention map, on demand. At thousands of tokens L*H*T*T floats do not fit
@@ -23,7 +26,7 @@ public:
 };
 constexpr size_t kMapCacheBytes = size_t{128} << 20;
 
-// Maps already on the host, [L, H, T, T] a side: synthetic analyses for the demo and tests.
+// Maps already on the host, [L, H, T, T] a side: synthetic analyses for the demo and tests (no base side).
 std::shared_ptr<const AttentionMaps> HostAttentionMaps(int layers, int heads, int tokens, std::vector<float> ssa,
                                                        std::vector<float> compare);
 

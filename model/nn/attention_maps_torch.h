@@ -73,7 +73,7 @@ public:
 private:
     HeadMap TakeSeed(const MapCache::Key& key) const;
 
-    std::vector<Layer> m_layers[2];
+    std::vector<Layer> m_layers[kMapSides];
     mutable MapCache m_cache;
     mutable std::vector<std::pair<MapCache::Key, HeadMap>> m_seeds;
     int64_t m_stable = 0;

@@ -105,22 +105,32 @@ inline Floats NegXLogX(Floats x) {
     return -x * Log(x > floor ? x : floor);
 }
 
+// The pairs of maps the fused pass compares, in this order: with two maps (0, 1); with three
+// also (0, 2) and (1, 2) (CompareThreeMaps: a fine-tune's SSA side, its tau = 1 side, its base).
+template <int N>
+constexpr int kPairs = N * (N - 1) / 2;
+constexpr int kPairFirst[] = {0, 0, 1}, kPairSecond[] = {1, 2, 2};
+
 // Per-lane float sums over kFlushGroups groups of kLanes keys, then added into the row's doubles:
 // short float partials keep the error against float64 near float rounding (32 groups doubled it).
 constexpr int kFlushGroups = 4;
+template <int N>
 struct LaneSums {
-    Floats entropy_p{}, entropy_q{}, entropy_m{};  // -sum x ln x, m = (p + q) / 2
-    Floats square_p{}, square_q{};
-    Floats l1{};
+    Floats entropy[N]{}, square[N]{};                  // -sum x ln x and sum x^2 of each map
+    Floats entropy_m[kPairs<N>]{}, l1[kPairs<N>]{};    // of each pair: m = (a + b) / 2, |a - b|
 };
 
-inline void AddGroup(Floats p, Floats q, LaneSums& s) {
-    s.entropy_p += NegXLogX(p);
-    s.entropy_q += NegXLogX(q);
-    s.entropy_m += NegXLogX(0.5f * (p + q));
-    s.square_p += p * p;
-    s.square_q += q * q;
-    s.l1 += BitCast<Floats>(BitCast<Ints>(p - q) & 0x7fffffff);  // |p - q|: the sign bit cleared
+template <int N>
+inline void AddGroup(const Floats (&x)[N], LaneSums<N>& s) {
+    for (int m = 0; m < N; ++m) {
+        s.entropy[m] += NegXLogX(x[m]);
+        s.square[m] += x[m] * x[m];
+    }
+    for (int k = 0; k < kPairs<N>; ++k) {
+        const Floats a = x[kPairFirst[k]], b = x[kPairSecond[k]];
+        s.entropy_m[k] += NegXLogX(0.5f * (a + b));
+        s.l1[k] += BitCast<Floats>(BitCast<Ints>(a - b) & 0x7fffffff);  // |a - b|: the sign bit cleared
+    }
 }
 
 inline double Sum(Floats v) {
@@ -166,75 +176,99 @@ void WriteRow(const RowPointers& out, int64_t row, int64_t keys, float sink, dou
     out.sink_mass[row] = sink;
 }
 
-// Row `row` of both maps, query index i: keys 0..i, each read from memory once (a group is
+// What the fused pass writes: each map's row metrics, each pair's JS and L1, [..., R] float32.
+template <int N>
+struct Fused {
+    RowMetricTensors metrics[N];
+    at::Tensor js[kPairs<N>], l1[kPairs<N>];
+};
+template <int N>
+struct FusedPointers {
+    const float* maps[N];
+    RowPointers out[N];
+    float *js[kPairs<N>], *l1[kPairs<N>];
+};
+
+// Row `row` of every map, query index i: keys 0..i, each read from memory once (a group is
 // summed and then scanned for the top five while it is in L1).
-void CompareRow(const float* p_maps, const float* q_maps, int64_t T, int64_t row, int64_t i, const RowPointers& out_p,
-                const RowPointers& out_q, float* js, float* l1) {
-    const float* p = p_maps + row * T;
-    const float* q = q_maps + row * T;
+template <int N>
+void CompareRow(const FusedPointers<N>& f, int64_t T, int64_t row, int64_t i) {
+    const float* x[N];
+    for (int m = 0; m < N; ++m) x[m] = f.maps[m] + row * T;
     const int64_t keys = i + 1;
-    assert(std::all_of(p + keys, p + T, [](float v) { return v == 0; }) && "p is not causal");
-    assert(std::all_of(q + keys, q + T, [](float v) { return v == 0; }) && "q is not causal");
-    double entropy_p = 0, entropy_q = 0, entropy_m = 0, square_p = 0, square_q = 0, distance = 0;
-    Top5 top_p, top_q;
+    for (int m = 0; m < N; ++m) assert(std::all_of(x[m] + keys, x[m] + T, [](float v) { return v == 0; }) && "a map is not causal");
+    double entropy[N] = {}, square[N] = {}, entropy_m[kPairs<N>] = {}, distance[kPairs<N>] = {};
+    Top5 top[N];
     for (int64_t j = 0; j < keys;) {
-        LaneSums s;
+        LaneSums<N> s;
         const int64_t stop = std::min(keys, j + kFlushGroups * kLanes);
         for (; j < stop; j += kLanes) {
-            Floats pg{}, qg{};
+            Floats g[N] = {};
             if (stop - j >= kLanes) {
-                pg = Load(p + j);
-                qg = Load(q + j);
+                for (int m = 0; m < N; ++m) g[m] = Load(x[m] + j);
             } else {  // the row's last, partial group, zero-padded
-                for (int64_t k = j; k < stop; ++k) {
-                    pg[k - j] = p[k];
-                    qg[k - j] = q[k];
-                }
+                for (int64_t k = j; k < stop; ++k)
+                    for (int m = 0; m < N; ++m) g[m][k - j] = x[m][k];
             }
-            AddGroup(pg, qg, s);
-            for (int l = 0; l < kLanes; ++l) {
-                top_p.Add(pg[l]);
-                top_q.Add(qg[l]);
-            }
+            AddGroup(g, s);
+            for (int l = 0; l < kLanes; ++l)
+                for (int m = 0; m < N; ++m) top[m].Add(g[m][l]);
         }
         j = stop;
-        entropy_p += Sum(s.entropy_p);
-        entropy_q += Sum(s.entropy_q);
-        entropy_m += Sum(s.entropy_m);
-        square_p += Sum(s.square_p);
-        square_q += Sum(s.square_q);
-        distance += Sum(s.l1);
+        for (int m = 0; m < N; ++m) {
+            entropy[m] += Sum(s.entropy[m]);
+            square[m] += Sum(s.square[m]);
+        }
+        for (int k = 0; k < kPairs<N>; ++k) {
+            entropy_m[k] += Sum(s.entropy_m[k]);
+            distance[k] += Sum(s.l1[k]);
+        }
     }
-    WriteRow(out_p, row, keys, p[0], entropy_p, square_p, top_p);
-    WriteRow(out_q, row, keys, q[0], entropy_q, square_q, top_q);
-    // 0.5 KL(p||m) + 0.5 KL(q||m) = H(m) - (H(p) + H(q)) / 2; rounding can dip below 0 for equal rows.
-    js[row] = static_cast<float>(std::max(0.0, entropy_m - 0.5 * (entropy_p + entropy_q)));
-    l1[row] = static_cast<float>(distance);
+    for (int m = 0; m < N; ++m) WriteRow(f.out[m], row, keys, x[m][0], entropy[m], square[m], top[m]);
+    // 0.5 KL(a||m) + 0.5 KL(b||m) = H(m) - (H(a) + H(b)) / 2; rounding can dip below 0 for equal rows.
+    for (int k = 0; k < kPairs<N>; ++k) {
+        f.js[k][row] = static_cast<float>(std::max(0.0, entropy_m[k] - 0.5 * (entropy[kPairFirst[k]] + entropy[kPairSecond[k]])));
+        f.l1[k][row] = static_cast<float>(distance[k]);
+    }
 }
 
-MapComparison CompareMapsFused(const at::Tensor& p_in, const at::Tensor& q_in, int64_t first) {
-    const at::Tensor p = p_in.contiguous(), q = q_in.contiguous();
-    const int64_t T = p.size(-1), R = p.size(-2);
-    const at::IntArrayRef sizes = p.sizes().slice(0, p.dim() - 1);  // [..., T]
-    MapComparison c;
-    const RowPointers out_p = Allocate(c.p, sizes), out_q = Allocate(c.q, sizes);
-    c.js = at::empty(sizes, at::kFloat);
-    c.l1 = at::empty(sizes, at::kFloat);
-    const float* p_maps = p.data_ptr<float>();
-    const float* q_maps = q.data_ptr<float>();
-    float* js = c.js.data_ptr<float>();
-    float* l1 = c.l1.data_ptr<float>();
+// Maps [..., R, T] of one shape, float32 on the CPU.
+template <int N>
+Fused<N> CompareFused(const at::Tensor* const (&in)[N], int64_t first) {
+    at::Tensor maps[N];
+    for (int m = 0; m < N; ++m) maps[m] = in[m]->contiguous();
+    const int64_t T = maps[0].size(-1), R = maps[0].size(-2);
+    const at::IntArrayRef sizes = maps[0].sizes().slice(0, maps[0].dim() - 1);  // [..., R]
+    Fused<N> c;
+    FusedPointers<N> f;
+    for (int m = 0; m < N; ++m) {
+        f.maps[m] = maps[m].template data_ptr<float>();
+        f.out[m] = Allocate(c.metrics[m], sizes);
+    }
+    for (int k = 0; k < kPairs<N>; ++k) {
+        c.js[k] = at::empty(sizes, at::kFloat);
+        c.l1[k] = at::empty(sizes, at::kFloat);
+        f.js[k] = c.js[k].template data_ptr<float>();
+        f.l1[k] = c.l1[k].template data_ptr<float>();
+    }
     // Row r costs first + r + 1 keys, so a work item takes rows r and R-1-r of one map: equal
     // items, and threads stay balanced even for a single map.
-    const int64_t maps = R > 0 && T > 0 ? p.numel() / (R * T) : 0, half = (R + 1) / 2;
-    at::parallel_for(0, maps * half, 8, [&](int64_t begin, int64_t end) {
+    const int64_t count = R > 0 && T > 0 ? maps[0].numel() / (R * T) : 0, half = (R + 1) / 2;
+    at::parallel_for(0, count * half, 8, [&](int64_t begin, int64_t end) {
         for (int64_t item = begin; item < end; ++item) {
             const int64_t map = item / half, r = item % half;
-            CompareRow(p_maps, q_maps, T, map * R + r, first + r, out_p, out_q, js, l1);
-            if (R - 1 - r != r) CompareRow(p_maps, q_maps, T, map * R + R - 1 - r, first + R - 1 - r, out_p, out_q, js, l1);
+            CompareRow(f, T, map * R + r, first + r);
+            if (R - 1 - r != r) CompareRow(f, T, map * R + R - 1 - r, first + R - 1 - r);
         }
     });
     return c;
+}
+
+// What CompareMaps and CompareThreeMaps check of their maps; true when the fused pass takes them.
+bool CheckMaps(const char* what, const at::Tensor& p, const at::Tensor& q, int64_t first) {
+    TORCH_CHECK(p.sizes() == q.sizes() && p.dim() >= 2 && p.size(-1) >= first + p.size(-2), what, ": maps of shapes ", p.sizes(),
+                " and ", q.sizes(), " are not [..., R, T] of the same shape with T >= ", first, " + R");
+    return p.is_cpu() && q.is_cpu() && p.scalar_type() == at::kFloat && q.scalar_type() == at::kFloat;
 }
 
 }  // namespace
@@ -273,10 +307,9 @@ at::Tensor L1Distance(const at::Tensor& p, const at::Tensor& q) {
 
 MapComparison CompareMaps(const at::Tensor& p, const at::Tensor& q, int64_t first) {
     c10::InferenceMode guard;
-    TORCH_CHECK(p.sizes() == q.sizes() && p.dim() >= 2 && p.size(-1) >= first + p.size(-2), "CompareMaps: maps of shapes ",
-                p.sizes(), " and ", q.sizes(), " are not two [..., R, T] of the same shape with T >= ", first, " + R");
-    const bool fused = p.is_cpu() && q.is_cpu() && p.scalar_type() == at::kFloat && q.scalar_type() == at::kFloat;
-    return fused ? CompareMapsFused(p, q, first) : CompareMapsGeneric(p, q, first);
+    if (!CheckMaps("CompareMaps", p, q, first)) return CompareMapsGeneric(p, q, first);
+    Fused<2> f = CompareFused<2>({&p, &q}, first);
+    return {std::move(f.metrics[0]), std::move(f.metrics[1]), f.js[0], f.l1[0]};
 }
 
 MapComparison CompareMapsGeneric(const at::Tensor& p, const at::Tensor& q, int64_t first) {
@@ -285,6 +318,25 @@ MapComparison CompareMapsGeneric(const at::Tensor& p, const at::Tensor& q, int64
     c.q = ComputeRowMetrics(q, first);
     c.js = JsDivergence(p, q, c.p.entropy, c.q.entropy);
     c.l1 = L1Distance(p, q);
+    return c;
+}
+
+ThreeWayComparison CompareThreeMaps(const at::Tensor& p, const at::Tensor& q, const at::Tensor& r, int64_t first) {
+    c10::InferenceMode guard;
+    const bool fused = CheckMaps("CompareThreeMaps", p, q, first) && CheckMaps("CompareThreeMaps", p, r, first);
+    if (!fused) return CompareThreeMapsGeneric(p, q, r, first);
+    Fused<3> f = CompareFused<3>({&p, &q, &r}, first);
+    return {{std::move(f.metrics[0]), std::move(f.metrics[1]), f.js[0], f.l1[0]}, std::move(f.metrics[2]), f.js[1], f.l1[1], f.js[2], f.l1[2]};
+}
+
+ThreeWayComparison CompareThreeMapsGeneric(const at::Tensor& p, const at::Tensor& q, const at::Tensor& r, int64_t first) {
+    ThreeWayComparison c;
+    c.pq = CompareMapsGeneric(p, q, first);
+    c.r = ComputeRowMetrics(r, first);
+    c.js_pr = JsDivergence(p, r, c.pq.p.entropy, c.r.entropy);
+    c.l1_pr = L1Distance(p, r);
+    c.js_qr = JsDivergence(q, r, c.pq.q.entropy, c.r.entropy);
+    c.l1_qr = L1Distance(q, r);
     return c;
 }
 

@@ -51,6 +51,18 @@ MapComparison CompareMaps(const at::Tensor& p, const at::Tensor& q, int64_t firs
 // The same from the torch ops above, on any device and for any map; the fused path's reference.
 MapComparison CompareMapsGeneric(const at::Tensor& p, const at::Tensor& q, int64_t first = 0);
 
+// A fine-tune's three sides (SPEC section 9): p against q as CompareMaps (the SSA side against
+// tau = 1), and a third map r (the base) measured and compared with each, every row of the three
+// read once (the fused pass as CompareMaps's, on the same conditions).
+struct ThreeWayComparison {
+    MapComparison pq;
+    RowMetricTensors r;
+    at::Tensor js_pr, l1_pr;  // [..., T] p against r
+    at::Tensor js_qr, l1_qr;  // [..., T] q against r
+};
+ThreeWayComparison CompareThreeMaps(const at::Tensor& p, const at::Tensor& q, const at::Tensor& r, int64_t first = 0);
+ThreeWayComparison CompareThreeMapsGeneric(const at::Tensor& p, const at::Tensor& q, const at::Tensor& r, int64_t first = 0);
+
 // Mean over rows 1..T-1 (skipping the single-key row): [..., T] -> [...]; NaN when T == 1.
 at::Tensor RowMean(const at::Tensor& rows);
 

@@ -70,6 +70,20 @@ For each case it writes OUT/<case>/:
         tau_v = 1. A value temperature of a kv group is thereby removed from the ablated head's
         reads only; the other query heads of the group keep it (so do all other heads/layers);
         attention_twin, loss_twin: the case's "twin" folder (its vanilla base) on the same ids.
+      For a fine-tune with a base (case.json "base": the base's path relative to the case folder,
+      a sibling folder or a checkpoint file beside the fine-tune; "base_config": where the
+      fine-tune's lit_config.json has an "ssa" block, which the base's checkpoint has no
+      parameters of, the base's own config, written beside it), the three-way comparison of
+      SPEC section 9: SSA; tau1, the SSA weights with the temperature off by the official formula
+      (model_finetune_att.py's factor (1 + exp(-exp(beta)) ln i) replaced by 1, tau_v = 1 too),
+      which is the *_vanilla side above; and the base (lit_gpt/model.py: no temperature):
+        attention_base, loss_base, top_ids_base, top_probs_base, top_gap_base, entropy_base [L,H,T];
+        js, l1 (SSA row against tau1 row), js_total, l1_total (SSA against base), js_drift,
+        l1_drift (tau1 against base) [L,H,T]: Jensen-Shannon 0.5 KL(p||m) + 0.5 KL(q||m),
+        m = (p + q) / 2, in nats, and sum |p - q|, of each query row;
+        decomposition_js_total, decomposition_js_temperature, decomposition_js_drift [L,H]: those
+        rows' mean over rows 2..T (the single-key row skipped, SPEC section 2);
+        decomposition_loss_mean [3]: the mean loss of SSA, tau1, base.
 
 hf_family_reference.py adds Hugging Face folders (config.json + model.safetensors in HF's names)
 of gpt_neox, llama (Llama 3.1), mistral, qwen2 and qwen3 with the same reference files, run by
@@ -219,10 +233,11 @@ CASES = [
          config=dict(block_size=2048, vocab_size=50257, padding_multiple=64, n_layer=2, n_head=8,
                      n_embd=64, intermediate_size=176, n_query_groups=2, rope_base=500, **LLAMA_COMMON),
          temp={"beta": "exp_exp", "values": [0.3, -0.8]}, container="fabric", file="lit_model.pth",
-         ablate="1:5",
+         ablate="1:5", base_file="base/lit_model.pth",
          desc="TinyLlama-like: RMSNorm, rotary 1.0, sequential residual, no biases, LLaMAMLP, "
               "GQA H=8 G=2, rope_base 500, beta exp_exp; bf16 weights and bf16 AdamW state "
-              "(bf16-true training) in a Fabric dict"),
+              "(bf16-true training) in a Fabric dict; fine-tuned from the vanilla base in base/ "
+              "(its own lit_model.pth, lit_config.json and tokenizer)"),
     dict(name="mistral", family="mistral", seed=204, T=256, base_file="lit_model.pth",
          config=dict(padded_vocab_size=50304, vocab_size=50257, block_size=1024, n_layer=3, n_head=4,
                      n_embd=32, n_query_groups=2, intermediate_size=112, rope_base=200, **LLAMA_COMMON,
@@ -757,13 +772,39 @@ def write_checkpoint(case, model, base, d, storage_dtype):
     else:
         raise ValueError(kind)
     if case.get("base_file"):
-        torch.save(base.to(storage_dtype).state_dict(), os.path.join(d, case["base_file"]))
+        path = os.path.join(d, case["base_file"])
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        torch.save(base.to(storage_dtype).state_dict(), path)
     return {k: v.detach().to(F64) for k, v in model.state_dict().items()}
 
 
 # --------------------------------------------------------------------------------------------
 # Driver
 # --------------------------------------------------------------------------------------------
+
+def js_rows(p, q):
+    """Jensen-Shannon divergence of each row of p and q [..., T, T], nats, from its definition."""
+    m = 0.5 * (p + q)
+    kl = lambda a: torch.xlogy(a, a).sum(-1) - torch.xlogy(a, m).sum(-1)  # a ln(a / m), 0 where a = 0
+    return 0.5 * kl(p) + 0.5 * kl(q)
+
+
+def decomposition(ssa, tau1, base, ids):
+    """The three-way comparison's arrays (module docstring) of the three sides' forward outputs."""
+    out = [("js", js_rows(ssa["attention"], tau1["attention"])),
+           ("l1", (ssa["attention"] - tau1["attention"]).abs().sum(-1)),
+           ("js_total", js_rows(ssa["attention"], base["attention"])),
+           ("l1_total", (ssa["attention"] - base["attention"]).abs().sum(-1)),
+           ("js_drift", js_rows(tau1["attention"], base["attention"])),
+           ("l1_drift", (tau1["attention"] - base["attention"]).abs().sum(-1)),
+           ("entropy_base", -torch.xlogy(base["attention"], base["attention"]).sum(-1))]
+    rows = dict(out)
+    for part, name in (("js_total", "js_total"), ("js_temperature", "js"), ("js_drift", "js_drift")):
+        out.append(("decomposition_" + part, rows[name][..., 1:].mean(-1)))
+    losses = [predictions(side["logits"], ids)["loss"].mean() for side in (ssa, tau1, base)]
+    out.append(("decomposition_loss_mean", torch.stack(losses)))
+    return out
+
 
 def case_ids(case):
     src = CASE_BY_NAME[case.get("ids_from", case["name"])]
@@ -784,6 +825,8 @@ def run_case(case, out_dir, tokenizer_dir, cache):
 
     model, base = build_model(case)
     model = model.to(storage_dtype)
+    if base is not None:  # as written beside the fine-tune (base_file) or as the base case writes it
+        base = base.to(storage_dtype)
     W = write_checkpoint(case, model, base, d, storage_dtype)
     check_written_checkpoint(case, c, d, W, storage_dtype)
     with open(os.path.join(d, "lit_config.json"), "w") as f:
@@ -798,6 +841,25 @@ def run_case(case, out_dir, tokenizer_dir, cache):
     if case.get("query_form"):
         meta["query_form"] = case["query_form"]
     meta.update({"twin": case.get("twin"), "ablate": case["ablate"], "weights": case["file"]})
+    if case.get("base"):
+        meta["base"] = os.path.join("..", case["base"])
+    elif case.get("base_file"):
+        # A folder of its own (its config and tokenizer beside its checkpoint), or a checkpoint
+        # beside the fine-tune's, sharing its folder.
+        folder = os.path.dirname(case["base_file"])
+        meta["base"] = folder or case["base_file"]
+        base_config = {k: v for k, v in case["config"].items() if k != "ssa"}
+        if folder:
+            with open(os.path.join(d, folder, "lit_config.json"), "w") as f:
+                json.dump(base_config, f, indent=2)
+                f.write("\n")
+            for src, dst in (("encoder.json", "vocab.json"), ("vocab.bpe", "merges.txt")):
+                shutil.copyfile(os.path.join(tokenizer_dir, src), os.path.join(d, folder, dst))
+        elif case["config"].get("ssa"):
+            meta["base_config"] = "base_lit_config.json"
+            with open(os.path.join(d, meta["base_config"]), "w") as f:
+                json.dump(base_config, f, indent=2)
+                f.write("\n")
     with open(os.path.join(d, "case.json"), "w") as f:
         json.dump(meta, f)
         f.write("\n")
@@ -834,6 +896,17 @@ def run_case(case, out_dir, tokenizer_dir, cache):
         ref += [("attention_twin", twin["attention"]), ("loss_twin", predictions(twin["logits"], ids)["loss"])]
         if float((twin["attention"] - vanilla["attention"]).abs().max()) < 0.05:
             fail(f"{name}: the twin is too close to the counterfactual to tell them apart")
+    if base is not None:
+        bc = resolve_config(CASE_BY_NAME[case["base"]]["config"]) if case.get("base") else c
+        base_run = forward(bc, None, {k: v.detach().to(F64) for k, v in base.state_dict().items()}, ids)
+        pred = predictions(base_run["logits"], ids)
+        ref += [("attention_base", base_run["attention"])] + [(k + "_base", pred[k]) for k in ("loss", "top_ids", "top_probs", "top_gap")]
+        ref += decomposition(ssa, vanilla, base_run, ids)
+        for what, a, b in (("SSA", ssa, base_run), ("tau1", vanilla, base_run)):
+            if float((a["attention"] - b["attention"]).abs().max()) < 0.05:
+                fail(f"{name}: {what} is too close to the base to tell them apart")
+        if case.get("base") and case.get("twin") == case["base"]:
+            check_close(f"{name}: the base is the twin", base_run["attention"], twin["attention"], 0.0)
     cache[name] = W
     path = os.path.join(d, "reference.safetensors")
     write_safetensors(path, ref, {"generator": "tests/model/family_reference.py", "case": name})

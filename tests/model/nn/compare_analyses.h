@@ -46,8 +46,21 @@ inline float CompareAnalyses(const model::Analysis& got, const model::Analysis& 
     }
     for (const auto& row : want.metrics.rows) check(got.metrics.Get(row.name), row.values, "SSA " + row.name);
     for (const auto& row : want.metrics_compare.rows) check(got.metrics_compare.Get(row.name), row.values, "compare " + row.name);
+    if (got.HasBase() != want.HasBase() || got.metrics_base.rows.size() != want.metrics_base.rows.size()) {
+        *what = "whether there is a base";
+        return INFINITY;
+    }
+    for (const auto& row : want.metrics_base.rows) check(got.metrics_base.Get(row.name), row.values, "base " + row.name);
     check(got.js, want.js, "js");
     check(got.l1, want.l1, "l1");
+    check(got.js_total, want.js_total, "js_total");
+    check(got.l1_total, want.l1_total, "l1_total");
+    check(got.js_drift, want.js_drift, "js_drift");
+    check(got.l1_drift, want.l1_drift, "l1_drift");
+    check(got.tau_q_base, want.tau_q_base, "tau_q_base");
+    check(got.tau_v_base, want.tau_v_base, "tau_v_base");
+    check(got.loss_base, want.loss_base, "loss_base");
+    check(got.top_probs_base, want.top_probs_base, "top_probs_base");
     check(got.tau_q, want.tau_q, "tau_q");
     check(got.tau_v, want.tau_v, "tau_v");
     check(got.tau_q_compare, want.tau_q_compare, "tau_q_compare");
@@ -76,11 +89,12 @@ inline float CompareAnalyses(const model::Analysis& got, const model::Analysis& 
             if (std::abs(a[i] - b[i]) > slack) return false;
         return true;
     };
-    if (!ids_agree(got.top_ids, want.top_ids) || !ids_agree(got.top_ids_compare, want.top_ids_compare)) {
+    if (!ids_agree(got.top_ids, want.top_ids) || !ids_agree(got.top_ids_compare, want.top_ids_compare) ||
+        !ids_agree(got.top_ids_base, want.top_ids_base)) {
         *what = "top ids";
         return INFINITY;
     }
-    if (!ranks_agree(got.rank, want.rank) || !ranks_agree(got.rank_compare, want.rank_compare)) {
+    if (!ranks_agree(got.rank, want.rank) || !ranks_agree(got.rank_compare, want.rank_compare) || !ranks_agree(got.rank_base, want.rank_base)) {
         *what = "ranks";
         return INFINITY;
     }
@@ -92,7 +106,9 @@ inline float CompareAnalyses(const model::Analysis& got, const model::Analysis& 
     check(got.thumbnails.All(ThumbnailKind::Ssa), want.thumbnails.All(ThumbnailKind::Ssa), "thumbnails (SSA)");
     check(got.thumbnails.All(ThumbnailKind::Compare), want.thumbnails.All(ThumbnailKind::Compare), "thumbnails (comparison)");
     check(got.thumbnails.All(ThumbnailKind::Difference), want.thumbnails.All(ThumbnailKind::Difference), "thumbnails (difference)");
-    for (MapSide side : {MapSide::Ssa, MapSide::Compare})
+    const char* side_names[] = {"SSA", "compare", "base"};
+    for (MapSide side : {MapSide::Ssa, MapSide::Compare, MapSide::Base}) {
+        if (side == MapSide::Base && !want.HasBase()) continue;
         for (int l = 0; l < want.n_layer; ++l)
             for (int h = 0; h < want.n_head; ++h) {
                 const model::HeadMap a = got.Map(side, l, h), b = want.Map(side, l, h);
@@ -100,9 +116,9 @@ inline float CompareAnalyses(const model::Analysis& got, const model::Analysis& 
                     *what = "a missing map";
                     return INFINITY;
                 }
-                check(*a, *b, std::string(side == MapSide::Ssa ? "SSA" : "compare") + " map L" + std::to_string(l) + "H" +
-                                  std::to_string(h));
+                check(*a, *b, std::string(side_names[static_cast<int>(side)]) + " map L" + std::to_string(l) + "H" + std::to_string(h));
             }
+    }
     return worst;
 }
 

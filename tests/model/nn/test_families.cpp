@@ -4,7 +4,9 @@
 // independent PyTorch references (tests/model/family_reference.py, hf_family_reference.py):
 // attention maps, tau_q and tau_v, per-token loss, top-10 next tokens and the last logits, for
 // SSA, the tau = 1 counterfactual, the layer-local comparison, an ablated head, an edited text
-// analysed incrementally, and a twin (the base model the fine-tuning started from). Tolerance 1e-4
+// analysed incrementally, and a twin (the base model the fine-tuning started from); and a fine-tune's
+// three-way comparison with its base (SPEC section 9: SSA, SSA at tau = 1, base, their
+// divergences row by row and per head, the losses), with edits and what-ifs. Tolerance 1e-4
 // (float32 against float64); each comparison prints its largest |difference|. Top-10 ids may swap
 // where the reference's neighbouring log-probabilities are closer than that. Then HF configs
 // that are wrong, each a one-line error.
@@ -12,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -198,30 +201,39 @@ TEST_P(Families, AnAblatedHeadMatchesTheReference) {
     ExpectClose(a->loss_compare, c.Ref("loss"), kTolerance, "the unedited model's loss");
 }
 
-// An edit analysed incrementally: the rows before it kept from the last analysis (and the maps
-// built from them), the rest recomputed, with the sliding window where the family has one. Once
-// in the middle, once typing at the end.
+// The case's ids analysed incrementally after an edit: the rows before it kept from the last
+// analysis (and the maps built from them, side `seeded`'s each built once), the rest recomputed.
+// Once after an edit in the middle, once typing at the end (from the text three tokens short);
+// `check` gets each analysis and says which.
+void AfterEdits(model::Engine& engine, const FamilyCase& c, model::MapSide seeded,
+                const std::function<void(const model::Analysis&, const std::string&)>& check) {
+    const size_t T = c.ids.size();
+    std::vector<int32_t> middle = c.ids, shorter(c.ids.begin(), c.ids.end() - 3);
+    middle[T / 2] = (middle[T / 2] + 1) % 50257;
+    for (int edit = 0; edit < 2; ++edit) {
+        auto first = engine.Analyze(Ids(edit == 0 ? middle : shorter));
+        ASSERT_TRUE(first.ok()) << first.error();
+        for (int l = 0; l < first->n_layer; ++l)  // maps the next analysis seeds its own from
+            for (int h = 0; h < first->n_head; ++h) ASSERT_TRUE(first->Map(seeded, l, h));
+        auto a = engine.Analyze(Ids(c.ids));
+        ASSERT_TRUE(a.ok()) << a.error();
+        EXPECT_GT(a->reused_rows, 0);
+        check(*a, edit == 0 ? "after a middle edit" : "after typing at the end");
+    }
+}
+
+// An edit analysed incrementally, with the sliding window where the family has one.
 TEST_P(Families, AnEditedTextMatchesTheReference) {
     FamilyCase c(GetParam());
     ASSERT_TRUE(c.ok) << c.error;
     auto engine = Open(c);
     ASSERT_TRUE(engine);
-    const size_t T = c.ids.size();
-    std::vector<int32_t> middle = c.ids, shorter(c.ids.begin(), c.ids.end() - 3);
-    middle[T / 2] = (middle[T / 2] + 1) % 50257;
-    for (int edit = 0; edit < 2; ++edit) {
-        auto first = engine->Analyze(Ids(edit == 0 ? middle : shorter));
-        ASSERT_TRUE(first.ok()) << first.error();
-        for (int l = 0; l < first->n_layer; ++l)  // maps the next analysis seeds its own from
-            for (int h = 0; h < first->n_head; ++h) ASSERT_TRUE(first->Map(model::MapSide::Ssa, l, h));
-        auto a = engine->Analyze(Ids(c.ids));
-        ASSERT_TRUE(a.ok()) << a.error();
-        const std::string what = edit == 0 ? "after a middle edit" : "after typing at the end";
-        ExpectMaps(*a, model::MapSide::Ssa, c.Ref("attention"), "SSA maps " + what);
-        ExpectMaps(*a, model::MapSide::Compare, c.Ref("attention_vanilla"), "counterfactual maps " + what);
-        ExpectClose(a->tau_q, c.Ref("tau_q"), kTolerance, "tau_q " + what);
-        ExpectClose(a->loss, c.Ref("loss"), kTolerance, "loss " + what);
-    }
+    AfterEdits(*engine, c, model::MapSide::Ssa, [&](const model::Analysis& a, const std::string& what) {
+        ExpectMaps(a, model::MapSide::Ssa, c.Ref("attention"), "SSA maps " + what);
+        ExpectMaps(a, model::MapSide::Compare, c.Ref("attention_vanilla"), "counterfactual maps " + what);
+        ExpectClose(a.tau_q, c.Ref("tau_q"), kTolerance, "tau_q " + what);
+        ExpectClose(a.loss, c.Ref("loss"), kTolerance, "loss " + what);
+    });
 }
 
 INSTANTIATE_TEST_SUITE_P(Lit, Families, ::testing::Values("pythia", "llama", "mistral", "llama3", "mqa"),
@@ -295,6 +307,103 @@ TEST(FamiliesTwin, FineTunedSsaAgainstItsBase) {
     ASSERT_TRUE(a.ok()) << a.error();
     ExpectMaps(*a, model::MapSide::Compare, c.Ref("attention_twin"), "twin maps");
     ExpectClose(a->loss_compare, c.Ref("loss_twin"), kTolerance, "twin loss");
+}
+
+// A fine-tune with its base (SPEC section 9), against the reference's three sides: every map of
+// each, the temperatures (the base's all 1), the predictions, each row's JS and L1 of the three
+// pairs, the base's entropies, and the per-head decomposition with each side's mean loss. Then
+// again after an edit in the middle and typing at the end, each analysed incrementally.
+std::string BasePath(const FamilyCase& c) { return c.dir + "/" + c.meta.at("base").get<std::string>(); }
+model::ConfigHints BaseHints(const FamilyCase& c) {
+    model::ConfigHints hints;
+    if (c.meta.contains("base_config")) hints.config_file = c.dir + "/" + c.meta["base_config"].get<std::string>();
+    return hints;
+}
+
+void ExpectThreeSides(const model::Analysis& a, const FamilyCase& c, const std::string& what) {
+    ASSERT_EQ(a.comparison, model::Comparison::Base);
+    ExpectSsaSide(a, c);
+    ExpectMaps(a, model::MapSide::Compare, c.Ref("attention_vanilla"), "tau1 maps" + what);
+    ExpectPredictions(a, true, c, "_vanilla", "tau1" + what);
+    ExpectMaps(a, model::MapSide::Base, c.Ref("attention_base"), "base maps" + what);
+    ExpectClose(a.loss_base, c.Ref("loss_base"), kTolerance, "base loss" + what);
+    ExpectTopIds(a.top_ids_base, c.Ref("top_ids_base"), c.Ref("top_gap_base"), "base top ids" + what);
+    ExpectClose(a.top_probs_base, c.Ref("top_probs_base"), kTolerance, "base top probabilities" + what);
+    const std::vector<float> ones(a.tau_q.size(), 1.0f);
+    ExpectClose(a.tau_q_compare, ones, 0.0f, "tau1 tau_q" + what);
+    ExpectClose(a.tau_q_base, ones, 0.0f, "base tau_q" + what);
+    ExpectClose(a.tau_v_base, ones, 0.0f, "base tau_v" + what);
+    ExpectClose(a.metrics_base.Get("entropy"), c.Ref("entropy_base"), kTolerance, "base entropy" + what);
+    const std::pair<const std::vector<float>*, const char*> rows[] = {{&a.js, "js"},         {&a.l1, "l1"},
+                                                                      {&a.js_total, "js_total"}, {&a.l1_total, "l1_total"},
+                                                                      {&a.js_drift, "js_drift"}, {&a.l1_drift, "l1_drift"}};
+    for (const auto& [got, name] : rows) ExpectClose(*got, c.Ref(name), kTolerance, std::string(name) + what);
+    const model::Decomposition d = model::Decompose(a);
+    ASSERT_FALSE(d.empty());
+    EXPECT_EQ(d.n_layer * d.n_head, static_cast<int>(d.js_total.size()));
+    ExpectClose(d.js_total, c.Ref("decomposition_js_total"), kTolerance, "per-head js_total" + what);
+    ExpectClose(d.js_temperature, c.Ref("decomposition_js_temperature"), kTolerance, "per-head js_temperature" + what);
+    ExpectClose(d.js_drift, c.Ref("decomposition_js_drift"), kTolerance, "per-head js_drift" + what);
+    ExpectClose({d.loss_mean, d.loss_mean_tau1, d.loss_mean_base}, c.Ref("decomposition_loss_mean"), kTolerance, "mean losses" + what);
+}
+
+class FamiliesBase : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FamiliesBase, ThreeWayComparisonMatchesTheReference) {
+    FamilyCase c(GetParam());
+    ASSERT_TRUE(c.ok) << c.error;
+    auto engine = Open(c);
+    ASSERT_TRUE(engine);
+    const model::Status opened = engine->OpenBase(BasePath(c), BaseHints(c));
+    ASSERT_TRUE(opened.ok()) << opened.error();
+    ASSERT_TRUE(engine->BaseInfo());
+    EXPECT_EQ(engine->TwinInfo(), nullptr);
+    EXPECT_STREQ(model::ToString(engine->comparison()), "base");
+    auto a = engine->Analyze(Ids(c.ids));
+    ASSERT_TRUE(a.ok()) << a.error();
+    EXPECT_EQ(a->base_label, engine->BaseInfo()->dir);
+    ExpectThreeSides(*a, c, "");
+    AfterEdits(*engine, c, model::MapSide::Base, [&](const model::Analysis& again, const std::string& what) {
+        ExpectThreeSides(again, c, " " + what);
+    });
+}
+
+// What-ifs change the SSA side alone: an ablated head against tau = 1 and the base.
+TEST_P(FamiliesBase, WhatIfsChangeTheSsaSideOnly) {
+    FamilyCase c(GetParam());
+    ASSERT_TRUE(c.ok) << c.error;
+    auto engine = Open(c);
+    ASSERT_TRUE(engine);
+    const model::ModelConfig& config = engine->Info().config;
+    auto edits = model::ParseInterventions(c.meta.at("ablate").get<std::string>(), config.n_layer, config.n_head);
+    ASSERT_TRUE(edits.ok()) << edits.error();
+    ASSERT_TRUE(engine->SetInterventions(*edits).ok());
+    ASSERT_TRUE(engine->OpenBase(BasePath(c), BaseHints(c)).ok());
+    auto a = engine->Analyze(Ids(c.ids));
+    ASSERT_TRUE(a.ok()) << a.error();
+    ExpectMaps(*a, model::MapSide::Ssa, c.Ref("attention_ablated"), "ablated maps");
+    ExpectClose(a->loss, c.Ref("loss_ablated"), kTolerance, "ablated loss");
+    ExpectMaps(*a, model::MapSide::Compare, c.Ref("attention_vanilla"), "tau1 maps");
+    ExpectMaps(*a, model::MapSide::Base, c.Ref("attention_base"), "base maps");
+    ExpectClose(a->loss_base, c.Ref("loss_base"), kTolerance, "base loss");
+    ExpectClose(a->js_drift, c.Ref("js_drift"), kTolerance, "js_drift");
+}
+
+INSTANTIATE_TEST_SUITE_P(Lit, FamiliesBase, ::testing::Values("pythia", "llama", "mistral"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// A base the fine-tune cannot be compared with is refused in one line naming it; the model and
+// what it compared with before stay as they were.
+TEST(FamiliesBaseRefused, AnotherShapeIsOneLineAndChangesNothing) {
+    FamilyCase pythia("pythia"), mistral("mistral");
+    ASSERT_TRUE(pythia.ok && mistral.ok);
+    auto engine = Open(pythia);
+    ASSERT_TRUE(engine);
+    ASSERT_TRUE(engine->OpenTwin(BasePath(pythia)).ok());
+    const model::Status refused = engine->OpenBase(mistral.dir);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error(), "base '" + mistral.dir + "' has 3 layers x 4 heads; the model has 3 x 3");
+    EXPECT_EQ(engine->comparison(), model::Comparison::Twin) << "the twin stays open";
 }
 
 // What `info` and the Model panel show: the family, the checkpoint taken, the form beta was read as.

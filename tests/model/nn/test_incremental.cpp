@@ -1,7 +1,8 @@
 // Incremental analysis (issue 15): an engine that reuses the rows of its previous analysis gives
 // what a fresh full analysis gives, after hundreds of random edits of real text through the real
 // GPT-2 tokenizer, on every SSA form, with the tau = 1 counterfactual, the layer-local one and a
-// twin, on GPT-2 and the RoPE families. Every map (both sides, every head), temperature, temperature term, row metric, JS / L1 and
+// twin, and a fine-tune's base (its three sides, with and without what-ifs), on GPT-2 and the RoPE
+// families. Every map (both sides, every head), temperature, temperature term, row metric, JS / L1 and
 // thumbnail is compared; the largest difference is printed. Tolerance 1e-5 (relative above 1): the rows an edit
 // leaves are computed by matmuls of other shapes than the full pass's, which round differently.
 #include <algorithm>
@@ -248,6 +249,29 @@ TEST(Incremental, RopeFamiliesAfterRandomEdits) {
     }
 }
 
+// A fine-tune's three sides (SSA, tau = 1 in the same batch, the base its own run), on GPT-2's
+// shape and Llama's (grouped kv heads, RoPE); then with what-ifs on the SSA side.
+TEST(Incremental, BaseAfterRandomEdits) {
+    for (const std::string family : {"gpt2", "llama"}) {
+        model::ModelConfig ssa = family == "gpt2" ? PaperConfig(128) : FamilyConfig(family, 128), vanilla = ssa;
+        vanilla.query = vanilla.value = model::TemperatureForm{};
+        const std::string dir = WriteModel(family + "-ssa", ssa, 24), base = WriteModel(family + "-base", vanilla, 25);
+        auto reusing = model::Engine::Open(dir, "cpu");
+        auto fresh = model::Engine::Open(dir, "cpu");
+        ASSERT_TRUE(reusing.ok() && fresh.ok());
+        for (model::Engine* e : {reusing->get(), fresh->get()}) ASSERT_TRUE(e->OpenBase(base).ok());
+        const EditRun run = RunEdits(**reusing, **fresh, 41, 60);
+        std::printf("%s, base: %d edits, %d reusing rows, largest difference %.3g\n", family.c_str(), run.edits, run.reused, run.worst);
+        EXPECT_GT(run.reused, run.edits / 2);
+        auto edits = model::ParseInterventions("0:1,1:*=x0.5", 2, ssa.n_head);
+        ASSERT_TRUE(edits.ok()) << edits.error();
+        for (model::Engine* e : {reusing->get(), fresh->get()}) ASSERT_TRUE(e->SetInterventions(*edits).ok());
+        const EditRun what_ifs = RunEdits(**reusing, **fresh, 42, 30);
+        std::printf("%s, what-ifs with a base: %d edits, largest difference %.3g\n", family.c_str(), what_ifs.edits, what_ifs.worst);
+        EXPECT_GT(what_ifs.reused, what_ifs.edits / 2);
+    }
+}
+
 // Past 256 tokens the thumbnails pool 2 x 2 blocks: growing across that line changes the pool
 // (every block row is pooled again), and edits inside a block re-pool the rows it shares.
 TEST(Incremental, ThumbnailPoolChangesAndPartialBlocks) {
@@ -442,8 +466,9 @@ TEST(Incremental, AnalysesHandedOutKeepTheirNumbersThroughLaterEdits) {
 }
 
 // An analysis cancelled part way, after some layers wrote their rows, leaves the previous one
-// whole: both the analysis handed out and the engine's cache the next edit reuses.
-TEST(Incremental, AnAnalysisCancelledPartWayLeavesThePreviousOneWhole) {
+// whole: both the analysis handed out and the engine's cache the next edit reuses. Without a base
+// and with one (three sides, two runs).
+void CancelPartWay(bool with_base) {
     model::ModelConfig c = PaperConfig(512);
     c.n_layer = 8;
     c.n_embd = 64;
@@ -451,6 +476,11 @@ TEST(Incremental, AnAnalysisCancelledPartWayLeavesThePreviousOneWhole) {
     auto engine = model::Engine::Open(dir, "cpu");
     auto fresh = model::Engine::Open(dir, "cpu");
     ASSERT_TRUE(engine.ok() && fresh.ok());
+    if (with_base) {
+        c.query = c.value = model::TemperatureForm{};
+        const std::string base = WriteModel("cancel-part-way-base", c, 26);
+        for (model::Engine* e : {engine->get(), fresh->get()}) ASSERT_TRUE(e->OpenBase(base).ok());
+    }
     std::string text;
     while (text.size() < 1500) text += kParagraph;
     auto a = (*engine)->Tokenize(text, true);
@@ -488,6 +518,10 @@ TEST(Incremental, AnAnalysisCancelledPartWayLeavesThePreviousOneWhole) {
     ASSERT_TRUE(next.ok() && want_next.ok());
     EXPECT_GT(next->reused_rows, 0);
     EXPECT_LE(CompareAnalyses(*next, *want_next, &what), kTolerance) << what << " of the analysis after";
+    EXPECT_EQ(next->HasBase(), with_base);
 }
+
+TEST(Incremental, AnAnalysisCancelledPartWayLeavesThePreviousOneWhole) { CancelPartWay(false); }
+TEST(Incremental, AnAnalysisWithABaseCancelledPartWayLeavesThePreviousOneWhole) { CancelPartWay(true); }
 
 }  // namespace

@@ -91,26 +91,55 @@ at::Tensor RandomCausalMaps(int64_t maps, int64_t T, uint64_t seed) {
 // The fused pass against the generic torch ops it replaces on the CPU (which CUDA still uses), run
 // in float64 on the same maps: the float32 generic path's own sums are off by up to ~1.5e-6 in JS
 // at T = 300, more than the fused pass (double accumulators) is.
+constexpr double kFusedTolerance = 1e-6;
+
+void CheckRowMetrics(const model::RowMetricTensors& f, const model::RowMetricTensors& g, const std::string& at_t) {
+    CheckClose(f.entropy, g.entropy, kFusedTolerance, "entropy" + at_t);
+    CheckClose(f.normalized_entropy, g.normalized_entropy, kFusedTolerance, "normalized_entropy" + at_t);
+    CheckClose(f.spikiness, g.spikiness, kFusedTolerance, "spikiness" + at_t, /*relative=*/true);
+    CheckClose(f.max_weight, g.max_weight, 0.0, "max_weight" + at_t);
+    CheckClose(f.top5_mass, g.top5_mass, kFusedTolerance, "top5_mass" + at_t);
+    CheckClose(f.effective_support, g.effective_support, kFusedTolerance, "effective_support" + at_t, true);
+    CheckClose(f.sink_mass, g.sink_mass, 0.0, "sink_mass" + at_t);
+}
+
 TEST(CompareMaps, FusedEqualsGenericTorchOps) {
-    constexpr double kFusedTolerance = 1e-6;
     for (int64_t T : {1, 2, 5, 300}) {
         const at::Tensor p = RandomCausalMaps(3, T, 11 + T), q = RandomCausalMaps(3, T, 97 + T);
         const model::MapComparison fused = model::CompareMaps(p, q);
         const model::MapComparison generic = model::CompareMapsGeneric(p.to(at::kDouble), q.to(at::kDouble));
         const std::string at_t = " (T = " + std::to_string(T) + ")";
-        const std::pair<const model::RowMetricTensors*, const model::RowMetricTensors*> sides[] = {{&fused.p, &generic.p},
-                                                                                                   {&fused.q, &generic.q}};
-        for (const auto& [f, g] : sides) {
-            CheckClose(f->entropy, g->entropy, kFusedTolerance, "entropy" + at_t);
-            CheckClose(f->normalized_entropy, g->normalized_entropy, kFusedTolerance, "normalized_entropy" + at_t);
-            CheckClose(f->spikiness, g->spikiness, kFusedTolerance, "spikiness" + at_t, /*relative=*/true);
-            CheckClose(f->max_weight, g->max_weight, 0.0, "max_weight" + at_t);
-            CheckClose(f->top5_mass, g->top5_mass, kFusedTolerance, "top5_mass" + at_t);
-            CheckClose(f->effective_support, g->effective_support, kFusedTolerance, "effective_support" + at_t, true);
-            CheckClose(f->sink_mass, g->sink_mass, 0.0, "sink_mass" + at_t);
-        }
+        CheckRowMetrics(fused.p, generic.p, at_t);
+        CheckRowMetrics(fused.q, generic.q, at_t);
         CheckClose(fused.js, generic.js, kFusedTolerance, "js" + at_t);
         CheckClose(fused.l1, generic.l1, kFusedTolerance, "l1" + at_t);
+    }
+}
+
+// The three-way pass (a fine-tune, its tau = 1 side, its base) likewise, rows from a later first
+// row too (an edit's); its p-q part is CompareMaps's to the bit.
+TEST(CompareMaps, ThreeWayFusedEqualsGenericTorchOps) {
+    for (int64_t T : {1, 2, 5, 300}) {
+        const at::Tensor p = RandomCausalMaps(3, T, 11 + T), q = RandomCausalMaps(3, T, 97 + T), r = RandomCausalMaps(3, T, 5 + T);
+        for (int64_t first : {int64_t{0}, T / 2}) {
+            auto rows = [&](const at::Tensor& m) { return m.narrow(1, first, T - first); };
+            const model::ThreeWayComparison fused = model::CompareThreeMaps(rows(p), rows(q), rows(r), first);
+            const model::ThreeWayComparison generic =
+                model::CompareThreeMapsGeneric(rows(p).to(at::kDouble), rows(q).to(at::kDouble), rows(r).to(at::kDouble), first);
+            const std::string at_t = " (T = " + std::to_string(T) + ", from " + std::to_string(first) + ")";
+            CheckRowMetrics(fused.pq.p, generic.pq.p, at_t);
+            CheckRowMetrics(fused.pq.q, generic.pq.q, at_t);
+            CheckRowMetrics(fused.r, generic.r, at_t);
+            CheckClose(fused.pq.js, generic.pq.js, kFusedTolerance, "js" + at_t);
+            CheckClose(fused.pq.l1, generic.pq.l1, kFusedTolerance, "l1" + at_t);
+            CheckClose(fused.js_pr, generic.js_pr, kFusedTolerance, "js p-r" + at_t);
+            CheckClose(fused.l1_pr, generic.l1_pr, kFusedTolerance, "l1 p-r" + at_t);
+            CheckClose(fused.js_qr, generic.js_qr, kFusedTolerance, "js q-r" + at_t);
+            CheckClose(fused.l1_qr, generic.l1_qr, kFusedTolerance, "l1 q-r" + at_t);
+            const model::MapComparison two = model::CompareMaps(rows(p), rows(q), first);
+            EXPECT_TRUE(at::equal(two.js, fused.pq.js) && at::equal(two.l1, fused.pq.l1) && at::equal(two.p.entropy, fused.pq.p.entropy))
+                << at_t;
+        }
     }
 }
 
