@@ -69,7 +69,7 @@ template <class T>
 T Must(RunResult<T> result) {
     if (result) return std::move(*result);
     const RunError& e = result.error();
-    throw Failure{e.kind == RunError::Kind::Usage ? kExitUsage : e.kind == RunError::Kind::BadInput ? kExitBadInput : kExitFailure, e.message};
+    throw Failure{ExitCodeOf(e.kind), e.message};
 }
 
 std::unique_ptr<Runner> OpenRunner(const CommandOptions& o) {
@@ -80,6 +80,34 @@ std::unique_ptr<Runner> OpenRunner(const CommandOptions& o) {
 //-----------------------------------------------------------------------------
 // [SECTION] info, tokenize
 //-----------------------------------------------------------------------------
+
+// tau_q's position term per layer (the official checkpoints' attn.beta): beta, the slope s and
+// tau_q at a few lengths; a head's own values as a range where the layer has one per head.
+void PrintSlopes(const model::ModelInfo& info) {
+    if (info.query_slopes.empty()) return;
+    const std::vector<int> at = SlopeContexts(info);
+    auto range = [](const std::vector<float>& v) {
+        const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+        char text[48];
+        if (v.size() == 1) std::snprintf(text, sizeof text, "%.4f", *lo);
+        else std::snprintf(text, sizeof text, "%.4f..%.4f", *lo, *hi);
+        return std::string(text);
+    };
+    std::printf("slopes       tau_q(i) = 1 + s ln i per layer (%s from beta)\n", model::ToString(info.config.query.position));
+    std::printf("  layer  %-17s %-17s", "beta", "s");
+    for (int i : at) std::printf(" tau@%-9d", i);
+    std::printf("\n");
+    for (size_t l = 0; l < info.query_slopes.size(); ++l) {
+        const model::TemperatureSlope& slope = info.query_slopes[l];
+        std::printf("  %5zu  %-17s %-17s", l, range(slope.beta).c_str(), range(slope.s).c_str());
+        for (int i : at) {
+            std::vector<float> tau;
+            for (float s : slope.s) tau.push_back(1.0f + s * std::log(static_cast<float>(i)));
+            std::printf(" %-13s", range(tau).c_str());
+        }
+        std::printf("\n");
+    }
+}
 
 int CmdInfo(const CommandOptions& o) {
     auto runner = OpenRunner(o);
@@ -96,8 +124,9 @@ int CmdInfo(const CommandOptions& o) {
                 c.n_head, c.HeadSize(), c.n_embd, c.n_positions, c.vocab_size);
     std::printf("family       %s\n", model::DescribeArchitecture(c).c_str());
     std::printf("parameters   %lld\nactivation   %s\nlayout       %s\n", static_cast<long long>(info.parameters),
-                model::ToString(c.activation), info.layout.c_str());
+                model::ActivationName(c), info.layout.c_str());
     std::printf("tau_q        %s\ntau_v        %s\n", model::Describe(c.query).c_str(), model::Describe(c.value).c_str());
+    PrintSlopes(info);
     std::printf("tokenizer    %s, %zu tokens, from %s\ndevice       %s, computing in %s\n", info.tokenizer_kind.c_str(), info.tokenizer_vocab,
                 info.tokenizer_source.c_str(), info.device.c_str(), info.compute_dtype.c_str());
     const model::ComputeThreads threads = model::CurrentComputeThreads();

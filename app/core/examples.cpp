@@ -70,24 +70,36 @@ std::string DefaultModelDir() {
     return "";
 }
 
-std::string TwinBeside(const std::string& model_dir) {
+std::string BaseBeside(const std::string& model_dir) {
     if (model_dir.empty()) return "";
     std::error_code ec;
     fs::path dir = fs::path(model_dir);
-    // A lit-gpt fine-tuning: the base it started from beside the checkpoint that was opened.
+    // A lit-gpt fine-tuning: the base it started from beside the checkpoint that was opened, or a
+    // sibling folder "base" (its lit_model.pth, or a model folder of its own).
     auto base_of = [&](const fs::path& opened) -> std::string {
         const fs::path folder = opened.parent_path().empty() ? fs::path(".") : opened.parent_path();
         for (const fs::path& base : {folder / "lit_model.pth", folder.parent_path() / "base" / "lit_model.pth"})
             if (fs::is_regular_file(base, ec) && !fs::equivalent(base, opened, ec)) return base.lexically_normal().string();
+        const fs::path sibling = folder.parent_path() / "base";
+        if (fs::is_directory(sibling, ec) && !fs::equivalent(sibling, folder, ec) && model::FindModelFiles(sibling.string()))
+            return sibling.lexically_normal().string();
         return "";
     };
     if (fs::is_regular_file(dir, ec)) return dir.extension() == ".pth" ? base_of(dir) : "";
     if (!fs::is_directory(dir, ec)) return "";
     if (!dir.has_filename()) dir = dir.parent_path();  // "x/ssa/"
-    if (auto files = model::FindModelFiles(dir.string()); files && fs::path(files->weights).extension() == ".pth") {
-        const std::string base = base_of(fs::path(files->weights));
-        if (!base.empty()) return base;
-    }
+    auto files = model::FindModelFiles(dir.string());
+    return files ? base_of(fs::path(files->weights)) : "";
+}
+
+std::string TwinBeside(const std::string& model_dir) {
+    if (model_dir.empty()) return "";
+    std::error_code ec;
+    fs::path dir = fs::path(model_dir);
+    if (fs::is_regular_file(dir, ec) || !fs::is_directory(dir, ec)) return BaseBeside(model_dir);
+    if (!dir.has_filename()) dir = dir.parent_path();  // "x/ssa/"
+    if (auto files = model::FindModelFiles(dir.string()); files && fs::path(files->weights).extension() == ".pth")
+        if (std::string base = BaseBeside(model_dir); !base.empty()) return base;
     const fs::path twin = dir.parent_path() / "vanilla";
     if (!fs::exists(twin / "config.json", ec) || fs::equivalent(twin, dir, ec)) return "";
     return twin.lexically_normal().string();

@@ -6,12 +6,25 @@ namespace app {
 
 std::string HeadName(HeadRef h) { return "L" + std::to_string(h.layer) + " H" + std::to_string(h.head); }
 
+const char* ComparisonKindName(model::Comparison c) {
+    switch (c) {
+        case model::Comparison::Counterfactual: return "tau1";
+        case model::Comparison::LayerLocal: return "local";
+        case model::Comparison::Twin: return "twin";
+        case model::Comparison::Unedited: return "unedited";
+        case model::Comparison::Base: return "base";
+    }
+    return "tau1";
+}
+
 bool HasTwin(const model::Analysis& a) {
     return a.comparison == model::Comparison::Twin || (!a.compare_label.empty() && a.compare_label != "vanilla");
 }
 
 std::string CompareName(const model::Analysis& a) {
     if (a.compare_label.empty()) return CompareKindOf(CompareKind::None).label;
+    // With a base, the comparison side is the SSA weights at tau = 1 (the base is a third side).
+    if (a.HasBase()) return CompareKindOf(CompareKind::Global).label;
     return CompareKindOf(HasTwin(a) ? CompareKind::Twin : CompareKindRunning(a.comparison).kind).label;
 }
 
@@ -26,6 +39,10 @@ std::string TwinFolderName(const model::Analysis& a) {
 }
 
 std::string CompareExplanation(const model::Analysis& a) {
+    if (a.HasBase())
+        return "tau=1, with the base beside: the fine-tune's own weights with tau_q = tau_v = 1 everywhere, and its base model (" +
+               a.base_label + ") as a third side. SSA against tau=1 is what the temperatures did; tau=1 against the base is what "
+               "fine-tuning did to the other weights (their drift); SSA against the base is the whole change.";
     if (HasTwin(a))
         return "twin: a separately trained model (" + a.compare_label +
                ") on the same tokens. Its heads learned on their own, so head h of the twin need not do what head h of SSA does.";

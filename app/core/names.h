@@ -17,6 +17,9 @@ std::string HeadName(HeadRef h);
 // (the labels of app/core/run.h's comparison table).
 std::string CompareName(const model::Analysis& a);
 bool HasTwin(const model::Analysis& a);
+// What an analysis compared with, as files and JSON name it (metrics.json's comparison_kind,
+// Python's comparison_kind): "tau1", "local", "twin", "unedited" or "base".
+const char* ComparisonKindName(model::Comparison c);
 // The twin folder's last part ("vanilla" for assets/models/english/vanilla); empty without a twin.
 std::string TwinFolderName(const model::Analysis& a);
 // What the comparison is, in a sentence or two for tooltips: which model, and for the

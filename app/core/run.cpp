@@ -1,6 +1,10 @@
 // The comparison table, then the runner.
 #include "app/core/run.h"
 
+#include "app/core/examples.h"
+#include "app/core/exit_code.h"
+#include "model/io/files.h"
+
 namespace app {
 
 //-----------------------------------------------------------------------------
@@ -14,6 +18,9 @@ const std::vector<CompareKindInfo>& CompareKinds() {
         {CompareKind::LayerLocal, "local", C::LayerLocal, true, "tau=1 local", "tau = 1 in each layer alone, on the SSA model's own q and k"},
         {CompareKind::Unedited, "unedited", C::Unedited, true, "unedited", "the model without the --ablate what-ifs"},
         {CompareKind::Twin, "twin", C::Twin, false, "twin", "a trained twin"},
+        {CompareKind::Base, "base", C::Base, true, "base",
+         "a fine-tune against its base model, three sides: SSA, its weights at tau = 1 and the base (--base DIR, else the base beside "
+         "the model: lit_model.pth beside the fine-tuned checkpoint, or a sibling base/ folder)"},
         // Nothing shown: the layer-local comparison costs no forward pass of its own.
         {CompareKind::None, "none", C::LayerLocal, false, "comparison", ""},
     };
@@ -62,14 +69,18 @@ std::string CompareFlagHelp() {
 // [SECTION] The runner
 //-----------------------------------------------------------------------------
 
+RunError::Kind OpenErrorKind(const std::string& error) {
+    // A device or dtype this build or machine lacks is the caller's mistake; the rest is the model's.
+    const bool asked_wrong = error.rfind("--device", 0) == 0 || error.rfind("--dtype", 0) == 0;
+    return asked_wrong ? RunError::Kind::Usage : RunError::Kind::BadInput;
+}
+
+int ExitCodeOf(RunError::Kind kind) { return kind == RunError::Kind::Usage ? kExitUsage : kind == RunError::Kind::BadInput ? kExitBadInput : kExitFailure; }
+
 RunResult<std::unique_ptr<Runner>> Runner::Open(const ModelSpec& spec) {
     if (const int threads = model::ComputeThreadsFromEnvironment(0)) model::SetComputeThreads(threads);
     auto engine = model::Engine::Open(spec.path, spec.device, spec.hints, spec.dtype);
-    if (!engine) {
-        // A device or dtype this build or machine lacks is the caller's mistake; the rest is the model's.
-        const bool asked_wrong = engine.error().rfind("--device", 0) == 0 || engine.error().rfind("--dtype", 0) == 0;
-        return RunError{asked_wrong ? RunError::Kind::Usage : RunError::Kind::BadInput, engine.error(), spec.path};
-    }
+    if (!engine) return RunError{OpenErrorKind(engine.error()), engine.error(), spec.path};
     return std::unique_ptr<Runner>(new Runner(std::move(*engine), spec));
 }
 
@@ -79,6 +90,20 @@ RunStatus Runner::Configure(const RunSpec& run) {
 }
 
 RunStatus Runner::SetCompare(const CompareSpec& compare) {
+    if (compare.kind == CompareKind::Base) {
+        const std::string dir = compare.base_dir.empty() ? BaseBeside(Info().dir) : compare.base_dir;
+        if (dir.empty())
+            return RunError{RunError::Kind::Usage, "no base model beside '" + model::EscapeForMessage(Info().dir) +
+                                                       "' (lit_model.pth beside the fine-tuned checkpoint, or a sibling base/ folder): "
+                                                       "name it with --base DIR"};
+        if (dir == m_base) return model::Ok{};
+        // A base that does not open leaves the engine as it was.
+        if (auto s = m_engine->OpenBase(dir, m_spec.hints); !s) return RunError{RunError::Kind::BadInput, s.error(), dir};
+        m_twin.clear();  // the engine keeps one model beside the SSA one
+        m_base = dir;
+        return model::Ok{};
+    }
+    CloseBase();
     if (compare.kind == CompareKind::Twin) {
         if (compare.twin_dir == m_twin) return model::Ok{};
         // A twin that does not open leaves the engine as it was (with the twin before, if any).
@@ -108,6 +133,12 @@ void Runner::CloseTwin() {
     if (m_twin.empty()) return;
     m_engine->CloseTwin();
     m_twin.clear();
+}
+
+void Runner::CloseBase() {
+    if (m_base.empty()) return;
+    m_engine->CloseBase();
+    m_base.clear();
 }
 
 RunResult<model::Tokenization> Runner::Tokenize(const std::string& text, bool truncate) const {
@@ -170,8 +201,16 @@ RunResult<std::shared_ptr<const std::vector<std::string>>> Runner::Vocabulary() 
     if (!m_vocabulary) {
         const model::Tokenizer& t = m_engine->tokenizer();
         auto v = std::make_shared<std::vector<std::string>>(t.VocabSize());
+        // Each id's bytes as they follow an ordinary token, as a prediction continues a text: alone,
+        // SentencePiece's decoder drops a leading "▁" (' to' would read 'to', unlike a.pieces).
+        auto anchor = t.Encode("a");
+        const int32_t before = anchor && !anchor->ids.empty() ? anchor->ids.back() : -1;
+        auto prefix = before >= 0 ? t.Decode({before}) : model::Result<std::string>(std::string());
         for (size_t id = 0; id < v->size(); ++id) {
-            auto text = t.Decode({static_cast<int32_t>(id)});  // a hostile decoder can fail (its budget)
+            const int32_t i = static_cast<int32_t>(id);
+            auto text = before >= 0 && prefix ? t.Decode({before, i}) : t.Decode({i});  // a hostile decoder can fail (its budget)
+            if (text && before >= 0 && prefix && text->compare(0, prefix->size(), *prefix) == 0) text = text->substr(prefix->size());
+            else text = t.Decode({i});
             if (!text) return RunError{RunError::Kind::BadInput, text.error()};
             (*v)[id] = std::move(*text);
         }

@@ -29,9 +29,10 @@ namespace app {
 
 // What the SSA model is compared with. Global: tau = 1 in every layer (the counterfactual, a second
 // forward pass); LayerLocal: tau = 1 in each layer alone, on the SSA model's own q and k; Unedited:
-// the model without its what-ifs; Twin: a separately trained model; None: nothing shown (the
-// cheapest run, for generation and Python's compare=None).
-enum class CompareKind { Global, LayerLocal, Unedited, Twin, None };
+// the model without its what-ifs; Twin: a separately trained model; Base: a fine-tune against the
+// model it started from, three sides (SSA, its weights at tau = 1, the base; SPEC section 9);
+// None: nothing shown (the cheapest run, for generation and Python's compare=None).
+enum class CompareKind { Global, LayerLocal, Unedited, Twin, Base, None };
 
 // One row per kind: its key (as --compare, sessions and Python's `compare` spell it), what the
 // engine runs for it, its short name and its help. A new kind of comparison is a row here (plus
@@ -57,9 +58,17 @@ struct CompareSpec {
         return twin;
     }
 
+    // A fine-tune's base: its folder or checkpoint; "" for the one beside the model (BaseBeside).
+    static CompareSpec Base(std::string dir = "") {
+        CompareSpec base(CompareKind::Base);
+        base.base_dir = std::move(dir);
+        return base;
+    }
+
     CompareKind kind;
     std::string twin_dir;                          // Twin: its folder or checkpoint
     std::optional<model::ConfigHints> twin_hints;  // Twin: how to open it; none: as the model was opened
+    std::string base_dir;                          // Base: its folder or checkpoint; "": the one beside the model
 };
 
 // A --compare value, a session's "compare" or Python's `compare`: a keyword, else a twin's folder
@@ -136,6 +145,12 @@ private:
 };
 using RunStatus = RunResult<model::Ok>;
 
+// Why a model did not open, from the engine's message: Usage for a device or dtype this build or
+// machine lacks (--device cuda without CUDA), BadInput for the model's own faults. The command line
+// and the window exit with the same code for it (ExitCodeOf).
+RunError::Kind OpenErrorKind(const std::string& error);
+int ExitCodeOf(RunError::Kind kind);  // 2, 3 or 1 (app/core/exit_code.h)
+
 //-----------------------------------------------------------------------------
 // [SECTION] The runner
 //-----------------------------------------------------------------------------
@@ -178,6 +193,8 @@ public:
     RunStatus SetCompare(const CompareSpec& compare);
     RunStatus SetWhatIfs(const std::string& ablate);  // --ablate's syntax; "" for none
     void CloseTwin();  // the comparison before the twin runs again
+    void CloseBase();
+    const std::string& BasePath() const { return m_base; }  // the open base's path; "" when none
 
     // A text's tokens; a text longer than the context says how to run it (--truncate).
     RunResult<model::Tokenization> Tokenize(const std::string& text, bool truncate) const;
@@ -196,6 +213,7 @@ private:
     std::unique_ptr<model::Engine> m_engine;
     ModelSpec m_spec;
     std::string m_twin;  // the open twin's path; "" when none
+    std::string m_base;  // the open base's path; "" when none
     std::shared_ptr<const std::vector<std::string>> m_vocabulary;
 };
 

@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/core/names.h"
 #include "app/export/head_summary.h"
 #include "model/io/files.h"
 #include "model/io/npy.h"
@@ -136,6 +137,34 @@ json TokensToJson(std::string_view text, const model::Tokenization& tokens) {
                 {"pieces", pieces}, {"piece_bytes", bytes}, {"offsets", offsets}};
 }
 
+std::vector<int> SlopeContexts(const model::ModelInfo& info) {
+    std::vector<int> at = {256, 1024, 4096};
+    if (std::find(at.begin(), at.end(), info.config.n_positions) == at.end()) at.push_back(info.config.n_positions);
+    std::sort(at.begin(), at.end());
+    return at;
+}
+
+json SlopesToJson(const model::ModelInfo& info) {
+    if (info.query_slopes.empty()) return json();
+    json layers = json::array();
+    for (size_t l = 0; l < info.query_slopes.size(); ++l) {
+        const model::TemperatureSlope& slope = info.query_slopes[l];
+        json tau = json::object();
+        for (int i : SlopeContexts(info)) {
+            std::vector<float> at;
+            for (float s : slope.s) at.push_back(1.0f + s * std::log(static_cast<float>(i)));
+            tau[std::to_string(i)] = at;
+        }
+        layers.push_back({{"layer", l}, {"beta", slope.beta}, {"s", slope.s}, {"tau_q_at", tau}});
+    }
+    return json{{"form", model::ToString(info.config.query.position)},
+                {"context", info.config.n_positions},
+                {"layers", layers},
+                {"notes", "tau_q's position term per layer, 1 + s ln i at query position i (from 1): s = exp(-exp(beta)) (exp_exp, the "
+                          "official attn.beta), sigmoid(beta) or beta (linear); one value shared by a layer's heads, or one a head. "
+                          "tau_q_at: that term at 256, 1,024, 4,096 tokens and at the model's context"}};
+}
+
 json InfoToJson(const model::ModelInfo& info) {
     const model::ModelConfig& c = info.config;
     auto side = [](const model::TemperatureForm& f) {
@@ -149,7 +178,7 @@ json InfoToJson(const model::ModelInfo& info) {
                 {"head_size", c.HeadSize()},
                 {"n_positions", c.n_positions},
                 {"vocab_size", c.vocab_size},
-                {"activation_function", model::ToString(c.activation)},
+                {"activation_function", model::ActivationName(c)},
                 {"family", c.family},
                 {"architecture", {{"description", model::DescribeArchitecture(c)},
                                   {"norm", model::ToString(c.norm)},
@@ -173,6 +202,7 @@ json InfoToJson(const model::ModelInfo& info) {
                 {"ssa", c.IsSsa()},
                 {"query_temperature", side(c.query)},
                 {"value_temperature", side(c.value)},
+                {"temperature_slopes", SlopesToJson(info)},
                 {"parameters", info.parameters},
                 {"layout", info.layout},
                 {"device", info.device},
@@ -212,6 +242,52 @@ json InterventionsToJson(const std::vector<model::Intervention>& list) {
     return out;
 }
 
+namespace {
+
+// Mean losses and perplexities of each side an analysis has, with the files that hold them per token.
+json LossJson(const model::Analysis& a) {
+    const std::string compare = CompareFileSuffix(a);
+    json loss = {{"ssa", model::MeanLoss(a.loss)},
+                 {"comparison", model::MeanLoss(a.loss_compare)},
+                 {"perplexity_ssa", std::exp(model::MeanLoss(a.loss))},
+                 {"perplexity_comparison", std::exp(model::MeanLoss(a.loss_compare))}};
+    std::string notes = "mean over tokens 2..T of -ln p(token | tokens before it), nats; null without a comparison forward pass (the "
+                        "layer-local comparison). Per token: loss.npy, loss" + compare + ".npy";
+    if (a.HasBase()) {
+        loss["base"] = model::MeanLoss(a.loss_base);
+        loss["perplexity_base"] = std::exp(model::MeanLoss(a.loss_base));
+        notes += ", loss_base.npy";
+    }
+    loss["notes"] = notes;
+    return loss;
+}
+
+json LayerHead(const std::vector<float>& values, int L, int H) {
+    json out = json::array();
+    for (int l = 0; l < L; ++l) out.push_back(std::vector<float>(values.begin() + static_cast<size_t>(l) * H, values.begin() + static_cast<size_t>(l + 1) * H));
+    return out;
+}
+
+}  // namespace
+
+std::string CompareFileSuffix(const model::Analysis& a) { return a.HasBase() ? "_tau1" : "_compare"; }
+
+json DecompositionToJson(const model::Analysis& a) {
+    const model::Decomposition d = model::Decompose(a);
+    if (d.empty()) return json();
+    const int L = d.n_layer, H = d.n_head;
+    return json{{"js_total", LayerHead(d.js_total, L, H)},
+                {"js_temperature", LayerHead(d.js_temperature, L, H)},
+                {"js_drift", LayerHead(d.js_drift, L, H)},
+                {"l1_total", LayerHead(d.l1_total, L, H)},
+                {"l1_temperature", LayerHead(d.l1_temperature, L, H)},
+                {"l1_drift", LayerHead(d.l1_drift, L, H)},
+                {"loss_mean", {{"ssa", d.loss_mean}, {"tau1", d.loss_mean_tau1}, {"base", d.loss_mean_base}}},
+                {"notes", "[layer][head]: the mean over query rows 2..T of each row's divergence (JS in nats, L1); total: SSA against "
+                          "the base; temperature: SSA against its own weights at tau = 1; drift: tau = 1 against the base (the other "
+                          "weights' change). The parts need not add up to the total: a divergence is not additive (SPEC section 9)."}};
+}
+
 json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float sink_epsilon) {
     const int L = a.n_layer, H = a.n_head, T = a.n_tokens;
     json heads = json::array();
@@ -225,16 +301,11 @@ json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float
             if (const std::vector<float>* values = RowValues(q, a, side))
                 (q.TwoSided() ? rows[JsonName(side)][q.JsonKey()] : rows[q.JsonKey()]) = Nested(*values, L, H, T);
     }
-    return json{{"model", InfoToJson(info)},
+    json out = json{{"model", InfoToJson(info)},
                 {"comparison", a.compare_label},
-                {"comparison_kind", model::ToString(a.comparison)},  // counterfactual, local, twin or unedited
+                {"comparison_kind", ComparisonKindName(a.comparison)},  // tau1, local, twin, unedited or base
                 {"interventions", InterventionsToJson(a.interventions)},
-                {"loss", {{"ssa", model::MeanLoss(a.loss)},
-                          {"comparison", model::MeanLoss(a.loss_compare)},
-                          {"perplexity_ssa", std::exp(model::MeanLoss(a.loss))},
-                          {"perplexity_comparison", std::exp(model::MeanLoss(a.loss_compare))},
-                          {"notes", "mean over tokens 2..T of -ln p(token | tokens before it), nats; null without a "
-                                    "comparison forward pass (the layer-local comparison). Per token: loss.npy, loss_compare.npy"}}},
+                {"loss", LossJson(a)},
                 {"n_tokens", T},
                 {"device", a.device},
                 {"sink_epsilon", sink_epsilon},
@@ -243,6 +314,11 @@ json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float
                           "top-1 mass equals max_weight. Entropies and divergences in nats."},
                 {"heads", heads},
                 {"rows", rows}};
+    if (a.HasBase()) {
+        out["base"] = a.base_label;
+        out["decomposition"] = DecompositionToJson(a);
+    }
+    return out;
 }
 
 namespace {
@@ -274,8 +350,10 @@ bool EnableExportFormat(ExportOptions* options, const std::string& name) {
 
 namespace {
 
-// File names of a map kind: "L0_H1_vanilla.png", "heads_grid_diff.svg".
-const char* MapSuffix(MapMode mode) { return mode == MapMode::Compare ? "_vanilla" : mode == MapMode::Difference ? "_diff" : ""; }
+// File names of a map kind: "L0_H1_compare.png" ("_tau1" beside a base), "heads_grid_diff.svg".
+std::string MapSuffix(const model::Analysis& a, MapMode mode) {
+    return mode == MapMode::Compare ? CompareFileSuffix(a) : mode == MapMode::Difference ? "_diff" : "";
+}
 
 model::Status WriteBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
     return WriteText(path, std::string(bytes.begin(), bytes.end()));
@@ -330,7 +408,10 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
     }
     if (options.npy) {
         // The maps stream head by head: [L, H, T, T] never has to fit in memory.
-        for (auto [name, side] : {std::pair{"attention.npy", model::MapSide::Ssa}, std::pair{"attention_vanilla.npy", model::MapSide::Compare}})
+        std::vector<std::pair<std::string, model::MapSide>> maps = {{"attention.npy", model::MapSide::Ssa},
+                                                                    {"attention" + CompareFileSuffix(a) + ".npy", model::MapSide::Compare}};
+        if (a.HasBase()) maps.push_back({"attention_base.npy", model::MapSide::Base});
+        for (const auto& [name, side] : maps)
             plan.push_back({name, [&a, L, H, T, side = side](const std::string& full) {
                                 model::HeadMap head;
                                 return model::WriteNpyParts(full, {L, H, T, T}, L * H, [&](int64_t k, std::string* error) -> const float* {
@@ -339,12 +420,14 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
                                     return head ? head->data() : nullptr;
                                 });
                             }, nullptr, 2 * map_bytes});
-        struct Array { const char* name; const std::vector<float>* data; std::vector<int64_t> shape; };
+        struct Array { std::string name; const std::vector<float>* data; std::vector<int64_t> shape; };
         std::vector<Array> arrays = {Array{"tau_q.npy", &a.tau_q, {L, H, T}}, Array{"tau_v.npy", &a.tau_v, {L, H, T}},
                                      Array{"loss.npy", &a.loss, {static_cast<int64_t>(a.loss.size())}}};
         // Entry t - 1: token t's loss given the tokens before it (the first token has none).
-        if (a.HasComparePredictions()) arrays.push_back(Array{"loss_compare.npy", &a.loss_compare, {static_cast<int64_t>(a.loss_compare.size())}});
-        for (Array arr : arrays)
+        if (a.HasComparePredictions())
+            arrays.push_back(Array{"loss" + CompareFileSuffix(a) + ".npy", &a.loss_compare, {static_cast<int64_t>(a.loss_compare.size())}});
+        if (a.HasBase()) arrays.push_back(Array{"loss_base.npy", &a.loss_base, {static_cast<int64_t>(a.loss_base.size())}});
+        for (const Array& arr : arrays)
             plan.push_back({arr.name, [arr](const std::string& full) { return model::WriteNpy(full, arr.data->data(), arr.shape); }});
     }
     if (options.csv) {
@@ -353,7 +436,7 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
                 const std::string base = "csv/L" + std::to_string(l) + "_H" + std::to_string(h);
                 plan.push_back({base + ".csv", [&a, l, h](const std::string& full) { return WriteHeadCsv(full, a, model::MapSide::Ssa, l, h); },
                                 nullptr, 2 * map_bytes});
-                plan.push_back({base + "_vanilla.csv",
+                plan.push_back({base + CompareFileSuffix(a) + ".csv",
                                 [&a, l, h](const std::string& full) { return WriteHeadCsv(full, a, model::MapSide::Compare, l, h); },
                                 nullptr, 2 * map_bytes});
             }
@@ -366,14 +449,14 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
             for (int h : options.heads)
                 for (MapMode mode : options.maps) {
                     const HeadRef head{l, h};
-                    const std::string path = "heatmaps/L" + std::to_string(l) + "_H" + std::to_string(h) + MapSuffix(mode);
+                    const std::string path = "heatmaps/L" + std::to_string(l) + "_H" + std::to_string(h) + MapSuffix(a, mode);
                     plan.push_back(FigureFile(path, ext, [&a, model_name, head, mode, fig] { return MapFigure(a, model_name, head, mode, fig); },
                                               heatmap_bytes));
                 }
     }
     for (const char* ext : extensions) {
         for (MapMode mode : options.maps) {
-            plan.push_back(FigureFile(std::string("heads_grid") + MapSuffix(mode), ext,
+            plan.push_back(FigureFile("heads_grid" + MapSuffix(a, mode), ext,
                                       [&a, model_name, mode, fig] { return HeadsGrid(a, model_name, mode, fig); }, small_figure_bytes));
         }
         plan.push_back(FigureFile("highlight", ext, [&a, model_name, fig] { return Highlight(a, model_name, fig); }, small_figure_bytes));

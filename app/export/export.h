@@ -50,6 +50,15 @@ using ExportProgress = std::function<bool(size_t done, size_t total, const std::
 nlohmann::json TokensToJson(std::string_view text, const model::Tokenization& tokens);
 nlohmann::json MetricsToJson(const model::Analysis& analysis, const model::ModelInfo& info, float sink_epsilon);
 nlohmann::json InfoToJson(const model::ModelInfo& info);
+// tau_q's position term per layer (ModelInfo::query_slopes): beta, s and tau_q at SlopeContexts'
+// positions (256, 1,024, 4,096 and the model's context); null when tau_q has no position term.
+nlohmann::json SlopesToJson(const model::ModelInfo& info);
+std::vector<int> SlopeContexts(const model::ModelInfo& info);
+// With a base (model::Analysis::HasBase): metrics.json's "decomposition", per head the total change
+// and its two parts (model::Decompose), and each side's mean loss; null without a base.
+nlohmann::json DecompositionToJson(const model::Analysis& a);
+// The suffix of the comparison side's files: "_compare", or "_tau1" beside a base's "_base".
+std::string CompareFileSuffix(const model::Analysis& a);
 // How this process computes: {"threads", "threads_why", "blas"} (`ssaviz info --json`'s "runtime",
 // Python's m.info["runtime"]); not in metrics.json, whose numbers do not depend on it.
 nlohmann::json RuntimeToJson();

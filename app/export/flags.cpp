@@ -521,9 +521,21 @@ std::vector<Flag> BuildTable() {
             [](const CommandOptions& o) { return IfSet(o.ablate); })
             .InSession({"interventions"}));
     add(Row({"--compare"}, CompareFlagHint(), {C::Export}, CompareFlagHelp(),
-            [](CommandOptions& o, const FlagValue& v) { o.compare = ParseCompare(v.text); },
+            [](CommandOptions& o, const FlagValue& v) {
+                CompareSpec compare = ParseCompare(v.text);
+                if (compare.kind == CompareKind::Base && o.compare.kind == CompareKind::Base) compare.base_dir = o.compare.base_dir;  // --base DIR before it
+                o.compare = compare;
+            },
             [](const CommandOptions& o) { return o.compare.kind == CompareKind::Global ? std::nullopt : std::optional(SpellCompare(o.compare)); })
             .InSession({"compare", Kept::Text, SpellCompare({})}));
+    add(Row({"--base"}, "DIR", {C::Export},
+            "a fine-tune's base model (its folder or checkpoint): compares three sides, SSA, its weights at tau = 1 and the base "
+            "(--compare base without --base takes the base beside the model)",
+            [](CommandOptions& o, const FlagValue& v) { o.compare = CompareSpec::Base(v.text); },
+            [](const CommandOptions& o) {
+                return o.compare.kind == CompareKind::Base && !o.compare.base_dir.empty() ? std::optional(o.compare.base_dir) : std::nullopt;
+            })
+            .InSession({"base", Kept::Text, ""}));
     add(Row({"--sink-eps"}, "EPS", {C::Export}, "a head is a sink head when its mean first-token mass is above EPS, in (0, 1) (default 0.3)",
             [](CommandOptions& o, const FlagValue& v) {
                 const auto x = ParseReal(v.text, 0, 1);

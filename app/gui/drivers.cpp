@@ -300,7 +300,7 @@ public:
         ExportDialog& exporter = window.Exporter();
         if (!m_started && window.ModelFailed()) {
             std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(window.State().error, 4096).c_str());
-            return kExitBadInput;
+            return ExitCodeOf(OpenErrorKind(window.State().error));  // as the command line exits for it
         }
         if (!m_started && window.Settled()) {
             exporter.Options().out_dir = m_dir;
@@ -398,7 +398,7 @@ public:
         }
         if (window.ModelFailed()) {
             std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(window.State().error, 4096).c_str());
-            return kExitBadInput;
+            return ExitCodeOf(OpenErrorKind(window.State().error));  // as the command line exits for it
         }
         if (timed_out) {
             std::fprintf(stderr, "ssaviz: the model did not settle within 120 s; wrote %s anyway\n", m_path.c_str());

@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/core/examples.h"
+#include "app/core/names.h"
 #include "app/core/run.h"
 #include "app/export/batch.h"
 #include "app/export/export.h"
@@ -134,6 +135,7 @@ struct ModelCore {
     model::ModelInfo info;
     std::string path, device;
     CommandOptions options;  // the load flags
+    std::string base_dir;    // compare="base": the base's folder (Python's base=), "" for the one beside the model
     std::shared_ptr<const std::vector<std::string>> vocab;  // [V] each id's bytes, kept once made (for a closed model's analyses)
 
     Runner& Run() {
@@ -179,8 +181,9 @@ std::shared_ptr<ModelCore> OpenModel(std::string path, const std::string& device
 
 // What an analysis runs: `compare` a keyword, or a twin's folder opened with `twin_flags` (another
 // Model's load flags; the model's own when none, as --compare DIR takes the command's).
-RunSpec RunOf(const std::string& compare, const std::optional<FlagList>& twin_flags, const std::string& ablate) {
+RunSpec RunOf(const ModelCore& core, const std::string& compare, const std::optional<FlagList>& twin_flags, const std::string& ablate) {
     RunSpec run{ParseCompare(compare, /*python=*/true), ablate};
+    if (run.compare.kind == CompareKind::Base) run.compare.base_dir = core.base_dir;
     if (run.compare.kind == CompareKind::Twin && twin_flags) {
         CommandOptions o;
         ApplyFlags(Command::Info, *twin_flags, kLoadExcluded, "the twin's load()", &o);
@@ -283,6 +286,14 @@ py::object Array(const AnalysisHandle& h, const std::string& name) {
     if (name == "top_ids_compare") return predictions ? ints(a.top_ids_compare, {Size(a.top_ids_compare.size()) / K, K}) : py::none();
     if (name == "top_probs_compare") return predictions ? floats(a.top_probs_compare, {Size(a.top_probs_compare.size()) / K, K}) : py::none();
     if (name == "next_logits") return floats(a.next_logits, {Size(a.next_logits.size())});
+    // A fine-tune's base (compare="base"); None otherwise.
+    const bool base = a.HasBase();
+    if (name == "tau_q_base") return base ? floats(a.tau_q_base, lht) : py::none();
+    if (name == "tau_v_base") return base ? floats(a.tau_v_base, lht) : py::none();
+    if (name == "loss_base") return base ? floats(a.loss_base, {Size(a.loss_base.size())}) : py::none();
+    if (name == "rank_base") return base ? ints(a.rank_base, {Size(a.rank_base.size())}) : py::none();
+    if (name == "top_ids_base") return base ? ints(a.top_ids_base, {Size(a.top_ids_base.size()) / K, K}) : py::none();
+    if (name == "top_probs_base") return base ? floats(a.top_probs_base, {Size(a.top_probs_base.size()) / K, K}) : py::none();
     throw BadArgument("no array named '" + name + "'");
 }
 
@@ -298,6 +309,12 @@ py::dict Metrics(const AnalysisHandle& h) {
         out["js"] = View<float>(h.a, a.js.data(), lht);
         out["l1"] = View<float>(h.a, a.l1.data(), lht);
     }
+    if (a.HasBase()) {  // the base's rows, and each row's total change and the weights' drift
+        for (const model::NamedArray& r : a.metrics_base.rows) out[py::str(r.name + "_base")] = View<float>(h.a, r.values.data(), lht);
+        for (auto [key, values] : {std::pair{"js_total", &a.js_total}, std::pair{"l1_total", &a.l1_total},
+                                   std::pair{"js_drift", &a.js_drift}, std::pair{"l1_drift", &a.l1_drift}})
+            out[key] = View<float>(h.a, values->data(), lht);
+    }
     out["effective_qk_norm"] = View<float>(h.a, a.effective_qk_norm.data(), lht);
     out["qk_opnorm"] = View<float>(h.a, a.qk_opnorm.data(), lh);
     out["qk_eig_mean"] = View<float>(h.a, a.qk_eig_mean.data(), lh);
@@ -307,11 +324,15 @@ py::dict Metrics(const AnalysisHandle& h) {
 
 model::MapSide Side(const AnalysisHandle& h, const std::string& side) {
     if (side == "ssa") return model::MapSide::Ssa;
-    if (side == "compare" || side == "vanilla") {
+    if (side == "compare" || side == "vanilla" || (side == "tau1" && h.A().HasBase())) {
         h.CheckCompare("side '" + side + "'");
         return model::MapSide::Compare;
     }
-    throw BadArgument("side '" + side + "' is not one of ssa, compare");
+    if (side == "base") {
+        if (!h.A().HasBase()) throw BadArgument("side 'base': the analysis has no base (analyze with compare=\"base\")");
+        return model::MapSide::Base;
+    }
+    throw BadArgument("side '" + side + "' is not one of ssa, compare" + std::string(h.A().HasBase() ? ", tau1, base" : ""));
 }
 
 // Head (layer, head)'s [T, T] map: the analysis's own host copy, rebuilt on demand and kept by
@@ -475,7 +496,7 @@ void Export(const AnalysisHandle& h, const std::string& out, const FlagList& fla
 
 AnalysisHandle Analyze(const std::shared_ptr<ModelCore>& core, const std::string* text, const std::vector<int64_t>* ids,
                        const std::string& compare, const std::optional<FlagList>& twin_flags, const std::string& ablate, bool truncate) {
-    const RunSpec run = RunOf(compare, twin_flags, ablate);
+    const RunSpec run = RunOf(*core, compare, twin_flags, ablate);
     AnalysisHandle h;
     h.core = core;
     h.compare = CompareKindOf(run.compare.kind).key;
@@ -497,7 +518,7 @@ std::pair<std::string, std::string> ExportText(const std::shared_ptr<ModelCore>&
                                                const std::string& ablate, bool truncate) {
     ExportOptions options = ExportSettings(core->info, out, flags, "export_batch()");
     options.out_dir = (fs::path(out) / name).string();
-    const RunSpec run = RunOf(compare, twin_flags, ablate);
+    const RunSpec run = RunOf(*core, compare, twin_flags, ablate);
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(core->mutex);
     Runner& runner = core->Run();
@@ -582,6 +603,7 @@ PYBIND11_MODULE(_ssaviz, m) {
         .def(py::init(&OpenModel), py::arg("path"), py::arg("device"), py::arg("flags"))
         .def_property_readonly("path", [](const ModelCore& c) { return c.path; })
         .def_property_readonly("device", [](const ModelCore& c) { return c.device; })
+        .def_property_readonly("device_in_use", [](const ModelCore& c) { return c.info.device; })
         .def_property_readonly("closed", [](ModelCore& c) {
             py::gil_scoped_release release;
             std::lock_guard<std::mutex> lock(c.mutex);
@@ -604,6 +626,12 @@ PYBIND11_MODULE(_ssaviz, m) {
             (void)c.Vocab();  // analyses may still name their predictions
             c.runner.reset();
         })
+        .def("set_base",
+             [](ModelCore& c, const std::string& dir) {
+                 py::gil_scoped_release release;
+                 std::lock_guard<std::mutex> lock(c.mutex);
+                 c.base_dir = dir;
+             })
         .def("analyze_text",
              [](const std::shared_ptr<ModelCore>& c, const std::string& text, const std::string& compare,
                 const std::optional<FlagList>& twin_flags, const std::string& ablate, bool truncate) {
@@ -650,7 +678,9 @@ PYBIND11_MODULE(_ssaviz, m) {
                                })
         .def_property_readonly("offsets", [](const AnalysisHandle& h) { return h.A().tokens.offsets; })
         .def_property_readonly("compare", [](const AnalysisHandle& h) { return h.compare; })
-        .def_property_readonly("comparison_kind", [](const AnalysisHandle& h) { return std::string(model::ToString(h.A().comparison)); })
+        .def_property_readonly("comparison_kind", [](const AnalysisHandle& h) { return std::string(app::ComparisonKindName(h.A().comparison)); })
+        .def_property_readonly("base_label", [](const AnalysisHandle& h) { return h.A().base_label; })
+        .def_property_readonly("decomposition_json", [](const AnalysisHandle& h) { return app::DecompositionToJson(h.A()).dump(); })
         .def_property_readonly("compare_label", [](const AnalysisHandle& h) { return h.A().compare_label; })
         .def_property_readonly("interventions", [](const AnalysisHandle& h) { return model::FormatInterventions(h.A().interventions); })
         .def_property_readonly("device", [](const AnalysisHandle& h) { return h.A().device; })

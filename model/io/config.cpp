@@ -671,6 +671,10 @@ const char* ToString(TokenForm form) {
 const char* ToString(Combine combine) { return combine == Combine::Product ? "product" : "sum"; }
 const char* ToString(Activation activation) { return activation == Activation::Gelu ? "gelu" : "gelu_new"; }
 const char* ToString(NormKind norm) { return norm == NormKind::RmsNorm ? "RMSNorm" : "LayerNorm"; }
+const char* ActivationName(const ModelConfig& config) {
+    return config.mlp == MlpKind::SwiGlu ? "silu (SwiGLU)" : ToString(config.activation);
+}
+
 const char* ToString(MlpKind mlp) { return mlp == MlpKind::SwiGlu ? "LLaMAMLP" : "GptNeoxMLP"; }
 
 std::string Describe(const TemperatureForm& form) {

@@ -151,6 +151,9 @@ const char* ToString(Combine combine);
 const char* ToString(Activation activation);
 const char* ToString(NormKind norm);  // "LayerNorm", "RMSNorm"
 const char* ToString(MlpKind mlp);    // "GptNeoxMLP", "LLaMAMLP" (lit-gpt's names)
+// The MLP's activation as a reader names it: "silu (SwiGLU)" for the gated MLP, whose activation
+// field is unused; else ToString(config.activation).
+const char* ActivationName(const ModelConfig& config);
 std::string Describe(const TemperatureForm& form);  // "sigmoid position + shared token (sum)"
 // The family in a line: "llama: RMSNorm, RoPE on 64 of 64 dims (base 10000), 32 query heads over 4 kv
 // heads (GQA), SwiGLU MLP 5632, sequential residual, untied head"

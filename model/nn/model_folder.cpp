@@ -119,6 +119,23 @@ Result<SsaGpt> LoadSsaGptFolder(const std::string& path, at::Device device, cons
     return std::move(found->gpt);
 }
 
+// tau_q's position term per layer, read from the weights (see TemperatureSlope).
+static std::vector<TemperatureSlope> QuerySlopes(const SsaGpt& gpt) {
+    std::vector<TemperatureSlope> out;
+    const PositionForm form = gpt.config.query.position;
+    if (form == PositionForm::None) return out;
+    for (const LayerWeights& layer : gpt.layers) {
+        if (!layer.q.pos.defined()) return {};
+        const at::Tensor beta = layer.q.pos.detach().to(at::kCPU, at::kFloat).reshape({-1}).contiguous();
+        const at::Tensor s = form == PositionForm::Sigmoid ? at::sigmoid(beta) : form == PositionForm::ExpExp ? at::exp(-at::exp(beta)) : beta;
+        TemperatureSlope slope;
+        slope.beta.assign(beta.data_ptr<float>(), beta.data_ptr<float>() + beta.numel());
+        slope.s.assign(s.data_ptr<float>(), s.data_ptr<float>() + s.numel());
+        out.push_back(std::move(slope));
+    }
+    return out;
+}
+
 Result<LoadedModel> LoadModel(const std::string& path, at::Device device, const ConfigHints& hints, at::ScalarType compute,
                               bool keep_bf16) {
     auto found = LoadWeights(path, device, hints, compute, keep_bf16);
@@ -148,6 +165,7 @@ Result<LoadedModel> LoadModel(const std::string& path, at::Device device, const 
     m.info.weights_format = m.gpt.weights_format;
     m.info.stored_dtype = m.gpt.stored_dtype;
     m.info.notes = m.gpt.notes;
+    m.info.query_slopes = QuerySlopes(m.gpt);
     return m;
 }
 

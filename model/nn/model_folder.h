@@ -13,6 +13,13 @@
 
 namespace model {
 
+// One layer's position term of a temperature, 1 + s ln i (i counted from 1): the learned
+// parameter (the official code's attn.beta) and the slope it gives, s = exp(-exp(beta)) (exp_exp),
+// sigmoid(beta) or beta itself (linear); one value shared by the layer's heads, or one a head.
+struct TemperatureSlope {
+    std::vector<float> beta, s;
+};
+
 struct ModelInfo {
     std::string dir;
     ModelConfig config;
@@ -28,6 +35,9 @@ struct ModelInfo {
     std::string weights_format;       // "safetensors" or "torch.save"
     std::string stored_dtype;         // "F32", "F16", "F16+F32", ...
     std::vector<std::string> notes;   // what the loader inferred (no config.json, GPT-2 tokenizer, ...)
+    // tau_q's position term per layer ([L]); empty when tau_q has none. config.query.position says
+    // how s comes from beta.
+    std::vector<TemperatureSlope> query_slopes;
 };
 
 // Writes a random SSA model folder (fixed seed) with the tokenizer files from `tokenizer_dir`.

@@ -286,9 +286,16 @@ void HeatmapView::DrawToolbar(WindowState& state) {
         if (ImGui::Selectable("tau=1 local (layer by layer)", !state.twin && local)) state.RequestGlobalPass(false);
         viz::ItemTooltip("At each layer, the SSA model's own q and k with tau = 1: what that layer's temperatures do, with "
                          "nothing below it changed (`ssaviz export --compare local`).");
+        // Without what-ifs the unedited model is the SSA model itself: nothing to compare.
+        const bool has_what_ifs = !a.interventions.empty();
+        ImGui::BeginDisabled(!has_what_ifs && !unedited);
         if (ImGui::Selectable("the unedited model (what-ifs off)", !state.twin && unedited)) state.unedited_request = true;
-        viz::ItemTooltip("The SSA model as trained, without the what-ifs of the What-ifs tab: the difference map shows their "
-                         "effect alone (`ssaviz export --ablate SPEC --compare unedited`).");
+        ImGui::EndDisabled();
+        viz::ItemTooltip(has_what_ifs || unedited
+                             ? "The SSA model as trained, without the what-ifs of the What-ifs tab: the difference map shows their "
+                               "effect alone (`ssaviz export --ablate SPEC --compare unedited`)."
+                             : "Needs what-ifs: with none (What-ifs tab), the unedited model is the SSA model itself, so there is "
+                               "nothing to compare.");
         if (state.twin) {
             ImGui::Selectable(("twin: " + state.twin->dir).c_str(), true);
         } else if (!beside.empty()) {

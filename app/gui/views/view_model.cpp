@@ -113,7 +113,7 @@ void ModelView::Draw(WindowState& state) {
         Row("vocabulary", vocab);
         Row("parameters", FormatCount(m.parameters));
         Row("family", model::DescribeArchitecture(c), "The architecture: norm, positions, attention grouping, MLP, residual and head.");
-        Row("activation", model::ToString(c.activation));
+        Row("activation", model::ActivationName(c));
         Row("tau_q form", model::Describe(c.query), "Per-query inverse temperature: scales the logits of row i.");
         Row("tau_v form", model::Describe(c.value), "Per-key value temperature: scales value vector j.");
         Row("layout", m.layout.empty() ? "-" : m.layout);

@@ -21,6 +21,8 @@ import tempfile as _tempfile
 import textwrap as _textwrap
 from numbers import Integral as _Integral, Real as _Real
 
+import numpy as _np
+
 _here = _os.path.dirname(_os.path.abspath(__file__))
 # SentencePiece runs in its own library beside the module (model/text/sentencepiece.cpp).
 if _os.path.exists(_os.path.join(_here, "libssaviz_spm.so")):
@@ -164,11 +166,12 @@ class Model:
 
     # Pickled as how it was opened, so that Dask workers open it themselves.
     def __reduce__(self):
-        return (_reload, (self.path, self.device, self._flags))
+        return (_reload, (self.path, self.requested_device, self._flags))
 
     # How it was opened, its shape, and whether close() freed it.
     path = property(lambda self: self._core.path)
-    device = property(lambda self: self._core.device)
+    device = property(lambda self: self._core.device_in_use, doc="where the model runs: \"cpu\" or \"cuda:0\"")
+    requested_device = property(lambda self: self._core.device, doc="as load() was asked: \"auto\", \"cpu\" or \"cuda\"")
     flags = property(lambda self: dict(self._flags), doc="the load flags (dtype=, n_head=, ...)")
     n_layer = property(lambda self: self._core.n_layer)
     n_head = property(lambda self: self._core.n_head)
@@ -195,15 +198,32 @@ class Model:
         state = "closed" if self.closed else f"{self.n_layer} layers x {self.n_head} heads"
         return f"<ssaviz.Model {self.path!r} ({state})>"
 
-    def analyze(self, text, compare="vanilla", ablate=None, truncate=False):
+    def _base(self, where, compare, base):
+        """compare="base" / base=: tells the model which base to open; returns the comparison."""
+        if base is not None:
+            if compare not in ("vanilla", "base"):
+                raise ValueError(f"{where}: base= goes with compare=\"base\", not compare={compare!r}")
+            if not isinstance(base, (str, _os.PathLike, Model)):
+                raise ArgumentTypeError(f"{where}: base must be a folder, a checkpoint or a Model, not {type(base).__name__}")
+            self._live().set_base(base.path if isinstance(base, Model) else _os.fspath(base))
+            return "base"
+        if isinstance(compare, str) and compare == "base":
+            self._live().set_base("")
+        return compare
+
+    def analyze(self, text, compare="vanilla", ablate=None, truncate=False, base=None):
         """Every map, temperature, metric and prediction of a text (str, or a list of token ids).
 
         compare: "vanilla" (the tau = 1 counterfactual, a second forward pass), "local" (tau = 1 in
-        each layer alone), "unedited" (the model without `ablate`'s what-ifs), a twin Model or
-        folder, or None (no comparison: the cheapest run). ablate: what-ifs in --ablate's syntax
-        ("0:1,1:*=pos") or (layer, head) pairs. truncate: keep the first tokens of a text longer
-        than the context. The engine runs without the GIL."""
+        each layer alone), "unedited" (the model without `ablate`'s what-ifs), "base" (a fine-tune
+        against its base model: three sides, SSA, its weights at tau = 1 and the base, with
+        `decomposition`), a twin Model or folder, or None (no comparison: the cheapest run).
+        base: the base's folder or checkpoint (implies compare="base"; without it the base beside
+        the model). ablate: what-ifs in --ablate's syntax ("0:1,1:*=pos") or (layer, head) pairs.
+        truncate: keep the first tokens of a text longer than the context. The engine runs without
+        the GIL."""
         where = "analyze()"
+        compare = self._base(where, compare, base)
         kind, twin_flags = _compare(where, compare)
         spec = _ablate(where, ablate)
         truncate = _bool(where, "truncate", truncate)
@@ -293,8 +313,9 @@ class Analysis:
     offsets = property(lambda self: self._h.offsets, doc="each token's byte range [begin, end) in the text")
 
     # What it was compared with, and how long the engine took.
-    compare = property(lambda self: self._h.compare, doc="vanilla, local, unedited, twin or none")
-    comparison_kind = property(lambda self: self._h.comparison_kind, doc="as metrics.json names it")
+    compare = property(lambda self: self._h.compare, doc="vanilla, local, unedited, twin, base or none")
+    comparison_kind = property(lambda self: self._h.comparison_kind, doc="as metrics.json names it: tau1, local, twin, unedited or base")
+    base_label = property(lambda self: self._h.base_label, doc="the base's folder (compare=\"base\"); empty otherwise")
     compare_label = property(lambda self: self._h.compare_label)
     interventions = property(lambda self: self._h.interventions, doc="the what-ifs, in --ablate's syntax")
     device = property(lambda self: self._h.device)
@@ -319,6 +340,24 @@ class Analysis:
     top_ids_compare = property(lambda self: self._h.array("top_ids_compare"))
     top_probs_compare = property(lambda self: self._h.array("top_probs_compare"))
     next_logits = property(lambda self: self._h.array("next_logits"), doc="[V]: the logits after the last token")
+    # A fine-tune's base (compare="base"): its side, as the others; None otherwise.
+    tau_q_base = property(lambda self: self._h.array("tau_q_base"))
+    tau_v_base = property(lambda self: self._h.array("tau_v_base"))
+    loss_base = property(lambda self: self._h.array("loss_base"))
+    rank_base = property(lambda self: self._h.array("rank_base"))
+    top_ids_base = property(lambda self: self._h.array("top_ids_base"))
+    top_probs_base = property(lambda self: self._h.array("top_probs_base"))
+
+    @property
+    def decomposition(self):
+        """compare="base": what fine-tuning changed, per head, as metrics.json's "decomposition"
+        (numpy [L, H] arrays): js_total (SSA against the base) beside its parts, js_temperature (SSA
+        against its weights at tau = 1) and js_drift (tau = 1 against the base), the same for L1, and
+        loss_mean of each side. None without a base."""
+        d = _json.loads(self._h.decomposition_json)
+        if d is None:
+            return None
+        return {k: (_np.asarray(v, dtype=_np.float32) if isinstance(v, list) else v) for k, v in d.items()}
 
     def metrics(self):
         return self._h.metrics()
@@ -451,8 +490,12 @@ def _binary():
 
 def show(model=None, text=None, **flags):
     """Opens the desktop window on the same model (its folder, device and flags) and text, and
-    returns at once with its subprocess.Popen. flags: the window's (show="heads", ...)."""
+    returns with its subprocess.Popen once it runs. flags: the window's (show="heads", ...).
+    Raises RuntimeError where there is no display, or when the window exits at once (its error)."""
     where = "show()"
+    if not _os.environ.get("DISPLAY") and not _os.environ.get("WAYLAND_DISPLAY"):
+        raise RuntimeError(f"{where}: no display to open the window on ($DISPLAY and $WAYLAND_DISPLAY are unset); "
+                           "use the figures (a.heatmap(...), a.export(...)) instead")
     if model is None or isinstance(model, (str, _os.PathLike)):
         model = load(model)
     if not isinstance(model, Model):
@@ -466,7 +509,17 @@ def show(model=None, text=None, **flags):
             with _tempfile.NamedTemporaryFile("wb", suffix=".txt", prefix="ssaviz-", delete=False) as f:
                 f.write(data)
             args += ["--text-file", f.name]
-    return _subprocess.Popen(args, stdin=_subprocess.DEVNULL, start_new_session=True)
+    errors = _tempfile.TemporaryFile()
+    window = _subprocess.Popen(args, stdin=_subprocess.DEVNULL, stderr=errors, start_new_session=True)
+    try:  # a window that cannot start (no GL, a bad flag) exits within moments: say why here
+        code = window.wait(timeout=1.5)
+    except _subprocess.TimeoutExpired:
+        return window
+    errors.seek(0)
+    message = errors.read().decode("utf-8", "replace").strip().splitlines()
+    if code != 0:
+        raise RuntimeError(f"{where}: the window exited with code {code}" + (f": {message[-1]}" if message else ""))
+    return window
 
 
 def examples():

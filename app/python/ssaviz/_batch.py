@@ -120,7 +120,7 @@ def export_batch(texts, out, model=None, formats=None, client=None, compare="van
                    for name, line, text in items]
     else:
         if isinstance(model, Model):
-            model_spec = (model.path, model.device, model.flags)
+            model_spec = (model.path, model.requested_device, model.flags)
         else:
             model_spec = ("" if model is None else os.fspath(model), "auto", {})
         # OUT is made here, before any worker runs: workers checking a missing OUT at once would

@@ -33,7 +33,7 @@ def entropy(p):
 def check_numbers(d):
     m = json.load(open(os.path.join(d, "metrics.json")))
     a = np.load(os.path.join(d, "attention.npy"))
-    v = np.load(os.path.join(d, "attention_vanilla.npy"))
+    v = np.load(os.path.join(d, "attention_compare.npy"))
     tq = np.load(os.path.join(d, "tau_q.npy"))
     tv = np.load(os.path.join(d, "tau_v.npy"))
     for array, name in ((a, "attention"), (v, "attention_vanilla"), (tq, "tau_q"), (tv, "tau_v")):
@@ -79,8 +79,8 @@ def check_csv(d, a, v):
     files = sorted(glob.glob(os.path.join(d, "csv", "*.csv")))
     for path in files:
         name = os.path.basename(path)[:-4]
-        vanilla = name.endswith("_vanilla")
-        l, h = (int(x[1:]) for x in name.replace("_vanilla", "").split("_"))
+        vanilla = name.endswith("_compare")
+        l, h = (int(x[1:]) for x in name.replace("_compare", "").split("_"))
         rows = open(path, encoding="utf-8").read().splitlines()
         values = np.array([[float(x) for x in row.rsplit(",", a.shape[-1])[1:]] for row in rows[1:]])
         want = (v if vanilla else a)[l, h]

@@ -76,7 +76,7 @@ TEST_F(Cli, ExportWritesEveryFileWithTheRightShapes) {
     const int64_t T = static_cast<int64_t>(tokens["ids"].size());
     ASSERT_EQ(T, 9);
     EXPECT_EQ(NpyShape(out + "/attention.npy"), (std::vector<int64_t>{2, 2, T, T}));
-    EXPECT_EQ(NpyShape(out + "/attention_vanilla.npy"), (std::vector<int64_t>{2, 2, T, T}));
+    EXPECT_EQ(NpyShape(out + "/attention_compare.npy"), (std::vector<int64_t>{2, 2, T, T}));
     EXPECT_EQ(NpyShape(out + "/tau_q.npy"), (std::vector<int64_t>{2, 2, T}));
     EXPECT_EQ(NpyShape(out + "/tau_v.npy"), (std::vector<int64_t>{2, 2, T}));
     json metrics = json::parse(ReadFile(out + "/metrics.json"));
@@ -89,13 +89,13 @@ TEST_F(Cli, ExportWritesEveryFileWithTheRightShapes) {
         EXPECT_TRUE(metrics["heads"][0].contains(key)) << key;
     EXPECT_EQ(metrics["rows"]["ssa"]["entropy"][1][1].size(), static_cast<size_t>(T));
     EXPECT_TRUE(fs::exists(out + "/csv/L1_H0.csv"));
-    EXPECT_TRUE(fs::exists(out + "/csv/L1_H0_vanilla.csv"));
+    EXPECT_TRUE(fs::exists(out + "/csv/L1_H0_compare.csv"));
 
     // numpy itself reads the files, and they agree with metrics.json.
     const std::string check =
         "import json, numpy as np, sys\n"
         "d = sys.argv[1]\n"
-        "a = np.load(d + '/attention.npy'); v = np.load(d + '/attention_vanilla.npy')\n"
+        "a = np.load(d + '/attention.npy'); v = np.load(d + '/attention_compare.npy')\n"
         "q = np.load(d + '/tau_q.npy'); m = json.load(open(d + '/metrics.json'))\n"
         "assert a.dtype == np.float32 and a.shape == v.shape\n"
         "assert np.allclose(a.sum(-1), 1, atol=1e-5) and np.allclose(np.triu(a, 1), 0)\n"
@@ -115,6 +115,59 @@ TEST_F(Cli, ExportAgainstATwinModel) {
     EXPECT_EQ(metrics["comparison"], Twin());
     EXPECT_GT(metrics["heads"][0]["js_divergence"].get<double>(), 0.0);
     EXPECT_FALSE(fs::exists(out + "/attention.npy"));  // --format json only
+}
+
+// Issue 34: a fine-tune against its base, three sides. --base DIR (and --compare base with a
+// sibling base/ folder) writes each side's maps and losses and metrics.json's decomposition, which
+// numpy recomputes from the exported maps (each row's JS and L1, the mean over rows 2..T) within
+// 1e-5; the maps in float64 here, in float32 in the engine.
+TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
+    const std::string out = kOut + "/export_base";
+    fs::remove_all(out);
+    const std::string text = "The cat sat on the mat. The cat sat on the hat.";
+    Outcome r = Ssaviz({"export", "--model", Small(), "--base", Twin(), "--text", text, "--out", out, "--format", "json,npy,csv", "--layers",
+                        "1", "--heads", "0"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* f : {"attention.npy", "attention_tau1.npy", "attention_base.npy", "loss.npy", "loss_tau1.npy", "loss_base.npy",
+                          "csv/L1_H0_tau1.csv"})
+        EXPECT_TRUE(fs::exists(out + "/" + f)) << f;
+    EXPECT_FALSE(fs::exists(out + "/attention_compare.npy")) << "beside a base the comparison side is named tau1";
+    const json metrics = json::parse(ReadFile(out + "/metrics.json"));
+    EXPECT_EQ(metrics["comparison_kind"], "base");
+    EXPECT_EQ(metrics["base"], Twin());
+    ASSERT_TRUE(metrics.contains("decomposition"));
+    const std::string check =
+        "import json, numpy as np, sys\n"
+        "d = sys.argv[1]\n"
+        "a, t, b = (np.load(d + f).astype(np.float64) for f in ('/attention.npy', '/attention_tau1.npy', '/attention_base.npy'))\n"
+        "m = json.load(open(d + '/metrics.json')); dec = m['decomposition']\n"
+        "def kl(p, q): return np.where(p > 0, p * np.log(np.where(p > 0, p, 1) / np.where(q > 0, q, 1)), 0).sum(-1)\n"
+        "def js(p, q): return 0.5 * (kl(p, (p + q) / 2) + kl(q, (p + q) / 2))\n"
+        "def l1(p, q): return np.abs(p - q).sum(-1)\n"
+        "for part, (p, q) in {'total': (a, b), 'temperature': (a, t), 'drift': (t, b)}.items():\n"
+        "    for name, f in (('js', js), ('l1', l1)):\n"
+        "        want = f(p, q)[:, :, 1:].mean(-1); got = np.array(dec[name + '_' + part])\n"
+        "        assert got.shape == want.shape and np.abs(want - got).max() < 1e-5, (name, part, np.abs(want - got).max())\n"
+        "assert dec['js_total'] != dec['js_drift'] and np.array(dec['js_temperature']).max() > 0\n"
+        "for side, f in (('ssa', '/loss.npy'), ('tau1', '/loss_tau1.npy'), ('base', '/loss_base.npy')):\n"
+        "    assert abs(np.load(d + f).mean() - dec['loss_mean'][side]) < 1e-5, side\n"
+        "assert abs(np.load(d + '/loss_base.npy').mean() - m['loss']['base']) < 1e-5\n"
+        "print('numpy ok')\n";
+    ExpectPythonCheck("check_base.py", check, out);
+
+    // The base beside a fine-tune: a sibling folder "base".
+    const std::string pair = kOut + "/finetune";
+    fs::remove_all(pair);
+    fs::create_directories(pair);
+    fs::copy(Small(), pair + "/ft", fs::copy_options::recursive);
+    fs::copy(Twin(), pair + "/base", fs::copy_options::recursive);
+    const std::string beside = kOut + "/export_base_beside";
+    r = Ssaviz({"export", "--model", pair + "/ft", "--compare", "base", "--text", text, "--out", beside, "--format", "json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(ReadFile(beside + "/metrics.json"))["base"], pair + "/base");
+    // None beside: one line naming what to do.
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--compare", "base", "--text", text, "--out", kOut + "/export_no_base"}), 2,
+                       "name it with --base DIR");
 }
 
 // Issue 17: per-token losses and what-ifs in an export. numpy reads the losses and agrees with
@@ -242,7 +295,7 @@ TEST_F(Cli, CheckpointWithoutConfigOpensWithFlagsAndMatchesTheFolder) {
         Outcome r = Ssaviz(args);
         ASSERT_EQ(r.code, 0) << r.err;
     }
-    for (const char* file : {"attention.npy", "attention_vanilla.npy", "tau_q.npy", "tau_v.npy"})
+    for (const char* file : {"attention.npy", "attention_compare.npy", "tau_q.npy", "tau_v.npy"})
         EXPECT_EQ(ReadFile(kOut + "/ckpt_export/" + file), ReadFile(kOut + "/dir_export/" + file)) << file;
 }
 

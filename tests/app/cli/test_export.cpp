@@ -42,26 +42,26 @@ TEST_F(Cli, ExportWritesEveryFigure) {
                         "--highlight-scope", "1,0"});
     ASSERT_EQ(r.code, 0) << r.err;
     const std::vector<std::string> files = FilesUnder(out);
-    std::vector<std::string> expected = {"attention.npy", "attention_vanilla.npy", "highlight.html", "loss.npy", "loss_compare.npy",
+    std::vector<std::string> expected = {"attention.npy", "attention_compare.npy", "highlight.html", "loss.npy", "loss_compare.npy",
                                          "metrics.json", "tau_q.npy", "tau_v.npy", "tokens.json"};
     for (const char* ext : {"png", "svg"}) {
         for (int l = 0; l < 2; ++l)
             for (int h = 0; h < 2; ++h)
-                for (const char* suffix : {"", "_vanilla", "_diff"})
+                for (const char* suffix : {"", "_compare", "_diff"})
                     expected.push_back("heatmaps/L" + std::to_string(l) + "_H" + std::to_string(h) + suffix + "." + ext);
-        for (const char* name : {"heads_grid", "heads_grid_vanilla", "heads_grid_diff", "highlight", "plots/dilution", "plots/tau_q_histogram",
+        for (const char* name : {"heads_grid", "heads_grid_compare", "heads_grid_diff", "highlight", "plots/dilution", "plots/tau_q_histogram",
                                  "plots/qk_spectrum", "plots/sink_mass"})
             expected.push_back(std::string(name) + "." + ext);
     }
     for (int l = 0; l < 2; ++l)
         for (int h = 0; h < 2; ++h)
-            for (const char* suffix : {"", "_vanilla"}) expected.push_back("csv/L" + std::to_string(l) + "_H" + std::to_string(h) + suffix + ".csv");
+            for (const char* suffix : {"", "_compare"}) expected.push_back("csv/L" + std::to_string(l) + "_H" + std::to_string(h) + suffix + ".csv");
     std::sort(expected.begin(), expected.end());
     EXPECT_EQ(files, expected);
     // 9 tokens: every cell of each small map is an SVG rectangle.
     ExpectValidExport(out, "--expect-cells 81");
     // The title names the model, head and map; the labels are the tokens.
-    const std::string svg = ReadFile(out + "/heatmaps/L1_H0_vanilla.svg");
+    const std::string svg = ReadFile(out + "/heatmaps/L1_H0_compare.svg");
     EXPECT_NE(svg.find("layer 1, head 0"), std::string::npos);
     EXPECT_NE(svg.find("vanilla"), std::string::npos);
     EXPECT_NE(svg.find("\xC2\xB7mat"), std::string::npos);  // a leading space shows as a middle dot

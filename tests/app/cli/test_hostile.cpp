@@ -420,7 +420,7 @@ TEST_F(Cli, RepeatedLayersAndHeadsWriteEachFileOnce) {
     const std::string out = Fresh("repeats");
     Outcome r = Ssaviz({"export", "--model", Small(), "--text", "a b", "--out", out, "--format", "csv", "--layers", layers, "--heads", "1,1,1"});
     ASSERT_EQ(r.code, 0) << r.err;
-    EXPECT_EQ(FilesUnder(out + "/csv"), (std::vector<std::string>{"L0_H1.csv", "L0_H1_vanilla.csv", "L1_H1.csv", "L1_H1_vanilla.csv"}));
+    EXPECT_EQ(FilesUnder(out + "/csv"), (std::vector<std::string>{"L0_H1.csv", "L0_H1_compare.csv", "L1_H1.csv", "L1_H1_compare.csv"}));
 }
 
 }  // namespace

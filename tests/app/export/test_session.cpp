@@ -188,7 +188,18 @@ TEST(Compare, OneVocabularyForFlagsSessionsAndPython) {
     EXPECT_EQ(app::ParseCompare("/models/vanilla").twin_dir, "/models/vanilla");
     EXPECT_EQ(app::ParseCompare("none").kind, app::CompareKind::Twin);  // a folder ./none on the command line
     EXPECT_EQ(app::ParseCompare("none", /*python=*/true).kind, app::CompareKind::None);
-    EXPECT_EQ(app::CompareFlagHint(), "vanilla|local|unedited|DIR");
+    EXPECT_EQ(app::CompareFlagHint(), "vanilla|local|unedited|base|DIR");
+    // A fine-tune's base: by keyword (the base beside the model), its folder kept under "base".
+    app::CommandOptions base;
+    ASSERT_TRUE(app::ApplyFlag(app::Command::Export, "base", "/models/base", &base));
+    ASSERT_TRUE(app::ApplyFlag(app::Command::Export, "compare", "base", &base));  // after --base: keeps its folder
+    EXPECT_EQ(base.compare.kind, app::CompareKind::Base);
+    EXPECT_EQ(base.compare.base_dir, "/models/base");
+    auto s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"compare", "base"}, {"base", "/models/base"}});
+    ASSERT_TRUE(s) << s.error();
+    EXPECT_EQ(s->compare.kind, app::CompareKind::Base);
+    EXPECT_EQ(s->compare.base_dir, "/models/base");
+    EXPECT_EQ(app::SessionToJson(*s)["base"], "/models/base");
     EXPECT_EQ(app::CompareKindRunning(model::Comparison::LayerLocal).kind, app::CompareKind::LayerLocal);
 }
 

@@ -125,6 +125,18 @@ int RunCommand(const std::string& cmd, const std::string& log) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// --device cuda on a machine without CUDA: the window exits with the command line's code for it
+// (2, a usage error) and its one-line message, not 3 (a bad model).
+TEST(EndToEnd, CudaWithoutAGpuExitsAsTheCommandLineDoes) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_cuda";
+    fs::create_directories(dir);
+    const std::string log = dir + "/log.txt";
+    const int code = RunCommand(std::string(SSAVIZ_BINARY) + " --device cuda --screenshot " + dir + "/shot.png --frames 4", log);
+    if (code == 0) GTEST_SKIP() << "this machine has a CUDA device";
+    EXPECT_EQ(code, 2) << ReadFile(log);
+    EXPECT_NE(ReadFile(log).find("no CUDA device"), std::string::npos) << ReadFile(log);
+}
+
 std::vector<std::string> FilesUnder(const std::string& dir) {
     std::vector<std::string> out;
     if (!fs::exists(dir)) return out;
@@ -231,7 +243,7 @@ void ExpectGuiExportEqualsCommandLine(const std::string& name, const std::string
     for (const std::string& f : files)
         EXPECT_TRUE(ReadFile(gui_out + "/" + f) == ReadFile(cli_out + "/" + f)) << f << " differs between the GUI and the command line";
     const nlohmann::json metrics = nlohmann::json::parse(ReadFile(gui_out + "/metrics.json"), nullptr, false);
-    EXPECT_EQ(metrics.value("comparison_kind", ""), compare == "local" ? "local" : compare == "unedited" ? "unedited" : "counterfactual");
+    EXPECT_EQ(metrics.value("comparison_kind", ""), compare == "local" ? "local" : compare == "unedited" ? "unedited" : "tau1");
 }
 
 TEST(EndToEnd, GuiExportEqualsCommandLineExport) { ExpectGuiExportEqualsCommandLine("e2e_export", "vanilla"); }

@@ -33,7 +33,7 @@ def expect_same_bytes(ours, path):
 
 def expect_arrays_equal_export(a, out):
     expect_same_bytes(stacked(a, "ssa"), out / "attention.npy")
-    expect_same_bytes(stacked(a, "compare"), out / "attention_vanilla.npy")
+    expect_same_bytes(stacked(a, "compare"), out / "attention_compare.npy")
     expect_same_bytes(a.tau_q, out / "tau_q.npy")
     expect_same_bytes(a.tau_v, out / "tau_v.npy")
     expect_same_bytes(a.loss, out / "loss.npy")
@@ -101,7 +101,7 @@ def test_export_and_figures_equal_the_command_lines_files(tmp_path):
     cli = tmp_path / "cli"
     assert a.heatmap(1, 2, colormap="magma", log=True).png() == (cli / "heatmaps" / "L1_H2.png").read_bytes()
     assert a.heatmap(1, 3, map="diff", colormap="magma", log=True).svg() == (cli / "heatmaps" / "L1_H3_diff.svg").read_text()
-    assert a.heads_grid(map="compare", colormap="magma", log=True).png() == (cli / "heads_grid_vanilla.png").read_bytes()
+    assert a.heads_grid(map="compare", colormap="magma", log=True).png() == (cli / "heads_grid_compare.png").read_bytes()
     h = a.highlight(by="loss_delta")
     assert h.png() == (cli / "highlight.png").read_bytes()
     assert h.svg() == (cli / "highlight.svg").read_text()

@@ -66,7 +66,7 @@ def test_bad_comparisons_and_ablations(small, tmp_path):
     assert small.analyze(TEXT, compare=SMALL_TWIN).comparison_kind == "twin"
     with pytest.raises(FileNotFoundError):
         small.analyze(TEXT, compare="/nonexistent/twin")
-    assert small.analyze(TEXT).comparison_kind == "counterfactual"
+    assert small.analyze(TEXT).comparison_kind == "tau1"
 
 
 def test_bad_export_and_figure_flags(small, tmp_path):
