@@ -381,6 +381,8 @@ void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional
     if (!launch->session_path.empty()) {
         auto loaded = LoadSession(launch->session_path);
         if (!loaded) throw Failure{kExitBadInput, loaded.error()};
+        for (const std::string& w : loaded->warnings)
+            std::fprintf(stderr, "ssaviz: %s: %s\n", model::EscapeForMessage(launch->session_path).c_str(), w.c_str());
         *session = std::move(*loaded);
     }
     const Session* s = *session ? &**session : nullptr;

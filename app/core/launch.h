@@ -4,6 +4,7 @@
 // settings) travels beside it, since it is an app/export type: RunGui(options, session).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "app/core/model_scale.h"
@@ -21,7 +22,11 @@ struct LaunchOptions {
 
     std::string session_path;  // --session FILE: where the session came from (File > Save session writes there)
     std::string example;       // --example ID: open a bundled model with its twin and text (Examples menu)
-    std::string show;          // --show: export|help|demo opens that window; heads|matrix|...|what-ifs that tab
+    std::string show;          // --show: export|help|demo opens that window; heads|matrix|...|what-ifs that tab (--tab)
+    // Where the window opens, over a session's: --layer and --head (the selected head), --query
+    // (the selected query row), --map ssa|compare|diff|all (all: the three side by side).
+    std::optional<int> layer, head, query;
+    std::string map;
 
     // Once the first analysis is shown (screenshots, tests): --continue N appends N tokens as
     // Continue (Ctrl+G) does, with the session's generation settings; --rank-heads ranks the heads.

@@ -101,6 +101,16 @@ HighlightData MakeHighlight(const model::Analysis& a, const std::string& model_n
     d.options.ValueLabel = HighlightLabel(s);
     d.options.Map = s.colormap;
     d.options.LogScale = s.log_scale;
+    if (IsTemperature(s.highlight)) {
+        // The window's scale: diverging around tau = 1 (white), one scale for every head of the
+        // model, so a colour is one temperature everywhere; red above 1 (sharper), blue below.
+        const float offset = TokenColorOffset(s.highlight);  // tau_q's token term, tanh(..), is shown as 1 + it
+        for (float& v : d.values) v += offset;
+        if (const std::vector<float>* rows = TokenQuantity(a, s.highlight)) d.options.ValueRange = TemperatureRange(a, *rows, std::nullopt, offset);
+        d.options.Map = viz::Colormap::Diverging;
+        d.options.LogScale = false;
+        d.options.ValueLabel += " (1: vanilla; red above, sharper; blue below, flatter)";
+    }
     if (s.highlight == TokenColor::LossDelta) {  // where SSA's temperatures help (blue, below 0) and where they hurt (red)
         d.options.ValueRange = SymmetricRange(d.values);
         d.options.Map = viz::Colormap::Diverging;

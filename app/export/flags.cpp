@@ -715,6 +715,31 @@ std::vector<Flag> BuildTable() {
                 o.window.show = v.text;
             },
             [](const CommandOptions& o) { return Unless(o.window.show, std::string()); }));
+    add(Row({"--tab"}, "heads|matrix|temperatures|table|sparsity|next-token|what-ifs", {C::Window}, "the tab the window opens on",
+            [](CommandOptions& o, const FlagValue& v) {
+                static const std::set<std::string> kTabs = {"heads", "matrix", "temperatures", "table", "sparsity", "next-token", "what-ifs"};
+                if (!kTabs.count(v.text))
+                    Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of heads, matrix, temperatures, table, sparsity, next-token, what-ifs");
+                o.window.show = v.text;
+            },
+            [](const CommandOptions&) { return std::optional<std::string>(); }));  // --show spells it back
+    auto where = [&](const char* name, std::optional<int> LaunchOptions::*field, const char* help) {
+        add(Row({name}, "N", {C::Window}, help,
+                [field](CommandOptions& o, const FlagValue& v) { o.window.*field = static_cast<int>(Whole(v, 0, 1 << 20)); },
+                [field](const CommandOptions& o) {
+                    const std::optional<int>& n = o.window.*field;
+                    return n ? std::optional(std::to_string(*n)) : std::nullopt;
+                }));
+    };
+    where("--layer", &LaunchOptions::layer, "open on layer N's head (with --head; from 0; over a session's selection)");
+    where("--head", &LaunchOptions::head, "open on head N of the layer (from 0)");
+    where("--query", &LaunchOptions::query, "open with query row N selected (from 0: the first token)");
+    add(Row({"--map"}, "ssa|compare|diff|all", {C::Window}, "the map the window opens on: SSA, its comparison, their difference, or all three side by side",
+            [](CommandOptions& o, const FlagValue& v) {
+                if (v.text != "all" && !ParseMapMode(v.text)) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of ssa, compare, diff, all");
+                o.window.map = v.text;
+            },
+            [](const CommandOptions& o) { return Unless(o.window.map, std::string()); }));
     add(Row({"--continue"}, "N", {C::Window}, "append N tokens once the first analysis is shown, as Continue (Ctrl+G) does",
             [](CommandOptions& o, const FlagValue& v) { o.window.continue_tokens = Positive(v, 100000); },
             [](const CommandOptions& o) { return Unless(o.window.continue_tokens, 0); }));

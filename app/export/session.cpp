@@ -164,6 +164,35 @@ json SessionToJson(const Session& s) {
     return j;
 }
 
+namespace {
+
+// The keys of `given` that `known` (every key a session is written with) lacks, recursively into
+// objects, as one-line warnings naming each and where a key of that name belongs. At most
+// kMaxWarnings are listed, then how many more.
+void WarnUnknownKeys(const json& given, const json& known, const std::string& path, std::vector<std::string>* out) {
+    constexpr size_t kMaxWarnings = 20;
+    if (!given.is_object()) return;
+    size_t more = 0;
+    for (const auto& [key, value] : given.items()) {
+        const std::string name = path.empty() ? key : path + "." + key;
+        if (known.contains(key)) {
+            if (value.is_object() && known[key].is_object()) WarnUnknownKeys(value, known[key], name, out);
+            continue;
+        }
+        if (out->size() >= kMaxWarnings) {
+            ++more;
+            continue;
+        }
+        std::string hint;
+        for (const char* part : {"view", "export"})
+            if (path.empty() && known.contains(part) && known[part].contains(key)) hint = "; did you mean '" + std::string(part) + "." + key + "'?";
+        out->push_back("session key " + QuoteForMessage(name) + " is not one this ssaviz reads (ignored" + hint + ")");
+    }
+    if (more) out->push_back("and " + std::to_string(more) + " more session keys it does not read (ignored)");
+}
+
+}  // namespace
+
 model::Result<Session> SessionFromJson(const json& j) {
     try {
         Reader r(j, "");
@@ -258,6 +287,7 @@ model::Result<Session> SessionFromJson(const json& j) {
             vs.layout.center = static_cast<float>(c[1].get<double>() / sum);
             vs.layout.right = static_cast<float>(c[2].get<double>() / sum);
         }
+        WarnUnknownKeys(j, SessionToJson(Session{}), "", &s.warnings);
         return s;
     } catch (const BadKey& e) {
         return model::Fail("session: " + e.message);

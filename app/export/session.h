@@ -30,6 +30,9 @@ struct Session {
     int query = -1;
     ViewSettings settings;
     ExportOptions export_options;  // empty layers / heads: all
+    // Read, not kept: a key this reader does not know (a typo, "map" outside "view"), one line
+    // each, for the caller to show; never silence.
+    std::vector<std::string> warnings;
 };
 
 constexpr int kSessionVersion = 1;

@@ -373,6 +373,7 @@ bool SaveScreenshot(const std::string& path, int width, int height, const Window
                             {"log_scale", v.log_scale},
                             {"map", ToString(v.map_mode)},
                             {"split", v.split},
+                            {"tab", v.right_tab},
                             {"layout", {v.layout.left, v.layout.center, v.layout.right}},
                             {"token_color", ToString(v.token_color)},
                             {"token_scope", ToString(v.token_scope)},

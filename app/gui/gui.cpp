@@ -123,6 +123,25 @@ public:
             std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return c == ' ' ? '-' : static_cast<char>(std::tolower(c)); });
             if (options.show == lower) m_state.settings.right_tab = tab;
         }
+        // --layer, --head, --query, --map: where the window opens (checked once the model is open).
+        if (options.layer) m_state.selected.layer = *options.layer;
+        if (options.head) m_state.selected.head = *options.head;
+        if (options.query) m_state.query = *options.query;
+        m_start_place = options.layer || options.head || options.query;
+        if (options.map == "all") {
+            m_state.settings.split = true;
+        } else if (auto mode = ParseMapMode(options.map)) {
+            m_state.settings.split = false;
+            m_state.settings.map_mode = *mode;
+        }
+    }
+
+    // --layer / --head past the model's shape: one line, and the nearest head is shown.
+    void CheckStartPlace(const model::ModelConfig& c) {
+        if (!std::exchange(m_start_place, false)) return;
+        if (m_state.selected.layer >= c.n_layer || m_state.selected.head >= c.n_head)
+            std::fprintf(stderr, "ssaviz: --layer %d --head %d: the model has %d layers x %d heads; showing the nearest head\n",
+                         m_state.selected.layer, m_state.selected.head, c.n_layer, c.n_head);
     }
 
     // Selections and settings now; the twin once the model is open.
@@ -173,6 +192,7 @@ public:
             switch (e.kind) {
                 case Kind::ModelOpened:
                     m_state.model = e.info;
+                    CheckStartPlace(e.info->config);
                     m_state.twin_beside = e.twin_beside;
                     m_state.vocab = e.vocab;
                     m_state.head_impacts.reset();  // another model's heads
@@ -591,6 +611,7 @@ private:
                     ApplySession(*session);
                     m_state.open_model_request = session->model_dir.empty() ? DefaultModelDir() : session->model_dir;
                     m_session_message = "opened " + m_session_path;
+                    for (const std::string& w : session->warnings) m_session_message += "\n" + w;
                 }
             }
             if (!m_session_message.empty()) ImGui::TextWrapped("%s", m_session_message.c_str());
@@ -753,6 +774,7 @@ private:
     int m_start_continue = 0;         // --continue N, until the first analysis
     bool m_start_rank_heads = false;  // --rank-heads, likewise
     bool m_start_global_pass = false; // --global-pass, likewise
+    bool m_start_place = false;       // --layer, --head or --query given: checked once the model is open
     WindowState m_state;
     Views m_views;
     std::deque<std::pair<uint64_t, double>> m_waiting;  // analysis requests not yet on screen, oldest first

@@ -457,3 +457,24 @@ TEST(ExportHeads, EmptyMeansAllAndOutOfRangeIsAnError) {
 }
 
 }  // namespace
+
+// Issue 34: a key this ssaviz does not read (a typo, "map" outside "view") is a one-line warning
+// naming it and where a key of that name belongs; never silence. What the writer wrote has none.
+TEST(Session, UnknownKeysAreWarnedAboutByName) {
+    auto s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"map", "diff"}, {"split", true}, {"view", {{"zoom", 2}}}, {"colour", 1}});
+    ASSERT_TRUE(s) << s.error();
+    ASSERT_EQ(s->warnings.size(), 4u);
+    EXPECT_EQ(s->warnings[0], "session key 'colour' is not one this ssaviz reads (ignored)");
+    EXPECT_EQ(s->warnings[1], "session key 'map' is not one this ssaviz reads (ignored; did you mean 'view.map'?)");
+    EXPECT_EQ(s->warnings[2], "session key 'split' is not one this ssaviz reads (ignored; did you mean 'view.split'?)");
+    EXPECT_EQ(s->warnings[3], "session key 'view.zoom' is not one this ssaviz reads (ignored)");
+    auto again = app::SessionFromJson(app::SessionToJson(*s));
+    ASSERT_TRUE(again) << again.error();
+    EXPECT_TRUE(again->warnings.empty());
+    json many = {{"ssaviz_session", 1}};
+    for (int k = 0; k < 100; ++k) many["key" + std::to_string(k)] = k;
+    auto flood = app::SessionFromJson(many);
+    ASSERT_TRUE(flood) << flood.error();
+    ASSERT_EQ(flood->warnings.size(), 21u);
+    EXPECT_EQ(flood->warnings.back(), "and 80 more session keys it does not read (ignored)");
+}

@@ -125,6 +125,35 @@ int RunCommand(const std::string& cmd, const std::string& log) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// Issue 34: the window opens where its flags say (--layer, --head, --query, --map, --tab), over
+// the defaults, and a map it does not know is a usage error naming the choices.
+TEST(EndToEnd, FlagsOpenTheWindowOnAHeadQueryMapAndTab) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_place";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    auto shown = [&](const std::string& name, const std::string& flags) {
+        const std::string png = dir + "/" + name + ".png";
+        const int code = RunCommand(std::string(SSAVIZ_BINARY) + " --text 'The keeper lit the lamp and watched the ships' --screenshot " +
+                                        png + " --frames 3 " + flags,
+                                    dir + "/" + name + ".log");
+        EXPECT_EQ(code, 0) << ReadFile(dir + "/" + name + ".log");
+        const nlohmann::json meta = nlohmann::json::parse(ReadFile(png + ".json"), nullptr, false);
+        return meta.is_object() && meta.contains("state") ? meta["state"] : nlohmann::json::object();
+    };
+    const nlohmann::json all = shown("all", "--layer 2 --head 1 --query 3 --map all --tab temperatures");
+    EXPECT_EQ(all["selected"], nlohmann::json({2, 1}));
+    EXPECT_EQ(all["query"], 3);
+    EXPECT_EQ(all["split"], true);
+    EXPECT_EQ(all["tab"], "Temperatures");
+    const nlohmann::json diff = shown("diff", "--map diff --head 3");
+    EXPECT_EQ(diff["selected"], nlohmann::json({0, 3}));
+    EXPECT_EQ(diff["map"], "diff");
+    EXPECT_EQ(diff["split"], false);
+    const int code = RunCommand(std::string(SSAVIZ_BINARY) + " --map sideways", dir + "/bad.log");
+    EXPECT_EQ(code, 2);
+    EXPECT_NE(ReadFile(dir + "/bad.log").find("is not one of ssa, compare, diff, all"), std::string::npos) << ReadFile(dir + "/bad.log");
+}
+
 // --device cuda on a machine without CUDA: the window exits with the command line's code for it
 // (2, a usage error) and its one-line message, not 3 (a bad model).
 TEST(EndToEnd, CudaWithoutAGpuExitsAsTheCommandLineDoes) {
