@@ -102,6 +102,16 @@ std::vector<Quantity> MakeCatalogue() {
             .Shown(kSsaSide),
         Quantity("l1", "L1 to comparison", "L1", "L1 distance sum_j |p - p'| of SSA's rows from the comparison's, 0..2", Scope::Row)
             .Members(&A::l1).Read(R::RowMean).LargerFirst().Json(kHeadsAndRows, "l1_distance").Python("l1").Shown(kSsaSide),
+        // With a fine-tune's base (compare base): the whole change and the other weights' drift;
+        // the temperatures' part is js_divergence (SSA against tau = 1). NaN without a base.
+        Quantity("js_total", "JS to base", "JS total",
+                 "Jensen-Shannon divergence of SSA's rows from the base model's: all that fine-tuning changed (with a base)", Scope::Row)
+            .Unit("nats").Members(&A::js_total).Read(R::RowMean).Format("%.4f").LargerFirst().Shown(kSsaSide),
+        Quantity("js_drift", "JS drift (tau=1 to base)", "JS drift",
+                 "Jensen-Shannon divergence of the tau = 1 rows from the base's: what fine-tuning did to the other weights, the "
+                 "temperatures aside (with a base)",
+                 Scope::Row)
+            .Unit("nats").Members(&A::js_drift).Read(R::RowMean).Format("%.4f").LargerFirst().Shown(kSsaSide),
         // Temperatures.
         Quantity("tau_q", "tau_q", "tau_q", "query inverse temperature: larger = sharper row (1 = vanilla)", Scope::Row)
             .Members(&A::tau_q, &A::tau_q_compare).Read(R::TokenStats).Scaled(Scale::AroundOne).Json(kJsonHeads).Batch(kSsaSide)

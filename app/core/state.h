@@ -139,6 +139,9 @@ struct AppState {
     std::optional<std::vector<model::Intervention>> interventions_request;
     bool compare_unedited = false;
     std::optional<bool> unedited_request;
+    // A fine-tune against its base (three sides: SSA, tau = 1 and the base beside the model).
+    bool compare_base = false;
+    std::optional<bool> base_request;
     std::string notice;  // a one-line note in the status bar: what-ifs dropped, Continue stopped at the context
     std::shared_ptr<const HeadImpacts> head_impacts;  // the last "which heads matter" run (partial while it runs)
     bool rank_heads_request = false;

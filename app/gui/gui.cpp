@@ -157,6 +157,7 @@ public:
         m_pending_twin = s.compare.kind == CompareKind::Twin ? s.compare.twin_dir : "";
         if (s.compare.kind == CompareKind::LayerLocal) m_state.layer_local_request = true;
         if (s.compare.kind == CompareKind::Unedited) m_state.unedited_request = true;
+        if (s.compare.kind == CompareKind::Base) m_state.base_request = true;  // the base beside the model
         if (!s.interventions.empty() || !m_state.interventions.empty()) m_state.interventions_request = s.interventions;
     }
 
@@ -194,14 +195,17 @@ public:
                     m_state.model = e.info;
                     CheckStartPlace(e.info->config);
                     m_state.twin_beside = e.twin_beside;
+                    m_state.base_beside = e.base_beside;
                     m_state.vocab = e.vocab;
                     m_state.head_impacts.reset();  // another model's heads
                     m_state.twin.reset();
                     m_state.error.clear();
                     RememberRecentModel(e.info->dir, &m_state.recent_models);
                     if (TrainedTask(e.info->dir) == "graph") m_state.show_graph = true;
-                    if (!m_pending_twin.empty()) m_worker.OpenTwin(std::exchange(m_pending_twin, std::string()));
-                    m_twin_expected = m_worker.Busy();
+                    // A twin the session or example named opens now; screenshots wait for it (and only
+                    // for it: other requests queued meanwhile, a comparison, answer without a twin).
+                    m_twin_expected = !m_pending_twin.empty();
+                    if (m_twin_expected) m_worker.OpenTwin(std::exchange(m_pending_twin, std::string()));
                     m_state.global_pass_running = false;
                     SetComparisonShown(e.comparison);
                     break;
@@ -256,7 +260,8 @@ public:
         m_state.busy = m_worker.Busy();
         if (m_state.busy && !was_busy) m_busy_since_ms = NowMs();
         m_state.busy_ms = m_state.busy ? NowMs() - m_busy_since_ms : 0.0;
-        const bool requests_pending = m_state.interventions_request || m_state.unedited_request || m_state.layer_local_request;
+        const bool requests_pending =
+            m_state.interventions_request || m_state.unedited_request || m_state.layer_local_request || m_state.base_request;
         if (m_state.analysis && !m_state.busy && !m_twin_expected && !requests_pending) StartJobsAskedFor();
         m_state.progress = m_worker.Progress();
         m_worker.SetShownHead(m_state.selected.layer, m_state.selected.head);
@@ -374,14 +379,17 @@ public:
             m_worker.CloseTwin();
             m_state.close_twin_request = false;
         }
-        if (m_state.layer_local_request || m_state.unedited_request) {
+        if (m_state.layer_local_request || m_state.unedited_request || m_state.base_request) {
             if (m_state.layer_local_request) {
                 m_state.layer_local = *m_state.layer_local_request;
                 m_state.compare_unedited = false;
             }
             if (m_state.unedited_request) m_state.compare_unedited = *m_state.unedited_request;
+            // The base is the comparison chosen last; any other choice leaves it.
+            m_state.compare_base = m_state.base_request.value_or(false);
             m_state.layer_local_request.reset();
             m_state.unedited_request.reset();
+            m_state.base_request.reset();
             m_worker.SetComparison(ShownComparison());
             if (m_state.twin) m_worker.CloseTwin();
         }
@@ -465,6 +473,7 @@ private:
 
     // Which comparison the menu, the model panel and Ctrl+T show, without a twin.
     CompareKind ShownComparison() const {
+        if (m_state.compare_base) return CompareKind::Base;
         return m_state.compare_unedited ? CompareKind::Unedited : m_state.layer_local ? CompareKind::LayerLocal : CompareKind::Global;
     }
 
@@ -473,6 +482,7 @@ private:
         if (c == model::Comparison::Twin) return;
         m_state.layer_local = c == model::Comparison::LayerLocal;
         m_state.compare_unedited = c == model::Comparison::Unedited;
+        m_state.compare_base = c == model::Comparison::Base;
         if (c != model::Comparison::Counterfactual) m_state.global_pass_running = false;
     }
 

@@ -33,6 +33,7 @@ struct WindowState : AppState {
     bool want_frame = false;     // a view has more to do (e.g. baking in slices): draw again soon
     int layout_generation = 0;   // bumped when a session sets the layout, so the panes take it
     std::string twin_beside;     // the open model's shipped twin or base model (TwinBeside, found by the worker); empty: none
+    std::string base_beside;     // the base a fine-tune started from (BaseBeside, found by the worker): the three-way comparison
     double last_latency_ms = 0;  // keystroke (analysis request) to the frame that showed its result
     float frame_ms = 0;
     std::map<std::string, Rect> regions;  // "heatmap", "tokens", "heads", ...

@@ -162,6 +162,7 @@ void InferenceWorker::Handle(const Request& r) {
             WorkerEvent opened{Kind::ModelOpened, m_runner->Info(), nullptr, "", r.id, NowMs() - r.start_ms};
             opened.comparison = m_runner->engine().comparison();
             opened.twin_beside = TwinBeside(m_runner->Info().dir);  // looked for once here, not by the views each frame
+            opened.base_beside = BaseBeside(m_runner->Info().dir);
             auto vocab = m_runner->Vocabulary();
             if (!vocab) return Emit({Kind::Error, {}, nullptr, vocab.error().message, r.id});
             opened.vocab = std::move(*vocab);

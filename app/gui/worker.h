@@ -48,6 +48,7 @@ struct WorkerEvent {
     std::shared_ptr<const std::vector<std::string>> vocab;  // ModelOpened: [V] each id's bytes
     model::Comparison comparison = model::Comparison::Counterfactual;  // ModelOpened, ComparisonSet: what runs now
     std::string twin_beside;  // ModelOpened: the twin or base model shipped beside it (TwinBeside); empty: none
+    std::string base_beside;  // ModelOpened: the base it was fine-tuned from (BaseBeside); empty: none
 };
 
 class InferenceWorker {

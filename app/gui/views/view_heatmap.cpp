@@ -277,10 +277,10 @@ void HeatmapView::DrawToolbar(WindowState& state) {
     const std::string beside = state.model && !state.twin ? state.twin_beside : "";
     SameLineIfFits(font * 7.5f);
     ImGui::SetNextItemWidth(font * 7.5f);
-    const std::string current = "vs " + compare_label + (beside.empty() ? "" : " *");
+    const std::string current = "vs " + compare_label + (a.HasBase() ? " + base" : "") + (beside.empty() ? "" : " *");
     if (ImGui::BeginCombo("##compare", current.c_str())) {
         const bool local = a.comparison == model::Comparison::LayerLocal, unedited = a.comparison == model::Comparison::Unedited;
-        if (ImGui::Selectable("tau=1 (counterfactual)", !state.twin && !local && !unedited)) state.RequestGlobalPass(true);
+        if (ImGui::Selectable("tau=1 (counterfactual)", !state.twin && !local && !unedited && !a.HasBase())) state.RequestGlobalPass(true);
         viz::ItemTooltip("The same weights with tau_q = tau_v = 1 everywhere. A whole second forward pass: from layer 1 on, "
                          "its heads read a different residual stream, so a later layer's difference is not its temperatures alone.");
         if (ImGui::Selectable("tau=1 local (layer by layer)", !state.twin && local)) state.RequestGlobalPass(false);
@@ -296,6 +296,13 @@ void HeatmapView::DrawToolbar(WindowState& state) {
                                "effect alone (`ssaviz export --ablate SPEC --compare unedited`)."
                              : "Needs what-ifs: with none (What-ifs tab), the unedited model is the SSA model itself, so there is "
                                "nothing to compare.");
+        if (!state.base_beside.empty()) {
+            if (ImGui::Selectable("its base model (three-way)", !state.twin && state.compare_base)) state.base_request = true;
+            viz::ItemTooltip("A fine-tune against the model it started from: three sides, SSA, its own weights at tau = 1 and the "
+                             "base. The map compares SSA with tau = 1 (what the temperatures did); the Matrix and Table tabs' "
+                             "'JS to base' and 'JS drift' give each head's whole change and the other weights' drift "
+                             "(`ssaviz export --compare base`).");
+        }
         if (state.twin) {
             ImGui::Selectable(("twin: " + state.twin->dir).c_str(), true);
         } else if (!beside.empty()) {
@@ -947,11 +954,22 @@ void HeatmapView::Draw(WindowState& state) {
     const float chart_min_h = line_h * 10.0f;
     const int maps = m_split ? 3 : 1;
     const float fixed_w = label_size + m_edge + gap + (m_split ? 2 * bar_w + 5 * gap : gap + bar_w);
-    float side = std::min((avail.x - fixed_w) / maps, avail.y - title_h - label_size - m_edge - gap - readout_h - style.ItemSpacing.y - chart_min_h);
+    const float above = title_h + label_size + m_edge + gap;  // a map's title, column labels and strip
+    const float below = readout_h + style.ItemSpacing.y;
+    float side = std::min((avail.x - fixed_w) / maps, avail.y - above - below - chart_min_h);
     side = std::floor(std::max(side, 48.0f));
-    const float block_w = fixed_w + maps * side;
+    // All three in a narrow pane: SSA and the comparison side by side, the difference under SSA,
+    // when that gives the maps more room than one row of three; the row chart shrinks for them.
+    bool grid = false;
+    if (m_split) {
+        const float grid_w = label_size + m_edge + gap + bar_w + 3 * gap;
+        const float grid_side = std::floor(std::min((avail.x - grid_w) / 2, (avail.y - 2 * above - below - line_h * 6.0f) / 2));
+        if (grid_side > side * 1.25f) side = grid_side, grid = true;
+    }
+    const float block_w = grid ? label_size + m_edge + 2 * side + bar_w + 4 * gap : fixed_w + maps * side;
     const float x_offset = std::floor(std::max(0.0f, (avail.x - block_w) * 0.5f));
     const ImVec2 map_pos(origin.x + x_offset + label_size + m_edge + gap, origin.y + title_h + label_size + m_edge + gap);
+    float maps_bottom = map_pos.y + side;
 
     if (!m_split) {
         Layer& layer = m_layers[static_cast<int>(m_mode)];
@@ -962,20 +980,23 @@ void HeatmapView::Draw(WindowState& state) {
     } else {
         const std::string cmp = CompareName(a);
         const std::string titles[3] = {"SSA", cmp, "SSA - " + cmp};
-        float x = map_pos.x;
+        float x = map_pos.x, y = map_pos.y;
         for (MapMode mode : {MapMode::Ssa, MapMode::Compare, MapMode::Difference}) {
+            if (grid && mode == MapMode::Difference) x = map_pos.x, y = map_pos.y + side + above;  // under SSA
             Layer& layer = m_layers[static_cast<int>(mode)];
-            const ImVec2 pos(x, map_pos.y);
+            const ImVec2 pos(x, y);
+            const bool row_labels = mode == MapMode::Ssa || (grid && mode == MapMode::Difference);
             ImGui::PushID(static_cast<int>(mode));
-            DrawMap(state, layer, pos, side, label_size, mode == MapMode::Ssa);
-            DrawTemperatureStrips(state, pos, side, strip, mode == MapMode::Ssa, true);
+            DrawMap(state, layer, pos, side, label_size, row_labels);
+            DrawTemperatureStrips(state, pos, side, strip, row_labels, true);
             ImGui::PopID();
             const std::string& title = titles[static_cast<int>(mode)];
-            ImGui::GetWindowDrawList()->AddText(ImVec2(x + std::max(0.0f, (side - ImGui::CalcTextSize(title.c_str()).x) * 0.5f), origin.y),
+            ImGui::GetWindowDrawList()->AddText(ImVec2(x + std::max(0.0f, (side - ImGui::CalcTextSize(title.c_str()).x) * 0.5f), y - above),
                                                 ImGui::GetColorU32(ImGuiCol_Text), title.c_str());
             x += side + gap;
+            maps_bottom = std::max(maps_bottom, y + side);
             if (mode != MapMode::Ssa) {  // SSA and the comparison share one bar; the difference has its own
-                ImGui::SetCursorScreenPos(ImVec2(x, map_pos.y));
+                ImGui::SetCursorScreenPos(ImVec2(x, y));
                 ImGui::PushID(static_cast<int>(mode));
                 viz::ColorBar("##split_colorbar", layer.colormap, layer.range, layer.log, ImVec2(bar_w, side));
                 ImGui::PopID();
@@ -985,7 +1006,7 @@ void HeatmapView::Draw(WindowState& state) {
     }
 
     // Read-out line.
-    const float readout_y = map_pos.y + side + style.ItemSpacing.y;
+    const float readout_y = maps_bottom + style.ItemSpacing.y;
     ImGui::SetCursorScreenPos(ImVec2(origin.x, readout_y));
     ImGui::PushClipRect(ImVec2(origin.x, readout_y), ImVec2(origin.x + avail.x, readout_y + readout_h), true);
     if (m_hover_row >= 0) ImGui::TextUnformatted(CellText(m_hover_row, m_hover_col, false).c_str());

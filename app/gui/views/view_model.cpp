@@ -3,6 +3,7 @@
 #include "app/core/examples.h"
 #include "app/core/model_scale.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -75,6 +76,12 @@ void ModelView::Draw(WindowState& state) {
         if (state.twin) {
             Row("twin", state.twin->dir, "The comparison maps come from this separately trained model.");
             Row("twin params", FormatCount(state.twin->parameters));
+        } else if (state.compare_base) {
+            Row("compare with", "tau=1 and the base model (three-way)",
+                "A fine-tune against the model it started from: the maps compare SSA with its own weights at tau = 1 (what the\n"
+                "temperatures did); 'JS to base' and 'JS drift' in the Matrix and Table tabs give each head's whole change\n"
+                "and the other weights' drift.");
+            if (state.analysis && state.analysis->HasBase()) Row("base", state.analysis->base_label);
         } else if (state.compare_unedited) {
             Row("compare with", "the unedited model (the SSA model without the what-ifs)",
                 "The difference views and the delta loss show the what-ifs' effect alone.");
@@ -90,7 +97,7 @@ void ModelView::Draw(WindowState& state) {
         }
         ImGui::EndTable();
     }
-    if (!state.twin && !state.compare_unedited) {
+    if (!state.twin && !state.compare_unedited && !state.compare_base) {
         const bool global = !state.layer_local;
         if (global && state.global_pass_running) ImGui::BeginDisabled();
         if (ImGui::Button(global ? "Back to layer by layer (Ctrl+T)" : "Run the global tau=1 pass (Ctrl+T)")) state.RequestGlobalPass(!global);
@@ -116,6 +123,19 @@ void ModelView::Draw(WindowState& state) {
         Row("activation", model::ActivationName(c));
         Row("tau_q form", model::Describe(c.query), "Per-query inverse temperature: scales the logits of row i.");
         Row("tau_v form", model::Describe(c.value), "Per-key value temperature: scales value vector j.");
+        // tau_q's position term per layer, 1 + s ln i (the official checkpoints' attn.beta).
+        for (size_t l = 0; l < m.query_slopes.size(); ++l) {
+            const std::vector<float>& slope = m.query_slopes[l].s;
+            const auto [lo, hi] = std::minmax_element(slope.begin(), slope.end());
+            char text[96];
+            const double at = std::log(static_cast<double>(c.n_positions));
+            std::snprintf(text, sizeof text, slope.size() == 1 ? "s %.4f: tau_q %.3f at %d tokens" : "s %.4f..%.4f a head", *lo,
+                          slope.size() == 1 ? 1.0 + *lo * at : static_cast<double>(*hi), c.n_positions);
+            Row(l == 0 ? "tau_q slope" : "", "L" + std::to_string(l) + "  " + text,
+                "tau_q's position term in this layer, 1 + s ln i at query position i: s = exp(-exp(beta)) for the official\n"
+                "attn.beta (exp_exp), sigmoid(beta) or beta (linear). `ssaviz info` lists beta, s and tau_q at 256 to 4,096\n"
+                "tokens and at the context.");
+        }
         Row("layout", m.layout.empty() ? "-" : m.layout);
         if (!m.weights_path.empty())
             Row("weights", m.weights_format + ", stored " + m.stored_dtype, m.weights_path.c_str());

@@ -10,6 +10,7 @@
 
 #include "app/core/names.h"
 #include "app/gui/views/view_common.h"
+#include "viz/colormap.h"
 #include "viz/imgui/widgets.h"
 #include "viz/ticks.h"
 
@@ -69,6 +70,16 @@ void TemperatureView::Draw(WindowState& state) {
     ImGui::Checkbox("log position axis", &m_log_x);
     ImGui::SameLine();
     ImGui::Checkbox("tau_v", &m_show_tau_v);
+    // The model's slopes (ModelInfo::query_slopes): each layer's learned position term, labelled.
+    const std::vector<model::TemperatureSlope>* slopes = state.model && !state.model->query_slopes.empty() ? &state.model->query_slopes : nullptr;
+    if (slopes) {
+        ImGui::SameLine();
+        ImGui::Checkbox("every layer", &m_every_layer);
+        viz::ItemTooltip("Every layer's learned position term 1 + s ln i (one line a head where the layer has one slope a head), "
+                         "labelled at the right: an official SSA checkpoint has one slope a layer, the same for every head and "
+                         "token, so these lines are all its temperatures.");
+    }
+    const bool every_layer = slopes && m_every_layer;
     if (std::isfinite(fit.s)) {
         ImGui::SameLine();
         ImGui::TextDisabled("tau_q trend %.3f %+.3f ln i, r = %.2f", fit.a, fit.s, fit.r);
@@ -84,6 +95,12 @@ void TemperatureView::Draw(WindowState& state) {
         if (std::isfinite(tau_q[i])) lo = std::min(lo, tau_q[i]), hi = std::max(hi, tau_q[i]);
         if (m_show_tau_v && std::isfinite(tau_v[i])) lo = std::min(lo, tau_v[i]), hi = std::max(hi, tau_v[i]);
     }
+    if (every_layer)
+        for (const model::TemperatureSlope& layer : *slopes)
+            for (float s : layer.s) {
+                const float end = 1.0f + s * std::log(static_cast<float>(std::max(1, T)));
+                if (std::isfinite(end)) lo = std::min(lo, end), hi = std::max(hi, end);
+            }
     const float pad = std::max(0.05f, (hi - lo) * 0.06f);
     lo -= pad, hi += pad;
     const std::vector<float> y_ticks = viz::NiceTicks({lo, hi}, false, 5);
@@ -148,6 +165,30 @@ void TemperatureView::Draw(WindowState& state) {
         draw->AddPolyline(curve.data(), static_cast<int>(curve.size()), IM_COL32(120, 190, 255, 255), 0, 2.5f);
         draw->PopClipRect();
     }
+    // Every layer's learned position term, coloured by layer and labelled at the right end.
+    if (every_layer) {
+        draw->PushClipRect(p0, ImVec2(p1.x + 200.0f, p1.y), true);
+        const int L = static_cast<int>(slopes->size());
+        for (int l = 0; l < L; ++l) {
+            const viz::Rgba8 c = viz::SampleColormap(viz::Colormap::Viridis, L > 1 ? 0.15f + 0.85f * l / (L - 1.0f) : 0.6f);
+            const ImU32 color = IM_COL32(c.r, c.g, c.b, l == state.selected.layer ? 255 : 150);
+            for (float s : (*slopes)[l].s) {
+                constexpr int kSteps = 48;
+                std::vector<ImVec2> curve;
+                for (int k = 0; k <= kSteps; ++k) {
+                    const float t = static_cast<float>(k) / kSteps;
+                    const float i = m_log_x ? std::pow(static_cast<float>(std::max(2, T)), t) : 1.0f + t * (T - 1);
+                    curve.push_back(ImVec2(x_of(i), y_of(1.0f + s * std::log(i))));
+                }
+                draw->AddPolyline(curve.data(), static_cast<int>(curve.size()), color, 0, l == state.selected.layer ? 2.0f : 1.0f);
+            }
+            const float s_end = (*slopes)[l].s.back();
+            const std::string label = "L" + std::to_string(l);
+            draw->AddText(ImVec2(p1.x - ImGui::CalcTextSize(label.c_str()).x - 2, y_of(1.0f + s_end * std::log(static_cast<float>(std::max(2, T)))) - line),
+                          color, label.c_str());
+        }
+        draw->PopClipRect();
+    }
     // Points; the query ringed. Mouse: the nearest point within a few pixels.
     ImGui::SetCursorScreenPos(p0);
     ImGui::InvisibleButton("##tau_plot", ImVec2(p1.x - p0.x, p1.y - p0.y));
@@ -198,6 +239,7 @@ void TemperatureView::Draw(WindowState& state) {
     key(kTauQColor, "tau_q (queries)");
     if (m_show_tau_v) key(kTauVColor, "tau_v (keys)");
     if (has_position) key(IM_COL32(120, 190, 255, 255), "learned 1 + s ln i");
+    if (every_layer) key(IM_COL32(90, 180, 140, 255), "every layer's 1 + s ln i (L0..)");
     key(kFitColor, "a + s ln i, fitted to tau_q");
     ImGui::NewLine();
     state.regions["temperature"] = Rect{p0.x, p0.y, p1.x - p0.x, p1.y - p0.y};

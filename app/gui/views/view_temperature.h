@@ -15,6 +15,7 @@ public:
 private:
     bool m_log_x = true;  // 1 + s ln i is a straight line on a log axis
     bool m_show_tau_v = true;
+    bool m_every_layer = true;  // every layer's learned 1 + s ln i (the model's slopes) over the selected head's points
 };
 
 }  // namespace app

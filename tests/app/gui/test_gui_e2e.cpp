@@ -154,6 +154,35 @@ TEST(EndToEnd, FlagsOpenTheWindowOnAHeadQueryMapAndTab) {
     EXPECT_NE(ReadFile(dir + "/bad.log").find("is not one of ssa, compare, diff, all"), std::string::npos) << ReadFile(dir + "/bad.log");
 }
 
+// Issue 34: a fine-tune with a sibling base/ folder, opened from a session that asks for its
+// base: the window runs the three sides (SSA, tau = 1, the base) and settles; the Model panel and
+// the map chooser name it. (It waited forever for a twin once: a queued comparison read as one.)
+TEST(EndToEnd, ASessionOpensAFineTuneAgainstItsBase) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_base";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    fs::copy(app::BundledModelsDir() + "/english/ssa", dir + "/ft", fs::copy_options::recursive);
+    fs::copy(app::BundledModelsDir() + "/english/vanilla", dir + "/base", fs::copy_options::recursive);
+    std::ofstream(dir + "/session.json") << nlohmann::json{{"ssaviz_session", 1}, {"model", dir + "/ft"}, {"compare", "base"},
+                                                           {"text", "Once upon a time there was a girl."}}
+                                                .dump();
+    const std::string png = dir + "/shot.png";
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --session " + dir + "/session.json --map all --screenshot " + png + " --frames 4",
+                         dir + "/log.txt"),
+              0)
+        << ReadFile(dir + "/log.txt");
+    const nlohmann::json meta = nlohmann::json::parse(ReadFile(png + ".json"), nullptr, false);
+    ASSERT_TRUE(meta.is_object() && meta.contains("state")) << ReadFile(dir + "/log.txt");
+    EXPECT_EQ(meta["state"]["comparison"], "base");
+    EXPECT_EQ(meta["state"]["split"], true);
+    ASSERT_TRUE(meta["regions"].contains("heatmap_diff") && meta["regions"].contains("heatmap_ssa")) << meta["regions"].dump();
+    // All three in a 1600-pixel window: two maps a row, the difference under SSA, each map larger
+    // than a third of the pane (it was 130 pixels, one row of three).
+    const nlohmann::json ssa = meta["regions"]["heatmap_ssa"], diff = meta["regions"]["heatmap_diff"];
+    EXPECT_GT(diff[1].get<float>(), ssa[1].get<float>() + ssa[3].get<float>());
+    EXPECT_GT(ssa[2].get<float>(), 200.0f);
+}
+
 // --device cuda on a machine without CUDA: the window exits with the command line's code for it
 // (2, a usage error) and its one-line message, not 3 (a bad model).
 TEST(EndToEnd, CudaWithoutAGpuExitsAsTheCommandLineDoes) {
