@@ -37,6 +37,7 @@
 #include "app/export/session.h"
 #include "model/nn/analysis.h"
 #include "model/io/files.h"
+#include "model/text/tokenizer.h"
 
 namespace app {
 namespace fs = std::filesystem;
@@ -218,6 +219,8 @@ int CmdExport(const CommandOptions& o) {
 
     if (!o.batch) {
         const model::Analysis analysis = Must(runner->Analyze(Must(runner->Tokenize(text, o.truncate))));
+        // What the file's numbers hold is the input's fault: exit 3, as every refusal of a file.
+        if (const std::string why = NonFiniteAnalysis(analysis); !why.empty()) throw Failure{kExitBadInput, why + "; nothing was written"};
         ProgressBar bar("export");
         auto s = WriteExport(text, analysis, runner->Info(), options, [&](size_t done, size_t total, const std::string& path) {
             bar.Update(done, total, path);
@@ -337,20 +340,24 @@ std::string LitFamilies() {
 int CmdInitRandom(const CommandOptions& o) {
     const NewModelOptions& m = o.new_model;
     model::ModelConfig c = RandomModelConfig(m);
-    // What fits in memory: refused before anything is built (GPT-2's vocabulary until the tokenizer is read).
+    // What fits in memory: refused before anything is built or written, with the tokenizer's own
+    // vocabulary (the embedding and head grow with it).
+    const std::string tokenizer = m.tokenizer.value_or(BundledGpt2TokenizerDir());
+    auto vocab = model::LoadTokenizer(tokenizer);
+    if (!vocab) throw Failure{kExitBadInput, "--tokenizer: " + vocab.error()};
     model::ModelConfig sized = c;
-    sized.vocab_size = 50257;
+    sized.vocab_size = static_cast<int>((*vocab)->VocabSize());
     const double parameters = static_cast<double>(sized.ParameterCount());
     // At most 4.3 GB on disk, and 8.6 GB of float32 while the weights are drawn.
     const double on_disk = parameters * model::DtypeSize(m.save_dtype);
     if (on_disk > double(size_t{4} << 30) || parameters * sizeof(float) > double(size_t{8} << 30))
         throw Failure{kExitUsage, "a model of --layers " + std::to_string(c.n_layer) + " --embd " + std::to_string(c.n_embd) + " --positions " +
-                                      std::to_string(c.n_positions) + " has " + model::FormatBytes(static_cast<size_t>(on_disk)) +
+                                      std::to_string(c.n_positions) + " and a vocabulary of " + std::to_string(sized.vocab_size) +
+                                      " has " + model::FormatBytes(static_cast<size_t>(on_disk)) +
                                       " of weights, more than the 4.3 GB init-random writes (8.6 GB of float32 while drawn)"};
     c.query = m.random_query_form.value_or(model::kPaperQueryForm);
     c.value = model::kPaperValueForm;
     const uint64_t seed = m.seed.value_or(1234);
-    const std::string tokenizer = m.tokenizer.value_or("assets/tokenizers/gpt2");
     // The layouts a family's model fits, said before anything is written.
     if (m.layout != model::Layout::Hf && c.HfOnly())
         throw Failure{kExitUsage, "--family " + m.family + " is written as an HF folder only: give --layout hf"};

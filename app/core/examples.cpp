@@ -22,6 +22,12 @@ std::string BundledModelsDir() {
     return "";
 }
 
+std::string BundledGpt2TokenizerDir() {
+    const std::string models = BundledModelsDir();
+    if (!models.empty()) return (fs::path(models) / ".." / "tokenizers" / "gpt2").lexically_normal().string();
+    return "assets/tokenizers/gpt2";  // from the source tree's root
+}
+
 std::vector<Example> BundledExamples() {
     std::vector<Example> out;
     const std::string root = BundledModelsDir();

@@ -21,6 +21,8 @@ struct Example {
 
 // assets/models: next to the executable's parent (build/../assets/models), else the source tree's.
 std::string BundledModelsDir();
+// GPT-2's tokenizer files shipped beside the bundled models (init-random's default tokenizer).
+std::string BundledGpt2TokenizerDir();
 
 // Read from assets/models/examples.json; examples whose model folder is missing are left out.
 // A passkey example's text ("passkey_tokens": N) is generated with the task's own generator.

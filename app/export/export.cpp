@@ -546,12 +546,15 @@ std::string FirstNonFinite(const model::Analysis& a) {
 
 }  // namespace
 
+std::string NonFiniteAnalysis(const model::Analysis& a) {
+    const std::string bad = FirstNonFinite(a);
+    return bad.empty() ? "" : "the analysis is not finite (" + bad + " is NaN or infinite): the model or its what-ifs overflow float range";
+}
+
 model::Status WriteExport(std::string_view text, const model::Analysis& a, const model::ModelInfo& info,
                           const ExportOptions& options, const ExportProgress& progress) {
     if (auto s = CheckExportFolder(options.out_dir); !s) return s;
-    if (const std::string bad = FirstNonFinite(a); !bad.empty())
-        return model::Fail("the analysis is not finite (" + bad + " is NaN or infinite): the model or its what-ifs overflow float range; "
-                           "nothing was written");
+    if (const std::string why = NonFiniteAnalysis(a); !why.empty()) return model::Fail(why + "; nothing was written");
     const std::vector<ExportFile> plan = PlanExport(text, a, info, options);
     if (plan.empty()) return model::Fail("nothing to write: no format is chosen (" + std::string(kExportFormatList) + ")");
     const fs::path out(options.out_dir);

@@ -71,6 +71,10 @@ nlohmann::json CatalogueToJson();
 // missing with a writable folder above it; not a file. The command line asks before any model runs.
 model::Status CheckExportFolder(const std::string& out_dir);
 
+// "" when every temperature and loss of the analysis is finite; else the one-line refusal naming
+// the first that is not (a file whose numbers overflow: exports and figures are refused, exit 3).
+std::string NonFiniteAnalysis(const model::Analysis& a);
+
 // Runs the plan: every file to a temporary name, then all renamed into place, so a failure leaves
 // the folder as it was; never writes through a link inside `out_dir`. Stops at the first failure
 // (or when progress returns false) with a one-line error.

@@ -414,6 +414,8 @@ std::string Svg(const FigureHandle& f) {
 // Figure settings from keyword flags (colormap, log, size, highlight, highlight_scope, sink_eps):
 // the export's own, so a notebook figure is the file `ssaviz export` writes with those flags.
 CommandOptions FigureOptions(const AnalysisHandle& h, const FlagList& flags, const std::string& where) {
+    // No figure of numbers that overflowed: it would look like a normal one (export refuses it too).
+    if (const std::string why = NonFiniteAnalysis(h.A()); !why.empty()) throw BadArgument(where + ": " + why);
     CommandOptions o;
     ApplyFlags(Command::Export, flags, kExportExcluded, where, &o);
     if (auto s = CheckHighlightScope(o.export_options.figures, h.A().n_layer, h.A().n_head); !s) throw BadArgument(s.error());

@@ -54,7 +54,15 @@ Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const
                                bool keep_bf16 = false) {
     auto files = FindModelFiles(path);
     if (!files) return Fail(files.error());
-    if (!hints.tokenizer_dir.empty()) files->dir = hints.tokenizer_dir;
+    if (!hints.tokenizer_dir.empty()) {
+        // Named, so never ignored: a folder that is there, else a one-line error (not GPT-2's).
+        std::error_code ec;
+        if (!fs::is_directory(hints.tokenizer_dir, ec))
+            return Fail("--tokenizer '" + EscapeForMessage(hints.tokenizer_dir) + "' is not a folder (" +
+                        (fs::exists(hints.tokenizer_dir, ec) ? "a file" : "no such folder") + "); name the folder that holds tokenizer.json, "
+                        "tokenizer.model, or vocab.json and merges.txt");
+        files->dir = hints.tokenizer_dir;
+    }
     auto weights = OpenWeights(files->weights);
     if (!weights) return Fail(weights.error());
     InferredConfig config;
@@ -144,6 +152,9 @@ Result<LoadedModel> LoadModel(const std::string& path, at::Device device, const 
     std::string tokenizer_source;
     auto tokenizer = LoadTokenizerFor(found->files.dir, config, &tokenizer_source, &found->gpt.notes);
     if (!tokenizer) return Fail(tokenizer.error());
+    if (!hints.tokenizer_dir.empty() && tokenizer_source.rfind("GPT-2's, bundled", 0) == 0)  // named, so never replaced by GPT-2's
+        return Fail("--tokenizer '" + EscapeForMessage(hints.tokenizer_dir) +
+                    "' holds no tokenizer files (tokenizer.json, tokenizer.model, or vocab.json and merges.txt)");
     if ((*tokenizer)->VocabSize() > static_cast<size_t>(config.vocab_size))
         return Fail(path + ": tokenizer has " + std::to_string((*tokenizer)->VocabSize()) + " tokens but the model's vocab_size is " +
                     std::to_string(config.vocab_size));
@@ -171,6 +182,18 @@ Result<LoadedModel> LoadModel(const std::string& path, at::Device device, const 
 
 Status WriteRandomModel(const ModelConfig& config, uint64_t seed, const std::string& tokenizer_dir, const std::string& out_dir, Dtype storage,
                         Layout layout) {
+    // The model first: nothing is written into out_dir unless it was built.
+    auto tokenizer = LoadTokenizer(tokenizer_dir);
+    if (!tokenizer) return Fail(tokenizer.error());
+    ModelConfig c = config;
+    c.vocab_size = static_cast<int>((*tokenizer)->VocabSize());
+    SsaGpt gpt;
+    try {
+        gpt = RandomSsaGpt(c, seed);
+    } catch (const std::exception& e) {  // LibTorch's allocation failed: the model does not fit in memory
+        return Fail("cannot make a random model of " + std::to_string(c.n_layer) + " layers, width " + std::to_string(c.n_embd) +
+                    " and " + std::to_string(c.vocab_size) + " tokens: " + EscapeForMessage(e.what()).substr(0, 120));
+    }
     std::error_code ec;
     fs::create_directories(out_dir, ec);
     if (ec) return Fail(out_dir + ": cannot create (" + ec.message() + ")");
@@ -178,11 +201,7 @@ Status WriteRandomModel(const ModelConfig& config, uint64_t seed, const std::str
         fs::copy_file(fs::path(tokenizer_dir) / name, fs::path(out_dir) / name, fs::copy_options::overwrite_existing, ec);
         if (ec) return Fail(tokenizer_dir + "/" + name + ": cannot copy (" + ec.message() + ")");
     }
-    auto tokenizer = LoadTokenizer(out_dir);
-    if (!tokenizer) return Fail(tokenizer.error());
-    ModelConfig c = config;
-    c.vocab_size = static_cast<int>((*tokenizer)->VocabSize());
-    return SaveModelFolder(RandomSsaGpt(c, seed), out_dir, storage, layout);
+    return SaveModelFolder(gpt, out_dir, storage, layout);
 }
 
 }  // namespace model

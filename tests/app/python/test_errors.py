@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ssaviz
-from conftest import SMALL, SMALL_TWIN, cli_error, require
+from conftest import SMALL, SMALL_TWIN, cli_error, require, run_cli
 
 TEXT = "Hello there, world"
 LONG = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen"
@@ -163,3 +163,47 @@ def test_a_closed_model_and_analyses_that_outlive_their_model(tmp_path):
     b = ssaviz.load(SMALL).analyze(TEXT)
     gc.collect()
     assert np.isfinite(b.attention(1, 0)).all() and len(b.predictions(2)) == 10
+
+
+def test_no_figure_or_export_of_a_non_finite_analysis(tmp_path):
+    """Issue 38: a lit checkpoint whose beta (3e38, read as linear) overflows tau_q: `ssaviz export`
+    refuses it with exit 3 (what the file holds), and Python's figures refuse it too (ValueError)
+    instead of drawing a normal-looking picture."""
+    import json as _json
+    import struct as _struct
+    folder = tmp_path / "overflow"
+    run_cli("init-random", "--out", str(folder), "--family", "pythia", "--layers", "2", "--heads", "2", "--embd", "16",
+            "--query-form", "linear,none", "--seed", "5")
+    path = folder / "model.safetensors"
+    data = bytearray(path.read_bytes())
+    n = _struct.unpack("<Q", data[:8])[0]
+    header = _json.loads(data[8:8 + n])
+    for name, meta in header.items():
+        if name.endswith("attn.beta"):
+            begin = 8 + n + meta["data_offsets"][0]
+            data[begin:begin + 4] = _struct.pack("<f", 3e38)
+    path.write_bytes(bytes(data))
+    text = "one two three four five six seven eight"
+    code, _, err = run_cli("export", "--model", str(folder), "--query-form", "linear,none", "--text", text, "--out", str(tmp_path / "out"),
+                           check=False)
+    assert code == 3 and "not finite" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "out" / "metrics.json").exists()
+    a = ssaviz.load(str(folder), query_form="linear,none").analyze(text)
+    for figure in (lambda: a.heatmap(0, 0), lambda: a.highlight(), lambda: a.heads_grid()):
+        with pytest.raises(ValueError, match="not finite"):
+            figure()
+
+
+def test_a_named_tokenizer_is_never_ignored(tmp_path):
+    """Issue 38: --tokenizer naming a file, a missing folder or a folder without tokenizer files is a
+    one-line error (exit 3), not GPT-2's bundled tokenizer."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    afile = tmp_path / "file.txt"
+    afile.write_text("not a tokenizer")
+    for where, words in ((tmp_path / "missing", "no such folder"), (afile, "a file"), (empty, "holds no tokenizer files")):
+        code, _, err = run_cli("info", "--model", SMALL, "--tokenizer", str(where), check=False)
+        assert code == 3 and words in err and len(err.strip().splitlines()) == 1, err
+    # init-random reads its tokenizer before it writes anything.
+    code, _, err = run_cli("init-random", "--out", str(tmp_path / "new"), "--tokenizer", str(empty), check=False)
+    assert code == 3 and not (tmp_path / "new").exists(), err
