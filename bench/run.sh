@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks (not tests) for the figures in the README's Benchmarks section, all on this machine:
+# Benchmarks (not tests) for the figures in docs/benchmarks.md, all on this machine:
 #   1. ssaviz_bench: analysis, edits, head map, bake and peak memory, each beside the same work in
 #      PyTorch (bench/pytorch_baseline.py), on three model shapes: the default model's (4 layers x
 #      4 heads, width 128, GPT-2's vocabulary) with a 2,048-token context, GPT-2 small's (12 x 12,

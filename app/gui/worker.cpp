@@ -102,7 +102,7 @@ void InferenceWorker::Emit(WorkerEvent event) {
 
 void InferenceWorker::Loop() {
     // The UI thread (and a software GL rasteriser, where there is one) keeps a core. Re-measured
-    // with OpenMP OpenBLAS on 2 cores (issue 27, README Benchmarks): 2 compute threads typed at the
+    // with OpenMP OpenBLAS on 2 cores (issue 27, docs/benchmarks.md): 2 compute threads typed at the
     // end of 1,000 tokens of GPT-2 small at 290 ms keystroke to pixels against 133 ms on 1, and
     // though they ran a TinyLlama-sized model's first analysis 1.5x faster, the UI's frame work
     // p99 went over 8 ms. SSAVIZ_THREADS=N overrides.
