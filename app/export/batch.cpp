@@ -77,6 +77,10 @@ std::string BatchFolderName(const std::string& name, int index, std::set<std::st
     return unique;
 }
 
+// The summary's columns of a batch against a fine-tune's base: the mean over heads of the per-head
+// decomposition, and the base's mean loss.
+constexpr const char* kBaseColumns[] = {"js_total", "js_temperature", "js_drift", "loss_base"};
+
 json BatchSummaryRow(const std::string& name, int line, const model::Analysis& a, float eps) {
     const std::vector<HeadSummary> heads = SummarizeHeads(a);
     json row = {{"name", name}, {"line", line}, {"n_tokens", a.n_tokens}};
@@ -100,11 +104,31 @@ json BatchSummaryRow(const std::string& name, int line, const model::Analysis& a
             if (std::isfinite(h.Get(v, c.side))) sum += h.Get(v, c.side), ++n;
         row[c.name] = n ? sum / n : NAN;
     }
+    // A fine-tune against its base: what changed, the mean over heads of each part (SPEC section 9).
+    if (const model::Decomposition d = model::Decompose(a); !d.empty()) {
+        auto mean = [](const std::vector<float>& v) {
+            double sum = 0;
+            int n = 0;
+            for (float x : v)
+                if (std::isfinite(x)) sum += x, ++n;
+            return n ? sum / n : NAN;
+        };
+        row["js_total"] = mean(d.js_total);
+        row["js_temperature"] = mean(d.js_temperature);
+        row["js_drift"] = mean(d.js_drift);
+        row["loss_base"] = d.loss_mean_base;
+    }
     return row;
 }
 
 model::Status WriteBatchSummary(const std::string& out_dir, const json& rows, const json& failures) {
-    const std::vector<std::string> columns = SummaryColumns();
+    std::vector<std::string> columns = SummaryColumns();
+    // Batches against a base add the decomposition's columns (kBaseColumns) after the others.
+    for (const json& r : rows)
+        if (r.contains(kBaseColumns[0])) {
+            columns.insert(columns.end(), std::begin(kBaseColumns), std::end(kBaseColumns));
+            break;
+        }
     std::ostringstream csv;
     for (size_t k = 0; k < columns.size(); ++k) csv << (k ? "," : "") << columns[k];
     csv << "\n";

@@ -47,6 +47,7 @@
 #include "app/gui/views/view_text.h"
 #include "app/gui/window_state.h"
 #include "app/gui/worker.h"
+#include "model/io/files.h"
 #include "viz/imgui/demo.h"
 
 namespace app {
@@ -157,14 +158,17 @@ public:
         m_pending_twin = s.compare.kind == CompareKind::Twin ? s.compare.twin_dir : "";
         if (s.compare.kind == CompareKind::LayerLocal) m_state.layer_local_request = true;
         if (s.compare.kind == CompareKind::Unedited) m_state.unedited_request = true;
-        if (s.compare.kind == CompareKind::Base) m_state.base_request = true;  // the base beside the model
+        if (s.compare.kind == CompareKind::Base) {
+            m_state.base_request = true;
+            m_base_dir = s.compare.base_dir;  // "": the base beside the model
+        }
         if (!s.interventions.empty() || !m_state.interventions.empty()) m_state.interventions_request = s.interventions;
     }
 
     Session CurrentSession() {
         Session s;
         s.model_dir = m_state.model ? m_state.model->dir : "";
-        s.compare = m_state.twin ? CompareSpec::Twin(m_state.twin->dir) : CompareSpec(ShownComparison());
+        s.compare = m_state.twin ? CompareSpec::Twin(m_state.twin->dir) : ShownComparison();
         s.interventions = m_state.interventions;
         s.device = m_device;
         s.text = m_state.text;
@@ -390,7 +394,7 @@ public:
             m_state.layer_local_request.reset();
             m_state.unedited_request.reset();
             m_state.base_request.reset();
-            m_worker.SetComparison(ShownComparison());
+            m_worker.SetComparison(ShownComparison());  // a base with its folder (a session's "base")
             if (m_state.twin) m_worker.CloseTwin();
         }
         if (m_state.interventions_request) {
@@ -472,8 +476,8 @@ private:
     }
 
     // Which comparison the menu, the model panel and Ctrl+T show, without a twin.
-    CompareKind ShownComparison() const {
-        if (m_state.compare_base) return CompareKind::Base;
+    CompareSpec ShownComparison() const {
+        if (m_state.compare_base) return CompareSpec::Base(m_base_dir);
         return m_state.compare_unedited ? CompareKind::Unedited : m_state.layer_local ? CompareKind::LayerLocal : CompareKind::Global;
     }
 
@@ -784,6 +788,7 @@ private:
     int m_start_continue = 0;         // --continue N, until the first analysis
     bool m_start_rank_heads = false;  // --rank-heads, likewise
     bool m_start_global_pass = false; // --global-pass, likewise
+    std::string m_base_dir;  // a session's "base" folder; "": the one beside the model
     bool m_start_place = false;       // --layer, --head or --query given: checked once the model is open
     WindowState m_state;
     Views m_views;
@@ -802,8 +807,14 @@ private:
 // [SECTION] The platform loop (RunGui)
 //-------------------------------------------------------------------------------------------------
 
+// GLFW's last error until the window is open: a window that cannot open says why in ssaviz's one
+// line instead of GLFW's line and then its own.
+namespace {
+std::string g_glfw_error;
+}  // namespace
+
 int RunGui(const LaunchOptions& run, const std::optional<Session>& session) {
-    glfwSetErrorCallback([](int code, const char* message) { std::fprintf(stderr, "ssaviz: GLFW error %d: %s\n", code, message); });
+    glfwSetErrorCallback([](int code, const char* message) { g_glfw_error = "GLFW error " + std::to_string(code) + ": " + message; });
     // The model computes on every core but one (InferenceWorker::Loop); the UI thread has that one.
     // A software rasteriser (Mesa's llvmpipe, where there is no GPU) would add threads of its own
     // on the model's cores, and on 2 cores they slowed a TinyLlama-sized edit from ~140 ms to
@@ -811,7 +822,8 @@ int RunGui(const LaunchOptions& run, const std::optional<Session>& session) {
     // user set is kept.
     setenv("LP_NUM_THREADS", "0", /*overwrite=*/0);
     if (!glfwInit()) {
-        std::fprintf(stderr, "ssaviz: cannot open a window (no display?); the command line works without one: ssaviz export --help\n");
+        std::fprintf(stderr, "ssaviz: cannot open a window (%s); the command line works without one: ssaviz export --help\n",
+                     g_glfw_error.empty() ? "no display?" : model::EscapeForMessage(g_glfw_error).c_str());
         return kExitFailure;
     }
     glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
@@ -820,10 +832,11 @@ int RunGui(const LaunchOptions& run, const std::optional<Session>& session) {
     glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
     GLFWwindow* window = glfwCreateWindow(run.width, run.height, "ssaviz", nullptr, nullptr);
     if (!window) {
-        std::fprintf(stderr, "ssaviz: cannot create an OpenGL 3.3 window\n");
+        std::fprintf(stderr, "ssaviz: cannot create an OpenGL 3.3 window (%s)\n", model::EscapeForMessage(g_glfw_error).c_str());
         glfwTerminate();
         return kExitFailure;
     }
+    glfwSetErrorCallback([](int code, const char* message) { std::fprintf(stderr, "ssaviz: GLFW error %d: %s\n", code, message); });
     glfwMakeContextCurrent(window);
 
     IMGUI_CHECKVERSION();

@@ -57,7 +57,7 @@ uint64_t InferenceWorker::OpenTwin(const std::string& dir, const model::ConfigHi
     return Push(std::move(r));
 }
 uint64_t InferenceWorker::CloseTwin() { return Push(Request(Request::Kind::CloseTwin)); }
-uint64_t InferenceWorker::SetComparison(CompareKind compare) {
+uint64_t InferenceWorker::SetComparison(CompareSpec compare) {
     Request r(Request::Kind::SetComparison);
     r.compare = compare;
     return Push(std::move(r));
@@ -156,8 +156,8 @@ void InferenceWorker::Handle(const Request& r) {
             if (!runner) return Emit({Kind::Error, {}, nullptr, runner.error().message, r.id});
             m_runner = std::move(*runner);
             // A big model opens with the cheap comparison; m_compare stays what was asked for.
-            CompareKind compare = m_compare;
-            if (compare == CompareKind::Global && ScaleOf(m_runner->Info(), m_big_parameters).big) compare = CompareKind::LayerLocal;
+            CompareSpec compare = m_compare;
+            if (compare.kind == CompareKind::Global && ScaleOf(m_runner->Info(), m_big_parameters).big) compare = CompareKind::LayerLocal;
             if (auto s = m_runner->SetCompare(compare); !s) m_compare = CompareKind::Global;
             WorkerEvent opened{Kind::ModelOpened, m_runner->Info(), nullptr, "", r.id, NowMs() - r.start_ms};
             opened.comparison = m_runner->engine().comparison();
@@ -187,7 +187,7 @@ void InferenceWorker::Handle(const Request& r) {
                 if (auto s = m_runner->SetCompare(r.compare); !s) return Emit({Kind::Error, {}, nullptr, s.error().message, r.id});
             {
                 WorkerEvent set{Kind::ComparisonSet, {}, nullptr, "", r.id};
-                set.comparison = m_runner ? m_runner->engine().comparison() : CompareKindOf(m_compare).runs;
+                set.comparison = m_runner ? m_runner->engine().comparison() : CompareKindOf(m_compare.kind).runs;
                 return Emit(std::move(set));
             }
         case Request::Kind::CloseTwin:

@@ -66,7 +66,7 @@ public:
     uint64_t CloseTwin();
     // The tau = 1 counterfactual (a second forward pass), the layer-local one or the unedited model
     // (closes a twin); kept across models.
-    uint64_t SetComparison(CompareKind compare);
+    uint64_t SetComparison(CompareSpec compare);  // a kind, or a base and its folder
     uint64_t Analyze(const std::string& text, bool truncate);
     // What-ifs on the SSA side, kept across models that they fit (dropped, with a note, otherwise).
     uint64_t SetInterventions(std::vector<model::Intervention> interventions);
@@ -100,7 +100,7 @@ private:
         double start_ms = 0;
         model::ConfigHints hints;
         std::string dtype = "f32";
-        CompareKind compare = CompareKind::Global;
+        CompareSpec compare;
         std::vector<model::Intervention> interventions;
         GenerationSpec generate;
     };
@@ -117,7 +117,7 @@ private:
 
     std::function<void()> m_wake;
     std::unique_ptr<Runner> m_runner;  // touched only by the worker thread
-    CompareKind m_compare = CompareKind::Global;                          // kept across models
+    CompareSpec m_compare;                                                // kept across models
     std::vector<model::Intervention> m_interventions;                     // kept across models they fit
 
     std::mutex m_mutex;

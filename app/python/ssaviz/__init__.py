@@ -64,10 +64,15 @@ def _flags(where, flags):
     return [(name, _flag_value(where, name, value)) for name, value in flags.items() if value is not None]
 
 
-def _int(where, name, value):
+def _int(where, name, value, bits=32):
+    """An integer argument; beyond what the engine's integers hold it is out of range (ValueError
+    naming it), never pybind11's TypeError listing C++ signatures."""
     if isinstance(value, bool) or not isinstance(value, _Integral):
         raise ArgumentTypeError(f"{where}: {name} must be an integer, not {type(value).__name__}")
-    return int(value)
+    value = int(value)
+    if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
+        raise ValueError(f"{where}: {name} {value} is out of range")
+    return value
 
 
 def _str(where, name, value):
@@ -231,7 +236,7 @@ class Model:
         if isinstance(text, (list, tuple)) or (hasattr(text, "dtype") and hasattr(text, "tolist")):
             ids = list(text.tolist() if hasattr(text, "tolist") else text)
             for i in ids:
-                _int(where, "each id", i)
+                _int(where, "each id", i, bits=64)
             handle = core.analyze_ids(ids, kind, twin_flags, spec, truncate)
         else:
             handle = core.analyze_text(_text(where, text), kind, twin_flags, spec, truncate)

@@ -165,6 +165,20 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
     r = Ssaviz({"export", "--model", pair + "/ft", "--compare", "base", "--text", text, "--out", beside, "--format", "json"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(json::parse(ReadFile(beside + "/metrics.json"))["base"], pair + "/base");
+    // A batch against the base: summary.csv gains the decomposition's columns, each a mean over heads.
+    const std::string texts = kOut + "/base_texts.txt", batch = kOut + "/export_base_batch";
+    std::ofstream(texts) << text << "\n" << "A second text about a hat and a mat.\n";
+    fs::remove_all(batch);
+    r = Ssaviz({"export", "--model", Small(), "--base", Twin(), "--batch", "--text-file", texts, "--out", batch, "--format", "json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string csv = ReadFile(batch + "/summary.csv");
+    EXPECT_NE(csv.substr(0, csv.find('\n')).find(",js_total,js_temperature,js_drift,loss_base"), std::string::npos) << csv;
+    const json summary = json::parse(ReadFile(batch + "/summary.json"));
+    ASSERT_EQ(summary["texts"].size(), 2u);
+    for (const json& row : summary["texts"])
+        for (const char* key : {"js_total", "js_temperature", "js_drift", "loss_base"})
+            EXPECT_TRUE(row[key].is_number() && row[key].get<double>() > 0) << key << " " << row.dump();
+
     // None beside: one line naming what to do.
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--compare", "base", "--text", text, "--out", kOut + "/export_no_base"}), 2,
                        "name it with --base DIR");

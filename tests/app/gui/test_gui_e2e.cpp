@@ -183,6 +183,17 @@ TEST(EndToEnd, ASessionOpensAFineTuneAgainstItsBase) {
     EXPECT_GT(ssa[2].get<float>(), 200.0f);
 }
 
+// Issue 38: no display is one line (GLFW's reason inside ssaviz's), not GLFW's line and then ours.
+TEST(EndToEnd, NoDisplayIsOneLine) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_no_display";
+    fs::create_directories(dir);
+    const int code = RunCommand("env -u DISPLAY -u WAYLAND_DISPLAY " + std::string(SSAVIZ_BINARY) + " --frames 2", dir + "/log.txt");
+    const std::string log = ReadFile(dir + "/log.txt");
+    EXPECT_EQ(code, 1) << log;
+    EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+    EXPECT_EQ(log.rfind("ssaviz: cannot open a window (GLFW error", 0), 0u) << log;
+}
+
 // --device cuda on a machine without CUDA: the window exits with the command line's code for it
 // (2, a usage error) and its one-line message, not 3 (a bad model).
 TEST(EndToEnd, CudaWithoutAGpuExitsAsTheCommandLineDoes) {

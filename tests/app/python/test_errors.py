@@ -207,3 +207,14 @@ def test_a_named_tokenizer_is_never_ignored(tmp_path):
     # init-random reads its tokenizer before it writes anything.
     code, _, err = run_cli("init-random", "--out", str(tmp_path / "new"), "--tokenizer", str(empty), check=False)
     assert code == 3 and not (tmp_path / "new").exists(), err
+
+
+def test_integers_past_the_engines_are_a_value_error():
+    """Issue 38: attention(0, 2**63) and ids of 2**64 are ValueErrors naming the argument, not
+    pybind11's TypeError listing C++ signatures."""
+    m = ssaviz.load(require(SMALL))
+    a = m.analyze("one two three")
+    with pytest.raises(ValueError, match=r"attention\(\): head 9223372036854775808 is out of range"):
+        a.attention(0, 2**63)
+    with pytest.raises(ValueError, match="each id 18446744073709551616 is out of range"):
+        m.analyze([1, 2, 2**64])
