@@ -125,21 +125,29 @@ int RunCommand(const std::string& cmd, const std::string& log) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// The window on a short text with `flags`, screenshot NAME.png in `dir`: what its description
+// says the window showed ("state"; an empty object, and a failure, when there is none).
+nlohmann::json ShownState(const std::string& dir, const std::string& name, const std::string& flags) {
+    const std::string png = dir + "/" + name + ".png";
+    const int code = RunCommand(std::string(SSAVIZ_BINARY) + " --text 'The keeper lit the lamp and watched the ships' --screenshot " + png +
+                                    " --frames 3 " + flags,
+                                dir + "/" + name + ".log");
+    EXPECT_EQ(code, 0) << ReadFile(dir + "/" + name + ".log");
+    const nlohmann::json meta = nlohmann::json::parse(ReadFile(png + ".json"), nullptr, false);
+    if (!meta.is_object() || !meta.contains("state")) {
+        ADD_FAILURE() << "no screenshot description at " << png << ".json";
+        return nlohmann::json::object();
+    }
+    return meta["state"];
+}
+
 // Issue 34: the window opens where its flags say (--layer, --head, --query, --map, --tab), over
 // the defaults, and a map it does not know is a usage error naming the choices.
 TEST(EndToEnd, FlagsOpenTheWindowOnAHeadQueryMapAndTab) {
     const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_place";
     fs::remove_all(dir);
     fs::create_directories(dir);
-    auto shown = [&](const std::string& name, const std::string& flags) {
-        const std::string png = dir + "/" + name + ".png";
-        const int code = RunCommand(std::string(SSAVIZ_BINARY) + " --text 'The keeper lit the lamp and watched the ships' --screenshot " +
-                                        png + " --frames 3 " + flags,
-                                    dir + "/" + name + ".log");
-        EXPECT_EQ(code, 0) << ReadFile(dir + "/" + name + ".log");
-        const nlohmann::json meta = nlohmann::json::parse(ReadFile(png + ".json"), nullptr, false);
-        return meta.is_object() && meta.contains("state") ? meta["state"] : nlohmann::json::object();
-    };
+    auto shown = [&](const std::string& name, const std::string& flags) { return ShownState(dir, name, flags); };
     const nlohmann::json all = shown("all", "--layer 2 --head 1 --query 3 --map all --tab temperatures");
     EXPECT_EQ(all["selected"], nlohmann::json({2, 1}));
     EXPECT_EQ(all["query"], 3);
@@ -328,19 +336,7 @@ TEST(EndToEnd, ABigModelOpensLayerLocalAndRunsTheGlobalPassOnRequest) {
     const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_big_model";
     fs::remove_all(dir);
     fs::create_directories(dir);
-    auto shown = [&](const std::string& name, const std::string& flags) {
-        const std::string png = dir + "/" + name + ".png";
-        const int code = RunCommand(std::string(SSAVIZ_BINARY) + " --text 'The keeper lit the lamp and watched the ships' --screenshot " +
-                                        png + " --frames 3 " + flags,
-                                    dir + "/" + name + ".log");
-        EXPECT_EQ(code, 0) << ReadFile(dir + "/" + name + ".log");
-        const nlohmann::json meta = nlohmann::json::parse(ReadFile(png + ".json"), nullptr, false);
-        if (!meta.is_object() || !meta.contains("state")) {
-            ADD_FAILURE() << "no screenshot description at " << png << ".json";
-            return nlohmann::json::object();
-        }
-        return meta["state"];
-    };
+    auto shown = [&](const std::string& name, const std::string& flags) { return ShownState(dir, name, flags); };
     const nlohmann::json big = shown("big", "--big-model 1");
     EXPECT_EQ(big["big_model"], true);
     EXPECT_EQ(big["comparison"], "local");
