@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <type_traits>
 
 #include "model/text/utf8.h"
 #include "viz/ticks.h"
@@ -1004,6 +1005,58 @@ Figure PlotFigure(const std::vector<PlotSeries>& described, const PlotOptions& o
             }
             AddText(f, sx + sample_w + 6, cy, EllipsizeChars(s.Name, 40), fs);
         }
+    }
+    return f;
+}
+
+//-------------------------------------------------------------------------------------------------
+// [SECTION] Panels side by side
+//-------------------------------------------------------------------------------------------------
+
+namespace {
+
+void Shift(FigItem& item, float dx, float dy) {
+    std::visit(
+        [&](auto& x) {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, FigPolyline>) {
+                for (size_t k = 0; k + 1 < x.Points.size(); k += 2) x.Points[k] += dx, x.Points[k + 1] += dy;
+            } else {
+                x.X += dx, x.Y += dy;
+            }
+        },
+        item);
+}
+
+}  // namespace
+
+Figure Beside(const std::vector<Figure>& panels, const std::string& title, float gap, float font_size) {
+    Figure f;
+    f.Title = title;
+    const float title_h = title.empty() ? 0.0f : std::ceil(font_size * 2.0f);
+    float x = 0;
+    int height = 0;
+    for (const Figure& p : panels) {
+        if (p.Width <= 0 || p.Height <= 0) continue;
+        if (x > 0) x += gap;
+        for (FigItem item : p.Items) {
+            Shift(item, x, title_h);
+            f.Items.push_back(std::move(item));
+        }
+        x += p.Width;
+        height = std::max(height, p.Height);
+    }
+    f.Width = static_cast<int>(std::ceil(x));
+    f.Height = height + static_cast<int>(title_h);
+    if (!title.empty()) {
+        FigText t;
+        t.X = f.Width * 0.5f;
+        t.Y = title_h * 0.5f;
+        t.Text = title;
+        t.Size = font_size;
+        t.Bold = true;
+        t.Align = TextAlign::Center;
+        f.Items.insert(f.Items.begin(), FigItem(std::move(t)));
     }
     return f;
 }

@@ -32,6 +32,11 @@ struct HeatmapFigureOptions {
 // clamped to 1..28 (8 tokens: 28 px cells; 1,024 tokens: 1 px).
 Figure HeatmapFigure(const float* values, int rows, int cols, const HeatmapFigureOptions& options);
 
+// Figures side by side, their tops aligned, `gap` pixels apart, under a title of their own (the
+// panels keep theirs: a heatmap's says which map it is): "SSA | comparison | difference" for a
+// paper. Empty panels are skipped.
+Figure Beside(const std::vector<Figure>& panels, const std::string& title, float gap = 16, float font_size = 13);
+
 struct HighlightOptions {
     std::string Title;
     std::string ValueLabel = "tau_q";  // legend caption

@@ -9,6 +9,10 @@ namespace viz {
 
 constexpr Rgba8 kSsaColor = {240, 145, 40, 255};
 constexpr Rgba8 kCompareColor = {95, 160, 225, 255};
+// A fine-tune's change in two parts (beside its base): the temperatures' (SSA's own orange) and the
+// other weights' drift (green).
+constexpr Rgba8 kTemperaturePartColor = kSsaColor;
+constexpr Rgba8 kDriftPartColor = {60, 175, 90, 255};
 
 // The i-th colour of the palette for series that are neither side (matplotlib's tab10, blue first).
 constexpr Rgba8 SeriesColor(int i) {

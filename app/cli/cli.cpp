@@ -402,6 +402,7 @@ void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional
     if (!launch->export_to.empty() && !s) throw Failure{kExitUsage, "--export-to needs --session FILE (its export settings)"};
     if (o.text || o.text_file) launch->text = ReadText(o);
     launch->truncate = o.truncate || (s && s->truncate);
+    if (o.compare.kind != CompareKind::Global) launch->compare = o.compare;  // --compare / --base, over the session's
 }
 
 }  // namespace

@@ -4,10 +4,12 @@
 // settings) travels beside it, since it is an app/export type: RunGui(options, session).
 #pragma once
 
+#include <cctype>
 #include <optional>
 #include <string>
 
 #include "app/core/model_scale.h"
+#include "app/core/run.h"
 #include "model/io/weights.h"
 
 namespace app {
@@ -24,9 +26,14 @@ struct LaunchOptions {
     std::string example;       // --example ID: open a bundled model with its twin and text (Examples menu)
     std::string show;          // --show: export|help|demo opens that window; heads|matrix|...|what-ifs that tab (--tab)
     // Where the window opens, over a session's: --layer and --head (the selected head), --query
-    // (the selected query row), --map ssa|compare|diff|all (all: the three side by side).
+    // (the selected query row), --map ssa|compare|diff|all|three-way (all: the three side by side;
+    // three-way: SSA | tau = 1 | base and the Fine-tune tab).
     std::optional<int> layer, head, query;
     std::string map;
+    std::optional<CompareSpec> compare;  // --compare / --base, over a session's
+
+    // The right pane's tabs, in order; --tab names them in lower case with '-' for ' ' (TabFlag).
+    static constexpr const char* kTabs[] = {"Heads", "Matrix", "Temperatures", "Table", "Sparsity", "Next token", "What-ifs", "Fine-tune"};
 
     // Once the first analysis is shown (screenshots, tests): --continue N appends N tokens as
     // Continue (Ctrl+G) does, with the session's generation settings; --rank-heads ranks the heads.
@@ -58,5 +65,12 @@ struct LaunchOptions {
     // the model loaded and the first map and predictions showed, the frames' work meanwhile and VmHWM.
     bool bench_open = false;
 };
+
+// "Next token" -> "next-token": how --tab names a tab.
+inline std::string TabFlag(const char* tab) {
+    std::string flag = tab;
+    for (char& c : flag) c = c == ' ' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return flag;
+}
 
 }  // namespace app

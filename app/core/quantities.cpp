@@ -34,7 +34,7 @@ struct ModeName {
 };
 constexpr ModeName kModeNames[] = {
     {MapMode::Ssa, "ssa", "SSA", ""},
-    {MapMode::Compare, "vanilla", "comparison", "_compare"},
+    {MapMode::Compare, "compare", "comparison", "_compare"},
     {MapMode::Difference, "diff", "SSA - comparison", "_delta"},
 };
 
@@ -49,7 +49,7 @@ const char* ToString(MapMode mode) { return NameOf(mode).key; }
 const char* MapModeLabel(MapMode mode) { return NameOf(mode).label; }
 
 std::optional<MapMode> ParseMapMode(const std::string& name) {
-    if (name == "compare") return MapMode::Compare;  // what Python calls the comparison
+    if (name == "vanilla") return MapMode::Compare;  // the name before 0.9 (sessions, --maps), read still
     for (const ModeName& m : kModeNames)
         if (name == m.key) return m.mode;
     return std::nullopt;

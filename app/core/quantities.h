@@ -42,8 +42,8 @@ const char* Suffix(Side side);    // batch columns and Python's keys: "", "_comp
 
 // What a view reads of a quantity (or a map): one side, or the difference SSA - comparison.
 enum class MapMode { Ssa, Compare, Difference };
-const char* ToString(MapMode mode);                            // "ssa", "vanilla", "diff": flags, sessions, file names
-std::optional<MapMode> ParseMapMode(const std::string& name);  // ssa | vanilla (or compare) | diff
+const char* ToString(MapMode mode);                            // "ssa", "compare", "diff": flags, sessions, file names
+std::optional<MapMode> ParseMapMode(const std::string& name);  // ssa | compare (or the older vanilla) | diff
 const char* MapModeLabel(MapMode mode);                        // "SSA", "comparison", "SSA - comparison"
 
 //-------------------------------------------------------------------------------------------------

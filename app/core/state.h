@@ -56,6 +56,7 @@ struct ViewSettings {
     bool log_scale = true;  // attention is mostly small weights: a linear scale shows a dark map
     MapMode map_mode = MapMode::Ssa;
     bool split = false;  // the selected head as SSA | comparison | difference side by side
+    bool three_way = false;  // ... as SSA | tau = 1 | base instead (an analysis with a base)
     MapMode grid_mode = MapMode::Ssa;  // what the heads grid's thumbnails show
     TokenColor token_color = TokenColor::TauQ;
     TokenScope token_scope = TokenScope::Head;

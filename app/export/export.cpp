@@ -453,6 +453,23 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
                     plan.push_back(FigureFile(path, ext, [&a, model_name, head, mode, fig] { return MapFigure(a, model_name, head, mode, fig); },
                                               heatmap_bytes));
                 }
+        // Side by side for a paper, with the maps SSA and its comparison asked for: SSA |
+        // comparison | difference, and with a base SSA | tau = 1 | base.
+        const bool both = std::count(options.maps.begin(), options.maps.end(), MapMode::Ssa) &&
+                          std::count(options.maps.begin(), options.maps.end(), MapMode::Compare);
+        if (!both || a.compare_label.empty()) continue;
+        const size_t side_by_side_bytes = 3 * figure_bytes(std::min<int64_t>(fig.map_size > 0 ? fig.map_size : std::max<int64_t>(T, 800),
+                                                                               kSideBySideMapSize));
+        for (int l : options.layers)
+            for (int h : options.heads)
+                for (bool three_way : {false, true}) {
+                    if (three_way && !a.HasBase()) continue;
+                    const HeadRef head{l, h};
+                    const std::string path = "heatmaps/L" + std::to_string(l) + "_H" + std::to_string(h) + (three_way ? "_three_way" : "_side_by_side");
+                    plan.push_back(FigureFile(path, ext, [&a, model_name, head, three_way, fig] {
+                        return SideBySideFigure(a, model_name, head, three_way, fig);
+                    }, side_by_side_bytes));
+                }
     }
     for (const char* ext : extensions) {
         for (MapMode mode : options.maps) {

@@ -27,6 +27,7 @@ std::string ModeTitle(const model::Analysis& a, MapMode mode) {
     switch (mode) {
         case MapMode::Ssa: return "SSA";
         case MapMode::Compare: if (HasTwin(a)) return "twin " + TwinFolderName(a);
+            if (a.HasBase()) return "SSA's weights at tau = 1";
             return a.comparison == model::Comparison::LayerLocal ? "vanilla, layer-local (tau = 1)" : "vanilla (tau = 1)";
         case MapMode::Difference: return "SSA - " + CompareName(a);
     }
@@ -162,6 +163,49 @@ viz::Figure MapFigure(const model::Analysis& a, const std::string& model_name, H
     }
     options.Style.range = SharedMapRange(ssa, other, T, options.Style.log_scale);
     return viz::HeatmapFigure(mode == MapMode::Ssa ? ssa : other, T, T, options);
+}
+
+viz::Figure SideBySideFigure(const model::Analysis& a, const std::string& model_name, HeadRef head, bool three_way,
+                             const FigureSettings& settings) {
+    const int T = a.n_tokens;
+    const model::HeadMap ssa = a.Map(model::MapSide::Ssa, head.layer, head.head);
+    const model::HeadMap other = a.Map(model::MapSide::Compare, head.layer, head.head);
+    const model::HeadMap base = three_way && a.HasBase() ? a.Map(model::MapSide::Base, head.layer, head.head) : nullptr;
+    if (!ssa || !other || (three_way && !base)) return {};
+
+    viz::HeatmapFigureOptions options;
+    options.RowLabels = Labels(a);
+    options.ColLabels = options.RowLabels;
+    // HeatmapFigure's own size for T tokens (cells of 720 / T px, 1..28), capped so three fit.
+    const int cell = std::clamp(static_cast<int>(std::lround(720.0 / std::max(T, 1))), 1, 28);
+    options.MapSize = std::min(settings.map_size > 0 ? settings.map_size : cell * T, kSideBySideMapSize);
+    viz::Range shared = SharedMapRange(ssa->data(), other->data(), T, settings.log_scale);
+    if (base) {
+        const viz::Range r = SharedMapRange(ssa->data(), base->data(), T, settings.log_scale);
+        shared = {std::min(shared.min, r.min), std::max(shared.max, r.max)};
+    }
+    std::vector<viz::Figure> panels;
+    auto panel = [&](const float* values, MapMode mode, const std::string& title) {
+        options.Title = title;
+        options.Style = StyleFor(mode, settings);
+        options.Style.range = shared;
+        panels.push_back(viz::HeatmapFigure(values, T, T, options));
+    };
+    panel(ssa->data(), MapMode::Ssa, "SSA");
+    const std::string place = model_name + " \xC2\xB7 layer " + std::to_string(head.layer) + ", head " + std::to_string(head.head);
+    if (base) {
+        panel(other->data(), MapMode::Compare, "SSA's weights at tau = 1");
+        panel(base->data(), MapMode::Compare, "base " + std::filesystem::path(a.base_label).filename().string());
+        return viz::Beside(panels, place + " \xC2\xB7 what fine-tuning changed: temperatures (SSA vs tau = 1), drift (tau = 1 vs base)");
+    }
+    panel(other->data(), MapMode::Compare, ModeTitle(a, MapMode::Compare));
+    const std::vector<float> diff = Difference(*ssa, *other);
+    options.Title = ModeTitle(a, MapMode::Difference);
+    options.Style = StyleFor(MapMode::Difference, settings);
+    options.Style.range = SymmetricRange(diff);
+    options.ValueLabel = "weight difference";
+    panels.push_back(viz::HeatmapFigure(diff.data(), T, T, options));
+    return viz::Beside(panels, place + " \xC2\xB7 SSA against " + CompareName(a));
 }
 
 // Drawn from the thumbnails: exact up to model::kThumbnailCells tokens, max-pooled above, which

@@ -36,6 +36,14 @@ std::string ModelName(const model::ModelInfo& info);
 viz::Figure MapFigure(const model::Analysis& a, const std::string& model_name, HeadRef head, MapMode mode,
                       const FigureSettings& settings);
 
+// One head's maps side by side for a paper: SSA | comparison | difference, the first two on one
+// scale; or, with `three_way` (an analysis with a base), SSA | tau = 1 | base, all on one scale.
+// Each map is at most kSideBySideMapSize pixels a side, so three fit a figure. Empty without the
+// maps it needs.
+constexpr int kSideBySideMapSize = 4096;
+viz::Figure SideBySideFigure(const model::Analysis& a, const std::string& model_name, HeadRef head, bool three_way,
+                             const FigureSettings& settings);
+
 // Every head's map of one kind as a grid (layers are rows), on one shared scale.
 viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, MapMode mode, const FigureSettings& settings);
 

@@ -454,12 +454,12 @@ std::vector<Flag> BuildTable() {
             },
             [](const CommandOptions& o) { return std::optional(Join(ExportFormats(o.export_options), ",")); })
             .InSession({"export.formats", Kept::Names}));
-    add(Row({"--maps"}, "ssa,vanilla,diff", {C::Export}, "which maps get heatmaps and grids: SSA, the comparison, their difference",
+    add(Row({"--maps"}, "ssa,compare,diff", {C::Export}, "which maps get heatmaps and grids: SSA, the comparison, their difference",
             [](CommandOptions& o, const FlagValue& v) {
                 o.export_options.maps.clear();
                 for (const std::string& f : ListItems(v)) {
                     auto mode = ParseMapMode(f);
-                    if (!mode) Bad(v.name + " " + QuoteForMessage(f) + " is not one of ssa, vanilla, diff");
+                    if (!mode) Bad(v.name + " " + QuoteForMessage(f) + " is not one of ssa, compare, diff");
                     if (std::find(o.export_options.maps.begin(), o.export_options.maps.end(), *mode) == o.export_options.maps.end())
                         o.export_options.maps.push_back(*mode);
                 }
@@ -520,7 +520,7 @@ std::vector<Flag> BuildTable() {
             },
             [](const CommandOptions& o) { return IfSet(o.ablate); })
             .InSession({"interventions"}));
-    add(Row({"--compare"}, CompareFlagHint(), {C::Export}, CompareFlagHelp(),
+    add(Row({"--compare"}, CompareFlagHint(), {C::Export, C::Window}, CompareFlagHelp(),
             [](CommandOptions& o, const FlagValue& v) {
                 CompareSpec compare = ParseCompare(v.text);
                 if (compare.kind == CompareKind::Base && o.compare.kind == CompareKind::Base) compare.base_dir = o.compare.base_dir;  // --base DIR before it
@@ -528,7 +528,7 @@ std::vector<Flag> BuildTable() {
             },
             [](const CommandOptions& o) { return o.compare.kind == CompareKind::Global ? std::nullopt : std::optional(SpellCompare(o.compare)); })
             .InSession({"compare", Kept::Text, SpellCompare({})}));
-    add(Row({"--base"}, "DIR", {C::Export},
+    add(Row({"--base"}, "DIR", {C::Export, C::Window},
             "a fine-tune's base model (its folder or checkpoint): compares three sides, SSA, its weights at tau = 1 and the base "
             "(--compare base without --base takes the base beside the model)",
             [](CommandOptions& o, const FlagValue& v) { o.compare = CompareSpec::Base(v.text); },
@@ -704,22 +704,24 @@ std::vector<Flag> BuildTable() {
                 o.window.example = v.text;
             },
             [](const CommandOptions& o) { return Unless(o.window.example, std::string()); }));
-    add(Row({"--show"}, "export|help|demo|heads|matrix|temperatures|table|sparsity|next-token|what-ifs", {C::Window},
-            "open a window (export, help, demo) or a tab from the start",
-            [](CommandOptions& o, const FlagValue& v) {
-                static const std::set<std::string> kShows = {"export", "help",     "demo",       "heads",   "matrix",
-                                                             "temperatures", "table", "sparsity", "next-token", "what-ifs"};
-                if (!kShows.count(v.text))
-                    Bad(v.name + " " + QuoteForMessage(v.text) +
-                        " is not one of export, help, demo (windows) or heads, matrix, temperatures, table, sparsity, next-token, what-ifs (tabs)");
+    // The tabs, as --tab spells them: heads|matrix|...|fine-tune (LaunchOptions::kTabs).
+    std::string tabs;
+    for (const char* tab : LaunchOptions::kTabs) tabs += (tabs.empty() ? "" : "|") + TabFlag(tab);
+    auto is_tab = [](const std::string& name) {
+        for (const char* tab : LaunchOptions::kTabs)
+            if (name == TabFlag(tab)) return true;
+        return false;
+    };
+    add(Row({"--show"}, "export|help|demo|" + tabs, {C::Window}, "open a window (export, help, demo) or a tab from the start",
+            [=](CommandOptions& o, const FlagValue& v) {
+                if (v.text != "export" && v.text != "help" && v.text != "demo" && !is_tab(v.text))
+                    Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of export, help, demo (windows) or " + tabs + " (tabs)");
                 o.window.show = v.text;
             },
             [](const CommandOptions& o) { return Unless(o.window.show, std::string()); }));
-    add(Row({"--tab"}, "heads|matrix|temperatures|table|sparsity|next-token|what-ifs", {C::Window}, "the tab the window opens on",
-            [](CommandOptions& o, const FlagValue& v) {
-                static const std::set<std::string> kTabs = {"heads", "matrix", "temperatures", "table", "sparsity", "next-token", "what-ifs"};
-                if (!kTabs.count(v.text))
-                    Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of heads, matrix, temperatures, table, sparsity, next-token, what-ifs");
+    add(Row({"--tab"}, tabs, {C::Window}, "the tab the window opens on",
+            [=](CommandOptions& o, const FlagValue& v) {
+                if (!is_tab(v.text)) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of " + tabs);
                 o.window.show = v.text;
             },
             [](const CommandOptions&) { return std::optional<std::string>(); }));  // --show spells it back
@@ -734,9 +736,12 @@ std::vector<Flag> BuildTable() {
     where("--layer", &LaunchOptions::layer, "open on layer N's head (with --head; from 0; over a session's selection)");
     where("--head", &LaunchOptions::head, "open on head N of the layer (from 0)");
     where("--query", &LaunchOptions::query, "open with query row N selected (from 0: the first token)");
-    add(Row({"--map"}, "ssa|compare|diff|all", {C::Window}, "the map the window opens on: SSA, its comparison, their difference, or all three side by side",
+    add(Row({"--map"}, "ssa|compare|diff|all|three-way", {C::Window},
+            "the map the window opens on: SSA, its comparison, their difference, all three side by side, or SSA | tau = 1 | base "
+            "with the Fine-tune tab (three-way: a fine-tune with its base, --compare base or --base DIR)",
             [](CommandOptions& o, const FlagValue& v) {
-                if (v.text != "all" && !ParseMapMode(v.text)) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of ssa, compare, diff, all");
+                if (v.text != "all" && v.text != "three-way" && !ParseMapMode(v.text))
+                    Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of ssa, compare, diff, all, three-way");
                 o.window.map = v.text;
             },
             [](const CommandOptions& o) { return Unless(o.window.map, std::string()); }));

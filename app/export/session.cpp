@@ -104,7 +104,7 @@ Pin ReadPin(const json& v) {
     Pin pin{h.layer, h.head, MapMode::Ssa};
     if (v.size() == 3) {
         const auto mode = v[2].is_string() ? ParseMapMode(v[2].get<std::string>()) : std::nullopt;
-        if (!mode) throw BadKey{"'pinned': the map of a pinned head must be one of ssa, vanilla (the comparison), diff"};
+        if (!mode) throw BadKey{"'pinned': the map of a pinned head must be one of ssa, compare, diff"};
         pin.mode = *mode;
     }
     return pin;
@@ -152,6 +152,7 @@ json SessionToJson(const Session& s) {
                   {"map_zoom", v.map_view.zoom},
                   {"map_pan", {v.map_view.pan_x, v.map_view.pan_y}},
                   {"split", v.split},
+                  {"three_way", v.three_way},
                   {"grid_map", ToString(v.grid_mode)},
                   {"per_head_scale", v.per_head_scale},
                   {"matrix_metric", v.matrix_metric},
@@ -245,7 +246,7 @@ model::Result<Session> SessionFromJson(const json& j) {
         ViewSettings& vs = s.settings;
         v.ReadEnum("colormap", &vs.colormap, ParseColormap, "viridis, magma, diverging");
         v.Read("log_scale", &vs.log_scale);
-        v.ReadEnum("map", &vs.map_mode, ParseMapMode, "ssa, vanilla, diff");
+        v.ReadEnum("map", &vs.map_mode, ParseMapMode, "ssa, compare, diff");
         v.ReadEnum("token_color", &vs.token_color, ParseTokenColor, TokenColorKeys());
         v.ReadEnum("token_scope", &vs.token_scope, ParseTokenScope, "head, layer, model");
         v.Read("sink_epsilon", &vs.sink_epsilon);
@@ -262,7 +263,8 @@ model::Result<Session> SessionFromJson(const json& j) {
             vs.map_view.pan_y = pan[1].get<float>();
         }
         v.Read("split", &vs.split);
-        v.ReadEnum("grid_map", &vs.grid_mode, ParseMapMode, "ssa, vanilla, diff");
+        v.Read("three_way", &vs.three_way);
+        v.ReadEnum("grid_map", &vs.grid_mode, ParseMapMode, "ssa, compare, diff");
         v.Read("per_head_scale", &vs.per_head_scale);
         v.ReadEnum("matrix_metric", &vs.matrix_metric, HeadValueName, HeadValueKeys());
         v.Read("grid_cell", &vs.grid_cell);

@@ -373,6 +373,8 @@ bool SaveScreenshot(const std::string& path, int width, int height, const Window
                             {"log_scale", v.log_scale},
                             {"map", ToString(v.map_mode)},
                             {"split", v.split},
+                            {"three_way", v.three_way},
+                            {"per_head_scale", v.per_head_scale},
                             {"tab", v.right_tab},
                             {"layout", {v.layout.left, v.layout.center, v.layout.right}},
                             {"token_color", ToString(v.token_color)},

@@ -33,6 +33,7 @@
 #include "app/gui/fonts.h"
 #include "app/gui/views/view_checkpoint.h"
 #include "app/gui/views/view_export.h"
+#include "app/gui/views/view_finetune.h"
 #include "app/gui/views/view_graph.h"
 #include "app/gui/views/view_head_table.h"
 #include "app/gui/views/view_heads.h"
@@ -72,6 +73,7 @@ struct Views {
     SparsityView sparsity;
     PredictionView predictions;
     InterventionsView interventions;
+    FineTuneView finetune;
     ModelView model;
     HelpView help;
     GraphView graph;
@@ -100,6 +102,7 @@ public:
         m_state.text = options.text.empty() && !session ? kExampleText : options.text;
         m_state.recent_models = LoadRecentModels();
         if (session) ApplySession(*session);
+        m_scale_chosen = session.has_value();
         m_session_path = options.session_path.empty() ? "ssaviz-session.json" : options.session_path;
         std::string model_dir = options.model_dir;
         for (const Example& x : m_examples)
@@ -119,20 +122,21 @@ public:
         m_show_export = options.show == "export";
         m_state.show_help = options.show == "help";
         m_state.show_demo = options.show == "demo";
-        for (const char* tab : {"Heads", "Matrix", "Temperatures", "Table", "Sparsity", "Next token", "What-ifs"}) {
-            std::string lower = tab;
-            std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return c == ' ' ? '-' : static_cast<char>(std::tolower(c)); });
-            if (options.show == lower) m_state.settings.right_tab = tab;
-        }
+        for (const char* tab : LaunchOptions::kTabs)
+            if (options.show == TabFlag(tab)) m_state.settings.right_tab = tab;
         // --layer, --head, --query, --map: where the window opens (checked once the model is open).
         if (options.layer) m_state.selected.layer = *options.layer;
         if (options.head) m_state.selected.head = *options.head;
         if (options.query) m_state.query = *options.query;
         m_start_place = options.layer || options.head || options.query;
+        if (options.compare) ApplyCompare(*options.compare);
         if (options.map == "all") {
             m_state.settings.split = true;
+        } else if (options.map == "three-way") {  // the Fine-tune tab beside it; a base is asked for
+            m_state.settings.three_way = true;
+            m_state.settings.right_tab = "Fine-tune";
         } else if (auto mode = ParseMapMode(options.map)) {
-            m_state.settings.split = false;
+            m_state.settings.split = m_state.settings.three_way = false;
             m_state.settings.map_mode = *mode;
         }
     }
@@ -145,6 +149,16 @@ public:
                          m_state.selected.layer, m_state.selected.head, c.n_layer, c.n_head);
     }
 
+    // A temperature of position alone (the official checkpoints' one slope a layer: every head of
+    // a layer and every token at a position alike) varies little within a head next to the
+    // model's range: the token strip and the map's strips open on the shown head's own scale, so
+    // their colours vary. A session's choice stands.
+    void FitTemperatureScale(const model::ModelConfig& c) {
+        if (m_scale_chosen) return;
+        const model::TemperatureForm& q = c.query;
+        m_state.settings.per_head_scale = q.position != model::PositionForm::None && q.token == model::TokenForm::None;
+    }
+
     // Selections and settings now; the twin once the model is open.
     void ApplySession(const Session& s) {
         m_state.truncate = s.truncate;
@@ -155,14 +169,19 @@ public:
         ++m_state.layout_generation;  // the panes take the session's sizes
         m_apply_tab = true;
         m_views.export_dialog.SetOptions(s.export_options);
-        m_pending_twin = s.compare.kind == CompareKind::Twin ? s.compare.twin_dir : "";
-        if (s.compare.kind == CompareKind::LayerLocal) m_state.layer_local_request = true;
-        if (s.compare.kind == CompareKind::Unedited) m_state.unedited_request = true;
-        if (s.compare.kind == CompareKind::Base) {
-            m_state.base_request = true;
-            m_base_dir = s.compare.base_dir;  // "": the base beside the model
-        }
+        ApplyCompare(s.compare);
         if (!s.interventions.empty() || !m_state.interventions.empty()) m_state.interventions_request = s.interventions;
+    }
+
+    // The comparison a session or --compare / --base asks for, requested once the model is open.
+    void ApplyCompare(const CompareSpec& compare) {
+        m_pending_twin = compare.kind == CompareKind::Twin ? compare.twin_dir : "";
+        if (compare.kind == CompareKind::LayerLocal) m_state.layer_local_request = true;
+        if (compare.kind == CompareKind::Unedited) m_state.unedited_request = true;
+        if (compare.kind == CompareKind::Base) {
+            m_state.base_request = true;
+            m_base_dir = compare.base_dir;  // "": the base beside the model
+        }
     }
 
     Session CurrentSession() {
@@ -198,6 +217,7 @@ public:
                 case Kind::ModelOpened:
                     m_state.model = e.info;
                     CheckStartPlace(e.info->config);
+                    FitTemperatureScale(e.info->config);
                     m_state.twin_beside = e.twin_beside;
                     m_state.base_beside = e.base_beside;
                     m_state.vocab = e.vocab;
@@ -344,6 +364,7 @@ public:
                     tab("Sparsity", [&] { m_views.sparsity.Draw(m_state); });
                     tab("Next token", [&] { m_views.predictions.Draw(m_state); });
                     tab("What-ifs", [&] { m_views.interventions.Draw(m_state); });
+                    tab("Fine-tune", [&] { m_views.finetune.Draw(m_state); });
                     ImGui::EndTabBar();
                 }
             }
@@ -547,7 +568,9 @@ private:
             if (ImGui::MenuItem("SSA map", "1", s.map_mode == MapMode::Ssa)) s.map_mode = MapMode::Ssa;
             if (ImGui::MenuItem("Comparison map", "2", s.map_mode == MapMode::Compare)) s.map_mode = MapMode::Compare;
             if (ImGui::MenuItem("Difference map", "3", s.map_mode == MapMode::Difference)) s.map_mode = MapMode::Difference;
-            ImGui::MenuItem("All three side by side", "4", &s.split);
+            if (ImGui::MenuItem("All three side by side", "4", s.split && !s.three_way)) s.split = true, s.three_way = false;
+            if (ImGui::MenuItem("SSA | tau=1 | base (three-way)", "5", s.three_way, m_state.analysis && m_state.analysis->HasBase()))
+                s.three_way = !s.three_way;
             ImGui::MenuItem("Temperature scale per head", nullptr, &s.per_head_scale);
             if (ImGui::IsItemHovered())
                 ImGui::SetTooltip("Off (default): one scale centred at tau = 1 over every head, so a colour is the same tau everywhere.\n"
@@ -762,10 +785,12 @@ private:
             if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_DownArrow))) s.selected.layer = (s.selected.layer + 1) % L;
             if (ImGui::IsKeyPressed(GLFW_KEY_P, false)) s.TogglePin(s.selected);
         }
-        if (ImGui::IsKeyPressed(GLFW_KEY_1, false)) s.settings.map_mode = MapMode::Ssa, s.settings.split = false;
-        if (ImGui::IsKeyPressed(GLFW_KEY_2, false)) s.settings.map_mode = MapMode::Compare, s.settings.split = false;
-        if (ImGui::IsKeyPressed(GLFW_KEY_3, false)) s.settings.map_mode = MapMode::Difference, s.settings.split = false;
-        if (ImGui::IsKeyPressed(GLFW_KEY_4, false)) s.settings.split = !s.settings.split;
+        ViewSettings& v = s.settings;
+        if (ImGui::IsKeyPressed(GLFW_KEY_1, false)) v.map_mode = MapMode::Ssa, v.split = v.three_way = false;
+        if (ImGui::IsKeyPressed(GLFW_KEY_2, false)) v.map_mode = MapMode::Compare, v.split = v.three_way = false;
+        if (ImGui::IsKeyPressed(GLFW_KEY_3, false)) v.map_mode = MapMode::Difference, v.split = v.three_way = false;
+        if (ImGui::IsKeyPressed(GLFW_KEY_4, false)) v.split = !v.split || v.three_way, v.three_way = false;
+        if (ImGui::IsKeyPressed(GLFW_KEY_5, false) && s.analysis && s.analysis->HasBase()) v.three_way = !v.three_way;
         if (ImGui::IsKeyPressed(GLFW_KEY_L, false)) s.settings.log_scale = !s.settings.log_scale;
     }
 
@@ -790,6 +815,7 @@ private:
     bool m_start_global_pass = false; // --global-pass, likewise
     std::string m_base_dir;  // a session's "base" folder; "": the one beside the model
     bool m_start_place = false;       // --layer, --head or --query given: checked once the model is open
+    bool m_scale_chosen = false;      // a session set the temperature scale (FitTemperatureScale leaves it)
     WindowState m_state;
     Views m_views;
     std::deque<std::pair<uint64_t, double>> m_waiting;  // analysis requests not yet on screen, oldest first

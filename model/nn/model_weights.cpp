@@ -571,10 +571,11 @@ Status SaveModelFolder(const SsaGpt& m, const std::string& dir, Dtype storage, L
     const FormatInfo& f = GetFormat(format);
 
     // The official code's temperature: one position parameter a layer, attn.beta, with no "ssa"
-    // block in the config (its form is how the reader reads beta: exp_exp unless told linear).
+    // block in the config (its form is how the reader reads beta: exp_exp unless told linear), save
+    // for the linear form (model_finetune_att_no_func.py), which the config names so that it reads back.
     const bool official = f.official_beta && IsOfficialQuery(c.query) && !m.layers.empty() && m.layers[0].q.pos.numel() == 1;
     ModelConfig written = c;
-    if (official) written.query = {};
+    if (official && c.query.position == PositionForm::ExpExp) written.query = {};
     auto config = ConfigJsonFor(format, written);
     if (!config) return Fail(dir + ": " + config.error());
 

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <cstdio>
 #include <numeric>
 
@@ -100,8 +101,9 @@ void HeatmapView::ClampView(float max_zoom) {
     m_view->pan_y = std::clamp(m_view->pan_y, 0.0f, limit);
 }
 
-const float* HeatmapView::MapValues(MapMode mode) const {
-    switch (mode) {
+const float* HeatmapView::MapValues(const Layer& layer) const {
+    if (layer.base) return m_base->data();
+    switch (layer.mode) {
         case MapMode::Compare: return m_compare->data();
         case MapMode::Difference: return m_diff.data();
         case MapMode::Ssa: break;
@@ -113,11 +115,13 @@ void HeatmapView::PrepareData(const AppState& state) {
     const model::Analysis& a = *state.analysis;
     const bool has_compare = HasCompare(a);
     const MapMode mode = has_compare ? state.settings.map_mode : MapMode::Ssa;
-    const bool split = has_compare && state.settings.split;
+    const bool three_way = a.HasBase() && state.settings.three_way;
+    const bool split = has_compare && (state.settings.split || three_way);
     const viz::Colormap colormap = state.settings.colormap;
     const bool log_scale = state.settings.log_scale, per_head = state.settings.per_head_scale;
     const HeadRef head = state.selected;
     if (state.analysis.get() == m_baked_for && head == m_baked_head && mode == m_baked_mode && split == m_baked_split &&
+        three_way == m_baked_three_way &&
         colormap == m_baked_colormap && log_scale == m_baked_log && per_head == m_baked_per_head)
         return;
 
@@ -133,6 +137,7 @@ void HeatmapView::PrepareData(const AppState& state) {
     m_baked_head = head;
     m_baked_mode = m_mode = mode;
     m_baked_split = m_split = split;
+    m_baked_three_way = m_three_way = three_way;
     m_baked_colormap = colormap;
     m_baked_log = log_scale;
     m_baked_per_head = per_head;
@@ -145,19 +150,27 @@ void HeatmapView::PrepareData(const AppState& state) {
     // Rebuilt from the layer's q and k when not cached (a few ms at 1,000 tokens; see model::AttentionMaps).
     m_ssa = a.Map(model::MapSide::Ssa, head.layer, head.head);
     m_compare = has_compare ? a.Map(model::MapSide::Compare, head.layer, head.head) : nullptr;
+    m_base = three_way ? a.Map(model::MapSide::Base, head.layer, head.head) : nullptr;
     const float* ssa = m_ssa->data();
     const float* cmp = m_compare ? m_compare->data() : nullptr;
-    // One range for SSA and comparison, so switching between them (1 / 2) keeps the colours comparable.
-    const viz::Range shared = SharedMapRange(ssa, cmp, T, log_scale);
-    for (MapMode m : {MapMode::Ssa, MapMode::Compare, MapMode::Difference}) {
-        Layer& layer = m_layers[static_cast<int>(m)];
+    // One range for SSA and comparison (and the base), so switching between them (1 / 2) keeps the
+    // colours comparable.
+    viz::Range shared = SharedMapRange(ssa, cmp, T, log_scale);
+    if (m_base) {
+        const viz::Range with_base = SharedMapRange(ssa, m_base->data(), T, log_scale);
+        shared = {std::min(shared.min, with_base.min), std::max(shared.max, with_base.max)};
+    }
+    for (int slot = 0; slot < 4; ++slot) {
+        const MapMode m = slot == 3 ? MapMode::Compare : static_cast<MapMode>(slot);
+        Layer& layer = m_layers[slot];
         layer = Layer{};  // textures freed; baked again when drawn
         layer.mode = m;
+        layer.base = slot == 3;
         layer.colormap = m == MapMode::Difference ? viz::Colormap::Diverging : colormap;
         layer.log = m != MapMode::Difference && log_scale;
         layer.range = shared;
     }
-    if (mode == MapMode::Difference || split) {
+    if (mode == MapMode::Difference || (split && !three_way)) {
         m_diff.resize(cells);
         for (size_t k = 0; k < cells; ++k) m_diff[k] = ssa[k] - cmp[k];
         viz::HeatmapStyle style;
@@ -173,10 +186,10 @@ void HeatmapView::PrepareData(const AppState& state) {
 const float* HeatmapView::Level(Layer& layer, int level) {
     while (static_cast<int>(layer.levels.size()) < level) {  // each level from the one below, level 1 from the map
         const int below = static_cast<int>(layer.levels.size()), n = (m_tokens + (1 << below) - 1) >> below;
-        const float* values = below == 0 ? MapValues(layer.mode) : layer.levels.back().data();
+        const float* values = below == 0 ? MapValues(layer) : layer.levels.back().data();
         layer.levels.push_back(viz::PoolByTwo(values, n, layer.mode == MapMode::Difference));
     }
-    return level == 0 ? MapValues(layer.mode) : layer.levels[level - 1].data();
+    return level == 0 ? MapValues(layer) : layer.levels[level - 1].data();
 }
 
 //-------------------------------------------------------------------------------------------------
@@ -318,22 +331,32 @@ void HeatmapView::DrawToolbar(WindowState& state) {
     viz::ItemTooltip((CompareExplanation(a) + (beside.empty() ? "" : "\n* A trained twin ships beside this model: choose it here.")).c_str());
 
     SameLineIfFits(RadioWidth("SSA"));
-    if (ImGui::RadioButton("SSA", s.map_mode == MapMode::Ssa && !s.split)) s.map_mode = MapMode::Ssa, s.split = false;
+    const bool three_way = a.HasBase() && s.three_way;
+    if (ImGui::RadioButton("SSA", s.map_mode == MapMode::Ssa && !s.split && !three_way)) s.map_mode = MapMode::Ssa, s.split = s.three_way = false;
     viz::ItemTooltip("The SSA model's attention weights for this head: row = query token, column = key token. Shortcut: 1");
     ImGui::BeginDisabled(!has_compare);
     SameLineIfFits(RadioWidth(compare_name));
-    if (ImGui::RadioButton(compare_name, s.map_mode == MapMode::Compare && !s.split)) s.map_mode = MapMode::Compare, s.split = false;
+    if (ImGui::RadioButton(compare_name, s.map_mode == MapMode::Compare && !s.split && !three_way))
+        s.map_mode = MapMode::Compare, s.split = s.three_way = false;
     viz::ItemTooltip((CompareExplanation(a) + "\nSame colour scale as SSA. Shortcut: 2").c_str());
     SameLineIfFits(RadioWidth("difference"));
-    if (ImGui::RadioButton("difference", s.map_mode == MapMode::Difference && !s.split)) s.map_mode = MapMode::Difference, s.split = false;
+    if (ImGui::RadioButton("difference", s.map_mode == MapMode::Difference && !s.split && !three_way))
+        s.map_mode = MapMode::Difference, s.split = s.three_way = false;
     viz::ItemTooltip((std::string("SSA minus ") + compare_name +
                       ", blue-white-red around 0: red where SSA attends more, blue where it attends less. Shortcut: 3")
                          .c_str());
     SameLineIfFits(RadioWidth("all three"));
-    if (ImGui::RadioButton("all three", s.split)) s.split = true;
+    if (ImGui::RadioButton("all three", s.split && !three_way)) s.split = true, s.three_way = false;
     viz::ItemTooltip((std::string("SSA | ") + compare_name + " | difference side by side for this head, zoomed and panned together. Shortcut: 4")
                          .c_str());
     ImGui::EndDisabled();
+    if (a.HasBase()) {
+        SameLineIfFits(RadioWidth("three-way"));
+        if (ImGui::RadioButton("three-way", three_way)) s.three_way = true;
+        viz::ItemTooltip("SSA | its own weights at tau = 1 | the base model, side by side on one colour scale: SSA against tau = 1 "
+                         "is what the temperatures did, tau = 1 against the base what fine-tuning did to the other weights. "
+                         "The Fine-tune tab ranks the heads by each part. Shortcut: 5");
+    }
 
     const bool difference = m_mode == MapMode::Difference && !m_split;
     const float combo_w = font * 6.0f;
@@ -367,7 +390,7 @@ void HeatmapView::DrawToolbar(WindowState& state) {
         "Mouse wheel: zoom around the cursor. Drag: pan. Double-click: reset the view.\n"
         "Click a cell: select its row as the query (its weights are shown as bars below). Esc: clear the query.\n"
         "Arrows: previous / next head (left, right) and layer (up, down). 1 / 2 / 3: SSA / comparison / difference, "
-        "4: all three side by side. L: log scale. Ctrl+F: go to a position or find a token.\n"
+        "4: all three side by side, 5: SSA | tau = 1 | base (with a base). L: log scale. Ctrl+F: go to a position or find a token.\n"
         "The strip left of the rows is each query's tau_q, the strip above the columns each key's tau_v, on the "
         "temperature scale (blue below 1, white at 1 = vanilla, red above 1 = sharper).\n"
         "When the map has more cells than pixels, each pixel shows the largest value of the cells it "
@@ -440,7 +463,7 @@ void HeatmapView::DrawMap(WindowState& state, Layer& layer, ImVec2 map_pos, floa
     ClampView(max_zoom);
 
     ImGui::SetCursorScreenPos(map_pos);
-    ImGui::PushID(static_cast<int>(layer.mode));
+    ImGui::PushID(Slot(layer));
     ImGui::InvisibleButton("##map", ImVec2(side, side));
     ImGui::PopID();
     ImGui::SetItemUsingMouseWheel();
@@ -603,7 +626,7 @@ void HeatmapView::DrawMap(WindowState& state, Layer& layer, ImVec2 map_pos, floa
         ImGui::EndTooltip();
     }
     if (!state.regions.count("heatmap")) state.regions["heatmap"] = {map_pos.x, map_pos.y, side, side};
-    state.regions[std::string("heatmap_") + ToString(layer.mode)] = {map_pos.x, map_pos.y, side, side};
+    state.regions[std::string("heatmap_") + (layer.base ? "base" : ToString(layer.mode))] = {map_pos.x, map_pos.y, side, side};
 }
 
 std::string HeatmapView::CellText(int i, int j, bool multiline) const {
@@ -617,6 +640,11 @@ std::string HeatmapView::CellText(int i, int j, bool multiline) const {
     std::string values;
     if ((m_hover_mode == MapMode::Ssa && !m_split) || !m_compare) {
         values = "p = " + FormatWeight(ssa);
+    } else if (m_base) {  // three-way: each side, and the two parts of the change
+        const float tau1 = (*m_compare)[k], base = (*m_base)[k];
+        values = multiline ? "SSA p = " + FormatWeight(ssa) + "\ntau=1 p = " + FormatWeight(tau1) + "\nbase p = " + FormatWeight(base) +
+                                 "\ntemperatures " + FormatWeight(ssa - tau1, true) + ", drift " + FormatWeight(tau1 - base, true)
+                           : "SSA p = " + FormatWeight(ssa) + ", tau=1 " + FormatWeight(tau1) + ", base " + FormatWeight(base);
     } else {
         const float cmp = (*m_compare)[k];
         const std::string name = CompareName(a);
@@ -978,26 +1006,35 @@ void HeatmapView::Draw(WindowState& state) {
         ImGui::SetCursorScreenPos(ImVec2(map_pos.x + side + gap, map_pos.y));
         viz::ColorBar("##heatmap_colorbar", layer.colormap, layer.range, layer.log, ImVec2(bar_w, side));
     } else {
+        // SSA | comparison | difference, or SSA | tau = 1 | base: the first two (three) share one bar.
         const std::string cmp = CompareName(a);
-        const std::string titles[3] = {"SSA", cmp, "SSA - " + cmp};
+        struct Panel {
+            int slot;
+            std::string title;
+            bool bar_after;
+        };
+        const std::vector<Panel> panels =
+            m_three_way ? std::vector<Panel>{{0, "SSA", false}, {1, "tau=1 (SSA's weights)", false}, {3, "base: " + std::filesystem::path(a.base_label).filename().string(), true}}
+                        : std::vector<Panel>{{0, "SSA", false}, {1, cmp, true}, {2, "SSA - " + cmp, true}};
         float x = map_pos.x, y = map_pos.y;
-        for (MapMode mode : {MapMode::Ssa, MapMode::Compare, MapMode::Difference}) {
-            if (grid && mode == MapMode::Difference) x = map_pos.x, y = map_pos.y + side + above;  // under SSA
-            Layer& layer = m_layers[static_cast<int>(mode)];
+        for (size_t n = 0; n < panels.size(); ++n) {
+            const Panel& panel = panels[n];
+            if (grid && n == 2) x = map_pos.x, y = map_pos.y + side + above;  // under SSA
+            Layer& layer = m_layers[panel.slot];
             const ImVec2 pos(x, y);
-            const bool row_labels = mode == MapMode::Ssa || (grid && mode == MapMode::Difference);
-            ImGui::PushID(static_cast<int>(mode));
+            const bool row_labels = n == 0 || (grid && n == 2);
+            ImGui::PushID(panel.slot);
             DrawMap(state, layer, pos, side, label_size, row_labels);
-            DrawTemperatureStrips(state, pos, side, strip, row_labels, true);
+            DrawTemperatureStrips(state, pos, side, strip, row_labels && !layer.base, !layer.base);
             ImGui::PopID();
-            const std::string& title = titles[static_cast<int>(mode)];
+            const std::string title = viz::EllipsizeText(panel.title, side);
             ImGui::GetWindowDrawList()->AddText(ImVec2(x + std::max(0.0f, (side - ImGui::CalcTextSize(title.c_str()).x) * 0.5f), y - above),
                                                 ImGui::GetColorU32(ImGuiCol_Text), title.c_str());
             x += side + gap;
             maps_bottom = std::max(maps_bottom, y + side);
-            if (mode != MapMode::Ssa) {  // SSA and the comparison share one bar; the difference has its own
+            if (panel.bar_after) {
                 ImGui::SetCursorScreenPos(ImVec2(x, y));
-                ImGui::PushID(static_cast<int>(mode));
+                ImGui::PushID(panel.slot);
                 viz::ColorBar("##split_colorbar", layer.colormap, layer.range, layer.log, ImVec2(bar_w, side));
                 ImGui::PopID();
                 x += bar_w + gap;

@@ -1,5 +1,5 @@
 // The selected head's attention map: SSA, comparison, or their signed difference, or the three
-// side by side (split); zoom (wheel) and pan (drag), token labels when they fit, exact values on
+// side by side (split), or, for a fine-tune beside its base, SSA | tau = 1 | base (three-way); zoom (wheel) and pan (drag), token labels when they fit, exact values on
 // hover, a colour bar, the queries' tau_q beside the rows and the keys' tau_v above the columns;
 // and the selected query's row as bars, SSA against the comparison, with the top keys labelled.
 #pragma once
@@ -28,6 +28,7 @@ private:
     // the textures baked from them.
     struct Layer {
         MapMode mode = MapMode::Ssa;
+        bool base = false;                                // the base model's map (three-way), mode Compare
         viz::Colormap colormap = viz::Colormap::Viridis;  // Diverging for the difference
         bool log = false;
         viz::Range range;
@@ -50,7 +51,8 @@ private:
     void ClampView(float max_zoom);
     void ResetView();
     void ShowToken(AppState& state, int i);  // selects token i as the query and pans the map to it
-    const float* MapValues(MapMode mode) const;  // [T, T]: SSA, comparison or m_diff
+    const float* MapValues(const Layer& layer) const;  // [T, T]: SSA, comparison, base or m_diff
+    int Slot(const Layer& layer) const { return layer.base ? 3 : static_cast<int>(layer.mode); }  // its place in m_layers
     const float* Level(Layer& layer, int level);  // the map max-pooled by 2^level: ceil(T / 2^level) a side
     std::string CellText(int i, int j, bool multiline) const;  // the hover read-out of cell (i, j)
 
@@ -58,6 +60,7 @@ private:
     HeadRef m_baked_head;
     MapMode m_baked_mode = MapMode::Ssa;
     bool m_baked_split = false;
+    bool m_baked_three_way = false;
     viz::Colormap m_baked_colormap = viz::Colormap::Viridis;
     bool m_baked_log = false;
     bool m_baked_per_head = false;
@@ -66,8 +69,9 @@ private:
     std::shared_ptr<const model::Analysis> m_analysis;  // held so m_baked_for cannot be reused by a newer result
     MapMode m_mode = MapMode::Ssa;           // the mode shown (Ssa when the analysis has no comparison)
     bool m_split = false;                    // SSA | comparison | difference side by side
-    Layer m_layers[3];                       // [MapMode]
-    model::HeadMap m_ssa, m_compare;         // the selected head's [T, T] maps (m_compare null without one)
+    bool m_three_way = false;                // SSA | tau = 1 | base side by side (an analysis with a base)
+    Layer m_layers[4];                       // [MapMode], then the base's
+    model::HeadMap m_ssa, m_compare, m_base; // the selected head's [T, T] maps (m_compare, m_base null without one)
     std::vector<float> m_diff;               // [T, T] SSA - comparison, for the difference
     viz::Range m_tau_q_range, m_tau_v_range; // diverging around 1 (see TemperatureRange)
     std::vector<std::string> m_labels;       // [T] display text of each token

@@ -128,14 +128,17 @@ def check_images(d, T, expect_cells, cell_limit):
         if root.tag != SVG + "svg":
             fail(path + ": root is not <svg>")
         if "/heatmaps/" in path:
+            # A side-by-side figure holds three maps (SSA | comparison | difference, or
+            # SSA | tau = 1 | base), each drawn as a heatmap of its own.
+            maps = 3 if path.endswith(("_side_by_side.svg", "_three_way.svg")) else 1
             cells = [e for e in root.iter(SVG + "rect") if e.get("class") == "cell"]
             images = [e for e in root.iter(SVG + "image")]
-            if T * T <= cell_limit and len(cells) != T * T:
-                fail("%s: %d cell rectangles, expected %d" % (path, len(cells), T * T))
-            if T * T > cell_limit and (cells or len(images) != 1):
-                fail("%s: a %dx%d map must embed one image, found %d cells and %d images" % (path, T, T, len(cells), len(images)))
-            if expect_cells is not None and T * T <= cell_limit and len(cells) != expect_cells:
-                fail("%s: %d cells, expected %d" % (path, len(cells), expect_cells))
+            if T * T <= cell_limit and len(cells) != maps * T * T:
+                fail("%s: %d cell rectangles, expected %d" % (path, len(cells), maps * T * T))
+            if T * T > cell_limit and (cells or len(images) != maps):
+                fail("%s: a %dx%d map must embed %d image(s), found %d cells and %d images" % (path, T, T, maps, len(cells), len(images)))
+            if expect_cells is not None and T * T <= cell_limit and len(cells) != maps * expect_cells:
+                fail("%s: %d cells, expected %d" % (path, len(cells), maps * expect_cells))
     html = os.path.join(d, "highlight.html")
     if os.path.exists(html):
         text = open(html, encoding="utf-8").read()

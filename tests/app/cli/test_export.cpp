@@ -47,7 +47,7 @@ TEST_F(Cli, ExportWritesEveryFigure) {
     for (const char* ext : {"png", "svg"}) {
         for (int l = 0; l < 2; ++l)
             for (int h = 0; h < 2; ++h)
-                for (const char* suffix : {"", "_compare", "_diff"})
+                for (const char* suffix : {"", "_compare", "_diff", "_side_by_side"})
                     expected.push_back("heatmaps/L" + std::to_string(l) + "_H" + std::to_string(h) + suffix + "." + ext);
         for (const char* name : {"heads_grid", "heads_grid_compare", "heads_grid_diff", "highlight", "plots/dilution", "plots/tau_q_histogram",
                                  "plots/qk_spectrum", "plots/sink_mass"})
@@ -66,6 +66,10 @@ TEST_F(Cli, ExportWritesEveryFigure) {
     EXPECT_NE(svg.find("vanilla"), std::string::npos);
     EXPECT_NE(svg.find("\xC2\xB7mat"), std::string::npos);  // a leading space shows as a middle dot
     EXPECT_NE(ReadFile(out + "/highlight.html").find("entropy, L1 H0"), std::string::npos);
+    // Side by side: the three maps' titles under one title naming the head and the comparison.
+    const std::string beside = ReadFile(out + "/heatmaps/L1_H0_side_by_side.svg");
+    for (const char* title : {"layer 1, head 0", "SSA against tau=1", ">SSA<", "vanilla (tau = 1)", "SSA - tau=1"})
+        EXPECT_NE(beside.find(title), std::string::npos) << title;
 }
 
 TEST_F(Cli, ExportIsDeterministicAndSizeIsHonoured) {

@@ -16,8 +16,9 @@ using namespace cli_test;
 const std::string kGpt2Tokenizer = SSAVIZ_SOURCE_DIR "/assets/tokenizers/gpt2";
 
 // A small random model of `family` in `layout`, written once per test.
-std::string Family(const std::string& family, const std::string& layout, std::vector<std::string> extra = {}) {
-    const std::string dir = Scratch(family + "-" + layout);
+// `tag` names the folder apart from other tests' of the same family and layout (CTest runs them in parallel).
+std::string Family(const std::string& family, const std::string& layout, std::vector<std::string> extra = {}, const std::string& tag = "") {
+    const std::string dir = Scratch(family + "-" + layout + tag);
     fs::remove_all(dir);
     std::vector<std::string> args = {"init-random", "--out", dir, "--family", family, "--layers", "2", "--heads", "4",
                                      "--embd", "64", "--positions", "256", "--layout", layout, "--seed", "7", "--tokenizer", kGpt2Tokenizer};
@@ -199,6 +200,15 @@ TEST(CliFamilies, AnOfficialCheckpointWithConfigAndTokenizerFlags) {
     Outcome text = Ssaviz({"info", "--model", alone + "/iter-000100-ckpt.pth", "--config", Scratch("pythia-small.json"), "--tokenizer", dir});
     ASSERT_EQ(text.code, 0) << text.err;
     EXPECT_NE(text.out.find("family       pythia: LayerNorm, RoPE on 4 of 16 dims"), std::string::npos) << text.out;
+}
+
+// init-random's linear official form (the _no_func files' 1 + beta ln i) reads back as linear,
+// not as exp_exp (the reader's default for attn.beta): its lit_config.json names the form.
+TEST(CliFamilies, AnOfficialLinearCheckpointReadsBackAsLinear) {
+    const std::string dir = Family("pythia", "lit", {"--query-form", "linear,none"}, "-linear");
+    json j = Info({"--model", dir});
+    EXPECT_EQ(j["query_temperature"]["position"], "linear");
+    EXPECT_EQ(j["query_temperature"]["token"], "null");  // no token term, as the config spells it
 }
 
 // HF folders (config.json model_type + model.safetensors in HF's names), written by the families'

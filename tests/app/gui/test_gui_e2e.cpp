@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <tuple>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -159,7 +160,7 @@ TEST(EndToEnd, FlagsOpenTheWindowOnAHeadQueryMapAndTab) {
     EXPECT_EQ(diff["split"], false);
     const int code = RunCommand(std::string(SSAVIZ_BINARY) + " --map sideways", dir + "/bad.log");
     EXPECT_EQ(code, 2);
-    EXPECT_NE(ReadFile(dir + "/bad.log").find("is not one of ssa, compare, diff, all"), std::string::npos) << ReadFile(dir + "/bad.log");
+    EXPECT_NE(ReadFile(dir + "/bad.log").find("is not one of ssa, compare, diff, all, three-way"), std::string::npos) << ReadFile(dir + "/bad.log");
 }
 
 // Issue 34: a fine-tune with a sibling base/ folder, opened from a session that asks for its
@@ -189,6 +190,41 @@ TEST(EndToEnd, ASessionOpensAFineTuneAgainstItsBase) {
     const nlohmann::json ssa = meta["regions"]["heatmap_ssa"], diff = meta["regions"]["heatmap_diff"];
     EXPECT_GT(diff[1].get<float>(), ssa[1].get<float>() + ssa[3].get<float>());
     EXPECT_GT(ssa[2].get<float>(), 200.0f);
+}
+
+// Issue 34: the command line opens an official-form fine-tune (tau_q of position alone, one slope
+// a layer) against its base (--base DIR) on the three-way layout: SSA | tau = 1 | base, each map
+// drawn, the Fine-tune tab open with its matrices drawn, and the temperature scale fitted to the
+// shown head (its colours vary along the text).
+TEST(EndToEnd, ThreeWayFromTheCommandLine) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_three_way";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    for (const auto& [name, form, seed] : {std::tuple<const char*, const char*, const char*>{"ft", "exp_exp,none", "1"}, {"base", "none", "2"}}) {
+        const std::string cmd = std::string(SSAVIZ_BINARY) + " init-random --out " + dir + "/" + name +
+                                " --family pythia --layout lit --layers 2 --heads 2 --embd 32 --query-form " + form + " --seed " + seed;
+        ASSERT_EQ(RunCommand(cmd, dir + "/init.log"), 0) << ReadFile(dir + "/init.log");
+    }
+    const std::string png = dir + "/shot.png";
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --model " + dir + "/ft --base " + dir + "/base --map three-way --layer 1 --head 1" +
+                             " --text 'One slope a layer: the fine-tune sharpens its attention with position.' --screenshot " + png + " --frames 4",
+                         dir + "/log.txt"),
+              0)
+        << ReadFile(dir + "/log.txt");
+    const nlohmann::json meta = nlohmann::json::parse(ReadFile(png + ".json"), nullptr, false);
+    ASSERT_TRUE(meta.is_object() && meta.contains("state")) << ReadFile(dir + "/log.txt");
+    const nlohmann::json& state = meta["state"];
+    EXPECT_EQ(state["comparison"], "base");
+    EXPECT_EQ(state["three_way"], true);
+    EXPECT_EQ(state["tab"], "Fine-tune");
+    EXPECT_EQ(state["per_head_scale"], true);
+    const Picture p = Load(png);
+    for (const char* region : {"heatmap_ssa", "heatmap_compare", "heatmap_base", "finetune_matrix"}) {
+        ASSERT_TRUE(meta["regions"].contains(region)) << region << " " << meta["regions"].dump();
+        const nlohmann::json r = meta["regions"][region];
+        EXPECT_GT(DistinctColours(p, r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 6u) << region;
+    }
+    EXPECT_FALSE(meta["regions"].contains("heatmap_diff")) << "three-way shows the base, not the difference";
 }
 
 // Issue 38: no display is one line (GLFW's reason inside ssaviz's), not GLFW's line and then ours.

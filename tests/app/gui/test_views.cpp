@@ -290,7 +290,7 @@ TEST_F(Views, SplitViewDrawsThreeMaps) {
     state.settings.map_view.zoom = 2.0f;
     state.query = 30;
     for (int frame = 0; frame < 2; ++frame) Frame([&] { heatmap.Draw(state); });
-    for (const char* name : {"heatmap_ssa", "heatmap_vanilla", "heatmap_diff"}) EXPECT_TRUE(state.regions.count(name)) << name;
+    for (const char* name : {"heatmap_ssa", "heatmap_compare", "heatmap_diff"}) EXPECT_TRUE(state.regions.count(name)) << name;
     const app::Rect ssa = state.regions["heatmap_ssa"], diff = state.regions["heatmap_diff"];
     EXPECT_FLOAT_EQ(ssa.w, diff.w);
     EXPECT_GT(diff.x, ssa.x + 2 * ssa.w);  // side by side, left to right

@@ -1,0 +1,229 @@
+#include "app/gui/views/view_finetune.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include <imgui.h>
+
+#include "app/gui/views/view_common.h"
+#include "viz/imgui/widgets.h"
+#include "viz/palette.h"
+
+namespace app {
+namespace {
+
+const ImU32 kSelectedColor = IM_COL32(255, 230, 90, 255);
+const ImU32 kNoValueColor = IM_COL32(60, 60, 66, 255);
+
+std::string Nats(float v, bool sign = false) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, sign ? "%+.4f" : "%.4f", v);
+    return buf;
+}
+
+// The heads with the largest values, "L3 H2 .041, L5 H0 .033, ...".
+std::string TopHeads(const std::vector<float>& values, int heads, int n) {
+    std::vector<int> order(values.size());
+    std::iota(order.begin(), order.end(), 0);
+    auto key = [&](int k) { return std::isfinite(values[k]) ? values[k] : -INFINITY; };
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return key(x) > key(y); });
+    std::string text;
+    for (int k = 0; k < std::min<int>(n, static_cast<int>(order.size())); ++k) {
+        const int i = order[k];
+        if (!std::isfinite(values[i])) break;
+        text += (k ? ", L" : "L") + std::to_string(i / heads) + " H" + std::to_string(i % heads) + " " + FormatNumber(values[i]);
+    }
+    return text;
+}
+
+}  // namespace
+
+void FineTuneView::Draw(WindowState& state) {
+    if (DrawNoAnalysisNote(state)) return;
+    const model::Analysis& a = *state.analysis;
+    if (!a.HasBase()) {
+        ImGui::PushTextWrapPos(0.0f);
+        ImGui::TextUnformatted("What fine-tuning changed, split into what the temperatures did and what the other weights' drift did, "
+                               "needs the model the fine-tune started from.");
+        if (!state.base_beside.empty()) {
+            if (ImGui::Button(("Compare with its base: " + state.base_beside).c_str())) state.base_request = true;
+            viz::ItemTooltip("Three sides: SSA, its own weights at tau = 1, and the base model beside it.");
+        } else {
+            ImGui::TextDisabled("No base beside this model (a sibling base/ folder, or lit_model.pth beside a fine-tuned checkpoint). "
+                                "Open the window with --base DIR, or export with `ssaviz export --base DIR`.");
+        }
+        ImGui::PopTextWrapPos();
+        return;
+    }
+    if (!SameAnalysis(m_for, state.analysis)) {
+        m_for = state.analysis;
+        m_parts = model::Decompose(a);
+        m_labels = TokenLabels(a.tokens);
+        m_labels.resize(std::max(a.n_tokens, 0), "?");
+    }
+    if (m_parts.empty()) {
+        ImGui::TextDisabled("no heads to compare");
+        return;
+    }
+    const model::Decomposition& d = m_parts;
+    ImGui::TextUnformatted("Mean loss, nats:");
+    ImGui::SameLine();
+    ImGui::TextColored(ImVec4(0.94f, 0.57f, 0.16f, 1.0f), "SSA %.4f", d.loss_mean);
+    ImGui::SameLine();
+    ImGui::Text("tau=1 %.4f   base %.4f", d.loss_mean_tau1, d.loss_mean_base);
+    viz::ItemTooltip("The mean loss of the next token over the text (token 1 on), for the fine-tune (SSA), its own weights with "
+                     "the temperatures off (tau = 1), and the base model.");
+    ImGui::Text("change %s = temperatures %s + drift %s", Nats(d.loss_mean - d.loss_mean_base, true).c_str(),
+                Nats(d.loss_mean - d.loss_mean_tau1, true).c_str(), Nats(d.loss_mean_tau1 - d.loss_mean_base, true).c_str());
+    viz::ItemTooltip("SSA - base splits exactly into (SSA - tau=1), what the temperatures did with the fine-tuned weights, and "
+                     "(tau=1 - base), what fine-tuning did to every other weight. Negative: that part lowered the loss.");
+    ImGui::Separator();
+    DrawMatrices(state);
+    ImGui::Separator();
+    DrawLossParts(state);
+}
+
+// Two layer x head matrices on one scale: the temperatures' part and the drift, JS in nats.
+void FineTuneView::DrawMatrices(WindowState& state) {
+    const model::Decomposition& d = m_parts;
+    const int L = d.n_layer, H = d.n_head;
+    float hi = 1e-6f;
+    for (const std::vector<float>* v : {&d.js_temperature, &d.js_drift})
+        for (float x : *v)
+            if (std::isfinite(x)) hi = std::max(hi, x);
+    const viz::Range range{0.0f, hi};
+    const viz::Colormap colormap = state.settings.colormap;
+
+    ImGui::TextUnformatted("Each head's change: JS divergence of its rows, nats");
+    ImGui::SameLine();
+    viz::HelpMarker("Left: SSA against its own weights at tau = 1, what the temperatures changed in each head's attention.\n"
+                    "Right: tau = 1 against the base, what fine-tuning the other weights changed.\n"
+                    "One colour scale for both; the whole change (SSA against base) is on hover.\n"
+                    "Click a head to show it (View > SSA | tau=1 | base shows its three maps, key 5); Ctrl+click pins it.");
+    ImGui::TextDisabled("temperatures most: %s", TopHeads(d.js_temperature, H, 4).c_str());
+    ImGui::TextDisabled("drift most: %s", TopHeads(d.js_drift, H, 4).c_str());
+
+    const float line = ImGui::GetTextLineHeight();
+    const float gap = ImGui::GetStyle().ItemSpacing.x * 2.0f;
+    const float label_w = ImGui::CalcTextSize("L00").x + 4.0f;
+    const float bar_w = viz::ColorBarWidth();
+    const float avail = ImGui::GetContentRegionAvail().x - bar_w - gap;
+    const bool side_by_side = avail / 2 - label_w >= H * 4.0f;  // else one under the other
+    const float matrix_w = side_by_side ? (avail - gap) / 2 : avail;
+    const float cell_w = std::clamp(std::floor((matrix_w - label_w) / H), 2.0f, line * 3.0f);
+    const float cell_h = std::clamp(std::floor(cell_w * 0.7f), 2.0f, line * 1.2f);
+    const float header = line + 2.0f, height = header + L * cell_h;
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    int hovered = -1;
+    const struct {
+        const std::vector<float>* values;
+        const char* title;
+    } parts[] = {{&d.js_temperature, "temperatures"}, {&d.js_drift, "drift"}};
+    for (int m = 0; m < 2; ++m) {
+        const ImVec2 o = side_by_side ? ImVec2(origin.x + m * (label_w + H * cell_w + gap), origin.y)
+                                      : ImVec2(origin.x, origin.y + m * (height + line + 4.0f));
+        draw->AddText(ImVec2(o.x + label_w, o.y), ImGui::GetColorU32(ImGuiCol_Text),
+                      viz::EllipsizeText(parts[m].title, H * cell_w + (side_by_side ? gap : avail)).c_str());
+        const ImVec2 grid(o.x, o.y + line + 2.0f);
+        for (int l = 0; l < L; ++l) {
+            for (int h = 0; h < H; ++h) {
+                const int k = l * H + h;
+                const ImVec2 p0(grid.x + label_w + h * cell_w, grid.y + header + l * cell_h);
+                const ImVec2 p1(p0.x + cell_w - (cell_w > 4 ? 1.0f : 0.0f), p0.y + cell_h - (cell_h > 4 ? 1.0f : 0.0f));
+                ImGui::SetCursorScreenPos(p0);
+                ImGui::PushID(m * L * H + k);
+                ImGui::InvisibleButton("##part", ImVec2(cell_w, cell_h));
+                ImGui::PopID();
+                if (ImGui::IsItemHovered()) hovered = k;
+                HandleHeadClick(state, {l, h});
+                const float v = (*parts[m].values)[k];
+                const viz::Rgba8 c = viz::SampleColormap(colormap, viz::Normalize(v, range, false));
+                draw->AddRectFilled(p0, p1, std::isfinite(v) ? viz::ToImU32(c) : kNoValueColor);
+                if (HeadRef{l, h} == state.selected) draw->AddRect(ImVec2(p0.x - 1, p0.y - 1), ImVec2(p1.x + 1, p1.y + 1), kSelectedColor, 0, 0, 2);
+            }
+        }
+        DrawGridLabels(draw, {grid, label_w, header, ImVec2(cell_w, cell_h), ImVec2(cell_w - 1.0f, cell_h - 1.0f)}, L, H, state.selected);
+    }
+    const float block_h = side_by_side ? line + 2.0f + height : 2 * (line + 2.0f + height) + line + 4.0f;
+    const float block_w = side_by_side ? 2 * (label_w + H * cell_w) + gap : label_w + H * cell_w;
+    ImGui::SetCursorScreenPos(ImVec2(origin.x + block_w + gap * 0.5f, origin.y + line + 2.0f + header));
+    viz::ColorBar("##parts_colorbar", colormap, range, false, ImVec2(bar_w, std::max(line * 4.0f, block_h - line - 2.0f - header)));
+    ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + block_h + 4.0f));
+    ImGui::Dummy(ImVec2(block_w, 0.0f));
+    state.regions["finetune_matrix"] = Rect{origin.x, origin.y, block_w, block_h};
+    if (hovered >= 0) {
+        const int l = hovered / H, h = hovered % H;
+        const float total = d.js_total[hovered], temperature = d.js_temperature[hovered], drift = d.js_drift[hovered];
+        ImGui::SetTooltip("L%d H%d, JS divergence of the rows, nats:\n  whole change (SSA vs base)   %s\n  temperatures (SSA vs tau=1)  %s\n"
+                          "  drift (tau=1 vs base)        %s\nL1 distance: whole %s, temperatures %s, drift %s",
+                          l, h, Nats(total).c_str(), Nats(temperature).c_str(), Nats(drift).c_str(), FormatNumber(d.l1_total[hovered]).c_str(),
+                          FormatNumber(d.l1_temperature[hovered]).c_str(), FormatNumber(d.l1_drift[hovered]).c_str());
+    }
+}
+
+// Each token's loss change from the base as two bars: the temperatures' part and the drift's.
+void FineTuneView::DrawLossParts(WindowState& state) {
+    const model::Analysis& a = *state.analysis;
+    const int n = a.n_tokens - 1;
+    if (n < 1 || a.loss.size() != static_cast<size_t>(n) || a.loss_compare.size() != a.loss.size() || a.loss_base.size() != a.loss.size()) {
+        ImGui::TextDisabled("no per-token loss (one token)");
+        return;
+    }
+    ImGui::TextUnformatted("Each token's loss change from the base, nats");
+    ImGui::SameLine();
+    viz::HelpMarker("Two bars a token: the temperatures' part (SSA - tau=1, orange) and the drift's (tau=1 - base, green). "
+                    "Below the line: that part lowered the token's loss (the model predicts it better).\n"
+                    "Hover a token for its three losses; click it to select it as the query.");
+    float most = 1e-6f;
+    for (int t = 0; t < n; ++t)
+        for (float v : {a.loss[t] - a.loss_compare[t], a.loss_compare[t] - a.loss_base[t]})
+            if (std::isfinite(v)) most = std::max(most, std::abs(v));
+
+    const float line = ImGui::GetTextLineHeight();
+    const float avail_w = ImGui::GetContentRegionAvail().x;
+    const float chart_h = std::max(line * 6.0f, ImGui::GetContentRegionAvail().y - line * 2.0f);
+    const float slot = std::max(4.0f, std::floor(avail_w / n));
+    ImGui::BeginChild("##loss_parts", ImVec2(avail_w, chart_h), false, ImGuiWindowFlags_HorizontalScrollbar);
+    const ImVec2 o = ImGui::GetCursorScreenPos();
+    const float plot_h = chart_h - ImGui::GetStyle().ScrollbarSize - 2.0f;
+    const float zero_y = o.y + plot_h * 0.5f, scale = (plot_h * 0.5f - 2.0f) / most;
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    const ImU32 colors[2] = {viz::ToImU32(viz::kTemperaturePartColor), viz::ToImU32(viz::kDriftPartColor)};
+    int hovered = -1;
+    for (int t = 0; t < n; ++t) {
+        const float x = o.x + t * slot;
+        if (!ImGui::IsRectVisible(ImVec2(x, o.y), ImVec2(x + slot, o.y + plot_h))) continue;
+        ImGui::SetCursorScreenPos(ImVec2(x, o.y));
+        ImGui::PushID(t);
+        ImGui::InvisibleButton("##token", ImVec2(slot, plot_h));
+        ImGui::PopID();
+        if (ImGui::IsItemHovered()) hovered = t;
+        if (ImGui::IsItemClicked()) state.query = t + 1;
+        if (state.query == t + 1) draw->AddRectFilled(ImVec2(x, o.y), ImVec2(x + slot, o.y + plot_h), IM_COL32(255, 230, 90, 40));
+        const float parts[2] = {a.loss[t] - a.loss_compare[t], a.loss_compare[t] - a.loss_base[t]};
+        const float bar = std::max(1.0f, std::floor((slot - 1.0f) / 2));
+        for (int p = 0; p < 2; ++p) {
+            if (!std::isfinite(parts[p])) continue;
+            const float y = zero_y - parts[p] * scale;
+            const float x0 = x + p * bar;
+            draw->AddRectFilled(ImVec2(x0, std::min(y, zero_y)), ImVec2(x0 + bar, std::max(y, zero_y) + 0.5f), colors[p]);
+        }
+    }
+    draw->AddLine(ImVec2(o.x, zero_y), ImVec2(o.x + n * slot, zero_y), IM_COL32(200, 200, 200, 120));
+    ImGui::SetCursorScreenPos(ImVec2(o.x, o.y + plot_h));
+    ImGui::Dummy(ImVec2(n * slot, 0.0f));
+    ImGui::EndChild();
+    ImGui::TextDisabled("+%s .. -%s nats; orange: temperatures, green: drift", FormatNumber(most).c_str(), FormatNumber(most).c_str());
+    if (hovered >= 0) {
+        const int t = hovered;
+        ImGui::SetTooltip("token %d '%s'\nloss: SSA %s, tau=1 %s, base %s\ntemperatures %s, drift %s, change %s", t + 1, m_labels[t + 1].c_str(),
+                          Nats(a.loss[t]).c_str(), Nats(a.loss_compare[t]).c_str(), Nats(a.loss_base[t]).c_str(),
+                          Nats(a.loss[t] - a.loss_compare[t], true).c_str(), Nats(a.loss_compare[t] - a.loss_base[t], true).c_str(),
+                          Nats(a.loss[t] - a.loss_base[t], true).c_str());
+    }
+}
+
+}  // namespace app
