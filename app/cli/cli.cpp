@@ -204,6 +204,30 @@ std::vector<BatchText> ReadBatch(const std::string& path, const std::string& con
     return texts;
 }
 
+// --lens: the logit lens and attribution of the SSA side and of its comparison (tau = 1, the twin,
+// or with a base its weights at tau = 1), each a forward pass of its own, with their progress.
+std::vector<ExportFile> RunLensForExport(Runner& runner, const model::Analysis& a) {
+    model::Engine& engine = runner.engine();
+    const bool compare = !a.compare_label.empty() && a.comparison != model::Comparison::Unedited;
+    std::vector<std::shared_ptr<const model::Lens>> sides;
+    ProgressBar bar("lens");
+    for (model::MapSide side : {model::MapSide::Ssa, model::MapSide::Compare}) {
+        if (side == model::MapSide::Compare && !compare) break;
+        std::atomic<float> progress{0};
+        model::LensOptions options;
+        options.progress = &progress;
+        auto lens = engine.RunLens(a.tokens.ids, side, options);
+        if (!lens) throw Failure{kExitFailure, "--lens: " + lens.error()};
+        sides.push_back(std::make_shared<const model::Lens>(std::move(*lens)));
+        bar.Update(sides.size(), compare ? 2 : 1, side == model::MapSide::Ssa ? "SSA" : "comparison");
+    }
+    const model::Tokenizer& tokenizer = engine.tokenizer();
+    return LensFiles(sides[0], sides.size() > 1 ? sides[1] : nullptr, CompareFileSuffix(a), [&](int32_t id) {
+        auto text = tokenizer.Decode({id});
+        return text ? *text : std::string();
+    });
+}
+
 int CmdExport(const CommandOptions& o) {
     if (o.batch && !o.text_file) throw Failure{kExitUsage, "--batch needs --text-file F"};
     ExportOptions options = o.export_options;
@@ -216,16 +240,20 @@ int CmdExport(const CommandOptions& o) {
     if (auto s = ResolveExportHeads(&options, c.n_layer, c.n_head); !s) throw Failure{kExitUsage, s.error()};
     if (auto s = CheckHighlightScope(options.figures, c.n_layer, c.n_head); !s) throw Failure{kExitUsage, s.error()};
     Must(runner->Configure({o.compare, o.ablate.value_or("")}));
+    if (options.lens && (o.batch || o.ablate))
+        throw Failure{kExitUsage, std::string("--lens runs the model as loaded, one text: not with ") + (o.batch ? "--batch" : "--ablate")};
 
     if (!o.batch) {
         const model::Analysis analysis = Must(runner->Analyze(Must(runner->Tokenize(text, o.truncate))));
         // What the file's numbers hold is the input's fault: exit 3, as every refusal of a file.
         if (const std::string why = NonFiniteAnalysis(analysis); !why.empty()) throw Failure{kExitBadInput, why + "; nothing was written"};
+        std::vector<ExportFile> lens_files;
+        if (options.lens) lens_files = RunLensForExport(*runner, analysis);
         ProgressBar bar("export");
         auto s = WriteExport(text, analysis, runner->Info(), options, [&](size_t done, size_t total, const std::string& path) {
             bar.Update(done, total, path);
             return true;
-        });
+        }, std::move(lens_files));
         if (!s) throw Failure{kExitFailure, s.error()};
         std::fprintf(stderr, "ssaviz: wrote %s (%d tokens, %d x %d heads, forward %.1f ms, metrics %.1f ms on %s)\n",
                      options.out_dir.c_str(), analysis.n_tokens, analysis.n_layer, analysis.n_head, analysis.forward_ms,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -379,6 +380,49 @@ ExportFile FigureFile(std::string path, const char* extension, std::function<viz
 
 }  // namespace
 
+std::vector<ExportFile> LensFiles(std::shared_ptr<const model::Lens> lens, std::shared_ptr<const model::Lens> compare,
+                                  const std::string& compare_suffix, const std::function<std::string(int32_t)>& piece) {
+    std::vector<ExportFile> files;
+    for (const auto& [side, suffix] : {std::pair{lens, std::string()}, std::pair{compare, compare_suffix}}) {
+        if (!side) continue;
+        const int64_t L = side->n_layer, H = side->n_head, T = side->n_tokens, k = side->top_k;
+        struct Array { const char* name; const std::vector<float>* data; std::vector<int64_t> shape; };
+        const Array arrays[] = {{"lens_loss", &side->loss, {L + 1, T - 1}}, {"dla", &side->dla, {L, H, T - 1}},
+                                {"dla_mlp", &side->dla_mlp, {L, T - 1}},    {"dla_embed", &side->dla_embed, {T - 1}},
+                                {"dla_const", &side->dla_const, {T - 1}}};
+        for (const Array& arr : arrays)
+            files.push_back({arr.name + suffix + ".npy", [side = side, arr](const std::string& full) {
+                                 return model::WriteNpy(full, arr.data->data(), arr.shape);
+                             }});
+        // Each id's piece once (the top lists repeat them), named now: the writer runs on another thread.
+        std::map<int32_t, std::string> pieces;
+        for (int32_t id : side->top_ids) pieces.emplace(id, std::string());
+        for (auto& [id, text] : pieces) text = piece(id);
+        files.push_back({"lens_top" + suffix + ".json", [side = side, pieces = std::move(pieces), L, T, k](const std::string& full) {
+                             json layers = json::array();
+                             for (int64_t l = 0; l <= L; ++l) {
+                                 json positions = json::array();
+                                 for (int64_t t = 0; t < T; ++t) {
+                                     json top = json::array();
+                                     for (int64_t r = 0; r < k; ++r) {
+                                         const size_t at = static_cast<size_t>((l * T + t) * k + r);
+                                         const int32_t id = side->top_ids[at];
+                                         top.push_back({{"id", id}, {"piece", pieces.at(id)}, {"p", side->top_probs[at]}});
+                                     }
+                                     positions.push_back(std::move(top));
+                                 }
+                                 layers.push_back(std::move(positions));
+                             }
+                             const json j = {{"layers", L + 1}, {"positions", T}, {"k", k},
+                                             {"about", "top[l][t]: the k most likely tokens after position t read after layer l "
+                                                       "(0: the embeddings, L: the model's own prediction)"},
+                                             {"top", std::move(layers)}};
+                             return WriteText(full, Dump(j, -1) + "\n");
+                         }});
+    }
+    return files;
+}
+
 std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis& a, const model::ModelInfo& info,
                                    const ExportOptions& options) {
     std::vector<ExportFile> plan;
@@ -569,10 +613,11 @@ std::string NonFiniteAnalysis(const model::Analysis& a) {
 }
 
 model::Status WriteExport(std::string_view text, const model::Analysis& a, const model::ModelInfo& info,
-                          const ExportOptions& options, const ExportProgress& progress) {
+                          const ExportOptions& options, const ExportProgress& progress, std::vector<ExportFile> extra) {
     if (auto s = CheckExportFolder(options.out_dir); !s) return s;
     if (const std::string why = NonFiniteAnalysis(a); !why.empty()) return model::Fail(why + "; nothing was written");
-    const std::vector<ExportFile> plan = PlanExport(text, a, info, options);
+    std::vector<ExportFile> plan = PlanExport(text, a, info, options);
+    for (ExportFile& f : extra) plan.push_back(std::move(f));
     if (plan.empty()) return model::Fail("nothing to write: no format is chosen (" + std::string(kExportFormatList) + ")");
     const fs::path out(options.out_dir);
     // Folders first, on this thread, so writers never race to create them. Inside --out nothing

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ struct ExportOptions {
     FigureSettings figures;
     float sink_epsilon = 0.3f;
     int threads = 0;  // files written at once; 0: one per core (the output is the same either way)
+    bool lens = false;  // --lens: the logit lens and attribution too (the caller runs them: LensFiles)
 };
 
 // One file an export writes: its path below out_dir and how to make it.
@@ -39,6 +41,14 @@ struct ExportFile {
 // What an export's writer threads may hold at once: files are started while their estimates fit,
 // so --size and the core count do not multiply (a file larger than this is written alone).
 constexpr size_t kExportMemoryBudget = size_t{1} << 30;
+
+// The logit lens and direct logit attribution's files (SPEC section 10) of one side and its
+// comparison (null: none), named with `compare_suffix` ("_compare", "_tau1"): lens_loss.npy
+// [L + 1, T - 1], lens_top.json (each layer's and position's top pieces: id, piece, probability),
+// dla.npy [L, H, T - 1], dla_mlp.npy [L, T - 1], dla_embed.npy and dla_const.npy [T - 1].
+// `piece` names an id as the views do. WriteExport writes them with the rest (`extra`).
+std::vector<ExportFile> LensFiles(std::shared_ptr<const model::Lens> lens, std::shared_ptr<const model::Lens> compare,
+                                  const std::string& compare_suffix, const std::function<std::string(int32_t)>& piece);
 
 // Everything an export will write, in order. The analysis must outlive the plan.
 std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis& analysis, const model::ModelInfo& info,
@@ -78,8 +88,9 @@ std::string NonFiniteAnalysis(const model::Analysis& a);
 // Runs the plan: every file to a temporary name, then all renamed into place, so a failure leaves
 // the folder as it was; never writes through a link inside `out_dir`. Stops at the first failure
 // (or when progress returns false) with a one-line error.
+// `extra`: files the caller adds to the plan (LensFiles), written with the rest.
 model::Status WriteExport(std::string_view text, const model::Analysis& analysis, const model::ModelInfo& info,
-                          const ExportOptions& options, const ExportProgress& progress = nullptr);
+                          const ExportOptions& options, const ExportProgress& progress = nullptr, std::vector<ExportFile> extra = {});
 
 // Format names as flags, sessions and the command line spell them: json, npy, csv, png, svg, html.
 extern const char* const kExportFormatList;  // "json, npy, csv, png, svg, html", for messages

@@ -335,6 +335,66 @@ model::MapSide Side(const AnalysisHandle& h, const std::string& side) {
     throw BadArgument("side '" + side + "' is not one of ssa, compare" + std::string(h.A().HasBase() ? ", tau1, base" : ""));
 }
 
+// [SECTION] The logit lens and attribution (SPEC section 10), on request: the lens of the
+// analysis's ids on one side (its own forward pass, on the model as loaded: no
+// what-ifs), as numpy arrays: loss [L + 1, T - 1], top_ids / top_probs [L + 1, T, k], dla [L, H,
+// T - 1], dla_mlp [L, T - 1], dla_embed, dla_const, logit [T - 1].
+py::dict Lens(const AnalysisHandle& h, const std::string& side_name) {
+    const model::MapSide side = Side(h, side_name);
+    if (!h.A().interventions.empty()) throw BadArgument("the lens runs the model as loaded: analyze without ablate= for it");
+    std::shared_ptr<model::Lens> lens;
+    {
+        py::gil_scoped_release release;
+        std::lock_guard<std::mutex> lock(h.core->mutex);
+        auto result = h.core->Run().engine().RunLens(h.A().tokens.ids, side);
+        if (!result) throw BadArgument(result.error());
+        lens = std::make_shared<model::Lens>(std::move(*result));
+    }
+    const py::ssize_t L = lens->n_layer, H = lens->n_head, T = lens->n_tokens, k = lens->top_k;
+    py::dict out;
+    out["loss"] = View(lens, lens->loss.data(), {L + 1, T - 1});
+    out["top_ids"] = View(lens, lens->top_ids.data(), {L + 1, T, k});
+    out["top_probs"] = View(lens, lens->top_probs.data(), {L + 1, T, k});
+    out["dla"] = View(lens, lens->dla.data(), {L, H, T - 1});
+    out["dla_mlp"] = View(lens, lens->dla_mlp.data(), {L, T - 1});
+    out["dla_embed"] = View(lens, lens->dla_embed.data(), {T - 1});
+    out["dla_const"] = View(lens, lens->dla_const.data(), {T - 1});
+    out["logit"] = View(lens, lens->logit.data(), {T - 1});
+    return out;
+}
+
+// Each id's piece as the predictions name them (the model's vocabulary).
+py::list IdPieces(const AnalysisHandle& h, const std::vector<int64_t>& ids) {
+    std::shared_ptr<const std::vector<std::string>> vocab;
+    {
+        py::gil_scoped_release release;
+        std::lock_guard<std::mutex> lock(h.core->mutex);
+        if (!h.core->vocab && !h.core->runner) throw BadArgument("the model is closed, so its tokenizer cannot name ids");
+        vocab = h.core->Vocab();
+    }
+    py::list out;
+    for (int64_t id : ids) out.append(py::str(model::PieceToDisplay(id >= 0 && static_cast<size_t>(id) < vocab->size() ? (*vocab)[id] : "")));
+    return out;
+}
+
+// Position `position`'s parts for the logit of `token`: [L H + L + 2] (heads layer-major, MLPs,
+// embeddings, constants).
+py::array Attribute(const AnalysisHandle& h, int64_t position, int64_t token, const std::string& side_name) {
+    const model::MapSide side = Side(h, side_name);
+    if (position < 0 || position >= h.A().n_tokens)
+        throw BadArgument("position " + std::to_string(position) + " is out of range (the text has " + std::to_string(h.A().n_tokens) + " tokens)");
+    if (token < 0 || token > INT32_MAX) throw BadArgument("token " + std::to_string(token) + " is not a token id");
+    std::shared_ptr<std::vector<float>> parts;
+    {
+        py::gil_scoped_release release;
+        std::lock_guard<std::mutex> lock(h.core->mutex);
+        auto result = h.core->Run().engine().Attribute(h.A().tokens.ids, side, position, static_cast<int32_t>(token));
+        if (!result) throw BadArgument(result.error());
+        parts = std::make_shared<std::vector<float>>(std::move(*result));
+    }
+    return View(parts, parts->data(), {Size(parts->size())});
+}
+
 // Head (layer, head)'s [T, T] map: the analysis's own host copy, rebuilt on demand and kept by
 // its map cache (and by this array while it lives).
 py::array Attention(const AnalysisHandle& h, int layer, int head, const std::string& side_name) {
@@ -698,7 +758,10 @@ PYBIND11_MODULE(_ssaviz, m) {
         .def("heads_grid", &Grid)
         .def("highlight", &HighlightFigure)
         .def("plot", &Plot)
-        .def("export", &Export);
+        .def("export", &Export)
+        .def("lens", &Lens, py::arg("side") = "ssa")
+        .def("id_pieces", &IdPieces)
+        .def("attribute", &Attribute, py::arg("position"), py::arg("token"), py::arg("side") = "ssa");
 
     py::class_<FigureHandle>(m, "Figure")
         .def_property_readonly("width", [](const FigureHandle& f) { return f.figure.Width; })

@@ -362,11 +362,23 @@ Result<ModelConfig> ParseConfig(std::string_view json_text, const std::string& s
         if (!v) return Fail(v.error());
         *field = *v;
     }
-    // GPT-2 configs name the context n_positions; some older ones only n_ctx.
+    // GPT-2 configs name the context n_positions; some older ones only n_ctx; nanoGPT's GPTConfig
+    // block_size.
     const bool old_style = !root.contains("n_positions") && root.contains("n_ctx");
-    auto positions = ReadPositiveInt(root, old_style ? "n_ctx" : "n_positions", source);
+    const bool nanogpt = !root.contains("n_positions") && !root.contains("n_ctx") && root.contains("block_size");
+    auto positions = ReadPositiveInt(root, old_style ? "n_ctx" : nanogpt ? "block_size" : "n_positions", source);
     if (!positions) return Fail(positions.error());
     c.n_positions = *positions;
+    // nanoGPT's (and ssaviz's own config.json for such a model): every bias on or off.
+    if (auto it = root.find("bias"); it != root.end()) {
+        if (!it->is_boolean()) return Fail(source + ": 'bias' must be true or false, got " + DescribeJson(*it));
+        c.bias = c.norm_bias = it->get<bool>();  // the linear layers' and the LayerNorms' together
+    }
+    if (nanogpt) {
+        c.activation = Activation::Gelu;  // nanoGPT's nn.GELU(): exact erf
+        if (auto it = root.find("dropout"); it != root.end() && !(it->is_number() && it->get<double>() >= 0 && it->get<double>() <= 1))
+            return Fail(source + ": 'dropout' must be a number in [0, 1], got " + DescribeJson(*it));
+    }
 
     if (c.n_embd % c.n_head != 0)
         return Fail(source + ": n_embd " + std::to_string(c.n_embd) + " is not divisible by n_head " + std::to_string(c.n_head));
@@ -595,9 +607,9 @@ bool ModelConfig::Has(Role role) const {
 
 bool ModelConfig::HasBias(Role role) const {
     switch (role) {
-        case Role::AttnNorm: return norm == NormKind::LayerNorm;
-        case Role::MlpNorm: return norm == NormKind::LayerNorm;
-        case Role::OutputNorm: return norm == NormKind::LayerNorm;
+        case Role::AttnNorm: return norm == NormKind::LayerNorm && norm_bias;
+        case Role::MlpNorm: return norm == NormKind::LayerNorm && norm_bias;
+        case Role::OutputNorm: return norm == NormKind::LayerNorm && norm_bias;
         case Role::AttnQkv: return QkvBias();
         case Role::AttnOut: return OutBias();
         case Role::MlpUp: case Role::MlpDown: return MlpBias();
@@ -708,6 +720,7 @@ nlohmann::json ConfigToJson(const ModelConfig& c) {
               {"vocab_size", c.vocab_size},
               {"layer_norm_epsilon", c.layer_norm_epsilon},
               {"activation_function", ToString(c.activation)}};
+    if (!c.bias) j["bias"] = false;  // nanoGPT's bias = False: no bias anywhere (ParseConfig reads it)
     if (c.IsSsa()) j["ssa"] = SsaBlock(c);
     return j;
 }

@@ -62,6 +62,7 @@ struct ModelConfig {
     bool parallel_residual = false;  // x + attn(norm_1 x) + mlp(norm_2 x)
     bool shared_attention_norm = false;  // parallel, with mlp(norm_1 x): no norm_2
     bool bias = true;          // the attention and MLP linear layers have biases (lit-gpt's one switch)
+    bool norm_bias = true;     // a LayerNorm's bias (nanoGPT's bias = false drops it with the linear layers')
     // HF families set their biases apart; with `bias` false these turn some back on.
     bool qkv_bias = false;     // the q, k, v projections (Qwen 2; Llama's attention_bias)
     bool out_bias = false;     // the attention's output projection (Llama's attention_bias, GPT-NeoX's)
@@ -114,7 +115,9 @@ struct ModelConfig {
 
 // `source` names the file in error messages.
 // config.json: HF GPT-2 (no model_type, or "gpt2"), or a RoPE family by model_type (gpt_neox,
-// llama, mistral, qwen2, qwen3) in HF's key names, HF's defaults where a key is missing.
+// llama, mistral, qwen2, qwen3) in HF's key names, HF's defaults where a key is missing; or a
+// nanoGPT GPTConfig (block_size, vocab_size, n_layer, n_head, n_embd, dropout, bias: the official
+// SSA code's configs/gpt_2_124M_*.json), GPT-2 with exact GELU, its `bias` switching every bias.
 Result<ModelConfig> ParseConfig(std::string_view json_text, const std::string& source);
 Result<ModelConfig> LoadConfig(const std::string& path);
 // lit-gpt's Config as a lit_config.json stores it (the official SSA code's configs/*.json are

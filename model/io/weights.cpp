@@ -5,6 +5,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -220,7 +221,13 @@ Status ReadCheckpoint(const uint8_t* data, size_t size, bool shard, WeightFile* 
     const PickleValue& sd = p[*search.dict];
     for (size_t i = 0; i + 1 < sd.items.size(); i += 2) {
         const PickleValue &key = p[sd.items[i]], &value = p[sd.items[i + 1]];
-        if (key.kind != Kind::String || value.kind != Kind::Tensor) continue;  // e.g. _extra_state
+        if (key.kind != Kind::String) continue;
+        if (value.kind != Kind::Tensor) {  // e.g. _extra_state; said if a tensor is looked for under its name
+            if (out->not_tensors.size() < kMaxTensors)
+                out->not_tensors[key.text] =
+                    value.kind == Kind::Object ? "a '" + EscapeForMessage(value.text) + "' object" : std::string("a ") + ToString(value.kind);
+            continue;
+        }
         const PickledTensor& t = value.tensor;
         const std::string where = "tensor " + Quoted(key.text);
         if (out->tensors.size() == kMaxTensors)
@@ -264,19 +271,33 @@ Status ReadCheckpoint(const uint8_t* data, size_t size, bool shard, WeightFile* 
 // GPT-2 with the LM head, nanoGPT, lit-gpt), "model." (HF llama & co.), "gpt_neox.", and wrappers'
 // "_orig_mod." (torch.compile) or "module." (DDP) before any. The outer prefix drops the root's own
 // name, which the LM head sits beside.
-void FindPrefixes(WeightFile* w) {
-    bool found = false;
-    for (const auto& t : w->tensors)
-        if (const size_t n = EmbeddingNameLength(t.name); n && (!found || t.name.size() - n < w->prefix.size())) {
-            w->prefix = t.name.substr(0, t.name.size() - n);
-            found = true;
-        }
+std::string EmbeddingPrefix(const std::string& name) { return name.substr(0, name.size() - EmbeddingNameLength(name)); }
+
+// Whether `prefix` ends in the component(s) `root` ("transformer.").
+bool EndsInRoot(const std::string& prefix, const std::string& root) {
+    return !root.empty() && EndsWith(prefix, root) && (prefix.size() == root.size() || prefix[prefix.size() - root.size() - 1] == '.');
+}
+
+void SetPrefix(WeightFile* w, std::string prefix) {
+    w->prefix = std::move(prefix);
     w->outer_prefix = w->prefix;
     for (const FormatInfo& f : Formats())
-        if (const std::string root = f.root; EndsWith(w->prefix, root) && (w->prefix.size() == root.size() || w->prefix[w->prefix.size() - root.size() - 1] == '.')) {
-            w->outer_prefix = w->prefix.substr(0, w->prefix.size() - root.size());
+        if (EndsInRoot(w->prefix, f.root)) {
+            w->outer_prefix = w->prefix.substr(0, w->prefix.size() - std::string(f.root).size());
             break;
         }
+}
+
+void FindPrefixes(WeightFile* w) {
+    std::optional<std::string> shortest;
+    for (const auto& t : w->tensors)
+        if (EmbeddingNameLength(t.name)) {
+            const std::string prefix = EmbeddingPrefix(t.name);
+            if (std::none_of(w->embeddings.begin(), w->embeddings.end(), [&](const std::string& e) { return EmbeddingPrefix(e) == prefix; }))
+                w->embeddings.push_back(t.name);
+            if (!shortest || prefix.size() < shortest->size()) shortest = prefix;
+        }
+    SetPrefix(w, shortest.value_or(""));
 }
 
 }  // namespace
@@ -288,6 +309,22 @@ bool StoredTensor::Contiguous() const {
         expected *= shape[d];
     }
     return true;
+}
+
+std::string WeightFile::Missing(const std::string& name) const {
+    for (const std::string& full : {prefix + name, outer_prefix + name, name})
+        if (auto it = not_tensors.find(full); it != not_tensors.end())
+            return "'" + EscapeForMessage(full) + "' holds " + it->second + ", not a tensor";
+    return "no tensor '" + EscapeForMessage(prefix + name) + "'";
+}
+
+bool WeightFile::UseRoot(const std::string& root) {
+    for (const std::string& name : embeddings)
+        if (const std::string prefix = EmbeddingPrefix(name); EndsInRoot(prefix, root)) {
+            SetPrefix(this, prefix);
+            return true;
+        }
+    return false;
 }
 
 const StoredTensor* WeightFile::Find(const std::string& name) const {
@@ -625,6 +662,12 @@ Result<InferredConfig> InferConfig(const WeightFile& w, const ConfigHints& hints
     while (c.n_layer < 1024 && w.Find(name(Role::AttnNorm, c.n_layer))) ++c.n_layer;
     if (c.n_layer == 0) return Fail("no layers: '" + name(Role::AttnNorm) + "' is missing");
     const bool linear = DetectFormat(w) == Format::NanoGpt;
+    // nanoGPT's bias = False: no bias in any linear layer or LayerNorm.
+    const std::string norm_bias = LayerName(NamesOf(Format::Gpt2, Role::AttnNorm, MlpKind::Gelu).front().name, 0) + ".bias";
+    if (!w.Find(norm_bias)) {
+        c.bias = c.norm_bias = false;
+        out.notes.push_back("no biases ('" + norm_bias + "' is absent): nanoGPT's bias = False");
+    }
 
     auto arg = [&](const char* key) -> int64_t { auto it = w.model_args.find(key); return it == w.model_args.end() ? 0 : it->second; };
     for (auto [key, value] : {std::pair<const char*, int64_t>{"n_layer", c.n_layer}, {"n_embd", E}, {"block_size", P}})

@@ -49,10 +49,23 @@ struct WeightFile {
     // "", "_orig_mod.", "module.", ...
     std::string prefix;
     std::string outer_prefix;
+    // The token embeddings' full names, one a prefix. Two ("transformer.wte.weight" and
+    // "gpt_neox.embed_in.weight"): a file holding two layouts, read by the one its config names
+    // (UseRoot); `prefix` is the shortest's until then.
+    std::vector<std::string> embeddings;
+    // Reads the names under the embedding whose prefix ends in `root` ("transformer.", "gpt_neox.",
+    // "model."); false (and nothing changed) when none does.
+    bool UseRoot(const std::string& root);
 
     // By model-relative name ("h.0.ln_1.weight", "layers.0.self_attn.q_proj.weight",
     // "lm_head.weight"): prefix + name, else outer_prefix + name, else the name itself.
     const StoredTensor* Find(const std::string& name) const;
+    // torch.save: the state dict's keys whose values are not tensors, with what they hold ("a
+    // 'posix.system' object"), so that a missing tensor can be told from one replaced by something else.
+    std::map<std::string, std::string> not_tensors;
+    // Why `name` (model-relative, as Find) is not a tensor: "no tensor 'transformer.h.0.ln_1.weight'",
+    // or "'transformer.h.0.ln_1.weight' holds a 'posix.system' object, not a tensor".
+    std::string Missing(const std::string& name) const;
     std::map<std::string, size_t> index;  // name -> position in tensors
 
     // The mapping (its shard's) that `t`'s bytes are in: what a tensor reading them in place keeps

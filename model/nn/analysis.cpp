@@ -154,6 +154,8 @@ struct Engine::Impl {
     // and tokenizer, in place of the one open before.
     Status OpenBeside(Comparison which, const std::string& dir, const ConfigHints& hints);
     void CloseBeside(Comparison which);
+    // The model and the tau = 1 switch a side's lens runs with; null for a side the engine lacks.
+    const SsaGpt* LensModel(MapSide side, bool* vanilla) const;
 };
 
 //-----------------------------------------------------------------------------
@@ -415,6 +417,35 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     next.buffers.Commit(plan.p, plan.T);
     e.cache = std::move(next);
     return a;
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] The logit lens and attribution, by side
+//-----------------------------------------------------------------------------
+
+const SsaGpt* Engine::Impl::LensModel(MapSide side, bool* vanilla) const {
+    *vanilla = false;
+    if (side == MapSide::Ssa) return &model.gpt;
+    if (side == MapSide::Base) return Beside(Comparison::Base) ? &other->gpt : nullptr;
+    if (const LoadedModel* twin = Beside(Comparison::Twin)) return &twin->gpt;
+    *vanilla = true;  // the comparison of one model (tau = 1), a base's tau = 1 side included
+    return &model.gpt;
+}
+
+Result<Lens> Engine::RunLens(const std::vector<int32_t>& ids, MapSide side, const LensOptions& options) {
+    LensOptions o = options;
+    bool vanilla = false;
+    const SsaGpt* gpt = m_impl->LensModel(side, &vanilla);
+    if (!gpt) return Fail("no base model is open");
+    o.vanilla = vanilla;
+    return model::RunLens(*gpt, ids, o);
+}
+
+Result<std::vector<float>> Engine::Attribute(const std::vector<int32_t>& ids, MapSide side, int64_t position, int32_t token) {
+    bool vanilla = false;
+    const SsaGpt* gpt = m_impl->LensModel(side, &vanilla);
+    if (!gpt) return Fail("no base model is open");
+    return model::Attribute(*gpt, ids, position, token, vanilla);
 }
 
 }  // namespace model

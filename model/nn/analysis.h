@@ -18,6 +18,7 @@
 // The rest of the app-facing model layer, here so that including this header is enough.
 #include "model/nn/attention_maps.h"
 #include "model/nn/interventions.h"
+#include "model/nn/lens.h"
 #include "model/nn/model_folder.h"
 #include "model/nn/runtime.h"
 #include "model/nn/sampling.h"
@@ -184,6 +185,13 @@ public:
     // the next edit's rows go into, so that edit does not pay for mapping it. Checks `stop` every
     // few MB and returns false if it said so (the rest is done on the next call or by the edit).
     bool ReserveForEdits(const std::function<bool()>& stop);
+
+    // The logit lens and direct logit attribution (lens.h) of `ids` on one side: SSA (with its
+    // what-ifs' model as loaded, none applied), or the comparison's: tau = 1 on the same weights
+    // (Counterfactual and LayerLocal alike), the twin, or the base. Its own forward pass.
+    Result<Lens> RunLens(const std::vector<int32_t>& ids, MapSide side, const LensOptions& options = {});
+    // Position `position`'s parts for another target `token` (lens.h's Attribute), on one side.
+    Result<std::vector<float>> Attribute(const std::vector<int32_t>& ids, MapSide side, int64_t position, int32_t token);
 
 private:
     Engine();

@@ -33,6 +33,27 @@ void ReadOfficialBeta(const WeightFile& weights, Format format, const ConfigHint
     }
 }
 
+// A file holding two layouts' token embeddings (a converted copy kept beside the original, e.g.
+// lit-gpt's transformer.wte.weight and HF's gpt_neox.embed_in.weight): the config beside it says
+// which to read, lit_config.json lit-gpt's names, config.json (or --config) its model_type's.
+Status ChooseLayout(const ModelFiles& files, const ConfigHints& hints, WeightFile* w) {
+    if (w->embeddings.size() < 2) return Ok{};
+    std::string names;
+    for (const std::string& e : w->embeddings) names += (names.empty() ? "'" : ", '") + EscapeForMessage(e) + "'";
+    const std::string config = !hints.config_file.empty() ? hints.config_file : !files.lit_config.empty() ? files.lit_config : files.config;
+    std::string root;
+    if (config == files.lit_config && !config.empty()) {
+        root = GetFormat(Format::Lit).root;
+    } else if (!config.empty()) {
+        if (auto parsed = LoadConfig(config); parsed && !parsed->hf_model_type.empty()) root = GetFormat(FormatOf(*parsed)).root;
+        else if (auto lit = LoadLitConfig(config)) root = GetFormat(Format::Lit).root;
+    }
+    if (!root.empty() && w->UseRoot(root)) return Ok{};
+    return Fail(files.weights + ": holds the token embeddings of two layouts (" + names + ") and " +
+                (config.empty() ? "no config says which to read: put lit_config.json (lit-gpt) or config.json (HF) beside it, or keep one layout"
+                                : "'" + EscapeForMessage(config) + "' names neither: keep one layout, or give the config of the one to read"));
+}
+
 // A lit-gpt checkpoint's config: its lit_config.json (or --config), with attn.beta read as the
 // official code computes it.
 Result<InferredConfig> LitConfigFor(const ModelFiles& files, const WeightFile& weights, const ConfigHints& hints) {
@@ -65,6 +86,7 @@ Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const
     }
     auto weights = OpenWeights(files->weights);
     if (!weights) return Fail(weights.error());
+    if (Status layout = ChooseLayout(*files, hints, &*weights); !layout) return Fail(layout.error());
     InferredConfig config;
     const ShapeSource source = ShapeSourceOf(*files, *weights, hints);
     if (source == ShapeSource::LitConfig) {
@@ -79,6 +101,10 @@ Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const
         if (!parsed->hf_model_type.empty()) {  // an HF folder of a RoPE family
             config.notes.push_back(parsed->family + " (HF model_type " + parsed->hf_model_type + ") from " + file);
             ReadOfficialBeta(*weights, FormatOf(*parsed), hints, &config);
+        } else if (weights->Find(LayerName(GetFormat(Format::NanoGpt).attention, 0) + "." + kOfficialBeta)) {
+            // The official GPT-2 (lit_gpt/gpt_2_PTS.py): nanoGPT's names with attn.beta a layer.
+            config.notes.push_back("GPT-2 from " + file);
+            ReadOfficialBeta(*weights, Format::NanoGpt, hints, &config);
         }
     } else {
         auto inferred = InferConfig(*weights, hints);

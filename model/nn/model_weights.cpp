@@ -42,7 +42,7 @@ public:
     Result<at::Tensor> Read(const std::string& name, const std::vector<std::vector<int64_t>>& shapes, const std::string& why,
                             bool matrix = false, bool transpose = false) {
         const StoredTensor* info = Find(name);
-        if (!info) return Fail("no tensor '" + m_file.prefix + name + "' (" + why + ")");
+        if (!info) return Fail(m_file.Missing(name) + " (" + why + ")");
         m_used.insert(info->name);
         bool shape_ok = shapes.empty();
         for (const auto& s : shapes) shape_ok = shape_ok || s == info->shape;

@@ -518,6 +518,9 @@ def forward(c, temp, W, ids, vanilla=False, ablate=None, local=False):
     if local:
         out["local"] = torch.zeros(L, H, T, T, dtype=F64)
     x = W["transformer.wte.weight"][torch.tensor(ids)]
+    # What each part writes (SPEC section 10): the residual before each layer and after the last,
+    # each head's output through its slice of the projection, each MLP's output.
+    out["resid"], out["head_out"], out["mlp_out"] = [x], [], []
     for l in range(L):
         p = f"transformer.h.{l}"
         n1 = norm(c, x, W, p + ".norm_1")
@@ -540,14 +543,75 @@ def forward(c, temp, W, ids, vanilla=False, ablate=None, local=False):
                 out["local"][l, h] = masked_softmax(s)
             heads.append(P @ (tv_h[:, None] * v[g]))
         a = linear(torch.cat(heads, dim=1), W, p + ".attn.proj")
+        Wo = W[p + ".attn.proj.weight"]  # [E, H hs]
+        out["head_out"].append(torch.stack([heads[h] @ Wo[:, h * hs:(h + 1) * hs].t() for h in range(H)]))
         if c["parallel_residual"]:
             n2 = n1 if c["shared_attention_norm"] else norm(c, x, W, p + ".norm_2")
-            x = x + a + mlp(c, n2, W, p + ".mlp")
+            m = mlp(c, n2, W, p + ".mlp")
+            x = x + a + m
         else:
             x = x + a
-            x = x + mlp(c, norm(c, x, W, p + ".norm_2"), W, p + ".mlp")
+            m = mlp(c, norm(c, x, W, p + ".norm_2"), W, p + ".mlp")
+            x = x + m
+        out["mlp_out"].append(m)
+        out["resid"].append(x)
+        out.setdefault("attn_bias", []).append(W.get(p + ".attn.proj.bias"))
+    out["final"] = {"rms": c["_norm_class"] == "RMSNorm", "eps": c["norm_eps"], "g": W["transformer.ln_f.weight"],
+                    "b": W.get("transformer.ln_f.bias"), "head": W["lm_head.weight"], "head_bias": W.get("lm_head.bias")}
     out["logits"] = linear(norm(c, x, W, "transformer.ln_f"), W, "lm_head")
     return out
+
+
+def lens_and_attribution(run, ids):
+    """SPEC section 10 from its definitions: the logit lens (each residual through the final norm and
+    the head) and each part's direct logit attribution to the next token, the final norm's scale
+    frozen at the final residual. `run` holds the forward's residuals, heads' and MLPs' outputs,
+    the attention projections' biases and the final norm and head ("final"). Returns (name,
+    tensor) pairs for reference.safetensors."""
+    f = run["final"]
+    L, H, T = len(run["head_out"]), run["head_out"][0].shape[0], len(ids)
+    target = torch.tensor(ids[1:])
+
+    def final_norm(x):
+        if f["rms"]:
+            return f["g"] * x / torch.sqrt((x * x).mean(-1, keepdim=True) + f["eps"])
+        mu = x.mean(-1, keepdim=True)
+        y = (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + f["eps"]) * f["g"]
+        return y + f["b"] if f["b"] is not None else y
+
+    def logits(x):
+        y = final_norm(x) @ f["head"].t()
+        return y + f["head_bias"] if f["head_bias"] is not None else y
+
+    lens_loss = []
+    for r in run["resid"]:
+        logp = torch.log_softmax(logits(r), dim=-1)
+        lens_loss.append(-logp[:-1].gather(1, target[:, None])[:, 0])
+    final = run["resid"][-1][:-1]  # [T-1, E]: the positions that predict a token
+    g, rows = f["g"], f["head"][target]  # rows [T-1, E]
+    if f["rms"]:
+        scale = torch.sqrt((final * final).mean(-1, keepdim=True) + f["eps"])
+        through = lambda comp: ((g * comp / scale) * rows).sum(-1)
+    else:
+        scale = torch.sqrt(((final - final.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + f["eps"])
+        through = lambda comp: ((g * (comp - comp.mean(-1, keepdim=True)) / scale) * rows).sum(-1)
+    dla = torch.stack([torch.stack([through(run["head_out"][l][h][:-1]) for h in range(H)]) for l in range(L)])
+    dla_mlp = torch.stack([through(run["mlp_out"][l][:-1]) for l in range(L)])
+    dla_embed = through(run["resid"][0][:-1])
+    const = torch.zeros(T - 1, dtype=F64)
+    for b in run["attn_bias"]:
+        if b is not None:
+            const = const + through(b.expand(T - 1, -1))
+    if f["b"] is not None:
+        const = const + (f["b"] * rows).sum(-1)
+    if f["head_bias"] is not None:
+        const = const + f["head_bias"][target]
+    logit = run["logits"][:-1].gather(1, target[:, None])[:, 0]
+    total = dla.sum((0, 1)) + dla_mlp.sum(0) + dla_embed + const
+    check_close("the parts of the attribution sum to the logit", total, logit, 1e-9 * float(logit.abs().max()) + 1e-9)
+    check_close("the lens's last row is the model's loss", lens_loss[-1], predictions(run["logits"], ids)["loss"], 1e-9)
+    return [("lens_loss", torch.stack(lens_loss)), ("dla", dla), ("dla_mlp", dla_mlp), ("dla_embed", dla_embed),
+            ("dla_const", const), ("target_logit", logit)]
 
 
 def predictions(logits, ids):
@@ -885,6 +949,8 @@ def run_case(case, out_dir, tokenizer_dir, cache):
         if not suffix:
             ref += [("tau_q", run["tau_q"]), ("tau_v", run["tau_v"])]
         ref += [(k + suffix, pred[k]) for k in ("loss", "top_ids", "top_probs", "top_gap")]
+    ref += lens_and_attribution(ssa, ids)
+    ref += [(k + "_vanilla", v) for k, v in lens_and_attribution(vanilla, ids)]
     ref += [("last_logits", ssa["logits"][-1]), ("attention_local", ssa["local"]),
             ("attention_ablated", ablated["attention"]), ("loss_ablated", predictions(ablated["logits"], ids)["loss"])]
     if case.get("twin"):

@@ -295,6 +295,8 @@ def hf_forward(s, W, ids, beta=False, vanilla=False, ablate=None, local=False, w
     if local:
         out["local"] = torch.zeros(s.L, H, T, T, dtype=F64)
     x = W[s.root + ("embed_in" if s.neox else "embed_tokens") + ".weight"][torch.tensor(ids)]
+    # What each part writes (SPEC section 10), for the lens and attribution.
+    out["resid"], out["head_out"], out["mlp_out"], out["attn_bias"] = [x], [], [], []
 
     def norm(name, v):
         return layer_norm(v, W[name + ".weight"], W[name + ".bias"], s.eps) if s.neox else rms(v, W[name + ".weight"], s.eps)
@@ -332,7 +334,11 @@ def hf_forward(s, W, ids, beta=False, vanilla=False, ablate=None, local=False, w
             if local:
                 out["local"][l, hh] = windowed_softmax(sc, windows[l])
             heads.append(P @ (tv_h[:, None] * v[g]))
-        o = lin(W, torch.cat(heads, dim=1), a + (".dense" if s.neox else ".o_proj"))
+        proj = a + (".dense" if s.neox else ".o_proj")
+        o = lin(W, torch.cat(heads, dim=1), proj)
+        Wo = W[proj + ".weight"]  # [E, H hd]
+        out["head_out"].append(torch.stack([heads[hh] @ Wo[:, hh * hd:(hh + 1) * hd].t() for hh in range(H)]))
+        out["attn_bias"].append(W.get(proj + ".bias"))
 
         def mlp(u):
             if s.neox:
@@ -342,13 +348,21 @@ def hf_forward(s, W, ids, beta=False, vanilla=False, ablate=None, local=False, w
             return lin(W, gate * torch.sigmoid(gate) * lin(W, u, p + "mlp.up_proj"), p + "mlp.down_proj")
 
         if s.parallel:
-            x = x + o + mlp(norm(p + "post_attention_layernorm", x))
+            m = mlp(norm(p + "post_attention_layernorm", x))
+            x = x + o + m
         else:
             x = x + o
-            x = x + mlp(norm(p + "post_attention_layernorm", x))
-    x = norm(s.root + ("final_layer_norm" if s.neox else "norm"), x)
+            m = mlp(norm(p + "post_attention_layernorm", x))
+            x = x + m
+        out["mlp_out"].append(m)
+        out["resid"].append(x)
+    final = s.root + ("final_layer_norm" if s.neox else "norm")
     head = "embed_out.weight" if s.neox else "lm_head.weight"
-    out["logits"] = x @ (W[s.root + "embed_tokens.weight"] if s.tied else W[head]).t()
+    head_w = W[s.root + "embed_tokens.weight"] if s.tied else W[head]
+    out["final"] = {"rms": not s.neox, "eps": s.eps, "g": W[final + ".weight"], "b": W.get(final + ".bias") if s.neox else None,
+                    "head": head_w, "head_bias": None}
+    x = norm(final, x)
+    out["logits"] = x @ head_w.t()
     return out
 
 
@@ -454,6 +468,8 @@ def run_hf_case(case, out_dir, tokenizer_dir):
         if not suffix:
             ref += [("tau_q", run["tau_q"]), ("tau_v", run["tau_v"])]
         ref += [(k + suffix, pred[k]) for k in ("loss", "top_ids", "top_probs", "top_gap")]
+    ref += lit.lens_and_attribution(ssa, ids)
+    ref += [(k + "_vanilla", v) for k, v in lit.lens_and_attribution(vanilla, ids)]
     ref += [("last_logits", ssa["logits"][-1]), ("attention_local", ssa["local"]),
             ("attention_ablated", ablated["attention"]), ("loss_ablated", lit.predictions(ablated["logits"], ids)["loss"])]
     path = os.path.join(d, "reference.safetensors")

@@ -379,6 +379,60 @@ class Analysis:
         w = "predictions()"
         return self._h.predictions(_int(w, "position", position), _int(w, "k", k), _str(w, "side", side))
 
+    # What each layer and head writes (SPEC section 10): the logit lens and direct logit
+    # attribution, each side a forward pass of its own on the model as loaded, run when first asked
+    # for and kept.
+    def lens(self, side="ssa"):
+        """The logit lens and attribution of one side ("ssa", or "compare": tau = 1, the twin, or
+        with a base its weights at tau = 1) as numpy arrays: loss [L + 1, T - 1] (entry [l, t - 1]:
+        token t's loss read after layer l; row L is `loss`), top_ids / top_probs [L + 1, T, k],
+        dla [L, H, T - 1] (head (l, h)'s part, at position t - 1, of token t's logit), dla_mlp
+        [L, T - 1], dla_embed, dla_const and logit [T - 1]; the parts sum to the logit."""
+        side = _str("lens()", "side", side)
+        cache = self.__dict__.setdefault("_lens", {})
+        if side not in cache:
+            cache[side] = self._h.lens(side)
+        return cache[side]
+
+    lens_loss = property(lambda self: self.lens()["loss"], doc="[L + 1, T - 1]: each token's loss read after each layer")
+    dla = property(lambda self: self.lens()["dla"], doc="[L, H, T - 1]: each head's part of the next token's logit")
+    dla_mlp = property(lambda self: self.lens()["dla_mlp"], doc="[L, T - 1]: each MLP's part")
+    dla_embed = property(lambda self: self.lens()["dla_embed"], doc="[T - 1]: the embeddings' part")
+    dla_const = property(lambda self: self.lens()["dla_const"], doc="[T - 1]: the biases' part (projections, final norm, head)")
+    lens_loss_compare = property(lambda self: self.lens("compare")["loss"])
+    dla_compare = property(lambda self: self.lens("compare")["dla"])
+    dla_mlp_compare = property(lambda self: self.lens("compare")["dla_mlp"])
+
+    def lens_top(self, layer, position, k=5, side="ssa"):
+        """The k (at most 5) most likely next tokens at `position` read after `layer` (0: the
+        embeddings, n_layer: the model's own) as [(piece, probability), ...]."""
+        w = "lens_top()"
+        layer, position, k = _int(w, "layer", layer), _int(w, "position", position), _int(w, "k", k)
+        lens = self.lens(side)
+        if not 0 <= layer <= self.n_layer:
+            raise ValueError(f"{w}: layer {layer} is out of range (0 to {self.n_layer})")
+        if not 0 <= position < self.n_tokens:
+            raise ValueError(f"{w}: position {position} is out of range (the text has {self.n_tokens} tokens)")
+        if not 1 <= k <= lens["top_ids"].shape[2]:
+            raise ValueError(f"{w}: k must be from 1 to {lens['top_ids'].shape[2]}")
+        ids = [int(i) for i in lens["top_ids"][layer, position, :k]]
+        probs = lens["top_probs"][layer, position, :k]
+        return list(zip(self._h.id_pieces(ids), (float(p) for p in probs)))
+
+    def attribute(self, position, token, side="ssa"):
+        """Each part's share of the logit of `token` (an id, or a piece the tokenizer makes one id
+        of) at `position`: a dict with heads [L, H], mlp [L], embed and const (floats)."""
+        w = "attribute()"
+        if isinstance(token, str):
+            ids = self.model.tokenize(token)[0]
+            if len(ids) != 1:
+                raise ValueError(f"{w}: {token!r} is {len(ids)} tokens, not one")
+            token = ids[0]
+        parts = self._h.attribute(_int(w, "position", position), _int(w, "token", token), _str(w, "side", side))
+        L, H = self.n_layer, self.n_head
+        return {"heads": parts[:L * H].reshape(L, H), "mlp": parts[L * H:L * H + L], "embed": float(parts[-2]),
+                "const": float(parts[-1])}
+
     # Figures: the renderer of `ssaviz export`'s PNG / SVG / HTML files.
     def heatmap(self, layer, head, map="ssa", **flags):
         """Head (layer, head)'s map as `ssaviz export` draws heatmaps/L{l}_H{h}.png; map "ssa",

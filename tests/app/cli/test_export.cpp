@@ -34,6 +34,39 @@ std::pair<int, int> PngSize(const std::string& path) {
     return {static_cast<int>(be32(16)), static_cast<int>(be32(20))};
 }
 
+// Issue 35: --lens writes the lens and the attribution of both sides, shaped as SPEC section 10
+// says; numpy reads them, the lens's last row is loss.npy, and --lens with what-ifs is refused.
+TEST_F(Cli, ExportLensWritesTheLensAndTheAttribution) {
+    const std::string out = kOut + "/lens";
+    fs::remove_all(out);
+    const std::string text = "The cat sat on the mat. The cat";
+    Outcome r = Ssaviz({"export", "--model", Small(), "--text", text, "--out", out, "--format", "npy,json", "--lens"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const int64_t T = NpyShape(out + "/loss.npy").at(0) + 1;
+    for (const std::string suffix : {"", "_compare"}) {
+        EXPECT_EQ(NpyShape(out + "/lens_loss" + suffix + ".npy"), (std::vector<int64_t>{3, T - 1}));
+        EXPECT_EQ(NpyShape(out + "/dla" + suffix + ".npy"), (std::vector<int64_t>{2, 2, T - 1}));
+        EXPECT_EQ(NpyShape(out + "/dla_mlp" + suffix + ".npy"), (std::vector<int64_t>{2, T - 1}));
+        for (const char* name : {"dla_embed", "dla_const"}) EXPECT_EQ(NpyShape(out + "/" + name + suffix + ".npy"), (std::vector<int64_t>{T - 1}));
+        const json top = json::parse(ReadFile(out + "/lens_top" + suffix + ".json"));
+        EXPECT_EQ(top["layers"], 3);
+        EXPECT_EQ(top["top"].size(), 3u);
+        EXPECT_EQ(top["top"][2].size(), static_cast<size_t>(T));
+        EXPECT_EQ(top["top"][2][0].size(), 5u);
+    }
+    const std::string check = std::string(SSAVIZ_PYTHON) + " -c \"import numpy as np, sys; d = sys.argv[1]; "
+                              "lens = np.load(d + '/lens_loss.npy'); loss = np.load(d + '/loss.npy'); "
+                              "assert np.all(np.isfinite(lens)), 'not finite'; "
+                              "assert np.abs(lens[-1] - loss).max() < 1e-5, np.abs(lens[-1] - loss).max(); "
+                              "c = np.load(d + '/lens_loss_compare.npy'); lc = np.load(d + '/loss_compare.npy'); "
+                              "assert np.abs(c[-1] - lc).max() < 1e-5, np.abs(c[-1] - lc).max()\" " +
+                              Quote(out) + " >" + Scratch("lens_check.log") + " 2>&1";
+    EXPECT_EQ(std::system(check.c_str()), 0) << ReadFile(Scratch("lens_check.log"));
+    r = Ssaviz({"export", "--model", Small(), "--text", text, "--out", out + "2", "--lens", "--ablate", "0:1"});
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("--lens runs the model as loaded"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, ExportWritesEveryFigure) {
     const std::string out = kOut + "/figures";
     fs::remove_all(out);

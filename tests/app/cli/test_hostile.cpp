@@ -414,6 +414,40 @@ TEST_F(Cli, MessagesNameTheRightThingAndStayShort) {
     EXPECT_LT(r.err.size(), 200u);
 }
 
+// Issue 38: a lit-gpt checkpoint that also holds HF's names is read by its lit_config.json (and
+// without one, one line says it holds two layouts); a pickled os.system in a tensor's place is
+// named as what it is, not as a missing key. The files are written by PyTorch (python3-torch).
+TEST_F(Cli, CheckpointsHoldingTheWrongThingsAreNamed) {
+    const std::string dir = Fresh("wrong_things");
+    Outcome r = Ssaviz({"init-random", "--out", dir + "/lit", "--family", "pythia", "--layout", "lit", "--layers", "2", "--heads", "2",
+                        "--embd", "32", "--query-form", "exp_exp,none", "--seed", "3"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* name : {"both", "system"}) {
+        fs::create_directories(dir + "/" + name);
+        for (const char* file : {"lit_config.json", "vocab.json", "merges.txt"}) fs::copy_file(dir + "/lit/" + file, dir + "/" + name + "/" + file);
+    }
+    const std::string script = dir + "/make.py";
+    std::ofstream(script) << "import os, sys, torch\n"
+                             "d = sys.argv[1]\n"
+                             "sd = torch.load(d + '/lit/lit_model.pth', map_location='cpu')\n"
+                             "sd = dict(sd.get('model', sd))\n"
+                             "both = dict(sd)\n"
+                             "both['gpt_neox.embed_in.weight'] = sd['transformer.wte.weight'].clone()\n"
+                             "torch.save(both, d + '/both/lit_model.pth')\n"
+                             "class Call:\n"
+                             "    def __reduce__(self): return (os.system, ('echo never run',))\n"
+                             "sd['transformer.h.0.norm_1.weight'] = Call()\n"
+                             "torch.save(sd, d + '/system/lit_model.pth')\n";
+    ASSERT_EQ(std::system((std::string(SSAVIZ_PYTHON) + " " + Quote(script) + " " + Quote(dir) + " >" + dir + "/make.log 2>&1").c_str()), 0)
+        << ReadFile(dir + "/make.log");
+    r = Ssaviz({"info", "--model", dir + "/both"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    fs::remove(dir + "/both/lit_config.json");
+    ExpectOneLineError(Ssaviz({"info", "--model", dir + "/both"}), 3,
+                       "holds the token embeddings of two layouts ('transformer.wte.weight', 'gpt_neox.embed_in.weight')");
+    ExpectOneLineError(Ssaviz({"info", "--model", dir + "/system"}), 3, "'transformer.h.0.norm_1.weight' holds a 'posix.system' object, not a tensor");
+}
+
 TEST_F(Cli, RepeatedLayersAndHeadsWriteEachFileOnce) {
     std::string layers;
     for (int k = 0; k < 50000; ++k) layers += (k ? "," : "") + std::to_string(k % 2);

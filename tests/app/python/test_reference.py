@@ -93,3 +93,34 @@ def test_lit_gpt_family_reference(case):
         assert t.compare == "twin" and t.comparison_kind == "twin"
         assert worst(maps(t, "compare"), ref["attention_twin"]) <= 1e-4
         assert worst(t.loss_compare, ref["loss_twin"]) <= 1e-4
+
+
+# Issue 35: the lens and attribution from Python, both sides, against the family reference.
+@pytest.mark.parametrize("case", ["pythia", "llama"])
+def test_lens_and_attribution_against_the_family_reference(case):
+    weights, meta, ref = family(case)
+    flags = {"query_form": "linear"} if meta.get("query_form") == "linear" else {}
+    m = ssaviz.load(require(weights), device="cpu", **flags)
+    ids = meta["ids"]
+    a = m.analyze(ids)
+    scale = max(1.0, float(np.abs(ref["target_logit"]).max()))
+    assert worst(a.lens_loss, ref["lens_loss"]) <= 1e-4
+    assert worst(a.dla, ref["dla"]) <= 1e-4 * scale
+    assert worst(a.dla_mlp, ref["dla_mlp"]) <= 1e-4 * scale
+    assert worst(a.dla_embed, ref["dla_embed"]) <= 1e-4 * scale
+    assert worst(a.dla_const, ref["dla_const"]) <= 1e-4 * scale
+    assert worst(a.lens_loss_compare, ref["lens_loss_vanilla"]) <= 1e-4
+    assert worst(a.dla_compare, ref["dla_vanilla"]) <= 1e-4 * scale
+    assert worst(a.lens_loss[-1], a.loss) <= 1e-5
+    top = a.lens_top(m.n_layer, 3, k=3)
+    assert [p for p, _ in top] == [p for p, _ in a.predictions(3, k=3)]
+    t = len(ids) // 2
+    parts = a.attribute(t, ids[t + 1])
+    assert parts["heads"].shape == (a.n_layer, a.n_head)
+    assert abs(float(parts["heads"][1, 0]) - float(a.dla[1, 0, t])) <= 1e-4 * scale
+    total = parts["heads"].sum() + parts["mlp"].sum() + parts["embed"] + parts["const"]
+    assert abs(total - float(ref["target_logit"][t])) <= 1e-4 * scale
+    with pytest.raises(ValueError, match="position 100000 is out of range"):
+        a.attribute(100000, 1)
+    with pytest.raises(ValueError, match="layer 99 is out of range"):
+        a.lens_top(99, 0)

@@ -236,6 +236,48 @@ TEST_P(Families, AnEditedTextMatchesTheReference) {
     });
 }
 
+// Issue 35: the logit lens and every attribution part, SSA and tau = 1, against the reference's
+// (family_reference.py: each part from its definition, in float64) within 1e-4 (the logit's parts
+// relative to the logits' size); the parts sum to the model's logit.
+TEST_P(Families, LensAndAttributionMatchTheReference) {
+    FamilyCase c(GetParam());
+    ASSERT_TRUE(c.ok) << c.error;
+    auto engine = Open(c);
+    ASSERT_TRUE(engine);
+    for (const auto& [side, suffix] : {std::pair<model::MapSide, std::string>{model::MapSide::Ssa, ""}, {model::MapSide::Compare, "_vanilla"}}) {
+        auto lens = engine->RunLens(c.ids, side);
+        ASSERT_TRUE(lens.ok()) << lens.error();
+        ExpectClose(lens->loss, c.Ref("lens_loss" + suffix), kTolerance, "lens loss" + suffix);
+        const std::vector<float> logit = c.Ref("target_logit" + suffix);
+        float scale = 1;
+        for (float v : logit) scale = std::max(scale, std::abs(v));
+        ExpectClose(lens->logit, logit, kTolerance * scale, "target logit" + suffix);
+        ExpectClose(lens->dla, c.Ref("dla" + suffix), kTolerance * scale, "head attribution" + suffix);
+        ExpectClose(lens->dla_mlp, c.Ref("dla_mlp" + suffix), kTolerance * scale, "MLP attribution" + suffix);
+        ExpectClose(lens->dla_embed, c.Ref("dla_embed" + suffix), kTolerance * scale, "embedding attribution" + suffix);
+        ExpectClose(lens->dla_const, c.Ref("dla_const" + suffix), kTolerance * scale, "constant attribution" + suffix);
+        // The parts sum to the logit, position by position.
+        const int L = lens->n_layer, H = lens->n_head, n = lens->n_tokens - 1;
+        std::vector<float> sum(n, 0.0f);
+        for (int t = 0; t < n; ++t) {
+            double s = lens->dla_embed[t] + lens->dla_const[t];
+            for (int l = 0; l < L; ++l) {
+                s += lens->dla_mlp[static_cast<size_t>(l) * n + t];
+                for (int h = 0; h < H; ++h) s += lens->dla[(static_cast<size_t>(l) * H + h) * n + t];
+            }
+            sum[t] = static_cast<float>(s);
+        }
+        ExpectClose(sum, lens->logit, kTolerance * scale, "the parts' sum against the logit" + suffix);
+        // Another target at one position: the same parts for the actual next token.
+        const int64_t t = n / 2;
+        auto parts = engine->Attribute(c.ids, side, t, c.ids[t + 1]);
+        ASSERT_TRUE(parts.ok()) << parts.error();
+        ASSERT_EQ(parts->size(), static_cast<size_t>(L * H + L + 2));
+        EXPECT_NEAR((*parts)[1], lens->dla[1 * n + t], kTolerance * scale);
+        EXPECT_NEAR(parts->back(), lens->dla_const[t], kTolerance * scale);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Lit, Families, ::testing::Values("pythia", "llama", "mistral", "llama3", "mqa"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 INSTANTIATE_TEST_SUITE_P(Hf, Families, ::testing::Values("hf_gpt_neox", "hf_llama3", "hf_mistral", "hf_qwen2", "hf_qwen3"),

@@ -1,0 +1,185 @@
+#include "model/nn/lens.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <c10/core/InferenceMode.h>
+
+#include "model/nn/forward.h"
+#include "model/nn/model_weights.h"
+
+namespace model {
+namespace {
+
+// The residual stream of one run: r_l before layer l and after the last (r_0 the embeddings), and
+// each layer's heads' outputs before the projection, [T, H, D], float32 on the model's device.
+struct Stream {
+    std::vector<at::Tensor> resid;  // [L + 1] x [T, E]
+    std::vector<at::Tensor> heads;  // [L] x [T, H, D]
+    at::ScalarType compute = at::kFloat;  // what the forward pass ran in (the lens's rows go back to it)
+};
+
+Result<Stream> RunStream(const SsaGpt& m, const std::vector<int32_t>& ids, const LensOptions& options) {
+    const ModelConfig& c = m.config;
+    const int64_t H = c.n_head, G = c.KvHeads();
+    at::Tensor index = at::tensor(at::ArrayRef<int32_t>(ids), at::kInt).to(m.device(), at::kLong).unsqueeze(0);
+    at::Tensor x = Embed(m, index);  // [1, T, E]
+    Stream s;
+    s.compute = x.scalar_type();
+    s.resid.push_back(x[0].to(at::kFloat));
+    for (size_t l = 0; l < m.layers.size(); ++l) {
+        if (options.cancel && options.cancel->load()) return Fail("cancelled");
+        BlockCapture capture;
+        x = Block(c, m.layers[l], x, options.vanilla, &capture);
+        // Query head h reads kv head h / (H / G): its values, tau_v applied, weighted by its row.
+        at::Tensor vs = capture.vs.size(1) == H ? capture.vs : capture.vs.repeat_interleave(H / G, 1);
+        at::Tensor y = at::matmul(capture.attention.to(at::kFloat), vs.to(at::kFloat));  // [1, H, T, D]
+        s.heads.push_back(y[0].transpose(0, 1).contiguous());                          // [T, H, D]
+        s.resid.push_back(x[0].to(at::kFloat));
+        if (options.progress) options.progress->store(0.5f * (l + 1) / m.layers.size());
+    }
+    return s;
+}
+
+// The direction a part's output is dotted with for each position's target: the final norm with
+// its scale frozen at the final residual, then the target's row of the head. [R, E].
+at::Tensor Directions(const SsaGpt& m, const at::Tensor& final_rows, const at::Tensor& targets) {
+    const ModelConfig& c = m.config;
+    at::Tensor rows = m.lm_head.index_select(0, targets).to(at::kFloat);  // [R, E]
+    at::Tensor u = rows * m.ln_f_w.to(at::kFloat);
+    if (c.norm == NormKind::LayerNorm) {
+        at::Tensor scale = at::sqrt(final_rows.var(-1, /*unbiased=*/false, /*keepdim=*/true) + c.layer_norm_epsilon);
+        return (u - u.mean(-1, true)) / scale;  // (x - mean x) . u = x . (u - mean u)
+    }
+    at::Tensor scale = at::sqrt(final_rows.pow(2).mean(-1, true) + c.layer_norm_epsilon);
+    return u / scale;
+}
+
+// What stays when every part's direction is taken: the final norm's bias and the head's bias.
+at::Tensor OutputConstants(const SsaGpt& m, const at::Tensor& targets) {
+    at::Tensor out = at::zeros({targets.size(0)}, m.wte.options().dtype(at::kFloat));
+    if (m.ln_f_b.defined()) out += at::matmul(m.lm_head.index_select(0, targets).to(at::kFloat), m.ln_f_b.to(at::kFloat));
+    if (m.lm_head_b.defined()) out += m.lm_head_b.index_select(0, targets).to(at::kFloat);
+    return out;
+}
+
+std::vector<float> ToVector(const at::Tensor& t) {
+    at::Tensor c = t.to(at::kCPU, at::kFloat).contiguous();
+    return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+}
+
+// Every part's attribution for rows `positions` [R] to `targets` [R]: heads [L, H, R], MLPs
+// [L, R], embeddings [R], constants [R].
+struct Parts {
+    at::Tensor heads, mlp, embed, constants;
+};
+
+Parts Attribution(const SsaGpt& m, const Stream& s, const at::Tensor& positions, const at::Tensor& targets) {
+    const ModelConfig& c = m.config;
+    const int64_t L = c.n_layer, H = c.n_head, D = c.HeadSize();
+    const at::Tensor d = Directions(m, s.resid.back().index_select(0, positions), targets);  // [R, E]
+    Parts p;
+    p.heads = at::empty({L, H, positions.size(0)}, d.options());
+    p.mlp = at::empty({L, positions.size(0)}, d.options());
+    p.embed = (s.resid[0].index_select(0, positions) * d).sum(-1);
+    p.constants = OutputConstants(m, targets);
+    for (int64_t l = 0; l < L; ++l) {
+        const LayerWeights& w = m.layers[l];
+        const at::Tensor proj = w.proj_w.to(at::kFloat);  // [H D, E]
+        const at::Tensor y = s.heads[l].index_select(0, positions);  // [R, H, D]
+        // Head h's output is y_h W_O[h]: its part is y_h . (W_O[h] d).
+        const at::Tensor back = at::matmul(d, proj.t()).view({-1, H, D});  // [R, H, D]
+        p.heads[l].copy_((y * back).sum(-1).t());
+        at::Tensor attn = at::matmul(y.reshape({-1, H * D}), proj);  // [R, E]
+        if (w.proj_b.defined()) {
+            const at::Tensor b = w.proj_b.to(at::kFloat);
+            attn = attn + b;
+            p.constants += at::matmul(d, b);
+        }
+        // The MLP's whole output (biases included) is what the layer wrote besides its attention.
+        const at::Tensor mlp = s.resid[l + 1].index_select(0, positions) - s.resid[l].index_select(0, positions) - attn;
+        p.mlp[l].copy_((mlp * d).sum(-1));
+    }
+    return p;
+}
+
+}  // namespace
+
+Result<Lens> RunLens(const SsaGpt& m, const std::vector<int32_t>& ids, const LensOptions& options) {
+    const ModelConfig& c = m.config;
+    if (auto valid = CheckIds(c, ids); !valid) return Fail(valid.error());
+    const int64_t T = static_cast<int64_t>(ids.size()), L = c.n_layer, H = c.n_head;
+    const int64_t k = std::clamp<int64_t>(options.top_k, 1, c.vocab_size);
+    c10::InferenceMode guard;
+    auto stream = RunStream(m, ids, options);
+    if (!stream) return Fail(stream.error());
+
+    Lens out;
+    out.n_layer = static_cast<int>(L);
+    out.n_head = static_cast<int>(H);
+    out.n_tokens = static_cast<int>(T);
+    out.top_k = static_cast<int>(k);
+    out.loss.assign((L + 1) * (T - 1), 0.0f);
+    out.top_ids.assign((L + 1) * T * k, 0);
+    out.top_probs.assign((L + 1) * T * k, 0.0f);
+    const auto long_opts = at::TensorOptions().dtype(at::kLong).device(m.device());
+    const at::Tensor next = at::tensor(at::ArrayRef<int32_t>(ids), at::kInt).to(m.device(), at::kLong).slice(0, 1);  // [T - 1]
+    const int64_t block = std::max<int64_t>(1, options.block_rows);
+    for (int64_t l = 0; l <= L; ++l) {
+        for (int64_t t0 = 0; t0 < T; t0 += block) {
+            if (options.cancel && options.cancel->load()) return Fail("cancelled");
+            const int64_t R = std::min(block, T - t0);
+            const at::Tensor rows = stream->resid[l].slice(0, t0, t0 + R).to(stream->compute).unsqueeze(0);
+            const at::Tensor logp = at::log_softmax(Logits(m, rows)[0].to(at::kFloat), -1);  // [R, V]
+            const auto top = at::topk(logp, k, -1);
+            const std::vector<float> probs = ToVector(std::get<0>(top).exp());
+            const at::Tensor ids_top = std::get<1>(top).to(at::kCPU, at::kInt).contiguous();
+            std::copy(probs.begin(), probs.end(), out.top_probs.begin() + (l * T + t0) * k);
+            std::copy(ids_top.data_ptr<int32_t>(), ids_top.data_ptr<int32_t>() + R * k, out.top_ids.begin() + (l * T + t0) * k);
+            const int64_t predicting = std::min(R, T - 1 - t0);  // the last position has no next token
+            if (predicting > 0) {
+                const at::Tensor target = next.slice(0, t0, t0 + predicting).unsqueeze(1);
+                const std::vector<float> loss = ToVector(-logp.slice(0, 0, predicting).gather(1, target).squeeze(1));
+                std::copy(loss.begin(), loss.end(), out.loss.begin() + l * (T - 1) + t0);
+                if (l == L) {
+                    at::Tensor logits = Logits(m, rows.slice(1, 0, predicting))[0].to(at::kFloat).gather(1, target).squeeze(1);
+                    const std::vector<float> v = ToVector(logits);
+                    out.logit.insert(out.logit.end(), v.begin(), v.end());
+                }
+            }
+        }
+        if (options.progress) options.progress->store(0.5f + 0.5f * (l + 1) / (L + 1));
+    }
+    if (T > 1) {
+        const at::Tensor positions = at::arange(T - 1, long_opts);
+        const Parts p = Attribution(m, *stream, positions, next);
+        out.dla = ToVector(p.heads);
+        out.dla_mlp = ToVector(p.mlp);
+        out.dla_embed = ToVector(p.embed);
+        out.dla_const = ToVector(p.constants);
+    }
+    return out;
+}
+
+Result<std::vector<float>> Attribute(const SsaGpt& m, const std::vector<int32_t>& ids, int64_t position, int32_t token, bool vanilla) {
+    const ModelConfig& c = m.config;
+    if (auto valid = CheckIds(c, ids); !valid) return Fail(valid.error());
+    if (position < 0 || position >= static_cast<int64_t>(ids.size()))
+        return Fail("position " + std::to_string(position) + " is outside the text's " + std::to_string(ids.size()) + " tokens");
+    if (token < 0 || token >= c.vocab_size) return Fail("token id " + std::to_string(token) + " is outside the vocabulary of " + std::to_string(c.vocab_size));
+    c10::InferenceMode guard;
+    LensOptions options;
+    options.vanilla = vanilla;
+    auto stream = RunStream(m, ids, options);
+    if (!stream) return Fail(stream.error());
+    const auto long_opts = at::TensorOptions().dtype(at::kLong).device(m.device());
+    const Parts p = Attribution(m, *stream, at::full({1}, position, long_opts), at::full({1}, static_cast<int64_t>(token), long_opts));
+    std::vector<float> parts = ToVector(p.heads);
+    for (const at::Tensor& t : {p.mlp, p.embed, p.constants}) {
+        const std::vector<float> v = ToVector(t);
+        parts.insert(parts.end(), v.begin(), v.end());
+    }
+    return parts;
+}
+
+}  // namespace model
