@@ -477,11 +477,12 @@ std::vector<Flag> BuildTable() {
             },
             [](const CommandOptions& o) { return std::optional<std::string>(viz::ColormapName(o.export_options.figures.colormap)); })
             .InSession({"export.colormap"}));
-    add(Row({"--lens"}, "", {C::Export},
-            "also the logit lens and direct logit attribution of SSA and its comparison: lens_loss.npy, lens_top.json, dla.npy, "
-            "dla_mlp.npy, dla_embed.npy, dla_const.npy (and _compare); a forward pass of each side more",
-            [](CommandOptions& o, const FlagValue&) { o.export_options.lens = true; },
-            [](const CommandOptions& o) { return On(o.export_options.lens); }));
+    add(Row({"--lens"}, "", {C::Export, C::Window},
+            "the logit lens and direct logit attribution of SSA and its comparison, a forward pass of each side more: export "
+            "writes lens_loss.npy, lens_top.json, dla.npy, dla_mlp.npy, dla_embed.npy, dla_const.npy (and _compare); the window "
+            "runs them once the first analysis is shown (the Lens tab)",
+            [](CommandOptions& o, const FlagValue&) { o.export_options.lens = o.window.lens = true; },
+            [](const CommandOptions& o) { return On(o.export_options.lens || o.window.lens); }));
     add(Row({"--log"}, "", {C::Export}, "heatmaps on a log scale",
             [](CommandOptions& o, const FlagValue&) { o.export_options.figures.log_scale = true; },
             [](const CommandOptions& o) { return On(o.export_options.figures.log_scale); })

@@ -39,6 +39,7 @@
 #include "app/gui/views/view_heads.h"
 #include "app/gui/views/view_heatmap.h"
 #include "app/gui/views/view_interventions.h"
+#include "app/gui/views/view_lens.h"
 #include "app/gui/views/view_matrix.h"
 #include "app/gui/views/view_model.h"
 #include "app/gui/views/view_open.h"
@@ -74,6 +75,7 @@ struct Views {
     PredictionView predictions;
     InterventionsView interventions;
     FineTuneView finetune;
+    LensView lens;
     ModelView model;
     HelpView help;
     GraphView graph;
@@ -117,6 +119,7 @@ public:
         m_start_continue = options.continue_tokens;
         m_start_rank_heads = options.rank_heads;
         m_start_global_pass = options.global_pass;
+        m_start_lens = options.lens;
         m_state.big_model_parameters = options.big_model_parameters;
         m_worker.SetBigModelParameters(options.big_model_parameters);
         m_show_export = options.show == "export";
@@ -268,12 +271,22 @@ public:
                         if (!e.error.empty()) m_state.notice = e.error;
                     }
                     break;
+                case Kind::Lens:
+                    if (e.request != m_lens_request) break;
+                    m_state.lens = e.lens;
+                    m_state.lens_running = false;
+                    break;
                 case Kind::HeadImpacts:
                     if (e.request != m_ranking_request) break;
                     m_state.head_impacts = e.impacts;
                     m_state.ranking_heads = !e.impacts->done && !e.impacts->cancelled;
                     break;
-                case Kind::Error: m_state.error = e.error; m_twin_expected = false; m_state.global_pass_running = false; break;
+                case Kind::Error:
+                    m_state.error = e.error;
+                    m_twin_expected = false;
+                    m_state.global_pass_running = false;
+                    if (e.request == m_lens_request) m_state.lens_running = false;
+                    break;
             }
             // A model or twin change makes the current result stale.
             if (e.kind == Kind::ModelOpened || e.kind == Kind::TwinOpened || e.kind == Kind::TwinClosed || e.kind == Kind::ComparisonSet ||
@@ -282,6 +295,7 @@ public:
         }
         const bool was_busy = m_state.busy;
         m_state.busy = m_worker.Busy();
+        if (!m_state.busy) m_state.lens_running = false;  // a lens stopped by a newer request says nothing
         if (m_state.busy && !was_busy) m_busy_since_ms = NowMs();
         m_state.busy_ms = m_state.busy ? NowMs() - m_busy_since_ms : 0.0;
         const bool requests_pending =
@@ -365,6 +379,7 @@ public:
                     tab("Next token", [&] { m_views.predictions.Draw(m_state); });
                     tab("What-ifs", [&] { m_views.interventions.Draw(m_state); });
                     tab("Fine-tune", [&] { m_views.finetune.Draw(m_state); });
+                    tab("Lens", [&] { m_views.lens.Draw(m_state); });
                     ImGui::EndTabBar();
                 }
             }
@@ -431,6 +446,11 @@ public:
             m_glyphs_dirty = true;
         }
         if (std::exchange(m_state.cancel_job_request, false)) m_worker.Cancel();
+        if (std::exchange(m_state.lens_request, false) && m_state.analysis && !m_state.generating) {
+            const model::Analysis& a = *m_state.analysis;
+            m_lens_request = m_worker.RunLens(a.tokens.ids, !a.compare_label.empty() && a.comparison != model::Comparison::Unedited);
+            m_state.lens_running = true;
+        }
         if (std::exchange(m_state.rank_heads_request, false) && m_state.model && !m_state.generating) {
             m_ranking_request = m_worker.RankHeads(m_state.text, m_state.truncate);
             m_state.ranking_heads = true;
@@ -468,7 +488,9 @@ public:
     }
     bool Settled() const override {
         if (m_views.checkpoint.Showing()) return true;  // waiting for the user, not the model
-        if (m_state.busy || m_worker.Readying() || m_twin_expected || m_state.generating || m_state.ranking_heads) return false;
+        if (m_state.busy || m_worker.Readying() || m_twin_expected || m_state.generating || m_state.ranking_heads || m_state.lens_running ||
+            m_state.lens_request || m_start_lens)
+            return false;
         if (m_start_continue > 0 || m_start_rank_heads || m_state.continue_request || m_state.rank_heads_request) return false;
         if (m_start_global_pass || m_state.layer_local_request || m_state.global_pass_running) return false;
         if (!m_state.model) return ModelFailed();  // nothing more will come
@@ -494,6 +516,7 @@ private:
         }
         if (std::exchange(m_start_rank_heads, false)) m_state.rank_heads_request = true;
         if (std::exchange(m_start_global_pass, false)) m_state.RequestGlobalPass(true);
+        if (std::exchange(m_start_lens, false)) m_state.lens_request = true;
     }
 
     // Which comparison the menu, the model panel and Ctrl+T show, without a twin.
@@ -813,6 +836,7 @@ private:
     int m_start_continue = 0;         // --continue N, until the first analysis
     bool m_start_rank_heads = false;  // --rank-heads, likewise
     bool m_start_global_pass = false; // --global-pass, likewise
+    bool m_start_lens = false;         // --lens: run the lens once the first analysis is shown
     std::string m_base_dir;  // a session's "base" folder; "": the one beside the model
     bool m_start_place = false;       // --layer, --head or --query given: checked once the model is open
     bool m_scale_chosen = false;      // a session set the temperature scale (FitTemperatureScale leaves it)
@@ -822,6 +846,7 @@ private:
     uint64_t m_shown_request = 0;                       // the newest request whose result was drawn
     uint64_t m_generation_request = 0;                  // the running Continue, 0 when none
     uint64_t m_ranking_request = 0;                     // the last heads ranking
+    uint64_t m_lens_request = 0;                        // the last lens asked for
     bool m_glyphs_dirty = true;
     std::vector<double> m_shown_latencies;  // of the requests the last frame shown answered
     InferenceWorker m_worker;  // last: stops (joins) before the state it reports into goes away

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "app/core/state.h"
+#include "app/gui/worker.h"
 
 namespace app {
 
@@ -37,6 +38,11 @@ struct WindowState : AppState {
     double last_latency_ms = 0;  // keystroke (analysis request) to the frame that showed its result
     float frame_ms = 0;
     std::map<std::string, Rect> regions;  // "heatmap", "tokens", "heads", ...
+    // The logit lens and attribution (the Lens tab): the last run, of the text whose ids it holds
+    // (stale once the analysis's ids differ); a request, and whether one runs.
+    std::shared_ptr<const LensPair> lens;
+    bool lens_request = false;
+    bool lens_running = false;
 };
 
 }  // namespace app

@@ -32,7 +32,7 @@ uint64_t InferenceWorker::Push(Request request) {
             // Only the newest text matters: drop queued analyses.
             for (auto it = m_queue.begin(); it != m_queue.end();)
                 it = it->kind == Request::Kind::Analyze ? m_queue.erase(it) : it + 1;
-        } else {
+        } else if (request.kind != Request::Kind::Lens) {
             m_cancel = true;  // a new model or twin makes the running analysis worthless
         }
         if (m_in_job) m_cancel = true;  // any request stops a job (a keystroke stops Continue)
@@ -76,6 +76,12 @@ uint64_t InferenceWorker::SetInterventions(std::vector<model::Intervention> inte
 uint64_t InferenceWorker::RankHeads(const std::string& text, bool truncate) {
     Request r(Request::Kind::RankHeads, text);
     r.truncate = truncate;
+    return Push(std::move(r));
+}
+uint64_t InferenceWorker::RunLens(std::vector<int32_t> ids, bool compare) {
+    Request r(Request::Kind::Lens);
+    r.ids = std::move(ids);
+    r.lens_compare = compare;
     return Push(std::move(r));
 }
 uint64_t InferenceWorker::Continue(const std::string& text, bool truncate, const GenerationSpec& settings) {
@@ -137,7 +143,8 @@ void InferenceWorker::Loop() {
             m_queue.pop_front();
             m_cancel = false;
             m_busy = true;
-            m_in_job = request.kind == Request::Kind::RankHeads || request.kind == Request::Kind::Continue;
+            m_in_job = request.kind == Request::Kind::RankHeads || request.kind == Request::Kind::Continue ||
+                       request.kind == Request::Kind::Lens;
         }
         try {
             Handle(request);
@@ -230,7 +237,32 @@ void InferenceWorker::Handle(const Request& r) {
         }
         case Request::Kind::RankHeads: return RankHeadsJob(r);
         case Request::Kind::Continue: return ContinueJob(r);
+        case Request::Kind::Lens: return LensJob(r);
     }
+}
+
+void InferenceWorker::LensJob(const Request& r) {
+    using Kind = WorkerEvent::Kind;
+    if (!m_runner) return Emit({Kind::Error, {}, nullptr, "no model is open", r.id});
+    auto pair = std::make_shared<LensPair>();
+    pair->ids = r.ids;
+    m_progress = 0.0f;
+    for (model::MapSide side : {model::MapSide::Ssa, model::MapSide::Compare}) {
+        if (side == model::MapSide::Compare && !r.lens_compare) break;
+        model::LensOptions options;  // each side's fraction done, from 0 again for the comparison
+        options.cancel = &m_cancel;
+        options.progress = &m_progress;
+        auto lens = m_runner->engine().RunLens(r.ids, side, options);
+        if (!lens) {
+            if (m_cancel) return;  // superseded
+            return Emit({Kind::Error, {}, nullptr, "the lens: " + lens.error(), r.id});
+        }
+        if (side == model::MapSide::Ssa) pair->ssa = std::move(*lens);
+        else pair->compare = std::move(*lens);
+    }
+    WorkerEvent e{Kind::Lens, {}, nullptr, "", r.id, NowMs() - r.start_ms};
+    e.lens = std::move(pair);
+    Emit(std::move(e));
 }
 
 std::shared_ptr<const model::Analysis> InferenceWorker::Share(model::Analysis analysis) {

@@ -8,7 +8,8 @@
 // the global tau = 1 one was asked for; SetComparison(Counterfactual) then runs the global pass.
 // Two longer jobs run step by step and stop at any newer request: ranking the heads by the loss
 // their ablation causes (one forward pass per head) and Continue (one token per step, each step's
-// analysis streamed to the UI), the runner's generation loop.
+// analysis streamed to the UI), the runner's generation loop. A third runs on request: the logit
+// lens and attribution of the shown text (a forward pass of each side).
 #pragma once
 
 #include <atomic>
@@ -29,8 +30,15 @@
 
 namespace app {
 
+// The logit lens and attribution of one text (model/nn/lens.h), SSA and its comparison.
+struct LensPair {
+    std::vector<int32_t> ids;  // the text it was run on
+    model::Lens ssa;
+    std::optional<model::Lens> compare;  // tau = 1, the twin, or with a base its weights at tau = 1
+};
+
 struct WorkerEvent {
-    enum class Kind { ModelOpened, TwinOpened, TwinClosed, ComparisonSet, InterventionsSet, Analysis, Generated, HeadImpacts, Error };
+    enum class Kind { ModelOpened, TwinOpened, TwinClosed, ComparisonSet, InterventionsSet, Analysis, Generated, HeadImpacts, Lens, Error };
     WorkerEvent() = default;
     WorkerEvent(Kind k, std::optional<model::ModelInfo> i, std::shared_ptr<const model::Analysis> a, std::string e, uint64_t id,
                 double latency = 0)
@@ -45,6 +53,7 @@ struct WorkerEvent {
     std::string text;                                   // Generated: the text with the new token appended
     bool last = false;                                  // Generated: the last step of its request
     std::shared_ptr<const HeadImpacts> impacts;         // HeadImpacts: the heads ranked so far
+    std::shared_ptr<const LensPair> lens;               // Lens
     std::shared_ptr<const std::vector<std::string>> vocab;  // ModelOpened: [V] each id's bytes
     model::Comparison comparison = model::Comparison::Counterfactual;  // ModelOpened, ComparisonSet: what runs now
     std::string twin_beside;  // ModelOpened: the twin or base model shipped beside it (TwinBeside); empty: none
@@ -74,6 +83,9 @@ public:
     uint64_t RankHeads(const std::string& text, bool truncate);
     // Appends settings.tokens tokens to `text`, one Generated event per token.
     uint64_t Continue(const std::string& text, bool truncate, const GenerationSpec& settings);
+    // The logit lens and attribution of `ids` (the shown analysis's), SSA and, with `compare`, its
+    // comparison: a job (any newer request stops it), its progress in Progress().
+    uint64_t RunLens(std::vector<int32_t> ids, bool compare);
     // Models with this many parameters or more open with the layer-local comparison (on a CPU).
     void SetBigModelParameters(int64_t parameters) { m_big_parameters = parameters; }
     void Cancel() { m_cancel = true; }  // stops the running analysis or job
@@ -90,7 +102,7 @@ public:
 
 private:
     struct Request {
-        enum class Kind { OpenModel, OpenTwin, CloseTwin, SetComparison, Analyze, SetInterventions, RankHeads, Continue };
+        enum class Kind { OpenModel, OpenTwin, CloseTwin, SetComparison, Analyze, SetInterventions, RankHeads, Continue, Lens };
         explicit Request(Kind k, std::string argument = "") : kind(k), arg(std::move(argument)) {}
         Kind kind;
         uint64_t id = 0;
@@ -103,6 +115,8 @@ private:
         CompareSpec compare;
         std::vector<model::Intervention> interventions;
         GenerationSpec generate;
+        std::vector<int32_t> ids;  // Lens
+        bool lens_compare = false;
     };
 
     uint64_t Push(Request request);
@@ -112,6 +126,7 @@ private:
     bool Superseded();  // a job's check between steps: cancelled, or another request waits
     void RankHeadsJob(const Request& r);
     void ContinueJob(const Request& r);
+    void LensJob(const Request& r);
     // The analysis as the UI gets it: shared, with the shown head's maps already built.
     std::shared_ptr<const model::Analysis> Share(model::Analysis analysis);
 

@@ -227,6 +227,28 @@ TEST(EndToEnd, ThreeWayFromTheCommandLine) {
     EXPECT_FALSE(meta["regions"].contains("heatmap_diff")) << "three-way shows the base, not the difference";
 }
 
+// Issue 35: --lens runs the logit lens and attribution once the text is shown, and the Lens tab
+// draws its grid (each layer's prediction at each position) and the selected query's heads.
+TEST(EndToEnd, TheLensTabShowsWhatEachLayerWrites) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_lens";
+    fs::create_directories(dir);
+    const std::string png = dir + "/shot.png";
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --model " + app::BundledModelsDir() + "/english/ssa --lens --tab lens --query 5" +
+                             " --text 'Once upon a time there was a little girl who lived in a village.' --screenshot " + png + " --frames 4",
+                         dir + "/log.txt"),
+              0)
+        << ReadFile(dir + "/log.txt");
+    const nlohmann::json meta = nlohmann::json::parse(ReadFile(png + ".json"), nullptr, false);
+    ASSERT_TRUE(meta.is_object() && meta.contains("regions")) << ReadFile(dir + "/log.txt");
+    EXPECT_EQ(meta["state"]["tab"], "Lens");
+    const Picture p = Load(png);
+    for (const char* region : {"lens_grid", "lens_attribution"}) {
+        ASSERT_TRUE(meta["regions"].contains(region)) << region << " " << meta["regions"].dump();
+        const nlohmann::json r = meta["regions"][region];
+        EXPECT_GT(DistinctColours(p, r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 12u) << region;
+    }
+}
+
 // Issue 38: no display is one line (GLFW's reason inside ssaviz's), not GLFW's line and then ours.
 TEST(EndToEnd, NoDisplayIsOneLine) {
     const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_no_display";
