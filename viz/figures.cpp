@@ -385,8 +385,8 @@ Figure HeatmapFigure(const float* values, int rows, int cols, const HeatmapFigur
         AddText(f, x, map_y + map_h + tick + gap, text, fs, TextAlign::Right, true);
     }
     const float map_bottom = map_y + map_h + tick + gap + col_label_h;
-    AddText(f, kPad + caption_h * 0.5f, map_y + map_h * 0.5f, "query", fs, TextAlign::Center, true);
-    AddText(f, map_x + map_w * 0.5f, map_bottom + 6 + caption_h * 0.5f, "key", fs, TextAlign::Center);
+    AddText(f, kPad + caption_h * 0.5f, map_y + map_h * 0.5f, options.RowAxis, fs, TextAlign::Center, true);
+    AddText(f, map_x + map_w * 0.5f, map_bottom + 6 + caption_h * 0.5f, options.ColAxis, fs, TextAlign::Center);
 
     // Colour bar to the right, as tall as the map (at least a readable height).
     const ColorBarSpec bar = ColorBarFor(style, range, options.ValueLabel, fs);

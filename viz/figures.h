@@ -20,6 +20,7 @@ struct HeatmapFigureOptions {
     std::vector<std::string> ColLabels;        // one per column
     HeatmapStyle Style;                        // colour map, scale, range (nullopt: the data's)
     std::string ValueLabel = "attention weight";  // caption of the colour bar
+    std::string RowAxis = "query", ColAxis = "key";  // the axes' names
     int MapSize = 0;                           // side of the map area in pixels; 0: from the size of the map
     float FontSize = 12;
 };

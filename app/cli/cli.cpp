@@ -206,7 +206,7 @@ std::vector<BatchText> ReadBatch(const std::string& path, const std::string& con
 
 // --lens: the logit lens and attribution of the SSA side and of its comparison (tau = 1, the twin,
 // or with a base its weights at tau = 1), each a forward pass of its own, with their progress.
-std::vector<ExportFile> RunLensForExport(Runner& runner, const model::Analysis& a) {
+std::vector<ExportFile> RunLensForExport(Runner& runner, const model::Analysis& a, const ExportOptions& export_options) {
     model::Engine& engine = runner.engine();
     const bool compare = !a.compare_label.empty() && a.comparison != model::Comparison::Unedited;
     std::vector<std::shared_ptr<const model::Lens>> sides;
@@ -222,10 +222,13 @@ std::vector<ExportFile> RunLensForExport(Runner& runner, const model::Analysis& 
         bar.Update(sides.size(), compare ? 2 : 1, side == model::MapSide::Ssa ? "SSA" : "comparison");
     }
     const model::Tokenizer& tokenizer = engine.tokenizer();
-    return LensFiles(sides[0], sides.size() > 1 ? sides[1] : nullptr, CompareFileSuffix(a), [&](int32_t id) {
-        auto text = tokenizer.Decode({id});
-        return text ? *text : std::string();
-    });
+    return LensFiles(
+        sides[0], sides.size() > 1 ? sides[1] : nullptr, CompareFileSuffix(a),
+        [&](int32_t id) {
+            auto text = tokenizer.Decode({id});
+            return text ? *text : std::string();
+        },
+        export_options, TokenLabels(a.tokens), ModelName(runner.Info()));
 }
 
 int CmdExport(const CommandOptions& o) {
@@ -248,7 +251,7 @@ int CmdExport(const CommandOptions& o) {
         // What the file's numbers hold is the input's fault: exit 3, as every refusal of a file.
         if (const std::string why = NonFiniteAnalysis(analysis); !why.empty()) throw Failure{kExitBadInput, why + "; nothing was written"};
         std::vector<ExportFile> lens_files;
-        if (options.lens) lens_files = RunLensForExport(*runner, analysis);
+        if (options.lens) lens_files = RunLensForExport(*runner, analysis, options);
         ProgressBar bar("export");
         auto s = WriteExport(text, analysis, runner->Info(), options, [&](size_t done, size_t total, const std::string& path) {
             bar.Update(done, total, path);

@@ -28,6 +28,7 @@
 #include "model/io/files.h"
 #include "model/io/npy.h"
 #include "viz/figure.h"
+#include "viz/figures.h"
 
 namespace app {
 namespace fs = std::filesystem;
@@ -381,8 +382,12 @@ ExportFile FigureFile(std::string path, const char* extension, std::function<viz
 }  // namespace
 
 std::vector<ExportFile> LensFiles(std::shared_ptr<const model::Lens> lens, std::shared_ptr<const model::Lens> compare,
-                                  const std::string& compare_suffix, const std::function<std::string(int32_t)>& piece) {
+                                  const std::string& compare_suffix, const std::function<std::string(int32_t)>& piece,
+                                  const ExportOptions& options, const std::vector<std::string>& token_labels, const std::string& model_name) {
     std::vector<ExportFile> files;
+    std::vector<const char*> extensions;
+    if (options.png) extensions.push_back("png");
+    if (options.svg) extensions.push_back("svg");
     for (const auto& [side, suffix] : {std::pair{lens, std::string()}, std::pair{compare, compare_suffix}}) {
         if (!side) continue;
         const int64_t L = side->n_layer, H = side->n_head, T = side->n_tokens, k = side->top_k;
@@ -419,6 +424,52 @@ std::vector<ExportFile> LensFiles(std::shared_ptr<const model::Lens> lens, std::
                                              {"top", std::move(layers)}};
                              return WriteText(full, Dump(j, -1) + "\n");
                          }});
+        // Figures for papers: the lens grid and the heads' mean attribution.
+        const std::string side_name = suffix.empty() ? "SSA" : suffix == "_tau1" ? "SSA's weights at tau = 1" : "the comparison";
+        std::vector<std::string> layer_rows = {"embeddings"}, head_rows, head_cols;
+        for (int64_t l = 0; l < L; ++l) layer_rows.push_back("after L" + std::to_string(l)), head_rows.push_back("L" + std::to_string(l));
+        for (int64_t h = 0; h < H; ++h) head_cols.push_back("H" + std::to_string(h));
+        std::vector<std::string> positions(token_labels.begin(), token_labels.begin() + std::min<size_t>(token_labels.size(), T - 1));
+        positions.resize(T - 1, "?");
+        for (const char* ext : extensions) {
+            files.push_back(FigureFile("lens" + suffix, ext, [side = side, layer_rows, positions, model_name, side_name, L, T] {
+                std::vector<float> p(side->loss.size());
+                for (size_t i = 0; i < p.size(); ++i) p[i] = std::exp(-side->loss[i]);
+                viz::HeatmapFigureOptions o;
+                o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 " + side_name + ": p(next token) after each layer";
+                o.RowLabels = layer_rows;
+                o.ColLabels = positions;
+                o.Style.colormap = viz::Colormap::Viridis;
+                o.Style.log_scale = true;
+                o.Style.range = viz::Range{1e-4f, 1.0f};
+                o.Style.causal = false;  // every layer at every position
+                o.ValueLabel = "p(next token)";
+                o.RowAxis = "read after";
+                o.ColAxis = "position (predicting the token after it)";
+                return viz::HeatmapFigure(p.data(), static_cast<int>(L + 1), static_cast<int>(T - 1), o);
+            }, size_t{64} << 20));
+            files.push_back(FigureFile("dla_heads" + suffix, ext, [side = side, head_rows, head_cols, model_name, side_name, L, H, T] {
+                std::vector<float> mean(static_cast<size_t>(L * H), 0.0f);
+                float most = 1e-6f;
+                for (int64_t k = 0; k < L * H; ++k) {
+                    double sum = 0;
+                    for (int64_t t = 0; t < T - 1; ++t) sum += side->dla[k * (T - 1) + t];
+                    mean[k] = static_cast<float>(sum / std::max<int64_t>(1, T - 1));
+                    most = std::max(most, std::abs(mean[k]));
+                }
+                viz::HeatmapFigureOptions o;
+                o.Title = model_name + " \xC2\xB7 " + side_name + ": each head's part of the next token's logit, mean over positions";
+                o.RowLabels = head_rows;
+                o.ColLabels = head_cols;
+                o.Style.colormap = viz::Colormap::Diverging;
+                o.Style.range = viz::Range{-most, most};
+                o.Style.causal = false;
+                o.ValueLabel = "direct logit attribution";
+                o.RowAxis = "layer";
+                o.ColAxis = "head";
+                return viz::HeatmapFigure(mean.data(), static_cast<int>(L), static_cast<int>(H), o);
+            }, size_t{64} << 20));
+        }
     }
     return files;
 }

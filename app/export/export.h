@@ -46,9 +46,13 @@ constexpr size_t kExportMemoryBudget = size_t{1} << 30;
 // comparison (null: none), named with `compare_suffix` ("_compare", "_tau1"): lens_loss.npy
 // [L + 1, T - 1], lens_top.json (each layer's and position's top pieces: id, piece, probability),
 // dla.npy [L, H, T - 1], dla_mlp.npy [L, T - 1], dla_embed.npy and dla_const.npy [T - 1].
-// `piece` names an id as the views do. WriteExport writes them with the rest (`extra`).
+// `piece` names an id as the views do. With PNG or SVG among `options`' formats, figures too:
+// lens.png (the lens as a layer x position heatmap of p(next token), log scale) and dla_heads.png
+// (each head's part of the next token's logit, averaged over the positions, on a diverging
+// scale), and the comparison's. WriteExport writes them with the rest (`extra`).
 std::vector<ExportFile> LensFiles(std::shared_ptr<const model::Lens> lens, std::shared_ptr<const model::Lens> compare,
-                                  const std::string& compare_suffix, const std::function<std::string(int32_t)>& piece);
+                                  const std::string& compare_suffix, const std::function<std::string(int32_t)>& piece,
+                                  const ExportOptions& options, const std::vector<std::string>& token_labels, const std::string& model_name);
 
 // Everything an export will write, in order. The analysis must outlive the plan.
 std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis& analysis, const model::ModelInfo& info,

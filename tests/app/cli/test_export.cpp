@@ -40,7 +40,7 @@ TEST_F(Cli, ExportLensWritesTheLensAndTheAttribution) {
     const std::string out = kOut + "/lens";
     fs::remove_all(out);
     const std::string text = "The cat sat on the mat. The cat";
-    Outcome r = Ssaviz({"export", "--model", Small(), "--text", text, "--out", out, "--format", "npy,json", "--lens"});
+    Outcome r = Ssaviz({"export", "--model", Small(), "--text", text, "--out", out, "--format", "npy,json,png,svg", "--lens"});
     ASSERT_EQ(r.code, 0) << r.err;
     const int64_t T = NpyShape(out + "/loss.npy").at(0) + 1;
     for (const std::string suffix : {"", "_compare"}) {
@@ -53,6 +53,8 @@ TEST_F(Cli, ExportLensWritesTheLensAndTheAttribution) {
         EXPECT_EQ(top["top"].size(), 3u);
         EXPECT_EQ(top["top"][2].size(), static_cast<size_t>(T));
         EXPECT_EQ(top["top"][2][0].size(), 5u);
+        for (const char* figure : {"lens", "dla_heads"})
+            for (const char* ext : {".png", ".svg"}) EXPECT_TRUE(fs::is_regular_file(out + "/" + figure + suffix + ext)) << figure << suffix << ext;
     }
     const std::string check = std::string(SSAVIZ_PYTHON) + " -c \"import numpy as np, sys; d = sys.argv[1]; "
                               "lens = np.load(d + '/lens_loss.npy'); loss = np.load(d + '/loss.npy'); "
