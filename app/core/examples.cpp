@@ -81,14 +81,15 @@ std::string BaseBeside(const std::string& model_dir) {
     std::error_code ec;
     fs::path dir = fs::path(model_dir);
     // A lit-gpt fine-tuning: the base it started from beside the checkpoint that was opened, or a
-    // sibling folder "base" (its lit_model.pth, or a model folder of its own).
+    // folder "base" inside the fine-tune's folder or beside it (its lit_model.pth, or a model
+    // folder of its own).
     auto base_of = [&](const fs::path& opened) -> std::string {
         const fs::path folder = opened.parent_path().empty() ? fs::path(".") : opened.parent_path();
-        for (const fs::path& base : {folder / "lit_model.pth", folder.parent_path() / "base" / "lit_model.pth"})
+        for (const fs::path& base : {folder / "lit_model.pth", folder / "base" / "lit_model.pth", folder.parent_path() / "base" / "lit_model.pth"})
             if (fs::is_regular_file(base, ec) && !fs::equivalent(base, opened, ec)) return base.lexically_normal().string();
-        const fs::path sibling = folder.parent_path() / "base";
-        if (fs::is_directory(sibling, ec) && !fs::equivalent(sibling, folder, ec) && model::FindModelFiles(sibling.string()))
-            return sibling.lexically_normal().string();
+        for (const fs::path& base : {folder / "base", folder.parent_path() / "base"})
+            if (fs::is_directory(base, ec) && !fs::equivalent(base, folder, ec) && model::FindModelFiles(base.string()))
+                return base.lexically_normal().string();
         return "";
     };
     if (fs::is_regular_file(dir, ec)) return dir.extension() == ".pth" ? base_of(dir) : "";

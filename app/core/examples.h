@@ -43,8 +43,8 @@ std::string DefaultModelDir();
 // never a view while it draws.
 std::string TwinBeside(const std::string& model_dir);
 // The base a fine-tune started from, for the three-way comparison (CompareKind::Base): a
-// lit_model.pth beside the checkpoint the model was opened from, or a sibling folder "base" (its
-// lit_model.pth, or a model folder). Empty if none.
+// lit_model.pth beside the checkpoint the model was opened from, or a folder "base" inside the
+// fine-tune's folder or beside it (its lit_model.pth, or a model folder). Empty if none.
 std::string BaseBeside(const std::string& model_dir);
 // What TwinBeside found, for buttons and menus: "its base model (lit_model.pth)" or "its twin".
 std::string TwinBesideLabel(const std::string& twin);

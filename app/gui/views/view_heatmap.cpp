@@ -83,6 +83,13 @@ void AddLabel(ImDrawList* draw, ImVec2 pos, ImU32 color, const char* text) {
 
 bool HasCompare(const model::Analysis& a) { return a.maps && !a.compare_label.empty(); }
 
+// A path's last two parts ("base/lit_model.pth", "models/pythia_base"): enough to tell a base apart.
+std::string ShortPath(const std::string& path) {
+    const std::filesystem::path p(path);
+    const std::string parent = p.parent_path().filename().string();
+    return parent.empty() ? p.filename().string() : parent + "/" + p.filename().string();
+}
+
 }  // namespace
 
 //-------------------------------------------------------------------------------------------------
@@ -1014,7 +1021,7 @@ void HeatmapView::Draw(WindowState& state) {
             bool bar_after;
         };
         const std::vector<Panel> panels =
-            m_three_way ? std::vector<Panel>{{0, "SSA", false}, {1, "tau=1 (SSA's weights)", false}, {3, "base: " + std::filesystem::path(a.base_label).filename().string(), true}}
+            m_three_way ? std::vector<Panel>{{0, "SSA", false}, {1, "tau=1 (SSA's weights)", false}, {3, "base: " + ShortPath(a.base_label), true}}
                         : std::vector<Panel>{{0, "SSA", false}, {1, cmp, true}, {2, "SSA - " + cmp, true}};
         float x = map_pos.x, y = map_pos.y;
         for (size_t n = 0; n < panels.size(); ++n) {

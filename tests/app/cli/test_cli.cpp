@@ -165,6 +165,14 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
     r = Ssaviz({"export", "--model", pair + "/ft", "--compare", "base", "--text", text, "--out", beside, "--format", "json"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(json::parse(ReadFile(beside + "/metrics.json"))["base"], pair + "/base");
+    // ... or a folder "base" inside the fine-tune's own.
+    const std::string inside = kOut + "/finetune_inside";
+    fs::remove_all(inside);
+    fs::copy(Small(), inside, fs::copy_options::recursive);
+    fs::copy(Twin(), inside + "/base", fs::copy_options::recursive);
+    r = Ssaviz({"export", "--model", inside, "--compare", "base", "--text", text, "--out", beside + "_inside", "--format", "json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(ReadFile(beside + "_inside/metrics.json"))["base"], inside + "/base");
     // A batch against the base: summary.csv gains the decomposition's columns, each a mean over heads.
     const std::string texts = kOut + "/base_texts.txt", batch = kOut + "/export_base_batch";
     std::ofstream(texts) << text << "\n" << "A second text about a hat and a mat.\n";
