@@ -42,6 +42,7 @@ const CompareKindInfo& CompareKindRunning(model::Comparison runs) {
 }
 
 CompareSpec ParseCompare(const std::string& value, bool python) {
+    if (value == "tau1") return CompareKind::Global;  // what metrics.json's comparison_kind calls it
     for (const CompareKindInfo& k : CompareKinds())
         if (value == k.key && (k.keyword || (python && k.kind == CompareKind::None))) return k.kind;
     return CompareSpec::Twin(value);

@@ -399,10 +399,12 @@ def temperature(s, W, l, tag, h, H, zs):
     raise ValueError(s["combine"])
 
 
-def forward(case, W, ids, vanilla, local=None):
+def forward(case, W, ids, vanilla, local=None, capture=None):
     """Returns logits [T,V], attention [L,H,T,T], tau_q, tau_v [L,H,T], LN1 outputs [L,T,E].
     `local` [L,H,T,T], when given, receives the layer-local tau = 1 maps: each layer's own q and k
-    (the SSA model's residual stream) with tau_q = 1."""
+    (the SSA model's residual stream) with tau_q = 1. `capture`, a dict, receives what each part
+    writes (SPEC section 10): resid [L+1] x [T,E] (the embeddings, then after each layer), head_out
+    [L] x [H,T,E] (each head through its rows of the projection), mlp_out [L] x [T,E], attn_bias."""
     H, E = case["H"], case["E"]
     d = E // H
     eps = 1e-5
@@ -410,6 +412,8 @@ def forward(case, W, ids, vanilla, local=None):
     L = case.get("L", 2)
     idx = torch.tensor(ids, dtype=torch.long)
     hidden = W["wte"][idx] + W["wpe"][:T]
+    if capture is not None:
+        capture.update(resid=[hidden], head_out=[], mlp_out=[], attn_bias=[])
     attn = torch.zeros(L, H, T, T, dtype=torch.float32)
     tau_q = torch.ones(L, H, T, dtype=torch.float32)
     tau_v = torch.ones(L, H, T, dtype=torch.float32)
@@ -445,7 +449,14 @@ def forward(case, W, ids, vanilla, local=None):
         hidden = hidden + (y @ W[f"{l}.attn_proj.w"] + W[f"{l}.attn_proj.b"])
         x2 = layer_norm(hidden, W[f"{l}.ln_2.w"], W[f"{l}.ln_2.b"], eps)
         m = activation(x2 @ W[f"{l}.c_fc.w"] + W[f"{l}.c_fc.b"], case["act"])
-        hidden = hidden + (m @ W[f"{l}.mlp_proj.w"] + W[f"{l}.mlp_proj.b"])
+        mlp_out = m @ W[f"{l}.mlp_proj.w"] + W[f"{l}.mlp_proj.b"]
+        hidden = hidden + mlp_out
+        if capture is not None:  # [in, out] layout: head h's rows of the projection
+            Wo = W[f"{l}.attn_proj.w"]
+            capture["head_out"].append(torch.stack([heads_out[h] @ Wo[h * d:(h + 1) * d] for h in range(H)]))
+            capture["mlp_out"].append(mlp_out)
+            capture["attn_bias"].append(W[f"{l}.attn_proj.b"])
+            capture["resid"].append(hidden)
     hf = layer_norm(hidden, W["ln_f.w"], W["ln_f.b"], eps)
     logits = hf @ W["wte"].t()
     return logits, attn, tau_q, tau_v, torch.stack(ln1_out)
@@ -588,6 +599,40 @@ def ablatable(case):
     return all((s["position"] is None or s["pos_per_head"]) and (s["token"] is None or s["tok_per_head"]) for s in sides)
 
 
+def lens_and_attribution(W, run, ids):
+    """Each residual through the final LayerNorm and the tied head (the lens's loss of the next
+    token), and each part's share of the next token's logit with the final norm's scale frozen at
+    the final residual: g (c - mean c) / sqrt(var(r_L) + eps) . wte[next]; the final norm's bias
+    and the projections' biases in the constants. Checks that the parts sum to the logit."""
+    eps = 1e-5
+    g, b, wte = W["ln_f.w"].double(), W["ln_f.b"].double(), W["wte"].double()
+    T = len(ids)
+    target = torch.tensor(ids[1:], dtype=torch.long)
+    resid = [r.double() for r in run["resid"]]
+    lens_loss = []
+    for r in resid:
+        logp = torch.log_softmax(layer_norm(r, g, b, eps) @ wte.t(), -1)
+        lens_loss.append(-logp[:-1].gather(1, target[:, None])[:, 0])
+    final = resid[-1][:-1]
+    scale = torch.sqrt(((final - final.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + eps)
+    rows = wte[target]
+    through = lambda c: ((g * (c - c.mean(-1, keepdim=True)) / scale) * rows).sum(-1)
+    dla = torch.stack([torch.stack([through(h[:-1].double()) for h in heads]) for heads in run["head_out"]])
+    dla_mlp = torch.stack([through(m[:-1].double()) for m in run["mlp_out"]])
+    dla_embed = through(resid[0][:-1])
+    const = (b * rows).sum(-1)
+    for bias in run["attn_bias"]:
+        const = const + through(bias.double().expand(T - 1, -1))
+    logit = (layer_norm(resid[-1], g, b, eps) @ wte.t())[:-1].gather(1, target[:, None])[:, 0]
+    total = dla.sum((0, 1)) + dla_mlp.sum(0) + dla_embed + const
+    # The parts were captured in float32 (as the forward runs): their sum meets the logit to its rounding.
+    gap = float((total - logit).abs().max())
+    if gap > 1e-4 * max(1.0, float(logit.abs().max())):
+        fail(f"the attribution's parts do not sum to the logit (off by {gap:.3g})")
+    return [("lens_loss", torch.stack(lens_loss)), ("dla", dla), ("dla_mlp", dla_mlp), ("dla_embed", dla_embed),
+            ("dla_const", const), ("target_logit", logit)]
+
+
 def run_case(case, out_dir):
     W = make_weights(case)
     H, E, P, V, T = case["H"], case["E"], case["P"], case["V"], case["T"]
@@ -617,8 +662,9 @@ def run_case(case, out_dir):
             shutil.copyfile(os.path.join(source, f), os.path.join(d, f))
 
     attn_local = torch.zeros(case.get("L", 2), H, T, T, dtype=torch.float32)
-    logits, attn, tau_q, tau_v, _ = forward(case, W, ids, vanilla=False, local=attn_local)
-    logits_v, attn_v, _, _, ln1_v = forward(case, W, ids, vanilla=True)
+    parts, parts_v = {}, {}
+    logits, attn, tau_q, tau_v, _ = forward(case, W, ids, vanilla=False, local=attn_local, capture=parts)
+    logits_v, attn_v, _, _, ln1_v = forward(case, W, ids, vanilla=True, capture=parts_v)
     attn_mha = mha_maps(case, W, ln1_v)
 
     # self-checks
@@ -673,6 +719,9 @@ def run_case(case, out_dir):
         return [("loss", -actual[:, 0]), ("rank", (logp[:-1] > actual).sum(1)), ("top_ids", top.indices), ("top_probs", top.values.exp())]
     ref += [(k, v.float()) for k, v in predictions(logits, ids)]
     ref += [(k + "_vanilla", v.float()) for k, v in predictions(logits_v, ids)]
+    # The logit lens and attribution (SPEC section 10), from the parts in float64.
+    for suffix, run in (("", parts), ("_vanilla", parts_v)):
+        ref += [(k + suffix, v.float()) for k, v in lens_and_attribution(W, run, ids)]
     # Greedy decoding: 8 argmax steps, each a whole forward pass of the sequence so far.
     if case.get("generate"):
         seq = list(ids)

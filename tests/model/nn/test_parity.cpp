@@ -14,6 +14,7 @@
 #include "model/io/safetensors.h"
 #include "model/nn/analysis.h"
 #include "model/nn/forward.h"
+#include "model/nn/lens.h"
 #include "model/nn/runtime_torch.h"
 #include "tests/model/reference.h"
 
@@ -78,6 +79,31 @@ std::vector<std::string> AllCases() {
             "q_none_shared_sum", "qv_sigmoid_shared_product_perhead", "qv_expexp_feature_product_mixed",
             "v_only_linear_feature_sum", "q_sigmoid_feature_product_gelu_exact", "qv_none_feature_product", "identity",
             "fp16_storage", "bf16_storage", "transformer_prefix", "linear_layout", "compiled_prefix", "ddp_prefix"};
+}
+
+// Issue 35: the logit lens and each part's attribution against the reference's (its float32
+// forward's residuals, heads and MLPs taken through the final norm and the head in float64): the
+// lens's losses within 1e-4, the parts and the logit within 1e-4 of the logits' size.
+TEST_P(Parity, LensAndAttributionMatchTheReference) {
+    ReferenceCase c(GetParam());
+    ASSERT_TRUE(c.ok) << c.error;
+    for (const auto& [vanilla, suffix] : {std::pair<bool, std::string>{false, ""}, {true, "_vanilla"}}) {
+        model::LensOptions options;
+        options.vanilla = vanilla;
+        auto lens = model::RunLens(c.gpt, c.ids, options);
+        ASSERT_TRUE(lens.ok()) << lens.error();
+        const int64_t L = lens->n_layer, H = lens->n_head, n = lens->n_tokens - 1;
+        auto tensor = [](const std::vector<float>& v, std::vector<int64_t> shape) {
+            return at::from_blob(const_cast<float*>(v.data()), shape, at::kFloat).clone();
+        };
+        const double scale = std::max(1.0, c.Ref("target_logit" + suffix).abs().max().item<double>());
+        CheckClose(tensor(lens->loss, {L + 1, n}), c.Ref("lens_loss" + suffix), 1e-4, "lens loss" + suffix);
+        CheckClose(tensor(lens->logit, {n}), c.Ref("target_logit" + suffix), 1e-4 * scale, "target logit" + suffix);
+        CheckClose(tensor(lens->dla, {L, H, n}), c.Ref("dla" + suffix), 1e-4 * scale, "head attribution" + suffix);
+        CheckClose(tensor(lens->dla_mlp, {L, n}), c.Ref("dla_mlp" + suffix), 1e-4 * scale, "MLP attribution" + suffix);
+        CheckClose(tensor(lens->dla_embed, {n}), c.Ref("dla_embed" + suffix), 1e-4 * scale, "embedding attribution" + suffix);
+        CheckClose(tensor(lens->dla_const, {n}), c.Ref("dla_const" + suffix), 1e-4 * scale, "constant attribution" + suffix);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Forms, Parity, ::testing::ValuesIn(AllCases()),
