@@ -434,6 +434,11 @@ std::vector<Flag> BuildTable() {
     add(Row({"--truncate"}, "", kText, "a text longer than the model's context: keep its first tokens instead of refusing it",
             [](CommandOptions& o, const FlagValue&) { o.truncate = true; }, [](const CommandOptions& o) { return On(o.truncate); })
             .InSession({"truncate", Kept::Switch}));
+    add(Row({"--run"}, "DIR", {C::Export},
+            "a training run: each checkpoint in DIR (iter-NNNNNN-ckpt.pth beside lit_config.json, or checkpoint-N/ folders) on the "
+            "text, one at a time, in step order; --out gets run.json and run.csv (per step: the model's means and every head's "
+            "entropy, JS to the comparison, sink mass and mean tau_q); a step that fails is named and skipped",
+            [](CommandOptions& o, const FlagValue& v) { o.run = v.text; }, [](const CommandOptions& o) { return o.run; }));
     add(Row({"--batch"}, "", {C::Export},
             "--text-file holds several texts, one per line, or JSON lines {\"name\": ..., \"text\": ...}; each gets a sub-folder of "
             "--out, and summary.csv / summary.json compare them",

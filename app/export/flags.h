@@ -81,6 +81,7 @@ struct CommandOptions {
     ExportOptions export_options;     // the export's flags; its formats default to all but csv
     CompareSpec compare;              // --compare vanilla|local|unedited|DIR (app/core/run.h)
     bool batch = false;               // --batch (export)
+    std::optional<std::string> run;   // --run DIR (export): a training run's checkpoints, step by step
 
     GenerationSpec generate;  // generate's --tokens, --temperature, --top-k, --seed
     NewModelOptions new_model;

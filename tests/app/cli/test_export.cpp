@@ -69,6 +69,53 @@ TEST_F(Cli, ExportLensWritesTheLensAndTheAttribution) {
     EXPECT_NE(r.err.find("--lens runs the model as loaded"), std::string::npos) << r.err;
 }
 
+// Issue 36: --run analyses each checkpoint of a training run in step order; a truncated
+// checkpoint and one of another shape are named and skipped (exit 3) while the rest are written;
+// each step's numbers equal that checkpoint exported on its own, exactly.
+TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
+    const std::string dir = kOut + "/run_timeline", run = dir + "/run";
+    fs::remove_all(dir);
+    fs::create_directories(run);
+    auto make = [&](const std::string& name, const char* layers, const char* seed) {
+        Outcome r = Ssaviz({"init-random", "--out", dir + "/" + name, "--family", "pythia", "--layout", "lit", "--layers", layers, "--heads", "2",
+                            "--embd", "32", "--query-form", "exp_exp,none", "--seed", seed});
+        ASSERT_EQ(r.code, 0) << r.err;
+    };
+    make("a", "2", "1");
+    make("b", "2", "2");
+    make("other", "3", "3");
+    for (const char* f : {"lit_config.json", "vocab.json", "merges.txt"}) fs::copy_file(dir + "/a/" + f, run + "/" + f);
+    fs::copy_file(dir + "/a/lit_model.pth", run + "/iter-000100-ckpt.pth");
+    fs::copy_file(dir + "/b/lit_model.pth", run + "/iter-001000-ckpt.pth");
+    fs::copy_file(dir + "/other/lit_model.pth", run + "/iter-000500-ckpt.pth");
+    std::ofstream(run + "/iter-000300-ckpt.pth") << ReadFile(dir + "/a/lit_model.pth").substr(0, 5000);
+    const std::string text = "The cat sat on the mat and looked at the dog.";
+    Outcome r = Ssaviz({"export", "--run", run, "--text", text, "--out", dir + "/out"});
+    EXPECT_EQ(r.code, 3) << r.err;
+    EXPECT_NE(r.err.find("step 300 (iter-000300-ckpt.pth)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("step 500 (iter-000500-ckpt.pth)"), std::string::npos) << r.err;
+    const json timeline = json::parse(ReadFile(dir + "/out/run.json"));
+    ASSERT_EQ(timeline["steps"].size(), 2u);
+    EXPECT_EQ(timeline["steps"][0]["step"], 100);
+    EXPECT_EQ(timeline["steps"][1]["step"], 1000);
+    EXPECT_EQ(timeline["failed"].size(), 2u);
+    const std::string csv = ReadFile(dir + "/out/run.csv");
+    EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 2 * 2 * 2);  // a header, then 2 steps x 2 layers x 2 heads
+    // Step 1000 against its checkpoint exported alone.
+    r = Ssaviz({"export", "--model", run + "/iter-001000-ckpt.pth", "--text", text, "--out", dir + "/single", "--format", "json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json single = json::parse(ReadFile(dir + "/single/metrics.json"));
+    for (const json& head : single["heads"]) {
+        const int l = head["layer"], h = head["head"];
+        EXPECT_EQ(timeline["steps"][1]["heads"]["entropy"][l][h], head["ssa"]["entropy"]);
+        EXPECT_EQ(timeline["steps"][1]["heads"]["sink_mass"][l][h], head["ssa"]["sink_mass"]);
+        EXPECT_EQ(timeline["steps"][1]["heads"]["js_divergence"][l][h], head["js_divergence"]);
+    }
+    // Not a run: one line each.
+    ExpectOneLineError(Ssaviz({"export", "--run", dir + "/a", "--text", text, "--out", dir + "/x"}), 3, "holds no checkpoints");
+    ExpectOneLineError(Ssaviz({"export", "--run", dir + "/nothing", "--text", text, "--out", dir + "/x"}), 3, "is not a folder");
+}
+
 TEST_F(Cli, ExportWritesEveryFigure) {
     const std::string out = kOut + "/figures";
     fs::remove_all(out);

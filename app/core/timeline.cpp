@@ -1,0 +1,57 @@
+#include "app/core/timeline.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include "model/io/files.h"
+
+namespace app {
+namespace fs = std::filesystem;
+
+namespace {
+
+// The step a name holds between `prefix` and `suffix`: 1 to 12 digits, nothing else.
+std::optional<int64_t> StepIn(const std::string& name, const std::string& prefix, const std::string& suffix) {
+    if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+        return std::nullopt;
+    const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (digits.empty() || digits.size() > 12 || !std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); }))
+        return std::nullopt;
+    return std::stoll(digits);
+}
+
+}  // namespace
+
+model::Result<std::vector<RunStep>> FindRunSteps(const std::string& dir) {
+    const std::string shown = "--run '" + model::EscapeForMessage(dir) + "'";
+    std::error_code ec;
+    if (!fs::is_directory(fs::symlink_status(dir, ec)) && !fs::is_directory(dir, ec)) return model::Fail(shown + " is not a folder");
+    std::map<int64_t, std::string> steps;
+    int64_t entries = 0;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        if (++entries > kMaxRunEntries) return model::Fail(shown + " holds more than " + std::to_string(kMaxRunEntries) + " entries");
+        const fs::directory_entry& e = *it;
+        const std::string name = e.path().filename().string();
+        const fs::file_status st = e.symlink_status(ec);  // links are not followed: a run is its own files
+        std::optional<int64_t> step;
+        if (fs::is_regular_file(st)) step = StepIn(name, "iter-", "-ckpt.pth");
+        else if (fs::is_directory(st)) step = StepIn(name, "checkpoint-", "");
+        if (!step) continue;
+        if (auto [at, added] = steps.emplace(*step, e.path().string()); !added)
+            return model::Fail(shown + ": step " + std::to_string(*step) + " is both '" + model::EscapeForMessage(fs::path(at->second).filename().string()) +
+                               "' and '" + model::EscapeForMessage(name) + "'");
+        if (static_cast<int64_t>(steps.size()) > kMaxRunSteps)
+            return model::Fail(shown + " holds more than " + std::to_string(kMaxRunSteps) + " checkpoints");
+    }
+    if (ec) return model::Fail(shown + ": cannot list it (" + ec.message() + ")");
+    if (steps.empty()) return model::Fail(shown + " holds no checkpoints (iter-NNNNNN-ckpt.pth files or checkpoint-N/ folders)");
+    std::vector<RunStep> out;
+    for (const auto& [step, path] : steps) out.push_back({step, path});
+    return out;
+}
+
+}  // namespace app

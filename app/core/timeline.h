@@ -1,0 +1,30 @@
+// A training run as a timeline (SPEC section 11): the checkpoints of one run folder, in step
+// order. The official code's lit-gpt runs save iter-NNNNNN-ckpt.pth (beside their
+// lit_config.json), Hugging Face's trainer checkpoint-N/ folders; each step is opened on its own,
+// one at a time, as any checkpoint is.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/io/result.h"
+
+namespace app {
+
+struct RunStep {
+    int64_t step = 0;
+    std::string path;  // the checkpoint file (lit-gpt) or folder (HF)
+};
+
+// The most entries a run folder's listing reads, and the most steps a run holds.
+constexpr int64_t kMaxRunEntries = 100000;
+constexpr int64_t kMaxRunSteps = 10000;
+
+// The run's steps, by step: iter-<digits>-ckpt.pth files, or checkpoint-<digits>/ folders (links
+// are not followed; a step named twice is an error naming both). A folder with neither, one that
+// is not a folder, or one with more than kMaxRunEntries entries or kMaxRunSteps steps: a one-line
+// error naming it.
+model::Result<std::vector<RunStep>> FindRunSteps(const std::string& dir);
+
+}  // namespace app
