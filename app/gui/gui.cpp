@@ -448,7 +448,7 @@ public:
         if (std::exchange(m_state.cancel_job_request, false)) m_worker.Cancel();
         if (std::exchange(m_state.lens_request, false) && m_state.analysis && !m_state.generating) {
             const model::Analysis& a = *m_state.analysis;
-            m_lens_request = m_worker.RunLens(a.tokens.ids, !a.compare_label.empty() && a.comparison != model::Comparison::Unedited);
+            m_lens_request = m_worker.RunLens(a.tokens.ids, !a.compare_label.empty() && a.comparison != model::Comparison::Unedited, a.compare_label);
             m_state.lens_running = true;
         }
         if (std::exchange(m_state.rank_heads_request, false) && m_state.model && !m_state.generating) {

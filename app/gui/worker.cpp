@@ -78,10 +78,11 @@ uint64_t InferenceWorker::RankHeads(const std::string& text, bool truncate) {
     r.truncate = truncate;
     return Push(std::move(r));
 }
-uint64_t InferenceWorker::RunLens(std::vector<int32_t> ids, bool compare) {
+uint64_t InferenceWorker::RunLens(std::vector<int32_t> ids, bool compare, std::string compare_label) {
     Request r(Request::Kind::Lens);
     r.ids = std::move(ids);
     r.lens_compare = compare;
+    r.compare_label = std::move(compare_label);
     return Push(std::move(r));
 }
 uint64_t InferenceWorker::Continue(const std::string& text, bool truncate, const GenerationSpec& settings) {
@@ -246,6 +247,8 @@ void InferenceWorker::LensJob(const Request& r) {
     if (!m_runner) return Emit({Kind::Error, {}, nullptr, "no model is open", r.id});
     auto pair = std::make_shared<LensPair>();
     pair->ids = r.ids;
+    pair->model_dir = m_runner->Info().dir;
+    pair->compare_label = r.compare_label;
     m_progress = 0.0f;
     for (model::MapSide side : {model::MapSide::Ssa, model::MapSide::Compare}) {
         if (side == model::MapSide::Compare && !r.lens_compare) break;

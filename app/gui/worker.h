@@ -33,6 +33,7 @@ namespace app {
 // The logit lens and attribution of one text (model/nn/lens.h), SSA and its comparison.
 struct LensPair {
     std::vector<int32_t> ids;  // the text it was run on
+    std::string model_dir, compare_label;  // and the model's folder and comparison (Analysis::compare_label)
     model::Lens ssa;
     std::optional<model::Lens> compare;  // tau = 1, the twin, or with a base its weights at tau = 1
 };
@@ -85,7 +86,7 @@ public:
     uint64_t Continue(const std::string& text, bool truncate, const GenerationSpec& settings);
     // The logit lens and attribution of `ids` (the shown analysis's), SSA and, with `compare`, its
     // comparison: a job (any newer request stops it), its progress in Progress().
-    uint64_t RunLens(std::vector<int32_t> ids, bool compare);
+    uint64_t RunLens(std::vector<int32_t> ids, bool compare, std::string compare_label);
     // Models with this many parameters or more open with the layer-local comparison (on a CPU).
     void SetBigModelParameters(int64_t parameters) { m_big_parameters = parameters; }
     void Cancel() { m_cancel = true; }  // stops the running analysis or job
@@ -117,6 +118,7 @@ private:
         GenerationSpec generate;
         std::vector<int32_t> ids;  // Lens
         bool lens_compare = false;
+        std::string compare_label;
     };
 
     uint64_t Push(Request request);

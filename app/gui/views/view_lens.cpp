@@ -37,7 +37,9 @@ void Bar(ImDrawList* draw, float zero, float scale, float y, float h, float v, I
 void LensView::Draw(WindowState& state) {
     if (DrawNoAnalysisNote(state)) return;
     const model::Analysis& a = *state.analysis;
-    const bool current = state.lens && state.lens->ids == a.tokens.ids;
+    // Stale once the text, the model or the comparison changed since it ran.
+    const bool current = state.lens && state.lens->ids == a.tokens.ids && state.model && state.lens->model_dir == state.model->dir &&
+                         state.lens->compare_label == a.compare_label;
     ImGui::BeginDisabled(state.lens_running || a.n_tokens < 2);
     if (ImGui::Button(state.lens && !current ? "Run the lens again" : "Run the lens")) state.lens_request = true;
     ImGui::EndDisabled();
@@ -46,7 +48,7 @@ void LensView::Draw(WindowState& state) {
     ImGui::SameLine();
     if (state.lens_running) ImGui::TextDisabled("running... %.0f%%", 100.0f * state.progress);
     else if (!state.lens) ImGui::TextDisabled("what each layer and head writes: not run yet");
-    else if (!current) ImGui::TextDisabled("the text changed since it ran");
+    else if (!current) ImGui::TextDisabled("the text, model or comparison changed since it ran");
     ImGui::SameLine();
     viz::HelpMarker("Logit lens: the residual stream after each layer, read through the final norm and the output head, as if the "
                     "model stopped there. Each cell shows the token it would predict next, coloured by the probability it gives "
