@@ -2,6 +2,7 @@
 # The device checks of issue 37, for a GPU machine (../shared/gpu/README.md: `bash ../shared/gpu/prepare`
 # here, and since ssaviz reads tokenizer.json's normalizers with ICU, add Debian 12's ICU beside the kit:
 # `(cd .gpu/debs && apt-get download libicu-dev libicu72)`; send .gpu/ along). Builds ssaviz there against its CUDA PyTorch, then
+#   0. the fused row statistics' kernel against the torch ops it replaces (ssaviz_fused_check);
 #   1. exactness: every family's export on CUDA against the same export on the CPU (float32, and
 #      the CUDA bf16 forward against the CUDA float32 one), a twin comparison too;
 #   2. GPT-2 small's shape (12 x 12, width 768, context 8,192): full analysis, edits at the end,
@@ -10,8 +11,14 @@
 #      at 1,024 (its [L, 2, H, T, T] capture at 8,192 needs 380 GB).
 # Each stage is bounded by `timeout` and writes its log under OUT as it goes, so a stage that runs
 # out of time leaves the ones before it.
+#   4. where the time goes: the 8,192-token analysis under nsys (when the machine has it), the
+#      CUDA kernels ranked by time.
 #   usage: bash bench/gpu.sh OUT            (from the project's root, on the GPU machine)
+#          SSAVIZ_GPU_STAGES="fused exact small tiny profile" picks stages (all by default); the whole run
+#          takes about 5 minutes on an H200 with 16 cores, so one device session can run it twice.
 set -uo pipefail
+stages=${SSAVIZ_GPU_STAGES:-fused exact small tiny profile}
+want() { [[ " $stages " == *" $1 "* ]]; }
 out=${1:?usage: bash bench/gpu.sh OUT}
 mkdir -p "$out"
 here=$(pwd)
@@ -26,6 +33,7 @@ SECONDS=0
 if [ "$dev" = cuda ]; then
   bash .gpu/device-build.sh >"$out/build.txt" 2>&1 || { tail -n 60 "$out/build.txt"; exit 1; }
   echo "built in $SECONDS s" | tee -a "$out/stages.txt"
+  cp build-gpu-configure.log "$out/" 2>/dev/null; grep -h "CUDA kernels" build-gpu-configure.log | tee -a "$out/stages.txt"
   source .gpu/env.sh
 fi
 py=${SSAVIZ_GPU_PYTHON:-$(command -v python3)}
@@ -35,8 +43,14 @@ cat "$out/machine.txt" | grep -E "H100|H200|Model name|torch" | head -n 4
 for _ in 1 2 3 4 5 6; do cat /usr/share/common-licenses/GPL-3 2>/dev/null || cat "$here/README.md"; done >"$work/long.txt"
 head -c 2400 "$work/long.txt" >"$work/text.txt"
 
-stage "exactness: $dev against the CPU"
 tok="$here/assets/tokenizers/gpt2"
+if want fused; then
+stage "the fused row statistics on $dev against the torch ops (float64)"
+timeout 60 "$build/ssaviz_fused_check" --device "$dev" >"$out/fused-check.txt" 2>&1
+echo "ssaviz_fused_check: rc $?, $(tail -n 1 "$out/fused-check.txt")" | tee -a "$out/stages.txt"
+fi
+if want exact; then
+stage "exactness: $dev against the CPU"
 mk() {  # NAME FLAGS...
   local name=$1; shift
   "$build/ssaviz" init-random --out "$work/$name" --tokenizer "$tok" --positions 1024 --layers 2 --heads 4 --embd 64 "$@" >/dev/null
@@ -50,12 +64,12 @@ mk llama3 --family llama3 --kv-heads 2 --seed 8
 cp -r "$here/assets/models/english/ssa" "$work/english"
 exact() {  # NAME DEVICE TAG EXTRA...   writes $work/out-NAME-DEVICE-TAG
   local name=$1 device=$2 tag=$3; shift 3
-  timeout 120 "$build/ssaviz" export --model "$work/$name" --device "$device" --text-file "$work/text.txt" --truncate \
+  timeout 40 "$build/ssaviz" export --model "$work/$name" --device "$device" --text-file "$work/text.txt" --truncate \
     --format npy,json --out "$work/out-$name-$device-$tag" "$@" >>"$out/exactness-log.txt" 2>&1 ||
     echo "export $name on $device $* failed" | tee -a "$out/exactness-log.txt"
 }
 for name in english gpt2 pythia llama mistral llama3; do
-  exact "$name" cpu f32; exact "$name" "$dev" f32
+  exact "$name" cpu f32 --lens; exact "$name" "$dev" f32 --lens
 done
 exact gpt2 cpu twin --compare "$work/twin"; exact gpt2 "$dev" twin --compare "$work/twin"
 exact gpt2 "$dev" bf16 --dtype bf16; exact llama "$dev" bf16 --dtype bf16
@@ -103,22 +117,38 @@ compare(f"{work}/out-llama-{dev}-f32", f"{work}/out-llama-{dev}-bf16", f"llama {
 if dev == "cuda":
     compare(f"{work}/out-gpt2-cuda-f32", f"{work}/out-gpt2-cuda-f16", "gpt2 cuda f16 vs f32")
 EOF
+fi
 
+if want small; then
 stage "GPT-2 small's shape on CUDA against PyTorch CUDA"
 small="$work/gpt2-small"
 "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
-timeout 150 "$build/ssaviz_bench" --model "$small" --device "$dev" --python "$py" --tokens 1024,4096 --repeats 3 2>&1 | tee "$out/bench-small.txt"
-timeout 120 "$build/ssaviz_bench" --model "$small" --device "$dev" --tokens 8192 --repeats 2 --no-baseline 2>&1 | tee -a "$out/bench-small.txt"
+timeout 90 "$build/ssaviz_bench" --model "$small" --device "$dev" --python "$py" --tokens 1024,4096 --repeats 3 2>&1 | tee "$out/bench-small.txt"
+timeout 90 "$build/ssaviz_bench" --model "$small" --device "$dev" --tokens 8192 --repeats 2 --no-baseline 2>&1 | tee -a "$out/bench-small.txt"
+fi
 
+if want tiny; then
 stage "TinyLlama's shape on CUDA"
 tiny="$work/tinyllama"
 timeout 120 "$build/ssaviz" init-random --out "$tiny" --family llama --layers 22 --heads 32 --kv-heads 4 --embd 2048 --mlp 5632 \
   --save-dtype bf16 --tokenizer "$tok" --positions 8192 >/dev/null
 for T in 1024 8192; do
-  timeout 120 "$build/ssaviz_bench" --model "$tiny" --device "$dev" --only full --tokens "$T" --repeats 2 2>&1 | tail -n 3 | tee -a "$out/bench-tiny.txt"
+  timeout 75 "$build/ssaviz_bench" --model "$tiny" --device "$dev" --only full --tokens "$T" --repeats 2 2>&1 | tail -n 3 | tee -a "$out/bench-tiny.txt"
 done
 "$build/ssaviz" tokenize --model "$tiny" --text-file "$work/long.txt" --truncate --json |
   "$py" -c 'import json,sys; print(" ".join(map(str, json.load(sys.stdin)["ids"])))' >"$work/ids.txt"
-timeout 90 "$py" "$here/bench/family_baseline.py" --model "$tiny" --ids "$work/ids.txt" --tokens 1024 --repeats 2 --device "$dev" 2>&1 |
+timeout 60 "$py" "$here/bench/family_baseline.py" --model "$tiny" --ids "$work/ids.txt" --tokens 1024 --repeats 2 --device "$dev" 2>&1 |
   tail -n 3 | tee -a "$out/bench-tiny.txt"
+fi
+
+if want profile && command -v nsys >/dev/null; then
+stage "where the 8,192-token analysis spends its time (nsys)"
+[ -d "$small" ] || "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
+timeout 90 nsys profile -o "$work/prof" --force-overwrite true -t cuda "$build/ssaviz_bench" --model "$small" --device "$dev" \
+  --only full --tokens 8192 --repeats 2 >"$out/profile-log.txt" 2>&1
+timeout 60 nsys stats -r cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum -f csv -o "$out/profile" "$work/prof.nsys-rep" >>"$out/profile-log.txt" 2>&1
+ls "$out"/profile* | head
+elif want profile; then
+  echo "no nsys on this machine: no profile" | tee -a "$out/stages.txt"
+fi
 stage done

@@ -360,7 +360,7 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     e.cache.buffers.Begin();
 
     // The layer pass and the row measures, layer by layer, rows p..T-1 only, in blocks of rows
-    // whose [H, rows, T] attention stays under kBlockBytes: each block's attention rows are
+    // whose [H, rows, T] attention stays under BlockBytes: each block's attention rows are
     // measured, pooled into thumbnails and dropped. So no [H, T, T] tensor ever exists, and the
     // temporaries stay small enough for the heap to reuse (a fresh 64 MB mapping a tensor cost
     // ~0.3 s of page faults on this project's VM: 8 s for 2,048 tokens, against 1.3 s in blocks).

@@ -95,7 +95,7 @@ AnalysisPlan PlanAnalysis(const PlanInputs& in, const std::vector<int32_t>& ids,
         for (int i = 0; i < plan.runs[r].Rows(); ++i) plan.source[plan.runs[r].sides[i]] = {static_cast<int>(r), i, false};
     if (local) plan.source[Side::Compare] = {0, 0, true};
 
-    const int64_t fit = static_cast<int64_t>(kBlockBytes / (sizeof(float) * static_cast<size_t>(c.n_head) * static_cast<size_t>(T)));
+    const int64_t fit = static_cast<int64_t>(BlockBytes(in.device) / (sizeof(float) * static_cast<size_t>(c.n_head) * static_cast<size_t>(T)));
     plan.block = std::max<int64_t>(pool, fit / pool * pool);
     return plan;
 }

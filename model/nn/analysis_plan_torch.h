@@ -72,7 +72,7 @@ struct AnalysisPlan {
     int64_t old_tail_first = 0;   // the first row of the last analysis's LayerMeasures::tail; kNoTail: unusable
     static constexpr int64_t kNoTail = INT64_MAX;
     // Rows a block of attention rows, a multiple of the pool (so blocks pool on their own), whose
-    // [H, rows, T] floats stay under kBlockBytes a side.
+    // [H, rows, T] floats stay under BlockBytes(device) a side.
     int64_t block = 0;
     std::vector<Run> runs;
     std::vector<Side> sides;  // the sides computed, the SSA side first

@@ -15,7 +15,8 @@ namespace {
 // KeepFreedMemoryForReuse). Each product with the head reads (and sgemm packs) all of it, [V, E],
 // so the fewer the blocks the better: 8 MB blocks (20 rows a side of GPT-2) took 1.9 s of a full
 // analysis of 1,024 tokens of GPT-2 small, 32 MB ones 1.5 s.
-constexpr size_t kLogitsBytes = size_t{32} << 20;
+// On a GPU, larger blocks: fewer kernels.
+constexpr size_t kLogitsBytes = size_t{32} << 20, kDeviceLogitsBytes = size_t{512} << 20;
 
 // What a block of logits rows [n, V] says: each row's log-sum-exp and top kTopK (ids, logits);
 // for the first m rows, whose next token is targets[r], that token's logit and how many logits
@@ -98,7 +99,7 @@ PerSide<SidePredictions> Predict(const AnalysisPlan& plan, const std::vector<int
             const Side s = run.sides[i];
             next[s].hidden = p < T ? plan.Join(p > 0 ? old[s].hidden : at::Tensor(), streams[r].narrow(0, i, 1)) : old[s].hidden.narrow(1, 0, T);
         }
-        const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(kLogitsBytes / (sizeof(float) * static_cast<size_t>(V) * run.Rows())));
+        const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>((plan.device.is_cpu() ? kLogitsBytes : kDeviceLogitsBytes) / (sizeof(float) * static_cast<size_t>(V) * run.Rows())));
         PerSide<std::vector<at::Tensor>> loss, rank, top_ids, top_probs;
         for (int64_t first = lo; first < T; first += rows) {
             const int64_t n = std::min(rows, T - first), m = std::min(n, T - 1 - first);  // m rows have a next token

@@ -59,13 +59,14 @@ HeadMap RecomputedMaps::Head(MapSide side, int l, int h) const {
             for (int64_t i = 0; i < from; ++i)
                 std::copy_n(old->data() + i * old_t, columns, map->data() + i * T);
         }
-        // In blocks of rows, so the temporaries stay small (see kBlockBytes).
-        const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(kBlockBytes / (sizeof(float) * static_cast<size_t>(T))));
+        // In blocks of rows, so the temporaries stay small (see BlockBytes).
+        const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(BlockBytes(x.q.device()) / (sizeof(float) * static_cast<size_t>(T))));
         for (int64_t a = from; a < T; a += block) {
             const int64_t n = std::min(block, T - a);
             const at::Tensor tau = x.tau_q.defined() ? x.tau_q[h].narrow(0, a, n) : at::Tensor();
-            const at::Tensor rows = AttentionRows(x.q[h].narrow(0, a, n), x.k[h * x.k.size(0) / x.q.size(0)], tau, a, x.window).to(at::kCPU, at::kFloat).contiguous();
-            std::copy_n(rows.data_ptr<float>(), rows.numel(), map->data() + a * T);
+            const at::Tensor rows = AttentionRows(x.q[h].narrow(0, a, n), x.k[h * x.k.size(0) / x.q.size(0)], tau, a, x.window);
+            // Straight into the map's memory: from a GPU one transfer, no host tensor between.
+            at::from_blob(map->data() + a * T, {n, T}, at::kFloat).copy_(rows);
         }
         return HeadMap(std::move(map));
     });

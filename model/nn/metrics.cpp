@@ -13,6 +13,9 @@
 #include <c10/core/InferenceMode.h>
 
 #include "model/nn/model_weights.h"
+#ifdef SSAVIZ_CUDA_KERNELS
+#include "model/nn/metrics_cuda.h"
+#endif
 
 namespace model {
 namespace {
@@ -56,6 +59,12 @@ at::Tensor TopKMass(const at::Tensor& attention, int64_t k) {
 }
 
 // ---- The fused CPU pass of CompareMaps -------------------------------------------------------
+
+#ifdef SSAVIZ_CUDA_KERNELS
+constexpr bool kCudaKernels = true;
+#else
+constexpr bool kCudaKernels = false;
+#endif
 
 // Four floats as one SIMD value (GCC/Clang vector extensions; SSE on the x86-64 baseline, NEON
 // on ARM). The compiler does not vectorise these loops itself: it would have to
@@ -156,8 +165,7 @@ struct RowPointers {  // float32 views of one RowMetricTensors, [rows]
     float *entropy, *normalized_entropy, *spikiness, *max_weight, *top5_mass, *effective_support, *sink_mass;
 };
 
-RowPointers Allocate(RowMetricTensors& r, at::IntArrayRef sizes) {
-    const auto options = at::TensorOptions().dtype(at::kFloat);
+RowPointers Allocate(RowMetricTensors& r, at::IntArrayRef sizes, const at::TensorOptions& options = at::TensorOptions().dtype(at::kFloat)) {
     for (at::Tensor* t : {&r.entropy, &r.normalized_entropy, &r.spikiness, &r.max_weight, &r.top5_mass, &r.effective_support,
                           &r.sink_mass})
         *t = at::empty(sizes, options);
@@ -264,11 +272,55 @@ Fused<N> CompareFused(const at::Tensor* const (&in)[N], int64_t first) {
     return c;
 }
 
-// What CompareMaps and CompareThreeMaps check of their maps; true when the fused pass takes them.
+#ifdef SSAVIZ_CUDA_KERNELS
+// The same on a CUDA device: metrics_cuda.cu's kernel, one thread block a row.
+template <int N>
+Fused<N> CompareFusedCuda(const at::Tensor* const (&in)[N], int64_t first) {
+    at::Tensor maps[N];
+    const float* pointers[N];
+    for (int m = 0; m < N; ++m) {
+        maps[m] = in[m]->contiguous();
+        pointers[m] = maps[m].template data_ptr<float>();
+    }
+    const int64_t T = maps[0].size(-1), R = maps[0].size(-2);
+    const at::IntArrayRef sizes = maps[0].sizes().slice(0, maps[0].dim() - 1);  // [..., R]
+    const at::TensorOptions options = maps[0].options();
+    Fused<N> c;
+    cuda::RowOutputs out[N];
+    float *js[kPairs<N>], *l1[kPairs<N>];
+    for (int m = 0; m < N; ++m) {
+        const RowPointers o = Allocate(c.metrics[m], sizes, options);
+        out[m] = {o.entropy, o.normalized_entropy, o.spikiness, o.max_weight, o.top5_mass, o.effective_support, o.sink_mass};
+    }
+    for (int k = 0; k < kPairs<N>; ++k) {
+        c.js[k] = at::empty(sizes, options);
+        c.l1[k] = at::empty(sizes, options);
+        js[k] = c.js[k].template data_ptr<float>();
+        l1[k] = c.l1[k].template data_ptr<float>();
+    }
+    const int64_t rows = R > 0 && T > 0 ? maps[0].numel() / T : 0;
+    const char* error = cuda::CompareRows(N, pointers, rows, R, T, first, out, js, l1);
+    TORCH_CHECK(error == nullptr, "the row statistics kernel failed: ", error);
+    return c;
+}
+#endif
+
+// What CompareMaps and CompareThreeMaps check of their maps; true when a fused pass takes them:
+// float32 maps on the CPU, or on a CUDA device where the build has the kernel.
 bool CheckMaps(const char* what, const at::Tensor& p, const at::Tensor& q, int64_t first) {
     TORCH_CHECK(p.sizes() == q.sizes() && p.dim() >= 2 && p.size(-1) >= first + p.size(-2), what, ": maps of shapes ", p.sizes(),
                 " and ", q.sizes(), " are not [..., R, T] of the same shape with T >= ", first, " + R");
-    return p.is_cpu() && q.is_cpu() && p.scalar_type() == at::kFloat && q.scalar_type() == at::kFloat;
+    if (p.scalar_type() != at::kFloat || q.scalar_type() != at::kFloat || p.device() != q.device()) return false;
+    return p.is_cpu() || (p.is_cuda() && kCudaKernels);
+}
+
+// The fused pass of the maps' device (CheckMaps said there is one).
+template <int N>
+Fused<N> FusedPass(const at::Tensor* const (&in)[N], int64_t first) {
+#ifdef SSAVIZ_CUDA_KERNELS
+    if (in[0]->is_cuda()) return CompareFusedCuda<N>(in, first);
+#endif
+    return CompareFused<N>(in, first);
 }
 
 }  // namespace
@@ -305,10 +357,12 @@ at::Tensor L1Distance(const at::Tensor& p, const at::Tensor& q) {
     return (p - q).abs().sum(-1);
 }
 
+bool HasCudaKernels() { return kCudaKernels; }
+
 MapComparison CompareMaps(const at::Tensor& p, const at::Tensor& q, int64_t first) {
     c10::InferenceMode guard;
     if (!CheckMaps("CompareMaps", p, q, first)) return CompareMapsGeneric(p, q, first);
-    Fused<2> f = CompareFused<2>({&p, &q}, first);
+    Fused<2> f = FusedPass<2>({&p, &q}, first);
     return {std::move(f.metrics[0]), std::move(f.metrics[1]), f.js[0], f.l1[0]};
 }
 
@@ -325,7 +379,7 @@ ThreeWayComparison CompareThreeMaps(const at::Tensor& p, const at::Tensor& q, co
     c10::InferenceMode guard;
     const bool fused = CheckMaps("CompareThreeMaps", p, q, first) && CheckMaps("CompareThreeMaps", p, r, first);
     if (!fused) return CompareThreeMapsGeneric(p, q, r, first);
-    Fused<3> f = CompareFused<3>({&p, &q, &r}, first);
+    Fused<3> f = FusedPass<3>({&p, &q, &r}, first);
     return {{std::move(f.metrics[0]), std::move(f.metrics[1]), f.js[0], f.l1[0]}, std::move(f.metrics[2]), f.js[1], f.l1[1], f.js[2], f.l1[2]};
 }
 

@@ -43,11 +43,13 @@ struct MapComparison {
     at::Tensor js;  // [..., T] JS divergence of each p row from its q row, nats
     at::Tensor l1;  // [..., T] sum_j |p - q|
 };
-// On the CPU in float32: one fused pass over each row pair, reading keys 0..i only, so both maps
-// must be causal (zero above the diagonal, as the forward pass makes them; debug builds check).
+// In float32 on the CPU, or on a CUDA device where the build has metrics_cuda.cu's kernel: one
+// fused pass over each row pair, reading keys 0..i only, so both maps must be causal (zero above
+// the diagonal, as the forward pass makes them; debug builds check on the CPU).
 // Elsewhere, CompareMapsGeneric.
 // `first` as for ComputeRowMetrics.
 MapComparison CompareMaps(const at::Tensor& p, const at::Tensor& q, int64_t first = 0);
+bool HasCudaKernels();  // this build has metrics_cuda.cu's kernel (its LibTorch has CUDA)
 // The same from the torch ops above, on any device and for any map; the fused path's reference.
 MapComparison CompareMapsGeneric(const at::Tensor& p, const at::Tensor& q, int64_t first = 0);
 

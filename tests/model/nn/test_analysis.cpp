@@ -147,9 +147,10 @@ TEST_F(OnDemandMaps, ThumbnailsAreBlockMaxima) {
                     const float magnitude = std::max(up, down), tie = 2e-6f;
                     const float kept = difference[at];
                     ASSERT_NEAR(std::abs(kept), magnitude, tie) << l << "," << h << " block " << bi << "," << bj;
-                    if (std::abs(kept) > tie)
+                    if (std::abs(kept) > tie) {
                         ASSERT_GE(kept > 0 ? up : down, magnitude - tie)
                             << l << "," << h << " block " << bi << "," << bj << ": kept " << kept << ", rise " << up << ", fall " << down;
+                    }
                 }
         }
 }

@@ -1,0 +1,110 @@
+// ssaviz_fused_check: the fused row statistics (CompareMaps, CompareThreeMaps) on a device against
+// the torch ops they replace run in float64 on the same device, on random causal maps whose sizes
+// are not multiples of anything (a thread block's 256 keys, a warp's 32), from a later first row
+// too (an edit's), with one-hot and uniform rows. On CUDA the fused pass is metrics_cuda.cu's
+// kernel; on the CPU the SIMD pass (tests/model/nn/test_metrics.cpp checks that one in CI too).
+// Prints each quantity's largest difference; exits 1 when one exceeds its tolerance.
+//   usage: ssaviz_fused_check [--device cpu|cuda]
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "model/nn/metrics.h"
+
+namespace {
+
+// 1e-6 absolute, relative for the unbounded ones (spikiness, effective support); max and sink exact.
+constexpr double kTolerance = 1e-6;
+int g_failures = 0;
+
+void Check(const at::Tensor& fused, const at::Tensor& reference, const std::string& what, bool relative = false, double tolerance = kTolerance) {
+    const at::Tensor f = fused.to(at::kCPU, at::kDouble), r = reference.to(at::kCPU, at::kDouble);
+    at::Tensor d = (f - r).abs();
+    if (relative) d = d / r.abs().clamp_min(1.0);
+    const double worst = d.numel() ? d.max().item<double>() : 0.0;
+    const bool ok = std::isfinite(worst) && worst <= tolerance;
+    if (!ok) ++g_failures;
+    std::printf("  %-34s %.2e%s\n", what.c_str(), worst, ok ? "" : "  FAIL");
+}
+
+void CheckRows(const model::RowMetricTensors& f, const model::RowMetricTensors& g, const std::string& map) {
+    Check(f.entropy, g.entropy, map + " entropy");
+    Check(f.normalized_entropy, g.normalized_entropy, map + " normalized_entropy");
+    Check(f.spikiness, g.spikiness, map + " spikiness", true);
+    Check(f.max_weight, g.max_weight, map + " max_weight", false, 0.0);
+    Check(f.top5_mass, g.top5_mass, map + " top5_mass");
+    Check(f.effective_support, g.effective_support, map + " effective_support", true);
+    Check(f.sink_mass, g.sink_mass, map + " sink_mass", false, 0.0);
+}
+
+// Softmax rows of varied sharpness (scores ~ N(0, scale)), a one-hot and a uniform row.
+at::Tensor RandomCausalMaps(int64_t maps, int64_t T, double scale, uint64_t seed) {
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    at::Tensor scores = at::normal(0.0, scale, {maps, T, T}, gen);
+    scores.masked_fill_(at::ones({T, T}, at::kBool).triu(1), -INFINITY);
+    at::Tensor p = at::softmax(scores, -1);
+    if (T > 3) {
+        p[0][T - 1].zero_();
+        p[0][T - 1][2] = 1.0f;
+        p[0][T - 2].narrow(0, 0, T - 1).fill_(1.0f / static_cast<float>(T - 1));
+    }
+    return p;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string device_name = "cpu";
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) device_name = argv[++i];
+        else {
+            std::fprintf(stderr, "ssaviz_fused_check: unknown argument '%s' (usage: ssaviz_fused_check [--device cpu|cuda])\n", argv[i]);
+            return 2;
+        }
+    }
+    if (device_name == "cuda" && !at::hasCUDA()) {
+        std::fprintf(stderr, "ssaviz_fused_check: no CUDA device (or this LibTorch has no CUDA)\n");
+        return 2;
+    }
+    const at::Device device(device_name == "cuda" ? at::kCUDA : at::kCPU);
+    if (device.is_cuda() && !model::HasCudaKernels()) {
+        std::fprintf(stderr, "ssaviz_fused_check: this build has no CUDA kernel (its LibTorch has CUDA, but CMake did not build metrics_cuda.cu)\n");
+        return 1;
+    }
+    struct Case {
+        int64_t T;
+        double scale;
+    };
+    for (const Case c : {Case{1, 3}, Case{2, 3}, Case{5, 3}, Case{33, 30}, Case{300, 3}, Case{1000, 10}, Case{2077, 1}}) {
+        const at::Tensor p = RandomCausalMaps(3, c.T, c.scale, 11 + c.T).to(device), q = RandomCausalMaps(3, c.T, c.scale, 97 + c.T).to(device),
+                         r = RandomCausalMaps(3, c.T, 3 * c.scale, 5 + c.T).to(device);
+        for (int64_t first : {int64_t{0}, c.T / 2 + 1}) {
+            if (first >= c.T && c.T > 0) continue;
+            auto rows = [&](const at::Tensor& m) { return m.narrow(1, first, c.T - first); };
+            auto wide = [&](const at::Tensor& m) { return rows(m).to(at::kDouble); };
+            std::printf("T = %lld, scores ~ N(0, %g), rows from %lld, %s\n", static_cast<long long>(c.T), c.scale, static_cast<long long>(first),
+                        device.str().c_str());
+            const model::MapComparison two = model::CompareMaps(rows(p), rows(q), first);
+            const model::MapComparison two_ref = model::CompareMapsGeneric(wide(p), wide(q), first);
+            CheckRows(two.p, two_ref.p, "p");
+            CheckRows(two.q, two_ref.q, "q");
+            Check(two.js, two_ref.js, "js p-q");
+            Check(two.l1, two_ref.l1, "l1 p-q");
+            const model::ThreeWayComparison three = model::CompareThreeMaps(rows(p), rows(q), rows(r), first);
+            const model::ThreeWayComparison three_ref = model::CompareThreeMapsGeneric(wide(p), wide(q), wide(r), first);
+            CheckRows(three.r, three_ref.r, "r (three maps)");
+            Check(three.pq.js, two_ref.js, "js p-q (three maps)");
+            Check(three.js_pr, three_ref.js_pr, "js p-r");
+            Check(three.l1_pr, three_ref.l1_pr, "l1 p-r");
+            Check(three.js_qr, three_ref.js_qr, "js q-r");
+            Check(three.l1_qr, three_ref.l1_qr, "l1 q-r");
+        }
+    }
+    std::printf(g_failures ? "%d checks FAILED\n" : "every check passed\n", g_failures);
+    return g_failures ? 1 : 0;
+}

@@ -1,0 +1,134 @@
+// The fused row statistics on a CUDA device (metrics_cuda.h). The torch-op path they replace
+// (CompareMapsGeneric) reads every map about ten times and launches some thirty kernels a block
+// of rows; this reads each row once. The sums are as the CPU's fused pass keeps them: each weight's
+// term in float, the row's sums in double; the five largest weights start at 0 (the weight of
+// every key above the diagonal), so a row of fewer than five keys sums like a top-k of the row.
+#include "model/nn/metrics_cuda.h"
+
+#include <cfloat>
+
+#include <cuda_runtime.h>
+
+namespace model::cuda {
+namespace {
+
+constexpr int kThreads = 256, kWarps = kThreads / 32, kTop = 5;
+
+template <int N>
+constexpr int kPairs = N * (N - 1) / 2;
+__constant__ int kPairFirst[3] = {0, 0, 1}, kPairSecond[3] = {1, 2, 2};
+
+template <int N>
+struct Args {
+    const float* maps[N];
+    RowOutputs out[N];
+    float* js[kPairs<N>];
+    float* l1[kPairs<N>];
+};
+
+// -x ln x with 0 ln 0 = 0; subnormal weights count as FLT_MIN (they add under 1e-36), as on the CPU.
+__device__ __forceinline__ float NegXLogX(float x) { return -x * logf(fmaxf(x, FLT_MIN)); }
+
+// Keeps the kTop largest of what it is given, descending.
+__device__ __forceinline__ void Insert(float* best, float x) {
+    if (!(x > best[kTop - 1])) return;
+    int i = kTop - 1;
+    for (; i > 0 && best[i - 1] < x; --i) best[i] = best[i - 1];
+    best[i] = x;
+}
+
+__device__ __forceinline__ double WarpSum(double v) {
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
+    return v;
+}
+
+template <int N>
+__global__ void __launch_bounds__(kThreads) CompareRowsKernel(Args<N> a, int64_t rows, int64_t R, int64_t T, int64_t first) {
+    constexpr int P = kPairs<N>, Q = 2 * N + 2 * P;  // the sums: each map's entropy and square, each pair's H(m) and L1
+    __shared__ float tops[kThreads][N][kTop];
+    __shared__ double partial[kWarps][Q];
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const int64_t keys = first + row % R + 1;
+        const float* x[N];
+        for (int m = 0; m < N; ++m) x[m] = a.maps[m] + row * T;
+        double sum[Q] = {};
+        float best[N][kTop] = {};
+        for (int64_t j = tid; j < keys; j += kThreads) {
+            float v[N];
+            for (int m = 0; m < N; ++m) {
+                v[m] = x[m][j];
+                sum[m] += NegXLogX(v[m]);
+                sum[N + m] += v[m] * v[m];
+                Insert(best[m], v[m]);
+            }
+            for (int k = 0; k < P; ++k) {
+                const float p = v[kPairFirst[k]], q = v[kPairSecond[k]];
+                sum[2 * N + k] += NegXLogX(0.5f * (p + q));
+                sum[2 * N + P + k] += fabsf(p - q);
+            }
+        }
+        // The sums: within each warp, then the warps' by thread 0.
+        for (int k = 0; k < Q; ++k) {
+            const double s = WarpSum(sum[k]);
+            if (lane == 0) partial[warp][k] = s;
+        }
+        // The five largest: each thread's lists, merged pairwise down to thread 0's.
+        for (int m = 0; m < N; ++m)
+            for (int k = 0; k < kTop; ++k) tops[tid][m][k] = best[m][k];
+        __syncthreads();
+        for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+            if (tid < stride)
+                for (int m = 0; m < N; ++m)
+                    for (int k = 0; k < kTop; ++k) Insert(tops[tid][m], tops[tid + stride][m][k]);
+            __syncthreads();
+        }
+        if (tid == 0) {
+            double total[Q] = {};
+            for (int w = 0; w < kWarps; ++w)
+                for (int k = 0; k < Q; ++k) total[k] += partial[w][k];
+            for (int m = 0; m < N; ++m) {
+                const RowOutputs& o = a.out[m];
+                const double entropy = total[m], square = total[N + m];
+                const float* top = tops[0][m];
+                o.entropy[row] = static_cast<float>(entropy);
+                o.normalized_entropy[row] = keys > 1 ? static_cast<float>(entropy / log(static_cast<double>(keys))) : 0.0f;
+                o.spikiness[row] = static_cast<float>(1.0 / (static_cast<double>(keys) * square));
+                o.max_weight[row] = top[0];
+                o.top5_mass[row] = static_cast<float>(static_cast<double>(top[0]) + top[1] + top[2] + top[3] + top[4]);
+                o.effective_support[row] = static_cast<float>(exp(entropy));
+                o.sink_mass[row] = x[m][0];
+            }
+            // 0.5 KL(p||m) + 0.5 KL(q||m) = H(m) - (H(p) + H(q)) / 2; rounding can dip below 0 for equal rows.
+            for (int k = 0; k < P; ++k) {
+                a.js[k][row] = static_cast<float>(fmax(0.0, total[2 * N + k] - 0.5 * (total[kPairFirst[k]] + total[kPairSecond[k]])));
+                a.l1[k][row] = static_cast<float>(total[2 * N + P + k]);
+            }
+        }
+        __syncthreads();  // `tops` and `partial` are the next row's
+    }
+}
+
+template <int N>
+const char* Launch(const float* const* in, int64_t rows, int64_t R, int64_t T, int64_t first, const RowOutputs* out, float* const* js,
+                   float* const* l1) {
+    Args<N> a;
+    for (int m = 0; m < N; ++m) a.maps[m] = in[m], a.out[m] = out[m];
+    for (int k = 0; k < kPairs<N>; ++k) a.js[k] = js[k], a.l1[k] = l1[k];
+    const unsigned blocks = static_cast<unsigned>(rows < (int64_t{1} << 30) ? rows : (int64_t{1} << 30));
+    CompareRowsKernel<N><<<blocks, kThreads>>>(a, rows, R, T, first);
+    const cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+}
+
+}  // namespace
+
+const char* CompareRows(int maps, const float* const* in, int64_t rows, int64_t R, int64_t T, int64_t first, const RowOutputs* out,
+                        float* const* js, float* const* l1) {
+    if (rows <= 0) return nullptr;
+    if (maps == 2) return Launch<2>(in, rows, R, T, first, out, js, l1);
+    if (maps == 3) return Launch<3>(in, rows, R, T, first, out, js, l1);
+    return "CompareRows takes two or three maps";
+}
+
+}  // namespace model::cuda

@@ -1,0 +1,23 @@
+// The fused row statistics of metrics.h on a CUDA device: one thread block a row reads each map's
+// keys 0..i once and writes every row metric of each map and the JS divergence and L1 distance of
+// each pair. Compiled only where the LibTorch has CUDA (SSAVIZ_CUDA_KERNELS); free of LibTorch and
+// CUDA types, so metrics.cpp includes it as plain C++.
+#pragma once
+
+#include <cstdint>
+
+namespace model::cuda {
+
+// One map's row metrics, device pointers to [rows] float32 (metrics.h's RowMetricTensors).
+struct RowOutputs {
+    float *entropy, *normalized_entropy, *spikiness, *max_weight, *top5_mass, *effective_support, *sink_mass;
+};
+
+// `maps` (2 or 3) point to device float32 [rows, T] maps, row r being query first + r % R (so
+// keys 0..first + r % R, zero above). Pairs in the order (0, 1), then with three (0, 2), (1, 2).
+// Launched on the default stream (LibTorch's unless a caller set another); returns null, or
+// CUDA's message for a failed launch.
+const char* CompareRows(int maps, const float* const* in, int64_t rows, int64_t R, int64_t T, int64_t first, const RowOutputs* out,
+                        float* const* js, float* const* l1);
+
+}  // namespace model::cuda
