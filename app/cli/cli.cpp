@@ -232,93 +232,13 @@ std::vector<ExportFile> RunLensForExport(Runner& runner, const model::Analysis& 
         export_options, TokenLabels(a.tokens), ModelName(runner.Info()));
 }
 
-// --run DIR: each checkpoint of a training run on the text, one model in memory at a time, in step
-// order: its row as a batch summary's (the model-wide means) with every head's entropy, JS to the
-// comparison, sink mass and mean tau_q. A step that fails (another shape, a truncated file) is
-// named and skipped; the rest of the run goes on. run.json and run.csv, each written whole.
-int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const std::string& text) {
-    if (o.batch || options.lens || o.model_dir) throw Failure{kExitUsage, "--run opens each of its checkpoints: not with --batch, --lens or --model"};
-    auto steps = FindRunSteps(*o.run);
-    if (!steps) throw Failure{kExitBadInput, steps.error()};
-    model::UseComputeThreads(model::ResolveComputeThreads());
-    const char* const kHeadValues[] = {"entropy", "js_divergence", "sink_mass", "tau_q_mean"};
-    json rows = json::array(), failures = json::array();
-    std::optional<std::pair<int, int>> shape;  // the first step's layers and heads: every step must have them
-    ProgressBar bar("run");
-    std::string csv = "step,layer,head";
-    for (const char* key : kHeadValues) csv += std::string(",") + key;
-    csv += ",loss_mean\n";
-    for (size_t k = 0; k < steps->size(); ++k) {
-        const RunStep& step = (*steps)[k];
-        const std::string file = fs::path(step.path).filename().string();
-        bar.Update(k, steps->size(), file);
-        auto fail = [&](const std::string& why) {
-            failures.push_back({{"step", step.step}, {"checkpoint", file}, {"error", why}});
-            std::fprintf(stderr, "\rssaviz: step %lld (%s): %s; skipped\n", static_cast<long long>(step.step), model::EscapeForMessage(file).c_str(),
-                         why.c_str());
-        };
-        auto runner = Runner::Open({step.path, o.device.value_or("auto"), o.dtype, o.hints});
-        if (!runner) { fail(runner.error().message); continue; }
-        const model::ModelConfig& c = (*runner)->Info().config;
-        if (shape && *shape != std::pair(c.n_layer, c.n_head)) {
-            fail("has " + std::to_string(c.n_layer) + " layers x " + std::to_string(c.n_head) + " heads, the run's first step " +
-                 std::to_string(shape->first) + " x " + std::to_string(shape->second));
-            continue;
-        }
-        shape = std::pair(c.n_layer, c.n_head);
-        if (auto s = (*runner)->Configure({o.compare, o.ablate.value_or("")}); !s) { fail(s.error().message); continue; }
-        auto tokens = (*runner)->Tokenize(text, o.truncate);
-        if (!tokens) { fail(tokens.error().message); continue; }
-        auto a = (*runner)->Analyze(*tokens);
-        if (!a) { fail(a.error().message); continue; }
-        json row = BatchSummaryRow("step-" + std::to_string(step.step), static_cast<int>(k + 1), *a, options.sink_epsilon);
-        row["step"] = step.step;
-        row["checkpoint"] = file;
-        const std::vector<HeadSummary> heads = SummarizeHeads(*a);
-        const double loss = model::MeanLoss(a->loss);
-        for (const char* key : kHeadValues) {
-            json grid = json::array();
-            for (int l = 0; l < c.n_layer; ++l) {
-                json layer = json::array();
-                for (int h = 0; h < c.n_head; ++h) {
-                    const float v = heads[static_cast<size_t>(l) * c.n_head + h].Get(key);
-                    layer.push_back(std::isfinite(v) ? json(v) : json());
-                }
-                grid.push_back(std::move(layer));
-            }
-            row["heads"][key] = std::move(grid);
-        }
-        for (const HeadSummary& s : heads) {
-            csv += std::to_string(step.step) + "," + std::to_string(s.ref.layer) + "," + std::to_string(s.ref.head);
-            for (const char* key : kHeadValues) {
-                const float v = s.Get(key);
-                char buf[32];
-                std::snprintf(buf, sizeof buf, ",%.9g", v);
-                csv += std::isfinite(v) ? buf : ",";
-            }
-            char buf[32];
-            std::snprintf(buf, sizeof buf, ",%.9g\n", loss);
-            csv += buf;
-        }
-        rows.push_back(std::move(row));
-    }
-    bar.Update(steps->size(), steps->size(), "");
-    if (rows.empty()) throw Failure{kExitBadInput, "--run: no checkpoint of the run could be analysed (" + std::to_string(failures.size()) + " failed)"};
-    fs::create_directories(options.out_dir);
-    const json run = {{"run", *o.run}, {"steps", std::move(rows)}, {"failed", std::move(failures)},
-                      {"about", "per step: the model's means as a batch summary's row, and heads[value][layer][head]"}};
-    if (auto s = model::WriteFileAtomically((fs::path(options.out_dir) / "run.json").string(), run.dump(1) + "\n"); !s) throw Failure{kExitFailure, s.error()};
-    if (auto s = model::WriteFileAtomically((fs::path(options.out_dir) / "run.csv").string(), csv); !s) throw Failure{kExitFailure, s.error()};
-    std::fprintf(stderr, "ssaviz: wrote %s (%zu of %zu steps)\n", options.out_dir.c_str(), run["steps"].size(), steps->size());
-    return run["failed"].empty() ? kExitOk : kExitBadInput;
-}
-
 int CmdExport(const CommandOptions& o) {
     if (o.batch && !o.text_file) throw Failure{kExitUsage, "--batch needs --text-file F"};
     ExportOptions options = o.export_options;
     options.out_dir = o.out;
     if (auto s = CheckExportFolder(options.out_dir); !s) throw Failure{kExitUsage, "--out: " + s.error()};
     std::string text = ReadText(o);
+    if ((o.compare_run || o.steps) && !o.run) throw Failure{kExitUsage, std::string(o.steps ? "--steps" : "--compare-run") + " goes with --run DIR"};
     if (o.run) return CmdExportRun(o, options, text);
     std::vector<BatchText> texts = o.batch ? ReadBatch(*o.text_file, text) : std::vector<BatchText>{{"", text, 0}};
     auto runner = OpenRunner(o);

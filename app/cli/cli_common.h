@@ -50,6 +50,9 @@ private:
     int m_last_tenth = -1;
 };
 
+// cli_run.cpp: `export --run DIR`, the options and text already read.
+int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const std::string& text);
+
 // cli_train.cpp. `typed`: the command line as typed, recorded in train.json.
 int CmdTrain(const CommandOptions& options, const std::string& typed);
 int CmdEval(const CommandOptions& options);

@@ -437,8 +437,17 @@ std::vector<Flag> BuildTable() {
     add(Row({"--run"}, "DIR", {C::Export},
             "a training run: each checkpoint in DIR (iter-NNNNNN-ckpt.pth beside lit_config.json, or checkpoint-N/ folders) on the "
             "text, one at a time, in step order; --out gets run.json and run.csv (per step: the model's means and every head's "
-            "entropy, JS to the comparison, sink mass and mean tau_q); a step that fails is named and skipped",
+            "entropy, JS to the comparison, sink mass and mean tau_q; each head's steps to sparsity) and with png/svg the curves "
+            "(curves/*.png|svg); a step that fails is named and skipped",
             [](CommandOptions& o, const FlagValue& v) { o.run = v.text; }, [](const CommandOptions& o) { return o.run; }));
+    add(Row({"--compare-run"}, "DIR", {C::Export},
+            "with --run: a second run to set beside it step by step (the vanilla run of the same schedule, or another seed); "
+            "run.json gets compare_run, run.csv its rows (run = compare), the curves its mean",
+            [](CommandOptions& o, const FlagValue& v) { o.compare_run = v.text; }, [](const CommandOptions& o) { return o.compare_run; }));
+    add(Row({"--steps"}, "all|N,M", {C::Export},
+            "with --run: these steps' whole exports too, each in OUT/step-NNNNNN/ (a --compare-run's in OUT/compare-run/step-NNNNNN/), "
+            "as `export --model` writes for that checkpoint alone",
+            [](CommandOptions& o, const FlagValue& v) { o.steps = v.text; }, [](const CommandOptions& o) { return o.steps; }));
     add(Row({"--batch"}, "", {C::Export},
             "--text-file holds several texts, one per line, or JSON lines {\"name\": ..., \"text\": ...}; each gets a sub-folder of "
             "--out, and summary.csv / summary.json compare them",

@@ -82,6 +82,8 @@ struct CommandOptions {
     CompareSpec compare;              // --compare vanilla|local|unedited|DIR (app/core/run.h)
     bool batch = false;               // --batch (export)
     std::optional<std::string> run;   // --run DIR (export): a training run's checkpoints, step by step
+    std::optional<std::string> compare_run;  // --compare-run DIR (export --run): a second run beside it
+    std::optional<std::string> steps;        // --steps all|N,M (export --run): steps exported whole
 
     GenerationSpec generate;  // generate's --tokens, --temperature, --top-k, --seed
     NewModelOptions new_model;

@@ -111,6 +111,35 @@ TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
         EXPECT_EQ(timeline["steps"][1]["heads"]["sink_mass"][l][h], head["ssa"]["sink_mass"]);
         EXPECT_EQ(timeline["steps"][1]["heads"]["js_divergence"][l][h], head["js_divergence"]);
     }
+    // --steps: step 1000's whole export as step-001000/, what `export --model` wrote for it alone;
+    // --compare-run: a second run beside it (here step 100's checkpoint at steps 100 and 1000), in
+    // run.json, run.csv and the curves.
+    const std::string second = dir + "/second";
+    fs::create_directories(second);
+    for (const char* f : {"lit_config.json", "vocab.json", "merges.txt"}) fs::copy_file(dir + "/a/" + f, second + "/" + f);
+    fs::copy_file(dir + "/a/lit_model.pth", second + "/iter-000100-ckpt.pth");
+    fs::copy_file(dir + "/a/lit_model.pth", second + "/iter-001000-ckpt.pth");
+    r = Ssaviz({"export", "--run", run, "--compare-run", second, "--steps", "1000", "--text", text, "--out", dir + "/both", "--format", "json,png"});
+    EXPECT_EQ(r.code, 3) << r.err;  // the two broken steps of the first run
+    const json steps_json = json::parse(ReadFile(dir + "/both/step-001000/metrics.json"));
+    EXPECT_EQ(steps_json["heads"], single["heads"]);
+    EXPECT_TRUE(fs::exists(dir + "/both/compare-run/step-001000/metrics.json"));
+    EXPECT_FALSE(fs::exists(dir + "/both/step-000100"));
+    const json both = json::parse(ReadFile(dir + "/both/run.json"));
+    ASSERT_EQ(both["compare_run"]["steps"].size(), 2u);
+    EXPECT_EQ(both["compare_run"]["steps"][1]["heads"]["entropy"], timeline["steps"][0]["heads"]["entropy"]);  // the same checkpoint
+    ASSERT_EQ(both["steps_to_sparsity"].size(), 2u);
+    ASSERT_EQ(both["steps_to_sparsity"][0].size(), 2u);
+    const std::string both_csv = ReadFile(dir + "/both/run.csv");
+    EXPECT_EQ(both_csv.substr(0, both_csv.find('\n')), "run,step,layer,head,entropy,js_divergence,sink_mass,tau_q_mean,loss_mean");
+    EXPECT_NE(both_csv.find("\ncompare,1000,1,1,"), std::string::npos);
+    for (const char* curve : {"entropy", "js_divergence", "sink_mass", "tau_q_mean", "loss"})
+        EXPECT_TRUE(fs::exists(dir + "/both/curves/" + curve + ".png")) << curve;
+    ExpectOneLineError(Ssaviz({"export", "--run", run, "--steps", "700", "--text", text, "--out", dir + "/x"}), 2, "step 700 is not one of the run's");
+    ExpectOneLineError(Ssaviz({"export", "--run", run, "--steps", "1e3", "--text", text, "--out", dir + "/x"}), 2, "'1e3' is not a step number");
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--steps", "all", "--text", text, "--out", dir + "/x"}), 2, "--steps goes with --run");
+    ExpectOneLineError(Ssaviz({"export", "--run", run, "--compare-run", dir + "/a", "--text", text, "--out", dir + "/x"}), 3,
+                       "--compare-run: ");
     // Not a run: one line each.
     ExpectOneLineError(Ssaviz({"export", "--run", dir + "/a", "--text", text, "--out", dir + "/x"}), 3, "holds no checkpoints");
     ExpectOneLineError(Ssaviz({"export", "--run", dir + "/nothing", "--text", text, "--out", dir + "/x"}), 3, "is not a folder");
