@@ -27,7 +27,7 @@ std::optional<int64_t> StepIn(const std::string& name, const std::string& prefix
 }  // namespace
 
 model::Result<std::vector<RunStep>> FindRunSteps(const std::string& dir) {
-    const std::string shown = "--run '" + model::EscapeForMessage(dir) + "'";
+    const std::string shown = "run folder '" + model::EscapeForMessage(dir) + "'";
     std::error_code ec;
     if (!fs::is_directory(fs::symlink_status(dir, ec)) && !fs::is_directory(dir, ec)) return model::Fail(shown + " is not a folder");
     std::map<int64_t, std::string> steps;

@@ -32,6 +32,7 @@
 #include "app/core/examples.h"
 #include "app/core/names.h"
 #include "app/core/run.h"
+#include "app/core/timeline.h"
 #include "app/export/batch.h"
 #include "app/export/export.h"
 #include "app/export/export_figures.h"
@@ -809,6 +810,14 @@ PYBIND11_MODULE(_ssaviz, m) {
             d["text"] = x.text;
             out.append(d);
         }
+        return out;
+    });
+    // A training run's checkpoints in step order ([(step, path)]), as `export --run` finds them.
+    m.def("run_steps", [](const std::string& dir) {
+        auto steps = app::FindRunSteps(dir);
+        if (!steps) throw py::value_error(steps.error());
+        std::vector<std::pair<int64_t, std::string>> out;
+        for (const app::RunStep& s : *steps) out.emplace_back(s.step, s.path);
         return out;
     });
     // The catalogue of quantities (app/core/quantities.h), for the package's documentation.

@@ -587,3 +587,4 @@ def examples():
 
 
 from ._batch import export_batch  # noqa: E402
+from ._run import Run, RunAnalysis, load_run  # noqa: E402

@@ -1,0 +1,99 @@
+"""ssaviz.load_run: a training run's checkpoints on one text, stacked by step, each step equal to its
+checkpoint analysed alone and to `ssaviz export --run`'s run.json; a broken checkpoint named and
+skipped; on a Dask LocalCluster the same arrays as the serial run."""
+
+import json
+import os
+import shutil
+import warnings
+
+import numpy as np
+import pytest
+
+import ssaviz
+from conftest import run_cli
+
+TEXT = "The cat sat on the mat and looked at the dog."
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """Three Pythia-shaped lit-gpt checkpoints (steps 100, 200, 300) and a truncated one (250)."""
+    root = tmp_path_factory.mktemp("run")
+    run = root / "run"
+    run.mkdir()
+    for seed in (1, 2, 3):
+        run_cli("init-random", "--out", str(root / f"m{seed}"), "--family", "pythia", "--layout", "lit", "--layers", "2", "--heads", "2",
+                "--embd", "32", "--query-form", "exp_exp,none", "--seed", str(seed))
+    for f in ("lit_config.json", "vocab.json", "merges.txt"):
+        shutil.copy(root / "m1" / f, run / f)
+    for seed, step in ((1, 100), (2, 200), (3, 300)):
+        shutil.copy(root / f"m{seed}" / "lit_model.pth", run / f"iter-{step:06d}-ckpt.pth")
+    (run / "iter-000250-ckpt.pth").write_bytes((root / "m2" / "lit_model.pth").read_bytes()[:5000])
+    return run
+
+
+def serial(run_dir):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        analysis = ssaviz.load_run(run_dir).analyze(TEXT)
+    return analysis, caught
+
+
+def test_each_step_equals_its_checkpoint_alone(run_dir):
+    run = ssaviz.load_run(run_dir)
+    assert run.steps == [100, 200, 250, 300] and len(run) == 4
+    analysis, caught = serial(run_dir)
+    assert list(analysis.steps) == [100, 200, 300]
+    assert [f["step"] for f in analysis.failed] == [250]
+    assert "iter-000250-ckpt.pth" in analysis.failed[0]["error"]
+    assert any("step 250" in str(w.message) for w in caught)
+    for k, step in enumerate(analysis.steps):
+        with run.model(int(step)) as model:
+            alone = model.analyze(TEXT)
+            for name in ("entropy", "js", "sink_mass", "entropy_compare"):
+                assert np.array_equal(analysis.arrays(name)[k], alone.metrics[name]), (step, name)
+            assert np.array_equal(analysis.arrays("tau_q")[k], alone.tau_q)
+            assert np.array_equal(analysis.arrays("loss")[k], alone.loss)
+    assert analysis.head("entropy").shape == (3, 2, 2)
+    assert analysis.loss_mean.shape == (3,)
+    with pytest.raises(ValueError, match="step 7 is not one of the run's 4 steps"):
+        run.model(7)
+    with pytest.raises(KeyError, match="'nope' is not one of the run's arrays"):
+        analysis.arrays("nope")
+
+
+def test_the_same_numbers_as_export_run(run_dir, tmp_path):
+    analysis, _ = serial(run_dir)
+    code, _, err = run_cli("export", "--run", str(run_dir), "--text", TEXT, "--out", str(tmp_path / "out"), check=False)
+    assert code == 3, err  # the truncated step
+    timeline = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert [s["step"] for s in timeline["steps"]] == list(analysis.steps)
+    for k, step in enumerate(timeline["steps"]):
+        # metrics.json's head means (C++, float) against numpy's mean of the same rows.
+        np.testing.assert_allclose(np.array(step["heads"]["entropy"], dtype=np.float64), analysis.head("entropy")[k], rtol=0, atol=1e-6)
+        np.testing.assert_allclose(np.array(step["heads"]["sink_mass"], dtype=np.float64), analysis.head("sink_mass")[k], rtol=0, atol=1e-6)
+    sparse = analysis.steps_to_sparsity()
+    want = np.array([[-1 if v is None else v for v in row] for row in timeline["steps_to_sparsity"]])
+    assert np.array_equal(sparse, want)
+
+
+def test_not_a_run_is_one_clear_error(run_dir):
+    with pytest.raises(ValueError, match="holds no checkpoints"):
+        ssaviz.load_run(os.path.dirname(run_dir))
+    with pytest.raises(ValueError, match="is not a folder"):
+        ssaviz.load_run(str(run_dir / "nothing"))
+
+
+def test_dask_local_cluster_runs_the_checkpoints_on_its_workers(run_dir):
+    distributed = pytest.importorskip("distributed")
+    expected, _ = serial(run_dir)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            analysis = ssaviz.load_run(run_dir).analyze(TEXT, client=client)
+    assert list(analysis.steps) == list(expected.steps)
+    assert [f["step"] for f in analysis.failed] == [250]
+    for name in expected.keys():
+        assert np.array_equal(analysis.arrays(name), expected.arrays(name)), name
