@@ -249,7 +249,7 @@ void WriteCurves(const std::vector<const Timeline*>& runs, const ExportOptions& 
 int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const std::string& text) {
     if (o.batch || options.lens || o.model_dir) throw Failure{kExitUsage, "--run opens each of its checkpoints: not with --batch, --lens or --model"};
     auto steps = FindRunSteps(*o.run);
-    if (!steps) throw Failure{kExitBadInput, steps.error()};
+    if (!steps) throw Failure{kExitBadInput, "--run: " + steps.error()};
     std::optional<std::vector<RunStep>> compare_steps;
     if (o.compare_run) {
         auto found = FindRunSteps(*o.compare_run);

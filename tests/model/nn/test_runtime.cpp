@@ -24,7 +24,7 @@ TEST(Runtime, TheDefaultIsEveryUsableCoreLessWhatIsKept) {
     EXPECT_EQ(model::ResolveComputeThreads().count, usable);
     EXPECT_EQ(model::ResolveComputeThreads(1).count, std::max(1, usable - 1));
     EXPECT_EQ(model::ResolveComputeThreads(1000).count, 1);
-    if (usable > 1) EXPECT_NE(model::ResolveComputeThreads(1).why.find("1 kept for the window"), std::string::npos);
+    if (usable > 1) { EXPECT_NE(model::ResolveComputeThreads(1).why.find("1 kept for the window"), std::string::npos); }
 
     setenv("SSAVIZ_THREADS", "5", 1);
     EXPECT_EQ(model::ResolveComputeThreads(1).count, 5);
