@@ -36,9 +36,6 @@ using nlohmann::json;
 
 namespace {
 
-// The head values a timeline keeps for every step and head.
-const char* const kHeadValues[] = {"entropy", "js_divergence", "sink_mass", "tau_q_mean"};
-
 std::string StepFolder(int64_t step) {
     char name[32];
     std::snprintf(name, sizeof name, "step-%06lld", static_cast<long long>(step));
@@ -67,13 +64,10 @@ std::set<int64_t> ChosenSteps(const std::optional<std::string>& flag, const std:
     return chosen;
 }
 
-// One run's steps on the text.
+// One run's steps on the text, and run.json's rows and failures.
 struct Timeline {
-    std::string dir, label;  // label: "run" or "compare run", as the files and messages name it
+    RunTimeline t;
     json rows = json::array(), failures = json::array();
-    std::vector<int64_t> steps;                   // the steps analysed, in order
-    std::vector<std::vector<HeadSummary>> heads;  // each analysed step's heads
-    std::vector<float> loss;                      // each analysed step's mean loss on the text
 };
 
 struct RunContext {
@@ -89,8 +83,8 @@ struct RunContext {
 Timeline AnalyseRun(RunContext& ctx, const std::string& dir, const std::string& label, const std::vector<RunStep>& steps,
                     const std::set<int64_t>& full, const fs::path& step_root) {
     Timeline t;
-    t.dir = dir;
-    t.label = label;
+    t.t.dir = dir;
+    t.t.label = label;
     for (const RunStep& step : steps) {
         const std::string file = fs::path(step.path).filename().string();
         ctx.bar.Update(ctx.done++, ctx.total, file);
@@ -119,11 +113,12 @@ Timeline AnalyseRun(RunContext& ctx, const std::string& dir, const std::string& 
             if (auto s = ResolveExportHeads(&one, c.n_layer, c.n_head); !s) throw Failure{kExitUsage, s.error()};
             if (auto s = WriteExport(ctx.text, *a, (*runner)->Info(), one); !s) throw Failure{kExitFailure, s.error()};
         }
-        json row = BatchSummaryRow(StepFolder(step.step), static_cast<int>(t.steps.size() + 1), *a, ctx.options.sink_epsilon);
+        json row = BatchSummaryRow(StepFolder(step.step), static_cast<int>(t.t.steps.size() + 1), *a, ctx.options.sink_epsilon);
         row["step"] = step.step;
         row["checkpoint"] = file;
-        std::vector<HeadSummary> heads = SummarizeHeads(*a);
-        for (const char* key : kHeadValues) {
+        t.t.Add(step.step, file, *a);
+        const std::vector<HeadSummary>& heads = t.t.heads.back();
+        for (const char* key : kRunHeadValues) {
             json grid = json::array();
             for (int l = 0; l < c.n_layer; ++l) {
                 json layer = json::array();
@@ -136,9 +131,6 @@ Timeline AnalyseRun(RunContext& ctx, const std::string& dir, const std::string& 
             row["heads"][key] = std::move(grid);
         }
         t.rows.push_back(std::move(row));
-        t.steps.push_back(step.step);
-        t.heads.push_back(std::move(heads));
-        t.loss.push_back(static_cast<float>(model::MeanLoss(a->loss)));
     }
     return t;
 }
@@ -150,98 +142,49 @@ std::string Number(float v) {
     return buf;
 }
 
-void AddCsvRows(const Timeline& t, const char* run, std::string* csv) {
+void AddCsvRows(const RunTimeline& t, const char* run, std::string* csv) {
     for (size_t k = 0; k < t.steps.size(); ++k)
         for (const HeadSummary& s : t.heads[k]) {
             *csv += std::string(run) + "," + std::to_string(t.steps[k]) + "," + std::to_string(s.ref.layer) + "," + std::to_string(s.ref.head);
-            for (const char* key : kHeadValues) *csv += "," + Number(s.Get(key));
+            for (const char* key : kRunHeadValues) *csv += "," + Number(s.Get(key));
             *csv += "," + Number(t.loss[k]) + "\n";
         }
 }
 
-// Each head's steps to sparsity: the first step at which its mean entropy on the text is below
-// half of its entropy at the run's first analysed step (null: never, or no entropy to halve).
-json StepsToSparsity(const Timeline& t, int layers, int heads) {
+json TimelineJson(const Timeline& t) {
+    const std::vector<int64_t> sparse = StepsToSparsity(t.t);
     json grid = json::array();
-    for (int l = 0; l < layers; ++l) {
+    for (int l = 0; l < t.t.n_layer; ++l) {
         json row = json::array();
-        for (int h = 0; h < heads; ++h) {
-            const size_t i = static_cast<size_t>(l) * heads + h;
-            json found;
-            const float first = t.heads.empty() ? NAN : t.heads[0][i].Get("entropy");
-            for (size_t k = 0; k < t.steps.size() && std::isfinite(first) && first > 0; ++k)
-                if (t.heads[k][i].Get("entropy") < 0.5f * first) {
-                    found = t.steps[k];
-                    break;
-                }
-            row.push_back(found);
+        for (int h = 0; h < t.t.n_head; ++h) {
+            const int64_t step = sparse[static_cast<size_t>(l) * t.t.n_head + h];
+            row.push_back(step < 0 ? json() : json(step));
         }
         grid.push_back(std::move(row));
     }
-    return grid;
+    return {{"run", t.t.dir}, {"steps", t.rows}, {"failed", t.failures}, {"steps_to_sparsity", std::move(grid)}};
 }
 
-json TimelineJson(const Timeline& t, int layers, int heads) {
-    return {{"run", t.dir}, {"steps", t.rows}, {"failed", t.failures}, {"steps_to_sparsity", StepsToSparsity(t, layers, heads)}};
-}
-
-// One quantity of a timeline as a curve: per layer the mean over its heads, and over every head.
-RunCurve Curve(const Timeline& t, const char* key, int layers, int heads) {
-    RunCurve c;
-    c.label = t.label;
-    for (int64_t s : t.steps) c.steps.push_back(static_cast<float>(s));
-    c.layers.assign(static_cast<size_t>(layers), {});
-    for (size_t k = 0; k < t.steps.size(); ++k) {
-        double all = 0;
-        int all_n = 0;
-        for (int l = 0; l < layers; ++l) {
-            double sum = 0;
-            int n = 0;
-            for (int h = 0; h < heads; ++h) {
-                const float v = t.heads[k][static_cast<size_t>(l) * heads + h].Get(key);
-                if (std::isfinite(v)) sum += v, ++n;
-            }
-            c.layers[l].push_back(n ? static_cast<float>(sum / n) : NAN);
-            all += sum;
-            all_n += n;
-        }
-        c.all.push_back(all_n ? static_cast<float>(all / all_n) : NAN);
-    }
-    return c;
-}
-
-void WriteCurves(const std::vector<const Timeline*>& runs, const ExportOptions& options, int layers, int heads) {
+void WriteCurves(const std::vector<const RunTimeline*>& runs, const ExportOptions& options) {
     if (!options.png && !options.svg) return;
     std::string error;
     if (!viz::LoadFigureFonts(&error)) throw Failure{kExitFailure, "run curves: " + error};
     const fs::path dir = fs::path(options.out_dir) / "curves";
     fs::create_directories(dir);
-    auto write = [&](const std::string& name, const viz::Plot& plot) {
-        const viz::Figure figure = viz::PlotFigure(plot);
-        const std::string base = (dir / name).string();
+    std::vector<std::string> keys(std::begin(kRunHeadValues), std::end(kRunHeadValues));
+    keys.push_back("loss");
+    for (const std::string& key : keys) {
+        std::vector<RunCurve> curves;
+        for (const RunTimeline* t : runs) curves.push_back(CurveOf(*t, key));
+        const viz::Figure figure = viz::PlotFigure(RunCurvesPlot(key, curves));
+        const std::string base = (dir / key).string();
         if (options.png) {
             const std::vector<uint8_t> png = viz::EncodePng(viz::RasterizeFigure(figure));
             if (auto s = model::WriteFileAtomically(base + ".png", std::string(png.begin(), png.end())); !s) throw Failure{kExitFailure, s.error()};
         }
         if (options.svg)
             if (auto s = model::WriteFileAtomically(base + ".svg", viz::FigureToSvg(figure)); !s) throw Failure{kExitFailure, s.error()};
-    };
-    for (const char* key : kHeadValues) {
-        std::vector<RunCurve> curves;
-        for (const Timeline* t : runs) curves.push_back(Curve(*t, key, layers, heads));
-        const HeadValue* v = FindHeadValue(key);
-        const std::string label = v ? v->label : key;
-        write(key, RunCurvesPlot(label + " against training step (mean over heads)", label, curves));
     }
-    std::vector<RunCurve> loss;
-    for (const Timeline* t : runs) {
-        RunCurve c;
-        c.label = t->label + ", loss on the text";
-        for (int64_t s : t->steps) c.steps.push_back(static_cast<float>(s));
-        c.all = t->loss;
-        loss.push_back(std::move(c));
-    }
-    write("loss", RunCurvesPlot("Loss on the text against training step", "mean loss (nats)", loss));
 }
 
 }  // namespace
@@ -271,23 +214,22 @@ int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const st
     }
     ctx.bar.Update(ctx.total, ctx.total, "");
     if (run.rows.empty()) throw Failure{kExitBadInput, "--run: no checkpoint of the run could be analysed (" + std::to_string(run.failures.size()) + " failed)"};
-    const auto [layers, heads] = *ctx.shape;
     fs::create_directories(out);
-    json timeline = TimelineJson(run, layers, heads);
+    json timeline = TimelineJson(run);
     timeline["about"] =
         "per step: the model's means as a batch summary's row, and heads[value][layer][head]; steps_to_sparsity[layer][head]: the first "
         "step whose mean entropy is below half of the first step's (null: never)";
-    if (compare) timeline["compare_run"] = TimelineJson(*compare, layers, heads);
+    if (compare) timeline["compare_run"] = TimelineJson(*compare);
     std::string csv = "run,step,layer,head";
-    for (const char* key : kHeadValues) csv += std::string(",") + key;
+    for (const char* key : kRunHeadValues) csv += std::string(",") + key;
     csv += ",loss_mean\n";
-    AddCsvRows(run, "run", &csv);
-    if (compare) AddCsvRows(*compare, "compare", &csv);
+    AddCsvRows(run.t, "run", &csv);
+    if (compare) AddCsvRows(compare->t, "compare", &csv);
     if (auto s = model::WriteFileAtomically((out / "run.json").string(), timeline.dump(1) + "\n"); !s) throw Failure{kExitFailure, s.error()};
     if (auto s = model::WriteFileAtomically((out / "run.csv").string(), csv); !s) throw Failure{kExitFailure, s.error()};
-    std::vector<const Timeline*> curves = {&run};
-    if (compare && !compare->rows.empty()) curves.push_back(&*compare);
-    WriteCurves(curves, options, layers, heads);
+    std::vector<const RunTimeline*> curves = {&run.t};
+    if (compare && !compare->rows.empty()) curves.push_back(&compare->t);
+    WriteCurves(curves, options);
     const size_t failed = run.failures.size() + (compare ? compare->failures.size() : 0);
     std::fprintf(stderr, "ssaviz: wrote %s (%zu of %zu steps%s)\n", options.out_dir.c_str(), run.rows.size(), steps->size(),
                  compare ? (", compare run " + std::to_string(compare->rows.size()) + " of " + std::to_string(compare_steps->size())).c_str() : "");

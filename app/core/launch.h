@@ -33,7 +33,7 @@ struct LaunchOptions {
     std::optional<CompareSpec> compare;  // --compare / --base, over a session's
 
     // The right pane's tabs, in order; --tab names them in lower case with '-' for ' ' (TabFlag).
-    static constexpr const char* kTabs[] = {"Heads", "Matrix", "Temperatures", "Table", "Sparsity", "Next token", "What-ifs", "Fine-tune", "Lens"};
+    static constexpr const char* kTabs[] = {"Heads", "Matrix", "Temperatures", "Table", "Sparsity", "Next token", "What-ifs", "Fine-tune", "Lens", "Run"};
 
     // Once the first analysis is shown (screenshots, tests): --continue N appends N tokens as
     // Continue (Ctrl+G) does, with the session's generation settings; --rank-heads ranks the heads.
@@ -43,6 +43,9 @@ struct LaunchOptions {
     bool global_pass = false;
     // --lens: run the logit lens and attribution once the first analysis is shown (the Lens tab).
     bool lens = false;
+    // --run DIR: a training run; the window opens its last step and the Run tab, and runs the
+    // timeline of the text over every step once the first analysis is shown.
+    std::string run;
     // --big-model N: a model on a CPU with N parameters or more opens with the layer-local
     // comparison (app/core/model_scale.h; tests lower it to reach the big-model path on a small model).
     int64_t big_model_parameters = kBigModelParameters;

@@ -434,11 +434,12 @@ std::vector<Flag> BuildTable() {
     add(Row({"--truncate"}, "", kText, "a text longer than the model's context: keep its first tokens instead of refusing it",
             [](CommandOptions& o, const FlagValue&) { o.truncate = true; }, [](const CommandOptions& o) { return On(o.truncate); })
             .InSession({"truncate", Kept::Switch}));
-    add(Row({"--run"}, "DIR", {C::Export},
+    add(Row({"--run"}, "DIR", {C::Export, C::Window},
             "a training run: each checkpoint in DIR (iter-NNNNNN-ckpt.pth beside lit_config.json, or checkpoint-N/ folders) on the "
             "text, one at a time, in step order; --out gets run.json and run.csv (per step: the model's means and every head's "
             "entropy, JS to the comparison, sink mass and mean tau_q; each head's steps to sparsity) and with png/svg the curves "
-            "(curves/*.png|svg); a step that fails is named and skipped",
+            "(curves/*.png|svg); a step that fails is named and skipped. The window opens the run's last step and its Run tab: a "
+            "step slider, Play, and the curves of the text over every step",
             [](CommandOptions& o, const FlagValue& v) { o.run = v.text; }, [](const CommandOptions& o) { return o.run; }));
     add(Row({"--compare-run"}, "DIR", {C::Export},
             "with --run: a second run to set beside it step by step (the vanilla run of the same schedule, or another seed); "

@@ -1,12 +1,54 @@
 #include "app/export/run_curves.h"
 
+#include <cmath>
+
 namespace app {
 
-viz::Plot RunCurvesPlot(const std::string& title, const std::string& y_label, const std::vector<RunCurve>& runs) {
+void RunTimeline::Add(int64_t step, const std::string& checkpoint, const model::Analysis& a) {
+    n_layer = a.n_layer;
+    n_head = a.n_head;
+    steps.push_back(step);
+    checkpoints.push_back(checkpoint);
+    heads.push_back(SummarizeHeads(a));
+    loss.push_back(static_cast<float>(model::MeanLoss(a.loss)));
+}
+
+RunCurve CurveOf(const RunTimeline& t, const std::string& key) {
+    RunCurve c;
+    c.label = t.label;
+    for (int64_t s : t.steps) c.steps.push_back(static_cast<float>(s));
+    if (key == "loss") {
+        c.label += ", loss on the text";
+        c.all = t.loss;
+        return c;
+    }
+    c.layers.assign(static_cast<size_t>(t.n_layer), {});
+    for (const std::vector<HeadSummary>& heads : t.heads) {
+        double all = 0;
+        int all_n = 0;
+        for (int l = 0; l < t.n_layer; ++l) {
+            double sum = 0;
+            int n = 0;
+            for (int h = 0; h < t.n_head; ++h) {
+                const float v = heads[static_cast<size_t>(l) * t.n_head + h].Get(key);
+                if (std::isfinite(v)) sum += v, ++n;
+            }
+            c.layers[l].push_back(n ? static_cast<float>(sum / n) : NAN);
+            all += sum;
+            all_n += n;
+        }
+        c.all.push_back(all_n ? static_cast<float>(all / all_n) : NAN);
+    }
+    return c;
+}
+
+viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& runs, bool points) {
     viz::Plot plot;
-    plot.Options.Title = title;
+    const HeadValue* v = key == "loss" ? nullptr : FindHeadValue(key);
+    const std::string label = key == "loss" ? "mean loss on the text (nats)" : v ? v->label : key;
+    plot.Options.Title = key == "loss" ? "Loss on the text against training step" : label + " against training step (mean over heads)";
     plot.Options.XLabel = "training step";
-    plot.Options.YLabel = y_label;
+    plot.Options.YLabel = label;
     plot.Options.Width = 720;
     plot.Options.Height = 440;
     if (runs.empty()) return plot;
@@ -20,21 +62,37 @@ viz::Plot RunCurvesPlot(const std::string& title, const std::string& y_label, co
         s.Color.a = 150;  // the layers behind the means
         plot.Series.push_back(std::move(s));
     }
-    // The means on top: the run's in black, a second run's in grey, each with dots at its steps.
+    // The means on top: the run's in black, a second run's in grey.
     const viz::Rgba8 kMeanColors[] = {{20, 20, 20, 255}, {128, 128, 128, 255}};
     for (size_t r = 0; r < runs.size() && r < 2; ++r) {
-        const std::string name = runs[r].label + (runs[r].layers.empty() ? "" : ", every head");
         for (viz::SeriesKind kind : {viz::SeriesKind::Line, viz::SeriesKind::Points}) {
+            if (kind == viz::SeriesKind::Points && !points) continue;
             viz::PlotSeries s;
             s.Kind = kind;
-            s.Name = kind == viz::SeriesKind::Line ? name : "";
+            s.Name = kind == viz::SeriesKind::Line ? runs[r].label + (runs[r].layers.empty() ? "" : ", every head") : "";
             s.X = runs[r].steps;
             s.Y = runs[r].all;
             s.Color = kMeanColors[r];
+            if (!points && r == 0) s.Color = {235, 235, 235, 255};  // the window's dark theme
             plot.Series.push_back(std::move(s));
         }
     }
     return plot;
+}
+
+std::vector<int64_t> StepsToSparsity(const RunTimeline& t) {
+    std::vector<int64_t> out(static_cast<size_t>(t.n_layer) * t.n_head, -1);
+    if (t.heads.empty()) return out;
+    for (size_t i = 0; i < out.size(); ++i) {
+        const float first = t.heads[0][i].Get("entropy");
+        if (!std::isfinite(first) || !(first > 0)) continue;
+        for (size_t k = 0; k < t.steps.size(); ++k)
+            if (t.heads[k][i].Get("entropy") < 0.5f * first) {
+                out[i] = t.steps[k];
+                break;
+            }
+    }
+    return out;
 }
 
 }  // namespace app

@@ -1,25 +1,50 @@
-// A training run's curves (SPEC section 11): one quantity against step, a line for each layer (the
-// mean over its heads) and one for every head together, and the same mean of a second run (the
-// vanilla run of the same schedule, another seed) on the same axes. Written once as a plot
-// description (viz/plot.h), so a file and the window draw the same curves.
+// A training run on one text (SPEC section 11), as `ssaviz export --run` and the window's Run tab
+// keep it: each analysed step's head summaries and mean loss; the curves drawn from it (a quantity
+// against step: a line for each layer, the mean over its heads, and one for every head together,
+// and a second run's mean on the same axes), written once as a plot description (viz/plot.h) so a
+// file and the window draw the same curves; and each head's steps to sparsity.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "app/export/head_summary.h"
 #include "viz/plot.h"
 
 namespace app {
 
+struct RunTimeline {
+    std::string dir;    // the run's folder
+    std::string label;  // "run", "compare run": as files, legends and messages name it
+    int n_layer = 0, n_head = 0;
+    std::vector<int64_t> steps;                   // the steps analysed, in order
+    std::vector<std::string> checkpoints;         // their files' names
+    std::vector<std::vector<HeadSummary>> heads;  // each analysed step's heads [L * H]
+    std::vector<float> loss;                      // each analysed step's mean loss on the text
+    // Adds one step's analysis (its shape must be the timeline's, or the timeline's first).
+    void Add(int64_t step, const std::string& checkpoint, const model::Analysis& a);
+};
+
+// The head values a timeline follows, in the files' order; and "loss", the mean loss on the text.
+inline constexpr const char* kRunHeadValues[] = {"entropy", "js_divergence", "sink_mass", "tau_q_mean"};
+
 // One run's values of one quantity over its steps.
 struct RunCurve {
-    std::string label;                        // "run", "compare run": the legend's
+    std::string label;                        // the legend's
     std::vector<float> steps;                 // [S]
     std::vector<std::vector<float>> layers;   // [L][S]: the mean over each layer's heads; empty: none
     std::vector<float> all;                   // [S]: the mean over every head (or the quantity itself, a loss)
 };
+// `key`: one of kRunHeadValues, or "loss".
+RunCurve CurveOf(const RunTimeline& t, const std::string& key);
 
-// The first run's layers and both runs' means against step.
-viz::Plot RunCurvesPlot(const std::string& title, const std::string& y_label, const std::vector<RunCurve>& runs);
+// The first run's layers and the runs' means against step; `points` adds a dot at each step (files;
+// the window draws lines only and reads values on hover).
+viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& runs, bool points = true);
+
+// Each head's steps to sparsity [L * H]: the first step at which its mean entropy on the text is
+// below half of its entropy at the run's first analysed step; -1: never (or no entropy to halve).
+std::vector<int64_t> StepsToSparsity(const RunTimeline& t);
 
 }  // namespace app

@@ -380,7 +380,11 @@ bool SaveScreenshot(const std::string& path, int width, int height, const Window
                             {"token_color", ToString(v.token_color)},
                             {"token_scope", ToString(v.token_scope)},
                             {"map_zoom", v.map_view.zoom},
-                            {"map_pan", {v.map_view.pan_x, v.map_view.pan_y}}};
+                            {"map_pan", {v.map_view.pan_x, v.map_view.pan_y}},
+                            {"run_step", state.run_step >= 0 && state.run_step < static_cast<int>(state.run_steps.size())
+                                             ? nlohmann::json(state.run_steps[state.run_step].step) : nlohmann::json()},
+                            {"timeline_steps", state.timeline ? nlohmann::json(state.timeline->timeline.steps) : nlohmann::json::array()},
+                            {"timeline_failed", state.timeline ? nlohmann::json(state.timeline->failed) : nlohmann::json::array()}};
     return model::WriteFileAtomically(path + ".json", nlohmann::json{{"width", width}, {"height", height}, {"regions", regions}, {"state", shown}}
                                                           .dump(1, ' ', false, nlohmann::json::error_handler_t::replace) +
                                                       "\n")

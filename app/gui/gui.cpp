@@ -40,6 +40,7 @@
 #include "app/gui/views/view_heatmap.h"
 #include "app/gui/views/view_interventions.h"
 #include "app/gui/views/view_lens.h"
+#include "app/gui/views/view_run.h"
 #include "app/gui/views/view_matrix.h"
 #include "app/gui/views/view_model.h"
 #include "app/gui/views/view_open.h"
@@ -76,6 +77,7 @@ struct Views {
     InterventionsView interventions;
     FineTuneView finetune;
     LensView lens;
+    RunView run;
     ModelView model;
     HelpView help;
     GraphView graph;
@@ -125,6 +127,13 @@ public:
         m_show_export = options.show == "export";
         m_state.show_help = options.show == "help";
         m_state.show_demo = options.show == "demo";
+        if (!options.run.empty()) {  // a training run: the model is its last step (ResolveLaunch)
+            m_state.run_dir = options.run;
+            if (auto steps = FindRunSteps(options.run)) m_state.run_steps = std::move(*steps);
+            m_state.run_step = static_cast<int>(m_state.run_steps.size()) - 1;
+            m_start_timeline = true;
+            m_state.settings.right_tab = "Run";
+        }
         for (const char* tab : LaunchOptions::kTabs)
             if (options.show == TabFlag(tab)) m_state.settings.right_tab = tab;
         // --layer, --head, --query, --map: where the window opens (checked once the model is open).
@@ -276,6 +285,11 @@ public:
                     m_state.lens = e.lens;
                     m_state.lens_running = false;
                     break;
+                case Kind::Timeline:
+                    if (e.request != m_timeline_request) break;
+                    m_state.timeline = e.timeline;
+                    m_state.timeline_running = !e.timeline->done;
+                    break;
                 case Kind::HeadImpacts:
                     if (e.request != m_ranking_request) break;
                     m_state.head_impacts = e.impacts;
@@ -286,6 +300,7 @@ public:
                     m_twin_expected = false;
                     m_state.global_pass_running = false;
                     if (e.request == m_lens_request) m_state.lens_running = false;
+                    if (e.request == m_timeline_request) m_state.timeline_running = false;
                     break;
             }
             // A model or twin change makes the current result stale.
@@ -295,7 +310,7 @@ public:
         }
         const bool was_busy = m_state.busy;
         m_state.busy = m_worker.Busy();
-        if (!m_state.busy) m_state.lens_running = false;  // a lens stopped by a newer request says nothing
+        if (!m_state.busy) m_state.lens_running = m_state.timeline_running = false;  // a job stopped by a newer request says nothing
         if (m_state.busy && !was_busy) m_busy_since_ms = NowMs();
         m_state.busy_ms = m_state.busy ? NowMs() - m_busy_since_ms : 0.0;
         const bool requests_pending =
@@ -380,6 +395,7 @@ public:
                     tab("What-ifs", [&] { m_views.interventions.Draw(m_state); });
                     tab("Fine-tune", [&] { m_views.finetune.Draw(m_state); });
                     tab("Lens", [&] { m_views.lens.Draw(m_state); });
+                    tab("Run", [&] { m_views.run.Draw(m_state); });
                     ImGui::EndTabBar();
                 }
             }
@@ -445,11 +461,45 @@ public:
             RequestAnalysis();
             m_glyphs_dirty = true;
         }
-        if (std::exchange(m_state.cancel_job_request, false)) m_worker.Cancel();
+        if (std::exchange(m_state.cancel_job_request, false)) {
+            m_worker.Cancel();
+            m_timeline_wanted = false;
+        }
         if (std::exchange(m_state.lens_request, false) && m_state.analysis && !m_state.generating) {
             const model::Analysis& a = *m_state.analysis;
             m_lens_request = m_worker.RunLens(a.tokens.ids, !a.compare_label.empty() && a.comparison != model::Comparison::Unedited, a.compare_label);
             m_state.lens_running = true;
+        }
+        if (std::exchange(m_state.timeline_request, false) && !m_state.run_dir.empty() && !m_state.generating) {
+            const bool same = m_state.timeline && m_state.timeline->text == m_state.text;
+            m_timeline_request = m_worker.RunTimelineOf(m_state.run_dir, m_state.text, m_state.truncate, same ? m_state.timeline : nullptr);
+            m_state.timeline_running = true;
+            m_timeline_wanted = true;
+        }
+        // A timeline stopped by another request (a step opened, the comparison changed) goes on once
+        // the window is idle, while the text is the one it ran.
+        if (m_timeline_wanted && !m_state.busy && !m_worker.Readying() && !m_state.timeline_running && m_state.timeline &&
+            !m_state.timeline->done && m_state.timeline->text == m_state.text)
+            m_state.timeline_request = true;
+        // Play: the next step once this one's analysis has been shown for kPlayStepMs.
+        if (m_state.run_playing) {
+            const int k = m_state.run_step;
+            const bool shown = m_state.analysis && !m_state.busy && m_state.model && k >= 0 && k < static_cast<int>(m_state.run_steps.size()) &&
+                               m_state.model->dir == m_state.run_steps[k].path;
+            if (!shown) m_step_shown_ms = NowMs();
+            else if (NowMs() - m_step_shown_ms > kPlayStepMs) {
+                if (k + 1 < static_cast<int>(m_state.run_steps.size())) m_state.run_step_request = k + 1;
+                else m_state.run_playing = false;
+                m_step_shown_ms = NowMs();
+            }
+            m_state.want_frame = true;
+        }
+        if (m_state.run_step_request) {  // the Run tab's slider or Play: open that step's checkpoint
+            const int k = *std::exchange(m_state.run_step_request, std::nullopt);
+            if (k >= 0 && k < static_cast<int>(m_state.run_steps.size()) && k != m_state.run_step) {
+                m_state.run_step = k;
+                m_state.open_model_request = m_state.run_steps[k].path;
+            }
         }
         if (std::exchange(m_state.rank_heads_request, false) && m_state.model && !m_state.generating) {
             m_ranking_request = m_worker.RankHeads(m_state.text, m_state.truncate);
@@ -489,7 +539,7 @@ public:
     bool Settled() const override {
         if (m_views.checkpoint.Showing()) return true;  // waiting for the user, not the model
         if (m_state.busy || m_worker.Readying() || m_twin_expected || m_state.generating || m_state.ranking_heads || m_state.lens_running ||
-            m_state.lens_request || m_start_lens)
+            m_state.lens_request || m_start_lens || m_state.timeline_running || m_state.timeline_request || m_start_timeline)
             return false;
         if (m_start_continue > 0 || m_start_rank_heads || m_state.continue_request || m_state.rank_heads_request) return false;
         if (m_start_global_pass || m_state.layer_local_request || m_state.global_pass_running) return false;
@@ -517,6 +567,7 @@ private:
         if (std::exchange(m_start_rank_heads, false)) m_state.rank_heads_request = true;
         if (std::exchange(m_start_global_pass, false)) m_state.RequestGlobalPass(true);
         if (std::exchange(m_start_lens, false)) m_state.lens_request = true;
+        if (std::exchange(m_start_timeline, false)) m_state.timeline_request = true;
     }
 
     // Which comparison the menu, the model panel and Ctrl+T show, without a twin.
@@ -837,6 +888,7 @@ private:
     bool m_start_rank_heads = false;  // --rank-heads, likewise
     bool m_start_global_pass = false; // --global-pass, likewise
     bool m_start_lens = false;         // --lens: run the lens once the first analysis is shown
+    bool m_start_timeline = false;     // --run: run the timeline once the first analysis is shown
     std::string m_base_dir;  // a session's "base" folder; "": the one beside the model
     bool m_start_place = false;       // --layer, --head or --query given: checked once the model is open
     bool m_scale_chosen = false;      // a session set the temperature scale (FitTemperatureScale leaves it)
@@ -847,6 +899,10 @@ private:
     uint64_t m_generation_request = 0;                  // the running Continue, 0 when none
     uint64_t m_ranking_request = 0;                     // the last heads ranking
     uint64_t m_lens_request = 0;                        // the last lens asked for
+    uint64_t m_timeline_request = 0;                    // the last timeline asked for
+    bool m_timeline_wanted = false;                     // asked for and not cancelled: resumed when idle
+    double m_step_shown_ms = 0;                         // Play: when the shown step's analysis arrived
+    static constexpr double kPlayStepMs = 700;
     bool m_glyphs_dirty = true;
     std::vector<double> m_shown_latencies;  // of the requests the last frame shown answered
     InferenceWorker m_worker;  // last: stops (joins) before the state it reports into goes away

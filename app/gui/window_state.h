@@ -4,9 +4,11 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "app/core/state.h"
+#include "app/core/timeline.h"
 #include "app/gui/worker.h"
 
 namespace app {
@@ -43,6 +45,16 @@ struct WindowState : AppState {
     std::shared_ptr<const LensPair> lens;
     bool lens_request = false;
     bool lens_running = false;
+    // A training run (the Run tab, --run DIR): its steps in order and the one shown (the open
+    // model is that step's checkpoint), a step asked for, and the timeline of a text over the run.
+    std::string run_dir;
+    std::vector<RunStep> run_steps;
+    int run_step = -1;                  // index into run_steps; -1: the open model is none of them
+    std::optional<int> run_step_request;
+    bool run_playing = false;           // Play: the next step once this one's analysis is shown
+    std::shared_ptr<const RunTrack> timeline;
+    bool timeline_request = false;
+    bool timeline_running = false;
 };
 
 }  // namespace app

@@ -1,8 +1,11 @@
 #include "app/gui/worker.h"
 
 #include <chrono>
+#include <filesystem>
 
 #include "app/core/examples.h"
+#include "app/core/timeline.h"
+#include "model/io/files.h"
 
 namespace app {
 
@@ -85,6 +88,13 @@ uint64_t InferenceWorker::RunLens(std::vector<int32_t> ids, bool compare, std::s
     r.compare_label = std::move(compare_label);
     return Push(std::move(r));
 }
+uint64_t InferenceWorker::RunTimelineOf(const std::string& dir, const std::string& text, bool truncate, std::shared_ptr<const RunTrack> resume) {
+    Request r(Request::Kind::Timeline, dir);
+    r.text = text;
+    r.truncate = truncate;
+    r.resume = std::move(resume);
+    return Push(std::move(r));
+}
 uint64_t InferenceWorker::Continue(const std::string& text, bool truncate, const GenerationSpec& settings) {
     Request r(Request::Kind::Continue, text);
     r.truncate = truncate;
@@ -145,7 +155,7 @@ void InferenceWorker::Loop() {
             m_cancel = false;
             m_busy = true;
             m_in_job = request.kind == Request::Kind::RankHeads || request.kind == Request::Kind::Continue ||
-                       request.kind == Request::Kind::Lens;
+                       request.kind == Request::Kind::Lens || request.kind == Request::Kind::Timeline;
         }
         try {
             Handle(request);
@@ -163,6 +173,7 @@ void InferenceWorker::Handle(const Request& r) {
             auto runner = Runner::Open({r.arg, r.device, r.dtype, r.hints});
             if (!runner) return Emit({Kind::Error, {}, nullptr, runner.error().message, r.id});
             m_runner = std::move(*runner);
+            m_opened = {r.arg, r.device, r.dtype, r.hints};
             // A big model opens with the cheap comparison; m_compare stays what was asked for.
             CompareSpec compare = m_compare;
             if (compare.kind == CompareKind::Global && ScaleOf(m_runner->Info(), m_big_parameters).big) compare = CompareKind::LayerLocal;
@@ -239,6 +250,60 @@ void InferenceWorker::Handle(const Request& r) {
         case Request::Kind::RankHeads: return RankHeadsJob(r);
         case Request::Kind::Continue: return ContinueJob(r);
         case Request::Kind::Lens: return LensJob(r);
+        case Request::Kind::Timeline: return TimelineJob(r);
+    }
+}
+
+void InferenceWorker::TimelineJob(const Request& r) {
+    using Kind = WorkerEvent::Kind;
+    auto steps = FindRunSteps(r.arg);
+    if (!steps) return Emit({Kind::Error, {}, nullptr, steps.error(), r.id});
+    RunTrack track;
+    if (r.resume && r.resume->timeline.dir == r.arg && r.resume->text == r.text && r.resume->total == steps->size()) track = *r.resume;
+    track.timeline.dir = r.arg;
+    track.timeline.label = "run";
+    track.text = r.text;
+    track.total = steps->size();
+    auto post = [&] {
+        WorkerEvent e{Kind::Timeline, {}, nullptr, "", r.id, NowMs() - r.start_ms};
+        e.timeline = std::make_shared<const RunTrack>(track);
+        Emit(std::move(e));
+    };
+    m_progress = static_cast<float>(track.tried) / static_cast<float>(steps->size());
+    for (size_t k = track.tried; k < steps->size(); ++k) {
+        if (Superseded()) return;  // what was posted stays, shown as stopped
+        const RunStep& step = (*steps)[k];
+        const std::string file = std::filesystem::path(step.path).filename().string();
+        auto fail = [&](const std::string& why) {
+            track.failed.push_back("step " + std::to_string(step.step) + " (" + model::EscapeForMessage(file) + "): " + why);
+        };
+        {  // the step's model is let go before the next one opens
+            ModelSpec spec = m_opened;
+            spec.path = step.path;
+            auto runner = Runner::Open(spec);
+            if (!runner) {
+                fail(runner.error().message);
+            } else if (const model::ModelConfig& c = (*runner)->Info().config;
+                       !track.timeline.steps.empty() && (c.n_layer != track.timeline.n_layer || c.n_head != track.timeline.n_head)) {
+                fail("has " + std::to_string(c.n_layer) + " layers x " + std::to_string(c.n_head) + " heads, the run's first step " +
+                     std::to_string(track.timeline.n_layer) + " x " + std::to_string(track.timeline.n_head));
+            } else if (auto s = (*runner)->SetCompare(m_compare); !s) {
+                fail(s.error().message);
+            } else if (auto tokens = (*runner)->engine().Tokenize(r.text, r.truncate); !tokens) {
+                fail(tokens.error());
+            } else {
+                model::AnalyzeOptions options;
+                options.cancel = &m_cancel;
+                auto a = (*runner)->Analyze(*tokens, options);
+                if (!a && m_cancel) return;
+                if (a) track.timeline.Add(step.step, file, *a);
+                else fail(a.error().message);
+            }
+        }
+        m_progress = static_cast<float>(k + 1) / static_cast<float>(steps->size());
+        track.tried = k + 1;
+        track.done = k + 1 == steps->size();
+        post();
     }
 }
 

@@ -26,6 +26,7 @@
 #include "app/core/model_scale.h"
 #include "app/core/run.h"
 #include "app/core/state.h"
+#include "app/export/run_curves.h"
 #include "model/nn/analysis.h"
 
 namespace app {
@@ -38,8 +39,19 @@ struct LensPair {
     std::optional<model::Lens> compare;  // tau = 1, the twin, or with a base its weights at tau = 1
 };
 
+// A training run's timeline of one text (the Run tab): its steps analysed so far, each opened on
+// its own, and those that failed.
+struct RunTrack {
+    RunTimeline timeline;
+    std::string text;                 // the text it ran
+    std::vector<std::string> failed;  // "step N (file): why"
+    size_t total = 0;                 // the run's steps
+    size_t tried = 0;                 // steps tried so far, in order (analysed or failed)
+    bool done = false;                // every step tried
+};
+
 struct WorkerEvent {
-    enum class Kind { ModelOpened, TwinOpened, TwinClosed, ComparisonSet, InterventionsSet, Analysis, Generated, HeadImpacts, Lens, Error };
+    enum class Kind { ModelOpened, TwinOpened, TwinClosed, ComparisonSet, InterventionsSet, Analysis, Generated, HeadImpacts, Lens, Timeline, Error };
     WorkerEvent() = default;
     WorkerEvent(Kind k, std::optional<model::ModelInfo> i, std::shared_ptr<const model::Analysis> a, std::string e, uint64_t id,
                 double latency = 0)
@@ -55,6 +67,7 @@ struct WorkerEvent {
     bool last = false;                                  // Generated: the last step of its request
     std::shared_ptr<const HeadImpacts> impacts;         // HeadImpacts: the heads ranked so far
     std::shared_ptr<const LensPair> lens;               // Lens
+    std::shared_ptr<const RunTrack> timeline;           // Timeline: after each step
     std::shared_ptr<const std::vector<std::string>> vocab;  // ModelOpened: [V] each id's bytes
     model::Comparison comparison = model::Comparison::Counterfactual;  // ModelOpened, ComparisonSet: what runs now
     std::string twin_beside;  // ModelOpened: the twin or base model shipped beside it (TwinBeside); empty: none
@@ -87,6 +100,11 @@ public:
     // The logit lens and attribution of `ids` (the shown analysis's), SSA and, with `compare`, its
     // comparison: a job (any newer request stops it), its progress in Progress().
     uint64_t RunLens(std::vector<int32_t> ids, bool compare, std::string compare_label);
+    // Every checkpoint of the run in `dir` on `text`, each opened on its own beside the shown model
+    // (device, dtype and comparison as the shown model's), one at a time: a job (any newer request
+    // stops it), a Timeline event after each step, its progress in Progress().
+    // `resume`: a timeline of the same run and text stopped part way; its steps are not run again.
+    uint64_t RunTimelineOf(const std::string& dir, const std::string& text, bool truncate, std::shared_ptr<const RunTrack> resume = nullptr);
     // Models with this many parameters or more open with the layer-local comparison (on a CPU).
     void SetBigModelParameters(int64_t parameters) { m_big_parameters = parameters; }
     void Cancel() { m_cancel = true; }  // stops the running analysis or job
@@ -103,7 +121,7 @@ public:
 
 private:
     struct Request {
-        enum class Kind { OpenModel, OpenTwin, CloseTwin, SetComparison, Analyze, SetInterventions, RankHeads, Continue, Lens };
+        enum class Kind { OpenModel, OpenTwin, CloseTwin, SetComparison, Analyze, SetInterventions, RankHeads, Continue, Lens, Timeline };
         explicit Request(Kind k, std::string argument = "") : kind(k), arg(std::move(argument)) {}
         Kind kind;
         uint64_t id = 0;
@@ -119,6 +137,8 @@ private:
         std::vector<int32_t> ids;  // Lens
         bool lens_compare = false;
         std::string compare_label;
+        std::string text;  // Timeline (arg: the run's folder)
+        std::shared_ptr<const RunTrack> resume;
     };
 
     uint64_t Push(Request request);
@@ -129,12 +149,14 @@ private:
     void RankHeadsJob(const Request& r);
     void ContinueJob(const Request& r);
     void LensJob(const Request& r);
+    void TimelineJob(const Request& r);
     // The analysis as the UI gets it: shared, with the shown head's maps already built.
     std::shared_ptr<const model::Analysis> Share(model::Analysis analysis);
 
     std::function<void()> m_wake;
     std::unique_ptr<Runner> m_runner;  // touched only by the worker thread
     CompareSpec m_compare;                                                // kept across models
+    ModelSpec m_opened;                                                   // how the shown model was opened (a timeline's steps open so)
     std::vector<model::Intervention> m_interventions;                     // kept across models they fit
 
     std::mutex m_mutex;

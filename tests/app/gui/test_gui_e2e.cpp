@@ -249,6 +249,49 @@ TEST(EndToEnd, TheLensTabShowsWhatEachLayerWrites) {
     }
 }
 
+// Issue 36: --run opens a training run's last step and the Run tab, runs the timeline of the text
+// over every step (a truncated checkpoint named and skipped) and draws its curves and each head's
+// steps to sparsity.
+TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_run", run = dir + "/run";
+    fs::remove_all(dir);
+    fs::create_directories(run);
+    for (const char* seed : {"1", "2", "3"}) {
+        const std::string cmd = std::string(SSAVIZ_BINARY) + " init-random --out " + dir + "/m" + seed +
+                                " --family pythia --layout lit --layers 2 --heads 2 --embd 32 --query-form exp_exp,none --seed " + seed;
+        ASSERT_EQ(RunCommand(cmd, dir + "/init.log"), 0) << ReadFile(dir + "/init.log");
+    }
+    for (const char* f : {"lit_config.json", "vocab.json", "merges.txt"}) fs::copy_file(dir + "/m1/" + f, run + "/" + f);
+    fs::copy_file(dir + "/m1/lit_model.pth", run + "/iter-000100-ckpt.pth");
+    fs::copy_file(dir + "/m2/lit_model.pth", run + "/iter-000200-ckpt.pth");
+    fs::copy_file(dir + "/m3/lit_model.pth", run + "/iter-000400-ckpt.pth");
+    std::ofstream(run + "/iter-000300-ckpt.pth") << ReadFile(dir + "/m2/lit_model.pth").substr(0, 4000);
+    const std::string png = dir + "/shot.png";
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --run " + run + " --text 'The cat sat on the mat and looked at the dog.'" +
+                             " --screenshot " + png + " --frames 4",
+                         dir + "/log.txt"),
+              0)
+        << ReadFile(dir + "/log.txt");
+    const nlohmann::json meta = nlohmann::json::parse(ReadFile(png + ".json"), nullptr, false);
+    ASSERT_TRUE(meta.is_object() && meta.contains("state")) << ReadFile(dir + "/log.txt");
+    const nlohmann::json& state = meta["state"];
+    EXPECT_EQ(state["tab"], "Run");
+    EXPECT_EQ(state["run_step"], 400);
+    EXPECT_EQ(state["model"], run + "/iter-000400-ckpt.pth");
+    EXPECT_EQ(state["timeline_steps"], nlohmann::json({100, 200, 400}));
+    ASSERT_EQ(state["timeline_failed"].size(), 1u);
+    EXPECT_NE(state["timeline_failed"][0].get<std::string>().find("step 300 (iter-000300-ckpt.pth)"), std::string::npos);
+    const Picture p = Load(png);
+    for (const char* region : {"run_curves", "run_sparsity"}) {
+        ASSERT_TRUE(meta["regions"].contains(region)) << region << " " << meta["regions"].dump();
+        const nlohmann::json r = meta["regions"][region];
+        EXPECT_GT(DistinctColours(p, r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 6u) << region;
+    }
+    // Not a run: one line, before any window.
+    EXPECT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --run " + dir + "/m1 --frames 2", dir + "/bad.txt"), 3);
+    EXPECT_NE(ReadFile(dir + "/bad.txt").find("holds no checkpoints"), std::string::npos) << ReadFile(dir + "/bad.txt");
+}
+
 // Issue 38: no display is one line (GLFW's reason inside ssaviz's), not GLFW's line and then ours.
 TEST(EndToEnd, NoDisplayIsOneLine) {
     const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_no_display";

@@ -1,0 +1,141 @@
+#include "app/gui/views/view_run.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iterator>
+
+#include <imgui.h>
+
+#include "model/io/files.h"
+#include "viz/imgui/plot.h"
+#include "viz/imgui/widgets.h"
+
+namespace app {
+namespace {
+
+// The curves the tab offers: the timeline's head values, then the loss on the text.
+const char* const kCurveLabels[] = {"entropy", "JS to the comparison", "sink mass", "mean tau_q", "loss on the text"};
+constexpr int kCurves = static_cast<int>(std::size(kRunHeadValues)) + 1;
+static_assert(std::size(kCurveLabels) == kCurves, "a label for each curve");
+
+std::string CurveKey(int k) { return k < kCurves - 1 ? kRunHeadValues[k] : "loss"; }
+
+std::string FileName(const std::string& path) { return std::filesystem::path(path).filename().string(); }
+
+}  // namespace
+
+void RunView::Draw(WindowState& state) {
+    if (state.run_dir.empty()) {
+        ImGui::TextWrapped("No training run is open. Start the window with --run DIR: a folder of iter-NNNNNN-ckpt.pth files beside "
+                           "their lit_config.json (as the official code saves them) or Hugging Face checkpoint-N/ folders. The "
+                           "window opens the last step; here a slider moves through the steps, and the curves show how the "
+                           "attention and temperatures on the text grew over training.");
+        return;
+    }
+    if (state.run_steps.empty()) {
+        ImGui::TextWrapped("The run '%s' holds no checkpoints this ssaviz can find.", model::EscapeForMessage(state.run_dir).c_str());
+        return;
+    }
+    DrawSteps(state);
+    ImGui::Separator();
+    DrawTimeline(state);
+}
+
+void RunView::DrawSteps(WindowState& state) {
+    const int S = static_cast<int>(state.run_steps.size());
+    ImGui::Text("%s: %d checkpoints, steps %lld .. %lld", model::EscapeForMessage(FileName(state.run_dir), 60).c_str(), S,
+                static_cast<long long>(state.run_steps.front().step), static_cast<long long>(state.run_steps.back().step));
+    int k = std::clamp(state.run_step, 0, S - 1);
+    ImGui::BeginDisabled(k <= 0);
+    if (ImGui::ArrowButton("##previous", ImGuiDir_Left)) state.run_step_request = k - 1;
+    ImGui::EndDisabled();
+    viz::ItemTooltip("The previous step's checkpoint.");
+    ImGui::SameLine();
+    ImGui::BeginDisabled(k + 1 >= S);
+    if (ImGui::ArrowButton("##next", ImGuiDir_Right)) state.run_step_request = k + 1;
+    ImGui::EndDisabled();
+    viz::ItemTooltip("The next step's checkpoint.");
+    ImGui::SameLine();
+    if (ImGui::Button(state.run_playing ? "Pause" : "Play")) {
+        state.run_playing = !state.run_playing;
+        if (state.run_playing && k + 1 >= S) state.run_step_request = 0;  // from the start again
+    }
+    viz::ItemTooltip("Steps through the run, each checkpoint's analysis shown in every view for a moment.");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(-1);
+    const std::string shown = "step " + std::to_string(state.run_steps[k].step);
+    int dragged = k;
+    ImGui::SliderInt("##step", &dragged, 0, S - 1, shown.c_str(), ImGuiSliderFlags_AlwaysClamp);
+    if (ImGui::IsItemDeactivatedAfterEdit()) state.run_step_request = dragged;  // on release: one checkpoint opened
+    viz::ItemTooltip("Drag to a step and let go: that checkpoint opens, and every view shows its analysis of the text.");
+    const std::string& path = state.run_steps[k].path;
+    const bool open = state.model && state.model->dir == path;
+    ImGui::TextDisabled("%s %s", open ? "showing" : "opening", model::EscapeForMessage(FileName(path), 80).c_str());
+}
+
+void RunView::DrawTimeline(WindowState& state) {
+    const RunTrack* t = state.timeline.get();
+    const bool current = t && t->text == state.text;
+    ImGui::BeginDisabled(state.timeline_running);
+    if (ImGui::Button(t && current && !t->done ? "Go on with the timeline" : t ? "Run the timeline again" : "Run the timeline"))
+        state.timeline_request = true;
+    ImGui::EndDisabled();
+    viz::ItemTooltip("Every checkpoint of the run on the shown text, one opened at a time beside the shown model (`ssaviz export "
+                     "--run` writes the same numbers).");
+    ImGui::SameLine();
+    if (state.timeline_running && t) ImGui::TextDisabled("%zu of %zu steps...", t->tried, t->total);
+    else if (state.timeline_running) ImGui::TextDisabled("opening the first step...");
+    else if (!t) ImGui::TextDisabled("the curves of the text over training: not run yet");
+    else if (!current) ImGui::TextDisabled("the text changed since it ran");
+    else if (!t->done) ImGui::TextDisabled("stopped at %zu of %zu steps", t->tried, t->total);
+    ImGui::SameLine();
+    viz::HelpMarker("Each checkpoint runs the text with the shown comparison. A curve is a head value's mean over each layer's "
+                    "heads (coloured) and over every head (white) against the training step; the shown step is marked.\n"
+                    "Steps to sparsity: the first step at which a head's mean entropy on the text is below half of its entropy "
+                    "at the run's first step ('-': never). A head that gets there sooner found its distinct, sparse attention sooner.");
+    if (!t || t->timeline.steps.empty()) {
+        for (const std::string& f : t ? t->failed : std::vector<std::string>{}) ImGui::TextWrapped("failed: %s", f.c_str());
+        return;
+    }
+    ImGui::SetNextItemWidth(220);
+    ImGui::Combo("curve", &m_key, kCurveLabels, kCurves);
+    if (m_for != state.timeline || m_plot_key != m_key) {
+        m_for = state.timeline;
+        m_plot_key = m_key;
+        m_plot = RunCurvesPlot(CurveKey(m_key), {CurveOf(t->timeline, CurveKey(m_key))}, /*points=*/false);
+        m_sparse = StepsToSparsity(t->timeline);
+    }
+    if (state.run_step >= 0 && state.run_step < static_cast<int>(state.run_steps.size()))
+        m_plot.Options.XMarker = static_cast<float>(state.run_steps[state.run_step].step);
+    const ImVec2 at = ImGui::GetCursorScreenPos();
+    const float plot_h = std::max(160.0f, ImGui::GetContentRegionAvail().y * 0.55f);
+    viz::DrawPlot("##run_curves", ImVec2(0, plot_h), m_plot);
+    state.regions["run_curves"] = Rect{at.x, at.y, ImGui::GetItemRectSize().x, plot_h};
+
+    const RunTimeline& tl = t->timeline;
+    ImGui::TextUnformatted("Steps to sparsity (layer x head)");
+    const ImVec2 grid_at = ImGui::GetCursorScreenPos();
+    if (ImGui::BeginTable("##sparsity", tl.n_head + 1, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
+        ImGui::TableSetupColumn("");
+        for (int h = 0; h < tl.n_head; ++h) ImGui::TableSetupColumn(("H" + std::to_string(h)).c_str());
+        ImGui::TableHeadersRow();
+        for (int l = 0; l < tl.n_layer; ++l) {
+            ImGui::TableNextRow();
+            ImGui::TableNextColumn();
+            ImGui::Text("L%d", l);
+            for (int h = 0; h < tl.n_head; ++h) {
+                ImGui::TableNextColumn();
+                const int64_t step = m_sparse[static_cast<size_t>(l) * tl.n_head + h];
+                if (step < 0) ImGui::TextDisabled("-");
+                else ImGui::Text("%lld", static_cast<long long>(step));
+            }
+        }
+        ImGui::EndTable();
+    }
+    state.regions["run_sparsity"] = Rect{grid_at.x, grid_at.y, ImGui::GetItemRectSize().x, ImGui::GetCursorScreenPos().y - grid_at.y};
+    if (!t->failed.empty() && ImGui::CollapsingHeader(("Steps that failed (" + std::to_string(t->failed.size()) + ")").c_str()))
+        for (const std::string& f : t->failed) ImGui::TextWrapped("%s", f.c_str());
+}
+
+}  // namespace app

@@ -1,0 +1,31 @@
+// The Run tab (SPEC section 11): a training run as a timeline. A step slider, previous / next and
+// Play over the run's checkpoints (the open model is the chosen step's); the curves of the text
+// over every step (each head value's mean per layer and over every head, or the loss, against
+// step, the shown step marked), computed in the background one checkpoint at a time; each head's
+// steps to sparsity. `ssaviz export --run` writes the same numbers and curves.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "app/gui/window_state.h"
+#include "viz/plot.h"
+
+namespace app {
+
+class RunView {
+public:
+    void Draw(WindowState& state);
+
+private:
+    void DrawSteps(WindowState& state);
+    void DrawTimeline(WindowState& state);
+
+    int m_key = 0;  // the curve shown: kRunHeadValues, then the loss
+    std::shared_ptr<const RunTrack> m_for;  // what m_plot and m_sparse were made for
+    int m_plot_key = -1;
+    viz::Plot m_plot;
+    std::vector<int64_t> m_sparse;
+};
+
+}  // namespace app
