@@ -14,6 +14,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "model/nn/attention_maps_torch.h"
 #include "model/nn/metrics.h"
 
 namespace {
@@ -40,6 +41,18 @@ void CheckRows(const model::RowMetricTensors& f, const model::RowMetricTensors& 
     Check(f.top5_mass, g.top5_mass, map + " top5_mass");
     Check(f.effective_support, g.effective_support, map + " effective_support", true);
     Check(f.sink_mass, g.sink_mass, map + " sink_mass", false, 0.0);
+}
+
+// Thumbnail pooling (PoolThumbnails: on CUDA a kernel, on the CPU one pass) against torch's
+// max_pool2d on the same device, exactly: maxima, and the difference of largest magnitude.
+void CheckPooling(const at::Tensor& p, const at::Tensor& q, int pool, const std::string& at_what) {
+    const model::Pooled fused = model::PoolThumbnails(p, q, pool);
+    auto block_max = [&](const at::Tensor& m) { return at::max_pool2d(m, {pool, pool}, {pool, pool}, {0, 0}, {1, 1}, true); };
+    const at::Tensor d = p - q, up = block_max(d), down = block_max(-d);
+    const at::Tensor difference = at::where(up >= down * (1 - 1e-5f), up, -down);
+    Check(fused.p, block_max(p), "pool " + std::to_string(pool) + " max of p" + at_what, false, 0.0);
+    Check(fused.q, block_max(q), "pool " + std::to_string(pool) + " max of q" + at_what, false, 0.0);
+    Check(fused.difference, difference, "pool " + std::to_string(pool) + " difference" + at_what, false, 0.0);
 }
 
 // Softmax rows of varied sharpness (scores ~ N(0, scale)), a one-hot and a uniform row.
@@ -104,6 +117,8 @@ int main(int argc, char** argv) {
             Check(three.js_qr, three_ref.js_qr, "js q-r");
             Check(three.l1_qr, three_ref.l1_qr, "l1 q-r");
         }
+        for (int pool : {2, 3, 7, 32})
+            if (pool < c.T) CheckPooling(p, q, pool, "");
     }
     std::printf(g_failures ? "%d checks FAILED\n" : "every check passed\n", g_failures);
     return g_failures ? 1 : 0;

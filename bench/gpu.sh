@@ -14,7 +14,9 @@
 #   4. where the time goes: the 8,192-token analysis under nsys (when the machine has it), the
 #      CUDA kernels ranked by time.
 #   usage: bash bench/gpu.sh OUT            (from the project's root, on the GPU machine)
-#          SSAVIZ_GPU_STAGES="fused exact small tiny profile" picks stages (all by default); the whole run
+#          SSAVIZ_GPU_STAGES="fused exact small tiny profile" picks stages (all by default);
+#          SSAVIZ_GPU_SMALL_TOKENS=1024,4096, SSAVIZ_GPU_TINY_TOKENS="1024 8192" and SSAVIZ_GPU_TINY_BASELINE=1
+#          (the defaults) the sizes, to fit what is left of a session's device time; the whole run
 #          takes about 5 minutes on an H200 with 16 cores, so one device session can run it twice.
 set -uo pipefail
 stages=${SSAVIZ_GPU_STAGES:-fused exact small tiny profile}
@@ -123,7 +125,7 @@ if want small; then
 stage "GPT-2 small's shape on CUDA against PyTorch CUDA"
 small="$work/gpt2-small"
 "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
-timeout 90 "$build/ssaviz_bench" --model "$small" --device "$dev" --python "$py" --tokens 1024,4096 --repeats 3 2>&1 | tee "$out/bench-small.txt"
+timeout 90 "$build/ssaviz_bench" --model "$small" --device "$dev" --python "$py" --tokens "${SSAVIZ_GPU_SMALL_TOKENS:-1024,4096}" --repeats 3 2>&1 | tee "$out/bench-small.txt"
 timeout 90 "$build/ssaviz_bench" --model "$small" --device "$dev" --tokens 8192 --repeats 2 --no-baseline 2>&1 | tee -a "$out/bench-small.txt"
 fi
 
@@ -132,12 +134,12 @@ stage "TinyLlama's shape on CUDA"
 tiny="$work/tinyllama"
 timeout 120 "$build/ssaviz" init-random --out "$tiny" --family llama --layers 22 --heads 32 --kv-heads 4 --embd 2048 --mlp 5632 \
   --save-dtype bf16 --tokenizer "$tok" --positions 8192 >/dev/null
-for T in 1024 8192; do
+for T in ${SSAVIZ_GPU_TINY_TOKENS:-1024 8192}; do
   timeout 75 "$build/ssaviz_bench" --model "$tiny" --device "$dev" --only full --tokens "$T" --repeats 2 2>&1 | tail -n 3 | tee -a "$out/bench-tiny.txt"
 done
 "$build/ssaviz" tokenize --model "$tiny" --text-file "$work/long.txt" --truncate --json |
   "$py" -c 'import json,sys; print(" ".join(map(str, json.load(sys.stdin)["ids"])))' >"$work/ids.txt"
-timeout 60 "$py" "$here/bench/family_baseline.py" --model "$tiny" --ids "$work/ids.txt" --tokens 1024 --repeats 2 --device "$dev" 2>&1 |
+[ "${SSAVIZ_GPU_TINY_BASELINE:-1}" = 1 ] && timeout 60 "$py" "$here/bench/family_baseline.py" --model "$tiny" --ids "$work/ids.txt" --tokens 1024 --repeats 2 --device "$dev" 2>&1 |
   tail -n 3 | tee -a "$out/bench-tiny.txt"
 fi
 

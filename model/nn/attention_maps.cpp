@@ -9,6 +9,9 @@
 #include <c10/core/InferenceMode.h>
 
 #include "model/nn/forward.h"
+#ifdef SSAVIZ_CUDA_KERNELS
+#include "model/nn/metrics_cuda.h"
+#endif
 #include "model/nn/runtime_torch.h"
 
 namespace model {
@@ -84,6 +87,20 @@ HeadMap RecomputedMaps::TakeSeed(const MapCache::Key& key) const {
 
 Pooled PoolThumbnails(const at::Tensor& p, const at::Tensor& q, int pool) {
     if (pool == 1) return {p, q, p - q};
+#ifdef SSAVIZ_CUDA_KERNELS
+    if (p.is_cuda() && q.device() == p.device() && p.scalar_type() == at::kFloat && q.scalar_type() == at::kFloat && p.sizes() == q.sizes()) {
+        const at::Tensor pc = p.contiguous(), qc = q.contiguous();
+        const int64_t R = p.size(-2), T = p.size(-1), maps = R * T > 0 ? p.numel() / (R * T) : 0;
+        std::vector<int64_t> shape = p.sizes().vec();
+        shape[shape.size() - 2] = (R + pool - 1) / pool;
+        shape[shape.size() - 1] = (T + pool - 1) / pool;
+        Pooled out{at::empty(shape, p.options()), at::empty(shape, p.options()), at::empty(shape, p.options())};
+        const char* error = cuda::PoolMaps(pc.data_ptr<float>(), qc.data_ptr<float>(), maps, R, T, pool, 1 - kTieTolerance, out.p.data_ptr<float>(),
+                                           out.q.data_ptr<float>(), out.difference.data_ptr<float>());
+        TORCH_CHECK(error == nullptr, "the thumbnail pooling kernel failed: ", error);
+        return out;
+    }
+#endif
     if (!p.is_cpu()) {
         auto block_max = [&](const at::Tensor& m) { return at::max_pool2d(m, {pool, pool}, {pool, pool}, {0, 0}, {1, 1}, true); };
         const at::Tensor d = p - q;

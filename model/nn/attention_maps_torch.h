@@ -90,7 +90,8 @@ struct Pooled {
 // Maps p and q [..., R, T] (rows from a multiple of `pool`) pooled into pool x pool blocks (the
 // last ones partial): the block maxima of p and q, and the value of p - q of largest magnitude,
 // the positive one when the two magnitudes agree to 1e-5 (a row of two keys has d and -d:
-// rounding must not choose the sign). On the CPU one pass over both maps; elsewhere torch ops.
+// rounding must not choose the sign). On the CPU one pass over both maps, on CUDA a kernel
+// (metrics_cuda.cu) where the build has it; elsewhere torch ops.
 Pooled PoolThumbnails(const at::Tensor& p, const at::Tensor& q, int pool);
 // Thumbnail pooling in two steps, for a block of rows partly kept from the last analysis: each
 // row max-pooled along its keys alone (PoolKeys), rows from several sources joined, then blocks

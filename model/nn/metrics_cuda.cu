@@ -121,7 +121,43 @@ const char* Launch(const float* const* in, int64_t rows, int64_t R, int64_t T, i
     return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
 
+// The larger, NaN winning as torch's max does.
+__device__ __forceinline__ float Max(float m, float v) { return (v > m || v != v) ? v : m; }
+
+__global__ void PoolKernel(const float* p, const float* q, int64_t maps, int64_t R, int64_t T, int pool, int64_t rows, int64_t cols,
+                           float keep, float* out_p, float* out_q, float* out_d) {
+    const int64_t cell = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (cell >= maps * rows * cols) return;
+    const int64_t c = cell % cols, r = cell / cols % rows, m = cell / (cols * rows);
+    const int64_t i_end = min(R, (r + 1) * pool), j_begin = c * pool, j_end = min(T, j_begin + pool);
+    float mp = -INFINITY, mq = -INFINITY, up = -INFINITY, down = -INFINITY;
+    for (int64_t i = r * pool; i < i_end; ++i) {
+        const float *a = p + (m * R + i) * T, *b = q + (m * R + i) * T;
+        for (int64_t j = j_begin; j < j_end; ++j) {
+            const float x = a[j], y = b[j];
+            mp = Max(mp, x);
+            mq = Max(mq, y);
+            up = Max(up, x - y);
+            down = Max(down, y - x);
+        }
+    }
+    out_p[cell] = mp;
+    out_q[cell] = mq;
+    out_d[cell] = up >= down * keep ? up : -down;
+}
+
 }  // namespace
+
+const char* PoolMaps(const float* p, const float* q, int64_t maps, int64_t R, int64_t T, int pool, float keep, float* out_p, float* out_q,
+                     float* out_difference) {
+    const int64_t rows = (R + pool - 1) / pool, cols = (T + pool - 1) / pool, cells = maps * rows * cols;
+    if (cells <= 0) return nullptr;
+    const int threads = 128;
+    PoolKernel<<<static_cast<unsigned>((cells + threads - 1) / threads), threads>>>(p, q, maps, R, T, pool, rows, cols, keep, out_p, out_q,
+                                                                                     out_difference);
+    const cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+}
 
 const char* CompareRows(int maps, const float* const* in, int64_t rows, int64_t R, int64_t T, int64_t first, const RowOutputs* out,
                         float* const* js, float* const* l1) {

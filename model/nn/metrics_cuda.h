@@ -20,4 +20,11 @@ struct RowOutputs {
 const char* CompareRows(int maps, const float* const* in, int64_t rows, int64_t R, int64_t T, int64_t first, const RowOutputs* out,
                         float* const* js, float* const* l1);
 
+// Thumbnail pooling (attention_maps_torch.h's PoolThumbnails) of maps p and q, device float32
+// [maps, R, T] (rows from a multiple of `pool`), into [maps, ceil(R / pool), ceil(T / pool)]: each
+// block's max of p and of q, and its p - q of largest magnitude (the positive one unless the
+// negative's magnitude exceeds it by more than the factor 1 / keep). One thread a block of cells.
+const char* PoolMaps(const float* p, const float* q, int64_t maps, int64_t R, int64_t T, int pool, float keep, float* out_p, float* out_q,
+                     float* out_difference);
+
 }  // namespace model::cuda
