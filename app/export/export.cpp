@@ -29,6 +29,7 @@
 #include "model/io/npy.h"
 #include "viz/figure.h"
 #include "viz/figures.h"
+#include "viz/palette.h"
 
 namespace app {
 namespace fs = std::filesystem;
@@ -470,6 +471,43 @@ std::vector<ExportFile> LensFiles(std::shared_ptr<const model::Lens> lens, std::
                 return viz::HeatmapFigure(mean.data(), static_cast<int>(L), static_cast<int>(H), o);
             }, size_t{64} << 20));
         }
+    }
+    // For papers: the last token's logit split by head, SSA's parts beside the comparison's, the
+    // heads whose parts are largest on either side (dla_bars).
+    const int64_t T = lens ? lens->n_tokens : 0;
+    if (lens && T >= 2 && !extensions.empty()) {
+        const std::string token = static_cast<size_t>(T - 1) < token_labels.size() ? token_labels[T - 1] : "?";
+        for (const char* ext : extensions)
+            files.push_back(FigureFile("dla_bars", ext, [lens, compare, model_name, token, T] {
+                const int64_t L = lens->n_layer, H = lens->n_head, last = T - 2;
+                auto part = [&](const model::Lens& side, int64_t k) { return side.dla[k * (T - 1) + last]; };
+                std::vector<int64_t> heads(static_cast<size_t>(L * H));
+                for (int64_t k = 0; k < L * H; ++k) heads[k] = k;
+                auto weight = [&](int64_t k) { return std::max(std::abs(part(*lens, k)), compare ? std::abs(part(*compare, k)) : 0.0f); };
+                std::stable_sort(heads.begin(), heads.end(), [&](int64_t a, int64_t b) { return weight(a) > weight(b); });
+                heads.resize(std::min<size_t>(heads.size(), 16));
+                viz::Plot plot;
+                plot.Options.Title = model_name + " \xC2\xB7 the last token '" + token + "': each head's part of its logit (the largest " +
+                                     std::to_string(heads.size()) + ")";
+                plot.Options.XLabel = "head";
+                plot.Options.YLabel = "direct logit attribution";
+                plot.Options.Width = 900;
+                plot.Options.Height = 440;
+                viz::PlotSeries ssa, other;
+                ssa.Name = "SSA";
+                ssa.Kind = other.Kind = viz::SeriesKind::Bars;
+                ssa.Color = viz::kSsaColor;
+                other.Name = "comparison";
+                other.Color = viz::kCompareColor;
+                for (int64_t k : heads) {
+                    plot.Options.XCategories.push_back("L" + std::to_string(k / H) + " H" + std::to_string(k % H));
+                    ssa.Y.push_back(part(*lens, k));
+                    if (compare) other.Y.push_back(part(*compare, k));
+                }
+                plot.Series.push_back(std::move(ssa));
+                if (compare) plot.Series.push_back(std::move(other));
+                return viz::PlotFigure(plot);
+            }, size_t{64} << 20));
     }
     return files;
 }

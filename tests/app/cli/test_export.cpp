@@ -56,6 +56,10 @@ TEST_F(Cli, ExportLensWritesTheLensAndTheAttribution) {
         for (const char* figure : {"lens", "dla_heads"})
             for (const char* ext : {".png", ".svg"}) EXPECT_TRUE(fs::is_regular_file(out + "/" + figure + suffix + ext)) << figure << suffix << ext;
     }
+    // The last token's logit by head, SSA beside the comparison: both sides' bars, the heads named.
+    EXPECT_TRUE(fs::is_regular_file(out + "/dla_bars.png"));
+    const std::string bars = ReadFile(out + "/dla_bars.svg");
+    for (const char* label : {"the last token", "L1 H1", "L0 H0", ">SSA<", ">comparison<"}) EXPECT_NE(bars.find(label), std::string::npos) << label;
     const std::string check = std::string(SSAVIZ_PYTHON) + " -c \"import numpy as np, sys; d = sys.argv[1]; "
                               "lens = np.load(d + '/lens_loss.npy'); loss = np.load(d + '/loss.npy'); "
                               "assert np.all(np.isfinite(lens)), 'not finite'; "
