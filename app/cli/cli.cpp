@@ -207,7 +207,7 @@ std::vector<BatchText> ReadBatch(const std::string& path, const std::string& con
 
 // --lens: the logit lens and attribution of the SSA side and of its comparison (tau = 1, the twin,
 // or with a base its weights at tau = 1), each a forward pass of its own, with their progress.
-std::vector<ExportFile> RunLensForExport(Runner& runner, const model::Analysis& a, const ExportOptions& export_options) {
+std::vector<std::shared_ptr<const model::Lens>> RunLensSides(Runner& runner, const model::Analysis& a) {
     model::Engine& engine = runner.engine();
     const bool compare = !a.compare_label.empty() && a.comparison != model::Comparison::Unedited;
     std::vector<std::shared_ptr<const model::Lens>> sides;
@@ -222,7 +222,12 @@ std::vector<ExportFile> RunLensForExport(Runner& runner, const model::Analysis& 
         sides.push_back(std::make_shared<const model::Lens>(std::move(*lens)));
         bar.Update(sides.size(), compare ? 2 : 1, side == model::MapSide::Ssa ? "SSA" : "comparison");
     }
-    const model::Tokenizer& tokenizer = engine.tokenizer();
+    return sides;
+}
+
+std::vector<ExportFile> LensExportFiles(Runner& runner, const model::Analysis& a, const std::vector<std::shared_ptr<const model::Lens>>& sides,
+                                        const ExportOptions& export_options) {
+    const model::Tokenizer& tokenizer = runner.engine().tokenizer();
     return LensFiles(
         sides[0], sides.size() > 1 ? sides[1] : nullptr, CompareFileSuffix(a),
         [&](int32_t id) {
@@ -230,6 +235,19 @@ std::vector<ExportFile> RunLensForExport(Runner& runner, const model::Analysis& 
             return text ? *text : std::string();
         },
         export_options, TokenLabels(a.tokens), ModelName(runner.Info()));
+}
+
+// A batch summary's per-layer lens loss: row l is the mean over positions of the loss read after
+// layer l (0: the embeddings, L: the model's own).
+json LensLossByLayer(const model::Lens& lens) {
+    json out = json::array();
+    const size_t n = static_cast<size_t>(lens.n_tokens - 1);
+    for (int l = 0; l <= lens.n_layer && n > 0; ++l) {
+        double sum = 0;
+        for (size_t t = 0; t < n; ++t) sum += lens.loss[l * n + t];
+        out.push_back(sum / static_cast<double>(n));
+    }
+    return out;
 }
 
 int CmdExport(const CommandOptions& o) {
@@ -246,15 +264,14 @@ int CmdExport(const CommandOptions& o) {
     if (auto s = ResolveExportHeads(&options, c.n_layer, c.n_head); !s) throw Failure{kExitUsage, s.error()};
     if (auto s = CheckHighlightScope(options.figures, c.n_layer, c.n_head); !s) throw Failure{kExitUsage, s.error()};
     Must(runner->Configure({o.compare, o.ablate.value_or("")}));
-    if (options.lens && (o.batch || o.ablate))
-        throw Failure{kExitUsage, std::string("--lens runs the model as loaded, one text: not with ") + (o.batch ? "--batch" : "--ablate")};
+    if (options.lens && o.ablate) throw Failure{kExitUsage, "--lens runs the model as loaded: not with --ablate"};
 
     if (!o.batch) {
         const model::Analysis analysis = Must(runner->Analyze(Must(runner->Tokenize(text, o.truncate))));
         // What the file's numbers hold is the input's fault: exit 3, as every refusal of a file.
         if (const std::string why = NonFiniteAnalysis(analysis); !why.empty()) throw Failure{kExitBadInput, why + "; nothing was written"};
         std::vector<ExportFile> lens_files;
-        if (options.lens) lens_files = RunLensForExport(*runner, analysis, options);
+        if (options.lens) lens_files = LensExportFiles(*runner, analysis, RunLensSides(*runner, analysis), options);
         ProgressBar bar("export");
         auto s = WriteExport(text, analysis, runner->Info(), options, [&](size_t done, size_t total, const std::string& path) {
             bar.Update(done, total, path);
@@ -283,8 +300,16 @@ int CmdExport(const CommandOptions& o) {
             } else {
                 ExportOptions one = options;
                 one.out_dir = (out / t.name).string();
-                if (auto s = WriteExport(t.text, *analysis, runner->Info(), one); !s) throw Failure{kExitFailure, s.error()};
-                rows.push_back(BatchSummaryRow(t.name, t.line, *analysis, options.sink_epsilon));
+                json row = BatchSummaryRow(t.name, t.line, *analysis, options.sink_epsilon);
+                std::vector<ExportFile> lens_files;
+                if (options.lens && analysis->n_tokens >= 2) {  // each text's lens files, and its loss by layer in the summary
+                    const auto sides = RunLensSides(*runner, *analysis);
+                    row["lens_loss"] = LensLossByLayer(*sides[0]);
+                    if (sides.size() > 1) row["lens_loss_compare"] = LensLossByLayer(*sides[1]);
+                    lens_files = LensExportFiles(*runner, *analysis, sides, one);
+                }
+                if (auto s = WriteExport(t.text, *analysis, runner->Info(), one, nullptr, std::move(lens_files)); !s) throw Failure{kExitFailure, s.error()};
+                rows.push_back(std::move(row));
             }
         }
         if (!error.empty()) {

@@ -1,5 +1,6 @@
 #include "app/export/batch.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -129,12 +130,32 @@ model::Status WriteBatchSummary(const std::string& out_dir, const json& rows, co
             columns.insert(columns.end(), std::begin(kBaseColumns), std::end(kBaseColumns));
             break;
         }
+    // With --lens, each text's loss read after each layer (lens_loss: [L + 1], and the comparison's):
+    // one column a layer, lens_loss_0 (the embeddings) .. lens_loss_L (the model's own).
+    std::vector<std::pair<std::string, size_t>> layer_columns;  // "lens_loss_3" -> index 3 of "lens_loss"
+    for (const char* key : {"lens_loss", "lens_loss_compare"}) {
+        size_t layers = 0;
+        for (const json& r : rows)
+            if (r.contains(key) && r[key].is_array()) layers = std::max(layers, r[key].size());
+        for (size_t l = 0; l < layers; ++l) {
+            columns.push_back(std::string(key) + "_" + std::to_string(l));
+            layer_columns.emplace_back(columns.back(), l);
+        }
+    }
+    auto cell = [&](const json& r, const std::string& column) -> json {
+        for (const auto& [name, l] : layer_columns)
+            if (name == column) {
+                const std::string key = column.substr(0, column.rfind('_'));
+                return r.contains(key) && r[key].is_array() && l < r[key].size() ? r[key][l] : json();
+            }
+        return r.contains(column) ? r[column] : json();
+    };
     std::ostringstream csv;
     for (size_t k = 0; k < columns.size(); ++k) csv << (k ? "," : "") << columns[k];
     csv << "\n";
     for (const json& r : rows) {
         for (size_t k = 0; k < columns.size(); ++k) {
-            const json& v = r[columns[k]];
+            const json v = cell(r, columns[k]);
             csv << (k ? "," : "");
             if (v.is_string()) csv << v.get<std::string>();
             else if (v.is_number_float()) csv << Format("%.6g", v.get<double>());

@@ -494,7 +494,8 @@ std::vector<Flag> BuildTable() {
             .InSession({"export.colormap"}));
     add(Row({"--lens"}, "", {C::Export, C::Window},
             "the logit lens and direct logit attribution of SSA and its comparison, a forward pass of each side more: export "
-            "writes lens_loss.npy, lens_top.json, dla.npy, dla_mlp.npy, dla_embed.npy, dla_const.npy (and _compare); the window "
+            "writes lens_loss.npy, lens_top.json, dla.npy, dla_mlp.npy, dla_embed.npy, dla_const.npy (and _compare), with --batch "
+            "each text's loss by layer in the summary (lens_loss_0 ..); the window "
             "runs them once the first analysis is shown (the Lens tab)",
             [](CommandOptions& o, const FlagValue&) { o.export_options.lens = o.window.lens = true; },
             [](const CommandOptions& o) { return On(o.export_options.lens || o.window.lens); }));

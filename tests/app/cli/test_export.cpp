@@ -71,6 +71,23 @@ TEST_F(Cli, ExportLensWritesTheLensAndTheAttribution) {
     r = Ssaviz({"export", "--model", Small(), "--text", text, "--out", out + "2", "--lens", "--ablate", "0:1"});
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_NE(r.err.find("--lens runs the model as loaded"), std::string::npos) << r.err;
+    // --batch: each text's folder gets its lens files, and the summary each text's loss read after
+    // each layer (the last, the model's own: its mean loss), in summary.json and as CSV columns.
+    const std::string batch = Scratch("lens_batch.txt");
+    std::ofstream(batch) << "The cat sat on the mat.\nA dog ran in the park today.\n";
+    fs::remove_all(out + "_batch");
+    r = Ssaviz({"export", "--model", Small(), "--text-file", batch, "--batch", "--out", out + "_batch", "--format", "npy,json", "--lens"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json summary = json::parse(ReadFile(out + "_batch/summary.json"));
+    ASSERT_EQ(summary["texts"].size(), 2u);
+    for (const json& row : summary["texts"]) {
+        ASSERT_EQ(row["lens_loss"].size(), 3u) << row.dump();
+        ASSERT_EQ(row["lens_loss_compare"].size(), 3u) << row.dump();
+        EXPECT_NEAR(row["lens_loss"][2].get<double>(), row["loss"].get<double>(), 1e-5) << row.dump();
+        EXPECT_TRUE(fs::is_regular_file(out + "_batch/" + row["name"].get<std::string>() + "/lens_loss.npy"));
+    }
+    const std::string header = ReadFile(out + "_batch/summary.csv").substr(0, ReadFile(out + "_batch/summary.csv").find('\n'));
+    EXPECT_NE(header.find(",lens_loss_0,lens_loss_1,lens_loss_2,lens_loss_compare_0,"), std::string::npos) << header;
 }
 
 // Issue 36: --run analyses each checkpoint of a training run in step order; a truncated
