@@ -454,12 +454,18 @@ void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional
     const Session* s = *session ? &**session : nullptr;
     // The command line wins over the session: --model, --device and --text replace its own.
     launch->model_dir = s && !o.model_dir && !s->model_dir.empty() ? s->model_dir : ModelDir(o);
+    if (o.compare_run && !o.run) throw Failure{kExitUsage, "--compare-run goes with --run DIR"};
     if (o.run) {  // a training run: its last step, the most trained
         if (o.model_dir) throw Failure{kExitUsage, "--run opens the run's checkpoints: not with --model"};
         auto steps = FindRunSteps(*o.run);
         if (!steps) throw Failure{kExitBadInput, "--run: " + steps.error()};
         launch->run = *o.run;
         launch->model_dir = steps->back().path;
+        if (o.compare_run) {
+            auto compare = FindRunSteps(*o.compare_run);
+            if (!compare) throw Failure{kExitBadInput, "--compare-run: " + compare.error()};
+            launch->compare_run = *o.compare_run;
+        }
     }
     launch->device = o.device.value_or(s ? s->device : "auto");
     launch->hints = o.hints;

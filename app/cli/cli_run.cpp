@@ -26,6 +26,7 @@
 #include "app/export/head_summary.h"
 #include "app/export/run_curves.h"
 #include "model/io/files.h"
+#include "model/io/npy.h"
 #include "model/nn/analysis.h"
 #include "viz/figure.h"
 #include "viz/figures.h"
@@ -187,6 +188,23 @@ void WriteCurves(const std::vector<const RunTimeline*>& runs, const ExportOption
     }
 }
 
+// Each token's tau_q over the run: float32 [S, L, H, T] (the steps as run.json lists them), when
+// every step tokenised the text alike (one tokenizer over a run; otherwise no file, said once).
+void WriteTauQ(const RunTimeline& t, const fs::path& path) {
+    const size_t per_step = static_cast<size_t>(t.n_layer) * t.n_head * t.n_tokens;
+    std::vector<float> all;
+    for (const std::vector<float>& step : t.tau_q) {
+        if (step.size() != per_step) {
+            std::fprintf(stderr, "ssaviz: %s: not written, the %s's steps tokenised the text differently\n", path.filename().c_str(), t.label.c_str());
+            return;
+        }
+        all.insert(all.end(), step.begin(), step.end());
+    }
+    fs::create_directories(path.parent_path());
+    const std::vector<int64_t> shape = {static_cast<int64_t>(t.tau_q.size()), t.n_layer, t.n_head, t.n_tokens};
+    if (auto s = model::WriteNpy(path.string(), all.data(), shape); !s) throw Failure{kExitFailure, s.error()};
+}
+
 }  // namespace
 
 int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const std::string& text) {
@@ -227,6 +245,8 @@ int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const st
     if (compare) AddCsvRows(compare->t, "compare", &csv);
     if (auto s = model::WriteFileAtomically((out / "run.json").string(), timeline.dump(1) + "\n"); !s) throw Failure{kExitFailure, s.error()};
     if (auto s = model::WriteFileAtomically((out / "run.csv").string(), csv); !s) throw Failure{kExitFailure, s.error()};
+    WriteTauQ(run.t, out / "tau_q.npy");
+    if (compare && !compare->rows.empty()) WriteTauQ(compare->t, out / "compare-run" / "tau_q.npy");
     std::vector<const RunTimeline*> curves = {&run.t};
     if (compare && !compare->rows.empty()) curves.push_back(&compare->t);
     WriteCurves(curves, options);

@@ -94,6 +94,7 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
     o.seed = m.seed.value_or(1);
     o.eval_every = m.eval_every.value_or(std::max<int64_t>(1, o.steps / 8));
     o.checkpoint_every = m.checkpoint_every;
+    o.keep_checkpoints = m.keep_checkpoints;
     o.resume = m.resume;
     o.twin = !m.no_twin;
     o.freeze_positions = m.freeze_positions || (r.freeze_positions && !m.learn_positions);
@@ -132,6 +133,9 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
     for (const char* role : {"ssa", "vanilla"})
         if (result->contains(role)) std::printf("%s/%s: %s\n", o.out.c_str(), role, Describe((*result)[role]).c_str());
     std::fprintf(stderr, "ssaviz: wrote %s/ssa%s\n", o.out.c_str(), o.twin ? (" and " + o.out + "/vanilla").c_str() : "");
+    if (o.keep_checkpoints)
+        std::fprintf(stderr, "ssaviz: kept the run in %s/run (ssaviz --run %s/run/ssa%s)\n", o.out.c_str(), o.out.c_str(),
+                     o.twin ? (" --compare-run " + o.out + "/run/vanilla").c_str() : "");
     return kExitOk;
 }
 

@@ -40,7 +40,7 @@ std::vector<Example> BundledExamples() {
             x.id = e.at("id");
             x.title = e.at("title");
             x.hint = e.value("hint", "");
-            x.model_dir = root + "/" + e.at("model").get<std::string>();
+            if (!e.contains("run")) x.model_dir = root + "/" + e.at("model").get<std::string>();  // a run's: its last step
             if (e.contains("twin")) x.twin_dir = root + "/" + e["twin"].get<std::string>();
             x.text = e.value("text", "");
             if (e.contains("passkey_tokens")) x.text = model::TaskExampleText("passkey", e["passkey_tokens"].get<int>(), 3);
@@ -48,7 +48,9 @@ std::vector<Example> BundledExamples() {
             x.query_piece = e.value("query_piece", "");
             x.layer = e.value("layer", 0);
             x.head = e.value("head", 0);
-            if (fs::exists(x.model_dir + "/config.json")) out.push_back(std::move(x));
+            if (e.contains("run")) x.run_dir = root + "/" + e["run"].get<std::string>();
+            if (e.contains("compare_run")) x.compare_run_dir = root + "/" + e["compare_run"].get<std::string>();
+            if (x.run_dir.empty() ? fs::exists(x.model_dir + "/config.json") : fs::is_directory(x.run_dir)) out.push_back(std::move(x));
         }
     } catch (const std::exception&) {
         return {};  // a broken examples.json (or a bad entry) only hides the menu's entries

@@ -17,6 +17,8 @@ struct Example {
     bool graph_panel = false;  // open the P* / SSA / vanilla window (the paper's Figure 3)
     std::string query_piece;   // select the last token with these bytes as the query (e.g. " ?")
     int layer = 0, head = 0;   // the head selected at first
+    std::string run_dir;          // a run example ("run"): the window opens its last step and the Run tab
+    std::string compare_run_dir;  // and sets this run beside it ("compare_run")
 };
 
 // assets/models: next to the executable's parent (build/../assets/models), else the source tree's.

@@ -46,6 +46,7 @@ struct LaunchOptions {
     // --run DIR: a training run; the window opens its last step and the Run tab, and runs the
     // timeline of the text over every step once the first analysis is shown.
     std::string run;
+    std::string compare_run;  // --compare-run DIR: a second run set beside it in the Run tab
     // --big-model N: a model on a CPU with N parameters or more opens with the layer-local
     // comparison (app/core/model_scale.h; tests lower it to reach the big-model path on a small model).
     int64_t big_model_parameters = kBigModelParameters;

@@ -36,10 +36,11 @@ model::Result<std::vector<RunStep>> FindRunSteps(const std::string& dir) {
         if (++entries > kMaxRunEntries) return model::Fail(shown + " holds more than " + std::to_string(kMaxRunEntries) + " entries");
         const fs::directory_entry& e = *it;
         const std::string name = e.path().filename().string();
-        const fs::file_status st = e.symlink_status(ec);  // links are not followed: a run is its own files
-        std::optional<int64_t> step;
-        if (fs::is_regular_file(st)) step = StepIn(name, "iter-", "-ckpt.pth");
-        else if (fs::is_directory(st)) step = StepIn(name, "checkpoint-", "");
+        // Named as a step, it is one, whatever it is: a link, a broken link or anything but a file
+        // or folder fails when its step opens (the model loaders read regular files only), named
+        // there, and the rest of the run goes on. The names alone decide: nothing here follows a link.
+        std::optional<int64_t> step = StepIn(name, "iter-", "-ckpt.pth");
+        if (!step) step = StepIn(name, "checkpoint-", "");
         if (!step) continue;
         if (auto [at, added] = steps.emplace(*step, e.path().string()); !added)
             return model::Fail(shown + ": step " + std::to_string(*step) + " is both '" + model::EscapeForMessage(fs::path(at->second).filename().string()) +

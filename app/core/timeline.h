@@ -21,8 +21,9 @@ struct RunStep {
 constexpr int64_t kMaxRunEntries = 100000;
 constexpr int64_t kMaxRunSteps = 10000;
 
-// The run's steps, by step: iter-<digits>-ckpt.pth files, or checkpoint-<digits>/ folders (links
-// are not followed; a step named twice is an error naming both). A folder with neither, one that
+// The run's steps, by step: entries named iter-<digits>-ckpt.pth (lit-gpt files) or
+// checkpoint-<digits> (HF folders), by name alone (a link or anything else so named is a step that
+// fails when it opens, named then; a step named twice is an error naming both). A folder with neither, one that
 // is not a folder, or one with more than kMaxRunEntries entries or kMaxRunSteps steps: a one-line
 // error naming it.
 model::Result<std::vector<RunStep>> FindRunSteps(const std::string& dir);

@@ -441,9 +441,10 @@ std::vector<Flag> BuildTable() {
             "(curves/*.png|svg); a step that fails is named and skipped. The window opens the run's last step and its Run tab: a "
             "step slider, Play, and the curves of the text over every step",
             [](CommandOptions& o, const FlagValue& v) { o.run = v.text; }, [](const CommandOptions& o) { return o.run; }));
-    add(Row({"--compare-run"}, "DIR", {C::Export},
+    add(Row({"--compare-run"}, "DIR", {C::Export, C::Window},
             "with --run: a second run to set beside it step by step (the vanilla run of the same schedule, or another seed); "
-            "run.json gets compare_run, run.csv its rows (run = compare), the curves its mean",
+            "run.json gets compare_run, run.csv its rows (run = compare), the curves its mean; in the window the Run tab's "
+            "curves and steps to sparsity",
             [](CommandOptions& o, const FlagValue& v) { o.compare_run = v.text; }, [](const CommandOptions& o) { return o.compare_run; }));
     add(Row({"--steps"}, "all|N,M", {C::Export},
             "with --run: these steps' whole exports too, each in OUT/step-NNNNNN/ (a --compare-run's in OUT/compare-run/step-NNNNNN/), "
@@ -664,6 +665,9 @@ std::vector<Flag> BuildTable() {
     add(Row({"--checkpoint-every"}, "N", {C::Train}, "steps between checkpoints, DIR/checkpoint (default 500)",
             [](CommandOptions& o, const FlagValue& v) { o.new_model.checkpoint_every = Positive(v); },
             [](const CommandOptions& o) { return Unless(o.new_model.checkpoint_every, 500); }));
+    add(Row({"--keep-checkpoints"}, "", {C::Train}, "keep each checkpoint's models as a run, DIR/run/ssa and DIR/run/vanilla (checkpoint-N/, from step 0)",
+            [](CommandOptions& o, const FlagValue&) { o.new_model.keep_checkpoints = true; },
+            [](const CommandOptions& o) { return On(o.new_model.keep_checkpoints); }));
     add(Row({"--resume"}, "", {C::Train}, "continue from DIR/checkpoint, bit for bit",
             [](CommandOptions& o, const FlagValue&) { o.new_model.resume = true; }, [](const CommandOptions& o) { return On(o.new_model.resume); }));
     add(Row({"--no-twin"}, "", {C::Train}, "train the SSA model alone",

@@ -53,7 +53,7 @@ struct NewModelOptions {
     int vocab = 4096;
     int checkpoint_every = 500;
     std::optional<model::TemperatureForm> query_form, value_form;  // spelled out in full: POSITION,TOKEN[,COMBINE]
-    bool resume = false, no_twin = false, freeze_positions = false, learn_positions = false;
+    bool resume = false, keep_checkpoints = false, no_twin = false, freeze_positions = false, learn_positions = false;
     model::Dtype save_dtype = model::Dtype::F32;
 };
 

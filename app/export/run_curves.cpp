@@ -11,6 +11,21 @@ void RunTimeline::Add(int64_t step, const std::string& checkpoint, const model::
     checkpoints.push_back(checkpoint);
     heads.push_back(SummarizeHeads(a));
     loss.push_back(static_cast<float>(model::MeanLoss(a.loss)));
+    if (tau_q.empty()) n_tokens = a.n_tokens;
+    tau_q.push_back(a.tau_q);
+}
+
+RunCurve TokenTauQCurve(const RunTimeline& t, int layer, int head, int token) {
+    RunCurve c;
+    c.label = t.label + ", tau_q of token " + std::to_string(token);
+    for (size_t k = 0; k < t.steps.size(); ++k) {
+        c.steps.push_back(static_cast<float>(t.steps[k]));
+        const int64_t i = (static_cast<int64_t>(layer) * t.n_head + head) * t.n_tokens + token;
+        const bool in = layer >= 0 && layer < t.n_layer && head >= 0 && head < t.n_head && token >= 0 && token < t.n_tokens &&
+                        i < static_cast<int64_t>(t.tau_q[k].size());
+        c.all.push_back(in ? t.tau_q[k][static_cast<size_t>(i)] : NAN);
+    }
+    return c;
 }
 
 RunCurve CurveOf(const RunTimeline& t, const std::string& key) {
@@ -44,9 +59,12 @@ RunCurve CurveOf(const RunTimeline& t, const std::string& key) {
 
 viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& runs, bool points) {
     viz::Plot plot;
-    const HeadValue* v = key == "loss" ? nullptr : FindHeadValue(key);
-    const std::string label = key == "loss" ? "mean loss on the text (nats)" : v ? v->label : key;
-    plot.Options.Title = key == "loss" ? "Loss on the text against training step" : label + " against training step (mean over heads)";
+    const bool token = key == "tau_q_token", loss = key == "loss";
+    const HeadValue* v = loss || token ? nullptr : FindHeadValue(key);
+    const std::string label = loss ? "mean loss on the text (nats)" : token ? "tau_q" : v ? v->label : key;
+    plot.Options.Title = loss    ? "Loss on the text against training step"
+                         : token ? "A token's tau_q in one head against training step"
+                                 : label + " against training step (mean over heads)";
     plot.Options.XLabel = "training step";
     plot.Options.YLabel = label;
     plot.Options.Width = 720;

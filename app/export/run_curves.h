@@ -22,6 +22,8 @@ struct RunTimeline {
     std::vector<std::string> checkpoints;         // their files' names
     std::vector<std::vector<HeadSummary>> heads;  // each analysed step's heads [L * H]
     std::vector<float> loss;                      // each analysed step's mean loss on the text
+    int n_tokens = 0;                             // the text's tokens (the first step's)
+    std::vector<std::vector<float>> tau_q;        // each analysed step's tau_q [L, H, T]
     // Adds one step's analysis (its shape must be the timeline's, or the timeline's first).
     void Add(int64_t step, const std::string& checkpoint, const model::Analysis& a);
 };
@@ -39,7 +41,10 @@ struct RunCurve {
 // `key`: one of kRunHeadValues, or "loss".
 RunCurve CurveOf(const RunTimeline& t, const std::string& key);
 
-// The first run's layers and the runs' means against step; `points` adds a dot at each step (files;
+// One token's tau_q in one head over the run's steps (a step where it is out of range: NaN).
+RunCurve TokenTauQCurve(const RunTimeline& t, int layer, int head, int token);
+
+// `key`: CurveOf's, or "tau_q_token" (TokenTauQCurve's). The first run's layers and the runs' means against step; `points` adds a dot at each step (files;
 // the window draws lines only and reads values on hover).
 viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& runs, bool points = true);
 

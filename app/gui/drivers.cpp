@@ -384,7 +384,9 @@ bool SaveScreenshot(const std::string& path, int width, int height, const Window
                             {"run_step", state.run_step >= 0 && state.run_step < static_cast<int>(state.run_steps.size())
                                              ? nlohmann::json(state.run_steps[state.run_step].step) : nlohmann::json()},
                             {"timeline_steps", state.timeline ? nlohmann::json(state.timeline->timeline.steps) : nlohmann::json::array()},
-                            {"timeline_failed", state.timeline ? nlohmann::json(state.timeline->failed) : nlohmann::json::array()}};
+                            {"timeline_failed", state.timeline ? nlohmann::json(state.timeline->failed) : nlohmann::json::array()},
+                            {"compare_timeline_steps", state.timeline && state.timeline->compare ? nlohmann::json(state.timeline->compare->steps)
+                                                                                                 : nlohmann::json::array()}};
     return model::WriteFileAtomically(path + ".json", nlohmann::json{{"width", width}, {"height", height}, {"regions", regions}, {"state", shown}}
                                                           .dump(1, ' ', false, nlohmann::json::error_handler_t::replace) +
                                                       "\n")

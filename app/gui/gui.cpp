@@ -128,11 +128,8 @@ public:
         m_state.show_help = options.show == "help";
         m_state.show_demo = options.show == "demo";
         if (!options.run.empty()) {  // a training run: the model is its last step (ResolveLaunch)
-            m_state.run_dir = options.run;
-            if (auto steps = FindRunSteps(options.run)) m_state.run_steps = std::move(*steps);
-            m_state.run_step = static_cast<int>(m_state.run_steps.size()) - 1;
+            OpenRun(options.run, options.compare_run);
             m_start_timeline = true;
-            m_state.settings.right_tab = "Run";
         }
         for (const char* tab : LaunchOptions::kTabs)
             if (options.show == TabFlag(tab)) m_state.settings.right_tab = tab;
@@ -472,7 +469,8 @@ public:
         }
         if (std::exchange(m_state.timeline_request, false) && !m_state.run_dir.empty() && !m_state.generating) {
             const bool same = m_state.timeline && m_state.timeline->text == m_state.text;
-            m_timeline_request = m_worker.RunTimelineOf(m_state.run_dir, m_state.text, m_state.truncate, same ? m_state.timeline : nullptr);
+            m_timeline_request = m_worker.RunTimelineOf(m_state.run_dir, m_state.compare_run_dir, m_state.text, m_state.truncate,
+                                                        same ? m_state.timeline : nullptr);
             m_state.timeline_running = true;
             m_timeline_wanted = true;
         }
@@ -667,12 +665,34 @@ private:
         ImGui::EndMenuBar();
     }
 
-    // Opens a bundled model with its twin and suggested text.
+    // A training run (--run, a run example): its steps, the last one shown, and the Run tab.
+    void OpenRun(const std::string& dir, const std::string& compare_dir) {
+        m_state.run_dir = dir;
+        m_state.compare_run_dir = compare_dir;
+        m_state.run_steps.clear();
+        if (auto steps = FindRunSteps(dir)) m_state.run_steps = std::move(*steps);
+        m_state.run_step = static_cast<int>(m_state.run_steps.size()) - 1;
+        m_state.run_playing = false;
+        m_state.timeline.reset();
+        m_state.settings.right_tab = "Run";
+    }
+
+    // Opens a bundled model with its twin and suggested text; a run example its run's last step.
     void ApplyExample(const Example& x) {
+        if (!x.run_dir.empty()) {
+            OpenRun(x.run_dir, x.compare_run_dir);
+            m_start_timeline = !m_state.run_steps.empty();  // once its first analysis is shown
+        } else if (!m_state.run_dir.empty()) {  // another example: the run is no longer what is shown
+            m_state.run_dir.clear();
+            m_state.compare_run_dir.clear();
+            m_state.run_steps.clear();
+            m_state.run_step = -1;
+            m_state.timeline.reset();
+        }
         m_state.text = x.text;
         m_state.query = -1;
         m_pending_twin = x.twin_dir;
-        m_state.open_model_request = x.model_dir;
+        m_state.open_model_request = x.run_dir.empty() || m_state.run_steps.empty() ? x.model_dir : m_state.run_steps.back().path;
         m_state.show_graph = x.graph_panel;
         m_state.selected = HeadRef{x.layer, x.head};
         m_example_query = x.query_piece;

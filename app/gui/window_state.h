@@ -48,6 +48,7 @@ struct WindowState : AppState {
     // A training run (the Run tab, --run DIR): its steps in order and the one shown (the open
     // model is that step's checkpoint), a step asked for, and the timeline of a text over the run.
     std::string run_dir;
+    std::string compare_run_dir;        // --compare-run: a second run whose curves the Run tab sets beside
     std::vector<RunStep> run_steps;
     int run_step = -1;                  // index into run_steps; -1: the open model is none of them
     std::optional<int> run_step_request;

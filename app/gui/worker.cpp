@@ -88,8 +88,10 @@ uint64_t InferenceWorker::RunLens(std::vector<int32_t> ids, bool compare, std::s
     r.compare_label = std::move(compare_label);
     return Push(std::move(r));
 }
-uint64_t InferenceWorker::RunTimelineOf(const std::string& dir, const std::string& text, bool truncate, std::shared_ptr<const RunTrack> resume) {
+uint64_t InferenceWorker::RunTimelineOf(const std::string& dir, const std::string& compare_dir, const std::string& text, bool truncate,
+                                        std::shared_ptr<const RunTrack> resume) {
     Request r(Request::Kind::Timeline, dir);
+    r.compare_run = compare_dir;
     r.text = text;
     r.truncate = truncate;
     r.resume = std::move(resume);
@@ -256,26 +258,42 @@ void InferenceWorker::Handle(const Request& r) {
 
 void InferenceWorker::TimelineJob(const Request& r) {
     using Kind = WorkerEvent::Kind;
-    auto steps = FindRunSteps(r.arg);
-    if (!steps) return Emit({Kind::Error, {}, nullptr, steps.error(), r.id});
+    auto found = FindRunSteps(r.arg);
+    if (!found) return Emit({Kind::Error, {}, nullptr, found.error(), r.id});
+    std::vector<std::pair<RunStep, bool>> steps;  // the run's steps, then the compare run's (true)
+    for (const RunStep& s : *found) steps.push_back({s, false});
+    if (!r.compare_run.empty()) {
+        auto more = FindRunSteps(r.compare_run);
+        if (!more) return Emit({Kind::Error, {}, nullptr, "compare run: " + more.error(), r.id});
+        for (const RunStep& s : *more) steps.push_back({s, true});
+    }
     RunTrack track;
-    if (r.resume && r.resume->timeline.dir == r.arg && r.resume->text == r.text && r.resume->total == steps->size()) track = *r.resume;
+    if (r.resume && r.resume->timeline.dir == r.arg && (r.resume->compare ? r.resume->compare->dir : "") == r.compare_run &&
+        r.resume->text == r.text && r.resume->total == steps.size())
+        track = *r.resume;
     track.timeline.dir = r.arg;
     track.timeline.label = "run";
+    if (!r.compare_run.empty() && !track.compare) {
+        track.compare.emplace();
+        track.compare->dir = r.compare_run;
+        track.compare->label = "compare run";
+    }
     track.text = r.text;
-    track.total = steps->size();
+    track.total = steps.size();
     auto post = [&] {
         WorkerEvent e{Kind::Timeline, {}, nullptr, "", r.id, NowMs() - r.start_ms};
         e.timeline = std::make_shared<const RunTrack>(track);
         Emit(std::move(e));
     };
-    m_progress = static_cast<float>(track.tried) / static_cast<float>(steps->size());
-    for (size_t k = track.tried; k < steps->size(); ++k) {
+    m_progress = static_cast<float>(track.tried) / static_cast<float>(steps.size());
+    for (size_t k = track.tried; k < steps.size(); ++k) {
         if (Superseded()) return;  // what was posted stays, shown as stopped
-        const RunStep& step = (*steps)[k];
+        const RunStep& step = steps[k].first;
+        RunTimeline& timeline = steps[k].second ? *track.compare : track.timeline;
         const std::string file = std::filesystem::path(step.path).filename().string();
         auto fail = [&](const std::string& why) {
-            track.failed.push_back("step " + std::to_string(step.step) + " (" + model::EscapeForMessage(file) + "): " + why);
+            track.failed.push_back(std::string(steps[k].second ? "compare run: " : "") + "step " + std::to_string(step.step) + " (" +
+                                   model::EscapeForMessage(file) + "): " + why);
         };
         {  // the step's model is let go before the next one opens
             ModelSpec spec = m_opened;
@@ -284,9 +302,9 @@ void InferenceWorker::TimelineJob(const Request& r) {
             if (!runner) {
                 fail(runner.error().message);
             } else if (const model::ModelConfig& c = (*runner)->Info().config;
-                       !track.timeline.steps.empty() && (c.n_layer != track.timeline.n_layer || c.n_head != track.timeline.n_head)) {
+                       !timeline.steps.empty() && (c.n_layer != timeline.n_layer || c.n_head != timeline.n_head)) {
                 fail("has " + std::to_string(c.n_layer) + " layers x " + std::to_string(c.n_head) + " heads, the run's first step " +
-                     std::to_string(track.timeline.n_layer) + " x " + std::to_string(track.timeline.n_head));
+                     std::to_string(timeline.n_layer) + " x " + std::to_string(timeline.n_head));
             } else if (auto s = (*runner)->SetCompare(m_compare); !s) {
                 fail(s.error().message);
             } else if (auto tokens = (*runner)->engine().Tokenize(r.text, r.truncate); !tokens) {
@@ -296,13 +314,13 @@ void InferenceWorker::TimelineJob(const Request& r) {
                 options.cancel = &m_cancel;
                 auto a = (*runner)->Analyze(*tokens, options);
                 if (!a && m_cancel) return;
-                if (a) track.timeline.Add(step.step, file, *a);
+                if (a) timeline.Add(step.step, file, *a);
                 else fail(a.error().message);
             }
         }
-        m_progress = static_cast<float>(k + 1) / static_cast<float>(steps->size());
+        m_progress = static_cast<float>(k + 1) / static_cast<float>(steps.size());
         track.tried = k + 1;
-        track.done = k + 1 == steps->size();
+        track.done = k + 1 == steps.size();
         post();
     }
 }

@@ -40,12 +40,13 @@ struct LensPair {
 };
 
 // A training run's timeline of one text (the Run tab): its steps analysed so far, each opened on
-// its own, and those that failed.
+// its own, and those that failed; with a compare run (--compare-run) its steps after the run's.
 struct RunTrack {
     RunTimeline timeline;
+    std::optional<RunTimeline> compare;  // the compare run's (its dir set from the start)
     std::string text;                 // the text it ran
-    std::vector<std::string> failed;  // "step N (file): why"
-    size_t total = 0;                 // the run's steps
+    std::vector<std::string> failed;  // "step N (file): why", "compare run: step N (file): why"
+    size_t total = 0;                 // the steps of both runs
     size_t tried = 0;                 // steps tried so far, in order (analysed or failed)
     bool done = false;                // every step tried
 };
@@ -103,8 +104,10 @@ public:
     // Every checkpoint of the run in `dir` on `text`, each opened on its own beside the shown model
     // (device, dtype and comparison as the shown model's), one at a time: a job (any newer request
     // stops it), a Timeline event after each step, its progress in Progress().
-    // `resume`: a timeline of the same run and text stopped part way; its steps are not run again.
-    uint64_t RunTimelineOf(const std::string& dir, const std::string& text, bool truncate, std::shared_ptr<const RunTrack> resume = nullptr);
+    // `compare_dir` (may be empty): a second run whose steps follow the first's. `resume`: a
+    // timeline of the same runs and text stopped part way; its steps are not run again.
+    uint64_t RunTimelineOf(const std::string& dir, const std::string& compare_dir, const std::string& text, bool truncate,
+                           std::shared_ptr<const RunTrack> resume = nullptr);
     // Models with this many parameters or more open with the layer-local comparison (on a CPU).
     void SetBigModelParameters(int64_t parameters) { m_big_parameters = parameters; }
     void Cancel() { m_cancel = true; }  // stops the running analysis or job
@@ -138,6 +141,7 @@ private:
         bool lens_compare = false;
         std::string compare_label;
         std::string text;  // Timeline (arg: the run's folder)
+        std::string compare_run;  // Timeline: the compare run's folder, or empty
         std::shared_ptr<const RunTrack> resume;
     };
 

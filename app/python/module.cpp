@@ -808,6 +808,8 @@ PYBIND11_MODULE(_ssaviz, m) {
             d["model"] = x.model_dir;
             d["twin"] = x.twin_dir;
             d["text"] = x.text;
+            d["run"] = x.run_dir;  // a run example's run and compare run ("" otherwise): ssaviz.load_run(...)
+            d["compare_run"] = x.compare_run_dir;
             out.append(d);
         }
         return out;

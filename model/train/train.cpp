@@ -186,6 +186,27 @@ Status OwnedCheckpoint(const std::string& dir) {
     return Ok{};
 }
 
+// A run train kept (--keep-checkpoints): ssa/ and vanilla/, each holding checkpoint-N/ model
+// folders train wrote for that side (and the temporary folders of one being written).
+Status OwnedRun(const std::string& dir) {
+    if (IsEmptyFolder(dir)) return Ok{};
+    if (auto s = OnlyOurFiles(dir, {}, {"ssa", "vanilla"}); !s) return s;
+    for (const std::string role : {"ssa", "vanilla"}) {
+        const std::string side = dir + "/" + role;
+        if (!fs::is_directory(fs::symlink_status(side))) continue;
+        std::error_code ec;
+        for (fs::directory_iterator it(side, ec), end; !ec && it != end; it.increment(ec)) {
+            const std::string name = it->path().filename().string();
+            const bool step = name.rfind("checkpoint-", 0) == 0, temp = name.rfind(".checkpoint-", 0) == 0;
+            if ((!step && !temp) || !fs::is_directory(it->symlink_status(ec))) return NotOurs(side, "holds " + Shown(name));
+            const std::string path = it->path().string();
+            if (auto s = step ? OwnedModelFolder(path, role) : OnlyOurFiles(path, kModelFolderFiles); !s) return s;
+        }
+        if (ec) return Fail(Shown(side) + ": cannot read (" + ec.message() + ")");
+    }
+    return Ok{};
+}
+
 // Temporary folders of one run, removed when it ends however it ends (a folder already renamed
 // into place is no longer there to remove).
 struct TempFolders {
@@ -219,6 +240,29 @@ Status SaveCheckpoint(const std::string& dir, std::vector<Run>& runs, const nloh
     }
     if (auto s = WriteText(*tmp + "/state.json", state.dump(1)); !s) return s;
     return ReplaceFolder(*tmp, dir, OwnedCheckpoint);
+}
+
+// One step of a kept run: each side's weights as a model folder out/run/ROLE/checkpoint-STEP/,
+// in the storage dtype, with the tokenizer and a train.json naming the step (so `ssaviz eval`
+// scores it too).
+Status SaveRunStep(const TrainOptions& o, const std::vector<Run>& runs, int64_t step, const nlohmann::json& task) {
+    for (const Run& run : runs) {
+        const std::string side = o.out + "/run/" + run.role;
+        std::error_code ec;
+        if (!fs::is_directory(fs::symlink_status(side, ec))) fs::create_directory(side, ec);
+        if (ec) return Fail(Shown(side) + ": cannot create (" + ec.message() + ")");
+        const std::string dir = side + "/checkpoint-" + std::to_string(step);
+        TempFolders temps;
+        auto tmp = temps.Beside(dir);
+        if (!tmp) return Fail(tmp.error());
+        if (auto s = SaveModelFolder(run.model, *tmp, o.storage); !s) return s;
+        if (auto s = CopyTokenizer(o.tokenizer_dir, *tmp); !s) return s;
+        const nlohmann::json record = {{"role", run.role}, {"step", step}, {"steps", o.steps}, {"task", task},
+                                       {"seed", o.seed}, {"command", o.command}};
+        if (auto s = WriteText(*tmp + "/train.json", record.dump(1) + "\n"); !s) return s;
+        if (auto s = ReplaceFolder(*tmp, dir, [&](const std::string& d) { return OwnedModelFolder(d, run.role); }); !s) return s;
+    }
+    return Ok{};
 }
 
 // What resuming reads from state.json, each field checked for its type: a file edited by hand (or
@@ -303,6 +347,8 @@ Status CheckTrainOutput(const TrainOptions& o) {
     if (o.twin) roles.push_back("vanilla");
     for (const std::string& role : roles)
         if (auto s = CheckReplaceableFolder(o.out + "/" + role, [&](const std::string& d) { return OwnedModelFolder(d, role); }); !s) return s;
+    if (o.keep_checkpoints)
+        if (auto s = CheckReplaceableFolder(o.out + "/run", OwnedRun); !s) return s;
     return CheckReplaceableFolder(o.out + "/checkpoint", OwnedCheckpoint);
 }
 
@@ -397,6 +443,13 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
         }
     }
 
+    if (o.keep_checkpoints && !o.resume) {  // a new run: the kept steps of an older one go, then step 0
+        auto empty = temps.Beside(o.out + "/run");
+        if (!empty) return Fail(empty.error());
+        if (auto s = ReplaceFolder(*empty, o.out + "/run", OwnedRun); !s) return Fail(s.error());
+        if (auto s = SaveRunStep(o, runs, 0, (*task)->spec); !s) return Fail(s.error());
+    }
+
     const auto t0 = std::chrono::steady_clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
     auto evaluate_all = [&](int64_t step) {
@@ -443,6 +496,8 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
             rng_state << rng;
             nlohmann::json state = {{"identity", RunIdentity(o)}, {"step", step}, {"rng", rng_state.str()},
                                     {"seconds", p.seconds}, {"history", history}};
+            if (o.keep_checkpoints)
+                if (auto s = SaveRunStep(o, runs, step, (*task)->spec); !s) return Fail(s.error());
             if (auto s = SaveCheckpoint(checkpoint, runs, state); !s) return Fail(s.error());
         }
         if (progress) progress(p);

@@ -34,6 +34,7 @@ struct TrainOptions {
     uint64_t seed = 1;
     int64_t eval_every = 250;    // validation of both models; 0 = only at the end
     int64_t checkpoint_every = 500;
+    bool keep_checkpoints = false;  // also out/run/{ssa,vanilla}/checkpoint-N/ at step 0 and every checkpoint: a run
     bool resume = false;         // continue from out/checkpoint
     bool twin = true;
     bool freeze_positions = false;  // wpe fixed at zero (position-free models for length tests)
@@ -54,7 +55,9 @@ struct TrainProgress {
 // weights do not depend on the SSA forms, so a model and its vanilla twin start identical.
 SsaGpt InitSsaGpt(const ModelConfig& config, uint64_t seed, bool zero_positions = false);
 
-// What train writes in options.out: ssa/, vanilla/ (each a model folder) and checkpoint/. Each is
+// What train writes in options.out: ssa/, vanilla/ (each a model folder), checkpoint/ and with
+// keep_checkpoints run/ (run/ssa/checkpoint-N/ and run/vanilla/checkpoint-N/, model folders a
+// run's timeline opens: `ssaviz --run out/run/ssa --compare-run out/run/vanilla`). Each is
 // written under a temporary name and renamed into place, and must be absent or a folder train
 // wrote (its own files only, with train.json's "role" or state.json's "identity"; an empty folder
 // too): a link, a file, or a folder holding anything else is refused, naming it, and never

@@ -14,12 +14,21 @@
 namespace app {
 namespace {
 
-// The curves the tab offers: the timeline's head values, then the loss on the text.
-const char* const kCurveLabels[] = {"entropy", "JS to the comparison", "sink mass", "mean tau_q", "loss on the text"};
-constexpr int kCurves = static_cast<int>(std::size(kRunHeadValues)) + 1;
+// The curves the tab offers: the timeline's head values, the loss on the text, then the selected
+// token's tau_q in the selected head.
+const char* const kCurveLabels[] = {"entropy", "JS to the comparison", "sink mass", "mean tau_q", "loss on the text",
+                                    "tau_q of the selected token"};
+constexpr int kHeadCurves = static_cast<int>(std::size(kRunHeadValues));
+constexpr int kCurves = kHeadCurves + 2;
+constexpr int kTokenCurve = kCurves - 1;
 static_assert(std::size(kCurveLabels) == kCurves, "a label for each curve");
 
-std::string CurveKey(int k) { return k < kCurves - 1 ? kRunHeadValues[k] : "loss"; }
+std::string CurveKey(int k) { return k < kHeadCurves ? kRunHeadValues[k] : "loss"; }
+
+// The curve `k` of one run: a head value's or the loss's, or the token's tau_q in the head.
+RunCurve Curve(const RunTimeline& t, int k, HeadRef head, int token) {
+    return k == kTokenCurve ? TokenTauQCurve(t, head.layer, head.head, token) : CurveOf(t, CurveKey(k));
+}
 
 std::string FileName(const std::string& path) { return std::filesystem::path(path).filename().string(); }
 
@@ -100,11 +109,27 @@ void RunView::DrawTimeline(WindowState& state) {
     }
     ImGui::SetNextItemWidth(220);
     ImGui::Combo("curve", &m_key, kCurveLabels, kCurves);
-    if (m_for != state.timeline || m_plot_key != m_key) {
+    viz::ItemTooltip("What the curves show against step. The selected token's tau_q: the query selected in the map (the last "
+                     "token if none) in the selected head, over the run; the compare run's beside it.");
+    const int T = t->timeline.n_tokens;
+    const int token = state.query >= 0 && state.query < T ? state.query : T - 1;
+    if (m_key == kTokenCurve) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("token %d, layer %d head %d", token, state.selected.layer, state.selected.head);
+    }
+    const bool token_moved = m_key == kTokenCurve && (m_token != token || !(m_head == state.selected));
+    if (m_for != state.timeline || m_plot_key != m_key || token_moved) {
         m_for = state.timeline;
         m_plot_key = m_key;
-        m_plot = RunCurvesPlot(CurveKey(m_key), {CurveOf(t->timeline, CurveKey(m_key))}, /*points=*/false);
+        m_token = token;
+        m_head = state.selected;
+        std::vector<RunCurve> curves = {Curve(t->timeline, m_key, m_head, token)};
+        if (t->compare && !t->compare->steps.empty()) curves.push_back(Curve(*t->compare, m_key, m_head, token));
+        m_plot = RunCurvesPlot(m_key == kTokenCurve ? "tau_q_token" : CurveKey(m_key), curves, /*points=*/false);
         m_sparse = StepsToSparsity(t->timeline);
+        m_sparse_compare.clear();
+        if (t->compare && t->compare->n_layer == t->timeline.n_layer && t->compare->n_head == t->timeline.n_head)
+            m_sparse_compare = StepsToSparsity(*t->compare);
     }
     if (state.run_step >= 0 && state.run_step < static_cast<int>(state.run_steps.size()))
         m_plot.Options.XMarker = static_cast<float>(state.run_steps[state.run_step].step);
@@ -114,7 +139,12 @@ void RunView::DrawTimeline(WindowState& state) {
     state.regions["run_curves"] = Rect{at.x, at.y, ImGui::GetItemRectSize().x, plot_h};
 
     const RunTimeline& tl = t->timeline;
-    ImGui::TextUnformatted("Steps to sparsity (layer x head)");
+    ImGui::TextUnformatted(m_sparse_compare.empty() ? "Steps to sparsity (layer x head)"
+                                                    : "Steps to sparsity (layer x head): run / compare run");
+    if (!m_sparse_compare.empty())
+        viz::ItemTooltip(("Run: " + model::EscapeForMessage(FileName(tl.dir), 60) + "\nCompare run: " +
+                                model::EscapeForMessage(FileName(t->compare->dir), 60) + "\nThe head that gets there at the earlier step "
+                                "found its sparse attention sooner.").c_str());
     const ImVec2 grid_at = ImGui::GetCursorScreenPos();
     if (ImGui::BeginTable("##sparsity", tl.n_head + 1, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
         ImGui::TableSetupColumn("");
@@ -126,9 +156,11 @@ void RunView::DrawTimeline(WindowState& state) {
             ImGui::Text("L%d", l);
             for (int h = 0; h < tl.n_head; ++h) {
                 ImGui::TableNextColumn();
-                const int64_t step = m_sparse[static_cast<size_t>(l) * tl.n_head + h];
-                if (step < 0) ImGui::TextDisabled("-");
-                else ImGui::Text("%lld", static_cast<long long>(step));
+                const size_t i = static_cast<size_t>(l) * tl.n_head + h;
+                auto shown = [](int64_t step) { return step < 0 ? std::string("-") : std::to_string(step); };
+                if (m_sparse_compare.empty() && m_sparse[i] < 0) ImGui::TextDisabled("-");
+                else if (m_sparse_compare.empty()) ImGui::TextUnformatted(shown(m_sparse[i]).c_str());
+                else ImGui::TextUnformatted((shown(m_sparse[i]) + " / " + shown(m_sparse_compare[i])).c_str());
             }
         }
         ImGui::EndTable();

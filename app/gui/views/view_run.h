@@ -2,7 +2,8 @@
 // Play over the run's checkpoints (the open model is the chosen step's); the curves of the text
 // over every step (each head value's mean per layer and over every head, or the loss, against
 // step, the shown step marked), computed in the background one checkpoint at a time; each head's
-// steps to sparsity. `ssaviz export --run` writes the same numbers and curves.
+// steps to sparsity; a compare run's (--compare-run) beside them. `ssaviz export --run` writes the
+// same numbers and curves.
 #pragma once
 
 #include <memory>
@@ -24,8 +25,10 @@ private:
     int m_key = 0;  // the curve shown: kRunHeadValues, then the loss
     std::shared_ptr<const RunTrack> m_for;  // what m_plot and m_sparse were made for
     int m_plot_key = -1;
+    int m_token = -1;   // the token and head m_plot's token curve follows
+    HeadRef m_head;
     viz::Plot m_plot;
-    std::vector<int64_t> m_sparse;
+    std::vector<int64_t> m_sparse, m_sparse_compare;  // the compare run's: empty without one
 };
 
 }  // namespace app

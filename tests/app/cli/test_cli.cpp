@@ -424,4 +424,26 @@ TEST(BundledModels, EvalReproducesTheModelCard) {
     }
 }
 
+// The shipped run (assets/models/graph-run): its steps to sparsity and final fit are what the model
+// card says, read back through `export --run` and `eval` of its last step.
+TEST(BundledModels, GraphRunReproducesTheModelCard) {
+    const std::string card = ReadFile(kBundled + "/README.md"), out = Scratch("graph_run");
+    fs::remove_all(out);
+    Outcome r = Ssaviz({"export", "--run", kBundled + "/graph-run/ssa", "--compare-run", kBundled + "/graph-run/vanilla", "--text",
+                        "ABCDEFGHABCDEFGH", "--format", "json", "--out", out});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json run = json::parse(ReadFile(out + "/run.json"));
+    EXPECT_EQ(run["steps"].size(), 61u);
+    EXPECT_EQ(run["compare_run"]["steps"].size(), 61u);
+    const int64_t ssa = run["steps_to_sparsity"][0][0], vanilla = run["compare_run"]["steps_to_sparsity"][0][0];
+    EXPECT_NE(card.find("SSA step " + std::to_string(ssa) + ", vanilla\nstep " + std::to_string(vanilla)), std::string::npos)
+        << "the card's steps to sparsity: SSA " << ssa << ", vanilla " << vanilla;
+    for (const char* role : {"ssa", "vanilla"}) {
+        Outcome e = Ssaviz({"eval", "--model", kBundled + "/graph-run/" + role + "/checkpoint-300", "--json"});
+        ASSERT_EQ(e.code, 0) << e.err;
+        const json got = json::parse(e.out);
+        EXPECT_NE(card.find("L1 " + Fixed("%.3f", got["l1"].get<double>())), std::string::npos) << role << " L1 " << got["l1"];
+    }
+}
+
 }  // namespace

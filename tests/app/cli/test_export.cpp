@@ -123,7 +123,7 @@ TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
     const std::string csv = ReadFile(dir + "/out/run.csv");
     EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 2 * 2 * 2);  // a header, then 2 steps x 2 layers x 2 heads
     // Step 1000 against its checkpoint exported alone.
-    r = Ssaviz({"export", "--model", run + "/iter-001000-ckpt.pth", "--text", text, "--out", dir + "/single", "--format", "json"});
+    r = Ssaviz({"export", "--model", run + "/iter-001000-ckpt.pth", "--text", text, "--out", dir + "/single", "--format", "json,npy"});
     ASSERT_EQ(r.code, 0) << r.err;
     const json single = json::parse(ReadFile(dir + "/single/metrics.json"));
     for (const json& head : single["heads"]) {
@@ -132,6 +132,14 @@ TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
         EXPECT_EQ(timeline["steps"][1]["heads"]["sink_mass"][l][h], head["ssa"]["sink_mass"]);
         EXPECT_EQ(timeline["steps"][1]["heads"]["js_divergence"][l][h], head["js_divergence"]);
     }
+    // Each token's tau_q over the run, [S, L, H, T]: its last step's is the checkpoint's own tau_q.npy.
+    const std::vector<int64_t> tau_shape = NpyShape(dir + "/out/tau_q.npy"), single_shape = NpyShape(dir + "/single/tau_q.npy");
+    ASSERT_EQ(single_shape.size(), 3u);
+    EXPECT_EQ(tau_shape, (std::vector<int64_t>{2, single_shape[0], single_shape[1], single_shape[2]}));
+    const std::string tau_run = ReadFile(dir + "/out/tau_q.npy"), tau_single = ReadFile(dir + "/single/tau_q.npy");
+    const size_t bytes = 4 * static_cast<size_t>(single_shape[0] * single_shape[1] * single_shape[2]);
+    ASSERT_GT(tau_run.size(), bytes);
+    EXPECT_EQ(tau_run.substr(tau_run.size() - bytes), tau_single.substr(tau_single.size() - bytes));
     // --steps: step 1000's whole export as step-001000/, what `export --model` wrote for it alone;
     // --compare-run: a second run beside it (here step 100's checkpoint at steps 100 and 1000), in
     // run.json, run.csv and the curves.
@@ -145,6 +153,7 @@ TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
     const json steps_json = json::parse(ReadFile(dir + "/both/step-001000/metrics.json"));
     EXPECT_EQ(steps_json["heads"], single["heads"]);
     EXPECT_TRUE(fs::exists(dir + "/both/compare-run/step-001000/metrics.json"));
+    EXPECT_EQ(NpyShape(dir + "/both/compare-run/tau_q.npy"), tau_shape);
     EXPECT_FALSE(fs::exists(dir + "/both/step-000100"));
     const json both = json::parse(ReadFile(dir + "/both/run.json"));
     ASSERT_EQ(both["compare_run"]["steps"].size(), 2u);

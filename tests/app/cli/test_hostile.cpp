@@ -458,3 +458,36 @@ TEST_F(Cli, RepeatedLayersAndHeadsWriteEachFileOnce) {
 }
 
 }  // namespace
+
+namespace {
+
+// A hostile run (issue 36): steps that are links (one to a good checkpoint, one broken, one to
+// itself), a FIFO and a folder named as checkpoints, and 10,000 other files. Each bad step is
+// named once and skipped, the good ones analysed, and the FIFO never waited on.
+TEST_F(Cli, AHostileRunNamesEachBadStepAndGoesOn) {
+    const std::string dir = Fresh("run"), run = dir + "/run";
+    fs::create_directories(run);
+    Outcome r = Ssaviz({"init-random", "--out", dir + "/a", "--family", "pythia", "--layout", "lit", "--layers", "2", "--heads", "2",
+                        "--embd", "32", "--query-form", "exp_exp,none", "--seed", "1"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* f : {"lit_config.json", "vocab.json", "merges.txt"}) fs::copy_file(dir + "/a/" + f, run + "/" + f);
+    fs::copy_file(dir + "/a/lit_model.pth", run + "/iter-000100-ckpt.pth");
+    fs::create_symlink("../a/lit_model.pth", run + "/iter-000200-ckpt.pth");
+    fs::create_symlink("nowhere", run + "/iter-000300-ckpt.pth");
+    ASSERT_EQ(::mkfifo((run + "/iter-000400-ckpt.pth").c_str(), 0600), 0);
+    fs::create_directory(run + "/iter-000500-ckpt.pth");
+    fs::create_symlink("iter-000600-ckpt.pth", run + "/iter-000600-ckpt.pth");
+    for (int i = 0; i < 10000; ++i) std::ofstream(run + "/junk-" + std::to_string(i) + ".txt");
+    r = Ssaviz({"export", "--run", run, "--text", "The cat sat on the mat.", "--out", dir + "/out"});
+    EXPECT_EQ(r.code, 3) << r.err;
+    for (const char* step : {"step 300 (iter-000300-ckpt.pth)", "step 400 (iter-000400-ckpt.pth)", "step 500 (iter-000500-ckpt.pth)",
+                             "step 600 (iter-000600-ckpt.pth)"})
+        EXPECT_NE(r.err.find(step), std::string::npos) << step << "\n" << r.err;
+    const json timeline = json::parse(ReadFile(dir + "/out/run.json"));
+    ASSERT_EQ(timeline["steps"].size(), 2u);
+    EXPECT_EQ(timeline["steps"][1]["step"], 200);
+    EXPECT_EQ(timeline["steps"][0]["heads"], timeline["steps"][1]["heads"]) << "the link opens the checkpoint it points to";
+    EXPECT_EQ(timeline["failed"].size(), 4u);
+}
+
+}  // namespace

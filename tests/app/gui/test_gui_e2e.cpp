@@ -292,6 +292,32 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
     EXPECT_NE(ReadFile(dir + "/bad.txt").find("holds no checkpoints"), std::string::npos) << ReadFile(dir + "/bad.txt");
 }
 
+// Examples > Graph training run: the shipped run opens at its last step with the vanilla run
+// beside it, both timelines run to the end, and the curves and the steps-to-sparsity table are drawn.
+TEST(EndToEnd, TheGraphRunExampleShowsBothRuns) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_graph_run";
+    fs::create_directories(dir);
+    const std::string png = dir + "/shot.png";
+    fs::remove(png);
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --example graph-run --screenshot " + png + " --frames 4", dir + "/log.txt"), 0)
+        << ReadFile(dir + "/log.txt");
+    const nlohmann::json meta = nlohmann::json::parse(ReadFile(png + ".json"), nullptr, false);
+    ASSERT_TRUE(meta.is_object() && meta.contains("state")) << ReadFile(dir + "/log.txt");
+    const nlohmann::json& state = meta["state"];
+    EXPECT_EQ(state["tab"], "Run");
+    EXPECT_EQ(state["run_step"], 300);
+    EXPECT_NE(state["model"].get<std::string>().find("graph-run/ssa/checkpoint-300"), std::string::npos) << state["model"];
+    ASSERT_EQ(state["timeline_steps"].size(), 61u);
+    EXPECT_EQ(state["compare_timeline_steps"], state["timeline_steps"]) << "the vanilla run's steps are the SSA run's";
+    EXPECT_TRUE(state["timeline_failed"].empty()) << state["timeline_failed"];
+    const Picture p = Load(png);
+    for (const char* region : {"run_curves", "run_sparsity"}) {
+        ASSERT_TRUE(meta["regions"].contains(region)) << region << " " << meta["regions"].dump();
+        const nlohmann::json r = meta["regions"][region];
+        EXPECT_GT(DistinctColours(p, r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 6u) << region;
+    }
+}
+
 // Issue 38: no display is one line (GLFW's reason inside ssaviz's), not GLFW's line and then ours.
 TEST(EndToEnd, NoDisplayIsOneLine) {
     const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_no_display";

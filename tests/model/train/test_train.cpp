@@ -1,6 +1,7 @@
 // The trainer: real LibTorch autograd on real data (a fortune file from Debian's fortunes package,
 // the synthetic tasks), real files written and read back. Small models and few steps keep each
 // test to seconds; nothing here checks a timing.
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -220,3 +221,59 @@ TEST(Train, PasskeyTokenizerAndSequences) {
 }
 
 }  // namespace
+
+// --keep-checkpoints: each checkpoint's models kept as a run (out/run/ROLE/checkpoint-N/, from
+// step 0), the last step the final model's bytes, a resumed run the same steps with the same bytes,
+// and a run folder holding something train did not write refused and left alone.
+TEST(Train, KeptCheckpointsAreARun) {
+    model::SetComputeThreads(1);
+    model::TrainOptions o;
+    o.task.task = "graph";
+    o.task.seq_len = 16;
+    o.task.batch = 1;
+    o.config.n_layer = 1, o.config.n_head = 1, o.config.n_embd = 8, o.config.n_positions = 16;
+    o.config.query = {model::PositionForm::Sigmoid, model::TokenForm::Shared, model::Combine::Sum};
+    o.out = Out("kept");
+    o.steps = 30;
+    o.lr = 1e-2;
+    o.warmup = 0;
+    o.eval_every = 0;
+    o.checkpoint_every = 10;
+    o.keep_checkpoints = true;
+    ASSERT_TRUE(model::Train(o, nullptr));
+    for (const char* role : {"ssa", "vanilla"}) {
+        std::vector<std::string> names;
+        for (const auto& e : fs::directory_iterator(o.out + "/run/" + role)) names.push_back(e.path().filename().string());
+        std::sort(names.begin(), names.end());
+        EXPECT_EQ(names, (std::vector<std::string>{"checkpoint-0", "checkpoint-10", "checkpoint-20", "checkpoint-30"})) << role;
+        const std::string last = o.out + "/run/" + role + "/checkpoint-30";
+        EXPECT_EQ(Bytes(last + "/model.safetensors"), Bytes(o.out + "/" + role + "/model.safetensors")) << role;
+        const json record = json::parse(Bytes(last + "/train.json"));
+        EXPECT_EQ(record["role"], role);
+        EXPECT_EQ(record["step"], 30);
+        EXPECT_TRUE(fs::is_regular_file(last + "/vocab.json")) << "each step a model folder with its tokenizer";
+    }
+    auto first = model::LoadSsaGptFolder(o.out + "/run/ssa/checkpoint-0", at::kCPU);
+    ASSERT_TRUE(first) << first.error();
+    const auto init = model::InitSsaGpt(first->config, o.seed);  // the config as trained: its vocabulary the task's
+    EXPECT_TRUE(at::equal(first->wte, init.wte));
+    EXPECT_TRUE(at::equal(first->layers[0].q.pos, init.layers[0].q.pos));
+
+    auto split = o;
+    split.out = Out("kept_split");
+    std::atomic<bool> stop{false};
+    ASSERT_FALSE(model::Train(split, [&](const model::TrainProgress& p) { stop = p.step >= 15; }, &stop));
+    EXPECT_FALSE(fs::exists(split.out + "/run/ssa/checkpoint-20"));
+    split.resume = true;
+    auto resumed = model::Train(split, nullptr);
+    ASSERT_TRUE(resumed) << resumed.error();
+    for (const char* step : {"checkpoint-0", "checkpoint-10", "checkpoint-20", "checkpoint-30"})
+        EXPECT_EQ(Bytes(o.out + "/run/ssa/" + step + "/model.safetensors"), Bytes(split.out + "/run/ssa/" + step + "/model.safetensors"))
+            << step;
+
+    std::ofstream(o.out + "/run/ssa/notes.txt") << "mine";
+    auto refused = model::Train(o, nullptr);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().find("notes.txt"), std::string::npos) << refused.error();
+    EXPECT_TRUE(fs::exists(o.out + "/run/ssa/checkpoint-30")) << "nothing of a folder train cannot prove its own is deleted";
+}
