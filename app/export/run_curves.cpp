@@ -113,4 +113,19 @@ std::vector<int64_t> StepsToSparsity(const RunTimeline& t) {
     return out;
 }
 
+std::vector<float> StepsToSparsityValues(const RunTimeline& run, const RunTimeline* compare, MapMode side) {
+    auto values = [](const RunTimeline& t) {
+        std::vector<float> v;
+        for (int64_t s : StepsToSparsity(t)) v.push_back(s < 0 ? NAN : static_cast<float>(s));
+        return v;
+    };
+    const std::vector<float> own = values(run);
+    if (side == MapMode::Ssa) return own;
+    std::vector<float> out(own.size(), NAN);
+    if (!compare || compare->n_layer != run.n_layer || compare->n_head != run.n_head) return out;
+    const std::vector<float> other = values(*compare);
+    for (size_t k = 0; k < out.size(); ++k) out[k] = side == MapMode::Compare ? other[k] : own[k] - other[k];
+    return out;
+}
+
 }  // namespace app

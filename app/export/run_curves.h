@@ -51,5 +51,11 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
 // Each head's steps to sparsity [L * H]: the first step at which its mean entropy on the text is
 // below half of its entropy at the run's first analysed step; -1: never (or no entropy to halve).
 std::vector<int64_t> StepsToSparsity(const RunTimeline& t);
+// The same as a head value [L * H] for the heads matrix: the run's (MapMode::Ssa), the compare
+// run's (Compare: needs `compare` of the same shape), or run minus compare run (Difference);
+// never reached, or no compare run: NaN.
+std::vector<float> StepsToSparsityValues(const RunTimeline& run, const RunTimeline* compare, MapMode side);
+// The heads matrix's key for it (a session's view.matrix_metric may hold it).
+inline constexpr const char* kStepsToSparsityKey = "steps_to_sparsity";
 
 }  // namespace app

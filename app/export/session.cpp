@@ -1,5 +1,7 @@
 #include "app/export/session.h"
 
+#include "app/export/run_curves.h"
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -86,6 +88,11 @@ private:
 // ("tau_q", as older sessions saved the badge's tau_q mean, stays "tau_q").
 std::optional<std::string> HeadValueName(const std::string& name) {
     return FindHeadValue(name) ? std::optional<std::string>(name) : std::nullopt;
+}
+
+// The heads matrix's: a head value, or a run's steps to sparsity (shown while a run is open).
+std::optional<std::string> MatrixValueName(const std::string& name) {
+    return name == kStepsToSparsityKey ? std::optional<std::string>(name) : HeadValueName(name);
 }
 
 HeadRef ReadHead(const json& v, const std::string& name) {
@@ -266,7 +273,7 @@ model::Result<Session> SessionFromJson(const json& j) {
         v.Read("three_way", &vs.three_way);
         v.ReadEnum("grid_map", &vs.grid_mode, ParseMapMode, "ssa, compare, diff");
         v.Read("per_head_scale", &vs.per_head_scale);
-        v.ReadEnum("matrix_metric", &vs.matrix_metric, HeadValueName, HeadValueKeys());
+        v.ReadEnum("matrix_metric", &vs.matrix_metric, MatrixValueName, HeadValueKeys() + ", " + kStepsToSparsityKey);
         v.Read("grid_cell", &vs.grid_cell);
         v.Read("tab", &vs.right_tab);
         if (vs.right_tab.size() > kMaxNameBytes) throw BadKey{"'view.tab' is not a tab's name (" + QuoteForMessage(vs.right_tab) + ")"};

@@ -26,6 +26,10 @@ ImU32 InkOn(viz::Rgba8 c) {
     return y > 0.179f ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255);
 }
 
+// The Run tab's steps to sparsity as a matrix value, once a run's timeline has run
+// (StepsToSparsityValues; never reached: a grey cell).
+constexpr const char* kStepsKey = kStepsToSparsityKey;
+
 }  // namespace
 
 void HeadMatrixView::Draw(WindowState& state) {
@@ -36,44 +40,57 @@ void HeadMatrixView::Draw(WindowState& state) {
     m_summaries.Update(state);
     const std::vector<HeadSummary>& summary = m_summaries.Get();
     std::string& key = state.settings.matrix_metric;
+    const RunTrack* run = state.timeline && state.timeline->timeline.n_layer == L && state.timeline->timeline.n_head == H &&
+                                  !state.timeline->timeline.steps.empty()
+                              ? state.timeline.get() : nullptr;
+    const bool steps = key == kStepsKey && run;
     const HeadValue* found = FindHeadValue(key);
     const HeadValue& metric = found ? *found : HeadValues().front();
     const Quantity& quantity = *metric.quantity;
-    const std::string cmp = CompareName(a);
+    const std::string cmp = steps ? "compare run" : CompareName(a);
+    const std::string label = steps ? "steps to sparsity" : metric.label;
 
     // Controls: the metric, and which side (SSA, comparison, difference) when it has two.
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("Metric");
     ImGui::SameLine();
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 11.0f);
-    if (ImGui::BeginCombo("##matrix_metric", metric.label.c_str())) {
+    const char* kStepsHelp = "the training run's (Run tab): the first step at which the head's mean entropy on the text is below "
+                             "half of its entropy at the run's first step; grey: never";
+    if (ImGui::BeginCombo("##matrix_metric", label.c_str())) {
         for (const HeadValue& v : HeadValues()) {
-            if (ImGui::Selectable(v.label.c_str(), &metric == &v)) key = v.key;
+            if (ImGui::Selectable(v.label.c_str(), !steps && &metric == &v)) key = v.key;
             if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", v.help.c_str());
+        }
+        if (run) {
+            ImGui::Separator();
+            if (ImGui::Selectable("steps to sparsity", steps)) key = kStepsKey;
+            if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", kStepsHelp);
         }
         ImGui::EndCombo();
     }
-    ImGui::BeginDisabled(!quantity.TwoSided());
+    ImGui::BeginDisabled(steps ? !run->compare : !quantity.TwoSided());
     for (MapMode side : {MapMode::Ssa, MapMode::Compare, MapMode::Difference}) {
         ImGui::SameLine();
-        const char* name = side == MapMode::Ssa ? "SSA" : side == MapMode::Compare ? cmp.c_str() : "difference";
+        const char* name = side == MapMode::Ssa ? (steps ? "run" : "SSA") : side == MapMode::Compare ? cmp.c_str() : "difference";
         ImGui::PushID(static_cast<int>(side));
         if (ImGui::RadioButton(name, m_side == side)) m_side = side;
         ImGui::PopID();
     }
     ImGui::EndDisabled();
-    const MapMode side = quantity.ShownMode(m_side);
+    const MapMode side = steps ? (run->compare ? m_side : MapMode::Ssa) : quantity.ShownMode(m_side);
 
     std::vector<float> values(summary.size());
+    if (steps) values = StepsToSparsityValues(run->timeline, run->compare ? &*run->compare : nullptr, side);
+    else
+        for (size_t k = 0; k < summary.size(); ++k) values[k] = summary[k].Get(metric, side);
     float lo = INFINITY, hi = -INFINITY;
-    for (size_t k = 0; k < summary.size(); ++k) {
-        values[k] = summary[k].Get(metric, side);
-        if (std::isfinite(values[k])) lo = std::min(lo, values[k]), hi = std::max(hi, values[k]);
-    }
+    for (float v : values)
+        if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
     // Colours: around 1 for temperatures, around 0 for a difference, else the metric's range.
     viz::Colormap colormap = state.settings.colormap;
     viz::Range range{lo, hi > lo ? hi : lo + 1e-6f};
-    if (side == MapMode::Difference || (quantity.scale == Scale::AroundOne && side != MapMode::Compare)) {
+    if (side == MapMode::Difference || (!steps && quantity.scale == Scale::AroundOne && side != MapMode::Compare)) {
         const float centre = side == MapMode::Difference ? 0.0f : 1.0f;
         float d = 1e-6f;
         for (float v : values)
@@ -81,8 +98,12 @@ void HeadMatrixView::Draw(WindowState& state) {
         range = {centre - d, centre + d};
         colormap = viz::Colormap::Diverging;
     }
-    ImGui::TextDisabled("%s%s%s%s, %s", side == MapMode::Difference ? "SSA - " : "", side == MapMode::Compare ? (cmp + " ").c_str() : "",
-                        metric.label.c_str(), quantity.unit.empty() ? "" : (", " + quantity.unit).c_str(), metric.help.c_str());
+    if (steps)
+        ImGui::TextDisabled("%s%s, %s", side == MapMode::Difference ? "run - compare run: " : side == MapMode::Compare ? "compare run: " : "",
+                            label.c_str(), kStepsHelp);
+    else
+        ImGui::TextDisabled("%s%s%s%s, %s", side == MapMode::Difference ? "SSA - " : "", side == MapMode::Compare ? (cmp + " ").c_str() : "",
+                            metric.label.c_str(), quantity.unit.empty() ? "" : (", " + quantity.unit).c_str(), metric.help.c_str());
 
     // Cells as wide as the pane allows. With numbers, never narrower than one: past that the matrix
     // scrolls. Without (the default when the numbered matrix would be over 2.5 times the pane's width,
@@ -136,7 +157,16 @@ void HeadMatrixView::Draw(WindowState& state) {
         }
     }
     DrawGridLabels(draw, {origin, label_w, line + 2.0f, ImVec2(cell_w, cell_h), ImVec2(cell_w - 1.0f, cell_h - 1.0f)}, L, H, state.selected);
-    if (hovered >= 0) HeadTooltip(state, summary[hovered]);
+    if (hovered >= 0 && steps) {
+        auto shown = [](float v) { return std::isfinite(v) ? FormatNumber(v) : std::string("never"); };
+        const RunTimeline* other_run = run->compare ? &*run->compare : nullptr;
+        const std::vector<float> own = StepsToSparsityValues(run->timeline, other_run, MapMode::Ssa),
+                                 other = StepsToSparsityValues(run->timeline, other_run, MapMode::Compare);
+        ImGui::SetTooltip("L%d H%d: steps to sparsity %s (run)%s", hovered / H, hovered % H, shown(own[hovered]).c_str(),
+                          run->compare ? (", " + shown(other[hovered]) + " (compare run)").c_str() : "");
+    } else if (hovered >= 0) {
+        HeadTooltip(state, summary[hovered]);
+    }
     ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + grid_h));
     ImGui::Dummy(ImVec2(grid_w, 0.0f));
     ImGui::EndChild();

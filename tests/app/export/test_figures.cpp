@@ -3,6 +3,7 @@
 // the tau_q histogram against a twin (whose temperatures are overlaid), as PNG and SVG.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "app/export/export_figures.h"
+#include "app/export/run_curves.h"
 #include "tests/app/gui/synthetic.h"
 #include "viz/figure.h"
 
@@ -70,3 +72,44 @@ TEST_F(ExportFigures, SparsityPlotsAgainstATwin) {
 }
 
 }  // namespace
+
+// A run's timeline (app/export/run_curves.h): steps to sparsity from each head's entropy, as the
+// Run tab's table and the heads matrix read it (run, compare run, their difference), and a token's
+// tau_q against step.
+TEST(RunTimeline, StepsToSparsityAndATokensTauQ) {
+    const int L = 1, H = 2, T = 6;
+    app::RunTimeline run, compare;
+    for (int k = 0; k < 3; ++k) {
+        const model::Analysis a = app::MakeSyntheticAnalysis(L, H, T, 3 + k);
+        run.Add(10 * k, "checkpoint-" + std::to_string(10 * k), a);
+        compare.Add(10 * k, "checkpoint-" + std::to_string(10 * k), a);
+    }
+    const size_t entropy = static_cast<size_t>(app::FindHeadValue("entropy")->index) * app::kSides;
+    auto set = [&](app::RunTimeline& t, int head, std::vector<float> values) {
+        for (size_t k = 0; k < values.size(); ++k) t.heads[k][head].values[entropy] = values[k];
+    };
+    set(run, 0, {2.0f, 1.5f, 0.9f});     // below half of 2.0 at step 20
+    set(run, 1, {2.0f, 1.2f, 1.1f});     // never
+    set(compare, 0, {2.0f, 0.8f, 0.5f});  // at step 10
+    set(compare, 1, {1.0f, 0.4f, 0.3f});  // at step 10
+    EXPECT_EQ(app::StepsToSparsity(run), (std::vector<int64_t>{20, -1}));
+    const std::vector<float> own = app::StepsToSparsityValues(run, &compare, app::MapMode::Ssa);
+    const std::vector<float> other = app::StepsToSparsityValues(run, &compare, app::MapMode::Compare);
+    const std::vector<float> diff = app::StepsToSparsityValues(run, &compare, app::MapMode::Difference);
+    EXPECT_EQ(own[0], 20.0f);
+    EXPECT_TRUE(std::isnan(own[1]));
+    EXPECT_EQ(other, (std::vector<float>{10.0f, 10.0f}));
+    EXPECT_EQ(diff[0], 10.0f);
+    EXPECT_TRUE(std::isnan(diff[1]));
+    EXPECT_TRUE(std::isnan(app::StepsToSparsityValues(run, nullptr, app::MapMode::Compare)[0])) << "no compare run";
+
+    // Token 4 in head (0, 1): each step's own tau_q; a token past the text is NaN.
+    const app::RunCurve tau = app::TokenTauQCurve(run, 0, 1, 4);
+    ASSERT_EQ(tau.all.size(), 3u);
+    for (int k = 0; k < 3; ++k) {
+        const model::Analysis a = app::MakeSyntheticAnalysis(L, H, T, 3 + k);
+        EXPECT_EQ(tau.all[k], a.tau_q[(0 * H + 1) * T + 4]) << "step " << k;
+        EXPECT_EQ(tau.steps[k], 10.0f * k);
+    }
+    EXPECT_TRUE(std::isnan(app::TokenTauQCurve(run, 0, 1, T).all[0]));
+}

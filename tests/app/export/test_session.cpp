@@ -72,6 +72,14 @@ TEST(Session, RoundTripsEveryField) {
     EXPECT_EQ(back->settings.map_mode, app::MapMode::Difference);
     EXPECT_EQ(back->export_options.figures.highlight_head.head, 2);
     EXPECT_FLOAT_EQ(back->export_options.sink_epsilon, 0.4f);
+
+    // The heads matrix showing a run's steps to sparsity saves and opens again as that.
+    app::Session run = s;
+    run.settings.matrix_metric = "steps_to_sparsity";
+    ASSERT_TRUE(app::SaveSession(path, run));
+    auto run_back = app::LoadSession(path);
+    ASSERT_TRUE(run_back) << run_back.error();
+    EXPECT_EQ(run_back->settings.matrix_metric, "steps_to_sparsity");
 }
 
 // What-ifs are kept in the --ablate syntax, and "compare": "unedited" (the model without them)

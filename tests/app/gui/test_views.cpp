@@ -474,6 +474,30 @@ TEST_F(Views, EveryHeadValueDraws) {
     EXPECT_TRUE(state.regions.count("table"));
 }
 
+// With a run's timeline (the Run tab's), the matrix offers each head's steps to sparsity (their
+// numbers: RunTimeline.StepsToSparsityAndATokensTauQ); without one the key falls back to a metric.
+TEST_F(Views, MatrixShowsARunsStepsToSparsity) {
+    app::WindowState state = StateWith(2, 3, 16);
+    auto track = std::make_shared<app::RunTrack>();
+    track->timeline.label = "run";
+    track->compare.emplace();
+    track->compare->label = "compare run";
+    for (int k = 0; k < 3; ++k) {
+        const model::Analysis a = app::MakeSyntheticAnalysis(2, 3, 16, 5 + k);
+        track->timeline.Add(100 * k, "step", a);
+        track->compare->Add(100 * k, "step", a);
+    }
+    state.timeline = track;
+    state.settings.matrix_metric = "steps_to_sparsity";
+    app::HeadMatrixView matrix;
+    for (int frame = 0; frame < 2; ++frame) Frame([&] { matrix.Draw(state); });
+    EXPECT_TRUE(state.regions.count("matrix"));
+    EXPECT_EQ(state.settings.matrix_metric, "steps_to_sparsity");
+    state.timeline.reset();
+    Frame([&] { matrix.Draw(state); });
+    EXPECT_TRUE(state.regions.count("matrix")) << "without a run the matrix shows a metric";
+}
+
 // The graph window on a 16-token analysis (the graph example's shape) and on any other, which
 // gets a note instead of maps.
 TEST_F(Views, GraphWindowDraws) {
