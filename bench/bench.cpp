@@ -22,6 +22,12 @@
 //                       one thing in this process, each time printed: full analyses, or after one
 //                       full analysis, edits of one token there (for a profiler: perf record -g);
 //                       against a twin, or with a fine-tune's base (three sides)
+//          ssaviz_bench --model DIR --only lens [--tokens 128,512,1024] [--repeats 3] [--no-baseline]
+//                       the logit lens and attribution of the SSA side (Engine::RunLens: a forward
+//                       pass keeping the residual stream, every layer's rows through the final norm
+//                       and head in blocks of 256, every position's attribution; Engine::Attribute:
+//                       one position's parts for another token), beside the same products in PyTorch
+//                       (bench/lens_baseline.py) on the same ids
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -233,6 +239,64 @@ int RunChild(const Options& o) {
     return 0;
 }
 
+json RunCommand(const std::string& command);
+std::string Quote(const std::string& s);
+std::string Fixed(double v, int digits);
+std::string Ratio(double ours, double theirs);
+
+// --only lens: a Markdown table, a row per token count.
+int RunLensBench(const Options& o) {
+    const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+    model::SetComputeThreads(threads);
+    auto engine = model::Engine::Open(o.model, o.device);
+    if (!engine) Die(engine.error());
+    const std::string baseline = std::string(SSAVIZ_SOURCE_DIR) + "/bench/lens_baseline.py";
+    std::printf("ssaviz_bench --only lens: model %s, device %s, %d threads, median of %d after a warm-up\nBLAS: %s\n\n", o.model.c_str(),
+                o.device.c_str(), threads, o.repeats, model::DescribeBlas().c_str());
+    std::printf("| tokens | ssaviz lens + attribution ms | PyTorch, the same products ms | ratio | one position's attribution to "
+                "another token ms | peak RSS MB so far (PyTorch) | lens loss sums |\n|---:|---:|---:|---:|---:|---:|---|\n");
+    for (int T : o.tokens) {
+        const model::Tokenization tokens = BenchTokens(**engine, T);
+        std::vector<double> lens_ms, attribute_ms;
+        double loss_sum = 0;
+        for (int r = 0; r <= o.repeats; ++r) {  // the first is a warm-up
+            model::Result<model::Lens> lens = model::Fail("not run");
+            const double ms = TimeMs([&] { lens = (*engine)->RunLens(tokens.ids, model::MapSide::Ssa); });
+            if (!lens) Die(lens.error());
+            const double one = TimeMs([&] {
+                if (auto parts = (*engine)->Attribute(tokens.ids, model::MapSide::Ssa, T - 1, tokens.ids[0]); !parts) Die(parts.error());
+            });
+            if (r == 0) continue;
+            lens_ms.push_back(ms);
+            attribute_ms.push_back(one);
+            loss_sum = 0;
+            for (float v : lens->loss) loss_sum += v;
+        }
+        std::string row = "| " + std::to_string(T) + " | " + Fixed(Median(lens_ms), 1) + " | ";
+        json theirs = json::object();
+        if (o.baseline) {
+            const std::string ids_file = "/tmp/ssaviz_bench_lens_ids_" + std::to_string(getpid()) + ".txt";
+            {
+                std::ofstream ids(ids_file);
+                for (int32_t id : tokens.ids) ids << id << ' ';
+            }
+            theirs = RunCommand(Quote(o.python) + " " + Quote(baseline) + " --model " + Quote(o.model) + " --ids " + Quote(ids_file) +
+                                " --tokens " + std::to_string(T) + " --threads " + std::to_string(threads) + " --repeats " +
+                                std::to_string(o.repeats));
+            std::remove(ids_file.c_str());
+            const double d = std::abs(loss_sum - double(theirs["loss_sum"])) / std::max(1e-9, std::abs(double(theirs["loss_sum"])));
+            row += Fixed(theirs["total_ms"], 1) + " | " + Ratio(Median(lens_ms), theirs["total_ms"]) + " | " + Fixed(Median(attribute_ms), 1) +
+                   " | " + Fixed(PeakRssMb(), 0) + " (" + Fixed(theirs["peak_rss_mb"], 0) + ") | " + (d < 1e-4 ? "agree" : "DIFFER") + " (" +
+                   Fixed(d * 1e6, 2) + " ppm) |";
+        } else {
+            row += "- | - | " + Fixed(Median(attribute_ms), 1) + " | " + Fixed(PeakRssMb(), 0) + " | - |";
+        }
+        std::printf("%s\n", row.c_str());
+        std::fflush(stdout);
+    }
+    return 0;
+}
+
 json RunCommand(const std::string& command) {
     FILE* pipe = popen(command.c_str(), "r");
     if (!pipe) Die("cannot run: " + command);
@@ -311,6 +375,7 @@ Options Parse(int argc, char** argv) {
 int main(int argc, char** argv) {
     const Options o = Parse(argc, argv);
     if (o.child > 0) return RunChild(o);
+    if (o.only == "lens") return RunLensBench(o);
     if (!o.only.empty()) return RunOnly(o);
 
     const unsigned cores = std::thread::hardware_concurrency();
