@@ -156,6 +156,14 @@ struct Engine::Impl {
     void CloseBeside(Comparison which);
     // The model and the tau = 1 switch a side's lens runs with; null for a side the engine lacks.
     const SsaGpt* LensModel(MapSide side, bool* vanilla) const;
+    // RunLensAt's kept residual stream: of `ids` through `gpt` (tau = 1 where `vanilla`); let go
+    // whenever a twin or base opens or closes, so `gpt` always points at a model still open.
+    struct KeptStream {
+        std::vector<int32_t> ids;
+        const SsaGpt* gpt = nullptr;
+        bool vanilla = false;
+        std::shared_ptr<const LensStream> stream;
+    } lens_stream;
 };
 
 //-----------------------------------------------------------------------------
@@ -201,12 +209,14 @@ Status Engine::Impl::OpenBeside(Comparison which, const std::string& dir, const 
     other = std::make_unique<LoadedModel>(std::move(*loaded));
     kind = which;
     cache = {};
+    lens_stream = {};
     return Ok{};
 }
 
 void Engine::Impl::CloseBeside(Comparison which) {
     if (Beside(which)) other.reset();
     cache = {};
+    lens_stream = {};
 }
 
 Status Engine::OpenTwin(const std::string& twin_dir, const ConfigHints& hints) { return m_impl->OpenBeside(Comparison::Twin, twin_dir, hints); }
@@ -446,6 +456,20 @@ Result<std::vector<float>> Engine::Attribute(const std::vector<int32_t>& ids, Ma
     const SsaGpt* gpt = m_impl->LensModel(side, &vanilla);
     if (!gpt) return Fail("no base model is open");
     return model::Attribute(*gpt, ids, position, token, vanilla);
+}
+
+Result<LensAt> Engine::RunLensAt(const std::vector<int32_t>& ids, MapSide side, int64_t position, int32_t token) {
+    bool vanilla = false;
+    const SsaGpt* gpt = m_impl->LensModel(side, &vanilla);
+    if (!gpt) return Fail("no base model is open");
+    Impl::KeptStream& kept = m_impl->lens_stream;
+    if (!kept.stream || kept.gpt != gpt || kept.vanilla != vanilla || kept.ids != ids) {
+        kept = {};  // the old stream goes before the new one is made: one at a time in memory
+        auto stream = RunLensStream(*gpt, ids, vanilla);
+        if (!stream) return Fail(stream.error());
+        kept = {ids, gpt, vanilla, std::move(*stream)};
+    }
+    return LensAtPosition(*gpt, *kept.stream, ids, position, token);
 }
 
 }  // namespace model

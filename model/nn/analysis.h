@@ -192,6 +192,11 @@ public:
     Result<Lens> RunLens(const std::vector<int32_t>& ids, MapSide side, const LensOptions& options = {});
     // Position `position`'s parts for another target `token` (lens.h's Attribute), on one side.
     Result<std::vector<float>> Attribute(const std::vector<int32_t>& ids, MapSide side, int64_t position, int32_t token);
+    // One position's lens and attribution (lens.h's LensAtPosition; token -1: the next token), on
+    // one side, from a residual stream kept for `ids` and that side: the first call for a text runs
+    // its forward pass; another position or target of the same text costs that position's products
+    // alone. The stream (about (2 L + 1) T E floats) is let go when a twin or base opens or closes.
+    Result<LensAt> RunLensAt(const std::vector<int32_t>& ids, MapSide side, int64_t position, int32_t token = -1);
 
 private:
     Engine();

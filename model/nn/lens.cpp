@@ -9,15 +9,19 @@
 #include "model/nn/model_weights.h"
 
 namespace model {
-namespace {
 
 // The residual stream of one run: r_l before layer l and after the last (r_0 the embeddings), and
 // each layer's heads' outputs before the projection, [T, H, D], float32 on the model's device.
-struct Stream {
+struct LensStream {
     std::vector<at::Tensor> resid;  // [L + 1] x [T, E]
     std::vector<at::Tensor> heads;  // [L] x [T, H, D]
     at::ScalarType compute = at::kFloat;  // what the forward pass ran in (the lens's rows go back to it)
+    int64_t n_tokens = 0;
 };
+
+namespace {
+
+using Stream = LensStream;
 
 Result<Stream> RunStream(const SsaGpt& m, const std::vector<int32_t>& ids, const LensOptions& options) {
     const ModelConfig& c = m.config;
@@ -26,6 +30,7 @@ Result<Stream> RunStream(const SsaGpt& m, const std::vector<int32_t>& ids, const
     at::Tensor x = Embed(m, index);  // [1, T, E]
     Stream s;
     s.compute = x.scalar_type();
+    s.n_tokens = static_cast<int64_t>(ids.size());
     s.resid.push_back(x[0].to(at::kFloat));
     for (size_t l = 0; l < m.layers.size(); ++l) {
         if (options.cancel && options.cancel->load()) return Fail("cancelled");
@@ -157,6 +162,62 @@ Result<Lens> RunLens(const SsaGpt& m, const std::vector<int32_t>& ids, const Len
         out.dla_mlp = ToVector(p.mlp);
         out.dla_embed = ToVector(p.embed);
         out.dla_const = ToVector(p.constants);
+    }
+    return out;
+}
+
+Result<std::shared_ptr<const LensStream>> RunLensStream(const SsaGpt& m, const std::vector<int32_t>& ids, bool vanilla,
+                                                        const std::atomic<bool>* cancel) {
+    if (auto valid = CheckIds(m.config, ids); !valid) return Fail(valid.error());
+    c10::InferenceMode guard;
+    LensOptions options;
+    options.vanilla = vanilla;
+    options.cancel = cancel;
+    auto stream = RunStream(m, ids, options);
+    if (!stream) return Fail(stream.error());
+    return std::make_shared<const LensStream>(std::move(*stream));
+}
+
+size_t LensStreamBytes(const LensStream& s) {
+    size_t bytes = 0;
+    for (const auto* part : {&s.resid, &s.heads})
+        for (const at::Tensor& t : *part) bytes += t.numel() * t.element_size();
+    return bytes;
+}
+
+Result<LensAt> LensAtPosition(const SsaGpt& m, const LensStream& s, const std::vector<int32_t>& ids, int64_t position, int32_t token,
+                              int top_k) {
+    const ModelConfig& c = m.config;
+    const int64_t T = static_cast<int64_t>(ids.size()), L = c.n_layer;
+    if (T != s.n_tokens || static_cast<int64_t>(s.resid.size()) != L + 1) return Fail("the kept residual stream is of another text or model");
+    if (position < 0 || position >= T)
+        return Fail("position " + std::to_string(position) + " is outside the text's " + std::to_string(T) + " tokens");
+    if (token >= c.vocab_size) return Fail("token id " + std::to_string(token) + " is outside the vocabulary of " + std::to_string(c.vocab_size));
+    c10::InferenceMode guard;
+    LensAt out;
+    out.position = position;
+    out.target = token >= 0 ? token : position + 1 < T ? ids[position + 1] : -1;
+    const int64_t k = std::clamp<int64_t>(top_k, 1, c.vocab_size);
+    out.top_k = static_cast<int>(k);
+    // Each layer's row at the position, through the final norm and the head at once: [L + 1, V].
+    std::vector<at::Tensor> rows;
+    for (const at::Tensor& r : s.resid) rows.push_back(r[position]);
+    const at::Tensor logits = Logits(m, at::stack(rows).to(s.compute).unsqueeze(0))[0].to(at::kFloat);
+    const at::Tensor logp = at::log_softmax(logits, -1);
+    const auto top = at::topk(logp, k, -1);
+    out.top_probs = ToVector(std::get<0>(top).exp());
+    const at::Tensor ids_top = std::get<1>(top).to(at::kCPU, at::kInt).contiguous();
+    out.top_ids.assign(ids_top.data_ptr<int32_t>(), ids_top.data_ptr<int32_t>() + ids_top.numel());
+    if (position + 1 < T) out.loss = ToVector(-logp.select(1, ids[position + 1]));
+    if (out.target >= 0) {
+        const auto long_opts = at::TensorOptions().dtype(at::kLong).device(m.device());
+        const Parts p = Attribution(m, s, at::full({1}, position, long_opts), at::full({1}, static_cast<int64_t>(out.target), long_opts));
+        out.parts = ToVector(p.heads);
+        for (const at::Tensor& t : {p.mlp, p.embed, p.constants}) {
+            const std::vector<float> v = ToVector(t);
+            out.parts.insert(out.parts.end(), v.begin(), v.end());
+        }
+        out.logit = logits[L][out.target].item<float>();
     }
     return out;
 }

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "model/io/result.h"
@@ -46,6 +47,31 @@ struct Lens {
 // Runs `ids` (checked as CheckIds does) on `model`; memory holds the residual stream and the heads'
 // outputs ([L + 1, T, E] and [L, T, E]) and one block of logits, never [L, T, V].
 Result<Lens> RunLens(const SsaGpt& model, const std::vector<int32_t>& ids, const LensOptions& options = {});
+
+// The residual stream of one run of a text (each layer's input and the last layer's output, and
+// each layer's heads' outputs before the projection: (2 L + 1) T E floats), kept so that one
+// position's lens and attribution (LensAtPosition) cost only that position's products.
+struct LensStream;
+Result<std::shared_ptr<const LensStream>> RunLensStream(const SsaGpt& model, const std::vector<int32_t>& ids, bool vanilla = false,
+                                                        const std::atomic<bool>* cancel = nullptr);
+size_t LensStreamBytes(const LensStream& stream);
+
+// One position t of the lens and its attribution: what RunLens holds at t, and the parts of the
+// target's logit (by default the next token; at the last position, a target must be given).
+struct LensAt {
+    int64_t position = 0;
+    int32_t target = -1;            // the token the parts and `logit` are of; -1: none (the last position)
+    int top_k = 0;
+    std::vector<float> loss;        // [L + 1]: the next token's loss read after each layer (empty at the last position)
+    std::vector<int32_t> top_ids;   // [L + 1, top_k]
+    std::vector<float> top_probs;   // [L + 1, top_k]
+    std::vector<float> parts;       // [L H + L + 2] as Attribute's: heads (layer-major), MLPs, embeddings, constants
+    float logit = 0;                // the target's logit as the model computes it; the parts sum to it
+};
+// `stream` must be RunLensStream's of the same model and ids. (L + 1) rows through the final norm
+// and the head: about 1 GFLOP for GPT-2 small's shape, whatever the text's length.
+Result<LensAt> LensAtPosition(const SsaGpt& model, const LensStream& stream, const std::vector<int32_t>& ids, int64_t position,
+                              int32_t token = -1, int top_k = 5);
 
 // One part's attribution to another target: position t's parts for token `token` (the same
 // parts as Lens's, for any token of the vocabulary). `parts` [L H + L + 2]: heads (layer-major),

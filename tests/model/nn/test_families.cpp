@@ -275,6 +275,40 @@ TEST_P(Families, LensAndAttributionMatchTheReference) {
         ASSERT_EQ(parts->size(), static_cast<size_t>(L * H + L + 2));
         EXPECT_NEAR((*parts)[1], lens->dla[1 * n + t], kTolerance * scale);
         EXPECT_NEAR(parts->back(), lens->dla_const[t], kTolerance * scale);
+        // One position from the kept residual stream (Engine::RunLensAt): the lens's rows and
+        // parts there (so the reference's), and at the last position the rows alone.
+        const int k = lens->top_k, T = lens->n_tokens;
+        for (const int64_t at : {t, static_cast<int64_t>(n)}) {
+            auto row = engine->RunLensAt(c.ids, side, at);
+            ASSERT_TRUE(row.ok()) << row.error();
+            ASSERT_EQ(row->top_k, k);
+            std::vector<float> probs;
+            for (int l = 0; l <= L; ++l)
+                for (int j = 0; j < k; ++j) probs.push_back(lens->top_probs[(static_cast<size_t>(l) * T + at) * k + j]);
+            ExpectClose(row->top_probs, probs, kTolerance, "kept-stream top pieces" + suffix);
+            if (at == n) {  // the last position: no next token, so no loss and no parts
+                EXPECT_TRUE(row->loss.empty());
+                EXPECT_EQ(row->target, -1);
+                EXPECT_TRUE(row->parts.empty());
+                continue;
+            }
+            std::vector<float> loss, want;
+            for (int l = 0; l <= L; ++l) loss.push_back(lens->loss[static_cast<size_t>(l) * n + at]);
+            ExpectClose(row->loss, loss, kTolerance, "kept-stream lens loss" + suffix);
+            for (int l = 0; l < L; ++l)
+                for (int h = 0; h < H; ++h) want.push_back(lens->dla[(static_cast<size_t>(l) * H + h) * n + at]);
+            for (int l = 0; l < L; ++l) want.push_back(lens->dla_mlp[static_cast<size_t>(l) * n + at]);
+            want.push_back(lens->dla_embed[at]);
+            want.push_back(lens->dla_const[at]);
+            ExpectClose(row->parts, want, kTolerance * scale, "kept-stream attribution" + suffix);
+            EXPECT_NEAR(row->logit, lens->logit[at], kTolerance * scale);
+            EXPECT_EQ(row->target, c.ids[at + 1]);
+        }
+        // Another target from the same stream: Attribute's parts.
+        auto other = engine->RunLensAt(c.ids, side, t, c.ids[0]);
+        auto want = engine->Attribute(c.ids, side, t, c.ids[0]);
+        ASSERT_TRUE(other.ok() && want.ok());
+        ExpectClose(other->parts, *want, kTolerance * scale, "kept-stream attribution to another token" + suffix);
     }
 }
 
