@@ -379,7 +379,7 @@ py::list IdPieces(const AnalysisHandle& h, const std::vector<int64_t>& ids) {
 }
 
 // Position `position`'s parts for the logit of `token`: [L H + L + 2] (heads layer-major, MLPs,
-// embeddings, constants).
+// embeddings, constants), as Engine::Attribute's.
 py::array Attribute(const AnalysisHandle& h, int64_t position, int64_t token, const std::string& side_name) {
     const model::MapSide side = Side(h, side_name);
     if (position < 0 || position >= h.A().n_tokens)
@@ -389,9 +389,11 @@ py::array Attribute(const AnalysisHandle& h, int64_t position, int64_t token, co
     {
         py::gil_scoped_release release;
         std::lock_guard<std::mutex> lock(h.core->mutex);
-        auto result = h.core->Run().engine().Attribute(h.A().tokens.ids, side, position, static_cast<int32_t>(token));
+        // From the residual stream the engine keeps for this text and side: a second position or
+        // target of the same analysis costs its own products, not another forward pass.
+        auto result = h.core->Run().engine().RunLensAt(h.A().tokens.ids, side, position, static_cast<int32_t>(token));
         if (!result) throw BadArgument(result.error());
-        parts = std::make_shared<std::vector<float>>(std::move(*result));
+        parts = std::make_shared<std::vector<float>>(std::move(result->parts));
     }
     return View(parts, parts->data(), {Size(parts->size())});
 }
