@@ -32,6 +32,22 @@ std::string Bytes(const std::string& path) {
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+// The graph task's model (1 layer, 1 head, width 8) trained full-batch for `steps` into Out(name).
+model::TrainOptions Graph(const std::string& name, int64_t steps) {
+    model::TrainOptions o;
+    o.task.task = "graph";
+    o.task.seq_len = 16;
+    o.task.batch = 1;
+    o.config.n_layer = 1, o.config.n_head = 1, o.config.n_embd = 8, o.config.n_positions = 16;
+    o.config.query = {model::PositionForm::Sigmoid, model::TokenForm::Shared, model::Combine::Sum};
+    o.out = Out(name);
+    o.steps = steps;
+    o.lr = 1e-2;
+    o.warmup = 0;
+    o.eval_every = 0;
+    return o;
+}
+
 model::TrainOptions SmallText(const std::string& out) {
     model::TrainOptions o;
     o.config.n_layer = 2;
@@ -173,17 +189,7 @@ TEST(Train, TwinDiffersOnlyByTemperatures) {
 
 TEST(Train, GraphTaskFitsTheTarget) {
     model::SetComputeThreads(1);
-    model::TrainOptions o;
-    o.task.task = "graph";
-    o.task.seq_len = 16;
-    o.task.batch = 1;
-    o.config.n_layer = 1, o.config.n_head = 1, o.config.n_embd = 8, o.config.n_positions = 16;
-    o.config.query = {model::PositionForm::Sigmoid, model::TokenForm::Shared, model::Combine::Sum};
-    o.out = Out("graph");
-    o.steps = 600;
-    o.lr = 1e-2;
-    o.warmup = 0;
-    o.eval_every = 0;
+    model::TrainOptions o = Graph("graph", 600);
     auto result = model::Train(o, nullptr);
     ASSERT_TRUE(result) << result.error();
     for (const char* role : {"ssa", "vanilla"}) {
@@ -227,17 +233,7 @@ TEST(Train, PasskeyTokenizerAndSequences) {
 // and a run folder holding something train did not write refused and left alone.
 TEST(Train, KeptCheckpointsAreARun) {
     model::SetComputeThreads(1);
-    model::TrainOptions o;
-    o.task.task = "graph";
-    o.task.seq_len = 16;
-    o.task.batch = 1;
-    o.config.n_layer = 1, o.config.n_head = 1, o.config.n_embd = 8, o.config.n_positions = 16;
-    o.config.query = {model::PositionForm::Sigmoid, model::TokenForm::Shared, model::Combine::Sum};
-    o.out = Out("kept");
-    o.steps = 30;
-    o.lr = 1e-2;
-    o.warmup = 0;
-    o.eval_every = 0;
+    model::TrainOptions o = Graph("kept", 30);
     o.checkpoint_every = 10;
     o.keep_checkpoints = true;
     ASSERT_TRUE(model::Train(o, nullptr));
