@@ -53,7 +53,10 @@ int main(int argc, char** argv) {
     for (const Shape& s : shapes) {
         const at::Tensor w = s.transposed ? at::randn({s.N, s.K}).t() : at::randn({s.K, s.N});
         const double gb = static_cast<double>(s.K * s.N) * 4 / 1e9;
-        for (int64_t M : {1, 2, 4, 8}) {
+        // A transposed weight (an output head) also for the logit lens's L + 1 rows of one position:
+        // 13 for GPT-2 small, 23 for TinyLlama (kFewRowsTransposed).
+        const std::vector<int64_t> rows = s.transposed ? std::vector<int64_t>{1, 8, 13, 23, 32} : std::vector<int64_t>{1, 2, 4, 8};
+        for (int64_t M : rows) {
             const at::Tensor x = at::randn({1, M, s.K});
             at::Tensor a, b;
             const double blas = MedianMs(repeats, [&] { a = at::matmul(x, w); });

@@ -4,8 +4,9 @@
 // and used for one multiply-add, so the cost is reading the weights from memory. OpenBLAS's sgemm
 // and sgemv reach about a third of this machine's memory bandwidth on such shapes (17 GB/s of 50 on
 // 2 cores), which made an edit at the end of a TinyLlama-shaped model cost ~230 ms and one of
-// GPT-2-small ~60 ms. For float32 CPU x with at most kFewRows rows, MatmulRows streams the weight
-// once, the threads taking pieces of it in turn; otherwise it is at::matmul.
+// GPT-2-small ~60 ms. For float32 CPU x with at most kFewRows rows (kFewRowsTransposed for a
+// transposed weight), MatmulRows streams the weight once, the threads taking pieces of it in turn;
+// otherwise it is at::matmul.
 //
 // The weight may also be bfloat16 (what the engine keeps of a BF16 file's matrices on the CPU:
 // half the memory, and half the bytes an edit reads). It is widened to float32 exactly, so the
@@ -27,8 +28,12 @@ namespace model {
 // CUDA does: --dtype bf16 gave maps 2x further from float32 on one machine than on another.
 at::Tensor Matmul(const at::Tensor& a, const at::Tensor& b);
 
-// Rows (the product of x's leading dimensions) up to which MatmulRows uses its own kernel.
+// Rows (the product of x's leading dimensions) up to which MatmulRows uses its own kernel: kFewRows
+// for a row-major w (its kernel holds each row's multipliers in registers), kFewRowsTransposed for a
+// transposed one (each of the weight's rows is dotted with every row of x while it is in the cache,
+// so the lens's L + 1 rows of one position read the output head once).
 constexpr int64_t kFewRows = 8;
+constexpr int64_t kFewRowsTransposed = 32;
 
 // x [..., K] @ w [K, N] -> [..., N]. A float32 w may be row-major [K, N] or the transpose of a
 // row-major [N, K] (lm_head.t()); a bfloat16 w row-major. Any other layout, dtype or device goes
