@@ -329,6 +329,14 @@ private:
 // --screenshot FILE --frames N: after N settled frames (or 120 s), writes the back buffer as a PNG
 // and FILE.json (the views' rectangles and what is on screen), then ends the run.
 
+// The Lens tab's selected query (null before any): its position, target, each layer's loss of the
+// next token and the parts' logit, SSA and the comparison.
+nlohmann::json LensAtJson(const LensAtPair* at) {
+    if (!at) return nullptr;
+    auto side = [](const model::LensAt& x) { return nlohmann::json{{"target", x.target}, {"loss", x.loss}, {"logit", x.logit}}; };
+    return {{"position", at->position}, {"ssa", side(at->ssa)}, {"compare", at->compare ? side(*at->compare) : nlohmann::json()}};
+}
+
 // Tokens of the shown analysis that Continue appended.
 int GeneratedCount(const AppState& state) {
     if (!state.analysis) return 0;
@@ -386,7 +394,8 @@ bool SaveScreenshot(const std::string& path, int width, int height, const Window
                             {"timeline_steps", state.timeline ? nlohmann::json(state.timeline->timeline.steps) : nlohmann::json::array()},
                             {"timeline_failed", state.timeline ? nlohmann::json(state.timeline->failed) : nlohmann::json::array()},
                             {"compare_timeline_steps", state.timeline && state.timeline->compare ? nlohmann::json(state.timeline->compare->steps)
-                                                                                                 : nlohmann::json::array()}};
+                                                                                                 : nlohmann::json::array()},
+                            {"lens_at", LensAtJson(state.lens_at.get())}};
     return model::WriteFileAtomically(path + ".json", nlohmann::json{{"width", width}, {"height", height}, {"regions", regions}, {"state", shown}}
                                                           .dump(1, ' ', false, nlohmann::json::error_handler_t::replace) +
                                                       "\n")

@@ -282,6 +282,11 @@ public:
                     m_state.lens = e.lens;
                     m_state.lens_running = false;
                     break;
+                case Kind::LensAt:
+                    if (e.request != m_lens_at_request) break;
+                    m_state.lens_at = e.lens_at;
+                    m_lens_at_request = 0;
+                    break;
                 case Kind::Timeline:
                     if (e.request != m_timeline_request) break;
                     m_state.timeline = e.timeline;
@@ -297,6 +302,7 @@ public:
                     m_twin_expected = false;
                     m_state.global_pass_running = false;
                     if (e.request == m_lens_request) m_state.lens_running = false;
+                    if (e.request == m_lens_at_request) m_lens_at_request = 0, m_lens_at_failed = m_lens_at_asked;
                     if (e.request == m_timeline_request) m_state.timeline_running = false;
                     break;
             }
@@ -467,6 +473,19 @@ public:
             m_lens_request = m_worker.RunLens(a.tokens.ids, !a.compare_label.empty() && a.comparison != model::Comparison::Unedited, a.compare_label);
             m_state.lens_running = true;
         }
+        // The Lens tab's selected query, once the worker is idle (never stopping a job), each
+        // position asked once: one that failed is not asked again until the text or model changes.
+        if (const int t = std::exchange(m_state.lens_at_wanted, -1);
+            t >= 0 && m_state.analysis && !m_state.busy && !m_state.generating && m_lens_at_request == 0 && m_state.model) {
+            const model::Analysis& a = *m_state.analysis;
+            const std::string asked = m_state.model->dir + '\n' + a.compare_label + '\n' + std::to_string(t) + '\n' +
+                                      std::to_string(std::hash<std::string>{}(m_state.text));
+            if (asked != m_lens_at_failed) {
+                m_lens_at_asked = asked;
+                m_lens_at_request =
+                    m_worker.RunLensAt(a.tokens.ids, t, !a.compare_label.empty() && a.comparison != model::Comparison::Unedited, a.compare_label);
+            }
+        }
         if (std::exchange(m_state.timeline_request, false) && !m_state.run_dir.empty() && !m_state.generating) {
             const bool same = m_state.timeline && m_state.timeline->text == m_state.text;
             m_timeline_request = m_worker.RunTimelineOf(m_state.run_dir, m_state.compare_run_dir, m_state.text, m_state.truncate,
@@ -537,7 +556,8 @@ public:
     bool Settled() const override {
         if (m_views.checkpoint.Showing()) return true;  // waiting for the user, not the model
         if (m_state.busy || m_worker.Readying() || m_twin_expected || m_state.generating || m_state.ranking_heads || m_state.lens_running ||
-            m_state.lens_request || m_start_lens || m_state.timeline_running || m_state.timeline_request || m_start_timeline)
+            m_state.lens_request || m_start_lens || m_lens_at_request != 0 || m_state.timeline_running || m_state.timeline_request ||
+            m_start_timeline)
             return false;
         if (m_start_continue > 0 || m_start_rank_heads || m_state.continue_request || m_state.rank_heads_request) return false;
         if (m_start_global_pass || m_state.layer_local_request || m_state.global_pass_running) return false;
@@ -919,6 +939,8 @@ private:
     uint64_t m_generation_request = 0;                  // the running Continue, 0 when none
     uint64_t m_ranking_request = 0;                     // the last heads ranking
     uint64_t m_lens_request = 0;                        // the last lens asked for
+    uint64_t m_lens_at_request = 0;                     // the selected query's lens asked for and not yet answered
+    std::string m_lens_at_asked, m_lens_at_failed;      // what it was asked for (model, comparison, position, text); the last that failed
     uint64_t m_timeline_request = 0;                    // the last timeline asked for
     bool m_timeline_wanted = false;                     // asked for and not cancelled: resumed when idle
     double m_step_shown_ms = 0;                         // Play: when the shown step's analysis arrived

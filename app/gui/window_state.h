@@ -45,6 +45,10 @@ struct WindowState : AppState {
     std::shared_ptr<const LensPair> lens;
     bool lens_request = false;
     bool lens_running = false;
+    // The selected query's lens and attribution alone (shown until the whole lens is run): the last
+    // one, and the position the Lens tab wants (-1: none) when the last is not of it.
+    std::shared_ptr<const LensAtPair> lens_at;
+    int lens_at_wanted = -1;
     // A training run (the Run tab, --run DIR): its steps in order and the one shown (the open
     // model is that step's checkpoint), a step asked for, and the timeline of a text over the run.
     std::string run_dir;

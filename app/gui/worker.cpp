@@ -31,10 +31,10 @@ uint64_t InferenceWorker::Push(Request request) {
         std::lock_guard<std::mutex> lock(m_mutex);
         id = request.id = m_next_id++;
         request.start_ms = NowMs();
-        if (request.kind == Request::Kind::Analyze) {
-            // Only the newest text matters: drop queued analyses.
+        if (request.kind == Request::Kind::Analyze || request.kind == Request::Kind::LensAt) {
+            // Only the newest text (or selected query) matters: drop queued ones of its kind.
             for (auto it = m_queue.begin(); it != m_queue.end();)
-                it = it->kind == Request::Kind::Analyze ? m_queue.erase(it) : it + 1;
+                it = it->kind == request.kind ? m_queue.erase(it) : it + 1;
         } else if (request.kind != Request::Kind::Lens) {
             m_cancel = true;  // a new model or twin makes the running analysis worthless
         }
@@ -84,6 +84,14 @@ uint64_t InferenceWorker::RankHeads(const std::string& text, bool truncate) {
 uint64_t InferenceWorker::RunLens(std::vector<int32_t> ids, bool compare, std::string compare_label) {
     Request r(Request::Kind::Lens);
     r.ids = std::move(ids);
+    r.lens_compare = compare;
+    r.compare_label = std::move(compare_label);
+    return Push(std::move(r));
+}
+uint64_t InferenceWorker::RunLensAt(std::vector<int32_t> ids, int64_t position, bool compare, std::string compare_label) {
+    Request r(Request::Kind::LensAt);
+    r.ids = std::move(ids);
+    r.position = position;
     r.lens_compare = compare;
     r.compare_label = std::move(compare_label);
     return Push(std::move(r));
@@ -252,6 +260,7 @@ void InferenceWorker::Handle(const Request& r) {
         case Request::Kind::RankHeads: return RankHeadsJob(r);
         case Request::Kind::Continue: return ContinueJob(r);
         case Request::Kind::Lens: return LensJob(r);
+        case Request::Kind::LensAt: return LensAtPosition(r);
         case Request::Kind::Timeline: return TimelineJob(r);
     }
 }
@@ -348,6 +357,26 @@ void InferenceWorker::LensJob(const Request& r) {
     }
     WorkerEvent e{Kind::Lens, {}, nullptr, "", r.id, NowMs() - r.start_ms};
     e.lens = std::move(pair);
+    Emit(std::move(e));
+}
+
+void InferenceWorker::LensAtPosition(const Request& r) {
+    using Kind = WorkerEvent::Kind;
+    if (!m_runner) return Emit({Kind::Error, {}, nullptr, "no model is open", r.id});
+    auto pair = std::make_shared<LensAtPair>();
+    pair->ids = r.ids;
+    pair->model_dir = m_runner->Info().dir;
+    pair->compare_label = r.compare_label;
+    pair->position = r.position;
+    for (model::MapSide side : {model::MapSide::Ssa, model::MapSide::Compare}) {
+        if (side == model::MapSide::Compare && !r.lens_compare) break;
+        auto at = m_runner->engine().RunLensAt(r.ids, side, r.position);
+        if (!at) return Emit({Kind::Error, {}, nullptr, "the lens: " + at.error(), r.id});
+        if (side == model::MapSide::Ssa) pair->ssa = std::move(*at);
+        else pair->compare = std::move(*at);
+    }
+    WorkerEvent e{Kind::LensAt, {}, nullptr, "", r.id, NowMs() - r.start_ms};
+    e.lens_at = std::move(pair);
     Emit(std::move(e));
 }
 

@@ -39,6 +39,16 @@ struct LensPair {
     std::optional<model::Lens> compare;  // tau = 1, the twin, or with a base its weights at tau = 1
 };
 
+// One position's lens and attribution (Engine::RunLensAt), SSA and its comparison: what the Lens tab
+// shows of the selected query before (or without) the whole lens.
+struct LensAtPair {
+    std::vector<int32_t> ids;
+    std::string model_dir, compare_label;
+    int64_t position = 0;
+    model::LensAt ssa;
+    std::optional<model::LensAt> compare;
+};
+
 // A training run's timeline of one text (the Run tab): its steps analysed so far, each opened on
 // its own, and those that failed; with a compare run (--compare-run) its steps after the run's.
 struct RunTrack {
@@ -52,7 +62,9 @@ struct RunTrack {
 };
 
 struct WorkerEvent {
-    enum class Kind { ModelOpened, TwinOpened, TwinClosed, ComparisonSet, InterventionsSet, Analysis, Generated, HeadImpacts, Lens, Timeline, Error };
+    enum class Kind {
+        ModelOpened, TwinOpened, TwinClosed, ComparisonSet, InterventionsSet, Analysis, Generated, HeadImpacts, Lens, LensAt, Timeline, Error
+    };
     WorkerEvent() = default;
     WorkerEvent(Kind k, std::optional<model::ModelInfo> i, std::shared_ptr<const model::Analysis> a, std::string e, uint64_t id,
                 double latency = 0)
@@ -68,6 +80,7 @@ struct WorkerEvent {
     bool last = false;                                  // Generated: the last step of its request
     std::shared_ptr<const HeadImpacts> impacts;         // HeadImpacts: the heads ranked so far
     std::shared_ptr<const LensPair> lens;               // Lens
+    std::shared_ptr<const LensAtPair> lens_at;          // LensAt
     std::shared_ptr<const RunTrack> timeline;           // Timeline: after each step
     std::shared_ptr<const std::vector<std::string>> vocab;  // ModelOpened: [V] each id's bytes
     model::Comparison comparison = model::Comparison::Counterfactual;  // ModelOpened, ComparisonSet: what runs now
@@ -101,6 +114,9 @@ public:
     // The logit lens and attribution of `ids` (the shown analysis's), SSA and, with `compare`, its
     // comparison: a job (any newer request stops it), its progress in Progress().
     uint64_t RunLens(std::vector<int32_t> ids, bool compare, std::string compare_label);
+    // One position of it (the selected query): the first for a text runs each side's forward pass
+    // and keeps its residual stream; another position then costs its own rows. Replaces a queued one.
+    uint64_t RunLensAt(std::vector<int32_t> ids, int64_t position, bool compare, std::string compare_label);
     // Every checkpoint of the run in `dir` on `text`, each opened on its own beside the shown model
     // (device, dtype and comparison as the shown model's), one at a time: a job (any newer request
     // stops it), a Timeline event after each step, its progress in Progress().
@@ -124,7 +140,7 @@ public:
 
 private:
     struct Request {
-        enum class Kind { OpenModel, OpenTwin, CloseTwin, SetComparison, Analyze, SetInterventions, RankHeads, Continue, Lens, Timeline };
+        enum class Kind { OpenModel, OpenTwin, CloseTwin, SetComparison, Analyze, SetInterventions, RankHeads, Continue, Lens, LensAt, Timeline };
         explicit Request(Kind k, std::string argument = "") : kind(k), arg(std::move(argument)) {}
         Kind kind;
         uint64_t id = 0;
@@ -137,7 +153,8 @@ private:
         CompareSpec compare;
         std::vector<model::Intervention> interventions;
         GenerationSpec generate;
-        std::vector<int32_t> ids;  // Lens
+        std::vector<int32_t> ids;  // Lens, LensAt
+        int64_t position = 0;      // LensAt
         bool lens_compare = false;
         std::string compare_label;
         std::string text;  // Timeline (arg: the run's folder)
@@ -153,6 +170,7 @@ private:
     void RankHeadsJob(const Request& r);
     void ContinueJob(const Request& r);
     void LensJob(const Request& r);
+    void LensAtPosition(const Request& r);
     void TimelineJob(const Request& r);
     // The analysis as the UI gets it: shared, with the shown head's maps already built.
     std::shared_ptr<const model::Analysis> Share(model::Analysis analysis);

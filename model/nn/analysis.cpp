@@ -156,14 +156,16 @@ struct Engine::Impl {
     void CloseBeside(Comparison which);
     // The model and the tau = 1 switch a side's lens runs with; null for a side the engine lacks.
     const SsaGpt* LensModel(MapSide side, bool* vanilla) const;
-    // RunLensAt's kept residual stream: of `ids` through `gpt` (tau = 1 where `vanilla`); let go
-    // whenever a twin or base opens or closes, so `gpt` always points at a model still open.
+    // RunLensAt's kept residual streams, one a side (the window shows SSA beside its comparison):
+    // of `ids` through `gpt` (tau = 1 where `vanilla`); let go whenever a twin or base opens or
+    // closes, so `gpt` always points at a model still open.
     struct KeptStream {
         std::vector<int32_t> ids;
         const SsaGpt* gpt = nullptr;
         bool vanilla = false;
         std::shared_ptr<const LensStream> stream;
-    } lens_stream;
+    };
+    KeptStream lens_streams[kMapSides];  // indexed by MapSide
 };
 
 //-----------------------------------------------------------------------------
@@ -209,14 +211,14 @@ Status Engine::Impl::OpenBeside(Comparison which, const std::string& dir, const 
     other = std::make_unique<LoadedModel>(std::move(*loaded));
     kind = which;
     cache = {};
-    lens_stream = {};
+    for (KeptStream& k : lens_streams) k = {};
     return Ok{};
 }
 
 void Engine::Impl::CloseBeside(Comparison which) {
     if (Beside(which)) other.reset();
     cache = {};
-    lens_stream = {};
+    for (KeptStream& k : lens_streams) k = {};
 }
 
 Status Engine::OpenTwin(const std::string& twin_dir, const ConfigHints& hints) { return m_impl->OpenBeside(Comparison::Twin, twin_dir, hints); }
@@ -462,7 +464,7 @@ Result<LensAt> Engine::RunLensAt(const std::vector<int32_t>& ids, MapSide side, 
     bool vanilla = false;
     const SsaGpt* gpt = m_impl->LensModel(side, &vanilla);
     if (!gpt) return Fail("no base model is open");
-    Impl::KeptStream& kept = m_impl->lens_stream;
+    Impl::KeptStream& kept = m_impl->lens_streams[static_cast<int>(side)];
     if (!kept.stream || kept.gpt != gpt || kept.vanilla != vanilla || kept.ids != ids) {
         kept = {};  // the old stream goes before the new one is made: one at a time in memory
         auto stream = RunLensStream(*gpt, ids, vanilla);

@@ -195,7 +195,8 @@ public:
     // One position's lens and attribution (lens.h's LensAtPosition; token -1: the next token), on
     // one side, from a residual stream kept for `ids` and that side: the first call for a text runs
     // its forward pass; another position or target of the same text costs that position's products
-    // alone. The stream (about (2 L + 1) T E floats) is let go when a twin or base opens or closes.
+    // alone. The streams (about (2 L + 1) T E floats each, one kept a side) are let go when a twin or
+    // base opens or closes.
     Result<LensAt> RunLensAt(const std::vector<int32_t>& ids, MapSide side, int64_t position, int32_t token = -1);
 
 private:

@@ -32,7 +32,36 @@ void Bar(ImDrawList* draw, float zero, float scale, float y, float h, float v, I
     draw->AddRectFilled(ImVec2(std::min(x, zero), y), ImVec2(std::max(x, zero) + 1.0f, y + h), color);
 }
 
+// p(the next token) as a cell's shade: log scale, 1e-4 (0) to 1 (1).
+float Shade(float loss) {
+    const float p = std::exp(-loss);
+    return std::isfinite(p) && p > 0 ? std::clamp((std::log10(p) + 4.0f) / 4.0f, 0.0f, 1.0f) : 0.0f;
+}
+
 }  // namespace
+
+LensView::Parts LensView::PartsOf(const model::Lens& s, int t) {
+    const int L = s.n_layer, H = s.n_head, n = s.n_tokens - 1;
+    Parts p;
+    for (int i = 0; i < L * H; ++i) p.heads.push_back(s.dla[static_cast<size_t>(i) * n + t]);
+    for (int l = 0; l < L; ++l) p.mlp.push_back(s.dla_mlp[static_cast<size_t>(l) * n + t]);
+    p.embed = s.dla_embed[t];
+    p.constants = s.dla_const[t];
+    p.logit = s.logit[t];
+    return p;
+}
+
+LensView::Parts LensView::PartsOf(const model::LensAt& x, int n_layer, int n_head) {
+    const size_t heads = static_cast<size_t>(n_layer) * n_head;
+    Parts p;
+    if (x.parts.size() != heads + n_layer + 2) return p;
+    p.heads.assign(x.parts.begin(), x.parts.begin() + heads);
+    p.mlp.assign(x.parts.begin() + heads, x.parts.begin() + heads + n_layer);
+    p.embed = x.parts[heads + n_layer];
+    p.constants = x.parts[heads + n_layer + 1];
+    p.logit = x.logit;
+    return p;
+}
 
 void LensView::Draw(WindowState& state) {
     if (DrawNoAnalysisNote(state)) return;
@@ -57,19 +86,89 @@ void LensView::Draw(WindowState& state) {
                     "output projection) and each MLP add to the next token's logit, the final norm's scale held at the final "
                     "residual's; the parts, with the embeddings and biases, sum to the logit.\n"
                     "Click a column to select that query.");
-    if (!state.lens || !current) return;
-    const LensPair& lens = *state.lens;
-    if (m_for != state.lens) {
-        m_for = state.lens;
-        m_pieces.clear();
-        const model::Lens& s = lens.ssa;
-        for (size_t k = 0; k < s.top_ids.size(); k += s.top_k) m_pieces.push_back(Piece(state, s.top_ids[k]));
-    }
-    DrawGrid(state, lens);
-    ImGui::Separator();
-    const int T = lens.ssa.n_tokens;
+    const int T = a.n_tokens;
+    if (T < 2) return;
     const int position = state.query >= 0 && state.query < T - 1 ? state.query : T - 2;
-    DrawAttribution(state, lens, position);
+    const std::string cmp = CompareName(a);
+    if (state.lens && current) {
+        const LensPair& lens = *state.lens;
+        if (m_for != state.lens) {
+            m_for = state.lens;
+            m_pieces.clear();
+            const model::Lens& s = lens.ssa;
+            for (size_t k = 0; k < s.top_ids.size(); k += s.top_k) m_pieces.push_back(Piece(state, s.top_ids[k]));
+        }
+        DrawGrid(state, lens);
+        ImGui::Separator();
+        const Parts ssa = PartsOf(lens.ssa, position);
+        const Parts compare = lens.compare ? PartsOf(*lens.compare, position) : Parts{};
+        return DrawAttribution(state, position, ssa, lens.compare ? &compare : nullptr, cmp);
+    }
+    // Until the whole lens runs: the selected query's column and attribution alone, read from a
+    // residual stream the worker keeps (the first position of a text runs the forward pass).
+    const LensAtPair* at = state.lens_at.get();
+    const bool this_text = at && at->ids == a.tokens.ids && state.model && at->model_dir == state.model->dir &&
+                           at->compare_label == a.compare_label;
+    if (!this_text || at->position != position) state.lens_at_wanted = position;  // another position's stays shown meanwhile
+    if (!this_text) {
+        ImGui::TextDisabled("reading position %d's residual stream...", position);
+        return;
+    }
+    ImGui::TextDisabled("the selected query (click a token for another); Run the lens: every position");
+    DrawColumn(state, *at, cmp);
+    ImGui::Separator();
+    const Parts ssa = PartsOf(at->ssa, a.n_layer, a.n_head);
+    const Parts compare = at->compare ? PartsOf(*at->compare, a.n_layer, a.n_head) : Parts{};
+    if (ssa.heads.empty()) return;
+    DrawAttribution(state, static_cast<int>(at->position), ssa, at->compare && !compare.heads.empty() ? &compare : nullptr, cmp);
+}
+
+void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::string& compare_name) {
+    const model::LensAt& s = at.ssa;
+    const model::Analysis& a = *state.analysis;
+    const int rows = static_cast<int>(s.loss.size()), k = s.top_k;
+    const int t = static_cast<int>(at.position);
+    if (rows == 0 || t + 1 >= a.n_tokens || s.top_ids.size() != static_cast<size_t>(rows) * k) return;
+    ImGui::Text("Position %d '%s' -> '%s': what each layer would predict", t, TokenLabel(a.tokens.pieces[t]).c_str(),
+                TokenLabel(a.tokens.pieces[t + 1]).c_str());
+    const float line = ImGui::GetTextLineHeight();
+    const float label_w = ImGui::CalcTextSize("embeddings").x + 8.0f, cell_w = line * 6.0f;
+    const float cell_h = std::clamp(std::floor((ImGui::GetContentRegionAvail().y * 0.45f) / rows), 4.0f, line + 2.0f);
+    const ImVec2 o = ImGui::GetCursorScreenPos();
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    int hovered = -1;
+    for (int r = 0; r < rows; ++r) {
+        const float y = o.y + r * cell_h;
+        const float shade = Shade(s.loss[r]);
+        const ImVec2 p0(o.x + label_w, y), p1(o.x + label_w + cell_w, y + cell_h - 1.0f);
+        draw->AddRectFilled(p0, p1, viz::ToImU32(viz::SampleColormap(viz::Colormap::Viridis, shade)));
+        draw->AddText(ImVec2(o.x, y + (cell_h - line) * 0.5f), ImGui::GetColorU32(ImGuiCol_Text), r == 0 ? "embeddings" : ("L" + std::to_string(r - 1)).c_str());
+        if (cell_h >= line) {
+            const std::string shown = viz::EllipsizeText(Piece(state, s.top_ids[static_cast<size_t>(r) * k]), cell_w - 4.0f);
+            draw->AddText(ImVec2(p0.x + 2.0f, y + (cell_h - line) * 0.5f - 0.5f), shade > 0.6f ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 230),
+                          shown.c_str());
+            char buf[96];
+            const model::LensAt* c = at.compare && at.compare->loss.size() == s.loss.size() ? &*at.compare : nullptr;
+            if (c) std::snprintf(buf, sizeof buf, "p(next) %.3f  (%s %.3f)", std::exp(-s.loss[r]), compare_name.c_str(), std::exp(-c->loss[r]));
+            else std::snprintf(buf, sizeof buf, "p(next) %.3f", std::exp(-s.loss[r]));
+            draw->AddText(ImVec2(p1.x + 8.0f, y + (cell_h - line) * 0.5f), ImGui::GetColorU32(ImGuiCol_TextDisabled), buf);
+        }
+        if (ImGui::IsMouseHoveringRect(ImVec2(o.x, y), ImVec2(p1.x + 8.0f + line * 14.0f, y + cell_h))) hovered = r;
+    }
+    const float height = rows * cell_h;
+    ImGui::Dummy(ImVec2(label_w + cell_w + line * 14.0f, height));
+    state.regions["lens_column"] = Rect{o.x, o.y, label_w + cell_w, height};
+    if (hovered >= 0 && ImGui::IsWindowHovered()) {
+        std::string top;
+        for (int j = 0; j < k; ++j) {
+            const size_t i = static_cast<size_t>(hovered) * k + j;
+            char buf[96];
+            std::snprintf(buf, sizeof buf, "\n  %.3f  '%s'", s.top_probs[i], Piece(state, s.top_ids[i]).c_str());
+            top += buf;
+        }
+        ImGui::SetTooltip("%s, position %d\nnext token '%s': p = %.4f (loss %.3f)\nmost likely:%s", RowName(hovered).c_str(), t,
+                          TokenLabel(a.tokens.pieces[t + 1]).c_str(), std::exp(-s.loss[hovered]), s.loss[hovered], top.c_str());
+    }
 }
 
 void LensView::DrawGrid(WindowState& state, const LensPair& lens) {
@@ -92,8 +191,7 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens) {
         if (!ImGui::IsRectVisible(ImVec2(x, o.y), ImVec2(x + cell_w, o.y + rows * cell_h))) continue;
         for (int r = 0; r < rows; ++r) {
             const ImVec2 p0(x, o.y + r * cell_h), p1(x + cell_w - (cell_w > 8 ? 1.0f : 0.0f), o.y + (r + 1) * cell_h - 1.0f);
-            const float p = std::exp(-s.loss[static_cast<size_t>(r) * n + t]);
-            const float shade = std::isfinite(p) && p > 0 ? std::clamp((std::log10(p) + 4.0f) / 4.0f, 0.0f, 1.0f) : 0.0f;
+            const float shade = Shade(s.loss[static_cast<size_t>(r) * n + t]);
             const viz::Rgba8 c = viz::SampleColormap(viz::Colormap::Viridis, shade);
             draw->AddRectFilled(p0, p1, viz::ToImU32(c));
             const std::string& piece = m_pieces[static_cast<size_t>(r) * T + t];
@@ -130,19 +228,17 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens) {
     state.regions["lens_grid"] = Rect{child_pos.x, child_pos.y, std::min(avail, label_w + n * cell_w), rows * cell_h};
 }
 
-void LensView::DrawAttribution(WindowState& state, const LensPair& lens, int t) {
-    const model::Lens& s = lens.ssa;
-    const model::Lens* c = lens.compare ? &*lens.compare : nullptr;
-    const int L = s.n_layer, H = s.n_head, n = s.n_tokens - 1;
+void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const Parts* c, const std::string& cmp) {
     const model::Analysis& a = *state.analysis;
-    const std::string cmp = CompareName(a);
+    const int L = static_cast<int>(s.mlp.size()), H = L > 0 ? static_cast<int>(s.heads.size()) / L : 0;
+    if (H == 0 || (c && c->heads.size() != s.heads.size())) return;
     ImGui::Text("Position %d '%s' -> '%s': logit %.3f (SSA)", t, TokenLabel(a.tokens.pieces[t]).c_str(),
-                TokenLabel(a.tokens.pieces[t + 1]).c_str(), s.logit[t]);
+                TokenLabel(a.tokens.pieces[t + 1]).c_str(), s.logit);
     if (c) {
         ImGui::SameLine();
-        ImGui::TextDisabled("%.3f (%s)", c->logit[t], cmp.c_str());
+        ImGui::TextDisabled("%.3f (%s)", c->logit, cmp.c_str());
     }
-    auto at = [&](const model::Lens& x, int l, int h) { return x.dla[(static_cast<size_t>(l) * H + h) * n + t]; };
+    auto at = [&](const Parts& x, int l, int h) { return x.heads[static_cast<size_t>(l) * H + h]; };
     // Heads by the size of their SSA part; the comparison's beside each.
     std::vector<int> order(static_cast<size_t>(L) * H);
     std::iota(order.begin(), order.end(), 0);
@@ -157,9 +253,9 @@ void LensView::DrawAttribution(WindowState& state, const LensPair& lens, int t) 
     for (int l = 0; l < L; ++l) {
         float attention = 0;
         for (int h = 0; h < H; ++h) attention += at(s, l, h);
-        most_layer = std::max({most_layer, std::abs(attention), std::abs(s.dla_mlp[static_cast<size_t>(l) * n + t])});
+        most_layer = std::max({most_layer, std::abs(attention), std::abs(s.mlp[l])});
     }
-    most_layer = std::max({most_layer, std::abs(s.dla_embed[t]), std::abs(s.dla_const[t])});
+    most_layer = std::max({most_layer, std::abs(s.embed), std::abs(s.constants)});
     float* scale_of = &most;
     const float line = ImGui::GetTextLineHeight();
     const float label_w = ImGui::CalcTextSize("L00 H00 ").x, number_w = ImGui::CalcTextSize("-00.000  ").x;
@@ -195,10 +291,10 @@ void LensView::DrawAttribution(WindowState& state, const LensPair& lens, int t) 
         float attention = 0;
         for (int h = 0; h < H; ++h) attention += at(s, l, h);
         row("L" + std::to_string(l) + " attn", attention, 0.0f, false, nullptr);
-        row("L" + std::to_string(l) + " MLP", s.dla_mlp[static_cast<size_t>(l) * n + t], 0.0f, false, nullptr);
+        row("L" + std::to_string(l) + " MLP", s.mlp[l], 0.0f, false, nullptr);
     }
-    row("embed", s.dla_embed[t], 0.0f, false, nullptr);
-    row("biases", s.dla_const[t], 0.0f, false, nullptr);
+    row("embed", s.embed, 0.0f, false, nullptr);
+    row("biases", s.constants, 0.0f, false, nullptr);
     state.regions["lens_attribution"] = Rect{start.x, start.y, label_w + width, ImGui::GetCursorScreenPos().y - start.y};
 }
 

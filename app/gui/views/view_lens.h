@@ -3,7 +3,8 @@
 // after that layer would predict, coloured by the probability it gives the actual next token
 // (hover: the top 5; click: that query); then, for the selected query, the heads ranked by their
 // direct contribution to the next token's logit, SSA beside its comparison, and each layer's
-// attention and MLP totals.
+// attention and MLP totals. Until the lens is run, the selected query's column and attribution
+// alone (the worker's RunLensAt: at once after the text's first position).
 #pragma once
 
 #include <memory>
@@ -19,8 +20,18 @@ public:
     void Draw(WindowState& state);
 
 private:
+    // One position's parts of the next token's logit on one side.
+    struct Parts {
+        std::vector<float> heads;  // [L * H], layer-major
+        std::vector<float> mlp;    // [L]
+        float embed = 0, constants = 0, logit = 0;
+    };
+    static Parts PartsOf(const model::Lens& lens, int position);
+    static Parts PartsOf(const model::LensAt& at, int n_layer, int n_head);  // empty heads if its parts are not [L H + L + 2]
+
     void DrawGrid(WindowState& state, const LensPair& lens);
-    void DrawAttribution(WindowState& state, const LensPair& lens, int position);
+    void DrawColumn(WindowState& state, const LensAtPair& at, const std::string& compare_name);
+    void DrawAttribution(WindowState& state, int position, const Parts& ssa, const Parts* compare, const std::string& compare_name);
 
     std::shared_ptr<const LensPair> m_for;       // what m_pieces was made for
     std::vector<std::string> m_pieces;           // [L + 1, T]: the top-1 piece of each cell

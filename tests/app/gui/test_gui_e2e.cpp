@@ -249,6 +249,57 @@ TEST(EndToEnd, TheLensTabShowsWhatEachLayerWrites) {
     }
 }
 
+// A float32 .npy's values (version 1 header, little-endian, C order), as the exports write them.
+std::vector<float> NpyFloats(const std::string& path) {
+    const std::string bytes = ReadFile(path);
+    if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) return {};
+    const size_t start = 10 + static_cast<unsigned char>(bytes[8]) + 256u * static_cast<unsigned char>(bytes[9]);
+    if (start > bytes.size()) return {};
+    std::vector<float> v((bytes.size() - start) / sizeof(float));
+    std::memcpy(v.data(), bytes.data() + start, v.size() * sizeof(float));
+    return v;
+}
+
+// Issue 35: before the lens is run, the Lens tab shows the selected query's column and attribution
+// from the worker's kept residual stream; each layer's loss is what `export --lens` writes there.
+TEST(EndToEnd, TheLensTabShowsTheSelectedQueryAtOnce) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_lens_at", model = app::BundledModelsDir() + "/english/ssa";
+    const std::string text = "Once upon a time there was a little girl who lived in a village.";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string png = dir + "/shot.png";
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --model " + model + " --tab lens --query 5 --text '" + text + "' --screenshot " + png +
+                             " --frames 4",
+                         dir + "/log.txt"),
+              0)
+        << ReadFile(dir + "/log.txt");
+    const nlohmann::json meta = nlohmann::json::parse(ReadFile(png + ".json"), nullptr, false);
+    ASSERT_TRUE(meta.is_object() && meta.contains("regions")) << ReadFile(dir + "/log.txt");
+    const nlohmann::json& at = meta["state"]["lens_at"];
+    ASSERT_TRUE(at.is_object()) << meta["state"].dump();
+    EXPECT_EQ(at["position"], 5);
+    EXPECT_FALSE(meta["regions"].contains("lens_grid"));  // the whole lens was not run
+    const Picture p = Load(png);
+    for (const char* region : {"lens_column", "lens_attribution"}) {
+        ASSERT_TRUE(meta["regions"].contains(region)) << region << " " << meta["regions"].dump();
+        const nlohmann::json r = meta["regions"][region];
+        EXPECT_GT(DistinctColours(p, r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 12u) << region;
+    }
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " export --model " + model + " --text '" + text + "' --lens --format npy --out " + dir + "/export",
+                         dir + "/export.txt"),
+              0)
+        << ReadFile(dir + "/export.txt");
+    for (const auto& [side, suffix] : {std::pair{"ssa", ""}, std::pair{"compare", "_compare"}}) {
+        SCOPED_TRACE(side);
+        const std::vector<float> lens = NpyFloats(dir + "/export/lens_loss" + suffix + ".npy");  // [L + 1, T - 1]
+        const nlohmann::json loss = at[side]["loss"];
+        ASSERT_TRUE(loss.is_array() && loss.size() > 1) << at.dump();
+        ASSERT_EQ(lens.size() % loss.size(), 0u);
+        const size_t n = lens.size() / loss.size();
+        for (size_t l = 0; l < loss.size(); ++l) EXPECT_NEAR(loss[l].get<double>(), lens[l * n + 5], 1e-4) << "layer row " << l;
+    }
+}
+
 // Issue 36: --run opens a training run's last step and the Run tab, runs the timeline of the text
 // over every step (a truncated checkpoint named and skipped) and draws its curves and each head's
 // steps to sparsity.
