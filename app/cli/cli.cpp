@@ -205,49 +205,12 @@ std::vector<BatchText> ReadBatch(const std::string& path, const std::string& con
     return texts;
 }
 
-// --lens: the logit lens and attribution of the SSA side and of its comparison (tau = 1, the twin,
-// or with a base its weights at tau = 1), each a forward pass of its own, with their progress.
-std::vector<std::shared_ptr<const model::Lens>> RunLensSides(Runner& runner, const model::Analysis& a) {
-    model::Engine& engine = runner.engine();
-    const bool compare = !a.compare_label.empty() && a.comparison != model::Comparison::Unedited;
-    std::vector<std::shared_ptr<const model::Lens>> sides;
+// --lens's sides, with their progress.
+std::vector<std::shared_ptr<const model::Lens>> RunLensWithProgress(Runner& runner, const model::Analysis& a) {
     ProgressBar bar("lens");
-    for (model::MapSide side : {model::MapSide::Ssa, model::MapSide::Compare}) {
-        if (side == model::MapSide::Compare && !compare) break;
-        std::atomic<float> progress{0};
-        model::LensOptions options;
-        options.progress = &progress;
-        auto lens = engine.RunLens(a.tokens.ids, side, options);
-        if (!lens) throw Failure{kExitFailure, "--lens: " + lens.error()};
-        sides.push_back(std::make_shared<const model::Lens>(std::move(*lens)));
-        bar.Update(sides.size(), compare ? 2 : 1, side == model::MapSide::Ssa ? "SSA" : "comparison");
-    }
-    return sides;
-}
-
-std::vector<ExportFile> LensExportFiles(Runner& runner, const model::Analysis& a, const std::vector<std::shared_ptr<const model::Lens>>& sides,
-                                        const ExportOptions& export_options) {
-    const model::Tokenizer& tokenizer = runner.engine().tokenizer();
-    return LensFiles(
-        sides[0], sides.size() > 1 ? sides[1] : nullptr, CompareFileSuffix(a),
-        [&](int32_t id) {
-            auto text = tokenizer.Decode({id});
-            return text ? *text : std::string();
-        },
-        export_options, TokenLabels(a.tokens), ModelName(runner.Info()));
-}
-
-// A batch summary's per-layer lens loss: row l is the mean over positions of the loss read after
-// layer l (0: the embeddings, L: the model's own).
-json LensLossByLayer(const model::Lens& lens) {
-    json out = json::array();
-    const size_t n = static_cast<size_t>(lens.n_tokens - 1);
-    for (int l = 0; l <= lens.n_layer && n > 0; ++l) {
-        double sum = 0;
-        for (size_t t = 0; t < n; ++t) sum += lens.loss[l * n + t];
-        out.push_back(sum / static_cast<double>(n));
-    }
-    return out;
+    auto sides = app::RunLensSides(runner.engine(), a, [&](size_t done, size_t total) { bar.Update(done, total, done == 1 ? "SSA" : "comparison"); });
+    if (!sides) throw Failure{kExitFailure, "--lens: " + sides.error()};
+    return std::move(*sides);
 }
 
 int CmdExport(const CommandOptions& o) {
@@ -271,7 +234,7 @@ int CmdExport(const CommandOptions& o) {
         // What the file's numbers hold is the input's fault: exit 3, as every refusal of a file.
         if (const std::string why = NonFiniteAnalysis(analysis); !why.empty()) throw Failure{kExitBadInput, why + "; nothing was written"};
         std::vector<ExportFile> lens_files;
-        if (options.lens) lens_files = LensExportFiles(*runner, analysis, RunLensSides(*runner, analysis), options);
+        if (options.lens) lens_files = LensExportFiles(runner->engine(), runner->Info(), analysis, RunLensWithProgress(*runner, analysis), options);
         ProgressBar bar("export");
         auto s = WriteExport(text, analysis, runner->Info(), options, [&](size_t done, size_t total, const std::string& path) {
             bar.Update(done, total, path);
@@ -303,10 +266,10 @@ int CmdExport(const CommandOptions& o) {
                 json row = BatchSummaryRow(t.name, t.line, *analysis, options.sink_epsilon);
                 std::vector<ExportFile> lens_files;
                 if (options.lens && analysis->n_tokens >= 2) {  // each text's lens files, and its loss by layer in the summary
-                    const auto sides = RunLensSides(*runner, *analysis);
+                    const auto sides = RunLensWithProgress(*runner, *analysis);
                     row["lens_loss"] = LensLossByLayer(*sides[0]);
                     if (sides.size() > 1) row["lens_loss_compare"] = LensLossByLayer(*sides[1]);
-                    lens_files = LensExportFiles(*runner, *analysis, sides, one);
+                    lens_files = LensExportFiles(runner->engine(), runner->Info(), *analysis, sides, one);
                 }
                 if (auto s = WriteExport(t.text, *analysis, runner->Info(), one, nullptr, std::move(lens_files)); !s) throw Failure{kExitFailure, s.error()};
                 rows.push_back(std::move(row));

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/core/names.h"
+#include "app/core/state.h"
 #include "app/export/head_summary.h"
 #include "model/io/files.h"
 #include "model/io/npy.h"
@@ -381,6 +382,43 @@ ExportFile FigureFile(std::string path, const char* extension, std::function<viz
 }
 
 }  // namespace
+
+model::Result<std::vector<std::shared_ptr<const model::Lens>>> RunLensSides(model::Engine& engine, const model::Analysis& a,
+                                                                     const std::function<void(size_t, size_t)>& side_done) {
+    const bool compare = !a.compare_label.empty() && a.comparison != model::Comparison::Unedited;
+    std::vector<std::shared_ptr<const model::Lens>> sides;
+    for (model::MapSide side : {model::MapSide::Ssa, model::MapSide::Compare}) {
+        if (side == model::MapSide::Compare && !compare) break;
+        auto lens = engine.RunLens(a.tokens.ids, side);
+        if (!lens) return model::Fail(lens.error());
+        sides.push_back(std::make_shared<const model::Lens>(std::move(*lens)));
+        if (side_done) side_done(sides.size(), compare ? 2 : 1);
+    }
+    return sides;
+}
+
+std::vector<ExportFile> LensExportFiles(const model::Engine& engine, const model::ModelInfo& info, const model::Analysis& a,
+                                        const std::vector<std::shared_ptr<const model::Lens>>& sides, const ExportOptions& options) {
+    const model::Tokenizer& tokenizer = engine.tokenizer();
+    return LensFiles(
+        sides.at(0), sides.size() > 1 ? sides[1] : nullptr, CompareFileSuffix(a),
+        [&](int32_t id) {
+            auto text = tokenizer.Decode({id});
+            return text ? *text : std::string();
+        },
+        options, TokenLabels(a.tokens), ModelName(info));
+}
+
+json LensLossByLayer(const model::Lens& lens) {
+    json out = json::array();
+    const size_t n = static_cast<size_t>(lens.n_tokens - 1);
+    for (int l = 0; l <= lens.n_layer && n > 0; ++l) {
+        double sum = 0;
+        for (size_t t = 0; t < n; ++t) sum += lens.loss[l * n + t];
+        out.push_back(sum / static_cast<double>(n));
+    }
+    return out;
+}
 
 std::vector<ExportFile> LensFiles(std::shared_ptr<const model::Lens> lens, std::shared_ptr<const model::Lens> compare,
                                   const std::string& compare_suffix, const std::function<std::string(int32_t)>& piece,

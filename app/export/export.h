@@ -54,6 +54,19 @@ std::vector<ExportFile> LensFiles(std::shared_ptr<const model::Lens> lens, std::
                                   const std::string& compare_suffix, const std::function<std::string(int32_t)>& piece,
                                   const ExportOptions& options, const std::vector<std::string>& token_labels, const std::string& model_name);
 
+// --lens's run: the lens of `a`'s ids on the SSA side and, unless `a` is against the unedited model
+// or has no comparison, on its comparison (tau = 1, the twin, or with a base its weights at tau =
+// 1), each a forward pass of its own (the model as loaded: the caller refuses what-ifs);
+// `side_done(sides done, sides)` after each.
+model::Result<std::vector<std::shared_ptr<const model::Lens>>> RunLensSides(model::Engine& engine, const model::Analysis& a,
+                                                                     const std::function<void(size_t, size_t)>& side_done = {});
+// LensFiles of those sides, pieces named by the engine's tokenizer.
+std::vector<ExportFile> LensExportFiles(const model::Engine& engine, const model::ModelInfo& info, const model::Analysis& a,
+                                        const std::vector<std::shared_ptr<const model::Lens>>& sides, const ExportOptions& options);
+// A batch summary's per-layer lens loss: entry l is the mean over positions of the loss read after
+// layer l (0: the embeddings, L: the model's own).
+nlohmann::json LensLossByLayer(const model::Lens& lens);
+
 // Everything an export will write, in order. The analysis must outlive the plan.
 std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis& analysis, const model::ModelInfo& info,
                                    const ExportOptions& options);

@@ -553,10 +553,32 @@ ExportOptions ExportSettings(const model::ModelInfo& info, const std::string& ou
     return options;
 }
 
+// lens=True: the lens of `a` on both sides, run on the core's engine, and its files (as `ssaviz
+// export --lens` writes them); nothing for a text of one token.
+struct LensRun {
+    std::vector<std::shared_ptr<const model::Lens>> sides;
+    std::vector<ExportFile> files;
+};
+LensRun LensOf(ModelCore& core, const model::Analysis& a, const ExportOptions& options) {
+    if (!options.lens || a.n_tokens < 2) return {};
+    model::Engine& engine = core.Run().engine();
+    auto sides = RunLensSides(engine, a);
+    if (!sides) throw BadArgument("lens=True: " + sides.error());
+    std::vector<ExportFile> files = LensExportFiles(engine, core.info, a, *sides, options);
+    return {std::move(*sides), std::move(files)};
+}
+
 void Export(const AnalysisHandle& h, const std::string& out, const FlagList& flags) {
     const ExportOptions options = ExportSettings(h.core->info, out, flags, "export()");
+    if (options.lens && !h.A().interventions.empty())
+        throw BadArgument("export(lens=True) runs the model as loaded: analyze without ablate= for it");
     py::gil_scoped_release release;
-    if (auto s = WriteExport(h.text, h.A(), h.core->info, options); !s) throw WriteFailed(s.error());
+    LensRun lens;
+    if (options.lens) {
+        std::lock_guard<std::mutex> lock(h.core->mutex);
+        lens = LensOf(*h.core, h.A(), options);
+    }
+    if (auto s = WriteExport(h.text, h.A(), h.core->info, options, nullptr, std::move(lens.files)); !s) throw WriteFailed(s.error());
 }
 
 AnalysisHandle Analyze(const std::shared_ptr<ModelCore>& core, const std::string* text, const std::vector<int64_t>* ids,
@@ -582,6 +604,7 @@ std::pair<std::string, std::string> ExportText(const std::shared_ptr<ModelCore>&
                                                const std::string& compare, const std::optional<FlagList>& twin_flags,
                                                const std::string& ablate, bool truncate) {
     ExportOptions options = ExportSettings(core->info, out, flags, "export_batch()");
+    if (options.lens && !ablate.empty()) throw BadArgument("export_batch(lens=True) runs the model as loaded: not with ablate=");
     options.out_dir = (fs::path(out) / name).string();
     const RunSpec run = RunOf(*core, compare, twin_flags, ablate);
     py::gil_scoped_release release;
@@ -592,8 +615,12 @@ std::pair<std::string, std::string> ExportText(const std::shared_ptr<ModelCore>&
     if (!tokens) return {"", tokens.error()};
     auto analysis = runner.Analyze(*tokens);
     if (!analysis) return {"", analysis.error().message};
-    if (auto s = WriteExport(text, *analysis, core->info, options); !s) throw WriteFailed(s.error());
-    return {BatchSummaryRow(name, line, *analysis, options.sink_epsilon).dump(), ""};
+    json row = BatchSummaryRow(name, line, *analysis, options.sink_epsilon);
+    LensRun lens = LensOf(*core, *analysis, options);  // each text's loss by layer in the summary, as the command line's
+    if (!lens.sides.empty()) row["lens_loss"] = LensLossByLayer(*lens.sides[0]);
+    if (lens.sides.size() > 1) row["lens_loss_compare"] = LensLossByLayer(*lens.sides[1]);
+    if (auto s = WriteExport(text, *analysis, core->info, options, nullptr, std::move(lens.files)); !s) throw WriteFailed(s.error());
+    return {row.dump(), ""};
 }
 
 // summary.json and summary.csv from every text's row (JSON strings, in the batch's order).

@@ -65,6 +65,31 @@ def test_serial_batch_equals_the_command_lines(tmp_path):
         assert (tmp_path / "cli" / f).read_bytes() == (tmp_path / "serial" / f).read_bytes(), f
 
 
+def test_lens_in_a_batch_and_an_export_equals_the_command_lines(tmp_path):
+    """lens=True: each text's lens files and the summary's loss by layer, byte for byte the
+    command line's --lens (both sides); an analysis's export(lens=True) the same files."""
+    texts = TEXTS[:2]
+    lines = tmp_path / "texts.jsonl"
+    lines.write_text("".join(json.dumps(t) + "\n" for t in texts))
+    run_cli("export", "--model", SMALL, "--batch", "--text-file", str(lines), "--out", str(tmp_path / "cli"), "--format", "npy,json",
+            "--lens")
+    m = ssaviz.load(require(SMALL))
+    summary = ssaviz.export_batch(texts, tmp_path / "py", model=m, formats=["npy", "json"], lens=True)
+    files = all_files(filecmp.dircmp(tmp_path / "cli", tmp_path / "py"))
+    for name in ("lens_loss.npy", "lens_loss_compare.npy", "dla.npy", "lens_top.json"):
+        assert "greeting/" + name in files, name
+    for f in files:
+        assert (tmp_path / "cli" / f).read_bytes() == (tmp_path / "py" / f).read_bytes(), f
+    row = summary["texts"][0]
+    assert len(row["lens_loss"]) == m.n_layer + 1 and len(row["lens_loss_compare"]) == m.n_layer + 1
+    a = m.analyze(texts[0]["text"])
+    a.export(tmp_path / "one", formats=["npy"], lens=True)
+    for name in ("lens_loss.npy", "dla.npy", "dla_mlp_compare.npy"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "py" / "greeting" / name).read_bytes(), name
+    with pytest.raises(ValueError, match="as loaded"):
+        ssaviz.export_batch(texts, tmp_path / "ablated", model=m, lens=True, ablate="0:1")
+
+
 def close(a, b):
     if isinstance(a, float) and isinstance(b, float):
         return math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6)
