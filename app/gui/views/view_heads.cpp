@@ -286,9 +286,10 @@ void HeadsView::DrawPinned(WindowState& state) {
     }
 
     for (auto it = m_pinned_textures.begin(); it != m_pinned_textures.end();) {  // drop heads unpinned elsewhere, or shown in another mode
-        const auto& [l, h, mode] = it->first;
-        const bool kept = std::any_of(state.pinned.begin(), state.pinned.end(),
-                                      [&](const Pin& p) { return p.layer == l && p.head == h && p.mode == mode; });
+        const auto& key = it->first;  // (layer, head, mode)
+        const bool kept = std::any_of(state.pinned.begin(), state.pinned.end(), [&](const Pin& p) {
+            return p.layer == std::get<0>(key) && p.head == std::get<1>(key) && p.mode == std::get<2>(key);
+        });
         it = kept ? std::next(it) : m_pinned_textures.erase(it);
     }
 
