@@ -418,16 +418,24 @@ void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional
     // The command line wins over the session: --model, --device and --text replace its own.
     launch->model_dir = s && !o.model_dir && !s->model_dir.empty() ? s->model_dir : ModelDir(o);
     if (o.compare_run && !o.run) throw Failure{kExitUsage, "--compare-run goes with --run DIR"};
-    if (o.run) {  // a training run: its last step, the most trained
+    // A session's run, unless the command line names a model or a run: the step it showed.
+    const bool session_run = s && !o.run && !o.model_dir && !s->run_dir.empty();
+    const std::optional<std::string> run = session_run ? std::optional<std::string>(s->run_dir) : o.run;
+    const std::optional<std::string> compare_run =
+        session_run ? (s->compare_run_dir.empty() ? std::nullopt : std::optional<std::string>(s->compare_run_dir)) : o.compare_run;
+    if (run) {  // a training run: its last step, the most trained (a session's: the step it showed)
         if (o.model_dir) throw Failure{kExitUsage, "--run opens the run's checkpoints: not with --model"};
-        auto steps = FindRunSteps(*o.run);
+        auto steps = FindRunSteps(*run);
         if (!steps) throw Failure{kExitBadInput, "--run: " + steps.error()};
-        launch->run = *o.run;
+        launch->run = *run;
         launch->model_dir = steps->back().path;
-        if (o.compare_run) {
-            auto compare = FindRunSteps(*o.compare_run);
+        if (session_run)
+            for (const RunStep& step : *steps)
+                if (step.path == s->model_dir) launch->model_dir = step.path;
+        if (compare_run) {
+            auto compare = FindRunSteps(*compare_run);
             if (!compare) throw Failure{kExitBadInput, "--compare-run: " + compare.error()};
-            launch->compare_run = *o.compare_run;
+            launch->compare_run = *compare_run;
         }
     }
     launch->device = o.device.value_or(s ? s->device : "auto");

@@ -440,12 +440,14 @@ std::vector<Flag> BuildTable() {
             "entropy, JS to the comparison, sink mass and mean tau_q; each head's steps to sparsity) and with png/svg the curves "
             "(curves/*.png|svg); a step that fails is named and skipped. The window opens the run's last step and its Run tab: a "
             "step slider, Play, and the curves of the text over every step",
-            [](CommandOptions& o, const FlagValue& v) { o.run = v.text; }, [](const CommandOptions& o) { return o.run; }));
+            [](CommandOptions& o, const FlagValue& v) { o.run = v.text; }, [](const CommandOptions& o) { return o.run; })
+            .InSession({"run"}));
     add(Row({"--compare-run"}, "DIR", {C::Export, C::Window},
             "with --run: a second run to set beside it step by step (the vanilla run of the same schedule, or another seed); "
             "run.json gets compare_run, run.csv its rows (run = compare), the curves its mean; in the window the Run tab's "
             "curves and steps to sparsity",
-            [](CommandOptions& o, const FlagValue& v) { o.compare_run = v.text; }, [](const CommandOptions& o) { return o.compare_run; }));
+            [](CommandOptions& o, const FlagValue& v) { o.compare_run = v.text; }, [](const CommandOptions& o) { return o.compare_run; })
+            .InSession({"compare_run"}));
     add(Row({"--steps"}, "all|N,M", {C::Export},
             "with --run: these steps' whole exports too, each in OUT/step-NNNNNN/ (a --compare-run's in OUT/compare-run/step-NNNNNN/), "
             "as `export --model` writes for that checkpoint alone",

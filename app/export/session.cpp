@@ -121,6 +121,8 @@ Pin ReadPin(const json& v) {
 CommandOptions SessionFlags(const Session& s) {
     CommandOptions o;
     o.model_dir = s.model_dir;
+    if (!s.run_dir.empty()) o.run = s.run_dir;
+    if (!s.compare_run_dir.empty()) o.compare_run = s.compare_run_dir;
     o.compare = s.compare;
     if (!s.interventions.empty()) o.ablate = model::FormatInterventions(s.interventions);
     o.device = s.device;
@@ -217,6 +219,8 @@ model::Result<Session> SessionFromJson(const json& j) {
         o.export_options = s.export_options;
         if (auto flags = FlagsFromSession(j, &o); !flags) throw BadKey{flags.error()};
         s.model_dir = o.model_dir.value_or("");
+        s.run_dir = o.run.value_or("");
+        s.compare_run_dir = o.compare_run.value_or("");
         s.compare = o.compare;
         s.device = o.device.value_or(s.device);
         s.text = o.text.value_or("");

@@ -19,7 +19,8 @@
 namespace app {
 
 struct Session {
-    std::string model_dir;  // empty: the bundled default model
+    std::string model_dir;  // empty: the bundled default model; with a run, the step shown (its checkpoint)
+    std::string run_dir, compare_run_dir;  // a training run shown (--run, --compare-run); empty: none
     CompareSpec compare;    // "compare": a keyword or the twin's folder, as --compare takes it
     std::vector<model::Intervention> interventions;  // what-ifs on the SSA side ("interventions": the --ablate syntax)
     std::string device = "auto";

@@ -127,8 +127,8 @@ public:
         m_show_export = options.show == "export";
         m_state.show_help = options.show == "help";
         m_state.show_demo = options.show == "demo";
-        if (!options.run.empty()) {  // a training run: the model is its last step (ResolveLaunch)
-            OpenRun(options.run, options.compare_run);
+        if (!options.run.empty()) {  // a training run: the model is its last step, or a session's (ResolveLaunch)
+            OpenRun(options.run, options.compare_run, model_dir, /*show_tab=*/!session);
             m_start_timeline = true;
         }
         for (const char* tab : LaunchOptions::kTabs)
@@ -196,6 +196,8 @@ public:
     Session CurrentSession() {
         Session s;
         s.model_dir = m_state.model ? m_state.model->dir : "";
+        s.run_dir = m_state.run_dir;
+        s.compare_run_dir = m_state.compare_run_dir;
         s.compare = m_state.twin ? CompareSpec::Twin(m_state.twin->dir) : ShownComparison();
         s.interventions = m_state.interventions;
         s.device = m_device;
@@ -685,16 +687,19 @@ private:
         ImGui::EndMenuBar();
     }
 
-    // A training run (--run, a run example): its steps, the last one shown, and the Run tab.
-    void OpenRun(const std::string& dir, const std::string& compare_dir) {
+    // A training run (--run, a run example, a session): its steps, the one whose checkpoint is
+    // `shown` (else the last), and the Run tab unless a session chose another.
+    void OpenRun(const std::string& dir, const std::string& compare_dir, const std::string& shown = "", bool show_tab = true) {
         m_state.run_dir = dir;
         m_state.compare_run_dir = compare_dir;
         m_state.run_steps.clear();
         if (auto steps = FindRunSteps(dir)) m_state.run_steps = std::move(*steps);
         m_state.run_step = static_cast<int>(m_state.run_steps.size()) - 1;
+        for (size_t i = 0; i < m_state.run_steps.size(); ++i)
+            if (m_state.run_steps[i].path == shown) m_state.run_step = static_cast<int>(i);
         m_state.run_playing = false;
         m_state.timeline.reset();
-        m_state.settings.right_tab = "Run";
+        if (show_tab) m_state.settings.right_tab = "Run";
     }
 
     // Opens a bundled model with its twin and suggested text; a run example its run's last step.
@@ -761,6 +766,16 @@ private:
                     m_state.text = session->text;
                     ApplySession(*session);
                     m_state.open_model_request = session->model_dir.empty() ? DefaultModelDir() : session->model_dir;
+                    if (!session->run_dir.empty()) {  // its run, at the step it showed, and the run's timeline again
+                        OpenRun(session->run_dir, session->compare_run_dir, session->model_dir, /*show_tab=*/false);
+                        m_start_timeline = true;  // once its first analysis is shown
+                    } else if (!m_state.run_dir.empty()) {
+                        m_state.run_dir.clear();
+                        m_state.compare_run_dir.clear();
+                        m_state.run_steps.clear();
+                        m_state.run_step = -1;
+                        m_state.timeline.reset();
+                    }
                     m_session_message = "opened " + m_session_path;
                     for (const std::string& w : session->warnings) m_session_message += "\n" + w;
                 }

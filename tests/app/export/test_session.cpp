@@ -80,6 +80,22 @@ TEST(Session, RoundTripsEveryField) {
     auto run_back = app::LoadSession(path);
     ASSERT_TRUE(run_back) << run_back.error();
     EXPECT_EQ(run_back->settings.matrix_metric, "steps_to_sparsity");
+
+    // A training run and its compare run, with the step shown as the model, read back as such.
+    run.run_dir = "/runs/ssa";
+    run.compare_run_dir = "/runs/vanilla";
+    run.model_dir = "/runs/ssa/iter-000200-ckpt.pth";
+    ASSERT_TRUE(app::SaveSession(path, run));
+    std::ifstream in(path);
+    const nlohmann::json written = nlohmann::json::parse(in);
+    EXPECT_EQ(written["run"], "/runs/ssa");
+    EXPECT_EQ(written["compare_run"], "/runs/vanilla");
+    run_back = app::LoadSession(path);
+    ASSERT_TRUE(run_back) << run_back.error();
+    EXPECT_EQ(run_back->run_dir, "/runs/ssa");
+    EXPECT_EQ(run_back->compare_run_dir, "/runs/vanilla");
+    EXPECT_EQ(run_back->model_dir, "/runs/ssa/iter-000200-ckpt.pth");
+    EXPECT_TRUE(run_back->warnings.empty());
 }
 
 // What-ifs are kept in the --ablate syntax, and "compare": "unedited" (the model without them)

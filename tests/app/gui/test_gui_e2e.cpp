@@ -338,6 +338,20 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
         const nlohmann::json r = meta["regions"][region];
         EXPECT_GT(DistinctColours(p, r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 6u) << region;
     }
+    // A session keeps the run and the step shown: it opens there again, on the session's tab.
+    std::ofstream(dir + "/session.json") << nlohmann::json{{"ssaviz_session", 1}, {"run", run}, {"model", run + "/iter-000200-ckpt.pth"},
+                                                           {"text", "The cat sat on the mat."}, {"view", {{"tab", "Matrix"}}}}
+                                                .dump();
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --session " + dir + "/session.json --screenshot " + png + " --frames 4",
+                         dir + "/session_log.txt"),
+              0)
+        << ReadFile(dir + "/session_log.txt");
+    const nlohmann::json again = nlohmann::json::parse(ReadFile(png + ".json"), nullptr, false);
+    ASSERT_TRUE(again.is_object() && again.contains("state")) << ReadFile(dir + "/session_log.txt");
+    EXPECT_EQ(again["state"]["run_step"], 200);
+    EXPECT_EQ(again["state"]["model"], run + "/iter-000200-ckpt.pth");
+    EXPECT_EQ(again["state"]["tab"], "Matrix");
+    EXPECT_EQ(again["state"]["timeline_steps"], nlohmann::json({100, 200, 400}));
     // Not a run: one line, before any window.
     EXPECT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --run " + dir + "/m1 --frames 2", dir + "/bad.txt"), 3);
     EXPECT_NE(ReadFile(dir + "/bad.txt").find("holds no checkpoints"), std::string::npos) << ReadFile(dir + "/bad.txt");
