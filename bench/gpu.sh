@@ -11,6 +11,7 @@
 #      at 1,024 (its [L, 2, H, T, T] capture at 8,192 needs 380 GB).
 # Each stage is bounded by `timeout` and writes its log under OUT as it goes, so a stage that runs
 # out of time leaves the ones before it.
+#   3b. the logit lens (whole, and one position from the kept stream) at GPT-2 small's shape;
 #   4. where the time goes: the 8,192-token analysis under nsys (when the machine has it), the
 #      CUDA kernels ranked by time.
 #   usage: bash bench/gpu.sh OUT            (from the project's root, on the GPU machine)
@@ -19,7 +20,7 @@
 #          (the defaults) the sizes, to fit what is left of a session's device time; the whole run
 #          takes about 5 minutes on an H200 with 16 cores, so one device session can run it twice.
 set -uo pipefail
-stages=${SSAVIZ_GPU_STAGES:-fused exact small tiny profile}
+stages=${SSAVIZ_GPU_STAGES:-fused exact small lens tiny profile}
 want() { [[ " $stages " == *" $1 "* ]]; }
 out=${1:?usage: bash bench/gpu.sh OUT}
 mkdir -p "$out"
@@ -127,6 +128,13 @@ small="$work/gpt2-small"
 "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
 timeout 90 "$build/ssaviz_bench" --model "$small" --device "$dev" --python "$py" --tokens "${SSAVIZ_GPU_SMALL_TOKENS:-1024,4096}" --repeats 3 2>&1 | tee "$out/bench-small.txt"
 timeout 90 "$build/ssaviz_bench" --model "$small" --device "$dev" --tokens 8192 --repeats 2 --no-baseline 2>&1 | tee -a "$out/bench-small.txt"
+fi
+
+if want lens; then
+stage "the logit lens and one position's lens (RunLensAt) at GPT-2 small's shape on $dev"
+small="$work/gpt2-small"
+[ -d "$small" ] || "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
+timeout 90 "$build/ssaviz_bench" --model "$small" --device "$dev" --only lens --tokens 1024 --repeats 1 --no-baseline 2>&1 | tee "$out/bench-lens.txt"
 fi
 
 if want tiny; then
