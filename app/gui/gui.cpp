@@ -475,10 +475,12 @@ public:
             m_lens_request = m_worker.RunLens(a.tokens.ids, !a.compare_label.empty() && a.comparison != model::Comparison::Unedited, a.compare_label);
             m_state.lens_running = true;
         }
-        // The Lens tab's selected query, once the worker is idle (never stopping a job), each
-        // position asked once: one that failed is not asked again until the text or model changes.
+        // The Lens tab's selected query, once the worker is idle (never stopping a job: the worker
+        // is asked again, as a lens posted just above is not in m_state.busy yet), each position
+        // asked once: one that failed is not asked again until the text or model changes.
         if (const int t = std::exchange(m_state.lens_at_wanted, -1);
-            t >= 0 && m_state.analysis && !m_state.busy && !m_state.generating && m_lens_at_request == 0 && m_state.model) {
+            t >= 0 && m_state.analysis && !m_worker.Busy() && !m_state.lens_running && !m_state.generating && m_lens_at_request == 0 &&
+            m_state.model) {
             const model::Analysis& a = *m_state.analysis;
             const std::string asked = m_state.model->dir + '\n' + a.compare_label + '\n' + std::to_string(t) + '\n' +
                                       std::to_string(std::hash<std::string>{}(m_state.text));
