@@ -21,7 +21,9 @@
 //                       [--twin DIR | --base DIR]
 //                       one thing in this process, each time printed: full analyses, or after one
 //                       full analysis, edits of one token there (for a profiler: perf record -g);
-//                       against a twin, or with a fine-tune's base (three sides)
+//                       against a twin, or with a fine-tune's base (three sides); with
+//                       SSAVIZ_BENCH_TRACE=FILE the last one (its head map too) is traced by
+//                       LibTorch's profiler into FILE (bench/trace_summary.py ranks its kernels)
 //          ssaviz_bench --model DIR --only lens [--tokens 128,512,1024] [--repeats 3] [--no-baseline]
 //                       the logit lens and attribution of the SSA side (Engine::RunLens: a forward
 //                       pass keeping the residual stream, every layer's rows through the final norm
@@ -46,6 +48,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/trace.h"
 #include "model/nn/analysis.h"
 #include "viz/heatmap.h"
 
@@ -142,12 +145,15 @@ int RunOnly(const Options& o) {
     std::fflush(stdout);
     model::AnalyzeOptions options;
     options.reuse = !full;
+    const char* trace = std::getenv("SSAVIZ_BENCH_TRACE");
     for (int r = 0; r < o.repeats; ++r) {
         const model::Tokenization& now = r % 2 ? tokens : edited;
+        const bool traced = trace && *trace && r == o.repeats - 1 && bench::StartTrace();
         model::Result<model::Analysis> a = model::Fail("not run");
         const double ms = TimeMs([&] { a = (*engine)->Analyze(now, options); });
         if (!a) Die(a.error());
         const double map_ms = TimeMs([&] { a->Map(model::MapSide::Ssa, 0, 0); });
+        if (traced && bench::StopTrace(trace)) std::printf("traced into %s\n", trace);
         std::printf("%s %2d at %d: %.2f ms (forward %.2f, metrics %.2f, %d rows reused); head map %.2f ms\n", o.only.c_str(), r, at, ms,
                     a->forward_ms, a->metrics_ms, a->reused_rows, map_ms);
         std::fflush(stdout);
@@ -187,6 +193,16 @@ int RunChild(const Options& o) {
         head_map.push_back(map_ms);
         bake.push_back(bake_ms);
         analysis = a;
+    }
+    // On a device the host queues the kernels ahead, so the split of the time into forward and
+    // metrics comes from one more analysis that waits for each block (AnalyzeOptions::phase_timings).
+    if (analysis->device != "cpu") {
+        model::AnalyzeOptions timed = full;
+        timed.phase_timings = true;
+        auto a = (*engine)->Analyze(tokens, timed);
+        if (!a) Die(a.error());
+        forward = {a->forward_ms};
+        metrics = {a->metrics_ms};
     }
     // What the check compares with PyTorch, then the analysis let go: the keystrokes below measure
     // the engine's memory, not this program's.

@@ -12,8 +12,9 @@
 # Each stage is bounded by `timeout` and writes its log under OUT as it goes, so a stage that runs
 # out of time leaves the ones before it.
 #   3b. the logit lens (whole, and one position from the kept stream) at GPT-2 small's shape;
-#   4. where the time goes: the 8,192-token analysis under nsys (when the machine has it), the
-#      CUDA kernels ranked by time.
+#   4. where the time goes: the 8,192-token analysis under nsys (when the machine has it; else
+#      LibTorch's own profiler through ssaviz_bench's SSAVIZ_BENCH_TRACE, at 1,024 and 8,192 tokens
+#      and for edits at 8,192, summarised by bench/trace_summary.py), the CUDA kernels ranked by time.
 #   usage: bash bench/gpu.sh OUT            (from the project's root, on the GPU machine)
 #          SSAVIZ_GPU_STAGES="fused exact small tiny profile" picks stages (all by default);
 #          SSAVIZ_GPU_SMALL_TOKENS=1024,4096, SSAVIZ_GPU_TINY_TOKENS="1024 8192" and SSAVIZ_GPU_TINY_BASELINE=1
@@ -47,6 +48,7 @@ for _ in 1 2 3 4 5 6; do cat /usr/share/common-licenses/GPL-3 2>/dev/null || cat
 head -c 2400 "$work/long.txt" >"$work/text.txt"
 
 tok="$here/assets/tokenizers/gpt2"
+small="$work/gpt2-small"  # GPT-2 small's shape, random weights (the small, lens and profile stages)
 if want fused; then
 stage "the fused row statistics on $dev against the torch ops (float64)"
 timeout 60 "$build/ssaviz_fused_check" --device "$dev" >"$out/fused-check.txt" 2>&1
@@ -124,7 +126,6 @@ fi
 
 if want small; then
 stage "GPT-2 small's shape on CUDA against PyTorch CUDA"
-small="$work/gpt2-small"
 "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
 timeout 90 "$build/ssaviz_bench" --model "$small" --device "$dev" --python "$py" --tokens "${SSAVIZ_GPU_SMALL_TOKENS:-1024,4096}" --repeats 3 2>&1 | tee "$out/bench-small.txt"
 timeout 90 "$build/ssaviz_bench" --model "$small" --device "$dev" --tokens 8192 --repeats 2 --no-baseline 2>&1 | tee -a "$out/bench-small.txt"
@@ -132,7 +133,6 @@ fi
 
 if want lens; then
 stage "the logit lens and one position's lens (RunLensAt) at GPT-2 small's shape on $dev"
-small="$work/gpt2-small"
 [ -d "$small" ] || "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
 timeout 90 "$build/ssaviz_bench" --model "$small" --device "$dev" --only lens --tokens 1024 --repeats 1 --no-baseline 2>&1 | tee "$out/bench-lens.txt"
 fi
@@ -159,6 +159,14 @@ timeout 90 nsys profile -o "$work/prof" --force-overwrite true -t cuda "$build/s
 timeout 60 nsys stats -r cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum -f csv -o "$out/profile" "$work/prof.nsys-rep" >>"$out/profile-log.txt" 2>&1
 ls "$out"/profile* | head
 elif want profile; then
-  echo "no nsys on this machine: no profile" | tee -a "$out/stages.txt"
+stage "where the time goes: LibTorch's profiler (no nsys here), its kernels ranked"
+[ -d "$small" ] || "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
+for what in ${SSAVIZ_GPU_TRACES:-full:1024 full:8192 end:8192 middle:8192}; do
+  only=${what%%:*} n=${what##*:}
+  SSAVIZ_BENCH_TRACE="$work/trace-$only-$n.json" timeout 90 "$build/ssaviz_bench" --model "$small" --device "$dev" --only "$only" \
+    --tokens "$n" --repeats 3 >"$out/trace-$only-$n-log.txt" 2>&1
+  timeout 60 "$py" bench/trace_summary.py "$work/trace-$only-$n.json" >"$out/trace-$only-$n.md" 2>&1
+  echo "$only at $n tokens: $(grep -m1 median "$out/trace-$only-$n-log.txt"); $(head -n 1 "$out/trace-$only-$n.md")" | tee -a "$out/stages.txt"
+done
 fi
 stage done

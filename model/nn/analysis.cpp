@@ -20,6 +20,7 @@
 #include <functional>
 #include <utility>
 
+#include <ATen/record_function.h>
 #include <c10/core/InferenceMode.h>
 
 #include "model/io/files.h"
@@ -53,6 +54,7 @@ const char* ToString(Comparison c) {
 
 HeadMap Analysis::Map(MapSide side, int l, int h) const {
     if (!maps || l < 0 || l >= n_layer || h < 0 || h >= n_head) return nullptr;
+    RECORD_USER_SCOPE("ssaviz::head_map");
     return maps->Head(side, l, h);
 }
 
@@ -386,11 +388,21 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         for (int64_t a = plan.first_block_row; a < plan.T; a += plan.block) {
             const int64_t b = std::min(plan.T, a + plan.block);
             Stopwatch watch;
-            const PerSide<at::Tensor> rows = pass.RunBlock(a, b);
+            PerSide<at::Tensor> rows;
+            {
+                RECORD_USER_SCOPE("ssaviz::layer_pass");  // scopes for a profiler (ssaviz_bench's SSAVIZ_BENCH_TRACE)
+                rows = pass.RunBlock(a, b);
+            }
+            if (options.phase_timings) WaitForDevice(e.device);
             forward_ms += watch.Lap();
-            measures.AddBlock(a, b, rows, pass);
+            {
+                RECORD_USER_SCOPE("ssaviz::row_measures");
+                measures.AddBlock(a, b, rows, pass);
+            }
+            if (options.phase_timings) WaitForDevice(e.device);
             metrics_ms += watch.Lap();
         }
+        RECORD_USER_SCOPE("ssaviz::end_layer");
         pass.EndLayer();
         measures.EndLayer();
         if (options.progress) options.progress->store(static_cast<float>(l + 1) / (c.n_layer + 1));  // the predictions: one step more
@@ -400,10 +412,13 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     Stopwatch watch;
     AnalysisCache next;
     next.ids = tokens.ids;
-    next.layers = pass.TakeLayers();
-    next.measures = measures.Finish();
-    next.maps = AssembleMaps(plan, next.layers, old.maps.get());
-    Analysis a = AssembleLayers(plan, tokens, next.layers, next.measures, e.spectrum);
+    Analysis a = [&] {
+        RECORD_USER_SCOPE("ssaviz::assembly");
+        next.layers = pass.TakeLayers();
+        next.measures = measures.Finish();
+        next.maps = AssembleMaps(plan, next.layers, old.maps.get());
+        return AssembleLayers(plan, tokens, next.layers, next.measures, e.spectrum);
+    }();
     a.maps = next.maps;
     a.device = e.device.str();
     a.comparison = comparison();
@@ -417,11 +432,14 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
 
     // The predictions, counted in forward_ms.
     watch.Lap();
-    at::Tensor next_logits;
-    next.predictions = Predict(plan, tokens.ids, pass.Streams(), old.predictions, &next_logits, [&](float done) {
-        if (options.progress) options.progress->store((c.n_layer + done) / (c.n_layer + 1));
-    });
-    AssemblePredictions(plan, next.predictions, next_logits, &a);
+    {
+        RECORD_USER_SCOPE("ssaviz::predictions");
+        at::Tensor next_logits;
+        next.predictions = Predict(plan, tokens.ids, pass.Streams(), old.predictions, &next_logits, [&](float done) {
+            if (options.progress) options.progress->store((c.n_layer + done) / (c.n_layer + 1));
+        });
+        AssemblePredictions(plan, next.predictions, next_logits, &a);
+    }
     a.forward_ms += watch.Lap();
     if (options.progress) options.progress->store(1.0f);
 

@@ -72,7 +72,7 @@ struct Analysis {
     std::vector<float> js_drift, l1_drift;       // [L, H, T] tau = 1 against base
     std::vector<float> qk_opnorm, qk_eig_mean, qk_eig_var;  // [L, H]
     std::vector<float> effective_qk_norm;        // [L, H, T] tau_q(i) * ||W_qk||_2
-    double forward_ms = 0, metrics_ms = 0;  // forward: both passes and the predictions' logits
+    double forward_ms = 0, metrics_ms = 0;  // forward: both passes and the predictions' logits (on a device: AnalyzeOptions::phase_timings)
     int reused_rows = 0;  // positions taken from the previous analysis (its ids agreed up to here)
     std::vector<Intervention> interventions;  // applied to the SSA side
 
@@ -134,6 +134,11 @@ struct AnalyzeOptions {
     // return it but without its predictions (empty), before they are computed: they cost [T, V]
     // logits a side, much of a long analysis with a large vocabulary, so a caller can show the rest first.
     std::function<void(const Analysis&)> before_predictions;
+    // On a device, wait for each block's kernels so that forward_ms and metrics_ms split the time
+    // exactly. Slower (the host cannot queue the next block while the device works), so off by
+    // default: then the device's work is counted where the host waits for it, mostly in the
+    // assembly's copies (metrics_ms), and only the sum forward_ms + metrics_ms is exact.
+    bool phase_timings = false;
 };
 
 // Owns a loaded model (and optionally its twin or its base) on one device. Not thread-safe: one

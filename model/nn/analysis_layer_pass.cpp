@@ -83,7 +83,6 @@ PerSide<at::Tensor> LayerPass::RunBlock(int64_t a, int64_t b) {
     // The layer-local comparison: the SSA side's own q and k with tau = 1.
     for (Side s : m_plan.sides)
         if (m_plan.source[s].layer_local) rows[s] = AttentionRows(q[Side::Ssa], Keys(s), at::Tensor(), from, Window(s)).to(at::kFloat);
-    WaitForDevice(rows[Side::Ssa]);
     return rows;
 }
 

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <torch/cuda.h>
+
 #include "model/nn/attention_maps_torch.h"
 
 namespace model {
@@ -109,8 +111,8 @@ at::Tensor AnalysisPlan::Join(const at::Tensor& old, const std::vector<at::Tenso
     return Join(old, parts.size() == 1 ? parts[0] : at::cat(parts, 1));
 }
 
-void WaitForDevice(const at::Tensor& t) {
-    if (t.defined() && t.is_cuda()) t.sum().item<float>();
+void WaitForDevice(const at::Device& device) {
+    if (device.is_cuda()) torch::cuda::synchronize(device.has_index() ? device.index() : -1);
 }
 
 }  // namespace model

@@ -100,7 +100,7 @@ struct PlanInputs {
 };
 AnalysisPlan PlanAnalysis(const PlanInputs& in, const std::vector<int32_t>& ids, const std::vector<int32_t>& old_ids, int old_pool, bool reuse);
 
-// Waits for the device's kernels to finish (nothing on the CPU), so the stages' timings are honest.
-void WaitForDevice(const at::Tensor& t);
+// Waits for the device's kernels to finish (nothing on the CPU): AnalyzeOptions::phase_timings.
+void WaitForDevice(const at::Device& device);
 
 }  // namespace model

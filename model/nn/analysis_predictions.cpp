@@ -128,7 +128,6 @@ PerSide<SidePredictions> Predict(const AnalysisPlan& plan, const std::vector<int
             next[s].top_probs = JoinPositions(was.top_probs, lo, top_probs[s]);
         }
     }
-    if (next_logits->defined()) WaitForDevice(*next_logits);
     return next;
 }
 

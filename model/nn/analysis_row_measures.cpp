@@ -74,7 +74,6 @@ void RowMeasures::AddBlock(int64_t a, int64_t b, const PerSide<at::Tensor>& rows
     }
     const at::Tensor* parts[3] = {&pooled.p, &pooled.q, &pooled.difference};
     for (int k = 0; k < 3; ++k) m_thumbs[k].push_back(at::constant_pad_nd(*parts[k], {0, m_plan.cells - parts[k]->size(-1)}));
-    WaitForDevice(m_thumbs[2].back());
 }
 
 const LayerMeasures& RowMeasures::EndLayer() {

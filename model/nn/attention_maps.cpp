@@ -215,6 +215,11 @@ ThumbnailBuilder::ThumbnailBuilder(const Thumbnails& old, int kept, int side, in
 }
 
 void ThumbnailBuilder::AddLayer(int l, const at::Tensor (&rows)[3]) {
+    if (rows[0].is_cpu()) return CopyLayer(l, rows);
+    m_device_layers.push_back({l, {rows[0], rows[1], rows[2]}});
+}
+
+void ThumbnailBuilder::CopyLayer(int l, const at::Tensor (&rows)[3]) {
     const Thumbnails& t = m_thumbnails;
     const int64_t fresh = t.side - m_kept;
     for (int k = 0; k < 3; ++k) {
@@ -232,6 +237,8 @@ void ThumbnailBuilder::AddLayer(int l, const at::Tensor (&rows)[3]) {
 }
 
 Thumbnails ThumbnailBuilder::Finish() {
+    for (const DeviceLayer& d : m_device_layers) CopyLayer(d.l, d.rows);
+    m_device_layers.clear();
     for (const auto& band : m_new)
         for (float v : band->cells[static_cast<int>(ThumbnailKind::Difference)])
             band->difference_max_abs = std::max(band->difference_max_abs, std::abs(v));  // NaN never wins

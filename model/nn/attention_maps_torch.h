@@ -112,14 +112,23 @@ class ThumbnailBuilder {
 public:
     ThumbnailBuilder(const Thumbnails& old, int kept, int side, int pool, int layers, int heads);
     // Layer l's block rows kept..side-1 [H, side - kept, side] by kind (SSA, comparison,
-    // difference), on any device, any float dtype; not called when kept == side.
+    // difference), on any device, any float dtype; not called when kept == side. A device's
+    // rows are copied to the host in Finish: a copy per layer would stop the host from queuing
+    // the next layer's kernels while the device works.
     void AddLayer(int l, const at::Tensor (&rows)[3]);
     Thumbnails Finish();
 
 private:
+    void CopyLayer(int l, const at::Tensor (&rows)[3]);
+
     Thumbnails m_thumbnails;
     int m_kept;
     std::vector<std::shared_ptr<ThumbnailBand>> m_new;  // the bands being built
+    struct DeviceLayer {
+        int l;
+        at::Tensor rows[3];
+    };
+    std::vector<DeviceLayer> m_device_layers;  // added, not yet copied
 };
 // Tokens a thumbnail cell covers, a side, for a text of `tokens`.
 int ThumbnailPool(int tokens);

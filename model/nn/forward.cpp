@@ -107,12 +107,24 @@ at::Tensor Rope(const ModelConfig& c, const at::Tensor& x, int64_t first) {
 
 at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q, int64_t first, int64_t window) {
     const int64_t R = q.size(-2), T = k.size(-2);
-    at::Tensor scores = GroupedMatmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
-    if (tau_q.defined()) scores = scores * tau_q.unsqueeze(-1);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+    at::Tensor scores;
+    if (q.is_cuda() && (!tau_q.defined() || tau_q.scalar_type() == q.scalar_type())) {
+        // On a device the scale and the temperatures go on q's rows ([.., R, D]) rather than on
+        // the scores ([.., R, T]): two passes over the scores fewer, where those passes are most of
+        // the time. The products round differently, within the dtype's rounding (bench/gpu.sh's
+        // exactness stage holds the device's float32 to the CPU within 1e-5).
+        at::Tensor scaled = q * scale;
+        if (tau_q.defined()) scaled = scaled * tau_q.unsqueeze(-1);
+        scores = GroupedMatmul(scaled, k.transpose(-1, -2));
+    } else {
+        scores = GroupedMatmul(q, k.transpose(-1, -2)) * scale;
+        if (tau_q.defined()) scores = scores * tau_q.unsqueeze(-1);
+    }
     const at::Tensor all = at::ones({R, T}, q.options().dtype(at::kBool));
     at::Tensor hidden = all.triu(first + 1);  // keys j > first + r
     if (window > 0 && first + R > window) hidden = hidden | all.tril(first - window);  // keys j <= first + r - window
-    return at::softmax(scores.masked_fill(hidden, -std::numeric_limits<float>::infinity()), -1);
+    return at::softmax(scores.masked_fill_(hidden, -std::numeric_limits<float>::infinity()), -1);
 }
 
 int64_t ValueHeads(const ModelConfig& c, bool vanilla, const TemperatureEdit* edit) {

@@ -12,11 +12,14 @@
 namespace model::cuda {
 namespace {
 
-constexpr int kThreads = 256, kWarps = kThreads / 32, kTop = 5;
+constexpr int kThreads = 256, kWarps = kThreads / 32, kTop = 5, kUnroll = 4;
 
 template <int N>
 constexpr int kPairs = N * (N - 1) / 2;
-__constant__ int kPairFirst[3] = {0, 0, 1}, kPairSecond[3] = {1, 2, 2};
+// The pairs (0, 1), (0, 2), (1, 2): functions, not a table, so that in unrolled loops they are
+// constants and the maps' values stay in registers.
+__host__ __device__ constexpr int PairFirst(int k) { return k < 2 ? 0 : 1; }
+__host__ __device__ constexpr int PairSecond(int k) { return k == 0 ? 1 : 2; }
 
 template <int N>
 struct Args {
@@ -29,12 +32,17 @@ struct Args {
 // -x ln x with 0 ln 0 = 0; subnormal weights count as FLT_MIN (they add under 1e-36), as on the CPU.
 __device__ __forceinline__ float NegXLogX(float x) { return -x * logf(fmaxf(x, FLT_MIN)); }
 
-// Keeps the kTop largest of what it is given, descending.
+// Keeps the kTop largest of what it is given, descending. Unrolled with fixed indices, so a
+// thread's lists stay in registers (a loop with a moving index put them in local memory).
 __device__ __forceinline__ void Insert(float* best, float x) {
     if (!(x > best[kTop - 1])) return;
-    int i = kTop - 1;
-    for (; i > 0 && best[i - 1] < x; --i) best[i] = best[i - 1];
-    best[i] = x;
+#pragma unroll
+    for (int i = 0; i < kTop; ++i)
+        if (x > best[i]) {
+            const float t = best[i];
+            best[i] = x;
+            x = t;
+        }
 }
 
 __device__ __forceinline__ double WarpSum(double v) {
@@ -54,18 +62,31 @@ __global__ void __launch_bounds__(kThreads) CompareRowsKernel(Args<N> a, int64_t
         for (int m = 0; m < N; ++m) x[m] = a.maps[m] + row * T;
         double sum[Q] = {};
         float best[N][kTop] = {};
-        for (int64_t j = tid; j < keys; j += kThreads) {
-            float v[N];
-            for (int m = 0; m < N; ++m) {
-                v[m] = x[m][j];
-                sum[m] += NegXLogX(v[m]);
-                sum[N + m] += v[m] * v[m];
-                Insert(best[m], v[m]);
+        // kUnroll keys a thread are loaded before any is used, so enough reads are in flight to
+        // keep the memory busy. A key past the row reads as 0, which adds exactly 0 to every sum
+        // and is never among the five largest (they start at 0): each thread's sums are as if it
+        // had stopped at the row's end.
+        for (int64_t j0 = tid; j0 < keys; j0 += kThreads * kUnroll) {
+            float v[kUnroll][N];
+#pragma unroll
+            for (int u = 0; u < kUnroll; ++u) {
+                const int64_t j = j0 + static_cast<int64_t>(u) * kThreads;
+                for (int m = 0; m < N; ++m) v[u][m] = j < keys ? x[m][j] : 0.0f;
             }
-            for (int k = 0; k < P; ++k) {
-                const float p = v[kPairFirst[k]], q = v[kPairSecond[k]];
-                sum[2 * N + k] += NegXLogX(0.5f * (p + q));
-                sum[2 * N + P + k] += fabsf(p - q);
+#pragma unroll
+            for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+                for (int m = 0; m < N; ++m) {
+                    sum[m] += NegXLogX(v[u][m]);
+                    sum[N + m] += v[u][m] * v[u][m];
+                    Insert(best[m], v[u][m]);
+                }
+#pragma unroll
+                for (int k = 0; k < P; ++k) {
+                    const float p = v[u][PairFirst(k)], q = v[u][PairSecond(k)];
+                    sum[2 * N + k] += NegXLogX(0.5f * (p + q));
+                    sum[2 * N + P + k] += fabsf(p - q);
+                }
             }
         }
         // The sums: within each warp, then the warps' by thread 0.
@@ -101,7 +122,7 @@ __global__ void __launch_bounds__(kThreads) CompareRowsKernel(Args<N> a, int64_t
             }
             // 0.5 KL(p||m) + 0.5 KL(q||m) = H(m) - (H(p) + H(q)) / 2; rounding can dip below 0 for equal rows.
             for (int k = 0; k < P; ++k) {
-                a.js[k][row] = static_cast<float>(fmax(0.0, total[2 * N + k] - 0.5 * (total[kPairFirst[k]] + total[kPairSecond[k]])));
+                a.js[k][row] = static_cast<float>(fmax(0.0, total[2 * N + k] - 0.5 * (total[PairFirst(k)] + total[PairSecond(k)])));
                 a.l1[k][row] = static_cast<float>(total[2 * N + P + k]);
             }
         }
@@ -124,6 +145,44 @@ const char* Launch(const float* const* in, int64_t rows, int64_t R, int64_t T, i
 // The larger, NaN winning as torch's max does.
 __device__ __forceinline__ float Max(float m, float v) { return (v > m || v != v) ? v : m; }
 
+// One thread block a row of cells (map m, cell row r) and a chunk of `chunk` keys (a multiple of
+// `pool`, at most kThreads): each thread takes one key's column down the cell row's `pool` rows,
+// so a warp reads consecutive floats, then each cell's maxima are those of its `pool` columns.
+__global__ void __launch_bounds__(kThreads) PoolRowsKernel(const float* p, const float* q, int64_t R, int64_t T, int pool, int64_t rows,
+                                                           int64_t cols, int chunk, float keep, float* out_p, float* out_q, float* out_d) {
+    __shared__ float column[4][kThreads];  // each key's max of p, of q, of p - q and of q - p
+    const int64_t m = blockIdx.y / rows, r = blockIdx.y % rows, j0 = static_cast<int64_t>(blockIdx.x) * chunk;
+    const int tid = threadIdx.x;
+    if (tid < chunk) {
+        const int64_t j = j0 + tid, i_end = min(R, (r + 1) * pool);
+        float mp = -INFINITY, mq = -INFINITY, up = -INFINITY, down = -INFINITY;
+        if (j < T)
+            for (int64_t i = r * pool; i < i_end; ++i) {
+                const float x = p[(m * R + i) * T + j], y = q[(m * R + i) * T + j];
+                mp = Max(mp, x);
+                mq = Max(mq, y);
+                up = Max(up, x - y);
+                down = Max(down, y - x);
+            }
+        column[0][tid] = mp, column[1][tid] = mq, column[2][tid] = up, column[3][tid] = down;
+    }
+    __syncthreads();
+    const int64_t c = j0 / pool + tid;  // this thread's cell, for the first chunk / pool threads
+    if (tid >= chunk / pool || c >= cols) return;
+    float mp = -INFINITY, mq = -INFINITY, up = -INFINITY, down = -INFINITY;
+    for (int k = tid * pool; k < (tid + 1) * pool; ++k) {  // columns past T hold -inf: they change no max
+        mp = Max(mp, column[0][k]);
+        mq = Max(mq, column[1][k]);
+        up = Max(up, column[2][k]);
+        down = Max(down, column[3][k]);
+    }
+    const int64_t cell = (m * rows + r) * cols + c;
+    out_p[cell] = mp;
+    out_q[cell] = mq;
+    out_d[cell] = up >= down * keep ? up : -down;
+}
+
+// Pools wider than kThreads keys: one thread a cell.
 __global__ void PoolKernel(const float* p, const float* q, int64_t maps, int64_t R, int64_t T, int pool, int64_t rows, int64_t cols,
                            float keep, float* out_p, float* out_q, float* out_d) {
     const int64_t cell = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -152,9 +211,15 @@ const char* PoolMaps(const float* p, const float* q, int64_t maps, int64_t R, in
                      float* out_difference) {
     const int64_t rows = (R + pool - 1) / pool, cols = (T + pool - 1) / pool, cells = maps * rows * cols;
     if (cells <= 0) return nullptr;
-    const int threads = 128;
-    PoolKernel<<<static_cast<unsigned>((cells + threads - 1) / threads), threads>>>(p, q, maps, R, T, pool, rows, cols, keep, out_p, out_q,
-                                                                                     out_difference);
+    if (pool <= kThreads && maps * rows < 65536) {
+        const int chunk = kThreads / pool * pool;
+        const dim3 grid(static_cast<unsigned>((T + chunk - 1) / chunk), static_cast<unsigned>(maps * rows));
+        PoolRowsKernel<<<grid, kThreads>>>(p, q, R, T, pool, rows, cols, chunk, keep, out_p, out_q, out_difference);
+    } else {
+        const int threads = 128;
+        PoolKernel<<<static_cast<unsigned>((cells + threads - 1) / threads), threads>>>(p, q, maps, R, T, pool, rows, cols, keep, out_p, out_q,
+                                                                                         out_difference);
+    }
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
