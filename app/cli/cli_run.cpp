@@ -25,6 +25,7 @@
 #include "app/export/export.h"
 #include "app/export/head_summary.h"
 #include "app/export/run_curves.h"
+#include "app/export/run_export.h"
 #include "model/io/files.h"
 #include "model/io/npy.h"
 #include "model/nn/analysis.h"
@@ -36,12 +37,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-std::string StepFolder(int64_t step) {
-    char name[32];
-    std::snprintf(name, sizeof name, "step-%06lld", static_cast<long long>(step));
-    return name;
-}
 
 // --steps: "all", or step numbers ("100,500"), each one of the run's.
 std::set<int64_t> ChosenSteps(const std::optional<std::string>& flag, const std::vector<RunStep>& steps) {
@@ -65,144 +60,25 @@ std::set<int64_t> ChosenSteps(const std::optional<std::string>& flag, const std:
     return chosen;
 }
 
-// One run's steps on the text, and run.json's rows and failures.
-struct Timeline {
-    RunTimeline t;
-    json rows = json::array(), failures = json::array();
-};
-
-struct RunContext {
-    RunContext(const CommandOptions& o, const ExportOptions& options, const std::string& text) : o(o), options(options), text(text) {}
-    const CommandOptions& o;
-    const ExportOptions& options;
-    const std::string& text;
-    std::optional<std::pair<int, int>> shape;  // the first step's layers and heads: every step must have them
-    ProgressBar bar{"run"};
-    size_t done = 0, total = 0;
-};
-
-Timeline AnalyseRun(RunContext& ctx, const std::string& dir, const std::string& label, const std::vector<RunStep>& steps,
-                    const std::set<int64_t>& full, const fs::path& step_root) {
-    Timeline t;
-    t.t.dir = dir;
-    t.t.label = label;
+// One run's steps on the text, in step order, each opened alone; a step that fails is named and
+// skipped.
+RunResults AnalyseRun(const RunStepSpec& spec, const std::string& text, const std::string& dir, const std::string& label,
+                      const std::vector<RunStep>& steps, const std::set<int64_t>& full, const fs::path& step_root, ProgressBar* bar,
+                      size_t* done, size_t total) {
+    RunResults run;
+    run.t.dir = dir;
+    run.t.label = label;
     for (const RunStep& step : steps) {
         const std::string file = fs::path(step.path).filename().string();
-        ctx.bar.Update(ctx.done++, ctx.total, file);
-        auto fail = [&](const std::string& why) {
-            t.failures.push_back({{"step", step.step}, {"checkpoint", file}, {"error", why}});
+        bar->Update((*done)++, total, file);
+        const std::string full_out = full.count(step.step) ? (step_root / StepFolder(step.step)).string() : "";
+        RunStepResult result = AnalyseRunStep(step, spec, text, run.Shape(), full_out);
+        if (result.fatal) throw Failure{result.fatal, result.error};  // its own export could not be written
+        if (const std::string error = AddRunStep(&run, std::move(result)); !error.empty())
             std::fprintf(stderr, "\rssaviz: %s step %lld (%s): %s; skipped\n", label.c_str(), static_cast<long long>(step.step),
-                         model::EscapeForMessage(file).c_str(), why.c_str());
-        };
-        auto runner = Runner::Open({step.path, ctx.o.device.value_or("auto"), ctx.o.dtype, ctx.o.hints});
-        if (!runner) { fail(runner.error().message); continue; }
-        const model::ModelConfig& c = (*runner)->Info().config;
-        if (ctx.shape && *ctx.shape != std::pair(c.n_layer, c.n_head)) {
-            fail("has " + std::to_string(c.n_layer) + " layers x " + std::to_string(c.n_head) + " heads, the run's first step " +
-                 std::to_string(ctx.shape->first) + " x " + std::to_string(ctx.shape->second));
-            continue;
-        }
-        ctx.shape = std::pair(c.n_layer, c.n_head);
-        if (auto s = (*runner)->Configure({ctx.o.compare, ctx.o.ablate.value_or("")}); !s) { fail(s.error().message); continue; }
-        auto tokens = (*runner)->Tokenize(ctx.text, ctx.o.truncate);
-        if (!tokens) { fail(tokens.error().message); continue; }
-        auto a = (*runner)->Analyze(*tokens);
-        if (!a) { fail(a.error().message); continue; }
-        if (full.count(step.step)) {  // what `ssaviz export` writes for this checkpoint alone
-            ExportOptions one = ctx.options;
-            one.out_dir = (step_root / StepFolder(step.step)).string();
-            if (auto s = ResolveExportHeads(&one, c.n_layer, c.n_head); !s) throw Failure{kExitUsage, s.error()};
-            if (auto s = WriteExport(ctx.text, *a, (*runner)->Info(), one); !s) throw Failure{kExitFailure, s.error()};
-        }
-        json row = BatchSummaryRow(StepFolder(step.step), static_cast<int>(t.t.steps.size() + 1), *a, ctx.options.sink_epsilon);
-        row["step"] = step.step;
-        row["checkpoint"] = file;
-        t.t.Add(step.step, file, *a);
-        const std::vector<HeadSummary>& heads = t.t.heads.back();
-        for (const char* key : kRunHeadValues) {
-            json grid = json::array();
-            for (int l = 0; l < c.n_layer; ++l) {
-                json layer = json::array();
-                for (int h = 0; h < c.n_head; ++h) {
-                    const float v = heads[static_cast<size_t>(l) * c.n_head + h].Get(key);
-                    layer.push_back(std::isfinite(v) ? json(v) : json());
-                }
-                grid.push_back(std::move(layer));
-            }
-            row["heads"][key] = std::move(grid);
-        }
-        t.rows.push_back(std::move(row));
+                         model::EscapeForMessage(file).c_str(), error.c_str());
     }
-    return t;
-}
-
-std::string Number(float v) {
-    if (!std::isfinite(v)) return "";
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.9g", v);
-    return buf;
-}
-
-void AddCsvRows(const RunTimeline& t, const char* run, std::string* csv) {
-    for (size_t k = 0; k < t.steps.size(); ++k)
-        for (const HeadSummary& s : t.heads[k]) {
-            *csv += std::string(run) + "," + std::to_string(t.steps[k]) + "," + std::to_string(s.ref.layer) + "," + std::to_string(s.ref.head);
-            for (const char* key : kRunHeadValues) *csv += "," + Number(s.Get(key));
-            *csv += "," + Number(t.loss[k]) + "\n";
-        }
-}
-
-json TimelineJson(const Timeline& t) {
-    const std::vector<int64_t> sparse = StepsToSparsity(t.t);
-    json grid = json::array();
-    for (int l = 0; l < t.t.n_layer; ++l) {
-        json row = json::array();
-        for (int h = 0; h < t.t.n_head; ++h) {
-            const int64_t step = sparse[static_cast<size_t>(l) * t.t.n_head + h];
-            row.push_back(step < 0 ? json() : json(step));
-        }
-        grid.push_back(std::move(row));
-    }
-    return {{"run", t.t.dir}, {"steps", t.rows}, {"failed", t.failures}, {"steps_to_sparsity", std::move(grid)}};
-}
-
-void WriteCurves(const std::vector<const RunTimeline*>& runs, const ExportOptions& options) {
-    if (!options.png && !options.svg) return;
-    std::string error;
-    if (!viz::LoadFigureFonts(&error)) throw Failure{kExitFailure, "run curves: " + error};
-    const fs::path dir = fs::path(options.out_dir) / "curves";
-    fs::create_directories(dir);
-    std::vector<std::string> keys(std::begin(kRunHeadValues), std::end(kRunHeadValues));
-    keys.push_back("loss");
-    for (const std::string& key : keys) {
-        std::vector<RunCurve> curves;
-        for (const RunTimeline* t : runs) curves.push_back(CurveOf(*t, key));
-        const viz::Figure figure = viz::PlotFigure(RunCurvesPlot(key, curves));
-        const std::string base = (dir / key).string();
-        if (options.png) {
-            const std::vector<uint8_t> png = viz::EncodePng(viz::RasterizeFigure(figure));
-            if (auto s = model::WriteFileAtomically(base + ".png", std::string(png.begin(), png.end())); !s) throw Failure{kExitFailure, s.error()};
-        }
-        if (options.svg)
-            if (auto s = model::WriteFileAtomically(base + ".svg", viz::FigureToSvg(figure)); !s) throw Failure{kExitFailure, s.error()};
-    }
-}
-
-// Each token's tau_q over the run: float32 [S, L, H, T] (the steps as run.json lists them), when
-// every step tokenised the text alike (one tokenizer over a run; otherwise no file, said once).
-void WriteTauQ(const RunTimeline& t, const fs::path& path) {
-    const size_t per_step = static_cast<size_t>(t.n_layer) * t.n_head * t.n_tokens;
-    std::vector<float> all;
-    for (const std::vector<float>& step : t.tau_q) {
-        if (step.size() != per_step) {
-            std::fprintf(stderr, "ssaviz: %s: not written, the %s's steps tokenised the text differently\n", path.filename().c_str(), t.label.c_str());
-            return;
-        }
-        all.insert(all.end(), step.begin(), step.end());
-    }
-    fs::create_directories(path.parent_path());
-    const std::vector<int64_t> shape = {static_cast<int64_t>(t.tau_q.size()), t.n_layer, t.n_head, t.n_tokens};
-    if (auto s = model::WriteNpy(path.string(), all.data(), shape); !s) throw Failure{kExitFailure, s.error()};
+    return run;
 }
 
 }  // namespace
@@ -219,37 +95,28 @@ int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const st
     }
     const std::set<int64_t> full = ChosenSteps(o.steps, *steps);
     model::UseComputeThreads(model::ResolveComputeThreads());
-    RunContext ctx{o, options, text};
-    ctx.total = steps->size() + (compare_steps ? compare_steps->size() : 0);
+    RunStepSpec spec;
+    spec.device = o.device.value_or("auto");
+    spec.dtype = o.dtype;
+    spec.hints = o.hints;
+    spec.run = {o.compare, o.ablate.value_or("")};
+    spec.truncate = o.truncate;
+    spec.options = options;
+    ProgressBar bar{"run"};
+    size_t done = 0;
+    const size_t total = steps->size() + (compare_steps ? compare_steps->size() : 0);
     const fs::path out(options.out_dir);
-    const Timeline run = AnalyseRun(ctx, *o.run, "run", *steps, full, out);
-    std::optional<Timeline> compare;
+    const RunResults run = AnalyseRun(spec, text, *o.run, "run", *steps, full, out, &bar, &done, total);
+    std::optional<RunResults> compare;
     if (compare_steps) {
         std::set<int64_t> both;  // --steps's steps the second run has too
         for (const RunStep& s : *compare_steps)
             if (full.count(s.step)) both.insert(s.step);
-        compare = AnalyseRun(ctx, *o.compare_run, "compare run", *compare_steps, both, out / "compare-run");
+        compare = AnalyseRun(spec, text, *o.compare_run, "compare run", *compare_steps, both, out / "compare-run", &bar, &done, total);
     }
-    ctx.bar.Update(ctx.total, ctx.total, "");
+    bar.Update(total, total, "");
     if (run.rows.empty()) throw Failure{kExitBadInput, "--run: no checkpoint of the run could be analysed (" + std::to_string(run.failures.size()) + " failed)"};
-    fs::create_directories(out);
-    json timeline = TimelineJson(run);
-    timeline["about"] =
-        "per step: the model's means as a batch summary's row, and heads[value][layer][head]; steps_to_sparsity[layer][head]: the first "
-        "step whose mean entropy is below half of the first step's (null: never)";
-    if (compare) timeline["compare_run"] = TimelineJson(*compare);
-    std::string csv = "run,step,layer,head";
-    for (const char* key : kRunHeadValues) csv += std::string(",") + key;
-    csv += ",loss_mean\n";
-    AddCsvRows(run.t, "run", &csv);
-    if (compare) AddCsvRows(compare->t, "compare", &csv);
-    if (auto s = model::WriteFileAtomically((out / "run.json").string(), timeline.dump(1) + "\n"); !s) throw Failure{kExitFailure, s.error()};
-    if (auto s = model::WriteFileAtomically((out / "run.csv").string(), csv); !s) throw Failure{kExitFailure, s.error()};
-    WriteTauQ(run.t, out / "tau_q.npy");
-    if (compare && !compare->rows.empty()) WriteTauQ(compare->t, out / "compare-run" / "tau_q.npy");
-    std::vector<const RunTimeline*> curves = {&run.t};
-    if (compare && !compare->rows.empty()) curves.push_back(&compare->t);
-    WriteCurves(curves, options);
+    if (auto s = WriteRunFiles(options, run, compare ? &*compare : nullptr); !s) throw Failure{kExitFailure, s.error()};
     const size_t failed = run.failures.size() + (compare ? compare->failures.size() : 0);
     std::fprintf(stderr, "ssaviz: wrote %s (%zu of %zu steps%s)\n", options.out_dir.c_str(), run.rows.size(), steps->size(),
                  compare ? (", compare run " + std::to_string(compare->rows.size()) + " of " + std::to_string(compare_steps->size())).c_str() : "");

@@ -5,14 +5,19 @@
 namespace app {
 
 void RunTimeline::Add(int64_t step, const std::string& checkpoint, const model::Analysis& a) {
-    n_layer = a.n_layer;
-    n_head = a.n_head;
+    Add(step, checkpoint, a.n_layer, a.n_head, SummarizeHeads(a), static_cast<float>(model::MeanLoss(a.loss)), a.n_tokens, a.tau_q);
+}
+
+void RunTimeline::Add(int64_t step, const std::string& checkpoint, int layer_count, int head_count, std::vector<HeadSummary> summaries, float mean_loss,
+                      int tokens, std::vector<float> step_tau_q) {
+    n_layer = layer_count;
+    n_head = head_count;
     steps.push_back(step);
     checkpoints.push_back(checkpoint);
-    heads.push_back(SummarizeHeads(a));
-    loss.push_back(static_cast<float>(model::MeanLoss(a.loss)));
-    if (tau_q.empty()) n_tokens = a.n_tokens;
-    tau_q.push_back(a.tau_q);
+    heads.push_back(std::move(summaries));
+    loss.push_back(mean_loss);
+    if (tau_q.empty()) n_tokens = tokens;
+    tau_q.push_back(std::move(step_tau_q));
 }
 
 RunCurve TokenTauQCurve(const RunTimeline& t, int layer, int head, int token) {

@@ -26,6 +26,9 @@ struct RunTimeline {
     std::vector<std::vector<float>> tau_q;        // each analysed step's tau_q [L, H, T]
     // Adds one step's analysis (its shape must be the timeline's, or the timeline's first).
     void Add(int64_t step, const std::string& checkpoint, const model::Analysis& a);
+    // The same from what a step's analysis gave (app/export/run_export.h's RunStepResult).
+    void Add(int64_t step, const std::string& checkpoint, int layer_count, int head_count, std::vector<HeadSummary> summaries, float mean_loss,
+             int tokens, std::vector<float> step_tau_q);
 };
 
 // The head values a timeline follows, in the files' order; and "loss", the mean loss on the text.

@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/core/examples.h"
+#include "app/core/exit_code.h"
 #include "app/core/names.h"
 #include "app/core/run.h"
 #include "app/core/timeline.h"
@@ -37,6 +38,7 @@
 #include "app/export/export.h"
 #include "app/export/export_figures.h"
 #include "app/export/flags.h"
+#include "app/export/run_export.h"
 #include "model/io/files.h"
 #include "model/nn/analysis.h"
 #include "viz/figure.h"
@@ -623,6 +625,72 @@ std::pair<std::string, std::string> ExportText(const std::shared_ptr<ModelCore>&
     return {row.dump(), ""};
 }
 
+// One step of a run on a text (Run.export, here or on a Dask worker), as `ssaviz export --run`
+// analyses it: its RunStepResult as JSON. `full_out` non-empty: the step's whole export there too.
+std::string AnalyseStep(int64_t step, const std::string& path, const std::string& device, const FlagList& load_flags, const std::string& text,
+                    const std::string& compare, const std::string& ablate, bool truncate, const FlagList& export_flags,
+                    const std::string& full_out) {
+    CommandOptions load, exported;
+    ApplyFlags(Command::Info, load_flags, kLoadExcluded, "load_run()", &load);
+    if (auto s = ApplyFlag(Command::Info, "--device", device, &load); !s) throw BadArgument(s.error());
+    ApplyFlags(Command::Export, export_flags, kExportExcluded, "Run.export()", &exported);
+    RunStepSpec spec;
+    spec.device = device;
+    spec.dtype = load.dtype;
+    spec.hints = load.hints;
+    spec.run = {ParseCompare(compare, /*python=*/true), ablate};
+    spec.truncate = truncate;
+    spec.options = exported.export_options;
+    py::gil_scoped_release release;
+    model::UseComputeThreads(g_worker_threads ? *g_worker_threads : model::ResolveComputeThreads());
+    const RunStepResult r = AnalyseRunStep({step, path}, spec, text, std::nullopt, full_out);
+    if (r.fatal == kExitUsage) throw BadArgument(r.error);
+    if (r.fatal) throw WriteFailed(r.error);
+    return RunStepToJson(r).dump();
+}
+
+// A run's steps gathered in step order (RunStep's results) and, with `write`, run.json, run.csv,
+// tau_q.npy and the curves written to `out`: the failed steps ("step N (file): why", the run's
+// then the compare run's) and the steps analysed ({"run": [...], "compare": [...]}).
+py::dict WriteRun(const std::string& out, const std::string& run_dir, const std::vector<std::string>& results,
+                  const std::optional<std::string>& compare_dir, const std::vector<std::string>& compare_results, const FlagList& export_flags,
+                  bool write) {
+    CommandOptions exported;
+    ApplyFlags(Command::Export, export_flags, kExportExcluded, "Run.export()", &exported);
+    ExportOptions options = exported.export_options;
+    options.out_dir = out;
+    std::vector<std::string> failed;
+    auto gather = [&](const std::string& dir, const std::string& label, const std::vector<std::string>& steps) {
+        RunResults run;
+        run.t.dir = dir;
+        run.t.label = label;
+        for (const std::string& text : steps) {
+            auto step = RunStepFromJson(text);
+            if (!step) throw BadArgument(step.error());
+            const std::string name = step->checkpoint;
+            const int64_t number = step->step;
+            if (const std::string error = AddRunStep(&run, std::move(*step)); !error.empty())
+                failed.push_back((label == "run" ? "" : label + ": ") + "step " + std::to_string(number) + " (" + model::EscapeForMessage(name) +
+                                 "): " + error);
+        }
+        return run;
+    };
+    const RunResults run = gather(run_dir, "run", results);
+    std::optional<RunResults> compare;
+    if (compare_dir) compare = gather(*compare_dir, "compare run", compare_results);
+    if (run.rows.empty())
+        throw BadArgument("Run.export(): no checkpoint of the run could be analysed (" + std::to_string(run.failures.size()) + " failed)");
+    if (write) {
+        py::gil_scoped_release release;
+        if (auto s = WriteRunFiles(options, run, compare ? &*compare : nullptr); !s) throw WriteFailed(s.error());
+    }
+    py::dict d;
+    d["failed"] = failed;
+    d["run"] = run.t.steps;
+    d["compare"] = compare ? compare->t.steps : std::vector<int64_t>{};
+    return d;
+}
+
 // summary.json and summary.csv from every text's row (JSON strings, in the batch's order).
 void WriteSummary(const std::string& out, const std::vector<std::string>& rows, const std::vector<std::string>& failures) {
     json r = json::array(), f = json::array();
@@ -844,6 +912,8 @@ PYBIND11_MODULE(_ssaviz, m) {
         return out;
     });
     // A training run's checkpoints in step order ([(step, path)]), as `export --run` finds them.
+    m.def("run_step", &AnalyseStep);
+    m.def("write_run", &WriteRun);
     m.def("run_steps", [](const std::string& dir) {
         auto steps = app::FindRunSteps(dir);
         if (!steps) throw py::value_error(steps.error());

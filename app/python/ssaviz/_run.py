@@ -33,6 +33,22 @@ def _analyze_step(step, path, device, flags, text, compare, truncate):
         return step, None, str(e)
 
 
+def _export_step(step, path, device, load_flags, text, compare, ablate, truncate, export_flags, full_out):
+    """One checkpoint on the text as `ssaviz export --run` analyses it: its result as JSON (a
+    failure is inside it); with `full_out`, that checkpoint's whole export written there too."""
+    from ._batch import _worker_threads
+    _worker_threads()
+    return _ssaviz.run_step(step, path, device, load_flags, text, compare, ablate, truncate, export_flags, full_out)
+
+
+def _run_map(client, fn, jobs, **kwargs):
+    """fn(step, path, **kwargs) for each (step, path) job, in job order: here, or on the client's workers."""
+    if client is None:
+        return [fn(step, path, **kwargs) for step, path in jobs]
+    futures = client.map(fn, [s for s, _ in jobs], [p for _, p in jobs], pure=False, **kwargs)
+    return client.gather(futures)
+
+
 class RunAnalysis:
     """A text through every checkpoint of a run. steps: int64 [S], the steps analysed (a step that
     failed is in `failed`, not here). arrays(name) stacks that array of every step's analysis:
@@ -134,6 +150,78 @@ class Run:
             steps.append(step)
             arrays.append(result)
         return RunAnalysis(self, steps, arrays, failed)
+
+
+    def export(self, text, out, steps=None, compare_run=None, compare="vanilla", ablate=None, truncate=False, formats=None,
+               layers=None, heads=None, client=None, **flags):
+        """Writes what `ssaviz export --run DIR --text TEXT --out OUT` writes, byte for byte: run.json,
+        run.csv, tau_q.npy and, with "png" / "svg" among `formats`, the curves; for `steps` ("all" or a
+        list of steps) each step's whole export as OUT/step-NNNNNN/. compare_run: a second run (a path
+        or a Run) beside the first in every file, its files under OUT/compare-run/. With a
+        dask.distributed `client` the checkpoints are its workers' tasks (each opening its own; OUT a
+        folder every worker sees); the files are written here, from the steps in step order. A step
+        that fails is named in a warning and in run.json's "failed". Returns run.json as a dict.
+        compare, ablate, truncate: as Model.analyze; formats, layers, heads, flags: as Analysis.export."""
+        import json
+        import os
+        from . import _ablate, _bool, _compare, _flags, _path, _text
+        where = "Run.export()"
+        text = _text(where, text)
+        out = _path(where, "out", out)
+        truncate = _bool(where, "truncate", truncate)
+        kind, _ = _compare(where, compare)
+        spec = _ablate(where, ablate)
+        export_flags = _flags(where, dict(flags, format=formats, layers=layers, heads=heads))
+        _ssaviz.check_export(out, export_flags)
+        other = None
+        if compare_run is not None:
+            other = compare_run if isinstance(compare_run, Run) else Run(compare_run, self.device, **self.flags)
+        chosen = self._chosen(where, steps)
+        load_flags = _flags(where, self.flags)
+        common = dict(device=self.device, load_flags=load_flags, text=text, compare=kind, ablate=spec, truncate=truncate,
+                      export_flags=export_flags)
+        os.makedirs(out, exist_ok=True)  # before any worker writes into it
+        runs = [(self, "")] + ([(other, "compare-run")] if other else [])
+        results = [_run_map(client, _export_step, list(zip(r.steps, r.checkpoints)), full_out="", **common) for r, _ in runs]
+        report = _ssaviz.write_run(out, self.path, results[0], other.path if other else None, results[1] if other else [], export_flags,
+                                   False)
+        for message in report["failed"]:
+            warnings.warn(f"ssaviz: {message}; skipped", stacklevel=2)
+        # Each chosen step's whole export, of the steps each run analysed (as the command line, which
+        # writes them as it analyses).
+        for (r, sub), analysed in zip(runs, (report["run"], report["compare"])):
+            jobs = [(s, p) for s, p in zip(r.steps, r.checkpoints) if s in chosen and s in analysed]
+            fulls = [os.path.join(out, sub, f"step-{s:06d}") for s, _ in jobs]
+            if client is None:
+                for (s, p), full in zip(jobs, fulls):
+                    _export_step(s, p, full_out=full, **common)
+            else:
+                client.gather([client.submit(_export_step, s, p, full_out=full, pure=False, **common) for (s, p), full in zip(jobs, fulls)])
+        _ssaviz.write_run(out, self.path, results[0], other.path if other else None, results[1] if other else [], export_flags, True)
+        with open(os.path.join(out, "run.json"), encoding="utf-8") as f:
+            return json.load(f)
+
+    def _chosen(self, where, steps):
+        """`steps` as a set: None (none), "all", or steps of the run."""
+        from . import ArgumentTypeError, _int
+        if steps is None:
+            return set()
+        if isinstance(steps, str):
+            if steps != "all":
+                raise ValueError(f"{where}: steps must be \"all\" or a list of the run's steps, not {steps!r}")
+            return set(self.steps)
+        try:
+            steps = list(steps)
+        except TypeError:
+            raise ArgumentTypeError(f"{where}: steps must be \"all\" or a list of steps, not {type(steps).__name__}") from None
+        chosen = set()
+        for s in steps:
+            s = _int(where, "a step", s, bits=64)
+            if s not in self.steps:
+                raise ValueError(f"{where}: steps: step {s} is not one of the run's {len(self.steps)} steps "
+                                 f"({self.steps[0]} .. {self.steps[-1]})")
+            chosen.add(s)
+        return chosen
 
 
 def load_run(path, device="auto", **flags):

@@ -78,6 +78,40 @@ def test_the_same_numbers_as_export_run(run_dir, tmp_path):
     assert np.array_equal(sparse, want)
 
 
+def tree(root):
+    """Every file under root: {relative path: bytes}."""
+    return {os.path.relpath(os.path.join(d, f), root): open(os.path.join(d, f), "rb").read() for d, _, files in os.walk(root) for f in files}
+
+
+EXPORT = dict(steps=[100, 300], formats="npy,json,png,svg")
+
+
+def cli_export(run_dir, out):
+    """`ssaviz export --run` of the fixture's run, against itself as the compare run, steps 100 and 300 in full."""
+    code, _, err = run_cli("export", "--run", str(run_dir), "--compare-run", str(run_dir), "--text", TEXT, "--out", str(out),
+                           "--steps", "100,300", "--format", "npy,json,png,svg", check=False)
+    assert code == 3, err  # the truncated step
+    return tree(out)
+
+
+def test_export_writes_what_the_command_line_writes(run_dir, tmp_path):
+    want = cli_export(run_dir, tmp_path / "cli")
+    assert {"run.json", "run.csv", "tau_q.npy", "compare-run/tau_q.npy", "curves/entropy.png", "curves/loss.svg",
+            "step-000100/metrics.json", "compare-run/step-000300/attention.npy"} <= set(want)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        timeline = ssaviz.load_run(run_dir).export(TEXT, tmp_path / "py", compare_run=run_dir, **EXPORT)
+    got = tree(tmp_path / "py")
+    assert sorted(got) == sorted(want)
+    for name in want:
+        assert got[name] == want[name], name
+    assert [s["step"] for s in timeline["steps"]] == [100, 200, 300]
+    assert [f["step"] for f in timeline["failed"]] == [250]
+    assert sum("step 250 (iter-000250-ckpt.pth)" in str(w.message) for w in caught) == 2  # the run's and the compare run's
+    with pytest.raises(ValueError, match="step 7 is not one of the run's 4 steps"):
+        ssaviz.load_run(run_dir).export(TEXT, tmp_path / "bad", steps=[7])
+
+
 def test_not_a_run_is_one_clear_error(run_dir):
     with pytest.raises(ValueError, match="holds no checkpoints"):
         ssaviz.load_run(os.path.dirname(run_dir))
@@ -85,7 +119,7 @@ def test_not_a_run_is_one_clear_error(run_dir):
         ssaviz.load_run(str(run_dir / "nothing"))
 
 
-def test_dask_local_cluster_runs_the_checkpoints_on_its_workers(run_dir):
+def test_dask_local_cluster_runs_the_checkpoints_on_its_workers(run_dir, tmp_path):
     distributed = pytest.importorskip("distributed")
     expected, _ = serial(run_dir)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
@@ -93,7 +127,15 @@ def test_dask_local_cluster_runs_the_checkpoints_on_its_workers(run_dir):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             analysis = ssaviz.load_run(run_dir).analyze(TEXT, client=client)
+            run_export = ssaviz.load_run(run_dir).export(TEXT, tmp_path / "dask", compare_run=run_dir, client=client, **EXPORT)
     assert list(analysis.steps) == list(expected.steps)
     assert [f["step"] for f in analysis.failed] == [250]
     for name in expected.keys():
         assert np.array_equal(analysis.arrays(name), expected.arrays(name)), name
+    # Run.export on the cluster: the command line's files, byte for byte.
+    want = cli_export(run_dir, tmp_path / "cli")
+    got = tree(tmp_path / "dask")
+    assert sorted(got) == sorted(want)
+    for name in want:
+        assert got[name] == want[name], name
+    assert [s["step"] for s in run_export["steps"]] == [100, 200, 300]

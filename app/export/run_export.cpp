@@ -1,0 +1,270 @@
+#include "app/export/run_export.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "app/core/exit_code.h"
+#include "app/export/batch.h"
+#include "model/io/files.h"
+#include "model/io/npy.h"
+#include "model/nn/analysis.h"
+#include "viz/figure.h"
+#include "viz/figures.h"
+
+namespace app {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+uint32_t Bits(float v) {
+    uint32_t b;
+    std::memcpy(&b, &v, sizeof b);
+    return b;
+}
+float FromBits(uint32_t b) {
+    float v;
+    std::memcpy(&v, &b, sizeof v);
+    return v;
+}
+json BitsOf(const std::vector<float>& values) {
+    json a = json::array();
+    for (float v : values) a.push_back(Bits(v));
+    return a;
+}
+std::vector<float> FloatsOf(const json& a) {
+    std::vector<float> out;
+    out.reserve(a.size());
+    for (const json& b : a) out.push_back(FromBits(b.get<uint32_t>()));
+    return out;
+}
+
+std::string Number(float v) {
+    if (!std::isfinite(v)) return "";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    return buf;
+}
+
+void AddCsvRows(const RunTimeline& t, const char* run, std::string* csv) {
+    for (size_t k = 0; k < t.steps.size(); ++k)
+        for (const HeadSummary& s : t.heads[k]) {
+            *csv += std::string(run) + "," + std::to_string(t.steps[k]) + "," + std::to_string(s.ref.layer) + "," + std::to_string(s.ref.head);
+            for (const char* key : kRunHeadValues) *csv += "," + Number(s.Get(key));
+            *csv += "," + Number(t.loss[k]) + "\n";
+        }
+}
+
+json TimelineJson(const RunResults& r) {
+    const std::vector<int64_t> sparse = StepsToSparsity(r.t);
+    json grid = json::array();
+    for (int l = 0; l < r.t.n_layer; ++l) {
+        json row = json::array();
+        for (int h = 0; h < r.t.n_head; ++h) {
+            const int64_t step = sparse[static_cast<size_t>(l) * r.t.n_head + h];
+            row.push_back(step < 0 ? json() : json(step));
+        }
+        grid.push_back(std::move(row));
+    }
+    return {{"run", r.t.dir}, {"steps", r.rows}, {"failed", r.failures}, {"steps_to_sparsity", std::move(grid)}};
+}
+
+model::Status WriteCurves(const std::vector<const RunTimeline*>& runs, const ExportOptions& options) {
+    if (!options.png && !options.svg) return model::Ok{};
+    std::string error;
+    if (!viz::LoadFigureFonts(&error)) return model::Fail("run curves: " + error);
+    const fs::path dir = fs::path(options.out_dir) / "curves";
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    std::vector<std::string> keys(std::begin(kRunHeadValues), std::end(kRunHeadValues));
+    keys.push_back("loss");
+    for (const std::string& key : keys) {
+        std::vector<RunCurve> curves;
+        for (const RunTimeline* t : runs) curves.push_back(CurveOf(*t, key));
+        const viz::Figure figure = viz::PlotFigure(RunCurvesPlot(key, curves));
+        const std::string base = (dir / key).string();
+        if (options.png) {
+            const std::vector<uint8_t> png = viz::EncodePng(viz::RasterizeFigure(figure));
+            if (auto s = model::WriteFileAtomically(base + ".png", std::string(png.begin(), png.end())); !s) return s;
+        }
+        if (options.svg)
+            if (auto s = model::WriteFileAtomically(base + ".svg", viz::FigureToSvg(figure)); !s) return s;
+    }
+    return model::Ok{};
+}
+
+// Each token's tau_q over the run: float32 [S, L, H, T] (the steps as run.json lists them), when
+// every step tokenised the text alike (one tokenizer over a run; otherwise no file, said once).
+model::Status WriteTauQ(const RunTimeline& t, const fs::path& path) {
+    const size_t per_step = static_cast<size_t>(t.n_layer) * t.n_head * t.n_tokens;
+    std::vector<float> all;
+    for (const std::vector<float>& step : t.tau_q) {
+        if (step.size() != per_step) {
+            std::fprintf(stderr, "ssaviz: %s: not written, the %s's steps tokenised the text differently\n", path.filename().c_str(), t.label.c_str());
+            return model::Ok{};
+        }
+        all.insert(all.end(), step.begin(), step.end());
+    }
+    std::error_code ec;
+    fs::create_directories(path.parent_path(), ec);
+    const std::vector<int64_t> shape = {static_cast<int64_t>(t.tau_q.size()), t.n_layer, t.n_head, t.n_tokens};
+    return model::WriteNpy(path.string(), all.data(), shape);
+}
+
+}  // namespace
+
+std::string StepFolder(int64_t step) {
+    char name[32];
+    std::snprintf(name, sizeof name, "step-%06lld", static_cast<long long>(step));
+    return name;
+}
+
+json RunStepToJson(const RunStepResult& r) {
+    json j = {{"step", r.step}, {"checkpoint", r.checkpoint}, {"error", r.error}, {"fatal", r.fatal}};
+    if (!r.error.empty()) return j;
+    json heads = json::array();
+    for (const HeadSummary& s : r.heads) heads.push_back({s.ref.layer, s.ref.head, BitsOf(s.values)});
+    j.update({{"row", r.row},
+              {"n_layer", r.n_layer},
+              {"n_head", r.n_head},
+              {"n_tokens", r.n_tokens},
+              {"heads", std::move(heads)},
+              {"loss", Bits(r.loss)},
+              {"tau_q", BitsOf(r.tau_q)}});
+    return j;
+}
+
+model::Result<RunStepResult> RunStepFromJson(const std::string& text) {
+    const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) return model::Fail("a run step's result is not JSON");
+    try {
+        RunStepResult r;
+        r.step = j.at("step").get<int64_t>();
+        r.checkpoint = j.at("checkpoint").get<std::string>();
+        r.error = j.at("error").get<std::string>();
+        r.fatal = j.at("fatal").get<int>();
+        if (!r.error.empty()) return r;
+        r.row = j.at("row");
+        r.n_layer = j.at("n_layer").get<int>();
+        r.n_head = j.at("n_head").get<int>();
+        r.n_tokens = j.at("n_tokens").get<int>();
+        for (const json& h : j.at("heads")) {
+            HeadSummary s;
+            s.ref = {h.at(0).get<int>(), h.at(1).get<int>()};
+            s.values = FloatsOf(h.at(2));
+            r.heads.push_back(std::move(s));
+        }
+        r.loss = FromBits(j.at("loss").get<uint32_t>());
+        r.tau_q = FloatsOf(j.at("tau_q"));
+        if (r.heads.size() != static_cast<size_t>(r.n_layer) * r.n_head ||
+            r.tau_q.size() != static_cast<size_t>(r.n_layer) * r.n_head * static_cast<size_t>(r.n_tokens))
+            return model::Fail("a run step's result has arrays of the wrong size");
+        return r;
+    } catch (const json::exception& e) {
+        return model::Fail(std::string("a run step's result lacks a field: ") + e.what());
+    }
+}
+
+RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const std::string& text,
+                             const std::optional<std::pair<int, int>>& shape, const std::string& full_out) {
+    RunStepResult r;
+    r.step = step.step;
+    r.checkpoint = fs::path(step.path).filename().string();
+    auto fail = [&](std::string why) {
+        r.error = std::move(why);
+        return r;
+    };
+    auto runner = Runner::Open({step.path, spec.device, spec.dtype, spec.hints});
+    if (!runner) return fail(runner.error().message);
+    const model::ModelConfig& c = (*runner)->Info().config;
+    if (shape && *shape != std::pair(c.n_layer, c.n_head))
+        return fail("has " + std::to_string(c.n_layer) + " layers x " + std::to_string(c.n_head) + " heads, the run's first step " +
+                    std::to_string(shape->first) + " x " + std::to_string(shape->second));
+    if (auto s = (*runner)->Configure(spec.run); !s) return fail(s.error().message);
+    auto tokens = (*runner)->Tokenize(text, spec.truncate);
+    if (!tokens) return fail(tokens.error().message);
+    auto a = (*runner)->Analyze(*tokens);
+    if (!a) return fail(a.error().message);
+    if (!full_out.empty()) {  // what `ssaviz export` writes for this checkpoint alone
+        ExportOptions one = spec.options;
+        one.out_dir = full_out;
+        if (auto s = ResolveExportHeads(&one, c.n_layer, c.n_head); !s) {
+            r.fatal = kExitUsage;
+            return fail(s.error());
+        }
+        if (auto s = WriteExport(text, *a, (*runner)->Info(), one); !s) {
+            r.fatal = kExitFailure;
+            return fail(s.error());
+        }
+    }
+    r.n_layer = a->n_layer;
+    r.n_head = a->n_head;
+    r.n_tokens = a->n_tokens;
+    r.heads = SummarizeHeads(*a);
+    r.loss = static_cast<float>(model::MeanLoss(a->loss));
+    r.tau_q = a->tau_q;
+    r.row = BatchSummaryRow(StepFolder(step.step), 0, *a, spec.options.sink_epsilon);  // its line: the step's place, set when added
+    r.row["step"] = step.step;
+    r.row["checkpoint"] = r.checkpoint;
+    for (const char* key : kRunHeadValues) {
+        json grid = json::array();
+        for (int l = 0; l < c.n_layer; ++l) {
+            json layer = json::array();
+            for (int h = 0; h < c.n_head; ++h) {
+                const float v = r.heads[static_cast<size_t>(l) * c.n_head + h].Get(key);
+                layer.push_back(std::isfinite(v) ? json(v) : json());
+            }
+            grid.push_back(std::move(layer));
+        }
+        r.row["heads"][key] = std::move(grid);
+    }
+    return r;
+}
+
+std::optional<std::pair<int, int>> RunResults::Shape() const {
+    if (t.steps.empty()) return std::nullopt;
+    return std::pair(t.n_layer, t.n_head);
+}
+
+std::string AddRunStep(RunResults* run, RunStepResult step) {
+    if (step.error.empty())
+        if (const auto shape = run->Shape(); shape && *shape != std::pair(step.n_layer, step.n_head))
+            step.error = "has " + std::to_string(step.n_layer) + " layers x " + std::to_string(step.n_head) + " heads, the run's first step " +
+                         std::to_string(shape->first) + " x " + std::to_string(shape->second);
+    if (!step.error.empty()) {
+        run->failures.push_back({{"step", step.step}, {"checkpoint", step.checkpoint}, {"error", step.error}});
+        return step.error;
+    }
+    step.row["line"] = static_cast<int>(run->t.steps.size() + 1);
+    run->rows.push_back(std::move(step.row));
+    run->t.Add(step.step, step.checkpoint, step.n_layer, step.n_head, std::move(step.heads), step.loss, step.n_tokens, std::move(step.tau_q));
+    return "";
+}
+
+model::Status WriteRunFiles(const ExportOptions& options, const RunResults& run, const RunResults* compare) {
+    const fs::path out(options.out_dir);
+    std::error_code ec;
+    fs::create_directories(out, ec);
+    json timeline = TimelineJson(run);
+    timeline["about"] =
+        "per step: the model's means as a batch summary's row, and heads[value][layer][head]; steps_to_sparsity[layer][head]: the first "
+        "step whose mean entropy is below half of the first step's (null: never)";
+    if (compare) timeline["compare_run"] = TimelineJson(*compare);
+    std::string csv = "run,step,layer,head";
+    for (const char* key : kRunHeadValues) csv += std::string(",") + key;
+    csv += ",loss_mean\n";
+    AddCsvRows(run.t, "run", &csv);
+    if (compare) AddCsvRows(compare->t, "compare", &csv);
+    if (auto s = model::WriteFileAtomically((out / "run.json").string(), timeline.dump(1) + "\n"); !s) return s;
+    if (auto s = model::WriteFileAtomically((out / "run.csv").string(), csv); !s) return s;
+    if (auto s = WriteTauQ(run.t, out / "tau_q.npy"); !s) return s;
+    if (compare && !compare->rows.empty())
+        if (auto s = WriteTauQ(compare->t, out / "compare-run" / "tau_q.npy"); !s) return s;
+    std::vector<const RunTimeline*> curves = {&run.t};
+    if (compare && !compare->rows.empty()) curves.push_back(&compare->t);
+    return WriteCurves(curves, options);
+}
+
+}  // namespace app

@@ -1,0 +1,73 @@
+// A training run's export (SPEC section 11), shared by `ssaviz export --run` and Python's
+// Run.export: each step analysed on its own (AnalyseRunStep), its result kept as a value that also
+// travels as JSON (so a Dask worker can hand it to the process that writes the run's files), the
+// steps gathered into a timeline in step order (AddRunStep), then run.json, run.csv, tau_q.npy and
+// the curves written from them (WriteRunFiles). The same steps give the same bytes either way.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/core/run.h"
+#include "app/core/timeline.h"
+#include "app/export/export.h"
+#include "app/export/head_summary.h"
+#include "app/export/run_curves.h"
+#include "model/io/result.h"
+
+namespace app {
+
+// One step's part of its run's timeline, or why it failed.
+struct RunStepResult {
+    int64_t step = 0;
+    std::string checkpoint;  // the checkpoint's file (or folder) name
+    std::string error;       // empty: analysed
+    int fatal = 0;           // an exit code (app/core/exit_code.h) where the step's own export could not be written: the run stops
+    nlohmann::json row;      // run.json's row: the batch summary's, step, checkpoint, heads
+    int n_layer = 0, n_head = 0, n_tokens = 0;
+    std::vector<HeadSummary> heads;  // [L * H]
+    float loss = 0;                  // the mean loss on the text
+    std::vector<float> tau_q;        // [L, H, T]
+};
+// Floats as their bits, so NaN, infinities and every value come back exactly.
+nlohmann::json RunStepToJson(const RunStepResult& r);
+model::Result<RunStepResult> RunStepFromJson(const std::string& text);
+
+// How every step is opened and run.
+struct RunStepSpec {
+    std::string device = "auto", dtype = "f32";
+    model::ConfigHints hints;
+    RunSpec run;          // the comparison and what-ifs, as for one checkpoint
+    bool truncate = false;
+    ExportOptions options;  // a chosen step's whole export, and the summary row's sink epsilon
+};
+
+// The step's checkpoint opened alone and analysed on `text`. `shape`: the layers and heads it must
+// have (the run's first analysed step's; none: any). `full_out` non-empty: also what `ssaviz export`
+// writes for that checkpoint, there.
+RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const std::string& text,
+                             const std::optional<std::pair<int, int>>& shape, const std::string& full_out);
+
+// One run's steps gathered in step order, and run.json's rows and failures.
+struct RunResults {
+    RunTimeline t;
+    nlohmann::json rows = nlohmann::json::array(), failures = nlohmann::json::array();
+    std::optional<std::pair<int, int>> Shape() const;  // the first analysed step's layers and heads
+};
+// Adds a step's result: analysed, or a failure; one whose shape differs from the run's first
+// analysed step becomes a failure saying so. Returns the step's error, empty when it was added.
+std::string AddRunStep(RunResults* run, RunStepResult step);
+
+// run.json, run.csv, tau_q.npy (and compare-run/tau_q.npy) and with PNG / SVG the curves, in
+// options.out_dir; `run` has at least one analysed step.
+model::Status WriteRunFiles(const ExportOptions& options, const RunResults& run, const RunResults* compare);
+
+// A step's folder name: step-NNNNNN (six digits, as the official names are).
+std::string StepFolder(int64_t step);
+
+}  // namespace app
