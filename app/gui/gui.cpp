@@ -289,6 +289,8 @@ public:
                     m_state.lens_at = e.lens_at;
                     m_lens_at_request = 0;
                     break;
+                case Kind::Prefetched:  // the Run tab's next step, ready aside: nothing to show
+                    break;
                 case Kind::Timeline:
                     if (e.request != m_timeline_request) break;
                     m_state.timeline = e.timeline;
@@ -430,7 +432,8 @@ public:
         if (m_state.open_model_request) {
             const std::string path = *std::exchange(m_state.open_model_request, std::nullopt);
             // A checkpoint whose tensors leave its shape or SSA forms open: ask before loading.
-            if (!m_views.checkpoint.Ask(path, m_state.hints)) m_worker.OpenModel(path, m_device, m_state.hints, m_dtype);
+            const bool run_step = std::any_of(m_state.run_steps.begin(), m_state.run_steps.end(), [&](const RunStep& s) { return s.path == path; });
+            if (!m_views.checkpoint.Ask(path, m_state.hints)) m_worker.OpenModel(path, m_device, m_state.hints, m_dtype, run_step);
         }
         if (m_state.open_twin_request) {
             m_worker.OpenTwin(*m_state.open_twin_request, m_state.hints);
@@ -521,6 +524,13 @@ public:
                 m_state.run_step = k;
                 m_state.open_model_request = m_state.run_steps[k].path;
             }
+        }
+        // Once a step is shown, the next one is opened aside, so that Play or the slider's next
+        // step opens at once (the worker does it when idle, one model aside).
+        if (const int k = m_state.run_step; m_state.model && k >= 0 && k + 1 < static_cast<int>(m_state.run_steps.size()) &&
+                                            m_state.model->dir == m_state.run_steps[k].path && m_prefetch_asked != m_state.run_steps[k + 1].path) {
+            m_prefetch_asked = m_state.run_steps[k + 1].path;
+            m_worker.Prefetch(m_prefetch_asked, m_device, m_state.hints, m_dtype);
         }
         if (std::exchange(m_state.rank_heads_request, false) && m_state.model && !m_state.generating) {
             m_ranking_request = m_worker.RankHeads(m_state.text, m_state.truncate);
@@ -956,6 +966,7 @@ private:
     uint64_t m_generation_request = 0;                  // the running Continue, 0 when none
     uint64_t m_ranking_request = 0;                     // the last heads ranking
     uint64_t m_lens_request = 0;                        // the last lens asked for
+    std::string m_prefetch_asked;                       // the run step last asked to be opened aside
     uint64_t m_lens_at_request = 0;                     // the selected query's lens asked for and not yet answered
     std::string m_lens_at_asked, m_lens_at_failed;      // what it was asked for (model, comparison, position, text); the last that failed
     uint64_t m_timeline_request = 0;                    // the last timeline asked for

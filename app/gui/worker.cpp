@@ -6,6 +6,7 @@
 #include "app/core/examples.h"
 #include "app/core/timeline.h"
 #include "model/io/files.h"
+#include "model/nn/runtime.h"
 
 namespace app {
 
@@ -46,12 +47,37 @@ uint64_t InferenceWorker::Push(Request request) {
     return id;
 }
 
+namespace {
+
+// Everything that decides what Runner::Open gives: two specs with one key open the same model.
+std::string SpecKey(const ModelSpec& s) {
+    auto form = [](const std::optional<model::TemperatureForm>& f) {
+        return f ? std::to_string(static_cast<int>(f->position)) + "." + std::to_string(static_cast<int>(f->token)) + "." +
+                       std::to_string(static_cast<int>(f->combine))
+                 : std::string("-");
+    };
+    const model::ConfigHints& h = s.hints;
+    return s.path + '\n' + s.device + '\n' + s.dtype + '\n' + std::to_string(h.n_head) + '\n' + form(h.query) + '\n' + form(h.value) + '\n' +
+           (h.activation ? std::to_string(static_cast<int>(*h.activation)) : "-") + '\n' + h.config_file + '\n' + h.tokenizer_dir;
+}
+
+}  // namespace
+
+void InferenceWorker::Prefetch(const std::string& dir, const std::string& device, const model::ConfigHints& hints, const std::string& dtype) {
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        m_prefetch_wanted = ModelSpec{dir, device, dtype, hints};
+    }
+    m_cv.notify_one();
+}
+
 uint64_t InferenceWorker::OpenModel(const std::string& dir, const std::string& device, const model::ConfigHints& hints,
-                                    const std::string& dtype) {
+                                    const std::string& dtype, bool run_step) {
     Request r(Request::Kind::OpenModel, dir);
     r.device = device;
     r.hints = hints;
     r.dtype = dtype;
+    r.run_step = run_step;
     return Push(std::move(r));
 }
 uint64_t InferenceWorker::OpenTwin(const std::string& dir, const model::ConfigHints& hints) {
@@ -158,8 +184,33 @@ void InferenceWorker::Loop() {
                 m_readying = false;
                 wake_ui();
             }
-            m_cv.wait(lock, [this] { return m_stop || !m_queue.empty(); });
+            // Idle: Prefetch's model, opened aside (not for a big shown model: two may not fit).
+            if (!m_busy && m_prefetch_wanted && !m_stop) {
+                const ModelSpec spec = *std::exchange(m_prefetch_wanted, std::nullopt);
+                const std::string key = SpecKey(spec);
+                if (key != m_prefetched_key && m_runner && !ScaleOf(m_runner->Info(), m_big_parameters).big) {
+                    m_readying = true;
+                    lock.unlock();
+                    m_prefetched.reset();  // one aside at a time
+                    m_prefetched_key.clear();
+                    WorkerEvent done{WorkerEvent::Kind::Prefetched, std::nullopt, nullptr, "", 0};
+                    if (auto runner = Runner::Open(spec)) {
+                        m_prefetched = std::move(*runner);
+                        m_prefetched_key = key;
+                        done.info = m_prefetched->Info();
+                    } else {
+                        done.error = runner.error().message;  // said again by the OpenModel that asks for it
+                    }
+                    lock.lock();
+                    m_events.push_back(std::move(done));
+                    m_readying = false;
+                    wake_ui();
+                }
+                continue;  // a request may have come meanwhile
+            }
+            m_cv.wait(lock, [this] { return m_stop || !m_queue.empty() || m_prefetch_wanted; });
             if (m_stop) return;
+            if (m_queue.empty()) continue;  // woken for a prefetch
             request = std::move(m_queue.front());
             m_queue.pop_front();
             m_cancel = false;
@@ -180,15 +231,25 @@ void InferenceWorker::Handle(const Request& r) {
     using Kind = WorkerEvent::Kind;
     switch (r.kind) {
         case Request::Kind::OpenModel: {
-            auto runner = Runner::Open({r.arg, r.device, r.dtype, r.hints});
-            if (!runner) return Emit({Kind::Error, {}, nullptr, runner.error().message, r.id});
-            m_runner = std::move(*runner);
+            const ModelSpec spec{r.arg, r.device, r.dtype, r.hints};
+            const bool prefetched = m_prefetched && m_prefetched_key == SpecKey(spec);
+            if (prefetched) {
+                m_runner = std::move(m_prefetched);
+            } else {
+                m_prefetched.reset();  // not this one: its memory goes before another model is read
+                auto runner = Runner::Open(spec);
+                if (!runner) return Emit({Kind::Error, {}, nullptr, runner.error().message, r.id});
+                m_runner = std::move(*runner);
+            }
+            m_prefetched_key.clear();
             m_opened = {r.arg, r.device, r.dtype, r.hints};
+            m_run_step = r.run_step;
             // A big model opens with the cheap comparison; m_compare stays what was asked for.
             CompareSpec compare = m_compare;
             if (compare.kind == CompareKind::Global && ScaleOf(m_runner->Info(), m_big_parameters).big) compare = CompareKind::LayerLocal;
             if (auto s = m_runner->SetCompare(compare); !s) m_compare = CompareKind::Global;
             WorkerEvent opened{Kind::ModelOpened, m_runner->Info(), nullptr, "", r.id, NowMs() - r.start_ms};
+            opened.prefetched = prefetched;
             opened.comparison = m_runner->engine().comparison();
             opened.twin_beside = TwinBeside(m_runner->Info().dir);  // looked for once here, not by the views each frame
             opened.base_beside = BaseBeside(m_runner->Info().dir);
@@ -224,6 +285,17 @@ void InferenceWorker::Handle(const Request& r) {
             return Emit({Kind::TwinClosed, {}, nullptr, "", r.id});
         case Request::Kind::Analyze: {
             if (!m_runner) return Emit({Kind::Error, {}, nullptr, "no model is open", r.id});
+            const std::string kept_key = m_run_step ? StepAnalysisKey(m_opened, m_runner->engine().comparison(), r.arg, r.truncate) : "";
+            for (auto it = m_step_analyses.begin(); !kept_key.empty() && it != m_step_analyses.end(); ++it)
+                if (it->key == kept_key) {  // a run step shown again: its analysis as it was
+                    m_step_analyses.splice(m_step_analyses.begin(), m_step_analyses, it);
+                    const auto& a = m_step_analyses.front().analysis;
+                    a->Map(model::MapSide::Ssa, m_shown_layer.load(), m_shown_head.load());
+                    a->Map(model::MapSide::Compare, m_shown_layer.load(), m_shown_head.load());
+                    WorkerEvent e{Kind::Analysis, {}, a, "", r.id, NowMs() - r.start_ms};
+                    e.kept = true;
+                    return Emit(std::move(e));
+                }
             auto tokens = m_runner->engine().Tokenize(r.arg, r.truncate);  // the window's own words: it has a Truncate box
             if (!tokens) return Emit({Kind::Error, {}, nullptr, tokens.error(), r.id});
             model::AnalyzeOptions options;
@@ -243,7 +315,9 @@ void InferenceWorker::Handle(const Request& r) {
                 return Emit({Kind::Error, {}, nullptr, analysis.error().message, r.id});
             }
             m_reserve = true;
-            return Emit({Kind::Analysis, {}, Share(std::move(*analysis)), "", r.id, NowMs() - r.start_ms});
+            auto shared = Share(std::move(*analysis));
+            if (!kept_key.empty()) KeepStepAnalysis(kept_key, shared, m_runner->Info().config.HeadSize());
+            return Emit({Kind::Analysis, {}, std::move(shared), "", r.id, NowMs() - r.start_ms});
         }
         case Request::Kind::SetInterventions: {
             WorkerEvent e{Kind::InterventionsSet, {}, nullptr, "", r.id};
@@ -323,8 +397,16 @@ void InferenceWorker::TimelineJob(const Request& r) {
                 options.cancel = &m_cancel;
                 auto a = (*runner)->Analyze(*tokens, options);
                 if (!a && m_cancel) return;
-                if (a) timeline.Add(step.step, file, *a);
-                else fail(a.error().message);
+                if (a) {
+                    timeline.Add(step.step, file, *a);
+                    // The run's own step, as the Run tab would show it (no what-ifs here): kept, so
+                    // that the slider shows it at once.
+                    if (!steps[k].second && m_interventions.empty())
+                        KeepStepAnalysis(StepAnalysisKey(spec, (*runner)->engine().comparison(), r.text, r.truncate),
+                                         std::make_shared<const model::Analysis>(std::move(*a)), (*runner)->Info().config.HeadSize());
+                } else {
+                    fail(a.error().message);
+                }
             }
         }
         m_progress = static_cast<float>(k + 1) / static_cast<float>(steps.size());
@@ -388,6 +470,37 @@ std::shared_ptr<const model::Analysis> InferenceWorker::Share(model::Analysis an
     shared->Map(model::MapSide::Ssa, layer, head);
     shared->Map(model::MapSide::Compare, layer, head);
     return shared;
+}
+
+std::string InferenceWorker::StepAnalysisKey(const ModelSpec& spec, model::Comparison comparison, const std::string& text, bool truncate) const {
+    return SpecKey(spec) + '\n' + std::to_string(static_cast<int>(comparison)) + '\n' + m_compare.twin_dir + '\n' + m_compare.base_dir + '\n' +
+           model::FormatInterventions(m_interventions) + '\n' + (truncate ? "t" : "f") + '\n' + text;
+}
+
+namespace {
+
+// What a kept analysis holds, roughly: its host arrays, thumbnails and the q and k its maps are
+// rebuilt from (both sides), and the map cache it may fill.
+size_t AnalysisBytes(const model::Analysis& a, int head_size) {
+    size_t floats = static_cast<size_t>(a.n_layer) * a.n_head * a.n_tokens * (40 + 4 * static_cast<size_t>(head_size));
+    for (const auto& band : a.thumbnails.bands)
+        for (const auto& cells : band->cells) floats += cells.size();
+    return floats * sizeof(float) + model::kMapCacheBytes / 4;
+}
+
+}  // namespace
+
+void InferenceWorker::KeepStepAnalysis(std::string key, std::shared_ptr<const model::Analysis> analysis, int head_size) {
+    // As much as a run's steps may hold: an eighth of the machine's memory, at most 512 MiB.
+    const size_t budget = std::min<size_t>(size_t{512} << 20, model::PhysicalMemoryBytes() / 8);
+    const size_t bytes = AnalysisBytes(*analysis, head_size);
+    if (bytes > budget / 2) return;  // one that would crowd out the rest is not kept
+    m_step_analyses.push_front({std::move(key), std::move(analysis), bytes});
+    m_step_analyses_bytes += bytes;
+    while (m_step_analyses_bytes > budget) {
+        m_step_analyses_bytes -= m_step_analyses.back().bytes;
+        m_step_analyses.pop_back();
+    }
 }
 
 bool InferenceWorker::Superseded() {

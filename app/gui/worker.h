@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <list>
 #include <optional>
 #include <string>
 #include <thread>
@@ -63,7 +64,8 @@ struct RunTrack {
 
 struct WorkerEvent {
     enum class Kind {
-        ModelOpened, TwinOpened, TwinClosed, ComparisonSet, InterventionsSet, Analysis, Generated, HeadImpacts, Lens, LensAt, Timeline, Error
+        ModelOpened, TwinOpened, TwinClosed, ComparisonSet, InterventionsSet, Analysis, Generated, HeadImpacts, Lens, LensAt, Timeline,
+        Prefetched, Error
     };
     WorkerEvent() = default;
     WorkerEvent(Kind k, std::optional<model::ModelInfo> i, std::shared_ptr<const model::Analysis> a, std::string e, uint64_t id,
@@ -77,6 +79,8 @@ struct WorkerEvent {
     double latency_ms = 0;                              // from the request to this result
     std::vector<model::Intervention> interventions;     // InterventionsSet: what the SSA side runs with now
     std::string text;                                   // Generated: the text with the new token appended
+    bool prefetched = false;                            // ModelOpened: the model Prefetch had opened aside
+    bool kept = false;                                  // Analysis: a run step's analysis kept from before (not run again)
     bool last = false;                                  // Generated: the last step of its request
     std::shared_ptr<const HeadImpacts> impacts;         // HeadImpacts: the heads ranked so far
     std::shared_ptr<const LensPair> lens;               // Lens
@@ -96,9 +100,11 @@ public:
     InferenceWorker(const InferenceWorker&) = delete;
     InferenceWorker& operator=(const InferenceWorker&) = delete;
 
-    // `hints`: what a checkpoint without config.json cannot tell (n_head, SSA forms).
+    // `hints`: what a checkpoint without config.json cannot tell (n_head, SSA forms). `run_step`: a
+    // training run's checkpoint (the Run tab's): its analyses are kept (RunStepCacheBytes), so a
+    // step shown again on the same text, comparison and what-ifs is shown at once.
     uint64_t OpenModel(const std::string& dir, const std::string& device, const model::ConfigHints& hints = {},
-                       const std::string& dtype = "f32");
+                       const std::string& dtype = "f32", bool run_step = false);
     uint64_t OpenTwin(const std::string& dir, const model::ConfigHints& hints = {});
     uint64_t CloseTwin();
     // The tau = 1 counterfactual (a second forward pass), the layer-local one or the unedited model
@@ -124,6 +130,14 @@ public:
     // timeline of the same runs and text stopped part way; its steps are not run again.
     uint64_t RunTimelineOf(const std::string& dir, const std::string& compare_dir, const std::string& text, bool truncate,
                            std::shared_ptr<const RunTrack> resume = nullptr);
+    // Opens `dir` as OpenModel would, once the worker is idle, and keeps it aside: an OpenModel of
+    // the same folder, device, hints and dtype then takes it at once (the Run tab's next step).
+    // At most one is kept (the shown model and it: two in memory); a newer wish replaces an older
+    // one, and an OpenModel of anything else lets the kept one go first. Not while the shown model
+    // is big (ScaleOf): two of those may not fit.
+    void Prefetch(const std::string& dir, const std::string& device, const model::ConfigHints& hints = {}, const std::string& dtype = "f32");
+    // A Prefetched event says when it is kept (info: its model; error: why it did not open, which
+    // the OpenModel for it will say again).
     // Models with this many parameters or more open with the layer-local comparison (on a CPU).
     void SetBigModelParameters(int64_t parameters) { m_big_parameters = parameters; }
     void Cancel() { m_cancel = true; }  // stops the running analysis or job
@@ -150,6 +164,7 @@ private:
         double start_ms = 0;
         model::ConfigHints hints;
         std::string dtype = "f32";
+        bool run_step = false;  // OpenModel
         CompareSpec compare;
         std::vector<model::Intervention> interventions;
         GenerationSpec generate;
@@ -179,11 +194,25 @@ private:
     std::unique_ptr<Runner> m_runner;  // touched only by the worker thread
     CompareSpec m_compare;                                                // kept across models
     ModelSpec m_opened;                                                   // how the shown model was opened (a timeline's steps open so)
+    std::unique_ptr<Runner> m_prefetched;                                 // Prefetch's model, kept aside (worker thread only)
+    std::string m_prefetched_key;                                         // its SpecKey, "" when none
+    bool m_run_step = false;                                              // the shown model is a run's step (OpenModel)
+    struct KeptAnalysis {
+        std::string key;  // the model's SpecKey, comparison, what-ifs, truncation and text
+        std::shared_ptr<const model::Analysis> analysis;
+        size_t bytes = 0;
+    };
+    std::list<KeptAnalysis> m_step_analyses;  // run steps' analyses, the most recent first (worker thread only)
+    size_t m_step_analyses_bytes = 0;
+    // A run step's analysis's key: how its model was opened, the comparison it ran, the what-ifs, the text.
+    std::string StepAnalysisKey(const ModelSpec& spec, model::Comparison comparison, const std::string& text, bool truncate) const;
+    void KeepStepAnalysis(std::string key, std::shared_ptr<const model::Analysis> analysis, int head_size);
     std::vector<model::Intervention> m_interventions;                     // kept across models they fit
 
     std::mutex m_mutex;
     std::condition_variable m_cv;
     std::deque<Request> m_queue;
+    std::optional<ModelSpec> m_prefetch_wanted;  // Prefetch's latest wish, not yet opened
     std::vector<WorkerEvent> m_events;
     uint64_t m_next_id = 1;
     bool m_stop = false;

@@ -855,6 +855,65 @@ TEST(Worker, RankHeadsAblatesEachHeadInTurn) {
 
 // What-ifs outlive a model change when they fit the new model, and are dropped with a note when
 // they do not (the graph example has one layer and one head).
+// Issue 36: the Run tab's next step, opened aside while the worker is idle, is what OpenModel then
+// takes (no second read), and it analyses exactly as the same checkpoint opened directly; an
+// OpenModel of another step lets the kept one go and reads its own.
+TEST(Worker, ARunsNextStepIsOpenedAheadAndTakenAtOnce) {
+    const std::string run = app::BundledModelsDir() + "/graph-run/ssa/";
+    const std::string text = "ABCDEFGH";
+    app::InferenceWorker direct;
+    const auto want = OpenAndAnalyze(direct, run + "checkpoint-5", text);
+    ASSERT_TRUE(want);
+
+    app::InferenceWorker worker;
+    ASSERT_TRUE(OpenAndAnalyze(worker, run + "checkpoint-0", text));
+    worker.Prefetch(run + "checkpoint-5", "cpu");
+    const WorkerEvent kept = WaitFor(worker, [](const WorkerEvent& e) { return e.kind == WorkerEvent::Kind::Prefetched; }).back();
+    ASSERT_EQ(kept.error, "");
+    ASSERT_TRUE(kept.info);
+    EXPECT_EQ(kept.info->dir, run + "checkpoint-5");
+    worker.OpenModel(run + "checkpoint-5", "cpu");
+    const WorkerEvent opened = WaitFor(worker, [](const WorkerEvent& e) { return e.kind == WorkerEvent::Kind::ModelOpened; }).back();
+    EXPECT_TRUE(opened.prefetched);
+    const uint64_t id = worker.Analyze(text, false);
+    const WorkerEvent got = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == id; }).back();
+    ASSERT_TRUE(got.analysis) << got.error;
+    EXPECT_EQ(got.analysis->tau_q, want->tau_q);
+    EXPECT_EQ(got.analysis->metrics.Get("entropy"), want->metrics.Get("entropy"));
+    EXPECT_EQ(got.analysis->loss, want->loss);
+
+    // A run step's analysis is kept: shown again (same text, comparison and what-ifs), it is the
+    // same analysis at once, not run again; another text runs.
+    app::InferenceWorker steps;
+    auto open_step = [&](const std::string& dir) {
+        steps.OpenModel(dir, "cpu", {}, "f32", /*run_step=*/true);
+        WaitFor(steps, [](const WorkerEvent& e) { return e.kind == WorkerEvent::Kind::ModelOpened; });
+    };
+    auto analyze = [&](const std::string& t) {
+        const uint64_t request = steps.Analyze(t, false);
+        return WaitFor(steps, [&](const WorkerEvent& e) { return e.request == request; }).back();
+    };
+    open_step(run + "checkpoint-5");
+    const WorkerEvent first = analyze(text);
+    ASSERT_TRUE(first.analysis) << first.error;
+    EXPECT_FALSE(first.kept);
+    open_step(run + "checkpoint-10");
+    EXPECT_FALSE(analyze(text).kept);
+    open_step(run + "checkpoint-5");
+    const WorkerEvent again = analyze(text);
+    EXPECT_TRUE(again.kept);
+    EXPECT_EQ(again.analysis.get(), first.analysis.get());
+    EXPECT_FALSE(analyze("ABCDEFGHA").kept);
+
+    // Another step than the one kept: read on its own (and the kept one let go).
+    worker.Prefetch(run + "checkpoint-10", "cpu");
+    WaitFor(worker, [](const WorkerEvent& e) { return e.kind == WorkerEvent::Kind::Prefetched; });
+    worker.OpenModel(run + "checkpoint-15", "cpu");
+    const WorkerEvent other = WaitFor(worker, [](const WorkerEvent& e) { return e.kind == WorkerEvent::Kind::ModelOpened; }).back();
+    EXPECT_FALSE(other.prefetched);
+    EXPECT_EQ(other.info->dir, run + "checkpoint-15");
+}
+
 TEST(Worker, WhatIfsAreKeptAcrossModelsOnlyIfTheyFit) {
     app::InferenceWorker worker;
     ASSERT_TRUE(OpenAndAnalyze(worker, DefaultModel(), kWorkerText));
