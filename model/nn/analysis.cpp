@@ -158,16 +158,10 @@ struct Engine::Impl {
     void CloseBeside(Comparison which);
     // The model and the tau = 1 switch a side's lens runs with; null for a side the engine lacks.
     const SsaGpt* LensModel(MapSide side, bool* vanilla) const;
-    // RunLensAt's kept residual streams, one a side (the window shows SSA beside its comparison):
-    // of `ids` through `gpt` (tau = 1 where `vanilla`); let go whenever a twin or base opens or
-    // closes, so `gpt` always points at a model still open.
-    struct KeptStream {
-        std::vector<int32_t> ids;
-        const SsaGpt* gpt = nullptr;
-        bool vanilla = false;
-        std::shared_ptr<const LensStream> stream;
-    };
-    KeptStream lens_streams[kMapSides];  // indexed by MapSide
+    // The lens's kept residual streams and last lens, one a side (the window shows SSA beside its
+    // comparison), for RunLens and RunLensAt: a new text runs from its first changed token. Let
+    // go whenever a twin or base opens or closes, so a stream's model is always one still open.
+    LensCache lens_caches[kMapSides];  // indexed by MapSide
 };
 
 //-----------------------------------------------------------------------------
@@ -213,14 +207,14 @@ Status Engine::Impl::OpenBeside(Comparison which, const std::string& dir, const 
     other = std::make_unique<LoadedModel>(std::move(*loaded));
     kind = which;
     cache = {};
-    for (KeptStream& k : lens_streams) k = {};
+    for (LensCache& k : lens_caches) k = {};
     return Ok{};
 }
 
 void Engine::Impl::CloseBeside(Comparison which) {
     if (Beside(which)) other.reset();
     cache = {};
-    for (KeptStream& k : lens_streams) k = {};
+    for (LensCache& k : lens_caches) k = {};
 }
 
 Status Engine::OpenTwin(const std::string& twin_dir, const ConfigHints& hints) { return m_impl->OpenBeside(Comparison::Twin, twin_dir, hints); }
@@ -468,7 +462,7 @@ Result<Lens> Engine::RunLens(const std::vector<int32_t>& ids, MapSide side, cons
     const SsaGpt* gpt = m_impl->LensModel(side, &vanilla);
     if (!gpt) return Fail("no base model is open");
     o.vanilla = vanilla;
-    return model::RunLens(*gpt, ids, o);
+    return model::RunLens(*gpt, ids, o, &m_impl->lens_caches[static_cast<int>(side)]);
 }
 
 Result<std::vector<float>> Engine::Attribute(const std::vector<int32_t>& ids, MapSide side, int64_t position, int32_t token) {
@@ -482,14 +476,9 @@ Result<LensAt> Engine::RunLensAt(const std::vector<int32_t>& ids, MapSide side, 
     bool vanilla = false;
     const SsaGpt* gpt = m_impl->LensModel(side, &vanilla);
     if (!gpt) return Fail("no base model is open");
-    Impl::KeptStream& kept = m_impl->lens_streams[static_cast<int>(side)];
-    if (!kept.stream || kept.gpt != gpt || kept.vanilla != vanilla || kept.ids != ids) {
-        kept = {};  // the old stream goes before the new one is made: one at a time in memory
-        auto stream = RunLensStream(*gpt, ids, vanilla);
-        if (!stream) return Fail(stream.error());
-        kept = {ids, gpt, vanilla, std::move(*stream)};
-    }
-    return LensAtPosition(*gpt, *kept.stream, ids, position, token);
+    auto stream = KeepLensStream(*gpt, ids, vanilla, &m_impl->lens_caches[static_cast<int>(side)]);
+    if (!stream) return Fail(stream.error());
+    return LensAtPosition(*gpt, **stream, ids, position, token);
 }
 
 }  // namespace model

@@ -193,7 +193,9 @@ public:
 
     // The logit lens and direct logit attribution (lens.h) of `ids` on one side: SSA (with its
     // what-ifs' model as loaded, none applied), or the comparison's: tau = 1 on the same weights
-    // (Counterfactual and LayerLocal alike), the twin, or the base. Its own forward pass.
+    // (Counterfactual and LayerLocal alike), the twin, or the base. Its own forward pass, from the
+    // side's kept stream where the text shares a prefix with the last one (LensCache): after an
+    // edit only the positions from the first changed token run.
     Result<Lens> RunLens(const std::vector<int32_t>& ids, MapSide side, const LensOptions& options = {});
     // Position `position`'s parts for another target `token` (lens.h's Attribute), on one side.
     Result<std::vector<float>> Attribute(const std::vector<int32_t>& ids, MapSide side, int64_t position, int32_t token);

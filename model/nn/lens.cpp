@@ -13,35 +13,77 @@ namespace model {
 
 // The residual stream of one run: r_l before layer l and after the last (r_0 the embeddings), and
 // each layer's heads' outputs before the projection, [T, H, D], float32 on the model's device.
+// With each layer's keys and values, so that a later text sharing its first p tokens runs only
+// positions p.. (RunStream's `previous`).
 struct LensStream {
     std::vector<at::Tensor> resid;  // [L + 1] x [T, E]
     std::vector<at::Tensor> heads;  // [L] x [T, H, D]
+    std::vector<at::Tensor> k, vs;  // [L] x [1, G (or H), T, D]: as Block's capture, in the compute dtype
     at::ScalarType compute = at::kFloat;  // what the forward pass ran in (the lens's rows go back to it)
     int64_t n_tokens = 0;
+    std::vector<int32_t> ids;
+    const SsaGpt* model = nullptr;
+    bool vanilla = false;
 };
 
 namespace {
 
 using Stream = LensStream;
 
-Result<Stream> RunStream(const SsaGpt& m, const std::vector<int32_t>& ids, const LensOptions& options) {
+// How many leading tokens two texts share.
+int64_t SharedPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+    const size_t n = std::min(a.size(), b.size());
+    return static_cast<int64_t>(std::mismatch(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n), b.begin()).first - a.begin());
+}
+
+// A stream `previous` can start: of the same model and side.
+const Stream* Usable(const Stream* previous, const SsaGpt& m, bool vanilla) {
+    return previous && previous->model == &m && previous->vanilla == vanilla && !previous->k.empty() ? previous : nullptr;
+}
+
+// `ids` through the model, keeping what the lens reads. With `previous` (Usable), positions below
+// the texts' shared prefix p are previous's and only p.. run, each layer's rows attending to
+// previous's keys and values below p.
+Result<Stream> RunStream(const SsaGpt& m, const std::vector<int32_t>& ids, const LensOptions& options, const Stream* previous = nullptr) {
     const ModelConfig& c = m.config;
-    const int64_t H = c.n_head, G = c.KvHeads();
+    const int64_t H = c.n_head, G = c.KvHeads(), T = static_cast<int64_t>(ids.size());
+    previous = Usable(previous, m, options.vanilla);
+    const int64_t p = previous ? std::min(SharedPrefix(previous->ids, ids), T) : 0;
+    // previous's first p rows along `dim`, then the rows run now.
+    auto join = [&](const at::Tensor& old, const at::Tensor& fresh, int64_t dim) {
+        if (p == 0) return fresh;
+        if (p == T) return old.narrow(dim, 0, T);
+        return at::cat({old.narrow(dim, 0, p), fresh}, dim);
+    };
     at::Tensor index = at::tensor(at::ArrayRef<int32_t>(ids), at::kInt).to(m.device(), at::kLong).unsqueeze(0);
-    at::Tensor x = Embed(m, index);  // [1, T, E]
+    at::Tensor x = Embed(m, index.slice(1, p), p);  // [1, T - p, E]
     Stream s;
     s.compute = x.scalar_type();
-    s.n_tokens = static_cast<int64_t>(ids.size());
-    s.resid.push_back(x[0].to(at::kFloat));
+    s.n_tokens = T;
+    s.ids = ids;
+    s.model = &m;
+    s.vanilla = options.vanilla;
+    s.resid.push_back(join(previous ? previous->resid[0] : at::Tensor(), x[0].to(at::kFloat), 0));
     for (size_t l = 0; l < m.layers.size(); ++l) {
         if (options.cancel && options.cancel->load()) return Fail("cancelled");
+        if (p == T) {  // a text previous's begins with: nothing to run
+            s.heads.push_back(previous->heads[l].narrow(0, 0, T));
+            s.k.push_back(previous->k[l].narrow(2, 0, T));
+            s.vs.push_back(previous->vs[l].narrow(2, 0, T));
+            s.resid.push_back(previous->resid[l + 1].narrow(0, 0, T));
+            continue;
+        }
         BlockCapture capture;
-        x = Block(c, m.layers[l], x, options.vanilla, &capture);
+        KeyValues prefix;  // exactly p rows: Block appends the new rows to a copy, never into previous's
+        if (p > 0) prefix = {previous->k[l].narrow(2, 0, p), previous->vs[l].narrow(2, 0, p)};
+        x = Block(c, m.layers[l], x, options.vanilla, &capture, p, p > 0 ? &prefix : nullptr);
         // Query head h reads kv head h / (H / G): its values, tau_v applied, weighted by its row.
         at::Tensor vs = capture.vs.size(1) == H ? capture.vs : capture.vs.repeat_interleave(H / G, 1);
-        at::Tensor y = at::matmul(capture.attention.to(at::kFloat), vs.to(at::kFloat));  // [1, H, T, D]
-        s.heads.push_back(y[0].transpose(0, 1).contiguous());                          // [T, H, D]
-        s.resid.push_back(x[0].to(at::kFloat));
+        at::Tensor y = at::matmul(capture.attention.to(at::kFloat), vs.to(at::kFloat));  // [1, H, T - p, D]
+        s.heads.push_back(join(previous ? previous->heads[l] : at::Tensor(), y[0].transpose(0, 1).contiguous(), 0));  // [T, H, D]
+        s.k.push_back(capture.k);  // every position's: the prefix's and the rows'
+        s.vs.push_back(capture.vs);
+        s.resid.push_back(join(previous ? previous->resid[l + 1] : at::Tensor(), x[0].to(at::kFloat), 0));
         if (options.progress) options.progress->store(0.5f * (l + 1) / m.layers.size());
     }
     return s;
@@ -113,14 +155,28 @@ Parts Attribution(const SsaGpt& m, const Stream& s, const at::Tensor& positions,
 
 }  // namespace
 
-Result<Lens> RunLens(const SsaGpt& m, const std::vector<int32_t>& ids, const LensOptions& options) {
+// Copies, for each of `groups` rows of `width` entries (the old ones `old_width` wide), the first
+// `count` entries: an earlier lens's positions below the rows run again.
+template <class V>
+void KeepLeading(const std::vector<V>& old, int64_t old_width, std::vector<V>* now, int64_t width, int64_t groups, int64_t count) {
+    if (count <= 0) return;
+    for (int64_t g = 0; g < groups; ++g)
+        std::copy_n(old.begin() + g * old_width, count, now->begin() + g * width);
+}
+
+Result<Lens> RunLens(const SsaGpt& m, const std::vector<int32_t>& ids, const LensOptions& options, LensCache* cache) {
     const ModelConfig& c = m.config;
     if (auto valid = CheckIds(c, ids); !valid) return Fail(valid.error());
     const int64_t T = static_cast<int64_t>(ids.size()), L = c.n_layer, H = c.n_head;
     const int64_t k = std::clamp<int64_t>(options.top_k, 1, c.vocab_size);
     c10::InferenceMode guard;
-    auto stream = RunStream(m, ids, options);
+    const Stream* previous = cache ? Usable(cache->stream.get(), m, options.vanilla) : nullptr;
+    auto stream = RunStream(m, ids, options, previous);
     if (!stream) return Fail(stream.error());
+    // An earlier lens of the same model, side and top_k: its positions below p - 1 stand (p - 1's
+    // target is the first changed token); the rest run again.
+    const Lens* was = previous && cache->lens && cache->lens->top_k == k && cache->lens->n_tokens == previous->n_tokens ? &*cache->lens : nullptr;
+    const int64_t from = was ? std::max<int64_t>(0, std::min(SharedPrefix(previous->ids, ids), T) - 1) : 0;
 
     Lens out;
     out.n_layer = static_cast<int>(L);
@@ -130,11 +186,18 @@ Result<Lens> RunLens(const SsaGpt& m, const std::vector<int32_t>& ids, const Len
     out.loss.assign((L + 1) * (T - 1), 0.0f);
     out.top_ids.assign((L + 1) * T * k, 0);
     out.top_probs.assign((L + 1) * T * k, 0.0f);
+    if (was) {
+        const int64_t old_t = was->n_tokens;
+        KeepLeading(was->loss, old_t - 1, &out.loss, T - 1, L + 1, from);
+        KeepLeading(was->top_ids, old_t * k, &out.top_ids, T * k, L + 1, from * k);
+        KeepLeading(was->top_probs, old_t * k, &out.top_probs, T * k, L + 1, from * k);
+        out.logit.assign(was->logit.begin(), was->logit.begin() + from);
+    }
     const auto long_opts = at::TensorOptions().dtype(at::kLong).device(m.device());
     const at::Tensor next = at::tensor(at::ArrayRef<int32_t>(ids), at::kInt).to(m.device(), at::kLong).slice(0, 1);  // [T - 1]
     const int64_t block = std::max<int64_t>(1, options.block_rows);
     for (int64_t l = 0; l <= L; ++l) {
-        for (int64_t t0 = 0; t0 < T; t0 += block) {
+        for (int64_t t0 = from; t0 < T; t0 += block) {
             if (options.cancel && options.cancel->load()) return Fail("cancelled");
             const int64_t R = std::min(block, T - t0);
             const at::Tensor rows = stream->resid[l].slice(0, t0, t0 + R).to(stream->compute).unsqueeze(0);
@@ -159,31 +222,64 @@ Result<Lens> RunLens(const SsaGpt& m, const std::vector<int32_t>& ids, const Len
         if (options.progress) options.progress->store(0.5f + 0.5f * (l + 1) / (L + 1));
     }
     if (T > 1) {
-        const at::Tensor positions = at::arange(T - 1, long_opts);
-        const Parts p = Attribution(m, *stream, positions, next);
+        const at::Tensor positions = at::arange(from, T - 1, long_opts);
+        const Parts p = Attribution(m, *stream, positions, next.slice(0, from));
         out.dla = ToVector(p.heads);
         out.dla_mlp = ToVector(p.mlp);
         out.dla_embed = ToVector(p.embed);
         out.dla_const = ToVector(p.constants);
+        if (from > 0) {  // the kept positions before the new ones
+            const int64_t old_n = was->n_tokens - 1, n = T - 1 - from;
+            auto join = [&](const std::vector<float>& old, std::vector<float>* now, int64_t groups) {
+                std::vector<float> joined(static_cast<size_t>(groups * (T - 1)));
+                for (int64_t g = 0; g < groups; ++g) {
+                    std::copy_n(old.begin() + g * old_n, from, joined.begin() + g * (T - 1));
+                    std::copy_n(now->begin() + g * n, n, joined.begin() + g * (T - 1) + from);
+                }
+                *now = std::move(joined);
+            };
+            join(was->dla, &out.dla, L * H);
+            join(was->dla_mlp, &out.dla_mlp, L);
+            join(was->dla_embed, &out.dla_embed, 1);
+            join(was->dla_const, &out.dla_const, 1);
+        }
+    }
+    if (cache) {
+        cache->stream = std::make_shared<const LensStream>(std::move(*stream));
+        cache->lens = out;
     }
     return out;
 }
 
 Result<std::shared_ptr<const LensStream>> RunLensStream(const SsaGpt& m, const std::vector<int32_t>& ids, bool vanilla,
-                                                        const std::atomic<bool>* cancel) {
+                                                        const std::atomic<bool>* cancel, const LensStream* previous) {
     if (auto valid = CheckIds(m.config, ids); !valid) return Fail(valid.error());
+    if (previous && previous->model == &m && previous->vanilla == vanilla && previous->ids == ids)
+        return std::shared_ptr<const LensStream>(std::make_shared<const LensStream>(*previous));
     c10::InferenceMode guard;
     LensOptions options;
     options.vanilla = vanilla;
     options.cancel = cancel;
-    auto stream = RunStream(m, ids, options);
+    auto stream = RunStream(m, ids, options, previous);
     if (!stream) return Fail(stream.error());
     return std::make_shared<const LensStream>(std::move(*stream));
 }
 
+const std::vector<int32_t>& LensStreamIds(const LensStream& stream) { return stream.ids; }
+
+Result<std::shared_ptr<const LensStream>> KeepLensStream(const SsaGpt& m, const std::vector<int32_t>& ids, bool vanilla, LensCache* cache) {
+    const LensStream* previous = Usable(cache->stream.get(), m, vanilla);
+    if (previous && previous->ids == ids) return cache->stream;
+    auto stream = RunLensStream(m, ids, vanilla, nullptr, previous);
+    if (!stream) return stream;
+    cache->lens.reset();  // of other ids (or another model or side): a later lens starts from the stream alone
+    cache->stream = *stream;
+    return stream;
+}
+
 size_t LensStreamBytes(const LensStream& s) {
     size_t bytes = 0;
-    for (const auto* part : {&s.resid, &s.heads})
+    for (const auto* part : {&s.resid, &s.heads, &s.k, &s.vs})
         for (const at::Tensor& t : *part) bytes += t.numel() * t.element_size();
     return bytes;
 }

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "model/io/result.h"
@@ -44,16 +45,32 @@ struct Lens {
     std::vector<float> logit;         // [T - 1]: token t's logit at position t - 1, as the model computes it
 };
 
+// What a lens keeps for the next text through the same model and side (the engine keeps one a
+// side): the residual stream with each layer's keys and values, and the last whole lens. A text
+// that shares its first p tokens with it runs only positions p.. through the layers, and the
+// lens's products only from position p - 1 (whose target, token p, changed): an edit at the end of
+// a long text costs its own rows.
+struct LensStream;
+struct LensCache {
+    std::shared_ptr<const LensStream> stream;
+    std::optional<Lens> lens;  // the whole lens of the stream's ids, when one ran
+};
+
 // Runs `ids` (checked as CheckIds does) on `model`; memory holds the residual stream and the heads'
-// outputs ([L + 1, T, E] and [L, T, E]) and one block of logits, never [L, T, V].
-Result<Lens> RunLens(const SsaGpt& model, const std::vector<int32_t>& ids, const LensOptions& options = {});
+// outputs ([L + 1, T, E] and [L, T, E]), each layer's keys and values, and one block of logits,
+// never [L, T, V]. With `cache`: starts from it where it fits (LensCache), and keeps this one in it.
+Result<Lens> RunLens(const SsaGpt& model, const std::vector<int32_t>& ids, const LensOptions& options = {}, LensCache* cache = nullptr);
 
 // The residual stream of one run of a text (each layer's input and the last layer's output, and
 // each layer's heads' outputs before the projection: (2 L + 1) T E floats), kept so that one
 // position's lens and attribution (LensAtPosition) cost only that position's products.
-struct LensStream;
+// `previous`: a stream of the same model and side to start from, as RunLens's cache (its positions
+// below the shared prefix are taken, not run).
 Result<std::shared_ptr<const LensStream>> RunLensStream(const SsaGpt& model, const std::vector<int32_t>& ids, bool vanilla = false,
-                                                        const std::atomic<bool>* cancel = nullptr);
+                                                        const std::atomic<bool>* cancel = nullptr, const LensStream* previous = nullptr);
+const std::vector<int32_t>& LensStreamIds(const LensStream& stream);
+// The cache's stream made `ids`'s (RunLensStream from it; its lens let go when the ids change).
+Result<std::shared_ptr<const LensStream>> KeepLensStream(const SsaGpt& model, const std::vector<int32_t>& ids, bool vanilla, LensCache* cache);
 size_t LensStreamBytes(const LensStream& stream);
 
 // One position t of the lens and its attribution: what RunLens holds at t, and the parts of the
