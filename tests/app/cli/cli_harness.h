@@ -4,7 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdint>
+#include <type_traits>
 
 #include <algorithm>
 #include <cstdlib>
@@ -47,11 +54,96 @@ inline std::string Scratch(const std::string& name) {
     return kOut + "/" + (test ? test->name() : "setup") + "." + name;
 }
 
+// One ssaviz process started as a fork server (app/fork_server.h) for this test binary: each
+// command then forks from it instead of starting the binary afresh, which costs ~0.7 s in Release
+// and ~2 s under AddressSanitizer (loading LibTorch, its static registrations). SSAVIZ_TEST_FORK_SERVER=0
+// starts the binary for every command instead.
+class ForkServer {
+public:
+    static ForkServer* Get() {
+        static ForkServer* server = Start();
+        return server;
+    }
+    // The command's wait status, or -1 when the server is gone (the caller then starts the binary).
+    int Run(const std::vector<std::string>& strings) {
+        std::string request;
+        auto put = [&request](uint32_t n) { request.append(reinterpret_cast<const char*>(&n), sizeof n); };
+        put(static_cast<uint32_t>(strings.size() - 2));
+        for (const std::string& s : strings) {
+            put(static_cast<uint32_t>(s.size()));
+            request += s;
+        }
+        int32_t status = 0;
+        if (!Transfer(write, m_to, request.data(), request.size()) || !Transfer(read, m_from, &status, sizeof status)) return -1;
+        return status;
+    }
+
+private:
+    static ForkServer* Start() {
+        const char* off = std::getenv("SSAVIZ_TEST_FORK_SERVER");
+        if (off && std::string(off) == "0") return nullptr;
+        int to[2], from[2];  // the harness writes requests to to[1]; the server answers on from[1]
+        if (pipe2(to, O_CLOEXEC) != 0 || pipe2(from, O_CLOEXEC) != 0) return nullptr;
+        // Everything the child needs is made before fork: this process may have threads.
+        // Under LeakSanitizer the children leave libomp's fork handler's leak (fork_server.supp).
+        std::string lsan = "LSAN_OPTIONS=print_suppressions=0:suppressions=" + std::string(SSAVIZ_SOURCE_DIR) + "/tests/app/cli/fork_server.supp";
+        std::vector<std::string> env{"SSAVIZ_FORK_SERVER=3,4"};
+        for (char** e = environ; *e; ++e) {
+            const std::string entry = *e;
+            if (entry.rfind("LSAN_OPTIONS=", 0) == 0)
+                lsan = entry + ":" + lsan.substr(lsan.find('=') + 1);
+            else if (entry.rfind("SSAVIZ_FORK_SERVER=", 0) != 0)
+                env.push_back(entry);
+        }
+        env.push_back(lsan);
+        std::vector<char*> envp;
+        for (std::string& e : env) envp.push_back(e.data());
+        envp.push_back(nullptr);
+        const pid_t pid = fork();
+        if (pid == 0) {
+            // The server's ends as descriptors 3 and 4, which survive exec; the rest close with it.
+            const int in = fcntl(to[0], F_DUPFD_CLOEXEC, 10), out = fcntl(from[1], F_DUPFD_CLOEXEC, 10);
+            if (in < 0 || out < 0 || dup2(in, 3) != 3 || dup2(out, 4) != 4) _exit(127);
+            execle(SSAVIZ_BINARY, SSAVIZ_BINARY, static_cast<char*>(nullptr), envp.data());
+            _exit(127);
+        }
+        close(to[0]);
+        close(from[1]);
+        if (pid < 0) return nullptr;
+        signal(SIGPIPE, SIG_IGN);  // a server that died answers -1, not a signal
+        auto* server = new ForkServer;
+        server->m_to = to[1];
+        server->m_from = from[0];
+        return server;  // ends with this process: its pipe closes and the server returns
+    }
+    template <class Io, class Data>
+    static bool Transfer(Io io, int fd, Data* data, size_t size) {
+        auto* p = reinterpret_cast<std::conditional_t<std::is_const_v<Data>, const char, char>*>(data);
+        while (size > 0) {
+            const ssize_t n = io(fd, p, size);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) return false;
+            p += n;
+            size -= static_cast<size_t>(n);
+        }
+        return true;
+    }
+    int m_to = -1, m_from = -1;
+};
+
 inline Outcome Ssaviz(const std::vector<std::string>& args) {
-    std::string cmd = Quote(SSAVIZ_BINARY);
-    for (const auto& a : args) cmd += " " + Quote(a);
-    cmd += " >" + Scratch("stdout") + " 2>" + Scratch("stderr") + " </dev/null";
-    int status = std::system(cmd.c_str());
+    std::vector<std::string> strings{SSAVIZ_BINARY};
+    strings.insert(strings.end(), args.begin(), args.end());
+    strings.push_back(Scratch("stdout"));
+    strings.push_back(Scratch("stderr"));
+    int status = -1;
+    if (ForkServer* server = ForkServer::Get()) status = server->Run(strings);
+    if (status == -1) {
+        std::string cmd = Quote(SSAVIZ_BINARY);
+        for (const auto& a : args) cmd += " " + Quote(a);
+        cmd += " >" + Scratch("stdout") + " 2>" + Scratch("stderr") + " </dev/null";
+        status = std::system(cmd.c_str());
+    }
     Outcome r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     r.out = ReadFile(Scratch("stdout"));

@@ -27,6 +27,25 @@ TEST_F(Cli, InfoJsonDescribesTheModel) {
     EXPECT_GT(j["parameters"].get<int64_t>(), 50257 * 16);
 }
 
+// The harness's fork server (app/fork_server.h) answers each command with the child's own exit
+// status, and a malformed or truncated request ends it with one line, exit 2, nothing run.
+TEST_F(Cli, TheForkServerGivesEachCommandsStatusAndRefusesBadRequests) {
+    Outcome ok = Ssaviz({"info", "--model", Small(), "--device", "cpu"}), bad = Ssaviz({"export"});
+    EXPECT_EQ(ok.code, 0) << ok.err;
+    EXPECT_EQ(bad.code, 2) << bad.err;
+    const std::string binary = Quote(SSAVIZ_BINARY);
+    auto serve = [&](const std::string& spec, const std::string& request) {
+        std::ofstream(Scratch("request"), std::ios::binary) << request;
+        const std::string cmd = "SSAVIZ_FORK_SERVER=" + spec + " " + binary + " <" + Scratch("request") + " >/dev/null 2>" + Scratch("serve");
+        const int status = std::system(cmd.c_str());
+        return Outcome{WIFEXITED(status) ? WEXITSTATUS(status) : -1, "", ReadFile(Scratch("serve"))};
+    };
+    ExpectOneLineError(serve("three", ""), 2, "SSAVIZ_FORK_SERVER must be two descriptors");
+    ExpectOneLineError(serve("0,1", std::string("\x02\0\0\0\x05\0\0\0ss", 10)), 2, "a truncated fork server request");
+    ExpectOneLineError(serve("0,1", std::string("\xff\xff\xff\x7f", 4)), 2, "a fork server request of");
+    EXPECT_EQ(serve("0,1", "").code, 0);  // no requests: the harness is done
+}
+
 // Issue 39: LibTorch's default thread count is its guess of the physical cores, 1 on VMs that give
 // the process 2 vCPUs. The command line computes on every usable core unless SSAVIZ_THREADS says
 // otherwise, and `info` says how many and why. `prefix` runs before the binary (env, taskset).

@@ -1,0 +1,25 @@
+// A test harness's way to run the ssaviz binary many times without paying its start-up each time
+// (tests/app/cli/cli_harness.h). Built into ssaviz only with the test suite (SSAVIZ_TESTS), and
+// only entered when the harness sets SSAVIZ_FORK_SERVER to the two pipe descriptors it made.
+//
+// The server is the binary itself, started once, its libraries loaded and its static state built
+// (LibTorch's operator registrations: ~0.7 s a start in Release, ~2 s under AddressSanitizer) and
+// nothing else run: no thread pool has started, no model is open. For each request it forks, and
+// the child runs `main`'s own code on the request's arguments with stdout and stderr on the named
+// files and stdin on /dev/null, then exits as `main` would (static destructors, LeakSanitizer's
+// check). So each command runs in a fresh process of the real binary; only the loader's work is shared.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace app {
+
+// `spec`: "IN,OUT", the descriptors requests come from and statuses go to. Each request: a 32-bit
+// count n, then n + 2 strings (a 32-bit length and the bytes): the arguments, the stdout file, the
+// stderr file. Each answer: the child's 32-bit wait status. Returns at the end of the requests (0),
+// or 2 with one line on stderr for a malformed spec or request.
+int ServeForks(const char* spec, const std::function<int(const std::vector<std::string>&)>& run);
+
+}  // namespace app
