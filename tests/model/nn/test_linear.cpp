@@ -49,7 +49,7 @@ TEST(MatmulRows, EqualsTheFloat64ProductOnEveryLayoutAndShape) {
     for (const Layout& layout : kLayouts)
         for (int64_t K : {1, 5, 64, 130, 259})          // one row piece, remainders of 4, several pieces
             for (int64_t N : {1, 17, 300})               // below, off and across the kernels' widths
-                for (int64_t M : {1, 2, 3, 8}) {
+                for (int64_t M : {1, 2, 3, 5, 8, 13}) {  // blocks of 1..5, a group and a rest
                     const at::Tensor w = layout.make(K, N), x = at::randn({1, M, K});
                     const at::Tensor got = model::MatmulRows(x, w);
                     ASSERT_EQ(got.sizes(), (std::vector<int64_t>{1, M, N})) << layout.name;
