@@ -28,6 +28,12 @@ std::string CompareName(const model::Analysis& a) {
     return CompareKindOf(HasTwin(a) ? CompareKind::Twin : CompareKindRunning(a.comparison).kind).label;
 }
 
+std::string LensCompareName(const model::Analysis& a) {
+    if (!a.compare_label.empty() && !a.HasBase() && !HasTwin(a) && a.comparison == model::Comparison::LayerLocal)
+        return CompareKindOf(CompareKind::Global).label;
+    return CompareName(a);
+}
+
 std::string TwinFolderName(const model::Analysis& a) {
     if (!HasTwin(a)) return "";
     std::string name = a.compare_label;

@@ -85,11 +85,12 @@ void LensView::Draw(WindowState& state) {
                     "Attribution: how much each head (its attention-weighted values, tau_v applied, through its slice of the "
                     "output projection) and each MLP add to the next token's logit, the final norm's scale held at the final "
                     "residual's; the parts, with the embeddings and biases, sum to the logit.\n"
-                    "Click a column to select that query.");
+                    "Click a column to select that query.\n"
+                    "With a layer-local comparison the lens's comparison is the whole model at tau = 1 (a pass of its own).");
     const int T = a.n_tokens;
     if (T < 2) return;
     const int position = state.query >= 0 && state.query < T - 1 ? state.query : T - 2;
-    const std::string cmp = CompareName(a);
+    const std::string cmp = LensCompareName(a);  // a layer-local comparison's lens is tau = 1 throughout
     if (state.lens && current) {
         const LensPair& lens = *state.lens;
         if (m_for != state.lens) {

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/core/names.h"
 #include "app/core/quantities.h"
 #include "app/export/batch.h"
 #include "app/export/export.h"
@@ -212,6 +213,25 @@ TEST(BatchSummary, KeepsItsColumns) {
     for (int l = 0; l < 2; ++l)
         for (int h = 0; h < 2; ++h) tau += model::HeadTokenStats(a.tau_q, a, l, h).mean / 4.0;
     EXPECT_NEAR(row["tau_q_mean"].get<double>(), tau, 1e-6);
+}
+
+}  // namespace
+
+namespace {
+
+// The lens's comparison side is named for what the engine runs there: with a layer-local
+// comparison that is the whole model at tau = 1 (RunLens has no layer-local side), so the Lens
+// tab must not call it "layer-local"; every other comparison keeps its one name.
+TEST(Names, TheLensNamesItsComparisonForWhatRan) {
+    model::Analysis counterfactual, local, twin;
+    counterfactual.compare_label = local.compare_label = "vanilla";
+    local.comparison = model::Comparison::LayerLocal;
+    twin.comparison = model::Comparison::Twin;
+    twin.compare_label = "/models/english/vanilla-twin";
+    EXPECT_NE(app::CompareName(local), app::CompareName(counterfactual));
+    EXPECT_EQ(app::LensCompareName(local), app::CompareName(counterfactual));
+    EXPECT_EQ(app::LensCompareName(counterfactual), app::CompareName(counterfactual));
+    EXPECT_EQ(app::LensCompareName(twin), app::CompareName(twin));
 }
 
 }  // namespace
