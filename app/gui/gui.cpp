@@ -310,9 +310,11 @@ public:
                     if (e.request == m_timeline_request) m_state.timeline_running = false;
                     break;
             }
-            // A model or twin change makes the current result stale.
-            if (e.kind == Kind::ModelOpened || e.kind == Kind::TwinOpened || e.kind == Kind::TwinClosed || e.kind == Kind::ComparisonSet ||
-                e.kind == Kind::InterventionsSet)
+            // A model or twin change makes the current result stale (without a model there is none:
+            // a comparison set before a model that failed to open keeps the model's error shown).
+            if ((e.kind == Kind::ModelOpened || e.kind == Kind::TwinOpened || e.kind == Kind::TwinClosed || e.kind == Kind::ComparisonSet ||
+                 e.kind == Kind::InterventionsSet) &&
+                m_state.model)
                 RequestAnalysis();
         }
         const bool was_busy = m_state.busy;
@@ -569,6 +571,7 @@ public:
     }
     bool Settled() const override {
         if (m_views.checkpoint.Showing()) return true;  // waiting for the user, not the model
+        if (ModelFailed()) return true;  // nothing more will come: the jobs asked for at start need a model
         if (m_state.busy || m_worker.Readying() || m_twin_expected || m_state.generating || m_state.ranking_heads || m_state.lens_running ||
             m_state.lens_request || m_start_lens || m_lens_at_request != 0 || m_state.timeline_running || m_state.timeline_request ||
             m_start_timeline)

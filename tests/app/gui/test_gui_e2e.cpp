@@ -583,14 +583,17 @@ TEST(EndToEnd, GuiExportEqualsCommandLineExportWithWhatIfs) {
 namespace {
 
 // A session whose model is missing, or a --model that is not a model: the window shows the error
-// and, with --screenshot, exits at once with it (it used to wait 120 s for a model to settle).
+// and, with --screenshot, exits at once with it (it used to wait 120 s for a model to settle), also
+// with jobs asked for at start that need a model (`--lens` waited for ever) and with a comparison
+// asked for (`--compare local` replaced the model's error with "no model is open").
 TEST(EndToEnd, AMissingModelEndsAScreenshotRunAtOnce) {
     const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_missing_model";
     fs::remove_all(dir);
     fs::create_directories(dir);
     nlohmann::json session = {{"ssaviz_session", 1}, {"model", dir + "/no-such-model"}, {"text", "hello"}};
     std::ofstream(dir + "/session.json") << session.dump(1);
-    for (const std::string& args : {" --session " + dir + "/session.json", std::string(" --model /dev/zero")}) {
+    for (const std::string& args : {" --session " + dir + "/session.json", std::string(" --model /dev/zero"),
+                                    std::string(" --model /dev/zero --lens --tab lens"), std::string(" --model /dev/zero --compare local")}) {
         const auto start = std::chrono::steady_clock::now();
         const int code = RunCommand(std::string(SSAVIZ_BINARY) + args + " --screenshot " + dir + "/shot.png --frames 2", dir + "/log.txt");
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -598,6 +601,7 @@ TEST(EndToEnd, AMissingModelEndsAScreenshotRunAtOnce) {
         EXPECT_EQ(code, 3) << args << ": " << log;
         EXPECT_LT(seconds, 60.0) << args << ": waited for a model that will not come";  // generous: a hang took 120 s
         EXPECT_NE(log.find(args.find("dev/zero") != std::string::npos ? "/dev/zero" : "no-such-model"), std::string::npos) << log;
+        EXPECT_EQ(log.find("no model is open"), std::string::npos) << args << ": the model's own error was replaced: " << log;
         EXPECT_TRUE(fs::exists(dir + "/shot.png"));  // the window as the user would see it, error included
     }
 }
