@@ -16,10 +16,11 @@ namespace {
 constexpr uint32_t kMaxStrings = 4096;
 constexpr uint32_t kMaxLength = 1 << 20;
 
-bool ReadAll(int fd, void* data, size_t size) {
-    auto* p = static_cast<char*>(data);
+// read() or write() until `size` bytes have moved; false at the end of the pipe or on an error.
+template <class Io, class Byte>
+bool Transfer(Io io, int fd, Byte* p, size_t size) {
     while (size > 0) {
-        const ssize_t n = read(fd, p, size);
+        const ssize_t n = io(fd, p, size);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return false;
         p += n;
@@ -27,18 +28,8 @@ bool ReadAll(int fd, void* data, size_t size) {
     }
     return true;
 }
-
-bool WriteAll(int fd, const void* data, size_t size) {
-    const auto* p = static_cast<const char*>(data);
-    while (size > 0) {
-        const ssize_t n = write(fd, p, size);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
-        p += n;
-        size -= static_cast<size_t>(n);
-    }
-    return true;
-}
+bool ReadAll(int fd, void* data, size_t size) { return Transfer(read, fd, static_cast<char*>(data), size); }
+bool WriteAll(int fd, const void* data, size_t size) { return Transfer(write, fd, static_cast<const char*>(data), size); }
 
 bool ReadString(int fd, std::string* out) {
     uint32_t length = 0;
