@@ -16,21 +16,6 @@ namespace {
 constexpr uint32_t kMaxStrings = 4096;
 constexpr uint32_t kMaxLength = 1 << 20;
 
-// read() or write() until `size` bytes have moved; false at the end of the pipe or on an error.
-template <class Io, class Byte>
-bool Transfer(Io io, int fd, Byte* p, size_t size) {
-    while (size > 0) {
-        const ssize_t n = io(fd, p, size);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
-        p += n;
-        size -= static_cast<size_t>(n);
-    }
-    return true;
-}
-bool ReadAll(int fd, void* data, size_t size) { return Transfer(read, fd, static_cast<char*>(data), size); }
-bool WriteAll(int fd, const void* data, size_t size) { return Transfer(write, fd, static_cast<const char*>(data), size); }
-
 bool ReadString(int fd, std::string* out) {
     uint32_t length = 0;
     if (!ReadAll(fd, &length, sizeof length) || length > kMaxLength) return false;

@@ -10,6 +10,10 @@
 // check). So each command runs in a fresh process of the real binary; only the loader's work is shared.
 #pragma once
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -21,5 +25,32 @@ namespace app {
 // stderr file. Each answer: the child's 32-bit wait status. Returns at the end of the requests (0),
 // or 2 with one line on stderr for a malformed spec or request.
 int ServeForks(const char* spec, const std::function<int(const std::vector<std::string>&)>& run);
+
+// Both ends of the protocol (the server here, the harness in tests/app/cli/cli_harness.h).
+// read() or write() until `size` bytes have moved; false at the end of the pipe or on an error.
+template <class Io, class Byte>
+bool TransferAll(Io io, int fd, Byte* p, size_t size) {
+    while (size > 0) {
+        const ssize_t n = io(fd, p, size);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        p += n;
+        size -= static_cast<size_t>(n);
+    }
+    return true;
+}
+inline bool ReadAll(int fd, void* data, size_t size) { return TransferAll(read, fd, static_cast<char*>(data), size); }
+inline bool WriteAll(int fd, const void* data, size_t size) { return TransferAll(write, fd, static_cast<const char*>(data), size); }
+// A request as ServeForks reads it: `strings` are the arguments, then the stdout and stderr files.
+inline std::string ForkRequest(const std::vector<std::string>& strings) {
+    std::string request;
+    auto put = [&request](uint32_t n) { request.append(reinterpret_cast<const char*>(&n), sizeof n); };
+    put(static_cast<uint32_t>(strings.size() - 2));
+    for (const std::string& s : strings) {
+        put(static_cast<uint32_t>(s.size()));
+        request += s;
+    }
+    return request;
+}
 
 }  // namespace app

@@ -8,10 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <csignal>
 #include <cstdint>
-#include <type_traits>
 
 #include <algorithm>
 #include <cstdlib>
@@ -23,6 +21,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "app/fork_server.h"
 
 namespace cli_test {
 namespace fs = std::filesystem;
@@ -66,15 +66,9 @@ public:
     }
     // The command's wait status, or -1 when the server is gone (the caller then starts the binary).
     int Run(const std::vector<std::string>& strings) {
-        std::string request;
-        auto put = [&request](uint32_t n) { request.append(reinterpret_cast<const char*>(&n), sizeof n); };
-        put(static_cast<uint32_t>(strings.size() - 2));
-        for (const std::string& s : strings) {
-            put(static_cast<uint32_t>(s.size()));
-            request += s;
-        }
+        const std::string request = app::ForkRequest(strings);
         int32_t status = 0;
-        if (!Transfer(write, m_to, request.data(), request.size()) || !Transfer(read, m_from, &status, sizeof status)) return -1;
+        if (!app::WriteAll(m_to, request.data(), request.size()) || !app::ReadAll(m_from, &status, sizeof status)) return -1;
         return status;
     }
 
@@ -115,18 +109,6 @@ private:
         server->m_to = to[1];
         server->m_from = from[0];
         return server;  // ends with this process: its pipe closes and the server returns
-    }
-    template <class Io, class Data>
-    static bool Transfer(Io io, int fd, Data* data, size_t size) {
-        auto* p = reinterpret_cast<std::conditional_t<std::is_const_v<Data>, const char, char>*>(data);
-        while (size > 0) {
-            const ssize_t n = io(fd, p, size);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) return false;
-            p += n;
-            size -= static_cast<size_t>(n);
-        }
-        return true;
     }
     int m_to = -1, m_from = -1;
 };
