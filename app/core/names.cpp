@@ -28,11 +28,7 @@ std::string CompareName(const model::Analysis& a) {
     return CompareKindOf(HasTwin(a) ? CompareKind::Twin : CompareKindRunning(a.comparison).kind).label;
 }
 
-std::string LensCompareName(const model::Analysis& a) {
-    if (!a.compare_label.empty() && !a.HasBase() && !HasTwin(a) && a.comparison == model::Comparison::LayerLocal)
-        return CompareKindOf(CompareKind::Global).label;
-    return CompareName(a);
-}
+std::string LensKey(const model::Analysis& a) { return a.compare_label + '\n' + ComparisonKindName(a.comparison); }
 
 std::string TwinFolderName(const model::Analysis& a) {
     if (!HasTwin(a)) return "";

@@ -17,10 +17,9 @@ std::string HeadName(HeadRef h);
 // (the labels of app/core/run.h's comparison table).
 std::string CompareName(const model::Analysis& a);
 bool HasTwin(const model::Analysis& a);
-// The logit lens's comparison side (Engine::RunLens): CompareName's, except that a layer-local
-// comparison's lens is the whole model at tau = 1 (the engine has no layer-local lens), so it is
-// named that, not "layer-local".
-std::string LensCompareName(const model::Analysis& a);
+// What a lens's comparison side ran with, to tell whether a lens kept is still the shown one's:
+// the comparison's label and kind (a layer-local comparison's lens is another run than tau = 1's).
+std::string LensKey(const model::Analysis& a);
 // What an analysis compared with, as files and JSON name it (metrics.json's comparison_kind,
 // Python's comparison_kind): "tau1", "local", "twin", "unedited" or "base".
 const char* ComparisonKindName(model::Comparison c);

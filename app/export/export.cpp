@@ -397,11 +397,23 @@ model::Result<std::vector<std::shared_ptr<const model::Lens>>> RunLensSides(mode
     return sides;
 }
 
+namespace {
+
+// The lens's comparison side in a figure's title: what RunLensSides ran there.
+std::string LensCompareTitle(const model::Analysis& a) {
+    if (a.HasBase()) return "SSA's weights at tau = 1";
+    if (HasTwin(a)) return "twin " + TwinFolderName(a);
+    if (a.comparison == model::Comparison::LayerLocal) return "each layer alone at tau = 1 (layer-local)";
+    return "tau = 1";
+}
+
+}  // namespace
+
 std::vector<ExportFile> LensExportFiles(const model::Engine& engine, const model::ModelInfo& info, const model::Analysis& a,
                                         const std::vector<std::shared_ptr<const model::Lens>>& sides, const ExportOptions& options) {
     const model::Tokenizer& tokenizer = engine.tokenizer();
     return LensFiles(
-        sides.at(0), sides.size() > 1 ? sides[1] : nullptr, CompareFileSuffix(a),
+        sides.at(0), sides.size() > 1 ? sides[1] : nullptr, CompareFileSuffix(a), LensCompareTitle(a),
         [&](int32_t id) {
             auto text = tokenizer.Decode({id});
             return text ? *text : std::string();
@@ -421,7 +433,8 @@ json LensLossByLayer(const model::Lens& lens) {
 }
 
 std::vector<ExportFile> LensFiles(std::shared_ptr<const model::Lens> lens, std::shared_ptr<const model::Lens> compare,
-                                  const std::string& compare_suffix, const std::function<std::string(int32_t)>& piece,
+                                  const std::string& compare_suffix, const std::string& compare_name,
+                                  const std::function<std::string(int32_t)>& piece,
                                   const ExportOptions& options, const std::vector<std::string>& token_labels, const std::string& model_name) {
     std::vector<ExportFile> files;
     std::vector<const char*> extensions;
@@ -464,7 +477,7 @@ std::vector<ExportFile> LensFiles(std::shared_ptr<const model::Lens> lens, std::
                              return WriteText(full, Dump(j, -1) + "\n");
                          }});
         // Figures for papers: the lens grid and the heads' mean attribution.
-        const std::string side_name = suffix.empty() ? "SSA" : suffix == "_tau1" ? "SSA's weights at tau = 1" : "the comparison";
+        const std::string side_name = suffix.empty() ? "SSA" : compare_name;
         std::vector<std::string> layer_rows = {"embeddings"}, head_rows, head_cols;
         for (int64_t l = 0; l < L; ++l) layer_rows.push_back("after L" + std::to_string(l)), head_rows.push_back("L" + std::to_string(l));
         for (int64_t h = 0; h < H; ++h) head_cols.push_back("H" + std::to_string(h));

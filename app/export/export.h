@@ -49,9 +49,10 @@ constexpr size_t kExportMemoryBudget = size_t{1} << 30;
 // `piece` names an id as the views do. With PNG or SVG among `options`' formats, figures too:
 // lens.png (the lens as a layer x position heatmap of p(next token), log scale) and dla_heads.png
 // (each head's part of the next token's logit, averaged over the positions, on a diverging
-// scale), and the comparison's. WriteExport writes them with the rest (`extra`).
+// scale), and the comparison's (titled `compare_name`). WriteExport writes them with the rest (`extra`).
 std::vector<ExportFile> LensFiles(std::shared_ptr<const model::Lens> lens, std::shared_ptr<const model::Lens> compare,
-                                  const std::string& compare_suffix, const std::function<std::string(int32_t)>& piece,
+                                  const std::string& compare_suffix, const std::string& compare_name,
+                                  const std::function<std::string(int32_t)>& piece,
                                   const ExportOptions& options, const std::vector<std::string>& token_labels, const std::string& model_name);
 
 // --lens's run: the lens of `a`'s ids on the SSA side and, unless `a` is against the unedited model

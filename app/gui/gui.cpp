@@ -477,7 +477,7 @@ public:
         }
         if (std::exchange(m_state.lens_request, false) && m_state.analysis && !m_state.generating) {
             const model::Analysis& a = *m_state.analysis;
-            m_lens_request = m_worker.RunLens(a.tokens.ids, !a.compare_label.empty() && a.comparison != model::Comparison::Unedited, a.compare_label);
+            m_lens_request = m_worker.RunLens(a.tokens.ids, !a.compare_label.empty() && a.comparison != model::Comparison::Unedited, LensKey(a));
             m_state.lens_running = true;
         }
         // The Lens tab's selected query, once the worker is idle (never stopping a job: the worker
@@ -487,12 +487,12 @@ public:
             t >= 0 && m_state.analysis && !m_worker.Busy() && !m_state.lens_running && !m_state.generating && m_lens_at_request == 0 &&
             m_state.model) {
             const model::Analysis& a = *m_state.analysis;
-            const std::string asked = m_state.model->dir + '\n' + a.compare_label + '\n' + std::to_string(t) + '\n' +
+            const std::string asked = m_state.model->dir + '\n' + LensKey(a) + '\n' + std::to_string(t) + '\n' +
                                       std::to_string(std::hash<std::string>{}(m_state.text));
             if (asked != m_lens_at_failed) {
                 m_lens_at_asked = asked;
                 m_lens_at_request =
-                    m_worker.RunLensAt(a.tokens.ids, t, !a.compare_label.empty() && a.comparison != model::Comparison::Unedited, a.compare_label);
+                    m_worker.RunLensAt(a.tokens.ids, t, !a.compare_label.empty() && a.comparison != model::Comparison::Unedited, LensKey(a));
             }
         }
         if (std::exchange(m_state.timeline_request, false) && !m_state.run_dir.empty() && !m_state.generating) {

@@ -35,7 +35,7 @@ namespace app {
 // The logit lens and attribution of one text (model/nn/lens.h), SSA and its comparison.
 struct LensPair {
     std::vector<int32_t> ids;  // the text it was run on
-    std::string model_dir, compare_label;  // and the model's folder and comparison (Analysis::compare_label)
+    std::string model_dir, compare_label;  // and the model's folder and comparison (LensKey)
     model::Lens ssa;
     std::optional<model::Lens> compare;  // tau = 1, the twin, or with a base its weights at tau = 1
 };

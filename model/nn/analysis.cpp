@@ -156,8 +156,8 @@ struct Engine::Impl {
     // and tokenizer, in place of the one open before.
     Status OpenBeside(Comparison which, const std::string& dir, const ConfigHints& hints);
     void CloseBeside(Comparison which);
-    // The model and the tau = 1 switch a side's lens runs with; null for a side the engine lacks.
-    const SsaGpt* LensModel(MapSide side, bool* vanilla) const;
+    // The model and the run a side's lens reads; null for a side the engine lacks.
+    const SsaGpt* LensModel(MapSide side, LensRun* run) const;
     // The lens's kept residual streams and last lens, one a side (the window shows SSA beside its
     // comparison), for RunLens and RunLensAt: a new text runs from its first changed token. Let
     // go whenever a twin or base opens or closes, so a stream's model is always one still open.
@@ -447,36 +447,36 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
 // [SECTION] The logit lens and attribution, by side
 //-----------------------------------------------------------------------------
 
-const SsaGpt* Engine::Impl::LensModel(MapSide side, bool* vanilla) const {
-    *vanilla = false;
+const SsaGpt* Engine::Impl::LensModel(MapSide side, LensRun* run) const {
+    *run = LensRun::Ssa;
     if (side == MapSide::Ssa) return &model.gpt;
     if (side == MapSide::Base) return Beside(Comparison::Base) ? &other->gpt : nullptr;
     if (const LoadedModel* twin = Beside(Comparison::Twin)) return &twin->gpt;
-    *vanilla = true;  // the comparison of one model (tau = 1), a base's tau = 1 side included
+    // The comparison of one model: tau = 1 throughout (a base's tau = 1 side included), or each
+    // layer alone at tau = 1 on SSA's input, as the layer-local maps are.
+    *run = !other && comparison == Comparison::LayerLocal ? LensRun::LayerLocal : LensRun::Vanilla;
     return &model.gpt;
 }
 
 Result<Lens> Engine::RunLens(const std::vector<int32_t>& ids, MapSide side, const LensOptions& options) {
     LensOptions o = options;
-    bool vanilla = false;
-    const SsaGpt* gpt = m_impl->LensModel(side, &vanilla);
+    const SsaGpt* gpt = m_impl->LensModel(side, &o.run);
     if (!gpt) return Fail("no base model is open");
-    o.vanilla = vanilla;
     return model::RunLens(*gpt, ids, o, &m_impl->lens_caches[static_cast<int>(side)]);
 }
 
 Result<std::vector<float>> Engine::Attribute(const std::vector<int32_t>& ids, MapSide side, int64_t position, int32_t token) {
-    bool vanilla = false;
-    const SsaGpt* gpt = m_impl->LensModel(side, &vanilla);
+    LensRun run = LensRun::Ssa;
+    const SsaGpt* gpt = m_impl->LensModel(side, &run);
     if (!gpt) return Fail("no base model is open");
-    return model::Attribute(*gpt, ids, position, token, vanilla);
+    return model::Attribute(*gpt, ids, position, token, run);
 }
 
 Result<LensAt> Engine::RunLensAt(const std::vector<int32_t>& ids, MapSide side, int64_t position, int32_t token) {
-    bool vanilla = false;
-    const SsaGpt* gpt = m_impl->LensModel(side, &vanilla);
+    LensRun run = LensRun::Ssa;
+    const SsaGpt* gpt = m_impl->LensModel(side, &run);
     if (!gpt) return Fail("no base model is open");
-    auto stream = KeepLensStream(*gpt, ids, vanilla, &m_impl->lens_caches[static_cast<int>(side)]);
+    auto stream = KeepLensStream(*gpt, ids, run, &m_impl->lens_caches[static_cast<int>(side)]);
     if (!stream) return Fail(stream.error());
     return LensAtPosition(*gpt, **stream, ids, position, token);
 }

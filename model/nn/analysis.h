@@ -193,7 +193,8 @@ public:
 
     // The logit lens and direct logit attribution (lens.h) of `ids` on one side: SSA (with its
     // what-ifs' model as loaded, none applied), or the comparison's: tau = 1 on the same weights
-    // (Counterfactual and LayerLocal alike), the twin, or the base. Its own forward pass, from the
+    // (LensRun::Vanilla; with a base too), each layer alone at tau = 1 (LayerLocal: LensRun::LayerLocal),
+    // the twin, or the base. Its own forward pass, from the
     // side's kept stream where the text shares a prefix with the last one (LensCache): after an
     // edit only the positions from the first changed token run.
     Result<Lens> RunLens(const std::vector<int32_t>& ids, MapSide side, const LensOptions& options = {});
@@ -202,7 +203,7 @@ public:
     // One position's lens and attribution (lens.h's LensAtPosition; token -1: the next token), on
     // one side, from a residual stream kept for `ids` and that side: the first call for a text runs
     // its forward pass; another position or target of the same text costs that position's products
-    // alone. The streams (about (2 L + 1) T E floats each, one kept a side) are let go when a twin or
+    // alone. The streams (about (2 L + 1) T E floats each, (3 L + 1) layer-local; one kept a side) are let go when a twin or
     // base opens or closes.
     Result<LensAt> RunLensAt(const std::vector<int32_t>& ids, MapSide side, int64_t position, int32_t token = -1);
 

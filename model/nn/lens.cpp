@@ -15,15 +15,26 @@ namespace model {
 // each layer's heads' outputs before the projection, [T, H, D], float32 on the model's device.
 // With each layer's keys and values, so that a later text sharing its first p tokens runs only
 // positions p.. (RunStream's `previous`).
+// Layer-local (LensRun::LayerLocal): `resid` are the lens's rows (r_0, then SSA's input to layer l
+// plus what layer l writes at tau = 1) and `heads` the tau = 1 heads; SSA's own stream, which the
+// layers read, is `ssa` (after each layer) with SSA's values in `vs` and the tau = 1 values in
+// `local_vs` (the keys are the same).
 struct LensStream {
     std::vector<at::Tensor> resid;  // [L + 1] x [T, E]
     std::vector<at::Tensor> heads;  // [L] x [T, H, D]
     std::vector<at::Tensor> k, vs;  // [L] x [1, G (or H), T, D]: as Block's capture, in the compute dtype
+    std::vector<at::Tensor> ssa;       // layer-local: [L] x [T, E], SSA's residual after layer l; else empty
+    std::vector<at::Tensor> local_vs;  // layer-local: [L] x [1, G, T, D]; else empty
     at::ScalarType compute = at::kFloat;  // what the forward pass ran in (the lens's rows go back to it)
     int64_t n_tokens = 0;
     std::vector<int32_t> ids;
     const SsaGpt* model = nullptr;
-    bool vanilla = false;
+    LensRun run = LensRun::Ssa;
+
+    // What layer l read (SSA's residual before it), and the final residual whose scale the
+    // attribution's final norm holds.
+    const at::Tensor& Input(size_t l) const { return ssa.empty() || l == 0 ? resid[l] : ssa[l - 1]; }
+    const at::Tensor& Final() const { return ssa.empty() ? resid.back() : ssa.back(); }
 };
 
 namespace {
@@ -36,9 +47,9 @@ int64_t SharedPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
     return static_cast<int64_t>(std::mismatch(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n), b.begin()).first - a.begin());
 }
 
-// A stream `previous` can start: of the same model and side.
-const Stream* Usable(const Stream* previous, const SsaGpt& m, bool vanilla) {
-    return previous && previous->model == &m && previous->vanilla == vanilla && !previous->k.empty() ? previous : nullptr;
+// A stream `previous` can start: of the same model and run.
+const Stream* Usable(const Stream* previous, const SsaGpt& m, LensRun run) {
+    return previous && previous->model == &m && previous->run == run && !previous->k.empty() ? previous : nullptr;
 }
 
 // `ids` through the model, keeping what the lens reads. With `previous` (Usable), positions below
@@ -47,7 +58,8 @@ const Stream* Usable(const Stream* previous, const SsaGpt& m, bool vanilla) {
 Result<Stream> RunStream(const SsaGpt& m, const std::vector<int32_t>& ids, const LensOptions& options, const Stream* previous = nullptr) {
     const ModelConfig& c = m.config;
     const int64_t H = c.n_head, G = c.KvHeads(), T = static_cast<int64_t>(ids.size());
-    previous = Usable(previous, m, options.vanilla);
+    previous = Usable(previous, m, options.run);
+    const bool local = options.run == LensRun::LayerLocal;
     const int64_t p = previous ? std::min(SharedPrefix(previous->ids, ids), T) : 0;
     // previous's first p rows along `dim`, then the rows run now.
     auto join = [&](const at::Tensor& old, const at::Tensor& fresh, int64_t dim) {
@@ -62,7 +74,7 @@ Result<Stream> RunStream(const SsaGpt& m, const std::vector<int32_t>& ids, const
     s.n_tokens = T;
     s.ids = ids;
     s.model = &m;
-    s.vanilla = options.vanilla;
+    s.run = options.run;
     s.resid.push_back(join(previous ? previous->resid[0] : at::Tensor(), x[0].to(at::kFloat), 0));
     for (size_t l = 0; l < m.layers.size(); ++l) {
         if (options.cancel && options.cancel->load()) return Fail("cancelled");
@@ -71,19 +83,34 @@ Result<Stream> RunStream(const SsaGpt& m, const std::vector<int32_t>& ids, const
             s.k.push_back(previous->k[l].narrow(2, 0, T));
             s.vs.push_back(previous->vs[l].narrow(2, 0, T));
             s.resid.push_back(previous->resid[l + 1].narrow(0, 0, T));
+            if (local) {
+                s.ssa.push_back(previous->ssa[l].narrow(0, 0, T));
+                s.local_vs.push_back(previous->local_vs[l].narrow(2, 0, T));
+            }
             continue;
         }
         BlockCapture capture;
         KeyValues prefix;  // exactly p rows: Block appends the new rows to a copy, never into previous's
         if (p > 0) prefix = {previous->k[l].narrow(2, 0, p), previous->vs[l].narrow(2, 0, p)};
-        x = Block(c, m.layers[l], x, options.vanilla, &capture, p, p > 0 ? &prefix : nullptr);
-        // Query head h reads kv head h / (H / G): its values, tau_v applied, weighted by its row.
-        at::Tensor vs = capture.vs.size(1) == H ? capture.vs : capture.vs.repeat_interleave(H / G, 1);
-        at::Tensor y = at::matmul(capture.attention.to(at::kFloat), vs.to(at::kFloat));  // [1, H, T - p, D]
-        s.heads.push_back(join(previous ? previous->heads[l] : at::Tensor(), y[0].transpose(0, 1).contiguous(), 0));  // [T, H, D]
+        const at::Tensor input = x;
+        x = Block(c, m.layers[l], input, options.run == LensRun::Vanilla, &capture, p, p > 0 ? &prefix : nullptr);
         s.k.push_back(capture.k);  // every position's: the prefix's and the rows'
         s.vs.push_back(capture.vs);
-        s.resid.push_back(join(previous ? previous->resid[l + 1] : at::Tensor(), x[0].to(at::kFloat), 0));
+        at::Tensor written = x;  // what the lens reads after this layer
+        BlockCapture local_capture;
+        if (local) {  // the layer again at tau = 1 on the same input, against the prefix's tau = 1 values
+            s.ssa.push_back(join(previous ? previous->ssa[l] : at::Tensor(), x[0].to(at::kFloat), 0));
+            KeyValues local_prefix;
+            if (p > 0) local_prefix = {prefix.k, previous->local_vs[l].narrow(2, 0, p)};
+            written = Block(c, m.layers[l], input, true, &local_capture, p, p > 0 ? &local_prefix : nullptr);
+            s.local_vs.push_back(local_capture.vs);
+        }
+        const BlockCapture& read = local ? local_capture : capture;  // the heads the lens reads
+        // Query head h reads kv head h / (H / G): its values, tau_v applied, weighted by its row.
+        at::Tensor vs = read.vs.size(1) == H ? read.vs : read.vs.repeat_interleave(H / G, 1);
+        at::Tensor y = at::matmul(read.attention.to(at::kFloat), vs.to(at::kFloat));  // [1, H, T - p, D]
+        s.heads.push_back(join(previous ? previous->heads[l] : at::Tensor(), y[0].transpose(0, 1).contiguous(), 0));  // [T, H, D]
+        s.resid.push_back(join(previous ? previous->resid[l + 1] : at::Tensor(), written[0].to(at::kFloat), 0));
         if (options.progress) options.progress->store(0.5f * (l + 1) / m.layers.size());
     }
     return s;
@@ -125,7 +152,7 @@ struct Parts {
 Parts Attribution(const SsaGpt& m, const Stream& s, const at::Tensor& positions, const at::Tensor& targets) {
     const ModelConfig& c = m.config;
     const int64_t L = c.n_layer, H = c.n_head, D = c.HeadSize();
-    const at::Tensor d = Directions(m, s.resid.back().index_select(0, positions), targets);  // [R, E]
+    const at::Tensor d = Directions(m, s.Final().index_select(0, positions), targets);  // [R, E]
     Parts p;
     p.heads = at::empty({L, H, positions.size(0)}, d.options());
     p.mlp = at::empty({L, positions.size(0)}, d.options());
@@ -147,11 +174,14 @@ Parts Attribution(const SsaGpt& m, const Stream& s, const at::Tensor& positions,
             p.constants += at::matmul(d, b);
         }
         // The MLP's whole output (biases included) is what the layer wrote besides its attention.
-        const at::Tensor mlp = s.resid[l + 1].index_select(0, positions) - s.resid[l].index_select(0, positions) - attn;
+        const at::Tensor mlp = s.resid[l + 1].index_select(0, positions) - s.Input(l).index_select(0, positions) - attn;
         p.mlp[l].copy_((mlp * d).sum(-1));
     }
     return p;
 }
+
+// The parts' sum at each row, [R]: the logit of a side no single pass computes (layer-local).
+at::Tensor Sum(const Parts& p) { return p.heads.flatten(0, 1).sum(0) + p.mlp.sum(0) + p.embed + p.constants; }
 
 }  // namespace
 
@@ -170,7 +200,7 @@ Result<Lens> RunLens(const SsaGpt& m, const std::vector<int32_t>& ids, const Len
     const int64_t T = static_cast<int64_t>(ids.size()), L = c.n_layer, H = c.n_head;
     const int64_t k = std::clamp<int64_t>(options.top_k, 1, c.vocab_size);
     c10::InferenceMode guard;
-    const Stream* previous = cache ? Usable(cache->stream.get(), m, options.vanilla) : nullptr;
+    const Stream* previous = cache ? Usable(cache->stream.get(), m, options.run) : nullptr;
     auto stream = RunStream(m, ids, options, previous);
     if (!stream) return Fail(stream.error());
     // An earlier lens of the same model, side and top_k: its positions below p - 1 stand (p - 1's
@@ -212,7 +242,7 @@ Result<Lens> RunLens(const SsaGpt& m, const std::vector<int32_t>& ids, const Len
                 const at::Tensor target = next.slice(0, t0, t0 + predicting).unsqueeze(1);
                 const std::vector<float> loss = ToVector(-logp.slice(0, 0, predicting).gather(1, target).squeeze(1));
                 std::copy(loss.begin(), loss.end(), out.loss.begin() + l * (T - 1) + t0);
-                if (l == L) {
+                if (l == L && options.run != LensRun::LayerLocal) {
                     at::Tensor logits = Logits(m, rows.slice(1, 0, predicting))[0].to(at::kFloat).gather(1, target).squeeze(1);
                     const std::vector<float> v = ToVector(logits);
                     out.logit.insert(out.logit.end(), v.begin(), v.end());
@@ -228,6 +258,10 @@ Result<Lens> RunLens(const SsaGpt& m, const std::vector<int32_t>& ids, const Len
         out.dla_mlp = ToVector(p.mlp);
         out.dla_embed = ToVector(p.embed);
         out.dla_const = ToVector(p.constants);
+        if (options.run == LensRun::LayerLocal) {  // no pass computes this side's logit: it is its parts' sum
+            const std::vector<float> v = ToVector(Sum(p));
+            out.logit.insert(out.logit.end(), v.begin(), v.end());
+        }
         if (from > 0) {  // the kept positions before the new ones
             const int64_t old_n = was->n_tokens - 1, n = T - 1 - from;
             auto join = [&](const std::vector<float>& old, std::vector<float>* now, int64_t groups) {
@@ -251,14 +285,14 @@ Result<Lens> RunLens(const SsaGpt& m, const std::vector<int32_t>& ids, const Len
     return out;
 }
 
-Result<std::shared_ptr<const LensStream>> RunLensStream(const SsaGpt& m, const std::vector<int32_t>& ids, bool vanilla,
+Result<std::shared_ptr<const LensStream>> RunLensStream(const SsaGpt& m, const std::vector<int32_t>& ids, LensRun run,
                                                         const std::atomic<bool>* cancel, const LensStream* previous) {
     if (auto valid = CheckIds(m.config, ids); !valid) return Fail(valid.error());
-    if (previous && previous->model == &m && previous->vanilla == vanilla && previous->ids == ids)
+    if (previous && previous->model == &m && previous->run == run && previous->ids == ids)
         return std::shared_ptr<const LensStream>(std::make_shared<const LensStream>(*previous));
     c10::InferenceMode guard;
     LensOptions options;
-    options.vanilla = vanilla;
+    options.run = run;
     options.cancel = cancel;
     auto stream = RunStream(m, ids, options, previous);
     if (!stream) return Fail(stream.error());
@@ -267,10 +301,10 @@ Result<std::shared_ptr<const LensStream>> RunLensStream(const SsaGpt& m, const s
 
 const std::vector<int32_t>& LensStreamIds(const LensStream& stream) { return stream.ids; }
 
-Result<std::shared_ptr<const LensStream>> KeepLensStream(const SsaGpt& m, const std::vector<int32_t>& ids, bool vanilla, LensCache* cache) {
-    const LensStream* previous = Usable(cache->stream.get(), m, vanilla);
+Result<std::shared_ptr<const LensStream>> KeepLensStream(const SsaGpt& m, const std::vector<int32_t>& ids, LensRun run, LensCache* cache) {
+    const LensStream* previous = Usable(cache->stream.get(), m, run);
     if (previous && previous->ids == ids) return cache->stream;
-    auto stream = RunLensStream(m, ids, vanilla, nullptr, previous);
+    auto stream = RunLensStream(m, ids, run, nullptr, previous);
     if (!stream) return stream;
     cache->lens.reset();  // of other ids (or another model or side): a later lens starts from the stream alone
     cache->stream = *stream;
@@ -279,7 +313,7 @@ Result<std::shared_ptr<const LensStream>> KeepLensStream(const SsaGpt& m, const 
 
 size_t LensStreamBytes(const LensStream& s) {
     size_t bytes = 0;
-    for (const auto* part : {&s.resid, &s.heads, &s.k, &s.vs})
+    for (const auto* part : {&s.resid, &s.heads, &s.k, &s.vs, &s.ssa, &s.local_vs})
         for (const at::Tensor& t : *part) bytes += t.numel() * t.element_size();
     return bytes;
 }
@@ -323,12 +357,13 @@ Result<LensAt> LensAtPosition(const SsaGpt& m, const LensStream& s, const std::v
             const std::vector<float> v = ToVector(t);
             out.parts.insert(out.parts.end(), v.begin(), v.end());
         }
-        out.logit = logits[L][out.target].item<float>();
+        out.logit = s.run == LensRun::LayerLocal ? Sum(p)[0].item<float>()
+                                                 : logits[L][out.target].item<float>();
     }
     return out;
 }
 
-Result<std::vector<float>> Attribute(const SsaGpt& m, const std::vector<int32_t>& ids, int64_t position, int32_t token, bool vanilla) {
+Result<std::vector<float>> Attribute(const SsaGpt& m, const std::vector<int32_t>& ids, int64_t position, int32_t token, LensRun run) {
     const ModelConfig& c = m.config;
     if (auto valid = CheckIds(c, ids); !valid) return Fail(valid.error());
     if (position < 0 || position >= static_cast<int64_t>(ids.size()))
@@ -336,7 +371,7 @@ Result<std::vector<float>> Attribute(const SsaGpt& m, const std::vector<int32_t>
     if (token < 0 || token >= c.vocab_size) return Fail("token id " + std::to_string(token) + " is outside the vocabulary of " + std::to_string(c.vocab_size));
     c10::InferenceMode guard;
     LensOptions options;
-    options.vanilla = vanilla;
+    options.run = run;
     auto stream = RunStream(m, ids, options);
     if (!stream) return Fail(stream.error());
     const auto long_opts = at::TensorOptions().dtype(at::kLong).device(m.device());

@@ -25,8 +25,18 @@ namespace model {
 
 struct SsaGpt;
 
+// The run a lens reads: the model as trained; the tau = 1 counterfactual (tau_q = tau_v = 1
+// everywhere, a whole second pass); or layer-local: each layer run again at tau = 1 on SSA's own
+// input (SSA's residual before it), as the layer-local maps are, while the stream goes on with
+// SSA's. Layer-local lens row l + 1 is SSA's residual before layer l plus what layer l writes
+// without its temperatures; its parts are what each head and MLP writes so, through the final norm
+// with SSA's final scale (the same direction as SSA's parts), so a head's SSA and layer-local parts
+// differ only by its own layer's temperatures. They sum to a logit no single pass computes, and
+// that sum is the side's `logit`.
+enum class LensRun { Ssa, Vanilla, LayerLocal };
+
 struct LensOptions {
-    bool vanilla = false;   // the tau = 1 counterfactual (tau_q = tau_v = 1 everywhere)
+    LensRun run = LensRun::Ssa;
     int top_k = 5;          // pieces a layer and position keeps
     int64_t block_rows = 256;  // positions whose [rows, V] logits are held at once
     const std::atomic<bool>* cancel = nullptr;  // checked between layers and blocks
@@ -42,7 +52,7 @@ struct Lens {
     std::vector<float> dla_mlp;       // [L, T - 1]
     std::vector<float> dla_embed;     // [T - 1]
     std::vector<float> dla_const;     // [T - 1]
-    std::vector<float> logit;         // [T - 1]: token t's logit at position t - 1, as the model computes it
+    std::vector<float> logit;         // [T - 1]: token t's logit at position t - 1, as the model computes it (layer-local: the parts' sum)
 };
 
 // What a lens keeps for the next text through the same model and side (the engine keeps one a
@@ -57,20 +67,20 @@ struct LensCache {
 };
 
 // Runs `ids` (checked as CheckIds does) on `model`; memory holds the residual stream and the heads'
-// outputs ([L + 1, T, E] and [L, T, E]), each layer's keys and values, and one block of logits,
-// never [L, T, V]. With `cache`: starts from it where it fits (LensCache), and keeps this one in it.
+// outputs ([L + 1, T, E] and [L, T, E]), each layer's keys and values (layer-local: SSA's stream
+// and values too), and one block of logits, never [L, T, V]. With `cache`: starts from it where it fits (LensCache), and keeps this one in it.
 Result<Lens> RunLens(const SsaGpt& model, const std::vector<int32_t>& ids, const LensOptions& options = {}, LensCache* cache = nullptr);
 
 // The residual stream of one run of a text (each layer's input and the last layer's output, and
-// each layer's heads' outputs before the projection: (2 L + 1) T E floats), kept so that one
+// each layer's heads' outputs before the projection: (2 L + 1) T E floats; layer-local: L T E more), kept so that one
 // position's lens and attribution (LensAtPosition) cost only that position's products.
 // `previous`: a stream of the same model and side to start from, as RunLens's cache (its positions
 // below the shared prefix are taken, not run).
-Result<std::shared_ptr<const LensStream>> RunLensStream(const SsaGpt& model, const std::vector<int32_t>& ids, bool vanilla = false,
+Result<std::shared_ptr<const LensStream>> RunLensStream(const SsaGpt& model, const std::vector<int32_t>& ids, LensRun run = LensRun::Ssa,
                                                         const std::atomic<bool>* cancel = nullptr, const LensStream* previous = nullptr);
 const std::vector<int32_t>& LensStreamIds(const LensStream& stream);
 // The cache's stream made `ids`'s (RunLensStream from it; its lens let go when the ids change).
-Result<std::shared_ptr<const LensStream>> KeepLensStream(const SsaGpt& model, const std::vector<int32_t>& ids, bool vanilla, LensCache* cache);
+Result<std::shared_ptr<const LensStream>> KeepLensStream(const SsaGpt& model, const std::vector<int32_t>& ids, LensRun run, LensCache* cache);
 size_t LensStreamBytes(const LensStream& stream);
 
 // One position t of the lens and its attribution: what RunLens holds at t, and the parts of the
@@ -83,7 +93,7 @@ struct LensAt {
     std::vector<int32_t> top_ids;   // [L + 1, top_k]
     std::vector<float> top_probs;   // [L + 1, top_k]
     std::vector<float> parts;       // [L H + L + 2] as Attribute's: heads (layer-major), MLPs, embeddings, constants
-    float logit = 0;                // the target's logit as the model computes it; the parts sum to it
+    float logit = 0;                // the target's logit as the model computes it (layer-local: the parts' sum); the parts sum to it
 };
 // `stream` must be RunLensStream's of the same model and ids. (L + 1) rows through the final norm
 // and the head: about 1 GFLOP for GPT-2 small's shape, whatever the text's length.
@@ -94,6 +104,6 @@ Result<LensAt> LensAtPosition(const SsaGpt& model, const LensStream& stream, con
 // parts as Lens's, for any token of the vocabulary). `parts` [L H + L + 2]: heads (layer-major),
 // MLPs, embeddings, constants.
 Result<std::vector<float>> Attribute(const SsaGpt& model, const std::vector<int32_t>& ids, int64_t position, int32_t token,
-                                     bool vanilla = false);
+                                     LensRun run = LensRun::Ssa);
 
 }  // namespace model

@@ -517,6 +517,8 @@ def forward(c, temp, W, ids, vanilla=False, ablate=None, local=False):
            "tau_v": torch.ones(L, H, T, dtype=F64), "q": [], "k": [], "n1": []}
     if local:
         out["local"] = torch.zeros(L, H, T, T, dtype=F64)
+        # The layer-local run's lens (SPEC section 10): each layer again at tau = 1 on SSA's input.
+        out["local_resid"], out["local_head_out"], out["local_mlp_out"] = [], [], []
     x = W["transformer.wte.weight"][torch.tensor(ids)]
     # What each part writes (SPEC section 10): the residual before each layer and after the last,
     # each head's output through its slice of the projection, each MLP's output.
@@ -530,7 +532,7 @@ def forward(c, temp, W, ids, vanilla=False, ablate=None, local=False):
         out["q"].append(q)
         out["k"].append(k)
         out["n1"].append(n1)
-        heads = []
+        heads, local_heads = [], []
         for h in range(H):
             g = h // qpk
             tq_h, tv_h = tq[h], tv[g]
@@ -541,10 +543,21 @@ def forward(c, temp, W, ids, vanilla=False, ablate=None, local=False):
             out["attention"][l, h], out["tau_q"][l, h], out["tau_v"][l, h] = P, tq_h, tv_h
             if local:
                 out["local"][l, h] = masked_softmax(s)
+                local_heads.append(out["local"][l, h] @ v[g])  # tau_v = 1 too
             heads.append(P @ (tv_h[:, None] * v[g]))
         a = linear(torch.cat(heads, dim=1), W, p + ".attn.proj")
         Wo = W[p + ".attn.proj.weight"]  # [E, H hs]
         out["head_out"].append(torch.stack([heads[h] @ Wo[:, h * hs:(h + 1) * hs].t() for h in range(H)]))
+        if local:  # this layer at tau = 1 on the same input x; the stream goes on with SSA's
+            a_local = linear(torch.cat(local_heads, dim=1), W, p + ".attn.proj")
+            out["local_head_out"].append(torch.stack([local_heads[h] @ Wo[:, h * hs:(h + 1) * hs].t() for h in range(H)]))
+            if c["parallel_residual"]:
+                n2 = n1 if c["shared_attention_norm"] else norm(c, x, W, p + ".norm_2")
+                m_local = mlp(c, n2, W, p + ".mlp")
+            else:
+                m_local = mlp(c, norm(c, x + a_local, W, p + ".norm_2"), W, p + ".mlp")
+            out["local_mlp_out"].append(m_local)
+            out["local_resid"].append(x + a_local + m_local)
         if c["parallel_residual"]:
             n2 = n1 if c["shared_attention_norm"] else norm(c, x, W, p + ".norm_2")
             m = mlp(c, n2, W, p + ".mlp")
@@ -562,12 +575,21 @@ def forward(c, temp, W, ids, vanilla=False, ablate=None, local=False):
     return out
 
 
+def local_run(ssa):
+    """The layer-local side of SPEC section 10 from forward(local=True): lens rows the embeddings
+    and, after layer l, SSA's residual before it plus what layer l writes at tau = 1; parts what
+    each head and MLP writes so; the final norm's scale SSA's ("frozen"); no logits of its own."""
+    return {"resid": [ssa["resid"][0]] + ssa["local_resid"], "head_out": ssa["local_head_out"], "mlp_out": ssa["local_mlp_out"],
+            "attn_bias": ssa["attn_bias"], "final": ssa["final"], "frozen": ssa["resid"][-1]}
+
+
 def lens_and_attribution(run, ids):
     """SPEC section 10 from its definitions: the logit lens (each residual through the final norm and
     the head) and each part's direct logit attribution to the next token, the final norm's scale
-    frozen at the final residual. `run` holds the forward's residuals, heads' and MLPs' outputs,
-    the attention projections' biases and the final norm and head ("final"). Returns (name,
-    tensor) pairs for reference.safetensors."""
+    frozen at the final residual ("frozen" where it is another run's). `run` holds the forward's
+    residuals, heads' and MLPs' outputs, the attention projections' biases and the final norm and
+    head ("final"). Returns (name, tensor) pairs for reference.safetensors; target_logit is the
+    model's logit, or without one (local_run) the parts' sum."""
     f = run["final"]
     L, H, T = len(run["head_out"]), run["head_out"][0].shape[0], len(ids)
     target = torch.tensor(ids[1:])
@@ -587,7 +609,7 @@ def lens_and_attribution(run, ids):
     for r in run["resid"]:
         logp = torch.log_softmax(logits(r), dim=-1)
         lens_loss.append(-logp[:-1].gather(1, target[:, None])[:, 0])
-    final = run["resid"][-1][:-1]  # [T-1, E]: the positions that predict a token
+    final = run.get("frozen", run["resid"][-1])[:-1]  # [T-1, E]: the positions that predict a token
     g, rows = f["g"], f["head"][target]  # rows [T-1, E]
     if f["rms"]:
         scale = torch.sqrt((final * final).mean(-1, keepdim=True) + f["eps"])
@@ -606,10 +628,12 @@ def lens_and_attribution(run, ids):
         const = const + (f["b"] * rows).sum(-1)
     if f["head_bias"] is not None:
         const = const + f["head_bias"][target]
-    logit = run["logits"][:-1].gather(1, target[:, None])[:, 0]
     total = dla.sum((0, 1)) + dla_mlp.sum(0) + dla_embed + const
-    check_close("the parts of the attribution sum to the logit", total, logit, 1e-9 * float(logit.abs().max()) + 1e-9)
-    check_close("the lens's last row is the model's loss", lens_loss[-1], predictions(run["logits"], ids)["loss"], 1e-9)
+    logit = total
+    if "logits" in run:
+        logit = run["logits"][:-1].gather(1, target[:, None])[:, 0]
+        check_close("the parts of the attribution sum to the logit", total, logit, 1e-9 * float(logit.abs().max()) + 1e-9)
+        check_close("the lens's last row is the model's loss", lens_loss[-1], predictions(run["logits"], ids)["loss"], 1e-9)
     return [("lens_loss", torch.stack(lens_loss)), ("dla", dla), ("dla_mlp", dla_mlp), ("dla_embed", dla_embed),
             ("dla_const", const), ("target_logit", logit)]
 
@@ -951,6 +975,11 @@ def run_case(case, out_dir, tokenizer_dir, cache):
         ref += [(k + suffix, pred[k]) for k in ("loss", "top_ids", "top_probs", "top_gap")]
     ref += lens_and_attribution(ssa, ids)
     ref += [(k + "_vanilla", v) for k, v in lens_and_attribution(vanilla, ids)]
+    local_lens = dict(lens_and_attribution(local_run(ssa), ids))
+    # Layer 0 alone at tau = 1 is the tau = 1 pass's layer 0: the same lens row.
+    check_close(f"{name}: layer-local lens row 1 equals tau = 1's", local_lens["lens_loss"][1],
+                dict(ref)["lens_loss_vanilla"][1], 1e-9)
+    ref += [(k + "_local", v) for k, v in local_lens.items()]
     ref += [("last_logits", ssa["logits"][-1]), ("attention_local", ssa["local"]),
             ("attention_ablated", ablated["attention"]), ("loss_ablated", predictions(ablated["logits"], ids)["loss"])]
     if case.get("twin"):

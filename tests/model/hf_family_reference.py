@@ -294,6 +294,7 @@ def hf_forward(s, W, ids, beta=False, vanilla=False, ablate=None, local=False, w
            "tau_v": torch.ones(s.L, H, T, dtype=F64)}
     if local:
         out["local"] = torch.zeros(s.L, H, T, T, dtype=F64)
+        out["local_resid"], out["local_head_out"], out["local_mlp_out"] = [], [], []  # each layer again at tau = 1
     x = W[s.root + ("embed_in" if s.neox else "embed_tokens") + ".weight"][torch.tensor(ids)]
     # What each part writes (SPEC section 10), for the lens and attribution.
     out["resid"], out["head_out"], out["mlp_out"], out["attn_bias"] = [x], [], [], []
@@ -322,7 +323,7 @@ def hf_forward(s, W, ids, beta=False, vanilla=False, ablate=None, local=False, w
             if s.ssa.get("value"):
                 tv = lit.side_tau(s.ssa["value"], W, a, "v", G, v, h, ln_i)
         qr, kr = rotate(s, q, cos, sin), rotate(s, k, cos, sin)
-        heads = []
+        heads, local_heads = [], []
         for hh in range(H):
             g = hh // qpk
             tq_h, tv_h = tq[hh], tv[g]
@@ -333,6 +334,7 @@ def hf_forward(s, W, ids, beta=False, vanilla=False, ablate=None, local=False, w
             out["attention"][l, hh], out["tau_q"][l, hh], out["tau_v"][l, hh] = P, tq_h, tv_h
             if local:
                 out["local"][l, hh] = windowed_softmax(sc, windows[l])
+                local_heads.append(out["local"][l, hh] @ v[g])  # tau_v = 1 too
             heads.append(P @ (tv_h[:, None] * v[g]))
         proj = a + (".dense" if s.neox else ".o_proj")
         o = lin(W, torch.cat(heads, dim=1), proj)
@@ -347,6 +349,12 @@ def hf_forward(s, W, ids, beta=False, vanilla=False, ablate=None, local=False, w
             gate = lin(W, u, p + "mlp.gate_proj")
             return lin(W, gate * torch.sigmoid(gate) * lin(W, u, p + "mlp.up_proj"), p + "mlp.down_proj")
 
+        if local:  # this layer at tau = 1 on the same input x; the stream goes on with SSA's
+            o_local = lin(W, torch.cat(local_heads, dim=1), proj)
+            out["local_head_out"].append(torch.stack([local_heads[hh] @ Wo[:, hh * hd:(hh + 1) * hd].t() for hh in range(H)]))
+            m_local = mlp(norm(p + "post_attention_layernorm", x if s.parallel else x + o_local))
+            out["local_mlp_out"].append(m_local)
+            out["local_resid"].append(x + o_local + m_local)
         if s.parallel:
             m = mlp(norm(p + "post_attention_layernorm", x))
             x = x + o + m
@@ -470,6 +478,9 @@ def run_hf_case(case, out_dir, tokenizer_dir):
         ref += [(k + suffix, pred[k]) for k in ("loss", "top_ids", "top_probs", "top_gap")]
     ref += lit.lens_and_attribution(ssa, ids)
     ref += [(k + "_vanilla", v) for k, v in lit.lens_and_attribution(vanilla, ids)]
+    local_lens = dict(lit.lens_and_attribution(lit.local_run(ssa), ids))
+    lit.check_close(f"{name}: layer-local lens row 1 equals tau = 1's", local_lens["lens_loss"][1], dict(ref)["lens_loss_vanilla"][1], 1e-9)
+    ref += [(k + "_local", v) for k, v in local_lens.items()]
     ref += [("last_logits", ssa["logits"][-1]), ("attention_local", ssa["local"]),
             ("attention_ablated", ablated["attention"]), ("loss_ablated", lit.predictions(ablated["logits"], ids)["loss"])]
     path = os.path.join(d, "reference.safetensors")

@@ -404,7 +404,9 @@ def forward(case, W, ids, vanilla, local=None, capture=None):
     `local` [L,H,T,T], when given, receives the layer-local tau = 1 maps: each layer's own q and k
     (the SSA model's residual stream) with tau_q = 1. `capture`, a dict, receives what each part
     writes (SPEC section 10): resid [L+1] x [T,E] (the embeddings, then after each layer), head_out
-    [L] x [H,T,E] (each head through its rows of the projection), mlp_out [L] x [T,E], attn_bias."""
+    [L] x [H,T,E] (each head through its rows of the projection), mlp_out [L] x [T,E], attn_bias;
+    with `local` too, the same of the layer-local run (local_head_out, local_mlp_out, local_resid:
+    each layer again at tau = 1 on the SSA stream's input to it)."""
     H, E = case["H"], case["E"]
     d = E // H
     eps = 1e-5
@@ -446,6 +448,15 @@ def forward(case, W, ids, vanilla, local=None, capture=None):
                     local[l, h, i, :i + 1] = torch.softmax((k[:i + 1] @ q[i]) / math.sqrt(d), dim=0)
             heads_out.append(y)
         y = torch.cat(heads_out, dim=1)
+        if capture is not None and local is not None:  # this layer again at tau = 1 (tau_v = 1 too) on the same input
+            Wo = W[f"{l}.attn_proj.w"]
+            lh = [local[l, h] @ v_all[:, h * d:(h + 1) * d] for h in range(H)]
+            mid = hidden + (torch.cat(lh, dim=1) @ Wo + W[f"{l}.attn_proj.b"])
+            x2 = layer_norm(mid, W[f"{l}.ln_2.w"], W[f"{l}.ln_2.b"], eps)
+            m_local = activation(x2 @ W[f"{l}.c_fc.w"] + W[f"{l}.c_fc.b"], case["act"]) @ W[f"{l}.mlp_proj.w"] + W[f"{l}.mlp_proj.b"]
+            capture.setdefault("local_head_out", []).append(torch.stack([lh[h] @ Wo[h * d:(h + 1) * d] for h in range(H)]))
+            capture.setdefault("local_mlp_out", []).append(m_local)
+            capture.setdefault("local_resid", []).append(mid + m_local)
         hidden = hidden + (y @ W[f"{l}.attn_proj.w"] + W[f"{l}.attn_proj.b"])
         x2 = layer_norm(hidden, W[f"{l}.ln_2.w"], W[f"{l}.ln_2.b"], eps)
         m = activation(x2 @ W[f"{l}.c_fc.w"] + W[f"{l}.c_fc.b"], case["act"])
@@ -603,7 +614,8 @@ def lens_and_attribution(W, run, ids):
     """Each residual through the final LayerNorm and the tied head (the lens's loss of the next
     token), and each part's share of the next token's logit with the final norm's scale frozen at
     the final residual: g (c - mean c) / sqrt(var(r_L) + eps) . wte[next]; the final norm's bias
-    and the projections' biases in the constants. Checks that the parts sum to the logit."""
+    and the projections' biases in the constants. Checks that the parts sum to the logit. With
+    run["frozen"] (the layer-local run: its final scale is SSA's), the logit is the parts' sum."""
     eps = 1e-5
     g, b, wte = W["ln_f.w"].double(), W["ln_f.b"].double(), W["wte"].double()
     T = len(ids)
@@ -613,7 +625,7 @@ def lens_and_attribution(W, run, ids):
     for r in resid:
         logp = torch.log_softmax(layer_norm(r, g, b, eps) @ wte.t(), -1)
         lens_loss.append(-logp[:-1].gather(1, target[:, None])[:, 0])
-    final = resid[-1][:-1]
+    final = run.get("frozen", resid[-1]).double()[:-1]
     scale = torch.sqrt(((final - final.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + eps)
     rows = wte[target]
     through = lambda c: ((g * (c - c.mean(-1, keepdim=True)) / scale) * rows).sum(-1)
@@ -623,8 +635,11 @@ def lens_and_attribution(W, run, ids):
     const = (b * rows).sum(-1)
     for bias in run["attn_bias"]:
         const = const + through(bias.double().expand(T - 1, -1))
-    logit = (layer_norm(resid[-1], g, b, eps) @ wte.t())[:-1].gather(1, target[:, None])[:, 0]
     total = dla.sum((0, 1)) + dla_mlp.sum(0) + dla_embed + const
+    if "frozen" in run:
+        return [("lens_loss", torch.stack(lens_loss)), ("dla", dla), ("dla_mlp", dla_mlp), ("dla_embed", dla_embed),
+                ("dla_const", const), ("target_logit", total)]
+    logit = (layer_norm(resid[-1], g, b, eps) @ wte.t())[:-1].gather(1, target[:, None])[:, 0]
     # The parts were captured in float32 (as the forward runs): their sum meets the logit to its rounding.
     gap = float((total - logit).abs().max())
     if gap > 1e-4 * max(1.0, float(logit.abs().max())):
@@ -720,8 +735,13 @@ def run_case(case, out_dir):
     ref += [(k, v.float()) for k, v in predictions(logits, ids)]
     ref += [(k + "_vanilla", v.float()) for k, v in predictions(logits_v, ids)]
     # The logit lens and attribution (SPEC section 10), from the parts in float64.
-    for suffix, run in (("", parts), ("_vanilla", parts_v)):
+    local_run = {"resid": [parts["resid"][0]] + parts["local_resid"], "head_out": parts["local_head_out"],
+                 "mlp_out": parts["local_mlp_out"], "attn_bias": parts["attn_bias"], "frozen": parts["resid"][-1]}
+    for suffix, run in (("", parts), ("_vanilla", parts_v), ("_local", local_run)):
         ref += [(k + suffix, v.float()) for k, v in lens_and_attribution(W, run, ids)]
+    # Layer 0 alone at tau = 1 is the tau = 1 pass's layer 0.
+    if float((parts["local_resid"][0] - parts_v["resid"][1]).abs().max()) > 1e-5:
+        fail(f"{name}: the layer-local run's layer 0 differs from the tau = 1 pass's")
     # Greedy decoding: 8 argmax steps, each a whole forward pass of the sequence so far.
     if case.get("generate"):
         seq = list(ids)

@@ -68,7 +68,7 @@ void LensView::Draw(WindowState& state) {
     const model::Analysis& a = *state.analysis;
     // Stale once the text, the model or the comparison changed since it ran.
     const bool current = state.lens && state.lens->ids == a.tokens.ids && state.model && state.lens->model_dir == state.model->dir &&
-                         state.lens->compare_label == a.compare_label;
+                         state.lens->compare_label == LensKey(a);
     ImGui::BeginDisabled(state.lens_running || a.n_tokens < 2);
     if (ImGui::Button(state.lens && !current ? "Run the lens again" : "Run the lens")) state.lens_request = true;
     ImGui::EndDisabled();
@@ -86,11 +86,13 @@ void LensView::Draw(WindowState& state) {
                     "output projection) and each MLP add to the next token's logit, the final norm's scale held at the final "
                     "residual's; the parts, with the embeddings and biases, sum to the logit.\n"
                     "Click a column to select that query.\n"
-                    "With a layer-local comparison the lens's comparison is the whole model at tau = 1 (a pass of its own).");
+                    "With a layer-local comparison each layer runs again at tau = 1 on SSA's own input: a head's two bars "
+                    "differ by its own layer's temperatures alone, and the comparison's logit is its parts' sum (no single "
+                    "pass computes it).");
     const int T = a.n_tokens;
     if (T < 2) return;
     const int position = state.query >= 0 && state.query < T - 1 ? state.query : T - 2;
-    const std::string cmp = LensCompareName(a);  // a layer-local comparison's lens is tau = 1 throughout
+    const std::string cmp = CompareName(a);
     if (state.lens && current) {
         const LensPair& lens = *state.lens;
         if (m_for != state.lens) {
@@ -109,7 +111,7 @@ void LensView::Draw(WindowState& state) {
     // residual stream the worker keeps (the first position of a text runs the forward pass).
     const LensAtPair* at = state.lens_at.get();
     const bool this_text = at && at->ids == a.tokens.ids && state.model && at->model_dir == state.model->dir &&
-                           at->compare_label == a.compare_label;
+                           at->compare_label == LensKey(a);
     if (!this_text || at->position != position) state.lens_at_wanted = position;  // another position's stays shown meanwhile
     if (!this_text) {
         ImGui::TextDisabled("reading position %d's residual stream...", position);
@@ -237,7 +239,8 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
                 TokenLabel(a.tokens.pieces[t + 1]).c_str(), s.logit);
     if (c) {
         ImGui::SameLine();
-        ImGui::TextDisabled("%.3f (%s)", c->logit, cmp.c_str());
+        const bool local = a.comparison == model::Comparison::LayerLocal && !HasTwin(a) && !a.HasBase();
+        ImGui::TextDisabled(local ? "%.3f (%s: its parts' sum)" : "%.3f (%s)", c->logit, cmp.c_str());
     }
     auto at = [&](const Parts& x, int l, int h) { return x.heads[static_cast<size_t>(l) * H + h]; };
     // Heads by the size of their SSA part; the comparison's beside each.

@@ -216,22 +216,3 @@ TEST(BatchSummary, KeepsItsColumns) {
 }
 
 }  // namespace
-
-namespace {
-
-// The lens's comparison side is named for what the engine runs there: with a layer-local
-// comparison that is the whole model at tau = 1 (RunLens has no layer-local side), so the Lens
-// tab must not call it "layer-local"; every other comparison keeps its one name.
-TEST(Names, TheLensNamesItsComparisonForWhatRan) {
-    model::Analysis counterfactual, local, twin;
-    counterfactual.compare_label = local.compare_label = "vanilla";
-    local.comparison = model::Comparison::LayerLocal;
-    twin.comparison = model::Comparison::Twin;
-    twin.compare_label = "/models/english/vanilla-twin";
-    EXPECT_NE(app::CompareName(local), app::CompareName(counterfactual));
-    EXPECT_EQ(app::LensCompareName(local), app::CompareName(counterfactual));
-    EXPECT_EQ(app::LensCompareName(counterfactual), app::CompareName(counterfactual));
-    EXPECT_EQ(app::LensCompareName(twin), app::CompareName(twin));
-}
-
-}  // namespace

@@ -124,3 +124,11 @@ def test_lens_and_attribution_against_the_family_reference(case):
         a.attribute(100000, 1)
     with pytest.raises(ValueError, match="layer 99 is out of range"):
         a.lens_top(99, 0)
+    # The layer-local comparison's lens: each layer again at tau = 1 on SSA's input; its parts with
+    # SSA's final scale, summing to its logit (the reference's own sum in float64).
+    local = m.analyze(ids, compare="local")
+    assert local.comparison_kind == "local"
+    assert worst(local.lens_loss_compare, ref["lens_loss_local"]) <= 1e-4
+    assert worst(local.dla_compare, ref["dla_local"]) <= 1e-4 * scale
+    assert worst(local.lens("compare")["dla_mlp"], ref["dla_mlp_local"]) <= 1e-4 * scale
+    assert worst(local.lens("compare")["logit"], ref["target_logit_local"]) <= 1e-4 * scale

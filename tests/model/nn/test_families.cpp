@@ -236,15 +236,29 @@ TEST_P(Families, AnEditedTextMatchesTheReference) {
     });
 }
 
-// Issue 35: the logit lens and every attribution part, SSA and tau = 1, against the reference's
-// (family_reference.py: each part from its definition, in float64) within 1e-4 (the logit's parts
-// relative to the logits' size); the parts sum to the model's logit.
+// The lens's sides the families' tests run: SSA, the tau = 1 pass and the layer-local run (each
+// layer again at tau = 1 on SSA's input), with the comparison that gives each and the reference's
+// suffix.
+struct LensSide {
+    model::MapSide side;
+    std::string suffix;
+    model::Comparison comparison;
+};
+const LensSide kLensSides[] = {{model::MapSide::Ssa, "", model::Comparison::Counterfactual},
+                               {model::MapSide::Compare, "_vanilla", model::Comparison::Counterfactual},
+                               {model::MapSide::Compare, "_local", model::Comparison::LayerLocal}};
+
+// Issue 35: the logit lens and every attribution part, SSA, tau = 1 and layer-local, against the
+// reference's (family_reference.py: each part from its definition, in float64) within 1e-4 (the
+// logit's parts relative to the logits' size); the parts sum to the model's logit (layer-local: to
+// the side's logit, which is their sum in the reference, computed there from the parts in float64).
 TEST_P(Families, LensAndAttributionMatchTheReference) {
     FamilyCase c(GetParam());
     ASSERT_TRUE(c.ok) << c.error;
     auto engine = Open(c);
     ASSERT_TRUE(engine);
-    for (const auto& [side, suffix] : {std::pair<model::MapSide, std::string>{model::MapSide::Ssa, ""}, {model::MapSide::Compare, "_vanilla"}}) {
+    for (const auto& [side, suffix, comparison] : kLensSides) {
+        ASSERT_TRUE(engine->SetComparison(comparison).ok());
         auto lens = engine->RunLens(c.ids, side);
         ASSERT_TRUE(lens.ok()) << lens.error();
         ExpectClose(lens->loss, c.Ref("lens_loss" + suffix), kTolerance, "lens loss" + suffix);
@@ -330,7 +344,8 @@ TEST_P(FamiliesLensEdits, TheLensAfterAnEditMatchesTheReference) {
     middle[T / 2] = (middle[T / 2] + 1) % 50257;
     longer.insert(longer.end(), {c.ids[1], c.ids[2], c.ids[3]});
     first[0] = (first[0] + 7) % 50257;
-    for (const auto& [side, suffix] : {std::pair<model::MapSide, std::string>{model::MapSide::Ssa, ""}, {model::MapSide::Compare, "_vanilla"}}) {
+    for (const auto& [side, suffix, comparison] : kLensSides) {
+        ASSERT_TRUE(engine->SetComparison(comparison).ok() && fresh->SetComparison(comparison).ok());
         auto want = fresh->RunLens(c.ids, side);
         ASSERT_TRUE(want.ok()) << want.error();
         float scale = 1;

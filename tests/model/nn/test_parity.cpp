@@ -87,9 +87,10 @@ std::vector<std::string> AllCases() {
 TEST_P(Parity, LensAndAttributionMatchTheReference) {
     ReferenceCase c(GetParam());
     ASSERT_TRUE(c.ok) << c.error;
-    for (const auto& [vanilla, suffix] : {std::pair<bool, std::string>{false, ""}, {true, "_vanilla"}}) {
+    for (const auto& [run, suffix] : {std::pair<model::LensRun, std::string>{model::LensRun::Ssa, ""}, {model::LensRun::Vanilla, "_vanilla"},
+                                      {model::LensRun::LayerLocal, "_local"}}) {
         model::LensOptions options;
-        options.vanilla = vanilla;
+        options.run = run;
         auto lens = model::RunLens(c.gpt, c.ids, options);
         ASSERT_TRUE(lens.ok()) << lens.error();
         const int64_t L = lens->n_layer, H = lens->n_head, n = lens->n_tokens - 1;
