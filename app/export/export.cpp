@@ -383,8 +383,18 @@ ExportFile FigureFile(std::string path, const char* extension, std::function<viz
 
 }  // namespace
 
+model::Status MatchLensComparison(model::Engine& engine, const model::Analysis& a) {
+    const model::Comparison now = engine.comparison(), want = a.comparison;
+    if (now == want) return model::Ok{};
+    const auto of_one_model = [](model::Comparison c) { return c == model::Comparison::Counterfactual || c == model::Comparison::LayerLocal; };
+    if (of_one_model(want) && of_one_model(now)) return engine.SetComparison(want);
+    return model::Fail(std::string("this analysis compared with ") + model::ToString(want) + " and the model now compares with " +
+                       model::ToString(now) + ": analyze the text again for its lens");
+}
+
 model::Result<std::vector<std::shared_ptr<const model::Lens>>> RunLensSides(model::Engine& engine, const model::Analysis& a,
                                                                      const std::function<void(size_t, size_t)>& side_done) {
+    if (auto matched = MatchLensComparison(engine, a); !matched) return model::Fail(matched.error());
     const bool compare = !a.compare_label.empty() && a.comparison != model::Comparison::Unedited;
     std::vector<std::shared_ptr<const model::Lens>> sides;
     for (model::MapSide side : {model::MapSide::Ssa, model::MapSide::Compare}) {

@@ -59,6 +59,10 @@ std::vector<ExportFile> LensFiles(std::shared_ptr<const model::Lens> lens, std::
 // or has no comparison, on its comparison (tau = 1, the twin, or with a base its weights at tau =
 // 1), each a forward pass of its own (the model as loaded: the caller refuses what-ifs);
 // `side_done(sides done, sides)` after each.
+// The engine's comparison made `a`'s where the lens's comparison side depends on it (tau = 1 and
+// layer-local are the same model's: a later analysis may have switched between them), or a
+// one-line error where `a` compared with another model than the engine now does.
+model::Status MatchLensComparison(model::Engine& engine, const model::Analysis& a);
 model::Result<std::vector<std::shared_ptr<const model::Lens>>> RunLensSides(model::Engine& engine, const model::Analysis& a,
                                                                      const std::function<void(size_t, size_t)>& side_done = {});
 // LensFiles of those sides, pieces named by the engine's tokenizer.

@@ -349,7 +349,10 @@ py::dict Lens(const AnalysisHandle& h, const std::string& side_name) {
     {
         py::gil_scoped_release release;
         std::lock_guard<std::mutex> lock(h.core->mutex);
-        auto result = h.core->Run().engine().RunLens(h.A().tokens.ids, side);
+        model::Engine& engine = h.core->Run().engine();
+        if (side != model::MapSide::Ssa)
+            if (auto matched = MatchLensComparison(engine, h.A()); !matched) throw BadArgument(matched.error());
+        auto result = engine.RunLens(h.A().tokens.ids, side);
         if (!result) throw BadArgument(result.error());
         lens = std::make_shared<model::Lens>(std::move(*result));
     }
@@ -393,7 +396,10 @@ py::array Attribute(const AnalysisHandle& h, int64_t position, int64_t token, co
         std::lock_guard<std::mutex> lock(h.core->mutex);
         // From the residual stream the engine keeps for this text and side: a second position or
         // target of the same analysis costs its own products, not another forward pass.
-        auto result = h.core->Run().engine().RunLensAt(h.A().tokens.ids, side, position, static_cast<int32_t>(token));
+        model::Engine& engine = h.core->Run().engine();
+        if (side != model::MapSide::Ssa)
+            if (auto matched = MatchLensComparison(engine, h.A()); !matched) throw BadArgument(matched.error());
+        auto result = engine.RunLensAt(h.A().tokens.ids, side, position, static_cast<int32_t>(token));
         if (!result) throw BadArgument(result.error());
         parts = std::make_shared<std::vector<float>>(std::move(result->parts));
     }

@@ -126,9 +126,13 @@ def test_lens_and_attribution_against_the_family_reference(case):
         a.lens_top(99, 0)
     # The layer-local comparison's lens: each layer again at tau = 1 on SSA's input; its parts with
     # SSA's final scale, summing to its logit (the reference's own sum in float64).
+    # A later analysis with tau = 1 leaves each its own comparison's lens (the engine switches back).
     local = m.analyze(ids, compare="local")
     assert local.comparison_kind == "local"
+    again = m.analyze(ids, compare="vanilla")
     assert worst(local.lens_loss_compare, ref["lens_loss_local"]) <= 1e-4
     assert worst(local.dla_compare, ref["dla_local"]) <= 1e-4 * scale
     assert worst(local.lens("compare")["dla_mlp"], ref["dla_mlp_local"]) <= 1e-4 * scale
     assert worst(local.lens("compare")["logit"], ref["target_logit_local"]) <= 1e-4 * scale
+    assert worst(again.lens_loss_compare, ref["lens_loss_vanilla"]) <= 1e-4
+    assert abs(float(local.attribute(t, ids[t + 1], side="compare")["heads"][1, 0]) - float(ref["dla_local"][1, 0, t])) <= 1e-4 * scale
