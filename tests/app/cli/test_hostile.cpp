@@ -121,7 +121,7 @@ TEST_F(Cli, ExportNeverWritesThroughLinksInsideItsFolder) {
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(ReadFile(outside + "/victim.json"), "precious");
     EXPECT_FALSE(fs::is_symlink(out + "/metrics.json"));
-    EXPECT_NO_THROW(static_cast<void>(json::parse(ReadFile(out + "/metrics.json"))));
+    EXPECT_TRUE(json::accept(ReadFile(out + "/metrics.json")));
     // A link where a folder goes is refused before anything is written.
     fs::create_symlink(outside, out + "/csv");
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "hello world", "--out", out, "--format", "csv"}), 1,
