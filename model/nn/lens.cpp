@@ -180,6 +180,16 @@ Parts Attribution(const SsaGpt& m, const Stream& s, const at::Tensor& positions,
     return p;
 }
 
+// One row's parts as LensAt::parts and Attribute give them: heads (layer-major), MLPs, embeddings, constants.
+std::vector<float> Flat(const Parts& p) {
+    std::vector<float> parts = ToVector(p.heads);
+    for (const at::Tensor& t : {p.mlp, p.embed, p.constants}) {
+        const std::vector<float> v = ToVector(t);
+        parts.insert(parts.end(), v.begin(), v.end());
+    }
+    return parts;
+}
+
 // The parts' sum at each row, [R]: the logit of a side no single pass computes (layer-local).
 at::Tensor Sum(const Parts& p) { return p.heads.flatten(0, 1).sum(0) + p.mlp.sum(0) + p.embed + p.constants; }
 
@@ -352,11 +362,7 @@ Result<LensAt> LensAtPosition(const SsaGpt& m, const LensStream& s, const std::v
     if (out.target >= 0) {
         const auto long_opts = at::TensorOptions().dtype(at::kLong).device(m.device());
         const Parts p = Attribution(m, s, at::full({1}, position, long_opts), at::full({1}, static_cast<int64_t>(out.target), long_opts));
-        out.parts = ToVector(p.heads);
-        for (const at::Tensor& t : {p.mlp, p.embed, p.constants}) {
-            const std::vector<float> v = ToVector(t);
-            out.parts.insert(out.parts.end(), v.begin(), v.end());
-        }
+        out.parts = Flat(p);
         out.logit = s.run == LensRun::LayerLocal ? Sum(p)[0].item<float>()
                                                  : logits[L][out.target].item<float>();
     }
@@ -376,12 +382,7 @@ Result<std::vector<float>> Attribute(const SsaGpt& m, const std::vector<int32_t>
     if (!stream) return Fail(stream.error());
     const auto long_opts = at::TensorOptions().dtype(at::kLong).device(m.device());
     const Parts p = Attribution(m, *stream, at::full({1}, position, long_opts), at::full({1}, static_cast<int64_t>(token), long_opts));
-    std::vector<float> parts = ToVector(p.heads);
-    for (const at::Tensor& t : {p.mlp, p.embed, p.constants}) {
-        const std::vector<float> v = ToVector(t);
-        parts.insert(parts.end(), v.begin(), v.end());
-    }
-    return parts;
+    return Flat(p);
 }
 
 }  // namespace model
