@@ -11,17 +11,18 @@
 #      at 1,024 (its [L, 2, H, T, T] capture at 8,192 needs 380 GB).
 # Each stage is bounded by `timeout` and writes its log under OUT as it goes, so a stage that runs
 # out of time leaves the ones before it.
+#   2b. the attention rows' CUDA softmax (SSAVIZ_CUDA_SOFTMAX=1): exactness and time, on and off;
 #   3b. the logit lens (whole, and one position from the kept stream) at GPT-2 small's shape;
 #   4. where the time goes: the 8,192-token analysis under nsys (when the machine has it; else
 #      LibTorch's own profiler through ssaviz_bench's SSAVIZ_BENCH_TRACE, at 1,024 and 8,192 tokens
 #      and for edits at 8,192, summarised by bench/trace_summary.py), the CUDA kernels ranked by time.
 #   usage: bash bench/gpu.sh OUT            (from the project's root, on the GPU machine)
-#          SSAVIZ_GPU_STAGES="fused exact small tiny profile" picks stages (all by default);
+#          SSAVIZ_GPU_STAGES="fused exact small softmax tiny profile" picks stages (all by default);
 #          SSAVIZ_GPU_SMALL_TOKENS=1024,4096, SSAVIZ_GPU_TINY_TOKENS="1024 8192" and SSAVIZ_GPU_TINY_BASELINE=1
 #          (the defaults) the sizes, to fit what is left of a session's device time; the whole run
 #          takes about 5 minutes on an H200 with 16 cores, so one device session can run it twice.
 set -uo pipefail
-stages=${SSAVIZ_GPU_STAGES:-fused exact small lens tiny profile}
+stages=${SSAVIZ_GPU_STAGES:-fused exact small softmax lens tiny profile}
 want() { [[ " $stages " == *" $1 "* ]]; }
 out=${1:?usage: bash bench/gpu.sh OUT}
 mkdir -p "$out"
@@ -54,6 +55,13 @@ stage "the fused row statistics on $dev against the torch ops (float64)"
 timeout 60 "$build/ssaviz_fused_check" --device "$dev" >"$out/fused-check.txt" 2>&1
 echo "ssaviz_fused_check: rc $?, $(tail -n 1 "$out/fused-check.txt")" | tee -a "$out/stages.txt"
 fi
+exact() {  # NAME DEVICE TAG EXTRA...   writes $work/out-NAME-DEVICE-TAG
+  local name=$1 device=$2 tag=$3; shift 3
+  timeout 40 "$build/ssaviz" export --model "$work/$name" --device "$device" --text-file "$work/text.txt" --truncate \
+    --format npy,json --out "$work/out-$name-$device-$tag" "$@" >>"$out/exactness-log.txt" 2>&1 ||
+    echo "export $name on $device $* failed" | tee -a "$out/exactness-log.txt"
+}
+
 if want exact; then
 stage "exactness: $dev against the CPU"
 mk() {  # NAME FLAGS...
@@ -67,61 +75,13 @@ mk llama --family llama --kv-heads 2 --save-dtype bf16 --seed 6
 mk mistral --family mistral --kv-heads 1 --seed 7
 mk llama3 --family llama3 --kv-heads 2 --seed 8
 cp -r "$here/assets/models/english/ssa" "$work/english"
-exact() {  # NAME DEVICE TAG EXTRA...   writes $work/out-NAME-DEVICE-TAG
-  local name=$1 device=$2 tag=$3; shift 3
-  timeout 40 "$build/ssaviz" export --model "$work/$name" --device "$device" --text-file "$work/text.txt" --truncate \
-    --format npy,json --out "$work/out-$name-$device-$tag" "$@" >>"$out/exactness-log.txt" 2>&1 ||
-    echo "export $name on $device $* failed" | tee -a "$out/exactness-log.txt"
-}
 for name in english gpt2 pythia llama mistral llama3; do
   exact "$name" cpu f32 --lens; exact "$name" "$dev" f32 --lens
 done
 exact gpt2 cpu twin --compare "$work/twin"; exact gpt2 "$dev" twin --compare "$work/twin"
 exact gpt2 "$dev" bf16 --dtype bf16; exact llama "$dev" bf16 --dtype bf16
 [ "$dev" = cuda ] && exact gpt2 cuda f16 --dtype f16
-"$py" - "$work" "$dev" <<'EOF' | tee "$out/exactness.txt"
-import glob, json, os, sys
-import numpy as np
-work, dev = sys.argv[1], sys.argv[2]
-def compare(a, b, label):
-    worst = []
-    for f in sorted(glob.glob(os.path.join(a, "*.npy"))):
-        name = os.path.basename(f)
-        g = os.path.join(b, name)
-        if not os.path.exists(g):
-            worst.append(f"{name}: missing"); continue
-        x, y = np.load(f).astype(np.float64), np.load(g).astype(np.float64)
-        if x.shape != y.shape:
-            worst.append(f"{name}: shape {x.shape} vs {y.shape}"); continue
-        both = np.isfinite(x) & np.isfinite(y)
-        d = np.abs(x - y)[both].max() if both.any() else 0.0
-        worst.append(f"{name} {d:.2e}")
-    def numbers(v, path=""):  # metrics.json's numeric leaves by path
-        if isinstance(v, dict):
-            for k, x in v.items(): yield from numbers(x, path + "/" + k)
-        elif isinstance(v, list):
-            for i, x in enumerate(v): yield from numbers(x, path + f"[{i}]")
-        elif isinstance(v, (int, float)) and not isinstance(v, bool):
-            yield path, float(v)
-    try:
-        ja = dict(numbers(json.load(open(os.path.join(a, "metrics.json")))))
-        jb = dict(numbers(json.load(open(os.path.join(b, "metrics.json")))))
-        skip = ("ms", "threads", "seconds")
-        keys = [k for k in ja if k in jb and not any(k.endswith(s) for s in skip) and np.isfinite(ja[k]) and np.isfinite(jb[k])]
-        if keys:
-            k = max(keys, key=lambda k: abs(ja[k] - jb[k]))
-            worst.append(f"metrics.json {abs(ja[k] - jb[k]):.2e} ({k})")
-    except (OSError, ValueError) as e:
-        worst.append(f"metrics.json: {e}")
-    print(f"{label:38s} " + ", ".join(worst))
-for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]:
-    compare(f"{work}/out-{name}-cpu-f32", f"{work}/out-{name}-{dev}-f32", f"{name} {dev} vs cpu (f32)")
-compare(f"{work}/out-gpt2-cpu-twin", f"{work}/out-gpt2-{dev}-twin", f"gpt2 + twin {dev} vs cpu")
-compare(f"{work}/out-gpt2-{dev}-f32", f"{work}/out-gpt2-{dev}-bf16", f"gpt2 {dev} bf16 vs f32")
-compare(f"{work}/out-llama-{dev}-f32", f"{work}/out-llama-{dev}-bf16", f"llama {dev} bf16 vs f32")
-if dev == "cuda":
-    compare(f"{work}/out-gpt2-cuda-f32", f"{work}/out-gpt2-cuda-f16", "gpt2 cuda f16 vs f32")
-EOF
+"$py" "$here/bench/compare_exports.py" "$work" "$dev" | tee "$out/exactness.txt"
 fi
 
 if want small; then
@@ -129,6 +89,27 @@ stage "GPT-2 small's shape on CUDA against PyTorch CUDA"
 "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
 timeout 90 "$build/ssaviz_bench" --model "$small" --device "$dev" --python "$py" --tokens "${SSAVIZ_GPU_SMALL_TOKENS:-1024,4096}" --repeats 3 2>&1 | tee "$out/bench-small.txt"
 timeout 90 "$build/ssaviz_bench" --model "$small" --device "$dev" --tokens 8192 --repeats 2 --no-baseline 2>&1 | tee -a "$out/bench-small.txt"
+fi
+
+# The attention rows' CUDA softmax (metrics_cuda.cu's MaskedSoftmaxRows, off unless
+# SSAVIZ_CUDA_SOFTMAX=1 until checked here): every family's export with it against the exact
+# stage's CPU exports, then full analyses and edits with it and without.
+if want softmax; then
+stage "the attention rows' CUDA softmax (SSAVIZ_CUDA_SOFTMAX=1) against the CPU, and its time"
+if [ -d "$work/out-gpt2-cpu-f32" ]; then
+  for name in english gpt2 pythia llama mistral llama3; do SSAVIZ_CUDA_SOFTMAX=1 exact "$name" "$dev" softmax --lens; done
+  SSAVIZ_CUDA_SOFTMAX=1 exact gpt2 "$dev" softmax-twin --compare "$work/twin"
+  "$py" "$here/bench/compare_exports.py" "$work" "$dev" softmax | tee "$out/softmax-exactness.txt"
+fi
+[ -f "$small/model.safetensors" ] ||
+  "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
+for what in ${SSAVIZ_GPU_SOFTMAX_RUNS:-full:1024 full:8192 end:8192 middle:8192}; do
+  for on in 0 1; do
+    echo "SSAVIZ_CUDA_SOFTMAX=$on --only ${what%%:*} --tokens ${what##*:}" | tee -a "$out/softmax-time.txt"
+    SSAVIZ_CUDA_SOFTMAX=$on timeout 60 "$build/ssaviz_bench" --model "$small" --device "$dev" --only "${what%%:*}" --tokens "${what##*:}" \
+      --repeats 3 2>&1 | tail -n 4 | tee -a "$out/softmax-time.txt"
+  done
+done
 fi
 
 if want lens; then

@@ -3,11 +3,32 @@
 #include "model/nn/linear.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include <c10/core/InferenceMode.h>
 
+#ifdef SSAVIZ_CUDA_KERNELS
+#include "model/nn/metrics_cuda.h"
+#endif
+
 namespace model {
+
+#ifdef SSAVIZ_CUDA_KERNELS
+namespace {
+// metrics_cuda.cu's masked softmax for the attention rows on a device, with SSAVIZ_CUDA_SOFTMAX=1:
+// written and compiled without a GPU at hand, so off until bench/gpu.sh has checked it on one
+// (ssaviz_fused_check turns it on and compares it with float64).
+bool CudaSoftmax() {
+    static const bool on = [] {
+        const char* v = std::getenv("SSAVIZ_CUDA_SOFTMAX");
+        return v && std::strcmp(v, "1") == 0;
+    }();
+    return on;
+}
+}  // namespace
+#endif
 
 TemperatureTerms TemperatureParts(const TemperatureForm& form, const TemperatureParams& params, const at::Tensor& z_heads,
                                   const at::Tensor& x, int64_t first) {
@@ -121,6 +142,14 @@ at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Ten
         scores = GroupedMatmul(q, k.transpose(-1, -2)) * scale;
         if (tau_q.defined()) scores = scores * tau_q.unsqueeze(-1);
     }
+#ifdef SSAVIZ_CUDA_KERNELS
+    if (scores.is_cuda() && scores.scalar_type() == at::kFloat && scores.numel() > 0 && CudaSoftmax()) {
+        scores = scores.contiguous();
+        const char* error = cuda::MaskedSoftmaxRows(scores.data_ptr<float>(), scores.numel() / T, R, T, first, window);
+        TORCH_CHECK(error == nullptr, "the attention softmax kernel failed: ", error);
+        return scores;
+    }
+#endif
     const at::Tensor all = at::ones({R, T}, q.options().dtype(at::kBool));
     at::Tensor hidden = all.triu(first + 1);  // keys j > first + r
     if (window > 0 && first + R > window) hidden = hidden | all.tril(first - window);  // keys j <= first + r - window

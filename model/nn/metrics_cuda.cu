@@ -205,7 +205,75 @@ __global__ void PoolKernel(const float* p, const float* q, int64_t maps, int64_t
     out_d[cell] = up >= down * keep ? up : -down;
 }
 
+// Softmax's running state over some keys: their maximum m and the sum of exp(s - m). A key of
+// -inf adds exactly 0 (as exp(-inf - m) does in torch) and a NaN makes the sum NaN.
+struct Running {
+    float m = -INFINITY, sum = 0.0f;
+};
+
+__host__ __device__ __forceinline__ void Add(Running& r, float s) {
+    if (s == INFINITY) s = NAN;  // torch: exp(inf - inf) makes the row's sum, and so the row, NaN
+    if (s > r.m) {
+        r.sum = r.sum * expf(r.m - s) + 1.0f;  // exp(-inf) = 0 while nothing finite was seen
+        r.m = s;
+    } else if (s != -INFINITY) {
+        r.sum += expf(s - r.m);
+    }
+}
+
+__host__ __device__ __forceinline__ Running Merge(Running a, Running b) {
+    if (b.m > a.m) {
+        const Running t = a;
+        a = b;
+        b = t;
+    }
+    if (b.m != -INFINITY) a.sum += b.sum * expf(b.m - a.m);
+    else if (b.sum != b.sum) a.sum = b.sum;  // a NaN seen under a maximum of -inf
+    return a;
+}
+
+__global__ void __launch_bounds__(kThreads) MaskedSoftmaxKernel(float* scores, int64_t rows, int64_t R, int64_t T, int64_t first,
+                                                                int64_t window) {
+    __shared__ Running partial[kWarps];
+    __shared__ Running whole;
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        float* x = scores + row * T;
+        const int64_t i = first + row % R, lo = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0, hi = i + 1;
+        Running r;
+        for (int64_t j = lo + tid; j < hi; j += kThreads) Add(r, x[j]);
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            Running o;
+            o.m = __shfl_down_sync(0xffffffffu, r.m, offset);
+            o.sum = __shfl_down_sync(0xffffffffu, r.sum, offset);
+            r = Merge(r, o);
+        }
+        if (lane == 0) partial[warp] = r;
+        __syncthreads();
+        if (tid == 0) {
+            Running all = partial[0];
+            for (int w = 1; w < kWarps; ++w) all = Merge(all, partial[w]);
+            whole = all;
+        }
+        __syncthreads();
+        const float m = whole.m, sum = whole.sum;
+        // Hidden keys get 0 * (1 / sum): 0, or NaN where the row's sum is NaN (a row of -inf scores
+        // only has sum 0 and m = -inf, and its visible keys come out NaN as in torch).
+        const float hidden = 0.0f * (1.0f / sum);
+        for (int64_t j = tid; j < T; j += kThreads) x[j] = j >= lo && j < hi ? expf(x[j] - m) / sum : hidden;
+        __syncthreads();  // `whole` is the next row's
+    }
+}
+
 }  // namespace
+
+const char* MaskedSoftmaxRows(float* scores, int64_t rows, int64_t R, int64_t T, int64_t first, int64_t window) {
+    if (rows <= 0 || T <= 0) return nullptr;
+    const unsigned blocks = static_cast<unsigned>(rows < (int64_t{1} << 30) ? rows : (int64_t{1} << 30));
+    MaskedSoftmaxKernel<<<blocks, kThreads>>>(scores, rows, R, T, first, window);
+    const cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+}
 
 const char* PoolMaps(const float* p, const float* q, int64_t maps, int64_t R, int64_t T, int pool, float keep, float* out_p, float* out_q,
                      float* out_difference) {

@@ -1,6 +1,6 @@
 // The fused row statistics of metrics.h on a CUDA device: one thread block a row reads each map's
 // keys 0..i once and writes every row metric of each map and the JS divergence and L1 distance of
-// each pair. Compiled only where the LibTorch has CUDA (SSAVIZ_CUDA_KERNELS); free of LibTorch and
+// each pair; the thumbnails' pooling; the attention rows' masked softmax. Compiled only where the LibTorch has CUDA (SSAVIZ_CUDA_KERNELS); free of LibTorch and
 // CUDA types, so metrics.cpp includes it as plain C++.
 #pragma once
 
@@ -26,5 +26,12 @@ const char* CompareRows(int maps, const float* const* in, int64_t rows, int64_t 
 // negative's magnitude exceeds it by more than the factor 1 / keep). One thread a block of cells.
 const char* PoolMaps(const float* p, const float* q, int64_t maps, int64_t R, int64_t T, int pool, float keep, float* out_p, float* out_q,
                      float* out_difference);
+
+// The attention rows' causal softmax in place (forward.h's AttentionRows): `scores` is device float32
+// [rows, T], row r the query first + r % R, whose visible keys are max(0, i - window + 1)..i (window 0:
+// 0..i). One thread block a row reads the visible scores once for their maximum and sum (online),
+// then writes the row: exp(s - max) / sum on the visible keys, 0 elsewhere (NaN where the row's sum
+// is, as torch's softmax of a row with a NaN or +inf score gives).
+const char* MaskedSoftmaxRows(float* scores, int64_t rows, int64_t R, int64_t T, int64_t first, int64_t window);
 
 }  // namespace model::cuda

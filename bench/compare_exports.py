@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Two exports of the same text compared file by file (bench/gpu.sh's exactness stages): each .npy's
+largest |difference| where both are finite, and metrics.json's numeric leaf that differs most.
+
+    usage: python3 bench/compare_exports.py WORK DEVICE [softmax]
+           WORK holds out-NAME-DEVICE-TAG folders (gpu.sh's exact()); with `softmax` the exports
+           made with SSAVIZ_CUDA_SOFTMAX=1 (tag softmax) against the CPU's
+"""
+import glob, json, os, sys
+import numpy as np
+work, dev = sys.argv[1], sys.argv[2]
+softmax = len(sys.argv) > 3 and sys.argv[3] == "softmax"
+def compare(a, b, label):
+    worst = []
+    for f in sorted(glob.glob(os.path.join(a, "*.npy"))):
+        name = os.path.basename(f)
+        g = os.path.join(b, name)
+        if not os.path.exists(g):
+            worst.append(f"{name}: missing"); continue
+        x, y = np.load(f).astype(np.float64), np.load(g).astype(np.float64)
+        if x.shape != y.shape:
+            worst.append(f"{name}: shape {x.shape} vs {y.shape}"); continue
+        both = np.isfinite(x) & np.isfinite(y)
+        d = np.abs(x - y)[both].max() if both.any() else 0.0
+        worst.append(f"{name} {d:.2e}")
+    def numbers(v, path=""):  # metrics.json's numeric leaves by path
+        if isinstance(v, dict):
+            for k, x in v.items(): yield from numbers(x, path + "/" + k)
+        elif isinstance(v, list):
+            for i, x in enumerate(v): yield from numbers(x, path + f"[{i}]")
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            yield path, float(v)
+    try:
+        ja = dict(numbers(json.load(open(os.path.join(a, "metrics.json")))))
+        jb = dict(numbers(json.load(open(os.path.join(b, "metrics.json")))))
+        skip = ("ms", "threads", "seconds")
+        keys = [k for k in ja if k in jb and not any(k.endswith(s) for s in skip) and np.isfinite(ja[k]) and np.isfinite(jb[k])]
+        if keys:
+            k = max(keys, key=lambda k: abs(ja[k] - jb[k]))
+            worst.append(f"metrics.json {abs(ja[k] - jb[k]):.2e} ({k})")
+    except (OSError, ValueError) as e:
+        worst.append(f"metrics.json: {e}")
+    print(f"{label:38s} " + ", ".join(worst))
+if softmax:
+    for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]:
+        compare(f"{work}/out-{name}-cpu-f32", f"{work}/out-{name}-{dev}-softmax", f"{name} {dev} softmax kernel vs cpu")
+    compare(f"{work}/out-gpt2-cpu-twin", f"{work}/out-gpt2-{dev}-softmax-twin", f"gpt2 + twin {dev} softmax kernel vs cpu")
+    sys.exit(0)
+for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]:
+    compare(f"{work}/out-{name}-cpu-f32", f"{work}/out-{name}-{dev}-f32", f"{name} {dev} vs cpu (f32)")
+compare(f"{work}/out-gpt2-cpu-twin", f"{work}/out-gpt2-{dev}-twin", f"gpt2 + twin {dev} vs cpu")
+compare(f"{work}/out-gpt2-{dev}-f32", f"{work}/out-gpt2-{dev}-bf16", f"gpt2 {dev} bf16 vs f32")
+compare(f"{work}/out-llama-{dev}-f32", f"{work}/out-llama-{dev}-bf16", f"llama {dev} bf16 vs f32")
+if dev == "cuda":
+    compare(f"{work}/out-gpt2-cuda-f32", f"{work}/out-gpt2-cuda-f16", "gpt2 cuda f16 vs f32")
