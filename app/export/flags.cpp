@@ -27,6 +27,7 @@
 #include "app/core/examples.h"
 #include "model/arch/arch.h"
 #include "model/io/files.h"
+#include "model/nn/runtime.h"
 
 namespace app {
 
@@ -376,9 +377,9 @@ std::vector<Flag> BuildTable() {
             [](CommandOptions& o, const FlagValue& v) { o.model_dir = v.text; }, [](const CommandOptions& o) { return IfSet(o.model_dir); })
             .Required({C::Eval})
             .InSession({"model"}));
-    add(Row({"--device"}, "auto|cpu|cuda", kModel, "where the model runs (auto: the GPU when there is one)",
+    add(Row({"--device"}, "auto|cpu|cuda[:N]", kModel, "where the model runs (auto: the GPU when there is one; cuda:N: GPU N, from 0)",
             [](CommandOptions& o, const FlagValue& v) {
-                if (v.text != "auto" && v.text != "cpu" && v.text != "cuda") Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of auto, cpu, cuda");
+                if (!model::ParseDeviceName(v.text)) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of " + model::kDeviceNames);
                 o.device = v.text;
             },
             [](const CommandOptions& o) { return o.device && *o.device != "auto" ? o.device : std::nullopt; })

@@ -67,7 +67,7 @@ struct CommandOptions {
 
     // The model: info, tokenize, export, generate, eval and the window.
     std::optional<std::string> model_dir;  // --model; unset: a session's, else the bundled default
-    std::optional<std::string> device;     // --device auto|cpu|cuda; unset: a session's, else auto
+    std::optional<std::string> device;     // --device auto|cpu|cuda[:N]; unset: a session's, else auto
     std::string dtype = "f32";             // --dtype
     model::ConfigHints hints;              // --n-head, --query-form, --value-form, --activation
 

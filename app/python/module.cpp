@@ -883,6 +883,12 @@ PYBIND11_MODULE(_ssaviz, m) {
         ApplyFlags(app::Command::Export, flags, kExportExcluded, "export_batch()", &o);
         if (auto s = app::CheckExportFolder(out); !s) throw BadArgument("--out: " + s.error());
     });
+    // A device name as load() takes it, checked for its spelling only: the workers that open the
+    // model may have GPUs this process has not.
+    m.def("check_device", [](const std::string& device) {
+        app::CommandOptions o;
+        if (auto s = ApplyFlag(app::Command::Info, "--device", device, &o); !s) throw BadArgument(s.error());
+    });
     m.def("default_model", &DefaultModel);
     // A Dask worker's share: its threads_per_worker, for every model it opens and has open
     // ($SSAVIZ_THREADS still wins). Threads are process-wide in LibTorch.

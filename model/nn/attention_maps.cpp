@@ -6,6 +6,7 @@
 #include <limits>
 
 #include <ATen/Parallel.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/InferenceMode.h>
 
 #include "model/nn/forward.h"
@@ -90,6 +91,7 @@ Pooled PoolThumbnails(const at::Tensor& p, const at::Tensor& q, int pool) {
 #ifdef SSAVIZ_CUDA_KERNELS
     if (p.is_cuda() && q.device() == p.device() && p.scalar_type() == at::kFloat && q.scalar_type() == at::kFloat && p.sizes() == q.sizes()) {
         const at::Tensor pc = p.contiguous(), qc = q.contiguous();
+        const c10::DeviceGuard on_its_device(p.device());  // the kernel runs on the current device
         const int64_t R = p.size(-2), T = p.size(-1), maps = R * T > 0 ? p.numel() / (R * T) : 0;
         std::vector<int64_t> shape = p.sizes().vec();
         shape[shape.size() - 2] = (R + pool - 1) / pool;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/InferenceMode.h>
 
 #ifdef SSAVIZ_CUDA_KERNELS
@@ -145,6 +146,7 @@ at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Ten
 #ifdef SSAVIZ_CUDA_KERNELS
     if (scores.is_cuda() && scores.scalar_type() == at::kFloat && scores.numel() > 0 && CudaSoftmax()) {
         scores = scores.contiguous();
+        const c10::DeviceGuard on_its_device(scores.device());  // the kernel runs on the current device
         const char* error = cuda::MaskedSoftmaxRows(scores.data_ptr<float>(), scores.numel() / T, R, T, first, window);
         TORCH_CHECK(error == nullptr, "the attention softmax kernel failed: ", error);
         return scores;

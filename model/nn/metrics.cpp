@@ -10,6 +10,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/InferenceMode.h>
 
 #include "model/nn/model_weights.h"
@@ -299,6 +300,7 @@ Fused<N> CompareFusedCuda(const at::Tensor* const (&in)[N], int64_t first) {
         l1[k] = c.l1[k].template data_ptr<float>();
     }
     const int64_t rows = R > 0 && T > 0 ? maps[0].numel() / T : 0;
+    const c10::DeviceGuard on_its_device(maps[0].device());  // the kernel runs on the current device
     const char* error = cuda::CompareRows(N, pointers, rows, R, T, first, out, js, l1);
     TORCH_CHECK(error == nullptr, "the row statistics kernel failed: ", error);
     return c;

@@ -200,17 +200,37 @@ Result<at::ScalarType> ResolveComputeDtype(const std::string& name, at::Device d
     return Fail("--dtype '" + name + "' is not one of f32, bf16, f16");
 }
 
+std::optional<DeviceName> ParseDeviceName(std::string_view name) {
+    if (name == "auto" || name == "cpu") return DeviceName{};
+    if (name == "cuda") return DeviceName{true, -1};
+    constexpr std::string_view prefix = "cuda:";
+    if (name.substr(0, prefix.size()) != prefix) return std::nullopt;
+    const std::string_view digits = name.substr(prefix.size());
+    if (digits.empty() || digits.size() > 4 || (digits.size() > 1 && digits[0] == '0')) return std::nullopt;
+    int index = 0;
+    for (char c : digits) {
+        if (c < '0' || c > '9') return std::nullopt;
+        index = index * 10 + (c - '0');
+    }
+    if (index > kMaxCudaIndex) return std::nullopt;
+    return DeviceName{true, index};
+}
+
 Result<at::Device> ResolveDevice(const std::string& name) {
-    bool cuda = torch::cuda::is_available();
+    const std::optional<DeviceName> parsed = ParseDeviceName(name);
+    if (!parsed) return Fail("--device '" + EscapeForMessage(name, 40) + "' is not one of " + kDeviceNames);
+    const bool cuda = torch::cuda::is_available();
     if (name == "cpu") return at::Device(at::kCPU);
     if (name == "auto") return at::Device(cuda ? at::kCUDA : at::kCPU);
-    if (name == "cuda") {
-        if (!cuda)
-            return Fail(std::string("--device cuda: no CUDA device is available") +
-                        (at::hasCUDA() ? "" : " (this build's LibTorch has no CUDA support; use --device cpu or auto)"));
-        return at::Device(at::kCUDA);
-    }
-    return Fail("--device '" + name + "' is not one of auto, cpu, cuda");
+    if (!cuda)
+        return Fail("--device " + name + ": no CUDA device is available" +
+                    (at::hasCUDA() ? "" : " (this build's LibTorch has no CUDA support; use --device cpu or auto)"));
+    if (parsed->index < 0) return at::Device(at::kCUDA);
+    const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
+    if (parsed->index >= count)
+        return Fail("--device " + name + ": this machine has " + std::to_string(count) + " CUDA device" + (count == 1 ? "" : "s") +
+                    " (cuda:0" + (count > 1 ? " to cuda:" + std::to_string(count - 1) : std::string()) + ")");
+    return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(parsed->index));
 }
 
 void BindThreadToDevice(at::Device device) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -53,5 +54,15 @@ int AffinityCores();
 double CgroupQuotaCores();
 // cpu.max's text ("max 100000" or "150000 100000") as cores; 0 for no limit or text it cannot read.
 double QuotaCoresFromCpuMax(std::string_view text);
+
+// A --device name: "auto", "cpu", "cuda" (the current GPU) or "cuda:N" (GPU N, 0-based, at most
+// kMaxCudaIndex). The index, -1 for a bare "cuda" or the others; nullopt: not a device name.
+struct DeviceName {
+    bool cuda = false;
+    int index = -1;
+};
+constexpr int kMaxCudaIndex = 1023;
+std::optional<DeviceName> ParseDeviceName(std::string_view name);
+inline const char* kDeviceNames = "auto, cpu, cuda or cuda:N";
 
 }  // namespace model

@@ -16,7 +16,8 @@ namespace model {
 // "f32", "bf16" or "f16" (CUDA only) -> the compute dtype; captures are float32 whatever it is.
 Result<at::ScalarType> ResolveComputeDtype(const std::string& name, at::Device device);
 
-// Which device to run on. "auto" picks CUDA when available; "cuda" without a GPU is an error.
+// Which device to run on (ParseDeviceName's names). "auto" picks CUDA when available; "cuda" or
+// "cuda:N" without a GPU, or N past the machine's last GPU, is an error.
 Result<at::Device> ResolveDevice(const std::string& name);
 
 // Makes `device` the calling thread's current device, with its CUDA context current too; nothing

@@ -143,7 +143,7 @@ def _compare(where, value):
 
 def load(path=None, device="auto", **flags):
     """Opens a model: a folder or checkpoint file as `--model` takes it (None: the bundled model).
-    device: "auto", "cpu" or "cuda". flags: the model's command-line flags (dtype="bf16",
+    device: "auto", "cpu", "cuda" or "cuda:N" (GPU N, from 0). flags: the model's command-line flags (dtype="bf16",
     n_head=12, query_form="exp_exp", ...)."""
     return Model(path, device, **flags)
 
@@ -175,8 +175,8 @@ class Model:
 
     # How it was opened, its shape, and whether close() freed it.
     path = property(lambda self: self._core.path)
-    device = property(lambda self: self._core.device_in_use, doc="where the model runs: \"cpu\" or \"cuda:0\"")
-    requested_device = property(lambda self: self._core.device, doc="as load() was asked: \"auto\", \"cpu\" or \"cuda\"")
+    device = property(lambda self: self._core.device_in_use, doc="where the model runs: \"cpu\", \"cuda:0\", ...")
+    requested_device = property(lambda self: self._core.device, doc="as load() was asked: \"auto\", \"cpu\", \"cuda\" or \"cuda:N\"")
     flags = property(lambda self: dict(self._flags), doc="the load flags (dtype=, n_head=, ...)")
     n_layer = property(lambda self: self._core.n_layer)
     n_head = property(lambda self: self._core.n_head)

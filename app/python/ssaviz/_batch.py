@@ -4,7 +4,8 @@ Each text is exported into OUT/<name> by the engine's own export, and its summar
 as JSON; this process writes summary.json and summary.csv from the rows in the texts' order. On a
 cluster the texts are Dask tasks: each worker opens the model once (a per-process cache keyed by
 how the model was opened) and writes its texts' folders itself, so OUT must be a folder every
-worker sees (one machine, or a shared filesystem). The distribution is Dask's; nothing here
+worker sees (one machine, or a shared filesystem). With devices=[...], each worker opens the
+model on its own device of the list (a GPU per worker). The distribution is Dask's; nothing here
 schedules, retries or moves data.
 """
 
@@ -12,6 +13,7 @@ import json
 import os
 import threading
 import warnings
+import zlib
 from collections import Counter
 
 from . import _ssaviz
@@ -84,23 +86,64 @@ def worker_opens():
         return dict(out)
 
 
-def _export_one(item, out, model_spec, compare, twin_flags, flags, ablate, truncate):
+def _devices(where, devices):
+    """devices= as a list of device names, each one load() takes; None stays None."""
+    from . import ArgumentTypeError
+    if devices is None:
+        return None
+    if isinstance(devices, (str, bytes)):
+        raise ArgumentTypeError(f"{where}: devices must be a list of devices (like [\"cuda:0\", \"cuda:1\"]), not one string")
+    try:
+        devices = list(devices)
+    except TypeError:
+        raise ArgumentTypeError(f"{where}: devices must be a list of devices, not {type(devices).__name__}") from None
+    if not devices:
+        raise ValueError(f"{where}: devices is empty")
+    for d in devices:
+        if not isinstance(d, str):
+            raise ArgumentTypeError(f"{where}: a device must be a string (\"cuda:0\"), not {type(d).__name__}")
+        _ssaviz.check_device(d)
+    return devices
+
+
+def _worker_devices(client, devices):
+    """{worker address: device}: the cluster's workers in address order, devices[k % len] for the k-th."""
+    workers = sorted(client.scheduler_info().get("workers", {}))
+    return {address: devices[k % len(devices)] for k, address in enumerate(workers)}
+
+
+def _device_here(model_spec, by_worker, devices):
+    """The model spec with this worker's device: its own from by_worker, or for a worker that
+    joined after the batch was submitted, one of devices picked by its address."""
+    if not devices:
+        return model_spec
+    from distributed import get_worker
+    address = get_worker().address
+    device = by_worker.get(address) or devices[zlib.crc32(address.encode()) % len(devices)]
+    path, _, flags = model_spec
+    return path, device, flags
+
+
+def _export_one(item, out, model_spec, compare, twin_flags, flags, ablate, truncate, by_worker=None, devices=None):
     name, line, text = item
-    model = _worker_model(model_spec)
+    model = _worker_model(_device_here(model_spec, by_worker or {}, devices))
     row, error = model._live().export_text(name, line, text, out, flags, compare, twin_flags, ablate, truncate)
     return name, line, row, error
 
 
 def export_batch(texts, out, model=None, formats=None, client=None, compare="vanilla", ablate=None, truncate=False,
-                 layers=None, heads=None, **flags):
+                 layers=None, heads=None, devices=None, **flags):
     """Exports every text as `ssaviz export --batch` does: OUT/<name>/ per text (names from
     {"name": ..., "text": ...} dicts or (name, text) pairs, else text_0001, ...), and
     OUT/summary.json and summary.csv comparing them. A text that cannot run (empty, too long) is
     skipped with a warning and listed under "failed". Returns the summary as a dict.
 
     model: a Model, a path, or None (the bundled model). client: a dask.distributed Client; the
-    texts then run on its workers, each opening the model once. formats, layers, heads, flags:
-    as Analysis.export; compare, ablate, truncate: as Model.analyze."""
+    texts then run on its workers, each opening the model once. devices: with a client, the
+    devices its workers open the model on, one each in turn (["cuda:0", "cuda:1"]: a GPU per
+    worker on a machine with two; worker k, in the order of the workers' addresses, takes
+    devices[k % len(devices)]); None: the model's own device on every worker. formats, layers,
+    heads, flags: as Analysis.export; compare, ablate, truncate: as Model.analyze."""
     from . import Model, _ablate, _bool, _compare, _flags, _path, load
     where = "export_batch()"
     out = _path(where, "out", out)
@@ -112,6 +155,10 @@ def export_batch(texts, out, model=None, formats=None, client=None, compare="van
     _ssaviz.check_export(out, export_flags)
     if model is not None and not isinstance(model, (Model, str, os.PathLike)):
         raise TypeError(f"{where}: model must be a Model, a path or None, not {type(model).__name__}")
+    devices = _devices(where, devices)
+    if devices is not None and client is None:
+        raise ValueError(f"{where}: devices is for a Dask client's workers; without a client, load the model on the device "
+                         "you want (ssaviz.load(path, device=...))")
 
     if client is None:
         m = model if isinstance(model, Model) else load(model)
@@ -126,8 +173,10 @@ def export_batch(texts, out, model=None, formats=None, client=None, compare="van
         # OUT is made here, before any worker runs: workers checking a missing OUT at once would
         # each make and remove it under the others.
         os.makedirs(out, exist_ok=True)
+        by_worker = _worker_devices(client, devices) if devices else None
         futures = client.map(_export_one, items, out=out, model_spec=model_spec, compare=kind, twin_flags=twin_flags,
-                             flags=export_flags, ablate=spec, truncate=truncate, pure=False)
+                             flags=export_flags, ablate=spec, truncate=truncate, by_worker=by_worker, devices=devices,
+                             pure=False)
         results = client.gather(futures)
 
     rows, failures = [], []

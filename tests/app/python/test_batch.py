@@ -90,6 +90,22 @@ def test_lens_in_a_batch_and_an_export_equals_the_command_lines(tmp_path):
         ssaviz.export_batch(texts, tmp_path / "ablated", model=m, lens=True, ablate="0:1")
 
 
+def test_bad_devices_for_the_workers(tmp_path):
+    """devices=: a list of load()'s device names, for a client's workers only; checked before any text runs."""
+    out = tmp_path / "never"
+    with pytest.raises(ssaviz.ArgumentTypeError, match="devices must be a list"):
+        ssaviz.export_batch(TEXTS[:1], out, model=SMALL, devices="cuda:0", client=object())
+    with pytest.raises(ssaviz.ArgumentTypeError, match="a device must be a string"):
+        ssaviz.export_batch(TEXTS[:1], out, model=SMALL, devices=[0], client=object())
+    with pytest.raises(ValueError, match="devices is empty"):
+        ssaviz.export_batch(TEXTS[:1], out, model=SMALL, devices=[], client=object())
+    with pytest.raises(ValueError, match=r"--device 'gpu:1' is not one of auto, cpu, cuda or cuda:N"):
+        ssaviz.export_batch(TEXTS[:1], out, model=SMALL, devices=["cuda:1", "gpu:1"], client=object())
+    with pytest.raises(ValueError, match="without a client, load the model on the device"):
+        ssaviz.export_batch(TEXTS[:1], out, model=SMALL, devices=["cpu"])
+    assert not out.exists()
+
+
 def close(a, b):
     if isinstance(a, float) and isinstance(b, float):
         return math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6)
@@ -107,6 +123,16 @@ def test_dask_local_cluster_runs_the_texts_on_its_workers(tmp_path):
             summary = ssaviz.export_batch(TEXTS, tmp_path / "dask", model=model, client=client, **FLAGS)
             again = ssaviz.export_batch(TEXTS[:2], tmp_path / "dask-again", model=model, client=client, **FLAGS)
         opens = client.run(ssaviz._batch.worker_opens)
+        # A device per worker (GPUs on a machine with them; here two spellings of the CPU): the
+        # k-th worker by address opens the model on devices[k].
+        devices = ["cpu", "auto"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            per_device = ssaviz.export_batch(TEXTS, tmp_path / "per-device", model=model, client=client, devices=devices,
+                                             formats=["json"])
+        opens_after = client.run(ssaviz._batch.worker_opens)
+        by_worker = ssaviz._batch._worker_devices(client, devices)
+        chosen = client.run(ssaviz._batch._device_here, ("m", "auto", {}), by_worker, devices)
         pids = client.run(__import__("os").getpid)
     # Real worker processes ran the texts, each opening the model once for both batches.
     assert len(set(pids.values())) == 2 and __import__("os").getpid() not in pids.values()
@@ -114,6 +140,12 @@ def test_dask_local_cluster_runs_the_texts_on_its_workers(tmp_path):
     assert counts and all(n == 1 for n in counts), opens
     assert all(key == (SMALL, "auto") for worker in opens.values() for key in worker)
     assert len(again["texts"]) == 2
+    assert len(per_device["texts"]) + len(per_device["failed"]) == len(TEXTS)
+    for k, address in enumerate(sorted(opens_after)):
+        new = set(opens_after[address]) - set(opens[address])
+        assert new <= {(SMALL, devices[k])}, (address, opens_after)
+        assert opens_after[address].get((SMALL, devices[k]), 0) <= 1
+    assert {address: spec[1] for address, spec in chosen.items()} == {a: devices[k] for k, a in enumerate(sorted(chosen))}
     # The merged summary is the serial run's.
     assert summary["failed"] == expected["failed"]
     assert len(summary["texts"]) == len(expected["texts"])

@@ -33,6 +33,9 @@ def test_missing_model_is_file_not_found():
 def test_bad_load_flags(small):
     raises_like_cli(ValueError, lambda: ssaviz.load(SMALL, n_head="x"), "info", "--model", SMALL, "--n-head", "x")
     raises_like_cli(ValueError, lambda: ssaviz.load(SMALL, device="gpu"), "info", "--model", SMALL, "--device", "gpu")
+    raises_like_cli(ValueError, lambda: ssaviz.load(SMALL, device="cuda:x"), "info", "--model", SMALL, "--device", "cuda:x")
+    # A GPU past the machine's last (or any GPU, on a machine without one): the same error as the command line's.
+    raises_like_cli(ValueError, lambda: ssaviz.load(SMALL, device="cuda:1023"), "info", "--model", SMALL, "--device", "cuda:1023")
     raises_like_cli(ValueError, lambda: ssaviz.load(SMALL, query_form="sideways"), "info", "--model", SMALL, "--query-form", "sideways")
     raises_like_cli(ValueError, lambda: ssaviz.load(SMALL, dtype="f64"), "info", "--model", SMALL, "--dtype", "f64")
     with pytest.raises(ValueError, match=r"load\(\) takes no flag --colour \(its flags: .*dtype"):

@@ -174,6 +174,31 @@ TEST(Device, CudaWithoutGpuIsAClearError) {
     auto cpu = model::ResolveDevice("cpu");
     ASSERT_TRUE(cpu.ok());
     EXPECT_TRUE(cpu->is_cpu());
+    auto second = model::ResolveDevice("cuda:1");
+    ASSERT_FALSE(second.ok());
+    EXPECT_EQ(second.error().find("--device cuda:1: no CUDA device"), 0u) << second.error();
+}
+
+TEST(Device, NamesAGpuByIndex) {
+    EXPECT_FALSE(model::ParseDeviceName("auto")->cuda);
+    EXPECT_FALSE(model::ParseDeviceName("cpu")->cuda);
+    EXPECT_EQ(model::ParseDeviceName("cuda")->index, -1);
+    EXPECT_EQ(model::ParseDeviceName("cuda:0")->index, 0);
+    EXPECT_EQ(model::ParseDeviceName("cuda:7")->index, 7);
+    EXPECT_EQ(model::ParseDeviceName("cuda:1023")->index, 1023);
+    for (const char* bad : {"", "CUDA", "cuda:", "cuda:01", "cuda:-1", "cuda:1x", "cuda:1024", "cuda:99999999999", "cuda 0", "gpu", "cpu:0"})
+        EXPECT_FALSE(model::ParseDeviceName(bad)) << bad;
+    auto unknown = model::ResolveDevice(std::string("cuda:\x1b[2J", 10));
+    ASSERT_FALSE(unknown.ok());
+    EXPECT_EQ(unknown.error().find('\x1b'), std::string::npos) << "control characters are escaped";
+    if (!model::ResolveDevice("cuda").ok()) return;
+    // On a GPU machine: every index it has, and a clear error past the last.
+    const auto count = model::ResolveDevice("cuda:0");
+    ASSERT_TRUE(count.ok()) << count.error();
+    EXPECT_EQ(count->index(), 0);
+    auto past = model::ResolveDevice("cuda:1023");
+    ASSERT_FALSE(past.ok());
+    EXPECT_NE(past.error().find("this machine has"), std::string::npos) << past.error();
 }
 
 }  // namespace
