@@ -23,7 +23,8 @@
 //                       full analysis, edits of one token there (for a profiler: perf record -g);
 //                       against a twin, or with a fine-tune's base (three sides); with
 //                       SSAVIZ_BENCH_TRACE=FILE the last one (its head map too) is traced by
-//                       LibTorch's profiler into FILE (bench/trace_summary.py ranks its kernels)
+//                       LibTorch's profiler into FILE (bench/trace_summary.py ranks its kernels);
+//                       SSAVIZ_BENCH_OPS=1 counts the host's ATen ops in it, by ssaviz's scope
 //          ssaviz_bench --model DIR --only lens [--tokens 128,512,1024] [--repeats 3] [--no-baseline]
 //                       the logit lens and attribution of the SSA side (Engine::RunLens: a forward
 //                       pass keeping the residual stream, every layer's rows through the final norm
@@ -146,14 +147,18 @@ int RunOnly(const Options& o) {
     model::AnalyzeOptions options;
     options.reuse = !full;
     const char* trace = std::getenv("SSAVIZ_BENCH_TRACE");
+    const char* ops = std::getenv("SSAVIZ_BENCH_OPS");
     for (int r = 0; r < o.repeats; ++r) {
         const model::Tokenization& now = r % 2 ? tokens : edited;
         const bool traced = trace && *trace && r == o.repeats - 1 && bench::StartTrace();
+        const bool counted = ops && *ops == '1' && r == o.repeats - 1;
+        if (counted) bench::StartOpCount();
         model::Result<model::Analysis> a = model::Fail("not run");
         const double ms = TimeMs([&] { a = (*engine)->Analyze(now, options); });
         if (!a) Die(a.error());
         const double map_ms = TimeMs([&] { a->Map(model::MapSide::Ssa, 0, 0); });
         if (traced && bench::StopTrace(trace)) std::printf("traced into %s\n", trace);
+        if (counted) bench::StopOpCount(25);
         std::printf("%s %2d at %d: %.2f ms (forward %.2f, metrics %.2f, %d rows reused); head map %.2f ms\n", o.only.c_str(), r, at, ms,
                     a->forward_ms, a->metrics_ms, a->reused_rows, map_ms);
         std::fflush(stdout);

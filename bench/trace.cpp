@@ -1,10 +1,16 @@
 #include "bench/trace.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <map>
+#include <mutex>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 
@@ -52,6 +58,82 @@ bool StopTrace(const std::string& path) {
         std::fprintf(stderr, "ssaviz_bench: the trace was not written: %s\n", FirstLine(e).c_str());
         return false;
     }
+}
+
+namespace {
+
+struct OpCounts {
+    std::mutex mutex;
+    std::map<std::string, std::map<std::string, long>> by_scope;  // scope -> op -> count
+    at::CallbackHandle handle = 0;
+};
+OpCounts& Counts() {
+    static OpCounts counts;
+    return counts;
+}
+thread_local int t_depth = 0;                      // ops open on this thread
+thread_local std::vector<std::string> t_scopes;   // ssaviz's user scopes open on this thread
+
+std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
+    if (fn.scope() == at::RecordScope::USER_SCOPE) {
+        t_scopes.emplace_back(fn.name());
+        return nullptr;
+    }
+    if (t_depth++ == 0) {
+        OpCounts& c = Counts();
+        std::lock_guard<std::mutex> lock(c.mutex);
+        ++c.by_scope[t_scopes.empty() ? "(no scope)" : t_scopes.back()][fn.name()];
+    }
+    return nullptr;
+}
+
+void OnEnd(const at::RecordFunction& fn, at::ObserverContext*) {
+    if (fn.scope() == at::RecordScope::USER_SCOPE) {
+        if (!t_scopes.empty()) t_scopes.pop_back();
+        return;
+    }
+    --t_depth;
+}
+
+}  // namespace
+
+void StartOpCount() {
+    OpCounts& c = Counts();
+    c.by_scope.clear();
+    c.handle = at::addGlobalCallback(at::RecordFunctionCallback(OnStart, OnEnd).scopes({at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE}));
+}
+
+void StopOpCount(int top) {
+    OpCounts& c = Counts();
+    at::removeCallback(c.handle);
+    std::lock_guard<std::mutex> lock(c.mutex);
+    long all = 0;
+    std::map<std::string, long> by_op;
+    std::vector<std::pair<long, std::string>> scopes;
+    for (const auto& [scope, ops] : c.by_scope) {
+        long n = 0;
+        for (const auto& [op, k] : ops) {
+            n += k;
+            by_op[op] += k;
+        }
+        scopes.emplace_back(n, scope);
+        all += n;
+    }
+    std::sort(scopes.rbegin(), scopes.rend());
+    std::printf("host ops dispatched: %ld\n", all);
+    for (const auto& [n, scope] : scopes) {
+        std::printf("  %8ld  %s:", n, scope.c_str());
+        std::vector<std::pair<long, std::string>> ops;
+        for (const auto& [op, k] : c.by_scope[scope]) ops.emplace_back(k, op);
+        std::sort(ops.rbegin(), ops.rend());
+        for (size_t i = 0; i < ops.size() && i < 8; ++i) std::printf(" %s %ld,", ops[i].second.c_str() + (ops[i].second.rfind("aten::", 0) == 0 ? 6 : 0), ops[i].first);
+        std::printf("\n");
+    }
+    std::vector<std::pair<long, std::string>> ops;
+    for (const auto& [op, n] : by_op) ops.emplace_back(n, op);
+    std::sort(ops.rbegin(), ops.rend());
+    std::printf("most dispatched:\n");
+    for (size_t i = 0; i < ops.size() && static_cast<int>(i) < top; ++i) std::printf("  %8ld  %s\n", ops[i].first, ops[i].second.c_str());
 }
 
 }  // namespace bench

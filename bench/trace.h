@@ -13,4 +13,12 @@ bool StartTrace();
 // Stops and writes the trace to `path`; false where it could not.
 bool StopTrace(const std::string& path);
 
+// Counts the ATen ops the host dispatches (issue 37: on a GPU each is a launch or more, and at
+// 1,024 tokens their host time was most of an analysis), with no profiler: a RecordFunction
+// callback. An op counts once, where the caller dispatched it (the ops it calls inside are not
+// counted again), under the innermost of ssaviz's RECORD_USER_SCOPEs open on its thread.
+void StartOpCount();
+// Stops and prints the counts: in all, by scope, and the `top` most dispatched ops.
+void StopOpCount(int top = 15);
+
 }  // namespace bench

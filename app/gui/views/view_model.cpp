@@ -142,7 +142,7 @@ void ModelView::Draw(WindowState& state) {
         for (const std::string& note : m.notes) Row("note", note, "What the loader inferred or assumed while opening the model.");
         Row("tokenizer", m.tokenizer_kind.empty() ? "-" : m.tokenizer_kind + ", from " + m.tokenizer_source);
         Row("device", m.device.empty() ? "-" : m.device + ", computing in " + m.compute_dtype,
-            "Change with --device cpu|cuda and --dtype f32|bf16|f16 on the command line.");
+            "Change with --device cpu|cuda[:N] and --dtype f32|bf16|f16 on the command line.");
         if (!m.unused_tensors.empty()) {
             std::string list;
             for (const std::string& t : m.unused_tensors) list += t + "\n";
