@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The device checks of issue 37, for a GPU machine (../shared/gpu/README.md: `bash ../shared/gpu/prepare`
 # here, and since ssaviz reads tokenizer.json's normalizers with ICU, add Debian 12's ICU beside the kit:
-# `(cd .gpu/debs && apt-get download libicu-dev libicu72)`; send .gpu/ along). Builds ssaviz there against its CUDA PyTorch, then
+# `(cd .gpu/debs && apt-get download libicu-dev libicu72)`; send .gpu/ along; the Python module
+# builds there with the pybind11 headers its PyTorch ships). Builds ssaviz there against its CUDA PyTorch, then
 #   0. the fused row statistics' kernel against the torch ops it replaces (ssaviz_fused_check);
 #   1. exactness: every family's export on CUDA against the same export on the CPU (float32, and
 #      the CUDA bf16 forward against the CUDA float32 one), a twin comparison too;
@@ -13,6 +14,9 @@
 # out of time leaves the ones before it.
 #   2b. the attention rows' CUDA softmax (SSAVIZ_CUDA_SOFTMAX=1): exactness and time, on and off;
 #   3b. the logit lens (whole, and one position from the kept stream) at GPT-2 small's shape;
+#   3c. the Python module on the device (bench/gpu_python.py): load(device="cuda") and "cuda:N" for
+#      each GPU against device="cpu", and export_batch with a device per Dask worker where
+#      dask.distributed is installed; the host ops an analysis dispatches (SSAVIZ_BENCH_OPS=1);
 #   4. where the time goes: the 8,192-token analysis under nsys (when the machine has it; else
 #      LibTorch's own profiler through ssaviz_bench's SSAVIZ_BENCH_TRACE, at 1,024 and 8,192 tokens
 #      and for edits at 8,192, summarised by bench/trace_summary.py), the CUDA kernels ranked by time.
@@ -22,7 +26,7 @@
 #          (the defaults) the sizes, to fit what is left of a session's device time; the whole run
 #          takes about 5 minutes on an H200 with 16 cores, so one device session can run it twice.
 set -uo pipefail
-stages=${SSAVIZ_GPU_STAGES:-fused exact small softmax lens tiny profile}
+stages=${SSAVIZ_GPU_STAGES:-fused exact small softmax lens python tiny profile}
 want() { [[ " $stages " == *" $1 "* ]]; }
 out=${1:?usage: bash bench/gpu.sh OUT}
 mkdir -p "$out"
@@ -116,6 +120,23 @@ if want lens; then
 stage "the logit lens and one position's lens (RunLensAt) at GPT-2 small's shape on $dev"
 [ -d "$small" ] || "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
 timeout 90 "$build/ssaviz_bench" --model "$small" --device "$dev" --only lens --tokens 1024 --repeats 1 --no-baseline 2>&1 | tee "$out/bench-lens.txt"
+fi
+
+if want python; then
+stage "the Python module on $dev against the CPU, and the host's ops per analysis"
+if [ -f "$build/python/ssaviz/__init__.py" ]; then
+  cp -r "$here/assets/models/english/ssa" "$work/english-py" 2>/dev/null
+  PYTHONPATH="$build/python" timeout 120 "$py" -W ignore "$here/bench/gpu_python.py" "$work/english-py" "$dev" "$work/long.txt" "$work" 2>&1 |
+    tee "$out/python.txt"
+else
+  echo "no Python module in $build (see build-gpu-configure.log's \"Python module\" line)" | tee "$out/python.txt"
+fi
+[ -d "$small" ] || "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
+for n in 1024 8192; do
+  SSAVIZ_BENCH_OPS=1 timeout 60 "$build/ssaviz_bench" --model "$small" --device "$dev" --only full --tokens "$n" --repeats 1 2>&1 |
+    grep -A 40 "host ops" | head -n 40 >"$out/ops-full-$n.txt"
+  echo "host ops, full analysis of $n tokens: $(head -n 1 "$out/ops-full-$n.txt")" | tee -a "$out/stages.txt"
+done
 fi
 
 if want tiny; then
