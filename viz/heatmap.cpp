@@ -26,8 +26,19 @@ Range ResolveRange(const float* values, int rows, int cols, const HeatmapStyle& 
     return {lo, hi};
 }
 
-Image BakeHeatmap(const float* values, int rows, int cols, int row0, int col0, int row_count, int col_count, int out_w,
-                  int out_h, const HeatmapStyle& style, Range range) {
+namespace {
+
+// Cells held from (first_row, first_col) on, `stride` a row; (i, j) are the map's own indices, so
+// the causal test (j > i) holds for a window cut out of it. rows x cols: where the map ends.
+struct CellSource {
+    const float* values;
+    size_t stride;
+    int first_row, first_col, rows, cols;
+    float At(int i, int j) const { return values[static_cast<size_t>(i - first_row) * stride + static_cast<size_t>(j - first_col)]; }
+};
+
+Image Bake(const CellSource& src, int row0, int col0, int row_count, int col_count, int out_w, int out_h, const HeatmapStyle& style,
+           Range range) {
     Image image;
     if (out_w <= 0 || out_h <= 0 || row_count <= 0 || col_count <= 0) return image;
     image.width = out_w;
@@ -50,11 +61,10 @@ Image BakeHeatmap(const float* values, int rows, int cols, int row0, int col0, i
             const auto [c_begin, c_end] = col_spans[x];
             float best = 0.0f;
             bool any = false, any_nan = false;
-            for (int i = r_begin; i < r_end && i < rows; ++i) {
-                const int last = std::min(c_end, style.causal ? std::min(i + 1, cols) : cols);
-                const float* row = values + static_cast<size_t>(i) * cols;
-                for (int j = c_begin; j < last; ++j) {
-                    const float v = row[j];
+            for (int i = std::max(r_begin, src.first_row); i < r_end && i < src.rows; ++i) {
+                const int last = std::min(c_end, style.causal ? std::min(i + 1, src.cols) : src.cols);
+                for (int j = std::max(c_begin, src.first_col); j < last; ++j) {
+                    const float v = src.At(i, j);
                     if (std::isnan(v)) {  // NaN never wins a block that holds a number
                         any_nan = true;
                         continue;
@@ -71,34 +81,17 @@ Image BakeHeatmap(const float* values, int rows, int cols, int row0, int col0, i
     return image;
 }
 
-namespace {
-
-// The larger of two weights, or for a difference the one of larger magnitude (the positive one
-// on a tie). Maps are finite (softmax outputs and their differences).
-float Stronger(float a, float b, bool diverging) {
-    if (!diverging) return a > b ? a : b;
-    const float fa = std::abs(a), fb = std::abs(b);
-    return fa > fb || (fa == fb && a > b) ? a : b;
-}
-
 }  // namespace
 
-// One level coarser: each cell the strongest of a 2 x 2 block, so a sharp weight (or a strong
-// negative difference) survives. n x n -> ceil(n / 2) a side; an odd last row or column pools
-// the cells it has.
-std::vector<float> PoolByTwo(const float* src, int n, bool diverging) {
-    const int m = (n + 1) / 2;
-    std::vector<float> out(static_cast<size_t>(m) * m);
-    for (int i = 0; i < m; ++i) {
-        const float* r0 = src + static_cast<size_t>(2 * i) * n;
-        const float* r1 = 2 * i + 1 < n ? r0 + n : r0;
-        float* o = out.data() + static_cast<size_t>(i) * m;
-        for (int j = 0; j < m; ++j) {
-            const int c0 = 2 * j, c1 = std::min(2 * j + 1, n - 1);
-            o[j] = Stronger(Stronger(r0[c0], r0[c1], diverging), Stronger(r1[c0], r1[c1], diverging), diverging);
-        }
-    }
-    return out;
+Image BakeHeatmap(const float* values, int rows, int cols, int row0, int col0, int row_count, int col_count, int out_w,
+                  int out_h, const HeatmapStyle& style, Range range) {
+    return Bake({values, static_cast<size_t>(cols), 0, 0, rows, cols}, row0, col0, row_count, col_count, out_w, out_h, style, range);
+}
+
+Image BakeHeatmapWindow(const float* window, int row0, int col0, int rows, int cols, int out_w, int out_h, const HeatmapStyle& style,
+                        Range range) {
+    return Bake({window, static_cast<size_t>(cols), row0, col0, row0 + rows, col0 + cols}, row0, col0, rows, cols, out_w, out_h, style,
+                range);
 }
 
 Image BakeHeatmap(const float* values, int rows, int cols, const HeatmapStyle& style, int max_side) {

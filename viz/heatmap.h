@@ -35,9 +35,10 @@ Range ResolveRange(const float* values, int rows, int cols, const HeatmapStyle& 
 Image BakeHeatmap(const float* values, int rows, int cols, int row0, int col0, int row_count, int col_count, int out_w,
                   int out_h, const HeatmapStyle& style, Range range);
 
-// One level of detail coarser: n x n cells -> ceil(n / 2) a side, each the strongest of its 2 x 2
-// block (the largest; diverging: the value of largest magnitude, the positive one on a tie).
-std::vector<float> PoolByTwo(const float* values, int n, bool diverging);
+// The same for a window already cut out of a map: `window` holds its cells [row0, row0 + rows) x
+// [col0, col0 + cols), row-major, rows x cols of them; the causal cells are the map's (j <= i).
+Image BakeHeatmapWindow(const float* window, int row0, int col0, int rows, int cols, int out_w, int out_h, const HeatmapStyle& style,
+                        Range range);
 
 // The whole map at one pixel per cell, pooled down when a side exceeds max_side.
 Image BakeHeatmap(const float* values, int rows, int cols, const HeatmapStyle& style, int max_side = 2048);

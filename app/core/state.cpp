@@ -157,20 +157,21 @@ viz::Range TemperatureRange(const model::Analysis& a, const std::vector<float>& 
     return {1.0f - d, 1.0f + d};
 }
 
-viz::Range SharedMapRange(const float* ssa, const float* compare, int T, bool log_scale) {
+viz::Range SharedMapRange(std::initializer_list<const model::MapExtent*> maps, bool log_scale) {
     float hi = 0.0f, lo_positive = 1.0f;
-    for (const float* map : {ssa, compare}) {
-        if (!map) continue;
-        for (int i = 0; i < T; ++i)
-            for (int j = 0; j <= i; ++j) {
-                const float v = map[static_cast<size_t>(i) * T + j];
-                if (!std::isfinite(v)) continue;
-                hi = std::max(hi, v);
-                if (v > 0.0f) lo_positive = std::min(lo_positive, v);
-            }
-    }
+    for (const model::MapExtent* e : maps)
+        if (e) {
+            hi = std::max(hi, e->max);
+            lo_positive = std::min(lo_positive, e->min_positive);
+        }
     if (!(hi > 0.0f)) hi = 1.0f;
     return log_scale ? viz::Range{std::min(std::max(lo_positive, 1e-6f), hi * 0.1f), hi} : viz::Range{0.0f, hi};
+}
+
+viz::Range SharedMapRange(const float* ssa, const float* compare, int T, bool log_scale) {
+    const model::MapExtent a = ssa ? model::HostMapExtent(ssa, T) : model::MapExtent{};
+    const model::MapExtent b = compare ? model::HostMapExtent(compare, T) : model::MapExtent{};
+    return SharedMapRange({ssa ? &a : nullptr, compare ? &b : nullptr}, log_scale);
 }
 
 }  // namespace app

@@ -4,6 +4,7 @@
 // open windows, screen rectangles, focus) is app/gui/window_state.h.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -200,5 +201,7 @@ viz::Range TemperatureRange(const model::Analysis& a, const std::vector<float>& 
 // be compared side by side: 0..max of the causal weights, or for log scale from the smallest
 // positive weight (at most a decade below the max).
 viz::Range SharedMapRange(const float* ssa, const float* compare, int T, bool log_scale);
+// The same from the maps' extents (model::MapCells::Extent, computed where the maps are); any may be null.
+viz::Range SharedMapRange(std::initializer_list<const model::MapExtent*> maps, bool log_scale);
 
 }  // namespace app

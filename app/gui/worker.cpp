@@ -290,8 +290,7 @@ void InferenceWorker::Handle(const Request& r) {
                 if (it->key == kept_key) {  // a run step shown again: its analysis as it was
                     m_step_analyses.splice(m_step_analyses.begin(), m_step_analyses, it);
                     const auto& a = m_step_analyses.front().analysis;
-                    a->Map(model::MapSide::Ssa, m_shown_layer.load(), m_shown_head.load());
-                    a->Map(model::MapSide::Compare, m_shown_layer.load(), m_shown_head.load());
+                    Prefetch(*a);
                     WorkerEvent e{Kind::Analysis, {}, a, "", r.id, NowMs() - r.start_ms};
                     e.kept = true;
                     return Emit(std::move(e));
@@ -464,12 +463,16 @@ void InferenceWorker::LensAtPosition(const Request& r) {
 
 std::shared_ptr<const model::Analysis> InferenceWorker::Share(model::Analysis analysis) {
     auto shared = std::make_shared<const model::Analysis>(std::move(analysis));
-    // The map view's head, rebuilt here so the UI thread finds it cached (62 ms at 2,048 tokens on
-    // a CPU core would be a stalled frame there).
-    const int layer = m_shown_layer.load(), head = m_shown_head.load();
-    shared->Map(model::MapSide::Ssa, layer, head);
-    shared->Map(model::MapSide::Compare, layer, head);
+    Prefetch(*shared);
     return shared;
+}
+
+void InferenceWorker::Prefetch(const model::Analysis& a) const {
+    // The map view's head, rebuilt here so the UI thread finds it cached (62 ms at 2,048 tokens on
+    // a CPU core would be a stalled frame there); where the view reads it (a GPU's map stays there).
+    const int layer = m_shown_layer.load(), head = m_shown_head.load();
+    for (model::MapSide side : {model::MapSide::Ssa, model::MapSide::Compare})
+        if (model::MapCellsPtr cells = a.Cells(side, layer, head)) cells->Extent();
 }
 
 std::string InferenceWorker::StepAnalysisKey(const ModelSpec& spec, model::Comparison comparison, const std::string& text, bool truncate) const {

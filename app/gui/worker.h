@@ -189,6 +189,7 @@ private:
     void TimelineJob(const Request& r);
     // The analysis as the UI gets it: shared, with the shown head's maps already built.
     std::shared_ptr<const model::Analysis> Share(model::Analysis analysis);
+    void Prefetch(const model::Analysis& a) const;  // the shown head's maps, ready for the map view
 
     std::function<void()> m_wake;
     std::unique_ptr<Runner> m_runner;  // touched only by the worker thread

@@ -58,6 +58,12 @@ HeadMap Analysis::Map(MapSide side, int l, int h) const {
     return maps->Head(side, l, h);
 }
 
+MapCellsPtr Analysis::Cells(MapSide side, int l, int h) const {
+    if (!maps || l < 0 || l >= n_layer || h < 0 || h >= n_head) return nullptr;
+    RECORD_USER_SCOPE("ssaviz::head_map");
+    return maps->Cells(side, l, h);
+}
+
 const std::vector<float>* MapMetrics::Find(const std::string& name) const {
     for (const auto& r : rows)
         if (r.name == name) return &r.values;

@@ -96,6 +96,8 @@ struct Analysis {
     // Head (l, h)'s full map on one side; null without maps, for a head outside the model, or for
     // the base side without a base.
     HeadMap Map(MapSide side, int l, int h) const;
+    // The same map for a view that reads parts of it, kept where the engine built it (MapCells).
+    MapCellsPtr Cells(MapSide side, int l, int h) const;
     size_t RowIndex(int l, int h) const { return (static_cast<size_t>(l) * n_head + h) * n_tokens; }
 };
 

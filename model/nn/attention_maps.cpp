@@ -4,6 +4,8 @@
 #include <cassert>
 #include <cmath>
 #include <limits>
+#include <mutex>
+#include <optional>
 
 #include <ATen/Parallel.h>
 #include <c10/core/DeviceGuard.h>
@@ -45,13 +47,35 @@ at::Tensor LargestMagnitude(const at::Tensor& up, const at::Tensor& down) {  // 
 
 }  // namespace
 
-HeadMap RecomputedMaps::Head(MapSide side, int l, int h) const {
+namespace {
+
+// Rows [from, T) of head h's map into `out` [T, T] (the host's memory or the device's), in blocks
+// of rows so that the temporaries stay small (see BlockBytes).
+void RecomputeRows(const RecomputedMaps::Layer& x, int h, int64_t from, const at::Tensor& out) {
+    const int64_t T = x.k.size(1);
+    const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(BlockBytes(x.q.device()) / (sizeof(float) * static_cast<size_t>(T))));
+    for (int64_t a = from; a < T; a += block) {
+        const int64_t n = std::min(block, T - a);
+        const at::Tensor tau = x.tau_q.defined() ? x.tau_q[h].narrow(0, a, n) : at::Tensor();
+        out.narrow(0, a, n).copy_(AttentionRows(x.q[h].narrow(0, a, n), x.k[h * x.k.size(0) / x.q.size(0)], tau, a, x.window));
+    }
+}
+
+}  // namespace
+
+const RecomputedMaps::Layer* RecomputedMaps::Find(MapSide side, int l, int h) const {
     const std::vector<Layer>& layers = m_layers[static_cast<int>(side)];
     if (l < 0 || l >= static_cast<int>(layers.size()) || h < 0 || h >= layers[l].q.size(0)) return nullptr;
+    return &layers[l];
+}
+
+HeadMap RecomputedMaps::Head(MapSide side, int l, int h) const {
+    const Layer* found = Find(side, l, h);
+    if (!found) return nullptr;
     const MapCache::Key key{static_cast<int>(side), l, h};
     return m_cache.Get(key, [&] {  // under the cache's lock, which also guards m_seeds
         c10::InferenceMode guard;
-        const Layer& x = layers[l];
+        const Layer& x = *found;
         BindThreadToDevice(x.q.device());  // the UI thread or an export thread
         const int64_t T = x.k.size(1);
         auto map = std::make_shared<std::vector<float>>(static_cast<size_t>(T * T), 0.0f);
@@ -63,17 +87,178 @@ HeadMap RecomputedMaps::Head(MapSide side, int l, int h) const {
             for (int64_t i = 0; i < from; ++i)
                 std::copy_n(old->data() + i * old_t, columns, map->data() + i * T);
         }
-        // In blocks of rows, so the temporaries stay small (see BlockBytes).
-        const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(BlockBytes(x.q.device()) / (sizeof(float) * static_cast<size_t>(T))));
-        for (int64_t a = from; a < T; a += block) {
-            const int64_t n = std::min(block, T - a);
-            const at::Tensor tau = x.tau_q.defined() ? x.tau_q[h].narrow(0, a, n) : at::Tensor();
-            const at::Tensor rows = AttentionRows(x.q[h].narrow(0, a, n), x.k[h * x.k.size(0) / x.q.size(0)], tau, a, x.window);
-            // Straight into the map's memory: from a GPU one transfer, no host tensor between.
-            at::from_blob(map->data() + a * T, {n, T}, at::kFloat).copy_(rows);
-        }
+        // Straight into the map's memory: from a GPU one transfer a block, no host tensor between.
+        RecomputeRows(x, h, from, at::from_blob(map->data(), {T, T}, at::kFloat));
         return HeadMap(std::move(map));
     });
+}
+
+MapCellsPtr RecomputedMaps::Cells(MapSide side, int l, int h) const {
+    const Layer* found = Find(side, l, h);
+    if (!found) return nullptr;
+    if (found->q.is_cpu()) return AttentionMaps::Cells(side, l, h);  // the host map, shared with Head
+    // On a device the map stays there: rebuilt whole (the device's work is small next to copying
+    // it), kept up to kDeviceMapCacheBytes.
+    return m_device_cache.Get({static_cast<int>(side), l, h}, [&] {
+        c10::InferenceMode guard;
+        BindThreadToDevice(found->q.device());
+        const int64_t T = found->k.size(1);
+        at::Tensor out = at::empty({T, T}, found->q.options().dtype(at::kFloat));
+        RecomputeRows(*found, h, 0, out);
+        return TensorMapCells(std::move(out), /*diverging=*/false);
+    });
+}
+
+MapCellsPtr AttentionMaps::Cells(MapSide side, int l, int h) const {
+    HeadMap map = Head(side, l, h);
+    if (!map) return nullptr;
+    const int T = static_cast<int>(std::llround(std::sqrt(static_cast<double>(map->size()))));
+    return HostMapCells(std::move(map), T);
+}
+
+MapCellsPtr HostMapCells(HeadMap map, int tokens) {
+    if (!map || map->size() != static_cast<size_t>(tokens) * static_cast<size_t>(tokens)) return nullptr;
+    at::Tensor t = at::from_blob(const_cast<float*>(map->data()), {tokens, tokens}, at::kFloat);  // read, never written
+    return TensorMapCells(std::move(t), /*diverging=*/false, std::move(map));
+}
+
+at::Tensor PoolByTwoOps(const at::Tensor& map, bool diverging) {
+    auto block_max = [](const at::Tensor& m) {  // 2 x 2 blocks, the last ones partial
+        return at::max_pool2d(m.unsqueeze(0), {2, 2}, {2, 2}, {0, 0}, {1, 1}, /*ceil_mode=*/true).squeeze(0);
+    };
+    if (!diverging) return block_max(map);
+    // The value of largest magnitude is the block's maximum or its minimum; the maximum on a tie.
+    const at::Tensor up = block_max(map), down = block_max(-map);
+    return at::where(up >= down, up, -down);
+}
+
+at::Tensor PoolByTwo(const at::Tensor& map, bool diverging) {
+    if (!map.is_cpu()) return PoolByTwoOps(map, diverging);
+    // On the CPU one pass (the ops above take 30 ms for a 1,801-token difference, this loop ~3).
+    const at::Tensor src = map.to(at::kFloat).contiguous();
+    const int64_t n = src.size(0), m = (n + 1) / 2;
+    at::Tensor out = at::empty({m, m}, at::kFloat);
+    const float* in = src.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    auto stronger = [diverging](float a, float b) {
+        if (!diverging) return a > b ? a : b;
+        const float fa = std::abs(a), fb = std::abs(b);
+        return fa > fb || (fa == fb && a > b) ? a : b;
+    };
+    at::parallel_for(0, m, 16, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+            const float* r0 = in + 2 * i * n;
+            const float* r1 = 2 * i + 1 < n ? r0 + n : r0;
+            for (int64_t j = 0; j < m; ++j) {
+                const int64_t c0 = 2 * j, c1 = std::min(2 * j + 1, n - 1);
+                o[i * m + j] = stronger(stronger(r0[c0], r0[c1]), stronger(r1[c0], r1[c1]));
+            }
+        }
+    });
+    return out;
+}
+
+MapExtent HostMapExtent(const float* map, int tokens) {
+    MapExtent e;
+    for (int i = 0; i < tokens; ++i)
+        for (int j = 0; j <= i; ++j) {
+            const float v = map[static_cast<size_t>(i) * tokens + j];
+            if (!std::isfinite(v)) continue;
+            e.max = std::max(e.max, v);
+            if (v > 0.0f) e.min_positive = std::min(e.min_positive, v);
+            e.max_abs = std::max(e.max_abs, std::abs(v));
+        }
+    return e;
+}
+
+MapExtent TensorMapExtent(const at::Tensor& map) {
+    MapExtent e;
+    const int64_t T = map.size(0);
+    if (T == 0) return e;
+    c10::InferenceMode guard;
+    BindThreadToDevice(map.device());
+    const float inf = std::numeric_limits<float>::infinity();
+    const at::Tensor counted = at::ones({T, T}, map.options().dtype(at::kBool)).tril_() & at::isfinite(map);
+    const at::Tensor hi = at::where(counted, map, -inf).max();
+    const at::Tensor lo = at::where(counted & (map > 0), map, inf).min();
+    const at::Tensor magnitude = at::where(counted, map.abs(), 0.0f).max();
+    const std::vector<float> v = ToHost(at::stack({hi, lo, magnitude}));  // one copy from a device
+    e.max = std::max(0.0f, v[0]);
+    e.min_positive = std::min(1.0f, v[1]);
+    e.max_abs = v[2];
+    return e;
+}
+
+namespace {
+
+class TensorCells final : public MapCells {
+public:
+    TensorCells(at::Tensor map, bool diverging, HeadMap keep) : m_map(std::move(map)), m_diverging(diverging), m_keep(std::move(keep)) {}
+
+    int Tokens() const override { return static_cast<int>(m_map.size(0)); }
+
+    std::vector<float> Cells(int level, int row0, int col0, int rows, int cols) const override {
+        if (level < 0 || level > kMaxLevel || row0 < 0 || col0 < 0 || rows <= 0 || cols <= 0) return {};
+        c10::InferenceMode guard;
+        BindThreadToDevice(m_map.device());
+        const at::Tensor cells = Level(level);
+        const int64_t n = cells.size(0);
+        if (row0 >= n || col0 >= n) return {};
+        return ToHost(cells.narrow(0, row0, std::min<int64_t>(rows, n - row0)).narrow(1, col0, std::min<int64_t>(cols, n - col0)));
+    }
+
+    float At(int i, int j) const override {
+        const int T = Tokens();
+        if (i < 0 || j < 0 || i >= T || j >= T) return std::numeric_limits<float>::quiet_NaN();
+        if (m_map.is_cpu()) return m_map.data_ptr<float>()[static_cast<size_t>(i) * T + j];
+        c10::InferenceMode guard;
+        BindThreadToDevice(m_map.device());
+        return m_map[i][j].item<float>();
+    }
+
+    std::vector<float> Row(int i) const override {
+        if (i < 0 || i >= Tokens()) return {};
+        c10::InferenceMode guard;
+        BindThreadToDevice(m_map.device());
+        return ToHost(m_map[i]);
+    }
+
+    MapExtent Extent() const override {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        if (!m_extent) m_extent = m_map.is_cpu() ? HostMapExtent(m_map.data_ptr<float>(), Tokens()) : TensorMapExtent(m_map);
+        return *m_extent;
+    }
+
+    MapCellsPtr Minus(const MapCells& other) const override {
+        const auto* o = dynamic_cast<const TensorCells*>(&other);
+        if (!o || o->m_map.sizes() != m_map.sizes() || o->m_map.device() != m_map.device()) return nullptr;
+        c10::InferenceMode guard;
+        BindThreadToDevice(m_map.device());
+        return TensorMapCells(m_map - o->m_map, /*diverging=*/true);
+    }
+
+private:
+    static constexpr int kMaxLevel = 31;  // past ceil(T / 2^k) = 1 a level is its own 1 x 1 pool
+
+    at::Tensor Level(int level) const {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        while (static_cast<int>(m_levels.size()) < level)
+            m_levels.push_back(PoolByTwo(m_levels.empty() ? m_map : m_levels.back(), m_diverging));
+        return level == 0 ? m_map : m_levels[level - 1];
+    }
+
+    const at::Tensor m_map;  // [T, T] float32, contiguous
+    const bool m_diverging;
+    const HeadMap m_keep;
+    mutable std::mutex m_mutex;                  // guards the two below
+    mutable std::vector<at::Tensor> m_levels;    // [k - 1]: level k
+    mutable std::optional<MapExtent> m_extent;
+};
+
+}  // namespace
+
+MapCellsPtr TensorMapCells(at::Tensor map, bool diverging, HeadMap keep) {
+    return std::make_shared<TensorCells>(map.to(at::kFloat).contiguous(), diverging, std::move(keep));
 }
 
 HeadMap RecomputedMaps::TakeSeed(const MapCache::Key& key) const {

@@ -15,6 +15,37 @@ enum class MapSide { Ssa, Compare, Base };
 constexpr int kMapSides = 3;  // the values of MapSide
 using HeadMap = std::shared_ptr<const std::vector<float>>;  // one head's [T, T] map, row-major
 
+// One head's map as the window's heatmap reads it: kept where the engine built it (a GPU's
+// memory on CUDA, the host map otherwise) and read in parts, so that a head switch at 8,192
+// tokens copies a screen's worth of cells to the host instead of 256 MB a side. Levels of detail
+// are pooled where the map is, a sharp weight surviving: level k's cell is the strongest of its
+// 2^k x 2^k block (the largest; for a difference, the value of largest magnitude, the positive
+// one on a tie); level 0 is the map. Thread-safe.
+struct MapExtent {              // over the causal cells (j <= i) with finite values
+    float max = 0.0f;           // the largest value (0 when none is above it)
+    float min_positive = 1.0f;  // the smallest positive value (1 when none is below it)
+    float max_abs = 0.0f;       // the largest magnitude
+};
+class MapCells {
+public:
+    virtual ~MapCells() = default;
+    virtual int Tokens() const = 0;
+    // The cells [row0, row0 + rows) x [col0, col0 + cols) of `level` (ceil(T / 2^level) a side),
+    // row-major, clipped to the level; empty for a level or window outside it.
+    virtual std::vector<float> Cells(int level, int row0, int col0, int rows, int cols) const = 0;
+    virtual float At(int i, int j) const = 0;        // cell (i, j); NaN outside the map
+    virtual std::vector<float> Row(int i) const = 0; // row i's T cells; empty outside the map
+    virtual MapExtent Extent() const = 0;
+    // This map minus `other` (of the same head and size), cell by cell where they are, pooled as a
+    // difference; null when the two cannot be subtracted (sizes differ).
+    virtual std::shared_ptr<const MapCells> Minus(const MapCells& other) const = 0;
+};
+using MapCellsPtr = std::shared_ptr<const MapCells>;
+// Cells of a map already on the host (the synthetic analyses, a CPU engine's maps): no copy.
+MapCellsPtr HostMapCells(HeadMap map, int tokens);
+// The extent of a map [T, T] on the host (what MapCells::Extent gives for it).
+MapExtent HostMapExtent(const float* map, int tokens);
+
 // Every head's full attention map, on demand. At thousands of tokens L*H*T*T floats do not fit
 // the host (GPT-2 small at 2,048 tokens: 2.4 GB a side), so the engine keeps each layer's q, k
 // and tau_q where the model ran and rebuilds a head's map when it is shown or exported; the most
@@ -23,7 +54,11 @@ class AttentionMaps {
 public:
     virtual ~AttentionMaps() = default;
     virtual HeadMap Head(MapSide side, int layer, int head) const = 0;
+    // The same map for a view that reads parts of it (MapCells): on the host, Head's map; the
+    // engine on a GPU keeps it there, the most recently used up to kDeviceMapCacheBytes.
+    virtual MapCellsPtr Cells(MapSide side, int layer, int head) const;
 };
+constexpr size_t kDeviceMapCacheBytes = size_t{1} << 30;
 constexpr size_t kMapCacheBytes = size_t{128} << 20;
 
 // Maps already on the host, [L, H, T, T] a side: synthetic analyses for the demo and tests (no base side).

@@ -25,37 +25,60 @@ constexpr size_t kBlockBytes = size_t{8} << 20;
 constexpr size_t kDeviceBlockBytes = size_t{256} << 20;
 inline size_t BlockBytes(const at::Device& device) { return device.is_cpu() ? kBlockBytes : kDeviceBlockBytes; }
 
-// The most recently used head maps, up to kMapCacheBytes (at least one map is always kept).
-class MapCache {
+// The most recently used head maps, up to `budget` bytes (at least one map is always kept): host
+// maps (HeadMap) or a device's (MapCellsPtr).
+inline size_t MapBytes(const HeadMap& map) { return map->size() * sizeof(float); }
+inline size_t MapBytes(const MapCellsPtr& cells) {  // a float map and its levels of detail (a third more)
+    const size_t T = static_cast<size_t>(cells->Tokens());
+    return T * T * sizeof(float) / 3 * 4;
+}
+template <class Map>
+class LruMaps {
 public:
     using Key = std::tuple<int, int, int>;  // side, layer, head
+    explicit LruMaps(size_t budget) : m_budget(budget) {}
     template <class Make>
-    HeadMap Get(const Key& key, const Make& make) {
+    Map Get(const Key& key, const Make& make) {
         std::lock_guard<std::mutex> lock(m_mutex);
         for (auto it = m_entries.begin(); it != m_entries.end(); ++it)
             if (it->first == key) {
                 m_entries.splice(m_entries.begin(), m_entries, it);
                 return it->second;
             }
-        HeadMap map = make();  // under the lock: two threads asking for one head compute it once
-        m_bytes += map->size() * sizeof(float);
+        Map map = make();  // under the lock: two threads asking for one head compute it once
+        m_bytes += MapBytes(map);
         m_entries.emplace_front(key, map);
-        while (m_bytes > kMapCacheBytes && m_entries.size() > 1) {
-            m_bytes -= m_entries.back().second->size() * sizeof(float);
+        while (m_bytes > m_budget && m_entries.size() > 1) {
+            m_bytes -= MapBytes(m_entries.back().second);
             m_entries.pop_back();
         }
         return map;
     }
-    std::vector<std::pair<Key, HeadMap>> Entries() const {
+    std::vector<std::pair<Key, Map>> Entries() const {
         std::lock_guard<std::mutex> lock(m_mutex);
         return {m_entries.begin(), m_entries.end()};
     }
 
 private:
     mutable std::mutex m_mutex;
-    std::list<std::pair<Key, HeadMap>> m_entries;  // most recent first
+    std::list<std::pair<Key, Map>> m_entries;  // most recent first
     size_t m_bytes = 0;
+    const size_t m_budget;
 };
+class MapCache : public LruMaps<HeadMap> {
+public:
+    MapCache() : LruMaps<HeadMap>(kMapCacheBytes) {}
+};
+
+// A float32 map [T, T] where it lives as MapCells: levels pooled there (kept once built),
+// windows, values and rows copied out. `keep` holds the memory of a map wrapped from the host.
+MapCellsPtr TensorMapCells(at::Tensor map, bool diverging, HeadMap keep = nullptr);
+// One level of detail coarser (MapCells' rule), in torch ops on the map's device: [n, n] ->
+// ceil(n / 2) a side, the last row and column pooling the cells they have.
+at::Tensor PoolByTwo(const at::Tensor& map, bool diverging);
+at::Tensor PoolByTwoOps(const at::Tensor& map, bool diverging);  // the device's way (PoolByTwo elsewhere), for tests on the CPU
+// MapCells::Extent in torch ops on the map's device, one copy to the host (a CPU map's cells use HostMapExtent).
+MapExtent TensorMapExtent(const at::Tensor& map);
 
 // Rebuilds a head's map from the layer's q, k and tau_q where the model ran (CPU or GPU) with the
 // forward pass's own AttentionRows, and copies only that [T, T] map to the host. After an edit, a
@@ -74,12 +97,15 @@ public:
         m_stable = stable;
     }
     HeadMap Head(MapSide side, int l, int h) const override;
+    MapCellsPtr Cells(MapSide side, int l, int h) const override;
 
 private:
     HeadMap TakeSeed(const MapCache::Key& key) const;
+    const Layer* Find(MapSide side, int l, int h) const;
 
     std::vector<Layer> m_layers[kMapSides];
     mutable MapCache m_cache;
+    mutable LruMaps<MapCellsPtr> m_device_cache{kDeviceMapCacheBytes};  // Cells' maps on a GPU, with their levels
     mutable std::vector<std::pair<MapCache::Key, HeadMap>> m_seeds;
     int64_t m_stable = 0;
 };

@@ -200,22 +200,6 @@ Result<at::ScalarType> ResolveComputeDtype(const std::string& name, at::Device d
     return Fail("--dtype '" + name + "' is not one of f32, bf16, f16");
 }
 
-std::optional<DeviceName> ParseDeviceName(std::string_view name) {
-    if (name == "auto" || name == "cpu") return DeviceName{};
-    if (name == "cuda") return DeviceName{true, -1};
-    constexpr std::string_view prefix = "cuda:";
-    if (name.substr(0, prefix.size()) != prefix) return std::nullopt;
-    const std::string_view digits = name.substr(prefix.size());
-    if (digits.empty() || digits.size() > 4 || (digits.size() > 1 && digits[0] == '0')) return std::nullopt;
-    int index = 0;
-    for (char c : digits) {
-        if (c < '0' || c > '9') return std::nullopt;
-        index = index * 10 + (c - '0');
-    }
-    if (index > kMaxCudaIndex) return std::nullopt;
-    return DeviceName{true, index};
-}
-
 Result<at::Device> ResolveDevice(const std::string& name) {
     const std::optional<DeviceName> parsed = ParseDeviceName(name);
     if (!parsed) return Fail("--device '" + EscapeForMessage(name, 40) + "' is not one of " + kDeviceNames);

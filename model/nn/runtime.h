@@ -62,7 +62,22 @@ struct DeviceName {
     int index = -1;
 };
 constexpr int kMaxCudaIndex = 1023;
-std::optional<DeviceName> ParseDeviceName(std::string_view name);
-inline const char* kDeviceNames = "auto, cpu, cuda or cuda:N";
+inline constexpr const char* kDeviceNames = "auto, cpu, cuda or cuda:N";
+// Inline: the command line's flags check names with it, and their fuzz build has no LibTorch.
+inline std::optional<DeviceName> ParseDeviceName(std::string_view name) {
+    if (name == "auto" || name == "cpu") return DeviceName{};
+    if (name == "cuda") return DeviceName{true, -1};
+    constexpr std::string_view prefix = "cuda:";
+    if (name.substr(0, prefix.size()) != prefix) return std::nullopt;
+    const std::string_view digits = name.substr(prefix.size());
+    if (digits.empty() || digits.size() > 4 || (digits.size() > 1 && digits[0] == '0')) return std::nullopt;
+    int index = 0;
+    for (char c : digits) {
+        if (c < '0' || c > '9') return std::nullopt;
+        index = index * 10 + (c - '0');
+    }
+    if (index > kMaxCudaIndex) return std::nullopt;
+    return DeviceName{true, index};
+}
 
 }  // namespace model

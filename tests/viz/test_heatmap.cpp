@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -291,18 +292,36 @@ TEST(BakeHeatmap, EmptyRequestsGiveAnEmptyImage) {
     ASSERT_EQ(one.pixels.size(), 1u);
 }
 
-// Levels of detail: a 3 x 3 map -> 2 x 2; the odd last row and column pool the cells they have.
-TEST(PoolByTwo, KeepsEachBlocksStrongestValue) {
-    const std::vector<float> map = {0.1f, 0.0f, 0.0f,   //
-                                    0.7f, 0.2f, 0.0f,   //
-                                    0.3f, 0.9f, 0.4f};
-    EXPECT_EQ(viz::PoolByTwo(map.data(), 3, false), (std::vector<float>{0.7f, 0.0f, 0.9f, 0.4f}));
-    // Differences: the value of largest magnitude, the positive one on a tie.
-    const std::vector<float> diff = {0.1f, -0.5f, 0.2f, 0.3f,    //
-                                     0.0f, 0.2f, -0.2f, 0.0f,    //
-                                     -0.4f, 0.4f, 0.0f, 0.0f,    //
-                                     0.1f, 0.0f, 0.0f, -0.05f};
-    EXPECT_EQ(viz::PoolByTwo(diff.data(), 4, true), (std::vector<float>{-0.5f, 0.3f, 0.4f, -0.05f}));
+// A window cut out of a map bakes as the same region of the whole map: the causal cells are the
+// map's own (the window's corner is not its diagonal), blocks of several cells per pixel too.
+TEST(BakeHeatmapWindow, EqualsTheSameRegionOfTheWholeMap) {
+    const int n = 40;
+    std::vector<float> map(static_cast<size_t>(n) * n, 0.0f);
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j <= i; ++j) map[static_cast<size_t>(i) * n + j] = static_cast<float>((i * 31 + j * 17) % 97) / 97.0f;
+    viz::HeatmapStyle style;
+    const viz::Range range{0.0f, 1.0f};
+    struct Region {
+        int row0, col0, rows, cols, out_w, out_h;
+    };
+    for (const Region& r : {Region{10, 5, 12, 20, 20, 12}, Region{0, 20, 40, 20, 7, 13}, Region{30, 30, 10, 10, 10, 10}, Region{5, 0, 1, 40, 40, 1}}) {
+        std::vector<float> window;
+        for (int i = r.row0; i < r.row0 + r.rows; ++i)
+            window.insert(window.end(), map.begin() + i * n + r.col0, map.begin() + i * n + r.col0 + r.cols);
+        const Image want = viz::BakeHeatmap(map.data(), n, n, r.row0, r.col0, r.rows, r.cols, r.out_w, r.out_h, style, range);
+        const Image got = viz::BakeHeatmapWindow(window.data(), r.row0, r.col0, r.rows, r.cols, r.out_w, r.out_h, style, range);
+        ASSERT_EQ(got.width, want.width);
+        ASSERT_EQ(got.height, want.height);
+        size_t differ = 0, blank = 0;
+        for (size_t k = 0; k < want.pixels.size(); ++k) {
+            differ += std::memcmp(&got.pixels[k], &want.pixels[k], sizeof(viz::Rgba8)) != 0;
+            blank += std::memcmp(&want.pixels[k], &style.blank, sizeof(viz::Rgba8)) == 0;
+        }
+        EXPECT_EQ(differ, 0u) << r.row0 << "," << r.col0;
+        if (r.col0 > r.row0) {
+            EXPECT_GT(blank, 0u) << "the region crosses the diagonal: masked cells are blank";
+        }
+    }
 }
 
 }  // namespace

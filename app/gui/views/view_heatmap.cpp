@@ -108,14 +108,14 @@ void HeatmapView::ClampView(float max_zoom) {
     m_view->pan_y = std::clamp(m_view->pan_y, 0.0f, limit);
 }
 
-const float* HeatmapView::MapValues(const Layer& layer) const {
-    if (layer.base) return m_base->data();
+const model::MapCells& HeatmapView::MapValues(const Layer& layer) const {
+    if (layer.base) return *m_base;
     switch (layer.mode) {
-        case MapMode::Compare: return m_compare->data();
-        case MapMode::Difference: return m_diff.data();
+        case MapMode::Compare: return *m_compare;
+        case MapMode::Difference: return *m_diff;
         case MapMode::Ssa: break;
     }
-    return m_ssa->data();
+    return *m_ssa;
 }
 
 void HeatmapView::PrepareData(const AppState& state) {
@@ -152,21 +152,17 @@ void HeatmapView::PrepareData(const AppState& state) {
     m_tau_q_range = TemperatureRange(a, a.tau_q, scope);
     m_tau_v_range = TemperatureRange(a, a.tau_v, scope);
 
-    const int T = a.n_tokens;
-    const size_t cells = static_cast<size_t>(T) * T;
-    // Rebuilt from the layer's q and k when not cached (a few ms at 1,000 tokens; see model::AttentionMaps).
-    m_ssa = a.Map(model::MapSide::Ssa, head.layer, head.head);
-    m_compare = has_compare ? a.Map(model::MapSide::Compare, head.layer, head.head) : nullptr;
-    m_base = three_way ? a.Map(model::MapSide::Base, head.layer, head.head) : nullptr;
-    const float* ssa = m_ssa->data();
-    const float* cmp = m_compare ? m_compare->data() : nullptr;
+    // Rebuilt from the layer's q and k when not cached (a few ms at 1,000 tokens; see
+    // model::AttentionMaps), and kept where the engine runs: a GPU's map stays there.
+    m_ssa = a.Cells(model::MapSide::Ssa, head.layer, head.head);
+    m_compare = has_compare ? a.Cells(model::MapSide::Compare, head.layer, head.head) : nullptr;
+    m_base = three_way ? a.Cells(model::MapSide::Base, head.layer, head.head) : nullptr;
+    m_row_query = -1;
     // One range for SSA and comparison (and the base), so switching between them (1 / 2) keeps the
     // colours comparable.
-    viz::Range shared = SharedMapRange(ssa, cmp, T, log_scale);
-    if (m_base) {
-        const viz::Range with_base = SharedMapRange(ssa, m_base->data(), T, log_scale);
-        shared = {std::min(shared.min, with_base.min), std::max(shared.max, with_base.max)};
-    }
+    const model::MapExtent ssa = m_ssa->Extent();
+    const model::MapExtent cmp = m_compare ? m_compare->Extent() : model::MapExtent{}, base = m_base ? m_base->Extent() : model::MapExtent{};
+    const viz::Range shared = SharedMapRange({&ssa, m_compare ? &cmp : nullptr, m_base ? &base : nullptr}, log_scale);
     for (int slot = 0; slot < 4; ++slot) {
         const MapMode m = slot == 3 ? MapMode::Compare : static_cast<MapMode>(slot);
         Layer& layer = m_layers[slot];
@@ -178,25 +174,23 @@ void HeatmapView::PrepareData(const AppState& state) {
         layer.range = shared;
     }
     if (mode == MapMode::Difference || (split && !three_way)) {
-        m_diff.resize(cells);
-        for (size_t k = 0; k < cells; ++k) m_diff[k] = ssa[k] - cmp[k];
-        viz::HeatmapStyle style;
-        style.colormap = viz::Colormap::Diverging;
-        viz::Range& range = m_layers[static_cast<int>(MapMode::Difference)].range;
-        range = viz::ResolveRange(m_diff.data(), T, T, style);
-        if (!(range.max > 0.0f)) range = {-1e-3f, 1e-3f};  // identical maps: zero sits in the middle (white)
+        m_diff = m_ssa->Minus(*m_compare);
+        const float m = m_diff ? m_diff->Extent().max_abs : 0.0f;
+        // Identical maps: zero sits in the middle (white).
+        m_layers[static_cast<int>(MapMode::Difference)].range = m > 0.0f ? viz::Range{-m, m} : viz::Range{-1e-3f, 1e-3f};
     } else {
-        m_diff.clear();
+        m_diff = nullptr;
     }
 }
 
-const float* HeatmapView::Level(Layer& layer, int level) {
-    while (static_cast<int>(layer.levels.size()) < level) {  // each level from the one below, level 1 from the map
-        const int below = static_cast<int>(layer.levels.size()), n = (m_tokens + (1 << below) - 1) >> below;
-        const float* values = below == 0 ? MapValues(layer) : layer.levels.back().data();
-        layer.levels.push_back(viz::PoolByTwo(values, n, layer.mode == MapMode::Difference));
+const std::vector<float>& HeatmapView::Level(Layer& layer, int level) {
+    if (static_cast<int>(layer.levels.size()) <= level) layer.levels.resize(level + 1);
+    std::vector<float>& cells = layer.levels[level];
+    if (cells.empty()) {  // pooled where the map is; only the level crosses to the host
+        const int n = (m_tokens + (1 << level) - 1) >> level;
+        cells = MapValues(layer).Cells(level, 0, 0, n, n);
     }
-    return level == 0 ? MapValues(layer) : layer.levels[level - 1].data();
+    return cells;
 }
 
 //-------------------------------------------------------------------------------------------------
@@ -228,7 +222,7 @@ void HeatmapView::EnsureTexture(Layer& layer, float side) {
         // panning within one need no bake.
         if (static_cast<int>(layer.whole.size()) <= level) layer.whole.resize(level + 1);
         if (!layer.whole[level].Valid())
-            layer.whole[level].Upload(viz::BakeHeatmap(Level(layer, level), n, n, 0, 0, n, n, n, n, style, layer.range));
+            layer.whole[level].Upload(viz::BakeHeatmap(Level(layer, level).data(), n, n, 0, 0, n, n, n, n, style, layer.range));
         layer.drawn = &layer.whole[level];
         layer.drawn_region = {0, 0, n * pool, n * pool, pool};
         return;
@@ -254,7 +248,10 @@ void HeatmapView::EnsureTexture(Layer& layer, float side) {
     int row0 = 0, rows = 0, col0 = 0, cols = 0;
     window(m_view->pan_y, &row0, &rows);
     window(m_view->pan_x, &col0, &cols);
-    layer.window.Upload(viz::BakeHeatmap(Level(layer, level), n, n, row0, col0, rows, cols, cols, rows, style, layer.range));
+    // Only the window's cells of the level cross to the host.
+    const std::vector<float> window_cells = MapValues(layer).Cells(level, row0, col0, rows, cols);
+    if (window_cells.size() != static_cast<size_t>(rows) * cols) return;
+    layer.window.Upload(viz::BakeHeatmapWindow(window_cells.data(), row0, col0, rows, cols, cols, rows, style, layer.range));
     layer.drawn_region = layer.region = {row0 * pool, col0 * pool, rows * pool, cols * pool, pool};
 }
 
@@ -642,18 +639,17 @@ std::string HeatmapView::CellText(int i, int j, bool multiline) const {
     std::string text = "query '" + m_labels[i] + "' (" + std::to_string(i) + ") -> key '" + m_labels[j] + "' (" + std::to_string(j) + ")";
     const char* sep = multiline ? "\n" : ": ";
     if (j > i) return text + sep + "the key is in the future (masked)";
-    const size_t k = static_cast<size_t>(i) * T + j;
-    const float ssa = (*m_ssa)[k];
+    const float ssa = m_ssa->At(i, j);
     std::string values;
     if ((m_hover_mode == MapMode::Ssa && !m_split) || !m_compare) {
         values = "p = " + FormatWeight(ssa);
     } else if (m_base) {  // three-way: each side, and the two parts of the change
-        const float tau1 = (*m_compare)[k], base = (*m_base)[k];
+        const float tau1 = m_compare->At(i, j), base = m_base->At(i, j);
         values = multiline ? "SSA p = " + FormatWeight(ssa) + "\ntau=1 p = " + FormatWeight(tau1) + "\nbase p = " + FormatWeight(base) +
                                  "\ntemperatures " + FormatWeight(ssa - tau1, true) + ", drift " + FormatWeight(tau1 - base, true)
                            : "SSA p = " + FormatWeight(ssa) + ", tau=1 " + FormatWeight(tau1) + ", base " + FormatWeight(base);
     } else {
-        const float cmp = (*m_compare)[k];
+        const float cmp = m_compare->At(i, j);
         const std::string name = CompareName(a);
         values = multiline ? "SSA p = " + FormatWeight(ssa) + "\n" + name + " p = " + FormatWeight(cmp) + "\nSSA - " + name + " = " +
                                  FormatWeight(ssa - cmp, true)
@@ -741,9 +737,13 @@ void HeatmapView::DrawRowChart(WindowState& state, ImVec2 pos, ImVec2 size) {
     const int key_first = zoomed ? std::clamp(static_cast<int>(std::floor(m_view->pan_x)), 0, query) : 0;
     const int key_end = zoomed ? std::clamp(static_cast<int>(std::ceil(m_view->pan_x + T / m_view->zoom)), key_first + 1, query + 1) : query + 1;
     const int n = key_end - key_first;
-    const size_t base = static_cast<size_t>(query) * T + key_first;
-    const float* ssa = m_ssa->data() + base;
-    const float* cmp = has_compare ? m_compare->data() + base : nullptr;
+    if (m_row_query != query) {  // the query's rows, copied once from where the maps are
+        m_row_ssa = m_ssa->Row(query);
+        m_row_compare = has_compare ? m_compare->Row(query) : std::vector<float>();
+        m_row_query = query;
+    }
+    const float* ssa = m_row_ssa.data() + key_first;
+    const float* cmp = has_compare ? m_row_compare.data() + key_first : nullptr;
     ImDrawList* draw = ImGui::GetWindowDrawList();
     const ImGuiStyle& style = ImGui::GetStyle();
     const float line_h = ImGui::GetTextLineHeight();

@@ -32,7 +32,7 @@ private:
         viz::Colormap colormap = viz::Colormap::Viridis;  // Diverging for the difference
         bool log = false;
         viz::Range range;
-        std::vector<std::vector<float>> levels;  // [k - 1]: the map max-pooled by 2^k, built when first drawn
+        std::vector<std::vector<float>> levels;  // [k]: the whole map max-pooled by 2^k, copied when first drawn (small levels only)
         BakedRegion region;                      // what `window` holds: a window of a level too large to bake whole
         viz::Texture window;
         std::vector<viz::Texture> whole;         // [level]: the whole level, for levels of at most kWholeMapMaxSide cells
@@ -51,9 +51,9 @@ private:
     void ClampView(float max_zoom);
     void ResetView();
     void ShowToken(AppState& state, int i);  // selects token i as the query and pans the map to it
-    const float* MapValues(const Layer& layer) const;  // [T, T]: SSA, comparison, base or m_diff
+    const model::MapCells& MapValues(const Layer& layer) const;  // SSA, comparison, base or m_diff
     int Slot(const Layer& layer) const { return layer.base ? 3 : static_cast<int>(layer.mode); }  // its place in m_layers
-    const float* Level(Layer& layer, int level);  // the map max-pooled by 2^level: ceil(T / 2^level) a side
+    const std::vector<float>& Level(Layer& layer, int level);  // the whole map max-pooled by 2^level: ceil(T / 2^level) a side
     std::string CellText(int i, int j, bool multiline) const;  // the hover read-out of cell (i, j)
 
     const model::Analysis* m_baked_for = nullptr;  // re-bake when any of these change
@@ -71,8 +71,12 @@ private:
     bool m_split = false;                    // SSA | comparison | difference side by side
     bool m_three_way = false;                // SSA | tau = 1 | base side by side (an analysis with a base)
     Layer m_layers[4];                       // [MapMode], then the base's
-    model::HeadMap m_ssa, m_compare, m_base; // the selected head's [T, T] maps (m_compare, m_base null without one)
-    std::vector<float> m_diff;               // [T, T] SSA - comparison, for the difference
+    // The selected head's maps where the engine keeps them (a GPU's memory on CUDA): only what is
+    // drawn or hovered is copied to the host. m_compare, m_base null without one; m_diff (SSA -
+    // comparison) null unless the difference is shown.
+    model::MapCellsPtr m_ssa, m_compare, m_base, m_diff;
+    int m_row_query = -1;                    // the query whose rows m_row_ssa and m_row_compare hold (the row chart)
+    std::vector<float> m_row_ssa, m_row_compare;
     viz::Range m_tau_q_range, m_tau_v_range; // diverging around 1 (see TemperatureRange)
     std::vector<std::string> m_labels;       // [T] display text of each token
     std::vector<std::string> m_short_labels; // [T] the same, shortened to the label strip

@@ -105,6 +105,33 @@ TEST_F(OnDemandMaps, EveryHeadRebuildsForwardsMap) {
     EXPECT_FALSE(a.Map(MapSide::Ssa, 0, -1));
 }
 
+// The map view's reading of a head (Analysis::Cells): the same map as Map, read in parts; on the
+// CPU it shares the cached host map. Levels and extents are checked against loops in test_map_cells.cpp.
+TEST_F(OnDemandMaps, CellsReadTheHeadsMapInParts) {
+    ASSERT_TRUE(s_analysis);
+    const model::Analysis& a = *s_analysis;
+    const int T = kTokens;
+    for (MapSide side : {MapSide::Ssa, MapSide::Compare}) {
+        const model::HeadMap map = a.Map(side, 1, 2);
+        const model::MapCellsPtr cells = a.Cells(side, 1, 2);
+        ASSERT_TRUE(map && cells);
+        ASSERT_EQ(cells->Tokens(), T);
+        EXPECT_EQ(cells->Cells(0, 0, 0, T, T), *map);
+        EXPECT_EQ(cells->Row(T - 1), std::vector<float>(map->end() - T, map->end()));
+        EXPECT_EQ(cells->At(T - 1, 5), (*map)[static_cast<size_t>(T - 1) * T + 5]);
+        const model::MapExtent e = cells->Extent(), want = model::HostMapExtent(map->data(), T);
+        EXPECT_EQ(e.max, want.max);
+        EXPECT_EQ(e.min_positive, want.min_positive);
+        EXPECT_GT(e.max, 0.0f);
+    }
+    const model::MapCellsPtr d = a.Cells(MapSide::Ssa, 0, 1)->Minus(*a.Cells(MapSide::Compare, 0, 1));
+    ASSERT_TRUE(d);
+    const model::HeadMap p = a.Map(MapSide::Ssa, 0, 1), q = a.Map(MapSide::Compare, 0, 1);
+    EXPECT_EQ(d->At(200, 100), (*p)[200 * T + 100] - (*q)[200 * T + 100]);
+    EXPECT_FALSE(a.Cells(MapSide::Ssa, a.n_layer, 0));
+    EXPECT_FALSE(a.Cells(MapSide::Base, 0, 0)) << "no base beside this model";
+}
+
 // Thumbnails are block maxima of pool x pool tokens (the difference: the value of largest
 // magnitude, the positive one when the magnitudes agree to 1e-5), computed here by plain loops
 // over Forward's maps.

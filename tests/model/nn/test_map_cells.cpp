@@ -1,0 +1,178 @@
+// MapCells (model/nn/attention_maps.h): a head's map read in parts where the engine keeps it. The
+// torch path that a GPU runs is checked here on CPU tensors against plain loops: the levels of
+// detail against the pooling rule written out cell by cell, windows, values, rows, the extent
+// against the host's, and the difference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "model/nn/attention_maps_torch.h"
+
+namespace {
+
+// The rule, cell by cell: the block's largest value, or for a difference the value of largest
+// magnitude (the positive one on a tie). n x n -> ceil(n / 2) a side; odd edges pool what they have.
+std::vector<float> PoolReference(const std::vector<float>& src, int n, bool diverging) {
+    const int m = (n + 1) / 2;
+    std::vector<float> out(static_cast<size_t>(m) * m);
+    for (int i = 0; i < m; ++i)
+        for (int j = 0; j < m; ++j) {
+            bool any = false;
+            float best = 0;
+            for (int r = 2 * i; r < std::min(2 * i + 2, n); ++r)
+                for (int c = 2 * j; c < std::min(2 * j + 2, n); ++c) {
+                    const float v = src[static_cast<size_t>(r) * n + c];
+                    const bool stronger = diverging ? std::abs(v) > std::abs(best) || (std::abs(v) == std::abs(best) && v > best) : v > best;
+                    if (!any || stronger) best = v;
+                    any = true;
+                }
+            out[static_cast<size_t>(i) * m + j] = best;
+        }
+    return out;
+}
+
+// A causal map like softmax rows (zero above the diagonal), with exact ties and a few sign-flipped twins.
+std::vector<float> RandomMap(int T, unsigned seed, bool signed_values) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(signed_values ? -1.0f : 0.0f, 1.0f);
+    std::vector<float> map(static_cast<size_t>(T) * T, 0.0f);
+    for (int i = 0; i < T; ++i)
+        for (int j = 0; j <= i; ++j) {
+            float v = u(rng);
+            if (rng() % 7 == 0) v = 0.25f;                    // ties
+            if (signed_values && rng() % 11 == 0) v = -0.25f;  // a tie in magnitude, opposite sign
+            map[static_cast<size_t>(i) * T + j] = v;
+        }
+    return map;
+}
+
+at::Tensor AsTensor(const std::vector<float>& map, int T) { return at::from_blob(const_cast<float*>(map.data()), {T, T}, at::kFloat).clone(); }
+
+TEST(MapCells, PoolByTwoKeepsEachBlocksStrongestValue) {
+    const std::vector<float> map = {0.1f, 0.0f, 0.0f,   //
+                                    0.7f, 0.2f, 0.0f,   //
+                                    0.3f, 0.9f, 0.4f};
+    const std::vector<float> diff = {0.1f, -0.5f, 0.2f, 0.3f,    //
+                                     0.0f, 0.2f, -0.2f, 0.0f,    //
+                                     -0.4f, 0.4f, 0.0f, 0.0f,    //
+                                     0.1f, 0.0f, 0.0f, -0.05f};
+    for (auto pool : {model::PoolByTwo, model::PoolByTwoOps}) {  // the CPU's loop and a device's ops
+        at::Tensor pooled = pool(AsTensor(map, 3), false).contiguous();
+        EXPECT_EQ(std::vector<float>(pooled.data_ptr<float>(), pooled.data_ptr<float>() + 4), (std::vector<float>{0.7f, 0.0f, 0.9f, 0.4f}));
+        pooled = pool(AsTensor(diff, 4), true).contiguous();
+        EXPECT_EQ(std::vector<float>(pooled.data_ptr<float>(), pooled.data_ptr<float>() + 4), (std::vector<float>{-0.5f, 0.3f, 0.4f, -0.05f}));
+    }
+}
+
+// Both ways of pooling against the rule, level by level, on maps of 1 to 37 tokens.
+TEST(MapCells, PoolByTwoOnTheCpuAndByTorchOpsAgree) {
+    for (int T = 1; T <= 37; ++T)
+        for (bool diverging : {false, true}) {
+            const std::vector<float> map = RandomMap(T, static_cast<unsigned>(100 + T), diverging);
+            at::Tensor loop = AsTensor(map, T), ops = loop;
+            std::vector<float> want = map;
+            for (int n = T; n > 1; n = (n + 1) / 2) {
+                want = PoolReference(want, n, diverging);
+                loop = model::PoolByTwo(loop, diverging).contiguous();
+                ops = model::PoolByTwoOps(ops, diverging).contiguous();
+                ASSERT_EQ(loop.numel(), static_cast<int64_t>(want.size()));
+                EXPECT_EQ(std::vector<float>(loop.data_ptr<float>(), loop.data_ptr<float>() + loop.numel()), want) << T;
+                EXPECT_EQ(std::vector<float>(ops.data_ptr<float>(), ops.data_ptr<float>() + ops.numel()), want) << T;
+            }
+        }
+}
+
+// Every level of maps of 1 to 37 tokens (odd sizes, one-cell levels), and random windows of each,
+// equal the rule applied level by level on the host: bit for bit (pooling only picks values).
+TEST(MapCells, LevelsAndWindowsAreTheRulesCells) {
+    std::mt19937 rng(7);
+    for (int T = 1; T <= 37; ++T)
+        for (bool diverging : {false, true}) {
+            const std::vector<float> map = RandomMap(T, static_cast<unsigned>(T * 2 + diverging), diverging);
+            const model::MapCellsPtr cells =
+                diverging ? model::TensorMapCells(AsTensor(map, T), false)->Minus(*model::TensorMapCells(at::zeros({T, T}), false))
+                          : model::TensorMapCells(AsTensor(map, T), false);
+            ASSERT_TRUE(cells);
+            ASSERT_EQ(cells->Tokens(), T);
+            std::vector<float> level = map;
+            for (int k = 0, n = T;; ++k) {
+                EXPECT_EQ(cells->Cells(k, 0, 0, n, n), level) << "T " << T << " level " << k << (diverging ? " (difference)" : "");
+                const int r0 = static_cast<int>(rng() % n), c0 = static_cast<int>(rng() % n);
+                const int rows = 1 + static_cast<int>(rng() % (n - r0)), cols = 1 + static_cast<int>(rng() % (n - c0));
+                std::vector<float> window;
+                for (int i = r0; i < r0 + rows; ++i)
+                    for (int j = c0; j < c0 + cols; ++j) window.push_back(level[static_cast<size_t>(i) * n + j]);
+                EXPECT_EQ(cells->Cells(k, r0, c0, rows, cols), window) << "T " << T << " level " << k;
+                if (n == 1) break;
+                level = PoolReference(level, n, diverging);
+                n = (n + 1) / 2;
+            }
+        }
+}
+
+TEST(MapCells, ValuesRowsAndOutOfRangeRequests) {
+    const int T = 9;
+    const std::vector<float> map = RandomMap(T, 3, false);
+    auto host = std::make_shared<const std::vector<float>>(map);
+    for (const model::MapCellsPtr& cells : {model::HostMapCells(host, T), model::TensorMapCells(AsTensor(map, T), false)}) {
+        ASSERT_TRUE(cells);
+        for (int i = 0; i < T; ++i) {
+            const std::vector<float> row(map.begin() + i * T, map.begin() + (i + 1) * T);
+            EXPECT_EQ(cells->Row(i), row);
+            for (int j = 0; j < T; ++j) EXPECT_EQ(cells->At(i, j), map[static_cast<size_t>(i) * T + j]);
+        }
+        EXPECT_TRUE(std::isnan(cells->At(T, 0)) && std::isnan(cells->At(0, -1)));
+        EXPECT_TRUE(cells->Row(T).empty() && cells->Row(-1).empty());
+        EXPECT_TRUE(cells->Cells(0, T, 0, 1, 1).empty() && cells->Cells(-1, 0, 0, 1, 1).empty() && cells->Cells(0, 0, 0, 0, 3).empty());
+        EXPECT_EQ(cells->Cells(0, T - 2, T - 2, 100, 100).size(), 4u) << "clipped to the map";
+        EXPECT_EQ(cells->Cells(40, 0, 0, 1, 1).size(), 0u) << "past the deepest level";
+    }
+    EXPECT_FALSE(model::HostMapCells(host, T + 1)) << "a size that is not T x T";
+}
+
+// The extent the colour scales use, in torch ops (a GPU's) against the host loop, on maps with
+// NaN, infinities and negative values: bit for bit (max and min pick values).
+TEST(MapCells, ExtentOnTheDeviceEqualsTheHosts) {
+    for (int T : {1, 2, 5, 64}) {
+        for (bool signed_values : {false, true}) {
+            std::vector<float> map = RandomMap(T, static_cast<unsigned>(T), signed_values);
+            if (T >= 5) {
+                map[static_cast<size_t>(4) * T + 1] = std::numeric_limits<float>::quiet_NaN();
+                map[static_cast<size_t>(3) * T + 3] = std::numeric_limits<float>::infinity();
+                map[static_cast<size_t>(1) * T + 4] = 50.0f;  // above the diagonal: not counted
+            }
+            const model::MapExtent want = model::HostMapExtent(map.data(), T), got = model::TensorMapExtent(AsTensor(map, T));
+            EXPECT_EQ(got.max, want.max) << T;
+            EXPECT_EQ(got.min_positive, want.min_positive) << T;
+            EXPECT_EQ(got.max_abs, want.max_abs) << T;
+            EXPECT_LT(want.max, 50.0f);
+        }
+    }
+    const std::vector<float> zeros(16, 0.0f);
+    const model::MapExtent none = model::TensorMapExtent(AsTensor(zeros, 4));
+    EXPECT_EQ(none.max, 0.0f);
+    EXPECT_EQ(none.min_positive, 1.0f);
+    EXPECT_EQ(none.max_abs, 0.0f);
+    EXPECT_EQ(model::TensorMapCells(at::zeros({0, 0}), false)->Extent().max, 0.0f) << "an empty map";
+}
+
+TEST(MapCells, MinusIsTheCellByCellDifference) {
+    const int T = 13;
+    const std::vector<float> a = RandomMap(T, 1, false), b = RandomMap(T, 2, false);
+    const model::MapCellsPtr d = model::TensorMapCells(AsTensor(a, T), false)->Minus(*model::TensorMapCells(AsTensor(b, T), false));
+    ASSERT_TRUE(d);
+    std::vector<float> want(a.size());
+    for (size_t k = 0; k < a.size(); ++k) want[k] = a[k] - b[k];
+    EXPECT_EQ(d->Cells(0, 0, 0, T, T), want);
+    EXPECT_EQ(d->Cells(1, 0, 0, 7, 7), PoolReference(want, T, /*diverging=*/true));
+    EXPECT_EQ(d->Extent().max_abs, model::HostMapExtent(want.data(), T).max_abs);
+    EXPECT_FALSE(model::TensorMapCells(AsTensor(a, T), false)->Minus(*model::TensorMapCells(at::zeros({3, 3}), false))) << "sizes differ";
+}
+
+}  // namespace
