@@ -19,15 +19,22 @@ from collections import Counter
 from . import _ssaviz
 
 
+def _list(where, name, value, of):
+    """value as a list, for an argument that takes several (`name must be a list of OF`): one string
+    or a value that does not iterate is an ArgumentTypeError."""
+    from . import ArgumentTypeError
+    if isinstance(value, (str, bytes)):
+        raise ArgumentTypeError(f"{where}: {name} must be a list of {of}, not one {type(value).__name__}")
+    try:
+        return list(value)
+    except TypeError:
+        raise ArgumentTypeError(f"{where}: {name} must be a list of {of}, not {type(value).__name__}") from None
+
+
 def _items(where, texts):
     """[(folder, line, text bytes)] with the folder names `ssaviz export --batch` gives."""
     from . import ArgumentTypeError, _text
-    if isinstance(texts, (str, bytes)):
-        raise ArgumentTypeError(f"{where}: texts must be a list of texts, not one {type(texts).__name__}")
-    try:
-        texts = list(texts)
-    except TypeError:
-        raise ArgumentTypeError(f"{where}: texts must be a list of texts, not {type(texts).__name__}") from None
+    texts = _list(where, "texts", texts, "texts")
     names, bodies = [], []
     for t in texts:
         name = ""
@@ -91,12 +98,7 @@ def _devices(where, devices):
     from . import ArgumentTypeError
     if devices is None:
         return None
-    if isinstance(devices, (str, bytes)):
-        raise ArgumentTypeError(f"{where}: devices must be a list of devices (like [\"cuda:0\", \"cuda:1\"]), not one string")
-    try:
-        devices = list(devices)
-    except TypeError:
-        raise ArgumentTypeError(f"{where}: devices must be a list of devices, not {type(devices).__name__}") from None
+    devices = _list(where, "devices", devices, "devices (like [\"cuda:0\", \"cuda:1\"])")
     if not devices:
         raise ValueError(f"{where}: devices is empty")
     for d in devices:
