@@ -471,8 +471,7 @@ void InferenceWorker::Prefetch(const model::Analysis& a) const {
     // The map view's head, rebuilt here so the UI thread finds it cached (62 ms at 2,048 tokens on
     // a CPU core would be a stalled frame there); where the view reads it (a GPU's map stays there).
     const int layer = m_shown_layer.load(), head = m_shown_head.load();
-    for (model::MapSide side : {model::MapSide::Ssa, model::MapSide::Compare})
-        if (model::MapCellsPtr cells = a.Cells(side, layer, head)) cells->Extent();
+    for (model::MapSide side : {model::MapSide::Ssa, model::MapSide::Compare}) a.Cells(side, layer, head);
 }
 
 std::string InferenceWorker::StepAnalysisKey(const ModelSpec& spec, model::Comparison comparison, const std::string& text, bool truncate) const {
