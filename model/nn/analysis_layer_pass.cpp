@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "model/nn/runtime_torch.h"
+
 namespace model {
 
 namespace {
@@ -73,7 +75,7 @@ PerSide<at::Tensor> LayerPass::RunBlock(int64_t a, int64_t b) {
             q[s] = capture.q[i];
             m_tau_q[s].push_back(capture.tau_q[i]);
             m_tau_v[s].push_back(capture.tau_v[i]);
-            rows[s] = capture.attention[i].to(at::kFloat);
+            rows[s] = AsType(capture.attention[i], at::kFloat);
             if (s == Side::Ssa) {
                 m_position.push_back(capture.tau_q_terms.position[i]);
                 m_token.push_back(capture.tau_q_terms.token[i]);
@@ -82,14 +84,14 @@ PerSide<at::Tensor> LayerPass::RunBlock(int64_t a, int64_t b) {
     }
     // The layer-local comparison: the SSA side's own q and k with tau = 1.
     for (Side s : m_plan.sides)
-        if (m_plan.source[s].layer_local) rows[s] = AttentionRows(q[Side::Ssa], Keys(s), at::Tensor(), from, Window(s)).to(at::kFloat);
+        if (m_plan.source[s].layer_local) rows[s] = AsType(AttentionRows(q[Side::Ssa], Keys(s), at::Tensor(), from, Window(s)), at::kFloat);
     return rows;
 }
 
 at::Tensor LayerPass::KeptAttention(Side s, int64_t a, int64_t kept, int64_t b) const {
     const SideRows& was = m_was->side[s];  // the layer-local side's q is the SSA side's
     const at::Tensor tau_q = m_plan.source[s].layer_local ? at::Tensor() : was.tau_q.narrow(1, a, kept - a);
-    return AttentionRows(was.q.narrow(1, a, kept - a), Keys(s).narrow(1, 0, b), tau_q, a, Window(s)).to(at::kFloat);
+    return AsType(AttentionRows(was.q.narrow(1, a, kept - a), Keys(s).narrow(1, 0, b), tau_q, a, Window(s)), at::kFloat);
 }
 
 const LayerRows& LayerPass::EndLayer() {

@@ -18,30 +18,35 @@ enum class RowEdit { None, Interventions, Vanilla };
 // Per-layer edits on the device for a batch of rows, [H, 1] each for one row and [B, H, 1] for
 // more; a layer no row edits has undefined tensors. Every term dropped and the value side off
 // make tau_q = position 1 + token 0 and tau_v = 1 exactly, as a vanilla pass has them, so a
-// batch can hold the SSA side and its counterfactual.
+// batch can hold the SSA side and its counterfactual. Every layer's masks and scales are made on
+// the host and sent in two copies, [L, 4, B H] bytes and [L, B H] floats: a copy to a device waits
+// for it to finish its work, and one a layer and mask made 5 L of them.
 std::vector<TemperatureEdit> MakeEdits(const std::vector<Intervention>& interventions, const ModelConfig& c, at::Device device,
                                        const std::vector<RowEdit>& rows) {
-    std::vector<TemperatureEdit> edits(c.n_layer);
-    const size_t B = rows.size(), H = static_cast<size_t>(c.n_head);
-    for (int l = 0; l < c.n_layer; ++l) {
-        std::vector<uint8_t> position(B * H, 1), token(B * H, 1), value_off(B * H, 0);
-        std::vector<float> scale(B * H, 1.0f);
-        bool any = false;
-        for (size_t b = 0; b < B; ++b) {
+    const int64_t L = c.n_layer, B = static_cast<int64_t>(rows.size()), H = c.n_head, n = B * H;
+    enum Mask { KeepPosition, KeepToken, ValueOff, Scaled, kMasks };
+    at::Tensor masks = at::empty({L, kMasks, n}, at::kByte), scales = at::ones({L, n}, at::kFloat);
+    std::vector<bool> any(L, false);
+    for (int64_t l = 0; l < L; ++l) {
+        uint8_t* m = masks.data_ptr<uint8_t>() + l * kMasks * n;
+        uint8_t *position = m + KeepPosition * n, *token = m + KeepToken * n, *value_off = m + ValueOff * n, *scaled = m + Scaled * n;
+        float* scale = scales.data_ptr<float>() + l * n;
+        std::fill_n(position, n, 1), std::fill_n(token, n, 1), std::fill_n(value_off, n, 0);
+        for (int64_t b = 0; b < B; ++b) {
             if (rows[b] == RowEdit::Vanilla) {
-                any = true;
-                std::fill_n(position.begin() + b * H, H, 0);
-                std::fill_n(token.begin() + b * H, H, 0);
-                std::fill_n(value_off.begin() + b * H, H, 1);
+                any[l] = true;
+                std::fill_n(position + b * H, H, 0);
+                std::fill_n(token + b * H, H, 0);
+                std::fill_n(value_off + b * H, H, 1);
                 continue;
             }
             if (rows[b] != RowEdit::Interventions) continue;
             for (const Intervention& x : interventions) {
                 if (x.layer != l) continue;
-                any = true;
-                for (size_t h = 0; h < H; ++h) {
-                    if (x.head >= 0 && static_cast<size_t>(x.head) != h) continue;
-                    const size_t i = b * H + h;
+                any[l] = true;
+                for (int64_t h = 0; h < H; ++h) {
+                    if (x.head >= 0 && x.head != h) continue;
+                    const int64_t i = b * H + h;
                     switch (x.kind) {
                         case Intervention::Kind::Ablate: position[i] = token[i] = 0; value_off[i] = 1; break;
                         case Intervention::Kind::PositionOnly: token[i] = 0; break;
@@ -51,11 +56,18 @@ std::vector<TemperatureEdit> MakeEdits(const std::vector<Intervention>& interven
                 }
             }
         }
-        if (!any) continue;
-        const std::vector<int64_t> shape = B == 1 ? std::vector<int64_t>{c.n_head, 1} : std::vector<int64_t>{static_cast<int64_t>(B), c.n_head, 1};
-        auto mask = [&](const std::vector<uint8_t>& v) { return at::tensor(at::ArrayRef<uint8_t>(v), at::kByte).to(device, at::kBool).view(shape); };
-        const at::Tensor s = at::tensor(at::ArrayRef<float>(scale)).view(shape);
-        edits[l] = {mask(position), mask(token), mask(value_off), s.to(device), (s != 1).to(device)};
+        for (int64_t i = 0; i < n; ++i) scaled[i] = scale[i] != 1;
+    }
+    std::vector<TemperatureEdit> edits(L);
+    if (std::none_of(any.begin(), any.end(), [](bool a) { return a; })) return edits;
+    const at::Tensor on_device = masks.to(device, at::kBool), scales_on_device = scales.to(device);
+    const std::vector<int64_t> shape = B == 1 ? std::vector<int64_t>{H, 1} : std::vector<int64_t>{B, H, 1};
+    for (int64_t l = 0; l < L; ++l) {
+        if (!any[l]) continue;
+        const at::Tensor m = on_device[l];
+        const uint8_t* value_off = masks.data_ptr<uint8_t>() + (l * kMasks + ValueOff) * n;
+        edits[l] = {m[KeepPosition].view(shape), m[KeepToken].view(shape), m[ValueOff].view(shape), scales_on_device[l].view(shape),
+                    m[Scaled].view(shape), std::any_of(value_off, value_off + n, [](uint8_t v) { return v != 0; })};
     }
     return edits;
 }

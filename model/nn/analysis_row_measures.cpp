@@ -73,7 +73,10 @@ void RowMeasures::AddBlock(int64_t a, int64_t b, const PerSide<at::Tensor>& rows
                           : PoolKeys(ssa.narrow(1, first - a, T - first), compare.narrow(1, first - a, T - first), pool);
     }
     const at::Tensor* parts[3] = {&pooled.p, &pooled.q, &pooled.difference};
-    for (int k = 0; k < 3; ++k) m_thumbs[k].push_back(at::constant_pad_nd(*parts[k], {0, m_plan.cells - parts[k]->size(-1)}));
+    for (int k = 0; k < 3; ++k) {  // padded to the layer's width (constant_pad_nd copies even when it adds nothing)
+        const int64_t pad = m_plan.cells - parts[k]->size(-1);
+        m_thumbs[k].push_back(pad > 0 ? at::constant_pad_nd(*parts[k], {0, pad}) : *parts[k]);
+    }
 }
 
 const LayerMeasures& RowMeasures::EndLayer() {

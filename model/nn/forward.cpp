@@ -1,6 +1,7 @@
 #include "model/nn/forward.h"
 
 #include "model/nn/linear.h"
+#include "model/nn/runtime_torch.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -38,19 +39,21 @@ TemperatureTerms TemperatureParts(const TemperatureForm& form, const Temperature
     at::IntArrayRef sizes = z_heads.sizes();
     const at::IntArrayRef out = sizes.slice(0, sizes.size() - 1);
     TemperatureTerms terms;
-    terms.position = at::ones({1, T}, x.options());
-    if (form.position != PositionForm::None) {
+    if (form.position == PositionForm::None) {
+        terms.position = at::ones({1, T}, x.options());
+    } else {
         at::Tensor p = params.pos.reshape({-1, 1});  // [1 or H, 1]
         at::Tensor s = form.position == PositionForm::Sigmoid ? at::sigmoid(p)
                      : form.position == PositionForm::ExpExp  ? at::exp(-at::exp(p))
                                                               : p;
         // [1, T], i counted from 1; in float32 first, as bf16 cannot count past 256 exactly.
         const auto count = x.options().dtype(at::kFloat);
-        at::Tensor log_i = at::log(at::arange(first + 1, first + T + 1, count)).to(x.scalar_type()).unsqueeze(0);
+        at::Tensor log_i = AsType(at::log(at::arange(first + 1, first + T + 1, count)), x.scalar_type()).unsqueeze(0);
         terms.position = 1 + s * log_i;
     }
-    terms.token = at::zeros({1, T}, x.options());
-    if (form.token != TokenForm::None) {
+    if (form.token == TokenForm::None) {
+        terms.token = at::zeros({1, T}, x.options());
+    } else {
         const at::Tensor& w = params.tok_w;
         at::Tensor tok;
         if (form.token == TokenForm::Shared)  // z = the head's own q_i or v_j
@@ -161,8 +164,7 @@ at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Ten
 int64_t ValueHeads(const ModelConfig& c, bool vanilla, const TemperatureEdit* edit) {
     // A what-if that turns some query heads' value temperature off within a group makes the
     // values they read differ by query head: then each query head gets its own values.
-    const bool split = !vanilla && c.value.Active() && c.KvHeads() != c.n_head && edit && edit->value_off.defined() &&
-                       edit->value_off.any().item<bool>();
+    const bool split = !vanilla && c.value.Active() && c.KvHeads() != c.n_head && edit && edit->any_value_off;
     return split ? c.n_head : c.KvHeads();
 }
 
@@ -173,8 +175,8 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
     at::Tensor h = Norm(c, x, w.ln1_w, w.ln1_b);  // [B, R, E]
     at::Tensor qkv = MatmulRows(h, w.attn_w);     // [B, R, (H + 2G) D]
     if (w.attn_b.defined()) qkv = qkv + w.attn_b;
-    auto heads = [&](int64_t start, int64_t n) { return qkv.narrow(2, start * D, n * D).view({B, R, n, D}).transpose(1, 2); };
-    at::Tensor q = heads(0, H), k = heads(H, G), v = heads(H + G, G);  // [B, H, R, D], [B, G, R, D] twice
+    const at::Tensor all_heads = qkv.view({B, R, H + 2 * G, D}).transpose(1, 2);  // [B, H + 2G, R, D]
+    at::Tensor q = all_heads.narrow(1, 0, H), k = all_heads.narrow(1, H, G), v = all_heads.narrow(1, H + G, G);  // [B, H, R, D], [B, G, R, D] twice
     if (w.q_norm_w.defined()) {  // Qwen 3: each head's q and k RMS-normalised before RoPE
         q = RmsNorm(q, w.q_norm_w, c.layer_norm_epsilon);
         k = RmsNorm(k, w.k_norm_w, c.layer_norm_epsilon);
@@ -188,11 +190,11 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
     if (use_q) {
         terms = TemperatureParts(c.query, w.q, q, h, first);
         if (edit) {  // where() rather than arithmetic, so unedited heads keep their exact values
-            terms.position = at::where(edit->keep_position, terms.position, at::ones_like(terms.position));
-            terms.token = at::where(edit->keep_token, terms.token, at::zeros_like(terms.token));
+            terms.position = at::where(edit->keep_position, terms.position, 1);
+            terms.token = at::where(edit->keep_token, terms.token, 0);
         }
         tau_q = CombineTemperature(c.query, terms);  // [B, H, R]
-        if (edit) tau_q = at::where(edit->scaled, 1 + edit->scale.to(tau_q.scalar_type()) * (tau_q - 1), tau_q);
+        if (edit) tau_q = at::where(edit->scaled, 1 + AsType(edit->scale, tau_q.scalar_type()) * (tau_q - 1), tau_q);
     }
     if (c.Rope()) {
         q = Rope(c, q, first);
@@ -202,7 +204,7 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
     if (use_v) {
         const at::Tensor tau_kv = Temperature(c.value, w.v, v, h, first);   // [B, G, R]
         tau_v = G == H ? tau_kv : tau_kv.repeat_interleave(H / G, 1);     // [B, H, R]: each query head reads its group's
-        if (edit) tau_v = at::where(edit->value_off, at::ones_like(tau_v), tau_v);
+        if (edit) tau_v = at::where(edit->value_off, 1, tau_v);
         if (ValueHeads(c, vanilla, edit) != G)
             vs = v.repeat_interleave(H / G, 1) * tau_v.unsqueeze(-1);  // [B, H, R, D]
         else

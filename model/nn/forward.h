@@ -94,6 +94,7 @@ struct TemperatureEdit {
     at::Tensor keep_position, keep_token, value_off;  // bool [H, 1]
     at::Tensor scale;                                 // [H, 1]
     at::Tensor scaled;                                // bool [H, 1]: scale != 1
+    bool any_value_off = false;                       // value_off anywhere: known on the host, so no read from a device
 };
 // The heads of a block's values (KeyValues::vs): G, or H while `edit` turns off some of a group's
 // value temperatures.

@@ -27,6 +27,9 @@ Result<at::Device> ResolveDevice(const std::string& name);
 // whatever thread called it (loading, analysing, rebuilding a map) calls it.
 void BindThreadToDevice(at::Device device);
 
+// `t` in `type`: itself when it is already (`to` would say the same, at the cost of a dispatch).
+inline at::Tensor AsType(const at::Tensor& t, at::ScalarType type) { return t.scalar_type() == type ? t : t.to(type); }
+
 // A tensor's values as float32 on the host, row-major: where results leave the device.
 std::vector<float> ToHost(const at::Tensor& t);
 
