@@ -161,6 +161,12 @@ at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Ten
     return at::softmax(scores.masked_fill_(hidden, -std::numeric_limits<float>::infinity()), -1);
 }
 
+at::Tensor RepeatHeads(const at::Tensor& t, int64_t n, int64_t dim) {
+    std::vector<int64_t> sizes = t.sizes().vec();
+    sizes.insert(sizes.begin() + dim + 1, n);
+    return t.unsqueeze(dim + 1).expand(sizes).flatten(dim, dim + 1);
+}
+
 int64_t ValueHeads(const ModelConfig& c, bool vanilla, const TemperatureEdit* edit) {
     // A what-if that turns some query heads' value temperature off within a group makes the
     // values they read differ by query head: then each query head gets its own values.
@@ -203,10 +209,10 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
     at::Tensor vs = v;  // [B, G, R, D]: the values as attention sums them
     if (use_v) {
         const at::Tensor tau_kv = Temperature(c.value, w.v, v, h, first);   // [B, G, R]
-        tau_v = G == H ? tau_kv : tau_kv.repeat_interleave(H / G, 1);     // [B, H, R]: each query head reads its group's
+        tau_v = G == H ? tau_kv : RepeatHeads(tau_kv, H / G, 1);     // [B, H, R]: each query head reads its group's
         if (edit) tau_v = at::where(edit->value_off, 1, tau_v);
         if (ValueHeads(c, vanilla, edit) != G)
-            vs = v.repeat_interleave(H / G, 1) * tau_v.unsqueeze(-1);  // [B, H, R, D]
+            vs = RepeatHeads(v, H / G, 1) * tau_v.unsqueeze(-1);  // [B, H, R, D]
         else
             vs = v * (G == H ? tau_v : tau_kv).unsqueeze(-1);
     }

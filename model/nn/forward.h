@@ -99,6 +99,10 @@ struct TemperatureEdit {
 // The heads of a block's values (KeyValues::vs): G, or H while `edit` turns off some of a group's
 // value temperatures.
 int64_t ValueHeads(const ModelConfig& config, bool vanilla, const TemperatureEdit* edit);
+// Each of `t`'s entries along `dim` n times in a row (kv head g -> query heads g n .. g n + n - 1),
+// as repeat_interleave(n, dim) gives them; LibTorch's reads a count back from its tensor of
+// repeats, which on a GPU waits for the device.
+at::Tensor RepeatHeads(const at::Tensor& t, int64_t n, int64_t dim);
 at::Tensor Embed(const SsaGpt& model, const at::Tensor& ids, int64_t first = 0);  // ids [B, R] int64 at positions first.. -> [B, R, E]
 // One pre-LayerNorm block: x [B, R, E] (positions first..first+R-1) -> [B, R, E]; `vanilla` sets
 // tau_q = tau_v = 1. `prefix` holds positions 0..first-1's keys and values (null when first is 0

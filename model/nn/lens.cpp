@@ -107,7 +107,7 @@ Result<Stream> RunStream(const SsaGpt& m, const std::vector<int32_t>& ids, const
         }
         const BlockCapture& read = local ? local_capture : capture;  // the heads the lens reads
         // Query head h reads kv head h / (H / G): its values, tau_v applied, weighted by its row.
-        at::Tensor vs = read.vs.size(1) == H ? read.vs : read.vs.repeat_interleave(H / G, 1);
+        at::Tensor vs = read.vs.size(1) == H ? read.vs : RepeatHeads(read.vs, H / G, 1);
         at::Tensor y = at::matmul(read.attention.to(at::kFloat), vs.to(at::kFloat));  // [1, H, T - p, D]
         s.heads.push_back(join(previous ? previous->heads[l] : at::Tensor(), y[0].transpose(0, 1).contiguous(), 0));  // [T, H, D]
         s.resid.push_back(join(previous ? previous->resid[l + 1] : at::Tensor(), written[0].to(at::kFloat), 0));

@@ -19,6 +19,8 @@
 
 #include <gtest/gtest.h>
 
+#include <ATen/record_function.h>
+
 #include "model/nn/analysis.h"
 #include "tests/model/nn/compare_analyses.h"
 
@@ -283,6 +285,62 @@ TEST(Incremental, BaseAfterRandomEdits) {
         std::printf("%s, what-ifs with a base: %d edits, largest difference %.3g\n", family.c_str(), what_ifs.edits, what_ifs.worst);
         EXPECT_GT(what_ifs.reused, what_ifs.edits / 2);
     }
+}
+
+// Counts, on this thread, the ops that read a tensor's value back to the host (`.item()`, and
+// what `if (tensor)` and friends call): on a GPU each waits for the device to finish everything
+// queued, so none may run between the layers (in the assembly, ToHost's copies are the reads).
+class ValueReads {
+public:
+    ValueReads() {
+        m_handle = at::addThreadLocalCallback(at::RecordFunctionCallback(
+            [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+                const std::string name = fn.name();
+                if (name == "aten::item" || name == "aten::_local_scalar_dense" || name == "aten::is_nonzero") ++t_reads;
+                return nullptr;
+            }));
+        t_reads = 0;
+    }
+    ~ValueReads() { at::removeCallback(m_handle); }
+    int Count() const { return t_reads; }
+
+private:
+    static thread_local int t_reads;
+    at::CallbackHandle m_handle;
+};
+thread_local int ValueReads::t_reads = 0;
+
+// A GPU runs the whole analysis while the host queues it: nothing in Engine::Analyze reads a value
+// back, for grouped kv heads with value temperatures (whose what-ifs may give query heads their
+// own values), with every comparison, what-ifs that turn a value temperature off, full and edited.
+TEST(Incremental, AnAnalysisReadsNoValueBackFromItsTensors) {
+    model::ModelConfig ssa = FamilyConfig("llama", 128), vanilla = ssa;
+    vanilla.query = vanilla.value = model::TemperatureForm{};
+    const std::string dir = WriteModel("reads-ssa", ssa, 26), base = WriteModel("reads-base", vanilla, 27);
+    auto engine = model::Engine::Open(dir, "cpu");
+    ASSERT_TRUE(engine.ok()) << engine.error();
+    auto edits = model::ParseInterventions("0:1,1:2=tok,1:*=x0.5", 2, ssa.n_head);
+    ASSERT_TRUE(edits.ok()) << edits.error();
+    auto tokens = (*engine)->Tokenize(kParagraph, true);
+    ASSERT_TRUE(tokens.ok()) << tokens.error();
+    auto analyse = [&](const char* what) {
+        for (int edit = 0; edit < 2; ++edit) {
+            tokens->ids.back() = edit ? 14 : 13;  // the second analysis an edit at the end
+            ValueReads reads;
+            auto a = (*engine)->Analyze(*tokens);
+            ASSERT_TRUE(a.ok()) << a.error();
+            EXPECT_EQ(reads.Count(), 0) << what << (edit ? ", an edit at the end" : ", in full");
+        }
+    };
+    analyse("the tau = 1 side in the batch");
+    ASSERT_TRUE((*engine)->SetInterventions(*edits).ok());
+    analyse("what-ifs, one turning value temperatures off");
+    ASSERT_TRUE((*engine)->SetComparison(Comparison::LayerLocal).ok());
+    analyse("layer-local, with what-ifs");
+    ASSERT_TRUE((*engine)->SetComparison(Comparison::Unedited).ok());
+    analyse("against the unedited model");
+    ASSERT_TRUE((*engine)->OpenBase(base).ok());
+    analyse("a base's three sides");
 }
 
 // Past 256 tokens the thumbnails pool 2 x 2 blocks: growing across that line changes the pool
