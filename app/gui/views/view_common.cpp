@@ -135,7 +135,9 @@ void DrawGridLabels(ImDrawList* draw, const GridGeometry& g, int layers, int hea
     const int row_every = std::max(1, static_cast<int>(std::ceil(line / g.pitch.y)));
     auto shown = [](int i, int every, int chosen) { return i == chosen || (i % every == 0 && std::abs(i - chosen) >= every); };
 
-    draw->AddRectFilled(ImVec2(view.x, top), ImVec2(view.x + view_size.x, top + g.header), backing);
+    // Backing under the column labels, over this grid's columns only: a grid beside it keeps its labels.
+    const float right = std::min(view.x + view_size.x, g.origin.x + g.label_w + heads * g.pitch.x);
+    draw->AddRectFilled(ImVec2(left, top), ImVec2(right, top + g.header), backing);
     for (int h = 0; h < heads; ++h) {
         if (!shown(h, col_every, selected.head)) continue;
         const float x = g.origin.x + g.label_w + h * g.pitch.x;

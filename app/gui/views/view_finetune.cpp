@@ -146,6 +146,7 @@ void FineTuneView::DrawMatrices(WindowState& state) {
             }
         }
         DrawGridLabels(draw, {grid, label_w, header, ImVec2(cell_w, cell_h), ImVec2(cell_w - 1.0f, cell_h - 1.0f)}, L, H, state.selected);
+        state.regions[std::string("finetune_") + parts[m].title + "_labels"] = Rect{grid.x + label_w, grid.y, H * cell_w, header};  // for tests
     }
     const float block_h = side_by_side ? line + 2.0f + height : 2 * (line + 2.0f + height) + line + 4.0f;
     const float block_w = side_by_side ? 2 * (label_w + H * cell_w) + gap : label_w + H * cell_w;

@@ -47,6 +47,17 @@ size_t DistinctColours(const Picture& p, int x0, int y0, int w, int h) {
     return colours.size();
 }
 
+// Pixels of a region brighter than `level` (0-255, the mean of red, green and blue): text on the dark theme.
+size_t BrightPixels(const Picture& p, int x0, int y0, int w, int h, int level) {
+    size_t n = 0;
+    for (int y = std::max(0, y0); y < std::min(p.height, y0 + h); ++y)
+        for (int x = std::max(0, x0); x < std::min(p.width, x0 + w); ++x) {
+            const uint32_t c = p.pixels[static_cast<size_t>(y) * p.width + x];  // RGBA in memory: R lowest
+            n += static_cast<int>((c & 0xff) + ((c >> 8) & 0xff) + ((c >> 16) & 0xff)) > 3 * level;
+        }
+    return n;
+}
+
 TEST(EndToEnd, DefaultModelScreenshot) {
     const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e";
     fs::create_directories(dir);
@@ -225,6 +236,12 @@ TEST(EndToEnd, ThreeWayFromTheCommandLine) {
         EXPECT_GT(DistinctColours(p, r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 6u) << region;
     }
     EXPECT_FALSE(meta["regions"].contains("heatmap_diff")) << "three-way shows the base, not the difference";
+    // Both matrices' head labels readable: the second's backing once covered the first's.
+    for (const char* region : {"finetune_temperatures_labels", "finetune_drift_labels"}) {
+        ASSERT_TRUE(meta["regions"].contains(region)) << region << " " << meta["regions"].dump();
+        const nlohmann::json r = meta["regions"][region];
+        EXPECT_GT(BrightPixels(p, r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>(), 90), 10u) << region;
+    }
 }
 
 // Issue 35: --lens runs the logit lens and attribution once the text is shown, and the Lens tab
