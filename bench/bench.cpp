@@ -120,7 +120,9 @@ model::Tokenization BenchTokens(const model::Engine& engine, int count) {
 // --only: `repeats` full analyses, or one full analysis and then `repeats` edits of one token at
 // one place, alternating between two texts; each Engine::Analyze time printed.
 int RunOnly(const Options& o) {
-    if (o.threads > 0) model::SetComputeThreads(o.threads);
+    // As the table's runs: a thread a core unless --threads says (LibTorch's own default can be 1).
+    const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+    model::SetComputeThreads(threads);
     auto engine = model::Engine::Open(o.model, o.device);
     if (!engine) Die(engine.error());
     if (o.local)
@@ -142,7 +144,7 @@ int RunOnly(const Options& o) {
     });
     // What the window's worker does once idle after an analysis: ready the memory edits write into.
     const double reserve_ms = TimeMs([&] { (*engine)->ReserveForEdits([] { return false; }); });
-    std::printf("full analysis of %d tokens: %.1f ms; memory for edits readied in %.1f ms\n", T, full_ms, reserve_ms);
+    std::printf("full analysis of %d tokens (%d threads): %.1f ms; memory for edits readied in %.1f ms\n", T, threads, full_ms, reserve_ms);
     std::fflush(stdout);
     model::AnalyzeOptions options;
     options.reuse = !full;
