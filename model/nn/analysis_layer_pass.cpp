@@ -60,11 +60,12 @@ int LayerPass::Window(Side s) const { return m_plan.Model(s).layers[m_layer].win
 
 PerSide<at::Tensor> LayerPass::RunBlock(int64_t a, int64_t b) {
     const int64_t p = m_plan.p, from = std::max(a, p);  // rows [from, b) are new
-    PerSide<at::Tensor> rows, q;
+    PerSide<at::Tensor> rows, q, scores;
     if (from >= b) return rows;
     for (size_t r = 0; r < m_plan.runs.size(); ++r) {
         const Run& run = m_plan.runs[r];
         BlockCapture capture;
+        capture.keep_scores = r == 0 && m_plan.source[Side::Compare].layer_local;  // the SSA run's, for the tau = 1 side
         m_out[r].push_back(Block(run.model->config, run.model->layers[m_layer], m_streams[r].narrow(1, from - p, b - from), /*vanilla=*/false,
                                  &capture, from, &m_room[r], run.Edit(m_layer)));
         m_keys[r] = capture.k;
@@ -73,6 +74,7 @@ PerSide<at::Tensor> LayerPass::RunBlock(int64_t a, int64_t b) {
             const Side s = run.sides[i];
             m_room_q[s].narrow(1, from, b - from).copy_(capture.q[i]);
             q[s] = capture.q[i];
+            if (capture.scores.defined()) scores[s] = capture.scores[i];
             m_tau_q[s].push_back(capture.tau_q[i]);
             m_tau_v[s].push_back(capture.tau_v[i]);
             rows[s] = AsType(capture.attention[i], at::kFloat);
@@ -84,7 +86,10 @@ PerSide<at::Tensor> LayerPass::RunBlock(int64_t a, int64_t b) {
     }
     // The layer-local comparison: the SSA side's own q and k with tau = 1.
     for (Side s : m_plan.sides)
-        if (m_plan.source[s].layer_local) rows[s] = AsType(AttentionRows(q[Side::Ssa], Keys(s), at::Tensor(), from, Window(s)), at::kFloat);
+        if (m_plan.source[s].layer_local)  // from the SSA side's product before tau where the CPU kept it
+            rows[s] = AsType(scores[Side::Ssa].defined() ? MaskedSoftmax(scores[Side::Ssa], from, Window(s))
+                                                          : AttentionRows(q[Side::Ssa], Keys(s), at::Tensor(), from, Window(s)),
+                             at::kFloat);
     return rows;
 }
 

@@ -130,8 +130,25 @@ at::Tensor Rope(const ModelConfig& c, const at::Tensor& x, int64_t first) {
     return n == x.size(-1) ? roped : at::cat({roped, x.narrow(-1, n, x.size(-1) - n)}, -1);
 }
 
-at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q, int64_t first, int64_t window) {
-    const int64_t R = q.size(-2), T = k.size(-2);
+at::Tensor MaskedSoftmax(at::Tensor scores, int64_t first, int64_t window) {
+    const int64_t R = scores.size(-2), T = scores.size(-1);
+#ifdef SSAVIZ_CUDA_KERNELS
+    if (scores.is_cuda() && scores.scalar_type() == at::kFloat && scores.numel() > 0 && CudaSoftmax()) {
+        scores = scores.contiguous();
+        const c10::DeviceGuard on_its_device(scores.device());  // the kernel runs on the current device
+        const char* error = cuda::MaskedSoftmaxRows(scores.data_ptr<float>(), scores.numel() / T, R, T, first, window);
+        TORCH_CHECK(error == nullptr, "the attention softmax kernel failed: ", error);
+        return scores;
+    }
+#endif
+    const at::Tensor all = at::ones({R, T}, scores.options().dtype(at::kBool));
+    at::Tensor hidden = all.triu(first + 1);  // keys j > first + r
+    if (window > 0 && first + R > window) hidden = hidden | all.tril(first - window);  // keys j <= first + r - window
+    return at::softmax(scores.masked_fill_(hidden, -std::numeric_limits<float>::infinity()), -1);
+}
+
+at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q, int64_t first, int64_t window,
+                         at::Tensor* scores_before_tau) {
     const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
     at::Tensor scores;
     if (q.is_cuda() && (!tau_q.defined() || tau_q.scalar_type() == q.scalar_type())) {
@@ -144,21 +161,12 @@ at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Ten
         scores = GroupedMatmul(scaled, k.transpose(-1, -2));
     } else {
         scores = GroupedMatmul(q, k.transpose(-1, -2)) * scale;
-        if (tau_q.defined()) scores = scores * tau_q.unsqueeze(-1);
+        if (tau_q.defined()) {
+            if (scores_before_tau) *scores_before_tau = scores;  // a tensor of its own: the product below is another
+            scores = scores * tau_q.unsqueeze(-1);
+        }
     }
-#ifdef SSAVIZ_CUDA_KERNELS
-    if (scores.is_cuda() && scores.scalar_type() == at::kFloat && scores.numel() > 0 && CudaSoftmax()) {
-        scores = scores.contiguous();
-        const c10::DeviceGuard on_its_device(scores.device());  // the kernel runs on the current device
-        const char* error = cuda::MaskedSoftmaxRows(scores.data_ptr<float>(), scores.numel() / T, R, T, first, window);
-        TORCH_CHECK(error == nullptr, "the attention softmax kernel failed: ", error);
-        return scores;
-    }
-#endif
-    const at::Tensor all = at::ones({R, T}, q.options().dtype(at::kBool));
-    at::Tensor hidden = all.triu(first + 1);  // keys j > first + r
-    if (window > 0 && first + R > window) hidden = hidden | all.tril(first - window);  // keys j <= first + r - window
-    return at::softmax(scores.masked_fill_(hidden, -std::numeric_limits<float>::infinity()), -1);
+    return MaskedSoftmax(scores, first, window);
 }
 
 at::Tensor RepeatHeads(const at::Tensor& t, int64_t n, int64_t dim) {
@@ -225,7 +233,7 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
         k = at::cat({prefix->k.narrow(2, 0, first), k}, 2);
         vs = at::cat({prefix->vs.narrow(2, 0, first), vs}, 2);
     }
-    at::Tensor attn = AttentionRows(q, k, tau_q, first, w.window);  // [B, H, R, first + R]
+    at::Tensor attn = AttentionRows(q, k, tau_q, first, w.window, capture && capture->keep_scores ? &capture->scores : nullptr);  // [B, H, R, first + R]
     at::Tensor y = GroupedMatmul(attn, vs);               // [B, H, R, D]
     at::Tensor attn_out = MatmulRows(y.transpose(1, 2).reshape({B, R, H * D}), w.proj_w);
     if (w.proj_b.defined()) attn_out = attn_out + w.proj_b;

@@ -70,7 +70,10 @@ struct KeyValues {
     at::Tensor vs;  // [B, G, P, D]: the values times tau_v, as attention sums them
 };
 struct BlockCapture {
+    bool keep_scores = false;  // asks for `scores`
     at::Tensor attention;  // [B, H, R, T]: the rows run, over every key
+    at::Tensor scores;     // [B, H, R, T]: (q k^T) / sqrt(D) before tau_q and the mask, where the CPU computed them so
+                           // (AttentionRows' scores_before_tau; undefined elsewhere): the layer-local side's
     at::Tensor q;          // [B, H, R, D], the rows run (after RoPE); with k, what AttentionRows rebuilds a map from
     at::Tensor k, vs;      // [B, G, T, D], every position: the prefix's and the rows'
     at::Tensor tau_q;      // [B, H, R] (ones when the side is off or vanilla)
@@ -83,7 +86,14 @@ struct BlockCapture {
 // k [..., G, T, D] of fewer heads, query head h reading kv head h / (H / G). Block uses it, and so does the
 // analysis that rebuilds one head's map (or its changed rows) from the captured q and k.
 // `window` > 0 (a sliding window, LayerWeights::window) also hides keys j <= i - window from row i.
-at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q, int64_t first, int64_t window = 0);
+// `scores_before_tau` (null: not wanted) gets (q k^T) / sqrt(D) before tau_q where the CPU computes
+// them in that order (with tau_q defined): MaskedSoftmax of them is AttentionRows at tau = 1, bit
+// for bit, without a second product.
+at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q, int64_t first, int64_t window = 0,
+                         at::Tensor* scores_before_tau = nullptr);
+// The causal softmax of scores [..., R, T] for rows first..first+R-1 (and a sliding `window`), as
+// AttentionRows ends; the scores are overwritten.
+at::Tensor MaskedSoftmax(at::Tensor scores, int64_t first, int64_t window = 0);
 inline at::Tensor AttentionWeights(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q) {
     return AttentionRows(q, k, tau_q, 0);  // every row: [..., T, T]
 }

@@ -182,6 +182,26 @@ TEST_P(Families, LayerLocalComparisonMatchesTheReference) {
     auto a = engine->Analyze(Ids(c.ids));
     ASSERT_TRUE(a.ok()) << a.error();
     ExpectMaps(*a, model::MapSide::Compare, c.Ref("attention_local"), "layer-local maps");
+    // Its row measures come from the SSA side's product before tau (kept by the CPU's pass, not
+    // computed again): each row's entropy is that of the map rebuilt from q and k at tau = 1.
+    const std::vector<float>& entropy = a->metrics_compare.Get("entropy");
+    const size_t T = static_cast<size_t>(a->n_tokens);
+    double worst = 0;
+    for (int l = 0; l < a->n_layer; ++l)
+        for (int h = 0; h < a->n_head; ++h) {
+            const model::HeadMap map = a->Map(model::MapSide::Compare, l, h);
+            ASSERT_TRUE(map);
+            for (size_t i = 0; i < T; ++i) {
+                double e = 0;
+                for (size_t j = 0; j <= i; ++j) {
+                    const double p = (*map)[i * T + j];
+                    if (p > 0) e -= p * std::log(p);
+                }
+                worst = std::max(worst, std::abs(e - entropy[(static_cast<size_t>(l) * a->n_head + h) * T + i]));
+            }
+        }
+    Report("layer-local entropy from its maps", worst);
+    EXPECT_LE(worst, 1e-5);
 }
 
 TEST_P(Families, AnAblatedHeadMatchesTheReference) {
