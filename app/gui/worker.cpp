@@ -208,7 +208,14 @@ void InferenceWorker::Loop() {
                 }
                 continue;  // a request may have come meanwhile
             }
-            m_cv.wait(lock, [this] { return m_stop || !m_queue.empty() || m_prefetch_wanted; });
+            // Idle: the maps of the heads next to the shown one, one at a time while nothing is asked.
+            if (!m_busy && !m_stop && NeighboursWanted()) {
+                lock.unlock();
+                PrefetchNeighbours();
+                lock.lock();
+                continue;
+            }
+            m_cv.wait(lock, [this] { return m_stop || !m_queue.empty() || m_prefetch_wanted || NeighboursWanted(); });
             if (m_stop) return;
             if (m_queue.empty()) continue;  // woken for a prefetch
             request = std::move(m_queue.front());
@@ -464,7 +471,36 @@ void InferenceWorker::LensAtPosition(const Request& r) {
 std::shared_ptr<const model::Analysis> InferenceWorker::Share(model::Analysis analysis) {
     auto shared = std::make_shared<const model::Analysis>(std::move(analysis));
     Prefetch(*shared);
+    std::lock_guard<std::mutex> lock(m_mutex);
+    m_latest = shared;
     return shared;
+}
+
+bool InferenceWorker::NeighboursWanted() const {
+    const auto a = m_latest.lock();
+    return a && (a.get() != m_neighbours_of || m_shown_layer.load() * a->n_head + m_shown_head.load() != m_neighbours_for);
+}
+
+void InferenceWorker::PrefetchNeighbours() {
+    std::shared_ptr<const model::Analysis> a;
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        a = m_latest.lock();
+    }
+    if (!a) return;
+    const int layer = m_shown_layer.load(), head = m_shown_head.load(), L = a->n_layer, H = a->n_head;
+    m_neighbours_of = a.get();
+    m_neighbours_for = layer * H + head;
+    if (layer >= L || head >= H) return;
+    // The arrow keys' next heads, the most likely first (right: the next head), as many as the map
+    // cache holds beside the shown one: both sides' maps of T x T floats each.
+    const HeadRef next[] = {{layer, (head + 1) % H}, {layer, (head + H - 1) % H}, {(layer + 1) % L, head}, {(layer + L - 1) % L, head}};
+    const size_t map_bytes = 2 * sizeof(float) * static_cast<size_t>(a->n_tokens) * static_cast<size_t>(a->n_tokens);
+    const size_t fit = model::kMapCacheBytes / std::max<size_t>(map_bytes, 1), room = fit > 1 ? std::min(std::size(next), fit - 1) : 0;
+    for (size_t i = 0; i < room && !Superseded(); ++i) {
+        if (m_shown_layer.load() != layer || m_shown_head.load() != head) return;  // another head shown: start again from it
+        for (model::MapSide side : {model::MapSide::Ssa, model::MapSide::Compare}) a->Cells(side, next[i].layer, next[i].head);
+    }
 }
 
 void InferenceWorker::Prefetch(const model::Analysis& a) const {

@@ -146,10 +146,13 @@ public:
     bool Busy() const { return m_busy.load(); }
     bool Readying() const { return m_readying.load(); }  // idle, readying memory for the next edit (ReserveForEdits)
     float Progress() const { return m_progress.load(); }  // of the running analysis: layers done / layers
-    // The head the map view shows: each analysis rebuilds its full maps before it is handed over.
+    // The head the map view shows: each analysis rebuilds its maps before it is handed over, and
+    // once idle the worker rebuilds the heads the arrow keys go to next (PrefetchNeighbours).
     void SetShownHead(int layer, int head) {
-        m_shown_layer = layer;
-        m_shown_head = head;
+        const bool changed = m_shown_layer.exchange(layer) != layer, head_changed = m_shown_head.exchange(head) != head;
+        if (!changed && !head_changed) return;
+        { std::lock_guard<std::mutex> lock(m_mutex); }  // the worker is waiting, or sees the new head before it waits
+        m_cv.notify_one();
     }
 
 private:
@@ -224,6 +227,12 @@ private:
     std::atomic<bool> m_readying{false};
     std::atomic<float> m_progress{0.0f};
     std::atomic<int> m_shown_layer{0}, m_shown_head{0};
+    std::weak_ptr<const model::Analysis> m_latest;  // the last analysis handed over (Share)
+    // Which shown head of which analysis the neighbours' maps were rebuilt for (worker thread only).
+    const model::Analysis* m_neighbours_of = nullptr;
+    int m_neighbours_for = -1;
+    bool NeighboursWanted() const;  // with m_mutex held
+    void PrefetchNeighbours();
     std::atomic<int64_t> m_big_parameters{kBigModelParameters};
     std::thread m_thread;  // last: starts after everything above exists
 };

@@ -73,16 +73,16 @@ HeadMap RecomputedMaps::Head(MapSide side, int l, int h) const {
     const Layer* found = Find(side, l, h);
     if (!found) return nullptr;
     const MapCache::Key key{static_cast<int>(side), l, h};
-    return m_cache.Get(key, [&] {  // under the cache's lock, which also guards m_seeds
+    return m_cache.Get(key, [&] {
         c10::InferenceMode guard;
         const Layer& x = *found;
         BindThreadToDevice(x.q.device());  // the UI thread or an export thread
         const int64_t T = x.k.size(1);
         auto map = std::make_shared<std::vector<float>>(static_cast<size_t>(T * T), 0.0f);
-        int64_t from = 0;
-        if (HeadMap old = TakeSeed(key)) {
+        int64_t from = 0, stable = 0;
+        if (HeadMap old = TakeSeed(key, &stable)) {
             const int64_t old_t = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(old->size()))));
-            from = std::min({m_stable, old_t, T});
+            from = std::min({stable, old_t, T});
             const int64_t columns = std::min(old_t, T);  // row i < from is zero past column i anyway
             for (int64_t i = 0; i < from; ++i)
                 std::copy_n(old->data() + i * old_t, columns, map->data() + i * T);
@@ -261,7 +261,9 @@ MapCellsPtr TensorMapCells(at::Tensor map, bool diverging, HeadMap keep) {
     return std::make_shared<TensorCells>(map.to(at::kFloat).contiguous(), diverging, std::move(keep));
 }
 
-HeadMap RecomputedMaps::TakeSeed(const MapCache::Key& key) const {
+HeadMap RecomputedMaps::TakeSeed(const MapCache::Key& key, int64_t* stable) const {
+    std::lock_guard<std::mutex> lock(m_seeds_mutex);
+    *stable = m_stable;
     for (auto it = m_seeds.begin(); it != m_seeds.end(); ++it)
         if (it->first == key) {
             HeadMap map = std::move(it->second);

@@ -4,6 +4,8 @@
 // Tensors are row-major; shapes are given as [dims] comments. H = heads, T = tokens, D = head size.
 #pragma once
 
+#include <algorithm>
+#include <condition_variable>
 #include <cstdint>
 #include <list>
 #include <mutex>
@@ -37,15 +39,36 @@ class LruMaps {
 public:
     using Key = std::tuple<int, int, int>;  // side, layer, head
     explicit LruMaps(size_t budget) : m_budget(budget) {}
+    // The map of `key`, made by `make()` when it is not kept. It is made outside the lock, so a
+    // thread reading a kept map never waits for another one making a map; two threads asking for
+    // one map make it once (the second waits for the first).
     template <class Make>
     Map Get(const Key& key, const Make& make) {
-        std::lock_guard<std::mutex> lock(m_mutex);
-        for (auto it = m_entries.begin(); it != m_entries.end(); ++it)
-            if (it->first == key) {
-                m_entries.splice(m_entries.begin(), m_entries, it);
-                return it->second;
-            }
-        Map map = make();  // under the lock: two threads asking for one head compute it once
+        std::unique_lock<std::mutex> lock(m_mutex);
+        for (;;) {
+            for (auto it = m_entries.begin(); it != m_entries.end(); ++it)
+                if (it->first == key) {
+                    m_entries.splice(m_entries.begin(), m_entries, it);
+                    return it->second;
+                }
+            if (std::find(m_making.begin(), m_making.end(), key) == m_making.end()) break;
+            m_made.wait(lock);  // another thread makes it
+        }
+        m_making.push_back(key);
+        lock.unlock();
+        Map map;
+        try {
+            map = make();
+        } catch (...) {
+            lock.lock();
+            m_making.erase(std::find(m_making.begin(), m_making.end(), key));
+            m_made.notify_all();
+            throw;
+        }
+        lock.lock();
+        m_making.erase(std::find(m_making.begin(), m_making.end(), key));
+        m_made.notify_all();
+        if (!map) return map;
         m_bytes += MapBytes(map);
         m_entries.emplace_front(key, map);
         while (m_bytes > m_budget && m_entries.size() > 1) {
@@ -61,6 +84,8 @@ public:
 
 private:
     mutable std::mutex m_mutex;
+    std::condition_variable m_made;            // a map in m_making was made (or failed)
+    std::vector<Key> m_making;                 // maps being made, outside the lock
     std::list<std::pair<Key, Map>> m_entries;  // most recent first
     size_t m_bytes = 0;
     const size_t m_budget;
@@ -93,6 +118,7 @@ public:
     void Add(MapSide side, Layer layer) { m_layers[static_cast<int>(side)].push_back(std::move(layer)); }
     // `previous` answered for ids whose first `stable` equal these ones'.
     void Reuse(const RecomputedMaps& previous, int64_t stable) {
+        std::lock_guard<std::mutex> lock(m_seeds_mutex);
         m_seeds = previous.m_cache.Entries();
         m_stable = stable;
     }
@@ -100,12 +126,13 @@ public:
     MapCellsPtr Cells(MapSide side, int l, int h) const override;
 
 private:
-    HeadMap TakeSeed(const MapCache::Key& key) const;
+    HeadMap TakeSeed(const MapCache::Key& key, int64_t* stable) const;  // and the rows it keeps
     const Layer* Find(MapSide side, int l, int h) const;
 
     std::vector<Layer> m_layers[kMapSides];
     mutable MapCache m_cache;
     mutable LruMaps<MapCellsPtr> m_device_cache{kDeviceMapCacheBytes};  // Cells' maps on a GPU, with their levels
+    mutable std::mutex m_seeds_mutex;  // guards the two below (a map is made outside the cache's lock)
     mutable std::vector<std::pair<MapCache::Key, HeadMap>> m_seeds;
     int64_t m_stable = 0;
 };

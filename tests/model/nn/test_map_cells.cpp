@@ -4,10 +4,14 @@
 // against the host's, and the difference.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <future>
 #include <limits>
 #include <memory>
 #include <random>
+#include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -176,3 +180,48 @@ TEST(MapCells, MinusIsTheCellByCellDifference) {
 }
 
 }  // namespace
+
+namespace {
+
+model::HeadMap MapOf(float value) { return std::make_shared<const std::vector<float>>(4, value); }
+
+}  // namespace
+
+// The map cache makes a map outside its lock: a map it keeps is read while another thread is
+// still making one (the window's worker rebuilds the next head's map while the window reads the
+// shown one). Made under the lock, the read waited for the make, which waits for the read: the
+// make gives up after 20 s and the test fails.
+TEST(MapCache, AKeptMapIsReadWhileAnotherIsMade) {
+    model::LruMaps<model::HeadMap> cache(1 << 20);
+    const model::LruMaps<model::HeadMap>::Key kept{0, 0, 0}, slow{0, 0, 1};
+    cache.Get(kept, [] { return MapOf(1.0f); });
+    std::promise<void> read;
+    std::future<void> was_read = read.get_future();
+    std::promise<void> making;
+    std::future<void> started = making.get_future();
+    bool waited_out = false;
+    std::thread maker([&] {
+        cache.Get(slow, [&] {
+            making.set_value();
+            waited_out = was_read.wait_for(std::chrono::seconds(20)) != std::future_status::ready;
+            return MapOf(2.0f);
+        });
+    });
+    started.wait();
+    int made = 0;
+    const model::HeadMap got = cache.Get(kept, [&] { ++made; return MapOf(3.0f); });
+    read.set_value();
+    maker.join();
+    EXPECT_FALSE(waited_out) << "reading a kept map waited for another map's make";
+    EXPECT_EQ(made, 0);
+    EXPECT_EQ((*got)[0], 1.0f);
+    EXPECT_EQ((*cache.Get(slow, [] { return MapOf(4.0f); }))[0], 2.0f) << "the slow map was kept";
+}
+
+// A make that throws leaves nothing behind: the next Get of that map makes it.
+TEST(MapCache, AFailedMakeIsTriedAgain) {
+    model::LruMaps<model::HeadMap> cache(1 << 20);
+    const model::LruMaps<model::HeadMap>::Key key{1, 2, 3};
+    EXPECT_THROW(cache.Get(key, []() -> model::HeadMap { throw std::runtime_error("out of memory"); }), std::runtime_error);
+    EXPECT_EQ((*cache.Get(key, [] { return MapOf(5.0f); }))[0], 5.0f);
+}
