@@ -298,6 +298,10 @@ void InferenceWorker::Handle(const Request& r) {
                     m_step_analyses.splice(m_step_analyses.begin(), m_step_analyses, it);
                     const auto& a = m_step_analyses.front().analysis;
                     Prefetch(*a);
+                    {
+                        std::lock_guard<std::mutex> lock(m_mutex);
+                        m_latest = a;  // the one shown, whose neighbours' maps are made ahead
+                    }
                     WorkerEvent e{Kind::Analysis, {}, a, "", r.id, NowMs() - r.start_ms};
                     e.kept = true;
                     return Emit(std::move(e));
