@@ -147,6 +147,9 @@ timeout 120 "$build/ssaviz" init-random --out "$tiny" --family llama --layers 22
 for T in ${SSAVIZ_GPU_TINY_TOKENS:-1024 8192}; do
   timeout 75 "$build/ssaviz_bench" --model "$tiny" --device "$dev" --only full --tokens "$T" --repeats 2 2>&1 | tail -n 3 | tee -a "$out/bench-tiny.txt"
 done
+# An edit at the end: grouped kv heads with value temperatures, where each layer used to wait for
+# the device twice (value_off.any().item(), repeat_interleave); none does now.
+timeout 60 "$build/ssaviz_bench" --model "$tiny" --device "$dev" --only end --tokens 1024 --repeats 5 2>&1 | tail -n 2 | tee -a "$out/bench-tiny.txt"
 "$build/ssaviz" tokenize --model "$tiny" --text-file "$work/long.txt" --truncate --json |
   "$py" -c 'import json,sys; print(" ".join(map(str, json.load(sys.stdin)["ids"])))' >"$work/ids.txt"
 [ "${SSAVIZ_GPU_TINY_BASELINE:-1}" = 1 ] && timeout 60 "$py" "$here/bench/family_baseline.py" --model "$tiny" --ids "$work/ids.txt" --tokens 1024 --repeats 2 --device "$dev" 2>&1 |
