@@ -149,8 +149,8 @@ public:
     // The head the map view shows: each analysis rebuilds its maps before it is handed over, and
     // once idle the worker rebuilds the heads the arrow keys go to next (PrefetchNeighbours).
     void SetShownHead(int layer, int head) {
-        const bool changed = m_shown_layer.exchange(layer) != layer, head_changed = m_shown_head.exchange(head) != head;
-        if (!changed && !head_changed) return;
+        const bool layer_changed = m_shown_layer.exchange(layer) != layer, head_changed = m_shown_head.exchange(head) != head;
+        if (!layer_changed && !head_changed) return;
         { std::lock_guard<std::mutex> lock(m_mutex); }  // the worker is waiting, or sees the new head before it waits
         m_cv.notify_one();
     }

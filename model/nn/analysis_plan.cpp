@@ -31,7 +31,9 @@ std::vector<TemperatureEdit> MakeEdits(const std::vector<Intervention>& interven
         uint8_t* m = masks.data_ptr<uint8_t>() + l * kMasks * n;
         uint8_t *position = m + KeepPosition * n, *token = m + KeepToken * n, *value_off = m + ValueOff * n, *scaled = m + Scaled * n;
         float* scale = scales.data_ptr<float>() + l * n;
-        std::fill_n(position, n, 1), std::fill_n(token, n, 1), std::fill_n(value_off, n, 0);
+        std::fill_n(position, n, 1);
+        std::fill_n(token, n, 1);
+        std::fill_n(value_off, n, 0);
         for (int64_t b = 0; b < B; ++b) {
             if (rows[b] == RowEdit::Vanilla) {
                 any[l] = true;
