@@ -133,12 +133,14 @@ Decomposition Decompose(const Analysis& a) {
 namespace {
 
 // What the engine keeps between analyses, a slice a stage: an analysis whose ids agree with the
-// last one's up to position p takes rows < p from here. Tensors on the device.
+// last one's up to position p takes rows < p from here. Tensors on the device, but for the row
+// arrays the assembly keeps on the host.
 struct AnalysisCache {
     std::vector<int32_t> ids;                    // the plan's: what the next one compares its ids with
     std::vector<LayerRows> layers;               // the layer pass's
     RowBuffers buffers;                          // the layer pass's: what its q, k and vs are views of
     MeasuredRows measures;                       // the row measures', with the thumbnails
+    HostRows rows;                               // the assembly's row arrays, on the host
     PerSide<SidePredictions> predictions;        // the predictions'
     std::shared_ptr<const RecomputedMaps> maps;  // the assembly's
 };
@@ -417,7 +419,11 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         next.layers = pass.TakeLayers();
         next.measures = measures.Finish();
         next.maps = AssembleMaps(plan, next.layers, old.maps.get());
-        return AssembleLayers(plan, tokens, next.layers, next.measures, e.spectrum);
+        next.rows = std::move(e.cache.rows);  // updated in place: rows below p are kept
+        Analysis assembled = AssembleLayers(plan, tokens, next.layers, next.measures, e.spectrum, &next.rows);
+        for (LayerRows& l : next.layers) l.ForgetNewRows();  // on the host now
+        for (LayerMeasures& l : next.measures.layers) l.ForgetNewRows();
+        return assembled;
     }();
     a.maps = next.maps;
     a.device = e.device.str();

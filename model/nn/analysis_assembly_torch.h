@@ -18,15 +18,35 @@
 
 namespace model {
 
+// The [L, H, T] row arrays of the last analysis on the host: each side's row metrics and
+// temperatures, the pairs' divergences and tau_q's two terms, "fields" in the order the assembly
+// lists them. An analysis copies only its new rows from the device, every field's in one transfer,
+// and takes the rows below p from here. Each row is kept with room to grow (a capacity rounded up
+// to kRoom tokens), so that typing at the end writes its rows in place.
+class HostRows {
+public:
+    static constexpr int64_t kRoom = 256;
+    // `fields[f][l]`: field f's rows p..T-1 of layer l, [H, T - p] on any device (none when p ==
+    // T); the rows below p are the last Update's, which had the same fields, layers and heads.
+    void Update(int64_t p, int64_t T, const std::vector<std::vector<at::Tensor>>& fields);
+    std::vector<float> Array(size_t f) const;  // field f as [L, H, T]
+
+private:
+    int64_t m_fields = 0, m_layers = 0, m_heads = 0;
+    int64_t m_T = 0, m_capacity = 0;
+    std::vector<float> m_rows;  // [fields, L, H, capacity], rows 0..m_T-1 valid
+};
+
 // The maps of every side and layer, from the layers' q, k and tau_q as the forward pass used them
 // (ones multiply exactly, so the vanilla maps rebuild bit for bit too); `old` (null: none)
 // answered for the last analysis, whose ids agree with these up to p.
 std::shared_ptr<RecomputedMaps> AssembleMaps(const AnalysisPlan& plan, const std::vector<LayerRows>& layers, const RecomputedMaps* old);
 
 // The temperatures, row metrics, divergences, thumbnails and the spectrum's [L, H] figures of an
-// analysis of `tokens`, with its shape; the caller fills in the rest (maps, timings, what it compared).
+// analysis of `tokens`, with its shape; the caller fills in the rest (maps, timings, what it
+// compared). `rows` holds the last analysis's arrays (rows below p), and then this one's.
 Analysis AssembleLayers(const AnalysisPlan& plan, const Tokenization& tokens, const std::vector<LayerRows>& layers,
-                        const MeasuredRows& measures, const QkSpectrum& spectrum);
+                        const MeasuredRows& measures, const QkSpectrum& spectrum, HostRows* rows);
 
 // Each side's predictions, and the SSA side's logits after the last token (`next_logits`, [V]).
 void AssemblePredictions(const AnalysisPlan& plan, const PerSide<SidePredictions>& predictions, const at::Tensor& next_logits, Analysis* a);

@@ -115,17 +115,17 @@ const LayerRows& LayerPass::EndLayer() {
             rows.q = ssa.q;
             rows.k = ssa.k;
             rows.tau_q = at::ones_like(ssa.tau_q);
-            rows.tau_v = rows.tau_q;
+            rows.new_tau_v = rows.tau_q.narrow(1, p, T - p);
             continue;
         }
         rows.q = p < T ? m_room_q[s].narrow(1, 0, T) : m_was->side[s].q.narrow(1, 0, T);
         rows.k = now.k[source.run][source.row];
         rows.vs = now.vs[source.run][source.row];
         rows.tau_q = m_plan.Join(m_was ? m_was->side[s].tau_q : at::Tensor(), m_tau_q[s]);
-        rows.tau_v = m_plan.Join(m_was ? m_was->side[s].tau_v : at::Tensor(), m_tau_v[s]);
+        rows.new_tau_v = NewRows(m_tau_v[s]);
     }
-    now.tau_q_position = m_plan.Join(m_was ? m_was->tau_q_position : at::Tensor(), m_position);
-    now.tau_q_token = m_plan.Join(m_was ? m_was->tau_q_token : at::Tensor(), m_token);
+    now.new_tau_q_position = NewRows(m_position);
+    now.new_tau_q_token = NewRows(m_token);
     m_layers.push_back(std::move(now));
     LetGoOfLayer();
     return m_layers.back();

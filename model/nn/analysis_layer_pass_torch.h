@@ -17,15 +17,23 @@
 
 namespace model {
 
-// What one side's positions left behind in one layer, every position so far; on the device.
+// What one side's positions left behind in one layer, every position so far; on the device. What
+// only the host arrays need is the new rows' alone (p..T-1, [H, T - p]; undefined when p == T):
+// the assembly keeps every row on the host (HostRows).
 struct SideRows {
-    at::Tensor q, k, vs;      // [H, T, D] in the compute dtype; vs = v * tau_v (undefined for the layer-local side)
-    at::Tensor tau_q, tau_v;  // [H, T] as the forward pass used them (ones for the layer-local side)
+    at::Tensor q, k, vs;  // [H, T, D] in the compute dtype; vs = v * tau_v (undefined for the layer-local side)
+    at::Tensor tau_q;     // [H, T] as the forward pass used it (ones for the layer-local side); the maps need it
+    at::Tensor new_tau_v;  // the new rows' tau_v as the forward pass used it (ones for the layer-local side)
 };
 struct LayerRows {
-    PerSide<SideRows> side;                  // k and vs are views of the runs' below, q of a RowBuffers buffer
-    std::vector<at::Tensor> k, vs;           // a run each: [sides, G, T, D], views of RowBuffers buffers
-    at::Tensor tau_q_position, tau_q_token;  // [H, T], SSA side
+    PerSide<SideRows> side;                          // k and vs are views of the runs' below, q of a RowBuffers buffer
+    std::vector<at::Tensor> k, vs;                   // a run each: [sides, G, T, D], views of RowBuffers buffers
+    at::Tensor new_tau_q_position, new_tau_q_token;  // the new rows', SSA side
+
+    void ForgetNewRows() {  // once they are on the host
+        for (SideRows& s : side.of) s.new_tau_v = at::Tensor();
+        new_tau_q_position = new_tau_q_token = at::Tensor();
+    }
 };
 
 // One analysis's pass, made for its plan; its layers are run in order, each BeginLayer, the

@@ -125,6 +125,10 @@ at::Tensor AnalysisPlan::Join(const at::Tensor& old, const std::vector<at::Tenso
     return Join(old, parts.size() == 1 ? parts[0] : at::cat(parts, 1));
 }
 
+at::Tensor NewRows(const std::vector<at::Tensor>& parts) {
+    return parts.empty() ? at::Tensor() : parts.size() == 1 ? parts[0] : at::cat(parts, 1);
+}
+
 void WaitForDevice(const at::Device& device) {
     if (device.is_cuda()) torch::cuda::synchronize(device.has_index() ? device.index() : -1);
 }

@@ -88,6 +88,10 @@ struct AnalysisPlan {
     at::Tensor Join(const at::Tensor& old, const std::vector<at::Tensor>& parts) const;
 };
 
+// The new rows (p..T-1) from their parts, block by block, [H, T - p, ...]; undefined when there are
+// none (p == T).
+at::Tensor NewRows(const std::vector<at::Tensor>& parts);
+
 // Which comparison and what-ifs the engine runs, with which models, and what of the last analysis
 // (ids `old_ids`, thumbnails of `old_pool`) may be kept: nothing unless `reuse`.
 struct PlanInputs {

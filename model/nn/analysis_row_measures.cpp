@@ -80,19 +80,16 @@ void RowMeasures::AddBlock(int64_t a, int64_t b, const PerSide<at::Tensor>& rows
 }
 
 const LayerMeasures& RowMeasures::EndLayer() {
-    static const RowMetricTensors kNone;
     LayerMeasures now;
-    for (Side s : m_plan.sides) {
-        const RowMetricTensors& was = m_was ? m_was->metrics[s] : kNone;
+    for (Side s : m_plan.sides)
         for (const RowMetricField& field : kRowMetricFields) {
             std::vector<at::Tensor> parts;
             for (const RowMetricTensors& m : m_metrics[s]) parts.push_back(m.*field.tensor);
-            now.metrics[s].*field.tensor = m_plan.Join(was.*field.tensor, parts);
+            now.metrics[s].*field.tensor = NewRows(parts);
         }
-    }
     for (int k = 0; k < m_plan.pairs; ++k) {
-        now.pairs[k].js = m_plan.Join(m_was ? m_was->pairs[k].js : at::Tensor(), m_js[k]);
-        now.pairs[k].l1 = m_plan.Join(m_was ? m_was->pairs[k].l1 : at::Tensor(), m_l1[k]);
+        now.pairs[k].js = NewRows(m_js[k]);
+        now.pairs[k].l1 = NewRows(m_l1[k]);
     }
     now.tail = m_tail;
     if (!m_thumbs[0].empty()) {  // block rows first_block_row / pool.. of the layer: [H, cells - first_block_row / pool, cells] each

@@ -1,9 +1,10 @@
 // The row measures of Engine::Analyze (the stages: analysis_plan_torch.h): each block of attention
 // rows the layer pass computes, measured (SPEC section 2's row metrics a side, JS and L1 of the
 // plan's pairs of sides, SidePair) and pooled into thumbnails (the SSA side and its comparison),
-// then dropped. Per layer it keeps the measures of every position and the rows of the last
-// thumbnail block (LayerMeasures), and the thumbnails on the host, so the next analysis measures
-// and pools only what changed.
+// then dropped. Per layer it gives the measures of the new rows and keeps the rows of the last
+// thumbnail block (LayerMeasures), and the thumbnails on the host; the assembly keeps the measures
+// of every position on the host (HostRows), so the next analysis measures and pools only what
+// changed.
 #pragma once
 
 #include <cstdint>
@@ -19,14 +20,22 @@
 namespace model {
 
 struct Divergence {
-    at::Tensor js, l1;  // [H, T]: each row of one side against the same row of another
+    at::Tensor js, l1;  // [H, rows]: each row of one side against the same row of another
 };
 struct LayerMeasures {
-    PerSide<RowMetricTensors> metrics;  // [H, T] float32 each
-    Divergence pairs[kSidePairCount];   // by SidePair; the plan's first `pairs` only
+    // The new rows' (p..T-1), [H, T - p] float32 each; undefined when p == T.
+    PerSide<RowMetricTensors> metrics;
+    Divergence pairs[kSidePairCount];  // by SidePair; the plan's first `pairs` only
     // The rows of the last thumbnail block (from (T - 1) / pool * pool), each pooled along its keys
     // alone: typing at the end pools that block again from these instead of recomputing its rows.
     KeyPooled tail;  // [H, rows, cells]; undefined when not computed
+
+    // Lets go of the new rows' measures once they are on the host (HostRows): the next analysis
+    // needs only the tail.
+    void ForgetNewRows() {
+        metrics = {};
+        for (Divergence& d : pairs) d = {};
+    }
 };
 struct MeasuredRows {
     std::vector<LayerMeasures> layers;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -426,7 +427,10 @@ void ThumbnailBuilder::CopyLayer(int l, const at::Tensor (&rows)[3]) {
 }
 
 Thumbnails ThumbnailBuilder::Finish() {
-    for (const DeviceLayer& d : m_device_layers) CopyLayer(d.l, d.rows);
+    std::vector<at::Tensor> rows;  // every layer's in one transfer
+    for (const DeviceLayer& d : m_device_layers) rows.insert(rows.end(), std::begin(d.rows), std::end(d.rows));
+    const std::vector<at::Tensor> host = ToHostAtOnce(rows, at::kFloat);
+    for (size_t i = 0; i < m_device_layers.size(); ++i) CopyLayer(m_device_layers[i].l, {host[3 * i], host[3 * i + 1], host[3 * i + 2]});
     m_device_layers.clear();
     for (const auto& band : m_new)
         for (float v : band->cells[static_cast<int>(ThumbnailKind::Difference)])

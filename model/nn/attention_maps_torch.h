@@ -166,8 +166,8 @@ public:
     ThumbnailBuilder(const Thumbnails& old, int kept, int side, int pool, int layers, int heads);
     // Layer l's block rows kept..side-1 [H, side - kept, side] by kind (SSA, comparison,
     // difference), on any device, any float dtype; not called when kept == side. A device's
-    // rows are copied to the host in Finish: a copy per layer would stop the host from queuing
-    // the next layer's kernels while the device works.
+    // rows are copied to the host in Finish, every layer's in one transfer: a copy per layer would
+    // stop the host from queuing the next layer's kernels while the device works.
     void AddLayer(int l, const at::Tensor (&rows)[3]);
     Thumbnails Finish();
 

@@ -33,4 +33,9 @@ inline at::Tensor AsType(const at::Tensor& t, at::ScalarType type) { return t.sc
 // A tensor's values as float32 on the host, row-major: where results leave the device.
 std::vector<float> ToHost(const at::Tensor& t);
 
+// Tensors of one device as contiguous host tensors of `type`, each its own shape. A device's
+// cross in one transfer (one wait for the device instead of one a tensor), through pinned memory
+// on CUDA; the CPU's are returned as they are when they already fit.
+std::vector<at::Tensor> ToHostAtOnce(const std::vector<at::Tensor>& tensors, at::ScalarType type);
+
 }  // namespace model

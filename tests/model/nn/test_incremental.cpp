@@ -22,6 +22,8 @@
 #include <ATen/record_function.h>
 
 #include "model/nn/analysis.h"
+#include "model/nn/analysis_assembly_torch.h"
+#include "model/nn/runtime_torch.h"
 #include "tests/model/nn/compare_analyses.h"
 
 namespace {
@@ -595,5 +597,47 @@ void CancelPartWay(bool with_base) {
 
 TEST(Incremental, AnAnalysisCancelledPartWayLeavesThePreviousOneWhole) { CancelPartWay(false); }
 TEST(Incremental, AnAnalysisWithABaseCancelledPartWayLeavesThePreviousOneWhole) { CancelPartWay(true); }
+
+// The assembly's host rows: an analysis gives rows p..T-1 of each field, the rest are the last one's.
+TEST(HostRows, KeepRowsBelowPAndTakeTheNewOnes) {
+    const int64_t F = 3, L = 2, H = 3;
+    at::manual_seed(5);
+    std::vector<at::Tensor> truth(F);  // [L, H, T] each, what every Array must equal
+    model::HostRows rows;
+    auto update = [&](int64_t p, int64_t T) {
+        std::vector<std::vector<at::Tensor>> fields(F);
+        for (int64_t f = 0; f < F; ++f) {
+            const at::Tensor fresh = at::rand({L, H, T - p}, at::kDouble);  // converted to float on the way
+            truth[f] = p > 0 ? at::cat({truth[f].narrow(2, 0, p), fresh.to(at::kFloat)}, 2) : fresh.to(at::kFloat);
+            for (int64_t l = 0; l < L && p < T; ++l) fields[f].push_back(fresh[l]);
+        }
+        rows.Update(p, T, fields);
+        for (int64_t f = 0; f < F; ++f) {
+            const std::vector<float> got = rows.Array(static_cast<size_t>(f));
+            ASSERT_EQ(static_cast<int64_t>(got.size()), L * H * T) << "p " << p << ", T " << T;
+            const at::Tensor want = truth[f].contiguous();
+            EXPECT_TRUE(std::equal(got.begin(), got.end(), want.data_ptr<float>())) << "field " << f << ", p " << p << ", T " << T;
+        }
+    };
+    update(0, 200);
+    update(199, 201);  // typing at the end
+    update(150, 300);  // past the room kept: the rows grow, keeping 0..149
+    update(120, 130);  // a shorter text
+    update(130, 130);  // the same text: nothing new
+    update(0, 40);     // a whole new analysis
+    update(10, 40);
+}
+
+TEST(HostRows, ToHostAtOnceKeepsShapesAndValues) {
+    const std::vector<at::Tensor> in = {at::arange(6, at::kDouble).view({2, 3}), at::ones({0}), at::arange(4, at::kLong).view({2, 2}).t()};
+    const std::vector<at::Tensor> out = model::ToHostAtOnce(in, at::kFloat);
+    ASSERT_EQ(out.size(), in.size());
+    for (size_t i = 0; i < in.size(); ++i) {
+        EXPECT_EQ(out[i].sizes(), in[i].sizes());
+        EXPECT_EQ(out[i].scalar_type(), at::kFloat);
+        EXPECT_TRUE(out[i].is_contiguous());
+        EXPECT_TRUE(at::equal(out[i], in[i].to(at::kFloat)));
+    }
+}
 
 }  // namespace
