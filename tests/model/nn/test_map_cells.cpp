@@ -142,14 +142,24 @@ TEST(MapCells, ValuesRowsAndOutOfRangeRequests) {
 
 // The extent the colour scales use, in torch ops (a GPU's) against the host loop, on maps with
 // NaN, infinities and negative values: bit for bit (max and min pick values).
+// The host's loop takes eight cells at a time, so the sizes cover rows shorter than eight, whole
+// lanes and a remainder, and the odd values fall in lanes and in remainders.
 TEST(MapCells, ExtentOnTheDeviceEqualsTheHosts) {
-    for (int T : {1, 2, 5, 64}) {
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    for (int T : {1, 2, 5, 8, 9, 17, 64, 100}) {
         for (bool signed_values : {false, true}) {
             std::vector<float> map = RandomMap(T, static_cast<unsigned>(T), signed_values);
             if (T >= 5) {
-                map[static_cast<size_t>(4) * T + 1] = std::numeric_limits<float>::quiet_NaN();
-                map[static_cast<size_t>(3) * T + 3] = std::numeric_limits<float>::infinity();
+                map[static_cast<size_t>(4) * T + 1] = nan;
+                map[static_cast<size_t>(3) * T + 3] = inf;
                 map[static_cast<size_t>(1) * T + 4] = 50.0f;  // above the diagonal: not counted
+            }
+            if (T >= 17) {
+                map[static_cast<size_t>(16) * T + 2] = -inf;  // in a lane
+                map[static_cast<size_t>(16) * T + 9] = inf;   // in a lane
+                map[static_cast<size_t>(16) * T + 16] = nan;  // in a row's remainder
+                map[static_cast<size_t>(12) * T + 5] = 1e-30f;  // the smallest positive, in a lane
+                map[static_cast<size_t>(T - 1) * T + T - 1] = signed_values ? -7.5f : 0.0f;  // the largest magnitude, last
             }
             const model::MapExtent want = model::HostMapExtent(map.data(), T), got = model::TensorMapExtent(AsTensor(map, T));
             EXPECT_EQ(got.max, want.max) << T;
