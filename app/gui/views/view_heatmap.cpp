@@ -132,6 +132,8 @@ void HeatmapView::PrepareData(const AppState& state) {
         colormap == m_baked_colormap && log_scale == m_baked_log && per_head == m_baked_per_head)
         return;
 
+    // The temperature strips' range: the head's, or the whole analysis's (the same for every head).
+    const bool new_range = per_head || state.analysis.get() != m_baked_for || per_head != m_baked_per_head;
     if (state.analysis.get() != m_baked_for) {
         m_analysis = state.analysis;
         m_baked_for = state.analysis.get();
@@ -148,9 +150,11 @@ void HeatmapView::PrepareData(const AppState& state) {
     m_baked_colormap = colormap;
     m_baked_log = log_scale;
     m_baked_per_head = per_head;
-    const std::optional<HeadRef> scope = per_head ? std::optional<HeadRef>(head) : std::nullopt;
-    m_tau_q_range = TemperatureRange(a, a.tau_q, scope);
-    m_tau_v_range = TemperatureRange(a, a.tau_v, scope);
+    if (new_range) {
+        const std::optional<HeadRef> scope = per_head ? std::optional<HeadRef>(head) : std::nullopt;
+        m_tau_q_range = TemperatureRange(a, a.tau_q, scope);
+        m_tau_v_range = TemperatureRange(a, a.tau_v, scope);
+    }
 
     // Rebuilt from the layer's q and k when not cached (a few ms at 1,000 tokens; see
     // model::AttentionMaps), and kept where the engine runs: a GPU's map stays there.
