@@ -5,9 +5,10 @@
 //   layer pass  analysis_layer_pass_torch.h: the forward passes layer by layer, what every
 //               position leaves behind in a layer (LayerRows)
 //   measures    analysis_row_measures_torch.h: row metrics, divergences and thumbnails of each
-//               block of attention rows (LayerMeasures, the thumbnails)
+//               block of attention rows (the thumbnails, the last thumbnail block's rows)
 //   predictions analysis_predictions_torch.h: the last layer's rows times the head (SidePredictions)
-//   assembly    analysis_assembly_torch.h: the host arrays of an Analysis and its maps
+//   assembly    analysis_assembly_torch.h: the host arrays of an Analysis, every position's rows
+//               of them (HostRows), and its maps
 // Tensors are row-major; shapes are given as [dims] comments. H = heads, G = kv heads, T = tokens,
 // D = head size, E = n_embd, p = the rows kept from the last analysis.
 #pragma once
