@@ -3,9 +3,11 @@
 // are not multiples of anything (a thread block's 256 keys, a warp's 32), from a later first row
 // too (an edit's), with one-hot and uniform rows. On CUDA the fused pass is metrics_cuda.cu's
 // kernel; on the CPU the SIMD pass (tests/model/nn/test_metrics.cpp checks that one in CI too). And
-// the attention rows' softmax (on CUDA metrics_cuda.cu's masked softmax) against float64.
+// the attention rows' softmax (on CUDA metrics_cuda.cu's masked softmax) against float64, and a
+// map's extent (on CUDA its kernel) against the host's.
 // Prints each quantity's largest difference; exits 1 when one exceeds its tolerance.
 //   usage: ssaviz_fused_check [--device cpu|cuda]
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -93,6 +95,31 @@ void CheckSoftmax(const at::Device& device, int64_t T, int64_t first, int64_t wi
           false, 1e-5);
 }
 
+// A map's extent (the colour scales'; on CUDA metrics_cuda.cu's kernel, elsewhere torch ops)
+// against the host's loop, exactly (max and min pick cells): signed values, NaN and infinities on
+// and above the diagonal, a map of zeros and -0 and one of negative values only.
+void CheckExtent(const at::Device& device, int64_t T, uint64_t seed) {
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    for (int kind = 0; kind < 3; ++kind) {
+        at::Tensor map = kind == 0 ? at::normal(0.0, 1.0, {T, T}, gen) : kind == 1 ? at::zeros({T, T}) : -at::rand({T, T}, gen) - 0.5;
+        float* cells = map.data_ptr<float>();
+        if (kind == 1) for (int64_t i = 0; i < T; i += 2) cells[i * T] = -0.0f;
+        if (kind == 0 && T >= 5) {
+            cells[4 * T + 1] = NAN;
+            cells[3 * T + 3] = INFINITY;
+            cells[4 * T + 2] = -INFINITY;
+            cells[1 * T + 4] = 50.0f;  // above the diagonal: not counted
+        }
+        const model::MapExtent want = model::HostMapExtent(cells, static_cast<int>(T)), got = model::TensorMapExtent(map.to(device));
+        const double worst = std::max({std::abs(double{got.max} - want.max), std::abs(double{got.min_positive} - want.min_positive),
+                                       std::abs(double{got.max_abs} - want.max_abs)});
+        const bool ok = worst == 0.0 && std::signbit(got.max) == std::signbit(want.max);
+        if (!ok) ++g_failures;
+        std::printf("  %-34s %.2e%s\n", ("extent T " + std::to_string(T) + (kind == 0 ? " signed" : kind == 1 ? " zeros" : " negative")).c_str(),
+                    worst, ok ? "" : "  FAIL");
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -150,6 +177,8 @@ int main(int argc, char** argv) {
     for (const int64_t T : {int64_t{1}, int64_t{5}, int64_t{300}, int64_t{1000}, int64_t{2077}})
         for (const int64_t first : {int64_t{0}, T / 2})
             for (const int64_t window : {int64_t{0}, int64_t{64}}) CheckSoftmax(device, T, first, window, T == 300 ? 8.0 : 1.0, 7 + T + first);
+    std::printf("map extent, %s\n", device.str().c_str());
+    for (const int64_t T : {int64_t{1}, int64_t{5}, int64_t{300}, int64_t{2077}}) CheckExtent(device, T, 3 + T);
     std::printf(g_failures ? "%d checks FAILED\n" : "every check passed\n", g_failures);
     return g_failures ? 1 : 0;
 }

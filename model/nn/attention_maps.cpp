@@ -222,6 +222,22 @@ MapExtent TensorMapExtent(const at::Tensor& map) {
     if (T == 0) return e;
     c10::InferenceMode guard;
     BindThreadToDevice(map.device());
+#ifdef SSAVIZ_CUDA_KERNELS
+    if (map.is_cuda() && map.scalar_type() == at::kFloat) {  // one pass and no [T, T] temporaries
+        const at::Tensor m = map.contiguous();
+        const c10::DeviceGuard on_its_device(map.device());
+        const float start[3] = {0.0f, 1.0f, 0.0f};  // as MapExtent starts; the kernel takes their bits
+        int32_t bits[3];
+        std::memcpy(bits, start, sizeof bits);
+        const at::Tensor out = at::tensor(at::ArrayRef<int32_t>(bits, 3), at::kInt).to(map.device());
+        const char* error = cuda::MapExtentBits(m.data_ptr<float>(), T, reinterpret_cast<unsigned*>(out.data_ptr<int32_t>()));
+        TORCH_CHECK(error == nullptr, "the map extent kernel failed: ", error);
+        const at::Tensor host = out.to(at::kCPU);
+        float figures[3];
+        std::memcpy(figures, host.data_ptr<int32_t>(), sizeof figures);
+        return {figures[0], figures[1], figures[2]};
+    }
+#endif
     const float inf = std::numeric_limits<float>::infinity();
     const at::Tensor counted = at::ones({T, T}, map.options().dtype(at::kBool)).tril_() & at::isfinite(map);
     const at::Tensor hi = at::where(counted, map, -inf).max();

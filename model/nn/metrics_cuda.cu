@@ -265,7 +265,50 @@ __global__ void __launch_bounds__(kThreads) MaskedSoftmaxKernel(float* scores, i
     }
 }
 
+// Takes in another largest value, smallest positive value and largest magnitude. Comparisons, not
+// fmaxf: a -0 must never win over +0 (its bits would be the largest of all as unsigned).
+__device__ __forceinline__ void Extend(float& hi, float& lo, float& magnitude, float other_hi, float other_lo, float other_magnitude) {
+    hi = other_hi > hi ? other_hi : hi;
+    lo = other_lo > 0.0f && other_lo < lo ? other_lo : lo;
+    magnitude = other_magnitude > magnitude ? other_magnitude : magnitude;
+}
+
+// A row of the map a block, its threads striding over the causal cells; then the block's figures
+// merged into `out` (metrics_cuda.h's MapExtentBits).
+__global__ void __launch_bounds__(kThreads) MapExtentKernel(const float* map, int64_t T, unsigned* out) {
+    __shared__ float partial[3][kWarps];
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    float hi = 0.0f, lo = 1.0f, magnitude = 0.0f;
+    for (int64_t i = blockIdx.x; i < T; i += gridDim.x) {
+        const float* row = map + i * T;
+        for (int64_t j = tid; j <= i; j += kThreads) {
+            const float v = row[j];
+            if (!isfinite(v)) continue;
+            Extend(hi, lo, magnitude, v, v > 0.0f ? v : 1.0f, fabsf(v));
+        }
+    }
+    for (int offset = 16; offset > 0; offset >>= 1)
+        Extend(hi, lo, magnitude, __shfl_down_sync(0xffffffffu, hi, offset), __shfl_down_sync(0xffffffffu, lo, offset),
+               __shfl_down_sync(0xffffffffu, magnitude, offset));
+    if (lane == 0) partial[0][warp] = hi, partial[1][warp] = lo, partial[2][warp] = magnitude;
+    __syncthreads();
+    if (tid == 0) {
+        for (int w = 1; w < kWarps; ++w) Extend(hi, lo, magnitude, partial[0][w], partial[1][w], partial[2][w]);
+        atomicMax(out, __float_as_uint(hi));
+        atomicMin(out + 1, __float_as_uint(lo));
+        atomicMax(out + 2, __float_as_uint(magnitude));
+    }
+}
+
 }  // namespace
+
+const char* MapExtentBits(const float* map, int64_t T, unsigned* out) {
+    if (T <= 0) return nullptr;
+    const unsigned blocks = static_cast<unsigned>(T < 4096 ? T : 4096);
+    MapExtentKernel<<<blocks, kThreads>>>(map, T, out);
+    const cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+}
 
 const char* MaskedSoftmaxRows(float* scores, int64_t rows, int64_t R, int64_t T, int64_t first, int64_t window) {
     if (rows <= 0 || T <= 0) return nullptr;

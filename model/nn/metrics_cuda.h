@@ -1,6 +1,6 @@
 // The fused row statistics of metrics.h on a CUDA device: one thread block a row reads each map's
 // keys 0..i once and writes every row metric of each map and the JS divergence and L1 distance of
-// each pair; the thumbnails' pooling; the attention rows' masked softmax. Compiled only where the LibTorch has CUDA (SSAVIZ_CUDA_KERNELS); free of LibTorch and
+// each pair; the thumbnails' pooling; the attention rows' masked softmax; a map's extent. Compiled only where the LibTorch has CUDA (SSAVIZ_CUDA_KERNELS); free of LibTorch and
 // CUDA types, so metrics.cpp includes it as plain C++.
 #pragma once
 
@@ -33,5 +33,12 @@ const char* PoolMaps(const float* p, const float* q, int64_t maps, int64_t R, in
 // then writes the row: exp(s - max) / sum on the visible keys, 0 elsewhere (NaN where the row's sum
 // is, as torch's softmax of a row with a NaN or +inf score gives).
 const char* MaskedSoftmaxRows(float* scores, int64_t rows, int64_t R, int64_t T, int64_t first, int64_t window);
+
+// The extent of a device float32 [T, T] map over its causal cells (j <= i) with finite values
+// (attention_maps.h's MapExtent): `out`, device uint32 [3] set beforehand to the bits of 0, 1 and
+// 0, becomes the bits of the largest value (0 when none is above it), the smallest positive value
+// (1 when none is below it) and the largest magnitude. All three are non-negative, so their bits
+// order as their values do and the thread blocks merge them with atomicMax and atomicMin.
+const char* MapExtentBits(const float* map, int64_t T, unsigned* out);
 
 }  // namespace model::cuda
