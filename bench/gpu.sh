@@ -3,7 +3,8 @@
 # here, and since ssaviz reads tokenizer.json's normalizers with ICU, add Debian 12's ICU beside the kit:
 # `(cd .gpu/debs && apt-get download libicu-dev libicu72)`; send .gpu/ along; the Python module
 # builds there with the pybind11 headers its PyTorch ships). Builds ssaviz there against its CUDA PyTorch, then
-#   0. the fused row statistics' kernel against the torch ops it replaces (ssaviz_fused_check);
+#   0. the kernels against what they replace (ssaviz_fused_check): the fused row statistics, the
+#      pooling, the attention rows' softmax, a map's extent;
 #   1. exactness: every family's export on CUDA against the same export on the CPU (float32, and
 #      the CUDA bf16 forward against the CUDA float32 one), a twin comparison too;
 #   2. GPT-2 small's shape (12 x 12, width 768, context 8,192): full analysis, edits at the end,
@@ -55,7 +56,7 @@ head -c 2400 "$work/long.txt" >"$work/text.txt"
 tok="$here/assets/tokenizers/gpt2"
 small="$work/gpt2-small"  # GPT-2 small's shape, random weights (the small, lens and profile stages)
 if want fused; then
-stage "the fused row statistics on $dev against the torch ops (float64)"
+stage "the kernels on $dev (row statistics, pooling, softmax, a map's extent) against their references"
 timeout 60 "$build/ssaviz_fused_check" --device "$dev" >"$out/fused-check.txt" 2>&1
 echo "ssaviz_fused_check: rc $?, $(tail -n 1 "$out/fused-check.txt")" | tee -a "$out/stages.txt"
 fi
