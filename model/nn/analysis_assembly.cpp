@@ -75,9 +75,10 @@ void HostRows::Update(int64_t p, int64_t T, const std::vector<std::vector<at::Te
 
 std::vector<float> HostRows::Array(size_t f) const {
     const int64_t rows = m_layers * m_heads;
-    std::vector<float> out(static_cast<size_t>(rows * m_T));
+    std::vector<float> out;
+    out.reserve(static_cast<size_t>(rows * m_T));  // filled by appending: no zeros written first
     const float* in = m_rows.data() + static_cast<int64_t>(f) * rows * m_capacity;
-    for (int64_t r = 0; r < rows; ++r) std::copy_n(in + r * m_capacity, m_T, out.data() + r * m_T);
+    for (int64_t r = 0; r < rows; ++r) out.insert(out.end(), in + r * m_capacity, in + r * m_capacity + m_T);
     return out;
 }
 
