@@ -81,8 +81,10 @@ void TemperatureView::Draw(WindowState& state) {
     }
     const bool every_layer = slopes && m_every_layer;
     if (std::isfinite(fit.s)) {
-        ImGui::SameLine();
-        ImGui::TextDisabled("tau_q trend %.3f %+.3f ln i, r = %.2f", fit.a, fit.s, fit.r);
+        char trend[96];
+        std::snprintf(trend, sizeof trend, "tau_q trend %.3f %+.3f ln i, r = %.2f", fit.a, fit.s, fit.r);
+        SameLineIfFits(ImGui::CalcTextSize(trend).x);  // else on a line of its own: a narrow pane cut it off
+        ImGui::TextDisabled("%s", trend);
     }
 
     // Plot area.
@@ -228,20 +230,22 @@ void TemperatureView::Draw(WindowState& state) {
     (void)near_series;
     // Legend.
     ImGui::SetCursorScreenPos(ImVec2(origin.x, p1.y + line * 2 + 6));
-    auto key = [&](ImU32 color, const char* text) {
+    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    int keys = 0;
+    auto key = [&](ImU32 color, const char* text) {  // on the line of the one before when it fits
+        const float width = line * 0.9f + ImGui::GetStyle().ItemSpacing.x + ImGui::CalcTextSize(text).x;
+        if (keys++ > 0 && ImGui::GetItemRectMax().x + line + width <= right) ImGui::SameLine(0, line);
         const ImVec2 p = ImGui::GetCursorScreenPos();
         draw->AddCircleFilled(ImVec2(p.x + line * 0.4f, p.y + line * 0.5f), line * 0.3f, color, 12);
         ImGui::Dummy(ImVec2(line * 0.9f, line));
         ImGui::SameLine();
         ImGui::TextUnformatted(text);
-        ImGui::SameLine(0, line);
     };
     key(kTauQColor, "tau_q (queries)");
     if (m_show_tau_v) key(kTauVColor, "tau_v (keys)");
     if (has_position) key(IM_COL32(120, 190, 255, 255), "learned 1 + s ln i");
     if (every_layer) key(IM_COL32(90, 180, 140, 255), "every layer's 1 + s ln i (L0..)");
     key(kFitColor, "a + s ln i, fitted to tau_q");
-    ImGui::NewLine();
     state.regions["temperature"] = Rect{p0.x, p0.y, p1.x - p0.x, p1.y - p0.y};
 }
 
