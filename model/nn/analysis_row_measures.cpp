@@ -55,7 +55,7 @@ void RowMeasures::AddBlock(int64_t a, int64_t b, const PerSide<at::Tensor>& rows
     Pooled pooled;
     KeyPooled block_rows;  // rows [a, b) pooled along their keys, where the block has kept rows
     if (a < kept) {
-        if (m_was->tail.p.defined() && m_plan.old_tail_first <= a) {
+        if (m_was->tail.defined() && m_plan.old_tail_first <= a) {
             block_rows = NarrowRows(m_was->tail, a - m_plan.old_tail_first, kept - a);
         } else {
             const at::Tensor kept_ssa = pass.KeptAttention(Side::Ssa, a, kept, b);

@@ -28,7 +28,7 @@ struct LayerMeasures {
     Divergence pairs[kSidePairCount];  // by SidePair; the plan's first `pairs` only
     // The rows of the last thumbnail block (from (T - 1) / pool * pool), each pooled along its keys
     // alone: typing at the end pools that block again from these instead of recomputing its rows.
-    KeyPooled tail;  // [H, rows, cells]; undefined when not computed
+    KeyPooled tail;  // [4, H, rows, cells]; undefined when not computed
 
     // Lets go of the new rows' measures once they are on the host (HostRows): the next analysis
     // needs only the tail.

@@ -401,30 +401,20 @@ at::Tensor GroupMax(const at::Tensor& x, int64_t dim, int pool) {
 
 }  // namespace
 
-KeyPooled PoolKeys(const at::Tensor& p, const at::Tensor& q, int pool) {
-    return {GroupMax(p, -1, pool), GroupMax(q, -1, pool), GroupMax(p - q, -1, pool), GroupMax(q - p, -1, pool)};
-}
+KeyPooled PoolKeys(const at::Tensor& p, const at::Tensor& q, int pool) { return {GroupMax(at::stack({p, q, p - q, q - p}), -1, pool)}; }
 
-KeyPooled NarrowRows(const KeyPooled& x, int64_t first, int64_t count) {
-    const int64_t dim = x.p.dim() - 2;
-    return {x.p.narrow(dim, first, count), x.q.narrow(dim, first, count), x.up.narrow(dim, first, count), x.down.narrow(dim, first, count)};
-}
+KeyPooled NarrowRows(const KeyPooled& x, int64_t first, int64_t count) { return {x.cells.narrow(-2, first, count)}; }
 
 KeyPooled JoinRows(const KeyPooled& x, const KeyPooled& y, int64_t cells) {
-    auto fit = [&](const at::Tensor& t) {
-        const int64_t have = t.size(-1);
-        return have >= cells ? t.narrow(-1, 0, cells) : at::constant_pad_nd(t, {0, cells - have});
-    };
-    auto join = [&](const at::Tensor& a, const at::Tensor& b) {
-        if (!a.defined()) return b;
-        if (!b.defined()) return fit(a).contiguous();
-        return at::cat({fit(a), b}, -2);
-    };
-    return {join(x.p, y.p), join(x.q, y.q), join(x.up, y.up), join(x.down, y.down)};
+    if (!x.defined()) return y;
+    const int64_t have = x.cells.size(-1);
+    const at::Tensor fit = have >= cells ? x.cells.narrow(-1, 0, cells) : at::constant_pad_nd(x.cells, {0, cells - have});
+    return {y.defined() ? at::cat({fit, y.cells}, -2) : fit.contiguous()};
 }
 
 Pooled PoolRows(const KeyPooled& x, int pool) {
-    return {GroupMax(x.p, -2, pool), GroupMax(x.q, -2, pool), LargestMagnitude(GroupMax(x.up, -2, pool), GroupMax(x.down, -2, pool))};
+    const at::Tensor blocks = GroupMax(x.cells, -2, pool);
+    return {blocks[0], blocks[1], LargestMagnitude(blocks[2], blocks[3])};
 }
 
 ThumbnailBuilder::ThumbnailBuilder(const Thumbnails& old, int kept, int side, int pool, int layers, int heads) : m_kept(kept) {

@@ -150,7 +150,10 @@ Pooled PoolThumbnails(const at::Tensor& p, const at::Tensor& q, int pool);
 // row max-pooled along its keys alone (PoolKeys), rows from several sources joined, then blocks
 // of `pool` rows (PoolRows, which gives what PoolThumbnails gives for the same rows).
 struct KeyPooled {
-    at::Tensor p, q, up, down;  // [..., R, ceil(T / pool)]: the largest p, q, p - q and q - p of each cell
+    // [4, ..., R, ceil(T / pool)]: the largest p, q, p - q and q - p of each cell, as one tensor so
+    // that each step is one set of ops for the four (an edit pools a few rows a layer).
+    at::Tensor cells;
+    bool defined() const { return cells.defined(); }
 };
 KeyPooled PoolKeys(const at::Tensor& p, const at::Tensor& q, int pool);  // maps [..., R, T]
 KeyPooled NarrowRows(const KeyPooled& x, int64_t first, int64_t count);
