@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 namespace viz {
@@ -49,22 +51,78 @@ const Lut& Table(Colormap map) {
     return viridis;
 }
 
-}  // namespace
-
-Rgba8 SampleColormap(Colormap map, float t) {
+// The table entry t samples.
+int EntryOf(float t) {
     if (!(t >= 0.0f)) t = 0.0f;  // NaN too
     if (t > 1.0f) t = 1.0f;
-    return Table(map)[static_cast<size_t>(std::lround(t * 255.0f))];
+    return static_cast<int>(std::lround(t * 255.0f));
 }
 
-float Normalize(float value, Range range, bool log_scale) {
-    if (log_scale) {
-        float lo = std::log10(std::max(range.min, 1e-6f)), hi = std::log10(std::max(range.max, 1e-6f));
-        float v = std::log10(std::max(value, 1e-6f));
-        return hi > lo ? std::clamp((v - lo) / (hi - lo), 0.0f, 1.0f) : 0.0f;
-    }
-    return range.max > range.min ? std::clamp((value - range.min) / (range.max - range.min), 0.0f, 1.0f) : 0.0f;
+// Floats in order as unsigned integers: -inf is the least, +inf the greatest, NaNs outside both.
+uint32_t OrderKey(float f) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
 }
+float FromOrderKey(uint32_t key) {
+    const uint32_t bits = key & 0x80000000u ? key & 0x7fffffffu : ~key;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+}  // namespace
+
+Rgba8 SampleColormap(Colormap map, float t) { return Table(map)[static_cast<size_t>(EntryOf(t))]; }
+
+ColourScale::ColourScale(Colormap map, Range range, bool log_scale, size_t values)
+    : m_normalize(range, log_scale),
+      m_log_scale(log_scale),
+      m_direct(values < kFewValues || !std::isfinite(range.max - range.min)),  // NaN or infinite ends: not finite either
+      m_table(&Table(map)) {
+    m_first.fill(std::numeric_limits<float>::quiet_NaN());
+    if (m_direct) return;
+    if (log_scale) {
+        const float lo = std::log2(std::max(range.min, 1e-6f)), hi = std::log2(std::max(range.max, 1e-6f));
+        m_origin = lo;
+        m_per_entry = hi > lo ? 255.0f / (hi - lo) : 0.0f;
+        m_narrow = 0.0077f * m_per_entry >= 0.45f;
+    } else {  // the guess's rounding differs from Normalize's in the last bits: never a whole entry
+        m_origin = range.min;
+        m_per_entry = range.max > range.min ? 255.0f / (range.max - range.min) : 0.0f;
+    }
+    auto entry = [&](uint32_t key) { return Direct(FromOrderKey(key)); };
+    const uint32_t greatest = OrderKey(std::numeric_limits<float>::infinity());
+    m_first[0] = -std::numeric_limits<float>::infinity();
+    uint32_t from = OrderKey(m_first[0]);  // each step lies at or above the last one
+    for (int k = 1; k < 256 && entry(greatest) >= k; ++k) {  // no value reaches k: nor any step above it
+        uint32_t lo = from, hi = greatest;  // entry(hi) >= k; the step lies in [lo, hi]
+        while (lo < hi) {
+            const uint32_t mid = lo + (hi - lo) / 2;
+            if (entry(mid) >= k) hi = mid;
+            else lo = mid + 1;
+        }
+        m_first[k] = FromOrderKey(lo);
+        from = lo;
+    }
+}
+
+uint8_t ColourScale::Direct(float value) const { return static_cast<uint8_t>(EntryOf(m_normalize(value))); }
+
+Normalizer::Normalizer(Range range, bool log_scale) : m_range(range), m_log_scale(log_scale) {
+    if (log_scale) m_lo = std::log10(std::max(range.min, 1e-6f)), m_hi = std::log10(std::max(range.max, 1e-6f));
+}
+
+float Normalizer::operator()(float value) const {
+    if (m_log_scale) {
+        const float v = std::log10(std::max(value, 1e-6f));
+        return m_hi > m_lo ? std::clamp((v - m_lo) / (m_hi - m_lo), 0.0f, 1.0f) : 0.0f;
+    }
+    const Range& r = m_range;
+    return r.max > r.min ? std::clamp((value - r.min) / (r.max - r.min), 0.0f, 1.0f) : 0.0f;
+}
+
+float Normalize(float value, Range range, bool log_scale) { return Normalizer(range, log_scale)(value); }
 
 const char* ColormapName(Colormap map) {
     switch (map) {

@@ -38,13 +38,24 @@ struct CellSource {
 };
 
 Image Bake(const CellSource& src, int row0, int col0, int row_count, int col_count, int out_w, int out_h, const HeatmapStyle& style,
-           Range range) {
+           const ColourScale& colour) {
     Image image;
     if (out_w <= 0 || out_h <= 0 || row_count <= 0 || col_count <= 0) return image;
     image.width = out_w;
     image.height = out_h;
     image.pixels.resize(static_cast<size_t>(out_w) * out_h);
     const bool diverging = style.colormap == Colormap::Diverging;
+    if (out_w == col_count && out_h == row_count) {  // a pixel a cell: each shows its own
+        for (int y = 0; y < out_h; ++y) {
+            const int i = row0 + y;
+            Rgba8* out = image.pixels.data() + static_cast<size_t>(y) * out_w;
+            std::fill_n(out, out_w, style.blank);
+            if (i < src.first_row || i >= src.rows) continue;
+            const int begin = std::max(col0, src.first_col), end = std::min(col0 + col_count, style.causal ? std::min(i + 1, src.cols) : src.cols);
+            for (int j = begin; j < end; ++j) out[j - col0] = colour(src.At(i, j));
+        }
+        return image;
+    }
     // Cells [begin, end) under each pixel column and row; at least one each.
     auto spans = [](int first, int count, int pixels) {
         std::vector<std::pair<int, int>> out(pixels);
@@ -73,30 +84,39 @@ Image Bake(const CellSource& src, int row0, int col0, int row_count, int col_cou
                     any = true;
                 }
             }
-            image.pixels[static_cast<size_t>(y) * out_w + x] = any       ? SampleColormap(style.colormap, Normalize(best, range, style.log_scale))
-                                                               : any_nan ? SampleColormap(style.colormap, 0.0f)
-                                                                         : style.blank;
+            image.pixels[static_cast<size_t>(y) * out_w + x] = any || any_nan ? colour(any ? best : NAN) : style.blank;
         }
     }
     return image;
+}
+
+// The colours of an out_w x out_h bake (NaN: the lowest).
+ColourScale ScaleFor(const HeatmapStyle& style, Range range, int out_w, int out_h) {
+    return ColourScale(style.colormap, range, style.log_scale, static_cast<size_t>(std::max(out_w, 0)) * static_cast<size_t>(std::max(out_h, 0)));
 }
 
 }  // namespace
 
 Image BakeHeatmap(const float* values, int rows, int cols, int row0, int col0, int row_count, int col_count, int out_w,
                   int out_h, const HeatmapStyle& style, Range range) {
-    return Bake({values, static_cast<size_t>(cols), 0, 0, rows, cols}, row0, col0, row_count, col_count, out_w, out_h, style, range);
+    return Bake({values, static_cast<size_t>(cols), 0, 0, rows, cols}, row0, col0, row_count, col_count, out_w, out_h, style,
+                ScaleFor(style, range, out_w, out_h));
 }
 
 Image BakeHeatmapWindow(const float* window, int row0, int col0, int rows, int cols, int out_w, int out_h, const HeatmapStyle& style,
                         Range range) {
     return Bake({window, static_cast<size_t>(cols), row0, col0, row0 + rows, col0 + cols}, row0, col0, rows, cols, out_w, out_h, style,
-                range);
+                ScaleFor(style, range, out_w, out_h));
 }
 
 Image BakeHeatmap(const float* values, int rows, int cols, const HeatmapStyle& style, int max_side) {
     const Range range = ResolveRange(values, rows, cols, style);
     return BakeHeatmap(values, rows, cols, 0, 0, rows, cols, std::min(cols, max_side), std::min(rows, max_side), style, range);
+}
+
+Image BakeHeatmap(const float* values, int rows, int cols, const HeatmapStyle& style, const ColourScale& colour, int max_side) {
+    return Bake({values, static_cast<size_t>(cols), 0, 0, rows, cols}, 0, 0, rows, cols, std::min(cols, max_side), std::min(rows, max_side),
+                style, colour);
 }
 
 }  // namespace viz

@@ -43,4 +43,8 @@ Image BakeHeatmapWindow(const float* window, int row0, int col0, int rows, int c
 // The whole map at one pixel per cell, pooled down when a side exceeds max_side.
 Image BakeHeatmap(const float* values, int rows, int cols, const HeatmapStyle& style, int max_side = 2048);
 
+// The same in the colours of `colour`, made once for many maps of one range (a grid of thumbnails)
+// from style's colour map, range and log scale.
+Image BakeHeatmap(const float* values, int rows, int cols, const HeatmapStyle& style, const ColourScale& colour, int max_side);
+
 }  // namespace viz

@@ -248,7 +248,7 @@ public:
                 case Kind::TwinClosed: m_state.twin.reset(); break;
                 case Kind::ComparisonSet: SetComparisonShown(e.comparison); break;
                 case Kind::Analysis:
-                    m_state.analysis = e.analysis;
+                    m_state.ShowAnalysis(e);
                     // The global pass is shown once its analysis arrives whole (with its predictions).
                     if (e.analysis->comparison == model::Comparison::Counterfactual && e.analysis->HasComparePredictions())
                         m_state.global_pass_running = false;
@@ -267,7 +267,7 @@ public:
                     if (e.analysis) {
                         m_state.text = e.text;
                         m_state.generated_prefix = e.text;
-                        m_state.analysis = e.analysis;
+                        m_state.ShowAnalysis(e);
                         m_state.error.clear();
                         m_state.ClampSelection();
                         m_shown_request = std::max(m_shown_request, e.request);

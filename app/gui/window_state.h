@@ -25,6 +25,15 @@ struct Rect {
 constexpr double kQuietMs = 300.0;
 
 struct WindowState : AppState {
+    // Every head's summary of `analysis` (SummarizeHeads) as the worker made it, and the analysis
+    // it is of (HeadSummaries::Update checks they agree); null where it came without one.
+    std::shared_ptr<const std::vector<HeadSummary>> head_summaries;
+    std::weak_ptr<const model::Analysis> head_summaries_of;
+    void ShowAnalysis(const WorkerEvent& e) {
+        analysis = e.analysis;
+        head_summaries = e.heads;
+        head_summaries_of = e.analysis;
+    }
     bool Quiet() const { return busy && busy_ms < kQuietMs; }
     bool show_open_dialog = false;
     bool open_dialog_for_twin = false;

@@ -146,6 +146,9 @@ std::vector<WorkerEvent> InferenceWorker::TakeEvents() {
 }
 
 void InferenceWorker::Emit(WorkerEvent event) {
+    // Every head's summary goes with its analysis, made here rather than by the views on the UI
+    // thread (each that lists heads would make its own: ~3 ms at 1,000 tokens of GPT-2 small).
+    if (event.analysis && !event.heads) event.heads = std::make_shared<const std::vector<HeadSummary>>(SummarizeHeads(*event.analysis));
     {
         std::lock_guard<std::mutex> lock(m_mutex);
         m_events.push_back(std::move(event));

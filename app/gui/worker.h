@@ -27,6 +27,7 @@
 #include "app/core/model_scale.h"
 #include "app/core/run.h"
 #include "app/core/state.h"
+#include "app/export/head_summary.h"
 #include "app/export/run_curves.h"
 #include "model/nn/analysis.h"
 
@@ -74,6 +75,7 @@ struct WorkerEvent {
     Kind kind = Kind::Error;
     std::optional<model::ModelInfo> info;               // ModelOpened, TwinOpened
     std::shared_ptr<const model::Analysis> analysis;    // Analysis, Generated
+    std::shared_ptr<const std::vector<HeadSummary>> heads;  // Analysis, Generated: SummarizeHeads(*analysis), made here
     std::string error;                                  // Error: one line; InterventionsSet: why some were dropped
     uint64_t request = 0;                               // the request it answers
     double latency_ms = 0;                              // from the request to this result

@@ -324,4 +324,53 @@ TEST(BakeHeatmapWindow, EqualsTheSameRegionOfTheWholeMap) {
     }
 }
 
+// Maps large enough for the colour steps (ColourScale::kFewValues pixels or more), at a pixel a
+// cell, at two cells a pixel and in a window: every pixel is the colour SampleColormap(Normalize)
+// gives its cell (its block's maximum), NaN the lowest, above the diagonal blank; log, linear and
+// diverging, as a window of a map's corner (the heatmap view's region) too.
+TEST(BakeHeatmap, LargeMapsGiveEveryCellTheColourNormalizeGives) {
+    const int n = 240;
+    std::vector<float> map(static_cast<size_t>(n) * n, 9.0f);
+    uint32_t state = 12345;
+    auto next = [&] { return (state = state * 1664525u + 1013904223u) >> 8; };
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j <= i; ++j) {
+            const uint32_t r = next();
+            float v = std::exp(-static_cast<float>(r % 20000) / 1000.0f) * (r & 1 ? 1.0f : -1.0f);  // e^-20 .. 1, both signs
+            if (r % 997 == 0) v = kNaN;
+            map[static_cast<size_t>(i) * n + j] = v;
+        }
+    for (Colormap colormap : {Colormap::Viridis, Colormap::Diverging})
+        for (bool log_scale : {false, true}) {
+            if (colormap == Colormap::Diverging && log_scale) continue;
+            HeatmapStyle style;
+            style.colormap = colormap;
+            style.log_scale = log_scale;
+            const Range range = viz::ResolveRange(map.data(), n, n, style);
+            auto check = [&](const Image& image, int row0, int col0, int per_pixel) {
+                size_t differ = 0;
+                for (int y = 0; y < image.height; ++y)
+                    for (int x = 0; x < image.width; ++x) {
+                        float best = 0.0f;
+                        bool any = false, any_nan = false;
+                        for (int i = row0 + y * per_pixel; i < row0 + (y + 1) * per_pixel; ++i)
+                            for (int j = col0 + x * per_pixel; j < col0 + (x + 1) * per_pixel && j <= i; ++j) {
+                                const float v = map[static_cast<size_t>(i) * n + j];
+                                if (std::isnan(v)) any_nan = true;
+                                else if (!any || (colormap == Colormap::Diverging ? std::abs(v) > std::abs(best) : v > best)) best = v, any = true;
+                            }
+                        const Rgba8 want = any ? Expected(best, colormap, range, log_scale) : any_nan ? Expected(kNaN, colormap, range) : style.blank;
+                        const Rgba8 got = Pixel(image, x, y);
+                        differ += std::memcmp(&want, &got, sizeof want) != 0;
+                    }
+                return differ;
+            };
+            EXPECT_EQ(check(viz::BakeHeatmap(map.data(), n, n, 0, 0, n, n, n, n, style, range), 0, 0, 1), 0u) << log_scale;
+            EXPECT_EQ(check(viz::BakeHeatmap(map.data(), n, n, 0, 0, n, n, n / 2, n / 2, style, range), 0, 0, 2), 0u) << log_scale;
+            std::vector<float> window;  // rows 40.., columns 10.. (200 x 200: the steps too)
+            for (int i = 40; i < n; ++i) window.insert(window.end(), map.begin() + i * n + 10, map.begin() + i * n + 210);
+            EXPECT_EQ(check(viz::BakeHeatmapWindow(window.data(), 40, 10, 200, 200, 200, 200, style, range), 40, 10, 1), 0u) << log_scale;
+        }
+}
+
 }  // namespace

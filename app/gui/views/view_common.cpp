@@ -115,11 +115,17 @@ void HandleHeadClick(AppState& state, HeadRef ref) {
     else state.selected = ref;
 }
 
-bool HeadSummaries::Update(const AppState& state) {
+bool HeadSummaries::Update(const WindowState& state) {
     if (!state.analysis || SameAnalysis(m_for, state.analysis)) return false;
     m_for = state.analysis;
-    m_summary = SummarizeHeads(*state.analysis);
+    if (state.head_summaries && SameAnalysis(state.head_summaries_of, state.analysis)) m_summary = state.head_summaries;
+    else m_summary = std::make_shared<const std::vector<HeadSummary>>(SummarizeHeads(*state.analysis));
     return true;
+}
+
+const std::vector<HeadSummary>& HeadSummaries::Get() const {
+    static const std::vector<HeadSummary> none;
+    return m_summary ? *m_summary : none;
 }
 
 void DrawGridLabels(ImDrawList* draw, const GridGeometry& g, int layers, int heads, HeadRef selected) {

@@ -10,6 +10,7 @@
 
 #include "app/core/state.h"
 #include "app/export/head_summary.h"
+#include "app/gui/window_state.h"
 
 namespace app {
 
@@ -25,16 +26,17 @@ void SameLineIfFits(float width);
 // analysis: that costs nothing to redo.
 bool SameAnalysis(const std::weak_ptr<const model::Analysis>& cached, const std::shared_ptr<const model::Analysis>& now);
 
-// Every head's summary of the shown analysis (SummarizeHeads), made again only when the analysis
-// changes: the views that list or colour heads by their numbers keep one.
+// Every head's summary of the shown analysis (SummarizeHeads): the worker's, taken again only when
+// the analysis changes (made here for one that came without). The views that list or colour heads
+// by their numbers keep one.
 class HeadSummaries {
 public:
-    bool Update(const AppState& state);  // true when the analysis changed and the summaries were made again
-    const std::vector<HeadSummary>& Get() const { return m_summary; }
+    bool Update(const WindowState& state);  // true when the analysis changed and the summaries with it
+    const std::vector<HeadSummary>& Get() const;
 
 private:
     std::weak_ptr<const model::Analysis> m_for;
-    std::vector<HeadSummary> m_summary;
+    std::shared_ptr<const std::vector<HeadSummary>> m_summary;
 };
 
 // A number in at most 4 significant characters ("1.23", "0.045", "12.3", "1.2e-4").

@@ -43,26 +43,14 @@ viz::Range SharedRange(const model::Analysis& a, MapMode mode, bool log_scale) {
 
 // From the thumbnails (max-pooled above model::kThumbnailCells tokens), which hold more cells than
 // a grid cell has pixels.
-viz::Image BakeHead(const model::Analysis& a, MapMode mode, viz::Colormap colormap, bool log_scale, viz::Range range, int l,
-                    int h, int max_side) {
+viz::Image BakeHead(const model::Analysis& a, MapMode mode, const HeadsView::Colours& colours, int l, int h, int max_side) {
     const model::Thumbnails& t = a.thumbnails;
-    viz::HeatmapStyle style;
-    style.colormap = colormap;
-    style.log_scale = log_scale;
-    style.range = range;
-    model::ThumbnailKind kind = model::ThumbnailKind::Ssa;
-    switch (mode) {
-        case MapMode::Ssa: break;
-        case MapMode::Compare: kind = model::ThumbnailKind::Compare; break;
-        case MapMode::Difference:
-            kind = model::ThumbnailKind::Difference;
-            style.colormap = viz::Colormap::Diverging;
-            style.log_scale = false;
-            break;
-    }
+    const model::ThumbnailKind kind = mode == MapMode::Compare      ? model::ThumbnailKind::Compare
+                                      : mode == MapMode::Difference ? model::ThumbnailKind::Difference
+                                                                    : model::ThumbnailKind::Ssa;
     const std::vector<float> cells = t.Head(kind, l, h);
     if (t.side == 0 || cells.empty()) return {};
-    return viz::BakeHeatmap(cells.data(), t.side, t.side, style, max_side);
+    return viz::BakeHeatmap(cells.data(), t.side, t.side, colours.style, colours.scale, max_side);
 }
 
 // A small dark plate with the value at the bottom-left corner of a thumbnail of side `cell`:
@@ -86,7 +74,7 @@ void Badge(ImDrawList* draw, ImVec2 p0, float cell, float value) {
 
 float HeadsView::BadgeValue(const AppState& state, int index) const {
     const HeadValue* v = FindHeadValue(state.settings.grid_metric);
-    return m_summary[index].Get(v ? *v : HeadValues().front(), state.settings.grid_mode);
+    return m_summaries.Get()[index].Get(v ? *v : HeadValues().front(), state.settings.grid_mode);
 }
 
 void HeadsView::Rebake(WindowState& state) {
@@ -95,7 +83,7 @@ void HeadsView::Rebake(WindowState& state) {
     const size_t count = static_cast<size_t>(a.n_layer) * a.n_head;
     if (!SameAnalysis(m_baked_for, state.analysis) || s.grid_mode != m_baked_mode || s.colormap != m_baked_colormap ||
         s.log_scale != m_baked_log) {
-        if (!SameAnalysis(m_baked_for, state.analysis)) m_summary = SummarizeHeads(a);
+        m_summaries.Update(state);
         m_baked_for = state.analysis;
         m_baked_mode = s.grid_mode;
         m_baked_colormap = s.colormap;
@@ -103,9 +91,15 @@ void HeadsView::Rebake(WindowState& state) {
         m_next_bake = 0;
         m_stale.assign(count, 1);
         m_stale_count = count;
-        for (MapMode m : {MapMode::Ssa, MapMode::Compare, MapMode::Difference})
-            m_ranges[static_cast<int>(m)] = SharedRange(a, m, s.log_scale);
-        m_range = m_ranges[static_cast<int>(s.grid_mode)];
+        m_colours.clear();
+        for (MapMode m : {MapMode::Ssa, MapMode::Compare, MapMode::Difference}) {
+            viz::HeatmapStyle style;  // the difference: diverging around 0, linear
+            style.colormap = m == MapMode::Difference ? viz::Colormap::Diverging : s.colormap;
+            style.log_scale = m != MapMode::Difference && s.log_scale;
+            style.range = SharedRange(a, m, s.log_scale);
+            m_colours.push_back({style, viz::ColourScale(style.colormap, *style.range, style.log_scale, SIZE_MAX)});  // for every head
+        }
+        m_range = *m_colours[static_cast<int>(s.grid_mode)].style.range;
         m_pinned_textures.clear();
         if (m_thumbnails.size() != count) m_thumbnails = std::vector<viz::Texture>(count);
     }
@@ -121,7 +115,7 @@ void HeadsView::Rebake(WindowState& state) {
     const int side = std::min(a.n_tokens, kThumbnailSide);
     auto bake = [&](size_t index) {
         const int l = static_cast<int>(index / a.n_head), h = static_cast<int>(index % a.n_head);
-        m_thumbnails[index].Upload(BakeHead(a, m_baked_mode, m_baked_colormap, m_baked_log, m_range, l, h, side));
+        m_thumbnails[index].Upload(BakeHead(a, m_baked_mode, m_colours[static_cast<int>(m_baked_mode)], l, h, side));
         m_stale[index] = 0;
         --m_stale_count;
         return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() <= kBakeBudgetMs;
@@ -252,7 +246,7 @@ void HeadsView::DrawGrid(WindowState& state) {
         }
     }
     DrawGridLabels(draw, {origin, label_w, line + 4.0f, ImVec2(cell + gap, cell + gap), ImVec2(cell, cell)}, L, H, state.selected);
-    if (hovered >= 0) HeadTooltip(state, m_summary[hovered]);
+    if (hovered >= 0) HeadTooltip(state, m_summaries.Get()[hovered]);
     ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + grid_h));
     ImGui::Dummy(ImVec2(grid_w, 0.0f));
     ImGui::EndChild();
@@ -310,11 +304,10 @@ void HeadsView::DrawPinned(WindowState& state) {
     for (size_t k = 0; k < state.pinned.size(); ++k) {
         Pin& pin = state.pinned[k];
         const HeadRef ref = pin.Ref();
-        const HeadSummary& sum = m_summary[static_cast<size_t>(ref.layer) * a.n_head + ref.head];
+        const HeadSummary& sum = m_summaries.Get()[static_cast<size_t>(ref.layer) * a.n_head + ref.head];
         viz::Texture& tex = m_pinned_textures[{ref.layer, ref.head, pin.mode}];
         if (!tex.Valid() && !baked_one && m_stale_count == 0) {  // one per frame, after the grid
-            tex.Upload(BakeHead(a, pin.mode, m_baked_colormap, m_baked_log, m_ranges[static_cast<int>(pin.mode)], ref.layer, ref.head,
-                                std::min(a.n_tokens, kPinnedSide)));
+            tex.Upload(BakeHead(a, pin.mode, m_colours[static_cast<int>(pin.mode)], ref.layer, ref.head, std::min(a.n_tokens, kPinnedSide)));
             baked_one = true;
         }
         if (!tex.Valid()) state.want_frame = true;

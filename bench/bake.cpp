@@ -1,0 +1,63 @@
+// ssaviz_bench_bake: the window's colour pass over a head's map (viz::BakeHeatmap at one pixel a
+// cell, the heatmap view's whole level), linear and log scale, on causal rows shaped like
+// attention (a few large weights, a long tail of small ones). Not a test: it prints a Markdown
+// table. usage: ssaviz_bench_bake [--repeats R]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "viz/heatmap.h"
+
+namespace {
+
+double MedianMs(int repeats, const std::function<void()>& fn) {
+    std::vector<double> ms;
+    for (int r = 0; r < repeats; ++r) {
+        const auto start = std::chrono::steady_clock::now();
+        fn();
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+}
+
+// T causal softmax rows of random logits (scale 3: a few keys take most of each row).
+std::vector<float> AttentionLike(int T) {
+    std::mt19937 rng(7);
+    std::normal_distribution<float> logit(0.0f, 3.0f);
+    std::vector<float> map(static_cast<size_t>(T) * T, 0.0f);
+    for (int i = 0; i < T; ++i) {
+        float* row = map.data() + static_cast<size_t>(i) * T;
+        double sum = 0;
+        for (int j = 0; j <= i; ++j) sum += row[j] = std::exp(logit(rng));
+        for (int j = 0; j <= i; ++j) row[j] = static_cast<float>(row[j] / sum);
+    }
+    return map;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int repeats = 15;
+    for (int i = 1; i + 1 < argc; i += 2)
+        if (!std::strcmp(argv[i], "--repeats")) repeats = std::max(1, std::atoi(argv[i + 1]));
+    std::printf("| cells a side | scale | bake ms (median of %d) | ns a causal cell |\n|---:|---|---:|---:|\n", repeats);
+    for (int n : {512, 1024}) {
+        const std::vector<float> map = AttentionLike(n);
+        for (bool log_scale : {false, true}) {
+            viz::HeatmapStyle style;
+            style.log_scale = log_scale;
+            const viz::Range range = viz::ResolveRange(map.data(), n, n, style);
+            const double ms = MedianMs(repeats, [&] { viz::BakeHeatmap(map.data(), n, n, 0, 0, n, n, n, n, style, range); });
+            const double cells = 0.5 * n * (n + 1.0);
+            std::printf("| %d | %s | %.2f | %.1f |\n", n, log_scale ? "log" : "linear", ms, ms * 1e6 / cells);
+        }
+    }
+    return 0;
+}
