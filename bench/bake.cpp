@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -58,6 +59,22 @@ int main(int argc, char** argv) {
             const double cells = 0.5 * n * (n + 1.0);
             std::printf("| %d | %s | %.2f | %.1f |\n", n, log_scale ? "log" : "linear", ms, ms * 1e6 / cells);
         }
+    }
+    // The heads grid: a thumbnail of 256 cells a side (model::kThumbnailCells) max-pooled to 96
+    // pixels (the grid's side) for each of GPT-2 small's 144 heads, one colour scale for all.
+    const int cells = 256, side = 96, heads = 144;
+    const std::vector<float> thumbnail = AttentionLike(cells);
+    std::printf("\n| thumbnails | scale | bake ms (median of %d) | ns a causal cell |\n|---:|---|---:|---:|\n", repeats);
+    for (bool log_scale : {false, true}) {
+        viz::HeatmapStyle style;
+        style.log_scale = log_scale;
+        style.range = viz::ResolveRange(thumbnail.data(), cells, cells, style);
+        const viz::ColourScale colour(style.colormap, *style.range, log_scale, SIZE_MAX);
+        const double ms = MedianMs(repeats, [&] {
+            for (int h = 0; h < heads; ++h) viz::BakeHeatmap(thumbnail.data(), cells, cells, style, colour, side);
+        });
+        std::printf("| %d of %d -> %d | %s | %.2f | %.1f |\n", heads, cells, side, log_scale ? "log" : "linear", ms,
+                    ms * 1e6 / (heads * 0.5 * cells * (cells + 1.0)));
     }
     return 0;
 }
