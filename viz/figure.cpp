@@ -12,15 +12,15 @@
 #include <mutex>
 #include <tuple>
 
-#include <stb_image_write.h>  // implementations live in Debian's libstb (no STB_*_IMPLEMENTATION here)
-#include <stb_truetype.h>
+#include <stb_truetype.h>  // the implementation lives in Debian's libstb (no STB_*_IMPLEMENTATION here)
+#include <zlib.h>
 
 #include "model/text/utf8.h"
 
 namespace viz {
 namespace {
 
-static_assert(sizeof(Rgba8) == 4, "Image pixels are handed to stb_image_write as packed RGBA");
+static_assert(sizeof(Rgba8) == 4, "Image pixels are encoded as packed RGBA bytes");
 
 // ---------------------------------------------------------------------------------------------
 // Fonts
@@ -565,15 +565,46 @@ std::string FigureToSvg(const Figure& figure, int64_t max_svg_cells) {
     return out;
 }
 
+// Every row but the first as its difference from the row above (PNG's "Up" filter), deflated by
+// zlib at level 1: a 923-token heatmap in 35 ms and 1.24 MB, where stb_image_write's encoder
+// (each row's best of five filters, its own deflate) took 105-128 ms and 1.64 MB; an export of
+// every head's maps spent most of its time there.
 std::vector<uint8_t> EncodePng(const Image& image) {
     std::vector<uint8_t> out;
     if (image.width <= 0 || image.height <= 0 || image.pixels.size() < static_cast<size_t>(image.width) * image.height) return out;
-    auto append = [](void* context, void* data, int size) {
-        auto* bytes = static_cast<std::vector<uint8_t>*>(context);
-        const auto* p = static_cast<const uint8_t*>(data);
-        bytes->insert(bytes->end(), p, p + size);
+    const size_t w = static_cast<size_t>(image.width), h = static_cast<size_t>(image.height), row = w * 4;
+    std::vector<uint8_t> filtered((row + 1) * h);
+    const auto* px = reinterpret_cast<const uint8_t*>(image.pixels.data());
+    for (size_t y = 0; y < h; ++y) {
+        uint8_t* o = filtered.data() + y * (row + 1);
+        const uint8_t* now = px + y * row;
+        o[0] = y == 0 ? 0 : 2;  // None, then Up
+        if (y == 0) std::copy_n(now, row, o + 1);
+        else
+            for (size_t x = 0; x < row; ++x) o[1 + x] = static_cast<uint8_t>(now[x] - now[x - row]);
+    }
+    uLongf deflated_size = compressBound(static_cast<uLong>(filtered.size()));
+    std::vector<uint8_t> deflated(deflated_size);
+    if (compress2(deflated.data(), &deflated_size, filtered.data(), static_cast<uLong>(filtered.size()), 1) != Z_OK) return out;
+    auto put32 = [&](uint32_t v) {
+        for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<uint8_t>(v >> shift));
     };
-    stbi_write_png_to_func(append, &out, image.width, image.height, 4, image.pixels.data(), image.width * 4);
+    auto chunk = [&](const char* type, const uint8_t* data, size_t size) {  // size < 2^31
+        put32(static_cast<uint32_t>(size));
+        const size_t at = out.size();
+        out.insert(out.end(), type, type + 4);
+        out.insert(out.end(), data, data + size);
+        put32(static_cast<uint32_t>(crc32(0, out.data() + at, static_cast<uInt>(size + 4))));
+    };
+    static const uint8_t kSignature[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    out.assign(std::begin(kSignature), std::end(kSignature));
+    const uint8_t header[] = {static_cast<uint8_t>(w >> 24), static_cast<uint8_t>(w >> 16), static_cast<uint8_t>(w >> 8), static_cast<uint8_t>(w),
+                              static_cast<uint8_t>(h >> 24), static_cast<uint8_t>(h >> 16), static_cast<uint8_t>(h >> 8), static_cast<uint8_t>(h),
+                              8, 6, 0, 0, 0};  // 8 bits a channel, RGBA, deflate, filters, no interlace
+    chunk("IHDR", header, sizeof header);
+    constexpr size_t kPart = size_t{1} << 30;  // a chunk's length must stay below 2^31
+    for (size_t at = 0; at < deflated_size; at += kPart) chunk("IDAT", deflated.data() + at, std::min(kPart, deflated_size - at));
+    chunk("IEND", nullptr, 0);
     return out;
 }
 

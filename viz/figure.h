@@ -1,5 +1,5 @@
 // Figures for papers: a flat list of drawing commands in pixel coordinates (origin top-left, y
-// down). One figure renders to PNG (a CPU rasteriser, stb_truetype text, stb_image_write) and to
+// down). One figure renders to PNG (a CPU rasteriser, stb_truetype text, zlib's deflate) and to
 // SVG, so both files show the same picture, and the GUI and `ssaviz export` write the same bytes
 // for the same figure. No ImGui, no OpenGL, no torch.
 #pragma once

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -16,7 +17,6 @@
 
 #include <GLFW/glfw3.h>  // OpenGL, to read the back buffer
 #include <nlohmann/json.hpp>
-#include <stb_image_write.h>
 
 #include "app/core/exit_code.h"
 #include "app/gui/views/view_export.h"
@@ -24,6 +24,7 @@
 #include "model/io/files.h"
 #include "model/text/utf8.h"
 #include "viz/colormap.h"
+#include "viz/figure.h"
 
 namespace app {
 namespace {
@@ -350,15 +351,16 @@ bool SaveScreenshot(const std::string& path, int width, int height, const Window
     glPixelStorei(GL_PACK_ALIGNMENT, 1);
     glReadBuffer(GL_BACK);
     glReadPixels(0, 0, width, height, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
-    std::vector<unsigned char> flipped(pixels.size());
+    viz::Image flipped;  // top row first
+    flipped.width = width;
+    flipped.height = height;
+    flipped.pixels.resize(static_cast<size_t>(width) * height);
     const size_t stride = static_cast<size_t>(width) * 4;
     for (int y = 0; y < height; ++y)
-        std::copy_n(pixels.data() + (height - 1 - y) * stride, stride, flipped.data() + y * stride);
-    for (size_t i = 3; i < flipped.size(); i += 4) flipped[i] = 255;  // opaque, whatever the framebuffer's alpha
-    std::string png;
-    auto append = [](void* context, void* data, int size) { static_cast<std::string*>(context)->append(static_cast<const char*>(data), size); };
-    if (!stbi_write_png_to_func(append, &png, width, height, 4, flipped.data(), static_cast<int>(stride))) return false;
-    if (!model::WriteFileAtomically(path, png)) return false;
+        std::memcpy(flipped.pixels.data() + static_cast<size_t>(y) * width, pixels.data() + (height - 1 - y) * stride, stride);
+    for (viz::Rgba8& p : flipped.pixels) p.a = 255;  // opaque, whatever the framebuffer's alpha
+    const std::vector<uint8_t> png = viz::EncodePng(flipped);
+    if (png.empty() || !model::WriteFileAtomically(path, std::string_view(reinterpret_cast<const char*>(png.data()), png.size()))) return false;
     nlohmann::json regions = nlohmann::json::object();
     for (const auto& [name, r] : state.regions) regions[name] = {r.x * scale, r.y * scale, r.w * scale, r.h * scale};
     // What is on screen, so tests can check that a session reopened exactly.

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -14,6 +15,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <stb_image.h>  // the implementation lives in Debian's libstb
 
 #include "viz/figure.h"
 #include "viz/figures.h"
@@ -600,6 +603,38 @@ TEST(FigureEncoding, Png) {
     ASSERT_GT(png.size(), 8u);
     EXPECT_EQ(std::string(png.begin(), png.begin() + 8), "\x89PNG\r\n\x1a\n");
     EXPECT_EQ(png, viz::EncodePng(image));
+}
+
+// What EncodePng writes decodes, by another decoder (stb_image), to the pixels it was given: odd
+// sizes, a single pixel, noise (which deflate cannot shrink), runs, and a row that differs from the
+// row above by wrapping bytes (the Up filter's arithmetic is modulo 256).
+TEST(FigureEncoding, PngDecodesToThePixelsItWasGiven) {
+    uint32_t state = 99;
+    auto next = [&] { return static_cast<uint8_t>((state = state * 1664525u + 1013904223u) >> 24); };
+    struct Case {
+        int width, height;
+        bool noise;
+    };
+    for (const Case& c : {Case{1, 1, true}, Case{3, 2, false}, Case{17, 9, true}, Case{640, 400, false}, Case{301, 257, true}}) {
+        Image image;
+        image.width = c.width;
+        image.height = c.height;
+        image.pixels.resize(static_cast<size_t>(c.width) * c.height);
+        for (size_t i = 0; i < image.pixels.size(); ++i) {
+            const size_t y = i / c.width;
+            image.pixels[i] = c.noise ? Rgba8{next(), next(), next(), next()}
+                                      : Rgba8{static_cast<uint8_t>(y % 2 ? 250 : 5), static_cast<uint8_t>(i % 7 * 40), 128, 255};
+        }
+        const std::vector<uint8_t> png = viz::EncodePng(image);
+        int w = 0, h = 0, channels = 0;
+        unsigned char* decoded = stbi_load_from_memory(png.data(), static_cast<int>(png.size()), &w, &h, &channels, 4);
+        ASSERT_NE(decoded, nullptr) << c.width << "x" << c.height << ": " << stbi_failure_reason();
+        EXPECT_EQ(w, c.width);
+        EXPECT_EQ(h, c.height);
+        EXPECT_EQ(channels, 4);
+        EXPECT_EQ(std::memcmp(decoded, image.pixels.data(), image.pixels.size() * 4), 0) << c.width << "x" << c.height;
+        stbi_image_free(decoded);
+    }
 }
 
 TEST(FigureEncoding, Utf8AndXml) {
