@@ -91,6 +91,7 @@ ColourScale::ColourScale(Colormap map, Range range, bool log_scale, size_t value
         m_origin = range.min;
         m_per_entry = range.max > range.min ? 255.0f / (range.max - range.min) : 0.0f;
     }
+    if (!std::isfinite(m_per_entry)) m_narrow = true;  // a range a few subnormals wide
     auto entry = [&](uint32_t key) { return Direct(FromOrderKey(key)); };
     const uint32_t greatest = OrderKey(std::numeric_limits<float>::infinity());
     m_first[0] = -std::numeric_limits<float>::infinity();

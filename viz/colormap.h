@@ -47,7 +47,8 @@ const char* ColormapName(Colormap map);
 // of glibc 2.36's FMA and SSE2 variants), so where each of its 255 steps lies (the least float that
 // reaches it) is found once, by bisection over the floats in order. A value's entry is then guessed
 // by cheap arithmetic (a logarithm from the float's bits) and moved to the step it lies on by
-// comparing it with those floats: a step or two. NaN samples entry 0, as SampleColormap has it.
+// comparing it with those floats: a step or two (where the guess can be further off, a narrow
+// range, the steps are bisected instead). NaN samples entry 0, as SampleColormap has it.
 // Fewer than kFewValues values (`values`: how many the caller will sample), a range that is not
 // finite or as wide as no float (its ends' difference overflows) are sampled value by value: the
 // bisection costs some 8,000 logarithms, and Normalize is no longer non-decreasing at the
@@ -58,13 +59,14 @@ public:
     ColourScale(Colormap map, Range range, bool log_scale, size_t values);
     uint8_t Index(float value) const {
         if (m_direct) return Direct(value);
-        int i = Guess(value);  // 0..255: right or one off, but for a narrow log range
+        int i = 0;
+        if (m_narrow) {  // the last step at or below the value, by bisection (NaN: none)
+            for (int step = 128; step > 0; step /= 2) i += value >= m_first[i + step] ? step : 0;
+            return static_cast<uint8_t>(i);
+        }
+        i = Guess(value);  // 0..255: right or one off
         i += value >= m_first[i + 1];  // a step either way, without a branch
         i -= static_cast<int>((i > 0) & !(value >= m_first[i]));  // NaN ends at 0
-        if (m_narrow) {
-            while (value >= m_first[i + 1]) ++i;
-            while (i > 0 && !(value >= m_first[i])) --i;
-        }
         return static_cast<uint8_t>(i);
     }
     Rgba8 operator()(float value) const { return (*m_table)[Index(value)]; }
@@ -87,7 +89,7 @@ private:
     }
     Normalizer m_normalize;
     bool m_log_scale, m_direct;
-    bool m_narrow = false;  // the guess can be more than one entry off: 0.0077 of an octave is half an entry or more
+    bool m_narrow = false;  // the guess can be more than one entry off (0.0077 of an octave is half an entry or more): bisect
     float m_origin = 0, m_per_entry = 0;  // the guess: entry = (x - m_origin) * m_per_entry, x the value or its log2
     // m_first[k], k >= 1: the least value whose entry is k or above; NaN where no value reaches k
     // (no comparison with NaN holds), and at 256. m_first[0] is -inf.

@@ -77,6 +77,8 @@ const ScaleCase kScales[] = {
     {"linear offset", viz::Colormap::Magma, {-0.3f, 2.9f}, false},
     {"diverging", viz::Colormap::Diverging, {-0.8f, 0.8f}, false},
     {"empty", viz::Colormap::Viridis, {0.5f, 0.5f}, false},
+    {"a few floats wide", viz::Colormap::Viridis, {1.0f, 1.0000005f}, false},
+    {"subnormally wide", viz::Colormap::Viridis, {0.0f, 1e-40f}, false},
     {"inverted", viz::Colormap::Viridis, {1.0f, 0.0f}, true},
     {"as wide as no float", viz::Colormap::Diverging, {-3e38f, 3e38f}, false},
     {"infinite", viz::Colormap::Viridis, {0.0f, INFINITY}, false},
