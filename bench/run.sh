@@ -12,7 +12,8 @@
 #   6. bench/families.sh: Pythia-160M and TinyLlama shapes against the same work in PyTorch;
 #   7. bench/bigmodel.sh: the window on TinyLlama's shape (opening, memory, typing, heads, the
 #      global tau = 1 pass on request, pictures of 704 heads); its 2.2 GB model goes to /tmp;
-#   8. ssaviz_bench_linear: the few-rows weight product (model/nn/linear.h) against sgemm.
+#   8. ssaviz_bench_linear: the few-rows weight product (model/nn/linear.h) against sgemm;
+#   9. ssaviz_bench_bake: the window's colour pass over a map's level and the heads grid's thumbnails.
 #   usage: bench/run.sh [BUILD_DIR] [DEVICE]      (DEVICE cpu or cuda; cuda adds 4,096 and 8,192 tokens)
 # Other work on the machine skews every figure (two threads most of all). Where other users'
 # builds share the cores, run it in a scheduler group of its own at a high priority, as root:
@@ -95,3 +96,6 @@ bash "$here/bench/bigmodel.sh" "$build" /tmp/ssaviz-tinyllama /tmp/ssaviz-bigmod
 
 echo "== the few-rows weight product against sgemm (ssaviz_bench_linear)"
 "$build/ssaviz_bench_linear" --threads 2
+
+echo "== the colour pass (ssaviz_bench_bake)"
+"$build/ssaviz_bench_bake"
