@@ -13,7 +13,8 @@
 #   7. bench/bigmodel.sh: the window on TinyLlama's shape (opening, memory, typing, heads, the
 #      global tau = 1 pass on request, pictures of 704 heads); its 2.2 GB model goes to /tmp;
 #   8. ssaviz_bench_linear: the few-rows weight product (model/nn/linear.h) against sgemm;
-#   9. ssaviz_bench_bake: the window's colour pass over a map's level and the heads grid's thumbnails.
+#   9. ssaviz_bench_bake: the window's colour pass over a map's level and the heads grid's thumbnails;
+#  10. ssaviz_bench_summary: every head's summary of an analysis (the worker makes it with each one).
 #   usage: bench/run.sh [BUILD_DIR] [DEVICE]      (DEVICE cpu or cuda; cuda adds 4,096 and 8,192 tokens)
 # Other work on the machine skews every figure (two threads most of all). Where other users'
 # builds share the cores, run it in a scheduler group of its own at a high priority, as root:
@@ -99,3 +100,6 @@ echo "== the few-rows weight product against sgemm (ssaviz_bench_linear)"
 
 echo "== the colour pass (ssaviz_bench_bake)"
 "$build/ssaviz_bench_bake"
+
+echo "== every head's summary (ssaviz_bench_summary)"
+"$build/ssaviz_bench_summary"

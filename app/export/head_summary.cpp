@@ -73,16 +73,18 @@ std::vector<HeadSummary> SummarizeHeads(const model::Analysis& a) {
             const std::vector<float>* head_array = HeadArray(q, a, side);
             const std::vector<float>* rows = RowValues(q, a, side);
             if (!head_array && !rows) continue;
-            for (HeadSummary& s : out) {
-                float* at = &s.values[static_cast<size_t>(v.index) * kSides + static_cast<int>(side)];
-                const int l = s.ref.layer, h = s.ref.head;
+            // Every head's at once (model::HeadRowMeans, HeadTokenStatsAll: the one-head calls' values).
+            const bool means = !head_array && q.reading == Reading::RowMean;
+            const std::vector<float> row_means = means ? model::HeadRowMeans(*rows, a) : std::vector<float>();
+            const std::vector<model::HeadStats> stats = !head_array && !means ? model::HeadTokenStatsAll(*rows, a) : std::vector<model::HeadStats>();
+            for (size_t k = 0; k < out.size(); ++k) {
+                float* at = &out[k].values[static_cast<size_t>(v.index) * kSides + static_cast<int>(side)];
                 if (head_array) {
-                    *at = (*head_array)[static_cast<size_t>(l) * a.n_head + h];
-                } else if (q.reading == Reading::RowMean) {
-                    *at = model::HeadRowMean(*rows, a, l, h);
+                    *at = k < head_array->size() ? (*head_array)[k] : kNaN;
+                } else if (means) {
+                    *at = row_means[k];
                 } else {
-                    const model::HeadStats stats = model::HeadTokenStats(*rows, a, l, h);
-                    at[0] = stats.mean, at[kSides] = stats.min, at[2 * kSides] = stats.max;  // the next two head values
+                    at[0] = stats[k].mean, at[kSides] = stats[k].min, at[2 * kSides] = stats[k].max;  // the next two head values
                 }
             }
         }

@@ -99,6 +99,46 @@ HeadStats HeadTokenStats(const std::vector<float>& values, const Analysis& a, in
     return s;
 }
 
+std::vector<float> HeadRowMeans(const std::vector<float>& rows, const Analysis& a) {
+    const size_t heads = static_cast<size_t>(a.n_layer) * a.n_head, T = static_cast<size_t>(a.n_tokens);
+    std::vector<float> out(heads, NAN);
+    if (T < 2 || rows.size() < heads * T) return out;
+    size_t k = 0;
+    for (; k + 4 <= heads; k += 4) {
+        const float* r = rows.data() + k * T;
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (size_t i = 1; i < T; ++i) s0 += r[i], s1 += r[T + i], s2 += r[2 * T + i], s3 += r[3 * T + i];
+        const double n = static_cast<double>(T - 1);
+        out[k] = static_cast<float>(s0 / n), out[k + 1] = static_cast<float>(s1 / n);
+        out[k + 2] = static_cast<float>(s2 / n), out[k + 3] = static_cast<float>(s3 / n);
+    }
+    for (; k < heads; ++k) out[k] = HeadRowMean(rows, a, static_cast<int>(k / a.n_head), static_cast<int>(k % a.n_head));
+    return out;
+}
+
+std::vector<HeadStats> HeadTokenStatsAll(const std::vector<float>& values, const Analysis& a) {
+    const size_t heads = static_cast<size_t>(a.n_layer) * a.n_head, T = static_cast<size_t>(a.n_tokens);
+    std::vector<HeadStats> out(heads);
+    if (T == 0 || values.size() < heads * T) return out;
+    size_t k = 0;
+    for (; k + 4 <= heads; k += 4) {
+        const float* r = values.data() + k * T;
+        double sum[4] = {};
+        float lo[4], hi[4];
+        for (int j = 0; j < 4; ++j) lo[j] = hi[j] = r[j * T];
+        for (size_t i = 0; i < T; ++i)
+            for (int j = 0; j < 4; ++j) {  // the same steps as HeadTokenStats, four heads at a time
+                const float v = r[j * T + i];
+                sum[j] += v;
+                lo[j] = std::min(lo[j], v);
+                hi[j] = std::max(hi[j], v);
+            }
+        for (int j = 0; j < 4; ++j) out[k + j] = {static_cast<float>(sum[j] / static_cast<double>(T)), lo[j], hi[j]};
+    }
+    for (; k < heads; ++k) out[k] = HeadTokenStats(values, a, static_cast<int>(k / a.n_head), static_cast<int>(k % a.n_head));
+    return out;
+}
+
 float MeanLoss(const std::vector<float>& loss) {
     if (loss.empty()) return NAN;
     double sum = 0;
@@ -117,9 +157,7 @@ Decomposition Decompose(const Analysis& a) {
     } kFields[] = {{&Decomposition::js_total, &Analysis::js_total}, {&Decomposition::js_temperature, &Analysis::js},
                    {&Decomposition::js_drift, &Analysis::js_drift},  {&Decomposition::l1_total, &Analysis::l1_total},
                    {&Decomposition::l1_temperature, &Analysis::l1}, {&Decomposition::l1_drift, &Analysis::l1_drift}};
-    for (const auto& f : kFields)
-        for (int l = 0; l < a.n_layer; ++l)
-            for (int h = 0; h < a.n_head; ++h) (d.*f.head).push_back(HeadRowMean(a.*f.rows, a, l, h));
+    for (const auto& f : kFields) d.*f.head = HeadRowMeans(a.*f.rows, a);
     d.loss_mean = MeanLoss(a.loss);
     d.loss_mean_tau1 = MeanLoss(a.loss_compare);
     d.loss_mean_base = MeanLoss(a.loss_base);

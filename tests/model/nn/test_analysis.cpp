@@ -3,6 +3,8 @@
 // the same model (whose maps tests/model/nn/test_parity.cpp checks against PyTorch).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -202,6 +204,56 @@ TEST_F(OnDemandMaps, LayerByLayerMetricsEqualTheWholeCapture) {
     expect_same(a.metrics_compare.Get("max_weight"), whole.q.max_weight, "vanilla max_weight");
     expect_same(a.js, whole.js, "js");
     expect_same(a.l1, whole.l1, "l1");
+}
+
+// Every head's row mean and token statistics at once equal the one-head calls' to the bit: head
+// counts that are and are not multiples of four, T from 0 to 37 and 1,000, values spanning many
+// magnitudes, NaN and infinities, and in every other head +-2^60 in turn between small values
+// (which a double sum keeps or loses by its order: summed in another order, the means differ).
+TEST(HeadSummaries, EveryHeadAtOnceEqualsHeadByHead) {
+    uint32_t state = 5;
+    auto next = [&] { return (state = state * 1664525u + 1013904223u) >> 8; };
+    auto bits = [](float f) {
+        uint32_t b;
+        std::memcpy(&b, &f, sizeof b);
+        return b;
+    };
+    for (const auto& [L, H] : std::vector<std::pair<int, int>>{{1, 1}, {3, 3}, {2, 4}, {12, 12}})
+        for (int T : {0, 1, 2, 3, 5, 37, 1000}) {
+            model::Analysis a;
+            a.n_layer = L, a.n_head = H, a.n_tokens = T;
+            std::vector<float> values(static_cast<size_t>(L) * H * T);
+            for (size_t j = 0; j < values.size(); ++j) {
+                const uint32_t r = next();
+                float& v = values[j];
+                v = std::ldexp(static_cast<float>(r % 1000) / 999.0f, static_cast<int>(r % 61) - 30) * (r & 1 ? 1.0f : -1.0f);
+                if (r % 4001 == 0) v = NAN;
+                if (r % 4003 == 0) v = INFINITY;
+                const size_t head = j / T, i = j % T;
+                if (head % 2 == 1 && i % 3 != 0) v = i % 3 == 1 ? 0x1p60f : -0x1p60f;
+            }
+            const std::vector<float> means = model::HeadRowMeans(values, a);
+            const std::vector<model::HeadStats> stats = model::HeadTokenStatsAll(values, a);
+            ASSERT_EQ(means.size(), static_cast<size_t>(L) * H);
+            ASSERT_EQ(stats.size(), static_cast<size_t>(L) * H);
+            for (int l = 0; l < L; ++l)
+                for (int h = 0; h < H; ++h) {
+                    const size_t k = static_cast<size_t>(l) * H + h;
+                    const model::HeadStats one = model::HeadTokenStats(values, a, l, h);
+                    EXPECT_EQ(bits(means[k]), bits(model::HeadRowMean(values, a, l, h))) << L << "x" << H << " T " << T << " head " << k;
+                    EXPECT_EQ(bits(stats[k].mean), bits(one.mean)) << L << "x" << H << " T " << T << " head " << k;
+                    EXPECT_EQ(bits(stats[k].min), bits(one.min)) << L << "x" << H << " T " << T << " head " << k;
+                    EXPECT_EQ(bits(stats[k].max), bits(one.max)) << L << "x" << H << " T " << T << " head " << k;
+                }
+            // An array too short for the shape: NaN, as the one-head statistics give.
+            values.resize(values.empty() ? 0 : values.size() - 1);
+            if (T > 1) {
+                for (float m : model::HeadRowMeans(values, a)) EXPECT_TRUE(std::isnan(m));
+            }
+            if (T > 0) {
+                for (const model::HeadStats& s : model::HeadTokenStatsAll(values, a)) EXPECT_TRUE(std::isnan(s.mean));
+            }
+        }
 }
 
 }  // namespace

@@ -1,0 +1,64 @@
+// ssaviz_bench_summary: every head's summary of an analysis (app::SummarizeHeads: the heads grid's
+// badges, the Matrix, the Table, exports), which the window's worker makes with each analysis, on
+// GPT-2 small's shape (12 x 12 heads) with every [L, H, T] array filled (both sides' seven row
+// metrics, tau_q and tau_v, JS and L1, tau_q's terms). Not a test: it prints a Markdown table.
+// usage: ssaviz_bench_summary [--repeats R]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "app/export/head_summary.h"
+#include "model/nn/analysis.h"
+
+namespace {
+
+double MedianMs(int repeats, const std::function<void()>& fn) {
+    std::vector<double> ms;
+    for (int r = 0; r < repeats; ++r) {
+        const auto start = std::chrono::steady_clock::now();
+        fn();
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+}
+
+model::Analysis Filled(int L, int H, int T) {
+    model::Analysis a;
+    a.n_layer = L, a.n_head = H, a.n_tokens = T;
+    const size_t n = static_cast<size_t>(L) * H * T;
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> u(0.0f, 1.0f);
+    auto array = [&] {
+        std::vector<float> v(n);
+        for (float& x : v) x = u(rng);
+        return v;
+    };
+    for (model::MapMetrics* m : {&a.metrics, &a.metrics_compare})
+        for (const char* name : {"entropy", "normalized_entropy", "spikiness", "max_weight", "top5_mass", "effective_support", "sink_mass"})
+            m->rows.push_back({name, array()});
+    for (std::vector<float>* v : {&a.tau_q, &a.tau_v, &a.tau_q_compare, &a.tau_v_compare, &a.js, &a.l1, &a.tau_q_position, &a.tau_q_token,
+                                  &a.effective_qk_norm})
+        *v = array();
+    a.qk_opnorm.assign(static_cast<size_t>(L) * H, 1.0f);
+    return a;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int repeats = 9;
+    for (int i = 1; i + 1 < argc; i += 2)
+        if (!std::strcmp(argv[i], "--repeats")) repeats = std::max(1, std::atoi(argv[i + 1]));
+    std::printf("| tokens | SummarizeHeads ms (median of %d) |\n|---:|---:|\n", repeats);
+    for (int T : {1024, 8192}) {
+        const model::Analysis a = Filled(12, 12, T);
+        std::printf("| %d | %.2f |\n", T, MedianMs(repeats, [&] { app::SummarizeHeads(a); }));
+    }
+    return 0;
+}
