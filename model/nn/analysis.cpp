@@ -20,6 +20,7 @@
 #include <functional>
 #include <utility>
 
+#include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <c10/core/InferenceMode.h>
 
@@ -103,16 +104,21 @@ std::vector<float> HeadRowMeans(const std::vector<float>& rows, const Analysis& 
     const size_t heads = static_cast<size_t>(a.n_layer) * a.n_head, T = static_cast<size_t>(a.n_tokens);
     std::vector<float> out(heads, NAN);
     if (T < 2 || rows.size() < heads * T) return out;
-    size_t k = 0;
-    for (; k + 4 <= heads; k += 4) {
-        const float* r = rows.data() + k * T;
-        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        for (size_t i = 1; i < T; ++i) s0 += r[i], s1 += r[T + i], s2 += r[2 * T + i], s3 += r[3 * T + i];
-        const double n = static_cast<double>(T - 1);
-        out[k] = static_cast<float>(s0 / n), out[k + 1] = static_cast<float>(s1 / n);
-        out[k + 2] = static_cast<float>(s2 / n), out[k + 3] = static_cast<float>(s3 / n);
-    }
-    for (; k < heads; ++k) out[k] = HeadRowMean(rows, a, static_cast<int>(k / a.n_head), static_cast<int>(k % a.n_head));
+    const int64_t groups = static_cast<int64_t>((heads + 3) / 4);  // of four heads; the compute threads take them in turn
+    at::parallel_for(0, groups, 1, [&](int64_t begin, int64_t end) {
+        for (size_t k = static_cast<size_t>(begin) * 4; k < static_cast<size_t>(end) * 4 && k < heads; k += 4) {
+            if (k + 4 > heads) {  // the last heads, one at a time
+                for (; k < heads; ++k) out[k] = HeadRowMean(rows, a, static_cast<int>(k / a.n_head), static_cast<int>(k % a.n_head));
+                break;
+            }
+            const float* r = rows.data() + k * T;
+            double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            for (size_t i = 1; i < T; ++i) s0 += r[i], s1 += r[T + i], s2 += r[2 * T + i], s3 += r[3 * T + i];
+            const double n = static_cast<double>(T - 1);
+            out[k] = static_cast<float>(s0 / n), out[k + 1] = static_cast<float>(s1 / n);
+            out[k + 2] = static_cast<float>(s2 / n), out[k + 3] = static_cast<float>(s3 / n);
+        }
+    });
     return out;
 }
 
@@ -120,22 +126,27 @@ std::vector<HeadStats> HeadTokenStatsAll(const std::vector<float>& values, const
     const size_t heads = static_cast<size_t>(a.n_layer) * a.n_head, T = static_cast<size_t>(a.n_tokens);
     std::vector<HeadStats> out(heads);
     if (T == 0 || values.size() < heads * T) return out;
-    size_t k = 0;
-    for (; k + 4 <= heads; k += 4) {
-        const float* r = values.data() + k * T;
-        double sum[4] = {};
-        float lo[4], hi[4];
-        for (int j = 0; j < 4; ++j) lo[j] = hi[j] = r[j * T];
-        for (size_t i = 0; i < T; ++i)
-            for (int j = 0; j < 4; ++j) {  // the same steps as HeadTokenStats, four heads at a time
-                const float v = r[j * T + i];
-                sum[j] += v;
-                lo[j] = std::min(lo[j], v);
-                hi[j] = std::max(hi[j], v);
+    const int64_t groups = static_cast<int64_t>((heads + 3) / 4);
+    at::parallel_for(0, groups, 1, [&](int64_t begin, int64_t end) {
+        for (size_t k = static_cast<size_t>(begin) * 4; k < static_cast<size_t>(end) * 4 && k < heads; k += 4) {
+            if (k + 4 > heads) {
+                for (; k < heads; ++k) out[k] = HeadTokenStats(values, a, static_cast<int>(k / a.n_head), static_cast<int>(k % a.n_head));
+                break;
             }
-        for (int j = 0; j < 4; ++j) out[k + j] = {static_cast<float>(sum[j] / static_cast<double>(T)), lo[j], hi[j]};
-    }
-    for (; k < heads; ++k) out[k] = HeadTokenStats(values, a, static_cast<int>(k / a.n_head), static_cast<int>(k % a.n_head));
+            const float* r = values.data() + k * T;
+            double sum[4] = {};
+            float lo[4], hi[4];
+            for (int j = 0; j < 4; ++j) lo[j] = hi[j] = r[j * T];
+            for (size_t i = 0; i < T; ++i)
+                for (int j = 0; j < 4; ++j) {  // the same steps as HeadTokenStats, four heads at a time
+                    const float v = r[j * T + i];
+                    sum[j] += v;
+                    lo[j] = std::min(lo[j], v);
+                    hi[j] = std::max(hi[j], v);
+                }
+            for (int j = 0; j < 4; ++j) out[k + j] = {static_cast<float>(sum[j] / static_cast<double>(T)), lo[j], hi[j]};
+        }
+    });
     return out;
 }
 

@@ -130,8 +130,8 @@ HeadStats HeadTokenStats(const std::vector<float>& values, const Analysis& a, in
 
 // HeadRowMean and HeadTokenStats of every head at once, [L * H], each equal to the one-head call's
 // to the bit: four heads' sums are added up side by side, each in its own order, where one head's
-// chain of double additions waits on itself (four times faster: every head of 22 arrays at 8,192
-// tokens of GPT-2 small's shape is 26 M values).
+// chain of double additions waits on itself, and the groups of four go to the compute threads
+// (every head of 22 arrays at 8,192 tokens of GPT-2 small's shape is 26 M values).
 std::vector<float> HeadRowMeans(const std::vector<float>& rows, const Analysis& a);
 std::vector<HeadStats> HeadTokenStatsAll(const std::vector<float>& values, const Analysis& a);
 
