@@ -3,30 +3,18 @@
 // attention (a few large weights, a long tail of small ones). Not a test: it prints a Markdown
 // table. usage: ssaviz_bench_bake [--repeats R]
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <random>
 #include <vector>
 
+#include "bench/median.h"
 #include "viz/heatmap.h"
 
 namespace {
-
-double MedianMs(int repeats, const std::function<void()>& fn) {
-    std::vector<double> ms;
-    for (int r = 0; r < repeats; ++r) {
-        const auto start = std::chrono::steady_clock::now();
-        fn();
-        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
-}
 
 // T causal softmax rows of random logits (scale 3: a few keys take most of each row).
 std::vector<float> AttentionLike(int T) {
@@ -55,7 +43,7 @@ int main(int argc, char** argv) {
             viz::HeatmapStyle style;
             style.log_scale = log_scale;
             const viz::Range range = viz::ResolveRange(map.data(), n, n, style);
-            const double ms = MedianMs(repeats, [&] { viz::BakeHeatmap(map.data(), n, n, 0, 0, n, n, n, n, style, range); });
+            const double ms = bench::MedianMs(repeats, [&] { viz::BakeHeatmap(map.data(), n, n, 0, 0, n, n, n, n, style, range); });
             const double cells = 0.5 * n * (n + 1.0);
             std::printf("| %d | %s | %.2f | %.1f |\n", n, log_scale ? "log" : "linear", ms, ms * 1e6 / cells);
         }
@@ -70,7 +58,7 @@ int main(int argc, char** argv) {
         style.log_scale = log_scale;
         style.range = viz::ResolveRange(thumbnail.data(), cells, cells, style);
         const viz::ColourScale colour(style.colormap, *style.range, log_scale, SIZE_MAX);
-        const double ms = MedianMs(repeats, [&] {
+        const double ms = bench::MedianMs(repeats, [&] {
             for (int h = 0; h < heads; ++h) viz::BakeHeatmap(thumbnail.data(), cells, cells, style, colour, side);
         });
         std::printf("| %d of %d -> %d | %s | %.2f | %.1f |\n", heads, cells, side, log_scale ? "log" : "linear", ms,

@@ -2,33 +2,17 @@
 // the weight shapes of GPT-2-small and TinyLlama, as GB/s of weights read. Not a test: it prints a
 // Markdown table. usage: ssaviz_bench_linear [--threads N] [--repeats R]
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include "bench/median.h"
 #include "model/nn/linear.h"
 #include "model/nn/runtime_torch.h"
-
-namespace {
-
-double MedianMs(int repeats, const std::function<void()>& fn) {
-    std::vector<double> ms;
-    for (int r = 0; r < repeats; ++r) {
-        const auto start = std::chrono::steady_clock::now();
-        fn();
-        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
     int threads = 2, repeats = 15;
@@ -59,13 +43,13 @@ int main(int argc, char** argv) {
         for (int64_t M : rows) {
             const at::Tensor x = at::randn({1, M, s.K});
             at::Tensor a, b;
-            const double blas = MedianMs(repeats, [&] { a = at::matmul(x, w); });
-            const double ours = MedianMs(repeats, [&] { b = model::MatmulRows(x, w); });
+            const double blas = bench::MedianMs(repeats, [&] { a = at::matmul(x, w); });
+            const double ours = bench::MedianMs(repeats, [&] { b = model::MatmulRows(x, w); });
             const float diff = (a - b).abs().max().item<float>();
             char half[64] = "- | -";
             if (!s.transposed) {  // the engine keeps a BF16 file's layer matrices as bf16, row-major
                 const at::Tensor wb = w.to(at::kBFloat16);
-                const double ms = MedianMs(repeats, [&] { b = model::MatmulRows(x, wb); });
+                const double ms = bench::MedianMs(repeats, [&] { b = model::MatmulRows(x, wb); });
                 std::snprintf(half, sizeof half, "%.3f | %.1f", ms, gb / 2 / ms * 1e3);
             }
             std::printf("| %s [%lld, %lld] | %lld | %.3f | %.1f | %.3f | %.1f | %.2g | %s |\n", s.name, static_cast<long long>(s.K),

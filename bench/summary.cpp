@@ -4,29 +4,17 @@
 // metrics, tau_q and tau_v, JS and L1, tau_q's terms). Not a test: it prints a Markdown table.
 // usage: ssaviz_bench_summary [--repeats R]
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <random>
 #include <vector>
 
 #include "app/export/head_summary.h"
+#include "bench/median.h"
 #include "model/nn/analysis.h"
 
 namespace {
-
-double MedianMs(int repeats, const std::function<void()>& fn) {
-    std::vector<double> ms;
-    for (int r = 0; r < repeats; ++r) {
-        const auto start = std::chrono::steady_clock::now();
-        fn();
-        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
-}
 
 model::Analysis Filled(int L, int H, int T) {
     model::Analysis a;
@@ -58,7 +46,7 @@ int main(int argc, char** argv) {
     std::printf("| tokens | SummarizeHeads ms (median of %d) |\n|---:|---:|\n", repeats);
     for (int T : {1024, 8192}) {
         const model::Analysis a = Filled(12, 12, T);
-        std::printf("| %d | %.2f |\n", T, MedianMs(repeats, [&] { app::SummarizeHeads(a); }));
+        std::printf("| %d | %.2f |\n", T, bench::MedianMs(repeats, [&] { app::SummarizeHeads(a); }));
     }
     return 0;
 }
