@@ -579,9 +579,12 @@ std::vector<uint8_t> EncodePng(const Image& image) {
         uint8_t* o = filtered.data() + y * (row + 1);
         const uint8_t* now = px + y * row;
         o[0] = y == 0 ? 0 : 2;  // None, then Up
-        if (y == 0) std::copy_n(now, row, o + 1);
-        else
-            for (size_t x = 0; x < row; ++x) o[1 + x] = static_cast<uint8_t>(now[x] - now[x - row]);
+        if (y == 0) {
+            std::copy_n(now, row, o + 1);
+        } else {
+            const uint8_t* above = now - row;
+            for (size_t x = 0; x < row; ++x) o[1 + x] = static_cast<uint8_t>(now[x] - above[x]);
+        }
     }
     uLongf deflated_size = compressBound(static_cast<uLong>(filtered.size()));
     std::vector<uint8_t> deflated(deflated_size);
