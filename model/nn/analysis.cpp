@@ -490,7 +490,7 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     {
         RECORD_USER_SCOPE("ssaviz::predictions");
         at::Tensor next_logits;
-        next.predictions = Predict(plan, tokens.ids, pass.Streams(), old.predictions, &next_logits, [&](float done) {
+        next.predictions = Predict(plan, tokens.ids, pass.Streams(), old.predictions, e.cache.buffers, &next_logits, [&](float done) {
             if (options.progress) options.progress->store((c.n_layer + done) / (c.n_layer + 1));
         });
         AssemblePredictions(plan, next.predictions, next_logits, &a);

@@ -7,15 +7,6 @@
 
 namespace model {
 
-namespace {
-
-// The RowBuffers slots of the layer pass: per layer, each run's keys and values, each side's
-// queries (a plan has no more runs than sides).
-enum class RowKind { Keys, Values, Queries };
-int RowSlot(int layer, RowKind kind, int index) { return (layer * 3 + static_cast<int>(kind)) * kSideCount + index; }
-
-}  // namespace
-
 LayerPass::LayerPass(const AnalysisPlan& plan, const std::vector<int32_t>& ids, const std::vector<LayerRows>& old, RowBuffers& buffers)
     : m_plan(plan), m_old(old), m_buffers(buffers), m_streams(plan.runs.size()) {
     if (plan.p == plan.T) return;

@@ -36,6 +36,12 @@ struct PerSide {
     const T& operator[](Side s) const { return of[static_cast<int>(s)]; }
 };
 
+// The RowBuffers slots of an analysis (row_buffers.h): per layer, each run's keys and values and
+// each side's queries (the layer pass); after the last layer, each side's last stream (the predictions).
+enum class RowKind { Keys, Values, Queries };
+inline int RowSlot(int layer, RowKind kind, int index) { return (layer * 3 + static_cast<int>(kind)) * kSideCount + index; }
+inline int StreamSlot(int layers, Side s) { return RowSlot(layers, RowKind::Keys, static_cast<int>(s)); }
+
 // The pairs of sides whose rows are compared (JS and L1 of each row), in CompareThreeMaps's order:
 // the SSA side against its comparison in every analysis; with a base, the SSA side (the total
 // change) and the comparison (the weights' drift) each against the base.

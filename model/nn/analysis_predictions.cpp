@@ -86,7 +86,8 @@ at::Tensor JoinPositions(const at::Tensor& old, int64_t keep, const std::vector<
 }  // namespace
 
 PerSide<SidePredictions> Predict(const AnalysisPlan& plan, const std::vector<int32_t>& ids, const std::vector<at::Tensor>& streams,
-                                 const PerSide<SidePredictions>& old, at::Tensor* next_logits, const std::function<void(float)>& progress) {
+                                 const PerSide<SidePredictions>& old, RowBuffers& buffers, at::Tensor* next_logits,
+                                 const std::function<void(float)>& progress) {
     const int64_t p = plan.p, T = plan.T;
     const at::Tensor next_ids = at::tensor(at::ArrayRef<int32_t>(ids), at::kInt).to(plan.device, at::kLong);
     const int64_t lo = std::max<int64_t>(p - 1, 0);
@@ -95,9 +96,17 @@ PerSide<SidePredictions> Predict(const AnalysisPlan& plan, const std::vector<int
         const Run& run = plan.runs[r];
         const SsaGpt& model = *run.model;
         const int64_t V = model.config.vocab_size;
-        for (int i = 0; i < run.Rows(); ++i) {
+        for (int i = 0; i < run.Rows(); ++i) {  // the rows below p are the last analysis's, in a buffer the new ones are written into
             const Side s = run.sides[i];
-            next[s].hidden = p < T ? plan.Join(p > 0 ? old[s].hidden : at::Tensor(), streams[r].narrow(0, i, 1)) : old[s].hidden.narrow(1, 0, T);
+            if (p == T) {
+                next[s].hidden = old[s].hidden.narrow(1, 0, T);
+                continue;
+            }
+            const at::Tensor fresh = streams[r].narrow(0, i, 1);  // [1, T - p, E]
+            const at::Tensor room = buffers.Acquire(StreamSlot(model.config.n_layer, s), {1, T, fresh.size(2)}, 1, fresh.options(),
+                                                    p > 0 ? old[s].hidden : at::Tensor(), p, model.config.n_positions);
+            room.narrow(1, p, T - p).copy_(fresh);
+            next[s].hidden = room.narrow(1, 0, T);
         }
         const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>((plan.device.is_cpu() ? kLogitsBytes : kDeviceLogitsBytes) / (sizeof(float) * static_cast<size_t>(V) * run.Rows())));
         PerSide<std::vector<at::Tensor>> loss, rank, top_ids, top_probs;

@@ -12,6 +12,7 @@
 #include <ATen/ATen.h>
 
 #include "model/nn/analysis_plan_torch.h"
+#include "model/nn/row_buffers.h"
 
 namespace model {
 
@@ -24,9 +25,11 @@ struct SidePredictions {
 };
 
 // `streams`: the last layer's new rows a run (LayerPass::Streams); `old`: the last analysis's,
-// whose rows this one keeps. Sets `next_logits` to the SSA side's logits after the last token,
+// whose rows this one keeps. Each side's `hidden` is a view of `buffers` (StreamSlot), which the
+// new rows are written into. Sets `next_logits` to the SSA side's logits after the last token,
 // [V] float32, and reports the fraction done to `progress` (may be empty) as it goes.
 PerSide<SidePredictions> Predict(const AnalysisPlan& plan, const std::vector<int32_t>& ids, const std::vector<at::Tensor>& streams,
-                                 const PerSide<SidePredictions>& old, at::Tensor* next_logits, const std::function<void(float)>& progress);
+                                 const PerSide<SidePredictions>& old, RowBuffers& buffers, at::Tensor* next_logits,
+                                 const std::function<void(float)>& progress);
 
 }  // namespace model
