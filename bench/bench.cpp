@@ -18,9 +18,10 @@
 //   usage: ssaviz_bench --model DIR [--tokens 128,256,512,1024,2048] [--device cpu|cuda]
 //                       [--threads N] [--repeats 3] [--no-baseline] [--python /usr/bin/python3]
 //          ssaviz_bench --model DIR --only full|end|middle|start [--tokens 1024] [--repeats 20] [--compare local|vanilla]
-//                       [--twin DIR | --base DIR]
+//                       [--twin DIR | --base DIR] [--no-maps]
 //                       one thing in this process, each time printed: full analyses, or after one
-//                       full analysis, edits of one token there (for a profiler: perf record -g);
+//                       full analysis, edits of one token there, each followed by a head's map and
+//                       the window's head view unless --no-maps (for a profiler: perf record -g);
 //                       against a twin, or with a fine-tune's base (three sides); with
 //                       SSAVIZ_BENCH_TRACE=FILE the last one (its head map too) is traced by
 //                       LibTorch's profiler into FILE (bench/trace_summary.py ranks its kernels);
@@ -85,6 +86,7 @@ struct Options {
     std::vector<int> tokens = {128, 256, 512, 1024, 2048};
     int threads = 0, repeats = 3, child = 0;
     bool baseline = true;
+    bool maps = true;  // --only: after each analysis, a head's map and the window's head view (--no-maps: the analysis alone, for a profiler)
     std::string only;  // "full", "end", "middle" or "start": that alone, in this process
     bool local = false;  // --only with --compare local: the layer-local comparison (a big model's default)
     std::string twin, base;  // --only against a twin, or with a base
@@ -158,10 +160,10 @@ int RunOnly(const Options& o) {
         model::Result<model::Analysis> a = model::Fail("not run");
         const double ms = TimeMs([&] { a = (*engine)->Analyze(now, options); });
         if (!a) Die(a.error());
-        const double map_ms = TimeMs([&] { a->Map(model::MapSide::Ssa, 0, 0); });
+        const double map_ms = !o.maps ? NAN : TimeMs([&] { a->Map(model::MapSide::Ssa, 0, 0); });
         // What the window's head switch reads instead (another head, so nothing is cached): the map
         // kept where it was built, its extent, and the whole level of at most 1,024 cells a side.
-        const double view_ms = TimeMs([&] {
+        const double view_ms = !o.maps ? NAN : TimeMs([&] {
             const model::MapCellsPtr cells = a->Cells(model::MapSide::Ssa, 0, std::min(1, a->n_head - 1));
             cells->Extent();
             int level = 0;
@@ -407,6 +409,7 @@ Options Parse(int argc, char** argv) {
         else if (flag == "--repeats") o.repeats = std::max(1, number());
         else if (flag == "--child") o.child = number();
         else if (flag == "--no-baseline") o.baseline = false;
+        else if (flag == "--no-maps") o.maps = false;
         else if (flag == "--only") o.only = value();
         else if (flag == "--twin") o.twin = value();
         else if (flag == "--base") o.base = value();
