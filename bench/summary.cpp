@@ -25,12 +25,12 @@ model::Analysis Filled(int L, int H, int T) {
     auto array = [&] {
         std::vector<float> v(n);
         for (float& x : v) x = u(rng);
-        return v;
+        return model::RowArray(v, static_cast<int64_t>(L) * H, T);
     };
     for (model::MapMetrics* m : {&a.metrics, &a.metrics_compare})
         for (const char* name : {"entropy", "normalized_entropy", "spikiness", "max_weight", "top5_mass", "effective_support", "sink_mass"})
             m->rows.push_back({name, array()});
-    for (std::vector<float>* v : {&a.tau_q, &a.tau_v, &a.tau_q_compare, &a.tau_v_compare, &a.js, &a.l1, &a.tau_q_position, &a.tau_q_token,
+    for (model::RowArray* v : {&a.tau_q, &a.tau_v, &a.tau_q_compare, &a.tau_v_compare, &a.js, &a.l1, &a.tau_q_position, &a.tau_q_token,
                                   &a.effective_qk_norm})
         *v = array();
     a.qk_opnorm.assign(static_cast<size_t>(L) * H, 1.0f);

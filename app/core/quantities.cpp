@@ -62,6 +62,13 @@ std::optional<MapMode> ParseMapMode(const std::string& name) {
 Quantity::Quantity(std::string key_, std::string label_, std::string short_label_, std::string help_, Scope scope_)
     : key(std::move(key_)), label(std::move(label_)), short_label(std::move(short_label_)), help(std::move(help_)), scope(scope_) {}
 
+Quantity& Quantity::Members(const model::RowArray model::Analysis::*ssa, const model::RowArray model::Analysis::*compare) {
+    rows_member[static_cast<int>(Side::Ssa)] = ssa;
+    rows_member[static_cast<int>(Side::Compare)] = compare;
+    sides = static_cast<Sides>(kSsaSide | (compare ? kCompareSide : kNoSide));
+    return *this;
+}
+
 Quantity& Quantity::Members(const std::vector<float> model::Analysis::*ssa, const std::vector<float> model::Analysis::*compare) {
     member[static_cast<int>(Side::Ssa)] = ssa;
     member[static_cast<int>(Side::Compare)] = compare;
@@ -177,9 +184,14 @@ const Quantity& GetQuantity(std::string_view key) {
 namespace {
 
 // One side's stored array, unchecked; null when that side is not held.
-const std::vector<float>* Stored(const Quantity& q, const model::Analysis& a, Side side) {
+const model::RowArray* StoredRows(const Quantity& q, const model::Analysis& a, Side side) {
     if (!Has(q.sides, side)) return nullptr;
     if (!q.metric.empty()) return (side == Side::Ssa ? a.metrics : a.metrics_compare).Find(q.metric);
+    const auto member = q.rows_member[static_cast<int>(side)];
+    return member ? &(a.*member) : nullptr;
+}
+const std::vector<float>* Stored(const Quantity& q, const model::Analysis& a, Side side) {
+    if (!Has(q.sides, side)) return nullptr;
     const auto member = q.member[static_cast<int>(side)];
     return member ? &(a.*member) : nullptr;
 }
@@ -188,9 +200,11 @@ const std::vector<float>* Sized(const std::vector<float>* values, size_t n) { re
 
 }  // namespace
 
-const std::vector<float>* RowValues(const Quantity& q, const model::Analysis& a, Side side) {
+const model::RowArray* RowValues(const Quantity& q, const model::Analysis& a, Side side) {
     if (q.scope != Scope::Row) return nullptr;
-    return Sized(Stored(q, a, side), static_cast<size_t>(a.n_layer) * a.n_head * a.n_tokens);
+    const model::RowArray* values = StoredRows(q, a, side);
+    const bool sized = values && values->rows() == static_cast<int64_t>(a.n_layer) * a.n_head && values->tokens() == a.n_tokens;
+    return sized && !values->empty() ? values : nullptr;
 }
 
 const std::vector<float>* HeadArray(const Quantity& q, const model::Analysis& a, Side side) {
@@ -331,7 +345,7 @@ std::optional<TokenColor> ParseTokenColor(const std::string& name) {
 
 bool Holds(const model::Analysis& a, TokenColor color) { return Holds(*Coloring(color).quantity, a, Coloring(color).mode); }
 
-const std::vector<float>* TokenQuantity(const model::Analysis& a, TokenColor color) {
+const model::RowArray* TokenQuantity(const model::Analysis& a, TokenColor color) {
     const TokenColoring& c = Coloring(color);
     return c.mode == MapMode::Difference ? nullptr : RowValues(*c.quantity, a, c.mode == MapMode::Ssa ? Side::Ssa : Side::Compare);
 }

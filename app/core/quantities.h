@@ -84,8 +84,9 @@ struct Quantity {
     Scope scope = Scope::Row;
     Sides sides = kSsaSide;   // the sides an analysis holds it for
     // Where an analysis keeps it: a row of its MapMetrics by name (metrics, metrics_compare), or an
-    // array of the analysis per side (null: that side is not held).
+    // array of the analysis per side (null: that side is not held), [L, H, T] for a Row quantity.
     std::string metric;
+    const model::RowArray model::Analysis::*rows_member[kSides] = {};
     const std::vector<float> model::Analysis::*member[kSides] = {};
     Reading reading = Reading::None;
     Scale scale = Scale::Range;
@@ -110,6 +111,7 @@ struct Quantity {
     Quantity(std::string key, std::string label, std::string short_label, std::string help, Scope scope);
     Quantity& Unit(std::string u) { unit = std::move(u); return *this; }
     Quantity& Metric(std::string name) { metric = std::move(name); sides = kBothSides; return *this; }
+    Quantity& Members(const model::RowArray model::Analysis::*ssa, const model::RowArray model::Analysis::*compare = nullptr);
     Quantity& Members(const std::vector<float> model::Analysis::*ssa, const std::vector<float> model::Analysis::*compare = nullptr);
     Quantity& Read(Reading r) { reading = r; return *this; }
     Quantity& Scaled(Scale s) { scale = s; return *this; }
@@ -134,7 +136,7 @@ const Quantity& GetQuantity(std::string_view key);   // asserts the key names on
 
 // A Row quantity's [L, H, T] values on one side; null when the analysis lacks them (or their
 // shape is off).
-const std::vector<float>* RowValues(const Quantity& q, const model::Analysis& a, Side side);
+const model::RowArray* RowValues(const Quantity& q, const model::Analysis& a, Side side);
 // A Head quantity's [L, H] values; null when the analysis lacks them.
 const std::vector<float>* HeadArray(const Quantity& q, const model::Analysis& a, Side side);
 // A Token quantity's raw [T - 1] values on one side; null when the analysis lacks them.
@@ -201,7 +203,7 @@ std::optional<TokenColor> ParseTokenColor(const std::string& name);
 // the loss colourings predictions).
 bool Holds(const model::Analysis& a, TokenColor color);
 // The [L, H, T] array behind a token colouring; null for a per-token colouring or when the analysis lacks it.
-const std::vector<float>* TokenQuantity(const model::Analysis& a, TokenColor color);
+const model::RowArray* TokenQuantity(const model::Analysis& a, TokenColor color);
 // Row metrics (entropy, ...) are trivial on row 1 (one key); temperatures are not.
 bool IsRowMetric(TokenColor color);
 // Added to a token colouring's stored values before they are shown: 1 for TauQToken (see above).

@@ -134,26 +134,29 @@ std::optional<viz::Colormap> ParseColormap(const std::string& name) {
     return std::nullopt;
 }
 
-float ScopedTokenValue(const model::Analysis& a, const std::vector<float>& rows, TokenScope scope, HeadRef head, int i) {
-    if (scope == TokenScope::Head) return rows[a.RowIndex(head.layer, head.head) + i];
+float ScopedTokenValue(const model::Analysis& a, const model::RowArray& rows, TokenScope scope, HeadRef head, int i) {
+    if (scope == TokenScope::Head) return rows.At(static_cast<int64_t>(head.layer) * a.n_head + head.head, i);
     const int l_begin = scope == TokenScope::LayerMean ? head.layer : 0;
     const int l_end = scope == TokenScope::LayerMean ? head.layer + 1 : a.n_layer;
     double sum = 0;
     int count = 0;
     for (int l = l_begin; l < l_end; ++l)
         for (int h = 0; h < a.n_head; ++h) {
-            const float v = rows[a.RowIndex(l, h) + i];
+            const float v = rows.At(static_cast<int64_t>(l) * a.n_head + h, i);
             if (std::isfinite(v)) sum += v, ++count;
         }
     return count > 0 ? static_cast<float>(sum / count) : NAN;
 }
 
-viz::Range TemperatureRange(const model::Analysis& a, const std::vector<float>& tau, std::optional<HeadRef> head, float offset) {
-    const size_t begin = head ? a.RowIndex(head->layer, head->head) : 0;
-    const size_t end = head ? begin + a.n_tokens : static_cast<size_t>(a.n_layer) * a.n_head * a.n_tokens;
+viz::Range TemperatureRange(const model::Analysis& a, const model::RowArray& tau, std::optional<HeadRef> head, float offset) {
+    const int64_t begin = head ? static_cast<int64_t>(head->layer) * a.n_head + head->head : 0;
+    const int64_t end = std::min(head ? begin + 1 : tau.rows(), tau.rows());
     float d = 0.05f;
-    for (size_t k = begin; k < end && k < tau.size(); ++k)
-        if (std::isfinite(tau[k])) d = std::max(d, std::abs(tau[k] + offset - 1.0f));
+    for (int64_t row = begin; row < end; ++row)
+        tau.ForEachPart(row, [&](int64_t, const float* v, int64_t n) {
+            for (int64_t k = 0; k < n; ++k)
+                if (std::isfinite(v[k])) d = std::max(d, std::abs(v[k] + offset - 1.0f));
+        });
     return {1.0f - d, 1.0f + d};
 }
 

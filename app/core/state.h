@@ -190,12 +190,12 @@ std::optional<viz::Colormap> ParseColormap(const std::string& name); // viridis 
 
 // Token i's value of an [L, H, T] array in a scope: one head, the mean over the head's layer, or
 // the mean over every head. NaNs are left out of means.
-float ScopedTokenValue(const model::Analysis& a, const std::vector<float>& rows, TokenScope scope, HeadRef head, int i);
+float ScopedTokenValue(const model::Analysis& a, const model::RowArray& rows, TokenScope scope, HeadRef head, int i);
 
 // The colour scale of a temperature ([L, H, T] tau_q or tau_v): centred at tau = 1 (vanilla
 // attention), symmetric, [1 - d, 1 + d] with d the largest |tau - 1| over every head, or over
 // `head` alone when given (at least 0.05, so a model with tau = 1 everywhere still has a scale).
-viz::Range TemperatureRange(const model::Analysis& a, const std::vector<float>& tau, std::optional<HeadRef> head = std::nullopt,
+viz::Range TemperatureRange(const model::Analysis& a, const model::RowArray& tau, std::optional<HeadRef> head = std::nullopt,
                             float offset = 0.0f);
 // One colour range for a head's SSA map and its comparison (either may be null), so the two can
 // be compared side by side: 0..max of the causal weights, or for log scale from the smallest

@@ -51,14 +51,11 @@ model::Status WriteText(const std::string& path, const std::string& text) {
 }
 
 // [L, H, T] as nested arrays.
-json Nested(const std::vector<float>& values, int L, int H, int T) {
+json Nested(const model::RowArray& values, int L, int H) {
     json out = json::array();
     for (int l = 0; l < L; ++l) {
         json layer = json::array();
-        for (int h = 0; h < H; ++h) {
-            const float* row = values.data() + (static_cast<size_t>(l) * H + h) * T;
-            layer.push_back(std::vector<float>(row, row + T));
-        }
+        for (int h = 0; h < H; ++h) layer.push_back(values.Row(static_cast<int64_t>(l) * H + h));
         out.push_back(std::move(layer));
     }
     return out;
@@ -302,8 +299,8 @@ json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float
     for (const Quantity& q : Quantities()) {
         if (!(q.json & kJsonRows)) continue;
         for (Side side : kAllSides)
-            if (const std::vector<float>* values = RowValues(q, a, side))
-                (q.TwoSided() ? rows[JsonName(side)][q.JsonKey()] : rows[q.JsonKey()]) = Nested(*values, L, H, T);
+            if (const model::RowArray* values = RowValues(q, a, side))
+                (q.TwoSided() ? rows[JsonName(side)][q.JsonKey()] : rows[q.JsonKey()]) = Nested(*values, L, H);
     }
     json out = json{{"model", InfoToJson(info)},
                 {"comparison", a.compare_label},
@@ -614,9 +611,16 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
                                     return head ? head->data() : nullptr;
                                 });
                             }, nullptr, 2 * map_bytes});
+        for (auto [name, values] : {std::pair{"tau_q.npy", &a.tau_q}, std::pair{"tau_v.npy", &a.tau_v}})
+            plan.push_back({name, [values = values, L, H, T](const std::string& full) {
+                                std::vector<float> row(static_cast<size_t>(T));
+                                return model::WriteNpyParts(full, {L, H, T}, L * H, [&](int64_t k, std::string*) {
+                                    values->CopyRow(k, row.data());
+                                    return row.data();
+                                });
+                            }});
         struct Array { std::string name; const std::vector<float>* data; std::vector<int64_t> shape; };
-        std::vector<Array> arrays = {Array{"tau_q.npy", &a.tau_q, {L, H, T}}, Array{"tau_v.npy", &a.tau_v, {L, H, T}},
-                                     Array{"loss.npy", &a.loss, {static_cast<int64_t>(a.loss.size())}}};
+        std::vector<Array> arrays = {Array{"loss.npy", &a.loss, {static_cast<int64_t>(a.loss.size())}}};
         // Entry t - 1: token t's loss given the tokens before it (the first token has none).
         if (a.HasComparePredictions())
             arrays.push_back(Array{"loss" + CompareFileSuffix(a) + ".npy", &a.loss_compare, {static_cast<int64_t>(a.loss_compare.size())}});

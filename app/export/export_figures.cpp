@@ -92,7 +92,7 @@ HighlightData MakeHighlight(const model::Analysis& a, const std::string& model_n
     head.layer = std::clamp(head.layer, 0, std::max(0, a.n_layer - 1));
     head.head = std::clamp(head.head, 0, std::max(0, a.n_head - 1));
     if (IsLoss(s.highlight)) d.values = TokenLosses(a, s.highlight);
-    else if (const std::vector<float>* rows = TokenQuantity(a, s.highlight))
+    else if (const model::RowArray* rows = TokenQuantity(a, s.highlight))
         for (int i = 0; i < a.n_tokens; ++i) d.values[i] = ScopedTokenValue(a, *rows, s.highlight_scope, head, i);
     float lo = INFINITY, hi = -INFINITY;
     for (int i = IsRowMetric(s.highlight) && a.n_tokens > 1 ? 1 : 0; i < a.n_tokens; ++i)
@@ -107,7 +107,7 @@ HighlightData MakeHighlight(const model::Analysis& a, const std::string& model_n
         // model, so a colour is one temperature everywhere; red above 1 (sharper), blue below.
         const float offset = TokenColorOffset(s.highlight);  // tau_q's token term, tanh(..), is shown as 1 + it
         for (float& v : d.values) v += offset;
-        if (const std::vector<float>* rows = TokenQuantity(a, s.highlight)) d.options.ValueRange = TemperatureRange(a, *rows, std::nullopt, offset);
+        if (const model::RowArray* rows = TokenQuantity(a, s.highlight)) d.options.ValueRange = TemperatureRange(a, *rows, std::nullopt, offset);
         d.options.Map = viz::Colormap::Diverging;
         d.options.LogScale = false;
         d.options.ValueLabel += " (1: vanilla; red above, sharper; blue below, flatter)";

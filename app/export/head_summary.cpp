@@ -36,24 +36,24 @@ float HeadSummary::Get(std::string_view key, Side side) const {
     return v ? Get(*v, side) : kNaN;
 }
 
-float HeadMean(const std::vector<float>* rows, const model::Analysis& a, int l, int h) {
-    if (!rows || rows->size() < a.RowIndex(l, h) + a.n_tokens) return kNaN;
-    return model::HeadRowMean(*rows, a, l, h);
+float HeadMean(const model::RowArray* rows, const model::Analysis& a, int l, int h) {
+    return rows ? model::HeadRowMean(*rows, a, l, h) : kNaN;
 }
 
-std::vector<float> RowMeanOverHeads(const std::vector<float>* rows, const model::Analysis& a) {
-    const int T = a.n_tokens, heads = a.n_layer * a.n_head;
+std::vector<float> RowMeanOverHeads(const model::RowArray* rows, const model::Analysis& a) {
+    const int T = a.n_tokens;
     std::vector<float> out(T, kNaN);
-    if (!rows || rows->size() < static_cast<size_t>(heads) * T) return out;
-    for (int i = 1; i < T; ++i) {
-        double sum = 0;
-        int n = 0;
-        for (int k = 0; k < heads; ++k) {
-            const float v = (*rows)[static_cast<size_t>(k) * T + i];
-            if (std::isfinite(v)) sum += v, ++n;
-        }
-        if (n) out[i] = static_cast<float>(sum / n);
-    }
+    if (!rows || rows->rows() != static_cast<int64_t>(a.n_layer) * a.n_head || rows->tokens() != T) return out;
+    // Each token's sum over the heads in their order, a head's row at a time.
+    std::vector<double> sum(T, 0.0);
+    std::vector<int> n(T, 0);
+    for (int64_t k = 0; k < rows->rows(); ++k)
+        rows->ForEachPart(k, [&](int64_t t, const float* v, int64_t count) {
+            for (int64_t j = 0; j < count; ++j)
+                if (std::isfinite(v[j])) sum[t + j] += v[j], ++n[t + j];
+        });
+    for (int i = 1; i < T; ++i)
+        if (n[i]) out[i] = static_cast<float>(sum[i] / n[i]);
     return out;
 }
 
@@ -71,7 +71,7 @@ std::vector<HeadSummary> SummarizeHeads(const model::Analysis& a) {
         const Quantity& q = *v.quantity;
         for (Side side : kAllSides) {
             const std::vector<float>* head_array = HeadArray(q, a, side);
-            const std::vector<float>* rows = RowValues(q, a, side);
+            const model::RowArray* rows = RowValues(q, a, side);
             if (!head_array && !rows) continue;
             // Every head's at once (model::HeadRowMeans, HeadTokenStatsAll: the one-head calls' values).
             const bool means = !head_array && q.reading == Reading::RowMean;

@@ -26,11 +26,11 @@ struct HeadSummary {
 };
 
 // model::HeadRowMean, or NaN when the array is missing (null) or too short.
-float HeadMean(const std::vector<float>* rows, const model::Analysis& a, int l, int h);
+float HeadMean(const model::RowArray* rows, const model::Analysis& a, int l, int h);
 
 // Per query position, the mean over every head of a [L, H, T] row metric; position 1 (one key,
 // trivial) and positions without a finite value are NaN.
-std::vector<float> RowMeanOverHeads(const std::vector<float>* rows, const model::Analysis& a);
+std::vector<float> RowMeanOverHeads(const model::RowArray* rows, const model::Analysis& a);
 
 // All heads, layer-major: [L * H].
 std::vector<HeadSummary> SummarizeHeads(const model::Analysis& a);

@@ -18,10 +18,10 @@ std::string Format(const char* format, double value) {
 }
 
 // One head's row of a [L, H, T] array, or NaNs when the analysis lacks it.
-std::vector<float> HeadRow(const std::vector<float>* rows, const model::Analysis& a, HeadRef h) {
-    const size_t at = a.RowIndex(h.layer, h.head);
-    if (!rows || rows->size() < at + a.n_tokens) return std::vector<float>(a.n_tokens, NAN);
-    return std::vector<float>(rows->begin() + static_cast<std::ptrdiff_t>(at), rows->begin() + static_cast<std::ptrdiff_t>(at + a.n_tokens));
+std::vector<float> HeadRow(const model::RowArray* rows, const model::Analysis& a, HeadRef h) {
+    const int64_t row = static_cast<int64_t>(h.layer) * a.n_head + h.head;
+    if (!rows || row >= rows->rows() || rows->tokens() != a.n_tokens) return std::vector<float>(a.n_tokens, NAN);
+    return rows->Row(row);
 }
 
 float Mean(const std::vector<float>& v, size_t begin = 0) {
@@ -88,7 +88,7 @@ std::string DilutionNote(const PlotInput& in, const viz::Plot& p) {
 viz::Plot TauQHistogram(const PlotInput& in) {
     const model::Analysis& a = in.analysis;
     viz::Plot p = SidesPlot(a, viz::SeriesKind::Histogram);
-    auto values = [&](const std::vector<float>& tau) { return HeadScope(in) ? HeadRow(&tau, a, *in.selected) : tau; };
+    auto values = [&](const model::RowArray& tau) { return HeadScope(in) ? HeadRow(&tau, a, *in.selected) : tau.Flat(); };
     p.Series[0].Y = values(a.tau_q);
     if (HasTwin(a)) p.Series[1].Y = values(a.tau_q_compare);
     else p.Series.pop_back();  // only a twin has temperatures of its own; tau = 1 has none to count

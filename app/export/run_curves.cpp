@@ -5,7 +5,7 @@
 namespace app {
 
 void RunTimeline::Add(int64_t step, const std::string& checkpoint, const model::Analysis& a) {
-    Add(step, checkpoint, a.n_layer, a.n_head, SummarizeHeads(a), static_cast<float>(model::MeanLoss(a.loss)), a.n_tokens, a.tau_q);
+    Add(step, checkpoint, a.n_layer, a.n_head, SummarizeHeads(a), static_cast<float>(model::MeanLoss(a.loss)), a.n_tokens, a.tau_q.Flat());
 }
 
 void RunTimeline::Add(int64_t step, const std::string& checkpoint, int layer_count, int head_count, std::vector<HeadSummary> summaries, float mean_loss,

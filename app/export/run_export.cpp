@@ -204,7 +204,7 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
     r.n_tokens = a->n_tokens;
     r.heads = SummarizeHeads(*a);
     r.loss = static_cast<float>(model::MeanLoss(a->loss));
-    r.tau_q = a->tau_q;
+    r.tau_q = a->tau_q.Flat();
     r.row = BatchSummaryRow(StepFolder(step.step), 0, *a, spec.options.sink_epsilon);  // its line: the step's place, set when added
     r.row["step"] = step.step;
     r.row["checkpoint"] = r.checkpoint;

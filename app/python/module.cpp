@@ -258,6 +258,16 @@ py::array View(std::shared_ptr<const void> owner, const T* data, std::vector<py:
     return out;
 }
 
+// An [L, H, T] array of the analysis, gathered from its bands into an array of its own (read-only,
+// as the views are).
+py::array Gathered(const model::RowArray& values, std::vector<py::ssize_t> shape) {
+    auto* flat = new std::vector<float>(values.Flat());
+    py::capsule base(flat, [](void* p) { delete static_cast<std::vector<float>*>(p); });
+    py::array out(py::dtype::of<float>(), std::move(shape), {}, flat->data(), base);
+    py::detail::array_proxy(out.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+    return out;
+}
+
 py::ssize_t Size(size_t n) { return static_cast<py::ssize_t>(n); }
 
 // One of the analysis's arrays by name, with its shape; None for an array the analysis lacks
@@ -269,16 +279,17 @@ py::object Array(const AnalysisHandle& h, const std::string& name) {
     auto floats = [&](const std::vector<float>& v, std::vector<py::ssize_t> shape) -> py::object {
         return View<float>(h.a, v.data(), std::move(shape));
     };
+    auto rows = [&](const model::RowArray& v) -> py::object { return Gathered(v, lht); };
     auto ints = [&](const std::vector<int32_t>& v, std::vector<py::ssize_t> shape) -> py::object {
         return View<int32_t>(h.a, v.data(), std::move(shape));
     };
     const bool compare = h.HasCompare(), predictions = compare && a.HasComparePredictions();
-    if (name == "tau_q") return floats(a.tau_q, lht);
-    if (name == "tau_v") return floats(a.tau_v, lht);
-    if (name == "tau_q_position") return floats(a.tau_q_position, lht);
-    if (name == "tau_q_token") return floats(a.tau_q_token, lht);
-    if (name == "tau_q_compare") return compare ? floats(a.tau_q_compare, lht) : py::none();
-    if (name == "tau_v_compare") return compare ? floats(a.tau_v_compare, lht) : py::none();
+    if (name == "tau_q") return rows(a.tau_q);
+    if (name == "tau_v") return rows(a.tau_v);
+    if (name == "tau_q_position") return rows(a.tau_q_position);
+    if (name == "tau_q_token") return rows(a.tau_q_token);
+    if (name == "tau_q_compare") return compare ? rows(a.tau_q_compare) : py::none();
+    if (name == "tau_v_compare") return compare ? rows(a.tau_v_compare) : py::none();
     if (name == "loss") return floats(a.loss, {Size(a.loss.size())});
     if (name == "loss_compare") return predictions ? floats(a.loss_compare, {Size(a.loss_compare.size())}) : py::none();
     if (name == "rank") return ints(a.rank, {Size(a.rank.size())});
@@ -291,8 +302,8 @@ py::object Array(const AnalysisHandle& h, const std::string& name) {
     if (name == "next_logits") return floats(a.next_logits, {Size(a.next_logits.size())});
     // A fine-tune's base (compare="base"); None otherwise.
     const bool base = a.HasBase();
-    if (name == "tau_q_base") return base ? floats(a.tau_q_base, lht) : py::none();
-    if (name == "tau_v_base") return base ? floats(a.tau_v_base, lht) : py::none();
+    if (name == "tau_q_base") return base ? rows(a.tau_q_base) : py::none();
+    if (name == "tau_v_base") return base ? rows(a.tau_v_base) : py::none();
     if (name == "loss_base") return base ? floats(a.loss_base, {Size(a.loss_base.size())}) : py::none();
     if (name == "rank_base") return base ? ints(a.rank_base, {Size(a.rank_base.size())}) : py::none();
     if (name == "top_ids_base") return base ? ints(a.top_ids_base, {Size(a.top_ids_base.size()) / K, K}) : py::none();
@@ -306,19 +317,19 @@ py::dict Metrics(const AnalysisHandle& h) {
     const model::Analysis& a = h.A();
     const std::vector<py::ssize_t> lht = {a.n_layer, a.n_head, a.n_tokens}, lh = {a.n_layer, a.n_head};
     py::dict out;
-    for (const model::NamedArray& r : a.metrics.rows) out[py::str(r.name)] = View<float>(h.a, r.values.data(), lht);
+    for (const model::NamedArray& r : a.metrics.rows) out[py::str(r.name)] = Gathered(r.values, lht);
     if (h.HasCompare()) {
-        for (const model::NamedArray& r : a.metrics_compare.rows) out[py::str(r.name + "_compare")] = View<float>(h.a, r.values.data(), lht);
-        out["js"] = View<float>(h.a, a.js.data(), lht);
-        out["l1"] = View<float>(h.a, a.l1.data(), lht);
+        for (const model::NamedArray& r : a.metrics_compare.rows) out[py::str(r.name + "_compare")] = Gathered(r.values, lht);
+        out["js"] = Gathered(a.js, lht);
+        out["l1"] = Gathered(a.l1, lht);
     }
     if (a.HasBase()) {  // the base's rows, and each row's total change and the weights' drift
-        for (const model::NamedArray& r : a.metrics_base.rows) out[py::str(r.name + "_base")] = View<float>(h.a, r.values.data(), lht);
+        for (const model::NamedArray& r : a.metrics_base.rows) out[py::str(r.name + "_base")] = Gathered(r.values, lht);
         for (auto [key, values] : {std::pair{"js_total", &a.js_total}, std::pair{"l1_total", &a.l1_total},
                                    std::pair{"js_drift", &a.js_drift}, std::pair{"l1_drift", &a.l1_drift}})
-            out[key] = View<float>(h.a, values->data(), lht);
+            out[key] = Gathered(*values, lht);
     }
-    out["effective_qk_norm"] = View<float>(h.a, a.effective_qk_norm.data(), lht);
+    out["effective_qk_norm"] = Gathered(a.effective_qk_norm, lht);
     out["qk_opnorm"] = View<float>(h.a, a.qk_opnorm.data(), lh);
     out["qk_eig_mean"] = View<float>(h.a, a.qk_eig_mean.data(), lh);
     out["qk_eig_var"] = View<float>(h.a, a.qk_eig_var.data(), lh);

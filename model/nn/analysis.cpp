@@ -65,88 +65,48 @@ MapCellsPtr Analysis::Cells(MapSide side, int l, int h) const {
     return maps->Cells(side, l, h);
 }
 
-const std::vector<float>* MapMetrics::Find(const std::string& name) const {
+const RowArray* MapMetrics::Find(const std::string& name) const {
     for (const auto& r : rows)
         if (r.name == name) return &r.values;
     return nullptr;
 }
 
-const std::vector<float>& MapMetrics::Get(const std::string& name) const {
-    const std::vector<float>* values = Find(name);
+const RowArray& MapMetrics::Get(const std::string& name) const {
+    const RowArray* values = Find(name);
     assert(values && "unknown metric");
     return *values;
 }
 
-float HeadRowMean(const std::vector<float>& rows, const Analysis& a, int l, int h) {
-    if (a.n_tokens < 2) return NAN;
-    double sum = 0;
-    const float* row = rows.data() + a.RowIndex(l, h);
-    for (int i = 1; i < a.n_tokens; ++i) sum += row[i];
-    return static_cast<float>(sum / (a.n_tokens - 1));
+namespace {
+
+bool HoldsEveryHead(const RowArray& v, const Analysis& a) {
+    return v.rows() == static_cast<int64_t>(a.n_layer) * a.n_head && v.tokens() == a.n_tokens;
 }
 
-HeadStats HeadTokenStats(const std::vector<float>& values, const Analysis& a, int l, int h) {
-    HeadStats s;
-    const size_t at = a.RowIndex(l, h);
-    if (a.n_tokens == 0 || values.size() < at + a.n_tokens) return s;
-    double sum = 0;
-    s.min = s.max = values[at];
-    for (int i = 0; i < a.n_tokens; ++i) {
-        sum += values[at + i];
-        s.min = std::min(s.min, values[at + i]);
-        s.max = std::max(s.max, values[at + i]);
-    }
-    s.mean = static_cast<float>(sum / a.n_tokens);
-    return s;
+}  // namespace
+
+// Both read the running figures the array's bands hold (RowArray::Figures): the same additions,
+// in token order, as a loop over the head's tokens, made once when the band was.
+float HeadRowMean(const RowArray& rows, const Analysis& a, int l, int h) {
+    if (a.n_tokens < 2 || !HoldsEveryHead(rows, a) || l < 0 || l >= a.n_layer || h < 0 || h >= a.n_head) return NAN;
+    return static_cast<float>(rows.Figures(static_cast<int64_t>(l) * a.n_head + h).sum_after_first / (a.n_tokens - 1));
 }
 
-std::vector<float> HeadRowMeans(const std::vector<float>& rows, const Analysis& a) {
-    const size_t heads = static_cast<size_t>(a.n_layer) * a.n_head, T = static_cast<size_t>(a.n_tokens);
-    std::vector<float> out(heads, NAN);
-    if (T < 2 || rows.size() < heads * T) return out;
-    const int64_t groups = static_cast<int64_t>((heads + 3) / 4);  // of four heads; the compute threads take them in turn
-    at::parallel_for(0, groups, 1, [&](int64_t begin, int64_t end) {
-        for (size_t k = static_cast<size_t>(begin) * 4; k < static_cast<size_t>(end) * 4 && k < heads; k += 4) {
-            if (k + 4 > heads) {  // the last heads, one at a time
-                for (; k < heads; ++k) out[k] = HeadRowMean(rows, a, static_cast<int>(k / a.n_head), static_cast<int>(k % a.n_head));
-                break;
-            }
-            const float* r = rows.data() + k * T;
-            double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-            for (size_t i = 1; i < T; ++i) s0 += r[i], s1 += r[T + i], s2 += r[2 * T + i], s3 += r[3 * T + i];
-            const double n = static_cast<double>(T - 1);
-            out[k] = static_cast<float>(s0 / n), out[k + 1] = static_cast<float>(s1 / n);
-            out[k + 2] = static_cast<float>(s2 / n), out[k + 3] = static_cast<float>(s3 / n);
-        }
-    });
+HeadStats HeadTokenStats(const RowArray& values, const Analysis& a, int l, int h) {
+    if (a.n_tokens == 0 || !HoldsEveryHead(values, a) || l < 0 || l >= a.n_layer || h < 0 || h >= a.n_head) return {};
+    const RowArray::Running f = values.Figures(static_cast<int64_t>(l) * a.n_head + h);
+    return {static_cast<float>(f.sum / a.n_tokens), f.min, f.max};
+}
+
+std::vector<float> HeadRowMeans(const RowArray& rows, const Analysis& a) {
+    std::vector<float> out(static_cast<size_t>(a.n_layer) * a.n_head, NAN);
+    for (size_t k = 0; k < out.size(); ++k) out[k] = HeadRowMean(rows, a, static_cast<int>(k / a.n_head), static_cast<int>(k % a.n_head));
     return out;
 }
 
-std::vector<HeadStats> HeadTokenStatsAll(const std::vector<float>& values, const Analysis& a) {
-    const size_t heads = static_cast<size_t>(a.n_layer) * a.n_head, T = static_cast<size_t>(a.n_tokens);
-    std::vector<HeadStats> out(heads);
-    if (T == 0 || values.size() < heads * T) return out;
-    const int64_t groups = static_cast<int64_t>((heads + 3) / 4);
-    at::parallel_for(0, groups, 1, [&](int64_t begin, int64_t end) {
-        for (size_t k = static_cast<size_t>(begin) * 4; k < static_cast<size_t>(end) * 4 && k < heads; k += 4) {
-            if (k + 4 > heads) {
-                for (; k < heads; ++k) out[k] = HeadTokenStats(values, a, static_cast<int>(k / a.n_head), static_cast<int>(k % a.n_head));
-                break;
-            }
-            const float* r = values.data() + k * T;
-            double sum[4] = {};
-            float lo[4], hi[4];
-            for (int j = 0; j < 4; ++j) lo[j] = hi[j] = r[j * T];
-            for (size_t i = 0; i < T; ++i)
-                for (int j = 0; j < 4; ++j) {  // the same steps as HeadTokenStats, four heads at a time
-                    const float v = r[j * T + i];
-                    sum[j] += v;
-                    lo[j] = std::min(lo[j], v);
-                    hi[j] = std::max(hi[j], v);
-                }
-            for (int j = 0; j < 4; ++j) out[k + j] = {static_cast<float>(sum[j] / static_cast<double>(T)), lo[j], hi[j]};
-        }
-    });
+std::vector<HeadStats> HeadTokenStatsAll(const RowArray& values, const Analysis& a) {
+    std::vector<HeadStats> out(static_cast<size_t>(a.n_layer) * a.n_head);
+    for (size_t k = 0; k < out.size(); ++k) out[k] = HeadTokenStats(values, a, static_cast<int>(k / a.n_head), static_cast<int>(k % a.n_head));
     return out;
 }
 
@@ -164,7 +124,7 @@ Decomposition Decompose(const Analysis& a) {
     d.n_head = a.n_head;
     const struct {
         std::vector<float> Decomposition::*head;
-        const std::vector<float> Analysis::*rows;
+        const RowArray Analysis::*rows;
     } kFields[] = {{&Decomposition::js_total, &Analysis::js_total}, {&Decomposition::js_temperature, &Analysis::js},
                    {&Decomposition::js_drift, &Analysis::js_drift},  {&Decomposition::l1_total, &Analysis::l1_total},
                    {&Decomposition::l1_temperature, &Analysis::l1}, {&Decomposition::l1_drift, &Analysis::l1_drift}};

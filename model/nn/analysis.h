@@ -20,6 +20,7 @@
 #include "model/nn/interventions.h"
 #include "model/nn/lens.h"
 #include "model/nn/model_folder.h"
+#include "model/nn/row_array.h"
 #include "model/nn/runtime.h"
 #include "model/nn/sampling.h"
 
@@ -27,15 +28,15 @@ namespace model {
 
 struct NamedArray {
     std::string name;
-    std::vector<float> values;
+    RowArray values;  // [L, H, T]
 };
 
 // Per-row metrics of one set of maps, each [L, H, T]: entropy, normalized_entropy, spikiness,
 // max_weight, top5_mass, effective_support, sink_mass (SPEC section 2).
 struct MapMetrics {
     std::vector<NamedArray> rows;
-    const std::vector<float>* Find(const std::string& name) const;  // null when absent
-    const std::vector<float>& Get(const std::string& name) const;   // asserts the name exists
+    const RowArray* Find(const std::string& name) const;  // null when absent
+    const RowArray& Get(const std::string& name) const;   // asserts the name exists
 };
 
 // What the SSA model is compared with. The counterfactual runs the same weights with tau = 1 in
@@ -56,22 +57,22 @@ struct Analysis {
     std::string base_label;                      // the base's folder; empty without a base
     std::shared_ptr<const AttentionMaps> maps;   // null: no maps (an empty analysis)
     Thumbnails thumbnails;
-    std::vector<float> tau_q, tau_v;             // [L, H, T]
-    std::vector<float> tau_q_compare, tau_v_compare;  // [L, H, T] (ones for the counterfactual)
+    RowArray tau_q, tau_v;                      // [L, H, T]
+    RowArray tau_q_compare, tau_v_compare;       // [L, H, T] (ones for the counterfactual)
     // The two terms of tau_q (SSA side), [L, H, T]: 1 + s ln i (ones without a position term) and
     // tanh(w . z + b) (zeros without a token term); tau_q = position + token or position * (1 + token).
-    std::vector<float> tau_q_position, tau_q_token;
+    RowArray tau_q_position, tau_q_token;
     MapMetrics metrics, metrics_compare;
-    std::vector<float> js, l1;                   // [L, H, T] each SSA row against its comparison row
+    RowArray js, l1;                            // [L, H, T] each SSA row against its comparison row
     // With a base (Comparison::Base; empty without one): its tau_q and tau_v (ones for a vanilla
     // base), its row metrics, and each row against the base's: the SSA side's (the total change)
     // and the comparison's (tau = 1: the weights' drift). JS in nats as js.
-    std::vector<float> tau_q_base, tau_v_base;   // [L, H, T]
+    RowArray tau_q_base, tau_v_base;            // [L, H, T]
     MapMetrics metrics_base;
-    std::vector<float> js_total, l1_total;       // [L, H, T] SSA against base
-    std::vector<float> js_drift, l1_drift;       // [L, H, T] tau = 1 against base
+    RowArray js_total, l1_total;                // [L, H, T] SSA against base
+    RowArray js_drift, l1_drift;                // [L, H, T] tau = 1 against base
     std::vector<float> qk_opnorm, qk_eig_mean, qk_eig_var;  // [L, H]
-    std::vector<float> effective_qk_norm;        // [L, H, T] tau_q(i) * ||W_qk||_2
+    RowArray effective_qk_norm;                 // [L, H, T] tau_q(i) * ||W_qk||_2
     double forward_ms = 0, metrics_ms = 0;  // forward: both passes and the predictions' logits (on a device: AnalyzeOptions::phase_timings)
     int reused_rows = 0;  // positions taken from the previous analysis (its ids agreed up to here)
     std::vector<Intervention> interventions;  // applied to the SSA side
@@ -101,9 +102,10 @@ struct Analysis {
     size_t RowIndex(int l, int h) const { return (static_cast<size_t>(l) * n_head + h) * n_tokens; }
 };
 
-// The mean of a [L, H, T] array over rows 1..T-1 of one head (the single-key row is skipped);
-// NaN for T == 1.
-float HeadRowMean(const std::vector<float>& rows, const Analysis& a, int l, int h);
+// The mean of a [L, H, T] array over rows 1..T-1 of one head (the single-key row is skipped),
+// added in token order; NaN for T == 1 or an array of another shape. It reads the figures the
+// array's bands keep (RowArray::Figures), so it costs a few reads whatever T.
+float HeadRowMean(const RowArray& rows, const Analysis& a, int l, int h);
 // The mean of a loss array (NaN when empty): mean loss in nats; exp of it is the perplexity.
 float MeanLoss(const std::vector<float>& loss);
 
@@ -122,18 +124,15 @@ struct Decomposition {
 Decomposition Decompose(const Analysis& a);  // empty without a base
 
 // Mean, min and max of one head's [T] slice of a [L, H, T] array over every token (the first
-// included), as for temperatures; NaN when the array is too short or T == 0.
+// included), as for temperatures; NaN when the array has another shape or T == 0.
 struct HeadStats {
     float mean = NAN, min = NAN, max = NAN;
 };
-HeadStats HeadTokenStats(const std::vector<float>& values, const Analysis& a, int l, int h);
+HeadStats HeadTokenStats(const RowArray& values, const Analysis& a, int l, int h);
 
-// HeadRowMean and HeadTokenStats of every head at once, [L * H], each equal to the one-head call's
-// to the bit: four heads' sums are added up side by side, each in its own order, where one head's
-// chain of double additions waits on itself, and the groups of four go to the compute threads
-// (every head of 22 arrays at 8,192 tokens of GPT-2 small's shape is 26 M values).
-std::vector<float> HeadRowMeans(const std::vector<float>& rows, const Analysis& a);
-std::vector<HeadStats> HeadTokenStatsAll(const std::vector<float>& values, const Analysis& a);
+// HeadRowMean and HeadTokenStats of every head, [L * H].
+std::vector<float> HeadRowMeans(const RowArray& rows, const Analysis& a);
+std::vector<HeadStats> HeadTokenStatsAll(const RowArray& values, const Analysis& a);
 
 struct AnalyzeOptions {
     const std::atomic<bool>* cancel = nullptr;     // checked between layers

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstdint>
 #include <iterator>
 
 #include <ATen/Parallel.h>
@@ -16,8 +17,8 @@ namespace {
 // Where each side's values go in an Analysis.
 struct SideFields {
     Side side;
-    std::vector<float> Analysis::*tau_q;
-    std::vector<float> Analysis::*tau_v;
+    RowArray Analysis::*tau_q;
+    RowArray Analysis::*tau_v;
     MapMetrics Analysis::*metrics;
     std::vector<float> Analysis::*loss;
     std::vector<int32_t> Analysis::*rank;
@@ -35,13 +36,57 @@ const SideFields kSideFields[] = {
 
 // Where each SidePair's divergences go, in its order.
 struct PairFields {
-    std::vector<float> Analysis::*js;
-    std::vector<float> Analysis::*l1;
+    RowArray Analysis::*js;
+    RowArray Analysis::*l1;
 };
 const PairFields kPairFields[kSidePairCount] = {
     {&Analysis::js, &Analysis::l1}, {&Analysis::js_total, &Analysis::l1_total}, {&Analysis::js_drift, &Analysis::l1_drift}};
 
 bool Computes(const AnalysisPlan& plan, Side s) { return std::find(plan.sides.begin(), plan.sides.end(), s) != plan.sides.end(); }
+
+// An array's bands for tokens 0..T-1 of `rows` rows, where `old` holds tokens below p: old's bands
+// entirely below p, shared, then new ones (`fresh`, from band `first_fresh`) with old's tokens
+// below p copied in, for the caller to write tokens p..T-1 into and then Seal.
+struct Rebuilt {
+    std::vector<std::shared_ptr<const RowArray::Band>> bands;
+    std::vector<RowArray::Band*> fresh;
+    int64_t first_fresh = 0, T = 0;
+    float* At(int64_t row, int64_t t) const {
+        constexpr int64_t B = RowArray::kBand;
+        return fresh[static_cast<size_t>(t / B - first_fresh)]->values.data() + row * B + t % B;
+    }
+    // Each fresh band's running figures, in order (each continues the one before).
+    void Seal() const {
+        constexpr int64_t B = RowArray::kBand;
+        for (size_t i = 0; i < fresh.size(); ++i) {
+            const int64_t b = first_fresh + static_cast<int64_t>(i);
+            RowArray::Seal(fresh[i], std::min(B, T - b * B), b > 0 ? bands[static_cast<size_t>(b - 1)].get() : nullptr);
+        }
+    }
+};
+Rebuilt Rebuild(const RowArray& old, int64_t p, int64_t rows, int64_t T) {
+    constexpr int64_t B = RowArray::kBand;
+    assert(p == 0 || (old.rows() == rows && p <= old.tokens()));
+    Rebuilt r;
+    r.first_fresh = p / B;
+    r.T = T;
+    for (int64_t b = 0; b < r.first_fresh; ++b) r.bands.push_back(old.bands()[static_cast<size_t>(b)]);
+    for (int64_t b = r.first_fresh; b * B < T; ++b) {
+        std::shared_ptr<RowArray::Band> band = RowArray::NewBand(rows);
+        if (b == r.first_fresh && p % B != 0)
+            for (int64_t row = 0; row < rows; ++row)
+                std::copy_n(old.bands()[static_cast<size_t>(b)]->values.data() + row * B, p % B, band->values.data() + row * B);
+        r.fresh.push_back(band.get());
+        r.bands.push_back(std::move(band));
+    }
+    return r;
+}
+
+// `v`'s first tokens, its bands shared.
+RowArray Prefix(const RowArray& v, int64_t T) {
+    const auto& bands = v.bands();
+    return RowArray(v.rows(), T, {bands.begin(), bands.begin() + (T + RowArray::kBand - 1) / RowArray::kBand});
+}
 
 }  // namespace
 
@@ -49,37 +94,58 @@ void HostRows::Update(int64_t p, int64_t T, const std::vector<std::vector<at::Te
     // With no new rows (p == T) the fields hold no tensors, and the layers and heads are the kept ones.
     const int64_t F = static_cast<int64_t>(fields.size()), L = p < T && F > 0 ? static_cast<int64_t>(fields[0].size()) : m_layers;
     const int64_t H = p < T && L > 0 ? fields[0][0].size(0) : m_heads;
-    assert(p == 0 || (F == m_fields && L == m_layers && H == m_heads && p <= m_T));
-    const int64_t rows = F * L * H, capacity = (T + kRoom - 1) / kRoom * kRoom;
-    if (p == 0 ? capacity != m_capacity || rows != m_fields * m_layers * m_heads : T > m_capacity) {
-        std::vector<float> grown(static_cast<size_t>(rows * capacity));
-        for (int64_t r = 0; r < rows && p > 0; ++r) std::copy_n(m_rows.data() + r * m_capacity, p, grown.data() + r * capacity);
-        m_rows = std::move(grown);
-        m_capacity = capacity;
-    }
-    m_fields = F, m_layers = L, m_heads = H, m_T = T;
+    assert(p == 0 || (F == static_cast<int64_t>(m_arrays.size()) && L == m_layers && H == m_heads && p <= m_T));
+    m_layers = L, m_heads = H, m_T = T, m_p = p;
+    if (p == 0 || !m_scaled_current) m_scaled = {};
+    m_scaled_current = false;
     const int64_t n = T - p;
-    if (n == 0) return;
+    if (n == 0) {
+        m_arrays.resize(static_cast<size_t>(F));
+        for (RowArray& v : m_arrays) v = p == 0 ? RowArray(std::vector<float>(), L * H, 0) : Prefix(v, T);
+        return;
+    }
+    std::vector<Rebuilt> rebuilt;
+    for (int64_t f = 0; f < F; ++f) rebuilt.push_back(Rebuild(p > 0 ? m_arrays[static_cast<size_t>(f)] : RowArray(), p, L * H, T));
     std::vector<at::Tensor> parts;
     for (const std::vector<at::Tensor>& field : fields) parts.insert(parts.end(), field.begin(), field.end());
     const std::vector<at::Tensor> host = ToHostAtOnce(parts, at::kFloat);
     at::parallel_for(0, F * L, 1, [&](int64_t begin, int64_t end) {
+        constexpr int64_t B = RowArray::kBand;
         for (int64_t i = begin; i < end; ++i) {
             assert(host[i].size(0) == H && host[i].size(1) == n);
             const float* in = host[i].data_ptr<float>();
-            float* out = m_rows.data() + i * H * m_capacity + p;
-            for (int64_t h = 0; h < H; ++h) std::copy_n(in + h * n, n, out + h * m_capacity);
+            const Rebuilt& out = rebuilt[static_cast<size_t>(i / L)];
+            for (int64_t h = 0, row = i % L * H; h < H; ++h, ++row)
+                for (int64_t t = p, k; t < T; t += k) {  // a band at a time
+                    k = std::min(T, (t / B + 1) * B) - t;
+                    std::copy_n(in + h * n + (t - p), k, out.At(row, t));
+                }
         }
     });
+    at::parallel_for(0, F, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t f = begin; f < end; ++f) rebuilt[static_cast<size_t>(f)].Seal();
+    });
+    m_arrays.clear();
+    for (Rebuilt& r : rebuilt) m_arrays.emplace_back(L * H, T, std::move(r.bands));
 }
 
-std::vector<float> HostRows::Array(size_t f) const {
-    const int64_t rows = m_layers * m_heads;
-    std::vector<float> out;
-    out.reserve(static_cast<size_t>(rows * m_T));  // filled by appending: no zeros written first
-    const float* in = m_rows.data() + static_cast<int64_t>(f) * rows * m_capacity;
-    for (int64_t r = 0; r < rows; ++r) out.insert(out.end(), in + r * m_capacity, in + r * m_capacity + m_T);
-    return out;
+const RowArray& HostRows::Scaled(size_t f, const std::vector<float>& factor) {
+    const RowArray& v = m_arrays[f];
+    assert(factor.size() == static_cast<size_t>(v.rows()));
+    const bool keeps = f == m_scaled_field && m_scaled.rows() == v.rows();
+    const int64_t p = keeps ? std::min(m_p, m_scaled.tokens()) : 0, T = v.tokens();
+    if (keeps && p == T) {
+        m_scaled = Prefix(m_scaled, T);
+    } else {
+        const Rebuilt out = Rebuild(m_scaled, p, v.rows(), T);
+        for (int64_t row = 0; row < v.rows(); ++row)
+            for (int64_t t = p; t < T; ++t) *out.At(row, t) = v.At(row, t) * factor[static_cast<size_t>(row)];
+        out.Seal();
+        m_scaled = RowArray(v.rows(), T, out.bands);
+    }
+    m_scaled_field = f;
+    m_scaled_current = true;
+    return m_scaled;
 }
 
 std::shared_ptr<RecomputedMaps> AssembleMaps(const AnalysisPlan& plan, const std::vector<LayerRows>& layers, const RecomputedMaps* old) {
@@ -105,10 +171,11 @@ Analysis AssembleLayers(const AnalysisPlan& plan, const Tokenization& tokens, co
     a.tokens = tokens;
 
     // Every [L, H, T] array: where it goes, and its new rows p..T-1 a layer.
-    std::vector<std::vector<float>*> arrays;
+    std::vector<RowArray*> arrays;
     std::vector<std::vector<at::Tensor>> fields;
     const int64_t p = plan.p, n = plan.T - plan.p;
-    auto add = [&](std::vector<float>* array, const auto& new_rows_of_layer) {
+    size_t tau_q_field = SIZE_MAX;
+    auto add = [&](RowArray* array, const auto& new_rows_of_layer) {
         arrays.push_back(array);
         std::vector<at::Tensor>& field = fields.emplace_back();
         for (size_t l = 0; l < layers.size() && n > 0; ++l) field.push_back(new_rows_of_layer(l));
@@ -119,6 +186,7 @@ Analysis AssembleLayers(const AnalysisPlan& plan, const Tokenization& tokens, co
         for (const RowMetricField& field : kRowMetricFields) metrics.push_back({field.name, {}});
         for (size_t i = 0; i < std::size(kRowMetricFields); ++i)
             add(&metrics[i].values, [&](size_t l) { return measures.layers[l].metrics[f.side].*kRowMetricFields[i].tensor; });
+        if (f.side == Side::Ssa) tau_q_field = arrays.size();
         add(&(a.*f.tau_q), [&](size_t l) { return layers[l].side[f.side].tau_q.narrow(1, p, n); });
         add(&(a.*f.tau_v), [&](size_t l) { return layers[l].side[f.side].new_tau_v; });
     }
@@ -129,18 +197,14 @@ Analysis AssembleLayers(const AnalysisPlan& plan, const Tokenization& tokens, co
     add(&a.tau_q_position, [&](size_t l) { return layers[l].new_tau_q_position; });
     add(&a.tau_q_token, [&](size_t l) { return layers[l].new_tau_q_token; });
     rows->Update(p, plan.T, fields);
-    at::parallel_for(0, static_cast<int64_t>(arrays.size()), 1, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) *arrays[i] = rows->Array(static_cast<size_t>(i));
-    });
+    for (size_t i = 0; i < arrays.size(); ++i) *arrays[i] = rows->Array(i);
 
     a.thumbnails = measures.thumbnails;
     const std::vector<at::Tensor> qk = ToHostAtOnce({spectrum.opnorm, spectrum.eig_mean, spectrum.eig_var}, at::kFloat);
     std::vector<float>* qk_arrays[] = {&a.qk_opnorm, &a.qk_eig_mean, &a.qk_eig_var};
     for (size_t i = 0; i < qk.size(); ++i) qk_arrays[i]->assign(qk[i].data_ptr<float>(), qk[i].data_ptr<float>() + qk[i].numel());
-    a.effective_qk_norm.resize(a.tau_q.size());
-    const size_t T = static_cast<size_t>(plan.T);
-    for (size_t row = 0; row < a.qk_opnorm.size(); ++row)  // [L, H] rows of T
-        for (size_t t = row * T; t < (row + 1) * T && t < a.tau_q.size(); ++t) a.effective_qk_norm[t] = a.tau_q[t] * a.qk_opnorm[row];
+    if (tau_q_field != SIZE_MAX && a.qk_opnorm.size() == static_cast<size_t>(a.tau_q.rows()))
+        a.effective_qk_norm = rows->Scaled(tau_q_field, a.qk_opnorm);
     return a;
 }
 

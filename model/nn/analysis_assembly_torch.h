@@ -21,20 +21,23 @@ namespace model {
 // The [L, H, T] row arrays of the last analysis on the host: each side's row metrics and
 // temperatures, the pairs' divergences and tau_q's two terms, "fields" in the order the assembly
 // lists them. An analysis copies only its new rows from the device, every field's in one transfer,
-// and takes the rows below p from here. Each row is kept with room to grow (a capacity rounded up
-// to kRoom tokens), so that typing at the end writes its rows in place.
+// and keeps the bands of rows below p (RowArray): typing at the end builds one band a field.
 class HostRows {
 public:
-    static constexpr int64_t kRoom = 256;
     // `fields[f][l]`: field f's rows p..T-1 of layer l, [H, T - p] on any device (none when p ==
     // T); the rows below p are the last Update's, which had the same fields, layers and heads.
     void Update(int64_t p, int64_t T, const std::vector<std::vector<at::Tensor>>& fields);
-    std::vector<float> Array(size_t f) const;  // field f as [L, H, T]
+    const RowArray& Array(size_t f) const { return m_arrays[f]; }  // field f as [L, H, T]
+    // Field f with each head's row times its factor (`factor`, [L * H], the same for every Update
+    // that keeps rows: the model's), kept as the fields are: made from the last Update's p on.
+    const RowArray& Scaled(size_t f, const std::vector<float>& factor);
 
 private:
-    int64_t m_fields = 0, m_layers = 0, m_heads = 0;
-    int64_t m_T = 0, m_capacity = 0;
-    std::vector<float> m_rows;  // [fields, L, H, capacity], rows 0..m_T-1 valid
+    int64_t m_layers = 0, m_heads = 0, m_T = 0, m_p = 0;
+    std::vector<RowArray> m_arrays;  // by field
+    RowArray m_scaled;               // Scaled's last, of field m_scaled_field
+    size_t m_scaled_field = 0;
+    bool m_scaled_current = false;    // made since the last Update
 };
 
 // The maps of every side and layer, from the layers' q, k and tau_q as the forward pass used them

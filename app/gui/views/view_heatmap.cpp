@@ -680,8 +680,8 @@ std::string HeatmapView::CellText(int i, int j, bool multiline) const {
 void HeatmapView::DrawTemperatureStrips(AppState& state, ImVec2 map_pos, float side, float strip, bool rows, bool cols) {
     const model::Analysis& a = *m_analysis;
     const int T = m_tokens;
-    const size_t row = a.RowIndex(m_baked_head.layer, m_baked_head.head);
-    if (a.tau_q.size() < row + T || a.tau_v.size() < row + T) return;
+    const int64_t row = static_cast<int64_t>(m_baked_head.layer) * a.n_head + m_baked_head.head;
+    if (a.tau_q.tokens() != T || a.tau_v.tokens() != T || row >= a.tau_q.rows() || row >= a.tau_v.rows()) return;
     ImDrawList* draw = ImGui::GetWindowDrawList();
     const float cell = side * m_view->zoom / T;
     const float gap = 2.0f;
@@ -721,9 +721,9 @@ void HeatmapView::DrawTemperatureStrips(AppState& state, ImVec2 map_pos, float s
             if (i >= 0 && i < T) state.query = i;
         }
     };
-    if (rows) draw_strip(a.tau_q.data() + row, m_tau_q_range, first_row, m_view->pan_y, true, ImVec2(map_pos.x - strip - gap, map_pos.y),
+    if (rows) draw_strip(a.tau_q.Row(row).data(), m_tau_q_range, first_row, m_view->pan_y, true, ImVec2(map_pos.x - strip - gap, map_pos.y),
                          "##tau_q_strip", "tau_q (query)");
-    if (cols) draw_strip(a.tau_v.data() + row, m_tau_v_range, first, m_view->pan_x, false, ImVec2(map_pos.x, map_pos.y - strip - gap),
+    if (cols) draw_strip(a.tau_v.Row(row).data(), m_tau_v_range, first, m_view->pan_x, false, ImVec2(map_pos.x, map_pos.y - strip - gap),
                          "##tau_v_strip", "tau_v (key)");
 }
 

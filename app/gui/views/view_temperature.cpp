@@ -54,8 +54,10 @@ void TemperatureView::Draw(WindowState& state) {
         ImGui::TextDisabled("no temperatures in this analysis");
         return;
     }
-    const float* tau_q = a.tau_q.data() + row;
-    const float* tau_v = a.tau_v.data() + row;
+    const int64_t head_row = static_cast<int64_t>(head.layer) * a.n_head + head.head;
+    const std::vector<float> tau_q_row = a.tau_q.Row(head_row), tau_v_row = a.tau_v.Row(head_row);
+    const float* tau_q = tau_q_row.data();
+    const float* tau_v = tau_v_row.data();
     const LogFit fit = FitLog(tau_q, T);
 
     ImGui::Text("%s: temperatures by position", HeadName(head).c_str());
@@ -159,7 +161,8 @@ void TemperatureView::Draw(WindowState& state) {
     // The learned position term 1 + s ln i, the curve the points would follow without the token term.
     const bool has_position = a.tau_q_position.size() >= row + T;
     if (has_position) {
-        const float* pos = a.tau_q_position.data() + row;
+        const std::vector<float> position_row = a.tau_q_position.Row(head_row);
+        const float* pos = position_row.data();
         std::vector<ImVec2> curve;
         for (int i = 0; i < T; ++i)
             if (std::isfinite(pos[i])) curve.push_back(ImVec2(x_of(i + 1.0f), y_of(pos[i])));

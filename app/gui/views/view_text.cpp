@@ -348,7 +348,7 @@ void TextView::UpdateValues(const AppState& state) {
     const model::Analysis* a = state.analysis.get();
     if (!a || a->n_tokens <= 0) return;
     if (IsLoss(s.token_color)) return UpdateLossValues(*a, s.token_color);
-    const std::vector<float>* rows = TokenQuantity(*a, s.token_color);
+    const model::RowArray* rows = TokenQuantity(*a, s.token_color);
     m_values.assign(a->n_tokens, NAN);
     if (!rows) return;
     const float offset = TokenColorOffset(s.token_color);
@@ -727,7 +727,7 @@ void TextView::DrawTooltip(const AppState& state, int i) const {
     if (ImGui::BeginTable("##values", 2, ImGuiTableFlags_SizingFixedFit)) {
         // Every per-head colouring the analysis holds (the losses follow, both sides at once).
         for (const TokenColoring& c : TokenColorings()) {
-            const std::vector<float>* rows = TokenQuantity(a, c.id);
+            const model::RowArray* rows = TokenQuantity(a, c.id);
             if (!rows) continue;
             const bool chosen = c.id == state.settings.token_color;
             ImGui::TableNextRow();

@@ -67,7 +67,9 @@ TEST_F(ExportFigures, SparsityPlotsAgainstATwin) {
     model::Analysis a = app::MakeSyntheticAnalysis(2, 3, 12, 5);
     a.comparison = model::Comparison::Twin;
     a.compare_label = "/models/english/vanilla";
-    for (size_t k = 0; k < a.tau_q_compare.size(); ++k) a.tau_q_compare[k] = 0.8f + 0.05f * static_cast<float>(k % 9);
+    std::vector<float> tau_q(a.tau_q_compare.size());
+    for (size_t k = 0; k < tau_q.size(); ++k) tau_q[k] = 0.8f + 0.05f * static_cast<float>(k % 9);
+    a.tau_q_compare = model::RowArray(tau_q, a.tau_q_compare.rows(), a.tau_q_compare.tokens());
     ExpectSparsityGoldens(a, {"tau_q_histogram"}, "_twin");  // the others differ from tau = 1's in a legend entry alone
 }
 

@@ -57,8 +57,9 @@ model::MapMetrics RowMetrics(const std::vector<float>& maps, int LH, int T) {
         }
     }
     model::MapMetrics out;
-    out.rows = {{"entropy", entropy}, {"normalized_entropy", normalized}, {"spikiness", spiky}, {"max_weight", max_w},
-                {"top5_mass", top5},  {"effective_support", support},      {"sink_mass", sink}};
+    for (auto& [name, values] : {std::pair{"entropy", &entropy}, {"normalized_entropy", &normalized}, {"spikiness", &spiky},
+                                 {"max_weight", &max_w}, {"top5_mass", &top5}, {"effective_support", &support}, {"sink_mass", &sink}})
+        out.rows.push_back({name, model::RowArray(*values, LH, T)});
     return out;
 }
 
@@ -83,12 +84,7 @@ model::Analysis MakeSyntheticAnalysis(int L, int H, int T, uint64_t seed) {
     }
     const size_t maps = static_cast<size_t>(L) * H * T * T, rows = static_cast<size_t>(L) * H * T;
     std::vector<float> attention(maps), attention_compare(maps);
-    a.tau_q.resize(rows);
-    a.tau_v.resize(rows);
-    a.tau_q_position.resize(rows);
-    a.tau_q_token.resize(rows);
-    a.tau_q_compare.assign(rows, 1.0f);
-    a.tau_v_compare.assign(rows, 1.0f);
+    std::vector<float> tau_q(rows), tau_v(rows), tau_q_position(rows), tau_q_token(rows);
     for (int l = 0; l < L; ++l) {
         for (int h = 0; h < H; ++h) {
             const int kind = (l * H + h) % 4;
@@ -96,39 +92,48 @@ model::Analysis MakeSyntheticAnalysis(int L, int H, int T, uint64_t seed) {
             for (int i = 0; i < T; ++i) {
                 // tau_q = position + token ("sum"): 1 + s ln i with s = 0.3, and a token term of the head's scale.
                 const size_t at = a.RowIndex(l, h) + i;
-                a.tau_q[at] = head_tau * (1.0f + 0.3f * std::log(i + 1.0f)) + 0.2f * uniform(rng);
-                a.tau_q_position[at] = 1.0f + 0.3f * std::log(i + 1.0f);
-                a.tau_q_token[at] = a.tau_q[at] - a.tau_q_position[at];
-                a.tau_v[a.RowIndex(l, h) + i] = 0.8f + 0.4f * uniform(rng);
+                tau_q[at] = head_tau * (1.0f + 0.3f * std::log(i + 1.0f)) + 0.2f * uniform(rng);
+                tau_q_position[at] = 1.0f + 0.3f * std::log(i + 1.0f);
+                tau_q_token[at] = tau_q[at] - tau_q_position[at];
+                tau_v[a.RowIndex(l, h) + i] = 0.8f + 0.4f * uniform(rng);
             }
             const size_t at = (static_cast<size_t>(l) * H + h) * T * T;
             FillHead(attention.data() + at, T, kind, head_tau, rng);
             FillHead(attention_compare.data() + at, T, kind, 1.0f, rng);
         }
     }
+    const int64_t heads = static_cast<int64_t>(L) * H;
+    a.tau_q = model::RowArray(tau_q, heads, T);
+    a.tau_v = model::RowArray(tau_v, heads, T);
+    a.tau_q_position = model::RowArray(tau_q_position, heads, T);
+    a.tau_q_token = model::RowArray(tau_q_token, heads, T);
+    a.tau_q_compare = model::RowArray::Filled(heads, T, 1.0f);
+    a.tau_v_compare = model::RowArray::Filled(heads, T, 1.0f);
     a.metrics = RowMetrics(attention, L * H, T);
     a.metrics_compare = RowMetrics(attention_compare, L * H, T);
-    a.js.assign(rows, 0.0f);
-    a.l1.assign(rows, 0.0f);
+    std::vector<float> js(rows), l1(rows);
     for (size_t r = 0; r < rows; ++r) {
         const float *p = attention.data() + r * T, *q = attention_compare.data() + r * T;
-        double js = 0, l1 = 0;
+        double js_r = 0, l1_r = 0;
         for (int j = 0; j < T; ++j) {
             double m = 0.5 * (p[j] + q[j]);
-            if (p[j] > 0) js += 0.5 * p[j] * std::log(p[j] / m);
-            if (q[j] > 0) js += 0.5 * q[j] * std::log(q[j] / m);
-            l1 += std::abs(p[j] - q[j]);
+            if (p[j] > 0) js_r += 0.5 * p[j] * std::log(p[j] / m);
+            if (q[j] > 0) js_r += 0.5 * q[j] * std::log(q[j] / m);
+            l1_r += std::abs(p[j] - q[j]);
         }
-        a.js[r] = static_cast<float>(js);
-        a.l1[r] = static_cast<float>(l1);
+        js[r] = static_cast<float>(js_r);
+        l1[r] = static_cast<float>(l1_r);
     }
+    a.js = model::RowArray(js, heads, T);
+    a.l1 = model::RowArray(l1, heads, T);
     for (int k = 0; k < L * H; ++k) {
         a.qk_opnorm.push_back(1.0f + 3.0f * uniform(rng));
         a.qk_eig_mean.push_back(0.2f * uniform(rng) - 0.1f);
         a.qk_eig_var.push_back(0.05f + 0.5f * uniform(rng));
     }
-    a.effective_qk_norm.resize(rows);
-    for (size_t r = 0; r < rows; ++r) a.effective_qk_norm[r] = a.tau_q[r] * a.qk_opnorm[r / T];
+    std::vector<float> effective(rows);
+    for (size_t r = 0; r < rows; ++r) effective[r] = tau_q[r] * a.qk_opnorm[r / T];
+    a.effective_qk_norm = model::RowArray(effective, heads, T);
     // Predictions over a made-up vocabulary of kVocab ids: a loss per token that varies with
     // position, each side's top-k as a softmax over a few likely ids, and the last position's logits.
     constexpr int kVocab = 1100, K = model::Analysis::kTopK;

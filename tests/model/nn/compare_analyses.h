@@ -37,11 +37,14 @@ inline float Worst(const std::vector<float>& a, const std::vector<float>& b) {
     return worst;
 }
 
+inline std::vector<float> Values(const model::RowArray& v) { return v.Flat(); }
+inline const std::vector<float>& Values(const std::vector<float>& v) { return v; }
+
 // Every array of two analyses of the same tokens; `what` names the first that differs most.
 inline float CompareAnalyses(const model::Analysis& got, const model::Analysis& want, std::string* what) {
     float worst = 0;
-    auto check = [&](const std::vector<float>& a, const std::vector<float>& b, const std::string& name) {
-        const float w = Worst(a, b);
+    auto check = [&](const auto& a, const auto& b, const std::string& name) {
+        const float w = Worst(Values(a), Values(b));
         if (w > worst) {
             worst = w;
             *what = name;

@@ -189,7 +189,8 @@ TEST_F(OnDemandMaps, LayerByLayerMetricsEqualTheWholeCapture) {
     ASSERT_TRUE(s_analysis);
     const model::Analysis& a = *s_analysis;
     const model::MapComparison whole = model::CompareMaps(s_full[0], s_full[1]);
-    auto expect_same = [](const std::vector<float>& got, const at::Tensor& want, const char* what) {
+    auto expect_same = [](const model::RowArray& rows, const at::Tensor& want, const char* what) {
+        const std::vector<float> got = rows.Flat();
         const at::Tensor w = want.to(at::kFloat).contiguous();
         ASSERT_EQ(got.size(), static_cast<size_t>(w.numel())) << what;
         for (size_t k = 0; k < got.size(); ++k) {
@@ -206,10 +207,70 @@ TEST_F(OnDemandMaps, LayerByLayerMetricsEqualTheWholeCapture) {
     expect_same(a.l1, whole.l1, "l1");
 }
 
-// Every head's row mean and token statistics at once equal the one-head calls' to the bit: head
-// counts that are and are not multiples of four, T from 0 to 37 and 1,000, values spanning many
-// magnitudes, NaN and infinities, and in every other head +-2^60 in turn between small values
-// (which a double sum keeps or loses by its order: summed in another order, the means differ).
+// A RowArray holds what it was given, read back every way, at sizes either side of a band's.
+TEST(RowArray, GivesBackItsValuesByRowTokenAndFlatIndex) {
+    constexpr int64_t B = model::RowArray::kBand;
+    for (int64_t rows : {0, 1, 3, 7})
+        for (int64_t T : {int64_t{0}, int64_t{1}, B - 1, B, B + 1, 3 * B + 5}) {
+            std::vector<float> flat(static_cast<size_t>(rows * T));
+            for (size_t k = 0; k < flat.size(); ++k) flat[k] = static_cast<float>(k) * 0.5f - 3.0f;
+            const model::RowArray a(flat, rows, T);
+            const std::string what = std::to_string(rows) + " x " + std::to_string(T);
+            EXPECT_EQ(a.rows(), rows) << what;
+            EXPECT_EQ(a.tokens(), T) << what;
+            EXPECT_EQ(a.size(), flat.size()) << what;
+            EXPECT_EQ(a.empty(), flat.empty()) << what;
+            EXPECT_EQ(static_cast<int64_t>(a.bands().size()), (T + B - 1) / B) << what;
+            EXPECT_EQ(a.Flat(), flat) << what;
+            EXPECT_TRUE(std::equal(a.begin(), a.end(), flat.begin(), flat.end())) << what;
+            for (int64_t r = 0; r < rows; ++r) {
+                EXPECT_EQ(a.Row(r), std::vector<float>(flat.begin() + r * T, flat.begin() + (r + 1) * T)) << what << " row " << r;
+                int64_t next = 0;
+                a.ForEachPart(r, [&](int64_t t, const float* v, int64_t n) {
+                    EXPECT_EQ(t, next) << what;
+                    EXPECT_TRUE(n > 0 && n <= B) << what;
+                    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(v[i], flat[r * T + t + i]) << what << " row " << r << " token " << t + i;
+                    next = t + n;
+                });
+                EXPECT_EQ(next, T) << what << " row " << r;
+                for (int64_t t = 0; t < T; ++t) EXPECT_EQ(a.At(r, t), a[static_cast<size_t>(r * T + t)]) << what;
+            }
+            EXPECT_TRUE(a == model::RowArray(flat, rows, T)) << what;
+            if (!flat.empty()) {
+                flat.back() += 1.0f;
+                EXPECT_TRUE(a != model::RowArray(flat, rows, T)) << what;
+            }
+        }
+    // An array that ends inside a band made longer (a text cut back) continues the figures of the
+    // band before over the tokens it has.
+    std::vector<float> values(3 * (2 * B + 40));
+    for (size_t k = 0; k < values.size(); ++k) values[k] = std::sin(static_cast<float>(k)) * 100.0f;
+    const model::RowArray whole(values, 3, 2 * B + 40);
+    for (int64_t T : {B + 1, 2 * B, 2 * B + 7}) {
+        const auto& bands = whole.bands();
+        const model::RowArray cut(3, T, {bands.begin(), bands.begin() + (T + B - 1) / B});
+        for (int64_t r = 0; r < 3; ++r) {
+            model::RowArray::Running one;
+            one.Add(values.data() + r * (2 * B + 40), 0, T);
+            const model::RowArray::Running kept = cut.Figures(r);
+            EXPECT_EQ(kept.sum, one.sum) << T;
+            EXPECT_EQ(kept.sum_after_first, one.sum_after_first) << T;
+            EXPECT_EQ(kept.min, one.min) << T;
+            EXPECT_EQ(kept.max, one.max) << T;
+        }
+    }
+    EXPECT_TRUE(model::RowArray::Filled(2, 3, 1.5f) == model::RowArray({1.5f, 1.5f, 1.5f, 1.5f, 1.5f, 1.5f}, 2, 3));
+    EXPECT_FALSE(model::RowArray::Filled(2, 3, 1.0f) == model::RowArray::Filled(3, 2, 1.0f));  // another shape
+    EXPECT_FALSE(model::RowArray::Filled(1, 1, NAN) == model::RowArray::Filled(1, 1, NAN));    // NaN equals nothing
+}
+
+// Every head's row mean and token statistics at once equal the one-head calls' to the bit, and
+// both equal plain loops over the head's values in token order (the bands' running figures change
+// nothing): head
+// counts that are and are not multiples of four, T from 0 to 37, 1,000 and 1,025 (several bands,
+// the last one partial), values spanning many magnitudes, NaN and infinities, and in every other
+// head +-2^60 in turn between small values (which a double sum keeps or loses by its order: summed
+// in another order, the means differ).
 TEST(HeadSummaries, EveryHeadAtOnceEqualsHeadByHead) {
     uint32_t state = 5;
     auto next = [&] { return (state = state * 1664525u + 1013904223u) >> 8; };
@@ -219,7 +280,7 @@ TEST(HeadSummaries, EveryHeadAtOnceEqualsHeadByHead) {
         return b;
     };
     for (const auto& [L, H] : std::vector<std::pair<int, int>>{{1, 1}, {3, 3}, {2, 4}, {12, 12}})
-        for (int T : {0, 1, 2, 3, 5, 37, 1000}) {
+        for (int T : {0, 1, 2, 3, 5, 37, 1000, 1025}) {
             model::Analysis a;
             a.n_layer = L, a.n_head = H, a.n_tokens = T;
             std::vector<float> values(static_cast<size_t>(L) * H * T);
@@ -232,26 +293,47 @@ TEST(HeadSummaries, EveryHeadAtOnceEqualsHeadByHead) {
                 const size_t head = j / T, i = j % T;
                 if (head % 2 == 1 && i % 3 != 0) v = i % 3 == 1 ? 0x1p60f : -0x1p60f;
             }
-            const std::vector<float> means = model::HeadRowMeans(values, a);
-            const std::vector<model::HeadStats> stats = model::HeadTokenStatsAll(values, a);
+            const model::RowArray rows(values, static_cast<int64_t>(L) * H, T);
+            const std::vector<float> means = model::HeadRowMeans(rows, a);
+            const std::vector<model::HeadStats> stats = model::HeadTokenStatsAll(rows, a);
             ASSERT_EQ(means.size(), static_cast<size_t>(L) * H);
             ASSERT_EQ(stats.size(), static_cast<size_t>(L) * H);
             for (int l = 0; l < L; ++l)
                 for (int h = 0; h < H; ++h) {
                     const size_t k = static_cast<size_t>(l) * H + h;
-                    const model::HeadStats one = model::HeadTokenStats(values, a, l, h);
-                    EXPECT_EQ(bits(means[k]), bits(model::HeadRowMean(values, a, l, h))) << L << "x" << H << " T " << T << " head " << k;
+                    const model::HeadStats one = model::HeadTokenStats(rows, a, l, h);
+                    EXPECT_EQ(bits(means[k]), bits(model::HeadRowMean(rows, a, l, h))) << L << "x" << H << " T " << T << " head " << k;
+                    // The reference: the head's values in order, as one array, in plain loops.
+                    double sum = 0, sum_all = 0;
+                    float lo = T > 0 ? values[k * T] : NAN, hi = lo;
+                    for (int i = 0; i < T; ++i) {
+                        const float v = values[k * T + i];
+                        if (i > 0) sum += v;
+                        sum_all += v;
+                        lo = std::min(lo, v);
+                        hi = std::max(hi, v);
+                    }
+                    if (T > 1) {
+                        EXPECT_EQ(bits(means[k]), bits(static_cast<float>(sum / (T - 1)))) << L << "x" << H << " T " << T << " head " << k;
+                    }
+                    if (T > 0) {
+                        EXPECT_EQ(bits(stats[k].mean), bits(static_cast<float>(sum_all / T))) << L << "x" << H << " T " << T << " head " << k;
+                        EXPECT_EQ(bits(stats[k].min), bits(lo)) << L << "x" << H << " T " << T << " head " << k;
+                        EXPECT_EQ(bits(stats[k].max), bits(hi)) << L << "x" << H << " T " << T << " head " << k;
+                    }
                     EXPECT_EQ(bits(stats[k].mean), bits(one.mean)) << L << "x" << H << " T " << T << " head " << k;
                     EXPECT_EQ(bits(stats[k].min), bits(one.min)) << L << "x" << H << " T " << T << " head " << k;
                     EXPECT_EQ(bits(stats[k].max), bits(one.max)) << L << "x" << H << " T " << T << " head " << k;
                 }
-            // An array too short for the shape: NaN, as the one-head statistics give.
-            values.resize(values.empty() ? 0 : values.size() - 1);
+            // An array of another shape: NaN, as the one-head statistics give.
+            values.resize(values.empty() ? 0 : static_cast<size_t>(L) * H * (T - 1));
+            const model::RowArray shorter(values, static_cast<int64_t>(L) * H, T > 0 ? T - 1 : 0);
             if (T > 1) {
-                for (float m : model::HeadRowMeans(values, a)) EXPECT_TRUE(std::isnan(m));
+                for (float m : model::HeadRowMeans(shorter, a)) EXPECT_TRUE(std::isnan(m));
+                EXPECT_TRUE(std::isnan(model::HeadRowMean(shorter, a, 0, 0)));
             }
             if (T > 0) {
-                for (const model::HeadStats& s : model::HeadTokenStatsAll(values, a)) EXPECT_TRUE(std::isnan(s.mean));
+                for (const model::HeadStats& s : model::HeadTokenStatsAll(shorter, a)) EXPECT_TRUE(std::isnan(s.mean));
             }
         }
 }

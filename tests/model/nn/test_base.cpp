@@ -80,7 +80,7 @@ TEST(Base, AnAnalysisHasThreeSidesWithABaseAndTwoWithout) {
     EXPECT_EQ(three->base_label, engine->BaseInfo()->dir);
     const size_t rows = static_cast<size_t>(three->n_layer) * three->n_head * three->n_tokens;
     const model::Analysis& t = *three;
-    for (const std::vector<float>* v : {&t.js_total, &t.l1_total, &t.js_drift, &t.l1_drift, &t.tau_q_base, &t.tau_v_base, &t.metrics_base.Get("entropy")})
+    for (const model::RowArray* v : {&t.js_total, &t.l1_total, &t.js_drift, &t.l1_drift, &t.tau_q_base, &t.tau_v_base, &t.metrics_base.Get("entropy")})
         EXPECT_EQ(v->size(), rows);
     EXPECT_EQ(three->loss_base.size(), tokens.ids.size() - 1);
     EXPECT_EQ(three->top_ids_base.size(), tokens.ids.size() * model::Analysis::kTopK);

@@ -94,6 +94,10 @@ void Report(const std::string& what, float worst) {
     const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
     std::printf("  %s %s: max |diff| %.3g\n", test ? test->name() : "", what.c_str(), worst);
 }
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, float tolerance, const std::string& what);
+void ExpectClose(const model::RowArray& got, const std::vector<float>& want, float tolerance, const std::string& what) {
+    ExpectClose(got.Flat(), want, tolerance, what);
+}
 void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, float tolerance, const std::string& what) {
     ASSERT_EQ(got.size(), want.size()) << what << ": sizes differ";
     const Worst w = Compare(got.data(), want.data(), got.size());
@@ -184,7 +188,7 @@ TEST_P(Families, LayerLocalComparisonMatchesTheReference) {
     ExpectMaps(*a, model::MapSide::Compare, c.Ref("attention_local"), "layer-local maps");
     // Its row measures come from the SSA side's product before tau (kept by the CPU's pass, not
     // computed again): each row's entropy is that of the map rebuilt from q and k at tau = 1.
-    const std::vector<float>& entropy = a->metrics_compare.Get("entropy");
+    const std::vector<float> entropy = a->metrics_compare.Get("entropy").Flat();
     const size_t T = static_cast<size_t>(a->n_tokens);
     double worst = 0;
     for (int l = 0; l < a->n_layer; ++l)
@@ -501,7 +505,7 @@ void ExpectThreeSides(const model::Analysis& a, const FamilyCase& c, const std::
     ExpectClose(a.tau_q_base, ones, 0.0f, "base tau_q" + what);
     ExpectClose(a.tau_v_base, ones, 0.0f, "base tau_v" + what);
     ExpectClose(a.metrics_base.Get("entropy"), c.Ref("entropy_base"), kTolerance, "base entropy" + what);
-    const std::pair<const std::vector<float>*, const char*> rows[] = {{&a.js, "js"},         {&a.l1, "l1"},
+    const std::pair<const model::RowArray*, const char*> rows[] = {{&a.js, "js"},         {&a.l1, "l1"},
                                                                       {&a.js_total, "js_total"}, {&a.l1_total, "l1_total"},
                                                                       {&a.js_drift, "js_drift"}, {&a.l1_drift, "l1_drift"}};
     for (const auto& [got, name] : rows) ExpectClose(*got, c.Ref(name), kTolerance, std::string(name) + what);

@@ -415,7 +415,7 @@ TEST(Incremental, AnEditInTheMiddleReportsProgressAndShowsTheMapsBeforeThePredic
     tokens->ids[tokens->ids.size() / 2] = tokens->ids[tokens->ids.size() / 2] == 13 ? 14 : 13;
     std::atomic<float> progress{0.0f};
     float progress_before_predictions = -1.0f;
-    std::vector<float> tau_q_before;
+    model::RowArray tau_q_before;
     size_t loss_before = 1;
     model::AnalyzeOptions options;
     options.progress = &progress;
@@ -598,11 +598,15 @@ void CancelPartWay(bool with_base) {
 TEST(Incremental, AnAnalysisCancelledPartWayLeavesThePreviousOneWhole) { CancelPartWay(false); }
 TEST(Incremental, AnAnalysisWithABaseCancelledPartWayLeavesThePreviousOneWhole) { CancelPartWay(true); }
 
-// The assembly's host rows: an analysis gives rows p..T-1 of each field, the rest are the last one's.
+// The assembly's host rows: an analysis gives rows p..T-1 of each field, the rest are the last
+// one's, and the bands wholly below p are the last analysis's own (shared, not copied); Scaled, a
+// field times a factor a head, is made the same way.
 TEST(HostRows, KeepRowsBelowPAndTakeTheNewOnes) {
-    const int64_t F = 3, L = 2, H = 3;
+    const int64_t F = 3, L = 2, H = 3, B = model::RowArray::kBand;
     at::manual_seed(5);
     std::vector<at::Tensor> truth(F);  // [L, H, T] each, what every Array must equal
+    std::vector<float> factor(static_cast<size_t>(L * H));
+    for (size_t k = 0; k < factor.size(); ++k) factor[k] = 0.5f + static_cast<float>(k);
     model::HostRows rows;
     auto update = [&](int64_t p, int64_t T) {
         std::vector<std::vector<at::Tensor>> fields(F);
@@ -611,21 +615,51 @@ TEST(HostRows, KeepRowsBelowPAndTakeTheNewOnes) {
             truth[f] = p > 0 ? at::cat({truth[f].narrow(2, 0, p), fresh.to(at::kFloat)}, 2) : fresh.to(at::kFloat);
             for (int64_t l = 0; l < L && p < T; ++l) fields[f].push_back(fresh[l]);
         }
+        std::vector<model::RowArray> before;
+        for (int64_t f = 0; f < F && p > 0; ++f) before.push_back(rows.Array(static_cast<size_t>(f)));
+        const model::RowArray scaled_before = p > 0 ? rows.Scaled(1, factor) : model::RowArray();
         rows.Update(p, T, fields);
         for (int64_t f = 0; f < F; ++f) {
-            const std::vector<float> got = rows.Array(static_cast<size_t>(f));
-            ASSERT_EQ(static_cast<int64_t>(got.size()), L * H * T) << "p " << p << ", T " << T;
+            const model::RowArray& array = rows.Array(static_cast<size_t>(f));
+            ASSERT_EQ(array.rows(), L * H) << "p " << p << ", T " << T;
+            ASSERT_EQ(array.tokens(), T) << "p " << p << ", T " << T;
+            const std::vector<float> got = array.Flat();
             const at::Tensor want = truth[f].contiguous();
             EXPECT_TRUE(std::equal(got.begin(), got.end(), want.data_ptr<float>())) << "field " << f << ", p " << p << ", T " << T;
+            // Each row's running figures, kept by the bands (some made by analyses before), are one
+            // pass over the row's values in order.
+            for (int64_t r = 0; r < L * H && T > 0; ++r) {
+                model::RowArray::Running one;
+                one.Add(want.data_ptr<float>() + r * T, 0, T);
+                const model::RowArray::Running kept = array.Figures(r);
+                EXPECT_TRUE(kept.sum == one.sum && kept.sum_after_first == one.sum_after_first && kept.min == one.min && kept.max == one.max)
+                    << "field " << f << ", row " << r << ", p " << p << ", T " << T;
+            }
+            for (int64_t b = 0; b < p / B; ++b)
+                EXPECT_EQ(array.bands()[b], before[f].bands()[b]) << "field " << f << ", band " << b << " copied, p " << p << ", T " << T;
+            if (p / B < static_cast<int64_t>(array.bands().size()) && p > 0 && p < T) {
+                EXPECT_NE(array.bands()[p / B], before[f].bands()[p / B]) << "the band of row p written in place, p " << p;
+            }
         }
+        const model::RowArray& scaled = rows.Scaled(1, factor);
+        const std::vector<float> field = rows.Array(1).Flat(), got = scaled.Flat();
+        ASSERT_EQ(got.size(), field.size());
+        for (size_t k = 0; k < got.size(); ++k)
+            ASSERT_EQ(got[k], field[k] * factor[k / static_cast<size_t>(T)]) << "scaled at " << k << ", p " << p << ", T " << T;
+        for (int64_t b = 0; b < p / B; ++b) EXPECT_EQ(scaled.bands()[b], scaled_before.bands()[b]) << "scaled band " << b << ", p " << p;
     };
     update(0, 200);
     update(199, 201);  // typing at the end
-    update(150, 300);  // past the room kept: the rows grow, keeping 0..149
+    update(150, 300);  // into a second band, keeping 0..149
     update(120, 130);  // a shorter text
     update(130, 130);  // the same text: nothing new
     update(0, 40);     // a whole new analysis
     update(10, 40);
+    update(0, 1000);   // four bands
+    update(999, 1000);  // the last token changed: bands 0-2 kept
+    update(768, 769);  // a new band begins at p
+    update(700, 1030);  // from inside band 2, two new bands
+    update(512, 512);  // cut back to a band's edge
 }
 
 TEST(HostRows, ToHostAtOnceKeepsShapesAndValues) {
