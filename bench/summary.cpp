@@ -1,7 +1,10 @@
 // ssaviz_bench_summary: every head's summary of an analysis (app::SummarizeHeads: the heads grid's
 // badges, the Matrix, the Table, exports), which the window's worker makes with each analysis, on
 // GPT-2 small's shape (12 x 12 heads) with every [L, H, T] array filled (both sides' seven row
-// metrics, tau_q and tau_v, JS and L1, tau_q's terms). Not a test: it prints a Markdown table.
+// metrics, tau_q and tau_v, JS and L1, tau_q's terms); beside it the temperature scale of the
+// window's strips and chips (app::TemperatureRange over every head's tau_q), and what the running
+// figures those read cost an edit at the end: one band of each of the 22 arrays sealed
+// (model::RowArray::Seal). Not a test: it prints a Markdown table.
 // usage: ssaviz_bench_summary [--repeats R]
 #include <algorithm>
 #include <cstdio>
@@ -10,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "app/core/state.h"
 #include "app/export/head_summary.h"
 #include "bench/median.h"
 #include "model/nn/analysis.h"
@@ -43,10 +47,21 @@ int main(int argc, char** argv) {
     int repeats = 9;
     for (int i = 1; i + 1 < argc; i += 2)
         if (!std::strcmp(argv[i], "--repeats")) repeats = std::max(1, std::atoi(argv[i + 1]));
-    std::printf("| tokens | SummarizeHeads ms (median of %d) |\n|---:|---:|\n", repeats);
+    std::printf("| tokens | SummarizeHeads ms | TemperatureRange ms | 22 bands sealed ms |\n|---:|---:|---:|---:|\n");
     for (int T : {1024, 8192}) {
         const model::Analysis a = Filled(12, 12, T);
-        std::printf("| %d | %.2f |\n", T, bench::MedianMs(repeats, [&] { app::SummarizeHeads(a); }));
+        const double summary = bench::MedianMs(repeats, [&] { app::SummarizeHeads(a); });
+        const double scale = bench::MedianMs(repeats, [&] { app::TemperatureRange(a, a.tau_q); });
+        // An edit at the end: the last band of each array made again and sealed, continuing the one before.
+        const auto& bands = a.tau_q.bands();
+        const model::RowArray::Band* before = bands.size() > 1 ? bands[bands.size() - 2].get() : nullptr;
+        const int64_t filled = T - static_cast<int64_t>(bands.size() - 1) * model::RowArray::kBand;
+        std::vector<model::RowArray::Band> last(22, *bands.back());
+        const double seal = bench::MedianMs(repeats, [&] {
+            for (model::RowArray::Band& band : last) model::RowArray::Seal(&band, filled, before);
+        });
+        std::printf("| %d | %.3f | %.3f | %.3f |\n", T, summary, scale, seal);
     }
+    std::printf("(medians of %d)\n", repeats);
     return 0;
 }

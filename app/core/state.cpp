@@ -152,11 +152,19 @@ viz::Range TemperatureRange(const model::Analysis& a, const model::RowArray& tau
     const int64_t begin = head ? static_cast<int64_t>(head->layer) * a.n_head + head->head : 0;
     const int64_t end = std::min(head ? begin + 1 : tau.rows(), tau.rows());
     float d = 0.05f;
-    for (int64_t row = begin; row < end; ++row)
+    for (int64_t row = begin; row < end && tau.tokens() > 0; ++row) {
+        // v + offset - 1 rounds monotonically in v, so a row of finite values (a finite sum) is
+        // furthest from 1 at its min or max, which its bands keep; another row is read through.
+        const model::RowArray::Running f = tau.Figures(row);
+        if (std::isfinite(f.sum)) {
+            d = std::max({d, std::abs(f.min + offset - 1.0f), std::abs(f.max + offset - 1.0f)});
+            continue;
+        }
         tau.ForEachPart(row, [&](int64_t, const float* v, int64_t n) {
             for (int64_t k = 0; k < n; ++k)
                 if (std::isfinite(v[k])) d = std::max(d, std::abs(v[k] + offset - 1.0f));
         });
+    }
     return {1.0f - d, 1.0f + d};
 }
 

@@ -29,11 +29,37 @@ std::shared_ptr<RowArray::Band> RowArray::NewBand(int64_t rows) {
 
 void RowArray::Seal(Band* band, int64_t filled, const Band* before) {
     assert(filled > 0 && filled <= kBand && (!before || before->filled == kBand));
-    const int64_t rows = static_cast<int64_t>(band->end.size()), first = before ? kBand : 0;  // Add asks only whether it is token 0
+    const int64_t rows = static_cast<int64_t>(band->end.size());
     band->filled = filled;
-    for (int64_t r = 0; r < rows; ++r) {
+    // Four rows side by side (each row's additions a chain that waits on itself), each in its
+    // token order, as Running::Add takes them; the rows left over one at a time.
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+        Running s[4];
+        const float* v = band->values.data() + r * kBand;
+        int64_t i = 0;
+        for (int j = 0; j < 4; ++j) {
+            if (before) {
+                s[j] = before->end[static_cast<size_t>(r + j)];
+            } else {  // token 0: the min and max start there; the sum from token 1 does not include it
+                s[j].min = s[j].max = v[j * kBand];
+                s[j].sum += v[j * kBand];
+            }
+        }
+        if (!before) i = 1;
+        for (; i < filled; ++i)
+            for (int j = 0; j < 4; ++j) {
+                const float x = v[j * kBand + i];
+                s[j].sum += x;
+                s[j].sum_after_first += x;
+                s[j].min = std::min(s[j].min, x);
+                s[j].max = std::max(s[j].max, x);
+            }
+        for (int j = 0; j < 4; ++j) band->end[static_cast<size_t>(r + j)] = s[j];
+    }
+    for (; r < rows; ++r) {
         Running running = before ? before->end[static_cast<size_t>(r)] : Running{};
-        running.Add(band->values.data() + r * kBand, first, filled);
+        running.Add(band->values.data() + r * kBand, before ? kBand : 0, filled);  // Add asks only whether it starts at token 0
         band->end[static_cast<size_t>(r)] = running;
     }
 }

@@ -12,6 +12,7 @@
 
 #include "app/core/names.h"
 #include "app/core/quantities.h"
+#include "app/core/state.h"
 #include "app/export/batch.h"
 #include "app/export/export.h"
 #include "app/export/flags.h"
@@ -213,6 +214,39 @@ TEST(BatchSummary, KeepsItsColumns) {
     for (int l = 0; l < 2; ++l)
         for (int h = 0; h < 2; ++h) tau += model::HeadTokenStats(a.tau_q, a, l, h).mean / 4.0;
     EXPECT_NEAR(row["tau_q_mean"].get<double>(), tau, 1e-6);
+}
+
+// The temperature scale (the window's strips and chips, exported highlights) reads each head's min
+// and max from its bands' figures where the head's values are finite, and reads the values
+// through where they are not: the same range as a scan of every finite value, to the bit.
+TEST(TemperatureRange, EqualsAScanOfEveryFiniteValue) {
+    uint32_t state = 11;
+    auto next = [&] { return ((state = state * 1664525u + 1013904223u) >> 8) / 16777216.0f; };
+    for (int T : {1, 2, 300, 600}) {
+        model::Analysis a;
+        a.n_layer = 2, a.n_head = 3, a.n_tokens = T;
+        std::vector<float> values(static_cast<size_t>(6 * T));
+        for (size_t k = 0; k < values.size(); ++k) values[k] = 0.2f + 2.0f * next();
+        if (T > 2) {
+            values[1 * T + T / 2] = NAN;             // head 1: a NaN, and its largest value after it
+            values[1 * T + T - 1] = 9.0f;
+            values[2 * T + 0] = INFINITY;            // head 2: an infinity first
+            values[3 * T + T - 1] = -INFINITY;       // head 3: one last
+            values[4 * T + 1] = 0.0f - 7.0f;         // head 4: far below 1, finite
+        }
+        const model::RowArray tau(values, 6, T);
+        for (float offset : {0.0f, 1.0f})
+            for (int head = -1; head < 6; ++head) {
+                std::optional<app::HeadRef> ref;
+                if (head >= 0) ref = app::HeadRef{head / 3, head % 3};
+                float d = 0.05f;
+                for (int k = head < 0 ? 0 : head * T; k < (head < 0 ? 6 * T : (head + 1) * T); ++k)
+                    if (std::isfinite(values[k])) d = std::max(d, std::abs(values[k] + offset - 1.0f));
+                const viz::Range got = app::TemperatureRange(a, tau, ref, offset);
+                EXPECT_EQ(got.min, 1.0f - d) << "T " << T << ", head " << head << ", offset " << offset;
+                EXPECT_EQ(got.max, 1.0f + d) << "T " << T << ", head " << head << ", offset " << offset;
+            }
+    }
 }
 
 }  // namespace
