@@ -33,9 +33,7 @@ std::vector<float> AttentionLike(int T) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    int repeats = 15;
-    for (int i = 1; i + 1 < argc; i += 2)
-        if (!std::strcmp(argv[i], "--repeats")) repeats = std::max(1, std::atoi(argv[i + 1]));
+    const int repeats = bench::Repeats(argc, argv, 15);
     std::printf("| cells a side | scale | bake ms (median of %d) | ns a causal cell |\n|---:|---|---:|---:|\n", repeats);
     for (int n : {512, 1024}) {
         const std::vector<float> map = AttentionLike(n);

@@ -44,9 +44,7 @@ model::Analysis Filled(int L, int H, int T) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    int repeats = 9;
-    for (int i = 1; i + 1 < argc; i += 2)
-        if (!std::strcmp(argv[i], "--repeats")) repeats = std::max(1, std::atoi(argv[i + 1]));
+    const int repeats = bench::Repeats(argc, argv, 9);
     std::printf("| tokens | SummarizeHeads ms | TemperatureRange ms | 22 bands sealed ms |\n|---:|---:|---:|---:|\n");
     for (int T : {1024, 8192}) {
         const model::Analysis a = Filled(12, 12, T);
