@@ -20,7 +20,6 @@
 #include <functional>
 #include <utility>
 
-#include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <c10/core/InferenceMode.h>
 
