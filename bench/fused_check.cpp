@@ -3,8 +3,9 @@
 // are not multiples of anything (a thread block's 256 keys, a warp's 32), from a later first row
 // too (an edit's), with one-hot and uniform rows. On CUDA the fused pass is metrics_cuda.cu's
 // kernel; on the CPU the SIMD pass (tests/model/nn/test_metrics.cpp checks that one in CI too). And
-// the attention rows' softmax (on CUDA metrics_cuda.cu's masked softmax) against float64, and a
-// map's extent (on CUDA its kernel) against the host's.
+// the attention rows' softmax (on CUDA metrics_cuda.cu's masked softmax) against float64, a
+// map's extent (on CUDA its kernel) against the host's, and a head's map in bands against the
+// whole map.
 // Prints each quantity's largest difference; exits 1 when one exceeds its tolerance.
 //   usage: ssaviz_fused_check [--device cpu|cuda]
 #include <algorithm>
@@ -117,7 +118,83 @@ void CheckExtent(const at::Device& device, int64_t T, uint64_t seed) {
         if (!ok) ++g_failures;
         std::printf("  %-34s %.2e%s\n", ("extent T " + std::to_string(T) + (kind == 0 ? " signed" : kind == 1 ? " zeros" : " negative")).c_str(),
                     worst, ok ? "" : "  FAIL");
+        // A band of the map's rows (MapBand): [n, width], row r's causal cells j <= first + r.
+        for (const int64_t first : {T / 3, T - 1}) {
+            if (first < 0 || T == 0) continue;
+            const int64_t n = std::min<int64_t>(T - first, 300), width = first + n;
+            const at::Tensor band = map.narrow(0, first, n).narrow(1, 0, width).contiguous();
+            const model::MapExtent host = model::HostMapExtent(band.data_ptr<float>(), n, width, first);
+            const at::Tensor bits = model::ExtentBits(band.to(device), first).to(at::kCPU).contiguous();
+            const model::MapExtent on = model::ExtentFromBits(bits.data_ptr<int32_t>());
+            const bool same = on.max == host.max && on.min_positive == host.min_positive && on.max_abs == host.max_abs;
+            if (!same) ++g_failures;
+            std::printf("  %-34s %s\n", ("  band from " + std::to_string(first)).c_str(), same ? "same" : "differs  FAIL");
+        }
     }
+}
+
+// A head's map in bands (RecomputedMaps on the device: MapBand, BandedMap) against the whole map
+// made at once on the same device and pooled whole: every level, windows, rows and the extent,
+// and the difference of two sides; then an edit's map sharing the bands above it. Within 1e-6
+// (the products of a band's keys may take other kernels than the whole map's on a GPU; on the CPU
+// they agree exactly).
+void CheckBands(const at::Device& device, int64_t T, uint64_t seed) {
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    auto layer = [&](int64_t tokens) {
+        return model::RecomputedMaps::Layer{(at::normal(0.0, 1.5, {2, T, 16}, gen)).narrow(1, 0, tokens).to(device),
+                                            (at::normal(0.0, 1.5, {1, T, 16}, gen)).narrow(1, 0, tokens).to(device),
+                                            (at::rand({2, T}, gen) * 2.0 + 0.1).narrow(1, 0, tokens).to(device), 0};
+    };
+    const model::RecomputedMaps::Layer a = layer(T), b = layer(T);
+    auto maps_of = [&](int64_t tokens) {
+        auto cut = [&](const model::RecomputedMaps::Layer& x) {
+            return model::RecomputedMaps::Layer{x.q.narrow(1, 0, tokens), x.k.narrow(1, 0, tokens), x.tau_q.narrow(1, 0, tokens), 0};
+        };
+        auto maps = std::make_shared<model::RecomputedMaps>();
+        maps->Add(model::MapSide::Ssa, cut(a));
+        maps->Add(model::MapSide::Compare, cut(b));
+        return maps;
+    };
+    auto whole = [](const model::RecomputedMaps::Layer& x, int64_t tokens) {
+        return model::TensorMapCells(model::AttentionRows(x.q[1].narrow(0, 0, tokens), x.k[0].narrow(0, 0, tokens), x.tau_q[1].narrow(0, 0, tokens), 0),
+                                     false);
+    };
+    auto compare = [&](const model::MapCells& got, const model::MapCells& want, const std::string& what) {
+        double worst = 0.0;
+        const int n0 = want.Tokens();
+        for (int k = 0, n = n0;; ++k, n = (n + 1) / 2) {
+            const std::vector<float> x = got.Cells(k, 0, 0, n, n), y = want.Cells(k, 0, 0, n, n);
+            if (x.size() != y.size()) worst = INFINITY;
+            for (size_t i = 0; i < x.size() && i < y.size(); ++i) worst = std::max(worst, std::abs(double{x[i]} - y[i]));
+            const std::vector<float> w = got.Cells(k, n / 3, n / 5, n / 2 + 1, n), v = want.Cells(k, n / 3, n / 5, n / 2 + 1, n);
+            if (w.size() != v.size()) worst = INFINITY;
+            for (size_t i = 0; i < w.size() && i < v.size(); ++i) worst = std::max(worst, std::abs(double{w[i]} - v[i]));
+            if (n == 1) break;
+        }
+        const std::vector<float> x = got.Row(n0 - 1), y = want.Row(n0 - 1);
+        for (size_t i = 0; i < x.size() && i < y.size(); ++i) worst = std::max(worst, std::abs(double{x[i]} - y[i]));
+        const model::MapExtent e = got.Extent(), f = want.Extent();
+        worst = std::max({worst, std::abs(double{e.max} - f.max), std::abs(double{e.min_positive} - f.min_positive), std::abs(double{e.max_abs} - f.max_abs)});
+        const bool ok = std::isfinite(worst) && worst <= kTolerance;
+        if (!ok) ++g_failures;
+        std::printf("  %-34s %.2e%s\n", what.c_str(), worst, ok ? "" : "  FAIL");
+    };
+    const int64_t before = T - T / 4;
+    const auto old = maps_of(before);
+    const model::BandedMapPtr old_a = old->Banded(model::MapSide::Ssa, 0, 1);
+    compare(*old_a, *whole(a, before), "bands T " + std::to_string(before));
+    compare(*old_a->Minus(*old->Cells(model::MapSide::Compare, 0, 1)), *whole(a, before)->Minus(*whole(b, before)), "  their difference");
+    const auto now = maps_of(T);
+    now->Reuse(*old, before);
+    const model::BandedMapPtr now_a = now->Banded(model::MapSide::Ssa, 0, 1);
+    int shared = 0, want_shared = 0;
+    for (size_t band = 0; band < now_a->Bands().size(); ++band) {
+        shared += band < old_a->Bands().size() && now_a->Bands()[band] == old_a->Bands()[band];
+        want_shared += static_cast<int64_t>(band + 1) * model::kMapBandRows <= before;
+    }
+    if (shared != want_shared) ++g_failures;
+    compare(*now_a, *whole(a, T), "  after an edit at " + std::to_string(before) + " (" + std::to_string(shared) + " bands kept" +
+                                      (shared == want_shared ? ")" : ", not " + std::to_string(want_shared) + ": FAIL)"));
 }
 
 }  // namespace
@@ -179,6 +256,8 @@ int main(int argc, char** argv) {
             for (const int64_t window : {int64_t{0}, int64_t{64}}) CheckSoftmax(device, T, first, window, T == 300 ? 8.0 : 1.0, 7 + T + first);
     std::printf("map extent, %s\n", device.str().c_str());
     for (const int64_t T : {int64_t{1}, int64_t{5}, int64_t{300}, int64_t{2077}}) CheckExtent(device, T, 3 + T);
+    std::printf("maps in bands, %s\n", device.str().c_str());
+    for (const int64_t T : {int64_t{4}, int64_t{700}, int64_t{2077}}) CheckBands(device, T, 5 + T);
     std::printf(g_failures ? "%d checks FAILED\n" : "every check passed\n", g_failures);
     return g_failures ? 1 : 0;
 }

@@ -500,9 +500,9 @@ void InferenceWorker::PrefetchNeighbours() {
     m_neighbours_for = layer * H + head;
     if (layer >= L || head >= H) return;
     // The arrow keys' next heads, the most likely first (right: the next head), as many as the map
-    // cache holds beside the shown one: both sides' maps of T x T floats each.
+    // cache holds beside the shown one: both sides' maps.
     const HeadRef next[] = {{layer, (head + 1) % H}, {layer, (head + H - 1) % H}, {(layer + 1) % L, head}, {(layer + L - 1) % L, head}};
-    const size_t map_bytes = 2 * sizeof(float) * static_cast<size_t>(a->n_tokens) * static_cast<size_t>(a->n_tokens);
+    const size_t map_bytes = 2 * model::HeadMapBytes(a->n_tokens);
     const size_t fit = model::kMapCacheBytes / std::max<size_t>(map_bytes, 1), room = fit > 1 ? std::min(std::size(next), fit - 1) : 0;
     for (size_t i = 0; i < room && !Superseded(); ++i) {
         if (m_shown_layer.load() != layer || m_shown_head.load() != head) return;  // another head shown: start again from it

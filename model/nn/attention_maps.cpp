@@ -52,16 +52,13 @@ at::Tensor LargestMagnitude(const at::Tensor& up, const at::Tensor& down) {  // 
 
 namespace {
 
-// Rows [from, T) of head h's map into `out` [T, T] (the host's memory or the device's), in blocks
-// of rows so that the temporaries stay small (see BlockBytes).
-void RecomputeRows(const RecomputedMaps::Layer& x, int h, int64_t from, const at::Tensor& out) {
-    const int64_t T = x.k.size(1);
-    const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(BlockBytes(x.q.device()) / (sizeof(float) * static_cast<size_t>(T))));
-    for (int64_t a = from; a < T; a += block) {
-        const int64_t n = std::min(block, T - a);
-        const at::Tensor tau = x.tau_q.defined() ? x.tau_q[h].narrow(0, a, n) : at::Tensor();
-        out.narrow(0, a, n).copy_(AttentionRows(x.q[h].narrow(0, a, n), x.k[h * x.k.size(0) / x.q.size(0)], tau, a, x.window));
-    }
+// Band `first` (rows first..first + kMapBandRows - 1, cut at T) of head h's map, over the keys
+// 0..its last row: where the model ran, float32.
+MapBandPtr ComputeBand(const RecomputedMaps::Layer& x, int h, int64_t first) {
+    const int64_t T = x.k.size(1), rows = std::min(kMapBandRows, T - first), width = first + rows;
+    const at::Tensor tau = x.tau_q.defined() ? x.tau_q[h].narrow(0, first, rows) : at::Tensor();
+    const at::Tensor keys = x.k[h * x.k.size(0) / x.q.size(0)].narrow(0, 0, width);
+    return std::make_shared<MapBand>(first, AttentionRows(x.q[h].narrow(0, first, rows), keys, tau, first, x.window), /*diverging=*/false);
 }
 
 }  // namespace
@@ -72,45 +69,38 @@ const RecomputedMaps::Layer* RecomputedMaps::Find(MapSide side, int l, int h) co
     return &layers[l];
 }
 
-HeadMap RecomputedMaps::Head(MapSide side, int l, int h) const {
+BandedMapPtr RecomputedMaps::Banded(MapSide side, int l, int h) const {
     const Layer* found = Find(side, l, h);
     if (!found) return nullptr;
-    const MapCache::Key key{static_cast<int>(side), l, h};
+    const Key key{static_cast<int>(side), l, h};
     return m_cache.Get(key, [&] {
         c10::InferenceMode guard;
         const Layer& x = *found;
-        BindThreadToDevice(x.q.device());  // the UI thread or an export thread
+        BindThreadToDevice(x.q.device());  // the UI thread, the worker or an export thread
         const int64_t T = x.k.size(1);
-        auto map = std::make_shared<std::vector<float>>(static_cast<size_t>(T * T), 0.0f);
-        int64_t from = 0, stable = 0;
-        if (HeadMap old = TakeSeed(key, &stable)) {
-            const int64_t old_t = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(old->size()))));
-            from = std::min({stable, old_t, T});
-            const int64_t columns = std::min(old_t, T);  // row i < from is zero past column i anyway
-            for (int64_t i = 0; i < from; ++i)
-                std::copy_n(old->data() + i * old_t, columns, map->data() + i * T);
+        int64_t stable = 0;
+        const BandedMapPtr seed = TakeSeed(key, &stable);
+        std::vector<MapBandPtr> bands;
+        for (int64_t first = 0; first < T; first += kMapBandRows) {
+            const size_t b = static_cast<size_t>(first / kMapBandRows);
+            // A whole band above the edit is the last analysis's: the same rows of the same keys.
+            if (seed && first + kMapBandRows <= std::min(stable, T) && b < seed->Bands().size() && seed->Bands()[b]->rows() == kMapBandRows)
+                bands.push_back(seed->Bands()[b]);
+            else
+                bands.push_back(ComputeBand(x, h, first));
         }
-        // Straight into the map's memory: from a GPU one transfer a block, no host tensor between.
-        RecomputeRows(x, h, from, at::from_blob(map->data(), {T, T}, at::kFloat));
-        return HeadMap(std::move(map));
+        return std::make_shared<const BandedMap>(std::move(bands), T, /*diverging=*/false);
     });
 }
 
-MapCellsPtr RecomputedMaps::Cells(MapSide side, int l, int h) const {
-    const Layer* found = Find(side, l, h);
-    if (!found) return nullptr;
-    if (found->q.is_cpu()) return AttentionMaps::Cells(side, l, h);  // the host map, shared with Head
-    // On a device the map stays there: rebuilt whole (the device's work is small next to copying
-    // it), kept up to kDeviceMapCacheBytes.
-    return m_device_cache.Get({static_cast<int>(side), l, h}, [&] {
-        c10::InferenceMode guard;
-        BindThreadToDevice(found->q.device());
-        const int64_t T = found->k.size(1);
-        at::Tensor out = at::empty({T, T}, found->q.options().dtype(at::kFloat));
-        RecomputeRows(*found, h, 0, out);
-        return TensorMapCells(std::move(out), /*diverging=*/false);
-    });
+HeadMap RecomputedMaps::Head(MapSide side, int l, int h) const {
+    const BandedMapPtr map = Banded(side, l, h);
+    if (!map) return nullptr;
+    const int T = map->Tokens();
+    return std::make_shared<const std::vector<float>>(map->Cells(0, 0, 0, T, T));  // from a device, one transfer
 }
+
+MapCellsPtr RecomputedMaps::Cells(MapSide side, int l, int h) const { return Banded(side, l, h); }
 
 MapCellsPtr AttentionMaps::Cells(MapSide side, int l, int h) const {
     HeadMap map = Head(side, l, h);
@@ -139,8 +129,8 @@ at::Tensor PoolByTwo(const at::Tensor& map, bool diverging) {
     if (!map.is_cpu()) return PoolByTwoOps(map, diverging);
     // On the CPU one pass (the ops above take 30 ms for a 1,801-token difference, this loop ~3).
     const at::Tensor src = map.to(at::kFloat).contiguous();
-    const int64_t n = src.size(0), m = (n + 1) / 2;
-    at::Tensor out = at::empty({m, m}, at::kFloat);
+    const int64_t n = src.size(0), c = src.size(1), m = (n + 1) / 2, w = (c + 1) / 2;
+    at::Tensor out = at::empty({m, w}, at::kFloat);
     const float* in = src.data_ptr<float>();
     float* o = out.data_ptr<float>();
     auto stronger = [diverging](float a, float b) {
@@ -150,11 +140,11 @@ at::Tensor PoolByTwo(const at::Tensor& map, bool diverging) {
     };
     at::parallel_for(0, m, 16, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
-            const float* r0 = in + 2 * i * n;
-            const float* r1 = 2 * i + 1 < n ? r0 + n : r0;
-            for (int64_t j = 0; j < m; ++j) {
-                const int64_t c0 = 2 * j, c1 = std::min(2 * j + 1, n - 1);
-                o[i * m + j] = stronger(stronger(r0[c0], r0[c1]), stronger(r1[c0], r1[c1]));
+            const float* r0 = in + 2 * i * c;
+            const float* r1 = 2 * i + 1 < n ? r0 + c : r0;
+            for (int64_t j = 0; j < w; ++j) {
+                const int64_t c0 = 2 * j, c1 = std::min(2 * j + 1, c - 1);
+                o[i * w + j] = stronger(stronger(r0[c0], r0[c1]), stronger(r1[c0], r1[c1]));
             }
         }
     });
@@ -192,20 +182,23 @@ void AddToExtent(MapExtent* e, float v) {
 
 }  // namespace
 
-MapExtent HostMapExtent(const float* map, int tokens) {
+MapExtent HostMapExtent(const float* map, int tokens) { return HostMapExtent(map, tokens, tokens, 0); }
+
+MapExtent HostMapExtent(const float* map, int64_t rows, int64_t width, int64_t first) {
     ExtentLanes x, y;
     MapExtent e;
-    for (int i = 0; i < tokens; ++i) {
-        const float* row = map + static_cast<size_t>(i) * tokens;
-        int j = 0;
-        for (; j + 8 <= i + 1; j += 8) {
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* row = map + static_cast<size_t>(r * width);
+        const int64_t end = std::min(first + r + 1, width);  // the causal cells
+        int64_t j = 0;
+        for (; j + 8 <= end; j += 8) {
             Floats4 v, w;
             std::memcpy(&v, row + j, sizeof v);
             std::memcpy(&w, row + j + 4, sizeof w);
             x.Add(v);
             y.Add(w);
         }
-        for (; j <= i; ++j) AddToExtent(&e, row[j]);
+        for (; j < end; ++j) AddToExtent(&e, row[j]);
     }
     for (const ExtentLanes& lanes : {x, y})
         for (int k = 0; k < 4; ++k) {  // each lane's figures are cells' values, or where MapExtent starts
@@ -216,38 +209,50 @@ MapExtent HostMapExtent(const float* map, int tokens) {
     return e;
 }
 
-MapExtent TensorMapExtent(const at::Tensor& map) {
-    MapExtent e;
-    const int64_t T = map.size(0);
-    if (T == 0) return e;
+at::Tensor ExtentBits(const at::Tensor& rows, int64_t first) {
     c10::InferenceMode guard;
-    BindThreadToDevice(map.device());
+    BindThreadToDevice(rows.device());
+    const int64_t n = rows.size(0), width = rows.size(1);
+    const float start[3] = {0.0f, 1.0f, 0.0f};  // as MapExtent starts
+    int32_t bits[3];
+    std::memcpy(bits, start, sizeof bits);
 #ifdef SSAVIZ_CUDA_KERNELS
-    if (map.is_cuda() && map.scalar_type() == at::kFloat) {  // one pass and no [T, T] temporaries
-        const at::Tensor m = map.contiguous();
-        const c10::DeviceGuard on_its_device(map.device());
-        const float start[3] = {0.0f, 1.0f, 0.0f};  // as MapExtent starts; the kernel takes their bits
-        int32_t bits[3];
-        std::memcpy(bits, start, sizeof bits);
-        const at::Tensor out = at::tensor(at::ArrayRef<int32_t>(bits, 3), at::kInt).to(map.device());
-        const char* error = cuda::MapExtentBits(m.data_ptr<float>(), T, reinterpret_cast<unsigned*>(out.data_ptr<int32_t>()));
+    if (rows.is_cuda() && rows.scalar_type() == at::kFloat) {  // one pass and no [n, width] temporaries
+        const at::Tensor m = rows.contiguous();
+        const c10::DeviceGuard on_its_device(rows.device());
+        const at::Tensor out = at::tensor(at::ArrayRef<int32_t>(bits, 3), at::kInt).to(rows.device());
+        const char* error = cuda::MapExtentBits(m.data_ptr<float>(), n, width, first, reinterpret_cast<unsigned*>(out.data_ptr<int32_t>()));
         TORCH_CHECK(error == nullptr, "the map extent kernel failed: ", error);
-        const at::Tensor host = out.to(at::kCPU);
-        float figures[3];
-        std::memcpy(figures, host.data_ptr<int32_t>(), sizeof figures);
-        return {figures[0], figures[1], figures[2]};
+        return out;
     }
 #endif
+    if (n == 0 || width == 0) return at::tensor(at::ArrayRef<int32_t>(bits, 3), at::kInt).to(rows.device());
     const float inf = std::numeric_limits<float>::infinity();
-    const at::Tensor counted = at::ones({T, T}, map.options().dtype(at::kBool)).tril_() & at::isfinite(map);
-    const at::Tensor hi = at::where(counted, map, -inf).max();
-    const at::Tensor lo = at::where(counted & (map > 0), map, inf).min();
-    const at::Tensor magnitude = at::where(counted, map.abs(), 0.0f).max();
-    const std::vector<float> v = ToHost(at::stack({hi, lo, magnitude}));  // one copy from a device
-    e.max = std::max(0.0f, v[0]);
-    e.min_positive = std::min(1.0f, v[1]);
-    e.max_abs = v[2];
-    return e;
+    const at::Tensor counted = at::ones({n, width}, rows.options().dtype(at::kBool)).tril_(first) & at::isfinite(rows);
+    const at::Tensor largest = at::where(counted, rows, -inf).max();
+    const at::Tensor hi = at::where(largest > 0, largest, 0.0f);  // not clamp_min, which keeps a -0 (the kernel's never wins)
+    const at::Tensor lo = at::where(counted & (rows > 0), rows, inf).min().clamp_max(1.0f);
+    const at::Tensor magnitude = at::where(counted, rows.abs(), 0.0f).max();
+    return at::stack({hi, lo, magnitude}).to(at::kFloat).view(at::kInt);  // the figures' bits, as the kernel gives them
+}
+
+MapExtent ExtentFromBits(const int32_t* bits) {
+    float figures[3];
+    std::memcpy(figures, bits, sizeof figures);
+    return {figures[0], figures[1], figures[2]};
+}
+
+MapExtent MergeExtents(MapExtent a, const MapExtent& b) {
+    a.max = std::max(a.max, b.max);
+    a.min_positive = std::min(a.min_positive, b.min_positive);
+    a.max_abs = std::max(a.max_abs, b.max_abs);
+    return a;
+}
+
+MapExtent TensorMapExtent(const at::Tensor& map) {
+    if (map.size(0) == 0) return {};
+    const at::Tensor host = ExtentBits(map, 0).to(at::kCPU).contiguous();
+    return ExtentFromBits(host.data_ptr<int32_t>());
 }
 
 namespace {
@@ -322,12 +327,12 @@ MapCellsPtr TensorMapCells(at::Tensor map, bool diverging, HeadMap keep) {
     return std::make_shared<TensorCells>(map.to(at::kFloat).contiguous(), diverging, std::move(keep));
 }
 
-HeadMap RecomputedMaps::TakeSeed(const MapCache::Key& key, int64_t* stable) const {
+BandedMapPtr RecomputedMaps::TakeSeed(const Key& key, int64_t* stable) const {
     std::lock_guard<std::mutex> lock(m_seeds_mutex);
     *stable = m_stable;
     for (auto it = m_seeds.begin(); it != m_seeds.end(); ++it)
         if (it->first == key) {
-            HeadMap map = std::move(it->second);
+            BandedMapPtr map = std::move(it->second);
             m_seeds.erase(it);
             return map;
         }

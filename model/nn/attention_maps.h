@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -43,8 +44,10 @@ public:
 using MapCellsPtr = std::shared_ptr<const MapCells>;
 // Cells of a map already on the host (the synthetic analyses, a CPU engine's maps): no copy.
 MapCellsPtr HostMapCells(HeadMap map, int tokens);
-// The extent of a map [T, T] on the host (what MapCells::Extent gives for it).
+// The extent of a map [T, T] on the host (what MapCells::Extent gives for it), and of rows
+// first..first + rows - 1 of a map given as [rows, width] (row r's causal cells: j <= first + r).
 MapExtent HostMapExtent(const float* map, int tokens);
+MapExtent HostMapExtent(const float* map, int64_t rows, int64_t width, int64_t first);
 
 // Every head's full attention map, on demand. At thousands of tokens L*H*T*T floats do not fit
 // the host (GPT-2 small at 2,048 tokens: 2.4 GB a side), so the engine keeps each layer's q, k
@@ -60,6 +63,12 @@ public:
 };
 constexpr size_t kDeviceMapCacheBytes = size_t{1} << 30;
 constexpr size_t kMapCacheBytes = size_t{128} << 20;
+// About what one side of a head's map holds where it is kept: the causal half of [T, T] floats in
+// bands of 256 rows (each as wide as its last row) and their levels of detail (a third more).
+inline size_t HeadMapBytes(int tokens) {
+    const size_t T = tokens > 0 ? static_cast<size_t>(tokens) : 0;
+    return T * (T + 256) / 2 * sizeof(float) / 3 * 4;
+}
 
 // Maps already on the host, [L, H, T, T] a side: synthetic analyses for the demo and tests (no base side).
 std::shared_ptr<const AttentionMaps> HostAttentionMaps(int layers, int heads, int tokens, std::vector<float> ssa,

@@ -8,7 +8,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <list>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -38,7 +40,13 @@ template <class Map>
 class LruMaps {
 public:
     using Key = std::tuple<int, int, int>;  // side, layer, head
-    explicit LruMaps(size_t budget) : m_budget(budget) {}
+    // `keep`: how many of the most recent maps stay whatever their size (the view's sides of one
+    // head, so that the next analysis after an edit finds each of them to keep rows from).
+    explicit LruMaps(size_t budget, size_t keep = 1) : m_budget(budget), m_keep(keep) {}
+    void SetBudget(size_t budget) {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        m_budget = budget;
+    }
     // The map of `key`, made by `make()` when it is not kept. It is made outside the lock, so a
     // thread reading a kept map never waits for another one making a map; two threads asking for
     // one map make it once (the second waits for the first).
@@ -71,7 +79,7 @@ public:
         if (!map) return map;
         m_bytes += MapBytes(map);
         m_entries.emplace_front(key, map);
-        while (m_bytes > m_budget && m_entries.size() > 1) {
+        while (m_bytes > m_budget && m_entries.size() > m_keep) {
             m_bytes -= MapBytes(m_entries.back().second);
             m_entries.pop_back();
         }
@@ -88,7 +96,8 @@ private:
     std::vector<Key> m_making;                 // maps being made, outside the lock
     std::list<std::pair<Key, Map>> m_entries;  // most recent first
     size_t m_bytes = 0;
-    const size_t m_budget;
+    size_t m_budget;
+    const size_t m_keep;
 };
 class MapCache : public LruMaps<HeadMap> {
 public:
@@ -98,24 +107,105 @@ public:
 // A float32 map [T, T] where it lives as MapCells: levels pooled there (kept once built),
 // windows, values and rows copied out. `keep` holds the memory of a map wrapped from the host.
 MapCellsPtr TensorMapCells(at::Tensor map, bool diverging, HeadMap keep = nullptr);
-// One level of detail coarser (MapCells' rule), in torch ops on the map's device: [n, n] ->
-// ceil(n / 2) a side, the last row and column pooling the cells they have.
+// One level of detail coarser (MapCells' rule), in torch ops on the map's device: [n, m] ->
+// [ceil(n / 2), ceil(m / 2)], the last row and column pooling the cells they have.
 at::Tensor PoolByTwo(const at::Tensor& map, bool diverging);
 at::Tensor PoolByTwoOps(const at::Tensor& map, bool diverging);  // the device's way (PoolByTwo elsewhere), for tests on the CPU
 // MapCells::Extent in torch ops on the map's device, one copy to the host (a CPU map's cells use HostMapExtent).
 MapExtent TensorMapExtent(const at::Tensor& map);
+// The extent of rows [first, first + n) of a map, given as [n, width] (row r's causal cells are
+// j <= first + r), where they are: int32 [3], the bits of MapExtent's three figures (a CUDA kernel
+// where the build has one, else torch ops), so that many parts' figures cross in one copy.
+at::Tensor ExtentBits(const at::Tensor& rows, int64_t first);
+MapExtent ExtentFromBits(const int32_t* bits);
+MapExtent MergeExtents(MapExtent a, const MapExtent& b);
+
+// A head's map in bands of kMapBandRows rows where the engine keeps it. A band of a causal map is
+// only as wide as its last row's keys (the cells right of that read as 0), so it stays valid while
+// the text grows, and a map shares with the last analysis's map of the head every band above an
+// edit: typing at the end of 8,192 tokens computes one band of 32 instead of the whole map, and
+// its levels of detail, extent and difference are the new band's. A band is immutable; its levels
+// (kMapBandRows is a power of two, so level k <= kMapBandDepth of the map is its bands' level k
+// one under another) and figures are made when first read.
+constexpr int64_t kMapBandRows = 256;
+constexpr int kMapBandDepth = 8;  // log2(kMapBandRows)
+class MapBand {
+public:
+    MapBand(int64_t first, at::Tensor rows, bool diverging);  // rows: [n, width] float32 where the map is
+    int64_t first() const { return m_first; }
+    int64_t rows() const { return m_cells.size(0); }
+    int64_t width() const { return m_cells.size(1); }
+    const at::Tensor& Cells() const { return m_cells; }  // level 0
+    // Level k <= kMapBandDepth: [ceil(rows / 2^k), ceil(width / 2^k)] (MapCells' pooling rule).
+    at::Tensor Level(int k) const;
+    // The extent's bits (ExtentBits), made once; `known` is set where the host has them already.
+    at::Tensor ExtentBitsTensor() const;
+    bool KnownExtent(MapExtent* out) const;
+    void SetExtent(const MapExtent& e) const;
+    // This band minus `other` (the same rows), as a difference band; kept with this band while
+    // `other` lives, so a view showing the difference after an edit subtracts only the new bands.
+    std::shared_ptr<const MapBand> Minus(const std::shared_ptr<const MapBand>& other) const;
+    size_t Bytes() const { return static_cast<size_t>(rows() * width()) * sizeof(float); }
+
+private:
+    const int64_t m_first;
+    const bool m_diverging;
+    const at::Tensor m_cells;    // [n, width] float32, contiguous
+    mutable std::mutex m_mutex;  // guards what follows
+    mutable std::vector<at::Tensor> m_levels;  // [k - 1]: level k
+    mutable at::Tensor m_extent_bits;
+    mutable std::optional<MapExtent> m_extent;
+    mutable std::weak_ptr<const MapBand> m_minus_of;
+    mutable std::shared_ptr<const MapBand> m_minus;
+};
+using MapBandPtr = std::shared_ptr<const MapBand>;
+
+// MapCells over bands: rows 0..T-1 in order, band b holding rows b * kMapBandRows on.
+class BandedMap final : public MapCells {
+public:
+    BandedMap(std::vector<MapBandPtr> bands, int64_t tokens, bool diverging);
+    const std::vector<MapBandPtr>& Bands() const { return m_bands; }
+    size_t Bytes() const;  // the bands' cells and their levels (a third more)
+
+    int Tokens() const override { return static_cast<int>(m_tokens); }
+    std::vector<float> Cells(int level, int row0, int col0, int rows, int cols) const override;
+    float At(int i, int j) const override;
+    std::vector<float> Row(int i) const override;
+    MapExtent Extent() const override;
+    MapCellsPtr Minus(const MapCells& other) const override;
+
+    // Cells' window where the map is (on the host Cells copies the bands' cells straight out).
+    at::Tensor Window(int level, int64_t row0, int64_t col0, int64_t rows, int64_t cols) const;
+
+private:
+    at::Tensor Coarse(int level) const;  // a level past kMapBandDepth, pooled from the whole level kMapBandDepth
+
+    const std::vector<MapBandPtr> m_bands;
+    const int64_t m_tokens;
+    const bool m_diverging;
+    mutable std::mutex m_mutex;  // guards the two below
+    mutable std::vector<at::Tensor> m_coarse;  // [k - kMapBandDepth - 1]: level k
+    mutable std::optional<MapExtent> m_extent;
+};
+using BandedMapPtr = std::shared_ptr<const BandedMap>;
+inline size_t MapBytes(const BandedMapPtr& map) { return map->Bytes(); }
 
 // Rebuilds a head's map from the layer's q, k and tau_q where the model ran (CPU or GPU) with the
-// forward pass's own AttentionRows, and copies only that [T, T] map to the host. After an edit, a
-// head the previous analysis had built keeps its rows before the edit and computes only the rest.
+// forward pass's own AttentionRows, band by band (BandedMap), and keeps it there: Cells reads it in
+// parts, Head copies it whole to the host. After an edit, a head the previous analysis had built
+// shares its bands above the edit and computes only the rest.
 class RecomputedMaps final : public AttentionMaps {
 public:
+    RecomputedMaps() = default;
     struct Layer {
         at::Tensor q, k;  // [H, T, D] in the compute dtype
         at::Tensor tau_q; // [H, T]; undefined: 1
         int window = 0;   // the layer's sliding window (LayerWeights::window); 0: none
     };
-    void Add(MapSide side, Layer layer) { m_layers[static_cast<int>(side)].push_back(std::move(layer)); }
+    void Add(MapSide side, Layer layer) {
+        m_cache.SetBudget(layer.q.is_cpu() ? kMapCacheBytes : kDeviceMapCacheBytes);
+        m_layers[static_cast<int>(side)].push_back(std::move(layer));
+    }
     // `previous` answered for ids whose first `stable` equal these ones'.
     void Reuse(const RecomputedMaps& previous, int64_t stable) {
         std::lock_guard<std::mutex> lock(m_seeds_mutex);
@@ -125,15 +215,19 @@ public:
     HeadMap Head(MapSide side, int l, int h) const override;
     MapCellsPtr Cells(MapSide side, int l, int h) const override;
 
+    BandedMapPtr Banded(MapSide side, int l, int h) const;  // Cells' map as its bands
+
 private:
-    HeadMap TakeSeed(const MapCache::Key& key, int64_t* stable) const;  // and the rows it keeps
+    using Key = LruMaps<BandedMapPtr>::Key;
+    BandedMapPtr TakeSeed(const Key& key, int64_t* stable) const;  // and the rows it keeps
     const Layer* Find(MapSide side, int l, int h) const;
 
     std::vector<Layer> m_layers[kMapSides];
-    mutable MapCache m_cache;
-    mutable LruMaps<MapCellsPtr> m_device_cache{kDeviceMapCacheBytes};  // Cells' maps on a GPU, with their levels
+    // The most recently used maps where the model ran, up to kMapCacheBytes on the host or
+    // kDeviceMapCacheBytes on a device, and always the last kMapSides (a head's sides).
+    mutable LruMaps<BandedMapPtr> m_cache{kMapCacheBytes, kMapSides};
     mutable std::mutex m_seeds_mutex;  // guards the two below (a map is made outside the cache's lock)
-    mutable std::vector<std::pair<MapCache::Key, HeadMap>> m_seeds;
+    mutable std::vector<std::pair<Key, BandedMapPtr>> m_seeds;
     int64_t m_stable = 0;
 };
 

@@ -273,15 +273,16 @@ __device__ __forceinline__ void Extend(float& hi, float& lo, float& magnitude, f
     magnitude = other_magnitude > magnitude ? other_magnitude : magnitude;
 }
 
-// A row of the map a block, its threads striding over the causal cells; then the block's figures
+// A row of the map a block, its threads striding over its causal cells; then the block's figures
 // merged into `out` (metrics_cuda.h's MapExtentBits).
-__global__ void __launch_bounds__(kThreads) MapExtentKernel(const float* map, int64_t T, unsigned* out) {
+__global__ void __launch_bounds__(kThreads) MapExtentKernel(const float* map, int64_t rows, int64_t width, int64_t first, unsigned* out) {
     __shared__ float partial[3][kWarps];
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     float hi = 0.0f, lo = 1.0f, magnitude = 0.0f;
-    for (int64_t i = blockIdx.x; i < T; i += gridDim.x) {
-        const float* row = map + i * T;
-        for (int64_t j = tid; j <= i; j += kThreads) {
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float* row = map + r * width;
+        const int64_t end = first + r + 1 < width ? first + r + 1 : width;
+        for (int64_t j = tid; j < end; j += kThreads) {
             const float v = row[j];
             if (!isfinite(v)) continue;
             Extend(hi, lo, magnitude, v, v > 0.0f ? v : 1.0f, fabsf(v));
@@ -302,10 +303,10 @@ __global__ void __launch_bounds__(kThreads) MapExtentKernel(const float* map, in
 
 }  // namespace
 
-const char* MapExtentBits(const float* map, int64_t T, unsigned* out) {
-    if (T <= 0) return nullptr;
-    const unsigned blocks = static_cast<unsigned>(T < 4096 ? T : 4096);
-    MapExtentKernel<<<blocks, kThreads>>>(map, T, out);
+const char* MapExtentBits(const float* map, int64_t rows, int64_t width, int64_t first, unsigned* out) {
+    if (rows <= 0 || width <= 0) return nullptr;
+    const unsigned blocks = static_cast<unsigned>(rows < 4096 ? rows : 4096);
+    MapExtentKernel<<<blocks, kThreads>>>(map, rows, width, first, out);
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }

@@ -34,11 +34,12 @@ const char* PoolMaps(const float* p, const float* q, int64_t maps, int64_t R, in
 // is, as torch's softmax of a row with a NaN or +inf score gives).
 const char* MaskedSoftmaxRows(float* scores, int64_t rows, int64_t R, int64_t T, int64_t first, int64_t window);
 
-// The extent of a device float32 [T, T] map over its causal cells (j <= i) with finite values
-// (attention_maps.h's MapExtent): `out`, device uint32 [3] set beforehand to the bits of 0, 1 and
-// 0, becomes the bits of the largest value (0 when none is above it), the smallest positive value
-// (1 when none is below it) and the largest magnitude. All three are non-negative, so their bits
-// order as their values do and the thread blocks merge them with atomicMax and atomicMin.
-const char* MapExtentBits(const float* map, int64_t T, unsigned* out);
+// The extent of rows first..first + rows - 1 of a map, device float32 [rows, width], over their
+// causal cells (j <= first + r) with finite values (attention_maps.h's MapExtent): `out`, device
+// uint32 [3] set beforehand to the bits of 0, 1 and 0, becomes the bits of the largest value (0
+// when none is above it), the smallest positive value (1 when none is below it) and the largest
+// magnitude. All three are non-negative, so their bits order as their values do and the thread
+// blocks merge them with atomicMax and atomicMin.
+const char* MapExtentBits(const float* map, int64_t rows, int64_t width, int64_t first, unsigned* out);
 
 }  // namespace model::cuda

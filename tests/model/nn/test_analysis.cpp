@@ -101,14 +101,15 @@ TEST_F(OnDemandMaps, EveryHeadRebuildsForwardsMap) {
                 float worst = 0;
                 for (size_t k = 0; k < map->size(); ++k) worst = std::max(worst, std::abs((*map)[k] - w[k]));
                 EXPECT_LE(worst, 1e-6f) << "side " << static_cast<int>(side) << " layer " << l << " head " << h;
-                EXPECT_EQ(a.Map(side, l, h).get(), map.get()) << "a second request is served from the cache";
+                EXPECT_EQ(a.Cells(side, l, h).get(), a.Cells(side, l, h).get()) << "a second request is served from the cache";
+                EXPECT_EQ(*a.Map(side, l, h), *map) << "copied from the kept map again";
             }
     EXPECT_FALSE(a.Map(MapSide::Ssa, a.n_layer, 0));
     EXPECT_FALSE(a.Map(MapSide::Ssa, 0, -1));
 }
 
-// The map view's reading of a head (Analysis::Cells): the same map as Map, read in parts; on the
-// CPU it shares the cached host map. Levels and extents are checked against loops in test_map_cells.cpp.
+// The map view's reading of a head (Analysis::Cells): the same map as Map, read in parts (Map
+// copies the kept map whole). Levels and extents are checked against loops in test_map_cells.cpp.
 TEST_F(OnDemandMaps, CellsReadTheHeadsMapInParts) {
     ASSERT_TRUE(s_analysis);
     const model::Analysis& a = *s_analysis;

@@ -8,6 +8,9 @@
 #include <cmath>
 #include <future>
 #include <limits>
+#include <string>
+#include <tuple>
+#include <utility>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -17,6 +20,7 @@
 #include <ATen/ATen.h>
 
 #include "model/nn/attention_maps_torch.h"
+#include "model/nn/forward.h"
 
 namespace {
 
@@ -189,7 +193,155 @@ TEST(MapCells, MinusIsTheCellByCellDifference) {
     EXPECT_FALSE(model::TensorMapCells(AsTensor(a, T), false)->Minus(*model::TensorMapCells(at::zeros({3, 3}), false))) << "sizes differ";
 }
 
+// A layer's q, k and tau_q of random heads ([H, T, D], one key head for two query heads), with
+// scores large enough that some rows are sharp: what RecomputedMaps rebuilds maps from.
+model::RecomputedMaps::Layer RandomLayer(int64_t T, unsigned seed, int window) {
+    at::manual_seed(seed);
+    const int64_t H = 2, D = 16;
+    return {at::randn({H, T, D}) * 1.5, at::randn({1, T, D}) * 1.5, at::rand({H, T}) * 2.0 + 0.1, window};
+}
+
+// Head h's whole [T, T] map the way the map used to be made: every row over every key at once.
+at::Tensor WholeMap(const model::RecomputedMaps::Layer& x, int h) {
+    return model::AttentionRows(x.q[h], x.k[0], x.tau_q[h], 0, x.window).contiguous();
+}
+
+std::vector<float> Values(const at::Tensor& t) {
+    const at::Tensor c = t.contiguous();
+    return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+}
+
+// `got` and `want` (the same map) read the same, bit for bit: every level whole, random windows
+// of each, rows, cells (above the diagonal too) and the extent; the bands' window in torch ops (a
+// device's way) as the host's copy.
+void ExpectSameCells(const model::MapCells& got, const model::MapCells& want, const std::string& what) {
+    const int T = want.Tokens();
+    ASSERT_EQ(got.Tokens(), T) << what;
+    const auto* banded = dynamic_cast<const model::BandedMap*>(&got);
+    std::mt19937 rng(static_cast<unsigned>(T));
+    for (int k = 0, n = T;; ++k, n = (n + 1) / 2) {
+        EXPECT_EQ(got.Cells(k, 0, 0, n, n), want.Cells(k, 0, 0, n, n)) << what << ": level " << k;
+        for (int w = 0; w < 3; ++w) {
+            const int r0 = static_cast<int>(rng() % n), c0 = static_cast<int>(rng() % n);
+            const int rows = 1 + static_cast<int>(rng() % (n - r0)), cols = 1 + static_cast<int>(rng() % (n - c0 + 3));
+            const std::vector<float> window = want.Cells(k, r0, c0, rows, cols);
+            EXPECT_EQ(got.Cells(k, r0, c0, rows, cols), window) << what << ": level " << k << " window " << r0 << ", " << c0;
+            if (banded) {
+                EXPECT_EQ(Values(banded->Window(k, r0, c0, rows, cols)), window) << what << ": level " << k << " (torch ops)";
+            }
+        }
+        if (n == 1) break;
+    }
+    for (int i : {0, T / 3, T / 2, T - 1}) {
+        EXPECT_EQ(got.Row(i), want.Row(i)) << what << ": row " << i;
+        for (int j : {0, i / 2, i, std::min(i + 1, T - 1), T - 1}) EXPECT_EQ(got.At(i, j), want.At(i, j)) << what << ": cell " << i << ", " << j;
+    }
+    const model::MapExtent a = got.Extent(), b = want.Extent();
+    EXPECT_EQ(a.max, b.max) << what;
+    EXPECT_EQ(a.min_positive, b.min_positive) << what;
+    EXPECT_EQ(a.max_abs, b.max_abs) << what;
+}
+
 }  // namespace
+
+// A head's map in bands (one band, band edges, a partial last band, levels past a band's depth,
+// a sliding window) reads as the whole map made at once and pooled whole; so does the difference
+// of two sides' banded maps. Bit for bit: a band's rows are the same products and softmax rows over
+// the keys up to its last row (the keys after a row's own are masked, exp(-inf) = 0 adds nothing).
+TEST(MapBands, ReadAsTheWholeMap) {
+    for (int64_t T : {1, 200, 256, 257, 700, 1100})
+        for (int window : {0, 300}) {
+            const model::RecomputedMaps::Layer ssa = RandomLayer(T, static_cast<unsigned>(T + window), window);
+            const model::RecomputedMaps::Layer other = RandomLayer(T, static_cast<unsigned>(T + window + 1), window);
+            model::RecomputedMaps maps;
+            maps.Add(model::MapSide::Ssa, ssa);
+            maps.Add(model::MapSide::Compare, other);
+            const std::string what = "T " + std::to_string(T) + ", window " + std::to_string(window);
+            const model::MapCellsPtr a = maps.Cells(model::MapSide::Ssa, 0, 1), b = maps.Cells(model::MapSide::Compare, 0, 1);
+            ASSERT_TRUE(a && b) << what;
+            EXPECT_EQ(maps.Banded(model::MapSide::Ssa, 0, 1)->Bands().size(), static_cast<size_t>((T + 255) / 256));
+            const model::MapCellsPtr whole_a = model::TensorMapCells(WholeMap(ssa, 1), false), whole_b = model::TensorMapCells(WholeMap(other, 1), false);
+            ExpectSameCells(*a, *whole_a, what);
+            EXPECT_EQ(*maps.Head(model::MapSide::Ssa, 0, 1), Values(WholeMap(ssa, 1))) << what << ": Head, the host's whole map";
+            const model::MapCellsPtr difference = a->Minus(*b);
+            ASSERT_TRUE(difference) << what;
+            ExpectSameCells(*difference, *whole_a->Minus(*whole_b), what + " (difference)");
+        }
+}
+
+// After an edit at p the map of a head the last analysis had built shares its whole bands above p
+// (the same objects: no row computed or copied again) and computes the rest; it reads as a map
+// made from scratch. The difference of two such maps subtracts only the bands that changed.
+TEST(MapBands, AnEditSharesTheBandsAboveIt) {
+    const int64_t T = 900;
+    const model::RecomputedMaps::Layer ssa = RandomLayer(T, 11, 0), other = RandomLayer(T, 12, 0);
+    auto maps_of = [](const model::RecomputedMaps::Layer& a, const model::RecomputedMaps::Layer& b, int64_t tokens) {
+        auto maps = std::make_shared<model::RecomputedMaps>();
+        auto first = [&](const model::RecomputedMaps::Layer& x) {
+            return model::RecomputedMaps::Layer{x.q.narrow(1, 0, tokens), x.k.narrow(1, 0, tokens), x.tau_q.narrow(1, 0, tokens), x.window};
+        };
+        maps->Add(model::MapSide::Ssa, first(a));
+        maps->Add(model::MapSide::Compare, first(b));
+        return maps;
+    };
+    // Typing at the end: 600 tokens, then 700 with the first 600 kept; then an edit at 300 of 900.
+    const auto before = maps_of(ssa, other, 600);
+    const model::BandedMapPtr old_a = before->Banded(model::MapSide::Ssa, 0, 0), old_b = before->Banded(model::MapSide::Compare, 0, 0);
+    const model::MapCellsPtr old_difference = old_a->Minus(*old_b);
+    for (const auto& [tokens, p] : {std::pair<int64_t, int64_t>{700, 600}, {900, 300}}) {
+        const auto after = maps_of(ssa, other, tokens);
+        after->Reuse(*before, p);
+        const model::BandedMapPtr a = after->Banded(model::MapSide::Ssa, 0, 0), b = after->Banded(model::MapSide::Compare, 0, 0);
+        const std::string what = std::to_string(tokens) + " tokens, edit at " + std::to_string(p);
+        for (size_t band = 0; band < a->Bands().size(); ++band) {
+            const bool above = static_cast<int64_t>(band + 1) * model::kMapBandRows <= p;
+            EXPECT_EQ(a->Bands()[band] == old_a->Bands()[band], above) << what << ": band " << band;
+            EXPECT_EQ(b->Bands()[band] == old_b->Bands()[band], above) << what << ": band " << band << " (comparison)";
+        }
+        const auto fresh = maps_of(ssa, other, tokens);
+        ExpectSameCells(*a, *fresh->Cells(model::MapSide::Ssa, 0, 0), what);
+        const model::MapCellsPtr kept = a->Minus(*b);
+        const auto* difference = dynamic_cast<const model::BandedMap*>(kept.get());
+        const auto* old = dynamic_cast<const model::BandedMap*>(old_difference.get());
+        ASSERT_TRUE(difference && old);
+        for (size_t band = 0; band < difference->Bands().size(); ++band)
+            EXPECT_EQ(difference->Bands()[band] == old->Bands()[band], static_cast<int64_t>(band + 1) * model::kMapBandRows <= p) << what << ": difference band " << band;
+        ExpectSameCells(*difference, *fresh->Cells(model::MapSide::Ssa, 0, 0)->Minus(*fresh->Cells(model::MapSide::Compare, 0, 0)), what + " (difference)");
+    }
+    EXPECT_FALSE(old_a->Minus(*before->Cells(model::MapSide::Ssa, 0, 1)) == nullptr) << "two heads of one size subtract";
+    EXPECT_FALSE(old_a->Minus(*maps_of(ssa, other, 599)->Cells(model::MapSide::Ssa, 0, 0))) << "sizes differ";
+}
+
+// The extent of a band's rows counts each row's causal cells only, from the band's first row on.
+TEST(MapBands, ABandsExtentCountsItsCausalCells) {
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    for (const auto& [rows, width, first] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 0}, {3, 40, 37}, {20, 300, 280}, {9, 17, 4}}) {
+        std::mt19937 rng(static_cast<unsigned>(rows * width));
+        std::vector<float> cells(static_cast<size_t>(rows * width));
+        for (float& v : cells) v = std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng);
+        auto cell = [&](int64_t r, int64_t j) -> float& { return cells[static_cast<size_t>(r * width + j)]; };
+        if (first + 1 < width) cell(0, first + 1) = 90.0f;  // right of the first row's diagonal: not counted
+        cell(rows - 1, 0) = inf;
+        if (rows > 1) cell(1, 0) = nan;
+        const at::Tensor t = at::from_blob(cells.data(), {rows, width}, at::kFloat).clone();
+        model::MapExtent want;  // the rule, cell by cell
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t j = 0; j <= std::min(first + r, width - 1); ++j) {
+                const float v = cells[static_cast<size_t>(r * width + j)];
+                if (!std::isfinite(v)) continue;
+                want.max = std::max(want.max, v);
+                if (v > 0) want.min_positive = std::min(want.min_positive, v);
+                want.max_abs = std::max(want.max_abs, std::abs(v));
+            }
+        const at::Tensor bits = model::ExtentBits(t, first).contiguous();
+        for (const model::MapExtent& got : {model::HostMapExtent(cells.data(), rows, width, first), model::ExtentFromBits(bits.data_ptr<int32_t>())}) {
+            EXPECT_EQ(got.max, want.max) << rows << " x " << width << " from " << first;
+            EXPECT_EQ(got.min_positive, want.min_positive) << rows << " x " << width << " from " << first;
+            EXPECT_EQ(got.max_abs, want.max_abs) << rows << " x " << width << " from " << first;
+        }
+        EXPECT_LT(want.max, 90.0f);
+    }
+}
 
 namespace {
 
@@ -229,6 +381,20 @@ TEST(MapCache, AKeptMapIsReadWhileAnotherIsMade) {
 }
 
 // A make that throws leaves nothing behind: the next Get of that map makes it.
+// The cache keeps its `keep` most recent maps whatever their size (a head's sides, which the next
+// analysis after an edit keeps bands of), and beyond them what fits its budget.
+TEST(MapCache, KeepsTheMostRecentMapsPastItsBudget) {
+    model::LruMaps<model::HeadMap> cache(1, 3);  // a budget of one byte: only the three kept
+    for (int h = 0; h < 5; ++h) cache.Get({0, 0, h}, [&] { return MapOf(static_cast<float>(h)); });
+    const auto entries = cache.Entries();
+    ASSERT_EQ(entries.size(), 3u);
+    EXPECT_EQ(std::get<2>(entries[0].first), 4);
+    EXPECT_EQ(std::get<2>(entries[2].first), 2);
+    cache.SetBudget(size_t{1} << 20);
+    for (int h = 5; h < 9; ++h) cache.Get({0, 0, h}, [&] { return MapOf(static_cast<float>(h)); });
+    EXPECT_EQ(cache.Entries().size(), 7u) << "a larger budget keeps more";
+}
+
 TEST(MapCache, AFailedMakeIsTriedAgain) {
     model::LruMaps<model::HeadMap> cache(1 << 20);
     const model::LruMaps<model::HeadMap>::Key key{1, 2, 3};
