@@ -135,9 +135,10 @@ void CheckExtent(const at::Device& device, int64_t T, uint64_t seed) {
 
 // A head's map in bands (RecomputedMaps on the device: MapBand, BandedMap) against the whole map
 // made at once on the same device and pooled whole: every level, windows, rows and the extent,
-// and the difference of two sides; then an edit's map sharing the bands above it. Within 1e-6
-// (the products of a band's keys may take other kernels than the whole map's on a GPU; on the CPU
-// they agree exactly).
+// and the difference of two sides (its level 0: a level of a difference picks the value of largest
+// magnitude, and a near tie of d and -d may go either way); then an edit's map sharing the bands
+// above it. Within 1e-5 (the products of a band's keys may take other kernels than the whole map's
+// and round differently in the last bit; scores reach ~80 here).
 void CheckBands(const at::Device& device, int64_t T, uint64_t seed) {
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     auto layer = [&](int64_t tokens) {
@@ -159,10 +160,10 @@ void CheckBands(const at::Device& device, int64_t T, uint64_t seed) {
         return model::TensorMapCells(model::AttentionRows(x.q[1].narrow(0, 0, tokens), x.k[0].narrow(0, 0, tokens), x.tau_q[1].narrow(0, 0, tokens), 0),
                                      false);
     };
-    auto compare = [&](const model::MapCells& got, const model::MapCells& want, const std::string& what) {
+    auto compare = [&](const model::MapCells& got, const model::MapCells& want, const std::string& what, bool difference = false) {
         double worst = 0.0;
         const int n0 = want.Tokens();
-        for (int k = 0, n = n0;; ++k, n = (n + 1) / 2) {
+        for (int k = 0, n = n0; !difference || k == 0; ++k, n = (n + 1) / 2) {
             const std::vector<float> x = got.Cells(k, 0, 0, n, n), y = want.Cells(k, 0, 0, n, n);
             if (x.size() != y.size()) worst = INFINITY;
             for (size_t i = 0; i < x.size() && i < y.size(); ++i) worst = std::max(worst, std::abs(double{x[i]} - y[i]));
@@ -175,7 +176,7 @@ void CheckBands(const at::Device& device, int64_t T, uint64_t seed) {
         for (size_t i = 0; i < x.size() && i < y.size(); ++i) worst = std::max(worst, std::abs(double{x[i]} - y[i]));
         const model::MapExtent e = got.Extent(), f = want.Extent();
         worst = std::max({worst, std::abs(double{e.max} - f.max), std::abs(double{e.min_positive} - f.min_positive), std::abs(double{e.max_abs} - f.max_abs)});
-        const bool ok = std::isfinite(worst) && worst <= kTolerance;
+        const bool ok = std::isfinite(worst) && worst <= 1e-5;
         if (!ok) ++g_failures;
         std::printf("  %-34s %.2e%s\n", what.c_str(), worst, ok ? "" : "  FAIL");
     };
@@ -183,7 +184,7 @@ void CheckBands(const at::Device& device, int64_t T, uint64_t seed) {
     const auto old = maps_of(before);
     const model::BandedMapPtr old_a = old->Banded(model::MapSide::Ssa, 0, 1);
     compare(*old_a, *whole(a, before), "bands T " + std::to_string(before));
-    compare(*old_a->Minus(*old->Cells(model::MapSide::Compare, 0, 1)), *whole(a, before)->Minus(*whole(b, before)), "  their difference");
+    compare(*old_a->Minus(*old->Cells(model::MapSide::Compare, 0, 1)), *whole(a, before)->Minus(*whole(b, before)), "  their difference", true);
     const auto now = maps_of(T);
     now->Reuse(*old, before);
     const model::BandedMapPtr now_a = now->Banded(model::MapSide::Ssa, 0, 1);

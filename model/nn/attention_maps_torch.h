@@ -121,7 +121,7 @@ MapExtent ExtentFromBits(const int32_t* bits);
 MapExtent MergeExtents(MapExtent a, const MapExtent& b);
 
 // A head's map in bands of kMapBandRows rows where the engine keeps it. A band of a causal map is
-// only as wide as its last row's keys (the cells right of that read as 0), so it stays valid while
+// only as wide as its last row's keys (the cells right of that are hidden keys and read as 0), so it stays valid while
 // the text grows, and a map shares with the last analysis's map of the head every band above an
 // edit: typing at the end of 8,192 tokens computes one band of 32 instead of the whole map, and
 // its levels of detail, extent and difference are the new band's. A band is immutable; its levels
@@ -138,9 +138,10 @@ public:
     const at::Tensor& Cells() const { return m_cells; }  // level 0
     // Level k <= kMapBandDepth: [ceil(rows / 2^k), ceil(width / 2^k)] (MapCells' pooling rule).
     at::Tensor Level(int k) const;
-    // The extent's bits (ExtentBits), made once; `known` is set where the host has them already.
-    at::Tensor ExtentBitsTensor() const;
+    // The extent: KnownExtent gives it when the host has it (a host band's is found on the spot);
+    // a device band's bits are made there once (ExtentBitsTensor), and SetExtent keeps what they say.
     bool KnownExtent(MapExtent* out) const;
+    at::Tensor ExtentBitsTensor() const;
     void SetExtent(const MapExtent& e) const;
     // This band minus `other` (the same rows), as a difference band; kept with this band while
     // `other` lives, so a view showing the difference after an edit subtracts only the new bands.
@@ -196,7 +197,6 @@ inline size_t MapBytes(const BandedMapPtr& map) { return map->Bytes(); }
 // shares its bands above the edit and computes only the rest.
 class RecomputedMaps final : public AttentionMaps {
 public:
-    RecomputedMaps() = default;
     struct Layer {
         at::Tensor q, k;  // [H, T, D] in the compute dtype
         at::Tensor tau_q; // [H, T]; undefined: 1
