@@ -94,10 +94,12 @@ BandedMapPtr RecomputedMaps::Banded(MapSide side, int l, int h) const {
 }
 
 HeadMap RecomputedMaps::Head(MapSide side, int l, int h) const {
-    const BandedMapPtr map = Banded(side, l, h);
-    if (!map) return nullptr;
-    const int T = map->Tokens();
-    return std::make_shared<const std::vector<float>>(map->Cells(0, 0, 0, T, T));  // from a device, one transfer
+    if (!Find(side, l, h)) return nullptr;
+    return m_host_maps.Get({static_cast<int>(side), l, h}, [&] {
+        const BandedMapPtr map = Banded(side, l, h);
+        const int T = map->Tokens();
+        return std::make_shared<const std::vector<float>>(map->Cells(0, 0, 0, T, T));  // from a device, one transfer
+    });
 }
 
 MapCellsPtr RecomputedMaps::Cells(MapSide side, int l, int h) const { return Banded(side, l, h); }

@@ -193,8 +193,8 @@ inline size_t MapBytes(const BandedMapPtr& map) { return map->Bytes(); }
 
 // Rebuilds a head's map from the layer's q, k and tau_q where the model ran (CPU or GPU) with the
 // forward pass's own AttentionRows, band by band (BandedMap), and keeps it there: Cells reads it in
-// parts, Head copies it whole to the host. After an edit, a head the previous analysis had built
-// shares its bands above the edit and computes only the rest.
+// parts, Head copies it whole to the host (keeping the most recent copies). After an edit, a head
+// the previous analysis had built shares its bands above the edit and computes only the rest.
 class RecomputedMaps final : public AttentionMaps {
 public:
     struct Layer {
@@ -226,6 +226,7 @@ private:
     // The most recently used maps where the model ran, up to kMapCacheBytes on the host or
     // kDeviceMapCacheBytes on a device, and always the last kMapSides (a head's sides).
     mutable LruMaps<BandedMapPtr> m_cache{kMapCacheBytes, kMapSides};
+    mutable MapCache m_host_maps;  // Head's copies, so that a second request is the same memory
     mutable std::mutex m_seeds_mutex;  // guards the two below (a map is made outside the cache's lock)
     mutable std::vector<std::pair<Key, BandedMapPtr>> m_seeds;
     int64_t m_stable = 0;
