@@ -361,7 +361,8 @@ TEST(MapBands, AnEditSharesTheBandsAboveIt) {
 // The extent of a band's rows counts each row's causal cells only, from the band's first row on.
 TEST(MapBands, ABandsExtentCountsItsCausalCells) {
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-    for (const auto& [rows, width, first] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 0}, {3, 40, 37}, {20, 300, 280}, {9, 17, 4}}) {
+    for (const auto& shape : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 0}, {3, 40, 37}, {20, 300, 280}, {9, 17, 4}}) {
+        const int64_t rows = std::get<0>(shape), width = std::get<1>(shape), first = std::get<2>(shape);  // a lambda below reads them
         std::mt19937 rng(static_cast<unsigned>(rows * width));
         std::vector<float> cells(static_cast<size_t>(rows * width));
         for (float& v : cells) v = std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng);
