@@ -50,6 +50,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/core/state.h"
 #include "bench/trace.h"
 #include "model/nn/analysis.h"
 #include "viz/heatmap.h"
@@ -161,17 +162,20 @@ int RunOnly(const Options& o) {
         const double ms = TimeMs([&] { a = (*engine)->Analyze(now, options); });
         if (!a) Die(a.error());
         // What the window reads of a head: the map kept where it was built, its extent, and the
-        // whole level of at most 1,024 cells a side. First the head shown while typing (layer 0,
+        // whole level of at most 1,024 cells a side baked into a texture's pixels (on a GPU coloured
+        // there, app::BakeMapWindow). First the head shown while typing (layer 0,
         // head 0: the last analysis built it, so it keeps that map's bands above the edit), then a
         // head switch (a head no analysis has built), then the shown head copied whole to the host
         // as an export reads it.
         auto view = [&](int layer, int head) {
             const model::MapCellsPtr cells = a->Cells(model::MapSide::Ssa, layer, head);
-            cells->Extent();
+            const model::MapExtent extent = cells->Extent();
             int level = 0;
             while (((T + (1 << level) - 1) >> level) > 1024) ++level;
             const int n = (T + (1 << level) - 1) >> level;
-            cells->Cells(level, 0, 0, n, n);
+            viz::HeatmapStyle style;
+            style.log_scale = true;  // the window's default
+            app::BakeMapWindow(*cells, style, app::SharedMapRange({&extent}, style.log_scale), level, 0, 0, n, n);
         };
         const double view_ms = !o.maps ? NAN : TimeMs([&] { view(0, 0); });
         const int other = 1 + r % std::max(1, a->n_layer * a->n_head - 1);

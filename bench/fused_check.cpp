@@ -5,12 +5,14 @@
 // kernel; on the CPU the SIMD pass (tests/model/nn/test_metrics.cpp checks that one in CI too). And
 // the attention rows' softmax (on CUDA metrics_cuda.cu's masked softmax) against float64, a
 // map's extent (on CUDA its kernel) against the host's, and a head's map in bands against the
-// whole map.
+// whole map, its texels coloured there against the host's colour pass.
 // Prints each quantity's largest difference; exits 1 when one exceeds its tolerance.
 //   usage: ssaviz_fused_check [--device cpu|cuda]
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -19,6 +21,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "app/core/state.h"
 #include "model/nn/attention_maps_torch.h"
 #include "model/nn/forward.h"
 #include "model/nn/metrics.h"
@@ -133,6 +136,45 @@ void CheckExtent(const at::Device& device, int64_t T, uint64_t seed) {
     }
 }
 
+// A map's texels made where it is (MapCells::Texels: on CUDA searchsorted and a table lookup there)
+// against the host's colour pass over the same cells (viz::BakeHeatmapWindow): equal, bit for bit,
+// for every level, a window, log and linear scales, and a difference in the diverging colours.
+void CheckTexels(const model::MapCells& map, bool difference, const std::string& what) {
+    const model::MapExtent extent = map.Extent();
+    int wrong = 0, texels = 0;
+    for (const bool log_scale : {true, false}) {
+        viz::HeatmapStyle style;
+        style.colormap = difference ? viz::Colormap::Diverging : viz::Colormap::Viridis;
+        style.log_scale = log_scale && !difference;
+        const viz::Range range = difference ? viz::Range{-extent.max_abs, extent.max_abs} : app::SharedMapRange({&extent}, style.log_scale);
+        const viz::ColourScale colour(style.colormap, range, style.log_scale, SIZE_MAX);
+        model::TexelScale scale;
+        if (!colour.Steps(&scale.steps)) {
+            ++wrong;
+            continue;
+        }
+        std::memcpy(scale.table.data(), colour.Colours().data(), sizeof scale.table);
+        std::memcpy(&scale.blank, &style.blank, sizeof scale.blank);
+        for (int k = 0, n = map.Tokens(); ; ++k, n = (n + 1) / 2) {
+            for (const std::array<int, 4>& w : {std::array<int, 4>{0, 0, n, n}, std::array<int, 4>{n / 3, n / 5, n / 2 + 1, n}}) {
+                const std::vector<uint32_t> got = map.Texels(k, w[0], w[1], w[2], w[3], scale);
+                const std::vector<float> cells = map.Cells(k, w[0], w[1], w[2], w[3]);
+                const int rows = std::min(w[2], n - w[0]), cols = std::min(w[3], n - w[1]);
+                const viz::Image want = viz::BakeHeatmapWindow(cells.data(), w[0], w[1], rows, cols, cols, rows, style, range);
+                if (got.size() != want.pixels.size() || cells.size() != got.size()) {
+                    ++wrong;
+                    continue;
+                }
+                texels += static_cast<int>(got.size());
+                wrong += std::memcmp(got.data(), want.pixels.data(), got.size() * sizeof(uint32_t)) != 0;
+            }
+            if (n == 1) break;
+        }
+    }
+    if (wrong) ++g_failures;
+    std::printf("  %-34s %d of %d texels' windows differ%s\n", what.c_str(), wrong, texels, wrong ? "  FAIL" : "");
+}
+
 // A head's map in bands (RecomputedMaps on the device: MapBand, BandedMap) against the whole map
 // made at once on the same device and pooled whole: every level, windows, rows and the extent,
 // and the difference of two sides (its level 0: a level of a difference picks the value of largest
@@ -185,6 +227,8 @@ void CheckBands(const at::Device& device, int64_t T, uint64_t seed) {
     const model::BandedMapPtr old_a = old->Banded(model::MapSide::Ssa, 0, 1);
     compare(*old_a, *whole(a, before), "bands T " + std::to_string(before));
     compare(*old_a->Minus(*old->Cells(model::MapSide::Compare, 0, 1)), *whole(a, before)->Minus(*whole(b, before)), "  their difference", true);
+    CheckTexels(*old_a, false, "  texels coloured there");
+    CheckTexels(*old_a->Minus(*old->Cells(model::MapSide::Compare, 0, 1)), true, "  the difference's texels");
     const auto now = maps_of(T);
     now->Reuse(*old, before);
     const model::BandedMapPtr now_a = now->Banded(model::MapSide::Ssa, 0, 1);

@@ -70,6 +70,16 @@ public:
         return static_cast<uint8_t>(i);
     }
     Rgba8 operator()(float value) const { return (*m_table)[Index(value)]; }
+    // For a GPU that colours the cells where they are (model::TexelScale): the least value of each
+    // entry 1..255 (NaN for one no value reaches), so that a value's entry is how many of them it
+    // is at or above; false where the scale samples value by value (few values, a range that is
+    // not finite) and has no steps.
+    bool Steps(std::array<float, 255>* out) const {
+        if (m_direct) return false;
+        std::memcpy(out->data(), m_first.data() + 1, sizeof(float) * 255);
+        return true;
+    }
+    const std::array<Rgba8, 256>& Colours() const { return *m_table; }
 
 private:
     uint8_t Direct(float value) const;

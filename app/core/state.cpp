@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 
 #include "model/text/tokenizer.h"
 #include "model/text/utf8.h"
@@ -177,6 +179,36 @@ viz::Range SharedMapRange(std::initializer_list<const model::MapExtent*> maps, b
         }
     if (!(hi > 0.0f)) hi = 1.0f;
     return log_scale ? viz::Range{std::min(std::max(lo_positive, 1e-6f), hi * 0.1f), hi} : viz::Range{0.0f, hi};
+}
+
+viz::Image BakeMapWindow(const model::MapCells& map, const viz::HeatmapStyle& style, viz::Range range, int level, int row0, int col0,
+                         int rows, int cols) {
+    if (level < 0 || level > 30 || row0 < 0 || col0 < 0) return {};
+    const int n = static_cast<int>((static_cast<int64_t>(map.Tokens()) + (int64_t{1} << level) - 1) >> level);
+    rows = std::min(rows, n - row0);
+    cols = std::min(cols, n - col0);
+    if (rows <= 0 || cols <= 0) return {};
+    const size_t count = static_cast<size_t>(rows) * static_cast<size_t>(cols);
+    if (map.OnDevice()) {
+        const viz::ColourScale colour(style.colormap, range, style.log_scale, SIZE_MAX);  // its steps, whatever the size
+        model::TexelScale scale;
+        static_assert(sizeof(viz::Rgba8) == sizeof(uint32_t) && sizeof scale.table == sizeof colour.Colours(), "RGBA8 texels");
+        if (colour.Steps(&scale.steps)) {  // else (a range that is not finite) on the host
+            std::memcpy(scale.table.data(), colour.Colours().data(), sizeof scale.table);
+            std::memcpy(&scale.blank, &style.blank, sizeof scale.blank);
+            const std::vector<uint32_t> texels = map.Texels(level, row0, col0, rows, cols, scale);
+            if (texels.size() != count) return {};
+            viz::Image image;
+            image.width = cols;
+            image.height = rows;
+            image.pixels.resize(count);
+            std::memcpy(image.pixels.data(), texels.data(), count * sizeof(uint32_t));
+            return image;
+        }
+    }
+    const std::vector<float> cells = map.Cells(level, row0, col0, rows, cols);
+    if (cells.size() != count) return {};
+    return viz::BakeHeatmapWindow(cells.data(), row0, col0, rows, cols, cols, rows, style, range);
 }
 
 viz::Range SharedMapRange(const float* ssa, const float* compare, int T, bool log_scale) {

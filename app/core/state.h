@@ -15,6 +15,7 @@
 #include "app/core/run.h"
 #include "model/nn/analysis.h"
 #include "viz/colormap.h"
+#include "viz/heatmap.h"
 
 namespace app {
 
@@ -203,5 +204,10 @@ viz::Range TemperatureRange(const model::Analysis& a, const model::RowArray& tau
 viz::Range SharedMapRange(const float* ssa, const float* compare, int T, bool log_scale);
 // The same from the maps' extents (model::MapCells::Extent, computed where the maps are); any may be null.
 viz::Range SharedMapRange(std::initializer_list<const model::MapExtent*> maps, bool log_scale);
+// A window of a level of a head's map as a texture's pixels, one a cell (the window's heatmap): on
+// a GPU coloured where the map is (MapCells::Texels, so only the texels cross), else baked from its
+// cells on the host; the same colours either way. Clipped to the level; empty outside it.
+viz::Image BakeMapWindow(const model::MapCells& map, const viz::HeatmapStyle& style, viz::Range range, int level, int row0, int col0,
+                         int rows, int cols);
 
 }  // namespace app

@@ -1,6 +1,7 @@
 #include "model/nn/attention_maps_torch.h"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cmath>
 #include <cstdint>
@@ -257,6 +258,43 @@ MapExtent TensorMapExtent(const at::Tensor& map) {
     return ExtentFromBits(host.data_ptr<int32_t>());
 }
 
+at::Tensor ColourTexels(const at::Tensor& window, int64_t row0, int64_t col0, const TexelScale& scale) {
+    // The steps (NaN ones, which no value reaches, as +inf and counted out after), the table and
+    // the blank in one copy to the window's device.
+    std::array<int32_t, 512> params;
+    int64_t reachable = 0;
+    for (size_t k = 0; k < scale.steps.size(); ++k) {
+        const float step = std::isnan(scale.steps[k]) ? std::numeric_limits<float>::infinity() : scale.steps[k];
+        reachable += !std::isnan(scale.steps[k]);
+        std::memcpy(&params[k], &step, sizeof step);
+    }
+    std::memcpy(&params[255], scale.table.data(), sizeof scale.table);
+    std::memcpy(&params[511], &scale.blank, sizeof scale.blank);
+    const at::Tensor on = at::from_blob(params.data(), {512}, at::kInt).to(window.device(), /*non_blocking=*/false, /*copy=*/true);
+    const at::Tensor steps = on.narrow(0, 0, 255).view(at::kFloat), table = on.narrow(0, 255, 256);
+    at::Tensor entry = at::searchsorted(steps, window.contiguous(), /*out_int32=*/false, /*right=*/true).clamp_max_(reachable);
+    entry.masked_fill_(at::isnan(window), 0);
+    const at::TensorOptions index = window.options().dtype(at::kLong);
+    const at::Tensor above = at::arange(col0, col0 + window.size(1), index).unsqueeze(0) > at::arange(row0, row0 + window.size(0), index).unsqueeze(1);
+    return table.index_select(0, entry.flatten()).view(window.sizes()).masked_fill_(above, on[511]);
+}
+
+std::vector<uint32_t> TexelsToHost(const at::Tensor& texels) {
+    const at::Tensor host = texels.to(at::kCPU).contiguous();
+    std::vector<uint32_t> out(static_cast<size_t>(host.numel()));
+    if (!out.empty()) std::memcpy(out.data(), host.data_ptr<int32_t>(), out.size() * sizeof(uint32_t));
+    return out;
+}
+
+std::vector<uint32_t> MapCells::Texels(int level, int row0, int col0, int rows, int cols, const TexelScale& scale) const {
+    std::vector<float> cells = Cells(level, row0, col0, rows, cols);
+    if (cells.empty()) return {};
+    const int64_t n = (static_cast<int64_t>(Tokens()) + (int64_t{1} << level) - 1) >> level;  // Cells checked the level
+    const int64_t r = std::min<int64_t>(rows, n - row0), c = std::min<int64_t>(cols, n - col0);
+    c10::InferenceMode guard;
+    return TexelsToHost(ColourTexels(at::from_blob(cells.data(), {r, c}, at::kFloat), row0, col0, scale));
+}
+
 namespace {
 
 class TensorCells final : public MapCells {
@@ -273,6 +311,20 @@ public:
         const int64_t n = cells.size(0);
         if (row0 >= n || col0 >= n) return {};
         return ToHost(cells.narrow(0, row0, std::min<int64_t>(rows, n - row0)).narrow(1, col0, std::min<int64_t>(cols, n - col0)));
+    }
+
+    bool OnDevice() const override { return !m_map.is_cpu(); }
+
+    std::vector<uint32_t> Texels(int level, int row0, int col0, int rows, int cols, const TexelScale& scale) const override {
+        if (!OnDevice()) return MapCells::Texels(level, row0, col0, rows, cols, scale);
+        if (level < 0 || level > kMaxLevel || row0 < 0 || col0 < 0 || rows <= 0 || cols <= 0) return {};
+        c10::InferenceMode guard;
+        BindThreadToDevice(m_map.device());
+        const at::Tensor cells = Level(level);
+        const int64_t n = cells.size(0);
+        if (row0 >= n || col0 >= n) return {};
+        const at::Tensor window = cells.narrow(0, row0, std::min<int64_t>(rows, n - row0)).narrow(1, col0, std::min<int64_t>(cols, n - col0));
+        return TexelsToHost(ColourTexels(window, row0, col0, scale));
     }
 
     float At(int i, int j) const override {

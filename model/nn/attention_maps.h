@@ -3,6 +3,7 @@
 // device is attention_maps_torch.h. Row-major. L = layers, H = heads, T = tokens.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -27,6 +28,15 @@ struct MapExtent {              // over the causal cells (j <= i) with finite va
     float min_positive = 1.0f;  // the smallest positive value (1 when none is below it)
     float max_abs = 0.0f;       // the largest magnitude
 };
+// The colours of a map's texels, made where the map is (the window hands over viz::ColourScale's):
+// a cell's colour is table[k], k the number of steps at or below its value (the steps are
+// non-decreasing; those no value reaches are NaN, and last); a NaN cell's is table[0]; a cell
+// right of the diagonal (j > i, in the level's own indices) is `blank`. RGBA8, as a texture holds them.
+struct TexelScale {
+    std::array<float, 255> steps;
+    std::array<uint32_t, 256> table;
+    uint32_t blank = 0;
+};
 class MapCells {
 public:
     virtual ~MapCells() = default;
@@ -40,6 +50,11 @@ public:
     // This map minus `other` (of the same head and size), cell by cell where they are, pooled as a
     // difference; null when the two cannot be subtracted (sizes differ).
     virtual std::shared_ptr<const MapCells> Minus(const MapCells& other) const = 0;
+    // Whether the map is kept on a device (a GPU's memory), where Texels colours it.
+    virtual bool OnDevice() const { return false; }
+    // Cells' window in `scale`'s colours, row-major and clipped as Cells, made where the map is: from
+    // a GPU only the texture's bytes cross, with no colour pass on the host.
+    virtual std::vector<uint32_t> Texels(int level, int row0, int col0, int rows, int cols, const TexelScale& scale) const;
 };
 using MapCellsPtr = std::shared_ptr<const MapCells>;
 // Cells of a map already on the host (the synthetic analyses, a CPU engine's maps): no copy.

@@ -118,6 +118,10 @@ MapExtent TensorMapExtent(const at::Tensor& map);
 // where the build has one, else torch ops), so that many parts' figures cross in one copy.
 at::Tensor ExtentBits(const at::Tensor& rows, int64_t first);
 MapExtent ExtentFromBits(const int32_t* bits);
+// A window of a level, [rows, cols] float32 whose cell (0, 0) is the level's (row0, col0), as
+// texels in `scale`'s colours (MapCells::Texels), where the window is: int32 [rows, cols].
+at::Tensor ColourTexels(const at::Tensor& window, int64_t row0, int64_t col0, const TexelScale& scale);
+std::vector<uint32_t> TexelsToHost(const at::Tensor& texels);
 MapExtent MergeExtents(MapExtent a, const MapExtent& b);
 
 // A head's map in bands of kMapBandRows rows where the engine keeps it. A band of a causal map is
@@ -174,6 +178,8 @@ public:
     std::vector<float> Row(int i) const override;
     MapExtent Extent() const override;
     MapCellsPtr Minus(const MapCells& other) const override;
+    bool OnDevice() const override { return !m_bands.empty() && !m_bands.front()->Cells().is_cpu(); }
+    std::vector<uint32_t> Texels(int level, int row0, int col0, int rows, int cols, const TexelScale& scale) const override;
 
     // Cells' window where the map is (on the host Cells copies the bands' cells straight out).
     at::Tensor Window(int level, int64_t row0, int64_t col0, int64_t rows, int64_t cols) const;

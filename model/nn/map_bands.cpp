@@ -63,7 +63,9 @@ size_t BandedMap::Bytes() const {
 
 namespace {
 
-int64_t LevelSide(int64_t n, int level) { return level >= 62 ? std::min<int64_t>(n, 1) : (n + (int64_t{1} << level) - 1) >> level; }
+constexpr int kMaxLevel = 31;  // past ceil(T / 2^k) = 1 a level is its own 1 x 1 pool
+
+int64_t LevelSide(int64_t n, int level) { return (n + (int64_t{1} << level) - 1) >> level; }
 
 }  // namespace
 
@@ -102,7 +104,6 @@ at::Tensor BandedMap::Window(int level, int64_t row0, int64_t col0, int64_t rows
 }
 
 std::vector<float> BandedMap::Cells(int level, int row0, int col0, int rows, int cols) const {
-    constexpr int kMaxLevel = 31;  // past ceil(T / 2^k) = 1 a level is its own 1 x 1 pool
     if (level < 0 || level > kMaxLevel || row0 < 0 || col0 < 0 || rows <= 0 || cols <= 0) return {};
     const int64_t n = LevelSide(m_tokens, level);
     if (row0 >= n || col0 >= n) return {};
@@ -123,6 +124,16 @@ std::vector<float> BandedMap::Cells(int level, int row0, int col0, int rows, int
             std::memcpy(out.data() + (i - row0) * width, in + (i - first) * w + col0, static_cast<size_t>(have) * sizeof(float));
     }
     return out;
+}
+
+std::vector<uint32_t> BandedMap::Texels(int level, int row0, int col0, int rows, int cols, const TexelScale& scale) const {
+    if (!OnDevice()) return MapCells::Texels(level, row0, col0, rows, cols, scale);  // the host's cells, coloured in place
+    if (level < 0 || level > kMaxLevel || row0 < 0 || col0 < 0 || rows <= 0 || cols <= 0) return {};
+    const int64_t n = LevelSide(m_tokens, level);
+    if (row0 >= n || col0 >= n) return {};
+    c10::InferenceMode guard;
+    BindThreadToDevice(m_bands.front()->Cells().device());
+    return TexelsToHost(ColourTexels(Window(level, row0, col0, rows, cols), row0, col0, scale));
 }
 
 float BandedMap::At(int i, int j) const {

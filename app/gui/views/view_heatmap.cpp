@@ -187,16 +187,6 @@ void HeatmapView::PrepareData(const AppState& state) {
     }
 }
 
-const std::vector<float>& HeatmapView::Level(Layer& layer, int level) {
-    if (static_cast<int>(layer.levels.size()) <= level) layer.levels.resize(level + 1);
-    std::vector<float>& cells = layer.levels[level];
-    if (cells.empty()) {  // pooled where the map is; only the level crosses to the host
-        const int n = (m_tokens + (1 << level) - 1) >> level;
-        cells = MapValues(layer).Cells(level, 0, 0, n, n);
-    }
-    return cells;
-}
-
 //-------------------------------------------------------------------------------------------------
 // [SECTION] Textures: what part of which level is baked
 //-------------------------------------------------------------------------------------------------
@@ -225,8 +215,7 @@ void HeatmapView::EnsureTexture(Layer& layer, float side) {
         // The whole level, baked once and kept: zooming back and forth through the levels and
         // panning within one need no bake.
         if (static_cast<int>(layer.whole.size()) <= level) layer.whole.resize(level + 1);
-        if (!layer.whole[level].Valid())
-            layer.whole[level].Upload(viz::BakeHeatmap(Level(layer, level).data(), n, n, 0, 0, n, n, n, n, style, layer.range));
+        if (!layer.whole[level].Valid()) layer.whole[level].Upload(BakeMapWindow(MapValues(layer), style, layer.range, level, 0, 0, n, n));
         layer.drawn = &layer.whole[level];
         layer.drawn_region = {0, 0, n * pool, n * pool, pool};
         return;
@@ -252,10 +241,10 @@ void HeatmapView::EnsureTexture(Layer& layer, float side) {
     int row0 = 0, rows = 0, col0 = 0, cols = 0;
     window(m_view->pan_y, &row0, &rows);
     window(m_view->pan_x, &col0, &cols);
-    // Only the window's cells of the level cross to the host.
-    const std::vector<float> window_cells = MapValues(layer).Cells(level, row0, col0, rows, cols);
-    if (window_cells.size() != static_cast<size_t>(rows) * cols) return;
-    layer.window.Upload(viz::BakeHeatmapWindow(window_cells.data(), row0, col0, rows, cols, cols, rows, style, layer.range));
+    // Only the window of the level crosses to the host (from a GPU, as texels coloured there).
+    const viz::Image image = BakeMapWindow(MapValues(layer), style, layer.range, level, row0, col0, rows, cols);
+    if (image.width != cols || image.height != rows) return;
+    layer.window.Upload(image);
     layer.drawn_region = layer.region = {row0 * pool, col0 * pool, rows * pool, cols * pool, pool};
 }
 

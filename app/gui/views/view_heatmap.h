@@ -32,7 +32,6 @@ private:
         viz::Colormap colormap = viz::Colormap::Viridis;  // Diverging for the difference
         bool log = false;
         viz::Range range;
-        std::vector<std::vector<float>> levels;  // [k]: the whole map max-pooled by 2^k, copied when first drawn (small levels only)
         BakedRegion region;                      // what `window` holds: a window of a level too large to bake whole
         viz::Texture window;
         std::vector<viz::Texture> whole;         // [level]: the whole level, for levels of at most kWholeMapMaxSide cells
@@ -53,7 +52,6 @@ private:
     void ShowToken(AppState& state, int i);  // selects token i as the query and pans the map to it
     const model::MapCells& MapValues(const Layer& layer) const;  // SSA, comparison, base or m_diff
     int Slot(const Layer& layer) const { return layer.base ? 3 : static_cast<int>(layer.mode); }  // its place in m_layers
-    const std::vector<float>& Level(Layer& layer, int level);  // the whole map max-pooled by 2^level: ceil(T / 2^level) a side
     std::string CellText(int i, int j, bool multiline) const;  // the hover read-out of cell (i, j)
 
     const model::Analysis* m_baked_for = nullptr;  // re-bake when any of these change

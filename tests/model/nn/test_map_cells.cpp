@@ -1,10 +1,14 @@
 // MapCells (model/nn/attention_maps.h): a head's map read in parts where the engine keeps it. The
 // torch path that a GPU runs is checked here on CPU tensors against plain loops: the levels of
 // detail against the pooling rule written out cell by cell, windows, values, rows, the extent
-// against the host's, and the difference.
+// against the host's, the difference, and texels coloured where the map is against the host's
+// colour pass.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
+#include <cstdint>
+#include <cstring>
 #include <cmath>
 #include <future>
 #include <limits>
@@ -21,6 +25,7 @@
 
 #include "model/nn/attention_maps_torch.h"
 #include "model/nn/forward.h"
+#include "viz/heatmap.h"
 
 namespace {
 
@@ -311,6 +316,94 @@ TEST(MapBands, ReadAsTheWholeMap) {
             ExpectSameCells(*difference, *whole_a->Minus(*whole_b), what + " (difference)", 2 * kTolerance, /*difference=*/true);
             ExpectLevelsPoolTheMap(*difference, true, what + " (difference)");
         }
+}
+
+// The colours of a window of cells as the window's heatmap bakes them on the host (a pixel a cell,
+// cells right of the diagonal blank), and as a GPU makes them where the map is (ColourTexels: how
+// many of the colour scale's steps a value is at or above, then the table), on CPU tensors here.
+// The two must be the same bytes: every value at and beside each step, NaN, the infinities, -0,
+// subnormals, and scales whose upper steps no value reaches (a range of one value). Then a
+// banded map's and a whole map's Texels against the same bake of their cells.
+TEST(MapTexels, ColourAsTheHostsColourPass) {
+    struct Case {
+        viz::Colormap map;
+        viz::Range range;
+        bool log;
+    };
+    const Case cases[] = {
+        {viz::Colormap::Viridis, {1e-4f, 0.9f}, true},  {viz::Colormap::Magma, {0.0f, 1.0f}, false},
+        {viz::Colormap::Diverging, {-0.3f, 0.3f}, false}, {viz::Colormap::Viridis, {0.5f, 0.50000006f}, true},
+        {viz::Colormap::Viridis, {0.5f, 0.50000006f}, false}, {viz::Colormap::Viridis, {0.25f, 0.25f}, false},
+        {viz::Colormap::Viridis, {1e-30f, 1e30f}, true},
+    };
+    const float inf = std::numeric_limits<float>::infinity();
+    for (const Case& c : cases) {
+        viz::HeatmapStyle style;
+        style.colormap = c.map;
+        style.log_scale = c.log;
+        const viz::ColourScale colour(c.map, c.range, c.log, SIZE_MAX);
+        model::TexelScale scale;
+        ASSERT_TRUE(colour.Steps(&scale.steps));
+        std::memcpy(scale.table.data(), colour.Colours().data(), sizeof scale.table);
+        std::memcpy(&scale.blank, &style.blank, sizeof scale.blank);
+        // The values: each step and its neighbours, then the awkward ones, then random ones.
+        std::vector<float> values = {NAN, inf, -inf, 0.0f, -0.0f, 1e-40f, -1e-40f, 1e-6f, c.range.min, c.range.max};
+        for (float step : scale.steps)
+            if (std::isfinite(step)) values.insert(values.end(), {step, std::nextafter(step, -inf), std::nextafter(step, inf)});
+        std::mt19937 rng(7);
+        std::uniform_real_distribution<float> u(c.range.min - 0.1f * std::abs(c.range.min), c.range.max * 1.1f);
+        while (values.size() % 37 != 0 || values.size() < 2000) values.push_back(u(rng));
+        const int cols = 37, rows = static_cast<int>(values.size()) / cols;
+        for (const auto& origin : {std::pair<int, int>{0, 0}, std::pair<int, int>{40, 3}, std::pair<int, int>{0, 100}}) {
+            const std::string what = std::string(viz::ColormapName(c.map)) + (c.log ? " log " : " ") + std::to_string(c.range.min) + ".." +
+                                     std::to_string(c.range.max) + " at " + std::to_string(origin.first) + ", " + std::to_string(origin.second);
+            const viz::Image want = viz::BakeHeatmapWindow(values.data(), origin.first, origin.second, rows, cols, cols, rows, style, c.range);
+            const std::vector<uint32_t> got = model::TexelsToHost(
+                model::ColourTexels(at::from_blob(values.data(), {rows, cols}, at::kFloat), origin.first, origin.second, scale));
+            ASSERT_EQ(got.size(), want.pixels.size()) << what;
+            int wrong = 0;
+            for (size_t i = 0; i < got.size(); ++i) {
+                uint32_t pixel;
+                std::memcpy(&pixel, &want.pixels[i], sizeof pixel);
+                if (got[i] != pixel && ++wrong <= 3)
+                    ADD_FAILURE() << what << ": value " << values[i] << " (cell " << i / cols << ", " << i % cols << ") " << std::hex << got[i]
+                                  << " against the host's " << pixel;
+            }
+            EXPECT_EQ(wrong, 0) << what;
+        }
+    }
+    // A map's own Texels: a banded map (the host's cells coloured in place) and a whole one, every
+    // level and a window, against the bake of the same cells.
+    const int64_t T = 600;
+    model::RecomputedMaps maps;
+    maps.Add(model::MapSide::Ssa, RandomLayer(T, 5, 0));
+    const model::MapCellsPtr banded = maps.Cells(model::MapSide::Ssa, 0, 1);
+    const model::MapCellsPtr whole = model::TensorMapCells(WholeMap(RandomLayer(T, 5, 0), 1), false);
+    for (const model::MapCellsPtr& map : {banded, whole}) {
+        const model::MapExtent e = map->Extent();
+        viz::HeatmapStyle style;
+        style.log_scale = true;
+        const viz::Range range{e.min_positive, e.max};
+        const viz::ColourScale colour(style.colormap, range, true, SIZE_MAX);
+        model::TexelScale scale;
+        ASSERT_TRUE(colour.Steps(&scale.steps));
+        std::memcpy(scale.table.data(), colour.Colours().data(), sizeof scale.table);
+        std::memcpy(&scale.blank, &style.blank, sizeof scale.blank);
+        for (int k = 0, n = static_cast<int>(T); ; ++k, n = (n + 1) / 2) {
+            for (const std::array<int, 4>& w : {std::array<int, 4>{0, 0, n, n}, std::array<int, 4>{n / 3, n / 5, n / 2 + 1, n}}) {
+                const int rows = std::min(w[2], n - w[0]), cols = std::min(w[3], n - w[1]);
+                const std::vector<float> cells = map->Cells(k, w[0], w[1], w[2], w[3]);
+                const viz::Image want = viz::BakeHeatmapWindow(cells.data(), w[0], w[1], rows, cols, cols, rows, style, range);
+                const std::vector<uint32_t> got = map->Texels(k, w[0], w[1], w[2], w[3], scale);
+                ASSERT_EQ(got.size(), want.pixels.size()) << "level " << k;
+                EXPECT_EQ(std::memcmp(got.data(), want.pixels.data(), got.size() * sizeof(uint32_t)), 0) << "level " << k << " window " << w[0];
+            }
+            if (n == 1) break;
+        }
+        EXPECT_TRUE(map->Texels(0, static_cast<int>(T), 0, 4, 4, scale).empty());
+        EXPECT_TRUE(map->Texels(-1, 0, 0, 4, 4, scale).empty());
+        EXPECT_FALSE(map->OnDevice());
+    }
 }
 
 // After an edit at p the map of a head the last analysis had built shares its whole bands above p
