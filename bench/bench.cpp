@@ -167,17 +167,29 @@ int RunOnly(const Options& o) {
         // head 0: the last analysis built it, so it keeps that map's bands above the edit), then a
         // head switch (a head no analysis has built), then the shown head copied whole to the host
         // as an export reads it.
+        int level = 0;
+        while (((T + (1 << level) - 1) >> level) > 1024) ++level;
+        const int n = (T + (1 << level) - 1) >> level;
+        viz::HeatmapStyle style;
+        style.log_scale = true;  // the window's default
         auto view = [&](int layer, int head) {
             const model::MapCellsPtr cells = a->Cells(model::MapSide::Ssa, layer, head);
             const model::MapExtent extent = cells->Extent();
-            int level = 0;
-            while (((T + (1 << level) - 1) >> level) > 1024) ++level;
-            const int n = (T + (1 << level) - 1) >> level;
-            viz::HeatmapStyle style;
-            style.log_scale = true;  // the window's default
             app::BakeMapWindow(*cells, style, app::SharedMapRange({&extent}, style.log_scale), level, 0, 0, n, n);
         };
         const double view_ms = !o.maps ? NAN : TimeMs([&] { view(0, 0); });
+        if (o.maps && a->Cells(model::MapSide::Ssa, 0, 0)->OnDevice()) {  // the same level's cells to the host, coloured there
+            const model::MapCellsPtr cells = a->Cells(model::MapSide::Ssa, 0, 0);
+            const model::MapExtent extent = cells->Extent();
+            const viz::Range range = app::SharedMapRange({&extent}, style.log_scale);
+            const double texels_ms = TimeMs([&] { app::BakeMapWindow(*cells, style, range, level, 0, 0, n, n); });
+            const double host_ms = TimeMs([&] {
+                const std::vector<float> values = cells->Cells(level, 0, 0, n, n);
+                viz::BakeHeatmapWindow(values.data(), 0, 0, n, n, n, n, style, range);
+            });
+            std::printf("  level %d (%d x %d cells): texels coloured on the device %.2f ms; its cells baked on the host %.2f ms\n", level, n, n,
+                        texels_ms, host_ms);
+        }
         const int other = 1 + r % std::max(1, a->n_layer * a->n_head - 1);
         const double switch_ms = !o.maps ? NAN : TimeMs([&] { view(other / a->n_head, other % a->n_head); });
         const double map_ms = !o.maps ? NAN : TimeMs([&] { a->Map(model::MapSide::Ssa, 0, 0); });
