@@ -2,9 +2,10 @@
 # Run HERE (Debian 12, with a package registry), from the project's root: the kit that lets a GPU
 # machine without X, Mesa, GL loaders, GLFW or ImGui build the window and run it under Xvfb
 # (bench/gpu-window.sh). Debian 12's packages, unpacked there under /opt, never into /:
-#   .gpu/debs    += the window's -dev packages (ImGui, GLFW, GLVND's GL/GLX/OpenGL, and what GNU ld
-#                   needs to follow libglfw's and libGLX's libraries): bench/gpu.sh's stage gui builds
-#                   build-gpu-gui/ssaviz with them (call A, carry [".gpu"]);
+#   .gpu/gui-debs = the window's -dev packages (ImGui, GLFW, GLVND's GL/GLX/OpenGL, and what GNU ld
+#                   needs to follow libglfw's and libGLX's libraries), apart from .gpu/debs so that
+#                   device-build.sh leaves them out of the other stages' /opt/deps: bench/gpu.sh's
+#                   last stage, gui, unpacks them there and builds build-gpu-gui/ssaviz (call A, carry [".gpu"]);
 #   .gpu/x-debs   = libLLVM's Z3, which rides along in call A: with it, .gpu-x and the tree would be
 #                   over 60 MB;
 #   .gpu-x/       = Xvfb, xkbcomp and the XKB data, Mesa (libGLX_mesa, swrast_dri, libLLVM-15), GLVND's
@@ -67,12 +68,12 @@ download "$tmp/dev" "${gui_dev[@]}"
 download "$tmp/a" "${x_a[@]}"
 download "$tmp/b" "${x_b[@]}"
 added=0
+rm -rf .gpu/gui-debs .gpu/x-debs .gpu-x
+mkdir -p .gpu/gui-debs .gpu/x-debs .gpu-x
 for f in "$tmp"/dev/*.deb; do
   p=$(dpkg-deb -f "$f" Package)
-  if ! ls .gpu/debs/"${p}"_*.deb >/dev/null 2>&1; then cp "$f" .gpu/debs/ && added=$((added + $(stat -c %s "$f"))); fi
+  if ! ls .gpu/debs/"${p}"_*.deb >/dev/null 2>&1; then cp "$f" .gpu/gui-debs/ && added=$((added + $(stat -c %s "$f"))); fi
 done
-rm -rf .gpu/x-debs .gpu-x
-mkdir -p .gpu/x-debs .gpu-x
 cp "$tmp"/a/*.deb .gpu/x-debs/
 cp "$tmp"/b/*.deb .gpu-x/
 exclude="$(git rev-parse --git-common-dir)/info/exclude"
@@ -80,10 +81,10 @@ mkdir -p "$(dirname "$exclude")"
 for p in /.gpu/ /.gpu-x/; do grep -qx "$p" "$exclude" 2>/dev/null || echo "$p" >>"$exclude"; done
 
 # Every NEEDED library, followed to the end: in the kit (x: .gpu-x and .gpu/x-debs, unpacked into
-# /opt/x; deps: .gpu/debs, into /opt/deps), the base system, or the machine's PyTorch.
+# /opt/x; deps: .gpu/debs and .gpu/gui-debs, into /opt/deps), the base system, or the machine's PyTorch.
 mkdir -p "$tmp/x" "$tmp/deps"
 for f in .gpu/x-debs/*.deb .gpu-x/*.deb; do dpkg -x "$f" "$tmp/x"; done
-for f in .gpu/debs/*.deb; do dpkg -x "$f" "$tmp/deps"; done
+for f in .gpu/debs/*.deb .gpu/gui-debs/*.deb; do dpkg -x "$f" "$tmp/deps"; done
 libdirs=("$tmp/x/usr/lib/$arch" "$tmp/x/lib/$arch" "$tmp/deps/usr/lib/$arch" "$tmp/deps/lib/$arch")
 base_re='^(libc|libm|libdl|libpthread|librt|libresolv|libutil|ld-linux-x86-64|libstdc\+\+|libgcc_s|libz)\.so'
 torch_re='^lib(torch|c10|gomp|cuda|cudart|cublas|cudnn|nv|caffe2|shm)'
@@ -134,7 +135,7 @@ mb() { awk -v b="$1" 'BEGIN {printf "%.1f", b / 1e6}'; }
 tree=$(git ls-files -z | du -cb --files0-from=- 2>/dev/null | tail -n 1 | cut -f1)
 gpu=$(du -sb .gpu | cut -f1)
 gpux=$(du -sb .gpu-x | cut -f1)
-echo "== sizes: the tree $(mb "$tree") MB; .gpu $(mb "$gpu") MB (.gpu/debs +$(mb "$added") MB now, .gpu/x-debs $(mb "$(du -sb .gpu/x-debs | cut -f1)") MB); .gpu-x $(mb "$gpux") MB"
+echo "== sizes: the tree $(mb "$tree") MB; .gpu $(mb "$gpu") MB (.gpu/gui-debs $(mb "$added") MB, .gpu/x-debs $(mb "$(du -sb .gpu/x-debs | cut -f1)") MB); .gpu-x $(mb "$gpux") MB"
 echo "   call A (carry .gpu): $(mb $((tree + gpu))) MB; call B (carry .gpu-x): $(mb $((tree + gpux))) MB (at most 64 MiB = 67.1 MB each; 60 MB the target)"
 [ $((tree + gpux)) -lt 60000000 ] && [ $((tree + gpu)) -lt 60000000 ] || { echo "a call is over 60 MB"; exit 1; }
 [ $missing_all = 0 ] || { echo "the kit misses libraries (above)"; exit 1; }
@@ -166,7 +167,7 @@ pass_files() {  # NAME PACKAGE...: the files those packages installed, less the 
   echo "$name: hides $(wc -l <"$emu/$name.packages") packages, $(wc -l <"$emu/$name.files") paths"
 }
 roots=(/usr/lib/$arch /usr/bin /usr/include /usr/share/X11 /usr/share/pkgconfig /usr/lib/xorg)
-run_hidden() {  # NAME COMMAND: COMMAND in a namespace where NAME.files are gone, /opt/deps is .gpu/debs unpacked
+run_hidden() {  # NAME COMMAND: COMMAND in a namespace where NAME.files are gone, /opt/deps is .gpu/debs and .gpu/gui-debs unpacked
   local name=$1 cmd=$2 r
   for r in "${roots[@]}"; do
     mkdir -p "$emu/$name$(dirname "$r")"

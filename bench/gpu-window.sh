@@ -9,7 +9,7 @@
 # That machine has no X, no Mesa and no GL loader: bench/gpu-window-kit.sh (run HERE) puts Xvfb,
 # xkbcomp, the XKB data, Mesa, GLVND and GLFW with what they load into .gpu-x/ (Debian 12's packages;
 # libLLVM's Z3 into .gpu/x-debs, since all of it with the tree is over 60 MB) and the window's -dev
-# packages into .gpu/debs. Then, on one warm machine:
+# packages into .gpu/gui-debs. Then, on one warm machine:
 #   call A, carry [".gpu"]:   bash bench/gpu.sh OUT     its stage gui builds build-gpu-gui/ssaviz
 #   call B, carry [".gpu-x"]: bash bench/gpu-window.sh OUT
 # This unpacks the packages into /opt/x (never into /), drops there every library whose soname the

@@ -22,7 +22,7 @@
 #      LibTorch's own profiler through ssaviz_bench's SSAVIZ_BENCH_TRACE, at 1,024 and 8,192 tokens
 #      and for edits at 8,192, summarised by bench/trace_summary.py), the CUDA kernels ranked by time.
 #   5. the window (gui): build-gpu-gui/ssaviz with SSAVIZ_GUI=ON, for bench/gpu-window.sh, the next call on the
-#      same warm machine (its -dev packages are in .gpu/debs once bench/gpu-window-kit.sh ran here).
+#      same warm machine (its -dev packages are in .gpu/gui-debs once bench/gpu-window-kit.sh ran here).
 #   usage: bash bench/gpu.sh OUT            (from the project's root, on the GPU machine)
 #          SSAVIZ_GPU_STAGES="fused exact small softmax tiny profile gui" picks stages (all by default);
 #          SSAVIZ_GPU_SMALL_TOKENS=1024,4096, SSAVIZ_GPU_TINY_TOKENS="1024 8192" and SSAVIZ_GPU_TINY_BASELINE=1
@@ -183,8 +183,8 @@ if [ "$dev" = cuda ]; then
   SECONDS=0
   (
     set -e
-    # A warm machine's /opt/deps may predate the window's packages: unpack them (again) if so.
-    [ -f /opt/deps/usr/lib/x86_64-linux-gnu/pkgconfig/imgui.pc ] || for f in .gpu/debs/*.deb; do dpkg -x "$f" /opt/deps; done
+    # The window's -dev packages, kept out of /opt/deps (on every stage's library path) until now.
+    for f in .gpu/gui-debs/*.deb; do dpkg -x "$f" /opt/deps; done
     export PKG_CONFIG_PATH=/opt/deps/usr/lib/x86_64-linux-gnu/pkgconfig:/opt/deps/usr/share/pkgconfig PKG_CONFIG_SYSROOT_DIR=/opt/deps
     pkgconf=$(command -v pkg-config || command -v pkgconf || echo /opt/deps/usr/bin/pkgconf)
     [ -f build-gpu-gui/build.ninja ] || cmake -S . -B build-gpu-gui -G Ninja -DCMAKE_BUILD_TYPE=Release -DSSAVIZ_GUI=ON -DSSAVIZ_TESTS=OFF \
