@@ -21,13 +21,15 @@
 #   4. where the time goes: the 8,192-token analysis under nsys (when the machine has it; else
 #      LibTorch's own profiler through ssaviz_bench's SSAVIZ_BENCH_TRACE, at 1,024 and 8,192 tokens
 #      and for edits at 8,192, summarised by bench/trace_summary.py), the CUDA kernels ranked by time.
+#   5. the window (gui): build-gpu-gui/ssaviz with SSAVIZ_GUI=ON, for bench/gpu-window.sh, the next call on the
+#      same warm machine (its -dev packages are in .gpu/gui-debs once bench/gpu-window-kit.sh ran here).
 #   usage: bash bench/gpu.sh OUT            (from the project's root, on the GPU machine)
-#          SSAVIZ_GPU_STAGES="fused exact small softmax tiny profile" picks stages (all by default);
+#          SSAVIZ_GPU_STAGES="fused exact small softmax tiny profile gui" picks stages (all by default);
 #          SSAVIZ_GPU_SMALL_TOKENS=1024,4096, SSAVIZ_GPU_TINY_TOKENS="1024 8192" and SSAVIZ_GPU_TINY_BASELINE=1
 #          (the defaults) the sizes, to fit what is left of a session's device time; the whole run
 #          takes about 5 minutes on an H200 with 16 cores, so one device session can run it twice.
 set -uo pipefail
-stages=${SSAVIZ_GPU_STAGES:-fused exact small softmax lens python tiny profile}
+stages=${SSAVIZ_GPU_STAGES:-fused exact small softmax lens python tiny profile gui}
 want() { [[ " $stages " == *" $1 "* ]]; }
 out=${1:?usage: bash bench/gpu.sh OUT}
 mkdir -p "$out"
@@ -174,5 +176,28 @@ for what in ${SSAVIZ_GPU_TRACES:-full:1024 full:8192 end:8192 middle:8192}; do
   timeout 60 "$py" bench/trace_summary.py "$work/trace-$only-$n.json" >"$out/trace-$only-$n.md" 2>&1
   echo "$only at $n tokens: $(grep -m1 median "$out/trace-$only-$n-log.txt"); $(head -n 1 "$out/trace-$only-$n.md")" | tee -a "$out/stages.txt"
 done
+fi
+if want gui; then
+stage "the window (SSAVIZ_GUI=ON) into build-gpu-gui, for bench/gpu-window.sh"
+if [ "$dev" = cuda ]; then
+  SECONDS=0
+  (
+    set -e
+    # The window's -dev packages, kept out of /opt/deps (on every stage's library path) until now.
+    for f in .gpu/gui-debs/*.deb; do dpkg -x "$f" /opt/deps; done
+    export PKG_CONFIG_PATH=/opt/deps/usr/lib/x86_64-linux-gnu/pkgconfig:/opt/deps/usr/share/pkgconfig PKG_CONFIG_SYSROOT_DIR=/opt/deps
+    pkgconf=$(command -v pkg-config || command -v pkgconf || echo /opt/deps/usr/bin/pkgconf)
+    [ -f build-gpu-gui/build.ninja ] || cmake -S . -B build-gpu-gui -G Ninja -DCMAKE_BUILD_TYPE=Release -DSSAVIZ_GUI=ON -DSSAVIZ_TESTS=OFF \
+      -DSSAVIZ_LIBTORCH="$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')" -DCMAKE_PREFIX_PATH=/opt/deps/usr \
+      -DPKG_CONFIG_EXECUTABLE="$pkgconf" -DSSAVIZ_PYTHON="$(command -v python3)" -DCMAKE_CUDA_ARCHITECTURES=90 -DTORCH_CUDA_ARCH_LIST=9.0 \
+      ${SSAVIZ_CMAKE_FLAGS:-}
+    cmake --build build-gpu-gui -j16 --target ssaviz
+  ) >"$work/build-gui.txt" 2>&1
+  rc=$?
+  echo "build-gpu-gui/ssaviz: rc $rc in $SECONDS s (log $work/build-gui.txt)" | tee -a "$out/stages.txt"
+  [ $rc = 0 ] || grep -E "error|Could NOT|CMake Error" "$work/build-gui.txt" | head -n 20 | tee -a "$out/stages.txt"
+else
+  echo "skipped on $dev (a dry run builds nothing)" | tee -a "$out/stages.txt"
+fi
 fi
 stage done
