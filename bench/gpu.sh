@@ -114,7 +114,7 @@ for what in ${SSAVIZ_GPU_SOFTMAX_RUNS:-full:1024 full:8192 end:8192 middle:8192}
   for on in 0 1; do
     echo "SSAVIZ_CUDA_SOFTMAX=$on --only ${what%%:*} --tokens ${what##*:}" | tee -a "$out/softmax-time.txt"
     SSAVIZ_CUDA_SOFTMAX=$on timeout 60 "$build/ssaviz_bench" --model "$small" --device "$dev" --only "${what%%:*}" --tokens "${what##*:}" \
-      --repeats 3 2>&1 | tail -n 4 | tee -a "$out/softmax-time.txt"
+      --repeats 3 2>&1 | tail -n 7 | tee -a "$out/softmax-time.txt"
   done
 done
 fi
