@@ -304,27 +304,18 @@ public:
     int Tokens() const override { return static_cast<int>(m_map.size(0)); }
 
     std::vector<float> Cells(int level, int row0, int col0, int rows, int cols) const override {
-        if (level < 0 || level > kMaxLevel || row0 < 0 || col0 < 0 || rows <= 0 || cols <= 0) return {};
         c10::InferenceMode guard;
-        BindThreadToDevice(m_map.device());
-        const at::Tensor cells = Level(level);
-        const int64_t n = cells.size(0);
-        if (row0 >= n || col0 >= n) return {};
-        return ToHost(cells.narrow(0, row0, std::min<int64_t>(rows, n - row0)).narrow(1, col0, std::min<int64_t>(cols, n - col0)));
+        const at::Tensor window = Window(level, row0, col0, rows, cols);
+        return window.defined() ? ToHost(window) : std::vector<float>{};
     }
 
     bool OnDevice() const override { return !m_map.is_cpu(); }
 
     std::vector<uint32_t> Texels(int level, int row0, int col0, int rows, int cols, const TexelScale& scale) const override {
         if (!OnDevice()) return MapCells::Texels(level, row0, col0, rows, cols, scale);
-        if (level < 0 || level > kMaxLevel || row0 < 0 || col0 < 0 || rows <= 0 || cols <= 0) return {};
         c10::InferenceMode guard;
-        BindThreadToDevice(m_map.device());
-        const at::Tensor cells = Level(level);
-        const int64_t n = cells.size(0);
-        if (row0 >= n || col0 >= n) return {};
-        const at::Tensor window = cells.narrow(0, row0, std::min<int64_t>(rows, n - row0)).narrow(1, col0, std::min<int64_t>(cols, n - col0));
-        return TexelsToHost(ColourTexels(window, row0, col0, scale));
+        const at::Tensor window = Window(level, row0, col0, rows, cols);
+        return window.defined() ? TexelsToHost(ColourTexels(window, row0, col0, scale)) : std::vector<uint32_t>{};
     }
 
     float At(int i, int j) const override {
@@ -359,6 +350,16 @@ public:
 
 private:
     static constexpr int kMaxLevel = 31;  // past ceil(T / 2^k) = 1 a level is its own 1 x 1 pool
+
+    // Cells' window where the map is (this thread bound to its device); undefined outside the level.
+    at::Tensor Window(int level, int row0, int col0, int rows, int cols) const {
+        if (level < 0 || level > kMaxLevel || row0 < 0 || col0 < 0 || rows <= 0 || cols <= 0) return {};
+        BindThreadToDevice(m_map.device());
+        const at::Tensor cells = Level(level);
+        const int64_t n = cells.size(0);
+        if (row0 >= n || col0 >= n) return {};
+        return cells.narrow(0, row0, std::min<int64_t>(rows, n - row0)).narrow(1, col0, std::min<int64_t>(cols, n - col0));
+    }
 
     at::Tensor Level(int level) const {
         std::lock_guard<std::mutex> lock(m_mutex);
