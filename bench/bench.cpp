@@ -161,6 +161,7 @@ int RunOnly(const Options& o) {
         model::Result<model::Analysis> a = model::Fail("not run");
         const double ms = TimeMs([&] { a = (*engine)->Analyze(now, options); });
         if (!a) Die(a.error());
+        if (counted) bench::StopOpCount(25, "the analysis");
         // What the window reads of a head: the map kept where it was built, its extent, and the
         // whole level of at most 1,024 cells a side baked into a texture's pixels (on a GPU coloured
         // there, app::BakeMapWindow). First the head shown while typing (layer 0,
@@ -177,7 +178,9 @@ int RunOnly(const Options& o) {
             const model::MapExtent extent = cells->Extent();
             app::BakeMapWindow(*cells, style, app::SharedMapRange({&extent}, style.log_scale), level, 0, 0, n, n);
         };
+        if (counted) bench::StartOpCount();
         const double view_ms = !o.maps ? NAN : TimeMs([&] { view(0, 0); });
+        if (counted) bench::StopOpCount(8, "the window's head view");
         if (o.maps && a->Cells(model::MapSide::Ssa, 0, 0)->OnDevice()) {  // the same level's cells to the host, coloured there
             const model::MapCellsPtr cells = a->Cells(model::MapSide::Ssa, 0, 0);
             const model::MapExtent extent = cells->Extent();
@@ -191,10 +194,11 @@ int RunOnly(const Options& o) {
                         texels_ms, host_ms);
         }
         const int other = 1 + r % std::max(1, a->n_layer * a->n_head - 1);
+        if (counted) bench::StartOpCount();
         const double switch_ms = !o.maps ? NAN : TimeMs([&] { view(other / a->n_head, other % a->n_head); });
+        if (counted) bench::StopOpCount(8, "a head switch");
         const double map_ms = !o.maps ? NAN : TimeMs([&] { a->Map(model::MapSide::Ssa, 0, 0); });
         if (traced && bench::StopTrace(trace)) std::printf("traced into %s\n", trace);
-        if (counted) bench::StopOpCount(25);
         std::printf("%s %2d at %d: %.2f ms (forward %.2f, metrics %.2f, %d rows reused); the window's head view %.2f ms, a head switch %.2f "
                     "ms; the head's map to the host %.2f ms\n",
                     o.only.c_str(), r, at, ms, a->forward_ms, a->metrics_ms, a->reused_rows, view_ms, switch_ms, map_ms);

@@ -103,7 +103,7 @@ void StartOpCount() {
     c.handle = at::addGlobalCallback(at::RecordFunctionCallback(OnStart, OnEnd).scopes({at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE}));
 }
 
-void StopOpCount(int top) {
+void StopOpCount(int top, const char* what) {
     OpCounts& c = Counts();
     at::removeCallback(c.handle);
     std::lock_guard<std::mutex> lock(c.mutex);
@@ -120,7 +120,7 @@ void StopOpCount(int top) {
         all += n;
     }
     std::sort(scopes.rbegin(), scopes.rend());
-    std::printf("host ops dispatched: %ld\n", all);
+    std::printf("host ops dispatched%s%s%s: %ld\n", what ? " (" : "", what ? what : "", what ? ")" : "", all);
     for (const auto& [n, scope] : scopes) {
         std::printf("  %8ld  %s:", n, scope.c_str());
         std::vector<std::pair<long, std::string>> ops;

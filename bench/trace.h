@@ -18,7 +18,7 @@ bool StopTrace(const std::string& path);
 // callback. An op counts once, where the caller dispatched it (the ops it calls inside are not
 // counted again), under the innermost of ssaviz's RECORD_USER_SCOPEs open on its thread.
 void StartOpCount();
-// Stops and prints the counts: in all, by scope, and the `top` most dispatched ops.
-void StopOpCount(int top = 15);
+// Stops and prints the counts (of `what`): in all, by scope, and the `top` most dispatched ops.
+void StopOpCount(int top = 15, const char* what = nullptr);
 
 }  // namespace bench
