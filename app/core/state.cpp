@@ -183,7 +183,7 @@ viz::Range SharedMapRange(std::initializer_list<const model::MapExtent*> maps, b
 
 viz::Image BakeMapWindow(const model::MapCells& map, const viz::HeatmapStyle& style, viz::Range range, int level, int row0, int col0,
                          int rows, int cols) {
-    if (level < 0 || level > 30 || row0 < 0 || col0 < 0) return {};
+    if (level < 0 || level > 31 || row0 < 0 || col0 < 0) return {};
     const int n = static_cast<int>((static_cast<int64_t>(map.Tokens()) + (int64_t{1} << level) - 1) >> level);
     rows = std::min(rows, n - row0);
     cols = std::min(cols, n - col0);

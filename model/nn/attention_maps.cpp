@@ -287,9 +287,10 @@ std::vector<uint32_t> TexelsToHost(const at::Tensor& texels) {
 }
 
 std::vector<uint32_t> MapCells::Texels(int level, int row0, int col0, int rows, int cols, const TexelScale& scale) const {
+    if (level < 0 || level > 31) return {};  // past ceil(T / 2^k) = 1 a level is its own 1 x 1 pool
     std::vector<float> cells = Cells(level, row0, col0, rows, cols);
     if (cells.empty()) return {};
-    const int64_t n = (static_cast<int64_t>(Tokens()) + (int64_t{1} << level) - 1) >> level;  // Cells checked the level
+    const int64_t n = (static_cast<int64_t>(Tokens()) + (int64_t{1} << level) - 1) >> level;
     const int64_t r = std::min<int64_t>(rows, n - row0), c = std::min<int64_t>(cols, n - col0);
     c10::InferenceMode guard;
     return TexelsToHost(ColourTexels(at::from_blob(cells.data(), {r, c}, at::kFloat), row0, col0, scale));
