@@ -24,6 +24,8 @@
 #   5. the window (gui): build-gpu-gui/ssaviz with SSAVIZ_GUI=ON, for bench/gpu-window.sh, the next call on the
 #      same warm machine (its -dev packages are in .gpu/gui-debs once bench/gpu-window-kit.sh ran here).
 #   usage: bash bench/gpu.sh OUT            (from the project's root, on the GPU machine)
+#          It writes some 20 files; where only a few come back (the device tool: 8), write them
+#          elsewhere and pack them: bash bench/gpu.sh /tmp/gpu-out; tar czf "$OUT/gpu-out.tgz" -C /tmp/gpu-out .
 #          SSAVIZ_GPU_STAGES="fused exact small softmax tiny profile gui" picks stages (all by default);
 #          SSAVIZ_GPU_SMALL_TOKENS=1024,4096, SSAVIZ_GPU_TINY_TOKENS="1024 8192" and SSAVIZ_GPU_TINY_BASELINE=1
 #          (the defaults) the sizes, to fit what is left of a session's device time; the whole run
