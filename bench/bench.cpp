@@ -181,8 +181,8 @@ int RunOnly(const Options& o) {
         if (counted) bench::StartOpCount();
         const double view_ms = !o.maps ? NAN : TimeMs([&] { view(0, 0); });
         if (counted) bench::StopOpCount(8, "the window's head view");
-        if (o.maps && a->Cells(model::MapSide::Ssa, 0, 0)->OnDevice()) {  // the same level's cells to the host, coloured there
-            const model::MapCellsPtr cells = a->Cells(model::MapSide::Ssa, 0, 0);
+        const model::MapCellsPtr cells = o.maps ? a->Cells(model::MapSide::Ssa, 0, 0) : nullptr;
+        if (cells && cells->OnDevice()) {  // the level's texels coloured there, against its cells baked on the host
             const model::MapExtent extent = cells->Extent();
             const viz::Range range = app::SharedMapRange({&extent}, style.log_scale);
             const double texels_ms = TimeMs([&] { app::BakeMapWindow(*cells, style, range, level, 0, 0, n, n); });
