@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cctype>
+#include <iterator>
 #include <optional>
 #include <string>
 
@@ -77,6 +78,15 @@ inline std::string TabFlag(const char* tab) {
     std::string flag = tab;
     for (char& c : flag) c = c == ' ' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return flag;
+}
+
+// The tab `step` places after `tab` (before it when negative) in the bar's order, wrapping round;
+// from a name that is no tab's, counted from the first (Ctrl+PageUp / PageDown).
+inline const char* StepTab(const std::string& tab, int step) {
+    constexpr int n = static_cast<int>(std::size(LaunchOptions::kTabs));
+    int at = 0;
+    while (at < n && tab != LaunchOptions::kTabs[at]) ++at;
+    return LaunchOptions::kTabs[(((at == n ? 0 : at) + step) % n + n) % n];
 }
 
 }  // namespace app

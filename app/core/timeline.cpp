@@ -36,9 +36,10 @@ model::Result<std::vector<RunStep>> FindRunSteps(const std::string& dir) {
         if (++entries > kMaxRunEntries) return model::Fail(shown + " holds more than " + std::to_string(kMaxRunEntries) + " entries");
         const fs::directory_entry& e = *it;
         const std::string name = e.path().filename().string();
-        // Named as a step, it is one, whatever it is: a link, a broken link or anything but a file
-        // or folder fails when its step opens (the model loaders read regular files only), named
-        // there, and the rest of the run goes on. The names alone decide: nothing here follows a link.
+        // Named as a step, it is one, whatever it is: a link opens what it points to, as --model
+        // does; a broken link or anything but a file or folder fails when its step opens (the model
+        // loaders read regular files only), named there, and the rest of the run goes on. The
+        // names alone decide: the listing itself follows no link.
         std::optional<int64_t> step = StepIn(name, "iter-", "-ckpt.pth");
         if (!step) step = StepIn(name, "checkpoint-", "");
         if (!step) continue;

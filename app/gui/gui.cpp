@@ -384,7 +384,9 @@ public:
             ImGui::EndChild();
             ImGui::TableNextColumn();
             if (ImGui::BeginChild("##right", column)) {
-                if (ImGui::BeginTabBar("##right_tabs")) {
+                // Tabs narrower than their names show them on hover; the list button at the left
+                // names them all, and Ctrl+PageUp / PageDown step through them.
+                if (ImGui::BeginTabBar("##right_tabs", ImGuiTabBarFlags_TabListPopupButton)) {
                     // A session (or --show TAB) opens its tab once; after that the user's clicks rule.
                     const bool apply = std::exchange(m_apply_tab, false);
                     auto tab = [&](const char* name, auto&& draw) {
@@ -915,6 +917,10 @@ private:
         }
         if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_T, false)) s.RequestGlobalPass(s.layer_local || s.compare_unedited);
         if (ImGui::IsKeyPressed(GLFW_KEY_F1, false)) s.show_help = !s.show_help;
+        if (const int step = ImGui::IsKeyPressed(GLFW_KEY_PAGE_DOWN) - ImGui::IsKeyPressed(GLFW_KEY_PAGE_UP); io.KeyCtrl && step) {
+            s.settings.right_tab = StepTab(s.settings.right_tab, step);
+            m_apply_tab = true;
+        }
         // Keys belong to an open dialog, or to the editor while it has focus.
         if (io.WantTextInput || ImGui::IsPopupOpen("", ImGuiPopupFlags_AnyPopupId)) return;  // arrows and letters belong to the editor while it has focus
         const int L = s.Layers(), H = s.Heads();

@@ -200,6 +200,7 @@ void HelpView::Draw(WindowState& state) {
         {"Ctrl+F", "go to a token position, or find a token by its text"},
         {"Ctrl+G", "Continue: append generated tokens to the text (again: stop)"},
         {"Ctrl+T", "compare with tau=1: the global pass (a second forward pass) or layer by layer"},
+        {"Ctrl+PgUp / PgDn", "previous / next tab of the right pane (the list button at its left names them all)"},
         {"F1", "show or hide this help"},
         {"Ctrl+Q", "quit"},
         {"\xE2\x86\x91 \xE2\x86\x93", "previous / next layer"},

@@ -5,9 +5,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <set>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "app/core/launch.h"
 #include "app/export/export.h"
 #include "app/export/flags.h"
 #include "app/export/session.h"
@@ -54,6 +58,26 @@ app::Session Example() {
     e.figures.highlight_head = {1, 2};
     e.sink_epsilon = 0.4f;
     return s;
+}
+
+// Ctrl+PageUp / PageDown step through the right pane's tabs as the bar orders them, wrapping round.
+TEST(Tabs, StepInTheBarsOrderAndWrap) {
+    EXPECT_STREQ(app::StepTab("Heads", 1), "Matrix");
+    EXPECT_STREQ(app::StepTab("Heads", -1), "Run");
+    EXPECT_STREQ(app::StepTab("Run", 1), "Heads");
+    EXPECT_STREQ(app::StepTab("Next token", -1), "Sparsity");
+    EXPECT_STREQ(app::StepTab("Lens", 13), "Matrix");      // 13 = 10 + 3: once round, then Run, Heads, Matrix
+    EXPECT_STREQ(app::StepTab("Lens", -13), "Next token");  // back once round, then Fine-tune, What-ifs, Next token
+    EXPECT_STREQ(app::StepTab("no such tab", 1), "Matrix");
+    EXPECT_STREQ(app::StepTab("", -1), "Run");
+    // A whole round from every tab visits each tab once.
+    for (const char* from : app::LaunchOptions::kTabs) {
+        std::set<std::string> seen;
+        std::string at = from;
+        for (size_t i = 0; i < std::size(app::LaunchOptions::kTabs); ++i) seen.insert(at = app::StepTab(at, 1));
+        EXPECT_EQ(at, from);
+        EXPECT_EQ(seen.size(), std::size(app::LaunchOptions::kTabs));
+    }
 }
 
 TEST(Session, RoundTripsEveryField) {
