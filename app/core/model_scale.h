@@ -24,4 +24,8 @@ struct ModelScale {
 };
 ModelScale ScaleOf(const model::ModelInfo& info, int64_t big_parameters = kBigModelParameters);
 
+// A count of parameters as people say it, to three significant digits: 1100 -> "1.1 k",
+// 1353472 -> "1.35 M", 124439808 -> "124 M", 400000000 -> "400 M"; under 1,000 the number itself.
+std::string CountName(int64_t n);
+
 }  // namespace app

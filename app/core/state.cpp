@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 
 #include "model/text/tokenizer.h"
 #include "model/text/utf8.h"
@@ -202,7 +203,8 @@ viz::Image BakeMapWindow(const model::MapCells& map, const viz::HeatmapStyle& st
             image.width = cols;
             image.height = rows;
             image.pixels.resize(count);
-            std::memcpy(image.pixels.data(), texels.data(), count * sizeof(uint32_t));
+            static_assert(std::is_trivially_copyable_v<viz::Rgba8>, "texels copy into pixels byte for byte");
+            std::memcpy(static_cast<void*>(image.pixels.data()), texels.data(), count * sizeof(uint32_t));
             return image;
         }
     }

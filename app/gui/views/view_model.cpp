@@ -15,17 +15,6 @@
 namespace app {
 namespace {
 
-// 7364224 -> "7.36 M".
-std::string FormatCount(int64_t n) {
-    char buf[32];
-    const double v = static_cast<double>(n);
-    if (n < 1000) std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(n));
-    else if (n < 1000000) std::snprintf(buf, sizeof(buf), "%.2f k", v / 1e3);
-    else if (n < 1000000000) std::snprintf(buf, sizeof(buf), "%.2f M", v / 1e6);
-    else std::snprintf(buf, sizeof(buf), "%.2f B", v / 1e9);
-    return buf;
-}
-
 // One row of the summary table; the value wraps so long folders stay inside the column.
 void Row(const char* key, const std::string& value, const char* tooltip = nullptr) {
     ImGui::TableNextRow();
@@ -75,7 +64,7 @@ void ModelView::Draw(WindowState& state) {
     if (BeginSummaryTable("##model_compare")) {
         if (state.twin) {
             Row("twin", state.twin->dir, "The comparison maps come from this separately trained model.");
-            Row("twin params", FormatCount(state.twin->parameters));
+            Row("twin params", CountName(state.twin->parameters));
         } else if (state.compare_base) {
             Row("compare with", "tau=1 and the base model (three-way)",
                 "A fine-tune against the model it started from: the maps compare SSA with its own weights at tau = 1 (what the\n"
@@ -118,7 +107,7 @@ void ModelView::Draw(WindowState& state) {
         if (m.tokenizer_vocab != 0 && m.tokenizer_vocab != static_cast<size_t>(c.vocab_size))
             vocab += " (tokenizer " + std::to_string(m.tokenizer_vocab) + ")";
         Row("vocabulary", vocab);
-        Row("parameters", FormatCount(m.parameters));
+        Row("parameters", CountName(m.parameters));
         Row("family", model::DescribeArchitecture(c), "The architecture: norm, positions, attention grouping, MLP, residual and head.");
         Row("activation", model::ActivationName(c));
         Row("tau_q form", model::Describe(c.query), "Per-query inverse temperature: scales the logits of row i.");
