@@ -9,6 +9,8 @@ namespace viz {
 
 constexpr Rgba8 kSsaColor = {240, 145, 40, 255};
 constexpr Rgba8 kCompareColor = {95, 160, 225, 255};
+// A fine-tune's base, the third side beside SSA and its weights at tau = 1 (violet).
+constexpr Rgba8 kBaseColor = {175, 130, 215, 255};
 // A fine-tune's change in two parts (beside its base): the temperatures' (SSA's own orange) and the
 // other weights' drift (green).
 constexpr Rgba8 kTemperaturePartColor = kSsaColor;

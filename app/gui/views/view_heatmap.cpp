@@ -9,7 +9,7 @@
 // [SECTION] Toolbar and go-to
 // [SECTION] The map: cells, token labels, selection, hover read-out
 // [SECTION] Temperature strips beside the map
-// [SECTION] Row chart: the query's row, SSA against the comparison
+// [SECTION] Row chart: the query's row, SSA against the comparison (and the base)
 // [SECTION] Draw: the view's layout
 
 #include "app/gui/views/view_heatmap.h"
@@ -42,6 +42,7 @@ constexpr float kMaxCellPixels = 64.0f;  // the deepest zoom: one cell this many
 constexpr int kWholeMapMaxSide = 1024;   // up to this many tokens, one texel per cell for the whole map (one bake of <= 1M cells)
 const ImU32 kSsaColor = viz::ToImU32(viz::kSsaColor);
 const ImU32 kCompareColor = viz::ToImU32(viz::kCompareColor);
+const ImU32 kBaseColor = viz::ToImU32(viz::kBaseColor);
 const ImU32 kQueryColor = IM_COL32(255, 220, 90, 255);
 
 // A weight as text: 3 decimals, or scientific below 0.001 so small weights do not read as zero.
@@ -723,20 +724,36 @@ void HeatmapView::DrawTemperatureStrips(AppState& state, ImVec2 map_pos, float s
 void HeatmapView::DrawRowChart(WindowState& state, ImVec2 pos, ImVec2 size) {
     const model::Analysis& a = *m_analysis;
     const int T = m_tokens;
-    const bool has_compare = m_compare != nullptr;
     const int query = state.query >= 0 && state.query < T ? state.query : T - 1;
     // Zoomed in, the chart follows the map: only the keys of the visible columns (up to the query).
     const bool zoomed = m_view->zoom > 1.001f;
     const int key_first = zoomed ? std::clamp(static_cast<int>(std::floor(m_view->pan_x)), 0, query) : 0;
     const int key_end = zoomed ? std::clamp(static_cast<int>(std::ceil(m_view->pan_x + T / m_view->zoom)), key_first + 1, query + 1) : query + 1;
     const int n = key_end - key_first;
+    const model::MapCells* maps[3] = {m_ssa.get(), m_compare.get(), m_base.get()};
     if (m_row_query != query) {  // the query's rows, copied once from where the maps are
-        m_row_ssa = m_ssa->Row(query);
-        m_row_compare = has_compare ? m_compare->Row(query) : std::vector<float>();
+        for (int k = 0; k < 3; ++k) m_rows[k] = maps[k] ? maps[k]->Row(query) : std::vector<float>();
         m_row_query = query;
     }
-    const float* ssa = m_row_ssa.data() + key_first;
-    const float* cmp = has_compare ? m_row_compare.data() + key_first : nullptr;
+    // The series: SSA, then the comparison and, in the three-way layout, the base. Each names its
+    // tallest bars (SSA five, the others three).
+    struct Series {
+        const float* values;
+        ImU32 colour;
+        std::string name;
+        int peaks;
+    };
+    std::vector<Series> series;
+    const std::string compare_name = CompareName(a);
+    const std::string names[3] = {"SSA", compare_name, "base"};
+    const ImU32 colours[3] = {kSsaColor, kCompareColor, kBaseColor};
+    if (static_cast<int>(m_rows[0].size()) < key_end) return;  // no SSA row: nothing to chart
+    for (int k = 0; k < 3; ++k)
+        if (static_cast<int>(m_rows[k].size()) >= key_end) series.push_back({m_rows[k].data() + key_first, colours[k], names[k], k == 0 ? 5 : 3});
+    const int count = static_cast<int>(series.size());
+    const float* ssa = series[0].values;
+    const bool with_base = count == 3;
+
     ImDrawList* draw = ImGui::GetWindowDrawList();
     const ImGuiStyle& style = ImGui::GetStyle();
     const float line_h = ImGui::GetTextLineHeight();
@@ -756,30 +773,27 @@ void HeatmapView::DrawRowChart(WindowState& state, ImVec2 pos, ImVec2 size) {
     const std::string title = "query '" + viz::EllipsizeText(m_labels[query], ImGui::GetFontSize() * 10) + "' (" + std::to_string(query) +
                               ")" + tau + (state.query == query ? "" : ", the last token") + ": weights over keys " +
                               std::to_string(key_first) + ".." + std::to_string(key_first + n - 1);
-    const std::string compare_name = CompareName(a);
-    const float legend_w = line_h * 2 + ImGui::CalcTextSize("SSA").x + ImGui::CalcTextSize(compare_name.c_str()).x + style.ItemSpacing.x * 3;
+    float legend_w = 0.0f;
+    for (const Series& s : series) legend_w += line_h * 0.6f + style.ItemInnerSpacing.x + ImGui::CalcTextSize(s.name.c_str()).x + style.ItemSpacing.x;
     ImGui::PushClipRect(pos, ImVec2(pos.x + size.x - legend_w - style.ItemSpacing.x, pos.y + line_h), true);
     ImGui::TextUnformatted(title.c_str());
     ImGui::PopClipRect();
     if (state.query != query && ImGui::IsItemHovered()) ImGui::SetTooltip("Click a row of the map to choose the query; Esc clears it.");
     {
         float x = pos.x + size.x - legend_w;
-        auto legend = [&](ImU32 color, const char* text) {
-            draw->AddRectFilled(ImVec2(x, pos.y + line_h * 0.2f), ImVec2(x + line_h * 0.6f, pos.y + line_h * 0.8f), color);
+        for (const Series& s : series) {
+            draw->AddRectFilled(ImVec2(x, pos.y + line_h * 0.2f), ImVec2(x + line_h * 0.6f, pos.y + line_h * 0.8f), s.colour);
             x += line_h * 0.6f + style.ItemInnerSpacing.x;
-            draw->AddText(ImVec2(x, pos.y), text_col, text);
-            x += ImGui::CalcTextSize(text).x + style.ItemSpacing.x;
-        };
-        legend(kSsaColor, "SSA");
-        if (cmp) legend(kCompareColor, compare_name.c_str());
+            draw->AddText(ImVec2(x, pos.y), text_col, s.name.c_str());
+            x += ImGui::CalcTextSize(s.name.c_str()).x + style.ItemSpacing.x;
+        }
     }
 
     // Plot area.
     float vmax = 0.0f;
-    for (int j = 0; j < n; ++j) {
-        if (std::isfinite(ssa[j])) vmax = std::max(vmax, ssa[j]);
-        if (cmp && std::isfinite(cmp[j])) vmax = std::max(vmax, cmp[j]);
-    }
+    for (const Series& s : series)
+        for (int j = 0; j < n; ++j)
+            if (std::isfinite(s.values[j])) vmax = std::max(vmax, s.values[j]);
     if (!(vmax > 0.0f)) vmax = 1.0f;
     const std::vector<float> y_ticks = viz::NiceTicks({0.0f, vmax}, false, 4);
     float axis_w = 0.0f;
@@ -805,7 +819,8 @@ void HeatmapView::DrawRowChart(WindowState& state, ImVec2 pos, ImVec2 size) {
         draw->AddText(ImVec2(plot_min.x - 6 - ImGui::CalcTextSize(label.c_str()).x, y - line_h * 0.5f), dim_col, label.c_str());
     }
 
-    // Keys into bins at least 3 px wide; a bin shows each series' largest weight (max-pooled).
+    // Keys into bins at least 3 px wide; a bin shows each series' largest weight (max-pooled), the
+    // series' bars side by side.
     const int bins = std::max(1, std::min(n, static_cast<int>(plot_w / 3.0f)));
     const float slot = plot_w / bins;
     auto bin_begin = [&](int b) { return static_cast<int>(static_cast<int64_t>(b) * n / bins); };
@@ -816,33 +831,35 @@ void HeatmapView::DrawRowChart(WindowState& state, ImVec2 pos, ImVec2 size) {
         return b;
     };
     const float gap = slot >= 8.0f ? std::max(1.0f, std::floor(slot * 0.2f)) : (slot >= 4.0f ? 1.0f : 0.0f);
-    const float bar_w = std::min(std::max(1.0f, std::floor((slot - gap) / (cmp ? 2.0f : 1.0f))), line_h * 2.0f);
-    const float pair_w = bar_w * (cmp ? 2.0f : 1.0f);
+    const float bar_w = std::min(std::max(1.0f, std::floor((slot - gap) / count)), line_h * 2.0f);
+    const float group_w = bar_w * count;
+    // A series' bar centre relative to its bin's: the group of bars is centred in the slot.
+    auto bar_offset = [&](int k) { return (k - (count - 1) * 0.5f) * bar_w; };
     int hovered_bin = -1;
     if (hovered) hovered_bin = std::clamp(static_cast<int>((ImGui::GetIO().MousePos.x - plot_min.x) / slot), 0, bins - 1);
-    const bool dense = cmp && (slot - gap) / 2.0f < 2.0f;  // a pixel or less a bar
-    std::vector<ImVec2> compare_line;
+    const bool dense = count > 1 && (slot - gap) / count < 2.0f;  // a pixel or less a bar
+    std::vector<std::vector<ImVec2>> lines(count);
     for (int b = 0; b < bins; ++b) {
         const int j0 = bin_begin(b), j1 = bin_begin(b + 1);
-        float s_max = 0.0f, c_max = 0.0f;
-        for (int j = j0; j < j1; ++j) {
-            s_max = std::max(s_max, ssa[j]);
-            if (cmp) c_max = std::max(c_max, cmp[j]);
-        }
-        const float x = std::round(plot_min.x + b * slot + (slot - pair_w) * 0.5f);
         if (b == hovered_bin)
             draw->AddRectFilled(ImVec2(plot_min.x + b * slot, plot_min.y), ImVec2(plot_min.x + (b + 1) * slot, plot_max.y),
                                 IM_COL32(255, 255, 255, 40));
-        if (dense) {  // bars of a pixel would hide one side: SSA as bars over the whole slot, the comparison as a line
-            draw->AddRectFilled(ImVec2(std::round(plot_min.x + b * slot), std::round(y_of(s_max))),
-                                ImVec2(std::round(plot_min.x + (b + 1) * slot), plot_max.y), kSsaColor);
-            if (cmp) compare_line.push_back(ImVec2(plot_min.x + (b + 0.5f) * slot, y_of(c_max)));
-            continue;
+        const float x = std::round(plot_min.x + b * slot + (slot - group_w) * 0.5f);
+        for (int k = 0; k < count; ++k) {
+            float top = 0.0f;
+            for (int j = j0; j < j1; ++j) top = std::max(top, series[k].values[j]);
+            if (dense && k > 0) {  // bars of a pixel would hide a side: SSA as bars over the whole slot, the others as lines
+                lines[k].push_back(ImVec2(plot_min.x + (b + 0.5f) * slot, y_of(top)));
+            } else if (dense) {
+                draw->AddRectFilled(ImVec2(std::round(plot_min.x + b * slot), std::round(y_of(top))),
+                                    ImVec2(std::round(plot_min.x + (b + 1) * slot), plot_max.y), series[k].colour);
+            } else {
+                draw->AddRectFilled(ImVec2(x + k * bar_w, std::round(y_of(top))), ImVec2(x + (k + 1) * bar_w, plot_max.y), series[k].colour);
+            }
         }
-        draw->AddRectFilled(ImVec2(x, std::round(y_of(s_max))), ImVec2(x + bar_w, plot_max.y), kSsaColor);
-        if (cmp) draw->AddRectFilled(ImVec2(x + bar_w, std::round(y_of(c_max))), ImVec2(x + 2 * bar_w, plot_max.y), kCompareColor);
     }
-    if (compare_line.size() > 1) draw->AddPolyline(compare_line.data(), static_cast<int>(compare_line.size()), kCompareColor, 0, 1.5f);
+    for (int k = 1; k < count; ++k)
+        if (lines[k].size() > 1) draw->AddPolyline(lines[k].data(), static_cast<int>(lines[k].size()), series[k].colour, 0, 1.5f);
     draw->AddLine(ImVec2(plot_min.x, plot_max.y), ImVec2(plot_max.x, plot_max.y), ImGui::GetColorU32(ImGuiCol_Border));
 
     // X axis: each labelled key's index and token at round steps, as many as fit.
@@ -861,34 +878,34 @@ void HeatmapView::DrawRowChart(WindowState& state, ImVec2 pos, ImVec2 size) {
         }
     }
 
-    // The top keys by SSA weight, then the comparison's (its tallest bars named too), labelled
-    // above their bars in their series' colour; labels that would collide stack up or are left out
-    // (the tooltip still has them).
+    // The top keys by SSA weight, then each other series' (its tallest bars named too), labelled
+    // above their bars, SSA's in the text colour and the others' in theirs; labels that would
+    // collide stack up or are left out (the tooltip still has them).
     {
         struct Peak {
             int j;
-            bool compare;
+            int series;
         };
         std::vector<Peak> peaks;
-        for (const float* series : {ssa, cmp}) {
-            if (!series) continue;
+        for (int k = 0; k < count; ++k) {
+            const float* values = series[k].values;
             std::vector<int> order(n);
             std::iota(order.begin(), order.end(), 0);
-            const int top = std::min(series == ssa ? 5 : 3, n);
-            std::partial_sort(order.begin(), order.begin() + top, order.end(), [&](int x, int y) { return series[x] > series[y]; });
+            const int top = std::min(series[k].peaks, n);
+            std::partial_sort(order.begin(), order.begin() + top, order.end(), [&](int x, int y) { return values[x] > values[y]; });
             for (int r = 0; r < top; ++r) {
                 const bool seen = std::any_of(peaks.begin(), peaks.end(), [&](const Peak& p) { return bin_of(p.j) == bin_of(order[r]); });
-                if (!seen) peaks.push_back({order[r], series == cmp});
+                if (!seen) peaks.push_back({order[r], k});
             }
         }
         std::vector<ImVec4> placed;  // x0, y0, x1, y1
         for (const Peak& peak : peaks) {
             const int j = peak.j;
             const int b = bin_of(j);
-            const float value = peak.compare ? cmp[j] : ssa[j];
+            const float value = series[peak.series].values[j];
             const std::string text = viz::EllipsizeText(m_labels[key_first + j], ImGui::GetFontSize() * 6.0f);
             const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
-            const float cx = plot_min.x + (b + 0.5f) * slot + (cmp ? (peak.compare ? 0.5f : -0.5f) * bar_w : 0.0f);
+            const float cx = plot_min.x + (b + 0.5f) * slot + (dense ? 0.0f : bar_offset(peak.series));
             const float x0 = std::clamp(std::round(cx - ts.x * 0.5f), plot_min.x + 2, plot_max.x - ts.x - 2);
             float y0 = std::round(y_of(value) - ts.y - 2);
             bool ok = false;
@@ -906,9 +923,9 @@ void HeatmapView::DrawRowChart(WindowState& state, ImVec2 pos, ImVec2 size) {
             }
             if (!ok) continue;
             const float bar_top = y_of(value);
-            const ImU32 color = peak.compare ? kCompareColor : kSsaColor;
-            if (y0 + ts.y + 2 < bar_top - 1) draw->AddLine(ImVec2(cx, y0 + ts.y), ImVec2(cx, bar_top - 1), (color & 0x00FFFFFF) | 0xA0000000);
-            AddLabel(draw, ImVec2(x0, y0), peak.compare ? kCompareColor : text_col, text.c_str());
+            const ImU32 colour = series[peak.series].colour;
+            if (y0 + ts.y + 2 < bar_top - 1) draw->AddLine(ImVec2(cx, y0 + ts.y), ImVec2(cx, bar_top - 1), (colour & 0x00FFFFFF) | 0xA0000000);
+            AddLabel(draw, ImVec2(x0, y0), peak.series == 0 ? text_col : colour, text.c_str());
             placed.push_back(ImVec4(x0 - 2, y0, x0 + ts.x + 2, y0 + ts.y));
         }
     }
@@ -923,10 +940,13 @@ void HeatmapView::DrawRowChart(WindowState& state, ImVec2 pos, ImVec2 size) {
         if (j1 - j0 > 1)
             ImGui::TextDisabled("keys %d..%d (one bar per %d keys; the largest SSA weight):", key_first + j0, key_first + j1 - 1, j1 - j0);
         ImGui::Text("key '%s' (%d)", m_labels[key_first + best].c_str(), key_first + best);
-        ImGui::Text("SSA p = %s", FormatWeight(ssa[best]).c_str());
-        if (cmp) {
-            ImGui::Text("%s p = %s", compare_name.c_str(), FormatWeight(cmp[best]).c_str());
-            ImGui::Text("SSA - %s = %s", compare_name.c_str(), FormatWeight(ssa[best] - cmp[best], true).c_str());
+        for (const Series& s : series) ImGui::Text("%s p = %s", s.name.c_str(), FormatWeight(s.values[best]).c_str());
+        if (with_base) {  // the change in its two parts, as the map's hover and the Fine-tune tab split it
+            const float tau1 = series[1].values[best], base = series[2].values[best];
+            ImGui::Text("temperatures (SSA - tau=1) %s, drift (tau=1 - base) %s", FormatWeight(ssa[best] - tau1, true).c_str(),
+                        FormatWeight(tau1 - base, true).c_str());
+        } else if (count == 2) {
+            ImGui::Text("SSA - %s = %s", compare_name.c_str(), FormatWeight(ssa[best] - series[1].values[best], true).c_str());
         }
         ImGui::EndTooltip();
     }

@@ -73,8 +73,8 @@ private:
     // drawn or hovered is copied to the host. m_compare, m_base null without one; m_diff (SSA -
     // comparison) null unless the difference is shown.
     model::MapCellsPtr m_ssa, m_compare, m_base, m_diff;
-    int m_row_query = -1;                    // the query whose rows m_row_ssa and m_row_compare hold (the row chart)
-    std::vector<float> m_row_ssa, m_row_compare;
+    int m_row_query = -1;                    // the query whose rows m_rows holds (the row chart)
+    std::vector<float> m_rows[3];            // its row of SSA, the comparison and the base (empty where none is shown)
     viz::Range m_tau_q_range, m_tau_v_range; // diverging around 1 (see TemperatureRange)
     std::vector<std::string> m_labels;       // [T] display text of each token
     std::vector<std::string> m_short_labels; // [T] the same, shortened to the label strip

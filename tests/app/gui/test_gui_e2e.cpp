@@ -20,6 +20,7 @@
 
 #include "app/core/examples.h"
 #include "app/gui/worker.h"
+#include "viz/palette.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -45,6 +46,16 @@ size_t DistinctColours(const Picture& p, int x0, int y0, int w, int h) {
     for (int y = std::max(0, y0); y < std::min(p.height, y0 + h); ++y)
         for (int x = std::max(0, x0); x < std::min(p.width, x0 + w); ++x) colours.insert(p.pixels[static_cast<size_t>(y) * p.width + x]);
     return colours.size();
+}
+
+// Pixels of a region in exactly this colour (a chart's filled bars).
+size_t PixelsOf(const Picture& p, const nlohmann::json& region, viz::Rgba8 colour) {
+    const uint32_t want = colour.r | colour.g << 8 | colour.b << 16 | static_cast<uint32_t>(colour.a) << 24;  // RGBA in memory: R lowest
+    const int x0 = region[0].get<int>(), y0 = region[1].get<int>(), w = region[2].get<int>(), h = region[3].get<int>();
+    size_t n = 0;
+    for (int y = std::max(0, y0); y < std::min(p.height, y0 + h); ++y)
+        for (int x = std::max(0, x0); x < std::min(p.width, x0 + w); ++x) n += p.pixels[static_cast<size_t>(y) * p.width + x] == want;
+    return n;
 }
 
 // Pixels of a region brighter than `level` (0-255, the mean of red, green and blue): text on the dark theme.
@@ -84,6 +95,11 @@ TEST(EndToEnd, DefaultModelScreenshot) {
         EXPECT_GT(h, 20) << region;
         EXPECT_GT(DistinctColours(p, x, y, w, h), 12u) << region << " holds too few colours";
     }
+    // The query's row: SSA's bars and the comparison's, no base's (there is none).
+    ASSERT_TRUE(meta["regions"].contains("row_chart"));
+    EXPECT_GT(PixelsOf(p, meta["regions"]["row_chart"], viz::kSsaColor), 50u);
+    EXPECT_GT(PixelsOf(p, meta["regions"]["row_chart"], viz::kCompareColor), 50u);
+    EXPECT_EQ(PixelsOf(p, meta["regions"]["row_chart"], viz::kBaseColor), 0u);
 }
 
 // Examples > Graph: the bundled graph model with its twin, and the P* / SSA / vanilla window.
@@ -236,6 +252,10 @@ TEST(EndToEnd, ThreeWayFromTheCommandLine) {
         EXPECT_GT(DistinctColours(p, r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 6u) << region;
     }
     EXPECT_FALSE(meta["regions"].contains("heatmap_diff")) << "three-way shows the base, not the difference";
+    // The query's row as the three sides' bars, SSA | tau = 1 | base.
+    ASSERT_TRUE(meta["regions"].contains("row_chart"));
+    for (viz::Rgba8 colour : {viz::kSsaColor, viz::kCompareColor, viz::kBaseColor})
+        EXPECT_GT(PixelsOf(p, meta["regions"]["row_chart"], colour), 50u) << int{colour.r} << "," << int{colour.g} << "," << int{colour.b};
     // Both matrices' head labels readable: the second's backing once covered the first's.
     for (const char* region : {"finetune_temperatures_labels", "finetune_drift_labels"}) {
         ASSERT_TRUE(meta["regions"].contains(region)) << region << " " << meta["regions"].dump();
