@@ -32,16 +32,33 @@ float Mean(const std::vector<float>& v, size_t begin = 0) {
     return n ? static_cast<float>(sum / n) : NAN;
 }
 
-// A plot of the two sides, each named and in its colour: SSA's series, then its comparison's.
+// A plot of the sides, each named and in its colour: SSA's series, its comparison's and, beside a
+// fine-tune's base, the base's (series 2).
 viz::Plot SidesPlot(const model::Analysis& a, viz::SeriesKind kind) {
     viz::Plot p;
-    p.Series.resize(2);
+    p.Series.resize(a.HasBase() ? 3 : 2);
     p.Series[0].Name = "SSA";
     p.Series[0].Color = viz::kSsaColor;
     p.Series[1].Name = CompareName(a);
     p.Series[1].Color = viz::kCompareColor;
+    if (a.HasBase()) {
+        p.Series[2].Name = "base";
+        p.Series[2].Color = viz::kBaseColor;
+    }
     for (viz::PlotSeries& s : p.Series) s.Kind = kind;
     return p;
+}
+
+// Each side's row metrics, in SidesPlot's order.
+const model::MapMetrics& SideMetrics(const model::Analysis& a, size_t side) {
+    return side == 0 ? a.metrics : side == 1 ? a.metrics_compare : a.metrics_base;
+}
+
+// Whether temperatures vary: a tau = 1 side or a vanilla base has none to count.
+bool HasTemperatures(const model::RowArray& tau) {
+    for (float v : tau.Flat())
+        if (std::isfinite(v) && v != 1.0f) return true;
+    return false;
 }
 
 // The heads in the order of in.heads, and the selected one's index there.
@@ -60,19 +77,20 @@ bool HeadScope(const PlotInput& in) { return in.head_scope && in.selected; }
 viz::Plot Dilution(const PlotInput& in) {
     const model::Analysis& a = in.analysis;
     viz::Plot p = SidesPlot(a, viz::SeriesKind::Line);
-    viz::PlotSeries &ssa = p.Series[0], &other = p.Series[1];
-    if (HeadScope(in)) {
-        ssa.Y = HeadRow(a.metrics.Find("normalized_entropy"), a, *in.selected);
-        other.Y = HeadRow(a.metrics_compare.Find("normalized_entropy"), a, *in.selected);
-        if (a.n_tokens > 0) ssa.Y[0] = other.Y[0] = NAN;  // one key: trivially 0
-        p.Options.YLabel = "H_i / ln i";
-    } else {
-        ssa.Y = RowMeanOverHeads(a.metrics.Find("normalized_entropy"), a);
-        other.Y = RowMeanOverHeads(a.metrics_compare.Find("normalized_entropy"), a);
-        p.Options.YLabel = "H_i / ln i, mean over heads";
+    std::vector<float> x;
+    for (int i = 0; i < a.n_tokens; ++i) x.push_back(static_cast<float>(i + 1));
+    for (size_t k = 0; k < p.Series.size(); ++k) {
+        const model::RowArray* rows = SideMetrics(a, k).Find("normalized_entropy");
+        viz::PlotSeries& side = p.Series[k];
+        if (HeadScope(in)) {
+            side.Y = HeadRow(rows, a, *in.selected);
+            if (a.n_tokens > 0) side.Y[0] = NAN;  // one key: trivially 0
+        } else {
+            side.Y = RowMeanOverHeads(rows, a);
+        }
+        side.X = x;
     }
-    for (int i = 0; i < a.n_tokens; ++i) ssa.X.push_back(static_cast<float>(i + 1));
-    other.X = ssa.X;
+    p.Options.YLabel = HeadScope(in) ? "H_i / ln i" : "H_i / ln i, mean over heads";
     p.Options.Title = in.model_name + kDot + "attention dilution" + (HeadScope(in) ? kDot + HeadName(*in.selected) : "");
     p.Options.XLabel = "query position i";
     p.Options.YRange = viz::Range{0.0f, 1.05f};
@@ -81,17 +99,20 @@ viz::Plot Dilution(const PlotInput& in) {
 }
 
 std::string DilutionNote(const PlotInput& in, const viz::Plot& p) {
-    return "mean over rows 2..T: SSA " + Format("%.3f", Mean(p.Series[0].Y, 1)) + ", " + p.Series[1].Name + " " +
-           Format("%.3f", Mean(p.Series[1].Y, 1));
+    std::string note = "mean over rows 2..T:";
+    for (size_t k = 0; k < p.Series.size(); ++k) note += (k ? ", " : " ") + p.Series[k].Name + " " + Format("%.3f", Mean(p.Series[k].Y, 1));
+    return note;
 }
 
 viz::Plot TauQHistogram(const PlotInput& in) {
     const model::Analysis& a = in.analysis;
     viz::Plot p = SidesPlot(a, viz::SeriesKind::Histogram);
     auto values = [&](const model::RowArray& tau) { return HeadScope(in) ? HeadRow(&tau, a, *in.selected) : tau.Flat(); };
+    // Only sides with temperatures of their own: SSA, a twin, a base that is itself an SSA model.
     p.Series[0].Y = values(a.tau_q);
     if (HasTwin(a)) p.Series[1].Y = values(a.tau_q_compare);
-    else p.Series.pop_back();  // only a twin has temperatures of its own; tau = 1 has none to count
+    if (a.HasBase() && HasTemperatures(a.tau_q_base)) p.Series[2].Y = values(a.tau_q_base);
+    p.Series.erase(std::remove_if(p.Series.begin() + 1, p.Series.end(), [](const viz::PlotSeries& s) { return s.Y.empty(); }), p.Series.end());
     p.Options.Title = in.model_name + kDot + "query temperature tau_q " + (HeadScope(in) ? "(" + HeadName(*in.selected) + ")" : "(all heads)");
     p.Options.XLabel = "tau_q";
     p.Options.YLabel = HeadScope(in) ? "tokens" : "tokens x heads";
@@ -134,6 +155,7 @@ viz::Plot SinkMass(const PlotInput& in) {
     for (const HeadSummary& s : in.heads) {
         p.Series[0].Y.push_back(s.Get("sink_mass"));
         p.Series[1].Y.push_back(s.Get("sink_mass", Side::Compare));
+        if (a.HasBase()) p.Series[2].Y.push_back(HeadMean(a.metrics_base.Find("sink_mass"), a, s.ref.layer, s.ref.head));
         p.Options.XCategories.push_back(HeadName(s.ref));
     }
     p.Options.CategoryGroup = a.n_head;
@@ -146,16 +168,16 @@ viz::Plot SinkMass(const PlotInput& in) {
     return p;
 }
 
-std::string SinkNote(const PlotInput& in, const viz::Plot&) {
+std::string SinkNote(const PlotInput& in, const viz::Plot& p) {
     const int heads = static_cast<int>(in.heads.size());
-    int sinks = 0, sinks_compare = 0;
-    for (const HeadSummary& s : in.heads) {
-        sinks += IsSinkHead(s, Side::Ssa, in.sink_epsilon) ? 1 : 0;
-        sinks_compare += IsSinkHead(s, Side::Compare, in.sink_epsilon) ? 1 : 0;
+    std::string note = "sink ratio:";
+    for (size_t k = 0; k < p.Series.size(); ++k) {  // each side's heads above eps, as IsSinkHead rules
+        int sinks = 0;
+        for (float mass : p.Series[k].Y) sinks += IsSinkHead(mass, in.sink_epsilon) ? 1 : 0;
+        note += (k ? ", " : " ") + p.Series[k].Name + " " + Format("%.2f", heads ? static_cast<float>(sinks) / heads : 0.0f) + " (" +
+                std::to_string(sinks) + " of " + std::to_string(heads) + (k ? ")" : " heads)");
     }
-    auto ratio = [&](int n) { return Format("%.2f", heads ? static_cast<float>(n) / heads : 0.0f); };
-    return "sink ratio: SSA " + ratio(sinks) + " (" + std::to_string(sinks) + " of " + std::to_string(heads) + " heads), " +
-           CompareName(in.analysis) + " " + ratio(sinks_compare) + " (" + std::to_string(sinks_compare) + " of " + std::to_string(heads) + ")";
+    return note;
 }
 
 }  // namespace

@@ -131,8 +131,9 @@ public:
             OpenRun(options.run, options.compare_run, model_dir, /*show_tab=*/!session);
             m_start_timeline = true;
         }
+        bool tab_asked = false;
         for (const char* tab : LaunchOptions::kTabs)
-            if (options.show == TabFlag(tab)) m_state.settings.right_tab = tab;
+            if (options.show == TabFlag(tab)) m_state.settings.right_tab = tab, tab_asked = true;
         // --layer, --head, --query, --map: where the window opens (checked once the model is open).
         if (options.layer) m_state.selected.layer = *options.layer;
         if (options.head) m_state.selected.head = *options.head;
@@ -141,9 +142,9 @@ public:
         if (options.compare) ApplyCompare(*options.compare);
         if (options.map == "all") {
             m_state.settings.split = true;
-        } else if (options.map == "three-way") {  // the Fine-tune tab beside it; a base is asked for
+        } else if (options.map == "three-way") {  // the Fine-tune tab beside it unless --tab chose one; a base is asked for
             m_state.settings.three_way = true;
-            m_state.settings.right_tab = "Fine-tune";
+            if (!tab_asked) m_state.settings.right_tab = "Fine-tune";
         } else if (auto mode = ParseMapMode(options.map)) {
             m_state.settings.split = m_state.settings.three_way = false;
             m_state.settings.map_mode = *mode;

@@ -74,11 +74,15 @@ void SparsityView::Draw(WindowState& state) {
         if (p.sink_threshold) {
             ImGui::SetNextItemWidth(std::min(220.0f, width * 0.5f));
             if (ImGui::SliderFloat("sink threshold eps", &state.settings.sink_epsilon, 0.05f, 0.95f, "%.2f")) Refresh(state);
-            ImGui::TextUnformatted(m_notes[k].c_str());
+            ImGui::TextWrapped("%s", m_notes[k].c_str());  // three sides beside a base: wider than the pane
         }
         const std::string id = std::string("##") + p.key;
         const viz::PlotHit hit = viz::DrawPlot(id.c_str(), ImVec2(0, plot_h), m_plots[k]);
-        if (!p.sink_threshold && !m_notes[k].empty()) ImGui::TextDisabled("%s", m_notes[k].c_str());
+        if (!p.sink_threshold && !m_notes[k].empty()) {
+            ImGui::PushTextWrapPos(0.0f);
+            ImGui::TextDisabled("%s", m_notes[k].c_str());
+            ImGui::PopTextWrapPos();
+        }
         if (!hit.clicked || hit.index < 0) continue;
         if (p.pick == PlotPick::Query) state.query = hit.index;
         if (p.pick == PlotPick::Head && hit.index < static_cast<int>(m_heads.Get().size())) state.selected = m_heads.Get()[hit.index].ref;

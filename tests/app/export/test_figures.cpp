@@ -1,6 +1,7 @@
 // The exported analysis figures against golden files, byte for byte (SSAVIZ_UPDATE_GOLDEN=1
-// rewrites them): the Sparsity plots of a synthetic analysis against the tau = 1 comparison, and
-// the tau_q histogram against a twin (whose temperatures are overlaid), as PNG and SVG.
+// rewrites them): the Sparsity plots of a synthetic analysis against the tau = 1 comparison, the
+// tau_q histogram against a twin (whose temperatures are overlaid), and the plots beside a
+// fine-tune's base, as PNG and SVG.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -71,6 +72,21 @@ TEST_F(ExportFigures, SparsityPlotsAgainstATwin) {
     for (size_t k = 0; k < tau_q.size(); ++k) tau_q[k] = 0.8f + 0.05f * static_cast<float>(k % 9);
     a.tau_q_compare = model::RowArray(tau_q, a.tau_q_compare.rows(), a.tau_q_compare.tokens());
     ExpectSparsityGoldens(a, {"tau_q_histogram"}, "_twin");  // the others differ from tau = 1's in a legend entry alone
+}
+
+// Beside a fine-tune's base, each plot draws the base as a third side (violet): its dilution, its
+// sink mass per head and, when it has temperatures of its own, its tau_q.
+TEST_F(ExportFigures, SparsityPlotsBesideABase) {
+    model::Analysis a = app::MakeSyntheticAnalysis(2, 3, 12, 5);
+    const model::Analysis other = app::MakeSyntheticAnalysis(2, 3, 12, 6);
+    a.comparison = model::Comparison::Base;
+    a.base_label = "/models/pythia-base";
+    a.metrics_base = other.metrics_compare;
+    a.tau_q_base = other.tau_q_compare;  // a vanilla base: tau = 1 everywhere, no histogram of its own
+    a.tau_v_base = other.tau_v_compare;
+    ExpectSparsityGoldens(a, {"dilution", "sink_mass", "tau_q_histogram"}, "_base");
+    a.tau_q_base = other.tau_q;  // a base that is itself an SSA model
+    ExpectSparsityGoldens(a, {"tau_q_histogram"}, "_ssa_base");
 }
 
 }  // namespace
