@@ -256,6 +256,19 @@ TEST(EndToEnd, ThreeWayFromTheCommandLine) {
     ASSERT_TRUE(meta["regions"].contains("row_chart"));
     for (viz::Rgba8 colour : {viz::kSsaColor, viz::kCompareColor, viz::kBaseColor})
         EXPECT_GT(PixelsOf(p, meta["regions"]["row_chart"], colour), 50u) << int{colour.r} << "," << int{colour.g} << "," << int{colour.b};
+    // --tab names the tab over three-way's Fine-tune (it was overridden); the plots there draw the base.
+    const std::string png_tab = dir + "/shot_tab.png";
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --model " + dir + "/ft --base " + dir + "/base --map three-way --tab sparsity" +
+                             " --text 'One slope a layer.' --screenshot " + png_tab + " --frames 4",
+                         dir + "/log_tab.txt"),
+              0)
+        << ReadFile(dir + "/log_tab.txt");
+    const nlohmann::json meta_tab = nlohmann::json::parse(ReadFile(png_tab + ".json"), nullptr, false);
+    ASSERT_TRUE(meta_tab.is_object() && meta_tab.contains("state")) << ReadFile(dir + "/log_tab.txt");
+    EXPECT_EQ(meta_tab["state"]["tab"], "Sparsity");
+    EXPECT_EQ(meta_tab["state"]["three_way"], true);
+    ASSERT_TRUE(meta_tab["regions"].contains("sparsity"));
+    EXPECT_GT(PixelsOf(Load(png_tab), meta_tab["regions"]["sparsity"], viz::kBaseColor), 20u) << "the base's curve and bars";
     // Both matrices' head labels readable: the second's backing once covered the first's.
     for (const char* region : {"finetune_temperatures_labels", "finetune_drift_labels"}) {
         ASSERT_TRUE(meta["regions"].contains(region)) << region << " " << meta["regions"].dump();
