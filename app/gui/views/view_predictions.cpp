@@ -9,6 +9,7 @@
 #include "app/core/names.h"
 #include "app/gui/views/view_common.h"
 #include "viz/imgui/widgets.h"
+#include "viz/palette.h"
 
 namespace app {
 namespace {
@@ -93,49 +94,73 @@ void PredictionView::DrawNextTokens(const AppState& state) {
     constexpr int K = model::Analysis::kTopK;
     const int T = a.n_tokens;
     const int p = state.query >= 0 && state.query < T ? state.query : T - 1;
-    if (static_cast<int>(a.top_ids.size()) < (p + 1) * K || static_cast<int>(a.top_probs.size()) < (p + 1) * K) {
+    const size_t need = static_cast<size_t>(p + 1) * K;
+    // The sides that predicted: SSA, the comparison (unless layer-local) and, beside a fine-tune,
+    // its base; each with its top k, and its rank and loss of the actual next token.
+    struct Side {
+        std::string name;
+        const std::vector<int32_t>* ids;
+        const std::vector<float>* probs;
+        const std::vector<int32_t>* rank;
+        const std::vector<float>* loss;
+        ImU32 bar;
+    };
+    if (a.top_ids.size() < need || a.top_probs.size() < need) {
         ImGui::TextDisabled("This analysis has no predictions.");
         return;
     }
-    const bool compare = a.HasComparePredictions() && static_cast<int>(a.top_ids_compare.size()) >= (p + 1) * K &&
-                         static_cast<int>(a.top_probs_compare.size()) >= (p + 1) * K;
+    std::vector<Side> sides;
+    auto add = [&](std::string name, const std::vector<int32_t>& ids, const std::vector<float>& probs, const std::vector<int32_t>& rank,
+                   const std::vector<float>& loss, ImU32 bar) {
+        if (ids.size() >= need && probs.size() >= need) sides.push_back({std::move(name), &ids, &probs, &rank, &loss, bar});
+    };
+    add(a.interventions.empty() ? "SSA" : "SSA (with what-ifs)", a.top_ids, a.top_probs, a.rank, a.loss, IM_COL32(80, 140, 230, 120));
+    if (a.HasComparePredictions())
+        add(CompareName(a), a.top_ids_compare, a.top_probs_compare, a.rank_compare, a.loss_compare, IM_COL32(150, 150, 150, 110));
+    if (a.HasBase()) {
+        const viz::Rgba8 c = viz::kBaseColor;
+        add("base", a.top_ids_base, a.top_probs_base, a.rank_base, a.loss_base, IM_COL32(c.r, c.g, c.b, 110));
+    }
     const std::string piece = p < static_cast<int>(a.tokens.pieces.size()) ? TokenLabel(a.tokens.pieces[p]) : "";
     ImGui::Text("After token %d '%s'%s", p, piece.c_str(), state.query < 0 ? " (the last; click a token to choose another)" : "");
     const bool has_next = p + 1 < T && p < static_cast<int>(a.loss.size());
     const int32_t next = has_next ? a.tokens.ids[p + 1] : -1;
     if (has_next) {
         ImGui::TextColored(kActual, "actual next %s:", IdLabel(state, next).c_str());
-        ImGui::SameLine();
-        ImGui::Text("SSA rank %d, p %.3f, loss %.3f", a.rank[p] + 1, std::exp(-a.loss[p]), a.loss[p]);
-        if (compare && p < static_cast<int>(a.loss_compare.size())) {
-            ImGui::TextDisabled("%s rank %d, p %.3f, loss %.3f", CompareName(a).c_str(), a.rank_compare[p] + 1, std::exp(-a.loss_compare[p]),
-                                a.loss_compare[p]);
+        for (size_t k = 0; k < sides.size(); ++k) {
+            const Side& s = sides[k];
+            if (p >= static_cast<int>(s.loss->size()) || p >= static_cast<int>(s.rank->size())) continue;
+            const int rank = (*s.rank)[p] + 1;
+            const float loss = (*s.loss)[p];
+            if (k == 0) {
+                ImGui::SameLine();
+                ImGui::Text("%s rank %d, p %.3f, loss %.3f", s.name.c_str(), rank, std::exp(-loss), loss);
+            } else {
+                ImGui::TextDisabled("%s rank %d, p %.3f, loss %.3f", s.name.c_str(), rank, std::exp(-loss), loss);
+            }
         }
     } else {
         ImGui::TextDisabled("The last token: what the model would write next (Continue, Ctrl+G, appends it).");
     }
 
-    const int columns = compare ? 3 : 2;
+    const int columns = 1 + static_cast<int>(sides.size());
     if (!ImGui::BeginTable("##next_tokens", columns, ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingStretchSame))
         return;
     ImGui::TableSetupColumn("#", ImGuiTableColumnFlags_WidthFixed, ImGui::GetFontSize() * 1.5f);
-    ImGui::TableSetupColumn(a.interventions.empty() ? "SSA" : "SSA (with what-ifs)");
-    if (compare) ImGui::TableSetupColumn(CompareName(a).c_str());
+    for (const Side& s : sides) ImGui::TableSetupColumn(s.name.c_str());
     ImGui::TableHeadersRow();
     for (int k = 0; k < K; ++k) {
         ImGui::TableNextRow();
         ImGui::TableNextColumn();
         ImGui::TextDisabled("%d", k + 1);
         const size_t at = static_cast<size_t>(p) * K + k;
-        ImGui::TableNextColumn();
-        PredictionCell(state, a.top_ids[at], a.top_probs[at], a.top_ids[at] == next, IM_COL32(80, 140, 230, 120));
-        if (compare) {
+        for (const Side& s : sides) {
             ImGui::TableNextColumn();
-            PredictionCell(state, a.top_ids_compare[at], a.top_probs_compare[at], a.top_ids_compare[at] == next, IM_COL32(150, 150, 150, 110));
+            PredictionCell(state, (*s.ids)[at], (*s.probs)[at], (*s.ids)[at] == next, s.bar);
         }
     }
     ImGui::EndTable();
-    if (!compare && a.comparison == model::Comparison::LayerLocal)
+    if (!a.HasComparePredictions() && a.comparison == model::Comparison::LayerLocal)
         ImGui::TextDisabled("The layer-local comparison runs no forward pass of its own: it has no predictions.");
 }
 

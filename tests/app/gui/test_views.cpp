@@ -249,6 +249,26 @@ TEST_F(Views, PredictionsAndWhatIfsDrawInEveryState) {
         interventions.Draw(state);
     });
     EXPECT_TRUE(state.regions.count("next_tokens"));
+
+    // Beside a fine-tune's base, a third column; a base whose predictions fall short of the query is
+    // left out, never read past its end.
+    for (size_t keep : {size_t{30}, size_t{12}}) {
+        model::Analysis with_base = app::MakeSyntheticAnalysis(3, 2, 30, 3);
+        const model::Analysis base = app::MakeSyntheticAnalysis(3, 2, 30, 4);
+        with_base.comparison = model::Comparison::Base;
+        with_base.base_label = "/models/base";
+        with_base.loss_base = base.loss;
+        with_base.rank_base = base.rank;
+        with_base.top_ids_base.assign(base.top_ids.begin(), base.top_ids.begin() + keep * model::Analysis::kTopK);
+        with_base.top_probs_base.assign(base.top_probs.begin(), base.top_probs.begin() + keep * model::Analysis::kTopK);
+        state.analysis = std::make_shared<const model::Analysis>(std::move(with_base));
+        for (int query : {-1, 5, 20}) {
+            state.query = query;
+            state.regions.clear();
+            Frame([&] { predictions.Draw(state); });
+            EXPECT_TRUE(state.regions.count("next_tokens")) << keep << " " << query;
+        }
+    }
 }
 
 // A new what-if replaces an earlier one on the same head (or the same whole layer) and keeps the rest.
