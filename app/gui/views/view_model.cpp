@@ -196,6 +196,7 @@ void HelpView::Draw(WindowState& state) {
         {"\xE2\x86\x90 \xE2\x86\x92", "previous / next head"},
         {"Esc", "stop Continue or the heads ranking; else clear the selected query token"},
         {"1 / 2 / 3", "map mode: SSA / comparison / difference"},
+        {"4 / 5", "all three side by side / SSA | tau=1 | base (beside a base)"},
         {"L", "log colour scale"},
         {"P", "pin the selected head (shown side by side)"},
         {"Ctrl+click", "pin a head in the heads grid"},
@@ -224,7 +225,9 @@ void HelpView::Draw(WindowState& state) {
         "logits of query row i before the softmax: larger tau_q = sharper, more selective attention; smaller = flatter. "
         "tau_v(j) scales the value vector of key j, so it weighs how much token j contributes once attended to. Each is "
         "built from a position term 1 + s ln(i) and a token term tanh(w . z + b). The comparison map is the same weights "
-        "with tau = 1 everywhere (the vanilla counterfactual), or a separately trained twin model when one is open.");
+        "with tau = 1 everywhere (the vanilla counterfactual), or a separately trained twin model when one is open. Beside "
+        "a fine-tune's base the base is a third side: SSA against tau = 1 is what the temperatures did, tau = 1 against the "
+        "base what fine-tuning did to the other weights (their drift).");
     ImGui::PopTextWrapPos();
     ImGui::End();
 }
