@@ -207,7 +207,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const std::string& model_dir, const
 Status Engine::Impl::OpenBeside(Comparison which, const std::string& dir, const ConfigHints& hints) {
     BindThreadToDevice(device);
     auto loaded = LoadModel(dir, device, hints, model.gpt.dtype(), true);
-    if (!loaded) return Fail(loaded.error());
+    if (!loaded) return Fail("the " + std::string(ToString(which)) + ": " + loaded.error());  // which of the two models failed
     const std::string named = std::string(ToString(which)) + " '" + EscapeForMessage(dir) + "'";
     const ModelConfig &a = model.info.config, &b = loaded->info.config;
     if (a.n_layer != b.n_layer || a.n_head != b.n_head)

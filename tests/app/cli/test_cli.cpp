@@ -206,6 +206,9 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
         for (const char* key : {"js_total", "js_temperature", "js_drift", "loss_base"})
             EXPECT_TRUE(row[key].is_number() && row[key].get<double>() > 0) << key << " " << row.dump();
 
+    // A base that does not open: one line saying it is the base's, not the model's.
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--base", kOut + "/no-such-base", "--text", text, "--out", kOut + "/export_bad_base"}),
+                       3, "the base: model '" + kOut + "/no-such-base' does not exist");
     // None beside: one line naming what to do.
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--compare", "base", "--text", text, "--out", kOut + "/export_no_base"}), 2,
                        "name it with --base DIR");

@@ -171,6 +171,7 @@ TEST(Base, ABaseOfAnotherShapeOrTokenizerIsRefusedInOneLine) {
     s = engine->OpenBase(permuted + "/nothing-here");
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.error().find('\n'), std::string::npos) << s.error();
+    EXPECT_EQ(s.error().rfind("the base: model '" + permuted + "/nothing-here' does not exist", 0), 0u) << "names the base: " << s.error();
     EXPECT_EQ(engine->comparison(), Comparison::Base) << "the base opened before stays";
     EXPECT_TRUE(engine->Analyze(Tokens(*engine)).ok());
 }
