@@ -95,18 +95,26 @@ void PrintSlopes(const model::ModelInfo& info) {
         else std::snprintf(text, sizeof text, "%.4f..%.4f", *lo, *hi);
         return std::string(text);
     };
-    std::printf("slopes       tau_q(i) = 1 + s ln i per layer (%s from beta)\n", model::ToString(info.config.query.position));
-    std::printf("  layer  %-17s %-17s", "beta", "s");
-    for (int i : at) std::printf(" tau@%-9d", i);
-    std::printf("\n");
+    // The table's cells, a row a layer under a header, then each column as wide as its widest cell.
+    std::vector<std::vector<std::string>> rows(1, {"layer", "beta", "s"});
+    for (int i : at) rows[0].push_back("tau@" + std::to_string(i));
     for (size_t l = 0; l < info.query_slopes.size(); ++l) {
         const model::TemperatureSlope& slope = info.query_slopes[l];
-        std::printf("  %5zu  %-17s %-17s", l, range(slope.beta).c_str(), range(slope.s).c_str());
+        std::vector<std::string> row = {std::to_string(l), range(slope.beta), range(slope.s)};
         for (int i : at) {
             std::vector<float> tau;
             for (float s : slope.s) tau.push_back(1.0f + s * std::log(static_cast<float>(i)));
-            std::printf(" %-13s", range(tau).c_str());
+            row.push_back(range(tau));
         }
+        rows.push_back(std::move(row));
+    }
+    std::vector<size_t> width(rows[0].size(), 0);
+    for (const auto& row : rows)
+        for (size_t k = 0; k < row.size(); ++k) width[k] = std::max(width[k], row[k].size());
+    std::printf("slopes       tau_q(i) = 1 + s ln i per layer (%s from beta)\n", model::ToString(info.config.query.position));
+    for (const auto& row : rows) {
+        std::printf("  %*s", static_cast<int>(width[0]), row[0].c_str());  // the layer, right-aligned
+        for (size_t k = 1; k < row.size(); ++k) std::printf("  %-*s", k + 1 < row.size() ? static_cast<int>(width[k]) : 0, row[k].c_str());
         std::printf("\n");
     }
 }

@@ -209,6 +209,16 @@ def test_the_temperature_slopes_are_the_models_position_term():
         assert np.allclose(layer["tau_q_at"]["1024"], 1 + s * np.log(1024), atol=1e-5)
     printed = run_cli("info", "--model", ENGLISH)[1]
     assert "tau_q(i) = 1 + s ln i" in printed and "tau@1024" in printed
+    # The table's columns line up: each layer's cells start where the header's do.
+    lines = printed.splitlines()
+    header = next(k for k, line in enumerate(lines) if line.split()[:2] == ["layer", "beta"])
+    rows = lines[header:header + 1 + m.n_layer]
+
+    def starts(line):
+        return [k for k in range(1, len(line)) if line[k] != " " and line[k - 1] == " "]
+
+    assert all(starts(row)[1:] == starts(rows[0])[1:] for row in rows[1:]), "\n".join(rows)  # the layer column is right-aligned
+    assert all(row == row.rstrip() for row in rows)
 
 
 def test_compare_base_gives_three_sides_and_the_decomposition():
