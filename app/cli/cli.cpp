@@ -39,6 +39,7 @@
 #include "model/nn/analysis.h"
 #include "model/io/files.h"
 #include "model/text/tokenizer.h"
+#include "model/text/utf8.h"
 
 namespace app {
 namespace fs = std::filesystem;
@@ -149,6 +150,25 @@ int CmdInfo(const CommandOptions& o) {
     return kExitOk;
 }
 
+// A piece as the table shows it: quoted and escaped as JSON would, each byte that is not part of a
+// whole character as \xNN (byte-level BPE splits characters; --json keeps every byte in piece_bytes).
+std::string QuotedPiece(const std::string& piece) {
+    std::string out = "\"";
+    for (size_t i = 0; i < piece.size();) {
+        const model::Utf8Char c = model::DecodeUtf8(piece, i);
+        if (c.length == 0) {
+            char byte[8];
+            std::snprintf(byte, sizeof byte, "\\x%02X", static_cast<unsigned char>(piece[i++]));
+            out += byte;
+            continue;
+        }
+        const std::string quoted = json(piece.substr(i, c.length)).dump();
+        out.append(quoted, 1, quoted.size() - 2);
+        i += c.length;
+    }
+    return out + "\"";
+}
+
 int CmdTokenize(const CommandOptions& o) {
     std::string text = ReadText(o);
     auto runner = OpenRunner(o);
@@ -158,9 +178,12 @@ int CmdTokenize(const CommandOptions& o) {
         return kExitOk;
     }
     std::printf("%5s %7s %11s  piece\n", "i", "id", "bytes");
+    const std::vector<std::string> labels = TokenLabels(tokens);  // "é 1/2" where tokens split a character
     for (size_t i = 0; i < tokens.ids.size(); ++i) {
         std::string range = std::to_string(tokens.offsets[i].first) + "-" + std::to_string(tokens.offsets[i].second);
-        std::string piece = json(model::PieceToDisplay(tokens.pieces[i])).dump();  // quoted, escapes visible
+        std::string piece = QuotedPiece(tokens.pieces[i]);
+        if (model::FindInvalidUtf8(tokens.pieces[i]) != std::string::npos && labels[i] != TokenLabel(tokens.pieces[i]))
+            piece += "  (" + labels[i] + ")";
         std::printf("%5zu %7d %11s  %s\n", i, tokens.ids[i], range.c_str(), piece.c_str());
     }
     std::printf("%zu tokens\n", tokens.ids.size());

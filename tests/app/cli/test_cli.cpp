@@ -281,6 +281,17 @@ TEST_F(Cli, BadWhatIfsAndCountsExitTwo) {
                        "--temperature 'nan'");
 }
 
+// The tokenize table shows a token that is part of a character as its bytes (\xE4) and names the
+// character and the part ("你 1/2"), as the window's labels do, never as U+FFFD.
+TEST_F(Cli, TokenizeShowsASplitCharactersBytesAndTheCharacter) {
+    Outcome r = Ssaviz({"tokenize", "--model", Small(), "--text", "\xE4\xBD\xA0 a"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out.find("\xEF\xBF\xBD"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\"\\xE4"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("(\xE4\xBD\xA0 1/"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\" a\""), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, TextLongerThanTheContextIsRefusedUnlessTruncated) {
     std::string text;
     for (int i = 0; i < 40; ++i) text += "word ";
