@@ -97,7 +97,7 @@ void PredictionView::DrawNextTokens(const AppState& state) {
     const size_t need = static_cast<size_t>(p + 1) * K;
     // The sides that predicted: SSA, the comparison (unless layer-local) and, beside a fine-tune,
     // its base; each with its top k, and its rank and loss of the actual next token.
-    struct Side {
+    struct Column {
         std::string name;
         const std::vector<int32_t>* ids;
         const std::vector<float>* probs;
@@ -109,7 +109,7 @@ void PredictionView::DrawNextTokens(const AppState& state) {
         ImGui::TextDisabled("This analysis has no predictions.");
         return;
     }
-    std::vector<Side> sides;
+    std::vector<Column> sides;
     auto add = [&](std::string name, const std::vector<int32_t>& ids, const std::vector<float>& probs, const std::vector<int32_t>& rank,
                    const std::vector<float>& loss, ImU32 bar) {
         if (ids.size() >= need && probs.size() >= need) sides.push_back({std::move(name), &ids, &probs, &rank, &loss, bar});
@@ -128,7 +128,7 @@ void PredictionView::DrawNextTokens(const AppState& state) {
     if (has_next) {
         ImGui::TextColored(kActual, "actual next %s:", IdLabel(state, next).c_str());
         for (size_t k = 0; k < sides.size(); ++k) {
-            const Side& s = sides[k];
+            const Column& s = sides[k];
             if (p >= static_cast<int>(s.loss->size()) || p >= static_cast<int>(s.rank->size())) continue;
             const int rank = (*s.rank)[p] + 1;
             const float loss = (*s.loss)[p];
@@ -147,14 +147,14 @@ void PredictionView::DrawNextTokens(const AppState& state) {
     if (!ImGui::BeginTable("##next_tokens", columns, ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingStretchSame))
         return;
     ImGui::TableSetupColumn("#", ImGuiTableColumnFlags_WidthFixed, ImGui::GetFontSize() * 1.5f);
-    for (const Side& s : sides) ImGui::TableSetupColumn(s.name.c_str());
+    for (const Column& s : sides) ImGui::TableSetupColumn(s.name.c_str());
     ImGui::TableHeadersRow();
     for (int k = 0; k < K; ++k) {
         ImGui::TableNextRow();
         ImGui::TableNextColumn();
         ImGui::TextDisabled("%d", k + 1);
         const size_t at = static_cast<size_t>(p) * K + k;
-        for (const Side& s : sides) {
+        for (const Column& s : sides) {
             ImGui::TableNextColumn();
             PredictionCell(state, (*s.ids)[at], (*s.probs)[at], (*s.ids)[at] == next, s.bar);
         }
