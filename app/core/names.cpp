@@ -28,6 +28,8 @@ std::string CompareName(const model::Analysis& a) {
     return CompareKindOf(HasTwin(a) ? CompareKind::Twin : CompareKindRunning(a.comparison).kind).label;
 }
 
+std::string ComparedWith(const model::Analysis& a) { return CompareName(a) + (a.HasBase() ? " + base" : ""); }
+
 std::string LensKey(const model::Analysis& a) { return a.compare_label + '\n' + ComparisonKindName(a.comparison); }
 
 std::string TwinFolderName(const model::Analysis& a) {

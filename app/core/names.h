@@ -17,6 +17,9 @@ std::string HeadName(HeadRef h);
 // (the labels of app/core/run.h's comparison table).
 std::string CompareName(const model::Analysis& a);
 bool HasTwin(const model::Analysis& a);
+// What SSA is set against, as the toolbar and the status bar say it: the comparison's name, with
+// " + base" beside a fine-tune's base ("tau=1 + base").
+std::string ComparedWith(const model::Analysis& a);
 // What a lens's comparison side ran with, to tell whether a lens kept is still the shown one's:
 // the comparison's label and kind (a layer-local comparison's lens is another run than tau = 1's).
 std::string LensKey(const model::Analysis& a);

@@ -890,10 +890,9 @@ private:
                       s.analysis ? s.analysis->forward_ms : 0.0, s.analysis ? s.analysis->metrics_ms : 0.0, s.last_latency_ms, s.frame_ms);
         if (s.analysis) {
             const float loss = model::MeanLoss(s.analysis->loss);
-            ImGui::Text("%d tokens | %s, L%d H%d | vs %s%s | loss %.3f | %s%s", s.analysis->n_tokens,
-                        s.model ? ShortModelName(s.model->dir).c_str() : "", s.selected.layer, s.selected.head, CompareName(*s.analysis).c_str(),
-                        s.analysis->HasBase() ? " + base" : "", loss, s.analysis->device.c_str(),
-                        s.analysis->interventions.empty() ? "" : " | what-ifs on");
+            ImGui::Text("%d tokens | %s, L%d H%d | vs %s | loss %.3f | %s%s", s.analysis->n_tokens,
+                        s.model ? ShortModelName(s.model->dir).c_str() : "", s.selected.layer, s.selected.head, ComparedWith(*s.analysis).c_str(),
+                        loss, s.analysis->device.c_str(), s.analysis->interventions.empty() ? "" : " | what-ifs on");
         } else {
             ImGui::TextUnformatted(s.model ? "no analysis yet" : "no model open");
         }

@@ -288,7 +288,7 @@ void HeatmapView::DrawToolbar(WindowState& state) {
     const std::string beside = state.model && !state.twin ? state.twin_beside : "";
     SameLineIfFits(font * 7.5f);
     ImGui::SetNextItemWidth(font * 7.5f);
-    const std::string current = "vs " + compare_label + (a.HasBase() ? " + base" : "") + (beside.empty() ? "" : " *");
+    const std::string current = "vs " + ComparedWith(a) + (beside.empty() ? "" : " *");
     if (ImGui::BeginCombo("##compare", current.c_str())) {
         const bool local = a.comparison == model::Comparison::LayerLocal, unedited = a.comparison == model::Comparison::Unedited;
         if (ImGui::Selectable("tau=1 (counterfactual)", !state.twin && !local && !unedited && !a.HasBase())) state.RequestGlobalPass(true);
