@@ -9,7 +9,7 @@ RowMeasures::RowMeasures(const AnalysisPlan& plan, const MeasuredRows& old, int 
     : m_plan(plan),
       m_old(old),
       m_thumbnails(old.thumbnails, static_cast<int>(plan.first_block_row / plan.pool), static_cast<int>(plan.cells), plan.pool, layers,
-                   heads) {}
+                   heads, plan.pairs > 1 ? kThumbnailKinds : 3) {}
 
 void RowMeasures::BeginLayer(int l) {
     m_layer = l;
@@ -21,12 +21,11 @@ void RowMeasures::LetGoOfLayer() {
     for (Side s : m_plan.sides) m_metrics[s].clear();
     for (int k = 0; k < kSidePairCount; ++k) m_js[k].clear(), m_l1[k].clear();
     for (std::vector<at::Tensor>& kind : m_thumbs) kind.clear();
-    m_tail = {};
+    m_tail[0] = m_tail[1] = {};
 }
 
 void RowMeasures::AddBlock(int64_t a, int64_t b, const PerSide<at::Tensor>& rows, const LayerPass& pass) {
-    const int64_t T = m_plan.T, from = std::max(a, m_plan.p);  // rows [from, b) are new
-    const int pool = m_plan.pool;
+    const int64_t from = std::max(a, m_plan.p);  // rows [from, b) are new
     const at::Tensor &ssa = rows[Side::Ssa], &compare = rows[Side::Compare];
     if (from < b) {
         auto add = [&](SidePair pair, const at::Tensor& js, const at::Tensor& l1) {
@@ -48,35 +47,50 @@ void RowMeasures::AddBlock(int64_t a, int64_t b, const PerSide<at::Tensor>& rows
             add(SidePair::CompareBase, m.js_qr, m.l1_qr);
         }
     }
+    // Thumbnails of SSA against its comparison, and with a base against the base too (its map
+    // and SSA - base; the second pooling's SSA maxima are the first's again, dropped).
+    const Pooled pooled = PoolPair(a, b, Side::Compare, ssa, compare, pass, &m_tail[0]);
+    std::vector<at::Tensor> parts = {pooled.p, pooled.q, pooled.difference};
+    if (m_plan.pairs > 1) {
+        const Pooled base = PoolPair(a, b, Side::Base, ssa, rows[Side::Base], pass, &m_tail[1]);
+        parts.push_back(base.q);
+        parts.push_back(base.difference);
+    }
+    for (size_t k = 0; k < parts.size(); ++k) {  // padded to the layer's width (constant_pad_nd copies even when it adds nothing)
+        const int64_t pad = m_plan.cells - parts[k].size(-1);
+        m_thumbs[k].push_back(pad > 0 ? at::constant_pad_nd(parts[k], {0, pad}) : parts[k]);
+    }
+}
+
+Pooled RowMeasures::PoolPair(int64_t a, int64_t b, Side other, const at::Tensor& ssa, const at::Tensor& q, const LayerPass& pass,
+                             KeyPooled* tail) const {
     // Rows [a, from) of the block were kept from the last analysis; their thumbnail block rows are
     // pooled again with the new ones: from the last analysis's tail when it holds them (typing at
     // the end), else recomputed from the kept q and k.
+    const int64_t T = m_plan.T, from = std::max(a, m_plan.p), pool = m_plan.pool;
     const int64_t kept = std::min(from, b), cells = (b + pool - 1) / pool;
+    const KeyPooled* old_tail = m_was ? &m_was->tail[other == Side::Base ? 1 : 0] : nullptr;
     Pooled pooled;
     KeyPooled block_rows;  // rows [a, b) pooled along their keys, where the block has kept rows
     if (a < kept) {
-        if (m_was->tail.defined() && m_plan.old_tail_first <= a) {
-            block_rows = NarrowRows(m_was->tail, a - m_plan.old_tail_first, kept - a);
+        if (old_tail->defined() && m_plan.old_tail_first <= a) {
+            block_rows = NarrowRows(*old_tail, a - m_plan.old_tail_first, kept - a);
         } else {
             const at::Tensor kept_ssa = pass.KeptAttention(Side::Ssa, a, kept, b);
-            const at::Tensor kept_compare = pass.KeptAttention(Side::Compare, a, kept, b);
-            block_rows = PoolKeys(kept_ssa, kept_compare, pool);
+            const at::Tensor kept_q = pass.KeptAttention(other, a, kept, b);
+            block_rows = PoolKeys(kept_ssa, kept_q, static_cast<int>(pool));
         }
-        block_rows = JoinRows(block_rows, from < b ? PoolKeys(ssa, compare, pool) : KeyPooled{}, cells);
-        pooled = PoolRows(block_rows, pool);
+        block_rows = JoinRows(block_rows, from < b ? PoolKeys(ssa, q, static_cast<int>(pool)) : KeyPooled{}, cells);
+        pooled = PoolRows(block_rows, static_cast<int>(pool));
     } else {
-        pooled = PoolThumbnails(ssa, compare, pool);
+        pooled = PoolThumbnails(ssa, q, static_cast<int>(pool));
     }
     if (b == T) {  // the last block: keep its last thumbnail block's rows for the next edit
         const int64_t first = (T - 1) / pool * pool;
-        m_tail = a < kept ? NarrowRows(block_rows, first - a, T - first)
-                          : PoolKeys(ssa.narrow(1, first - a, T - first), compare.narrow(1, first - a, T - first), pool);
+        *tail = a < kept ? NarrowRows(block_rows, first - a, T - first)
+                         : PoolKeys(ssa.narrow(1, first - a, T - first), q.narrow(1, first - a, T - first), static_cast<int>(pool));
     }
-    const at::Tensor* parts[3] = {&pooled.p, &pooled.q, &pooled.difference};
-    for (int k = 0; k < 3; ++k) {  // padded to the layer's width (constant_pad_nd copies even when it adds nothing)
-        const int64_t pad = m_plan.cells - parts[k]->size(-1);
-        m_thumbs[k].push_back(pad > 0 ? at::constant_pad_nd(*parts[k], {0, pad}) : *parts[k]);
-    }
+    return pooled;
 }
 
 const LayerMeasures& RowMeasures::EndLayer() {
@@ -91,11 +105,13 @@ const LayerMeasures& RowMeasures::EndLayer() {
         now.pairs[k].js = NewRows(m_js[k]);
         now.pairs[k].l1 = NewRows(m_l1[k]);
     }
-    now.tail = m_tail;
+    now.tail[0] = m_tail[0];
+    now.tail[1] = m_tail[1];
     if (!m_thumbs[0].empty()) {  // block rows first_block_row / pool.. of the layer: [H, cells - first_block_row / pool, cells] each
-        at::Tensor rows[3];
-        for (int k = 0; k < 3; ++k) rows[k] = m_thumbs[k].size() == 1 ? m_thumbs[k][0] : at::cat(m_thumbs[k], 1);
-        m_thumbnails.AddLayer(m_layer, rows);
+        std::vector<at::Tensor> rows;
+        for (const std::vector<at::Tensor>& kind : m_thumbs)
+            if (!kind.empty()) rows.push_back(kind.size() == 1 ? kind[0] : at::cat(kind, 1));
+        m_thumbnails.AddLayer(m_layer, std::move(rows));
     }
     m_layers.push_back(std::move(now));
     LetGoOfLayer();

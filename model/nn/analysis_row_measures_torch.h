@@ -28,7 +28,8 @@ struct LayerMeasures {
     Divergence pairs[kSidePairCount];  // by SidePair; the plan's first `pairs` only
     // The rows of the last thumbnail block (from (T - 1) / pool * pool), each pooled along its keys
     // alone: typing at the end pools that block again from these instead of recomputing its rows.
-    KeyPooled tail;  // [4, H, rows, cells]; undefined when not computed
+    // SSA against the comparison, then against the base (undefined without one).
+    KeyPooled tail[2];  // [4, H, rows, cells]; undefined when not computed
 
     // Lets go of the new rows' measures once they are on the host (HostRows): the next analysis
     // needs only the tail.
@@ -57,6 +58,10 @@ public:
 
 private:
     void LetGoOfLayer();  // of the layer's parts, as soon as they are joined
+    // The block's thumbnail rows of SSA (`ssa`) against side `other` (`q`), its rows max(a, p)..b-1;
+    // in the last block, sets `tail` (see LayerMeasures::tail).
+    Pooled PoolPair(int64_t a, int64_t b, Side other, const at::Tensor& ssa, const at::Tensor& q, const LayerPass& pass,
+                    KeyPooled* tail) const;
 
     const AnalysisPlan& m_plan;
     const MeasuredRows& m_old;
@@ -68,8 +73,8 @@ private:
     const LayerMeasures* m_was = nullptr;  // the last analysis's (p > 0)
     PerSide<std::vector<RowMetricTensors>> m_metrics;
     std::vector<at::Tensor> m_js[kSidePairCount], m_l1[kSidePairCount];
-    std::vector<at::Tensor> m_thumbs[3];  // thumbnail block rows by ThumbnailKind, [H, rows, cells]
-    KeyPooled m_tail;
+    std::vector<at::Tensor> m_thumbs[kThumbnailKinds];  // thumbnail block rows by ThumbnailKind, [H, rows, cells]
+    KeyPooled m_tail[2];
 };
 
 }  // namespace model

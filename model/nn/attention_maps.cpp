@@ -478,13 +478,16 @@ Pooled PoolRows(const KeyPooled& x, int pool) {
     return {blocks[0], blocks[1], LargestMagnitude(blocks[2], blocks[3])};
 }
 
-ThumbnailBuilder::ThumbnailBuilder(const Thumbnails& old, int kept, int side, int pool, int layers, int heads) : m_kept(kept) {
-    assert(kept == 0 || (old.pool == pool && kept <= old.side && old.layers == layers && old.heads == heads));
+ThumbnailBuilder::ThumbnailBuilder(const Thumbnails& old, int kept, int side, int pool, int layers, int heads, int kinds)
+    : m_kept(kept) {
+    assert(kinds == 3 || kinds == kThumbnailKinds);
+    assert(kept == 0 || (old.pool == pool && kept <= old.side && old.layers == layers && old.heads == heads && old.kinds == kinds));
     Thumbnails& t = m_thumbnails;
     t.side = side;
     t.pool = pool;
     t.layers = layers;
     t.heads = heads;
+    t.kinds = kinds;
     for (int first = 0; first < side; first += kThumbnailBandRows) {
         const int count = std::min(kThumbnailBandRows, side - first);
         const size_t b = static_cast<size_t>(first / kThumbnailBandRows);
@@ -498,7 +501,7 @@ ThumbnailBuilder::ThumbnailBuilder(const Thumbnails& old, int kept, int side, in
         band->width = first + count;
         const size_t width = static_cast<size_t>(band->width);
         const ThumbnailBand* was = first < kept && b < old.bands.size() ? old.bands[b].get() : nullptr;
-        for (int k = 0; k < 3; ++k) {
+        for (int k = 0; k < kinds; ++k) {
             std::vector<float>& cells = band->cells[k];
             cells.assign(static_cast<size_t>(layers) * heads * count * width, 0.0f);
             for (int l = 0; l < layers; ++l)
@@ -515,15 +518,16 @@ ThumbnailBuilder::ThumbnailBuilder(const Thumbnails& old, int kept, int side, in
     }
 }
 
-void ThumbnailBuilder::AddLayer(int l, const at::Tensor (&rows)[3]) {
+void ThumbnailBuilder::AddLayer(int l, std::vector<at::Tensor> rows) {
+    assert(static_cast<int>(rows.size()) == m_thumbnails.kinds);
     if (rows[0].is_cpu()) return CopyLayer(l, rows);
-    m_device_layers.push_back({l, {rows[0], rows[1], rows[2]}});
+    m_device_layers.push_back({l, std::move(rows)});
 }
 
-void ThumbnailBuilder::CopyLayer(int l, const at::Tensor (&rows)[3]) {
+void ThumbnailBuilder::CopyLayer(int l, const std::vector<at::Tensor>& rows) {
     const Thumbnails& t = m_thumbnails;
     const int64_t fresh = t.side - m_kept;
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < t.kinds; ++k) {
         const at::Tensor host = rows[k].to(at::kCPU, at::kFloat).contiguous();  // [H, side - kept, side]
         assert(host.size(0) == t.heads && host.size(1) == fresh && host.size(2) == t.side);
         const float* in = host.data_ptr<float>();
@@ -539,19 +543,22 @@ void ThumbnailBuilder::CopyLayer(int l, const at::Tensor (&rows)[3]) {
 
 Thumbnails ThumbnailBuilder::Finish() {
     std::vector<at::Tensor> rows;  // every layer's in one transfer
-    for (const DeviceLayer& d : m_device_layers) rows.insert(rows.end(), std::begin(d.rows), std::end(d.rows));
+    for (const DeviceLayer& d : m_device_layers) rows.insert(rows.end(), d.rows.begin(), d.rows.end());
     const std::vector<at::Tensor> host = ToHostAtOnce(rows, at::kFloat);
-    for (size_t i = 0; i < m_device_layers.size(); ++i) CopyLayer(m_device_layers[i].l, {host[3 * i], host[3 * i + 1], host[3 * i + 2]});
+    const size_t kinds = static_cast<size_t>(m_thumbnails.kinds);
+    for (size_t i = 0; i < m_device_layers.size(); ++i)
+        CopyLayer(m_device_layers[i].l, std::vector<at::Tensor>(host.begin() + kinds * i, host.begin() + kinds * (i + 1)));
     m_device_layers.clear();
     for (const auto& band : m_new)
-        for (float v : band->cells[static_cast<int>(ThumbnailKind::Difference)])
-            band->difference_max_abs = std::max(band->difference_max_abs, std::abs(v));  // NaN never wins
+        for (int k = 0; k < m_thumbnails.kinds; ++k)
+            if (IsDifference(static_cast<ThumbnailKind>(k)))
+                for (float v : band->cells[k]) band->max_abs[k] = std::max(band->max_abs[k], std::abs(v));  // NaN never wins
     m_new.clear();
     return std::move(m_thumbnails);
 }
 
 std::vector<float> Thumbnails::Head(ThumbnailKind kind, int l, int h) const {
-    if (l < 0 || l >= layers || h < 0 || h >= heads) return {};
+    if (l < 0 || l >= layers || h < 0 || h >= heads || !Holds(kind)) return {};
     std::vector<float> out(static_cast<size_t>(side) * side, 0.0f);
     for (const auto& band : bands) {
         const std::vector<float>& cells = band->cells[static_cast<int>(kind)];
@@ -564,6 +571,7 @@ std::vector<float> Thumbnails::Head(ThumbnailKind kind, int l, int h) const {
 }
 
 std::vector<float> Thumbnails::All(ThumbnailKind kind) const {
+    if (!Holds(kind)) return {};
     const size_t cells = static_cast<size_t>(side) * side;
     std::vector<float> out;
     out.reserve(static_cast<size_t>(layers) * heads * cells);
@@ -575,9 +583,10 @@ std::vector<float> Thumbnails::All(ThumbnailKind kind) const {
     return out;
 }
 
-float Thumbnails::DifferenceMaxAbs() const {
+float Thumbnails::MaxAbs(ThumbnailKind kind) const {
     float top = 0.0f;
-    for (const auto& band : bands) top = std::max(top, band->difference_max_abs);
+    if (Holds(kind))
+        for (const auto& band : bands) top = std::max(top, band->max_abs[static_cast<int>(kind)]);
     return top;
 }
 

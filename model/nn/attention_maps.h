@@ -101,22 +101,28 @@ std::shared_ptr<const AttentionMaps> HostAttentionMaps(int layers, int heads, in
 // tokens of GPT-2 small rebuilds 1 band of 32, instead of copying 113 MB).
 constexpr int kThumbnailCells = 256;
 constexpr int kThumbnailBandRows = 8;
-enum class ThumbnailKind { Ssa, Compare, Difference };
+// With a base (Comparison::Base), the base's map and SSA - base are pooled too.
+enum class ThumbnailKind { Ssa, Compare, Difference, Base, BaseDifference };
+constexpr int kThumbnailKinds = 5;
+constexpr bool IsDifference(ThumbnailKind kind) { return kind == ThumbnailKind::Difference || kind == ThumbnailKind::BaseDifference; }
 struct ThumbnailBand {
-    int first = 0, rows = 0, width = 0;  // block rows first..first+rows-1, cells 0..width-1 of each
-    std::vector<float> cells[3];         // by ThumbnailKind: [L, H, rows, width]
-    float difference_max_abs = 0.0f;     // the largest |difference| here (NaN never wins)
+    int first = 0, rows = 0, width = 0;         // block rows first..first+rows-1, cells 0..width-1 of each
+    std::vector<float> cells[kThumbnailKinds];  // by ThumbnailKind: [L, H, rows, width]; the first Thumbnails::kinds only
+    float max_abs[kThumbnailKinds] = {};        // the largest |difference| here, for the difference kinds (NaN never wins)
 };
 struct Thumbnails {
-    int side = 0;  // cells a side: ceil(T / pool)
-    int pool = 1;  // tokens a cell covers, a side
+    int side = 0;   // cells a side: ceil(T / pool)
+    int pool = 1;   // tokens a cell covers, a side
     int layers = 0, heads = 0;
+    int kinds = 3;  // the ThumbnailKinds held: the first three, all five with a base
     std::vector<std::shared_ptr<const ThumbnailBand>> bands;  // block rows 0..side-1, in order; immutable, shared
 
-    // One head's [side, side] cells, row-major (zero right of each row's own cell); empty outside the model.
+    bool Holds(ThumbnailKind kind) const { return static_cast<int>(kind) < kinds; }
+    // One head's [side, side] cells, row-major (zero right of each row's own cell); empty outside
+    // the model or for a kind not held.
     std::vector<float> Head(ThumbnailKind kind, int l, int h) const;
-    std::vector<float> All(ThumbnailKind kind) const;  // [L, H, side, side]
-    float DifferenceMaxAbs() const;                     // over every cell; 0 without any
+    std::vector<float> All(ThumbnailKind kind) const;  // [L, H, side, side]; empty for a kind not held
+    float MaxAbs(ThumbnailKind kind) const;            // a difference kind's, over every cell; 0 without any
 };
 // From host maps [L, H, T, T] (the synthetic analyses; the engine pools on its device).
 Thumbnails MakeThumbnails(const std::vector<float>& ssa, const std::vector<float>& compare, int layers, int heads, int tokens);

@@ -267,23 +267,24 @@ Pooled PoolRows(const KeyPooled& x, int pool);  // rows from a multiple of `pool
 // bands wholly above `kept` are `old`'s own, shared.
 class ThumbnailBuilder {
 public:
-    ThumbnailBuilder(const Thumbnails& old, int kept, int side, int pool, int layers, int heads);
-    // Layer l's block rows kept..side-1 [H, side - kept, side] by kind (SSA, comparison,
-    // difference), on any device, any float dtype; not called when kept == side. A device's
-    // rows are copied to the host in Finish, every layer's in one transfer: a copy per layer would
-    // stop the host from queuing the next layer's kernels while the device works.
-    void AddLayer(int l, const at::Tensor (&rows)[3]);
+    // `kinds`: 3, or 5 with a base (Thumbnails::kinds); `old` kept only when it holds as many.
+    ThumbnailBuilder(const Thumbnails& old, int kept, int side, int pool, int layers, int heads, int kinds = 3);
+    // Layer l's block rows kept..side-1 [H, side - kept, side], one tensor a kind in ThumbnailKind
+    // order, on any device, any float dtype; not called when kept == side. A device's rows are
+    // copied to the host in Finish, every layer's in one transfer: a copy per layer would stop the
+    // host from queuing the next layer's kernels while the device works.
+    void AddLayer(int l, std::vector<at::Tensor> rows);
     Thumbnails Finish();
 
 private:
-    void CopyLayer(int l, const at::Tensor (&rows)[3]);
+    void CopyLayer(int l, const std::vector<at::Tensor>& rows);
 
     Thumbnails m_thumbnails;
     int m_kept;
     std::vector<std::shared_ptr<ThumbnailBand>> m_new;  // the bands being built
     struct DeviceLayer {
         int l;
-        at::Tensor rows[3];
+        std::vector<at::Tensor> rows;
     };
     std::vector<DeviceLayer> m_device_layers;  // added, not yet copied
 };

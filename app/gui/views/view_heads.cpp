@@ -32,7 +32,7 @@ constexpr int kPinnedSide = 256;
 viz::Range SharedRange(const model::Analysis& a, MapMode mode, bool log_scale) {
     float top = 0.0f;
     if (mode == MapMode::Difference) {  // pooled to the largest magnitude, so the thumbnails hold the largest difference
-        top = a.thumbnails.DifferenceMaxAbs();
+        top = a.thumbnails.MaxAbs(model::ThumbnailKind::Difference);
     } else {  // the largest weight is the largest row maximum: [L, H, T] instead of [L, H, T, T]
         for (float v : (mode == MapMode::Ssa ? a.metrics : a.metrics_compare).Get("max_weight")) top = std::max(top, v);
     }

@@ -108,7 +108,8 @@ inline float CompareAnalyses(const model::Analysis& got, const model::Analysis& 
         *what = "ranks";
         return INFINITY;
     }
-    if (got.thumbnails.side != want.thumbnails.side || got.thumbnails.pool != want.thumbnails.pool) {
+    if (got.thumbnails.side != want.thumbnails.side || got.thumbnails.pool != want.thumbnails.pool ||
+        got.thumbnails.kinds != want.thumbnails.kinds || want.thumbnails.kinds != (want.HasBase() ? model::kThumbnailKinds : 3)) {
         *what = "thumbnail shape";
         return INFINITY;
     }
@@ -116,6 +117,8 @@ inline float CompareAnalyses(const model::Analysis& got, const model::Analysis& 
     check(got.thumbnails.All(ThumbnailKind::Ssa), want.thumbnails.All(ThumbnailKind::Ssa), "thumbnails (SSA)");
     check(got.thumbnails.All(ThumbnailKind::Compare), want.thumbnails.All(ThumbnailKind::Compare), "thumbnails (comparison)");
     check(got.thumbnails.All(ThumbnailKind::Difference), want.thumbnails.All(ThumbnailKind::Difference), "thumbnails (difference)");
+    check(got.thumbnails.All(ThumbnailKind::Base), want.thumbnails.All(ThumbnailKind::Base), "thumbnails (base)");
+    check(got.thumbnails.All(ThumbnailKind::BaseDifference), want.thumbnails.All(ThumbnailKind::BaseDifference), "thumbnails (SSA - base)");
     const char* side_names[] = {"SSA", "compare", "base"};
     for (MapSide side : {MapSide::Ssa, MapSide::Compare, MapSide::Base}) {
         if (side == MapSide::Base && !want.HasBase()) continue;

@@ -22,12 +22,12 @@ namespace fs = std::filesystem;
 using model::Comparison;
 using model::MapSide;
 
-std::string WriteModel(const std::string& name, model::TemperatureForm query, int heads, uint64_t seed) {
+std::string WriteModel(const std::string& name, model::TemperatureForm query, int heads, uint64_t seed, int positions = 64) {
     model::ModelConfig c;
     c.n_layer = 2;
     c.n_head = heads;
     c.n_embd = 16;
-    c.n_positions = 64;
+    c.n_positions = positions;
     c.vocab_size = 1;  // the tokenizer's
     c.query = query;
     const std::string dir = SSAVIZ_TEST_OUT "/base/" + name + "-" + std::to_string(::getpid());
@@ -174,6 +174,84 @@ TEST(Base, ABaseOfAnotherShapeOrTokenizerIsRefusedInOneLine) {
     EXPECT_EQ(s.error().rfind("the base: model '" + permuted + "/nothing-here' does not exist", 0), 0u) << "names the base: " << s.error();
     EXPECT_EQ(engine->comparison(), Comparison::Base) << "the base opened before stays";
     EXPECT_TRUE(engine->Analyze(Tokens(*engine)).ok());
+}
+
+// With a base the thumbnails hold the base's map and SSA - base too, pooled as the others: block
+// maxima of pool x pool tokens (the difference: the value of largest magnitude), checked by plain
+// loops over the maps the analysis rebuilds. Past 256 tokens (pool 2), after an edit at the end and
+// one in the middle that keep rows, they equal a fresh analysis's.
+TEST(Base, TheThumbnailsHoldTheBaseAndSsaMinusBase) {
+    const std::string ssa = WriteModel("ssa-long", kSsa, 2, 43, 320), vanilla = WriteModel("vanilla-long", {}, 2, 44, 320);
+    auto reusing = model::Engine::Open(ssa, "cpu");
+    auto fresh = model::Engine::Open(ssa, "cpu");
+    ASSERT_TRUE(reusing.ok() && fresh.ok());
+    std::string text;
+    for (int i = 0; text.size() < 1400; ++i) text += "Fine-tuning moved head " + std::to_string(i % 7) + " towards the first token. ";
+    auto tokens = (*reusing)->Tokenize(text, true);
+    ASSERT_TRUE(tokens.ok());
+    ASSERT_GT(tokens->ids.size(), 300u);
+    tokens->ids.resize(302);  // 151 blocks of 2 x 2 tokens
+
+    auto two = (*fresh)->Analyze(*tokens);
+    ASSERT_TRUE(two.ok());
+    EXPECT_EQ(two->thumbnails.kinds, 3);
+    EXPECT_TRUE(two->thumbnails.All(model::ThumbnailKind::Base).empty());
+    EXPECT_EQ(two->thumbnails.MaxAbs(model::ThumbnailKind::BaseDifference), 0.0f);
+    for (auto* e : {reusing->get(), fresh->get()}) ASSERT_TRUE(e->OpenBase(vanilla).ok());
+    auto three = (*reusing)->Analyze(*tokens);
+    ASSERT_TRUE(three.ok());
+    const model::Thumbnails& t = three->thumbnails;
+    ASSERT_EQ(t.kinds, model::kThumbnailKinds);
+    ASSERT_EQ(t.pool, 2);
+    const int T = three->n_tokens, side = t.side;
+    ASSERT_EQ(side, 151);
+    for (model::ThumbnailKind kind : {model::ThumbnailKind::Ssa, model::ThumbnailKind::Compare, model::ThumbnailKind::Difference})
+        EXPECT_EQ(t.All(kind), two->thumbnails.All(kind)) << "the two sides' thumbnails are those without a base";
+    float largest = 0.0f;
+    for (int l = 0; l < three->n_layer; ++l)
+        for (int h = 0; h < three->n_head; ++h) {
+            const model::HeadMap p = three->Map(MapSide::Ssa, l, h), r = three->Map(MapSide::Base, l, h);
+            ASSERT_TRUE(p && r);
+            const std::vector<float> base = t.Head(model::ThumbnailKind::Base, l, h), diff = t.Head(model::ThumbnailKind::BaseDifference, l, h);
+            for (int bi = 0; bi < side; ++bi)
+                for (int bj = 0; bj < side; ++bj) {
+                    float max_r = -1, up = -2, down = -2;
+                    for (int i = 2 * bi; i < std::min(T, 2 * bi + 2); ++i)
+                        for (int j = 2 * bj; j < std::min(T, 2 * bj + 2); ++j) {
+                            const size_t k = static_cast<size_t>(i) * T + j;
+                            max_r = std::max(max_r, (*r)[k]);
+                            up = std::max(up, (*p)[k] - (*r)[k]);
+                            down = std::max(down, (*r)[k] - (*p)[k]);
+                        }
+                    const size_t at = static_cast<size_t>(bi) * side + bj;
+                    ASSERT_NEAR(base[at], max_r, 1e-6f) << l << "," << h << " block " << bi << "," << bj;
+                    const float magnitude = std::max(up, down);
+                    ASSERT_NEAR(std::abs(diff[at]), magnitude, 2e-6f) << l << "," << h << " block " << bi << "," << bj;
+                    if (std::abs(diff[at]) > 2e-6f) {
+                        ASSERT_GE(diff[at] > 0 ? up : down, magnitude - 2e-6f);
+                    }
+                    largest = std::max(largest, std::abs(diff[at]));
+                }
+        }
+    EXPECT_GT(largest, 0.01f) << "a base with other weights changes the maps";
+    EXPECT_EQ(t.MaxAbs(model::ThumbnailKind::BaseDifference), largest);
+
+    // Edits in the second row of a block, which keep its first: at the end (the block pooled again
+    // from the last analysis's tail), then in the middle (its kept row rebuilt from q and k).
+    for (int at : {301, 151}) {
+        tokens->ids[at] = (tokens->ids[at] + 1) % 50000;
+        auto kept = (*reusing)->Analyze(*tokens);
+        model::AnalyzeOptions full;
+        full.reuse = false;
+        auto whole = (*fresh)->Analyze(*tokens, full);
+        ASSERT_TRUE(kept.ok() && whole.ok());
+        EXPECT_GT(kept->reused_rows, 0);
+        for (model::ThumbnailKind kind : {model::ThumbnailKind::Base, model::ThumbnailKind::BaseDifference}) {
+            const std::vector<float> got = kept->thumbnails.All(kind), want = whole->thumbnails.All(kind);
+            ASSERT_EQ(got.size(), want.size());
+            for (size_t k = 0; k < got.size(); ++k) ASSERT_NEAR(got[k], want[k], 1e-6f) << "edit at " << at << ", cell " << k;
+        }
+    }
 }
 
 }  // namespace
