@@ -24,18 +24,22 @@ struct SideName {
     const char* json;
     const char* suffix;
 };
-constexpr SideName kSideNames[kSides] = {{"ssa", ""}, {"comparison", "_compare"}};
+constexpr SideName kSideNames[kSides] = {{"ssa", ""}, {"comparison", "_compare"}, {"base", "_base"}};
 
 struct ModeName {
     MapMode mode;
     const char* key;     // flags, sessions, file names
     const char* label;   // the views
     const char* suffix;  // a token colouring's key: loss, loss_compare, loss_delta
+    Side side;           // what it shows, or what its difference subtracts from SSA
+    bool difference;
 };
 constexpr ModeName kModeNames[] = {
-    {MapMode::Ssa, "ssa", "SSA", ""},
-    {MapMode::Compare, "compare", "comparison", "_compare"},
-    {MapMode::Difference, "diff", "SSA - comparison", "_delta"},
+    {MapMode::Ssa, "ssa", "SSA", "", Side::Ssa, false},
+    {MapMode::Compare, "compare", "comparison", "_compare", Side::Compare, false},
+    {MapMode::Difference, "diff", "SSA - comparison", "_delta", Side::Compare, true},
+    {MapMode::Base, "base", "base", "_base", Side::Base, false},
+    {MapMode::BaseDifference, "base_diff", "SSA - base", "_delta_base", Side::Base, true},
 };
 
 const ModeName& NameOf(MapMode mode) { return kModeNames[static_cast<int>(mode)]; }
@@ -44,15 +48,29 @@ const ModeName& NameOf(MapMode mode) { return kModeNames[static_cast<int>(mode)]
 
 const char* JsonName(Side side) { return kSideNames[static_cast<int>(side)].json; }
 const char* Suffix(Side side) { return kSideNames[static_cast<int>(side)].suffix; }
+bool HasSide(const model::Analysis& a, Side side) { return side != Side::Base || a.HasBase(); }
 
 const char* ToString(MapMode mode) { return NameOf(mode).key; }
 const char* MapModeLabel(MapMode mode) { return NameOf(mode).label; }
+bool IsDifference(MapMode mode) { return NameOf(mode).difference; }
+model::ThumbnailKind ThumbnailKindOf(MapMode mode) {
+    static_assert(static_cast<int>(model::ThumbnailKind::Difference) == static_cast<int>(MapMode::Difference) &&
+                  static_cast<int>(model::ThumbnailKind::BaseDifference) == static_cast<int>(MapMode::BaseDifference),
+                  "the thumbnails' kinds follow the modes");
+    return static_cast<model::ThumbnailKind>(mode);
+}
+Side ReadSide(MapMode mode) { return NameOf(mode).side; }
 
 std::optional<MapMode> ParseMapMode(const std::string& name) {
     if (name == "vanilla") return MapMode::Compare;  // the name before 0.9 (sessions, --maps), read still
     for (const ModeName& m : kModeNames)
         if (name == m.key) return m.mode;
     return std::nullopt;
+}
+
+std::optional<MapMode> ParseViewMapMode(const std::string& name) {
+    const std::optional<MapMode> mode = ParseMapMode(name);
+    return mode && !IsBaseMode(*mode) ? mode : std::nullopt;
 }
 
 //-------------------------------------------------------------------------------------------------
@@ -62,17 +80,21 @@ std::optional<MapMode> ParseMapMode(const std::string& name) {
 Quantity::Quantity(std::string key_, std::string label_, std::string short_label_, std::string help_, Scope scope_)
     : key(std::move(key_)), label(std::move(label_)), short_label(std::move(short_label_)), help(std::move(help_)), scope(scope_) {}
 
-Quantity& Quantity::Members(const model::RowArray model::Analysis::*ssa, const model::RowArray model::Analysis::*compare) {
+Quantity& Quantity::Members(const model::RowArray model::Analysis::*ssa, const model::RowArray model::Analysis::*compare,
+                            const model::RowArray model::Analysis::*base) {
     rows_member[static_cast<int>(Side::Ssa)] = ssa;
     rows_member[static_cast<int>(Side::Compare)] = compare;
-    sides = static_cast<Sides>(kSsaSide | (compare ? kCompareSide : kNoSide));
+    rows_member[static_cast<int>(Side::Base)] = base;
+    sides = static_cast<Sides>(kSsaSide | (compare ? kCompareSide : kNoSide) | (base ? kBaseSide : kNoSide));
     return *this;
 }
 
-Quantity& Quantity::Members(const std::vector<float> model::Analysis::*ssa, const std::vector<float> model::Analysis::*compare) {
+Quantity& Quantity::Members(const std::vector<float> model::Analysis::*ssa, const std::vector<float> model::Analysis::*compare,
+                            const std::vector<float> model::Analysis::*base) {
     member[static_cast<int>(Side::Ssa)] = ssa;
     member[static_cast<int>(Side::Compare)] = compare;
-    sides = static_cast<Sides>(kSsaSide | (compare ? kCompareSide : kNoSide));
+    member[static_cast<int>(Side::Base)] = base;
+    sides = static_cast<Sides>(kSsaSide | (compare ? kCompareSide : kNoSide) | (base ? kBaseSide : kNoSide));
     return *this;
 }
 
@@ -121,10 +143,10 @@ std::vector<Quantity> MakeCatalogue() {
             .Unit("nats").Members(&A::js_drift).Read(R::RowMean).Format("%.4f").LargerFirst().Shown(kSsaSide),
         // Temperatures.
         Quantity("tau_q", "tau_q", "tau_q", "query inverse temperature: larger = sharper row (1 = vanilla)", Scope::Row)
-            .Members(&A::tau_q, &A::tau_q_compare).Read(R::TokenStats).Scaled(Scale::AroundOne).Json(kJsonHeads).Batch(kSsaSide)
+            .Members(&A::tau_q, &A::tau_q_compare, &A::tau_q_base).Read(R::TokenStats).Scaled(Scale::AroundOne).Json(kJsonHeads).Batch(kSsaSide)
             .Shown(kSsaSide),
         Quantity("tau_v", "tau_v", "tau_v", "value temperature: scales the key's value (1 = vanilla)", Scope::Row)
-            .Members(&A::tau_v, &A::tau_v_compare).Read(R::TokenStats).Scaled(Scale::AroundOne).Json(kJsonHeads).Shown(kSsaSide),
+            .Members(&A::tau_v, &A::tau_v_compare, &A::tau_v_base).Read(R::TokenStats).Scaled(Scale::AroundOne).Json(kJsonHeads).Shown(kSsaSide),
         Quantity("tau_q_position", "tau_q position term", "tau_q pos.", "tau_q's position term alone, 1 + s ln i: the same for every text",
                  Scope::Row)
             .Members(&A::tau_q_position).Scaled(Scale::AroundOne),
@@ -153,7 +175,7 @@ std::vector<Quantity> MakeCatalogue() {
         // What the model predicts (metrics.json reports the loss in its own "loss" object).
         Quantity("loss", "loss", "loss",
                  "-ln p(token | the tokens before it), nats, on the SSA side (with its what-ifs): how surprised the model is", Scope::Token)
-            .Unit("nats").Members(&A::loss, &A::loss_compare).Scaled(Scale::FromZero).Batch(kBothSides),
+            .Unit("nats").Members(&A::loss, &A::loss_compare, &A::loss_base).Scaled(Scale::FromZero).Batch(kBothSides),
     };
     return q;
 }
@@ -186,7 +208,10 @@ namespace {
 // One side's stored array, unchecked; null when that side is not held.
 const model::RowArray* StoredRows(const Quantity& q, const model::Analysis& a, Side side) {
     if (!Has(q.sides, side)) return nullptr;
-    if (!q.metric.empty()) return (side == Side::Ssa ? a.metrics : a.metrics_compare).Find(q.metric);
+    if (!q.metric.empty()) {
+        const model::MapMetrics* metrics[kSides] = {&a.metrics, &a.metrics_compare, &a.metrics_base};
+        return metrics[static_cast<int>(side)]->Find(q.metric);
+    }
     const auto member = q.rows_member[static_cast<int>(side)];
     return member ? &(a.*member) : nullptr;
 }
@@ -220,11 +245,12 @@ const std::vector<float>* TokenArray(const Quantity& q, const model::Analysis& a
 std::vector<float> TokenValues(const Quantity& q, const model::Analysis& a, MapMode mode) {
     std::vector<float> values(std::max(a.n_tokens, 0), NAN);
     const std::vector<float>* ssa = TokenArray(q, a, Side::Ssa);
-    const std::vector<float>* compare = TokenArray(q, a, Side::Compare);
+    const std::vector<float>* other = mode == MapMode::Ssa ? nullptr : TokenArray(q, a, ReadSide(mode));
+    const bool difference = IsDifference(mode);
     for (int t = 1; t < a.n_tokens; ++t) {
         if (mode == MapMode::Ssa && ssa) values[t] = (*ssa)[t - 1];
-        if (mode == MapMode::Compare && compare) values[t] = (*compare)[t - 1];
-        if (mode == MapMode::Difference && ssa && compare) values[t] = (*ssa)[t - 1] - (*compare)[t - 1];
+        if (mode != MapMode::Ssa && !difference && other) values[t] = (*other)[t - 1];
+        if (difference && ssa && other) values[t] = (*ssa)[t - 1] - (*other)[t - 1];
     }
     return values;
 }
@@ -239,8 +265,8 @@ bool Holds(const Quantity& q, const model::Analysis& a, Side side) {
 }
 
 bool Holds(const Quantity& q, const model::Analysis& a, MapMode mode) {
-    if (mode == MapMode::Difference) return Holds(q, a, Side::Ssa) && Holds(q, a, Side::Compare);
-    return Holds(q, a, mode == MapMode::Ssa ? Side::Ssa : Side::Compare);
+    if (IsDifference(mode)) return Holds(q, a, Side::Ssa) && Holds(q, a, ReadSide(mode));
+    return Holds(q, a, ReadSide(mode));
 }
 
 //-------------------------------------------------------------------------------------------------
@@ -347,7 +373,7 @@ bool Holds(const model::Analysis& a, TokenColor color) { return Holds(*Coloring(
 
 const model::RowArray* TokenQuantity(const model::Analysis& a, TokenColor color) {
     const TokenColoring& c = Coloring(color);
-    return c.mode == MapMode::Difference ? nullptr : RowValues(*c.quantity, a, c.mode == MapMode::Ssa ? Side::Ssa : Side::Compare);
+    return IsDifference(c.mode) ? nullptr : RowValues(*c.quantity, a, ReadSide(c.mode));
 }
 
 bool IsRowMetric(TokenColor color) { return Coloring(color).quantity->reading == Reading::RowMean; }

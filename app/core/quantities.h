@@ -26,25 +26,43 @@ namespace app {
 // [SECTION] Sides and readings: SSA, the comparison, their difference
 //-------------------------------------------------------------------------------------------------
 
-// The sides of an analysis a quantity can be held for: the SSA model and what it is compared with
-// (tau = 1, the layer-local comparison, a twin, the unedited model). A third model side (a base
-// model, issue 34) joins this enum, kSides and the names below; each quantity says which sides it
-// has (Sides), so a two-sided one stays two-sided.
-enum class Side { Ssa, Compare };
-constexpr int kSides = 2;
-constexpr Side kAllSides[kSides] = {Side::Ssa, Side::Compare};
+// The sides of an analysis a quantity can be held for: the SSA model, what it is compared with
+// (tau = 1, the layer-local comparison, a twin, the unedited model), and a fine-tune's base model
+// (issue 34; held only by an analysis with a base). Each quantity says which sides it has (Sides),
+// so a two-sided one stays two-sided.
+enum class Side { Ssa, Compare, Base };
+constexpr int kSides = 3;
+constexpr Side kAllSides[kSides] = {Side::Ssa, Side::Compare, Side::Base};
 
 // A set of sides, as bits.
-enum Sides : unsigned { kNoSide = 0, kSsaSide = 1u << 0, kCompareSide = 1u << 1, kBothSides = kSsaSide | kCompareSide };
+enum Sides : unsigned {
+    kNoSide = 0,
+    kSsaSide = 1u << 0,
+    kCompareSide = 1u << 1,
+    kBaseSide = 1u << 2,
+    kBothSides = kSsaSide | kCompareSide,  // SSA and its comparison
+    kModelSides = kBothSides | kBaseSide,  // every side a model's maps have
+};
 constexpr bool Has(Sides sides, Side side) { return (sides >> static_cast<unsigned>(side)) & 1u; }
-const char* JsonName(Side side);  // metrics.json's side objects: "ssa", "comparison"
-const char* Suffix(Side side);    // batch columns and Python's keys: "", "_compare"
+const char* JsonName(Side side);  // metrics.json's side objects: "ssa", "comparison", "base"
+const char* Suffix(Side side);    // batch columns and Python's keys: "", "_compare", "_base"
+// Whether an analysis has a side at all: the base only with a base.
+bool HasSide(const model::Analysis& a, Side side);
 
-// What a view reads of a quantity (or a map): one side, or the difference SSA - comparison.
-enum class MapMode { Ssa, Compare, Difference };
-const char* ToString(MapMode mode);                            // "ssa", "compare", "diff": flags, sessions, file names
-std::optional<MapMode> ParseMapMode(const std::string& name);  // ssa | compare (or the older vanilla) | diff
-const char* MapModeLabel(MapMode mode);                        // "SSA", "comparison", "SSA - comparison"
+// What a view reads of a quantity (or a map): one side, or the difference SSA - another side (the
+// comparison; with a base, the base: the fine-tune's whole change).
+enum class MapMode { Ssa, Compare, Difference, Base, BaseDifference };
+constexpr MapMode kAllMapModes[] = {MapMode::Ssa, MapMode::Compare, MapMode::Difference, MapMode::Base, MapMode::BaseDifference};
+const char* ToString(MapMode mode);                            // "ssa", "compare", "diff", "base", "base_diff": flags, sessions, file names
+std::optional<MapMode> ParseMapMode(const std::string& name);  // those names (or the older "vanilla" for compare)
+// The modes of the single map view and its sessions: SSA, the comparison and their difference
+// (the base shows in its three-way layout).
+std::optional<MapMode> ParseViewMapMode(const std::string& name);
+const char* MapModeLabel(MapMode mode);  // "SSA", "comparison", "SSA - comparison", "base", "SSA - base"
+bool IsDifference(MapMode mode);         // Difference and BaseDifference: SSA minus ReadSide(mode)
+Side ReadSide(MapMode mode);             // the side a mode shows, or the side its difference subtracts from SSA's
+inline bool IsBaseMode(MapMode mode) { return ReadSide(mode) == Side::Base; }  // needs an analysis with a base
+model::ThumbnailKind ThumbnailKindOf(MapMode mode);  // what a mode's heads grid shows
 
 //-------------------------------------------------------------------------------------------------
 // [SECTION] A quantity
@@ -110,9 +128,11 @@ struct Quantity {
     // Builders, for the catalogue's entries: Quantity("entropy", ...).Unit("nats").Metric("entropy").
     Quantity(std::string key, std::string label, std::string short_label, std::string help, Scope scope);
     Quantity& Unit(std::string u) { unit = std::move(u); return *this; }
-    Quantity& Metric(std::string name) { metric = std::move(name); sides = kBothSides; return *this; }
-    Quantity& Members(const model::RowArray model::Analysis::*ssa, const model::RowArray model::Analysis::*compare = nullptr);
-    Quantity& Members(const std::vector<float> model::Analysis::*ssa, const std::vector<float> model::Analysis::*compare = nullptr);
+    Quantity& Metric(std::string name) { metric = std::move(name); sides = kModelSides; return *this; }
+    Quantity& Members(const model::RowArray model::Analysis::*ssa, const model::RowArray model::Analysis::*compare = nullptr,
+                      const model::RowArray model::Analysis::*base = nullptr);
+    Quantity& Members(const std::vector<float> model::Analysis::*ssa, const std::vector<float> model::Analysis::*compare = nullptr,
+                      const std::vector<float> model::Analysis::*base = nullptr);
     Quantity& Read(Reading r) { reading = r; return *this; }
     Quantity& Scaled(Scale s) { scale = s; return *this; }
     Quantity& Offset(float o) { offset = o; return *this; }

@@ -68,11 +68,12 @@ json HeadJson(const HeadSummary& s, const HeadValue& v, Side side) {
     return json{{"mean", s.Get(stats[0], side)}, {"min", s.Get(stats[1], side)}, {"max", s.Get(stats[2], side)}};
 }
 
-// A head's entry: its two-sided values inside "ssa" and "comparison" (with the sink-head rule beside
-// the quantity it reads), its one-sided ones at the top.
+// A head's entry: its two-sided values inside "ssa" and "comparison", and "base" with a base (with
+// the sink-head rule beside the quantity it reads), its one-sided ones at the top.
 json HeadEntry(const model::Analysis& a, const HeadSummary& s, float sink_epsilon) {
     json head = {{"layer", s.ref.layer}, {"head", s.ref.head}};
-    for (Side side : kAllSides) head[JsonName(side)] = json::object();
+    for (Side side : kAllSides)
+        if (HasSide(a, side)) head[JsonName(side)] = json::object();
     for (const Quantity& q : Quantities()) {
         const HeadValue* v = HeadValueOf(q);
         if (!(q.json & kJsonHeads) || !v) continue;
@@ -293,9 +294,11 @@ json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float
     const int L = a.n_layer, H = a.n_head, T = a.n_tokens;
     json heads = json::array();
     for (const HeadSummary& s : SummarizeHeads(a)) heads.push_back(HeadEntry(a, s, sink_epsilon));
-    // Every row the catalogue reports: a two-sided quantity under "ssa" and "comparison".
+    // Every row the catalogue reports: a two-sided quantity under "ssa" and "comparison" (and "base").
     json rows = json::object();
-    for (Side side : kAllSides) rows[JsonName(side)] = json::object();
+    json sink_ratio = json::object();
+    for (Side side : kAllSides)
+        if (HasSide(a, side)) rows[JsonName(side)] = json::object(), sink_ratio[JsonName(side)] = SinkRatio(heads, JsonName(side));
     for (const Quantity& q : Quantities()) {
         if (!(q.json & kJsonRows)) continue;
         for (Side side : kAllSides)
@@ -310,7 +313,7 @@ json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float
                 {"n_tokens", T},
                 {"device", a.device},
                 {"sink_epsilon", sink_epsilon},
-                {"sink_ratio", {{"ssa", SinkRatio(heads, "ssa")}, {"comparison", SinkRatio(heads, "comparison")}}},
+                {"sink_ratio", sink_ratio},
                 {"notes", "Head values average query rows 2..T (row 1 has a single key). Rows are [layer][head][query]. "
                           "top-1 mass equals max_weight. Entropies and divergences in nats."},
                 {"heads", heads},
@@ -353,7 +356,14 @@ namespace {
 
 // File names of a map kind: "L0_H1_compare.png" ("_tau1" beside a base), "heads_grid_diff.svg".
 std::string MapSuffix(const model::Analysis& a, MapMode mode) {
-    return mode == MapMode::Compare ? CompareFileSuffix(a) : mode == MapMode::Difference ? "_diff" : "";
+    switch (mode) {
+        case MapMode::Ssa: return "";
+        case MapMode::Compare: return CompareFileSuffix(a);
+        case MapMode::Difference: return "_diff";
+        case MapMode::Base: return "_base";
+        case MapMode::BaseDifference: return "_diff_base";
+    }
+    return "";
 }
 
 model::Status WriteBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
@@ -782,6 +792,9 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
                           const ExportOptions& options, const ExportProgress& progress, std::vector<ExportFile> extra) {
     if (auto s = CheckExportFolder(options.out_dir); !s) return s;
     if (const std::string why = NonFiniteAnalysis(a); !why.empty()) return model::Fail(why + "; nothing was written");
+    for (MapMode mode : options.maps)
+        if (IsBaseMode(mode) && !a.HasBase())
+            return model::Fail(std::string("--maps ") + ToString(mode) + " needs a base (--base DIR, or --compare base); nothing was written");
     std::vector<ExportFile> plan = PlanExport(text, a, info, options);
     for (ExportFile& f : extra) plan.push_back(std::move(f));
     if (plan.empty()) return model::Fail("nothing to write: no format is chosen (" + std::string(kExportFormatList) + ")");

@@ -30,6 +30,8 @@ std::string ModeTitle(const model::Analysis& a, MapMode mode) {
             if (a.HasBase()) return "SSA's weights at tau = 1";
             return a.comparison == model::Comparison::LayerLocal ? "vanilla, layer-local (tau = 1)" : "vanilla (tau = 1)";
         case MapMode::Difference: return "SSA - " + CompareName(a);
+        case MapMode::Base: return "base " + std::filesystem::path(a.base_label).filename().string();
+        case MapMode::BaseDifference: return "SSA - base (all that fine-tuning changed)";
     }
     return "";
 }
@@ -49,8 +51,8 @@ std::vector<float> Difference(const std::vector<float>& ssa, const std::vector<f
 
 viz::HeatmapStyle StyleFor(MapMode mode, const FigureSettings& settings) {
     viz::HeatmapStyle style;
-    style.colormap = mode == MapMode::Difference ? viz::Colormap::Diverging : settings.colormap;
-    style.log_scale = mode != MapMode::Difference && settings.log_scale;
+    style.colormap = IsDifference(mode) ? viz::Colormap::Diverging : settings.colormap;
+    style.log_scale = !IsDifference(mode) && settings.log_scale;
     style.blank = {235, 235, 235, 255};  // a paper figure's masked cells: light grey, not the GUI's dark
     return style;
 }
@@ -142,7 +144,7 @@ std::string ModelName(const model::ModelInfo& info) {
 viz::Figure MapFigure(const model::Analysis& a, const std::string& model_name, HeadRef head, MapMode mode, const FigureSettings& settings) {
     const int T = a.n_tokens;
     const model::HeadMap ssa_map = a.Map(model::MapSide::Ssa, head.layer, head.head);
-    const model::HeadMap other_map = a.Map(model::MapSide::Compare, head.layer, head.head);
+    const model::HeadMap other_map = a.Map(IsBaseMode(mode) ? model::MapSide::Base : model::MapSide::Compare, head.layer, head.head);
     if (!ssa_map) return {};
     const float* ssa = ssa_map->data();
     const float* other = other_map ? other_map->data() : nullptr;
@@ -155,7 +157,7 @@ viz::Figure MapFigure(const model::Analysis& a, const std::string& model_name, H
     options.ColLabels = options.RowLabels;
     options.Style = StyleFor(mode, settings);
     options.MapSize = settings.map_size;
-    if (mode == MapMode::Difference) {
+    if (IsDifference(mode)) {
         const std::vector<float> diff = Difference(*ssa_map, *other_map);
         options.Style.range = SymmetricRange(diff);
         options.ValueLabel = "weight difference";
@@ -218,27 +220,34 @@ viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, M
     options.Style = StyleFor(mode, settings);
     const std::vector<HeadSummary> heads = SummarizeHeads(a);
     for (const HeadSummary& s : heads) {
-        const float entropy = s.Get("entropy", mode == MapMode::Compare ? Side::Compare : Side::Ssa);
+        const float entropy = s.Get("entropy", IsDifference(mode) ? Side::Ssa : ReadSide(mode));
         options.Captions.push_back(HeadName(s.ref) + (std::isfinite(entropy) ? Format(" \xC2\xB7 entropy %.2f", entropy) : ""));
     }
-    if (mode == MapMode::Difference) {
-        const std::vector<float> difference = t.All(model::ThumbnailKind::Difference);
+    if (!t.Holds(ThumbnailKindOf(mode))) return {};
+    if (IsDifference(mode)) {
+        const std::vector<float> difference = t.All(ThumbnailKindOf(mode));
         options.Style.range = SymmetricRange(difference);
         options.ValueLabel = "weight difference";
         return viz::HeadsGridFigure(difference.data(), L, H, t.side, options);
     }
-    // SSA and comparison grids share one scale too.
-    const std::vector<float> ssa = t.All(model::ThumbnailKind::Ssa), compare = t.All(model::ThumbnailKind::Compare);
+    // The grids of the maps themselves share one scale: SSA's, the comparison's and the base's.
+    const std::vector<float> ssa = t.All(model::ThumbnailKind::Ssa), compare = t.All(model::ThumbnailKind::Compare),
+                             base = t.All(model::ThumbnailKind::Base);
     viz::Range range = {0.0f, 0.0f};
     for (int l = 0; l < L; ++l)
         for (int h = 0; h < H; ++h) {
             const size_t at = (static_cast<size_t>(l) * H + h) * t.side * t.side;
-            const viz::Range r = SharedMapRange(ssa.data() + at, compare.data() + at, t.side, options.Style.log_scale);
+            viz::Range r = SharedMapRange(ssa.data() + at, compare.data() + at, t.side, options.Style.log_scale);
+            if (!base.empty()) {
+                const viz::Range b = SharedMapRange(ssa.data() + at, base.data() + at, t.side, options.Style.log_scale);
+                r = {std::min(r.min, b.min), std::max(r.max, b.max)};
+            }
             range.max = std::max(range.max, r.max);
             range.min = l == 0 && h == 0 ? r.min : std::min(range.min, r.min);
         }
     options.Style.range = range;
-    return viz::HeadsGridFigure(mode == MapMode::Compare ? compare.data() : ssa.data(), L, H, t.side, options);
+    const std::vector<float>& shown = mode == MapMode::Ssa ? ssa : mode == MapMode::Compare ? compare : base;
+    return viz::HeadsGridFigure(shown.data(), L, H, t.side, options);
 }
 
 viz::Figure Highlight(const model::Analysis& a, const std::string& model_name, const FigureSettings& settings) {

@@ -473,12 +473,13 @@ std::vector<Flag> BuildTable() {
             },
             [](const CommandOptions& o) { return std::optional(Join(ExportFormats(o.export_options), ",")); })
             .InSession({"export.formats", Kept::Names}));
-    add(Row({"--maps"}, "ssa,compare,diff", {C::Export}, "which maps get heatmaps and grids: SSA, the comparison, their difference",
+    add(Row({"--maps"}, "ssa,compare,diff[,base,base_diff]", {C::Export},
+            "which maps get heatmaps and grids: SSA, the comparison, their difference; with a base (--base DIR) also the base's and SSA - base",
             [](CommandOptions& o, const FlagValue& v) {
                 o.export_options.maps.clear();
                 for (const std::string& f : ListItems(v)) {
                     auto mode = ParseMapMode(f);
-                    if (!mode) Bad(v.name + " " + QuoteForMessage(f) + " is not one of ssa, compare, diff");
+                    if (!mode) Bad(v.name + " " + QuoteForMessage(f) + " is not one of ssa, compare, diff, base, base_diff");
                     if (std::find(o.export_options.maps.begin(), o.export_options.maps.end(), *mode) == o.export_options.maps.end())
                         o.export_options.maps.push_back(*mode);
                 }
@@ -769,7 +770,7 @@ std::vector<Flag> BuildTable() {
             "the map the window opens on: SSA, its comparison, their difference, all three side by side, or SSA | tau = 1 | base "
             "with the Fine-tune tab (three-way: a fine-tune with its base, --compare base or --base DIR)",
             [](CommandOptions& o, const FlagValue& v) {
-                if (v.text != "all" && v.text != "three-way" && !ParseMapMode(v.text))
+                if (v.text != "all" && v.text != "three-way" && !ParseViewMapMode(v.text))
                     Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of ssa, compare, diff, all, three-way");
                 o.window.map = v.text;
             },

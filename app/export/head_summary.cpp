@@ -22,12 +22,9 @@ const HeadValue& SinkValue() {
 }  // namespace
 
 float HeadSummary::Get(const HeadValue& v, MapMode mode) const {
-    switch (v.quantity->ShownMode(mode)) {
-        case MapMode::Ssa: return Get(v, Side::Ssa);
-        case MapMode::Compare: return Get(v, Side::Compare);
-        case MapMode::Difference: return Get(v, Side::Ssa) - Get(v, Side::Compare);
-    }
-    return kNaN;
+    const MapMode shown = v.quantity->ShownMode(mode);
+    const float other = Get(v, ReadSide(shown));
+    return IsDifference(shown) ? Get(v, Side::Ssa) - other : other;
 }
 
 float HeadSummary::Get(std::string_view key, Side side) const {

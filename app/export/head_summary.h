@@ -19,7 +19,8 @@ struct HeadSummary {
     std::vector<float> values;  // [HeadValues().size(), kSides]
 
     float Get(const HeadValue& v, Side side = Side::Ssa) const { return values[static_cast<size_t>(v.index) * kSides + static_cast<int>(side)]; }
-    // What a view shows: a side, or SSA - comparison; a one-sided value reads the same in every mode.
+    // What a view shows: a side, or SSA minus the comparison or the base; a one-sided value reads
+    // the same in every mode.
     float Get(const HeadValue& v, MapMode mode) const;
     // By key ("sink_mass"); the key must name a head value.
     float Get(std::string_view key, Side side = Side::Ssa) const;

@@ -111,7 +111,7 @@ Pin ReadPin(const json& v) {
     Pin pin{h.layer, h.head, MapMode::Ssa};
     if (v.size() == 3) {
         const auto mode = v[2].is_string() ? ParseMapMode(v[2].get<std::string>()) : std::nullopt;
-        if (!mode) throw BadKey{"'pinned': the map of a pinned head must be one of ssa, compare, diff"};
+        if (!mode) throw BadKey{"'pinned': the map of a pinned head must be one of ssa, compare, diff, base, base_diff"};
         pin.mode = *mode;
     }
     return pin;
@@ -257,7 +257,7 @@ model::Result<Session> SessionFromJson(const json& j) {
         ViewSettings& vs = s.settings;
         v.ReadEnum("colormap", &vs.colormap, ParseColormap, "viridis, magma, diverging");
         v.Read("log_scale", &vs.log_scale);
-        v.ReadEnum("map", &vs.map_mode, ParseMapMode, "ssa, compare, diff");
+        v.ReadEnum("map", &vs.map_mode, ParseViewMapMode, "ssa, compare, diff");
         v.ReadEnum("token_color", &vs.token_color, ParseTokenColor, TokenColorKeys());
         v.ReadEnum("token_scope", &vs.token_scope, ParseTokenScope, "head, layer, model");
         v.Read("sink_epsilon", &vs.sink_epsilon);
@@ -275,7 +275,7 @@ model::Result<Session> SessionFromJson(const json& j) {
         }
         v.Read("split", &vs.split);
         v.Read("three_way", &vs.three_way);
-        v.ReadEnum("grid_map", &vs.grid_mode, ParseMapMode, "ssa, compare, diff");
+        v.ReadEnum("grid_map", &vs.grid_mode, ParseMapMode, "ssa, compare, diff, base, base_diff");
         v.Read("per_head_scale", &vs.per_head_scale);
         v.ReadEnum("matrix_metric", &vs.matrix_metric, MatrixValueName, HeadValueKeys() + ", " + kStepsToSparsityKey);
         v.Read("grid_cell", &vs.grid_cell);

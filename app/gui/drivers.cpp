@@ -384,6 +384,7 @@ bool SaveScreenshot(const std::string& path, int width, int height, const Window
                             {"map", ToString(v.map_mode)},
                             {"split", v.split},
                             {"three_way", v.three_way},
+                            {"grid_map", ToString(v.grid_mode)},
                             {"per_head_scale", v.per_head_scale},
                             {"tab", v.right_tab},
                             {"layout", {v.layout.left, v.layout.center, v.layout.right}},

@@ -145,7 +145,7 @@ public:
         } else if (options.map == "three-way") {  // the Fine-tune tab beside it unless --tab chose one; a base is asked for
             m_state.settings.three_way = true;
             if (!tab_asked) m_state.settings.right_tab = "Fine-tune";
-        } else if (auto mode = ParseMapMode(options.map)) {
+        } else if (auto mode = ParseViewMapMode(options.map)) {
             m_state.settings.split = m_state.settings.three_way = false;
             m_state.settings.map_mode = *mode;
         }

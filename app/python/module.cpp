@@ -507,7 +507,8 @@ CommandOptions FigureOptions(const AnalysisHandle& h, const FlagList& flags, con
 MapMode Mode(const AnalysisHandle& h, const std::string& name) {
     if (name == "compare") return h.CheckCompare("map 'compare'"), MapMode::Compare;
     auto mode = ParseMapMode(name == "difference" ? "diff" : name);
-    if (!mode) throw BadArgument("map '" + name + "' is not one of ssa, compare, diff");
+    if (!mode) throw BadArgument("map '" + name + "' is not one of ssa, compare, diff, base, base_diff");
+    if (IsBaseMode(*mode) && !h.A().HasBase()) throw BadArgument("map '" + name + "': the analysis has no base (analyze with compare=\"base\")");
     if (*mode != MapMode::Ssa) h.CheckCompare("map '" + name + "'");
     return *mode;
 }

@@ -56,28 +56,32 @@ void HeadTooltip(const AppState& state, const HeadSummary& s) {
     ImGui::BeginTooltip();
     ImGui::Text("%s%s%s", HeadName(s.ref).c_str(), s.ref == state.selected ? "  (selected)" : "",
                 state.IsPinned(s.ref) ? "  (pinned)" : "");
-    if (ImGui::BeginTable("##tip", 3, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg)) {
+    const bool base = a.HasBase();
+    if (ImGui::BeginTable("##tip", base ? 4 : 3, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg)) {
         ImGui::TableSetupColumn("per head");
         ImGui::TableSetupColumn("SSA");
         ImGui::TableSetupColumn(cmp.c_str());
+        if (base) ImGui::TableSetupColumn("base");
         ImGui::TableHeadersRow();
-        // The head's main numbers (the catalogue's `shown`), the comparison's beside SSA's where it has one.
+        // The head's main numbers (the catalogue's `shown`), the other sides' beside SSA's where it has them.
         for (const HeadValue& v : HeadValues()) {
             const Quantity& q = *v.quantity;
             if (!Has(q.shown, Side::Ssa) || !v.Primary()) continue;
             ImGui::TableNextRow();
             ImGui::TableNextColumn();
             ImGui::Text("%s%s%s%s", v.label.c_str(), q.unit.empty() ? "" : " (", q.unit.c_str(), q.unit.empty() ? "" : ")");
-            ImGui::TableNextColumn();
-            ImGui::TextUnformatted(FormatNumber(s.Get(v, Side::Ssa)).c_str());
-            ImGui::TableNextColumn();
-            if (q.TwoSided()) ImGui::TextUnformatted(FormatNumber(s.Get(v, Side::Compare)).c_str());
+            for (Side side : kAllSides) {
+                if (!HasSide(a, side)) continue;
+                ImGui::TableNextColumn();
+                if (Has(q.sides, side)) ImGui::TextUnformatted(FormatNumber(s.Get(v, side)).c_str());
+            }
         }
         ImGui::EndTable();
     }
     const float eps = state.settings.sink_epsilon;
-    ImGui::Text("sink head (eps %.2f): SSA %s, %s %s", eps, IsSinkHead(s, Side::Ssa, eps) ? "yes" : "no", cmp.c_str(),
-                IsSinkHead(s, Side::Compare, eps) ? "yes" : "no");
+    ImGui::Text("sink head (eps %.2f): SSA %s, %s %s%s%s", eps, IsSinkHead(s, Side::Ssa, eps) ? "yes" : "no", cmp.c_str(),
+                IsSinkHead(s, Side::Compare, eps) ? "yes" : "no", base ? ", base " : "",
+                base ? (IsSinkHead(s, Side::Base, eps) ? "yes" : "no") : "");
     if (state.model) {
         const std::string group = KvGroupNote(state.model->config, s.ref.head);
         if (!group.empty()) ImGui::Text("%s", group.c_str());

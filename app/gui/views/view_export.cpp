@@ -169,7 +169,11 @@ void ExportDialog::DrawSettings(AppState& state) {
 
     ImGui::Separator();
     ImGui::TextUnformatted("Maps");
-    for (MapMode mode : {MapMode::Ssa, MapMode::Compare, MapMode::Difference}) {
+    const bool base = state.analysis && state.analysis->HasBase();
+    if (!base)  // the base's maps only beside a base (a session may have asked for them)
+        o.maps.erase(std::remove_if(o.maps.begin(), o.maps.end(), IsBaseMode), o.maps.end());
+    for (MapMode mode : kAllMapModes) {
+        if (IsBaseMode(mode) && !base) continue;
         bool on = std::find(o.maps.begin(), o.maps.end(), mode) != o.maps.end();
         const char* label = mode == MapMode::Difference ? "difference" : MapModeLabel(mode);
         if (mode != MapMode::Ssa) ImGui::SameLine();

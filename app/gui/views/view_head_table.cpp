@@ -87,9 +87,11 @@ void HeadTableView::Draw(WindowState& state) {
     const int count = static_cast<int>(columns.size());
     std::vector<std::string> names(count), helps(count);
     std::vector<ImGuiTableColumnFlags> column_flags(count, 0);
+    const std::string base_name = "base";
     for (int c = 0; c < count; ++c) {
         const Column& col = columns[c];
-        const bool compare = col.side == Side::Compare;
+        const bool other = col.side != Side::Ssa;  // a column of the comparison or the base
+        const std::string& other_name = col.side == Side::Base ? base_name : cmp;
         if (col.kind == Column::Layer) {
             names[c] = "layer", helps[c] = "Layer index (0 = first)", column_flags[c] = ImGuiTableColumnFlags_DefaultSort | ImGuiTableColumnFlags_NoHide;
             continue;
@@ -99,17 +101,18 @@ void HeadTableView::Draw(WindowState& state) {
             continue;
         }
         const Quantity& q = *col.value->quantity;
-        const std::string side = compare ? cmp : "SSA";
+        const std::string side = other ? (col.side == Side::Base ? "the base model" : cmp) : "SSA";
         if (col.kind == Column::Sink) {
             char help[128];
             std::snprintf(help, sizeof help, "Sink head: mean first-token mass > eps = %.2f (slider in Sparsity), %s", eps, side.c_str());
-            names[c] = compare ? "sink " + cmp : "sink", helps[c] = help;
+            names[c] = other ? "sink " + other_name : "sink", helps[c] = help;
         } else {
-            names[c] = compare ? col.value->short_label + " " + cmp : col.value->short_label;
+            names[c] = other ? col.value->short_label + " " + other_name : col.value->short_label;
             helps[c] = side + ": " + col.value->help + (q.unit.empty() ? "" : ", " + q.unit);
         }
         if (q.larger_first) column_flags[c] |= ImGuiTableColumnFlags_PreferSortDescending;
         if (!Has(q.shown, col.side) || !col.value->Primary()) column_flags[c] |= ImGuiTableColumnFlags_DefaultHide;
+        if (!HasSide(a, col.side)) column_flags[c] |= ImGuiTableColumnFlags_Disabled;  // the base's, without a base
     }
 
     const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX | ImGuiTableFlags_RowBg |

@@ -25,30 +25,32 @@ constexpr int kThumbnailSide = 96;     // baked pixels per thumbnail side (max-p
 constexpr int kPinnedSide = 256;
 
 
-// The map a thumbnail shows for a head and mode; Difference is SSA - comparison on a symmetric
-// diverging scale. An empty image when the analysis lacks the maps.
 // One colour scale for every head, so thumbnails compare at a glance and one colour bar reads
-// them all: 0..the largest weight (log: from 1e-4), or symmetric around 0 for the difference.
+// them all: 0..the largest weight of SSA, its comparison and the base (log: from 1e-4), or
+// symmetric around 0 for a difference.
 viz::Range SharedRange(const model::Analysis& a, MapMode mode, bool log_scale) {
     float top = 0.0f;
-    if (mode == MapMode::Difference) {  // pooled to the largest magnitude, so the thumbnails hold the largest difference
-        top = a.thumbnails.MaxAbs(model::ThumbnailKind::Difference);
-    } else {  // the largest weight is the largest row maximum: [L, H, T] instead of [L, H, T, T]
-        for (float v : (mode == MapMode::Ssa ? a.metrics : a.metrics_compare).Get("max_weight")) top = std::max(top, v);
+    if (IsDifference(mode)) {  // pooled to the largest magnitude, so the thumbnails hold the largest difference
+        top = a.thumbnails.MaxAbs(ThumbnailKindOf(mode));
+        if (top <= 0.0f) top = 1.0f;
+        return {-top, top};
     }
+    // The largest weight is the largest row maximum: [L, H, T] instead of [L, H, T, T].
+    for (const model::MapMetrics* m : {&a.metrics, &a.metrics_compare, &a.metrics_base})
+        if (const model::RowArray* max = m->Find("max_weight"))
+            for (float v : *max) top = std::max(top, v);
     if (top <= 0.0f) top = 1.0f;
-    if (mode == MapMode::Difference) return {-top, top};
     return {log_scale ? 1e-4f : 0.0f, top};
 }
+
+// The map a thumbnail shows for a head and mode; a difference on a symmetric diverging scale.
+// An empty image when the analysis lacks the maps.
 
 // From the thumbnails (max-pooled above model::kThumbnailCells tokens), which hold more cells than
 // a grid cell has pixels.
 viz::Image BakeHead(const model::Analysis& a, MapMode mode, const HeadsView::Colours& colours, int l, int h, int max_side) {
     const model::Thumbnails& t = a.thumbnails;
-    const model::ThumbnailKind kind = mode == MapMode::Compare      ? model::ThumbnailKind::Compare
-                                      : mode == MapMode::Difference ? model::ThumbnailKind::Difference
-                                                                    : model::ThumbnailKind::Ssa;
-    const std::vector<float> cells = t.Head(kind, l, h);
+    const std::vector<float> cells = t.Head(ThumbnailKindOf(mode), l, h);
     if (t.side == 0 || cells.empty()) return {};
     return viz::BakeHeatmap(cells.data(), t.side, t.side, colours.style, colours.scale, max_side);
 }
@@ -70,36 +72,40 @@ void Badge(ImDrawList* draw, ImVec2 p0, float cell, float value) {
     }
 }
 
+// What a mode shows of this analysis: a base's mode without a base shows SSA (a session may have
+// saved one).
+MapMode Shown(const model::Analysis& a, MapMode mode) { return IsBaseMode(mode) && !a.HasBase() ? MapMode::Ssa : mode; }
+
 }  // namespace
 
 float HeadsView::BadgeValue(const AppState& state, int index) const {
     const HeadValue* v = FindHeadValue(state.settings.grid_metric);
-    return m_summaries.Get()[index].Get(v ? *v : HeadValues().front(), state.settings.grid_mode);
+    return m_summaries.Get()[index].Get(v ? *v : HeadValues().front(), Shown(*state.analysis, state.settings.grid_mode));
 }
 
 void HeadsView::Rebake(WindowState& state) {
     const model::Analysis& a = *state.analysis;
     const ViewSettings& s = state.settings;
     const size_t count = static_cast<size_t>(a.n_layer) * a.n_head;
-    if (!SameAnalysis(m_baked_for, state.analysis) || s.grid_mode != m_baked_mode || s.colormap != m_baked_colormap ||
-        s.log_scale != m_baked_log) {
+    const MapMode mode = Shown(a, s.grid_mode);
+    if (!SameAnalysis(m_baked_for, state.analysis) || mode != m_baked_mode || s.colormap != m_baked_colormap || s.log_scale != m_baked_log) {
         m_summaries.Update(state);
         m_baked_for = state.analysis;
-        m_baked_mode = s.grid_mode;
+        m_baked_mode = mode;
         m_baked_colormap = s.colormap;
         m_baked_log = s.log_scale;
         m_next_bake = 0;
         m_stale.assign(count, 1);
         m_stale_count = count;
         m_colours.clear();
-        for (MapMode m : {MapMode::Ssa, MapMode::Compare, MapMode::Difference}) {
-            viz::HeatmapStyle style;  // the difference: diverging around 0, linear
-            style.colormap = m == MapMode::Difference ? viz::Colormap::Diverging : s.colormap;
-            style.log_scale = m != MapMode::Difference && s.log_scale;
+        for (MapMode m : kAllMapModes) {
+            viz::HeatmapStyle style;  // a difference: diverging around 0, linear
+            style.colormap = IsDifference(m) ? viz::Colormap::Diverging : s.colormap;
+            style.log_scale = !IsDifference(m) && s.log_scale;
             style.range = SharedRange(a, m, s.log_scale);
             m_colours.push_back({style, viz::ColourScale(style.colormap, *style.range, style.log_scale, SIZE_MAX)});  // for every head
         }
-        m_range = *m_colours[static_cast<int>(s.grid_mode)].style.range;
+        m_range = *m_colours[static_cast<int>(mode)].style.range;
         m_pinned_textures.clear();
         if (m_thumbnails.size() != count) m_thumbnails = std::vector<viz::Texture>(count);
     }
@@ -145,7 +151,7 @@ void HeadsView::Draw(WindowState& state) {
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("Badge");
     ImGui::SameLine();
-    ImGui::SetNextItemWidth(std::min(230.0f, ImGui::GetContentRegionAvail().x));
+    ImGui::SetNextItemWidth(std::min(230.0f, ImGui::GetContentRegionAvail().x - ImGui::GetFontSize() * 6.5f));
     if (ImGui::BeginCombo("##badge", metric.label.c_str())) {
         for (const HeadValue& v : HeadValues()) {
             if (ImGui::Selectable(v.label.c_str(), &metric == &v)) settings.grid_metric = v.key;
@@ -154,6 +160,15 @@ void HeadsView::Draw(WindowState& state) {
         ImGui::EndCombo();
     }
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("The number on each thumbnail: the head's mean over query rows 2..T");
+    // Thumbnail size: fit the pane, or larger with a scrollbar (Ctrl+wheel over the grid), beside the badge's
+    // metric so that the row of maps has room for a base's two.
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 5.5f);
+    float cell = settings.grid_cell;
+    if (ImGui::SliderFloat("##grid_cell", &cell, 0.0f, 256.0f, cell < 8.0f ? "fit" : "%.0f px")) settings.grid_cell = cell < 8.0f ? 0.0f : cell;
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("Thumbnail size: 'fit' fills the pane (at least 40 px a head; the grid scrolls when it needs more room).\n"
+                          "Ctrl+wheel over the grid zooms it. For many heads the Matrix tab shows any metric as numbers.");
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("Map  ");
     ImGui::SameLine();
@@ -164,16 +179,18 @@ void HeadsView::Draw(WindowState& state) {
     ImGui::SameLine();
     if (ImGui::RadioButton("difference", settings.grid_mode == MapMode::Difference)) settings.grid_mode = MapMode::Difference;
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("SSA minus %s: red where SSA attends more, blue where less", cmp.c_str());
-    // Thumbnail size: fit the pane, or larger with a scrollbar (Ctrl+wheel over the grid).
-    ImGui::SameLine();
-    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 5.5f);
-    float cell = settings.grid_cell;
-    if (ImGui::SliderFloat("##grid_cell", &cell, 0.0f, 256.0f, cell < 8.0f ? "fit" : "%.0f px")) settings.grid_cell = cell < 8.0f ? 0.0f : cell;
-    if (ImGui::IsItemHovered())
-        ImGui::SetTooltip("Thumbnail size: 'fit' fills the pane (at least 40 px a head; the grid scrolls when it needs more room).\n"
-                          "Ctrl+wheel over the grid zooms it. For many heads the Matrix tab shows any metric as numbers.");
+    if (a.HasBase()) {  // a fine-tune's base: its maps, and all that fine-tuning changed
+        ImGui::SameLine();
+        if (ImGui::RadioButton("base", settings.grid_mode == MapMode::Base)) settings.grid_mode = MapMode::Base;
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("The base model's maps: what the fine-tune started from");
+        ImGui::SameLine();
+        if (ImGui::RadioButton("SSA - base", settings.grid_mode == MapMode::BaseDifference)) settings.grid_mode = MapMode::BaseDifference;
+        if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("SSA minus the base: all that fine-tuning changed (its temperatures and the other weights' drift);\n"
+                              "red where the fine-tune attends more, blue where less. The Fine-tune tab splits it per head.");
+    }
     const bool one_sided = !metric.quantity->TwoSided(), unit = !metric.quantity->unit.empty();
-    ImGui::TextDisabled("badge: %s%s%s%s%s", metric.label.c_str(), one_sided ? "" : " of ", one_sided ? "" : MapModeLabel(settings.grid_mode),
+    ImGui::TextDisabled("badge: %s%s%s%s%s", metric.label.c_str(), one_sided ? "" : " of ", one_sided ? "" : MapModeLabel(m_baked_mode),
                         unit ? ", " : "", metric.quantity->unit.c_str());
     if (m_stale_count > 0) {
         ImGui::SameLine();
@@ -250,7 +267,7 @@ void HeadsView::DrawGrid(WindowState& state) {
     ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + grid_h));
     ImGui::Dummy(ImVec2(grid_w, 0.0f));
     ImGui::EndChild();
-    const bool difference = m_baked_mode == MapMode::Difference;
+    const bool difference = IsDifference(m_baked_mode);
     const float bar_top = child_pos.y + line + 4.0f;
     ImGui::SetCursorScreenPos(ImVec2(child_pos.x + std::min(grid_w, avail) + 6.0f, bar_top));
     viz::ColorBar("##heads_colorbar", difference ? viz::Colormap::Diverging : m_baked_colormap, m_range, m_baked_log && !difference,
@@ -294,8 +311,9 @@ void HeadsView::DrawPinned(WindowState& state) {
     const float avail = ImGui::GetContentRegionAvail().x - style.ScrollbarSize;
     // A panel is at least as wide as its header: the head's name and the x / SSA / cmp / diff buttons.
     const float button_pad = style.FramePadding.x * 2 + 2.0f;
-    const float header_w = ImGui::CalcTextSize("L00 H00").x + spacing + ImGui::CalcTextSize("xSSAdiff").x + ImGui::CalcTextSize(cmp.c_str()).x +
-                           4 * button_pad;
+    const bool base = a.HasBase();
+    const float header_w = ImGui::CalcTextSize("L00 H00").x + spacing + ImGui::CalcTextSize(base ? "xSSAdiffbase-base" : "xSSAdiff").x +
+                           ImGui::CalcTextSize(cmp.c_str()).x + (base ? 6 : 4) * button_pad;
     const float min_panel = std::max(140.0f, header_w);
     const int per_row = std::clamp(static_cast<int>((avail + spacing) / (min_panel + spacing)), 1, 4);
     const float panel = std::floor((avail - spacing * (per_row - 1)) / per_row);
@@ -305,9 +323,10 @@ void HeadsView::DrawPinned(WindowState& state) {
         Pin& pin = state.pinned[k];
         const HeadRef ref = pin.Ref();
         const HeadSummary& sum = m_summaries.Get()[static_cast<size_t>(ref.layer) * a.n_head + ref.head];
-        viz::Texture& tex = m_pinned_textures[{ref.layer, ref.head, pin.mode}];
+        const MapMode mode = Shown(a, pin.mode);
+        viz::Texture& tex = m_pinned_textures[{ref.layer, ref.head, mode}];
         if (!tex.Valid() && !baked_one && m_stale_count == 0) {  // one per frame, after the grid
-            tex.Upload(BakeHead(a, pin.mode, m_colours[static_cast<int>(pin.mode)], ref.layer, ref.head, std::min(a.n_tokens, kPinnedSide)));
+            tex.Upload(BakeHead(a, mode, m_colours[static_cast<int>(mode)], ref.layer, ref.head, std::min(a.n_tokens, kPinnedSide)));
             baked_one = true;
         }
         if (!tex.Valid()) state.want_frame = true;
@@ -320,14 +339,17 @@ void HeadsView::DrawPinned(WindowState& state) {
         ImGui::SameLine();
         if (ImGui::SmallButton("x")) unpin = ref;
         if (ImGui::IsItemHovered()) ImGui::SetTooltip("Unpin (or Ctrl+click the map)");
-        // This pin's map: SSA, the comparison or the difference, whatever the others show.
-        const std::string names[3] = {"SSA", cmp, "diff"};
-        for (MapMode m : {MapMode::Ssa, MapMode::Compare, MapMode::Difference}) {
+        // This pin's map: SSA, the comparison or the difference (with a base: the base, SSA - base),
+        // whatever the others show.
+        const std::string names[] = {"SSA", cmp, "diff", "base", "-base"};
+        for (MapMode m : kAllMapModes) {
+            if (IsBaseMode(m) && !base) continue;
             ImGui::SameLine(0, 2.0f);
-            const bool on = pin.mode == m;
+            const bool on = mode == m;
             if (on) ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
             if (ImGui::SmallButton(names[static_cast<int>(m)].c_str())) pin.mode = m;
             if (on) ImGui::PopStyleColor();
+            if (m == MapMode::BaseDifference && ImGui::IsItemHovered()) ImGui::SetTooltip("SSA - base: all that fine-tuning changed");
         }
         const ImVec2 p0 = ImGui::GetCursorScreenPos();
         ImGui::InvisibleButton("##map", ImVec2(panel, panel));
@@ -342,12 +364,15 @@ void HeadsView::DrawPinned(WindowState& state) {
         else draw->AddRectFilled(p0, p1, IM_COL32(40, 40, 46, 255));
         if (ref == state.selected) draw->AddRect(ImVec2(p0.x - 1.0f, p0.y - 1.0f), ImVec2(p1.x + 1.0f, p1.y + 1.0f), kSelectedColor, 0.0f, 0, 2.5f);
         else draw->AddRect(p0, p1, kPinnedColor, 0.0f, 0, 1.0f);
-        const char* shows = MapModeLabel(pin.mode);
+        const char* shows = MapModeLabel(mode);
         if (hovered) HeadTooltip(state, sum);
         ImGui::PushClipRect(ImGui::GetCursorScreenPos(), ImVec2(p0.x + panel, p1.y + 10 * ImGui::GetTextLineHeight()), true);
         ImGui::TextDisabled("map: %s", shows);
-        ImGui::Text("entropy %s (%s)", FormatNumber(sum.Get("entropy")).c_str(), FormatNumber(sum.Get("entropy", Side::Compare)).c_str());
-        ImGui::Text("sink %s (%s)", FormatNumber(sum.Get("sink_mass")).c_str(), FormatNumber(sum.Get("sink_mass", Side::Compare)).c_str());
+        // SSA's (the comparison's; the base's)
+        for (const char* key : {"entropy", "sink_mass"})
+            ImGui::Text("%s %s (%s%s%s)", key == std::string("entropy") ? "entropy" : "sink", FormatNumber(sum.Get(key)).c_str(),
+                        FormatNumber(sum.Get(key, Side::Compare)).c_str(), base ? "; base " : "",
+                        base ? FormatNumber(sum.Get(key, Side::Base)).c_str() : "");
         ImGui::Text("JS %s  tau_q %s", FormatNumber(sum.Get("js_divergence")).c_str(), FormatNumber(sum.Get("tau_q_mean")).c_str());
         ImGui::PopClipRect();
         ImGui::EndGroup();

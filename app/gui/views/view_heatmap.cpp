@@ -115,6 +115,9 @@ const model::MapCells& HeatmapView::MapValues(const Layer& layer) const {
         case MapMode::Compare: return *m_compare;
         case MapMode::Difference: return *m_diff;
         case MapMode::Ssa: break;
+        case MapMode::Base:            // the base's layer is marked `base` (the three-way layout);
+        case MapMode::BaseDifference:  // the view's own modes are never the base's (ParseViewMapMode)
+            break;
     }
     return *m_ssa;
 }

@@ -107,6 +107,9 @@ TEST_F(Cli, ExportWritesEveryFileWithTheRightShapes) {
     for (const char* key : {"js_divergence", "l1_distance", "qk_opnorm", "qk_eig_mean", "qk_eig_var", "effective_qk_norm"})
         EXPECT_TRUE(metrics["heads"][0].contains(key)) << key;
     EXPECT_EQ(metrics["rows"]["ssa"]["entropy"][1][1].size(), static_cast<size_t>(T));
+    EXPECT_FALSE(metrics["heads"][0].contains("base") || metrics["rows"].contains("base") || metrics["sink_ratio"].contains("base"))
+        << "no base side without a base";
+    EXPECT_TRUE(metrics["sink_ratio"].contains("comparison"));
     EXPECT_TRUE(fs::exists(out + "/csv/L1_H0.csv"));
     EXPECT_TRUE(fs::exists(out + "/csv/L1_H0_compare.csv"));
 
@@ -171,8 +174,34 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
         "for side, f in (('ssa', '/loss.npy'), ('tau1', '/loss_tau1.npy'), ('base', '/loss_base.npy')):\n"
         "    assert abs(np.load(d + f).mean() - dec['loss_mean'][side]) < 1e-5, side\n"
         "assert abs(np.load(d + '/loss_base.npy').mean() - m['loss']['base']) < 1e-5\n"
+        "# The base is a side of every head and row, as SSA and tau = 1 are: its entropy and sink mass from its maps.\n"
+        "ent = -np.where(b > 0, b * np.log(np.where(b > 0, b, 1)), 0).sum(-1)\n"
+        "for h in m['heads']:\n"
+        "    l, k = h['layer'], h['head']\n"
+        "    assert abs(h['base']['entropy'] - ent[l, k, 1:].mean()) < 1e-5, (l, k, h['base'])\n"
+        "    assert abs(h['base']['sink_mass'] - b[l, k, 1:, 0].mean()) < 1e-5, (l, k)\n"
+        "    assert h['base']['sink_head'] == (h['base']['sink_mass'] > m['sink_epsilon'])\n"
+        "    t = h['base']['tau_q']; assert t['min'] <= t['mean'] <= t['max'] and t != h['ssa']['tau_q'], 'the base\\'s own temperatures'\n"
+        "assert np.abs(np.array(m['rows']['base']['entropy']) - ent).max() < 1e-5\n"
+        "assert m['sink_ratio']['base'] == np.mean([h['base']['sink_head'] for h in m['heads']])\n"
         "print('numpy ok')\n";
     ExpectPythonCheck("check_base.py", check, out);
+
+    // The base's maps and SSA - base as figures: heatmaps and heads grids (--maps base,base_diff),
+    // only with a base.
+    const std::string figures = kOut + "/export_base_maps";
+    fs::remove_all(figures);
+    r = Ssaviz({"export", "--model", Small(), "--base", Twin(), "--text", text, "--out", figures, "--format", "png", "--maps",
+                "ssa,base,base_diff", "--layers", "1", "--heads", "0"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* f : {"heads_grid.png", "heads_grid_base.png", "heads_grid_diff_base.png", "heatmaps/L1_H0.png", "heatmaps/L1_H0_base.png",
+                          "heatmaps/L1_H0_diff_base.png"})
+        EXPECT_GT(fs::exists(figures + "/" + f) ? fs::file_size(figures + "/" + f) : 0u, 1000u) << f;
+    EXPECT_FALSE(fs::exists(figures + "/heads_grid_tau1.png")) << "only the maps asked for";
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", text, "--out", kOut + "/export_base_maps_none", "--format", "png",
+                               "--maps", "ssa,base_diff"}),
+                       1, "--maps base_diff needs a base (--base DIR, or --compare base); nothing was written");
+    EXPECT_FALSE(fs::exists(kOut + "/export_base_maps_none/heads_grid.png"));
 
     // The base beside a fine-tune: a sibling folder "base".
     const std::string pair = kOut + "/finetune";

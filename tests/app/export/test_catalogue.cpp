@@ -163,6 +163,49 @@ TEST(HeadSummaries, ReadWhatTheAnalysisHolds) {
     }
 }
 
+// A fine-tune's base is a third side: the summary reads its row metrics and temperatures, the base
+// modes read it and SSA minus it; without a base it is NaN. (The base here is the synthetic
+// analysis's comparison arrays, under the base's names.)
+TEST(HeadSummaries, ReadTheBaseAsAThirdSide) {
+    model::Analysis a = app::MakeSyntheticAnalysis(2, 3, 15);
+    for (const app::HeadSummary& s : app::SummarizeHeads(a)) {
+        EXPECT_TRUE(std::isnan(s.Get("entropy", app::Side::Base)));
+        EXPECT_TRUE(std::isnan(s.Get(*app::FindHeadValue("entropy"), app::MapMode::BaseDifference)));
+    }
+    a.comparison = model::Comparison::Base;
+    a.metrics_base = a.metrics_compare;
+    a.tau_q_base = a.tau_q_compare;
+    a.tau_v_base = a.tau_v_compare;
+    a.loss_base = a.loss_compare;
+    ASSERT_TRUE(app::HasSide(a, app::Side::Base));
+    const app::HeadValue& entropy = *app::FindHeadValue("entropy");
+    for (const app::HeadSummary& s : app::SummarizeHeads(a)) {
+        const int l = s.ref.layer, h = s.ref.head;
+        EXPECT_FLOAT_EQ(s.Get("entropy", app::Side::Base), model::HeadRowMean(a.metrics_base.Get("entropy"), a, l, h));
+        EXPECT_FLOAT_EQ(s.Get("tau_q_max", app::Side::Base), model::HeadTokenStats(a.tau_q_base, a, l, h).max);
+        EXPECT_EQ(s.Get(entropy, app::MapMode::Base), s.Get("entropy", app::Side::Base));
+        EXPECT_FLOAT_EQ(s.Get(entropy, app::MapMode::BaseDifference), s.Get("entropy") - s.Get("entropy", app::Side::Base));
+        EXPECT_EQ(s.Get(*app::FindHeadValue("js_divergence"), app::MapMode::Base), s.Get("js_divergence")) << "one-sided: SSA's";
+    }
+    const app::Quantity& loss = app::GetQuantity("loss");
+    const std::vector<float> delta = app::TokenValues(loss, a, app::MapMode::BaseDifference);
+    for (int t = 1; t < a.n_tokens; ++t) EXPECT_FLOAT_EQ(delta[t], a.loss[t - 1] - a.loss_base[t - 1]);
+    EXPECT_TRUE(app::Holds(loss, a, app::MapMode::Base));
+}
+
+// Every map mode's name round-trips; the single map view takes none of the base's.
+TEST(MapModes, NamesRoundTripAndTheViewTakesNoBaseMode) {
+    for (app::MapMode mode : app::kAllMapModes) {
+        EXPECT_EQ(app::ParseMapMode(app::ToString(mode)), mode);
+        EXPECT_EQ(app::ParseViewMapMode(app::ToString(mode)).has_value(), !app::IsBaseMode(mode)) << app::ToString(mode);
+        EXPECT_EQ(static_cast<int>(app::ThumbnailKindOf(mode)), static_cast<int>(mode));
+    }
+    EXPECT_EQ(app::ParseMapMode("vanilla"), app::MapMode::Compare);
+    EXPECT_STREQ(app::ToString(app::MapMode::BaseDifference), "base_diff");
+    EXPECT_STREQ(app::MapModeLabel(app::MapMode::BaseDifference), "SSA - base");
+    EXPECT_TRUE(app::IsDifference(app::MapMode::BaseDifference) && !app::IsDifference(app::MapMode::Base));
+}
+
 // metrics.json's keys, as users' scripts read them.
 TEST(MetricsJson, KeepsItsKeys) {
     const model::Analysis a = app::MakeSyntheticAnalysis(2, 3, 9);

@@ -275,6 +275,40 @@ TEST(EndToEnd, ThreeWayFromTheCommandLine) {
         const nlohmann::json r = meta["regions"][region];
         EXPECT_GT(BrightPixels(p, r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>(), 90), 10u) << region;
     }
+    // The heads grid as SSA - base (a session's grid map): every head's change from the base, on
+    // the diverging scale (red and blue cells); the same session without a base shows SSA's maps.
+    const std::string text = "One slope a layer: the fine-tune sharpens its attention with position.";
+    for (bool with_base : {true, false}) {
+        nlohmann::json session = {{"ssaviz_session", 1}, {"model", dir + "/ft"}, {"text", text}, {"view", {{"tab", "Heads"}, {"grid_map", "base_diff"}}}};
+        std::ofstream(dir + "/grid.json") << session.dump();
+        const std::string png_grid = dir + (with_base ? "/grid_base.png" : "/grid_no_base.png");
+        ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --session " + dir + "/grid.json" + (with_base ? " --base " + dir + "/base" : "") +
+                                 " --screenshot " + png_grid + " --frames 6",
+                             dir + "/log_grid.txt"),
+                  0)
+            << ReadFile(dir + "/log_grid.txt");
+        const nlohmann::json meta_grid = nlohmann::json::parse(ReadFile(png_grid + ".json"), nullptr, false);
+        ASSERT_TRUE(meta_grid.is_object() && meta_grid.contains("regions")) << ReadFile(dir + "/log_grid.txt");
+        EXPECT_EQ(meta_grid["state"]["tab"], "Heads");
+        EXPECT_EQ(meta_grid["state"]["grid_map"], "base_diff") << "kept, shown as SSA without a base";
+        ASSERT_TRUE(meta_grid["regions"].contains("heads")) << meta_grid["regions"].dump();
+        const Picture g = Load(png_grid);
+        const nlohmann::json r = meta_grid["regions"]["heads"];
+        size_t red = 0, blue = 0;
+        for (int y = std::max(0, r[1].get<int>()); y < std::min(g.height, r[1].get<int>() + r[3].get<int>()); ++y)
+            for (int x = std::max(0, r[0].get<int>()); x < std::min(g.width, r[0].get<int>() + r[2].get<int>()); ++x) {
+                const uint32_t c = g.pixels[static_cast<size_t>(y) * g.width + x];  // RGBA in memory: R lowest
+                const int cr = c & 0xff, cg = (c >> 8) & 0xff, cb = (c >> 16) & 0xff;
+                red += cr > 150 && cb < 110 && cg < 130;
+                blue += cb > 150 && cr < 110;
+            }
+        if (with_base) {
+            EXPECT_GT(red, 30u) << "where the fine-tune attends more";
+            EXPECT_GT(blue, 30u) << "where it attends less";
+        } else {
+            EXPECT_LT(red + blue, 30u) << "SSA's own maps, not a difference";
+        }
+    }
 }
 
 // Issue 35: --lens runs the logit lens and attribution once the text is shown, and the Lens tab

@@ -140,8 +140,10 @@ TEST_F(Views, ModesSelectionsAndPinsAllDraw) {
     app::HeadsView heads;
     app::TextView text;
     app::SparsityView sparsity;
-    state.pinned = {{0, 1}, {2, 3, app::MapMode::Difference}, {1, 1, app::MapMode::Compare}, {0, 0}};
+    // A base's modes too, as a session may hold them: without a base they show SSA.
+    state.pinned = {{0, 1}, {2, 3, app::MapMode::Difference}, {1, 1, app::MapMode::Compare}, {0, 0}, {1, 2, app::MapMode::BaseDifference}};
     for (app::MapMode mode : {app::MapMode::Ssa, app::MapMode::Compare, app::MapMode::Difference}) {
+        state.settings.grid_mode = mode == app::MapMode::Difference ? app::MapMode::Base : app::MapMode::Ssa;
         for (app::TokenColor color : {app::TokenColor::TauQ, app::TokenColor::TauV, app::TokenColor::Entropy, app::TokenColor::Spikiness,
                                       app::TokenColor::SinkMass, app::TokenColor::TauQPosition, app::TokenColor::TauQToken,
                                       app::TokenColor::Loss, app::TokenColor::LossCompare, app::TokenColor::LossDelta}) {

@@ -236,7 +236,12 @@ def test_compare_base_gives_three_sides_and_the_decomposition():
     assert a.attention(0, 0, side="base").shape == (a.n_tokens, a.n_tokens)
     assert a.attention(0, 0, side="tau1").shape == (a.n_tokens, a.n_tokens)
     assert "entropy_base" in a.metrics and a.tau_q_base is not None
+    # The base's maps and SSA - base as figures, only beside a base.
+    for name in ("base", "base_diff"):
+        assert a.heatmap(0, 0, map=name).width > 0 and a.heads_grid(map=name).width > 0
     plain = m.analyze(JOBS)
     assert plain.decomposition is None and plain.loss_base is None and plain.comparison_kind == "tau1"
+    with pytest.raises(ValueError, match="map 'base_diff': the analysis has no base"):
+        plain.heads_grid(map="base_diff")
     with pytest.raises(ValueError, match="base= goes with"):
         m.analyze(JOBS, compare="local", base=base)
