@@ -115,7 +115,7 @@ std::vector<Quantity> MakeCatalogue() {
     std::vector<Quantity> q = {
         // Row metrics of the attention maps (SPEC section 2): every row of MapMetrics, both sides.
         Quantity("entropy", "entropy", "entropy", "attention entropy -sum p ln p of a query's row (lower: sharper)", Scope::Row)
-            .Unit("nats").Metric("entropy").Read(R::RowMean).Json(kHeadsAndRows).Python("entropy").Batch(kBothSides).Shown(kBothSides),
+            .Unit("nats").Metric("entropy").Read(R::RowMean).Json(kHeadsAndRows).Python("entropy").Batch(kBothSides).Shown(kModelSides),
         Quantity("normalized_entropy", "normalized entropy", "norm. entropy", "entropy / ln i: 1 uniform over the i visible keys, 0 one key",
                  Scope::Row)
             .Metric("normalized_entropy").Read(R::RowMean).Json(kHeadsAndRows).Python("normalized_entropy").Batch(kBothSides).Shown(kSsaSide),
@@ -329,6 +329,7 @@ std::vector<TokenColoring> MakeColorings() {
         {"tau_q", MapMode::Ssa},          {"tau_v", MapMode::Ssa},          {"entropy", MapMode::Ssa},  {"spikiness", MapMode::Ssa},
         {"sink_mass", MapMode::Ssa},      {"tau_q_position", MapMode::Ssa}, {"tau_q_token", MapMode::Ssa},
         {"loss", MapMode::Ssa},           {"loss", MapMode::Compare},       {"loss", MapMode::Difference},
+        {"loss", MapMode::Base},          {"loss", MapMode::BaseDifference},
     };
     std::vector<TokenColoring> out;
     for (const auto& [key, mode] : rows) {
@@ -340,6 +341,12 @@ std::vector<TokenColoring> MakeColorings() {
         } else if (mode == MapMode::Difference) {
             c.label = "delta " + q.label;
             c.help = "SSA's " + q.label + " minus the comparison's: blue where SSA's is lower, red where higher";
+        } else if (mode == MapMode::Base) {
+            c.label = "base " + q.label;
+            c.help = "the same " + q.label + " on the fine-tune's base model (with a base)";
+        } else if (mode == MapMode::BaseDifference) {
+            c.label = "delta " + q.label + " vs base";
+            c.help = "SSA's " + q.label + " minus the base model's: blue where fine-tuning lowered it (helped), red where it raised it";
         }
         out.push_back(std::move(c));
     }
@@ -380,6 +387,7 @@ bool IsRowMetric(TokenColor color) { return Coloring(color).quantity->reading ==
 float TokenColorOffset(TokenColor color) { return Coloring(color).quantity->offset; }
 bool IsTemperature(TokenColor color) { return Coloring(color).quantity->scale == Scale::AroundOne; }
 bool IsLoss(TokenColor color) { return Coloring(color).quantity->scope == Scope::Token; }
+bool IsDelta(TokenColor color) { return IsDifference(Coloring(color).mode); }
 
 std::vector<float> TokenLosses(const model::Analysis& a, TokenColor color) {
     return TokenValues(*Coloring(color).quantity, a, Coloring(color).mode);

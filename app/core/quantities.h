@@ -202,8 +202,11 @@ std::string HeadValueKeys();  // "entropy, normalized_entropy, ...", for message
 // side) or of a Token quantity (a side, or the difference). TauQPosition is tau_q's position term
 // alone (1 + s ln i); TauQToken its token term alone, shown as 1 + tanh(...), what tau_q would be
 // with the position term at 1 (for either combine). Loss, LossCompare and LossDelta (loss - the
-// comparison's loss) are per token, not per head. The enumerators name TokenColorings()' rows.
-enum class TokenColor { TauQ, TauV, Entropy, Spikiness, SinkMass, TauQPosition, TauQToken, Loss, LossCompare, LossDelta };
+// comparison's loss), and with a base LossBase and LossDeltaBase (loss - the base's: where
+// fine-tuning helped), are per token, not per head. The enumerators name TokenColorings()' rows.
+enum class TokenColor {
+    TauQ, TauV, Entropy, Spikiness, SinkMass, TauQPosition, TauQToken, Loss, LossCompare, LossDelta, LossBase, LossDeltaBase
+};
 
 struct TokenColoring {
     TokenColor id;
@@ -233,6 +236,9 @@ bool IsTemperature(TokenColor color);
 // Whether it is a loss (per token: no scope), and the values: [T], NaN for the first token (no
 // loss) and for a comparison without predictions (the layer-local one).
 bool IsLoss(TokenColor color);
+// Whether it is a difference of two sides (LossDelta, LossDeltaBase): drawn on a symmetric
+// diverging scale around 0.
+bool IsDelta(TokenColor color);
 std::vector<float> TokenLosses(const model::Analysis& a, TokenColor color);
 
 }  // namespace app

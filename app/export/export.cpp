@@ -795,6 +795,10 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
     for (MapMode mode : options.maps)
         if (IsBaseMode(mode) && !a.HasBase())
             return model::Fail(std::string("--maps ") + ToString(mode) + " needs a base (--base DIR, or --compare base); nothing was written");
+    const bool figures = options.png || options.svg || options.html;
+    if (figures && IsBaseMode(Coloring(options.figures.highlight).mode) && !a.HasBase())
+        return model::Fail(std::string("--highlight ") + ToString(options.figures.highlight) +
+                           " needs a base (--base DIR, or --compare base); nothing was written");
     std::vector<ExportFile> plan = PlanExport(text, a, info, options);
     for (ExportFile& f : extra) plan.push_back(std::move(f));
     if (plan.empty()) return model::Fail("nothing to write: no format is chosen (" + std::string(kExportFormatList) + ")");

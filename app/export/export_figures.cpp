@@ -70,6 +70,8 @@ std::string HighlightLabel(const FigureSettings& s) {
     if (s.highlight == TokenColor::Loss) return "loss, nats";
     if (s.highlight == TokenColor::LossCompare) return "comparison's loss, nats";
     if (s.highlight == TokenColor::LossDelta) return "loss - comparison's loss, nats";
+    if (s.highlight == TokenColor::LossBase) return "base's loss, nats";
+    if (s.highlight == TokenColor::LossDeltaBase) return "loss - base's loss, nats";
     switch (s.highlight_scope) {
         case TokenScope::Head: return label + ", " + HeadName(s.highlight_head);
         case TokenScope::LayerMean: return label + ", layer " + std::to_string(s.highlight_head.layer) + " mean";
@@ -114,7 +116,7 @@ HighlightData MakeHighlight(const model::Analysis& a, const std::string& model_n
         d.options.LogScale = false;
         d.options.ValueLabel += " (1: vanilla; red above, sharper; blue below, flatter)";
     }
-    if (s.highlight == TokenColor::LossDelta) {  // where SSA's temperatures help (blue, below 0) and where they hurt (red)
+    if (IsDelta(s.highlight)) {  // where SSA's temperatures (or the fine-tuning) help (blue, below 0) and where they hurt (red)
         d.options.ValueRange = SymmetricRange(d.values);
         d.options.Map = viz::Colormap::Diverging;
         d.options.LogScale = false;

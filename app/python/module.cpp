@@ -540,6 +540,8 @@ FigureHandle HighlightFigure(const AnalysisHandle& h, const FlagList& flags) {
     const CommandOptions o = FigureOptions(h, flags, "highlight()");
     const TokenColor by = o.export_options.figures.highlight;
     if (!h.HasCompare() && (by == TokenColor::LossCompare || by == TokenColor::LossDelta)) h.CheckCompare("highlight by " + std::string(ToString(by)));
+    if (IsBaseMode(Coloring(by).mode) && !h.A().HasBase())
+        throw BadArgument("highlight by " + std::string(ToString(by)) + ": the analysis has no base (analyze with compare=\"base\")");
     py::gil_scoped_release release;
     const std::string name = TitleName(h);
     return {Highlight(h.A(), name, o.export_options.figures), HighlightHtmlPage(h.A(), name, o.export_options.figures)};

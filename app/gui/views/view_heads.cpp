@@ -180,10 +180,11 @@ void HeadsView::Draw(WindowState& state) {
     if (ImGui::RadioButton("difference", settings.grid_mode == MapMode::Difference)) settings.grid_mode = MapMode::Difference;
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("SSA minus %s: red where SSA attends more, blue where less", cmp.c_str());
     if (a.HasBase()) {  // a fine-tune's base: its maps, and all that fine-tuning changed
-        ImGui::SameLine();
+        const float radio = ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x;
+        SameLineIfFits(radio + ImGui::CalcTextSize("base").x);
         if (ImGui::RadioButton("base", settings.grid_mode == MapMode::Base)) settings.grid_mode = MapMode::Base;
         if (ImGui::IsItemHovered()) ImGui::SetTooltip("The base model's maps: what the fine-tune started from");
-        ImGui::SameLine();
+        SameLineIfFits(radio + ImGui::CalcTextSize("SSA - base").x);
         if (ImGui::RadioButton("SSA - base", settings.grid_mode == MapMode::BaseDifference)) settings.grid_mode = MapMode::BaseDifference;
         if (ImGui::IsItemHovered())
             ImGui::SetTooltip("SSA minus the base: all that fine-tuning changed (its temperatures and the other weights' drift);\n"

@@ -69,16 +69,26 @@ void HeadMatrixView::Draw(WindowState& state) {
         }
         ImGui::EndCombo();
     }
+    // With a base also the base's values and SSA's minus them: what fine-tuning did to each head.
+    const bool base = !steps && a.HasBase();
+    if (IsBaseMode(m_side) && !base) m_side = MapMode::Ssa;
     ImGui::BeginDisabled(steps ? !run->compare : !quantity.TwoSided());
-    for (MapMode side : {MapMode::Ssa, MapMode::Compare, MapMode::Difference}) {
-        ImGui::SameLine();
-        const char* name = side == MapMode::Ssa ? (steps ? "run" : "SSA") : side == MapMode::Compare ? cmp.c_str() : "difference";
+    for (MapMode side : kAllMapModes) {
+        if (IsBaseMode(side) && !base) continue;
+        const char* name = side == MapMode::Ssa          ? (steps ? "run" : "SSA")
+                           : side == MapMode::Compare    ? cmp.c_str()
+                           : side == MapMode::Difference ? "difference"
+                                                         : MapModeLabel(side);
+        SameLineIfFits(ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(name).x);
         ImGui::PushID(static_cast<int>(side));
         if (ImGui::RadioButton(name, m_side == side)) m_side = side;
+        if (side == MapMode::BaseDifference && ImGui::IsItemHovered())
+            ImGui::SetTooltip("SSA's value minus the base model's: what fine-tuning did to each head");
         ImGui::PopID();
     }
     ImGui::EndDisabled();
     const MapMode side = steps ? (run->compare ? m_side : MapMode::Ssa) : quantity.ShownMode(m_side);
+    const bool difference = IsDifference(side);
 
     std::vector<float> values(summary.size());
     if (steps) values = StepsToSparsityValues(run->timeline, run->compare ? &*run->compare : nullptr, side);
@@ -90,8 +100,8 @@ void HeadMatrixView::Draw(WindowState& state) {
     // Colours: around 1 for temperatures, around 0 for a difference, else the metric's range.
     viz::Colormap colormap = state.settings.colormap;
     viz::Range range{lo, hi > lo ? hi : lo + 1e-6f};
-    if (side == MapMode::Difference || (!steps && quantity.scale == Scale::AroundOne && side != MapMode::Compare)) {
-        const float centre = side == MapMode::Difference ? 0.0f : 1.0f;
+    if (difference || (!steps && quantity.scale == Scale::AroundOne && (side == MapMode::Ssa || side == MapMode::Base))) {
+        const float centre = difference ? 0.0f : 1.0f;
         float d = 1e-6f;
         for (float v : values)
             if (std::isfinite(v)) d = std::max(d, std::abs(v - centre));
@@ -102,8 +112,9 @@ void HeadMatrixView::Draw(WindowState& state) {
         ImGui::TextDisabled("%s%s, %s", side == MapMode::Difference ? "run - compare run: " : side == MapMode::Compare ? "compare run: " : "",
                             label.c_str(), kStepsHelp);
     else
-        ImGui::TextDisabled("%s%s%s%s, %s", side == MapMode::Difference ? "SSA - " : "", side == MapMode::Compare ? (cmp + " ").c_str() : "",
-                            metric.label.c_str(), quantity.unit.empty() ? "" : (", " + quantity.unit).c_str(), metric.help.c_str());
+        ImGui::TextDisabled("%s%s%s%s, %s", side == MapMode::Difference ? "SSA - " : side == MapMode::BaseDifference ? "SSA - base: " : "",
+                            side == MapMode::Compare ? (cmp + " ").c_str() : side == MapMode::Base ? "base " : "", metric.label.c_str(),
+                            quantity.unit.empty() ? "" : (", " + quantity.unit).c_str(), metric.help.c_str());
 
     // Cells as wide as the pane allows. With numbers, never narrower than one: past that the matrix
     // scrolls. Without (the default when the numbered matrix would be over 2.5 times the pane's width,

@@ -265,7 +265,7 @@ void TextView::DrawControls(AppState& state) {
         ImGui::EndGroup();
         return;
     }
-    const bool temperature = IsTemperature(s.token_color), delta = s.token_color == TokenColor::LossDelta;
+    const bool temperature = IsTemperature(s.token_color), delta = IsDelta(s.token_color);
     const viz::Colormap colormap = temperature || delta ? viz::Colormap::Diverging : s.colormap;
     char lo[32], hi[32];
     std::snprintf(lo, sizeof(lo), "%.3g", m_scale.min);
@@ -321,7 +321,7 @@ void TextView::DrawControls(AppState& state) {
     }
     if (delta) {
         ImGui::SameLine();
-        ImGui::TextDisabled("blue SSA better, red worse");
+        ImGui::TextDisabled(IsBaseMode(coloring.mode) ? "blue: fine-tuning helped, red: hurt" : "blue SSA better, red worse");
     }
     ImGui::SameLine();
     if (IsLoss(s.token_color)) ImGui::TextDisabled("%s, %s", coloring.label.c_str(), coloring.quantity->unit.c_str());
@@ -388,13 +388,13 @@ void TextView::UpdateLossValues(const model::Analysis& a, TokenColor color) {
     m_value_min = lo;
     m_value_max = hi;
     m_values_valid = true;
-    if (color == TokenColor::LossDelta) {
+    if (IsDelta(color)) {
         const float d = std::max({1e-3f, std::abs(lo), std::abs(hi)});
         m_scale = {-d, d};
         return;
     }
     float top = hi;
-    for (TokenColor side : {TokenColor::Loss, TokenColor::LossCompare})
+    for (TokenColor side : {TokenColor::Loss, TokenColor::LossCompare, TokenColor::LossBase})  // one scale for every side's loss
         for (float v : TokenLosses(a, side))
             if (std::isfinite(v)) top = std::max(top, v);
     m_scale = {0.0f, std::max(top, 1e-3f)};
@@ -596,7 +596,7 @@ void TextView::DrawStrip(WindowState& state, float height) {
     const bool stale = (state.busy && !state.generating && !state.ranking_heads) || !state.error.empty();
     const float alpha = stale ? kStaleAlpha : 1.0f;
     const TokenColor color = state.settings.token_color;
-    const viz::Colormap colormap = IsTemperature(color) || color == TokenColor::LossDelta ? viz::Colormap::Diverging : state.settings.colormap;
+    const viz::Colormap colormap = IsTemperature(color) || IsDelta(color) ? viz::Colormap::Diverging : state.settings.colormap;
     ImFont* font = ImGui::GetFont();
     for (int line = line_begin; line < line_end; ++line) {
         for (int i = m_line_first[line]; i < m_line_first[line + 1] && i < T; ++i) {

@@ -191,10 +191,11 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
     // only with a base.
     const std::string figures = kOut + "/export_base_maps";
     fs::remove_all(figures);
-    r = Ssaviz({"export", "--model", Small(), "--base", Twin(), "--text", text, "--out", figures, "--format", "png", "--maps",
-                "ssa,base,base_diff", "--layers", "1", "--heads", "0"});
+    r = Ssaviz({"export", "--model", Small(), "--base", Twin(), "--text", text, "--out", figures, "--format", "png,html", "--maps",
+                "ssa,base,base_diff", "--layers", "1", "--heads", "0", "--highlight", "loss_delta_base"});
     ASSERT_EQ(r.code, 0) << r.err;
-    for (const char* f : {"heads_grid.png", "heads_grid_base.png", "heads_grid_diff_base.png", "heatmaps/L1_H0.png", "heatmaps/L1_H0_base.png",
+    EXPECT_NE(ReadFile(figures + "/highlight.html").find("loss - base"), std::string::npos) << "the highlight of where fine-tuning helped";
+    for (const char* f : {"highlight.png", "heads_grid.png", "heads_grid_base.png", "heads_grid_diff_base.png", "heatmaps/L1_H0.png", "heatmaps/L1_H0_base.png",
                           "heatmaps/L1_H0_diff_base.png"})
         EXPECT_GT(fs::exists(figures + "/" + f) ? fs::file_size(figures + "/" + f) : 0u, 1000u) << f;
     EXPECT_FALSE(fs::exists(figures + "/heads_grid_tau1.png")) << "only the maps asked for";
@@ -202,6 +203,9 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
                                "--maps", "ssa,base_diff"}),
                        1, "--maps base_diff needs a base (--base DIR, or --compare base); nothing was written");
     EXPECT_FALSE(fs::exists(kOut + "/export_base_maps_none/heads_grid.png"));
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", text, "--out", kOut + "/export_base_maps_none", "--format", "png",
+                               "--highlight", "loss_base"}),
+                       1, "--highlight loss_base needs a base (--base DIR, or --compare base); nothing was written");
 
     // The base beside a fine-tune: a sibling folder "base".
     const std::string pair = kOut + "/finetune";

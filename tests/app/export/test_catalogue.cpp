@@ -33,7 +33,7 @@ std::set<std::string> Keys(const json& object) {
 const app::TokenColor kAllColors[] = {app::TokenColor::TauQ,         app::TokenColor::TauV,      app::TokenColor::Entropy,
                                       app::TokenColor::Spikiness,    app::TokenColor::SinkMass,  app::TokenColor::TauQPosition,
                                       app::TokenColor::TauQToken,    app::TokenColor::Loss,      app::TokenColor::LossCompare,
-                                      app::TokenColor::LossDelta};
+                                      app::TokenColor::LossDelta,    app::TokenColor::LossBase,  app::TokenColor::LossDeltaBase};
 
 TEST(Catalogue, KeysAreUniqueAndEveryEntryIsComplete) {
     std::set<std::string> keys, head_keys;
@@ -54,7 +54,8 @@ TEST(Catalogue, KeysAreUniqueAndEveryEntryIsComplete) {
 // The names flags, sessions, Python and the figures' titles spell, in the combos' order.
 TEST(TokenColorings, KeepTheirNamesAndOrder) {
     const std::vector<std::string> names = {"tau_q",          "tau_v",       "entropy", "spikiness",    "sink_mass",
-                                            "tau_q_position", "tau_q_token", "loss",    "loss_compare", "loss_delta"};
+                                            "tau_q_position", "tau_q_token", "loss",    "loss_compare", "loss_delta",
+                                            "loss_base",      "loss_delta_base"};
     ASSERT_EQ(app::TokenColorings().size(), names.size());
     for (size_t k = 0; k < names.size(); ++k) {
         const app::TokenColor c = kAllColors[k];
@@ -69,6 +70,7 @@ TEST(TokenColorings, KeepTheirNamesAndOrder) {
     EXPECT_TRUE(app::IsTemperature(app::TokenColor::TauQToken) && app::TokenColorOffset(app::TokenColor::TauQToken) == 1.0f);
     EXPECT_TRUE(app::IsRowMetric(app::TokenColor::Spikiness) && !app::IsRowMetric(app::TokenColor::TauQ));
     EXPECT_TRUE(app::IsLoss(app::TokenColor::LossDelta) && !app::IsLoss(app::TokenColor::SinkMass));
+    EXPECT_TRUE(app::IsDelta(app::TokenColor::LossDeltaBase) && app::IsDelta(app::TokenColor::LossDelta) && !app::IsDelta(app::TokenColor::LossBase));
 }
 
 // Every colouring, as the window's colouring and as the export's highlight, reads back from a

@@ -95,6 +95,20 @@ app::WindowState StateWith(int L, int H, int T) {
     return state;
 }
 
+// A fine-tune's base beside the synthetic analysis: another synthetic analysis's values under the
+// base's names (no thumbnails or maps of the base: a synthetic analysis pools none).
+void AddBase(app::WindowState* state) {
+    model::Analysis a = *state->analysis;
+    const model::Analysis base = app::MakeSyntheticAnalysis(a.n_layer, a.n_head, a.n_tokens, 9);
+    a.comparison = model::Comparison::Base;
+    a.base_label = "/models/base";
+    a.metrics_base = base.metrics_compare;
+    a.tau_q_base = base.tau_q_compare;
+    a.tau_v_base = base.tau_v_compare;
+    a.loss_base = base.loss;
+    state->analysis = std::make_shared<const model::Analysis>(std::move(a));
+}
+
 // The views of the main window, as the app lists them.
 struct MainViews {
     app::TextView text;
@@ -163,6 +177,26 @@ TEST_F(Views, ModesSelectionsAndPinsAllDraw) {
                 });
             }
         }
+    }
+}
+
+// Beside a fine-tune's base every view draws its third side: the heads grid in each of the five
+// modes (the base's thumbnails absent here: a synthetic analysis pools none, which must draw as
+// empty), pins of the base's maps, the Table's and the Matrix's base values, the tooltips.
+TEST_F(Views, ABaseIsAThirdSideInEveryView) {
+    app::WindowState state = StateWith(2, 3, 24);
+    AddBase(&state);
+    state.pinned = {{0, 1, app::MapMode::Base}, {1, 2, app::MapMode::BaseDifference}};
+    MainViews views;
+    for (app::MapMode mode : app::kAllMapModes) {
+        state.settings.grid_mode = mode;
+        state.settings.token_color = mode == app::MapMode::Base ? app::TokenColor::LossBase : app::TokenColor::LossDeltaBase;
+        state.regions.clear();
+        for (int frame = 0; frame < 3; ++frame) Frame([&] { views.heads.Draw(state); });
+        Frame([&] { views.table.Draw(state); });
+        Frame([&] { views.matrix.Draw(state); });
+        Frame([&] { views.text.Draw(state); });
+        for (const char* region : {"heads", "table", "matrix"}) EXPECT_TRUE(state.regions.count(region)) << region << " " << app::ToString(mode);
     }
 }
 
@@ -448,15 +482,17 @@ TEST_F(Views, CheckpointDialogAsksOnlyWhatTheTensorsCannotTell) {
 // highlight (it offered 5 of the 10 and picked by the enum's index, so `loss` showed as nothing).
 TEST_F(Views, EveryTokenColoringIsOfferedAndKept) {
     app::WindowState state = StateWith(2, 2, 12);
-    EXPECT_EQ(app::OfferedColorings(state.analysis.get()).size(), app::TokenColorings().size());
+    EXPECT_EQ(app::OfferedColorings(state.analysis.get()).size(), app::TokenColorings().size() - 2) << "the base's two need a base";
     EXPECT_EQ(app::OfferedColorings(nullptr).size(), app::TokenColorings().size());
     model::Analysis local = *state.analysis;  // the layer-local comparison: no predictions of its own
     local.loss_compare.clear();
     local.top_ids_compare.clear();
     const std::vector<app::TokenColor> offered = app::OfferedColorings(&local);
-    EXPECT_EQ(offered.size(), app::TokenColorings().size() - 2);
+    EXPECT_EQ(offered.size(), app::TokenColorings().size() - 4);
     for (app::TokenColor c : {app::TokenColor::LossCompare, app::TokenColor::LossDelta})
         EXPECT_EQ(std::count(offered.begin(), offered.end(), c), 0) << app::ToString(c);
+    AddBase(&state);
+    EXPECT_EQ(app::OfferedColorings(state.analysis.get()).size(), app::TokenColorings().size());
 
     app::ExportDialog dialog;
     app::TextView text;
