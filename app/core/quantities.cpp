@@ -113,7 +113,7 @@ constexpr unsigned kHeadsAndRows = kJsonHeads | kJsonRows;
 
 std::vector<Quantity> MakeCatalogue() {
     std::vector<Quantity> q = {
-        // Row metrics of the attention maps (SPEC section 2): every row of MapMetrics, both sides.
+        // Row metrics of the attention maps (SPEC section 2): every row of MapMetrics, every side (the base with one).
         Quantity("entropy", "entropy", "entropy", "attention entropy -sum p ln p of a query's row (lower: sharper)", Scope::Row)
             .Unit("nats").Metric("entropy").Read(R::RowMean).Json(kHeadsAndRows).Python("entropy").Batch(kBothSides).Shown(kModelSides),
         Quantity("normalized_entropy", "normalized entropy", "norm. entropy", "entropy / ln i: 1 uniform over the i visible keys, 0 one key",

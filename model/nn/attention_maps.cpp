@@ -431,14 +431,18 @@ Pooled PoolThumbnails(const at::Tensor& p, const at::Tensor& q, int pool) {
     at::parallel_for(0, maps, 1, [&](int64_t begin, int64_t end) {  // each map writes its own cells
         for (int64_t m = begin; m < end; ++m)
             for (int64_t i = 0; i < R; ++i) {
-                const size_t in = static_cast<size_t>((m * R + i) * T), at = static_cast<size_t>((m * rows + i / pool) * side);
-                for (int64_t j = 0; j < T; ++j) {
-                    const float x = pp[in + j], y = qq[in + j];
-                    const size_t k = at + static_cast<size_t>(j / pool);
-                    op[k] = std::max(op[k], x);
-                    oq[k] = std::max(oq[k], y);
-                    ou[k] = std::max(ou[k], x - y);
-                    od[k] = std::max(od[k], y - x);
+                const float *x = pp + (m * R + i) * T, *y = qq + (m * R + i) * T;
+                const size_t at = static_cast<size_t>((m * rows + i / pool) * side);
+                for (int64_t c = 0; c < side; ++c) {  // a cell's keys at a time, its four maxima in registers
+                    const size_t k = at + static_cast<size_t>(c);
+                    float mp = op[k], mq = oq[k], mu = ou[k], md = od[k];
+                    for (int64_t j = c * pool, last = std::min(T, j + pool); j < last; ++j) {
+                        mp = std::max(mp, x[j]);
+                        mq = std::max(mq, y[j]);
+                        mu = std::max(mu, x[j] - y[j]);
+                        md = std::max(md, y[j] - x[j]);
+                    }
+                    op[k] = mp, oq[k] = mq, ou[k] = mu, od[k] = md;
                 }
             }
     });
