@@ -49,6 +49,7 @@ if softmax:
 for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]:
     compare(f"{work}/out-{name}-cpu-f32", f"{work}/out-{name}-{dev}-f32", f"{name} {dev} vs cpu (f32)")
 compare(f"{work}/out-gpt2-cpu-twin", f"{work}/out-gpt2-{dev}-twin", f"gpt2 + twin {dev} vs cpu")
+compare(f"{work}/out-gpt2-cpu-base", f"{work}/out-gpt2-{dev}-base", f"gpt2 + base {dev} vs cpu")
 compare(f"{work}/out-gpt2-{dev}-f32", f"{work}/out-gpt2-{dev}-bf16", f"gpt2 {dev} bf16 vs f32")
 compare(f"{work}/out-llama-{dev}-f32", f"{work}/out-llama-{dev}-bf16", f"llama {dev} bf16 vs f32")
 if dev == "cuda":

@@ -6,7 +6,7 @@
 #   0. the kernels against what they replace (ssaviz_fused_check): the fused row statistics, the
 #      pooling, the attention rows' softmax, a map's extent;
 #   1. exactness: every family's export on CUDA against the same export on the CPU (float32, and
-#      the CUDA bf16 forward against the CUDA float32 one), a twin comparison too;
+#      the CUDA bf16 forward against the CUDA float32 one), a twin comparison and a base too;
 #   2. GPT-2 small's shape (12 x 12, width 768, context 8,192): full analysis, edits at the end,
 #      middle and start, head map and bake, beside PyTorch CUDA doing the same work;
 #   3. TinyLlama-1.1B's shape (BF16 weights): full analyses at 1,024 and 8,192 tokens, PyTorch CUDA
@@ -88,6 +88,7 @@ for name in english gpt2 pythia llama mistral llama3; do
   exact "$name" cpu f32 --lens; exact "$name" "$dev" f32 --lens
 done
 exact gpt2 cpu twin --compare "$work/twin"; exact gpt2 "$dev" twin --compare "$work/twin"
+exact gpt2 cpu base --base "$work/twin"; exact gpt2 "$dev" base --base "$work/twin"  # three sides: the base's maps and metrics
 exact gpt2 "$dev" bf16 --dtype bf16; exact llama "$dev" bf16 --dtype bf16
 [ "$dev" = cuda ] && exact gpt2 cuda f16 --dtype f16
 "$py" "$here/bench/compare_exports.py" "$work" "$dev" | tee "$out/exactness.txt"
