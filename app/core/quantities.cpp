@@ -115,14 +115,14 @@ std::vector<Quantity> MakeCatalogue() {
     std::vector<Quantity> q = {
         // Row metrics of the attention maps (SPEC section 2): every row of MapMetrics, every side (the base with one).
         Quantity("entropy", "entropy", "entropy", "attention entropy -sum p ln p of a query's row (lower: sharper)", Scope::Row)
-            .Unit("nats").Metric("entropy").Read(R::RowMean).Json(kHeadsAndRows).Python("entropy").Batch(kBothSides).Shown(kModelSides),
+            .Unit("nats").Metric("entropy").Read(R::RowMean).Json(kHeadsAndRows).Python("entropy").Batch(kModelSides).Shown(kModelSides),
         Quantity("normalized_entropy", "normalized entropy", "norm. entropy", "entropy / ln i: 1 uniform over the i visible keys, 0 one key",
                  Scope::Row)
-            .Metric("normalized_entropy").Read(R::RowMean).Json(kHeadsAndRows).Python("normalized_entropy").Batch(kBothSides).Shown(kSsaSide),
+            .Metric("normalized_entropy").Read(R::RowMean).Json(kHeadsAndRows).Python("normalized_entropy").Batch(kModelSides).Shown(kSsaSide),
         Quantity("spikiness", "spikiness", "spikiness", "1 / (i sum p^2): 1 for a uniform row, 1/i for one-hot (lower: spikier)", Scope::Row)
-            .Metric("spikiness").Read(R::RowMean).Json(kHeadsAndRows).Python("spikiness").Batch(kBothSides).Shown(kSsaSide),
+            .Metric("spikiness").Read(R::RowMean).Json(kHeadsAndRows).Python("spikiness").Batch(kModelSides).Shown(kSsaSide),
         Quantity("sink_mass", "sink mass", "sink mass", "a query's weight on the first token, 0..1", Scope::Row)
-            .Metric("sink_mass").Read(R::RowMean).LargerFirst().Json(kHeadsAndRows).Python("sink_mass").Batch(kBothSides).Shown(kSsaSide)
+            .Metric("sink_mass").Read(R::RowMean).LargerFirst().Json(kHeadsAndRows).Python("sink_mass").Batch(kModelSides).Shown(kSsaSide)
             .SinkRule(),
         // SSA against its comparison, row by row.
         Quantity("js_divergence", "JS to comparison", "JS", "Jensen-Shannon divergence of SSA's rows from the comparison's (0: the same)",
@@ -175,7 +175,7 @@ std::vector<Quantity> MakeCatalogue() {
         // What the model predicts (metrics.json reports the loss in its own "loss" object).
         Quantity("loss", "loss", "loss",
                  "-ln p(token | the tokens before it), nats, on the SSA side (with its what-ifs): how surprised the model is", Scope::Token)
-            .Unit("nats").Members(&A::loss, &A::loss_compare, &A::loss_base).Scaled(Scale::FromZero).Batch(kBothSides),
+            .Unit("nats").Members(&A::loss, &A::loss_compare, &A::loss_base).Scaled(Scale::FromZero).Batch(kModelSides),
     };
     return q;
 }

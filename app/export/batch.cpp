@@ -53,9 +53,13 @@ const std::vector<Column>& MetricColumns() {
     return columns;
 }
 
-std::vector<std::string> SummaryColumns() {
+// The summary's columns for these rows: the base's only where a row has them (a batch against a base).
+std::vector<std::string> SummaryColumns(const json& rows) {
     std::vector<std::string> columns = {"name", "n_tokens"};
-    for (const Column& c : MetricColumns()) columns.push_back(c.name);
+    for (const Column& c : MetricColumns()) {
+        const bool held = c.side != Side::Base || std::any_of(rows.begin(), rows.end(), [&](const json& r) { return r.contains(c.name); });
+        if (held) columns.push_back(c.name);
+    }
     return columns;
 }
 
@@ -78,14 +82,15 @@ std::string BatchFolderName(const std::string& name, int index, std::set<std::st
     return unique;
 }
 
-// The summary's columns of a batch against a fine-tune's base: the mean over heads of the per-head
-// decomposition, and the base's mean loss.
-constexpr const char* kBaseColumns[] = {"js_total", "js_temperature", "js_drift", "loss_base"};
+// The summary's columns of a batch against a fine-tune's base, after the catalogue's (which have the
+// base's side then): the mean over heads of the per-head decomposition.
+constexpr const char* kBaseColumns[] = {"js_total", "js_temperature", "js_drift"};
 
 json BatchSummaryRow(const std::string& name, int line, const model::Analysis& a, float eps) {
     const std::vector<HeadSummary> heads = SummarizeHeads(a);
     json row = {{"name", name}, {"line", line}, {"n_tokens", a.n_tokens}};
     for (const Column& c : MetricColumns()) {
+        if (!HasSide(a, c.side)) continue;  // the base's columns: only against a base
         const Quantity& q = *c.quantity;
         if (q.scope == Scope::Token) {
             const std::vector<float>* values = TokenArray(q, a, c.side);
@@ -117,13 +122,12 @@ json BatchSummaryRow(const std::string& name, int line, const model::Analysis& a
         row["js_total"] = mean(d.js_total);
         row["js_temperature"] = mean(d.js_temperature);
         row["js_drift"] = mean(d.js_drift);
-        row["loss_base"] = d.loss_mean_base;
     }
     return row;
 }
 
 model::Status WriteBatchSummary(const std::string& out_dir, const json& rows, const json& failures) {
-    std::vector<std::string> columns = SummaryColumns();
+    std::vector<std::string> columns = SummaryColumns(rows);
     // Batches against a base add the decomposition's columns (kBaseColumns) after the others.
     for (const json& r : rows)
         if (r.contains(kBaseColumns[0])) {

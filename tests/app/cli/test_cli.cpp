@@ -225,19 +225,39 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
     r = Ssaviz({"export", "--model", inside, "--compare", "base", "--text", text, "--out", beside + "_inside", "--format", "json"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(json::parse(ReadFile(beside + "_inside/metrics.json"))["base"], inside + "/base");
-    // A batch against the base: summary.csv gains the decomposition's columns, each a mean over heads.
+    // A batch against the base: summary.csv gains the base's side of every batch column and the
+    // decomposition's columns, each a mean over heads of the text's own metrics.json.
     const std::string texts = kOut + "/base_texts.txt", batch = kOut + "/export_base_batch";
     std::ofstream(texts) << text << "\n" << "A second text about a hat and a mat.\n";
     fs::remove_all(batch);
     r = Ssaviz({"export", "--model", Small(), "--base", Twin(), "--batch", "--text-file", texts, "--out", batch, "--format", "json"});
     ASSERT_EQ(r.code, 0) << r.err;
     const std::string csv = ReadFile(batch + "/summary.csv");
-    EXPECT_NE(csv.substr(0, csv.find('\n')).find(",js_total,js_temperature,js_drift,loss_base"), std::string::npos) << csv;
+    EXPECT_NE(csv.substr(0, csv.find('\n')).find(",entropy,entropy_compare,entropy_base,normalized_entropy,"), std::string::npos) << csv;
+    EXPECT_NE(csv.substr(0, csv.find('\n')).find(",sink_ratio,sink_ratio_compare,sink_ratio_base,"), std::string::npos) << csv;
+    EXPECT_NE(csv.substr(0, csv.find('\n')).find(",loss,loss_compare,loss_base,js_total,js_temperature,js_drift"), std::string::npos) << csv;
     const json summary = json::parse(ReadFile(batch + "/summary.json"));
     ASSERT_EQ(summary["texts"].size(), 2u);
     for (const json& row : summary["texts"])
-        for (const char* key : {"js_total", "js_temperature", "js_drift", "loss_base"})
+        for (const char* key : {"js_total", "js_temperature", "js_drift", "loss_base", "entropy_base", "sink_mass_base"})
             EXPECT_TRUE(row[key].is_number() && row[key].get<double>() > 0) << key << " " << row.dump();
+    const std::string check_batch =
+        "import json, numpy as np, os, sys\n"
+        "d = sys.argv[1]\n"
+        "texts = json.load(open(d + '/summary.json'))['texts']\n"
+        "folders = sorted(f for f in os.listdir(d) if os.path.isdir(os.path.join(d, f)))\n"
+        "assert len(folders) == len(texts) == 2, folders\n"
+        "for row, folder in zip(texts, folders):\n"
+        "    m = json.load(open(os.path.join(d, folder, 'metrics.json')))\n"
+        "    for side, suffix in (('ssa', ''), ('comparison', '_compare'), ('base', '_base')):\n"
+        "        for key in ('entropy', 'normalized_entropy', 'spikiness', 'sink_mass'):\n"
+        "            want = np.mean([h[side][key] for h in m['heads']])\n"
+        "            assert abs(row[key + suffix] - want) < 1e-6, (folder, key + suffix, row[key + suffix], want)\n"
+        "        assert abs(row['sink_ratio' + suffix] - m['sink_ratio'][side]) < 1e-9, (folder, side)\n"
+        "    assert abs(row['loss_base'] - m['loss']['base']) < 1e-6 and abs(row['loss'] - m['loss']['ssa']) < 1e-6\n"
+        "    assert row['entropy_base'] != row['entropy'], 'the base is its own model'\n"
+        "print('numpy ok')\n";
+    ExpectPythonCheck("check_base_batch.py", check_batch, batch);
 
     // A base that does not open: one line saying it is the base's, not the model's.
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--base", kOut + "/no-such-base", "--text", text, "--out", kOut + "/export_bad_base"}),
