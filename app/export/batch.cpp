@@ -174,15 +174,21 @@ model::Status WriteBatchSummary(const std::string& out_dir, const json& rows, co
 }
 
 std::string BatchSummaryTable(const json& rows) {
+    // Against a base, the base's entropy and all that fine-tuning changed (JS to the base) too.
+    const bool base = std::any_of(rows.begin(), rows.end(), [](const json& r) { return r.contains("entropy_base"); });
     char line[256];
-    std::snprintf(line, sizeof line, "%-24s %6s %9s %9s %9s %9s %9s %9s\n", "text", "tokens", "H ssa", "H cmp", "Hn ssa", "Hn cmp", "sink", "JS");
+    std::snprintf(line, sizeof line, "%-24s %6s %9s %9s %9s %9s %9s %9s", "text", "tokens", "H ssa", "H cmp", "Hn ssa", "Hn cmp", "sink", "JS");
     std::string out = line;
+    if (base) std::snprintf(line, sizeof line, " %9s %9s", "H base", "JS total"), out += line;
+    out += "\n";
     for (const json& r : rows) {
-        auto num = [&](const char* key) { return r[key].is_number() ? r[key].get<double>() : NAN; };
-        std::snprintf(line, sizeof line, "%-24s %6d %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f\n", r["name"].get<std::string>().substr(0, 24).c_str(),
+        auto num = [&](const char* key) { return r.contains(key) && r[key].is_number() ? r[key].get<double>() : NAN; };
+        std::snprintf(line, sizeof line, "%-24s %6d %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f", r["name"].get<std::string>().substr(0, 24).c_str(),
                       r["n_tokens"].get<int>(), num("entropy"), num("entropy_compare"), num("normalized_entropy"),
                       num("normalized_entropy_compare"), num("sink_mass"), num("js_divergence"));
         out += line;
+        if (base) std::snprintf(line, sizeof line, " %9.4f %9.4f", num("entropy_base"), num("js_total")), out += line;
+        out += "\n";
     }
     return out;
 }
