@@ -232,6 +232,7 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
     fs::remove_all(batch);
     r = Ssaviz({"export", "--model", Small(), "--base", Twin(), "--batch", "--text-file", texts, "--out", batch, "--format", "json"});
     ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.substr(0, r.out.find('\n')).find("H base  JS total"), std::string::npos) << r.out;  // the table on stdout
     const std::string csv = ReadFile(batch + "/summary.csv");
     EXPECT_NE(csv.substr(0, csv.find('\n')).find(",entropy,entropy_compare,entropy_base,normalized_entropy,"), std::string::npos) << csv;
     EXPECT_NE(csv.substr(0, csv.find('\n')).find(",sink_ratio,sink_ratio_compare,sink_ratio_base,"), std::string::npos) << csv;
