@@ -68,11 +68,6 @@ std::optional<MapMode> ParseMapMode(const std::string& name) {
     return std::nullopt;
 }
 
-std::optional<MapMode> ParseViewMapMode(const std::string& name) {
-    const std::optional<MapMode> mode = ParseMapMode(name);
-    return mode && !IsBaseMode(*mode) ? mode : std::nullopt;
-}
-
 //-------------------------------------------------------------------------------------------------
 // [SECTION] The catalogue: one entry per quantity
 //-------------------------------------------------------------------------------------------------

@@ -55,9 +55,6 @@ enum class MapMode { Ssa, Compare, Difference, Base, BaseDifference };
 constexpr MapMode kAllMapModes[] = {MapMode::Ssa, MapMode::Compare, MapMode::Difference, MapMode::Base, MapMode::BaseDifference};
 const char* ToString(MapMode mode);                            // "ssa", "compare", "diff", "base", "base_diff": flags, sessions, file names
 std::optional<MapMode> ParseMapMode(const std::string& name);  // those names (or the older "vanilla" for compare)
-// The modes of the single map view and its sessions: SSA, the comparison and their difference
-// (the base shows in its three-way layout).
-std::optional<MapMode> ParseViewMapMode(const std::string& name);
 const char* MapModeLabel(MapMode mode);  // "SSA", "comparison", "SSA - comparison", "base", "SSA - base"
 bool IsDifference(MapMode mode);         // Difference and BaseDifference: SSA minus ReadSide(mode)
 Side ReadSide(MapMode mode);             // the side a mode shows, or the side its difference subtracts from SSA's

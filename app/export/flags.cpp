@@ -766,12 +766,13 @@ std::vector<Flag> BuildTable() {
     where("--layer", &LaunchOptions::layer, "open on layer N's head (with --head; from 0; over a session's selection)");
     where("--head", &LaunchOptions::head, "open on head N of the layer (from 0)");
     where("--query", &LaunchOptions::query, "open with query row N selected (from 0: the first token)");
-    add(Row({"--map"}, "ssa|compare|diff|all|three-way", {C::Window},
-            "the map the window opens on: SSA, its comparison, their difference, all three side by side, or SSA | tau = 1 | base "
-            "with the Fine-tune tab (three-way: a fine-tune with its base, --compare base or --base DIR)",
+    add(Row({"--map"}, "ssa|compare|diff|all|three-way|base|base_diff", {C::Window},
+            "the map the window opens on: SSA, its comparison, their difference, all three side by side, or with a base (a "
+            "fine-tune with its base, --compare base or --base DIR) SSA | tau = 1 | base with the Fine-tune tab, the base, or "
+            "SSA - base",
             [](CommandOptions& o, const FlagValue& v) {
-                if (v.text != "all" && v.text != "three-way" && !ParseViewMapMode(v.text))
-                    Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of ssa, compare, diff, all, three-way");
+                if (v.text != "all" && v.text != "three-way" && !ParseMapMode(v.text))
+                    Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of ssa, compare, diff, all, three-way, base, base_diff");
                 o.window.map = v.text;
             },
             [](const CommandOptions& o) { return Unless(o.window.map, std::string()); }));

@@ -257,7 +257,7 @@ model::Result<Session> SessionFromJson(const json& j) {
         ViewSettings& vs = s.settings;
         v.ReadEnum("colormap", &vs.colormap, ParseColormap, "viridis, magma, diverging");
         v.Read("log_scale", &vs.log_scale);
-        v.ReadEnum("map", &vs.map_mode, ParseViewMapMode, "ssa, compare, diff");
+        v.ReadEnum("map", &vs.map_mode, ParseMapMode, "ssa, compare, diff, base, base_diff");
         v.ReadEnum("token_color", &vs.token_color, ParseTokenColor, TokenColorKeys());
         v.ReadEnum("token_scope", &vs.token_scope, ParseTokenScope, "head, layer, model");
         v.Read("sink_epsilon", &vs.sink_epsilon);

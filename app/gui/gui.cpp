@@ -145,7 +145,7 @@ public:
         } else if (options.map == "three-way") {  // the Fine-tune tab beside it unless --tab chose one; a base is asked for
             m_state.settings.three_way = true;
             if (!tab_asked) m_state.settings.right_tab = "Fine-tune";
-        } else if (auto mode = ParseViewMapMode(options.map)) {
+        } else if (auto mode = ParseMapMode(options.map)) {
             m_state.settings.split = m_state.settings.three_way = false;
             m_state.settings.map_mode = *mode;
         }
@@ -681,8 +681,12 @@ private:
             if (ImGui::MenuItem("Comparison map", "2", s.map_mode == MapMode::Compare)) s.map_mode = MapMode::Compare;
             if (ImGui::MenuItem("Difference map", "3", s.map_mode == MapMode::Difference)) s.map_mode = MapMode::Difference;
             if (ImGui::MenuItem("All three side by side", "4", s.split && !s.three_way)) s.split = true, s.three_way = false;
-            if (ImGui::MenuItem("SSA | tau=1 | base (three-way)", "5", s.three_way, m_state.analysis && m_state.analysis->HasBase()))
-                s.three_way = !s.three_way;
+            const bool base = m_state.analysis && m_state.analysis->HasBase();
+            if (ImGui::MenuItem("SSA | tau=1 | base (three-way)", "5", s.three_way, base)) s.three_way = !s.three_way;
+            if (ImGui::MenuItem("Base map", "6", s.map_mode == MapMode::Base && !s.split && !s.three_way, base))
+                s.map_mode = MapMode::Base, s.split = s.three_way = false;
+            if (ImGui::MenuItem("SSA - base map", "7", s.map_mode == MapMode::BaseDifference && !s.split && !s.three_way, base))
+                s.map_mode = MapMode::BaseDifference, s.split = s.three_way = false;
             ImGui::MenuItem("Temperature scale per head", nullptr, &s.per_head_scale);
             if (ImGui::IsItemHovered())
                 ImGui::SetTooltip("Off (default): one scale centred at tau = 1 over every head, so a colour is the same tau everywhere.\n"
@@ -941,7 +945,10 @@ private:
         if (ImGui::IsKeyPressed(GLFW_KEY_2, false)) v.map_mode = MapMode::Compare, v.split = v.three_way = false;
         if (ImGui::IsKeyPressed(GLFW_KEY_3, false)) v.map_mode = MapMode::Difference, v.split = v.three_way = false;
         if (ImGui::IsKeyPressed(GLFW_KEY_4, false)) v.split = !v.split || v.three_way, v.three_way = false;
-        if (ImGui::IsKeyPressed(GLFW_KEY_5, false) && s.analysis && s.analysis->HasBase()) v.three_way = !v.three_way;
+        const bool base = s.analysis && s.analysis->HasBase();
+        if (ImGui::IsKeyPressed(GLFW_KEY_5, false) && base) v.three_way = !v.three_way;
+        if (ImGui::IsKeyPressed(GLFW_KEY_6, false) && base) v.map_mode = MapMode::Base, v.split = v.three_way = false;
+        if (ImGui::IsKeyPressed(GLFW_KEY_7, false) && base) v.map_mode = MapMode::BaseDifference, v.split = v.three_way = false;
         if (ImGui::IsKeyPressed(GLFW_KEY_L, false)) s.settings.log_scale = !s.settings.log_scale;
     }
 

@@ -110,14 +110,12 @@ void HeatmapView::ClampView(float max_zoom) {
 }
 
 const model::MapCells& HeatmapView::MapValues(const Layer& layer) const {
-    if (layer.base) return *m_base;
     switch (layer.mode) {
         case MapMode::Compare: return *m_compare;
         case MapMode::Difference: return *m_diff;
+        case MapMode::Base: return *m_base;
+        case MapMode::BaseDifference: return *m_base_diff;
         case MapMode::Ssa: break;
-        case MapMode::Base:            // the base's layer is marked `base` (the three-way layout);
-        case MapMode::BaseDifference:  // the view's own modes are never the base's (ParseViewMapMode)
-            break;
     }
     return *m_ssa;
 }
@@ -125,7 +123,9 @@ const model::MapCells& HeatmapView::MapValues(const Layer& layer) const {
 void HeatmapView::PrepareData(const AppState& state) {
     const model::Analysis& a = *state.analysis;
     const bool has_compare = HasCompare(a);
-    const MapMode mode = has_compare ? state.settings.map_mode : MapMode::Ssa;
+    // A mode whose side the analysis lacks (a session's base mode, a comparison turned off) shows SSA.
+    const MapMode asked = state.settings.map_mode;
+    const MapMode mode = (IsBaseMode(asked) ? a.HasBase() : has_compare) ? asked : MapMode::Ssa;
     const bool three_way = a.HasBase() && state.settings.three_way;
     const bool split = has_compare && (state.settings.split || three_way);
     const viz::Colormap colormap = state.settings.colormap;
@@ -164,31 +164,30 @@ void HeatmapView::PrepareData(const AppState& state) {
     // model::AttentionMaps), and kept where the engine runs: a GPU's map stays there.
     m_ssa = a.Cells(model::MapSide::Ssa, head.layer, head.head);
     m_compare = has_compare ? a.Cells(model::MapSide::Compare, head.layer, head.head) : nullptr;
-    m_base = three_way ? a.Cells(model::MapSide::Base, head.layer, head.head) : nullptr;
+    m_base = three_way || (IsBaseMode(mode) && !split) ? a.Cells(model::MapSide::Base, head.layer, head.head) : nullptr;
     m_row_query = -1;
     // One range for SSA and comparison (and the base), so switching between them (1 / 2) keeps the
     // colours comparable.
     const model::MapExtent ssa = m_ssa->Extent();
     const model::MapExtent cmp = m_compare ? m_compare->Extent() : model::MapExtent{}, base = m_base ? m_base->Extent() : model::MapExtent{};
     const viz::Range shared = SharedMapRange({&ssa, m_compare ? &cmp : nullptr, m_base ? &base : nullptr}, log_scale);
-    for (int slot = 0; slot < 4; ++slot) {
-        const MapMode m = slot == 3 ? MapMode::Compare : static_cast<MapMode>(slot);
-        Layer& layer = m_layers[slot];
+    for (MapMode m : kAllMapModes) {
+        Layer& layer = m_layers[static_cast<int>(m)];
         layer = Layer{};  // textures freed; baked again when drawn
         layer.mode = m;
-        layer.base = slot == 3;
-        layer.colormap = m == MapMode::Difference ? viz::Colormap::Diverging : colormap;
-        layer.log = m != MapMode::Difference && log_scale;
+        layer.colormap = IsDifference(m) ? viz::Colormap::Diverging : colormap;
+        layer.log = !IsDifference(m) && log_scale;
         layer.range = shared;
     }
-    if (mode == MapMode::Difference || (split && !three_way)) {
-        m_diff = m_ssa->Minus(*m_compare);
-        const float m = m_diff ? m_diff->Extent().max_abs : 0.0f;
-        // Identical maps: zero sits in the middle (white).
-        m_layers[static_cast<int>(MapMode::Difference)].range = m > 0.0f ? viz::Range{-m, m} : viz::Range{-1e-3f, 1e-3f};
-    } else {
-        m_diff = nullptr;
-    }
+    // A difference map, on a scale symmetric around 0 (identical maps: zero in the middle, white).
+    auto difference = [&](const model::MapCellsPtr& other, MapMode m) -> model::MapCellsPtr {
+        model::MapCellsPtr d = m_ssa->Minus(*other);
+        const float max_abs = d ? d->Extent().max_abs : 0.0f;
+        m_layers[static_cast<int>(m)].range = max_abs > 0.0f ? viz::Range{-max_abs, max_abs} : viz::Range{-1e-3f, 1e-3f};
+        return d;
+    };
+    m_diff = (mode == MapMode::Difference && !split) || (split && !three_way) ? difference(m_compare, MapMode::Difference) : nullptr;
+    m_base_diff = mode == MapMode::BaseDifference && !split ? difference(m_base, MapMode::BaseDifference) : nullptr;
 }
 
 //-------------------------------------------------------------------------------------------------
@@ -357,9 +356,19 @@ void HeatmapView::DrawToolbar(WindowState& state) {
         viz::ItemTooltip("SSA | its own weights at tau = 1 | the base model, side by side on one colour scale: SSA against tau = 1 "
                          "is what the temperatures did, tau = 1 against the base what fine-tuning did to the other weights. "
                          "The Fine-tune tab ranks the heads by each part. Shortcut: 5");
+        SameLineIfFits(RadioWidth("base"));
+        if (ImGui::RadioButton("base", s.map_mode == MapMode::Base && !s.split && !three_way))
+            s.map_mode = MapMode::Base, s.split = s.three_way = false;
+        viz::ItemTooltip("The base model's attention weights for this head (the model the fine-tune started from), on SSA's "
+                         "colour scale. Shortcut: 6");
+        SameLineIfFits(RadioWidth("SSA - base"));
+        if (ImGui::RadioButton("SSA - base", s.map_mode == MapMode::BaseDifference && !s.split && !three_way))
+            s.map_mode = MapMode::BaseDifference, s.split = s.three_way = false;
+        viz::ItemTooltip("SSA minus the base, blue-white-red around 0: all that fine-tuning changed in this head's attention, "
+                         "red where the fine-tune attends more. Hover a cell for its two parts (temperatures, drift). Shortcut: 7");
     }
 
-    const bool difference = m_mode == MapMode::Difference && !m_split;
+    const bool difference = IsDifference(m_mode) && !m_split;
     const float combo_w = font * 6.0f;
     SameLineIfFits(combo_w);
     ImGui::BeginDisabled(difference);
@@ -391,7 +400,8 @@ void HeatmapView::DrawToolbar(WindowState& state) {
         "Mouse wheel: zoom around the cursor. Drag: pan. Double-click: reset the view.\n"
         "Click a cell: select its row as the query (its weights are shown as bars below). Esc: clear the query.\n"
         "Arrows: previous / next head (left, right) and layer (up, down). 1 / 2 / 3: SSA / comparison / difference, "
-        "4: all three side by side, 5: SSA | tau = 1 | base (with a base). L: log scale. Ctrl+F: go to a position or find a token.\n"
+        "4: all three side by side; with a base 5: SSA | tau = 1 | base, 6: the base, 7: SSA - base. L: log scale. "
+        "Ctrl+F: go to a position or find a token.\n"
         "The strip left of the rows is each query's tau_q, the strip above the columns each key's tau_v, on the "
         "temperature scale (blue below 1, white at 1 = vanilla, red above 1 = sharper).\n"
         "When the map has more cells than pixels, each pixel shows the largest value of the cells it "
@@ -464,7 +474,7 @@ void HeatmapView::DrawMap(WindowState& state, Layer& layer, ImVec2 map_pos, floa
     ClampView(max_zoom);
 
     ImGui::SetCursorScreenPos(map_pos);
-    ImGui::PushID(Slot(layer));
+    ImGui::PushID(static_cast<int>(layer.mode));
     ImGui::InvisibleButton("##map", ImVec2(side, side));
     ImGui::PopID();
     ImGui::SetItemUsingMouseWheel();
@@ -627,7 +637,7 @@ void HeatmapView::DrawMap(WindowState& state, Layer& layer, ImVec2 map_pos, floa
         ImGui::EndTooltip();
     }
     if (!state.regions.count("heatmap")) state.regions["heatmap"] = {map_pos.x, map_pos.y, side, side};
-    state.regions[std::string("heatmap_") + (layer.base ? "base" : ToString(layer.mode))] = {map_pos.x, map_pos.y, side, side};
+    state.regions[std::string("heatmap_") + ToString(layer.mode)] = {map_pos.x, map_pos.y, side, side};
 }
 
 std::string HeatmapView::CellText(int i, int j, bool multiline) const {
@@ -640,11 +650,13 @@ std::string HeatmapView::CellText(int i, int j, bool multiline) const {
     std::string values;
     if ((m_hover_mode == MapMode::Ssa && !m_split) || !m_compare) {
         values = "p = " + FormatWeight(ssa);
-    } else if (m_base) {  // three-way: each side, and the two parts of the change
+    } else if (m_base) {  // the base's maps: each side, the change and its two parts
         const float tau1 = m_compare->At(i, j), base = m_base->At(i, j);
         values = multiline ? "SSA p = " + FormatWeight(ssa) + "\ntau=1 p = " + FormatWeight(tau1) + "\nbase p = " + FormatWeight(base) +
-                                 "\ntemperatures " + FormatWeight(ssa - tau1, true) + ", drift " + FormatWeight(tau1 - base, true)
-                           : "SSA p = " + FormatWeight(ssa) + ", tau=1 " + FormatWeight(tau1) + ", base " + FormatWeight(base);
+                                 "\nSSA - base = " + FormatWeight(ssa - base, true) + ": temperatures " + FormatWeight(ssa - tau1, true) +
+                                 ", drift " + FormatWeight(tau1 - base, true)
+                           : "SSA p = " + FormatWeight(ssa) + ", tau=1 " + FormatWeight(tau1) + ", base " + FormatWeight(base) + ", SSA - base " +
+                                 FormatWeight(ssa - base, true);
     } else {
         const float cmp = m_compare->At(i, j);
         const std::string name = CompareName(a);
@@ -1032,23 +1044,25 @@ void HeatmapView::Draw(WindowState& state) {
         // SSA | comparison | difference, or SSA | tau = 1 | base: the first two (three) share one bar.
         const std::string cmp = CompareName(a);
         struct Panel {
-            int slot;
+            MapMode mode;
             std::string title;
             bool bar_after;
         };
         const std::vector<Panel> panels =
-            m_three_way ? std::vector<Panel>{{0, "SSA", false}, {1, "tau=1 (SSA's weights)", false}, {3, "base: " + ShortPath(a.base_label), true}}
-                        : std::vector<Panel>{{0, "SSA", false}, {1, cmp, true}, {2, "SSA - " + cmp, true}};
+            m_three_way ? std::vector<Panel>{{MapMode::Ssa, "SSA", false}, {MapMode::Compare, "tau=1 (SSA's weights)", false},
+                                             {MapMode::Base, "base: " + ShortPath(a.base_label), true}}
+                        : std::vector<Panel>{{MapMode::Ssa, "SSA", false}, {MapMode::Compare, cmp, true}, {MapMode::Difference, "SSA - " + cmp, true}};
         float x = map_pos.x, y = map_pos.y;
         for (size_t n = 0; n < panels.size(); ++n) {
             const Panel& panel = panels[n];
             if (grid && n == 2) x = map_pos.x, y = map_pos.y + side + above;  // under SSA
-            Layer& layer = m_layers[panel.slot];
+            Layer& layer = m_layers[static_cast<int>(panel.mode)];
             const ImVec2 pos(x, y);
             const bool row_labels = n == 0 || (grid && n == 2);
-            ImGui::PushID(panel.slot);
+            const bool base = panel.mode == MapMode::Base;  // its own temperatures are not SSA's: no strips
+            ImGui::PushID(static_cast<int>(panel.mode));
             DrawMap(state, layer, pos, side, label_size, row_labels);
-            DrawTemperatureStrips(state, pos, side, strip, row_labels && !layer.base, !layer.base);
+            DrawTemperatureStrips(state, pos, side, strip, row_labels && !base, !base);
             ImGui::PopID();
             const std::string title = viz::EllipsizeText(panel.title, side);
             ImGui::GetWindowDrawList()->AddText(ImVec2(x + std::max(0.0f, (side - ImGui::CalcTextSize(title.c_str()).x) * 0.5f), y - above),
@@ -1057,7 +1071,7 @@ void HeatmapView::Draw(WindowState& state) {
             maps_bottom = std::max(maps_bottom, y + side);
             if (panel.bar_after) {
                 ImGui::SetCursorScreenPos(ImVec2(x, y));
-                ImGui::PushID(panel.slot);
+                ImGui::PushID(static_cast<int>(panel.mode));
                 viz::ColorBar("##split_colorbar", layer.colormap, layer.range, layer.log, ImVec2(bar_w, side));
                 ImGui::PopID();
                 x += bar_w + gap;

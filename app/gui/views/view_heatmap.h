@@ -1,9 +1,11 @@
 // The selected head's attention map: SSA, comparison, or their signed difference, or the three
-// side by side (split), or, for a fine-tune beside its base, SSA | tau = 1 | base (three-way); zoom (wheel) and pan (drag), token labels when they fit, exact values on
+// side by side (split); for a fine-tune beside its base also the base, SSA - base (all that
+// fine-tuning changed), and SSA | tau = 1 | base (three-way); zoom (wheel) and pan (drag), token labels when they fit, exact values on
 // hover, a colour bar, the queries' tau_q beside the rows and the keys' tau_v above the columns;
 // and the selected query's row as bars, SSA against the comparison, with the top keys labelled.
 #pragma once
 
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,12 +26,11 @@ private:
     struct BakedRegion {
         int row0 = 0, col0 = 0, rows = 0, cols = 0, pool = 0;
     };
-    // One map as drawn (SSA, comparison or difference): its colours, its max-pooled levels and
-    // the textures baked from them.
+    // One map as drawn (SSA, comparison, base or a difference): its colours, its max-pooled levels
+    // and the textures baked from them.
     struct Layer {
         MapMode mode = MapMode::Ssa;
-        bool base = false;                                // the base model's map (three-way), mode Compare
-        viz::Colormap colormap = viz::Colormap::Viridis;  // Diverging for the difference
+        viz::Colormap colormap = viz::Colormap::Viridis;  // Diverging for a difference
         bool log = false;
         viz::Range range;
         BakedRegion region;                      // what `window` holds: a window of a level too large to bake whole
@@ -50,8 +51,7 @@ private:
     void ClampView(float max_zoom);
     void ResetView();
     void ShowToken(AppState& state, int i);  // selects token i as the query and pans the map to it
-    const model::MapCells& MapValues(const Layer& layer) const;  // SSA, comparison, base or m_diff
-    int Slot(const Layer& layer) const { return layer.base ? 3 : static_cast<int>(layer.mode); }  // its place in m_layers
+    const model::MapCells& MapValues(const Layer& layer) const;  // SSA, comparison, base, m_diff or m_base_diff
     std::string CellText(int i, int j, bool multiline) const;  // the hover read-out of cell (i, j)
 
     const model::Analysis* m_baked_for = nullptr;  // re-bake when any of these change
@@ -65,14 +65,15 @@ private:
     MapView* m_view = nullptr;  // state.settings.map_view, set at the start of Draw
 
     std::shared_ptr<const model::Analysis> m_analysis;  // held so m_baked_for cannot be reused by a newer result
-    MapMode m_mode = MapMode::Ssa;           // the mode shown (Ssa when the analysis has no comparison)
+    MapMode m_mode = MapMode::Ssa;           // the mode shown (Ssa when the analysis lacks the side it reads)
     bool m_split = false;                    // SSA | comparison | difference side by side
     bool m_three_way = false;                // SSA | tau = 1 | base side by side (an analysis with a base)
-    Layer m_layers[4];                       // [MapMode], then the base's
+    Layer m_layers[std::size(kAllMapModes)]; // [MapMode]
     // The selected head's maps where the engine keeps them (a GPU's memory on CUDA): only what is
-    // drawn or hovered is copied to the host. m_compare, m_base null without one; m_diff (SSA -
-    // comparison) null unless the difference is shown.
-    model::MapCellsPtr m_ssa, m_compare, m_base, m_diff;
+    // drawn or hovered is copied to the host. m_compare null without one, m_base unless a base
+    // mode or the three-way layout is shown; m_diff (SSA - comparison) and m_base_diff (SSA -
+    // base) null unless shown.
+    model::MapCellsPtr m_ssa, m_compare, m_base, m_diff, m_base_diff;
     int m_row_query = -1;                    // the query whose rows m_rows holds (the row chart)
     std::vector<float> m_rows[3];            // its row of SSA, the comparison and the base (empty where none is shown)
     viz::Range m_tau_q_range, m_tau_v_range; // diverging around 1 (see TemperatureRange)

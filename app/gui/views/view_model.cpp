@@ -197,6 +197,7 @@ void HelpView::Draw(WindowState& state) {
         {"Esc", "stop Continue or the heads ranking; else clear the selected query token"},
         {"1 / 2 / 3", "map mode: SSA / comparison / difference"},
         {"4 / 5", "all three side by side / SSA | tau=1 | base (beside a base)"},
+        {"6 / 7", "map mode beside a base: the base / SSA - base (all that fine-tuning changed)"},
         {"L", "log colour scale"},
         {"P", "pin the selected head (shown side by side)"},
         {"Ctrl+click", "pin a head in the heads grid"},

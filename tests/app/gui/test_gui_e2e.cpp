@@ -187,7 +187,7 @@ TEST(EndToEnd, FlagsOpenTheWindowOnAHeadQueryMapAndTab) {
     EXPECT_EQ(diff["split"], false);
     const int code = RunCommand(std::string(SSAVIZ_BINARY) + " --map sideways", dir + "/bad.log");
     EXPECT_EQ(code, 2);
-    EXPECT_NE(ReadFile(dir + "/bad.log").find("is not one of ssa, compare, diff, all, three-way"), std::string::npos) << ReadFile(dir + "/bad.log");
+    EXPECT_NE(ReadFile(dir + "/bad.log").find("is not one of ssa, compare, diff, all, three-way, base, base_diff"), std::string::npos) << ReadFile(dir + "/bad.log");
 }
 
 // Issue 34: a fine-tune with a sibling base/ folder, opened from a session that asks for its
@@ -275,9 +275,56 @@ TEST(EndToEnd, ThreeWayFromTheCommandLine) {
         const nlohmann::json r = meta["regions"][region];
         EXPECT_GT(BrightPixels(p, r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>(), 90), 10u) << region;
     }
+    // Red and blue pixels of a region: a difference map's cells on the diverging scale.
+    auto red_and_blue = [](const Picture& g, const nlohmann::json& r) {
+        size_t red = 0, blue = 0;
+        for (int y = std::max(0, r[1].get<int>()); y < std::min(g.height, r[1].get<int>() + r[3].get<int>()); ++y)
+            for (int x = std::max(0, r[0].get<int>()); x < std::min(g.width, r[0].get<int>() + r[2].get<int>()); ++x) {
+                const uint32_t c = g.pixels[static_cast<size_t>(y) * g.width + x];  // RGBA in memory: R lowest
+                const int cr = c & 0xff, cg = (c >> 8) & 0xff, cb = (c >> 16) & 0xff;
+                red += cr > 150 && cb < 110 && cg < 130;
+                blue += cb > 150 && cr < 110 && cb > cg + 40;  // not viridis' teal under the hover's white frame
+            }
+        return std::pair<size_t, size_t>(red, blue);
+    };
+    // The single map as the base and as SSA - base (--map base, base_diff; keys 6 and 7): the
+    // base's own map, and all that fine-tuning changed on the diverging scale; without a base the
+    // same flag shows SSA's map.
+    const std::string text = "One slope a layer: the fine-tune sharpens its attention with position.";
+    for (const auto& [map, base] : {std::pair<const char*, bool>{"base_diff", true}, {"base", true}, {"base_diff", false}}) {
+        const std::string png_map = dir + "/map_" + map + (base ? "" : "_no_base") + ".png";
+        ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --model " + dir + "/ft" + (base ? " --base " + dir + "/base" : "") + " --map " + map +
+                                 " --layer 1 --head 1 --text '" + text + "' --screenshot " + png_map + " --frames 4",
+                             dir + "/log_map.txt"),
+                  0)
+            << ReadFile(dir + "/log_map.txt");
+        const nlohmann::json meta_map = nlohmann::json::parse(ReadFile(png_map + ".json"), nullptr, false);
+        ASSERT_TRUE(meta_map.is_object() && meta_map.contains("regions")) << ReadFile(dir + "/log_map.txt");
+        EXPECT_EQ(meta_map["state"]["map"], map) << "kept, shown as SSA without a base";
+        const std::string shown = base ? std::string("heatmap_") + map : "heatmap_ssa";
+        ASSERT_TRUE(meta_map["regions"].contains(shown)) << shown << " " << meta_map["regions"].dump();
+        for (const char* other : {"heatmap_ssa", "heatmap_compare", "heatmap_diff", "heatmap_base", "heatmap_base_diff"})
+            if (shown != other) {
+                EXPECT_FALSE(meta_map["regions"].contains(other)) << other << " beside " << shown;
+            }
+        const Picture g = Load(png_map);
+        const auto [red, blue] = red_and_blue(g, meta_map["regions"][shown]);
+        if (shown == "heatmap_base_diff") {
+            EXPECT_GT(red, 30u) << "where the fine-tune attends more";
+            EXPECT_GT(blue, 30u) << "where it attends less";
+        } else {
+            EXPECT_LT(red + blue, 30u) << shown << ": weights on the colour map, not a difference";
+            EXPECT_GT(DistinctColours(g, meta_map["regions"][shown][0].get<int>(), meta_map["regions"][shown][1].get<int>(),
+                                      meta_map["regions"][shown][2].get<int>(), meta_map["regions"][shown][3].get<int>()),
+                      6u);
+        }
+        // The row chart reads the base's bars beside SSA's and tau = 1's in either base mode.
+        if (base) {
+            EXPECT_GT(PixelsOf(g, meta_map["regions"]["row_chart"], viz::kBaseColor), 50u) << map;
+        }
+    }
     // The heads grid as SSA - base (a session's grid map): every head's change from the base, on
     // the diverging scale (red and blue cells); the same session without a base shows SSA's maps.
-    const std::string text = "One slope a layer: the fine-tune sharpens its attention with position.";
     for (bool with_base : {true, false}) {
         nlohmann::json session = {{"ssaviz_session", 1}, {"model", dir + "/ft"}, {"text", text}, {"view", {{"tab", "Heads"}, {"grid_map", "base_diff"}}}};
         std::ofstream(dir + "/grid.json") << session.dump();
@@ -292,16 +339,7 @@ TEST(EndToEnd, ThreeWayFromTheCommandLine) {
         EXPECT_EQ(meta_grid["state"]["tab"], "Heads");
         EXPECT_EQ(meta_grid["state"]["grid_map"], "base_diff") << "kept, shown as SSA without a base";
         ASSERT_TRUE(meta_grid["regions"].contains("heads")) << meta_grid["regions"].dump();
-        const Picture g = Load(png_grid);
-        const nlohmann::json r = meta_grid["regions"]["heads"];
-        size_t red = 0, blue = 0;
-        for (int y = std::max(0, r[1].get<int>()); y < std::min(g.height, r[1].get<int>() + r[3].get<int>()); ++y)
-            for (int x = std::max(0, r[0].get<int>()); x < std::min(g.width, r[0].get<int>() + r[2].get<int>()); ++x) {
-                const uint32_t c = g.pixels[static_cast<size_t>(y) * g.width + x];  // RGBA in memory: R lowest
-                const int cr = c & 0xff, cg = (c >> 8) & 0xff, cb = (c >> 16) & 0xff;
-                red += cr > 150 && cb < 110 && cg < 130;
-                blue += cb > 150 && cr < 110;
-            }
+        const auto [red, blue] = red_and_blue(Load(png_grid), meta_grid["regions"]["heads"]);
         if (with_base) {
             EXPECT_GT(red, 30u) << "where the fine-tune attends more";
             EXPECT_GT(blue, 30u) << "where it attends less";
