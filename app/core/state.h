@@ -69,6 +69,7 @@ struct ViewSettings {
     // head of the model (so one colour is one tau everywhere) unless per_head_scale.
     bool per_head_scale = false;
     std::string matrix_metric = "entropy";  // the layer x head matrix: a HeadValue key
+    std::string run_curve = "entropy";      // the Run tab's curve: a RunCurveKeys() key (app/export/run_curves.h)
     float grid_cell = 0;                     // heads grid thumbnail side in pixels, 0: fit the pane
     PaneLayout layout;
     std::string right_tab = "Heads";  // the right pane's open tab: Heads, Matrix, Temperatures, Table, Sparsity

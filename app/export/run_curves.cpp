@@ -1,6 +1,7 @@
 #include "app/export/run_curves.h"
 
 #include <cmath>
+#include <iterator>
 
 namespace app {
 
@@ -18,6 +19,40 @@ void RunTimeline::Add(int64_t step, const std::string& checkpoint, int layer_cou
     loss.push_back(mean_loss);
     if (tau_q.empty()) n_tokens = tokens;
     tau_q.push_back(std::move(step_tau_q));
+}
+
+bool RunTimeline::HasBase() const {
+    for (const std::vector<HeadSummary>& step : heads)
+        for (const HeadSummary& h : step)
+            if (std::isfinite(h.Get("js_total"))) return true;
+    return false;
+}
+
+std::vector<std::string> RunHeadValues(const RunTimeline& t) {
+    std::vector<std::string> keys(std::begin(kRunHeadValues), std::end(kRunHeadValues));
+    if (t.HasBase()) keys.insert(keys.end(), std::begin(kRunBaseValues), std::end(kRunBaseValues));
+    return keys;
+}
+
+std::vector<std::string> RunCurveKeys(const RunTimeline& t) {
+    std::vector<std::string> keys = RunHeadValues(t);
+    keys.insert(keys.end(), {"loss", "tau_q_token"});
+    return keys;
+}
+
+bool IsRunCurveKey(const std::string& key) {
+    for (const char* k : kRunHeadValues)
+        if (key == k) return true;
+    for (const char* k : kRunBaseValues)
+        if (key == k) return true;
+    return key == "loss" || key == "tau_q_token";
+}
+
+std::string RunCurveLabel(const std::string& key) {
+    if (key == "loss") return "loss on the text";
+    if (key == "tau_q_token") return "tau_q of the selected token";
+    const HeadValue* v = FindHeadValue(key);
+    return v ? v->label : key;
 }
 
 RunCurve TokenTauQCurve(const RunTimeline& t, int layer, int head, int token) {

@@ -29,10 +29,25 @@ struct RunTimeline {
     // The same from what a step's analysis gave (app/export/run_export.h's RunStepResult).
     void Add(int64_t step, const std::string& checkpoint, int layer_count, int head_count, std::vector<HeadSummary> summaries, float mean_loss,
              int tokens, std::vector<float> step_tau_q);
+    // Whether its steps ran against a fine-tune's base (--base DIR): a step has a head's js_total.
+    bool HasBase() const;
 };
 
 // The head values a timeline follows, in the files' order; and "loss", the mean loss on the text.
 inline constexpr const char* kRunHeadValues[] = {"entropy", "js_divergence", "sink_mass", "tau_q_mean"};
+// Against a fine-tune's base also all that fine-tuning changed by each step and the other weights'
+// drift (SPEC section 9; the temperatures' part is js_divergence, SSA against tau = 1).
+inline constexpr const char* kRunBaseValues[] = {"js_total", "js_drift"};
+// The head values `t` follows: kRunHeadValues, then kRunBaseValues when it has a base.
+std::vector<std::string> RunHeadValues(const RunTimeline& t);
+// The curves a timeline offers (the Run tab's, a session's view.run_curve): its head values, "loss"
+// (the mean loss on the text), "tau_q_token" (the selected token's tau_q in the selected head).
+std::vector<std::string> RunCurveKeys(const RunTimeline& t);
+// Whether `key` names a curve some timeline offers (one against a base: every one).
+bool IsRunCurveKey(const std::string& key);
+// A curve's name in legends, combos and titles: the catalogue's label of a head value; "loss" and
+// "tau_q_token" their own.
+std::string RunCurveLabel(const std::string& key);
 
 // One run's values of one quantity over its steps.
 struct RunCurve {

@@ -48,11 +48,11 @@ std::string Number(float v) {
     return buf;
 }
 
-void AddCsvRows(const RunTimeline& t, const char* run, std::string* csv) {
+void AddCsvRows(const RunTimeline& t, const char* run, const std::vector<std::string>& keys, std::string* csv) {
     for (size_t k = 0; k < t.steps.size(); ++k)
         for (const HeadSummary& s : t.heads[k]) {
             *csv += std::string(run) + "," + std::to_string(t.steps[k]) + "," + std::to_string(s.ref.layer) + "," + std::to_string(s.ref.head);
-            for (const char* key : kRunHeadValues) *csv += "," + Number(s.Get(key));
+            for (const std::string& key : keys) *csv += "," + Number(s.Get(key));
             *csv += "," + Number(t.loss[k]) + "\n";
         }
 }
@@ -78,7 +78,7 @@ model::Status WriteCurves(const std::vector<const RunTimeline*>& runs, const Exp
     const fs::path dir = fs::path(options.out_dir) / "curves";
     std::error_code ec;
     fs::create_directories(dir, ec);
-    std::vector<std::string> keys(std::begin(kRunHeadValues), std::end(kRunHeadValues));
+    std::vector<std::string> keys = RunHeadValues(*runs.at(0));
     keys.push_back("loss");
     for (const std::string& key : keys) {
         std::vector<RunCurve> curves;
@@ -208,7 +208,9 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
     r.row = BatchSummaryRow(StepFolder(step.step), 0, *a, spec.options.sink_epsilon);  // its line: the step's place, set when added
     r.row["step"] = step.step;
     r.row["checkpoint"] = r.checkpoint;
-    for (const char* key : kRunHeadValues) {
+    std::vector<std::string> keys(std::begin(kRunHeadValues), std::end(kRunHeadValues));
+    if (a->HasBase()) keys.insert(keys.end(), std::begin(kRunBaseValues), std::end(kRunBaseValues));
+    for (const std::string& key : keys) {
         json grid = json::array();
         for (int l = 0; l < c.n_layer; ++l) {
             json layer = json::array();
@@ -252,11 +254,14 @@ model::Status WriteRunFiles(const ExportOptions& options, const RunResults& run,
         "per step: the model's means as a batch summary's row, and heads[value][layer][head]; steps_to_sparsity[layer][head]: the first "
         "step whose mean entropy is below half of the first step's (null: never)";
     if (compare) timeline["compare_run"] = TimelineJson(*compare);
+    // Against a base, each head's js_total and js_drift too (RunHeadValues); the compare run's rows
+    // have the run's columns.
+    const std::vector<std::string> keys = RunHeadValues(run.t);
     std::string csv = "run,step,layer,head";
-    for (const char* key : kRunHeadValues) csv += std::string(",") + key;
+    for (const std::string& key : keys) csv += "," + key;
     csv += ",loss_mean\n";
-    AddCsvRows(run.t, "run", &csv);
-    if (compare) AddCsvRows(compare->t, "compare", &csv);
+    AddCsvRows(run.t, "run", keys, &csv);
+    if (compare) AddCsvRows(compare->t, "compare", keys, &csv);
     if (auto s = model::WriteFileAtomically((out / "run.json").string(), timeline.dump(1) + "\n"); !s) return s;
     if (auto s = model::WriteFileAtomically((out / "run.csv").string(), csv); !s) return s;
     if (auto s = WriteTauQ(run.t, out / "tau_q.npy"); !s) return s;

@@ -95,6 +95,17 @@ std::optional<std::string> MatrixValueName(const std::string& name) {
     return name == kStepsToSparsityKey ? std::optional<std::string>(name) : HeadValueName(name);
 }
 
+// The Run tab's curve.
+std::optional<std::string> RunCurveName(const std::string& name) {
+    return IsRunCurveKey(name) ? std::optional<std::string>(name) : std::nullopt;
+}
+std::string RunCurveNames() {
+    std::string out;
+    for (const char* k : kRunHeadValues) out += std::string(out.empty() ? "" : ", ") + k;
+    for (const char* k : kRunBaseValues) out += std::string(", ") + k;
+    return out + ", loss, tau_q_token";
+}
+
 HeadRef ReadHead(const json& v, const std::string& name) {
     if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer() || v[0].get<int64_t>() < 0 ||
         v[1].get<int64_t>() < 0 || v[0].get<int64_t>() > 1 << 16 || v[1].get<int64_t>() > 1 << 16)
@@ -165,6 +176,7 @@ json SessionToJson(const Session& s) {
                   {"grid_map", ToString(v.grid_mode)},
                   {"per_head_scale", v.per_head_scale},
                   {"matrix_metric", v.matrix_metric},
+                  {"run_curve", v.run_curve},
                   {"grid_cell", v.grid_cell},
                   {"tab", v.right_tab},
                   {"layout",
@@ -278,6 +290,7 @@ model::Result<Session> SessionFromJson(const json& j) {
         v.ReadEnum("grid_map", &vs.grid_mode, ParseMapMode, "ssa, compare, diff, base, base_diff");
         v.Read("per_head_scale", &vs.per_head_scale);
         v.ReadEnum("matrix_metric", &vs.matrix_metric, MatrixValueName, HeadValueKeys() + ", " + kStepsToSparsityKey);
+        v.ReadEnum("run_curve", &vs.run_curve, RunCurveName, RunCurveNames());
         v.Read("grid_cell", &vs.grid_cell);
         v.Read("tab", &vs.right_tab);
         if (vs.right_tab.size() > kMaxNameBytes) throw BadKey{"'view.tab' is not a tab's name (" + QuoteForMessage(vs.right_tab) + ")"};

@@ -398,6 +398,8 @@ bool SaveScreenshot(const std::string& path, int width, int height, const Window
                             {"timeline_failed", state.timeline ? nlohmann::json(state.timeline->failed) : nlohmann::json::array()},
                             {"compare_timeline_steps", state.timeline && state.timeline->compare ? nlohmann::json(state.timeline->compare->steps)
                                                                                                  : nlohmann::json::array()},
+                            {"run_curve", v.run_curve},
+                            {"run_curves", state.timeline ? nlohmann::json(RunCurveKeys(state.timeline->timeline)) : nlohmann::json::array()},
                             {"lens_at", LensAtJson(state.lens_at.get())}};
     return model::WriteFileAtomically(path + ".json", nlohmann::json{{"width", width}, {"height", height}, {"regions", regions}, {"state", shown}}
                                                           .dump(1, ' ', false, nlohmann::json::error_handler_t::replace) +

@@ -648,8 +648,8 @@ std::pair<std::string, std::string> ExportText(const std::shared_ptr<ModelCore>&
 // One step of a run on a text (Run.export, here or on a Dask worker), as `ssaviz export --run`
 // analyses it: its RunStepResult as JSON. `full_out` non-empty: the step's whole export there too.
 std::string AnalyseStep(int64_t step, const std::string& path, const std::string& device, const FlagList& load_flags, const std::string& text,
-                    const std::string& compare, const std::string& ablate, bool truncate, const FlagList& export_flags,
-                    const std::string& full_out) {
+                    const std::string& compare, const std::string& base_dir, const std::string& ablate, bool truncate,
+                    const FlagList& export_flags, const std::string& full_out) {
     CommandOptions load, exported;
     ApplyFlags(Command::Info, load_flags, kLoadExcluded, "load_run()", &load);
     if (auto s = ApplyFlag(Command::Info, "--device", device, &load); !s) throw BadArgument(s.error());
@@ -659,6 +659,7 @@ std::string AnalyseStep(int64_t step, const std::string& path, const std::string
     spec.dtype = load.dtype;
     spec.hints = load.hints;
     spec.run = {ParseCompare(compare, /*python=*/true), ablate};
+    if (spec.run.compare.kind == CompareKind::Base) spec.run.compare.base_dir = base_dir;  // "": the base beside each checkpoint
     spec.truncate = truncate;
     spec.options = exported.export_options;
     py::gil_scoped_release release;

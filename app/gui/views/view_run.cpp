@@ -14,20 +14,11 @@
 namespace app {
 namespace {
 
-// The curves the tab offers: the timeline's head values, the loss on the text, then the selected
-// token's tau_q in the selected head.
-const char* const kCurveLabels[] = {"entropy", "JS to the comparison", "sink mass", "mean tau_q", "loss on the text",
-                                    "tau_q of the selected token"};
-constexpr int kHeadCurves = static_cast<int>(std::size(kRunHeadValues));
-constexpr int kCurves = kHeadCurves + 2;
-constexpr int kTokenCurve = kCurves - 1;
-static_assert(std::size(kCurveLabels) == kCurves, "a label for each curve");
+constexpr const char* kTokenCurve = "tau_q_token";
 
-std::string CurveKey(int k) { return k < kHeadCurves ? kRunHeadValues[k] : "loss"; }
-
-// The curve `k` of one run: a head value's or the loss's, or the token's tau_q in the head.
-RunCurve Curve(const RunTimeline& t, int k, HeadRef head, int token) {
-    return k == kTokenCurve ? TokenTauQCurve(t, head.layer, head.head, token) : CurveOf(t, CurveKey(k));
+// The curve `key` of one run (RunCurveKeys): a head value's or the loss's, or the token's tau_q in the head.
+RunCurve Curve(const RunTimeline& t, const std::string& key, HeadRef head, int token) {
+    return key == kTokenCurve ? TokenTauQCurve(t, head.layer, head.head, token) : CurveOf(t, key);
 }
 
 std::string FileName(const std::string& path) { return std::filesystem::path(path).filename().string(); }
@@ -107,25 +98,36 @@ void RunView::DrawTimeline(WindowState& state) {
         for (const std::string& f : t ? t->failed : std::vector<std::string>{}) ImGui::TextWrapped("failed: %s", f.c_str());
         return;
     }
+    // The curves this timeline offers (against a base also JS to base and the drift); a session's
+    // curve it lacks shows entropy, and is kept.
+    const std::vector<std::string> keys = RunCurveKeys(t->timeline);
+    std::string& asked = state.settings.run_curve;
+    const std::string key = std::find(keys.begin(), keys.end(), asked) != keys.end() ? asked : keys.front();
     ImGui::SetNextItemWidth(220);
-    ImGui::Combo("curve", &m_key, kCurveLabels, kCurves);
+    if (ImGui::BeginCombo("curve", RunCurveLabel(key).c_str())) {
+        for (const std::string& k : keys)
+            if (ImGui::Selectable(RunCurveLabel(k).c_str(), k == key)) asked = k;
+        ImGui::EndCombo();
+    }
     viz::ItemTooltip("What the curves show against step. The selected token's tau_q: the query selected in the map (the last "
-                     "token if none) in the selected head, over the run; the compare run's beside it.");
+                     "token if none) in the selected head, over the run; the compare run's beside it. Against a base (--base "
+                     "DIR): JS to base, all that fine-tuning had changed by each step, and JS drift, the other weights' part "
+                     "(JS to comparison is then the temperatures' part).");
     const int T = t->timeline.n_tokens;
     const int token = state.query >= 0 && state.query < T ? state.query : T - 1;
-    if (m_key == kTokenCurve) {
+    if (key == kTokenCurve) {
         ImGui::SameLine();
         ImGui::TextDisabled("token %d, layer %d head %d", token, state.selected.layer, state.selected.head);
     }
-    const bool token_moved = m_key == kTokenCurve && (m_token != token || !(m_head == state.selected));
-    if (m_for != state.timeline || m_plot_key != m_key || token_moved) {
+    const bool token_moved = key == kTokenCurve && (m_token != token || !(m_head == state.selected));
+    if (m_for != state.timeline || m_plot_key != key || token_moved) {
         m_for = state.timeline;
-        m_plot_key = m_key;
+        m_plot_key = key;
         m_token = token;
         m_head = state.selected;
-        std::vector<RunCurve> curves = {Curve(t->timeline, m_key, m_head, token)};
-        if (t->compare && !t->compare->steps.empty()) curves.push_back(Curve(*t->compare, m_key, m_head, token));
-        m_plot = RunCurvesPlot(m_key == kTokenCurve ? "tau_q_token" : CurveKey(m_key), curves, /*points=*/false);
+        std::vector<RunCurve> curves = {Curve(t->timeline, key, m_head, token)};
+        if (t->compare && !t->compare->steps.empty()) curves.push_back(Curve(*t->compare, key, m_head, token));
+        m_plot = RunCurvesPlot(key, curves, /*points=*/false);
         m_sparse = StepsToSparsity(t->timeline);
         m_sparse_compare.clear();
         if (t->compare && t->compare->n_layer == t->timeline.n_layer && t->compare->n_head == t->timeline.n_head)

@@ -22,9 +22,8 @@ private:
     void DrawSteps(WindowState& state);
     void DrawTimeline(WindowState& state);
 
-    int m_key = 0;  // the curve shown: kRunHeadValues, then the loss
     std::shared_ptr<const RunTrack> m_for;  // what m_plot and m_sparse were made for
-    int m_plot_key = -1;
+    std::string m_plot_key;                 // the curve m_plot draws (state.settings.run_curve, or entropy where it lacks that)
     int m_token = -1;   // the token and head m_plot's token curve follows
     HeadRef m_head;
     viz::Plot m_plot;

@@ -125,6 +125,17 @@ def _ablate(where, value):
                             f"{type(value).__name__}")
 
 
+def _base_arg(where, compare, base):
+    """base= beside compare=: (the comparison, the base's folder or "" for the one beside the model)."""
+    if base is None:
+        return compare, ""
+    if compare not in ("vanilla", "base"):
+        raise ValueError(f"{where}: base= goes with compare=\"base\", not compare={compare!r}")
+    if not isinstance(base, (str, _os.PathLike, Model)):
+        raise ArgumentTypeError(f"{where}: base must be a folder, a checkpoint or a Model, not {type(base).__name__}")
+    return "base", base.path if isinstance(base, Model) else _os.fspath(base)
+
+
 def _compare(where, value):
     """(a keyword or a twin's folder, the twin's load flags or None)."""
     if value is None:
@@ -205,15 +216,9 @@ class Model:
 
     def _base(self, where, compare, base):
         """compare="base" / base=: tells the model which base to open; returns the comparison."""
-        if base is not None:
-            if compare not in ("vanilla", "base"):
-                raise ValueError(f"{where}: base= goes with compare=\"base\", not compare={compare!r}")
-            if not isinstance(base, (str, _os.PathLike, Model)):
-                raise ArgumentTypeError(f"{where}: base must be a folder, a checkpoint or a Model, not {type(base).__name__}")
-            self._live().set_base(base.path if isinstance(base, Model) else _os.fspath(base))
-            return "base"
+        compare, base_dir = _base_arg(where, compare, base)
         if isinstance(compare, str) and compare == "base":
-            self._live().set_base("")
+            self._live().set_base(base_dir)  # "": the base beside the model
         return compare
 
     def analyze(self, text, compare="vanilla", ablate=None, truncate=False, base=None):

@@ -14,16 +14,16 @@ import numpy as np
 from . import _ssaviz
 
 
-def _analyze_step(step, path, device, flags, text, compare, truncate):
+def _analyze_step(step, path, device, flags, text, compare, truncate, base=None):
     """One checkpoint on the text: (step, {name: array}, None) or (step, None, error)."""
     from . import Model
     from ._batch import _worker_threads
     _worker_threads()
     try:
         with Model(path, device, **flags) as model:
-            a = model.analyze(text, compare=compare, truncate=truncate)
+            a = model.analyze(text, compare=compare, truncate=truncate, base=base)
             arrays = {k: np.array(v) for k, v in a.metrics.items()}
-            for name in ("tau_q", "tau_v", "loss", "loss_compare"):
+            for name in ("tau_q", "tau_v", "loss", "loss_compare", "loss_base"):
                 v = getattr(a, name)
                 if v is not None:
                     arrays[name] = np.array(v)
@@ -33,12 +33,13 @@ def _analyze_step(step, path, device, flags, text, compare, truncate):
         return step, None, str(e)
 
 
-def _export_step(step, path, device, load_flags, text, compare, ablate, truncate, export_flags, full_out):
+def _export_step(step, path, device, load_flags, text, compare, base, ablate, truncate, export_flags, full_out):
     """One checkpoint on the text as `ssaviz export --run` analyses it: its result as JSON (a
-    failure is inside it); with `full_out`, that checkpoint's whole export written there too."""
+    failure is inside it); with `full_out`, that checkpoint's whole export written there too.
+    base: the base's folder with compare="base" ("": the one beside each checkpoint)."""
     from ._batch import _worker_threads
     _worker_threads()
-    return _ssaviz.run_step(step, path, device, load_flags, text, compare, ablate, truncate, export_flags, full_out)
+    return _ssaviz.run_step(step, path, device, load_flags, text, compare, base, ablate, truncate, export_flags, full_out)
 
 
 def _run_map(client, fn, jobs, **kwargs):
@@ -53,8 +54,9 @@ class RunAnalysis:
     """A text through every checkpoint of a run. steps: int64 [S], the steps analysed (a step that
     failed is in `failed`, not here). arrays(name) stacks that array of every step's analysis:
     Analysis.metrics's keys ([S, L, H, T] or [S, L, H]), tau_q, tau_v ([S, L, H, T]), loss,
-    loss_compare ([S, T - 1]); head(name) is a row metric's mean over query rows 2..T, [S, L, H],
-    as metrics.json's per-head numbers."""
+    loss_compare, with a base loss_base ([S, T - 1]); head(name) is a row metric's mean over query
+    rows 2..T, [S, L, H], as metrics.json's per-head numbers (against a base head("js_total") is
+    all that fine-tuning had changed by each step, head("js_drift") the other weights' part)."""
 
     def __init__(self, run, steps, arrays, failed):
         self.run = run
@@ -122,21 +124,24 @@ class Run:
             raise ValueError(f"step {step} is not one of the run's {len(self.steps)} steps ({self.steps[0]} .. {self.steps[-1]})")
         return Model(self.checkpoints[self.steps.index(step)], self.device, **self.flags)
 
-    def analyze(self, text, compare="vanilla", truncate=False, client=None):
+    def analyze(self, text, compare="vanilla", truncate=False, client=None, base=None):
         """Every checkpoint on `text` (as Model.analyze), one model in memory at a time; with a
         dask.distributed `client`, the checkpoints run on its workers. A checkpoint that does not
         open or run, or has another shape than the first step's, is skipped with a warning and
-        listed in `failed`. Returns a RunAnalysis."""
-        from . import _bool, _text
+        listed in `failed`. base: a fine-tune's base (as Model.analyze's; implies compare="base"),
+        every step against it. Returns a RunAnalysis."""
+        from . import _base_arg, _bool, _text
         where = "Run.analyze()"
         text = _text(where, text)
         truncate = _bool(where, "truncate", truncate)
+        compare, base_dir = _base_arg(where, compare, base)
+        base = base_dir or None
         jobs = list(zip(self.steps, self.checkpoints))
         if client is None:
-            results = [_analyze_step(step, path, self.device, self.flags, text, compare, truncate) for step, path in jobs]
+            results = [_analyze_step(step, path, self.device, self.flags, text, compare, truncate, base) for step, path in jobs]
         else:
             futures = client.map(_analyze_step, [s for s, _ in jobs], [p for _, p in jobs], device=self.device, flags=self.flags,
-                                 text=text, compare=compare, truncate=truncate, pure=False)
+                                 text=text, compare=compare, truncate=truncate, base=base, pure=False)
             results = sorted(client.gather(futures), key=lambda r: r[0])
         steps, arrays, failed, shape = [], [], [], None
         for (step, result, error), (_, path) in zip(results, jobs):
@@ -153,7 +158,7 @@ class Run:
 
 
     def export(self, text, out, steps=None, compare_run=None, compare="vanilla", ablate=None, truncate=False, formats=None,
-               layers=None, heads=None, client=None, **flags):
+               layers=None, heads=None, client=None, base=None, **flags):
         """Writes what `ssaviz export --run DIR --text TEXT --out OUT` writes, byte for byte: run.json,
         run.csv, tau_q.npy and, with "png" / "svg" among `formats`, the curves; for `steps` ("all" or a
         list of steps) each step's whole export as OUT/step-NNNNNN/. compare_run: a second run (a path
@@ -161,14 +166,17 @@ class Run:
         dask.distributed `client` the checkpoints are its workers' tasks (each opening its own; OUT a
         folder every worker sees); the files are written here, from the steps in step order. A step
         that fails is named in a warning and in run.json's "failed". Returns run.json as a dict.
-        compare, ablate, truncate: as Model.analyze; formats, layers, heads, flags: as Analysis.export."""
+        compare, ablate, truncate, base: as Model.analyze (against a base, run.json's and run.csv's
+        heads gain js_total and js_drift, and the curves theirs); formats, layers, heads, flags: as
+        Analysis.export."""
         import json
         import os
-        from . import _ablate, _bool, _compare, _flags, _path, _text
+        from . import _ablate, _base_arg, _bool, _compare, _flags, _path, _text
         where = "Run.export()"
         text = _text(where, text)
         out = _path(where, "out", out)
         truncate = _bool(where, "truncate", truncate)
+        compare, base_dir = _base_arg(where, compare, base)
         kind, _ = _compare(where, compare)
         spec = _ablate(where, ablate)
         export_flags = _flags(where, dict(flags, format=formats, layers=layers, heads=heads))
@@ -178,7 +186,7 @@ class Run:
             other = compare_run if isinstance(compare_run, Run) else Run(compare_run, self.device, **self.flags)
         chosen = self._chosen(where, steps)
         load_flags = _flags(where, self.flags)
-        common = dict(device=self.device, load_flags=load_flags, text=text, compare=kind, ablate=spec, truncate=truncate,
+        common = dict(device=self.device, load_flags=load_flags, text=text, compare=kind, base=base_dir, ablate=spec, truncate=truncate,
                       export_flags=export_flags)
         os.makedirs(out, exist_ok=True)  # before any worker writes into it
         runs = [(self, "")] + ([(other, "compare-run")] if other else [])

@@ -1,5 +1,8 @@
 // `ssaviz export` figures and batch mode through the real binary. The files are checked by
 // independent tools (tests/app/cli/check_export.py: numpy, xml.etree, zlib), not by our own readers.
+#include <sstream>
+#include <tuple>
+
 #include "cli_harness.h"
 
 namespace {
@@ -173,6 +176,64 @@ TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
     // Not a run: one line each.
     ExpectOneLineError(Ssaviz({"export", "--run", dir + "/a", "--text", text, "--out", dir + "/x"}), 3, "holds no checkpoints");
     ExpectOneLineError(Ssaviz({"export", "--run", dir + "/nothing", "--text", text, "--out", dir + "/x"}), 3, "is not a folder");
+}
+
+// A run against a fine-tune's base (--base DIR): each step's heads in run.json and run.csv gain
+// js_total (all that fine-tuning had changed by that step) and js_drift (the other weights' part),
+// each equal to that step's own metrics.json decomposition; their curves are drawn; the summary
+// row has the base's side. Without a base the columns stay as they were (the test above).
+TEST_F(Cli, ExportRunAgainstABaseFollowsTheDecomposition) {
+    const std::string dir = kOut + "/run_base", run = dir + "/run";
+    fs::remove_all(dir);
+    fs::create_directories(run);
+    for (const auto& [name, form, seed] : {std::tuple<const char*, const char*, const char*>{"a", "exp_exp,none", "1"}, {"b", "exp_exp,none", "2"},
+                                           {"base", "none", "3"}}) {
+        Outcome r = Ssaviz({"init-random", "--out", dir + "/" + name, "--family", "pythia", "--layout", "lit", "--layers", "2", "--heads", "2",
+                            "--embd", "32", "--query-form", form, "--seed", seed});
+        ASSERT_EQ(r.code, 0) << r.err;
+    }
+    for (const char* f : {"lit_config.json", "vocab.json", "merges.txt"}) fs::copy_file(dir + "/a/" + f, run + "/" + f);
+    fs::copy_file(dir + "/a/lit_model.pth", run + "/iter-000100-ckpt.pth");
+    fs::copy_file(dir + "/b/lit_model.pth", run + "/iter-000200-ckpt.pth");
+    const std::string text = "The cat sat on the mat and looked at the dog.";
+    Outcome r = Ssaviz({"export", "--run", run, "--base", dir + "/base", "--steps", "all", "--text", text, "--out", dir + "/out", "--format",
+                        "json,png"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string csv = ReadFile(dir + "/out/run.csv");
+    EXPECT_EQ(csv.substr(0, csv.find('\n')), "run,step,layer,head,entropy,js_divergence,sink_mass,tau_q_mean,js_total,js_drift,loss_mean");
+    const json timeline = json::parse(ReadFile(dir + "/out/run.json"));
+    ASSERT_EQ(timeline["steps"].size(), 2u);
+    for (const json& step : timeline["steps"]) {
+        const json m = json::parse(ReadFile(dir + "/out/" + step["name"].get<std::string>() + "/metrics.json"));
+        ASSERT_TRUE(m.contains("decomposition")) << step["name"];
+        for (int l = 0; l < 2; ++l)
+            for (int h = 0; h < 2; ++h)
+                for (const char* part : {"js_total", "js_drift"}) {
+                    const double want = m["decomposition"][part][l][h], got = step["heads"][part][l][h];
+                    EXPECT_NEAR(got, want, 1e-6) << step["name"] << " " << part << " L" << l << " H" << h;
+                    EXPECT_GT(got, 0.0) << part;
+                }
+        EXPECT_TRUE(step["entropy_base"].is_number() && step["js_total"].is_number()) << step.dump();
+    }
+    EXPECT_NE(timeline["steps"][0]["heads"]["js_total"], timeline["steps"][1]["heads"]["js_total"]) << "each step its own change";
+    // The CSV's rows carry the same numbers (%.9g).
+    std::istringstream lines(csv);
+    std::string line;
+    std::getline(lines, line);
+    int rows = 0;
+    while (std::getline(lines, line)) {
+        std::vector<std::string> cells;
+        std::stringstream cut(line);
+        for (std::string c; std::getline(cut, c, ',');) cells.push_back(c);
+        ASSERT_EQ(cells.size(), 11u) << line;
+        const int step = std::stoi(cells[1]) == 100 ? 0 : 1, l = std::stoi(cells[2]), h = std::stoi(cells[3]);
+        EXPECT_NEAR(std::stod(cells[8]), timeline["steps"][step]["heads"]["js_total"][l][h].get<double>(), 1e-7) << line;
+        EXPECT_NEAR(std::stod(cells[9]), timeline["steps"][step]["heads"]["js_drift"][l][h].get<double>(), 1e-7) << line;
+        ++rows;
+    }
+    EXPECT_EQ(rows, 2 * 2 * 2);
+    for (const char* curve : {"js_total", "js_drift", "entropy", "loss"})
+        EXPECT_GT(fs::exists(dir + "/out/curves/" + curve + ".png") ? fs::file_size(dir + "/out/curves/" + curve + ".png") : 0u, 1000u) << curve;
 }
 
 TEST_F(Cli, ExportWritesEveryFigure) {

@@ -42,6 +42,7 @@ app::Session Example() {
     s.settings.grid_mode = app::MapMode::Difference;
     s.settings.per_head_scale = true;
     s.settings.matrix_metric = "sink_mass";
+    s.settings.run_curve = "js_drift";
     s.settings.grid_cell = 64;
     s.settings.layout = {0.25f, 0.5f, 0.25f, 0.4f, false};
     app::ExportOptions& e = s.export_options;
@@ -94,6 +95,7 @@ TEST(Session, RoundTripsEveryField) {
     EXPECT_FALSE(back->settings.layout.editor_open);
     EXPECT_FLOAT_EQ(back->settings.layout.center, 0.5f);
     EXPECT_EQ(back->settings.map_mode, app::MapMode::Difference);
+    EXPECT_EQ(back->settings.run_curve, "js_drift");
     EXPECT_EQ(back->export_options.figures.highlight_head.head, 2);
     EXPECT_FLOAT_EQ(back->export_options.sink_epsilon, 0.4f);
 
@@ -213,6 +215,15 @@ TEST(Session, FlagKeysHaveTheFlagsBounds) {
     s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"export", {{"highlight", "warmth"}}}});
     ASSERT_FALSE(s);
     EXPECT_NE(s.error().find("'export.highlight': 'warmth' is not one of"), std::string::npos) << s.error();
+    s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"run_curve", "js_temperature"}}}});
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().find("'view.run_curve': 'js_temperature' is not one of entropy, js_divergence, sink_mass, tau_q_mean, js_total, "
+                             "js_drift, loss, tau_q_token"),
+              std::string::npos)
+        << s.error();
+    s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"map", "base_diff"}}}});
+    ASSERT_TRUE(s) << s.error();
+    EXPECT_EQ(s->settings.map_mode, app::MapMode::BaseDifference);
     // Keys the table does not know are left alone, as before.
     s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"colour", "red"}, {"export", {{"dpi", 300}}}});
     ASSERT_TRUE(s) << s.error();

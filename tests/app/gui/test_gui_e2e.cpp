@@ -460,6 +460,36 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
         const nlohmann::json r = meta["regions"][region];
         EXPECT_GT(DistinctColours(p, r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 6u) << region;
     }
+    EXPECT_EQ(state["run_curves"], nlohmann::json({"entropy", "js_divergence", "sink_mass", "tau_q_mean", "loss", "tau_q_token"}))
+        << "no base: none of the base's curves";
+    // Against a fine-tune's base (--base DIR) the curves add JS to base and JS drift: a session's
+    // run_curve js_total draws all that fine-tuning had changed by each step.
+    {
+        ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " init-random --out " + dir + "/base --family pythia --layout lit --layers 2 --heads 2" +
+                                 " --embd 32 --query-form none --seed 4",
+                             dir + "/init.log"),
+                  0)
+            << ReadFile(dir + "/init.log");
+        std::ofstream(dir + "/base_session.json") << nlohmann::json{{"ssaviz_session", 1}, {"run", run}, {"text", "The cat sat on the mat."},
+                                                                    {"view", {{"tab", "Run"}, {"run_curve", "js_total"}}}}
+                                                         .dump();
+        const std::string png_base = dir + "/shot_base.png";
+        ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --session " + dir + "/base_session.json --base " + dir + "/base --screenshot " +
+                                 png_base + " --frames 4",
+                             dir + "/base_log.txt"),
+                  0)
+            << ReadFile(dir + "/base_log.txt");
+        const nlohmann::json meta_base = nlohmann::json::parse(ReadFile(png_base + ".json"), nullptr, false);
+        ASSERT_TRUE(meta_base.is_object() && meta_base.contains("state")) << ReadFile(dir + "/base_log.txt");
+        EXPECT_EQ(meta_base["state"]["comparison"], "base");
+        EXPECT_EQ(meta_base["state"]["timeline_steps"], nlohmann::json({100, 200, 400}));
+        EXPECT_EQ(meta_base["state"]["run_curve"], "js_total");
+        EXPECT_EQ(meta_base["state"]["run_curves"],
+                  nlohmann::json({"entropy", "js_divergence", "sink_mass", "tau_q_mean", "js_total", "js_drift", "loss", "tau_q_token"}));
+        ASSERT_TRUE(meta_base["regions"].contains("run_curves")) << meta_base["regions"].dump();
+        const nlohmann::json r = meta_base["regions"]["run_curves"];
+        EXPECT_GT(DistinctColours(Load(png_base), r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 6u);
+    }
     // A session keeps the run and the step shown: it opens there again, on the session's tab.
     std::ofstream(dir + "/session.json") << nlohmann::json{{"ssaviz_session", 1}, {"run", run}, {"model", run + "/iter-000200-ckpt.pth"},
                                                            {"text", "The cat sat on the mat."}, {"view", {{"tab", "Matrix"}}}}

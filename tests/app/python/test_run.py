@@ -112,6 +112,33 @@ def test_export_writes_what_the_command_line_writes(run_dir, tmp_path):
         ssaviz.load_run(run_dir).export(TEXT, tmp_path / "bad", steps=[7])
 
 
+def test_a_run_against_a_base(run_dir, tmp_path):
+    """base=: every step against a fine-tune's base, as `ssaviz export --run --base` (byte for byte);
+    Run.analyze's head("js_total") and head("js_drift") are run.json's per-head decomposition."""
+    base = tmp_path / "base"
+    run_cli("init-random", "--out", str(base), "--family", "pythia", "--layout", "lit", "--layers", "2", "--heads", "2", "--embd", "32",
+            "--query-form", "none", "--seed", "9")
+    code, _, err = run_cli("export", "--run", str(run_dir), "--base", str(base), "--text", TEXT, "--out", str(tmp_path / "cli"),
+                           "--steps", "300", "--format", "json,png", check=False)
+    assert code == 3, err  # the truncated step
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        timeline = ssaviz.load_run(run_dir).export(TEXT, tmp_path / "py", steps=[300], formats="json,png", base=base)
+        analysis = ssaviz.load_run(run_dir).analyze(TEXT, base=str(base))
+    want, got = tree(tmp_path / "cli"), tree(tmp_path / "py")
+    assert {"curves/js_total.png", "curves/js_drift.png", "step-000300/metrics.json"} <= set(want)
+    assert sorted(got) == sorted(want)
+    for name in want:
+        assert got[name] == want[name], name
+    assert "js_total" in timeline["steps"][0]["heads"] and "entropy_base" in timeline["steps"][0]
+    for k, step in enumerate(timeline["steps"]):
+        for part in ("js_total", "js_drift"):
+            np.testing.assert_allclose(np.array(step["heads"][part], dtype=np.float64), analysis.head(part)[k], rtol=0, atol=1e-6)
+    assert analysis.arrays("loss_base").shape == (3, analysis.arrays("loss").shape[1])
+    with pytest.raises(ValueError, match='base= goes with compare="base"'):
+        ssaviz.load_run(run_dir).export(TEXT, tmp_path / "bad", compare="local", base=base)
+
+
 def test_not_a_run_is_one_clear_error(run_dir):
     with pytest.raises(ValueError, match="holds no checkpoints"):
         ssaviz.load_run(os.path.dirname(run_dir))
