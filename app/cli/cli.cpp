@@ -239,7 +239,9 @@ std::vector<BatchText> ReadBatch(const std::string& path, const std::string& con
 // --lens's sides, with their progress.
 std::vector<std::shared_ptr<const model::Lens>> RunLensWithProgress(Runner& runner, const model::Analysis& a) {
     ProgressBar bar("lens");
-    auto sides = app::RunLensSides(runner.engine(), a, [&](size_t done, size_t total) { bar.Update(done, total, done == 1 ? "SSA" : "comparison"); });
+    auto sides = app::RunLensSides(runner.engine(), a, [&](size_t done, size_t total) {
+        bar.Update(done, total, done < total ? LensSideName(a, done) : "");  // the side now running
+    });
     if (!sides) throw Failure{kExitFailure, "--lens: " + sides.error()};
     return std::move(*sides);
 }
@@ -300,6 +302,7 @@ int CmdExport(const CommandOptions& o) {
                     const auto sides = RunLensWithProgress(*runner, *analysis);
                     row["lens_loss"] = LensLossByLayer(*sides[0]);
                     if (sides.size() > 1) row["lens_loss_compare"] = LensLossByLayer(*sides[1]);
+                    if (sides.size() > 2) row["lens_loss_base"] = LensLossByLayer(*sides[2]);
                     lens_files = LensExportFiles(runner->engine(), runner->Info(), *analysis, sides, one);
                 }
                 if (auto s = WriteExport(t.text, *analysis, runner->Info(), one, nullptr, std::move(lens_files)); !s) throw Failure{kExitFailure, s.error()};

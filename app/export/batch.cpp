@@ -134,10 +134,10 @@ model::Status WriteBatchSummary(const std::string& out_dir, const json& rows, co
             columns.insert(columns.end(), std::begin(kBaseColumns), std::end(kBaseColumns));
             break;
         }
-    // With --lens, each text's loss read after each layer (lens_loss: [L + 1], and the comparison's):
+    // With --lens, each text's loss read after each layer (lens_loss: [L + 1], the comparison's, the base's):
     // one column a layer, lens_loss_0 (the embeddings) .. lens_loss_L (the model's own).
     std::vector<std::pair<std::string, size_t>> layer_columns;  // "lens_loss_3" -> index 3 of "lens_loss"
-    for (const char* key : {"lens_loss", "lens_loss_compare"}) {
+    for (const char* key : {"lens_loss", "lens_loss_compare", "lens_loss_base"}) {
         size_t layers = 0;
         for (const json& r : rows)
             if (r.contains(key) && r[key].is_array()) layers = std::max(layers, r[key].size());

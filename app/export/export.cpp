@@ -403,13 +403,15 @@ model::Result<std::vector<std::shared_ptr<const model::Lens>>> RunLensSides(mode
                                                                      const std::function<void(size_t, size_t)>& side_done) {
     if (auto matched = MatchLensComparison(engine, a); !matched) return model::Fail(matched.error());
     const bool compare = !a.compare_label.empty() && a.comparison != model::Comparison::Unedited;
+    std::vector<model::MapSide> run = {model::MapSide::Ssa};
+    if (compare) run.push_back(model::MapSide::Compare);
+    if (compare && a.HasBase()) run.push_back(model::MapSide::Base);
     std::vector<std::shared_ptr<const model::Lens>> sides;
-    for (model::MapSide side : {model::MapSide::Ssa, model::MapSide::Compare}) {
-        if (side == model::MapSide::Compare && !compare) break;
+    for (model::MapSide side : run) {
         auto lens = engine.RunLens(a.tokens.ids, side);
         if (!lens) return model::Fail(lens.error());
         sides.push_back(std::make_shared<const model::Lens>(std::move(*lens)));
-        if (side_done) side_done(sides.size(), compare ? 2 : 1);
+        if (side_done) side_done(sides.size(), run.size());
     }
     return sides;
 }
@@ -426,11 +428,16 @@ std::string LensCompareTitle(const model::Analysis& a) {
 
 }  // namespace
 
+std::string LensSideName(const model::Analysis& a, size_t k) { return k == 0 ? "SSA" : k == 1 ? LensCompareTitle(a) : "base"; }
+
 std::vector<ExportFile> LensExportFiles(const model::Engine& engine, const model::ModelInfo& info, const model::Analysis& a,
                                         const std::vector<std::shared_ptr<const model::Lens>>& sides, const ExportOptions& options) {
     const model::Tokenizer& tokenizer = engine.tokenizer();
+    std::vector<LensSideFiles> named;
+    const std::string suffixes[] = {"", CompareFileSuffix(a), "_base"};
+    for (size_t k = 0; k < sides.size() && k < std::size(suffixes); ++k) named.push_back({sides[k], suffixes[k], LensSideName(a, k)});
     return LensFiles(
-        sides.at(0), sides.size() > 1 ? sides[1] : nullptr, CompareFileSuffix(a), LensCompareTitle(a),
+        named,
         [&](int32_t id) {
             auto text = tokenizer.Decode({id});
             return text ? *text : std::string();
@@ -449,15 +456,15 @@ json LensLossByLayer(const model::Lens& lens) {
     return out;
 }
 
-std::vector<ExportFile> LensFiles(std::shared_ptr<const model::Lens> lens, std::shared_ptr<const model::Lens> compare,
-                                  const std::string& compare_suffix, const std::string& compare_name,
-                                  const std::function<std::string(int32_t)>& piece,
+std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const std::function<std::string(int32_t)>& piece,
                                   const ExportOptions& options, const std::vector<std::string>& token_labels, const std::string& model_name) {
     std::vector<ExportFile> files;
     std::vector<const char*> extensions;
     if (options.png) extensions.push_back("png");
     if (options.svg) extensions.push_back("svg");
-    for (const auto& [side, suffix] : {std::pair{lens, std::string()}, std::pair{compare, compare_suffix}}) {
+    for (const LensSideFiles& named : sides) {
+        const std::shared_ptr<const model::Lens>& side = named.lens;
+        const std::string& suffix = named.suffix;
         if (!side) continue;
         const int64_t L = side->n_layer, H = side->n_head, T = side->n_tokens, k = side->top_k;
         struct Array { const char* name; const std::vector<float>* data; std::vector<int64_t> shape; };
@@ -494,7 +501,7 @@ std::vector<ExportFile> LensFiles(std::shared_ptr<const model::Lens> lens, std::
                              return WriteText(full, Dump(j, -1) + "\n");
                          }});
         // Figures for papers: the lens grid and the heads' mean attribution.
-        const std::string side_name = suffix.empty() ? "SSA" : compare_name;
+        const std::string& side_name = named.name;
         std::vector<std::string> layer_rows = {"embeddings"}, head_rows, head_cols;
         for (int64_t l = 0; l < L; ++l) layer_rows.push_back("after L" + std::to_string(l)), head_rows.push_back("L" + std::to_string(l));
         for (int64_t h = 0; h < H; ++h) head_cols.push_back("H" + std::to_string(h));
@@ -540,18 +547,26 @@ std::vector<ExportFile> LensFiles(std::shared_ptr<const model::Lens> lens, std::
             }, size_t{64} << 20));
         }
     }
-    // For papers: the last token's logit split by head, SSA's parts beside the comparison's, the
-    // heads whose parts are largest on either side (dla_bars).
-    const int64_t T = lens ? lens->n_tokens : 0;
-    if (lens && T >= 2 && !extensions.empty()) {
+    // For papers: the last token's logit split by head, SSA's parts beside the other sides', the
+    // heads whose parts are largest on any side (dla_bars).
+    std::vector<LensSideFiles> shown;
+    for (const LensSideFiles& side : sides)
+        if (side.lens) shown.push_back(side);
+    const int64_t T = shown.empty() ? 0 : shown[0].lens->n_tokens;
+    if (T >= 2 && !extensions.empty()) {
         const std::string token = static_cast<size_t>(T - 1) < token_labels.size() ? token_labels[T - 1] : "?";
         for (const char* ext : extensions)
-            files.push_back(FigureFile("dla_bars", ext, [lens, compare, model_name, token, T] {
-                const int64_t L = lens->n_layer, H = lens->n_head, last = T - 2;
+            files.push_back(FigureFile("dla_bars", ext, [shown, model_name, token, T] {
+                const model::Lens& first = *shown[0].lens;
+                const int64_t L = first.n_layer, H = first.n_head, last = T - 2;
                 auto part = [&](const model::Lens& side, int64_t k) { return side.dla[k * (T - 1) + last]; };
                 std::vector<int64_t> heads(static_cast<size_t>(L * H));
                 for (int64_t k = 0; k < L * H; ++k) heads[k] = k;
-                auto weight = [&](int64_t k) { return std::max(std::abs(part(*lens, k)), compare ? std::abs(part(*compare, k)) : 0.0f); };
+                auto weight = [&](int64_t k) {
+                    float most = 0;
+                    for (const LensSideFiles& side : shown) most = std::max(most, std::abs(part(*side.lens, k)));
+                    return most;
+                };
                 std::stable_sort(heads.begin(), heads.end(), [&](int64_t a, int64_t b) { return weight(a) > weight(b); });
                 heads.resize(std::min<size_t>(heads.size(), 16));
                 viz::Plot plot;
@@ -561,19 +576,16 @@ std::vector<ExportFile> LensFiles(std::shared_ptr<const model::Lens> lens, std::
                 plot.Options.YLabel = "direct logit attribution";
                 plot.Options.Width = 900;
                 plot.Options.Height = 440;
-                viz::PlotSeries ssa, other;
-                ssa.Name = "SSA";
-                ssa.Kind = other.Kind = viz::SeriesKind::Bars;
-                ssa.Color = viz::kSsaColor;
-                other.Name = "comparison";
-                other.Color = viz::kCompareColor;
-                for (int64_t k : heads) {
-                    plot.Options.XCategories.push_back("L" + std::to_string(k / H) + " H" + std::to_string(k % H));
-                    ssa.Y.push_back(part(*lens, k));
-                    if (compare) other.Y.push_back(part(*compare, k));
+                for (int64_t k : heads) plot.Options.XCategories.push_back("L" + std::to_string(k / H) + " H" + std::to_string(k % H));
+                const viz::Rgba8 colors[] = {viz::kSsaColor, viz::kCompareColor, viz::kBaseColor};
+                for (size_t n = 0; n < shown.size(); ++n) {
+                    viz::PlotSeries series;
+                    series.Name = n != 1 ? shown[n].name : shown.size() > 2 ? "tau = 1" : "comparison";  // SSA, comparison / tau = 1, base
+                    series.Kind = viz::SeriesKind::Bars;
+                    series.Color = colors[std::min<size_t>(n, std::size(colors) - 1)];
+                    for (int64_t k : heads) series.Y.push_back(part(*shown[n].lens, k));
+                    plot.Series.push_back(std::move(series));
                 }
-                plot.Series.push_back(std::move(ssa));
-                if (compare) plot.Series.push_back(std::move(other));
                 return viz::PlotFigure(plot);
             }, size_t{64} << 20));
     }

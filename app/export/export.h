@@ -42,29 +42,36 @@ struct ExportFile {
 // so --size and the core count do not multiply (a file larger than this is written alone).
 constexpr size_t kExportMemoryBudget = size_t{1} << 30;
 
-// The logit lens and direct logit attribution's files (SPEC section 10) of one side and its
-// comparison (null: none), named with `compare_suffix` ("_compare", "_tau1"): lens_loss.npy
-// [L + 1, T - 1], lens_top.json (each layer's and position's top pieces: id, piece, probability),
-// dla.npy [L, H, T - 1], dla_mlp.npy [L, T - 1], dla_embed.npy and dla_const.npy [T - 1].
-// `piece` names an id as the views do. With PNG or SVG among `options`' formats, figures too:
-// lens.png (the lens as a layer x position heatmap of p(next token), log scale) and dla_heads.png
-// (each head's part of the next token's logit, averaged over the positions, on a diverging
-// scale), and the comparison's (titled `compare_name`). WriteExport writes them with the rest (`extra`).
-std::vector<ExportFile> LensFiles(std::shared_ptr<const model::Lens> lens, std::shared_ptr<const model::Lens> compare,
-                                  const std::string& compare_suffix, const std::string& compare_name,
-                                  const std::function<std::string(int32_t)>& piece,
+// One side's lens as its files name it: `suffix` "" (SSA), "_compare" / "_tau1" (the comparison),
+// "_base"; `name` the figures' title ("SSA", "tau = 1", "base").
+struct LensSideFiles {
+    std::shared_ptr<const model::Lens> lens;
+    std::string suffix, name;
+};
+// The logit lens and direct logit attribution's files (SPEC section 10) of each side, named with
+// its suffix: lens_loss.npy [L + 1, T - 1], lens_top.json (each layer's and position's top
+// pieces: id, piece, probability), dla.npy [L, H, T - 1], dla_mlp.npy [L, T - 1], dla_embed.npy
+// and dla_const.npy [T - 1]. `piece` names an id as the views do. With PNG or SVG among
+// `options`' formats, figures too: lens.png (the lens as a layer x position heatmap of p(next
+// token), log scale) and dla_heads.png (each head's part of the next token's logit, averaged over
+// the positions, on a diverging scale). WriteExport writes them with the rest (`extra`).
+std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const std::function<std::string(int32_t)>& piece,
                                   const ExportOptions& options, const std::vector<std::string>& token_labels, const std::string& model_name);
 
 // --lens's run: the lens of `a`'s ids on the SSA side and, unless `a` is against the unedited model
 // or has no comparison, on its comparison (tau = 1, the twin, or with a base its weights at tau =
-// 1), each a forward pass of its own (the model as loaded: the caller refuses what-ifs);
-// `side_done(sides done, sides)` after each.
+// 1) and with a base on the base, each a forward pass of its own (the model as loaded: the caller
+// refuses what-ifs): [SSA, comparison, base], as many as there are; `side_done(sides done,
+// sides)` after each.
 // The engine's comparison made `a`'s where the lens's comparison side depends on it (tau = 1 and
 // layer-local are the same model's: a later analysis may have switched between them), or a
 // one-line error where `a` compared with another model than the engine now does.
 model::Status MatchLensComparison(model::Engine& engine, const model::Analysis& a);
 model::Result<std::vector<std::shared_ptr<const model::Lens>>> RunLensSides(model::Engine& engine, const model::Analysis& a,
                                                                      const std::function<void(size_t, size_t)>& side_done = {});
+// The name of RunLensSides' k-th side for `a` (progress bars, figure titles): "SSA", the
+// comparison's, "base".
+std::string LensSideName(const model::Analysis& a, size_t k);
 // LensFiles of those sides, pieces named by the engine's tokenizer.
 std::vector<ExportFile> LensExportFiles(const model::Engine& engine, const model::ModelInfo& info, const model::Analysis& a,
                                         const std::vector<std::shared_ptr<const model::Lens>>& sides, const ExportOptions& options);

@@ -429,6 +429,13 @@ void InferenceWorker::TimelineJob(const Request& r) {
     }
 }
 
+std::vector<model::MapSide> InferenceWorker::LensSides(const Request& r) const {
+    std::vector<model::MapSide> sides = {model::MapSide::Ssa};
+    if (r.lens_compare) sides.push_back(model::MapSide::Compare);
+    if (r.lens_compare && m_runner->engine().comparison() == model::Comparison::Base) sides.push_back(model::MapSide::Base);
+    return sides;
+}
+
 void InferenceWorker::LensJob(const Request& r) {
     using Kind = WorkerEvent::Kind;
     if (!m_runner) return Emit({Kind::Error, {}, nullptr, "no model is open", r.id});
@@ -437,9 +444,8 @@ void InferenceWorker::LensJob(const Request& r) {
     pair->model_dir = m_runner->Info().dir;
     pair->compare_label = r.compare_label;
     m_progress = 0.0f;
-    for (model::MapSide side : {model::MapSide::Ssa, model::MapSide::Compare}) {
-        if (side == model::MapSide::Compare && !r.lens_compare) break;
-        model::LensOptions options;  // each side's fraction done, from 0 again for the comparison
+    for (model::MapSide side : LensSides(r)) {
+        model::LensOptions options;  // each side's fraction done, from 0 again for the next
         options.cancel = &m_cancel;
         options.progress = &m_progress;
         auto lens = m_runner->engine().RunLens(r.ids, side, options);
@@ -448,7 +454,8 @@ void InferenceWorker::LensJob(const Request& r) {
             return Emit({Kind::Error, {}, nullptr, "the lens: " + lens.error(), r.id});
         }
         if (side == model::MapSide::Ssa) pair->ssa = std::move(*lens);
-        else pair->compare = std::move(*lens);
+        else if (side == model::MapSide::Compare) pair->compare = std::move(*lens);
+        else pair->base = std::move(*lens);
     }
     WorkerEvent e{Kind::Lens, {}, nullptr, "", r.id, NowMs() - r.start_ms};
     e.lens = std::move(pair);
@@ -463,12 +470,12 @@ void InferenceWorker::LensAtPosition(const Request& r) {
     pair->model_dir = m_runner->Info().dir;
     pair->compare_label = r.compare_label;
     pair->position = r.position;
-    for (model::MapSide side : {model::MapSide::Ssa, model::MapSide::Compare}) {
-        if (side == model::MapSide::Compare && !r.lens_compare) break;
+    for (model::MapSide side : LensSides(r)) {
         auto at = m_runner->engine().RunLensAt(r.ids, side, r.position);
         if (!at) return Emit({Kind::Error, {}, nullptr, "the lens: " + at.error(), r.id});
         if (side == model::MapSide::Ssa) pair->ssa = std::move(*at);
-        else pair->compare = std::move(*at);
+        else if (side == model::MapSide::Compare) pair->compare = std::move(*at);
+        else pair->base = std::move(*at);
     }
     WorkerEvent e{Kind::LensAt, {}, nullptr, "", r.id, NowMs() - r.start_ms};
     e.lens_at = std::move(pair);

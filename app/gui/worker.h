@@ -39,6 +39,7 @@ struct LensPair {
     std::string model_dir, compare_label;  // and the model's folder and comparison (LensKey)
     model::Lens ssa;
     std::optional<model::Lens> compare;  // tau = 1, the twin, or with a base its weights at tau = 1
+    std::optional<model::Lens> base;     // a fine-tune's base
 };
 
 // One position's lens and attribution (Engine::RunLensAt), SSA and its comparison: what the Lens tab
@@ -49,6 +50,7 @@ struct LensAtPair {
     int64_t position = 0;
     model::LensAt ssa;
     std::optional<model::LensAt> compare;
+    std::optional<model::LensAt> base;
 };
 
 // A training run's timeline of one text (the Run tab): its steps analysed so far, each opened on
@@ -189,6 +191,8 @@ private:
     bool Superseded();  // a job's check between steps: cancelled, or another request waits
     void RankHeadsJob(const Request& r);
     void ContinueJob(const Request& r);
+    // The sides a lens request runs: SSA, its comparison when asked, and the base beside a base.
+    std::vector<model::MapSide> LensSides(const Request& r) const;
     void LensJob(const Request& r);
     void LensAtPosition(const Request& r);
     void TimelineJob(const Request& r);

@@ -641,6 +641,7 @@ std::pair<std::string, std::string> ExportText(const std::shared_ptr<ModelCore>&
     LensRun lens = LensOf(*core, *analysis, options);  // each text's loss by layer in the summary, as the command line's
     if (!lens.sides.empty()) row["lens_loss"] = LensLossByLayer(*lens.sides[0]);
     if (lens.sides.size() > 1) row["lens_loss_compare"] = LensLossByLayer(*lens.sides[1]);
+    if (lens.sides.size() > 2) row["lens_loss_base"] = LensLossByLayer(*lens.sides[2]);
     if (auto s = WriteExport(text, *analysis, core->info, options, nullptr, std::move(lens.files)); !s) throw WriteFailed(s.error());
     return {row.dump(), ""};
 }

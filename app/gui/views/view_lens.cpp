@@ -105,7 +105,8 @@ void LensView::Draw(WindowState& state) {
         ImGui::Separator();
         const Parts ssa = PartsOf(lens.ssa, position);
         const Parts compare = lens.compare ? PartsOf(*lens.compare, position) : Parts{};
-        return DrawAttribution(state, position, ssa, lens.compare ? &compare : nullptr, cmp);
+        const Parts base = lens.base ? PartsOf(*lens.base, position) : Parts{};
+        return DrawAttribution(state, position, ssa, lens.compare ? &compare : nullptr, lens.base ? &base : nullptr, cmp);
     }
     // Until the whole lens runs: the selected query's column and attribution alone, read from a
     // residual stream the worker keeps (the first position of a text runs the forward pass).
@@ -122,8 +123,10 @@ void LensView::Draw(WindowState& state) {
     ImGui::Separator();
     const Parts ssa = PartsOf(at->ssa, a.n_layer, a.n_head);
     const Parts compare = at->compare ? PartsOf(*at->compare, a.n_layer, a.n_head) : Parts{};
+    const Parts base = at->base ? PartsOf(*at->base, a.n_layer, a.n_head) : Parts{};
     if (ssa.heads.empty()) return;
-    DrawAttribution(state, static_cast<int>(at->position), ssa, at->compare && !compare.heads.empty() ? &compare : nullptr, cmp);
+    DrawAttribution(state, static_cast<int>(at->position), ssa, at->compare && !compare.heads.empty() ? &compare : nullptr,
+                    at->base && !base.heads.empty() ? &base : nullptr, cmp);
 }
 
 void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::string& compare_name) {
@@ -152,14 +155,18 @@ void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::s
                           shown.c_str());
             char buf[96];
             const model::LensAt* c = at.compare && at.compare->loss.size() == s.loss.size() ? &*at.compare : nullptr;
-            if (c) std::snprintf(buf, sizeof buf, "p(next) %.3f  (%s %.3f)", std::exp(-s.loss[r]), compare_name.c_str(), std::exp(-c->loss[r]));
+            const model::LensAt* base = at.base && at.base->loss.size() == s.loss.size() ? &*at.base : nullptr;
+            if (c && base)
+                std::snprintf(buf, sizeof buf, "p(next) %.3f  (%s %.3f, base %.3f)", std::exp(-s.loss[r]), compare_name.c_str(),
+                              std::exp(-c->loss[r]), std::exp(-base->loss[r]));
+            else if (c) std::snprintf(buf, sizeof buf, "p(next) %.3f  (%s %.3f)", std::exp(-s.loss[r]), compare_name.c_str(), std::exp(-c->loss[r]));
             else std::snprintf(buf, sizeof buf, "p(next) %.3f", std::exp(-s.loss[r]));
             draw->AddText(ImVec2(p1.x + 8.0f, y + (cell_h - line) * 0.5f), ImGui::GetColorU32(ImGuiCol_TextDisabled), buf);
         }
         if (ImGui::IsMouseHoveringRect(ImVec2(o.x, y), ImVec2(p1.x + 8.0f + line * 14.0f, y + cell_h))) hovered = r;
     }
     const float height = rows * cell_h;
-    ImGui::Dummy(ImVec2(label_w + cell_w + line * 14.0f, height));
+    ImGui::Dummy(ImVec2(label_w + cell_w + line * (at.base ? 20.0f : 14.0f), height));
     state.regions["lens_column"] = Rect{o.x, o.y, label_w + cell_w, height};
     if (hovered >= 0 && ImGui::IsWindowHovered()) {
         std::string top;
@@ -231,10 +238,11 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens) {
     state.regions["lens_grid"] = Rect{child_pos.x, child_pos.y, std::min(avail, label_w + n * cell_w), rows * cell_h};
 }
 
-void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const Parts* c, const std::string& cmp) {
+void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const Parts* c, const Parts* b, const std::string& cmp) {
     const model::Analysis& a = *state.analysis;
     const int L = static_cast<int>(s.mlp.size()), H = L > 0 ? static_cast<int>(s.heads.size()) / L : 0;
     if (H == 0 || (c && c->heads.size() != s.heads.size())) return;
+    if (b && b->heads.size() != s.heads.size()) b = nullptr;
     ImGui::Text("Position %d '%s' -> '%s': logit %.3f (SSA)", t, TokenLabel(a.tokens.pieces[t]).c_str(),
                 TokenLabel(a.tokens.pieces[t + 1]).c_str(), s.logit);
     if (c) {
@@ -242,63 +250,103 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
         const bool local = a.comparison == model::Comparison::LayerLocal && !HasTwin(a) && !a.HasBase();
         ImGui::TextDisabled(local ? "%.3f (%s: its parts' sum)" : "%.3f (%s)", c->logit, cmp.c_str());
     }
+    if (b) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("%.3f (base)", b->logit);
+    }
     auto at = [&](const Parts& x, int l, int h) { return x.heads[static_cast<size_t>(l) * H + h]; };
-    // Heads by the size of their SSA part; the comparison's beside each.
+    // Heads by the size of their SSA part (with a base, on request, by how much fine-tuning changed
+    // it); the other sides beside each.
+    const bool by_change = b && m_by_change;
+    auto rank = [&](int k) { return std::abs(at(s, k / H, k % H) - (by_change ? at(*b, k / H, k % H) : 0.0f)); };
     std::vector<int> order(static_cast<size_t>(L) * H);
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return std::abs(at(s, x / H, x % H)) > std::abs(at(s, y / H, y % H)); });
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return rank(x) > rank(y); });
     const int shown = std::min<int>(static_cast<int>(order.size()), 12);
-    // Two scales: the heads' (both sides), and the layers' totals with the embeddings and biases.
+    // The sides as bars, SSA first.
+    struct Side {
+        const Parts* parts;
+        ImU32 color;
+    };
+    std::vector<Side> sides = {{&s, viz::ToImU32(viz::kSsaColor)}};
+    if (c) sides.push_back({c, viz::ToImU32(viz::kCompareColor)});
+    if (b) sides.push_back({b, viz::ToImU32(viz::kBaseColor)});
+    // Two scales: the heads' (every side), and the layers' totals with the embeddings and biases.
     float most = 1e-6f, most_layer = 1e-6f;
-    for (int k = 0; k < shown; ++k) {
-        most = std::max(most, std::abs(at(s, order[k] / H, order[k] % H)));
-        if (c) most = std::max(most, std::abs(at(*c, order[k] / H, order[k] % H)));
+    for (int k = 0; k < shown; ++k)
+        for (const Side& side : sides) most = std::max(most, std::abs(at(*side.parts, order[k] / H, order[k] % H)));
+    auto attention_of = [&](const Parts& x, int l) {
+        float sum = 0;
+        for (int h = 0; h < H; ++h) sum += at(x, l, h);
+        return sum;
+    };
+    const std::vector<Side> layer_sides = b ? std::vector<Side>{sides.front(), sides.back()} : std::vector<Side>{sides.front()};
+    for (const Side& side : layer_sides) {
+        const Parts& x = *side.parts;
+        for (int l = 0; l < L; ++l) most_layer = std::max({most_layer, std::abs(attention_of(x, l)), std::abs(x.mlp[l])});
+        most_layer = std::max({most_layer, std::abs(x.embed), std::abs(x.constants)});
     }
-    for (int l = 0; l < L; ++l) {
-        float attention = 0;
-        for (int h = 0; h < H; ++h) attention += at(s, l, h);
-        most_layer = std::max({most_layer, std::abs(attention), std::abs(s.mlp[l])});
-    }
-    most_layer = std::max({most_layer, std::abs(s.embed), std::abs(s.constants)});
     float* scale_of = &most;
     const float line = ImGui::GetTextLineHeight();
     const float label_w = ImGui::CalcTextSize("L00 H00 ").x, number_w = ImGui::CalcTextSize("-00.000  ").x;
-    const float width = std::max(60.0f, ImGui::GetContentRegionAvail().x - label_w - 2 * number_w);
-    const ImU32 ssa_color = viz::ToImU32(viz::kSsaColor), cmp_color = viz::ToImU32(viz::kCompareColor);
+    const float width = std::max(60.0f, ImGui::GetContentRegionAvail().x - label_w - static_cast<float>(sides.size() + 1) * number_w);
     ImDrawList* draw = ImGui::GetWindowDrawList();
-    auto row = [&](const std::string& label, float v, float w, bool has_w, HeadRef* head) {
+    // One row: a bar a side, stacked in the row's height, and their numbers.
+    auto row = [&](const std::string& label, const std::vector<std::pair<float, ImU32>>& bars, HeadRef* head) {
         const ImVec2 p = ImGui::GetCursorScreenPos();
         const float zero = p.x + label_w + width * 0.5f, scale = width * 0.5f / *scale_of;
         ImGui::TextUnformatted(label.c_str());
-        const float h = has_w ? line * 0.5f : line;
-        Bar(draw, zero, scale, p.y, h, v, ssa_color);
-        if (has_w) Bar(draw, zero, scale, p.y + h, h, w, cmp_color);
+        const float h = line / static_cast<float>(bars.size());
+        std::string numbers;
+        for (size_t k = 0; k < bars.size(); ++k) {
+            Bar(draw, zero, scale, p.y + h * static_cast<float>(k), h, bars[k].first, bars[k].second);
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "%s%+.3f", k ? "  " : "", bars[k].first);
+            numbers += buf;
+        }
         draw->AddLine(ImVec2(zero, p.y), ImVec2(zero, p.y + line), IM_COL32(200, 200, 200, 90));
-        char buf[64];
-        std::snprintf(buf, sizeof buf, has_w ? "%+.3f  %+.3f" : "%+.3f", v, w);
-        draw->AddText(ImVec2(p.x + label_w + width + 6.0f, p.y), ImGui::GetColorU32(ImGuiCol_Text), buf);
+        draw->AddText(ImVec2(p.x + label_w + width + 6.0f, p.y), ImGui::GetColorU32(ImGuiCol_Text), numbers.c_str());
         ImGui::SetCursorScreenPos(ImVec2(p.x, p.y));
         ImGui::InvisibleButton(label.c_str(), ImVec2(label_w + width, line));
         if (head) HandleHeadClick(state, *head);
     };
-    ImGui::TextDisabled("heads by their part of the logit (orange SSA, blue %s); click selects the head", cmp.c_str());
+    if (b) {
+        ImGui::TextDisabled("heads by");
+        ImGui::SameLine();
+        if (ImGui::RadioButton("their SSA part", !m_by_change)) m_by_change = false;
+        viz::ItemTooltip("The heads that write most to the next token's logit in the fine-tune.");
+        ImGui::SameLine();
+        if (ImGui::RadioButton("change from base", m_by_change)) m_by_change = true;
+        viz::ItemTooltip("The heads whose part of the next token's logit fine-tuning changed most: |SSA - base|. A head whose "
+                         "SSA and tau = 1 bars differ owes its change to its temperatures; one whose tau = 1 and base bars "
+                         "differ, to the other weights' drift.");
+        ImGui::SameLine();
+        ImGui::TextDisabled("(orange SSA, blue %s, violet base); click selects the head", cmp.c_str());
+    } else {
+        ImGui::TextDisabled("heads by their part of the logit (orange SSA, blue %s); click selects the head", cmp.c_str());
+    }
     const ImVec2 start = ImGui::GetCursorScreenPos();
     for (int k = 0; k < shown; ++k) {
         HeadRef head{order[k] / H, order[k] % H};
-        row("L" + std::to_string(head.layer) + " H" + std::to_string(head.head), at(s, head.layer, head.head),
-            c ? at(*c, head.layer, head.head) : 0.0f, c != nullptr, &head);
+        std::vector<std::pair<float, ImU32>> bars;
+        for (const Side& side : sides) bars.push_back({at(*side.parts, head.layer, head.head), side.color});
+        row("L" + std::to_string(head.layer) + " H" + std::to_string(head.head), bars, &head);
     }
     ImGui::Spacing();
-    ImGui::TextDisabled("each layer: attention (its heads together) and MLP, SSA (a scale of its own)");
+    ImGui::TextDisabled(b ? "each layer: attention (its heads together) and MLP, SSA and base (a scale of their own)"
+                          : "each layer: attention (its heads together) and MLP, SSA (a scale of its own)");
     scale_of = &most_layer;
+    auto layer_row = [&](const std::string& label, auto&& value) {
+        std::vector<std::pair<float, ImU32>> bars;
+        for (const Side& side : layer_sides) bars.push_back({value(*side.parts), side.color});
+        row(label, bars, nullptr);
+    };
     for (int l = 0; l < L; ++l) {
-        float attention = 0;
-        for (int h = 0; h < H; ++h) attention += at(s, l, h);
-        row("L" + std::to_string(l) + " attn", attention, 0.0f, false, nullptr);
-        row("L" + std::to_string(l) + " MLP", s.mlp[l], 0.0f, false, nullptr);
+        layer_row("L" + std::to_string(l) + " attn", [&](const Parts& x) { return attention_of(x, l); });
+        layer_row("L" + std::to_string(l) + " MLP", [&](const Parts& x) { return x.mlp[l]; });
     }
-    row("embed", s.embed, 0.0f, false, nullptr);
-    row("biases", s.constants, 0.0f, false, nullptr);
+    layer_row("embed", [](const Parts& x) { return x.embed; });
+    layer_row("biases", [](const Parts& x) { return x.constants; });
     state.regions["lens_attribution"] = Rect{start.x, start.y, label_w + width, ImGui::GetCursorScreenPos().y - start.y};
 }
 

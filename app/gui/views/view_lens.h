@@ -2,8 +2,9 @@
 // of each side). A layer x position grid of the logit lens, each cell the token the residual
 // after that layer would predict, coloured by the probability it gives the actual next token
 // (hover: the top 5; click: that query); then, for the selected query, the heads ranked by their
-// direct contribution to the next token's logit, SSA beside its comparison, and each layer's
-// attention and MLP totals. Until the lens is run, the selected query's column and attribution
+// direct contribution to the next token's logit, SSA beside its comparison (and a fine-tune's base:
+// which heads' writes fine-tuning changed, the heads then ranked by that change if asked), and
+// each layer's attention and MLP totals. Until the lens is run, the selected query's column and attribution
 // alone (the worker's RunLensAt: at once after the text's first position).
 #pragma once
 
@@ -31,10 +32,13 @@ private:
 
     void DrawGrid(WindowState& state, const LensPair& lens);
     void DrawColumn(WindowState& state, const LensAtPair& at, const std::string& compare_name);
-    void DrawAttribution(WindowState& state, int position, const Parts& ssa, const Parts* compare, const std::string& compare_name);
+    // `base`: a fine-tune's base beside them (null: none).
+    void DrawAttribution(WindowState& state, int position, const Parts& ssa, const Parts* compare, const Parts* base,
+                         const std::string& compare_name);
 
     std::shared_ptr<const LensPair> m_for;       // what m_pieces was made for
     std::vector<std::string> m_pieces;           // [L + 1, T]: the top-1 piece of each cell
+    bool m_by_change = false;                    // with a base: heads ranked by |SSA - base| instead of |SSA|
 };
 
 }  // namespace app

@@ -388,8 +388,8 @@ class Analysis:
     # attribution, each side a forward pass of its own on the model as loaded, run when first asked
     # for and kept.
     def lens(self, side="ssa"):
-        """The logit lens and attribution of one side ("ssa", or "compare": tau = 1, the twin, or
-        with a base its weights at tau = 1) as numpy arrays: loss [L + 1, T - 1] (entry [l, t - 1]:
+        """The logit lens and attribution of one side ("ssa", "compare": tau = 1, the twin, or
+        with a base its weights at tau = 1, or "base": the base's own) as numpy arrays: loss [L + 1, T - 1] (entry [l, t - 1]:
         token t's loss read after layer l; row L is `loss`), top_ids / top_probs [L + 1, T, k],
         dla [L, H, T - 1] (head (l, h)'s part, at position t - 1, of token t's logit), dla_mlp
         [L, T - 1], dla_embed, dla_const and logit [T - 1]; the parts sum to the logit."""

@@ -93,6 +93,47 @@ TEST_F(Cli, ExportLensWritesTheLensAndTheAttribution) {
     EXPECT_NE(header.find(",lens_loss_0,lens_loss_1,lens_loss_2,lens_loss_compare_0,"), std::string::npos) << header;
 }
 
+// --lens against a fine-tune's base: a third side, the base's lens and attribution (`_base`), each
+// file the same bytes as the base model's own lens exported alone; its last lens row is
+// loss_base.npy; dla_bars draws the three sides; a batch's summary gains lens_loss_base.
+TEST_F(Cli, ExportLensAgainstABaseHasTheBasesLens) {
+    const std::string out = kOut + "/lens_base";
+    fs::remove_all(out);
+    fs::remove_all(out + "_alone");
+    const std::string text = "The cat sat on the mat. The cat";
+    Outcome r = Ssaviz({"export", "--model", Small(), "--base", Twin(), "--text", text, "--out", out, "--format", "npy,json,svg", "--lens"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = Ssaviz({"export", "--model", Twin(), "--text", text, "--out", out + "_alone", "--format", "npy,json", "--lens"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* name : {"lens_loss", "dla", "dla_mlp", "dla_embed", "dla_const"}) {
+        ASSERT_TRUE(fs::is_regular_file(out + "/" + name + "_base.npy")) << name;
+        EXPECT_EQ(ReadFile(out + "/" + name + "_base.npy"), ReadFile(out + "_alone/" + name + ".npy")) << name;
+        EXPECT_TRUE(fs::is_regular_file(out + "/" + name + "_tau1.npy")) << name;
+    }
+    EXPECT_EQ(json::parse(ReadFile(out + "/lens_top_base.json")), json::parse(ReadFile(out + "_alone/lens_top.json")));
+    for (const char* figure : {"lens_base.svg", "dla_heads_base.svg"}) EXPECT_TRUE(fs::is_regular_file(out + "/" + figure)) << figure;
+    const std::string bars = ReadFile(out + "/dla_bars.svg");
+    for (const char* label : {">SSA<", ">tau = 1<", ">base<"}) EXPECT_NE(bars.find(label), std::string::npos) << label;
+    const std::string check = std::string(SSAVIZ_PYTHON) + " -c \"import numpy as np, sys; d = sys.argv[1]; "
+                              "b = np.load(d + '/lens_loss_base.npy'); lb = np.load(d + '/loss_base.npy'); "
+                              "assert np.abs(b[-1] - lb).max() < 1e-5, np.abs(b[-1] - lb).max(); "
+                              "assert np.abs(b - np.load(d + '/lens_loss.npy')).max() > 1e-3, 'the base is its own model'\" " +
+                              Quote(out) + " >" + Scratch("lens_base_check.log") + " 2>&1";
+    EXPECT_EQ(std::system(check.c_str()), 0) << ReadFile(Scratch("lens_base_check.log"));
+    const std::string batch = Scratch("lens_base_batch.txt");
+    std::ofstream(batch) << "The cat sat on the mat.\nA dog ran in the park today.\n";
+    fs::remove_all(out + "_batch");
+    r = Ssaviz({"export", "--model", Small(), "--base", Twin(), "--text-file", batch, "--batch", "--out", out + "_batch", "--format", "json",
+                "--lens"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const json& row : json::parse(ReadFile(out + "_batch/summary.json"))["texts"]) {
+        ASSERT_EQ(row["lens_loss_base"].size(), 3u) << row.dump();
+        EXPECT_NEAR(row["lens_loss_base"][2].get<double>(), row["loss_base"].get<double>(), 1e-5) << row.dump();
+    }
+    const std::string csv = ReadFile(out + "_batch/summary.csv");
+    EXPECT_NE(csv.substr(0, csv.find('\n')).find(",lens_loss_base_0,lens_loss_base_1,lens_loss_base_2"), std::string::npos) << csv;
+}
+
 // Issue 36: --run analyses each checkpoint of a training run in step order; a truncated
 // checkpoint and one of another shape are named and skipped (exit 3) while the rest are written;
 // each step's numbers equal that checkpoint exported on its own, exactly.

@@ -323,6 +323,22 @@ TEST(EndToEnd, ThreeWayFromTheCommandLine) {
             EXPECT_GT(PixelsOf(g, meta_map["regions"]["row_chart"], viz::kBaseColor), 50u) << map;
         }
     }
+    // The Lens tab beside a base: each head's part of the next token's logit on the three sides,
+    // the base's bars violet beside SSA's and tau = 1's.
+    {
+        const std::string png_lens = dir + "/lens.png";
+        ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --model " + dir + "/ft --base " + dir + "/base --lens --tab lens --query 5 --text '" +
+                                 text + "' --screenshot " + png_lens + " --frames 4",
+                             dir + "/log_lens.txt"),
+                  0)
+            << ReadFile(dir + "/log_lens.txt");
+        const nlohmann::json meta_lens = nlohmann::json::parse(ReadFile(png_lens + ".json"), nullptr, false);
+        ASSERT_TRUE(meta_lens.is_object() && meta_lens.contains("regions")) << ReadFile(dir + "/log_lens.txt");
+        ASSERT_TRUE(meta_lens["regions"].contains("lens_attribution")) << meta_lens["regions"].dump();
+        const Picture g = Load(png_lens);
+        for (viz::Rgba8 colour : {viz::kSsaColor, viz::kCompareColor, viz::kBaseColor})
+            EXPECT_GT(PixelsOf(g, meta_lens["regions"]["lens_attribution"], colour), 20u) << int{colour.r} << "," << int{colour.g} << "," << int{colour.b};
+    }
     // The heads grid as SSA - base (a session's grid map): every head's change from the base, on
     // the diverging scale (red and blue cells); the same session without a base shows SSA's maps.
     for (bool with_base : {true, false}) {
