@@ -798,8 +798,9 @@ Figure PlotFigure(const std::vector<PlotSeries>& described, const PlotOptions& o
     const float tick = 4, gap = 3, caption_h = label_fs * 1.2f;
     const float top = std::ceil(kPad + (options.Title.empty() ? 4.0f : title_fs * 1.6f));
     const std::vector<float> y_ticks = NiceTicks(yr, false, std::clamp(static_cast<int>((f.Height - top - 60) / 40), 3, 8));
+    const std::vector<std::string> y_text = FormatTicks(y_ticks);
     float y_label_w = 0;
-    for (float v : y_ticks) y_label_w = std::max(y_label_w, MeasureText(FormatTick(v), fs));
+    for (const std::string& t : y_text) y_label_w = std::max(y_label_w, MeasureText(t, fs));
     const float left = std::ceil(kPad + (options.YLabel.empty() ? 0.0f : caption_h + 6) + y_label_w + gap + tick);
 
     // X ticks: the categories (turned when they do not fit side by side, thinned when crowded) or
@@ -833,7 +834,9 @@ Figure PlotFigure(const std::vector<PlotSeries>& described, const PlotOptions& o
     } else {
         for (int max_ticks = std::clamp(static_cast<int>(guess_w / 60), 2, 10); max_ticks >= 2; --max_ticks) {
             x_ticks.clear();
-            for (float v : NiceTicks(xr, false, max_ticks)) x_ticks.push_back({v, FormatTick(v)});
+            const std::vector<float> values = NiceTicks(xr, false, max_ticks);
+            const std::vector<std::string> texts = FormatTicks(values);
+            for (size_t k = 0; k < values.size(); ++k) x_ticks.push_back({values[k], texts[k]});
             bool fits = true;
             float prev_end = -INFINITY;
             for (const XTick& t : x_ticks) {
@@ -937,11 +940,12 @@ Figure PlotFigure(const std::vector<PlotSeries>& described, const PlotOptions& o
         if (x_vertical) AddText(f, X(t.value), py1 + tick + gap, t.text, fs, TextAlign::Right, true);
         else AddText(f, X(t.value), py1 + tick + gap + fs * 0.6f, t.text, fs, TextAlign::Center);
     }
-    for (float v : y_ticks) {
+    for (size_t k = 0; k < y_ticks.size(); ++k) {
+        const float v = y_ticks[k];
         if (!inside_y(v)) continue;
         const float y = std::clamp(centre(Y(v)), py0 + 0.5f, py1 - 0.5f);
         AddHLine(f, px0 - tick, px0, y, kAxis);
-        AddText(f, px0 - tick - gap, Y(v), FormatTick(v), fs, TextAlign::Right);
+        AddText(f, px0 - tick - gap, Y(v), y_text[k], fs, TextAlign::Right);
     }
     if (!options.XLabel.empty())
         AddText(f, px0 + pw * 0.5f, py1 + tick + gap + x_label_extent + 6 + caption_h * 0.5f, options.XLabel, label_fs, TextAlign::Center);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 namespace viz {
 namespace {
@@ -48,14 +49,38 @@ std::vector<float> NiceTicks(Range range, bool log_scale, int max_ticks) {
     return ticks;
 }
 
+namespace {
+
+// snprintf follows LC_NUMERIC; figures must read the same under a comma locale.
+std::string Print(const char* format, double value) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, format, value);
+    for (char* c = buf; *c; ++c)
+        if (*c == ',') *c = '.';
+    return buf;
+}
+
+bool NeighboursDiffer(const std::vector<std::string>& labels) {
+    for (size_t k = 1; k < labels.size(); ++k)
+        if (labels[k] == labels[k - 1]) return false;
+    return true;
+}
+
+}  // namespace
+
+std::vector<std::string> FormatTicks(const std::vector<float>& ticks) {
+    std::vector<std::string> labels;
+    for (float v : ticks) labels.push_back(FormatTick(v));
+    for (int digits = 4; digits <= 9 && !NeighboursDiffer(labels); ++digits) {
+        const std::string format = "%." + std::to_string(digits) + "g";
+        for (size_t k = 0; k < ticks.size(); ++k) labels[k] = ticks[k] == 0.0f ? "0" : Print(format.c_str(), ticks[k]);
+    }
+    return labels;
+}
+
 std::string FormatTick(float value) {
     char buf[32];
-    // snprintf follows LC_NUMERIC; figures must read the same under a comma locale.
-    auto print = [&](const char* format) {
-        std::snprintf(buf, sizeof buf, format, static_cast<double>(value));
-        for (char* c = buf; *c; ++c)
-            if (*c == ',') *c = '.';
-    };
+    auto print = [&](const char* format) { std::snprintf(buf, sizeof buf, "%s", Print(format, value).c_str()); };
     const float a = std::abs(value);
     if (value == 0.0f) return "0";
     if (a >= 1e3f && a < 1e6f) {

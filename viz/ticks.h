@@ -16,5 +16,8 @@ std::vector<float> NiceTicks(Range range, bool log_scale, int max_ticks = 6);
 
 // A short label for a value: "0.25", "1e-04", "-0.031". Always '.' as the decimal point.
 std::string FormatTick(float value);
+// Labels for an axis's ticks: FormatTick's, with more digits where two neighbours would read the
+// same ("10.85" beside "10.8", not "10.8" twice).
+std::vector<std::string> FormatTicks(const std::vector<float>& ticks);
 
 }  // namespace viz

@@ -130,12 +130,12 @@ std::vector<Quantity> MakeCatalogue() {
         // the temperatures' part is js_divergence (SSA against tau = 1). NaN without a base.
         Quantity("js_total", "JS to base", "JS total",
                  "Jensen-Shannon divergence of SSA's rows from the base model's: all that fine-tuning changed (with a base)", Scope::Row)
-            .Unit("nats").Members(&A::js_total).Read(R::RowMean).Format("%.4f").LargerFirst().Shown(kSsaSide),
+            .Unit("nats").Members(&A::js_total).Read(R::RowMean).Format("%.4f").LargerFirst().Shown(kSsaSide).BaseOnly(),
         Quantity("js_drift", "JS drift (tau=1 to base)", "JS drift",
                  "Jensen-Shannon divergence of the tau = 1 rows from the base's: what fine-tuning did to the other weights, the "
                  "temperatures aside (with a base)",
                  Scope::Row)
-            .Unit("nats").Members(&A::js_drift).Read(R::RowMean).Format("%.4f").LargerFirst().Shown(kSsaSide),
+            .Unit("nats").Members(&A::js_drift).Read(R::RowMean).Format("%.4f").LargerFirst().Shown(kSsaSide).BaseOnly(),
         // Temperatures.
         Quantity("tau_q", "tau_q", "tau_q", "query inverse temperature: larger = sharper row (1 = vanilla)", Scope::Row)
             .Members(&A::tau_q, &A::tau_q_compare, &A::tau_q_base).Read(R::TokenStats).Scaled(Scale::AroundOne).Json(kJsonHeads).Batch(kSsaSide)
@@ -325,6 +325,7 @@ std::vector<TokenColoring> MakeColorings() {
         {"sink_mass", MapMode::Ssa},      {"tau_q_position", MapMode::Ssa}, {"tau_q_token", MapMode::Ssa},
         {"loss", MapMode::Ssa},           {"loss", MapMode::Compare},       {"loss", MapMode::Difference},
         {"loss", MapMode::Base},          {"loss", MapMode::BaseDifference},
+        {"js_divergence", MapMode::Ssa},  {"js_total", MapMode::Ssa},       {"js_drift", MapMode::Ssa},
     };
     std::vector<TokenColoring> out;
     for (const auto& [key, mode] : rows) {
@@ -383,6 +384,7 @@ float TokenColorOffset(TokenColor color) { return Coloring(color).quantity->offs
 bool IsTemperature(TokenColor color) { return Coloring(color).quantity->scale == Scale::AroundOne; }
 bool IsLoss(TokenColor color) { return Coloring(color).quantity->scope == Scope::Token; }
 bool IsDelta(TokenColor color) { return IsDifference(Coloring(color).mode); }
+bool NeedsBase(TokenColor color) { return IsBaseMode(Coloring(color).mode) || Coloring(color).quantity->base_only; }
 
 std::vector<float> TokenLosses(const model::Analysis& a, TokenColor color) {
     return TokenValues(*Coloring(color).quantity, a, Coloring(color).mode);

@@ -115,6 +115,7 @@ struct Quantity {
     Sides batch = kNoSide;       // the sides whose model-wide mean a batch summary has (column key + Suffix)
     Sides shown = kNoSide;       // the sides the Table tab shows at first (the others on request) and the head tooltip lists
     bool sink = false;           // the sink-head rule reads it (IsSinkHead): tables, metrics.json and batches show the rule beside it
+    bool base_only = false;      // an analysis holds it only against a fine-tune's base (js_total, js_drift)
     int index = 0;               // its place in Quantities()
 
     const std::string& JsonKey() const { return json_key.empty() ? key : json_key; }
@@ -140,6 +141,7 @@ struct Quantity {
     Quantity& Batch(Sides s) { batch = s; return *this; }
     Quantity& Shown(Sides s) { shown = s; return *this; }
     Quantity& SinkRule() { sink = true; return *this; }
+    Quantity& BaseOnly() { base_only = true; return *this; }
 };
 
 //-------------------------------------------------------------------------------------------------
@@ -202,7 +204,8 @@ std::string HeadValueKeys();  // "entropy, normalized_entropy, ...", for message
 // comparison's loss), and with a base LossBase and LossDeltaBase (loss - the base's: where
 // fine-tuning helped), are per token, not per head. The enumerators name TokenColorings()' rows.
 enum class TokenColor {
-    TauQ, TauV, Entropy, Spikiness, SinkMass, TauQPosition, TauQToken, Loss, LossCompare, LossDelta, LossBase, LossDeltaBase
+    TauQ, TauV, Entropy, Spikiness, SinkMass, TauQPosition, TauQToken, Loss, LossCompare, LossDelta, LossBase, LossDeltaBase,
+    JsDivergence, JsTotal, JsDrift  // each query's row: SSA against the comparison; with a base against the base, tau = 1 against it
 };
 
 struct TokenColoring {
@@ -236,6 +239,8 @@ bool IsLoss(TokenColor color);
 // Whether it is a difference of two sides (LossDelta, LossDeltaBase): drawn on a symmetric
 // diverging scale around 0.
 bool IsDelta(TokenColor color);
+// Whether only an analysis against a fine-tune's base has it (the base's loss, JS to base, the drift).
+bool NeedsBase(TokenColor color);
 std::vector<float> TokenLosses(const model::Analysis& a, TokenColor color);
 
 }  // namespace app

@@ -808,7 +808,7 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
         if (IsBaseMode(mode) && !a.HasBase())
             return model::Fail(std::string("--maps ") + ToString(mode) + " needs a base (--base DIR, or --compare base); nothing was written");
     const bool figures = options.png || options.svg || options.html;
-    if (figures && IsBaseMode(Coloring(options.figures.highlight).mode) && !a.HasBase())
+    if (figures && NeedsBase(options.figures.highlight) && !a.HasBase())
         return model::Fail(std::string("--highlight ") + ToString(options.figures.highlight) +
                            " needs a base (--base DIR, or --compare base); nothing was written");
     std::vector<ExportFile> plan = PlanExport(text, a, info, options);

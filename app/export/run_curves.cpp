@@ -1,22 +1,25 @@
 #include "app/export/run_curves.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iterator>
 
 namespace app {
 
 void RunTimeline::Add(int64_t step, const std::string& checkpoint, const model::Analysis& a) {
-    Add(step, checkpoint, a.n_layer, a.n_head, SummarizeHeads(a), static_cast<float>(model::MeanLoss(a.loss)), a.n_tokens, a.tau_q.Flat());
+    Add(step, checkpoint, a.n_layer, a.n_head, SummarizeHeads(a), static_cast<float>(model::MeanLoss(a.loss)),
+        a.HasBase() ? static_cast<float>(model::MeanLoss(a.loss_base)) : NAN, a.n_tokens, a.tau_q.Flat());
 }
 
 void RunTimeline::Add(int64_t step, const std::string& checkpoint, int layer_count, int head_count, std::vector<HeadSummary> summaries, float mean_loss,
-                      int tokens, std::vector<float> step_tau_q) {
+                      float mean_loss_base, int tokens, std::vector<float> step_tau_q) {
     n_layer = layer_count;
     n_head = head_count;
     steps.push_back(step);
     checkpoints.push_back(checkpoint);
     heads.push_back(std::move(summaries));
     loss.push_back(mean_loss);
+    loss_base.push_back(mean_loss_base);
     if (tau_q.empty()) n_tokens = tokens;
     tau_q.push_back(std::move(step_tau_q));
 }
@@ -38,14 +41,6 @@ std::vector<std::string> RunCurveKeys(const RunTimeline& t) {
     std::vector<std::string> keys = RunHeadValues(t);
     keys.insert(keys.end(), {"loss", "tau_q_token"});
     return keys;
-}
-
-bool IsRunCurveKey(const std::string& key) {
-    for (const char* k : kRunHeadValues)
-        if (key == k) return true;
-    for (const char* k : kRunBaseValues)
-        if (key == k) return true;
-    return key == "loss" || key == "tau_q_token";
 }
 
 std::string RunCurveLabel(const std::string& key) {
@@ -75,6 +70,7 @@ RunCurve CurveOf(const RunTimeline& t, const std::string& key) {
     if (key == "loss") {
         c.label += ", loss on the text";
         c.all = t.loss;
+        if (std::any_of(t.loss_base.begin(), t.loss_base.end(), [](float v) { return std::isfinite(v); })) c.base = t.loss_base;
         return c;
     }
     c.layers.assign(static_cast<size_t>(t.n_layer), {});
@@ -118,6 +114,15 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
         s.Y = first.layers[l];
         s.Color = viz::SeriesColor(static_cast<int>(l));
         s.Color.a = 150;  // the layers behind the means
+        plot.Series.push_back(std::move(s));
+    }
+    // A fine-tune's base under them (the loss: where the run passes its base), violet.
+    if (!first.base.empty()) {
+        viz::PlotSeries s;
+        s.Name = "base (where fine-tuning began)";
+        s.X = first.steps;
+        s.Y = first.base;
+        s.Color = viz::kBaseColor;
         plot.Series.push_back(std::move(s));
     }
     // The means on top: the run's in black, a second run's in grey.

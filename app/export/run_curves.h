@@ -22,13 +22,14 @@ struct RunTimeline {
     std::vector<std::string> checkpoints;         // their files' names
     std::vector<std::vector<HeadSummary>> heads;  // each analysed step's heads [L * H]
     std::vector<float> loss;                      // each analysed step's mean loss on the text
+    std::vector<float> loss_base;                 // the base's (against a fine-tune's base; NaN without one)
     int n_tokens = 0;                             // the text's tokens (the first step's)
     std::vector<std::vector<float>> tau_q;        // each analysed step's tau_q [L, H, T]
     // Adds one step's analysis (its shape must be the timeline's, or the timeline's first).
     void Add(int64_t step, const std::string& checkpoint, const model::Analysis& a);
     // The same from what a step's analysis gave (app/export/run_export.h's RunStepResult).
     void Add(int64_t step, const std::string& checkpoint, int layer_count, int head_count, std::vector<HeadSummary> summaries, float mean_loss,
-             int tokens, std::vector<float> step_tau_q);
+             float mean_loss_base, int tokens, std::vector<float> step_tau_q);
     // Whether its steps ran against a fine-tune's base (--base DIR): a step has a head's js_total.
     bool HasBase() const;
 };
@@ -43,8 +44,15 @@ std::vector<std::string> RunHeadValues(const RunTimeline& t);
 // The curves a timeline offers (the Run tab's, a session's view.run_curve): its head values, "loss"
 // (the mean loss on the text), "tau_q_token" (the selected token's tau_q in the selected head).
 std::vector<std::string> RunCurveKeys(const RunTimeline& t);
-// Whether `key` names a curve some timeline offers (one against a base: every one).
-bool IsRunCurveKey(const std::string& key);
+// Whether `key` names a curve some timeline offers (one against a base: every one). Inline: sessions
+// read it where the plots are not linked (the fuzzers).
+inline bool IsRunCurveKey(const std::string& key) {
+    for (const char* k : kRunHeadValues)
+        if (key == k) return true;
+    for (const char* k : kRunBaseValues)
+        if (key == k) return true;
+    return key == "loss" || key == "tau_q_token";
+}
 // A curve's name in legends, combos and titles: the catalogue's label of a head value; "loss" and
 // "tau_q_token" their own.
 std::string RunCurveLabel(const std::string& key);
@@ -55,6 +63,7 @@ struct RunCurve {
     std::vector<float> steps;                 // [S]
     std::vector<std::vector<float>> layers;   // [L][S]: the mean over each layer's heads; empty: none
     std::vector<float> all;                   // [S]: the mean over every head (or the quantity itself, a loss)
+    std::vector<float> base;                  // [S]: the loss curve's base beside it (a fine-tune's; the same at every step); empty: none
 };
 // `key`: one of kRunHeadValues, or "loss".
 RunCurve CurveOf(const RunTimeline& t, const std::string& key);

@@ -239,9 +239,13 @@ std::string AddRunStep(RunResults* run, RunStepResult step) {
         run->failures.push_back({{"step", step.step}, {"checkpoint", step.checkpoint}, {"error", step.error}});
         return step.error;
     }
+    // The base's mean loss, from the batch row (against a base; null where a NaN travelled as JSON).
+    const auto base = step.row.find("loss_base");
+    const float loss_base = base != step.row.end() && base->is_number() ? base->get<float>() : NAN;
     step.row["line"] = static_cast<int>(run->t.steps.size() + 1);
     run->rows.push_back(std::move(step.row));
-    run->t.Add(step.step, step.checkpoint, step.n_layer, step.n_head, std::move(step.heads), step.loss, step.n_tokens, std::move(step.tau_q));
+    run->t.Add(step.step, step.checkpoint, step.n_layer, step.n_head, std::move(step.heads), step.loss, loss_base, step.n_tokens,
+               std::move(step.tau_q));
     return "";
 }
 

@@ -206,6 +206,36 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", text, "--out", kOut + "/export_base_maps_none", "--format", "png",
                                "--highlight", "loss_base"}),
                        1, "--highlight loss_base needs a base (--base DIR, or --compare base); nothing was written");
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", text, "--out", kOut + "/export_base_maps_none", "--format", "html",
+                               "--highlight", "js_total"}),
+                       1, "--highlight js_total needs a base (--base DIR, or --compare base); nothing was written");
+
+    // Where fine-tuning changed attention, token by token: --highlight js_total (one head's rows,
+    // SSA against the base) and js_drift (the mean over heads of tau = 1 against the base), each
+    // token's value in the HTML equal to numpy's JS of the exported maps' rows (%.4g).
+    for (const auto& [key, scope] : {std::pair<const char*, const char*>{"js_total", "1,0"}, {"js_drift", "model"}, {"js_divergence", "0"}}) {
+        const std::string where = kOut + "/export_base_js_" + key;
+        fs::remove_all(where);
+        r = Ssaviz({"export", "--model", Small(), "--base", Twin(), "--text", text, "--out", where, "--format", "html,npy", "--highlight", key,
+                    "--highlight-scope", scope});
+        ASSERT_EQ(r.code, 0) << r.err;
+        const std::string check_js =
+            "import json, re, sys, numpy as np\n"
+            "d, key, scope = sys.argv[1], '" + std::string(key) + "', '" + scope + "'\n"
+            "a, t, b = (np.load(d + f).astype(np.float64) for f in ('/attention.npy', '/attention_tau1.npy', '/attention_base.npy'))\n"
+            "def kl(p, q): return np.where(p > 0, p * np.log(np.where(p > 0, p, 1) / np.where(q > 0, q, 1)), 0).sum(-1)\n"
+            "def js(p, q): return 0.5 * (kl(p, (p + q) / 2) + kl(q, (p + q) / 2))\n"
+            "rows = {'js_total': js(a, b), 'js_drift': js(t, b), 'js_divergence': js(a, t)}[key]\n"
+            "want = rows.mean((0, 1)) if scope == 'model' else rows[int(scope)].mean(0) if ',' not in scope else rows[1, 0]\n"
+            "html = open(d + '/highlight.html').read()\n"
+            "got = [float(v) for v in re.findall(r'title=\"[^\"]* = ([-0-9.e+]+)\"', html)]\n"
+            "assert len(got) == want.shape[0], (len(got), want.shape)\n"
+            "for i, (g, w) in enumerate(zip(got, want)):\n"
+            "    assert abs(g - w) <= 1e-3 * abs(w) + 1e-7, (key, i, g, w)\n"
+            "assert max(got) > 0\n"
+            "print('numpy ok')\n";
+        ExpectPythonCheck(std::string("check_js_") + key + ".py", check_js, where);
+    }
 
     // The base beside a fine-tune: a sibling folder "base".
     const std::string pair = kOut + "/finetune";

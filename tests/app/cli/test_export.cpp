@@ -238,7 +238,7 @@ TEST_F(Cli, ExportRunAgainstABaseFollowsTheDecomposition) {
     fs::copy_file(dir + "/b/lit_model.pth", run + "/iter-000200-ckpt.pth");
     const std::string text = "The cat sat on the mat and looked at the dog.";
     Outcome r = Ssaviz({"export", "--run", run, "--base", dir + "/base", "--steps", "all", "--text", text, "--out", dir + "/out", "--format",
-                        "json,png"});
+                        "json,png,svg"});
     ASSERT_EQ(r.code, 0) << r.err;
     const std::string csv = ReadFile(dir + "/out/run.csv");
     EXPECT_EQ(csv.substr(0, csv.find('\n')), "run,step,layer,head,entropy,js_divergence,sink_mass,tau_q_mean,js_total,js_drift,loss_mean");
@@ -275,6 +275,9 @@ TEST_F(Cli, ExportRunAgainstABaseFollowsTheDecomposition) {
     EXPECT_EQ(rows, 2 * 2 * 2);
     for (const char* curve : {"js_total", "js_drift", "entropy", "loss"})
         EXPECT_GT(fs::exists(dir + "/out/curves/" + curve + ".png") ? fs::file_size(dir + "/out/curves/" + curve + ".png") : 0u, 1000u) << curve;
+    // The loss curve draws the base's loss beside the run's (where the fine-tune passes its base).
+    EXPECT_NE(ReadFile(dir + "/out/curves/loss.svg").find("base (where fine-tuning began)"), std::string::npos);
+    EXPECT_EQ(ReadFile(dir + "/out/curves/entropy.svg").find("base (where"), std::string::npos) << "the loss's alone";
 }
 
 TEST_F(Cli, ExportWritesEveryFigure) {

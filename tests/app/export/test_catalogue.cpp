@@ -33,7 +33,8 @@ std::set<std::string> Keys(const json& object) {
 const app::TokenColor kAllColors[] = {app::TokenColor::TauQ,         app::TokenColor::TauV,      app::TokenColor::Entropy,
                                       app::TokenColor::Spikiness,    app::TokenColor::SinkMass,  app::TokenColor::TauQPosition,
                                       app::TokenColor::TauQToken,    app::TokenColor::Loss,      app::TokenColor::LossCompare,
-                                      app::TokenColor::LossDelta,    app::TokenColor::LossBase,  app::TokenColor::LossDeltaBase};
+                                      app::TokenColor::LossDelta,    app::TokenColor::LossBase,  app::TokenColor::LossDeltaBase,
+                                      app::TokenColor::JsDivergence, app::TokenColor::JsTotal,   app::TokenColor::JsDrift};
 
 TEST(Catalogue, KeysAreUniqueAndEveryEntryIsComplete) {
     std::set<std::string> keys, head_keys;
@@ -55,7 +56,7 @@ TEST(Catalogue, KeysAreUniqueAndEveryEntryIsComplete) {
 TEST(TokenColorings, KeepTheirNamesAndOrder) {
     const std::vector<std::string> names = {"tau_q",          "tau_v",       "entropy", "spikiness",    "sink_mass",
                                             "tau_q_position", "tau_q_token", "loss",    "loss_compare", "loss_delta",
-                                            "loss_base",      "loss_delta_base"};
+                                            "loss_base",      "loss_delta_base", "js_divergence", "js_total", "js_drift"};
     ASSERT_EQ(app::TokenColorings().size(), names.size());
     for (size_t k = 0; k < names.size(); ++k) {
         const app::TokenColor c = kAllColors[k];
@@ -71,6 +72,11 @@ TEST(TokenColorings, KeepTheirNamesAndOrder) {
     EXPECT_TRUE(app::IsRowMetric(app::TokenColor::Spikiness) && !app::IsRowMetric(app::TokenColor::TauQ));
     EXPECT_TRUE(app::IsLoss(app::TokenColor::LossDelta) && !app::IsLoss(app::TokenColor::SinkMass));
     EXPECT_TRUE(app::IsDelta(app::TokenColor::LossDeltaBase) && app::IsDelta(app::TokenColor::LossDelta) && !app::IsDelta(app::TokenColor::LossBase));
+    // Where fine-tuning changed each query's attention: JS to base and the drift need a base, JS to
+    // the comparison does not; all three are row metrics (row 1 has one key).
+    EXPECT_TRUE(app::NeedsBase(app::TokenColor::JsTotal) && app::NeedsBase(app::TokenColor::JsDrift) && app::NeedsBase(app::TokenColor::LossBase));
+    EXPECT_FALSE(app::NeedsBase(app::TokenColor::JsDivergence) || app::NeedsBase(app::TokenColor::LossDelta));
+    EXPECT_TRUE(app::IsRowMetric(app::TokenColor::JsTotal) && !app::IsDelta(app::TokenColor::JsTotal));
 }
 
 // Every colouring, as the window's colouring and as the export's highlight, reads back from a

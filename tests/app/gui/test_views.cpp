@@ -188,9 +188,11 @@ TEST_F(Views, ABaseIsAThirdSideInEveryView) {
     AddBase(&state);
     state.pinned = {{0, 1, app::MapMode::Base}, {1, 2, app::MapMode::BaseDifference}};
     MainViews views;
+    const app::TokenColor colorings[] = {app::TokenColor::LossBase, app::TokenColor::LossDeltaBase, app::TokenColor::JsTotal, app::TokenColor::JsDrift,
+                                         app::TokenColor::JsDivergence};
     for (app::MapMode mode : app::kAllMapModes) {
         state.settings.grid_mode = mode;
-        state.settings.token_color = mode == app::MapMode::Base ? app::TokenColor::LossBase : app::TokenColor::LossDeltaBase;
+        state.settings.token_color = colorings[static_cast<int>(mode) % std::size(colorings)];
         state.regions.clear();
         for (int frame = 0; frame < 3; ++frame) Frame([&] { views.heads.Draw(state); });
         Frame([&] { views.table.Draw(state); });
