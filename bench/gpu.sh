@@ -88,7 +88,7 @@ for name in english gpt2 pythia llama mistral llama3; do
   exact "$name" cpu f32 --lens; exact "$name" "$dev" f32 --lens
 done
 exact gpt2 cpu twin --compare "$work/twin"; exact gpt2 "$dev" twin --compare "$work/twin"
-exact gpt2 cpu base --base "$work/twin"; exact gpt2 "$dev" base --base "$work/twin"  # three sides: the base's maps and metrics
+exact gpt2 cpu base --base "$work/twin" --lens; exact gpt2 "$dev" base --base "$work/twin" --lens  # three sides: the base's maps, metrics and lens
 exact gpt2 "$dev" bf16 --dtype bf16; exact llama "$dev" bf16 --dtype bf16
 [ "$dev" = cuda ] && exact gpt2 cuda f16 --dtype f16
 "$py" "$here/bench/compare_exports.py" "$work" "$dev" | tee "$out/exactness.txt"

@@ -106,6 +106,8 @@ void AddBase(app::WindowState* state) {
     a.tau_q_base = base.tau_q_compare;
     a.tau_v_base = base.tau_v_compare;
     a.loss_base = base.loss;
+    a.js_total = base.js;  // rows of the right shape (the views read shapes; the numbers are the CLI tests')
+    a.js_drift = base.js;
     state->analysis = std::make_shared<const model::Analysis>(std::move(a));
 }
 
@@ -484,13 +486,13 @@ TEST_F(Views, CheckpointDialogAsksOnlyWhatTheTensorsCannotTell) {
 // highlight (it offered 5 of the 10 and picked by the enum's index, so `loss` showed as nothing).
 TEST_F(Views, EveryTokenColoringIsOfferedAndKept) {
     app::WindowState state = StateWith(2, 2, 12);
-    EXPECT_EQ(app::OfferedColorings(state.analysis.get()).size(), app::TokenColorings().size() - 2) << "the base's two need a base";
+    EXPECT_EQ(app::OfferedColorings(state.analysis.get()).size(), app::TokenColorings().size() - 4) << "the base's four need a base";
     EXPECT_EQ(app::OfferedColorings(nullptr).size(), app::TokenColorings().size());
     model::Analysis local = *state.analysis;  // the layer-local comparison: no predictions of its own
     local.loss_compare.clear();
     local.top_ids_compare.clear();
     const std::vector<app::TokenColor> offered = app::OfferedColorings(&local);
-    EXPECT_EQ(offered.size(), app::TokenColorings().size() - 4);
+    EXPECT_EQ(offered.size(), app::TokenColorings().size() - 6);
     for (app::TokenColor c : {app::TokenColor::LossCompare, app::TokenColor::LossDelta})
         EXPECT_EQ(std::count(offered.begin(), offered.end(), c), 0) << app::ToString(c);
     AddBase(&state);
