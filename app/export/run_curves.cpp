@@ -39,13 +39,13 @@ std::vector<std::string> RunHeadValues(const RunTimeline& t) {
 
 std::vector<std::string> RunCurveKeys(const RunTimeline& t) {
     std::vector<std::string> keys = RunHeadValues(t);
-    keys.insert(keys.end(), {"loss", "tau_q_token"});
+    keys.insert(keys.end(), {"loss", kRunTokenCurve});
     return keys;
 }
 
 std::string RunCurveLabel(const std::string& key) {
     if (key == "loss") return "loss on the text";
-    if (key == "tau_q_token") return "tau_q of the selected token";
+    if (key == kRunTokenCurve) return "tau_q of the selected token";
     const HeadValue* v = FindHeadValue(key);
     return v ? v->label : key;
 }
@@ -95,7 +95,7 @@ RunCurve CurveOf(const RunTimeline& t, const std::string& key) {
 
 viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& runs, bool points) {
     viz::Plot plot;
-    const bool token = key == "tau_q_token", loss = key == "loss";
+    const bool token = key == kRunTokenCurve, loss = key == "loss";
     const HeadValue* v = loss || token ? nullptr : FindHeadValue(key);
     const std::string label = loss ? "mean loss on the text (nats)" : token ? "tau_q" : v ? v->label : key;
     plot.Options.Title = loss    ? "Loss on the text against training step"

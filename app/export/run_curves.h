@@ -41,8 +41,10 @@ inline constexpr const char* kRunHeadValues[] = {"entropy", "js_divergence", "si
 inline constexpr const char* kRunBaseValues[] = {"js_total", "js_drift"};
 // The head values `t` follows: kRunHeadValues, then kRunBaseValues when it has a base.
 std::vector<std::string> RunHeadValues(const RunTimeline& t);
+// The curve of one token's tau_q in one head (TokenTauQCurve): the Run tab's selected token.
+inline constexpr const char* kRunTokenCurve = "tau_q_token";
 // The curves a timeline offers (the Run tab's, a session's view.run_curve): its head values, "loss"
-// (the mean loss on the text), "tau_q_token" (the selected token's tau_q in the selected head).
+// (the mean loss on the text), kRunTokenCurve.
 std::vector<std::string> RunCurveKeys(const RunTimeline& t);
 // Whether `key` names a curve some timeline offers (one against a base: every one). Inline: sessions
 // read it where the plots are not linked (the fuzzers).
@@ -51,7 +53,7 @@ inline bool IsRunCurveKey(const std::string& key) {
         if (key == k) return true;
     for (const char* k : kRunBaseValues)
         if (key == k) return true;
-    return key == "loss" || key == "tau_q_token";
+    return key == "loss" || key == kRunTokenCurve;
 }
 // A curve's name in legends, combos and titles: the catalogue's label of a head value; "loss" and
 // "tau_q_token" their own.

@@ -103,7 +103,7 @@ std::string RunCurveNames() {
     std::string out;
     for (const char* k : kRunHeadValues) out += std::string(out.empty() ? "" : ", ") + k;
     for (const char* k : kRunBaseValues) out += std::string(", ") + k;
-    return out + ", loss, tau_q_token";
+    return out + ", loss, " + kRunTokenCurve;
 }
 
 HeadRef ReadHead(const json& v, const std::string& name) {

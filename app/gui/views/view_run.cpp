@@ -14,11 +14,9 @@
 namespace app {
 namespace {
 
-constexpr const char* kTokenCurve = "tau_q_token";
-
 // The curve `key` of one run (RunCurveKeys): a head value's or the loss's, or the token's tau_q in the head.
 RunCurve Curve(const RunTimeline& t, const std::string& key, HeadRef head, int token) {
-    return key == kTokenCurve ? TokenTauQCurve(t, head.layer, head.head, token) : CurveOf(t, key);
+    return key == kRunTokenCurve ? TokenTauQCurve(t, head.layer, head.head, token) : CurveOf(t, key);
 }
 
 std::string FileName(const std::string& path) { return std::filesystem::path(path).filename().string(); }
@@ -115,11 +113,11 @@ void RunView::DrawTimeline(WindowState& state) {
                      "(JS to comparison is then the temperatures' part).");
     const int T = t->timeline.n_tokens;
     const int token = state.query >= 0 && state.query < T ? state.query : T - 1;
-    if (key == kTokenCurve) {
+    if (key == kRunTokenCurve) {
         ImGui::SameLine();
         ImGui::TextDisabled("token %d, layer %d head %d", token, state.selected.layer, state.selected.head);
     }
-    const bool token_moved = key == kTokenCurve && (m_token != token || !(m_head == state.selected));
+    const bool token_moved = key == kRunTokenCurve && (m_token != token || !(m_head == state.selected));
     if (m_for != state.timeline || m_plot_key != key || token_moved) {
         m_for = state.timeline;
         m_plot_key = key;

@@ -126,7 +126,8 @@ TEST_F(Cli, ExportLensAgainstABaseHasTheBasesLens) {
     r = Ssaviz({"export", "--model", Small(), "--base", Twin(), "--text-file", batch, "--batch", "--out", out + "_batch", "--format", "json",
                 "--lens"});
     ASSERT_EQ(r.code, 0) << r.err;
-    for (const json& row : json::parse(ReadFile(out + "_batch/summary.json"))["texts"]) {
+    const json summary = json::parse(ReadFile(out + "_batch/summary.json"));  // kept: the loop reads into it
+    for (const json& row : summary["texts"]) {
         ASSERT_EQ(row["lens_loss_base"].size(), 3u) << row.dump();
         EXPECT_NEAR(row["lens_loss_base"][2].get<double>(), row["loss_base"].get<double>(), 1e-5) << row.dump();
     }
