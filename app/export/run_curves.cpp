@@ -25,9 +25,12 @@ void RunTimeline::Add(int64_t step, const std::string& checkpoint, int layer_cou
 }
 
 bool RunTimeline::HasBase() const {
-    for (const std::vector<HeadSummary>& step : heads)
-        for (const HeadSummary& h : step)
-            if (std::isfinite(h.Get("js_total"))) return true;
+    // Every step runs with the same comparison, so the first step's heads say (the Run tab asks
+    // each frame: not a scan of every step).
+    if (heads.empty()) return false;
+    const HeadValue& js_total = *FindHeadValue("js_total");
+    for (const HeadSummary& h : heads.front())
+        if (std::isfinite(h.Get(js_total))) return true;
     return false;
 }
 

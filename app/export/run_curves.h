@@ -30,7 +30,7 @@ struct RunTimeline {
     // The same from what a step's analysis gave (app/export/run_export.h's RunStepResult).
     void Add(int64_t step, const std::string& checkpoint, int layer_count, int head_count, std::vector<HeadSummary> summaries, float mean_loss,
              float mean_loss_base, int tokens, std::vector<float> step_tau_q);
-    // Whether its steps ran against a fine-tune's base (--base DIR): a step has a head's js_total.
+    // Whether its steps ran against a fine-tune's base (--base DIR): its first step has a head's js_total.
     bool HasBase() const;
 };
 
