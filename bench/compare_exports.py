@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Two exports of the same text compared file by file (bench/gpu.sh's exactness stages): each .npy's
-largest |difference| where both are finite, and metrics.json's numeric leaf that differs most.
+largest |difference| where both are finite, and metrics.json's numeric leaf that differs most
+relative to max(1, |its value|) (effective support counts keys, so float32 holds it to about 1e-7
+of its size), with its absolute difference.
 
     usage: python3 bench/compare_exports.py WORK DEVICE [softmax]
            WORK holds out-NAME-DEVICE-TAG folders (gpu.sh's exact()); with `softmax` the exports
-           made with SSAVIZ_CUDA_SOFTMAX=1 (tag softmax) against the CPU's
+           made with torch's softmax instead of the CUDA kernel (SSAVIZ_CUDA_SOFTMAX=0, tag softmax)
+           against the CPU's
 """
 import glob, json, os, sys
 import numpy as np
@@ -36,15 +39,16 @@ def compare(a, b, label):
         skip = ("ms", "threads", "seconds")
         keys = [k for k in ja if k in jb and not any(k.endswith(s) for s in skip) and np.isfinite(ja[k]) and np.isfinite(jb[k])]
         if keys:
-            k = max(keys, key=lambda k: abs(ja[k] - jb[k]))
-            worst.append(f"metrics.json {abs(ja[k] - jb[k]):.2e} ({k})")
+            scaled = lambda k: abs(ja[k] - jb[k]) / max(1.0, abs(ja[k]))
+            k = max(keys, key=scaled)
+            worst.append(f"metrics.json {scaled(k):.2e} relative ({k}: {abs(ja[k] - jb[k]):.2e})")
     except (OSError, ValueError) as e:
         worst.append(f"metrics.json: {e}")
     print(f"{label:38s} " + ", ".join(worst))
 if softmax:
     for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]:
-        compare(f"{work}/out-{name}-cpu-f32", f"{work}/out-{name}-{dev}-softmax", f"{name} {dev} softmax kernel vs cpu")
-    compare(f"{work}/out-gpt2-cpu-twin", f"{work}/out-gpt2-{dev}-softmax-twin", f"gpt2 + twin {dev} softmax kernel vs cpu")
+        compare(f"{work}/out-{name}-cpu-f32", f"{work}/out-{name}-{dev}-softmax", f"{name} {dev} torch softmax vs cpu")
+    compare(f"{work}/out-gpt2-cpu-twin", f"{work}/out-gpt2-{dev}-softmax-twin", f"gpt2 + twin {dev} torch softmax vs cpu")
     sys.exit(0)
 for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]:
     compare(f"{work}/out-{name}-cpu-f32", f"{work}/out-{name}-{dev}-f32", f"{name} {dev} vs cpu (f32)")

@@ -25,6 +25,7 @@
 #include "model/nn/attention_maps_torch.h"
 #include "model/nn/forward.h"
 #include "model/nn/metrics.h"
+#include "model/nn/runtime_torch.h"
 
 namespace {
 
@@ -242,10 +243,22 @@ void CheckBands(const at::Device& device, int64_t T, uint64_t seed) {
                                       (shared == want_shared ? ")" : ", not " + std::to_string(want_shared) + ": FAIL)"));
 }
 
+// ToHost (runtime.cpp): from a device in slices through one pinned buffer; the same bits as torch's
+// own copy, at a size under one slice, one float past a slice and several slices, from a strided view.
+void CheckToHost(const at::Device& device, int64_t n, uint64_t seed) {
+    at::Generator gen = at::detail::createCPUGenerator(seed);
+    const at::Tensor x = at::randn({2 * n + 1}, gen, at::kFloat).to(device).narrow(0, 1, 2 * n).reshape({n, 2}).select(1, 1);
+    const std::vector<float> got = model::ToHost(x);
+    const at::Tensor want = x.to(at::kCPU).contiguous();
+    const bool ok = static_cast<int64_t>(got.size()) == n && (n == 0 || std::memcmp(got.data(), want.data_ptr<float>(), n * sizeof(float)) == 0);
+    std::printf("  %-44s %s\n", (std::to_string(n) + " floats").c_str(), ok ? "the same bits" : "DIFFER: FAIL");
+    if (!ok) ++g_failures;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    // The attention rows' CUDA softmax is off unless asked for (forward.cpp): this is where it is checked.
+    // The attention rows' CUDA softmax is on unless SSAVIZ_CUDA_SOFTMAX=0 (forward.cpp): this checks it even then.
     setenv("SSAVIZ_CUDA_SOFTMAX", "1", 1);
     std::string device_name = "cpu";
     for (int i = 1; i < argc; ++i) {
@@ -303,6 +316,8 @@ int main(int argc, char** argv) {
     for (const int64_t T : {int64_t{1}, int64_t{5}, int64_t{300}, int64_t{2077}}) CheckExtent(device, T, 3 + T);
     std::printf("maps in bands, %s\n", device.str().c_str());
     for (const int64_t T : {int64_t{4}, int64_t{700}, int64_t{2077}}) CheckBands(device, T, 5 + T);
+    std::printf("to the host, %s\n", device.str().c_str());
+    for (const int64_t n : {int64_t{0}, int64_t{7}, (int64_t{4} << 20) + 3, int64_t{9} << 20}) CheckToHost(device, n, 13 + n);
     std::printf(g_failures ? "%d checks FAILED\n" : "every check passed\n", g_failures);
     return g_failures ? 1 : 0;
 }

@@ -13,7 +13,8 @@
 #      at 1,024 (its [L, 2, H, T, T] capture at 8,192 needs 380 GB).
 # Each stage is bounded by `timeout` and writes its log under OUT as it goes, so a stage that runs
 # out of time leaves the ones before it.
-#   2b. the attention rows' CUDA softmax (SSAVIZ_CUDA_SOFTMAX=1): exactness and time, on and off;
+#   2b. the attention rows' CUDA softmax (on by default since 2026-11-29): exactness with torch's
+#       softmax instead (SSAVIZ_CUDA_SOFTMAX=0), and the time on and off;
 #   3b. the logit lens (whole, and one position from the kept stream) at GPT-2 small's shape;
 #   3c. the Python module on the device (bench/gpu_python.py): load(device="cuda") and "cuda:N" for
 #      each GPU against device="cpu", and export_batch with a device per Dask worker where
@@ -101,14 +102,14 @@ timeout 90 "$build/ssaviz_bench" --model "$small" --device "$dev" --python "$py"
 timeout 90 "$build/ssaviz_bench" --model "$small" --device "$dev" --tokens 8192 --repeats 2 --no-baseline 2>&1 | tee -a "$out/bench-small.txt"
 fi
 
-# The attention rows' CUDA softmax (metrics_cuda.cu's MaskedSoftmaxRows, off unless
-# SSAVIZ_CUDA_SOFTMAX=1 until checked here): every family's export with it against the exact
-# stage's CPU exports, then full analyses and edits with it and without.
+# The attention rows' CUDA softmax (metrics_cuda.cu's MaskedSoftmaxRows, on unless SSAVIZ_CUDA_SOFTMAX=0;
+# the exact stage's exports use it): every family's export with torch's softmax instead against the
+# exact stage's CPU exports, then full analyses and edits with the kernel and without.
 if want softmax; then
-stage "the attention rows' CUDA softmax (SSAVIZ_CUDA_SOFTMAX=1) against the CPU, and its time"
+stage "torch's softmax instead of the CUDA one (SSAVIZ_CUDA_SOFTMAX=0) against the CPU, and both's time"
 if [ -d "$work/out-gpt2-cpu-f32" ]; then
-  for name in english gpt2 pythia llama mistral llama3; do SSAVIZ_CUDA_SOFTMAX=1 exact "$name" "$dev" softmax --lens; done
-  SSAVIZ_CUDA_SOFTMAX=1 exact gpt2 "$dev" softmax-twin --compare "$work/twin"
+  for name in english gpt2 pythia llama mistral llama3; do SSAVIZ_CUDA_SOFTMAX=0 exact "$name" "$dev" softmax --lens; done
+  SSAVIZ_CUDA_SOFTMAX=0 exact gpt2 "$dev" softmax-twin --compare "$work/twin"
   "$py" "$here/bench/compare_exports.py" "$work" "$dev" softmax | tee "$out/softmax-exactness.txt"
 fi
 [ -f "$small/model.safetensors" ] ||
@@ -172,12 +173,16 @@ ls "$out"/profile* | head
 elif want profile; then
 stage "where the time goes: LibTorch's profiler (no nsys here), its kernels ranked"
 [ -d "$small" ] || "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
-for what in ${SSAVIZ_GPU_TRACES:-full:1024 full:8192 end:8192 middle:8192}; do
-  only=${what%%:*} n=${what##*:}
-  SSAVIZ_BENCH_TRACE="$work/trace-$only-$n.json" timeout 90 "$build/ssaviz_bench" --model "$small" --device "$dev" --only "$only" \
-    --tokens "$n" --repeats 3 >"$out/trace-$only-$n-log.txt" 2>&1
-  timeout 60 "$py" bench/trace_summary.py "$work/trace-$only-$n.json" >"$out/trace-$only-$n.md" 2>&1
-  echo "$only at $n tokens: $(grep -m1 median "$out/trace-$only-$n-log.txt"); $(head -n 1 "$out/trace-$only-$n.md")" | tee -a "$out/stages.txt"
+# Each trace is ONLY:TOKENS of GPT-2 small's shape, or tiny/ONLY:TOKENS of TinyLlama's (made by the tiny stage).
+for what in ${SSAVIZ_GPU_TRACES:-full:1024 full:8192 end:8192 middle:8192 tiny/full:1024}; do
+  model=$small name=
+  case $what in tiny/*) model="$work/tinyllama" name=tiny- what=${what#tiny/} ;; esac
+  [ -d "$model" ] || { echo "no $model for the trace $name$what" | tee -a "$out/stages.txt"; continue; }
+  only=${what%%:*} n=${what##*:} name=$name${what%%:*}-${what##*:}
+  SSAVIZ_BENCH_TRACE="$work/trace-$name.json" timeout 90 "$build/ssaviz_bench" --model "$model" --device "$dev" --only "$only" \
+    --tokens "$n" --repeats 3 >"$out/trace-$name-log.txt" 2>&1
+  timeout 60 "$py" bench/trace_summary.py "$work/trace-$name.json" >"$out/trace-$name.md" 2>&1
+  echo "$name: $(grep -m1 median "$out/trace-$name-log.txt"); $(head -n 1 "$out/trace-$name.md")" | tee -a "$out/stages.txt"
 done
 fi
 if want gui; then

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -231,8 +232,25 @@ void BindThreadToDevice(at::Device device) {
 }
 
 std::vector<float> ToHost(const at::Tensor& t) {
-    at::Tensor c = t.to(at::kCPU, at::kFloat).contiguous();
-    return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+    if (!t.is_cuda()) {
+        at::Tensor c = t.to(at::kCPU, at::kFloat).contiguous();
+        return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+    }
+    // From a GPU, in slices through one pinned buffer straight into the vector: a pageable copy of a
+    // whole map (8,192 tokens: 268 MB) ran at about 1.3 GB/s on an H200 and was then copied again here.
+    const at::Tensor flat = t.to(at::kFloat).contiguous().reshape({-1});  // still on the device
+    const int64_t n = flat.numel();
+    std::vector<float> out(static_cast<size_t>(n));
+    constexpr int64_t kSlice = int64_t{4} << 20;  // floats: 16 MB
+    if (n == 0) return out;
+    at::Tensor staging = at::empty({std::min(kSlice, n)}, flat.options().device(at::kCPU).pinned_memory(true));
+    for (int64_t first = 0; first < n; first += kSlice) {
+        const int64_t count = std::min(kSlice, n - first);
+        at::Tensor slice = staging.narrow(0, 0, count);
+        slice.copy_(flat.narrow(0, first, count));  // waits for the copy
+        std::memcpy(out.data() + first, slice.data_ptr<float>(), static_cast<size_t>(count) * sizeof(float));
+    }
+    return out;
 }
 
 std::vector<at::Tensor> ToHostAtOnce(const std::vector<at::Tensor>& tensors, at::ScalarType type) {
