@@ -11,7 +11,9 @@
 # libLLVM's Z3 into .gpu/x-debs, since all of it with the tree is over 60 MB) and the window's -dev
 # packages into .gpu/gui-debs. Then, on one warm machine:
 #   call A, carry [".gpu"]:   bash bench/gpu.sh OUT     its stage gui builds build-gpu-gui/ssaviz
-#   call B, carry [".gpu-x"]: bash bench/gpu-window.sh OUT
+#   call B, carry [".gpu-x", ".gpu/x-debs"]: bash bench/gpu-window.sh OUT
+#   (a carried path does not stay on the machine for the next call, its build outputs do: so call B
+#   carries .gpu/x-debs again; seen on an H200 on 2026-11-29, where call B with .gpu-x alone found none)
 # This unpacks the packages into /opt/x (never into /), drops there every library whose soname the
 # machine's ldconfig already knows (its newer ones win) but the GL stack, links /usr/bin/xkbcomp and
 # /usr/lib/x86_64-linux-gnu/dri (where Xvfb looks for them) to /opt/x's when they are missing, and
@@ -45,7 +47,7 @@ if want vendor || want typing || want heads || want shots || want more; then
   fi
 fi
 if ! ls .gpu-x/*.deb >/dev/null 2>&1 || ! ls .gpu/x-debs/*.deb >/dev/null 2>&1; then
-  echo "gpu-window: no .gpu-x/*.deb (carry .gpu-x in this call) or no .gpu/x-debs/*.deb (left by call A, carry .gpu): bash bench/gpu-window-kit.sh makes both"
+  echo "gpu-window: no .gpu-x/*.deb (carry .gpu-x in this call) or no .gpu/x-debs/*.deb (carry .gpu/x-debs in this call too): bash bench/gpu-window-kit.sh makes both"
   exit 2
 fi
 mkdir -p "$out" "$work/shots"
