@@ -547,6 +547,40 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
             }, size_t{64} << 20));
         }
     }
+    // For papers: where SSA's lens differs from each other side's, as log p(next token) SSA minus
+    // the other's after each layer, on a symmetric diverging scale (lens_diff against the
+    // comparison, lens_diff_base against a base: where in depth fine-tuning changed the prediction).
+    const LensSideFiles* ssa_side = !sides.empty() && sides[0].suffix.empty() ? &sides[0] : nullptr;
+    for (size_t i = 1; ssa_side && ssa_side->lens && i < sides.size(); ++i) {
+        const LensSideFiles& other = sides[i];
+        if (!other.lens || other.lens->loss.size() != ssa_side->lens->loss.size()) continue;
+        const int64_t L = ssa_side->lens->n_layer, T = ssa_side->lens->n_tokens;
+        const std::string name = other.suffix == "_base" ? "lens_diff_base" : "lens_diff";
+        std::vector<std::string> layer_rows = {"embeddings"};
+        for (int64_t l = 0; l < L; ++l) layer_rows.push_back("after L" + std::to_string(l));
+        std::vector<std::string> positions(token_labels.begin(), token_labels.begin() + std::min<size_t>(token_labels.size(), T - 1));
+        positions.resize(T - 1, "?");
+        for (const char* ext : extensions)
+            files.push_back(FigureFile(name, ext, [ssa = ssa_side->lens, other, layer_rows, positions, model_name, L, T] {
+                std::vector<float> delta(ssa->loss.size());
+                float most = 1e-3f;
+                for (size_t k = 0; k < delta.size(); ++k) {
+                    delta[k] = other.lens->loss[k] - ssa->loss[k];  // log p_SSA(next) - log p_other(next)
+                    if (std::isfinite(delta[k])) most = std::max(most, std::abs(delta[k]));
+                }
+                viz::HeatmapFigureOptions o;
+                o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 SSA - " + other.name + ": log p(next token) after each layer";
+                o.RowLabels = layer_rows;
+                o.ColLabels = positions;
+                o.Style.colormap = viz::Colormap::Diverging;
+                o.Style.range = viz::Range{-most, most};
+                o.Style.causal = false;
+                o.ValueLabel = "log p(next token), SSA - " + other.name + " (nats)";
+                o.RowAxis = "read after";
+                o.ColAxis = "position (predicting the token after it)";
+                return viz::HeatmapFigure(delta.data(), static_cast<int>(L + 1), static_cast<int>(T - 1), o);
+            }, size_t{64} << 20));
+    }
     // For papers: the last token's logit split by head, SSA's parts beside the other sides', the
     // heads whose parts are largest on any side (dla_bars).
     std::vector<LensSideFiles> shown;

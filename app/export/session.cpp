@@ -177,6 +177,7 @@ json SessionToJson(const Session& s) {
                   {"per_head_scale", v.per_head_scale},
                   {"matrix_metric", v.matrix_metric},
                   {"run_curve", v.run_curve},
+                  {"lens_map", ToString(v.lens_map)},
                   {"grid_cell", v.grid_cell},
                   {"tab", v.right_tab},
                   {"layout",
@@ -291,6 +292,7 @@ model::Result<Session> SessionFromJson(const json& j) {
         v.Read("per_head_scale", &vs.per_head_scale);
         v.ReadEnum("matrix_metric", &vs.matrix_metric, MatrixValueName, HeadValueKeys() + ", " + kStepsToSparsityKey);
         v.ReadEnum("run_curve", &vs.run_curve, RunCurveName, RunCurveNames());
+        v.ReadEnum("lens_map", &vs.lens_map, ParseMapMode, "ssa, compare, diff, base, base_diff");
         v.Read("grid_cell", &vs.grid_cell);
         v.Read("tab", &vs.right_tab);
         if (vs.right_tab.size() > kMaxNameBytes) throw BadKey{"'view.tab' is not a tab's name (" + QuoteForMessage(vs.right_tab) + ")"};

@@ -399,6 +399,7 @@ bool SaveScreenshot(const std::string& path, int width, int height, const Window
                             {"compare_timeline_steps", state.timeline && state.timeline->compare ? nlohmann::json(state.timeline->compare->steps)
                                                                                                  : nlohmann::json::array()},
                             {"run_curve", v.run_curve},
+                            {"lens_map", ToString(v.lens_map)},
                             {"run_curves", state.timeline ? nlohmann::json(RunCurveKeys(state.timeline->timeline)) : nlohmann::json::array()},
                             {"lens_at", LensAtJson(state.lens_at.get())}};
     return model::WriteFileAtomically(path + ".json", nlohmann::json{{"width", width}, {"height", height}, {"regions", regions}, {"state", shown}}

@@ -95,13 +95,8 @@ void LensView::Draw(WindowState& state) {
     const std::string cmp = CompareName(a);
     if (state.lens && current) {
         const LensPair& lens = *state.lens;
-        if (m_for != state.lens) {
-            m_for = state.lens;
-            m_pieces.clear();
-            const model::Lens& s = lens.ssa;
-            for (size_t k = 0; k < s.top_ids.size(); k += s.top_k) m_pieces.push_back(Piece(state, s.top_ids[k]));
-        }
-        DrawGrid(state, lens);
+        DrawGridModes(state, lens, cmp);
+        DrawGrid(state, lens, GridMode(state, lens), cmp);
         ImGui::Separator();
         const Parts ssa = PartsOf(lens.ssa, position);
         const Parts compare = lens.compare ? PartsOf(*lens.compare, position) : Parts{};
@@ -181,16 +176,74 @@ void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::s
     }
 }
 
-void LensView::DrawGrid(WindowState& state, const LensPair& lens) {
+MapMode LensView::GridMode(const WindowState& state, const LensPair& lens) {
+    const MapMode asked = state.settings.lens_map;
+    const Side side = ReadSide(asked);
+    const bool has = side == Side::Ssa || (side == Side::Compare && lens.compare) || (side == Side::Base && lens.base);
+    return has ? asked : MapMode::Ssa;  // the setting stays, for the next lens that has that side
+}
+
+void LensView::DrawGridModes(WindowState& state, const LensPair& lens, const std::string& compare_name) {
+    struct Choice {
+        MapMode mode;
+        std::string label;
+        bool shown;
+    };
+    const Choice choices[] = {{MapMode::Ssa, "SSA", true},
+                              {MapMode::Compare, compare_name, lens.compare.has_value()},
+                              {MapMode::Difference, "SSA - " + compare_name, lens.compare.has_value()},
+                              {MapMode::Base, "base", lens.base.has_value()},
+                              {MapMode::BaseDifference, "SSA - base", lens.base.has_value()}};
+    const MapMode mode = GridMode(state, lens);
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("Grid");
+    for (const Choice& c : choices) {
+        if (!c.shown) continue;
+        ImGui::SameLine();
+        if (ImGui::RadioButton((c.label + "##lens_grid_mode").c_str(), mode == c.mode)) state.settings.lens_map = c.mode;
+    }
+    ImGui::SameLine();
+    viz::HelpMarker("Whose logit lens the grid shows. The differences colour each cell by SSA's log probability of the actual "
+                    "next token minus the other side's, in nats (red: SSA gives it more probability; blue: less), read after "
+                    "that layer: with a base, where in depth and in the text fine-tuning changed the prediction.");
+}
+
+void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, const std::string& compare_name) {
+    const bool difference = IsDifference(mode);
+    const Side side = ReadSide(mode);
     const model::Lens& s = lens.ssa;
+    const model::Lens& other = side == Side::Base ? *lens.base : side == Side::Compare ? *lens.compare : s;
+    const model::Lens& shown = difference ? s : other;  // whose pieces and top lists the cells name
     const int rows = s.n_layer + 1, T = s.n_tokens, n = T - 1;
+    const size_t cells = static_cast<size_t>(rows) * n;
+    if (other.loss.size() != cells || s.loss.size() != cells || shown.top_ids.size() != static_cast<size_t>(rows) * T * shown.top_k) return;
+    const Side pieces_side = difference ? Side::Ssa : side;
+    if (m_for != state.lens || m_for_side != pieces_side) {
+        m_for = state.lens;
+        m_for_side = pieces_side;
+        m_pieces.clear();
+        for (size_t k = 0; k < shown.top_ids.size(); k += shown.top_k) m_pieces.push_back(Piece(state, shown.top_ids[k]));
+    }
+    // A difference's cells: log p_SSA(next) - log p_other(next) = the other's loss - SSA's, on a
+    // symmetric scale over the grid.
+    auto delta = [&](size_t i) { return other.loss[i] - s.loss[i]; };
+    float most = 1e-3f;
+    if (difference)
+        for (size_t i = 0; i < cells; ++i)
+            if (std::isfinite(delta(i))) most = std::max(most, std::abs(delta(i)));
+    const std::string other_name = side == Side::Base ? "base" : compare_name;
     const float line = ImGui::GetTextLineHeight();
     const float label_w = ImGui::CalcTextSize("embeddings").x + 8.0f;
     const float avail = ImGui::GetContentRegionAvail().x;
     const float cell_w = std::max(6.0f, std::min(line * 4.0f, std::floor((avail - label_w) / std::max(n, 1))));
     const float cell_h = std::clamp(std::floor((ImGui::GetContentRegionAvail().y * 0.45f - line) / rows), 4.0f, line + 4.0f);
     const float grid_h = rows * cell_h + line + 4.0f + ImGui::GetStyle().ScrollbarSize;
-    ImGui::TextDisabled("colour: p(the next token) after each layer, log scale 1e-4 (dark) to 1; text: the token it predicts");
+    if (difference)
+        ImGui::TextDisabled("colour: log p(next token), SSA - %s: -%.3g (blue) to +%.3g (red) nats; text: SSA's prediction", other_name.c_str(),
+                            most, most);
+    else
+        ImGui::TextDisabled("colour: p(the next token) after each layer%s, log scale 1e-4 (dark) to 1; text: the token it predicts",
+                            side == Side::Ssa ? "" : (" (" + other_name + ")").c_str());
     const ImVec2 child_pos = ImGui::GetCursorScreenPos();
     ImGui::BeginChild("##lens_grid", ImVec2(avail, grid_h), false, ImGuiWindowFlags_HorizontalScrollbar);
     const ImVec2 o = ImGui::GetCursorScreenPos();
@@ -201,14 +254,25 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens) {
         if (!ImGui::IsRectVisible(ImVec2(x, o.y), ImVec2(x + cell_w, o.y + rows * cell_h))) continue;
         for (int r = 0; r < rows; ++r) {
             const ImVec2 p0(x, o.y + r * cell_h), p1(x + cell_w - (cell_w > 8 ? 1.0f : 0.0f), o.y + (r + 1) * cell_h - 1.0f);
-            const float shade = Shade(s.loss[static_cast<size_t>(r) * n + t]);
-            const viz::Rgba8 c = viz::SampleColormap(viz::Colormap::Viridis, shade);
+            const size_t i = static_cast<size_t>(r) * n + t;
+            viz::Rgba8 c;
+            bool dark;  // white text on it
+            if (difference) {
+                const float d = delta(i);
+                const float u = std::isfinite(d) ? 0.5f + 0.5f * std::clamp(d / most, -1.0f, 1.0f) : 0.5f;
+                c = std::isfinite(d) ? viz::SampleColormap(viz::Colormap::Diverging, u) : viz::Rgba8{90, 90, 90, 255};
+                dark = std::abs(u - 0.5f) > 0.3f;
+            } else {
+                const float shade = Shade(other.loss[i]);
+                c = viz::SampleColormap(viz::Colormap::Viridis, shade);
+                dark = shade <= 0.6f;
+            }
             draw->AddRectFilled(p0, p1, viz::ToImU32(c));
             const std::string& piece = m_pieces[static_cast<size_t>(r) * T + t];
             if (cell_w >= line * 1.5f && cell_h >= line) {
-                const std::string shown = viz::EllipsizeText(piece, cell_w - 4.0f);
-                draw->AddText(ImVec2(p0.x + 2.0f, p0.y + (cell_h - line) * 0.5f - 0.5f), shade > 0.6f ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 230),
-                              shown.c_str());
+                const std::string text = viz::EllipsizeText(piece, cell_w - 4.0f);
+                draw->AddText(ImVec2(p0.x + 2.0f, p0.y + (cell_h - line) * 0.5f - 0.5f), dark ? IM_COL32(255, 255, 255, 230) : IM_COL32(0, 0, 0, 255),
+                              text.c_str());
             }
             if (ImGui::IsMouseHoveringRect(p0, ImVec2(p1.x + 1, p1.y + 1)) && ImGui::IsWindowHovered()) hovered_row = r, hovered_t = t;
         }
@@ -222,17 +286,26 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens) {
     if (hovered_t >= 0) {
         if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) state.query = hovered_t;
         const model::Analysis& a = *state.analysis;
-        std::string top;
-        for (int k = 0; k < s.top_k; ++k) {
-            const size_t at = (static_cast<size_t>(hovered_row) * T + hovered_t) * s.top_k + k;
-            char buf[96];
-            std::snprintf(buf, sizeof buf, "\n  %.3f  '%s'", s.top_probs[at], Piece(state, s.top_ids[at]).c_str());
-            top += buf;
-        }
-        const float loss = s.loss[static_cast<size_t>(hovered_row) * n + hovered_t];
-        ImGui::SetTooltip("%s, position %d '%s'\nnext token '%s': p = %.4f (loss %.3f)\nmost likely:%s", RowName(hovered_row).c_str(),
-                          hovered_t, TokenLabel(a.tokens.pieces[hovered_t]).c_str(), TokenLabel(a.tokens.pieces[hovered_t + 1]).c_str(),
-                          std::exp(-loss), loss, top.c_str());
+        auto top_of = [&](const model::Lens& x) {
+            std::string top;
+            for (int k = 0; k < x.top_k; ++k) {
+                const size_t at = (static_cast<size_t>(hovered_row) * T + hovered_t) * x.top_k + k;
+                char buf[96];
+                std::snprintf(buf, sizeof buf, "\n  %.3f  '%s'", x.top_probs[at], Piece(state, x.top_ids[at]).c_str());
+                top += buf;
+            }
+            return top;
+        };
+        const size_t i = static_cast<size_t>(hovered_row) * n + hovered_t;
+        const std::string where = RowName(hovered_row) + ", position " + std::to_string(hovered_t) + " '" +
+                                  TokenLabel(a.tokens.pieces[hovered_t]) + "'\nnext token '" + TokenLabel(a.tokens.pieces[hovered_t + 1]) + "': ";
+        if (difference)
+            ImGui::SetTooltip("%sp = %.4f SSA, %.4f %s (log ratio %+.3f)\nSSA's most likely:%s\n%s's most likely:%s", where.c_str(),
+                              std::exp(-s.loss[i]), std::exp(-other.loss[i]), other_name.c_str(), delta(i), top_of(s).c_str(),
+                              other_name.c_str(), top_of(other).c_str());
+        else
+            ImGui::SetTooltip("%sp = %.4f (loss %.3f)\nmost likely:%s", where.c_str(), std::exp(-other.loss[i]), other.loss[i],
+                              top_of(other).c_str());
     }
     ImGui::EndChild();
     state.regions["lens_grid"] = Rect{child_pos.x, child_pos.y, std::min(avail, label_w + n * cell_w), rows * cell_h};

@@ -1,7 +1,9 @@
 // The Lens tab: what each layer and head writes (SPEC section 10), run on request (a forward pass
 // of each side). A layer x position grid of the logit lens, each cell the token the residual
 // after that layer would predict, coloured by the probability it gives the actual next token
-// (hover: the top 5; click: that query); then, for the selected query, the heads ranked by their
+// (hover: the top 5; click: that query), of SSA, its comparison or its base, or SSA's log
+// probability of the next token minus another side's (with a base: where in depth and in the text
+// fine-tuning changed the prediction); then, for the selected query, the heads ranked by their
 // direct contribution to the next token's logit, SSA beside its comparison (and a fine-tune's base:
 // which heads' writes fine-tuning changed, the heads then ranked by that change if asked), and
 // each layer's attention and MLP totals. Until the lens is run, the selected query's column and attribution
@@ -30,13 +32,17 @@ private:
     static Parts PartsOf(const model::Lens& lens, int position);
     static Parts PartsOf(const model::LensAt& at, int n_layer, int n_head);  // empty heads if its parts are not [L H + L + 2]
 
-    void DrawGrid(WindowState& state, const LensPair& lens);
+    // What the grid can show of `lens` (a side it lacks: SSA's), and the radios that choose it.
+    static MapMode GridMode(const WindowState& state, const LensPair& lens);
+    void DrawGridModes(WindowState& state, const LensPair& lens, const std::string& compare_name);
+    void DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, const std::string& compare_name);
     void DrawColumn(WindowState& state, const LensAtPair& at, const std::string& compare_name);
     // `base`: a fine-tune's base beside them (null: none).
     void DrawAttribution(WindowState& state, int position, const Parts& ssa, const Parts* compare, const Parts* base,
                          const std::string& compare_name);
 
     std::shared_ptr<const LensPair> m_for;       // what m_pieces was made for
+    Side m_for_side = Side::Ssa;                 // and of which side
     std::vector<std::string> m_pieces;           // [L + 1, T]: the top-1 piece of each cell
     bool m_by_change = false;                    // with a base: heads ranked by |SSA - base| instead of |SSA|
 };

@@ -59,6 +59,8 @@ TEST_F(Cli, ExportLensWritesTheLensAndTheAttribution) {
         for (const char* figure : {"lens", "dla_heads"})
             for (const char* ext : {".png", ".svg"}) EXPECT_TRUE(fs::is_regular_file(out + "/" + figure + suffix + ext)) << figure << suffix << ext;
     }
+    EXPECT_TRUE(fs::is_regular_file(out + "/lens_diff.svg"));
+    EXPECT_FALSE(fs::exists(out + "/lens_diff_base.svg")) << "no base";
     // The last token's logit by head, SSA beside the comparison: both sides' bars, the heads named.
     EXPECT_TRUE(fs::is_regular_file(out + "/dla_bars.png"));
     const std::string bars = ReadFile(out + "/dla_bars.svg");
@@ -120,6 +122,21 @@ TEST_F(Cli, ExportLensAgainstABaseHasTheBasesLens) {
                               "assert np.abs(b - np.load(d + '/lens_loss.npy')).max() > 1e-3, 'the base is its own model'\" " +
                               Quote(out) + " >" + Scratch("lens_base_check.log") + " 2>&1";
     EXPECT_EQ(std::system(check.c_str()), 0) << ReadFile(Scratch("lens_base_check.log"));
+    // lens_diff_base and lens_diff: SSA's log p(next token) minus the base's and tau = 1's, each cell
+    // (row-major, as lens_loss.npy) red where SSA gives the next token clearly more probability
+    // (the other's loss - SSA's above a fifth of the largest change), blue where clearly less.
+    const std::string signs = std::string(SSAVIZ_PYTHON) + " -c \"import numpy as np, re, sys; d = sys.argv[1]; "
+                              "ssa = np.load(d + '/lens_loss.npy').ravel()\n"
+                              "for other, fig in (('base', 'lens_diff_base'), ('tau1', 'lens_diff')):\n"
+                              " delta = np.load(d + '/lens_loss_' + other + '.npy').ravel() - ssa; most = np.abs(delta).max()\n"
+                              " fills = re.findall(r'class=.cell.[^>]*fill=.#([0-9a-f]{6})', open(d + '/' + fig + '.svg').read())\n"
+                              " assert len(fills) == delta.size, (fig, len(fills), delta.size)\n"
+                              " rgb = [(int(f[0:2], 16), int(f[4:6], 16)) for f in fills]; clear = np.abs(delta) > 0.2 * most\n"
+                              " assert clear.sum() >= 3, (fig, clear.sum())\n"
+                              " wrong = [k for k in np.nonzero(clear)[0] if (rgb[k][0] > rgb[k][1]) != (delta[k] > 0)]\n"
+                              " assert not wrong, (fig, wrong, delta[wrong], [fills[k] for k in wrong])\" " +
+                              Quote(out) + " >" + Scratch("lens_diff_check.log") + " 2>&1";
+    EXPECT_EQ(std::system(signs.c_str()), 0) << ReadFile(Scratch("lens_diff_check.log"));
     const std::string batch = Scratch("lens_base_batch.txt");
     std::ofstream(batch) << "The cat sat on the mat.\nA dog ran in the park today.\n";
     fs::remove_all(out + "_batch");

@@ -43,6 +43,7 @@ app::Session Example() {
     s.settings.per_head_scale = true;
     s.settings.matrix_metric = "sink_mass";
     s.settings.run_curve = "js_drift";
+    s.settings.lens_map = app::MapMode::BaseDifference;
     s.settings.grid_cell = 64;
     s.settings.layout = {0.25f, 0.5f, 0.25f, 0.4f, false};
     app::ExportOptions& e = s.export_options;
@@ -96,6 +97,7 @@ TEST(Session, RoundTripsEveryField) {
     EXPECT_FLOAT_EQ(back->settings.layout.center, 0.5f);
     EXPECT_EQ(back->settings.map_mode, app::MapMode::Difference);
     EXPECT_EQ(back->settings.run_curve, "js_drift");
+    EXPECT_EQ(back->settings.lens_map, app::MapMode::BaseDifference);
     EXPECT_EQ(back->export_options.figures.highlight_head.head, 2);
     EXPECT_FLOAT_EQ(back->export_options.sink_epsilon, 0.4f);
 
@@ -215,6 +217,9 @@ TEST(Session, FlagKeysHaveTheFlagsBounds) {
     s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"export", {{"highlight", "warmth"}}}});
     ASSERT_FALSE(s);
     EXPECT_NE(s.error().find("'export.highlight': 'warmth' is not one of"), std::string::npos) << s.error();
+    s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"lens_map", "drift"}}}});
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().find("'view.lens_map': 'drift' is not one of ssa, compare, diff, base, base_diff"), std::string::npos) << s.error();
     s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"run_curve", "js_temperature"}}}});
     ASSERT_FALSE(s);
     EXPECT_NE(s.error().find("'view.run_curve': 'js_temperature' is not one of entropy, js_divergence, sink_mass, tau_q_mean, js_total, "

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <tuple>
 #include <thread>
@@ -363,6 +364,47 @@ TEST(EndToEnd, ThreeWayFromTheCommandLine) {
             EXPECT_LT(red + blue, 30u) << "SSA's own maps, not a difference";
         }
     }
+    // The Lens tab's grid (a session's lens_map): SSA - base colours each layer and position by how
+    // much more (red) or less (blue) probability the fine-tune gives the next token than its base;
+    // the base's own lens is another grid than SSA's on the same colour map; without a base,
+    // base_diff shows SSA's.
+    std::map<std::string, std::vector<uint32_t>> grids;  // the grid's pixels by run
+    for (const auto& [lens_map, with_base] : {std::pair<const char*, bool>{"base_diff", true}, {"base", true}, {"ssa", true}, {"base_diff", false}}) {
+        // No query selected: its column's yellow frame, antialiased over the cells, reads as red.
+        nlohmann::json session = {{"ssaviz_session", 1}, {"model", dir + "/ft"}, {"text", text}, {"query", -1},
+                                  {"view", {{"tab", "Lens"}, {"lens_map", lens_map}}}};
+        std::ofstream(dir + "/lens_grid.json") << session.dump();
+        const std::string run = std::string(lens_map) + (with_base ? "" : "_no_base"), png_grid = dir + "/lens_grid_" + run + ".png";
+        ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --session " + dir + "/lens_grid.json" + (with_base ? " --base " + dir + "/base" : "") +
+                                 " --lens --screenshot " + png_grid + " --frames 6",
+                             dir + "/log_lens_grid.txt"),
+                  0)
+            << ReadFile(dir + "/log_lens_grid.txt");
+        const nlohmann::json meta_grid = nlohmann::json::parse(ReadFile(png_grid + ".json"), nullptr, false);
+        ASSERT_TRUE(meta_grid.is_object() && meta_grid.contains("regions")) << ReadFile(dir + "/log_lens_grid.txt");
+        EXPECT_EQ(meta_grid["state"]["lens_map"], lens_map) << "kept, shown as SSA without a base";
+        ASSERT_TRUE(meta_grid["regions"].contains("lens_grid")) << run << " " << meta_grid["regions"].dump();
+        const nlohmann::json r = meta_grid["regions"]["lens_grid"];
+        const Picture g = Load(png_grid);
+        const auto [red, blue] = red_and_blue(g, r);
+        if (run == "base_diff") {
+            EXPECT_GT(red, 30u) << "where the fine-tune gives the next token more probability";
+            EXPECT_GT(blue, 30u) << "where it gives less";
+        } else {
+            EXPECT_LT(red + blue, 30u) << run << ": p(next) on the colour map, not a difference";
+        }
+        std::vector<uint32_t>& pixels = grids[run];
+        for (int y = std::max(0, r[1].get<int>()); y < std::min(g.height, r[1].get<int>() + r[3].get<int>()); ++y)
+            for (int x = std::max(0, r[0].get<int>()); x < std::min(g.width, r[0].get<int>() + r[2].get<int>()); ++x)
+                pixels.push_back(g.pixels[static_cast<size_t>(y) * g.width + x]);
+    }
+    auto differing = [](const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {
+        size_t n = a.size() == b.size() ? 0 : std::max(a.size(), b.size());
+        for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) n += a[i] != b[i];
+        return n;
+    };
+    EXPECT_GT(differing(grids["base"], grids["ssa"]), 200u) << "the base's lens is not SSA's";
+    EXPECT_EQ(differing(grids["base_diff_no_base"], grids["ssa"]), 0u) << "without a base: SSA's grid";
 }
 
 // Issue 35: --lens runs the logit lens and attribution once the text is shown, and the Lens tab
