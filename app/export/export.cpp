@@ -430,6 +430,14 @@ std::string LensCompareTitle(const model::Analysis& a) {
 
 std::string LensSideName(const model::Analysis& a, size_t k) { return k == 0 ? "SSA" : k == 1 ? LensCompareTitle(a) : "base"; }
 
+viz::Figure LensModeFigure(const model::Analysis& a, const model::ModelInfo& info, MapMode mode, const model::Lens* ssa,
+                           const model::Lens* other) {
+    const size_t k = ReadSide(mode) == Side::Base ? 2 : ReadSide(mode) == Side::Compare ? 1 : 0;
+    if (IsDifference(mode)) return ssa && other ? LensDiffFigure(*ssa, *other, ModelName(info), LensSideName(a, k), TokenLabels(a.tokens)) : viz::Figure{};
+    const model::Lens* shown = k == 0 ? ssa : other;
+    return shown ? LensFigure(*shown, ModelName(info), LensSideName(a, k), TokenLabels(a.tokens)) : viz::Figure{};
+}
+
 std::vector<ExportFile> LensExportFiles(const model::Engine& engine, const model::ModelInfo& info, const model::Analysis& a,
                                         const std::vector<std::shared_ptr<const model::Lens>>& sides, const ExportOptions& options) {
     const model::Tokenizer& tokenizer = engine.tokenizer();
@@ -502,27 +510,12 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
                          }});
         // Figures for papers: the lens grid and the heads' mean attribution.
         const std::string& side_name = named.name;
-        std::vector<std::string> layer_rows = {"embeddings"}, head_rows, head_cols;
-        for (int64_t l = 0; l < L; ++l) layer_rows.push_back("after L" + std::to_string(l)), head_rows.push_back("L" + std::to_string(l));
+        std::vector<std::string> head_rows, head_cols;
+        for (int64_t l = 0; l < L; ++l) head_rows.push_back("L" + std::to_string(l));
         for (int64_t h = 0; h < H; ++h) head_cols.push_back("H" + std::to_string(h));
-        std::vector<std::string> positions(token_labels.begin(), token_labels.begin() + std::min<size_t>(token_labels.size(), T - 1));
-        positions.resize(T - 1, "?");
         for (const char* ext : extensions) {
-            files.push_back(FigureFile("lens" + suffix, ext, [side = side, layer_rows, positions, model_name, side_name, L, T] {
-                std::vector<float> p(side->loss.size());
-                for (size_t i = 0; i < p.size(); ++i) p[i] = std::exp(-side->loss[i]);
-                viz::HeatmapFigureOptions o;
-                o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 " + side_name + ": p(next token) after each layer";
-                o.RowLabels = layer_rows;
-                o.ColLabels = positions;
-                o.Style.colormap = viz::Colormap::Viridis;
-                o.Style.log_scale = true;
-                o.Style.range = viz::Range{1e-4f, 1.0f};
-                o.Style.causal = false;  // every layer at every position
-                o.ValueLabel = "p(next token)";
-                o.RowAxis = "read after";
-                o.ColAxis = "position (predicting the token after it)";
-                return viz::HeatmapFigure(p.data(), static_cast<int>(L + 1), static_cast<int>(T - 1), o);
+            files.push_back(FigureFile("lens" + suffix, ext, [side = side, token_labels, model_name, side_name] {
+                return LensFigure(*side, model_name, side_name, token_labels);
             }, size_t{64} << 20));
             files.push_back(FigureFile("dla_heads" + suffix, ext, [side = side, head_rows, head_cols, model_name, side_name, L, H, T] {
                 std::vector<float> mean(static_cast<size_t>(L * H), 0.0f);
@@ -554,31 +547,10 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
     for (size_t i = 1; ssa_side && ssa_side->lens && i < sides.size(); ++i) {
         const LensSideFiles& other = sides[i];
         if (!other.lens || other.lens->loss.size() != ssa_side->lens->loss.size()) continue;
-        const int64_t L = ssa_side->lens->n_layer, T = ssa_side->lens->n_tokens;
         const std::string name = other.suffix == "_base" ? "lens_diff_base" : "lens_diff";
-        std::vector<std::string> layer_rows = {"embeddings"};
-        for (int64_t l = 0; l < L; ++l) layer_rows.push_back("after L" + std::to_string(l));
-        std::vector<std::string> positions(token_labels.begin(), token_labels.begin() + std::min<size_t>(token_labels.size(), T - 1));
-        positions.resize(T - 1, "?");
         for (const char* ext : extensions)
-            files.push_back(FigureFile(name, ext, [ssa = ssa_side->lens, other, layer_rows, positions, model_name, L, T] {
-                std::vector<float> delta(ssa->loss.size());
-                float most = 1e-3f;
-                for (size_t k = 0; k < delta.size(); ++k) {
-                    delta[k] = other.lens->loss[k] - ssa->loss[k];  // log p_SSA(next) - log p_other(next)
-                    if (std::isfinite(delta[k])) most = std::max(most, std::abs(delta[k]));
-                }
-                viz::HeatmapFigureOptions o;
-                o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 SSA - " + other.name + ": log p(next token) after each layer";
-                o.RowLabels = layer_rows;
-                o.ColLabels = positions;
-                o.Style.colormap = viz::Colormap::Diverging;
-                o.Style.range = viz::Range{-most, most};
-                o.Style.causal = false;
-                o.ValueLabel = "log p(next token), SSA - " + other.name + " (nats)";
-                o.RowAxis = "read after";
-                o.ColAxis = "position (predicting the token after it)";
-                return viz::HeatmapFigure(delta.data(), static_cast<int>(L + 1), static_cast<int>(T - 1), o);
+            files.push_back(FigureFile(name, ext, [ssa = ssa_side->lens, other, token_labels, model_name] {
+                return LensDiffFigure(*ssa, *other.lens, model_name, other.name, token_labels);
             }, size_t{64} << 20));
     }
     // For papers: the last token's logit split by head, SSA's parts beside the other sides', the

@@ -74,6 +74,11 @@ model::Result<std::vector<std::shared_ptr<const model::Lens>>> RunLensSides(mode
 // The name of RunLensSides' k-th side for `a` (progress bars, figure titles): "SSA", the
 // comparison's, "base".
 std::string LensSideName(const model::Analysis& a, size_t k);
+// One of --lens's figures for a notebook, as the export draws it: with `mode` ssa, compare or base
+// that side's lens (lens.png, lens_compare.png, lens_base.png: `other` is that side's lens for the
+// latter two), with diff or base_diff SSA's minus `other`'s (lens_diff.png, lens_diff_base.png).
+viz::Figure LensModeFigure(const model::Analysis& a, const model::ModelInfo& info, MapMode mode, const model::Lens* ssa,
+                           const model::Lens* other);
 // LensFiles of those sides, pieces named by the engine's tokenizer.
 std::vector<ExportFile> LensExportFiles(const model::Engine& engine, const model::ModelInfo& info, const model::Analysis& a,
                                         const std::vector<std::shared_ptr<const model::Lens>>& sides, const ExportOptions& options);

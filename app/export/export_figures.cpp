@@ -280,4 +280,52 @@ viz::Figure SparsityFigure(const model::Analysis& a, const std::string& model_na
     return viz::PlotFigure(plot->build(input));
 }
 
+namespace {
+
+// The lens's axes: "embeddings", "after L0", ... and the positions' tokens.
+void LensAxes(const model::Lens& lens, const std::vector<std::string>& token_labels, viz::HeatmapFigureOptions* o) {
+    o->RowLabels = {"embeddings"};
+    for (int l = 0; l < lens.n_layer; ++l) o->RowLabels.push_back("after L" + std::to_string(l));
+    const size_t n = static_cast<size_t>(std::max(0, lens.n_tokens - 1));
+    o->ColLabels.assign(token_labels.begin(), token_labels.begin() + std::min(token_labels.size(), n));
+    o->ColLabels.resize(n, "?");
+    o->RowAxis = "read after";
+    o->ColAxis = "position (predicting the token after it)";
+    o->Style.causal = false;  // every layer at every position
+}
+
+}  // namespace
+
+viz::Figure LensFigure(const model::Lens& lens, const std::string& model_name, const std::string& side_name,
+                       const std::vector<std::string>& token_labels) {
+    std::vector<float> p(lens.loss.size());
+    for (size_t i = 0; i < p.size(); ++i) p[i] = std::exp(-lens.loss[i]);
+    viz::HeatmapFigureOptions o;
+    o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 " + side_name + ": p(next token) after each layer";
+    LensAxes(lens, token_labels, &o);
+    o.Style.colormap = viz::Colormap::Viridis;
+    o.Style.log_scale = true;
+    o.Style.range = viz::Range{1e-4f, 1.0f};
+    o.ValueLabel = "p(next token)";
+    return viz::HeatmapFigure(p.data(), lens.n_layer + 1, lens.n_tokens - 1, o);
+}
+
+viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, const std::string& model_name, const std::string& other_name,
+                           const std::vector<std::string>& token_labels) {
+    if (other.loss.size() != ssa.loss.size() || other.n_layer != ssa.n_layer) return {};
+    std::vector<float> delta(ssa.loss.size());
+    float most = 1e-3f;
+    for (size_t k = 0; k < delta.size(); ++k) {
+        delta[k] = other.loss[k] - ssa.loss[k];  // log p_SSA(next) - log p_other(next)
+        if (std::isfinite(delta[k])) most = std::max(most, std::abs(delta[k]));
+    }
+    viz::HeatmapFigureOptions o;
+    o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 SSA - " + other_name + ": log p(next token) after each layer";
+    LensAxes(ssa, token_labels, &o);
+    o.Style.colormap = viz::Colormap::Diverging;
+    o.Style.range = viz::Range{-most, most};
+    o.ValueLabel = "log p(next token), SSA - " + other_name + " (nats)";
+    return viz::HeatmapFigure(delta.data(), ssa.n_layer + 1, ssa.n_tokens - 1, o);
+}
+
 }  // namespace app

@@ -8,6 +8,7 @@
 
 #include "app/core/state.h"
 #include "model/nn/analysis.h"
+#include "model/nn/lens.h"
 #include "viz/figure.h"
 
 namespace app {
@@ -46,6 +47,16 @@ viz::Figure SideBySideFigure(const model::Analysis& a, const std::string& model_
 
 // Every head's map of one kind as a grid (layers are rows), on one shared scale.
 viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, MapMode mode, const FigureSettings& settings);
+
+// The logit lens as a layer x position heatmap (export's lens.png): p(next token) read after each
+// layer, log scale from 1e-4; `side_name` names whose lens it is in the title. `token_labels`:
+// the text's tokens, position t's column labelled with token t.
+viz::Figure LensFigure(const model::Lens& lens, const std::string& model_name, const std::string& side_name,
+                       const std::vector<std::string>& token_labels);
+// SSA's log p(next token) minus `other`'s after each layer (lens_diff.png, lens_diff_base.png): the
+// other's lens loss minus SSA's, on a symmetric diverging scale. Empty if the lenses' shapes differ.
+viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, const std::string& model_name, const std::string& other_name,
+                           const std::vector<std::string>& token_labels);
 
 // The text with each token coloured by settings.highlight (the paper's Figure 1).
 viz::Figure Highlight(const model::Analysis& a, const std::string& model_name, const FigureSettings& settings);

@@ -353,20 +353,21 @@ model::MapSide Side(const AnalysisHandle& h, const std::string& side) {
 // analysis's ids on one side (its own forward pass, on the model as loaded: no
 // what-ifs), as numpy arrays: loss [L + 1, T - 1], top_ids / top_probs [L + 1, T, k], dla [L, H,
 // T - 1], dla_mlp [L, T - 1], dla_embed, dla_const, logit [T - 1].
-py::dict Lens(const AnalysisHandle& h, const std::string& side_name) {
-    const model::MapSide side = Side(h, side_name);
+// One side's lens of the analysis's text (the engine keeps the last of each side: asking again is cheap).
+std::shared_ptr<model::Lens> RunLensSide(const AnalysisHandle& h, model::MapSide side) {
     if (!h.A().interventions.empty()) throw BadArgument("the lens runs the model as loaded: analyze without ablate= for it");
-    std::shared_ptr<model::Lens> lens;
-    {
-        py::gil_scoped_release release;
-        std::lock_guard<std::mutex> lock(h.core->mutex);
-        model::Engine& engine = h.core->Run().engine();
-        if (side != model::MapSide::Ssa)
-            if (auto matched = MatchLensComparison(engine, h.A()); !matched) throw BadArgument(matched.error());
-        auto result = engine.RunLens(h.A().tokens.ids, side);
-        if (!result) throw BadArgument(result.error());
-        lens = std::make_shared<model::Lens>(std::move(*result));
-    }
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(h.core->mutex);
+    model::Engine& engine = h.core->Run().engine();
+    if (side != model::MapSide::Ssa)
+        if (auto matched = MatchLensComparison(engine, h.A()); !matched) throw BadArgument(matched.error());
+    auto result = engine.RunLens(h.A().tokens.ids, side);
+    if (!result) throw BadArgument(result.error());
+    return std::make_shared<model::Lens>(std::move(*result));
+}
+
+py::dict Lens(const AnalysisHandle& h, const std::string& side_name) {
+    const std::shared_ptr<model::Lens> lens = RunLensSide(h, Side(h, side_name));
     const py::ssize_t L = lens->n_layer, H = lens->n_head, T = lens->n_tokens, k = lens->top_k;
     py::dict out;
     out["loss"] = View(lens, lens->loss.data(), {L + 1, T - 1});
@@ -534,6 +535,19 @@ FigureHandle Grid(const AnalysisHandle& h, const std::string& map, const FlagLis
     const CommandOptions o = FigureOptions(h, flags, "heads_grid()");
     py::gil_scoped_release release;
     return {HeadsGrid(h.A(), TitleName(h), mode, o.export_options.figures), ""};
+}
+
+// The logit lens as --lens's figures draw it: a side's lens, or SSA's minus another side's.
+FigureHandle LensGrid(const AnalysisHandle& h, const std::string& map) {
+    const MapMode mode = Mode(h, map);
+    if (const std::string why = NonFiniteAnalysis(h.A()); !why.empty()) throw BadArgument("lens_grid(): " + why);
+    if (h.A().n_tokens < 2) throw BadArgument("lens_grid(): the lens needs 2 tokens or more");
+    const app::Side side = ReadSide(mode);
+    const std::shared_ptr<model::Lens> ssa = side == app::Side::Ssa || IsDifference(mode) ? RunLensSide(h, model::MapSide::Ssa) : nullptr;
+    const std::shared_ptr<model::Lens> other =
+        side == app::Side::Ssa ? nullptr : RunLensSide(h, side == app::Side::Base ? model::MapSide::Base : model::MapSide::Compare);
+    py::gil_scoped_release release;
+    return {LensModeFigure(h.A(), h.core->info, mode, ssa.get(), other.get()), ""};
 }
 
 FigureHandle HighlightFigure(const AnalysisHandle& h, const FlagList& flags) {
@@ -876,6 +890,7 @@ PYBIND11_MODULE(_ssaviz, m) {
         .def("predictions", &Predictions)
         .def("heatmap", &Heatmap)
         .def("heads_grid", &Grid)
+        .def("lens_grid", &LensGrid)
         .def("highlight", &HighlightFigure)
         .def("plot", &Plot)
         .def("export", &Export)

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <iterator>
 #include <optional>
+#include <utility>
 
 #include <imgui.h>
 
@@ -370,8 +371,8 @@ void HeadsView::DrawPinned(WindowState& state) {
         ImGui::PushClipRect(ImGui::GetCursorScreenPos(), ImVec2(p0.x + panel, p1.y + 10 * ImGui::GetTextLineHeight()), true);
         ImGui::TextDisabled("map: %s", shows);
         // SSA's (the comparison's; the base's)
-        for (const char* key : {"entropy", "sink_mass"})
-            ImGui::Text("%s %s (%s%s%s)", key == std::string("entropy") ? "entropy" : "sink", FormatNumber(sum.Get(key)).c_str(),
+        for (const auto& [key, label] : {std::pair<const char*, const char*>{"entropy", "entropy"}, {"sink_mass", "sink"}})
+            ImGui::Text("%s %s (%s%s%s)", label, FormatNumber(sum.Get(key)).c_str(),
                         FormatNumber(sum.Get(key, Side::Compare)).c_str(), base ? "; base " : "",
                         base ? FormatNumber(sum.Get(key, Side::Base)).c_str() : "");
         ImGui::Text("JS %s  tau_q %s", FormatNumber(sum.Get("js_divergence")).c_str(), FormatNumber(sum.Get("tau_q_mean")).c_str());

@@ -407,6 +407,9 @@ class Analysis:
     lens_loss_compare = property(lambda self: self.lens("compare")["loss"])
     dla_compare = property(lambda self: self.lens("compare")["dla"])
     dla_mlp_compare = property(lambda self: self.lens("compare")["dla_mlp"])
+    lens_loss_base = property(lambda self: self.lens("base")["loss"], doc="the base's own lens (an analysis with a base)")
+    dla_base = property(lambda self: self.lens("base")["dla"])
+    dla_mlp_base = property(lambda self: self.lens("base")["dla_mlp"])
 
     def lens_top(self, layer, position, k=5, side="ssa"):
         """The k (at most 5) most likely next tokens at `position` read after `layer` (0: the
@@ -450,6 +453,13 @@ class Analysis:
         """Every head's map on one scale, layers as rows."""
         w = "heads_grid()"
         return Figure(self._h.heads_grid(_str(w, "map", map), _flags(w, flags)), "heads_grid")
+
+    def lens_grid(self, map="ssa"):
+        """The logit lens as `export --lens` draws it: map "ssa", "compare" or "base", that side's
+        p(next token) after each layer (lens.png, lens_compare.png, lens_base.png); "diff" or
+        "base_diff", SSA's log p(next token) minus the comparison's or the base's (lens_diff.png,
+        lens_diff_base.png: where in depth fine-tuning changed the prediction)."""
+        return Figure(self._h.lens_grid(_str("lens_grid()", "map", map)), "lens")
 
     def highlight(self, by="tau_q", scope="model", **flags):
         w = "highlight()"

@@ -221,7 +221,7 @@ def test_the_temperature_slopes_are_the_models_position_term():
     assert all(row == row.rstrip() for row in rows)
 
 
-def test_compare_base_gives_three_sides_and_the_decomposition():
+def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     """Issue 34: base= (or compare="base") analyses a fine-tune against its base; the decomposition
     is the per-head mean over rows 2..T of the rows' JS and L1, and each side's mean loss."""
     base = os.path.join(os.path.dirname(ENGLISH), "vanilla")
@@ -239,7 +239,19 @@ def test_compare_base_gives_three_sides_and_the_decomposition():
     # The base's maps and SSA - base as figures, only beside a base.
     for name in ("base", "base_diff"):
         assert a.heatmap(0, 0, map=name).width > 0 and a.heads_grid(map=name).width > 0
+    # The base's lens is the base model's own: the same numbers as loading the base alone.
+    alone = ssaviz.load(base).analyze(JOBS)
+    np.testing.assert_array_equal(a.lens_loss_base, alone.lens_loss)
+    np.testing.assert_array_equal(a.dla_base, alone.dla)
+    np.testing.assert_array_equal(a.dla_mlp_base, alone.dla_mlp)
+    assert np.abs(a.lens_loss_base - a.lens_loss).max() > 1e-3, "the base is its own model"
+    # The lens as figures: the files export --lens writes, SSA - base among them.
+    a.export(tmp_path / "lens", formats=["svg"], lens=True)
+    for name, figure in (("ssa", "lens"), ("compare", "lens_tau1"), ("base", "lens_base"), ("diff", "lens_diff"), ("base_diff", "lens_diff_base")):
+        assert a.lens_grid(map=name).svg() == (tmp_path / "lens" / (figure + ".svg")).read_text(), name
     plain = m.analyze(JOBS)
+    with pytest.raises(ValueError, match="map 'base_diff': the analysis has no base"):
+        plain.lens_grid(map="base_diff")
     assert plain.decomposition is None and plain.loss_base is None and plain.comparison_kind == "tau1"
     with pytest.raises(ValueError, match="map 'base_diff': the analysis has no base"):
         plain.heads_grid(map="base_diff")
