@@ -350,10 +350,8 @@ model::MapSide Side(const AnalysisHandle& h, const std::string& side) {
 }
 
 // [SECTION] The logit lens and attribution (SPEC section 10), on request: the lens of the
-// analysis's ids on one side (its own forward pass, on the model as loaded: no
-// what-ifs), as numpy arrays: loss [L + 1, T - 1], top_ids / top_probs [L + 1, T, k], dla [L, H,
-// T - 1], dla_mlp [L, T - 1], dla_embed, dla_const, logit [T - 1].
-// One side's lens of the analysis's text (the engine keeps the last of each side: asking again is cheap).
+// analysis's ids on one side (its own forward pass, on the model as loaded: no what-ifs; the
+// engine keeps the last of each side, so asking again is cheap).
 std::shared_ptr<model::Lens> RunLensSide(const AnalysisHandle& h, model::MapSide side) {
     if (!h.A().interventions.empty()) throw BadArgument("the lens runs the model as loaded: analyze without ablate= for it");
     py::gil_scoped_release release;
@@ -366,6 +364,8 @@ std::shared_ptr<model::Lens> RunLensSide(const AnalysisHandle& h, model::MapSide
     return std::make_shared<model::Lens>(std::move(*result));
 }
 
+// That lens as numpy arrays: loss [L + 1, T - 1], top_ids / top_probs [L + 1, T, k], dla [L, H,
+// T - 1], dla_mlp [L, T - 1], dla_embed, dla_const, logit [T - 1].
 py::dict Lens(const AnalysisHandle& h, const std::string& side_name) {
     const std::shared_ptr<model::Lens> lens = RunLensSide(h, Side(h, side_name));
     const py::ssize_t L = lens->n_layer, H = lens->n_head, T = lens->n_tokens, k = lens->top_k;

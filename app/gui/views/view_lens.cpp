@@ -216,7 +216,10 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
     const model::Lens& shown = difference ? s : other;  // whose pieces and top lists the cells name
     const int rows = s.n_layer + 1, T = s.n_tokens, n = T - 1;
     const size_t cells = static_cast<size_t>(rows) * n;
-    if (other.loss.size() != cells || s.loss.size() != cells || shown.top_ids.size() != static_cast<size_t>(rows) * T * shown.top_k) return;
+    auto whole = [&](const model::Lens& x) {
+        return x.loss.size() == cells && x.top_ids.size() == static_cast<size_t>(rows) * T * x.top_k && x.top_probs.size() == x.top_ids.size();
+    };
+    if (!whole(s) || !whole(other)) return;  // the tooltip reads both sides' top lists
     const Side pieces_side = difference ? Side::Ssa : side;
     if (m_for != state.lens || m_for_side != pieces_side) {
         m_for = state.lens;
