@@ -310,22 +310,28 @@ viz::Figure LensFigure(const model::Lens& lens, const std::string& model_name, c
     return viz::HeatmapFigure(p.data(), lens.n_layer + 1, lens.n_tokens - 1, o);
 }
 
+LensDifference LensDifferenceOf(const model::Lens& ssa, const model::Lens& other) {
+    LensDifference d;
+    if (other.loss.size() != ssa.loss.size() || other.n_layer != ssa.n_layer) return d;
+    d.delta.resize(ssa.loss.size());
+    for (size_t k = 0; k < d.delta.size(); ++k) {
+        d.delta[k] = other.loss[k] - ssa.loss[k];  // log p_SSA(next) - log p_other(next)
+        if (std::isfinite(d.delta[k])) d.most = std::max(d.most, std::abs(d.delta[k]));
+    }
+    return d;
+}
+
 viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, const std::string& model_name, const std::string& other_name,
                            const std::vector<std::string>& token_labels) {
-    if (other.loss.size() != ssa.loss.size() || other.n_layer != ssa.n_layer) return {};
-    std::vector<float> delta(ssa.loss.size());
-    float most = 1e-3f;
-    for (size_t k = 0; k < delta.size(); ++k) {
-        delta[k] = other.loss[k] - ssa.loss[k];  // log p_SSA(next) - log p_other(next)
-        if (std::isfinite(delta[k])) most = std::max(most, std::abs(delta[k]));
-    }
+    const LensDifference d = LensDifferenceOf(ssa, other);
+    if (d.delta.empty()) return {};
     viz::HeatmapFigureOptions o;
     o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 SSA - " + other_name + ": log p(next token) after each layer";
     LensAxes(ssa, token_labels, &o);
     o.Style.colormap = viz::Colormap::Diverging;
-    o.Style.range = viz::Range{-most, most};
+    o.Style.range = viz::Range{-d.most, d.most};
     o.ValueLabel = "log p(next token), SSA - " + other_name + " (nats)";
-    return viz::HeatmapFigure(delta.data(), ssa.n_layer + 1, ssa.n_tokens - 1, o);
+    return viz::HeatmapFigure(d.delta.data(), ssa.n_layer + 1, ssa.n_tokens - 1, o);
 }
 
 }  // namespace app

@@ -53,6 +53,14 @@ viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, M
 // the text's tokens, position t's column labelled with token t.
 viz::Figure LensFigure(const model::Lens& lens, const std::string& model_name, const std::string& side_name,
                        const std::vector<std::string>& token_labels);
+// SSA's log p(next token) minus `other`'s at each cell of the lens (the other's loss minus SSA's),
+// and the largest magnitude among them, at least 1e-3: a difference's symmetric scale. Empty if the
+// lenses' shapes differ.
+struct LensDifference {
+    std::vector<float> delta;  // [L + 1, T - 1]
+    float most = 1e-3f;
+};
+LensDifference LensDifferenceOf(const model::Lens& ssa, const model::Lens& other);
 // SSA's log p(next token) minus `other`'s after each layer (lens_diff.png, lens_diff_base.png): the
 // other's lens loss minus SSA's, on a symmetric diverging scale. Empty if the lenses' shapes differ.
 viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, const std::string& model_name, const std::string& other_name,

@@ -220,20 +220,17 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
         return x.loss.size() == cells && x.top_ids.size() == static_cast<size_t>(rows) * T * x.top_k && x.top_probs.size() == x.top_ids.size();
     };
     if (!whole(s) || !whole(other)) return;  // the tooltip reads both sides' top lists
-    const Side pieces_side = difference ? Side::Ssa : side;
-    if (m_for != state.lens || m_for_side != pieces_side) {
+    if (m_for != state.lens || m_for_mode != mode) {
         m_for = state.lens;
-        m_for_side = pieces_side;
+        m_for_mode = mode;
         m_pieces.clear();
         for (size_t k = 0; k < shown.top_ids.size(); k += shown.top_k) m_pieces.push_back(Piece(state, shown.top_ids[k]));
+        // A difference's cells, log p_SSA(next) - log p_other(next), on a symmetric scale over the grid.
+        m_difference = difference ? LensDifferenceOf(s, other) : LensDifference{};
     }
-    // A difference's cells: log p_SSA(next) - log p_other(next) = the other's loss - SSA's, on a
-    // symmetric scale over the grid.
-    auto delta = [&](size_t i) { return other.loss[i] - s.loss[i]; };
-    float most = 1e-3f;
-    if (difference)
-        for (size_t i = 0; i < cells; ++i)
-            if (std::isfinite(delta(i))) most = std::max(most, std::abs(delta(i)));
+    if (difference && m_difference.delta.size() != cells) return;
+    const float most = m_difference.most;
+    auto delta = [&](size_t i) { return m_difference.delta[i]; };
     const std::string other_name = side == Side::Base ? "base" : compare_name;
     const float line = ImGui::GetTextLineHeight();
     const float label_w = ImGui::CalcTextSize("embeddings").x + 8.0f;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "app/export/export_figures.h"
 #include "app/gui/window_state.h"
 
 namespace app {
@@ -41,9 +42,10 @@ private:
     void DrawAttribution(WindowState& state, int position, const Parts& ssa, const Parts* compare, const Parts* base,
                          const std::string& compare_name);
 
-    std::shared_ptr<const LensPair> m_for;       // what m_pieces was made for
-    Side m_for_side = Side::Ssa;                 // and of which side
+    std::shared_ptr<const LensPair> m_for;       // what m_pieces and m_difference were made for
+    MapMode m_for_mode = MapMode::Ssa;           // and which grid
     std::vector<std::string> m_pieces;           // [L + 1, T]: the top-1 piece of each cell
+    LensDifference m_difference;                 // a difference grid's cells and scale
     bool m_by_change = false;                    // with a base: heads ranked by |SSA - base| instead of |SSA|
 };
 
