@@ -53,6 +53,8 @@
 #include "app/core/state.h"
 #include "bench/trace.h"
 #include "model/nn/analysis.h"
+#include "model/nn/analysis_plan_torch.h"
+#include "model/nn/runtime_torch.h"
 #include "viz/heatmap.h"
 
 namespace {
@@ -80,6 +82,17 @@ double PeakRssMb() {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     return usage.ru_maxrss / 1024.0;  // Linux reports KiB
+}
+
+// On a GPU: the analysis's blocks of rows and the device's memory in use (LibTorch's caching
+// allocator keeps what the runs took, so about their peak, with CUDA's own context and any other
+// process's); nothing on the CPU.
+std::string DeviceReport(const std::string& name) {
+    const auto device = model::ResolveDevice(name);
+    if (!device || device->is_cpu()) return "";
+    const model::DeviceMemoryBytes memory = model::DeviceMemory(*device);
+    return "; blocks of " + std::to_string(model::BlockBytes(*device) >> 20) + " MB; device memory in use " +
+           std::to_string(memory.used >> 20) + " MB of " + std::to_string(memory.total >> 20);
 }
 
 struct Options {
@@ -205,7 +218,8 @@ int RunOnly(const Options& o) {
         std::fflush(stdout);
         times.push_back(ms);
     }
-    std::printf("median %s: %.2f ms; peak RSS %.0f MB; BLAS: %s\n", o.only.c_str(), Median(times), PeakRssMb(), model::DescribeBlas().c_str());
+    std::printf("median %s: %.2f ms; peak RSS %.0f MB; BLAS: %s%s\n", o.only.c_str(), Median(times), PeakRssMb(), model::DescribeBlas().c_str(),
+                DeviceReport(o.device).c_str());
     return 0;
 }
 
@@ -296,7 +310,7 @@ int RunChild(const Options& o) {
                        {"edit_end_ms", end_ms}, {"edit_middle_ms", middle_ms}, {"edit_start_ms", start_ms},
                        {"edit_end_map_ms", Median(seeded_map)}, {"full_ms", Median(whole)},
                        {"ids_file", o.baseline ? ids_file : ""},
-                       {"device", device}};
+                       {"device", device}, {"device_report", DeviceReport(o.device)}};
     std::printf("%s\n", line.dump().c_str());
     return 0;
 }
@@ -478,7 +492,7 @@ int main(int argc, char** argv) {
     std::printf("\n| tokens | ssaviz analysis ms (forward and predictions + metrics) | PyTorch, the same work ms (forward + "
                 "predictions + metrics) | ratio | head map ms | bake ms (PyTorch) | peak RSS MB (PyTorch) | checks |\n");
     std::printf("|---:|---:|---:|---:|---:|---:|---:|---|\n");
-    std::vector<std::string> keystrokes;
+    std::vector<std::string> keystrokes, on_device;
     for (int T : o.tokens) {
         const std::string common = " --model " + Quote(o.model) + " --threads " + std::to_string(threads);
         const json ours = RunCommand(Quote(o.self) + common + " --device " + Quote(o.device) + " --repeats " +
@@ -518,10 +532,14 @@ int main(int argc, char** argv) {
                              Ratio(full, ours["edit_end_ms"]) + " faster) | " + Fixed(ours["edit_middle_ms"], 1) + " | " +
                              Fixed(ours["edit_start_ms"], 1) + " | " + Fixed(ours["head_map_ms"], 2) + " | " +
                              Fixed(ours["edit_end_map_ms"], 2) + " |");
+        if (const std::string report = ours.value("device_report", ""); !report.empty())
+            on_device.push_back(std::to_string(T) + " tokens" + report);
     }
     std::printf("\nAn edit of one token, reusing the previous analysis (Engine::Analyze, whole call):\n\n");
     std::printf("| tokens | full analysis ms | edit at the end ms | in the middle ms | at the start ms | head map ms (new) | head map ms after an edit at the end |\n");
     std::printf("|---:|---:|---:|---:|---:|---:|---:|\n");
     for (const std::string& row : keystrokes) std::printf("%s\n", row.c_str());
+    if (!on_device.empty()) std::printf("\nOn the device, after each count's runs:\n");
+    for (const std::string& line : on_device) std::printf("- %s\n", line.c_str());
     return 0;
 }

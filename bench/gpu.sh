@@ -13,12 +13,18 @@
 #      at 1,024 (its [L, 2, H, T, T] capture at 8,192 needs 380 GB).
 # Each stage is bounded by `timeout` and writes its log under OUT as it goes, so a stage that runs
 # out of time leaves the ones before it.
-#   2b. the attention rows' CUDA softmax (on by default since 2026-11-29): exactness with torch's
-#       softmax instead (SSAVIZ_CUDA_SOFTMAX=0), and the time on and off;
+#   2b. (softmax, on request) the attention rows' CUDA softmax (on by default since 2026-11-29):
+#       exactness with torch's softmax instead (SSAVIZ_CUDA_SOFTMAX=0), and the time on and off;
 #   3b. the logit lens (whole, and one position from the kept stream) at GPT-2 small's shape;
 #   3c. the Python module on the device (bench/gpu_python.py): load(device="cuda") and "cuda:N" for
 #      each GPU against device="cpu", and export_batch with a device per Dask worker where
 #      dask.distributed is installed; the host ops an analysis dispatches (SSAVIZ_BENCH_OPS=1);
+#   3d. (blocks) the analysis's blocks of rows: the default, 256 MB, against 128 MB and 1 GB at
+#       GPT-2 small's shape and TinyLlama's at 8,192 tokens (SSAVIZ_DEVICE_BLOCK_MB); the exact
+#       stage also exports with 1 MB blocks (several a layer) against the CPU;
+#   3e. (long) GPT-2 small's shape at 32,768 tokens: a full analysis, edits at the end, the
+#       device's memory (SPEC: 32,768 tokens where memory allows; no PyTorch baseline: its capture
+#       of every map would need 620 GB);
 #   4. where the time goes: the 8,192-token analysis under nsys (when the machine has it; else
 #      LibTorch's own profiler through ssaviz_bench's SSAVIZ_BENCH_TRACE, at 1,024 and 8,192 tokens
 #      and for edits at 8,192, summarised by bench/trace_summary.py), the CUDA kernels ranked by time.
@@ -27,12 +33,14 @@
 #   usage: bash bench/gpu.sh OUT            (from the project's root, on the GPU machine)
 #          It writes some 20 files; where only a few come back (the device tool: 8), write them
 #          elsewhere and pack them: bash bench/gpu.sh /tmp/gpu-out; tar czf "$OUT/gpu-out.tgz" -C /tmp/gpu-out .
-#          SSAVIZ_GPU_STAGES="fused exact small softmax tiny profile gui" picks stages (all by default);
+#          SSAVIZ_GPU_STAGES="fused exact small softmax lens python tiny blocks long profile gui" picks stages
+#          (all but softmax by default);
 #          SSAVIZ_GPU_SMALL_TOKENS=1024,4096, SSAVIZ_GPU_TINY_TOKENS="1024 8192" and SSAVIZ_GPU_TINY_BASELINE=1
 #          (the defaults) the sizes, to fit what is left of a session's device time; the whole run
-#          takes about 5 minutes on an H200 with 16 cores, so one device session can run it twice.
+#          took about 6.5 minutes on an H200 with 16 cores (2026-11-29, with softmax; blocks and long,
+#          since, add about 2-3 minutes), so give the call a timeout of 540 s and stages to skip.
 set -uo pipefail
-stages=${SSAVIZ_GPU_STAGES:-fused exact small softmax lens python tiny profile gui}
+stages=${SSAVIZ_GPU_STAGES:-fused exact small lens python tiny blocks long profile gui}
 want() { [[ " $stages " == *" $1 "* ]]; }
 out=${1:?usage: bash bench/gpu.sh OUT}
 mkdir -p "$out"
@@ -92,6 +100,10 @@ exact gpt2 cpu twin --compare "$work/twin"; exact gpt2 "$dev" twin --compare "$w
 exact gpt2 cpu base --base "$work/twin" --lens; exact gpt2 "$dev" base --base "$work/twin" --lens  # three sides: the base's maps, metrics and lens
 exact gpt2 "$dev" bf16 --dtype bf16; exact llama "$dev" bf16 --dtype bf16
 [ "$dev" = cuda ] && exact gpt2 cuda f16 --dtype f16
+# Blocks of 1 MB (several a layer at these sizes, where the default takes every row at once).
+SSAVIZ_DEVICE_BLOCK_MB=1 exact gpt2 "$dev" blocks --lens
+SSAVIZ_DEVICE_BLOCK_MB=1 exact llama "$dev" blocks --lens
+SSAVIZ_DEVICE_BLOCK_MB=1 exact gpt2 "$dev" blocks-base --base "$work/twin" --lens
 "$py" "$here/bench/compare_exports.py" "$work" "$dev" | tee "$out/exactness.txt"
 fi
 
@@ -161,6 +173,42 @@ timeout 60 "$build/ssaviz_bench" --model "$tiny" --device "$dev" --only end --to
   "$py" -c 'import json,sys; print(" ".join(map(str, json.load(sys.stdin)["ids"])))' >"$work/ids.txt"
 [ "${SSAVIZ_GPU_TINY_BASELINE:-1}" = 1 ] && timeout 60 "$py" "$here/bench/family_baseline.py" --model "$tiny" --ids "$work/ids.txt" --tokens 1024 --repeats 2 --device "$dev" 2>&1 |
   tail -n 3 | tee -a "$out/bench-tiny.txt"
+fi
+
+# The analysis's blocks of rows (SSAVIZ_DEVICE_BLOCK_MB; analysis_plan_torch.h's BlockBytes): the default,
+# 256 MB (13 blocks a layer of GPT-2 small at 8,192 tokens, 18,600 host ops an analysis), against
+# 128 MB and 1 GB (fewer ops, more of the masked triangle multiplied). Each run's last line names
+# its blocks and the device memory in use.
+if want blocks; then
+stage "the analysis's blocks of rows: 256 MB (the default) against 128 MB and 1 GB"
+[ -f "$small/model.safetensors" ] ||
+  "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
+for what in ${SSAVIZ_GPU_BLOCK_RUNS:-full:8192 middle:8192 tiny/full:8192}; do
+  model=$small sizes="default 128 1024" repeats=3
+  case $what in tiny/*) model="$work/tinyllama" what=${what#tiny/} sizes="default 1024" repeats=2 ;; esac
+  [ -d "$model" ] || { echo "no $model for the blocks' run $what" | tee -a "$out/stages.txt"; continue; }
+  for mb in $sizes; do
+    label="$(basename "$model") --only ${what%%:*} --tokens ${what##*:}, blocks: $mb"
+    echo "$label" >>"$out/blocks.txt"
+    ( [ $mb = default ] || export SSAVIZ_DEVICE_BLOCK_MB=$mb
+      timeout 75 "$build/ssaviz_bench" --model "$model" --device "$dev" --only "${what%%:*}" --tokens "${what##*:}" --repeats $repeats \
+        --no-maps 2>&1 | tail -n 4 >>"$out/blocks.txt" )
+    echo "$label: $(grep "^median" "$out/blocks.txt" | tail -n 1)" | tee -a "$out/stages.txt"
+  done
+done
+[ "$dev" = cuda ] && SSAVIZ_DEVICE_BLOCK_MB=1024 SSAVIZ_BENCH_OPS=1 timeout 60 "$build/ssaviz_bench" --model "$small" --device "$dev" --only full \
+  --tokens 8192 --repeats 1 --no-maps 2>&1 | grep -m1 "host ops" | sed 's/^/1 GB blocks, 8,192 tokens: /' | tee -a "$out/stages.txt"
+fi
+
+# GPT-2 small's shape at 32,768 tokens, where memory allows (on the CPU's dry run: 2,048).
+if want long; then
+stage "GPT-2 small's shape at 32,768 tokens"
+long="$work/gpt2-small-32k" n=${SSAVIZ_GPU_LONG_TOKENS:-32768}
+[ "$dev" = cuda ] || n=${SSAVIZ_GPU_LONG_TOKENS:-2048}
+[ -d "$long" ] || "$build/ssaviz" init-random --out "$long" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 32768 >/dev/null
+timeout 150 "$build/ssaviz_bench" --model "$long" --device "$dev" --only full --tokens "$n" --repeats 1 --no-maps >"$out/long.txt" 2>&1
+timeout 120 "$build/ssaviz_bench" --model "$long" --device "$dev" --only end --tokens "$n" --repeats 4 >>"$out/long.txt" 2>&1
+grep "^median" "$out/long.txt" | sed "s/^/$n tokens: /" | tee -a "$out/stages.txt"
 fi
 
 if want profile && command -v nsys >/dev/null; then

@@ -2,9 +2,13 @@
 #include "model/nn/analysis_plan_torch.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include <torch/cuda.h>
 
+#include "model/io/files.h"
 #include "model/nn/attention_maps_torch.h"
 
 namespace model {
@@ -127,6 +131,30 @@ at::Tensor AnalysisPlan::Join(const at::Tensor& old, const std::vector<at::Tenso
 
 at::Tensor NewRows(const std::vector<at::Tensor>& parts) {
     return parts.empty() ? at::Tensor() : parts.size() == 1 ? parts[0] : at::cat(parts, 1);
+}
+
+size_t DeviceBlockBytes(const char* setting, bool* unreadable) {
+    if (!setting) return kDeviceBlockBytes;
+    size_t mb = 0;
+    const size_t digits = std::strspn(setting, "0123456789");
+    if (digits > 0 && digits <= 5 && setting[digits] == '\0') mb = std::strtoul(setting, nullptr, 10);
+    if (mb >= 1 && mb <= 65536) return mb << 20;
+    *unreadable = true;
+    return kDeviceBlockBytes;
+}
+
+size_t BlockBytes(const at::Device& device) {
+    if (device.is_cpu()) return kBlockBytes;
+    static const size_t bytes = [] {  // read once: the environment does not change under a process
+        const char* setting = std::getenv("SSAVIZ_DEVICE_BLOCK_MB");
+        bool unreadable = false;
+        const size_t b = DeviceBlockBytes(setting, &unreadable);
+        if (unreadable)
+            std::fprintf(stderr, "ssaviz: SSAVIZ_DEVICE_BLOCK_MB='%s' is not a whole number of MB from 1 to 65536; blocks of %zu MB\n",
+                         EscapeForMessage(setting, 40).c_str(), b >> 20);
+        return b;
+    }();
+    return bytes;
 }
 
 void WaitForDevice(const at::Device& device) {

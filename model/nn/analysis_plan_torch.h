@@ -111,6 +111,21 @@ struct PlanInputs {
 };
 AnalysisPlan PlanAnalysis(const PlanInputs& in, const std::vector<int32_t>& ids, const std::vector<int32_t>& old_ids, int old_pool, bool reuse);
 
+// The attention rows the analysis computes at once, a side: [H, rows, T] floats. On the CPU small
+// blocks, which the heap reuses (a fresh mapping costs page faults). On a GPU large ones, so that
+// the kernels are few and each big: 8 MB blocks made 512 blocks a layer of GPT-2 small at 8,192
+// tokens, and the analysis took 6.3 s on an H200, launching kernels. Larger is not always better:
+// a block's rows are multiplied with every key up to its last row, so the masked upper triangle
+// computed grows with the block's rows squared (at 8,192 tokens, 13 blocks a layer compute 54% of
+// the square, 3 blocks 67%), while the host's ops (about a hundred a block: the layer's whole
+// forward pass runs a block of rows at a time) shrink with their count. A GPU's block is 256 MB
+// unless $SSAVIZ_DEVICE_BLOCK_MB says otherwise (bench/gpu.sh's blocks stage compares sizes).
+constexpr size_t kBlockBytes = size_t{8} << 20, kDeviceBlockBytes = size_t{256} << 20;
+size_t BlockBytes(const at::Device& device);
+// A GPU's block from $SSAVIZ_DEVICE_BLOCK_MB's text (null: unset): a whole number of MB from 1 to
+// 65536, else kDeviceBlockBytes with `*unreadable` set. Apart from BlockBytes for tests.
+size_t DeviceBlockBytes(const char* setting, bool* unreadable);
+
 // Waits for the device's kernels to finish (nothing on the CPU): AnalyzeOptions::phase_timings.
 void WaitForDevice(const at::Device& device);
 

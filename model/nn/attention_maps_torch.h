@@ -21,14 +21,6 @@
 
 namespace model {
 
-// The attention rows the analysis computes at once, a side: [H, rows, T] floats. On the CPU small
-// blocks, which the heap reuses (a fresh mapping costs page faults); on a GPU large ones, so that
-// the kernels are few and each is big: 8 MB blocks made 512 blocks a layer of GPT-2 small at 8,192
-// tokens, and the analysis took 6.3 s on an H200, launching kernels.
-constexpr size_t kBlockBytes = size_t{8} << 20;
-constexpr size_t kDeviceBlockBytes = size_t{256} << 20;
-inline size_t BlockBytes(const at::Device& device) { return device.is_cpu() ? kBlockBytes : kDeviceBlockBytes; }
-
 // The most recently used head maps, up to `budget` bytes (at least one map is always kept): host
 // maps (HeadMap) or a device's (MapCellsPtr).
 inline size_t MapBytes(const HeadMap& map) { return map->size() * sizeof(float); }

@@ -344,4 +344,16 @@ const char* CompareRows(int maps, const float* const* in, int64_t rows, int64_t 
     return "CompareRows takes two or three maps";
 }
 
+MemoryBytes DeviceMemory(int device) {
+    MemoryBytes bytes;
+    int current = 0;
+    if (cudaGetDevice(&current) != cudaSuccess) return cudaGetLastError(), bytes;
+    size_t free = 0, total = 0;
+    if (cudaSetDevice(device) == cudaSuccess && cudaMemGetInfo(&free, &total) == cudaSuccess)
+        bytes = {static_cast<int64_t>(total), static_cast<int64_t>(total - free)};
+    cudaGetLastError();  // a failed query leaves no error behind for the next launch to report
+    cudaSetDevice(current);
+    return bytes;
+}
+
 }  // namespace model::cuda

@@ -1,7 +1,8 @@
 // The fused row statistics of metrics.h on a CUDA device: one thread block a row reads each map's
 // keys 0..i once and writes every row metric of each map and the JS divergence and L1 distance of
-// each pair; the thumbnails' pooling; the attention rows' masked softmax; a map's extent. Compiled only where the LibTorch has CUDA (SSAVIZ_CUDA_KERNELS); free of LibTorch and
-// CUDA types, so metrics.cpp includes it as plain C++.
+// each pair; the thumbnails' pooling; the attention rows' masked softmax; a map's extent; and the
+// device's memory, which sizes the analysis's blocks of rows. Compiled only where the LibTorch has
+// CUDA (SSAVIZ_CUDA_KERNELS); free of LibTorch and CUDA types, so metrics.cpp includes it as plain C++.
 #pragma once
 
 #include <cstdint>
@@ -41,5 +42,13 @@ const char* MaskedSoftmaxRows(float* scores, int64_t rows, int64_t R, int64_t T,
 // magnitude. All three are non-negative, so their bits order as their values do and the thread
 // blocks merge them with atomicMax and atomicMin.
 const char* MapExtentBits(const float* map, int64_t rows, int64_t width, int64_t first, unsigned* out);
+
+// Device `device`'s memory in bytes: all of it, and what is in use (by this process's caching
+// allocator and every other), both 0 when CUDA cannot say. The calling thread's current device is
+// left as it was.
+struct MemoryBytes {
+    int64_t total = 0, used = 0;
+};
+MemoryBytes DeviceMemory(int device);
 
 }  // namespace model::cuda

@@ -18,6 +18,9 @@
 #include <torch/cuda.h>
 
 #include "model/io/files.h"
+#ifdef SSAVIZ_CUDA_KERNELS
+#include "model/nn/metrics_cuda.h"
+#endif
 
 namespace model {
 
@@ -229,6 +232,17 @@ void BindThreadToDevice(at::Device device) {
     c10::impl::getDeviceGuardImpl(at::kCUDA)->setDevice(at::Device(at::kCUDA, index));
     torch::cuda::synchronize(index);
     bound = index;
+}
+
+DeviceMemoryBytes DeviceMemory(const at::Device& device) {
+#ifdef SSAVIZ_CUDA_KERNELS
+    if (device.is_cuda()) {
+        const cuda::MemoryBytes bytes = cuda::DeviceMemory(device.has_index() ? device.index() : 0);
+        return {bytes.total, bytes.used};
+    }
+#endif
+    (void)device;
+    return {};
 }
 
 std::vector<float> ToHost(const at::Tensor& t) {

@@ -30,6 +30,13 @@ void BindThreadToDevice(at::Device device);
 // `t` in `type`: itself when it is already (`to` would say the same, at the cost of a dispatch).
 inline at::Tensor AsType(const at::Tensor& t, at::ScalarType type) { return t.scalar_type() == type ? t : t.to(type); }
 
+// A device's memory in bytes, all of it and what is in use (by this process's caching allocator
+// and any other process); 0 and 0 on the CPU and where this build has no CUDA kernels.
+struct DeviceMemoryBytes {
+    int64_t total = 0, used = 0;
+};
+DeviceMemoryBytes DeviceMemory(const at::Device& device);
+
 // A tensor's values as float32 on the host, row-major: where results leave the device.
 std::vector<float> ToHost(const at::Tensor& t);
 

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "model/nn/analysis.h"
+#include "model/nn/analysis_plan_torch.h"
 #include "model/nn/metrics.h"
 #include "model/nn/forward.h"
 #include "model/nn/model_folder_torch.h"
@@ -209,6 +210,24 @@ TEST_F(OnDemandMaps, LayerByLayerMetricsEqualTheWholeCapture) {
 }
 
 // A RowArray holds what it was given, read back every way, at sizes either side of a band's.
+// The analysis's blocks of attention rows: the CPU's small, a GPU's 256 MB unless
+// $SSAVIZ_DEVICE_BLOCK_MB is a whole number of MB.
+TEST(AnalysisBlocks, AGpusAreAsTheSettingSaysWhenItReads) {
+    constexpr size_t MB = size_t{1} << 20;
+    EXPECT_EQ(model::BlockBytes(at::Device(at::kCPU)), 8 * MB);
+    bool unreadable = false;
+    EXPECT_EQ(model::DeviceBlockBytes(nullptr, &unreadable), 256 * MB);
+    EXPECT_EQ(model::DeviceBlockBytes("1", &unreadable), 1 * MB);
+    EXPECT_EQ(model::DeviceBlockBytes("1024", &unreadable), 1024 * MB);
+    EXPECT_EQ(model::DeviceBlockBytes("65536", &unreadable), 65536 * MB);
+    EXPECT_FALSE(unreadable);
+    for (const char* bad : {"", "0", "65537", "99999", "-5", "12x", " 12", "1e3", "0x10", "18446744073709551617"}) {
+        unreadable = false;
+        EXPECT_EQ(model::DeviceBlockBytes(bad, &unreadable), 256 * MB) << bad;
+        EXPECT_TRUE(unreadable) << bad;
+    }
+}
+
 TEST(RowArray, GivesBackItsValuesByRowTokenAndFlatIndex) {
     constexpr int64_t B = model::RowArray::kBand;
     for (int64_t rows : {0, 1, 3, 7})
