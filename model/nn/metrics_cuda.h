@@ -1,8 +1,8 @@
 // The fused row statistics of metrics.h on a CUDA device: one thread block a row reads each map's
 // keys 0..i once and writes every row metric of each map and the JS divergence and L1 distance of
 // each pair; the thumbnails' pooling; the attention rows' masked softmax; a map's extent; and the
-// device's memory, which sizes the analysis's blocks of rows. Compiled only where the LibTorch has
-// CUDA (SSAVIZ_CUDA_KERNELS); free of LibTorch and CUDA types, so metrics.cpp includes it as plain C++.
+// device's memory, for reports. Compiled only where the LibTorch has CUDA (SSAVIZ_CUDA_KERNELS);
+// free of LibTorch and CUDA types, so metrics.cpp includes it as plain C++.
 #pragma once
 
 #include <cstdint>
