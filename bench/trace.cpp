@@ -1,6 +1,7 @@
 #include "bench/trace.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -65,6 +66,7 @@ namespace {
 struct OpCounts {
     std::mutex mutex;
     std::map<std::string, std::map<std::string, long>> by_scope;  // scope -> op -> count
+    std::map<std::string, double> scope_ms;                        // scope -> time inside it, on the host's clock
     at::CallbackHandle handle = 0;
 };
 OpCounts& Counts() {
@@ -73,10 +75,12 @@ OpCounts& Counts() {
 }
 thread_local int t_depth = 0;                      // ops open on this thread
 thread_local std::vector<std::string> t_scopes;   // ssaviz's user scopes open on this thread
+thread_local std::vector<std::chrono::steady_clock::time_point> t_scope_starts;
 
 std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
     if (fn.scope() == at::RecordScope::USER_SCOPE) {
         t_scopes.emplace_back(fn.name());
+        t_scope_starts.push_back(std::chrono::steady_clock::now());
         return nullptr;
     }
     if (t_depth++ == 0) {
@@ -89,7 +93,16 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
 
 void OnEnd(const at::RecordFunction& fn, at::ObserverContext*) {
     if (fn.scope() == at::RecordScope::USER_SCOPE) {
-        if (!t_scopes.empty()) t_scopes.pop_back();
+        if (t_scopes.empty()) return;
+        const std::string name = t_scopes.back();
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_scope_starts.back()).count();
+        t_scopes.pop_back();
+        t_scope_starts.pop_back();
+        if (std::find(t_scopes.begin(), t_scopes.end(), name) == t_scopes.end()) {  // its outermost instance
+            OpCounts& c = Counts();
+            std::lock_guard<std::mutex> lock(c.mutex);
+            c.scope_ms[name] += ms;
+        }
         return;
     }
     --t_depth;
@@ -100,6 +113,7 @@ void OnEnd(const at::RecordFunction& fn, at::ObserverContext*) {
 void StartOpCount() {
     OpCounts& c = Counts();
     c.by_scope.clear();
+    c.scope_ms.clear();
     c.handle = at::addGlobalCallback(at::RecordFunctionCallback(OnStart, OnEnd).scopes({at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE}));
 }
 
@@ -120,9 +134,13 @@ void StopOpCount(int top, const char* what) {
         all += n;
     }
     std::sort(scopes.rbegin(), scopes.rend());
-    std::printf("host ops dispatched%s%s%s: %ld\n", what ? " (" : "", what ? what : "", what ? ")" : "", all);
+    std::printf("host ops dispatched%s%s%s: %ld (ms: the host's time in each scope, a device's waits included)\n", what ? " (" : "",
+                what ? what : "", what ? ")" : "", all);
     for (const auto& [n, scope] : scopes) {
-        std::printf("  %8ld  %s:", n, scope.c_str());
+        const auto ms = c.scope_ms.find(scope);
+        std::printf("  %8ld  %s", n, scope.c_str());
+        if (ms != c.scope_ms.end()) std::printf(" (%.1f ms)", ms->second);
+        std::printf(":");
         std::vector<std::pair<long, std::string>> ops;
         for (const auto& [op, k] : c.by_scope[scope]) ops.emplace_back(k, op);
         std::sort(ops.rbegin(), ops.rend());

@@ -2,7 +2,8 @@
 """Where a traced run spent its time (issue 37): reads the Chrome trace that ssaviz_bench writes
 with SSAVIZ_BENCH_TRACE=FILE and prints the device's kernels and copies ranked by total time,
 the CUDA runtime calls, the CPU's ops and ssaviz's own phases (the engine's RECORD_USER_SCOPEs),
-as Markdown tables.
+and the host's time in each phase (its top-level ops, its CUDA runtime calls, and ssaviz's own code
+between them), as Markdown tables.
 
     usage: python3 bench/trace_summary.py TRACE.json [--top 25]
 """
@@ -41,6 +42,50 @@ def by_phase(events, top):
         table(f"Device work launched in {phase}", rows, min(top, 10))
 
 
+def host_by_phase(events, top):
+    """The host's time in each of ssaviz's phases: the ATen ops it called there (top level: an op
+    inside another op counts in that one) and the CUDA runtime calls (copies, synchronisations, host
+    allocations), each by inclusive time, and what is left: ssaviz's own C++ between them."""
+    by_tid = collections.defaultdict(list)
+    for e in events:
+        if e.get("ph") == "X" and "dur" in e and e.get("cat") in ("user_annotation", "cpu_op", "cuda_runtime"):
+            by_tid[e.get("tid")].append(e)
+    phases = collections.defaultdict(lambda: {"ms": 0.0, "ops": collections.defaultdict(lambda: [0.0, 0]),
+                                              "runtime": collections.defaultdict(lambda: [0.0, 0]), "in_ops": 0.0})
+    for tid_events in by_tid.values():
+        tid_events.sort(key=lambda e: (float(e["ts"]), -float(e["dur"])))
+        scopes, ops = [], []  # open user scopes and open ops: (name, end)
+        for e in tid_events:
+            ts, end = float(e["ts"]), float(e["ts"]) + float(e["dur"])
+            while scopes and scopes[-1][1] <= ts:
+                scopes.pop()
+            while ops and ops[-1][1] <= ts:
+                ops.pop()
+            phase = scopes[-1][0] if scopes else None
+            if e["cat"] == "user_annotation":
+                if not any(name == e["name"] for name, _ in scopes):  # its outermost instance
+                    phases[e["name"]]["ms"] += float(e["dur"])
+                scopes.append((e["name"], end))
+            elif phase is not None:
+                if e["cat"] == "cuda_runtime":
+                    g = phases[phase]["runtime"][e["name"]]
+                    g[0] += float(e["dur"]); g[1] += 1
+                elif not ops:
+                    g = phases[phase]["ops"][e["name"]]
+                    g[0] += float(e["dur"]); g[1] += 1
+                    phases[phase]["in_ops"] += float(e["dur"])
+                if e["cat"] == "cpu_op":
+                    ops.append((e["name"], end))
+    for phase, p in sorted(phases.items(), key=lambda kv: -kv[1]["ms"]):
+        outside = max(0.0, p["ms"] - p["in_ops"])
+        print(f"\nThe host in {phase}: {p['ms'] / 1000:.1f} ms, of which ATen ops {p['in_ops'] / 1000:.1f} ms "
+              f"and ssaviz's own code between them {outside / 1000:.1f} ms\n")
+        print("| ms | calls | top-level op or CUDA runtime call |\n|---:|---:|---|")
+        rows = [(d, n, name) for name, (d, n) in p["ops"].items()] + [(d, n, "(runtime) " + name) for name, (d, n) in p["runtime"].items()]
+        for d, n, name in sorted(rows, reverse=True)[:min(top, 10)]:
+            print(f"| {d / 1000:.2f} | {n} | {name[:110].replace('|', '/')} |")
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -65,6 +110,7 @@ def main():
     if last > first:
         print(f"traced span: {(last - first) / 1000:.1f} ms")
     by_phase(events, top)
+    host_by_phase(events, top)
     table("ssaviz's phases (RECORD_USER_SCOPE; the host's clock)", groups["scopes"], top)
     table("ssaviz's phases on the device (first kernel to last)", groups["device scopes"], top)
     table("Device kernels and copies", groups["device"], top)
