@@ -492,6 +492,7 @@ ThumbnailBuilder::ThumbnailBuilder(const Thumbnails& old, int kept, int side, in
     t.layers = layers;
     t.heads = heads;
     t.kinds = kinds;
+    std::vector<const ThumbnailBand*> was;  // a new band's old one, where it keeps rows of it
     for (int first = 0; first < side; first += kThumbnailBandRows) {
         const int count = std::min(kThumbnailBandRows, side - first);
         const size_t b = static_cast<size_t>(first / kThumbnailBandRows);
@@ -503,23 +504,33 @@ ThumbnailBuilder::ThumbnailBuilder(const Thumbnails& old, int kept, int side, in
         band->first = first;
         band->rows = count;
         band->width = first + count;
-        const size_t width = static_cast<size_t>(band->width);
-        const ThumbnailBand* was = first < kept && b < old.bands.size() ? old.bands[b].get() : nullptr;
-        for (int k = 0; k < kinds; ++k) {
-            std::vector<float>& cells = band->cells[k];
-            cells.assign(static_cast<size_t>(layers) * heads * count * width, 0.0f);
-            for (int l = 0; l < layers; ++l)
-                for (int h = 0; h < heads; ++h)
-                    for (int row = first; row < std::min(first + count, kept); ++row) {  // from the old band: the same row, its own width
-                        assert(was && row < was->first + was->rows);
-                        const size_t w = static_cast<size_t>(was->width);
-                        const float* in = was->cells[k].data() + ((static_cast<size_t>(l) * heads + h) * was->rows + (row - was->first)) * w;
-                        std::copy_n(in, std::min(w, width), cells.data() + ((static_cast<size_t>(l) * heads + h) * count + (row - first)) * width);
-                    }
-        }
+        was.push_back(first < kept && b < old.bands.size() ? old.bands[b].get() : nullptr);
         t.bands.push_back(band);
         m_new.push_back(std::move(band));
     }
+    // The new bands' cells, and the rows they keep of the old ones: a band a task (TinyLlama's shape
+    // holds some 280 MB of them, which one thread took ~0.1 s to fill and copy).
+    at::parallel_for(0, static_cast<int64_t>(m_new.size()), 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+            ThumbnailBand& band = *m_new[static_cast<size_t>(i)];
+            const ThumbnailBand* old_band = was[static_cast<size_t>(i)];
+            const int first = band.first, count = band.rows;
+            const size_t width = static_cast<size_t>(band.width);
+            for (int k = 0; k < kinds; ++k) {
+                std::vector<float>& cells = band.cells[k];
+                cells.assign(static_cast<size_t>(layers) * heads * count * width, 0.0f);
+                for (int l = 0; l < layers; ++l)
+                    for (int h = 0; h < heads; ++h)
+                        for (int row = first; row < std::min(first + count, kept); ++row) {  // from the old band: the same row, its own width
+                            assert(old_band && row < old_band->first + old_band->rows);
+                            const size_t w = static_cast<size_t>(old_band->width);
+                            const float* in =
+                                old_band->cells[k].data() + ((static_cast<size_t>(l) * heads + h) * old_band->rows + (row - old_band->first)) * w;
+                            std::copy_n(in, std::min(w, width), cells.data() + ((static_cast<size_t>(l) * heads + h) * count + (row - first)) * width);
+                        }
+            }
+        }
+    });
 }
 
 void ThumbnailBuilder::AddLayer(int l, std::vector<at::Tensor> rows) {
@@ -531,18 +542,24 @@ void ThumbnailBuilder::AddLayer(int l, std::vector<at::Tensor> rows) {
 void ThumbnailBuilder::CopyLayer(int l, const std::vector<at::Tensor>& rows) {
     const Thumbnails& t = m_thumbnails;
     const int64_t fresh = t.side - m_kept;
+    std::vector<at::Tensor> host;
     for (int k = 0; k < t.kinds; ++k) {
-        const at::Tensor host = rows[k].to(at::kCPU, at::kFloat).contiguous();  // [H, side - kept, side]
-        assert(host.size(0) == t.heads && host.size(1) == fresh && host.size(2) == t.side);
-        const float* in = host.data_ptr<float>();
-        for (const auto& band : m_new) {
-            const size_t width = static_cast<size_t>(band->width);
-            for (int h = 0; h < t.heads; ++h)
-                for (int row = std::max(band->first, m_kept); row < band->first + band->rows; ++row)
-                    std::copy_n(in + (static_cast<size_t>(h) * fresh + (row - m_kept)) * t.side, width,
-                                band->cells[k].data() + ((static_cast<size_t>(l) * t.heads + h) * band->rows + (row - band->first)) * width);
-        }
+        host.push_back(rows[k].to(at::kCPU, at::kFloat).contiguous());  // [H, side - kept, side]
+        assert(host[k].size(0) == t.heads && host[k].size(1) == fresh && host[k].size(2) == t.side);
     }
+    at::parallel_for(0, static_cast<int64_t>(m_new.size()), 1, [&](int64_t begin, int64_t end) {  // a band a task
+        for (int64_t i = begin; i < end; ++i) {
+            ThumbnailBand& band = *m_new[static_cast<size_t>(i)];
+            const size_t width = static_cast<size_t>(band.width);
+            for (int k = 0; k < t.kinds; ++k) {
+                const float* in = host[k].data_ptr<float>();
+                for (int h = 0; h < t.heads; ++h)
+                    for (int row = std::max(band.first, m_kept); row < band.first + band.rows; ++row)
+                        std::copy_n(in + (static_cast<size_t>(h) * fresh + (row - m_kept)) * t.side, width,
+                                    band.cells[k].data() + ((static_cast<size_t>(l) * t.heads + h) * band.rows + (row - band.first)) * width);
+            }
+        }
+    });
 }
 
 Thumbnails ThumbnailBuilder::Finish() {
@@ -553,10 +570,14 @@ Thumbnails ThumbnailBuilder::Finish() {
     for (size_t i = 0; i < m_device_layers.size(); ++i)
         CopyLayer(m_device_layers[i].l, std::vector<at::Tensor>(host.begin() + kinds * i, host.begin() + kinds * (i + 1)));
     m_device_layers.clear();
-    for (const auto& band : m_new)
-        for (int k = 0; k < m_thumbnails.kinds; ++k)
-            if (IsDifference(static_cast<ThumbnailKind>(k)))
-                for (float v : band->cells[k]) band->max_abs[k] = std::max(band->max_abs[k], std::abs(v));  // NaN never wins
+    at::parallel_for(0, static_cast<int64_t>(m_new.size()), 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+            ThumbnailBand& band = *m_new[static_cast<size_t>(i)];
+            for (int k = 0; k < m_thumbnails.kinds; ++k)
+                if (IsDifference(static_cast<ThumbnailKind>(k)))
+                    for (float v : band.cells[k]) band.max_abs[k] = std::max(band.max_abs[k], std::abs(v));  // NaN never wins
+        }
+    });
     m_new.clear();
     return std::move(m_thumbnails);
 }
