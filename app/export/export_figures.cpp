@@ -314,11 +314,25 @@ LensDifference LensDifferenceOf(const model::Lens& ssa, const model::Lens& other
     LensDifference d;
     if (other.loss.size() != ssa.loss.size() || other.n_layer != ssa.n_layer) return d;
     d.delta.resize(ssa.loss.size());
+    std::vector<float> magnitudes;
     for (size_t k = 0; k < d.delta.size(); ++k) {
         d.delta[k] = other.loss[k] - ssa.loss[k];  // log p_SSA(next) - log p_other(next)
-        if (std::isfinite(d.delta[k])) d.most = std::max(d.most, std::abs(d.delta[k]));
+        if (std::isfinite(d.delta[k])) magnitudes.push_back(std::abs(d.delta[k]));
     }
+    if (magnitudes.empty()) return d;
+    const size_t rank = static_cast<size_t>(std::ceil(kLensScalePercentile * static_cast<double>(magnitudes.size()))) - 1;
+    std::nth_element(magnitudes.begin(), magnitudes.begin() + static_cast<std::ptrdiff_t>(rank), magnitudes.end());
+    d.most = std::max(d.most, magnitudes[rank]);
+    d.largest = *std::max_element(magnitudes.begin() + static_cast<std::ptrdiff_t>(rank), magnitudes.end());
     return d;
+}
+
+std::string LensScaleNote(const LensDifference& d) {
+    if (!d.Clips()) return "";
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "; scale +-%.3g, the 99th percentile of |difference| (largest %.3g, shown at the scale's end)", d.most,
+                  d.largest);
+    return buf;
 }
 
 viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, const std::string& model_name, const std::string& other_name,
@@ -330,7 +344,7 @@ viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, con
     LensAxes(ssa, token_labels, &o);
     o.Style.colormap = viz::Colormap::Diverging;
     o.Style.range = viz::Range{-d.most, d.most};
-    o.ValueLabel = "log p(next token), SSA - " + other_name + " (nats)";
+    o.ValueLabel = "log p(next token), SSA - " + other_name + " (nats)" + LensScaleNote(d);
     return viz::HeatmapFigure(d.delta.data(), ssa.n_layer + 1, ssa.n_tokens - 1, o);
 }
 

@@ -54,13 +54,21 @@ viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, M
 viz::Figure LensFigure(const model::Lens& lens, const std::string& model_name, const std::string& side_name,
                        const std::vector<std::string>& token_labels);
 // SSA's log p(next token) minus `other`'s at each cell of the lens (the other's loss minus SSA's),
-// and the largest magnitude among them, at least 1e-3: a difference's symmetric scale. Empty if the
-// lenses' shapes differ.
+// and a difference's symmetric scale: the 99th percentile of the cells' magnitudes (nearest rank,
+// at least 1e-3), so that a few cells fine-tuning changed most (or an embeddings row against a
+// separately trained model) do not wash out the rest; cells beyond it take the scale's end colour,
+// and the labels say so. Empty if the lenses' shapes differ.
 struct LensDifference {
     std::vector<float> delta;  // [L + 1, T - 1]
-    float most = 1e-3f;
+    float most = 1e-3f;        // the scale's end, +-
+    float largest = 0.0f;      // the largest finite magnitude
+    bool Clips() const { return largest > most; }
 };
+constexpr double kLensScalePercentile = 0.99;
 LensDifference LensDifferenceOf(const model::Lens& ssa, const model::Lens& other);
+// What a difference's scale leaves out, for its labels: "; scale +-X, the 99th percentile ..."; empty
+// when every cell is within the scale.
+std::string LensScaleNote(const LensDifference& d);
 // SSA's log p(next token) minus `other`'s after each layer (lens_diff.png, lens_diff_base.png): the
 // other's lens loss minus SSA's, on a symmetric diverging scale. Empty if the lenses' shapes differ.
 viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, const std::string& model_name, const std::string& other_name,

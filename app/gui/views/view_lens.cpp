@@ -238,9 +238,14 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
     const float cell_w = std::max(6.0f, std::min(line * 4.0f, std::floor((avail - label_w) / std::max(n, 1))));
     const float cell_h = std::clamp(std::floor((ImGui::GetContentRegionAvail().y * 0.45f - line) / rows), 4.0f, line + 4.0f);
     const float grid_h = rows * cell_h + line + 4.0f + ImGui::GetStyle().ScrollbarSize;
-    if (difference)
-        ImGui::TextDisabled("colour: log p(next token), SSA - %s: -%.3g (blue) to +%.3g (red) nats; text: SSA's prediction", other_name.c_str(),
-                            most, most);
+    if (difference) {
+        ImGui::TextDisabled("colour: log p(next token), SSA - %s: -%.3g (blue) to +%.3g (red) nats%s; text: SSA's prediction",
+                            other_name.c_str(), most, most, m_difference.Clips() ? " *" : "");
+        if (m_difference.Clips() && ImGui::IsItemHovered())
+            ImGui::SetTooltip("The scale ends at the 99th percentile of the cells' |difference|, %.3g nats; the largest, %.3g, and the\n"
+                              "others beyond the scale are drawn in its end colours (hover a cell for its value).",
+                              m_difference.most, m_difference.largest);
+    }
     else
         ImGui::TextDisabled("colour: p(the next token) after each layer%s, log scale 1e-4 (dark) to 1; text: the token it predicts",
                             side == Side::Ssa ? "" : (" (" + other_name + ")").c_str());

@@ -102,10 +102,19 @@ TEST_F(Cli, ExportLensAgainstABaseHasTheBasesLens) {
     const std::string out = kOut + "/lens_base";
     fs::remove_all(out);
     fs::remove_all(out + "_alone");
-    const std::string text = "The cat sat on the mat. The cat";
-    Outcome r = Ssaviz({"export", "--model", Small(), "--base", Twin(), "--text", text, "--out", out, "--format", "npy,json,svg", "--lens"});
+    // Over 100 lens cells (3 rows, 35 positions), so that the difference's scale, the 99th
+    // percentile, clips: the pair of Small() and Twin() with a context of 64.
+    const std::string tokenizer = std::string(SSAVIZ_SOURCE_DIR) + "/assets/tokenizers/gpt2";
+    const std::string ft = kOut + "/small64", base = kOut + "/twin64";
+    for (auto [dir, seed] : {std::pair{ft, "7"}, std::pair{base, "99"}})
+        if (!fs::exists(dir + "/model.safetensors"))
+            ASSERT_EQ(Ssaviz({"init-random", "--out", dir, "--seed", seed, "--tokenizer", tokenizer, "--layers", "2", "--heads", "2", "--embd",
+                              "16", "--positions", "64"}).code, 0);
+    const std::string text = "The cat sat on the mat. The dog ran to the park, and the cat sat on the mat again while a bird sang "
+                             "in the tree by the old house. The cat";
+    Outcome r = Ssaviz({"export", "--model", ft, "--base", base, "--text", text, "--out", out, "--format", "npy,json,svg", "--lens"});
     ASSERT_EQ(r.code, 0) << r.err;
-    r = Ssaviz({"export", "--model", Twin(), "--text", text, "--out", out + "_alone", "--format", "npy,json", "--lens"});
+    r = Ssaviz({"export", "--model", base, "--text", text, "--out", out + "_alone", "--format", "npy,json", "--lens"});
     ASSERT_EQ(r.code, 0) << r.err;
     for (const char* name : {"lens_loss", "dla", "dla_mlp", "dla_embed", "dla_const"}) {
         ASSERT_TRUE(fs::is_regular_file(out + "/" + name + "_base.npy")) << name;
@@ -124,7 +133,8 @@ TEST_F(Cli, ExportLensAgainstABaseHasTheBasesLens) {
     EXPECT_EQ(std::system(check.c_str()), 0) << ReadFile(Scratch("lens_base_check.log"));
     // lens_diff_base and lens_diff: SSA's log p(next token) minus the base's and tau = 1's, each cell
     // (row-major, as lens_loss.npy) red where SSA gives the next token clearly more probability
-    // (the other's loss - SSA's above a fifth of the largest change), blue where clearly less.
+    // (the other's loss - SSA's above a fifth of the largest change), blue where clearly less; the
+    // cells at or beyond the scale (the 99th percentile of the changes) all in its end colours.
     const std::string signs = std::string(SSAVIZ_PYTHON) + " -c \"import numpy as np, re, sys; d = sys.argv[1]; "
                               "ssa = np.load(d + '/lens_loss.npy').ravel()\n"
                               "for other, fig in (('base', 'lens_diff_base'), ('tau1', 'lens_diff')):\n"
@@ -134,13 +144,18 @@ TEST_F(Cli, ExportLensAgainstABaseHasTheBasesLens) {
                               " rgb = [(int(f[0:2], 16), int(f[4:6], 16)) for f in fills]; clear = np.abs(delta) > 0.2 * most\n"
                               " assert clear.sum() >= 3, (fig, clear.sum())\n"
                               " wrong = [k for k in np.nonzero(clear)[0] if (rgb[k][0] > rgb[k][1]) != (delta[k] > 0)]\n"
-                              " assert not wrong, (fig, wrong, delta[wrong], [fills[k] for k in wrong])\" " +
+                              " assert not wrong, (fig, wrong, delta[wrong], [fills[k] for k in wrong])\n"
+                              " mags = np.sort(np.abs(delta[np.isfinite(delta)])); edge = mags[int(np.ceil(0.99 * mags.size)) - 1]\n"
+                              " assert mags.size >= 100 and edge < mags[-1], (fig, mags.size, edge, mags[-1])\n"
+                              " for sign in (1, -1):\n"
+                              "  ends = {fills[k] for k in np.nonzero(sign * delta >= edge)[0]}\n"
+                              "  assert len(ends) <= 1, (fig, sign, edge, ends)\" " +
                               Quote(out) + " >" + Scratch("lens_diff_check.log") + " 2>&1";
     EXPECT_EQ(std::system(signs.c_str()), 0) << ReadFile(Scratch("lens_diff_check.log"));
     const std::string batch = Scratch("lens_base_batch.txt");
     std::ofstream(batch) << "The cat sat on the mat.\nA dog ran in the park today.\n";
     fs::remove_all(out + "_batch");
-    r = Ssaviz({"export", "--model", Small(), "--base", Twin(), "--text-file", batch, "--batch", "--out", out + "_batch", "--format", "json",
+    r = Ssaviz({"export", "--model", ft, "--base", base, "--text-file", batch, "--batch", "--out", out + "_batch", "--format", "json",
                 "--lens"});
     ASSERT_EQ(r.code, 0) << r.err;
     const json summary = json::parse(ReadFile(out + "_batch/summary.json"));  // kept: the loop reads into it

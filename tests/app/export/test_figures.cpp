@@ -91,6 +91,48 @@ TEST_F(ExportFigures, SparsityPlotsBesideABase) {
 
 }  // namespace
 
+// The lens difference's scale (LensDifferenceOf): the 99th percentile of the cells' magnitudes by
+// nearest rank, so one cell that changed by 10 nats leaves the rest of a 200-cell grid readable;
+// under 100 cells it is the largest; non-finite cells are left out of both; at least 1e-3.
+TEST(LensDifference, TheScaleIsThe99thPercentileOfTheCells) {
+    model::Lens ssa, base;
+    ssa.n_layer = base.n_layer = 1;
+    for (int k = 0; k < 200; ++k) {  // [2, 100]
+        ssa.loss.push_back(1.0f);
+        base.loss.push_back(k % 2 ? 1.25f : 0.5f);  // SSA's log p higher by 0.25 or lower by 0.5
+    }
+    base.loss[7] = 11.0f;  // one cell of +10
+    app::LensDifference d = app::LensDifferenceOf(ssa, base);
+    ASSERT_EQ(d.delta.size(), 200u);
+    EXPECT_FLOAT_EQ(d.delta[1], 0.25f);
+    EXPECT_FLOAT_EQ(d.delta[2], -0.5f);
+    EXPECT_FLOAT_EQ(d.most, 0.5f);  // the 198th smallest of 200 magnitudes
+    EXPECT_FLOAT_EQ(d.largest, 10.0f);
+    EXPECT_TRUE(d.Clips());
+    EXPECT_NE(app::LensScaleNote(d).find("99th percentile"), std::string::npos);
+    for (int k = 0; k < 3; ++k) base.loss[k * 10] = 8.0f;  // four cells far out: the 198th smallest is one of them
+    d = app::LensDifferenceOf(ssa, base);
+    EXPECT_FLOAT_EQ(d.most, 7.0f);
+    EXPECT_FLOAT_EQ(d.largest, 10.0f);
+
+    ssa.loss.resize(98), base.loss.resize(98);  // under 100 cells: the largest, nothing clipped
+    base.loss[5] = NAN;
+    base.loss[9] = INFINITY;
+    d = app::LensDifferenceOf(ssa, base);
+    EXPECT_FLOAT_EQ(d.most, 10.0f);
+    EXPECT_FLOAT_EQ(d.largest, 10.0f);
+    EXPECT_FALSE(d.Clips());
+    EXPECT_EQ(app::LensScaleNote(d), "");
+    EXPECT_TRUE(std::isnan(d.delta[5]));
+
+    base.loss = ssa.loss;  // no change anywhere: the floor
+    d = app::LensDifferenceOf(ssa, base);
+    EXPECT_FLOAT_EQ(d.most, 1e-3f);
+    EXPECT_FALSE(d.Clips());
+    base.loss.pop_back();  // shapes differ
+    EXPECT_TRUE(app::LensDifferenceOf(ssa, base).delta.empty());
+}
+
 // A run's timeline (app/export/run_curves.h): steps to sparsity from each head's entropy, as the
 // Run tab's table and the heads matrix read it (run, compare run, their difference), and a token's
 // tau_q against step.
