@@ -20,6 +20,19 @@ namespace {
 const ImU32 kTauQColor = IM_COL32(240, 145, 40, 255);
 const ImU32 kTauVColor = IM_COL32(120, 200, 120, 255);
 const ImU32 kFitColor = IM_COL32(255, 255, 255, 200);
+const ImU32 kOtherColor = IM_COL32(235, 110, 210, 255);  // the base's or twin's tau_q
+
+// The other SSA model's tau_q for head row `head_row`: the base's, else a twin's, where it has
+// temperatures (a value other than 1; a vanilla base or twin has ones); empty otherwise.
+std::vector<float> OtherTauQ(const model::Analysis& a, int64_t head_row, const char** name) {
+    const bool base = a.HasBase();
+    const model::RowArray& tau = base ? a.tau_q_base : a.tau_q_compare;
+    if ((!base && !HasTwin(a)) || tau.rows() <= head_row || tau.tokens() != a.n_tokens) return {};
+    std::vector<float> row = tau.Row(head_row);
+    if (std::all_of(row.begin(), row.end(), [](float v) { return v == 1.0f; })) return {};
+    *name = base ? "base" : "twin";
+    return row;
+}
 
 // Least squares y = a + s ln(i + 1) over tokens 0..T-1 (position i + 1 counted from 1), and the
 // correlation of y with ln(i + 1).
@@ -59,6 +72,9 @@ void TemperatureView::Draw(WindowState& state) {
     const float* tau_q = tau_q_row.data();
     const float* tau_v = tau_v_row.data();
     const LogFit fit = FitLog(tau_q, T);
+    const char* other_name = "";
+    const std::vector<float> other_row = OtherTauQ(a, head_row, &other_name);
+    const float* other = !other_row.empty() && m_show_other ? other_row.data() : nullptr;
 
     ImGui::Text("%s: temperatures by position", HeadName(head).c_str());
     ImGui::SameLine();
@@ -72,6 +88,13 @@ void TemperatureView::Draw(WindowState& state) {
     ImGui::Checkbox("log position axis", &m_log_x);
     ImGui::SameLine();
     ImGui::Checkbox("tau_v", &m_show_tau_v);
+    if (!other_row.empty()) {
+        ImGui::SameLine();
+        ImGui::Checkbox((std::string(other_name) + "'s tau_q").c_str(), &m_show_other);
+        viz::ItemTooltip(("The " + std::string(other_name) + " is an SSA model too: its tau_q of the same head and tokens, as rings. "
+                          "Where the rings leave the orange points, the temperatures moved between the two models.")
+                             .c_str());
+    }
     // The model's slopes (ModelInfo::query_slopes): each layer's learned position term, labelled.
     const std::vector<model::TemperatureSlope>* slopes = state.model && !state.model->query_slopes.empty() ? &state.model->query_slopes : nullptr;
     if (slopes) {
@@ -98,6 +121,7 @@ void TemperatureView::Draw(WindowState& state) {
     for (int i = 0; i < T; ++i) {
         if (std::isfinite(tau_q[i])) lo = std::min(lo, tau_q[i]), hi = std::max(hi, tau_q[i]);
         if (m_show_tau_v && std::isfinite(tau_v[i])) lo = std::min(lo, tau_v[i]), hi = std::max(hi, tau_v[i]);
+        if (other && std::isfinite(other[i])) lo = std::min(lo, other[i]), hi = std::max(hi, other[i]);
     }
     if (every_layer)
         for (const model::TemperatureSlope& layer : *slopes)
@@ -203,6 +227,9 @@ void TemperatureView::Draw(WindowState& state) {
     float near_d = 8.0f * 8.0f;
     const float r = T > 500 ? 1.5f : 2.5f;
     draw->PushClipRect(p0, p1, true);
+    if (other)  // under SSA's points: rings
+        for (int i = 0; i < T; ++i)
+            if (std::isfinite(other[i])) draw->AddCircle(ImVec2(x_of(i + 1.0f), y_of(other[i])), r + 1.5f, kOtherColor, 10, 1.5f);
     for (int series = m_show_tau_v ? 1 : 0; series >= 0; --series) {
         const float* y = series == 0 ? tau_q : tau_v;
         const ImU32 color = series == 0 ? kTauQColor : kTauVColor;
@@ -226,8 +253,10 @@ void TemperatureView::Draw(WindowState& state) {
         char terms[96] = "";
         if (has_position && a.tau_q_token.size() >= row + T)
             std::snprintf(terms, sizeof terms, " = position %.3f, token term %+.3f", a.tau_q_position[row + near], a.tau_q_token[row + near]);
-        ImGui::SetTooltip("'%s' (token %d, position %d)\ntau_q %.3f%s\ntau_v %.3f\nclick: make it the query", label.c_str(), near, near + 1,
-                          tau_q[near], terms, tau_v[near]);
+        char beside[64] = "";
+        if (!other_row.empty()) std::snprintf(beside, sizeof beside, "\n%s's tau_q %.3f", other_name, other_row[static_cast<size_t>(near)]);
+        ImGui::SetTooltip("'%s' (token %d, position %d)\ntau_q %.3f%s\ntau_v %.3f%s\nclick: make it the query", label.c_str(), near, near + 1,
+                          tau_q[near], terms, tau_v[near], beside);
         if (ImGui::IsItemClicked(ImGuiMouseButton_Left)) state.query = near;
     }
     (void)near_series;
@@ -235,17 +264,22 @@ void TemperatureView::Draw(WindowState& state) {
     ImGui::SetCursorScreenPos(ImVec2(origin.x, p1.y + line * 2 + 6));
     const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
     int keys = 0;
-    auto key = [&](ImU32 color, const char* text) {  // on the line of the one before when it fits
+    auto key = [&](ImU32 color, const char* text, bool ring = false) {  // on the line of the one before when it fits
         const float width = line * 0.9f + ImGui::GetStyle().ItemSpacing.x + ImGui::CalcTextSize(text).x;
         if (keys++ > 0 && ImGui::GetItemRectMax().x + line + width <= right) ImGui::SameLine(0, line);
         const ImVec2 p = ImGui::GetCursorScreenPos();
-        draw->AddCircleFilled(ImVec2(p.x + line * 0.4f, p.y + line * 0.5f), line * 0.3f, color, 12);
+        if (ring)
+            draw->AddCircle(ImVec2(p.x + line * 0.4f, p.y + line * 0.5f), line * 0.3f, color, 12, 1.5f);
+        else
+            draw->AddCircleFilled(ImVec2(p.x + line * 0.4f, p.y + line * 0.5f), line * 0.3f, color, 12);
         ImGui::Dummy(ImVec2(line * 0.9f, line));
         ImGui::SameLine();
         ImGui::TextUnformatted(text);
     };
     key(kTauQColor, "tau_q (queries)");
     if (m_show_tau_v) key(kTauVColor, "tau_v (keys)");
+    const std::string other_key = std::string(other_name) + "'s tau_q (rings)";
+    if (other) key(kOtherColor, other_key.c_str(), /*ring=*/true);
     if (has_position) key(IM_COL32(120, 190, 255, 255), "learned 1 + s ln i");
     if (every_layer) key(IM_COL32(90, 180, 140, 255), "every layer's 1 + s ln i (L0..)");
     key(kFitColor, "a + s ln i, fitted to tau_q");

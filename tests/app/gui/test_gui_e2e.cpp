@@ -407,6 +407,46 @@ TEST(EndToEnd, ThreeWayFromTheCommandLine) {
     EXPECT_EQ(differing(grids["base_diff_no_base"], grids["ssa"]), 0u) << "without a base: SSA's grid";
 }
 
+// The Temperatures tab beside a base that is an SSA model too draws the base's tau_q of the same
+// head as pink rings; beside a vanilla base (tau = 1 throughout) it draws none.
+TEST(EndToEnd, TheTemperaturesTabRingsAnSsaBasesTauQ) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_base_tau";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    for (const auto& [name, form, seed] : {std::tuple<const char*, const char*, const char*>{"ft", "sigmoid,shared", "1"},
+                                           {"ssa_base", "sigmoid,shared", "2"}, {"vanilla_base", "none", "3"}}) {
+        const std::string cmd = std::string(SSAVIZ_BINARY) + " init-random --out " + dir + "/" + name +
+                                " --layers 2 --heads 2 --embd 32 --query-form " + form + " --seed " + seed;
+        ASSERT_EQ(RunCommand(cmd, dir + "/init.log"), 0) << ReadFile(dir + "/init.log");
+    }
+    auto pink = [](const Picture& p, const nlohmann::json& r) {  // view_temperature.cpp's kOtherColor, antialiased
+        size_t n = 0;
+        for (int y = std::max(0, r[1].get<int>()); y < std::min(p.height, r[1].get<int>() + r[3].get<int>()); ++y)
+            for (int x = std::max(0, r[0].get<int>()); x < std::min(p.width, r[0].get<int>() + r[2].get<int>()); ++x) {
+                const uint32_t c = p.pixels[static_cast<size_t>(y) * p.width + x];
+                const int red = c & 255, green = c >> 8 & 255, blue = c >> 16 & 255;
+                n += std::abs(red - 235) < 40 && std::abs(green - 110) < 40 && std::abs(blue - 210) < 40;
+            }
+        return n;
+    };
+    for (const char* base : {"ssa_base", "vanilla_base"}) {
+        const std::string png = dir + "/" + base + ".png";
+        ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --model " + dir + "/ft --base " + dir + "/" + base + " --tab temperatures" +
+                                 " --text 'The temperatures of a fine-tune and of its base, token by token, side by side.' --screenshot " + png +
+                                 " --frames 4",
+                             dir + "/log.txt"),
+                  0)
+            << ReadFile(dir + "/log.txt");
+        const nlohmann::json meta = nlohmann::json::parse(ReadFile(png + ".json"), nullptr, false);
+        ASSERT_TRUE(meta.is_object() && meta.contains("regions") && meta["regions"].contains("temperature")) << ReadFile(dir + "/log.txt");
+        const size_t rings = pink(Load(png), meta["regions"]["temperature"]);
+        if (std::string(base) == "ssa_base")
+            EXPECT_GT(rings, 100u) << "the base's tau_q as rings";
+        else
+            EXPECT_EQ(rings, 0u) << "a vanilla base has no temperatures to draw";
+    }
+}
+
 // Issue 35: --lens runs the logit lens and attribution once the text is shown, and the Lens tab
 // draws its grid (each layer's prediction at each position) and the selected query's heads.
 TEST(EndToEnd, TheLensTabShowsWhatEachLayerWrites) {
