@@ -431,10 +431,13 @@ TEST(MapBands, AnEditSharesTheBandsAboveIt) {
         after->Reuse(*before, p);
         const model::BandedMapPtr a = after->Banded(model::MapSide::Ssa, 0, 0), b = after->Banded(model::MapSide::Compare, 0, 0);
         const std::string what = std::to_string(tokens) + " tokens, edit at " + std::to_string(p);
+        auto shares = [](const model::BandedMap& now, const model::BandedMap& was, size_t band) {  // the old map may have fewer bands
+            return band < was.Bands().size() && now.Bands()[band] == was.Bands()[band];
+        };
         for (size_t band = 0; band < a->Bands().size(); ++band) {
             const bool above = static_cast<int64_t>(band + 1) * model::kMapBandRows <= p;
-            EXPECT_EQ(a->Bands()[band] == old_a->Bands()[band], above) << what << ": band " << band;
-            EXPECT_EQ(b->Bands()[band] == old_b->Bands()[band], above) << what << ": band " << band << " (comparison)";
+            EXPECT_EQ(shares(*a, *old_a, band), above) << what << ": band " << band;
+            EXPECT_EQ(shares(*b, *old_b, band), above) << what << ": band " << band << " (comparison)";
         }
         const auto fresh = maps_of(ssa, other, tokens);
         ExpectSameCells(*a, *fresh->Cells(model::MapSide::Ssa, 0, 0), what);
@@ -443,7 +446,7 @@ TEST(MapBands, AnEditSharesTheBandsAboveIt) {
         const auto* old = dynamic_cast<const model::BandedMap*>(old_difference.get());
         ASSERT_TRUE(difference && old);
         for (size_t band = 0; band < difference->Bands().size(); ++band)
-            EXPECT_EQ(difference->Bands()[band] == old->Bands()[band], static_cast<int64_t>(band + 1) * model::kMapBandRows <= p) << what << ": difference band " << band;
+            EXPECT_EQ(shares(*difference, *old, band), static_cast<int64_t>(band + 1) * model::kMapBandRows <= p) << what << ": difference band " << band;
         ExpectSameCells(*difference, *fresh->Cells(model::MapSide::Ssa, 0, 0)->Minus(*fresh->Cells(model::MapSide::Compare, 0, 0)),
                         what + " (difference)", 0.0f, /*difference=*/true);
     }
