@@ -30,6 +30,9 @@
 #      and for edits at 8,192, summarised by bench/trace_summary.py), the CUDA kernels ranked by time.
 #   5. the window (gui): build-gpu-gui/ssaviz with SSAVIZ_GUI=ON, for bench/gpu-window.sh, the next call on the
 #      same warm machine (its -dev packages are in .gpu/gui-debs once bench/gpu-window-kit.sh ran here).
+#   6. (not here) the window, bench/gpu-window.sh (call B), and export_batch with a GPU per Dask
+#      worker on a carried Python 3.11, bench/gpu-dask.sh (call C): each right after this call on the
+#      same warm machine, with what bench/gpu-window-kit.sh and bench/gpu-dask-kit.sh gather here.
 #   usage: bash bench/gpu.sh OUT            (from the project's root, on the GPU machine)
 #          It writes some 20 files; where only a few come back (the device tool: 8), write them
 #          elsewhere and pack them: bash bench/gpu.sh /tmp/gpu-out; tar czf "$OUT/gpu-out.tgz" -C /tmp/gpu-out .
