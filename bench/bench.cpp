@@ -26,6 +26,7 @@
 //                       SSAVIZ_BENCH_TRACE=FILE the last one (its head map too) is traced by
 //                       LibTorch's profiler into FILE (bench/trace_summary.py ranks its kernels);
 //                       SSAVIZ_BENCH_OPS=1 counts the host's ATen ops in it, by ssaviz's scope
+//                       (=order: also each scope's first 300 as dispatched)
 //          ssaviz_bench --model DIR --only lens [--tokens 128,512,1024] [--repeats 3] [--no-baseline]
 //                       the logit lens and attribution of the SSA side (Engine::RunLens: a forward
 //                       pass keeping the residual stream, every layer's rows through the final norm
@@ -40,6 +41,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -169,8 +171,9 @@ int RunOnly(const Options& o) {
     for (int r = 0; r < o.repeats; ++r) {
         const model::Tokenization& now = r % 2 ? tokens : edited;
         const bool traced = trace && *trace && r == o.repeats - 1 && bench::StartTrace();
-        const bool counted = ops && *ops == '1' && r == o.repeats - 1;
-        if (counted) bench::StartOpCount();
+        const bool order = ops && std::strcmp(ops, "order") == 0;
+        const bool counted = ops && (*ops == '1' || order) && r == o.repeats - 1;
+        if (counted) bench::StartOpCount(order);
         model::Result<model::Analysis> a = model::Fail("not run");
         const double ms = TimeMs([&] { a = (*engine)->Analyze(now, options); });
         if (!a) Die(a.error());

@@ -225,7 +225,7 @@ elif want profile; then
 stage "where the time goes: LibTorch's profiler (no nsys here), its kernels ranked"
 [ -d "$small" ] || "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
 # Each trace is ONLY:TOKENS of GPT-2 small's shape, or tiny/ONLY:TOKENS of TinyLlama's (made by the tiny stage).
-for what in ${SSAVIZ_GPU_TRACES:-full:1024 full:8192 end:8192 middle:8192 tiny/full:1024}; do
+for what in ${SSAVIZ_GPU_TRACES:-full:1024 full:8192 end:8192 middle:8192 tiny/full:1024 tiny/full:8192}; do
   model=$small name=
   case $what in tiny/*) model="$work/tinyllama" name=tiny- what=${what#tiny/} ;; esac
   [ -d "$model" ] || { echo "no $model for the trace $name$what" | tee -a "$out/stages.txt"; continue; }

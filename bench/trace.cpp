@@ -67,12 +67,15 @@ struct OpCounts {
     std::mutex mutex;
     std::map<std::string, std::map<std::string, long>> by_scope;  // scope -> op -> count
     std::map<std::string, double> scope_ms;                        // scope -> time inside it, on the host's clock
+    std::map<std::string, std::vector<std::string>> in_order;      // scope -> its first ops as dispatched
+    bool keep_order = false;
     at::CallbackHandle handle = 0;
 };
 OpCounts& Counts() {
     static OpCounts counts;
     return counts;
 }
+constexpr size_t kOrderKept = 300;                // ops a scope keeps in order, for SSAVIZ_BENCH_OPS=order
 thread_local int t_depth = 0;                      // ops open on this thread
 thread_local std::vector<std::string> t_scopes;   // ssaviz's user scopes open on this thread
 thread_local std::vector<std::chrono::steady_clock::time_point> t_scope_starts;
@@ -86,7 +89,9 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
     if (t_depth++ == 0) {
         OpCounts& c = Counts();
         std::lock_guard<std::mutex> lock(c.mutex);
-        ++c.by_scope[t_scopes.empty() ? "(no scope)" : t_scopes.back()][fn.name()];
+        const std::string scope = t_scopes.empty() ? "(no scope)" : t_scopes.back();
+        ++c.by_scope[scope][fn.name()];
+        if (c.keep_order && c.in_order[scope].size() < kOrderKept) c.in_order[scope].emplace_back(fn.name());
     }
     return nullptr;
 }
@@ -110,10 +115,12 @@ void OnEnd(const at::RecordFunction& fn, at::ObserverContext*) {
 
 }  // namespace
 
-void StartOpCount() {
+void StartOpCount(bool in_order) {
     OpCounts& c = Counts();
     c.by_scope.clear();
     c.scope_ms.clear();
+    c.in_order.clear();
+    c.keep_order = in_order;
     c.handle = at::addGlobalCallback(at::RecordFunctionCallback(OnStart, OnEnd).scopes({at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE}));
 }
 
@@ -145,6 +152,17 @@ void StopOpCount(int top, const char* what) {
         for (const auto& [op, k] : c.by_scope[scope]) ops.emplace_back(k, op);
         std::sort(ops.rbegin(), ops.rend());
         for (size_t i = 0; i < ops.size() && i < 8; ++i) std::printf(" %s %ld,", ops[i].second.c_str() + (ops[i].second.rfind("aten::", 0) == 0 ? 6 : 0), ops[i].first);
+        std::printf("\n");
+    }
+    for (const auto& [scope, names] : c.in_order) {  // repeats of one op shown as op*n
+        std::printf("in order, %s (the first %zu):", scope.c_str(), names.size());
+        for (size_t i = 0; i < names.size();) {
+            size_t j = i;
+            while (j < names.size() && names[j] == names[i]) ++j;
+            std::printf(" %s", names[i].c_str() + (names[i].rfind("aten::", 0) == 0 ? 6 : 0));
+            if (j - i > 1) std::printf("*%zu", j - i);
+            i = j;
+        }
         std::printf("\n");
     }
     std::vector<std::pair<long, std::string>> ops;

@@ -17,7 +17,8 @@ bool StopTrace(const std::string& path);
 // 1,024 tokens their host time was most of an analysis), with no profiler: a RecordFunction
 // callback. An op counts once, where the caller dispatched it (the ops it calls inside are not
 // counted again), under the innermost of ssaviz's RECORD_USER_SCOPEs open on its thread.
-void StartOpCount();
+// With `in_order`, each scope's first ops are also kept as dispatched and printed.
+void StartOpCount(bool in_order = false);
 // Stops and prints the counts (of `what`): in all, by scope, and the `top` most dispatched ops.
 void StopOpCount(int top = 15, const char* what = nullptr);
 

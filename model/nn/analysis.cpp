@@ -379,8 +379,11 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     const AnalysisCache& old = e.cache;
     const SsaGpt* twin = e.Beside(Comparison::Twin) ? other : nullptr;
     const SsaGpt* base = e.Beside(Comparison::Base) ? other : nullptr;
-    const AnalysisPlan plan = PlanAnalysis({&ssa, twin, base, comparison(), &e.interventions, e.device}, tokens.ids, old.ids,
-                                           old.measures.thumbnails.pool, options.reuse && !old.layers.empty());
+    const AnalysisPlan plan = [&] {
+        RECORD_USER_SCOPE("ssaviz::plan");  // every op an analysis dispatches falls in one of its scopes
+        return PlanAnalysis({&ssa, twin, base, comparison(), &e.interventions, e.device}, tokens.ids, old.ids,
+                            old.measures.thumbnails.pool, options.reuse && !old.layers.empty());
+    }();
     e.cache.buffers.Begin();
 
     // The layer pass and the row measures, layer by layer, rows p..T-1 only, in blocks of rows
@@ -388,13 +391,19 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     // measured, pooled into thumbnails and dropped. So no [H, T, T] tensor ever exists, and the
     // temporaries stay small enough for the heap to reuse (a fresh 64 MB mapping a tensor cost
     // ~0.3 s of page faults on this project's VM: 8 s for 2,048 tokens, against 1.3 s in blocks).
-    LayerPass pass(plan, tokens.ids, old.layers, e.cache.buffers);
+    LayerPass pass = [&] {
+        RECORD_USER_SCOPE("ssaviz::plan");  // the embeddings
+        return LayerPass(plan, tokens.ids, old.layers, e.cache.buffers);
+    }();
     RowMeasures measures(plan, old.measures, c.n_layer, c.n_head);
     double forward_ms = 0, metrics_ms = 0;
     for (int l = 0; l < c.n_layer; ++l) {
         if (options.cancel && options.cancel->load()) return Fail("cancelled");
-        pass.BeginLayer(l);
-        measures.BeginLayer(l);
+        {
+            RECORD_USER_SCOPE("ssaviz::begin_layer");
+            pass.BeginLayer(l);
+            measures.BeginLayer(l);
+        }
         for (int64_t a = plan.first_block_row; a < plan.T; a += plan.block) {
             const int64_t b = std::min(plan.T, a + plan.block);
             Stopwatch watch;
@@ -457,9 +466,12 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     a.forward_ms += watch.Lap();
     if (options.progress) options.progress->store(1.0f);
 
-    next.buffers = std::move(e.cache.buffers);
-    next.buffers.Commit(plan.p, plan.T);
-    e.cache = std::move(next);
+    {
+        RECORD_USER_SCOPE("ssaviz::commit");  // the last analysis's tensors let go
+        next.buffers = std::move(e.cache.buffers);
+        next.buffers.Commit(plan.p, plan.T);
+        e.cache = std::move(next);
+    }
     return a;
 }
 

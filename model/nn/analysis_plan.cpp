@@ -72,8 +72,10 @@ std::vector<TemperatureEdit> MakeEdits(const std::vector<Intervention>& interven
         if (!any[l]) continue;
         const at::Tensor m = on_device[l];
         const uint8_t* value_off = masks.data_ptr<uint8_t>() + (l * kMasks + ValueOff) * n;
+        const uint8_t* scaled = masks.data_ptr<uint8_t>() + (l * kMasks + Scaled) * n;
+        auto any = [n](const uint8_t* mask) { return std::any_of(mask, mask + n, [](uint8_t v) { return v != 0; }); };
         edits[l] = {m[KeepPosition].view(shape), m[KeepToken].view(shape), m[ValueOff].view(shape), scales_on_device[l].view(shape),
-                    m[Scaled].view(shape), std::any_of(value_off, value_off + n, [](uint8_t v) { return v != 0; })};
+                    m[Scaled].view(shape), any(value_off), any(scaled)};
     }
     return edits;
 }

@@ -3,10 +3,14 @@
 #include "model/nn/linear.h"
 #include "model/nn/runtime_torch.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <string>
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/InferenceMode.h>
@@ -33,6 +37,41 @@ bool CudaSoftmax() {
 }  // namespace
 #endif
 
+namespace {
+
+// ln i for the positions first + 1 .. first + count, [count] in float32 on `options`' device: a
+// slice of a table kept a device (made outside inference mode, so the trainer's autograd can keep
+// it), grown as texts grow. The same values wherever a row is computed, in a full analysis or an
+// edit, and two ops fewer a layer than arange and log each time (issue 37: on a GPU each op is a
+// launch).
+at::Tensor LogPositions(int64_t first, int64_t count, const at::TensorOptions& options) {
+    static std::mutex mutex;
+    static std::map<std::string, at::Tensor> tables;  // by device
+    const at::Device device = options.device();
+    std::lock_guard<std::mutex> lock(mutex);
+    at::Tensor& table = tables[device.str()];
+    if (!table.defined() || table.size(0) < first + count) {
+        const c10::InferenceMode not_inference(false);
+        const int64_t size = std::max<int64_t>(first + count, table.defined() ? 2 * table.size(0) : 1024);
+        table = at::log(at::arange(1, size + 1, at::TensorOptions().dtype(at::kFloat).device(device)));
+    }
+    return table.narrow(0, first, count);
+}
+
+// tanh(w . z + b): [..., 1 or H, T].
+at::Tensor TokenTerm(const TemperatureForm& form, const TemperatureParams& params, const at::Tensor& z_heads, const at::Tensor& x) {
+    const at::Tensor& w = params.tok_w;
+    at::Tensor tok;
+    if (form.token == TokenForm::Shared)  // z = the head's own q_i or v_j
+        tok = w.dim() == 1 ? Matmul(z_heads, w) : (z_heads * w.unsqueeze(1)).sum(-1);  // [..., H, T]
+    else                                  // z = x_i, the LayerNorm-1 output
+        tok = w.dim() == 1 ? Matmul(x, w).unsqueeze(-2) : Matmul(x, w.t()).transpose(-1, -2);  // [..., 1 or H, T]
+    if (params.tok_b.defined()) tok = tok + params.tok_b.reshape({-1, 1});
+    return at::tanh(tok);
+}
+
+}  // namespace
+
 TemperatureTerms TemperatureParts(const TemperatureForm& form, const TemperatureParams& params, const at::Tensor& z_heads,
                                   const at::Tensor& x, int64_t first) {
     // Leading batch dimensions ride along: z_heads [..., H, T, D], x [..., T, E] -> [..., H, T].
@@ -48,22 +87,10 @@ TemperatureTerms TemperatureParts(const TemperatureForm& form, const Temperature
                      : form.position == PositionForm::ExpExp  ? at::exp(-at::exp(p))
                                                               : p;
         // [1, T], i counted from 1; in float32 first, as bf16 cannot count past 256 exactly.
-        const auto count = x.options().dtype(at::kFloat);
-        at::Tensor log_i = AsType(at::log(at::arange(first + 1, first + T + 1, count)), x.scalar_type()).unsqueeze(0);
+        const at::Tensor log_i = AsType(LogPositions(first, T, x.options()), x.scalar_type()).unsqueeze(0);
         terms.position = 1 + s * log_i;
     }
-    if (form.token == TokenForm::None) {
-        terms.token = at::zeros({1, T}, x.options());
-    } else {
-        const at::Tensor& w = params.tok_w;
-        at::Tensor tok;
-        if (form.token == TokenForm::Shared)  // z = the head's own q_i or v_j
-            tok = w.dim() == 1 ? Matmul(z_heads, w) : (z_heads * w.unsqueeze(1)).sum(-1);  // [..., H, T]
-        else                                  // z = x_i, the LayerNorm-1 output
-            tok = w.dim() == 1 ? Matmul(x, w).unsqueeze(-2) : Matmul(x, w.t()).transpose(-1, -2);  // [..., 1 or H, T]
-        if (params.tok_b.defined()) tok = tok + params.tok_b.reshape({-1, 1});
-        terms.token = at::tanh(tok);
-    }
+    terms.token = form.token == TokenForm::None ? at::zeros({1, T}, x.options()) : TokenTerm(form, params, z_heads, x);
     terms.position = terms.position.expand(out);
     terms.token = terms.token.expand(out);
     return terms;
@@ -76,6 +103,11 @@ at::Tensor CombineTemperature(const TemperatureForm& form, const TemperatureTerm
 
 at::Tensor Temperature(const TemperatureForm& form, const TemperatureParams& params, const at::Tensor& z_heads,
                        const at::Tensor& x, int64_t first) {
+    if (form.position == PositionForm::None && form.token != TokenForm::None) {
+        // tau = 1 + token either way (1 * (1 + t) is 1 + t to the bit): no tensor of ones to add.
+        at::IntArrayRef sizes = z_heads.sizes();
+        return TokenTerm(form, params, z_heads, x).expand(sizes.slice(0, sizes.size() - 1)) + 1;
+    }
     return CombineTemperature(form, TemperatureParts(form, params, z_heads, x, first));
 }
 
@@ -188,8 +220,7 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
     const int64_t B = x.size(0), R = x.size(1), H = c.n_head, G = c.KvHeads(), D = c.HeadSize();
     const auto opts = x.options();
     at::Tensor h = Norm(c, x, w.ln1_w, w.ln1_b);  // [B, R, E]
-    at::Tensor qkv = MatmulRows(h, w.attn_w);     // [B, R, (H + 2G) D]
-    if (w.attn_b.defined()) qkv = qkv + w.attn_b;
+    const at::Tensor qkv = AffineRows(h, w.attn_w, w.attn_b);  // [B, R, (H + 2G) D]
     const at::Tensor all_heads = qkv.view({B, R, H + 2 * G, D}).transpose(1, 2);  // [B, H + 2G, R, D]
     at::Tensor q = all_heads.narrow(1, 0, H), k = all_heads.narrow(1, H, G), v = all_heads.narrow(1, H + G, G);  // [B, H, R, D], [B, G, R, D] twice
     if (w.q_norm_w.defined()) {  // Qwen 3: each head's q and k RMS-normalised before RoPE
@@ -209,7 +240,7 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
             terms.token = at::where(edit->keep_token, terms.token, 0);
         }
         tau_q = CombineTemperature(c.query, terms);  // [B, H, R]
-        if (edit) tau_q = at::where(edit->scaled, 1 + AsType(edit->scale, tau_q.scalar_type()) * (tau_q - 1), tau_q);
+        if (edit && edit->any_scaled) tau_q = at::where(edit->scaled, 1 + AsType(edit->scale, tau_q.scalar_type()) * (tau_q - 1), tau_q);
     }
     if (c.Rope()) {
         q = Rope(c, q, first);
@@ -236,20 +267,17 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
     }
     at::Tensor attn = AttentionRows(q, k, tau_q, first, w.window, capture && capture->keep_scores ? &capture->scores : nullptr);  // [B, H, R, first + R]
     at::Tensor y = GroupedMatmul(attn, vs);               // [B, H, R, D]
-    at::Tensor attn_out = MatmulRows(y.transpose(1, 2).reshape({B, R, H * D}), w.proj_w);
-    if (w.proj_b.defined()) attn_out = attn_out + w.proj_b;
+    const at::Tensor attn_out = AffineRows(y.transpose(1, 2).reshape({B, R, H * D}), w.proj_w, w.proj_b);
 
     auto mlp = [&](const at::Tensor& in) {
-        at::Tensor a = MatmulRows(in, w.fc_w);
-        if (w.fc_b.defined()) a = a + w.fc_b;
+        at::Tensor a = AffineRows(in, w.fc_w, w.fc_b);
         if (c.mlp == MlpKind::SwiGlu) {
             const int64_t I = a.size(-1) / 2;
             a = at::silu(a.narrow(-1, 0, I)) * a.narrow(-1, I, I);
         } else {
             a = at::gelu(a, c.activation == Activation::GeluNew ? "tanh" : "none");
         }
-        at::Tensor out = MatmulRows(a, w.mlp_proj_w);
-        return w.mlp_proj_b.defined() ? out + w.mlp_proj_b : out;
+        return AffineRows(a, w.mlp_proj_w, w.mlp_proj_b);
     };
     at::Tensor out;
     if (c.parallel_residual) {
@@ -271,8 +299,7 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
 }
 
 at::Tensor Logits(const SsaGpt& m, const at::Tensor& x) {
-    at::Tensor logits = MatmulRows(Norm(m.config, x, m.ln_f_w, m.ln_f_b), m.lm_head.t());
-    return m.lm_head_b.defined() ? logits + m.lm_head_b : logits;
+    return AffineRows(Norm(m.config, x, m.ln_f_w, m.ln_f_b), m.lm_head.t(), m.lm_head_b);
 }
 
 Status CheckIds(const ModelConfig& c, const std::vector<int32_t>& ids) {

@@ -105,6 +105,7 @@ struct TemperatureEdit {
     at::Tensor scale;                                 // [H, 1]
     at::Tensor scaled;                                // bool [H, 1]: scale != 1
     bool any_value_off = false;                       // value_off anywhere: known on the host, so no read from a device
+    bool any_scaled = false;                          // scaled anywhere (else the scale's four ops are skipped)
 };
 // The heads of a block's values (KeyValues::vs): G, or H while `edit` turns off some of a group's
 // value temperatures.

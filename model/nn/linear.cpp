@@ -333,4 +333,14 @@ at::Tensor MatmulRows(const at::Tensor& x, const at::Tensor& w) {
     return y;
 }
 
+at::Tensor AffineRows(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+    if (!b.defined()) return MatmulRows(x, w);
+    const bool fused = !x.device().is_cpu() && x.dim() >= 2 && w.dim() == 2 && b.dim() == 1 && x.scalar_type() == w.scalar_type() &&
+                       b.scalar_type() == w.scalar_type() && x.size(-1) == w.size(0) && b.size(0) == w.size(1);
+    if (!fused) return MatmulRows(x, w) + b;
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.back() = w.size(1);
+    return at::addmm(b, x.reshape({-1, x.size(-1)}), w).view(shape);
+}
+
 }  // namespace model

@@ -39,6 +39,10 @@ constexpr int64_t kFewRowsTransposed = 32;
 // row-major [N, K] (lm_head.t()); a bfloat16 w row-major. Any other layout, dtype or device goes
 // to at::matmul (a bfloat16 w widened first).
 at::Tensor MatmulRows(const at::Tensor& x, const at::Tensor& w);
+// MatmulRows(x, w) + b, b [N] or undefined. On a device the bias rides in the product (addmm: one
+// op where the sum is two, and no [.., N] temporary; cuBLAS may pick another kernel, so the bits
+// can differ within float32's rounding); the CPU adds it after its own kernels, as before.
+at::Tensor AffineRows(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
 
 // a [..., Ha, R, X] @ b [..., Hb, X, Y] where head h of a reads head h / (Ha / Hb) of b (grouped-
 // query attention): attention's scores (q @ k^T) and sums (weights @ v). For float32 CPU
