@@ -4,6 +4,7 @@
 // a twin; a head ablated by an intervention against the reference's model whose parameters for
 // that head give tau = 1; greedy decoding against the reference's argmax chain. Tolerance 1e-4 on
 // losses and probabilities (float32 against float64 log_softmax of float32 logits).
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -177,6 +178,46 @@ TEST(Interventions, StackedScalesAreBoundedTogether) {
     ASSERT_TRUE(a.ok()) << a.error();
     for (float v : a->loss) EXPECT_TRUE(std::isfinite(v));
     for (float v : a->tau_q) EXPECT_TRUE(std::isfinite(v));
+}
+
+// A scale what-if sets tau_q = 1 + x (tau_q - 1) on its heads and leaves every other head's
+// tau_q as it was, to the bit; a what-if that scales nothing (x1) changes nothing. (The engine skips
+// the scale's ops in layers no what-if scales: this fails if it skips them where one does.)
+TEST(Interventions, AScaleScalesTauQMinusOneOnItsHeadsOnly) {
+    ReferenceCase c("q_sigmoid_shared_sum_perhead");
+    ASSERT_TRUE(c.ok) << c.error;
+    const int L = c.gpt.config.n_layer, H = c.gpt.config.n_head;
+    ASSERT_GE(L, 2);
+    ASSERT_GE(H, 2);
+    auto engine = model::Engine::Open(EngineFolder("q_sigmoid_shared_sum_perhead"), "cpu");
+    ASSERT_TRUE(engine.ok()) << engine.error();
+    auto plain = (*engine)->Analyze(Ids(c.ids));
+    ASSERT_TRUE(plain.ok()) << plain.error();
+    auto scaled_list = model::ParseInterventions("1:1=x0.25", L, H);
+    ASSERT_TRUE(scaled_list) << scaled_list.error();
+    ASSERT_TRUE((*engine)->SetInterventions(*scaled_list).ok());
+    auto scaled = (*engine)->Analyze(Ids(c.ids));
+    ASSERT_TRUE(scaled.ok()) << scaled.error();
+    const int64_t T = plain->tau_q.tokens();
+    int moved = 0;
+    for (int l = 0; l < L; ++l)
+        for (int h = 0; h < H; ++h)
+            for (int64_t t = 0; t < T; ++t) {
+                const float was = plain->tau_q.At(l * H + h, t), now = scaled->tau_q.At(l * H + h, t);
+                if (l == 1 && h == 1) {
+                    EXPECT_NEAR(now, 1 + 0.25 * (was - 1), 1e-6) << "t " << t;
+                    moved += std::fabs(was - 1) > 1e-3;
+                } else {
+                    EXPECT_EQ(now, was) << "L" << l << " H" << h << " t " << t;
+                }
+            }
+    EXPECT_GT(moved, 0);  // the head's tau_q is not 1 already
+    auto unit = model::ParseInterventions("1:1=x1", L, H);
+    ASSERT_TRUE(unit) << unit.error();
+    ASSERT_TRUE((*engine)->SetInterventions(*unit).ok());
+    auto same = (*engine)->Analyze(Ids(c.ids));
+    ASSERT_TRUE(same.ok()) << same.error();
+    EXPECT_EQ(same->tau_q.Flat(), plain->tau_q.Flat());
 }
 
 // Greedy decoding, one incremental analysis a token, equals the reference's argmax chain.
