@@ -140,6 +140,8 @@ void StopOpCount(int top, const char* what) {
         scopes.emplace_back(n, scope);
         all += n;
     }
+    for (const auto& [scope, ms] : c.scope_ms)  // scopes that dispatched nothing still took time
+        if (!c.by_scope.count(scope)) scopes.emplace_back(0, scope);
     std::sort(scopes.rbegin(), scopes.rend());
     std::printf("host ops dispatched%s%s%s: %ld (ms: the host's time in each scope, a device's waits included)\n", what ? " (" : "",
                 what ? what : "", what ? ")" : "", all);

@@ -395,7 +395,10 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         RECORD_USER_SCOPE("ssaviz::plan");  // the embeddings
         return LayerPass(plan, tokens.ids, old.layers, e.cache.buffers);
     }();
-    RowMeasures measures(plan, old.measures, c.n_layer, c.n_head);
+    RowMeasures measures = [&] {
+        RECORD_USER_SCOPE("ssaviz::plan");  // the thumbnails' new bands
+        return RowMeasures(plan, old.measures, c.n_layer, c.n_head);
+    }();
     double forward_ms = 0, metrics_ms = 0;
     for (int l = 0; l < c.n_layer; ++l) {
         if (options.cancel && options.cancel->load()) return Fail("cancelled");
@@ -432,9 +435,12 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     AnalysisCache next;
     next.ids = tokens.ids;
     Analysis a = [&] {
-        RECORD_USER_SCOPE("ssaviz::assembly");
         next.layers = pass.TakeLayers();
-        next.measures = measures.Finish();
+        {
+            RECORD_USER_SCOPE("ssaviz::assembly_thumbnails");  // a device's: copied to the host, laid into bands
+            next.measures = measures.Finish();
+        }
+        RECORD_USER_SCOPE("ssaviz::assembly");
         next.maps = AssembleMaps(plan, next.layers, old.maps.get());
         next.rows = std::move(e.cache.rows);  // updated in place: rows below p are kept
         Analysis assembled = AssembleLayers(plan, tokens, next.layers, next.measures, e.spectrum, &next.rows);
