@@ -41,7 +41,12 @@
 #          SSAVIZ_GPU_SMALL_TOKENS=1024,4096, SSAVIZ_GPU_TINY_TOKENS="1024 8192" and SSAVIZ_GPU_TINY_BASELINE=1
 #          (the defaults) the sizes, to fit what is left of a session's device time; the whole run
 #          took about 6.5 minutes on an H200 with 16 cores (2026-11-29, with softmax; blocks and long,
-#          since, add about 2-3 minutes), so give the call a timeout of 540 s and stages to skip.
+#          since, add about 2-3 minutes, and TinyLlama's 8,192-token trace about half a minute), so give
+#          the call a timeout of 540 s and stages to skip. A session's 15 minutes of device time count
+#          the machine's start too: with the window (gui, call B), the lens and the Python module
+#          measured on 2026-11-29, the next run's order is call A with
+#          SSAVIZ_GPU_STAGES="fused exact small tiny blocks long profile" (est. 6-7 minutes), then at
+#          once call C (bench/gpu-dask.sh, est. 2 minutes), then give the machine back.
 set -uo pipefail
 stages=${SSAVIZ_GPU_STAGES:-fused exact small lens python tiny blocks long profile gui}
 want() { [[ " $stages " == *" $1 "* ]]; }
