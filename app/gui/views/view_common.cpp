@@ -50,6 +50,15 @@ std::string FormatCompact(float v) {
     return s;
 }
 
+int NiceStride(float raw) {
+    if (raw <= 1.0f) return 1;
+    for (int magnitude = 1;; magnitude *= 10) {
+        for (int f : {1, 2, 5})
+            if (f * magnitude >= raw) return f * magnitude;
+        if (magnitude > 100000000) return magnitude * 10;
+    }
+}
+
 void HeadTooltip(const AppState& state, const HeadSummary& s) {
     const model::Analysis& a = *state.analysis;
     const std::string cmp = CompareName(a);

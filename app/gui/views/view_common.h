@@ -43,6 +43,8 @@ private:
 std::string FormatNumber(float v);
 // Two significant digits without the leading zero (".19", "1.2", "12", "-.05"): small cells and thumbnails.
 std::string FormatCompact(float v);
+// 1, 2, 5, 10, 20, 50, ... at least `raw`: how many tokens apart an axis's labels are.
+int NiceStride(float raw);
 
 // The head's main numbers, SSA beside the comparison, as a tooltip (the grid, the matrix, pins).
 void HeadTooltip(const AppState& state, const HeadSummary& s);

@@ -10,6 +10,7 @@
 #include "app/gui/views/view_common.h"
 #include "viz/imgui/widgets.h"
 #include "viz/palette.h"
+#include "viz/ticks.h"
 
 namespace app {
 namespace {
@@ -183,15 +184,36 @@ void FineTuneView::DrawLossParts(WindowState& state) {
         for (float v : {a.loss[t] - a.loss_compare[t], a.loss_compare[t] - a.loss_base[t]})
             if (std::isfinite(v)) most = std::max(most, std::abs(v));
 
+    // A signed y axis left of the bars (it stays while they scroll), the tokens' indices and labels
+    // under them at round steps, as the map's row chart has them.
     const float line = ImGui::GetTextLineHeight();
+    const std::vector<float> y_ticks = viz::NiceTicks({-most, most}, false, 5);
+    float axis_w = 0.0f;
+    for (float v : y_ticks) axis_w = std::max(axis_w, ImGui::CalcTextSize(viz::FormatTick(v).c_str()).x);
+    axis_w += 8.0f;
+    const ImVec2 axis_o = ImGui::GetCursorScreenPos();
+    ImGui::Dummy(ImVec2(axis_w, 1.0f));
+    ImGui::SameLine(0.0f, 0.0f);
     const float avail_w = ImGui::GetContentRegionAvail().x;
-    const float chart_h = std::max(line * 6.0f, ImGui::GetContentRegionAvail().y - line * 2.0f);
+    const float chart_h = std::max(line * 7.0f, ImGui::GetContentRegionAvail().y - line * 2.0f);
     const float slot = std::max(4.0f, std::floor(avail_w / n));
+    const float plot_h = chart_h - ImGui::GetStyle().ScrollbarSize - line - 6.0f;  // a line of token labels under the bars
+    const float zero_y = axis_o.y + plot_h * 0.5f, scale = (plot_h * 0.5f - 2.0f) / most;
+    {
+        ImDrawList* parent = ImGui::GetWindowDrawList();
+        const ImU32 dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+        for (float v : y_ticks) {
+            const float y = std::round(zero_y - v * scale);
+            const std::string label = viz::FormatTick(v);
+            parent->AddText(ImVec2(axis_o.x + axis_w - 6.0f - ImGui::CalcTextSize(label.c_str()).x, y - line * 0.5f), dim, label.c_str());
+            parent->AddLine(ImVec2(axis_o.x + axis_w - 3.0f, y), ImVec2(axis_o.x + axis_w, y), dim);
+        }
+    }
     ImGui::BeginChild("##loss_parts", ImVec2(avail_w, chart_h), false, ImGuiWindowFlags_HorizontalScrollbar);
     const ImVec2 o = ImGui::GetCursorScreenPos();
-    const float plot_h = chart_h - ImGui::GetStyle().ScrollbarSize - 2.0f;
-    const float zero_y = o.y + plot_h * 0.5f, scale = (plot_h * 0.5f - 2.0f) / most;
     ImDrawList* draw = ImGui::GetWindowDrawList();
+    for (float v : y_ticks)  // the grid behind the bars
+        if (v != 0.0f) draw->AddLine(ImVec2(o.x, std::round(zero_y - v * scale)), ImVec2(o.x + n * slot, std::round(zero_y - v * scale)), IM_COL32(255, 255, 255, 24));
     const ImU32 colors[2] = {viz::ToImU32(viz::kTemperaturePartColor), viz::ToImU32(viz::kDriftPartColor)};
     int hovered = -1;
     for (int t = 0; t < n; ++t) {
@@ -214,7 +236,20 @@ void FineTuneView::DrawLossParts(WindowState& state) {
         }
     }
     draw->AddLine(ImVec2(o.x, zero_y), ImVec2(o.x + n * slot, zero_y), IM_COL32(200, 200, 200, 120));
-    ImGui::SetCursorScreenPos(ImVec2(o.x, o.y + plot_h));
+    {  // bar t is the loss of token t + 1: its index and label
+        const ImU32 dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+        const float per_label = ImGui::CalcTextSize("0000 wwwww").x + 12.0f;
+        const int step = NiceStride(per_label / slot);
+        for (int t = step - 1; t < n; t += step) {
+            const float x = o.x + (t + 0.5f) * slot;
+            if (!ImGui::IsRectVisible(ImVec2(x - per_label, o.y), ImVec2(x + per_label, o.y + plot_h + line + 4.0f))) continue;
+            const std::string label =
+                std::to_string(t + 1) + " " + viz::EllipsizeText(m_labels[t + 1], std::max(ImGui::CalcTextSize("wwwww").x, step * slot - 12.0f - ImGui::CalcTextSize("0000 ").x));
+            draw->AddLine(ImVec2(x, o.y + plot_h), ImVec2(x, o.y + plot_h + 3.0f), dim);
+            draw->AddText(ImVec2(std::round(x - ImGui::CalcTextSize(label.c_str()).x * 0.5f), o.y + plot_h + 3.0f), dim, label.c_str());
+        }
+    }
+    ImGui::SetCursorScreenPos(ImVec2(o.x, o.y + plot_h + line + 4.0f));
     ImGui::Dummy(ImVec2(n * slot, 0.0f));
     ImGui::EndChild();
     ImGui::TextDisabled("+%s .. -%s nats; orange: temperatures, green: drift", FormatNumber(most).c_str(), FormatNumber(most).c_str());

@@ -54,16 +54,6 @@ std::string FormatWeight(float v, bool sign = false) {
     return buf;
 }
 
-// 1, 2, 5, 10, 20, 50, ... at least `raw`.
-int NiceStride(float raw) {
-    if (raw <= 1.0f) return 1;
-    for (int magnitude = 1;; magnitude *= 10) {
-        for (int f : {1, 2, 5})
-            if (f * magnitude >= raw) return f * magnitude;
-        if (magnitude > 100000000) return magnitude * 10;
-    }
-}
-
 float RadioWidth(const char* label) {
     return ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(label).x;
 }
