@@ -46,10 +46,12 @@ namespace {
 // launch).
 at::Tensor LogPositions(int64_t first, int64_t count, const at::TensorOptions& options) {
     static std::mutex mutex;
-    static std::map<std::string, at::Tensor> tables;  // by device
+    // By device; never destroyed, so no device memory is freed while the process exits (after
+    // CUDA may have shut down).
+    static auto* tables = new std::map<std::string, at::Tensor>();
     const at::Device device = options.device();
     std::lock_guard<std::mutex> lock(mutex);
-    at::Tensor& table = tables[device.str()];
+    at::Tensor& table = (*tables)[device.str()];
     if (!table.defined() || table.size(0) < first + count) {
         const c10::InferenceMode not_inference(false);
         const int64_t size = std::max<int64_t>(first + count, table.defined() ? 2 * table.size(0) : 1024);
