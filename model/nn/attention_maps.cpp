@@ -536,7 +536,12 @@ ThumbnailBuilder::ThumbnailBuilder(const Thumbnails& old, int kept, int side, in
 void ThumbnailBuilder::AddLayer(int l, std::vector<at::Tensor> rows) {
     assert(static_cast<int>(rows.size()) == m_thumbnails.kinds);
     if (rows[0].is_cpu()) return CopyLayer(l, rows);
-    m_device_layers.push_back({l, std::move(rows)});
+    HoldLayer(l, std::move(rows));
+}
+
+void ThumbnailBuilder::HoldLayer(int l, std::vector<at::Tensor> rows) {
+    assert(static_cast<int>(rows.size()) == m_thumbnails.kinds);
+    m_held.push_back({l, std::move(rows)});
 }
 
 void ThumbnailBuilder::CopyLayer(int l, const std::vector<at::Tensor>& rows) {
@@ -562,14 +567,67 @@ void ThumbnailBuilder::CopyLayer(int l, const std::vector<at::Tensor>& rows) {
     });
 }
 
+namespace {
+
+// A new band's rows that the layers bring: from its first row not kept.
+int NewRowsFrom(const ThumbnailBand& band, int kept) { return std::max(band.first, kept); }
+int NewRowCount(const ThumbnailBand& band, int kept) { return std::max(0, band.first + band.rows - NewRowsFrom(band, kept)); }
+
+}  // namespace
+
+at::Tensor ThumbnailBuilder::PackHeldLayers() const {
+    const Thumbnails& t = m_thumbnails;
+    std::vector<at::Tensor> by_kind;  // [held layers, H, side - kept, side]
+    for (int k = 0; k < t.kinds; ++k) {
+        std::vector<at::Tensor> layers;
+        for (const HeldLayer& held : m_held) layers.push_back(held.rows[static_cast<size_t>(k)]);
+        by_kind.push_back(AsType(at::stack(layers), at::kFloat));
+    }
+    int64_t total = 0;
+    for (const auto& band : m_new) total += static_cast<int64_t>(t.kinds) * by_kind[0].size(0) * t.heads * NewRowCount(*band, m_kept) * band->width;
+    at::Tensor packed = at::empty({total}, by_kind[0].options());
+    int64_t at = 0;
+    for (const auto& band : m_new) {  // band by band, kind by kind: [held layers, H, new rows, width]
+        const int count = NewRowCount(*band, m_kept);
+        if (count == 0) continue;
+        for (const at::Tensor& rows : by_kind) {
+            const at::Tensor part = rows.narrow(2, NewRowsFrom(*band, m_kept) - m_kept, count).narrow(3, 0, band->width);
+            packed.narrow(0, at, part.numel()).view(part.sizes()).copy_(part);
+            at += part.numel();
+        }
+    }
+    return packed;
+}
+
+void ThumbnailBuilder::LayPackedLayers(const float* packed) {
+    const Thumbnails& t = m_thumbnails;
+    const size_t held = m_held.size(), heads = static_cast<size_t>(t.heads);
+    std::vector<size_t> offsets;  // each band's first float in `packed`
+    size_t at = 0;
+    for (const auto& band : m_new) {
+        offsets.push_back(at);
+        at += static_cast<size_t>(t.kinds) * held * heads * static_cast<size_t>(NewRowCount(*band, m_kept) * band->width);
+    }
+    at::parallel_for(0, static_cast<int64_t>(m_new.size()), 1, [&](int64_t begin, int64_t end) {  // a band a task
+        for (int64_t i = begin; i < end; ++i) {
+            ThumbnailBand& band = *m_new[static_cast<size_t>(i)];
+            const size_t skip = static_cast<size_t>(NewRowsFrom(band, m_kept) - band.first), rows = static_cast<size_t>(band.rows);
+            const size_t n = static_cast<size_t>(NewRowCount(band, m_kept)) * static_cast<size_t>(band.width);  // floats a head
+            const float* in = packed + offsets[static_cast<size_t>(i)];
+            for (int k = 0; k < t.kinds && n > 0; ++k)
+                for (const HeldLayer& layer : m_held)
+                    for (size_t h = 0; h < heads; ++h, in += n)
+                        std::copy_n(in, n, band.cells[k].data() + ((static_cast<size_t>(layer.l) * heads + h) * rows + skip) * static_cast<size_t>(band.width));
+        }
+    });
+}
+
 Thumbnails ThumbnailBuilder::Finish() {
-    std::vector<at::Tensor> rows;  // every layer's in one transfer
-    for (const DeviceLayer& d : m_device_layers) rows.insert(rows.end(), d.rows.begin(), d.rows.end());
-    const std::vector<at::Tensor> host = ToHostAtOnce(rows, at::kFloat);
-    const size_t kinds = static_cast<size_t>(m_thumbnails.kinds);
-    for (size_t i = 0; i < m_device_layers.size(); ++i)
-        CopyLayer(m_device_layers[i].l, std::vector<at::Tensor>(host.begin() + kinds * i, host.begin() + kinds * (i + 1)));
-    m_device_layers.clear();
+    if (!m_held.empty()) {
+        const std::vector<at::Tensor> host = ToHostAtOnce({PackHeldLayers()}, at::kFloat);
+        LayPackedLayers(host[0].data_ptr<float>());
+        m_held.clear();
+    }
     at::parallel_for(0, static_cast<int64_t>(m_new.size()), 1, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
             ThumbnailBand& band = *m_new[static_cast<size_t>(i)];

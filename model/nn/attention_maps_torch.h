@@ -262,23 +262,29 @@ public:
     // `kinds`: 3, or 5 with a base (Thumbnails::kinds); `old` kept only when it holds as many.
     ThumbnailBuilder(const Thumbnails& old, int kept, int side, int pool, int layers, int heads, int kinds = 3);
     // Layer l's block rows kept..side-1 [H, side - kept, side], one tensor a kind in ThumbnailKind
-    // order, on any device, any float dtype; not called when kept == side. A device's rows are
-    // copied to the host in Finish, every layer's in one transfer: a copy per layer would stop the
-    // host from queuing the next layer's kernels while the device works.
+    // order, on any device, any float dtype; not called when kept == side. The host's are laid
+    // into the bands at once; a device's are held (HoldLayer).
     void AddLayer(int l, std::vector<at::Tensor> rows);
+    // The same rows kept where they lie until Finish, which packs every held layer's where they
+    // lie as the bands hold them (each row only as wide as its band: the causal half of the
+    // squares) and sends them to the host in one transfer: a copy per layer would stop the host
+    // from queuing the next layer's kernels while the device works. A device's way, on any device.
+    void HoldLayer(int l, std::vector<at::Tensor> rows);
     Thumbnails Finish();
 
 private:
     void CopyLayer(int l, const std::vector<at::Tensor>& rows);
+    at::Tensor PackHeldLayers() const;
+    void LayPackedLayers(const float* packed);
 
     Thumbnails m_thumbnails;
     int m_kept;
     std::vector<std::shared_ptr<ThumbnailBand>> m_new;  // the bands being built
-    struct DeviceLayer {
+    struct HeldLayer {
         int l;
         std::vector<at::Tensor> rows;
     };
-    std::vector<DeviceLayer> m_device_layers;  // added, not yet copied
+    std::vector<HeldLayer> m_held;  // added, not yet copied
 };
 // Tokens a thumbnail cell covers, a side, for a text of `tokens`.
 int ThumbnailPool(int tokens);

@@ -280,7 +280,7 @@ std::vector<at::Tensor> ToHostAtOnce(const std::vector<at::Tensor>& tensors, at:
         TORCH_CHECK(t.device() == device, "ToHostAtOnce: tensors on ", device, " and ", t.device());
         flat.push_back(AsType(t, type).reshape({-1}));
     }
-    const at::Tensor joined = at::cat(flat);
+    const at::Tensor joined = flat.size() == 1 ? flat[0] : at::cat(flat);  // reshape keeps a contiguous tensor's memory
     at::Tensor host = at::empty(joined.sizes(), joined.options().device(at::kCPU).pinned_memory(device.is_cuda()));
     host.copy_(joined);
     int64_t at = 0;

@@ -23,6 +23,7 @@
 
 #include "model/nn/analysis.h"
 #include "model/nn/analysis_assembly_torch.h"
+#include "model/nn/attention_maps_torch.h"
 #include "model/nn/runtime_torch.h"
 #include "tests/model/nn/compare_analyses.h"
 
@@ -660,6 +661,61 @@ TEST(HostRows, KeepRowsBelowPAndTakeTheNewOnes) {
     update(768, 769);  // a new band begins at p
     update(700, 1030);  // from inside band 2, two new bands
     update(512, 512);  // cut back to a band's edge
+}
+
+// A device's thumbnails are held till the end of the analysis, packed where they lie as the bands
+// hold them (each band only as wide as its last row) and laid from one copy; the host's are laid a
+// layer at a time from the whole squares. The same bands to the bit, whichever rows are kept
+// (none, some of a band, a band's edge), layers held in any order, any float dtype.
+TEST(HostRows, HeldThumbnailLayersAreLaidAsTheHostLaysThem) {
+    c10::InferenceMode guard;
+    constexpr int L = 3, H = 2, kSide = 37, kinds = model::kThumbnailKinds;  // 5 bands, the last of 5 rows
+    at::manual_seed(7);
+    auto random_rows = [&](int kept, at::ScalarType type) {
+        std::vector<std::vector<at::Tensor>> layers(L);
+        for (auto& rows : layers)
+            for (int k = 0; k < kinds; ++k) rows.push_back(at::randn({H, kSide - kept, kSide}, at::kDouble).to(type));
+        return layers;
+    };
+    model::ThumbnailBuilder first({}, 0, kSide, 1, L, H, kinds);
+    for (int l = 0; l < L; ++l) first.AddLayer(l, random_rows(0, at::kFloat)[static_cast<size_t>(l)]);
+    const model::Thumbnails old = first.Finish();
+    for (const int kept : {0, 13, 16, 36}) {
+        for (const at::ScalarType type : {at::kFloat, at::kDouble}) {
+            const auto layers = random_rows(kept, type);
+            model::ThumbnailBuilder laid(old, kept, kSide, 1, L, H, kinds), held(old, kept, kSide, 1, L, H, kinds);
+            for (const int l : {2, 0, 1}) {
+                laid.AddLayer(l, layers[static_cast<size_t>(l)]);
+                held.HoldLayer(l, layers[static_cast<size_t>(l)]);
+            }
+            const model::Thumbnails a = laid.Finish(), b = held.Finish();
+            ASSERT_EQ(a.bands.size(), b.bands.size());
+            for (size_t i = 0; i < a.bands.size(); ++i) {
+                const model::ThumbnailBand &x = *a.bands[i], &y = *b.bands[i];
+                ASSERT_EQ(x.first, y.first);
+                ASSERT_EQ(x.width, y.width);
+                for (int k = 0; k < kinds; ++k) {
+                    EXPECT_EQ(x.cells[k], y.cells[k]) << "band " << i << ", kind " << k << ", kept " << kept;
+                    EXPECT_EQ(x.max_abs[k], y.max_abs[k]) << "band " << i << ", kind " << k << ", kept " << kept;
+                }
+                if (x.first + x.rows <= kept) {
+                    EXPECT_EQ(a.bands[i], old.bands[i]) << "a band wholly kept is shared";
+                    EXPECT_EQ(b.bands[i], old.bands[i]) << "a band wholly kept is shared";
+                }
+            }
+            for (int l = 0; l < L; ++l)  // the rows laid are the layers' own
+                for (int h = 0; h < H; ++h) {
+                    const std::vector<float> cells = b.Head(model::ThumbnailKind::Base, l, h);
+                    const at::Tensor want = layers[static_cast<size_t>(l)][3][h].to(at::kFloat);
+                    for (int r = kept; r < kSide; ++r) {
+                        const int width = std::min(kSide, (r / model::kThumbnailBandRows + 1) * model::kThumbnailBandRows);
+                        for (int c = 0; c < kSide; ++c)
+                            ASSERT_EQ(cells[static_cast<size_t>(r * kSide + c)], c < width ? want[r - kept][c].item<float>() : 0.0f)
+                                << "layer " << l << ", head " << h << ", row " << r << ", cell " << c << ", kept " << kept;
+                    }
+                }
+        }
+    }
 }
 
 TEST(HostRows, ToHostAtOnceKeepsShapesAndValues) {
