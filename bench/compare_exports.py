@@ -7,8 +7,10 @@ of its size), with its absolute difference.
     usage: python3 bench/compare_exports.py WORK DEVICE [softmax]
            WORK holds out-NAME-DEVICE-TAG folders (gpu.sh's exact()); with `softmax` the exports
            made with torch's softmax instead of the CUDA kernel (SSAVIZ_CUDA_SOFTMAX=0, tag softmax)
-           against the CPU's; exports with 1 MB blocks of rows (tags blocks, blocks-base), where made,
-           against the CPU's too
+           against the CPU's; exports with 1 MB blocks of rows (tags blocks, blocks-base, and
+           block-products: each block running the whole layer, SSAVIZ_LAYER_PRODUCTS=blocks, where
+           the device's default runs a layer's weights over every row at once), where made, against
+           the CPU's too
 """
 import glob, json, os, sys
 import numpy as np
@@ -59,6 +61,7 @@ compare(f"{work}/out-gpt2-{dev}-f32", f"{work}/out-gpt2-{dev}-bf16", f"gpt2 {dev
 compare(f"{work}/out-llama-{dev}-f32", f"{work}/out-llama-{dev}-bf16", f"llama {dev} bf16 vs f32")
 if dev == "cuda":
     compare(f"{work}/out-gpt2-cuda-f32", f"{work}/out-gpt2-cuda-f16", "gpt2 cuda f16 vs f32")
-for name, tag, cpu in [("gpt2", "blocks", "f32"), ("llama", "blocks", "f32"), ("gpt2", "blocks-base", "base")]:
+for name, tag, cpu in [("gpt2", "blocks", "f32"), ("llama", "blocks", "f32"), ("gpt2", "blocks-base", "base"),
+                       ("llama", "block-products", "f32"), ("gpt2", "block-products-base", "base")]:
     if os.path.isdir(f"{work}/out-{name}-{dev}-{tag}"):  # SSAVIZ_DEVICE_BLOCK_MB=1: many blocks of rows a layer
-        compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} 1 MB blocks vs cpu ({cpu})")
+        compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} 1 MB {tag} vs cpu ({cpu})")

@@ -112,6 +112,10 @@ exact gpt2 "$dev" bf16 --dtype bf16; exact llama "$dev" bf16 --dtype bf16
 SSAVIZ_DEVICE_BLOCK_MB=1 exact gpt2 "$dev" blocks --lens
 SSAVIZ_DEVICE_BLOCK_MB=1 exact llama "$dev" blocks --lens
 SSAVIZ_DEVICE_BLOCK_MB=1 exact gpt2 "$dev" blocks-base --base "$work/twin" --lens
+# The same with each block running the whole layer (the CPU's way), where a device's default runs
+# a layer's weights over every new row at once (AnalyzeOptions::LayerProducts).
+SSAVIZ_LAYER_PRODUCTS=blocks SSAVIZ_DEVICE_BLOCK_MB=1 exact llama "$dev" block-products --lens
+SSAVIZ_LAYER_PRODUCTS=blocks SSAVIZ_DEVICE_BLOCK_MB=1 exact gpt2 "$dev" block-products-base --base "$work/twin" --lens
 "$py" "$here/bench/compare_exports.py" "$work" "$dev" | tee "$out/exactness.txt"
 fi
 
@@ -184,21 +188,23 @@ timeout 60 "$build/ssaviz_bench" --model "$tiny" --device "$dev" --only end --to
 fi
 
 # The analysis's blocks of rows (SSAVIZ_DEVICE_BLOCK_MB; analysis_plan_torch.h's BlockBytes): the default,
-# 256 MB (13 blocks a layer of GPT-2 small at 8,192 tokens, 18,600 host ops an analysis), against
-# 128 MB and 1 GB (fewer ops, more of the masked triangle multiplied). Each run's last line names
-# its blocks and the device memory in use.
+# 256 MB (13 blocks a layer of GPT-2 small at 8,192 tokens), against 128 MB and 1 GB (fewer ops,
+# more of the masked triangle multiplied); and "blocks", the default's size with each block running
+# the whole layer (SSAVIZ_LAYER_PRODUCTS=blocks: the way before 2026-11-30, 18,600 host ops an
+# analysis), where a device's default now runs a layer's weights over every new row at once. Each
+# run's last line names its blocks and the device memory in use.
 if want blocks; then
-stage "the analysis's blocks of rows: 256 MB (the default) against 128 MB and 1 GB"
+stage "the analysis's blocks of rows: 256 MB (the default) against 128 MB, 1 GB and each block the whole layer"
 [ -f "$small/model.safetensors" ] ||
   "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
 for what in ${SSAVIZ_GPU_BLOCK_RUNS:-full:8192 middle:8192 tiny/full:8192}; do
-  model=$small sizes="default 128 1024" repeats=3
-  case $what in tiny/*) model="$work/tinyllama" what=${what#tiny/} sizes="default 1024" repeats=2 ;; esac
+  model=$small sizes="default 128 1024 blocks" repeats=3
+  case $what in tiny/*) model="$work/tinyllama" what=${what#tiny/} sizes="default 1024 blocks" repeats=2 ;; esac
   [ -d "$model" ] || { echo "no $model for the blocks' run $what" | tee -a "$out/stages.txt"; continue; }
   for mb in $sizes; do
     label="$(basename "$model") --only ${what%%:*} --tokens ${what##*:}, blocks: $mb"
     echo "$label" >>"$out/blocks.txt"
-    ( [ $mb = default ] || export SSAVIZ_DEVICE_BLOCK_MB=$mb
+    ( case $mb in default) ;; blocks) export SSAVIZ_LAYER_PRODUCTS=blocks ;; *) export SSAVIZ_DEVICE_BLOCK_MB=$mb ;; esac
       timeout 75 "$build/ssaviz_bench" --model "$model" --device "$dev" --only "${what%%:*}" --tokens "${what##*:}" --repeats $repeats \
         --no-maps 2>&1 | tail -n 4 >>"$out/blocks.txt" )
     echo "$label: $(grep "^median" "$out/blocks.txt" | tail -n 1)" | tee -a "$out/stages.txt"
@@ -206,6 +212,8 @@ for what in ${SSAVIZ_GPU_BLOCK_RUNS:-full:8192 middle:8192 tiny/full:8192}; do
 done
 [ "$dev" = cuda ] && SSAVIZ_DEVICE_BLOCK_MB=1024 SSAVIZ_BENCH_OPS=1 timeout 60 "$build/ssaviz_bench" --model "$small" --device "$dev" --only full \
   --tokens 8192 --repeats 1 --no-maps 2>&1 | grep -m1 "host ops" | sed 's/^/1 GB blocks, 8,192 tokens: /' | tee -a "$out/stages.txt"
+[ "$dev" = cuda ] && SSAVIZ_BENCH_OPS=1 timeout 60 "$build/ssaviz_bench" --model "$small" --device "$dev" --only full \
+  --tokens 8192 --repeats 1 --no-maps 2>&1 | grep -m1 "host ops" | sed 's/^/256 MB blocks, 8,192 tokens: /' | tee -a "$out/stages.txt"
 fi
 
 # GPT-2 small's shape at 32,768 tokens, where memory allows (on the CPU's dry run: 2,048).

@@ -381,7 +381,7 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     const SsaGpt* base = e.Beside(Comparison::Base) ? other : nullptr;
     const AnalysisPlan plan = [&] {
         RECORD_USER_SCOPE("ssaviz::plan");  // every op an analysis dispatches falls in one of its scopes
-        return PlanAnalysis({&ssa, twin, base, comparison(), &e.interventions, e.device}, tokens.ids, old.ids,
+        return PlanAnalysis({&ssa, twin, base, comparison(), &e.interventions, e.device, options.layer_products}, tokens.ids, old.ids,
                             old.measures.thumbnails.pool, options.reuse && !old.layers.empty());
     }();
     e.cache.buffers.Begin();
@@ -407,6 +407,13 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
             pass.BeginLayer(l);
             measures.BeginLayer(l);
         }
+        Stopwatch layer_watch;
+        {
+            RECORD_USER_SCOPE("ssaviz::layer_pass");
+            pass.RunLayerIn();  // the plan's whole_layer_products: the weights before the attention, every new row
+        }
+        if (options.phase_timings) WaitForDevice(e.device);
+        forward_ms += layer_watch.Lap();
         for (int64_t a = plan.first_block_row; a < plan.T; a += plan.block) {
             const int64_t b = std::min(plan.T, a + plan.block);
             Stopwatch watch;
@@ -424,6 +431,13 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
             if (options.phase_timings) WaitForDevice(e.device);
             metrics_ms += watch.Lap();
         }
+        layer_watch.Lap();  // the blocks counted their own
+        {
+            RECORD_USER_SCOPE("ssaviz::layer_pass");
+            pass.RunLayerOut();  // and after it
+        }
+        if (options.phase_timings) WaitForDevice(e.device);
+        forward_ms += layer_watch.Lap();
         RECORD_USER_SCOPE("ssaviz::end_layer");
         pass.EndLayer();
         measures.EndLayer();

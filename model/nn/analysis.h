@@ -147,6 +147,15 @@ struct AnalyzeOptions {
     // default: then the device's work is counted where the host waits for it, mostly in the
     // assembly's copies (metrics_ms), and only the sum forward_ms + metrics_ms is exact.
     bool phase_timings = false;
+    // How the layer pass runs a layer's weight products (the norms, q, k and v, the temperatures,
+    // the projection, the MLP). Blocks: with each block of attention rows, the CPU's way (small
+    // temporaries the heap reuses). Whole: over all the layer's new rows at once, before and after
+    // its blocks of attention rows, a device's way: fewer, larger products (a block's rows alone
+    // leave most of a GPU's cores idle in a large model's products) and some sixty ops fewer a block.
+    // Auto: Whole on a device and Blocks on the CPU, unless $SSAVIZ_LAYER_PRODUCTS says whole or
+    // blocks. The same numbers within float32's rounding (products of other shapes).
+    enum class LayerProducts { Auto, Blocks, Whole };
+    LayerProducts layer_products = LayerProducts::Auto;
 };
 
 // Owns a loaded model (and optionally its twin or its base) on one device. Not thread-safe: one

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "model/nn/linear.h"
 #include "model/nn/runtime_torch.h"
 
 namespace model {
@@ -49,11 +50,71 @@ at::Tensor LayerPass::Keys(Side s) const { return m_keys[m_plan.source[s].run][m
 
 int LayerPass::Window(Side s) const { return m_plan.Model(s).layers[m_layer].window; }
 
+void LayerPass::KeepTemperatures(const Run& run, const BlockCapture& capture) {
+    for (int i = 0; i < run.Rows(); ++i) {
+        const Side s = run.sides[i];
+        m_tau_q[s].push_back(capture.tau_q[i]);
+        m_tau_v[s].push_back(capture.tau_v[i]);
+        if (s == Side::Ssa) {
+            m_position.push_back(capture.tau_q_terms.position[i]);
+            m_token.push_back(capture.tau_q_terms.token[i]);
+        }
+    }
+}
+
+void LayerPass::RunLayerIn() {
+    const int64_t p = m_plan.p, T = m_plan.T;
+    if (!m_plan.whole_layer_products || p >= T) return;
+    m_in.resize(m_plan.runs.size());
+    m_y.resize(m_plan.runs.size());
+    for (size_t r = 0; r < m_plan.runs.size(); ++r) {
+        const Run& run = m_plan.runs[r];
+        BlockInput& in = m_in[r];
+        in = BlockIn(run.model->config, run.model->layers[m_layer], m_streams[r], /*vanilla=*/false, p, run.Edit(m_layer));
+        TORCH_CHECK(in.vs.size(1) == m_room[r].vs.size(1), "the values' heads differ from their room's");
+        m_room[r].k.narrow(2, p, T - p).copy_(in.k);
+        m_room[r].vs.narrow(2, p, T - p).copy_(in.vs);
+        m_keys[r] = m_room[r].k.narrow(2, 0, T);
+        m_values[r] = m_room[r].vs.narrow(2, 0, T);
+        for (int i = 0; i < run.Rows(); ++i) m_room_q[run.sides[i]].narrow(1, p, T - p).copy_(in.q[i]);
+        BlockCapture capture;
+        CaptureTemperatures(in, &capture);
+        KeepTemperatures(run, capture);
+        in.k = in.vs = at::Tensor();  // in their room now
+    }
+}
+
+void LayerPass::RunLayerOut() {
+    if (m_in.empty()) return;
+    for (size_t r = 0; r < m_plan.runs.size(); ++r) {
+        const Run& run = m_plan.runs[r];
+        const at::Tensor y = m_y[r].size() == 1 ? m_y[r][0] : at::cat(m_y[r], 2);
+        m_out[r].push_back(BlockOut(run.model->config, run.model->layers[m_layer], m_streams[r], m_in[r].h, y));
+    }
+}
+
 PerSide<at::Tensor> LayerPass::RunBlock(int64_t a, int64_t b) {
     const int64_t p = m_plan.p, from = std::max(a, p);  // rows [from, b) are new
     PerSide<at::Tensor> rows, q, scores;
     if (from >= b) return rows;
-    for (size_t r = 0; r < m_plan.runs.size(); ++r) {
+    for (size_t r = 0; r < m_plan.runs.size() && !m_in.empty(); ++r) {  // whole_layer_products: the attention alone
+        const Run& run = m_plan.runs[r];
+        const BlockInput& in = m_in[r];
+        const at::Tensor q_rows = in.q.narrow(2, from - p, b - from);
+        const at::Tensor tau_q = in.tau_q.defined() ? in.tau_q.narrow(2, from - p, b - from) : at::Tensor();
+        const bool keep_scores = r == 0 && m_plan.source[Side::Compare].layer_local;  // the SSA run's, for the tau = 1 side
+        at::Tensor kept_scores;
+        const at::Tensor attention = AttentionRows(q_rows, m_keys[r].narrow(2, 0, b), tau_q, from, run.model->layers[m_layer].window,
+                                                   keep_scores ? &kept_scores : nullptr);  // [B, H, b - from, b]
+        m_y[r].push_back(GroupedMatmul(attention, m_values[r].narrow(2, 0, b)));
+        for (int i = 0; i < run.Rows(); ++i) {
+            const Side s = run.sides[i];
+            q[s] = q_rows[i];
+            if (kept_scores.defined()) scores[s] = kept_scores[i];
+            rows[s] = AsType(attention[i], at::kFloat);
+        }
+    }
+    for (size_t r = 0; r < m_plan.runs.size() && m_in.empty(); ++r) {
         const Run& run = m_plan.runs[r];
         BlockCapture capture;
         capture.keep_scores = r == 0 && m_plan.source[Side::Compare].layer_local;  // the SSA run's, for the tau = 1 side
@@ -66,20 +127,15 @@ PerSide<at::Tensor> LayerPass::RunBlock(int64_t a, int64_t b) {
             m_room_q[s].narrow(1, from, b - from).copy_(capture.q[i]);
             q[s] = capture.q[i];
             if (capture.scores.defined()) scores[s] = capture.scores[i];
-            m_tau_q[s].push_back(capture.tau_q[i]);
-            m_tau_v[s].push_back(capture.tau_v[i]);
             rows[s] = AsType(capture.attention[i], at::kFloat);
-            if (s == Side::Ssa) {
-                m_position.push_back(capture.tau_q_terms.position[i]);
-                m_token.push_back(capture.tau_q_terms.token[i]);
-            }
         }
+        KeepTemperatures(run, capture);
     }
     // The layer-local comparison: the SSA side's own q and k with tau = 1.
     for (Side s : m_plan.sides)
         if (m_plan.source[s].layer_local)  // from the SSA side's product before tau where the CPU kept it
             rows[s] = AsType(scores[Side::Ssa].defined() ? MaskedSoftmax(scores[Side::Ssa], from, Window(s))
-                                                          : AttentionRows(q[Side::Ssa], Keys(s), at::Tensor(), from, Window(s)),
+                                                          : AttentionRows(q[Side::Ssa], Keys(s).narrow(1, 0, b), at::Tensor(), from, Window(s)),
                              at::kFloat);
     return rows;
 }
@@ -131,6 +187,8 @@ void LayerPass::LetGoOfLayer() {
     for (Side s : m_plan.sides) m_tau_q[s].clear(), m_tau_v[s].clear();
     m_position.clear();
     m_token.clear();
+    m_in.clear();
+    m_y.clear();
 }
 
 }  // namespace model

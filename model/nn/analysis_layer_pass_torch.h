@@ -37,13 +37,18 @@ struct LayerRows {
 };
 
 // One analysis's pass, made for its plan; its layers are run in order, each BeginLayer, the
-// plan's blocks from first_block_row (RunBlock), EndLayer.
+// RunLayerIn, the plan's blocks from first_block_row (RunBlock), RunLayerOut, EndLayer.
 class LayerPass {
 public:
     // `old`: the last analysis's layers, whose rows below p this one keeps; `buffers`: where the
     // layers' new keys, values and queries are written (RowBuffers, begun by the caller).
     LayerPass(const AnalysisPlan& plan, const std::vector<int32_t>& ids, const std::vector<LayerRows>& old, RowBuffers& buffers);
     void BeginLayer(int l);
+    // With the plan's whole_layer_products, the layer's weights over every new row (p..T-1) at
+    // once: before the blocks, BlockIn (writing the keys and values); after them, BlockOut of the
+    // blocks' attention outputs. Without, nothing: each block runs the whole Block.
+    void RunLayerIn();
+    void RunLayerOut();
     // Rows [a, b) of the layer: rows [max(a, p), b) run forward in every run. Returns each side's
     // attention rows of those over keys [0, b), [H, b - max(a, p), b] float32; undefined when
     // every row of the block is kept.
@@ -62,6 +67,7 @@ private:
     at::Tensor Keys(Side s) const;  // side s's keys so far, [H or G, rows, D]
     int Window(Side s) const;       // side s's sliding window in this layer (0: none)
     void LetGoOfLayer();            // of the layer's parts, as soon as they are joined
+    void KeepTemperatures(const Run& run, const BlockCapture& capture);  // the new rows' tau, each side's
 
     const AnalysisPlan& m_plan;
     const std::vector<LayerRows>& m_old;
@@ -78,6 +84,8 @@ private:
     PerSide<at::Tensor> m_room_q;                 // where each side's new queries go, [H, T, D]
     PerSide<std::vector<at::Tensor>> m_tau_q, m_tau_v;  // each side's new rows, block by block
     std::vector<at::Tensor> m_position, m_token;  // the SSA side's tau_q terms, the same
+    std::vector<BlockInput> m_in;                 // whole_layer_products: a run each, every new row's
+    std::vector<std::vector<at::Tensor>> m_y;     // and its attention's outputs, block by block, [B, H, rows, D]
 };
 
 }  // namespace model

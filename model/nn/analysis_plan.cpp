@@ -119,6 +119,17 @@ AnalysisPlan PlanAnalysis(const PlanInputs& in, const std::vector<int32_t>& ids,
 
     const int64_t fit = static_cast<int64_t>(BlockBytes(in.device) / (sizeof(float) * static_cast<size_t>(c.n_head) * static_cast<size_t>(T)));
     plan.block = std::max<int64_t>(pool, fit / pool * pool);
+    static const AnalyzeOptions::LayerProducts from_environment = [] {  // read once: the environment does not change under a process
+        const char* setting = std::getenv("SSAVIZ_LAYER_PRODUCTS");
+        bool unreadable = false;
+        const AnalyzeOptions::LayerProducts asked = LayerProductsSetting(setting, &unreadable);
+        if (unreadable)
+            std::fprintf(stderr, "ssaviz: SSAVIZ_LAYER_PRODUCTS='%s' is neither whole nor blocks; %s\n", EscapeForMessage(setting, 40).c_str(),
+                         "whole on a device, blocks on the CPU");
+        return asked;
+    }();
+    const AnalyzeOptions::LayerProducts asked = in.layer_products == AnalyzeOptions::LayerProducts::Auto ? from_environment : in.layer_products;
+    plan.whole_layer_products = asked == AnalyzeOptions::LayerProducts::Auto ? !in.device.is_cpu() : asked == AnalyzeOptions::LayerProducts::Whole;
     return plan;
 }
 
@@ -157,6 +168,14 @@ size_t BlockBytes(const at::Device& device) {
         return b;
     }();
     return bytes;
+}
+
+AnalyzeOptions::LayerProducts LayerProductsSetting(const char* setting, bool* unreadable) {
+    if (!setting) return AnalyzeOptions::LayerProducts::Auto;
+    if (std::strcmp(setting, "whole") == 0) return AnalyzeOptions::LayerProducts::Whole;
+    if (std::strcmp(setting, "blocks") == 0) return AnalyzeOptions::LayerProducts::Blocks;
+    *unreadable = true;
+    return AnalyzeOptions::LayerProducts::Auto;
 }
 
 void WaitForDevice(const at::Device& device) {

@@ -81,6 +81,7 @@ struct AnalysisPlan {
     // Rows a block of attention rows, a multiple of the pool (so blocks pool on their own), whose
     // [H, rows, T] floats stay under BlockBytes(device) a side.
     int64_t block = 0;
+    bool whole_layer_products = false;  // AnalyzeOptions::LayerProducts::Whole
     std::vector<Run> runs;
     std::vector<Side> sides;  // the sides computed, the SSA side first
     int pairs = 1;            // the first `pairs` values of SidePair are compared (all with a base)
@@ -108,6 +109,7 @@ struct PlanInputs {
     Comparison comparison = Comparison::Counterfactual;  // Base with a base
     const std::vector<Intervention>* interventions = nullptr;
     at::Device device{at::kCPU};
+    AnalyzeOptions::LayerProducts layer_products = AnalyzeOptions::LayerProducts::Auto;
 };
 AnalysisPlan PlanAnalysis(const PlanInputs& in, const std::vector<int32_t>& ids, const std::vector<int32_t>& old_ids, int old_pool, bool reuse);
 
@@ -117,14 +119,19 @@ AnalysisPlan PlanAnalysis(const PlanInputs& in, const std::vector<int32_t>& ids,
 // tokens, and the analysis took 6.3 s on an H200, launching kernels. Larger is not always better:
 // a block's rows are multiplied with every key up to its last row, so the masked upper triangle
 // computed grows with the block's rows squared (at 8,192 tokens, 13 blocks a layer compute 54% of
-// the square, 3 blocks 67%), while the host's ops (about a hundred a block: the layer's whole
-// forward pass runs a block of rows at a time) shrink with their count. A GPU's block is 256 MB
-// unless $SSAVIZ_DEVICE_BLOCK_MB says otherwise (bench/gpu.sh's blocks stage compares sizes).
+// the square, 3 blocks 67%), while the host's ops shrink with their count (about a hundred a block
+// where the layer's whole forward pass runs a block of rows at a time, some twenty where only the
+// attention does: AnalyzeOptions::LayerProducts). A GPU's block is 256 MB unless
+// $SSAVIZ_DEVICE_BLOCK_MB says otherwise (bench/gpu.sh's blocks stage compares sizes).
 constexpr size_t kBlockBytes = size_t{8} << 20, kDeviceBlockBytes = size_t{256} << 20;
 size_t BlockBytes(const at::Device& device);
 // A GPU's block from $SSAVIZ_DEVICE_BLOCK_MB's text (null: unset): a whole number of MB from 1 to
 // 65536, else kDeviceBlockBytes with `*unreadable` set. Apart from BlockBytes for tests.
 size_t DeviceBlockBytes(const char* setting, bool* unreadable);
+
+// $SSAVIZ_LAYER_PRODUCTS's text (null: unset) as a setting of AnalyzeOptions::layer_products:
+// whole or blocks; Auto when unset, and for anything else with `*unreadable` set.
+AnalyzeOptions::LayerProducts LayerProductsSetting(const char* setting, bool* unreadable);
 
 // Waits for the device's kernels to finish (nothing on the CPU): AnalyzeOptions::phase_timings.
 void WaitForDevice(const at::Device& device);

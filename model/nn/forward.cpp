@@ -217,12 +217,11 @@ int64_t ValueHeads(const ModelConfig& c, bool vanilla, const TemperatureEdit* ed
     return split ? c.n_head : c.KvHeads();
 }
 
-at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& x, bool vanilla, BlockCapture* capture,
-                 int64_t first, const KeyValues* prefix, const TemperatureEdit* edit) {
+BlockInput BlockIn(const ModelConfig& c, const LayerWeights& w, const at::Tensor& x, bool vanilla, int64_t first, const TemperatureEdit* edit) {
     const int64_t B = x.size(0), R = x.size(1), H = c.n_head, G = c.KvHeads(), D = c.HeadSize();
-    const auto opts = x.options();
-    at::Tensor h = Norm(c, x, w.ln1_w, w.ln1_b);  // [B, R, E]
-    const at::Tensor qkv = AffineRows(h, w.attn_w, w.attn_b);  // [B, R, (H + 2G) D]
+    BlockInput in;
+    in.h = Norm(c, x, w.ln1_w, w.ln1_b);  // [B, R, E]
+    const at::Tensor qkv = AffineRows(in.h, w.attn_w, w.attn_b);  // [B, R, (H + 2G) D]
     const at::Tensor all_heads = qkv.view({B, R, H + 2 * G, D}).transpose(1, 2);  // [B, H + 2G, R, D]
     at::Tensor q = all_heads.narrow(1, 0, H), k = all_heads.narrow(1, H, G), v = all_heads.narrow(1, H + G, G);  // [B, H, R, D], [B, G, R, D] twice
     if (w.q_norm_w.defined()) {  // Qwen 3: each head's q and k RMS-normalised before RoPE
@@ -232,45 +231,38 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
 
     // Temperatures read q and v as projected (SPEC section 1), before RoPE turns q and k (with
     // Qwen 3's q norm, the normalised q: the query attention reads, positions aside).
-    const bool use_q = !vanilla && c.query.Active(), use_v = !vanilla && c.value.Active();
-    at::Tensor tau_q, tau_v;
-    TemperatureTerms terms;
-    if (use_q) {
-        terms = TemperatureParts(c.query, w.q, q, h, first);
+    if (!vanilla && c.query.Active()) {
+        in.terms = TemperatureParts(c.query, w.q, q, in.h, first);
         if (edit) {  // where() rather than arithmetic, so unedited heads keep their exact values
-            terms.position = at::where(edit->keep_position, terms.position, 1);
-            terms.token = at::where(edit->keep_token, terms.token, 0);
+            in.terms.position = at::where(edit->keep_position, in.terms.position, 1);
+            in.terms.token = at::where(edit->keep_token, in.terms.token, 0);
         }
-        tau_q = CombineTemperature(c.query, terms);  // [B, H, R]
-        if (edit && edit->any_scaled) tau_q = at::where(edit->scaled, 1 + AsType(edit->scale, tau_q.scalar_type()) * (tau_q - 1), tau_q);
+        in.tau_q = CombineTemperature(c.query, in.terms);  // [B, H, R]
+        if (edit && edit->any_scaled)
+            in.tau_q = at::where(edit->scaled, 1 + AsType(edit->scale, in.tau_q.scalar_type()) * (in.tau_q - 1), in.tau_q);
     }
     if (c.Rope()) {
         q = Rope(c, q, first);
         k = Rope(c, k, first);
     }
-    at::Tensor vs = v;  // [B, G, R, D]: the values as attention sums them
-    if (use_v) {
-        const at::Tensor tau_kv = Temperature(c.value, w.v, v, h, first);   // [B, G, R]
-        tau_v = G == H ? tau_kv : RepeatHeads(tau_kv, H / G, 1);     // [B, H, R]: each query head reads its group's
-        if (edit) tau_v = at::where(edit->value_off, 1, tau_v);
+    in.q = q;
+    in.k = k;
+    in.vs = v;  // [B, G, R, D]: the values as attention sums them
+    if (!vanilla && c.value.Active()) {
+        const at::Tensor tau_kv = Temperature(c.value, w.v, v, in.h, first);  // [B, G, R]
+        in.tau_v = G == H ? tau_kv : RepeatHeads(tau_kv, H / G, 1);         // [B, H, R]: each query head reads its group's
+        if (edit) in.tau_v = at::where(edit->value_off, 1, in.tau_v);
         if (ValueHeads(c, vanilla, edit) != G)
-            vs = RepeatHeads(v, H / G, 1) * tau_v.unsqueeze(-1);  // [B, H, R, D]
+            in.vs = RepeatHeads(v, H / G, 1) * in.tau_v.unsqueeze(-1);  // [B, H, R, D]
         else
-            vs = v * (G == H ? tau_v : tau_kv).unsqueeze(-1);
+            in.vs = v * (G == H ? in.tau_v : tau_kv).unsqueeze(-1);
     }
-    if (prefix && prefix->k.size(2) >= first + R && prefix->vs.size(1) == vs.size(1)) {  // room: the rows written in place
-        prefix->k.narrow(2, first, R).copy_(k);
-        prefix->vs.narrow(2, first, R).copy_(vs);
-        k = prefix->k.narrow(2, 0, first + R);
-        vs = prefix->vs.narrow(2, 0, first + R);
-    } else if (prefix && first > 0) {  // every key and value the rows attend to: [B, G, first + R, D]
-        k = at::cat({prefix->k.narrow(2, 0, first), k}, 2);
-        vs = at::cat({prefix->vs.narrow(2, 0, first), vs}, 2);
-    }
-    at::Tensor attn = AttentionRows(q, k, tau_q, first, w.window, capture && capture->keep_scores ? &capture->scores : nullptr);  // [B, H, R, first + R]
-    at::Tensor y = GroupedMatmul(attn, vs);               // [B, H, R, D]
-    const at::Tensor attn_out = AffineRows(y.transpose(1, 2).reshape({B, R, H * D}), w.proj_w, w.proj_b);
+    return in;
+}
 
+at::Tensor BlockOut(const ModelConfig& c, const LayerWeights& w, const at::Tensor& x, const at::Tensor& h, const at::Tensor& y) {
+    const int64_t B = y.size(0), H = y.size(1), R = y.size(2), D = y.size(3);
+    const at::Tensor attn_out = AffineRows(y.transpose(1, 2).reshape({B, R, H * D}), w.proj_w, w.proj_b);
     auto mlp = [&](const at::Tensor& in) {
         at::Tensor a = AffineRows(in, w.fc_w, w.fc_b);
         if (c.mlp == MlpKind::SwiGlu) {
@@ -281,21 +273,42 @@ at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& 
         }
         return AffineRows(a, w.mlp_proj_w, w.mlp_proj_b);
     };
-    at::Tensor out;
-    if (c.parallel_residual) {
-        out = x + attn_out + mlp(c.shared_attention_norm ? h : Norm(c, x, w.ln2_w, w.ln2_b));
-    } else {
-        out = x + attn_out;
-        out = out + mlp(Norm(c, out, w.ln2_w, w.ln2_b));
+    if (c.parallel_residual) return x + attn_out + mlp(c.shared_attention_norm ? h : Norm(c, x, w.ln2_w, w.ln2_b));
+    const at::Tensor out = x + attn_out;
+    return out + mlp(Norm(c, out, w.ln2_w, w.ln2_b));
+}
+
+void CaptureTemperatures(const BlockInput& in, BlockCapture* capture) {
+    const at::Tensor& q = in.q;
+    const auto shape = q.sizes().slice(0, 3);  // [B, H, R]
+    const auto opts = q.options();
+    capture->tau_q = in.tau_q.defined() ? in.tau_q : at::ones(shape, opts);
+    capture->tau_v = in.tau_v.defined() ? in.tau_v : at::ones(shape, opts);
+    capture->tau_q_terms = in.tau_q.defined() ? in.terms : TemperatureTerms{at::ones(shape, opts), at::zeros(shape, opts)};
+}
+
+at::Tensor Block(const ModelConfig& c, const LayerWeights& w, const at::Tensor& x, bool vanilla, BlockCapture* capture,
+                 int64_t first, const KeyValues* prefix, const TemperatureEdit* edit) {
+    const int64_t R = x.size(1);
+    BlockInput in = BlockIn(c, w, x, vanilla, first, edit);
+    at::Tensor k = in.k, vs = in.vs;
+    if (prefix && prefix->k.size(2) >= first + R && prefix->vs.size(1) == vs.size(1)) {  // room: the rows written in place
+        prefix->k.narrow(2, first, R).copy_(k);
+        prefix->vs.narrow(2, first, R).copy_(vs);
+        k = prefix->k.narrow(2, 0, first + R);
+        vs = prefix->vs.narrow(2, 0, first + R);
+    } else if (prefix && first > 0) {  // every key and value the rows attend to: [B, G, first + R, D]
+        k = at::cat({prefix->k.narrow(2, 0, first), k}, 2);
+        vs = at::cat({prefix->vs.narrow(2, 0, first), vs}, 2);
     }
+    at::Tensor attn = AttentionRows(in.q, k, in.tau_q, first, w.window, capture && capture->keep_scores ? &capture->scores : nullptr);  // [B, H, R, first + R]
+    const at::Tensor out = BlockOut(c, w, x, in.h, GroupedMatmul(attn, vs));
     if (capture) {
         capture->attention = attn;
-        capture->q = q;
+        capture->q = in.q;
         capture->k = k;
         capture->vs = vs;
-        capture->tau_q = use_q ? tau_q : at::ones({B, H, R}, opts);
-        capture->tau_v = use_v ? tau_v : at::ones({B, H, R}, opts);
-        capture->tau_q_terms = use_q ? terms : TemperatureTerms{at::ones({B, H, R}, opts), at::zeros({B, H, R}, opts)};
+        CaptureTemperatures(in, capture);
     }
     return out;
 }

@@ -122,6 +122,23 @@ at::Tensor Embed(const SsaGpt& model, const at::Tensor& ids, int64_t first = 0);
 at::Tensor Block(const ModelConfig& config, const LayerWeights& weights, const at::Tensor& x, bool vanilla,
                  BlockCapture* capture = nullptr, int64_t first = 0, const KeyValues* prefix = nullptr,
                  const TemperatureEdit* edit = nullptr);
+// Block in its parts, for a caller that runs a layer's weights over many rows at once and its
+// attention a block of rows at a time (the analysis on a device): BlockIn (the first norm, q, k
+// and v, the temperatures and RoPE), then the attention over every key (AttentionRows and its
+// product with vs), then BlockOut (the projection, the MLP and the residuals). Block is the three.
+struct BlockInput {
+    at::Tensor h;           // [B, R, E]: the first norm's output
+    at::Tensor q, k;        // [B, H, R, D], [B, G, R, D]: after RoPE
+    at::Tensor vs;          // [B, ValueHeads, R, D]: the values times tau_v
+    at::Tensor tau_q, tau_v;  // [B, H, R]; undefined where the side is off (or vanilla)
+    TemperatureTerms terms;   // tau_q's two terms, where tau_q is defined
+};
+BlockInput BlockIn(const ModelConfig& config, const LayerWeights& weights, const at::Tensor& x, bool vanilla, int64_t first = 0,
+                   const TemperatureEdit* edit = nullptr);
+// Rows x [B, R, E], with `h` their BlockIn's and `y` their attention's output [B, H, R, D] -> [B, R, E].
+at::Tensor BlockOut(const ModelConfig& config, const LayerWeights& weights, const at::Tensor& x, const at::Tensor& h, const at::Tensor& y);
+// BlockCapture's tau_q, tau_v and terms from BlockIn's (ones and zeros where a side is off).
+void CaptureTemperatures(const BlockInput& in, BlockCapture* capture);
 at::Tensor Logits(const SsaGpt& model, const at::Tensor& x);  // final norm and the head: [B, T, V]
 // The family's norm (config.norm): LayerNorm, or RMSNorm w * x / sqrt(mean(x^2) + eps) computed in
 // float32 as lit-gpt does; `b` undefined for RMSNorm.

@@ -209,7 +209,6 @@ TEST_F(OnDemandMaps, LayerByLayerMetricsEqualTheWholeCapture) {
     expect_same(a.l1, whole.l1, "l1");
 }
 
-// A RowArray holds what it was given, read back every way, at sizes either side of a band's.
 // The analysis's blocks of attention rows: the CPU's small, a GPU's 256 MB unless
 // $SSAVIZ_DEVICE_BLOCK_MB is a whole number of MB.
 TEST(AnalysisBlocks, AGpusAreAsTheSettingSaysWhenItReads) {
@@ -228,6 +227,23 @@ TEST(AnalysisBlocks, AGpusAreAsTheSettingSaysWhenItReads) {
     }
 }
 
+// How a layer's weight products run: $SSAVIZ_LAYER_PRODUCTS says whole or blocks, or nothing (Auto:
+// whole on a device, blocks on the CPU); anything else is said to be unreadable.
+TEST(AnalysisBlocks, TheLayerProductsAreAsTheSettingSays) {
+    using LayerProducts = model::AnalyzeOptions::LayerProducts;
+    bool unreadable = false;
+    EXPECT_EQ(model::LayerProductsSetting(nullptr, &unreadable), LayerProducts::Auto);
+    EXPECT_EQ(model::LayerProductsSetting("whole", &unreadable), LayerProducts::Whole);
+    EXPECT_EQ(model::LayerProductsSetting("blocks", &unreadable), LayerProducts::Blocks);
+    EXPECT_FALSE(unreadable);
+    for (const char* bad : {"", "Whole", "whole ", "block", "1", "auto"}) {
+        unreadable = false;
+        EXPECT_EQ(model::LayerProductsSetting(bad, &unreadable), LayerProducts::Auto) << bad;
+        EXPECT_TRUE(unreadable) << bad;
+    }
+}
+
+// A RowArray holds what it was given, read back every way, at sizes either side of a band's.
 TEST(RowArray, GivesBackItsValuesByRowTokenAndFlatIndex) {
     constexpr int64_t B = model::RowArray::kBand;
     for (int64_t rows : {0, 1, 3, 7})

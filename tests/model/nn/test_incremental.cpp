@@ -23,6 +23,7 @@
 
 #include "model/nn/analysis.h"
 #include "model/nn/analysis_assembly_torch.h"
+#include "model/nn/analysis_plan_torch.h"
 #include "model/nn/attention_maps_torch.h"
 #include "model/nn/runtime_torch.h"
 #include "tests/model/nn/compare_analyses.h"
@@ -290,6 +291,79 @@ TEST(Incremental, BaseAfterRandomEdits) {
     }
 }
 
+// A device runs each layer's weights over all its new rows at once and only the attention a block
+// of rows at a time (AnalyzeOptions::LayerProducts::Whole); the CPU runs the whole layer a block at
+// a time. Both ways, on the CPU, over texts of several blocks of rows (a full analysis, typing at
+// the end, an edit in the middle and a shorter text), give the same analysis within 1e-5: every
+// comparison (tau = 1, layer-local, a twin, a base), what-ifs that give a group's query heads their
+// own values, and the families (GPT-2's, Llama's grouped kv heads and SwiGLU, Pythia's parallel
+// residual and partial RoPE).
+TEST(Incremental, AWholeLayersProductsEqualItsBlocks) {
+    struct Case {
+        std::string name, family;
+        Comparison comparison;
+        bool twin, base;
+        const char* what_ifs;
+    };
+    const Case cases[] = {
+        {"gpt2, tau = 1", "gpt2", Comparison::Counterfactual, false, false, nullptr},
+        {"gpt2, layer-local", "gpt2", Comparison::LayerLocal, false, false, nullptr},
+        {"gpt2, twin", "gpt2", Comparison::Twin, true, false, nullptr},
+        {"llama, base and what-ifs", "llama", Comparison::Base, false, true, "0:1,1:*=x0.5"},
+        {"pythia, what-ifs against the unedited model", "pythia", Comparison::Unedited, false, false, "0:1,1:*=x0.5"},
+    };
+    std::string text;
+    while (text.size() < 4200) text += kParagraph;  // some 900 tokens
+    float worst = 0;
+    for (const Case& c : cases) {
+        model::ModelConfig ssa = c.family == "gpt2" ? PaperConfig(1024) : FamilyConfig(c.family, 1024);
+        ssa.n_head = 8;  // 8 MB blocks of 8 heads' rows at ~900 tokens: 4 a layer
+        ssa.n_embd = c.family == "gpt2" ? 32 : 64;  // RoPE turns 8 dims of a head
+        model::ModelConfig vanilla = ssa;
+        vanilla.query = vanilla.value = model::TemperatureForm{};
+        const std::string dir = WriteModel("whole-" + c.family, ssa, 51), other = WriteModel("whole-other-" + c.family, vanilla, 52);
+        model::AnalyzeOptions blocks, whole;
+        blocks.layer_products = model::AnalyzeOptions::LayerProducts::Blocks;
+        whole.layer_products = model::AnalyzeOptions::LayerProducts::Whole;
+        auto by_blocks = model::Engine::Open(dir, "cpu");
+        auto by_layers = model::Engine::Open(dir, "cpu");
+        ASSERT_TRUE(by_blocks.ok() && by_layers.ok()) << c.name << ": " << (by_blocks.ok() ? by_layers.error() : by_blocks.error());
+        for (model::Engine* e : {by_blocks->get(), by_layers->get()}) {
+            if (c.what_ifs) {
+                auto edits = model::ParseInterventions(c.what_ifs, ssa.n_layer, ssa.n_head);
+                ASSERT_TRUE(edits.ok()) << edits.error();
+                ASSERT_TRUE(e->SetInterventions(*edits).ok());
+            }
+            if (c.twin) {
+                ASSERT_TRUE(e->OpenTwin(other).ok());
+            } else if (c.base) {
+                ASSERT_TRUE(e->OpenBase(other).ok());
+            } else {
+                ASSERT_TRUE(e->SetComparison(c.comparison).ok()) << c.name;
+            }
+            ASSERT_EQ(e->comparison(), c.comparison) << c.name;
+        }
+        int blocks_seen = 0;
+        for (const std::string& step : {text, text + " fox", text.substr(0, 2000) + " jumps" + text.substr(2000), text.substr(0, 3000)}) {
+            auto tokens = (*by_blocks)->Tokenize(step, true);
+            ASSERT_TRUE(tokens.ok()) << tokens.error();
+            auto want = (*by_blocks)->Analyze(*tokens, blocks);
+            auto got = (*by_layers)->Analyze(*tokens, whole);
+            ASSERT_TRUE(got.ok() && want.ok()) << c.name;
+            std::string what;
+            const float w = CompareAnalyses(*got, *want, &what);
+            EXPECT_LE(w, kTolerance) << c.name << ": " << what << " differs by " << w << " at " << got->n_tokens << " tokens, "
+                                     << got->reused_rows << " reused";
+            EXPECT_EQ(got->reused_rows, want->reused_rows) << c.name;
+            worst = std::max(worst, w);
+            const int64_t block = model::kBlockBytes / (sizeof(float) * ssa.n_head * got->n_tokens);
+            blocks_seen = std::max<int>(blocks_seen, static_cast<int>((got->n_tokens - got->reused_rows + block - 1) / block));
+        }
+        EXPECT_GE(blocks_seen, 3) << c.name << ": the new rows fit fewer blocks than the test means to join";
+    }
+    std::printf("a whole layer's products against its blocks: largest difference %.3g\n", worst);
+}
+
 // Counts, on this thread, the ops that read a tensor's value back to the host (`.item()`, and
 // what `if (tensor)` and friends call): on a GPU each waits for the device to finish everything
 // queued, so none may run between the layers (in the assembly, ToHost's copies are the reads).
@@ -327,12 +401,17 @@ TEST(Incremental, AnAnalysisReadsNoValueBackFromItsTensors) {
     auto tokens = (*engine)->Tokenize(kParagraph, true);
     ASSERT_TRUE(tokens.ok()) << tokens.error();
     auto analyse = [&](const char* what) {
-        for (int edit = 0; edit < 2; ++edit) {
-            tokens->ids.back() = edit ? 14 : 13;  // the second analysis an edit at the end
-            ValueReads reads;
-            auto a = (*engine)->Analyze(*tokens);
-            ASSERT_TRUE(a.ok()) << a.error();
-            EXPECT_EQ(reads.Count(), 0) << what << (edit ? ", an edit at the end" : ", in full");
+        for (const auto products : {model::AnalyzeOptions::LayerProducts::Blocks, model::AnalyzeOptions::LayerProducts::Whole}) {
+            model::AnalyzeOptions options;
+            options.layer_products = products;  // the CPU's way, and a device's
+            const char* how = products == model::AnalyzeOptions::LayerProducts::Whole ? ", a layer's products whole" : "";
+            for (int edit = 0; edit < 2; ++edit) {
+                tokens->ids.back() = edit ? 14 : 13;  // the second analysis an edit at the end
+                ValueReads reads;
+                auto a = (*engine)->Analyze(*tokens, options);
+                ASSERT_TRUE(a.ok()) << a.error();
+                EXPECT_EQ(reads.Count(), 0) << what << how << (edit ? ", an edit at the end" : ", in full");
+            }
         }
     };
     analyse("the tau = 1 side in the batch");
