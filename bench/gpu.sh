@@ -45,7 +45,8 @@
 #          the call a timeout of 540 s and stages to skip. A session's 15 minutes of device time count
 #          the machine's start too: with the window (gui, call B), the lens and the Python module
 #          measured on 2026-11-29, the next run's order is call A with
-#          SSAVIZ_GPU_STAGES="fused exact small tiny blocks long profile" (est. 6-7 minutes), then at
+#          SSAVIZ_GPU_STAGES="fused exact small tiny blocks long profile" (est. 7-8 minutes, the blocks
+#          stage's runs of each block the whole layer included), then at
 #          once call C (bench/gpu-dask.sh, est. 2 minutes), then give the machine back.
 set -uo pipefail
 stages=${SSAVIZ_GPU_STAGES:-fused exact small lens python tiny blocks long profile gui}

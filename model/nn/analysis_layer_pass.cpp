@@ -93,43 +93,40 @@ void LayerPass::RunLayerOut() {
     }
 }
 
+void LayerPass::Attend(size_t r, int64_t from, int64_t b, BlockCapture* capture) {
+    const BlockInput& in = m_in[r];
+    const int64_t p = m_plan.p;
+    capture->q = in.q.narrow(2, from - p, b - from);
+    const at::Tensor tau_q = in.tau_q.defined() ? in.tau_q.narrow(2, from - p, b - from) : at::Tensor();
+    capture->attention = AttentionRows(capture->q, m_keys[r].narrow(2, 0, b), tau_q, from, m_plan.runs[r].model->layers[m_layer].window,
+                                       capture->keep_scores ? &capture->scores : nullptr);  // [B, H, b - from, b]
+    m_y[r].push_back(GroupedMatmul(capture->attention, m_values[r].narrow(2, 0, b)));
+}
+
 PerSide<at::Tensor> LayerPass::RunBlock(int64_t a, int64_t b) {
     const int64_t p = m_plan.p, from = std::max(a, p);  // rows [from, b) are new
     PerSide<at::Tensor> rows, q, scores;
     if (from >= b) return rows;
-    for (size_t r = 0; r < m_plan.runs.size() && !m_in.empty(); ++r) {  // whole_layer_products: the attention alone
-        const Run& run = m_plan.runs[r];
-        const BlockInput& in = m_in[r];
-        const at::Tensor q_rows = in.q.narrow(2, from - p, b - from);
-        const at::Tensor tau_q = in.tau_q.defined() ? in.tau_q.narrow(2, from - p, b - from) : at::Tensor();
-        const bool keep_scores = r == 0 && m_plan.source[Side::Compare].layer_local;  // the SSA run's, for the tau = 1 side
-        at::Tensor kept_scores;
-        const at::Tensor attention = AttentionRows(q_rows, m_keys[r].narrow(2, 0, b), tau_q, from, run.model->layers[m_layer].window,
-                                                   keep_scores ? &kept_scores : nullptr);  // [B, H, b - from, b]
-        m_y[r].push_back(GroupedMatmul(attention, m_values[r].narrow(2, 0, b)));
-        for (int i = 0; i < run.Rows(); ++i) {
-            const Side s = run.sides[i];
-            q[s] = q_rows[i];
-            if (kept_scores.defined()) scores[s] = kept_scores[i];
-            rows[s] = AsType(attention[i], at::kFloat);
-        }
-    }
-    for (size_t r = 0; r < m_plan.runs.size() && m_in.empty(); ++r) {
+    for (size_t r = 0; r < m_plan.runs.size(); ++r) {
         const Run& run = m_plan.runs[r];
         BlockCapture capture;
         capture.keep_scores = r == 0 && m_plan.source[Side::Compare].layer_local;  // the SSA run's, for the tau = 1 side
-        m_out[r].push_back(Block(run.model->config, run.model->layers[m_layer], m_streams[r].narrow(1, from - p, b - from), /*vanilla=*/false,
-                                 &capture, from, &m_room[r], run.Edit(m_layer)));
-        m_keys[r] = capture.k;
-        m_values[r] = capture.vs;
+        if (!m_in.empty()) {  // whole_layer_products: the attention alone
+            Attend(r, from, b, &capture);
+        } else {
+            m_out[r].push_back(Block(run.model->config, run.model->layers[m_layer], m_streams[r].narrow(1, from - p, b - from),
+                                     /*vanilla=*/false, &capture, from, &m_room[r], run.Edit(m_layer)));
+            m_keys[r] = capture.k;
+            m_values[r] = capture.vs;
+            for (int i = 0; i < run.Rows(); ++i) m_room_q[run.sides[i]].narrow(1, from, b - from).copy_(capture.q[i]);
+            KeepTemperatures(run, capture);
+        }
         for (int i = 0; i < run.Rows(); ++i) {
             const Side s = run.sides[i];
-            m_room_q[s].narrow(1, from, b - from).copy_(capture.q[i]);
             q[s] = capture.q[i];
             if (capture.scores.defined()) scores[s] = capture.scores[i];
             rows[s] = AsType(capture.attention[i], at::kFloat);
         }
-        KeepTemperatures(run, capture);
     }
     // The layer-local comparison: the SSA side's own q and k with tau = 1.
     for (Side s : m_plan.sides)

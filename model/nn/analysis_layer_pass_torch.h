@@ -68,6 +68,9 @@ private:
     int Window(Side s) const;       // side s's sliding window in this layer (0: none)
     void LetGoOfLayer();            // of the layer's parts, as soon as they are joined
     void KeepTemperatures(const Run& run, const BlockCapture& capture);  // the new rows' tau, each side's
+    // whole_layer_products: run r's attention rows [from, b) from RunLayerIn's q and temperatures
+    // (capture's attention, q and scores), their output kept for RunLayerOut.
+    void Attend(size_t r, int64_t from, int64_t b, BlockCapture* capture);
 
     const AnalysisPlan& m_plan;
     const std::vector<LayerRows>& m_old;
