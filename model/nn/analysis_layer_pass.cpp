@@ -69,27 +69,51 @@ void LayerPass::RunLayerIn() {
     m_y.resize(m_plan.runs.size());
     for (size_t r = 0; r < m_plan.runs.size(); ++r) {
         const Run& run = m_plan.runs[r];
+        std::vector<BlockInput> parts;  // the plan's product_rows at a time
+        for (int64_t first = p; first < T; first += m_plan.product_rows) {
+            const int64_t n = std::min(m_plan.product_rows, T - first);
+            BlockInput in = BlockIn(run.model->config, run.model->layers[m_layer], m_streams[r].narrow(1, first - p, n), /*vanilla=*/false,
+                                    first, run.Edit(m_layer));
+            TORCH_CHECK(in.vs.size(1) == m_room[r].vs.size(1), "the values' heads differ from their room's");
+            m_room[r].k.narrow(2, first, n).copy_(in.k);
+            m_room[r].vs.narrow(2, first, n).copy_(in.vs);
+            for (int i = 0; i < run.Rows(); ++i) m_room_q[run.sides[i]].narrow(1, first, n).copy_(in.q[i]);
+            BlockCapture capture;
+            CaptureTemperatures(in, &capture);
+            KeepTemperatures(run, capture);
+            in.k = in.vs = in.tau_v = at::Tensor();  // k and vs in their room now
+            in.terms = {};
+            parts.push_back(std::move(in));
+        }
         BlockInput& in = m_in[r];
-        in = BlockIn(run.model->config, run.model->layers[m_layer], m_streams[r], /*vanilla=*/false, p, run.Edit(m_layer));
-        TORCH_CHECK(in.vs.size(1) == m_room[r].vs.size(1), "the values' heads differ from their room's");
-        m_room[r].k.narrow(2, p, T - p).copy_(in.k);
-        m_room[r].vs.narrow(2, p, T - p).copy_(in.vs);
+        in = parts[0];
+        if (parts.size() > 1) {  // every new row's q, tau_q and first norm
+            std::vector<at::Tensor> h, q, tau_q;
+            for (const BlockInput& part : parts) {
+                h.push_back(part.h);
+                q.push_back(part.q);
+                if (part.tau_q.defined()) tau_q.push_back(part.tau_q);
+            }
+            in.h = at::cat(h, 1);
+            in.q = at::cat(q, 2);
+            if (!tau_q.empty()) in.tau_q = at::cat(tau_q, 2);
+        }
         m_keys[r] = m_room[r].k.narrow(2, 0, T);
         m_values[r] = m_room[r].vs.narrow(2, 0, T);
-        for (int i = 0; i < run.Rows(); ++i) m_room_q[run.sides[i]].narrow(1, p, T - p).copy_(in.q[i]);
-        BlockCapture capture;
-        CaptureTemperatures(in, &capture);
-        KeepTemperatures(run, capture);
-        in.k = in.vs = at::Tensor();  // in their room now
     }
 }
 
 void LayerPass::RunLayerOut() {
     if (m_in.empty()) return;
+    const int64_t p = m_plan.p, T = m_plan.T;
     for (size_t r = 0; r < m_plan.runs.size(); ++r) {
         const Run& run = m_plan.runs[r];
         const at::Tensor y = m_y[r].size() == 1 ? m_y[r][0] : at::cat(m_y[r], 2);
-        m_out[r].push_back(BlockOut(run.model->config, run.model->layers[m_layer], m_streams[r], m_in[r].h, y));
+        for (int64_t first = p; first < T; first += m_plan.product_rows) {
+            const int64_t n = std::min(m_plan.product_rows, T - first);
+            m_out[r].push_back(BlockOut(run.model->config, run.model->layers[m_layer], m_streams[r].narrow(1, first - p, n),
+                                        m_in[r].h.narrow(1, first - p, n), y.narrow(2, first - p, n)));
+        }
     }
 }
 

@@ -130,6 +130,14 @@ AnalysisPlan PlanAnalysis(const PlanInputs& in, const std::vector<int32_t>& ids,
     }();
     const AnalyzeOptions::LayerProducts asked = in.layer_products == AnalyzeOptions::LayerProducts::Auto ? from_environment : in.layer_products;
     plan.whole_layer_products = asked == AnalyzeOptions::LayerProducts::Auto ? !in.device.is_cpu() : asked == AnalyzeOptions::LayerProducts::Whole;
+    int64_t widest = 1;  // floats a row, every batch row of a run
+    for (const Run& run : plan.runs) {
+        const ModelConfig& rc = run.model->config;
+        const int64_t qkv = int64_t{rc.n_head + 2 * rc.KvHeads()} * rc.HeadSize();
+        const int64_t mlp = int64_t{rc.MlpWidth()} * (rc.mlp == MlpKind::SwiGlu ? 2 : 1);
+        widest = std::max(widest, run.Rows() * std::max(qkv, mlp));
+    }
+    plan.product_rows = std::max<int64_t>(1, static_cast<int64_t>(ProductBytes(in.device) / sizeof(float)) / widest);
     return plan;
 }
 

@@ -82,6 +82,10 @@ struct AnalysisPlan {
     // [H, rows, T] floats stay under BlockBytes(device) a side.
     int64_t block = 0;
     bool whole_layer_products = false;  // AnalyzeOptions::LayerProducts::Whole
+    // There, the rows a run's weight products take at once: its widest temporary (q, k and v, or
+    // the MLP's hidden rows) of every batch row stays under ProductBytes(device). A GPU's take every
+    // row of GPT-2 small's and TinyLlama's shapes at 8,192 tokens; a 7 B model's at 32,768 in parts.
+    int64_t product_rows = 0;
     std::vector<Run> runs;
     std::vector<Side> sides;  // the sides computed, the SSA side first
     int pairs = 1;            // the first `pairs` values of SidePair are compared (all with a base)
@@ -124,6 +128,9 @@ AnalysisPlan PlanAnalysis(const PlanInputs& in, const std::vector<int32_t>& ids,
 // attention does: AnalyzeOptions::LayerProducts). A GPU's block is 256 MB unless
 // $SSAVIZ_DEVICE_BLOCK_MB says otherwise (bench/gpu.sh's blocks stage compares sizes).
 constexpr size_t kBlockBytes = size_t{8} << 20, kDeviceBlockBytes = size_t{256} << 20;
+// AnalysisPlan::product_rows's budget: the CPU's block, a GPU's 1 GB.
+constexpr size_t kDeviceProductBytes = size_t{1} << 30;
+inline size_t ProductBytes(const at::Device& device) { return device.is_cpu() ? kBlockBytes : kDeviceProductBytes; }
 size_t BlockBytes(const at::Device& device);
 // A GPU's block from $SSAVIZ_DEVICE_BLOCK_MB's text (null: unset): a whole number of MB from 1 to
 // 65536, else kDeviceBlockBytes with `*unreadable` set. Apart from BlockBytes for tests.

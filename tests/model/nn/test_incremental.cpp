@@ -297,19 +297,21 @@ TEST(Incremental, BaseAfterRandomEdits) {
 // the end, an edit in the middle and a shorter text), give the same analysis within 1e-5: every
 // comparison (tau = 1, layer-local, a twin, a base), what-ifs that give a group's query heads their
 // own values, and the families (GPT-2's, Llama's grouped kv heads and SwiGLU, Pythia's parallel
-// residual and partial RoPE).
+// residual and partial RoPE). Llama's MLP is wide enough for its products to take the rows in parts
+// (AnalysisPlan::product_rows, a CPU's 8 MB of its widest temporary: 256 rows of the SSA run's two).
 TEST(Incremental, AWholeLayersProductsEqualItsBlocks) {
     struct Case {
         std::string name, family;
         Comparison comparison;
         bool twin, base;
         const char* what_ifs;
+        int mlp = 0;  // the MLP's width (0: the config's)
     };
     const Case cases[] = {
         {"gpt2, tau = 1", "gpt2", Comparison::Counterfactual, false, false, nullptr},
         {"gpt2, layer-local", "gpt2", Comparison::LayerLocal, false, false, nullptr},
         {"gpt2, twin", "gpt2", Comparison::Twin, true, false, nullptr},
-        {"llama, base and what-ifs", "llama", Comparison::Base, false, true, "0:1,1:*=x0.5"},
+        {"llama, base and what-ifs, products in parts", "llama", Comparison::Base, false, true, "0:1,1:*=x0.5", 2048},
         {"pythia, what-ifs against the unedited model", "pythia", Comparison::Unedited, false, false, "0:1,1:*=x0.5"},
     };
     std::string text;
@@ -319,6 +321,11 @@ TEST(Incremental, AWholeLayersProductsEqualItsBlocks) {
         model::ModelConfig ssa = c.family == "gpt2" ? PaperConfig(1024) : FamilyConfig(c.family, 1024);
         ssa.n_head = 8;  // 8 MB blocks of 8 heads' rows at ~900 tokens: 4 a layer
         ssa.n_embd = c.family == "gpt2" ? 32 : 64;  // RoPE turns 8 dims of a head
+        if (c.mlp) {
+            ssa.intermediate_size = c.mlp;
+            const int64_t rows = model::kBlockBytes / (sizeof(float) * 2 * 2 * c.mlp);  // SwiGLU's two halves, two batch rows
+            ASSERT_LT(rows, 800) << "the products take every row at once";
+        }
         model::ModelConfig vanilla = ssa;
         vanilla.query = vanilla.value = model::TemperatureForm{};
         const std::string dir = WriteModel("whole-" + c.family, ssa, 51), other = WriteModel("whole-other-" + c.family, vanilla, 52);
