@@ -86,15 +86,19 @@ double PeakRssMb() {
     return usage.ru_maxrss / 1024.0;  // Linux reports KiB
 }
 
-// On a GPU: the analysis's blocks of rows and the device's memory in use (LibTorch's caching
-// allocator keeps what the runs took, so about their peak, with CUDA's own context and any other
-// process's); nothing on the CPU.
+// On a GPU: the analysis's blocks of rows, how a layer's weight products ran (SSAVIZ_LAYER_PRODUCTS)
+// and the device's memory in use (LibTorch's caching allocator keeps what the runs took, so about
+// their peak, with CUDA's own context and any other process's); nothing on the CPU.
 std::string DeviceReport(const std::string& name) {
     const auto device = model::ResolveDevice(name);
     if (!device || device->is_cpu()) return "";
     const model::DeviceMemoryBytes memory = model::DeviceMemory(*device);
-    return "; blocks of " + std::to_string(model::BlockBytes(*device) >> 20) + " MB; device memory in use " +
-           std::to_string(memory.used >> 20) + " MB of " + std::to_string(memory.total >> 20);
+    bool unreadable = false;
+    const bool blocks = model::LayerProductsSetting(std::getenv("SSAVIZ_LAYER_PRODUCTS"), &unreadable) ==
+                        model::AnalyzeOptions::LayerProducts::Blocks;
+    return "; blocks of " + std::to_string(model::BlockBytes(*device) >> 20) + " MB, " +
+           (blocks ? "each the whole layer" : "a layer's products whole") + "; device memory in use " + std::to_string(memory.used >> 20) +
+           " MB of " + std::to_string(memory.total >> 20);
 }
 
 struct Options {
