@@ -66,6 +66,7 @@ void LayerPass::RunLayerIn() {
     const int64_t p = m_plan.p, T = m_plan.T;
     if (!m_plan.whole_layer_products || p >= T) return;
     m_in.resize(m_plan.runs.size());
+    m_scaled_q.resize(m_plan.runs.size());
     m_y.resize(m_plan.runs.size());
     for (size_t r = 0; r < m_plan.runs.size(); ++r) {
         const Run& run = m_plan.runs[r];
@@ -98,6 +99,7 @@ void LayerPass::RunLayerIn() {
             in.q = at::cat(q, 2);
             if (!tau_q.empty()) in.tau_q = at::cat(tau_q, 2);
         }
+        m_scaled_q[r] = ScaledQueries(in.q, in.tau_q);  // once a layer rather than once a block
         m_keys[r] = m_room[r].k.narrow(2, 0, T);
         m_values[r] = m_room[r].vs.narrow(2, 0, T);
     }
@@ -120,10 +122,15 @@ void LayerPass::RunLayerOut() {
 void LayerPass::Attend(size_t r, int64_t from, int64_t b, BlockCapture* capture) {
     const BlockInput& in = m_in[r];
     const int64_t p = m_plan.p;
+    const int64_t window = m_plan.runs[r].model->layers[m_layer].window;
     capture->q = in.q.narrow(2, from - p, b - from);
-    const at::Tensor tau_q = in.tau_q.defined() ? in.tau_q.narrow(2, from - p, b - from) : at::Tensor();
-    capture->attention = AttentionRows(capture->q, m_keys[r].narrow(2, 0, b), tau_q, from, m_plan.runs[r].model->layers[m_layer].window,
-                                       capture->keep_scores ? &capture->scores : nullptr);  // [B, H, b - from, b]
+    if (m_scaled_q[r].defined()) {
+        capture->attention = AttentionRowsScaled(m_scaled_q[r].narrow(2, from - p, b - from), m_keys[r].narrow(2, 0, b), from, window);
+    } else {
+        const at::Tensor tau_q = in.tau_q.defined() ? in.tau_q.narrow(2, from - p, b - from) : at::Tensor();
+        capture->attention = AttentionRows(capture->q, m_keys[r].narrow(2, 0, b), tau_q, from, window,
+                                           capture->keep_scores ? &capture->scores : nullptr);  // [B, H, b - from, b]
+    }
     m_y[r].push_back(GroupedMatmul(capture->attention, m_values[r].narrow(2, 0, b)));
 }
 
@@ -209,6 +216,7 @@ void LayerPass::LetGoOfLayer() {
     m_position.clear();
     m_token.clear();
     m_in.clear();
+    m_scaled_q.clear();
     m_y.clear();
 }
 

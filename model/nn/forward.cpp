@@ -182,24 +182,27 @@ at::Tensor MaskedSoftmax(at::Tensor scores, int64_t first, int64_t window) {
     return at::softmax(scores.masked_fill_(hidden, -std::numeric_limits<float>::infinity()), -1);
 }
 
+at::Tensor ScaledQueries(const at::Tensor& q, const at::Tensor& tau_q) {
+    // On a device the scale and the temperatures go on q's rows ([.., R, D]) rather than on the
+    // scores ([.., R, T]): two passes over the scores fewer, where those passes are most of the
+    // time. The products round differently, within the dtype's rounding (bench/gpu.sh's exactness
+    // stage holds the device's float32 to the CPU within 1e-5).
+    if (!q.is_cuda() || (tau_q.defined() && tau_q.scalar_type() != q.scalar_type())) return at::Tensor();
+    const at::Tensor scaled = q * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+    return tau_q.defined() ? scaled * tau_q.unsqueeze(-1) : scaled;
+}
+
+at::Tensor AttentionRowsScaled(const at::Tensor& scaled_q, const at::Tensor& k, int64_t first, int64_t window) {
+    return MaskedSoftmax(GroupedMatmul(scaled_q, k.transpose(-1, -2)), first, window);
+}
+
 at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q, int64_t first, int64_t window,
                          at::Tensor* scores_before_tau) {
-    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-    at::Tensor scores;
-    if (q.is_cuda() && (!tau_q.defined() || tau_q.scalar_type() == q.scalar_type())) {
-        // On a device the scale and the temperatures go on q's rows ([.., R, D]) rather than on
-        // the scores ([.., R, T]): two passes over the scores fewer, where those passes are most of
-        // the time. The products round differently, within the dtype's rounding (bench/gpu.sh's
-        // exactness stage holds the device's float32 to the CPU within 1e-5).
-        at::Tensor scaled = q * scale;
-        if (tau_q.defined()) scaled = scaled * tau_q.unsqueeze(-1);
-        scores = GroupedMatmul(scaled, k.transpose(-1, -2));
-    } else {
-        scores = GroupedMatmul(q, k.transpose(-1, -2)) * scale;
-        if (tau_q.defined()) {
-            if (scores_before_tau) *scores_before_tau = scores;  // a tensor of its own: the product below is another
-            scores = scores * tau_q.unsqueeze(-1);
-        }
+    if (const at::Tensor scaled = ScaledQueries(q, tau_q); scaled.defined()) return AttentionRowsScaled(scaled, k, first, window);
+    at::Tensor scores = GroupedMatmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+    if (tau_q.defined()) {
+        if (scores_before_tau) *scores_before_tau = scores;  // a tensor of its own: the product below is another
+        scores = scores * tau_q.unsqueeze(-1);
     }
     return MaskedSoftmax(scores, first, window);
 }

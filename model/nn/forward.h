@@ -91,6 +91,12 @@ struct BlockCapture {
 // for bit, without a second product.
 at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q, int64_t first, int64_t window = 0,
                          at::Tensor* scores_before_tau = nullptr);
+// AttentionRows in two steps, where q's rows take the scale and tau_q before the product (a
+// device's way): q / sqrt(D) * tau_q [..., R, D], undefined where AttentionRows scales the scores
+// instead (the CPU, or tau_q of another dtype); then the rows from it. A caller that attends to
+// q's rows a block at a time scales them once.
+at::Tensor ScaledQueries(const at::Tensor& q, const at::Tensor& tau_q);
+at::Tensor AttentionRowsScaled(const at::Tensor& scaled_q, const at::Tensor& k, int64_t first, int64_t window = 0);
 // The causal softmax of scores [..., R, T] for rows first..first+R-1 (and a sliding `window`), as
 // AttentionRows ends; the scores are overwritten.
 at::Tensor MaskedSoftmax(at::Tensor scores, int64_t first, int64_t window = 0);
