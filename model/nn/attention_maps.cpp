@@ -572,6 +572,8 @@ namespace {
 // A new band's rows that the layers bring: from its first row not kept.
 int NewRowsFrom(const ThumbnailBand& band, int kept) { return std::max(band.first, kept); }
 int NewRowCount(const ThumbnailBand& band, int kept) { return std::max(0, band.first + band.rows - NewRowsFrom(band, kept)); }
+// Floats a head's new rows of a band take in the packed copy, [new rows, width].
+int64_t NewRowFloats(const ThumbnailBand& band, int kept) { return int64_t{NewRowCount(band, kept)} * band.width; }
 
 }  // namespace
 
@@ -584,7 +586,7 @@ at::Tensor ThumbnailBuilder::PackHeldLayers() const {
         by_kind.push_back(AsType(at::stack(layers), at::kFloat));
     }
     int64_t total = 0;
-    for (const auto& band : m_new) total += static_cast<int64_t>(t.kinds) * by_kind[0].size(0) * t.heads * NewRowCount(*band, m_kept) * band->width;
+    for (const auto& band : m_new) total += int64_t{t.kinds} * by_kind[0].size(0) * t.heads * NewRowFloats(*band, m_kept);
     at::Tensor packed = at::empty({total}, by_kind[0].options());
     int64_t at = 0;
     for (const auto& band : m_new) {  // band by band, kind by kind: [held layers, H, new rows, width]
@@ -606,13 +608,13 @@ void ThumbnailBuilder::LayPackedLayers(const float* packed) {
     size_t at = 0;
     for (const auto& band : m_new) {
         offsets.push_back(at);
-        at += static_cast<size_t>(t.kinds) * held * heads * static_cast<size_t>(NewRowCount(*band, m_kept) * band->width);
+        at += static_cast<size_t>(t.kinds) * held * heads * static_cast<size_t>(NewRowFloats(*band, m_kept));
     }
     at::parallel_for(0, static_cast<int64_t>(m_new.size()), 1, [&](int64_t begin, int64_t end) {  // a band a task
         for (int64_t i = begin; i < end; ++i) {
             ThumbnailBand& band = *m_new[static_cast<size_t>(i)];
             const size_t skip = static_cast<size_t>(NewRowsFrom(band, m_kept) - band.first), rows = static_cast<size_t>(band.rows);
-            const size_t n = static_cast<size_t>(NewRowCount(band, m_kept)) * static_cast<size_t>(band.width);  // floats a head
+            const size_t n = static_cast<size_t>(NewRowFloats(band, m_kept));  // floats a head
             const float* in = packed + offsets[static_cast<size_t>(i)];
             for (int k = 0; k < t.kinds && n > 0; ++k)
                 for (const HeldLayer& layer : m_held)
