@@ -165,6 +165,7 @@ struct Engine::Impl {
     Comparison comparison = Comparison::Counterfactual;  // without one
     std::vector<Intervention> interventions;
     AnalysisCache cache;
+    TemperatureEditsMemo edits;  // the plan's, kept while the what-ifs are
 
     const LoadedModel* Beside(Comparison which) const { return other && kind == which ? other.get() : nullptr; }
     const char* Role() const { return ToString(kind); }  // "twin" or "base", as messages name it
@@ -381,7 +382,7 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     const SsaGpt* base = e.Beside(Comparison::Base) ? other : nullptr;
     const AnalysisPlan plan = [&] {
         RECORD_USER_SCOPE("ssaviz::plan");  // every op an analysis dispatches falls in one of its scopes
-        return PlanAnalysis({&ssa, twin, base, comparison(), &e.interventions, e.device, options.layer_products}, tokens.ids, old.ids,
+        return PlanAnalysis({&ssa, twin, base, comparison(), &e.interventions, e.device, options.layer_products, &e.edits}, tokens.ids, old.ids,
                             old.measures.thumbnails.pool, options.reuse && !old.layers.empty());
     }();
     e.cache.buffers.Begin();

@@ -15,10 +15,6 @@ namespace model {
 
 namespace {
 
-// What one batch row of a forward pass does to the temperatures: nothing, the what-ifs, or all of
-// them off (tau_q = tau_v = 1: the counterfactual).
-enum class RowEdit { None, Interventions, Vanilla };
-
 // Per-layer edits on the device for a batch of rows, [H, 1] each for one row and [B, H, 1] for
 // more; a layer no row edits has undefined tensors. Every term dropped and the value side off
 // make tau_q = position 1 + token 0 and tau_v = 1 exactly, as a vanilla pass has them, so a
@@ -82,6 +78,22 @@ std::vector<TemperatureEdit> MakeEdits(const std::vector<Intervention>& interven
 
 }  // namespace
 
+const std::vector<TemperatureEdit>& TemperatureEditsMemo::Get(const std::vector<Intervention>& interventions, const ModelConfig& c,
+                                                              at::Device device, const std::vector<RowEdit>& rows) {
+    auto same = [&](const Entry& e) {
+        return e.layers == c.n_layer && e.heads == c.n_head && e.device == device && e.rows == rows && e.interventions == interventions;
+    };
+    auto it = std::find_if(m_entries.begin(), m_entries.end(), same);
+    if (it == m_entries.end()) {
+        if (m_entries.size() == kEntries) m_entries.pop_back();
+        it = m_entries.insert(m_entries.begin(), Entry{interventions, c.n_layer, c.n_head, device, rows, MakeEdits(interventions, c, device, rows)});
+    } else if (it != m_entries.begin()) {
+        std::rotate(m_entries.begin(), it, it + 1);
+        it = m_entries.begin();
+    }
+    return it->edits;
+}
+
 AnalysisPlan PlanAnalysis(const PlanInputs& in, const std::vector<int32_t>& ids, const std::vector<int32_t>& old_ids, int old_pool, bool reuse) {
     AnalysisPlan plan;
     const int64_t T = static_cast<int64_t>(ids.size());
@@ -101,13 +113,15 @@ AnalysisPlan PlanAnalysis(const PlanInputs& in, const std::vector<int32_t>& ids,
     const std::vector<Intervention>& whatifs = *in.interventions;
     const bool local = in.comparison == Comparison::LayerLocal;
     const bool vanilla = in.comparison == Comparison::Counterfactual || in.comparison == Comparison::Base;  // the second row at tau = 1
+    TemperatureEditsMemo fresh;
+    TemperatureEditsMemo& edits = in.edits ? *in.edits : fresh;
+    auto edited = [&](const std::vector<Intervention>& x, const std::vector<RowEdit>& rows) { return edits.Get(x, c, in.device, rows); };
     if (!local && !in.twin)
-        plan.runs.push_back({in.ssa, {Side::Ssa, Side::Compare},
-                             MakeEdits(whatifs, c, in.device, {RowEdit::Interventions, vanilla ? RowEdit::Vanilla : RowEdit::None})});
+        plan.runs.push_back({in.ssa, {Side::Ssa, Side::Compare}, edited(whatifs, {RowEdit::Interventions, vanilla ? RowEdit::Vanilla : RowEdit::None})});
     else
-        plan.runs.push_back({in.ssa, {Side::Ssa}, MakeEdits(whatifs, c, in.device, {RowEdit::Interventions})});
-    if (in.twin) plan.runs.push_back({in.twin, {Side::Compare}, MakeEdits({}, c, in.device, {RowEdit::None})});
-    if (in.base) plan.runs.push_back({in.base, {Side::Base}, MakeEdits({}, c, in.device, {RowEdit::None})});
+        plan.runs.push_back({in.ssa, {Side::Ssa}, edited(whatifs, {RowEdit::Interventions})});
+    if (in.twin) plan.runs.push_back({in.twin, {Side::Compare}, edited({}, {RowEdit::None})});
+    if (in.base) plan.runs.push_back({in.base, {Side::Base}, edited({}, {RowEdit::None})});
     plan.sides = {Side::Ssa, Side::Compare};
     if (in.base) {
         plan.sides.push_back(Side::Base);

@@ -104,6 +104,31 @@ struct AnalysisPlan {
 // none (p == T).
 at::Tensor NewRows(const std::vector<at::Tensor>& parts);
 
+// What one batch row of a forward pass does to the temperatures: nothing, the what-ifs, or all of
+// them off (tau_q = tau_v = 1: the counterfactual).
+enum class RowEdit { None, Interventions, Vanilla };
+
+// A run's TemperatureEdits (a layer each), kept between analyses. They depend on the what-ifs, the
+// model's layers and heads, the device and the batch rows, never on the text, so typing makes none:
+// each analysis made them anew, 145 host ops and two copies to the device on GPT-2 small's shape
+// (issue 37: on a GPU the copies wait for the device and each op costs the host microseconds).
+class TemperatureEditsMemo {
+public:
+    const std::vector<TemperatureEdit>& Get(const std::vector<Intervention>& interventions, const ModelConfig& config, at::Device device,
+                                            const std::vector<RowEdit>& rows);
+
+private:
+    struct Entry {
+        std::vector<Intervention> interventions;
+        int64_t layers = 0, heads = 0;
+        at::Device device{at::kCPU};
+        std::vector<RowEdit> rows;
+        std::vector<TemperatureEdit> edits;
+    };
+    static constexpr size_t kEntries = 4;  // an analysis's runs (up to 3) and the what-ifs just left
+    std::vector<Entry> m_entries;          // the most recently used first
+};
+
 // Which comparison and what-ifs the engine runs, with which models, and what of the last analysis
 // (ids `old_ids`, thumbnails of `old_pool`) may be kept: nothing unless `reuse`.
 struct PlanInputs {
@@ -114,6 +139,7 @@ struct PlanInputs {
     const std::vector<Intervention>* interventions = nullptr;
     at::Device device{at::kCPU};
     AnalyzeOptions::LayerProducts layer_products = AnalyzeOptions::LayerProducts::Auto;
+    TemperatureEditsMemo* edits = nullptr;  // the engine's; null: made anew
 };
 AnalysisPlan PlanAnalysis(const PlanInputs& in, const std::vector<int32_t>& ids, const std::vector<int32_t>& old_ids, int old_pool, bool reuse);
 

@@ -209,6 +209,62 @@ TEST_F(OnDemandMaps, LayerByLayerMetricsEqualTheWholeCapture) {
     expect_same(a.l1, whole.l1, "l1");
 }
 
+// The plan's temperature edits are kept while the what-ifs, the comparison's rows and the model's
+// shape are the same (typing makes none), and are the edits a fresh plan makes whatever came before.
+TEST_F(OnDemandMaps, ThePlansTemperatureEditsAreKeptWhileTheWhatIfsAre) {
+    using model::Intervention;
+    const std::vector<int32_t> ids = {1, 2, 3, 4, 5};
+    Intervention ablate, scale;
+    ablate.layer = 1;
+    ablate.head = 2;
+    scale.kind = Intervention::Kind::Scale;
+    scale.layer = 0;
+    scale.head = 1;
+    scale.scale = 0.5f;
+    const std::vector<Intervention> a = {ablate}, b = {scale}, none;
+    model::TemperatureEditsMemo memo;
+    auto plan = [&](const std::vector<Intervention>& whatifs, model::Comparison comparison, model::TemperatureEditsMemo* edits) {
+        return model::PlanAnalysis({s_gpt, nullptr, nullptr, comparison, &whatifs, at::Device(at::kCPU),
+                                    model::AnalyzeOptions::LayerProducts::Auto, edits},
+                                   ids, {}, 0, false);
+    };
+    auto expect_equal = [](const model::AnalysisPlan& x, const model::AnalysisPlan& y, const std::string& what) {
+        ASSERT_EQ(x.runs.size(), y.runs.size()) << what;
+        for (size_t r = 0; r < x.runs.size(); ++r)
+            for (size_t l = 0; l < x.runs[r].edits.size(); ++l) {
+                const model::TemperatureEdit &e = x.runs[r].edits[l], &f = y.runs[r].edits[l];
+                const std::string at = what + ", run " + std::to_string(r) + " layer " + std::to_string(l);
+                ASSERT_EQ(e.keep_position.defined(), f.keep_position.defined()) << at;
+                if (!e.keep_position.defined()) continue;
+                EXPECT_TRUE(at::equal(e.keep_position, f.keep_position)) << at;
+                EXPECT_TRUE(at::equal(e.keep_token, f.keep_token)) << at;
+                EXPECT_TRUE(at::equal(e.value_off, f.value_off)) << at;
+                EXPECT_TRUE(at::equal(e.scale, f.scale)) << at;
+                EXPECT_TRUE(at::equal(e.scaled, f.scaled)) << at;
+                EXPECT_EQ(e.any_value_off, f.any_value_off) << at;
+                EXPECT_EQ(e.any_scaled, f.any_scaled) << at;
+            }
+    };
+    using model::Comparison;
+    const model::AnalysisPlan first = plan(a, Comparison::Counterfactual, &memo);
+    expect_equal(first, plan(a, Comparison::Counterfactual, nullptr), "the what-ifs a");
+    ASSERT_TRUE(first.runs[0].edits[1].keep_position.defined());
+    EXPECT_TRUE(first.runs[0].edits[1].value_off[0][2].item<bool>());  // the SSA row's ablated head
+    EXPECT_TRUE(first.runs[0].edits[1].value_off[1][0].item<bool>());  // the tau = 1 row's every head
+    EXPECT_TRUE(plan(a, Comparison::Counterfactual, &memo).runs[0].edits[1].keep_position.is_same(first.runs[0].edits[1].keep_position));
+    // Other what-ifs, another comparison, none: each as a fresh plan makes them.
+    const model::AnalysisPlan other = plan(b, Comparison::Counterfactual, &memo);
+    expect_equal(other, plan(b, Comparison::Counterfactual, nullptr), "the what-ifs b");
+    EXPECT_FALSE(other.runs[0].edits[1].keep_position.is_same(first.runs[0].edits[1].keep_position));
+    EXPECT_TRUE(other.runs[0].edits[0].any_scaled);
+    expect_equal(plan(a, Comparison::Unedited, &memo), plan(a, Comparison::Unedited, nullptr), "a against the unedited model");
+    expect_equal(plan(none, Comparison::Unedited, &memo), plan(none, Comparison::Unedited, nullptr), "no what-ifs, unedited");
+    EXPECT_FALSE(plan(none, Comparison::Unedited, &memo).runs[0].edits[0].keep_position.defined());
+    // The first what-ifs again: still kept.
+    expect_equal(plan(a, Comparison::Counterfactual, &memo), first, "a again");
+    EXPECT_TRUE(plan(a, Comparison::Counterfactual, &memo).runs[0].edits[1].keep_position.is_same(first.runs[0].edits[1].keep_position));
+}
+
 // The analysis's blocks of attention rows: the CPU's small, a GPU's 256 MB unless
 // $SSAVIZ_DEVICE_BLOCK_MB is a whole number of MB.
 TEST(AnalysisBlocks, AGpusAreAsTheSettingSaysWhenItReads) {
