@@ -217,5 +217,5 @@ if want more; then
 fi
 stage done
 say "summary: vendor ${vendor:-?} (glxinfo ${renderer[*]}), $count tokens on $dev"
-grep -E "^(== .*(typing|selecting)|keystroke to pixels|frame work|head switch)" "$log"
+grep -E "^(== .*(typing|selecting)|keystroke to pixels|  where a shown keystroke|frame work|head switch)" "$log"
 exit $failed

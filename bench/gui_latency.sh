@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): the real window under Xvfb typing one character every 100 ms at the end,
 # in the middle and at the start of texts of about 256, 1,000 and 2,000 tokens, printing the UI's
-# work per frame and the keystroke-to-pixels latency (request to the frame that shows its result);
+# work per frame and the keystroke-to-pixels latency (request to the frame that shows its result,
+# split into waiting for the worker, tokenizing, the engine, the shown head's maps and the answer
+# to pixels);
 # then selecting another head 20 times at about 2,000 tokens (the work of each frame that shows a
 # new head: map rebuild, bake, upload). The model is the build's random one in the default model's
 # shape (4 x 4, width 128) with a context of 2,048.

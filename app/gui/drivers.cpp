@@ -94,6 +94,14 @@ public:
                 m_last_analysis = a.get();
                 m_engine_ms.push_back(a->forward_ms + a->metrics_ms);
                 m_rows.push_back(a->n_tokens - a->reused_rows);
+                const WorkerEvent::Split& split = window.State().analysis_split;
+                if (split.timed && !shown.empty()) {  // the frame's last answered request is the one it shows
+                    m_queued_ms.push_back(split.queued);
+                    m_tokenize_ms.push_back(split.tokenize);
+                    m_analyze_ms.push_back(split.analyze);
+                    m_map_ms.push_back(split.map);
+                    m_to_pixels_ms.push_back(shown.back() - window.State().analysis_answered_ms);
+                }
             }
         }
         if (m_typed >= m_keys && window.Settled()) return true;
@@ -110,6 +118,11 @@ public:
                     Percentile(m_latencies, 50), Percentile(m_latencies, 99), Percentile(m_latencies, 100));
         std::printf("  analyses shown %zu: engine ms (forward + metrics) p50 %.1f  max %.1f; rows computed p50 %.0f  max %.0f\n",
                     m_engine_ms.size(), Percentile(m_engine_ms, 50), Percentile(m_engine_ms, 100), Percentile(m_rows, 50), Percentile(m_rows, 100));
+        // Each part's own p50: they need not add up to the whole's.
+        std::printf("  where a shown keystroke's time went (%zu), p50 ms: waiting for the worker %.1f, tokenizing %.1f, the engine %.1f, "
+                    "the shown head's maps %.1f, from the answer to pixels %.1f\n",
+                    m_queued_ms.size(), Percentile(m_queued_ms, 50), Percentile(m_tokenize_ms, 50), Percentile(m_analyze_ms, 50),
+                    Percentile(m_map_ms, 50), Percentile(m_to_pixels_ms, 50));
     }
 
 private:
@@ -131,6 +144,7 @@ private:
     std::vector<double> m_latencies;
     const model::Analysis* m_last_analysis = nullptr;  // compared, never dereferenced
     std::vector<double> m_engine_ms, m_rows;
+    std::vector<double> m_queued_ms, m_tokenize_ms, m_analyze_ms, m_map_ms, m_to_pixels_ms;  // each shown analysis's split
 };
 
 // ---------------------------------------------------------------------------------------------

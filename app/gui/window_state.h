@@ -33,6 +33,8 @@ struct WindowState : AppState {
         analysis = e.analysis;
         head_summaries = e.heads;
         head_summaries_of = e.analysis;
+        analysis_split = e.split;
+        analysis_answered_ms = e.latency_ms;
     }
     bool Quiet() const { return busy && busy_ms < kQuietMs; }
     bool show_open_dialog = false;
@@ -47,6 +49,8 @@ struct WindowState : AppState {
     std::string twin_beside;     // the open model's shipped twin or base model (TwinBeside, found by the worker); empty: none
     std::string base_beside;     // the base a fine-tune started from (BaseBeside, found by the worker): the three-way comparison
     double last_latency_ms = 0;  // keystroke (analysis request) to the frame that showed its result
+    WorkerEvent::Split analysis_split;  // where the shown analysis's time went in the worker
+    double analysis_answered_ms = 0;    // its request to its answer (the rest of last_latency_ms: to pixels)
     float frame_ms = 0;
     std::map<std::string, Rect> regions;  // "heatmap", "tokens", "heads", ...
     // The logit lens and attribution (the Lens tab): the last run, of the text whose ids it holds

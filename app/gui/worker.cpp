@@ -222,6 +222,7 @@ void InferenceWorker::Loop() {
             if (m_stop) return;
             if (m_queue.empty()) continue;  // woken for a prefetch
             request = std::move(m_queue.front());
+            request.taken_ms = NowMs();
             m_queue.pop_front();
             m_cancel = false;
             m_busy = true;
@@ -309,7 +310,16 @@ void InferenceWorker::Handle(const Request& r) {
                     e.kept = true;
                     return Emit(std::move(e));
                 }
+            WorkerEvent::Split split;
+            split.queued = r.taken_ms - r.start_ms;
+            double lap = NowMs();
+            auto since_lap = [&lap] {  // ms since the last lap, which starts a new one
+                const double now = NowMs(), ms = now - lap;
+                lap = now;
+                return ms;
+            };
             auto tokens = m_runner->engine().Tokenize(r.arg, r.truncate);  // the window's own words: it has a Truncate box
+            split.tokenize = since_lap();
             if (!tokens) return Emit({Kind::Error, {}, nullptr, tokens.error(), r.id});
             model::AnalyzeOptions options;
             options.cancel = &m_cancel;
@@ -328,9 +338,14 @@ void InferenceWorker::Handle(const Request& r) {
                 return Emit({Kind::Error, {}, nullptr, analysis.error().message, r.id});
             }
             m_reserve = true;
+            split.analyze = since_lap();
             auto shared = Share(std::move(*analysis));
+            split.map = since_lap();
+            split.timed = true;
             if (!kept_key.empty()) KeepStepAnalysis(kept_key, shared, m_runner->Info().config.HeadSize());
-            return Emit({Kind::Analysis, {}, std::move(shared), "", r.id, NowMs() - r.start_ms});
+            WorkerEvent e{Kind::Analysis, {}, std::move(shared), "", r.id, NowMs() - r.start_ms};
+            e.split = split;
+            return Emit(std::move(e));
         }
         case Request::Kind::SetInterventions: {
             WorkerEvent e{Kind::InterventionsSet, {}, nullptr, "", r.id};

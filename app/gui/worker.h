@@ -81,6 +81,16 @@ struct WorkerEvent {
     std::string error;                                  // Error: one line; InterventionsSet: why some were dropped
     uint64_t request = 0;                               // the request it answers
     double latency_ms = 0;                              // from the request to this result
+    // Analysis: where latency_ms went (the typing benchmark's split), in ms; not `timed` for the
+    // early answer shown before its predictions.
+    struct Split {
+        bool timed = false;
+        double queued = 0;    // waiting for the worker (another request or idle work before it)
+        double tokenize = 0;  // the whole text
+        double analyze = 0;   // the engine: forward, metrics, predictions and the host arrays
+        double map = 0;       // the shown head's maps, made ahead for the map view
+    };
+    Split split;
     std::vector<model::Intervention> interventions;     // InterventionsSet: what the SSA side runs with now
     std::string text;                                   // Generated: the text with the new token appended
     bool prefetched = false;                            // ModelOpened: the model Prefetch had opened aside
@@ -169,6 +179,7 @@ private:
         std::string device;
         bool truncate = false;
         double start_ms = 0;
+        double taken_ms = 0;  // when the worker took it from the queue
         model::ConfigHints hints;
         std::string dtype = "f32";
         bool run_step = false;  // OpenModel
