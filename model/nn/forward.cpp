@@ -187,7 +187,7 @@ at::Tensor ScaledQueries(const at::Tensor& q, const at::Tensor& tau_q) {
     // scores ([.., R, T]): two passes over the scores fewer, where those passes are most of the
     // time. The products round differently, within the dtype's rounding (bench/gpu.sh's exactness
     // stage holds the device's float32 to the CPU within 1e-5).
-    if (!q.is_cuda() || (tau_q.defined() && tau_q.scalar_type() != q.scalar_type())) return at::Tensor();
+    if (tau_q.defined() && tau_q.scalar_type() != q.scalar_type()) return at::Tensor();
     const at::Tensor scaled = q * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
     return tau_q.defined() ? scaled * tau_q.unsqueeze(-1) : scaled;
 }
@@ -198,7 +198,8 @@ at::Tensor AttentionRowsScaled(const at::Tensor& scaled_q, const at::Tensor& k, 
 
 at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q, int64_t first, int64_t window,
                          at::Tensor* scores_before_tau) {
-    if (const at::Tensor scaled = ScaledQueries(q, tau_q); scaled.defined()) return AttentionRowsScaled(scaled, k, first, window);
+    if (q.is_cuda())
+        if (const at::Tensor scaled = ScaledQueries(q, tau_q); scaled.defined()) return AttentionRowsScaled(scaled, k, first, window);
     at::Tensor scores = GroupedMatmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
     if (tau_q.defined()) {
         if (scores_before_tau) *scores_before_tau = scores;  // a tensor of its own: the product below is another

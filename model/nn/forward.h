@@ -92,9 +92,9 @@ struct BlockCapture {
 at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q, int64_t first, int64_t window = 0,
                          at::Tensor* scores_before_tau = nullptr);
 // AttentionRows in two steps, where q's rows take the scale and tau_q before the product (a
-// device's way): q / sqrt(D) * tau_q [..., R, D], undefined where AttentionRows scales the scores
-// instead (the CPU, or tau_q of another dtype); then the rows from it. A caller that attends to
-// q's rows a block at a time scales them once.
+// device's way, which AttentionRows takes on a device): q / sqrt(D) * tau_q [..., R, D] on any
+// device, undefined where tau_q has another dtype; then the rows from it. A caller that attends to
+// q's rows a block at a time scales them once (the analysis's whole-layer products, on any device).
 at::Tensor ScaledQueries(const at::Tensor& q, const at::Tensor& tau_q);
 at::Tensor AttentionRowsScaled(const at::Tensor& scaled_q, const at::Tensor& k, int64_t first, int64_t window = 0);
 // The causal softmax of scores [..., R, T] for rows first..first+R-1 (and a sliding `window`), as
