@@ -73,7 +73,7 @@ void LayerPass::RunLayerIn() {
         std::vector<BlockInput> parts;  // the plan's product_rows at a time
         for (int64_t first = p; first < T; first += m_plan.product_rows) {
             const int64_t n = std::min(m_plan.product_rows, T - first);
-            BlockInput in = BlockIn(run.model->config, run.model->layers[m_layer], m_streams[r].narrow(1, first - p, n), /*vanilla=*/false,
+            BlockInput in = BlockIn(run.model->config, run.model->layers[m_layer], Narrow(m_streams[r], 1, first - p, n), /*vanilla=*/false,
                                     first, run.Edit(m_layer));
             TORCH_CHECK(in.vs.size(1) == m_room[r].vs.size(1), "the values' heads differ from their room's");
             m_room[r].k.narrow(2, first, n).copy_(in.k);
@@ -100,8 +100,8 @@ void LayerPass::RunLayerIn() {
             if (!tau_q.empty()) in.tau_q = at::cat(tau_q, 2);
         }
         m_scaled_q[r] = ScaledQueries(in.q, in.tau_q);  // once a layer rather than once a block
-        m_keys[r] = m_room[r].k.narrow(2, 0, T);
-        m_values[r] = m_room[r].vs.narrow(2, 0, T);
+        m_keys[r] = Narrow(m_room[r].k, 2, 0, T);
+        m_values[r] = Narrow(m_room[r].vs, 2, 0, T);
     }
 }
 
@@ -113,8 +113,8 @@ void LayerPass::RunLayerOut() {
         const at::Tensor y = m_y[r].size() == 1 ? m_y[r][0] : at::cat(m_y[r], 2);
         for (int64_t first = p; first < T; first += m_plan.product_rows) {
             const int64_t n = std::min(m_plan.product_rows, T - first);
-            m_out[r].push_back(BlockOut(run.model->config, run.model->layers[m_layer], m_streams[r].narrow(1, first - p, n),
-                                        m_in[r].h.narrow(1, first - p, n), y.narrow(2, first - p, n)));
+            m_out[r].push_back(BlockOut(run.model->config, run.model->layers[m_layer], Narrow(m_streams[r], 1, first - p, n),
+                                        Narrow(m_in[r].h, 1, first - p, n), Narrow(y, 2, first - p, n)));
         }
     }
 }
@@ -123,15 +123,15 @@ void LayerPass::Attend(size_t r, int64_t from, int64_t b, BlockCapture* capture)
     const BlockInput& in = m_in[r];
     const int64_t p = m_plan.p;
     const int64_t window = m_plan.runs[r].model->layers[m_layer].window;
-    capture->q = in.q.narrow(2, from - p, b - from);
+    capture->q = Narrow(in.q, 2, from - p, b - from);
     if (m_scaled_q[r].defined()) {
-        capture->attention = AttentionRowsScaled(m_scaled_q[r].narrow(2, from - p, b - from), m_keys[r].narrow(2, 0, b), from, window);
+        capture->attention = AttentionRowsScaled(Narrow(m_scaled_q[r], 2, from - p, b - from), Narrow(m_keys[r], 2, 0, b), from, window);
     } else {
-        const at::Tensor tau_q = in.tau_q.defined() ? in.tau_q.narrow(2, from - p, b - from) : at::Tensor();
-        capture->attention = AttentionRows(capture->q, m_keys[r].narrow(2, 0, b), tau_q, from, window,
+        const at::Tensor tau_q = in.tau_q.defined() ? Narrow(in.tau_q, 2, from - p, b - from) : at::Tensor();
+        capture->attention = AttentionRows(capture->q, Narrow(m_keys[r], 2, 0, b), tau_q, from, window,
                                            capture->keep_scores ? &capture->scores : nullptr);  // [B, H, b - from, b]
     }
-    m_y[r].push_back(GroupedMatmul(capture->attention, m_values[r].narrow(2, 0, b)));
+    m_y[r].push_back(GroupedMatmul(capture->attention, Narrow(m_values[r], 2, 0, b)));
 }
 
 PerSide<at::Tensor> LayerPass::RunBlock(int64_t a, int64_t b) {
@@ -145,7 +145,7 @@ PerSide<at::Tensor> LayerPass::RunBlock(int64_t a, int64_t b) {
         if (!m_in.empty()) {  // whole_layer_products: the attention alone
             Attend(r, from, b, &capture);
         } else {
-            m_out[r].push_back(Block(run.model->config, run.model->layers[m_layer], m_streams[r].narrow(1, from - p, b - from),
+            m_out[r].push_back(Block(run.model->config, run.model->layers[m_layer], Narrow(m_streams[r], 1, from - p, b - from),
                                      /*vanilla=*/false, &capture, from, &m_room[r], run.Edit(m_layer)));
             m_keys[r] = capture.k;
             m_values[r] = capture.vs;
@@ -178,8 +178,8 @@ const LayerRows& LayerPass::EndLayer() {
     const int64_t p = m_plan.p, T = m_plan.T;
     LayerRows now;
     for (size_t r = 0; r < m_plan.runs.size(); ++r) {
-        now.k.push_back(m_keys[r].narrow(2, 0, T));
-        now.vs.push_back(m_values[r].narrow(2, 0, T));
+        now.k.push_back(Narrow(m_keys[r], 2, 0, T));
+        now.vs.push_back(Narrow(m_values[r], 2, 0, T));
         if (!m_out[r].empty()) m_streams[r] = m_out[r].size() == 1 ? m_out[r][0] : at::cat(m_out[r], 1);
     }
     for (Side s : m_plan.sides) {

@@ -29,6 +29,12 @@ void BindThreadToDevice(at::Device device);
 
 // `t` in `type`: itself when it is already (`to` would say the same, at the cost of a dispatch).
 inline at::Tensor AsType(const at::Tensor& t, at::ScalarType type) { return t.scalar_type() == type ? t : t.to(type); }
+// t.narrow(dim, start, length), or t itself where that is all of it: the same values without an op
+// (issue 37: on a GPU each op costs the host microseconds, and where a layer's new rows make one
+// block, as an edit's do, the analysis would narrow whole tensors to themselves).
+inline at::Tensor Narrow(const at::Tensor& t, int64_t dim, int64_t start, int64_t length) {
+    return start == 0 && length == t.size(dim) ? t : t.narrow(dim, start, length);
+}
 
 // A device's memory in bytes, all of it and what is in use (by this process's caching allocator
 // and any other process); 0 and 0 on the CPU and where this build has no CUDA kernels.
