@@ -108,12 +108,12 @@ void HostRows::Update(int64_t p, int64_t T, const std::vector<std::vector<at::Te
     for (int64_t f = 0; f < F; ++f) rebuilt.push_back(Rebuild(p > 0 ? m_arrays[static_cast<size_t>(f)] : RowArray(), p, L * H, T));
     std::vector<at::Tensor> parts;
     for (const std::vector<at::Tensor>& field : fields) parts.insert(parts.end(), field.begin(), field.end());
-    const std::vector<at::Tensor> host = ToHostAtOnce(parts, at::kFloat);
+    const HostTensors host = ToHostJoined(parts, at::kFloat);
     at::parallel_for(0, F * L, 1, [&](int64_t begin, int64_t end) {
         constexpr int64_t B = RowArray::kBand;
         for (int64_t i = begin; i < end; ++i) {
-            assert(host[i].size(0) == H && host[i].size(1) == n);
-            const float* in = host[i].data_ptr<float>();
+            assert(parts[i].size(0) == H && parts[i].size(1) == n);
+            const float* in = host.Of<float>(static_cast<size_t>(i));
             const Rebuilt& out = rebuilt[static_cast<size_t>(i / L)];
             for (int64_t h = 0, row = i % L * H; h < H; ++h, ++row)
                 for (int64_t t = p, k; t < T; t += k) {  // a band at a time
@@ -225,11 +225,9 @@ void AssemblePredictions(const AnalysisPlan& plan, const PerSide<SidePredictions
         float_arrays.push_back(&a->next_logits);
         floats.push_back(next_logits);
     }
-    const std::vector<at::Tensor> host_floats = ToHostAtOnce(floats, at::kFloat), host_ints = ToHostAtOnce(ints, at::kInt);
-    for (size_t i = 0; i < floats.size(); ++i)
-        float_arrays[i]->assign(host_floats[i].data_ptr<float>(), host_floats[i].data_ptr<float>() + host_floats[i].numel());
-    for (size_t i = 0; i < ints.size(); ++i)
-        int_arrays[i]->assign(host_ints[i].data_ptr<int32_t>(), host_ints[i].data_ptr<int32_t>() + host_ints[i].numel());
+    const HostTensors host_floats = ToHostJoined(floats, at::kFloat), host_ints = ToHostJoined(ints, at::kInt);
+    for (size_t i = 0; i < floats.size(); ++i) float_arrays[i]->assign(host_floats.Of<float>(i), host_floats.Of<float>(i) + floats[i].numel());
+    for (size_t i = 0; i < ints.size(); ++i) int_arrays[i]->assign(host_ints.Of<int32_t>(i), host_ints.Of<int32_t>(i) + ints[i].numel());
 }
 
 }  // namespace model

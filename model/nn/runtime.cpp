@@ -291,4 +291,40 @@ std::vector<at::Tensor> ToHostAtOnce(const std::vector<at::Tensor>& tensors, at:
     return out;
 }
 
+HostTensors ToHostJoined(const std::vector<at::Tensor>& tensors, at::ScalarType type, bool join) {
+    HostTensors out;
+    if (tensors.empty()) return out;
+    const at::Device device = tensors[0].device();
+    if (device.is_cpu() && !join) {
+        for (const at::Tensor& t : tensors) {
+            out.m_owners.push_back(AsType(t, type).contiguous());
+            out.m_values.push_back(out.m_owners.back().data_ptr());
+        }
+        return out;
+    }
+    bool same_shape = tensors[0].dim() > 0;
+    for (const at::Tensor& t : tensors) {
+        TORCH_CHECK(t.device() == device, "ToHostJoined: tensors on ", device, " and ", t.device());
+        same_shape = same_shape && t.sizes() == tensors[0].sizes();
+    }
+    std::vector<at::Tensor> parts;
+    for (const at::Tensor& t : tensors) parts.push_back(same_shape ? AsType(t, type) : AsType(t, type).reshape({-1}));
+    // Along the first dimension each tensor's values lie row-major one after another, as flat.
+    const at::Tensor joined = parts.size() == 1 ? parts[0].contiguous() : at::cat(parts, 0);
+    at::Tensor host = joined;
+    if (!device.is_cpu()) {
+        host = at::empty(joined.sizes(), joined.options().device(at::kCPU).pinned_memory(device.is_cuda()));
+        host.copy_(joined);
+    }
+    const char* base = static_cast<const char*>(host.data_ptr());
+    const size_t element = host.element_size();
+    int64_t at = 0;
+    for (const at::Tensor& t : tensors) {
+        out.m_values.push_back(base + static_cast<size_t>(at) * element);
+        at += t.numel();
+    }
+    out.m_owners.push_back(std::move(host));
+    return out;
+}
+
 }  // namespace model

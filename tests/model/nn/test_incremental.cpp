@@ -808,6 +808,56 @@ TEST(HostRows, HeldThumbnailLayersAreLaidAsTheHostLaysThem) {
     }
 }
 
+// Counts the ops dispatched on this thread, each once where it was called (not the ops inside it).
+class TopLevelOps {
+public:
+    TopLevelOps() {
+        m_handle = at::addThreadLocalCallback(at::RecordFunctionCallback(
+            [](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
+                if (t_depth++ == 0) ++t_ops;
+                return nullptr;
+            },
+            [](const at::RecordFunction&, at::ObserverContext*) { --t_depth; }));
+        t_ops = t_depth = 0;
+    }
+    ~TopLevelOps() { at::removeCallback(m_handle); }
+    int Count() const { return t_ops; }
+
+private:
+    static thread_local int t_ops, t_depth;
+    at::CallbackHandle m_handle;
+};
+thread_local int TopLevelOps::t_ops = 0, TopLevelOps::t_depth = 0;
+
+// The assembly's copy to the host (ToHostJoined): each tensor's values as float32 row-major, whether
+// joined as a device joins them (one cat, then one copy) or kept as the CPU has them; tensors of one
+// shape (strided, of another dtype) and of several (flattened first). Joined, an edit's some 260
+// fields of one shape take one op on the CPU (on a device three: the cat, the pinned buffer, the
+// copy), where ToHostAtOnce took three a tensor.
+TEST(HostRows, ToHostJoinedGivesEachTensorsValues) {
+    at::manual_seed(11);
+    const at::Tensor square = at::randn({3, 8}, at::kDouble);
+    std::vector<at::Tensor> same = {at::randn({3, 5}), square.narrow(1, 2, 5), at::randn({5, 3}).t(), at::randn({3, 5}, at::kDouble)};
+    std::vector<at::Tensor> mixed = {at::randn({2, 3}), at::ones({0}), at::arange(4, at::kLong).view({2, 2}).t(), at::randn({7})};
+    for (const auto* tensors : {&same, &mixed})
+        for (const bool join : {false, true}) {
+            const model::HostTensors host = model::ToHostJoined(*tensors, at::kFloat, join);
+            ASSERT_EQ(host.size(), tensors->size());
+            for (size_t i = 0; i < tensors->size(); ++i) {
+                const at::Tensor want = (*tensors)[i].to(at::kFloat).contiguous();
+                const float* got = host.Of<float>(i);
+                for (int64_t k = 0; k < want.numel(); ++k)
+                    ASSERT_EQ(got[k], want.data_ptr<float>()[k]) << "tensor " << i << ", value " << k << (join ? ", joined" : "");
+            }
+        }
+    std::vector<at::Tensor> fields;
+    for (int k = 0; k < 264; ++k) fields.push_back(k % 3 ? at::randn({12, 1}) : at::randn({12, 4}).narrow(1, 3, 1));
+    const TopLevelOps ops;
+    const model::HostTensors host = model::ToHostJoined(fields, at::kFloat, true);
+    EXPECT_EQ(ops.Count(), 1) << "joined with one cat";
+    EXPECT_EQ(host.Of<float>(263)[11], fields[263][11][0].item<float>());
+}
+
 TEST(HostRows, ToHostAtOnceKeepsShapesAndValues) {
     const std::vector<at::Tensor> in = {at::arange(6, at::kDouble).view({2, 3}), at::ones({0}), at::arange(4, at::kLong).view({2, 2}).t()};
     const std::vector<at::Tensor> out = model::ToHostAtOnce(in, at::kFloat);
