@@ -90,10 +90,10 @@ RowArray Prefix(const RowArray& v, int64_t T) {
 
 }  // namespace
 
-void HostRows::Update(int64_t p, int64_t T, const std::vector<std::vector<at::Tensor>>& fields) {
+void HostRows::Update(int64_t p, int64_t T, int64_t heads, const std::vector<std::vector<Part>>& fields) {
     // With no new rows (p == T) the fields hold no tensors, and the layers and heads are the kept ones.
     const int64_t F = static_cast<int64_t>(fields.size()), L = p < T && F > 0 ? static_cast<int64_t>(fields[0].size()) : m_layers;
-    const int64_t H = p < T && L > 0 ? fields[0][0].size(0) : m_heads;
+    const int64_t H = p < T ? heads : m_heads;
     assert(p == 0 || (F == static_cast<int64_t>(m_arrays.size()) && L == m_layers && H == m_heads && p <= m_T));
     m_layers = L, m_heads = H, m_T = T, m_p = p;
     if (p == 0 || !m_scaled_current) m_scaled = {};
@@ -106,14 +106,23 @@ void HostRows::Update(int64_t p, int64_t T, const std::vector<std::vector<at::Te
     }
     std::vector<Rebuilt> rebuilt;
     for (int64_t f = 0; f < F; ++f) rebuilt.push_back(Rebuild(p > 0 ? m_arrays[static_cast<size_t>(f)] : RowArray(), p, L * H, T));
-    std::vector<at::Tensor> parts;
-    for (const std::vector<at::Tensor>& field : fields) parts.insert(parts.end(), field.begin(), field.end());
-    const HostTensors host = ToHostJoined(parts, at::kFloat);
+    std::vector<at::Tensor> tensors;    // each tensor the parts name, once
+    std::vector<size_t> tensor_of;      // of each part, field by field and layer by layer
+    std::vector<const Part*> parts;
+    for (const std::vector<Part>& field : fields)
+        for (const Part& part : field) {
+            assert(part.rows.dim() == 2 && part.rows.size(1) == n && part.first_row + H <= part.rows.size(0));
+            size_t t = 0;
+            while (t < tensors.size() && !tensors[t].is_same(part.rows)) ++t;
+            if (t == tensors.size()) tensors.push_back(part.rows);
+            tensor_of.push_back(t);
+            parts.push_back(&part);
+        }
+    const HostTensors host = ToHostJoined(tensors, at::kFloat);
     at::parallel_for(0, F * L, 1, [&](int64_t begin, int64_t end) {
         constexpr int64_t B = RowArray::kBand;
         for (int64_t i = begin; i < end; ++i) {
-            assert(parts[i].size(0) == H && parts[i].size(1) == n);
-            const float* in = host.Of<float>(static_cast<size_t>(i));
+            const float* in = host.Of<float>(tensor_of[static_cast<size_t>(i)]) + parts[static_cast<size_t>(i)]->first_row * n;
             const Rebuilt& out = rebuilt[static_cast<size_t>(i / L)];
             for (int64_t h = 0, row = i % L * H; h < H; ++h, ++row)
                 for (int64_t t = p, k; t < T; t += k) {  // a band at a time
@@ -172,31 +181,33 @@ Analysis AssembleLayers(const AnalysisPlan& plan, const Tokenization& tokens, co
 
     // Every [L, H, T] array: where it goes, and its new rows p..T-1 a layer.
     std::vector<RowArray*> arrays;
-    std::vector<std::vector<at::Tensor>> fields;
+    std::vector<std::vector<HostRows::Part>> fields;
     const int64_t p = plan.p, n = plan.T - plan.p;
+    const int maps = static_cast<int>(plan.sides.size());  // the row measures' (CompareMapsStacked's), a side each in MapSide's order
     size_t tau_q_field = SIZE_MAX;
     auto add = [&](RowArray* array, const auto& new_rows_of_layer) {
         arrays.push_back(array);
-        std::vector<at::Tensor>& field = fields.emplace_back();
+        std::vector<HostRows::Part>& field = fields.emplace_back();
         for (size_t l = 0; l < layers.size() && n > 0; ++l) field.push_back(new_rows_of_layer(l));
     };
+    auto measured = [&](size_t l, int k) { return HostRows::Part(measures.layers[l].measures, measures.layers[l].Row(k)); };
     for (const SideFields& f : kSideFields) {
         if (!Computes(plan, f.side)) continue;
         std::vector<NamedArray>& metrics = (a.*f.metrics).rows;
         for (const RowMetricField& field : kRowMetricFields) metrics.push_back({field.name, {}});
-        for (size_t i = 0; i < std::size(kRowMetricFields); ++i)
-            add(&metrics[i].values, [&](size_t l) { return measures.layers[l].metrics[f.side].*kRowMetricFields[i].tensor; });
+        for (int i = 0; i < kRowMetricCount; ++i)
+            add(&metrics[i].values, [&](size_t l) { return measured(l, RowMeasureMetric(static_cast<int>(f.side), i)); });
         if (f.side == Side::Ssa) tau_q_field = arrays.size();
         add(&(a.*f.tau_q), [&](size_t l) { return layers[l].side[f.side].tau_q.narrow(1, p, n); });
         add(&(a.*f.tau_v), [&](size_t l) { return layers[l].side[f.side].new_tau_v; });
     }
     for (int k = 0; k < plan.pairs; ++k) {
-        add(&(a.*kPairFields[k].js), [&](size_t l) { return measures.layers[l].pairs[k].js; });
-        add(&(a.*kPairFields[k].l1), [&](size_t l) { return measures.layers[l].pairs[k].l1; });
+        add(&(a.*kPairFields[k].js), [&](size_t l) { return measured(l, RowMeasureJs(maps, k)); });
+        add(&(a.*kPairFields[k].l1), [&](size_t l) { return measured(l, RowMeasureL1(maps, k)); });
     }
     add(&a.tau_q_position, [&](size_t l) { return layers[l].new_tau_q_position; });
     add(&a.tau_q_token, [&](size_t l) { return layers[l].new_tau_q_token; });
-    rows->Update(p, plan.T, fields);
+    rows->Update(p, plan.T, c.n_head, fields);
     for (size_t i = 0; i < arrays.size(); ++i) *arrays[i] = rows->Array(i);
 
     a.thumbnails = measures.thumbnails;

@@ -24,9 +24,17 @@ namespace model {
 // and keeps the bands of rows below p (RowArray): typing at the end builds one band a field.
 class HostRows {
 public:
-    // `fields[f][l]`: field f's rows p..T-1 of layer l, [H, T - p] on any device (none when p ==
-    // T); the rows below p are the last Update's, which had the same fields, layers and heads.
-    void Update(int64_t p, int64_t T, const std::vector<std::vector<at::Tensor>>& fields);
+    // A field's rows p..T-1 in one layer: rows first_row..first_row + H - 1 of `rows` [*, T - p]
+    // (a tensor of its own, or its part of one that holds several fields, as LayerMeasures does).
+    struct Part {
+        Part(at::Tensor t, int64_t first = 0) : rows(std::move(t)), first_row(first) {}
+        at::Tensor rows;
+        int64_t first_row = 0;
+    };
+    // `fields[f][l]`: field f's rows p..T-1 of layer l, H heads, on any device (none when p == T);
+    // the rows below p are the last Update's, which had the same fields, layers and heads. Each
+    // tensor the parts name is copied once.
+    void Update(int64_t p, int64_t T, int64_t heads, const std::vector<std::vector<Part>>& fields);
     const RowArray& Array(size_t f) const { return m_arrays[f]; }  // field f as [L, H, T]
     // Field f with each head's row times its factor (`factor`, [L * H], the same for every Update
     // that keeps rows: the model's), kept as the fields are: made from the last Update's p on.

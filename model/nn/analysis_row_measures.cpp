@@ -8,6 +8,7 @@ namespace model {
 RowMeasures::RowMeasures(const AnalysisPlan& plan, const MeasuredRows& old, int layers, int heads)
     : m_plan(plan),
       m_old(old),
+      m_heads(heads),
       m_thumbnails(old.thumbnails, static_cast<int>(plan.first_block_row / plan.pool), static_cast<int>(plan.cells), plan.pool, layers,
                    heads, plan.pairs > 1 ? kThumbnailKinds : 3) {}
 
@@ -18,8 +19,7 @@ void RowMeasures::BeginLayer(int l) {
 }
 
 void RowMeasures::LetGoOfLayer() {
-    for (Side s : m_plan.sides) m_metrics[s].clear();
-    for (int k = 0; k < kSidePairCount; ++k) m_js[k].clear(), m_l1[k].clear();
+    m_measures.clear();
     for (std::vector<at::Tensor>& kind : m_thumbs) kind.clear();
     m_tail[0] = m_tail[1] = {};
 }
@@ -27,26 +27,8 @@ void RowMeasures::LetGoOfLayer() {
 void RowMeasures::AddBlock(int64_t a, int64_t b, const PerSide<at::Tensor>& rows, const LayerPass& pass) {
     const int64_t from = std::max(a, m_plan.p);  // rows [from, b) are new
     const at::Tensor &ssa = rows[Side::Ssa], &compare = rows[Side::Compare];
-    if (from < b) {
-        auto add = [&](SidePair pair, const at::Tensor& js, const at::Tensor& l1) {
-            m_js[static_cast<int>(pair)].push_back(js);
-            m_l1[static_cast<int>(pair)].push_back(l1);
-        };
-        if (m_plan.pairs == 1) {
-            MapComparison m = CompareMaps(ssa, compare, from);
-            m_metrics[Side::Ssa].push_back(std::move(m.p));
-            m_metrics[Side::Compare].push_back(std::move(m.q));
-            add(SidePair::SsaCompare, m.js, m.l1);
-        } else {  // a base
-            ThreeWayComparison m = CompareThreeMaps(ssa, compare, rows[Side::Base], from);
-            m_metrics[Side::Ssa].push_back(std::move(m.pq.p));
-            m_metrics[Side::Compare].push_back(std::move(m.pq.q));
-            m_metrics[Side::Base].push_back(std::move(m.r));
-            add(SidePair::SsaCompare, m.pq.js, m.pq.l1);
-            add(SidePair::SsaBase, m.js_pr, m.l1_pr);
-            add(SidePair::CompareBase, m.js_qr, m.l1_qr);
-        }
-    }
+    if (from < b)  // CompareMapsStacked's pairs are SidePair's, in its order
+        m_measures.push_back(CompareMapsStacked(ssa, compare, m_plan.pairs > 1 ? rows[Side::Base] : at::Tensor(), from));
     // Thumbnails of SSA against its comparison, and with a base against the base too (its map
     // and SSA - base; the second pooling's SSA maxima are the first's again, dropped).
     const Pooled pooled = PoolPair(a, b, Side::Compare, ssa, compare, pass, &m_tail[0]);
@@ -95,15 +77,10 @@ Pooled RowMeasures::PoolPair(int64_t a, int64_t b, Side other, const at::Tensor&
 
 const LayerMeasures& RowMeasures::EndLayer() {
     LayerMeasures now;
-    for (Side s : m_plan.sides)
-        for (const RowMetricField& field : kRowMetricFields) {
-            std::vector<at::Tensor> parts;
-            for (const RowMetricTensors& m : m_metrics[s]) parts.push_back(m.*field.tensor);
-            now.metrics[s].*field.tensor = NewRows(parts);
-        }
-    for (int k = 0; k < m_plan.pairs; ++k) {
-        now.pairs[k].js = NewRows(m_js[k]);
-        now.pairs[k].l1 = NewRows(m_l1[k]);
+    now.heads = m_heads;
+    if (!m_measures.empty()) {  // [fields, H, rows] a block, joined along the rows, one field's heads after another
+        const at::Tensor joined = m_measures.size() == 1 ? m_measures[0] : at::cat(m_measures, -1);
+        now.measures = joined.view({-1, joined.size(-1)});
     }
     now.tail[0] = m_tail[0];
     now.tail[1] = m_tail[1];

@@ -19,13 +19,14 @@
 
 namespace model {
 
-struct Divergence {
-    at::Tensor js, l1;  // [H, rows]: each row of one side against the same row of another
-};
 struct LayerMeasures {
-    // The new rows' (p..T-1), [H, T - p] float32 each; undefined when p == T.
-    PerSide<RowMetricTensors> metrics;
-    Divergence pairs[kSidePairCount];  // by SidePair; the plan's first `pairs` only
+    // The new rows' (p..T-1) row metrics of each side and divergences of each pair, as
+    // CompareMapsStacked gives them for the plan's sides in order (SSA, the comparison, the base:
+    // MapSide's values) and its pairs (SidePair's), each [H, T - p] float32, all in one tensor
+    // [RowMeasureCount(sides) * H, T - p]; undefined when p == T. Row(k) is field k's first row.
+    at::Tensor measures;
+    int64_t heads = 0;
+    int64_t Row(int k) const { return k * heads; }
     // The rows of the last thumbnail block (from (T - 1) / pool * pool), each pooled along its keys
     // alone: typing at the end pools that block again from these instead of recomputing its rows.
     // SSA against the comparison, then against the base (undefined without one).
@@ -33,10 +34,7 @@ struct LayerMeasures {
 
     // Lets go of the new rows' measures once they are on the host (HostRows): the next analysis
     // needs only the tail.
-    void ForgetNewRows() {
-        metrics = {};
-        for (Divergence& d : pairs) d = {};
-    }
+    void ForgetNewRows() { measures = at::Tensor(); }
 };
 struct MeasuredRows {
     std::vector<LayerMeasures> layers;
@@ -65,14 +63,14 @@ private:
 
     const AnalysisPlan& m_plan;
     const MeasuredRows& m_old;
+    const int64_t m_heads;
     ThumbnailBuilder m_thumbnails;
     std::vector<LayerMeasures> m_layers;  // done
 
     // The layer under way: its new rows' parts, block by block.
     int m_layer = 0;
     const LayerMeasures* m_was = nullptr;  // the last analysis's (p > 0)
-    PerSide<std::vector<RowMetricTensors>> m_metrics;
-    std::vector<at::Tensor> m_js[kSidePairCount], m_l1[kSidePairCount];
+    std::vector<at::Tensor> m_measures;  // CompareMapsStacked of each block, [RowMeasureCount(sides), H, rows]
     std::vector<at::Tensor> m_thumbs[kThumbnailKinds];  // thumbnail block rows by ThumbnailKind, [H, rows, cells]
     KeyPooled m_tail[2];
 };

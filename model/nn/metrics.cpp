@@ -9,6 +9,7 @@
 #include <limits>
 
 #include <ATen/Parallel.h>
+#include <c10/util/accumulate.h>
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/InferenceMode.h>
@@ -162,17 +163,14 @@ struct Top5 {
     double Sum() const { return static_cast<double>(best[0]) + best[1] + best[2] + best[3] + best[4]; }
 };
 
-struct RowPointers {  // float32 views of one RowMetricTensors, [rows]
+struct RowPointers {  // one map's row metrics, float32 [rows] each, in kRowMetricFields' order
     float *entropy, *normalized_entropy, *spikiness, *max_weight, *top5_mass, *effective_support, *sink_mass;
 };
 
-RowPointers Allocate(RowMetricTensors& r, at::IntArrayRef sizes, const at::TensorOptions& options = at::TensorOptions().dtype(at::kFloat)) {
-    for (at::Tensor* t : {&r.entropy, &r.normalized_entropy, &r.spikiness, &r.max_weight, &r.top5_mass, &r.effective_support,
-                          &r.sink_mass})
-        *t = at::empty(sizes, options);
-    return {r.entropy.data_ptr<float>(),   r.normalized_entropy.data_ptr<float>(), r.spikiness.data_ptr<float>(),
-            r.max_weight.data_ptr<float>(), r.top5_mass.data_ptr<float>(),         r.effective_support.data_ptr<float>(),
-            r.sink_mass.data_ptr<float>()};
+// Map m's metrics in a CompareMapsStacked tensor's values, `rows` a field.
+RowPointers MetricPointers(float* stacked, int m, int64_t rows) {
+    float* at = stacked + RowMeasureMetric(m, 0) * rows;
+    return {at, at + rows, at + 2 * rows, at + 3 * rows, at + 4 * rows, at + 5 * rows, at + 6 * rows};
 }
 
 void WriteRow(const RowPointers& out, int64_t row, int64_t keys, float sink, double entropy, double square, const Top5& top) {
@@ -185,12 +183,6 @@ void WriteRow(const RowPointers& out, int64_t row, int64_t keys, float sink, dou
     out.sink_mass[row] = sink;
 }
 
-// What the fused pass writes: each map's row metrics, each pair's JS and L1, [..., R] float32.
-template <int N>
-struct Fused {
-    RowMetricTensors metrics[N];
-    at::Tensor js[kPairs<N>], l1[kPairs<N>];
-};
 template <int N>
 struct FusedPointers {
     const float* maps[N];
@@ -241,24 +233,37 @@ void CompareRow(const FusedPointers<N>& f, int64_t T, int64_t row, int64_t i) {
     }
 }
 
+// A CompareMapsStacked tensor for maps [..., R, T] of one shape on their device, and each field's
+// place in it.
+struct Stacked {
+    at::Tensor all;  // [RowMeasureCount(N), ..., R]
+    int64_t rows = 0;  // of each field
+    float* Field(int k) const { return all.data_ptr<float>() + k * rows; }
+};
+Stacked AllocateStacked(int maps, const at::Tensor& map) {
+    std::vector<int64_t> sizes = map.sizes().slice(0, map.dim() - 1).vec();  // [..., R]
+    Stacked out;
+    out.rows = c10::multiply_integers(sizes);
+    sizes.insert(sizes.begin(), RowMeasureCount(maps));
+    out.all = at::empty(sizes, map.options().dtype(at::kFloat));
+    return out;
+}
+
 // Maps [..., R, T] of one shape, float32 on the CPU.
 template <int N>
-Fused<N> CompareFused(const at::Tensor* const (&in)[N], int64_t first) {
+at::Tensor CompareFused(const at::Tensor* const (&in)[N], int64_t first) {
     at::Tensor maps[N];
     for (int m = 0; m < N; ++m) maps[m] = in[m]->contiguous();
     const int64_t T = maps[0].size(-1), R = maps[0].size(-2);
-    const at::IntArrayRef sizes = maps[0].sizes().slice(0, maps[0].dim() - 1);  // [..., R]
-    Fused<N> c;
+    const Stacked out = AllocateStacked(N, maps[0]);
     FusedPointers<N> f;
     for (int m = 0; m < N; ++m) {
         f.maps[m] = maps[m].template data_ptr<float>();
-        f.out[m] = Allocate(c.metrics[m], sizes);
+        f.out[m] = MetricPointers(out.Field(0), m, out.rows);
     }
     for (int k = 0; k < kPairs<N>; ++k) {
-        c.js[k] = at::empty(sizes, at::kFloat);
-        c.l1[k] = at::empty(sizes, at::kFloat);
-        f.js[k] = c.js[k].template data_ptr<float>();
-        f.l1[k] = c.l1[k].template data_ptr<float>();
+        f.js[k] = out.Field(RowMeasureJs(N, k));
+        f.l1[k] = out.Field(RowMeasureL1(N, k));
     }
     // Row r costs first + r + 1 keys, so a work item takes rows r and R-1-r of one map: equal
     // items, and threads stay balanced even for a single map.
@@ -270,13 +275,13 @@ Fused<N> CompareFused(const at::Tensor* const (&in)[N], int64_t first) {
             if (R - 1 - r != r) CompareRow(f, T, map * R + R - 1 - r, first + R - 1 - r);
         }
     });
-    return c;
+    return out.all;
 }
 
 #ifdef SSAVIZ_CUDA_KERNELS
 // The same on a CUDA device: metrics_cuda.cu's kernel, one thread block a row.
 template <int N>
-Fused<N> CompareFusedCuda(const at::Tensor* const (&in)[N], int64_t first) {
+at::Tensor CompareFusedCuda(const at::Tensor* const (&in)[N], int64_t first) {
     at::Tensor maps[N];
     const float* pointers[N];
     for (int m = 0; m < N; ++m) {
@@ -284,26 +289,22 @@ Fused<N> CompareFusedCuda(const at::Tensor* const (&in)[N], int64_t first) {
         pointers[m] = maps[m].template data_ptr<float>();
     }
     const int64_t T = maps[0].size(-1), R = maps[0].size(-2);
-    const at::IntArrayRef sizes = maps[0].sizes().slice(0, maps[0].dim() - 1);  // [..., R]
-    const at::TensorOptions options = maps[0].options();
-    Fused<N> c;
+    const Stacked stacked = AllocateStacked(N, maps[0]);
     cuda::RowOutputs out[N];
     float *js[kPairs<N>], *l1[kPairs<N>];
     for (int m = 0; m < N; ++m) {
-        const RowPointers o = Allocate(c.metrics[m], sizes, options);
+        const RowPointers o = MetricPointers(stacked.Field(0), m, stacked.rows);
         out[m] = {o.entropy, o.normalized_entropy, o.spikiness, o.max_weight, o.top5_mass, o.effective_support, o.sink_mass};
     }
     for (int k = 0; k < kPairs<N>; ++k) {
-        c.js[k] = at::empty(sizes, options);
-        c.l1[k] = at::empty(sizes, options);
-        js[k] = c.js[k].template data_ptr<float>();
-        l1[k] = c.l1[k].template data_ptr<float>();
+        js[k] = stacked.Field(RowMeasureJs(N, k));
+        l1[k] = stacked.Field(RowMeasureL1(N, k));
     }
     const int64_t rows = R > 0 && T > 0 ? maps[0].numel() / T : 0;
     const c10::DeviceGuard on_its_device(maps[0].device());  // the kernel runs on the current device
     const char* error = cuda::CompareRows(N, pointers, rows, R, T, first, out, js, l1);
     TORCH_CHECK(error == nullptr, "the row statistics kernel failed: ", error);
-    return c;
+    return stacked.all;
 }
 #endif
 
@@ -318,11 +319,18 @@ bool CheckMaps(const char* what, const at::Tensor& p, const at::Tensor& q, int64
 
 // The fused pass of the maps' device (CheckMaps said there is one).
 template <int N>
-Fused<N> FusedPass(const at::Tensor* const (&in)[N], int64_t first) {
+at::Tensor FusedPass(const at::Tensor* const (&in)[N], int64_t first) {
 #ifdef SSAVIZ_CUDA_KERNELS
     if (in[0]->is_cuda()) return CompareFusedCuda<N>(in, first);
 #endif
     return CompareFused<N>(in, first);
+}
+
+// Map m's row metrics in a CompareMapsStacked tensor, as views.
+RowMetricTensors MetricsOf(const at::Tensor& stacked, int m) {
+    RowMetricTensors r;
+    for (int f = 0; f < kRowMetricCount; ++f) r.*kRowMetricFields[f].tensor = stacked[RowMeasureMetric(m, f)];
+    return r;
 }
 
 }  // namespace
@@ -364,8 +372,8 @@ bool HasCudaKernels() { return kCudaKernels; }
 MapComparison CompareMaps(const at::Tensor& p, const at::Tensor& q, int64_t first) {
     c10::InferenceMode guard;
     if (!CheckMaps("CompareMaps", p, q, first)) return CompareMapsGeneric(p, q, first);
-    Fused<2> f = FusedPass<2>({&p, &q}, first);
-    return {std::move(f.metrics[0]), std::move(f.metrics[1]), f.js[0], f.l1[0]};
+    const at::Tensor f = FusedPass<2>({&p, &q}, first);
+    return {MetricsOf(f, 0), MetricsOf(f, 1), f[RowMeasureJs(2, 0)], f[RowMeasureL1(2, 0)]};
 }
 
 MapComparison CompareMapsGeneric(const at::Tensor& p, const at::Tensor& q, int64_t first) {
@@ -381,8 +389,13 @@ ThreeWayComparison CompareThreeMaps(const at::Tensor& p, const at::Tensor& q, co
     c10::InferenceMode guard;
     const bool fused = CheckMaps("CompareThreeMaps", p, q, first) && CheckMaps("CompareThreeMaps", p, r, first);
     if (!fused) return CompareThreeMapsGeneric(p, q, r, first);
-    Fused<3> f = FusedPass<3>({&p, &q, &r}, first);
-    return {{std::move(f.metrics[0]), std::move(f.metrics[1]), f.js[0], f.l1[0]}, std::move(f.metrics[2]), f.js[1], f.l1[1], f.js[2], f.l1[2]};
+    const at::Tensor f = FusedPass<3>({&p, &q, &r}, first);
+    return {{MetricsOf(f, 0), MetricsOf(f, 1), f[RowMeasureJs(3, 0)], f[RowMeasureL1(3, 0)]},
+            MetricsOf(f, 2),
+            f[RowMeasureJs(3, 1)],
+            f[RowMeasureL1(3, 1)],
+            f[RowMeasureJs(3, 2)],
+            f[RowMeasureL1(3, 2)]};
 }
 
 ThreeWayComparison CompareThreeMapsGeneric(const at::Tensor& p, const at::Tensor& q, const at::Tensor& r, int64_t first) {
@@ -394,6 +407,26 @@ ThreeWayComparison CompareThreeMapsGeneric(const at::Tensor& p, const at::Tensor
     c.js_qr = JsDivergence(q, r, c.pq.q.entropy, c.r.entropy);
     c.l1_qr = L1Distance(q, r);
     return c;
+}
+
+at::Tensor CompareMapsStacked(const at::Tensor& p, const at::Tensor& q, const at::Tensor& r, int64_t first) {
+    c10::InferenceMode guard;
+    if (!r.defined()) {
+        if (CheckMaps("CompareMapsStacked", p, q, first)) return FusedPass<2>({&p, &q}, first);
+        const MapComparison c = CompareMapsGeneric(p, q, first);
+        std::vector<at::Tensor> fields;
+        for (const RowMetricTensors* m : {&c.p, &c.q})
+            for (const RowMetricField& f : kRowMetricFields) fields.push_back(m->*f.tensor);
+        fields.insert(fields.end(), {c.js, c.l1});
+        return at::stack(fields).to(at::kFloat);
+    }
+    if (CheckMaps("CompareMapsStacked", p, q, first) && CheckMaps("CompareMapsStacked", p, r, first)) return FusedPass<3>({&p, &q, &r}, first);
+    const ThreeWayComparison c = CompareThreeMapsGeneric(p, q, r, first);
+    std::vector<at::Tensor> fields;
+    for (const RowMetricTensors* m : {&c.pq.p, &c.pq.q, &c.r})
+        for (const RowMetricField& f : kRowMetricFields) fields.push_back(m->*f.tensor);
+    fields.insert(fields.end(), {c.pq.js, c.js_pr, c.js_qr, c.pq.l1, c.l1_pr, c.l1_qr});
+    return at::stack(fields).to(at::kFloat);
 }
 
 at::Tensor RowMean(const at::Tensor& rows) {

@@ -3,6 +3,8 @@
 // aggregates skip the first row, which has a single key.
 #pragma once
 
+#include <iterator>
+
 #include <ATen/ATen.h>
 
 namespace model {
@@ -64,6 +66,20 @@ struct ThreeWayComparison {
 };
 ThreeWayComparison CompareThreeMaps(const at::Tensor& p, const at::Tensor& q, const at::Tensor& r, int64_t first = 0);
 ThreeWayComparison CompareThreeMapsGeneric(const at::Tensor& p, const at::Tensor& q, const at::Tensor& r, int64_t first = 0);
+
+// CompareMaps (r undefined) or CompareThreeMaps as one tensor, [RowMeasureCount(maps), ..., R]: map
+// m's row metrics in kRowMetricFields' order from RowMeasureMetric(m, 0), then each pair's JS, then
+// each pair's L1 (pairs in CompareThreeMaps's order: (p, q), (p, r), (q, r)). The fused pass writes
+// all of them into one allocation where the fields' own tensors are 16 or 27 (issue 37: on a GPU
+// each op costs the host microseconds, and the analysis measures every block of rows); elsewhere
+// the generic fields are stacked.
+constexpr int kRowMetricCount = static_cast<int>(std::size(kRowMetricFields));
+constexpr int MapPairs(int maps) { return maps * (maps - 1) / 2; }
+constexpr int RowMeasureCount(int maps) { return maps * kRowMetricCount + 2 * MapPairs(maps); }
+constexpr int RowMeasureMetric(int map, int field) { return map * kRowMetricCount + field; }
+constexpr int RowMeasureJs(int maps, int pair) { return maps * kRowMetricCount + pair; }
+constexpr int RowMeasureL1(int maps, int pair) { return maps * kRowMetricCount + MapPairs(maps) + pair; }
+at::Tensor CompareMapsStacked(const at::Tensor& p, const at::Tensor& q, const at::Tensor& r, int64_t first = 0);
 
 // Mean over rows 1..T-1 (skipping the single-key row): [..., T] -> [...]; NaN when T == 1.
 at::Tensor RowMean(const at::Tensor& rows);

@@ -302,13 +302,14 @@ HostTensors ToHostJoined(const std::vector<at::Tensor>& tensors, at::ScalarType 
         }
         return out;
     }
-    bool same_shape = tensors[0].dim() > 0;
+    // Tensors of one shape but for their first dimension are joined along it; others flat.
+    bool along_first = tensors[0].dim() > 0;
     for (const at::Tensor& t : tensors) {
         TORCH_CHECK(t.device() == device, "ToHostJoined: tensors on ", device, " and ", t.device());
-        same_shape = same_shape && t.sizes() == tensors[0].sizes();
+        along_first = along_first && t.dim() == tensors[0].dim() && t.sizes().slice(1) == tensors[0].sizes().slice(1);
     }
     std::vector<at::Tensor> parts;
-    for (const at::Tensor& t : tensors) parts.push_back(same_shape ? AsType(t, type) : AsType(t, type).reshape({-1}));
+    for (const at::Tensor& t : tensors) parts.push_back(along_first ? AsType(t, type) : AsType(t, type).reshape({-1}));
     // Along the first dimension each tensor's values lie row-major one after another, as flat.
     const at::Tensor joined = parts.size() == 1 ? parts[0].contiguous() : at::cat(parts, 0);
     at::Tensor host = joined;

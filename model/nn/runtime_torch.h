@@ -53,8 +53,8 @@ std::vector<at::Tensor> ToHostAtOnce(const std::vector<at::Tensor>& tensors, at:
 
 // The same where only each tensor's values are wanted, not a host tensor of its shape: Of<T>(i)
 // points to tensor i's values as `type`, row-major. A device's are joined there with one op (a cat
-// along the first dimension where they share their shape, as the assembly's [H, rows] fields do;
-// else a reshape each first) and copied once, and no view of each is made on the host: an
+// along the first dimension where they share the rest of their shape, as the assembly's [*, rows]
+// do; else a reshape each first) and copied once, and no view of each is made on the host: an
 // analysis's assembly joins some 260 tensors, and ToHostAtOnce's three ops a tensor (a reshape, then
 // a narrow and a view of the copy) were about 800 of an edit's ops on a GPU, each costing the host
 // microseconds. `join` joins them so on the CPU too (for tests of a device's way); otherwise the

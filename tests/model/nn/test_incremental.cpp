@@ -700,16 +700,22 @@ TEST(HostRows, KeepRowsBelowPAndTakeTheNewOnes) {
     for (size_t k = 0; k < factor.size(); ++k) factor[k] = 0.5f + static_cast<float>(k);
     model::HostRows rows;
     auto update = [&](int64_t p, int64_t T) {
-        std::vector<std::vector<at::Tensor>> fields(F);
+        std::vector<std::vector<model::HostRows::Part>> fields(F);
+        std::vector<at::Tensor> fresh;
         for (int64_t f = 0; f < F; ++f) {
-            const at::Tensor fresh = at::rand({L, H, T - p}, at::kDouble);  // converted to float on the way
-            truth[f] = p > 0 ? at::cat({truth[f].narrow(2, 0, p), fresh.to(at::kFloat)}, 2) : fresh.to(at::kFloat);
-            for (int64_t l = 0; l < L && p < T; ++l) fields[f].push_back(fresh[l]);
+            fresh.push_back(at::rand({L, H, T - p}, at::kDouble));  // converted to float on the way
+            truth[f] = p > 0 ? at::cat({truth[f].narrow(2, 0, p), fresh[f].to(at::kFloat)}, 2) : fresh[f].to(at::kFloat);
+        }
+        for (int64_t l = 0; l < L && p < T; ++l) {  // fields 1 and 2 in one tensor, as LayerMeasures holds its measures
+            const at::Tensor both = at::cat({fresh[1][l], fresh[2][l]});  // [2 H, T - p]
+            fields[0].push_back(fresh[0][l]);
+            fields[1].push_back({both, 0});
+            fields[2].push_back({both, H});
         }
         std::vector<model::RowArray> before;
         for (int64_t f = 0; f < F && p > 0; ++f) before.push_back(rows.Array(static_cast<size_t>(f)));
         const model::RowArray scaled_before = p > 0 ? rows.Scaled(1, factor) : model::RowArray();
-        rows.Update(p, T, fields);
+        rows.Update(p, T, H, fields);
         for (int64_t f = 0; f < F; ++f) {
             const model::RowArray& array = rows.Array(static_cast<size_t>(f));
             ASSERT_EQ(array.rows(), L * H) << "p " << p << ", T " << T;
