@@ -10,7 +10,8 @@ of its size), with its absolute difference.
            against the CPU's; exports with 1 MB blocks of rows (tags blocks, blocks-base, and
            block-products: each block running the whole layer, SSAVIZ_LAYER_PRODUCTS=blocks, where
            the device's default runs a layer's weights over every row at once), where made, against
-           the CPU's too
+           the CPU's too; and the fused temperatures' exports (SSAVIZ_CUDA_TEMPERATURES=1, tags
+           temperatures and temperatures-what-ifs) against the CPU's
 """
 import glob, json, os, sys
 import numpy as np
@@ -65,3 +66,7 @@ for name, tag, cpu in [("gpt2", "blocks", "f32"), ("llama", "blocks", "f32"), ("
                        ("llama", "block-products", "f32"), ("gpt2", "block-products-base", "base")]:
     if os.path.isdir(f"{work}/out-{name}-{dev}-{tag}"):  # SSAVIZ_DEVICE_BLOCK_MB=1: many blocks of rows a layer
         compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} 1 MB {tag} vs cpu ({cpu})")
+tagged = [(name, "temperatures", "f32") for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]]
+for name, tag, cpu in tagged + [("gpt2", "temperatures-what-ifs", "what-ifs")]:
+    if os.path.isdir(f"{work}/out-{name}-{dev}-{tag}"):  # SSAVIZ_CUDA_TEMPERATURES=1: the fused temperatures
+        compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} fused {tag} vs cpu ({cpu})")

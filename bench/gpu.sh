@@ -6,7 +6,9 @@
 #   0. the kernels against what they replace (ssaviz_fused_check): the fused row statistics, the
 #      pooling, the attention rows' softmax, a map's extent;
 #   1. exactness: every family's export on CUDA against the same export on the CPU (float32, and
-#      the CUDA bf16 forward against the CUDA float32 one), a twin comparison and a base too;
+#      the CUDA bf16 forward against the CUDA float32 one), a twin comparison and a base too; the
+#      same with the fused temperatures (SSAVIZ_CUDA_TEMPERATURES=1; what-ifs too), and an edit at
+#      the end of 8,192 tokens with them and without (host ops, time);
 #   2. GPT-2 small's shape (12 x 12, width 768, context 8,192): full analysis, edits at the end,
 #      middle and start, head map and bake, beside PyTorch CUDA doing the same work;
 #   3. TinyLlama-1.1B's shape (BF16 weights): full analyses at 1,024 and 8,192 tokens, PyTorch CUDA
@@ -117,7 +119,21 @@ SSAVIZ_DEVICE_BLOCK_MB=1 exact gpt2 "$dev" blocks-base --base "$work/twin" --len
 # a layer's weights over every new row at once (AnalyzeOptions::LayerProducts).
 SSAVIZ_LAYER_PRODUCTS=blocks SSAVIZ_DEVICE_BLOCK_MB=1 exact llama "$dev" block-products --lens
 SSAVIZ_LAYER_PRODUCTS=blocks SSAVIZ_DEVICE_BLOCK_MB=1 exact gpt2 "$dev" block-products-base --base "$work/twin" --lens
+# The fused temperatures (temperatures_cuda.cu, off unless SSAVIZ_CUDA_TEMPERATURES=1 until checked
+# here): every family's forms, and what-ifs that drop and scale terms against the CPU's same.
+for name in english gpt2 pythia llama mistral llama3; do SSAVIZ_CUDA_TEMPERATURES=1 exact "$name" "$dev" temperatures --lens; done
+exact gpt2 cpu what-ifs --ablate "0:1,1:0=tok,1:*=x0.5"
+SSAVIZ_CUDA_TEMPERATURES=1 exact gpt2 "$dev" temperatures-what-ifs --ablate "0:1,1:0=tok,1:*=x0.5"
 "$py" "$here/bench/compare_exports.py" "$work" "$dev" | tee "$out/exactness.txt"
+if [ "$dev" = cuda ]; then  # an edit at the end of 8,192 tokens with the fused temperatures and without (host ops and time)
+  [ -f "$small/model.safetensors" ] || "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" \
+    --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
+  for on in 0 1; do
+    echo "SSAVIZ_CUDA_TEMPERATURES=$on, an edit at the end of 8,192 tokens:" | tee -a "$out/stages.txt"
+    SSAVIZ_CUDA_TEMPERATURES=$on SSAVIZ_BENCH_OPS=1 timeout 60 "$build/ssaviz_bench" --model "$small" --device "$dev" --only end \
+      --tokens 8192 --repeats 5 --no-maps 2>&1 | grep -E "^median|^host ops dispatched \(the analysis|ssaviz::layer_pass" | tee -a "$out/stages.txt"
+  done
+fi
 fi
 
 if want small; then

@@ -2,6 +2,7 @@
 
 #include "model/nn/linear.h"
 #include "model/nn/runtime_torch.h"
+#include "model/nn/temperature_rows.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <string>
 
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 
 #ifdef SSAVIZ_CUDA_KERNELS
@@ -36,6 +38,23 @@ bool CudaSoftmax() {
 }
 }  // namespace
 #endif
+
+namespace {
+// temperatures_cuda.cu's fused temperatures on a device, with SSAVIZ_CUDA_TEMPERATURES=1 (off by
+// default until bench/gpu.sh's exact stage has checked them on a device).
+bool CudaTemperatures(const at::Tensor& t) {
+#ifdef SSAVIZ_CUDA_KERNELS
+    static const bool on = [] {
+        const char* v = std::getenv("SSAVIZ_CUDA_TEMPERATURES");
+        return v && std::strcmp(v, "1") == 0;
+    }();
+    return on && t.is_cuda();
+#else
+    (void)t;
+    return false;
+#endif
+}
+}  // namespace
 
 namespace {
 
@@ -101,6 +120,96 @@ TemperatureTerms TemperatureParts(const TemperatureForm& form, const Temperature
 at::Tensor CombineTemperature(const TemperatureForm& form, const TemperatureTerms& t) {
     at::Tensor tau = form.combine == Combine::Sum ? t.position + t.token : t.position * (1 + t.token);
     return tau.contiguous();
+}
+
+at::Tensor EditedTemperature(const TemperatureForm& form, const TemperatureParams& params, const at::Tensor& z_heads, const at::Tensor& x,
+                             int64_t first, const TemperatureEdit* edit, TemperatureTerms* terms) {
+    *terms = TemperatureParts(form, params, z_heads, x, first);
+    if (edit) {  // where() rather than arithmetic, so unedited heads keep their exact values
+        terms->position = at::where(edit->keep_position, terms->position, 1);
+        terms->token = at::where(edit->keep_token, terms->token, 0);
+    }
+    at::Tensor tau = CombineTemperature(form, *terms);
+    if (edit && edit->any_scaled) tau = at::where(edit->scaled, 1 + AsType(edit->scale, tau.scalar_type()) * (tau - 1), tau);
+    return tau;
+}
+
+at::Tensor FusedTemperature(const TemperatureForm& form, const TemperatureParams& params, const at::Tensor& z_heads, const at::Tensor& x,
+                            int64_t first, const TemperatureEdit* edit, TemperatureTerms* terms) {
+    namespace rows = temperature_rows;
+    const bool device = z_heads.is_cuda();
+    if (!device && !z_heads.is_cpu()) return at::Tensor();
+    if (at::GradMode::is_enabled() || z_heads.dim() != 4 || x.dim() != 3 || z_heads.scalar_type() != at::kFloat) return at::Tensor();
+    auto fits = [&](const at::Tensor& t) { return !t.defined() || (t.scalar_type() == at::kFloat && t.is_contiguous() && t.device() == z_heads.device()); };
+    if (!fits(params.pos) || !fits(params.tok_w) || !fits(params.tok_b) || !fits(x) || z_heads.stride(3) != 1) return at::Tensor();
+    const int64_t B = z_heads.size(0), H = z_heads.size(1), R = z_heads.size(2);
+    rows::Inputs in;
+    in.B = B, in.H = H, in.R = R;
+    in.position = static_cast<int>(form.position);
+    in.token = static_cast<int>(form.token);
+    in.combine = static_cast<int>(form.combine);
+    static_assert(static_cast<int>(PositionForm::ExpExp) == rows::kExpExp && static_cast<int>(TokenForm::Feature) == rows::kFeature &&
+                  static_cast<int>(Combine::Product) == rows::kProduct);
+    // A parameter of one value serves every head (stride 0); of N values, head h's is the h-th.
+    auto per_head = [&](const at::Tensor& t, int64_t row) { return t.numel() == row ? int64_t{0} : row; };
+    at::Tensor log_i;
+    if (form.position != PositionForm::None) {
+        if (params.pos.numel() != 1 && params.pos.numel() != H) return at::Tensor();
+        log_i = LogPositions(first, R, z_heads.options());
+        in.pos = params.pos.data_ptr<float>();
+        in.pos_stride = per_head(params.pos, 1);
+        in.log_i = log_i.data_ptr<float>();
+    }
+    if (form.token != TokenForm::None) {
+        const at::Tensor& w = params.tok_w;
+        in.length = form.token == TokenForm::Shared ? z_heads.size(3) : x.size(2);
+        if (w.size(-1) != in.length || (w.dim() == 2 && w.size(0) != H) || w.dim() > 2) return at::Tensor();
+        if (params.tok_b.defined() && params.tok_b.numel() != 1 && params.tok_b.numel() != H) return at::Tensor();
+        if (form.token == TokenForm::Shared) {
+            in.z = z_heads.data_ptr<float>();
+            in.z_b = z_heads.stride(0), in.z_h = z_heads.stride(1), in.z_r = z_heads.stride(2);
+        } else {
+            in.z = x.data_ptr<float>();
+            in.z_b = x.stride(0), in.z_r = x.stride(1);
+        }
+        in.w = w.data_ptr<float>();
+        in.w_stride = w.dim() == 1 ? 0 : in.length;
+        if (params.tok_b.defined()) {
+            in.bias = params.tok_b.data_ptr<float>();
+            in.bias_stride = per_head(params.tok_b, 1);
+        }
+    }
+    at::Tensor scale;
+    if (edit) {  // [H, 1] for one batch row, [B, H, 1] for more
+        if (edit->keep_position.numel() != B * H) return at::Tensor();
+        in.keep_position = static_cast<const uint8_t*>(edit->keep_position.data_ptr());
+        in.keep_token = static_cast<const uint8_t*>(edit->keep_token.data_ptr());
+        in.edit_b = H;
+        if (edit->any_scaled) {
+            scale = edit->scale.to(at::kFloat).contiguous();
+            in.scaled = static_cast<const uint8_t*>(edit->scaled.data_ptr());
+            in.scale = scale.data_ptr<float>();
+        }
+    }
+    const at::Tensor out = at::empty({terms ? 3 : 1, B, H, R}, z_heads.options());
+    in.tau = out.data_ptr<float>();
+    if (terms) {
+        in.position_out = in.tau + B * H * R;
+        in.token_out = in.tau + 2 * B * H * R;
+    }
+    if (device) {
+#ifdef SSAVIZ_CUDA_KERNELS
+        const c10::DeviceGuard on_its_device(z_heads.device());  // the kernel runs on the current device
+        const char* error = cuda::Temperatures(in);
+        TORCH_CHECK(error == nullptr, "the temperature kernel failed: ", error);
+#else
+        return at::Tensor();
+#endif
+    } else {
+        for (int64_t i = 0; i < B * H * R; ++i) rows::TemperatureAt(in, i);
+    }
+    if (terms) *terms = {out[1], out[2]};
+    return out[0];
 }
 
 at::Tensor Temperature(const TemperatureForm& form, const TemperatureParams& params, const at::Tensor& z_heads,
@@ -236,14 +345,8 @@ BlockInput BlockIn(const ModelConfig& c, const LayerWeights& w, const at::Tensor
     // Temperatures read q and v as projected (SPEC section 1), before RoPE turns q and k (with
     // Qwen 3's q norm, the normalised q: the query attention reads, positions aside).
     if (!vanilla && c.query.Active()) {
-        in.terms = TemperatureParts(c.query, w.q, q, in.h, first);
-        if (edit) {  // where() rather than arithmetic, so unedited heads keep their exact values
-            in.terms.position = at::where(edit->keep_position, in.terms.position, 1);
-            in.terms.token = at::where(edit->keep_token, in.terms.token, 0);
-        }
-        in.tau_q = CombineTemperature(c.query, in.terms);  // [B, H, R]
-        if (edit && edit->any_scaled)
-            in.tau_q = at::where(edit->scaled, 1 + AsType(edit->scale, in.tau_q.scalar_type()) * (in.tau_q - 1), in.tau_q);
+        if (CudaTemperatures(q)) in.tau_q = FusedTemperature(c.query, w.q, q, in.h, first, edit, &in.terms);
+        if (!in.tau_q.defined()) in.tau_q = EditedTemperature(c.query, w.q, q, in.h, first, edit, &in.terms);  // [B, H, R]
     }
     if (c.Rope()) {
         q = Rope(c, q, first);
@@ -253,7 +356,8 @@ BlockInput BlockIn(const ModelConfig& c, const LayerWeights& w, const at::Tensor
     in.k = k;
     in.vs = v;  // [B, G, R, D]: the values as attention sums them
     if (!vanilla && c.value.Active()) {
-        const at::Tensor tau_kv = Temperature(c.value, w.v, v, in.h, first);  // [B, G, R]
+        at::Tensor tau_kv = CudaTemperatures(v) ? FusedTemperature(c.value, w.v, v, in.h, first, nullptr, nullptr) : at::Tensor();
+        if (!tau_kv.defined()) tau_kv = Temperature(c.value, w.v, v, in.h, first);  // [B, G, R]
         in.tau_v = G == H ? tau_kv : RepeatHeads(tau_kv, H / G, 1);         // [B, H, R]: each query head reads its group's
         if (edit) in.tau_v = at::where(edit->value_off, 1, in.tau_v);
         if (ValueHeads(c, vanilla, edit) != G)

@@ -52,6 +52,19 @@ struct TemperatureTerms {
 TemperatureTerms TemperatureParts(const TemperatureForm& form, const TemperatureParams& params, const at::Tensor& z_heads,
                                   const at::Tensor& x, int64_t first = 0);
 at::Tensor CombineTemperature(const TemperatureForm& form, const TemperatureTerms& terms);  // contiguous
+struct TemperatureEdit;
+// tau_q as BlockIn makes it [..., H, R]: its terms with a batch's what-ifs (`edit`, null: none) in
+// `terms`, combined, and scaled where a what-if scales it.
+at::Tensor EditedTemperature(const TemperatureForm& form, const TemperatureParams& params, const at::Tensor& z_heads, const at::Tensor& x,
+                             int64_t first, const TemperatureEdit* edit, TemperatureTerms* terms);
+// The same in one pass of temperature_rows.h's arithmetic over [..., H, R]: one kernel on a CUDA
+// device where the torch ops are some fifteen
+// (BlockIn takes it there with SSAVIZ_CUDA_TEMPERATURES=1, until a device has checked it), a loop
+// on the CPU (for tests). Sets `terms` (null: not wanted) to the two terms as BlockIn keeps them.
+// Undefined where it does not apply: float32 inference only, z_heads [B, H, R, D] with unit stride
+// along D, x [B, R, E] contiguous.
+at::Tensor FusedTemperature(const TemperatureForm& form, const TemperatureParams& params, const at::Tensor& z_heads, const at::Tensor& x,
+                            int64_t first, const TemperatureEdit* edit, TemperatureTerms* terms);
 
 // The pieces of the forward pass on a batch, shared by Forward (inference, with capture) and the
 // trainer (autograd). None of them sets a grad mode; callers choose.

@@ -265,6 +265,68 @@ TEST_F(OnDemandMaps, ThePlansTemperatureEditsAreKeptWhileTheWhatIfsAre) {
     EXPECT_TRUE(plan(a, Comparison::Counterfactual, &memo).runs[0].edits[1].keep_position.is_same(first.runs[0].edits[1].keep_position));
 }
 
+// The fused temperatures (FusedTemperature: temperature_rows.h's arithmetic, which a device runs as
+// one kernel) against the torch ops BlockIn runs otherwise, on the CPU: every position and token
+// form, both combinations, parameters shared by the heads or a head's own, with and without a bias,
+// q strided as BlockIn's, the what-ifs (terms kept or dropped, tau scaled), positions from 1 and
+// from an edit's row; the value side without what-ifs. Within 1e-6 (relative above 1): the dot
+// products sum in their own order, and the CPU's torch ops take their exp and tanh from SLEEF.
+TEST(Temperatures, TheFusedArithmeticEqualsTheTorchOps) {
+    c10::InferenceMode guard;
+    using model::Combine, model::PositionForm, model::TokenForm;
+    const int64_t B = 2, H = 3, G = 1, R = 5, D = 4, E = 6;
+    at::manual_seed(17);
+    model::TemperatureEdit edit;  // [B, H, 1]: batch row 0 keeps head 1's token term only, row 1 is scaled on heads 0 and 2
+    edit.keep_position = at::tensor({1, 0, 1, 1, 1, 1}, at::kInt).to(at::kBool).view({B, H, 1});
+    edit.keep_token = at::tensor({1, 1, 0, 1, 1, 1}, at::kInt).to(at::kBool).view({B, H, 1});
+    edit.value_off = at::zeros({B, H, 1}, at::kBool);
+    edit.scale = at::tensor({1.0f, 1.0f, 1.0f, 0.25f, 1.0f, -2.0f}).view({B, H, 1});
+    edit.scaled = edit.scale != 1;
+    edit.any_scaled = true;
+    float worst = 0;
+    int cases = 0;
+    for (const PositionForm position : {PositionForm::None, PositionForm::Sigmoid, PositionForm::ExpExp, PositionForm::Linear})
+        for (const TokenForm token : {TokenForm::None, TokenForm::Shared, TokenForm::Feature})
+            for (const Combine combine : {Combine::Sum, Combine::Product})
+                for (const bool shared : {false, true})
+                    for (const bool bias : {false, true})
+                        for (const int64_t first : {int64_t{0}, int64_t{37}}) {
+                            const model::TemperatureForm form{position, token, combine};
+                            if (!form.Active()) continue;
+                            model::TemperatureParams params;
+                            params.pos = shared ? at::randn({}) : at::randn({H});
+                            const int64_t length = token == TokenForm::Shared ? D : E;
+                            params.tok_w = shared ? at::randn({length}) : at::randn({H, length});
+                            if (bias) params.tok_b = shared ? at::randn({}) : at::randn({H});
+                            const at::Tensor qkv = at::randn({B, R, H + 2 * G, D}) * 2;
+                            const at::Tensor q = qkv.transpose(1, 2).narrow(1, 0, H), x = at::randn({B, R, E});  // as BlockIn's
+                            const std::string what = "position " + std::to_string(static_cast<int>(position)) + ", token " +
+                                                     std::to_string(static_cast<int>(token)) + ", combine " + std::to_string(static_cast<int>(combine)) +
+                                                     (shared ? ", shared" : "") + (bias ? ", a bias" : "") + ", first " + std::to_string(first);
+                            const model::TemperatureEdit* const edits[] = {nullptr, &edit};
+                            for (const model::TemperatureEdit* e : edits) {
+                                model::TemperatureTerms want_terms, got_terms;
+                                const at::Tensor want = model::EditedTemperature(form, params, q, x, first, e, &want_terms);
+                                const at::Tensor got = model::FusedTemperature(form, params, q, x, first, e, &got_terms);
+                                ASSERT_TRUE(got.defined()) << what;
+                                const std::pair<at::Tensor, at::Tensor> pairs[] = {
+                                    {got, want}, {got_terms.position, want_terms.position}, {got_terms.token, want_terms.token}};
+                                for (const auto& [a, b] : pairs) {
+                                    ASSERT_EQ(a.sizes(), b.sizes()) << what;
+                                    const float w = ((a - b).abs() / b.abs().clamp_min(1)).max().item<float>();
+                                    EXPECT_LE(w, 1e-6f) << what << (e ? ", what-ifs" : "");
+                                    worst = std::max(worst, w);
+                                }
+                            }
+                            const at::Tensor tau_v = model::FusedTemperature(form, params, q, x, first, nullptr, nullptr);
+                            const at::Tensor want_v = model::Temperature(form, params, q, x, first);
+                            EXPECT_LE(((tau_v - want_v).abs() / want_v.abs().clamp_min(1)).max().item<float>(), 1e-6f) << what << ", no terms";
+                            ++cases;
+                        }
+    EXPECT_EQ(cases, 11 * 2 * 2 * 2 * 2);
+    std::printf("the fused temperatures against the torch ops: largest difference %.3g over %d forms\n", worst, cases);
+}
+
 // The analysis's blocks of attention rows: the CPU's small, a GPU's 256 MB unless
 // $SSAVIZ_DEVICE_BLOCK_MB is a whole number of MB.
 TEST(AnalysisBlocks, AGpusAreAsTheSettingSaysWhenItReads) {
