@@ -181,7 +181,8 @@ at::Tensor FusedTemperature(const TemperatureForm& form, const TemperatureParams
     }
     at::Tensor scale;
     if (edit) {  // [H, 1] for one batch row, [B, H, 1] for more
-        if (edit->keep_position.numel() != B * H) return at::Tensor();
+        for (const at::Tensor* t : {&edit->keep_position, &edit->keep_token, &edit->scaled})
+            if (t->numel() != B * H || t->scalar_type() != at::kBool || !t->is_contiguous() || t->device() != z_heads.device()) return at::Tensor();
         in.keep_position = static_cast<const uint8_t*>(edit->keep_position.data_ptr());
         in.keep_token = static_cast<const uint8_t*>(edit->keep_token.data_ptr());
         in.edit_b = H;
