@@ -77,7 +77,7 @@ RowPredictions PredictRows(const at::Tensor& logits, const at::Tensor& targets) 
 
 // Rows < keep of the last analysis's `old` (undefined: none), then the new rows in parts, along dimension 0.
 at::Tensor JoinPositions(const at::Tensor& old, int64_t keep, const std::vector<at::Tensor>& parts) {
-    at::Tensor fresh = parts.empty() ? at::Tensor() : at::cat(parts, 0);
+    at::Tensor fresh = parts.empty() ? at::Tensor() : parts.size() == 1 ? parts[0] : at::cat(parts, 0);
     if (!old.defined() || keep == 0) return fresh.defined() ? fresh : at::empty({0}, old.defined() ? old.options() : at::TensorOptions());
     const at::Tensor kept = old.narrow(0, 0, keep);
     return fresh.defined() ? at::cat({kept, fresh}, 0) : kept.contiguous();
