@@ -150,14 +150,14 @@ at::Tensor FusedTemperature(const TemperatureForm& form, const TemperatureParams
     in.combine = static_cast<int>(form.combine);
     static_assert(static_cast<int>(PositionForm::ExpExp) == rows::kExpExp && static_cast<int>(TokenForm::Feature) == rows::kFeature &&
                   static_cast<int>(Combine::Product) == rows::kProduct);
-    // A parameter of one value serves every head (stride 0); of N values, head h's is the h-th.
-    auto per_head = [&](const at::Tensor& t, int64_t row) { return t.numel() == row ? int64_t{0} : row; };
+    // A parameter of one value serves every head (stride 0); of H values, head h's is the h-th.
+    auto head_stride = [](const at::Tensor& t) { return t.numel() == 1 ? int64_t{0} : int64_t{1}; };
     at::Tensor log_i;
     if (form.position != PositionForm::None) {
         if (params.pos.numel() != 1 && params.pos.numel() != H) return at::Tensor();
         log_i = LogPositions(first, R, z_heads.options());
         in.pos = params.pos.data_ptr<float>();
-        in.pos_stride = per_head(params.pos, 1);
+        in.pos_stride = head_stride(params.pos);
         in.log_i = log_i.data_ptr<float>();
     }
     if (form.token != TokenForm::None) {
@@ -176,7 +176,7 @@ at::Tensor FusedTemperature(const TemperatureForm& form, const TemperatureParams
         in.w_stride = w.dim() == 1 ? 0 : in.length;
         if (params.tok_b.defined()) {
             in.bias = params.tok_b.data_ptr<float>();
-            in.bias_stride = per_head(params.tok_b, 1);
+            in.bias_stride = head_stride(params.tok_b);
         }
     }
     at::Tensor scale;
