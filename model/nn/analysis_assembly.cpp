@@ -211,9 +211,10 @@ Analysis AssembleLayers(const AnalysisPlan& plan, const Tokenization& tokens, co
     for (size_t i = 0; i < arrays.size(); ++i) *arrays[i] = rows->Array(i);
 
     a.thumbnails = measures.thumbnails;
-    const std::vector<at::Tensor> qk = ToHostAtOnce({spectrum.opnorm, spectrum.eig_mean, spectrum.eig_var}, at::kFloat);
+    const std::vector<at::Tensor> qk = {spectrum.opnorm, spectrum.eig_mean, spectrum.eig_var};
+    const HostTensors host = ToHostJoined(qk, at::kFloat);
     std::vector<float>* qk_arrays[] = {&a.qk_opnorm, &a.qk_eig_mean, &a.qk_eig_var};
-    for (size_t i = 0; i < qk.size(); ++i) qk_arrays[i]->assign(qk[i].data_ptr<float>(), qk[i].data_ptr<float>() + qk[i].numel());
+    for (size_t i = 0; i < qk.size(); ++i) qk_arrays[i]->assign(host.Of<float>(i), host.Of<float>(i) + qk[i].numel());
     if (tau_q_field != SIZE_MAX && a.qk_opnorm.size() == static_cast<size_t>(a.tau_q.rows()))
         a.effective_qk_norm = rows->Scaled(tau_q_field, a.qk_opnorm);
     return a;

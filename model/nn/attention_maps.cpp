@@ -626,8 +626,8 @@ void ThumbnailBuilder::LayPackedLayers(const float* packed) {
 
 Thumbnails ThumbnailBuilder::Finish() {
     if (!m_held.empty()) {
-        const std::vector<at::Tensor> host = ToHostAtOnce({PackHeldLayers()}, at::kFloat);
-        LayPackedLayers(host[0].data_ptr<float>());
+        const HostTensors host = ToHostJoined({PackHeldLayers()}, at::kFloat);
+        LayPackedLayers(host.Of<float>(0));
         m_held.clear();
     }
     at::parallel_for(0, static_cast<int64_t>(m_new.size()), 1, [&](int64_t begin, int64_t end) {

@@ -267,30 +267,6 @@ std::vector<float> ToHost(const at::Tensor& t) {
     return out;
 }
 
-std::vector<at::Tensor> ToHostAtOnce(const std::vector<at::Tensor>& tensors, at::ScalarType type) {
-    std::vector<at::Tensor> out;
-    if (tensors.empty()) return out;
-    const at::Device device = tensors[0].device();
-    if (device.is_cpu()) {
-        for (const at::Tensor& t : tensors) out.push_back(AsType(t, type).contiguous());
-        return out;
-    }
-    std::vector<at::Tensor> flat;
-    for (const at::Tensor& t : tensors) {
-        TORCH_CHECK(t.device() == device, "ToHostAtOnce: tensors on ", device, " and ", t.device());
-        flat.push_back(AsType(t, type).reshape({-1}));
-    }
-    const at::Tensor joined = flat.size() == 1 ? flat[0] : at::cat(flat);  // reshape keeps a contiguous tensor's memory
-    at::Tensor host = at::empty(joined.sizes(), joined.options().device(at::kCPU).pinned_memory(device.is_cuda()));
-    host.copy_(joined);
-    int64_t at = 0;
-    for (const at::Tensor& t : tensors) {
-        out.push_back(host.narrow(0, at, t.numel()).view(t.sizes()));
-        at += t.numel();
-    }
-    return out;
-}
-
 HostTensors ToHostJoined(const std::vector<at::Tensor>& tensors, at::ScalarType type, bool join) {
     HostTensors out;
     if (tensors.empty()) return out;

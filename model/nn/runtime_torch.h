@@ -46,19 +46,14 @@ DeviceMemoryBytes DeviceMemory(const at::Device& device);
 // A tensor's values as float32 on the host, row-major: where results leave the device.
 std::vector<float> ToHost(const at::Tensor& t);
 
-// Tensors of one device as contiguous host tensors of `type`, each its own shape. A device's
-// cross in one transfer (one wait for the device instead of one a tensor), through pinned memory
-// on CUDA; the CPU's are returned as they are when they already fit.
-std::vector<at::Tensor> ToHostAtOnce(const std::vector<at::Tensor>& tensors, at::ScalarType type);
-
-// The same where only each tensor's values are wanted, not a host tensor of its shape: Of<T>(i)
-// points to tensor i's values as `type`, row-major. A device's are joined there with one op (a cat
-// along the first dimension where they share the rest of their shape, as the assembly's [*, rows]
-// do; else a reshape each first) and copied once, and no view of each is made on the host: an
-// analysis's assembly joins some 260 tensors, and ToHostAtOnce's three ops a tensor (a reshape, then
-// a narrow and a view of the copy) were about 800 of an edit's ops on a GPU, each costing the host
-// microseconds. `join` joins them so on the CPU too (for tests of a device's way); otherwise the
-// CPU's are kept as they are where they fit.
+// Tensors of one device on the host as `type`, crossing from a device in one transfer (one wait
+// for the device instead of one a tensor), through pinned memory on CUDA: Of<T>(i) points to
+// tensor i's values, row-major. A device's are joined there with one op (a cat along the first
+// dimension where they share the rest of their shape, as the assembly's [*, rows] do; else a
+// reshape each first) and copied once, and no view of each is made on the host: an analysis's
+// assembly joins some 260 tensors, and a reshape, a narrow and a view a tensor were about 800 of
+// an edit's ops on a GPU, each costing the host microseconds. `join` joins them so on the CPU too
+// (for tests of a device's way); otherwise the CPU's are kept as they are where they fit.
 class HostTensors {
 public:
     template <class T>
