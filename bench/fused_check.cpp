@@ -5,7 +5,8 @@
 // kernel; on the CPU the SIMD pass (tests/model/nn/test_metrics.cpp checks that one in CI too). And
 // the attention rows' softmax (on CUDA metrics_cuda.cu's masked softmax) against float64, a
 // map's extent (on CUDA its kernel) against the host's, and a head's map in bands against the
-// whole map, its texels coloured there against the host's colour pass.
+// whole map, its texels coloured there against the host's colour pass. And the softmax and the row
+// measures in one pass against the two passes.
 // Prints each quantity's largest difference; exits 1 when one exceeds its tolerance.
 //   usage: ssaviz_fused_check [--device cpu|cuda]
 #include <algorithm>
@@ -98,6 +99,39 @@ void CheckSoftmax(const at::Device& device, int64_t T, int64_t first, int64_t wi
     const at::Tensor want = at::softmax(scores.masked_fill(visible.logical_not(), -INFINITY), -1);
     Check(got, want, "attention rows T " + std::to_string(T) + " from " + std::to_string(first) + (window ? " window " + std::to_string(window) : ""),
           false, 1e-5);
+}
+
+// The softmax and the row measures in one pass (SoftmaxAndCompareStacked: on CUDA metrics_cuda.cu's
+// SoftmaxAndCompareRows, which main turns on) against the two it joins on the same device,
+// MaskedSoftmax and CompareMapsStacked: the same bits, in the rows it writes and in every measure.
+// `maps` score maps as the layer pass has them (the batch rows of one tensor), rows first..T-1,
+// some keys -inf inside the mask. On the CPU there is no such pass.
+void CheckSoftmaxMeasures(const at::Device& device, int maps, int64_t T, int64_t first, int64_t window, double scale, uint64_t seed) {
+    const int64_t H = 3, R = T - first;
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    at::Tensor scores = at::normal(0.0, scale, {maps, H, R, T}, gen);
+    if (T > 8) scores.select(2, R - 1).narrow(-1, 0, T - 1).slice(-1, 0, T - 1, 7).fill_(-INFINITY);  // the last row's every 7th key
+    const at::Tensor once = scores.to(device), twice = scores.to(device);
+    std::vector<at::Tensor> fused, softmaxed;
+    for (int m = 0; m < maps; ++m) {
+        fused.push_back(once[m]);
+        softmaxed.push_back(model::MaskedSoftmax(twice[m], first, window));
+    }
+    const std::string what = std::to_string(maps) + " maps T " + std::to_string(T) + " from " + std::to_string(first) +
+                             (window ? " window " + std::to_string(window) : "");
+    const at::Tensor got = model::SoftmaxAndCompareStacked(fused, first, window);
+    if (!got.defined()) {
+        const bool ok = !device.is_cuda();
+        if (!ok) ++g_failures;
+        std::printf("  %-44s %s\n", what.c_str(), ok ? "no such pass here" : "not taken: FAIL");
+        return;
+    }
+    const at::Tensor want = model::CompareMapsStacked(softmaxed[0], softmaxed[1], maps == 3 ? softmaxed[2] : at::Tensor(), first);
+    auto bits = [](const at::Tensor& t) { return t.to(at::kCPU).contiguous().view(at::kInt); };
+    const bool rows_same = at::equal(bits(once), bits(at::stack(softmaxed))), measures_same = got.sizes() == want.sizes() && at::equal(bits(got), bits(want));
+    if (!rows_same || !measures_same) ++g_failures;
+    std::printf("  %-44s rows %s, measures %s%s\n", what.c_str(), rows_same ? "the same bits" : "DIFFER", measures_same ? "the same bits" : "DIFFER",
+                rows_same && measures_same ? "" : "  FAIL");
 }
 
 // A map's extent (the colour scales'; on CUDA metrics_cuda.cu's kernel, elsewhere torch ops)
@@ -260,6 +294,7 @@ void CheckToHost(const at::Device& device, int64_t n, uint64_t seed) {
 int main(int argc, char** argv) {
     // The attention rows' CUDA softmax is on unless SSAVIZ_CUDA_SOFTMAX=0 (forward.cpp): this checks it even then.
     setenv("SSAVIZ_CUDA_SOFTMAX", "1", 1);
+    setenv("SSAVIZ_CUDA_SOFTMAX_MEASURES", "1", 1);  // off by default until checked: this checks it
     std::string device_name = "cpu";
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) device_name = argv[++i];
@@ -312,6 +347,12 @@ int main(int argc, char** argv) {
     for (const int64_t T : {int64_t{1}, int64_t{5}, int64_t{300}, int64_t{1000}, int64_t{2077}})
         for (const int64_t first : {int64_t{0}, T / 2})
             for (const int64_t window : {int64_t{0}, int64_t{64}}) CheckSoftmax(device, T, first, window, T == 300 ? 8.0 : 1.0, 7 + T + first);
+    std::printf("the softmax and the row measures in one pass, %s\n", device.str().c_str());
+    for (const int maps : {2, 3})
+        for (const int64_t T : {int64_t{1}, int64_t{5}, int64_t{300}, int64_t{1000}, int64_t{2077}})
+            for (const int64_t first : {int64_t{0}, T / 2})
+                for (const int64_t window : {int64_t{0}, int64_t{64}})
+                    CheckSoftmaxMeasures(device, maps, T, first, window, T == 300 ? 8.0 : 1.0, 17 + maps + T + first + window);
     std::printf("map extent, %s\n", device.str().c_str());
     for (const int64_t T : {int64_t{1}, int64_t{5}, int64_t{300}, int64_t{2077}}) CheckExtent(device, T, 3 + T);
     std::printf("maps in bands, %s\n", device.str().c_str());

@@ -8,7 +8,9 @@
 #   1. exactness: every family's export on CUDA against the same export on the CPU (float32, and
 #      the CUDA bf16 forward against the CUDA float32 one), a twin comparison and a base too; the
 #      same with the fused temperatures (SSAVIZ_CUDA_TEMPERATURES=1; what-ifs too), and an edit at
-#      the end of 8,192 tokens with them and without (host ops, time);
+#      the end of 8,192 tokens with them and without (host ops, time); the same with the softmax and
+#      the row measures in one kernel (SSAVIZ_CUDA_SOFTMAX_MEASURES=1; a twin, a base, blocks), and
+#      full analyses and an edit in the middle with it and without (time);
 #   2. GPT-2 small's shape (12 x 12, width 768, context 8,192): full analysis, edits at the end,
 #      middle and start, head map and bake, beside PyTorch CUDA doing the same work;
 #   3. TinyLlama-1.1B's shape (BF16 weights): full analyses at 1,024 and 8,192 tokens, PyTorch CUDA
@@ -124,6 +126,13 @@ SSAVIZ_LAYER_PRODUCTS=blocks SSAVIZ_DEVICE_BLOCK_MB=1 exact gpt2 "$dev" block-pr
 for name in english gpt2 pythia llama mistral llama3; do SSAVIZ_CUDA_TEMPERATURES=1 exact "$name" "$dev" temperatures --lens; done
 exact gpt2 cpu what-ifs --ablate "0:1,1:0=tok,1:*=x0.5"
 SSAVIZ_CUDA_TEMPERATURES=1 exact gpt2 "$dev" temperatures-what-ifs --ablate "0:1,1:0=tok,1:*=x0.5"
+# The softmax and the row measures in one kernel (metrics_cuda.cu's SoftmaxAndCompareRows, off
+# unless SSAVIZ_CUDA_SOFTMAX_MEASURES=1 until checked here): every family, a twin, a base (three maps),
+# and 1 MB blocks (several a layer, rows from a later first row).
+for name in english gpt2 pythia llama mistral llama3; do SSAVIZ_CUDA_SOFTMAX_MEASURES=1 exact "$name" "$dev" softmax-measures --lens; done
+SSAVIZ_CUDA_SOFTMAX_MEASURES=1 exact gpt2 "$dev" softmax-measures-twin --compare "$work/twin"
+SSAVIZ_CUDA_SOFTMAX_MEASURES=1 exact gpt2 "$dev" softmax-measures-base --base "$work/twin" --lens
+SSAVIZ_CUDA_SOFTMAX_MEASURES=1 SSAVIZ_DEVICE_BLOCK_MB=1 exact llama "$dev" softmax-measures-blocks --lens
 "$py" "$here/bench/compare_exports.py" "$work" "$dev" | tee "$out/exactness.txt"
 if [ "$dev" = cuda ]; then  # an edit at the end of 8,192 tokens with the fused temperatures and without (host ops and time)
   [ -f "$small/model.safetensors" ] || "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" \
@@ -132,6 +141,13 @@ if [ "$dev" = cuda ]; then  # an edit at the end of 8,192 tokens with the fused 
     echo "SSAVIZ_CUDA_TEMPERATURES=$on, an edit at the end of 8,192 tokens:" | tee -a "$out/stages.txt"
     SSAVIZ_CUDA_TEMPERATURES=$on SSAVIZ_BENCH_OPS=1 timeout 60 "$build/ssaviz_bench" --model "$small" --device "$dev" --only end \
       --tokens 8192 --repeats 5 --no-maps 2>&1 | grep -E "^median|^host ops dispatched \(the analysis|ssaviz::layer_pass" | tee -a "$out/stages.txt"
+  done
+  for what in full:8192 middle:8192 full:1024; do  # the softmax and the row measures in one kernel, and without
+    for on in 0 1; do
+      echo "SSAVIZ_CUDA_SOFTMAX_MEASURES=$on --only ${what%%:*} --tokens ${what##*:}:" | tee -a "$out/stages.txt"
+      SSAVIZ_CUDA_SOFTMAX_MEASURES=$on timeout 60 "$build/ssaviz_bench" --model "$small" --device "$dev" --only "${what%%:*}" \
+        --tokens "${what##*:}" --repeats 3 --no-maps 2>&1 | grep -E "^median" | tee -a "$out/stages.txt"
+    done
   done
 fi
 fi

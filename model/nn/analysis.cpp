@@ -418,7 +418,7 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         for (int64_t a = plan.first_block_row; a < plan.T; a += plan.block) {
             const int64_t b = std::min(plan.T, a + plan.block);
             Stopwatch watch;
-            PerSide<at::Tensor> rows;
+            BlockRows rows;
             {
                 RECORD_USER_SCOPE("ssaviz::layer_pass");  // scopes for a profiler (ssaviz_bench's SSAVIZ_BENCH_TRACE)
                 rows = pass.RunBlock(a, b);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "model/nn/linear.h"
+#include "model/nn/metrics.h"
 #include "model/nn/runtime_torch.h"
 
 namespace model {
@@ -134,10 +135,35 @@ void LayerPass::Attend(size_t r, int64_t from, int64_t b, BlockCapture* capture)
     m_y[r].push_back(GroupedMatmul(capture->attention, Narrow(m_values[r], 2, 0, b)));
 }
 
-PerSide<at::Tensor> LayerPass::RunBlock(int64_t a, int64_t b) {
+bool LayerPass::AttendAll(int64_t from, int64_t b, BlockRows* out) {
+    const int64_t p = m_plan.p;
+    const int window = Window(Side::Ssa);
+    for (Side s : m_plan.sides) {
+        const SideSource& source = m_plan.source[s];
+        if (source.layer_local || !m_scaled_q[source.run].defined() || Window(s) != window) return false;
+    }
+    std::vector<at::Tensor> scores;
+    for (size_t r = 0; r < m_plan.runs.size(); ++r)  // [B, H, b - from, b]
+        scores.push_back(GroupedMatmul(Narrow(m_scaled_q[r], 2, from - p, b - from), Narrow(m_keys[r], 2, 0, b).transpose(-1, -2)));
+    auto side_rows = [&](Side s) { return scores[m_plan.source[s].run][m_plan.source[s].row]; };
+    std::vector<at::Tensor> maps;  // CompareMapsStacked's order
+    for (Side s : {Side::Ssa, Side::Compare, Side::Base})
+        if (s != Side::Base || m_plan.pairs > 1) maps.push_back(side_rows(s));
+    out->measures = SoftmaxAndCompareStacked(maps, from, window);
+    if (!out->measures.defined())
+        for (at::Tensor& s : scores) s = MaskedSoftmax(s, from, window);
+    for (size_t r = 0; r < m_plan.runs.size(); ++r) m_y[r].push_back(GroupedMatmul(scores[r], Narrow(m_values[r], 2, 0, b)));
+    for (Side s : m_plan.sides) out->rows[s] = AsType(side_rows(s), at::kFloat);
+    return true;
+}
+
+BlockRows LayerPass::RunBlock(int64_t a, int64_t b) {
     const int64_t p = m_plan.p, from = std::max(a, p);  // rows [from, b) are new
-    PerSide<at::Tensor> rows, q, scores;
-    if (from >= b) return rows;
+    BlockRows out;
+    if (from >= b) return out;
+    if (!m_in.empty() && AttendAll(from, b, &out)) return out;
+    PerSide<at::Tensor>& rows = out.rows;
+    PerSide<at::Tensor> q, scores;
     for (size_t r = 0; r < m_plan.runs.size(); ++r) {
         const Run& run = m_plan.runs[r];
         BlockCapture capture;
@@ -165,7 +191,7 @@ PerSide<at::Tensor> LayerPass::RunBlock(int64_t a, int64_t b) {
             rows[s] = AsType(scores[Side::Ssa].defined() ? MaskedSoftmax(scores[Side::Ssa], from, Window(s))
                                                           : AttentionRows(q[Side::Ssa], Keys(s).narrow(1, 0, b), at::Tensor(), from, Window(s)),
                              at::kFloat);
-    return rows;
+    return out;
 }
 
 at::Tensor LayerPass::KeptAttention(Side s, int64_t a, int64_t kept, int64_t b) const {

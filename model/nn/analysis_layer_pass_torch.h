@@ -36,6 +36,15 @@ struct LayerRows {
     }
 };
 
+// A block of attention rows (LayerPass::RunBlock): each side's rows max(a, p)..b-1 over keys
+// [0, b), [H, b - max(a, p), b] float32, undefined when every row of the block is kept; and where
+// the device measured them as it wrote them (SoftmaxAndCompareStacked), their CompareMapsStacked
+// tensor, else undefined.
+struct BlockRows {
+    PerSide<at::Tensor> rows;
+    at::Tensor measures;
+};
+
 // One analysis's pass, made for its plan; its layers are run in order, each BeginLayer, the
 // RunLayerIn, the plan's blocks from first_block_row (RunBlock), RunLayerOut, EndLayer.
 class LayerPass {
@@ -49,10 +58,9 @@ public:
     // blocks' attention outputs. Without, nothing: each block runs the whole Block.
     void RunLayerIn();
     void RunLayerOut();
-    // Rows [a, b) of the layer: rows [max(a, p), b) run forward in every run. Returns each side's
-    // attention rows of those over keys [0, b), [H, b - max(a, p), b] float32; undefined when
-    // every row of the block is kept.
-    PerSide<at::Tensor> RunBlock(int64_t a, int64_t b);
+    // Rows [a, b) of the layer: rows [max(a, p), b) run forward in every run, their attention rows
+    // returned.
+    BlockRows RunBlock(int64_t a, int64_t b);
     // Side s's attention rows [a, kept) over keys [0, b) (rows below p, after RunBlock(a, b)),
     // rebuilt from the last analysis's queries and temperatures: [H, kept - a, b] float32.
     at::Tensor KeptAttention(Side s, int64_t a, int64_t kept, int64_t b) const;
@@ -71,6 +79,11 @@ private:
     // whole_layer_products: run r's attention rows [from, b) from RunLayerIn's q and temperatures
     // (capture's attention, q and scores), their output kept for RunLayerOut.
     void Attend(size_t r, int64_t from, int64_t b, BlockCapture* capture);
+    // The same for every run at once where every side is a run's batch row with its temperatures
+    // in its queries (ScaledQueries) and one mask: every run's scores, then every side's softmax
+    // (and on a device its measures: SoftmaxAndCompareStacked), then each run's outputs. False,
+    // with nothing done, elsewhere.
+    bool AttendAll(int64_t from, int64_t b, BlockRows* out);
 
     const AnalysisPlan& m_plan;
     const std::vector<LayerRows>& m_old;

@@ -24,11 +24,13 @@ void RowMeasures::LetGoOfLayer() {
     m_tail[0] = m_tail[1] = {};
 }
 
-void RowMeasures::AddBlock(int64_t a, int64_t b, const PerSide<at::Tensor>& rows, const LayerPass& pass) {
+void RowMeasures::AddBlock(int64_t a, int64_t b, const BlockRows& block, const LayerPass& pass) {
     const int64_t from = std::max(a, m_plan.p);  // rows [from, b) are new
+    const PerSide<at::Tensor>& rows = block.rows;
     const at::Tensor &ssa = rows[Side::Ssa], &compare = rows[Side::Compare];
     if (from < b)  // CompareMapsStacked's pairs are SidePair's, in its order
-        m_measures.push_back(CompareMapsStacked(ssa, compare, m_plan.pairs > 1 ? rows[Side::Base] : at::Tensor(), from));
+        m_measures.push_back(block.measures.defined() ? block.measures
+                                                      : CompareMapsStacked(ssa, compare, m_plan.pairs > 1 ? rows[Side::Base] : at::Tensor(), from));
     // Thumbnails of SSA against its comparison, and with a base against the base too (its map
     // and SSA - base; the second pooling's SSA maxima are the first's again, dropped).
     const Pooled pooled = PoolPair(a, b, Side::Compare, ssa, compare, pass, &m_tail[0]);

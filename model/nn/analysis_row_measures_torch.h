@@ -48,9 +48,9 @@ public:
     // `old`: the last analysis's, whose rows below p this one keeps.
     RowMeasures(const AnalysisPlan& plan, const MeasuredRows& old, int layers, int heads);
     void BeginLayer(int l);
-    // Block [a, b): `rows`, each side's attention rows max(a, p)..b-1 as LayerPass::RunBlock gave
-    // them; `pass` rebuilds the kept rows a < p of the block when the last analysis's tail lacks them.
-    void AddBlock(int64_t a, int64_t b, const PerSide<at::Tensor>& rows, const LayerPass& pass);
+    // Block [a, b) as LayerPass::RunBlock gave it (measured here unless the device measured it);
+    // `pass` rebuilds the kept rows a < p of the block when the last analysis's tail lacks them.
+    void AddBlock(int64_t a, int64_t b, const BlockRows& block, const LayerPass& pass);
     const LayerMeasures& EndLayer();
     MeasuredRows Finish();
 

@@ -5,8 +5,10 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include <ATen/Parallel.h>
 #include <c10/util/accumulate.h>
@@ -279,6 +281,26 @@ at::Tensor CompareFused(const at::Tensor* const (&in)[N], int64_t first) {
 }
 
 #ifdef SSAVIZ_CUDA_KERNELS
+// Where metrics_cuda.cu's kernels write a CompareMapsStacked tensor's fields.
+template <int N>
+struct CudaOutputs {
+    cuda::RowOutputs out[N];
+    float *js[kPairs<N>], *l1[kPairs<N>];
+};
+template <int N>
+CudaOutputs<N> OutputsOf(const Stacked& stacked) {
+    CudaOutputs<N> o;
+    for (int m = 0; m < N; ++m) {
+        const RowPointers p = MetricPointers(stacked.Field(0), m, stacked.rows);
+        o.out[m] = {p.entropy, p.normalized_entropy, p.spikiness, p.max_weight, p.top5_mass, p.effective_support, p.sink_mass};
+    }
+    for (int k = 0; k < kPairs<N>; ++k) {
+        o.js[k] = stacked.Field(RowMeasureJs(N, k));
+        o.l1[k] = stacked.Field(RowMeasureL1(N, k));
+    }
+    return o;
+}
+
 // The same on a CUDA device: metrics_cuda.cu's kernel, one thread block a row.
 template <int N>
 at::Tensor CompareFusedCuda(const at::Tensor* const (&in)[N], int64_t first) {
@@ -290,21 +312,37 @@ at::Tensor CompareFusedCuda(const at::Tensor* const (&in)[N], int64_t first) {
     }
     const int64_t T = maps[0].size(-1), R = maps[0].size(-2);
     const Stacked stacked = AllocateStacked(N, maps[0]);
-    cuda::RowOutputs out[N];
-    float *js[kPairs<N>], *l1[kPairs<N>];
-    for (int m = 0; m < N; ++m) {
-        const RowPointers o = MetricPointers(stacked.Field(0), m, stacked.rows);
-        out[m] = {o.entropy, o.normalized_entropy, o.spikiness, o.max_weight, o.top5_mass, o.effective_support, o.sink_mass};
-    }
-    for (int k = 0; k < kPairs<N>; ++k) {
-        js[k] = stacked.Field(RowMeasureJs(N, k));
-        l1[k] = stacked.Field(RowMeasureL1(N, k));
-    }
+    const CudaOutputs<N> o = OutputsOf<N>(stacked);
     const int64_t rows = R > 0 && T > 0 ? maps[0].numel() / T : 0;
     const c10::DeviceGuard on_its_device(maps[0].device());  // the kernel runs on the current device
-    const char* error = cuda::CompareRows(N, pointers, rows, R, T, first, out, js, l1);
+    const char* error = cuda::CompareRows(N, pointers, rows, R, T, first, o.out, o.js, o.l1);
     TORCH_CHECK(error == nullptr, "the row statistics kernel failed: ", error);
     return stacked.all;
+}
+
+// SoftmaxAndCompareStacked's pass (maps it takes): metrics_cuda.cu's SoftmaxAndCompareRows.
+template <int N>
+at::Tensor SoftmaxCompareCuda(const std::vector<at::Tensor>& scores, int64_t first, int64_t window) {
+    float* pointers[N];
+    for (int m = 0; m < N; ++m) pointers[m] = scores[m].data_ptr<float>();
+    const int64_t T = scores[0].size(-1), R = scores[0].size(-2);
+    const Stacked stacked = AllocateStacked(N, scores[0]);
+    const CudaOutputs<N> o = OutputsOf<N>(stacked);
+    const c10::DeviceGuard on_its_device(scores[0].device());
+    const char* error = cuda::SoftmaxAndCompareRows(N, pointers, scores[0].numel() / T, R, T, first, window, o.out, o.js, o.l1);
+    TORCH_CHECK(error == nullptr, "the softmax and row statistics kernel failed: ", error);
+    return stacked.all;
+}
+
+// SoftmaxAndCompareStacked's pass, with SSAVIZ_CUDA_SOFTMAX_MEASURES=1 (off by default until
+// bench/gpu.sh has checked it on a device) unless SSAVIZ_CUDA_SOFTMAX=0 turns the softmax kernel off.
+bool CudaSoftmaxMeasures() {
+    static const bool on = [] {
+        const char* v = std::getenv("SSAVIZ_CUDA_SOFTMAX_MEASURES");
+        const char* softmax = std::getenv("SSAVIZ_CUDA_SOFTMAX");
+        return v && std::strcmp(v, "1") == 0 && !(softmax && std::strcmp(softmax, "0") == 0);
+    }();
+    return on;
 }
 #endif
 
@@ -374,6 +412,26 @@ MapComparison CompareMaps(const at::Tensor& p, const at::Tensor& q, int64_t firs
     if (!CheckMaps("CompareMaps", p, q, first)) return CompareMapsGeneric(p, q, first);
     const at::Tensor f = FusedPass<2>({&p, &q}, first);
     return {MetricsOf(f, 0), MetricsOf(f, 1), f[RowMeasureJs(2, 0)], f[RowMeasureL1(2, 0)]};
+}
+
+at::Tensor SoftmaxAndCompareStacked(const std::vector<at::Tensor>& scores, int64_t first, int64_t window) {
+#ifdef SSAVIZ_CUDA_KERNELS
+    c10::InferenceMode guard;
+    const size_t n = scores.size();
+    if ((n != 2 && n != 3) || !CudaSoftmaxMeasures()) return {};
+    const at::Tensor& s0 = scores[0];
+    for (const at::Tensor& s : scores)
+        if (!s.is_cuda() || s.scalar_type() != at::kFloat || !s.is_contiguous() || s.device() != s0.device() || s.sizes() != s0.sizes())
+            return {};
+    if (s0.dim() < 2 || s0.numel() == 0 || s0.size(-1) < first + s0.size(-2)) return {};
+    for (size_t m = 1; m < n; ++m)  // each softmaxed once
+        for (size_t k = 0; k < m; ++k)
+            if (scores[m].data_ptr() == scores[k].data_ptr()) return {};
+    return n == 2 ? SoftmaxCompareCuda<2>(scores, first, window) : SoftmaxCompareCuda<3>(scores, first, window);
+#else
+    (void)scores, (void)first, (void)window;
+    return {};
+#endif
 }
 
 MapComparison CompareMapsGeneric(const at::Tensor& p, const at::Tensor& q, int64_t first) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <iterator>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -80,6 +81,16 @@ constexpr int RowMeasureMetric(int map, int field) { return map * kRowMetricCoun
 constexpr int RowMeasureJs(int maps, int pair) { return maps * kRowMetricCount + pair; }
 constexpr int RowMeasureL1(int maps, int pair) { return maps * kRowMetricCount + MapPairs(maps) + pair; }
 at::Tensor CompareMapsStacked(const at::Tensor& p, const at::Tensor& q, const at::Tensor& r, int64_t first = 0);
+
+// Issue 37: the attention rows' softmax (forward.h's MaskedSoftmax) and CompareMapsStacked in one
+// pass on a CUDA device. `scores`: the sides' score maps in CompareMapsStacked's order (2 or 3),
+// [..., R, T] of one shape, contiguous float32 on one CUDA device, with one mask (`first` as above,
+// `window` as MaskedSoftmax's). Each is softmaxed in place as MaskedSoftmax writes it, and their
+// CompareMapsStacked tensor is returned, both bit for bit, without reading the maps again. Undefined,
+// with nothing written, where there is no such pass: on the CPU, for other maps, in a build without
+// the kernels, and unless SSAVIZ_CUDA_SOFTMAX_MEASURES=1 (off until a device has checked it;
+// SSAVIZ_CUDA_SOFTMAX=0 turns it off too).
+at::Tensor SoftmaxAndCompareStacked(const std::vector<at::Tensor>& scores, int64_t first, int64_t window);
 
 // Mean over rows 1..T-1 (skipping the single-key row): [..., T] -> [...]; NaN when T == 1.
 at::Tensor RowMean(const at::Tensor& rows);

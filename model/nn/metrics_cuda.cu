@@ -21,12 +21,18 @@ constexpr int kPairs = N * (N - 1) / 2;
 __host__ __device__ constexpr int PairFirst(int k) { return k < 2 ? 0 : 1; }
 __host__ __device__ constexpr int PairSecond(int k) { return k == 0 ? 1 : 2; }
 
+// Where a row's figures go: each map's row metrics, each pair's JS and L1 (metrics_cuda.h).
 template <int N>
-struct Args {
-    const float* maps[N];
+struct Outputs {
     RowOutputs out[N];
     float* js[kPairs<N>];
     float* l1[kPairs<N>];
+};
+
+template <int N>
+struct Args {
+    const float* maps[N];
+    Outputs<N> o;
 };
 
 // -x ln x with 0 ln 0 = 0; subnormal weights count as FLT_MIN (they add under 1e-36), as on the CPU.
@@ -50,18 +56,96 @@ __device__ __forceinline__ double WarpSum(double v) {
     return v;
 }
 
+// A thread's share of a row's sums: each map's entropy and square, each pair's H(m) and L1; and
+// each map's five largest weights. They start at 0, so a key of weight 0 changes none of them.
+template <int N>
+struct RowSums {
+    static constexpr int P = kPairs<N>, Q = 2 * N + 2 * P;
+    double sum[Q] = {};
+    float best[N][kTop] = {};
+};
+
+// One key's weights in each map, added to a thread's sums.
+template <int N>
+__device__ __forceinline__ void AddKey(RowSums<N>& s, const float (&v)[N]) {
+    constexpr int P = kPairs<N>;
+#pragma unroll
+    for (int m = 0; m < N; ++m) {
+        s.sum[m] += NegXLogX(v[m]);
+        s.sum[N + m] += v[m] * v[m];
+        Insert(s.best[m], v[m]);
+    }
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+        const float p = v[PairFirst(k)], q = v[PairSecond(k)];
+        s.sum[2 * N + k] += NegXLogX(0.5f * (p + q));
+        s.sum[2 * N + P + k] += fabsf(p - q);
+    }
+}
+
+// What a thread block shares to merge its threads' sums.
+template <int N>
+struct RowShared {
+    float tops[kThreads][N][kTop];
+    double partial[kWarps][RowSums<N>::Q];
+};
+
+// The block's threads' sums of row `row` (query `keys` - 1, maps `x`) merged and written: every
+// thread of the block calls it, and the shared memory is free again when it returns.
+template <int N>
+__device__ __forceinline__ void FinishRow(RowSums<N>& s, RowShared<N>& shared, const Outputs<N>& o, const float* const* x, int64_t row,
+                                          int64_t keys) {
+    constexpr int P = RowSums<N>::P, Q = RowSums<N>::Q;
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    // The sums: within each warp, then the warps' by thread 0.
+    for (int k = 0; k < Q; ++k) {
+        const double sum = WarpSum(s.sum[k]);
+        if (lane == 0) shared.partial[warp][k] = sum;
+    }
+    // The five largest: each thread's lists, merged pairwise down to thread 0's.
+    for (int m = 0; m < N; ++m)
+        for (int k = 0; k < kTop; ++k) shared.tops[tid][m][k] = s.best[m][k];
+    __syncthreads();
+    for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+        if (tid < stride)
+            for (int m = 0; m < N; ++m)
+                for (int k = 0; k < kTop; ++k) Insert(shared.tops[tid][m], shared.tops[tid + stride][m][k]);
+        __syncthreads();
+    }
+    if (tid == 0) {
+        double total[Q] = {};
+        for (int w = 0; w < kWarps; ++w)
+            for (int k = 0; k < Q; ++k) total[k] += shared.partial[w][k];
+        for (int m = 0; m < N; ++m) {
+            const RowOutputs& out = o.out[m];
+            const double entropy = total[m], square = total[N + m];
+            const float* top = shared.tops[0][m];
+            out.entropy[row] = static_cast<float>(entropy);
+            out.normalized_entropy[row] = keys > 1 ? static_cast<float>(entropy / log(static_cast<double>(keys))) : 0.0f;
+            out.spikiness[row] = static_cast<float>(1.0 / (static_cast<double>(keys) * square));
+            out.max_weight[row] = top[0];
+            out.top5_mass[row] = static_cast<float>(static_cast<double>(top[0]) + top[1] + top[2] + top[3] + top[4]);
+            out.effective_support[row] = static_cast<float>(exp(entropy));
+            out.sink_mass[row] = x[m][0];
+        }
+        // 0.5 KL(p||m) + 0.5 KL(q||m) = H(m) - (H(p) + H(q)) / 2; rounding can dip below 0 for equal rows.
+        for (int k = 0; k < P; ++k) {
+            o.js[k][row] = static_cast<float>(fmax(0.0, total[2 * N + k] - 0.5 * (total[PairFirst(k)] + total[PairSecond(k)])));
+            o.l1[k][row] = static_cast<float>(total[2 * N + P + k]);
+        }
+    }
+    __syncthreads();  // `tops` and `partial` are the next row's
+}
+
 template <int N>
 __global__ void __launch_bounds__(kThreads) CompareRowsKernel(Args<N> a, int64_t rows, int64_t R, int64_t T, int64_t first) {
-    constexpr int P = kPairs<N>, Q = 2 * N + 2 * P;  // the sums: each map's entropy and square, each pair's H(m) and L1
-    __shared__ float tops[kThreads][N][kTop];
-    __shared__ double partial[kWarps][Q];
-    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    __shared__ RowShared<N> shared;
+    const int tid = threadIdx.x;
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         const int64_t keys = first + row % R + 1;
         const float* x[N];
         for (int m = 0; m < N; ++m) x[m] = a.maps[m] + row * T;
-        double sum[Q] = {};
-        float best[N][kTop] = {};
+        RowSums<N> s;
         // kUnroll keys a thread are loaded before any is used, so enough reads are in flight to
         // keep the memory busy. A key past the row reads as 0, which adds exactly 0 to every sum
         // and is never among the five largest (they start at 0): each thread's sums are as if it
@@ -74,59 +158,9 @@ __global__ void __launch_bounds__(kThreads) CompareRowsKernel(Args<N> a, int64_t
                 for (int m = 0; m < N; ++m) v[u][m] = j < keys ? x[m][j] : 0.0f;
             }
 #pragma unroll
-            for (int u = 0; u < kUnroll; ++u) {
-#pragma unroll
-                for (int m = 0; m < N; ++m) {
-                    sum[m] += NegXLogX(v[u][m]);
-                    sum[N + m] += v[u][m] * v[u][m];
-                    Insert(best[m], v[u][m]);
-                }
-#pragma unroll
-                for (int k = 0; k < P; ++k) {
-                    const float p = v[u][PairFirst(k)], q = v[u][PairSecond(k)];
-                    sum[2 * N + k] += NegXLogX(0.5f * (p + q));
-                    sum[2 * N + P + k] += fabsf(p - q);
-                }
-            }
+            for (int u = 0; u < kUnroll; ++u) AddKey(s, v[u]);
         }
-        // The sums: within each warp, then the warps' by thread 0.
-        for (int k = 0; k < Q; ++k) {
-            const double s = WarpSum(sum[k]);
-            if (lane == 0) partial[warp][k] = s;
-        }
-        // The five largest: each thread's lists, merged pairwise down to thread 0's.
-        for (int m = 0; m < N; ++m)
-            for (int k = 0; k < kTop; ++k) tops[tid][m][k] = best[m][k];
-        __syncthreads();
-        for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-            if (tid < stride)
-                for (int m = 0; m < N; ++m)
-                    for (int k = 0; k < kTop; ++k) Insert(tops[tid][m], tops[tid + stride][m][k]);
-            __syncthreads();
-        }
-        if (tid == 0) {
-            double total[Q] = {};
-            for (int w = 0; w < kWarps; ++w)
-                for (int k = 0; k < Q; ++k) total[k] += partial[w][k];
-            for (int m = 0; m < N; ++m) {
-                const RowOutputs& o = a.out[m];
-                const double entropy = total[m], square = total[N + m];
-                const float* top = tops[0][m];
-                o.entropy[row] = static_cast<float>(entropy);
-                o.normalized_entropy[row] = keys > 1 ? static_cast<float>(entropy / log(static_cast<double>(keys))) : 0.0f;
-                o.spikiness[row] = static_cast<float>(1.0 / (static_cast<double>(keys) * square));
-                o.max_weight[row] = top[0];
-                o.top5_mass[row] = static_cast<float>(static_cast<double>(top[0]) + top[1] + top[2] + top[3] + top[4]);
-                o.effective_support[row] = static_cast<float>(exp(entropy));
-                o.sink_mass[row] = x[m][0];
-            }
-            // 0.5 KL(p||m) + 0.5 KL(q||m) = H(m) - (H(p) + H(q)) / 2; rounding can dip below 0 for equal rows.
-            for (int k = 0; k < P; ++k) {
-                a.js[k][row] = static_cast<float>(fmax(0.0, total[2 * N + k] - 0.5 * (total[PairFirst(k)] + total[PairSecond(k)])));
-                a.l1[k][row] = static_cast<float>(total[2 * N + P + k]);
-            }
-        }
-        __syncthreads();  // `tops` and `partial` are the next row's
+        FinishRow(s, shared, a.o, x, row, keys);
     }
 }
 
@@ -134,8 +168,8 @@ template <int N>
 const char* Launch(const float* const* in, int64_t rows, int64_t R, int64_t T, int64_t first, const RowOutputs* out, float* const* js,
                    float* const* l1) {
     Args<N> a;
-    for (int m = 0; m < N; ++m) a.maps[m] = in[m], a.out[m] = out[m];
-    for (int k = 0; k < kPairs<N>; ++k) a.js[k] = js[k], a.l1[k] = l1[k];
+    for (int m = 0; m < N; ++m) a.maps[m] = in[m], a.o.out[m] = out[m];
+    for (int k = 0; k < kPairs<N>; ++k) a.o.js[k] = js[k], a.o.l1[k] = l1[k];
     const unsigned blocks = static_cast<unsigned>(rows < (int64_t{1} << 30) ? rows : (int64_t{1} << 30));
     CompareRowsKernel<N><<<blocks, kThreads>>>(a, rows, R, T, first);
     const cudaError_t e = cudaGetLastError();
@@ -232,14 +266,14 @@ __host__ __device__ __forceinline__ Running Merge(Running a, Running b) {
     return a;
 }
 
-__global__ void __launch_bounds__(kThreads) MaskedSoftmaxKernel(float* scores, int64_t rows, int64_t R, int64_t T, int64_t first,
-                                                                int64_t window) {
-    __shared__ Running partial[kWarps];
-    __shared__ Running whole;
+// Each of N rows' maximum and sum over its visible keys lo..hi - 1 (row `x[m]` of map m), merged
+// over the block into `whole[m]`. Every thread of the block calls it; `whole` holds until the
+// block's next __syncthreads.
+template <int N>
+__device__ __forceinline__ void RowMaxSums(float* const* x, int64_t lo, int64_t hi, Running (&partial)[N][kWarps], Running (&whole)[N]) {
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-        float* x = scores + row * T;
-        const int64_t i = first + row % R, lo = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0, hi = i + 1;
+#pragma unroll
+    for (int m = 0; m < N; ++m) {
         // kUnroll keys a thread loaded before any is used (one load in flight a thread left the
         // memory idle: the kernel ran at about a third of the bandwidth at 8,192 tokens). Each
         // thread adds its keys in the order the plain loop did, so the bits are the same; a key
@@ -250,7 +284,7 @@ __global__ void __launch_bounds__(kThreads) MaskedSoftmaxKernel(float* scores, i
 #pragma unroll
             for (int u = 0; u < kUnroll; ++u) {
                 const int64_t j = j0 + static_cast<int64_t>(u) * kThreads;
-                v[u] = j < hi ? x[j] : -INFINITY;
+                v[u] = j < hi ? x[m][j] : -INFINITY;
             }
 #pragma unroll
             for (int u = 0; u < kUnroll; ++u) Add(r, v[u]);
@@ -261,33 +295,113 @@ __global__ void __launch_bounds__(kThreads) MaskedSoftmaxKernel(float* scores, i
             o.sum = __shfl_down_sync(0xffffffffu, r.sum, offset);
             r = Merge(r, o);
         }
-        if (lane == 0) partial[warp] = r;
-        __syncthreads();
-        if (tid == 0) {
-            Running all = partial[0];
-            for (int w = 1; w < kWarps; ++w) all = Merge(all, partial[w]);
-            whole = all;
+        if (lane == 0) partial[m][warp] = r;
+    }
+    __syncthreads();
+    if (tid == 0)
+        for (int m = 0; m < N; ++m) {
+            Running all = partial[m][0];
+            for (int w = 1; w < kWarps; ++w) all = Merge(all, partial[m][w]);
+            whole[m] = all;
         }
-        __syncthreads();
-        const float m = whole.m, sum = whole.sum;
-        // Hidden keys get 0 * (1 / sum): 0, or NaN where the row's sum is NaN (a row of -inf scores
-        // only has sum 0 and m = -inf, and its visible keys come out NaN as in torch).
-        const float hidden = 0.0f * (1.0f / sum);
+    __syncthreads();
+}
+
+// Key j's softmax weight in a row whose visible keys lo..hi - 1 have maximum m and sum `sum`: a
+// hidden key gets 0 * (1 / sum), 0 or NaN where the row's sum is NaN (a row of -inf scores only has
+// sum 0 and m = -inf, and its visible keys come out NaN as in torch).
+__device__ __forceinline__ float Weight(float s, int64_t j, int64_t lo, int64_t hi, float m, float sum, float hidden) {
+    return j >= lo && j < hi ? expf(s - m) / sum : hidden;
+}
+
+__global__ void __launch_bounds__(kThreads) MaskedSoftmaxKernel(float* scores, int64_t rows, int64_t R, int64_t T, int64_t first,
+                                                                int64_t window) {
+    __shared__ Running partial[1][kWarps];
+    __shared__ Running whole[1];
+    const int tid = threadIdx.x;
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        float* const x[1] = {scores + row * T};
+        const int64_t i = first + row % R, lo = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0, hi = i + 1;
+        RowMaxSums<1>(x, lo, hi, partial, whole);
+        const float m = whole[0].m, sum = whole[0].sum, hidden = 0.0f * (1.0f / sum);
         for (int64_t j0 = tid; j0 < T; j0 += kThreads * kUnroll) {
             float v[kUnroll];
 #pragma unroll
             for (int u = 0; u < kUnroll; ++u) {
                 const int64_t j = j0 + static_cast<int64_t>(u) * kThreads;
-                v[u] = j >= lo && j < hi ? x[j] : 0.0f;
+                v[u] = j >= lo && j < hi ? x[0][j] : 0.0f;
             }
 #pragma unroll
             for (int u = 0; u < kUnroll; ++u) {
                 const int64_t j = j0 + static_cast<int64_t>(u) * kThreads;
-                if (j < T) x[j] = j >= lo && j < hi ? expf(v[u] - m) / sum : hidden;
+                if (j < T) x[0][j] = Weight(v[u], j, lo, hi, m, sum, hidden);
             }
         }
         __syncthreads();  // `whole` is the next row's
     }
+}
+
+template <int N>
+struct SoftmaxArgs {
+    float* scores[N];
+    Outputs<N> o;
+};
+
+// MaskedSoftmaxKernel and CompareRowsKernel in one (issue 37): a row of each of N score maps (one
+// shape, one mask) softmaxed in place, and the weights it writes measured while they are in
+// registers, so no map is read again. The bits are both kernels': each row's maximum and sum as
+// MaskedSoftmaxKernel finds them, each weight as it writes it, and each thread's sums over the
+// same keys in the same order as CompareRowsKernel's (the keys past the row's last add exactly 0).
+template <int N>
+__global__ void __launch_bounds__(kThreads) SoftmaxCompareKernel(SoftmaxArgs<N> a, int64_t rows, int64_t R, int64_t T, int64_t first,
+                                                                 int64_t window) {
+    __shared__ Running partial[N][kWarps];
+    __shared__ Running whole[N];
+    __shared__ RowShared<N> shared;
+    const int tid = threadIdx.x;
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        float* x[N];
+        for (int m = 0; m < N; ++m) x[m] = a.scores[m] + row * T;
+        const int64_t i = first + row % R, lo = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0, hi = i + 1;
+        RowMaxSums<N>(x, lo, hi, partial, whole);
+        float top[N], sum[N], hidden[N];
+        for (int m = 0; m < N; ++m) top[m] = whole[m].m, sum[m] = whole[m].sum, hidden[m] = 0.0f * (1.0f / sum[m]);
+        RowSums<N> s;
+        for (int64_t j0 = tid; j0 < T; j0 += kThreads * kUnroll) {
+            float v[kUnroll][N];
+#pragma unroll
+            for (int u = 0; u < kUnroll; ++u) {
+                const int64_t j = j0 + static_cast<int64_t>(u) * kThreads;
+                for (int m = 0; m < N; ++m) v[u][m] = j >= lo && j < hi ? x[m][j] : 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < kUnroll; ++u) {
+                const int64_t j = j0 + static_cast<int64_t>(u) * kThreads;
+                if (j >= T) continue;
+                float w[N];
+#pragma unroll
+                for (int m = 0; m < N; ++m) {
+                    w[m] = Weight(v[u][m], j, lo, hi, top[m], sum[m], hidden[m]);
+                    x[m][j] = w[m];
+                    if (j >= hi) w[m] = 0.0f;  // CompareRowsKernel reads keys 0..i only
+                }
+                AddKey(s, w);
+            }
+        }
+        FinishRow(s, shared, a.o, x, row, hi);  // its last __syncthreads frees `whole` too
+    }
+}
+
+template <int N>
+const char* LaunchSoftmaxCompare(float* const* scores, int64_t rows, int64_t R, int64_t T, int64_t first, int64_t window,
+                                 const RowOutputs* out, float* const* js, float* const* l1) {
+    SoftmaxArgs<N> a;
+    for (int m = 0; m < N; ++m) a.scores[m] = scores[m], a.o.out[m] = out[m];
+    for (int k = 0; k < kPairs<N>; ++k) a.o.js[k] = js[k], a.o.l1[k] = l1[k];
+    const unsigned blocks = static_cast<unsigned>(rows < (int64_t{1} << 30) ? rows : (int64_t{1} << 30));
+    SoftmaxCompareKernel<N><<<blocks, kThreads>>>(a, rows, R, T, first, window);
+    const cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
 
 // Takes in another largest value, smallest positive value and largest magnitude. Comparisons, not
@@ -359,6 +473,14 @@ const char* PoolMaps(const float* p, const float* q, int64_t maps, int64_t R, in
     }
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+}
+
+const char* SoftmaxAndCompareRows(int maps, float* const* scores, int64_t rows, int64_t R, int64_t T, int64_t first, int64_t window,
+                                  const RowOutputs* out, float* const* js, float* const* l1) {
+    if (rows <= 0 || T <= 0) return nullptr;
+    if (maps == 2) return LaunchSoftmaxCompare<2>(scores, rows, R, T, first, window, out, js, l1);
+    if (maps == 3) return LaunchSoftmaxCompare<3>(scores, rows, R, T, first, window, out, js, l1);
+    return "SoftmaxAndCompareRows takes two or three maps";
 }
 
 const char* CompareRows(int maps, const float* const* in, int64_t rows, int64_t R, int64_t T, int64_t first, const RowOutputs* out,

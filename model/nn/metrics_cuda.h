@@ -35,6 +35,13 @@ const char* PoolMaps(const float* p, const float* q, int64_t maps, int64_t R, in
 // is, as torch's softmax of a row with a NaN or +inf score gives).
 const char* MaskedSoftmaxRows(float* scores, int64_t rows, int64_t R, int64_t T, int64_t first, int64_t window);
 
+// MaskedSoftmaxRows and CompareRows in one pass (issue 37): `scores` point to `maps` (2 or 3) device
+// float32 [rows, T] score maps of one shape and one mask, each softmaxed in place as
+// MaskedSoftmaxRows does it, and the rows it writes measured as CompareRows measures them, both
+// bit for bit, while they are in registers: no map is read again.
+const char* SoftmaxAndCompareRows(int maps, float* const* scores, int64_t rows, int64_t R, int64_t T, int64_t first, int64_t window,
+                                  const RowOutputs* out, float* const* js, float* const* l1);
+
 // The extent of rows first..first + rows - 1 of a map, device float32 [rows, width], over their
 // causal cells (j <= first + r) with finite values (attention_maps.h's MapExtent): `out`, device
 // uint32 [3] set beforehand to the bits of 0, 1 and 0, becomes the bits of the largest value (0
