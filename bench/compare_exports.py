@@ -11,9 +11,9 @@ of its size), with its absolute difference.
            block-products: each block running the whole layer, SSAVIZ_LAYER_PRODUCTS=blocks, where
            the device's default runs a layer's weights over every row at once), where made, against
            the CPU's too; the fused temperatures' exports (SSAVIZ_CUDA_TEMPERATURES=1, tags
-           temperatures and temperatures-what-ifs) against the CPU's; and the softmax and row
-           measures' kernel's (SSAVIZ_CUDA_SOFTMAX_MEASURES=1, tags softmax-measures, -twin, -base
-           and -blocks) against the CPU's
+           temperatures and temperatures-what-ifs) against the CPU's; and those of the softmax and
+           row measures' kernel and the predictions' (SSAVIZ_CUDA_SOFTMAX_MEASURES=1
+           SSAVIZ_CUDA_PREDICTIONS=1, tags kernels, kernels-twin, -base and -blocks) against the CPU's
 """
 import glob, json, os, sys
 import numpy as np
@@ -72,8 +72,7 @@ tagged = [(name, "temperatures", "f32") for name in ["english", "gpt2", "pythia"
 for name, tag, cpu in tagged + [("gpt2", "temperatures-what-ifs", "what-ifs")]:
     if os.path.isdir(f"{work}/out-{name}-{dev}-{tag}"):  # SSAVIZ_CUDA_TEMPERATURES=1: the fused temperatures
         compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} fused {tag} vs cpu ({cpu})")
-tagged = [(name, "softmax-measures", "f32") for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]]
-for name, tag, cpu in tagged + [("gpt2", "softmax-measures-twin", "twin"), ("gpt2", "softmax-measures-base", "base"),
-                                ("llama", "softmax-measures-blocks", "f32")]:
-    if os.path.isdir(f"{work}/out-{name}-{dev}-{tag}"):  # SSAVIZ_CUDA_SOFTMAX_MEASURES=1: the softmax and the row measures in one kernel
+tagged = [(name, "kernels", "f32") for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]]
+for name, tag, cpu in tagged + [("gpt2", "kernels-twin", "twin"), ("gpt2", "kernels-base", "base"), ("llama", "kernels-blocks", "f32")]:
+    if os.path.isdir(f"{work}/out-{name}-{dev}-{tag}"):  # SSAVIZ_CUDA_SOFTMAX_MEASURES=1 SSAVIZ_CUDA_PREDICTIONS=1
         compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} {tag} vs cpu ({cpu})")

@@ -6,7 +6,7 @@
 // the attention rows' softmax (on CUDA metrics_cuda.cu's masked softmax) against float64, a
 // map's extent (on CUDA its kernel) against the host's, and a head's map in bands against the
 // whole map, its texels coloured there against the host's colour pass. And the softmax and the row
-// measures in one pass against the two passes.
+// measures in one pass against the two passes, and the predictions' scan against the CPU's.
 // Prints each quantity's largest difference; exits 1 when one exceeds its tolerance.
 //   usage: ssaviz_fused_check [--device cpu|cuda]
 #include <algorithm>
@@ -23,6 +23,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "app/core/state.h"
+#include "model/nn/analysis_predictions_torch.h"
 #include "model/nn/attention_maps_torch.h"
 #include "model/nn/forward.h"
 #include "model/nn/metrics.h"
@@ -132,6 +133,36 @@ void CheckSoftmaxMeasures(const at::Device& device, int maps, int64_t T, int64_t
     if (!rows_same || !measures_same) ++g_failures;
     std::printf("  %-44s rows %s, measures %s%s\n", what.c_str(), rows_same ? "the same bits" : "DIFFER", measures_same ? "the same bits" : "DIFFER",
                 rows_same && measures_same ? "" : "  FAIL");
+}
+
+// The predictions' scan of rows of logits (PredictRows: on CUDA metrics_cuda.cu's TopLogits, which
+// main turns on; on the CPU one scan a row) against the CPU's scan of the same logits: the same
+// top ids and logits in the same order, the same target logits and ranks, bit for bit. Rows of
+// normal logits, of whole numbers (many ties), with -inf and NaN logits; a vocabulary of 50,257
+// (GPT-2's) and one under the top ten.
+void CheckPredictions(const at::Device& device, int64_t rows, int64_t V, uint64_t seed) {
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    at::Tensor logits = at::normal(0.0, 3.0, {rows, V}, gen);
+    if (rows > 1) logits[1] = at::round(logits[1]);  // ties
+    if (rows > 2 && V > 20) {
+        logits[2].narrow(0, 0, V / 2).fill_(-INFINITY);
+        logits[2][V - 1] = NAN;
+        logits[2][V - 3] = 7.0f;
+        logits[2][V - 2] = 7.0f;
+    }
+    if (rows > 3) logits[3].fill_(2.0f);  // every logit the same
+    const int64_t m = rows - 1;
+    const at::Tensor targets = at::randint(0, V, {m}, gen, at::kLong);
+    const model::RowPredictions want = model::PredictRows(logits, targets), got = model::PredictRows(logits.to(device), targets.to(device));
+    auto same = [](const at::Tensor& a, const at::Tensor& b) {
+        const at::Tensor x = a.to(at::kCPU).contiguous(), y = b.to(at::kCPU).contiguous();
+        return x.sizes() == y.sizes() && x.scalar_type() == y.scalar_type() && std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
+    };
+    const bool ok = same(got.top_ids, want.top_ids) && same(got.top_logits, want.top_logits) && same(got.actual, want.actual) &&
+                    same(got.rank, want.rank);
+    if (!ok) ++g_failures;
+    std::printf("  %-44s %s\n", (std::to_string(rows) + " rows of " + std::to_string(V) + " logits").c_str(),
+                ok ? "the same top ids, logits, target logits and ranks" : "DIFFER: FAIL");
 }
 
 // A map's extent (the colour scales'; on CUDA metrics_cuda.cu's kernel, elsewhere torch ops)
@@ -294,7 +325,8 @@ void CheckToHost(const at::Device& device, int64_t n, uint64_t seed) {
 int main(int argc, char** argv) {
     // The attention rows' CUDA softmax is on unless SSAVIZ_CUDA_SOFTMAX=0 (forward.cpp): this checks it even then.
     setenv("SSAVIZ_CUDA_SOFTMAX", "1", 1);
-    setenv("SSAVIZ_CUDA_SOFTMAX_MEASURES", "1", 1);  // off by default until checked: this checks it
+    setenv("SSAVIZ_CUDA_SOFTMAX_MEASURES", "1", 1);  // off by default until checked: this checks them
+    setenv("SSAVIZ_CUDA_PREDICTIONS", "1", 1);
     std::string device_name = "cpu";
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) device_name = argv[++i];
@@ -353,6 +385,8 @@ int main(int argc, char** argv) {
             for (const int64_t first : {int64_t{0}, T / 2})
                 for (const int64_t window : {int64_t{0}, int64_t{64}})
                     CheckSoftmaxMeasures(device, maps, T, first, window, T == 300 ? 8.0 : 1.0, 17 + maps + T + first + window);
+    std::printf("the predictions' scan, %s\n", device.str().c_str());
+    for (const int64_t V : {int64_t{7}, int64_t{300}, int64_t{50257}}) CheckPredictions(device, 37, V, 29 + V);
     std::printf("map extent, %s\n", device.str().c_str());
     for (const int64_t T : {int64_t{1}, int64_t{5}, int64_t{300}, int64_t{2077}}) CheckExtent(device, T, 3 + T);
     std::printf("maps in bands, %s\n", device.str().c_str());

@@ -7,10 +7,11 @@
 #      pooling, the attention rows' softmax, a map's extent;
 #   1. exactness: every family's export on CUDA against the same export on the CPU (float32, and
 #      the CUDA bf16 forward against the CUDA float32 one), a twin comparison and a base too; the
-#      same with the fused temperatures (SSAVIZ_CUDA_TEMPERATURES=1; what-ifs too), and an edit at
-#      the end of 8,192 tokens with them and without (host ops, time); the same with the softmax and
-#      the row measures in one kernel (SSAVIZ_CUDA_SOFTMAX_MEASURES=1; a twin, a base, blocks), and
-#      full analyses and an edit in the middle with it and without (time);
+#      same with the fused temperatures (SSAVIZ_CUDA_TEMPERATURES=1; what-ifs too), and with the
+#      softmax and row measures' kernel and the predictions' (SSAVIZ_CUDA_SOFTMAX_MEASURES=1
+#      SSAVIZ_CUDA_PREDICTIONS=1; a twin, a base, blocks); at 8,192 tokens an edit at the end, a full
+#      analysis and an edit in the middle without them, with the temperatures' and with all three
+#      (host ops, time);
 #   2. GPT-2 small's shape (12 x 12, width 768, context 8,192): full analysis, edits at the end,
 #      middle and start, head map and bake, beside PyTorch CUDA doing the same work;
 #   3. TinyLlama-1.1B's shape (BF16 weights): full analyses at 1,024 and 8,192 tokens, PyTorch CUDA
@@ -49,9 +50,11 @@
 #          the call a timeout of 540 s and stages to skip. A session's 15 minutes of device time count
 #          the machine's start too: with the window (gui, call B), the lens and the Python module
 #          measured on 2026-11-29, the next run's order is call A with
-#          SSAVIZ_GPU_STAGES="fused exact small tiny blocks long profile" (est. 7-8 minutes, the blocks
-#          stage's runs of each block the whole layer included), then at
-#          once call C (bench/gpu-dask.sh, est. 2 minutes), then give the machine back.
+#          SSAVIZ_GPU_STAGES="fused exact small tiny blocks profile" (est. 8 minutes: the blocks stage's
+#          runs of each block the whole layer, the exact stage's runs of the unchecked kernels
+#          (2026-11-30: 7 runs at 8,192 tokens, about 1.5 minutes) and one more trace included; `long`
+#          waits for a session with time left), then at once call C (bench/gpu-dask.sh, est. 2
+#          minutes), then give the machine back.
 set -uo pipefail
 stages=${SSAVIZ_GPU_STAGES:-fused exact small lens python tiny blocks long profile gui}
 want() { [[ " $stages " == *" $1 "* ]]; }
@@ -126,27 +129,29 @@ SSAVIZ_LAYER_PRODUCTS=blocks SSAVIZ_DEVICE_BLOCK_MB=1 exact gpt2 "$dev" block-pr
 for name in english gpt2 pythia llama mistral llama3; do SSAVIZ_CUDA_TEMPERATURES=1 exact "$name" "$dev" temperatures --lens; done
 exact gpt2 cpu what-ifs --ablate "0:1,1:0=tok,1:*=x0.5"
 SSAVIZ_CUDA_TEMPERATURES=1 exact gpt2 "$dev" temperatures-what-ifs --ablate "0:1,1:0=tok,1:*=x0.5"
-# The softmax and the row measures in one kernel (metrics_cuda.cu's SoftmaxAndCompareRows, off
-# unless SSAVIZ_CUDA_SOFTMAX_MEASURES=1 until checked here): every family, a twin, a base (three maps),
-# and 1 MB blocks (several a layer, rows from a later first row).
-for name in english gpt2 pythia llama mistral llama3; do SSAVIZ_CUDA_SOFTMAX_MEASURES=1 exact "$name" "$dev" softmax-measures --lens; done
-SSAVIZ_CUDA_SOFTMAX_MEASURES=1 exact gpt2 "$dev" softmax-measures-twin --compare "$work/twin"
-SSAVIZ_CUDA_SOFTMAX_MEASURES=1 exact gpt2 "$dev" softmax-measures-base --base "$work/twin" --lens
-SSAVIZ_CUDA_SOFTMAX_MEASURES=1 SSAVIZ_DEVICE_BLOCK_MB=1 exact llama "$dev" softmax-measures-blocks --lens
+# The kernels not yet checked on a device besides the temperatures' (off until checked here): the
+# softmax and the row measures in one (metrics_cuda.cu's SoftmaxAndCompareRows,
+# SSAVIZ_CUDA_SOFTMAX_MEASURES=1) and the predictions' scan (TopLogits, SSAVIZ_CUDA_PREDICTIONS=1),
+# each checked alone by ssaviz_fused_check: every family, a twin, a base (three maps), and 1 MB
+# blocks (several a layer, rows from a later first row).
+kernels() { SSAVIZ_CUDA_SOFTMAX_MEASURES=1 SSAVIZ_CUDA_PREDICTIONS=1 "$@"; }
+for name in english gpt2 pythia llama mistral llama3; do kernels exact "$name" "$dev" kernels --lens; done
+kernels exact gpt2 "$dev" kernels-twin --compare "$work/twin"
+kernels exact gpt2 "$dev" kernels-base --base "$work/twin" --lens
+SSAVIZ_DEVICE_BLOCK_MB=1 kernels exact llama "$dev" kernels-blocks --lens
 "$py" "$here/bench/compare_exports.py" "$work" "$dev" | tee "$out/exactness.txt"
-if [ "$dev" = cuda ]; then  # an edit at the end of 8,192 tokens with the fused temperatures and without (host ops and time)
+if [ "$dev" = cuda ]; then  # GPT-2 small's shape at 8,192 tokens with the unchecked kernels and without (host ops and time)
   [ -f "$small/model.safetensors" ] || "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" \
     --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
-  for on in 0 1; do
-    echo "SSAVIZ_CUDA_TEMPERATURES=$on, an edit at the end of 8,192 tokens:" | tee -a "$out/stages.txt"
-    SSAVIZ_CUDA_TEMPERATURES=$on SSAVIZ_BENCH_OPS=1 timeout 60 "$build/ssaviz_bench" --model "$small" --device "$dev" --only end \
-      --tokens 8192 --repeats 5 --no-maps 2>&1 | grep -E "^median|^host ops dispatched \(the analysis|ssaviz::layer_pass" | tee -a "$out/stages.txt"
-  done
-  for what in full:8192 middle:8192; do  # the softmax and the row measures in one kernel, and without
-    for on in 0 1; do
-      echo "SSAVIZ_CUDA_SOFTMAX_MEASURES=$on --only ${what%%:*} --tokens ${what##*:}:" | tee -a "$out/stages.txt"
-      SSAVIZ_CUDA_SOFTMAX_MEASURES=$on timeout 60 "$build/ssaviz_bench" --model "$small" --device "$dev" --only "${what%%:*}" \
-        --tokens "${what##*:}" --repeats 2 --no-maps 2>&1 | grep -E "^median" | tee -a "$out/stages.txt"
+  for what in end:5 full:2 middle:2; do  # ONLY:REPEATS
+    ons="0 1"; [ "${what%%:*}" = end ] && ons="0 T 1"
+    for on in $ons; do  # none, (at the end) the temperatures' alone, all three
+      t=$([ $on = 0 ] && echo 0 || echo 1) k=$([ $on = 1 ] && echo 1 || echo 0)
+      echo "SSAVIZ_CUDA_TEMPERATURES=$t SSAVIZ_CUDA_SOFTMAX_MEASURES=$k SSAVIZ_CUDA_PREDICTIONS=$k, --only ${what%%:*} of 8,192 tokens:" |
+        tee -a "$out/stages.txt"
+      SSAVIZ_CUDA_TEMPERATURES=$t SSAVIZ_CUDA_SOFTMAX_MEASURES=$k SSAVIZ_CUDA_PREDICTIONS=$k SSAVIZ_BENCH_OPS=1 timeout 60 \
+        "$build/ssaviz_bench" --model "$small" --device "$dev" --only "${what%%:*}" --tokens 8192 --repeats "${what##*:}" --no-maps 2>&1 |
+        grep -E "^median|^host ops dispatched \(the analysis|ssaviz::layer_pass|ssaviz::predictions" | tee -a "$out/stages.txt"
     done
   done
 fi
@@ -271,13 +276,14 @@ elif want profile; then
 stage "where the time goes: LibTorch's profiler (no nsys here), its kernels ranked"
 [ -d "$small" ] || "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
 # Each trace is ONLY:TOKENS of GPT-2 small's shape, or tiny/ONLY:TOKENS of TinyLlama's (made by the tiny stage).
-for what in ${SSAVIZ_GPU_TRACES:-full:1024 full:8192 end:8192 middle:8192 tiny/full:1024 tiny/full:8192}; do
-  model=$small name=
-  case $what in tiny/*) model="$work/tinyllama" name=tiny- what=${what#tiny/} ;; esac
+# kernels/ONLY:TOKENS: with the unchecked kernels on (the exact stage's).
+for what in ${SSAVIZ_GPU_TRACES:-full:1024 full:8192 end:8192 middle:8192 kernels/full:8192 tiny/full:1024 tiny/full:8192}; do
+  model=$small name= on=0
+  case $what in tiny/*) model="$work/tinyllama" name=tiny- what=${what#tiny/} ;; kernels/*) name=kernels- on=1 what=${what#kernels/} ;; esac
   [ -d "$model" ] || { echo "no $model for the trace $name$what" | tee -a "$out/stages.txt"; continue; }
   only=${what%%:*} n=${what##*:} name=$name${what%%:*}-${what##*:}
-  SSAVIZ_BENCH_TRACE="$work/trace-$name.json" timeout 90 "$build/ssaviz_bench" --model "$model" --device "$dev" --only "$only" \
-    --tokens "$n" --repeats 3 >"$out/trace-$name-log.txt" 2>&1
+  SSAVIZ_CUDA_TEMPERATURES=$on SSAVIZ_CUDA_SOFTMAX_MEASURES=$on SSAVIZ_CUDA_PREDICTIONS=$on SSAVIZ_BENCH_TRACE="$work/trace-$name.json" \
+    timeout 90 "$build/ssaviz_bench" --model "$model" --device "$dev" --only "$only" --tokens "$n" --repeats 3 >"$out/trace-$name-log.txt" 2>&1
   timeout 60 "$py" bench/trace_summary.py "$work/trace-$name.json" >"$out/trace-$name.md" 2>&1
   echo "$name: $(grep -m1 median "$out/trace-$name-log.txt"); $(head -n 1 "$out/trace-$name.md")" | tee -a "$out/stages.txt"
 done

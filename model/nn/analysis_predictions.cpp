@@ -6,10 +6,28 @@
 #include <tuple>
 
 #include <ATen/Parallel.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "model/nn/runtime.h"
+#ifdef SSAVIZ_CUDA_KERNELS
+#include "model/nn/metrics_cuda.h"
+#endif
 
 namespace model {
 
 namespace {
+
+#ifdef SSAVIZ_CUDA_KERNELS
+static_assert(Analysis::kTopK == cuda::kTopLogits, "the CUDA scan keeps kTopLogits logits a row");
+
+// The CPU's scan below on a CUDA device (metrics_cuda.cu's TopLogits), with
+// SSAVIZ_CUDA_PREDICTIONS=1 (off by default until bench/gpu.sh has checked it on a device): one
+// kernel a block of rows where topk, a gather and a comparison were some ten.
+bool CudaPredictions(const at::Tensor& logits) {
+    static const bool on = SettingIs("SSAVIZ_CUDA_PREDICTIONS", "1");
+    return on && logits.is_cuda() && logits.scalar_type() == at::kFloat && logits.is_contiguous() && logits.size(1) < (int64_t{1} << 30);
+}
+#endif
 
 // The logits computed at once, [sides, rows, V] floats: the heap's largest block (see
 // KeepFreedMemoryForReuse). Each product with the head reads (and sgemm packs) all of it, [V, E],
@@ -18,20 +36,27 @@ namespace {
 // On a GPU, larger blocks: fewer kernels.
 constexpr size_t kLogitsBytes = size_t{32} << 20, kDeviceLogitsBytes = size_t{512} << 20;
 
-// What a block of logits rows [n, V] says: each row's log-sum-exp and top kTopK (ids, logits);
-// for the first m rows, whose next token is targets[r], that token's logit and how many logits
-// exceed it (its 0-based rank). On the CPU one scan a row beside ATen's vectorised logsumexp
-// (log_softmax, topk and a comparison tensor took 2.5x as long); elsewhere torch ops.
-struct RowPredictions {
-    at::Tensor log_sum_exp;          // [n]
-    at::Tensor top_ids, top_logits;  // [n, K] int64, float32
-    at::Tensor actual, rank;         // [m] float32, int64
-};
+}  // namespace
 
 RowPredictions PredictRows(const at::Tensor& logits, const at::Tensor& targets) {
     const int64_t n = logits.size(0), V = logits.size(1), m = targets.size(0), K = std::min<int64_t>(Analysis::kTopK, V);
     RowPredictions out;
     out.log_sum_exp = at::logsumexp(logits, -1);
+#ifdef SSAVIZ_CUDA_KERNELS
+    if (CudaPredictions(logits)) {
+        out.top_logits = at::empty({n, K}, logits.options());
+        out.top_ids = at::empty({n, K}, logits.options().dtype(at::kLong));
+        out.actual = at::empty({m}, logits.options());
+        out.rank = at::empty({m}, logits.options().dtype(at::kLong));
+        const at::Tensor target = targets.to(logits.device(), at::kLong).contiguous();
+        const c10::DeviceGuard on_its_device(logits.device());
+        const char* error = cuda::TopLogits(logits.data_ptr<float>(), n, V, static_cast<int>(K), target.data_ptr<int64_t>(), m,
+                                            out.top_logits.data_ptr<float>(), out.top_ids.data_ptr<int64_t>(), out.actual.data_ptr<float>(),
+                                            out.rank.data_ptr<int64_t>());
+        TORCH_CHECK(error == nullptr, "the predictions kernel failed: ", error);
+        return out;
+    }
+#endif
     if (!logits.is_cpu()) {
         auto top = at::topk(logits, K, -1);
         out.top_logits = std::get<0>(top);
@@ -74,6 +99,8 @@ RowPredictions PredictRows(const at::Tensor& logits, const at::Tensor& targets) 
     });
     return out;
 }
+
+namespace {
 
 // Rows < keep of the last analysis's `old` (undefined: none), then the new rows in parts, along dimension 0.
 at::Tensor JoinPositions(const at::Tensor& old, int64_t keep, const std::vector<at::Tensor>& parts) {

@@ -24,6 +24,19 @@ struct SidePredictions {
     at::Tensor top_ids, top_probs;  // [T, K] int64, float32
 };
 
+// What a block of logits rows [n, V] says: each row's log-sum-exp and top kTopK (ids, logits:
+// descending, of equal logits the earlier first, -inf and NaN left out); for the first m rows,
+// whose next token is targets[r], that token's logit and how many logits exceed it (its 0-based
+// rank). On the CPU one scan a row beside ATen's vectorised logsumexp (log_softmax, topk and a
+// comparison tensor took 2.5x as long); on CUDA the same scan as a kernel with
+// SSAVIZ_CUDA_PREDICTIONS=1 (until a device has checked it), else torch ops.
+struct RowPredictions {
+    at::Tensor log_sum_exp;          // [n]
+    at::Tensor top_ids, top_logits;  // [n, K] int64, float32
+    at::Tensor actual, rank;         // [m] float32, int64
+};
+RowPredictions PredictRows(const at::Tensor& logits, const at::Tensor& targets);
+
 // `streams`: the last layer's new rows a run (LayerPass::Streams); `old`: the last analysis's,
 // whose rows this one keeps. Each side's `hidden` is a view of `buffers` (StreamSlot), which the
 // new rows are written into. Sets `next_logits` to the SSA side's logits after the last token,

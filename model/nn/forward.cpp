@@ -6,8 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -30,10 +28,7 @@ namespace {
 // every family's export with it equals the CPU's as closely as without it, and it is 6-8% faster
 // at 8,192 tokens.
 bool CudaSoftmax() {
-    static const bool on = [] {
-        const char* v = std::getenv("SSAVIZ_CUDA_SOFTMAX");
-        return !(v && std::strcmp(v, "0") == 0);
-    }();
+    static const bool on = !SettingIs("SSAVIZ_CUDA_SOFTMAX", "0");
     return on;
 }
 }  // namespace
@@ -44,10 +39,7 @@ namespace {
 // default until bench/gpu.sh's exact stage has checked them on a device).
 bool CudaTemperatures(const at::Tensor& t) {
 #ifdef SSAVIZ_CUDA_KERNELS
-    static const bool on = [] {
-        const char* v = std::getenv("SSAVIZ_CUDA_TEMPERATURES");
-        return v && std::strcmp(v, "1") == 0;
-    }();
+    static const bool on = SettingIs("SSAVIZ_CUDA_TEMPERATURES", "1");
     return on && t.is_cuda();
 #else
     (void)t;

@@ -5,7 +5,6 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -17,6 +16,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include "model/nn/model_weights.h"
+#include "model/nn/runtime.h"
 #ifdef SSAVIZ_CUDA_KERNELS
 #include "model/nn/metrics_cuda.h"
 #endif
@@ -337,11 +337,7 @@ at::Tensor SoftmaxCompareCuda(const std::vector<at::Tensor>& scores, int64_t fir
 // SoftmaxAndCompareStacked's pass, with SSAVIZ_CUDA_SOFTMAX_MEASURES=1 (off by default until
 // bench/gpu.sh has checked it on a device) unless SSAVIZ_CUDA_SOFTMAX=0 turns the softmax kernel off.
 bool CudaSoftmaxMeasures() {
-    static const bool on = [] {
-        const char* v = std::getenv("SSAVIZ_CUDA_SOFTMAX_MEASURES");
-        const char* softmax = std::getenv("SSAVIZ_CUDA_SOFTMAX");
-        return v && std::strcmp(v, "1") == 0 && !(softmax && std::strcmp(softmax, "0") == 0);
-    }();
+    static const bool on = SettingIs("SSAVIZ_CUDA_SOFTMAX_MEASURES", "1") && !SettingIs("SSAVIZ_CUDA_SOFTMAX", "0");
     return on;
 }
 #endif

@@ -404,6 +404,76 @@ const char* LaunchSoftmaxCompare(float* const* scores, int64_t rows, int64_t R, 
     return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
 
+// A logit before another in the CPU scan's order (analysis_predictions.cpp): the larger, or of two
+// equal the earlier. -inf and NaN never enter a list: its empty places hold (-inf, 0), as there.
+__device__ __forceinline__ bool Before(float v, int j, float w, int k) { return v > w || (v == w && j < k); }
+
+// Keeps the kTopLogits first of what it is given, in that order. Unrolled with fixed indices, so
+// a thread's list stays in registers; ids as int (TopLogits takes V < 2^31).
+__device__ __forceinline__ void InsertLogit(float* best, int* id, float v, int j) {
+    if (!(v > -INFINITY) || !Before(v, j, best[kTopLogits - 1], id[kTopLogits - 1])) return;
+#pragma unroll
+    for (int i = 0; i < kTopLogits; ++i)
+        if (Before(v, j, best[i], id[i])) {
+            const float t = best[i];
+            const int u = id[i];
+            best[i] = v, id[i] = j;
+            v = t, j = u;
+        }
+}
+
+// One thread block a row of logits: each thread's list of its keys' largest and its count of
+// logits above the row's target's, then the lists merged pairwise down to thread 0's and the
+// counts summed (integers: exact in any order).
+__global__ void __launch_bounds__(kThreads) TopLogitsKernel(const float* logits, int64_t rows, int64_t V, int K, const int64_t* targets,
+                                                            int64_t m, float* top, int64_t* top_ids, float* actual, int64_t* rank) {
+    __shared__ float best[kThreads][kTopLogits];
+    __shared__ int id[kThreads][kTopLogits];
+    __shared__ long long above[kWarps];
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const float* x = logits + row * V;
+        const int64_t t = row < m ? targets[row] : -1;
+        const float a = t >= 0 && t < V ? x[t] : (row < m ? NAN : INFINITY);  // NaN: a target outside the vocabulary counts none above it
+        float mine[kTopLogits];
+        int mine_id[kTopLogits];
+#pragma unroll
+        for (int i = 0; i < kTopLogits; ++i) mine[i] = -INFINITY, mine_id[i] = 0;
+        long long count = 0;
+        for (int64_t j0 = tid; j0 < V; j0 += kThreads * kUnroll) {
+            float v[kUnroll];
+#pragma unroll
+            for (int u = 0; u < kUnroll; ++u) {
+                const int64_t j = j0 + static_cast<int64_t>(u) * kThreads;
+                v[u] = j < V ? x[j] : -INFINITY;
+            }
+#pragma unroll
+            for (int u = 0; u < kUnroll; ++u) {
+                count += v[u] > a;
+                InsertLogit(mine, mine_id, v[u], static_cast<int>(j0) + u * kThreads);
+            }
+        }
+        for (int offset = 16; offset > 0; offset >>= 1) count += __shfl_down_sync(0xffffffffu, count, offset);
+        if (lane == 0) above[warp] = count;
+#pragma unroll
+        for (int i = 0; i < kTopLogits; ++i) best[tid][i] = mine[i], id[tid][i] = mine_id[i];
+        __syncthreads();
+        for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+            if (tid < stride)
+                for (int i = 0; i < kTopLogits; ++i) InsertLogit(best[tid], id[tid], best[tid + stride][i], id[tid + stride][i]);
+            __syncthreads();
+        }
+        if (tid < K) top[row * K + tid] = best[0][tid], top_ids[row * K + tid] = id[0][tid];
+        if (tid == 0 && row < m) {
+            long long total = 0;
+            for (int w = 0; w < kWarps; ++w) total += above[w];
+            actual[row] = a;
+            rank[row] = total;
+        }
+        __syncthreads();  // `best`, `id` and `above` are the next row's
+    }
+}
+
 // Takes in another largest value, smallest positive value and largest magnitude. Comparisons, not
 // fmaxf: a -0 must never win over +0 (its bits would be the largest of all as unsigned).
 __device__ __forceinline__ void Extend(float& hi, float& lo, float& magnitude, float other_hi, float other_lo, float other_magnitude) {
@@ -481,6 +551,16 @@ const char* SoftmaxAndCompareRows(int maps, float* const* scores, int64_t rows, 
     if (maps == 2) return LaunchSoftmaxCompare<2>(scores, rows, R, T, first, window, out, js, l1);
     if (maps == 3) return LaunchSoftmaxCompare<3>(scores, rows, R, T, first, window, out, js, l1);
     return "SoftmaxAndCompareRows takes two or three maps";
+}
+
+const char* TopLogits(const float* logits, int64_t rows, int64_t V, int K, const int64_t* targets, int64_t m, float* top, int64_t* top_ids,
+                      float* actual, int64_t* rank) {
+    if (rows <= 0 || V <= 0) return nullptr;
+    if (K < 1 || K > kTopLogits || K > V || m > rows || V >= (int64_t{1} << 31) - kThreads * kUnroll) return "TopLogits: K, m or V out of range";
+    const unsigned blocks = static_cast<unsigned>(rows < (int64_t{1} << 30) ? rows : (int64_t{1} << 30));
+    TopLogitsKernel<<<blocks, kThreads>>>(logits, rows, V, K, targets, m, top, top_ids, actual, rank);
+    const cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
 
 const char* CompareRows(int maps, const float* const* in, int64_t rows, int64_t R, int64_t T, int64_t first, const RowOutputs* out,

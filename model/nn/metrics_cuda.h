@@ -42,6 +42,16 @@ const char* MaskedSoftmaxRows(float* scores, int64_t rows, int64_t R, int64_t T,
 const char* SoftmaxAndCompareRows(int maps, float* const* scores, int64_t rows, int64_t R, int64_t T, int64_t first, int64_t window,
                                   const RowOutputs* out, float* const* js, float* const* l1);
 
+// The predictions' scan of rows of logits (analysis_predictions.cpp's on the CPU), bit for bit: for
+// each row of `logits` (device float32 [rows, V]) its K (at most kTopLogits, at most V) largest
+// logits and their ids into `top` and `top_ids` ([rows, K]), in the CPU's order (descending, of
+// equal logits the earlier first; -inf and NaN left out, their places (-inf, 0)); and for the first
+// m rows, whose next token is targets[r] (device int64 [m]), that token's logit into `actual` and
+// how many logits exceed it into `rank` ([m]). One thread block a row reads it once.
+constexpr int kTopLogits = 10;
+const char* TopLogits(const float* logits, int64_t rows, int64_t V, int K, const int64_t* targets, int64_t m, float* top, int64_t* top_ids,
+                      float* actual, int64_t* rank);
+
 // The extent of rows first..first + rows - 1 of a map, device float32 [rows, width], over their
 // causal cells (j <= first + r) with finite values (attention_maps.h's MapExtent): `out`, device
 // uint32 [3] set beforehand to the bits of 0, 1 and 0, becomes the bits of the largest value (0

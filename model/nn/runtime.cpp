@@ -53,6 +53,11 @@ std::string DescribeBlas() {
            std::to_string(threads()) + " threads";
 }
 
+bool SettingIs(const char* name, const char* value) {
+    const char* setting = std::getenv(name);
+    return setting && std::strcmp(setting, value) == 0;
+}
+
 int ComputeThreadsFromEnvironment(int fallback) {
     const char* value = std::getenv("SSAVIZ_THREADS");
     if (!value || !*value) return fallback;

@@ -16,6 +16,10 @@ namespace model {
 // 38 ms at 2,048 tokens on this project's 2-core VM). Engine::Open calls it (glibc; no-op elsewhere).
 void KeepFreedMemoryForReuse();
 
+// Whether environment variable `name` is set to exactly `value` (the device kernels' switches:
+// SSAVIZ_CUDA_SOFTMAX=0, SSAVIZ_CUDA_TEMPERATURES=1, ...).
+bool SettingIs(const char* name, const char* value);
+
 // Threads LibTorch uses for one operation (process-wide). The GUI leaves a core to the UI.
 void SetComputeThreads(int threads);
 // The BLAS this process loaded, for benchmark reports: OpenBLAS's own description and how it
