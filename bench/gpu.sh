@@ -40,7 +40,8 @@
 #      same warm machine, with what bench/gpu-window-kit.sh and bench/gpu-dask-kit.sh gather here.
 #   usage: bash bench/gpu.sh OUT            (from the project's root, on the GPU machine)
 #          It writes some 20 files; where only a few come back (the device tool: 8), write them
-#          elsewhere and pack them: bash bench/gpu.sh /tmp/gpu-out; tar czf "$OUT/gpu-out.tgz" -C /tmp/gpu-out .
+#          elsewhere and pack them, under a `timeout` shorter than the call's so that the packing runs:
+#          timeout 420 bash bench/gpu.sh /tmp/gpu-out; tar czf "$OUT/gpu-out.tgz" -C /tmp/gpu-out .
 #          SSAVIZ_GPU_STAGES="fused exact small softmax lens python tiny blocks long profile gui" picks stages
 #          (all but softmax by default);
 #          SSAVIZ_GPU_SMALL_TOKENS=1024,4096, SSAVIZ_GPU_TINY_TOKENS="1024 8192" and SSAVIZ_GPU_TINY_BASELINE=1
@@ -49,12 +50,12 @@
 #          since, add about 2-3 minutes, and TinyLlama's 8,192-token trace about half a minute), so give
 #          the call a timeout of 540 s and stages to skip. A session's 15 minutes of device time count
 #          the machine's start too: with the window (gui, call B), the lens and the Python module
-#          measured on 2026-11-29, the next run's order is call A with
-#          SSAVIZ_GPU_STAGES="fused exact small tiny blocks profile" (est. 8 minutes: the blocks stage's
-#          runs of each block the whole layer, the exact stage's runs of the unchecked kernels
-#          (2026-11-30: 7 runs at 8,192 tokens, about 1.5 minutes) and one more trace included; `long`
-#          waits for a session with time left), then at once call C (bench/gpu-dask.sh, est. 2
-#          minutes), then give the machine back.
+#          measured on 2026-11-29, the next run's order is call A1 with
+#          SSAVIZ_GPU_STAGES="fused exact small profile" (est. 6 minutes: the exact stage's exports and
+#          runs of the unchecked kernels, about 2.5 minutes, and 7 traces included), then at once A2
+#          with "tiny blocks" (est. 3 minutes; the build is kept), then C (bench/gpu-dask.sh, est. 2
+#          minutes), then give the machine back; `long` waits for a session with time left. Stages run
+#          in this script's order whatever the list's, so a call cut short loses its last ones.
 set -uo pipefail
 stages=${SSAVIZ_GPU_STAGES:-fused exact small lens python tiny blocks long profile gui}
 want() { [[ " $stages " == *" $1 "* ]]; }
