@@ -13,7 +13,9 @@ of its size), with its absolute difference.
            the CPU's too; the fused temperatures' exports (SSAVIZ_CUDA_TEMPERATURES=1, tags
            temperatures and temperatures-what-ifs) against the CPU's; and those of the softmax and
            row measures' kernel and the predictions' (SSAVIZ_CUDA_SOFTMAX_MEASURES=1
-           SSAVIZ_CUDA_PREDICTIONS=1, tags kernels, kernels-twin, -base and -blocks) against the CPU's
+           SSAVIZ_CUDA_PREDICTIONS=1, tags kernels, kernels-twin, -base and -blocks) against the CPU's;
+           and those with the TF32 products (SSAVIZ_PRODUCTS=tf32x3, tags tf32x3, tf32x3-twin, -base
+           and -blocks) against the CPU's float32
 """
 import glob, json, os, sys
 import numpy as np
@@ -75,4 +77,8 @@ for name, tag, cpu in tagged + [("gpt2", "temperatures-what-ifs", "what-ifs")]:
 tagged = [(name, "kernels", "f32") for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]]
 for name, tag, cpu in tagged + [("gpt2", "kernels-twin", "twin"), ("gpt2", "kernels-base", "base"), ("llama", "kernels-blocks", "f32")]:
     if os.path.isdir(f"{work}/out-{name}-{dev}-{tag}"):  # SSAVIZ_CUDA_SOFTMAX_MEASURES=1 SSAVIZ_CUDA_PREDICTIONS=1
+        compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} {tag} vs cpu ({cpu})")
+tagged = [(name, "tf32x3", "f32") for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]]
+for name, tag, cpu in tagged + [("gpt2", "tf32x3-twin", "twin"), ("gpt2", "tf32x3-base", "base"), ("llama", "tf32x3-blocks", "f32")]:
+    if os.path.isdir(f"{work}/out-{name}-{dev}-{tag}"):  # SSAVIZ_PRODUCTS=tf32x3: the TF32 products
         compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} {tag} vs cpu ({cpu})")

@@ -6,7 +6,9 @@
 // the attention rows' softmax (on CUDA metrics_cuda.cu's masked softmax) against float64, a
 // map's extent (on CUDA its kernel) against the host's, and a head's map in bands against the
 // whole map, its texels coloured there against the host's colour pass. And the softmax and the row
-// measures in one pass against the two passes, and the predictions' scan against the CPU's.
+// measures in one pass against the two passes, and the predictions' scan against the CPU's. And
+// the TF32 products (linear.h's Tf32x3Matmul: on CUDA cuBLAS's TF32 tensor cores) against float64
+// on every layout the engine gives them, with their time and float32's at an analysis's shapes.
 // Prints each quantity's largest difference; exits 1 when one exceeds its tolerance.
 //   usage: ssaviz_fused_check [--device cpu|cuda]
 #include <algorithm>
@@ -21,11 +23,14 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/cuda.h>
 
 #include "app/core/state.h"
+#include "bench/median.h"
 #include "model/nn/analysis_predictions_torch.h"
 #include "model/nn/attention_maps_torch.h"
 #include "model/nn/forward.h"
+#include "model/nn/linear.h"
 #include "model/nn/metrics.h"
 #include "model/nn/runtime_torch.h"
 
@@ -322,6 +327,60 @@ void CheckToHost(const at::Device& device, int64_t n, uint64_t seed) {
 
 }  // namespace
 
+// Tf32x3Matmul on the device against float64, within 2e-6 of |a| @ |b| (float32's own error is
+// printed beside it), on each layout the engine gives it: rows @ a row-major weight, @ a transposed
+// one (an output head), queries @ keys of a longer buffer (transposed, batched, grouped), batched
+// row-major, sizes that are multiples of no tile. Operands of widely varied magnitudes.
+void CheckTf32x3(const at::Device& device) {
+    auto varied = [](std::vector<int64_t> shape, uint64_t seed) {
+        at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+        const at::Tensor x = at::normal(0.0, 1.0, shape, gen);
+        return x * at::exp(at::normal(0.0, 3.0, {shape.back()}, gen)) * at::exp(at::normal(0.0, 3.0, shape, gen).narrow(-1, 0, 1));
+    };
+    struct Case {
+        const char* name;
+        at::Tensor a, b;
+    };
+    const at::Tensor keys = varied({2, 4, 700, 64}, 3);
+    const Case cases[] = {
+        {"rows @ a row-major weight", varied({1, 333, 768}, 1), varied({768, 2304}, 2)},
+        {"rows @ a transposed weight", varied({1, 129, 768}, 4), varied({5003, 768}, 5).t()},
+        {"queries @ a buffer's keys", varied({2, 4, 333, 64}, 6), keys.narrow(2, 0, 517).transpose(-1, -2)},
+        {"batched @ batched row-major", varied({2, 3, 130, 96}, 7), varied({2, 3, 96, 77}, 8)},
+    };
+    for (const Case& c : cases) {
+        const at::Tensor got = model::Tf32x3Matmul(c.a.to(device), c.b.to(device)).to(at::kCPU, at::kDouble);
+        const at::Tensor float32 = at::matmul(c.a.to(device), c.b.to(device)).to(at::kCPU, at::kDouble);
+        const at::Tensor a = c.a.to(at::kDouble), b = c.b.to(at::kDouble);
+        const at::Tensor want = at::matmul(a, b), scale = at::matmul(a.abs(), b.abs()) + 1e-300;
+        const double own = ((float32 - want).abs() / scale).max().item<double>();
+        char what[96];
+        std::snprintf(what, sizeof what, "%s (float32 %.2e)", c.name, own);
+        Check((got - want) / scale, at::zeros_like(want), what, false, 2e-6);
+    }
+    if (!device.is_cuda()) return;
+    auto wait = [&] { torch::cuda::synchronize(device.has_index() ? device.index() : -1); };
+    struct Shape {
+        const char* name;
+        int64_t M, K, N;
+        bool transposed;
+    };
+    for (const Shape s : {Shape{"8,192 rows @ GPT-2 small's c_fc", 8192, 768, 3072, false}, Shape{"8,192 rows @ GPT-2's lm_head", 8192, 768, 50257, true},
+                          Shape{"8,192 rows @ TinyLlama's gate+up", 8192, 2048, 11264, false}, Shape{"1,024 rows @ GPT-2 small's c_attn", 1024, 768, 2304, false}}) {
+        const at::Tensor x = at::randn({1, s.M, s.K}, at::TensorOptions(device));
+        const at::Tensor w = s.transposed ? at::randn({s.N, s.K}, at::TensorOptions(device)).t() : at::randn({s.K, s.N}, at::TensorOptions(device));
+        at::Tensor y;
+        const double f32 = bench::MedianMs(5, [&] { y = at::matmul(x, w); wait(); });
+        const double tf32 = bench::MedianMs(5, [&] { y = model::Tf32x3Matmul(x, w); wait(); });
+        std::printf("  %-44s float32 %.2f ms, TF32 x3 %.2f ms (%.2fx)\n", s.name, f32, tf32, f32 / tf32);
+    }
+    const at::Tensor q = at::randn({1, 12, 640, 64}, at::TensorOptions(device)), k = at::randn({1, 12, 8192, 64}, at::TensorOptions(device));
+    at::Tensor y;
+    const double f32 = bench::MedianMs(5, [&] { y = model::GroupedMatmul(q, k.transpose(-1, -2)); wait(); });
+    const double tf32 = bench::MedianMs(5, [&] { y = model::Tf32x3Matmul(q, k.transpose(-1, -2)); wait(); });
+    std::printf("  %-44s float32 %.2f ms, TF32 x3 %.2f ms (%.2fx)\n", "scores of 640 rows of 12 heads, 8,192 keys", f32, tf32, f32 / tf32);
+}
+
 int main(int argc, char** argv) {
     // The attention rows' CUDA softmax is on unless SSAVIZ_CUDA_SOFTMAX=0 (forward.cpp): this checks it even then.
     setenv("SSAVIZ_CUDA_SOFTMAX", "1", 1);
@@ -387,6 +446,8 @@ int main(int argc, char** argv) {
                     CheckSoftmaxMeasures(device, maps, T, first, window, T == 300 ? 8.0 : 1.0, 17 + maps + T + first + window);
     std::printf("the predictions' scan, %s\n", device.str().c_str());
     for (const int64_t V : {int64_t{7}, int64_t{300}, int64_t{50257}}) CheckPredictions(device, 37, V, 29 + V);
+    std::printf("TF32 x3 products against float64, %s\n", device.str().c_str());
+    CheckTf32x3(device);
     std::printf("map extent, %s\n", device.str().c_str());
     for (const int64_t T : {int64_t{1}, int64_t{5}, int64_t{300}, int64_t{2077}}) CheckExtent(device, T, 3 + T);
     std::printf("maps in bands, %s\n", device.str().c_str());

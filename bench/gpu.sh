@@ -9,9 +9,10 @@
 #      the CUDA bf16 forward against the CUDA float32 one), a twin comparison and a base too; the
 #      same with the fused temperatures (SSAVIZ_CUDA_TEMPERATURES=1; what-ifs too), and with the
 #      softmax and row measures' kernel and the predictions' (SSAVIZ_CUDA_SOFTMAX_MEASURES=1
-#      SSAVIZ_CUDA_PREDICTIONS=1; a twin, a base, blocks); at 8,192 tokens an edit at the end, a full
-#      analysis and an edit in the middle without them, with the temperatures' and with all three
-#      (host ops, time);
+#      SSAVIZ_CUDA_PREDICTIONS=1; a twin, a base, blocks), and with the TF32 products
+#      (SSAVIZ_PRODUCTS=tf32x3); at 8,192 tokens an edit at the end, a full analysis and an edit in
+#      the middle without them, with the temperatures' and with all three, and (full, middle) with
+#      the TF32 products too (host ops, time);
 #   2. GPT-2 small's shape (12 x 12, width 768, context 8,192): full analysis, edits at the end,
 #      middle and start, head map and bake, beside PyTorch CUDA doing the same work;
 #   3. TinyLlama-1.1B's shape (BF16 weights): full analyses at 1,024 and 8,192 tokens, PyTorch CUDA
@@ -140,17 +141,26 @@ for name in english gpt2 pythia llama mistral llama3; do kernels exact "$name" "
 kernels exact gpt2 "$dev" kernels-twin --compare "$work/twin"
 kernels exact gpt2 "$dev" kernels-base --base "$work/twin" --lens
 SSAVIZ_DEVICE_BLOCK_MB=1 kernels exact llama "$dev" kernels-blocks --lens
+# The TF32 products (linear.h's Tf32x3Matmul, off unless SSAVIZ_PRODUCTS=tf32x3 until checked here;
+# ssaviz_fused_check checks the products alone): the weights' and the scores' products of at least
+# 128 rows on TF32 tensor cores in three parts, against the CPU's float32.
+tf32() { SSAVIZ_PRODUCTS=tf32x3 "$@"; }
+for name in english gpt2 pythia llama mistral llama3; do tf32 exact "$name" "$dev" tf32x3 --lens; done
+tf32 exact gpt2 "$dev" tf32x3-twin --compare "$work/twin"
+tf32 exact gpt2 "$dev" tf32x3-base --base "$work/twin" --lens
+SSAVIZ_DEVICE_BLOCK_MB=1 tf32 exact llama "$dev" tf32x3-blocks --lens
 "$py" "$here/bench/compare_exports.py" "$work" "$dev" | tee "$out/exactness.txt"
 if [ "$dev" = cuda ]; then  # GPT-2 small's shape at 8,192 tokens with the unchecked kernels and without (host ops and time)
   [ -f "$small/model.safetensors" ] || "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" \
     --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
   for what in end:5 full:2 middle:2; do  # ONLY:REPEATS
-    ons="0 1"; [ "${what%%:*}" = end ] && ons="0 T 1"
-    for on in $ons; do  # none, (at the end) the temperatures' alone, all three
-      t=$([ $on = 0 ] && echo 0 || echo 1) k=$([ $on = 1 ] && echo 1 || echo 0)
-      echo "SSAVIZ_CUDA_TEMPERATURES=$t SSAVIZ_CUDA_SOFTMAX_MEASURES=$k SSAVIZ_CUDA_PREDICTIONS=$k, --only ${what%%:*} of 8,192 tokens:" |
+    ons="0 1 P"; [ "${what%%:*}" = end ] && ons="0 T 1"
+    for on in $ons; do  # none, (at the end) the temperatures' alone, all three, (P) all three and the TF32 products
+      t=$([ $on = 0 ] && echo 0 || echo 1) k=$([ $on = 0 ] || [ $on = T ] && echo 0 || echo 1)
+      p=$([ $on = P ] && echo tf32x3 || echo float32)
+      echo "SSAVIZ_CUDA_TEMPERATURES=$t SSAVIZ_CUDA_SOFTMAX_MEASURES=$k SSAVIZ_CUDA_PREDICTIONS=$k SSAVIZ_PRODUCTS=$p, --only ${what%%:*} of 8,192 tokens:" |
         tee -a "$out/stages.txt"
-      SSAVIZ_CUDA_TEMPERATURES=$t SSAVIZ_CUDA_SOFTMAX_MEASURES=$k SSAVIZ_CUDA_PREDICTIONS=$k SSAVIZ_BENCH_OPS=1 timeout 60 \
+      SSAVIZ_PRODUCTS=$p SSAVIZ_CUDA_TEMPERATURES=$t SSAVIZ_CUDA_SOFTMAX_MEASURES=$k SSAVIZ_CUDA_PREDICTIONS=$k SSAVIZ_BENCH_OPS=1 timeout 60 \
         "$build/ssaviz_bench" --model "$small" --device "$dev" --only "${what%%:*}" --tokens 8192 --repeats "${what##*:}" --no-maps 2>&1 |
         grep -E "^median|^host ops dispatched \(the analysis|ssaviz::layer_pass|ssaviz::predictions" | tee -a "$out/stages.txt"
     done
@@ -217,6 +227,10 @@ timeout 120 "$build/ssaviz" init-random --out "$tiny" --family llama --layers 22
 for T in ${SSAVIZ_GPU_TINY_TOKENS:-1024 8192}; do
   timeout 75 "$build/ssaviz_bench" --model "$tiny" --device "$dev" --only full --tokens "$T" --repeats 2 2>&1 | tail -n 3 | tee -a "$out/bench-tiny.txt"
 done
+# The same at 8,192 with the TF32 products and the unchecked kernels (the exact stage checks them).
+echo "SSAVIZ_PRODUCTS=tf32x3 SSAVIZ_CUDA_TEMPERATURES=1 SSAVIZ_CUDA_SOFTMAX_MEASURES=1 SSAVIZ_CUDA_PREDICTIONS=1:" | tee -a "$out/bench-tiny.txt"
+SSAVIZ_PRODUCTS=tf32x3 SSAVIZ_CUDA_TEMPERATURES=1 SSAVIZ_CUDA_SOFTMAX_MEASURES=1 SSAVIZ_CUDA_PREDICTIONS=1 timeout 75 "$build/ssaviz_bench" \
+  --model "$tiny" --device "$dev" --only full --tokens 8192 --repeats 2 --no-baseline 2>&1 | tail -n 3 | tee -a "$out/bench-tiny.txt"
 # An edit at the end: grouped kv heads with value temperatures, where each layer used to wait for
 # the device twice (value_off.any().item(), repeat_interleave); none does now.
 timeout 60 "$build/ssaviz_bench" --model "$tiny" --device "$dev" --only end --tokens 1024 --repeats 5 2>&1 | tail -n 2 | tee -a "$out/bench-tiny.txt"
@@ -277,13 +291,14 @@ elif want profile; then
 stage "where the time goes: LibTorch's profiler (no nsys here), its kernels ranked"
 [ -d "$small" ] || "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
 # Each trace is ONLY:TOKENS of GPT-2 small's shape, or tiny/ONLY:TOKENS of TinyLlama's (made by the tiny stage).
-# kernels/ONLY:TOKENS: with the unchecked kernels on (the exact stage's).
+# kernels/ONLY:TOKENS: with the unchecked kernels and the TF32 products on (the exact stage's).
 for what in ${SSAVIZ_GPU_TRACES:-full:1024 full:8192 end:8192 middle:8192 kernels/full:8192 tiny/full:1024 tiny/full:8192}; do
   model=$small name= on=0
   case $what in tiny/*) model="$work/tinyllama" name=tiny- what=${what#tiny/} ;; kernels/*) name=kernels- on=1 what=${what#kernels/} ;; esac
   [ -d "$model" ] || { echo "no $model for the trace $name$what" | tee -a "$out/stages.txt"; continue; }
   only=${what%%:*} n=${what##*:} name=$name${what%%:*}-${what##*:}
-  SSAVIZ_CUDA_TEMPERATURES=$on SSAVIZ_CUDA_SOFTMAX_MEASURES=$on SSAVIZ_CUDA_PREDICTIONS=$on SSAVIZ_BENCH_TRACE="$work/trace-$name.json" \
+  p=$([ $on = 1 ] && echo tf32x3 || echo float32)
+  SSAVIZ_PRODUCTS=$p SSAVIZ_CUDA_TEMPERATURES=$on SSAVIZ_CUDA_SOFTMAX_MEASURES=$on SSAVIZ_CUDA_PREDICTIONS=$on SSAVIZ_BENCH_TRACE="$work/trace-$name.json" \
     timeout 90 "$build/ssaviz_bench" --model "$model" --device "$dev" --only "$only" --tokens "$n" --repeats 3 >"$out/trace-$name-log.txt" 2>&1
   timeout 60 "$py" bench/trace_summary.py "$work/trace-$name.json" >"$out/trace-$name.md" 2>&1
   echo "$name: $(grep -m1 median "$out/trace-$name-log.txt"); $(head -n 1 "$out/trace-$name.md")" | tee -a "$out/stages.txt"

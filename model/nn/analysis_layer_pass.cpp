@@ -144,7 +144,7 @@ bool LayerPass::AttendAll(int64_t from, int64_t b, BlockRows* out) {
     }
     std::vector<at::Tensor> scores;
     for (size_t r = 0; r < m_plan.runs.size(); ++r)  // [B, H, b - from, b]
-        scores.push_back(GroupedMatmul(Narrow(m_scaled_q[r], 2, from - p, b - from), Narrow(m_keys[r], 2, 0, b).transpose(-1, -2)));
+        scores.push_back(GroupedScores(Narrow(m_scaled_q[r], 2, from - p, b - from), Narrow(m_keys[r], 2, 0, b).transpose(-1, -2)));
     auto side_rows = [&](Side s) { return scores[m_plan.source[s].run][m_plan.source[s].row]; };
     std::vector<at::Tensor> maps;  // CompareMapsStacked's order
     for (Side s : {Side::Ssa, Side::Compare, Side::Base})

@@ -295,14 +295,14 @@ at::Tensor ScaledQueries(const at::Tensor& q, const at::Tensor& tau_q) {
 }
 
 at::Tensor AttentionRowsScaled(const at::Tensor& scaled_q, const at::Tensor& k, int64_t first, int64_t window) {
-    return MaskedSoftmax(GroupedMatmul(scaled_q, k.transpose(-1, -2)), first, window);
+    return MaskedSoftmax(GroupedScores(scaled_q, k.transpose(-1, -2)), first, window);
 }
 
 at::Tensor AttentionRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& tau_q, int64_t first, int64_t window,
                          at::Tensor* scores_before_tau) {
     if (q.is_cuda())
         if (const at::Tensor scaled = ScaledQueries(q, tau_q); scaled.defined()) return AttentionRowsScaled(scaled, k, first, window);
-    at::Tensor scores = GroupedMatmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+    at::Tensor scores = GroupedScores(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
     if (tau_q.defined()) {
         if (scores_before_tau) *scores_before_tau = scores;  // a tensor of its own: the product below is another
         scores = scores * tau_q.unsqueeze(-1);

@@ -3,11 +3,18 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <vector>
 
 #include <ATen/Parallel.h>
+
+#include "model/nn/tf32.h"
+#ifdef SSAVIZ_CUDA_KERNELS
+#include "model/nn/products_cuda.h"
+#endif
 
 namespace model {
 namespace {
@@ -271,7 +278,103 @@ at::Tensor FewRowsHeads(const at::Tensor& a, const at::Tensor& b, bool transpose
     return y;
 }
 
+std::atomic<int> g_tf32x3{-1};  // -1: not yet read from the environment
+
+// Whether a product of `rows` rows takes Tf32x3Matmul.
+bool TakesTf32x3(const at::Tensor& a, const at::Tensor& b, int64_t rows) {
+    return rows >= kTf32x3Rows && a.scalar_type() == at::kFloat && b.scalar_type() == at::kFloat && !a.requires_grad() &&
+           !b.requires_grad() && a.device() == b.device() && (a.is_cpu() || a.is_cuda()) && Tf32x3Products();
+}
+
+// tf32.h's three-part layout of x as [outer, inner]: [outer, 3, inner].
+at::Tensor Tf32Parts(const at::Tensor& x, int64_t outer, int64_t inner, unsigned lo_parts) {
+    const at::Tensor in = x.contiguous();
+    at::Tensor out = at::empty({outer, 3, inner}, in.options());
+#ifdef SSAVIZ_CUDA_KERNELS
+    if (in.is_cuda()) {
+        const char* error = cuda::Tf32Parts(in.data_ptr<float>(), outer, inner, lo_parts, out.data_ptr<float>());
+        TORCH_CHECK(!error, "the TF32 parts of a product: ", error);
+        return out;
+    }
+#endif
+    TORCH_CHECK(in.is_cpu(), "TF32 products run on the CPU or a CUDA device");
+    const float* ip = in.data_ptr<float>();
+    float* op = out.data_ptr<float>();
+    at::parallel_for(0, outer * inner, 1 << 14, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) tf32::WriteParts(ip, inner, i, lo_parts, op);
+    });
+    return out;
+}
+
+// at::matmul, or Tf32x3Matmul for attention's scores where it is on.
+at::Tensor ScoresOrMatmul(const at::Tensor& a, const at::Tensor& b, bool scores) {
+    return scores && a.dim() >= 2 && TakesTf32x3(a, b, a.size(-2)) ? Tf32x3Matmul(a, b) : Matmul(a, b);
+}
+
+at::Tensor Grouped(const at::Tensor& a, const at::Tensor& b, bool scores) {
+    const bool few = a.dim() == 4 && b.dim() == 4 && a.device().is_cpu() && b.device().is_cpu() && a.scalar_type() == at::kFloat &&
+                     b.scalar_type() == at::kFloat && !a.requires_grad() && !b.requires_grad() && a.size(0) == b.size(0) &&
+                     b.size(1) > 0 && a.size(1) % b.size(1) == 0 && a.size(2) >= 1 && a.size(2) <= kFewRows && a.size(3) == b.size(2) &&
+                     b.size(2) > 0 && b.size(3) > 0;
+    if (few && b.stride(2) == 1 && b.stride(3) == b.size(2)) return FewRowsHeads(a, b, /*transposed=*/true);
+    if (few && b.stride(3) == 1 && b.stride(2) >= b.size(3)) return FewRowsHeads(a, b, /*transposed=*/false);
+    if (a.dim() < 3 || a.size(-3) == b.size(-3)) return ScoresOrMatmul(a, b, scores);
+    const int64_t Ha = a.size(-3), Hb = b.size(-3), R = a.size(-2), X = a.size(-1);
+    std::vector<int64_t> grouped(a.sizes().begin(), a.sizes().end() - 3);
+    std::vector<int64_t> back = grouped;
+    grouped.insert(grouped.end(), {Hb, (Ha / Hb) * R, X});
+    back.insert(back.end(), {Ha, R, b.size(-1)});
+    return ScoresOrMatmul(a.reshape(grouped), b, scores).view(back);
+}
+
 }  // namespace
+
+bool Tf32x3Products() {
+    int on = g_tf32x3.load(std::memory_order_relaxed);
+    if (on < 0) {
+        const char* setting = std::getenv("SSAVIZ_PRODUCTS");
+        on = setting && std::strcmp(setting, "tf32x3") == 0;
+        if (setting && !on && std::strcmp(setting, "float32") != 0)
+            std::fprintf(stderr, "ssaviz: SSAVIZ_PRODUCTS is neither float32 nor tf32x3; float32\n");
+        int unread = -1;
+        if (!g_tf32x3.compare_exchange_strong(unread, on)) on = unread;  // another thread read it first, or a SetTf32x3Products
+    }
+    return on == 1;
+}
+
+void SetTf32x3Products(bool on) { g_tf32x3.store(on ? 1 : 0); }
+
+at::Tensor Tf32x3Matmul(const at::Tensor& a, const at::Tensor& b) {
+    TORCH_CHECK(a.scalar_type() == at::kFloat && b.scalar_type() == at::kFloat, "TF32 products take float32 operands");
+    TORCH_CHECK(a.dim() >= 2 && b.dim() >= 2 && a.size(-1) == b.size(-2) && a.device() == b.device(),
+                "a TF32 product takes a [..., M, K] and b [K, N] or [..., K, N] on one device");
+    const bool shared = b.dim() == 2;
+    TORCH_CHECK(shared || a.sizes().slice(0, a.dim() - 2) == b.sizes().slice(0, b.dim() - 2), "a TF32 product's operands differ in their leading sizes");
+    if (a.numel() == 0 || b.numel() == 0) return at::matmul(a, b);
+    const int64_t K = a.size(-1), N = b.size(-1);
+    int64_t batch = 1;
+    for (int64_t d = 0; d + 2 < a.dim() && !shared; ++d) batch *= a.size(d);
+    const int64_t M = a.numel() / K / batch;  // with a shared b, all of a's rows in one product
+    const bool transposed = b.stride(-2) == 1 && b.stride(-1) != 1;  // b's columns are contiguous: parts of b^T's rows
+    const at::Tensor left = Tf32Parts(a, batch * M, K, tf32::kLeft);  // [batch, M, 3K]
+    const at::Tensor right = transposed ? Tf32Parts(b.transpose(-1, -2), batch * N, K, tf32::kRight)  // [batch, N, 3K]
+                                        : Tf32Parts(b, batch, K * N, tf32::kRight);                     // [batch, 3K, N]
+    std::vector<int64_t> shape = a.sizes().vec();
+    shape.back() = N;
+#ifdef SSAVIZ_CUDA_KERNELS
+    if (a.is_cuda()) {
+        at::Tensor c = at::empty(shape, a.options());
+        const cuda::Tf32Operands p{left.data_ptr<float>(), right.data_ptr<float>(), c.data_ptr<float>(), batch, M, N, 3 * K, M * 3 * K,
+                                   shared ? 0 : 3 * K * N, transposed};
+        const char* error = cuda::Tf32Product(a.get_device(), p);
+        TORCH_CHECK(!error, "a TF32 product: ", error);
+        return c;
+    }
+#endif
+    const at::Tensor l = left.view({batch, M, 3 * K});
+    const at::Tensor r = transposed ? right.view({batch, N, 3 * K}).transpose(1, 2) : right.view({batch, 3 * K, N});
+    return at::matmul(l, r).view(shape);
+}
 
 at::Tensor Matmul(const at::Tensor& a, const at::Tensor& b) {
     const bool bf16 = a.scalar_type() == at::kBFloat16 || b.scalar_type() == at::kBFloat16;
@@ -280,21 +383,9 @@ at::Tensor Matmul(const at::Tensor& a, const at::Tensor& b) {
     return at::matmul(wide(a), wide(b)).to(at::kBFloat16);
 }
 
-at::Tensor GroupedMatmul(const at::Tensor& a, const at::Tensor& b) {
-    const bool few = a.dim() == 4 && b.dim() == 4 && a.device().is_cpu() && b.device().is_cpu() && a.scalar_type() == at::kFloat &&
-                     b.scalar_type() == at::kFloat && !a.requires_grad() && !b.requires_grad() && a.size(0) == b.size(0) &&
-                     b.size(1) > 0 && a.size(1) % b.size(1) == 0 && a.size(2) >= 1 && a.size(2) <= kFewRows && a.size(3) == b.size(2) &&
-                     b.size(2) > 0 && b.size(3) > 0;
-    if (few && b.stride(2) == 1 && b.stride(3) == b.size(2)) return FewRowsHeads(a, b, /*transposed=*/true);
-    if (few && b.stride(3) == 1 && b.stride(2) >= b.size(3)) return FewRowsHeads(a, b, /*transposed=*/false);
-    if (a.dim() < 3 || a.size(-3) == b.size(-3)) return Matmul(a, b);
-    const int64_t Ha = a.size(-3), Hb = b.size(-3), R = a.size(-2), X = a.size(-1);
-    std::vector<int64_t> grouped(a.sizes().begin(), a.sizes().end() - 3);
-    std::vector<int64_t> back = grouped;
-    grouped.insert(grouped.end(), {Hb, (Ha / Hb) * R, X});
-    back.insert(back.end(), {Ha, R, b.size(-1)});
-    return Matmul(a.reshape(grouped), b).view(back);
-}
+at::Tensor GroupedMatmul(const at::Tensor& a, const at::Tensor& b) { return Grouped(a, b, /*scores=*/false); }
+
+at::Tensor GroupedScores(const at::Tensor& q, const at::Tensor& k_transposed) { return Grouped(q, k_transposed, /*scores=*/true); }
 
 at::Tensor MatmulRows(const at::Tensor& x, const at::Tensor& w) {
     const bool cpu = x.device().is_cpu() && w.device().is_cpu() && x.scalar_type() == at::kFloat && x.dim() >= 1 && w.dim() == 2 &&
@@ -311,6 +402,7 @@ at::Tensor MatmulRows(const at::Tensor& x, const at::Tensor& w) {
         // weight widened once per layer as a float32 x's is.
         if (x.device().is_cpu() && x.scalar_type() == at::kBFloat16 && w.scalar_type() == at::kBFloat16 && w.dim() == 2)
             return at::matmul(x.to(at::kFloat), Widened(w)).to(at::kBFloat16);
+        if (w.dim() == 2 && x.dim() >= 2 && w.size(0) > 0 && TakesTf32x3(x, w, x.numel() / w.size(0))) return Tf32x3Matmul(x, w);
         return Matmul(x, w);
     }
 
@@ -338,6 +430,7 @@ at::Tensor AffineRows(const at::Tensor& x, const at::Tensor& w, const at::Tensor
     const bool fused = !x.device().is_cpu() && x.dim() >= 2 && w.dim() == 2 && b.dim() == 1 && x.scalar_type() == w.scalar_type() &&
                        b.scalar_type() == w.scalar_type() && x.size(-1) == w.size(0) && b.size(0) == w.size(1);
     if (!fused) return MatmulRows(x, w) + b;
+    if (w.size(0) > 0 && TakesTf32x3(x, w, x.numel() / w.size(0))) return Tf32x3Matmul(x, w).add_(b);
     std::vector<int64_t> shape = x.sizes().vec();
     shape.back() = w.size(1);
     return at::addmm(b, x.reshape({-1, x.size(-1)}), w).view(shape);

@@ -52,5 +52,24 @@ at::Tensor AffineRows(const at::Tensor& x, const at::Tensor& w, const at::Tensor
 // much as reading them. Otherwise at::matmul, a group's heads stacked as the rows of one product
 // so b is never repeated.
 at::Tensor GroupedMatmul(const at::Tensor& a, const at::Tensor& b);
+// GroupedMatmul for attention's scores (q @ k^T), which may take Tf32x3Matmul; the weights' sums
+// (weights @ v) do not: the map would be written three times over for a product that reads it once.
+at::Tensor GroupedScores(const at::Tensor& q, const at::Tensor& k_transposed);
+
+// a [..., M, K] @ b (float32 [K, N], or [..., K, N] with a's leading sizes) as one product of
+// three-part operands (tf32.h): a's rows [hi, lo, hi] against b's [lo, hi, hi], 3K terms each,
+// every one exact in TF32. On CUDA through cuBLAS's TF32 tensor cores (issue 37: some 7x float32's
+// rate on an H100 or H200, where float32's products were half of an analysis's device time); on
+// the CPU at::matmul of the same parts, for the tests: the same arithmetic, summed in another order.
+// Within about 3 * 2^-22 of each |a_k b_k| of float32's product; a non-finite a or b gives a
+// non-finite product (NaN where float32's might be infinite).
+at::Tensor Tf32x3Matmul(const at::Tensor& a, const at::Tensor& b);
+// Whether MatmulRows, AffineRows and GroupedScores take Tf32x3Matmul for float32 products of at
+// least kTf32x3Rows rows (fewer read the weights three times for little arithmetic):
+// $SSAVIZ_PRODUCTS=tf32x3 (off by default until a device has measured it), or the last
+// SetTf32x3Products.
+constexpr int64_t kTf32x3Rows = 128;
+bool Tf32x3Products();
+void SetTf32x3Products(bool on);
 
 }  // namespace model

@@ -25,6 +25,7 @@
 #include "model/nn/analysis_assembly_torch.h"
 #include "model/nn/analysis_plan_torch.h"
 #include "model/nn/attention_maps_torch.h"
+#include "model/nn/linear.h"
 #include "model/nn/runtime_torch.h"
 #include "tests/model/nn/compare_analyses.h"
 
@@ -373,6 +374,51 @@ TEST(Incremental, AWholeLayersProductsEqualItsBlocks) {
         EXPECT_GE(blocks_seen, 3) << c.name << ": the new rows fit fewer blocks than the test means to join";
     }
     std::printf("a whole layer's products against its blocks: largest difference %.3g (%s)\n", worst, worst_what.c_str());
+}
+
+// The TF32 products (linear.h's Tf32x3Matmul, $SSAVIZ_PRODUCTS=tf32x3) against float32's on the
+// CPU, which multiplies the parts a device would (summed in another order): every array within the
+// edits' tolerance, a full analysis and edits, a layer's products whole (a device's way) and in
+// blocks, for the paper's form against tau = 1 and a llama (grouped kv heads, SwiGLU) against its base.
+TEST(Incremental, Tf32x3ProductsEqualFloat32s) {
+    std::string text;
+    while (text.size() < 2400) text += kParagraph;  // some 500 tokens: products of more than kTf32x3Rows rows
+    float worst = 0;
+    std::string worst_what;
+    for (const std::string family : {"gpt2", "llama"}) {
+        model::ModelConfig ssa = family == "gpt2" ? PaperConfig(1024) : FamilyConfig(family, 1024), vanilla = ssa;
+        vanilla.query = vanilla.value = model::TemperatureForm{};
+        const std::string dir = WriteModel("tf32-" + family, ssa, 61), base = WriteModel("tf32-base-" + family, vanilla, 62);
+        auto float32 = model::Engine::Open(dir, "cpu");
+        auto tf32 = model::Engine::Open(dir, "cpu");
+        ASSERT_TRUE(float32.ok() && tf32.ok());
+        if (family == "llama") ASSERT_TRUE((*float32)->OpenBase(base).ok() && (*tf32)->OpenBase(base).ok());
+        for (const auto products : {model::AnalyzeOptions::LayerProducts::Whole, model::AnalyzeOptions::LayerProducts::Blocks}) {
+#ifdef SSAVIZ_TEST_SANITIZED
+            if (products == model::AnalyzeOptions::LayerProducts::Blocks) continue;  // the same products, in other slices
+#endif
+            model::AnalyzeOptions options;
+            options.layer_products = products;
+            const std::string how = family + (products == model::AnalyzeOptions::LayerProducts::Whole ? ", whole layers" : ", blocks");
+            for (const std::string& step : {text, text.substr(0, 1200) + " jumps" + text.substr(1200), text + " fox"}) {
+                auto tokens = (*float32)->Tokenize(step, true);
+                ASSERT_TRUE(tokens.ok()) << tokens.error();
+                model::SetTf32x3Products(false);
+                auto want = (*float32)->Analyze(*tokens, options);
+                model::SetTf32x3Products(true);
+                auto got = (*tf32)->Analyze(*tokens, options);
+                model::SetTf32x3Products(false);
+                ASSERT_TRUE(got.ok() && want.ok()) << how;
+                ASSERT_EQ(got->reused_rows, want->reused_rows) << how;
+                std::string what;
+                const float w = CompareAnalyses(*got, *want, &what);
+                EXPECT_LE(w, kTolerance) << how << ": " << what << " differs by " << w << " at " << got->n_tokens << " tokens";
+                if (w > worst) worst = w, worst_what = how + ": " + what;
+            }
+        }
+    }
+    EXPECT_GT(worst, 0.0f) << "the TF32 products gave float32's bits: they did not run";
+    std::printf("TF32 x3 products against float32's: largest difference %.3g (%s)\n", worst, worst_what.c_str());
 }
 
 // Counts, on this thread, the ops that read a tensor's value back to the host (`.item()`, and

@@ -2,9 +2,14 @@
 // shapes that leave remainders in each of its loops, 1 and 2 threads; and an engine holding a BF16
 // file's matrices as bfloat16 against one holding the same values in float32 (full analyses and
 // edits, every array of the analysis). Tolerances: 1e-5 of sum |x w| for the products, 1e-5 on the analyses as the
-// incremental tests'.
+// incremental tests'. The TF32 products (tf32.h, Tf32x3Matmul) on the CPU: the parts' rounding
+// against a float64 reference, the products against float64 within 2e-6 of |a| @ |b| (float32's own
+// error is alike), and which products take them.
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -19,6 +24,7 @@
 #include "model/nn/linear.h"
 #include "model/nn/model_folder_torch.h"
 #include "model/nn/runtime_torch.h"
+#include "model/nn/tf32.h"
 #include "tests/model/nn/compare_analyses.h"
 
 namespace {
@@ -122,6 +128,145 @@ TEST(GroupedMatmul, FewRowsDoNotDependOnTheThreadCountAndManyRowsGoToMatmul) {
     const at::Tensor many = at::randn({2, 4, model::kFewRows + 1, 16});
     const at::Tensor want = at::matmul(many.reshape({2, 2, 2 * (model::kFewRows + 1), 16}), keys.transpose(-1, -2)).view({2, 4, model::kFewRows + 1, 300});
     EXPECT_TRUE(at::equal(model::GroupedMatmul(many, keys.transpose(-1, -2)), want));
+}
+
+uint32_t BitsOf(float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+// x rounded to TF32 in float64: to the nearest multiple of its TF32 step (2^(e - 11) for x in
+// [2^(e - 1), 2^e), 2^-136 below FLT_MIN, where float32's steps are fixed), ties away from zero.
+double Tf32Reference(float x) {
+    int e = 0;
+    std::frexp(static_cast<double>(x), &e);
+    const double step = std::ldexp(1.0, std::max(e - 11, -136));
+    const double r = std::copysign(std::floor(std::fabs(x) / step + 0.5) * step, x);
+    return std::fabs(r) > FLT_MAX ? std::copysign(std::floor(std::fabs(x) / step) * step, x) : r;  // cut where it would overflow
+}
+
+TEST(Tf32, RoundsToNearestAndSplitsIntoTwoExactParts) {
+    std::vector<float> xs = {0.0f, -0.0f, 1.0f, -1.0f, FLT_MIN, -FLT_MIN, 1e-40f, -3e-42f, FLT_MAX, -FLT_MAX, 3.0e38f, 1.0e-30f};
+    for (uint32_t base : {0x3F800000u, 0xC1200000u, 0x00400000u, 0x7F7FE000u})  // ties, and one step either side of them
+        for (uint32_t low : {0x0FFFu, 0x1000u, 0x1001u, 0x3000u, 0x1FFFu}) {
+            const uint32_t u = base | low;
+            float x;
+            std::memcpy(&x, &u, sizeof x);
+            xs.push_back(x);
+        }
+    uint64_t state = 12345;
+    for (int i = 0; i < 200000; ++i) {  // bits across every finite exponent
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        const uint32_t u = static_cast<uint32_t>(state >> 32);
+        float x;
+        std::memcpy(&x, &u, sizeof x);
+        if (std::isfinite(x)) xs.push_back(x);
+    }
+    int checked = 0;
+    for (float x : xs) {
+        const float r = model::tf32::Round(x);
+        ASSERT_EQ(BitsOf(r) & 0x1FFFu, 0u) << x << " rounds to a value with bits below TF32's";
+        ASSERT_EQ(static_cast<double>(r), Tf32Reference(x)) << "x = " << x << " (bits " << std::hex << BitsOf(x) << ")";
+        const model::tf32::Parts p = model::tf32::Split(x);
+        ASSERT_EQ(BitsOf(p.hi), BitsOf(r));
+        ASSERT_EQ(BitsOf(p.lo) & 0x1FFFu, 0u) << x;
+        const double left = std::fabs(static_cast<double>(x) - p.hi - p.lo);
+        ASSERT_LE(left, std::ldexp(std::fabs(static_cast<double>(x)), -22) + std::ldexp(1.0, -137)) << "x = " << x;
+        ++checked;
+    }
+    EXPECT_GT(checked, 190000);
+    for (float x : {INFINITY, -INFINITY, NAN}) {
+        const model::tf32::Parts p = model::tf32::Split(x);
+        EXPECT_EQ(BitsOf(p.hi), BitsOf(x));
+        EXPECT_EQ(p.lo, 0.0f);
+    }
+}
+
+// Operands of widely varied magnitudes (each row and column its own scale over 2^+-10).
+at::Tensor Varied(std::vector<int64_t> shape, uint64_t seed) {
+    at::manual_seed(seed);
+    const at::Tensor x = at::randn(shape);
+    return x * at::exp(at::randn({shape.back()}) * 3.0) * at::exp(at::randn(shape).narrow(-1, 0, 1) * 3.0);
+}
+
+// hi @ hi alone (one TF32 product, what TF32 mode would give) to show the checks can fail.
+double OnePartError(const at::Tensor& a, const at::Tensor& b) {
+    auto round = [](const at::Tensor& t) {
+        at::Tensor r = t.contiguous().clone();
+        float* p = r.data_ptr<float>();
+        for (int64_t i = 0; i < r.numel(); ++i) p[i] = model::tf32::Round(p[i]);
+        return r;
+    };
+    return RelativeError(at::matmul(round(a), round(b)), a, b);
+}
+
+TEST(Tf32x3Matmul, EqualsTheFloat64ProductAsFloat32sDoes) {
+    struct Case {
+        const char* name;
+        at::Tensor a, b;
+    };
+    const at::Tensor keys = Varied({2, 4, 200, 64}, 3);
+    const Case cases[] = {
+        {"rows @ a row-major weight", Varied({300, 96}, 1), Varied({96, 70}, 2)},
+        {"batched rows @ a transposed weight", Varied({2, 150, 96}, 4), Varied({70, 96}, 5).t()},
+        {"scores: queries @ keys of a buffer, transposed", Varied({2, 4, 130, 64}, 6), keys.narrow(2, 0, 170).transpose(-1, -2)},
+        {"batched @ batched row-major", Varied({2, 4, 33, 64}, 7), Varied({2, 4, 64, 50}, 8)},
+        {"columns of a wider matrix", Varied({129, 40}, 9), Varied({40, 90}, 10).narrow(1, 5, 77)},
+    };
+    double worst = 0, worst_float32 = 0, best_one_part = INFINITY;
+    for (const Case& c : cases) {
+        const at::Tensor got = model::Tf32x3Matmul(c.a, c.b);
+        const at::Tensor float32 = at::matmul(c.a, c.b);
+        ASSERT_EQ(got.sizes(), float32.sizes()) << c.name;
+        const double error = RelativeError(got, c.a, c.b), error_float32 = RelativeError(float32, c.a, c.b);
+        EXPECT_LE(error, 2e-6) << c.name << " (float32's own: " << error_float32 << ")";
+        worst = std::max(worst, error);
+        worst_float32 = std::max(worst_float32, error_float32);
+        best_one_part = std::min(best_one_part, OnePartError(c.a, c.b));
+    }
+    EXPECT_GT(best_one_part, 50 * 2e-6) << "one TF32 product passes too: the bound does not tell three parts from one";
+    std::printf("TF32 x3 products against float64: %.3g of |a| @ |b| (float32's own %.3g; one TF32 product's %.3g)\n", worst, worst_float32,
+                best_one_part);
+
+    at::Tensor a = Varied({140, 16}, 11), b = Varied({16, 9}, 12);
+    a[3][5] = INFINITY;
+    const at::Tensor got = model::Tf32x3Matmul(a, b);
+    EXPECT_FALSE(at::isfinite(got[3]).any().item<bool>()) << "an infinite operand gave a finite row";
+    EXPECT_TRUE(at::isfinite(got.narrow(0, 4, 100)).all().item<bool>());
+    EXPECT_EQ(model::Tf32x3Matmul(at::zeros({0, 4}), at::ones({4, 3})).sizes(), (std::vector<int64_t>{0, 3}));
+}
+
+// Restores the products' setting when a test ends.
+struct Tf32x3On {
+    Tf32x3On() : was(model::Tf32x3Products()) { model::SetTf32x3Products(true); }
+    ~Tf32x3On() { model::SetTf32x3Products(was); }
+    bool was;
+};
+
+TEST(Tf32x3Matmul, TakesTheWeightsAndScoresProductsOfManyRowsWhereOn) {
+    const at::Tensor x = Varied({1, model::kTf32x3Rows, 48}, 13), few = x.narrow(1, 0, model::kTf32x3Rows - 1);
+    const at::Tensor w = Varied({48, 30}, 14), bias = at::randn({30});
+    const at::Tensor q = Varied({1, 8, model::kTf32x3Rows, 16}, 15), k = Varied({1, 2, 150, 16}, 16), weights = at::rand({1, 8, 20, 150});
+    ASSERT_FALSE(at::equal(model::Tf32x3Matmul(x, w), at::matmul(x, w))) << "the two products should differ in their rounding";
+    {
+        Tf32x3On on;
+        EXPECT_TRUE(at::equal(model::MatmulRows(x, w), model::Tf32x3Matmul(x, w)));
+        EXPECT_TRUE(at::equal(model::AffineRows(x, w, bias), model::Tf32x3Matmul(x, w) + bias));
+        EXPECT_TRUE(at::equal(model::MatmulRows(x, w.t().contiguous().t()), model::Tf32x3Matmul(x, w.t().contiguous().t())));
+        EXPECT_TRUE(at::equal(model::MatmulRows(few, w), at::matmul(few, w))) << "fewer rows than kTf32x3Rows stay float32";
+        // Grouped query heads: each kv head's query heads are one product's rows.
+        const at::Tensor scores = model::GroupedScores(q, k.transpose(-1, -2));
+        const at::Tensor grouped = model::Tf32x3Matmul(q.reshape({1, 2, 4 * model::kTf32x3Rows, 16}), k.transpose(-1, -2));
+        EXPECT_TRUE(at::equal(scores, grouped.view({1, 8, model::kTf32x3Rows, 150})));
+        EXPECT_TRUE(at::equal(model::GroupedMatmul(weights, k), at::matmul(weights.view({1, 2, 80, 150}), k).view({1, 8, 20, 16})))
+            << "attention's weights @ values stay float32";
+        const at::Tensor trained = w.clone().requires_grad_(true);
+        EXPECT_TRUE(at::equal(model::MatmulRows(x, trained).detach(), at::matmul(x, w))) << "autograd's products stay float32";
+    }
+    EXPECT_TRUE(at::equal(model::MatmulRows(x, w), at::matmul(x, w)));
+    EXPECT_TRUE(at::equal(model::GroupedScores(q, k.transpose(-1, -2)),
+                          at::matmul(q.reshape({1, 2, 4 * model::kTf32x3Rows, 16}), k.transpose(-1, -2)).view({1, 8, model::kTf32x3Rows, 150})));
 }
 
 TEST(Bf16Matrices, AnEngineHoldingThemGivesTheNumbersOfTheirFloat32Copy) {
