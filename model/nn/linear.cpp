@@ -1,6 +1,7 @@
 #include "model/nn/linear.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -280,10 +281,26 @@ at::Tensor FewRowsHeads(const at::Tensor& a, const at::Tensor& b, bool transpose
 
 std::atomic<int> g_tf32x3{-1};  // -1: not yet read from the environment
 
+// Whether `device` multiplies TF32 parts on tensor cores (the CPU: its emulation, for the tests).
+bool Tf32Device(const at::Device& device) {
+    if (device.is_cpu()) return true;
+#ifdef SSAVIZ_CUDA_KERNELS
+    if (device.is_cuda()) {
+        static std::array<std::atomic<int>, 64> known = {};  // per device: 0 unknown, 1 yes, 2 no
+        const int index = device.has_index() ? device.index() : 0;
+        if (index < 0 || index >= static_cast<int>(known.size())) return false;
+        int yes = known[index].load(std::memory_order_relaxed);
+        if (yes == 0) known[index].store(yes = cuda::HasTf32TensorCores(index) ? 1 : 2, std::memory_order_relaxed);
+        return yes == 1;
+    }
+#endif
+    return false;
+}
+
 // Whether a product of `rows` rows takes Tf32x3Matmul.
 bool TakesTf32x3(const at::Tensor& a, const at::Tensor& b, int64_t rows) {
     return rows >= kTf32x3Rows && a.scalar_type() == at::kFloat && b.scalar_type() == at::kFloat && !a.requires_grad() &&
-           !b.requires_grad() && a.device() == b.device() && (a.is_cpu() || a.is_cuda()) && Tf32x3Products();
+           !b.requires_grad() && a.device() == b.device() && Tf32x3Products() && Tf32Device(a.device());
 }
 
 // tf32.h's three-part layout of x as [outer, inner]: [outer, 3, inner].

@@ -65,7 +65,8 @@ at::Tensor GroupedScores(const at::Tensor& q, const at::Tensor& k_transposed);
 // non-finite product (NaN where float32's might be infinite).
 at::Tensor Tf32x3Matmul(const at::Tensor& a, const at::Tensor& b);
 // Whether MatmulRows, AffineRows and GroupedScores take Tf32x3Matmul for float32 products of at
-// least kTf32x3Rows rows (fewer read the weights three times for little arithmetic):
+// least kTf32x3Rows rows (fewer read the weights three times for little arithmetic), on the CPU
+// and on CUDA devices with TF32 tensor cores (compute capability 8.0 on):
 // $SSAVIZ_PRODUCTS=tf32x3 (off by default until a device has measured it), or the last
 // SetTf32x3Products.
 constexpr int64_t kTf32x3Rows = 128;

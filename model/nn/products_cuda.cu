@@ -80,4 +80,11 @@ const char* Tf32Product(int device, const Tf32Operands& p) {
     return status == CUBLAS_STATUS_SUCCESS ? nullptr : BlasError(status);
 }
 
+bool HasTf32TensorCores(int device) {
+    int major = 0;
+    const bool known = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess;
+    if (!known) cudaGetLastError();  // leaves no error behind for the next launch to report
+    return known && major >= 8;
+}
+
 }  // namespace model::cuda

@@ -25,4 +25,8 @@ struct Tf32Operands {
 };
 const char* Tf32Product(int device, const Tf32Operands& operands);
 
+// Whether device `device` has TF32 tensor cores (compute capability 8.0 or later: Ampere on). Where
+// it has none cuBLAS would run the 3K terms on its float32 units, three times float32's work.
+bool HasTf32TensorCores(int device);
+
 }  // namespace model::cuda
