@@ -323,9 +323,11 @@ at::Tensor Tf32Parts(const at::Tensor& x, int64_t outer, int64_t inner, unsigned
     return out;
 }
 
-// at::matmul, or Tf32x3Matmul for attention's scores where it is on.
+// at::matmul, or Tf32x3Matmul for attention's scores where it is on (operands of the same leading
+// sizes: Tf32x3Matmul does not broadcast them).
 at::Tensor ScoresOrMatmul(const at::Tensor& a, const at::Tensor& b, bool scores) {
-    return scores && a.dim() >= 2 && TakesTf32x3(a, b, a.size(-2)) ? Tf32x3Matmul(a, b) : Matmul(a, b);
+    const bool fits = a.dim() >= 2 && a.dim() == b.dim() && a.sizes().slice(0, a.dim() - 2) == b.sizes().slice(0, b.dim() - 2);
+    return scores && fits && TakesTf32x3(a, b, a.size(-2)) ? Tf32x3Matmul(a, b) : Matmul(a, b);
 }
 
 at::Tensor Grouped(const at::Tensor& a, const at::Tensor& b, bool scores) {

@@ -261,6 +261,9 @@ TEST(Tf32x3Matmul, TakesTheWeightsAndScoresProductsOfManyRowsWhereOn) {
         EXPECT_TRUE(at::equal(scores, grouped.view({1, 8, model::kTf32x3Rows, 150})));
         EXPECT_TRUE(at::equal(model::GroupedMatmul(weights, k), at::matmul(weights.view({1, 2, 80, 150}), k).view({1, 8, 20, 16})))
             << "attention's weights @ values stay float32";
+        const at::Tensor one = Varied({1, 2, model::kTf32x3Rows, 16}, 17), three = Varied({3, 2, 40, 16}, 18);
+        EXPECT_TRUE(at::equal(model::GroupedScores(one, three.transpose(-1, -2)), at::matmul(one, three.transpose(-1, -2))))
+            << "operands whose leading sizes broadcast stay float32";
         const at::Tensor trained = w.clone().requires_grad_(true);
         EXPECT_TRUE(at::equal(model::MatmulRows(x, trained).detach(), at::matmul(x, w))) << "autograd's products stay float32";
     }
