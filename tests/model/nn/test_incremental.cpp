@@ -392,7 +392,9 @@ TEST(Incremental, Tf32x3ProductsEqualFloat32s) {
         auto float32 = model::Engine::Open(dir, "cpu");
         auto tf32 = model::Engine::Open(dir, "cpu");
         ASSERT_TRUE(float32.ok() && tf32.ok());
-        if (family == "llama") ASSERT_TRUE((*float32)->OpenBase(base).ok() && (*tf32)->OpenBase(base).ok());
+        if (family == "llama") {
+            ASSERT_TRUE((*float32)->OpenBase(base).ok() && (*tf32)->OpenBase(base).ok());
+        }
         for (const auto products : {model::AnalyzeOptions::LayerProducts::Whole, model::AnalyzeOptions::LayerProducts::Blocks}) {
 #ifdef SSAVIZ_TEST_SANITIZED
             if (products == model::AnalyzeOptions::LayerProducts::Blocks) continue;  // the same products, in other slices
