@@ -140,6 +140,40 @@ void CheckSoftmaxMeasures(const at::Device& device, int maps, int64_t T, int64_t
                 rows_same && measures_same ? "" : "  FAIL");
 }
 
+// The time of the softmax and measures in one pass against the two passes it joins, on a block of
+// rows as an 8,192-token analysis of GPT-2 small's shape has them (12 heads, 682 rows, two and
+// three maps), on CUDA: median of 5, the device synchronised.
+void TimeSoftmaxMeasures(const at::Device& device) {
+    if (!device.is_cuda()) return;
+    auto wait = [&] { torch::cuda::synchronize(device.has_index() ? device.index() : -1); };
+    const int64_t H = 12, T = 8192, first = T - 682;
+    for (const int maps : {2, 3}) {
+        const at::Tensor scores = at::randn({maps, H, T - first, T}, at::TensorOptions(device)) * 3;
+        at::Tensor work;
+        std::vector<at::Tensor> rows;
+        auto fresh = [&] {
+            work = scores.clone();
+            rows.clear();
+            for (int m = 0; m < maps; ++m) rows.push_back(work[m]);
+            wait();
+        };
+        std::vector<double> one, two;
+        for (int r = 0; r < 5; ++r) {
+            fresh();
+            one.push_back(bench::MedianMs(1, [&] { model::SoftmaxAndCompareStacked(rows, first, 0); wait(); }));
+            fresh();
+            two.push_back(bench::MedianMs(1, [&] {
+                for (at::Tensor& m : rows) m = model::MaskedSoftmax(m, first, 0);
+                model::CompareMapsStacked(rows[0], rows[1], maps == 3 ? rows[2] : at::Tensor(), first);
+                wait();
+            }));
+        }
+        std::sort(one.begin(), one.end());
+        std::sort(two.begin(), two.end());
+        std::printf("  %d maps of 12 x 682 rows x 8,192 keys: one pass %.2f ms, two passes %.2f ms (%.2fx)\n", maps, one[2], two[2], two[2] / one[2]);
+    }
+}
+
 // The predictions' scan of rows of logits (PredictRows: on CUDA metrics_cuda.cu's TopLogits, which
 // main turns on; on the CPU one scan a row) against the CPU's scan of the same logits: the same
 // top ids and logits in the same order, the same target logits and ranks, bit for bit. Rows of
@@ -444,6 +478,7 @@ int main(int argc, char** argv) {
             for (const int64_t first : {int64_t{0}, T / 2})
                 for (const int64_t window : {int64_t{0}, int64_t{64}})
                     CheckSoftmaxMeasures(device, maps, T, first, window, T == 300 ? 8.0 : 1.0, 17 + maps + T + first + window);
+    TimeSoftmaxMeasures(device);
     std::printf("the predictions' scan, %s\n", device.str().c_str());
     for (const int64_t V : {int64_t{7}, int64_t{300}, int64_t{50257}}) CheckPredictions(device, 37, V, 29 + V);
     std::printf("TF32 x3 products against float64, %s\n", device.str().c_str());
