@@ -52,11 +52,12 @@
 #          the call a timeout of 540 s and stages to skip. A session's 15 minutes of device time count
 #          the machine's start too: with the window (gui, call B), the lens and the Python module
 #          measured on 2026-11-29, the next run's order is call A1 with
-#          SSAVIZ_GPU_STAGES="fused exact small profile" (est. 6 minutes: the exact stage's exports and
-#          runs of the unchecked kernels, about 2.5 minutes, and 7 traces included), then at once A2
-#          with "tiny blocks" (est. 3 minutes; the build is kept), then C (bench/gpu-dask.sh, est. 2
-#          minutes), then give the machine back; `long` waits for a session with time left. Stages run
-#          in this script's order whatever the list's, so a call cut short loses its last ones.
+#          SSAVIZ_GPU_STAGES="fused exact small" (est. 5 minutes: the exact stage's exports and runs
+#          of the unchecked kernels and the TF32 products, about 3 minutes), then at once A2 with
+#          "tiny blocks profile" and SSAVIZ_GPU_TRACES="full:8192 kernels/full:8192 end:8192 tiny/full:8192"
+#          (est. 4 minutes; the build is kept), then C (bench/gpu-dask.sh, est. 2 minutes), then give
+#          the machine back; `long` waits for a session with time left. Stages run in this script's
+#          order whatever the list's, so a call cut short loses its last ones.
 set -uo pipefail
 stages=${SSAVIZ_GPU_STAGES:-fused exact small lens python tiny blocks long profile gui}
 want() { [[ " $stages " == *" $1 "* ]]; }
