@@ -13,11 +13,7 @@
 #include <cmath>
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define SSAVIZ_HOST_DEVICE __host__ __device__
-#else
-#define SSAVIZ_HOST_DEVICE
-#endif
+#include "model/nn/host_device.h"
 
 namespace model::temperature_rows {
 

@@ -7,18 +7,14 @@
 // and they sum in float32, as float32's products do. float32's own rounding of each product and sum
 // is 2^-24; a dot product of K terms rounds about sqrt(K) times that, so the two are alike.
 //
-// Plain C++ where CUDA is absent, device code where it is (tf32_parts' kernel in
-// metrics_kernels.cuh); free of LibTorch.
+// Plain C++ where CUDA is absent, device code where it is (products_cuda.cu's parts kernel); free
+// of LibTorch.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
-#ifdef __CUDACC__
-#define SSAVIZ_HOST_DEVICE __host__ __device__
-#else
-#define SSAVIZ_HOST_DEVICE
-#endif
+#include "model/nn/host_device.h"
 
 namespace model::tf32 {
 
