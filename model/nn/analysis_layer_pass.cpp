@@ -67,7 +67,7 @@ void LayerPass::RunLayerIn() {
     const int64_t p = m_plan.p, T = m_plan.T;
     if (!m_plan.whole_layer_products || p >= T) return;
     m_in.resize(m_plan.runs.size());
-    m_scaled_q.resize(m_plan.runs.size());
+    m_scores.resize(m_plan.runs.size());
     m_y.resize(m_plan.runs.size());
     for (size_t r = 0; r < m_plan.runs.size(); ++r) {
         const Run& run = m_plan.runs[r];
@@ -100,8 +100,9 @@ void LayerPass::RunLayerIn() {
             in.q = at::cat(q, 2);
             if (!tau_q.empty()) in.tau_q = at::cat(tau_q, 2);
         }
-        m_scaled_q[r] = ScaledQueries(in.q, in.tau_q);  // once a layer rather than once a block
         m_keys[r] = Narrow(m_room[r].k, 2, 0, T);
+        // Once a layer rather than once a block: the scaled queries, and the TF32 parts of them and the keys.
+        m_scores[r] = WithTf32Parts(ScaledQueries(in.q, in.tau_q), m_keys[r]);
         m_values[r] = Narrow(m_room[r].vs, 2, 0, T);
     }
 }
@@ -125,8 +126,8 @@ void LayerPass::Attend(size_t r, int64_t from, int64_t b, BlockCapture* capture)
     const int64_t p = m_plan.p;
     const int64_t window = m_plan.runs[r].model->layers[m_layer].window;
     capture->q = Narrow(in.q, 2, from - p, b - from);
-    if (m_scaled_q[r].defined()) {
-        capture->attention = AttentionRowsScaled(Narrow(m_scaled_q[r], 2, from - p, b - from), Narrow(m_keys[r], 2, 0, b), from, window);
+    if (m_scores[r].q.defined()) {
+        capture->attention = MaskedSoftmax(GroupedScoresOf(m_scores[r], from - p, b - from, b), from, window);
     } else {
         const at::Tensor tau_q = in.tau_q.defined() ? Narrow(in.tau_q, 2, from - p, b - from) : at::Tensor();
         capture->attention = AttentionRows(capture->q, Narrow(m_keys[r], 2, 0, b), tau_q, from, window,
@@ -140,11 +141,11 @@ bool LayerPass::AttendAll(int64_t from, int64_t b, BlockRows* out) {
     const int window = Window(Side::Ssa);
     for (Side s : m_plan.sides) {
         const SideSource& source = m_plan.source[s];
-        if (source.layer_local || !m_scaled_q[source.run].defined() || Window(s) != window) return false;
+        if (source.layer_local || !m_scores[source.run].q.defined() || Window(s) != window) return false;
     }
     std::vector<at::Tensor> scores;
     for (size_t r = 0; r < m_plan.runs.size(); ++r)  // [B, H, b - from, b]
-        scores.push_back(GroupedScores(Narrow(m_scaled_q[r], 2, from - p, b - from), Narrow(m_keys[r], 2, 0, b).transpose(-1, -2)));
+        scores.push_back(GroupedScoresOf(m_scores[r], from - p, b - from, b));
     auto side_rows = [&](Side s) { return scores[m_plan.source[s].run][m_plan.source[s].row]; };
     std::vector<at::Tensor> maps;  // CompareMapsStacked's order
     for (Side s : {Side::Ssa, Side::Compare, Side::Base})
@@ -242,7 +243,7 @@ void LayerPass::LetGoOfLayer() {
     m_position.clear();
     m_token.clear();
     m_in.clear();
-    m_scaled_q.clear();
+    m_scores.clear();
     m_y.clear();
 }
 

@@ -13,6 +13,7 @@
 
 #include "model/nn/analysis_plan_torch.h"
 #include "model/nn/forward.h"
+#include "model/nn/linear.h"
 #include "model/nn/row_buffers.h"
 
 namespace model {
@@ -101,7 +102,7 @@ private:
     PerSide<std::vector<at::Tensor>> m_tau_q, m_tau_v;  // each side's new rows, block by block
     std::vector<at::Tensor> m_position, m_token;  // the SSA side's tau_q terms, the same
     std::vector<BlockInput> m_in;                 // whole_layer_products: a run each, every new row's
-    std::vector<at::Tensor> m_scaled_q;           // and its ScaledQueries (a device's way, on any device)
+    std::vector<ScoreOperands> m_scores;          // and its ScaledQueries (a device's way, on any device) and keys
     std::vector<std::vector<at::Tensor>> m_y;     // and its attention's outputs, block by block, [B, H, rows, D]
 };
 

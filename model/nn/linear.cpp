@@ -12,6 +12,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "model/nn/runtime_torch.h"
 #include "model/nn/tf32.h"
 #ifdef SSAVIZ_CUDA_KERNELS
 #include "model/nn/products_cuda.h"
@@ -323,6 +324,53 @@ at::Tensor Tf32Parts(const at::Tensor& x, int64_t outer, int64_t inner, unsigned
     return out;
 }
 
+// x [..., K]'s three-part rows [..., 3K] (tf32.h's layout; lo_parts kLeft or kRight).
+at::Tensor PartsOfRows(const at::Tensor& x, unsigned lo_parts) {
+    const int64_t K = x.size(-1);
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.back() = 3 * K;
+    return Tf32Parts(x, x.numel() / K, K, lo_parts).view(shape);
+}
+
+#ifdef SSAVIZ_CUDA_KERNELS
+// The leading sizes of t [..., rows, cols] as one batch of one stride (a narrow of rows keeps
+// them so), or false.
+bool OneBatch(const at::Tensor& t, int64_t* batch, int64_t* stride) {
+    *batch = 1, *stride = 0;
+    for (int64_t d = t.dim() - 3; d >= 0; --d) {
+        if (t.size(d) == 1) continue;
+        if (*batch == 1) *stride = t.stride(d);
+        else if (t.stride(d) != *batch * *stride) return false;
+        *batch *= t.size(d);
+    }
+    return true;
+}
+#endif
+
+// left [..., M, 3K] @ right [..., N, 3K]^T, three-part rows of the same leading sizes: Tf32x3Matmul's
+// product of a and a transposed b, from parts made beforehand.
+at::Tensor PartsProduct(const at::Tensor& left, const at::Tensor& right) {
+#ifdef SSAVIZ_CUDA_KERNELS
+    if (left.is_cuda()) {
+        const int64_t K3 = left.size(-1), M = left.size(-2), N = right.size(-2);
+        int64_t batch = 1, a_stride = 0, b_batch = 1, b_stride = 0;
+        const bool rows = left.stride(-1) == 1 && left.stride(-2) == K3 && right.stride(-1) == 1 && right.stride(-2) == K3;
+        if (!rows || !OneBatch(left, &batch, &a_stride) || !OneBatch(right, &b_batch, &b_stride) || batch != b_batch)
+            return PartsProduct(left.contiguous(), right.contiguous());
+        std::vector<int64_t> shape = left.sizes().vec();
+        shape.back() = N;
+        at::Tensor c = at::empty(shape, left.options());
+        if (c.numel() == 0) return c.zero_();
+        const cuda::Tf32Operands p{left.data_ptr<float>(), right.data_ptr<float>(), c.data_ptr<float>(), batch, M, N, K3, a_stride, b_stride,
+                                   /*b_transposed=*/true};
+        const char* error = cuda::Tf32Product(left.get_device(), p);
+        TORCH_CHECK(!error, "a TF32 product: ", error);
+        return c;
+    }
+#endif
+    return at::matmul(left, right.transpose(-1, -2));
+}
+
 // at::matmul, or Tf32x3Matmul for attention's scores where it is on (operands of the same leading
 // sizes: Tf32x3Matmul does not broadcast them).
 at::Tensor ScoresOrMatmul(const at::Tensor& a, const at::Tensor& b, bool scores) {
@@ -405,6 +453,29 @@ at::Tensor Matmul(const at::Tensor& a, const at::Tensor& b) {
 at::Tensor GroupedMatmul(const at::Tensor& a, const at::Tensor& b) { return Grouped(a, b, /*scores=*/false); }
 
 at::Tensor GroupedScores(const at::Tensor& q, const at::Tensor& k_transposed) { return Grouped(q, k_transposed, /*scores=*/true); }
+
+ScoreOperands WithTf32Parts(const at::Tensor& q, const at::Tensor& k) {
+    ScoreOperands o{q, k, {}, {}};
+    const bool grouped = q.defined() && k.defined() && q.dim() == 4 && k.dim() == 4 && q.size(0) == k.size(0) && k.size(1) > 0 &&
+                         q.size(1) % k.size(1) == 0 && q.size(3) == k.size(3) && q.size(3) > 0;
+    if (!grouped || !TakesTf32x3(q, k, q.size(2) * (q.size(1) / k.size(1)))) return o;
+    o.k_parts = PartsOfRows(k, tf32::kRight);  // b^T's rows: Tf32x3Matmul's right parts of k^T
+    if (q.size(1) == k.size(1)) o.q_parts = PartsOfRows(q, tf32::kLeft);
+    return o;
+}
+
+at::Tensor GroupedScoresOf(const ScoreOperands& o, int64_t first, int64_t rows, int64_t keys) {
+    const int64_t group = o.k_parts.defined() ? o.q.size(1) / o.k.size(1) : 1;
+    const bool few = o.q.is_cpu() && rows <= kFewRows;  // GroupedScores's own kernels
+    if (!o.k_parts.defined() || few || !TakesTf32x3(o.q, o.k, rows * group))
+        return GroupedScores(Narrow(o.q, 2, first, rows), Narrow(o.k, 2, 0, keys).transpose(-1, -2));
+    const at::Tensor right = Narrow(o.k_parts, 2, 0, keys);
+    if (o.q_parts.defined()) return PartsProduct(Narrow(o.q_parts, 2, first, rows), right);
+    // A group's query heads stacked as one product's rows, as GroupedScores stacks them.
+    const int64_t B = o.q.size(0), Hb = o.k.size(1), D = o.q.size(3);
+    const at::Tensor stacked = Narrow(o.q, 2, first, rows).reshape({B, Hb, group * rows, D});
+    return PartsProduct(PartsOfRows(stacked, tf32::kLeft), right).view({B, Hb * group, rows, keys});
+}
 
 at::Tensor MatmulRows(const at::Tensor& x, const at::Tensor& w) {
     const bool cpu = x.device().is_cpu() && w.device().is_cpu() && x.scalar_type() == at::kFloat && x.dim() >= 1 && w.dim() == 2 &&

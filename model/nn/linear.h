@@ -56,6 +56,19 @@ at::Tensor GroupedMatmul(const at::Tensor& a, const at::Tensor& b);
 // (weights @ v) do not: the map would be written three times over for a product that reads it once.
 at::Tensor GroupedScores(const at::Tensor& q, const at::Tensor& k_transposed);
 
+// A layer's queries and keys for the scores of many blocks of its rows, with their TF32 parts
+// (tf32.h) made once where the products take them: each block's own would split every key again
+// (at 8,192 tokens of GPT-2 small's shape some 20 GB of a device's memory traffic an analysis,
+// and a dozen host ops a block and run). q [..., Ha, n, D] (scaled), k [..., Hb, T, D].
+struct ScoreOperands {
+    at::Tensor q, k;
+    at::Tensor q_parts, k_parts;  // [..., Ha, n, 3D] (only where Ha == Hb), [..., Hb, T, 3D]; or undefined
+};
+ScoreOperands WithTf32Parts(const at::Tensor& q, const at::Tensor& k);
+// GroupedScores(q's rows [first, first + rows), k's rows [0, keys)^T), the same product of the same
+// parts where it takes Tf32x3Matmul (bit for bit on the CPU).
+at::Tensor GroupedScoresOf(const ScoreOperands& o, int64_t first, int64_t rows, int64_t keys);
+
 // a [..., M, K] @ b (float32 [K, N], or [..., K, N] with a's leading sizes) as one product of
 // three-part operands (tf32.h): a's rows [hi, lo, hi] against b's [lo, hi, hi], 3K terms each,
 // every one exact in TF32. On CUDA through cuBLAS's TF32 tensor cores (issue 37: some 7x float32's

@@ -272,6 +272,38 @@ TEST(Tf32x3Matmul, TakesTheWeightsAndScoresProductsOfManyRowsWhereOn) {
                           at::matmul(q.reshape({1, 2, 4 * model::kTf32x3Rows, 16}), k.transpose(-1, -2)).view({1, 8, model::kTf32x3Rows, 150})));
 }
 
+TEST(Tf32x3Matmul, ALayersPartsMadeOnceGiveEachBlocksScoresBitForBit) {
+    // A layer's scaled queries (rows 300..) and keys in buffers with room beyond them, as the
+    // layer pass holds them; blocks of its rows against the keys up to each block's end.
+    const int64_t R = 2 * model::kTf32x3Rows + 40, T = 300 + R;
+    const at::Tensor q = Varied({2, 4, R + 8, 16}, 21).narrow(2, 0, R), k = Varied({2, 4, T + 20, 16}, 22).narrow(2, 0, T);
+    const at::Tensor grouped_k = Varied({2, 2, T + 20, 16}, 23).narrow(2, 0, T);
+    struct Block {
+        int64_t first, rows;
+    };
+    const Block blocks[] = {{0, model::kTf32x3Rows}, {model::kTf32x3Rows, model::kTf32x3Rows + 40}, {0, R}, {R - 30, 30}, {R - 5, 5}};
+    for (bool on : {true, false}) {
+        const bool was = model::Tf32x3Products();
+        model::SetTf32x3Products(on);
+        for (const at::Tensor& keys : {k, grouped_k}) {
+            const model::ScoreOperands o = model::WithTf32Parts(q, keys);
+            EXPECT_EQ(o.k_parts.defined(), on);
+            EXPECT_EQ(o.q_parts.defined(), on && keys.size(1) == q.size(1)) << "a group's heads are stacked a block at a time";
+            for (const Block& b : blocks) {
+                const int64_t n = 300 + b.first + b.rows;  // keys up to the block's last row
+                const at::Tensor got = model::GroupedScoresOf(o, b.first, b.rows, n);
+                const at::Tensor want = model::GroupedScores(q.narrow(2, b.first, b.rows), keys.narrow(2, 0, n).transpose(-1, -2));
+                EXPECT_TRUE(at::equal(got, want)) << "rows " << b.first << "+" << b.rows << ", " << keys.size(1) << " kv heads, TF32 " << on;
+                if (on && b.rows * (q.size(1) / keys.size(1)) >= model::kTf32x3Rows && b.rows > model::kFewRows) {
+                    const at::Tensor float32 = model::GroupedMatmul(q.narrow(2, b.first, b.rows), keys.narrow(2, 0, n).transpose(-1, -2));
+                    EXPECT_FALSE(at::equal(got, float32)) << "the TF32 products should be taken (and round otherwise than float32's)";
+                }
+            }
+        }
+        model::SetTf32x3Products(was);
+    }
+}
+
 TEST(Bf16Matrices, AnEngineHoldingThemGivesTheNumbersOfTheirFloat32Copy) {
     // Llama-shaped (grouped kv heads, SwiGLU, untied head) with widths that leave remainders.
     model::ModelConfig c;
