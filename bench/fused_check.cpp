@@ -392,6 +392,22 @@ void CheckTf32x3(const at::Device& device) {
         std::snprintf(what, sizeof what, "%s (float32 %.2e)", c.name, own);
         Check((got - want) / scale, at::zeros_like(want), what, false, 2e-6);
     }
+    // A layer's parts made once (WithTf32Parts) and a block of its rows against the keys up to the
+    // block's end (GroupedScoresOf: narrowed parts, batch strides of the whole layer's).
+    const bool was = model::Tf32x3Products();
+    model::SetTf32x3Products(true);
+    const at::Tensor layer_q = varied({2, 4, 900, 64}, 9).narrow(2, 0, 700), grouped_q = varied({2, 8, 700, 64}, 10);
+    for (const at::Tensor& q : {layer_q, grouped_q}) {
+        const model::ScoreOperands o = model::WithTf32Parts(q.to(device), keys.to(device));
+        const at::Tensor got = model::GroupedScoresOf(o, 200, 333, 533).to(at::kCPU, at::kDouble);
+        const at::Tensor a = q.narrow(2, 200, 333).to(at::kDouble);
+        const at::Tensor b = keys.narrow(2, 0, 533).repeat_interleave(q.size(1) / keys.size(1), 1).transpose(-1, -2).to(at::kDouble);
+        const at::Tensor want = at::matmul(a, b), scale = at::matmul(a.abs(), b.abs()) + 1e-300;
+        const char* what = q.size(1) == keys.size(1) ? "a block of a layer's parts made once" : "the same, two query heads a key head";
+        if (!o.k_parts.defined()) std::printf("  %s: the layer's parts were not made\n", what), ++g_failures;
+        Check((got - want) / scale, at::zeros_like(want), what, false, 2e-6);
+    }
+    model::SetTf32x3Products(was);
     if (!device.is_cuda()) return;
     auto wait = [&] { torch::cuda::synchronize(device.has_index() ? device.index() : -1); };
     struct Shape {
@@ -413,6 +429,11 @@ void CheckTf32x3(const at::Device& device) {
     const double f32 = bench::MedianMs(5, [&] { y = model::GroupedMatmul(q, k.transpose(-1, -2)); wait(); });
     const double tf32 = bench::MedianMs(5, [&] { y = model::Tf32x3Matmul(q, k.transpose(-1, -2)); wait(); });
     std::printf("  %-44s float32 %.2f ms, TF32 x3 %.2f ms (%.2fx)\n", "scores of 640 rows of 12 heads, 8,192 keys", f32, tf32, f32 / tf32);
+    model::SetTf32x3Products(true);
+    const model::ScoreOperands o = model::WithTf32Parts(q, k);
+    const double parts = bench::MedianMs(5, [&] { y = model::GroupedScoresOf(o, 0, 640, 8192); wait(); });
+    model::SetTf32x3Products(was);
+    std::printf("  %-44s TF32 x3 from a layer's parts %.2f ms (%.2fx)\n", "the same", parts, f32 / parts);
 }
 
 int main(int argc, char** argv) {
