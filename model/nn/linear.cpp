@@ -15,6 +15,8 @@
 #include "model/nn/runtime_torch.h"
 #include "model/nn/tf32.h"
 #ifdef SSAVIZ_CUDA_KERNELS
+#include <c10/core/DeviceGuard.h>
+
 #include "model/nn/products_cuda.h"
 #endif
 
@@ -310,6 +312,7 @@ at::Tensor Tf32Parts(const at::Tensor& x, int64_t outer, int64_t inner, unsigned
     at::Tensor out = at::empty({outer, 3, inner}, in.options());
 #ifdef SSAVIZ_CUDA_KERNELS
     if (in.is_cuda()) {
+        const c10::DeviceGuard on_its_device(in.device());  // the kernel runs on the current device
         const char* error = cuda::Tf32Parts(in.data_ptr<float>(), outer, inner, lo_parts, out.data_ptr<float>());
         TORCH_CHECK(!error, "the TF32 parts of a product: ", error);
         return out;
