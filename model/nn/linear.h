@@ -59,10 +59,10 @@ at::Tensor GroupedScores(const at::Tensor& q, const at::Tensor& k_transposed);
 // A layer's queries and keys for the scores of many blocks of its rows, with their TF32 parts
 // (tf32.h) made once where the products take them: each block's own would split every key again
 // (at 8,192 tokens of GPT-2 small's shape some 20 GB of a device's memory traffic an analysis,
-// and a dozen host ops a block and run). q [..., Ha, n, D] (scaled), k [..., Hb, T, D].
+// and a dozen host ops a block and run). q [B, Ha, n, D] (scaled), k [B, Hb, T, D].
 struct ScoreOperands {
     at::Tensor q, k;
-    at::Tensor q_parts, k_parts;  // [..., Ha, n, 3D] (only where Ha == Hb), [..., Hb, T, 3D]; or undefined
+    at::Tensor q_parts, k_parts;  // [B, Ha, n, 3D] (only where Ha == Hb), [B, Hb, T, 3D]; or undefined
 };
 ScoreOperands WithTf32Parts(const at::Tensor& q, const at::Tensor& k);
 // GroupedScores(q's rows [first, first + rows), k's rows [0, keys)^T), the same product of the same
