@@ -142,6 +142,7 @@ int CmdInfo(const CommandOptions& o) {
                 info.tokenizer_source.c_str(), info.device.c_str(), info.compute_dtype.c_str());
     const model::ComputeThreads threads = model::CurrentComputeThreads();
     std::printf("threads      %d (%s)\nblas         %s\n", threads.count, threads.why.c_str(), model::DescribeBlas().c_str());
+    for (const std::string& setting : info.settings) std::printf("setting      %s\n", setting.c_str());
     std::printf("weights      %s (%s, stored %s)\n", model::EscapeForMessage(info.weights_path, 4096).c_str(), info.weights_format.c_str(),
                 info.stored_dtype.c_str());
     if (!info.unused_tensors.empty())

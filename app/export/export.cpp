@@ -212,7 +212,8 @@ json InfoToJson(const model::ModelInfo& info) {
                 {"tokenizer", {{"kind", info.tokenizer_kind}, {"vocab", info.tokenizer_vocab}, {"source", info.tokenizer_source}}},
                 {"unused_tensors", info.unused_tensors},
                 {"weights", {{"path", info.weights_path}, {"format", info.weights_format}, {"stored_dtype", info.stored_dtype}}},
-                {"notes", info.notes}};
+                {"notes", info.notes},
+                {"settings", info.settings}};
 }
 
 json RuntimeToJson() {

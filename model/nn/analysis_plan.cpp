@@ -10,6 +10,9 @@
 
 #include "model/io/files.h"
 #include "model/nn/attention_maps_torch.h"
+#include "model/nn/linear.h"
+#include "model/nn/metrics.h"
+#include "model/nn/runtime.h"
 
 namespace model {
 
@@ -133,16 +136,8 @@ AnalysisPlan PlanAnalysis(const PlanInputs& in, const std::vector<int32_t>& ids,
 
     const int64_t fit = static_cast<int64_t>(BlockBytes(in.device) / (sizeof(float) * static_cast<size_t>(c.n_head) * static_cast<size_t>(T)));
     plan.block = std::max<int64_t>(pool, fit / pool * pool);
-    static const AnalyzeOptions::LayerProducts from_environment = [] {  // read once: the environment does not change under a process
-        const char* setting = std::getenv("SSAVIZ_LAYER_PRODUCTS");
-        bool unreadable = false;
-        const AnalyzeOptions::LayerProducts asked = LayerProductsSetting(setting, &unreadable);
-        if (unreadable)
-            std::fprintf(stderr, "ssaviz: SSAVIZ_LAYER_PRODUCTS='%s' is neither whole nor blocks; %s\n", EscapeForMessage(setting, 40).c_str(),
-                         "whole on a device, blocks on the CPU");
-        return asked;
-    }();
-    const AnalyzeOptions::LayerProducts asked = in.layer_products == AnalyzeOptions::LayerProducts::Auto ? from_environment : in.layer_products;
+    const AnalyzeOptions::LayerProducts asked =
+        in.layer_products == AnalyzeOptions::LayerProducts::Auto ? LayerProductsOfEnvironment() : in.layer_products;
     plan.whole_layer_products = asked == AnalyzeOptions::LayerProducts::Auto ? !in.device.is_cpu() : asked == AnalyzeOptions::LayerProducts::Whole;
     int64_t widest = 1;  // floats a row, every batch row of a run
     for (const Run& run : plan.runs) {
@@ -198,6 +193,53 @@ AnalyzeOptions::LayerProducts LayerProductsSetting(const char* setting, bool* un
     if (std::strcmp(setting, "blocks") == 0) return AnalyzeOptions::LayerProducts::Blocks;
     *unreadable = true;
     return AnalyzeOptions::LayerProducts::Auto;
+}
+
+AnalyzeOptions::LayerProducts LayerProductsOfEnvironment() {
+    static const AnalyzeOptions::LayerProducts asked = [] {  // read once: the environment does not change under a process
+        const char* setting = std::getenv("SSAVIZ_LAYER_PRODUCTS");
+        bool unreadable = false;
+        const AnalyzeOptions::LayerProducts setting_read = LayerProductsSetting(setting, &unreadable);
+        if (unreadable)
+            std::fprintf(stderr, "ssaviz: SSAVIZ_LAYER_PRODUCTS='%s' is neither whole nor blocks; %s\n", EscapeForMessage(setting, 40).c_str(),
+                         "whole on a device, blocks on the CPU");
+        return setting_read;
+    }();
+    return asked;
+}
+
+std::vector<std::string> ComputeSettings(const at::Device& device) {
+    std::vector<std::string> lines;
+    const bool cpu = device.is_cpu();
+    constexpr const char* kUnchecked = " (not yet checked on a device)";
+    if (Tf32x3Products()) {
+        if (!Tf32x3ProductsOn(device))
+            lines.emplace_back("SSAVIZ_PRODUCTS=tf32x3 unused: this device has no TF32 tensor cores, so its products stay float32");
+        else if (cpu)
+            lines.emplace_back("SSAVIZ_PRODUCTS=tf32x3: products of 128 rows or more in three TF32 parts, emulated on the CPU for tests "
+                               "(three times the products' arithmetic), within float32's rounding");
+        else
+            lines.emplace_back(std::string("SSAVIZ_PRODUCTS=tf32x3: the weights' and scores' products of 128 rows or more on TF32 tensor "
+                                           "cores in three parts, within float32's rounding") + kUnchecked);
+    }
+    const AnalyzeOptions::LayerProducts layer = LayerProductsOfEnvironment();
+    if (cpu && layer == AnalyzeOptions::LayerProducts::Whole)
+        lines.emplace_back("SSAVIZ_LAYER_PRODUCTS=whole: each layer's weights over all its new rows at once (the CPU's default: a block of rows "
+                           "at a time)");
+    if (!cpu && layer == AnalyzeOptions::LayerProducts::Blocks)
+        lines.emplace_back("SSAVIZ_LAYER_PRODUCTS=blocks: each block of rows through the whole layer (a device's default: a layer's weights over "
+                           "all its new rows at once)");
+    if (!cpu && BlockBytes(device) != kDeviceBlockBytes)
+        lines.push_back("SSAVIZ_DEVICE_BLOCK_MB=" + std::to_string(BlockBytes(device) >> 20) + ": attention rows of that many MB at a time (256 by default)");
+    if (device.is_cuda() && HasCudaKernels()) {
+        const CudaSwitches& k = CudaSwitchesOfEnvironment();
+        if (!k.softmax) lines.emplace_back("SSAVIZ_CUDA_SOFTMAX=0: torch's softmax for the attention rows instead of the kernel");
+        if (k.temperatures) lines.emplace_back(std::string("SSAVIZ_CUDA_TEMPERATURES=1: the temperatures in one kernel") + kUnchecked);
+        if (k.softmax_measures)
+            lines.emplace_back(std::string("SSAVIZ_CUDA_SOFTMAX_MEASURES=1: the attention rows' softmax and statistics in one kernel") + kUnchecked);
+        if (k.predictions) lines.emplace_back(std::string("SSAVIZ_CUDA_PREDICTIONS=1: the predictions' top ten and ranks in one kernel") + kUnchecked);
+    }
+    return lines;
 }
 
 void WaitForDevice(const at::Device& device) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -165,6 +166,16 @@ size_t DeviceBlockBytes(const char* setting, bool* unreadable);
 // $SSAVIZ_LAYER_PRODUCTS's text (null: unset) as a setting of AnalyzeOptions::layer_products:
 // whole or blocks; Auto when unset, and for anything else with `*unreadable` set.
 AnalyzeOptions::LayerProducts LayerProductsSetting(const char* setting, bool* unreadable);
+
+// $SSAVIZ_LAYER_PRODUCTS as LayerProductsSetting reads it, once a process (a setting it cannot
+// read is one line on stderr, and Auto).
+AnalyzeOptions::LayerProducts LayerProductsOfEnvironment();
+
+// What the environment's settings (README's device settings) change in how an analysis on
+// `device` computes, a line each ("SSAVIZ_PRODUCTS=tf32x3: ..."), for ModelInfo::settings: `info`,
+// metrics.json and the Model panel say them, so numbers computed another way than the default
+// say so. Empty where every setting that applies to the device is at its default.
+std::vector<std::string> ComputeSettings(const at::Device& device);
 
 // Waits for the device's kernels to finish (nothing on the CPU): AnalyzeOptions::phase_timings.
 void WaitForDevice(const at::Device& device);

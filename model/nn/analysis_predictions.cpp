@@ -24,8 +24,7 @@ static_assert(Analysis::kTopK == cuda::kTopLogits, "the CUDA scan keeps kTopLogi
 // SSAVIZ_CUDA_PREDICTIONS=1 (off by default until bench/gpu.sh has checked it on a device): one
 // kernel a block of rows where topk, a gather and a comparison were some ten.
 bool CudaPredictions(const at::Tensor& logits) {
-    static const bool on = SettingIs("SSAVIZ_CUDA_PREDICTIONS", "1");
-    return on && logits.is_cuda() && logits.scalar_type() == at::kFloat && logits.is_contiguous() && logits.size(1) < (int64_t{1} << 30);
+    return CudaSwitchesOfEnvironment().predictions && logits.is_cuda() && logits.scalar_type() == at::kFloat && logits.is_contiguous() && logits.size(1) < (int64_t{1} << 30);
 }
 #endif
 

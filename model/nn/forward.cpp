@@ -27,10 +27,7 @@ namespace {
 // it off (torch's masked_fill_ and softmax instead). Checked on an H200 (2026-11-29, bench/gpu.sh):
 // every family's export with it equals the CPU's as closely as without it, and it is 6-8% faster
 // at 8,192 tokens.
-bool CudaSoftmax() {
-    static const bool on = !SettingIs("SSAVIZ_CUDA_SOFTMAX", "0");
-    return on;
-}
+bool CudaSoftmax() { return CudaSwitchesOfEnvironment().softmax; }
 }  // namespace
 #endif
 
@@ -39,8 +36,7 @@ namespace {
 // default until bench/gpu.sh's exact stage has checked them on a device).
 bool CudaTemperatures(const at::Tensor& t) {
 #ifdef SSAVIZ_CUDA_KERNELS
-    static const bool on = SettingIs("SSAVIZ_CUDA_TEMPERATURES", "1");
-    return on && t.is_cuda();
+    return CudaSwitchesOfEnvironment().temperatures && t.is_cuda();
 #else
     (void)t;
     return false;

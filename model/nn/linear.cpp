@@ -414,6 +414,8 @@ bool Tf32x3Products() {
 
 void SetTf32x3Products(bool on) { g_tf32x3.store(on ? 1 : 0); }
 
+bool Tf32x3ProductsOn(const at::Device& device) { return Tf32x3Products() && Tf32Device(device); }
+
 at::Tensor Tf32x3Matmul(const at::Tensor& a, const at::Tensor& b) {
     TORCH_CHECK(a.scalar_type() == at::kFloat && b.scalar_type() == at::kFloat, "TF32 products take float32 operands");
     TORCH_CHECK(a.dim() >= 2 && b.dim() >= 2 && a.size(-1) == b.size(-2) && a.device() == b.device(),

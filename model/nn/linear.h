@@ -85,5 +85,7 @@ at::Tensor Tf32x3Matmul(const at::Tensor& a, const at::Tensor& b);
 constexpr int64_t kTf32x3Rows = 128;
 bool Tf32x3Products();
 void SetTf32x3Products(bool on);
+// Whether products on `device` take them: Tf32x3Products, and a device that has them.
+bool Tf32x3ProductsOn(const at::Device& device);
 
 }  // namespace model

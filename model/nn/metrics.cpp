@@ -336,10 +336,7 @@ at::Tensor SoftmaxCompareCuda(const std::vector<at::Tensor>& scores, int64_t fir
 
 // SoftmaxAndCompareStacked's pass, with SSAVIZ_CUDA_SOFTMAX_MEASURES=1 (off by default until
 // bench/gpu.sh has checked it on a device) unless SSAVIZ_CUDA_SOFTMAX=0 turns the softmax kernel off.
-bool CudaSoftmaxMeasures() {
-    static const bool on = SettingIs("SSAVIZ_CUDA_SOFTMAX_MEASURES", "1") && !SettingIs("SSAVIZ_CUDA_SOFTMAX", "0");
-    return on;
-}
+bool CudaSoftmaxMeasures() { return CudaSwitchesOfEnvironment().softmax_measures; }
 #endif
 
 // What CompareMaps and CompareThreeMaps check of their maps; true when a fused pass takes them:

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "model/io/files.h"
+#include "model/nn/analysis_plan_torch.h"
 
 namespace model {
 namespace fs = std::filesystem;
@@ -202,6 +203,7 @@ Result<LoadedModel> LoadModel(const std::string& path, at::Device device, const 
     m.info.weights_format = m.gpt.weights_format;
     m.info.stored_dtype = m.gpt.stored_dtype;
     m.info.notes = m.gpt.notes;
+    m.info.settings = ComputeSettings(device);
     m.info.query_slopes = QuerySlopes(m.gpt);
     return m;
 }

@@ -35,6 +35,7 @@ struct ModelInfo {
     std::string weights_format;       // "safetensors" or "torch.save"
     std::string stored_dtype;         // "F32", "F16", "F16+F32", ...
     std::vector<std::string> notes;   // what the loader inferred (no config.json, GPT-2 tokenizer, ...)
+    std::vector<std::string> settings;  // what the environment changes in how analyses compute (ComputeSettings)
     // tau_q's position term per layer ([L]); empty when tau_q has none. config.query.position says
     // how s comes from beta.
     std::vector<TemperatureSlope> query_slopes;

@@ -58,6 +58,18 @@ bool SettingIs(const char* name, const char* value) {
     return setting && std::strcmp(setting, value) == 0;
 }
 
+const CudaSwitches& CudaSwitchesOfEnvironment() {
+    static const CudaSwitches switches = [] {
+        CudaSwitches s;
+        s.softmax = !SettingIs("SSAVIZ_CUDA_SOFTMAX", "0");
+        s.temperatures = SettingIs("SSAVIZ_CUDA_TEMPERATURES", "1");
+        s.softmax_measures = s.softmax && SettingIs("SSAVIZ_CUDA_SOFTMAX_MEASURES", "1");
+        s.predictions = SettingIs("SSAVIZ_CUDA_PREDICTIONS", "1");
+        return s;
+    }();
+    return switches;
+}
+
 int ComputeThreadsFromEnvironment(int fallback) {
     const char* value = std::getenv("SSAVIZ_THREADS");
     if (!value || !*value) return fallback;

@@ -20,6 +20,16 @@ void KeepFreedMemoryForReuse();
 // SSAVIZ_CUDA_SOFTMAX=0, SSAVIZ_CUDA_TEMPERATURES=1, ...).
 bool SettingIs(const char* name, const char* value);
 
+// The CUDA kernels' switches of README's device settings, read from the environment once: where
+// the kernels are taken, and what `info` and the exports say of them (ComputeSettings).
+struct CudaSwitches {
+    bool softmax = true;            // the attention rows' masked softmax, unless SSAVIZ_CUDA_SOFTMAX=0
+    bool temperatures = false;      // the temperatures in one kernel: SSAVIZ_CUDA_TEMPERATURES=1
+    bool softmax_measures = false;  // the softmax and the row statistics in one: SSAVIZ_CUDA_SOFTMAX_MEASURES=1, with the softmax on
+    bool predictions = false;       // the predictions' scan: SSAVIZ_CUDA_PREDICTIONS=1
+};
+const CudaSwitches& CudaSwitchesOfEnvironment();
+
 // Threads LibTorch uses for one operation (process-wide). The GUI leaves a core to the UI.
 void SetComputeThreads(int threads);
 // The BLAS this process loaded, for benchmark reports: OpenBLAS's own description and how it

@@ -132,6 +132,9 @@ void ModelView::Draw(WindowState& state) {
         Row("tokenizer", m.tokenizer_kind.empty() ? "-" : m.tokenizer_kind + ", from " + m.tokenizer_source);
         Row("device", m.device.empty() ? "-" : m.device + ", computing in " + m.compute_dtype,
             "Change with --device cpu|cuda[:N] and --dtype f32|bf16|f16 on the command line.");
+        for (const std::string& setting : m.settings)
+            Row("setting", setting, "An environment variable that changes how this device computes (README's device settings); exports\n"
+                                    "record it in metrics.json's model.settings.");
         if (!m.unused_tensors.empty()) {
             std::string list;
             for (const std::string& t : m.unused_tensors) list += t + "\n";

@@ -76,6 +76,37 @@ TEST_F(Cli, EveryUsableCoreComputesByDefault) {
     EXPECT_NE(text.out.find("\nblas         "), std::string::npos) << text.out;
 }
 
+// README's device settings that change how an analysis computes are named by `info` and by the
+// exports' metrics.json; at their defaults, or where they do not apply, none is.
+TEST_F(Cli, InfoAndExportsNameTheSettingsThatChangeHowTheyCompute) {
+    auto run = [&](const std::string& env, const std::string& args) {
+        const std::string cmd = "env -u SSAVIZ_PRODUCTS -u SSAVIZ_LAYER_PRODUCTS " + env + " " + Quote(SSAVIZ_BINARY) + " " + args +
+                                " >" + Scratch("settings") + " 2>&1 </dev/null";
+        EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd << ": " << ReadFile(Scratch("settings"));
+        return ReadFile(Scratch("settings"));
+    };
+    const std::string info = "info --json --device cpu --model " + Quote(Small());
+    EXPECT_EQ(json::parse(run("", info), nullptr, false)["settings"], json::array());
+    // The CUDA kernels' switches and the block size are a device's; blocks is the CPU's default.
+    EXPECT_EQ(json::parse(run("SSAVIZ_CUDA_TEMPERATURES=1 SSAVIZ_CUDA_SOFTMAX=0 SSAVIZ_DEVICE_BLOCK_MB=8 SSAVIZ_LAYER_PRODUCTS=blocks", info),
+                          nullptr, false)["settings"],
+              json::array());
+    const json set = json::parse(run("SSAVIZ_PRODUCTS=tf32x3 SSAVIZ_LAYER_PRODUCTS=whole", info), nullptr, false)["settings"];
+    ASSERT_EQ(set.size(), 2u) << set.dump();
+    EXPECT_EQ(set[0].get<std::string>().rfind("SSAVIZ_PRODUCTS=tf32x3: ", 0), 0u) << set.dump();
+    EXPECT_NE(set[0].get<std::string>().find("emulated on the CPU"), std::string::npos) << set.dump();
+    EXPECT_EQ(set[1].get<std::string>().rfind("SSAVIZ_LAYER_PRODUCTS=whole: ", 0), 0u) << set.dump();
+
+    const std::string text = run("SSAVIZ_PRODUCTS=tf32x3", "info --device cpu --model " + Quote(Small()));
+    EXPECT_NE(text.find("\nsetting      SSAVIZ_PRODUCTS=tf32x3: "), std::string::npos) << text;
+    const std::string out = kOut + "/settings-export";
+    fs::remove_all(out);
+    run("SSAVIZ_PRODUCTS=tf32x3", "export --device cpu --model " + Quote(Small()) + " --text 'The cat sat' --format json --out " + Quote(out));
+    const json metrics = json::parse(ReadFile(out + "/metrics.json"), nullptr, false);
+    ASSERT_TRUE(metrics.contains("model")) << ReadFile(Scratch("settings"));
+    EXPECT_EQ(metrics["model"]["settings"], json::array({set[0]}));
+}
+
 TEST_F(Cli, TokenizeJsonGivesIdsPiecesAndOffsets) {
     Outcome r = Ssaviz({"tokenize", "--model", Small(), "--text", "Hello world", "--json"});
     ASSERT_EQ(r.code, 0) << r.err;
