@@ -43,7 +43,11 @@ def compare(a, b, label):
             yield path, float(v)
     try:
         ja = dict(numbers(json.load(open(os.path.join(a, "metrics.json")))))
-        jb = dict(numbers(json.load(open(os.path.join(b, "metrics.json")))))
+        mb = json.load(open(os.path.join(b, "metrics.json")))
+        jb = dict(numbers(mb))
+        settings = mb.get("model", {}).get("settings", [])  # what `info` names: the switches in effect there
+        if settings:
+            worst.append("settings: " + "; ".join(str(x).split(":")[0] for x in settings))
         skip = ("ms", "threads", "seconds")
         keys = [k for k in ja if k in jb and not any(k.endswith(s) for s in skip) and np.isfinite(ja[k]) and np.isfinite(jb[k])]
         if keys:
