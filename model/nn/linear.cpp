@@ -12,12 +12,11 @@
 
 #include <ATen/Parallel.h>
 
+#include "model/nn/products_cuda.h"
 #include "model/nn/runtime_torch.h"
 #include "model/nn/tf32.h"
 #ifdef SSAVIZ_CUDA_KERNELS
 #include <c10/core/DeviceGuard.h>
-
-#include "model/nn/products_cuda.h"
 #endif
 
 namespace model {
@@ -335,7 +334,31 @@ at::Tensor PartsOfRows(const at::Tensor& x, unsigned lo_parts) {
     return Tf32Parts(x, x.numel() / K, K, lo_parts).view(shape);
 }
 
+// products_cuda.h's column-major product on the CPU, as cuBLAS reads its description: each operand
+// viewed where the description says it lies, multiplied by at::matmul. The CPU's emulation takes
+// it, so every test of the TF32 products checks the layouts a device's cuBLAS is handed.
+void ColumnMajorOnCpu(const cuda::ColumnMajorProduct& g) {
+    auto view = [&](const float* data, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride, int64_t batch_stride) {
+        return at::from_blob(const_cast<float*>(data), {g.batch, rows, cols}, {batch_stride, row_stride, col_stride}, at::TensorOptions(at::kFloat));
+    };
+    const at::Tensor first = g.first_transposed ? view(g.first, g.m, g.k, g.first_ld, 1, g.first_stride)
+                                                : view(g.first, g.m, g.k, 1, g.first_ld, g.first_stride);
+    view(g.out, g.m, g.n, 1, g.out_ld, g.out_stride).copy_(at::matmul(first, view(g.second, g.k, g.n, 1, g.second_ld, g.second_stride)));
+}
+
+// C = A B of three-part operands (products_cuda.h): cuBLAS on a CUDA device, ColumnMajorOnCpu on the CPU.
+void RunTf32Product(const at::Tensor& on, const cuda::Tf32Operands& p) {
 #ifdef SSAVIZ_CUDA_KERNELS
+    if (on.is_cuda()) {
+        const char* error = cuda::Tf32Product(on.get_device(), p);
+        TORCH_CHECK(!error, "a TF32 product: ", error);
+        return;
+    }
+#endif
+    TORCH_CHECK(on.is_cpu(), "TF32 products run on the CPU or a CUDA device");
+    ColumnMajorOnCpu(cuda::ColumnMajor(p));
+}
+
 // The leading sizes of t [..., rows, cols] as one batch of one stride (a narrow of rows keeps
 // them so), or false.
 bool OneBatch(const at::Tensor& t, int64_t* batch, int64_t* stride) {
@@ -348,30 +371,22 @@ bool OneBatch(const at::Tensor& t, int64_t* batch, int64_t* stride) {
     }
     return true;
 }
-#endif
 
 // left [..., M, 3K] @ right [..., N, 3K]^T, three-part rows of the same leading sizes: Tf32x3Matmul's
 // product of a and a transposed b, from parts made beforehand.
 at::Tensor PartsProduct(const at::Tensor& left, const at::Tensor& right) {
-#ifdef SSAVIZ_CUDA_KERNELS
-    if (left.is_cuda()) {
-        const int64_t K3 = left.size(-1), M = left.size(-2), N = right.size(-2);
-        int64_t batch = 1, a_stride = 0, b_batch = 1, b_stride = 0;
-        const bool rows = left.stride(-1) == 1 && left.stride(-2) == K3 && right.stride(-1) == 1 && right.stride(-2) == K3;
-        if (!rows || !OneBatch(left, &batch, &a_stride) || !OneBatch(right, &b_batch, &b_stride) || batch != b_batch)
-            return PartsProduct(left.contiguous(), right.contiguous());
-        std::vector<int64_t> shape = left.sizes().vec();
-        shape.back() = N;
-        at::Tensor c = at::empty(shape, left.options());
-        if (c.numel() == 0) return c.zero_();
-        const cuda::Tf32Operands p{left.data_ptr<float>(), right.data_ptr<float>(), c.data_ptr<float>(), batch, M, N, K3, a_stride, b_stride,
-                                   /*b_transposed=*/true};
-        const char* error = cuda::Tf32Product(left.get_device(), p);
-        TORCH_CHECK(!error, "a TF32 product: ", error);
-        return c;
-    }
-#endif
-    return at::matmul(left, right.transpose(-1, -2));
+    const int64_t K3 = left.size(-1), M = left.size(-2), N = right.size(-2);
+    int64_t batch = 1, a_stride = 0, b_batch = 1, b_stride = 0;
+    const bool rows = left.stride(-1) == 1 && left.stride(-2) == K3 && right.stride(-1) == 1 && right.stride(-2) == K3;
+    if (!rows || !OneBatch(left, &batch, &a_stride) || !OneBatch(right, &b_batch, &b_stride) || batch != b_batch)
+        return PartsProduct(left.contiguous(), right.contiguous());
+    std::vector<int64_t> shape = left.sizes().vec();
+    shape.back() = N;
+    at::Tensor c = at::empty(shape, left.options());
+    if (c.numel() == 0) return c.zero_();
+    RunTf32Product(left, {left.data_ptr<float>(), right.data_ptr<float>(), c.data_ptr<float>(), batch, M, N, K3, a_stride, b_stride,
+                          /*b_transposed=*/true});
+    return c;
 }
 
 // at::matmul, or Tf32x3Matmul for attention's scores where it is on (operands of the same leading
@@ -433,19 +448,10 @@ at::Tensor Tf32x3Matmul(const at::Tensor& a, const at::Tensor& b) {
                                         : Tf32Parts(b, batch, K * N, tf32::kRight);                     // [batch, 3K, N]
     std::vector<int64_t> shape = a.sizes().vec();
     shape.back() = N;
-#ifdef SSAVIZ_CUDA_KERNELS
-    if (a.is_cuda()) {
-        at::Tensor c = at::empty(shape, a.options());
-        const cuda::Tf32Operands p{left.data_ptr<float>(), right.data_ptr<float>(), c.data_ptr<float>(), batch, M, N, 3 * K, M * 3 * K,
-                                   shared ? 0 : 3 * K * N, transposed};
-        const char* error = cuda::Tf32Product(a.get_device(), p);
-        TORCH_CHECK(!error, "a TF32 product: ", error);
-        return c;
-    }
-#endif
-    const at::Tensor l = left.view({batch, M, 3 * K});
-    const at::Tensor r = transposed ? right.view({batch, N, 3 * K}).transpose(1, 2) : right.view({batch, 3 * K, N});
-    return at::matmul(l, r).view(shape);
+    at::Tensor c = at::empty(shape, a.options());
+    RunTf32Product(a, {left.data_ptr<float>(), right.data_ptr<float>(), c.data_ptr<float>(), batch, M, N, 3 * K, M * 3 * K,
+                       shared ? 0 : 3 * K * N, transposed});
+    return c;
 }
 
 at::Tensor Matmul(const at::Tensor& a, const at::Tensor& b) {

@@ -73,7 +73,9 @@ at::Tensor GroupedScoresOf(const ScoreOperands& o, int64_t first, int64_t rows, 
 // three-part operands (tf32.h): a's rows [hi, lo, hi] against b's [lo, hi, hi], 3K terms each,
 // every one exact in TF32. On CUDA through cuBLAS's TF32 tensor cores (issue 37: some 7x float32's
 // rate on an H100 or H200, where float32's products were half of an analysis's device time); on
-// the CPU at::matmul of the same parts, for the tests: the same arithmetic, summed in another order.
+// the CPU at::matmul of the same parts, for the tests: the same arithmetic, summed in another order,
+// read through the same column-major description of the product that cuBLAS is handed
+// (products_cuda.h's ColumnMajor), so the tests check the layouts a device multiplies.
 // Within about 3 * 2^-22 of each |a_k b_k| of float32's product; a non-finite a or b gives a
 // non-finite product (NaN where float32's might be infinite).
 at::Tensor Tf32x3Matmul(const at::Tensor& a, const at::Tensor& b);

@@ -67,14 +67,13 @@ const char* Tf32Product(int device, const Tf32Operands& p) {
     cublasStatus_t status;
     const cublasHandle_t handle = Handle(device, &status);
     if (handle) {
-        // Row-major C [M, N] = A [M, K3] B is column-major C^T [N, M] = B^T A^T: B's rows ([K3, N]
-        // row-major, or [N, K3] row-major when transposed) are B^T's columns.
+        const ColumnMajorProduct g = ColumnMajor(p);  // the CPU's emulation multiplies the same
         const float one = 1.0f, zero = 0.0f;
-        const int M = static_cast<int>(p.M), N = static_cast<int>(p.N), K = static_cast<int>(p.K3);
-        status = cublasGemmStridedBatchedEx(handle, p.b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, p.b, CUDA_R_32F,
-                                            p.b_transposed ? K : N, p.b_batch_stride, p.a, CUDA_R_32F, K, p.a_batch_stride, &zero, p.c,
-                                            CUDA_R_32F, N, p.M * p.N, static_cast<int>(p.batch), CUBLAS_COMPUTE_32F_FAST_TF32,
-                                            CUBLAS_GEMM_DEFAULT);
+        status = cublasGemmStridedBatchedEx(handle, g.first_transposed ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(g.m),
+                                            static_cast<int>(g.n), static_cast<int>(g.k), &one, g.first, CUDA_R_32F,
+                                            static_cast<int>(g.first_ld), g.first_stride, g.second, CUDA_R_32F, static_cast<int>(g.second_ld),
+                                            g.second_stride, &zero, g.out, CUDA_R_32F, static_cast<int>(g.out_ld), g.out_stride,
+                                            static_cast<int>(g.batch), CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
     }
     if (current != device) cudaSetDevice(current);
     return status == CUBLAS_STATUS_SUCCESS ? nullptr : BlasError(status);

@@ -1,6 +1,7 @@
 // Float32 products on a CUDA device's TF32 tensor cores at float32's accuracy (issue 37; linear.h's
-// Tf32x3Matmul, tf32.h for the arithmetic). Compiled only where the LibTorch has CUDA
-// (SSAVIZ_CUDA_KERNELS); free of LibTorch and CUDA types.
+// Tf32x3Matmul, tf32.h for the arithmetic). Its functions are compiled only where the LibTorch has
+// CUDA (SSAVIZ_CUDA_KERNELS); free of LibTorch and CUDA types, so the CPU's emulation shares its
+// description of the product (ColumnMajor).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,29 @@ struct Tf32Operands {
     bool b_transposed;
 };
 const char* Tf32Product(int device, const Tf32Operands& operands);
+
+// The column-major product Tf32Product asks cuBLAS for (cublasGemmStridedBatchedEx): a row-major
+// C [M, N] = A [M, K3] B is the column-major C^T [N, M] = B^T A^T, so its first operand is B (its
+// rows, [K3, N] or with b_transposed [N, K3], are B^T's columns) and its second A. As cuBLAS reads
+// them, for each batch i: op(first_i) is m x k, element (r, c) at first[i * first_stride + r + c *
+// first_ld] (transposed: [c + r * first_ld]); second_i is k x n, (r, c) at second[i *
+// second_stride + r + c * second_ld]; out_i m x n, (r, c) at out[i * out_stride + r + c * out_ld].
+// Plain C++: linear.cpp's CPU emulation multiplies the same description, so the tests check what
+// a device is handed.
+struct ColumnMajorProduct {
+    bool first_transposed;
+    int64_t m, n, k, batch;
+    const float* first;
+    int64_t first_ld, first_stride;
+    const float* second;
+    int64_t second_ld, second_stride;
+    float* out;
+    int64_t out_ld, out_stride;
+};
+inline ColumnMajorProduct ColumnMajor(const Tf32Operands& p) {
+    return {p.b_transposed, p.N, p.M, p.K3, p.batch, p.b, p.b_transposed ? p.K3 : p.N, p.b_batch_stride, p.a, p.K3, p.a_batch_stride,
+            p.c, p.N, p.M * p.N};
+}
 
 // Whether device `device` has TF32 tensor cores (compute capability 8.0 or later: Ampere on). Where
 // it has none cuBLAS would run the 3K terms on its float32 units, three times float32's work.
