@@ -892,16 +892,21 @@ private:
         char timings[192];
         std::snprintf(timings, sizeof timings, "forward %.1f ms, metrics %.1f ms | keystroke to pixels %.0f ms | frame %.1f ms",
                       s.analysis ? s.analysis->forward_ms : 0.0, s.analysis ? s.analysis->metrics_ms : 0.0, s.last_latency_ms, s.frame_ms);
+        // The environment's settings that change how the device computes (the Model panel lists them).
+        const size_t settings = s.model ? s.model->settings.size() : 0;
+        std::string settings_text;
+        for (size_t i = 0; i < settings; ++i) settings_text += "\n" + s.model->settings[i];
         if (s.analysis) {
             const float loss = model::MeanLoss(s.analysis->loss);
-            ImGui::Text("%d tokens | %s, L%d H%d | vs %s | loss %.3f | %s%s", s.analysis->n_tokens,
+            const std::string marked = settings == 0 ? "" : " | " + std::to_string(settings) + (settings == 1 ? " setting" : " settings");
+            ImGui::Text("%d tokens | %s, L%d H%d | vs %s | loss %.3f | %s%s%s", s.analysis->n_tokens,
                         s.model ? ShortModelName(s.model->dir).c_str() : "", s.selected.layer, s.selected.head, ComparedWith(*s.analysis).c_str(),
-                        loss, s.analysis->device.c_str(), s.analysis->interventions.empty() ? "" : " | what-ifs on");
+                        loss, s.analysis->device.c_str(), marked.c_str(), s.analysis->interventions.empty() ? "" : " | what-ifs on");
         } else {
             ImGui::TextUnformatted(s.model ? "no analysis yet" : "no model open");
         }
         if (ImGui::IsItemHovered())
-            ImGui::SetTooltip("%s\n%s", timings, s.analysis ? CompareExplanation(*s.analysis).c_str() : "");
+            ImGui::SetTooltip("%s\n%s%s", timings, s.analysis ? CompareExplanation(*s.analysis).c_str() : "", settings_text.c_str());
         if (s.show_timings) {
             ImGui::SameLine(0, 20);
             ImGui::TextDisabled("%s", timings);
