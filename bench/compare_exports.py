@@ -15,7 +15,8 @@ of its size), with its absolute difference.
            row measures' kernel and the predictions' (SSAVIZ_CUDA_SOFTMAX_MEASURES=1
            SSAVIZ_CUDA_PREDICTIONS=1, tags kernels, kernels-twin, -base and -blocks) against the CPU's;
            and those with the TF32 products (SSAVIZ_PRODUCTS=tf32x3, tags tf32x3, tf32x3-twin, -base
-           and -blocks) against the CPU's float32
+           and -blocks) against the CPU's float32; and those with the attention rows fused
+           (SSAVIZ_FUSED_ATTENTION=1, tags fused, fused-twin, -base and -blocks) against the CPU's
 """
 import glob, json, os, sys
 import numpy as np
@@ -85,4 +86,8 @@ for name, tag, cpu in tagged + [("gpt2", "kernels-twin", "twin"), ("gpt2", "kern
 tagged = [(name, "tf32x3", "f32") for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]]
 for name, tag, cpu in tagged + [("gpt2", "tf32x3-twin", "twin"), ("gpt2", "tf32x3-base", "base"), ("llama", "tf32x3-blocks", "f32")]:
     if os.path.isdir(f"{work}/out-{name}-{dev}-{tag}"):  # SSAVIZ_PRODUCTS=tf32x3: the TF32 products
+        compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} {tag} vs cpu ({cpu})")
+tagged = [(name, "fused", "f32") for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]]
+for name, tag, cpu in tagged + [("gpt2", "fused-twin", "twin"), ("gpt2", "fused-base", "base"), ("llama", "fused-blocks", "f32")]:
+    if os.path.isdir(f"{work}/out-{name}-{dev}-{tag}"):  # SSAVIZ_FUSED_ATTENTION=1: the rows never written
         compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} {tag} vs cpu ({cpu})")

@@ -9,6 +9,8 @@
 // measures in one pass against the two passes, and the predictions' scan against the CPU's. And
 // the TF32 products (linear.h's Tf32x3Matmul: on CUDA cuBLAS's TF32 tensor cores) against float64
 // on every layout the engine gives them, with their time and float32's at an analysis's shapes.
+// And the attention rows fused (fused_attention_torch.h: on CUDA flash_kernels.cuh's kernel, which
+// never writes the rows) against float64, with its time and the unfused way's.
 // Prints each quantity's largest difference; exits 1 when one exceeds its tolerance.
 //   usage: ssaviz_fused_check [--device cpu|cuda]
 #include <algorithm>
@@ -30,6 +32,7 @@
 #include "model/nn/analysis_predictions_torch.h"
 #include "model/nn/attention_maps_torch.h"
 #include "model/nn/forward.h"
+#include "model/nn/fused_attention_torch.h"
 #include "model/nn/linear.h"
 #include "model/nn/metrics.h"
 #include "model/nn/runtime_torch.h"
@@ -436,6 +439,79 @@ void CheckTf32x3(const at::Device& device) {
     std::printf("  %-44s TF32 x3 from a layer's parts %.2f ms (%.2fx)\n", "the same", parts, f32 / parts);
 }
 
+// The attention rows fused (FusedAttentionRows: on CUDA the kernel) against the unfused way in
+// float64: each side's map from q k^T, its row measures, its cells along the keys against side 0
+// and its outputs. Sides of D = head_size, heads sharing key groups and value groups, rows from a
+// later first row, not whole warps or steps, later keys past the block's, a sliding window.
+void CheckFusedAttention(const at::Device& device, int sides, int64_t D, int64_t H, int64_t G, int64_t first, int64_t R, int64_t window,
+                         int pool, uint64_t seed) {
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    const int64_t keys = first + R, K = keys + 7;
+    std::vector<model::FusedSide> on_device;
+    std::vector<at::Tensor> maps, y;  // float64, the reference
+    for (int m = 0; m < sides; ++m) {
+        const at::Tensor q = at::normal(0.0, 0.35, {H, R, D}, gen), k = at::normal(0.0, 0.35, {G, K, D}, gen), v = at::normal(0.0, 1.0, {G, K, D}, gen);
+        on_device.push_back({q.to(device), k.to(device), v.to(device)});
+        auto per_head = [&](const at::Tensor& x) { return x.narrow(1, 0, keys).to(at::kDouble).repeat_interleave(H / G, 0); };
+        maps.push_back(model::MaskedSoftmax(at::matmul(q.to(at::kDouble), per_head(k).transpose(1, 2)), first, window));
+        y.push_back(at::matmul(maps.back(), per_head(v)));
+    }
+    model::FusedRows got;
+    const std::string what = std::to_string(sides) + " sides, D " + std::to_string(D) + ", " + std::to_string(H) + "/" + std::to_string(G) +
+                             " heads, rows " + std::to_string(first) + ".." + std::to_string(keys - 1) +
+                             (window ? ", window " + std::to_string(window) : "") + ", pool " + std::to_string(pool);
+    if (!model::FusedAttentionRows(on_device, first, keys, window, pool, &got)) {
+        ++g_failures;
+        std::printf("  %-34s no fused way  FAIL\n", what.c_str());
+        return;
+    }
+    std::printf("  %s\n", what.c_str());
+    std::vector<at::Tensor> single;
+    for (const at::Tensor& m : maps) single.push_back(m.to(at::kFloat));
+    const at::Tensor want = model::CompareMapsStacked(single[0], single[1], sides > 2 ? single[2] : at::Tensor(), first);
+    Check(got.measures, want, "    row measures (relative)", true, 1e-5);
+    for (int k = 0; k + 1 < sides; ++k)
+        Check(got.cells[k].cells, model::PoolKeys(single[0], single[k + 1], pool).cells, "    cells against side " + std::to_string(k + 1));
+    for (int m = 0; m < sides; ++m) Check(got.y[m], y[m], "    outputs of side " + std::to_string(m), false, 1e-5);
+}
+
+// Its time at an analysis's shape (GPT-2 small's heads at 8,192 tokens, the last block of 682
+// rows) against the unfused way's on the same device: the scores' product, the softmax and
+// measures (SoftmaxAndCompareStacked where it runs, else the two passes), the pooling along the
+// keys and the outputs' product.
+void TimeFusedAttention(const at::Device& device) {
+    if (!device.is_cuda()) return;
+    auto wait = [&] { torch::cuda::synchronize(device.has_index() ? device.index() : -1); };
+    const int64_t H = 12, D = 64, T = 8192, first = T - 682, R = T - first;
+    for (const int sides : {2, 3}) {
+        std::vector<model::FusedSide> s;
+        for (int m = 0; m < sides; ++m)
+            s.push_back({at::randn({H, R, D}, at::TensorOptions(device)) * 0.35, at::randn({H, T, D}, at::TensorOptions(device)) * 0.35,
+                         at::randn({H, T, D}, at::TensorOptions(device))});
+        std::vector<double> fused, unfused;
+        for (int r = 0; r < 5; ++r) {
+            model::FusedRows out;
+            wait();
+            fused.push_back(bench::MedianMs(1, [&] { model::FusedAttentionRows(s, first, T, 0, 32, &out); wait(); }));
+            unfused.push_back(bench::MedianMs(1, [&] {
+                std::vector<at::Tensor> rows;
+                for (const model::FusedSide& x : s) rows.push_back(at::matmul(x.q, x.k.transpose(1, 2)));
+                if (!model::SoftmaxAndCompareStacked(rows, first, 0).defined()) {
+                    for (at::Tensor& m : rows) m = model::MaskedSoftmax(m, first, 0);
+                    model::CompareMapsStacked(rows[0], rows[1], sides == 3 ? rows[2] : at::Tensor(), first);
+                }
+                for (int m = 1; m < sides; ++m) model::PoolKeys(rows[0], rows[m], 32);
+                for (int m = 0; m < sides; ++m) at::matmul(rows[m], s[m].v);
+                wait();
+            }));
+        }
+        std::sort(fused.begin(), fused.end());
+        std::sort(unfused.begin(), unfused.end());
+        std::printf("  %d sides of 12 heads x 682 rows x 8,192 keys, D 64: fused %.2f ms, unfused %.2f ms (%.2fx)\n", sides, fused[2], unfused[2],
+                    unfused[2] / fused[2]);
+    }
+}
+
 int main(int argc, char** argv) {
     // The attention rows' CUDA softmax is on unless SSAVIZ_CUDA_SOFTMAX=0 (forward.cpp): this checks it even then.
     setenv("SSAVIZ_CUDA_SOFTMAX", "1", 1);
@@ -504,6 +580,13 @@ int main(int argc, char** argv) {
     for (const int64_t V : {int64_t{7}, int64_t{300}, int64_t{50257}}) CheckPredictions(device, 37, V, 29 + V);
     std::printf("TF32 x3 products against float64, %s\n", device.str().c_str());
     CheckTf32x3(device);
+    std::printf("attention rows fused, %s\n", device.str().c_str());
+    CheckFusedAttention(device, 2, 64, 2, 2, 0, 37, 0, 1, 41);
+    CheckFusedAttention(device, 3, 64, 4, 2, 40, 77, 0, 3, 42);
+    CheckFusedAttention(device, 2, 32, 2, 1, 48, 37, 0, 31, 43);
+    CheckFusedAttention(device, 3, 16, 4, 1, 3, 300, 9, 7, 44);
+    CheckFusedAttention(device, 2, 64, 12, 12, 1000, 1077, 0, 8, 45);
+    TimeFusedAttention(device);
     std::printf("map extent, %s\n", device.str().c_str());
     for (const int64_t T : {int64_t{1}, int64_t{5}, int64_t{300}, int64_t{2077}}) CheckExtent(device, T, 3 + T);
     std::printf("maps in bands, %s\n", device.str().c_str());

@@ -4,15 +4,17 @@
 # `(cd .gpu/debs && apt-get download libicu-dev libicu72)`; send .gpu/ along; the Python module
 # builds there with the pybind11 headers its PyTorch ships). Builds ssaviz there against its CUDA PyTorch, then
 #   0. the kernels against what they replace (ssaviz_fused_check): the fused row statistics, the
-#      pooling, the attention rows' softmax, a map's extent;
+#      pooling, the attention rows' softmax, a map's extent, the attention rows fused (with its time
+#      and the unfused way's at a block of 8,192 tokens);
 #   1. exactness: every family's export on CUDA against the same export on the CPU (float32, and
 #      the CUDA bf16 forward against the CUDA float32 one), a twin comparison and a base too; the
 #      same with the fused temperatures (SSAVIZ_CUDA_TEMPERATURES=1; what-ifs too), and with the
 #      softmax and row measures' kernel and the predictions' (SSAVIZ_CUDA_SOFTMAX_MEASURES=1
 #      SSAVIZ_CUDA_PREDICTIONS=1; a twin, a base, blocks), and with the TF32 products
-#      (SSAVIZ_PRODUCTS=tf32x3); at 8,192 tokens an edit at the end, a full analysis and an edit in
-#      the middle without them, with the temperatures' and with all three, and (full, middle) with
-#      the TF32 products too (host ops, time);
+#      (SSAVIZ_PRODUCTS=tf32x3), and with the attention rows fused (SSAVIZ_FUSED_ATTENTION=1); at
+#      8,192 tokens an edit at the end, a full analysis and an edit in the middle without them, with
+#      the temperatures' and with all three, (full, middle) with the TF32 products too, and with
+#      all of them and the rows fused (host ops, time);
 #   2. GPT-2 small's shape (12 x 12, width 768, context 8,192): full analysis, edits at the end,
 #      middle and start, head map and bake, beside PyTorch CUDA doing the same work;
 #   3. TinyLlama-1.1B's shape (BF16 weights): full analyses at 1,024 and 8,192 tokens, PyTorch CUDA
@@ -54,7 +56,7 @@
 #          measured on 2026-11-29, the next run's order is call A1 with
 #          SSAVIZ_GPU_STAGES="fused exact small" (est. 5 minutes: the exact stage's exports and runs
 #          of the unchecked kernels and the TF32 products, about 3 minutes), then at once A2 with
-#          "tiny blocks profile" and SSAVIZ_GPU_TRACES="full:8192 kernels/full:8192 end:8192 tiny/full:8192"
+#          "tiny blocks profile" and SSAVIZ_GPU_TRACES="full:8192 kernels/full:8192 fused/full:8192 end:8192 tiny/full:8192"
 #          (est. 4 minutes; the build is kept), then C (bench/gpu-dask.sh, est. 2 minutes), then give
 #          the machine back; `long` waits for a session with time left. Stages run in this script's
 #          order whatever the list's, so a call cut short loses its last ones.
@@ -150,18 +152,26 @@ for name in english gpt2 pythia llama mistral llama3; do tf32 exact "$name" "$de
 tf32 exact gpt2 "$dev" tf32x3-twin --compare "$work/twin"
 tf32 exact gpt2 "$dev" tf32x3-base --base "$work/twin" --lens
 SSAVIZ_DEVICE_BLOCK_MB=1 tf32 exact llama "$dev" tf32x3-blocks --lens
+# The attention rows fused (fused_attention_torch.h: flash_kernels.cuh's kernel, which never writes
+# the rows; off unless SSAVIZ_FUSED_ATTENTION=1 until checked here; ssaviz_fused_check checks the
+# kernel alone): every family, a twin, a base (three sides) and 1 MB blocks, against the CPU.
+fused() { SSAVIZ_FUSED_ATTENTION=1 "$@"; }
+for name in english gpt2 pythia llama mistral llama3; do fused exact "$name" "$dev" fused --lens; done
+fused exact gpt2 "$dev" fused-twin --compare "$work/twin"
+fused exact gpt2 "$dev" fused-base --base "$work/twin" --lens
+SSAVIZ_DEVICE_BLOCK_MB=1 fused exact llama "$dev" fused-blocks --lens
 "$py" "$here/bench/compare_exports.py" "$work" "$dev" | tee "$out/exactness.txt"
 if [ "$dev" = cuda ]; then  # GPT-2 small's shape at 8,192 tokens with the unchecked kernels and without (host ops and time)
   [ -f "$small/model.safetensors" ] || "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" \
     --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
   for what in end:5 full:2 middle:2; do  # ONLY:REPEATS
-    ons="0 1 P"; [ "${what%%:*}" = end ] && ons="0 T 1"
-    for on in $ons; do  # none, (at the end) the temperatures' alone, all three, (P) all three and the TF32 products
+    ons="0 1 P F"; [ "${what%%:*}" = end ] && ons="0 T 1 F"
+    for on in $ons; do  # none, (at the end) the temperatures' alone, all three, (P) and the TF32 products, (F) all and the rows fused
       t=$([ $on = 0 ] && echo 0 || echo 1) k=$([ $on = 0 ] || [ $on = T ] && echo 0 || echo 1)
-      p=$([ $on = P ] && echo tf32x3 || echo float32)
-      echo "SSAVIZ_CUDA_TEMPERATURES=$t SSAVIZ_CUDA_SOFTMAX_MEASURES=$k SSAVIZ_CUDA_PREDICTIONS=$k SSAVIZ_PRODUCTS=$p, --only ${what%%:*} of 8,192 tokens:" |
-        tee -a "$out/stages.txt"
-      SSAVIZ_PRODUCTS=$p SSAVIZ_CUDA_TEMPERATURES=$t SSAVIZ_CUDA_SOFTMAX_MEASURES=$k SSAVIZ_CUDA_PREDICTIONS=$k SSAVIZ_BENCH_OPS=1 timeout 60 \
+      p=$([ $on = P ] || [ $on = F ] && echo tf32x3 || echo float32) f=$([ $on = F ] && echo 1 || echo 0)
+      echo "SSAVIZ_CUDA_TEMPERATURES=$t SSAVIZ_CUDA_SOFTMAX_MEASURES=$k SSAVIZ_CUDA_PREDICTIONS=$k SSAVIZ_PRODUCTS=$p SSAVIZ_FUSED_ATTENTION=$f," \
+        "--only ${what%%:*} of 8,192 tokens:" | tee -a "$out/stages.txt"
+      SSAVIZ_FUSED_ATTENTION=$f SSAVIZ_PRODUCTS=$p SSAVIZ_CUDA_TEMPERATURES=$t SSAVIZ_CUDA_SOFTMAX_MEASURES=$k SSAVIZ_CUDA_PREDICTIONS=$k SSAVIZ_BENCH_OPS=1 timeout 60 \
         "$build/ssaviz_bench" --model "$small" --device "$dev" --only "${what%%:*}" --tokens 8192 --repeats "${what##*:}" --no-maps 2>&1 |
         grep -E "^median|^host ops dispatched \(the analysis|ssaviz::layer_pass|ssaviz::predictions" | tee -a "$out/stages.txt"
     done
@@ -292,14 +302,20 @@ elif want profile; then
 stage "where the time goes: LibTorch's profiler (no nsys here), its kernels ranked"
 [ -d "$small" ] || "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
 # Each trace is ONLY:TOKENS of GPT-2 small's shape, or tiny/ONLY:TOKENS of TinyLlama's (made by the tiny stage).
-# kernels/ONLY:TOKENS: with the unchecked kernels and the TF32 products on (the exact stage's).
-for what in ${SSAVIZ_GPU_TRACES:-full:1024 full:8192 end:8192 middle:8192 kernels/full:8192 tiny/full:1024 tiny/full:8192}; do
-  model=$small name= on=0
-  case $what in tiny/*) model="$work/tinyllama" name=tiny- what=${what#tiny/} ;; kernels/*) name=kernels- on=1 what=${what#kernels/} ;; esac
+# kernels/ONLY:TOKENS: with the unchecked kernels and the TF32 products on (the exact stage's);
+# fused/ONLY:TOKENS: the same and the attention rows fused (SSAVIZ_FUSED_ATTENTION=1).
+for what in ${SSAVIZ_GPU_TRACES:-full:1024 full:8192 end:8192 middle:8192 kernels/full:8192 fused/full:8192 tiny/full:1024 tiny/full:8192}; do
+  model=$small name= on=0 f=0
+  case $what in
+    tiny/*) model="$work/tinyllama" name=tiny- what=${what#tiny/} ;;
+    kernels/*) name=kernels- on=1 what=${what#kernels/} ;;
+    fused/*) name=fused- on=1 f=1 what=${what#fused/} ;;
+  esac
   [ -d "$model" ] || { echo "no $model for the trace $name$what" | tee -a "$out/stages.txt"; continue; }
   only=${what%%:*} n=${what##*:} name=$name${what%%:*}-${what##*:}
   p=$([ $on = 1 ] && echo tf32x3 || echo float32)
-  SSAVIZ_PRODUCTS=$p SSAVIZ_CUDA_TEMPERATURES=$on SSAVIZ_CUDA_SOFTMAX_MEASURES=$on SSAVIZ_CUDA_PREDICTIONS=$on SSAVIZ_BENCH_TRACE="$work/trace-$name.json" \
+  SSAVIZ_FUSED_ATTENTION=$f SSAVIZ_PRODUCTS=$p SSAVIZ_CUDA_TEMPERATURES=$on SSAVIZ_CUDA_SOFTMAX_MEASURES=$on SSAVIZ_CUDA_PREDICTIONS=$on \
+    SSAVIZ_BENCH_TRACE="$work/trace-$name.json" \
     timeout 90 "$build/ssaviz_bench" --model "$model" --device "$dev" --only "$only" --tokens "$n" --repeats 3 >"$out/trace-$name-log.txt" 2>&1
   timeout 60 "$py" bench/trace_summary.py "$work/trace-$name.json" >"$out/trace-$name.md" 2>&1
   echo "$name: $(grep -m1 median "$out/trace-$name-log.txt"); $(head -n 1 "$out/trace-$name.md")" | tee -a "$out/stages.txt"

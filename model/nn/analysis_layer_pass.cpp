@@ -143,6 +143,7 @@ bool LayerPass::AttendAll(int64_t from, int64_t b, BlockRows* out) {
         const SideSource& source = m_plan.source[s];
         if (source.layer_local || !m_scores[source.run].q.defined() || Window(s) != window) return false;
     }
+    if (FusedAttention() && AttendFused(from, b, out)) return true;
     std::vector<at::Tensor> scores;
     for (size_t r = 0; r < m_plan.runs.size(); ++r)  // [B, H, b - from, b]
         scores.push_back(GroupedScoresOf(m_scores[r], from - p, b - from, b));
@@ -155,6 +156,41 @@ bool LayerPass::AttendAll(int64_t from, int64_t b, BlockRows* out) {
         for (at::Tensor& s : scores) s = MaskedSoftmax(s, from, window);
     for (size_t r = 0; r < m_plan.runs.size(); ++r) m_y[r].push_back(GroupedMatmul(scores[r], Narrow(m_values[r], 2, 0, b)));
     for (Side s : m_plan.sides) out->rows[s] = AsType(side_rows(s), at::kFloat);
+    return true;
+}
+
+bool LayerPass::AttendFused(int64_t from, int64_t b, BlockRows* out) {
+    const int64_t p = m_plan.p;
+    std::vector<Side> order = {Side::Ssa, Side::Compare};  // CompareMapsStacked's
+    if (m_plan.pairs > 1) order.push_back(Side::Base);
+    if (m_fused.empty())
+        for (Side s : order) {  // the layer's keys and values to a whole step of the kernel's, once a layer
+            const SideSource& source = m_plan.source[s];
+            const int64_t T = m_plan.T, rows = (T + kFusedKeyStep - 1) / kFusedKeyStep * kFusedKeyStep;
+            auto padded = [&](const at::Tensor& x) {  // [G, T, D]
+                if (!x.is_cuda()) return x;
+                at::Tensor y = at::zeros({x.size(0), rows, x.size(2)}, x.options());
+                y.narrow(1, 0, T).copy_(x.narrow(1, 0, T));
+                return y;
+            };
+            m_fused.push_back({at::Tensor(), padded(m_keys[source.run][source.row]), padded(m_values[source.run][source.row])});
+        }
+    std::vector<FusedSide> sides = m_fused;
+    for (size_t i = 0; i < order.size(); ++i) {
+        const SideSource& source = m_plan.source[order[i]];
+        sides[i].q = m_scores[source.run].q[source.row].narrow(1, from - p, b - from);  // [H, rows, D]
+    }
+    FusedRows fused;
+    if (!FusedAttentionRows(sides, from, b, Window(Side::Ssa), static_cast<int>(m_plan.pool), &fused)) return false;
+    out->measures = fused.measures;
+    out->cells[0] = fused.cells[0];
+    out->cells[1] = fused.cells[1];
+    for (size_t r = 0; r < m_plan.runs.size(); ++r) {  // each run's sides in its batch's order
+        const Run& run = m_plan.runs[r];
+        std::vector<at::Tensor> y;
+        for (Side s : run.sides) y.push_back(fused.y[static_cast<size_t>(std::find(order.begin(), order.end(), s) - order.begin())]);
+        m_y[r].push_back(at::stack(y));  // [B, H, rows, D]
+    }
     return true;
 }
 
@@ -245,6 +281,7 @@ void LayerPass::LetGoOfLayer() {
     m_in.clear();
     m_scores.clear();
     m_y.clear();
+    m_fused.clear();
 }
 
 }  // namespace model

@@ -12,7 +12,9 @@
 #include <ATen/ATen.h>
 
 #include "model/nn/analysis_plan_torch.h"
+#include "model/nn/attention_maps_torch.h"
 #include "model/nn/forward.h"
+#include "model/nn/fused_attention_torch.h"
 #include "model/nn/linear.h"
 #include "model/nn/row_buffers.h"
 
@@ -40,10 +42,13 @@ struct LayerRows {
 // A block of attention rows (LayerPass::RunBlock): each side's rows max(a, p)..b-1 over keys
 // [0, b), [H, b - max(a, p), b] float32, undefined when every row of the block is kept; and where
 // the device measured them as it wrote them (SoftmaxAndCompareStacked), their CompareMapsStacked
-// tensor, else undefined.
+// tensor, else undefined. Where the rows were never written (fused_attention_torch.h), `rows` is
+// undefined and `measures` and `cells` hold what the row measures need of them: the SSA side's
+// cells along the keys against its comparison, and against the base with one.
 struct BlockRows {
     PerSide<at::Tensor> rows;
     at::Tensor measures;
+    KeyPooled cells[2];
 };
 
 // One analysis's pass, made for its plan; its layers are run in order, each BeginLayer, the
@@ -85,6 +90,9 @@ private:
     // (and on a device its measures: SoftmaxAndCompareStacked), then each run's outputs. False,
     // with nothing done, elsewhere.
     bool AttendAll(int64_t from, int64_t b, BlockRows* out);
+    // AttendAll's work without writing the rows (fused_attention_torch.h), where it is on and
+    // takes them; false, with nothing done, elsewhere.
+    bool AttendFused(int64_t from, int64_t b, BlockRows* out);
 
     const AnalysisPlan& m_plan;
     const std::vector<LayerRows>& m_old;
@@ -104,6 +112,7 @@ private:
     std::vector<BlockInput> m_in;                 // whole_layer_products: a run each, every new row's
     std::vector<ScoreOperands> m_scores;          // and its ScaledQueries (a device's way, on any device) and keys
     std::vector<std::vector<at::Tensor>> m_y;     // and its attention's outputs, block by block, [B, H, rows, D]
+    std::vector<FusedSide> m_fused;               // AttendFused: each side's keys and values padded once a layer (q empty)
 };
 
 }  // namespace model

@@ -10,6 +10,7 @@
 
 #include "model/io/files.h"
 #include "model/nn/attention_maps_torch.h"
+#include "model/nn/fused_attention_torch.h"
 #include "model/nn/linear.h"
 #include "model/nn/metrics.h"
 #include "model/nn/runtime.h"
@@ -231,6 +232,21 @@ std::vector<std::string> ComputeSettings(const at::Device& device) {
                            "all its new rows at once)");
     if (!cpu && BlockBytes(device) != kDeviceBlockBytes)
         lines.push_back("SSAVIZ_DEVICE_BLOCK_MB=" + std::to_string(BlockBytes(device) >> 20) + ": attention rows of that many MB at a time (256 by default)");
+    if (FusedAttention()) {
+        const bool whole = layer == AnalyzeOptions::LayerProducts::Whole || (!cpu && layer == AnalyzeOptions::LayerProducts::Auto);
+        const char* what = "SSAVIZ_FUSED_ATTENTION=1";
+        if (!whole)
+            lines.push_back(std::string(what) + " unused: it takes a layer's weights over every new row at once" +
+                            (cpu ? " (SSAVIZ_LAYER_PRODUCTS=whole on the CPU, for tests)" : " (not SSAVIZ_LAYER_PRODUCTS=blocks)"));
+        else if (cpu)
+            lines.push_back(std::string(what) + ": a block's attention rows measured, pooled and applied to the values in one step; on the CPU "
+                                                "by the unfused way's own ops, for tests");
+        else if (!device.is_cuda() || !HasCudaKernels() || !Tf32Device(device))
+            lines.push_back(std::string(what) + " unused: it needs CUDA's TF32 tensor cores (compute capability 8.0 on) and this build's kernels");
+        else
+            lines.push_back(std::string(what) + ": a block's attention rows never written: one kernel measures them, pools them and applies "
+                                                "them to the values (head sizes 16, 32 and 64; others the unfused way)" + kUnchecked);
+    }
     if (device.is_cuda() && HasCudaKernels()) {
         const CudaSwitches& k = CudaSwitchesOfEnvironment();
         if (!k.softmax) lines.emplace_back("SSAVIZ_CUDA_SOFTMAX=0: torch's softmax for the attention rows instead of the kernel");

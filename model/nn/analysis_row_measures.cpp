@@ -33,10 +33,10 @@ void RowMeasures::AddBlock(int64_t a, int64_t b, const BlockRows& block, const L
                                                       : CompareMapsStacked(ssa, compare, m_plan.pairs > 1 ? rows[Side::Base] : at::Tensor(), from));
     // Thumbnails of SSA against its comparison, and with a base against the base too (its map
     // and SSA - base; the second pooling's SSA maxima are the first's again, dropped).
-    const Pooled pooled = PoolPair(a, b, Side::Compare, ssa, compare, pass, &m_tail[0]);
+    const Pooled pooled = PoolPair(a, b, Side::Compare, ssa, compare, block.cells[0], pass, &m_tail[0]);
     std::vector<at::Tensor> parts = {pooled.p, pooled.q, pooled.difference};
     if (m_plan.pairs > 1) {
-        const Pooled base = PoolPair(a, b, Side::Base, ssa, rows[Side::Base], pass, &m_tail[1]);
+        const Pooled base = PoolPair(a, b, Side::Base, ssa, rows[Side::Base], block.cells[1], pass, &m_tail[1]);
         parts.push_back(base.q);
         parts.push_back(base.difference);
     }
@@ -46,8 +46,8 @@ void RowMeasures::AddBlock(int64_t a, int64_t b, const BlockRows& block, const L
     }
 }
 
-Pooled RowMeasures::PoolPair(int64_t a, int64_t b, Side other, const at::Tensor& ssa, const at::Tensor& q, const LayerPass& pass,
-                             KeyPooled* tail) const {
+Pooled RowMeasures::PoolPair(int64_t a, int64_t b, Side other, const at::Tensor& ssa, const at::Tensor& q, const KeyPooled& fused,
+                             const LayerPass& pass, KeyPooled* tail) const {
     // Rows [a, from) of the block were kept from the last analysis; their thumbnail block rows are
     // pooled again with the new ones: from the last analysis's tail when it holds them (typing at
     // the end), else recomputed from the kept q and k.
@@ -64,14 +64,18 @@ Pooled RowMeasures::PoolPair(int64_t a, int64_t b, Side other, const at::Tensor&
             const at::Tensor kept_q = pass.KeptAttention(other, a, kept, b);
             block_rows = PoolKeys(kept_ssa, kept_q, static_cast<int>(pool));
         }
-        block_rows = JoinRows(block_rows, from < b ? PoolKeys(ssa, q, static_cast<int>(pool)) : KeyPooled{}, cells);
+        const KeyPooled new_rows = from >= b ? KeyPooled{} : fused.defined() ? fused : PoolKeys(ssa, q, static_cast<int>(pool));
+        block_rows = JoinRows(block_rows, new_rows, cells);
+        pooled = PoolRows(block_rows, static_cast<int>(pool));
+    } else if (fused.defined()) {  // the rows were never written: their cells along the keys are
+        block_rows = fused;
         pooled = PoolRows(block_rows, static_cast<int>(pool));
     } else {
         pooled = PoolThumbnails(ssa, q, static_cast<int>(pool));
     }
     if (b == T) {  // the last block: keep its last thumbnail block's rows for the next edit
         const int64_t first = (T - 1) / pool * pool;
-        *tail = a < kept ? NarrowRows(block_rows, first - a, T - first)
+        *tail = block_rows.defined() ? NarrowRows(block_rows, first - a, T - first)
                          : PoolKeys(ssa.narrow(1, first - a, T - first), q.narrow(1, first - a, T - first), static_cast<int>(pool));
     }
     return pooled;

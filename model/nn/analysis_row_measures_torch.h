@@ -56,9 +56,10 @@ public:
 
 private:
     void LetGoOfLayer();  // of the layer's parts, as soon as they are joined
-    // The block's thumbnail rows of SSA (`ssa`) against side `other` (`q`), its rows max(a, p)..b-1;
-    // in the last block, sets `tail` (see LayerMeasures::tail).
-    Pooled PoolPair(int64_t a, int64_t b, Side other, const at::Tensor& ssa, const at::Tensor& q, const LayerPass& pass,
+    // The block's thumbnail rows of SSA (`ssa`) against side `other` (`q`), its rows max(a, p)..b-1,
+    // or where those were never written their cells along the keys (`fused`, BlockRows::cells); in
+    // the last block, sets `tail` (see LayerMeasures::tail).
+    Pooled PoolPair(int64_t a, int64_t b, Side other, const at::Tensor& ssa, const at::Tensor& q, const KeyPooled& fused, const LayerPass& pass,
                     KeyPooled* tail) const;
 
     const AnalysisPlan& m_plan;

@@ -283,21 +283,6 @@ at::Tensor FewRowsHeads(const at::Tensor& a, const at::Tensor& b, bool transpose
 
 std::atomic<int> g_tf32x3{-1};  // -1: not yet read from the environment
 
-// Whether `device` multiplies TF32 parts on tensor cores (the CPU: its emulation, for the tests).
-bool Tf32Device(const at::Device& device) {
-    if (device.is_cpu()) return true;
-#ifdef SSAVIZ_CUDA_KERNELS
-    if (device.is_cuda()) {
-        static std::array<std::atomic<int>, 64> known = {};  // per device: 0 unknown, 1 yes, 2 no
-        const int index = device.has_index() ? device.index() : 0;
-        if (index < 0 || index >= static_cast<int>(known.size())) return false;
-        int yes = known[index].load(std::memory_order_relaxed);
-        if (yes == 0) known[index].store(yes = cuda::HasTf32TensorCores(index) ? 1 : 2, std::memory_order_relaxed);
-        return yes == 1;
-    }
-#endif
-    return false;
-}
 
 // Whether a product of `rows` rows takes Tf32x3Matmul.
 bool TakesTf32x3(const at::Tensor& a, const at::Tensor& b, int64_t rows) {
@@ -428,6 +413,21 @@ bool Tf32x3Products() {
 }
 
 void SetTf32x3Products(bool on) { g_tf32x3.store(on ? 1 : 0); }
+
+bool Tf32Device(const at::Device& device) {
+    if (device.is_cpu()) return true;
+#ifdef SSAVIZ_CUDA_KERNELS
+    if (device.is_cuda()) {
+        static std::array<std::atomic<int>, 64> known = {};  // per device: 0 unknown, 1 yes, 2 no
+        const int index = device.has_index() ? device.index() : 0;
+        if (index < 0 || index >= static_cast<int>(known.size())) return false;
+        int yes = known[index].load(std::memory_order_relaxed);
+        if (yes == 0) known[index].store(yes = cuda::HasTf32TensorCores(index) ? 1 : 2, std::memory_order_relaxed);
+        return yes == 1;
+    }
+#endif
+    return false;
+}
 
 bool Tf32x3ProductsOn(const at::Device& device) { return Tf32x3Products() && Tf32Device(device); }
 

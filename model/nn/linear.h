@@ -89,5 +89,8 @@ bool Tf32x3Products();
 void SetTf32x3Products(bool on);
 // Whether products on `device` take them: Tf32x3Products, and a device that has them.
 bool Tf32x3ProductsOn(const at::Device& device);
+// Whether `device` multiplies TF32 parts on tensor cores: a CUDA device of compute capability 8.0
+// on where the build has the kernels, and the CPU (its emulation, for the tests).
+bool Tf32Device(const at::Device& device);
 
 }  // namespace model

@@ -1,24 +1,32 @@
 #include "model/nn/metrics.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <c10/util/accumulate.h>
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/InferenceMode.h>
 
+#include "model/nn/forward.h"
+#include "model/nn/fused_attention_torch.h"
 #include "model/nn/model_weights.h"
 #include "model/nn/runtime.h"
 #ifdef SSAVIZ_CUDA_KERNELS
 #include "model/nn/metrics_cuda.h"
+#ifdef SSAVIZ_CUDA_KERNELS
+#include "model/nn/products_cuda.h"
+#endif
 #endif
 
 namespace model {
@@ -508,6 +516,127 @@ QkSpectrum ComputeQkSpectrum(const SsaGpt& model) {
         eig_var.push_back(eig.var(-1, /*unbiased=*/false));
     }
     return {at::stack(opnorm).to(at::kFloat), at::stack(eig_mean).to(at::kFloat), at::stack(eig_var).to(at::kFloat)};
+}
+
+namespace {
+
+std::atomic<int> g_fused_attention{-1};  // -1: not yet read from the environment
+
+// The fused rows by the unfused way's ops (the CPU's, for the tests): each side's map, then its
+// statistics, cells and outputs from it.
+void FusedByOps(const std::vector<FusedSide>& sides, int64_t first, int64_t keys, int64_t window, int pool, FusedRows* out) {
+    std::vector<at::Tensor> maps;
+    for (const FusedSide& s : sides) {
+        const int64_t H = s.q.size(0), R = s.q.size(1), D = s.q.size(2), G = s.k.size(0), Gv = s.v.size(0);
+        const at::Tensor scores = at::matmul(s.q.reshape({G, H / G, R, D}), s.k.narrow(1, 0, keys).unsqueeze(1).transpose(-1, -2));
+        const at::Tensor map = MaskedSoftmax(scores.reshape({H, R, keys}), first, window);
+        out->y.push_back(at::matmul(map.reshape({Gv, H / Gv, R, keys}), s.v.narrow(1, 0, keys).unsqueeze(1)).reshape({H, R, D}));
+        maps.push_back(map);
+    }
+    out->measures = CompareMapsStacked(maps[0], maps[1], maps.size() > 2 ? maps[2] : at::Tensor(), first);
+    for (size_t k = 1; k < maps.size(); ++k) out->cells[k - 1] = PoolKeys(maps[0], maps[k], pool);
+}
+
+#ifdef SSAVIZ_CUDA_KERNELS
+int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+// x [groups, keys, D] as the kernel reads it: at least `rows` keys, each row D floats on, 32-byte
+// aligned; else a copy padded with zeros.
+at::Tensor KernelKeys(const at::Tensor& x, int64_t rows) {
+    const int64_t D = x.size(2);
+    const bool fits = x.size(1) >= rows && x.stride(2) == 1 && x.stride(1) == D && x.stride(0) % 8 == 0 &&
+                      reinterpret_cast<uintptr_t>(x.data_ptr()) % 32 == 0;
+    if (fits) return x;
+    const int64_t have = std::min(x.size(1), rows);
+    at::Tensor padded = at::zeros({x.size(0), rows, D}, x.options());
+    padded.narrow(1, 0, have).copy_(x.narrow(1, 0, have));
+    return padded;
+}
+
+// metrics_cuda.h's FlashRows; false where the device or the head size has no kernel.
+bool FusedOnCuda(const std::vector<FusedSide>& sides, int64_t first, int64_t keys, int64_t window, int pool, FusedRows* out) {
+    const at::Tensor& q0 = sides[0].q;
+    const int64_t H = q0.size(0), R = q0.size(1), D = q0.size(2), n = static_cast<int64_t>(sides.size());
+    const int index = q0.device().has_index() ? q0.device().index() : 0;
+    if (!cuda::FlashHeadSize(D) || !cuda::HasTf32TensorCores(index)) return false;
+    const c10::DeviceGuard on_its_device(q0.device());
+    const int64_t Rp = RoundUp(R, cuda::kFlashRows), K = RoundUp(keys, kFusedKeyStep), cells = (keys + pool - 1) / pool;
+    cuda::FlashArgs a;
+    a.maps = static_cast<int>(n);
+    a.heads = H, a.rows = R, a.keys = keys, a.first = first, a.window = window, a.head_size = D, a.padded_rows = Rp;
+    a.pool = pool, a.cells = cells;
+    std::vector<at::Tensor> operands, y;  // alive until the kernel is queued; the caching allocator keeps them for its stream
+    for (int64_t m = 0; m < n; ++m) {
+        const FusedSide& s = sides[static_cast<size_t>(m)];
+        at::Tensor q = at::zeros({H, Rp, D}, q0.options());
+        q.narrow(1, 0, R).copy_(s.q);
+        const at::Tensor k = KernelKeys(s.k, K), v = KernelKeys(s.v, K);
+        a.q[m] = q.data_ptr<float>(), a.k[m] = k.data_ptr<float>(), a.v[m] = v.data_ptr<float>();
+        a.k_stride[m] = k.stride(0), a.v_stride[m] = v.stride(0);
+        a.heads_per_k[m] = static_cast<int>(H / k.size(0)), a.heads_per_v[m] = static_cast<int>(H / v.size(0));
+        y.push_back(at::empty({H, Rp, D}, q0.options()));
+        a.y[m] = y.back().data_ptr<float>();
+        operands.insert(operands.end(), {q, k, v});
+    }
+    const Stacked stacked = AllocateStacked(static_cast<int>(n), q0);  // [fields, H, R]
+    for (int m = 0; m < n; ++m) {
+        const RowPointers p = MetricPointers(stacked.Field(0), m, stacked.rows);
+        a.out[m] = {p.entropy, p.normalized_entropy, p.spikiness, p.max_weight, p.top5_mass, p.effective_support, p.sink_mass};
+    }
+    for (int k = 0; k < MapPairs(static_cast<int>(n)); ++k) {
+        a.js[k] = stacked.Field(RowMeasureJs(static_cast<int>(n), k));
+        a.l1[k] = stacked.Field(RowMeasureL1(static_cast<int>(n), k));
+    }
+    for (int k = 0; k + 1 < n; ++k) {
+        out->cells[k].cells = at::empty({4, H, R, cells}, q0.options());
+        a.pooled[k] = out->cells[k].cells.data_ptr<float>();
+    }
+    const char* error = cuda::FlashRows(a);
+    TORCH_CHECK(error == nullptr, "the fused attention kernel failed: ", error);
+    out->measures = stacked.all;
+    for (const at::Tensor& t : y) out->y.push_back(t.narrow(1, 0, R));
+    return true;
+}
+#endif
+
+}  // namespace
+
+bool FusedAttention() {
+    int on = g_fused_attention.load(std::memory_order_relaxed);
+    if (on < 0) {
+        const char* setting = std::getenv("SSAVIZ_FUSED_ATTENTION");
+        on = setting && std::strcmp(setting, "1") == 0;
+        int unread = -1;
+        if (!g_fused_attention.compare_exchange_strong(unread, on)) on = unread;  // another thread read it first, or a SetFusedAttention
+    }
+    return on == 1;
+}
+
+void SetFusedAttention(bool on) { g_fused_attention.store(on ? 1 : 0); }
+
+bool FusedAttentionRows(const std::vector<FusedSide>& sides, int64_t first, int64_t keys, int64_t window, int pool, FusedRows* out) {
+    c10::InferenceMode inference;
+    if (sides.size() != 2 && sides.size() != 3) return false;
+    const at::Tensor& q0 = sides[0].q;
+    if (q0.dim() != 3 || q0.size(0) == 0 || q0.size(1) == 0 || keys < first + q0.size(1) || pool < 1) return false;
+    const int64_t H = q0.size(0), D = q0.size(2);
+    for (const FusedSide& s : sides) {
+        for (const at::Tensor* t : {&s.q, &s.k, &s.v})
+            if (!t->defined() || t->dim() != 3 || t->scalar_type() != at::kFloat || t->device() != q0.device() || t->size(2) != D) return false;
+        if (s.q.sizes() != q0.sizes() || s.k.size(0) == 0 || H % s.k.size(0) != 0 || s.v.size(0) == 0 || H % s.v.size(0) != 0 ||
+            s.k.size(1) < keys || s.v.size(1) < keys)
+            return false;
+    }
+    *out = FusedRows{};
+    RECORD_USER_SCOPE("ssaviz::fused_attention");  // tests count these; a profiler shows them
+    if (q0.is_cpu()) {
+        FusedByOps(sides, first, keys, window, pool, out);
+        return true;
+    }
+#ifdef SSAVIZ_CUDA_KERNELS
+    if (q0.is_cuda()) return FusedOnCuda(sides, first, keys, window, pool, out);
+#endif
+    return false;
 }
 
 }  // namespace model

@@ -42,6 +42,37 @@ const char* MaskedSoftmaxRows(float* scores, int64_t rows, int64_t R, int64_t T,
 const char* SoftmaxAndCompareRows(int maps, float* const* scores, int64_t rows, int64_t R, int64_t T, int64_t first, int64_t window,
                                   const RowOutputs* out, float* const* js, float* const* l1);
 
+// A block's attention rows in one pass that never writes them (issue 37's item 2, FlashAttention's
+// way): for each of `maps` (2 or 3) sides, rows first..first + rows - 1 of every head, their
+// scores q k^T on TF32 tensor cores in three parts (tf32.h: within float32's rounding), each row's
+// softmax over its visible keys (max(0, i - window + 1)..i; window 0: 0..i) found in a first pass
+// over the keys and applied in a second, whose weights go straight into the row statistics
+// (SoftmaxAndCompareRows's figures), the thumbnails' cells along the keys (PoolKeys's) and the
+// outputs weights @ v (three TF32 parts again). Needs a device of compute capability 8.0 or more.
+constexpr int kFlashRows = 16, kFlashKeys = 32;  // a warp's rows; keys a step
+struct FlashArgs {
+    int maps = 2;
+    int64_t heads = 0, rows = 0, keys = 0, first = 0, window = 0, head_size = 0;
+    int64_t padded_rows = 0;  // q's and y's rows a head: rows rounded up to kFlashRows
+    int pool = 1;
+    int64_t cells = 0;  // ceil(keys / pool)
+    // Side m: q [heads, padded_rows, D] (scaled: 1 / sqrt(D) and tau_q in it), k and v [groups,
+    // at least keys rounded up to kFlashKeys, D]; head h reads group h / heads_per_k[m] of k and
+    // h / heads_per_v[m] of v. Rows 32-byte aligned (D a multiple of 8).
+    const float *q[3] = {}, *k[3] = {}, *v[3] = {};
+    int64_t k_stride[3] = {}, v_stride[3] = {};  // floats from one group to the next
+    int heads_per_k[3] = {1, 1, 1}, heads_per_v[3] = {1, 1, 1};
+    float* y[3] = {};  // [heads, padded_rows, D]: the outputs, rows past `rows` unspecified
+    // The row statistics of row h * rows + r (as SoftmaxAndCompareRows's), and the cells: pair k
+    // (sides 0 and k + 1) [4, heads, rows, cells], the largest p, q, p - q and q - p of each.
+    RowOutputs out[3] = {};
+    float *js[3] = {}, *l1[3] = {};
+    float* pooled[2] = {};
+};
+// The head sizes (D) the kernel is built for; others take the unfused way.
+constexpr bool FlashHeadSize(int64_t d) { return d == 16 || d == 32 || d == 64; }
+const char* FlashRows(const FlashArgs& args);
+
 // The predictions' scan of rows of logits (analysis_predictions.cpp's on the CPU), bit for bit: for
 // each row of `logits` (device float32 [rows, V]) its K (at most kTopLogits, at most V) largest
 // logits and their ids into `top` and `top_ids` ([rows, K]), in the CPU's order (descending, of

@@ -2,10 +2,8 @@
 // tests/model/nn/test_cuda_kernels.cpp runs them on the CPU (tests/model/nn/cuda_on_cpu.h: each
 // thread block's threads as fibers), so every session can run them, with or without a device.
 // The fused row statistics: the torch-op path they replace (CompareMapsGeneric) reads every map
-// about ten times and launches some thirty kernels a block of rows; these read each row once. The
-// sums are as the CPU's fused pass keeps them: each weight's term in float, the row's sums in
-// double; the five largest weights start at 0 (the weight of every key above the diagonal), so a
-// row of fewer than five keys sums like a top-k of the row.
+// about ten times and launches some thirty kernels a block of rows; these read each row once,
+// keeping its sums as row_sums.cuh does.
 #pragma once
 
 #include <cfloat>
@@ -13,26 +11,12 @@
 #include <cstdint>
 
 #include "model/nn/metrics_cuda.h"
+#include "model/nn/row_sums.cuh"
 
 namespace model::cuda {
 namespace {
 
-constexpr int kThreads = 256, kWarps = kThreads / 32, kTop = 5, kUnroll = 4;
-
-template <int N>
-constexpr int kPairs = N * (N - 1) / 2;
-// The pairs (0, 1), (0, 2), (1, 2): functions, not a table, so that in unrolled loops they are
-// constants and the maps' values stay in registers.
-__host__ __device__ constexpr int PairFirst(int k) { return k < 2 ? 0 : 1; }
-__host__ __device__ constexpr int PairSecond(int k) { return k == 0 ? 1 : 2; }
-
-// Where a row's figures go: each map's row metrics, each pair's JS and L1 (metrics_cuda.h).
-template <int N>
-struct Outputs {
-    RowOutputs out[N];
-    float* js[kPairs<N>];
-    float* l1[kPairs<N>];
-};
+constexpr int kThreads = 256, kWarps = kThreads / 32, kUnroll = 4;
 
 template <int N>
 struct Args {
@@ -40,52 +24,9 @@ struct Args {
     Outputs<N> o;
 };
 
-// -x ln x with 0 ln 0 = 0; subnormal weights count as FLT_MIN (they add under 1e-36), as on the CPU.
-__device__ __forceinline__ float NegXLogX(float x) { return -x * logf(fmaxf(x, FLT_MIN)); }
-
-// Keeps the kTop largest of what it is given, descending. Unrolled with fixed indices, so a
-// thread's lists stay in registers (a loop with a moving index put them in local memory).
-__device__ __forceinline__ void Insert(float* best, float x) {
-    if (!(x > best[kTop - 1])) return;
-#pragma unroll
-    for (int i = 0; i < kTop; ++i)
-        if (x > best[i]) {
-            const float t = best[i];
-            best[i] = x;
-            x = t;
-        }
-}
-
 __device__ __forceinline__ double WarpSum(double v) {
     for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
     return v;
-}
-
-// A thread's share of a row's sums: each map's entropy and square, each pair's H(m) and L1; and
-// each map's five largest weights. They start at 0, so a key of weight 0 changes none of them.
-template <int N>
-struct RowSums {
-    static constexpr int P = kPairs<N>, Q = 2 * N + 2 * P;
-    double sum[Q] = {};
-    float best[N][kTop] = {};
-};
-
-// One key's weights in each map, added to a thread's sums.
-template <int N>
-__device__ __forceinline__ void AddKey(RowSums<N>& s, const float (&v)[N]) {
-    constexpr int P = kPairs<N>;
-#pragma unroll
-    for (int m = 0; m < N; ++m) {
-        s.sum[m] += NegXLogX(v[m]);
-        s.sum[N + m] += v[m] * v[m];
-        Insert(s.best[m], v[m]);
-    }
-#pragma unroll
-    for (int k = 0; k < P; ++k) {
-        const float p = v[PairFirst(k)], q = v[PairSecond(k)];
-        s.sum[2 * N + k] += NegXLogX(0.5f * (p + q));
-        s.sum[2 * N + P + k] += fabsf(p - q);
-    }
 }
 
 // What a thread block shares to merge its threads' sums.
@@ -100,7 +41,7 @@ struct RowShared {
 template <int N>
 __device__ __forceinline__ void FinishRow(RowSums<N>& s, RowShared<N>& shared, const Outputs<N>& o, const float* const* x, int64_t row,
                                           int64_t keys) {
-    constexpr int P = RowSums<N>::P, Q = RowSums<N>::Q;
+    constexpr int Q = RowSums<N>::Q;
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     // The sums: within each warp, then the warps' by thread 0.
     for (int k = 0; k < Q; ++k) {
@@ -121,23 +62,10 @@ __device__ __forceinline__ void FinishRow(RowSums<N>& s, RowShared<N>& shared, c
         double total[Q] = {};
         for (int w = 0; w < kWarps; ++w)
             for (int k = 0; k < Q; ++k) total[k] += shared.partial[w][k];
-        for (int m = 0; m < N; ++m) {
-            const RowOutputs& out = o.out[m];
-            const double entropy = total[m], square = total[N + m];
-            const float* top = shared.tops[0][m];
-            out.entropy[row] = static_cast<float>(entropy);
-            out.normalized_entropy[row] = keys > 1 ? static_cast<float>(entropy / log(static_cast<double>(keys))) : 0.0f;
-            out.spikiness[row] = static_cast<float>(1.0 / (static_cast<double>(keys) * square));
-            out.max_weight[row] = top[0];
-            out.top5_mass[row] = static_cast<float>(static_cast<double>(top[0]) + top[1] + top[2] + top[3] + top[4]);
-            out.effective_support[row] = static_cast<float>(exp(entropy));
-            out.sink_mass[row] = x[m][0];
-        }
-        // 0.5 KL(p||m) + 0.5 KL(q||m) = H(m) - (H(p) + H(q)) / 2; rounding can dip below 0 for equal rows.
-        for (int k = 0; k < P; ++k) {
-            o.js[k][row] = static_cast<float>(fmax(0.0, total[2 * N + k] - 0.5 * (total[PairFirst(k)] + total[PairSecond(k)])));
-            o.l1[k][row] = static_cast<float>(total[2 * N + P + k]);
-        }
+        const float* top[N];
+        float sink[N];
+        for (int m = 0; m < N; ++m) top[m] = shared.tops[0][m], sink[m] = x[m][0];
+        WriteRow<N>(total, top, sink, o, row, keys);
     }
     __syncthreads();  // `tops` and `partial` are the next row's
 }
@@ -169,9 +97,6 @@ __global__ void __launch_bounds__(kThreads) CompareRowsKernel(Args<N> a, int64_t
     }
 }
 
-
-// The larger, NaN winning as torch's max does.
-__device__ __forceinline__ float Max(float m, float v) { return (v > m || v != v) ? v : m; }
 
 // One thread block a row of cells (map m, cell row r) and a chunk of `chunk` keys (a multiple of
 // `pool`, at most kThreads): each thread takes one key's column down the cell row's `pool` rows,
@@ -233,33 +158,6 @@ __global__ void PoolKernel(const float* p, const float* q, int64_t maps, int64_t
     out_d[cell] = up >= down * keep ? up : -down;
 }
 
-// Softmax's running state over some keys: their maximum m and the sum of exp(s - m). A key of
-// -inf adds exactly 0 (as exp(-inf - m) does in torch) and a NaN makes the sum NaN.
-struct Running {
-    float m = -INFINITY, sum = 0.0f;
-};
-
-__host__ __device__ __forceinline__ void Add(Running& r, float s) {
-    if (s == INFINITY) s = NAN;  // torch: exp(inf - inf) makes the row's sum, and so the row, NaN
-    if (s > r.m) {
-        r.sum = r.sum * expf(r.m - s) + 1.0f;  // exp(-inf) = 0 while nothing finite was seen
-        r.m = s;
-    } else if (s != -INFINITY) {
-        r.sum += expf(s - r.m);
-    }
-}
-
-__host__ __device__ __forceinline__ Running Merge(Running a, Running b) {
-    if (b.m > a.m) {
-        const Running t = a;
-        a = b;
-        b = t;
-    }
-    if (b.m != -INFINITY) a.sum += b.sum * expf(b.m - a.m);
-    else if (b.sum != b.sum) a.sum = b.sum;  // a NaN seen under a maximum of -inf
-    return a;
-}
-
 // Each of N rows' maximum and sum over its visible keys lo..hi - 1 (row `x[m]` of map m), merged
 // over the block into `whole[m]`. Every thread of the block calls it; `whole` holds until the
 // block's next __syncthreads.
@@ -299,13 +197,6 @@ __device__ __forceinline__ void RowMaxSums(float* const* x, int64_t lo, int64_t 
             whole[m] = all;
         }
     __syncthreads();
-}
-
-// Key j's softmax weight in a row whose visible keys lo..hi - 1 have maximum m and sum `sum`: a
-// hidden key gets 0 * (1 / sum), 0 or NaN where the row's sum is NaN (a row of -inf scores only has
-// sum 0 and m = -inf, and its visible keys come out NaN as in torch).
-__device__ __forceinline__ float Weight(float s, int64_t j, int64_t lo, int64_t hi, float m, float sum, float hidden) {
-    return j >= lo && j < hi ? expf(s - m) / sum : hidden;
 }
 
 __global__ void __launch_bounds__(kThreads) MaskedSoftmaxKernel(float* scores, int64_t rows, int64_t R, int64_t T, int64_t first,

@@ -80,7 +80,7 @@ TEST_F(Cli, EveryUsableCoreComputesByDefault) {
 // exports' metrics.json; at their defaults, or where they do not apply, none is.
 TEST_F(Cli, InfoAndExportsNameTheSettingsThatChangeHowTheyCompute) {
     auto run = [&](const std::string& env, const std::string& args) {
-        const std::string cmd = "env -u SSAVIZ_PRODUCTS -u SSAVIZ_LAYER_PRODUCTS " + env + " " + Quote(SSAVIZ_BINARY) + " " + args +
+        const std::string cmd = "env -u SSAVIZ_PRODUCTS -u SSAVIZ_LAYER_PRODUCTS -u SSAVIZ_FUSED_ATTENTION " + env + " " + Quote(SSAVIZ_BINARY) + " " + args +
                                 " >" + Scratch("settings") + " 2>&1 </dev/null";
         EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd << ": " << ReadFile(Scratch("settings"));
         return ReadFile(Scratch("settings"));
@@ -96,6 +96,14 @@ TEST_F(Cli, InfoAndExportsNameTheSettingsThatChangeHowTheyCompute) {
     EXPECT_EQ(set[0].get<std::string>().rfind("SSAVIZ_PRODUCTS=tf32x3: ", 0), 0u) << set.dump();
     EXPECT_NE(set[0].get<std::string>().find("emulated on the CPU"), std::string::npos) << set.dump();
     EXPECT_EQ(set[1].get<std::string>().rfind("SSAVIZ_LAYER_PRODUCTS=whole: ", 0), 0u) << set.dump();
+
+    // The attention rows fused: on the CPU by the unfused way's ops with whole-layer products, for tests; unused with its blocks.
+    const json fused = json::parse(run("SSAVIZ_FUSED_ATTENTION=1", info), nullptr, false)["settings"];
+    ASSERT_EQ(fused.size(), 1u) << fused.dump();
+    EXPECT_EQ(fused[0].get<std::string>().rfind("SSAVIZ_FUSED_ATTENTION=1 unused: ", 0), 0u) << fused.dump();
+    const json fused_whole = json::parse(run("SSAVIZ_FUSED_ATTENTION=1 SSAVIZ_LAYER_PRODUCTS=whole", info), nullptr, false)["settings"];
+    ASSERT_EQ(fused_whole.size(), 2u) << fused_whole.dump();
+    EXPECT_EQ(fused_whole[1].get<std::string>().rfind("SSAVIZ_FUSED_ATTENTION=1: ", 0), 0u) << fused_whole.dump();
 
     const std::string text = run("SSAVIZ_PRODUCTS=tf32x3", "info --device cpu --model " + Quote(Small()));
     EXPECT_NE(text.find("\nsetting      SSAVIZ_PRODUCTS=tf32x3: "), std::string::npos) << text;

@@ -112,6 +112,9 @@ T ShuffleDown(T v, int offset) {
 #define blockDim (cuda_on_cpu::g_block_dim)
 
 inline void __syncthreads() { cuda_on_cpu::Barrier(); }
+// A warp's barrier: every lane of a warp meets the same ones, so a round of Launch is the time
+// between two of them for each warp, whatever the other warps do.
+inline void __syncwarp(unsigned /*mask: all lanes*/ = 0xffffffffu) { cuda_on_cpu::Barrier(); }
 template <class T>
 T __shfl_down_sync(unsigned /*mask: all lanes*/, T v, int offset) {
     return cuda_on_cpu::ShuffleDown(v, offset);

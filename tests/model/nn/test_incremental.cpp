@@ -25,6 +25,7 @@
 #include "model/nn/analysis_assembly_torch.h"
 #include "model/nn/analysis_plan_torch.h"
 #include "model/nn/attention_maps_torch.h"
+#include "model/nn/fused_attention_torch.h"
 #include "model/nn/linear.h"
 #include "model/nn/runtime_torch.h"
 #include "tests/model/nn/compare_analyses.h"
@@ -421,6 +422,57 @@ TEST(Incremental, Tf32x3ProductsEqualFloat32s) {
     }
     EXPECT_GT(worst, 0.0f) << "the TF32 products gave float32's bits: they did not run";
     std::printf("TF32 x3 products against float32's: largest difference %.3g (%s)\n", worst, worst_what.c_str());
+}
+
+// The attention rows fused (fused_attention_torch.h: on the CPU the unfused way's ops, for this
+// test; on a device the kernel, which test_flash_kernel.cpp checks against them) give the analysis
+// the layer pass gives when it writes the rows: the row measures, the thumbnails from cells along
+// the keys (whole blocks, blocks with rows kept from the last analysis, the tail an edit at the end
+// takes) and the outputs, for GPT-2's form against tau = 1 and a llama against its base (three
+// sides, grouped heads), full and edited. Whole-layer products, as on a device.
+thread_local int t_fused_calls = 0;  // FusedAttentionRows' calls on this thread
+TEST(Incremental, FusedAttentionRowsGiveTheUnfusedAnalysis) {
+    std::string text;
+    while (text.size() < 1200) text += kParagraph;
+    at::CallbackHandle counting = at::addThreadLocalCallback(at::RecordFunctionCallback(
+        [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+            if (std::string(fn.name()) == "ssaviz::fused_attention") ++t_fused_calls;
+            return nullptr;
+        }).scopes({at::RecordScope::USER_SCOPE}));
+    float worst = 0;
+    for (const std::string family : {"gpt2", "llama"}) {
+        model::ModelConfig ssa = family == "gpt2" ? PaperConfig(512) : FamilyConfig(family, 512), vanilla = ssa;
+        vanilla.query = vanilla.value = model::TemperatureForm{};
+        const std::string dir = WriteModel("fused-" + family, ssa, 71), base = WriteModel("fused-base-" + family, vanilla, 72);
+        auto unfused = model::Engine::Open(dir, "cpu");
+        auto fused = model::Engine::Open(dir, "cpu");
+        ASSERT_TRUE(unfused.ok() && fused.ok());
+        if (family == "llama") {
+            ASSERT_TRUE((*unfused)->OpenBase(base).ok() && (*fused)->OpenBase(base).ok());
+        }
+        model::AnalyzeOptions options;
+        options.layer_products = model::AnalyzeOptions::LayerProducts::Whole;
+        for (const std::string& step : {text, text.substr(0, 600) + " jumps" + text.substr(600), text + " fox"}) {
+            auto tokens = (*unfused)->Tokenize(step, true);
+            ASSERT_TRUE(tokens.ok()) << tokens.error();
+            model::SetFusedAttention(false);
+            auto want = (*unfused)->Analyze(*tokens, options);
+            model::SetFusedAttention(true);
+            t_fused_calls = 0;
+            auto got = (*fused)->Analyze(*tokens, options);
+            const int fused_calls = t_fused_calls;
+            model::SetFusedAttention(false);
+            ASSERT_TRUE(got.ok() && want.ok()) << family;
+            ASSERT_EQ(got->reused_rows, want->reused_rows) << family;
+            EXPECT_EQ(fused_calls, ssa.n_layer) << family << ": every layer's block fused";
+            std::string what;
+            const float w = CompareAnalyses(*got, *want, &what);
+            EXPECT_LE(w, kTolerance) << family << ": " << what << " differs by " << w << " at " << got->n_tokens << " tokens";
+            worst = std::max(worst, w);
+        }
+    }
+    at::removeCallback(counting);
+    std::printf("fused attention rows against the unfused: largest difference %.3g\n", worst);
 }
 
 // Counts, on this thread, the ops that read a tensor's value back to the host (`.item()`, and

@@ -1,0 +1,253 @@
+// The attention rows of a block in one pass that never writes them (metrics_cuda.h's FlashRows;
+// issue 37's item 2), device code only: flash_cuda.cu launches it on a GPU, and
+// tests/model/nn/test_flash_kernel.cpp runs it on the CPU (cuda_on_cpu.h, with wmma_on_cpu.h for
+// the tensor cores' fragments), so every session checks it, with a device or without.
+//
+// A warp takes kFlashRows query rows of one head, every side at once, and goes over the keys
+// kFlashKeys at a time, twice. Each step's scores, q k^T for each side, are made on the tensor
+// cores (TF32 in three parts: hi x lo + lo x hi + hi x hi, tf32.h) and stored to the warp's shared
+// memory transposed, a key's rows side by side, so that lane r reads row r's scores with no two
+// lanes on one bank. The first pass keeps each row's running maximum and sum (Add, as the softmax
+// kernel does); the second makes each weight, adds it to the row's sums (AddKey), to its cell
+// maxima along the keys and, through the shared memory again, to the outputs weights @ v, on the
+// tensor cores in three parts. Lane r < kFlashRows owns row r, so a row's sums, its five largest
+// and its cells are one thread's, key after key, and need no merging; the other lanes help with
+// the products only. No [H, R, T] tensor is written: per row, its statistics, its cells and its
+// outputs.
+#pragma once
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+
+#include "model/nn/metrics_cuda.h"
+#include "model/nn/row_sums.cuh"
+#include "model/nn/tf32.h"
+
+namespace model::cuda {
+namespace {
+
+constexpr int kFlashWarps = 4;
+
+// TF32 fragments exist from compute capability 8.0; for older devices the kernel is empty and
+// never launched (FlashRows asks the device first).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define SSAVIZ_FLASH_KERNEL 1
+namespace wmma = nvcuda::wmma;
+using QueryPart = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;   // q: rows x dims
+using KeyPart = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;     // k^T: dims x keys
+using WeightPart = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;  // weights: rows x keys, stored by key
+using ValuePart = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;   // v: keys x dims
+using Sums = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
+
+// A loaded fragment `hi` split in place into hi + lo, both exact in TF32 (tf32.h). Element by
+// element, whatever lane holds which: what fragments allow.
+template <class F>
+__device__ __forceinline__ void SplitParts(F& hi, F& lo) {
+#pragma unroll
+    for (int e = 0; e < hi.num_elements; ++e) {
+        const tf32::Parts p = tf32::Split(hi.x[e]);
+        hi.x[e] = p.hi;
+        lo.x[e] = p.lo;
+    }
+}
+
+// c += a b in three TF32 products, the small terms first.
+template <class A, class B>
+__device__ __forceinline__ void MultiplyAdd3(Sums& c, const A& a_hi, const A& a_lo, const B& b_hi, const B& b_lo) {
+    wmma::mma_sync(c, a_hi, b_lo, c);
+    wmma::mma_sync(c, a_lo, b_hi, c);
+    wmma::mma_sync(c, a_hi, b_hi, c);
+}
+
+// One side's scores of the warp's kFlashRows rows (q: their first, D floats a row) against
+// kFlashKeys keys (k: the first, D floats a key), into `tile` [key][row].
+template <int D>
+__device__ __forceinline__ void ScoreStep(const float* q, const float* k, float* tile) {
+    Sums c[kFlashKeys / 16];
+#pragma unroll
+    for (int n = 0; n < kFlashKeys / 16; ++n) wmma::fill_fragment(c[n], 0.0f);
+#pragma unroll
+    for (int d = 0; d < D; d += 8) {
+        QueryPart a_hi, a_lo;
+        wmma::load_matrix_sync(a_hi, q + d, D);
+        SplitParts(a_hi, a_lo);
+#pragma unroll
+        for (int n = 0; n < kFlashKeys / 16; ++n) {
+            KeyPart b_hi, b_lo;
+            wmma::load_matrix_sync(b_hi, k + n * 16 * D + d, D);
+            SplitParts(b_hi, b_lo);
+            MultiplyAdd3(c[n], a_hi, a_lo, b_hi, b_lo);
+        }
+    }
+#pragma unroll
+    for (int n = 0; n < kFlashKeys / 16; ++n) wmma::store_matrix_sync(tile + n * 16 * kFlashRows, c[n], kFlashRows, wmma::mem_col_major);
+}
+
+// One side's outputs y += weights (`tile` [key][row]) @ v (the step's first key, D floats a key).
+template <int D>
+__device__ __forceinline__ void OutputStep(const float* tile, const float* v, Sums (&y)[D / 16]) {
+#pragma unroll
+    for (int k = 0; k < kFlashKeys; k += 8) {
+        WeightPart a_hi, a_lo;
+        wmma::load_matrix_sync(a_hi, tile + k * kFlashRows, kFlashRows);
+        SplitParts(a_hi, a_lo);
+#pragma unroll
+        for (int n = 0; n < D / 16; ++n) {
+            ValuePart b_hi, b_lo;
+            wmma::load_matrix_sync(b_hi, v + k * D + n * 16, D);
+            SplitParts(b_hi, b_lo);
+            MultiplyAdd3(y[n], a_hi, a_lo, b_hi, b_lo);
+        }
+    }
+}
+
+// A row's largest p, q, p - q and q - p over one cell's keys, for each pair of sides (0, k + 1).
+template <int N>
+struct CellMaxima {
+    float x[N - 1][4];
+    __device__ __forceinline__ void Reset() {
+#pragma unroll
+        for (int k = 0; k < N - 1; ++k) x[k][0] = x[k][1] = x[k][2] = x[k][3] = -INFINITY;
+    }
+    __device__ __forceinline__ void Add(const float (&w)[N]) {
+#pragma unroll
+        for (int k = 0; k < N - 1; ++k) {
+            const float p = w[0], q = w[k + 1];
+            x[k][0] = Max(x[k][0], p);
+            x[k][1] = Max(x[k][1], q);
+            x[k][2] = Max(x[k][2], p - q);
+            x[k][3] = Max(x[k][3], q - p);
+        }
+    }
+    // Into cell `c` of row `row` (h * rows + r) of a.pooled.
+    __device__ __forceinline__ void Write(const FlashArgs& a, int64_t row, int64_t c) const {
+        const int64_t kind = a.heads * a.rows * a.cells;
+#pragma unroll
+        for (int k = 0; k < N - 1; ++k)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) a.pooled[k][e * kind + row * a.cells + c] = x[k][e];
+    }
+};
+
+#endif
+
+template <int N, int D>
+__global__ void __launch_bounds__(kFlashWarps * 32) FlashKernel(FlashArgs a) {
+#ifdef SSAVIZ_FLASH_KERNEL
+    alignas(32) __shared__ float tiles[kFlashWarps][N][kFlashKeys * kFlashRows];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t h = blockIdx.y, r0 = (static_cast<int64_t>(blockIdx.x) * kFlashWarps + warp) * kFlashRows;
+    if (r0 >= a.rows) return;  // a whole warp: only __syncwarp below
+    const int64_t r = r0 + lane, i = a.first + r, lo = a.window > 0 && i - a.window + 1 > 0 ? i - a.window + 1 : 0, hi = i + 1;
+    const bool row_lane = lane < kFlashRows, measured = row_lane && r < a.rows;  // lanes past kFlashRows: products only
+    const int64_t last = a.first + (r0 + kFlashRows < a.rows ? r0 + kFlashRows : a.rows) - 1;  // the warp's last query
+    const int64_t steps = last / kFlashKeys + 1, processed = steps * kFlashKeys;
+    float* tile[N];
+    const float *q[N], *k[N], *v[N];
+#pragma unroll
+    for (int m = 0; m < N; ++m) {
+        tile[m] = tiles[warp][m];
+        q[m] = a.q[m] + (h * a.padded_rows + r0) * D;
+        k[m] = a.k[m] + h / a.heads_per_k[m] * a.k_stride[m];
+        v[m] = a.v[m] + h / a.heads_per_v[m] * a.v_stride[m];
+    }
+    auto scores = [&](int64_t j0) {
+#pragma unroll
+        for (int m = 0; m < N; ++m) ScoreStep<D>(q[m], k[m] + j0 * D, tile[m]);
+        __syncwarp();
+    };
+
+    // First pass: each row's maximum and sum over its visible keys.
+    Running run[N];
+    for (int64_t j0 = 0; j0 < processed; j0 += kFlashKeys) {
+        scores(j0);
+        if (row_lane)
+            for (int j = 0; j < kFlashKeys; ++j) {
+                const int64_t key = j0 + j;
+                if (key < lo || key >= hi) continue;
+#pragma unroll
+                for (int m = 0; m < N; ++m) Add(run[m], tile[m][j * kFlashRows + lane]);
+            }
+        __syncwarp();  // the tiles are the next step's
+    }
+
+    // Second pass: the weights, into the row's sums and cells and the outputs.
+    float hidden[N];  // a key outside the row's window: 0, or NaN where the row's sum is
+#pragma unroll
+    for (int m = 0; m < N; ++m) hidden[m] = 0.0f * (1.0f / run[m].sum);
+    RowSums<N> sums;
+    CellMaxima<N> cell;
+    cell.Reset();
+    int64_t at_cell = 0;
+    float sink[N] = {};
+    Sums y[N][D / 16];
+#pragma unroll
+    for (int m = 0; m < N; ++m)
+#pragma unroll
+        for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(y[m][n], 0.0f);
+    for (int64_t j0 = 0; j0 < processed; j0 += kFlashKeys) {
+        scores(j0);
+        if (row_lane)
+            for (int j = 0; j < kFlashKeys; ++j) {
+                const int64_t key = j0 + j;
+                float w[N];
+#pragma unroll
+                for (int m = 0; m < N; ++m) {
+                    float& at = tile[m][j * kFlashRows + lane];
+                    w[m] = Weight(at, key, lo, hi, run[m].m, run[m].sum, hidden[m]);
+                    at = w[m];  // for the outputs: a key past `keys` weighs 0 (or NaN in a NaN row)
+                }
+                if (!measured || key >= a.keys) continue;
+                if (key < hi) AddKey(sums, w);  // SoftmaxAndCompareRows's keys 0..i
+                if (key == 0)
+#pragma unroll
+                    for (int m = 0; m < N; ++m) sink[m] = w[m];
+                if (key / a.pool != at_cell) {
+                    cell.Write(a, h * a.rows + r, at_cell);
+                    cell.Reset();
+                    at_cell = key / a.pool;
+                }
+                cell.Add(w);
+            }
+        __syncwarp();
+#pragma unroll
+        for (int m = 0; m < N; ++m) OutputStep<D>(tile[m], v[m] + j0 * D, y[m]);
+        __syncwarp();
+    }
+
+#pragma unroll
+    for (int m = 0; m < N; ++m)
+#pragma unroll
+        for (int n = 0; n < D / 16; ++n)
+            wmma::store_matrix_sync(a.y[m] + (h * a.padded_rows + r0) * D + n * 16, y[m][n], D, wmma::mem_row_major);
+    if (!measured) return;
+    // The row's last cells: past the keys gone through, every key is hidden.
+    float rest[N];
+#pragma unroll
+    for (int m = 0; m < N; ++m) rest[m] = hidden[m];
+    const int64_t cell_end = (at_cell + 1) * a.pool < a.keys ? (at_cell + 1) * a.pool : a.keys;
+    if (cell_end > processed) cell.Add(rest);
+    cell.Write(a, h * a.rows + r, at_cell);
+    for (int64_t c = at_cell + 1; c < a.cells; ++c) {
+        cell.Reset();
+        cell.Add(rest);
+        cell.Write(a, h * a.rows + r, c);
+    }
+    double total[RowSums<N>::Q];
+    const float* top[N];
+#pragma unroll
+    for (int q2 = 0; q2 < RowSums<N>::Q; ++q2) total[q2] = sums.sum[q2];
+#pragma unroll
+    for (int m = 0; m < N; ++m) top[m] = sums.best[m];
+    Outputs<N> o;
+#pragma unroll
+    for (int m = 0; m < N; ++m) o.out[m] = a.out[m];
+#pragma unroll
+    for (int p = 0; p < kPairs<N>; ++p) o.js[p] = a.js[p], o.l1[p] = a.l1[p];
+    WriteRow<N>(total, top, sink, o, h * a.rows + r, hi);
+#endif
+}
+
+}  // namespace
+}  // namespace model::cuda
