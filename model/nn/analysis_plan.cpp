@@ -245,7 +245,7 @@ std::vector<std::string> ComputeSettings(const at::Device& device) {
             lines.push_back(std::string(what) + " unused: it needs CUDA's TF32 tensor cores (compute capability 8.0 on) and this build's kernels");
         else
             lines.push_back(std::string(what) + ": a block's attention rows never written: one kernel measures them, pools them and applies "
-                                                "them to the values (head sizes 16, 32 and 64; others the unfused way)" + kUnchecked);
+                                                "them to the values (head sizes 16, 32, 64 and 128; others the unfused way)" + kUnchecked);
     }
     if (device.is_cuda() && HasCudaKernels()) {
         const CudaSwitches& k = CudaSwitchesOfEnvironment();

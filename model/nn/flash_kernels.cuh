@@ -1,5 +1,5 @@
 // The attention rows of a block in one pass that never writes them (metrics_cuda.h's FlashRows;
-// issue 37's item 2), device code only: flash_cuda.cu launches it on a GPU, and
+// issue 37's item 2), device code only: flash_launch.cuh launches it on a GPU, and
 // tests/model/nn/test_flash_kernel.cpp runs it on the CPU (cuda_on_cpu.h, with wmma_on_cpu.h for
 // the tensor cores' fragments), so every session checks it, with a device or without.
 //
@@ -84,16 +84,17 @@ __device__ __forceinline__ void ScoreStep(const float* q, const float* k, float*
     for (int n = 0; n < kFlashKeys / 16; ++n) wmma::store_matrix_sync(tile + n * 16 * kFlashRows, c[n], kFlashRows, wmma::mem_col_major);
 }
 
-// One side's outputs y += weights (`tile` [key][row]) @ v (the step's first key, D floats a key).
-template <int D>
-__device__ __forceinline__ void OutputStep(const float* tile, const float* v, Sums (&y)[D / 16]) {
+// One side's outputs y += weights (`tile` [key][row]) @ v's DY dimensions from `v` (the step's
+// first key, D floats a key).
+template <int D, int DY>
+__device__ __forceinline__ void OutputStep(const float* tile, const float* v, Sums (&y)[DY / 16]) {
 #pragma unroll
     for (int k = 0; k < kFlashKeys; k += 8) {
         WeightPart a_hi, a_lo;
         wmma::load_matrix_sync(a_hi, tile + k * kFlashRows, kFlashRows);
         SplitParts(a_hi, a_lo);
 #pragma unroll
-        for (int n = 0; n < D / 16; ++n) {
+        for (int n = 0; n < DY / 16; ++n) {
             ValuePart b_hi, b_lo;
             wmma::load_matrix_sync(b_hi, v + k * D + n * 16, D);
             SplitParts(b_hi, b_lo);
@@ -132,15 +133,21 @@ struct CellMaxima {
 
 #endif
 
+// The outputs' dimensions one launch holds in registers: a head of D > 64 takes D / 64 launches,
+// each making the weights again for its 64 (the first also measuring the rows).
+template <int D>
+constexpr int kFlashOutputs = D < 64 ? D : 64;
+
 template <int N, int D>
-__global__ void __launch_bounds__(kFlashWarps * 32) FlashKernel(FlashArgs a) {
+__global__ void __launch_bounds__(kFlashWarps * 32) FlashKernel(FlashArgs a, int y_first, bool measure) {
+    constexpr int DY = kFlashOutputs<D>;
 #ifdef SSAVIZ_FLASH_KERNEL
     alignas(32) __shared__ float tiles[kFlashWarps][N][kFlashKeys * kFlashRows];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t h = blockIdx.y, r0 = (static_cast<int64_t>(blockIdx.x) * kFlashWarps + warp) * kFlashRows;
     if (r0 >= a.rows) return;  // a whole warp: only __syncwarp below
     const int64_t r = r0 + lane, i = a.first + r, lo = a.window > 0 && i - a.window + 1 > 0 ? i - a.window + 1 : 0, hi = i + 1;
-    const bool row_lane = lane < kFlashRows, measured = row_lane && r < a.rows;  // lanes past kFlashRows: products only
+    const bool row_lane = lane < kFlashRows, measured = measure && row_lane && r < a.rows;  // lanes past kFlashRows: products only
     const int64_t last = a.first + (r0 + kFlashRows < a.rows ? r0 + kFlashRows : a.rows) - 1;  // the warp's last query
     const int64_t steps = last / kFlashKeys + 1, processed = steps * kFlashKeys;
     float* tile[N];
@@ -181,11 +188,11 @@ __global__ void __launch_bounds__(kFlashWarps * 32) FlashKernel(FlashArgs a) {
     cell.Reset();
     int64_t at_cell = 0;
     float sink[N] = {};
-    Sums y[N][D / 16];
+    Sums y[N][DY / 16];
 #pragma unroll
     for (int m = 0; m < N; ++m)
 #pragma unroll
-        for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(y[m][n], 0.0f);
+        for (int n = 0; n < DY / 16; ++n) wmma::fill_fragment(y[m][n], 0.0f);
     for (int64_t j0 = 0; j0 < processed; j0 += kFlashKeys) {
         scores(j0);
         if (row_lane)
@@ -212,15 +219,15 @@ __global__ void __launch_bounds__(kFlashWarps * 32) FlashKernel(FlashArgs a) {
             }
         __syncwarp();
 #pragma unroll
-        for (int m = 0; m < N; ++m) OutputStep<D>(tile[m], v[m] + j0 * D, y[m]);
+        for (int m = 0; m < N; ++m) OutputStep<D, DY>(tile[m], v[m] + j0 * D + y_first, y[m]);
         __syncwarp();
     }
 
 #pragma unroll
     for (int m = 0; m < N; ++m)
 #pragma unroll
-        for (int n = 0; n < D / 16; ++n)
-            wmma::store_matrix_sync(a.y[m] + (h * a.padded_rows + r0) * D + n * 16, y[m][n], D, wmma::mem_row_major);
+        for (int n = 0; n < DY / 16; ++n)
+            wmma::store_matrix_sync(a.y[m] + (h * a.padded_rows + r0) * D + y_first + n * 16, y[m][n], D, wmma::mem_row_major);
     if (!measured) return;
     // The row's last cells: past the keys gone through, every key is hidden.
     float rest[N];

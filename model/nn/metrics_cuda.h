@@ -69,8 +69,9 @@ struct FlashArgs {
     float *js[3] = {}, *l1[3] = {};
     float* pooled[2] = {};
 };
-// The head sizes (D) the kernel is built for; others take the unfused way.
-constexpr bool FlashHeadSize(int64_t d) { return d == 16 || d == 32 || d == 64; }
+// The head sizes (D) the kernel is built for; others take the unfused way. A head of 128 takes two
+// launches, each holding 64 of the outputs' dimensions (and making the weights again).
+constexpr bool FlashHeadSize(int64_t d) { return d == 16 || d == 32 || d == 64 || d == 128; }
 const char* FlashRows(const FlashArgs& args);
 
 // The predictions' scan of rows of logits (analysis_predictions.cpp's on the CPU), bit for bit: for

@@ -84,7 +84,8 @@ Result RunKernel(const std::vector<Side>& sides, const Case& c) {
     }
     const dim3 grid{static_cast<unsigned>((R + cuda::kFlashWarps * cuda::kFlashRows - 1) / (cuda::kFlashWarps * cuda::kFlashRows)),
                     static_cast<unsigned>(H)};
-    cuda_on_cpu::Launch(grid, {cuda::kFlashWarps * 32}, [&] { cuda::FlashKernel<N, D>(a); });
+    for (int y_first = 0; y_first < D; y_first += cuda::kFlashOutputs<D>)  // as flash_cuda.cu launches it
+        cuda_on_cpu::Launch(grid, {cuda::kFlashWarps * 32}, [&] { cuda::FlashKernel<N, D>(a, y_first, y_first == 0); });
     for (at::Tensor& y : r.y) y = y.narrow(1, 0, R);
     return r;
 }
@@ -201,6 +202,9 @@ TEST(CudaKernelsOnCpu, TheFusedAttentionKernelGivesWhatItReplaces) {
     grouped.pool = 7, grouped.spread = 0.8;
     Check<2, 16>(grouped, 5);
     Check<3, 16>(grouped, 6);
+    Case wide;  // a head of 128: two launches, each with 64 of the outputs (the first measures)
+    wide.rows = 20, wide.first = 13, wide.spread = 0.25, wide.key_groups = wide.value_groups = 1, wide.pool = 5;
+    Check<3, 128>(wide, 9);
     Case sharp;  // rows with one weight near 1 and the rest under float32's resolution
     sharp.spread = 1.2, sharp.rows = 20, sharp.first = 1;
     Check<3, 32>(sharp, 7);
