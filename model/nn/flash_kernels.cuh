@@ -150,6 +150,10 @@ __global__ void __launch_bounds__(kFlashWarps * 32) FlashKernel(FlashArgs a, int
     const bool row_lane = lane < kFlashRows, measured = measure && row_lane && r < a.rows;  // lanes past kFlashRows: products only
     const int64_t last = a.first + (r0 + kFlashRows < a.rows ? r0 + kFlashRows : a.rows) - 1;  // the warp's last query
     const int64_t steps = last / kFlashKeys + 1, processed = steps * kFlashKeys;
+    // With a sliding window, the steps before the warp's first row's window are hidden from every
+    // row of the warp: they are skipped (their cells and key 0's weight are the hidden value's).
+    const int64_t first_lo = a.window > 0 && a.first + r0 - a.window + 1 > 0 ? a.first + r0 - a.window + 1 : 0;
+    const int64_t start = first_lo / kFlashKeys * kFlashKeys;
     float* tile[N];
     const float *q[N], *k[N], *v[N];
 #pragma unroll
@@ -167,7 +171,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) FlashKernel(FlashArgs a, int
 
     // First pass: each row's maximum and sum over its visible keys.
     Running run[N];
-    for (int64_t j0 = 0; j0 < processed; j0 += kFlashKeys) {
+    for (int64_t j0 = start; j0 < processed; j0 += kFlashKeys) {
         scores(j0);
         if (row_lane)
             for (int j = 0; j < kFlashKeys; ++j) {
@@ -180,20 +184,26 @@ __global__ void __launch_bounds__(kFlashWarps * 32) FlashKernel(FlashArgs a, int
     }
 
     // Second pass: the weights, into the row's sums and cells and the outputs.
-    float hidden[N];  // a key outside the row's window: 0, or NaN where the row's sum is
+    float hidden[N], sink[N];  // a key outside the row's window: 0, or NaN where the row's sum is
 #pragma unroll
-    for (int m = 0; m < N; ++m) hidden[m] = 0.0f * (1.0f / run[m].sum);
+    for (int m = 0; m < N; ++m) sink[m] = hidden[m] = 0.0f * (1.0f / run[m].sum);
     RowSums<N> sums;
     CellMaxima<N> cell;
+    int64_t at_cell = start / a.pool;
+    if (measured)
+        for (int64_t c = 0; c < at_cell; ++c) {  // wholly before the first step
+            cell.Reset();
+            cell.Add(hidden);
+            cell.Write(a, h * a.rows + r, c);
+        }
     cell.Reset();
-    int64_t at_cell = 0;
-    float sink[N] = {};
+    if (at_cell * a.pool < start) cell.Add(hidden);  // its keys before the first step
     Sums y[N][DY / 16];
 #pragma unroll
     for (int m = 0; m < N; ++m)
 #pragma unroll
         for (int n = 0; n < DY / 16; ++n) wmma::fill_fragment(y[m][n], 0.0f);
-    for (int64_t j0 = 0; j0 < processed; j0 += kFlashKeys) {
+    for (int64_t j0 = start; j0 < processed; j0 += kFlashKeys) {
         scores(j0);
         if (row_lane)
             for (int j = 0; j < kFlashKeys; ++j) {
@@ -230,15 +240,12 @@ __global__ void __launch_bounds__(kFlashWarps * 32) FlashKernel(FlashArgs a, int
             wmma::store_matrix_sync(a.y[m] + (h * a.padded_rows + r0) * D + y_first + n * 16, y[m][n], D, wmma::mem_row_major);
     if (!measured) return;
     // The row's last cells: past the keys gone through, every key is hidden.
-    float rest[N];
-#pragma unroll
-    for (int m = 0; m < N; ++m) rest[m] = hidden[m];
     const int64_t cell_end = (at_cell + 1) * a.pool < a.keys ? (at_cell + 1) * a.pool : a.keys;
-    if (cell_end > processed) cell.Add(rest);
+    if (cell_end > processed) cell.Add(hidden);
     cell.Write(a, h * a.rows + r, at_cell);
     for (int64_t c = at_cell + 1; c < a.cells; ++c) {
         cell.Reset();
-        cell.Add(rest);
+        cell.Add(hidden);
         cell.Write(a, h * a.rows + r, c);
     }
     double total[RowSums<N>::Q];

@@ -197,6 +197,10 @@ TEST(CudaKernelsOnCpu, TheFusedAttentionKernelGivesWhatItReplaces) {
     // the keys past them weigh 0 in that cell too (first warp, row 63: cell 62..92 from key 62).
     c.first = 48, c.window = 0, c.pool = 31;
     Check<3, 32>(c, 8);
+    // A sliding window whose first row's window starts a step: the steps before it skipped, its
+    // first cell going back past it (row 41 sees keys 32..41; cell 0..32).
+    c.first = 41, c.rows = 20, c.window = 10, c.pool = 33;
+    Check<2, 32>(c, 10);
     Case grouped;
     grouped.heads = 4, grouped.key_groups = 1, grouped.value_groups = 2, grouped.first = 3, grouped.rows = 70;
     grouped.pool = 7, grouped.spread = 0.8;
