@@ -54,10 +54,10 @@ const char* kParagraph =
     "The quick brown fox jumps over the lazy dog. Selective attention lets each query choose how sharp "
     "its attention is, so a token far into a long text can still find the one key it needs. ";
 
-std::string WriteModel(const std::string& name, const model::ModelConfig& config, uint64_t seed) {
+std::string WriteModel(const std::string& name, const model::ModelConfig& config, uint64_t seed, model::Layout layout = model::Layout::Own) {
     const std::string dir = SSAVIZ_TEST_OUT "/incremental/" + name + "-" + std::to_string(::getpid());
     fs::remove_all(dir);
-    auto written = model::WriteRandomModel(config, seed, SSAVIZ_SOURCE_DIR "/assets/tokenizers/gpt2", dir);
+    auto written = model::WriteRandomModel(config, seed, SSAVIZ_SOURCE_DIR "/assets/tokenizers/gpt2", dir, model::Dtype::F32, layout);
     EXPECT_TRUE(written.ok()) << written.error();
     return dir;
 }
@@ -428,8 +428,9 @@ TEST(Incremental, Tf32x3ProductsEqualFloat32s) {
 // test; on a device the kernel, which test_flash_kernel.cpp checks against them) give the analysis
 // the layer pass gives when it writes the rows: the row measures, the thumbnails from cells along
 // the keys (whole blocks, blocks with rows kept from the last analysis, the tail an edit at the end
-// takes) and the outputs, for GPT-2's form against tau = 1 and a llama against its base (three
-// sides, grouped heads), full and edited. Whole-layer products, as on a device.
+// takes) and the outputs, for GPT-2's form against tau = 1 and against a twin (two runs), a llama
+// against its base (three sides, grouped heads) and a Mistral with a sliding window, full and
+// edited. Whole-layer products, as on a device.
 thread_local int t_fused_calls = 0;  // FusedAttentionRows' calls on this thread
 TEST(Incremental, FusedAttentionRowsGiveTheUnfusedAnalysis) {
     std::string text;
@@ -439,16 +440,31 @@ TEST(Incremental, FusedAttentionRowsGiveTheUnfusedAnalysis) {
             if (std::string(fn.name()) == "ssaviz::fused_attention") ++t_fused_calls;
             return nullptr;
         }).scopes({at::RecordScope::USER_SCOPE}));
+    struct Setup {
+        const char* name;
+        std::string family;
+        const char* other;  // "base", "twin" or none
+        int window;
+    };
     float worst = 0;
-    for (const std::string family : {"gpt2", "llama"}) {
-        model::ModelConfig ssa = family == "gpt2" ? PaperConfig(512) : FamilyConfig(family, 512), vanilla = ssa;
+    for (const Setup& setup : {Setup{"gpt2", "gpt2", nullptr, 0}, Setup{"gpt2 + twin", "gpt2", "twin", 0},
+                               Setup{"llama + base", "llama", "base", 0}, Setup{"mistral, window 37", "mistral", nullptr, 37}}) {
+        model::ModelConfig ssa = setup.family == "gpt2" ? PaperConfig(512) : FamilyConfig(setup.family, 512), vanilla = ssa;
+        ssa.sliding_window = setup.window;
         vanilla.query = vanilla.value = model::TemperatureForm{};
-        const std::string dir = WriteModel("fused-" + family, ssa, 71), base = WriteModel("fused-base-" + family, vanilla, 72);
+        const std::string tag = setup.family + std::to_string(setup.window);
+        const model::Layout layout = setup.window ? model::Layout::Hf : model::Layout::Own;  // lit-gpt's layout has no window
+        const std::string dir = WriteModel("fused-" + tag, ssa, 71, layout), other = WriteModel("fused-other-" + tag, vanilla, 72, layout);
         auto unfused = model::Engine::Open(dir, "cpu");
         auto fused = model::Engine::Open(dir, "cpu");
         ASSERT_TRUE(unfused.ok() && fused.ok());
-        if (family == "llama") {
-            ASSERT_TRUE((*unfused)->OpenBase(base).ok() && (*fused)->OpenBase(base).ok());
+        const std::string with = setup.other ? setup.other : "";
+        for (model::Engine* e : {unfused->get(), fused->get()}) {
+            if (with == "base") {
+                ASSERT_TRUE(e->OpenBase(other).ok());
+            } else if (with == "twin") {
+                ASSERT_TRUE(e->OpenTwin(other).ok());
+            }
         }
         model::AnalyzeOptions options;
         options.layer_products = model::AnalyzeOptions::LayerProducts::Whole;
@@ -462,12 +478,12 @@ TEST(Incremental, FusedAttentionRowsGiveTheUnfusedAnalysis) {
             auto got = (*fused)->Analyze(*tokens, options);
             const int fused_calls = t_fused_calls;
             model::SetFusedAttention(false);
-            ASSERT_TRUE(got.ok() && want.ok()) << family;
-            ASSERT_EQ(got->reused_rows, want->reused_rows) << family;
-            EXPECT_EQ(fused_calls, ssa.n_layer) << family << ": every layer's block fused";
+            ASSERT_TRUE(got.ok() && want.ok()) << setup.name;
+            ASSERT_EQ(got->reused_rows, want->reused_rows) << setup.name;
+            EXPECT_EQ(fused_calls, ssa.n_layer) << setup.name << ": every layer's block fused";
             std::string what;
             const float w = CompareAnalyses(*got, *want, &what);
-            EXPECT_LE(w, kTolerance) << family << ": " << what << " differs by " << w << " at " << got->n_tokens << " tokens";
+            EXPECT_LE(w, kTolerance) << setup.name << ": " << what << " differs by " << w << " at " << got->n_tokens << " tokens";
             worst = std::max(worst, w);
         }
     }
