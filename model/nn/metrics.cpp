@@ -6,6 +6,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -606,6 +607,7 @@ bool FusedAttention() {
     if (on < 0) {
         const char* setting = std::getenv("SSAVIZ_FUSED_ATTENTION");
         on = setting && std::strcmp(setting, "1") == 0;
+        if (setting && !on && std::strcmp(setting, "0") != 0) std::fprintf(stderr, "ssaviz: SSAVIZ_FUSED_ATTENTION is neither 0 nor 1; off\n");
         int unread = -1;
         if (!g_fused_attention.compare_exchange_strong(unread, on)) on = unread;  // another thread read it first, or a SetFusedAttention
     }
