@@ -143,7 +143,7 @@ bool LayerPass::AttendAll(int64_t from, int64_t b, BlockRows* out) {
         const SideSource& source = m_plan.source[s];
         if (source.layer_local || !m_scores[source.run].q.defined() || Window(s) != window) return false;
     }
-    if (FusedAttention() && AttendFused(from, b, out)) return true;
+    if (FusedAttention() && !m_unfused && AttendFused(from, b, out)) return true;
     std::vector<at::Tensor> scores;
     for (size_t r = 0; r < m_plan.runs.size(); ++r)  // [B, H, b - from, b]
         scores.push_back(GroupedScoresOf(m_scores[r], from - p, b - from, b));
@@ -181,7 +181,10 @@ bool LayerPass::AttendFused(int64_t from, int64_t b, BlockRows* out) {
         sides[i].q = m_scores[source.run].q[source.row].narrow(1, from - p, b - from);  // [H, rows, D]
     }
     FusedRows fused;
-    if (!FusedAttentionRows(sides, from, b, Window(Side::Ssa), static_cast<int>(m_plan.pool), &fused)) return false;
+    if (!FusedAttentionRows(sides, from, b, Window(Side::Ssa), static_cast<int>(m_plan.pool), &fused)) {
+        m_unfused = true;  // the same sides' shapes, dtype and device in every block and layer
+        return false;
+    }
     out->measures = fused.measures;
     out->cells[0] = fused.cells[0];
     out->cells[1] = fused.cells[1];

@@ -113,6 +113,7 @@ private:
     std::vector<ScoreOperands> m_scores;          // and its ScaledQueries (a device's way, on any device) and keys
     std::vector<std::vector<at::Tensor>> m_y;     // and its attention's outputs, block by block, [B, H, rows, D]
     std::vector<FusedSide> m_fused;               // AttendFused: each side's keys and values padded once a layer (q empty)
+    bool m_unfused = false;                       // AttendFused found no fused way for this analysis's sides
 };
 
 }  // namespace model

@@ -67,7 +67,7 @@ Pooled RowMeasures::PoolPair(int64_t a, int64_t b, Side other, const at::Tensor&
         const KeyPooled new_rows = from >= b ? KeyPooled{} : fused.defined() ? fused : PoolKeys(ssa, q, static_cast<int>(pool));
         block_rows = JoinRows(block_rows, new_rows, cells);
         pooled = PoolRows(block_rows, static_cast<int>(pool));
-    } else if (fused.defined()) {  // the rows were never written: their cells along the keys are
+    } else if (fused.defined()) {  // the rows were never written: the kernel pooled them along the keys
         block_rows = fused;
         pooled = PoolRows(block_rows, static_cast<int>(pool));
     } else {
