@@ -4,8 +4,6 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <vector>
@@ -281,7 +279,7 @@ at::Tensor FewRowsHeads(const at::Tensor& a, const at::Tensor& b, bool transpose
     return y;
 }
 
-std::atomic<int> g_tf32x3{-1};  // -1: not yet read from the environment
+EnvironmentSwitch g_tf32x3("SSAVIZ_PRODUCTS", "tf32x3", "float32");
 
 
 // Whether a product of `rows` rows takes Tf32x3Matmul.
@@ -399,20 +397,9 @@ at::Tensor Grouped(const at::Tensor& a, const at::Tensor& b, bool scores) {
 
 }  // namespace
 
-bool Tf32x3Products() {
-    int on = g_tf32x3.load(std::memory_order_relaxed);
-    if (on < 0) {
-        const char* setting = std::getenv("SSAVIZ_PRODUCTS");
-        on = setting && std::strcmp(setting, "tf32x3") == 0;
-        if (setting && !on && std::strcmp(setting, "float32") != 0)
-            std::fprintf(stderr, "ssaviz: SSAVIZ_PRODUCTS is neither float32 nor tf32x3; float32\n");
-        int unread = -1;
-        if (!g_tf32x3.compare_exchange_strong(unread, on)) on = unread;  // another thread read it first, or a SetTf32x3Products
-    }
-    return on == 1;
-}
+bool Tf32x3Products() { return g_tf32x3.On(); }
 
-void SetTf32x3Products(bool on) { g_tf32x3.store(on ? 1 : 0); }
+void SetTf32x3Products(bool on) { g_tf32x3.Set(on); }
 
 bool Tf32Device(const at::Device& device) {
     if (device.is_cpu()) return true;

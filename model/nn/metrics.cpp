@@ -1,13 +1,10 @@
 #include "model/nn/metrics.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cassert>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -290,6 +287,19 @@ at::Tensor CompareFused(const at::Tensor* const (&in)[N], int64_t first) {
 }
 
 #ifdef SSAVIZ_CUDA_KERNELS
+// Where a kernel writes the fields of a CompareMapsStacked tensor of `maps` maps: each map's row
+// metrics, each pair's JS and L1.
+void PointKernelAt(const Stacked& stacked, int maps, cuda::RowOutputs* out, float** js, float** l1) {
+    for (int m = 0; m < maps; ++m) {
+        const RowPointers p = MetricPointers(stacked.Field(0), m, stacked.rows);
+        out[m] = {p.entropy, p.normalized_entropy, p.spikiness, p.max_weight, p.top5_mass, p.effective_support, p.sink_mass};
+    }
+    for (int k = 0; k < MapPairs(maps); ++k) {
+        js[k] = stacked.Field(RowMeasureJs(maps, k));
+        l1[k] = stacked.Field(RowMeasureL1(maps, k));
+    }
+}
+
 // Where metrics_cuda.cu's kernels write a CompareMapsStacked tensor's fields.
 template <int N>
 struct CudaOutputs {
@@ -299,14 +309,7 @@ struct CudaOutputs {
 template <int N>
 CudaOutputs<N> OutputsOf(const Stacked& stacked) {
     CudaOutputs<N> o;
-    for (int m = 0; m < N; ++m) {
-        const RowPointers p = MetricPointers(stacked.Field(0), m, stacked.rows);
-        o.out[m] = {p.entropy, p.normalized_entropy, p.spikiness, p.max_weight, p.top5_mass, p.effective_support, p.sink_mass};
-    }
-    for (int k = 0; k < kPairs<N>; ++k) {
-        o.js[k] = stacked.Field(RowMeasureJs(N, k));
-        o.l1[k] = stacked.Field(RowMeasureL1(N, k));
-    }
+    PointKernelAt(stacked, N, o.out, o.js, o.l1);
     return o;
 }
 
@@ -521,7 +524,7 @@ QkSpectrum ComputeQkSpectrum(const SsaGpt& model) {
 
 namespace {
 
-std::atomic<int> g_fused_attention{-1};  // -1: not yet read from the environment
+EnvironmentSwitch g_fused_attention("SSAVIZ_FUSED_ATTENTION", "1", "0");
 
 // The fused rows by the unfused way's ops (the CPU's, for the tests): each side's map, then its
 // statistics, cells and outputs from it.
@@ -580,14 +583,7 @@ bool FusedOnCuda(const std::vector<FusedSide>& sides, int64_t first, int64_t key
         operands.insert(operands.end(), {q, k, v});
     }
     const Stacked stacked = AllocateStacked(static_cast<int>(n), q0);  // [fields, H, R]
-    for (int m = 0; m < n; ++m) {
-        const RowPointers p = MetricPointers(stacked.Field(0), m, stacked.rows);
-        a.out[m] = {p.entropy, p.normalized_entropy, p.spikiness, p.max_weight, p.top5_mass, p.effective_support, p.sink_mass};
-    }
-    for (int k = 0; k < MapPairs(static_cast<int>(n)); ++k) {
-        a.js[k] = stacked.Field(RowMeasureJs(static_cast<int>(n), k));
-        a.l1[k] = stacked.Field(RowMeasureL1(static_cast<int>(n), k));
-    }
+    PointKernelAt(stacked, static_cast<int>(n), a.out, a.js, a.l1);
     for (int k = 0; k + 1 < n; ++k) {
         out->cells[k].cells = at::empty({4, H, R, cells}, q0.options());
         a.pooled[k] = out->cells[k].cells.data_ptr<float>();
@@ -602,19 +598,9 @@ bool FusedOnCuda(const std::vector<FusedSide>& sides, int64_t first, int64_t key
 
 }  // namespace
 
-bool FusedAttention() {
-    int on = g_fused_attention.load(std::memory_order_relaxed);
-    if (on < 0) {
-        const char* setting = std::getenv("SSAVIZ_FUSED_ATTENTION");
-        on = setting && std::strcmp(setting, "1") == 0;
-        if (setting && !on && std::strcmp(setting, "0") != 0) std::fprintf(stderr, "ssaviz: SSAVIZ_FUSED_ATTENTION is neither 0 nor 1; off\n");
-        int unread = -1;
-        if (!g_fused_attention.compare_exchange_strong(unread, on)) on = unread;  // another thread read it first, or a SetFusedAttention
-    }
-    return on == 1;
-}
+bool FusedAttention() { return g_fused_attention.On(); }
 
-void SetFusedAttention(bool on) { g_fused_attention.store(on ? 1 : 0); }
+void SetFusedAttention(bool on) { g_fused_attention.Set(on); }
 
 bool FusedAttentionRows(const std::vector<FusedSide>& sides, int64_t first, int64_t keys, int64_t window, int pool, FusedRows* out) {
     c10::InferenceMode inference;

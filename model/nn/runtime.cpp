@@ -58,6 +58,19 @@ bool SettingIs(const char* name, const char* value) {
     return setting && std::strcmp(setting, value) == 0;
 }
 
+bool EnvironmentSwitch::On() {
+    int on = m_state.load(std::memory_order_relaxed);
+    if (on < 0) {
+        const char* setting = std::getenv(m_name);
+        on = setting && std::strcmp(setting, m_on) == 0;
+        if (setting && !on && std::strcmp(setting, m_off) != 0)
+            std::fprintf(stderr, "ssaviz: %s is neither %s nor %s; %s\n", m_name, m_off, m_on, m_off);
+        int unread = -1;
+        if (!m_state.compare_exchange_strong(unread, on)) on = unread;  // another thread read it first, or a Set
+    }
+    return on == 1;
+}
+
 const CudaSwitches& CudaSwitchesOfEnvironment() {
     static const CudaSwitches switches = [] {
         CudaSwitches s;

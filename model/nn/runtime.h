@@ -3,6 +3,7 @@
 // device and dtype choices are in runtime_torch.h.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -19,6 +20,20 @@ void KeepFreedMemoryForReuse();
 // Whether environment variable `name` is set to exactly `value` (the device kernels' switches:
 // SSAVIZ_CUDA_SOFTMAX=0, SSAVIZ_CUDA_TEMPERATURES=1, ...).
 bool SettingIs(const char* name, const char* value);
+
+// A switch a test can also set (SetTf32x3Products, SetFusedAttention): read once from environment
+// variable `name` (`on` or `off`; anything else is `off`, with a one-line warning), unless a Set
+// came first. `state`: -1 until then, else 0 or 1.
+class EnvironmentSwitch {
+public:
+    EnvironmentSwitch(const char* name, const char* on, const char* off) : m_name(name), m_on(on), m_off(off) {}
+    bool On();
+    void Set(bool on) { m_state.store(on ? 1 : 0); }
+
+private:
+    const char *m_name, *m_on, *m_off;
+    std::atomic<int> m_state{-1};
+};
 
 // The CUDA kernels' switches of README's device settings, read from the environment once: where
 // the kernels are taken, and what `info` and the exports say of them (ComputeSettings).
