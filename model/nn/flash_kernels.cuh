@@ -6,14 +6,16 @@
 // A warp takes kFlashRows query rows of one head, every side at once, and goes over the keys
 // kFlashKeys at a time, twice. Each step's scores, q k^T for each side, are made on the tensor
 // cores (TF32 in three parts: hi x lo + lo x hi + hi x hi, tf32.h) and stored to the warp's shared
-// memory transposed, a key's rows side by side, so that lane r reads row r's scores with no two
-// lanes on one bank. The first pass keeps each row's running maximum and sum (Add, as the softmax
-// kernel does); the second makes each weight, adds it to the row's sums (AddKey), to its cell
-// maxima along the keys and, through the shared memory again, to the outputs weights @ v, on the
-// tensor cores in three parts. Lane r < kFlashRows owns row r, so a row's sums, its five largest
-// and its cells are one thread's, key after key, and need no merging; the other lanes help with
-// the products only. No [H, R, T] tensor is written: per row, its statistics, its cells and its
-// outputs.
+// memory transposed, a key's rows side by side. Lanes r and r + kFlashRows both own row r: the
+// first takes the step's even keys, the second its odd ones, so that the 32 lanes read 32 adjacent
+// scores, no two on one bank, and every lane works. The first pass keeps each lane's running
+// maximum and sum of its keys (Add, as the softmax kernel does), merged with the other lane's at
+// its end; the second makes each weight, adds it to the lane's sums (AddKey) and, through the
+// shared memory again, to the outputs weights @ v on the tensor cores in three parts. The cells
+// along the keys need every key in order: the two lanes swap each pair of weights and keep half of
+// a cell's maxima each (the lower lane p and p - q, the upper q and q - p). At the end the upper
+// lane's sums and five largest join the lower's, which writes the row. No [H, R, T] tensor is
+// written: per row, its statistics, its cells and its outputs.
 #pragma once
 
 #include <cfloat>
@@ -103,31 +105,32 @@ __device__ __forceinline__ void OutputStep(const float* tile, const float* v, Su
     }
 }
 
-// A row's largest p, q, p - q and q - p over one cell's keys, for each pair of sides (0, k + 1).
+// Half of a row's largest p, q, p - q and q - p over one cell's keys, for each pair of sides
+// (0, k + 1): the lower lane's p and p - q (kinds 0 and 2), the upper lane's q and q - p (1 and 3).
 template <int N>
 struct CellMaxima {
-    float x[N - 1][4];
+    int upper;  // 0 or 1: which half
+    float x[N - 1][2];
     __device__ __forceinline__ void Reset() {
 #pragma unroll
-        for (int k = 0; k < N - 1; ++k) x[k][0] = x[k][1] = x[k][2] = x[k][3] = -INFINITY;
+        for (int k = 0; k < N - 1; ++k) x[k][0] = x[k][1] = -INFINITY;
     }
     __device__ __forceinline__ void Add(const float (&w)[N]) {
 #pragma unroll
         for (int k = 0; k < N - 1; ++k) {
-            const float p = w[0], q = w[k + 1];
-            x[k][0] = Max(x[k][0], p);
-            x[k][1] = Max(x[k][1], q);
-            x[k][2] = Max(x[k][2], p - q);
-            x[k][3] = Max(x[k][3], q - p);
+            const float mine = upper ? w[k + 1] : w[0], other = upper ? w[0] : w[k + 1];
+            x[k][0] = Max(x[k][0], mine);
+            x[k][1] = Max(x[k][1], mine - other);
         }
     }
     // Into cell `c` of row `row` (h * rows + r) of a.pooled.
     __device__ __forceinline__ void Write(const FlashArgs& a, int64_t row, int64_t c) const {
-        const int64_t kind = a.heads * a.rows * a.cells;
+        const int64_t kind = a.heads * a.rows * a.cells, at = row * a.cells + c;
 #pragma unroll
-        for (int k = 0; k < N - 1; ++k)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) a.pooled[k][e * kind + row * a.cells + c] = x[k][e];
+        for (int k = 0; k < N - 1; ++k) {
+            a.pooled[k][upper * kind + at] = x[k][0];
+            a.pooled[k][(upper + 2) * kind + at] = x[k][1];
+        }
     }
 };
 
@@ -138,16 +141,26 @@ struct CellMaxima {
 template <int D>
 constexpr int kFlashOutputs = D < 64 ? D : 64;
 
+constexpr unsigned kWholeWarp = 0xffffffffu;
+
+// Two lanes' running maxima and sums merged in one order in both, so both get the same bits.
+__device__ __forceinline__ Running MergeHalves(Running mine, int upper) {
+    Running other;
+    other.m = __shfl_xor_sync(kWholeWarp, mine.m, kFlashRows);
+    other.sum = __shfl_xor_sync(kWholeWarp, mine.sum, kFlashRows);
+    return upper ? Merge(other, mine) : Merge(mine, other);
+}
+
 template <int N, int D>
 __global__ void __launch_bounds__(kFlashWarps * 32) FlashKernel(FlashArgs a, int y_first, bool measure) {
-    constexpr int DY = kFlashOutputs<D>;
 #ifdef SSAVIZ_FLASH_KERNEL
+    constexpr int DY = kFlashOutputs<D>;
     alignas(32) __shared__ float tiles[kFlashWarps][N][kFlashKeys * kFlashRows];
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row = lane % kFlashRows, upper = lane / kFlashRows;
     const int64_t h = blockIdx.y, r0 = (static_cast<int64_t>(blockIdx.x) * kFlashWarps + warp) * kFlashRows;
-    if (r0 >= a.rows) return;  // a whole warp: only __syncwarp below
-    const int64_t r = r0 + lane, i = a.first + r, lo = a.window > 0 && i - a.window + 1 > 0 ? i - a.window + 1 : 0, hi = i + 1;
-    const bool row_lane = lane < kFlashRows, measured = measure && row_lane && r < a.rows;  // lanes past kFlashRows: products only
+    if (r0 >= a.rows) return;  // a whole warp: only __syncwarp and shuffles below
+    const int64_t r = r0 + row, i = a.first + r, lo = a.window > 0 && i - a.window + 1 > 0 ? i - a.window + 1 : 0, hi = i + 1;
+    const bool measured = measure && r < a.rows;  // the same for both lanes of a row
     const int64_t last = a.first + (r0 + kFlashRows < a.rows ? r0 + kFlashRows : a.rows) - 1;  // the warp's last query
     const int64_t steps = last / kFlashKeys + 1, processed = steps * kFlashKeys;
     // With a sliding window, the steps before the warp's first row's window are hidden from every
@@ -169,27 +182,29 @@ __global__ void __launch_bounds__(kFlashWarps * 32) FlashKernel(FlashArgs a, int
         __syncwarp();
     };
 
-    // First pass: each row's maximum and sum over its visible keys.
+    // First pass: each row's maximum and sum over its visible keys, a lane's keys, then both.
     Running run[N];
     for (int64_t j0 = start; j0 < processed; j0 += kFlashKeys) {
         scores(j0);
-        if (row_lane)
-            for (int j = 0; j < kFlashKeys; ++j) {
-                const int64_t key = j0 + j;
-                if (key < lo || key >= hi) continue;
+        for (int j = upper; j < kFlashKeys; j += 2) {
+            const int64_t key = j0 + j;
+            if (key < lo || key >= hi) continue;
 #pragma unroll
-                for (int m = 0; m < N; ++m) Add(run[m], tile[m][j * kFlashRows + lane]);
-            }
+            for (int m = 0; m < N; ++m) Add(run[m], tile[m][j * kFlashRows + row]);
+        }
         __syncwarp();  // the tiles are the next step's
     }
+#pragma unroll
+    for (int m = 0; m < N; ++m) run[m] = MergeHalves(run[m], upper);
 
-    // Second pass: the weights, into the row's sums and cells and the outputs.
+    // Second pass: the weights, into the lane's sums, the row's cells and the outputs.
     float hidden[N], sink[N];  // a key outside the row's window: 0, or NaN where the row's sum is
 #pragma unroll
     for (int m = 0; m < N; ++m) sink[m] = hidden[m] = 0.0f * (1.0f / run[m].sum);
     RowSums<N> sums;
     CellMaxima<N> cell;
-    int64_t at_cell = start / a.pool;
+    cell.upper = upper;
+    int64_t at_cell = start / a.pool, cell_end = (at_cell + 1) * a.pool;
     if (measured)
         for (int64_t c = 0; c < at_cell; ++c) {  // wholly before the first step
             cell.Reset();
@@ -198,6 +213,17 @@ __global__ void __launch_bounds__(kFlashWarps * 32) FlashKernel(FlashArgs a, int
         }
     cell.Reset();
     if (at_cell * a.pool < start) cell.Add(hidden);  // its keys before the first step
+    // Key `key` (with weights w) into the row's cells, the keys in order.
+    auto into_cells = [&](int64_t key, const float (&w)[N]) {
+        if (key >= a.keys) return;
+        if (key >= cell_end) {  // keys come one by one: the next cell
+            cell.Write(a, h * a.rows + r, at_cell);
+            cell.Reset();
+            ++at_cell;
+            cell_end += a.pool;
+        }
+        cell.Add(w);
+    };
     Sums y[N][DY / 16];
 #pragma unroll
     for (int m = 0; m < N; ++m)
@@ -205,28 +231,28 @@ __global__ void __launch_bounds__(kFlashWarps * 32) FlashKernel(FlashArgs a, int
         for (int n = 0; n < DY / 16; ++n) wmma::fill_fragment(y[m][n], 0.0f);
     for (int64_t j0 = start; j0 < processed; j0 += kFlashKeys) {
         scores(j0);
-        if (row_lane)
-            for (int j = 0; j < kFlashKeys; ++j) {
-                const int64_t key = j0 + j;
-                float w[N];
+        for (int pair = 0; pair < kFlashKeys; pair += 2) {
+            const int j = pair + upper;
+            const int64_t key = j0 + j;
+            float w[N], other[N];
 #pragma unroll
-                for (int m = 0; m < N; ++m) {
-                    float& at = tile[m][j * kFlashRows + lane];
-                    w[m] = Weight(at, key, lo, hi, run[m].m, run[m].sum, hidden[m]);
-                    at = w[m];  // for the outputs: a key past `keys` weighs 0 (or NaN in a NaN row)
-                }
-                if (!measured || key >= a.keys) continue;
-                if (key < hi) AddKey(sums, w);  // SoftmaxAndCompareRows's keys 0..i
-                if (key == 0)
-#pragma unroll
-                    for (int m = 0; m < N; ++m) sink[m] = w[m];
-                if (key / a.pool != at_cell) {
-                    cell.Write(a, h * a.rows + r, at_cell);
-                    cell.Reset();
-                    at_cell = key / a.pool;
-                }
-                cell.Add(w);
+            for (int m = 0; m < N; ++m) {
+                float& at = tile[m][j * kFlashRows + row];
+                w[m] = Weight(at, key, lo, hi, run[m].m, run[m].sum, hidden[m]);
+                at = w[m];  // for the outputs: a key past `keys` weighs 0 (or NaN in a NaN row)
+                other[m] = __shfl_xor_sync(kWholeWarp, w[m], kFlashRows);
             }
+            if (!measured) continue;
+            if (key < hi && key < a.keys) AddKey(sums, w);  // SoftmaxAndCompareRows's keys 0..i
+            if (key == 0)  // the lower lane's
+#pragma unroll
+                for (int m = 0; m < N; ++m) sink[m] = w[m];
+            float first[N], second[N];  // the pair's keys in order
+#pragma unroll
+            for (int m = 0; m < N; ++m) first[m] = upper ? other[m] : w[m], second[m] = upper ? w[m] : other[m];
+            into_cells(j0 + pair, first);
+            into_cells(j0 + pair + 1, second);
+        }
         __syncwarp();
 #pragma unroll
         for (int m = 0; m < N; ++m) OutputStep<D, DY>(tile[m], v[m] + j0 * D + y_first, y[m]);
@@ -238,22 +264,33 @@ __global__ void __launch_bounds__(kFlashWarps * 32) FlashKernel(FlashArgs a, int
 #pragma unroll
         for (int n = 0; n < DY / 16; ++n)
             wmma::store_matrix_sync(a.y[m] + (h * a.padded_rows + r0) * D + y_first + n * 16, y[m][n], D, wmma::mem_row_major);
+    // The upper lane's sums and five largest, to the lower lane.
+    double total[RowSums<N>::Q];
+#pragma unroll
+    for (int q2 = 0; q2 < RowSums<N>::Q; ++q2) total[q2] = sums.sum[q2] + __shfl_xor_sync(kWholeWarp, sums.sum[q2], kFlashRows);
+    float theirs[N][kTop];
+#pragma unroll
+    for (int m = 0; m < N; ++m)
+#pragma unroll
+        for (int t = 0; t < kTop; ++t) theirs[m][t] = __shfl_xor_sync(kWholeWarp, sums.best[m][t], kFlashRows);
     if (!measured) return;
     // The row's last cells: past the keys gone through, every key is hidden.
-    const int64_t cell_end = (at_cell + 1) * a.pool < a.keys ? (at_cell + 1) * a.pool : a.keys;
-    if (cell_end > processed) cell.Add(hidden);
+    const int64_t row_end = cell_end < a.keys ? cell_end : a.keys;
+    if (row_end > processed) cell.Add(hidden);
     cell.Write(a, h * a.rows + r, at_cell);
     for (int64_t c = at_cell + 1; c < a.cells; ++c) {
         cell.Reset();
         cell.Add(hidden);
         cell.Write(a, h * a.rows + r, c);
     }
-    double total[RowSums<N>::Q];
+    if (upper) return;
     const float* top[N];
 #pragma unroll
-    for (int q2 = 0; q2 < RowSums<N>::Q; ++q2) total[q2] = sums.sum[q2];
+    for (int m = 0; m < N; ++m) {
 #pragma unroll
-    for (int m = 0; m < N; ++m) top[m] = sums.best[m];
+        for (int t = 0; t < kTop; ++t) Insert(sums.best[m], theirs[m][t]);
+        top[m] = sums.best[m];
+    }
     Outputs<N> o;
 #pragma unroll
     for (int m = 0; m < N; ++m) o.out[m] = a.out[m];

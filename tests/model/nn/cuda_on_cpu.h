@@ -90,16 +90,16 @@ inline void Launch(dim3 grid, dim3 block, const std::function<void()>& body) {
 
 inline void Barrier() { swapcontext(&g_block.threads[g_block.current].context, &g_block.scheduler); }
 
-// A warp's exchange: every thread writes its value, then reads lane + offset's (its own past the
-// warp's end), as __shfl_down_sync does when all 32 lanes take part.
-template <class T>
-T ShuffleDown(T v, int offset) {
+// A warp's exchange: every thread writes its value, then reads lane `from(lane)`'s (its own where
+// that is past the warp's end), as a shuffle does when all 32 lanes take part.
+template <class T, class From>
+T Shuffle(T v, From from) {
     static std::vector<T> slots;
     slots.resize(g_block.threads.size());
-    const unsigned tid = static_cast<unsigned>(g_block.current), lane = tid % 32;
+    const unsigned tid = static_cast<unsigned>(g_block.current), lane = tid % 32, source = from(lane);
     slots[tid] = v;
     Barrier();
-    const T r = lane + offset < 32 ? slots[tid + offset] : v;
+    const T r = source < 32 ? slots[tid - lane + source] : v;
     Barrier();
     return r;
 }
@@ -117,7 +117,11 @@ inline void __syncthreads() { cuda_on_cpu::Barrier(); }
 inline void __syncwarp(unsigned /*mask: all lanes*/ = 0xffffffffu) { cuda_on_cpu::Barrier(); }
 template <class T>
 T __shfl_down_sync(unsigned /*mask: all lanes*/, T v, int offset) {
-    return cuda_on_cpu::ShuffleDown(v, offset);
+    return cuda_on_cpu::Shuffle(v, [&](unsigned lane) { return lane + static_cast<unsigned>(offset); });
+}
+template <class T>
+T __shfl_xor_sync(unsigned /*mask: all lanes*/, T v, int mask) {
+    return cuda_on_cpu::Shuffle(v, [&](unsigned lane) { return lane ^ static_cast<unsigned>(mask); });
 }
 inline unsigned __float_as_uint(float f) {
     unsigned u;
