@@ -34,6 +34,7 @@
 #include "model/nn/forward.h"
 #include "model/nn/fused_attention_torch.h"
 #include "model/nn/linear.h"
+#include "model/nn/metrics_cuda.h"
 #include "model/nn/metrics.h"
 #include "model/nn/runtime_torch.h"
 
@@ -475,6 +476,18 @@ void CheckFusedAttention(const at::Device& device, int sides, int64_t D, int64_t
     for (int m = 0; m < sides; ++m) Check(got.y[m], y[m], "    outputs of side " + std::to_string(m), false, 1e-5);
 }
 
+// The tensor cores' work of FlashRows for H heads of R rows from `first` against their keys, D a
+// head: each warp of kFlashRows rows goes over its keys kFlashKeys a step, twice; a step makes each
+// side's scores in three TF32 products a pass and its outputs in three more (16 x 16 x 8 each).
+double FusedTensorFlops(int64_t H, int64_t R, int64_t first, int64_t D, int sides) {
+    const int64_t rows = model::cuda::kFlashRows, keys = model::cuda::kFlashKeys;
+    int64_t steps = 0;
+    for (int64_t r0 = 0; r0 < R; r0 += rows) steps += (first + std::min(r0 + rows, R) - 1) / keys + 1;
+    const double mma = 2.0 * 16 * 16 * 8;
+    const double scores = static_cast<double>(D / 8 * (keys / 16) * 3), outputs = static_cast<double>(keys / 8 * (D / 16) * 3);
+    return static_cast<double>(H * steps) * sides * (2 * scores + outputs) * mma;
+}
+
 // Its time at an analysis's shape (GPT-2 small's heads at 8,192 tokens, the last block of 682
 // rows) against the unfused way's on the same device: the scores' product, the softmax and
 // measures (SoftmaxAndCompareStacked where it runs, else the two passes), the pooling along the
@@ -507,8 +520,12 @@ void TimeFusedAttention(const at::Device& device) {
         }
         std::sort(fused.begin(), fused.end());
         std::sort(unfused.begin(), unfused.end());
-        std::printf("  %d sides of 12 heads x 682 rows x 8,192 keys, D 64: fused %.2f ms, unfused %.2f ms (%.2fx)\n", sides, fused[2], unfused[2],
-                    unfused[2] / fused[2]);
+        // Its rate on the tensor cores: near the device's TF32 peak, the products bound it; far
+        // under, the per-key work or the loads of keys and values do.
+        const double flops = FusedTensorFlops(H, R, first, D, sides);
+        std::printf("  %d sides of 12 heads x 682 rows x 8,192 keys, D 64: fused %.2f ms, unfused %.2f ms (%.2fx); "
+                    "%.2f TFLOP of TF32 products in the fused, %.0f TFLOP/s\n",
+                    sides, fused[2], unfused[2], unfused[2] / fused[2], flops * 1e-12, flops / (fused[2] * 1e-3) * 1e-12);
     }
 }
 
@@ -586,6 +603,8 @@ int main(int argc, char** argv) {
     CheckFusedAttention(device, 2, 32, 2, 1, 48, 37, 0, 31, 43);
     CheckFusedAttention(device, 3, 16, 4, 1, 3, 300, 9, 7, 44);
     CheckFusedAttention(device, 2, 64, 12, 12, 1000, 1077, 0, 8, 45);
+    CheckFusedAttention(device, 2, 128, 4, 2, 500, 300, 100, 5, 46);  // two launches; steps before the window skipped
+    CheckFusedAttention(device, 3, 128, 2, 1, 70, 45, 0, 33, 47);
     TimeFusedAttention(device);
     std::printf("map extent, %s\n", device.str().c_str());
     for (const int64_t T : {int64_t{1}, int64_t{5}, int64_t{300}, int64_t{2077}}) CheckExtent(device, T, 3 + T);
