@@ -4,9 +4,10 @@
 // the tensor cores' fragments), so every session checks it, with a device or without.
 //
 // A warp takes kFlashRows query rows of one head, every side at once, and goes over the keys
-// kFlashKeys at a time, twice. Each step's scores, q k^T for each side, are made on the tensor
-// cores (TF32 in three parts: hi x lo + lo x hi + hi x hi, tf32.h) and stored to the warp's shared
-// memory transposed, a key's rows side by side. Lanes r and r + kFlashRows both own row r: the
+// kFlashKeys at a time, twice, with the block's other warps: each step's keys and values are
+// staged once in shared memory for the four, a side at a time. Each step's scores, q k^T for each
+// side, are made on the tensor cores (TF32 in three parts: hi x lo + lo x hi + hi x hi, tf32.h)
+// and stored to the warp's shared memory transposed, a key's rows side by side. Lanes r and r + kFlashRows both own row r: the
 // first takes the step's even keys, the second its odd ones, so that the 32 lanes read 32 adjacent
 // scores, no two on one bank, and every lane works. The first pass keeps each lane's running
 // maximum and sum of its keys (Add, as the softmax kernel does), merged with the other lane's at
@@ -63,8 +64,8 @@ __device__ __forceinline__ void MultiplyAdd3(Sums& c, const A& a_hi, const A& a_
 }
 
 // One side's scores of the warp's kFlashRows rows (q: their first, D floats a row) against
-// kFlashKeys keys (k: the first, D floats a key), into `tile` [key][row].
-template <int D>
+// kFlashKeys keys (k: the first, LD floats a key), into `tile` [key][row].
+template <int D, int LD>
 __device__ __forceinline__ void ScoreStep(const float* q, const float* k, float* tile) {
     Sums c[kFlashKeys / 16];
 #pragma unroll
@@ -77,7 +78,7 @@ __device__ __forceinline__ void ScoreStep(const float* q, const float* k, float*
 #pragma unroll
         for (int n = 0; n < kFlashKeys / 16; ++n) {
             KeyPart b_hi, b_lo;
-            wmma::load_matrix_sync(b_hi, k + n * 16 * D + d, D);
+            wmma::load_matrix_sync(b_hi, k + n * 16 * LD + d, LD);
             SplitParts(b_hi, b_lo);
             MultiplyAdd3(c[n], a_hi, a_lo, b_hi, b_lo);
         }
@@ -87,8 +88,8 @@ __device__ __forceinline__ void ScoreStep(const float* q, const float* k, float*
 }
 
 // One side's outputs y += weights (`tile` [key][row]) @ v's DY dimensions from `v` (the step's
-// first key, D floats a key).
-template <int D, int DY>
+// first key, LD floats a key).
+template <int LD, int DY>
 __device__ __forceinline__ void OutputStep(const float* tile, const float* v, Sums (&y)[DY / 16]) {
 #pragma unroll
     for (int k = 0; k < kFlashKeys; k += 8) {
@@ -98,11 +99,33 @@ __device__ __forceinline__ void OutputStep(const float* tile, const float* v, Su
 #pragma unroll
         for (int n = 0; n < DY / 16; ++n) {
             ValuePart b_hi, b_lo;
-            wmma::load_matrix_sync(b_hi, v + k * D + n * 16, D);
+            wmma::load_matrix_sync(b_hi, v + k * LD + n * 16, LD);
             SplitParts(b_hi, b_lo);
             MultiplyAdd3(y[n], a_hi, a_lo, b_hi, b_lo);
         }
     }
+}
+
+// One step's keys (or values) of one side into the block's shared memory, for all its warps:
+// kFlashKeys rows of COLS floats from `from` (D floats a row) to `to` (LD a row). Every thread of
+// the block takes part, consecutive threads on consecutive floats.
+template <int D, int COLS, int LD>
+__device__ __forceinline__ void Stage(const float* from, float* to) {
+    for (int e = threadIdx.x; e < kFlashKeys * COLS; e += kFlashWarps * 32) {
+        const int key = e / COLS, c = e % COLS;
+        to[key * LD + c] = from[key * D + c];
+    }
+}
+
+// The steps of keys rows r_first..r_last (of a.rows, in order) go over: from the step holding the
+// first row's window's first key (a step before it is hidden from all of them) to the one holding
+// the last row's query.
+struct StepRange {
+    int64_t start = 0, end = 0;
+};
+__device__ __forceinline__ StepRange Steps(const FlashArgs& a, int64_t r_first, int64_t r_last) {
+    const int64_t lo = a.window > 0 && a.first + r_first - a.window + 1 > 0 ? a.first + r_first - a.window + 1 : 0;
+    return {lo / kFlashKeys * kFlashKeys, ((a.first + r_last) / kFlashKeys + 1) * kFlashKeys};
 }
 
 // Half of a row's largest p, q, p - q and q - p over one cell's keys, for each pair of sides
@@ -151,22 +174,30 @@ __device__ __forceinline__ Running MergeHalves(Running mine, int upper) {
     return upper ? Merge(other, mine) : Merge(mine, other);
 }
 
+// The blocks an SM holds at once, which bounds a thread's registers (65,536 an SM): three for two
+// sides (at most 170 registers), two for three.
+template <int N>
+constexpr int kFlashBlocksPerSm = N == 2 ? 3 : 2;
+
 template <int N, int D>
-__global__ void __launch_bounds__(kFlashWarps * 32) FlashKernel(FlashArgs a, int y_first, bool measure) {
+__global__ void __launch_bounds__(kFlashWarps * 32, kFlashBlocksPerSm<N>) FlashKernel(FlashArgs a, int y_first, bool measure) {
 #ifdef SSAVIZ_FLASH_KERNEL
-    constexpr int DY = kFlashOutputs<D>;
+    // A step's keys are staged with rows of D + 4 floats and its values with DY + 8, so that the
+    // fragments' loads from them fall on different banks.
+    constexpr int DY = kFlashOutputs<D>, KEY_LD = D + 4, VALUE_LD = DY + 8;
     alignas(32) __shared__ float tiles[kFlashWarps][N][kFlashKeys * kFlashRows];
+    alignas(32) __shared__ float stage[kFlashKeys * (KEY_LD > VALUE_LD ? KEY_LD : VALUE_LD)];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row = lane % kFlashRows, upper = lane / kFlashRows;
-    const int64_t h = blockIdx.y, r0 = (static_cast<int64_t>(blockIdx.x) * kFlashWarps + warp) * kFlashRows;
-    if (r0 >= a.rows) return;  // a whole warp: only __syncwarp and shuffles below
+    const int64_t h = blockIdx.y, b0 = static_cast<int64_t>(blockIdx.x) * kFlashWarps * kFlashRows, r0 = b0 + warp * kFlashRows;
     const int64_t r = r0 + row, i = a.first + r, lo = a.window > 0 && i - a.window + 1 > 0 ? i - a.window + 1 : 0, hi = i + 1;
     const bool measured = measure && r < a.rows;  // the same for both lanes of a row
-    const int64_t last = a.first + (r0 + kFlashRows < a.rows ? r0 + kFlashRows : a.rows) - 1;  // the warp's last query
-    const int64_t steps = last / kFlashKeys + 1, processed = steps * kFlashKeys;
-    // With a sliding window, the steps before the warp's first row's window are hidden from every
-    // row of the warp: they are skipped (their cells and key 0's weight are the hidden value's).
-    const int64_t first_lo = a.window > 0 && a.first + r0 - a.window + 1 > 0 ? a.first + r0 - a.window + 1 : 0;
-    const int64_t start = first_lo / kFlashKeys * kFlashKeys;
+    // The block's warps go over the keys together, each step's keys and values staged once for all
+    // four; a warp works on the steps its rows see (before its first row's window they are skipped:
+    // their cells and key 0's weight are the hidden value's) and waits out the others. A warp past
+    // the block's rows only stages.
+    const StepRange block = Steps(a, b0, (b0 + kFlashWarps * kFlashRows < a.rows ? b0 + kFlashWarps * kFlashRows : a.rows) - 1);
+    const StepRange steps = r0 < a.rows ? Steps(a, r0, (r0 + kFlashRows < a.rows ? r0 + kFlashRows : a.rows) - 1) : StepRange{};
+    const int64_t start = steps.start, processed = steps.end;
     float* tile[N];
     const float *q[N], *k[N], *v[N];
 #pragma unroll
@@ -176,22 +207,29 @@ __global__ void __launch_bounds__(kFlashWarps * 32) FlashKernel(FlashArgs a, int
         k[m] = a.k[m] + h / a.heads_per_k[m] * a.k_stride[m];
         v[m] = a.v[m] + h / a.heads_per_v[m] * a.v_stride[m];
     }
-    auto scores = [&](int64_t j0) {
+    auto scores = [&](int64_t j0, bool work) {
 #pragma unroll
-        for (int m = 0; m < N; ++m) ScoreStep<D>(q[m], k[m] + j0 * D, tile[m]);
+        for (int m = 0; m < N; ++m) {
+            __syncthreads();  // the stage is free
+            Stage<D, D, KEY_LD>(k[m] + j0 * D, stage);
+            __syncthreads();
+            if (work) ScoreStep<D, KEY_LD>(q[m], stage, tile[m]);
+        }
         __syncwarp();
     };
 
     // First pass: each row's maximum and sum over its visible keys, a lane's keys, then both.
     Running run[N];
-    for (int64_t j0 = start; j0 < processed; j0 += kFlashKeys) {
-        scores(j0);
-        for (int j = upper; j < kFlashKeys; j += 2) {
-            const int64_t key = j0 + j;
-            if (key < lo || key >= hi) continue;
+    for (int64_t j0 = block.start; j0 < block.end; j0 += kFlashKeys) {
+        const bool work = j0 >= start && j0 < processed;
+        scores(j0, work);
+        if (work)
+            for (int j = upper; j < kFlashKeys; j += 2) {
+                const int64_t key = j0 + j;
+                if (key < lo || key >= hi) continue;
 #pragma unroll
-            for (int m = 0; m < N; ++m) Add(run[m], tile[m][j * kFlashRows + row]);
-        }
+                for (int m = 0; m < N; ++m) Add(run[m], tile[m][j * kFlashRows + row]);
+            }
         __syncwarp();  // the tiles are the next step's
     }
 #pragma unroll
@@ -229,9 +267,10 @@ __global__ void __launch_bounds__(kFlashWarps * 32) FlashKernel(FlashArgs a, int
     for (int m = 0; m < N; ++m)
 #pragma unroll
         for (int n = 0; n < DY / 16; ++n) wmma::fill_fragment(y[m][n], 0.0f);
-    for (int64_t j0 = start; j0 < processed; j0 += kFlashKeys) {
-        scores(j0);
-        for (int pair = 0; pair < kFlashKeys; pair += 2) {
+    for (int64_t j0 = block.start; j0 < block.end; j0 += kFlashKeys) {
+        const bool work = j0 >= start && j0 < processed;  // the same for the whole warp
+        scores(j0, work);
+        for (int pair = 0; pair < kFlashKeys && work; pair += 2) {
             const int j = pair + upper;
             const int64_t key = j0 + j;
             float w[N], other[N];
@@ -255,9 +294,15 @@ __global__ void __launch_bounds__(kFlashWarps * 32) FlashKernel(FlashArgs a, int
         }
         __syncwarp();
 #pragma unroll
-        for (int m = 0; m < N; ++m) OutputStep<D, DY>(tile[m], v[m] + j0 * D + y_first, y[m]);
+        for (int m = 0; m < N; ++m) {
+            __syncthreads();  // the stage is free
+            Stage<D, DY, VALUE_LD>(v[m] + j0 * D + y_first, stage);
+            __syncthreads();
+            if (work) OutputStep<VALUE_LD, DY>(tile[m], stage, y[m]);
+        }
         __syncwarp();
     }
+    if (r0 >= a.rows) return;  // a whole warp, past the block's rows
 
 #pragma unroll
     for (int m = 0; m < N; ++m)

@@ -1,8 +1,9 @@
 // CUDA kernels on the CPU, for tests (issue 37: most sessions have no GPU). Include this before a
 // kernels' header (model/nn/metrics_kernels.cuh) and call cuda_on_cpu::Launch(grid, block, body),
 // where body calls one kernel: each thread block runs in turn, its threads as fibers (ucontext) on
-// this thread, one at a time, so that __syncthreads() is a switch to the next thread and the kernel
-// runs as written, its shared memory, warp shuffles and barriers included. What a GPU does apart,
+// this thread, one at a time, each running to its next barrier before the next thread runs, and the
+// kernel runs as written, its shared memory, warp shuffles and barriers (the block's and a warp's,
+// which a warp may meet apart from the other warps) included. What a GPU does apart,
 // each thread's own order of operations, is kept; what it leaves open (the order of threads
 // between barriers) is one fixed order here. The host's expf and logf are not the device's: a test
 // compares kernels with kernels, or with the CPU's code where the arithmetic is exact.
@@ -38,6 +39,7 @@ struct Block {
         ucontext_t context;
         std::unique_ptr<char[]> stack;
         bool done = false;
+        bool waits_for_block = false;  // at a __syncthreads
     };
     std::vector<Thread> threads;
     ucontext_t scheduler;
@@ -66,19 +68,24 @@ inline void Launch(dim3 grid, dim3 block, const std::function<void()>& body) {
         for (unsigned bx = 0; bx < grid.x; ++bx) {
             g_block_index = {bx, by, 0};
             for (Block::Thread& t : g_block.threads) {
-                t.done = false;
+                t.done = t.waits_for_block = false;
                 getcontext(&t.context);
                 t.context.uc_stack.ss_sp = t.stack.get();
                 t.context.uc_stack.ss_size = kStack;
                 t.context.uc_link = &g_block.scheduler;
                 makecontext(&t.context, ThreadMain, 0);
             }
-            // Rounds: each thread not done runs to its next barrier (or its end); every thread of
-            // a block meets the same barriers, so a round is the time between two of them.
+            // Rounds: each thread not done runs to its next barrier (or its end). A warp's lanes
+            // meet the same warp barriers, so a round is the time between two of them for each
+            // warp; a thread at a __syncthreads waits there until every thread not done does.
             for (bool any = true; any;) {
                 any = false;
+                bool all_wait = true;
+                for (const Block::Thread& t : g_block.threads) all_wait = all_wait && (t.done || t.waits_for_block);
+                if (all_wait)
+                    for (Block::Thread& t : g_block.threads) t.waits_for_block = false;
                 for (unsigned i = 0; i < n; ++i) {
-                    if (g_block.threads[i].done) continue;
+                    if (g_block.threads[i].done || g_block.threads[i].waits_for_block) continue;
                     any = true;
                     g_block.current = static_cast<int>(i);
                     g_thread_index = {i % block.x, i / block.x % block.y, i / (block.x * block.y)};
@@ -89,6 +96,10 @@ inline void Launch(dim3 grid, dim3 block, const std::function<void()>& body) {
 }
 
 inline void Barrier() { swapcontext(&g_block.threads[g_block.current].context, &g_block.scheduler); }
+inline void BlockBarrier() {
+    g_block.threads[g_block.current].waits_for_block = true;
+    Barrier();
+}
 
 // A warp's exchange: every thread writes its value, then reads lane `from(lane)`'s (its own where
 // that is past the warp's end), as a shuffle does when all 32 lanes take part.
@@ -111,7 +122,7 @@ T Shuffle(T v, From from) {
 #define gridDim (cuda_on_cpu::g_grid)
 #define blockDim (cuda_on_cpu::g_block_dim)
 
-inline void __syncthreads() { cuda_on_cpu::Barrier(); }
+inline void __syncthreads() { cuda_on_cpu::BlockBarrier(); }
 // A warp's barrier: every lane of a warp meets the same ones, so a round of Launch is the time
 // between two of them for each warp, whatever the other warps do.
 inline void __syncwarp(unsigned /*mask: all lanes*/ = 0xffffffffu) { cuda_on_cpu::Barrier(); }

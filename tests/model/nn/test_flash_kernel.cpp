@@ -157,17 +157,17 @@ void Check(Case c, uint64_t seed) {
 // operand is not read (so a kernel that forgot to split its operands would fail the checks below).
 TEST(CudaKernelsOnCpu, TheEmulatedFragmentsMultiplyAsTensorCoresDo) {
     namespace wmma = nvcuda::wmma;
-    std::vector<float> a(16 * 8), b(8 * 16), c(16 * 16);
-    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(static_cast<int>(i % 13) - 6) * 0.25f;
-    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(static_cast<int>(i % 7) - 3) * 0.5f;
+    alignas(32) float a[16 * 8], b[8 * 16], c[16 * 16];  // a fragment's memory: 32-byte aligned, as on a device
+    for (int i = 0; i < 16 * 8; ++i) a[i] = static_cast<float>(i % 13 - 6) * 0.25f;
+    for (int i = 0; i < 8 * 16; ++i) b[i] = static_cast<float>(i % 7 - 3) * 0.5f;
     wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa;
     wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fb;
     wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc;
-    wmma::load_matrix_sync(fa, a.data(), 8);   // a: 16 x 8, row by row
-    wmma::load_matrix_sync(fb, b.data(), 8);   // b: 8 x 16, column by column
+    wmma::load_matrix_sync(fa, a, 8);  // a: 16 x 8, row by row
+    wmma::load_matrix_sync(fb, b, 8);  // b: 8 x 16, column by column
     wmma::fill_fragment(acc, 1.0f);
     wmma::mma_sync(acc, fa, fb, acc);
-    wmma::store_matrix_sync(c.data(), acc, 16, wmma::mem_col_major);
+    wmma::store_matrix_sync(c, acc, 16, wmma::mem_col_major);
     for (int i = 0; i < 16; ++i)
         for (int j = 0; j < 16; ++j) {
             double want = 1.0;

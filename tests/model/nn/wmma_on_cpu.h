@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -52,8 +54,18 @@ void fill_fragment(fragment<Use, M, N, K, T, Layout>& f, float v) {
     for (float& e : f.x) e = v;
 }
 
+// What CUDA asks of a load's or a store's memory: a 256-bit aligned pointer, a leading dimension
+// of a multiple of 16 bytes. A device faults or misreads otherwise; here the test stops, naming it.
+inline void CheckMemory(const float* p, unsigned ldm) {
+    if (reinterpret_cast<uintptr_t>(p) % 32 == 0 && ldm % 4 == 0) return;
+    std::fprintf(stderr, "wmma_on_cpu: a fragment's memory at %p with ldm %u is not 32-byte aligned or ldm not a multiple of 4\n",
+                 static_cast<const void*>(p), ldm);
+    std::abort();
+}
+
 template <class Use, int M, int N, int K, class T, class Layout>
 void load_matrix_sync(fragment<Use, M, N, K, T, Layout>& f, const float* p, unsigned ldm) {
+    CheckMemory(p, ldm);
     using F = fragment<Use, M, N, K, T, Layout>;
     for (int r = 0; r < F::rows; ++r)
         for (int c = 0; c < F::cols; ++c) f.x[r * F::cols + c] = std::is_same_v<Layout, row_major> ? p[r * ldm + c] : p[c * ldm + r];
@@ -61,6 +73,7 @@ void load_matrix_sync(fragment<Use, M, N, K, T, Layout>& f, const float* p, unsi
 
 template <int M, int N, int K>
 void store_matrix_sync(float* p, const fragment<accumulator, M, N, K, float>& f, unsigned ldm, layout_t layout) {
+    CheckMemory(p, ldm);
     for (int r = 0; r < M; ++r)
         for (int c = 0; c < N; ++c) (layout == mem_row_major ? p[r * ldm + c] : p[c * ldm + r]) = f.x[r * N + c];
 }
