@@ -4,19 +4,20 @@
 // the tensor cores' fragments), so every session checks it, with a device or without.
 //
 // A warp takes kFlashRows query rows of one head, every side at once, and goes over the keys
-// kFlashKeys at a time, twice, with the block's other warps: each step's keys and values are
-// staged once in shared memory for the four, a side at a time. Each step's scores, q k^T for each
-// side, are made on the tensor cores (TF32 in three parts: hi x lo + lo x hi + hi x hi, tf32.h)
-// and stored to the warp's shared memory transposed, a key's rows side by side. Lanes r and r + kFlashRows both own row r: the
-// first takes the step's even keys, the second its odd ones, so that the 32 lanes read 32 adjacent
-// scores, no two on one bank, and every lane works. The first pass keeps each lane's running
-// maximum and sum of its keys (Add, as the softmax kernel does), merged with the other lane's at
-// its end; the second makes each weight, adds it to the lane's sums (AddKey) and, through the
-// shared memory again, to the outputs weights @ v on the tensor cores in three parts. The cells
-// along the keys need every key in order: the two lanes swap each pair of weights and keep half of
-// a cell's maxima each (the lower lane p and p - q, the upper q and q - p). At the end the upper
-// lane's sums and five largest join the lower's, which writes the row. No [H, R, T] tensor is
-// written: per row, its statistics, its cells and its outputs.
+// kFlashKeys at a time, twice, with the block's other warps: each step's keys and values are staged
+// once in shared memory for the four, a side at a time, split into their TF32 parts as they are
+// staged. Each step's scores, q k^T for each side, are made on the tensor cores (TF32 in three
+// parts: hi x lo + lo x hi + hi x hi, tf32.h) and stored to the warp's shared memory transposed, a
+// key's rows side by side. Lanes r and r + kFlashRows both own row r: the first takes the step's
+// even keys, the second its odd ones, so that the 32 lanes read 32 adjacent scores, no two on one
+// bank, and every lane works. The first pass keeps each lane's running maximum and sum of its keys
+// (Add, as the softmax kernel does), merged with the other lane's at its end; the second makes each
+// weight, adds it to the lane's sums (AddKey) and, through the shared memory again, to the outputs
+// weights @ v on the tensor cores in three parts. The cells along the keys need every key in order:
+// the two lanes swap each pair of weights and keep half of a cell's maxima each (the lower lane p
+// and p - q, the upper q and q - p). At the end the upper lane's sums and five largest join the
+// lower's, which writes the row. No [H, R, T] tensor is written: per row, its statistics, its cells
+// and its outputs.
 #pragma once
 
 #include <cfloat>
@@ -63,15 +64,13 @@ __device__ __forceinline__ void MultiplyAdd3(Sums& c, const A& a_hi, const A& a_
     wmma::mma_sync(c, a_hi, b_hi, c);
 }
 
-// One side's scores of the warp's kFlashRows rows (q: their first, D floats a row) against
-// kFlashKeys keys (k: the first, LD floats a key), into `tile` [key][row].
-template <int D, int LD>
-__device__ __forceinline__ void ScoreStep(const float* q, const float* k, float* tile) {
-    Sums c[kFlashKeys / 16];
+// Adds to one side's scores `c` of the warp's kFlashRows rows against kFlashKeys keys the terms of
+// COLS dimensions: q's (their first, D floats a row) times the keys' TF32 parts as staged (`k`:
+// kFlashKeys rows of LD floats, the high parts, then as many of the low ones).
+template <int D, int COLS, int LD>
+__device__ __forceinline__ void ScoreChunk(const float* q, const float* k, Sums (&c)[kFlashKeys / 16]) {
 #pragma unroll
-    for (int n = 0; n < kFlashKeys / 16; ++n) wmma::fill_fragment(c[n], 0.0f);
-#pragma unroll
-    for (int d = 0; d < D; d += 8) {
+    for (int d = 0; d < COLS; d += 8) {
         QueryPart a_hi, a_lo;
         wmma::load_matrix_sync(a_hi, q + d, D);
         SplitParts(a_hi, a_lo);
@@ -79,16 +78,14 @@ __device__ __forceinline__ void ScoreStep(const float* q, const float* k, float*
         for (int n = 0; n < kFlashKeys / 16; ++n) {
             KeyPart b_hi, b_lo;
             wmma::load_matrix_sync(b_hi, k + n * 16 * LD + d, LD);
-            SplitParts(b_hi, b_lo);
+            wmma::load_matrix_sync(b_lo, k + kFlashKeys * LD + n * 16 * LD + d, LD);
             MultiplyAdd3(c[n], a_hi, a_lo, b_hi, b_lo);
         }
     }
-#pragma unroll
-    for (int n = 0; n < kFlashKeys / 16; ++n) wmma::store_matrix_sync(tile + n * 16 * kFlashRows, c[n], kFlashRows, wmma::mem_col_major);
 }
 
-// One side's outputs y += weights (`tile` [key][row]) @ v's DY dimensions from `v` (the step's
-// first key, LD floats a key).
+// One side's outputs y += weights (`tile` [key][row]) @ v's DY dimensions, their TF32 parts as
+// staged (`v`: kFlashKeys rows of LD floats, the high parts, then as many of the low ones).
 template <int LD, int DY>
 __device__ __forceinline__ void OutputStep(const float* tile, const float* v, Sums (&y)[DY / 16]) {
 #pragma unroll
@@ -100,20 +97,23 @@ __device__ __forceinline__ void OutputStep(const float* tile, const float* v, Su
         for (int n = 0; n < DY / 16; ++n) {
             ValuePart b_hi, b_lo;
             wmma::load_matrix_sync(b_hi, v + k * LD + n * 16, LD);
-            SplitParts(b_hi, b_lo);
+            wmma::load_matrix_sync(b_lo, v + kFlashKeys * LD + k * LD + n * 16, LD);
             MultiplyAdd3(y[n], a_hi, a_lo, b_hi, b_lo);
         }
     }
 }
 
-// One step's keys (or values) of one side into the block's shared memory, for all its warps:
-// kFlashKeys rows of COLS floats from `from` (D floats a row) to `to` (LD a row). Every thread of
-// the block takes part, consecutive threads on consecutive floats.
+// One step's keys (or values) of one side into the block's shared memory, for all its warps, split
+// into TF32 parts once for the four: kFlashKeys rows of COLS floats from `from` (D floats a row) to
+// `to` (LD a row), the high parts, then as many rows of the low ones. Every thread of the block
+// takes part, consecutive threads on consecutive floats.
 template <int D, int COLS, int LD>
 __device__ __forceinline__ void Stage(const float* from, float* to) {
     for (int e = threadIdx.x; e < kFlashKeys * COLS; e += kFlashWarps * 32) {
         const int key = e / COLS, c = e % COLS;
-        to[key * LD + c] = from[key * D + c];
+        const tf32::Parts p = tf32::Split(from[key * D + c]);
+        to[key * LD + c] = p.hi;
+        to[(kFlashKeys + key) * LD + c] = p.lo;
     }
 }
 
@@ -175,18 +175,20 @@ __device__ __forceinline__ Running MergeHalves(Running mine, int upper) {
 }
 
 // The blocks an SM holds at once, which bounds a thread's registers (65,536 an SM): three for two
-// sides (at most 170 registers), two for three.
-template <int N>
-constexpr int kFlashBlocksPerSm = N == 2 ? 3 : 2;
+// sides of heads up to 64 (at most 170 registers; nvcc 13 spills 40 bytes at 64), else two (at
+// three, a head of 128 spilled 276 bytes).
+template <int N, int D>
+constexpr int kFlashBlocksPerSm = N == 2 && D <= 64 ? 3 : 2;
 
 template <int N, int D>
-__global__ void __launch_bounds__(kFlashWarps * 32, kFlashBlocksPerSm<N>) FlashKernel(FlashArgs a, int y_first, bool measure) {
+__global__ void __launch_bounds__(kFlashWarps * 32, kFlashBlocksPerSm<N, D>) FlashKernel(FlashArgs a, int y_first, bool measure) {
 #ifdef SSAVIZ_FLASH_KERNEL
-    // A step's keys are staged with rows of D + 4 floats and its values with DY + 8, so that the
-    // fragments' loads from them fall on different banks.
-    constexpr int DY = kFlashOutputs<D>, KEY_LD = D + 4, VALUE_LD = DY + 8;
+    // A step's keys are staged KEY_COLS dimensions at a time in rows of KEY_COLS + 4 floats and its
+    // values in rows of DY + 8, so that the fragments' loads from them fall on different banks;
+    // each as two parts (under 48 KB of shared memory a block with the tiles).
+    constexpr int DY = kFlashOutputs<D>, KEY_COLS = D < 64 ? D : 64, KEY_LD = KEY_COLS + 4, VALUE_LD = DY + 8;
     alignas(32) __shared__ float tiles[kFlashWarps][N][kFlashKeys * kFlashRows];
-    alignas(32) __shared__ float stage[kFlashKeys * (KEY_LD > VALUE_LD ? KEY_LD : VALUE_LD)];
+    alignas(32) __shared__ float stage[2 * kFlashKeys * (KEY_LD > VALUE_LD ? KEY_LD : VALUE_LD)];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row = lane % kFlashRows, upper = lane / kFlashRows;
     const int64_t h = blockIdx.y, b0 = static_cast<int64_t>(blockIdx.x) * kFlashWarps * kFlashRows, r0 = b0 + warp * kFlashRows;
     const int64_t r = r0 + row, i = a.first + r, lo = a.window > 0 && i - a.window + 1 > 0 ? i - a.window + 1 : 0, hi = i + 1;
@@ -210,10 +212,20 @@ __global__ void __launch_bounds__(kFlashWarps * 32, kFlashBlocksPerSm<N>) FlashK
     auto scores = [&](int64_t j0, bool work) {
 #pragma unroll
         for (int m = 0; m < N; ++m) {
-            __syncthreads();  // the stage is free
-            Stage<D, D, KEY_LD>(k[m] + j0 * D, stage);
-            __syncthreads();
-            if (work) ScoreStep<D, KEY_LD>(q[m], stage, tile[m]);
+            Sums c[kFlashKeys / 16];
+#pragma unroll
+            for (int n = 0; n < kFlashKeys / 16; ++n) wmma::fill_fragment(c[n], 0.0f);
+#pragma unroll
+            for (int d0 = 0; d0 < D; d0 += KEY_COLS) {
+                __syncthreads();  // the stage is free
+                Stage<D, KEY_COLS, KEY_LD>(k[m] + j0 * D + d0, stage);
+                __syncthreads();
+                if (work) ScoreChunk<D, KEY_COLS, KEY_LD>(q[m] + d0, stage, c);
+            }
+            if (work)
+#pragma unroll
+                for (int n = 0; n < kFlashKeys / 16; ++n)
+                    wmma::store_matrix_sync(tile[m] + n * 16 * kFlashRows, c[n], kFlashRows, wmma::mem_col_major);
         }
         __syncwarp();
     };
