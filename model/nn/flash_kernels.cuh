@@ -120,12 +120,13 @@ __device__ __forceinline__ void Stage(const float* from, float* to) {
 // The steps of keys rows r_first..r_last (of a.rows, in order) go over: from the step holding the
 // first row's window's first key (a step before it is hidden from all of them) to the one holding
 // the last row's query.
+// Key positions are int: the launch takes fewer than 2^31 - kFlashKeys - pool keys.
 struct StepRange {
-    int64_t start = 0, end = 0;
+    int start = 0, end = 0;
 };
 __device__ __forceinline__ StepRange Steps(const FlashArgs& a, int64_t r_first, int64_t r_last) {
     const int64_t lo = a.window > 0 && a.first + r_first - a.window + 1 > 0 ? a.first + r_first - a.window + 1 : 0;
-    return {lo / kFlashKeys * kFlashKeys, ((a.first + r_last) / kFlashKeys + 1) * kFlashKeys};
+    return {static_cast<int>(lo / kFlashKeys * kFlashKeys), static_cast<int>(((a.first + r_last) / kFlashKeys + 1) * kFlashKeys)};
 }
 
 // Half of a row's largest p, q, p - q and q - p over one cell's keys, for each pair of sides
@@ -175,8 +176,8 @@ __device__ __forceinline__ Running MergeHalves(Running mine, int upper) {
 }
 
 // The blocks an SM holds at once, which bounds a thread's registers (65,536 an SM): three for two
-// sides of heads up to 64 (at most 170 registers; nvcc 13 spills 40 bytes at 64), else two (at
-// three, a head of 128 spilled 276 bytes).
+// sides of heads up to 64 (at most 170 registers: nvcc 13 needs 168 at 64, no spills), else two
+// (bound to three, a head of 128 spilled some 290 bytes).
 template <int N, int D>
 constexpr int kFlashBlocksPerSm = N == 2 && D <= 64 ? 3 : 2;
 
@@ -191,7 +192,9 @@ __global__ void __launch_bounds__(kFlashWarps * 32, kFlashBlocksPerSm<N, D>) Fla
     alignas(32) __shared__ float stage[2 * kFlashKeys * (KEY_LD > VALUE_LD ? KEY_LD : VALUE_LD)];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row = lane % kFlashRows, upper = lane / kFlashRows;
     const int64_t h = blockIdx.y, b0 = static_cast<int64_t>(blockIdx.x) * kFlashWarps * kFlashRows, r0 = b0 + warp * kFlashRows;
-    const int64_t r = r0 + row, i = a.first + r, lo = a.window > 0 && i - a.window + 1 > 0 ? i - a.window + 1 : 0, hi = i + 1;
+    const int64_t r = r0 + row;
+    const int keys = static_cast<int>(a.keys), i = static_cast<int>(a.first + r), hi = i + 1;
+    const int lo = a.window > 0 && i - a.window + 1 > 0 ? static_cast<int>(i - a.window + 1) : 0;
     const bool measured = measure && r < a.rows;  // the same for both lanes of a row
     // The block's warps go over the keys together, each step's keys and values staged once for all
     // four; a warp works on the steps its rows see (before its first row's window they are skipped:
@@ -199,7 +202,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32, kFlashBlocksPerSm<N, D>) Fla
     // the block's rows only stages.
     const StepRange block = Steps(a, b0, (b0 + kFlashWarps * kFlashRows < a.rows ? b0 + kFlashWarps * kFlashRows : a.rows) - 1);
     const StepRange steps = r0 < a.rows ? Steps(a, r0, (r0 + kFlashRows < a.rows ? r0 + kFlashRows : a.rows) - 1) : StepRange{};
-    const int64_t start = steps.start, processed = steps.end;
+    const int start = steps.start, processed = steps.end;
     float* tile[N];
     const float *q[N], *k[N], *v[N];
 #pragma unroll
@@ -209,7 +212,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32, kFlashBlocksPerSm<N, D>) Fla
         k[m] = a.k[m] + h / a.heads_per_k[m] * a.k_stride[m];
         v[m] = a.v[m] + h / a.heads_per_v[m] * a.v_stride[m];
     }
-    auto scores = [&](int64_t j0, bool work) {
+    auto scores = [&](int j0, bool work) {
 #pragma unroll
         for (int m = 0; m < N; ++m) {
             Sums c[kFlashKeys / 16];
@@ -218,7 +221,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32, kFlashBlocksPerSm<N, D>) Fla
 #pragma unroll
             for (int d0 = 0; d0 < D; d0 += KEY_COLS) {
                 __syncthreads();  // the stage is free
-                Stage<D, KEY_COLS, KEY_LD>(k[m] + j0 * D + d0, stage);
+                Stage<D, KEY_COLS, KEY_LD>(k[m] + static_cast<int64_t>(j0) * D + d0, stage);
                 __syncthreads();
                 if (work) ScoreChunk<D, KEY_COLS, KEY_LD>(q[m] + d0, stage, c);
             }
@@ -232,12 +235,12 @@ __global__ void __launch_bounds__(kFlashWarps * 32, kFlashBlocksPerSm<N, D>) Fla
 
     // First pass: each row's maximum and sum over its visible keys, a lane's keys, then both.
     Running run[N];
-    for (int64_t j0 = block.start; j0 < block.end; j0 += kFlashKeys) {
+    for (int j0 = block.start; j0 < block.end; j0 += kFlashKeys) {
         const bool work = j0 >= start && j0 < processed;
         scores(j0, work);
         if (work)
             for (int j = upper; j < kFlashKeys; j += 2) {
-                const int64_t key = j0 + j;
+                const int key = j0 + j;
                 if (key < lo || key >= hi) continue;
 #pragma unroll
                 for (int m = 0; m < N; ++m) Add(run[m], tile[m][j * kFlashRows + row]);
@@ -249,14 +252,15 @@ __global__ void __launch_bounds__(kFlashWarps * 32, kFlashBlocksPerSm<N, D>) Fla
 
     // Second pass: the weights, into the lane's sums, the row's cells and the outputs.
     float hidden[N], sink[N];  // a key outside the row's window: 0, or NaN where the row's sum is
+    float log_sum[N];          // a weight's log is its score less the row's maximum, less this
 #pragma unroll
-    for (int m = 0; m < N; ++m) sink[m] = hidden[m] = 0.0f * (1.0f / run[m].sum);
+    for (int m = 0; m < N; ++m) sink[m] = hidden[m] = 0.0f * (1.0f / run[m].sum), log_sum[m] = logf(run[m].sum);
     RowSums<N> sums;
     CellMaxima<N> cell;
     cell.upper = upper;
-    int64_t at_cell = start / a.pool, cell_end = (at_cell + 1) * a.pool;
+    int at_cell = start / a.pool, cell_end = (at_cell + 1) * a.pool;
     if (measured)
-        for (int64_t c = 0; c < at_cell; ++c) {  // wholly before the first step
+        for (int c = 0; c < at_cell; ++c) {  // wholly before the first step
             cell.Reset();
             cell.Add(hidden);
             cell.Write(a, h * a.rows + r, c);
@@ -264,8 +268,8 @@ __global__ void __launch_bounds__(kFlashWarps * 32, kFlashBlocksPerSm<N, D>) Fla
     cell.Reset();
     if (at_cell * a.pool < start) cell.Add(hidden);  // its keys before the first step
     // Key `key` (with weights w) into the row's cells, the keys in order.
-    auto into_cells = [&](int64_t key, const float (&w)[N]) {
-        if (key >= a.keys) return;
+    auto into_cells = [&](int key, const float (&w)[N]) {
+        if (key >= keys) return;
         if (key >= cell_end) {  // keys come one by one: the next cell
             cell.Write(a, h * a.rows + r, at_cell);
             cell.Reset();
@@ -279,22 +283,26 @@ __global__ void __launch_bounds__(kFlashWarps * 32, kFlashBlocksPerSm<N, D>) Fla
     for (int m = 0; m < N; ++m)
 #pragma unroll
         for (int n = 0; n < DY / 16; ++n) wmma::fill_fragment(y[m][n], 0.0f);
-    for (int64_t j0 = block.start; j0 < block.end; j0 += kFlashKeys) {
+    for (int j0 = block.start; j0 < block.end; j0 += kFlashKeys) {
         const bool work = j0 >= start && j0 < processed;  // the same for the whole warp
         scores(j0, work);
         for (int pair = 0; pair < kFlashKeys && work; pair += 2) {
             const int j = pair + upper;
-            const int64_t key = j0 + j;
-            float w[N], other[N];
+            const int key = j0 + j;
+            // Each weight, and its entropy term -w ln w with ln w = (s - max) - ln(sum): no logf a
+            // key and side; 0 for a weight of 0 (a hidden key, or one whose exp underflowed), NaN
+            // for NaN.
+            float w[N], other[N], entropy[N];
 #pragma unroll
             for (int m = 0; m < N; ++m) {
                 float& at = tile[m][j * kFlashRows + row];
                 w[m] = Weight(at, key, lo, hi, run[m].m, run[m].sum, hidden[m]);
+                entropy[m] = w[m] != 0.0f ? -w[m] * ((at - run[m].m) - log_sum[m]) : 0.0f;
                 at = w[m];  // for the outputs: a key past `keys` weighs 0 (or NaN in a NaN row)
                 other[m] = __shfl_xor_sync(kWholeWarp, w[m], kFlashRows);
             }
             if (!measured) continue;
-            if (key < hi && key < a.keys) AddKey(sums, w);  // SoftmaxAndCompareRows's keys 0..i
+            if (key < hi && key < keys) AddKey(sums, w, entropy);  // SoftmaxAndCompareRows's keys 0..i
             if (key == 0)  // the lower lane's
 #pragma unroll
                 for (int m = 0; m < N; ++m) sink[m] = w[m];
@@ -308,7 +316,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32, kFlashBlocksPerSm<N, D>) Fla
 #pragma unroll
         for (int m = 0; m < N; ++m) {
             __syncthreads();  // the stage is free
-            Stage<D, DY, VALUE_LD>(v[m] + j0 * D + y_first, stage);
+            Stage<D, DY, VALUE_LD>(v[m] + static_cast<int64_t>(j0) * D + y_first, stage);
             __syncthreads();
             if (work) OutputStep<VALUE_LD, DY>(tile[m], stage, y[m]);
         }
@@ -332,10 +340,10 @@ __global__ void __launch_bounds__(kFlashWarps * 32, kFlashBlocksPerSm<N, D>) Fla
         for (int t = 0; t < kTop; ++t) theirs[m][t] = __shfl_xor_sync(kWholeWarp, sums.best[m][t], kFlashRows);
     if (!measured) return;
     // The row's last cells: past the keys gone through, every key is hidden.
-    const int64_t row_end = cell_end < a.keys ? cell_end : a.keys;
+    const int row_end = cell_end < keys ? cell_end : keys;
     if (row_end > processed) cell.Add(hidden);
     cell.Write(a, h * a.rows + r, at_cell);
-    for (int64_t c = at_cell + 1; c < a.cells; ++c) {
+    for (int c = at_cell + 1; c < a.cells; ++c) {
         cell.Reset();
         cell.Add(hidden);
         cell.Write(a, h * a.rows + r, c);

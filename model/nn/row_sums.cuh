@@ -57,13 +57,14 @@ struct RowSums {
     float best[N][kTop] = {};
 };
 
-// One key's weights in each map, added to a thread's sums.
+// One key's weights in each map, added to a thread's sums; `entropy[m]` is the key's term -v ln v
+// of map m.
 template <int N>
-__device__ __forceinline__ void AddKey(RowSums<N>& s, const float (&v)[N]) {
+__device__ __forceinline__ void AddKey(RowSums<N>& s, const float (&v)[N], const float (&entropy)[N]) {
     constexpr int P = kPairs<N>;
 #pragma unroll
     for (int m = 0; m < N; ++m) {
-        s.sum[m] += NegXLogX(v[m]);
+        s.sum[m] += entropy[m];
         s.sum[N + m] += v[m] * v[m];
         Insert(s.best[m], v[m]);
     }
@@ -73,6 +74,15 @@ __device__ __forceinline__ void AddKey(RowSums<N>& s, const float (&v)[N]) {
         s.sum[2 * N + k] += NegXLogX(0.5f * (p + q));
         s.sum[2 * N + P + k] += fabsf(p - q);
     }
+}
+
+// The same, each map's term from its weight (-v ln v, NegXLogX).
+template <int N>
+__device__ __forceinline__ void AddKey(RowSums<N>& s, const float (&v)[N]) {
+    float entropy[N];
+#pragma unroll
+    for (int m = 0; m < N; ++m) entropy[m] = NegXLogX(v[m]);
+    AddKey(s, v, entropy);
 }
 
 // A row's figures from its sums (`total`), each map's five largest (`top[m]`) and its weight of
