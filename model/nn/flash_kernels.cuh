@@ -119,8 +119,8 @@ __device__ __forceinline__ void Stage(const float* from, float* to) {
 
 // The steps of keys rows r_first..r_last (of a.rows, in order) go over: from the step holding the
 // first row's window's first key (a step before it is hidden from all of them) to the one holding
-// the last row's query.
-// Key positions are int: the launch takes fewer than 2^31 - kFlashKeys - pool keys.
+// the last row's query. Key positions are int: the launch takes fewer than 2^31 - kFlashKeys -
+// pool keys.
 struct StepRange {
     int start = 0, end = 0;
 };
