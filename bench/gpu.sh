@@ -242,6 +242,11 @@ done
 echo "SSAVIZ_PRODUCTS=tf32x3 SSAVIZ_CUDA_TEMPERATURES=1 SSAVIZ_CUDA_SOFTMAX_MEASURES=1 SSAVIZ_CUDA_PREDICTIONS=1:" | tee -a "$out/bench-tiny.txt"
 SSAVIZ_PRODUCTS=tf32x3 SSAVIZ_CUDA_TEMPERATURES=1 SSAVIZ_CUDA_SOFTMAX_MEASURES=1 SSAVIZ_CUDA_PREDICTIONS=1 timeout 75 "$build/ssaviz_bench" \
   --model "$tiny" --device "$dev" --only full --tokens 8192 --repeats 2 --no-baseline 2>&1 | tail -n 3 | tee -a "$out/bench-tiny.txt"
+# And with the attention rows fused too (SSAVIZ_FUSED_ATTENTION=1: heads of 64, four query heads a
+# key head).
+echo "the same and SSAVIZ_FUSED_ATTENTION=1:" | tee -a "$out/bench-tiny.txt"
+SSAVIZ_FUSED_ATTENTION=1 SSAVIZ_PRODUCTS=tf32x3 SSAVIZ_CUDA_TEMPERATURES=1 SSAVIZ_CUDA_SOFTMAX_MEASURES=1 SSAVIZ_CUDA_PREDICTIONS=1 timeout 75 \
+  "$build/ssaviz_bench" --model "$tiny" --device "$dev" --only full --tokens 8192 --repeats 2 --no-baseline 2>&1 | tail -n 3 | tee -a "$out/bench-tiny.txt"
 # An edit at the end: grouped kv heads with value temperatures, where each layer used to wait for
 # the device twice (value_off.any().item(), repeat_interleave); none does now.
 timeout 60 "$build/ssaviz_bench" --model "$tiny" --device "$dev" --only end --tokens 1024 --repeats 5 2>&1 | tail -n 2 | tee -a "$out/bench-tiny.txt"
