@@ -476,27 +476,33 @@ void CheckFusedAttention(const at::Device& device, int sides, int64_t D, int64_t
     for (int m = 0; m < sides; ++m) Check(got.y[m], y[m], "    outputs of side " + std::to_string(m), false, 1e-5);
 }
 
-// The tensor cores' work of FlashRows for H heads of R rows from `first` against their keys, D a
-// head: each warp of kFlashRows rows goes over its keys kFlashKeys a step, twice; a step makes each
-// side's scores in three TF32 products a pass and its outputs in three more (16 x 16 x 8 each).
+// The tensor cores' work FlashRows launches for H heads of R rows from `first` against their keys,
+// D a head: each warp of kFlashRows rows goes over its keys kFlashKeys a step, twice; a step makes
+// each side's scores in three TF32 products a pass and its outputs in three more (16 x 16 x 8
+// each); a head of D > 64 takes D / 64 launches, each making the scores again for 64 outputs.
 double FusedTensorFlops(int64_t H, int64_t R, int64_t first, int64_t D, int sides) {
-    const int64_t rows = model::cuda::kFlashRows, keys = model::cuda::kFlashKeys;
+    const int64_t rows = model::cuda::kFlashRows, keys = model::cuda::kFlashKeys, outputs = std::min<int64_t>(D, 64);
     int64_t steps = 0;
     for (int64_t r0 = 0; r0 < R; r0 += rows) steps += (first + std::min(r0 + rows, R) - 1) / keys + 1;
-    const double mma = 2.0 * 16 * 16 * 8;
-    const double scores = static_cast<double>(D / 8 * (keys / 16) * 3), outputs = static_cast<double>(keys / 8 * (D / 16) * 3);
-    return static_cast<double>(H * steps) * sides * (2 * scores + outputs) * mma;
+    const double mma = 2.0 * 16 * 16 * 8, launches = static_cast<double>(D / outputs);
+    const double scores = static_cast<double>(D / 8 * (keys / 16) * 3), weighed = static_cast<double>(keys / 8 * (outputs / 16) * 3);
+    return static_cast<double>(H * steps) * sides * launches * (2 * scores + weighed) * mma;
 }
 
-// Its time at an analysis's shape (GPT-2 small's heads at 8,192 tokens, the last block of 682
-// rows) against the unfused way's on the same device: the scores' product, the softmax and
-// measures (SoftmaxAndCompareStacked where it runs, else the two passes), the pooling along the
-// keys and the outputs' product.
+// Its time at an analysis's shape (the last block of 682 rows at 8,192 tokens: GPT-2 small's heads
+// with two and three sides, and Llama 2 7B's, 32 of 128, with two) against the unfused way's on the
+// same device: the scores' product, the softmax and measures (SoftmaxAndCompareStacked where it
+// runs, else the two passes), the pooling along the keys and the outputs' product.
 void TimeFusedAttention(const at::Device& device) {
     if (!device.is_cuda()) return;
     auto wait = [&] { torch::cuda::synchronize(device.has_index() ? device.index() : -1); };
-    const int64_t H = 12, D = 64, T = 8192, first = T - 682, R = T - first;
-    for (const int sides : {2, 3}) {
+    struct Shape {
+        int64_t H, D;
+        int sides;
+    };
+    for (const Shape shape : {Shape{12, 64, 2}, Shape{12, 64, 3}, Shape{32, 128, 2}}) {
+        const int64_t H = shape.H, D = shape.D, T = 8192, first = T - 682, R = T - first;
+        const int sides = shape.sides;
         std::vector<model::FusedSide> s;
         for (int m = 0; m < sides; ++m)
             s.push_back({at::randn({H, R, D}, at::TensorOptions(device)) * 0.35, at::randn({H, T, D}, at::TensorOptions(device)) * 0.35,
@@ -523,9 +529,10 @@ void TimeFusedAttention(const at::Device& device) {
         // Its rate on the tensor cores: near the device's TF32 peak, the products bound it; far
         // under, the per-key work or the loads of keys and values do.
         const double flops = FusedTensorFlops(H, R, first, D, sides);
-        std::printf("  %d sides of 12 heads x 682 rows x 8,192 keys, D 64: fused %.2f ms, unfused %.2f ms (%.2fx); "
+        std::printf("  %d sides of %lld heads x 682 rows x 8,192 keys, D %lld: fused %.2f ms, unfused %.2f ms (%.2fx); "
                     "%.2f TFLOP of TF32 products in the fused, %.0f TFLOP/s\n",
-                    sides, fused[2], unfused[2], unfused[2] / fused[2], flops * 1e-12, flops / (fused[2] * 1e-3) * 1e-12);
+                    sides, static_cast<long long>(H), static_cast<long long>(D), fused[2], unfused[2], unfused[2] / fused[2], flops * 1e-12,
+                    flops / (fused[2] * 1e-3) * 1e-12);
     }
 }
 
