@@ -3,7 +3,7 @@
 // unfused way (LayerPass::AttendAll) writes every side's [H, R, T] rows and reads them again for
 // each. On a CUDA device of compute capability 8.0 or more, metrics_cuda.h's FlashRows kernel;
 // on the CPU the same figures by the unfused way's own ops, so that the tests check what the
-// layer pass does with them. Off unless SSAVIZ_FUSED_ATTENTION=1 (or SetFusedAttention), until a
+// layer pass does with them (or, for tests, the kernel itself run on the CPU: SetFusedKernelOnCpu). Off unless SSAVIZ_FUSED_ATTENTION=1 (or SetFusedAttention), until a
 // device has checked and timed it (bench/gpu.sh).
 #pragma once
 
@@ -18,6 +18,15 @@ namespace model {
 
 bool FusedAttention();
 void SetFusedAttention(bool on);
+
+namespace cuda {
+struct FlashArgs;
+}
+// For tests: on the CPU, FusedAttentionRows hands the kernel's arguments, made from the sides as on
+// a device, to `launch` (tests/model/nn/flash_on_cpu.h: the kernel run on the CPU) instead of
+// taking the unfused way's ops; nullptr goes back to those. Returns an error, or nullptr.
+using FlashLaunch = const char* (*)(const cuda::FlashArgs&);
+void SetFusedKernelOnCpu(FlashLaunch launch);
 
 // One side: q [H, R, D], scaled (1 / sqrt(D) and tau_q in it: ScaledQueries); k [G, K, D] and v
 // [Gv, K, D], keys 0..K-1 with K >= the block's keys (head h reads group h / (H / G)). The kernel

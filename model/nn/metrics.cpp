@@ -20,11 +20,9 @@
 #include "model/nn/fused_attention_torch.h"
 #include "model/nn/model_weights.h"
 #include "model/nn/runtime.h"
-#ifdef SSAVIZ_CUDA_KERNELS
-#include "model/nn/metrics_cuda.h"
+#include "model/nn/metrics_cuda.h"  // the kernels' argument structs (plain C++); their code only with CUDA
 #ifdef SSAVIZ_CUDA_KERNELS
 #include "model/nn/products_cuda.h"
-#endif
 #endif
 
 namespace model {
@@ -286,7 +284,6 @@ at::Tensor CompareFused(const at::Tensor* const (&in)[N], int64_t first) {
     return out.all;
 }
 
-#ifdef SSAVIZ_CUDA_KERNELS
 // Where a kernel writes the fields of a CompareMapsStacked tensor of `maps` maps: each map's row
 // metrics, each pair's JS and L1.
 void PointKernelAt(const Stacked& stacked, int maps, cuda::RowOutputs* out, float** js, float** l1) {
@@ -299,6 +296,8 @@ void PointKernelAt(const Stacked& stacked, int maps, cuda::RowOutputs* out, floa
         l1[k] = stacked.Field(RowMeasureL1(maps, k));
     }
 }
+
+#ifdef SSAVIZ_CUDA_KERNELS
 
 // Where metrics_cuda.cu's kernels write a CompareMapsStacked tensor's fields.
 template <int N>
@@ -541,7 +540,6 @@ void FusedByOps(const std::vector<FusedSide>& sides, int64_t first, int64_t keys
     for (size_t k = 1; k < maps.size(); ++k) out->cells[k - 1] = PoolKeys(maps[0], maps[k], pool);
 }
 
-#ifdef SSAVIZ_CUDA_KERNELS
 int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 // x [groups, keys, D] as the kernel reads it: at least `rows` keys, each row D floats on, 32-byte
@@ -557,13 +555,13 @@ at::Tensor KernelKeys(const at::Tensor& x, int64_t rows) {
     return padded;
 }
 
-// metrics_cuda.h's FlashRows; false where the device or the head size has no kernel.
-bool FusedOnCuda(const std::vector<FusedSide>& sides, int64_t first, int64_t keys, int64_t window, int pool, FusedRows* out) {
+// The fused rows by metrics_cuda.h's FlashRows or what stands in for it (`launch`): the kernel's
+// arguments made from the sides' tensors on their device (queries padded to whole warps, keys and
+// values to whole steps) and its results as FusedRows.
+bool FusedByKernel(const std::vector<FusedSide>& sides, int64_t first, int64_t keys, int64_t window, int pool, FusedRows* out,
+                   FlashLaunch launch) {
     const at::Tensor& q0 = sides[0].q;
     const int64_t H = q0.size(0), R = q0.size(1), D = q0.size(2), n = static_cast<int64_t>(sides.size());
-    const int index = q0.device().has_index() ? q0.device().index() : 0;
-    if (!cuda::FlashHeadSize(D) || !cuda::HasTf32TensorCores(index)) return false;
-    const c10::DeviceGuard on_its_device(q0.device());
     const int64_t Rp = RoundUp(R, cuda::kFlashRows), K = RoundUp(keys, kFusedKeyStep), cells = (keys + pool - 1) / pool;
     cuda::FlashArgs a;
     a.maps = static_cast<int>(n);
@@ -588,11 +586,23 @@ bool FusedOnCuda(const std::vector<FusedSide>& sides, int64_t first, int64_t key
         out->cells[k].cells = at::empty({4, H, R, cells}, q0.options());
         a.pooled[k] = out->cells[k].cells.data_ptr<float>();
     }
-    const char* error = cuda::FlashRows(a);
+    const char* error = launch(a);
     TORCH_CHECK(error == nullptr, "the fused attention kernel failed: ", error);
     out->measures = stacked.all;
     for (const at::Tensor& t : y) out->y.push_back(t.narrow(1, 0, R));
     return true;
+}
+
+FlashLaunch g_kernel_on_cpu = nullptr;  // SetFusedKernelOnCpu's
+
+#ifdef SSAVIZ_CUDA_KERNELS
+// metrics_cuda.h's FlashRows; false where the device or the head size has no kernel.
+bool FusedOnCuda(const std::vector<FusedSide>& sides, int64_t first, int64_t keys, int64_t window, int pool, FusedRows* out) {
+    const at::Tensor& q0 = sides[0].q;
+    const int index = q0.device().has_index() ? q0.device().index() : 0;
+    if (!cuda::FlashHeadSize(q0.size(2)) || !cuda::HasTf32TensorCores(index)) return false;
+    const c10::DeviceGuard on_its_device(q0.device());
+    return FusedByKernel(sides, first, keys, window, pool, out, cuda::FlashRows);
 }
 #endif
 
@@ -601,6 +611,8 @@ bool FusedOnCuda(const std::vector<FusedSide>& sides, int64_t first, int64_t key
 bool FusedAttention() { return g_fused_attention.On(); }
 
 void SetFusedAttention(bool on) { g_fused_attention.Set(on); }
+
+void SetFusedKernelOnCpu(FlashLaunch launch) { g_kernel_on_cpu = launch; }
 
 bool FusedAttentionRows(const std::vector<FusedSide>& sides, int64_t first, int64_t keys, int64_t window, int pool, FusedRows* out) {
     c10::InferenceMode inference;
@@ -618,6 +630,7 @@ bool FusedAttentionRows(const std::vector<FusedSide>& sides, int64_t first, int6
     *out = FusedRows{};
     RECORD_USER_SCOPE("ssaviz::fused_attention");  // tests count these; a profiler shows them
     if (q0.is_cpu()) {
+        if (g_kernel_on_cpu && cuda::FlashHeadSize(D)) return FusedByKernel(sides, first, keys, window, pool, out, g_kernel_on_cpu);
         FusedByOps(sides, first, keys, window, pool, out);
         return true;
     }

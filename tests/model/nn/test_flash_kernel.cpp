@@ -16,6 +16,7 @@
 #include "model/nn/attention_maps_torch.h"
 #include "model/nn/forward.h"
 #include "model/nn/metrics.h"
+#include "tests/model/nn/flash_on_cpu.h"
 // After every other header: they define CUDA's words as macros.
 #include "tests/model/nn/cuda_on_cpu.h"
 #include "tests/model/nn/wmma_on_cpu.h"
@@ -26,6 +27,27 @@ namespace {
 namespace cuda = model::cuda;
 
 int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+// The kernel's launches for `a`, as flash_launch.cuh makes them on a device.
+template <int N, int D>
+const char* LaunchOnCpu(const cuda::FlashArgs& a) {
+    const int64_t per_block = cuda::kFlashWarps * cuda::kFlashRows;
+    const dim3 grid{static_cast<unsigned>((a.rows + per_block - 1) / per_block), static_cast<unsigned>(a.heads)};
+    for (int y_first = 0; y_first < D; y_first += cuda::kFlashOutputs<D>)  // the first measures the rows too
+        cuda_on_cpu::Launch(grid, {cuda::kFlashWarps * 32}, [&] { cuda::FlashKernel<N, D>(a, y_first, y_first == 0); });
+    return nullptr;
+}
+
+template <int N>
+const char* LaunchSidesOnCpu(const cuda::FlashArgs& a) {
+    switch (a.head_size) {
+        case 16: return LaunchOnCpu<N, 16>(a);
+        case 32: return LaunchOnCpu<N, 32>(a);
+        case 64: return LaunchOnCpu<N, 64>(a);
+        case 128: return LaunchOnCpu<N, 128>(a);
+        default: return "a head size the kernel is not built for";
+    }
+}
 
 struct Case {
     int64_t head_size = 64;  // Check's D
@@ -82,10 +104,7 @@ Result RunKernel(const std::vector<Side>& sides, const Case& c) {
         r.pooled.push_back(at::full({4, H, R, cells}, NAN, at::kFloat));
         a.pooled[k] = r.pooled.back().data_ptr<float>();
     }
-    const dim3 grid{static_cast<unsigned>((R + cuda::kFlashWarps * cuda::kFlashRows - 1) / (cuda::kFlashWarps * cuda::kFlashRows)),
-                    static_cast<unsigned>(H)};
-    for (int y_first = 0; y_first < D; y_first += cuda::kFlashOutputs<D>)  // as flash_cuda.cu launches it
-        cuda_on_cpu::Launch(grid, {cuda::kFlashWarps * 32}, [&] { cuda::FlashKernel<N, D>(a, y_first, y_first == 0); });
+    LaunchOnCpu<N, D>(a);
     for (at::Tensor& y : r.y) y = y.narrow(1, 0, R);
     return r;
 }
@@ -215,3 +234,9 @@ TEST(CudaKernelsOnCpu, TheFusedAttentionKernelGivesWhatItReplaces) {
 }
 
 }  // namespace
+
+namespace model::test {
+
+const char* FlashRowsOnCpu(const cuda::FlashArgs& a) { return a.maps == 3 ? LaunchSidesOnCpu<3>(a) : LaunchSidesOnCpu<2>(a); }
+
+}  // namespace model::test

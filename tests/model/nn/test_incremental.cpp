@@ -29,6 +29,7 @@
 #include "model/nn/linear.h"
 #include "model/nn/runtime_torch.h"
 #include "tests/model/nn/compare_analyses.h"
+#include "tests/model/nn/flash_on_cpu.h"
 
 namespace {
 
@@ -424,53 +425,53 @@ TEST(Incremental, Tf32x3ProductsEqualFloat32s) {
     std::printf("TF32 x3 products against float32's: largest difference %.3g (%s)\n", worst, worst_what.c_str());
 }
 
-// The attention rows fused (fused_attention_torch.h: on the CPU the unfused way's ops, for this
-// test; on a device the kernel, which test_flash_kernel.cpp checks against them) give the analysis
-// the layer pass gives when it writes the rows: the row measures, the thumbnails from cells along
-// the keys (whole blocks, blocks with rows kept from the last analysis, the tail an edit at the end
-// takes) and the outputs, for GPT-2's form against tau = 1 and against a twin (two runs), a llama
-// against its base (three sides, grouped heads) and a Mistral with a sliding window, full and
-// edited. Whole-layer products, as on a device.
+// Whole analyses with the attention rows fused against the same without (the layer pass writing
+// the rows), full and edited: the row measures, the thumbnails from cells along the keys (whole
+// blocks, blocks with rows kept from the last analysis, the tail an edit at the end takes) and the
+// outputs. Whole-layer products, as on a device. Each setup's model has heads of `head_size`
+// (0: the test configs' own, 8). Returns the largest difference.
+struct FusedSetup {
+    const char* name;
+    std::string family;
+    const char* other;  // "base", "twin" or none
+    int window;
+};
 thread_local int t_fused_calls = 0;  // FusedAttentionRows' calls on this thread
-TEST(Incremental, FusedAttentionRowsGiveTheUnfusedAnalysis) {
-    std::string text;
-    while (text.size() < 1200) text += kParagraph;
+float FusedAgainstUnfused(const std::vector<FusedSetup>& setups, int head_size, const std::string& text) {
     at::CallbackHandle counting = at::addThreadLocalCallback(at::RecordFunctionCallback(
         [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
             if (std::string(fn.name()) == "ssaviz::fused_attention") ++t_fused_calls;
             return nullptr;
         }).scopes({at::RecordScope::USER_SCOPE}));
-    struct Setup {
-        const char* name;
-        std::string family;
-        const char* other;  // "base", "twin" or none
-        int window;
-    };
     float worst = 0;
-    for (const Setup& setup : {Setup{"gpt2", "gpt2", nullptr, 0}, Setup{"gpt2 + twin", "gpt2", "twin", 0},
-                               Setup{"llama + base", "llama", "base", 0}, Setup{"mistral, window 37", "mistral", nullptr, 37}}) {
-        model::ModelConfig ssa = setup.family == "gpt2" ? PaperConfig(512) : FamilyConfig(setup.family, 512), vanilla = ssa;
+    for (const FusedSetup& setup : setups) {
+        model::ModelConfig ssa = setup.family == "gpt2" ? PaperConfig(512) : FamilyConfig(setup.family, 512);
+        if (head_size) ssa.n_embd = ssa.n_head * head_size;
         ssa.sliding_window = setup.window;
+        model::ModelConfig vanilla = ssa;
         vanilla.query = vanilla.value = model::TemperatureForm{};
-        const std::string tag = setup.family + std::to_string(setup.window);
+        const std::string tag = setup.family + std::to_string(setup.window) + "-" + std::to_string(head_size);
         const model::Layout layout = setup.window ? model::Layout::Hf : model::Layout::Own;  // lit-gpt's layout has no window
         const std::string dir = WriteModel("fused-" + tag, ssa, 71, layout), other = WriteModel("fused-other-" + tag, vanilla, 72, layout);
         auto unfused = model::Engine::Open(dir, "cpu");
         auto fused = model::Engine::Open(dir, "cpu");
-        ASSERT_TRUE(unfused.ok() && fused.ok());
+        EXPECT_TRUE(unfused.ok() && fused.ok());
+        if (!unfused.ok() || !fused.ok()) break;
         const std::string with = setup.other ? setup.other : "";
         for (model::Engine* e : {unfused->get(), fused->get()}) {
             if (with == "base") {
-                ASSERT_TRUE(e->OpenBase(other).ok());
+                EXPECT_TRUE(e->OpenBase(other).ok());
             } else if (with == "twin") {
-                ASSERT_TRUE(e->OpenTwin(other).ok());
+                EXPECT_TRUE(e->OpenTwin(other).ok());
             }
         }
         model::AnalyzeOptions options;
         options.layer_products = model::AnalyzeOptions::LayerProducts::Whole;
-        for (const std::string& step : {text, text.substr(0, 600) + " jumps" + text.substr(600), text + " fox"}) {
+        const size_t middle = text.size() / 2;
+        for (const std::string& step : {text, text.substr(0, middle) + " jumps" + text.substr(middle), text + " fox"}) {
             auto tokens = (*unfused)->Tokenize(step, true);
-            ASSERT_TRUE(tokens.ok()) << tokens.error();
+            EXPECT_TRUE(tokens.ok()) << tokens.error();
+            if (!tokens.ok()) break;
             model::SetFusedAttention(false);
             auto want = (*unfused)->Analyze(*tokens, options);
             model::SetFusedAttention(true);
@@ -478,8 +479,9 @@ TEST(Incremental, FusedAttentionRowsGiveTheUnfusedAnalysis) {
             auto got = (*fused)->Analyze(*tokens, options);
             const int fused_calls = t_fused_calls;
             model::SetFusedAttention(false);
-            ASSERT_TRUE(got.ok() && want.ok()) << setup.name;
-            ASSERT_EQ(got->reused_rows, want->reused_rows) << setup.name;
+            EXPECT_TRUE(got.ok() && want.ok()) << setup.name;
+            if (!got.ok() || !want.ok()) break;
+            EXPECT_EQ(got->reused_rows, want->reused_rows) << setup.name;
             EXPECT_EQ(fused_calls, ssa.n_layer) << setup.name << ": every layer's block fused";
             std::string what;
             const float w = CompareAnalyses(*got, *want, &what);
@@ -488,7 +490,39 @@ TEST(Incremental, FusedAttentionRowsGiveTheUnfusedAnalysis) {
         }
     }
     at::removeCallback(counting);
+    return worst;
+}
+
+// The attention rows fused (fused_attention_torch.h: on the CPU the unfused way's ops, for this
+// test; on a device the kernel, which test_flash_kernel.cpp checks against them, and the test
+// below with the arguments a device's kernel gets) give the analysis the layer pass gives when it
+// writes the rows, for GPT-2's form against tau = 1 and against a twin (two runs), a llama against
+// its base (three sides, grouped heads) and a Mistral with a sliding window.
+TEST(Incremental, FusedAttentionRowsGiveTheUnfusedAnalysis) {
+    std::string text;
+    while (text.size() < 1200) text += kParagraph;
+    const float worst = FusedAgainstUnfused({{"gpt2", "gpt2", nullptr, 0}, {"gpt2 + twin", "gpt2", "twin", 0}, {"llama + base", "llama", "base", 0},
+                                             {"mistral, window 37", "mistral", nullptr, 37}},
+                                            0, text);
     std::printf("fused attention rows against the unfused: largest difference %.3g\n", worst);
+}
+
+// The same with the fused attention kernel itself (flash_kernels.cuh, its warps as fibers on the
+// CPU: tests/model/nn/flash_on_cpu.h) in place of the ops, through the arguments metrics.cpp makes
+// for a device's launch (queries padded to whole warps, keys and values to whole steps, grouped
+// heads' strides, the measures' and cells' layouts, the outputs narrowed back): everything a
+// device runs but the device. Heads of 16, the kernel's smallest; two sides and three (grouped
+// heads). Some 14 s: the emulator's fibers switch a few million times.
+TEST(CudaKernelsOnCpu, TheFusedKernelGivesTheUnfusedAnalysis) {
+    std::string text;
+    while (text.size() < 250) text += kParagraph;
+    struct OnCpu {
+        OnCpu() { model::SetFusedKernelOnCpu(model::test::FlashRowsOnCpu); }
+        ~OnCpu() { model::SetFusedKernelOnCpu(nullptr); }
+    } on_cpu;
+    const float worst = FusedAgainstUnfused({{"gpt2 + twin", "gpt2", "twin", 0}, {"llama + base", "llama", "base", 0}}, 16, text);
+    EXPECT_GT(worst, 0.0f) << "the kernel gave the unfused bits: it did not run";
+    std::printf("the fused kernel on the CPU against the unfused: largest difference %.3g\n", worst);
 }
 
 // Counts, on this thread, the ops that read a tensor's value back to the host (`.item()`, and
