@@ -3,8 +3,9 @@
 // unfused way (LayerPass::AttendAll) writes every side's [H, R, T] rows and reads them again for
 // each. On a CUDA device of compute capability 8.0 or more, metrics_cuda.h's FlashRows kernel;
 // on the CPU the same figures by the unfused way's own ops, so that the tests check what the
-// layer pass does with them (or, for tests, the kernel itself run on the CPU: SetFusedKernelOnCpu). Off unless SSAVIZ_FUSED_ATTENTION=1 (or SetFusedAttention), until a
-// device has checked and timed it (bench/gpu.sh).
+// layer pass does with them (or, for tests, the kernel itself run on the CPU: SetFusedKernelOnCpu).
+// Off unless SSAVIZ_FUSED_ATTENTION=1 (or SetFusedAttention), until a device has checked and timed
+// it (bench/gpu.sh).
 #pragma once
 
 #include <cstdint>
