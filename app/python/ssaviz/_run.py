@@ -204,6 +204,11 @@ class Run:
                 for (s, p), full in zip(jobs, fulls):
                     _export_step(s, p, full_out=full, **common)
             else:
+                # The run's folder (OUT/compare-run) is made here, before any worker runs: workers each
+                # checking their OUT/compare-run/step-N would make and remove a missing one under the
+                # others (as export_batch makes OUT).
+                if jobs:
+                    os.makedirs(os.path.join(out, sub), exist_ok=True)
                 client.gather([client.submit(_export_step, s, p, full_out=full, pure=False, **common) for (s, p), full in zip(jobs, fulls)])
         _ssaviz.write_run(out, self.path, results[0], other.path if other else None, results[1] if other else [], export_flags, True)
         with open(os.path.join(out, "run.json"), encoding="utf-8") as f:
