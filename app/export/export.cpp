@@ -742,17 +742,19 @@ model::Status ProbeWrite(const fs::path& folder, const std::string& shown) {
     return model::Ok{};
 }
 
-}  // namespace
-
-model::Status CheckExportFolder(const std::string& out_dir) {
-    if (out_dir.empty()) return model::Fail("--out is empty: name the folder to write");
-    const fs::path out(out_dir);
-    const std::string shown = "'" + model::EscapeForMessage(out_dir) + "'";
+// One try of CheckExportFolder: makes the missing folders (adding those it made to `ours`) and a
+// file in the last. `again` says the try is worth making again: a folder on the way was removed
+// meanwhile (by another process's check of the same missing folders), or the file could not be
+// made (the same, or a folder that cannot be written, which the next try says again).
+model::Status TryExportFolder(const fs::path& out, const std::string& shown, std::vector<fs::path>& ours, bool& again) {
+    again = false;
     std::error_code ec;
     const fs::file_status st = fs::status(out, ec);  // --out itself may be a link to a folder: the user named it
     if (fs::exists(st)) {
         if (!fs::is_directory(st)) return model::Fail(shown + " is a file, not a folder: --out names the folder to write (made if missing)");
-        return ProbeWrite(out, shown);
+        const model::Status probed = ProbeWrite(out, shown);
+        again = !probed;
+        return probed;
     }
     // The nearest folder that exists is where the new one will be made.
     fs::path parent = out.parent_path();
@@ -761,23 +763,39 @@ model::Status CheckExportFolder(const std::string& out_dir) {
     if (!fs::is_directory(fs::status(parent, ec)))
         return model::Fail(shown + " cannot be made: '" + model::EscapeForMessage(parent.string()) + "' is not a folder");
     // Asking is not enough (as root, access() says yes to /proc and read-only mounts): the missing
-    // folders are made, a file is made in the last, and all are removed again.
+    // folders are made and a file is made in the last. A folder another process made meanwhile
+    // (batch workers sharing OUT) is used, never removed: only the folders made here are.
     std::vector<fs::path> made;
-    model::Status status = model::Ok{};
     for (fs::path at = out; at != parent && !at.empty(); at = at.parent_path()) made.insert(made.begin(), at);
-    // A folder another process made meanwhile (batch workers sharing OUT) is used, never removed:
-    // only the folders made here are.
-    std::vector<fs::path> ours;
-    for (size_t k = 0; k < made.size() && status; ++k) {
-        if (::mkdir(made[k].c_str(), 0777) == 0) {
-            ours.push_back(made[k]);
+    for (const fs::path& folder : made) {
+        if (::mkdir(folder.c_str(), 0777) == 0) {
+            ours.push_back(folder);
             continue;
         }
         const int why = errno;
-        if (why != EEXIST || !fs::is_directory(fs::symlink_status(made[k], ec)))
-            status = model::Fail(shown + " cannot be made: '" + model::EscapeForMessage(made[k].string()) + "' (" + std::strerror(why) + ")");
+        const fs::file_status there = fs::symlink_status(folder, ec);
+        if (why == ENOENT || (why == EEXIST && !fs::exists(there)))  // its parent or itself was removed meanwhile
+            return again = true, model::Fail(shown + " cannot be made: a folder on its way keeps vanishing");
+        if (why != EEXIST || !fs::is_directory(there))
+            return model::Fail(shown + " cannot be made: '" + model::EscapeForMessage(folder.string()) + "' (" + std::strerror(why) + ")");
     }
-    if (status && !made.empty()) status = ProbeWrite(made.back(), shown);
+    const model::Status probed = ProbeWrite(out, shown);
+    again = !probed;
+    return probed;
+}
+
+}  // namespace
+
+model::Status CheckExportFolder(const std::string& out_dir) {
+    if (out_dir.empty()) return model::Fail("--out is empty: name the folder to write");
+    const std::string shown = "'" + model::EscapeForMessage(out_dir) + "'";
+    // Made, probed and removed again; tried again, a few times at most, where another process
+    // removed a folder on the way meanwhile. A folder made here that such a process's probe keeps
+    // non-empty stays: that process is about to write in it.
+    std::vector<fs::path> ours;
+    model::Status status = model::Ok{};
+    bool again = true;
+    for (int attempt = 0; attempt < 16 && again; ++attempt) status = TryExportFolder(out_dir, shown, ours, again);
     for (auto it = ours.rbegin(); it != ours.rend(); ++it) ::rmdir(it->c_str());
     return status;
 }
@@ -833,7 +851,7 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
     auto unmake = [&] {
         for (auto it = made.rbegin(); it != made.rend(); ++it) ::rmdir(it->c_str());
     };
-    fs::create_directories(out, ec);
+    ec = model::MakeFolders(out.string());
     if (ec) return unmake(), model::Fail(out.string() + ": cannot create (" + ec.message() + ")");
     for (const fs::path& folder : folders) {
         if (folder == out) continue;

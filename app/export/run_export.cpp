@@ -76,8 +76,7 @@ model::Status WriteCurves(const std::vector<const RunTimeline*>& runs, const Exp
     std::string error;
     if (!viz::LoadFigureFonts(&error)) return model::Fail("run curves: " + error);
     const fs::path dir = fs::path(options.out_dir) / "curves";
-    std::error_code ec;
-    fs::create_directories(dir, ec);
+    model::MakeFolders(dir.string());  // a failure shows as the first file's
     std::vector<std::string> keys = RunHeadValues(*runs.at(0));
     keys.push_back("loss");
     for (const std::string& key : keys) {
@@ -107,8 +106,7 @@ model::Status WriteTauQ(const RunTimeline& t, const fs::path& path) {
         }
         all.insert(all.end(), step.begin(), step.end());
     }
-    std::error_code ec;
-    fs::create_directories(path.parent_path(), ec);
+    model::MakeFolders(path.parent_path().string());
     const std::vector<int64_t> shape = {static_cast<int64_t>(t.tau_q.size()), t.n_layer, t.n_head, t.n_tokens};
     return model::WriteNpy(path.string(), all.data(), shape);
 }
@@ -251,8 +249,7 @@ std::string AddRunStep(RunResults* run, RunStepResult step) {
 
 model::Status WriteRunFiles(const ExportOptions& options, const RunResults& run, const RunResults* compare) {
     const fs::path out(options.out_dir);
-    std::error_code ec;
-    fs::create_directories(out, ec);
+    model::MakeFolders(out.string());
     json timeline = TimelineJson(run);
     timeline["about"] =
         "per step: the model's means as a batch summary's row, and heads[value][layer][head]; steps_to_sparsity[layer][head]: the first "

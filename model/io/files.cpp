@@ -196,6 +196,16 @@ Result<std::string> CreateTempFileBeside(const std::string& path) {
     return Fail(Quoted(path) + ": cannot create a temporary file beside it");
 }
 
+std::error_code MakeFolders(const std::string& path) {
+    std::error_code ec;
+    for (int attempt = 0; attempt < 16; ++attempt) {
+        ec.clear();
+        std::filesystem::create_directories(path, ec);
+        if (ec != std::errc::no_such_file_or_directory) return ec;
+    }
+    return ec;
+}
+
 Result<std::string> CreateTempFolderBeside(const std::string& path) {
     const std::filesystem::path target(path);
     std::string name = (target.parent_path() / ("." + target.filename().string() + ".ssaviz-XXXXXX")).string();

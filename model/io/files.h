@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -64,6 +65,12 @@ Status ReplaceFolder(const std::string& temp, const std::string& path, const std
 // Whether `path` is absent, or a folder (not a link) that `owned` accepts: what ReplaceFolder
 // requires, asked before long work that would end in it.
 Status CheckReplaceableFolder(const std::string& path, const std::function<Status(const std::string&)>& owned);
+
+// fs::create_directories that tolerates others making and removing the same folders meanwhile:
+// another process's check of a shared missing parent (CheckExportFolder's probe: batch workers,
+// two exports started together) may make and remove a folder on the way between this one's steps,
+// which is tried again rather than failed. The error is the last attempt's.
+std::error_code MakeFolders(const std::string& path);
 
 // A byte count for messages: "512 bytes", "3.1 MB", "2.0 GB".
 std::string FormatBytes(size_t bytes);

@@ -222,8 +222,7 @@ Status WriteRandomModel(const ModelConfig& config, uint64_t seed, const std::str
         return Fail("cannot make a random model of " + std::to_string(c.n_layer) + " layers, width " + std::to_string(c.n_embd) +
                     " and " + std::to_string(c.vocab_size) + " tokens: " + EscapeForMessage(e.what()).substr(0, 120));
     }
-    std::error_code ec;
-    fs::create_directories(out_dir, ec);
+    std::error_code ec = MakeFolders(out_dir);
     if (ec) return Fail(out_dir + ": cannot create (" + ec.message() + ")");
     for (const char* name : {"vocab.json", "merges.txt"}) {
         fs::copy_file(fs::path(tokenizer_dir) / name, fs::path(out_dir) / name, fs::copy_options::overwrite_existing, ec);

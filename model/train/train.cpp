@@ -373,8 +373,7 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
     if (o.config.n_head < 1 || o.config.n_embd % o.config.n_head != 0)
         return Fail("--width " + std::to_string(o.config.n_embd) + " is not a multiple of --heads " + std::to_string(o.config.n_head));
     if (auto s = CheckTrainOutput(o); !s) return Fail(s.error());
-    std::error_code ec;
-    fs::create_directories(o.out, ec);
+    const std::error_code ec = MakeFolders(o.out);
     if (ec) return Fail(o.out + ": cannot create (" + ec.message() + ")");
     TempFolders temps;  // the tokenizer trained here and the model folders until they are in place
 

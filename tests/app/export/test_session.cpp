@@ -6,8 +6,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +20,7 @@
 #include "app/export/export.h"
 #include "app/export/flags.h"
 #include "app/export/session.h"
+#include "model/io/files.h"
 
 namespace {
 using nlohmann::json;
@@ -541,4 +547,41 @@ TEST(Session, UnknownKeysAreWarnedAboutByName) {
     ASSERT_TRUE(flood) << flood.error();
     ASSERT_EQ(flood->warnings.size(), 21u);
     EXPECT_EQ(flood->warnings.back(), "and 80 more session keys it does not read (ignored)");
+}
+
+// Batch workers (Dask's, or exports started together) check folders under one missing parent at
+// once, while others make theirs: each check makes what is missing and removes what it made, and
+// none may fail because another removed a folder on its way.
+TEST(ExportFolder, ChecksSharingAMissingParentAllSucceed) {
+    const fs::path root = fs::temp_directory_path() / ("ssaviz-folder-race-" + std::to_string(::getpid()));
+    fs::remove_all(root);
+    fs::create_directories(root);
+    const fs::path shared = root / "shared" / "deeper";
+    std::mutex mutex;
+    std::vector<std::string> failures;
+    std::vector<std::thread> workers;
+    for (int w = 0; w < 8; ++w)
+        workers.emplace_back([&, w] {
+            // Half check a folder of their own, half one folder together.
+            const std::string out = (shared / (w % 2 ? "same" : "step-" + std::to_string(w))).string();
+            for (int k = 0; k < 400; ++k) {
+                std::string failure;
+                if (auto s = app::CheckExportFolder(out); !s) failure = s.error();
+                if (w < 2 && k == 200)
+                    if (std::error_code ec = model::MakeFolders((shared / ("kept-" + std::to_string(w))).string())) failure = ec.message();
+                if (!failure.empty()) {
+                    std::lock_guard<std::mutex> lock(mutex);
+                    failures.push_back(failure);
+                }
+            }
+        });
+    for (std::thread& t : workers) t.join();
+    EXPECT_TRUE(failures.empty()) << failures.size() << " failed, the first: " << failures.front();
+    // What MakeFolders made stays; so may the folder checked together, where one check's probe
+    // file was in it when another that made it removed it (an export would be about to write there).
+    std::set<std::string> left;
+    for (const auto& entry : fs::directory_iterator(shared)) left.insert(entry.path().filename().string());
+    left.erase("same");
+    EXPECT_EQ(left, (std::set<std::string>{"kept-0", "kept-1"}));
+    fs::remove_all(root);
 }
