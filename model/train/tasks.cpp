@@ -403,8 +403,7 @@ Result<std::unique_ptr<TrainingTask>> MakeTask(const TaskSpec& spec, const Token
 }
 
 Status WriteTaskTokenizer(const std::string& task, const std::string& dir) {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
+    MakeFolders(dir);  // a failure shows as the files' (a temporary folder of train's)
     if (task == "graph") {
         nlohmann::json vocab = nlohmann::json::object();
         for (int i = 0; i < kNodes; ++i) vocab[std::string(1, kNodeNames[i])] = i;

@@ -106,9 +106,7 @@ void RememberRecentModel(const std::string& dir, std::vector<std::string>* recen
 
         const fs::path path = RecentFilePath();
         if (path.empty()) return;
-        std::error_code ec;
-        fs::create_directories(path.parent_path(), ec);
-        if (ec) return;
+        if (model::MakeFolders(path.parent_path().string())) return;
         std::string list;
         for (const std::string& d : *recent)
             if (d.find_first_of("\r\n") == std::string::npos) list += d + '\n';
