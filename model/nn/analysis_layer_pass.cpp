@@ -136,13 +136,26 @@ void LayerPass::Attend(size_t r, int64_t from, int64_t b, BlockCapture* capture)
     m_y[r].push_back(GroupedMatmul(capture->attention, Narrow(m_values[r], 2, 0, b)));
 }
 
-bool LayerPass::AttendAll(int64_t from, int64_t b, BlockRows* out) {
-    const int64_t p = m_plan.p;
+bool LayerPass::AllAtOnce() const {
+    if (m_in.empty()) return false;
     const int window = Window(Side::Ssa);
     for (Side s : m_plan.sides) {
         const SideSource& source = m_plan.source[s];
         if (source.layer_local || !m_scores[source.run].q.defined() || Window(s) != window) return false;
     }
+    return true;
+}
+
+int64_t LayerPass::RowsABlock() const {
+    if (!FusedAttention() || m_unfused || !AllAtOnce()) return m_plan.block;
+    const SideSource& ssa = m_plan.source[Side::Ssa];
+    return FusedAttentionTakes(m_scores[ssa.run].q[ssa.row]) ? m_plan.fused_block : m_plan.block;
+}
+
+bool LayerPass::AttendAll(int64_t from, int64_t b, BlockRows* out) {
+    const int64_t p = m_plan.p;
+    const int window = Window(Side::Ssa);
+    if (!AllAtOnce()) return false;
     if (FusedAttention() && !m_unfused && AttendFused(from, b, out)) return true;
     std::vector<at::Tensor> scores;
     for (size_t r = 0; r < m_plan.runs.size(); ++r)  // [B, H, b - from, b]
@@ -201,7 +214,7 @@ BlockRows LayerPass::RunBlock(int64_t a, int64_t b) {
     const int64_t p = m_plan.p, from = std::max(a, p);  // rows [from, b) are new
     BlockRows out;
     if (from >= b) return out;
-    if (!m_in.empty() && AttendAll(from, b, &out)) return out;
+    if (AttendAll(from, b, &out)) return out;
     PerSide<at::Tensor>& rows = out.rows;
     PerSide<at::Tensor> q, scores;
     for (size_t r = 0; r < m_plan.runs.size(); ++r) {

@@ -64,6 +64,9 @@ public:
     // blocks' attention outputs. Without, nothing: each block runs the whole Block.
     void RunLayerIn();
     void RunLayerOut();
+    // The rows a block of this layer (after RunLayerIn): the plan's fused_block where the fused
+    // way will take them (AttendFused), else its block.
+    int64_t RowsABlock() const;
     // Rows [a, b) of the layer: rows [max(a, p), b) run forward in every run, their attention rows
     // returned.
     BlockRows RunBlock(int64_t a, int64_t b);
@@ -90,6 +93,7 @@ private:
     // (and on a device its measures: SoftmaxAndCompareStacked), then each run's outputs. False,
     // with nothing done, elsewhere.
     bool AttendAll(int64_t from, int64_t b, BlockRows* out);
+    bool AllAtOnce() const;  // whether AttendAll takes this layer's blocks
     // AttendAll's work without writing the rows (fused_attention_torch.h), where it is on and
     // takes them; false, with nothing done, elsewhere.
     bool AttendFused(int64_t from, int64_t b, BlockRows* out);

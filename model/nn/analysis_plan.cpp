@@ -137,6 +137,8 @@ AnalysisPlan PlanAnalysis(const PlanInputs& in, const std::vector<int32_t>& ids,
 
     const int64_t fit = static_cast<int64_t>(BlockBytes(in.device) / (sizeof(float) * static_cast<size_t>(c.n_head) * static_cast<size_t>(T)));
     plan.block = std::max<int64_t>(pool, fit / pool * pool);
+    const int64_t fused_fit = static_cast<int64_t>(BlockBytes(in.device) / (sizeof(float) * 4 * static_cast<size_t>(c.n_head) * static_cast<size_t>(plan.cells)));
+    plan.fused_block = std::max(plan.block, fused_fit / pool * pool);
     const AnalyzeOptions::LayerProducts asked =
         in.layer_products == AnalyzeOptions::LayerProducts::Auto ? LayerProductsOfEnvironment() : in.layer_products;
     plan.whole_layer_products = asked == AnalyzeOptions::LayerProducts::Auto ? !in.device.is_cpu() : asked == AnalyzeOptions::LayerProducts::Whole;
@@ -245,7 +247,8 @@ std::vector<std::string> ComputeSettings(const at::Device& device) {
             lines.push_back(std::string(what) + " unused: it needs CUDA's TF32 tensor cores (compute capability 8.0 on) and this build's kernels");
         else
             lines.push_back(std::string(what) + ": a block's attention rows never written: one kernel measures them, pools them and applies "
-                                                "them to the values (head sizes 16, 32, 64 and 128; others the unfused way)" + kUnchecked);
+                                                "them to the values, in blocks of as many rows as their thumbnail cells fit in the block size (head sizes 16, 32, 64 "
+                                                "and 128; others the unfused way)" + kUnchecked);
     }
     if (device.is_cuda() && HasCudaKernels()) {
         const CudaSwitches& k = CudaSwitchesOfEnvironment();

@@ -82,6 +82,12 @@ struct AnalysisPlan {
     // Rows a block of attention rows, a multiple of the pool (so blocks pool on their own), whose
     // [H, rows, T] floats stay under BlockBytes(device) a side.
     int64_t block = 0;
+    // The same where the rows are never written (fused_attention_torch.h): a block's largest
+    // tensor is then a pair's cells along the keys, [4, H, rows, cells] floats, under
+    // BlockBytes(device); never fewer rows than `block`. At 8,192 tokens of GPT-2 small's shape on a
+    // device, 5,440 rows where `block` is 672: the kernel's launches fill the device (each row
+    // block of 64 rows and a head is one of its blocks: 132 of them in 672 rows, one an H100's SM).
+    int64_t fused_block = 0;
     bool whole_layer_products = false;  // AnalyzeOptions::LayerProducts::Whole
     // There, the rows a run's weight products take at once: its widest temporary (q, k and v, or
     // the MLP's hidden rows) of every batch row stays under ProductBytes(device). A GPU's take every

@@ -48,5 +48,9 @@ struct FusedRows {
 // nothing done, where there is no fused way for them: other than float32, sides of other shapes,
 // a CUDA device without TF32 tensor cores or the kernel, a head size it is not built for.
 bool FusedAttentionRows(const std::vector<FusedSide>& sides, int64_t first, int64_t keys, int64_t window, int pool, FusedRows* out);
+// Whether FusedAttentionRows has a fused way for sides whose queries are like `q` ([H, R, D]): what
+// it asks of the device, the dtype and the head size, before the sides' shapes (which an analysis's
+// layer pass always gives right). The layer pass sizes its blocks by it.
+bool FusedAttentionTakes(const at::Tensor& q);
 
 }  // namespace model

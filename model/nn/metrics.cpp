@@ -599,8 +599,6 @@ FlashLaunch g_kernel_on_cpu = nullptr;  // SetFusedKernelOnCpu's
 // metrics_cuda.h's FlashRows; false where the device or the head size has no kernel.
 bool FusedOnCuda(const std::vector<FusedSide>& sides, int64_t first, int64_t keys, int64_t window, int pool, FusedRows* out) {
     const at::Tensor& q0 = sides[0].q;
-    const int index = q0.device().has_index() ? q0.device().index() : 0;
-    if (!cuda::FlashHeadSize(q0.size(2)) || !cuda::HasTf32TensorCores(index)) return false;
     const c10::DeviceGuard on_its_device(q0.device());
     return FusedByKernel(sides, first, keys, window, pool, out, cuda::FlashRows);
 }
@@ -610,6 +608,15 @@ bool FusedOnCuda(const std::vector<FusedSide>& sides, int64_t first, int64_t key
 
 bool FusedAttention() { return g_fused_attention.On(); }
 
+bool FusedAttentionTakes(const at::Tensor& q) {
+    if (!q.defined() || q.dim() != 3 || q.scalar_type() != at::kFloat) return false;
+    if (q.is_cpu()) return true;  // the unfused way's ops, or the kernel run on the CPU
+#ifdef SSAVIZ_CUDA_KERNELS
+    if (q.is_cuda()) return cuda::FlashHeadSize(q.size(2)) && cuda::HasTf32TensorCores(q.device().has_index() ? q.device().index() : 0);
+#endif
+    return false;
+}
+
 void SetFusedAttention(bool on) { g_fused_attention.Set(on); }
 
 void SetFusedKernelOnCpu(FlashLaunch launch) { g_kernel_on_cpu = launch; }
@@ -618,7 +625,7 @@ bool FusedAttentionRows(const std::vector<FusedSide>& sides, int64_t first, int6
     c10::InferenceMode inference;
     if (sides.size() != 2 && sides.size() != 3) return false;
     const at::Tensor& q0 = sides[0].q;
-    if (q0.dim() != 3 || q0.size(0) == 0 || q0.size(1) == 0 || keys < first + q0.size(1) || pool < 1) return false;
+    if (!FusedAttentionTakes(q0) || q0.size(0) == 0 || q0.size(1) == 0 || keys < first + q0.size(1) || pool < 1) return false;
     const int64_t H = q0.size(0), D = q0.size(2);
     for (const FusedSide& s : sides) {
         for (const at::Tensor* t : {&s.q, &s.k, &s.v})

@@ -507,6 +507,57 @@ TEST(Incremental, FusedAttentionRowsGiveTheUnfusedAnalysis) {
     std::printf("fused attention rows against the unfused: largest difference %.3g\n", worst);
 }
 
+// Where the rows are fused, never written, a layer's blocks are as large as their cells allow
+// (the plan's fused_block): a pair's cells along the keys, [4, H, rows, cells] floats, under the
+// CPU's 8 MB where the written rows' [H, rows, T] take its block. At 2,048 tokens of a model of two
+// heads (pool 8, 256 cells), 1,024 rows a block where the written rows take 512: a device's
+// kernel gets launches that fill it. The same analysis either way, full and after an edit.
+TEST(Incremental, FusedRowsTakeBlocksAsLargeAsTheirCellsAllow) {
+    const model::ModelConfig ssa = PaperConfig(2048);
+    const std::string dir = WriteModel("fused-blocks", ssa, 73);
+    auto unfused = model::Engine::Open(dir, "cpu");
+    auto fused = model::Engine::Open(dir, "cpu");
+    ASSERT_TRUE(unfused.ok() && fused.ok());
+    at::CallbackHandle counting = at::addThreadLocalCallback(at::RecordFunctionCallback(
+        [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+            if (std::string(fn.name()) == "ssaviz::fused_attention") ++t_fused_calls;
+            return nullptr;
+        }).scopes({at::RecordScope::USER_SCOPE}));
+    std::string text;
+    while (text.size() < 12000) text += kParagraph;
+    const int64_t T = 2048, pool = 8, cells = T / pool;
+    const int64_t written = model::kBlockBytes / (sizeof(float) * ssa.n_head * T) / pool * pool;
+    const int64_t never_written = model::kBlockBytes / (sizeof(float) * 4 * ssa.n_head * cells) / pool * pool;
+    ASSERT_EQ(written, 512);
+    ASSERT_EQ(never_written, 1024);
+    model::AnalyzeOptions options;
+    options.layer_products = model::AnalyzeOptions::LayerProducts::Whole;
+    float worst = 0;
+    for (const std::string& step : {text, text.substr(0, 5000) + " jumps" + text.substr(5000)}) {
+        auto tokens = (*unfused)->Tokenize(step, true);
+        ASSERT_TRUE(tokens.ok()) << tokens.error();
+        ASSERT_EQ(tokens->ids.size(), static_cast<size_t>(T));
+        model::SetFusedAttention(false);
+        auto want = (*unfused)->Analyze(*tokens, options);
+        model::SetFusedAttention(true);
+        t_fused_calls = 0;
+        auto got = (*fused)->Analyze(*tokens, options);
+        model::SetFusedAttention(false);
+        ASSERT_TRUE(got.ok() && want.ok());
+        EXPECT_EQ(got->reused_rows, want->reused_rows);
+        const int64_t rows = T - got->reused_rows / pool * pool;  // from the first block row computed again
+        EXPECT_EQ(t_fused_calls, ssa.n_layer * ((rows + never_written - 1) / never_written))
+            << rows << " rows a layer, in blocks of " << never_written << " (of " << written << " where the rows are written)";
+        std::string what;
+        const float w = CompareAnalyses(*got, *want, &what);
+        EXPECT_LE(w, kTolerance) << what << " differs by " << w << ", " << got->reused_rows << " rows reused";
+        worst = std::max(worst, w);
+    }
+    at::removeCallback(counting);
+    std::printf("fused rows in blocks of %lld rows against written rows in blocks of %lld: largest difference %.3g\n",
+                static_cast<long long>(never_written), static_cast<long long>(written), worst);
+}
+
 // The same with the fused attention kernel itself (flash_kernels.cuh, its warps as fibers on the
 // CPU: tests/model/nn/flash_on_cpu.h) in place of the ops, through the arguments metrics.cpp makes
 // for a device's launch (queries padded to whole warps, keys and values to whole steps, grouped
