@@ -167,6 +167,18 @@ constexpr int kFlashOutputs = D < 64 ? D : 64;
 
 constexpr unsigned kWholeWarp = 0xffffffffu;
 
+// The launch's grid for `a` into `grid`, or why there is none: a block for each head (x) and each
+// kFlashWarps * kFlashRows rows (y), numbered from the last rows. A causal row's keys grow with it,
+// and so does its block's work; a device starts blocks in the order of their index, x first, so
+// the longest (every head's last rows) start first and the short ones fill the launch's end.
+inline const char* FlashGrid(const FlashArgs& a, dim3* grid) {
+    const int64_t row_blocks = (a.rows + kFlashWarps * kFlashRows - 1) / (kFlashWarps * kFlashRows);
+    if (row_blocks > 65535 || a.heads > 0x7fffffff) return "too many rows or heads for one launch";
+    if (a.keys + kFlashKeys + a.pool > 0x7fffffff) return "too many keys for one launch";  // the kernel's key positions are int
+    *grid = dim3{static_cast<unsigned>(a.heads), static_cast<unsigned>(row_blocks)};
+    return nullptr;
+}
+
 // Two lanes' running maxima and sums merged in one order in both, so both get the same bits.
 __device__ __forceinline__ Running MergeHalves(Running mine, int upper) {
     Running other;
@@ -191,7 +203,8 @@ __global__ void __launch_bounds__(kFlashWarps * 32, kFlashBlocksPerSm<N, D>) Fla
     alignas(32) __shared__ float tiles[kFlashWarps][N][kFlashKeys * kFlashRows];
     alignas(32) __shared__ float stage[2 * kFlashKeys * (KEY_LD > VALUE_LD ? KEY_LD : VALUE_LD)];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row = lane % kFlashRows, upper = lane / kFlashRows;
-    const int64_t h = blockIdx.y, b0 = static_cast<int64_t>(blockIdx.x) * kFlashWarps * kFlashRows, r0 = b0 + warp * kFlashRows;
+    const int64_t h = blockIdx.x, b0 = static_cast<int64_t>(gridDim.y - 1 - blockIdx.y) * kFlashWarps * kFlashRows;  // FlashGrid's
+    const int64_t r0 = b0 + warp * kFlashRows;
     const int64_t r = r0 + row;
     const int keys = static_cast<int>(a.keys), i = static_cast<int>(a.first + r), hi = i + 1;
     const int lo = a.window > 0 && i - a.window + 1 > 0 ? static_cast<int>(i - a.window + 1) : 0;

@@ -14,10 +14,8 @@ namespace {
 
 template <int N, int D>
 const char* Launch(const FlashArgs& a) {
-    const int64_t row_blocks = (a.rows + kFlashWarps * kFlashRows - 1) / (kFlashWarps * kFlashRows);
-    if (row_blocks > 0x7fffffff || a.heads > 65535) return "too many rows or heads for one launch";
-    if (a.keys + kFlashKeys + a.pool > 0x7fffffff) return "too many keys for one launch";  // the kernel's key positions are int
-    const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(a.heads));
+    dim3 grid;
+    if (const char* error = FlashGrid(a, &grid)) return error;
     for (int y_first = 0; y_first < D; y_first += kFlashOutputs<D>) {  // the first launch measures the rows too
         FlashKernel<N, D><<<grid, kFlashWarps * 32>>>(a, y_first, y_first == 0);
         const cudaError_t e = cudaGetLastError();

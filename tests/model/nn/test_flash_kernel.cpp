@@ -31,8 +31,8 @@ int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 // The kernel's launches for `a`, as flash_launch.cuh makes them on a device.
 template <int N, int D>
 const char* LaunchOnCpu(const cuda::FlashArgs& a) {
-    const int64_t per_block = cuda::kFlashWarps * cuda::kFlashRows;
-    const dim3 grid{static_cast<unsigned>((a.rows + per_block - 1) / per_block), static_cast<unsigned>(a.heads)};
+    dim3 grid;
+    if (const char* error = cuda::FlashGrid(a, &grid)) return error;
     for (int y_first = 0; y_first < D; y_first += cuda::kFlashOutputs<D>)  // the first measures the rows too
         cuda_on_cpu::Launch(grid, {cuda::kFlashWarps * 32}, [&] { cuda::FlashKernel<N, D>(a, y_first, y_first == 0); });
     return nullptr;
