@@ -153,9 +153,9 @@ int64_t LayerPass::RowsABlock() const {
 }
 
 bool LayerPass::AttendAll(int64_t from, int64_t b, BlockRows* out) {
+    if (!AllAtOnce()) return false;
     const int64_t p = m_plan.p;
     const int window = Window(Side::Ssa);
-    if (!AllAtOnce()) return false;
     if (FusedAttention() && !m_unfused && AttendFused(from, b, out)) return true;
     std::vector<at::Tensor> scores;
     for (size_t r = 0; r < m_plan.runs.size(); ++r)  // [B, H, b - from, b]
