@@ -744,8 +744,9 @@ model::Status ProbeWrite(const fs::path& folder, const std::string& shown) {
 
 // One try of CheckExportFolder: makes the missing folders (adding those it made to `ours`) and a
 // file in the last. `again` says the try is worth making again: a folder on the way was removed
-// meanwhile (by another process's check of the same missing folders), or the file could not be
-// made (the same, or a folder that cannot be written, which the next try says again).
+// meanwhile (by another process's check of the same missing folders), which shows as a folder or
+// the file that cannot be made for want of its parent; where that is for good (a folder that cannot
+// be written, /proc), the last try says so again.
 model::Status TryExportFolder(const fs::path& out, const std::string& shown, std::vector<fs::path>& ours, bool& again) {
     again = false;
     std::error_code ec;
@@ -757,10 +758,12 @@ model::Status TryExportFolder(const fs::path& out, const std::string& shown, std
         return probed;
     }
     // The nearest folder that exists is where the new one will be made.
+    // (One look at it: another process may remove it at any time, which the folder's mkdir shows.)
     fs::path parent = out.parent_path();
-    while (!parent.empty() && !fs::exists(fs::status(parent, ec))) parent = parent.parent_path();
-    if (parent.empty()) parent = ".";
-    if (!fs::is_directory(fs::status(parent, ec)))
+    fs::file_status up;
+    while (!parent.empty() && !fs::exists(up = fs::status(parent, ec))) parent = parent.parent_path();
+    if (parent.empty()) parent = ".", up = fs::status(parent, ec);
+    if (!fs::is_directory(up))
         return model::Fail(shown + " cannot be made: '" + model::EscapeForMessage(parent.string()) + "' is not a folder");
     // Asking is not enough (as root, access() says yes to /proc and read-only mounts): the missing
     // folders are made and a file is made in the last. A folder another process made meanwhile
@@ -774,8 +777,10 @@ model::Status TryExportFolder(const fs::path& out, const std::string& shown, std
         }
         const int why = errno;
         const fs::file_status there = fs::symlink_status(folder, ec);
-        if (why == ENOENT || (why == EEXIST && !fs::exists(there)))  // its parent or itself was removed meanwhile
+        if (why == EEXIST && !fs::exists(there))  // made and removed again meanwhile
             return again = true, model::Fail(shown + " cannot be made: a folder on its way keeps vanishing");
+        // Its parent removed meanwhile, or a place that says so for good (/proc): the same again.
+        again = why == ENOENT;
         if (why != EEXIST || !fs::is_directory(there))
             return model::Fail(shown + " cannot be made: '" + model::EscapeForMessage(folder.string()) + "' (" + std::strerror(why) + ")");
     }
