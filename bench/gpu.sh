@@ -14,7 +14,8 @@
 #      (SSAVIZ_PRODUCTS=tf32x3), and with the attention rows fused (SSAVIZ_FUSED_ATTENTION=1); at
 #      8,192 tokens an edit at the end, a full analysis and an edit in the middle without them, with
 #      the temperatures' and with all three, (full, middle) with the TF32 products too, and with
-#      all of them and the rows fused (host ops, time);
+#      all of them and the rows fused (host ops, time), and that full analysis again in the fused
+#      way's blocks before 2026-12-01 (SSAVIZ_DEVICE_BLOCK_MB=32);
 #   2. GPT-2 small's shape (12 x 12, width 768, context 8,192): full analysis, edits at the end,
 #      middle and start, head map and bake, beside PyTorch CUDA doing the same work;
 #   3. TinyLlama-1.1B's shape (BF16 weights): full analyses at 1,024 and 8,192 tokens, PyTorch CUDA
@@ -176,6 +177,12 @@ if [ "$dev" = cuda ]; then  # GPT-2 small's shape at 8,192 tokens with the unche
         grep -E "^median|^host ops dispatched \(the analysis|ssaviz::layer_pass|ssaviz::predictions" | tee -a "$out/stages.txt"
     done
   done
+  # The fused kernel's launches before 2026-12-01: the unfused way's 672-row blocks at 8,192 tokens,
+  # which 32 MB blocks give the fused way's cells (13 launches a layer of 132 blocks, against two).
+  echo "F in the fused way's old blocks (SSAVIZ_DEVICE_BLOCK_MB=32: 672 rows), --only full of 8,192 tokens:" | tee -a "$out/stages.txt"
+  SSAVIZ_DEVICE_BLOCK_MB=32 SSAVIZ_FUSED_ATTENTION=1 SSAVIZ_PRODUCTS=tf32x3 SSAVIZ_CUDA_TEMPERATURES=1 SSAVIZ_CUDA_SOFTMAX_MEASURES=1 \
+    SSAVIZ_CUDA_PREDICTIONS=1 timeout 60 "$build/ssaviz_bench" --model "$small" --device "$dev" --only full --tokens 8192 --repeats 2 \
+    --no-maps 2>&1 | grep -E "^median" | tee -a "$out/stages.txt"
 fi
 fi
 
