@@ -29,6 +29,7 @@
 
 #include "app/core/state.h"
 #include "bench/median.h"
+#include "model/nn/analysis_plan_torch.h"
 #include "model/nn/analysis_predictions_torch.h"
 #include "model/nn/attention_maps_torch.h"
 #include "model/nn/forward.h"
@@ -536,6 +537,55 @@ void TimeFusedAttention(const at::Device& device) {
     }
 }
 
+// A whole layer's rows as the layer pass now hands them to the kernel (the plan's fused_block: as
+// many rows as a pair's cells along the keys fit in a device's 256 MB; at 8,192 tokens 5,440 rows
+// then 2,752 of GPT-2 small's 12 heads, four blocks of 2,048 of Llama 2 7B's 32), each block a
+// launch: the kernel's rate where its launches fill the device, against the 682-row block above.
+void TimeFusedLayer(const at::Device& device, int64_t T) {
+    if (!device.is_cuda() && T > 1024) return;
+    auto wait = [&] {
+        if (device.is_cuda()) torch::cuda::synchronize(device.has_index() ? device.index() : -1);
+    };
+    struct Shape {
+        int64_t H, D;
+        int sides;
+    };
+    const int pool = model::ThumbnailPool(static_cast<int>(T));
+    const int64_t cells = (T + pool - 1) / pool;
+    for (const Shape shape : {Shape{12, 64, 2}, Shape{12, 64, 3}, Shape{32, 128, 2}}) {
+        const int64_t H = shape.H, D = shape.D;
+        const int sides = shape.sides;
+        const int64_t rows_fit = static_cast<int64_t>(model::kDeviceBlockBytes / (sizeof(float) * H * T)) / pool * pool;  // the plan's block
+        const int64_t cells_fit = static_cast<int64_t>(model::kDeviceBlockBytes / (sizeof(float) * 4 * H * cells)) / pool * pool;
+        const int64_t block = std::max<int64_t>({pool, rows_fit, cells_fit});  // its fused_block
+        std::vector<model::FusedSide> s;
+        for (int m = 0; m < sides; ++m)
+            s.push_back({at::randn({H, T, D}, at::TensorOptions(device)) * 0.35, at::randn({H, T, D}, at::TensorOptions(device)) * 0.35,
+                         at::randn({H, T, D}, at::TensorOptions(device))});
+        double flops = 0;
+        int launches = 0;
+        for (int64_t a = 0; a < T; a += block) flops += FusedTensorFlops(H, std::min(T, a + block) - a, a, D, sides), ++launches;
+        std::vector<double> times;
+        for (int r = 0; r < 5; ++r) {
+            wait();
+            times.push_back(bench::MedianMs(1, [&] {
+                for (int64_t a = 0; a < T; a += block) {
+                    std::vector<model::FusedSide> rows = s;
+                    for (model::FusedSide& x : rows) x.q = x.q.narrow(1, a, std::min(T, a + block) - a);
+                    model::FusedRows out;
+                    if (!model::FusedAttentionRows(rows, a, std::min(T, a + block), 0, pool, &out)) std::printf("  the fused way refused\n");
+                }
+                wait();
+            }));
+        }
+        std::sort(times.begin(), times.end());
+        std::printf("  %d sides of %lld heads x %lld rows, D %lld, a layer in %d blocks of up to %lld rows: fused %.2f ms, "
+                    "%.2f TFLOP of TF32 products, %.0f TFLOP/s\n",
+                    sides, static_cast<long long>(H), static_cast<long long>(T), static_cast<long long>(D), launches,
+                    static_cast<long long>(block), times[2], flops * 1e-12, flops / (times[2] * 1e-3) * 1e-12);
+    }
+}
+
 int main(int argc, char** argv) {
     // The attention rows' CUDA softmax is on unless SSAVIZ_CUDA_SOFTMAX=0 (forward.cpp): this checks it even then.
     setenv("SSAVIZ_CUDA_SOFTMAX", "1", 1);
@@ -613,6 +663,7 @@ int main(int argc, char** argv) {
     CheckFusedAttention(device, 2, 128, 4, 2, 500, 300, 100, 5, 46);  // two launches; steps before the window skipped
     CheckFusedAttention(device, 3, 128, 2, 1, 70, 45, 0, 33, 47);
     TimeFusedAttention(device);
+    TimeFusedLayer(device, 8192);
     std::printf("map extent, %s\n", device.str().c_str());
     for (const int64_t T : {int64_t{1}, int64_t{5}, int64_t{300}, int64_t{2077}}) CheckExtent(device, T, 3 + T);
     std::printf("maps in bands, %s\n", device.str().c_str());
