@@ -10,7 +10,8 @@
 // the TF32 products (linear.h's Tf32x3Matmul: on CUDA cuBLAS's TF32 tensor cores) against float64
 // on every layout the engine gives them, with their time and float32's at an analysis's shapes.
 // And the attention rows fused (fused_attention_torch.h: on CUDA flash_kernels.cuh's kernel, which
-// never writes the rows) against float64, with its time and the unfused way's.
+// never writes the rows) against float64, with its time and the unfused way's at a 682-row block,
+// and a whole layer's time in the blocks the layer pass gives it.
 // Prints each quantity's largest difference; exits 1 when one exceeds its tolerance.
 //   usage: ssaviz_fused_check [--device cpu|cuda]
 #include <algorithm>
