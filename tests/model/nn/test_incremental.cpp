@@ -325,6 +325,12 @@ TEST(Incremental, AWholeLayersProductsEqualItsBlocks) {
     float worst = 0;
     std::string worst_what;
     for (const Case& c : cases) {
+#ifdef SSAVIZ_TEST_SANITIZED
+        // Two cases of five (315 s under ASan on CI's 2 cores for all five): two models' buffers
+        // (a twin) and the products in parts; the other three differ in LibTorch's arithmetic,
+        // which the Release suite checks.
+        if (!c.twin && !c.mlp) continue;
+#endif
         model::ModelConfig ssa = c.family == "gpt2" ? PaperConfig(1024) : FamilyConfig(c.family, 1024);
         ssa.n_head = 8;  // 8 MB blocks of 8 heads' rows at ~900 tokens: 4 a layer
         ssa.n_embd = c.family == "gpt2" ? 32 : 64;  // RoPE turns 8 dims of a head
