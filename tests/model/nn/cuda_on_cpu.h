@@ -1,14 +1,19 @@
 // CUDA kernels on the CPU, for tests (issue 37: most sessions have no GPU). Include this before a
 // kernels' header (model/nn/metrics_kernels.cuh) and call cuda_on_cpu::Launch(grid, block, body),
-// where body calls one kernel: each thread block runs in turn, its threads as fibers (ucontext) on
-// this thread, one at a time, each running to its next barrier before the next thread runs, and the
+// where body calls one kernel: each thread block runs in turn, its threads as fibers on this
+// thread, one at a time, each running to its next barrier before the next thread runs, and the
 // kernel runs as written, its shared memory, warp shuffles and barriers (the block's and a warp's,
 // which a warp may meet apart from the other warps) included. What a GPU does apart,
 // each thread's own order of operations, is kept; what it leaves open (the order of threads
 // between barriers) is one fixed order here. The host's expf and logf are not the device's: a test
 // compares kernels with kernels, or with the CPU's code where the arithmetic is exact.
-// Not for use with AddressSanitizer (its stack bookkeeping does not follow swapcontext): the
-// sanitizer run leaves these tests out.
+// A fiber starts on its own stack through ucontext (makecontext) once, and keeps running the
+// launches' blocks. On x86-64 it then switches with the compilers' __builtin_setjmp and
+// __builtin_longjmp, a few registers and no system call: swapcontext also saves the signal mask,
+// a system call a switch, and took 85% of these tests' time (a kernel's warp reduction is ten
+// switches a thread). Elsewhere every switch is swapcontext.
+// Not for use with AddressSanitizer (its stack bookkeeping does not follow the fibers' stacks):
+// the sanitizer run leaves these tests out.
 #pragma once
 
 #include <ucontext.h>
@@ -28,6 +33,12 @@
 #define __launch_bounds__(...)
 #define __shared__ static  // one block runs at a time: a block's shared memory is the function's statics
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define SSAVIZ_FIBER_JUMPS 1
+#else
+#define SSAVIZ_FIBER_JUMPS 0
+#endif
+
 struct dim3 {
     unsigned x = 1, y = 1, z = 1;
 };
@@ -35,23 +46,64 @@ struct dim3 {
 namespace cuda_on_cpu {
 
 struct Block {
-    struct Thread {
+    struct Thread {  // never moved once made: a saved context may point into itself
         ucontext_t context;
+        void* jump[5];  // where it waits (__builtin_setjmp's buffer)
         std::unique_ptr<char[]> stack;
+        bool started = false;
         bool done = false;
         bool waits_for_block = false;  // at a __syncthreads
     };
-    std::vector<Thread> threads;
+    std::vector<std::unique_ptr<Thread>> threads;  // as many as the largest launch's block; each runs ThreadMain
+    unsigned n = 0;                                // this launch's threads a block
     ucontext_t scheduler;
+    void* scheduler_jump[5];
     int current = 0;
     const std::function<void()>* body = nullptr;
 };
 inline Block g_block;
 inline dim3 g_thread_index, g_block_index, g_grid, g_block_dim;
 
+[[noreturn]] __attribute__((noinline)) inline void JumpTo(void** to) {
+#if SSAVIZ_FIBER_JUMPS
+    __builtin_longjmp(to, 1);
+#else
+    (void)to;
+    std::abort();
+#endif
+}
+
+// The running fiber to the scheduler; back when the scheduler resumes it.
+__attribute__((noinline)) inline void Barrier() {
+    Block::Thread& t = *g_block.threads[g_block.current];
+#if SSAVIZ_FIBER_JUMPS
+    if (__builtin_setjmp(t.jump) == 0) JumpTo(g_block.scheduler_jump);
+#else
+    swapcontext(&t.context, &g_block.scheduler);
+#endif
+}
+
+// A fiber: the launches' body, block after block (the scheduler resumes it past its last Barrier
+// for the next block).
 inline void ThreadMain() {
-    (*g_block.body)();
-    g_block.threads[g_block.current].done = true;  // uc_link returns to the scheduler
+    for (;;) {
+        (*g_block.body)();
+        g_block.threads[g_block.current]->done = true;
+        Barrier();
+    }
+}
+
+// The scheduler to thread i, until it next waits.
+__attribute__((noinline)) inline void Resume(unsigned i) {
+    Block::Thread& t = *g_block.threads[i];
+    g_block.current = static_cast<int>(i);
+    g_thread_index = {i % g_block_dim.x, i / g_block_dim.x % g_block_dim.y, i / (g_block_dim.x * g_block_dim.y)};
+#if SSAVIZ_FIBER_JUMPS
+    if (__builtin_setjmp(g_block.scheduler_jump) != 0) return;  // it waits
+    if (t.started) JumpTo(t.jump);
+    t.started = true;
+#endif
+    swapcontext(&g_block.scheduler, &t.context);  // its first entry (with jumps, it comes back by one)
 }
 
 // Runs `body` (a kernel's call) as `grid` blocks of `block` threads, blocks in turn.
@@ -61,43 +113,41 @@ inline void Launch(dim3 grid, dim3 block, const std::function<void()>& body) {
     g_grid = grid;
     g_block_dim = block;
     g_block.body = &body;
-    g_block.threads.resize(n);
-    for (Block::Thread& t : g_block.threads)
-        if (!t.stack) t.stack = std::make_unique<char[]>(kStack);
+    g_block.n = n;
+    while (g_block.threads.size() < n) {
+        auto t = std::make_unique<Block::Thread>();
+        t->stack = std::make_unique<char[]>(kStack);
+        getcontext(&t->context);
+        t->context.uc_stack.ss_sp = t->stack.get();
+        t->context.uc_stack.ss_size = kStack;
+        t->context.uc_link = nullptr;  // ThreadMain never returns
+        makecontext(&t->context, ThreadMain, 0);
+        g_block.threads.push_back(std::move(t));
+    }
     for (unsigned by = 0; by < grid.y; ++by)
         for (unsigned bx = 0; bx < grid.x; ++bx) {
             g_block_index = {bx, by, 0};
-            for (Block::Thread& t : g_block.threads) {
-                t.done = t.waits_for_block = false;
-                getcontext(&t.context);
-                t.context.uc_stack.ss_sp = t.stack.get();
-                t.context.uc_stack.ss_size = kStack;
-                t.context.uc_link = &g_block.scheduler;
-                makecontext(&t.context, ThreadMain, 0);
-            }
+            for (unsigned i = 0; i < n; ++i) g_block.threads[i]->done = g_block.threads[i]->waits_for_block = false;
             // Rounds: each thread not done runs to its next barrier (or its end). A warp's lanes
             // meet the same warp barriers, so a round is the time between two of them for each
             // warp; a thread at a __syncthreads waits there until every thread not done does.
             for (bool any = true; any;) {
                 any = false;
                 bool all_wait = true;
-                for (const Block::Thread& t : g_block.threads) all_wait = all_wait && (t.done || t.waits_for_block);
+                for (unsigned i = 0; i < n; ++i) all_wait = all_wait && (g_block.threads[i]->done || g_block.threads[i]->waits_for_block);
                 if (all_wait)
-                    for (Block::Thread& t : g_block.threads) t.waits_for_block = false;
+                    for (unsigned i = 0; i < n; ++i) g_block.threads[i]->waits_for_block = false;
                 for (unsigned i = 0; i < n; ++i) {
-                    if (g_block.threads[i].done || g_block.threads[i].waits_for_block) continue;
+                    if (g_block.threads[i]->done || g_block.threads[i]->waits_for_block) continue;
                     any = true;
-                    g_block.current = static_cast<int>(i);
-                    g_thread_index = {i % block.x, i / block.x % block.y, i / (block.x * block.y)};
-                    swapcontext(&g_block.scheduler, &g_block.threads[i].context);
+                    Resume(i);
                 }
             }
         }
 }
 
-inline void Barrier() { swapcontext(&g_block.threads[g_block.current].context, &g_block.scheduler); }
 inline void BlockBarrier() {
-    g_block.threads[g_block.current].waits_for_block = true;
+    g_block.threads[g_block.current]->waits_for_block = true;
     Barrier();
 }
 
@@ -106,7 +156,7 @@ inline void BlockBarrier() {
 template <class T, class From>
 T Shuffle(T v, From from) {
     static std::vector<T> slots;
-    slots.resize(g_block.threads.size());
+    slots.resize(g_block.n);
     const unsigned tid = static_cast<unsigned>(g_block.current), lane = tid % 32, source = from(lane);
     slots[tid] = v;
     Barrier();

@@ -90,13 +90,16 @@ inline float Tf32Bits(float v) {
 template <int M, int N, int K, class LayoutA, class LayoutB>
 void mma_sync(fragment<accumulator, M, N, K, float>& d, const fragment<matrix_a, M, N, K, precision::tf32, LayoutA>& a,
               const fragment<matrix_b, M, N, K, precision::tf32, LayoutB>& b, const fragment<accumulator, M, N, K, float>& c) {
+    float ta[M * K], tb[K * N];  // the operands' TF32 bits, once
+    for (int e = 0; e < M * K; ++e) ta[e] = Tf32Bits(a.x[e]);
+    for (int e = 0; e < K * N; ++e) tb[e] = Tf32Bits(b.x[e]);
     float out[M * N];
-    for (int i = 0; i < M; ++i)
-        for (int j = 0; j < N; ++j) {
-            float sum = 0.0f;  // each product of two TF32 values is exact in float
-            for (int k = 0; k < K; ++k) sum += Tf32Bits(a.x[i * K + k]) * Tf32Bits(b.x[k * N + j]);
-            out[i * N + j] = c.x[i * N + j] + sum;
-        }
+    for (int i = 0; i < M; ++i) {
+        float sum[N] = {};  // each product of two TF32 values is exact in float; summed in k's order
+        for (int k = 0; k < K; ++k)
+            for (int j = 0; j < N; ++j) sum[j] += ta[i * K + k] * tb[k * N + j];
+        for (int j = 0; j < N; ++j) out[i * N + j] = c.x[i * N + j] + sum[j];
+    }
     std::memcpy(d.x, out, sizeof out);
 }
 
