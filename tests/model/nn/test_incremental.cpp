@@ -568,8 +568,10 @@ TEST(Incremental, FusedRowsTakeBlocksAsLargeAsTheirCellsAllow) {
 // CPU: tests/model/nn/flash_on_cpu.h) in place of the ops, through the arguments metrics.cpp makes
 // for a device's launch (queries padded to whole warps, keys and values to whole steps, grouped
 // heads' strides, the measures' and cells' layouts, the outputs narrowed back): everything a
-// device runs but the device. Heads of 16, the kernel's smallest; two sides and three (grouped
-// heads). Some 14 s: the emulator's fibers switch a few million times.
+// device runs but the device. Heads of 16, the kernel's smallest; GPT-2's form against tau = 1
+// (the default: two sides of one run's batch) and a twin (two runs), a llama against its base
+// (three sides, grouped heads), a Mistral with a sliding window shorter than the text. Some 20 s:
+// the emulated tensor cores' arithmetic, each lane doing its warp's.
 TEST(CudaKernelsOnCpu, TheFusedKernelGivesTheUnfusedAnalysis) {
     std::string text;
     while (text.size() < 250) text += kParagraph;
@@ -577,7 +579,11 @@ TEST(CudaKernelsOnCpu, TheFusedKernelGivesTheUnfusedAnalysis) {
         OnCpu() { model::SetFusedKernelOnCpu(model::test::FlashRowsOnCpu); }
         ~OnCpu() { model::SetFusedKernelOnCpu(nullptr); }
     } on_cpu;
-    const float worst = FusedAgainstUnfused({{"gpt2 + twin", "gpt2", "twin", 0}, {"llama + base", "llama", "base", 0}}, 16, text);
+    const float worst = FusedAgainstUnfused({{"gpt2", "gpt2", nullptr, 0},
+                                             {"gpt2 + twin", "gpt2", "twin", 0},
+                                             {"llama + base", "llama", "base", 0},
+                                             {"mistral, window 29", "mistral", nullptr, 29}},
+                                            16, text);
     EXPECT_GT(worst, 0.0f) << "the kernel gave the unfused bits: it did not run";
     std::printf("the fused kernel on the CPU against the unfused: largest difference %.3g\n", worst);
 }
