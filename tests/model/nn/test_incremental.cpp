@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -846,6 +845,11 @@ TEST(Incremental, AnalysesHandedOutKeepTheirNumbersThroughLaterEdits) {
 // An analysis cancelled part way, after some layers wrote their rows, leaves the previous one
 // whole: both the analysis handed out and the engine's cache the next edit reuses. Without a base
 // and with one (three sides, two runs).
+struct CancelAfter {
+    int layers = 0, seen = 0;
+    std::atomic<bool>* flag = nullptr;
+};
+thread_local CancelAfter t_cancel_after;
 void CancelPartWay(bool with_base) {
     model::ModelConfig c = PaperConfig(512);
     c.n_layer = 8;
@@ -867,24 +871,27 @@ void CancelPartWay(bool with_base) {
     ASSERT_TRUE(a.ok() && b.ok() && c2.ok());
     auto first = (*engine)->Analyze(*a);
     ASSERT_TRUE(first.ok()) << first.error();
-    // Cancel once a layer has finished: progress is stored after each layer, cancel checked before.
-    int part_way = 0;
-    for (int attempt = 0; attempt < 5 && part_way == 0; ++attempt) {
-        std::atomic<bool> cancel{false};
-        std::atomic<float> progress{0};
-        model::AnalyzeOptions options;
-        options.cancel = &cancel;
-        options.progress = &progress;
-        std::thread watcher([&] {
-            while (progress.load() == 0 && !cancel.load()) std::this_thread::yield();
-            cancel = true;
-        });
-        auto cancelled = (*engine)->Analyze(*b, options);
-        cancel = true;
-        watcher.join();
-        if (!cancelled.ok() && progress.load() > 0 && progress.load() < 0.8f) ++part_way;
-    }
-    ASSERT_EQ(part_way, 1) << "no analysis was cancelled after its first layer";
+    // Cancelled after its third layer, on the analysis's own thread: the engine marks each layer's
+    // end with a profiler scope (ssaviz::end_layer) and checks the flag before the next layer. (A
+    // watcher thread setting it once progress moved lost the race on a busy CI machine: the
+    // analysis was done before it ran.)
+    std::atomic<bool> cancel{false};
+    std::atomic<float> progress{0};
+    t_cancel_after = {3, 0, &cancel};
+    at::CallbackHandle cancelling = at::addThreadLocalCallback(at::RecordFunctionCallback(
+        [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+            if (std::string(fn.name()) == "ssaviz::end_layer" && ++t_cancel_after.seen == t_cancel_after.layers) *t_cancel_after.flag = true;
+            return nullptr;
+        }).scopes({at::RecordScope::USER_SCOPE}));
+    model::AnalyzeOptions options;
+    options.cancel = &cancel;
+    options.progress = &progress;
+    auto cancelled = (*engine)->Analyze(*b, options);
+    at::removeCallback(cancelling);
+    ASSERT_FALSE(cancelled.ok()) << "not cancelled";
+    EXPECT_EQ(cancelled.error(), "cancelled");
+    EXPECT_EQ(t_cancel_after.seen, 3) << "layers ended before the cancel was seen";
+    EXPECT_FLOAT_EQ(progress.load(), 3.0f / (c.n_layer + 1)) << "three of eight layers and the predictions";
     model::AnalyzeOptions full;
     full.reuse = false;
     std::string what;
