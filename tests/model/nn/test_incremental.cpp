@@ -842,14 +842,16 @@ TEST(Incremental, AnalysesHandedOutKeepTheirNumbersThroughLaterEdits) {
     }
 }
 
-// An analysis cancelled part way, after some layers wrote their rows, leaves the previous one
-// whole: both the analysis handed out and the engine's cache the next edit reuses. Without a base
-// and with one (three sides, two runs).
+// Where CancelPartWay's profiler callback cancels an analysis: after `layers` layers ended.
 struct CancelAfter {
     int layers = 0, seen = 0;
     std::atomic<bool>* flag = nullptr;
 };
 thread_local CancelAfter t_cancel_after;
+
+// An analysis cancelled part way, after some layers wrote their rows, leaves the previous one
+// whole: both the analysis handed out and the engine's cache the next edit reuses. Without a base
+// and with one (three sides, two runs).
 void CancelPartWay(bool with_base) {
     model::ModelConfig c = PaperConfig(512);
     c.n_layer = 8;
