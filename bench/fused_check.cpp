@@ -608,9 +608,9 @@ int main(int argc, char** argv) {
     }
     const at::Device device(device_name == "cuda" ? at::kCUDA : at::kCPU);
 #if defined(__GLIBC__)
-    // The float64 references' blocks (three maps of 2,077 rows: 100 MB) are over glibc's largest
-    // mmap threshold: each would be mapped anew and faulted in a page at a time, which was over
-    // half of this check's time on the CPU (94 s -> 24 s on CI's 2 cores). The heap keeps them.
+    // The float64 references' blocks (three maps of 2,077 rows: 100 MB) are over glibc's mmap
+    // threshold: each would be mapped anew and faulted in a page at a time, which was most of this
+    // check's time on the CPU (94 s -> 24 s on CI's 2 cores). The heap serves and keeps them.
     if (!device.is_cuda()) {
         mallopt(M_MMAP_MAX, 0);
         mallopt(M_TRIM_THRESHOLD, 1 << 30);

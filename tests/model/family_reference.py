@@ -114,9 +114,10 @@ TOKENIZER_VOCAB = 50257  # GPT-2's encoder.json; ids are drawn from [0, TOKENIZE
 
 
 def keep_freed_memory():
-    """glibc hands each large block (over its mmap threshold) back to the kernel when it is freed; the next
-    one is faulted in page by page: the lens's [T, 50257] float64 logits and log-softmaxes then spent
-    over half this script's time in page faults (172 s -> 36 s on CI's 2 cores, files identical).
+    """glibc hands each large block (over its mmap threshold) back to the kernel when it is freed,
+    and the next one is faulted in page by page: the lens's [T, 50257] float64 logits and
+    log-softmaxes then spent most of this script's time in page faults (172 s -> 36 s on this
+    project's 2-core VM, 174 s -> 24 s in CI; the files byte-identical).
     M_MMAP_MAX = 0 serves every block from the heap; M_TRIM_THRESHOLD keeps up to 1 GiB of it
     free for the next one (the peak resident memory 1.5 -> 1.9 GB)."""
     try:
