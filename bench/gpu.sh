@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The device checks of issue 37, for a GPU machine (../shared/gpu/README.md: `bash ../shared/gpu/prepare`
-# here, and since ssaviz reads tokenizer.json's normalizers with ICU, add Debian 12's ICU beside the kit:
+# The device checks of issue 37, for a GPU machine (../shared/gpu/README.md: `bash .ci/cuda-compile`, then
+# `bash ../shared/gpu/prepare` here, and since ssaviz reads tokenizer.json's normalizers with ICU, add Debian 12's ICU beside the kit:
 # `(cd .gpu/debs && apt-get download libicu-dev libicu72)`; send .gpu/ along; the Python module
 # builds there with the pybind11 headers its PyTorch ships). Builds ssaviz there against its CUDA PyTorch, then
 #   0. the kernels against what they replace (ssaviz_fused_check): the fused row statistics, the
