@@ -220,22 +220,45 @@ TEST(EndToEnd, ASessionOpensAFineTuneAgainstItsBase) {
     EXPECT_GT(ssa[2].get<float>(), 200.0f);
 }
 
-// Issue 34: the command line opens an official-form fine-tune (tau_q of position alone, one slope
-// a layer) against its base (--base DIR) on the three-way layout: SSA | tau = 1 | base, each map
-// drawn, the Fine-tune tab open with its matrices drawn, and the temperature scale fitted to the
-// shown head (its colours vary along the text).
-TEST(EndToEnd, ThreeWayFromTheCommandLine) {
-    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_three_way";
+// An official-form fine-tune (tau_q of position alone, one slope a layer, lit-gpt's layout) and
+// its base, `ft` and `base` in a fresh folder `name` under the tests' output: the next three
+// tests' models (each test its own, as shards run side by side).
+std::string FineTuneAndBase(const std::string& name) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/" + name;
     fs::remove_all(dir);
     fs::create_directories(dir);
-    for (const auto& [name, form, seed] : {std::tuple<const char*, const char*, const char*>{"ft", "exp_exp,none", "1"}, {"base", "none", "2"}}) {
-        const std::string cmd = std::string(SSAVIZ_BINARY) + " init-random --out " + dir + "/" + name +
+    for (const auto& [model, form, seed] : {std::tuple<const char*, const char*, const char*>{"ft", "exp_exp,none", "1"}, {"base", "none", "2"}}) {
+        const std::string cmd = std::string(SSAVIZ_BINARY) + " init-random --out " + dir + "/" + model +
                                 " --family pythia --layout lit --layers 2 --heads 2 --embd 32 --query-form " + form + " --seed " + seed;
-        ASSERT_EQ(RunCommand(cmd, dir + "/init.log"), 0) << ReadFile(dir + "/init.log");
+        EXPECT_EQ(RunCommand(cmd, dir + "/init.log"), 0) << ReadFile(dir + "/init.log");
     }
+    return dir;
+}
+
+const std::string kFineTuneText = "One slope a layer: the fine-tune sharpens its attention with position.";
+
+// Red and blue pixels of a region: a difference map's cells on the diverging scale.
+std::pair<size_t, size_t> RedAndBlue(const Picture& g, const nlohmann::json& r) {
+    size_t red = 0, blue = 0;
+    for (int y = std::max(0, r[1].get<int>()); y < std::min(g.height, r[1].get<int>() + r[3].get<int>()); ++y)
+        for (int x = std::max(0, r[0].get<int>()); x < std::min(g.width, r[0].get<int>() + r[2].get<int>()); ++x) {
+            const uint32_t c = g.pixels[static_cast<size_t>(y) * g.width + x];  // RGBA in memory: R lowest
+            const int cr = c & 0xff, cg = (c >> 8) & 0xff, cb = (c >> 16) & 0xff;
+            red += cr > 150 && cb < 110 && cg < 130;
+            blue += cb > 150 && cr < 110 && cb > cg + 40;  // not viridis' teal under the hover's white frame
+        }
+    return {red, blue};
+}
+
+// Issue 34: the command line opens an official-form fine-tune against its base (--base DIR) on the
+// three-way layout: SSA | tau = 1 | base, each map drawn, the Fine-tune tab open with its matrices
+// drawn, and the temperature scale fitted to the shown head (its colours vary along the text).
+TEST(EndToEnd, ThreeWayFromTheCommandLine) {
+    const std::string dir = FineTuneAndBase("e2e_three_way");
+    ASSERT_FALSE(HasFailure());
     const std::string png = dir + "/shot.png";
     ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --model " + dir + "/ft --base " + dir + "/base --map three-way --layer 1 --head 1" +
-                             " --text 'One slope a layer: the fine-tune sharpens its attention with position.' --screenshot " + png + " --frames 4",
+                             " --text '" + kFineTuneText + "' --screenshot " + png + " --frames 4",
                          dir + "/log.txt"),
               0)
         << ReadFile(dir + "/log.txt");
@@ -276,22 +299,15 @@ TEST(EndToEnd, ThreeWayFromTheCommandLine) {
         const nlohmann::json r = meta["regions"][region];
         EXPECT_GT(BrightPixels(p, r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>(), 90), 10u) << region;
     }
-    // Red and blue pixels of a region: a difference map's cells on the diverging scale.
-    auto red_and_blue = [](const Picture& g, const nlohmann::json& r) {
-        size_t red = 0, blue = 0;
-        for (int y = std::max(0, r[1].get<int>()); y < std::min(g.height, r[1].get<int>() + r[3].get<int>()); ++y)
-            for (int x = std::max(0, r[0].get<int>()); x < std::min(g.width, r[0].get<int>() + r[2].get<int>()); ++x) {
-                const uint32_t c = g.pixels[static_cast<size_t>(y) * g.width + x];  // RGBA in memory: R lowest
-                const int cr = c & 0xff, cg = (c >> 8) & 0xff, cb = (c >> 16) & 0xff;
-                red += cr > 150 && cb < 110 && cg < 130;
-                blue += cb > 150 && cr < 110 && cb > cg + 40;  // not viridis' teal under the hover's white frame
-            }
-        return std::pair<size_t, size_t>(red, blue);
-    };
-    // The single map as the base and as SSA - base (--map base, base_diff; keys 6 and 7): the
-    // base's own map, and all that fine-tuning changed on the diverging scale; without a base the
-    // same flag shows SSA's map.
-    const std::string text = "One slope a layer: the fine-tune sharpens its attention with position.";
+}
+
+// Issue 34: the single map as the base and as SSA - base (--map base, base_diff; keys 6 and 7):
+// the base's own map, and all that fine-tuning changed on the diverging scale; without a base the
+// same flag shows SSA's map. The heads grid likewise.
+TEST(EndToEnd, TheMapAndHeadsGridShowTheBaseAndWhatFineTuningChanged) {
+    const std::string dir = FineTuneAndBase("e2e_base_maps");
+    ASSERT_FALSE(HasFailure());
+    const std::string& text = kFineTuneText;
     for (const auto& [map, base] : {std::pair<const char*, bool>{"base_diff", true}, {"base", true}, {"base_diff", false}}) {
         const std::string png_map = dir + "/map_" + map + (base ? "" : "_no_base") + ".png";
         ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --model " + dir + "/ft" + (base ? " --base " + dir + "/base" : "") + " --map " + map +
@@ -309,7 +325,7 @@ TEST(EndToEnd, ThreeWayFromTheCommandLine) {
                 EXPECT_FALSE(meta_map["regions"].contains(other)) << other << " beside " << shown;
             }
         const Picture g = Load(png_map);
-        const auto [red, blue] = red_and_blue(g, meta_map["regions"][shown]);
+        const auto [red, blue] = RedAndBlue(g, meta_map["regions"][shown]);
         if (shown == "heatmap_base_diff") {
             EXPECT_GT(red, 30u) << "where the fine-tune attends more";
             EXPECT_GT(blue, 30u) << "where it attends less";
@@ -323,22 +339,6 @@ TEST(EndToEnd, ThreeWayFromTheCommandLine) {
         if (base) {
             EXPECT_GT(PixelsOf(g, meta_map["regions"]["row_chart"], viz::kBaseColor), 50u) << map;
         }
-    }
-    // The Lens tab beside a base: each head's part of the next token's logit on the three sides,
-    // the base's bars violet beside SSA's and tau = 1's.
-    {
-        const std::string png_lens = dir + "/lens.png";
-        ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --model " + dir + "/ft --base " + dir + "/base --lens --tab lens --query 5 --text '" +
-                                 text + "' --screenshot " + png_lens + " --frames 4",
-                             dir + "/log_lens.txt"),
-                  0)
-            << ReadFile(dir + "/log_lens.txt");
-        const nlohmann::json meta_lens = nlohmann::json::parse(ReadFile(png_lens + ".json"), nullptr, false);
-        ASSERT_TRUE(meta_lens.is_object() && meta_lens.contains("regions")) << ReadFile(dir + "/log_lens.txt");
-        ASSERT_TRUE(meta_lens["regions"].contains("lens_attribution")) << meta_lens["regions"].dump();
-        const Picture g = Load(png_lens);
-        for (viz::Rgba8 colour : {viz::kSsaColor, viz::kCompareColor, viz::kBaseColor})
-            EXPECT_GT(PixelsOf(g, meta_lens["regions"]["lens_attribution"], colour), 20u) << int{colour.r} << "," << int{colour.g} << "," << int{colour.b};
     }
     // The heads grid as SSA - base (a session's grid map): every head's change from the base, on
     // the diverging scale (red and blue cells); the same session without a base shows SSA's maps.
@@ -356,13 +356,37 @@ TEST(EndToEnd, ThreeWayFromTheCommandLine) {
         EXPECT_EQ(meta_grid["state"]["tab"], "Heads");
         EXPECT_EQ(meta_grid["state"]["grid_map"], "base_diff") << "kept, shown as SSA without a base";
         ASSERT_TRUE(meta_grid["regions"].contains("heads")) << meta_grid["regions"].dump();
-        const auto [red, blue] = red_and_blue(Load(png_grid), meta_grid["regions"]["heads"]);
+        const auto [red, blue] = RedAndBlue(Load(png_grid), meta_grid["regions"]["heads"]);
         if (with_base) {
             EXPECT_GT(red, 30u) << "where the fine-tune attends more";
             EXPECT_GT(blue, 30u) << "where it attends less";
         } else {
             EXPECT_LT(red + blue, 30u) << "SSA's own maps, not a difference";
         }
+    }
+}
+
+// Issue 35 beside issue 34: the Lens tab of a fine-tune with its base, its attribution bars and
+// its grid on the three sides.
+TEST(EndToEnd, TheLensTabShowsTheBaseBesideAFineTune) {
+    const std::string dir = FineTuneAndBase("e2e_base_lens");
+    ASSERT_FALSE(HasFailure());
+    const std::string& text = kFineTuneText;
+    // The Lens tab beside a base: each head's part of the next token's logit on the three sides,
+    // the base's bars violet beside SSA's and tau = 1's.
+    {
+        const std::string png_lens = dir + "/lens.png";
+        ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --model " + dir + "/ft --base " + dir + "/base --lens --tab lens --query 5 --text '" +
+                                 text + "' --screenshot " + png_lens + " --frames 4",
+                             dir + "/log_lens.txt"),
+                  0)
+            << ReadFile(dir + "/log_lens.txt");
+        const nlohmann::json meta_lens = nlohmann::json::parse(ReadFile(png_lens + ".json"), nullptr, false);
+        ASSERT_TRUE(meta_lens.is_object() && meta_lens.contains("regions")) << ReadFile(dir + "/log_lens.txt");
+        ASSERT_TRUE(meta_lens["regions"].contains("lens_attribution")) << meta_lens["regions"].dump();
+        const Picture g = Load(png_lens);
+        for (viz::Rgba8 colour : {viz::kSsaColor, viz::kCompareColor, viz::kBaseColor})
+            EXPECT_GT(PixelsOf(g, meta_lens["regions"]["lens_attribution"], colour), 20u) << int{colour.r} << "," << int{colour.g} << "," << int{colour.b};
     }
     // The Lens tab's grid (a session's lens_map): SSA - base colours each layer and position by how
     // much more (red) or less (blue) probability the fine-tune gives the next token than its base;
@@ -386,7 +410,7 @@ TEST(EndToEnd, ThreeWayFromTheCommandLine) {
         ASSERT_TRUE(meta_grid["regions"].contains("lens_grid")) << run << " " << meta_grid["regions"].dump();
         const nlohmann::json r = meta_grid["regions"]["lens_grid"];
         const Picture g = Load(png_grid);
-        const auto [red, blue] = red_and_blue(g, r);
+        const auto [red, blue] = RedAndBlue(g, r);
         if (run == "base_diff") {
             EXPECT_GT(red, 30u) << "where the fine-tune gives the next token more probability";
             EXPECT_GT(blue, 30u) << "where it gives less";
