@@ -106,10 +106,12 @@ TEST_F(Cli, ExportLensAgainstABaseHasTheBasesLens) {
     // percentile, clips: the pair of Small() and Twin() with a context of 64.
     const std::string tokenizer = std::string(SSAVIZ_SOURCE_DIR) + "/assets/tokenizers/gpt2";
     const std::string ft = kOut + "/small64", base = kOut + "/twin64";
-    for (auto [dir, seed] : {std::pair{ft, "7"}, std::pair{base, "99"}})
-        if (!fs::exists(dir + "/model.safetensors"))
+    for (auto [dir, seed] : {std::pair{ft, "7"}, std::pair{base, "99"}}) {
+        if (!fs::exists(dir + "/model.safetensors")) {
             ASSERT_EQ(Ssaviz({"init-random", "--out", dir, "--seed", seed, "--tokenizer", tokenizer, "--layers", "2", "--heads", "2", "--embd",
                               "16", "--positions", "64"}).code, 0);
+        }
+    }
     const std::string text = "The cat sat on the mat. The dog ran to the park, and the cat sat on the mat again while a bird sang "
                              "in the tree by the old house. The cat";
     Outcome r = Ssaviz({"export", "--model", ft, "--base", base, "--text", text, "--out", out, "--format", "npy,json,svg", "--lens"});
