@@ -82,6 +82,9 @@ if [ "$dev" = cuda ]; then
   source .gpu/env.sh
 fi
 py=${SSAVIZ_GPU_PYTHON:-$(command -v python3)}
+# The comparisons and the baselines need numpy and torch: where the first python3 lacks them (a
+# pyenv's on a CPU dry run), Debian's, which has both with python3-torch.
+"$py" -c 'import numpy, torch' 2>/dev/null || { [ -x /usr/bin/python3 ] && py=/usr/bin/python3; }
 { nvidia-smi; lscpu | grep -E '^(Model name|CPU\(s\))'; "$py" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)'; } >"$out/machine.txt" 2>&1
 "$build/ssaviz" info --device "$dev" >"$out/info.txt" 2>&1
 cat "$out/machine.txt" | grep -E "H100|H200|Model name|torch" | head -n 4
