@@ -55,7 +55,7 @@
 #          the call a timeout of 540 s and stages to skip. A session's 15 minutes of device time count
 #          the machine's start too: with the window (gui, call B), the lens and the Python module
 #          measured on 2026-11-29, the next run's order is call A1 with
-#          SSAVIZ_GPU_STAGES="fused exact small" (est. 5 minutes: the exact stage's exports and runs
+#          SSAVIZ_GPU_STAGES="fused exact small" (est. 4-5 minutes: the exact stage's exports, six at a time since 2026-12-01, and runs
 #          of the unchecked kernels and the TF32 products, about 3 minutes), then at once A2 with
 #          "tiny blocks profile" and SSAVIZ_GPU_TRACES="full:8192 kernels/full:8192 fused/full:8192 end:8192 tiny/full:8192"
 #          (est. 4 minutes; the build is kept), then C (bench/gpu-dask.sh, est. 2 minutes), then give
@@ -98,11 +98,24 @@ stage "the kernels on $dev (row statistics, pooling, softmax, a map's extent) ag
 timeout 60 "$build/ssaviz_fused_check" --device "$dev" >"$out/fused-check.txt" 2>&1
 echo "ssaviz_fused_check: rc $?, $(tail -n 1 "$out/fused-check.txt")" | tee -a "$out/stages.txt"
 fi
-exact() {  # NAME DEVICE TAG EXTRA...   writes $work/out-NAME-DEVICE-TAG
+# The exactness exports run side by side, SSAVIZ_GPU_JOBS at a time (default 6 on a device, 2 on a
+# CPU dry run): each is a small model, mostly its process's start, and a session's device minutes are
+# few. exact_wait waits for them all and gathers their logs, in the order they started, into
+# exactness-log.txt; nothing timed runs while they do.
+jobs_max=${SSAVIZ_GPU_JOBS:-$([ "$dev" = cuda ] && echo 6 || echo 2)}
+exact_started=0
+exact() {  # NAME DEVICE TAG EXTRA...   writes $work/out-NAME-DEVICE-TAG (the settings in force are the caller's)
   local name=$1 device=$2 tag=$3; shift 3
-  timeout 40 "$build/ssaviz" export --model "$work/$name" --device "$device" --text-file "$work/text.txt" --truncate \
-    --format npy,json --out "$work/out-$name-$device-$tag" "$@" >>"$out/exactness-log.txt" 2>&1 ||
-    echo "export $name on $device $* failed" | tee -a "$out/exactness-log.txt"
+  local log; log=$(printf '%s/exact-%03d.log' "$work" $((exact_started += 1)))
+  { timeout 40 "$build/ssaviz" export --model "$work/$name" --device "$device" --text-file "$work/text.txt" --truncate \
+      --format npy,json --out "$work/out-$name-$device-$tag" "$@" >"$log" 2>&1 ||
+      echo "export $name on $device $* failed" | tee -a "$log"; } &
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+}
+exact_wait() {
+  wait
+  cat "$work"/exact-*.log >>"$out/exactness-log.txt" 2>/dev/null
+  rm -f "$work"/exact-*.log
 }
 
 if want exact; then
@@ -164,6 +177,7 @@ for name in english gpt2 pythia llama mistral llama3; do fused exact "$name" "$d
 fused exact gpt2 "$dev" fused-twin --compare "$work/twin"
 fused exact gpt2 "$dev" fused-base --base "$work/twin" --lens
 SSAVIZ_DEVICE_BLOCK_MB=1 fused exact llama "$dev" fused-blocks --lens
+exact_wait
 "$py" "$here/bench/compare_exports.py" "$work" "$dev" | tee "$out/exactness.txt"
 if [ "$dev" = cuda ]; then  # GPT-2 small's shape at 8,192 tokens with the unchecked kernels and without (host ops and time)
   [ -f "$small/model.safetensors" ] || "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" \
@@ -204,6 +218,7 @@ stage "torch's softmax instead of the CUDA one (SSAVIZ_CUDA_SOFTMAX=0) against t
 if [ -d "$work/out-gpt2-cpu-f32" ]; then
   for name in english gpt2 pythia llama mistral llama3; do SSAVIZ_CUDA_SOFTMAX=0 exact "$name" "$dev" softmax --lens; done
   SSAVIZ_CUDA_SOFTMAX=0 exact gpt2 "$dev" softmax-twin --compare "$work/twin"
+  exact_wait
   "$py" "$here/bench/compare_exports.py" "$work" "$dev" softmax | tee "$out/softmax-exactness.txt"
 fi
 [ -f "$small/model.safetensors" ] ||
