@@ -16,25 +16,42 @@ of its size), with its absolute difference.
            SSAVIZ_CUDA_PREDICTIONS=1, tags kernels, kernels-twin, -base and -blocks) against the CPU's;
            and those with the TF32 products (SSAVIZ_PRODUCTS=tf32x3, tags tf32x3, tf32x3-twin, -base
            and -blocks) against the CPU's float32; and those with the attention rows fused
-           (SSAVIZ_FUSED_ATTENTION=1, tags fused, fused-twin, -base and -blocks) against the CPU's
+           (SSAVIZ_FUSED_ATTENTION=1, tags fused, fused-twin, -base and -blocks) against the CPU's.
+           Then a summary a switch: its largest differences against the CPU's over all its exports
+           (the maps absolute; the other arrays, losses, the lens and attribution of a few nats,
+           and metrics.json relative to max(1, |value|)) and whether it meets issue 37's 1e-5.
 """
 import glob, json, os, sys
 import numpy as np
 work, dev = sys.argv[1], sys.argv[2]
 softmax = len(sys.argv) > 3 and sys.argv[3] == "softmax"
-def compare(a, b, label):
+summary = {}  # switch -> {"maps", "rest", "metrics": largest, "missing": count, "exports": count}
+def compare(a, b, label, switch=None):
     worst = []
+    group = summary.setdefault(switch, {"maps": 0.0, "rest": 0.0, "metrics": 0.0, "missing": 0, "exports": 0}) if switch else None
+    if group: group["exports"] += 1
     for f in sorted(glob.glob(os.path.join(a, "*.npy"))):
         name = os.path.basename(f)
         g = os.path.join(b, name)
         if not os.path.exists(g):
-            worst.append(f"{name}: missing"); continue
+            worst.append(f"{name}: missing")
+            if group: group["missing"] += 1
+            continue
         x, y = np.load(f).astype(np.float64), np.load(g).astype(np.float64)
         if x.shape != y.shape:
-            worst.append(f"{name}: shape {x.shape} vs {y.shape}"); continue
+            worst.append(f"{name}: shape {x.shape} vs {y.shape}")
+            if group: group["missing"] += 1
+            continue
         both = np.isfinite(x) & np.isfinite(y)
+        if group and not np.array_equal(np.isfinite(x), np.isfinite(y)):
+            group["missing"] += 1  # a value finite on one side only is as wrong as a missing file
         d = np.abs(x - y)[both].max() if both.any() else 0.0
         worst.append(f"{name} {d:.2e}")
+        if group and both.any():
+            if name.startswith("attention"):
+                group["maps"] = max(group["maps"], d)
+            else:  # relative to max(1, |value|), as metrics.json's
+                group["rest"] = max(group["rest"], (np.abs(x - y) / np.maximum(1.0, np.abs(x)))[both].max())
     def numbers(v, path=""):  # metrics.json's numeric leaves by path
         if isinstance(v, dict):
             for k, x in v.items(): yield from numbers(x, path + "/" + k)
@@ -55,18 +72,35 @@ def compare(a, b, label):
             scaled = lambda k: abs(ja[k] - jb[k]) / max(1.0, abs(ja[k]))
             k = max(keys, key=scaled)
             worst.append(f"metrics.json {scaled(k):.2e} relative ({k}: {abs(ja[k] - jb[k]):.2e})")
+            if group: group["metrics"] = max(group["metrics"], scaled(k))
     except (OSError, ValueError) as e:
         worst.append(f"metrics.json: {e}")
+        if group: group["missing"] += 1
     print(f"{label:38s} " + ", ".join(worst))
+def report():
+    """Each switch's largest differences from the CPU over all its exports, and whether they meet
+    issue 37's 1e-5 (a switch that does can be on by default)."""
+    print("\nsummary, each switch's largest difference from the CPU over all its exports (issue 37: 1e-5;"
+          " maps absolute, the rest relative to max(1, |value|)):")
+    print(f"  {'switch':14s} {'exports':>7s} {'maps':>9s} {'the rest':>9s} {'metrics':>9s}  verdict")
+    for switch, g in summary.items():
+        if g["missing"]:
+            verdict = f"NOT EXACT: {g['missing']} arrays or files missing, misshapen or finite on one side only"
+        elif max(g["maps"], g["rest"], g["metrics"]) > 1e-5:
+            verdict = "NOT EXACT (over 1e-5)"
+        else:
+            verdict = "exact" + (": can be on by default" if switch in ("temperatures", "kernels", "tf32x3", "fused") else "")
+        print(f"  {switch:14s} {g['exports']:7d} {g['maps']:9.2e} {g['rest']:9.2e} {g['metrics']:9.2e}  {verdict}")
 if softmax:
     for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]:
-        compare(f"{work}/out-{name}-cpu-f32", f"{work}/out-{name}-{dev}-softmax", f"{name} {dev} torch softmax vs cpu")
-    compare(f"{work}/out-gpt2-cpu-twin", f"{work}/out-gpt2-{dev}-softmax-twin", f"gpt2 + twin {dev} torch softmax vs cpu")
+        compare(f"{work}/out-{name}-cpu-f32", f"{work}/out-{name}-{dev}-softmax", f"{name} {dev} torch softmax vs cpu", "torch softmax")
+    compare(f"{work}/out-gpt2-cpu-twin", f"{work}/out-gpt2-{dev}-softmax-twin", f"gpt2 + twin {dev} torch softmax vs cpu", "torch softmax")
+    report()
     sys.exit(0)
 for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]:
-    compare(f"{work}/out-{name}-cpu-f32", f"{work}/out-{name}-{dev}-f32", f"{name} {dev} vs cpu (f32)")
-compare(f"{work}/out-gpt2-cpu-twin", f"{work}/out-gpt2-{dev}-twin", f"gpt2 + twin {dev} vs cpu")
-compare(f"{work}/out-gpt2-cpu-base", f"{work}/out-gpt2-{dev}-base", f"gpt2 + base {dev} vs cpu")
+    compare(f"{work}/out-{name}-cpu-f32", f"{work}/out-{name}-{dev}-f32", f"{name} {dev} vs cpu (f32)", "plain")
+compare(f"{work}/out-gpt2-cpu-twin", f"{work}/out-gpt2-{dev}-twin", f"gpt2 + twin {dev} vs cpu", "plain")
+compare(f"{work}/out-gpt2-cpu-base", f"{work}/out-gpt2-{dev}-base", f"gpt2 + base {dev} vs cpu", "plain")
 compare(f"{work}/out-gpt2-{dev}-f32", f"{work}/out-gpt2-{dev}-bf16", f"gpt2 {dev} bf16 vs f32")
 compare(f"{work}/out-llama-{dev}-f32", f"{work}/out-llama-{dev}-bf16", f"llama {dev} bf16 vs f32")
 if dev == "cuda":
@@ -74,20 +108,21 @@ if dev == "cuda":
 for name, tag, cpu in [("gpt2", "blocks", "f32"), ("llama", "blocks", "f32"), ("gpt2", "blocks-base", "base"),
                        ("llama", "block-products", "f32"), ("gpt2", "block-products-base", "base")]:
     if os.path.isdir(f"{work}/out-{name}-{dev}-{tag}"):  # SSAVIZ_DEVICE_BLOCK_MB=1: many blocks of rows a layer
-        compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} 1 MB {tag} vs cpu ({cpu})")
+        compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} 1 MB {tag} vs cpu ({cpu})", "1 MB blocks")
 tagged = [(name, "temperatures", "f32") for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]]
 for name, tag, cpu in tagged + [("gpt2", "temperatures-what-ifs", "what-ifs")]:
     if os.path.isdir(f"{work}/out-{name}-{dev}-{tag}"):  # SSAVIZ_CUDA_TEMPERATURES=1: the fused temperatures
-        compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} fused {tag} vs cpu ({cpu})")
+        compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} fused {tag} vs cpu ({cpu})", "temperatures")
 tagged = [(name, "kernels", "f32") for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]]
 for name, tag, cpu in tagged + [("gpt2", "kernels-twin", "twin"), ("gpt2", "kernels-base", "base"), ("llama", "kernels-blocks", "f32")]:
     if os.path.isdir(f"{work}/out-{name}-{dev}-{tag}"):  # SSAVIZ_CUDA_SOFTMAX_MEASURES=1 SSAVIZ_CUDA_PREDICTIONS=1
-        compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} {tag} vs cpu ({cpu})")
+        compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} {tag} vs cpu ({cpu})", "kernels")
 tagged = [(name, "tf32x3", "f32") for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]]
 for name, tag, cpu in tagged + [("gpt2", "tf32x3-twin", "twin"), ("gpt2", "tf32x3-base", "base"), ("llama", "tf32x3-blocks", "f32")]:
     if os.path.isdir(f"{work}/out-{name}-{dev}-{tag}"):  # SSAVIZ_PRODUCTS=tf32x3: the TF32 products
-        compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} {tag} vs cpu ({cpu})")
+        compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} {tag} vs cpu ({cpu})", "tf32x3")
 tagged = [(name, "fused", "f32") for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]]
 for name, tag, cpu in tagged + [("gpt2", "fused-twin", "twin"), ("gpt2", "fused-base", "base"), ("llama", "fused-blocks", "f32")]:
     if os.path.isdir(f"{work}/out-{name}-{dev}-{tag}"):  # SSAVIZ_FUSED_ATTENTION=1: the rows never written
-        compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} {tag} vs cpu ({cpu})")
+        compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} {tag} vs cpu ({cpu})", "fused")
+report()

@@ -15,7 +15,8 @@
 #      8,192 tokens an edit at the end, a full analysis and an edit in the middle without them, with
 #      the temperatures' and with all three, (full, middle) with the TF32 products too, and with
 #      all of them and the rows fused (host ops, time), and that full analysis again in the fused
-#      way's blocks before 2026-12-01 (SSAVIZ_DEVICE_BLOCK_MB=32);
+#      way's blocks before 2026-12-01 (SSAVIZ_DEVICE_BLOCK_MB=32); exactness.txt (and stages.txt) ends
+#      with each switch's verdict: exact within issue 37's 1e-5, so it can be on by default, or not;
 #   2. GPT-2 small's shape (12 x 12, width 768, context 8,192): full analysis, edits at the end,
 #      middle and start, head map and bake, beside PyTorch CUDA doing the same work;
 #   3. TinyLlama-1.1B's shape (BF16 weights): full analyses at 1,024 and 8,192 tokens, PyTorch CUDA
@@ -179,6 +180,7 @@ fused exact gpt2 "$dev" fused-base --base "$work/twin" --lens
 SSAVIZ_DEVICE_BLOCK_MB=1 fused exact llama "$dev" fused-blocks --lens
 exact_wait
 "$py" "$here/bench/compare_exports.py" "$work" "$dev" | tee "$out/exactness.txt"
+sed -n '/^summary/,$p' "$out/exactness.txt" >>"$out/stages.txt"  # each switch's verdict
 if [ "$dev" = cuda ]; then  # GPT-2 small's shape at 8,192 tokens with the unchecked kernels and without (host ops and time)
   [ -f "$small/model.safetensors" ] || "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" \
     --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
@@ -220,6 +222,7 @@ if [ -d "$work/out-gpt2-cpu-f32" ]; then
   SSAVIZ_CUDA_SOFTMAX=0 exact gpt2 "$dev" softmax-twin --compare "$work/twin"
   exact_wait
   "$py" "$here/bench/compare_exports.py" "$work" "$dev" softmax | tee "$out/softmax-exactness.txt"
+  sed -n '/^summary/,$p' "$out/softmax-exactness.txt" >>"$out/stages.txt"
 fi
 [ -f "$small/model.safetensors" ] ||
   "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
