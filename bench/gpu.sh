@@ -184,8 +184,10 @@ sed -n '/^summary/,$p' "$out/exactness.txt" >>"$out/stages.txt"  # each switch's
 if [ "$dev" = cuda ]; then  # GPT-2 small's shape at 8,192 tokens with the unchecked kernels and without (host ops and time)
   [ -f "$small/model.safetensors" ] || "$build/ssaviz" init-random --out "$small" --seed 1 --tokenizer "$tok" \
     --layers 12 --heads 12 --embd 768 --positions 8192 >/dev/null
+  speed=""  # a line a kind of run, "  end: 0 54.6 ms T 50.1 ms ...", for the summary below
   for what in end:5 full:2 middle:2; do  # ONLY:REPEATS
     ons="0 1 P F"; [ "${what%%:*}" = end ] && ons="0 T 1 F"
+    speed+="${speed:+$'\n'}  ${what%%:*}:"
     for on in $ons; do  # none, (at the end) the temperatures' alone, all three, (P) and the TF32 products, (F) all and the rows fused
       t=$([ $on = 0 ] && echo 0 || echo 1) k=$([ $on = 0 ] || [ $on = T ] && echo 0 || echo 1)
       p=$([ $on = P ] || [ $on = F ] && echo tf32x3 || echo float32) f=$([ $on = F ] && echo 1 || echo 0)
@@ -193,9 +195,13 @@ if [ "$dev" = cuda ]; then  # GPT-2 small's shape at 8,192 tokens with the unche
         "--only ${what%%:*} of 8,192 tokens:" | tee -a "$out/stages.txt"
       SSAVIZ_FUSED_ATTENTION=$f SSAVIZ_PRODUCTS=$p SSAVIZ_CUDA_TEMPERATURES=$t SSAVIZ_CUDA_SOFTMAX_MEASURES=$k SSAVIZ_CUDA_PREDICTIONS=$k SSAVIZ_BENCH_OPS=1 timeout 60 \
         "$build/ssaviz_bench" --model "$small" --device "$dev" --only "${what%%:*}" --tokens 8192 --repeats "${what##*:}" --no-maps 2>&1 |
-        grep -E "^median|^host ops dispatched \(the analysis|ssaviz::layer_pass|ssaviz::predictions" | tee -a "$out/stages.txt"
+        grep -E "^median|^host ops dispatched \(the analysis|ssaviz::layer_pass|ssaviz::predictions" | tee "$work/speed.txt" | tee -a "$out/stages.txt"
+      ms=$(sed -n 's/^median [a-z]*: \([0-9.]*\) ms.*/\1/p' "$work/speed.txt")
+      speed+=" $on ${ms:-failed} ms"
     done
   done
+  { echo "8,192 tokens, the median ms with each set of switches (0 none; T the temperatures' kernel; 1 the three kernels;"
+    echo "P and the TF32 products; F and the rows fused):"; echo "$speed"; } | tee -a "$out/stages.txt"
   # The fused kernel's launches before 2026-12-01: the unfused way's 672-row blocks at 8,192 tokens,
   # which 32 MB blocks give the fused way's cells (13 launches a layer of 132 blocks, against two).
   echo "F in the fused way's old blocks (SSAVIZ_DEVICE_BLOCK_MB=32: 672 rows), --only full of 8,192 tokens:" | tee -a "$out/stages.txt"
