@@ -19,6 +19,7 @@
 #include "app/export/flags.h"
 #include "model/nn/interventions.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/shell_words.h"
 
 namespace {
 
@@ -26,35 +27,6 @@ void CheckOneLine(const std::string& error) {
     FUZZ_CHECK(!error.empty());
     FUZZ_CHECK(error.find_first_of("\n\r") == std::string::npos);
     FUZZ_CHECK(error.size() < 1000);
-}
-
-// A command line's words as a POSIX shell splits what ShellQuote writes: bare words, and '...'
-// with '\'' for a quote inside.
-std::vector<std::string> ShellWords(const std::string& line) {
-    std::vector<std::string> words;
-    std::string word;
-    bool in_word = false, quoted = false, escaped = false;
-    for (char c : line) {
-        if (escaped) {
-            word += c;
-            escaped = false;
-        } else if (quoted) {
-            if (c == '\'') quoted = false;
-            else word += c;
-        } else if (c == '\'' || c == '\\') {
-            (c == '\'' ? quoted : escaped) = true;
-            in_word = true;
-        } else if (c == ' ') {
-            if (in_word) words.push_back(word);
-            word.clear();
-            in_word = false;
-        } else {
-            word += c;
-            in_word = true;
-        }
-    }
-    if (in_word) words.push_back(word);
-    return words;
 }
 
 constexpr app::Command kCommands[] = {app::Command::Window,   app::Command::Info,       app::Command::Tokenize, app::Command::Export,
@@ -77,7 +49,7 @@ void FuzzCommandLine(app::Command command, std::string_view rest) {
     if (o.help) return;  // --help skips the required flags, and is not written back
     const std::string line = app::FormatCommandLine(command, o);
     app::CommandOptions again;
-    const model::Status reparsed = app::ParseFlags(command, ShellWords(line), first, &again);
+    const model::Status reparsed = app::ParseFlags(command, tests::ShellWords(line), first, &again);
     FUZZ_CHECK(reparsed.ok());
     FUZZ_CHECK(app::FormatCommandLine(command, again) == line);
 }

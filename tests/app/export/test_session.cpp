@@ -21,6 +21,7 @@
 #include "app/export/flags.h"
 #include "app/export/session.h"
 #include "model/io/files.h"
+#include "tests/shell_words.h"
 
 namespace {
 using nlohmann::json;
@@ -334,40 +335,12 @@ TEST(ExportCommandLine, NamesEverySetting) {
     EXPECT_EQ(cmd.find("--log"), std::string::npos);
 }
 
-// A command line's words as a POSIX shell splits them (enough for what the writer quotes).
-std::vector<std::string> ShellWords(const std::string& line) {
-    std::vector<std::string> words;
-    std::string word;
-    bool in_word = false, quoted = false, escaped = false;
-    for (char c : line) {
-        if (escaped) {
-            word += c;
-            escaped = false;
-        } else if (quoted) {
-            if (c == '\'') quoted = false;
-            else word += c;
-        } else if (c == '\'' || c == '\\') {
-            (c == '\'' ? quoted : escaped) = true;
-            in_word = true;
-        } else if (c == ' ') {
-            if (in_word) words.push_back(word);
-            word.clear();
-            in_word = false;
-        } else {
-            word += c;
-            in_word = true;
-        }
-    }
-    if (in_word) words.push_back(word);
-    return words;
-}
-
 // The table writes what it reads: the command line parses back to the options it came from.
 TEST(ExportCommandLine, ParsesBackToTheSameOptions) {
     const app::Session s = Example();
     const std::string text = s.text + " it's";
     const std::string cmd = app::ExportCommandLine(s.export_options, s.model_dir, s.compare.twin_dir, "cpu", text, true);
-    const std::vector<std::string> args = ShellWords(cmd);
+    const std::vector<std::string> args = tests::ShellWords(cmd);
     ASSERT_GE(args.size(), 2u);
     EXPECT_EQ(args[1], "export");
     app::CommandOptions o;
