@@ -60,8 +60,9 @@
 #          of the unchecked kernels and the TF32 products, about 3 minutes), then at once A2 with
 #          "tiny blocks profile" and SSAVIZ_GPU_TRACES="full:8192 kernels/full:8192 fused/full:8192 end:8192 tiny/full:8192"
 #          (est. 4 minutes; the build is kept), then C (bench/gpu-dask.sh, est. 2 minutes), then give
-#          the machine back; `long` waits for a session with time left. Stages run in this script's
-#          order whatever the list's, so a call cut short loses its last ones.
+#          the machine back; `long` (one process since 2026-12-01, est. about a minute) joins A2's list
+#          when A1 took under 4 minutes. Stages run in this script's order whatever the list's, so a
+#          call cut short loses its last ones (long runs before profile).
 set -uo pipefail
 stages=${SSAVIZ_GPU_STAGES:-fused exact small lens python tiny blocks long profile gui}
 want() { [[ " $stages " == *" $1 "* ]]; }
@@ -325,9 +326,10 @@ stage "GPT-2 small's shape at 32,768 tokens"
 long="$work/gpt2-small-32k" n=${SSAVIZ_GPU_LONG_TOKENS:-32768}
 [ "$dev" = cuda ] || n=${SSAVIZ_GPU_LONG_TOKENS:-2048}
 [ -d "$long" ] || "$build/ssaviz" init-random --out "$long" --seed 1 --tokenizer "$tok" --layers 12 --heads 12 --embd 768 --positions 32768 >/dev/null
-timeout 150 "$build/ssaviz_bench" --model "$long" --device "$dev" --only full --tokens "$n" --repeats 1 --no-maps >"$out/long.txt" 2>&1
-timeout 120 "$build/ssaviz_bench" --model "$long" --device "$dev" --only end --tokens "$n" --repeats 4 >>"$out/long.txt" 2>&1
-grep "^median" "$out/long.txt" | sed "s/^/$n tokens: /" | tee -a "$out/stages.txt"
+# One process: --only end makes the full analysis first (its time printed), then the edits, each with
+# the shown head's map and the window's head view; the median line names the device's memory.
+timeout 200 "$build/ssaviz_bench" --model "$long" --device "$dev" --only end --tokens "$n" --repeats 4 >"$out/long.txt" 2>&1
+grep -E "^full analysis of|^median" "$out/long.txt" | sed "s/^/$n tokens: /" | tee -a "$out/stages.txt"
 fi
 
 if want profile && command -v nsys >/dev/null; then
