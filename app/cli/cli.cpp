@@ -442,6 +442,20 @@ std::string TypedCommandLine(const std::vector<std::string>& args) {
 // The window's start: its own flags, and the model and text from the flags, else the session's.
 void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional<Session>* session) {
     *launch = o.window;
+    // An example is a model, its twin and a text: a flag naming another model or comparison would
+    // be lost under it (--text is kept: the example's model on that text).
+    if (!launch->example.empty()) {
+        const char* other = o.model_dir ? "--model"
+                            : o.run ? "--run"
+                            : o.compare_run ? "--compare-run"
+                            : !launch->session_path.empty() ? "--session"
+                            : o.compare.kind == CompareKind::Base && !o.compare.base_dir.empty() ? "--base"
+                            : o.compare.kind != CompareKind::Global ? "--compare"
+                            : !o.hints.config_file.empty() ? "--config"
+                            : !o.hints.tokenizer_dir.empty() ? "--tokenizer"
+                                                             : nullptr;
+        if (other) throw Failure{kExitUsage, std::string("--example opens a bundled model with its twin: not with ") + other};
+    }
     if (!launch->session_path.empty()) {
         auto loaded = LoadSession(launch->session_path);
         if (!loaded) throw Failure{kExitBadInput, loaded.error()};

@@ -722,7 +722,7 @@ std::vector<Flag> BuildTable() {
                                                 "(--model, --device and --text given here win)",
             [](CommandOptions& o, const FlagValue& v) { o.window.session_path = v.text; },
             [](const CommandOptions& o) { return Unless(o.window.session_path, std::string()); }));
-    add(Row({"--example"}, "english|graph|passkey", {C::Window}, "open a bundled model with its twin and text, as the Examples menu does",
+    add(Row({"--example"}, "english|graph|graph-run|passkey", {C::Window}, "open a bundled model with its twin and text, as the Examples menu does (--text or --text-file: on that text instead)",
             [](CommandOptions& o, const FlagValue& v) {
                 std::string ids;
                 bool found = false;

@@ -113,6 +113,7 @@ public:
             if (x.id == options.example) {
                 ApplyExample(x);
                 model_dir = *std::exchange(m_state.open_model_request, std::nullopt);
+                if (!options.text.empty()) m_state.text = options.text, m_example_query.clear();  // --text over the example's
             }
         m_state.hints = options.hints;
         m_state.truncate = m_state.truncate || options.truncate;

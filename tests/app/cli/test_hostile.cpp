@@ -325,6 +325,14 @@ TEST_F(Cli, TrainCountsAreBoundedByWhatTheMachineCanUse) {
     EXPECT_FALSE(fs::exists(out));
 }
 
+// --example is a model, its twin and a text: a flag naming another model or comparison is
+// refused, not lost under it (a usage error before any window opens).
+TEST_F(Cli, AnExampleRefusesFlagsNamingAnotherModel) {
+    for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+             {"--model", "x"}, {"--base", "x"}, {"--compare", "base"}, {"--run", "x"}, {"--session", "x"}, {"--config", "x"}, {"--tokenizer", "x"}})
+        ExpectOneLineError(Ssaviz({"--example", "english", flag, value}), 2, "--example opens a bundled model with its twin: not with " + flag);
+}
+
 TEST_F(Cli, NumbersThatWrapOrMeanNothingAreUsageErrors) {
     const std::string dir = Fresh("numbers");
     ExpectOneLineError(Ssaviz({"--window", "4294968576x800"}), 2, "--window '4294968576x800' must be WIDTHxHEIGHT");

@@ -118,6 +118,15 @@ TEST(EndToEnd, GraphExampleShowsTargetAndLearnedMaps) {
     EXPECT_GT(r[2].get<int>(), 300);
     EXPECT_GT(DistinctColours(p, r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 12u);
     EXPECT_EQ(meta["state"]["text"], "ABCDEFGHABCDEFGH");
+
+    // --text puts an example's model and twin on another text (before, the example's text won
+    // silently).
+    const std::string own = dir + "/own_text.png", text = "A short text of my own, to see.";
+    const std::string own_cmd = std::string(SSAVIZ_BINARY) + " --example english --text '" + text + "' --screenshot " + own + " --frames 8 >" + dir + "/own.log 2>&1";
+    ASSERT_EQ(std::system(own_cmd.c_str()), 0) << own_cmd;
+    meta = nlohmann::json::parse(std::ifstream(own + ".json"));
+    EXPECT_EQ(meta["state"]["text"], text);
+    EXPECT_EQ(meta["state"]["comparison"], "twin");
 }
 
 // A checkpoint whose SSA position form the tensors cannot tell: the window asks (the "Open
