@@ -330,6 +330,8 @@ int CmdExport(const CommandOptions& o) {
 int CmdGenerate(const CommandOptions& o) {
     const GenerationSpec& spec = o.generate;
     const std::string text = ReadText(o);
+    if (spec.temperature == 0 && (spec.top_k != 0 || spec.seed != GenerationSpec{}.seed))
+        std::fprintf(stderr, "ssaviz: --temperature 0 takes the most likely token: --top-k and --seed draw nothing (sample with --temperature X above 0)\n");
     auto runner = OpenRunner(o);
     Must(runner->Configure({CompareKind::None, o.ablate.value_or("")}));  // only the SSA side is needed
     model::Tokenization tokens = Must(runner->Tokenize(text, o.truncate));

@@ -401,6 +401,12 @@ TEST_F(Cli, GenerateIsGreedyOrSeeded) {
     bool differs = false;
     for (const char* seed : {"4", "5", "6", "7"}) differs |= run({"--temperature", "1.5", "--seed", seed})["ids"] != a["ids"];
     EXPECT_TRUE(differs) << "other seeds draw other tokens";
+    // A seed or top-k without a temperature draws nothing: said, and greedy's tokens.
+    Outcome seeded = Ssaviz({"generate", "--model", Small(), "--text", "The cat sat", "--tokens", "5", "--json", "--seed", "3", "--top-k", "2"});
+    ASSERT_EQ(seeded.code, 0) << seeded.err;
+    EXPECT_EQ(json::parse(seeded.out)["ids"], greedy["ids"]);
+    EXPECT_NE(seeded.err.find("--temperature 0 takes the most likely token: --top-k and --seed draw nothing"), std::string::npos) << seeded.err;
+    EXPECT_EQ(Ssaviz({"generate", "--model", Small(), "--text", "The cat sat", "--tokens", "5"}).err.find("draw nothing"), std::string::npos);
     // The context (16) stops it: 3 prompt tokens + 13.
     Outcome r = Ssaviz({"generate", "--model", Small(), "--text", "The cat sat", "--tokens", "40", "--json"});
     ASSERT_EQ(r.code, 0) << r.err;
