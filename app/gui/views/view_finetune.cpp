@@ -114,7 +114,9 @@ void FineTuneView::DrawMatrices(WindowState& state) {
     const bool side_by_side = avail / 2 - label_w >= H * 4.0f;  // else one under the other
     const float matrix_w = side_by_side ? (avail - gap) / 2 : avail;
     const float cell_w = std::clamp(std::floor((matrix_w - label_w) / H), 2.0f, line * 3.0f);
-    const float cell_h = std::clamp(std::floor(cell_w * 0.7f), 2.0f, line * 1.2f);
+    // Square cells where the height allows: the matrices take at most 40% of it, the token bars below the rest.
+    const float rows_h = (side_by_side ? 0.4f : 0.2f) * ImGui::GetContentRegionAvail().y / L;
+    const float cell_h = std::clamp(std::floor(std::min(cell_w, rows_h)), 2.0f, line * 1.2f);
     const float header = line + 2.0f, height = header + L * cell_h;
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     ImDrawList* draw = ImGui::GetWindowDrawList();
