@@ -20,4 +20,9 @@ std::string FormatTick(float value);
 // same ("10.85" beside "10.8", not "10.8" twice).
 std::vector<std::string> FormatTicks(const std::vector<float>& ticks);
 
+// Label positions along one axis (a line's end labels, "L0".."L11") moved apart the least so
+// that no two are closer than `gap`, in their order, inside [lo, hi] where they fit; the i-th
+// result is the i-th label's. Non-finite positions go to lo.
+std::vector<float> SpreadLabels(const std::vector<float>& at, float gap, float lo, float hi);
+
 }  // namespace viz

@@ -4,6 +4,7 @@
 // at 1, 2, ... The window's selection (XMarker, Highlighted) and point labels leave a file as it was.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -46,6 +47,27 @@ TEST(Ticks, NeighbouringLabelsNeverReadTheSame) {
         ASSERT_GE(labels.size(), 2u) << r.min;
         for (size_t k = 1; k < labels.size(); ++k) EXPECT_NE(labels[k], labels[k - 1]) << r.min << ".." << r.max;
     }
+}
+
+// Line-end labels (the Temperatures tab's L0..L11): apart by the gap, in order, moved the least.
+TEST(Ticks, LabelsSpreadApartInOrderAndInside) {
+    // Apart already: unchanged.
+    EXPECT_EQ(viz::SpreadLabels({10, 50, 30}, 16, 0, 100), (std::vector<float>{10, 50, 30}));
+    // Three on one spot: the first stays, the others below it, a gap each.
+    EXPECT_EQ(viz::SpreadLabels({40, 40, 40}, 16, 0, 100), (std::vector<float>{40, 56, 72}));
+    // Against the bottom edge: pushed back up, still a gap apart, in order.
+    EXPECT_EQ(viz::SpreadLabels({95, 99, 90}, 16, 0, 100), (std::vector<float>{84, 100, 68}));
+    // Past the range and not finite: clamped, then spread.
+    EXPECT_EQ(viz::SpreadLabels({-50, NAN, 500}, 10, 0, 100), (std::vector<float>{0, 10, 100}));
+    // Twelve lines ending within a few pixels: every label readable (a gap apart), none outside.
+    std::vector<float> at;
+    for (int l = 0; l < 12; ++l) at.push_back(200.0f + (l % 3));
+    std::vector<float> y = viz::SpreadLabels(at, 16, 0, 380);
+    std::sort(y.begin(), y.end());
+    for (size_t k = 1; k < y.size(); ++k) EXPECT_GE(y[k] - y[k - 1], 16.0f - 1e-4f);
+    EXPECT_GE(y.front(), 0.0f);
+    EXPECT_LE(y.back(), 380.0f);
+    EXPECT_TRUE(viz::SpreadLabels({}, 16, 0, 100).empty());
 }
 
 TEST_F(PlotDescription, HistogramsAreTheBarsOfTheirCounts) {

@@ -198,8 +198,12 @@ void TemperatureView::Draw(WindowState& state) {
     if (every_layer) {
         draw->PushClipRect(p0, ImVec2(p1.x + 200.0f, p1.y), true);
         const int L = static_cast<int>(slopes->size());
+        std::vector<float> label_y;  // each layer's label above its line's end, moved apart where they would overlap
+        for (int l = 0; l < L; ++l) label_y.push_back(y_of(1.0f + (*slopes)[l].s.back() * std::log(static_cast<float>(std::max(2, T)))) - line);
+        label_y = viz::SpreadLabels(label_y, line, p0.y, p1.y - line);
         for (int l = 0; l < L; ++l) {
-            const viz::Rgba8 c = viz::SampleColormap(viz::Colormap::Viridis, L > 1 ? 0.15f + 0.85f * l / (L - 1.0f) : 0.6f);
+            // Viridis from 0.3: its darker end does not read on the dark plot.
+            const viz::Rgba8 c = viz::SampleColormap(viz::Colormap::Viridis, L > 1 ? 0.3f + 0.7f * l / (L - 1.0f) : 0.6f);
             const ImU32 color = IM_COL32(c.r, c.g, c.b, l == state.selected.layer ? 255 : 150);
             for (float s : (*slopes)[l].s) {
                 constexpr int kSteps = 48;
@@ -211,10 +215,8 @@ void TemperatureView::Draw(WindowState& state) {
                 }
                 draw->AddPolyline(curve.data(), static_cast<int>(curve.size()), color, 0, l == state.selected.layer ? 2.0f : 1.0f);
             }
-            const float s_end = (*slopes)[l].s.back();
             const std::string label = "L" + std::to_string(l);
-            draw->AddText(ImVec2(p1.x - ImGui::CalcTextSize(label.c_str()).x - 2, y_of(1.0f + s_end * std::log(static_cast<float>(std::max(2, T)))) - line),
-                          color, label.c_str());
+            draw->AddText(ImVec2(p1.x - ImGui::CalcTextSize(label.c_str()).x - 2, label_y[l]), color | IM_COL32_A_MASK, label.c_str());
         }
         draw->PopClipRect();
     }
