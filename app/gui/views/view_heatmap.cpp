@@ -278,9 +278,12 @@ void HeatmapView::DrawToolbar(WindowState& state) {
 
     // The comparison chooser: the tau = 1 counterfactual or a twin (one beside the model offered).
     const std::string beside = state.model && !state.twin ? state.twin_beside : "";
-    SameLineIfFits(font * 7.5f);
-    ImGui::SetNextItemWidth(font * 7.5f);
     const std::string current = "vs " + ComparedWith(a) + (beside.empty() ? "" : " *");
+    // Wide enough for its label ("vs tau=1 + base *"), within reason: a twin's long name is cut.
+    const float compare_w = std::clamp(ImGui::CalcTextSize(current.c_str()).x + ImGui::GetStyle().FramePadding.x * 2 + ImGui::GetFrameHeight(),
+                                       font * 7.5f, font * 12.0f);
+    SameLineIfFits(compare_w);
+    ImGui::SetNextItemWidth(compare_w);
     if (ImGui::BeginCombo("##compare", current.c_str())) {
         const bool local = a.comparison == model::Comparison::LayerLocal, unedited = a.comparison == model::Comparison::Unedited;
         if (ImGui::Selectable("tau=1 (counterfactual)", !state.twin && !local && !unedited && !a.HasBase())) state.RequestGlobalPass(true);
