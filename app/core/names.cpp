@@ -42,6 +42,15 @@ std::string TwinFolderName(const model::Analysis& a) {
     return name;
 }
 
+std::string BaseFolderName(const model::Analysis& a) {
+    if (!a.HasBase()) return "";
+    std::string path = a.base_label;
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    const size_t slash = path.find_last_of('/');
+    const size_t above = slash == std::string::npos || slash == 0 ? std::string::npos : path.find_last_of('/', slash - 1);
+    return above == std::string::npos ? path : path.substr(above + 1);
+}
+
 std::string CompareExplanation(const model::Analysis& a) {
     if (a.HasBase())
         return "tau=1, with the base beside: the fine-tune's own weights with tau_q = tau_v = 1 everywhere, and its base model (" +

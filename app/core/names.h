@@ -28,6 +28,9 @@ std::string LensKey(const model::Analysis& a);
 const char* ComparisonKindName(model::Comparison c);
 // The twin folder's last part ("vanilla" for assets/models/english/vanilla); empty without a twin.
 std::string TwinFolderName(const model::Analysis& a);
+// The base's folder and the one above it ("english/vanilla", "ft12/base": a base is often a
+// folder named base/), as the three-way maps title it; empty without a base.
+std::string BaseFolderName(const model::Analysis& a);
 // What the comparison is, in a sentence or two for tooltips: which model, and for the
 // counterfactual that it is a whole second forward pass (its later layers see another residual
 // stream, so they differ for that reason too, not only for their own temperatures).

@@ -30,7 +30,7 @@ std::string ModeTitle(const model::Analysis& a, MapMode mode) {
             if (a.HasBase()) return "SSA's weights at tau = 1";
             return a.comparison == model::Comparison::LayerLocal ? "vanilla, layer-local (tau = 1)" : "vanilla (tau = 1)";
         case MapMode::Difference: return "SSA - " + CompareName(a);
-        case MapMode::Base: return "base " + std::filesystem::path(a.base_label).filename().string();
+        case MapMode::Base: return "base: " + BaseFolderName(a);
         case MapMode::BaseDifference: return "SSA - base (all that fine-tuning changed)";
     }
     return "";
@@ -199,7 +199,7 @@ viz::Figure SideBySideFigure(const model::Analysis& a, const std::string& model_
     const std::string place = model_name + " \xC2\xB7 layer " + std::to_string(head.layer) + ", head " + std::to_string(head.head);
     if (base) {
         panel(other->data(), MapMode::Compare, "SSA's weights at tau = 1");
-        panel(base->data(), MapMode::Compare, "base " + std::filesystem::path(a.base_label).filename().string());
+        panel(base->data(), MapMode::Compare, "base: " + BaseFolderName(a));
         return viz::Beside(panels, place + " \xC2\xB7 what fine-tuning changed: temperatures (SSA vs tau = 1), drift (tau = 1 vs base)");
     }
     panel(other->data(), MapMode::Compare, ModeTitle(a, MapMode::Compare));

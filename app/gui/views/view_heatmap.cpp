@@ -16,7 +16,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <cstdio>
 #include <numeric>
 
@@ -73,13 +72,6 @@ void AddLabel(ImDrawList* draw, ImVec2 pos, ImU32 color, const char* text) {
 }
 
 bool HasCompare(const model::Analysis& a) { return a.maps && !a.compare_label.empty(); }
-
-// A path's last two parts ("base/lit_model.pth", "models/pythia_base"): enough to tell a base apart.
-std::string ShortPath(const std::string& path) {
-    const std::filesystem::path p(path);
-    const std::string parent = p.parent_path().filename().string();
-    return parent.empty() ? p.filename().string() : parent + "/" + p.filename().string();
-}
 
 }  // namespace
 
@@ -1043,7 +1035,7 @@ void HeatmapView::Draw(WindowState& state) {
         };
         const std::vector<Panel> panels =
             m_three_way ? std::vector<Panel>{{MapMode::Ssa, "SSA", false}, {MapMode::Compare, "tau=1 (SSA's weights)", false},
-                                             {MapMode::Base, "base: " + ShortPath(a.base_label), true}}
+                                             {MapMode::Base, "base: " + BaseFolderName(a), true}}
                         : std::vector<Panel>{{MapMode::Ssa, "SSA", false}, {MapMode::Compare, cmp, true}, {MapMode::Difference, "SSA - " + cmp, true}};
         float x = map_pos.x, y = map_pos.y;
         for (size_t n = 0; n < panels.size(); ++n) {

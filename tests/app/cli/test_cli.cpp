@@ -246,9 +246,12 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
     // only with a base.
     const std::string figures = kOut + "/export_base_maps";
     fs::remove_all(figures);
-    r = Ssaviz({"export", "--model", Small(), "--base", Twin(), "--text", text, "--out", figures, "--format", "png,html", "--maps",
+    r = Ssaviz({"export", "--model", Small(), "--base", Twin(), "--text", text, "--out", figures, "--format", "png,svg,html", "--maps",
                 "ssa,base,base_diff", "--layers", "1", "--heads", "0", "--highlight", "loss_delta_base"});
     ASSERT_EQ(r.code, 0) << r.err;
+    // The base titled by its folder and the one above it, as the window's three-way maps title it.
+    const std::string base_title = "base: " + fs::path(kOut).filename().string() + "/twin";
+    EXPECT_NE(ReadFile(figures + "/heatmaps/L1_H0_base.svg").find(base_title), std::string::npos) << base_title;
     EXPECT_NE(ReadFile(figures + "/highlight.html").find("loss - base"), std::string::npos) << "the highlight of where fine-tuning helped";
     for (const char* f : {"highlight.png", "heads_grid.png", "heads_grid_base.png", "heads_grid_diff_base.png", "heatmaps/L1_H0.png", "heatmaps/L1_H0_base.png",
                           "heatmaps/L1_H0_diff_base.png"})
