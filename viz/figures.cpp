@@ -1038,11 +1038,17 @@ Figure Beside(const std::vector<Figure>& panels, const std::string& title, float
     Figure f;
     f.Title = title;
     const float title_h = title.empty() ? 0.0f : std::ceil(font_size * 2.0f);
-    float x = 0;
+    // A title wider than the panels widens the figure, the panels centred under it.
+    float panels_w = 0;
+    for (const Figure& p : panels)
+        if (p.Width > 0 && p.Height > 0) panels_w += (panels_w > 0 ? gap : 0.0f) + p.Width;
+    const float title_w = title.empty() ? 0.0f : MeasureText(title, font_size, /*bold=*/true) + 2 * font_size;
+    float x = std::max(0.0f, std::floor((title_w - panels_w) * 0.5f));
+    const float left = x;
     int height = 0;
     for (const Figure& p : panels) {
         if (p.Width <= 0 || p.Height <= 0) continue;
-        if (x > 0) x += gap;
+        if (x > left) x += gap;
         for (FigItem item : p.Items) {
             Shift(item, x, title_h);
             f.Items.push_back(std::move(item));
@@ -1050,7 +1056,7 @@ Figure Beside(const std::vector<Figure>& panels, const std::string& title, float
         x += p.Width;
         height = std::max(height, p.Height);
     }
-    f.Width = static_cast<int>(std::ceil(x));
+    f.Width = static_cast<int>(std::ceil(std::max(x + left, title_w)));
     f.Height = height + static_cast<int>(title_h);
     if (!title.empty()) {
         FigText t;

@@ -716,6 +716,10 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
                                       [&a, model_name, mode, fig] { return HeadsGrid(a, model_name, mode, fig); }, small_figure_bytes));
         }
         plan.push_back(FigureFile("highlight", ext, [&a, model_name, fig] { return Highlight(a, model_name, fig); }, small_figure_bytes));
+        if (a.HasBase()) {  // what fine-tuning changed: head by head, and token by token
+            plan.push_back(FigureFile("finetune", ext, [&a, model_name] { return FineTuneFigure(a, model_name); }, small_figure_bytes));
+            plan.push_back(FigureFile("finetune_loss", ext, [&a, model_name] { return FineTuneLossFigure(a, model_name); }, small_figure_bytes));
+        }
         for (const std::string& name : SparsityFigureNames())
             plan.push_back(FigureFile("plots/" + name, ext, [&a, model_name, name, eps = options.sink_epsilon] {
                 return SparsityFigure(a, model_name, name, eps);

@@ -271,6 +271,64 @@ const std::vector<std::string>& SparsityFigureNames() {
     return names;
 }
 
+viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_name) {
+    const model::Decomposition d = model::Decompose(a);
+    if (d.empty()) return {};
+    viz::HeatmapFigureOptions options;
+    for (int l = 0; l < d.n_layer; ++l) options.RowLabels.push_back("L" + std::to_string(l));
+    for (int h = 0; h < d.n_head; ++h) options.ColLabels.push_back("H" + std::to_string(h));
+    options.RowAxis = "layer";
+    options.ColAxis = "head";
+    options.ValueLabel = "JS divergence of the rows, nats";
+    options.Style.causal = false;
+    float most = 1e-6f;  // one scale for both parts
+    for (const std::vector<float>* part : {&d.js_temperature, &d.js_drift})
+        for (float v : *part)
+            if (std::isfinite(v)) most = std::max(most, v);
+    options.Style.range = viz::Range{0.0f, most};
+    auto nats = [](const char* format, float v) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, format, v);
+        return std::string(buf);
+    };
+    std::vector<viz::Figure> panels;
+    options.Title = "temperatures: SSA vs tau = 1 (loss " + nats("%+.4f", d.loss_mean - d.loss_mean_tau1) + ")";
+    panels.push_back(viz::HeatmapFigure(d.js_temperature.data(), d.n_layer, d.n_head, options));
+    options.Title = "drift: tau = 1 vs base (loss " + nats("%+.4f", d.loss_mean_tau1 - d.loss_mean_base) + ")";
+    panels.push_back(viz::HeatmapFigure(d.js_drift.data(), d.n_layer, d.n_head, options));
+    return viz::Beside(panels, model_name + " \xC2\xB7 what fine-tuning changed, head by head \xC2\xB7 mean loss " +
+                                   nats("%.4f", d.loss_mean_base) + " (base: " + BaseFolderName(a) + ") to " + nats("%.4f", d.loss_mean) +
+                                   " (SSA), " + nats("%+.4f", d.loss_mean - d.loss_mean_base) + " nats");
+}
+
+viz::Figure FineTuneLossFigure(const model::Analysis& a, const std::string& model_name) {
+    const size_t n = a.loss.size();  // entry t: token t + 1's loss
+    if (!a.HasBase() || n < 1 || a.loss_compare.size() != n || a.loss_base.size() != n) return {};
+    const std::vector<std::string> labels = Labels(a);
+    const bool bars = n <= static_cast<size_t>(kFineTuneLossBars);
+    viz::Plot plot;
+    plot.Options.Title = model_name + " \xC2\xB7 each token's loss change from the base, in two parts";
+    plot.Options.XLabel = bars ? "token (its loss given the tokens before it)" : "token position";
+    plot.Options.YLabel = "loss change, nats (below 0: predicted better)";
+    plot.Options.Width = 900;
+    plot.Options.Height = 420;
+    plot.Options.YLine = viz::PlotLine{0.0f, "no change"};
+    viz::PlotSeries temperatures, drift;
+    temperatures.Name = "temperatures: SSA - tau = 1";
+    drift.Name = "drift: tau = 1 - base";
+    temperatures.Color = viz::kTemperaturePartColor;
+    drift.Color = viz::kDriftPartColor;
+    temperatures.Kind = drift.Kind = bars ? viz::SeriesKind::Bars : viz::SeriesKind::Line;
+    for (size_t t = 0; t < n; ++t) {
+        temperatures.Y.push_back(a.loss[t] - a.loss_compare[t]);
+        drift.Y.push_back(a.loss_compare[t] - a.loss_base[t]);
+        if (bars) plot.Options.XCategories.push_back(t + 1 < labels.size() ? labels[t + 1] : "?");
+        else temperatures.X.push_back(static_cast<float>(t + 1)), drift.X.push_back(static_cast<float>(t + 1));
+    }
+    plot.Series = {std::move(temperatures), std::move(drift)};
+    return viz::PlotFigure(plot);
+}
+
 viz::Figure SparsityFigure(const model::Analysis& a, const std::string& model_name, const std::string& name, float sink_epsilon) {
     const AnalysisPlot* plot = FindSparsityPlot(name);
     assert(plot && "unknown sparsity figure");

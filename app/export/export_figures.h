@@ -78,6 +78,15 @@ viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, con
 viz::Figure Highlight(const model::Analysis& a, const std::string& model_name, const FigureSettings& settings);
 std::string HighlightHtmlPage(const model::Analysis& a, const std::string& model_name, const FigureSettings& settings);
 
+// What fine-tuning changed, as the Fine-tune tab shows it (an analysis with a base; empty
+// without one). finetune: each head's JS divergence of its rows (nats), the temperatures' part
+// (SSA against tau = 1) beside the drift's (tau = 1 against the base) on one scale, under the mean
+// loss of each side and the change split in the two. finetune_loss: each token's loss change from
+// the base in the same two parts (bars up to kFineTuneLossBars tokens, lines above).
+constexpr int kFineTuneLossBars = 96;
+viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_name);
+viz::Figure FineTuneLossFigure(const model::Analysis& a, const std::string& model_name);
+
 // The Sparsity tab's plots (app/export/plots.h) over the whole model, by key: "dilution"
 // (normalised entropy by position, mean over heads), "tau_q_histogram", "qk_spectrum" (eigenvalue
 // variance vs entropy per head), "sink_mass" (first-token mass per head with the eps line).

@@ -252,6 +252,28 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
     // The base titled by its folder and the one above it, as the window's three-way maps title it.
     const std::string base_title = "base: " + fs::path(kOut).filename().string() + "/twin";
     EXPECT_NE(ReadFile(figures + "/heatmaps/L1_H0_base.svg").find(base_title), std::string::npos) << base_title;
+    // What fine-tuning changed as figures: head by head (each part's JS, one cell a head) and token
+    // by token, titled with the mean losses metrics.json's decomposition holds.
+    const std::string finetune = ReadFile(figures + "/finetune.svg");
+    const json& loss_mean = metrics["decomposition"]["loss_mean"];
+    auto nats = [](const char* format, double v) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, format, v);
+        return std::string(buf);
+    };
+    const double ssa = loss_mean["ssa"], tau1 = loss_mean["tau1"], base = loss_mean["base"];
+    for (const std::string& said : {"mean loss " + nats("%.4f", base) + " (" + base_title + ") to " + nats("%.4f", ssa) + " (SSA)",
+                                    "temperatures: SSA vs tau = 1 (loss " + nats("%+.4f", ssa - tau1) + ")",
+                                    "drift: tau = 1 vs base (loss " + nats("%+.4f", tau1 - base) + ")"})
+        EXPECT_NE(finetune.find(said), std::string::npos) << said;
+    const int L = metrics["model"]["n_layer"], H = metrics["model"]["n_head"];
+    size_t cells = 0;
+    for (size_t at = finetune.find("<rect"); at != std::string::npos; at = finetune.find("<rect", at + 1)) ++cells;
+    EXPECT_GE(cells, 2u * L * H) << "a cell a head in each part";
+    const std::string loss_bars = ReadFile(figures + "/finetune_loss.svg");
+    EXPECT_NE(loss_bars.find("temperatures: SSA - tau = 1"), std::string::npos);
+    EXPECT_NE(loss_bars.find("drift: tau = 1 - base"), std::string::npos);
+    EXPECT_GT(fs::exists(figures + "/finetune_loss.png") ? fs::file_size(figures + "/finetune_loss.png") : 0u, 1000u);
     EXPECT_NE(ReadFile(figures + "/highlight.html").find("loss - base"), std::string::npos) << "the highlight of where fine-tuning helped";
     for (const char* f : {"highlight.png", "heads_grid.png", "heads_grid_base.png", "heads_grid_diff_base.png", "heatmaps/L1_H0.png", "heatmaps/L1_H0_base.png",
                           "heatmaps/L1_H0_diff_base.png"})
