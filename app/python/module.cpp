@@ -561,15 +561,20 @@ FigureHandle HighlightFigure(const AnalysisHandle& h, const FlagList& flags) {
     return {Highlight(h.A(), name, o.export_options.figures), HighlightHtmlPage(h.A(), name, o.export_options.figures)};
 }
 
+// The Sparsity tab's plots, and beside a base what fine-tuning changed ("finetune",
+// "finetune_loss": export's finetune.png and finetune_loss.png).
 FigureHandle Plot(const AnalysisHandle& h, const std::string& name, const FlagList& flags) {
+    const bool finetune = name == "finetune" || name == "finetune_loss";
     const auto& names = SparsityFigureNames();
-    if (std::find(names.begin(), names.end(), name) == names.end()) {
+    if (!finetune && std::find(names.begin(), names.end(), name) == names.end()) {
         std::string list;
         for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
-        throw BadArgument("plot '" + name + "' is not one of " + list);
+        throw BadArgument("plot '" + name + "' is not one of " + list + ", finetune, finetune_loss");
     }
+    if (finetune && !h.A().HasBase()) throw BadArgument("plot '" + name + "': the analysis has no base (analyze with compare=\"base\")");
     const CommandOptions o = FigureOptions(h, flags, "plot()");
     py::gil_scoped_release release;
+    if (finetune) return {name == "finetune" ? FineTuneFigure(h.A(), TitleName(h)) : FineTuneLossFigure(h.A(), TitleName(h)), ""};
     return {SparsityFigure(h.A(), TitleName(h), name, o.export_options.sink_epsilon), ""};
 }
 

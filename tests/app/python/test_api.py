@@ -239,6 +239,10 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     # The base's maps and SSA - base as figures, only beside a base.
     for name in ("base", "base_diff"):
         assert a.heatmap(0, 0, map=name).width > 0 and a.heads_grid(map=name).width > 0
+    # What fine-tuning changed, head by head and token by token: export's figures.
+    a.export(tmp_path / "finetune", formats=["svg"])
+    for name in ("finetune", "finetune_loss"):
+        assert a.plot(name).svg() == (tmp_path / "finetune" / (name + ".svg")).read_text(), name
     # The base's lens is the base model's own: the same numbers as loading the base alone.
     alone = ssaviz.load(base).analyze(JOBS)
     np.testing.assert_array_equal(a.lens_loss_base, alone.lens_loss)
@@ -255,5 +259,7 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     assert plain.decomposition is None and plain.loss_base is None and plain.comparison_kind == "tau1"
     with pytest.raises(ValueError, match="map 'base_diff': the analysis has no base"):
         plain.heads_grid(map="base_diff")
+    with pytest.raises(ValueError, match="plot 'finetune': the analysis has no base"):
+        plain.plot("finetune")
     with pytest.raises(ValueError, match="base= goes with"):
         m.analyze(JOBS, compare="local", base=base)
