@@ -96,14 +96,15 @@ std::string FormatTick(float value) {
 }
 
 std::vector<float> SpreadLabels(const std::vector<float>& at, float gap, float lo, float hi) {
+    hi = std::max(hi, lo);
     std::vector<float> y(at.size());
     for (size_t i = 0; i < at.size(); ++i) y[i] = std::isfinite(at[i]) ? std::clamp(at[i], lo, hi) : lo;
     std::vector<size_t> order(at.size());
     std::iota(order.begin(), order.end(), size_t{0});
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return y[a] < y[b]; });
+    if (order.empty()) return y;
     // Down from the top, each at least a gap below the one before; then up from the bottom edge
     // (where that ran past it), each at least a gap above the one after.
-    if (order.empty()) return y;
     for (size_t k = 1; k < order.size(); ++k) y[order[k]] = std::max(y[order[k]], y[order[k - 1]] + gap);
     y[order.back()] = std::min(y[order.back()], hi);
     for (size_t k = order.size() - 1; k-- > 0;) y[order[k]] = std::min(y[order[k]], y[order[k + 1]] - gap);

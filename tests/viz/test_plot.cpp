@@ -68,6 +68,7 @@ TEST(Ticks, LabelsSpreadApartInOrderAndInside) {
     EXPECT_GE(y.front(), 0.0f);
     EXPECT_LE(y.back(), 380.0f);
     EXPECT_TRUE(viz::SpreadLabels({}, 16, 0, 100).empty());
+    EXPECT_EQ(viz::SpreadLabels({5}, 16, 10, 0), (std::vector<float>{10}));  // a range upside down: its low end
 }
 
 TEST_F(PlotDescription, HistogramsAreTheBarsOfTheirCounts) {
