@@ -123,9 +123,13 @@ void PrintSlopes(const model::ModelInfo& info) {
 int CmdInfo(const CommandOptions& o) {
     auto runner = OpenRunner(o);
     const model::ModelInfo& info = runner->Info();
+    // What the window and --compare base would set it against, found beside it.
+    const std::string base = BaseBeside(info.dir), twin = base.empty() ? TwinBeside(info.dir) : "";
     if (o.json) {
         json j = InfoToJson(info);
         j["runtime"] = RuntimeToJson();
+        j["base_beside"] = base.empty() ? json() : json(base);
+        j["twin_beside"] = twin.empty() ? json() : json(twin);
         std::printf("%s\n", j.dump(2).c_str());
         return kExitOk;
     }
@@ -147,6 +151,11 @@ int CmdInfo(const CommandOptions& o) {
                 info.stored_dtype.c_str());
     if (!info.unused_tensors.empty())
         std::printf("unused       %zu tensors (e.g. %s)\n", info.unused_tensors.size(), model::EscapeForMessage(info.unused_tensors[0]).c_str());
+    if (!base.empty())
+        std::printf("base         %s (beside it: --compare base sets the fine-tune against it, three sides)\n",
+                    model::EscapeForMessage(base, 4096).c_str());
+    if (!twin.empty())
+        std::printf("twin         %s (beside it: the window offers it; --compare DIR)\n", model::EscapeForMessage(twin, 4096).c_str());
     for (const std::string& note : info.notes) std::printf("note         %s\n", model::EscapeForMessage(note, 4096).c_str());
     return kExitOk;
 }

@@ -327,6 +327,14 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
     r = Ssaviz({"export", "--model", pair + "/ft", "--compare", "base", "--text", text, "--out", beside, "--format", "json"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(json::parse(ReadFile(beside + "/metrics.json"))["base"], pair + "/base");
+    // info says what it found beside the fine-tune.
+    Outcome info = Ssaviz({"info", "--model", pair + "/ft"});
+    ASSERT_EQ(info.code, 0) << info.err;
+    EXPECT_NE(info.out.find("base         " + pair + "/base (beside it: --compare base"), std::string::npos) << info.out;
+    info = Ssaviz({"info", "--model", pair + "/ft", "--json"});
+    ASSERT_EQ(info.code, 0) << info.err;
+    EXPECT_EQ(json::parse(info.out)["base_beside"], pair + "/base");
+    EXPECT_TRUE(json::parse(Ssaviz({"info", "--model", Small(), "--json"}).out)["base_beside"].is_null());
     // ... or a folder "base" inside the fine-tune's own.
     const std::string inside = kOut + "/finetune_inside";
     fs::remove_all(inside);
