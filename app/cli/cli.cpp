@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/core/examples.h"
+#include "app/core/names.h"
 #include "app/core/run.h"
 #include "app/core/timeline.h"
 #include "app/export/batch.h"
@@ -285,8 +286,12 @@ int CmdExport(const CommandOptions& o) {
         }, std::move(lens_files));
         if (!s) throw Failure{kExitFailure, s.error()};
         std::fprintf(stderr, "ssaviz: wrote %s (%d tokens, %d x %d heads, forward %.1f ms, metrics %.1f ms on %s)\n",
-                     options.out_dir.c_str(), analysis.n_tokens, analysis.n_layer, analysis.n_head, analysis.forward_ms,
-                     analysis.metrics_ms, analysis.device.c_str());
+                     model::EscapeForMessage(options.out_dir, 4096).c_str(), analysis.n_tokens, analysis.n_layer, analysis.n_head,
+                     analysis.forward_ms, analysis.metrics_ms, analysis.device.c_str());
+        // Beside a base, what fine-tuning changed, at a glance (metrics.json's decomposition).
+        if (const model::Decomposition d = model::Decompose(analysis); !d.empty())
+            std::fprintf(stderr, "ssaviz: fine-tuning: %s; heads changed most (JS, nats) by the temperatures: %s; by the drift: %s\n",
+                         FineTuneHeadline(d).c_str(), TopHeads(d.js_temperature, d.n_head, 3).c_str(), TopHeads(d.js_drift, d.n_head, 3).c_str());
         return kExitOk;
     }
 

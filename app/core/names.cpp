@@ -1,5 +1,10 @@
 #include "app/core/names.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
 #include "app/core/run.h"
 
 namespace app {
@@ -49,6 +54,29 @@ std::string BaseFolderName(const model::Analysis& a) {
     const size_t slash = path.find_last_of('/');
     const size_t above = slash == std::string::npos || slash == 0 ? std::string::npos : path.find_last_of('/', slash - 1);
     return above == std::string::npos ? path : path.substr(above + 1);
+}
+
+std::string TopHeads(const std::vector<float>& values, int heads, int n) {
+    std::vector<int> order(values.size());
+    std::iota(order.begin(), order.end(), 0);
+    auto key = [&](int k) { return std::isfinite(values[k]) ? values[k] : -INFINITY; };
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return key(x) > key(y); });
+    std::string text;
+    for (int k = 0; k < std::min<int>(n, static_cast<int>(order.size())) && heads > 0; ++k) {
+        const int i = order[k];
+        if (!std::isfinite(values[i])) break;
+        char value[32];
+        std::snprintf(value, sizeof value, "%.3f", values[i]);
+        text += (k ? ", " : "") + HeadName({i / heads, i % heads}) + " " + value;
+    }
+    return text;
+}
+
+std::string FineTuneHeadline(const model::Decomposition& d) {
+    char line[200];
+    std::snprintf(line, sizeof line, "mean loss %.4f (base) to %.4f (SSA), %+.4f nats = temperatures %+.4f + drift %+.4f", d.loss_mean_base,
+                  d.loss_mean, d.loss_mean - d.loss_mean_base, d.loss_mean - d.loss_mean_tau1, d.loss_mean_tau1 - d.loss_mean_base);
+    return line;
 }
 
 std::string CompareExplanation(const model::Analysis& a) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "app/core/state.h"
 #include "model/nn/analysis.h"
@@ -31,6 +32,12 @@ std::string TwinFolderName(const model::Analysis& a);
 // The base's folder and the one above it ("english/vanilla", "ft12/base": a base is often a
 // folder named base/), as the three-way maps title it; empty without a base.
 std::string BaseFolderName(const model::Analysis& a);
+// The heads with the n largest values of a [L * H] array, "L3 H2 0.041, L5 H0 0.033" (non-finite
+// values left out).
+std::string TopHeads(const std::vector<float>& values, int heads, int n);
+// What fine-tuning changed, in a line (export prints it): "mean loss 11.0537 (base)
+// to 10.7898 (SSA), -0.2639 nats = temperatures +0.0704 + drift -0.3342".
+std::string FineTuneHeadline(const model::Decomposition& d);
 // What the comparison is, in a sentence or two for tooltips: which model, and for the
 // counterfactual that it is a whole second forward pass (its later layers see another residual
 // stream, so they differ for that reason too, not only for their own temperatures).

@@ -7,6 +7,7 @@
 
 #include <imgui.h>
 
+#include "app/core/names.h"
 #include "app/gui/views/view_common.h"
 #include "viz/imgui/widgets.h"
 #include "viz/palette.h"
@@ -22,21 +23,6 @@ std::string Nats(float v, bool sign = false) {
     char buf[32];
     std::snprintf(buf, sizeof buf, sign ? "%+.4f" : "%.4f", v);
     return buf;
-}
-
-// The heads with the largest values, "L3 H2 .041, L5 H0 .033, ...".
-std::string TopHeads(const std::vector<float>& values, int heads, int n) {
-    std::vector<int> order(values.size());
-    std::iota(order.begin(), order.end(), 0);
-    auto key = [&](int k) { return std::isfinite(values[k]) ? values[k] : -INFINITY; };
-    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return key(x) > key(y); });
-    std::string text;
-    for (int k = 0; k < std::min<int>(n, static_cast<int>(order.size())); ++k) {
-        const int i = order[k];
-        if (!std::isfinite(values[i])) break;
-        text += (k ? ", L" : "L") + std::to_string(i / heads) + " H" + std::to_string(i % heads) + " " + FormatNumber(values[i]);
-    }
-    return text;
 }
 
 }  // namespace

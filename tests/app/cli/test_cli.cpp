@@ -213,6 +213,23 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
     EXPECT_EQ(metrics["comparison_kind"], "base");
     EXPECT_EQ(metrics["base"], Twin());
     ASSERT_TRUE(metrics.contains("decomposition"));
+    {  // The summary line: the decomposition's mean losses and the head the temperatures changed most.
+        const json& dec = metrics["decomposition"];
+        double most = -1;
+        std::string head;
+        for (size_t l = 0; l < dec["js_temperature"].size(); ++l)
+            for (size_t h = 0; h < dec["js_temperature"][l].size(); ++h)
+                if (const double v = dec["js_temperature"][l][h]; v > most) {
+                    char said[64];
+                    std::snprintf(said, sizeof said, "L%zu H%zu %.3f", l, h, v);
+                    most = v, head = said;
+                }
+        char line[160];
+        std::snprintf(line, sizeof line, "ssaviz: fine-tuning: mean loss %.4f (base) to %.4f (SSA)", dec["loss_mean"]["base"].get<double>(),
+                      dec["loss_mean"]["ssa"].get<double>());
+        EXPECT_NE(r.err.find(line), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find("by the temperatures: " + head), std::string::npos) << r.err;
+    }
     const std::string check =
         "import json, numpy as np, sys\n"
         "d = sys.argv[1]\n"
