@@ -124,16 +124,14 @@ void PrintSlopes(const model::ModelInfo& info) {
 int CmdInfo(const CommandOptions& o) {
     auto runner = OpenRunner(o);
     const model::ModelInfo& info = runner->Info();
-    // What the window and --compare base would set it against, found beside it.
-    const std::string base = BaseBeside(info.dir), twin = base.empty() ? TwinBeside(info.dir) : "";
+    const json j = InfoCommandJson(info);
     if (o.json) {
-        json j = InfoToJson(info);
-        j["runtime"] = RuntimeToJson();
-        j["base_beside"] = base.empty() ? json() : json(base);
-        j["twin_beside"] = twin.empty() ? json() : json(twin);
         std::printf("%s\n", j.dump(2).c_str());
         return kExitOk;
     }
+    // What the window and --compare base would set it against, found beside it.
+    const std::string base = j["base_beside"].is_null() ? "" : j["base_beside"].get<std::string>();
+    const std::string twin = j["twin_beside"].is_null() ? "" : j["twin_beside"].get<std::string>();
     const model::ModelConfig& c = info.config;
     std::printf("model        %s\n", model::EscapeForMessage(info.dir, 4096).c_str());
     std::printf("layers       %d\nheads        %d (head size %d)\nwidth        %d\ncontext      %d\nvocabulary   %d\n", c.n_layer,

@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/core/examples.h"
 #include "app/core/names.h"
 #include "app/core/state.h"
 #include "app/export/head_summary.h"
@@ -219,6 +220,15 @@ json InfoToJson(const model::ModelInfo& info) {
 json RuntimeToJson() {
     const model::ComputeThreads threads = model::CurrentComputeThreads();
     return json{{"threads", threads.count}, {"threads_why", threads.why}, {"blas", model::DescribeBlas()}};
+}
+
+json InfoCommandJson(const model::ModelInfo& info) {
+    json j = InfoToJson(info);
+    j["runtime"] = RuntimeToJson();
+    const std::string base = BaseBeside(info.dir), twin = base.empty() ? TwinBeside(info.dir) : "";
+    j["base_beside"] = base.empty() ? json() : json(base);
+    j["twin_beside"] = twin.empty() ? json() : json(twin);
+    return j;
 }
 
 json CatalogueToJson() {

@@ -108,6 +108,10 @@ std::string CompareFileSuffix(const model::Analysis& a);
 // How this process computes: {"threads", "threads_why", "blas"} (`ssaviz info --json`'s "runtime",
 // Python's m.info["runtime"]); not in metrics.json, whose numbers do not depend on it.
 nlohmann::json RuntimeToJson();
+// What `ssaviz info --json` prints and Python's m.info holds: InfoToJson, "runtime", and what lies
+// beside the model: "base_beside" (app::BaseBeside: what --compare base takes) and "twin_beside"
+// (a vanilla/ folder beside it, when there is no base), each a path or null.
+nlohmann::json InfoCommandJson(const model::ModelInfo& info);
 // The catalogue of quantities (app/core/quantities.h) as data: for Python's documentation and
 // `ssaviz.quantities()`. Each: key, label, help, unit, scope, sides, python (its key in
 // Analysis.metrics, or null), head_values (the per-head numbers it gives); then the token colourings.

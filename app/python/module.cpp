@@ -812,9 +812,7 @@ PYBIND11_MODULE(_ssaviz, m) {
         })
         .def_property_readonly("info_json",
                                [](const ModelCore& c) {
-                                   json j = app::InfoToJson(c.info);
-                                   j["runtime"] = app::RuntimeToJson();
-                                   return j.dump();
+                                   return app::InfoCommandJson(c.info).dump();
                                })
         .def_property_readonly("n_layer", [](const ModelCore& c) { return c.info.config.n_layer; })
         .def_property_readonly("n_head", [](const ModelCore& c) { return c.info.config.n_head; })
