@@ -126,7 +126,7 @@ int CmdInfo(const CommandOptions& o) {
     const model::ModelInfo& info = runner->Info();
     const json j = InfoCommandJson(info);
     if (o.json) {
-        std::printf("%s\n", j.dump(2).c_str());
+        std::printf("%s\n", model::JsonText(j, 2).c_str());
         return kExitOk;
     }
     // What the window and --compare base would set it against, found beside it.
@@ -183,7 +183,7 @@ int CmdTokenize(const CommandOptions& o) {
     auto runner = OpenRunner(o);
     model::Tokenization tokens = Must(runner->Tokenize(text, o.truncate));
     if (o.json) {
-        std::printf("%s\n", TokensToJson(text, tokens).dump(1, ' ', false, json::error_handler_t::replace).c_str());
+        std::printf("%s\n", model::JsonText(TokensToJson(text, tokens), 1).c_str());
         return kExitOk;
     }
     std::printf("%5s %7s %11s  piece\n", "i", "id", "bytes");
@@ -359,10 +359,9 @@ int CmdGenerate(const CommandOptions& o) {
     if (!decoded) throw Failure{kExitBadInput, decoded.error()};
     const std::string continuation = std::move(*decoded);
     if (o.json) {
-        std::printf("%s\n", json{{"prompt_tokens", prompt}, {"ids", generated.ids}, {"text", continuation}, {"temperature", spec.temperature},
-                                 {"top_k", spec.top_k}, {"interventions", model::FormatInterventions(runner->engine().interventions())}}
-                                .dump(-1, ' ', false, json::error_handler_t::replace)
-                                .c_str());
+        const json j = {{"prompt_tokens", prompt}, {"ids", generated.ids}, {"text", continuation}, {"temperature", spec.temperature},
+                        {"top_k", spec.top_k}, {"interventions", model::FormatInterventions(runner->engine().interventions())}};
+        std::printf("%s\n", model::JsonText(j).c_str());
     } else {
         std::fwrite(continuation.data(), 1, continuation.size(), stdout);
         std::printf("\n");

@@ -163,12 +163,12 @@ model::Status WriteBatchSummary(const std::string& out_dir, const json& rows, co
             csv << (k ? "," : "");
             if (v.is_string()) csv << v.get<std::string>();
             else if (v.is_number_float()) csv << Format("%.6g", v.get<double>());
-            else if (!v.is_null()) csv << v.dump();
+            else if (!v.is_null()) csv << model::JsonText(v);
         }
         csv << "\n";
     }
     const fs::path out(out_dir);
-    const std::string summary = json{{"texts", rows}, {"failed", failures}}.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
+    const std::string summary = model::JsonText(json{{"texts", rows}, {"failed", failures}}, 1) + "\n";
     if (auto s = model::WriteFileAtomically((out / "summary.json").string(), summary); !s) return s;
     return model::WriteFileAtomically((out / "summary.csv").string(), csv.str());
 }

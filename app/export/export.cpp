@@ -40,7 +40,6 @@ using nlohmann::json;
 namespace {
 
 // Pieces may hold partial UTF-8 characters: dump with replacement instead of throwing.
-std::string Dump(const json& j, int indent) { return j.dump(indent, ' ', false, json::error_handler_t::replace); }
 
 model::Status WriteText(const std::string& path, const std::string& text) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -517,7 +516,7 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
                                              {"about", "top[l][t]: the k most likely tokens after position t read after layer l "
                                                        "(0: the embeddings, L: the model's own prediction)"},
                                              {"top", std::move(layers)}};
-                             return WriteText(full, Dump(j, -1) + "\n");
+                             return WriteText(full, model::JsonText(j, -1) + "\n");
                          }});
         // Figures for papers: the lens grid and the heads' mean attribution.
         const std::string& side_name = named.name;
@@ -630,10 +629,10 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
     const size_t small_figure_bytes = figure_bytes(1200);  // grids, highlights and plots: fixed-size layouts
     if (options.json) {
         plan.push_back({"tokens.json", [&a, text = std::string(text)](const std::string& full) {
-                            return WriteText(full, Dump(TokensToJson(text, a.tokens), 1) + "\n");
+                            return WriteText(full, model::JsonText(TokensToJson(text, a.tokens), 1) + "\n");
                         }});
         plan.push_back({"metrics.json", [&a, &info, eps = options.sink_epsilon](const std::string& full) {
-                            return WriteText(full, Dump(MetricsToJson(a, info, eps), 1) + "\n");
+                            return WriteText(full, model::JsonText(MetricsToJson(a, info, eps), 1) + "\n");
                         }});
     }
     if (options.npy) {

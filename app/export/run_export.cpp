@@ -263,7 +263,7 @@ model::Status WriteRunFiles(const ExportOptions& options, const RunResults& run,
     csv += ",loss_mean\n";
     AddCsvRows(run.t, "run", keys, &csv);
     if (compare) AddCsvRows(compare->t, "compare", keys, &csv);
-    if (auto s = model::WriteFileAtomically((out / "run.json").string(), timeline.dump(1) + "\n"); !s) return s;
+    if (auto s = model::WriteFileAtomically((out / "run.json").string(), model::JsonText(timeline, 1) + "\n"); !s) return s;
     if (auto s = model::WriteFileAtomically((out / "run.csv").string(), csv); !s) return s;
     if (auto s = WriteTauQ(run.t, out / "tau_q.npy"); !s) return s;
     if (compare && !compare->rows.empty())

@@ -325,7 +325,7 @@ model::Result<Session> SessionFromJson(const json& j) {
 }
 
 model::Status SaveSession(const std::string& path, const Session& session) {
-    return model::WriteFileAtomically(path, SessionToJson(session).dump(1, ' ', false, json::error_handler_t::replace) + "\n");
+    return model::WriteFileAtomically(path, model::JsonText(SessionToJson(session), 1) + "\n");
 }
 
 model::Result<Session> LoadSession(const std::string& path) {

@@ -416,10 +416,8 @@ bool SaveScreenshot(const std::string& path, int width, int height, const Window
                             {"lens_map", ToString(v.lens_map)},
                             {"run_curves", state.timeline ? nlohmann::json(RunCurveKeys(state.timeline->timeline)) : nlohmann::json::array()},
                             {"lens_at", LensAtJson(state.lens_at.get())}};
-    return model::WriteFileAtomically(path + ".json", nlohmann::json{{"width", width}, {"height", height}, {"regions", regions}, {"state", shown}}
-                                                          .dump(1, ' ', false, nlohmann::json::error_handler_t::replace) +
-                                                      "\n")
-        .ok();
+    const nlohmann::json record = {{"width", width}, {"height", height}, {"regions", regions}, {"state", shown}};
+    return model::WriteFileAtomically(path + ".json", model::JsonText(record, 1) + "\n").ok();
 }
 
 class ScreenshotDriver : public Driver {

@@ -662,7 +662,7 @@ std::pair<std::string, std::string> ExportText(const std::shared_ptr<ModelCore>&
     if (lens.sides.size() > 1) row["lens_loss_compare"] = LensLossByLayer(*lens.sides[1]);
     if (lens.sides.size() > 2) row["lens_loss_base"] = LensLossByLayer(*lens.sides[2]);
     if (auto s = WriteExport(text, *analysis, core->info, options, nullptr, std::move(lens.files)); !s) throw WriteFailed(s.error());
-    return {row.dump(), ""};
+    return {model::JsonText(row), ""};
 }
 
 // One step of a run on a text (Run.export, here or on a Dask worker), as `ssaviz export --run`
@@ -687,7 +687,7 @@ std::string AnalyseStep(int64_t step, const std::string& path, const std::string
     const RunStepResult r = AnalyseRunStep({step, path}, spec, text, std::nullopt, full_out);
     if (r.fatal == kExitUsage) throw BadArgument(r.error);
     if (r.fatal) throw WriteFailed(r.error);
-    return RunStepToJson(r).dump();
+    return model::JsonText(RunStepToJson(r));
 }
 
 // A run's steps gathered in step order (RunStep's results) and, with `write`, run.json, run.csv,
@@ -812,7 +812,7 @@ PYBIND11_MODULE(_ssaviz, m) {
         })
         .def_property_readonly("info_json",
                                [](const ModelCore& c) {
-                                   return app::InfoCommandJson(c.info).dump();
+                                   return model::JsonText(app::InfoCommandJson(c.info));
                                })
         .def_property_readonly("n_layer", [](const ModelCore& c) { return c.info.config.n_layer; })
         .def_property_readonly("n_head", [](const ModelCore& c) { return c.info.config.n_head; })
@@ -879,7 +879,7 @@ PYBIND11_MODULE(_ssaviz, m) {
         .def_property_readonly("compare", [](const AnalysisHandle& h) { return h.compare; })
         .def_property_readonly("comparison_kind", [](const AnalysisHandle& h) { return std::string(app::ComparisonKindName(h.A().comparison)); })
         .def_property_readonly("base_label", [](const AnalysisHandle& h) { return h.A().base_label; })
-        .def_property_readonly("decomposition_json", [](const AnalysisHandle& h) { return app::DecompositionToJson(h.A()).dump(); })
+        .def_property_readonly("decomposition_json", [](const AnalysisHandle& h) { return model::JsonText(app::DecompositionToJson(h.A())); })
         .def_property_readonly("compare_label", [](const AnalysisHandle& h) { return h.A().compare_label; })
         .def_property_readonly("interventions", [](const AnalysisHandle& h) { return model::FormatInterventions(h.A().interventions); })
         .def_property_readonly("device", [](const AnalysisHandle& h) { return h.A().device; })
@@ -933,7 +933,7 @@ PYBIND11_MODULE(_ssaviz, m) {
                                                                                                         " threads (threads_per_worker)"};
         model::UseComputeThreads(*g_worker_threads);
     });
-    m.def("runtime_json", [] { return app::RuntimeToJson().dump(); });
+    m.def("runtime_json", [] { return model::JsonText(app::RuntimeToJson()); });
     // The comparison keywords (app/core/run.h's table): compare="vanilla", "local", ...
     m.def("compare_keywords", [] {
         std::vector<std::string> keys;
@@ -968,7 +968,7 @@ PYBIND11_MODULE(_ssaviz, m) {
         return out;
     });
     // The catalogue of quantities (app/core/quantities.h), for the package's documentation.
-    m.def("catalogue_json", [] { return app::CatalogueToJson().dump(); });
+    m.def("catalogue_json", [] { return model::JsonText(app::CatalogueToJson()); });
     // A batch's sub-folders, named as `ssaviz export --batch` names them ("" -> text_0001, ...).
     m.def("folder_names", [](const std::vector<std::string>& names) {
         std::set<std::string> used = app::BatchReservedNames();

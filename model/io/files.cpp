@@ -168,6 +168,10 @@ std::string EscapeForMessage(std::string_view text, size_t max_chars) {
     return out;
 }
 
+std::string JsonText(const nlohmann::json& value, int indent) {
+    return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string DescribeJson(const nlohmann::json& value) {
     switch (value.type()) {
         case nlohmann::json::value_t::object: return "an object of " + std::to_string(value.size()) + " keys";

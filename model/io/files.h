@@ -45,6 +45,10 @@ std::string EscapeForMessage(std::string_view text, size_t max_chars = 200);
 // as "an object" / "an array of 3" (never dumped: it may nest a million levels deep).
 std::string DescribeJson(const nlohmann::json& value);
 
+// JSON text of a value ssaviz writes (files, --json, Python): strings that hold bytes which are not
+// UTF-8 (a folder's name, a token piece) come out with U+FFFD for each bad byte instead of throwing.
+std::string JsonText(const nlohmann::json& value, int indent = -1);
+
 // Writing without ever leaving a half-written file or writing through a link: the bytes go to a
 // new temporary file beside `path` (created exclusively, never following a link), which is then
 // renamed over `path`. A link at `path` is replaced, not followed; on any failure `path` is left as

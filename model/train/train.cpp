@@ -238,7 +238,7 @@ Status SaveCheckpoint(const std::string& dir, std::vector<Run>& runs, const nloh
             return Fail(d + "/optimizer.pt: cannot write");
         }
     }
-    if (auto s = WriteText(*tmp + "/state.json", state.dump(1)); !s) return s;
+    if (auto s = WriteText(*tmp + "/state.json", JsonText(state, 1)); !s) return s;
     return ReplaceFolder(*tmp, dir, OwnedCheckpoint);
 }
 
@@ -259,7 +259,7 @@ Status SaveRunStep(const TrainOptions& o, const std::vector<Run>& runs, int64_t 
         if (auto s = CopyTokenizer(o.tokenizer_dir, *tmp); !s) return s;
         const nlohmann::json record = {{"role", run.role}, {"step", step}, {"steps", o.steps}, {"task", task},
                                        {"seed", o.seed}, {"command", o.command}};
-        if (auto s = WriteText(*tmp + "/train.json", record.dump(1) + "\n"); !s) return s;
+        if (auto s = WriteText(*tmp + "/train.json", JsonText(record, 1) + "\n"); !s) return s;
         if (auto s = ReplaceFolder(*tmp, dir, [&](const std::string& d) { return OwnedModelFolder(d, run.role); }); !s) return s;
     }
     return Ok{};
@@ -525,7 +525,7 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
             {"freeze_positions", o.freeze_positions}, {"storage", ToString(o.storage)},
             {"threads", at::get_num_threads()}, {"wall_seconds", seconds},
             {"parameters", run.model.ParameterCount()}, {"final", final_eval[run.role]}, {"history", history}};
-        if (auto s = WriteText(written[run.role] + "/train.json", record.dump(1) + "\n"); !s) return Fail(s.error());
+        if (auto s = WriteText(written[run.role] + "/train.json", JsonText(record, 1) + "\n"); !s) return Fail(s.error());
     }
     for (auto& run : runs) {
         const std::string role = run.role;

@@ -11,6 +11,7 @@
 #include "app/export/flags.h"
 #include "app/export/session.h"
 #include "app/gui/views/view_common.h"
+#include "model/io/files.h"
 #include "viz/figure.h"
 #include "viz/imgui/widgets.h"
 
@@ -282,7 +283,7 @@ void ExportDialog::DrawPreview(const AppState& state) {
         ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.4f, 1.0f), "%s", heads_ok.error().c_str());
         return;
     }
-    const std::string plan_key = ExportOptionsToJson(options).dump();
+    const std::string plan_key = model::JsonText(ExportOptionsToJson(options));
     if (plan_key != m_plan_key || state.analysis != m_plan_analysis) {
         m_plan_key = plan_key;
         m_plan_analysis = state.analysis;  // the plan refers into it

@@ -498,4 +498,25 @@ TEST_F(Cli, AHostileRunNamesEachBadStepAndGoesOn) {
     EXPECT_EQ(timeline["failed"].size(), 4u);
 }
 
+// Folder names are bytes: one that is not UTF-8 is written into JSON (info --json, run.json) with
+// U+FFFD for the bad byte, never an "internal error" from the JSON writer.
+TEST_F(Cli, FolderNamesThatAreNotUtf8StillMakeJson) {
+    const std::string dir = Fresh("not_utf8"), model = dir + "/m\xff", run = dir + "/run\xfe";
+    Outcome r = Ssaviz({"init-random", "--out", model, "--family", "pythia", "--layout", "lit", "--layers", "2", "--heads", "2",
+                        "--embd", "32", "--query-form", "exp_exp,none", "--seed", "1"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = Ssaviz({"info", "--json", "--model", model});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json info = json::parse(r.out);
+    EXPECT_EQ(info["dir"].get<std::string>(), dir + "/m\xEF\xBF\xBD");
+    fs::create_directories(run);
+    for (const char* f : {"lit_config.json", "vocab.json", "merges.txt"}) fs::copy_file(model + "/" + f, run + "/" + f);
+    fs::copy_file(model + "/lit_model.pth", run + "/iter-000100-ckpt.pth");
+    r = Ssaviz({"export", "--run", run, "--text", "The cat sat on the mat.", "--out", dir + "/out"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json timeline = json::parse(ReadFile(dir + "/out/run.json"));
+    ASSERT_EQ(timeline["steps"].size(), 1u);
+    EXPECT_NE(timeline.dump().find("run\xEF\xBF\xBD"), std::string::npos) << timeline.dump(1);
+}
+
 }  // namespace
