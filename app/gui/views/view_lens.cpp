@@ -23,6 +23,9 @@ std::string Piece(const AppState& state, int32_t id) {
 }
 
 // "after L3" for row l + 1 of the lens; "embeddings" for row 0.
+// A loss as the probability it stands for, in at most 4 significant characters (tiny ones as 2.1e-05).
+std::string P(float loss) { return FormatNumber(std::exp(-loss)); }
+
 std::string RowName(int row) { return row == 0 ? "embeddings" : "after L" + std::to_string(row - 1); }
 
 // A signed bar from `zero` (x) to the value's place, in a row of height h.
@@ -152,10 +155,10 @@ void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::s
             const model::LensAt* c = at.compare && at.compare->loss.size() == s.loss.size() ? &*at.compare : nullptr;
             const model::LensAt* base = at.base && at.base->loss.size() == s.loss.size() ? &*at.base : nullptr;
             if (c && base)
-                std::snprintf(buf, sizeof buf, "p(next) %.3f  (%s %.3f, base %.3f)", std::exp(-s.loss[r]), compare_name.c_str(),
-                              std::exp(-c->loss[r]), std::exp(-base->loss[r]));
-            else if (c) std::snprintf(buf, sizeof buf, "p(next) %.3f  (%s %.3f)", std::exp(-s.loss[r]), compare_name.c_str(), std::exp(-c->loss[r]));
-            else std::snprintf(buf, sizeof buf, "p(next) %.3f", std::exp(-s.loss[r]));
+                std::snprintf(buf, sizeof buf, "p(next) %s  (%s %s, base %s)", P(s.loss[r]).c_str(), compare_name.c_str(), P(c->loss[r]).c_str(),
+                              P(base->loss[r]).c_str());
+            else if (c) std::snprintf(buf, sizeof buf, "p(next) %s  (%s %s)", P(s.loss[r]).c_str(), compare_name.c_str(), P(c->loss[r]).c_str());
+            else std::snprintf(buf, sizeof buf, "p(next) %s", P(s.loss[r]).c_str());
             draw->AddText(ImVec2(p1.x + 8.0f, y + (cell_h - line) * 0.5f), ImGui::GetColorU32(ImGuiCol_TextDisabled), buf);
         }
         if (ImGui::IsMouseHoveringRect(ImVec2(o.x, y), ImVec2(p1.x + 8.0f + line * 14.0f, y + cell_h))) hovered = r;
@@ -168,10 +171,10 @@ void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::s
         for (int j = 0; j < k; ++j) {
             const size_t i = static_cast<size_t>(hovered) * k + j;
             char buf[96];
-            std::snprintf(buf, sizeof buf, "\n  %.3f  '%s'", s.top_probs[i], Piece(state, s.top_ids[i]).c_str());
+            std::snprintf(buf, sizeof buf, "\n  %s  '%s'", FormatNumber(s.top_probs[i]).c_str(), Piece(state, s.top_ids[i]).c_str());
             top += buf;
         }
-        ImGui::SetTooltip("%s, position %d\nnext token '%s': p = %.4f (loss %.3f)\nmost likely:%s", RowName(hovered).c_str(), t,
+        ImGui::SetTooltip("%s, position %d\nnext token '%s': p = %.4g (loss %.3f)\nmost likely:%s", RowName(hovered).c_str(), t,
                           TokenLabel(a.tokens.pieces[t + 1]).c_str(), std::exp(-s.loss[hovered]), s.loss[hovered], top.c_str());
     }
 }
@@ -296,7 +299,7 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
             for (int k = 0; k < x.top_k; ++k) {
                 const size_t at = (static_cast<size_t>(hovered_row) * T + hovered_t) * x.top_k + k;
                 char buf[96];
-                std::snprintf(buf, sizeof buf, "\n  %.3f  '%s'", x.top_probs[at], Piece(state, x.top_ids[at]).c_str());
+                std::snprintf(buf, sizeof buf, "\n  %s  '%s'", FormatNumber(x.top_probs[at]).c_str(), Piece(state, x.top_ids[at]).c_str());
                 top += buf;
             }
             return top;
@@ -305,11 +308,11 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
         const std::string where = RowName(hovered_row) + ", position " + std::to_string(hovered_t) + " '" +
                                   TokenLabel(a.tokens.pieces[hovered_t]) + "'\nnext token '" + TokenLabel(a.tokens.pieces[hovered_t + 1]) + "': ";
         if (difference)
-            ImGui::SetTooltip("%sp = %.4f SSA, %.4f %s (log ratio %+.3f)\nSSA's most likely:%s\n%s's most likely:%s", where.c_str(),
+            ImGui::SetTooltip("%sp = %.4g SSA, %.4g %s (log ratio %+.3f)\nSSA's most likely:%s\n%s's most likely:%s", where.c_str(),
                               std::exp(-s.loss[i]), std::exp(-other.loss[i]), other_name.c_str(), delta(i), top_of(s).c_str(),
                               other_name.c_str(), top_of(other).c_str());
         else
-            ImGui::SetTooltip("%sp = %.4f (loss %.3f)\nmost likely:%s", where.c_str(), std::exp(-other.loss[i]), other.loss[i],
+            ImGui::SetTooltip("%sp = %.4g (loss %.3f)\nmost likely:%s", where.c_str(), std::exp(-other.loss[i]), other.loss[i],
                               top_of(other).c_str());
     }
     ImGui::EndChild();

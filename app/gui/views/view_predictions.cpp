@@ -28,10 +28,9 @@ void PredictionCell(const AppState& state, int32_t id, float p, bool actual, ImU
     const ImVec2 at = ImGui::GetCursorScreenPos();
     ImDrawList* draw = ImGui::GetWindowDrawList();
     draw->AddRectFilled(at, ImVec2(at.x + w * std::clamp(p, 0.0f, 1.0f), at.y + h), bar);
-    char value[16];
-    std::snprintf(value, sizeof value, "%.3f", p);
-    const float value_w = ImGui::CalcTextSize(value).x;
-    draw->AddText(ImVec2(at.x + w - value_w, at.y), ImGui::GetColorU32(ImGuiCol_TextDisabled), value);
+    const std::string value = FormatNumber(p);  // "0.000" for every token of a model that has not learnt: "2.1e-05"
+    const float value_w = ImGui::CalcTextSize(value.c_str()).x;
+    draw->AddText(ImVec2(at.x + w - value_w, at.y), ImGui::GetColorU32(ImGuiCol_TextDisabled), value.c_str());
     const std::string label = IdLabel(state, id);
     ImGui::PushClipRect(at, ImVec2(at.x + std::max(0.0f, w - value_w - 4.0f), at.y + h), true);
     if (actual) ImGui::TextColored(kActual, "%s", label.c_str());
@@ -134,9 +133,9 @@ void PredictionView::DrawNextTokens(const AppState& state) {
             const float loss = (*s.loss)[p];
             if (k == 0) {
                 ImGui::SameLine();
-                ImGui::Text("%s rank %d, p %.3f, loss %.3f", s.name.c_str(), rank, std::exp(-loss), loss);
+                ImGui::Text("%s rank %d, p %s, loss %.3f", s.name.c_str(), rank, FormatNumber(std::exp(-loss)).c_str(), loss);
             } else {
-                ImGui::TextDisabled("%s rank %d, p %.3f, loss %.3f", s.name.c_str(), rank, std::exp(-loss), loss);
+                ImGui::TextDisabled("%s rank %d, p %s, loss %.3f", s.name.c_str(), rank, FormatNumber(std::exp(-loss)).c_str(), loss);
             }
         }
     } else {
