@@ -802,7 +802,7 @@ PYBIND11_MODULE(_ssaviz, m) {
 
     py::class_<ModelCore, std::shared_ptr<ModelCore>>(m, "Model")
         .def(py::init(&OpenModel), py::arg("path"), py::arg("device"), py::arg("flags"))
-        .def_property_readonly("path", [](const ModelCore& c) { return c.path; })
+        .def_property_readonly("path", [](const ModelCore& c) { return py::bytes(c.path); })  // bytes: os.fsdecode'd in Python
         .def_property_readonly("device", [](const ModelCore& c) { return c.device; })
         .def_property_readonly("device_in_use", [](const ModelCore& c) { return c.info.device; })
         .def_property_readonly("closed", [](ModelCore& c) {
@@ -923,6 +923,10 @@ PYBIND11_MODULE(_ssaviz, m) {
         app::CommandOptions o;
         if (auto s = ApplyFlag(app::Command::Info, "--device", device, &o); !s) throw BadArgument(s.error());
     });
+    // A figure's bytes as an export writes them: to a temporary name, renamed, never through a link.
+    m.def("write_file", [](const std::string& path, const py::bytes& data) {
+        if (auto s = model::WriteFileAtomically(path, std::string(data)); !s) throw WriteFailed(s.error());
+    });
     m.def("default_model", &DefaultModel);
     // A Dask worker's share: its threads_per_worker, for every model it opens and has open
     // ($SSAVIZ_THREADS still wins). Threads are process-wide in LibTorch.
@@ -963,8 +967,8 @@ PYBIND11_MODULE(_ssaviz, m) {
     m.def("run_steps", [](const std::string& dir) {
         auto steps = app::FindRunSteps(dir);
         if (!steps) throw py::value_error(steps.error());
-        std::vector<std::pair<int64_t, std::string>> out;
-        for (const app::RunStep& s : *steps) out.emplace_back(s.step, s.path);
+        std::vector<std::pair<int64_t, py::bytes>> out;  // bytes: a name need not be UTF-8 (os.fsdecode'd in Python)
+        for (const app::RunStep& s : *steps) out.emplace_back(s.step, py::bytes(s.path));
         return out;
     });
     // The catalogue of quantities (app/core/quantities.h), for the package's documentation.

@@ -51,9 +51,9 @@ def _flag_value(where, name, value):
     if isinstance(value, _Real):
         return repr(float(value))
     if isinstance(value, str):
-        return value
+        return _fs(value)
     if isinstance(value, _os.PathLike):
-        return _os.fspath(value)
+        return _fs(value)
     if isinstance(value, (list, tuple, range)):
         return ",".join(_flag_value(where, name, v) for v in value)
     raise ArgumentTypeError(f"{where}: {name}= takes a string, number, bool or list, not {type(value).__name__}")
@@ -85,6 +85,21 @@ def _bool(where, name, value):
     if not isinstance(value, bool):
         raise ArgumentTypeError(f"{where}: {name} must be True or False, not {type(value).__name__}")
     return value
+
+
+def _fs(value):
+    """A path (or a keyword) as the engine takes it: str, or bytes where it holds bytes that are not
+    UTF-8 (os.fsdecode keeps them as surrogates, which a C++ string cannot take). Applied where a
+    path crosses into the engine; Python's own file functions take the str."""
+    if value is None:
+        return None
+    path = _os.fspath(value)
+    if isinstance(path, str):
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            return _os.fsencode(path)
+    return path
 
 
 def _path(where, name, value):
@@ -172,7 +187,7 @@ class Model:
         path = "" if path is None else _path(where, "path", path)
         device = _str(where, "device", device)
         self._flags = dict(flags)
-        self._core = _ssaviz.Model(path, device, _flags(where, flags))
+        self._core = _ssaviz.Model(_fs(path), device, _flags(where, flags))
         self._info = None
 
     def _live(self):
@@ -185,7 +200,7 @@ class Model:
         return (_reload, (self.path, self.requested_device, self._flags))
 
     # How it was opened, its shape, and whether close() freed it.
-    path = property(lambda self: self._core.path)
+    path = property(lambda self: _os.fsdecode(self._core.path))
     device = property(lambda self: self._core.device_in_use, doc="where the model runs: \"cpu\", \"cuda:0\", ...")
     requested_device = property(lambda self: self._core.device, doc="as load() was asked: \"auto\", \"cpu\", \"cuda\" or \"cuda:N\"")
     flags = property(lambda self: dict(self._flags), doc="the load flags (dtype=, n_head=, ...)")
@@ -218,7 +233,7 @@ class Model:
         """compare="base" / base=: tells the model which base to open; returns the comparison."""
         compare, base_dir = _base_arg(where, compare, base)
         if isinstance(compare, str) and compare == "base":
-            self._live().set_base(base_dir)  # "": the base beside the model
+            self._live().set_base(_fs(base_dir))  # "": the base beside the model
         return compare
 
     def analyze(self, text, compare="vanilla", ablate=None, truncate=False, base=None):
@@ -242,9 +257,9 @@ class Model:
             ids = list(text.tolist() if hasattr(text, "tolist") else text)
             for i in ids:
                 _int(where, "each id", i, bits=64)
-            handle = core.analyze_ids(ids, kind, twin_flags, spec, truncate)
+            handle = core.analyze_ids(ids, _fs(kind), twin_flags, spec, truncate)
         else:
-            handle = core.analyze_text(_text(where, text), kind, twin_flags, spec, truncate)
+            handle = core.analyze_text(_text(where, text), _fs(kind), twin_flags, spec, truncate)
         return Analysis(handle, self)
 
     def tokenize(self, text, truncate=False):
@@ -473,7 +488,9 @@ class Analysis:
     highlight.__doc__ = _highlight_doc()
 
     def plot(self, name, **flags):
-        """A Sparsity plot: "dilution", "tau_q_histogram", "qk_spectrum" or "sink_mass"."""
+        """A Sparsity plot: "dilution", "tau_q_histogram", "qk_spectrum" or "sink_mass"; beside a base
+        (compare="base"), "finetune" (each head's JS change, the temperatures' part and the drift's) or
+        "finetune_loss" (each token's loss change in the same two parts)."""
         w = "plot()"
         return Figure(self._h.plot(_str(w, "name", name), _flags(w, flags)), name)
 
@@ -483,7 +500,7 @@ class Analysis:
         flags: maps, colormap, log, size, highlight, highlight_scope, sink_eps."""
         w = "export()"
         flags = dict(flags, format=formats, layers=layers, heads=heads)
-        self._h.export(_path(w, "out", out), _flags(w, flags))
+        self._h.export(_fs(_path(w, "out", out)), _flags(w, flags))
         return _os.fspath(out)
 
 
@@ -544,8 +561,7 @@ class Figure:
         else:
             kinds = ".png, .svg" + (", .html" if self._f.html else "")
             raise ValueError(f"{path}: a figure saves as {kinds}")
-        with open(path, "wb") as f:
-            f.write(data)
+        _ssaviz.write_file(_fs(path), data)  # as an export writes: a temporary name renamed, never through a link
         return path
 
 

@@ -129,7 +129,8 @@ def _device_here(model_spec, by_worker, devices):
 def _export_one(item, out, model_spec, compare, twin_flags, flags, ablate, truncate, by_worker=None, devices=None):
     name, line, text = item
     model = _worker_model(_device_here(model_spec, by_worker or {}, devices))
-    row, error = model._live().export_text(name, line, text, out, flags, compare, twin_flags, ablate, truncate)
+    from . import _fs
+    row, error = model._live().export_text(name, line, text, _fs(out), flags, _fs(compare), twin_flags, ablate, truncate)
     return name, line, row, error
 
 
@@ -146,7 +147,7 @@ def export_batch(texts, out, model=None, formats=None, client=None, compare="van
     worker on a machine with two; worker k, in the order of the workers' addresses, takes
     devices[k % len(devices)]); None: the model's own device on every worker. formats, layers,
     heads, flags: as Analysis.export; compare, ablate, truncate: as Model.analyze."""
-    from . import Model, _ablate, _bool, _compare, _flags, _path, load
+    from . import Model, _ablate, _bool, _compare, _flags, _fs, _path, load
     where = "export_batch()"
     out = _path(where, "out", out)
     items = _items(where, texts)
@@ -154,7 +155,7 @@ def export_batch(texts, out, model=None, formats=None, client=None, compare="van
     kind, twin_flags = _compare(where, compare)
     spec = _ablate(where, ablate)
     truncate = _bool(where, "truncate", truncate)
-    _ssaviz.check_export(out, export_flags)
+    _ssaviz.check_export(_fs(out), export_flags)
     if model is not None and not isinstance(model, (Model, str, os.PathLike)):
         raise TypeError(f"{where}: model must be a Model, a path or None, not {type(model).__name__}")
     devices = _devices(where, devices)
@@ -165,7 +166,7 @@ def export_batch(texts, out, model=None, formats=None, client=None, compare="van
     if client is None:
         m = model if isinstance(model, Model) else load(model)
         core = m._live()
-        results = [(name, line) + tuple(core.export_text(name, line, text, out, export_flags, kind, twin_flags, spec, truncate))
+        results = [(name, line) + tuple(core.export_text(name, line, text, _fs(out), export_flags, _fs(kind), twin_flags, spec, truncate))
                    for name, line, text in items]
     else:
         if isinstance(model, Model):
@@ -189,6 +190,6 @@ def export_batch(texts, out, model=None, formats=None, client=None, compare="van
         else:
             rows.append(row)
     os.makedirs(out, exist_ok=True)
-    _ssaviz.write_summary(out, rows, failures)
+    _ssaviz.write_summary(_fs(out), rows, failures)
     with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
         return json.load(f)

@@ -7,6 +7,7 @@ time in each process), runs the text and keeps its arrays, stacked by step. With
 checkpoints are tasks, each worker opening its own; the results come back in step order.
 """
 
+import os
 import warnings
 
 import numpy as np
@@ -37,9 +38,11 @@ def _export_step(step, path, device, load_flags, text, compare, base, ablate, tr
     """One checkpoint on the text as `ssaviz export --run` analyses it: its result as JSON (a
     failure is inside it); with `full_out`, that checkpoint's whole export written there too.
     base: the base's folder with compare="base" ("": the one beside each checkpoint)."""
+    from . import _fs
     from ._batch import _worker_threads
     _worker_threads()
-    return _ssaviz.run_step(step, path, device, load_flags, text, compare, base, ablate, truncate, export_flags, full_out)
+    return _ssaviz.run_step(step, _fs(path), device, load_flags, text, _fs(compare), _fs(base), ablate, truncate, export_flags,
+                            _fs(full_out))
 
 
 def _run_map(client, fn, jobs, **kwargs):
@@ -102,14 +105,14 @@ class Run:
     """A training run's checkpoints, in step order (ssaviz.load_run)."""
 
     def __init__(self, path, device="auto", **flags):
-        from . import _path
+        from . import _fs, _path
         where = "load_run()"
         self.path = _path(where, "path", path)
         self.device = device
         self.flags = flags
-        found = _ssaviz.run_steps(self.path)
+        found = _ssaviz.run_steps(_fs(self.path))
         self.steps = [step for step, _ in found]
-        self.checkpoints = [checkpoint for _, checkpoint in found]
+        self.checkpoints = [os.fsdecode(checkpoint) for _, checkpoint in found]
 
     def __len__(self):
         return len(self.steps)
@@ -170,8 +173,7 @@ class Run:
         heads gain js_total and js_drift, and the curves theirs); formats, layers, heads, flags: as
         Analysis.export."""
         import json
-        import os
-        from . import _ablate, _base_arg, _bool, _compare, _flags, _path, _text
+        from . import _ablate, _base_arg, _bool, _compare, _flags, _fs, _path, _text
         where = "Run.export()"
         text = _text(where, text)
         out = _path(where, "out", out)
@@ -180,7 +182,7 @@ class Run:
         kind, _ = _compare(where, compare)
         spec = _ablate(where, ablate)
         export_flags = _flags(where, dict(flags, format=formats, layers=layers, heads=heads))
-        _ssaviz.check_export(out, export_flags)
+        _ssaviz.check_export(_fs(out), export_flags)
         other = None
         if compare_run is not None:
             other = compare_run if isinstance(compare_run, Run) else Run(compare_run, self.device, **self.flags)
@@ -191,7 +193,7 @@ class Run:
         os.makedirs(out, exist_ok=True)  # before any worker writes into it
         runs = [(self, "")] + ([(other, "compare-run")] if other else [])
         results = [_run_map(client, _export_step, list(zip(r.steps, r.checkpoints)), full_out="", **common) for r, _ in runs]
-        report = _ssaviz.write_run(out, self.path, results[0], other.path if other else None, results[1] if other else [], export_flags,
+        report = _ssaviz.write_run(_fs(out), _fs(self.path), results[0], _fs(other.path) if other else None, results[1] if other else [], export_flags,
                                    False)
         for message in report["failed"]:
             warnings.warn(f"ssaviz: {message}; skipped", stacklevel=2)
@@ -210,7 +212,7 @@ class Run:
                 if jobs:
                     os.makedirs(os.path.join(out, sub), exist_ok=True)
                 client.gather([client.submit(_export_step, s, p, full_out=full, pure=False, **common) for (s, p), full in zip(jobs, fulls)])
-        _ssaviz.write_run(out, self.path, results[0], other.path if other else None, results[1] if other else [], export_flags, True)
+        _ssaviz.write_run(_fs(out), _fs(self.path), results[0], _fs(other.path) if other else None, results[1] if other else [], export_flags, True)
         with open(os.path.join(out, "run.json"), encoding="utf-8") as f:
             return json.load(f)
 

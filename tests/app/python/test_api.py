@@ -263,3 +263,43 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
         plain.plot("finetune")
     with pytest.raises(ValueError, match="base= goes with"):
         m.analyze(JOBS, compare="local", base=base)
+
+
+def test_folders_whose_names_are_not_utf8(tmp_path):
+    """A folder name is bytes: one that is not UTF-8 (str from os.fsdecode, with surrogates) opens,
+    compares, exports, saves, runs and batches as any other, and comes back as the same str."""
+    root = os.fsdecode(os.fsencode(str(tmp_path)) + b"/x\xff")
+    ft, base, run = root + "/ft", root + "/ft/base", root + "/run"
+    common = ["--family", "pythia", "--layout", "lit", "--layers", "2", "--heads", "2", "--embd", "32"]
+    run_cli("init-random", "--out", ft, *common, "--query-form", "exp_exp,none", "--seed", "1")
+    run_cli("init-random", "--out", base, *common, "--query-form", "none", "--seed", "2")
+    os.makedirs(run)
+    for f in ("lit_config.json", "vocab.json", "merges.txt"):
+        with open(ft + "/" + f, "rb") as src, open(run + "/" + f, "wb") as dst:
+            dst.write(src.read())
+    os.link(ft + "/lit_model.pth", run + "/iter-000100-ckpt.pth")
+
+    m = ssaviz.load(ft)
+    assert m.path == ft
+    assert m.info["dir"] == os.fsencode(ft).decode("utf-8", "replace")  # JSON: U+FFFD for the byte
+    a = m.analyze("The cat sat on the mat.", compare="base")
+    assert set(a.decomposition) >= {"js_total", "js_temperature", "js_drift"}
+    assert m.analyze("The cat sat.", compare=ssaviz.load(base)).ids == m.analyze("The cat sat.", compare=base).ids
+    assert a.export(root + "/out", formats=["json"]) == root + "/out"
+    assert sorted(os.listdir(root + "/out")) == ["metrics.json", "tokens.json"]
+    figure = root + "/finetune.svg"
+    assert a.plot("finetune").save(figure) == figure and os.path.getsize(figure) > 1000
+    # A figure replaces a link at its path, never writing through it.
+    with open(root + "/kept.txt", "w") as f:
+        f.write("kept")
+    os.symlink(root + "/kept.txt", root + "/link.svg")
+    a.plot("finetune").save(root + "/link.svg")
+    assert not os.path.islink(root + "/link.svg") and open(root + "/kept.txt").read() == "kept"
+
+    r = ssaviz.load_run(run)
+    assert r.path == run and r.checkpoints == [run + "/iter-000100-ckpt.pth"]
+    assert list(r.analyze("The cat sat.").steps) == [100]
+    assert len(r.export("The cat sat.", root + "/run-out", steps="all")["steps"]) == 1
+    assert os.path.isdir(root + "/run-out/step-000100")
+    summary = ssaviz.export_batch(["one text", "two texts"], root + "/batch", model=ft, compare=base, formats=["json"])
+    assert len(summary["texts"]) == 2 and summary["failed"] == []
