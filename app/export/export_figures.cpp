@@ -301,6 +301,23 @@ viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_na
                                    " (SSA), " + nats("%+.4f", d.loss_mean - d.loss_mean_base) + " nats");
 }
 
+std::vector<float> CentredMean(const std::vector<float>& y, int window) {
+    const int n = static_cast<int>(y.size()), half = window / 2;
+    std::vector<double> sum(n + 1, 0.0);
+    std::vector<int> count(n + 1, 0);
+    for (int t = 0; t < n; ++t) {
+        const bool finite = std::isfinite(y[t]);
+        sum[t + 1] = sum[t] + (finite ? y[t] : 0.0);
+        count[t + 1] = count[t] + (finite ? 1 : 0);
+    }
+    std::vector<float> out(n, std::nanf(""));
+    for (int t = 0; t < n; ++t) {
+        const int lo = std::max(0, t - half), hi = std::min(n, t + half + 1);
+        if (const int c = count[hi] - count[lo]; c > 0) out[t] = static_cast<float>((sum[hi] - sum[lo]) / c);
+    }
+    return out;
+}
+
 viz::Figure FineTuneLossFigure(const model::Analysis& a, const std::string& model_name) {
     const size_t n = a.loss.size();  // entry t: token t + 1's loss
     if (!a.HasBase() || n < 1 || a.loss_compare.size() != n || a.loss_base.size() != n) return {};
@@ -313,19 +330,35 @@ viz::Figure FineTuneLossFigure(const model::Analysis& a, const std::string& mode
     plot.Options.Width = 900;
     plot.Options.Height = 420;
     plot.Options.YLine = viz::PlotLine{0.0f, "no change"};
-    viz::PlotSeries temperatures, drift;
-    temperatures.Name = "temperatures: SSA - tau = 1";
-    drift.Name = "drift: tau = 1 - base";
-    temperatures.Color = viz::kTemperaturePartColor;
-    drift.Color = viz::kDriftPartColor;
-    temperatures.Kind = drift.Kind = bars ? viz::SeriesKind::Bars : viz::SeriesKind::Line;
+    viz::PlotSeries parts[2];
+    parts[0].Name = "temperatures: SSA - tau = 1";
+    parts[1].Name = "drift: tau = 1 - base";
+    parts[0].Color = viz::kTemperaturePartColor;
+    parts[1].Color = viz::kDriftPartColor;
     for (size_t t = 0; t < n; ++t) {
-        temperatures.Y.push_back(a.loss[t] - a.loss_compare[t]);
-        drift.Y.push_back(a.loss_compare[t] - a.loss_base[t]);
+        parts[0].Y.push_back(a.loss[t] - a.loss_compare[t]);
+        parts[1].Y.push_back(a.loss_compare[t] - a.loss_base[t]);
         if (bars) plot.Options.XCategories.push_back(t + 1 < labels.size() ? labels[t + 1] : "?");
-        else temperatures.X.push_back(static_cast<float>(t + 1)), drift.X.push_back(static_cast<float>(t + 1));
     }
-    plot.Series = {std::move(temperatures), std::move(drift)};
+    if (bars) {
+        for (viz::PlotSeries& p : parts) p.Kind = viz::SeriesKind::Bars;
+        plot.Series = {std::move(parts[0]), std::move(parts[1])};
+        return viz::PlotFigure(plot);
+    }
+    // Past the bars' reach each token's change is noise to the eye: every token's faint, and each
+    // part's mean over a window of tokens (odd, about n / 64, at least 9) drawn over them.
+    const int window = std::max(9, static_cast<int>(n / 64) | 1);
+    std::vector<viz::PlotSeries> means;
+    for (viz::PlotSeries& p : parts) {
+        for (size_t t = 0; t < n; ++t) p.X.push_back(static_cast<float>(t + 1));
+        viz::PlotSeries mean = p;
+        mean.Y = CentredMean(p.Y, window);
+        p.Name.clear();  // the faint lines need no legend entry of their own
+        p.Color.a = 70;
+        means.push_back(std::move(mean));
+    }
+    plot.Options.XLabel = "token position (faint: each token; lines: the mean of " + std::to_string(window) + " tokens around it)";
+    plot.Series = {std::move(parts[0]), std::move(parts[1]), std::move(means[0]), std::move(means[1])};
     return viz::PlotFigure(plot);
 }
 

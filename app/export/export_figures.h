@@ -82,8 +82,12 @@ std::string HighlightHtmlPage(const model::Analysis& a, const std::string& model
 // without one). finetune: each head's JS divergence of its rows (nats), the temperatures' part
 // (SSA against tau = 1) beside the drift's (tau = 1 against the base) on one scale, under the mean
 // loss of each side and the change split in the two. finetune_loss: each token's loss change from
-// the base in the same two parts (bars up to kFineTuneLossBars tokens, lines above).
+// the base in the same two parts (bars up to kFineTuneLossBars tokens; above, every token faint
+// under each part's mean over a window of about n / 64 tokens).
 constexpr int kFineTuneLossBars = 96;
+// Each value's mean over the `window` values centred on it (fewer at the ends), non-finite ones
+// left out (NaN where all are).
+std::vector<float> CentredMean(const std::vector<float>& y, int window);
 viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_name);
 viz::Figure FineTuneLossFigure(const model::Analysis& a, const std::string& model_name);
 

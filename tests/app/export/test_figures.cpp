@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "app/export/export_figures.h"
@@ -87,6 +88,45 @@ TEST_F(ExportFigures, SparsityPlotsBesideABase) {
     ExpectSparsityGoldens(a, {"dilution", "sink_mass", "tau_q_histogram"}, "_base");
     a.tau_q_base = other.tau_q;  // a base that is itself an SSA model
     ExpectSparsityGoldens(a, {"tau_q_histogram"}, "_ssa_base");
+}
+
+// Past kFineTuneLossBars tokens the loss parts are lines: every token's faint, each part's centred
+// mean over them (and only the means in the legend).
+TEST_F(ExportFigures, LongFineTuneLossesAreFaintLinesUnderTheirMeans) {
+    model::Analysis a = app::MakeSyntheticAnalysis(1, 1, 301, 5);
+    a.comparison = model::Comparison::Base;
+    a.base_label = "/models/pythia-base";
+    a.loss.assign(300, 0.0f), a.loss_compare.assign(300, 0.0f), a.loss_base.assign(300, 0.0f);
+    for (size_t t = 0; t < 300; ++t) {
+        a.loss_base[t] = 3.0f;
+        a.loss_compare[t] = 2.5f;                          // drift: -0.5 at every token
+        a.loss[t] = a.loss_compare[t] + (t % 2 ? -1.0f : 1.0f);  // temperatures: +1, -1, ...
+    }
+    const viz::Figure f = app::FineTuneLossFigure(a, "synthetic");
+    std::vector<const viz::FigPolyline*> faint, solid;
+    for (const viz::FigItem& item : f.Items)
+        if (const auto* line = std::get_if<viz::FigPolyline>(&item); line && line->Points.size() >= 2 * 300)
+            (line->Color.a < 255 ? faint : solid).push_back(line);
+    ASSERT_EQ(faint.size(), 2u);
+    ASSERT_EQ(solid.size(), 2u);
+    // The drift's mean is flat at -0.5: one y for every point.
+    const std::vector<float>& drift = solid[1]->Points;
+    for (size_t k = 3; k < drift.size(); k += 2) EXPECT_FLOAT_EQ(drift[k], drift[1]) << k / 2;
+    std::string svg = viz::FigureToSvg(f);
+    EXPECT_NE(svg.find("the mean of 9 tokens around it"), std::string::npos);
+    EXPECT_EQ(svg.find("temperatures: SSA - tau = 1"), svg.rfind("temperatures: SSA - tau = 1")) << "one legend entry a part";
+}
+
+TEST(CentredMean, MeansOverTheWindowFewerAtTheEndsWithoutNonFinite) {
+    const std::vector<float> m = app::CentredMean({1, 2, 3, 4, 5}, 3);
+    EXPECT_EQ(m, (std::vector<float>{1.5f, 2, 3, 4, 4.5f}));
+    const std::vector<float> gaps = app::CentredMean({1, NAN, 3, INFINITY, NAN, NAN, NAN}, 3);
+    EXPECT_FLOAT_EQ(gaps[0], 1.0f);
+    EXPECT_FLOAT_EQ(gaps[1], 2.0f);
+    EXPECT_FLOAT_EQ(gaps[2], 3.0f);
+    EXPECT_FLOAT_EQ(gaps[3], 3.0f);
+    EXPECT_TRUE(std::isnan(gaps[5])) << "no finite value in its window";
+    EXPECT_EQ(app::CentredMean({}, 9), std::vector<float>{});
 }
 
 }  // namespace
