@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include <imgui.h>
 
 #include "app/core/names.h"
+#include "app/export/export_figures.h"
 #include "app/gui/views/view_common.h"
 #include "viz/imgui/widgets.h"
 #include "viz/palette.h"
@@ -165,6 +167,7 @@ void FineTuneView::DrawLossParts(WindowState& state) {
     ImGui::SameLine();
     viz::HelpMarker("Two bars a token: the temperatures' part (SSA - tau=1, orange) and the drift's (tau=1 - base, green). "
                     "Below the line: that part lowered the token's loss (the model predicts it better).\n"
+                    "Past 96 tokens a line over each part's bars is its mean over the tokens around each (as finetune_loss.png draws it).\n"
                     "Hover a token for its three losses; click it to select it as the query.");
     float most = 1e-6f;
     for (int t = 0; t < n; ++t)
@@ -223,6 +226,28 @@ void FineTuneView::DrawLossParts(WindowState& state) {
         }
     }
     draw->AddLine(ImVec2(o.x, zero_y), ImVec2(o.x + n * slot, zero_y), IM_COL32(200, 200, 200, 120));
+    // Past the exported figure's bars, its lines too: each part's mean over the tokens around each
+    // (the same window), over the bars in view.
+    const int window = n > kFineTuneLossBars ? std::max(9, (n / 64) | 1) : 0;
+    if (window > 0) {
+        std::vector<float> parts[2];
+        for (int t = 0; t < n; ++t) {
+            parts[0].push_back(a.loss[t] - a.loss_compare[t]);
+            parts[1].push_back(a.loss_compare[t] - a.loss_base[t]);
+        }
+        const float view_x0 = ImGui::GetWindowPos().x, view_x1 = view_x0 + ImGui::GetWindowSize().x;
+        const int t0 = std::clamp(static_cast<int>((view_x0 - o.x) / slot) - 1, 0, n - 1);
+        const int t1 = std::clamp(static_cast<int>((view_x1 - o.x) / slot) + 2, t0 + 1, n);
+        for (int p = 0; p < 2; ++p) {
+            const std::vector<float> mean = CentredMean(parts[p], window);
+            std::vector<ImVec2> points;
+            for (int t = t0; t < t1; ++t)
+                if (std::isfinite(mean[t])) points.emplace_back(o.x + (t + 0.5f) * slot, zero_y - mean[t] * scale);
+            if (points.size() < 2) continue;
+            draw->AddPolyline(points.data(), static_cast<int>(points.size()), IM_COL32(0, 0, 0, 200), ImDrawFlags_None, 4.0f);
+            draw->AddPolyline(points.data(), static_cast<int>(points.size()), colors[p], ImDrawFlags_None, 2.0f);
+        }
+    }
     {  // bar t is the loss of token t + 1: its index and label
         const ImU32 dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
         const float per_label = ImGui::CalcTextSize("0000 wwwww").x + 12.0f;
@@ -239,7 +264,11 @@ void FineTuneView::DrawLossParts(WindowState& state) {
     ImGui::SetCursorScreenPos(ImVec2(o.x, o.y + plot_h + line + 4.0f));
     ImGui::Dummy(ImVec2(n * slot, 0.0f));
     ImGui::EndChild();
-    ImGui::TextDisabled("+%s .. -%s nats; orange: temperatures, green: drift", FormatNumber(most).c_str(), FormatNumber(most).c_str());
+    if (window > 0)
+        ImGui::TextDisabled("+%s .. -%s nats; orange: temperatures, green: drift; lines: means over %d tokens",
+                            FormatNumber(most).c_str(), FormatNumber(most).c_str(), window);
+    else
+        ImGui::TextDisabled("+%s .. -%s nats; orange: temperatures, green: drift", FormatNumber(most).c_str(), FormatNumber(most).c_str());
     if (hovered >= 0) {
         const int t = hovered;
         ImGui::SetTooltip("token %d '%s'\nloss: SSA %s, tau=1 %s, base %s\ntemperatures %s, drift %s, change %s", t + 1, m_labels[t + 1].c_str(),
