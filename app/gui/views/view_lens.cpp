@@ -133,7 +133,7 @@ void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::s
     const int rows = static_cast<int>(s.loss.size()), k = s.top_k;
     const int t = static_cast<int>(at.position);
     if (rows == 0 || t + 1 >= a.n_tokens || s.top_ids.size() != static_cast<size_t>(rows) * k) return;
-    ImGui::Text("Position %d '%s' -> '%s': what each layer would predict", t, TokenLabel(a.tokens.pieces[t]).c_str(),
+    ImGui::Text("Position %d '%s' -> '%s': what each layer would predict, p(next)", t, TokenLabel(a.tokens.pieces[t]).c_str(),
                 TokenLabel(a.tokens.pieces[t + 1]).c_str());
     const float line = ImGui::GetTextLineHeight();
     const float label_w = ImGui::CalcTextSize("embeddings").x + 8.0f, cell_w = line * 6.0f;
@@ -155,10 +155,10 @@ void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::s
             const model::LensAt* c = at.compare && at.compare->loss.size() == s.loss.size() ? &*at.compare : nullptr;
             const model::LensAt* base = at.base && at.base->loss.size() == s.loss.size() ? &*at.base : nullptr;
             if (c && base)
-                std::snprintf(buf, sizeof buf, "p(next) %s  (%s %s, base %s)", P(s.loss[r]).c_str(), compare_name.c_str(), P(c->loss[r]).c_str(),
+                std::snprintf(buf, sizeof buf, "%s  (%s %s, base %s)", P(s.loss[r]).c_str(), compare_name.c_str(), P(c->loss[r]).c_str(),
                               P(base->loss[r]).c_str());
-            else if (c) std::snprintf(buf, sizeof buf, "p(next) %s  (%s %s)", P(s.loss[r]).c_str(), compare_name.c_str(), P(c->loss[r]).c_str());
-            else std::snprintf(buf, sizeof buf, "p(next) %s", P(s.loss[r]).c_str());
+            else if (c) std::snprintf(buf, sizeof buf, "%s  (%s %s)", P(s.loss[r]).c_str(), compare_name.c_str(), P(c->loss[r]).c_str());
+            else std::snprintf(buf, sizeof buf, "%s", P(s.loss[r]).c_str());
             draw->AddText(ImVec2(p1.x + 8.0f, y + (cell_h - line) * 0.5f), ImGui::GetColorU32(ImGuiCol_TextDisabled), buf);
         }
         if (ImGui::IsMouseHoveringRect(ImVec2(o.x, y), ImVec2(p1.x + 8.0f + line * 14.0f, y + cell_h))) hovered = r;
@@ -401,8 +401,9 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
         viz::ItemTooltip("The heads whose part of the next token's logit fine-tuning changed most: |SSA - base|. A head whose "
                          "SSA and tau = 1 bars differ owes its change to its temperatures; one whose tau = 1 and base bars "
                          "differ, to the other weights' drift.");
-        ImGui::SameLine();
-        ImGui::TextDisabled("(orange SSA, blue %s, violet base); click selects the head", cmp.c_str());
+        const std::string legend = "(orange SSA, blue " + cmp + ", violet base); click selects the head";
+        SameLineIfFits(ImGui::CalcTextSize(legend.c_str()).x);  // a narrow pane cut it at "blue ta"
+        ImGui::TextDisabled("%s", legend.c_str());
     } else {
         ImGui::TextDisabled("heads by their part of the logit (orange SSA, blue %s); click selects the head", cmp.c_str());
     }
