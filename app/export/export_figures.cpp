@@ -301,6 +301,10 @@ viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_na
                                    " (SSA), " + nats("%+.4f", d.loss_mean - d.loss_mean_base) + " nats");
 }
 
+int FineTuneLossWindow(size_t n) {
+    return n <= static_cast<size_t>(kFineTuneLossBars) ? 0 : std::max(9, static_cast<int>(n / 64) | 1);
+}
+
 std::vector<float> CentredMean(const std::vector<float>& y, int window) {
     const int n = static_cast<int>(y.size()), half = window / 2;
     std::vector<double> sum(n + 1, 0.0);
@@ -347,7 +351,7 @@ viz::Figure FineTuneLossFigure(const model::Analysis& a, const std::string& mode
     }
     // Past the bars' reach each token's change is noise to the eye: every token's faint, and each
     // part's mean over a window of tokens (odd, about n / 64, at least 9) drawn over them.
-    const int window = std::max(9, static_cast<int>(n / 64) | 1);
+    const int window = FineTuneLossWindow(n);
     std::vector<viz::PlotSeries> means;
     for (viz::PlotSeries& p : parts) {
         for (size_t t = 0; t < n; ++t) p.X.push_back(static_cast<float>(t + 1));

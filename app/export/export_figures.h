@@ -85,6 +85,9 @@ std::string HighlightHtmlPage(const model::Analysis& a, const std::string& model
 // the base in the same two parts (bars up to kFineTuneLossBars tokens; above, every token faint
 // under each part's mean over a window of about n / 64 tokens).
 constexpr int kFineTuneLossBars = 96;
+// How many tokens finetune_loss's mean lines average over (odd, about n / 64, at least 9): 0 for
+// n up to kFineTuneLossBars, which are bars. The Fine-tune tab draws the same lines.
+int FineTuneLossWindow(size_t n);
 // Each value's mean over the `window` values centred on it (fewer at the ends), non-finite ones
 // left out (NaN where all are).
 std::vector<float> CentredMean(const std::vector<float>& y, int window);

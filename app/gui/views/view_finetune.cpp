@@ -228,7 +228,7 @@ void FineTuneView::DrawLossParts(WindowState& state) {
     draw->AddLine(ImVec2(o.x, zero_y), ImVec2(o.x + n * slot, zero_y), IM_COL32(200, 200, 200, 120));
     // Past the exported figure's bars, its lines too: each part's mean over the tokens around each
     // (the same window), over the bars in view.
-    const int window = n > kFineTuneLossBars ? std::max(9, (n / 64) | 1) : 0;
+    const int window = FineTuneLossWindow(n);
     if (window > 0) {
         std::vector<float> parts[2];
         for (int t = 0; t < n; ++t) {
