@@ -264,11 +264,13 @@ void FineTuneView::DrawLossParts(WindowState& state) {
     ImGui::SetCursorScreenPos(ImVec2(o.x, o.y + plot_h + line + 4.0f));
     ImGui::Dummy(ImVec2(n * slot, 0.0f));
     ImGui::EndChild();
+    ImGui::PushTextWrapPos(0.0f);  // a narrow pane wraps the caption rather than cutting it
     if (window > 0)
         ImGui::TextDisabled("+%s .. -%s nats; orange: temperatures, green: drift; lines: means over %d tokens",
                             FormatNumber(most).c_str(), FormatNumber(most).c_str(), window);
     else
         ImGui::TextDisabled("+%s .. -%s nats; orange: temperatures, green: drift", FormatNumber(most).c_str(), FormatNumber(most).c_str());
+    ImGui::PopTextWrapPos();
     if (hovered >= 0) {
         const int t = hovered;
         ImGui::SetTooltip("token %d '%s'\nloss: SSA %s, tau=1 %s, base %s\ntemperatures %s, drift %s, change %s", t + 1, m_labels[t + 1].c_str(),
