@@ -6,9 +6,10 @@
 // (LibTorch's operator registrations: ~0.7 s a start in Release, ~2 s under AddressSanitizer) and
 // nothing else run: no thread pool has started, no model is open. For each request it forks, and
 // the child runs `main`'s own code on the request's arguments with stdout and stderr on the named
-// files and stdin on /dev/null, flushes them, runs LeakSanitizer's check (in a build with it) and
-// exits with `main`'s status, skipping the static destructors (LibTorch's unregistering of its
-// operators writes pages shared with the server, each then copied: 0.35 s a command in Release).
+// files and stdin on /dev/null, flushes them, runs LeakSanitizer's check (in a build with it; of
+// the blocks the child allocated, fork_server.cpp says why) and exits with `main`'s status,
+// skipping the static destructors (LibTorch's unregistering of its operators writes pages shared
+// with the server, each then copied: 0.35 s a command in Release).
 // So each command runs in a fresh process of the real binary; only the loader's work is shared,
 // and the teardown is left to the tests that start the binary itself (the windowed ones).
 #pragma once

@@ -79,13 +79,9 @@ private:
         int to[2], from[2];  // the harness writes requests to to[1]; the server answers on from[1]
         if (pipe2(to, O_CLOEXEC) != 0 || pipe2(from, O_CLOEXEC) != 0) return nullptr;
         // Everything the child needs is made before fork: this process may have threads.
-        // Under LeakSanitizer the children leave libomp's fork handler's leak (fork_server.supp).
-        // Matching it by module asks no symbolizer, but the check symbolizes the allocation's
-        // first frame (ASan's malloc) all the same: llvm-symbolizer started for every command,
-        // 0.17 s of each under ASan. So the children's reports name modules and offsets only, and
-        // Ssaviz() adds the same command's report symbolized when there is one.
-        std::string lsan = "LSAN_OPTIONS=print_suppressions=0:symbolize=0:suppressions=" + std::string(SSAVIZ_SOURCE_DIR) +
-                           "/tests/app/cli/fork_server.supp";
+        // Under LeakSanitizer the children's reports name modules and offsets only (a symbolizer
+        // would start for each report), and Ssaviz() adds the same command's report symbolized.
+        std::string lsan = "LSAN_OPTIONS=symbolize=0";
         std::vector<std::string> env{"SSAVIZ_FORK_SERVER=3,4"};
         for (char** e = environ; *e; ++e) {
             const std::string entry = *e;

@@ -45,20 +45,27 @@ TEST_F(Cli, TheForkServerGivesEachCommandsStatusAndRefusesBadRequests) {
     ExpectOneLineError(serve("0,1", std::string("\xff\xff\xff\x7f", 4)), 2, "a fork server request of");
     EXPECT_EQ(serve("0,1", "").code, 0);  // no requests: the harness is done
 #ifdef SSAVIZ_TEST_SANITIZED
-    // Its children skip the static destructors but not LeakSanitizer's check: without the harness's
-    // suppression (fork_server.supp) the libomp structures a forked child drops are reported, and
-    // the command's status is the sanitizer's, 1, though `info` itself succeeded.
+    // Its children skip the static destructors but not LeakSanitizer's check of what they
+    // allocate: a child that loses a block (SSAVIZ_FORK_SERVER_LEAK) is reported, its status the
+    // sanitizer's, 1, though `info` itself succeeded. What the server's start-up allocated is not
+    // theirs (fork_server.cpp): the libomp structures a forked child's runtime drops, once
+    // reported without a suppression, are not, and neither is anything else here.
     const std::string request = app::ForkRequest({SSAVIZ_BINARY, "info", "--model", Small(), "--device", "cpu", Scratch("leak.out"), Scratch("leak.err")});
     std::ofstream(Scratch("request"), std::ios::binary) << request;
-    const std::string cmd = "LSAN_OPTIONS= SSAVIZ_FORK_SERVER=0,1 " + binary + " <" + Scratch("request") + " >" + Scratch("status") + " 2>/dev/null";
-    ASSERT_EQ(std::system(cmd.c_str()), 0);
-    const std::string status = ReadFile(Scratch("status"));
-    ASSERT_EQ(status.size(), 4u);
-    int32_t child = 0;
-    std::memcpy(&child, status.data(), 4);
-    EXPECT_TRUE(WIFEXITED(child) && WEXITSTATUS(child) == 1) << child;
-    EXPECT_NE(ReadFile(Scratch("leak.err")).find("LeakSanitizer: detected memory leaks"), std::string::npos) << ReadFile(Scratch("leak.err"));
-    EXPECT_NE(ReadFile(Scratch("leak.out")).find("parameters"), std::string::npos) << "info's stdout, flushed before the check";
+    for (const bool leak : {true, false}) {
+        const std::string cmd = std::string("LSAN_OPTIONS= SSAVIZ_FORK_SERVER=0,1") + (leak ? " SSAVIZ_FORK_SERVER_LEAK=1 " : " ") + binary + " <" +
+                                Scratch("request") + " >" + Scratch("status") + " 2>/dev/null";
+        ASSERT_EQ(std::system(cmd.c_str()), 0);
+        const std::string status = ReadFile(Scratch("status"));
+        ASSERT_EQ(status.size(), 4u);
+        int32_t child = 0;
+        std::memcpy(&child, status.data(), 4);
+        const std::string err = ReadFile(Scratch("leak.err"));
+        EXPECT_TRUE(WIFEXITED(child) && WEXITSTATUS(child) == (leak ? 1 : 0)) << child << "\n" << err;
+        EXPECT_EQ(err.find("LeakSanitizer: detected memory leaks") != std::string::npos, leak) << err;
+        if (leak) EXPECT_NE(err.find("Direct leak of 64 byte(s) in 1 object(s)"), std::string::npos) << err;
+        EXPECT_NE(ReadFile(Scratch("leak.out")).find("parameters"), std::string::npos) << "info's stdout, flushed before the check";
+    }
 #endif
 }
 
