@@ -146,7 +146,9 @@ void HeatmapView::PrepareData(const AppState& state) {
     // model::AttentionMaps), and kept where the engine runs: a GPU's map stays there.
     m_ssa = a.Cells(model::MapSide::Ssa, head.layer, head.head);
     m_compare = has_compare ? a.Cells(model::MapSide::Compare, head.layer, head.head) : nullptr;
-    m_base = three_way || (IsBaseMode(mode) && !split) ? a.Cells(model::MapSide::Base, head.layer, head.head) : nullptr;
+    // With a base, its map in every mode: the row chart's third series, the hover's two parts and
+    // one colour range, so switching between SSA, tau = 1 and the base (1 / 2 / 6) keeps the colours.
+    m_base = a.HasBase() ? a.Cells(model::MapSide::Base, head.layer, head.head) : nullptr;
     m_row_query = -1;
     // One range for SSA and comparison (and the base), so switching between them (1 / 2) keeps the
     // colours comparable.
@@ -735,7 +737,7 @@ void HeatmapView::DrawRowChart(WindowState& state, ImVec2 pos, ImVec2 size) {
         for (int k = 0; k < 3; ++k) m_rows[k] = maps[k] ? maps[k]->Row(query) : std::vector<float>();
         m_row_query = query;
     }
-    // The series: SSA, then the comparison and, in the three-way layout, the base. Each names its
+    // The series: SSA, then the comparison and, with a base, the base. Each names its
     // tallest bars (SSA five, the others three).
     struct Series {
         const float* values;
@@ -946,7 +948,7 @@ void HeatmapView::DrawRowChart(WindowState& state, ImVec2 pos, ImVec2 size) {
             ImGui::Text("temperatures (SSA - tau=1) %s, drift (tau=1 - base) %s", FormatWeight(ssa[best] - tau1, true).c_str(),
                         FormatWeight(tau1 - base, true).c_str());
         } else if (count == 2) {
-            ImGui::Text("SSA - %s = %s", compare_name.c_str(), FormatWeight(ssa[best] - series[1].values[best], true).c_str());
+            ImGui::Text("SSA - %s = %s", series[1].name.c_str(), FormatWeight(ssa[best] - series[1].values[best], true).c_str());
         }
         ImGui::EndTooltip();
     }

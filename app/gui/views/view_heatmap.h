@@ -70,12 +70,12 @@ private:
     bool m_three_way = false;                // SSA | tau = 1 | base side by side (an analysis with a base)
     Layer m_layers[std::size(kAllMapModes)]; // [MapMode]
     // The selected head's maps where the engine keeps them (a GPU's memory on CUDA): only what is
-    // drawn or hovered is copied to the host. m_compare null without one, m_base unless a base
-    // mode or the three-way layout is shown; m_diff (SSA - comparison) and m_base_diff (SSA -
+    // drawn or hovered is copied to the host. m_compare null without one, m_base without a base
+    // (with one, every mode reads it: the row chart, the hover, the colour range); m_diff (SSA - comparison) and m_base_diff (SSA -
     // base) null unless shown.
     model::MapCellsPtr m_ssa, m_compare, m_base, m_diff, m_base_diff;
     int m_row_query = -1;                    // the query whose rows m_rows holds (the row chart)
-    std::vector<float> m_rows[3];            // its row of SSA, the comparison and the base (empty where none is shown)
+    std::vector<float> m_rows[3];            // its row of SSA, the comparison and the base (empty where there is none)
     viz::Range m_tau_q_range, m_tau_v_range; // diverging around 1 (see TemperatureRange)
     std::vector<std::string> m_labels;       // [T] display text of each token
     std::vector<std::string> m_short_labels; // [T] the same, shortened to the label strip

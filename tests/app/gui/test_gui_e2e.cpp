@@ -317,7 +317,7 @@ TEST(EndToEnd, TheMapAndHeadsGridShowTheBaseAndWhatFineTuningChanged) {
     const std::string dir = FineTuneAndBase("e2e_base_maps");
     ASSERT_FALSE(HasFailure());
     const std::string& text = kFineTuneText;
-    for (const auto& [map, base] : {std::pair<const char*, bool>{"base_diff", true}, {"base", true}, {"base_diff", false}}) {
+    for (const auto& [map, base] : {std::pair<const char*, bool>{"base_diff", true}, {"base", true}, {"ssa", true}, {"base_diff", false}}) {
         const std::string png_map = dir + "/map_" + map + (base ? "" : "_no_base") + ".png";
         ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --model " + dir + "/ft" + (base ? " --base " + dir + "/base" : "") + " --map " + map +
                                  " --layer 1 --head 1 --text '" + text + "' --screenshot " + png_map + " --frames 4",
@@ -344,7 +344,7 @@ TEST(EndToEnd, TheMapAndHeadsGridShowTheBaseAndWhatFineTuningChanged) {
                                       meta_map["regions"][shown][2].get<int>(), meta_map["regions"][shown][3].get<int>()),
                       6u);
         }
-        // The row chart reads the base's bars beside SSA's and tau = 1's in either base mode.
+        // The row chart reads the base's bars beside SSA's and tau = 1's in every mode with a base.
         if (base) {
             EXPECT_GT(PixelsOf(g, meta_map["regions"]["row_chart"], viz::kBaseColor), 50u) << map;
         }
