@@ -23,6 +23,12 @@ void SameLineIfFits(float width) {
     if (ImGui::GetItemRectMax().x + ImGui::GetStyle().ItemSpacing.x + width <= right) ImGui::SameLine();
 }
 
+void AddLabel(ImDrawList* draw, ImVec2 pos, ImU32 color, const char* text) {
+    const ImVec2 size = ImGui::CalcTextSize(text);
+    draw->AddRectFilled(ImVec2(pos.x - 2, pos.y), ImVec2(pos.x + size.x + 2, pos.y + size.y), kLabelPlate, 2.0f);
+    draw->AddText(pos, color, text);
+}
+
 bool SameAnalysis(const std::weak_ptr<const model::Analysis>& cached, const std::shared_ptr<const model::Analysis>& now) {
     if (!now) return false;
     return !cached.owner_before(now) && !now.owner_before(cached);

@@ -21,6 +21,10 @@ bool DrawNoAnalysisNote(const AppState& state);
 // Continues on the same line when an item of `width` still fits there (else starts a new line).
 void SameLineIfFits(float width);
 
+// Text on a dark plate (kLabelPlate), readable over any colour: labels over maps, bars and points.
+constexpr ImU32 kLabelPlate = IM_COL32(20, 20, 24, 215);
+void AddLabel(ImDrawList* draw, ImVec2 pos, ImU32 color, const char* text);
+
 // Whether a cache made for `cached` is still current for `now` (same analysis object; a weak
 // pointer so a new analysis never passes for an old one at a reused address). Never for no
 // analysis: that costs nothing to redo.

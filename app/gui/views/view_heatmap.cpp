@@ -64,13 +64,6 @@ void CenteredText(const char* text) {
     ImGui::TextDisabled("%s", text);
 }
 
-// Text on a dark plate, readable over any colour.
-void AddLabel(ImDrawList* draw, ImVec2 pos, ImU32 color, const char* text) {
-    const ImVec2 size = ImGui::CalcTextSize(text);
-    draw->AddRectFilled(ImVec2(pos.x - 2, pos.y), ImVec2(pos.x + size.x + 2, pos.y + size.y), IM_COL32(20, 20, 24, 215), 2.0f);
-    draw->AddText(pos, color, text);
-}
-
 bool HasCompare(const model::Analysis& a) { return a.maps && !a.compare_label.empty(); }
 
 }  // namespace
@@ -611,7 +604,7 @@ void HeatmapView::DrawMap(WindowState& state, Layer& layer, ImVec2 map_pos, floa
             const float width = ImGui::CalcTextSize(text.c_str()).x;
             const ImVec2 pos(std::round(x - line_h * 0.5f), bottom - 2);
             if (plate)
-                draw->AddRectFilled(ImVec2(pos.x, pos.y - width - 2), ImVec2(pos.x + line_h, pos.y + 2), IM_COL32(20, 20, 24, 215), 2.0f);
+                draw->AddRectFilled(ImVec2(pos.x, pos.y - width - 2), ImVec2(pos.x + line_h, pos.y + 2), kLabelPlate, 2.0f);
             viz::AddTextVertical(draw, pos, plate ? color : (stride == 1 ? text_col : dim_col), text.c_str());
             if (stride > 1 || plate) draw->AddLine(ImVec2(x, bottom - 1), ImVec2(x, bottom + 3), color);
         };

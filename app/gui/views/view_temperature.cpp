@@ -194,7 +194,14 @@ void TemperatureView::Draw(WindowState& state) {
         draw->AddPolyline(curve.data(), static_cast<int>(curve.size()), IM_COL32(120, 190, 255, 255), 0, 2.5f);
         draw->PopClipRect();
     }
-    // Every layer's learned position term, coloured by layer and labelled at the right end.
+    // Every layer's learned position term, coloured by layer and labelled at the right end (the
+    // labels drawn over the points, below).
+    struct LayerLabel {
+        ImVec2 pos;
+        ImU32 color;
+        std::string text;
+    };
+    std::vector<LayerLabel> layer_labels;
     if (every_layer) {
         draw->PushClipRect(p0, ImVec2(p1.x + 200.0f, p1.y), true);
         const int L = static_cast<int>(slopes->size());
@@ -216,7 +223,7 @@ void TemperatureView::Draw(WindowState& state) {
                 draw->AddPolyline(curve.data(), static_cast<int>(curve.size()), color, 0, l == state.selected.layer ? 2.0f : 1.0f);
             }
             const std::string label = "L" + std::to_string(l);
-            draw->AddText(ImVec2(p1.x - ImGui::CalcTextSize(label.c_str()).x - 2, label_y[l]), color | IM_COL32_A_MASK, label.c_str());
+            layer_labels.push_back({ImVec2(p1.x - ImGui::CalcTextSize(label.c_str()).x - 4, label_y[l]), color | IM_COL32_A_MASK, label});
         }
         draw->PopClipRect();
     }
@@ -248,6 +255,7 @@ void TemperatureView::Draw(WindowState& state) {
         draw->AddCircle(p, r + 4, IM_COL32(0, 0, 0, 255), 12, 3.0f);
         draw->AddCircle(p, r + 4, IM_COL32(255, 220, 90, 255), 12, 1.5f);
     }
+    for (const LayerLabel& label : layer_labels) AddLabel(draw, label.pos, label.color, label.text.c_str());
     draw->PopClipRect();
     if (near >= 0) {
         const std::vector<std::string>& pieces = a.tokens.pieces;
