@@ -108,6 +108,7 @@ void HeadMatrixView::Draw(WindowState& state) {
         range = {centre - d, centre + d};
         colormap = viz::Colormap::Diverging;
     }
+    ImGui::PushTextWrapPos(0.0f);  // what the cells hold, wrapped in a narrow pane rather than cut
     if (steps)
         ImGui::TextDisabled("%s%s, %s", side == MapMode::Difference ? "run - compare run: " : side == MapMode::Compare ? "compare run: " : "",
                             label.c_str(), kStepsHelp);
@@ -115,6 +116,7 @@ void HeadMatrixView::Draw(WindowState& state) {
         ImGui::TextDisabled("%s%s%s%s, %s", side == MapMode::Difference ? "SSA - " : side == MapMode::BaseDifference ? "SSA - base: " : "",
                             side == MapMode::Compare ? (cmp + " ").c_str() : side == MapMode::Base ? "base " : "", metric.label.c_str(),
                             quantity.unit.empty() ? "" : (", " + quantity.unit).c_str(), metric.help.c_str());
+    ImGui::PopTextWrapPos();
 
     // Cells as wide as the pane allows. With numbers, never narrower than one: past that the matrix
     // scrolls. Without (the default when the numbered matrix would be over 2.5 times the pane's width,
