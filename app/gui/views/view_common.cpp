@@ -29,6 +29,12 @@ void AddLabel(ImDrawList* draw, ImVec2 pos, ImU32 color, const char* text) {
     draw->AddText(pos, color, text);
 }
 
+void Caption(const std::string& text) {
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextDisabled("%s", text.c_str());
+    ImGui::PopTextWrapPos();
+}
+
 bool SameAnalysis(const std::weak_ptr<const model::Analysis>& cached, const std::shared_ptr<const model::Analysis>& now) {
     if (!now) return false;
     return !cached.owner_before(now) && !now.owner_before(cached);

@@ -25,6 +25,9 @@ void SameLineIfFits(float width);
 constexpr ImU32 kLabelPlate = IM_COL32(20, 20, 24, 215);
 void AddLabel(ImDrawList* draw, ImVec2 pos, ImU32 color, const char* text);
 
+// A caption in the dimmed text colour, wrapped at the pane's edge rather than cut there.
+void Caption(const std::string& text);
+
 // Whether a cache made for `cached` is still current for `now` (same analysis object; a weak
 // pointer so a new analysis never passes for an old one at a reused address). Never for no
 // analysis: that costs nothing to redo.

@@ -80,9 +80,7 @@ void HeadTableView::Draw(WindowState& state) {
     const std::vector<HeadSummary>& summary = m_summaries.Get();
     const float eps = state.settings.sink_epsilon;
     const std::string cmp = CompareName(a);
-    ImGui::PushTextWrapPos(0.0f);
-    ImGui::TextDisabled("%d heads; means over query rows 2..T; click a row to select, Ctrl+click to pin", static_cast<int>(summary.size()));
-    ImGui::PopTextWrapPos();
+    Caption(std::to_string(summary.size()) + " heads; means over query rows 2..T; click a row to select, Ctrl+click to pin");
 
     // Headers and help: "entropy" (SSA), "entropy vanilla" (the comparison), "sink" (the rule).
     const std::vector<Column>& columns = Columns();

@@ -116,7 +116,7 @@ void LensView::Draw(WindowState& state) {
         ImGui::TextDisabled("reading position %d's residual stream...", position);
         return;
     }
-    ImGui::TextDisabled("the selected query (click a token for another); Run the lens: every position");
+    Caption("the selected query (click a token for another); Run the lens: every position");
     DrawColumn(state, *at, cmp);
     ImGui::Separator();
     const Parts ssa = PartsOf(at->ssa, a.n_layer, a.n_head);
@@ -241,6 +241,7 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
     const float cell_w = std::max(6.0f, std::min(line * 4.0f, std::floor((avail - label_w) / std::max(n, 1))));
     const float cell_h = std::clamp(std::floor((ImGui::GetContentRegionAvail().y * 0.45f - line) / rows), 4.0f, line + 4.0f);
     const float grid_h = rows * cell_h + line + 4.0f + ImGui::GetStyle().ScrollbarSize;
+    ImGui::PushTextWrapPos(0.0f);  // the caption wraps in a narrow pane
     if (difference) {
         ImGui::TextDisabled("colour: log p(next token), SSA - %s: -%.3g (blue) to +%.3g (red) nats%s; text: SSA's prediction",
                             other_name.c_str(), most, most, m_difference.Clips() ? " *" : "");
@@ -252,6 +253,7 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
     else
         ImGui::TextDisabled("colour: p(the next token) after each layer%s, log scale 1e-4 (dark) to 1; text: the token it predicts",
                             side == Side::Ssa ? "" : (" (" + other_name + ")").c_str());
+    ImGui::PopTextWrapPos();
     const ImVec2 child_pos = ImGui::GetCursorScreenPos();
     ImGui::BeginChild("##lens_grid", ImVec2(avail, grid_h), false, ImGuiWindowFlags_HorizontalScrollbar);
     const ImVec2 o = ImGui::GetCursorScreenPos();
@@ -405,7 +407,7 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
         SameLineIfFits(ImGui::CalcTextSize(legend.c_str()).x);  // a narrow pane cut it at "blue ta"
         ImGui::TextDisabled("%s", legend.c_str());
     } else {
-        ImGui::TextDisabled("heads by their part of the logit (orange SSA, blue %s); click selects the head", cmp.c_str());
+        Caption("heads by their part of the logit (orange SSA, blue " + cmp + "); click selects the head");
     }
     const ImVec2 start = ImGui::GetCursorScreenPos();
     for (int k = 0; k < shown; ++k) {
@@ -415,8 +417,8 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
         row("L" + std::to_string(head.layer) + " H" + std::to_string(head.head), bars, &head);
     }
     ImGui::Spacing();
-    ImGui::TextDisabled(b ? "each layer: attention (its heads together) and MLP, SSA and base (a scale of their own)"
-                          : "each layer: attention (its heads together) and MLP, SSA (a scale of its own)");
+    Caption(b ? "each layer: attention (its heads together) and MLP, SSA and base (a scale of their own)"
+              : "each layer: attention (its heads together) and MLP, SSA (a scale of its own)");
     scale_of = &most_layer;
     auto layer_row = [&](const std::string& label, auto&& value) {
         std::vector<std::pair<float, ImU32>> bars;

@@ -139,7 +139,7 @@ void PredictionView::DrawNextTokens(const AppState& state) {
             }
         }
     } else {
-        ImGui::TextDisabled("The last token: what the model would write next (Continue, Ctrl+G, appends it).");
+        Caption("The last token: what the model would write next (Continue, Ctrl+G, appends it).");
     }
 
     const int columns = 1 + static_cast<int>(sides.size());
@@ -160,7 +160,7 @@ void PredictionView::DrawNextTokens(const AppState& state) {
     }
     ImGui::EndTable();
     if (!a.HasComparePredictions() && a.comparison == model::Comparison::LayerLocal)
-        ImGui::TextDisabled("The layer-local comparison runs no forward pass of its own: it has no predictions.");
+        Caption("The layer-local comparison runs no forward pass of its own: it has no predictions.");
 }
 
 }  // namespace app
