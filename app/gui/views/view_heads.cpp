@@ -285,7 +285,7 @@ void HeadsView::DrawPinned(WindowState& state) {
     const std::string cmp = CompareName(a);
     ImGui::Separator();
     if (state.pinned.empty()) {
-        ImGui::TextDisabled("Ctrl+click a head (or press P) to pin it for side-by-side comparison");
+        Caption("Ctrl+click a head (or press P) to pin it for side-by-side comparison");
         return;
     }
     ImGui::Text("Pinned heads (%zu)", state.pinned.size());

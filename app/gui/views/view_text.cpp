@@ -226,7 +226,10 @@ void TextView::DrawEditor(WindowState& state, float height) {
         ImGui::SameLine();
         ImGui::TextDisabled("updating...");
     }
-    ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
+    // Beside the count, or under it in a narrow pane.
+    const float checkbox_w = ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("truncate to context").x;
+    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    if (ImGui::GetItemRectMax().x + ImGui::GetFontSize() * 1.5f + checkbox_w <= right) ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
     if (ImGui::Checkbox("truncate to context", &state.truncate)) state.text_changed = true;
     if (ImGui::IsItemHovered())
         ImGui::SetTooltip("Analyse the first %d tokens of a longer text instead of refusing it.", context > 0 ? context : 1024);
@@ -315,17 +318,14 @@ void TextView::DrawControls(AppState& state) {
                               "scale per head).\n%s",
                               s.per_head_scale ? "this head's own" : "the same for every head of the model", shown);
     }
-    if (temperature) {
-        ImGui::SameLine();
-        ImGui::TextDisabled("blue softer, red sharper");
-    }
-    if (delta) {
-        ImGui::SameLine();
-        ImGui::TextDisabled(IsBaseMode(coloring.mode) ? "blue: fine-tuning helped, red: hurt" : "blue SSA better, red worse");
-    }
-    ImGui::SameLine();
-    if (IsLoss(s.token_color)) ImGui::TextDisabled("%s, %s", coloring.label.c_str(), coloring.quantity->unit.c_str());
-    else ImGui::TextDisabled("%s, %s", coloring.label.c_str(), ScopeLabel(s.token_scope, head).c_str());
+    // The legend's words after the ramp, each on the ramp's line while it fits, else on the next.
+    auto note = [](const std::string& text) {
+        SameLineIfFits(ImGui::CalcTextSize(text.c_str()).x);
+        ImGui::TextDisabled("%s", text.c_str());
+    };
+    if (temperature) note("blue softer, red sharper");
+    if (delta) note(IsBaseMode(coloring.mode) ? "blue: fine-tuning helped, red: hurt" : "blue SSA better, red worse");
+    note(coloring.label + ", " + (IsLoss(s.token_color) ? coloring.quantity->unit : ScopeLabel(s.token_scope, head)));
 }
 
 //-------------------------------------------------------------------------------------------------
