@@ -12,14 +12,20 @@
 namespace app {
 namespace {
 
-// A collapsing section with a "(?)" at its right end; hovering either shows the help line.
+// A collapsing section with a "(?)" at its right end where the title leaves room (a narrow pane
+// drops it rather than draw it over the title); hovering either shows the help line.
 bool Section(const char* title, const char* help) {
     const bool open = ImGui::CollapsingHeader(title, ImGuiTreeNodeFlags_DefaultOpen | ImGuiTreeNodeFlags_AllowItemOverlap);
-    const bool header_hovered = ImGui::IsItemHovered();
-    const float w = ImGui::CalcTextSize("(?)").x + ImGui::GetStyle().FramePadding.x * 2.0f;
-    ImGui::SameLine(ImGui::GetWindowContentRegionMax().x - w);
-    ImGui::TextDisabled("(?)");
-    if (header_hovered || ImGui::IsItemHovered()) {
+    bool hovered = ImGui::IsItemHovered();
+    const ImGuiStyle& style = ImGui::GetStyle();
+    const float w = ImGui::CalcTextSize("(?)").x + style.FramePadding.x * 2.0f;
+    const float title_end = ImGui::GetItemRectMin().x + style.FramePadding.x * 3.0f + ImGui::GetFontSize() + ImGui::CalcTextSize(title).x;
+    if (title_end + w <= ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x) {
+        ImGui::SameLine(ImGui::GetWindowContentRegionMax().x - w);
+        ImGui::TextDisabled("(?)");
+        hovered = hovered || ImGui::IsItemHovered();
+    }
+    if (hovered) {
         ImGui::BeginTooltip();
         ImGui::PushTextWrapPos(ImGui::GetFontSize() * 32.0f);
         ImGui::TextUnformatted(help);
