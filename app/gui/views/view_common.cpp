@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include <imgui.h>
 
 #include "app/core/names.h"
 #include "app/gui/views/view_interventions.h"
+#include "viz/imgui/widgets.h"
 
 namespace app {
 
@@ -29,10 +31,41 @@ void AddLabel(ImDrawList* draw, ImVec2 pos, ImU32 color, const char* text) {
     draw->AddText(pos, color, text);
 }
 
-void Caption(const std::string& text) {
+void Caption(const std::string& text, const std::string& breaks) {
+    const std::string kept = breaks.substr(0, breaks.find_last_not_of(' ') + 1);  // ", " keeps its ","
+    const float gap = ImGui::CalcTextSize(breaks.c_str() + kept.size()).x;
+    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    ImGui::BeginGroup();
+    ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(ImGui::GetStyle().ItemSpacing.x, 0.0f));  // lines as close as text's
+    bool first = true;
+    for (size_t start = 0; start <= text.size();) {
+        size_t end = breaks.empty() ? std::string::npos : text.find(breaks, start);
+        const bool last = end == std::string::npos;
+        if (last) end = text.size();
+        const std::string piece = text.substr(start, end - start) + (last ? "" : kept);
+        start = last ? text.size() + 1 : end + breaks.size();
+        if (piece.empty()) continue;
+        if (!first && ImGui::GetItemRectMax().x + gap + ImGui::CalcTextSize(piece.c_str()).x <= right) ImGui::SameLine(0.0f, gap);
+        ImGui::TextDisabled("%s", piece.c_str());
+        first = false;
+    }
+    ImGui::PopStyleVar();
+    ImGui::EndGroup();
+}
+
+void TitleWithHelp(const char* title, const char* help) {
+    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    const float width = ImGui::CalcTextSize(title).x + ImGui::GetStyle().ItemSpacing.x + ImGui::CalcTextSize("(?)").x;
+    if (ImGui::GetCursorScreenPos().x + width <= right) {
+        ImGui::TextUnformatted(title);
+        ImGui::SameLine();
+        viz::HelpMarker(help);
+        return;
+    }
     ImGui::PushTextWrapPos(0.0f);
-    ImGui::TextDisabled("%s", text.c_str());
+    ImGui::TextUnformatted(title);
     ImGui::PopTextWrapPos();
+    viz::ItemTooltip(help);
 }
 
 bool SameAnalysis(const std::weak_ptr<const model::Analysis>& cached, const std::shared_ptr<const model::Analysis>& now) {

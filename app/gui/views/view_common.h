@@ -25,8 +25,14 @@ void SameLineIfFits(float width);
 constexpr ImU32 kLabelPlate = IM_COL32(20, 20, 24, 215);
 void AddLabel(ImDrawList* draw, ImVec2 pos, ImU32 color, const char* text);
 
-// A caption in the dimmed text colour, wrapped at the pane's edge rather than cut there.
-void Caption(const std::string& text);
+// A caption in the dimmed text colour, wrapped at the pane's edge rather than cut there, its lines
+// broken only where `breaks` occurs (the break's spaces dropped there): ImGui's own wrapping also
+// breaks after '.' and ',', inside numbers ("0.\n016"). One item: a tooltip after it covers it all.
+void Caption(const std::string& text, const std::string& breaks = " ");
+
+// A title, with its help as a "(?)" beside it where the line has room; else wrapped, the help on
+// the title's hover.
+void TitleWithHelp(const char* title, const char* help);
 
 // Whether a cache made for `cached` is still current for `now` (same analysis object; a weak
 // pointer so a new analysis never passes for an old one at a reused address). Never for no

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include <imgui.h>
@@ -56,15 +57,30 @@ void FineTuneView::Draw(WindowState& state) {
         return;
     }
     const model::Decomposition& d = m_parts;
+    // Each piece on the line before while it fits: a narrow pane breaks the lines between them.
+    auto piece = [](const std::string& text, const ImVec4* colour = nullptr) {
+        SameLineIfFits(ImGui::CalcTextSize(text.c_str()).x);
+        if (colour) ImGui::TextColored(*colour, "%s", text.c_str());
+        else ImGui::TextUnformatted(text.c_str());
+    };
+    char buf[64];
+    ImGui::BeginGroup();
     ImGui::TextUnformatted("Mean loss, nats:");
-    ImGui::SameLine();
-    ImGui::TextColored(ImVec4(0.94f, 0.57f, 0.16f, 1.0f), "SSA %.4f", d.loss_mean);
-    ImGui::SameLine();
-    ImGui::Text("tau=1 %.4f   base %.4f", d.loss_mean_tau1, d.loss_mean_base);
+    const ImVec4 orange(0.94f, 0.57f, 0.16f, 1.0f);
+    std::snprintf(buf, sizeof buf, "SSA %.4f", d.loss_mean);
+    piece(buf, &orange);
+    std::snprintf(buf, sizeof buf, "tau=1 %.4f", d.loss_mean_tau1);
+    piece(buf);
+    std::snprintf(buf, sizeof buf, "base %.4f", d.loss_mean_base);
+    piece(buf);
+    ImGui::EndGroup();
     viz::ItemTooltip("The mean loss of the next token over the text (token 1 on), for the fine-tune (SSA), its own weights with "
                      "the temperatures off (tau = 1), and the base model.");
-    ImGui::Text("change %s = temperatures %s + drift %s", Nats(d.loss_mean - d.loss_mean_base, true).c_str(),
-                Nats(d.loss_mean - d.loss_mean_tau1, true).c_str(), Nats(d.loss_mean_tau1 - d.loss_mean_base, true).c_str());
+    ImGui::BeginGroup();
+    ImGui::TextUnformatted(("change " + Nats(d.loss_mean - d.loss_mean_base, true)).c_str());
+    piece("= temperatures " + Nats(d.loss_mean - d.loss_mean_tau1, true));
+    piece("+ drift " + Nats(d.loss_mean_tau1 - d.loss_mean_base, true));
+    ImGui::EndGroup();
     viz::ItemTooltip("SSA - base splits exactly into (SSA - tau=1), what the temperatures did with the fine-tuned weights, and "
                      "(tau=1 - base), what fine-tuning did to every other weight. Negative: that part lowered the loss.");
     ImGui::Separator();
@@ -84,14 +100,13 @@ void FineTuneView::DrawMatrices(WindowState& state) {
     const viz::Range range{0.0f, hi};
     const viz::Colormap colormap = state.settings.colormap;
 
-    ImGui::TextUnformatted("Each head's change: JS divergence of its rows, nats");
-    ImGui::SameLine();
-    viz::HelpMarker("Left: SSA against its own weights at tau = 1, what the temperatures changed in each head's attention.\n"
-                    "Right: tau = 1 against the base, what fine-tuning the other weights changed.\n"
-                    "One colour scale for both; the whole change (SSA against base) is on hover.\n"
-                    "Click a head to show it (View > SSA | tau=1 | base shows its three maps, key 5); Ctrl+click pins it.");
-    ImGui::TextDisabled("temperatures most: %s", TopHeads(d.js_temperature, H, 4).c_str());
-    ImGui::TextDisabled("drift most: %s", TopHeads(d.js_drift, H, 4).c_str());
+    TitleWithHelp("Each head's change: JS divergence of its rows, nats",
+                  "Left: SSA against its own weights at tau = 1, what the temperatures changed in each head's attention.\n"
+                  "Right: tau = 1 against the base, what fine-tuning the other weights changed.\n"
+                  "One colour scale for both; the whole change (SSA against base) is on hover.\n"
+                  "Click a head to show it (View > SSA | tau=1 | base shows its three maps, key 5); Ctrl+click pins it.");
+    Caption("temperatures most: " + TopHeads(d.js_temperature, H, 4), ", ");  // broken between heads only
+    Caption("drift most: " + TopHeads(d.js_drift, H, 4), ", ");
 
     const float line = ImGui::GetTextLineHeight();
     const float gap = ImGui::GetStyle().ItemSpacing.x * 2.0f;
@@ -140,9 +155,12 @@ void FineTuneView::DrawMatrices(WindowState& state) {
     }
     const float block_h = side_by_side ? line + 2.0f + height : 2 * (line + 2.0f + height) + line + 4.0f;
     const float block_w = side_by_side ? 2 * (label_w + H * cell_w) + gap : label_w + H * cell_w;
-    ImGui::SetCursorScreenPos(ImVec2(origin.x + block_w + gap * 0.5f, origin.y + line + 2.0f + header));
-    viz::ColorBar("##parts_colorbar", colormap, range, false, ImVec2(bar_w, std::max(line * 4.0f, block_h - line - 2.0f - header)));
-    ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + block_h + 4.0f));
+    const float bar_top = line + 2.0f + header, bar_h = std::max(line * 4.0f, block_h - bar_top);
+    ImGui::SetCursorScreenPos(ImVec2(origin.x + block_w + gap * 0.5f, origin.y + bar_top));
+    viz::ColorBar("##parts_colorbar", colormap, range, false, ImVec2(bar_w, bar_h));
+    // Below the taller of the matrices and the bar (a few layers' matrices are shorter than the
+    // bar; its last label reaches half a line under it).
+    ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + std::max(block_h, bar_top + bar_h + line * 0.5f) + 4.0f));
     ImGui::Dummy(ImVec2(block_w, 0.0f));
     state.regions["finetune_matrix"] = Rect{origin.x, origin.y, block_w, block_h};
     if (hovered >= 0) {
@@ -163,12 +181,11 @@ void FineTuneView::DrawLossParts(WindowState& state) {
         ImGui::TextDisabled("no per-token loss (one token)");
         return;
     }
-    ImGui::TextUnformatted("Each token's loss change from the base, nats");
-    ImGui::SameLine();
-    viz::HelpMarker("Two bars a token: the temperatures' part (SSA - tau=1, orange) and the drift's (tau=1 - base, green). "
-                    "Below the line: that part lowered the token's loss (the model predicts it better).\n"
-                    "Past 96 tokens a line over each part's bars is its mean over the tokens around each (as finetune_loss.png draws it).\n"
-                    "Hover a token for its three losses; click it to select it as the query.");
+    TitleWithHelp("Each token's loss change from the base, nats",
+                  "Two bars a token: the temperatures' part (SSA - tau=1, orange) and the drift's (tau=1 - base, green). "
+                  "Below the line: that part lowered the token's loss (the model predicts it better).\n"
+                  "Past 96 tokens a line over each part's bars is its mean over the tokens around each (as finetune_loss.png draws it).\n"
+                  "Hover a token for its three losses; click it to select it as the query.");
     float most = 1e-6f;
     for (int t = 0; t < n; ++t)
         for (float v : {a.loss[t] - a.loss_compare[t], a.loss_compare[t] - a.loss_base[t]})
