@@ -436,6 +436,10 @@ public:
             std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(window.State().error, 4096).c_str());
             return ExitCodeOf(OpenErrorKind(window.State().error));  // as the command line exits for it
         }
+        if (!timed_out && !window.State().analysis && !window.State().error.empty()) {  // the text failed (a piece not in the vocabulary)
+            std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(window.State().error, 4096).c_str());
+            return kExitBadInput;  // as `export` exits for it
+        }
         if (timed_out) {
             std::fprintf(stderr, "ssaviz: the model did not settle within 120 s; wrote %s anyway\n", m_path.c_str());
             return kExitFailure;

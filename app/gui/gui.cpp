@@ -577,11 +577,14 @@ public:
         if (m_views.checkpoint.Showing()) return true;  // waiting for the user, not the model
         if (ModelFailed()) return true;  // nothing more will come: the jobs asked for at start need a model
         if (m_state.busy || m_worker.Readying() || m_twin_expected || m_state.generating || m_state.ranking_heads || m_state.lens_running ||
-            m_state.lens_request || m_start_lens || m_lens_at_request != 0 || m_state.timeline_running || m_state.timeline_request ||
-            m_start_timeline)
+            m_state.lens_request || m_lens_at_request != 0 || m_state.timeline_running || m_state.timeline_request)
             return false;
-        if (m_start_continue > 0 || m_start_rank_heads || m_state.continue_request || m_state.rank_heads_request) return false;
-        if (m_start_global_pass || m_state.layer_local_request || m_state.global_pass_running) return false;
+        if (m_state.continue_request || m_state.rank_heads_request) return false;
+        // The jobs asked for at start wait for the text's first analysis; one that failed (a piece
+        // not in the vocabulary) brings none until the text is edited.
+        const bool text_failed = !m_state.analysis && !m_state.error.empty();
+        if (!text_failed && (m_start_lens || m_start_timeline || m_start_continue > 0 || m_start_rank_heads || m_start_global_pass)) return false;
+        if (m_state.layer_local_request || m_state.global_pass_running) return false;
         if (!m_state.model) return ModelFailed();  // nothing more will come
         return m_state.analysis || !m_state.error.empty();
     }

@@ -889,6 +889,28 @@ TEST(EndToEnd, AMissingModelEndsAScreenshotRunAtOnce) {
     }
 }
 
+// A model that opens but a text it cannot tokenize: the jobs asked for at start (a run's timeline,
+// the lens, Continue, the heads ranking) wait for an analysis that will not come until the text is
+// edited. A screenshot run ends at once with the text's error and export's exit code.
+TEST(EndToEnd, ATextTheModelCannotReadEndsAScreenshotRunAtOnce) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_bad_text";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string run = app::BundledModelsDir() + "/graph-run/ssa";
+    for (const std::string& args : {" --run " + run + " --tab run", " --model " + run + "/checkpoint-300 --lens --tab lens",
+                                    " --model " + run + "/checkpoint-300 --continue 3 --rank-heads"}) {
+        const auto start = std::chrono::steady_clock::now();
+        const int code = RunCommand(std::string(SSAVIZ_BINARY) + args + " --text 'The old' --screenshot " + dir + "/shot.png --frames 2",
+                                    dir + "/log.txt");
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const std::string log = ReadFile(dir + "/log.txt");
+        EXPECT_EQ(code, 3) << args << ": " << log;
+        EXPECT_LT(seconds, 60.0) << args << ": waited for an analysis that will not come";  // a hang took 120 s
+        EXPECT_NE(log.find("piece 'T' is not in the vocabulary"), std::string::npos) << args << ": " << log;
+        EXPECT_TRUE(fs::exists(dir + "/shot.png"));
+    }
+}
+
 }  // namespace
 
 // The inference worker on the real default model (no window): Continue, the heads ranking and
