@@ -37,6 +37,16 @@ double Percentile(std::vector<double> v, double p) {
     return v[std::min(k, v.size() - 1)];
 }
 
+// For the runs that end once settled: the exit code of a model that did not open (the command
+// line's for it), or of a text it cannot read (export's 3), with the error on stderr; none if the
+// window has an analysis or may still get one.
+std::optional<int> FailureExit(DrivenWindow& window) {
+    const WindowState& state = window.State();
+    if (state.analysis || state.error.empty() || !(window.ModelFailed() || window.Settled())) return std::nullopt;
+    std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(state.error, 4096).c_str());
+    return window.ModelFailed() ? ExitCodeOf(OpenErrorKind(state.error)) : kExitBadInput;
+}
+
 int ShownTokens(DrivenWindow& window) {
     const WindowState& state = window.State();
     return state.analysis ? state.analysis->n_tokens : 0;
@@ -313,9 +323,8 @@ public:
 
     std::optional<int> AfterRender(DrivenWindow& window, int width, int height, float scale) override {
         ExportDialog& exporter = window.Exporter();
-        if (!m_started && window.ModelFailed()) {
-            std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(window.State().error, 4096).c_str());
-            return ExitCodeOf(OpenErrorKind(window.State().error));  // as the command line exits for it
+        if (!m_started) {
+            if (const std::optional<int> failed = FailureExit(window)) return failed;
         }
         if (!m_started && window.Settled()) {
             exporter.Options().out_dir = m_dir;
@@ -432,14 +441,7 @@ public:
             std::fprintf(stderr, "ssaviz: cannot write %s\n", m_path.c_str());
             return kExitFailure;
         }
-        if (window.ModelFailed()) {
-            std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(window.State().error, 4096).c_str());
-            return ExitCodeOf(OpenErrorKind(window.State().error));  // as the command line exits for it
-        }
-        if (!timed_out && !window.State().analysis && !window.State().error.empty()) {  // the text failed (a piece not in the vocabulary)
-            std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(window.State().error, 4096).c_str());
-            return kExitBadInput;  // as `export` exits for it
-        }
+        if (const std::optional<int> failed = FailureExit(window)) return failed;
         if (timed_out) {
             std::fprintf(stderr, "ssaviz: the model did not settle within 120 s; wrote %s anyway\n", m_path.c_str());
             return kExitFailure;

@@ -891,7 +891,8 @@ TEST(EndToEnd, AMissingModelEndsAScreenshotRunAtOnce) {
 
 // A model that opens but a text it cannot tokenize: the jobs asked for at start (a run's timeline,
 // the lens, Continue, the heads ranking) wait for an analysis that will not come until the text is
-// edited. A screenshot run ends at once with the text's error and export's exit code.
+// edited. A screenshot run ends at once with the text's error and export's exit code; so does a
+// session's --export-to, which said "waiting for the model" and exited 1.
 TEST(EndToEnd, ATextTheModelCannotReadEndsAScreenshotRunAtOnce) {
     const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_bad_text";
     fs::remove_all(dir);
@@ -909,6 +910,13 @@ TEST(EndToEnd, ATextTheModelCannotReadEndsAScreenshotRunAtOnce) {
         EXPECT_NE(log.find("piece 'T' is not in the vocabulary"), std::string::npos) << args << ": " << log;
         EXPECT_TRUE(fs::exists(dir + "/shot.png"));
     }
+    nlohmann::json session = {{"ssaviz_session", 1}, {"model", run + "/checkpoint-300"}, {"text", "The old"}};
+    std::ofstream(dir + "/session.json") << session.dump(1);
+    const int code = RunCommand(std::string(SSAVIZ_BINARY) + " --session " + dir + "/session.json --export-to " + dir + "/out", dir + "/log.txt");
+    const std::string log = ReadFile(dir + "/log.txt");
+    EXPECT_EQ(code, 3) << log;
+    EXPECT_NE(log.find("piece 'T' is not in the vocabulary"), std::string::npos) << log;
+    EXPECT_FALSE(fs::exists(dir + "/out"));
 }
 
 }  // namespace
