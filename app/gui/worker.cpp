@@ -61,6 +61,14 @@ std::string SpecKey(const ModelSpec& s) {
            (h.activation ? std::to_string(static_cast<int>(*h.activation)) : "-") + '\n' + h.config_file + '\n' + h.tokenizer_dir;
 }
 
+// The sides of a head's map the map view reads: SSA and the comparison, and with a base the base
+// (its row chart, hover and colour range read it in every mode).
+std::vector<model::MapSide> ShownSides(const model::Analysis& a) {
+    std::vector<model::MapSide> sides = {model::MapSide::Ssa, model::MapSide::Compare};
+    if (a.HasBase()) sides.push_back(model::MapSide::Base);
+    return sides;
+}
+
 }  // namespace
 
 void InferenceWorker::Prefetch(const std::string& dir, const std::string& device, const model::ConfigHints& hints, const std::string& dtype) {
@@ -522,13 +530,14 @@ void InferenceWorker::PrefetchNeighbours() {
     m_neighbours_for = layer * H + head;
     if (layer >= L || head >= H) return;
     // The arrow keys' next heads, the most likely first (right: the next head), as many as the map
-    // cache holds beside the shown one: both sides' maps.
+    // cache holds beside the shown one: every side's map.
     const HeadRef next[] = {{layer, (head + 1) % H}, {layer, (head + H - 1) % H}, {(layer + 1) % L, head}, {(layer + L - 1) % L, head}};
-    const size_t map_bytes = 2 * model::HeadMapBytes(a->n_tokens);
+    const std::vector<model::MapSide> sides = ShownSides(*a);
+    const size_t map_bytes = sides.size() * model::HeadMapBytes(a->n_tokens);
     const size_t fit = model::kMapCacheBytes / std::max<size_t>(map_bytes, 1), room = fit > 1 ? std::min(std::size(next), fit - 1) : 0;
     for (size_t i = 0; i < room && !Superseded(); ++i) {
         if (m_shown_layer.load() != layer || m_shown_head.load() != head) return;  // another head shown: start again from it
-        for (model::MapSide side : {model::MapSide::Ssa, model::MapSide::Compare}) a->Cells(side, next[i].layer, next[i].head);
+        for (model::MapSide side : sides) a->Cells(side, next[i].layer, next[i].head);
     }
 }
 
@@ -536,7 +545,7 @@ void InferenceWorker::Prefetch(const model::Analysis& a) const {
     // The map view's head, rebuilt here so the UI thread finds it cached (62 ms at 2,048 tokens on
     // a CPU core would be a stalled frame there); where the view reads it (a GPU's map stays there).
     const int layer = m_shown_layer.load(), head = m_shown_head.load();
-    for (model::MapSide side : {model::MapSide::Ssa, model::MapSide::Compare}) a.Cells(side, layer, head);
+    for (model::MapSide side : ShownSides(a)) a.Cells(side, layer, head);
 }
 
 std::string InferenceWorker::StepAnalysisKey(const ModelSpec& spec, model::Comparison comparison, const std::string& text, bool truncate) const {
