@@ -898,8 +898,7 @@ TEST(EndToEnd, ATextTheModelCannotReadEndsAScreenshotRunAtOnce) {
     fs::remove_all(dir);
     fs::create_directories(dir);
     const std::string run = app::BundledModelsDir() + "/graph-run/ssa";
-    for (const std::string& args : {" --run " + run + " --tab run", " --model " + run + "/checkpoint-300 --lens --tab lens",
-                                    " --model " + run + "/checkpoint-300 --continue 3 --rank-heads"}) {
+    for (const std::string& args : {" --run " + run + " --tab run", " --model " + run + "/checkpoint-300 --lens --tab lens --continue 3 --rank-heads"}) {
         const auto start = std::chrono::steady_clock::now();
         const int code = RunCommand(std::string(SSAVIZ_BINARY) + args + " --text 'The old' --screenshot " + dir + "/shot.png --frames 2",
                                     dir + "/log.txt");
