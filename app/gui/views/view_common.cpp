@@ -20,9 +20,10 @@ bool DrawNoAnalysisNote(const AppState& state) {
     return true;
 }
 
-void SameLineIfFits(float width) {
+void SameLineIfFits(float width, float spacing) {
     const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
-    if (ImGui::GetItemRectMax().x + ImGui::GetStyle().ItemSpacing.x + width <= right) ImGui::SameLine();
+    const float gap = spacing >= 0.0f ? spacing : ImGui::GetStyle().ItemSpacing.x;
+    if (ImGui::GetItemRectMax().x + gap + width <= right) ImGui::SameLine(0.0f, spacing);
 }
 
 void AddLabel(ImDrawList* draw, ImVec2 pos, ImU32 color, const char* text) {
@@ -34,7 +35,6 @@ void AddLabel(ImDrawList* draw, ImVec2 pos, ImU32 color, const char* text) {
 void Caption(const std::string& text, const std::string& breaks) {
     const std::string kept = breaks.substr(0, breaks.find_last_not_of(' ') + 1);  // ", " keeps its ","
     const float gap = ImGui::CalcTextSize(breaks.c_str() + kept.size()).x;
-    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
     ImGui::BeginGroup();
     ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(ImGui::GetStyle().ItemSpacing.x, 0.0f));  // lines as close as text's
     bool first = true;
@@ -45,7 +45,7 @@ void Caption(const std::string& text, const std::string& breaks) {
         const std::string piece = text.substr(start, end - start) + (last ? "" : kept);
         start = last ? text.size() + 1 : end + breaks.size();
         if (piece.empty()) continue;
-        if (!first && ImGui::GetItemRectMax().x + gap + ImGui::CalcTextSize(piece.c_str()).x <= right) ImGui::SameLine(0.0f, gap);
+        if (!first) SameLineIfFits(ImGui::CalcTextSize(piece.c_str()).x, gap);
         ImGui::TextDisabled("%s", piece.c_str());
         first = false;
     }

@@ -18,8 +18,9 @@ namespace app {
 // error) and returns true when there is no analysis.
 bool DrawNoAnalysisNote(const AppState& state);
 
-// Continues on the same line when an item of `width` still fits there (else starts a new line).
-void SameLineIfFits(float width);
+// Continues on the same line, `spacing` after the last item (negative: the style's), when an item
+// of `width` still fits there (else starts a new line).
+void SameLineIfFits(float width, float spacing = -1.0f);
 
 // Text on a dark plate (kLabelPlate), readable over any colour: labels over maps, bars and points.
 constexpr ImU32 kLabelPlate = IM_COL32(20, 20, 24, 215);

@@ -228,8 +228,7 @@ void TextView::DrawEditor(WindowState& state, float height) {
     }
     // Beside the count, or under it in a narrow pane.
     const float checkbox_w = ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("truncate to context").x;
-    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
-    if (ImGui::GetItemRectMax().x + ImGui::GetFontSize() * 1.5f + checkbox_w <= right) ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
+    SameLineIfFits(checkbox_w, ImGui::GetFontSize() * 1.5f);
     if (ImGui::Checkbox("truncate to context", &state.truncate)) state.text_changed = true;
     if (ImGui::IsItemHovered())
         ImGui::SetTooltip("Analyse the first %d tokens of a longer text instead of refusing it.", context > 0 ? context : 1024);
