@@ -176,7 +176,8 @@ Range Sanitize(Range r) {
 
 struct ColorBarSpec {
     Colormap map = Colormap::Viridis;
-    Range range;
+    Range range;              // what the bar's ends and ticks read
+    float t0 = 0, t1 = 1;     // the part of the colour map the bar shows (a scale's part: HighlightOptions::LegendRange)
     bool log_scale = false;
     std::string caption;
     float font = 12;
@@ -203,12 +204,12 @@ float VerticalColorBarWidth(const ColorBarSpec& s, float height) {
     return kBarThickness + kTickLength + kTickGap + labels + (s.caption.empty() ? 0.0f : 8 + s.font * 1.2f);
 }
 
-// The gradient as one-pixel strips (t = 0 at the bottom or left): plain rects, so an SVG's
-// class="cell" rects are the map's cells alone.
-void AddGradient(Figure& f, Colormap map, float x, float y, float w, float h, bool vertical) {
+// The gradient over t0..t1 of the colour map as one-pixel strips (t0 at the bottom or left):
+// plain rects, so an SVG's class="cell" rects are the map's cells alone.
+void AddGradient(Figure& f, Colormap map, float x, float y, float w, float h, bool vertical, float t0 = 0, float t1 = 1) {
     const int length = std::max(1, static_cast<int>(std::lround(vertical ? h : w)));
     for (int k = 0; k < length; ++k) {
-        const float t = (k + 0.5f) / length;
+        const float t = t0 + (t1 - t0) * (k + 0.5f) / length;
         FigRect strip;
         strip.X = vertical ? x : x + k * w / length;
         strip.Y = vertical ? y + k * h / length : y;
@@ -278,7 +279,7 @@ std::pair<float, float> HorizontalBarOverhang(const ColorBarSpec& s, float width
 
 // Bar at (x, y) of the given width, ticks and labels under it, the caption under those.
 void AddHorizontalColorBar(Figure& f, float x, float y, float width, const ColorBarSpec& s) {
-    AddGradient(f, s.map, x, y, width, kBarThickness, false);
+    AddGradient(f, s.map, x, y, width, kBarThickness, false, s.t0, s.t1);
     AddOutline(f, x, y, width, kBarThickness);
     const float label_y = y + kBarThickness + kTickLength + kTickGap + s.font * 0.6f;
     for (const BarTick& t : HorizontalBarTicks(s, width)) {
@@ -417,6 +418,21 @@ Range HighlightRange(const std::vector<std::string>& pieces, const std::vector<f
     return range;
 }
 
+// The legend's part of the range (HighlightOptions::LegendRange, kept inside it) and where its
+// ends lie on the colour map.
+struct LegendPart {
+    Range range;
+    float t0 = 0, t1 = 1;
+};
+LegendPart HighlightLegend(Range range, const HighlightOptions& options) {
+    if (!options.LegendRange) return {range};
+    Range part = Sanitize(*options.LegendRange);
+    part.min = std::clamp(part.min, range.min, range.max);
+    part.max = std::clamp(part.max, range.min, range.max);
+    if (!(part.max > part.min)) return {range};
+    return {part, Normalize(part.min, range, options.LogScale), Normalize(part.max, range, options.LogScale)};
+}
+
 }  // namespace
 
 Figure HighlightFigure(const std::vector<std::string>& pieces, const std::vector<float>& values, const HighlightOptions& options) {
@@ -483,9 +499,12 @@ Figure HighlightFigure(const std::vector<std::string>& pieces, const std::vector
     if (placed.empty()) AddText(f, text_x, text_y + line_h * 0.5f, "(no tokens)", fs, TextAlign::Left, false, kFaint);
 
     // Legend under the text.
+    const LegendPart legend = HighlightLegend(range, options);
     ColorBarSpec bar;
     bar.map = options.Map;
-    bar.range = range;
+    bar.range = legend.range;
+    bar.t0 = legend.t0;
+    bar.t1 = legend.t1;
     bar.log_scale = options.LogScale;
     bar.caption = options.ValueLabel;
     bar.font = std::max(11.0f, std::round(fs * 0.72f));
@@ -507,6 +526,7 @@ Figure HighlightFigure(const std::vector<std::string>& pieces, const std::vector
 std::string HighlightHtml(const std::vector<std::string>& pieces, const std::vector<float>& values, const HighlightOptions& options) {
     const float fs = options.FontSize > 0 && options.FontSize < 200 ? options.FontSize : 18.0f;
     const Range range = HighlightRange(pieces, values, options);
+    const LegendPart legend = HighlightLegend(range, options);
     const std::string label = EscapeXml(options.ValueLabel);
     char size[64];
     std::snprintf(size, sizeof size, "%d", static_cast<int>(std::lround(fs)));
@@ -546,11 +566,12 @@ std::string HighlightHtml(const std::vector<std::string>& pieces, const std::vec
     }
     out += "</div>\n";
     std::string gradient = "linear-gradient(to right";
-    for (int k = 0; k <= 10; ++k) gradient += ", " + Hex(SampleColormap(options.Map, k / 10.0f)) + " " + std::to_string(k * 10) + "%";
+    for (int k = 0; k <= 10; ++k)
+        gradient += ", " + Hex(SampleColormap(options.Map, legend.t0 + (legend.t1 - legend.t0) * k / 10.0f)) + " " + std::to_string(k * 10) + "%";
     gradient += ")";
     out += "<div class=\"legend\"><span class=\"caption\">" + label + "</span><span class=\"lo\">" +
-           FormatTick(LogFloor(range, options.LogScale)) + "</span><span class=\"bar\" style=\"background:" + gradient +
-           "\"></span><span class=\"hi\">" + FormatTick(range.max) + "</span>" +
+           FormatTick(LogFloor(legend.range, options.LogScale)) + "</span><span class=\"bar\" style=\"background:" + gradient +
+           "\"></span><span class=\"hi\">" + FormatTick(legend.range.max) + "</span>" +
            (options.LogScale ? "<span class=\"scale\">(log scale)</span>" : "") + "</div>\n";
     out += "</body>\n</html>\n";
     return out;

@@ -43,6 +43,9 @@ struct HighlightOptions {
     std::string ValueLabel = "tau_q";  // legend caption
     Colormap Map = Colormap::Viridis;
     std::optional<Range> ValueRange;   // nullopt: min..max of the finite values
+    // The part of the value range the legend's colour bar shows, in the range's own colours
+    // (nullopt: all of it): a temperature scale's half that the values reach.
+    std::optional<Range> LegendRange;
     bool LogScale = false;
     int Width = 900;                   // the text wraps to this width (pixels)
     float FontSize = 18;

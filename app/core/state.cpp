@@ -151,24 +151,34 @@ float ScopedTokenValue(const model::Analysis& a, const model::RowArray& rows, To
     return count > 0 ? static_cast<float>(sum / count) : NAN;
 }
 
-viz::Range TemperatureRange(const model::Analysis& a, const model::RowArray& tau, std::optional<HeadRef> head, float offset) {
+TemperatureScale TemperatureRange(const model::Analysis& a, const model::RowArray& tau, std::optional<HeadRef> head, float offset) {
     const int64_t begin = head ? static_cast<int64_t>(head->layer) * a.n_head + head->head : 0;
     const int64_t end = std::min(head ? begin + 1 : tau.rows(), tau.rows());
-    float d = 0.05f;
+    float lo = INFINITY, hi = -INFINITY;
     for (int64_t row = begin; row < end && tau.tokens() > 0; ++row) {
-        // v + offset - 1 rounds monotonically in v, so a row of finite values (a finite sum) is
-        // furthest from 1 at its min or max, which its bands keep; another row is read through.
+        // v + offset rounds monotonically in v, so a row of finite values (a finite sum) has its
+        // extremes at its min and max, which its bands keep; another row is read through.
         const model::RowArray::Running f = tau.Figures(row);
         if (std::isfinite(f.sum)) {
-            d = std::max({d, std::abs(f.min + offset - 1.0f), std::abs(f.max + offset - 1.0f)});
+            lo = std::min(lo, f.min + offset), hi = std::max(hi, f.max + offset);
             continue;
         }
         tau.ForEachPart(row, [&](int64_t, const float* v, int64_t n) {
             for (int64_t k = 0; k < n; ++k)
-                if (std::isfinite(v[k])) d = std::max(d, std::abs(v[k] + offset - 1.0f));
+                if (std::isfinite(v[k])) lo = std::min(lo, v[k] + offset), hi = std::max(hi, v[k] + offset);
         });
     }
-    return {1.0f - d, 1.0f + d};
+    return TemperatureScaleOver(lo, hi);
+}
+
+TemperatureScale TemperatureScaleOver(float lo, float hi) {
+    const bool any = lo <= hi;
+    const float d = any ? std::max({0.05f, std::abs(lo - 1.0f), std::abs(hi - 1.0f)}) : 0.05f;
+    const bool below = any && lo < 1.0f, above = any && hi > 1.0f;
+    TemperatureScale s;
+    s.range = {1.0f - d, 1.0f + d};
+    s.used = {below || !above ? s.range.min : 1.0f, above || !below ? s.range.max : 1.0f};
+    return s;
 }
 
 viz::Range SharedMapRange(std::initializer_list<const model::MapExtent*> maps, bool log_scale) {

@@ -197,11 +197,21 @@ std::optional<viz::Colormap> ParseColormap(const std::string& name); // viridis 
 // the mean over every head. NaNs are left out of means.
 float ScopedTokenValue(const model::Analysis& a, const model::RowArray& rows, TokenScope scope, HeadRef head, int i);
 
-// The colour scale of a temperature ([L, H, T] tau_q or tau_v): centred at tau = 1 (vanilla
-// attention), symmetric, [1 - d, 1 + d] with d the largest |tau - 1| over every head, or over
-// `head` alone when given (at least 0.05, so a model with tau = 1 everywhere still has a scale).
-viz::Range TemperatureRange(const model::Analysis& a, const model::RowArray& tau, std::optional<HeadRef> head = std::nullopt,
-                            float offset = 0.0f);
+// The colour scale of a temperature ([L, H, T] tau_q or tau_v): `range` centred at tau = 1
+// (vanilla attention), symmetric, [1 - d, 1 + d] with d the largest |tau - 1| over every head, or
+// over `head` alone when given (at least 0.05, so a model with tau = 1 everywhere still has a
+// scale). `used`: the halves of it the values reach, the part a legend shows: [1, 1 + d] when no
+// value is below 1 (an official exp-exp fine-tune's tau_q, all >= 1: white to red, with no
+// "-0.75" at a left end no token has), [1 - d, 1] when none is above, else all of `range`. The
+// colours stay the scale's, so a colour is one temperature in every view and export.
+struct TemperatureScale {
+    viz::Range range;
+    viz::Range used;
+};
+TemperatureScale TemperatureRange(const model::Analysis& a, const model::RowArray& tau, std::optional<HeadRef> head = std::nullopt,
+                                  float offset = 0.0f);
+// The same scale for values spanning lo..hi (lo > hi: none).
+TemperatureScale TemperatureScaleOver(float lo, float hi);
 // One colour range for a head's SSA map and its comparison (either may be null), so the two can
 // be compared side by side: 0..max of the causal weights, or for log scale from the smallest
 // positive weight (at most a decade below the max).

@@ -111,10 +111,16 @@ HighlightData MakeHighlight(const model::Analysis& a, const std::string& model_n
         // model, so a colour is one temperature everywhere; red above 1 (sharper), blue below.
         const float offset = TokenColorOffset(s.highlight);  // tau_q's token term, tanh(..), is shown as 1 + it
         for (float& v : d.values) v += offset;
-        if (const model::RowArray* rows = TokenQuantity(a, s.highlight)) d.options.ValueRange = TemperatureRange(a, *rows, std::nullopt, offset);
+        if (const model::RowArray* rows = TokenQuantity(a, s.highlight)) {
+            const TemperatureScale scale = TemperatureRange(a, *rows, std::nullopt, offset);
+            d.options.ValueRange = scale.range;
+            d.options.LegendRange = scale.used;  // the half the model's temperatures reach, as the window's legend
+            d.options.ValueLabel += scale.used.min >= 1.0f   ? " (1: vanilla, white; red above, sharper; none is below 1)"
+                                    : scale.used.max <= 1.0f ? " (1: vanilla, white; blue below, flatter; none is above 1)"
+                                                             : " (1: vanilla; red above, sharper; blue below, flatter)";
+        }
         d.options.Map = viz::Colormap::Diverging;
         d.options.LogScale = false;
-        d.options.ValueLabel += " (1: vanilla; red above, sharper; blue below, flatter)";
     }
     if (IsDelta(s.highlight)) {  // where SSA's temperatures (or the fine-tuning) help (blue, below 0) and where they hurt (red)
         d.options.ValueRange = SymmetricRange(d.values);

@@ -131,8 +131,8 @@ void HeatmapView::PrepareData(const AppState& state) {
     m_baked_per_head = per_head;
     if (new_range) {
         const std::optional<HeadRef> scope = per_head ? std::optional<HeadRef>(head) : std::nullopt;
-        m_tau_q_range = TemperatureRange(a, a.tau_q, scope);
-        m_tau_v_range = TemperatureRange(a, a.tau_v, scope);
+        m_tau_q_range = TemperatureRange(a, a.tau_q, scope).range;
+        m_tau_v_range = TemperatureRange(a, a.tau_v, scope).range;
     }
 
     // Rebuilt from the layer's q and k when not cached (a few ms at 1,000 tokens; see

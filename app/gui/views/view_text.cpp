@@ -270,9 +270,14 @@ void TextView::DrawControls(AppState& state) {
     const bool temperature = IsTemperature(s.token_color), delta = IsDelta(s.token_color);
     const viz::Colormap colormap = temperature || delta ? viz::Colormap::Diverging : s.colormap;
     char lo[32], hi[32];
-    std::snprintf(lo, sizeof(lo), "%.3g", m_scale.min);
-    std::snprintf(hi, sizeof(hi), "%.3g", m_scale.max);
-    const bool flat = m_scale.max <= m_scale.min;
+    std::snprintf(lo, sizeof(lo), "%.3g", m_legend.min);
+    std::snprintf(hi, sizeof(hi), "%.3g", m_legend.max);
+    const bool flat = m_scale.max <= m_scale.min || m_legend.max <= m_legend.min;
+    // The ramp shows the legend's part of the scale (a temperature's half that its values reach)
+    // in the scale's own colours: t0..t1 of the colour map.
+    const float t0 = flat ? 0.0f : viz::Normalize(m_legend.min, m_scale, false);
+    const float t1 = flat ? 1.0f : viz::Normalize(m_legend.max, m_scale, false);
+    const bool cropped = t0 > 0.0f || t1 < 1.0f;
     if (flat) {
         ImGui::Text("%s = %s for every token", coloring.label.c_str(), lo);
     } else {
@@ -284,15 +289,15 @@ void TextView::DrawControls(AppState& state) {
         ImDrawList* draw = ImGui::GetWindowDrawList();
         constexpr int kSteps = 24;
         for (int k = 0; k < kSteps; ++k) {
-            const ImU32 c0 = ToU32(viz::SampleColormap(colormap, k / float(kSteps)), 1.0f);
-            const ImU32 c1 = ToU32(viz::SampleColormap(colormap, (k + 1) / float(kSteps)), 1.0f);
+            const ImU32 c0 = ToU32(viz::SampleColormap(colormap, t0 + (t1 - t0) * k / kSteps), 1.0f);
+            const ImU32 c1 = ToU32(viz::SampleColormap(colormap, t0 + (t1 - t0) * (k + 1) / kSteps), 1.0f);
             draw->AddRectFilledMultiColor(ImVec2(p.x + w * k / kSteps, y0), ImVec2(p.x + w * (k + 1) / kSteps, y1), c0, c1, c1, c0);
         }
-        // Where the shown tokens lie on the scale, and tau = 1 (vanilla) in the middle.
-        auto at = [&](float v) { return p.x + w * viz::Normalize(v, m_scale, false); };
+        // Where the shown tokens lie on the ramp, and tau = 1 (vanilla) where the ramp has both sides.
+        auto at = [&](float v) { return p.x + w * std::clamp((viz::Normalize(v, m_scale, false) - t0) / (t1 - t0), 0.0f, 1.0f); };
         draw->AddRectFilled(ImVec2(at(m_value_min), y1 + 1), ImVec2(std::max(at(m_value_min) + 2, at(m_value_max)), y1 + 3),
                             ImGui::GetColorU32(ImGuiCol_Text));
-        if (temperature || delta) {  // the centre: tau = 1 (vanilla), or no difference in loss
+        if ((temperature || delta) && !cropped) {  // the centre: tau = 1 (vanilla), or no difference in loss
             draw->AddLine(ImVec2(p.x + w * 0.5f, y0 - 2), ImVec2(p.x + w * 0.5f, y1 + 2), IM_COL32(0, 0, 0, 255), 1.0f);
             const char* one = temperature ? "1" : "0";
             draw->AddText(ImVec2(p.x + w * 0.5f - ImGui::CalcTextSize(one).x * 0.5f, y0 - ImGui::GetTextLineHeight() * 0.85f),
@@ -314,15 +319,20 @@ void TextView::DrawControls(AppState& state) {
         else
             ImGui::SetTooltip("tau is an inverse temperature: larger = sharper attention.\nBlue: tau < 1, softer than vanilla. "
                               "White: tau = 1, vanilla attention. Red: tau > 1, sharper.\nThe scale is %s (View > Temperature "
-                              "scale per head).\n%s",
-                              s.per_head_scale ? "this head's own" : "the same for every head of the model", shown);
+                              "scale per head), centred at 1 from %.3g to %.3g%s.\n%s",
+                              s.per_head_scale ? "this head's own" : "the same for every head of the model", m_scale.min, m_scale.max,
+                              !cropped ? ""
+                              : m_legend.min >= 1.0f ? "; the ramp shows its upper half: no temperature here is below 1"
+                                                     : "; the ramp shows its lower half: no temperature here is above 1",
+                              shown);
     }
     // The legend's words after the ramp, each on the ramp's line while it fits, else on the next.
     auto note = [](const std::string& text) {
         SameLineIfFits(ImGui::CalcTextSize(text.c_str()).x);
         ImGui::TextDisabled("%s", text.c_str());
     };
-    if (temperature) note("blue softer, red sharper");
+    if (temperature)
+        note(!cropped ? "blue softer, red sharper" : m_legend.min >= 1.0f ? "white vanilla, red sharper" : "blue softer, white vanilla");
     if (delta) note(IsBaseMode(coloring.mode) ? "blue: fine-tuning helped, red: hurt" : "blue SSA better, red worse");
     note(coloring.label + ", " + (IsLoss(s.token_color) ? coloring.quantity->unit : ScopeLabel(s.token_scope, head)));
 }
@@ -366,13 +376,13 @@ void TextView::UpdateValues(const AppState& state) {
         // One diverging scale around tau = 1 for every head (a colour is one tau everywhere), or
         // this head's own when asked; a mean over heads lies inside the model's range.
         const bool own = s.per_head_scale && s.token_scope == TokenScope::Head;
-        m_scale = TemperatureRange(*a, *rows, own ? std::optional<HeadRef>(head) : std::nullopt, offset);
-        if (s.per_head_scale && s.token_scope != TokenScope::Head) {
-            const float d = std::max({0.05f, std::abs(lo - 1.0f), std::abs(hi - 1.0f)});
-            m_scale = {1.0f - d, 1.0f + d};
-        }
+        const TemperatureScale scale = s.per_head_scale && s.token_scope != TokenScope::Head
+                                           ? TemperatureScaleOver(lo, hi)
+                                           : TemperatureRange(*a, *rows, own ? std::optional<HeadRef>(head) : std::nullopt, offset);
+        m_scale = scale.range;
+        m_legend = scale.used;
     } else {
-        m_scale = {m_value_min, m_value_max};
+        m_scale = m_legend = {m_value_min, m_value_max};
     }
 }
 
@@ -389,14 +399,14 @@ void TextView::UpdateLossValues(const model::Analysis& a, TokenColor color) {
     m_values_valid = true;
     if (IsDelta(color)) {
         const float d = std::max({1e-3f, std::abs(lo), std::abs(hi)});
-        m_scale = {-d, d};
+        m_scale = m_legend = {-d, d};
         return;
     }
     float top = hi;
     for (TokenColor side : {TokenColor::Loss, TokenColor::LossCompare, TokenColor::LossBase})  // one scale for every side's loss
         for (float v : TokenLosses(a, side))
             if (std::isfinite(v)) top = std::max(top, v);
-    m_scale = {0.0f, std::max(top, 1e-3f)};
+    m_scale = m_legend = {0.0f, std::max(top, 1e-3f)};
 }
 
 //-------------------------------------------------------------------------------------------------

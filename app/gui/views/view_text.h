@@ -58,6 +58,7 @@ private:
     std::vector<float> m_values;  // [T] the chosen quantity in the chosen scope
     float m_value_min = 0, m_value_max = 0;  // of the shown tokens
     viz::Range m_scale;                      // the colour scale: diverging around 1 for temperatures
+    viz::Range m_legend;                     // the part of it the legend's ramp shows (TemperatureScale::used)
     bool m_values_per_head = false;
     bool m_values_valid = false;
 

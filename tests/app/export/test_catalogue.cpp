@@ -292,11 +292,56 @@ TEST(TemperatureRange, EqualsAScanOfEveryFiniteValue) {
                 float d = 0.05f;
                 for (int k = head < 0 ? 0 : head * T; k < (head < 0 ? 6 * T : (head + 1) * T); ++k)
                     if (std::isfinite(values[k])) d = std::max(d, std::abs(values[k] + offset - 1.0f));
-                const viz::Range got = app::TemperatureRange(a, tau, ref, offset);
-                EXPECT_EQ(got.min, 1.0f - d) << "T " << T << ", head " << head << ", offset " << offset;
-                EXPECT_EQ(got.max, 1.0f + d) << "T " << T << ", head " << head << ", offset " << offset;
+                const app::TemperatureScale got = app::TemperatureRange(a, tau, ref, offset);
+                EXPECT_EQ(got.range.min, 1.0f - d) << "T " << T << ", head " << head << ", offset " << offset;
+                EXPECT_EQ(got.range.max, 1.0f + d) << "T " << T << ", head " << head << ", offset " << offset;
             }
     }
+}
+
+// The legend's part of a temperature scale: the half the values reach (both, or all of it when
+// no value is finite or every value is 1), as a scan of the values says; the colours' range is
+// the same whichever part a legend shows.
+TEST(TemperatureRange, ItsLegendIsTheHalfTheValuesReach) {
+    struct Case {
+        std::vector<float> values;
+        float used_min, used_max;  // in units of the scale: -1: 1 - d, 0: 1, +1: 1 + d
+    };
+    const std::vector<Case> cases = {
+        {{1.0f, 1.5f, 2.75f, NAN, 1.2f, 1.0f}, 0, 1},        // an official exp-exp fine-tune: every tau_q >= 1
+        {{0.4f, 0.9f, 1.0f, 0.7f, -INFINITY, 0.99f}, -1, 0},  // every tau <= 1
+        {{0.4f, 1.9f, 1.0f, 0.7f, 1.3f, 0.99f}, -1, 1},       // both sides
+        {{1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f}, -1, 1},        // vanilla everywhere: the whole 0.05 scale
+        {{NAN, NAN, INFINITY, NAN, NAN, NAN}, -1, 1},         // nothing finite
+    };
+    for (size_t c = 0; c < cases.size(); ++c) {
+        model::Analysis a;
+        a.n_layer = 1, a.n_head = 2, a.n_tokens = 3;
+        const model::RowArray tau(cases[c].values, 2, 3);
+        const app::TemperatureScale got = app::TemperatureRange(a, tau);
+        float d = 0.05f;
+        for (float v : cases[c].values)
+            if (std::isfinite(v)) d = std::max(d, std::abs(v - 1.0f));
+        EXPECT_EQ(got.range.max, 1.0f + d) << "case " << c;
+        EXPECT_EQ(got.range.min, 1.0f - d) << "case " << c;
+        EXPECT_EQ(got.used.min, 1.0f + cases[c].used_min * d) << "case " << c;
+        EXPECT_EQ(got.used.max, 1.0f + cases[c].used_max * d) << "case " << c;
+    }
+    const app::TemperatureScale one_head = app::TemperatureRange(
+        [] {
+            model::Analysis a;
+            a.n_layer = 1, a.n_head = 2, a.n_tokens = 3;
+            return a;
+        }(),
+        model::RowArray(cases[2].values, 2, 3), app::HeadRef{0, 1});  // head 1 of case 2: 0.7, 1.3, 0.99
+    EXPECT_FLOAT_EQ(one_head.range.max, 1.3f);
+    EXPECT_EQ(one_head.used.min, one_head.range.min);
+    EXPECT_EQ(one_head.used.max, one_head.range.max);
+    const app::TemperatureScale over = app::TemperatureScaleOver(1.1f, 2.0f);
+    EXPECT_EQ(over.range.min, 0.0f);
+    EXPECT_EQ(over.range.max, 2.0f);
+    EXPECT_EQ(over.used.min, 1.0f);
+    EXPECT_EQ(over.used.max, 2.0f);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // fine-tune's base, as PNG and SVG.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -212,4 +213,57 @@ TEST(RunTimeline, StepsToSparsityAndATokensTauQ) {
         EXPECT_EQ(tau.steps[k], 10.0f * k);
     }
     EXPECT_TRUE(std::isnan(app::TokenTauQCurve(run, 0, 1, T).all[0]));
+}
+
+// An exported temperature highlight colours its tokens on the model's scale around 1 and shows in
+// its legend the half of that scale the temperatures reach: an exp-exp fine-tune's tau_q (every
+// one >= 1) read from 1 (white) up, with no tick below 1; with values on both sides, all of it.
+TEST_F(ExportFigures, ATemperatureHighlightsLegendIsTheHalfItsValuesReach) {
+    model::Analysis a = app::MakeSyntheticAnalysis(2, 2, 12, 3);
+    const std::vector<float> mixed = a.tau_q.Flat();
+    std::vector<float> sharper = mixed;
+    for (float& v : sharper) v = 1.0f + std::abs(v - 1.0f);
+    app::FigureSettings settings;
+    settings.highlight = app::TokenColor::TauQ;
+    settings.highlight_scope = app::TokenScope::Head;
+    settings.highlight_head = {1, 0};
+    for (const bool all_above : {true, false}) {
+        a.tau_q = model::RowArray(all_above ? sharper : mixed, 4, 12);
+        const app::TemperatureScale scale = app::TemperatureRange(a, a.tau_q);
+        ASSERT_EQ(scale.used.min, all_above ? 1.0f : scale.range.min);
+        const viz::Figure f = app::Highlight(a, "synthetic", settings);
+        std::vector<float> ticks;
+        std::vector<viz::Rgba8> gradient, chips;
+        for (const viz::FigItem& item : f.Items) {
+            if (const auto* t = std::get_if<viz::FigText>(&item); t && t->Size < 18) {  // the legend's ticks and caption
+                char* end = nullptr;
+                const float v = std::strtof(t->Text.c_str(), &end);
+                if (!t->Text.empty() && *end == '\0') ticks.push_back(v);
+            } else if (const auto* r = std::get_if<viz::FigRect>(&item); r && r->Fill.a == 255) {
+                if (r->H == 14) gradient.push_back(r->Fill);  // the bar's strips (14 px high; the ticks 4, the chips 24)
+                else if (r->H > 20) chips.push_back(r->Fill);
+            }
+        }
+        ASSERT_GE(ticks.size(), 2u);
+        ASSERT_GT(gradient.size(), 100u);
+        EXPECT_EQ(*std::min_element(ticks.begin(), ticks.end()) >= 1.0f, all_above);
+        EXPECT_LE(*std::max_element(ticks.begin(), ticks.end()), scale.range.max);
+        // The bar's ends: white (tau = 1) and the scale's top when cropped, else the whole map.
+        const viz::Rgba8 left = gradient.front(), right = gradient.back();
+        const viz::Rgba8 want_left = viz::SampleColormap(viz::Colormap::Diverging, all_above ? 0.5f : 0.0f);
+        const viz::Rgba8 want_right = viz::SampleColormap(viz::Colormap::Diverging, 1.0f);
+        EXPECT_NEAR(left.r, want_left.r, 3);
+        EXPECT_NEAR(left.g, want_left.g, 3);
+        EXPECT_NEAR(left.b, want_left.b, 3);
+        EXPECT_NEAR(right.r, want_right.r, 3);
+        EXPECT_NEAR(right.b, want_right.b, 3);
+        // The chips keep the scale's colours, whatever the legend shows.
+        const std::vector<float> head = a.tau_q.Row(1 * 2 + 0);
+        ASSERT_EQ(chips.size(), 12u);
+        for (int i = 0; i < 12; ++i)
+            EXPECT_EQ(chips[i].r, viz::SampleColormap(viz::Colormap::Diverging, viz::Normalize(head[i], scale.range, false)).r) << i;
+        // The HTML page's legend reads the same ends.
+        const std::string html = app::HighlightHtmlPage(a, "synthetic", settings);
+        EXPECT_EQ(html.find("<span class=\"lo\">1</span>") != std::string::npos, all_above) << html.substr(html.find("legend"));
+    }
 }
