@@ -168,23 +168,26 @@ void SectionColorMaps() {
     ImGui::TextWrapped(
         "SampleColormap(map, t) reads a 256-entry table expanded from a few key colours; Normalize(value, range, log) "
         "maps a value into t. ColorBar(id, map, range, log, size) draws the bar with its range and round ticks "
-        "(NiceTicks, FormatTick); hover it to read the value at the mouse.");
+        "(NiceTicks, FormatTick); hover it to read the value at the mouse. ColorBar(..., shown) draws a part of the "
+        "range in the range's colours: the last bar, temperatures 1 .. 2.4 on a scale centred at 1 (-0.4 .. 2.4).");
     const float h = ImGui::GetFontSize() * 12.0f, w = ColorBarWidth();
     struct Bar {
         const char* caption;
         Colormap map;
         Range range;
         bool log;
+        Range shown = {NAN, NAN};  // the part the bar shows (NaN: all of it)
     } bars[] = {{"viridis", Colormap::Viridis, {0.0f, 1.0f}, false},
                 {"viridis, log", Colormap::Viridis, {1e-4f, 1.0f}, true},
                 {"magma", Colormap::Magma, {0.0f, 0.35f}, false},
                 {"magma, log", Colormap::Magma, {2e-6f, 0.8f}, true},
-                {"diverging", Colormap::Diverging, {-0.42f, 0.42f}, false}};
-    if (ImGui::BeginTable("##bars", 5, ImGuiTableFlags_SizingFixedFit)) {
+                {"diverging", Colormap::Diverging, {-0.42f, 0.42f}, false},
+                {"upper half", Colormap::Diverging, {-0.4f, 2.4f}, false, {1.0f, 2.4f}}};
+    if (ImGui::BeginTable("##bars", 6, ImGuiTableFlags_SizingFixedFit)) {
         for (const Bar& b : bars) {
             ImGui::TableNextColumn();
             ImGui::TextUnformatted(b.caption);
-            ColorBar(b.caption, b.map, b.range, b.log, ImVec2(w, h));
+            ColorBar(b.caption, b.map, b.range, b.log, ImVec2(w, h), b.shown.max > b.shown.min ? b.shown : b.range);
         }
         ImGui::EndTable();
     }

@@ -30,7 +30,15 @@ float ColorBarWidth() {
     return 16.0f + ImGui::GetStyle().ItemInnerSpacing.x + 4.0f + ImGui::CalcTextSize("-2.5e-04").x + 2.0f;
 }
 
-void ColorBar(const char* id, Colormap map, Range range, bool log_scale, ImVec2 size) {
+void ColorBar(const char* id, Colormap map, Range range, bool log_scale, ImVec2 size) { ColorBar(id, map, range, log_scale, size, range); }
+
+void ColorBar(const char* id, Colormap map, Range scale, bool log_scale, ImVec2 size, Range range) {
+    // `range` is what the bar reads, t0..t1 of the colour map (all of it unless `range` is a part of `scale`).
+    float t0 = 0.0f, t1 = 1.0f;
+    if (range.min >= scale.min && range.max <= scale.max && range.max > range.min && (range.min > scale.min || range.max < scale.max))
+        t0 = Normalize(range.min, scale, log_scale), t1 = Normalize(range.max, scale, log_scale);
+    else
+        range = scale;
     size.x = std::max(size.x, 8.0f);
     size.y = std::max(size.y, 8.0f);
     ImGui::PushID(id);
@@ -46,7 +54,7 @@ void ColorBar(const char* id, Colormap map, Range range, bool log_scale, ImVec2 
     const int strips = std::clamp(static_cast<int>(height / 2.0f), 2, 128);
     for (int k = 0; k < strips; ++k) {
         const float t_top = 1.0f - static_cast<float>(k) / strips, t_bottom = 1.0f - static_cast<float>(k + 1) / strips;
-        const Rgba8 a = SampleColormap(map, t_top), b = SampleColormap(map, t_bottom);
+        const Rgba8 a = SampleColormap(map, t0 + (t1 - t0) * t_top), b = SampleColormap(map, t0 + (t1 - t0) * t_bottom);
         const ImU32 ca = IM_COL32(a.r, a.g, a.b, 255), cb = IM_COL32(b.r, b.g, b.b, 255);
         draw->AddRectFilledMultiColor(ImVec2(x0, y_top + height * k / strips), ImVec2(x1, y_top + height * (k + 1) / strips),
                                       ca, ca, cb, cb);

@@ -100,12 +100,15 @@ void HeadMatrixView::Draw(WindowState& state) {
     // Colours: around 1 for temperatures, around 0 for a difference, else the metric's range.
     viz::Colormap colormap = state.settings.colormap;
     viz::Range range{lo, hi > lo ? hi : lo + 1e-6f};
-    if (difference || (!steps && quantity.scale == Scale::AroundOne && (side == MapMode::Ssa || side == MapMode::Base))) {
-        const float centre = difference ? 0.0f : 1.0f;
-        float d = 1e-6f;
-        for (float v : values)
-            if (std::isfinite(v)) d = std::max(d, std::abs(v - centre));
-        range = {centre - d, centre + d};
+    viz::Range shown = range;  // the part of it the colour bar shows: a temperature's half that the heads reach
+    if (difference) {
+        const float d = lo <= hi ? std::max({1e-6f, std::abs(lo), std::abs(hi)}) : 1e-6f;
+        range = shown = {-d, d};
+        colormap = viz::Colormap::Diverging;
+    } else if (!steps && quantity.scale == Scale::AroundOne && (side == MapMode::Ssa || side == MapMode::Base)) {
+        const TemperatureScale scale = TemperatureScaleOver(lo, hi);  // the token strip's rule, over the heads' values
+        range = scale.range;
+        shown = scale.used;
         colormap = viz::Colormap::Diverging;
     }
     ImGui::PushTextWrapPos(0.0f);  // what the cells hold, wrapped in a narrow pane rather than cut
@@ -185,7 +188,8 @@ void HeadMatrixView::Draw(WindowState& state) {
     ImGui::EndChild();
     const float shown_w = std::min(grid_w, avail);
     ImGui::SetCursorScreenPos(ImVec2(child_pos.x + shown_w + 6.0f, child_pos.y + line + 2.0f));
-    viz::ColorBar("##matrix_colorbar", colormap, range, false, ImVec2(bar_w, std::max(line * 4, std::min(L * cell_h, child_h - line - 2.0f))));
+    viz::ColorBar("##matrix_colorbar", colormap, range, false, ImVec2(bar_w, std::max(line * 4, std::min(L * cell_h, child_h - line - 2.0f))),
+                  shown);
     ImGui::SetCursorScreenPos(ImVec2(child_pos.x, child_pos.y + child_h));
     ImGui::Dummy(ImVec2(shown_w, 0.0f));
     state.regions["matrix"] = Rect{child_pos.x, child_pos.y, shown_w, child_h};
