@@ -112,12 +112,17 @@ HighlightData MakeHighlight(const model::Analysis& a, const std::string& model_n
         const float offset = TokenColorOffset(s.highlight);  // tau_q's token term, tanh(..), is shown as 1 + it
         for (float& v : d.values) v += offset;
         if (const model::RowArray* rows = TokenQuantity(a, s.highlight)) {
-            const TemperatureScale scale = TemperatureRange(a, *rows, std::nullopt, offset);
+            // The head's own scale (the window's View > Temperature scale per head), a mean's from its values.
+            const bool per_head = s.temperature_per_head;
+            const TemperatureScale scale = !per_head ? TemperatureRange(a, *rows, std::nullopt, offset)
+                                           : s.highlight_scope == TokenScope::Head ? TemperatureRange(a, *rows, head, offset)
+                                                                                    : TemperatureScaleOver(lo + offset, hi + offset);
             d.options.ValueRange = scale.range;
             d.options.LegendRange = scale.used;  // the half the model's temperatures reach, as the window's legend
             d.options.ValueLabel += scale.used.min >= 1.0f   ? " (1: vanilla, white; red above, sharper; none is below 1)"
                                     : scale.used.max <= 1.0f ? " (1: vanilla, white; blue below, flatter; none is above 1)"
                                                              : " (1: vanilla; red above, sharper; blue below, flatter)";
+            if (per_head) d.options.ValueLabel += s.highlight_scope == TokenScope::Head ? "; this head's own scale" : "; the mean's own scale";
         }
         d.options.Map = viz::Colormap::Diverging;
         d.options.LogScale = false;

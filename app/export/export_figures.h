@@ -24,6 +24,9 @@ struct FigureSettings {
     TokenColor highlight = TokenColor::TauQ;  // what colours the tokens of the highlight
     TokenScope highlight_scope = TokenScope::ModelMean;
     HeadRef highlight_head;  // the head (or its layer) for the Head and LayerMean scopes
+    // --temperature-scale head: a temperature highlight on the highlighted head's own scale (a
+    // mean's, on its values'), as the window's View > Temperature scale per head; else the model's.
+    bool temperature_per_head = false;
 };
 
 // --highlight-scope's layer and head against the model's shape; the error names the flag.

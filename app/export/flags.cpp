@@ -538,6 +538,15 @@ std::vector<Flag> BuildTable() {
                 return std::optional(std::to_string(f.highlight_head.layer) + "," + std::to_string(f.highlight_head.head));
             })
             .InSession(ScopeAndHead()));
+    add(Row({"--temperature-scale"}, "model|head", {C::Export},
+            "a temperature highlight's colour scale, centred at 1: the same for every head of the model (the default), or "
+            "the highlighted head's own (a mean's, its values'), as the window's View > Temperature scale per head",
+            [](CommandOptions& o, const FlagValue& v) {
+                if (v.text != "model" && v.text != "head") Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of model, head");
+                o.export_options.figures.temperature_per_head = v.text == "head";
+            },
+            [](const CommandOptions& o) { return std::optional<std::string>(o.export_options.figures.temperature_per_head ? "head" : "model"); })
+            .InSession({"export.temperature_scale"}));
     add(Row({"--ablate"}, "L:H[,L:*,L:H=pos|tok|xS]", {C::Export, C::Generate},
             "what-ifs on the SSA side: L:H sets head H of layer L to tau = 1 (L:* every head of L); =pos keeps only tau_q's "
             "position term, =tok only its token term, =xS scales tau_q - 1 by S",

@@ -168,6 +168,7 @@ public:
         if (m_scale_chosen) return;
         const model::TemperatureForm& q = c.query;
         m_state.settings.per_head_scale = q.position != model::PositionForm::None && q.token == model::TokenForm::None;
+        m_views.export_dialog.Options().figures.temperature_per_head = m_state.settings.per_head_scale;  // its highlight as the strip
     }
 
     // Selections and settings now; the twin once the model is open.

@@ -70,6 +70,7 @@ void ExportDialog::Show(const AppState& state) {
     o.figures.highlight = state.settings.token_color;
     o.figures.highlight_scope = state.settings.token_scope;
     o.figures.highlight_head = state.selected;
+    o.figures.temperature_per_head = state.settings.per_head_scale;
     o.sink_epsilon = state.settings.sink_epsilon;
     o.layers = {state.selected.layer};
     o.heads = {state.selected.head};
@@ -223,6 +224,11 @@ void ExportDialog::DrawSettings(AppState& state) {
         ImGui::SameLine();
         ImGui::TextDisabled("%s", f.highlight_scope == TokenScope::Head ? ("L" + std::to_string(f.highlight_head.layer) + " H" + std::to_string(f.highlight_head.head)).c_str()
                                                                        : ("layer " + std::to_string(f.highlight_head.layer)).c_str());
+    }
+    if (IsTemperature(f.highlight)) {
+        ImGui::Checkbox("its own temperature scale", &f.temperature_per_head);
+        viz::ItemTooltip("On: the highlighted head's own scale (a mean's, its values'), as View > Temperature scale per head. "
+                         "Off: one scale for every head of the model, so a colour is one temperature in every figure.");
     }
     ImGui::SetNextItemWidth(140);
     ImGui::SliderFloat("sink eps", &o.sink_epsilon, 0.05f, 0.95f, "%.2f");

@@ -308,7 +308,8 @@ def _highlight_doc():
     by = ", ".join(c["key"] for c in _CATALOGUE["token_colorings"])
     return _textwrap.fill(f"The text with each token coloured by `by` ({by}) over `scope`: \"model\", a layer, or (layer, head) "
                           "(the per-token losses have no scope). The paper's Figure 1; in a notebook an HTML page with values "
-                          "on hover.", 100)
+                          "on hover. A temperature is on the model's scale around 1 (temperature_scale=\"head\": the head's "
+                          "own, as the window's View > Temperature scale per head).", 100)
 
 
 #-----------------------------------------------------------------------------

@@ -385,6 +385,7 @@ TEST_F(Cli, ExportOptionErrorsNameTheFlag) {
     ExpectOneLineError(with({"--highlight-scope", "7"}), 2, "layer 7");
     ExpectOneLineError(with({"--highlight-scope", "0,9"}), 2, "head 9");
     ExpectOneLineError(with({"--highlight-scope", "x"}), 2, "--highlight-scope 'x'");
+    ExpectOneLineError(with({"--temperature-scale", "layer"}), 2, "--temperature-scale 'layer' is not one of model, head");
     ExpectOneLineError(with({"--batch"}), 2, "--batch needs --text-file");
 }
 

@@ -267,3 +267,49 @@ TEST_F(ExportFigures, ATemperatureHighlightsLegendIsTheHalfItsValuesReach) {
         EXPECT_EQ(html.find("<span class=\"lo\">1</span>") != std::string::npos, all_above) << html.substr(html.find("legend"));
     }
 }
+
+// --temperature-scale head: the highlighted head's own scale (TemperatureRange of that head), a
+// mean's from its own values, as the window's View > Temperature scale per head; the legend and
+// its caption say so. The model's scale otherwise (above).
+TEST_F(ExportFigures, ATemperatureHighlightOnItsOwnScale) {
+    const model::Analysis a = app::MakeSyntheticAnalysis(2, 2, 12, 3);
+    app::FigureSettings settings;
+    settings.highlight = app::TokenColor::TauQ;
+    settings.temperature_per_head = true;
+    auto chips_of = [](const viz::Figure& f) {
+        std::vector<viz::Rgba8> chips;
+        for (const viz::FigItem& item : f.Items)
+            if (const auto* r = std::get_if<viz::FigRect>(&item); r && r->Fill.a == 255 && r->H > 20) chips.push_back(r->Fill);
+        return chips;
+    };
+    auto caption_of = [](const viz::Figure& f) {
+        std::string caption;
+        for (const viz::FigItem& item : f.Items)
+            if (const auto* t = std::get_if<viz::FigText>(&item); t && t->Text.find("own scale") != std::string::npos) caption = t->Text;
+        return caption;
+    };
+    for (const app::TokenScope scope : {app::TokenScope::Head, app::TokenScope::ModelMean}) {
+        settings.highlight_scope = scope;
+        settings.highlight_head = {1, 1};
+        std::vector<float> values(12);
+        for (int i = 0; i < 12; ++i) values[i] = app::ScopedTokenValue(a, a.tau_q, scope, settings.highlight_head, i);
+        float lo = INFINITY, hi = -INFINITY;
+        for (float v : values) lo = std::min(lo, v), hi = std::max(hi, v);
+        const app::TemperatureScale own = scope == app::TokenScope::Head ? app::TemperatureRange(a, a.tau_q, app::HeadRef{1, 1})
+                                                                          : app::TemperatureScaleOver(lo, hi);
+        const app::TemperatureScale model_wide = app::TemperatureRange(a, a.tau_q);
+        ASSERT_LT(own.range.max, model_wide.range.max) << "the test needs a head with a narrower scale than the model's";
+        const viz::Figure f = app::Highlight(a, "synthetic", settings);
+        const std::vector<viz::Rgba8> chips = chips_of(f);
+        ASSERT_EQ(chips.size(), 12u);
+        for (int i = 0; i < 12; ++i) {
+            const viz::Rgba8 want = viz::SampleColormap(viz::Colormap::Diverging, viz::Normalize(values[i], own.range, false));
+            EXPECT_EQ(chips[i].r, want.r) << i;
+            EXPECT_EQ(chips[i].b, want.b) << i;
+        }
+        EXPECT_NE(caption_of(f).find(scope == app::TokenScope::Head ? "this head's own scale" : "the mean's own scale"), std::string::npos);
+        settings.temperature_per_head = false;
+        EXPECT_EQ(caption_of(app::Highlight(a, "synthetic", settings)), "");
+        settings.temperature_per_head = true;
+    }
+}

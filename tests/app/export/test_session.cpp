@@ -65,6 +65,7 @@ app::Session Example() {
     e.figures.highlight = app::TokenColor::TauV;
     e.figures.highlight_scope = app::TokenScope::Head;
     e.figures.highlight_head = {1, 2};
+    e.figures.temperature_per_head = true;
     e.sink_epsilon = 0.4f;
     return s;
 }
@@ -106,6 +107,7 @@ TEST(Session, RoundTripsEveryField) {
     EXPECT_EQ(back->settings.run_curve, "js_drift");
     EXPECT_EQ(back->settings.lens_map, app::MapMode::BaseDifference);
     EXPECT_EQ(back->export_options.figures.highlight_head.head, 2);
+    EXPECT_TRUE(back->export_options.figures.temperature_per_head);
     EXPECT_FLOAT_EQ(back->export_options.sink_epsilon, 0.4f);
 
     // The heads matrix showing a run's steps to sparsity saves and opens again as that.
@@ -179,7 +181,8 @@ TEST(Session, FlagKeysKeepTheirFormat) {
     for (const auto& [key, value] : expected.items()) EXPECT_EQ(j[key], value) << key;
     const json expected_export = {{"out", "/tmp/out dir"}, {"layers", {0, 2}}, {"heads", {1}}, {"formats", {"npy", "csv", "png", "html"}},
                                   {"maps", {"ssa", "diff"}}, {"colormap", "magma"}, {"log_scale", false}, {"size", 512},
-                                  {"highlight", "tau_v"}, {"highlight_scope", "head"}, {"highlight_head", {1, 2}}, {"sink_epsilon", 0.4f}};
+                                  {"highlight", "tau_v"}, {"highlight_scope", "head"}, {"highlight_head", {1, 2}}, {"temperature_scale", "head"},
+                                  {"sink_epsilon", 0.4f}};
     EXPECT_EQ(j["export"], expected_export) << j["export"].dump();
     EXPECT_EQ(j["export"]["sink_epsilon"].dump(), json(0.4f).dump());
     // Defaults are written too, and nothing is ticked is a list of none.
@@ -198,6 +201,7 @@ TEST(Session, FlagKeysKeepTheirFormat) {
     EXPECT_EQ(d["export"]["formats"], json::array());
     EXPECT_EQ(d["export"]["layers"], json::array());
     EXPECT_EQ(d["export"]["highlight_scope"], "model");
+    EXPECT_EQ(d["export"]["temperature_scale"], "model");
     auto back = app::SessionFromJson(d);
     ASSERT_TRUE(back) << back.error();
     EXPECT_EQ(app::SessionToJson(*back), d);

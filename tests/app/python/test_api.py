@@ -104,6 +104,12 @@ def test_figures_for_jupyter(tmp_path):
         path = h.save(tmp_path / f"h.{ext}")
         assert os.path.getsize(path) > 500
     assert open(h.save(tmp_path / "h.html"), encoding="utf-8").read() == h.html()
+    # A head's own temperature scale (the window's View > Temperature scale per head) says so under its bar.
+    own = a.highlight(by="tau_q", scope=(1, 2), temperature_scale="head")
+    assert "own scale" in own.html()
+    assert "own scale" not in h.html()
+    with pytest.raises(ValueError, match="--temperature-scale 'layer' is not one of model, head"):
+        a.highlight(temperature_scale="layer")
 
 
 def test_show_starts_the_window_and_returns_once_it_runs(tmp_path, monkeypatch):
