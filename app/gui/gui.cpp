@@ -694,8 +694,10 @@ private:
                 s.map_mode = MapMode::BaseDifference, s.split = s.three_way = false;
             ImGui::MenuItem("Temperature scale per head", nullptr, &s.per_head_scale);
             if (ImGui::IsItemHovered())
-                ImGui::SetTooltip("Off (default): one scale centred at tau = 1 over every head, so a colour is the same tau everywhere.\n"
-                                  "On: each head's own range, for heads whose temperatures vary little.");
+                ImGui::SetTooltip("Off: one scale centred at tau = 1 over every head, so a colour is the same tau everywhere.\n"
+                                  "On: each head's own range, for heads whose temperatures vary little (a model whose tau_q is of\n"
+                                  "position alone, as the official checkpoints' one slope a layer, opens with it on).\n"
+                                  "Exports: --temperature-scale head, the export dialog's 'its own temperature scale'.");
             ImGui::MenuItem("Text editor", nullptr, &s.layout.editor_open);
             if (ImGui::MenuItem("Reset pane sizes")) {
                 s.layout = PaneLayout{};
