@@ -125,6 +125,13 @@ float Normalizer::operator()(float value) const {
 
 float Normalize(float value, Range range, bool log_scale) { return Normalizer(range, log_scale)(value); }
 
+ScalePart PartOfScale(Range scale, Range part, bool log_scale) {
+    part.min = std::clamp(part.min, scale.min, scale.max);
+    part.max = std::clamp(part.max, scale.min, scale.max);
+    if (!(part.max > part.min)) return {scale};
+    return {part, Normalize(part.min, scale, log_scale), Normalize(part.max, scale, log_scale)};
+}
+
 const char* ColormapName(Colormap map) {
     switch (map) {
         case Colormap::Magma: return "magma";

@@ -27,6 +27,15 @@ Rgba8 SampleColormap(Colormap map, float t);
 // Value to [0, 1] within a range; log scale uses log10 over [max(min, 1e-6), max].
 float Normalize(float value, Range range, bool log_scale);
 
+// A part of a scale as a colour bar shows it in the scale's colours (a temperature scale's half
+// that the values reach): the part clamped into the scale, and t0..t1, where its ends lie on the
+// colour map. An empty or NaN part is the whole scale (0..1).
+struct ScalePart {
+    Range range;
+    float t0 = 0.0f, t1 = 1.0f;
+};
+ScalePart PartOfScale(Range scale, Range part, bool log_scale);
+
 // Normalize for many values of one range: the range's logarithms taken once.
 class Normalizer {
 public:

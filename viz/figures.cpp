@@ -418,21 +418,6 @@ Range HighlightRange(const std::vector<std::string>& pieces, const std::vector<f
     return range;
 }
 
-// The legend's part of the range (HighlightOptions::LegendRange, kept inside it) and where its
-// ends lie on the colour map.
-struct LegendPart {
-    Range range;
-    float t0 = 0, t1 = 1;
-};
-LegendPart HighlightLegend(Range range, const HighlightOptions& options) {
-    if (!options.LegendRange) return {range};
-    Range part = Sanitize(*options.LegendRange);
-    part.min = std::clamp(part.min, range.min, range.max);
-    part.max = std::clamp(part.max, range.min, range.max);
-    if (!(part.max > part.min)) return {range};
-    return {part, Normalize(part.min, range, options.LogScale), Normalize(part.max, range, options.LogScale)};
-}
-
 }  // namespace
 
 Figure HighlightFigure(const std::vector<std::string>& pieces, const std::vector<float>& values, const HighlightOptions& options) {
@@ -499,7 +484,7 @@ Figure HighlightFigure(const std::vector<std::string>& pieces, const std::vector
     if (placed.empty()) AddText(f, text_x, text_y + line_h * 0.5f, "(no tokens)", fs, TextAlign::Left, false, kFaint);
 
     // Legend under the text.
-    const LegendPart legend = HighlightLegend(range, options);
+    const ScalePart legend = PartOfScale(range, options.LegendRange.value_or(range), options.LogScale);
     ColorBarSpec bar;
     bar.map = options.Map;
     bar.range = legend.range;
@@ -526,7 +511,7 @@ Figure HighlightFigure(const std::vector<std::string>& pieces, const std::vector
 std::string HighlightHtml(const std::vector<std::string>& pieces, const std::vector<float>& values, const HighlightOptions& options) {
     const float fs = options.FontSize > 0 && options.FontSize < 200 ? options.FontSize : 18.0f;
     const Range range = HighlightRange(pieces, values, options);
-    const LegendPart legend = HighlightLegend(range, options);
+    const ScalePart legend = PartOfScale(range, options.LegendRange.value_or(range), options.LogScale);
     const std::string label = EscapeXml(options.ValueLabel);
     char size[64];
     std::snprintf(size, sizeof size, "%d", static_cast<int>(std::lround(fs)));

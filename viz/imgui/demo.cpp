@@ -187,7 +187,7 @@ void SectionColorMaps() {
         for (const Bar& b : bars) {
             ImGui::TableNextColumn();
             ImGui::TextUnformatted(b.caption);
-            ColorBar(b.caption, b.map, b.range, b.log, ImVec2(w, h), b.shown.max > b.shown.min ? b.shown : b.range);
+            ColorBar(b.caption, b.map, b.range, b.log, ImVec2(w, h), b.shown);
         }
         ImGui::EndTable();
     }

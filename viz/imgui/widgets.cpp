@@ -32,13 +32,10 @@ float ColorBarWidth() {
 
 void ColorBar(const char* id, Colormap map, Range range, bool log_scale, ImVec2 size) { ColorBar(id, map, range, log_scale, size, range); }
 
-void ColorBar(const char* id, Colormap map, Range scale, bool log_scale, ImVec2 size, Range range) {
-    // `range` is what the bar reads, t0..t1 of the colour map (all of it unless `range` is a part of `scale`).
-    float t0 = 0.0f, t1 = 1.0f;
-    if (range.min >= scale.min && range.max <= scale.max && range.max > range.min && (range.min > scale.min || range.max < scale.max))
-        t0 = Normalize(range.min, scale, log_scale), t1 = Normalize(range.max, scale, log_scale);
-    else
-        range = scale;
+void ColorBar(const char* id, Colormap map, Range scale, bool log_scale, ImVec2 size, Range shown) {
+    const ScalePart part = PartOfScale(scale, shown, log_scale);  // what the bar reads: t0..t1 of the colour map
+    const Range range = part.range;
+    const float t0 = part.t0, t1 = part.t1;
     size.x = std::max(size.x, 8.0f);
     size.y = std::max(size.y, 8.0f);
     ImGui::PushID(id);

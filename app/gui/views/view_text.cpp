@@ -275,8 +275,8 @@ void TextView::DrawControls(AppState& state) {
     const bool flat = m_scale.max <= m_scale.min || m_legend.max <= m_legend.min;
     // The ramp shows the legend's part of the scale (a temperature's half that its values reach)
     // in the scale's own colours: t0..t1 of the colour map.
-    const float t0 = flat ? 0.0f : viz::Normalize(m_legend.min, m_scale, false);
-    const float t1 = flat ? 1.0f : viz::Normalize(m_legend.max, m_scale, false);
+    const viz::ScalePart part = viz::PartOfScale(m_scale, m_legend, false);
+    const float t0 = flat ? 0.0f : part.t0, t1 = flat ? 1.0f : part.t1;
     const bool cropped = t0 > 0.0f || t1 < 1.0f;
     if (flat) {
         ImGui::Text("%s = %s for every token", coloring.label.c_str(), lo);
