@@ -350,10 +350,11 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
     struct Side {
         const Parts* parts;
         ImU32 color;
+        std::string name;
     };
-    std::vector<Side> sides = {{&s, viz::ToImU32(viz::kSsaColor)}};
-    if (c) sides.push_back({c, viz::ToImU32(viz::kCompareColor)});
-    if (b) sides.push_back({b, viz::ToImU32(viz::kBaseColor)});
+    std::vector<Side> sides = {{&s, viz::ToImU32(viz::kSsaColor), "SSA"}};
+    if (c) sides.push_back({c, viz::ToImU32(viz::kCompareColor), cmp});
+    if (b) sides.push_back({b, viz::ToImU32(viz::kBaseColor), "base"});
     // Two scales: the heads' (every side), and the layers' totals with the embeddings and biases.
     float most = 1e-6f, most_layer = 1e-6f;
     for (int k = 0; k < shown; ++k)
@@ -363,8 +364,7 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
         for (int h = 0; h < H; ++h) sum += at(x, l, h);
         return sum;
     };
-    const std::vector<Side> layer_sides = b ? std::vector<Side>{sides.front(), sides.back()} : std::vector<Side>{sides.front()};
-    for (const Side& side : layer_sides) {
+    for (const Side& side : sides) {
         const Parts& x = *side.parts;
         for (int l = 0; l < L; ++l) most_layer = std::max({most_layer, std::abs(attention_of(x, l)), std::abs(x.mlp[l])});
         most_layer = std::max({most_layer, std::abs(x.embed), std::abs(x.constants)});
@@ -374,7 +374,26 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
     const float label_w = ImGui::CalcTextSize("L00 H00 ").x, number_w = ImGui::CalcTextSize("-00.000  ").x;
     const float width = std::max(60.0f, ImGui::GetContentRegionAvail().x - label_w - static_cast<float>(sides.size() + 1) * number_w);
     ImDrawList* draw = ImGui::GetWindowDrawList();
-    // One row: a bar a side, stacked in the row's height, and their numbers.
+    // What a row's hover says: each side's part, and beside a base what fine-tuning changed, split
+    // into the temperatures' part (SSA - tau = 1) and the other weights' drift (tau = 1 - base).
+    auto explain = [&](const std::string& what, const std::vector<std::pair<float, ImU32>>& bars) {
+        std::string text = what + "'s part of the logit of '" + TokenLabel(a.tokens.pieces[t + 1]) + "':";
+        char buf[96];
+        for (size_t k = 0; k < bars.size() && k < sides.size(); ++k) {
+            std::snprintf(buf, sizeof buf, "%s %s %+.4f", k ? "," : "", sides[k].name.c_str(), bars[k].first);
+            text += buf;
+        }
+        if (b && c && a.HasBase() && bars.size() == 3) {
+            std::snprintf(buf, sizeof buf, "\nfine-tuning changed it by %+.4f = temperatures %+.4f + drift %+.4f",
+                          bars[0].first - bars[2].first, bars[0].first - bars[1].first, bars[1].first - bars[2].first);
+            text += buf;
+        } else if (bars.size() == 2) {
+            std::snprintf(buf, sizeof buf, "\nSSA - %s: %+.4f", sides[1].name.c_str(), bars[0].first - bars[1].first);
+            text += buf;
+        }
+        return text;
+    };
+    // One row: a bar a side, stacked in the row's height, and their numbers; hover names them.
     auto row = [&](const std::string& label, const std::vector<std::pair<float, ImU32>>& bars, HeadRef* head) {
         const ImVec2 p = ImGui::GetCursorScreenPos();
         const float zero = p.x + label_w + width * 0.5f, scale = width * 0.5f / *scale_of;
@@ -391,6 +410,8 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
         draw->AddText(ImVec2(p.x + label_w + width + 6.0f, p.y), ImGui::GetColorU32(ImGuiCol_Text), numbers.c_str());
         ImGui::SetCursorScreenPos(ImVec2(p.x, p.y));
         ImGui::InvisibleButton(label.c_str(), ImVec2(label_w + width, line));
+        if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("%s%s", explain(label, bars).c_str(), head ? "\nclick to show this head, Ctrl+click to pin it" : "");
         if (head) HandleHeadClick(state, *head);
     };
     if (b) {
@@ -416,13 +437,15 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
         for (const Side& side : sides) bars.push_back({at(*side.parts, head.layer, head.head), side.color});
         row("L" + std::to_string(head.layer) + " H" + std::to_string(head.head), bars, &head);
     }
+    const float heads_end = ImGui::GetCursorScreenPos().y;
     ImGui::Spacing();
-    Caption(b ? "each layer: attention (its heads together) and MLP, SSA and base (a scale of their own)"
-              : "each layer: attention (its heads together) and MLP, SSA (a scale of its own)");
+    Caption(sides.size() > 1 ? "each layer: attention (its heads together) and MLP, every side (a scale of their own)"
+                             : "each layer: attention (its heads together) and MLP (a scale of its own)");
+    const ImVec2 layers_start = ImGui::GetCursorScreenPos();
     scale_of = &most_layer;
     auto layer_row = [&](const std::string& label, auto&& value) {
         std::vector<std::pair<float, ImU32>> bars;
-        for (const Side& side : layer_sides) bars.push_back({value(*side.parts), side.color});
+        for (const Side& side : sides) bars.push_back({value(*side.parts), side.color});
         row(label, bars, nullptr);
     };
     for (int l = 0; l < L; ++l) {
@@ -431,7 +454,8 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
     }
     layer_row("embed", [](const Parts& x) { return x.embed; });
     layer_row("biases", [](const Parts& x) { return x.constants; });
-    state.regions["lens_attribution"] = Rect{start.x, start.y, label_w + width, ImGui::GetCursorScreenPos().y - start.y};
+    state.regions["lens_attribution"] = Rect{start.x, start.y, label_w + width, heads_end - start.y};
+    state.regions["lens_layers"] = Rect{layers_start.x, layers_start.y, label_w + width, ImGui::GetCursorScreenPos().y - layers_start.y};
 }
 
 }  // namespace app

@@ -403,10 +403,15 @@ TEST(EndToEnd, TheLensTabShowsTheBaseBesideAFineTune) {
             << ReadFile(dir + "/log_lens.txt");
         const nlohmann::json meta_lens = nlohmann::json::parse(ReadFile(png_lens + ".json"), nullptr, false);
         ASSERT_TRUE(meta_lens.is_object() && meta_lens.contains("regions")) << ReadFile(dir + "/log_lens.txt");
-        ASSERT_TRUE(meta_lens["regions"].contains("lens_attribution")) << meta_lens["regions"].dump();
         const Picture g = Load(png_lens);
-        for (viz::Rgba8 colour : {viz::kSsaColor, viz::kCompareColor, viz::kBaseColor})
-            EXPECT_GT(PixelsOf(g, meta_lens["regions"]["lens_attribution"], colour), 20u) << int{colour.r} << "," << int{colour.g} << "," << int{colour.b};
+        // The heads' rows, and each layer's attention and MLP totals below them: all three sides in both
+        // (the layers' once showed SSA and the base only, with no tau = 1 to split their change by).
+        for (const char* region : {"lens_attribution", "lens_layers"}) {
+            ASSERT_TRUE(meta_lens["regions"].contains(region)) << region << " " << meta_lens["regions"].dump();
+            for (viz::Rgba8 colour : {viz::kSsaColor, viz::kCompareColor, viz::kBaseColor})
+                EXPECT_GT(PixelsOf(g, meta_lens["regions"][region], colour), 20u)
+                    << region << " " << int{colour.r} << "," << int{colour.g} << "," << int{colour.b};
+        }
     }
     // The Lens tab's grid (a session's lens_map): SSA - base colours each layer and position by how
     // much more (red) or less (blue) probability the fine-tune gives the next token than its base;
@@ -509,7 +514,7 @@ TEST(EndToEnd, TheLensTabShowsWhatEachLayerWrites) {
     ASSERT_TRUE(meta.is_object() && meta.contains("regions")) << ReadFile(dir + "/log.txt");
     EXPECT_EQ(meta["state"]["tab"], "Lens");
     const Picture p = Load(png);
-    for (const char* region : {"lens_grid", "lens_attribution"}) {
+    for (const char* region : {"lens_grid", "lens_attribution", "lens_layers"}) {
         ASSERT_TRUE(meta["regions"].contains(region)) << region << " " << meta["regions"].dump();
         const nlohmann::json r = meta["regions"][region];
         EXPECT_GT(DistinctColours(p, r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 12u) << region;
@@ -547,7 +552,7 @@ TEST(EndToEnd, TheLensTabShowsTheSelectedQueryAtOnce) {
     EXPECT_EQ(at["position"], 5);
     EXPECT_FALSE(meta["regions"].contains("lens_grid"));  // the whole lens was not run
     const Picture p = Load(png);
-    for (const char* region : {"lens_column", "lens_attribution"}) {
+    for (const char* region : {"lens_column", "lens_attribution", "lens_layers"}) {
         ASSERT_TRUE(meta["regions"].contains(region)) << region << " " << meta["regions"].dump();
         const nlohmann::json r = meta["regions"][region];
         EXPECT_GT(DistinctColours(p, r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 12u) << region;
