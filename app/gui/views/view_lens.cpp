@@ -411,7 +411,7 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
         ImGui::SetCursorScreenPos(ImVec2(p.x, p.y));
         ImGui::InvisibleButton(label.c_str(), ImVec2(label_w + width, line));
         if (ImGui::IsItemHovered())
-            ImGui::SetTooltip("%s%s", explain(label, bars).c_str(), head ? "\nclick to show this head, Ctrl+click to pin it" : "");
+            ImGui::SetTooltip("%s%s", explain(label, bars).c_str(), head ? "\nclick shows this head, Ctrl+click pins it, right-click for what-ifs on it" : "");
         if (head) HandleHeadClick(state, *head);
     };
     if (b) {
