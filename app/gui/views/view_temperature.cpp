@@ -22,6 +22,10 @@ const ImU32 kTauVColor = IM_COL32(120, 200, 120, 255);
 const ImU32 kFitColor = IM_COL32(255, 255, 255, 200);
 const ImU32 kOtherColor = IM_COL32(235, 110, 210, 255);  // the base's or twin's tau_q
 
+// Where layer l of L lies on viridis for the every-layer lines: from 0.3, as the darker end does not
+// read on the dark plot.
+float LayerShade(int l, int L) { return L > 1 ? 0.3f + 0.7f * static_cast<float>(l) / static_cast<float>(L - 1) : 0.6f; }
+
 // The other SSA model's tau_q for head row `head_row`: the base's, else a twin's, where it has
 // temperatures (a value other than 1; a vanilla base or twin has ones); empty otherwise.
 std::vector<float> OtherTauQ(const model::Analysis& a, int64_t head_row, const char** name) {
@@ -169,7 +173,9 @@ void TemperatureView::Draw(WindowState& state) {
     draw->AddText(ImVec2(p1.x - ImGui::CalcTextSize(x_label.c_str()).x, p1.y + line + 4), dim, x_label.c_str());
     // tau = 1: vanilla.
     draw->AddLine(ImVec2(p0.x, y_of(1.0f)), ImVec2(p1.x, y_of(1.0f)), IM_COL32(255, 255, 255, 110), 1.5f);
-    draw->AddText(ImVec2(p0.x + 4, y_of(1.0f) - line), IM_COL32(255, 255, 255, 160), "tau = 1 (vanilla)");
+    // Its label on the side the head's curve leaves free: every 1 + s ln i starts at tau = 1.
+    const bool rising = !std::isfinite(fit.s) || fit.s >= 0;
+    draw->AddText(ImVec2(p0.x + 4, rising ? y_of(1.0f) + 2 : y_of(1.0f) - line), IM_COL32(255, 255, 255, 160), "tau = 1 (vanilla)");
     // The trend, dashed.
     if (std::isfinite(fit.s)) {
         constexpr int kSteps = 96;
@@ -209,8 +215,7 @@ void TemperatureView::Draw(WindowState& state) {
         for (int l = 0; l < L; ++l) label_y.push_back(y_of(1.0f + (*slopes)[l].s.back() * std::log(static_cast<float>(std::max(2, T)))) - line);
         label_y = viz::SpreadLabels(label_y, line, p0.y, p1.y - line);
         for (int l = 0; l < L; ++l) {
-            // Viridis from 0.3: its darker end does not read on the dark plot.
-            const viz::Rgba8 c = viz::SampleColormap(viz::Colormap::Viridis, L > 1 ? 0.3f + 0.7f * l / (L - 1.0f) : 0.6f);
+            const viz::Rgba8 c = viz::SampleColormap(viz::Colormap::Viridis, LayerShade(l, L));
             const ImU32 color = IM_COL32(c.r, c.g, c.b, l == state.selected.layer ? 255 : 150);
             for (float s : (*slopes)[l].s) {
                 constexpr int kSteps = 48;
@@ -274,14 +279,23 @@ void TemperatureView::Draw(WindowState& state) {
     ImGui::SetCursorScreenPos(ImVec2(origin.x, p1.y + line * 2 + 6));
     const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
     int keys = 0;
-    auto key = [&](ImU32 color, const char* text, bool ring = false) {  // on the line of the one before when it fits
+    enum class Mark { Dot, Ring, Layers };  // Layers: the layers' colours in order, as their lines are drawn
+    auto key = [&](ImU32 color, const char* text, Mark mark = Mark::Dot) {  // on the line of the one before when it fits
         const float width = line * 0.9f + ImGui::GetStyle().ItemSpacing.x + ImGui::CalcTextSize(text).x;
         if (keys++ > 0 && ImGui::GetItemRectMax().x + line + width <= right) ImGui::SameLine(0, line);
         const ImVec2 p = ImGui::GetCursorScreenPos();
-        if (ring)
+        if (mark == Mark::Ring) {
             draw->AddCircle(ImVec2(p.x + line * 0.4f, p.y + line * 0.5f), line * 0.3f, color, 12, 1.5f);
-        else
+        } else if (mark == Mark::Layers) {
+            constexpr int kParts = 6;
+            for (int k = 0; k < kParts; ++k) {
+                const viz::Rgba8 c = viz::SampleColormap(viz::Colormap::Viridis, LayerShade(k, kParts));
+                draw->AddRectFilled(ImVec2(p.x + line * 0.9f * k / kParts, p.y + line * 0.35f),
+                                    ImVec2(p.x + line * 0.9f * (k + 1) / kParts, p.y + line * 0.65f), IM_COL32(c.r, c.g, c.b, 255));
+            }
+        } else {
             draw->AddCircleFilled(ImVec2(p.x + line * 0.4f, p.y + line * 0.5f), line * 0.3f, color, 12);
+        }
         ImGui::Dummy(ImVec2(line * 0.9f, line));
         ImGui::SameLine();
         ImGui::TextUnformatted(text);
@@ -289,9 +303,10 @@ void TemperatureView::Draw(WindowState& state) {
     key(kTauQColor, "tau_q (queries)");
     if (m_show_tau_v) key(kTauVColor, "tau_v (keys)");
     const std::string other_key = std::string(other_name) + "'s tau_q (rings)";
-    if (other) key(kOtherColor, other_key.c_str(), /*ring=*/true);
+    if (other) key(kOtherColor, other_key.c_str(), Mark::Ring);
     if (has_position) key(IM_COL32(120, 190, 255, 255), "learned 1 + s ln i");
-    if (every_layer) key(IM_COL32(90, 180, 140, 255), "every layer's 1 + s ln i (L0..)");
+    const std::string layers_key = slopes ? "every layer's 1 + s ln i (L0 .. L" + std::to_string(slopes->size() - 1) + ")" : "";
+    if (every_layer) key(0, layers_key.c_str(), Mark::Layers);
     key(kFitColor, "a + s ln i, fitted to tau_q");
     state.regions["temperature"] = Rect{p0.x, p0.y, p1.x - p0.x, p1.y - p0.y};
 }
