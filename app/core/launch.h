@@ -8,6 +8,7 @@
 #include <iterator>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "app/core/model_scale.h"
 #include "app/core/run.h"
@@ -73,9 +74,10 @@ struct LaunchOptions {
     bool bench_open = false;
 };
 
-// "Next token" -> "next-token": how --tab names a tab.
-inline std::string TabFlag(const char* tab) {
-    std::string flag = tab;
+// "Next token" -> "next-token": how --tab names a tab (and reads one: "Lens" and "Next token", as
+// the bar spells them, are "lens" and "next-token").
+inline std::string TabFlag(std::string_view tab) {
+    std::string flag(tab);
     for (char& c : flag) c = c == ' ' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return flag;
 }

@@ -751,17 +751,19 @@ std::vector<Flag> BuildTable() {
             if (name == TabFlag(tab)) return true;
         return false;
     };
+    // A tab also as the bar spells it ("Next token", "Lens"): TabFlag reads it as --tab's spelling.
     add(Row({"--show"}, "export|help|demo|" + tabs, {C::Window}, "open a window (export, help, demo) or a tab from the start",
             [=](CommandOptions& o, const FlagValue& v) {
-                if (v.text != "export" && v.text != "help" && v.text != "demo" && !is_tab(v.text))
+                const bool window = v.text == "export" || v.text == "help" || v.text == "demo";
+                if (!window && !is_tab(TabFlag(v.text)))
                     Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of export, help, demo (windows) or " + tabs + " (tabs)");
-                o.window.show = v.text;
+                o.window.show = window ? v.text : TabFlag(v.text);
             },
             [](const CommandOptions& o) { return Unless(o.window.show, std::string()); }));
     add(Row({"--tab"}, tabs, {C::Window}, "the tab the window opens on",
             [=](CommandOptions& o, const FlagValue& v) {
-                if (!is_tab(v.text)) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of " + tabs);
-                o.window.show = v.text;
+                if (!is_tab(TabFlag(v.text))) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of " + tabs);
+                o.window.show = TabFlag(v.text);
             },
             [](const CommandOptions&) { return std::optional<std::string>(); }));  // --show spells it back
     auto where = [&](const char* name, std::optional<int> LaunchOptions::*field, const char* help) {

@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <unistd.h>
@@ -87,6 +88,23 @@ TEST(Tabs, StepInTheBarsOrderAndWrap) {
         for (size_t i = 0; i < std::size(app::LaunchOptions::kTabs); ++i) seen.insert(at = app::StepTab(at, 1));
         EXPECT_EQ(at, from);
         EXPECT_EQ(seen.size(), std::size(app::LaunchOptions::kTabs));
+    }
+}
+
+// --tab and --show take a tab as the bar spells it too ("Lens", "Next token"), and keep --tab's spelling.
+TEST(Tabs, FlagsTakeTheBarsSpelling) {
+    for (const auto& [flag, given, kept] : {std::tuple{"tab", "Lens", "lens"}, {"tab", "Next token", "next-token"}, {"tab", "next-token", "next-token"},
+                                            {"show", "Fine-tune", "fine-tune"}, {"show", "WHAT-IFS", "what-ifs"}, {"show", "demo", "demo"}}) {
+        app::CommandOptions o;
+        EXPECT_TRUE(app::ApplyFlag(app::Command::Window, flag, given, &o)) << flag << " " << given;
+        EXPECT_EQ(o.window.show, kept) << flag << " " << given;
+    }
+    for (const auto& [flag, given] : {std::pair{"tab", "Lenses"}, {"tab", "next  token"}, {"tab", "demo"}, {"show", "Demo"}, {"tab", ""}}) {
+        app::CommandOptions o;
+        const auto s = app::ApplyFlag(app::Command::Window, flag, given, &o);
+        ASSERT_FALSE(s) << flag << " " << given;
+        EXPECT_NE(s.error().find("is not one of"), std::string::npos) << s.error();
+        EXPECT_EQ(o.window.show, "");
     }
 }
 
