@@ -165,15 +165,20 @@ void InterventionsView::DrawList(AppState& state) {
 
     const model::Analysis& a = *state.analysis;
     const float loss = model::MeanLoss(a.loss), loss_compare = a.HasComparePredictions() ? model::MeanLoss(a.loss_compare) : NAN;
-    ImGui::Text("mean loss: SSA %s, %s %s nats", Nats(loss).c_str(), a.comparison == model::Comparison::Unedited ? "unedited" : "comparison",
-                Nats(loss_compare).c_str());
+    // The sides by the names every other view gives them (with a base: tau=1, and the base too).
+    const std::string compare = CompareName(a);
+    if (a.HasBase() && !a.loss_base.empty())
+        ImGui::Text("mean loss: SSA %s, %s %s, base %s nats", Nats(loss).c_str(), compare.c_str(), Nats(loss_compare).c_str(),
+                    Nats(model::MeanLoss(a.loss_base)).c_str());
+    else
+        ImGui::Text("mean loss: SSA %s, %s %s nats", Nats(loss).c_str(), compare.c_str(), Nats(loss_compare).c_str());
     if (std::isfinite(loss) && std::isfinite(loss_compare)) {
         const float delta = loss - loss_compare;
-        char text[48];
-        std::snprintf(text, sizeof text, "(delta %+.4f)", delta);
+        char text[96];
+        std::snprintf(text, sizeof text, "(SSA - %s %+.4f)", compare.c_str(), delta);
         SameLineIfFits(ImGui::CalcTextSize(text).x);
         ImGui::TextColored(delta > 0 ? ImVec4(1.0f, 0.5f, 0.45f, 1.0f) : ImVec4(0.5f, 0.7f, 1.0f, 1.0f), "%s", text);
-        viz::ItemTooltip("SSA's mean loss minus the comparison's, over tokens 2..T. Above 0: the SSA side predicts the text worse.");
+        viz::ItemTooltip(("SSA's mean loss minus " + compare + "'s, over tokens 2..T. Above 0: the SSA side predicts the text worse.").c_str());
     }
 }
 
