@@ -571,8 +571,21 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
     const int64_t T = shown.empty() ? 0 : shown[0].lens->n_tokens;
     if (T >= 2 && !extensions.empty()) {
         const std::string token = static_cast<size_t>(T - 1) < token_labels.size() ? token_labels[T - 1] : "?";
+        // Each side's bars, named and coloured as the window's: SSA, the comparison (tau = 1 beside
+        // a base), the base.
+        auto add_sides = [shown](viz::Plot* plot, auto&& values) {
+            const viz::Rgba8 colors[] = {viz::kSsaColor, viz::kCompareColor, viz::kBaseColor};
+            for (size_t n = 0; n < shown.size(); ++n) {
+                viz::PlotSeries series;
+                series.Name = n != 1 ? shown[n].name : shown.size() > 2 ? "tau = 1" : "comparison";
+                series.Kind = viz::SeriesKind::Bars;
+                series.Color = colors[std::min<size_t>(n, std::size(colors) - 1)];
+                series.Y = values(*shown[n].lens);
+                plot->Series.push_back(std::move(series));
+            }
+        };
         for (const char* ext : extensions)
-            files.push_back(FigureFile("dla_bars", ext, [shown, model_name, token, T] {
+            files.push_back(FigureFile("dla_bars", ext, [shown, model_name, token, T, add_sides] {
                 const model::Lens& first = *shown[0].lens;
                 const int64_t L = first.n_layer, H = first.n_head, last = T - 2;
                 auto part = [&](const model::Lens& side, int64_t k) { return side.dla[k * (T - 1) + last]; };
@@ -593,15 +606,42 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
                 plot.Options.Width = 900;
                 plot.Options.Height = 440;
                 for (int64_t k : heads) plot.Options.XCategories.push_back("L" + std::to_string(k / H) + " H" + std::to_string(k % H));
-                const viz::Rgba8 colors[] = {viz::kSsaColor, viz::kCompareColor, viz::kBaseColor};
-                for (size_t n = 0; n < shown.size(); ++n) {
-                    viz::PlotSeries series;
-                    series.Name = n != 1 ? shown[n].name : shown.size() > 2 ? "tau = 1" : "comparison";  // SSA, comparison / tau = 1, base
-                    series.Kind = viz::SeriesKind::Bars;
-                    series.Color = colors[std::min<size_t>(n, std::size(colors) - 1)];
-                    for (int64_t k : heads) series.Y.push_back(part(*shown[n].lens, k));
-                    plot.Series.push_back(std::move(series));
-                }
+                add_sides(&plot, [&](const model::Lens& side) {
+                    std::vector<float> y;
+                    for (int64_t k : heads) y.push_back(part(side, k));
+                    return y;
+                });
+                return viz::PlotFigure(plot);
+            }, size_t{64} << 20));
+        // The same logit by layer, as the window's Lens tab totals it: each layer's attention (its
+        // heads together) and MLP, the embeddings and the biases (dla_layers). Beside a base, a layer
+        // whose tau = 1 bar differs from SSA's owes that to the temperatures (its own or the layers'
+        // before it), one whose base bar differs from tau = 1's to the other weights' drift.
+        for (const char* ext : extensions)
+            files.push_back(FigureFile("dla_layers", ext, [shown, model_name, token, T, add_sides] {
+                const int64_t L = shown[0].lens->n_layer, H = shown[0].lens->n_head, last = T - 2;
+                viz::Plot plot;
+                plot.Options.Title = model_name + " \xC2\xB7 the last token '" + token + "': each layer's part of its logit";
+                plot.Options.XLabel = "layer";
+                plot.Options.YLabel = "direct logit attribution";
+                plot.Options.Width = 900;
+                plot.Options.Height = 440;
+                for (int64_t l = 0; l < L; ++l)
+                    for (const char* part : {" attn", " MLP"}) plot.Options.XCategories.push_back("L" + std::to_string(l) + part);
+                plot.Options.XCategories.push_back("embed");
+                plot.Options.XCategories.push_back("biases");
+                add_sides(&plot, [&](const model::Lens& side) {
+                    std::vector<float> y;
+                    for (int64_t l = 0; l < L; ++l) {
+                        double attention = 0;
+                        for (int64_t h = 0; h < H; ++h) attention += side.dla[(l * H + h) * (T - 1) + last];
+                        y.push_back(static_cast<float>(attention));
+                        y.push_back(side.dla_mlp[l * (T - 1) + last]);
+                    }
+                    y.push_back(side.dla_embed[last]);
+                    y.push_back(side.dla_const[last]);
+                    return y;
+                });
                 return viz::PlotFigure(plot);
             }, size_t{64} << 20));
     }

@@ -56,7 +56,9 @@ struct LensSideFiles {
 // token), log scale) and dla_heads.png (each head's part of the next token's logit, averaged over
 // the positions, on a diverging scale); with SSA first among `sides`, lens_diff.png (SSA's log
 // p(next token) minus the comparison's, after each layer, diverging) and lens_diff_base.png (minus
-// the base's). WriteExport writes them with the rest (`extra`).
+// the base's); dla_bars.png and dla_layers.png, the last token's logit split by head and by layer
+// (attention, MLP, embeddings, biases), every side's bars. WriteExport writes them with the rest
+// (`extra`).
 std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const std::function<std::string(int32_t)>& piece,
                                   const ExportOptions& options, const std::vector<std::string>& token_labels, const std::string& model_name);
 

@@ -65,6 +65,11 @@ TEST_F(Cli, ExportLensWritesTheLensAndTheAttribution) {
     EXPECT_TRUE(fs::is_regular_file(out + "/dla_bars.png"));
     const std::string bars = ReadFile(out + "/dla_bars.svg");
     for (const char* label : {"the last token", "L1 H1", "L0 H0", ">SSA<", ">comparison<"}) EXPECT_NE(bars.find(label), std::string::npos) << label;
+    // And by layer, as the Lens tab totals it: each layer's attention and MLP, the embeddings, the biases.
+    EXPECT_TRUE(fs::is_regular_file(out + "/dla_layers.png"));
+    const std::string layers = ReadFile(out + "/dla_layers.svg");
+    for (const char* label : {"part of its logit", "L0 attn", "L1 MLP", "embed", "biases", ">SSA<", ">comparison<"})
+        EXPECT_NE(layers.find(label), std::string::npos) << label;
     const std::string check = std::string(SSAVIZ_PYTHON) + " -c \"import numpy as np, sys; d = sys.argv[1]; "
                               "lens = np.load(d + '/lens_loss.npy'); loss = np.load(d + '/loss.npy'); "
                               "assert np.all(np.isfinite(lens)), 'not finite'; "
@@ -127,6 +132,8 @@ TEST_F(Cli, ExportLensAgainstABaseHasTheBasesLens) {
     for (const char* figure : {"lens_base.svg", "dla_heads_base.svg"}) EXPECT_TRUE(fs::is_regular_file(out + "/" + figure)) << figure;
     const std::string bars = ReadFile(out + "/dla_bars.svg");
     for (const char* label : {">SSA<", ">tau = 1<", ">base<"}) EXPECT_NE(bars.find(label), std::string::npos) << label;
+    const std::string layers = ReadFile(out + "/dla_layers.svg");
+    for (const char* label : {"L1 attn", ">SSA<", ">tau = 1<", ">base<"}) EXPECT_NE(layers.find(label), std::string::npos) << label;
     const std::string check = std::string(SSAVIZ_PYTHON) + " -c \"import numpy as np, sys; d = sys.argv[1]; "
                               "b = np.load(d + '/lens_loss_base.npy'); lb = np.load(d + '/loss_base.npy'); "
                               "assert np.abs(b[-1] - lb).max() < 1e-5, np.abs(b[-1] - lb).max(); "
