@@ -91,7 +91,9 @@ void LensView::Draw(WindowState& state) {
                     "Click a column to select that query.\n"
                     "With a layer-local comparison each layer runs again at tau = 1 on SSA's own input: a head's two bars "
                     "differ by its own layer's temperatures alone, and the comparison's logit is its parts' sum (no single "
-                    "pass computes it).");
+                    "pass computes it).\n"
+                    "Beside a base, hover a head's or a layer's row: fine-tuning's change to its part splits into the "
+                    "temperatures' (SSA - tau=1) and the other weights' drift (tau=1 - base).");
     const int T = a.n_tokens;
     if (T < 2) return;
     const int position = state.query >= 0 && state.query < T - 1 ? state.query : T - 2;
@@ -377,7 +379,8 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
     // What a row's hover says: each side's part, and beside a base what fine-tuning changed, split
     // into the temperatures' part (SSA - tau = 1) and the other weights' drift (tau = 1 - base).
     auto explain = [&](const std::string& what, const std::vector<std::pair<float, ImU32>>& bars) {
-        std::string text = what + "'s part of the logit of '" + TokenLabel(a.tokens.pieces[t + 1]) + "':";
+        const bool plural = !what.empty() && what.back() == 's';  // "biases' part", "L1 MLP's part"
+        std::string text = what + (plural ? "' part" : "'s part") + " of the logit of '" + TokenLabel(a.tokens.pieces[t + 1]) + "':";
         char buf[96];
         for (size_t k = 0; k < bars.size() && k < sides.size(); ++k) {
             std::snprintf(buf, sizeof buf, "%s %s %+.4f", k ? "," : "", sides[k].name.c_str(), bars[k].first);
