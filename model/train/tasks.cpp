@@ -25,11 +25,23 @@ at::Tensor NextTokenLoss(const at::Tensor& logits, const at::Tensor& targets) {
     return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}), {}, at::Reduction::Mean, -1);
 }
 
-at::Tensor RunLayers(const SsaGpt& m, const at::Tensor& ids, std::vector<BlockCapture>* captures = nullptr) {
+// The layers over ids [B, T] -> [B, T, E]. With `last_from` > 0 the last layer runs rows last_from..
+// only, over the keys and values of every row (those before as Block's prefix, as an edit's rows
+// run), and so the result is [B, T - last_from, E]: an evaluation that scores the last rows only
+// skips most of that layer's attention.
+at::Tensor RunLayers(const SsaGpt& m, const at::Tensor& ids, std::vector<BlockCapture>* captures = nullptr, int64_t last_from = 0) {
     at::Tensor x = Embed(m, ids.to(m.device()));
-    for (const auto& layer : m.layers) {
+    for (size_t l = 0; l < m.layers.size(); ++l) {
+        const LayerWeights& layer = m.layers[l];
         BlockCapture capture;
-        x = Block(m.config, layer, x, false, captures ? &capture : nullptr);
+        BlockCapture* keep = captures ? &capture : nullptr;
+        if (last_from > 0 && l + 1 == m.layers.size()) {
+            const BlockInput before = BlockIn(m.config, layer, x.narrow(1, 0, last_from), false);
+            const KeyValues prefix{before.k, before.vs};
+            x = Block(m.config, layer, x.narrow(1, last_from, x.size(1) - last_from), false, keep, last_from, &prefix);
+        } else {
+            x = Block(m.config, layer, x, false, keep);
+        }
         if (captures) captures->push_back(capture);
     }
     return x;
@@ -219,21 +231,24 @@ public:
             for (int64_t done = 0; done < m_samples; done += per_batch) {
                 const int64_t n = std::min(per_batch, m_samples - done);
                 TaskBatch b = Make(length, n, rng);
+                // Only the rows from "?" on are scored (the key's digits follow it) or read (its
+                // attention): the last layer runs those alone.
+                const int64_t q = length - kKeyDigits - 1;
                 std::vector<BlockCapture> captures;
-                at::Tensor logits = Logits(m, RunLayers(m, b.ids, &captures));
+                at::Tensor logits = Logits(m, RunLayers(m, b.ids, &captures, q));  // [n, T - q, V]
                 at::Tensor targets = b.targets.to(m.device());
+                targets = targets.narrow(1, q, length - q);  // none before is scored (PasskeySequence)
                 at::Tensor scored = targets >= 0;
                 loss_sum += NextTokenLoss(logits, targets).item<double>() * n;
-                at::Tensor correct = (logits.argmax(-1) == targets) & scored;  // [n, T]
+                at::Tensor correct = (logits.argmax(-1) == targets) & scored;  // [n, T - q]
                 at::Tensor per_row = correct.sum(-1);
                 exact += (per_row == kKeyDigits).sum().item<int64_t>();
                 digits += per_row.sum().item<int64_t>();
                 // Attention from "?" onto the key's first digit: the most any head gives it.
-                const int64_t q = length - kKeyDigits - 1;
                 at::Tensor key_pos = FirstKeyPosition(b.ids, length);  // [n]
                 at::Tensor best = at::zeros({n}, logits.options());
                 for (const auto& c : captures) {
-                    at::Tensor row = c.attention.select(2, q);                                 // [n, H, T]
+                    at::Tensor row = c.attention.select(2, q - (length - c.attention.size(2)));  // [n, H, T]: the rows run are the last
                     at::Tensor on_key = row.gather(2, key_pos.to(m.device()).view({n, 1, 1}).expand({n, row.size(1), 1}));
                     best = at::maximum(best, on_key.squeeze(-1).amax(1));
                 }

@@ -626,7 +626,7 @@ TEST(CliTrain, TrainThenEvalAgree) {
 // Every bundled model loads, fits the size budget, and `ssaviz eval` reproduces the numbers its
 // train.json recorded and assets/models/README.md (the model card) quotes. Tolerances: losses 1e-4
 // (evaluation may run with another thread count than training did, so sums are ordered differently),
-// passkey accuracies 0.011 (one sequence of the 100 per length).
+// passkey accuracies 0.011 (one sequence of the 100 per length), its attention on the key 1e-5.
 TEST(BundledModels, EvalReproducesTheModelCard) {
     const std::string card = ReadFile(kBundled + "/README.md");
     ASSERT_FALSE(card.empty()) << "no model card at " << kBundled << "/README.md";
@@ -654,6 +654,8 @@ TEST(BundledModels, EvalReproducesTheModelCard) {
             for (size_t i = 0; i < got["lengths"].size(); ++i) {
                 const double a = want["lengths"][i]["accuracy"];
                 EXPECT_NEAR(got["lengths"][i]["accuracy"].get<double>(), a, 0.011);
+                // The question's attention on the key, read from the last layer's own rows too.
+                EXPECT_NEAR(got["lengths"][i]["key_attention"].get<double>(), want["lengths"][i]["key_attention"].get<double>(), 1e-5);
                 EXPECT_NE(card.find(Fixed("%.0f%%", 100 * a)), std::string::npos) << "card lacks accuracy " << a;
             }
         }
