@@ -113,7 +113,7 @@ HeadRef ReadHead(const json& v, const std::string& name) {
     return {v[0].get<int>(), v[1].get<int>()};
 }
 
-json HeadJson(HeadRef h) { return json::array({h.layer, h.head}); }
+json HeadRefJson(HeadRef h) { return json::array({h.layer, h.head}); }
 
 // [layer, head, map]; [layer, head] (older sessions) pins the SSA map.
 Pin ReadPin(const json& v) {
@@ -158,7 +158,7 @@ json SessionToJson(const Session& s) {
     const ViewSettings& v = s.settings;
     json j = FlagsToSession(SessionFlags(s));
     j.update(json{{"ssaviz_session", kSessionVersion},
-                {"selected", HeadJson(s.selected)},
+                {"selected", HeadRefJson(s.selected)},
                 {"pinned", pinned},
                 {"query", s.query},
                 {"view",

@@ -24,8 +24,6 @@ std::string KindOf(const struct stat& st) {
     return "not a regular file";
 }
 
-std::string Quoted(const std::string& path) { return "'" + EscapeForMessage(path) + "'"; }
-
 // Walks the JSON once without building it and stops at the first value nested deeper than the
 // limit: nlohmann's parser itself is iterative, but a deep value is a hazard to whatever walks it.
 class DepthCheck final : public nlohmann::json_sax<nlohmann::json> {
@@ -167,6 +165,8 @@ std::string EscapeForMessage(std::string_view text, size_t max_chars) {
     }
     return out;
 }
+
+std::string Quoted(std::string_view text) { return "'" + EscapeForMessage(text) + "'"; }
 
 std::string JsonText(const nlohmann::json& value, int indent) {
     return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);

@@ -41,6 +41,8 @@ Result<nlohmann::json> ParseJsonText(std::string_view text);
 // Text from a file or a value, made safe to put in a one-line message: control characters and
 // bytes that are not UTF-8 escaped (\n, \x1b), at most `max_chars` characters kept ("..." marks a cut).
 std::string EscapeForMessage(std::string_view text, size_t max_chars = 200);
+// A path or name in a message: EscapeForMessage's text in single quotes.
+std::string Quoted(std::string_view text);
 // A JSON value in a message: a string quoted and escaped, a number as itself, an object or array
 // as "an object" / "an array of 3" (never dumped: it may nest a million levels deep).
 std::string DescribeJson(const nlohmann::json& value);

@@ -41,8 +41,6 @@ bool ParseDtype(const std::string& s, Dtype* out) {
 
 bool MulOverflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
 
-std::string Quoted(const std::string& name) { return "'" + EscapeForMessage(name) + "'"; }
-
 // A value from the header in a message: a short array of numbers or strings as itself ("[0, 4,
 // 8]"), anything else as DescribeJson says (never dumped: it may nest deep or be huge).
 std::string Describe(const json& value) {

@@ -45,8 +45,6 @@ std::optional<uint64_t> LastElement(const PickledTensor& t) {
     return last;
 }
 
-std::string Quoted(const std::string& name) { return "'" + EscapeForMessage(name) + "'"; }
-
 // 1234567 -> "1,234,567", for element counts in messages.
 std::string Grouped(uint64_t n) {
     std::string digits = std::to_string(n), out;
