@@ -38,10 +38,15 @@ double Percentile(std::vector<double> v, double p) {
 }
 
 // For the runs that end once settled: the exit code of a model that did not open (the command
-// line's for it), or of a text it cannot read (export's 3), with the error on stderr; none if the
-// window has an analysis or may still get one.
+// line's for it), of a twin or base that did not open (export's for it), or of a text it cannot
+// read (export's 3), with the error on stderr; none if the window has an analysis or may still get
+// one.
 std::optional<int> FailureExit(DrivenWindow& window) {
     const WindowState& state = window.State();
+    if (const std::optional<RunError> failed = window.ComparisonFailure(); failed && window.Settled()) {
+        std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(failed->message, 4096).c_str());
+        return ExitCodeOf(failed->kind);
+    }
     if (state.analysis || state.error.empty() || !(window.ModelFailed() || window.Settled())) return std::nullopt;
     std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(state.error, 4096).c_str());
     return window.ModelFailed() ? ExitCodeOf(OpenErrorKind(state.error)) : kExitBadInput;

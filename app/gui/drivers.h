@@ -24,6 +24,9 @@ public:
     virtual bool Settled() const = 0;
     // No model is open and the last attempt failed (a missing or broken --model or session model).
     virtual bool ModelFailed() const = 0;
+    // The twin or base last asked for (--compare DIR, --base, a session's) did not open; the window
+    // compares with what it compared with before.
+    virtual std::optional<RunError> ComparisonFailure() const = 0;
     virtual ExportDialog& Exporter() = 0;
     // Keystroke-to-pixels latencies (ms) of the analysis requests the frame just shown answered.
     virtual const std::vector<double>& ShownLatencies() const = 0;

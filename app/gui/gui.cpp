@@ -247,9 +247,17 @@ public:
                     m_state.global_pass_running = false;
                     SetComparisonShown(e.comparison);
                     break;
-                case Kind::TwinOpened: m_state.twin = e.info; m_state.error.clear(); m_twin_expected = false; break;
+                case Kind::TwinOpened: m_state.twin = e.info; m_state.error.clear(); m_twin_expected = false; ClearComparisonFailure(); break;
                 case Kind::TwinClosed: m_state.twin.reset(); break;
-                case Kind::ComparisonSet: SetComparisonShown(e.comparison); break;
+                case Kind::ComparisonSet: SetComparisonShown(e.comparison); ClearComparisonFailure(); break;
+                case Kind::ComparisonFailed:
+                    // The comparison stays what runs (e.comparison): said in the status bar until
+                    // another is set, and a screenshot or export run ends with it (FailureExit).
+                    m_twin_expected = false;
+                    SetComparisonShown(e.comparison);
+                    m_comparison_failure = {e.error_kind, e.error};
+                    m_state.notice = e.error;
+                    break;
                 case Kind::Analysis:
                     m_state.ShowAnalysis(e);
                     // The global pass is shown once its analysis arrives whole (with its predictions).
@@ -590,6 +598,7 @@ public:
         return m_state.analysis || !m_state.error.empty();
     }
     bool ModelFailed() const override { return !m_state.busy && !m_state.model && !m_state.error.empty(); }
+    std::optional<RunError> ComparisonFailure() const override { return m_comparison_failure; }
     ExportDialog& Exporter() override { return m_views.export_dialog; }
     WindowState& State() override { return m_state; }
     const std::vector<double>& ShownLatencies() const override { return m_shown_latencies; }
@@ -611,6 +620,12 @@ private:
         if (std::exchange(m_start_global_pass, false)) m_state.RequestGlobalPass(true);
         if (std::exchange(m_start_lens, false)) m_state.lens_request = true;
         if (std::exchange(m_start_timeline, false)) m_state.timeline_request = true;
+    }
+
+    void ClearComparisonFailure() {
+        if (!m_comparison_failure) return;
+        if (m_state.notice == m_comparison_failure->message) m_state.notice.clear();
+        m_comparison_failure.reset();
     }
 
     // Which comparison the menu, the model panel and Ctrl+T show, without a twin.
@@ -986,6 +1001,7 @@ private:
     bool m_start_lens = false;         // --lens: run the lens once the first analysis is shown
     bool m_start_timeline = false;     // --run: run the timeline once the first analysis is shown
     std::string m_base_dir;  // a session's "base" folder; "": the one beside the model
+    std::optional<RunError> m_comparison_failure;  // the twin or base last asked for did not open
     bool m_start_place = false;       // --layer, --head or --query given: checked once the model is open
     bool m_scale_chosen = false;      // a session set the temperature scale (FitTemperatureScale leaves it)
     WindowState m_state;

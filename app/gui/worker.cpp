@@ -153,6 +153,13 @@ std::vector<WorkerEvent> InferenceWorker::TakeEvents() {
     return events;
 }
 
+void InferenceWorker::EmitComparisonFailed(const RunError& error, uint64_t request) {
+    WorkerEvent e{WorkerEvent::Kind::ComparisonFailed, {}, nullptr, error.message, request};
+    e.error_kind = error.kind;
+    e.comparison = m_runner ? m_runner->engine().comparison() : CompareKindOf(m_compare.kind).runs;
+    Emit(std::move(e));
+}
+
 void InferenceWorker::Emit(WorkerEvent event) {
     // Every head's summary goes with its analysis, made here rather than by the views on the UI
     // thread (each that lists heads would make its own: ~3 ms at 1,000 tokens of GPT-2 small).
@@ -263,10 +270,17 @@ void InferenceWorker::Handle(const Request& r) {
             m_prefetched_key.clear();
             m_opened = {r.arg, r.device, r.dtype, r.hints};
             m_run_step = r.run_step;
-            // A big model opens with the cheap comparison; m_compare stays what was asked for.
+            // A big model opens with the cheap comparison; m_compare stays what was asked for. One
+            // that does not open (a base or twin gone) is said right after ModelOpened.
+            const bool big = ScaleOf(m_runner->Info(), m_big_parameters).big;
             CompareSpec compare = m_compare;
-            if (compare.kind == CompareKind::Global && ScaleOf(m_runner->Info(), m_big_parameters).big) compare = CompareKind::LayerLocal;
-            if (auto s = m_runner->SetCompare(compare); !s) m_compare = CompareKind::Global;
+            if (compare.kind == CompareKind::Global && big) compare = CompareKind::LayerLocal;
+            std::optional<RunError> compare_failed;
+            if (auto s = m_runner->SetCompare(compare); !s) {
+                compare_failed = s.error();
+                m_compare = CompareKind::Global;
+                (void)m_runner->SetCompare(big ? CompareKind::LayerLocal : CompareKind::Global);
+            }
             WorkerEvent opened{Kind::ModelOpened, m_runner->Info(), nullptr, "", r.id, NowMs() - r.start_ms};
             opened.prefetched = prefetched;
             opened.comparison = m_runner->engine().comparison();
@@ -276,6 +290,7 @@ void InferenceWorker::Handle(const Request& r) {
             if (!vocab) return Emit({Kind::Error, {}, nullptr, vocab.error().message, r.id});
             opened.vocab = std::move(*vocab);
             Emit(std::move(opened));
+            if (compare_failed) EmitComparisonFailed(*compare_failed, r.id);
             if (m_interventions.empty()) return;
             WorkerEvent e{Kind::InterventionsSet, {}, nullptr, "", r.id};
             if (auto s = m_runner->engine().SetInterventions(m_interventions); !s) {
@@ -287,13 +302,13 @@ void InferenceWorker::Handle(const Request& r) {
         }
         case Request::Kind::OpenTwin: {
             if (!m_runner) return Emit({Kind::Error, {}, nullptr, "open a model before its twin", r.id});
-            if (auto s = m_runner->SetCompare(CompareSpec::Twin(r.arg, r.hints)); !s) return Emit({Kind::Error, {}, nullptr, s.error().message, r.id});
+            if (auto s = m_runner->SetCompare(CompareSpec::Twin(r.arg, r.hints)); !s) return EmitComparisonFailed(s.error(), r.id);
             return Emit({Kind::TwinOpened, *m_runner->engine().TwinInfo(), nullptr, "", r.id, NowMs() - r.start_ms});
         }
         case Request::Kind::SetComparison:
-            m_compare = r.compare;
             if (m_runner)
-                if (auto s = m_runner->SetCompare(r.compare); !s) return Emit({Kind::Error, {}, nullptr, s.error().message, r.id});
+                if (auto s = m_runner->SetCompare(r.compare); !s) return EmitComparisonFailed(s.error(), r.id);
+            m_compare = r.compare;
             {
                 WorkerEvent set{Kind::ComparisonSet, {}, nullptr, "", r.id};
                 set.comparison = m_runner ? m_runner->engine().comparison() : CompareKindOf(m_compare.kind).runs;

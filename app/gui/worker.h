@@ -67,8 +67,8 @@ struct RunTrack {
 
 struct WorkerEvent {
     enum class Kind {
-        ModelOpened, TwinOpened, TwinClosed, ComparisonSet, InterventionsSet, Analysis, Generated, HeadImpacts, Lens, LensAt, Timeline,
-        Prefetched, Error
+        ModelOpened, TwinOpened, TwinClosed, ComparisonSet, ComparisonFailed, InterventionsSet, Analysis, Generated, HeadImpacts, Lens,
+        LensAt, Timeline, Prefetched, Error
     };
     WorkerEvent() = default;
     WorkerEvent(Kind k, std::optional<model::ModelInfo> i, std::shared_ptr<const model::Analysis> a, std::string e, uint64_t id,
@@ -78,7 +78,8 @@ struct WorkerEvent {
     std::optional<model::ModelInfo> info;               // ModelOpened, TwinOpened
     std::shared_ptr<const model::Analysis> analysis;    // Analysis, Generated
     std::shared_ptr<const std::vector<HeadSummary>> heads;  // Analysis, Generated: SummarizeHeads(*analysis), made here
-    std::string error;                                  // Error: one line; InterventionsSet: why some were dropped
+    std::string error;                                  // Error, ComparisonFailed: one line; InterventionsSet: why some were dropped
+    RunError::Kind error_kind = RunError::Kind::Failure;  // ComparisonFailed: the command line's kind of it (ExitCodeOf)
     uint64_t request = 0;                               // the request it answers
     double latency_ms = 0;                              // from the request to this result
     // Analysis: where latency_ms went (the typing benchmark's split), in ms; not `timed` for the
@@ -101,7 +102,7 @@ struct WorkerEvent {
     std::shared_ptr<const LensAtPair> lens_at;          // LensAt
     std::shared_ptr<const RunTrack> timeline;           // Timeline: after each step
     std::shared_ptr<const std::vector<std::string>> vocab;  // ModelOpened: [V] each id's bytes
-    model::Comparison comparison = model::Comparison::Counterfactual;  // ModelOpened, ComparisonSet: what runs now
+    model::Comparison comparison = model::Comparison::Counterfactual;  // ModelOpened, ComparisonSet, ComparisonFailed: what runs now
     std::string twin_beside;  // ModelOpened: the twin or base model shipped beside it (TwinBeside); empty: none
     std::string base_beside;  // ModelOpened: the base it was fine-tuned from (BaseBeside); empty: none
 };
@@ -119,6 +120,9 @@ public:
     // step shown again on the same text, comparison and what-ifs is shown at once.
     uint64_t OpenModel(const std::string& dir, const std::string& device, const model::ConfigHints& hints = {},
                        const std::string& dtype = "f32", bool run_step = false);
+    // A twin or base that does not open answers ComparisonFailed (why, and what runs instead) and
+    // leaves the comparison as it was; so does one asked for before the model opened, right after
+    // its ModelOpened.
     uint64_t OpenTwin(const std::string& dir, const model::ConfigHints& hints = {});
     uint64_t CloseTwin();
     // The tau = 1 counterfactual (a second forward pass), the layer-local one or the unedited model
@@ -199,6 +203,7 @@ private:
     void Loop();
     void Handle(const Request& request);
     void Emit(WorkerEvent event);
+    void EmitComparisonFailed(const RunError& error, uint64_t request);
     bool Superseded();  // a job's check between steps: cancelled, or another request waits
     void RankHeadsJob(const Request& r);
     void ContinueJob(const Request& r);

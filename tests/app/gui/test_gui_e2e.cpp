@@ -909,6 +909,36 @@ TEST(EndToEnd, AMissingModelEndsAScreenshotRunAtOnce) {
     }
 }
 
+// A twin or base asked for at start that does not open (gone since the session was saved, a typo
+// in --base) ends a screenshot or export run with the command line's error and exit code, as
+// `ssaviz export` does: it used to be dropped without a word, the window comparing with tau = 1
+// and the run exiting 0. The screenshot shows the window as the user sees it, the error in the
+// status bar.
+TEST(EndToEnd, ATwinOrBaseThatDoesNotOpenEndsAScreenshotRun) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_missing_compare";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string model = " --text 'The keeper lit the lamp'";  // the default model
+    nlohmann::json session = {{"ssaviz_session", 1}, {"model", ""}, {"text", "The keeper lit the lamp"}, {"base", dir + "/no-such-base"}};
+    std::ofstream(dir + "/session.json") << session.dump(1);
+    struct Case {
+        std::string args, named;
+        int code;
+    };
+    for (const Case& c : {Case{model + " --base " + dir + "/no-such-base --screenshot " + dir + "/shot.png --frames 2", "no-such-base", 3},
+                          Case{model + " --compare " + dir + "/no-such-twin --screenshot " + dir + "/shot.png --frames 2", "no-such-twin", 3},
+                          Case{model + " --compare base --screenshot " + dir + "/shot.png --frames 2", "name it with --base DIR", 2},
+                          Case{" --session " + dir + "/session.json --export-to " + dir + "/out", "no-such-base", 3}}) {
+        fs::remove(dir + "/shot.png");
+        const int code = RunCommand(std::string(SSAVIZ_BINARY) + c.args, dir + "/log.txt");
+        const std::string log = ReadFile(dir + "/log.txt");
+        EXPECT_EQ(code, c.code) << c.args << ": " << log;
+        EXPECT_NE(log.find(c.named), std::string::npos) << c.args << ": " << log;
+        if (c.args.find("--screenshot") != std::string::npos) EXPECT_TRUE(fs::exists(dir + "/shot.png")) << c.args;
+    }
+    EXPECT_FALSE(fs::exists(dir + "/out")) << "nothing exported against a comparison that was not asked for";
+}
+
 // A model that opens but a text it cannot tokenize: the jobs asked for at start (a run's timeline,
 // the lens, Continue, the heads ranking) wait for an analysis that will not come until the text is
 // edited. A screenshot run ends at once with the text's error and export's exit code; so does a
@@ -1151,6 +1181,46 @@ TEST(Worker, ABigModelOpensWithTheLayerLocalComparison) {
     worker.SetBigModelParameters(app::kBigModelParameters);  // the default model is far under the line
     worker.OpenModel(DefaultModel(), "cpu");
     EXPECT_EQ(opened(), model::Comparison::Counterfactual);
+}
+
+// A twin or base that does not open is said (ComparisonFailed: why, the command line's kind of it,
+// and what runs instead) and changes nothing: asked for before the model opened (a session's base
+// gone since), after it, or as a twin. It used to be dropped without a word (before the model) or
+// said as an analysis error that the next analysis cleared.
+TEST(Worker, ATwinOrBaseThatDoesNotOpenIsSaidAndChangesNothing) {
+    app::InferenceWorker worker;
+    auto failed = [&](uint64_t id) {
+        const WorkerEvent e = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == id && e.kind != WorkerEvent::Kind::ModelOpened; }).back();
+        EXPECT_EQ(e.kind, WorkerEvent::Kind::ComparisonFailed) << e.error;
+        return e;
+    };
+    worker.SetComparison(app::CompareSpec::Base("/no-such-base"));  // no model yet: kept for it
+    WorkerEvent e = failed(worker.OpenModel(DefaultModel(), "cpu"));
+    EXPECT_NE(e.error.find("/no-such-base"), std::string::npos) << e.error;
+    EXPECT_EQ(e.error_kind, app::RunError::Kind::BadInput);
+    EXPECT_EQ(e.comparison, model::Comparison::Counterfactual);
+
+    const uint64_t set = worker.SetComparison(app::CompareKind::LayerLocal);
+    EXPECT_EQ(WaitFor(worker, [&](const WorkerEvent& e) { return e.request == set; }).back().kind, WorkerEvent::Kind::ComparisonSet);
+    e = failed(worker.SetComparison(app::CompareSpec::Base("/no-such-base")));
+    EXPECT_EQ(e.comparison, model::Comparison::LayerLocal) << "the comparison before stays";
+    e = failed(worker.SetComparison(app::CompareSpec::Base()));  // the build's random model has no base beside it
+    EXPECT_EQ(e.error_kind, app::RunError::Kind::Usage) << e.error;
+    EXPECT_NE(e.error.find("--base"), std::string::npos) << e.error;
+    e = failed(worker.OpenTwin("/no-such-twin"));
+    EXPECT_NE(e.error.find("/no-such-twin"), std::string::npos) << e.error;
+    EXPECT_EQ(e.comparison, model::Comparison::LayerLocal);
+    const uint64_t id = worker.Analyze(kWorkerText, false);
+    const WorkerEvent analysed = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == id; }).back();
+    ASSERT_TRUE(analysed.analysis) << analysed.error;
+    EXPECT_EQ(analysed.analysis->comparison, model::Comparison::LayerLocal);
+
+    // The model opened again keeps the comparison that ran, not the base that failed.
+    const uint64_t reopened = worker.OpenModel(DefaultModel(), "cpu");
+    for (const WorkerEvent& o : WaitFor(worker, [&](const WorkerEvent& e) { return e.request == reopened && e.kind == WorkerEvent::Kind::ModelOpened; })) {
+        EXPECT_NE(o.kind, WorkerEvent::Kind::ComparisonFailed) << o.error;
+        if (o.kind == WorkerEvent::Kind::ModelOpened) EXPECT_EQ(o.comparison, model::Comparison::LayerLocal);
+    }
 }
 
 // The heads ranking: one mean loss per head, the baseline the shown text's, and a head's number
