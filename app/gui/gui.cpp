@@ -140,6 +140,7 @@ public:
         if (options.head) m_state.selected.head = *options.head;
         if (options.query) m_state.query = *options.query;
         m_start_place = options.layer || options.head || options.query;
+        m_start_query = options.query.has_value();
         if (options.compare) ApplyCompare(*options.compare);
         if (options.map == "all") {
             m_state.settings.split = true;
@@ -158,6 +159,12 @@ public:
         if (m_state.selected.layer >= c.n_layer || m_state.selected.head >= c.n_head)
             std::fprintf(stderr, "ssaviz: --layer %d --head %d: the model has %d layers x %d heads; showing the nearest head\n",
                          m_state.selected.layer, m_state.selected.head, c.n_layer, c.n_head);
+    }
+
+    // --query past the text: one line, and the last token is the query (as --layer's nearest head).
+    void CheckStartQuery(int tokens) {
+        if (!std::exchange(m_start_query, false) || m_state.query < tokens) return;
+        std::fprintf(stderr, "ssaviz: --query %d: the text has %d token%s; showing the last\n", m_state.query, tokens, tokens == 1 ? "" : "s");
     }
 
     // A temperature of position alone (the official checkpoints' one slope a layer: every head of
@@ -264,6 +271,7 @@ public:
                     if (e.analysis->comparison == model::Comparison::Counterfactual && e.analysis->HasComparePredictions())
                         m_state.global_pass_running = false;
                     m_state.error.clear();
+                    CheckStartQuery(e.analysis->n_tokens);
                     m_state.ClampSelection();
                     if (!m_twin_expected) SelectExampleQuery();
                     m_shown_request = std::max(m_shown_request, e.request);
@@ -1003,6 +1011,7 @@ private:
     std::string m_base_dir;  // a session's "base" folder; "": the one beside the model
     std::optional<RunError> m_comparison_failure;  // the twin or base last asked for did not open
     bool m_start_place = false;       // --layer, --head or --query given: checked once the model is open
+    bool m_start_query = false;       // --query given: checked against the first analysis's tokens
     bool m_scale_chosen = false;      // a session set the temperature scale (FitTemperatureScale leaves it)
     WindowState m_state;
     Views m_views;

@@ -180,7 +180,8 @@ nlohmann::json ShownState(const std::string& dir, const std::string& name, const
 }
 
 // Issue 34: the window opens where its flags say (--layer, --head, --query, --map, --tab), over
-// the defaults, and a map it does not know is a usage error naming the choices.
+// the defaults (a query past the text is its last token, with a line saying so, as a head past the
+// model's shape is), and a map it does not know is a usage error naming the choices.
 TEST(EndToEnd, FlagsOpenTheWindowOnAHeadQueryMapAndTab) {
     const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_place";
     fs::remove_all(dir);
@@ -191,10 +192,14 @@ TEST(EndToEnd, FlagsOpenTheWindowOnAHeadQueryMapAndTab) {
     EXPECT_EQ(all["query"], 3);
     EXPECT_EQ(all["split"], true);
     EXPECT_EQ(all["tab"], "Temperatures");
-    const nlohmann::json diff = shown("diff", "--map diff --head 3");
+    const nlohmann::json diff = shown("diff", "--map diff --head 3 --query 99");  // past the text: its last token, said
     EXPECT_EQ(diff["selected"], nlohmann::json({0, 3}));
     EXPECT_EQ(diff["map"], "diff");
     EXPECT_EQ(diff["split"], false);
+    const std::string said = ReadFile(dir + "/diff.log");
+    const size_t at = said.find("ssaviz: --query 99: the text has ");
+    ASSERT_NE(at, std::string::npos) << said;
+    EXPECT_EQ(diff["query"], std::stoi(said.substr(at + 33)) - 1) << said;
     const int code = RunCommand(std::string(SSAVIZ_BINARY) + " --map sideways", dir + "/bad.log");
     EXPECT_EQ(code, 2);
     EXPECT_NE(ReadFile(dir + "/bad.log").find("is not one of ssa, compare, diff, all, three-way, base, base_diff"), std::string::npos) << ReadFile(dir + "/bad.log");
@@ -934,7 +939,9 @@ TEST(EndToEnd, ATwinOrBaseThatDoesNotOpenEndsAScreenshotRun) {
         const std::string log = ReadFile(dir + "/log.txt");
         EXPECT_EQ(code, c.code) << c.args << ": " << log;
         EXPECT_NE(log.find(c.named), std::string::npos) << c.args << ": " << log;
-        if (c.args.find("--screenshot") != std::string::npos) EXPECT_TRUE(fs::exists(dir + "/shot.png")) << c.args;
+        if (c.args.find("--screenshot") != std::string::npos) {
+            EXPECT_TRUE(fs::exists(dir + "/shot.png")) << c.args;
+        }
     }
     EXPECT_FALSE(fs::exists(dir + "/out")) << "nothing exported against a comparison that was not asked for";
 }
@@ -1219,7 +1226,9 @@ TEST(Worker, ATwinOrBaseThatDoesNotOpenIsSaidAndChangesNothing) {
     const uint64_t reopened = worker.OpenModel(DefaultModel(), "cpu");
     for (const WorkerEvent& o : WaitFor(worker, [&](const WorkerEvent& e) { return e.request == reopened && e.kind == WorkerEvent::Kind::ModelOpened; })) {
         EXPECT_NE(o.kind, WorkerEvent::Kind::ComparisonFailed) << o.error;
-        if (o.kind == WorkerEvent::Kind::ModelOpened) EXPECT_EQ(o.comparison, model::Comparison::LayerLocal);
+        if (o.kind == WorkerEvent::Kind::ModelOpened) {
+            EXPECT_EQ(o.comparison, model::Comparison::LayerLocal);
+        }
     }
 }
 
