@@ -262,6 +262,13 @@ int CmdExport(const CommandOptions& o) {
     if (auto s = CheckExportFolder(options.out_dir); !s) throw Failure{kExitUsage, "--out: " + s.error()};
     std::string text = ReadText(o);
     if ((o.compare_run || o.steps) && !o.run) throw Failure{kExitUsage, std::string(o.steps ? "--steps" : "--compare-run") + " goes with --run DIR"};
+    // What only a base has, asked for without one: a usage error before the model runs.
+    if (o.compare.kind != CompareKind::Base) {
+        for (MapMode mode : options.maps)
+            if (IsBaseMode(mode)) throw Failure{kExitUsage, std::string("--maps ") + ToString(mode) + " needs a base (--base DIR, or --compare base)"};
+        if ((options.png || options.svg || options.html) && NeedsBase(options.figures.highlight))
+            throw Failure{kExitUsage, std::string("--highlight ") + ToString(options.figures.highlight) + " needs a base (--base DIR, or --compare base)"};
+    }
     if (o.run) return CmdExportRun(o, options, text);
     std::vector<BatchText> texts = o.batch ? ReadBatch(*o.text_file, text) : std::vector<BatchText>{{"", text, 0}};
     auto runner = OpenRunner(o);
@@ -287,7 +294,9 @@ int CmdExport(const CommandOptions& o) {
                      model::EscapeForMessage(options.out_dir, 4096).c_str(), analysis.n_tokens, analysis.n_layer, analysis.n_head,
                      analysis.forward_ms, analysis.metrics_ms, analysis.device.c_str());
         // Beside a base, what fine-tuning changed, at a glance (metrics.json's decomposition).
-        if (const model::Decomposition d = model::Decompose(analysis); !d.empty())
+        if (const model::Decomposition d = model::Decompose(analysis); !d.empty() && analysis.n_tokens < 2)
+            std::fprintf(stderr, "ssaviz: fine-tuning: a text of one token has no loss and one attention row: nothing to compare\n");
+        else if (!d.empty())
             std::fprintf(stderr, "ssaviz: fine-tuning: %s; heads changed most (JS, nats) by the temperatures: %s; by the drift: %s\n",
                          FineTuneHeadline(d).c_str(), TopHeads(d.js_temperature, d.n_head, 3).c_str(), TopHeads(d.js_drift, d.n_head, 3).c_str());
         return kExitOk;
@@ -323,15 +332,15 @@ int CmdExport(const CommandOptions& o) {
             }
         }
         if (!error.empty()) {
-            std::fprintf(stderr, "%sssaviz: %s line %d (%s): %s\n", isatty(fileno(stderr)) ? "\n" : "", o.text_file->c_str(),
-                         t.line, t.name.c_str(), error.c_str());
+            std::fprintf(stderr, "%sssaviz: %s line %d (%s): %s\n", isatty(fileno(stderr)) ? "\n" : "", model::EscapeForMessage(*o.text_file).c_str(),
+                         t.line, model::EscapeForMessage(t.name).c_str(), model::EscapeForMessage(error, 4096).c_str());
             failures.push_back({{"name", t.name}, {"line", t.line}, {"error", error}});
         }
     }
     bar.Update(texts.size(), texts.size(), "done");
     std::printf("%s", BatchSummaryTable(rows).c_str());
     if (auto s = WriteBatchSummary(options.out_dir, rows, failures); !s) throw Failure{kExitFailure, s.error()};
-    std::fprintf(stderr, "ssaviz: wrote %zu of %zu texts to %s (summary.csv, summary.json)\n", rows.size(), texts.size(), options.out_dir.c_str());
+    std::fprintf(stderr, "ssaviz: wrote %zu of %zu texts to %s (summary.csv, summary.json)\n", rows.size(), texts.size(), model::EscapeForMessage(options.out_dir).c_str());
     return failures.empty() ? kExitOk : kExitBadInput;
 }
 
@@ -353,8 +362,8 @@ int CmdGenerate(const CommandOptions& o) {
     hooks.on_step = [&](const GenerationStep& step) { bar.Update(step.index + 1, spec.tokens, ""); };
     const Generation generated = Must(runner->Generate(&tokens, spec, hooks));
     if (generated.end == Generation::End::ContextFull)
-        std::fprintf(stderr, "ssaviz: stopped after %zu tokens: the model's context of %d is full\n", generated.ids.size(),
-                     runner->Info().config.n_positions);
+        std::fprintf(stderr, "ssaviz: stopped after %zu token%s: the model's context of %d is full\n", generated.ids.size(),
+                     generated.ids.size() == 1 ? "" : "s", runner->Info().config.n_positions);
     auto decoded = runner->engine().tokenizer().Decode(generated.ids);
     if (!decoded) throw Failure{kExitBadInput, decoded.error()};
     const std::string continuation = std::move(*decoded);
@@ -540,7 +549,9 @@ int RunCommandLine(const std::vector<std::string>& args, LaunchOptions* launch, 
         ResolveLaunch(o, launch, session);
         return -1;
     } catch (const Failure& f) {
-        std::fprintf(stderr, "ssaviz: %s\n", f.message.c_str());
+        // Messages escape what they quote from files and flags; this is the net under the ones that
+        // put a path in as given (a folder named with an escape sequence stays one line, inert).
+        std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(f.message, 4096).c_str());
         return f.code;
     } catch (const std::bad_alloc&) {  // what failed to fit has been freed by now: printing is safe
         std::fprintf(stderr, "ssaviz: out of memory (a size or text too large for this machine)\n");

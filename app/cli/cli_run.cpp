@@ -14,6 +14,9 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <utility>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -44,13 +47,15 @@ std::set<int64_t> ChosenSteps(const std::optional<std::string>& flag, const std:
     for (const RunStep& s : steps) have.insert(s.step);
     if (!flag) return chosen;
     if (*flag == "all") return have;
-    std::stringstream in(*flag);
+    if (flag->empty()) throw Failure{kExitUsage, "--steps is empty (give all, or steps such as 100,500)"};
+    std::stringstream in(*flag + ",");  // a trailing comma leaves an empty last item
     std::string item;
     while (std::getline(in, item, ',')) {
         char* end = nullptr;
         errno = 0;
         const long long step = std::strtoll(item.c_str(), &end, 10);
-        if (item.empty() || *end != '\0' || errno != 0 || step < 0)
+        const bool digits = !item.empty() && item.find_first_not_of("0123456789") == std::string::npos;  // no sign, no spaces
+        if (!digits || *end != '\0' || errno != 0 || step < 0)
             throw Failure{kExitUsage, "--steps: '" + model::EscapeForMessage(item) + "' is not a step number (give all, or steps such as 100,500)"};
         if (!have.count(step))
             throw Failure{kExitUsage, "--steps: step " + std::to_string(step) + " is not one of the run's " + std::to_string(steps.size()) +
@@ -73,10 +78,10 @@ RunResults AnalyseRun(const RunStepSpec& spec, const std::string& text, const st
         bar->Update((*done)++, total, file);
         const std::string full_out = full.count(step.step) ? (step_root / StepFolder(step.step)).string() : "";
         RunStepResult result = AnalyseRunStep(step, spec, text, run.Shape(), full_out);
-        if (result.fatal) throw Failure{result.fatal, result.error};  // its own export could not be written
+        if (result.fatal) throw Failure{result.fatal, result.error};  // so would every step (the text, the comparison), or its export failed
         if (const std::string error = AddRunStep(&run, std::move(result)); !error.empty())
             std::fprintf(stderr, "\rssaviz: %s step %lld (%s): %s; skipped\n", label.c_str(), static_cast<long long>(step.step),
-                         model::EscapeForMessage(file).c_str(), error.c_str());
+                         model::EscapeForMessage(file).c_str(), model::EscapeForMessage(error, 4096).c_str());
     }
     return run;
 }
@@ -102,23 +107,51 @@ int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const st
     spec.run = {o.compare, o.ablate.value_or("")};
     spec.truncate = o.truncate;
     spec.options = options;
+    std::set<int64_t> both;  // --steps's steps the second run has too
+    if (compare_steps)
+        for (const RunStep& s : *compare_steps)
+            if (full.count(s.step)) both.insert(s.step);
+    // Where the files go, checked before any checkpoint is opened: no link or file where a folder goes.
+    const fs::path out(options.out_dir);
+    std::vector<fs::path> folders;
+    for (int64_t step : full) folders.push_back(out / StepFolder(step));
+    for (int64_t step : both) folders.push_back(out / "compare-run" / StepFolder(step));
+    if (compare_steps) folders.push_back(out / "compare-run");
+    if (options.png || options.svg) folders.push_back(out / "curves");
+    for (const fs::path& folder : folders)
+        if (auto s = model::CheckFoldersBelow(out.string(), folder.string()); !s) throw Failure{kExitFailure, s.error()};
+    // Everything is written into a folder of its own inside --out and moved into place at the end, so
+    // a run that stops (a step's export that cannot be written) leaves --out as it was.
+    std::error_code ec;
+    const bool out_existed = fs::exists(fs::symlink_status(out, ec));
+    if ((ec = model::MakeFolders(out.string()))) throw Failure{kExitFailure, model::Quoted(out.string()) + ": cannot create (" + ec.message() + ")"};
+    auto made = model::CreateTempFolderBeside((out / "run").string());
+    if (!made) throw Failure{kExitFailure, made.error()};
+    struct Staged {  // removed, with --out if the run made it, unless the run was put in place
+        std::string dir, made_out;
+        ~Staged() {
+            std::error_code ignored;
+            if (dir.empty()) return;
+            fs::remove_all(dir, ignored);
+            if (!made_out.empty()) ::rmdir(made_out.c_str());
+        }
+    } staged{*made, out_existed ? "" : out.string()};
+    ExportOptions staged_options = options;
+    staged_options.out_dir = staged.dir;
     ProgressBar bar{"run"};
     size_t done = 0;
     const size_t total = steps->size() + (compare_steps ? compare_steps->size() : 0);
-    const fs::path out(options.out_dir);
-    const RunResults run = AnalyseRun(spec, text, *o.run, "run", *steps, full, out, &bar, &done, total);
+    const fs::path into(staged.dir);
+    const RunResults run = AnalyseRun(spec, text, *o.run, "run", *steps, full, into, &bar, &done, total);
     std::optional<RunResults> compare;
-    if (compare_steps) {
-        std::set<int64_t> both;  // --steps's steps the second run has too
-        for (const RunStep& s : *compare_steps)
-            if (full.count(s.step)) both.insert(s.step);
-        compare = AnalyseRun(spec, text, *o.compare_run, "compare run", *compare_steps, both, out / "compare-run", &bar, &done, total);
-    }
+    if (compare_steps)
+        compare = AnalyseRun(spec, text, *o.compare_run, "compare run", *compare_steps, both, into / "compare-run", &bar, &done, total);
     bar.Update(total, total, "");
     if (run.rows.empty()) throw Failure{kExitBadInput, "--run: no checkpoint of the run could be analysed (" + std::to_string(run.failures.size()) + " failed)"};
-    if (auto s = WriteRunFiles(options, run, compare ? &*compare : nullptr); !s) throw Failure{kExitFailure, s.error()};
+    if (auto s = WriteRunFiles(staged_options, run, compare ? &*compare : nullptr); !s) throw Failure{kExitFailure, s.error()};
+    if (auto s = model::MoveTreeInto(std::exchange(staged.dir, std::string()), out.string()); !s) throw Failure{kExitFailure, s.error()};
     const size_t failed = run.failures.size() + (compare ? compare->failures.size() : 0);
-    std::fprintf(stderr, "ssaviz: wrote %s (%zu of %zu steps%s)\n", options.out_dir.c_str(), run.rows.size(), steps->size(),
+    std::fprintf(stderr, "ssaviz: wrote %s (%zu of %zu steps%s)\n", model::EscapeForMessage(options.out_dir).c_str(), run.rows.size(), steps->size(),
                  compare ? (", compare run " + std::to_string(compare->rows.size()) + " of " + std::to_string(compare_steps->size())).c_str() : "");
     return failed == 0 ? kExitOk : kExitBadInput;
 }

@@ -130,12 +130,13 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
     };
     auto result = model::Train(o, progress);
     if (!result) throw Failure{kExitBadInput, result.error()};
+    const std::string out = model::EscapeForMessage(o.out, 4096);  // a name with an escape sequence stays inert
     for (const char* role : {"ssa", "vanilla"})
-        if (result->contains(role)) std::printf("%s/%s: %s\n", o.out.c_str(), role, Describe((*result)[role]).c_str());
-    std::fprintf(stderr, "ssaviz: wrote %s/ssa%s\n", o.out.c_str(), o.twin ? (" and " + o.out + "/vanilla").c_str() : "");
+        if (result->contains(role)) std::printf("%s/%s: %s\n", out.c_str(), role, Describe((*result)[role]).c_str());
+    std::fprintf(stderr, "ssaviz: wrote %s/ssa%s\n", out.c_str(), o.twin ? (" and " + out + "/vanilla").c_str() : "");
     if (o.keep_checkpoints)
-        std::fprintf(stderr, "ssaviz: kept the run in %s/run (ssaviz --run %s/run/ssa%s)\n", o.out.c_str(), o.out.c_str(),
-                     o.twin ? (" --compare-run " + o.out + "/run/vanilla").c_str() : "");
+        std::fprintf(stderr, "ssaviz: kept the run in %s/run (ssaviz --run %s/run/ssa%s)\n", out.c_str(), out.c_str(),
+                     o.twin ? (" --compare-run " + out + "/run/vanilla").c_str() : "");
     return kExitOk;
 }
 

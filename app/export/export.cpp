@@ -135,6 +135,8 @@ json TokensToJson(std::string_view text, const model::Tokenization& tokens) {
         bytes.push_back(std::vector<uint8_t>(tokens.pieces[i].begin(), tokens.pieces[i].end()));
         offsets.push_back({tokens.offsets[i].first, tokens.offsets[i].second});
     }
+    // Truncated (--truncate), the text the tokens came from, not the rest that was not analysed.
+    if (tokens.truncated && !tokens.offsets.empty()) text = text.substr(0, std::min(text.size(), tokens.offsets.back().second));
     return json{{"text", model::PieceToDisplay(text)}, {"n_tokens", tokens.ids.size()}, {"ids", tokens.ids},
                 {"pieces", pieces}, {"piece_bytes", bytes}, {"offsets", offsets}};
 }
@@ -316,7 +318,9 @@ json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float
                 (q.TwoSided() ? rows[JsonName(side)][q.JsonKey()] : rows[q.JsonKey()]) = Nested(*values, L, H);
     }
     json out = json{{"model", InfoToJson(info)},
-                {"comparison", a.compare_label},
+                // The model compared with (a twin's or the base's folder), else the comparison's kind
+                // ("vanilla" for every other kind before, the local and unedited ones included).
+                {"comparison", a.comparison == model::Comparison::Twin ? a.compare_label : a.HasBase() ? a.base_label : ComparisonKindName(a.comparison)},
                 {"comparison_kind", ComparisonKindName(a.comparison)},  // tau1, local, twin, unedited or base
                 {"interventions", InterventionsToJson(a.interventions)},
                 {"loss", LossJson(a)},
@@ -324,7 +328,8 @@ json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float
                 {"device", a.device},
                 {"sink_epsilon", sink_epsilon},
                 {"sink_ratio", sink_ratio},
-                {"notes", "Head values average query rows 2..T (row 1 has a single key). Rows are [layer][head][query]. "
+                {"notes", "Head values of the row metrics average query rows 2..T (row 1 has a single key); tau_q, tau_v and "
+                          "effective_qk_norm every row. Rows are [layer][head][query]. "
                           "top-1 mass equals max_weight. Entropies and divergences in nats."},
                 {"heads", heads},
                 {"rows", rows}};

@@ -559,7 +559,11 @@ std::vector<Flag> BuildTable() {
     add(Row({"--compare"}, CompareFlagHint(), {C::Export, C::Window}, CompareFlagHelp(),
             [](CommandOptions& o, const FlagValue& v) {
                 CompareSpec compare = ParseCompare(v.text);
-                if (compare.kind == CompareKind::Base && o.compare.kind == CompareKind::Base) compare.base_dir = o.compare.base_dir;  // --base DIR before it
+                const bool base_named = o.compare.kind == CompareKind::Base && !o.compare.base_dir.empty();  // --base DIR before it
+                if (base_named && compare.kind != CompareKind::Base && compare.kind != CompareKind::Global)
+                    Bad(v.name + " " + QuoteForMessage(v.text) + " and --base exclude each other: --base DIR compares with the base (three sides)");
+                if (compare.kind == CompareKind::Base && o.compare.kind == CompareKind::Base) compare.base_dir = o.compare.base_dir;
+                if (base_named && compare.kind == CompareKind::Global) return;  // vanilla, the default: the base's three sides include tau = 1
                 o.compare = compare;
             },
             [](const CommandOptions& o) { return o.compare.kind == CompareKind::Global ? std::nullopt : std::optional(SpellCompare(o.compare)); })
@@ -567,7 +571,12 @@ std::vector<Flag> BuildTable() {
     add(Row({"--base"}, "DIR", {C::Export, C::Window},
             "a fine-tune's base model (its folder or checkpoint): compares three sides, SSA, its weights at tau = 1 and the base "
             "(--compare base without --base takes the base beside the model)",
-            [](CommandOptions& o, const FlagValue& v) { o.compare = CompareSpec::Base(v.text); },
+            [](CommandOptions& o, const FlagValue& v) {
+                // A base with the layer-local, unedited or a twin's comparison would drop one of them.
+                if (o.compare.kind != CompareKind::Global && o.compare.kind != CompareKind::Base)
+                    Bad("--base and --compare " + QuoteForMessage(SpellCompare(o.compare)) + " exclude each other: --base DIR compares with the base (three sides)");
+                o.compare = CompareSpec::Base(v.text);
+            },
             [](const CommandOptions& o) {
                 return o.compare.kind == CompareKind::Base && !o.compare.base_dir.empty() ? std::optional(o.compare.base_dir) : std::nullopt;
             })

@@ -180,9 +180,17 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
     if (shape && *shape != std::pair(c.n_layer, c.n_head))
         return fail("has " + std::to_string(c.n_layer) + " layers x " + std::to_string(c.n_head) + " heads, the run's first step " +
                     std::to_string(shape->first) + " x " + std::to_string(shape->second));
-    if (auto s = (*runner)->Configure(spec.run); !s) return fail(s.error().message);
+    // What the comparison, the what-ifs or the text make fail fails for every step: the run stops
+    // with the command line's code for it instead of opening every checkpoint to say it again.
+    if (auto s = (*runner)->Configure(spec.run); !s) {
+        r.fatal = ExitCodeOf(s.error().kind);
+        return fail(s.error().message);
+    }
     auto tokens = (*runner)->Tokenize(text, spec.truncate);
-    if (!tokens) return fail(tokens.error().message);
+    if (!tokens) {
+        r.fatal = ExitCodeOf(tokens.error().kind);
+        return fail(tokens.error().message);
+    }
     auto a = (*runner)->Analyze(*tokens);
     if (!a) return fail(a.error().message);
     if (!full_out.empty()) {  // what `ssaviz export` writes for this checkpoint alone

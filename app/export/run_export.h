@@ -27,7 +27,8 @@ struct RunStepResult {
     int64_t step = 0;
     std::string checkpoint;  // the checkpoint's file (or folder) name
     std::string error;       // empty: analysed
-    int fatal = 0;           // an exit code (app/core/exit_code.h) where the step's own export could not be written: the run stops
+    int fatal = 0;           // an exit code (app/core/exit_code.h) where the run stops: the step's own export could not be written,
+                             // or the comparison, the what-ifs or the text failed (so would every step's)
     nlohmann::json row;      // run.json's row: the batch summary's, step, checkpoint, heads
     int n_layer = 0, n_head = 0, n_tokens = 0;
     std::vector<HeadSummary> heads;  // [L * H]

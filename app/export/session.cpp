@@ -234,6 +234,7 @@ model::Result<Session> SessionFromJson(const json& j) {
         s.model_dir = o.model_dir.value_or("");
         s.run_dir = o.run.value_or("");
         s.compare_run_dir = o.compare_run.value_or("");
+        if (!s.compare_run_dir.empty() && s.run_dir.empty()) throw BadKey{"'compare_run' goes with 'run' (a run to compare it with)"};
         s.compare = o.compare;
         s.device = o.device.value_or(s.device);
         s.text = o.text.value_or("");
@@ -320,7 +321,7 @@ model::Result<Session> SessionFromJson(const json& j) {
     } catch (const BadKey& e) {
         return model::Fail("session: " + e.message);
     } catch (const json::exception& e) {  // a path the checks above missed: bounded, like every echo
-        return model::Fail("session: " + model::EscapeForMessage(e.what()));
+        return model::Fail("session: " + model::JsonErrorText(e));
     }
 }
 

@@ -441,11 +441,14 @@ py::list Predictions(const AnalysisHandle& h, int position, int k, const std::st
         throw BadArgument("position " + std::to_string(position) + " is out of range (the text has " + std::to_string(T) + " tokens)");
     if (position < 0) position += T;
     if (k < 1 || k > model::Analysis::kTopK) throw BadArgument("k must be from 1 to " + std::to_string(model::Analysis::kTopK));
-    const bool compare = Side(h, side) == model::MapSide::Compare;
-    if (compare && !a.HasComparePredictions())
+    const model::MapSide which = Side(h, side);
+    if (which == model::MapSide::Compare && !a.HasComparePredictions())
         throw BadArgument("the layer-local comparison has no predictions of its own (no forward pass)");
-    const std::vector<int32_t>& ids = compare ? a.top_ids_compare : a.top_ids;
-    const std::vector<float>& probs = compare ? a.top_probs_compare : a.top_probs;
+    const std::vector<int32_t>& ids = which == model::MapSide::Compare ? a.top_ids_compare : which == model::MapSide::Base ? a.top_ids_base : a.top_ids;
+    const std::vector<float>& probs =
+        which == model::MapSide::Compare ? a.top_probs_compare : which == model::MapSide::Base ? a.top_probs_base : a.top_probs;
+    if (ids.size() < static_cast<size_t>(T) * model::Analysis::kTopK)
+        throw BadArgument("side '" + side + "' has no predictions in this analysis");
     std::shared_ptr<const std::vector<std::string>> vocab;
     {
         py::gil_scoped_release release;
@@ -499,6 +502,7 @@ std::string Svg(const FigureHandle& f) {
 CommandOptions FigureOptions(const AnalysisHandle& h, const FlagList& flags, const std::string& where) {
     // No figure of numbers that overflowed: it would look like a normal one (export refuses it too).
     if (const std::string why = NonFiniteAnalysis(h.A()); !why.empty()) throw BadArgument(where + ": " + why);
+    LoadFonts();  // before the figure is laid out: measured with the fonts, it is the export's bytes (the first one was not)
     CommandOptions o;
     ApplyFlags(Command::Export, flags, kExportExcluded, where, &o);
     if (auto s = CheckHighlightScope(o.export_options.figures, h.A().n_layer, h.A().n_head); !s) throw BadArgument(s.error());
@@ -542,6 +546,7 @@ FigureHandle LensGrid(const AnalysisHandle& h, const std::string& map) {
     const MapMode mode = Mode(h, map);
     if (const std::string why = NonFiniteAnalysis(h.A()); !why.empty()) throw BadArgument("lens_grid(): " + why);
     if (h.A().n_tokens < 2) throw BadArgument("lens_grid(): the lens needs 2 tokens or more");
+    LoadFonts();
     const app::Side side = ReadSide(mode);
     const std::shared_ptr<model::Lens> ssa = side == app::Side::Ssa || IsDifference(mode) ? RunLensSide(h, model::MapSide::Ssa) : nullptr;
     const std::shared_ptr<model::Lens> other =
@@ -554,7 +559,7 @@ FigureHandle HighlightFigure(const AnalysisHandle& h, const FlagList& flags) {
     const CommandOptions o = FigureOptions(h, flags, "highlight()");
     const TokenColor by = o.export_options.figures.highlight;
     if (!h.HasCompare() && (by == TokenColor::LossCompare || by == TokenColor::LossDelta)) h.CheckCompare("highlight by " + std::string(ToString(by)));
-    if (IsBaseMode(Coloring(by).mode) && !h.A().HasBase())
+    if (NeedsBase(by) && !h.A().HasBase())
         throw BadArgument("highlight by " + std::string(ToString(by)) + ": the analysis has no base (analyze with compare=\"base\")");
     py::gil_scoped_release release;
     const std::string name = TitleName(h);
@@ -685,7 +690,7 @@ std::string AnalyseStep(int64_t step, const std::string& path, const std::string
     py::gil_scoped_release release;
     model::UseComputeThreads(g_worker_threads ? *g_worker_threads : model::ResolveComputeThreads());
     const RunStepResult r = AnalyseRunStep({step, path}, spec, text, std::nullopt, full_out);
-    if (r.fatal == kExitUsage) throw BadArgument(r.error);
+    if (r.fatal == kExitUsage || r.fatal == kExitBadInput) throw BadArgument(r.error);  // the request's fault, not the step's
     if (r.fatal) throw WriteFailed(r.error);
     return model::JsonText(RunStepToJson(r));
 }
@@ -912,10 +917,29 @@ PYBIND11_MODULE(_ssaviz, m) {
     m.def("write_summary", &WriteSummary);
     // What export_batch checks before any text runs: the flags' values and the folder (the heads
     // against the model where the texts run).
-    m.def("check_export", [](const std::string& out, const FlagList& flags) {
+    m.def("check_export", [](const std::string& out, const FlagList& flags, const std::string& where) {
         app::CommandOptions o;
-        ApplyFlags(app::Command::Export, flags, kExportExcluded, "export_batch()", &o);
+        ApplyFlags(app::Command::Export, flags, kExportExcluded, where, &o);
         if (auto s = app::CheckExportFolder(out); !s) throw BadArgument("--out: " + s.error());
+    });
+    // Run.export's files go into a folder of their own inside `out`, moved into place at the end
+    // (move_tree) as the command line's: the folders they go to (`folders`, relative: the chosen
+    // steps', and the curves' with PNG / SVG) are checked first, before any checkpoint is opened.
+    m.def("stage_run", [](const std::string& out, const std::vector<std::string>& folders, const FlagList& flags) {
+        app::CommandOptions o;
+        ApplyFlags(app::Command::Export, flags, kExportExcluded, "Run.export()", &o);
+        std::vector<std::string> all = folders;
+        if (o.export_options.png || o.export_options.svg) all.push_back("curves");
+        for (const std::string& folder : all)
+            if (auto s = model::CheckFoldersBelow(out, (fs::path(out) / folder).string()); !s) throw WriteFailed(s.error());
+        if (std::error_code ec = model::MakeFolders(out)) throw WriteFailed(model::Quoted(out) + ": cannot create (" + ec.message() + ")");
+        auto staged = model::CreateTempFolderBeside((fs::path(out) / "run").string());
+        if (!staged) throw WriteFailed(staged.error());
+        return py::bytes(*staged);  // bytes: --out's name need not be UTF-8
+    });
+    m.def("move_tree", [](const std::string& staged, const std::string& out) {
+        py::gil_scoped_release release;
+        if (auto s = model::MoveTreeInto(staged, out); !s) throw WriteFailed(s.error());
     });
     // A device name as load() takes it, checked for its spelling only: the workers that open the
     // model may have GPUs this process has not.

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -42,7 +43,7 @@ public:
     bool start_array(std::size_t) override { return Enter(); }
     bool end_array() override { return --m_depth, true; }
     bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
-        error = e.what();
+        error = JsonErrorText(e);
         return false;
     }
 
@@ -111,8 +112,14 @@ Result<nlohmann::json> ParseJsonText(std::string_view text) {
     try {
         return nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
-        return Fail(e.what());
+        return Fail(JsonErrorText(e));
     }
+}
+
+std::string JsonErrorText(const std::exception& e) {
+    std::string_view what = e.what();
+    if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string_view::npos) what.remove_prefix(what.find("] ") + 2);
+    return EscapeForMessage(what, 400);
 }
 
 Result<nlohmann::json> ParseJsonFile(const std::string& path, size_t max_bytes) {
@@ -226,6 +233,65 @@ Result<std::string> CreateTempFolderBeside(const std::string& path) {
     }
     ::chmod(name.c_str(), 0777 & ~mask);
     return name;
+}
+
+namespace {
+
+// A place a folder goes: absent or a folder, never a link.
+Status FolderPlace(const std::filesystem::path& p) {
+    struct stat st;
+    if (::lstat(p.c_str(), &st) != 0) return errno == ENOENT ? Status(Ok{}) : Fail(Quoted(p.string()) + ": cannot read (" + std::strerror(errno) + ")");
+    if (S_ISLNK(st.st_mode)) return Fail(Quoted(p.string()) + " is a symbolic link: ssaviz does not write through links inside --out");
+    if (!S_ISDIR(st.st_mode)) return Fail(Quoted(p.string()) + " is in the way: not a folder");
+    return Ok{};
+}
+
+}  // namespace
+
+Status CheckFoldersBelow(const std::string& root, const std::string& folder) {
+    const std::filesystem::path base = std::filesystem::path(root).lexically_normal(), rel = std::filesystem::path(folder).lexically_normal().lexically_relative(base);
+    if (rel.empty() || *rel.begin() == "..") return Fail(Quoted(folder) + " is not inside " + Quoted(root));
+    std::filesystem::path at = base;
+    for (const std::filesystem::path& part : rel) {
+        if (part == ".") continue;
+        at /= part;
+        if (auto s = FolderPlace(at); !s) return s;
+    }
+    return Ok{};
+}
+
+Status MoveTreeInto(const std::string& staged, const std::string& out) {
+    namespace fs = std::filesystem;
+    auto fail = [&](const std::string& why) -> Status {
+        std::error_code ignored;
+        fs::remove_all(staged, ignored);  // ours: links inside are removed, never followed
+        return Fail(why);
+    };
+    std::vector<fs::path> folders, files;  // relative to `staged`, folders outermost first
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(staged, ec), end; !ec && it != end; it.increment(ec)) {
+        const fs::path rel = it->path().lexically_relative(staged);
+        (it->is_directory(ec) && !it->is_symlink(ec) ? folders : files).push_back(rel);
+    }
+    if (ec) return fail(Quoted(staged) + ": cannot read (" + ec.message() + ")");
+    for (const fs::path& rel : folders)
+        if (auto s = FolderPlace(fs::path(out) / rel); !s) return fail(s.error());
+    for (const fs::path& rel : files)
+        if (fs::is_directory(fs::symlink_status(fs::path(out) / rel, ec)))
+            return fail(Quoted((fs::path(out) / rel).string()) + " is a folder where the export writes a file");
+    for (const fs::path& rel : folders) {
+        const fs::path to = fs::path(out) / rel;
+        if (::mkdir(to.c_str(), 0777) != 0 && errno != EEXIST) return fail(Quoted(to.string()) + ": cannot create (" + std::strerror(errno) + ")");
+        if (auto s = FolderPlace(to); !s) return fail(s.error());  // made meanwhile by another: still never a link
+    }
+    // rename() replaces a file or a link at the place rather than writing through it.
+    for (const fs::path& rel : files) {
+        const fs::path to = fs::path(out) / rel;
+        if (::rename((fs::path(staged) / rel).c_str(), to.c_str()) != 0)
+            return fail(Quoted(to.string()) + ": cannot put it in place (" + std::strerror(errno) + ")");
+    }
+    fs::remove_all(staged, ec);
+    return Ok{};
 }
 
 Status CheckReplaceableFolder(const std::string& path, const std::function<Status(const std::string&)>& owned) {

@@ -47,6 +47,10 @@ std::string Quoted(std::string_view text);
 // as "an object" / "an array of 3" (never dumped: it may nest a million levels deep).
 std::string DescribeJson(const nlohmann::json& value);
 
+// A JSON library error as a message: what it says, escaped, without the library's own tag
+// ("[json.exception.parse_error.101] ").
+std::string JsonErrorText(const std::exception& e);
+
 // JSON text of a value ssaviz writes (files, --json, Python): strings that hold bytes which are not
 // UTF-8 (a folder's name, a token piece) come out with U+FFFD for each bad byte instead of throwing.
 std::string JsonText(const nlohmann::json& value, int indent = -1);
@@ -71,6 +75,17 @@ Status ReplaceFolder(const std::string& temp, const std::string& path, const std
 // Whether `path` is absent, or a folder (not a link) that `owned` accepts: what ReplaceFolder
 // requires, asked before long work that would end in it.
 Status CheckReplaceableFolder(const std::string& path, const std::function<Status(const std::string&)>& owned);
+
+// A whole tree of files put in place at once (a training run's export: its steps' exports and its
+// own files). `staged` is a folder this process made and filled (CreateTempFolderBeside inside
+// `out`); its files are moved into `out` at the same relative paths, folders made as needed. Before
+// anything moves every place is checked: a link or a file where a folder goes, or a folder where a
+// file goes, is refused (nothing moved); a file at a file's place is replaced (a link there too,
+// never followed). `staged` is removed at the end, and on failure, with what is left in it.
+Status MoveTreeInto(const std::string& staged, const std::string& out);
+// The folders from `root` (excluded: the user named it) down to `folder`: none may be a link or
+// other than a folder where one exists. The checks MoveTreeInto makes, asked before long work.
+Status CheckFoldersBelow(const std::string& root, const std::string& folder);
 
 // fs::create_directories that tolerates others making and removing the same folders meanwhile:
 // another process's check of a shared missing parent (CheckExportFolder's probe: batch workers,

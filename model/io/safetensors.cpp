@@ -122,7 +122,7 @@ public:
         return true;
     }
     bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
-        error = "header is not valid JSON (" + EscapeForMessage(e.what()) + ")";
+        error = "header is not valid JSON (" + JsonErrorText(e) + ")";
         return false;
     }
 

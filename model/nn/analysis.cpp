@@ -214,6 +214,13 @@ Status Engine::Impl::OpenBeside(Comparison which, const std::string& dir, const 
     if (a.n_layer != b.n_layer || a.n_head != b.n_head)
         return Fail(named + " has " + std::to_string(b.n_layer) + " layers x " + std::to_string(b.n_head) + " heads; the model has " +
                     std::to_string(a.n_layer) + " x " + std::to_string(a.n_head));
+    // A base is the model the fine-tuning started from: its shape throughout, not only its heads (a
+    // twin is trained on its own, and may be of any width).
+    if (which == Comparison::Base && (a.n_embd != b.n_embd || a.HeadSize() != b.HeadSize() || a.KvHeads() != b.KvHeads() || a.MlpWidth() != b.MlpWidth()))
+        return Fail(named + " has width " + std::to_string(b.n_embd) + ", heads of " + std::to_string(b.HeadSize()) + ", " +
+                    std::to_string(b.KvHeads()) + " kv heads and an MLP of " + std::to_string(b.MlpWidth()) + "; the model " +
+                    std::to_string(a.n_embd) + ", " + std::to_string(a.HeadSize()) + ", " + std::to_string(a.KvHeads()) + " and " +
+                    std::to_string(a.MlpWidth()) + ": a base is the model the fine-tuning started from, of its shape");
     const Tokenizer &mine = *model.tokenizer, &theirs = *loaded->tokenizer;
     if (theirs.Kind() != mine.Kind() || theirs.VocabSize() != mine.VocabSize())
         return Fail(named + " uses a different tokenizer (" + theirs.Kind() + ", " + std::to_string(theirs.VocabSize()) + " tokens)");
@@ -289,6 +296,7 @@ void KeepFirst(Tokenization* tokens, size_t count) {
     tokens->ids.resize(count);
     tokens->pieces.resize(count);
     tokens->offsets.resize(count);
+    tokens->truncated = true;
 }
 
 Result<Tokenization> EncodePrefix(const Tokenizer& tokenizer, std::string_view text, size_t count) {

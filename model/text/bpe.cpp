@@ -135,7 +135,8 @@ Status BpeModel::MergeWord(std::string_view word, std::vector<Piece>* out) const
             continue;
         }
         if (m_options.unknown_is_error)
-            return Fail("piece '" + EscapeForMessage(character, 40) + "' is not in the vocabulary of " + EscapeForMessage(m_options.vocab_source, 120));
+            return Fail("piece '" + EscapeForMessage(character, 40) + "' (at byte " + std::to_string(i - length) + " of the word) is not in the vocabulary of " +
+                        EscapeForMessage(m_options.vocab_source, 120));
         dropped += static_cast<uint32_t>(length);  // HF drops a character it has no piece for
     }
     if (unk_pending) add(unk_symbol, unk_length);
@@ -177,7 +178,7 @@ Status BpeModel::MergeWord(std::string_view word, std::vector<Piece>* out) const
             // The piece cut short (a word can be megabytes), its size and place, and the file.
             const std::string& piece = m_symbols[symbols[k].symbol];
             return Fail("piece '" + EscapeForMessage(piece, 40) + "' (" + std::to_string(piece.size()) + " bytes, at byte " +
-                        std::to_string(at) + ") is not in the vocabulary of " + EscapeForMessage(m_options.vocab_source, 120));
+                        std::to_string(at) + " of the word) is not in the vocabulary of " + EscapeForMessage(m_options.vocab_source, 120));
         }
         out->push_back({id, symbols[k].length});
         at += symbols[k].length;

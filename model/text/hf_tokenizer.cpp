@@ -983,7 +983,7 @@ Status HfTokenizer::EncodeWords(const AlignedText& stretch, Budget* budget, std:
     for (const AlignedText& word : words) {
         pieces.clear();
         if (Status s = m.model->Tokenize(word.text, &pieces); !s)
-            return Fail("tokenizing the text at byte " + std::to_string(word.origin) + ": " + s.error());
+            return Fail("tokenizing the word at byte " + std::to_string(word.origin) + " of the text: " + s.error());
         ends.clear();
         input_ends.clear();
         size_t at = 0;

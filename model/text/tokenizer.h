@@ -24,6 +24,7 @@ struct Tokenization {
     std::vector<int32_t> ids;                         // [T]
     std::vector<std::string> pieces;                  // [T] each token's input bytes (may be part of a UTF-8 character)
     std::vector<std::pair<size_t, size_t>> offsets;   // [T] byte range [begin, end) in the input text
+    bool truncated = false;  // the text's first T tokens of more (--truncate): the text they cover ends at offsets.back().second
 };
 
 class Tokenizer {

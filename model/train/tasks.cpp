@@ -336,7 +336,7 @@ Result<TaskSpec> TaskSpecFromJson(const nlohmann::json& j) {
         s.eval_lengths_max = j.value("eval_lengths_max", s.eval_lengths_max);
         s.eval_samples = j.value("eval_samples", s.eval_samples);
     } catch (const nlohmann::json::exception& e) {
-        return Fail(std::string("task spec: ") + e.what());
+        return Fail("task spec: " + JsonErrorText(e));
     }
     return s;
 }

@@ -108,6 +108,14 @@ def _devices(where, devices):
     return devices
 
 
+def _client(where, client):
+    """`client` checked: None, or what a dask.distributed Client offers (map, submit, gather)."""
+    from . import ArgumentTypeError
+    if client is not None and not all(callable(getattr(client, name, None)) for name in ("map", "submit", "gather")):
+        raise ArgumentTypeError(f"{where}: client must be a dask.distributed Client or None, not {type(client).__name__}")
+    return client
+
+
 def _worker_devices(client, devices):
     """{worker address: device}: the cluster's workers in address order, devices[k % len] for the k-th."""
     workers = sorted(client.scheduler_info().get("workers", {}))
@@ -155,13 +163,14 @@ def export_batch(texts, out, model=None, formats=None, client=None, compare="van
     kind, twin_flags = _compare(where, compare)
     spec = _ablate(where, ablate)
     truncate = _bool(where, "truncate", truncate)
-    _ssaviz.check_export(_fs(out), export_flags)
+    _ssaviz.check_export(_fs(out), export_flags, where)
     if model is not None and not isinstance(model, (Model, str, os.PathLike)):
         raise TypeError(f"{where}: model must be a Model, a path or None, not {type(model).__name__}")
     devices = _devices(where, devices)
     if devices is not None and client is None:
         raise ValueError(f"{where}: devices is for a Dask client's workers; without a client, load the model on the device "
                          "you want (ssaviz.load(path, device=...))")
+    client = _client(where, client)
 
     if client is None:
         m = model if isinstance(model, Model) else load(model)

@@ -8,6 +8,7 @@ checkpoints are tasks, each worker opening its own; the results come back in ste
 """
 
 import os
+import shutil
 import warnings
 
 import numpy as np
@@ -16,22 +17,25 @@ from . import _ssaviz
 
 
 def _analyze_step(step, path, device, flags, text, compare, truncate, base=None):
-    """One checkpoint on the text: (step, {name: array}, None) or (step, None, error)."""
+    """One checkpoint on the text: (step, {name: array}, None) or (step, None, error). A checkpoint
+    that does not open is the step's failure; what the text or the comparison make fail (a twin or
+    base that does not open, a text the tokenizer refuses) would fail every step, and is raised."""
     from . import Model
     from ._batch import _worker_threads
     _worker_threads()
     try:
-        with Model(path, device, **flags) as model:
-            a = model.analyze(text, compare=compare, truncate=truncate, base=base)
-            arrays = {k: np.array(v) for k, v in a.metrics.items()}
-            for name in ("tau_q", "tau_v", "loss", "loss_compare", "loss_base"):
-                v = getattr(a, name)
-                if v is not None:
-                    arrays[name] = np.array(v)
-            arrays["ids"] = np.array(a.ids, dtype=np.int32)
-            return step, arrays, None
+        model = Model(path, device, **flags)
     except (ValueError, OSError, RuntimeError) as e:  # a checkpoint the engine refuses: named, skipped
         return step, None, str(e)
+    with model:
+        a = model.analyze(text, compare=compare, truncate=truncate, base=base)
+        arrays = {k: np.array(v) for k, v in a.metrics.items()}
+        for name in ("tau_q", "tau_v", "loss", "loss_compare", "loss_base"):
+            v = getattr(a, name)
+            if v is not None:
+                arrays[name] = np.array(v)
+        arrays["ids"] = np.array(a.ids, dtype=np.int32)
+        return step, arrays, None
 
 
 def _export_step(step, path, device, load_flags, text, compare, base, ablate, truncate, export_flags, full_out):
@@ -134,7 +138,9 @@ class Run:
         listed in `failed`. base: a fine-tune's base (as Model.analyze's; implies compare="base"),
         every step against it. Returns a RunAnalysis."""
         from . import _base_arg, _bool, _text
+        from ._batch import _client
         where = "Run.analyze()"
+        client = _client(where, client)
         text = _text(where, text)
         truncate = _bool(where, "truncate", truncate)
         compare, base_dir = _base_arg(where, compare, base)
@@ -174,7 +180,9 @@ class Run:
         Analysis.export."""
         import json
         from . import _ablate, _base_arg, _bool, _compare, _flags, _fs, _path, _text
+        from ._batch import _client
         where = "Run.export()"
+        client = _client(where, client)
         text = _text(where, text)
         out = _path(where, "out", out)
         truncate = _bool(where, "truncate", truncate)
@@ -182,7 +190,7 @@ class Run:
         kind, _ = _compare(where, compare)
         spec = _ablate(where, ablate)
         export_flags = _flags(where, dict(flags, format=formats, layers=layers, heads=heads))
-        _ssaviz.check_export(_fs(out), export_flags)
+        _ssaviz.check_export(_fs(out), export_flags, where)
         other = None
         if compare_run is not None:
             other = compare_run if isinstance(compare_run, Run) else Run(compare_run, self.device, **self.flags)
@@ -190,29 +198,39 @@ class Run:
         load_flags = _flags(where, self.flags)
         common = dict(device=self.device, load_flags=load_flags, text=text, compare=kind, base=base_dir, ablate=spec, truncate=truncate,
                       export_flags=export_flags)
-        os.makedirs(out, exist_ok=True)  # before any worker writes into it
         runs = [(self, "")] + ([(other, "compare-run")] if other else [])
-        results = [_run_map(client, _export_step, list(zip(r.steps, r.checkpoints)), full_out="", **common) for r, _ in runs]
-        report = _ssaviz.write_run(_fs(out), _fs(self.path), results[0], _fs(other.path) if other else None, results[1] if other else [], export_flags,
-                                   False)
-        for message in report["failed"]:
-            warnings.warn(f"ssaviz: {message}; skipped", stacklevel=2)
-        # Each chosen step's whole export, of the steps each run analysed (as the command line, which
-        # writes them as it analyses).
-        for (r, sub), analysed in zip(runs, (report["run"], report["compare"])):
-            jobs = [(s, p) for s, p in zip(r.steps, r.checkpoints) if s in chosen and s in analysed]
-            fulls = [os.path.join(out, sub, f"step-{s:06d}") for s, _ in jobs]
-            if client is None:
-                for (s, p), full in zip(jobs, fulls):
-                    _export_step(s, p, full_out=full, **common)
-            else:
-                # The run's folder (OUT/compare-run) is made here, before any worker runs: workers each
-                # checking their OUT/compare-run/step-N would make and remove a missing one under the
-                # others (as export_batch makes OUT).
-                if jobs:
-                    os.makedirs(os.path.join(out, sub), exist_ok=True)
-                client.gather([client.submit(_export_step, s, p, full_out=full, pure=False, **common) for (s, p), full in zip(jobs, fulls)])
-        _ssaviz.write_run(_fs(out), _fs(self.path), results[0], _fs(other.path) if other else None, results[1] if other else [], export_flags, True)
+        # Where the files go is checked before any checkpoint is opened; they are written into a folder
+        # of their own inside OUT (every worker sees it) and moved into place at the end, so a run that
+        # stops leaves OUT as it was (as the command line's).
+        folders = [os.path.join(sub, f"step-{s:06d}") for r, sub in runs for s in r.steps if s in chosen] + (["compare-run"] if other else [])
+        staged = _ssaviz.stage_run(_fs(out), [_fs(f) for f in folders], export_flags)
+        try:
+            results = [_run_map(client, _export_step, list(zip(r.steps, r.checkpoints)), full_out="", **common) for r, _ in runs]
+            report = _ssaviz.write_run(staged, _fs(self.path), results[0], _fs(other.path) if other else None, results[1] if other else [],
+                                       export_flags, False)
+            for message in report["failed"]:
+                warnings.warn(f"ssaviz: {message}; skipped", stacklevel=2)
+            # Each chosen step's whole export, of the steps each run analysed (as the command line, which
+            # writes them as it analyses).
+            for (r, sub), analysed in zip(runs, (report["run"], report["compare"])):
+                jobs = [(s, p) for s, p in zip(r.steps, r.checkpoints) if s in chosen and s in analysed]
+                fulls = [os.path.join(os.fsdecode(staged), sub, f"step-{s:06d}") for s, _ in jobs]
+                if client is None:
+                    for (s, p), full in zip(jobs, fulls):
+                        _export_step(s, p, full_out=full, **common)
+                else:
+                    # The run's folder (compare-run) is made here, before any worker runs: workers each
+                    # checking their compare-run/step-N would make and remove a missing one under the
+                    # others (as export_batch makes OUT).
+                    if jobs:
+                        os.makedirs(os.path.join(os.fsdecode(staged), sub), exist_ok=True)
+                    client.gather([client.submit(_export_step, s, p, full_out=full, pure=False, **common) for (s, p), full in zip(jobs, fulls)])
+            _ssaviz.write_run(staged, _fs(self.path), results[0], _fs(other.path) if other else None, results[1] if other else [], export_flags,
+                              True)
+            _ssaviz.move_tree(staged, _fs(out))
+        except BaseException:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
         with open(os.path.join(out, "run.json"), encoding="utf-8") as f:
             return json.load(f)
 
@@ -221,6 +239,8 @@ class Run:
         from . import ArgumentTypeError, _int
         if steps is None:
             return set()
+        if isinstance(steps, (bytes, bytearray)):
+            raise ArgumentTypeError(f"{where}: steps must be \"all\" or a list of steps, not {type(steps).__name__}")
         if isinstance(steps, str):
             if steps != "all":
                 raise ValueError(f"{where}: steps must be \"all\" or a list of the run's steps, not {steps!r}")

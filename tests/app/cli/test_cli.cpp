@@ -161,7 +161,7 @@ TEST_F(Cli, ExportWritesEveryFileWithTheRightShapes) {
     EXPECT_EQ(NpyShape(out + "/tau_q.npy"), (std::vector<int64_t>{2, 2, T}));
     EXPECT_EQ(NpyShape(out + "/tau_v.npy"), (std::vector<int64_t>{2, 2, T}));
     json metrics = json::parse(ReadFile(out + "/metrics.json"));
-    EXPECT_EQ(metrics["comparison"], "vanilla");
+    EXPECT_EQ(metrics["comparison"], "tau1");  // what the comparison is (a twin's or base's folder when it is one)
     ASSERT_EQ(metrics["heads"].size(), 4u);
     for (const char* key : {"entropy", "normalized_entropy", "spikiness", "max_weight", "top5_mass", "effective_support", "sink_mass",
                             "sink_head", "tau_q", "tau_v"})
@@ -305,14 +305,25 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
     EXPECT_FALSE(fs::exists(figures + "/heads_grid_tau1.png")) << "only the maps asked for";
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", text, "--out", kOut + "/export_base_maps_none", "--format", "png",
                                "--maps", "ssa,base_diff"}),
-                       1, "--maps base_diff needs a base (--base DIR, or --compare base); nothing was written");
+                       2, "--maps base_diff needs a base (--base DIR, or --compare base)");  // a usage error, before the model runs
     EXPECT_FALSE(fs::exists(kOut + "/export_base_maps_none/heads_grid.png"));
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", text, "--out", kOut + "/export_base_maps_none", "--format", "png",
                                "--highlight", "loss_base"}),
-                       1, "--highlight loss_base needs a base (--base DIR, or --compare base); nothing was written");
+                       2, "--highlight loss_base needs a base (--base DIR, or --compare base)");  // a usage error, before the model runs
+    // --base and another comparison: one of them would be dropped (the last one won, silently).
+    for (const std::vector<std::string>& both : {std::vector<std::string>{"--base", Twin(), "--compare", "local"},
+                                                 {"--compare", "unedited", "--base", Twin()}, {"--base", Twin(), "--compare", Twin()}}) {
+        std::vector<std::string> command = {"export", "--model", Small(), "--text", text, "--out", kOut + "/export_base_and"};
+        command.insert(command.end(), both.begin(), both.end());
+        ExpectOneLineError(Ssaviz(command), 2, "exclude each other");
+    }
+    Outcome kept = Ssaviz({"export", "--model", Small(), "--base", Twin(), "--compare", "vanilla", "--text", text, "--out", kOut + "/export_base_vanilla",
+                           "--format", "json"});
+    ASSERT_EQ(kept.code, 0) << kept.err;
+    EXPECT_EQ(json::parse(ReadFile(kOut + "/export_base_vanilla/metrics.json"))["comparison_kind"], "base") << "vanilla, the default, keeps the base";
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", text, "--out", kOut + "/export_base_maps_none", "--format", "html",
                                "--highlight", "js_total"}),
-                       1, "--highlight js_total needs a base (--base DIR, or --compare base); nothing was written");
+                       2, "--highlight js_total needs a base (--base DIR, or --compare base)");  // a usage error, before the model runs
 
     // Where fine-tuning changed attention, token by token: --highlight js_total (one head's rows,
     // SSA against the base) and js_drift (the mean over heads of tau = 1 against the base), each
@@ -408,6 +419,34 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
     // None beside: one line naming what to do.
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--compare", "base", "--text", text, "--out", kOut + "/export_no_base"}), 2,
                        "name it with --base DIR");
+    // The fine-tune's layers and heads but another width: not the model it started from (the
+    // decomposition was computed against it).
+    ASSERT_EQ(Ssaviz({"init-random", "--out", kOut + "/narrow_base", "--layers", "2", "--heads", "2", "--embd", "8", "--positions", "16", "--seed", "9"})
+                  .code,
+              0);
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--base", kOut + "/narrow_base", "--text", text, "--out", kOut + "/export_narrow_base"}),
+                       3, "has width 8, heads of 4, 2 kv heads and an MLP of 32; the model 16, 8, 2 and 64");
+    EXPECT_FALSE(fs::exists(kOut + "/export_narrow_base/metrics.json"));
+}
+
+// --truncate: tokens.json's text is what the tokens came from, not the rest of a longer text
+// (it held the whole input: a 10 MB text in every export of its first tokens).
+TEST_F(Cli, ATruncatedExportKeepsTheTextItAnalysed) {
+    std::string text;
+    for (int i = 0; i < 100; ++i) text += "word" + std::to_string(i % 10) + " ";
+    const std::string out = kOut + "/export_truncated";
+    fs::remove_all(out);
+    Outcome r = Ssaviz({"export", "--model", Small(), "--text", text, "--truncate", "--out", out, "--format", "json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json tokens = json::parse(ReadFile(out + "/tokens.json"));
+    const size_t end = tokens["offsets"].back()[1].get<size_t>();
+    ASSERT_LT(end, text.size());
+    EXPECT_EQ(tokens["text"].get<std::string>(), text.substr(0, end));
+    EXPECT_EQ(tokens["n_tokens"].get<size_t>(), 16u) << "the small model's context";
+    // Not truncated: the text whole.
+    r = Ssaviz({"export", "--model", Small(), "--text", "word1 word2 ", "--out", out, "--format", "json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(ReadFile(out + "/tokens.json"))["text"], "word1 word2 ");
 }
 
 // Issue 17: per-token losses and what-ifs in an export. numpy reads the losses and agrees with

@@ -253,6 +253,8 @@ TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
         EXPECT_TRUE(fs::exists(dir + "/both/curves/" + curve + ".png")) << curve;
     ExpectOneLineError(Ssaviz({"export", "--run", run, "--steps", "700", "--text", text, "--out", dir + "/x"}), 2, "step 700 is not one of the run's");
     ExpectOneLineError(Ssaviz({"export", "--run", run, "--steps", "1e3", "--text", text, "--out", dir + "/x"}), 2, "'1e3' is not a step number");
+    for (const char* steps : {" 100", "+100", "100,"})  // strtoll took a space or a sign; a trailing comma was dropped
+        ExpectOneLineError(Ssaviz({"export", "--run", run, "--steps", steps, "--text", text, "--out", dir + "/x"}), 2, "is not a step number");
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--steps", "all", "--text", text, "--out", dir + "/x"}), 2, "--steps goes with --run");
     ExpectOneLineError(Ssaviz({"export", "--run", run, "--compare-run", dir + "/a", "--text", text, "--out", dir + "/x"}), 3,
                        "--compare-run: ");

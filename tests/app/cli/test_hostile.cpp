@@ -498,6 +498,96 @@ TEST_F(Cli, AHostileRunNamesEachBadStepAndGoesOn) {
     EXPECT_EQ(timeline["failed"].size(), 4u);
 }
 
+// A run's export is all or nothing, and never writes through a link: a link where a step's folder,
+// compare-run/ or curves/ goes is refused before any checkpoint opens; one inside a step's folder
+// (its heatmaps/) stops the run with everything written so far discarded; --out is as it was
+// either way (it wrote through such links, and left the steps before the failing one behind). What
+// fails for every step (a twin that does not open, --compare base with none beside, an empty text)
+// is said once, with export's exit code, instead of once a checkpoint.
+TEST_F(Cli, ARunsExportIsAllOrNothingAndNeverThroughALink) {
+    const std::string dir = Fresh("run_links"), run = dir + "/run";
+    fs::create_directories(run);
+    for (const auto& [name, seed] : {std::pair<const char*, const char*>{"a", "1"}, {"b", "2"}}) {
+        Outcome r = Ssaviz({"init-random", "--out", dir + "/" + name, "--family", "pythia", "--layout", "lit", "--layers", "2", "--heads", "2",
+                            "--embd", "32", "--query-form", "exp_exp,none", "--seed", seed});
+        ASSERT_EQ(r.code, 0) << r.err;
+    }
+    for (const char* f : {"lit_config.json", "vocab.json", "merges.txt"}) fs::copy_file(dir + "/a/" + f, run + "/" + f);
+    fs::copy_file(dir + "/a/lit_model.pth", run + "/iter-000100-ckpt.pth");
+    fs::copy_file(dir + "/b/lit_model.pth", run + "/iter-000200-ckpt.pth");
+    const std::string text = "The cat sat on the mat.";
+    fs::create_directories(dir + "/victim");
+    std::ofstream(dir + "/victim/metrics.json") << "precious";
+    auto ssaviz_lines = [](const std::string& err) {
+        size_t n = 0;
+        for (size_t at = 0; (at = err.find("ssaviz: ", at)) != std::string::npos; ++at) ++n;
+        return n;
+    };
+    auto expect_untouched = [&](const std::string& out, const std::string& what) {
+        EXPECT_EQ(ReadFile(dir + "/victim/metrics.json"), "precious") << what;
+        size_t entries = 0;
+        for (const auto& e : fs::directory_iterator(dir + "/victim")) entries += e.path().filename() != "metrics.json";
+        EXPECT_EQ(entries, 0u) << what << ": written through the link";
+        for (const auto& e : fs::directory_iterator(out))
+            EXPECT_TRUE(fs::is_symlink(e.symlink_status()) || e.path().filename() == "step-000200") << what << ": left behind " << e.path();
+        EXPECT_FALSE(fs::exists(out + "/run.json")) << what;
+    };
+    for (const std::string& link : {std::string("step-000100"), std::string("curves"), std::string("compare-run")}) {
+        const std::string out = dir + "/out-" + link;
+        fs::create_directories(out);
+        fs::create_symlink("../victim", out + "/" + link);
+        Outcome r = Ssaviz({"export", "--run", run, "--compare-run", run, "--steps", "100", "--text", text, "--out", out, "--format", "json,png"});
+        EXPECT_EQ(r.code, 1) << link << ": " << r.err;
+        EXPECT_NE(r.err.find("is a symbolic link"), std::string::npos) << r.err;
+        EXPECT_EQ(r.err.find("run ["), std::string::npos) << link << ": refused only after opening checkpoints: " << r.err;
+        expect_untouched(out, link);
+    }
+    // A link inside a step's folder: found when the run is put in place, after both steps ran.
+    const std::string out = dir + "/out-inside";
+    fs::create_directories(out + "/step-000200");
+    fs::create_symlink("../../victim", out + "/step-000200/heatmaps");
+    Outcome r = Ssaviz({"export", "--run", run, "--steps", "all", "--text", text, "--out", out, "--format", "json,png"});
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_NE(r.err.find("step-000200/heatmaps' is a symbolic link"), std::string::npos) << r.err;
+    expect_untouched(out, "heatmaps");
+    EXPECT_FALSE(fs::exists(out + "/step-000100")) << "the step before the failing one was left behind";
+    EXPECT_EQ(std::distance(fs::directory_iterator(out), fs::directory_iterator()), 1) << "the staging folder was left behind";
+    // Then the same run where nothing is in the way: every file in place.
+    fs::remove(out + "/step-000200/heatmaps");
+    r = Ssaviz({"export", "--run", run, "--steps", "all", "--text", text, "--out", out, "--format", "json,png"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* f : {"run.json", "run.csv", "tau_q.npy", "curves/entropy.png", "step-000100/metrics.json", "step-000200/heatmaps/L1_H1.png"})
+        EXPECT_TRUE(fs::exists(out + "/" + f)) << f;
+    EXPECT_EQ(std::distance(fs::directory_iterator(out), fs::directory_iterator()), 6) << "run.json, run.csv, tau_q.npy, curves, two steps";
+    // What fails for every step: said once.
+    for (const auto& [args, code, needle] :
+         {std::tuple<std::vector<std::string>, int, std::string>{{"--compare", dir + "/no-such-twin"}, 3, "no-such-twin"},
+          {{"--compare", "base"}, 2, "name it with --base DIR"},
+          {{"--base", dir + "/no-such-base"}, 3, "no-such-base"},
+          {{"--ablate", "9:0"}, 2, "'9:0' names no layer of the model"}}) {
+        std::vector<std::string> command = {"export", "--run", run, "--text", text, "--out", dir + "/out-once"};
+        command.insert(command.end(), args.begin(), args.end());
+        r = Ssaviz(command);
+        EXPECT_EQ(r.code, code) << needle << ": " << r.err;
+        EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+        EXPECT_EQ(ssaviz_lines(r.err), 1u) << r.err;
+        EXPECT_FALSE(fs::exists(dir + "/out-once")) << "--out made, then left behind empty";
+    }
+}
+
+// A path with control characters (an escape sequence, a newline) is echoed inert on one line,
+// also where a loader's message puts it in as given (a safetensors range check, a run's summary).
+TEST_F(Cli, PathsWithControlCharactersAreEchoedInert) {
+    const std::string dir = Fresh("escaped"), model = dir + "/m\x1b[31mred\nX";
+    Outcome r = Ssaviz({"init-random", "--out", model, "--layers", "1", "--heads", "1", "--embd", "16", "--seed", "1"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string weights = ReadFile(model + "/model.safetensors");
+    std::ofstream(model + "/model.safetensors", std::ios::binary | std::ios::trunc) << weights.substr(0, weights.size() / 2);
+    r = Ssaviz({"info", "--model", model});
+    ExpectOneLineError(r, 3, "m\\x1b[31mred\\nX");
+    EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+}
+
 // Folder names are bytes: one that is not UTF-8 is written into JSON (info --json, run.json) with
 // U+FFFD for the bad byte, never an "internal error" from the JSON writer.
 TEST_F(Cli, FolderNamesThatAreNotUtf8StillMakeJson) {

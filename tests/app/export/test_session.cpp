@@ -329,6 +329,7 @@ TEST(Session, BadFilesAreOneLineErrorsNamingTheKey) {
         {json{{"ssaviz_session", 1}, {"query", -5}}, "'query'"},
         {json{{"ssaviz_session", 1}, {"view", {{"map_zoom", 0.5}}}}, "'view.map_zoom'"},
         {json{{"ssaviz_session", 1}, {"view", {{"map_pan", {1}}}}}, "'view.map_pan'"},
+        {json{{"ssaviz_session", 1}, {"compare_run", "/runs/vanilla"}}, "'compare_run' goes with 'run'"},  // as --compare-run with --run
     };
     for (const Case& c : cases) {
         auto s = app::SessionFromJson(c.j);
@@ -338,6 +339,11 @@ TEST(Session, BadFilesAreOneLineErrorsNamingTheKey) {
     }
     const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/session_bad";
     fs::create_directories(dir);
+    std::ofstream(dir + "/huge.json") << "{\"ssaviz_session\": 1, \"query\": 1e400}";  // the JSON library's words, not its tag
+    auto huge = app::LoadSession(dir + "/huge.json");
+    ASSERT_FALSE(huge);
+    EXPECT_EQ(huge.error().find("[json.exception"), std::string::npos) << huge.error();
+    EXPECT_NE(huge.error().find("1e400"), std::string::npos) << huge.error();
     std::ofstream(dir + "/truncated.json") << "{\"ssaviz_session\": 1, \"text\": \"ab";
     auto s = app::LoadSession(dir + "/truncated.json");
     ASSERT_FALSE(s);

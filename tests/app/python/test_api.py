@@ -6,6 +6,8 @@ import json
 import os
 import pickle
 import stat
+import subprocess
+import sys
 import threading
 import time
 
@@ -227,6 +229,16 @@ def test_the_temperature_slopes_are_the_models_position_term():
     assert all(row == row.rstrip() for row in rows)
 
 
+def test_the_first_figure_is_laid_out_with_the_fonts():
+    """A process's first figure is measured with the figure fonts, as every later one and the export
+    (it was laid out with the fallback metrics: 910 x 856 where the others are 900 x 848)."""
+    code = (f"import ssaviz; a = ssaviz.load({DEFAULT!r}).analyze('The keeper lit the lamp and watched the ships'); "
+            "first = a.heatmap(0, 0).svg(); print(first == a.heatmap(0, 0).svg())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
+
+
 def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     """Issue 34: base= (or compare="base") analyses a fine-tune against its base; the decomposition
     is the per-head mean over rows 2..T of the rows' JS and L1, and each side's mean loss."""
@@ -241,6 +253,10 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     assert abs(d["loss_mean"]["base"] - a.loss_base.mean()) < 1e-5 and a.loss_base.shape == a.loss.shape
     assert a.attention(0, 0, side="base").shape == (a.n_tokens, a.n_tokens)
     assert a.attention(0, 0, side="tau1").shape == (a.n_tokens, a.n_tokens)
+    # Each side's own next tokens (side="base" gave SSA's).
+    for side, probs in (("ssa", a.top_probs), ("tau1", a.top_probs_compare), ("base", a.top_probs_base)):
+        np.testing.assert_array_equal([p for _, p in a.predictions(3, k=3, side=side)], probs[3][:3], err_msg=side)
+    assert not np.array_equal(a.top_probs_base[3][:3], a.top_probs[3][:3])
     assert "entropy_base" in a.metrics and a.tau_q_base is not None
     # The base's maps and SSA - base as figures, only beside a base.
     for name in ("base", "base_diff"):
@@ -267,6 +283,9 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
         plain.heads_grid(map="base_diff")
     with pytest.raises(ValueError, match="plot 'finetune': the analysis has no base"):
         plain.plot("finetune")
+    for by in ("js_total", "js_drift", "loss_base"):  # js_total and js_drift drew n/a everywhere
+        with pytest.raises(ValueError, match=f"highlight by {by}: the analysis has no base"):
+            plain.highlight(by=by)
     with pytest.raises(ValueError, match="base= goes with"):
         m.analyze(JOBS, compare="local", base=base)
 

@@ -139,6 +139,42 @@ def test_a_run_against_a_base(run_dir, tmp_path):
         ssaviz.load_run(run_dir).export(TEXT, tmp_path / "bad", compare="local", base=base)
 
 
+def test_an_export_is_all_or_nothing_and_never_through_a_link(run_dir, tmp_path):
+    """A link where a step's folder goes is refused before any checkpoint opens, one inside a step's
+    folder when the run is put in place: OUT as it was either way, nothing written through the link
+    (it wrote through both). What would fail every step (an empty text, a twin that does not open)
+    raises once instead of skipping every step; arguments of the wrong type are named."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "metrics.json").write_text("precious")
+    run = ssaviz.load_run(run_dir)
+    out = tmp_path / "out"
+    out.mkdir()
+    os.symlink(victim, out / "step-000100")
+    with pytest.raises(OSError, match="is a symbolic link"):
+        run.export(TEXT, out, steps=[100], formats=["json"])
+    os.unlink(out / "step-000100")
+    (out / "step-000300").mkdir()
+    os.symlink(victim, out / "step-000300" / "heatmaps")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(OSError, match="step-000300/heatmaps' is a symbolic link"):
+            run.export(TEXT, out, steps="all", formats=["json", "png"])
+    assert sorted(os.listdir(victim)) == ["metrics.json"] and (victim / "metrics.json").read_text() == "precious"
+    assert sorted(os.listdir(out)) == ["step-000300"], "a step or the staging folder was left behind"
+    with pytest.raises(ValueError, match="text is empty"):
+        run.analyze("")
+    with pytest.raises(ValueError, match="no-such-twin"):
+        run.export(TEXT, tmp_path / "twin", compare=str(tmp_path / "no-such-twin"))
+    assert not os.path.exists(tmp_path / "twin" / "run.json")
+    with pytest.raises(ssaviz.ArgumentTypeError, match="client must be a dask.distributed Client"):
+        run.analyze(TEXT, client=5)
+    with pytest.raises(ssaviz.ArgumentTypeError, match="steps must be"):
+        run.export(TEXT, tmp_path / "bytes", steps=b"all")
+    with pytest.raises(ValueError, match=r"Run\.export\(\)"):
+        run.export(TEXT, tmp_path / "flag", bogus_flag=1)
+
+
 def test_not_a_run_is_one_clear_error(run_dir):
     with pytest.raises(ValueError, match="holds no checkpoints"):
         ssaviz.load_run(os.path.dirname(run_dir))
