@@ -182,6 +182,8 @@ class Run:
         from . import _ablate, _base_arg, _bool, _compare, _flags, _fs, _path, _text
         from ._batch import _client
         where = "Run.export()"
+        if flags.get("lens"):  # as `export --run` refuses --lens
+            raise ValueError(f"{where} opens each of its checkpoints: not with lens= (a step's lens: Run.model(step).analyze(text).export(out, lens=True))")
         client = _client(where, client)
         text = _text(where, text)
         out = _path(where, "out", out)
