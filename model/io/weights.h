@@ -127,6 +127,9 @@ struct ConfigHints {
     // beside the weights, `tokenizer_dir` where the tokenizer files are instead of beside them.
     std::string config_file;
     std::string tokenizer_dir;
+    // The model read without its config's SSA forms (tau = 1): a fine-tune's base beside it,
+    // sharing its config but holding none of the temperatures' tensors (Engine::OpenBase).
+    bool without_temperatures = false;
 };
 struct InferredConfig {
     ModelConfig config;

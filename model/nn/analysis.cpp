@@ -208,6 +208,18 @@ Result<std::unique_ptr<Engine>> Engine::Open(const std::string& model_dir, const
 Status Engine::Impl::OpenBeside(Comparison which, const std::string& dir, const ConfigHints& hints) {
     BindThreadToDevice(device);
     auto loaded = LoadModel(dir, device, hints, model.gpt.dtype(), true);
+    if (!loaded && which == Comparison::Base) {
+        // A base beside a fine-tune of ssaviz's own forms shares its config, whose "ssa" block names
+        // temperatures the base never had: read without them, unless its file holds some after all
+        // (then the first error stands).
+        ConfigHints plain = hints;
+        plain.without_temperatures = true;
+        auto again = LoadModel(dir, device, plain, model.gpt.dtype(), true);
+        const auto ssa_tensor = [](const std::string& name) {
+            return name.find(".ssa_") != std::string::npos || (name.size() > 5 && name.compare(name.size() - 5, 5, ".beta") == 0);
+        };
+        if (again && std::none_of(again->info.unused_tensors.begin(), again->info.unused_tensors.end(), ssa_tensor)) loaded = std::move(again);
+    }
     if (!loaded) return Fail("the " + std::string(ToString(which)) + ": " + loaded.error());  // which of the two models failed
     const std::string named = std::string(ToString(which)) + " '" + EscapeForMessage(dir) + "'";
     const ModelConfig &a = model.info.config, &b = loaded->info.config;

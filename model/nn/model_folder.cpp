@@ -113,6 +113,10 @@ Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const
         config = std::move(*inferred);
         config.notes.insert(config.notes.begin(), "no config.json: shape inferred from the tensors");
     }
+    if (hints.without_temperatures && config.config.IsSsa()) {
+        config.config.query = config.config.value = TemperatureForm{};
+        config.notes.push_back("read without temperatures (tau = 1): the base of a fine-tune whose config names them");
+    }
     auto gpt = LoadSsaGpt(config.config, *weights, device, compute, keep_bf16);
     if (!gpt) return Fail(files->weights + ": " + gpt.error());
     gpt->weights_path = files->weights;

@@ -10,6 +10,7 @@
 // (float32 against float64); each comparison prints its largest |difference|. Top-10 ids may swap
 // where the reference's neighbouring log-probabilities are closer than that. Then HF configs
 // that are wrong, each a one-line error.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -558,6 +559,25 @@ TEST_P(FamiliesBase, WhatIfsChangeTheSsaSideOnly) {
     ExpectMaps(*a, model::MapSide::Base, c.Ref("attention_base"), "base maps");
     ExpectClose(a->loss_base, c.Ref("loss_base"), kTolerance, "base loss");
     ExpectClose(a->js_drift, c.Ref("js_drift"), kTolerance, "js_drift");
+}
+
+// A base beside a fine-tune of ssaviz's own forms (lit_config.json's "ssa" block) shares its
+// config but has none of those tensors: opened without a config of its own (as `--compare base`
+// and `info`'s "base beside" promise), it is read at tau = 1 and gives the reference's three sides
+// (it was refused: "no tensor '...attn.ssa_q_pos'"). A model that holds them is not read so.
+TEST(FamiliesBaseBeside, ABaseWithoutTheFineTunesTemperaturesOpensWithoutThem) {
+    FamilyCase c("mistral");
+    ASSERT_TRUE(c.ok) << c.error;
+    ASSERT_TRUE(c.meta.contains("base_config")) << "the case whose fine-tune has an ssa block";
+    auto engine = Open(c);
+    ASSERT_TRUE(engine);
+    const model::Status opened = engine->OpenBase(BasePath(c), {});
+    ASSERT_TRUE(opened.ok()) << opened.error();
+    const std::vector<std::string>& notes = engine->BaseInfo()->notes;
+    EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) { return n.find("read without temperatures") != std::string::npos; }));
+    auto a = engine->Analyze(Ids(c.ids));
+    ASSERT_TRUE(a.ok()) << a.error();
+    ExpectThreeSides(*a, c, " (the base beside, no config of its own)");
 }
 
 INSTANTIATE_TEST_SUITE_P(Lit, FamiliesBase, ::testing::Values("pythia", "llama", "mistral"),
