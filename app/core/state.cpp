@@ -132,7 +132,8 @@ std::optional<TokenScope> ParseTokenScope(const std::string& name) {
 }
 
 std::optional<viz::Colormap> ParseColormap(const std::string& name) {
-    for (viz::Colormap c : {viz::Colormap::Viridis, viz::Colormap::Magma, viz::Colormap::Diverging})
+    // An attention map's colours: the diverging map is the differences' own, never chosen.
+    for (viz::Colormap c : {viz::Colormap::Viridis, viz::Colormap::Magma})
         if (name == viz::ColormapName(c)) return c;
     return std::nullopt;
 }

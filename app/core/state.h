@@ -191,7 +191,7 @@ std::vector<std::string> TokenLabels(const model::Tokenization& tokens);
 // token colourings' are the catalogue's, quantities.h).
 const char* ToString(TokenScope scope);
 std::optional<TokenScope> ParseTokenScope(const std::string& name);  // head | layer | model
-std::optional<viz::Colormap> ParseColormap(const std::string& name); // viridis | magma | diverging
+std::optional<viz::Colormap> ParseColormap(const std::string& name); // viridis | magma
 
 // Token i's value of an [L, H, T] array in a scope: one head, the mean over the head's layer, or
 // the mean over every head. NaNs are left out of means.

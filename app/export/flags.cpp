@@ -489,10 +489,10 @@ std::vector<Flag> BuildTable() {
                 return std::optional(maps.empty() ? std::string("ssa") : Join(maps, ","));  // none ticked in the dialog: no --maps says that
             })
             .InSession(ExactMaps()));
-    add(Row({"--colormap"}, "viridis|magma", {C::Export}, "the heatmaps' colour map",
+    add(Row({"--colormap"}, "viridis|magma", {C::Export}, "the attention maps' colour map (a difference map is always blue-white-red around 0)",
             [](CommandOptions& o, const FlagValue& v) {
                 auto map = ParseColormap(v.text);
-                if (!map) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of viridis, magma, diverging");
+                if (!map) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of viridis, magma");
                 o.export_options.figures.colormap = *map;
             },
             [](const CommandOptions& o) { return std::optional<std::string>(viz::ColormapName(o.export_options.figures.colormap)); })

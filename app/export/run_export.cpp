@@ -180,8 +180,16 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
     if (shape && *shape != std::pair(c.n_layer, c.n_head))
         return fail("has " + std::to_string(c.n_layer) + " layers x " + std::to_string(c.n_head) + " heads, the run's first step " +
                     std::to_string(shape->first) + " x " + std::to_string(shape->second));
-    // What the comparison, the what-ifs or the text make fail fails for every step: the run stops
-    // with the command line's code for it instead of opening every checkpoint to say it again.
+    // What the comparison, the what-ifs, the heads chosen or the text make fail fails for every
+    // step: the run stops with the command line's code for it instead of opening every checkpoint
+    // to say it again. The heads are checked on every step, with --steps or not, so --layers 99 is
+    // refused however the run is exported.
+    ExportOptions one = spec.options;
+    one.out_dir = full_out;
+    if (auto s = ResolveExportHeads(&one, c.n_layer, c.n_head); !s) {
+        r.fatal = kExitUsage;
+        return fail(s.error());
+    }
     if (auto s = (*runner)->Configure(spec.run); !s) {
         r.fatal = ExitCodeOf(s.error().kind);
         return fail(s.error().message);
@@ -194,12 +202,6 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
     auto a = (*runner)->Analyze(*tokens);
     if (!a) return fail(a.error().message);
     if (!full_out.empty()) {  // what `ssaviz export` writes for this checkpoint alone
-        ExportOptions one = spec.options;
-        one.out_dir = full_out;
-        if (auto s = ResolveExportHeads(&one, c.n_layer, c.n_head); !s) {
-            r.fatal = kExitUsage;
-            return fail(s.error());
-        }
         if (auto s = WriteExport(text, *a, (*runner)->Info(), one); !s) {
             r.fatal = kExitFailure;
             return fail(s.error());

@@ -205,6 +205,7 @@ class Run:
         # of their own inside OUT (every worker sees it) and moved into place at the end, so a run that
         # stops leaves OUT as it was (as the command line's).
         folders = [os.path.join(sub, f"step-{s:06d}") for r, sub in runs for s in r.steps if s in chosen] + (["compare-run"] if other else [])
+        out_existed = os.path.lexists(out)
         staged = _ssaviz.stage_run(_fs(out), [_fs(f) for f in folders], export_flags)
         try:
             results = [_run_map(client, _export_step, list(zip(r.steps, r.checkpoints)), full_out="", **common) for r, _ in runs]
@@ -232,6 +233,11 @@ class Run:
             _ssaviz.move_tree(staged, _fs(out))
         except BaseException:
             shutil.rmtree(staged, ignore_errors=True)
+            if not out_existed:  # OUT too, when the run made it (and it is still empty)
+                try:
+                    os.rmdir(out)
+                except OSError:
+                    pass
             raise
         with open(os.path.join(out, "run.json"), encoding="utf-8") as f:
             return json.load(f)

@@ -256,6 +256,16 @@ TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
     for (const char* steps : {" 100", "+100", "100,"})  // strtoll took a space or a sign; a trailing comma was dropped
         ExpectOneLineError(Ssaviz({"export", "--run", run, "--steps", steps, "--text", text, "--out", dir + "/x"}), 2, "is not a step number");
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--steps", "all", "--text", text, "--out", dir + "/x"}), 2, "--steps goes with --run");
+    // Heads the run's models do not have are refused with --steps or without (they were taken, unused).
+    for (std::vector<std::string> steps : {std::vector<std::string>{}, std::vector<std::string>{"--steps", "1000"}}) {
+        std::vector<std::string> args = {"export", "--run", run, "--layers", "99", "--text", text, "--out", dir + "/x"};
+        args.insert(args.end(), steps.begin(), steps.end());
+        const Outcome r = Ssaviz(args);  // after the first step's line of progress: the model says what it has
+        EXPECT_EQ(r.code, 2);
+        const std::string said = "\nssaviz: --layers: layer 99 is out of range (the model has 2)\n";
+        EXPECT_TRUE(r.err.size() > said.size() && r.err.compare(r.err.size() - said.size(), said.size(), said) == 0) << r.err;
+        EXPECT_FALSE(fs::exists(dir + "/x"));
+    }
     ExpectOneLineError(Ssaviz({"export", "--run", run, "--compare-run", dir + "/a", "--text", text, "--out", dir + "/x"}), 3,
                        "--compare-run: ");
     // Not a run: one line each.
@@ -389,6 +399,8 @@ TEST_F(Cli, ExportOptionErrorsNameTheFlag) {
     };
     ExpectOneLineError(with({"--maps", "ssa,sparse"}), 2, "'sparse'");
     ExpectOneLineError(with({"--colormap", "jet"}), 2, "jet");
+    // The diverging map is the differences' own: an attention map is not drawn on it.
+    ExpectOneLineError(with({"--colormap", "diverging"}), 2, "--colormap 'diverging' is not one of viridis, magma");
     ExpectOneLineError(with({"--size", "5"}), 2, "--size");
     ExpectOneLineError(with({"--highlight", "tau"}), 2, "--highlight 'tau'");
     ExpectOneLineError(with({"--highlight-scope", "7"}), 2, "layer 7");

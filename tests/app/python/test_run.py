@@ -175,6 +175,9 @@ def test_an_export_is_all_or_nothing_and_never_through_a_link(run_dir, tmp_path)
         run.export(TEXT, tmp_path / "flag", bogus_flag=1)
     with pytest.raises(ValueError, match="not with lens="):
         run.export(TEXT, tmp_path / "lens", lens=True)
+    with pytest.raises(ValueError, match=r"layer 99 is out of range \(the model has 2\)"):  # taken and unused without steps=
+        run.export(TEXT, tmp_path / "layers", layers=[99])
+    assert not os.path.exists(tmp_path / "layers")
 
 
 def test_not_a_run_is_one_clear_error(run_dir):
