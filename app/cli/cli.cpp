@@ -486,11 +486,12 @@ void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional
         *session = std::move(*loaded);
     }
     const Session* s = *session ? &**session : nullptr;
-    // The command line wins over the session: --model, --device and --text replace its own.
-    launch->model_dir = s && !o.model_dir && !s->model_dir.empty() ? s->model_dir : ModelDir(o);
     if (o.compare_run && !o.run) throw Failure{kExitUsage, "--compare-run goes with --run DIR"};
     // A session's run, unless the command line names a model or a run: the step it showed.
     const bool session_run = s && !o.run && !o.model_dir && !s->run_dir.empty();
+    // The command line wins over the session: --model, --device and --text replace its own. A run
+    // opens its own step (below), with no default model needed.
+    launch->model_dir = s && !o.model_dir && !s->model_dir.empty() ? s->model_dir : (o.run && !o.model_dir) || session_run ? "" : ModelDir(o);
     const std::optional<std::string> run = session_run ? std::optional<std::string>(s->run_dir) : o.run;
     const std::optional<std::string> compare_run =
         session_run ? (s->compare_run_dir.empty() ? std::nullopt : std::optional<std::string>(s->compare_run_dir)) : o.compare_run;

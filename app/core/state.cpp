@@ -178,7 +178,9 @@ TemperatureScale TemperatureScaleOver(float lo, float hi) {
     const bool below = any && lo < 1.0f, above = any && hi > 1.0f;
     TemperatureScale s;
     s.range = {1.0f - d, 1.0f + d};
-    s.used = {below || !above ? s.range.min : 1.0f, above || !below ? s.range.max : 1.0f};
+    // The legend: from the lowest value to the highest, and 1 (white) between or at an end; the
+    // whole scale when no value differs from 1.
+    s.used = below || above ? viz::Range{below ? lo : 1.0f, above ? hi : 1.0f} : s.range;
     return s;
 }
 

@@ -200,10 +200,11 @@ float ScopedTokenValue(const model::Analysis& a, const model::RowArray& rows, To
 // The colour scale of a temperature ([L, H, T] tau_q or tau_v): `range` centred at tau = 1
 // (vanilla attention), symmetric, [1 - d, 1 + d] with d the largest |tau - 1| over every head, or
 // over `head` alone when given (at least 0.05, so a model with tau = 1 everywhere still has a
-// scale). `used`: the halves of it the values reach, the part a legend shows: [1, 1 + d] when no
-// value is below 1 (an official exp-exp fine-tune's tau_q, all >= 1: white to red, with no
-// "-0.75" at a left end no token has), [1 - d, 1] when none is above, else all of `range`. The
-// colours stay the scale's, so a colour is one temperature in every view and export.
+// scale). `used`: the part of it the values reach, which a legend shows: from the lowest value to
+// the highest, with 1 at an end when none is on its other side ([1, hi] for an official exp-exp
+// fine-tune's tau_q, all >= 1: white to red), so a legend never reads an end no token has (the
+// symmetric scale's "-0.73" under tau_q from 0.12 to 2.73); all of `range` when every value is 1
+// or none is finite. The colours stay the scale's, so a colour is one temperature everywhere.
 struct TemperatureScale {
     viz::Range range;
     viz::Range used;

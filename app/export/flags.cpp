@@ -944,17 +944,10 @@ std::string FormatCommandLine(Command command, const CommandOptions& options) {
     return out;
 }
 
-std::string ExportCommandLine(const ExportOptions& options, const std::string& model_dir, const std::string& twin_dir,
-                              const std::string& device, const std::string& text, bool truncate) {
-    CommandOptions o;
-    o.model_dir = model_dir;
-    o.device = device;
-    o.text = text;
-    o.truncate = truncate;
-    o.out = options.out_dir;
-    o.export_options = options;
-    if (!twin_dir.empty()) o.compare = CompareSpec::Twin(twin_dir);
-    return FormatCommandLine(Command::Export, o);
+std::string ExportCommandLine(const ExportOptions& options, CommandOptions source) {
+    source.out = options.out_dir;
+    source.export_options = options;
+    return FormatCommandLine(Command::Export, source);
 }
 
 //-----------------------------------------------------------------------------

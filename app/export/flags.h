@@ -187,9 +187,9 @@ std::optional<std::vector<std::string>> SplitList(const std::string& text);
 model::Result<std::vector<int>> ParseIndexList(const std::string& text, const std::string& flag);
 std::string FormatIndexList(const std::vector<int>& list);  // "all" for the empty list
 
-// The `ssaviz export` command that writes what `options` describe for this model and text, so a
-// GUI export can be repeated from a script. Empty twin_dir: vanilla.
-std::string ExportCommandLine(const ExportOptions& options, const std::string& model_dir, const std::string& twin_dir,
-                              const std::string& device, const std::string& text, bool truncate = false);
+// The `ssaviz export` command that writes what `options` describe for `source`'s model, text,
+// comparison, what-ifs and how the model is opened (its device, dtype, --config, --tokenizer and
+// the other hints), so a GUI export can be repeated from a script, byte for byte.
+std::string ExportCommandLine(const ExportOptions& options, CommandOptions source);
 
 }  // namespace app

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <filesystem>
 
 #include <GLFW/glfw3.h>
 #include <backends/imgui_impl_glfw.h>
@@ -51,6 +52,7 @@
 #include "app/gui/window_state.h"
 #include "app/gui/worker.h"
 #include "model/io/files.h"
+#include "model/nn/interventions.h"
 #include "viz/imgui/demo.h"
 
 namespace app {
@@ -217,9 +219,23 @@ public:
         s.pinned = m_state.pinned;
         s.query = m_state.query;
         s.settings = m_state.settings;
-        m_views.export_dialog.Show(m_state);  // makes sure its options exist (defaults from the view)
+        m_views.export_dialog.EnsureOptions(m_state);  // its options' defaults from the view (it stays closed)
         s.export_options = m_views.export_dialog.Options();
         return s;
+    }
+
+    // What the shown analysis ran on, as `ssaviz export`'s flags: the export dialog's command line.
+    CommandOptions CommandSource() const {
+        CommandOptions o;
+        if (m_state.model) o.model_dir = m_state.model->dir;
+        o.device = m_device;
+        o.dtype = m_dtype;
+        o.hints = m_state.hints;
+        o.text = m_state.text;
+        o.truncate = m_state.truncate;
+        o.compare = m_state.twin ? CompareSpec::Twin(m_state.twin->dir) : ShownComparison();
+        if (!m_state.interventions.empty()) o.ablate = model::FormatInterventions(m_state.interventions);
+        return o;
     }
 
     void OnDrop(int count, const char** paths) {
@@ -246,7 +262,9 @@ public:
                     m_state.twin.reset();
                     m_state.error.clear();
                     RememberRecentModel(e.info->dir, &m_state.recent_models);
-                    if (TrainedTask(e.info->dir) == "graph") m_state.show_graph = true;
+                    // A graph model opens with its Figure 3 panel, unless it is a run's step: the panel
+                    // would cover the Run tab's table and chart (View > Graph experiment opens it).
+                    if (TrainedTask(e.info->dir) == "graph" && m_state.run_dir.empty()) m_state.show_graph = true;
                     // A twin the session or example named opens now; screenshots wait for it (and only
                     // for it: other requests queued meanwhile, a comparison, answer without a twin).
                     m_twin_expected = !m_pending_twin.empty();
@@ -440,6 +458,7 @@ public:
         m_views.open.Draw(m_state);
         m_views.checkpoint.Draw(m_state);
         if (std::exchange(m_show_export, false)) m_views.export_dialog.Show(m_state);
+        if (m_views.export_dialog.IsOpen()) m_views.export_dialog.SetSource(CommandSource());
         m_views.export_dialog.Draw(m_state);
         DrawSessionPopup();
         if (m_state.show_demo) viz::ShowDemoWindow(&m_state.show_demo);
@@ -659,12 +678,15 @@ private:
         if (!ImGui::BeginMenuBar()) return;
         if (ImGui::BeginMenu("File")) {
             if (ImGui::MenuItem("Open model...", "Ctrl+O")) OpenDialogFor(false);
-            if (ImGui::MenuItem("Compare with tau=1 (counterfactual)", "Ctrl+T", !m_state.twin && !m_state.layer_local && !m_state.compare_unedited))
+            // Ctrl+T switches between the two tau = 1 comparisons: it is shown beside the one it goes to.
+            const bool global_shown = !m_state.twin && !m_state.layer_local && !m_state.compare_unedited;
+            if (ImGui::MenuItem("Compare with tau=1, whole pass", global_shown ? nullptr : "Ctrl+T", global_shown))
                 m_state.RequestGlobalPass(true);
             if (ImGui::IsItemHovered())
                 ImGui::SetTooltip("Ctrl+T. The same weights with tau_q = tau_v = 1 everywhere. A whole second forward pass: from layer 1 on\n"
                                   "its heads read a different residual stream, so a later layer's difference is not its temperatures alone.");
-            if (ImGui::MenuItem("Compare with tau=1, layer by layer", "Ctrl+T", !m_state.twin && m_state.layer_local && !m_state.compare_unedited))
+            if (ImGui::MenuItem("Compare with tau=1, layer by layer", global_shown ? "Ctrl+T" : nullptr,
+                                !m_state.twin && m_state.layer_local && !m_state.compare_unedited))
                 m_state.RequestGlobalPass(false);
             if (ImGui::IsItemHovered())
                 ImGui::SetTooltip("At each layer, the SSA model's own q and k with tau = 1: what that layer's temperatures do,\n"
@@ -675,8 +697,14 @@ private:
                 ImGui::SetTooltip("The SSA model without the what-ifs (What-ifs tab): the difference map and the delta loss show\n"
                                   "the what-ifs' effect alone.");
             const std::string beside = m_state.model && !m_state.twin ? m_state.twin_beside : "";
-            if (!beside.empty() && ImGui::MenuItem(("Compare with " + TwinBesideLabel(beside)).c_str())) m_state.open_twin_request = beside;
-            if (!beside.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", beside.c_str());
+            if (!m_state.base_beside.empty() && ImGui::MenuItem("Compare with its base model (three-way)", nullptr, !m_state.twin && m_state.compare_base))
+                m_state.base_request = true;
+            if (!m_state.base_beside.empty() && ImGui::IsItemHovered())
+                ImGui::SetTooltip("SSA, its own weights at tau = 1 and the base it was fine-tuned from (%s):\n"
+                                  "what the temperatures did and what the other weights' drift did.", m_state.base_beside.c_str());
+            if (!beside.empty() && beside != m_state.base_beside && ImGui::MenuItem(("Compare with " + TwinBesideLabel(beside)).c_str()))
+                m_state.open_twin_request = beside;
+            if (!beside.empty() && beside != m_state.base_beside && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", beside.c_str());
             if (ImGui::MenuItem("Compare with a twin model...", nullptr, false, m_state.model.has_value())) OpenDialogFor(true);
             if (ImGui::IsItemHovered()) ImGui::SetTooltip("A separately trained model (same layers, heads and tokenizer) on the same tokens.");
             if (ImGui::BeginMenu("Recent models", !m_state.recent_models.empty())) {
@@ -722,6 +750,10 @@ private:
                                   "position alone, as the official checkpoints' one slope a layer, opens with it on).\n"
                                   "Exports: --temperature-scale head, the export dialog's 'its own temperature scale'.");
             ImGui::MenuItem("Text editor", nullptr, &s.layout.editor_open);
+            ImGui::MenuItem("Graph experiment (paper Figure 3)", nullptr, &m_state.show_graph);
+            if (ImGui::IsItemHovered())
+                ImGui::SetTooltip("A graph model's learned attention over the graph's nodes against the target (the paper's Figure 3),\n"
+                                  "beside its vanilla twin's. It opens with a graph model, not with a run's step.");
             if (ImGui::MenuItem("Reset pane sizes")) {
                 s.layout = PaneLayout{};
                 ++m_state.layout_generation;
@@ -809,7 +841,9 @@ private:
             go |= ImGui::Button(m_session_save ? "Save" : "Open", ImVec2(100, 0));
             if (go && m_session_save) {
                 auto s = SaveSession(m_session_path, CurrentSession());
-                m_session_message = s ? "saved " + m_session_path : s.error();
+                std::error_code ec;  // where it went, in full: a bare name lands in the folder ssaviz started in
+                const std::filesystem::path where = std::filesystem::absolute(m_session_path, ec);
+                m_session_message = s ? "saved " + (ec ? m_session_path : where.lexically_normal().string()) : s.error();
             } else if (go) {
                 auto session = LoadSession(m_session_path);
                 if (!session) {

@@ -187,7 +187,7 @@ void SectionColorMaps() {
         for (const Bar& b : bars) {
             ImGui::TableNextColumn();
             ImGui::TextUnformatted(b.caption);
-            ColorBar(b.caption, b.map, b.range, b.log, ImVec2(w, h), b.shown);
+            ColorBar(b.caption, "value", b.map, b.range, b.log, ImVec2(w, h), b.shown);
         }
         ImGui::EndTable();
     }
@@ -222,7 +222,7 @@ void SectionHeatmaps(DemoState& demo) {
         "the automatic range symmetric around 0, so white means no change.");
     ShowMap("difference", demo.diff_map, ImVec2(side * 1.5f, side * 1.5f));
     ImGui::SameLine();
-    ColorBar("##diff_bar", Colormap::Diverging, demo.diff_range, false, ImVec2(ColorBarWidth(), side * 1.5f));
+    ColorBar("##diff_bar", "difference", Colormap::Diverging, demo.diff_range, false, ImVec2(ColorBarWidth(), side * 1.5f));
 }
 
 void SectionLevelOfDetail(DemoState& demo) {
@@ -240,7 +240,7 @@ void SectionLevelOfDetail(DemoState& demo) {
         ShowMap("subsampled", demo.subsampled, ImVec2(side, side));
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(" ");
-        ColorBar("##lod_bar", Colormap::Viridis, {0.0f, 1.0f}, false, ImVec2(ColorBarWidth(), side));
+        ColorBar("##lod_bar", "value", Colormap::Viridis, {0.0f, 1.0f}, false, ImVec2(ColorBarWidth(), side));
         ImGui::EndTable();
     }
     ImGui::TextWrapped(

@@ -30,9 +30,11 @@ float ColorBarWidth() {
     return 16.0f + ImGui::GetStyle().ItemInnerSpacing.x + 4.0f + ImGui::CalcTextSize("-2.5e-04").x + 2.0f;
 }
 
-void ColorBar(const char* id, Colormap map, Range range, bool log_scale, ImVec2 size) { ColorBar(id, map, range, log_scale, size, range); }
+void ColorBar(const char* id, const char* what, Colormap map, Range range, bool log_scale, ImVec2 size) {
+    ColorBar(id, what, map, range, log_scale, size, range);
+}
 
-void ColorBar(const char* id, Colormap map, Range scale, bool log_scale, ImVec2 size, Range shown) {
+void ColorBar(const char* id, const char* what, Colormap map, Range scale, bool log_scale, ImVec2 size, Range shown) {
     const ScalePart part = PartOfScale(scale, shown, log_scale);  // what the bar reads: t0..t1 of the colour map
     const Range range = part.range;
     const float t0 = part.t0, t1 = part.t1;
@@ -86,8 +88,8 @@ void ColorBar(const char* id, Colormap map, Range scale, bool log_scale, ImVec2 
         const float t = std::clamp((y_bottom - ImGui::GetIO().MousePos.y) / height, 0.0f, 1.0f);
         const float value = ValueAt(t, range, log_scale);
         draw->AddLine(ImVec2(x0, ImGui::GetIO().MousePos.y), ImVec2(x1, ImGui::GetIO().MousePos.y), IM_COL32(255, 255, 255, 200));
-        ImGui::SetTooltip("%s: %.4g\nrange %.4g .. %.4g%s", ColormapName(map), value, lo_value, range.max,
-                          log_scale ? " (log scale)" : "");
+        ImGui::SetTooltip("%s %.4g\nrange %.4g .. %.4g%s (%s)", what, value, lo_value, range.max, log_scale ? ", log scale" : "",
+                          ColormapName(map));
     }
     ImGui::PopID();
 }

@@ -35,6 +35,10 @@ void Caption(const std::string& text, const std::string& breaks = " ");
 // the title's hover.
 void TitleWithHelp(const char* title, const char* help);
 
+// What a map's colour bar reads, named on hover: "attention weight", or for a difference map
+// "weight difference".
+inline const char* BarQuantity(MapMode mode) { return IsDifference(mode) ? "weight difference" : "attention weight"; }
+
 // Whether a cache made for `cached` is still current for `now` (same analysis object; a weak
 // pointer so a new analysis never passes for an old one at a reused address). Never for no
 // analysis: that costs nothing to redo.

@@ -59,7 +59,11 @@ void ExportDialog::SetOptions(const ExportOptions& options) {
 }
 
 void ExportDialog::Show(const AppState& state) {
+    EnsureOptions(state);
     m_open = true;
+}
+
+void ExportDialog::EnsureOptions(const AppState& state) {
     if (m_initialized) return;
     // First opening: the figures look like the views.
     ExportOptions o;
@@ -264,7 +268,7 @@ void ExportDialog::DrawSettings(AppState& state) {
 
     // The same export from a script.
     if (state.model) {
-        const std::string cmd = ExportCommandLine(o, state.model->dir, state.twin ? state.twin->dir : "", "auto", state.text, state.truncate);
+        const std::string cmd = ExportCommandLine(o, m_source);
         ImGui::Separator();
         ImGui::TextUnformatted("Command line");
         ImGui::SameLine();

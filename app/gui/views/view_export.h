@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "app/export/export.h"
+#include "app/export/flags.h"
 #include "app/gui/window_state.h"
 #include "viz/imgui/texture.h"
 
@@ -23,6 +24,12 @@ public:
 
     // Opens the window with figure settings taken from the current view (first time only).
     void Show(const AppState& state);
+    // The settings' first-time defaults from the view, without opening the window (a session saved).
+    void EnsureOptions(const AppState& state);
+    bool IsOpen() const { return m_open; }
+    // What the shown analysis ran on (model, text, comparison, what-ifs, how the model was opened),
+    // for the command line that repeats the export.
+    void SetSource(CommandOptions source) { m_source = std::move(source); }
     void Draw(WindowState& state);
 
     // Starts writing in the background (the Export button); false with Error() when it cannot.
@@ -40,6 +47,7 @@ private:
     void Join();
 
     ExportOptions m_options;
+    CommandOptions m_source;
     bool m_open = false;
     bool m_initialized = false;
     std::string m_out_edit;

@@ -157,7 +157,7 @@ void FineTuneView::DrawMatrices(WindowState& state) {
     const float block_w = side_by_side ? 2 * (label_w + H * cell_w) + gap : label_w + H * cell_w;
     const float bar_top = line + 2.0f + header, bar_h = std::max(line * 4.0f, block_h - bar_top);
     ImGui::SetCursorScreenPos(ImVec2(origin.x + block_w + gap * 0.5f, origin.y + bar_top));
-    viz::ColorBar("##parts_colorbar", colormap, range, false, ImVec2(bar_w, bar_h));
+    viz::ColorBar("##parts_colorbar", "JS divergence (nats)", colormap, range, false, ImVec2(bar_w, bar_h));
     // Below the taller of the matrices and the bar (a few layers' matrices are shorter than the
     // bar; its last label reaches half a line under it).
     ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + std::max(block_h, bar_top + bar_h + line * 0.5f) + 4.0f));

@@ -272,7 +272,7 @@ void HeadsView::DrawGrid(WindowState& state) {
     const bool difference = IsDifference(m_baked_mode);
     const float bar_top = child_pos.y + line + 4.0f;
     ImGui::SetCursorScreenPos(ImVec2(child_pos.x + std::min(grid_w, avail) + 6.0f, bar_top));
-    viz::ColorBar("##heads_colorbar", difference ? viz::Colormap::Diverging : m_baked_colormap, m_range, m_baked_log && !difference,
+    viz::ColorBar("##heads_colorbar", BarQuantity(m_baked_mode), difference ? viz::Colormap::Diverging : m_baked_colormap, m_range, m_baked_log && !difference,
                   ImVec2(bar_w, std::min(L * (cell + gap) - gap, child_pos.y + child_h - bar_top)));
     ImGui::SetCursorScreenPos(ImVec2(child_pos.x, child_pos.y + child_h));
     ImGui::Dummy(ImVec2(std::min(grid_w, avail), 0.0f));

@@ -265,7 +265,10 @@ void HeatmapView::DrawToolbar(WindowState& state) {
 
     // The comparison chooser: the tau = 1 counterfactual or a twin (one beside the model offered).
     const std::string beside = state.model && !state.twin ? state.twin_beside : "";
-    const std::string current = "vs " + ComparedWith(a) + (beside.empty() ? "" : " *");
+    // What lies beside a fine-tune is its base: the three-way item below offers it, not as a twin.
+    const bool beside_is_base = !beside.empty() && beside == state.base_beside;
+    const bool star = !beside.empty() && !(beside_is_base && state.compare_base);  // a better comparison not yet chosen
+    const std::string current = "vs " + ComparedWith(a) + (star ? " *" : "");
     // Wide enough for its label ("vs tau=1 + base *"), within reason: a twin's long name is cut.
     const float compare_w = std::clamp(ImGui::CalcTextSize(current.c_str()).x + ImGui::GetStyle().FramePadding.x * 2 + ImGui::GetFrameHeight(),
                                        font * 7.5f, font * 12.0f);
@@ -298,7 +301,7 @@ void HeatmapView::DrawToolbar(WindowState& state) {
         }
         if (state.twin) {
             ImGui::Selectable(("twin: " + state.twin->dir).c_str(), true);
-        } else if (!beside.empty()) {
+        } else if (!beside.empty() && !beside_is_base) {
             if (ImGui::Selectable(("vs " + TwinBesideLabel(beside)).c_str())) state.open_twin_request = beside;
             viz::ItemTooltip("This model ships with a separately trained vanilla twin: compare against it.");
         }
@@ -308,7 +311,11 @@ void HeatmapView::DrawToolbar(WindowState& state) {
         }
         ImGui::EndCombo();
     }
-    viz::ItemTooltip((CompareExplanation(a) + (beside.empty() ? "" : "\n* A trained twin ships beside this model: choose it here.")).c_str());
+    viz::ItemTooltip((CompareExplanation(a) + (!star              ? ""
+                                               : beside_is_base ? "\n* The base this fine-tune started from is beside it: choose 'its base model "
+                                                                  "(three-way)' here."
+                                                                : "\n* A trained twin ships beside this model: choose it here."))
+                         .c_str());
 
     SameLineIfFits(RadioWidth("SSA"));
     const bool three_way = a.HasBase() && s.three_way;
@@ -362,7 +369,7 @@ void HeatmapView::DrawToolbar(WindowState& state) {
                                 : "Colour map of the SSA and comparison maps (perceptually uniform; magma shows the "
                                   "smallest weights darker).");
     SameLineIfFits(RadioWidth("log scale"));
-    bool log_scale = s.log_scale;
+    bool log_scale = s.log_scale && !difference;  // a difference is drawn linear: the box says so (the setting is kept)
     if (ImGui::Checkbox("log scale", &log_scale)) s.log_scale = log_scale;
     viz::ItemTooltip(difference ? "Not available for the difference map (its values are signed). Shortcut: L"
                                 : "Colour by log10 of the weight (the default: most weights are small, and a linear scale "
@@ -1019,7 +1026,7 @@ void HeatmapView::Draw(WindowState& state) {
         DrawMap(state, layer, map_pos, side, label_size, true);
         DrawTemperatureStrips(state, map_pos, side, strip, true, true);
         ImGui::SetCursorScreenPos(ImVec2(map_pos.x + side + gap, map_pos.y));
-        viz::ColorBar("##heatmap_colorbar", layer.colormap, layer.range, layer.log, ImVec2(bar_w, side));
+        viz::ColorBar("##heatmap_colorbar", BarQuantity(m_mode), layer.colormap, layer.range, layer.log, ImVec2(bar_w, side));
     } else {
         // SSA | comparison | difference, or SSA | tau = 1 | base: the first two (three) share one bar.
         const std::string cmp = CompareName(a);
@@ -1052,7 +1059,7 @@ void HeatmapView::Draw(WindowState& state) {
             if (panel.bar_after) {
                 ImGui::SetCursorScreenPos(ImVec2(x, y));
                 ImGui::PushID(static_cast<int>(panel.mode));
-                viz::ColorBar("##split_colorbar", layer.colormap, layer.range, layer.log, ImVec2(bar_w, side));
+                viz::ColorBar("##split_colorbar", BarQuantity(panel.mode), layer.colormap, layer.range, layer.log, ImVec2(bar_w, side));
                 ImGui::PopID();
                 x += bar_w + gap;
             }

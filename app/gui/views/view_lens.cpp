@@ -72,7 +72,7 @@ void LensView::Draw(WindowState& state) {
     // Stale once the text, the model or the comparison changed since it ran.
     const bool current = state.lens && state.lens->ids == a.tokens.ids && state.model && state.lens->model_dir == state.model->dir &&
                          state.lens->compare_label == LensKey(a);
-    ImGui::BeginDisabled(state.lens_running || a.n_tokens < 2);
+    ImGui::BeginDisabled(state.lens_running || a.n_tokens < 2 || current);
     if (ImGui::Button(state.lens && !current ? "Run the lens again" : "Run the lens")) state.lens_request = true;
     ImGui::EndDisabled();
     viz::ItemTooltip("The logit lens and direct logit attribution of the shown text: a forward pass of SSA and one of its "
@@ -81,6 +81,7 @@ void LensView::Draw(WindowState& state) {
     if (state.lens_running) ImGui::TextDisabled("running... %.0f%%", 100.0f * state.progress);
     else if (!state.lens) ImGui::TextDisabled("what each layer and head writes: not run yet");
     else if (!current) ImGui::TextDisabled("the text, model or comparison changed since it ran");
+    else ImGui::TextDisabled("every position, of the text as shown");
     ImGui::SameLine();
     viz::HelpMarker("Logit lens: the residual stream after each layer, read through the final norm and the output head, as if the "
                     "model stopped there. Each cell shows the token it would predict next, coloured by the probability it gives "
@@ -243,18 +244,22 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
     const float cell_w = std::max(6.0f, std::min(line * 4.0f, std::floor((avail - label_w) / std::max(n, 1))));
     const float cell_h = std::clamp(std::floor((ImGui::GetContentRegionAvail().y * 0.45f - line) / rows), 4.0f, line + 4.0f);
     const float grid_h = rows * cell_h + line + 4.0f + ImGui::GetStyle().ScrollbarSize;
+    // Each cell names the token it predicts where it has room for a piece; else hovering does.
+    const bool named = cell_w >= line * 1.5f && cell_h >= line;
+    const char* naming = named ? "text" : "hover a cell";
     ImGui::PushTextWrapPos(0.0f);  // the caption wraps in a narrow pane
     if (difference) {
-        ImGui::TextDisabled("colour: log p(next token), SSA - %s: -%.3g (blue) to +%.3g (red) nats%s; text: SSA's prediction",
-                            other_name.c_str(), most, most, m_difference.Clips() ? " *" : "");
+        ImGui::TextDisabled("colour: log p(next token), SSA - %s: -%.3g (blue) to +%.3g (red) nats%s; %s: SSA's prediction",
+                            other_name.c_str(), most, most, m_difference.Clips() ? " *" : "", naming);
         if (m_difference.Clips() && ImGui::IsItemHovered())
             ImGui::SetTooltip("The scale ends at the 99th percentile of the cells' |difference|, %.3g nats; the largest, %.3g, and the\n"
                               "others beyond the scale are drawn in its end colours (hover a cell for its value).",
                               m_difference.most, m_difference.largest);
     }
     else
-        ImGui::TextDisabled("colour: p(the next token) after each layer%s, log scale 1e-4 (dark) to 1; text: the token it predicts",
-                            side == Side::Ssa ? "" : (" (" + other_name + ")").c_str());
+        ImGui::TextDisabled("colour: p(the next token) after each layer%s, log scale 1e-4 (dark) to 1; %s: the token it predicts; "
+                            "columns: the query positions, each predicting the token after it",
+                            side == Side::Ssa ? "" : (" (" + other_name + ")").c_str(), naming);
     ImGui::PopTextWrapPos();
     const ImVec2 child_pos = ImGui::GetCursorScreenPos();
     ImGui::BeginChild("##lens_grid", ImVec2(avail, grid_h), false, ImGuiWindowFlags_HorizontalScrollbar);
@@ -281,7 +286,7 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
             }
             draw->AddRectFilled(p0, p1, viz::ToImU32(c));
             const std::string& piece = m_pieces[static_cast<size_t>(r) * T + t];
-            if (cell_w >= line * 1.5f && cell_h >= line) {
+            if (named) {
                 const std::string text = viz::EllipsizeText(piece, cell_w - 4.0f);
                 draw->AddText(ImVec2(p0.x + 2.0f, p0.y + (cell_h - line) * 0.5f - 0.5f), dark ? IM_COL32(255, 255, 255, 230) : IM_COL32(0, 0, 0, 255),
                               text.c_str());
@@ -293,7 +298,19 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
     for (int r = 0; r < rows; ++r)
         draw->AddText(ImVec2(ImGui::GetWindowPos().x + 2.0f, o.y + r * cell_h + (cell_h - line) * 0.5f), ImGui::GetColorU32(ImGuiCol_Text),
                       r == 0 ? "embeddings" : ("L" + std::to_string(r - 1)).c_str());
-    ImGui::SetCursorScreenPos(ImVec2(o.x, o.y + rows * cell_h + 2.0f));
+    // Under the columns, the query positions: each one's token where a column has room for it,
+    // else its position every few columns.
+    const float labels_y = o.y + rows * cell_h + 2.0f;
+    const bool pieces = cell_w >= line * 1.5f;
+    const int stride = pieces ? 1 : std::max(1, NiceStride(ImGui::CalcTextSize("0000").x / cell_w));
+    for (int t = 0; t < n; t += stride) {
+        const float x = o.x + label_w + t * cell_w;
+        if (!ImGui::IsRectVisible(ImVec2(x, labels_y), ImVec2(x + cell_w * stride, labels_y + line))) continue;
+        const std::string text = pieces ? viz::EllipsizeText(TokenLabel(state.analysis->tokens.pieces[t]), cell_w - 2.0f) : std::to_string(t);
+        draw->AddText(ImVec2(x + 1.0f, labels_y), t == state.query ? kQueryColor : ImGui::GetColorU32(ImGuiCol_TextDisabled), text.c_str());
+    }
+    draw->AddText(ImVec2(ImGui::GetWindowPos().x + 2.0f, labels_y), ImGui::GetColorU32(ImGuiCol_TextDisabled), pieces ? "query" : "position");
+    ImGui::SetCursorScreenPos(ImVec2(o.x, labels_y));
     ImGui::Dummy(ImVec2(label_w + n * cell_w, line));
     if (hovered_t >= 0) {
         if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) state.query = hovered_t;
@@ -330,14 +347,20 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
     if (b && b->heads.size() != s.heads.size()) b = nullptr;
     ImGui::Text("Position %d '%s' -> '%s': logit %.3f (SSA)", t, TokenLabel(a.tokens.pieces[t]).c_str(),
                 TokenLabel(a.tokens.pieces[t + 1]).c_str(), s.logit);
+    // Each side's logit on the line while it fits, else on the next (a narrow pane cut "(base").
+    auto side_logit = [](const std::string& text) {
+        SameLineIfFits(ImGui::CalcTextSize(text.c_str()).x);
+        ImGui::TextDisabled("%s", text.c_str());
+    };
+    char buf[160];
     if (c) {
-        ImGui::SameLine();
         const bool local = a.comparison == model::Comparison::LayerLocal && !HasTwin(a) && !a.HasBase();
-        ImGui::TextDisabled(local ? "%.3f (%s: its parts' sum)" : "%.3f (%s)", c->logit, cmp.c_str());
+        std::snprintf(buf, sizeof buf, local ? "%.3f (%s: its parts' sum)" : "%.3f (%s)", c->logit, cmp.c_str());
+        side_logit(buf);
     }
     if (b) {
-        ImGui::SameLine();
-        ImGui::TextDisabled("%.3f (base)", b->logit);
+        std::snprintf(buf, sizeof buf, "%.3f (base)", b->logit);
+        side_logit(buf);
     }
     auto at = [&](const Parts& x, int l, int h) { return x.heads[static_cast<size_t>(l) * H + h]; };
     // Heads by the size of their SSA part (with a base, on request, by how much fine-tuning changed
@@ -433,6 +456,9 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
     } else {
         Caption("heads by their part of the logit (orange SSA, blue " + cmp + "); click selects the head");
     }
+    if (shown < static_cast<int>(order.size()))
+        Caption("the " + std::to_string(shown) + " of " + std::to_string(order.size()) + " heads with the largest " +
+                (by_change ? "change" : "part") + "; `ssaviz export --lens` writes every head's (dla_heads.npy)");
     const ImVec2 start = ImGui::GetCursorScreenPos();
     for (int k = 0; k < shown; ++k) {
         HeadRef head{order[k] / H, order[k] % H};

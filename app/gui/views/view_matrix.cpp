@@ -188,7 +188,7 @@ void HeadMatrixView::Draw(WindowState& state) {
     ImGui::EndChild();
     const float shown_w = std::min(grid_w, avail);
     ImGui::SetCursorScreenPos(ImVec2(child_pos.x + shown_w + 6.0f, child_pos.y + line + 2.0f));
-    viz::ColorBar("##matrix_colorbar", colormap, range, false, ImVec2(bar_w, std::max(line * 4, std::min(L * cell_h, child_h - line - 2.0f))),
+    viz::ColorBar("##matrix_colorbar", label.c_str(), colormap, range, false, ImVec2(bar_w, std::max(line * 4, std::min(L * cell_h, child_h - line - 2.0f))),
                   shown);
     ImGui::SetCursorScreenPos(ImVec2(child_pos.x, child_pos.y + child_h));
     ImGui::Dummy(ImVec2(shown_w, 0.0f));

@@ -155,10 +155,18 @@ void ModelView::Draw(WindowState& state) {
     if (state.twin) {
         if (ImGui::Button("Compare with tau=1 instead")) state.close_twin_request = true;
     } else {
-        if (!beside.empty()) {  // the bundled models ship with a vanilla twin trained on the same data
-            if (ImGui::Button(("Compare with " + TwinBesideLabel(beside).substr(0, 14)).c_str())) state.open_twin_request = beside;
+        if (!beside.empty() && beside == state.base_beside) {  // a fine-tune's base: the three sides
+            ImGui::BeginDisabled(state.compare_base);
+            if (ImGui::Button("Compare with its base (three-way)")) state.base_request = true;
+            ImGui::EndDisabled();
+            if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+                ImGui::SetTooltip("SSA, its own weights at tau = 1 and the base it was fine-tuned from (%s): what the temperatures "
+                                  "did and what the other weights' drift did.", beside.c_str());
+            ImGui::SameLine();
+        } else if (!beside.empty()) {  // the bundled models ship with a vanilla twin trained on the same data
+            if (ImGui::Button("Compare with its twin")) state.open_twin_request = beside;
             if (ImGui::IsItemHovered())
-                ImGui::SetTooltip("Compare with %s:\n%s", TwinBesideLabel(beside).c_str(),
+                ImGui::SetTooltip("Compare with %s:\n%s", beside.c_str(),
                                   "a vanilla model of the same shape and tokenizer, so the difference is what SSA's training changed");
             ImGui::SameLine();
         }

@@ -278,6 +278,9 @@ void TextView::DrawControls(AppState& state) {
     const viz::ScalePart part = viz::PartOfScale(m_scale, m_legend, false);
     const float t0 = flat ? 0.0f : part.t0, t1 = flat ? 1.0f : part.t1;
     const bool cropped = t0 > 0.0f || t1 < 1.0f;
+    // The scale's centre (tau = 1, or a loss difference of 0), where the legend reaches both sides of it.
+    const float centre = temperature ? 1.0f : 0.0f;
+    const bool both_sides = (temperature || delta) && !flat && m_legend.min < centre && m_legend.max > centre;
     if (flat) {
         ImGui::Text("%s = %s for every token", coloring.label.c_str(), lo);
     } else {
@@ -297,11 +300,9 @@ void TextView::DrawControls(AppState& state) {
         auto at = [&](float v) { return p.x + w * std::clamp((viz::Normalize(v, m_scale, false) - t0) / (t1 - t0), 0.0f, 1.0f); };
         draw->AddRectFilled(ImVec2(at(m_value_min), y1 + 1), ImVec2(std::max(at(m_value_min) + 2, at(m_value_max)), y1 + 3),
                             ImGui::GetColorU32(ImGuiCol_Text));
-        if ((temperature || delta) && !cropped) {  // the centre: tau = 1 (vanilla), or no difference in loss
-            draw->AddLine(ImVec2(p.x + w * 0.5f, y0 - 2), ImVec2(p.x + w * 0.5f, y1 + 2), IM_COL32(0, 0, 0, 255), 1.0f);
-            const char* one = temperature ? "1" : "0";
-            draw->AddText(ImVec2(p.x + w * 0.5f - ImGui::CalcTextSize(one).x * 0.5f, y0 - ImGui::GetTextLineHeight() * 0.85f),
-                          IM_COL32(0, 0, 0, 255), one);
+        if (both_sides) {  // the centre, a tick inside the ramp: tau = 1 (vanilla), or no difference in loss
+            const float x = std::round(at(centre));
+            draw->AddLine(ImVec2(x, y0), ImVec2(x, y1), IM_COL32(0, 0, 0, 255), 1.0f);
         }
         ImGui::Dummy(ImVec2(w, h));
         ImGui::SameLine();
@@ -321,9 +322,10 @@ void TextView::DrawControls(AppState& state) {
                               "White: tau = 1, vanilla attention. Red: tau > 1, sharper.\nThe scale is %s (View > Temperature "
                               "scale per head), centred at 1 from %.3g to %.3g%s.\n%s",
                               s.per_head_scale ? "this head's own" : "the same for every head of the model", m_scale.min, m_scale.max,
-                              !cropped ? ""
-                              : m_legend.min >= 1.0f ? "; the ramp shows its upper half: no temperature here is below 1"
-                                                     : "; the ramp shows its lower half: no temperature here is above 1",
+                              !cropped                ? ""
+                              : m_legend.min >= 1.0f  ? "; the ramp shows its upper half, from 1: no temperature here is below 1"
+                              : m_legend.max <= 1.0f  ? "; the ramp shows its lower half, up to 1: no temperature here is above 1"
+                                                      : "; the ramp shows the part the temperatures reach, the black tick at 1",
                               shown);
     }
     // The legend's words after the ramp, each on the ramp's line while it fits, else on the next.
@@ -332,7 +334,9 @@ void TextView::DrawControls(AppState& state) {
         ImGui::TextDisabled("%s", text.c_str());
     };
     if (temperature)
-        note(!cropped ? "blue softer, red sharper" : m_legend.min >= 1.0f ? "white vanilla, red sharper" : "blue softer, white vanilla");
+        note(both_sides || !cropped ? "blue softer, white 1 (vanilla), red sharper"
+             : m_legend.min >= 1.0f ? "white vanilla, red sharper"
+                                    : "blue softer, white vanilla");
     if (delta) note(IsBaseMode(coloring.mode) ? "blue: fine-tuning helped, red: hurt" : "blue SSA better, red worse");
     note(coloring.label + ", " + (IsLoss(s.token_color) ? coloring.quantity->unit : ScopeLabel(s.token_scope, head)));
 }

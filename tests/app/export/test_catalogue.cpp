@@ -99,7 +99,10 @@ TEST(TokenColorings, RoundTripThroughSessionsAndFlags) {
         app::CommandOptions o;
         ASSERT_TRUE(app::ApplyFlag(app::Command::Export, "highlight", name, &o)) << name;
         EXPECT_EQ(o.export_options.figures.highlight, c) << name;
-        const std::string cmd = app::ExportCommandLine(s.export_options, "/m", "", "cpu", "hi", false);
+        app::CommandOptions source;
+        source.model_dir = "/m";
+        source.text = "hi";
+        const std::string cmd = app::ExportCommandLine(s.export_options, source);
         EXPECT_NE(cmd.find("--highlight " + name), std::string::npos) << cmd;
     }
 }
@@ -299,20 +302,23 @@ TEST(TemperatureRange, EqualsAScanOfEveryFiniteValue) {
     }
 }
 
-// The legend's part of a temperature scale: the half the values reach (both, or all of it when
-// no value is finite or every value is 1), as a scan of the values says; the colours' range is
-// the same whichever part a legend shows.
-TEST(TemperatureRange, ItsLegendIsTheHalfTheValuesReach) {
+// The legend's part of a temperature scale: from the lowest value to the highest, with 1 at an end
+// when none is on its other side (all of it when no value is finite or every value is 1), as a
+// scan of the values says; never an end no value has (-0.73 for tau_q from 0.12 to 2.73). The
+// colours' range is the same whichever part a legend shows.
+TEST(TemperatureRange, ItsLegendIsThePartTheValuesReach) {
     struct Case {
         std::vector<float> values;
-        float used_min, used_max;  // in units of the scale: -1: 1 - d, 0: 1, +1: 1 + d
+        float used_min, used_max;  // NAN: the scale's end, 1 - d or 1 + d
     };
     const std::vector<Case> cases = {
-        {{1.0f, 1.5f, 2.75f, NAN, 1.2f, 1.0f}, 0, 1},        // an official exp-exp fine-tune: every tau_q >= 1
-        {{0.4f, 0.9f, 1.0f, 0.7f, -INFINITY, 0.99f}, -1, 0},  // every tau <= 1
-        {{0.4f, 1.9f, 1.0f, 0.7f, 1.3f, 0.99f}, -1, 1},       // both sides
-        {{1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f}, -1, 1},        // vanilla everywhere: the whole 0.05 scale
-        {{NAN, NAN, INFINITY, NAN, NAN, NAN}, -1, 1},         // nothing finite
+        {{1.0f, 1.5f, 2.75f, NAN, 1.2f, 1.0f}, 1.0f, 2.75f},          // an official exp-exp fine-tune: every tau_q >= 1
+        {{0.4f, 0.9f, 1.0f, 0.7f, -INFINITY, 0.99f}, 0.4f, 1.0f},     // every tau <= 1
+        {{0.4f, 1.9f, 1.0f, 0.7f, 1.3f, 0.99f}, 0.4f, 1.9f},          // both sides: 0.1 (1 - d) is no value's
+        {{0.12f, 2.73f, 1.0f, 1.1f, 1.3f, 0.99f}, 0.12f, 2.73f},      // the English model's tau_q: not -0.73
+        {{1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f}, NAN, NAN},             // vanilla everywhere: the whole 0.05 scale
+        {{NAN, NAN, INFINITY, NAN, NAN, NAN}, NAN, NAN},              // nothing finite
+        {{1.0f, 1.01f, 1.0f, 1.0f, 1.0f, 1.0f}, 1.0f, 1.01f},         // a scale of at least 0.05, its legend the values'
     };
     for (size_t c = 0; c < cases.size(); ++c) {
         model::Analysis a;
@@ -324,8 +330,8 @@ TEST(TemperatureRange, ItsLegendIsTheHalfTheValuesReach) {
             if (std::isfinite(v)) d = std::max(d, std::abs(v - 1.0f));
         EXPECT_EQ(got.range.max, 1.0f + d) << "case " << c;
         EXPECT_EQ(got.range.min, 1.0f - d) << "case " << c;
-        EXPECT_EQ(got.used.min, 1.0f + cases[c].used_min * d) << "case " << c;
-        EXPECT_EQ(got.used.max, 1.0f + cases[c].used_max * d) << "case " << c;
+        EXPECT_EQ(got.used.min, std::isnan(cases[c].used_min) ? 1.0f - d : cases[c].used_min) << "case " << c;
+        EXPECT_EQ(got.used.max, std::isnan(cases[c].used_max) ? 1.0f + d : cases[c].used_max) << "case " << c;
     }
     const app::TemperatureScale one_head = app::TemperatureRange(
         [] {

@@ -216,9 +216,10 @@ TEST(RunTimeline, StepsToSparsityAndATokensTauQ) {
 }
 
 // An exported temperature highlight colours its tokens on the model's scale around 1 and shows in
-// its legend the half of that scale the temperatures reach: an exp-exp fine-tune's tau_q (every
-// one >= 1) read from 1 (white) up, with no tick below 1; with values on both sides, all of it.
-TEST_F(ExportFigures, ATemperatureHighlightsLegendIsTheHalfItsValuesReach) {
+// its legend the part of that scale the temperatures reach: an exp-exp fine-tune's tau_q (every
+// one >= 1) read from 1 (white) up, with no tick below 1; with values on both sides, from the
+// lowest to the highest.
+TEST_F(ExportFigures, ATemperatureHighlightsLegendIsThePartItsValuesReach) {
     model::Analysis a = app::MakeSyntheticAnalysis(2, 2, 12, 3);
     const std::vector<float> mixed = a.tau_q.Flat();
     std::vector<float> sharper = mixed;
@@ -230,7 +231,9 @@ TEST_F(ExportFigures, ATemperatureHighlightsLegendIsTheHalfItsValuesReach) {
     for (const bool all_above : {true, false}) {
         a.tau_q = model::RowArray(all_above ? sharper : mixed, 4, 12);
         const app::TemperatureScale scale = app::TemperatureRange(a, a.tau_q);
-        ASSERT_EQ(scale.used.min, all_above ? 1.0f : scale.range.min);
+        const std::vector<float> values = a.tau_q.Flat();
+        ASSERT_EQ(scale.used.min, all_above ? 1.0f : *std::min_element(values.begin(), values.end()));
+        ASSERT_EQ(scale.used.max, *std::max_element(values.begin(), values.end()));
         const viz::Figure f = app::Highlight(a, "synthetic", settings);
         std::vector<float> ticks;
         std::vector<viz::Rgba8> gradient, chips;
@@ -246,12 +249,14 @@ TEST_F(ExportFigures, ATemperatureHighlightsLegendIsTheHalfItsValuesReach) {
         }
         ASSERT_GE(ticks.size(), 2u);
         ASSERT_GT(gradient.size(), 100u);
-        EXPECT_EQ(*std::min_element(ticks.begin(), ticks.end()) >= 1.0f, all_above);
-        EXPECT_LE(*std::max_element(ticks.begin(), ticks.end()), scale.range.max);
-        // The bar's ends: white (tau = 1) and the scale's top when cropped, else the whole map.
+        // No tick outside what the temperatures reach (none below 1 when none is below 1).
+        EXPECT_GE(*std::min_element(ticks.begin(), ticks.end()), scale.used.min);
+        EXPECT_LE(*std::max_element(ticks.begin(), ticks.end()), scale.used.max);
+        // The bar's ends: the lowest temperature's colour (white, tau = 1, when none is below) and the
+        // highest's, in the scale's colours.
         const viz::Rgba8 left = gradient.front(), right = gradient.back();
-        const viz::Rgba8 want_left = viz::SampleColormap(viz::Colormap::Diverging, all_above ? 0.5f : 0.0f);
-        const viz::Rgba8 want_right = viz::SampleColormap(viz::Colormap::Diverging, 1.0f);
+        const viz::Rgba8 want_left = viz::SampleColormap(viz::Colormap::Diverging, viz::Normalize(scale.used.min, scale.range, false));
+        const viz::Rgba8 want_right = viz::SampleColormap(viz::Colormap::Diverging, viz::Normalize(scale.used.max, scale.range, false));
         EXPECT_NEAR(left.r, want_left.r, 3);
         EXPECT_NEAR(left.g, want_left.g, 3);
         EXPECT_NEAR(left.b, want_left.b, 3);

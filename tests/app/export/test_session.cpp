@@ -353,9 +353,20 @@ TEST(Session, BadFilesAreOneLineErrorsNamingTheKey) {
     EXPECT_NE(s.error().find("cannot read"), std::string::npos) << s.error();
 }
 
+// What the window's export runs on, as the export dialog gives it to ExportCommandLine.
+app::CommandOptions Source(const app::Session& s, const std::string& text, bool truncate = false) {
+    app::CommandOptions o;
+    o.model_dir = s.model_dir;
+    o.compare = s.compare;
+    o.device = s.device;
+    o.text = text;
+    o.truncate = truncate;
+    return o;
+}
+
 TEST(ExportCommandLine, NamesEverySetting) {
     const app::Session s = Example();
-    const std::string cmd = app::ExportCommandLine(s.export_options, s.model_dir, s.compare.twin_dir, "cpu", "it's");
+    const std::string cmd = app::ExportCommandLine(s.export_options, Source(s, "it's"));
     for (const char* part : {"ssaviz export --model '/models/ssa small'", "--text 'it'\\''s'", "--out '/tmp/out dir'", "--format npy,csv,png,html",
                              "--maps ssa,diff", "--layers 0,2", "--heads 1", "--colormap magma", "--size 512", "--highlight tau_v",
                              "--highlight-scope 1,2", "--sink-eps 0.4", "--compare /models/vanilla", "--device cpu"})
@@ -367,7 +378,7 @@ TEST(ExportCommandLine, NamesEverySetting) {
 TEST(ExportCommandLine, ParsesBackToTheSameOptions) {
     const app::Session s = Example();
     const std::string text = s.text + " it's";
-    const std::string cmd = app::ExportCommandLine(s.export_options, s.model_dir, s.compare.twin_dir, "cpu", text, true);
+    const std::string cmd = app::ExportCommandLine(s.export_options, Source(s, text, true));
     const std::vector<std::string> args = tests::ShellWords(cmd);
     ASSERT_GE(args.size(), 2u);
     EXPECT_EQ(args[1], "export");
@@ -382,6 +393,35 @@ TEST(ExportCommandLine, ParsesBackToTheSameOptions) {
     EXPECT_EQ(app::SpellCompare(o.compare), s.compare.twin_dir);
     EXPECT_TRUE(o.truncate);
     EXPECT_EQ(app::FormatCommandLine(app::Command::Export, o), cmd);
+}
+
+// Whatever the window's export ran on is in the command: a base (beside the model, or named), the
+// what-ifs, the dtype and where the config and tokenizer came from (the base was left out, so the
+// command wrote a tau = 1 comparison where the dialog had written the base's files).
+TEST(ExportCommandLine, KeepsTheComparisonTheWhatIfsAndHowTheModelOpened) {
+    const app::Session s = Example();
+    app::CommandOptions source = Source(s, "hi");
+    source.compare = app::CompareSpec::Base();
+    source.ablate = "0:1,1:*=pos";
+    source.dtype = "bf16";
+    source.hints.config_file = "/configs/ssa.json";
+    source.hints.tokenizer_dir = "/tok";
+    std::string cmd = app::ExportCommandLine(s.export_options, source);
+    for (const char* part : {"--compare base", "--ablate '0:1,1:*=pos'", "--dtype bf16", "--config /configs/ssa.json", "--tokenizer /tok"})
+        EXPECT_NE(cmd.find(part), std::string::npos) << part << " not in: " << cmd;
+    app::CommandOptions o;
+    ASSERT_TRUE(app::ParseFlags(app::Command::Export, tests::ShellWords(cmd), 2, &o)) << cmd;
+    EXPECT_EQ(o.compare.kind, app::CompareKind::Base);
+    EXPECT_EQ(o.ablate.value_or(""), "0:1,1:*=pos");
+    EXPECT_EQ(o.dtype, "bf16");
+    EXPECT_EQ(o.hints.config_file, "/configs/ssa.json");
+    source.compare = app::CompareSpec::Base("/models/base");
+    cmd = app::ExportCommandLine(s.export_options, source);
+    EXPECT_NE(cmd.find("--base /models/base"), std::string::npos) << cmd;
+    o = app::CommandOptions();
+    ASSERT_TRUE(app::ParseFlags(app::Command::Export, tests::ShellWords(cmd), 2, &o)) << cmd;
+    EXPECT_EQ(o.compare.kind, app::CompareKind::Base);
+    EXPECT_EQ(o.compare.base_dir, "/models/base");
 }
 
 // Keyword arguments (a scripting front end's): a flag by name with a string value.
