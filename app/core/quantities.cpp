@@ -120,7 +120,9 @@ std::vector<Quantity> MakeCatalogue() {
             .Metric("sink_mass").Read(R::RowMean).LargerFirst().Json(kHeadsAndRows).Python("sink_mass").Batch(kModelSides).Shown(kSsaSide)
             .SinkRule(),
         // SSA against its comparison, row by row.
-        Quantity("js_divergence", "JS to comparison", "JS", "Jensen-Shannon divergence of SSA's rows from the comparison's (0: the same)",
+        Quantity("js_divergence", "JS to comparison", "JS", "Jensen-Shannon divergence of SSA's rows from the comparison's (0: the same); with a base, "
+                 "SSA against tau = 1: the temperatures' part of fine-tuning's change (the Fine-tune tab's 'temperatures', "
+                 "metrics.json's decomposition.js_temperature)",
                  Scope::Row)
             .Unit("nats").Members(&A::js).Read(R::RowMean).Format("%.4f").LargerFirst().Json(kHeadsAndRows).Python("js").Batch(kSsaSide)
             .Shown(kSsaSide),

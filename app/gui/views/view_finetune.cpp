@@ -267,13 +267,13 @@ void FineTuneView::DrawLossParts(WindowState& state) {
     }
     {  // bar t is the loss of token t + 1: its index and label
         const ImU32 dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
-        const float per_label = ImGui::CalcTextSize("0000 wwwww").x + 12.0f;
+        const float per_label = ImGui::CalcTextSize("000 www").x + 10.0f;  // a label every few bars, each with room for a short piece
         const int step = NiceStride(per_label / slot);
         for (int t = step - 1; t < n; t += step) {
             const float x = o.x + (t + 0.5f) * slot;
             if (!ImGui::IsRectVisible(ImVec2(x - per_label, o.y), ImVec2(x + per_label, o.y + plot_h + line + 4.0f))) continue;
             const std::string label =
-                std::to_string(t + 1) + " " + viz::EllipsizeText(m_labels[t + 1], std::max(ImGui::CalcTextSize("wwwww").x, step * slot - 12.0f - ImGui::CalcTextSize("0000 ").x));
+                std::to_string(t + 1) + " " + viz::EllipsizeText(m_labels[t + 1], std::max(ImGui::CalcTextSize("www").x, step * slot - 10.0f - ImGui::CalcTextSize("000 ").x));
             draw->AddLine(ImVec2(x, o.y + plot_h), ImVec2(x, o.y + plot_h + 3.0f), dim);
             draw->AddText(ImVec2(std::round(x - ImGui::CalcTextSize(label.c_str()).x * 0.5f), o.y + plot_h + 3.0f), dim, label.c_str());
         }
@@ -283,10 +283,10 @@ void FineTuneView::DrawLossParts(WindowState& state) {
     ImGui::EndChild();
     ImGui::PushTextWrapPos(0.0f);  // a narrow pane wraps the caption rather than cutting it
     if (window > 0)
-        ImGui::TextDisabled("+%s .. -%s nats; orange: temperatures, green: drift; lines: means over %d tokens",
-                            FormatNumber(most).c_str(), FormatNumber(most).c_str(), window);
+        ImGui::TextDisabled("axis \xC2\xB1%s nats; orange: temperatures, green: drift; lines: means over %d tokens", FormatNumber(most).c_str(),
+                            window);
     else
-        ImGui::TextDisabled("+%s .. -%s nats; orange: temperatures, green: drift", FormatNumber(most).c_str(), FormatNumber(most).c_str());
+        ImGui::TextDisabled("axis \xC2\xB1%s nats; orange: temperatures, green: drift", FormatNumber(most).c_str());
     ImGui::PopTextWrapPos();
     if (hovered >= 0) {
         const int t = hovered;

@@ -314,6 +314,7 @@ void HeadsView::DrawPinned(WindowState& state) {
     // A panel is at least as wide as its header: the head's name and the x / SSA / cmp / diff buttons.
     const float button_pad = style.FramePadding.x * 2 + 2.0f;
     const bool base = a.HasBase();
+    const std::string compare_name = CompareName(a);
     const float header_w = ImGui::CalcTextSize("L00 H00").x + spacing + ImGui::CalcTextSize(base ? "xSSAdiffbase-base" : "xSSAdiff").x +
                            ImGui::CalcTextSize(cmp.c_str()).x + (base ? 6 : 4) * button_pad;
     const float min_panel = std::max(140.0f, header_w);
@@ -370,12 +371,13 @@ void HeadsView::DrawPinned(WindowState& state) {
         if (hovered) HeadTooltip(state, sum);
         ImGui::PushClipRect(ImGui::GetCursorScreenPos(), ImVec2(p0.x + panel, p1.y + 10 * ImGui::GetTextLineHeight()), true);
         ImGui::TextDisabled("map: %s", shows);
-        // SSA's (the comparison's; the base's)
+        // SSA's (the comparison's; the base's), each side named
         for (const auto& [key, label] : {std::pair<const char*, const char*>{"entropy", "entropy"}, {"sink_mass", "sink"}})
-            ImGui::Text("%s %s (%s%s%s)", label, FormatNumber(sum.Get(key)).c_str(),
+            ImGui::Text("%s %s (%s %s%s%s)", label, FormatNumber(sum.Get(key)).c_str(), compare_name.c_str(),
                         FormatNumber(sum.Get(key, Side::Compare)).c_str(), base ? "; base " : "",
                         base ? FormatNumber(sum.Get(key, Side::Base)).c_str() : "");
-        ImGui::Text("JS %s  tau_q %s", FormatNumber(sum.Get("js_divergence")).c_str(), FormatNumber(sum.Get("tau_q_mean")).c_str());
+        ImGui::Text("JS to %s %s  tau_q %s", compare_name.c_str(), FormatNumber(sum.Get("js_divergence")).c_str(),
+                    FormatNumber(sum.Get("tau_q_mean")).c_str());
         ImGui::PopClipRect();
         ImGui::EndGroup();
         ImGui::PopID();

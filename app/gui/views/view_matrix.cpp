@@ -72,6 +72,8 @@ void HeadMatrixView::Draw(WindowState& state) {
     // With a base also the base's values and SSA's minus them: what fine-tuning did to each head.
     const bool base = !steps && a.HasBase();
     if (IsBaseMode(m_side) && !base) m_side = MapMode::Ssa;
+    // The radios show the side drawn: a one-sided quantity (JS to base) is SSA's whatever was chosen before.
+    const MapMode drawn = steps ? (run->compare ? m_side : MapMode::Ssa) : quantity.ShownMode(m_side);
     ImGui::BeginDisabled(steps ? !run->compare : !quantity.TwoSided());
     for (MapMode side : kAllMapModes) {
         if (IsBaseMode(side) && !base) continue;
@@ -81,13 +83,13 @@ void HeadMatrixView::Draw(WindowState& state) {
                                                          : MapModeLabel(side);
         SameLineIfFits(ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(name).x);
         ImGui::PushID(static_cast<int>(side));
-        if (ImGui::RadioButton(name, m_side == side)) m_side = side;
+        if (ImGui::RadioButton(name, drawn == side)) m_side = side;
         if (side == MapMode::BaseDifference && ImGui::IsItemHovered())
             ImGui::SetTooltip("SSA's value minus the base model's: what fine-tuning did to each head");
         ImGui::PopID();
     }
     ImGui::EndDisabled();
-    const MapMode side = steps ? (run->compare ? m_side : MapMode::Ssa) : quantity.ShownMode(m_side);
+    const MapMode side = drawn;
     const bool difference = IsDifference(side);
 
     std::vector<float> values(summary.size());

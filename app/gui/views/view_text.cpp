@@ -739,10 +739,17 @@ void TextView::DrawTooltip(const AppState& state, int i) const {
     ImGui::TextDisabled("%s", ScopeLabel(scope, head).c_str());
     if (ImGui::BeginTable("##values", 2, ImGuiTableFlags_SizingFixedFit)) {
         // Every per-head colouring the analysis holds (the losses follow, both sides at once).
+        // A term the model's temperatures do not have (1 for every token) is left out, unless chosen.
+        const model::ModelConfig* config = state.model ? &state.model->config : nullptr;
+        auto lacks = [&](TokenColor color) {
+            return config && ((color == TokenColor::TauQPosition && config->query.position == model::PositionForm::None) ||
+                              (color == TokenColor::TauQToken && config->query.token == model::TokenForm::None) ||
+                              (color == TokenColor::TauV && !config->value.Active()));
+        };
         for (const TokenColoring& c : TokenColorings()) {
             const model::RowArray* rows = TokenQuantity(a, c.id);
-            if (!rows) continue;
             const bool chosen = c.id == state.settings.token_color;
+            if (!rows || (lacks(c.id) && !chosen)) continue;
             ImGui::TableNextRow();
             ImGui::TableNextColumn();
             if (chosen) ImGui::TextColored(ImVec4(1.0f, 0.85f, 0.4f, 1.0f), "%s", c.label.c_str());
