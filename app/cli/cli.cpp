@@ -271,6 +271,10 @@ int CmdExport(const CommandOptions& o) {
     }
     if (o.run) return CmdExportRun(o, options, text);
     std::vector<BatchText> texts = o.batch ? ReadBatch(*o.text_file, text) : std::vector<BatchText>{{"", text, 0}};
+    // Each text's sub-folder, before the model runs: a link or a file there is refused, not written through.
+    if (o.batch)
+        for (const BatchText& t : texts)
+            if (auto s = CheckBatchFolder(options.out_dir, t.name); !s) throw Failure{kExitFailure, s.error()};
     auto runner = OpenRunner(o);
     const model::ModelConfig& c = runner->Info().config;
     if (auto s = ResolveExportHeads(&options, c.n_layer, c.n_head); !s) throw Failure{kExitUsage, s.error()};
@@ -327,6 +331,7 @@ int CmdExport(const CommandOptions& o) {
                     if (sides.size() > 2) row["lens_loss_base"] = LensLossByLayer(*sides[2]);
                     lens_files = LensExportFiles(runner->engine(), runner->Info(), *analysis, sides, one);
                 }
+                if (auto s = CheckBatchFolder(options.out_dir, t.name); !s) throw Failure{kExitFailure, s.error()};  // made a link meanwhile
                 if (auto s = WriteExport(t.text, *analysis, runner->Info(), one, nullptr, std::move(lens_files)); !s) throw Failure{kExitFailure, s.error()};
                 rows.push_back(std::move(row));
             }
@@ -372,7 +377,8 @@ int CmdGenerate(const CommandOptions& o) {
                         {"top_k", spec.top_k}, {"interventions", model::FormatInterventions(runner->engine().interventions())}};
         std::printf("%s\n", model::JsonText(j).c_str());
     } else {
-        std::fwrite(continuation.data(), 1, continuation.size(), stdout);
+        const std::string shown = TerminalText(continuation);  // a piece's control characters inert
+        std::fwrite(shown.data(), 1, shown.size(), stdout);
         std::printf("\n");
     }
     return kExitOk;

@@ -149,7 +149,7 @@ int CmdEval(const CommandOptions& options) {
     auto result = model::EvaluateModelFolder(dir, options.data);
     if (!result) throw Failure{kExitBadInput, result.error()};
     if (options.json) std::printf("%s\n", result->dump(1).c_str());
-    else std::printf("%s: %s\n", dir.c_str(), Describe(*result).c_str());
+    else std::printf("%s: %s\n", model::EscapeForMessage(dir, 4096).c_str(), Describe(*result).c_str());
     return kExitOk;
 }
 

@@ -67,6 +67,10 @@ std::vector<std::string> SummaryColumns(const json& rows) {
 
 std::set<std::string> BatchReservedNames() { return {"summary.json", "summary.csv"}; }
 
+model::Status CheckBatchFolder(const std::string& out, const std::string& name) {
+    return model::CheckFoldersBelow(out, (fs::path(out) / name).string());
+}
+
 std::string BatchFolderName(const std::string& name, int index, std::set<std::string>* used) {
     std::string out;
     for (char c : name) out += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ? c : '_';

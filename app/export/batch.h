@@ -19,6 +19,9 @@ std::set<std::string> BatchReservedNames();
 // A text's sub-folder from its name: letters, digits, '.', '-', '_' kept, others '_', at most 64
 // characters; "text_0001" (index 0) when the name is empty; unique among `used`, which it joins.
 std::string BatchFolderName(const std::string& name, int index, std::set<std::string>* used);
+// Whether a text's sub-folder `name` of `out` can be written: a link there (or a file) is refused,
+// never written through. Asked of every text before the model runs, and again before each writes.
+model::Status CheckBatchFolder(const std::string& out, const std::string& name);
 
 // One row of the summary: the model-wide means a reader compares across texts. `line`: where the
 // text came from (its line in the --batch file, its 1-based place in a list).

@@ -68,6 +68,26 @@ std::optional<std::vector<std::string>> SplitList(const std::string& text) {
     return out;
 }
 
+std::string TerminalText(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    char buf[8];
+    for (size_t i = 0; i < text.size(); ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7F) {
+            std::snprintf(buf, sizeof buf, "\\x%02X", c);
+            out += buf;
+        } else if (c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+                   static_cast<unsigned char>(text[i + 1]) <= 0x9F) {  // U+0080..U+009F, the C1 controls (CSI among them)
+            std::snprintf(buf, sizeof buf, "\\x%02X", static_cast<unsigned char>(text[++i]));
+            out += buf;
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return out;
+}
+
 model::Result<std::vector<int>> ParseIndexList(const std::string& text, const std::string& flag) {
     std::vector<int> out;
     if (text == "all") return out;

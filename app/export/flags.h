@@ -15,6 +15,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -177,6 +178,10 @@ std::optional<double> ParseReal(const std::string& text, double lo, double hi);
 
 // A value as a message quotes it: escaped and cut to 40 characters ("'abc...'").
 std::string QuoteForMessage(const std::string& text);
+// Text a model wrote (generate's continuation) made safe to print on a terminal: line breaks and
+// tabs kept, every other control character (C0, DEL, C1) written as \xNN, so a vocabulary's piece
+// cannot clear or recolour the screen.
+std::string TerminalText(std::string_view text);
 // A comma list's items, each trimmed of spaces; none when the list has no item that is not blank
 // ("", " ", ","), which every list flag reports the same way: "--NAME is empty".
 std::optional<std::vector<std::string>> SplitList(const std::string& text);

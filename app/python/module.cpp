@@ -652,6 +652,7 @@ std::pair<std::string, std::string> ExportText(const std::shared_ptr<ModelCore>&
     ExportOptions options = ExportSettings(core->info, out, flags, "export_batch()");
     if (options.lens && !ablate.empty()) throw BadArgument("export_batch(lens=True) runs the model as loaded: not with ablate=");
     options.out_dir = (fs::path(out) / name).string();
+    if (auto s = CheckBatchFolder(out, name); !s) throw WriteFailed(s.error());  // a link there is refused, not written through
     const RunSpec run = RunOf(*core, compare, twin_flags, ablate);
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(core->mutex);
@@ -917,11 +918,17 @@ PYBIND11_MODULE(_ssaviz, m) {
     m.def("write_summary", &WriteSummary);
     // What export_batch checks before any text runs: the flags' values and the folder (the heads
     // against the model where the texts run).
-    m.def("check_export", [](const std::string& out, const FlagList& flags, const std::string& where) {
-        app::CommandOptions o;
-        ApplyFlags(app::Command::Export, flags, kExportExcluded, where, &o);
-        if (auto s = app::CheckExportFolder(out); !s) throw BadArgument("--out: " + s.error());
-    });
+    // `folders`: the texts' sub-folders (export_batch), where a link or a file is refused.
+    m.def(
+        "check_export",
+        [](const std::string& out, const FlagList& flags, const std::string& where, const std::vector<std::string>& folders) {
+            app::CommandOptions o;
+            ApplyFlags(app::Command::Export, flags, kExportExcluded, where, &o);
+            if (auto s = app::CheckExportFolder(out); !s) throw BadArgument("--out: " + s.error());
+            for (const std::string& name : folders)
+                if (auto s = app::CheckBatchFolder(out, name); !s) throw WriteFailed(s.error());
+        },
+        py::arg("out"), py::arg("flags"), py::arg("where"), py::arg("folders") = std::vector<std::string>{});
     // Run.export's files go into a folder of their own inside `out`, moved into place at the end
     // (move_tree) as the command line's: the folders they go to (`folders`, relative: the chosen
     // steps', and the curves' with PNG / SVG) are checked first, before any checkpoint is opened.

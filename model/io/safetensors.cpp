@@ -1,6 +1,8 @@
 #include "model/io/safetensors.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <unordered_set>
@@ -289,18 +291,31 @@ Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite
     std::string text = header.dump();
     text.append((8 - text.size() % 8) % 8, ' ');  // keep the data section 8-byte aligned
 
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    if (!out) return Fail(path + ": cannot write");
-    uint8_t len[8];
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
-    out.write(reinterpret_cast<const char*>(len), 8);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const auto& t : tensors) {
-        uint64_t bytes = DtypeSize(t.dtype);
-        for (int64_t d : t.shape) bytes *= static_cast<uint64_t>(d);
-        out.write(static_cast<const char*>(t.data), static_cast<std::streamsize>(bytes));
+    // Into a new file beside `path`, renamed over it at the end: never half-written, never through a link.
+    auto temp = CreateTempFileBeside(path);
+    if (!temp) return Fail(temp.error());
+    {
+        std::ofstream out(*temp, std::ios::binary | std::ios::trunc);
+        uint8_t len[8];
+        for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
+        out.write(reinterpret_cast<const char*>(len), 8);
+        out.write(text.data(), static_cast<std::streamsize>(text.size()));
+        for (const auto& t : tensors) {
+            uint64_t bytes = DtypeSize(t.dtype);
+            for (int64_t d : t.shape) bytes *= static_cast<uint64_t>(d);
+            out.write(static_cast<const char*>(t.data), static_cast<std::streamsize>(bytes));
+        }
+        out.flush();
+        if (!out) {
+            std::remove(temp->c_str());
+            return Fail(path + ": write failed");
+        }
     }
-    if (!out) return Fail(path + ": write failed");
+    if (std::rename(temp->c_str(), path.c_str()) != 0) {
+        const std::string why = std::strerror(errno);
+        std::remove(temp->c_str());
+        return Fail(path + ": cannot write (" + why + ")");
+    }
     return Ok{};
 }
 

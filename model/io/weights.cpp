@@ -367,7 +367,9 @@ Result<WeightFile> OpenWeightsFile(const std::string& path, bool shard) {
     if (size >= 4 && std::memcmp(data, "PK\x03\x04", 4) == 0) {
         w.format = "torch.save";
         if (Status s = ReadCheckpoint(data, size, shard, &w); !s) return Fail(path + ": " + s.error());
-    } else if (size >= 2 && data[0] == 0x80 && data[1] <= 5) {
+    } else if (size >= 2 && data[0] == 0x80 && data[1] <= 5 && !(size > 8 && data[8] == '{')) {
+        // A pickle's PROTO opcode, unless a safetensors header follows its 8-byte length (a length
+        // whose low byte is 0x80, as 1152 is, begins the same way).
         return Fail(path + ": a legacy torch.save file (PyTorch < 1.6 or _use_new_zipfile_serialization=False); "
                            "re-save it with a current torch.save, or as safetensors");
     } else {

@@ -3,6 +3,9 @@
 #include <filesystem>
 #include <set>
 #include <utility>
+#include <vector>
+
+#include <unistd.h>
 
 #include "model/io/files.h"
 #include "model/nn/analysis_plan_torch.h"
@@ -226,13 +229,26 @@ Status WriteRandomModel(const ModelConfig& config, uint64_t seed, const std::str
         return Fail("cannot make a random model of " + std::to_string(c.n_layer) + " layers, width " + std::to_string(c.n_embd) +
                     " and " + std::to_string(c.vocab_size) + " tokens: " + EscapeForMessage(e.what()).substr(0, 120));
     }
-    std::error_code ec = MakeFolders(out_dir);
-    if (ec) return Fail(out_dir + ": cannot create (" + ec.message() + ")");
-    for (const char* name : {"vocab.json", "merges.txt"}) {
-        fs::copy_file(fs::path(tokenizer_dir) / name, fs::path(out_dir) / name, fs::copy_options::overwrite_existing, ec);
-        if (ec) return Fail(tokenizer_dir + "/" + name + ": cannot copy (" + ec.message() + ")");
+    // The tokenizer's files, read whole first (bounded, regular files only): the model's folder gets
+    // the ones the tokenizer was read from (GPT-2's pair, a tokenizer.json or a tokenizer.model).
+    std::vector<std::pair<std::string, std::string>> files;
+    std::error_code ec;
+    for (const char* name : {"vocab.json", "merges.txt", "tokenizer.json", "tokenizer.model", "tokenizer_config.json"}) {
+        const fs::path from = fs::path(tokenizer_dir) / name;
+        if (!fs::exists(fs::symlink_status(from, ec))) continue;
+        auto bytes = ReadFile(from.string(), kMaxTokenizerFileBytes);
+        if (!bytes) return Fail(bytes.error());
+        files.emplace_back(name, std::move(*bytes));
     }
-    return SaveModelFolder(gpt, out_dir, storage, layout);
+    const bool existed = fs::exists(fs::symlink_status(out_dir, ec));
+    if ((ec = MakeFolders(out_dir))) return Fail(out_dir + ": cannot create (" + ec.message() + ")");
+    // Each file to a new name, renamed over its place: a link there is replaced, never written through.
+    Status s = Ok{};
+    for (const auto& [name, bytes] : files)
+        if (s) s = WriteFileAtomically((fs::path(out_dir) / name).string(), bytes);
+    if (s) s = SaveModelFolder(gpt, out_dir, storage, layout);
+    if (!s && !existed) ::rmdir(out_dir.c_str());  // --out as it was: a folder made here goes again (when nothing else is in it)
+    return s;
 }
 
 }  // namespace model

@@ -3,13 +3,13 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <set>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
 #include <nlohmann/json.hpp>
 
+#include "model/io/files.h"
 #include "model/io/safetensors.h"
 #include "model/io/torch_save.h"
 #include "model/io/weights.h"
@@ -612,9 +612,7 @@ Status SaveModelFolder(const SsaGpt& m, const std::string& dir, Dtype storage, L
         }
     }
 
-    std::ofstream config_file(dir + "/" + f.config_file);
-    if (!config_file) return Fail(dir + "/" + f.config_file + ": cannot write");
-    config_file << config->dump(2) << "\n";
+    if (Status s = WriteFileAtomically(dir + "/" + f.config_file, config->dump(2) + "\n"); !s) return s;
     if (layout == Layout::Lit) return WriteTorchSave(dir + "/lit_model.pth", "lit_model", tensors);
     return WriteSafetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
 }

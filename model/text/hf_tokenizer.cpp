@@ -1346,6 +1346,15 @@ Result<int32_t> ReadTokenPair(const json& object, const char* key, const std::st
 
 // The ids the post-processor puts before and after the text (the single template: ssaviz
 // tokenizes one text).
+constexpr size_t kMaxPostProcessorTokens = 1024;
+
+// What the post-processors add, checked as they are read (not once all are: a Sequence of a
+// hundred thousand templates was read, each inserted at the front, in quadratic time).
+Status CheckPostProcessorTokens(size_t count) {
+    if (count <= kMaxPostProcessorTokens) return Ok{};
+    return Fail("post_processor: adds more than " + std::to_string(kMaxPostProcessorTokens) + " tokens to a text");
+}
+
 Status ReadPostProcessor(const json& value, const std::string& where, std::vector<int32_t>* prefix, std::vector<int32_t>* suffix) {
     auto type = ReadType(value, where);
     if (!type) return Fail(type.error());
@@ -1359,6 +1368,7 @@ Status ReadPostProcessor(const json& value, const std::string& where, std::vecto
             if (Status st = ReadPostProcessor((*list)[i], Index(Child(where, "processors"), i), &p, &s); !st) return st;
             prefix->insert(prefix->begin(), p.begin(), p.end());  // a later processor wraps what came before
             suffix->insert(suffix->end(), s.begin(), s.end());
+            if (Status st = CheckPostProcessorTokens(prefix->size() + suffix->size()); !st) return st;
         }
         return Ok{};
     }
@@ -1404,6 +1414,7 @@ Status ReadPostProcessor(const json& value, const std::string& where, std::vecto
                 auto id = ReadId((*ids)[k], Index(Child(entry_where, "ids"), k));
                 if (!id) return Fail(id.error());
                 (seen_a ? after : before).push_back(*id);
+                if (Status st = CheckPostProcessorTokens(before.size() + after.size()); !st) return st;
             }
         }
         if (!seen_a) return Fail(single_where + " does not hold the sequence A");
@@ -1416,7 +1427,6 @@ Status ReadPostProcessor(const json& value, const std::string& where, std::vecto
 
 constexpr size_t kMaxAddedTokenBytes = 512;
 constexpr size_t kMaxAddedBytes = size_t{4} << 20;
-constexpr size_t kMaxPostProcessorTokens = 1024;
 
 Result<std::unique_ptr<BpeModel>> ReadModel(const json& root, const std::string& path) {
     const json* model = Find(root, "model");
@@ -1608,8 +1618,7 @@ Result<std::unique_ptr<Tokenizer>> LoadHfTokenizerJson(const std::string& path) 
     }
     if (Status s = ReadAddedTokens(*root, path, &p, VocabEntries(*root)); !s) return Fail(s.error());
 
-    if (p.prefix.size() + p.suffix.size() > kMaxPostProcessorTokens)
-        return Fail(prefix + "post_processor: adds more than " + std::to_string(kMaxPostProcessorTokens) + " tokens to a text");
+    if (Status s = CheckPostProcessorTokens(p.prefix.size() + p.suffix.size()); !s) return Fail(prefix + s.error());
     int32_t max_id = p.model->MaxId();
     for (const AddedToken& token : p.added) max_id = std::max(max_id, token.id);
     p.vocab_size = static_cast<size_t>(max_id + 1);

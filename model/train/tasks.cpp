@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -186,11 +187,14 @@ std::vector<std::string> PasskeyWords() {
     return words;
 }
 
+// The words a sequence holds besides filler: the key's sentence, the question and the key again.
+int64_t PasskeyMinimumLength() { return static_cast<int64_t>(kKeyIntro.size() + kKeyOutro.size() + kQuestion.size()) + 2 * kKeyDigits; }
+
 // One sequence of exactly `length` words; *answer_at is the index of "?" (whose next five words are the key).
 std::vector<std::string> PasskeySequence(int64_t length, std::mt19937_64& rng, int64_t* answer_at) {
     std::vector<std::string> key;
     for (int s = 1; s <= kKeyDigits; ++s) key.push_back(KeyWord(s, std::uniform_int_distribution<int>(0, 9)(rng)));
-    const int64_t fixed = static_cast<int64_t>(kKeyIntro.size() + kKeyOutro.size() + kQuestion.size()) + 2 * kKeyDigits;
+    const int64_t fixed = PasskeyMinimumLength();
     const int64_t filler_words = std::max<int64_t>(0, length - fixed);
     std::vector<std::string> filler;
     std::vector<size_t> sentence_starts = {0};
@@ -338,6 +342,19 @@ Result<TaskSpec> TaskSpecFromJson(const nlohmann::json& j) {
     } catch (const nlohmann::json::exception& e) {
         return Fail("task spec: " + JsonErrorText(e));
     }
+    // What a file may hold, bounded as train's flags are: a hostile train.json is named, not run
+    // (10^15 passkey samples ran for ever; a val_fraction of 2 underflowed the split).
+    auto outside = [](const char* field, double v, double lo, double hi) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "task.%s %.6g must be from %.6g to %.6g", field, v, lo, hi);
+        return Fail(buf);
+    };
+    if (s.seq_len < 2 || s.seq_len > (int64_t{1} << 20)) return outside("seq_len", static_cast<double>(s.seq_len), 2, 1 << 20);
+    if (s.batch < 1 || s.batch > 65536) return outside("batch", static_cast<double>(s.batch), 1, 65536);
+    if (!(s.val_fraction > 0.0 && s.val_fraction < 1.0)) return outside("val_fraction", s.val_fraction, 0.001, 0.999);
+    if (s.eval_lengths_max < 1 || s.eval_lengths_max > (int64_t{1} << 20))
+        return outside("eval_lengths_max", static_cast<double>(s.eval_lengths_max), 1, 1 << 20);
+    if (s.eval_samples < 1 || s.eval_samples > 100000) return outside("eval_samples", static_cast<double>(s.eval_samples), 1, 100000);
     return s;
 }
 
@@ -402,6 +419,9 @@ Result<std::unique_ptr<TrainingTask>> MakeTask(const TaskSpec& spec, const Token
             return Fail("the graph task needs its own tokenizer (A..H as ids 0..7)");
         task = std::make_unique<GraphTask>();
     } else if (spec.task == "passkey") {
+        if (spec.seq_len < PasskeyMinimumLength())
+            return Fail("seq_len " + std::to_string(spec.seq_len) + " is too short for the passkey task: its sequences hold at least " +
+                        std::to_string(PasskeyMinimumLength()) + " tokens (the key, its sentence and the question)");
         std::map<std::string, int64_t> ids;
         for (const auto& word : PasskeyWords()) {
             auto tokens = tokenizer.Encode(word);

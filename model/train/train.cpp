@@ -541,12 +541,15 @@ Result<nlohmann::json> EvaluateModelFolder(const std::string& dir, const std::st
     auto spec = TaskSpecFromJson(record->value("task", nlohmann::json::object()));
     if (!spec) return Fail(dir + "/train.json: " + spec.error());
     if (!data_override.empty()) spec->data = {data_override};
+    auto gpt = LoadSsaGptFolder(dir, at::kCPU);
+    if (!gpt) return Fail(gpt.error());
+    if (spec->seq_len > gpt->config.n_positions)
+        return Fail(dir + "/train.json: task.seq_len " + std::to_string(spec->seq_len) + " is more than the model's context of " +
+                    std::to_string(gpt->config.n_positions));
     auto tokenizer = LoadTokenizer(dir);
     if (!tokenizer) return Fail(tokenizer.error());
     auto task = MakeTask(*spec, **tokenizer);
     if (!task) return Fail(task.error());
-    auto gpt = LoadSsaGptFolder(dir, at::kCPU);
-    if (!gpt) return Fail(gpt.error());
     return Evaluate(**task, *gpt);
 }
 

@@ -163,7 +163,7 @@ def export_batch(texts, out, model=None, formats=None, client=None, compare="van
     kind, twin_flags = _compare(where, compare)
     spec = _ablate(where, ablate)
     truncate = _bool(where, "truncate", truncate)
-    _ssaviz.check_export(_fs(out), export_flags, where)
+    _ssaviz.check_export(_fs(out), export_flags, where, [name for name, _, _ in items])
     if model is not None and not isinstance(model, (Model, str, os.PathLike)):
         raise TypeError(f"{where}: model must be a Model, a path or None, not {type(model).__name__}")
     devices = _devices(where, devices)

@@ -644,6 +644,27 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
     ExpectOneLineError(Ssaviz({"eval"}), 2, "eval needs --model DIR");
 }
 
+// A train.json whose task eval cannot run is one line naming the field, exit 3: 10^15 passkey
+// samples ran for ever, a val_fraction of 2 or a seq_len past the context was an internal error.
+TEST(CliTrain, EvalNamesAHostileTaskField) {
+    const std::string dir = Scratch("eval_hostile");
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    fs::copy(kBundled + "/passkey/ssa", dir + "/passkey");
+    fs::copy(kBundled + "/english/ssa", dir + "/english");
+    auto with = [&](const std::string& model, const char* field, json value) {  // the bundled train.json with one field changed
+        json j = json::parse(ReadFile(kBundled + "/" + model + "/ssa/train.json"));
+        j["task"][field] = value;
+        std::ofstream(dir + "/" + model + "/train.json") << j.dump();
+        return Ssaviz({"eval", "--model", dir + "/" + model});
+    };
+    ExpectOneLineError(with("passkey", "eval_samples", 1000000000000000LL), 3, "task.eval_samples 1e+15 must be from 1 to 100000");
+    ExpectOneLineError(with("passkey", "eval_samples", 0), 3, "task.eval_samples 0 must be from 1");
+    ExpectOneLineError(with("passkey", "seq_len", 3), 3, "seq_len 3 is too short for the passkey task");
+    ExpectOneLineError(with("english", "val_fraction", 2.0), 3, "task.val_fraction 2 must be from");
+    ExpectOneLineError(with("english", "seq_len", 100000), 3, "task.seq_len 100000 is more than the model's context of");
+}
+
 // The graph experiment end to end through the binary: train, then eval re-scores what was saved.
 TEST(CliTrain, TrainThenEvalAgree) {
     const std::string out = Scratch("train_graph");

@@ -171,6 +171,60 @@ TEST_F(Cli, BatchTextsCannotTakeTheSummarysPlace) {
                        "deep.jsonl:1: not a JSON object");
 }
 
+// A link (or a file) where a text's sub-folder goes is refused before the model runs: the batch
+// wrote through a link there, over the link target's files.
+TEST_F(Cli, ABatchNeverWritesThroughALinkAtATextsFolder) {
+    const std::string dir = Fresh("batch_link"), out = dir + "/out", victim = dir + "/victim";
+    fs::create_directories(victim);
+    fs::create_directories(out);
+    std::ofstream(victim + "/metrics.json") << "precious";
+    fs::create_directory_symlink("../victim", out + "/mine");
+    std::ofstream(dir + "/texts.jsonl") << R"({"name": "fine", "text": "one text"})" << "\n"
+                                        << R"({"name": "mine", "text": "another text"})" << "\n";
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text-file", dir + "/texts.jsonl", "--batch", "--out", out, "--format", "json"}), 1,
+                       "out/mine' is a symbolic link");
+    EXPECT_EQ(ReadFile(victim + "/metrics.json"), "precious");
+    EXPECT_EQ(std::distance(fs::directory_iterator(victim), fs::directory_iterator()), 1);
+    EXPECT_FALSE(fs::exists(out + "/fine")) << "nothing is written when a text's place is refused";
+    fs::remove(out + "/mine");
+    std::ofstream(out + "/text_0001") << "a file of the user's";
+    std::ofstream(dir + "/plain.txt") << "a plain text\n";
+    ExpectOneLineError(Ssaviz({"export", "--model", dir + "/no-model", "--text-file", dir + "/plain.txt", "--batch", "--out", out}), 1,
+                       "text_0001");
+    EXPECT_EQ(ReadFile(out + "/text_0001"), "a file of the user's");
+}
+
+// init-random writes each file to a new name and renames it over its place: a link there is
+// replaced, its target untouched (it copied the tokenizer and wrote config.json and the weights
+// through links). A tokenizer folder of a tokenizer.model (or a tokenizer.json) is copied as it is
+// (only GPT-2's pair was, so any other failed, leaving an empty --out).
+TEST_F(Cli, InitRandomNeverWritesThroughALinkAndTakesAnyTokenizer) {
+    const std::string dir = Fresh("init_links"), out = dir + "/out", victim = dir + "/victim";
+    fs::create_directories(victim);
+    fs::create_directories(out);
+    for (const char* name : {"config.json", "model.safetensors", "vocab.json", "merges.txt"}) {
+        std::ofstream(victim + "/" + name) << "precious";
+        fs::create_symlink("../victim/" + std::string(name), out + "/" + name);
+    }
+    Outcome r = Ssaviz({"init-random", "--out", out, "--layers", "1", "--heads", "2", "--embd", "16", "--positions", "32"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* name : {"config.json", "model.safetensors", "vocab.json", "merges.txt"}) {
+        EXPECT_EQ(ReadFile(victim + "/" + name), "precious") << name;
+        EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(out + "/" + name))) << name;
+    }
+    EXPECT_EQ(Ssaviz({"info", "--model", out}).code, 0);
+    const std::string passkey = std::string(SSAVIZ_SOURCE_DIR) + "/assets/models/passkey/ssa";
+    r = Ssaviz({"init-random", "--out", dir + "/sp", "--tokenizer", passkey, "--layers", "1", "--heads", "2", "--embd", "16", "--positions", "32"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(ReadFile(dir + "/sp/tokenizer.model"), ReadFile(passkey + "/tokenizer.model"));
+    r = Ssaviz({"tokenize", "--model", dir + "/sp", "--text", "the key is 12345"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, Ssaviz({"tokenize", "--model", passkey, "--text", "the key is 12345"}).out);
+    // A tokenizer folder without tokenizer files: one line, and no --out left behind.
+    ExpectOneLineError(Ssaviz({"init-random", "--out", dir + "/none", "--tokenizer", victim}), 3, "");
+    EXPECT_FALSE(fs::exists(dir + "/none"));
+}
+
 TEST_F(Cli, SizesThatCannotBeBuiltAreRefusedUpFront) {
     const std::string dir = Fresh("sizes");
     ExpectOneLineError(Ssaviz({"init-random", "--out", dir + "/a", "--embd", "1048576"}), 2, "of weights, more than");

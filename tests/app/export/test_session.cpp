@@ -424,6 +424,15 @@ TEST(ExportCommandLine, KeepsTheComparisonTheWhatIfsAndHowTheModelOpened) {
     EXPECT_EQ(o.compare.base_dir, "/models/base");
 }
 
+// What generate prints of a model's text: line breaks, tabs and any UTF-8 kept, every other control
+// character (C0, DEL, the C1 range U+0080..U+009F) inert.
+TEST(TerminalText, KeepsTextAndMakesControlsInert) {
+    EXPECT_EQ(app::TerminalText("caf\xC3\xA9\tline\nnext \xE2\x82\xAC"), "caf\xC3\xA9\tline\nnext \xE2\x82\xAC");
+    EXPECT_EQ(app::TerminalText("\x1B[2J\x1B[31mHACK\x07\r\x7F"), "\\x1B[2J\\x1B[31mHACK\\x07\\x0D\\x7F");
+    EXPECT_EQ(app::TerminalText("a\xC2\x9B" "31m b\xC2\xA0"), "a\\x9B" "31m b\xC2\xA0");  // CSI as one character; NBSP kept
+    EXPECT_EQ(app::TerminalText(std::string("nul\0end", 7)), "nul\\x00end");
+}
+
 // Keyword arguments (a scripting front end's): a flag by name with a string value.
 TEST(Flags, ApplyByNameChecksLikeTheCommandLine) {
     app::CommandOptions o;

@@ -4,6 +4,7 @@ LocalCluster of two worker processes the same files and a summary equal to the s
 import filecmp
 import json
 import math
+import os
 import warnings
 
 import numpy as np
@@ -104,6 +105,21 @@ def test_bad_devices_for_the_workers(tmp_path):
     with pytest.raises(ValueError, match="without a client, load the model on the device"):
         ssaviz.export_batch(TEXTS[:1], out, model=SMALL, devices=["cpu"])
     assert not out.exists()
+
+
+def test_a_link_at_a_texts_folder_is_refused(tmp_path):
+    """A link where a text's sub-folder goes is refused before any text runs, never written through."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "metrics.json").write_text("precious")
+    out = tmp_path / "out"
+    out.mkdir()
+    os.symlink(victim, out / "mine")
+    with pytest.raises(OSError, match="mine' is a symbolic link"):
+        ssaviz.export_batch([{"name": "fine", "text": "one text"}, {"name": "mine", "text": "hi there"}], out, model=SMALL,
+                            formats=["json"])
+    assert sorted(os.listdir(victim)) == ["metrics.json"] and (victim / "metrics.json").read_text() == "precious"
+    assert sorted(os.listdir(out)) == ["mine"]
 
 
 def close(a, b):

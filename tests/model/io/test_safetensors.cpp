@@ -22,6 +22,7 @@
 #include "model/nn/analysis.h"
 #include "model/io/config.h"
 #include "model/io/safetensors.h"
+#include "model/io/weights.h"
 
 namespace {
 
@@ -124,6 +125,26 @@ TEST(SafetensorsParse, HeaderPaddedWithSpaces) {
     auto r = Parse(Bytes(R"({"w": {"dtype": "U8", "shape": [3], "data_offsets": [0, 3]}}     )", 3));
     ASSERT_TRUE(r.ok()) << r.error();
     EXPECT_EQ(r->tensors.size(), 1u);
+}
+
+// A header whose length's low byte is 0x80 (128, 384, 1152 bytes: a pickle's PROTO opcode, as a
+// legacy torch.save file begins) is a safetensors file all the same: its header follows at byte 8.
+// Such files were refused as legacy torch.save files, ssaviz's own trainer's among them.
+TEST(SafetensorsParse, AHeaderLengthThatLooksLikeAPickleIsStillSafetensors) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/safetensors_0x80";
+    fs::create_directories(dir);
+    for (size_t length : {size_t{128}, size_t{384}, size_t{1152}}) {
+        std::string header = R"({"w": {"dtype": "U8", "shape": [3], "data_offsets": [0, 3]}})";
+        header.resize(length, ' ');
+        const std::vector<uint8_t> bytes = Bytes(header, 3);
+        ASSERT_EQ(bytes[0], 0x80);
+        const std::string path = dir + "/w" + std::to_string(length) + ".safetensors";
+        std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+        auto w = model::OpenWeights(path);
+        ASSERT_TRUE(w.ok()) << length << ": " << w.error();
+        EXPECT_EQ(w->format, "safetensors");
+        EXPECT_EQ(w->tensors.size(), 1u);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

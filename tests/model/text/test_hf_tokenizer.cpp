@@ -391,6 +391,17 @@ TEST_F(SmallTokenizer, ComponentsItCannotRunAreRefused) {
     refused({{"post_processor", {{"type", "TemplateProcessing"}, {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}}}}}},
             "names '<s>', which special_tokens lacks");
     refused({{"post_processor", {{"type", "BertProcessing"}, {"cls", {"[CLS]", 99}}, {"sep", {"[SEP]", 0}}}}}, "id 99 is outside the vocabulary");
+    {  // more than 1,024 added tokens, found as the processors are read (a long Sequence was read in quadratic time)
+        json processors = json::array();
+        for (int i = 0; i < 200000; ++i) processors.push_back({{"type", "RobertaProcessing"}, {"cls", {"a", 0}}, {"sep", {"a", 0}}});
+        refused({{"post_processor", {{"type", "Sequence"}, {"processors", std::move(processors)}}}}, "post_processor: adds more than 1024 tokens");
+        json ids = json::array();
+        for (int i = 0; i < 2000; ++i) ids.push_back(0);
+        refused({{"post_processor", {{"type", "TemplateProcessing"},
+                                     {"single", {{{"SpecialToken", {{"id", "x"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+                                     {"special_tokens", {{"x", {{"id", "x"}, {"ids", ids}, {"tokens", json::array()}}}}}}}},
+                "adds more than 1024 tokens");
+    }
     const auto split = [](const std::string& regex) {
         return json{{"pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}}}};
     };
