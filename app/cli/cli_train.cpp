@@ -1,9 +1,13 @@
 // `ssaviz train` and `ssaviz eval`: the command-line side of model/train.
 #include <malloc.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +28,14 @@ using nlohmann::json;
 void KeepLargeAllocations() {
     mallopt(M_MMAP_THRESHOLD, 1 << 30);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+// Ctrl+C (or SIGTERM) during training: the run stops at its next step and cleans up after itself
+// (its temporary folders; the last checkpoint stays for --resume). A second one kills at once.
+std::atomic<bool> g_interrupted{false};
+extern "C" void OnInterrupt(int signal) {
+    g_interrupted.store(true);
+    std::signal(signal, SIG_DFL);
 }
 
 // Each task's defaults: the experiments' recipes, overridable flag by flag.
@@ -128,7 +140,17 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
             std::fprintf(stderr, "%s%s\n", isatty(fileno(stderr)) ? "\n" : "", line.c_str());
         }
     };
-    auto result = model::Train(o, progress);
+    std::error_code ec;
+    const bool out_existed = std::filesystem::exists(std::filesystem::symlink_status(o.out, ec));
+    g_interrupted.store(false);
+    std::signal(SIGINT, OnInterrupt);
+    std::signal(SIGTERM, OnInterrupt);
+    auto result = model::Train(o, progress, &g_interrupted);
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+    if (!result && !out_existed) ::rmdir(o.out.c_str());  // --out as it was: the folder made for a run that failed goes, if empty
+    if (!result && g_interrupted.load())
+        throw Failure{130, "train interrupted (" + result.error() + "): nothing half-written is left; --resume continues from the last checkpoint"};
     if (!result) throw Failure{kExitBadInput, result.error()};
     const std::string out = model::EscapeForMessage(o.out, 4096);  // a name with an escape sequence stays inert
     for (const char* role : {"ssa", "vanilla"})

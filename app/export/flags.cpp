@@ -48,6 +48,8 @@ std::optional<long long> ParseInteger(const std::string& text, long long lo, lon
 
 std::optional<double> ParseReal(const std::string& text, double lo, double hi) {
     if (text.empty() || text.size() > 64 || std::isspace(static_cast<unsigned char>(text[0]))) return std::nullopt;
+    // Decimal only: strtod also takes hex floats ("0x10" is 16), "inf" and "nan".
+    if (text.find_first_not_of("0123456789.eE+-") != std::string::npos) return std::nullopt;
     char* end = nullptr;
     const double v = std::strtod(text.c_str(), &end);
     if (end != text.c_str() + text.size() || !std::isfinite(v) || v < lo || v > hi) return std::nullopt;
@@ -987,7 +989,7 @@ const json* Find(const json& root, const std::string& key) {
     const json* at = &root;
     std::string where;
     for (const std::string& part : KeyPath(key)) {
-        if (!at->is_object()) Bad("'" + where + "' must be an object");
+        if (!at->is_object()) Bad(where.empty() ? std::string("the session must be a JSON object") : "'" + where + "' must be an object");
         if (!at->contains(part) || at->at(part).is_null()) return nullptr;
         at = &at->at(part);
         where += (where.empty() ? "" : ".") + part;

@@ -73,7 +73,11 @@ public:
     }
 
     Reader Child(const char* key) const { return Reader(Has(key) ? m_j.at(key) : Empty(), m_where + key + "."); }
-    std::string Name(const std::string& key) const { return "'" + m_where + key + "'"; }
+    // "'view.map_zoom'"; the object itself as "the session" (top level) or "'view'" (m_where "view.").
+    std::string Name(const std::string& key) const {
+        if (!key.empty()) return "'" + m_where + key + "'";
+        return m_where.empty() ? "the session" : "'" + m_where.substr(0, m_where.size() - 1) + "'";
+    }
 
 private:
     static const json& Empty() {
@@ -278,7 +282,7 @@ model::Result<Session> SessionFromJson(const json& j) {
         if (!(vs.sink_epsilon > 0 && vs.sink_epsilon < 1)) throw BadKey{"'view.sink_epsilon' must be in (0, 1)"};
         v.ReadEnum("grid_metric", &vs.grid_metric, HeadValueName, HeadValueKeys());
         v.Read("map_zoom", &vs.map_view.zoom);
-        if (!(vs.map_view.zoom >= 1.0f && vs.map_view.zoom <= 1e6f)) throw BadKey{"'view.map_zoom' must be 1 (whole map) or more"};
+        if (!(vs.map_view.zoom >= 1.0f && vs.map_view.zoom <= 1e6f)) throw BadKey{"'view.map_zoom' must be from 1 (the whole map) to 1000000"};
         if (j.contains("view") && j["view"].is_object() && j["view"].contains("map_pan")) {
             const json& pan = j["view"]["map_pan"];
             if (!pan.is_array() || pan.size() != 2 || !pan[0].is_number() || !pan[1].is_number() || !(pan[0].get<double>() >= 0) ||

@@ -5,7 +5,9 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -323,6 +325,10 @@ Status TrainSentencePiece(const std::vector<std::string>& lines, const SentenceP
         {"minloglevel", "2"},
     };
     if (!symbols.empty()) args.emplace_back("user_defined_symbols", symbols);
+    // SentencePiece learns from lines of at most max_sentence_length bytes (longer ones it skips):
+    // a corpus without one is said here, in words, rather than as its assertion.
+    if (std::none_of(lines.begin(), lines.end(), [](const std::string& l) { return !l.empty() && l.size() <= 16384; }))
+        return Fail("the tokenizer learns from lines of at most 16,384 bytes, and the corpus has none (break the text into lines)");
     std::vector<const char*> keys, values, line_ptrs;
     for (const auto& [k, v] : args) keys.push_back(k.c_str()), values.push_back(v.c_str());
     for (const auto& l : lines) line_ptrs.push_back(l.c_str());
@@ -330,8 +336,17 @@ Status TrainSentencePiece(const std::vector<std::string>& lines, const SentenceP
     char error[512] = "";
     if (!shim.train(line_ptrs.data(), line_ptrs.size(), keys.data(), values.data(), keys.size(),
                     [](void* p, const char* bytes, size_t n) { static_cast<std::string*>(p)->assign(bytes, n); }, &model, error,
-                    sizeof error))
-        return Fail("training the SentencePiece tokenizer failed: " + std::string(error));
+                    sizeof error)) {
+        // Its one error a user's flag causes, in the flag's words (its own names --character_coverage,
+        // which is not ssaviz's).
+        unsigned long asked = 0, needed = 0;
+        const char* chars = std::strstr(error, "smaller than required_chars. ");
+        if (chars && std::sscanf(chars + std::strlen("smaller than required_chars. "), "%lu vs %lu", &asked, &needed) == 2)
+            return Fail("--vocab " + std::to_string(asked) + " is smaller than the " + std::to_string(needed) +
+                        " characters of the corpus the tokenizer keeps: give --vocab of at least " + std::to_string(needed) +
+                        ", with room for merges");
+        return Fail("training the SentencePiece tokenizer failed: " + EscapeForMessage(error));
+    }
     std::ofstream out(path, std::ios::binary);
     if (!out.write(model.data(), static_cast<std::streamsize>(model.size()))) return Fail(path + ": cannot write");
     return Ok{};

@@ -372,16 +372,19 @@ Result<Corpus> ReadCorpus(const std::vector<std::string>& paths) {
             files.insert(files.end(), in_dir.begin(), in_dir.end());
         } else if (fs::is_regular_file(p, ec)) {
             files.push_back(p);
+        } else if (fs::exists(p, ec)) {
+            return Fail("--data '" + EscapeForMessage(p) + "' is not a regular file or a folder");
         } else {
-            return Fail("--data '" + p + "': no such file or folder");
+            return Fail("--data '" + EscapeForMessage(p) + "': no such file or folder");
         }
     }
     for (const auto& f : files) {
         auto read = ReadFile(f.string(), kMaxCorpusFileBytes);
         if (!read) return Fail(read.error());
         const std::string& text = *read;
-        if (text.empty() || FindInvalidUtf8(text) != std::string::npos || text.find('\0') != std::string::npos) {
-            corpus.skipped.push_back(f.string() + " (not UTF-8 text)");
+        const size_t bad = std::min(FindInvalidUtf8(text), text.find('\0'));
+        if (text.empty() || bad != std::string::npos) {
+            corpus.skipped.push_back(f.string() + (text.empty() ? " (empty)" : " (not UTF-8 text: byte " + std::to_string(bad) + ")"));
             continue;
         }
         std::string clean;
@@ -391,7 +394,12 @@ Result<Corpus> ReadCorpus(const std::vector<std::string>& paths) {
         corpus.files.push_back(f.string());
         corpus.texts.push_back(std::move(clean));
     }
-    if (corpus.texts.empty()) return Fail("--data: no UTF-8 text files found");
+    if (corpus.texts.empty()) {
+        std::string skipped;  // what was passed over, so that a named file's problem is said
+        for (size_t i = 0; i < corpus.skipped.size() && i < 3; ++i) skipped += (i ? ", " : "") + EscapeForMessage(corpus.skipped[i]);
+        if (corpus.skipped.size() > 3) skipped += " and " + std::to_string(corpus.skipped.size() - 3) + " more";
+        return Fail("--data: no UTF-8 text files found" + (skipped.empty() ? std::string() : " (skipped " + skipped + ")"));
+    }
     return corpus;
 }
 

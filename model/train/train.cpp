@@ -2,12 +2,14 @@
 
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <cstdint>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -272,6 +274,7 @@ struct ResumeState {
     std::string rng;
     double seconds = 0;
     nlohmann::json history = nlohmann::json::array();
+    std::string tokenizer;  // the tokenizer's digest (TokenizerDigest); empty in checkpoints written before it
 };
 
 Result<ResumeState> ReadResumeState(const std::string& path, const nlohmann::json& state, const nlohmann::json& identity) {
@@ -297,7 +300,47 @@ Result<ResumeState> ReadResumeState(const std::string& path, const nlohmann::jso
         if (!state["history"].is_array()) return bad("history", "an array");
         r.history = state["history"];
     }
+    if (state.contains("tokenizer")) {
+        if (!state["tokenizer"].is_string()) return bad("tokenizer", "the tokenizer's digest (a string)");
+        r.tokenizer = state["tokenizer"].get<std::string>();
+    }
     return r;
+}
+
+// The tokenizer's files, as one FNV-1a digest: a run resumes only with the tokenizer its
+// checkpoint was trained with (a text task's is trained again from --data, which may have changed).
+Result<std::string> TokenizerDigest(const std::string& dir) {
+    uint64_t h = 1469598103934665603ULL;
+    auto mix = [&](std::string_view bytes) {
+        for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
+    };
+    for (const char* name : kTokenizerFiles) {
+        const fs::path path = fs::path(dir) / name;
+        std::error_code ec;
+        if (!fs::is_regular_file(fs::symlink_status(path, ec))) continue;
+        auto bytes = ReadFile(path.string(), kMaxTokenizerFileBytes);
+        if (!bytes) return Fail(bytes.error());
+        mix(name);
+        mix(std::string_view("\0", 1));
+        mix(*bytes);
+    }
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    return std::string(hex);
+}
+
+// A checkpoint's side against the run it resumes: the same shape, or the run's flags were changed
+// under it (its state.json kept while the models were replaced).
+Status SameShape(const std::string& where, const ModelConfig& want, const ModelConfig& got) {
+    auto field = [](const char* name, int64_t a) { return std::string(name) + " " + std::to_string(a); };
+    const std::pair<const char*, std::pair<int64_t, int64_t>> fields[] = {
+        {"layers", {want.n_layer, got.n_layer}}, {"heads", {want.n_head, got.n_head}}, {"width", {want.n_embd, got.n_embd}},
+        {"context", {want.n_positions, got.n_positions}}, {"vocabulary", {want.vocab_size, got.vocab_size}}};
+    for (const auto& [name, values] : fields)
+        if (values.first != values.second)
+            return Fail(where + ": a model of " + field(name, values.second) + ", where the run has " + std::to_string(values.first) +
+                        ": not this run's checkpoint (resume with the flags it was trained with, or train anew without --resume)");
+    return Ok{};
 }
 
 }  // namespace
@@ -379,6 +422,7 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
 
     // Tokenizer: given, built in for synthetic tasks, or a SentencePiece model trained on the corpus.
     // A tokenizer made here lives in a temporary folder: each model folder gets its own copy.
+    const bool tokenizer_from_data = o.tokenizer_dir.empty() && o.task.task == "text";
     if (o.tokenizer_dir.empty()) {
         auto made = temps.Beside(o.out + "/tokenizer");
         if (!made) return Fail(made.error());
@@ -400,6 +444,9 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
     }
     auto tokenizer = LoadTokenizer(o.tokenizer_dir);
     if (!tokenizer) return Fail(tokenizer.error());
+    auto digest = TokenizerDigest(o.tokenizer_dir);
+    if (!digest) return Fail(digest.error());
+    const std::string tokenizer_digest = *digest;
     o.config.vocab_size = static_cast<int>((*tokenizer)->VocabSize());
     auto task = MakeTask(o.task, **tokenizer);
     if (!task) return Fail(task.error());
@@ -420,9 +467,17 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
         if (!read) return Fail(checkpoint + "/state.json: missing or not JSON (nothing to resume)");
         auto state = ReadResumeState(checkpoint + "/state.json", *read, RunIdentity(o));
         if (!state) return Fail(state.error());
+        if (state->step > o.steps)
+            return Fail(EscapeForMessage(checkpoint) + " is at step " + std::to_string(state->step) + ", past --steps " + std::to_string(o.steps) +
+                        ": nothing to resume (give --steps of at least " + std::to_string(state->step) + ")");
+        if (!state->tokenizer.empty() && state->tokenizer != tokenizer_digest)
+            return Fail(EscapeForMessage(checkpoint) + " was trained with another tokenizer than this run's" +
+                        (tokenizer_from_data ? std::string(" (made from --data: has the data changed?)") : std::string()) +
+                        "; resume with what it was trained on");
         for (auto& run : runs) {
             auto loaded = LoadSsaGptFolder(checkpoint + "/" + run.role, at::kCPU);
             if (!loaded) return Fail(loaded.error());
+            if (auto same = SameShape(EscapeForMessage(checkpoint + "/" + run.role), run.model.config, loaded->config); !same) return Fail(same.error());
             run.model = std::move(*loaded);
         }
         std::istringstream rng_state(state->rng);
@@ -442,6 +497,7 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
         }
     }
 
+    if (cancel && cancel->load()) return Fail("cancelled before the first step");  // the tokenizer's training is not cut short
     if (o.keep_checkpoints && !o.resume) {  // a new run: the kept steps of an older one go, then step 0
         auto empty = temps.Beside(o.out + "/run");
         if (!empty) return Fail(empty.error());
@@ -494,7 +550,7 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
             std::ostringstream rng_state;
             rng_state << rng;
             nlohmann::json state = {{"identity", RunIdentity(o)}, {"step", step}, {"rng", rng_state.str()},
-                                    {"seconds", p.seconds}, {"history", history}};
+                                    {"seconds", p.seconds}, {"history", history}, {"tokenizer", tokenizer_digest}};
             if (o.keep_checkpoints)
                 if (auto s = SaveRunStep(o, runs, step, (*task)->spec); !s) return Fail(s.error());
             if (auto s = SaveCheckpoint(checkpoint, runs, state); !s) return Fail(s.error());

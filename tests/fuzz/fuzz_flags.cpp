@@ -62,7 +62,7 @@ void FuzzValues(const std::string& text) {
         FUZZ_CHECK(text.size() > digits && text.find_first_not_of("0123456789", digits) == std::string::npos);
     }
     const auto x = app::ParseReal(text, -1e6, 1e6);
-    if (x) FUZZ_CHECK(*x >= -1e6 && *x <= 1e6);
+    if (x) FUZZ_CHECK(*x >= -1e6 && *x <= 1e6 && text.find_first_not_of("0123456789.eE+-") == std::string::npos);
     const auto list = app::ParseIndexList(text, "--layers");
     if (list) FUZZ_CHECK(std::set<int>(list->begin(), list->end()).size() == list->size());
     else CheckOneLine(list.error());

@@ -104,7 +104,11 @@ def _fs(value):
 
 def _path(where, name, value):
     if isinstance(value, (str, _os.PathLike)):
-        return _os.fspath(value)
+        path = _os.fspath(value)
+        # A NUL ends a path for the system: the engine would open what comes before it.
+        if ("\0" if isinstance(path, str) else b"\0") in path:
+            raise ValueError(f"{where}: {name} holds a NUL character, which no path can")
+        return path
     raise ArgumentTypeError(f"{where}: {name} must be a path (str or os.PathLike), not {type(value).__name__}")
 
 
@@ -158,7 +162,7 @@ def _compare(where, value):
     if isinstance(value, Model):
         return value.path, _flags(where, value.flags)
     if isinstance(value, (str, _os.PathLike)):
-        return _os.fspath(value), None
+        return _path(where, "compare", value), None
     keywords = ", ".join(repr(k) for k in _ssaviz.compare_keywords())
     raise ArgumentTypeError(f"{where}: compare must be {keywords}, a Model, a twin's folder or None, not {type(value).__name__}")
 

@@ -665,6 +665,27 @@ TEST(CliTrain, EvalNamesAHostileTaskField) {
     ExpectOneLineError(with("english", "seq_len", 100000), 3, "task.seq_len 100000 is more than the model's context of");
 }
 
+// Ctrl+C during training: the run stops at its next step, removes its temporary folders (they
+// piled up in --out, one a Ctrl+C) and exits 130 with one line; a checkpoint it wrote stays whole.
+TEST(CliTrain, AnInterruptedTrainingCleansUpAfterItself) {
+    const std::string out = Scratch("train_interrupted");
+    fs::remove_all(out);
+    const std::string cmd = "timeout --preserve-status -s INT 3 " + Quote(SSAVIZ_BINARY) + " train --task graph --out " + Quote(out) +
+                            " --steps 1000000 --checkpoint-every 20 >" + Scratch("interrupted.out") + " 2>" + Scratch("interrupted.err") +
+                            " </dev/null";
+    const int status = std::system(cmd.c_str());
+    const std::string err = ReadFile(Scratch("interrupted.err"));
+    ASSERT_TRUE(WIFEXITED(status)) << err;
+    EXPECT_EQ(WEXITSTATUS(status), 130) << err;
+    EXPECT_NE(err.find("ssaviz: train interrupted (cancelled "), std::string::npos) << err;
+    EXPECT_NE(err.find("--resume continues from the last checkpoint"), std::string::npos) << err;
+    for (const auto& entry : fs::directory_iterator(out))
+        EXPECT_NE(entry.path().filename().string()[0], '.') << "left behind: " << entry.path();
+    if (fs::exists(out + "/checkpoint/state.json")) {
+        EXPECT_NO_THROW(json::parse(ReadFile(out + "/checkpoint/state.json")));
+    }
+}
+
 // The graph experiment end to end through the binary: train, then eval re-scores what was saved.
 TEST(CliTrain, TrainThenEvalAgree) {
     const std::string out = Scratch("train_graph");

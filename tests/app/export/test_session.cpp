@@ -550,6 +550,8 @@ TEST(Flags, NumbersMeanOneThing) {
     }
     EXPECT_EQ(app::ParseReal(" 1", 0, 10), std::nullopt);
     EXPECT_EQ(app::ParseReal("nan", 0, 10), std::nullopt);
+    for (const char* text : {"0x10", "0x1p-3", "infinity", "1e3x"}) EXPECT_EQ(app::ParseReal(text, 0, 1e6), std::nullopt) << text;  // decimal only
+    EXPECT_EQ(app::ParseReal("1.5e-3", 0, 10), 1.5e-3);
     app::CommandOptions o;
     auto s = app::ApplyFlag(app::Command::Window, "window", "4294968576x800", &o);
     ASSERT_FALSE(s);

@@ -28,6 +28,9 @@ def raises_like_cli(exc, call, *cli_args):
 
 def test_missing_model_is_file_not_found():
     raises_like_cli(FileNotFoundError, lambda: ssaviz.load("/nonexistent/model"), "info", "--model", "/nonexistent/model")
+    # A NUL ends a path for the system: named, not cut there (it opened what came before it).
+    with pytest.raises(ValueError, match=r"^load\(\): path holds a NUL character"):
+        ssaviz.load(SMALL + "\0x")
 
 
 def test_bad_load_flags(small):
@@ -70,6 +73,8 @@ def test_bad_comparisons_and_ablations(small, tmp_path):
     with pytest.raises(FileNotFoundError):
         small.analyze(TEXT, compare="/nonexistent/twin")
     assert small.analyze(TEXT).comparison_kind == "tau1"
+    with pytest.raises(ValueError, match="compare holds a NUL character"):
+        small.analyze(TEXT, compare=SMALL_TWIN + "\0x")
 
 
 def test_bad_export_and_figure_flags(small, tmp_path):

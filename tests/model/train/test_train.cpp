@@ -172,6 +172,52 @@ TEST(Train, ResumeContinuesBitForBit) {
     auto refused = model::Train(other, nullptr);
     ASSERT_FALSE(refused);
     EXPECT_NE(refused.error().find("other settings"), std::string::npos) << refused.error();
+    // A checkpoint past --steps has nothing to resume (it was taken, and train.json said 5 steps).
+    auto shorter = split;
+    shorter.steps = 5;
+    refused = model::Train(shorter, nullptr);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().find("is at step 20, past --steps 5"), std::string::npos) << refused.error();
+}
+
+// What resuming refuses besides other flags: a tokenizer made from data that changed since the
+// checkpoint (it trained on with other ids), and checkpoint models of another shape than the run's
+// (its models replaced, its state.json kept).
+TEST(Train, ResumeRefusesAnotherTokenizerOrShape) {
+    model::SetComputeThreads(1);
+    const std::string data = Out("resume_data.txt");
+    fs::copy_file(kFortune, data, fs::copy_options::overwrite_existing);
+    auto o = SmallText(Out("resume_refusals"));
+    o.task.data = {data};
+    o.steps = 20;
+    o.eval_every = 0;
+    o.checkpoint_every = 10;
+    std::atomic<bool> stop{false};
+    ASSERT_FALSE(model::Train(o, [&](const model::TrainProgress& p) { stop = p.step >= 10; }, &stop));
+    o.resume = true;
+    {
+        std::ofstream more(data, std::ios::app);
+        for (int i = 0; i < 300; ++i) more << "zebra quokka xylophone jubilee " << i << " wombat kumquat\n";
+    }
+    auto refused = model::Train(o, nullptr);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().find("another tokenizer than this run's (made from --data: has the data changed?)"), std::string::npos)
+        << refused.error();
+    fs::copy_file(kFortune, data, fs::copy_options::overwrite_existing);  // the data it was trained on
+
+    auto wider = SmallText(Out("resume_wider"));
+    wider.config.n_embd = 64;
+    wider.steps = 10;
+    wider.eval_every = 0;
+    wider.checkpoint_every = 10;
+    ASSERT_TRUE(model::Train(wider, nullptr));
+    for (const char* role : {"ssa", "vanilla"}) {
+        fs::remove_all(o.out + "/checkpoint/" + role);
+        fs::copy(wider.out + "/checkpoint/" + role, o.out + "/checkpoint/" + role, fs::copy_options::recursive);
+    }
+    refused = model::Train(o, nullptr);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().find("a model of width 64, where the run has 32"), std::string::npos) << refused.error();
 }
 
 TEST(Train, TwinDiffersOnlyByTemperatures) {
