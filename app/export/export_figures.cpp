@@ -118,7 +118,7 @@ HighlightData MakeHighlight(const model::Analysis& a, const std::string& model_n
                                            : s.highlight_scope == TokenScope::Head ? TemperatureRange(a, *rows, head, offset)
                                                                                     : TemperatureScaleOver(lo + offset, hi + offset);
             d.options.ValueRange = scale.range;
-            d.options.LegendRange = scale.used;  // the half the scale's temperatures reach, as the window's legend
+            d.options.LegendRange = scale.used;  // the part of the scale the temperatures reach, as the window's legend
             d.options.ValueLabel += scale.used.min >= 1.0f   ? " (1: vanilla, white; red above, sharper; none is below 1)"
                                     : scale.used.max <= 1.0f ? " (1: vanilla, white; blue below, flatter; none is above 1)"
                                                              : " (1: vanilla; red above, sharper; blue below, flatter)";

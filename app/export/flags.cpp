@@ -73,18 +73,35 @@ std::optional<std::vector<std::string>> SplitList(const std::string& text) {
 std::string TerminalText(std::string_view text) {
     std::string out;
     out.reserve(text.size());
-    char buf[8];
-    for (size_t i = 0; i < text.size(); ++i) {
-        const auto c = static_cast<unsigned char>(text[i]);
-        if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7F) {
-            std::snprintf(buf, sizeof buf, "\\x%02X", c);
-            out += buf;
-        } else if (c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-                   static_cast<unsigned char>(text[i + 1]) <= 0x9F) {  // U+0080..U+009F, the C1 controls (CSI among them)
-            std::snprintf(buf, sizeof buf, "\\x%02X", static_cast<unsigned char>(text[++i]));
-            out += buf;
+    auto escape = [&](unsigned char c) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\x%02X", c);
+        out += buf;
+    };
+    const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+    for (size_t i = 0; i < text.size();) {
+        const unsigned char c = byte(i);
+        if (c < 0x80) {
+            if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7F) escape(c);
+            else out += static_cast<char>(c);
+            ++i;
+            continue;
+        }
+        // A whole UTF-8 character is kept, save the C1 controls (U+0080..U+009F, CSI among them);
+        // a byte of no character (which a byte-level decoder can leave) is escaped alone, since a
+        // terminal that is not UTF-8 reads 0x9B as CSI.
+        const size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        bool whole = n > 0 && i + n <= text.size();
+        for (size_t k = 1; whole && k < n; ++k) whole = (byte(i + k) & 0xC0) == 0x80;
+        if (!whole) {
+            escape(c);
+            ++i;
+        } else if (c == 0xC2 && byte(i + 1) <= 0x9F) {
+            escape(byte(i + 1));
+            i += 2;
         } else {
-            out += static_cast<char>(c);
+            out.append(text.substr(i, n));
+            i += n;
         }
     }
     return out;
@@ -513,7 +530,8 @@ std::vector<Flag> BuildTable() {
             .InSession(ExactMaps()));
     add(Row({"--colormap"}, "viridis|magma", {C::Export}, "the attention maps' colour map (a difference map is always blue-white-red around 0)",
             [](CommandOptions& o, const FlagValue& v) {
-                auto map = ParseColormap(v.text);
+                // An older session's "diverging" (the differences' map, never an attention map's) reads as viridis.
+                auto map = v.from_session && v.text == "diverging" ? std::optional(viz::Colormap::Viridis) : ParseColormap(v.text);
                 if (!map) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of viridis, magma");
                 o.export_options.figures.colormap = *map;
             },

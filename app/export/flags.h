@@ -178,9 +178,9 @@ std::optional<double> ParseReal(const std::string& text, double lo, double hi);
 
 // A value as a message quotes it: escaped and cut to 40 characters ("'abc...'").
 std::string QuoteForMessage(const std::string& text);
-// Text a model wrote (generate's continuation) made safe to print on a terminal: line breaks and
-// tabs kept, every other control character (C0, DEL, C1) written as \xNN, so a vocabulary's piece
-// cannot clear or recolour the screen.
+// Text a model wrote (generate's continuation) made safe to print on a terminal: line breaks, tabs
+// and whole UTF-8 characters kept, every other control character (C0, DEL, C1) and every byte of no
+// UTF-8 character written as \xNN, so a vocabulary's piece cannot clear or recolour the screen.
 std::string TerminalText(std::string_view text);
 // A comma list's items, each trimmed of spaces; none when the list has no item that is not blank
 // ("", " ", ","), which every list flag reports the same way: "--NAME is empty".

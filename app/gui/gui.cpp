@@ -678,14 +678,16 @@ private:
         if (!ImGui::BeginMenuBar()) return;
         if (ImGui::BeginMenu("File")) {
             if (ImGui::MenuItem("Open model...", "Ctrl+O")) OpenDialogFor(false);
-            // Ctrl+T switches between the two tau = 1 comparisons: it is shown beside the one it goes to.
+            // Ctrl+T switches between the two tau = 1 comparisons: it is shown beside the one it goes to
+            // (as the key decides: RequestGlobalPass(layer_local || compare_unedited), a twin open or not).
             const bool global_shown = !m_state.twin && !m_state.layer_local && !m_state.compare_unedited;
-            if (ImGui::MenuItem("Compare with tau=1, whole pass", global_shown ? nullptr : "Ctrl+T", global_shown))
+            const bool key_goes_global = m_state.layer_local || m_state.compare_unedited;
+            if (ImGui::MenuItem("Compare with tau=1, whole pass", key_goes_global ? "Ctrl+T" : nullptr, global_shown))
                 m_state.RequestGlobalPass(true);
             if (ImGui::IsItemHovered())
                 ImGui::SetTooltip("Ctrl+T. The same weights with tau_q = tau_v = 1 everywhere. A whole second forward pass: from layer 1 on\n"
                                   "its heads read a different residual stream, so a later layer's difference is not its temperatures alone.");
-            if (ImGui::MenuItem("Compare with tau=1, layer by layer", global_shown ? "Ctrl+T" : nullptr,
+            if (ImGui::MenuItem("Compare with tau=1, layer by layer", key_goes_global ? nullptr : "Ctrl+T",
                                 !m_state.twin && m_state.layer_local && !m_state.compare_unedited))
                 m_state.RequestGlobalPass(false);
             if (ImGui::IsItemHovered())

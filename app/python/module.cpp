@@ -652,7 +652,6 @@ std::pair<std::string, std::string> ExportText(const std::shared_ptr<ModelCore>&
     ExportOptions options = ExportSettings(core->info, out, flags, "export_batch()");
     if (options.lens && !ablate.empty()) throw BadArgument("export_batch(lens=True) runs the model as loaded: not with ablate=");
     options.out_dir = (fs::path(out) / name).string();
-    if (auto s = CheckBatchFolder(out, name); !s) throw WriteFailed(s.error());  // a link there is refused, not written through
     const RunSpec run = RunOf(*core, compare, twin_flags, ablate);
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(core->mutex);
@@ -667,6 +666,7 @@ std::pair<std::string, std::string> ExportText(const std::shared_ptr<ModelCore>&
     if (!lens.sides.empty()) row["lens_loss"] = LensLossByLayer(*lens.sides[0]);
     if (lens.sides.size() > 1) row["lens_loss_compare"] = LensLossByLayer(*lens.sides[1]);
     if (lens.sides.size() > 2) row["lens_loss_base"] = LensLossByLayer(*lens.sides[2]);
+    if (auto s = CheckBatchFolder(out, name); !s) throw WriteFailed(s.error());  // a link made there meanwhile: refused, not written through
     if (auto s = WriteExport(text, *analysis, core->info, options, nullptr, std::move(lens.files)); !s) throw WriteFailed(s.error());
     return {model::JsonText(row), ""};
 }

@@ -107,9 +107,11 @@ Result<std::vector<Intervention>> ParseInterventions(std::string_view spec, int 
             else if (what.size() > 1 && what[0] == 'x') {
                 const std::string number(what.substr(1));
                 char* end = nullptr;
-                const double v = std::strtod(number.c_str(), &end);
-                if (end != number.c_str() + number.size() || !std::isfinite(v) || std::abs(v) > 1e6)
-                    return Fail("--ablate item " + shown + ": the scale is not a finite number");
+                // Decimal only, as every real-valued flag: strtod also takes hex floats and a leading space.
+                const bool decimal = number.find_first_not_of("0123456789.eE+-") == std::string::npos;
+                const double v = decimal ? std::strtod(number.c_str(), &end) : NAN;
+                if (!decimal || end != number.c_str() + number.size() || !std::isfinite(v) || std::abs(v) > 1e6)
+                    return Fail("--ablate item " + shown + ": the scale is not a finite decimal number");
                 x.kind = Intervention::Kind::Scale;
                 x.scale = static_cast<float>(v);
             } else {

@@ -350,8 +350,12 @@ Result<TaskSpec> TaskSpecFromJson(const nlohmann::json& j) {
         return Fail(buf);
     };
     if (s.seq_len < 2 || s.seq_len > (int64_t{1} << 20)) return outside("seq_len", static_cast<double>(s.seq_len), 2, 1 << 20);
-    if (s.batch < 1 || s.batch > 65536) return outside("batch", static_cast<double>(s.batch), 1, 65536);
-    if (!(s.val_fraction > 0.0 && s.val_fraction < 1.0)) return outside("val_fraction", s.val_fraction, 0.001, 0.999);
+    if (s.batch < 1 || s.batch > (int64_t{1} << 20)) return outside("batch", static_cast<double>(s.batch), 1, 1 << 20);  // as --batch
+    if (!(s.val_fraction > 0.0 && s.val_fraction < 1.0)) {
+        char buf[128];
+        std::snprintf(buf, sizeof buf, "task.val_fraction %.6g must be above 0 and below 1", s.val_fraction);
+        return Fail(buf);
+    }
     if (s.eval_lengths_max < 1 || s.eval_lengths_max > (int64_t{1} << 20))
         return outside("eval_lengths_max", static_cast<double>(s.eval_lengths_max), 1, 1 << 20);
     if (s.eval_samples < 1 || s.eval_samples > 100000) return outside("eval_samples", static_cast<double>(s.eval_samples), 1, 100000);

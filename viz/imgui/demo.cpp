@@ -167,7 +167,7 @@ void ShowMap(const char* id, const ShownMap& map, ImVec2 size, int row0 = 0, int
 void SectionColorMaps() {
     ImGui::TextWrapped(
         "SampleColormap(map, t) reads a 256-entry table expanded from a few key colours; Normalize(value, range, log) "
-        "maps a value into t. ColorBar(id, map, range, log, size) draws the bar with its range and round ticks "
+        "maps a value into t. ColorBar(id, what, map, range, log, size) draws the bar with its range and round ticks "
         "(NiceTicks, FormatTick); hover it to read the value at the mouse. ColorBar(..., shown) draws a part of the "
         "range in the range's colours: the last bar, temperatures 1 .. 2.4 on a scale centred at 1 (-0.4 .. 2.4).");
     const float h = ImGui::GetFontSize() * 12.0f, w = ColorBarWidth();

@@ -22,8 +22,8 @@ inline ImU32 ToImU32(Rgba8 c) { return IM_COL32(c.r, c.g, c.b, c.a); }
 // itself is at most 16 px wide). Hovering shows the value under the mouse, named `what` (the
 // quantity: "attention weight", "tau_q").
 void ColorBar(const char* id, const char* what, Colormap map, Range range, bool log_scale, ImVec2 size);
-// The same showing only `shown`, a part of `range`, in the range's colours: a temperature scale's
-// half that the values reach (the scale stays centred at 1, so a colour is one temperature).
+// The same showing only `shown`, a part of `range`, in the range's colours: the part of a
+// temperature scale that the values reach (the scale stays centred at 1, so a colour is one temperature).
 void ColorBar(const char* id, const char* what, Colormap map, Range range, bool log_scale, ImVec2 size, Range shown);
 
 // The width ColorBar() needs for its bar and labels at the current font, for laying out beside a map.

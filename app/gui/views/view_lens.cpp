@@ -458,7 +458,7 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
     }
     if (shown < static_cast<int>(order.size()))
         Caption("the " + std::to_string(shown) + " of " + std::to_string(order.size()) + " heads with the largest " +
-                (by_change ? "change" : "part") + "; `ssaviz export --lens` writes every head's (dla_heads.npy)");
+                (by_change ? "change" : "part") + "; `ssaviz export --lens` writes every head's (dla.npy)");
     const ImVec2 start = ImGui::GetCursorScreenPos();
     for (int k = 0; k < shown; ++k) {
         HeadRef head{order[k] / H, order[k] % H};

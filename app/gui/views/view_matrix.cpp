@@ -102,7 +102,7 @@ void HeadMatrixView::Draw(WindowState& state) {
     // Colours: around 1 for temperatures, around 0 for a difference, else the metric's range.
     viz::Colormap colormap = state.settings.colormap;
     viz::Range range{lo, hi > lo ? hi : lo + 1e-6f};
-    viz::Range shown = range;  // the part of it the colour bar shows: a temperature's half that the heads reach
+    viz::Range shown = range;  // the part of it the colour bar shows: the part of a temperature scale the heads reach
     if (difference) {
         const float d = lo <= hi ? std::max({1e-6f, std::abs(lo), std::abs(hi)}) : 1e-6f;
         range = shown = {-d, d};

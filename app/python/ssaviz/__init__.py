@@ -50,10 +50,8 @@ def _flag_value(where, name, value):
         return str(int(value))
     if isinstance(value, _Real):
         return repr(float(value))
-    if isinstance(value, str):
-        return _fs(value)
-    if isinstance(value, _os.PathLike):
-        return _fs(value)
+    if isinstance(value, (str, _os.PathLike)):
+        return _fs(_path(where, name + "=", value))  # a NUL would cut a path (config=, tokenizer=) short
     if isinstance(value, (list, tuple, range)):
         return ",".join(_flag_value(where, name, v) for v in value)
     raise ArgumentTypeError(f"{where}: {name}= takes a string, number, bool or list, not {type(value).__name__}")
@@ -152,7 +150,7 @@ def _base_arg(where, compare, base):
         raise ValueError(f"{where}: base= goes with compare=\"base\", not compare={compare!r}")
     if not isinstance(base, (str, _os.PathLike, Model)):
         raise ArgumentTypeError(f"{where}: base must be a folder, a checkpoint or a Model, not {type(base).__name__}")
-    return "base", base.path if isinstance(base, Model) else _os.fspath(base)
+    return "base", base.path if isinstance(base, Model) else _path(where, "base", base)
 
 
 def _compare(where, value):

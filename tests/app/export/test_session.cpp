@@ -424,6 +424,17 @@ TEST(ExportCommandLine, KeepsTheComparisonTheWhatIfsAndHowTheModelOpened) {
     EXPECT_EQ(o.compare.base_dir, "/models/base");
 }
 
+// "diverging" is the difference maps' own colour map: the command line refuses it for attention
+// maps, and an older session that holds it opens with viridis (in view and export alike).
+TEST(Sessions, AnOlderSessionsDivergingColourMapReadsAsViridis) {
+    auto s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"colormap", "diverging"}}}, {"export", {{"colormap", "diverging"}}}});
+    ASSERT_TRUE(s) << s.error();
+    EXPECT_EQ(s->settings.colormap, viz::Colormap::Viridis);
+    EXPECT_EQ(s->export_options.figures.colormap, viz::Colormap::Viridis);
+    app::CommandOptions o;
+    EXPECT_FALSE(app::ApplyFlag(app::Command::Export, "colormap", "diverging", &o));
+}
+
 // What generate prints of a model's text: line breaks, tabs and any UTF-8 kept, every other control
 // character (C0, DEL, the C1 range U+0080..U+009F) inert.
 TEST(TerminalText, KeepsTextAndMakesControlsInert) {
@@ -431,6 +442,9 @@ TEST(TerminalText, KeepsTextAndMakesControlsInert) {
     EXPECT_EQ(app::TerminalText("\x1B[2J\x1B[31mHACK\x07\r\x7F"), "\\x1B[2J\\x1B[31mHACK\\x07\\x0D\\x7F");
     EXPECT_EQ(app::TerminalText("a\xC2\x9B" "31m b\xC2\xA0"), "a\\x9B" "31m b\xC2\xA0");  // CSI as one character; NBSP kept
     EXPECT_EQ(app::TerminalText(std::string("nul\0end", 7)), "nul\\x00end");
+    // A byte of no UTF-8 character alone (a lone 0x9B is CSI to a terminal that is not UTF-8), a
+    // character cut short at the end too; whole characters of every length kept.
+    EXPECT_EQ(app::TerminalText("a\x9B" "31m \xE2\x82 \xF0\x9F\x98\x80 \xC3"), "a\\x9B" "31m \\xE2\\x82 \xF0\x9F\x98\x80 \\xC3");
 }
 
 // Keyword arguments (a scripting front end's): a flag by name with a string value.

@@ -31,6 +31,8 @@ def test_missing_model_is_file_not_found():
     # A NUL ends a path for the system: named, not cut there (it opened what came before it).
     with pytest.raises(ValueError, match=r"^load\(\): path holds a NUL character"):
         ssaviz.load(SMALL + "\0x")
+    with pytest.raises(ValueError, match=r"^load\(\): config= holds a NUL character"):
+        ssaviz.load(SMALL, config=SMALL + "/config.json\0x")
 
 
 def test_bad_load_flags(small):

@@ -186,6 +186,7 @@ TEST(Train, ResumeContinuesBitForBit) {
 TEST(Train, ResumeRefusesAnotherTokenizerOrShape) {
     model::SetComputeThreads(1);
     const std::string data = Out("resume_data.txt");
+    fs::create_directories(fs::path(data).parent_path());  // run alone, no other test has made it
     fs::copy_file(kFortune, data, fs::copy_options::overwrite_existing);
     auto o = SmallText(Out("resume_refusals"));
     o.task.data = {data};
