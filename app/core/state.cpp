@@ -138,6 +138,10 @@ std::optional<viz::Colormap> ParseColormap(const std::string& name) {
     return std::nullopt;
 }
 
+std::optional<viz::Colormap> ParseSessionColormap(const std::string& name) {
+    return name == "diverging" ? std::optional(viz::Colormap::Viridis) : ParseColormap(name);
+}
+
 float ScopedTokenValue(const model::Analysis& a, const model::RowArray& rows, TokenScope scope, HeadRef head, int i) {
     if (scope == TokenScope::Head) return rows.At(static_cast<int64_t>(head.layer) * a.n_head + head.head, i);
     const int l_begin = scope == TokenScope::LayerMean ? head.layer : 0;

@@ -192,6 +192,9 @@ std::vector<std::string> TokenLabels(const model::Tokenization& tokens);
 const char* ToString(TokenScope scope);
 std::optional<TokenScope> ParseTokenScope(const std::string& name);  // head | layer | model
 std::optional<viz::Colormap> ParseColormap(const std::string& name); // viridis | magma
+// A session's colour map: as ParseColormap, and an older session's "diverging" (the difference
+// maps' own, never an attention map's) as viridis.
+std::optional<viz::Colormap> ParseSessionColormap(const std::string& name);
 
 // Token i's value of an [L, H, T] array in a scope: one head, the mean over the head's layer, or
 // the mean over every head. NaNs are left out of means.

@@ -530,8 +530,7 @@ std::vector<Flag> BuildTable() {
             .InSession(ExactMaps()));
     add(Row({"--colormap"}, "viridis|magma", {C::Export}, "the attention maps' colour map (a difference map is always blue-white-red around 0)",
             [](CommandOptions& o, const FlagValue& v) {
-                // An older session's "diverging" (the differences' map, never an attention map's) reads as viridis.
-                auto map = v.from_session && v.text == "diverging" ? std::optional(viz::Colormap::Viridis) : ParseColormap(v.text);
+                auto map = v.from_session ? ParseSessionColormap(v.text) : ParseColormap(v.text);
                 if (!map) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of viridis, magma");
                 o.export_options.figures.colormap = *map;
             },

@@ -273,9 +273,7 @@ model::Result<Session> SessionFromJson(const json& j) {
         if (s.query < -1) throw BadKey{"'query' must be -1 (none) or a token index"};
         const Reader v = r.Child("view");
         ViewSettings& vs = s.settings;
-        // "diverging" is the differences' own map, never an attention map's: an older session's reads as viridis.
-        v.ReadEnum("colormap", &vs.colormap, [](const std::string& name) { return name == "diverging" ? std::optional(viz::Colormap::Viridis) : ParseColormap(name); },
-                   "viridis, magma");
+        v.ReadEnum("colormap", &vs.colormap, ParseSessionColormap, "viridis, magma");
         v.Read("log_scale", &vs.log_scale);
         v.ReadEnum("map", &vs.map_mode, ParseMapMode, "ssa, compare, diff, base, base_diff");
         v.ReadEnum("token_color", &vs.token_color, ParseTokenColor, TokenColorKeys());
