@@ -244,12 +244,12 @@ Status SaveCheckpoint(const std::string& dir, std::vector<Run>& runs, const nloh
     return ReplaceFolder(*tmp, dir, OwnedCheckpoint);
 }
 
-// One step of a kept run: each side's weights as a model folder out/run/ROLE/checkpoint-STEP/,
+// One step of a kept run: each side's weights as a model folder FOLDER/ROLE/checkpoint-STEP/,
 // in the storage dtype, with the tokenizer and a train.json naming the step (so `ssaviz eval`
 // scores it too).
-Status SaveRunStep(const TrainOptions& o, const std::vector<Run>& runs, int64_t step, const nlohmann::json& task) {
+Status SaveRunStep(const TrainOptions& o, const std::string& folder, const std::vector<Run>& runs, int64_t step, const nlohmann::json& task) {
     for (const Run& run : runs) {
-        const std::string side = o.out + "/run/" + run.role;
+        const std::string side = folder + "/" + run.role;
         std::error_code ec;
         if (!fs::is_directory(fs::symlink_status(side, ec))) fs::create_directory(side, ec);
         if (ec) return Fail(Shown(side) + ": cannot create (" + ec.message() + ")");
@@ -391,7 +391,8 @@ Status CheckTrainOutput(const TrainOptions& o) {
     for (const std::string& role : roles)
         if (auto s = CheckReplaceableFolder(o.out + "/" + role, [&](const std::string& d) { return OwnedModelFolder(d, role); }); !s) return s;
     if (o.keep_checkpoints)
-        if (auto s = CheckReplaceableFolder(o.out + "/run", OwnedRun); !s) return s;
+        for (const char* run : {"/run", "/run.new"})
+            if (auto s = CheckReplaceableFolder(o.out + run, OwnedRun); !s) return s;
     return CheckReplaceableFolder(o.out + "/checkpoint", OwnedCheckpoint);
 }
 
@@ -498,11 +499,24 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
     }
 
     if (cancel && cancel->load()) return Fail("cancelled before the first step");  // the tokenizer's training is not cut short
-    if (o.keep_checkpoints && !o.resume) {  // a new run: the kept steps of an older one go, then step 0
-        auto empty = temps.Beside(o.out + "/run");
-        if (!empty) return Fail(empty.error());
-        if (auto s = ReplaceFolder(*empty, o.out + "/run", OwnedRun); !s) return Fail(s.error());
-        if (auto s = SaveRunStep(o, runs, 0, (*task)->spec); !s) return Fail(s.error());
+    // The kept steps of a new run go to run.new/ (an unfinished new run's left there is replaced)
+    // and take run/'s place only when the run ends, so an older run's stay whole until then; a
+    // resumed run continues where its steps are.
+    const std::string kept = o.out + "/run", staged = o.out + "/run.new";
+    std::string steps_folder = kept;
+    if (o.keep_checkpoints) {
+        std::error_code ec;
+        const bool unfinished = fs::is_directory(fs::symlink_status(staged, ec));
+        if (!o.resume || unfinished) steps_folder = staged;
+        if (!o.resume) {
+            auto empty = temps.Beside(staged);
+            if (!empty) return Fail(empty.error());
+            if (auto s = ReplaceFolder(*empty, staged, OwnedRun); !s) return Fail(s.error());
+            if (auto s = SaveRunStep(o, staged, runs, 0, (*task)->spec); !s) return Fail(s.error());
+        } else if (!fs::is_directory(fs::symlink_status(steps_folder, ec))) {
+            fs::create_directory(steps_folder, ec);  // a run trained without --keep-checkpoints keeps its steps from here on
+            if (ec) return Fail(Shown(steps_folder) + ": cannot create (" + ec.message() + ")");
+        }
     }
 
     const auto t0 = std::chrono::steady_clock::now();
@@ -552,7 +566,7 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
             nlohmann::json state = {{"identity", RunIdentity(o)}, {"step", step}, {"rng", rng_state.str()},
                                     {"seconds", p.seconds}, {"history", history}, {"tokenizer", tokenizer_digest}};
             if (o.keep_checkpoints)
-                if (auto s = SaveRunStep(o, runs, step, (*task)->spec); !s) return Fail(s.error());
+                if (auto s = SaveRunStep(o, steps_folder, runs, step, (*task)->spec); !s) return Fail(s.error());
             if (auto s = SaveCheckpoint(checkpoint, runs, state); !s) return Fail(s.error());
         }
         if (progress) progress(p);
@@ -588,6 +602,8 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
         if (auto s = ReplaceFolder(written[role], o.out + "/" + role, [&](const std::string& d) { return OwnedModelFolder(d, role); }); !s)
             return Fail(s.error());
     }
+    if (o.keep_checkpoints && steps_folder == staged)
+        if (auto s = ReplaceFolder(staged, kept, OwnedRun); !s) return Fail(s.error());
     return final_eval;
 }
 

@@ -57,7 +57,8 @@ SsaGpt InitSsaGpt(const ModelConfig& config, uint64_t seed, bool zero_positions 
 
 // What train writes in options.out: ssa/, vanilla/ (each a model folder), checkpoint/ and with
 // keep_checkpoints run/ (run/ssa/checkpoint-N/ and run/vanilla/checkpoint-N/, model folders a
-// run's timeline opens: `ssaviz --run out/run/ssa --compare-run out/run/vanilla`). Each is
+// run's timeline opens: `ssaviz --run out/run/ssa --compare-run out/run/vanilla`; a new run keeps
+// them in run.new/ until it ends, a resumed one where they are). Each is
 // written under a temporary name and renamed into place, and must be absent or a folder train
 // wrote (its own files only, with train.json's "role" or state.json's "identity"; an empty folder
 // too): a link, a file, or a folder holding anything else is refused, naming it, and never

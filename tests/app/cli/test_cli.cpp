@@ -683,7 +683,7 @@ TEST(CliTrain, AnInterruptedTrainingCleansUpAfterItself) {
         dup2(null, 1);
         dup2(err, 2);
         execl(SSAVIZ_BINARY, SSAVIZ_BINARY, "train", "--task", "graph", "--out", out.c_str(), "--steps", "1000000", "--checkpoint-every",
-              "20", static_cast<char*>(nullptr));
+              "20", "--keep-checkpoints", static_cast<char*>(nullptr));
         _exit(127);
     }
     for (int waited = 0; waited < 1200 && !fs::exists(out + "/checkpoint/state.json"); ++waited) usleep(100000);
@@ -697,6 +697,8 @@ TEST(CliTrain, AnInterruptedTrainingCleansUpAfterItself) {
     EXPECT_EQ(WEXITSTATUS(status), 130) << err;
     EXPECT_NE(err.find("ssaviz: train interrupted (cancelled at step "), std::string::npos) << err;
     EXPECT_NE(err.find("--resume continues from the last checkpoint"), std::string::npos) << err;
+    EXPECT_NE(err.find("the steps kept so far are in " + out + "/run.new"), std::string::npos) << err;
+    EXPECT_TRUE(fs::exists(out + "/run.new/ssa/checkpoint-20/model.safetensors"));
     for (const auto& entry : fs::directory_iterator(out))
         EXPECT_NE(entry.path().filename().string()[0], '.') << "left behind: " << entry.path();
     EXPECT_NO_THROW(json::parse(ReadFile(out + "/checkpoint/state.json")));

@@ -306,13 +306,36 @@ TEST(Train, KeptCheckpointsAreARun) {
     split.out = Out("kept_split");
     std::atomic<bool> stop{false};
     ASSERT_FALSE(model::Train(split, [&](const model::TrainProgress& p) { stop = p.step >= 15; }, &stop));
-    EXPECT_FALSE(fs::exists(split.out + "/run/ssa/checkpoint-20"));
+    EXPECT_TRUE(fs::exists(split.out + "/run.new/ssa/checkpoint-10")) << "an unfinished run's steps wait in run.new/";
+    EXPECT_FALSE(fs::exists(split.out + "/run.new/ssa/checkpoint-20"));
+    EXPECT_FALSE(fs::exists(split.out + "/run"));
     split.resume = true;
     auto resumed = model::Train(split, nullptr);
     ASSERT_TRUE(resumed) << resumed.error();
+    EXPECT_FALSE(fs::exists(split.out + "/run.new"));
     for (const char* step : {"checkpoint-0", "checkpoint-10", "checkpoint-20", "checkpoint-30"})
         EXPECT_EQ(Bytes(o.out + "/run/ssa/" + step + "/model.safetensors"), Bytes(split.out + "/run/ssa/" + step + "/model.safetensors"))
             << step;
+
+    // A new run into the same folder leaves the older run's steps whole until it ends: stopped
+    // half-way, run/ is the older run's, byte for byte; finished, run/ is its own.
+    const std::string older = Bytes(split.out + "/run/ssa/checkpoint-30/model.safetensors");
+    auto other = split;
+    other.resume = false;
+    other.seed = o.seed + 1;
+    stop = false;
+    ASSERT_FALSE(model::Train(other, [&](const model::TrainProgress& p) { stop = p.step >= 15; }, &stop));
+    EXPECT_EQ(Bytes(split.out + "/run/ssa/checkpoint-30/model.safetensors"), older);
+    EXPECT_TRUE(fs::exists(split.out + "/run/ssa/checkpoint-20"));
+    EXPECT_TRUE(fs::exists(split.out + "/run.new/vanilla/checkpoint-10"));
+    other.steps = 20;  // a new run again (not a resume): the unfinished run.new/ is replaced, step 0 on
+    other.checkpoint_every = 20;
+    auto finished = model::Train(other, nullptr);
+    ASSERT_TRUE(finished) << finished.error();
+    EXPECT_FALSE(fs::exists(split.out + "/run.new"));
+    EXPECT_FALSE(fs::exists(split.out + "/run/ssa/checkpoint-10")) << "the older run's steps and the unfinished run's are gone";
+    EXPECT_FALSE(fs::exists(split.out + "/run/ssa/checkpoint-30"));
+    EXPECT_EQ(Bytes(split.out + "/run/ssa/checkpoint-20/model.safetensors"), Bytes(split.out + "/ssa/model.safetensors"));
 
     std::ofstream(o.out + "/run/ssa/notes.txt") << "mine";
     auto refused = model::Train(o, nullptr);
