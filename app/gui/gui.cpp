@@ -422,8 +422,12 @@ public:
             ImGui::TableNextColumn();
             if (ImGui::BeginChild("##right", column)) {
                 // Tabs narrower than their names show them on hover; the list button at the left
-                // names them all, and Ctrl+PageUp / PageDown step through them.
-                if (ImGui::BeginTabBar("##right_tabs", ImGuiTabBarFlags_TabListPopupButton)) {
+                // names them all, and Ctrl+PageUp / PageDown step through them. A pane too narrow
+                // for even a few letters a tab scrolls whole names instead (arrows at the right).
+                constexpr int kRightTabs = 10;
+                const bool narrow = ImGui::GetContentRegionAvail().x < kRightTabs * 3.0f * ImGui::GetFontSize();
+                if (ImGui::BeginTabBar("##right_tabs", ImGuiTabBarFlags_TabListPopupButton |
+                                                           (narrow ? ImGuiTabBarFlags_FittingPolicyScroll : ImGuiTabBarFlags_FittingPolicyResizeDown))) {
                     // A session (or --show TAB) opens its tab once; after that the user's clicks rule.
                     const bool apply = std::exchange(m_apply_tab, false);
                     auto tab = [&](const char* name, auto&& draw) {
