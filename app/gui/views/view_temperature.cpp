@@ -138,11 +138,14 @@ void TemperatureView::Draw(WindowState& state) {
     const std::vector<float> y_ticks = viz::NiceTicks({lo, hi}, false, 5);
     float axis_w = 0;
     for (float v : y_ticks) axis_w = std::max(axis_w, ImGui::CalcTextSize(viz::FormatTick(v).c_str()).x);
-    const ImVec2 p0(origin.x + axis_w + 8.0f, origin.y + 4.0f), p1(origin.x + avail.x - 8.0f, origin.y + h);
+    // The layers' labels in a margin at the right, off the data.
+    const float label_w = every_layer ? ImGui::CalcTextSize(("L" + std::to_string(slopes->size() - 1)).c_str()).x + 8.0f : 0.0f;
+    const ImVec2 p0(origin.x + axis_w + 8.0f, origin.y + 4.0f), p1(origin.x + avail.x - 8.0f - label_w, origin.y + h);
     if (p1.x - p0.x < 40 || p1.y - p0.y < 40) return;
+    constexpr float kInset = 6.0f;  // the first and last positions' points whole inside the frame
     auto x_of = [&](float i) {  // position i counted from 1
         const float t = m_log_x ? std::log(i) / std::log(std::max(2.0f, static_cast<float>(T))) : (i - 1) / std::max(1.0f, T - 1.0f);
-        return p0.x + t * (p1.x - p0.x);
+        return p0.x + kInset + t * (p1.x - p0.x - 2 * kInset);
     };
     auto y_of = [&](float v) { return p1.y - (v - lo) / (hi - lo) * (p1.y - p0.y); };
     ImDrawList* draw = ImGui::GetWindowDrawList();
@@ -200,8 +203,8 @@ void TemperatureView::Draw(WindowState& state) {
         draw->AddPolyline(curve.data(), static_cast<int>(curve.size()), IM_COL32(120, 190, 255, 255), 0, 2.5f);
         draw->PopClipRect();
     }
-    // Every layer's learned position term, coloured by layer and labelled at the right end (the
-    // labels drawn over the points, below).
+    // Every layer's learned position term, coloured by layer and labelled in the margin at the
+    // right (drawn after the points, below).
     struct LayerLabel {
         ImVec2 pos;
         ImU32 color;
@@ -209,10 +212,11 @@ void TemperatureView::Draw(WindowState& state) {
     };
     std::vector<LayerLabel> layer_labels;
     if (every_layer) {
-        draw->PushClipRect(p0, ImVec2(p1.x + 200.0f, p1.y), true);
+        draw->PushClipRect(p0, p1, true);
         const int L = static_cast<int>(slopes->size());
-        std::vector<float> label_y;  // each layer's label above its line's end, moved apart where they would overlap
-        for (int l = 0; l < L; ++l) label_y.push_back(y_of(1.0f + (*slopes)[l].s.back() * std::log(static_cast<float>(std::max(2, T)))) - line);
+        std::vector<float> label_y;  // each layer's label beside its line's end, moved apart where they would overlap
+        for (int l = 0; l < L; ++l)
+            label_y.push_back(y_of(1.0f + (*slopes)[l].s.back() * std::log(static_cast<float>(std::max(2, T)))) - line * 0.5f);
         label_y = viz::SpreadLabels(label_y, line, p0.y, p1.y - line);
         for (int l = 0; l < L; ++l) {
             const viz::Rgba8 c = viz::SampleColormap(viz::Colormap::Viridis, LayerShade(l, L));
@@ -228,7 +232,7 @@ void TemperatureView::Draw(WindowState& state) {
                 draw->AddPolyline(curve.data(), static_cast<int>(curve.size()), color, 0, l == state.selected.layer ? 2.0f : 1.0f);
             }
             const std::string label = "L" + std::to_string(l);
-            layer_labels.push_back({ImVec2(p1.x - ImGui::CalcTextSize(label.c_str()).x - 4, label_y[l]), color | IM_COL32_A_MASK, label});
+            layer_labels.push_back({ImVec2(p1.x + 4, label_y[l]), color | IM_COL32_A_MASK, label});
         }
         draw->PopClipRect();
     }
@@ -260,8 +264,8 @@ void TemperatureView::Draw(WindowState& state) {
         draw->AddCircle(p, r + 4, IM_COL32(0, 0, 0, 255), 12, 3.0f);
         draw->AddCircle(p, r + 4, IM_COL32(255, 220, 90, 255), 12, 1.5f);
     }
-    for (const LayerLabel& label : layer_labels) AddLabel(draw, label.pos, label.color, label.text.c_str());
     draw->PopClipRect();
+    for (const LayerLabel& label : layer_labels) AddLabel(draw, label.pos, label.color, label.text.c_str());
     if (near >= 0) {
         const std::vector<std::string>& pieces = a.tokens.pieces;
         const std::string label = near < static_cast<int>(pieces.size()) ? TokenLabel(pieces[near]) : "?";
