@@ -1,5 +1,6 @@
 #include "app/core/examples.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -66,6 +67,13 @@ std::string TrainedTask(const std::string& model_dir) {
     } catch (const std::exception&) {
         return "";
     }
+}
+
+std::string TrainedTaskText(const std::string& model_dir, int64_t context) {
+    const std::string task = TrainedTask(model_dir);
+    if (task == "graph") return model::TaskExampleText(task, 0, 0);
+    if (task == "passkey") return model::TaskExampleText(task, std::min<int64_t>(context, 256), 3);  // train's seq_len >= 24
+    return "";
 }
 
 std::string DefaultModelDir() {

@@ -32,6 +32,10 @@ std::vector<Example> BundledExamples();
 
 // The task a model was trained on ("text", "graph", "passkey"), from its train.json; "" if none.
 std::string TrainedTask(const std::string& model_dir);
+// A text in the vocabulary of a model trained on a synthetic task, as its Examples entry has it
+// (graph: the nodes then the queries; passkey: a passkey sequence of min(context, 256) tokens);
+// "" for a model of any other task, or none.
+std::string TrainedTaskText(const std::string& model_dir, int64_t context);
 
 // The default model: $SSAVIZ_MODEL, else the bundled English SSA model (../assets/models/english/ssa
 // from the executable), else the build's random model (models/default next to it). Empty if none.

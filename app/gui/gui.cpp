@@ -265,6 +265,13 @@ public:
                     // A graph model opens with its Figure 3 panel, unless it is a run's step: the panel
                     // would cover the Run tab's table and chart (View > Graph experiment opens it).
                     if (TrainedTask(e.info->dir) == "graph" && m_state.run_dir.empty()) m_state.show_graph = true;
+                    // A synthetic task's model cannot read the English example text: while that is
+                    // untouched it becomes the task's own (A..H for the graph, a passkey sequence).
+                    if (m_state.text == kExampleText)
+                        if (std::string task_text = TrainedTaskText(e.info->dir, e.info->config.n_positions); !task_text.empty()) {
+                            m_state.text = std::move(task_text);
+                            m_glyphs_dirty = true;
+                        }
                     // A twin the session or example named opens now; screenshots wait for it (and only
                     // for it: other requests queued meanwhile, a comparison, answer without a twin).
                     m_twin_expected = !m_pending_twin.empty();

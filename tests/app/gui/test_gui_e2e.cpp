@@ -127,6 +127,15 @@ TEST(EndToEnd, GraphExampleShowsTargetAndLearnedMaps) {
     meta = nlohmann::json::parse(std::ifstream(own + ".json"));
     EXPECT_EQ(meta["state"]["text"], text);
     EXPECT_EQ(meta["state"]["comparison"], "twin");
+
+    // The graph model opened by --model, without a text: the English example text is not in its
+    // vocabulary of A..H (it opened on a tokenizing error, exit 3); it reads the task's text.
+    const std::string plain = dir + "/plain.png";
+    const std::string plain_cmd = std::string(SSAVIZ_BINARY) + " --model " + app::BundledModelsDir() + "/graph/ssa --screenshot " + plain +
+                                  " --frames 8 >" + dir + "/plain.log 2>&1";
+    ASSERT_EQ(std::system(plain_cmd.c_str()), 0) << plain_cmd;
+    meta = nlohmann::json::parse(std::ifstream(plain + ".json"));
+    EXPECT_EQ(meta["state"]["text"], "ABCDEFGHABCDEFGH");
 }
 
 // A checkpoint whose SSA position form the tensors cannot tell: the window asks (the "Open
