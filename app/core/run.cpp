@@ -204,14 +204,9 @@ RunResult<std::shared_ptr<const std::vector<std::string>>> Runner::Vocabulary() 
         auto v = std::make_shared<std::vector<std::string>>(t.VocabSize());
         // Each id's bytes as they follow an ordinary token, as a prediction continues a text: alone,
         // SentencePiece's decoder drops a leading "▁" (' to' would read 'to', unlike a.pieces).
-        auto anchor = t.Encode("a");
-        const int32_t before = anchor && !anchor->ids.empty() ? anchor->ids.back() : -1;
-        auto prefix = before >= 0 ? t.Decode({before}) : model::Result<std::string>(std::string());
+        const model::PredictedPieces piece(t);
         for (size_t id = 0; id < v->size(); ++id) {
-            const int32_t i = static_cast<int32_t>(id);
-            auto text = before >= 0 && prefix ? t.Decode({before, i}) : t.Decode({i});  // a hostile decoder can fail (its budget)
-            if (text && before >= 0 && prefix && text->compare(0, prefix->size(), *prefix) == 0) text = text->substr(prefix->size());
-            else text = t.Decode({i});
+            auto text = piece(static_cast<int32_t>(id));  // a hostile decoder can fail (its budget)
             if (!text) return RunError{RunError::Kind::BadInput, text.error()};
             (*v)[id] = std::move(*text);
         }

@@ -243,7 +243,7 @@ json CatalogueToJson() {
         const char* scope = q.scope == Scope::Token ? "token" : q.scope == Scope::Row ? "row" : "head";
         quantities.push_back({{"key", q.key},   {"label", q.label}, {"help", q.help},   {"unit", q.unit},
                               {"scope", scope}, {"sides", sides},   {"head_values", head_values},
-                              {"python", q.python.empty() ? json() : json(q.python)}});
+                              {"python", q.python.empty() ? json() : json(q.python)}, {"json", q.JsonKey()}});
     }
     for (const TokenColoring& c : TokenColorings())
         colorings.push_back({{"key", c.key}, {"label", c.label}, {"help", c.help}, {"quantity", c.quantity->key}});
@@ -459,11 +459,14 @@ std::vector<ExportFile> LensExportFiles(const model::Engine& engine, const model
     std::vector<LensSideFiles> named;
     const std::string suffixes[] = {"", CompareFileSuffix(a), "_base"};
     for (size_t k = 0; k < sides.size() && k < std::size(suffixes); ++k) named.push_back({sides[k], suffixes[k], LensSideName(a, k)});
+    // Each predicted id as it reads after a token (Python's lens_top and the predictions name it
+    // so): decoded alone, SentencePiece's ' be' would read 'be'.
+    const model::PredictedPieces piece(tokenizer);
     return LensFiles(
         named,
         [&](int32_t id) {
-            auto text = tokenizer.Decode({id});
-            return text ? *text : std::string();
+            auto text = piece(id);
+            return text ? model::PieceToDisplay(*text) : std::string();
         },
         options, TokenLabels(a.tokens), ModelName(info));
 }

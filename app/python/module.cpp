@@ -338,7 +338,10 @@ py::dict Metrics(const AnalysisHandle& h) {
 
 model::MapSide Side(const AnalysisHandle& h, const std::string& side) {
     if (side == "ssa") return model::MapSide::Ssa;
-    if (side == "compare" || side == "vanilla" || (side == "tau1" && h.A().HasBase())) {
+    // "tau1" names the comparison where it is the model's own weights at tau = 1 (comparison_kind
+    // tau1, or a base's middle side).
+    const bool tau1 = h.HasCompare() && (h.A().HasBase() || h.A().comparison == model::Comparison::Counterfactual);
+    if (side == "compare" || side == "vanilla" || (side == "tau1" && tau1)) {
         h.CheckCompare("side '" + side + "'");
         return model::MapSide::Compare;
     }
@@ -346,7 +349,8 @@ model::MapSide Side(const AnalysisHandle& h, const std::string& side) {
         if (!h.A().HasBase()) throw BadArgument("side 'base': the analysis has no base (analyze with compare=\"base\")");
         return model::MapSide::Base;
     }
-    throw BadArgument("side '" + side + "' is not one of ssa, compare" + std::string(h.A().HasBase() ? ", tau1, base" : ""));
+    throw BadArgument("side '" + side + "' is not one of ssa, compare" + std::string(tau1 ? ", tau1" : "") +
+                      std::string(h.A().HasBase() ? ", base" : ""));
 }
 
 // [SECTION] The logit lens and attribution (SPEC section 10), on request: the lens of the
@@ -615,6 +619,10 @@ LensRun LensOf(ModelCore& core, const model::Analysis& a, const ExportOptions& o
 }
 
 void Export(const AnalysisHandle& h, const std::string& out, const FlagList& flags) {
+    // The export's files hold a comparison beside SSA, as `ssaviz export` writes them.
+    if (!h.HasCompare())
+        throw BadArgument("export(): the analysis has no comparison (compare=None), and an export writes one beside SSA: "
+                          "analyze with compare=\"local\" (tau = 1 in each layer, no second forward pass) or another");
     const ExportOptions options = ExportSettings(h.core->info, out, flags, "export()");
     if (options.lens && !h.A().interventions.empty())
         throw BadArgument("export(lens=True) runs the model as loaded: analyze without ablate= for it");
@@ -883,7 +891,8 @@ PYBIND11_MODULE(_ssaviz, m) {
                                })
         .def_property_readonly("offsets", [](const AnalysisHandle& h) { return h.A().tokens.offsets; })
         .def_property_readonly("compare", [](const AnalysisHandle& h) { return h.compare; })
-        .def_property_readonly("comparison_kind", [](const AnalysisHandle& h) { return std::string(app::ComparisonKindName(h.A().comparison)); })
+        .def_property_readonly("comparison_kind",
+                               [](const AnalysisHandle& h) { return h.HasCompare() ? std::string(app::ComparisonKindName(h.A().comparison)) : "none"; })
         .def_property_readonly("base_label", [](const AnalysisHandle& h) { return h.A().base_label; })
         .def_property_readonly("decomposition_json", [](const AnalysisHandle& h) { return model::JsonText(app::DecompositionToJson(h.A())); })
         .def_property_readonly("compare_label", [](const AnalysisHandle& h) { return h.A().compare_label; })

@@ -31,24 +31,9 @@ int32_t NextToken(const std::vector<float>& logits, size_t vocab, float temperat
     return order[k - 1];
 }
 
-namespace {
-
-// The bytes token `id` adds after `ids` when the whole list is decoded.
-Result<std::string> AppendedBytes(const Tokenizer& tokenizer, const std::vector<int32_t>& ids, int32_t id) {
-    if (ids.empty()) return tokenizer.Decode({id});
-    auto before = tokenizer.Decode({ids.back()});
-    if (!before) return before;
-    auto both = tokenizer.Decode({ids.back(), id});
-    if (!both) return both;
-    if (both->compare(0, before->size(), *before) != 0) return tokenizer.Decode({id});
-    return both->substr(before->size());
-}
-
-}  // namespace
-
 Result<std::string> AppendToken(const Tokenizer& tokenizer, int32_t id, Tokenization* tokens) {
     const size_t end = tokens->offsets.empty() ? 0 : tokens->offsets.back().second;
-    auto piece = AppendedBytes(tokenizer, tokens->ids, id);
+    auto piece = DecodeAfter(tokenizer, tokens->ids.empty() ? -1 : tokens->ids.back(), id);
     if (!piece) return piece;
     tokens->ids.push_back(id);
     tokens->offsets.push_back({end, end + piece->size()});

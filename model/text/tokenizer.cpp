@@ -157,6 +157,26 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir) {
     return Fail("model folder '" + EscapeForMessage(model_dir) + "' has no tokenizer (vocab.json + merges.txt, tokenizer.json or tokenizer.model)");
 }
 
+Result<std::string> DecodeAfter(const Tokenizer& tokenizer, int32_t before, int32_t id, const std::string* before_text) {
+    if (before < 0) return tokenizer.Decode({id});
+    Result<std::string> alone = before_text ? Result<std::string>(*before_text) : tokenizer.Decode({before});
+    if (!alone) return alone;
+    auto both = tokenizer.Decode({before, id});
+    if (!both || both->compare(0, alone->size(), *alone) != 0) return tokenizer.Decode({id});
+    return both->substr(alone->size());
+}
+
+PredictedPieces::PredictedPieces(const Tokenizer& tokenizer) : m_tokenizer(tokenizer) {
+    auto anchor = tokenizer.Encode("a");
+    if (!anchor || anchor->ids.empty()) return;
+    auto text = tokenizer.Decode({anchor->ids.back()});
+    if (!text) return;
+    m_anchor = anchor->ids.back();
+    m_anchor_text = std::move(*text);
+}
+
+Result<std::string> PredictedPieces::operator()(int32_t id) const { return DecodeAfter(m_tokenizer, m_anchor, id, &m_anchor_text); }
+
 std::string PieceToDisplay(std::string_view piece_bytes) {
     std::string out;
     out.reserve(piece_bytes.size());

@@ -68,6 +68,24 @@ std::string TokenizerFilesIn(const std::string& model_dir);
 Result<std::unique_ptr<Tokenizer>> LoadGpt2Tokenizer(const std::string& vocab_json_path,
                                                       const std::string& merges_path);
 
+// The bytes token `id` adds after token `before` (-1: none) when the two are decoded together:
+// decoded alone, SentencePiece drops a piece's leading "▁" (' to' would read 'to'), so a
+// predicted or appended token is read after the one before it. `before_text` is `before` decoded
+// alone, when the caller has it. Where the pair does not decode, or its text does not start with
+// `before`'s, `id` decoded alone. Fails as Decode does (a hostile tokenizer.json decoder's budget).
+Result<std::string> DecodeAfter(const Tokenizer& tokenizer, int32_t before, int32_t id, const std::string* before_text = nullptr);
+// Names any id as a prediction reads it: after one ordinary token ("a"), by DecodeAfter.
+class PredictedPieces {
+public:
+    explicit PredictedPieces(const Tokenizer& tokenizer);
+    Result<std::string> operator()(int32_t id) const;
+
+private:
+    const Tokenizer& m_tokenizer;
+    int32_t m_anchor = -1;  // none: ids decoded alone
+    std::string m_anchor_text;
+};
+
 // A token's bytes as printable UTF-8: bytes that are not a complete character become U+FFFD
 // (model/text/utf8.h decides what a character is).
 std::string PieceToDisplay(std::string_view piece_bytes);

@@ -73,6 +73,14 @@ def _int(where, name, value, bits=32):
     return value
 
 
+def _position(where, value, n_tokens):
+    """A token position; a negative one counts from the end, as Python's indexing (-1: the last)."""
+    position = _int(where, "position", value)
+    if not -n_tokens <= position < n_tokens:
+        raise ValueError(f"{where}: position {position} is out of range (the text has {n_tokens} tokens)")
+    return position + n_tokens if position < 0 else position
+
+
 def _str(where, name, value):
     if not isinstance(value, str):
         raise ArgumentTypeError(f"{where}: {name} must be a string, not {type(value).__name__}")
@@ -159,10 +167,23 @@ def _compare(where, value):
         return "none", None
     if isinstance(value, Model):
         return value.path, _flags(where, value.flags)
-    if isinstance(value, (str, _os.PathLike)):
-        return _path(where, "compare", value), None
     keywords = ", ".join(repr(k) for k in _ssaviz.compare_keywords())
+    if isinstance(value, (str, _os.PathLike)):
+        path = _path(where, "compare", value)
+        # A bare word that is no keyword and no folder here is a mistyped keyword, not a missing twin.
+        bare = _os.sep not in path and "/" not in path and not path.startswith(".")
+        if bare and path not in _ssaviz.compare_keywords() and path != "tau1" and not _os.path.exists(path):
+            raise ValueError(f"{where}: compare={path!r} is neither one of {keywords} nor a twin's folder (there is none)")
+        return path, None
     raise ArgumentTypeError(f"{where}: compare must be {keywords}, a Model, a twin's folder or None, not {type(value).__name__}")
+
+
+def _export_compare(where, value):
+    """_compare for the exports: their files hold a comparison beside SSA, so not None."""
+    if value is None:
+        raise ValueError(f"{where}: compare=None: an export writes a comparison beside SSA; compare=\"local\" "
+                         "(tau = 1 in each layer) costs no second forward pass")
+    return _compare(where, value)
 
 
 #-----------------------------------------------------------------------------
@@ -257,6 +278,9 @@ class Model:
         core = self._live()
         if isinstance(text, (list, tuple)) or (hasattr(text, "dtype") and hasattr(text, "tolist")):
             ids = list(text.tolist() if hasattr(text, "tolist") else text)
+            if ids and isinstance(ids[0], (str, bytes)):
+                raise ArgumentTypeError(f"{where}: text must be one str (a list is token ids); for many texts, "
+                                        "analyze each, or export_batch(texts, out)")
             for i in ids:
                 _int(where, "each id", i, bits=64)
             handle = core.analyze_ids(ids, _fs(kind), twin_flags, spec, truncate)
@@ -290,7 +314,8 @@ def quantities():
     """What ssaviz shows, from its one catalogue (the window, `ssaviz export` and metrics.json use
     the same): a list of dicts with key, label, help, unit, scope ("token": [T - 1], "row":
     [L, H, T], "head": [L, H]), sides ("ssa", "comparison"), head_values (the per-head numbers it
-    gives: the Matrix tab's) and python (its key in Analysis.metrics, or None)."""
+    gives: the Matrix tab's), python (its key in Analysis.metrics, or None) and json (its name in
+    metrics.json and run.json)."""
     return [dict(q) for q in _CATALOGUE["quantities"]]
 
 
@@ -331,50 +356,52 @@ class Analysis:
                 f"compare={self.compare!r}>")
 
     # Shape and tokens.
-    n_layer = property(lambda self: self._h.n_layer)
-    n_head = property(lambda self: self._h.n_head)
-    n_tokens = property(lambda self: self._h.n_tokens)
+    n_layer = property(lambda self: self._h.n_layer, doc="L: the model's layers")
+    n_head = property(lambda self: self._h.n_head, doc="H: each layer's (query) heads")
+    n_tokens = property(lambda self: self._h.n_tokens, doc="T: the tokens analysed")
     text = property(lambda self: self._h.text, doc="the analysed text (the decoded ids when ids were given)")
-    ids = property(lambda self: self._h.ids)
+    ids = property(lambda self: self._h.ids, doc="each token's id in the model's vocabulary, [T]")
     pieces = property(lambda self: self._h.pieces, doc="each token as text (a partial UTF-8 character as U+FFFD)")
-    piece_bytes = property(lambda self: self._h.piece_bytes)
+    piece_bytes = property(lambda self: self._h.piece_bytes, doc="each token's bytes")
     offsets = property(lambda self: self._h.offsets, doc="each token's byte range [begin, end) in the text")
 
     # What it was compared with, and how long the engine took.
     compare = property(lambda self: self._h.compare, doc="vanilla, local, unedited, twin, base or none")
-    comparison_kind = property(lambda self: self._h.comparison_kind, doc="as metrics.json names it: tau1, local, twin, unedited or base")
+    comparison_kind = property(lambda self: self._h.comparison_kind,
+                               doc="as metrics.json names it: tau1, local, twin, unedited or base; none with compare=None")
     base_label = property(lambda self: self._h.base_label, doc="the base's folder (compare=\"base\"); empty otherwise")
-    compare_label = property(lambda self: self._h.compare_label)
+    compare_label = property(lambda self: self._h.compare_label,
+                             doc="the twin's folder (a twin); \"vanilla\" for a comparison of the model's own weights")
     interventions = property(lambda self: self._h.interventions, doc="the what-ifs, in --ablate's syntax")
-    device = property(lambda self: self._h.device)
-    forward_ms = property(lambda self: self._h.forward_ms)
-    metrics_ms = property(lambda self: self._h.metrics_ms)
+    device = property(lambda self: self._h.device, doc="where the engine ran: cpu or cuda:N")
+    forward_ms = property(lambda self: self._h.forward_ms, doc="the forward passes' time, ms")
+    metrics_ms = property(lambda self: self._h.metrics_ms, doc="the metrics' time, ms")
     engine_ms = property(lambda self: self._h.engine_ms, doc="the engine's calls (tokenizing and Analyze), ms")
     reused_rows = property(lambda self: self._h.reused_rows, doc="positions taken from the model's previous analysis")
 
     # Arrays: float32 [L, H, T] temperatures; [T - 1] losses (entry t - 1 is token t's).
-    tau_q = property(lambda self: self._h.array("tau_q"))
-    tau_v = property(lambda self: self._h.array("tau_v"))
+    tau_q = property(lambda self: self._h.array("tau_q"), doc="[L, H, T]: each query's inverse temperature (1: vanilla)")
+    tau_v = property(lambda self: self._h.array("tau_v"), doc="[L, H, T]: each key's value temperature (1: vanilla)")
     tau_q_position = property(lambda self: self._h.array("tau_q_position"), doc="1 + s ln i; ones without a position term")
     tau_q_token = property(lambda self: self._h.array("tau_q_token"), doc="tanh(w . z + b); zeros without a token term")
-    tau_q_compare = property(lambda self: self._h.array("tau_q_compare"))
-    tau_v_compare = property(lambda self: self._h.array("tau_v_compare"))
+    tau_q_compare = property(lambda self: self._h.array("tau_q_compare"), doc="the comparison's tau_q; None without one")
+    tau_v_compare = property(lambda self: self._h.array("tau_v_compare"), doc="the comparison's tau_v; None without one")
     loss = property(lambda self: self._h.array("loss"), doc="-ln p(token t | tokens before it), nats")
     loss_compare = property(lambda self: self._h.array("loss_compare"), doc="None without a comparison forward pass")
-    rank = property(lambda self: self._h.array("rank"))
-    rank_compare = property(lambda self: self._h.array("rank_compare"))
+    rank = property(lambda self: self._h.array("rank"), doc="int32 [T - 1]: token t's rank among position t - 1's predictions (0: top)")
+    rank_compare = property(lambda self: self._h.array("rank_compare"), doc="the comparison's rank; None without its forward pass")
     top_ids = property(lambda self: self._h.array("top_ids"), doc="int32 [T, 10]: each position's most likely next tokens")
-    top_probs = property(lambda self: self._h.array("top_probs"))
-    top_ids_compare = property(lambda self: self._h.array("top_ids_compare"))
-    top_probs_compare = property(lambda self: self._h.array("top_probs_compare"))
+    top_probs = property(lambda self: self._h.array("top_probs"), doc="float32 [T, 10]: their probabilities")
+    top_ids_compare = property(lambda self: self._h.array("top_ids_compare"), doc="the comparison's top_ids; None without its forward pass")
+    top_probs_compare = property(lambda self: self._h.array("top_probs_compare"), doc="the comparison's top_probs; None without its forward pass")
     next_logits = property(lambda self: self._h.array("next_logits"), doc="[V]: the logits after the last token")
     # A fine-tune's base (compare="base"): its side, as the others; None otherwise.
-    tau_q_base = property(lambda self: self._h.array("tau_q_base"))
-    tau_v_base = property(lambda self: self._h.array("tau_v_base"))
-    loss_base = property(lambda self: self._h.array("loss_base"))
-    rank_base = property(lambda self: self._h.array("rank_base"))
-    top_ids_base = property(lambda self: self._h.array("top_ids_base"))
-    top_probs_base = property(lambda self: self._h.array("top_probs_base"))
+    tau_q_base = property(lambda self: self._h.array("tau_q_base"), doc="the base's tau_q (ones: a base has no temperatures); None without a base")
+    tau_v_base = property(lambda self: self._h.array("tau_v_base"), doc="the base's tau_v; None without a base")
+    loss_base = property(lambda self: self._h.array("loss_base"), doc="the base's loss [T - 1]; None without a base")
+    rank_base = property(lambda self: self._h.array("rank_base"), doc="the base's rank; None without a base")
+    top_ids_base = property(lambda self: self._h.array("top_ids_base"), doc="the base's top_ids; None without a base")
+    top_probs_base = property(lambda self: self._h.array("top_probs_base"), doc="the base's top_probs; None without a base")
 
     @property
     def decomposition(self):
@@ -393,12 +420,13 @@ class Analysis:
     metrics = property(metrics)
 
     def attention(self, layer, head, side="ssa"):
-        """Head (layer, head)'s map, float32 [T, T] (row i: query i over keys 0..i); side "ssa" or "compare"."""
+        """Head (layer, head)'s map, float32 [T, T] (row i: query i over keys 0..i); side "ssa",
+        "compare" (also "tau1" where the comparison is tau = 1) or, with a base, "base"."""
         w = "attention()"
         return self._h.attention(_int(w, "layer", layer), _int(w, "head", head), _str(w, "side", side))
 
     def predictions(self, position, k=10, side="ssa"):
-        """The k (at most 10) most likely tokens after `position` as [(piece, probability), ...]."""
+        """The k (at most 10) most likely tokens after `position` (-1: the last) as [(piece, probability), ...]."""
         w = "predictions()"
         return self._h.predictions(_int(w, "position", position), _int(w, "k", k), _str(w, "side", side))
 
@@ -422,23 +450,33 @@ class Analysis:
     dla_mlp = property(lambda self: self.lens()["dla_mlp"], doc="[L, T - 1]: each MLP's part")
     dla_embed = property(lambda self: self.lens()["dla_embed"], doc="[T - 1]: the embeddings' part")
     dla_const = property(lambda self: self.lens()["dla_const"], doc="[T - 1]: the biases' part (projections, final norm, head)")
-    lens_loss_compare = property(lambda self: self.lens("compare")["loss"])
-    dla_compare = property(lambda self: self.lens("compare")["dla"])
-    dla_mlp_compare = property(lambda self: self.lens("compare")["dla_mlp"])
-    lens_loss_base = property(lambda self: self.lens("base")["loss"], doc="the base's own lens (an analysis with a base)")
-    dla_base = property(lambda self: self.lens("base")["dla"])
-    dla_mlp_base = property(lambda self: self.lens("base")["dla_mlp"])
+    def _lens_of(self, side, key):
+        """A side's lens array, None for a side the analysis lacks (as loss_compare and loss_base)."""
+        if side == "compare" and self.compare == "none":
+            return None
+        if side == "base" and self.comparison_kind != "base":
+            return None
+        return self.lens(side)[key]
+
+    lens_loss_compare = property(lambda self: self._lens_of("compare", "loss"), doc="the comparison's lens_loss; None without one")
+    dla_compare = property(lambda self: self._lens_of("compare", "dla"), doc="the comparison's dla; None without one")
+    dla_mlp_compare = property(lambda self: self._lens_of("compare", "dla_mlp"), doc="the comparison's dla_mlp; None without one")
+    dla_embed_compare = property(lambda self: self._lens_of("compare", "dla_embed"), doc="the comparison's dla_embed; None without one")
+    dla_const_compare = property(lambda self: self._lens_of("compare", "dla_const"), doc="the comparison's dla_const; None without one")
+    lens_loss_base = property(lambda self: self._lens_of("base", "loss"), doc="the base's own lens_loss; None without a base")
+    dla_base = property(lambda self: self._lens_of("base", "dla"), doc="the base's dla; None without a base")
+    dla_mlp_base = property(lambda self: self._lens_of("base", "dla_mlp"), doc="the base's dla_mlp; None without a base")
+    dla_embed_base = property(lambda self: self._lens_of("base", "dla_embed"), doc="the base's dla_embed; None without a base")
+    dla_const_base = property(lambda self: self._lens_of("base", "dla_const"), doc="the base's dla_const; None without a base")
 
     def lens_top(self, layer, position, k=5, side="ssa"):
-        """The k (at most 5) most likely next tokens at `position` read after `layer` (0: the
-        embeddings, n_layer: the model's own) as [(piece, probability), ...]."""
+        """The k (at most 5) most likely next tokens at `position` (-1: the last) read after `layer`
+        (0: the embeddings, n_layer: the model's own) as [(piece, probability), ...]."""
         w = "lens_top()"
-        layer, position, k = _int(w, "layer", layer), _int(w, "position", position), _int(w, "k", k)
+        layer, position, k = _int(w, "layer", layer), _position(w, position, self.n_tokens), _int(w, "k", k)
         lens = self.lens(side)
         if not 0 <= layer <= self.n_layer:
             raise ValueError(f"{w}: layer {layer} is out of range (0 to {self.n_layer})")
-        if not 0 <= position < self.n_tokens:
-            raise ValueError(f"{w}: position {position} is out of range (the text has {self.n_tokens} tokens)")
         if not 1 <= k <= lens["top_ids"].shape[2]:
             raise ValueError(f"{w}: k must be from 1 to {lens['top_ids'].shape[2]}")
         ids = [int(i) for i in lens["top_ids"][layer, position, :k]]
@@ -447,14 +485,14 @@ class Analysis:
 
     def attribute(self, position, token, side="ssa"):
         """Each part's share of the logit of `token` (an id, or a piece the tokenizer makes one id
-        of) at `position`: a dict with heads [L, H], mlp [L], embed and const (floats)."""
+        of) at `position` (-1: the last): a dict with heads [L, H], mlp [L], embed and const (floats)."""
         w = "attribute()"
         if isinstance(token, str):
             ids = self.model.tokenize(token)[0]
             if len(ids) != 1:
                 raise ValueError(f"{w}: {token!r} is {len(ids)} tokens, not one")
             token = ids[0]
-        parts = self._h.attribute(_int(w, "position", position), _int(w, "token", token), _str(w, "side", side))
+        parts = self._h.attribute(_position(w, position, self.n_tokens), _int(w, "token", token), _str(w, "side", side))
         L, H = self.n_layer, self.n_head
         return {"heads": parts[:L * H].reshape(L, H), "mlp": parts[L * H:L * H + L], "embed": float(parts[-2]),
                 "const": float(parts[-1])}

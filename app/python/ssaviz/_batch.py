@@ -155,12 +155,12 @@ def export_batch(texts, out, model=None, formats=None, client=None, compare="van
     worker on a machine with two; worker k, in the order of the workers' addresses, takes
     devices[k % len(devices)]); None: the model's own device on every worker. formats, layers,
     heads, flags: as Analysis.export; compare, ablate, truncate: as Model.analyze."""
-    from . import Model, _ablate, _bool, _compare, _flags, _fs, _path, load
+    from . import Model, _ablate, _bool, _export_compare, _flags, _fs, _path, load
     where = "export_batch()"
     out = _path(where, "out", out)
     items = _items(where, texts)
     export_flags = _flags(where, dict(flags, format=formats, layers=layers, heads=heads))
-    kind, twin_flags = _compare(where, compare)
+    kind, twin_flags = _export_compare(where, compare)
     spec = _ablate(where, ablate)
     truncate = _bool(where, "truncate", truncate)
     _ssaviz.check_export(_fs(out), export_flags, where, [name for name, _, _ in items])

@@ -7,6 +7,7 @@ time in each process), runs the text and keeps its arrays, stacked by step. With
 checkpoints are tasks, each worker opening its own; the results come back in step order.
 """
 
+import json
 import os
 import shutil
 import warnings
@@ -57,6 +58,15 @@ def _run_map(client, fn, jobs, **kwargs):
     return client.gather(futures)
 
 
+_CATALOGUE = json.loads(_ssaviz.catalogue_json())["quantities"]
+
+
+def _every_row(key):
+    """Whether a head's value averages every row: the quantities read as their tokens' mean, least
+    and largest (the temperatures'), not as a row metric's mean over rows 2..T."""
+    return any(key in (q["key"], q["python"]) and f"{q['key']}_mean" in q["head_values"] for q in _CATALOGUE)
+
+
 class RunAnalysis:
     """A text through every checkpoint of a run. steps: int64 [S], the steps analysed (a step that
     failed is in `failed`, not here). arrays(name) stacks that array of every step's analysis:
@@ -75,19 +85,33 @@ class RunAnalysis:
         return f"<ssaviz.RunAnalysis {len(self.steps)} steps of {self.run.path!r}, {len(self.failed)} failed>"
 
     def keys(self):
+        """The names arrays() and head() take (Analysis.metrics's keys, tau_q, tau_v, the losses, ids)."""
         return sorted(self._arrays[0]) if self._arrays else []
 
-    def arrays(self, name):
+    def _key(self, name):
+        """The array's key for `name` or the name metrics.json and run.json give it (js_divergence is js)."""
         if not self._arrays:
             raise ValueError("no step of the run was analysed")
-        if name not in self._arrays[0]:
-            raise KeyError(f"{name!r} is not one of the run's arrays ({', '.join(self.keys())})")
-        return np.stack([a[name] for a in self._arrays])
+        if name in self._arrays[0]:
+            return name
+        for q in _CATALOGUE:
+            if name in (q["key"], q["json"]) and q["python"] in self._arrays[0]:
+                return q["python"]
+        raise KeyError(f"{name!r} is not one of the run's arrays ({', '.join(self.keys())})")
+
+    def arrays(self, name):
+        """That array of every step analysed, stacked: [S, ...] (see keys())."""
+        return np.stack([a[self._key(name)] for a in self._arrays])
 
     def head(self, name):
-        rows = self.arrays(name)
+        """A row metric's value per head, [S, L, H], as metrics.json's and run.json's: the mean over
+        query rows 2..T (row 1 has one key), over every row for tau_q, tau_v and effective_qk_norm."""
+        key = self._key(name)
+        rows = self.arrays(key)
         if rows.ndim != 4:
             raise ValueError(f"{name!r} is [S, L, H], not a row metric; arrays({name!r}) is already per head")
+        if _every_row(key):
+            return rows.mean(axis=-1)
         return rows[..., 1:].mean(axis=-1) if rows.shape[-1] > 1 else np.full(rows.shape[:-1], np.nan, np.float32)
 
     @property
@@ -126,7 +150,8 @@ class Run:
 
     def model(self, step):
         """The checkpoint of `step` as a Model."""
-        from . import Model
+        from . import Model, _int
+        step = _int("Run.model()", "step", step, bits=64)
         if step not in self.steps:
             raise ValueError(f"step {step} is not one of the run's {len(self.steps)} steps ({self.steps[0]} .. {self.steps[-1]})")
         return Model(self.checkpoints[self.steps.index(step)], self.device, **self.flags)
@@ -179,7 +204,7 @@ class Run:
         heads gain js_total and js_drift, and the curves theirs); formats, layers, heads, flags: as
         Analysis.export."""
         import json
-        from . import _ablate, _base_arg, _bool, _compare, _flags, _fs, _path, _text
+        from . import _ablate, _base_arg, _bool, _export_compare, _flags, _fs, _path, _text
         from ._batch import _client
         where = "Run.export()"
         if flags.get("lens"):  # as `export --run` refuses --lens
@@ -189,7 +214,7 @@ class Run:
         out = _path(where, "out", out)
         truncate = _bool(where, "truncate", truncate)
         compare, base_dir = _base_arg(where, compare, base)
-        kind, _ = _compare(where, compare)
+        kind, _ = _export_compare(where, compare)
         spec = _ablate(where, ablate)
         export_flags = _flags(where, dict(flags, format=formats, layers=layers, heads=heads))
         _ssaviz.check_export(_fs(out), export_flags, where)

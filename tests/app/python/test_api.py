@@ -275,7 +275,21 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     a.export(tmp_path / "lens", formats=["svg"], lens=True)
     for name, figure in (("ssa", "lens"), ("compare", "lens_tau1"), ("base", "lens_base"), ("diff", "lens_diff"), ("base_diff", "lens_diff_base")):
         assert a.lens_grid(map=name).svg() == (tmp_path / "lens" / (figure + ".svg")).read_text(), name
+    # lens_top.json names each piece as lens_top() and predictions() do: as it would continue the
+    # text, its leading space kept (SentencePiece's ' be' was 'be' in the file).
+    a.export(tmp_path / "lens_json", formats=["json"], lens=True)
+    spaced = 0
+    for side, suffix in (("ssa", ""), ("compare", "_tau1"), ("base", "_base")):
+        top = json.loads((tmp_path / "lens_json" / f"lens_top{suffix}.json").read_text())["top"]
+        for layer in (0, a.n_layer):
+            for position in range(a.n_tokens):
+                want = [(e["piece"], e["p"]) for e in top[layer][position]]
+                got = a.lens_top(layer, position, k=len(want), side=side)
+                assert [p for p, _ in got] == [p for p, _ in want], (side, layer, position)
+                spaced += sum(p.startswith(" ") for p, _ in want)
+    assert spaced > 0
     plain = m.analyze(JOBS)
+    assert plain.lens_loss_base is None and plain.dla_base is None  # as loss_base: it raised
     with pytest.raises(ValueError, match="map 'base_diff': the analysis has no base"):
         plain.lens_grid(map="base_diff")
     assert plain.decomposition is None and plain.loss_base is None and plain.comparison_kind == "tau1"

@@ -3,6 +3,7 @@
 bad flag values, bad texts, out-of-range heads, a closed model, an analysis whose model is gone."""
 
 import gc
+import os
 
 import numpy as np
 import pytest
@@ -145,13 +146,38 @@ def test_out_of_range_heads_and_positions(small):
     assert len(a.predictions(-1, k=2)) == 2
 
 
-def test_without_a_comparison(small):
+def test_without_a_comparison(small, tmp_path):
     a = small.analyze(TEXT, compare=None)
-    assert a.compare == "none" and a.loss_compare is None and a.tau_q_compare is None
+    assert a.compare == "none" and a.comparison_kind == "none" and a.loss_compare is None and a.tau_q_compare is None
     assert "js" not in a.metrics and "entropy" in a.metrics
-    for call in (lambda: a.attention(0, 0, "compare"), lambda: a.heatmap(0, 0, map="diff"), lambda: a.predictions(0, side="compare")):
+    assert a.lens_loss_compare is None and a.dla_compare is None and a.lens_loss_base is None and a.dla_embed_base is None
+    for call in (lambda: a.attention(0, 0, "compare"), lambda: a.heatmap(0, 0, map="diff"), lambda: a.predictions(0, side="compare"),
+                 lambda: a.export(tmp_path / "out")):
         with pytest.raises(ValueError, match="no comparison"):
             call()
+    assert not (tmp_path / "out").exists()  # it wrote the layer-local comparison it had said was not there
+    with pytest.raises(ValueError, match="compare=None: an export writes a comparison"):
+        ssaviz.export_batch([TEXT], tmp_path / "batch", model=small, compare=None)
+
+
+def test_plausible_mistakes_are_named(small, tmp_path):
+    with pytest.raises(ssaviz.ArgumentTypeError, match="for many texts, analyze each, or export_batch"):
+        small.analyze(["one text", "another"])
+    with pytest.raises(ValueError, match="compare='nope' is neither one of 'vanilla'"):
+        small.analyze(TEXT, compare="nope")
+    with pytest.raises(ValueError, match="config.json: not a weights file"):
+        ssaviz.load(os.path.join(SMALL, "config.json"))
+    a = small.analyze(TEXT)
+    assert a.comparison_kind == "tau1"
+    assert np.array_equal(a.attention(0, 1, side="tau1"), a.attention(0, 1, side="compare"))
+    with pytest.raises(ValueError, match="not one of ssa, compare$"):
+        small.analyze(TEXT, compare="local").attention(0, 0, side="tau1")
+    # A position counts from the end when negative, in every accessor that takes one.
+    T = a.n_tokens
+    assert a.lens_top(1, -1) == a.lens_top(1, T - 1)
+    assert np.array_equal(a.attribute(-2, 3)["heads"], a.attribute(T - 2, 3)["heads"])
+    with pytest.raises(ValueError, match=f"position {-T - 1} is out of range"):
+        a.lens_top(1, -T - 1)
 
 
 def test_a_closed_model_and_analyses_that_outlive_their_model(tmp_path):
