@@ -20,7 +20,7 @@ const std::vector<CompareKindInfo>& CompareKinds() {
         {CompareKind::Twin, "twin", C::Twin, false, "twin", "a trained twin"},
         {CompareKind::Base, "base", C::Base, true, "base",
          "a fine-tune against its base model, three sides: SSA, its weights at tau = 1 and the base (--base DIR, else the base beside "
-         "the model: lit_model.pth beside the fine-tuned checkpoint, or a sibling base/ folder)"},
+         "the model: lit_model.pth beside the fine-tuned checkpoint, or a folder base/ inside or beside the fine-tune's)"},
         // Nothing shown: the layer-local comparison costs no forward pass of its own.
         {CompareKind::None, "none", C::LayerLocal, false, "comparison", ""},
     };
@@ -95,7 +95,7 @@ RunStatus Runner::SetCompare(const CompareSpec& compare) {
         const std::string dir = compare.base_dir.empty() ? BaseBeside(Info().dir) : compare.base_dir;
         if (dir.empty())
             return RunError{RunError::Kind::Usage, "no base model beside '" + model::EscapeForMessage(Info().dir) +
-                                                       "' (lit_model.pth beside the fine-tuned checkpoint, or a sibling base/ folder): "
+                                                       "' (lit_model.pth beside the fine-tuned checkpoint, or a folder base/ inside or beside its folder): "
                                                        "name it with --base DIR"};
         if (dir == m_base) return model::Ok{};
         // A base that does not open leaves the engine as it was.

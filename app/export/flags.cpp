@@ -858,7 +858,7 @@ std::vector<Flag> BuildTable() {
                 const std::vector<std::string> parts = Split(v.text, 'x');
                 const auto w = parts.size() == 2 ? ParseInteger(parts[0], 320, 16384) : std::nullopt;
                 const auto h = parts.size() == 2 ? ParseInteger(parts[1], 240, 16384) : std::nullopt;
-                if (!w || !h) Bad(v.name + " " + QuoteForMessage(v.text) + " must be WIDTHxHEIGHT in pixels, e.g. 1280x800");
+                if (!w || !h) Bad(v.name + " " + QuoteForMessage(v.text) + " must be WIDTHxHEIGHT in pixels, 320x240 to 16384x16384 (default 1600x1000)");
                 o.window.width = static_cast<int>(*w);
                 o.window.height = static_cast<int>(*h);
             },

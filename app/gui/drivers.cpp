@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/core/exit_code.h"
+#include "app/core/names.h"
 #include "app/gui/views/view_export.h"
 #include "app/gui/worker.h"
 #include "model/io/files.h"
@@ -404,7 +405,7 @@ bool SaveScreenshot(const std::string& path, int width, int height, const Window
                             {"query", state.query},
                             {"interventions", model::FormatInterventions(state.interventions)},
                             {"analysed_interventions", state.analysis ? model::FormatInterventions(state.analysis->interventions) : ""},
-                            {"comparison", state.analysis ? model::ToString(state.analysis->comparison) : ""},
+                            {"comparison", state.analysis ? ComparisonKindName(state.analysis->comparison) : ""},  // as metrics.json names it
                             {"big_model", state.model && ScaleOf(*state.model, state.big_model_parameters).big},
                             {"generated_tokens", GeneratedCount(state)},
                             {"colormap", viz::ColormapName(v.colormap)},

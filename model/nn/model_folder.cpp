@@ -109,6 +109,11 @@ Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const
             // The official GPT-2 (lit_gpt/gpt_2_PTS.py): nanoGPT's names with attn.beta a layer.
             config.notes.push_back("GPT-2 from " + file);
             ReadOfficialBeta(*weights, Format::NanoGpt, hints, &config);
+        } else if (hints.query || hints.value || hints.n_head > 0 || hints.activation) {
+            // The config names the shape and SSA forms: the flags for checkpoints without one are
+            // unused, said rather than ignored silently.
+            config.notes.push_back("--n-head, --query-form, --value-form and --activation are not used: " + EscapeForMessage(file) +
+                                   " names the model's shape and SSA forms");
         }
     } else {
         auto inferred = InferConfig(*weights, hints);

@@ -40,7 +40,7 @@ void FineTuneView::Draw(WindowState& state) {
             if (ImGui::Button(("Compare with its base: " + state.base_beside).c_str())) state.base_request = true;
             viz::ItemTooltip("Three sides: SSA, its own weights at tau = 1, and the base model beside it.");
         } else {
-            ImGui::TextDisabled("No base beside this model (a sibling base/ folder, or lit_model.pth beside a fine-tuned checkpoint). "
+            ImGui::TextDisabled("No base beside this model (a folder base/ inside or beside it, or lit_model.pth beside a fine-tuned checkpoint). "
                                 "Open the window with --base DIR, or export with `ssaviz export --base DIR`.");
         }
         ImGui::PopTextWrapPos();

@@ -851,10 +851,10 @@ TEST(EndToEnd, ABigModelOpensLayerLocalAndRunsTheGlobalPassOnRequest) {
     EXPECT_EQ(big["comparison"], "local");
     const nlohmann::json global = shown("global", "--big-model 1 --global-pass");
     EXPECT_EQ(global["big_model"], true);
-    EXPECT_EQ(global["comparison"], "counterfactual");
+    EXPECT_EQ(global["comparison"], "tau1");
     const nlohmann::json small = shown("small", "");
     EXPECT_EQ(small["big_model"], false);
-    EXPECT_EQ(small["comparison"], "counterfactual");
+    EXPECT_EQ(small["comparison"], "tau1");
 }
 
 // Continue in the window (--continue N at start, as Ctrl+G) appends the tokens `ssaviz generate`

@@ -167,6 +167,9 @@ def test_plausible_mistakes_are_named(small, tmp_path):
         small.analyze(TEXT, compare="nope")
     with pytest.raises(ValueError, match="config.json: not a weights file"):
         ssaviz.load(os.path.join(SMALL, "config.json"))
+    # The shape flags beside a config.json that names the shape: unused, and said so (it was silent).
+    shaped = ssaviz.load(SMALL, query_form="exp_exp")
+    assert any("--query-form" in note and "are not used" in note for note in shaped.info["notes"]), shaped.info["notes"]
     a = small.analyze(TEXT)
     assert a.comparison_kind == "tau1"
     assert np.array_equal(a.attention(0, 1, side="tau1"), a.attention(0, 1, side="compare"))
