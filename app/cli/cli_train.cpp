@@ -187,7 +187,7 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
     }();
     if (!result && !out_existed) ::rmdir(o.out.c_str());  // --out as it was: the folder made for a run that failed goes, if empty
     if (!result && g_interrupted.load()) {
-        const bool checkpoint = std::filesystem::exists(o.out + "/checkpoint/state.json", ec);
+        const bool checkpoint = model::Resumable(o);
         const bool staged = o.keep_checkpoints && std::filesystem::is_directory(std::filesystem::symlink_status(o.out + "/run.new", ec));
         throw Failure{130, "train interrupted (" + result.error() + "): nothing half-written is left" +
                                (checkpoint ? "; --resume continues from the last checkpoint" : "; no checkpoint was written yet") +

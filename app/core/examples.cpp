@@ -69,8 +69,7 @@ std::string TrainedTask(const std::string& model_dir) {
     }
 }
 
-std::string TrainedTaskText(const std::string& model_dir, int64_t context) {
-    const std::string task = TrainedTask(model_dir);
+std::string TaskText(const std::string& task, int64_t context) {
     if (task == "graph") return model::TaskExampleText(task, 0, 0);
     if (task == "passkey") return model::TaskExampleText(task, std::min<int64_t>(context, 256), 3);  // train's seq_len >= 24
     return "";

@@ -32,10 +32,9 @@ std::vector<Example> BundledExamples();
 
 // The task a model was trained on ("text", "graph", "passkey"), from its train.json; "" if none.
 std::string TrainedTask(const std::string& model_dir);
-// A text in the vocabulary of a model trained on a synthetic task, as its Examples entry has it
-// (graph: the nodes then the queries; passkey: a passkey sequence of min(context, 256) tokens);
-// "" for a model of any other task, or none.
-std::string TrainedTaskText(const std::string& model_dir, int64_t context);
+// A text in the vocabulary of a model trained on a synthetic task (TrainedTask): the graph's nodes
+// then its queries, or a passkey sequence of min(context, 256) tokens; "" for any other task.
+std::string TaskText(const std::string& task, int64_t context);
 
 // The default model: $SSAVIZ_MODEL, else the bundled English SSA model (../assets/models/english/ssa
 // from the executable), else the build's random model (models/default next to it). Empty if none.
@@ -44,7 +43,7 @@ std::string DefaultModelDir();
 // The comparison that matters, found beside a model: a vanilla twin shipped with it (the folder's
 // sibling "vanilla" holding a config.json, as assets/models/X/ssa and X/vanilla), or, for a
 // lit-gpt fine-tuning, the base model it started from (a lit_model.pth beside the fine-tuned
-// checkpoint the model was opened from, or in a sibling folder "base"). Empty if none. It reads
+// checkpoint the model was opened from, or in a folder "base" inside or beside its folder). Empty if none. It reads
 // the file system: the window's worker asks once per model it opens (WorkerEvent::twin_beside),
 // never a view while it draws.
 std::string TwinBeside(const std::string& model_dir);

@@ -243,7 +243,8 @@ json CatalogueToJson() {
         const char* scope = q.scope == Scope::Token ? "token" : q.scope == Scope::Row ? "row" : "head";
         quantities.push_back({{"key", q.key},   {"label", q.label}, {"help", q.help},   {"unit", q.unit},
                               {"scope", scope}, {"sides", sides},   {"head_values", head_values},
-                              {"python", q.python.empty() ? json() : json(q.python)}, {"json", q.JsonKey()}});
+                              {"python", q.python.empty() ? json() : json(q.python)}, {"json", q.JsonKey()},
+                              {"reading", q.reading == Reading::TokenStats ? json("every_row") : q.reading == Reading::RowMean ? json("rows_2_to_T") : json()}});
     }
     for (const TokenColoring& c : TokenColorings())
         colorings.push_back({{"key", c.key}, {"label", c.label}, {"help", c.help}, {"quantity", c.quantity->key}});

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <functional>
 
 #include <GLFW/glfw3.h>
 #include <backends/imgui_impl_glfw.h>
@@ -106,6 +107,7 @@ public:
     App(const LaunchOptions& options, const std::optional<Session>& session)
         : m_device(options.device), m_worker([] { glfwPostEmptyEvent(); }) {
         m_state.text = options.text.empty() && !session ? kExampleText : options.text;
+        m_text_auto = options.text.empty() && !session;
         m_state.recent_models = LoadRecentModels();
         if (session) ApplySession(*session);
         m_scale_chosen = session.has_value();
@@ -251,7 +253,7 @@ public:
         for (WorkerEvent& e : m_worker.TakeEvents()) {
             using Kind = WorkerEvent::Kind;
             switch (e.kind) {
-                case Kind::ModelOpened:
+                case Kind::ModelOpened: {
                     m_state.model = e.info;
                     CheckStartPlace(e.info->config);
                     FitTemperatureScale(e.info->config);
@@ -264,14 +266,16 @@ public:
                     RememberRecentModel(e.info->dir, &m_state.recent_models);
                     // A graph model opens with its Figure 3 panel, unless it is a run's step: the panel
                     // would cover the Run tab's table and chart (View > Graph experiment opens it).
-                    if (TrainedTask(e.info->dir) == "graph" && m_state.run_dir.empty()) m_state.show_graph = true;
-                    // A synthetic task's model cannot read the English example text: while that is
-                    // untouched it becomes the task's own (A..H for the graph, a passkey sequence).
-                    if (m_state.text == kExampleText)
-                        if (std::string task_text = TrainedTaskText(e.info->dir, e.info->config.n_positions); !task_text.empty()) {
-                            m_state.text = std::move(task_text);
-                            m_glyphs_dirty = true;
-                        }
+                    const std::string task = TrainedTask(e.info->dir);
+                    if (task == "graph" && m_state.run_dir.empty()) m_state.show_graph = true;
+                    // A synthetic task's model cannot read the English example text: while the text
+                    // is one the window chose, it is the task's own (A..H for the graph, a passkey
+                    // sequence), and the example text again for any other model.
+                    if (m_text_auto) {
+                        std::string text = TaskText(task, e.info->config.n_positions);
+                        if (text.empty()) text = kExampleText;
+                        if (text != m_state.text) m_state.text = std::move(text), m_glyphs_dirty = true;
+                    }
                     // A twin the session or example named opens now; screenshots wait for it (and only
                     // for it: other requests queued meanwhile, a comparison, answer without a twin).
                     m_twin_expected = !m_pending_twin.empty();
@@ -279,6 +283,7 @@ public:
                     m_state.global_pass_running = false;
                     SetComparisonShown(e.comparison);
                     break;
+                }
                 case Kind::TwinOpened: m_state.twin = e.info; m_state.error.clear(); m_twin_expected = false; ClearComparisonFailure(); break;
                 case Kind::TwinClosed: m_state.twin.reset(); break;
                 case Kind::ComparisonSet: SetComparisonShown(e.comparison); ClearComparisonFailure(); break;
@@ -310,6 +315,7 @@ public:
                     if (e.request != m_generation_request) break;  // stopped by an edit: the text is the user's now
                     if (e.analysis) {
                         m_state.text = e.text;
+                        m_text_auto = false;
                         m_state.generated_prefix = e.text;
                         m_state.ShowAnalysis(e);
                         m_state.error.clear();
@@ -431,8 +437,8 @@ public:
                 // Tabs narrower than their names show them on hover; the list button at the left
                 // names them all, and Ctrl+PageUp / PageDown step through them. A pane too narrow
                 // for even a few letters a tab scrolls whole names instead (arrows at the right).
-                constexpr int kRightTabs = 10;
-                const bool narrow = ImGui::GetContentRegionAvail().x < kRightTabs * 3.0f * ImGui::GetFontSize();
+                constexpr size_t kTabs = std::size(LaunchOptions::kTabs);
+                const bool narrow = ImGui::GetContentRegionAvail().x < kTabs * 3.0f * ImGui::GetFontSize();
                 if (ImGui::BeginTabBar("##right_tabs", ImGuiTabBarFlags_TabListPopupButton |
                                                            (narrow ? ImGuiTabBarFlags_FittingPolicyScroll : ImGuiTabBarFlags_FittingPolicyResizeDown))) {
                     // A session (or --show TAB) opens its tab once; after that the user's clicks rule.
@@ -445,16 +451,15 @@ public:
                             ImGui::EndTabItem();
                         }
                     };
-                    tab("Heads", [&] { m_views.heads.Draw(m_state); });
-                    tab("Matrix", [&] { m_views.matrix.Draw(m_state); });
-                    tab("Temperatures", [&] { m_views.temperature.Draw(m_state); });
-                    tab("Table", [&] { m_views.table.Draw(m_state); });
-                    tab("Sparsity", [&] { m_views.sparsity.Draw(m_state); });
-                    tab("Next token", [&] { m_views.predictions.Draw(m_state); });
-                    tab("What-ifs", [&] { m_views.interventions.Draw(m_state); });
-                    tab("Fine-tune", [&] { m_views.finetune.Draw(m_state); });
-                    tab("Lens", [&] { m_views.lens.Draw(m_state); });
-                    tab("Run", [&] { m_views.run.Draw(m_state); });
+                    // Each tab's view, in LaunchOptions::kTabs's order (the names --tab takes).
+                    const std::function<void()> views[] = {
+                        [&] { m_views.heads.Draw(m_state); },         [&] { m_views.matrix.Draw(m_state); },
+                        [&] { m_views.temperature.Draw(m_state); },   [&] { m_views.table.Draw(m_state); },
+                        [&] { m_views.sparsity.Draw(m_state); },      [&] { m_views.predictions.Draw(m_state); },
+                        [&] { m_views.interventions.Draw(m_state); }, [&] { m_views.finetune.Draw(m_state); },
+                        [&] { m_views.lens.Draw(m_state); },          [&] { m_views.run.Draw(m_state); }};
+                    static_assert(sizeof(views) / sizeof(views[0]) == kTabs, "a view for every tab");
+                    for (size_t i = 0; i < kTabs; ++i) tab(LaunchOptions::kTabs[i], views[i]);
                     ImGui::EndTabBar();
                 }
             }
@@ -516,6 +521,7 @@ public:
         }
         if (m_state.text_changed) {
             m_state.text_changed = false;
+            m_text_auto = false;  // the user's text now
             m_state.generating = false;  // an edit stops Continue: results still on their way are dropped
             m_generation_request = 0;
             m_state.ForgetGeneratedIfEdited();
@@ -812,6 +818,7 @@ private:
             m_state.timeline.reset();
         }
         m_state.text = x.text;
+        m_text_auto = false;
         m_state.query = -1;
         m_pending_twin = x.twin_dir;
         m_state.open_model_request = x.run_dir.empty() || m_state.run_steps.empty() ? x.model_dir : m_state.run_steps.back().path;
@@ -863,6 +870,7 @@ private:
                     m_session_message = session.error();
                 } else {
                     m_state.text = session->text;
+                    m_text_auto = false;
                     ApplySession(*session);
                     m_state.open_model_request = session->model_dir.empty() ? DefaultModelDir() : session->model_dir;
                     if (!session->run_dir.empty()) {  // its run, at the step it showed, and the run's timeline again
@@ -1044,6 +1052,7 @@ private:
     std::vector<Example> m_examples = BundledExamples();
     std::string m_pending_twin;    // a session's or example's twin, opened once its model is
     std::string m_example_query;   // an example's query token, selected when its analysis arrives
+    bool m_text_auto = false;      // the text is one the window chose (no --text, session or edit): a model's task may change it
     bool m_twin_expected = false;  // a twin is being opened (screenshots and tests wait for it)
     std::string m_session_path;
     std::string m_session_message;

@@ -441,9 +441,8 @@ py::array Attention(const AnalysisHandle& h, int layer, int head, const std::str
 py::list Predictions(const AnalysisHandle& h, int position, int k, const std::string& side) {
     const model::Analysis& a = h.A();
     const int T = a.n_tokens;
-    if (position < -T || position >= T)
+    if (position < 0 || position >= T)  // a negative one counted from the end already (Python's _position)
         throw BadArgument("position " + std::to_string(position) + " is out of range (the text has " + std::to_string(T) + " tokens)");
-    if (position < 0) position += T;
     if (k < 1 || k > model::Analysis::kTopK) throw BadArgument("k must be from 1 to " + std::to_string(model::Analysis::kTopK));
     const model::MapSide which = Side(h, side);
     if (which == model::MapSide::Compare && !a.HasComparePredictions())
@@ -621,8 +620,8 @@ LensRun LensOf(ModelCore& core, const model::Analysis& a, const ExportOptions& o
 void Export(const AnalysisHandle& h, const std::string& out, const FlagList& flags) {
     // The export's files hold a comparison beside SSA, as `ssaviz export` writes them.
     if (!h.HasCompare())
-        throw BadArgument("export(): the analysis has no comparison (compare=None), and an export writes one beside SSA: "
-                          "analyze with compare=\"local\" (tau = 1 in each layer, no second forward pass) or another");
+        throw BadArgument("export(): the analysis has no comparison (compare=None): an export writes a comparison beside SSA, as "
+                          "`ssaviz export` does; compare=\"local\" (tau = 1 in each layer) costs no second forward pass");
     const ExportOptions options = ExportSettings(h.core->info, out, flags, "export()");
     if (options.lens && !h.A().interventions.empty())
         throw BadArgument("export(lens=True) runs the model as loaded: analyze without ablate= for it");

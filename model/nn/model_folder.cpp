@@ -40,6 +40,21 @@ void ReadOfficialBeta(const WeightFile& weights, Format format, const ConfigHint
 // A file holding two layouts' token embeddings (a converted copy kept beside the original, e.g.
 // lit-gpt's transformer.wte.weight and HF's gpt_neox.embed_in.weight): the config beside it says
 // which to read, lit_config.json lit-gpt's names, config.json (or --config) its model_type's.
+// The shape flags for checkpoints without a config, given beside a config that names the shape:
+// unused, and said so rather than ignored in silence.
+void NoteUnusedShapeFlags(const ConfigHints& hints, bool query_used, const std::string& file, InferredConfig* config) {
+    std::vector<std::string> unused;
+    if (hints.n_head > 0) unused.push_back("--n-head");
+    if (hints.query && !query_used) unused.push_back("--query-form");
+    if (hints.value) unused.push_back("--value-form");
+    if (hints.activation) unused.push_back("--activation");
+    if (unused.empty()) return;
+    std::string names;
+    for (size_t i = 0; i < unused.size(); ++i) names += (i == 0 ? "" : i + 1 == unused.size() ? " and " : ", ") + unused[i];
+    config->notes.push_back(names + (unused.size() > 1 ? " are" : " is") + " not used: " + EscapeForMessage(file) +
+                            " names the model's shape and SSA forms");
+}
+
 Status ChooseLayout(const ModelFiles& files, const ConfigHints& hints, WeightFile* w) {
     if (w->embeddings.size() < 2) return Ok{};
     std::string names;
@@ -102,6 +117,7 @@ Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const
         auto parsed = LoadConfig(file);
         if (!parsed) return Fail(parsed.error());
         config.config = *parsed;
+        bool beta_read = true;  // --query-form says how an official attn.beta reads
         if (!parsed->hf_model_type.empty()) {  // an HF folder of a RoPE family
             config.notes.push_back(parsed->family + " (HF model_type " + parsed->hf_model_type + ") from " + file);
             ReadOfficialBeta(*weights, FormatOf(*parsed), hints, &config);
@@ -109,12 +125,10 @@ Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const
             // The official GPT-2 (lit_gpt/gpt_2_PTS.py): nanoGPT's names with attn.beta a layer.
             config.notes.push_back("GPT-2 from " + file);
             ReadOfficialBeta(*weights, Format::NanoGpt, hints, &config);
-        } else if (hints.query || hints.value || hints.n_head > 0 || hints.activation) {
-            // The config names the shape and SSA forms: the flags for checkpoints without one are
-            // unused, said rather than ignored silently.
-            config.notes.push_back("--n-head, --query-form, --value-form and --activation are not used: " + EscapeForMessage(file) +
-                                   " names the model's shape and SSA forms");
+        } else {
+            beta_read = false;
         }
+        NoteUnusedShapeFlags(hints, beta_read, file, &config);
     } else {
         auto inferred = InferConfig(*weights, hints);
         if (!inferred) return Fail(files->weights + ": " + inferred.error());

@@ -267,6 +267,19 @@ Status SaveRunStep(const TrainOptions& o, const std::string& folder, const std::
     return Ok{};
 }
 
+// A new run keeps its steps in run.new/ until it ends (Train). They are the checkpoint's run only
+// when they reach its step: a new run stopped before its first checkpoint leaves run.new/ beside
+// an older run's checkpoint, and resuming that would put the older run's steps into run.new/, and
+// at the end over run/.
+Status StagedStepsMatch(const TrainOptions& o, int64_t step) {
+    const std::string staged = o.out + "/run.new";
+    std::error_code ec;
+    if (!o.keep_checkpoints || !fs::is_directory(fs::symlink_status(staged, ec))) return Ok{};
+    if (fs::is_directory(fs::symlink_status(staged + "/ssa/checkpoint-" + std::to_string(step), ec))) return Ok{};
+    return Fail(Shown(o.out + "/checkpoint") + " (step " + std::to_string(step) + ") is not the run whose kept steps are in " + Shown(staged) +
+                ", which stopped before its first checkpoint: train again without --resume (" + Shown(o.out + "/run") + " is as it was)");
+}
+
 // What resuming reads from state.json, each field checked for its type: a file edited by hand (or
 // not written by train) is an error naming the field, never a JSON library exception.
 struct ResumeState {
@@ -396,6 +409,12 @@ Status CheckTrainOutput(const TrainOptions& o) {
     return CheckReplaceableFolder(o.out + "/checkpoint", OwnedCheckpoint);
 }
 
+bool Resumable(const TrainOptions& o) {
+    auto state = ParseJsonFile(o.out + "/checkpoint/state.json");
+    if (!state || !state->is_object() || !state->value("step", nlohmann::json()).is_number_integer()) return false;
+    return static_cast<bool>(StagedStepsMatch(o, (*state)["step"].get<int64_t>()));
+}
+
 size_t EstimateTrainingBytes(const TrainOptions& o) {
     const ModelConfig& c = o.config;
     const double V = std::max(c.vocab_size, 1), E = c.n_embd, L = c.n_layer, H = c.n_head, C = c.n_positions;
@@ -471,6 +490,7 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
         if (state->step > o.steps)
             return Fail(EscapeForMessage(checkpoint) + " is at step " + std::to_string(state->step) + ", past --steps " + std::to_string(o.steps) +
                         ": nothing to resume (give --steps of at least " + std::to_string(state->step) + ")");
+        if (auto s = StagedStepsMatch(o, state->step); !s) return Fail(s.error());
         if (!state->tokenizer.empty() && state->tokenizer != tokenizer_digest)
             return Fail(EscapeForMessage(checkpoint) + " was trained with another tokenizer than this run's" +
                         (tokenizer_from_data ? std::string(" (made from --data: has the data changed?)") : std::string()) +

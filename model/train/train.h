@@ -65,6 +65,10 @@ SsaGpt InitSsaGpt(const ModelConfig& config, uint64_t seed, bool zero_positions 
 // deleted. Train checks this first; the command line asks before it starts.
 Status CheckTrainOutput(const TrainOptions& options);
 
+// Whether `--resume` finds something to continue in options.out: a checkpoint, and with
+// keep_checkpoints an unfinished new run's kept steps (run.new/) that are its run's.
+bool Resumable(const TrainOptions& options);
+
 // The bytes a training run may hold at its peak (an estimate on the high side): each model's
 // weights, gradients and AdamW state, and what autograd keeps of one batch.
 size_t EstimateTrainingBytes(const TrainOptions& options);

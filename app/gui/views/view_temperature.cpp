@@ -142,7 +142,7 @@ void TemperatureView::Draw(WindowState& state) {
     const float label_w = every_layer ? ImGui::CalcTextSize(("L" + std::to_string(slopes->size() - 1)).c_str()).x + 8.0f : 0.0f;
     const ImVec2 p0(origin.x + axis_w + 8.0f, origin.y + 4.0f), p1(origin.x + avail.x - 8.0f - label_w, origin.y + h);
     if (p1.x - p0.x < 40 || p1.y - p0.y < 40) return;
-    constexpr float kInset = 6.0f;  // the first and last positions' points whole inside the frame
+    constexpr float kInset = 9.0f;  // the first and last positions' points, and the query's ring, whole inside the frame
     auto x_of = [&](float i) {  // position i counted from 1
         const float t = m_log_x ? std::log(i) / std::log(std::max(2.0f, static_cast<float>(T))) : (i - 1) / std::max(1.0f, T - 1.0f);
         return p0.x + kInset + t * (p1.x - p0.x - 2 * kInset);

@@ -170,10 +170,11 @@ def _compare(where, value):
     keywords = ", ".join(repr(k) for k in _ssaviz.compare_keywords())
     if isinstance(value, (str, _os.PathLike)):
         path = _path(where, "compare", value)
-        # A bare word that is no keyword and no folder here is a mistyped keyword, not a missing twin.
-        bare = _os.sep not in path and "/" not in path and not path.startswith(".")
-        if bare and path not in _ssaviz.compare_keywords() and path != "tau1" and not _os.path.exists(path):
-            raise ValueError(f"{where}: compare={path!r} is neither one of {keywords} nor a twin's folder (there is none)")
+        # A bare word that is no keyword and no folder here may be a mistyped keyword as well as a
+        # missing twin: the error names both.
+        bare = isinstance(value, str) and _os.sep not in path and "/" not in path and not path.startswith(".")
+        if bare and path not in _ssaviz.compare_keywords() + ["tau1", "none"] and not _os.path.exists(path):
+            raise FileNotFoundError(f"{where}: compare={path!r} is not one of {keywords}, and there is no twin folder {path!r}")
         return path, None
     raise ArgumentTypeError(f"{where}: compare must be {keywords}, a Model, a twin's folder or None, not {type(value).__name__}")
 
@@ -181,8 +182,8 @@ def _compare(where, value):
 def _export_compare(where, value):
     """_compare for the exports: their files hold a comparison beside SSA, so not None."""
     if value is None:
-        raise ValueError(f"{where}: compare=None: an export writes a comparison beside SSA; compare=\"local\" "
-                         "(tau = 1 in each layer) costs no second forward pass")
+        raise ValueError(f"{where}: compare=None: an export writes a comparison beside SSA, as `ssaviz export` does; "
+                         "compare=\"local\" (tau = 1 in each layer) costs no second forward pass")
     return _compare(where, value)
 
 
@@ -428,7 +429,7 @@ class Analysis:
     def predictions(self, position, k=10, side="ssa"):
         """The k (at most 10) most likely tokens after `position` (-1: the last) as [(piece, probability), ...]."""
         w = "predictions()"
-        return self._h.predictions(_int(w, "position", position), _int(w, "k", k), _str(w, "side", side))
+        return self._h.predictions(_position(w, position, self.n_tokens), _int(w, "k", k), _str(w, "side", side))
 
     # What each layer and head writes (SPEC section 10): the logit lens and direct logit
     # attribution, each side a forward pass of its own on the model as loaded, run when first asked

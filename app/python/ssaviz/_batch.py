@@ -154,7 +154,7 @@ def export_batch(texts, out, model=None, formats=None, client=None, compare="van
     devices its workers open the model on, one each in turn (["cuda:0", "cuda:1"]: a GPU per
     worker on a machine with two; worker k, in the order of the workers' addresses, takes
     devices[k % len(devices)]); None: the model's own device on every worker. formats, layers,
-    heads, flags: as Analysis.export; compare, ablate, truncate: as Model.analyze."""
+    heads, flags: as Analysis.export; compare (not None: the files hold a comparison), ablate, truncate: as Model.analyze."""
     from . import Model, _ablate, _bool, _export_compare, _flags, _fs, _path, load
     where = "export_batch()"
     out = _path(where, "out", out)

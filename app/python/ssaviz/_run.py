@@ -58,21 +58,24 @@ def _run_map(client, fn, jobs, **kwargs):
     return client.gather(futures)
 
 
-_CATALOGUE = json.loads(_ssaviz.catalogue_json())["quantities"]
-
-
 def _every_row(key):
-    """Whether a head's value averages every row: the quantities read as their tokens' mean, least
-    and largest (the temperatures'), not as a row metric's mean over rows 2..T."""
-    return any(key in (q["key"], q["python"]) and f"{q['key']}_mean" in q["head_values"] for q in _CATALOGUE)
+    """Whether a head's value averages every row (the catalogue's reading: the temperatures'), not
+    a row metric's rows 2..T."""
+    return any(key in (q["key"], q["python"]) and q["reading"] == "every_row" for q in _quantities())
+
+
+def _quantities():
+    from . import _CATALOGUE
+    return _CATALOGUE["quantities"]
 
 
 class RunAnalysis:
     """A text through every checkpoint of a run. steps: int64 [S], the steps analysed (a step that
     failed is in `failed`, not here). arrays(name) stacks that array of every step's analysis:
     Analysis.metrics's keys ([S, L, H, T] or [S, L, H]), tau_q, tau_v ([S, L, H, T]), loss,
-    loss_compare, with a base loss_base ([S, T - 1]); head(name) is a row metric's mean over query
-    rows 2..T, [S, L, H], as metrics.json's per-head numbers (against a base head("js_total") is
+    loss_compare, with a base loss_base ([S, T - 1]); head(name) is a row metric's value per head,
+    [S, L, H], as metrics.json's and run.json's (the mean over query rows 2..T; over every row for
+    tau_q, tau_v and effective_qk_norm) (against a base head("js_total") is
     all that fine-tuning had changed by each step, head("js_drift") the other weights' part)."""
 
     def __init__(self, run, steps, arrays, failed):
@@ -94,7 +97,7 @@ class RunAnalysis:
             raise ValueError("no step of the run was analysed")
         if name in self._arrays[0]:
             return name
-        for q in _CATALOGUE:
+        for q in _quantities():
             if name in (q["key"], q["json"]) and q["python"] in self._arrays[0]:
                 return q["python"]
         raise KeyError(f"{name!r} is not one of the run's arrays ({', '.join(self.keys())})")
@@ -200,7 +203,7 @@ class Run:
         dask.distributed `client` the checkpoints are its workers' tasks (each opening its own; OUT a
         folder every worker sees); the files are written here, from the steps in step order. A step
         that fails is named in a warning and in run.json's "failed". Returns run.json as a dict.
-        compare, ablate, truncate, base: as Model.analyze (against a base, run.json's and run.csv's
+        compare (not None), ablate, truncate, base: as Model.analyze (against a base, run.json's and run.csv's
         heads gain js_total and js_drift, and the curves theirs); formats, layers, heads, flags: as
         Analysis.export."""
         import json

@@ -670,38 +670,42 @@ TEST(CliTrain, EvalNamesAHostileTaskField) {
 // piled up in --out, one a Ctrl+C) and exits 130 with one line; the checkpoint it wrote stays whole.
 // The signal is sent once a checkpoint exists (not after a fixed time: a slow start under the
 // sanitizers would take it before the handler is installed), to the process and then to it again
-// at once, as `timeout` signals a process and then its group: one interrupt, not two.
+// at once, as `timeout` signals a process and then its group: one interrupt, not two. With
+// --keep-checkpoints the steps kept so far wait in run.new/, and the message says so.
 TEST(CliTrain, AnInterruptedTrainingCleansUpAfterItself) {
-    const std::string out = Scratch("train_interrupted");
-    fs::remove_all(out);
-    const std::string err_file = Scratch("interrupted.err");
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-        const int err = open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), null = open("/dev/null", O_RDWR);
-        dup2(null, 0);
-        dup2(null, 1);
-        dup2(err, 2);
-        execl(SSAVIZ_BINARY, SSAVIZ_BINARY, "train", "--task", "graph", "--out", out.c_str(), "--steps", "1000000", "--checkpoint-every",
-              "20", "--keep-checkpoints", static_cast<char*>(nullptr));
-        _exit(127);
+    for (const bool keep : {false, true}) {
+        SCOPED_TRACE(keep ? "--keep-checkpoints" : "plain");
+        const std::string out = Scratch(keep ? "train_interrupted_kept" : "train_interrupted");
+        fs::remove_all(out);
+        const std::string err_file = Scratch("interrupted.err");
+        const pid_t pid = fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+            const int err = open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), null = open("/dev/null", O_RDWR);
+            dup2(null, 0);
+            dup2(null, 1);
+            dup2(err, 2);
+            execl(SSAVIZ_BINARY, SSAVIZ_BINARY, "train", "--task", "graph", "--out", out.c_str(), "--steps", "1000000", "--checkpoint-every",
+                  "20", keep ? "--keep-checkpoints" : "--no-twin", static_cast<char*>(nullptr));
+            _exit(127);
+        }
+        for (int waited = 0; waited < 1200 && !fs::exists(out + "/checkpoint/state.json"); ++waited) usleep(100000);
+        ASSERT_TRUE(fs::exists(out + "/checkpoint/state.json")) << ReadFile(err_file);
+        kill(pid, SIGINT);
+        kill(pid, SIGINT);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        const std::string err = ReadFile(err_file);
+        ASSERT_TRUE(WIFEXITED(status)) << err;
+        EXPECT_EQ(WEXITSTATUS(status), 130) << err;
+        EXPECT_NE(err.find("ssaviz: train interrupted (cancelled at step "), std::string::npos) << err;
+        EXPECT_NE(err.find("--resume continues from the last checkpoint"), std::string::npos) << err;
+        EXPECT_EQ(err.find("the steps kept so far are in " + out + "/run.new") != std::string::npos, keep) << err;
+        EXPECT_EQ(fs::exists(out + "/run.new/ssa/checkpoint-20/model.safetensors"), keep);
+        for (const auto& entry : fs::directory_iterator(out))
+            EXPECT_NE(entry.path().filename().string()[0], '.') << "left behind: " << entry.path();
+        EXPECT_NO_THROW(json::parse(ReadFile(out + "/checkpoint/state.json")));
     }
-    for (int waited = 0; waited < 1200 && !fs::exists(out + "/checkpoint/state.json"); ++waited) usleep(100000);
-    ASSERT_TRUE(fs::exists(out + "/checkpoint/state.json")) << ReadFile(err_file);
-    kill(pid, SIGINT);
-    kill(pid, SIGINT);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    const std::string err = ReadFile(err_file);
-    ASSERT_TRUE(WIFEXITED(status)) << err;
-    EXPECT_EQ(WEXITSTATUS(status), 130) << err;
-    EXPECT_NE(err.find("ssaviz: train interrupted (cancelled at step "), std::string::npos) << err;
-    EXPECT_NE(err.find("--resume continues from the last checkpoint"), std::string::npos) << err;
-    EXPECT_NE(err.find("the steps kept so far are in " + out + "/run.new"), std::string::npos) << err;
-    EXPECT_TRUE(fs::exists(out + "/run.new/ssa/checkpoint-20/model.safetensors"));
-    for (const auto& entry : fs::directory_iterator(out))
-        EXPECT_NE(entry.path().filename().string()[0], '.') << "left behind: " << entry.path();
-    EXPECT_NO_THROW(json::parse(ReadFile(out + "/checkpoint/state.json")));
 }
 
 // The graph experiment end to end through the binary: train, then eval re-scores what was saved.

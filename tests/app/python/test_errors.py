@@ -163,13 +163,14 @@ def test_without_a_comparison(small, tmp_path):
 def test_plausible_mistakes_are_named(small, tmp_path):
     with pytest.raises(ssaviz.ArgumentTypeError, match="for many texts, analyze each, or export_batch"):
         small.analyze(["one text", "another"])
-    with pytest.raises(ValueError, match="compare='nope' is neither one of 'vanilla'"):
+    with pytest.raises(FileNotFoundError, match="compare='nope' is not one of 'vanilla', .*, and there is no twin folder 'nope'"):
         small.analyze(TEXT, compare="nope")
+    assert small.analyze(TEXT, compare="none").compare == "none"  # a.compare's own value is taken back
     with pytest.raises(ValueError, match="config.json: not a weights file"):
         ssaviz.load(os.path.join(SMALL, "config.json"))
     # The shape flags beside a config.json that names the shape: unused, and said so (it was silent).
     shaped = ssaviz.load(SMALL, query_form="exp_exp")
-    assert any("--query-form" in note and "are not used" in note for note in shaped.info["notes"]), shaped.info["notes"]
+    assert any(note.startswith("--query-form is not used: ") for note in shaped.info["notes"]), shaped.info["notes"]
     a = small.analyze(TEXT)
     assert a.comparison_kind == "tau1"
     assert np.array_equal(a.attention(0, 1, side="tau1"), a.attention(0, 1, side="compare"))

@@ -337,6 +337,31 @@ TEST(Train, KeptCheckpointsAreARun) {
     EXPECT_FALSE(fs::exists(split.out + "/run/ssa/checkpoint-30"));
     EXPECT_EQ(Bytes(split.out + "/run/ssa/checkpoint-20/model.safetensors"), Bytes(split.out + "/ssa/model.safetensors"));
 
+    // A finished run resumed for more steps keeps them in run/ itself (no run.new/: nothing to stage).
+    other.resume = true;
+    other.steps = 40;
+    auto extended = model::Train(other, nullptr);
+    ASSERT_TRUE(extended) << extended.error();
+    EXPECT_TRUE(fs::exists(split.out + "/run/ssa/checkpoint-40"));
+    EXPECT_TRUE(fs::exists(split.out + "/run/ssa/checkpoint-20"));
+    EXPECT_FALSE(fs::exists(split.out + "/run.new"));
+
+    // The same settings again, stopped before their first checkpoint: checkpoint/ is still the
+    // older run's (step 40), run.new/ the new run's step 0. Resuming would continue the older run
+    // into run.new/ and put that over run/: refused, run/ as it was.
+    const std::string kept40 = Bytes(split.out + "/run/ssa/checkpoint-40/model.safetensors");
+    other.resume = false;
+    other.steps = 60;
+    stop = false;
+    ASSERT_FALSE(model::Train(other, [&](const model::TrainProgress& p) { stop = p.step >= 5; }, &stop));
+    EXPECT_FALSE(model::Resumable(other));
+    other.resume = true;
+    auto mixed = model::Train(other, nullptr);
+    ASSERT_FALSE(mixed);
+    EXPECT_NE(mixed.error().find("is not the run whose kept steps are in"), std::string::npos) << mixed.error();
+    EXPECT_EQ(Bytes(split.out + "/run/ssa/checkpoint-40/model.safetensors"), kept40);
+    EXPECT_TRUE(fs::exists(split.out + "/run.new/ssa/checkpoint-0"));
+
     std::ofstream(o.out + "/run/ssa/notes.txt") << "mine";
     auto refused = model::Train(o, nullptr);
     ASSERT_FALSE(refused);
