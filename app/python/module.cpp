@@ -294,7 +294,7 @@ py::object Array(const AnalysisHandle& h, const std::string& name) {
     if (name == "loss_compare") return predictions ? floats(a.loss_compare, {Size(a.loss_compare.size())}) : py::none();
     if (name == "rank") return ints(a.rank, {Size(a.rank.size())});
     if (name == "rank_compare") return predictions ? ints(a.rank_compare, {Size(a.rank_compare.size())}) : py::none();
-    constexpr py::ssize_t K = model::Analysis::kTopK;
+    const py::ssize_t K = a.TopK();
     if (name == "top_ids") return ints(a.top_ids, {Size(a.top_ids.size()) / K, K});
     if (name == "top_probs") return floats(a.top_probs, {Size(a.top_probs.size()) / K, K});
     if (name == "top_ids_compare") return predictions ? ints(a.top_ids_compare, {Size(a.top_ids_compare.size()) / K, K}) : py::none();
@@ -443,14 +443,15 @@ py::list Predictions(const AnalysisHandle& h, int position, int k, const std::st
     const int T = a.n_tokens;
     if (position < 0 || position >= T)  // a negative one counted from the end already (Python's _position)
         throw BadArgument("position " + std::to_string(position) + " is out of range (the text has " + std::to_string(T) + " tokens)");
-    if (k < 1 || k > model::Analysis::kTopK) throw BadArgument("k must be from 1 to " + std::to_string(model::Analysis::kTopK));
+    const int K = a.TopK();
+    if (k < 1 || k > K) throw BadArgument("k must be from 1 to " + std::to_string(K));
     const model::MapSide which = Side(h, side);
     if (which == model::MapSide::Compare && !a.HasComparePredictions())
         throw BadArgument("the layer-local comparison has no predictions of its own (no forward pass)");
     const std::vector<int32_t>& ids = which == model::MapSide::Compare ? a.top_ids_compare : which == model::MapSide::Base ? a.top_ids_base : a.top_ids;
     const std::vector<float>& probs =
         which == model::MapSide::Compare ? a.top_probs_compare : which == model::MapSide::Base ? a.top_probs_base : a.top_probs;
-    if (ids.size() < static_cast<size_t>(T) * model::Analysis::kTopK)
+    if (ids.size() < static_cast<size_t>(T) * K)
         throw BadArgument("side '" + side + "' has no predictions in this analysis");
     std::shared_ptr<const std::vector<std::string>> vocab;
     {
@@ -462,7 +463,7 @@ py::list Predictions(const AnalysisHandle& h, int position, int k, const std::st
     }
     py::list out;
     for (int j = 0; j < k; ++j) {
-        const size_t at = static_cast<size_t>(position) * model::Analysis::kTopK + j;
+        const size_t at = static_cast<size_t>(position) * K + j;
         const int32_t id = ids[at];
         const std::string piece = id >= 0 && static_cast<size_t>(id) < vocab->size() ? (*vocab)[id] : "";
         out.append(py::make_tuple(py::str(model::PieceToDisplay(piece)), probs[at]));

@@ -312,6 +312,16 @@ Status ReplaceFolder(const std::string& temp, const std::string& path, const std
         if (::rename(temp.c_str(), path.c_str()) != 0) return Fail(Quoted(path) + ": cannot put it in place (" + std::strerror(errno) + ")");
         return Ok{};
     }
+#ifdef RENAME_EXCHANGE
+    // Where the file system can, the two swap names in one step, so `path` is whole at every
+    // moment (a process killed between two renames left no folder there); the old one, now at
+    // `temp`'s name, is removed.
+    if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE) == 0) {
+        std::error_code ec;
+        std::filesystem::remove_all(temp, ec);  // links inside are removed, never followed
+        return Ok{};
+    }
+#endif
     // rename() moves a folder onto an empty one: the old folder goes aside under a fresh name.
     auto aside = CreateTempFolderBeside(path);
     if (!aside) return Fail(aside.error());

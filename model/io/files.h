@@ -68,8 +68,9 @@ Result<std::string> CreateTempFileBeside(const std::string& path);
 // (".NAME.ssaviz-XXXXXX", made exclusively, with the permissions a new folder gets), filled by the
 // caller, then put in `path`'s place by ReplaceFolder. That refuses a link at `path` (never
 // written through) and anything at `path` that `owned` does not accept (a folder it cannot prove
-// the caller wrote is never deleted); the old folder is moved aside, the new one renamed in, and
-// only then the old one removed. On failure `path` is as it was and `temp` is left to the caller.
+// the caller wrote is never deleted); the two swap names at once (renameat2's RENAME_EXCHANGE; else
+// the old folder is moved aside and the new one renamed in), and only then the old one is removed.
+// On failure `path` is as it was and `temp` is left to the caller.
 Result<std::string> CreateTempFolderBeside(const std::string& path);
 Status ReplaceFolder(const std::string& temp, const std::string& path, const std::function<Status(const std::string&)>& owned);
 // Whether `path` is absent, or a folder (not a link) that `owned` accepts: what ReplaceFolder

@@ -378,7 +378,7 @@ Result<WeightFile> OpenWeightsFile(const std::string& path, bool shard) {
         // A safetensors header is JSON from byte 8: a file without one is another kind of file
         // (config.json, a tokenizer) given where the weights go, not a broken weights file.
         if (!header && size > 8 && data[8] != '{' && data[8] != '[')
-            return Fail(path + ": not a weights file (neither torch.save's ZIP nor safetensors): give the model's folder, or its "
+            return Fail(EscapeForMessage(path) + ": not a weights file (neither torch.save's ZIP nor safetensors): give the model's folder, or its "
                                ".safetensors, .pth or .bin file");
         if (!header) return Fail(path + ": " + header.error());
         for (const auto& t : header->tensors) {

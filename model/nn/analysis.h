@@ -81,14 +81,16 @@ struct Analysis {
     static constexpr int kTopK = 10;
     std::vector<float> loss, loss_compare;          // [T - 1]: entry t - 1 is -ln p(token t | tokens < t), nats
     std::vector<int32_t> rank, rank_compare;        // [T - 1]: token t's 0-based rank among its predictions
-    std::vector<int32_t> top_ids, top_ids_compare;  // [T, kTopK]: each position's most likely next tokens
-    std::vector<float> top_probs, top_probs_compare;  // [T, kTopK]
+    std::vector<int32_t> top_ids, top_ids_compare;  // [T, TopK()]: each position's most likely next tokens
+    std::vector<float> top_probs, top_probs_compare;  // [T, TopK()]
     // The base's, as the others' (empty without a base).
     std::vector<float> loss_base;                   // [T - 1]
     std::vector<int32_t> rank_base;                 // [T - 1]
-    std::vector<int32_t> top_ids_base;              // [T, kTopK]
-    std::vector<float> top_probs_base;              // [T, kTopK]
+    std::vector<int32_t> top_ids_base;              // [T, TopK()]
+    std::vector<float> top_probs_base;              // [T, TopK()]
     std::vector<float> next_logits;                 // [V]: the SSA side's logits after the last token
+    // The predictions a position keeps: kTopK, or the whole vocabulary of a smaller one (the graph's 8).
+    int TopK() const { return n_tokens > 0 && !top_ids.empty() ? static_cast<int>(top_ids.size() / n_tokens) : kTopK; }
     // The comparison's predictions are empty for the layer-local comparison (no forward pass of its own).
     bool HasComparePredictions() const { return !loss_compare.empty() || (n_tokens == 1 && !top_ids_compare.empty()); }
     std::string device;

@@ -161,9 +161,8 @@ Result<std::string> DecodeAfter(const Tokenizer& tokenizer, int32_t before, int3
     if (before < 0) return tokenizer.Decode({id});
     Result<std::string> alone = before_text ? Result<std::string>(*before_text) : tokenizer.Decode({before});
     if (!alone) return alone;
-    auto both = tokenizer.Decode({before, id});
-    if (!both) return both;
-    if (both->compare(0, alone->size(), *alone) != 0) return tokenizer.Decode({id});
+    auto both = tokenizer.Decode({before, id});  // a hostile decoder's budget may refuse the pair, not `id` alone
+    if (!both || both->compare(0, alone->size(), *alone) != 0) return tokenizer.Decode({id});
     return both->substr(alone->size());
 }
 

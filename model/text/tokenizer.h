@@ -71,8 +71,9 @@ Result<std::unique_ptr<Tokenizer>> LoadGpt2Tokenizer(const std::string& vocab_js
 // The bytes token `id` adds after token `before` (-1: none) when the two are decoded together:
 // decoded alone, SentencePiece drops a piece's leading "▁" (' to' would read 'to'), so a
 // predicted or appended token is read after the one before it. `before_text` is `before` decoded
-// alone, when the caller has it. Where the pair's text does not start with `before`'s, `id`
-// decoded alone. Fails as Decode does (a hostile tokenizer.json decoder's budget).
+// alone, when the caller has it. Where the pair does not decode (a hostile tokenizer.json
+// decoder's budget) or its text does not start with `before`'s, `id` decoded alone, which fails
+// as Decode does.
 Result<std::string> DecodeAfter(const Tokenizer& tokenizer, int32_t before, int32_t id, const std::string* before_text = nullptr);
 // Names any id as a prediction reads it: after one ordinary token ("a"), by DecodeAfter.
 class PredictedPieces {

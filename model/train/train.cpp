@@ -1,5 +1,6 @@
 #include "model/train/train.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -11,6 +12,10 @@
 #include <sstream>
 #include <string_view>
 #include <thread>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -148,13 +153,24 @@ Status NotOurs(const std::string& dir, const std::string& why) {
     return Fail(Shown(dir) + " " + why + ": it is not a folder ssaviz train wrote, so train leaves it alone (move it, or choose another --out)");
 }
 
-// Only regular files of `names` in `dir`, and folders of `folders` (checked by the caller).
-Status OnlyOurFiles(const std::string& dir, const std::set<std::string>& names, const std::set<std::string>& folders = {}) {
+// Whether `name` is the temporary name a write of one of `names` used (CreateTempFileBeside's
+// ".NAME.ssaviz-PID-N.tmp"), left by a process killed while writing it.
+bool OurTempFile(const std::string& name, const std::set<std::string>& names) {
+    if (name.size() < 2 || name[0] != '.' || name.size() < 4 || name.compare(name.size() - 4, 4, ".tmp") != 0) return false;
+    const size_t tag = name.find(".ssaviz-", 1);
+    return tag != std::string::npos && names.count(name.substr(1, tag - 1));
+}
+
+// Only regular files of `names` in `dir`, and folders of `folders` (checked by the caller); with
+// `temps`, also the temporary files of `names` (a folder being written when its process died).
+Status OnlyOurFiles(const std::string& dir, const std::set<std::string>& names, const std::set<std::string>& folders = {},
+                    bool temps = false) {
     std::error_code ec;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
         const std::string name = it->path().filename().string();
         const fs::file_status st = it->symlink_status(ec);
-        const bool ours = (names.count(name) && fs::is_regular_file(st)) || (folders.count(name) && fs::is_directory(st));
+        const bool ours = ((names.count(name) || (temps && OurTempFile(name, names))) && fs::is_regular_file(st)) ||
+                          (folders.count(name) && fs::is_directory(st));
         if (!ours) return NotOurs(dir, "holds " + Shown(name));
     }
     if (ec) return Fail(Shown(dir) + ": cannot read (" + ec.message() + ")");
@@ -202,7 +218,7 @@ Status OwnedRun(const std::string& dir) {
             const bool step = name.rfind("checkpoint-", 0) == 0, temp = name.rfind(".checkpoint-", 0) == 0;
             if ((!step && !temp) || !fs::is_directory(it->symlink_status(ec))) return NotOurs(side, "holds " + Shown(name));
             const std::string path = it->path().string();
-            if (auto s = step ? OwnedModelFolder(path, role) : OnlyOurFiles(path, kModelFolderFiles); !s) return s;
+            if (auto s = step ? OwnedModelFolder(path, role) : OnlyOurFiles(path, kModelFolderFiles, {}, /*temps=*/true); !s) return s;
         }
         if (ec) return Fail(Shown(side) + ": cannot read (" + ec.message() + ")");
     }
@@ -259,25 +275,40 @@ Status SaveRunStep(const TrainOptions& o, const std::string& folder, const std::
         if (!tmp) return Fail(tmp.error());
         if (auto s = SaveModelFolder(run.model, *tmp, o.storage); !s) return s;
         if (auto s = CopyTokenizer(o.tokenizer_dir, *tmp); !s) return s;
-        const nlohmann::json record = {{"role", run.role}, {"step", step}, {"steps", o.steps}, {"task", task},
-                                       {"seed", o.seed}, {"command", o.command}};
+        const nlohmann::json record = {{"role", run.role}, {"step", step},      {"steps", o.steps},          {"task", task},
+                                       {"seed", o.seed}, {"command", o.command}, {"identity", RunIdentity(o)}};
         if (auto s = WriteText(*tmp + "/train.json", JsonText(record, 1) + "\n"); !s) return s;
         if (auto s = ReplaceFolder(*tmp, dir, [&](const std::string& d) { return OwnedModelFolder(d, run.role); }); !s) return s;
     }
     return Ok{};
 }
 
-// A new run keeps its steps in run.new/ until it ends (Train). They are the checkpoint's run only
-// when they reach its step: a new run stopped before its first checkpoint leaves run.new/ beside
-// an older run's checkpoint, and resuming that would put the older run's steps into run.new/, and
-// at the end over run/.
-Status StagedStepsMatch(const TrainOptions& o, int64_t step) {
-    const std::string staged = o.out + "/run.new";
+// Whether `folder` (run/ or run.new/) holds this run's kept steps up to the checkpoint's `step`:
+// its ssa/checkpoint-STEP written with these settings (RunIdentity; a step kept before train.json
+// named them, by its seed and `task`, the task's spec). Resuming into another run's steps would
+// mix two runs in one timeline, and at the end put them over run/.
+bool KeptStepsOf(const TrainOptions& o, const std::string& folder, int64_t step, const nlohmann::json* task) {
+    auto record = ParseJsonFile(folder + "/ssa/checkpoint-" + std::to_string(step) + "/train.json");
+    if (!record || !record->is_object()) return false;
+    if (record->contains("identity")) return (*record)["identity"] == RunIdentity(o);
+    return task && record->value("seed", nlohmann::json()) == nlohmann::json(o.seed) && record->value("task", nlohmann::json()) == *task;
+}
+
+// A new run keeps its steps in run.new/ until it ends; a resumed one where its steps are: run.new/
+// (an unfinished new run: it must be this run's), else run/ when that is this run's (a finished run
+// trained further), else a new run.new/ from the checkpoint's step on.
+Result<std::string> KeptStepsFolder(const TrainOptions& o, int64_t step, const nlohmann::json* task) {
+    const std::string kept = o.out + "/run", staged = o.out + "/run.new";
     std::error_code ec;
-    if (!o.keep_checkpoints || !fs::is_directory(fs::symlink_status(staged, ec))) return Ok{};
-    if (fs::is_directory(fs::symlink_status(staged + "/ssa/checkpoint-" + std::to_string(step), ec))) return Ok{};
-    return Fail(Shown(o.out + "/checkpoint") + " (step " + std::to_string(step) + ") is not the run whose kept steps are in " + Shown(staged) +
-                ", which stopped before its first checkpoint: train again without --resume (" + Shown(o.out + "/run") + " is as it was)");
+    if (!o.resume) return staged;
+    if (fs::is_directory(fs::symlink_status(staged, ec))) {
+        if (KeptStepsOf(o, staged, step, task)) return staged;
+        return Fail(Shown(staged) + " holds kept steps of another run than " + Shown(o.out + "/checkpoint") + "'s (no step " +
+                    std::to_string(step) + " of these settings: a new run stopped before its first checkpoint, or one with other "
+                    "settings): move it away, or train again without --resume (" + Shown(kept) + " is as it was)");
+    }
+    if (fs::is_directory(fs::symlink_status(kept, ec)) && KeptStepsOf(o, kept, step, task)) return kept;
+    return staged;
 }
 
 // What resuming reads from state.json, each field checked for its type: a file edited by hand (or
@@ -412,7 +443,12 @@ Status CheckTrainOutput(const TrainOptions& o) {
 bool Resumable(const TrainOptions& o) {
     auto state = ParseJsonFile(o.out + "/checkpoint/state.json");
     if (!state || !state->is_object() || !state->value("step", nlohmann::json()).is_number_integer()) return false;
-    return static_cast<bool>(StagedStepsMatch(o, (*state)["step"].get<int64_t>()));
+    // An unfinished run's kept steps must reach the checkpoint's step (their settings are for the
+    // resume itself to check: these options are the command line's, before Train completes them).
+    const std::string staged = o.out + "/run.new";
+    std::error_code ec;
+    if (!o.keep_checkpoints || !fs::is_directory(fs::symlink_status(staged, ec))) return true;
+    return fs::is_directory(fs::symlink_status(staged + "/ssa/checkpoint-" + std::to_string((*state)["step"].get<int64_t>()), ec));
 }
 
 size_t EstimateTrainingBytes(const TrainOptions& o) {
@@ -438,6 +474,14 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
     if (auto s = CheckTrainOutput(o); !s) return Fail(s.error());
     const std::error_code ec = MakeFolders(o.out);
     if (ec) return Fail(o.out + ": cannot create (" + ec.message() + ")");
+    // One train at a time in a folder (two mixed their steps and checkpoints): a lock on the folder
+    // itself, released however this process ends. A file system without locks goes on without.
+    struct FolderLock {
+        int fd;
+        ~FolderLock() { if (fd >= 0) ::close(fd); }
+    } const lock{::open(o.out.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+    if (lock.fd >= 0 && ::flock(lock.fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+        return Fail(Shown(o.out) + " is in use by another ssaviz train: wait for it to end, or choose another --out");
     TempFolders temps;  // the tokenizer trained here and the model folders until they are in place
 
     // Tokenizer: given, built in for synthetic tasks, or a SentencePiece model trained on the corpus.
@@ -490,7 +534,6 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
         if (state->step > o.steps)
             return Fail(EscapeForMessage(checkpoint) + " is at step " + std::to_string(state->step) + ", past --steps " + std::to_string(o.steps) +
                         ": nothing to resume (give --steps of at least " + std::to_string(state->step) + ")");
-        if (auto s = StagedStepsMatch(o, state->step); !s) return Fail(s.error());
         if (!state->tokenizer.empty() && state->tokenizer != tokenizer_digest)
             return Fail(EscapeForMessage(checkpoint) + " was trained with another tokenizer than this run's" +
                         (tokenizer_from_data ? std::string(" (made from --data: has the data changed?)") : std::string()) +
@@ -521,13 +564,14 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
     if (cancel && cancel->load()) return Fail("cancelled before the first step");  // the tokenizer's training is not cut short
     // The kept steps of a new run go to run.new/ (an unfinished new run's left there is replaced)
     // and take run/'s place only when the run ends, so an older run's stay whole until then; a
-    // resumed run continues where its steps are.
+    // resumed run continues where its steps are (KeptStepsFolder).
     const std::string kept = o.out + "/run", staged = o.out + "/run.new";
     std::string steps_folder = kept;
     if (o.keep_checkpoints) {
         std::error_code ec;
-        const bool unfinished = fs::is_directory(fs::symlink_status(staged, ec));
-        if (!o.resume || unfinished) steps_folder = staged;
+        auto folder = KeptStepsFolder(o, start, &(*task)->spec);
+        if (!folder) return Fail(folder.error());
+        steps_folder = *folder;
         if (!o.resume) {
             auto empty = temps.Beside(staged);
             if (!empty) return Fail(empty.error());

@@ -90,7 +90,7 @@ void PredictionView::DrawContinue(AppState& state) {
 
 void PredictionView::DrawNextTokens(const AppState& state) {
     const model::Analysis& a = *state.analysis;
-    constexpr int K = model::Analysis::kTopK;
+    const int K = a.TopK();
     const int T = a.n_tokens;
     const int p = state.query >= 0 && state.query < T ? state.query : T - 1;
     const size_t need = static_cast<size_t>(p + 1) * K;

@@ -170,21 +170,25 @@ def _compare(where, value):
     keywords = ", ".join(repr(k) for k in _ssaviz.compare_keywords())
     if isinstance(value, (str, _os.PathLike)):
         path = _path(where, "compare", value)
+        if not isinstance(value, str) and path in _ssaviz.compare_keywords() + ["tau1", "none"]:
+            path = _os.path.join(".", path)  # a path is a folder, even one named as a keyword
         # A bare word that is no keyword and no folder here may be a mistyped keyword as well as a
         # missing twin: the error names both.
         bare = isinstance(value, str) and _os.sep not in path and "/" not in path and not path.startswith(".")
         if bare and path not in _ssaviz.compare_keywords() + ["tau1", "none"] and not _os.path.exists(path):
-            raise FileNotFoundError(f"{where}: compare={path!r} is not one of {keywords}, and there is no twin folder {path!r}")
+            raise FileNotFoundError(f"{where}: compare={path!r} is not one of {keywords} (or 'tau1', or 'none' for no comparison), "
+                                    f"and there is no twin folder {path!r}")
         return path, None
     raise ArgumentTypeError(f"{where}: compare must be {keywords}, a Model, a twin's folder or None, not {type(value).__name__}")
 
 
 def _export_compare(where, value):
-    """_compare for the exports: their files hold a comparison beside SSA, so not None."""
-    if value is None:
+    """_compare for the exports: their files hold a comparison beside SSA, so not None ("none")."""
+    kind, twin_flags = _compare(where, value)
+    if kind == "none":
         raise ValueError(f"{where}: compare=None: an export writes a comparison beside SSA, as `ssaviz export` does; "
                          "compare=\"local\" (tau = 1 in each layer) costs no second forward pass")
-    return _compare(where, value)
+    return kind, twin_flags
 
 
 #-----------------------------------------------------------------------------
@@ -371,8 +375,8 @@ class Analysis:
     comparison_kind = property(lambda self: self._h.comparison_kind,
                                doc="as metrics.json names it: tau1, local, twin, unedited or base; none with compare=None")
     base_label = property(lambda self: self._h.base_label, doc="the base's folder (compare=\"base\"); empty otherwise")
-    compare_label = property(lambda self: self._h.compare_label,
-                             doc="the twin's folder (a twin); \"vanilla\" for a comparison of the model's own weights")
+    compare_label = property(lambda self: "" if self.compare == "none" else self._h.compare_label,
+                             doc="the twin's folder (a twin); \"vanilla\" for a comparison of the model's own weights; \"\" with none")
     interventions = property(lambda self: self._h.interventions, doc="the what-ifs, in --ablate's syntax")
     device = property(lambda self: self._h.device, doc="where the engine ran: cpu or cuda:N")
     forward_ms = property(lambda self: self._h.forward_ms, doc="the forward passes' time, ms")
@@ -391,8 +395,8 @@ class Analysis:
     loss_compare = property(lambda self: self._h.array("loss_compare"), doc="None without a comparison forward pass")
     rank = property(lambda self: self._h.array("rank"), doc="int32 [T - 1]: token t's rank among position t - 1's predictions (0: top)")
     rank_compare = property(lambda self: self._h.array("rank_compare"), doc="the comparison's rank; None without its forward pass")
-    top_ids = property(lambda self: self._h.array("top_ids"), doc="int32 [T, 10]: each position's most likely next tokens")
-    top_probs = property(lambda self: self._h.array("top_probs"), doc="float32 [T, 10]: their probabilities")
+    top_ids = property(lambda self: self._h.array("top_ids"), doc="int32 [T, K]: K = 10 (or the vocabulary, when smaller); each position's most likely next tokens")
+    top_probs = property(lambda self: self._h.array("top_probs"), doc="float32 [T, K]: their probabilities")
     top_ids_compare = property(lambda self: self._h.array("top_ids_compare"), doc="the comparison's top_ids; None without its forward pass")
     top_probs_compare = property(lambda self: self._h.array("top_probs_compare"), doc="the comparison's top_probs; None without its forward pass")
     next_logits = property(lambda self: self._h.array("next_logits"), doc="[V]: the logits after the last token")
@@ -427,7 +431,7 @@ class Analysis:
         return self._h.attention(_int(w, "layer", layer), _int(w, "head", head), _str(w, "side", side))
 
     def predictions(self, position, k=10, side="ssa"):
-        """The k (at most 10) most likely tokens after `position` (-1: the last) as [(piece, probability), ...]."""
+        """The k (at most 10, or the vocabulary) most likely tokens after `position` (-1: the last) as [(piece, probability), ...]."""
         w = "predictions()"
         return self._h.predictions(_position(w, position, self.n_tokens), _int(w, "k", k), _str(w, "side", side))
 

@@ -111,8 +111,10 @@ class RunAnalysis:
         query rows 2..T (row 1 has one key), over every row for tau_q, tau_v and effective_qk_norm."""
         key = self._key(name)
         rows = self.arrays(key)
-        if rows.ndim != 4:
+        if rows.ndim == 3:
             raise ValueError(f"{name!r} is [S, L, H], not a row metric; arrays({name!r}) is already per head")
+        if rows.ndim != 4:
+            raise ValueError(f"{name!r} is {list(rows.shape)}, not a row metric [S, L, H, T]")
         if _every_row(key):
             return rows.mean(axis=-1)
         return rows[..., 1:].mean(axis=-1) if rows.shape[-1] > 1 else np.full(rows.shape[:-1], np.nan, np.float32)

@@ -691,6 +691,10 @@ TEST(CliTrain, AnInterruptedTrainingCleansUpAfterItself) {
         }
         for (int waited = 0; waited < 1200 && !fs::exists(out + "/checkpoint/state.json"); ++waited) usleep(100000);
         ASSERT_TRUE(fs::exists(out + "/checkpoint/state.json")) << ReadFile(err_file);
+        // A second train into the folder while this one runs is refused (two mixed their steps).
+        Outcome second = Ssaviz({"train", "--task", "graph", "--out", out, "--steps", "5", "--no-twin"});
+        EXPECT_EQ(second.code, 3) << second.err;
+        EXPECT_NE(second.err.find("is in use by another ssaviz train"), std::string::npos) << second.err;
         kill(pid, SIGINT);
         kill(pid, SIGINT);
         int status = 0;

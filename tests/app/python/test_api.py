@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import ssaviz
-from conftest import DEFAULT, ENGLISH, JOBS, SMALL, require, run_cli
+from conftest import DEFAULT, ENGLISH, JOBS, SMALL, SOURCE, require, run_cli
 
 
 def test_info_tokenize_generate_as_the_command_line_prints_them():
@@ -342,3 +342,23 @@ def test_folders_whose_names_are_not_utf8(tmp_path):
     assert os.path.isdir(root + "/run-out/step-000100")
     summary = ssaviz.export_batch(["one text", "two texts"], root + "/batch", model=ft, compare=base, formats=["json"])
     assert len(summary["texts"]) == 2 and summary["failed"] == []
+
+
+def test_a_vocabulary_smaller_than_the_top_k(tmp_path):
+    """The graph model's vocabulary is 8 pieces, fewer than the 10 predictions a position keeps:
+    top_ids is [T, 8] (it was strided by 10: rows shifted, predictions() refused) and predictions()
+    gives the same top piece as the lens's last layer."""
+    m = ssaviz.load(require(os.path.join(SOURCE, "assets", "models", "graph", "ssa")))
+    a = m.analyze("ABCDEFAB")
+    assert a.top_ids.shape == (a.n_tokens, 8) and a.top_probs.shape == (a.n_tokens, 8)
+    np.testing.assert_allclose(a.top_probs.sum(axis=1), 1.0, atol=1e-5)  # the whole vocabulary
+    for position in (0, 1, -1):
+        got = a.predictions(position, k=5)
+        assert got[0][0] == a.lens_top(a.n_layer, position, k=1)[0][0]  # the same top piece (rows were shifted)
+        np.testing.assert_allclose([p for _, p in got], a.top_probs[position][:5], atol=0)
+    with pytest.raises(ValueError, match="k must be from 1 to 8"):
+        a.predictions(0, k=9)
+    # compare="none" (a.compare's own spelling) is no way around the export's refusal.
+    with pytest.raises(ValueError, match="compare=None: an export writes a comparison"):
+        ssaviz.export_batch(["ABCD"], tmp_path / "batch", model=m, compare="none")
+    assert not (tmp_path / "batch").exists()

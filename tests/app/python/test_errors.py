@@ -4,6 +4,7 @@ bad flag values, bad texts, out-of-range heads, a closed model, an analysis whos
 
 import gc
 import os
+import pathlib
 
 import numpy as np
 import pytest
@@ -166,6 +167,9 @@ def test_plausible_mistakes_are_named(small, tmp_path):
     with pytest.raises(FileNotFoundError, match="compare='nope' is not one of 'vanilla', .*, and there is no twin folder 'nope'"):
         small.analyze(TEXT, compare="nope")
     assert small.analyze(TEXT, compare="none").compare == "none"  # a.compare's own value is taken back
+    # A path is a folder, even one named as a keyword (pathlib.Path("none") ran with no comparison).
+    with pytest.raises(FileNotFoundError):
+        small.analyze(TEXT, compare=pathlib.Path("none"))
     with pytest.raises(ValueError, match="config.json: not a weights file"):
         ssaviz.load(os.path.join(SMALL, "config.json"))
     # The shape flags beside a config.json that names the shape: unused, and said so (it was silent).

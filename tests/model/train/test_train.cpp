@@ -358,9 +358,40 @@ TEST(Train, KeptCheckpointsAreARun) {
     other.resume = true;
     auto mixed = model::Train(other, nullptr);
     ASSERT_FALSE(mixed);
-    EXPECT_NE(mixed.error().find("is not the run whose kept steps are in"), std::string::npos) << mixed.error();
+    EXPECT_NE(mixed.error().find("holds kept steps of another run than"), std::string::npos) << mixed.error();
     EXPECT_EQ(Bytes(split.out + "/run/ssa/checkpoint-40/model.safetensors"), kept40);
     EXPECT_TRUE(fs::exists(split.out + "/run.new/ssa/checkpoint-0"));
+
+    // A run trained without --keep-checkpoints, resumed with it beside another run's kept steps:
+    // its steps wait in run.new/ and replace run/ whole at the end, never mixed into it (they went
+    // into run/ over the other run's checkpoint-30 and -40).
+    auto plain = o;
+    plain.out = Out("kept_plain");
+    ASSERT_TRUE(model::Train(plain, nullptr));  // seed 1, steps 0..30 kept
+    plain.keep_checkpoints = false;
+    plain.seed = o.seed + 1;
+    plain.steps = 20;
+    ASSERT_TRUE(model::Train(plain, nullptr));
+    EXPECT_TRUE(fs::exists(plain.out + "/run/ssa/checkpoint-0")) << "a run that keeps nothing leaves run/ alone";
+    plain.keep_checkpoints = true;
+    plain.resume = true;
+    plain.steps = 30;
+    auto continued = model::Train(plain, nullptr);
+    ASSERT_TRUE(continued) << continued.error();
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(plain.out + "/run/ssa")) names.push_back(e.path().filename().string());
+    EXPECT_EQ(names, std::vector<std::string>{"checkpoint-30"});
+    EXPECT_EQ(json::parse(Bytes(plain.out + "/run/ssa/checkpoint-30/train.json"))["seed"], plain.seed);
+
+    // A step being written when its process was killed (kill -9): its temporary folder and the
+    // temporary file inside are train's own, not a reason to refuse the folder ever after.
+    const std::string killed = o.out + "/run/ssa/.checkpoint-13.ssaviz-AbCdEf";
+    fs::create_directories(killed);
+    std::ofstream(killed + "/.model.safetensors.ssaviz-4242-7.tmp") << "half";
+    EXPECT_TRUE(model::CheckTrainOutput(o)) << model::CheckTrainOutput(o).error();
+    std::ofstream(killed + "/.notes.txt.ssaviz-4242-7.tmp") << "not ours";
+    EXPECT_FALSE(model::CheckTrainOutput(o));
+    fs::remove_all(killed);
 
     std::ofstream(o.out + "/run/ssa/notes.txt") << "mine";
     auto refused = model::Train(o, nullptr);
