@@ -156,7 +156,7 @@ Status NotOurs(const std::string& dir, const std::string& why) {
 // Whether `name` is the temporary name a write of one of `names` used (CreateTempFileBeside's
 // ".NAME.ssaviz-PID-N.tmp"), left by a process killed while writing it.
 bool OurTempFile(const std::string& name, const std::set<std::string>& names) {
-    if (name.size() < 2 || name[0] != '.' || name.size() < 4 || name.compare(name.size() - 4, 4, ".tmp") != 0) return false;
+    if (name.size() < 5 || name[0] != '.' || name.compare(name.size() - 4, 4, ".tmp") != 0) return false;
     const size_t tag = name.find(".ssaviz-", 1);
     return tag != std::string::npos && names.count(name.substr(1, tag - 1));
 }
@@ -302,7 +302,7 @@ Result<std::string> KeptStepsFolder(const TrainOptions& o, int64_t step, const n
     std::error_code ec;
     if (!o.resume) return staged;
     if (fs::is_directory(fs::symlink_status(staged, ec))) {
-        if (KeptStepsOf(o, staged, step, task)) return staged;
+        if (IsEmptyFolder(staged) || KeptStepsOf(o, staged, step, task)) return staged;  // empty: a resume stopped before its first step
         return Fail(Shown(staged) + " holds kept steps of another run than " + Shown(o.out + "/checkpoint") + "'s (no step " +
                     std::to_string(step) + " of these settings: a new run stopped before its first checkpoint, or one with other "
                     "settings): move it away, or train again without --resume (" + Shown(kept) + " is as it was)");
@@ -447,7 +447,7 @@ bool Resumable(const TrainOptions& o) {
     // resume itself to check: these options are the command line's, before Train completes them).
     const std::string staged = o.out + "/run.new";
     std::error_code ec;
-    if (!o.keep_checkpoints || !fs::is_directory(fs::symlink_status(staged, ec))) return true;
+    if (!o.keep_checkpoints || !fs::is_directory(fs::symlink_status(staged, ec)) || IsEmptyFolder(staged)) return true;
     return fs::is_directory(fs::symlink_status(staged + "/ssa/checkpoint-" + std::to_string((*state)["step"].get<int64_t>()), ec));
 }
 

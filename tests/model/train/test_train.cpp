@@ -376,6 +376,10 @@ TEST(Train, KeptCheckpointsAreARun) {
     plain.keep_checkpoints = true;
     plain.resume = true;
     plain.steps = 30;
+    stop = false;  // stopped before its first checkpoint: the empty run.new/ it made is no other run's
+    ASSERT_FALSE(model::Train(plain, [&](const model::TrainProgress& p) { stop = p.step >= 21; }, &stop));
+    EXPECT_TRUE(fs::is_empty(plain.out + "/run.new"));
+    EXPECT_TRUE(model::Resumable(plain));
     auto continued = model::Train(plain, nullptr);
     ASSERT_TRUE(continued) << continued.error();
     std::vector<std::string> names;
