@@ -170,12 +170,13 @@ def _compare(where, value):
     keywords = ", ".join(repr(k) for k in _ssaviz.compare_keywords())
     if isinstance(value, (str, _os.PathLike)):
         path = _path(where, "compare", value)
-        if not isinstance(value, str) and path in _ssaviz.compare_keywords() + ["tau1", "none"]:
+        accepted = _ssaviz.compare_keywords() + ["tau1", "none"]  # the keywords ParseCompare takes from Python
+        if not isinstance(value, str) and path in accepted:
             path = _os.path.join(".", path)  # a path is a folder, even one named as a keyword
         # A bare word that is no keyword and no folder here may be a mistyped keyword as well as a
         # missing twin: the error names both.
         bare = isinstance(value, str) and _os.sep not in path and "/" not in path and not path.startswith(".")
-        if bare and path not in _ssaviz.compare_keywords() + ["tau1", "none"] and not _os.path.exists(path):
+        if bare and path not in accepted and not _os.path.exists(path):
             raise FileNotFoundError(f"{where}: compare={path!r} is not one of {keywords} (or 'tau1', or 'none' for no comparison), "
                                     f"and there is no twin folder {path!r}")
         return path, None
