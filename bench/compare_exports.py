@@ -25,6 +25,11 @@ import glob, json, os, sys
 import numpy as np
 work, dev = sys.argv[1], sys.argv[2]
 softmax = len(sys.argv) > 3 and sys.argv[3] == "softmax"
+def tried(name, tag):
+    """Whether gpu.sh's exact() ran this export (it leaves tried-NAME-DEVICE-TAG): one it ran and
+    that wrote nothing (a kernel's error, a NaN refused, its timeout) counts as missing, not as
+    absent from the summary."""
+    return os.path.exists(f"{work}/tried-{name}-{dev}-{tag}") or os.path.isdir(f"{work}/out-{name}-{dev}-{tag}")
 summary = {}  # switch -> {"maps", "rest", "metrics": largest, "missing": count, "exports": count}
 def compare(a, b, label, switch=None):
     worst = []
@@ -107,22 +112,22 @@ if dev == "cuda":
     compare(f"{work}/out-gpt2-cuda-f32", f"{work}/out-gpt2-cuda-f16", "gpt2 cuda f16 vs f32")
 for name, tag, cpu in [("gpt2", "blocks", "f32"), ("llama", "blocks", "f32"), ("gpt2", "blocks-base", "base"),
                        ("llama", "block-products", "f32"), ("gpt2", "block-products-base", "base")]:
-    if os.path.isdir(f"{work}/out-{name}-{dev}-{tag}"):  # SSAVIZ_DEVICE_BLOCK_MB=1: many blocks of rows a layer
+    if tried(name, tag):  # SSAVIZ_DEVICE_BLOCK_MB=1: many blocks of rows a layer
         compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} 1 MB {tag} vs cpu ({cpu})", "1 MB blocks")
 tagged = [(name, "temperatures", "f32") for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]]
 for name, tag, cpu in tagged + [("gpt2", "temperatures-what-ifs", "what-ifs")]:
-    if os.path.isdir(f"{work}/out-{name}-{dev}-{tag}"):  # SSAVIZ_CUDA_TEMPERATURES=1: the fused temperatures
+    if tried(name, tag):  # SSAVIZ_CUDA_TEMPERATURES=1: the fused temperatures
         compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} fused {tag} vs cpu ({cpu})", "temperatures")
 tagged = [(name, "kernels", "f32") for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]]
 for name, tag, cpu in tagged + [("gpt2", "kernels-twin", "twin"), ("gpt2", "kernels-base", "base"), ("llama", "kernels-blocks", "f32")]:
-    if os.path.isdir(f"{work}/out-{name}-{dev}-{tag}"):  # SSAVIZ_CUDA_SOFTMAX_MEASURES=1 SSAVIZ_CUDA_PREDICTIONS=1
+    if tried(name, tag):  # SSAVIZ_CUDA_SOFTMAX_MEASURES=1 SSAVIZ_CUDA_PREDICTIONS=1
         compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} {tag} vs cpu ({cpu})", "kernels")
 tagged = [(name, "tf32x3", "f32") for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]]
 for name, tag, cpu in tagged + [("gpt2", "tf32x3-twin", "twin"), ("gpt2", "tf32x3-base", "base"), ("llama", "tf32x3-blocks", "f32")]:
-    if os.path.isdir(f"{work}/out-{name}-{dev}-{tag}"):  # SSAVIZ_PRODUCTS=tf32x3: the TF32 products
+    if tried(name, tag):  # SSAVIZ_PRODUCTS=tf32x3: the TF32 products
         compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} {tag} vs cpu ({cpu})", "tf32x3")
 tagged = [(name, "fused", "f32") for name in ["english", "gpt2", "pythia", "llama", "mistral", "llama3"]]
 for name, tag, cpu in tagged + [("gpt2", "fused-twin", "twin"), ("gpt2", "fused-base", "base"), ("llama", "fused-blocks", "f32")]:
-    if os.path.isdir(f"{work}/out-{name}-{dev}-{tag}"):  # SSAVIZ_FUSED_ATTENTION=1: the rows never written
+    if tried(name, tag):  # SSAVIZ_FUSED_ATTENTION=1: the rows never written
         compare(f"{work}/out-{name}-cpu-{cpu}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} {tag} vs cpu ({cpu})", "fused")
 report()

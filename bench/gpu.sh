@@ -108,7 +108,9 @@ jobs_max=${SSAVIZ_GPU_JOBS:-$([ "$dev" = cuda ] && echo 6 || echo 2)}
 exact_started=0
 exact() {  # NAME DEVICE TAG EXTRA...   writes $work/out-NAME-DEVICE-TAG (the settings in force are the caller's)
   local name=$1 device=$2 tag=$3; shift 3
-  local log; log=$(printf '%s/exact-%03d.log' "$work" $((exact_started += 1)))
+  exact_started=$((exact_started + 1))  # here, not inside $(...): a subshell's count is lost
+  local log; printf -v log '%s/exact-%03d.log' "$work" "$exact_started"
+  : >"$work/tried-$name-$device-$tag"  # compare_exports.py counts an export tried and not written as missing
   { timeout 40 "$build/ssaviz" export --model "$work/$name" --device "$device" --text-file "$work/text.txt" --truncate \
       --format npy,json --out "$work/out-$name-$device-$tag" "$@" >"$log" 2>&1 ||
       echo "export $name on $device $* failed" | tee -a "$log"; } &

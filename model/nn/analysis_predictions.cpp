@@ -11,6 +11,7 @@
 #include "model/nn/runtime.h"
 #ifdef SSAVIZ_CUDA_KERNELS
 #include "model/nn/metrics_cuda.h"
+#include "model/nn/runtime_torch.h"
 #endif
 
 namespace model {
@@ -49,7 +50,7 @@ RowPredictions PredictRows(const at::Tensor& logits, const at::Tensor& targets) 
         out.rank = at::empty({m}, logits.options().dtype(at::kLong));
         const at::Tensor target = targets.to(logits.device(), at::kLong).contiguous();
         const c10::DeviceGuard on_its_device(logits.device());
-        const char* error = cuda::TopLogits(logits.data_ptr<float>(), n, V, static_cast<int>(K), target.data_ptr<int64_t>(), m,
+        const char* error = cuda::TopLogits(CurrentStream(logits), logits.data_ptr<float>(), n, V, static_cast<int>(K), target.data_ptr<int64_t>(), m,
                                             out.top_logits.data_ptr<float>(), out.top_ids.data_ptr<int64_t>(), out.actual.data_ptr<float>(),
                                             out.rank.data_ptr<int64_t>());
         TORCH_CHECK(error == nullptr, "the predictions kernel failed: ", error);

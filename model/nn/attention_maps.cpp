@@ -224,7 +224,7 @@ at::Tensor ExtentBits(const at::Tensor& rows, int64_t first) {
         const at::Tensor m = rows.contiguous();
         const c10::DeviceGuard on_its_device(rows.device());
         const at::Tensor out = at::tensor(at::ArrayRef<int32_t>(bits, 3), at::kInt).to(rows.device());
-        const char* error = cuda::MapExtentBits(m.data_ptr<float>(), n, width, first, reinterpret_cast<unsigned*>(out.data_ptr<int32_t>()));
+        const char* error = cuda::MapExtentBits(CurrentStream(m), m.data_ptr<float>(), n, width, first, reinterpret_cast<unsigned*>(out.data_ptr<int32_t>()));
         TORCH_CHECK(error == nullptr, "the map extent kernel failed: ", error);
         return out;
     }
@@ -406,7 +406,7 @@ Pooled PoolThumbnails(const at::Tensor& p, const at::Tensor& q, int pool) {
         shape[shape.size() - 2] = (R + pool - 1) / pool;
         shape[shape.size() - 1] = (T + pool - 1) / pool;
         Pooled out{at::empty(shape, p.options()), at::empty(shape, p.options()), at::empty(shape, p.options())};
-        const char* error = cuda::PoolMaps(pc.data_ptr<float>(), qc.data_ptr<float>(), maps, R, T, pool, 1 - kTieTolerance, out.p.data_ptr<float>(),
+        const char* error = cuda::PoolMaps(CurrentStream(pc), pc.data_ptr<float>(), qc.data_ptr<float>(), maps, R, T, pool, 1 - kTieTolerance, out.p.data_ptr<float>(),
                                            out.q.data_ptr<float>(), out.difference.data_ptr<float>());
         TORCH_CHECK(error == nullptr, "the thumbnail pooling kernel failed: ", error);
         return out;

@@ -180,8 +180,8 @@ inline const char* FlashGrid(const FlashArgs& a, dim3* grid) {
 }
 
 // Two lanes' running maxima and sums merged in one order in both, so both get the same bits.
-__device__ __forceinline__ Running MergeHalves(Running mine, int upper) {
-    Running other;
+__device__ __forceinline__ WideRunning MergeHalves(WideRunning mine, int upper) {
+    WideRunning other;
     other.m = __shfl_xor_sync(kWholeWarp, mine.m, kFlashRows);
     other.sum = __shfl_xor_sync(kWholeWarp, mine.sum, kFlashRows);
     return upper ? Merge(other, mine) : Merge(mine, other);
@@ -246,22 +246,31 @@ __global__ void __launch_bounds__(kFlashWarps * 32, kFlashBlocksPerSm<N, D>) Fla
         __syncwarp();
     };
 
-    // First pass: each row's maximum and sum over its visible keys, a lane's keys, then both.
-    Running run[N];
+    // First pass: each row's maximum and sum over its visible keys, a lane's keys of a step in
+    // float, merged into the lane's (WideRunning), then both lanes'.
+    WideRunning row_run[N];
     for (int j0 = block.start; j0 < block.end; j0 += kFlashKeys) {
         const bool work = j0 >= start && j0 < processed;
         scores(j0, work);
-        if (work)
+        if (work) {
+            Running step[N];
             for (int j = upper; j < kFlashKeys; j += 2) {
                 const int key = j0 + j;
                 if (key < lo || key >= hi) continue;
 #pragma unroll
-                for (int m = 0; m < N; ++m) Add(run[m], tile[m][j * kFlashRows + row]);
+                for (int m = 0; m < N; ++m) Add(step[m], tile[m][j * kFlashRows + row]);
             }
+#pragma unroll
+            for (int m = 0; m < N; ++m) row_run[m] = Merge(row_run[m], Widen(step[m]));
+        }
         __syncwarp();  // the tiles are the next step's
     }
+    Running run[N];  // each row's maximum and sum, as the weights use them
 #pragma unroll
-    for (int m = 0; m < N; ++m) run[m] = MergeHalves(run[m], upper);
+    for (int m = 0; m < N; ++m) {
+        const WideRunning both = MergeHalves(row_run[m], upper);
+        run[m] = {both.m, static_cast<float>(both.sum)};
+    }
 
     // Second pass: the weights, into the lane's sums, the row's cells and the outputs.
     float hidden[N], sink[N];  // a key outside the row's window: 0, or NaN where the row's sum is

@@ -17,7 +17,7 @@ const char* Launch(const FlashArgs& a) {
     dim3 grid;
     if (const char* error = FlashGrid(a, &grid)) return error;
     for (int y_first = 0; y_first < D; y_first += kFlashOutputs<D>) {  // the first launch measures the rows too
-        FlashKernel<N, D><<<grid, kFlashWarps * 32>>>(a, y_first, y_first == 0);
+        FlashKernel<N, D><<<grid, kFlashWarps * 32, 0, a.stream>>>(a, y_first, y_first == 0);
         const cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return cudaGetErrorString(e);
     }

@@ -189,7 +189,7 @@ at::Tensor FusedTemperature(const TemperatureForm& form, const TemperatureParams
     if (device) {
 #ifdef SSAVIZ_CUDA_KERNELS
         const c10::DeviceGuard on_its_device(z_heads.device());  // the kernel runs on the current device
-        const char* error = cuda::Temperatures(in);
+        const char* error = cuda::Temperatures(CurrentStream(z_heads), in);
         TORCH_CHECK(error == nullptr, "the temperature kernel failed: ", error);
 #else
         return at::Tensor();
@@ -269,7 +269,7 @@ at::Tensor MaskedSoftmax(at::Tensor scores, int64_t first, int64_t window) {
     if (scores.is_cuda() && scores.scalar_type() == at::kFloat && scores.numel() > 0 && CudaSoftmax()) {
         scores = scores.contiguous();
         const c10::DeviceGuard on_its_device(scores.device());  // the kernel runs on the current device
-        const char* error = cuda::MaskedSoftmaxRows(scores.data_ptr<float>(), scores.numel() / T, R, T, first, window);
+        const char* error = cuda::MaskedSoftmaxRows(CurrentStream(scores), scores.data_ptr<float>(), scores.numel() / T, R, T, first, window);
         TORCH_CHECK(error == nullptr, "the attention softmax kernel failed: ", error);
         return scores;
     }

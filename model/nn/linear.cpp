@@ -295,7 +295,7 @@ at::Tensor Tf32Parts(const at::Tensor& x, int64_t outer, int64_t inner, unsigned
 #ifdef SSAVIZ_CUDA_KERNELS
     if (in.is_cuda()) {
         const c10::DeviceGuard on_its_device(in.device());  // the kernel runs on the current device
-        const char* error = cuda::Tf32Parts(in.data_ptr<float>(), outer, inner, lo_parts, out.data_ptr<float>());
+        const char* error = cuda::Tf32Parts(CurrentStream(in), in.data_ptr<float>(), outer, inner, lo_parts, out.data_ptr<float>());
         TORCH_CHECK(!error, "the TF32 parts of a product: ", error);
         return out;
     }
@@ -333,7 +333,7 @@ void ColumnMajorOnCpu(const cuda::ColumnMajorProduct& g) {
 void RunTf32Product(const at::Tensor& on, const cuda::Tf32Operands& p) {
 #ifdef SSAVIZ_CUDA_KERNELS
     if (on.is_cuda()) {
-        const char* error = cuda::Tf32Product(on.get_device(), p);
+        const char* error = cuda::Tf32Product(on.get_device(), CurrentStream(on), p);
         TORCH_CHECK(!error, "a TF32 product: ", error);
         return;
     }

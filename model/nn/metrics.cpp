@@ -23,6 +23,7 @@
 #include "model/nn/metrics_cuda.h"  // the kernels' argument structs (plain C++); their code only with CUDA
 #ifdef SSAVIZ_CUDA_KERNELS
 #include "model/nn/products_cuda.h"
+#include "model/nn/runtime_torch.h"
 #endif
 
 namespace model {
@@ -326,7 +327,7 @@ at::Tensor CompareFusedCuda(const at::Tensor* const (&in)[N], int64_t first) {
     const CudaOutputs<N> o = OutputsOf<N>(stacked);
     const int64_t rows = R > 0 && T > 0 ? maps[0].numel() / T : 0;
     const c10::DeviceGuard on_its_device(maps[0].device());  // the kernel runs on the current device
-    const char* error = cuda::CompareRows(N, pointers, rows, R, T, first, o.out, o.js, o.l1);
+    const char* error = cuda::CompareRows(CurrentStream(maps[0]), N, pointers, rows, R, T, first, o.out, o.js, o.l1);
     TORCH_CHECK(error == nullptr, "the row statistics kernel failed: ", error);
     return stacked.all;
 }
@@ -340,7 +341,7 @@ at::Tensor SoftmaxCompareCuda(const std::vector<at::Tensor>& scores, int64_t fir
     const Stacked stacked = AllocateStacked(N, scores[0]);
     const CudaOutputs<N> o = OutputsOf<N>(stacked);
     const c10::DeviceGuard on_its_device(scores[0].device());
-    const char* error = cuda::SoftmaxAndCompareRows(N, pointers, scores[0].numel() / T, R, T, first, window, o.out, o.js, o.l1);
+    const char* error = cuda::SoftmaxAndCompareRows(CurrentStream(scores[0]), N, pointers, scores[0].numel() / T, R, T, first, window, o.out, o.js, o.l1);
     TORCH_CHECK(error == nullptr, "the softmax and row statistics kernel failed: ", error);
     return stacked.all;
 }
@@ -567,6 +568,9 @@ bool FusedByKernel(const std::vector<FusedSide>& sides, int64_t first, int64_t k
     a.maps = static_cast<int>(n);
     a.heads = H, a.rows = R, a.keys = keys, a.first = first, a.window = window, a.head_size = D, a.padded_rows = Rp;
     a.pool = pool, a.cells = cells;
+#ifdef SSAVIZ_CUDA_KERNELS
+    if (q0.is_cuda()) a.stream = CurrentStream(q0);
+#endif
     std::vector<at::Tensor> operands, y;  // alive until the kernel is queued; the caching allocator keeps them for its stream
     for (int64_t m = 0; m < n; ++m) {
         const FusedSide& s = sides[static_cast<size_t>(m)];

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "model/nn/cuda_stream.h"
+
 namespace model::cuda {
 
 // One map's row metrics, device pointers to [rows] float32 (metrics.h's RowMetricTensors).
@@ -16,16 +18,16 @@ struct RowOutputs {
 
 // `maps` (2 or 3) point to device float32 [rows, T] maps, row r being query first + r % R (so
 // keys 0..first + r % R, zero above). Pairs in the order (0, 1), then with three (0, 2), (1, 2).
-// Launched on the default stream (LibTorch's unless a caller set another); returns null, or
-// CUDA's message for a failed launch.
-const char* CompareRows(int maps, const float* const* in, int64_t rows, int64_t R, int64_t T, int64_t first, const RowOutputs* out,
+// Each function here launches on `stream` (the device's current one, cuda_stream.h) and returns
+// null, or CUDA's message for a failed launch.
+const char* CompareRows(Stream stream, int maps, const float* const* in, int64_t rows, int64_t R, int64_t T, int64_t first, const RowOutputs* out,
                         float* const* js, float* const* l1);
 
 // Thumbnail pooling (attention_maps_torch.h's PoolThumbnails) of maps p and q, device float32
 // [maps, R, T] (rows from a multiple of `pool`), into [maps, ceil(R / pool), ceil(T / pool)]: each
 // block's max of p and of q, and its p - q of largest magnitude (the positive one unless the
 // negative's magnitude exceeds it by more than the factor 1 / keep). One thread a block of cells.
-const char* PoolMaps(const float* p, const float* q, int64_t maps, int64_t R, int64_t T, int pool, float keep, float* out_p, float* out_q,
+const char* PoolMaps(Stream stream, const float* p, const float* q, int64_t maps, int64_t R, int64_t T, int pool, float keep, float* out_p, float* out_q,
                      float* out_difference);
 
 // The attention rows' causal softmax in place (forward.h's AttentionRows): `scores` is device float32
@@ -33,13 +35,13 @@ const char* PoolMaps(const float* p, const float* q, int64_t maps, int64_t R, in
 // 0..i). One thread block a row reads the visible scores once for their maximum and sum (online),
 // then writes the row: exp(s - max) / sum on the visible keys, 0 elsewhere (NaN where the row's sum
 // is, as torch's softmax of a row with a NaN or +inf score gives).
-const char* MaskedSoftmaxRows(float* scores, int64_t rows, int64_t R, int64_t T, int64_t first, int64_t window);
+const char* MaskedSoftmaxRows(Stream stream, float* scores, int64_t rows, int64_t R, int64_t T, int64_t first, int64_t window);
 
 // MaskedSoftmaxRows and CompareRows in one pass (issue 37): `scores` point to `maps` (2 or 3) device
 // float32 [rows, T] score maps of one shape and one mask, each softmaxed in place as
 // MaskedSoftmaxRows does it, and the rows it writes measured as CompareRows measures them, both
 // bit for bit, while they are in registers: no map is read again.
-const char* SoftmaxAndCompareRows(int maps, float* const* scores, int64_t rows, int64_t R, int64_t T, int64_t first, int64_t window,
+const char* SoftmaxAndCompareRows(Stream stream, int maps, float* const* scores, int64_t rows, int64_t R, int64_t T, int64_t first, int64_t window,
                                   const RowOutputs* out, float* const* js, float* const* l1);
 
 // A block's attention rows in one pass that never writes them (issue 37's item 2, FlashAttention's
@@ -68,6 +70,7 @@ struct FlashArgs {
     RowOutputs out[3] = {};
     float *js[3] = {}, *l1[3] = {};
     float* pooled[2] = {};
+    Stream stream = nullptr;  // its launches' (cuda_stream.h)
 };
 // The head sizes (D) the kernel is built for; others take the unfused way. A head of 128 takes two
 // launches, each holding 64 of the outputs' dimensions (and making the weights again).
@@ -81,7 +84,7 @@ const char* FlashRows(const FlashArgs& args);
 // m rows, whose next token is targets[r] (device int64 [m]), that token's logit into `actual` and
 // how many logits exceed it into `rank` ([m]). One thread block a row reads it once.
 constexpr int kTopLogits = 10;
-const char* TopLogits(const float* logits, int64_t rows, int64_t V, int K, const int64_t* targets, int64_t m, float* top, int64_t* top_ids,
+const char* TopLogits(Stream stream, const float* logits, int64_t rows, int64_t V, int K, const int64_t* targets, int64_t m, float* top, int64_t* top_ids,
                       float* actual, int64_t* rank);
 
 // The extent of rows first..first + rows - 1 of a map, device float32 [rows, width], over their
@@ -90,7 +93,7 @@ const char* TopLogits(const float* logits, int64_t rows, int64_t V, int K, const
 // when none is above it), the smallest positive value (1 when none is below it) and the largest
 // magnitude. All three are non-negative, so their bits order as their values do and the thread
 // blocks merge them with atomicMax and atomicMin.
-const char* MapExtentBits(const float* map, int64_t rows, int64_t width, int64_t first, unsigned* out);
+const char* MapExtentBits(Stream stream, const float* map, int64_t rows, int64_t width, int64_t first, unsigned* out);
 
 // Device `device`'s memory in bytes: all of it, and what is in use (by this process's caching
 // allocator and every other), both 0 when CUDA cannot say. The calling thread's current device is

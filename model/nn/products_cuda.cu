@@ -34,7 +34,7 @@ const char* BlasError(cublasStatus_t s) {
 
 // One handle a thread and device, made on first use and kept for the process (a handle is tied to
 // the device current when it is made; destroying one at a thread's exit could outlive CUDA's
-// context at the process's). On the default stream, as LibTorch's ops and these kernels are.
+// context at the process's). Each product sets the stream it goes on.
 cublasHandle_t Handle(int device, cublasStatus_t* status) {
     thread_local std::vector<cublasHandle_t> handles;
     if (device < 0 || device > 1024) return *status = CUBLAS_STATUS_INVALID_VALUE, nullptr;
@@ -49,16 +49,16 @@ cublasHandle_t Handle(int device, cublasStatus_t* status) {
 
 }  // namespace
 
-const char* Tf32Parts(const float* in, int64_t outer, int64_t inner, unsigned lo_parts, float* out) {
+const char* Tf32Parts(Stream stream, const float* in, int64_t outer, int64_t inner, unsigned lo_parts, float* out) {
     const int64_t n = outer * inner;
     if (n <= 0) return nullptr;
     const int64_t blocks = (n + kThreads - 1) / kThreads;
-    Tf32PartsKernel<<<static_cast<unsigned>(blocks < (int64_t{1} << 20) ? blocks : (int64_t{1} << 20)), kThreads>>>(in, n, inner, lo_parts, out);
+    Tf32PartsKernel<<<static_cast<unsigned>(blocks < (int64_t{1} << 20) ? blocks : (int64_t{1} << 20)), kThreads, 0, stream>>>(in, n, inner, lo_parts, out);
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
 
-const char* Tf32Product(int device, const Tf32Operands& p) {
+const char* Tf32Product(int device, Stream stream, const Tf32Operands& p) {
     if (p.batch <= 0 || p.M <= 0 || p.N <= 0) return nullptr;
     if (p.M > INT_MAX || p.N > INT_MAX || p.K3 > INT_MAX || p.K3 <= 0 || p.batch > INT_MAX) return "the TF32 product's sizes exceed cuBLAS's 32-bit ones";
     int current = 0;
@@ -66,7 +66,8 @@ const char* Tf32Product(int device, const Tf32Operands& p) {
     if (current != device && cudaSetDevice(device) != cudaSuccess) return cudaGetErrorString(cudaGetLastError());
     cublasStatus_t status;
     const cublasHandle_t handle = Handle(device, &status);
-    if (handle) {
+    if (handle) status = cublasSetStream(handle, stream);
+    if (status == CUBLAS_STATUS_SUCCESS) {
         const ColumnMajorProduct g = ColumnMajor(p);  // the CPU's emulation multiplies the same
         const float one = 1.0f, zero = 0.0f;
         status = cublasGemmStridedBatchedEx(handle, g.first_transposed ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(g.m),

@@ -6,16 +6,18 @@
 
 #include <cstdint>
 
+#include "model/nn/cuda_stream.h"
+
 namespace model::cuda {
 
 // tf32.h's three-part layout of a device float32 [outer, inner] (contiguous) into `out`, device
-// float32 [outer, 3, inner]; lo_parts tf32::kLeft or kRight.
-const char* Tf32Parts(const float* in, int64_t outer, int64_t inner, unsigned lo_parts, float* out);
+// float32 [outer, 3, inner]; lo_parts tf32::kLeft or kRight; on `stream` (cuda_stream.h).
+const char* Tf32Parts(Stream stream, const float* in, int64_t outer, int64_t inner, unsigned lo_parts, float* out);
 
 // C [batch, M, N] = A [batch, M, K3] @ B for three-part operands (K3 = 3K), all device float32,
 // row-major and contiguous within a batch: B [batch, K3, N], or with b_transposed its transpose
 // stored as [batch, N, K3]. A batch stride of 0 shares one matrix across the batch. Through cuBLAS
-// (CUBLAS_COMPUTE_32F_FAST_TF32) on the default stream; null, or what failed.
+// (CUBLAS_COMPUTE_32F_FAST_TF32) on `stream`; null, or what failed.
 struct Tf32Operands {
     const float* a;
     const float* b;
@@ -24,7 +26,7 @@ struct Tf32Operands {
     int64_t a_batch_stride, b_batch_stride;
     bool b_transposed;
 };
-const char* Tf32Product(int device, const Tf32Operands& operands);
+const char* Tf32Product(int device, Stream stream, const Tf32Operands& operands);
 
 // The column-major product Tf32Product asks cuBLAS for (cublasGemmStridedBatchedEx): a row-major
 // C [M, N] = A [M, K3] B is the column-major C^T [N, M] = B^T A^T, so its first operand is B (its

@@ -115,9 +115,16 @@ __device__ __forceinline__ float Max(float m, float v) { return (v > m || v != v
 
 // Softmax's running state over some keys: their maximum m and the sum of exp(s - m). A key of
 // -inf adds exactly 0 (as exp(-inf - m) does in torch) and a NaN makes the sum NaN.
-struct Running {
-    float m = -INFINITY, sum = 0.0f;
+template <class Sum>
+struct RunningOf {
+    float m = -INFINITY;
+    Sum sum = 0;
 };
+using Running = RunningOf<float>;
+// A long row's state, its sum in double, each step's float state merged in (the fused kernel's: a
+// lane's keys in one float chain drifted 1.6e-5 from the sum at 32,768 keys; this way about 5e-8
+// at any length, bench's fused_check and tests/model/nn/test_flash_kernel.cpp).
+using WideRunning = RunningOf<double>;
 
 __host__ __device__ __forceinline__ void Add(Running& r, float s) {
     if (s == INFINITY) s = NAN;  // torch: exp(inf - inf) makes the row's sum, and so the row, NaN
@@ -129,9 +136,10 @@ __host__ __device__ __forceinline__ void Add(Running& r, float s) {
     }
 }
 
-__host__ __device__ __forceinline__ Running Merge(Running a, Running b) {
+template <class Sum>
+__host__ __device__ __forceinline__ RunningOf<Sum> Merge(RunningOf<Sum> a, RunningOf<Sum> b) {
     if (b.m > a.m) {
-        const Running t = a;
+        const RunningOf<Sum> t = a;
         a = b;
         b = t;
     }
@@ -139,6 +147,8 @@ __host__ __device__ __forceinline__ Running Merge(Running a, Running b) {
     else if (b.sum != b.sum) a.sum = b.sum;  // a NaN seen under a maximum of -inf
     return a;
 }
+
+__host__ __device__ __forceinline__ WideRunning Widen(Running r) { return {r.m, r.sum}; }
 
 // Key j's softmax weight in a row whose visible keys lo..hi - 1 have maximum m and sum `sum`: a
 // hidden key gets 0 * (1 / sum), 0 or NaN where the row's sum is NaN (a row of -inf scores only has

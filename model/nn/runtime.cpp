@@ -19,6 +19,8 @@
 
 #include "model/io/files.h"
 #ifdef SSAVIZ_CUDA_KERNELS
+#include <c10/cuda/CUDAStream.h>
+
 #include "model/nn/metrics_cuda.h"
 #endif
 
@@ -263,6 +265,10 @@ void BindThreadToDevice(at::Device device) {
     torch::cuda::synchronize(index);
     bound = index;
 }
+
+#ifdef SSAVIZ_CUDA_KERNELS
+cuda::Stream CurrentStream(const at::Tensor& on) { return c10::cuda::getCurrentCUDAStream(on.get_device()).stream(); }
+#endif
 
 DeviceMemoryBytes DeviceMemory(const at::Device& device) {
 #ifdef SSAVIZ_CUDA_KERNELS

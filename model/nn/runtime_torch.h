@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 
 #include "model/io/result.h"
+#include "model/nn/cuda_stream.h"
 #include "model/nn/runtime.h"
 
 namespace model {
@@ -35,6 +36,12 @@ inline at::Tensor AsType(const at::Tensor& t, at::ScalarType type) { return t.sc
 inline at::Tensor Narrow(const at::Tensor& t, int64_t dim, int64_t start, int64_t length) {
     return start == 0 && length == t.size(dim) ? t : t.narrow(dim, start, length);
 }
+
+#ifdef SSAVIZ_CUDA_KERNELS
+// LibTorch's current stream on the CUDA device `on` lives on: where a kernel or cuBLAS product that
+// reads or writes `on` goes, after the ops that made its inputs and before those that read it.
+cuda::Stream CurrentStream(const at::Tensor& on);
+#endif
 
 // A device's memory in bytes, all of it and what is in use (by this process's caching allocator
 // and any other process); 0 and 0 on the CPU and where this build has no CUDA kernels.

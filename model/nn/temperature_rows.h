@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "model/nn/cuda_stream.h"
 #include "model/nn/host_device.h"
 
 namespace model::temperature_rows {
@@ -100,7 +101,7 @@ SSAVIZ_HOST_DEVICE inline void TemperatureAt(const Inputs& in, int64_t i) {
 
 namespace model::cuda {
 // TemperatureAt for every element of [in.B, in.H, in.R], the pointers on the current CUDA device
-// (temperatures_cuda.cu, where the LibTorch has CUDA); returns null, or CUDA's message for a
-// failed launch.
-const char* Temperatures(const temperature_rows::Inputs& in);
+// (temperatures_cuda.cu, where the LibTorch has CUDA), on `stream` (cuda_stream.h); returns null,
+// or CUDA's message for a failed launch.
+const char* Temperatures(Stream stream, const temperature_rows::Inputs& in);
 }  // namespace model::cuda

@@ -16,11 +16,11 @@ __global__ void __launch_bounds__(kThreads) TemperaturesKernel(temperature_rows:
 
 }  // namespace
 
-const char* Temperatures(const temperature_rows::Inputs& in) {
+const char* Temperatures(Stream stream, const temperature_rows::Inputs& in) {
     const int64_t n = in.B * in.H * in.R;
     if (n == 0) return nullptr;
     const int64_t blocks = (n + kThreads - 1) / kThreads;
-    TemperaturesKernel<<<static_cast<unsigned>(blocks < (int64_t{1} << 20) ? blocks : (int64_t{1} << 20)), kThreads>>>(in, n);
+    TemperaturesKernel<<<static_cast<unsigned>(blocks < (int64_t{1} << 20) ? blocks : (int64_t{1} << 20)), kThreads, 0, stream>>>(in, n);
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }

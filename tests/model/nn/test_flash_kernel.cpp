@@ -231,6 +231,13 @@ TEST(CudaKernelsOnCpu, TheFusedAttentionKernelGivesWhatItReplaces) {
     Case sharp;  // rows with one weight near 1 and the rest under float32's resolution
     sharp.spread = 1.2, sharp.rows = 20, sharp.first = 1;
     Check<3, 32>(sharp, 7);
+    // Rows of 16,384 keys, scores some 3 apart: a row's softmax sum in one float chain a lane put
+    // the entropies 3.5e-5 off, the cells 1.5e-5 and the outputs 3.5e-5 (1e-4, 1.8e-5 and 3.4e-5 at
+    // 32,768 keys); summed a step at a time into a double, within float32's rounding.
+    Case long_rows;
+    long_rows.heads = long_rows.key_groups = long_rows.value_groups = 1, long_rows.first = 16384 - 16, long_rows.rows = 16;
+    long_rows.spread = 0.9, long_rows.later_keys = 0, long_rows.pool = 1024;
+    Check<2, 16>(long_rows, 11);
 }
 
 }  // namespace
