@@ -66,7 +66,7 @@ std::string TopHeads(const std::vector<float>& values, int heads, int n) {
         const int i = order[k];
         if (!std::isfinite(values[i])) break;
         char value[32];
-        std::snprintf(value, sizeof value, "%.3f", values[i]);
+        std::snprintf(value, sizeof value, "%.3g", values[i]);  // a drift of 6.8e-05, not 0.000
         text += (k ? ", " : "") + HeadName({i / heads, i % heads}) + " " + value;
     }
     return text;

@@ -97,14 +97,18 @@ void FineTuneView::DrawMatrices(WindowState& state) {
     for (const std::vector<float>* v : {&d.js_temperature, &d.js_drift})
         for (float x : *v)
             if (std::isfinite(x)) hi = std::max(hi, x);
-    const viz::Range range{0.0f, hi};
+    const viz::Range range{m_log_scale ? hi * 1e-4f : 0.0f, hi};
     const viz::Colormap colormap = state.settings.colormap;
 
     TitleWithHelp("Each head's change: JS divergence of its rows, nats",
                   "Left: SSA against its own weights at tau = 1, what the temperatures changed in each head's attention.\n"
                   "Right: tau = 1 against the base, what fine-tuning the other weights changed.\n"
-                  "One colour scale for both; the whole change (SSA against base) is on hover.\n"
+                  "One colour scale for both, logarithmic over four decades unless 'log scale' is off; the whole change (SSA\n"
+                  "against base) is on hover.\n"
                   "Click a head to show it (View > SSA | tau=1 | base shows its three maps, key 5); Ctrl+click pins it.");
+    ImGui::Checkbox("log scale##finetune", &m_log_scale);
+    viz::ItemTooltip("Both matrices on a log10 scale from 1e-4 of the largest value to it (below: the darkest colour), so a "
+                     "small part beside a large one still shows; off: linear from 0.");
     Caption("temperatures most: " + TopHeads(d.js_temperature, H, 4), ", ");  // broken between heads only
     Caption("drift most: " + TopHeads(d.js_drift, H, 4), ", ");
 
@@ -145,7 +149,7 @@ void FineTuneView::DrawMatrices(WindowState& state) {
                 if (ImGui::IsItemHovered()) hovered = k;
                 HandleHeadClick(state, {l, h});
                 const float v = (*parts[m].values)[k];
-                const viz::Rgba8 c = viz::SampleColormap(colormap, viz::Normalize(v, range, false));
+                const viz::Rgba8 c = viz::SampleColormap(colormap, viz::Normalize(v, range, m_log_scale));
                 draw->AddRectFilled(p0, p1, std::isfinite(v) ? viz::ToImU32(c) : kNoValueColor);
                 if (HeadRef{l, h} == state.selected) draw->AddRect(ImVec2(p0.x - 1, p0.y - 1), ImVec2(p1.x + 1, p1.y + 1), kSelectedColor, 0, 0, 2);
             }
@@ -157,7 +161,7 @@ void FineTuneView::DrawMatrices(WindowState& state) {
     const float block_w = side_by_side ? 2 * (label_w + H * cell_w) + gap : label_w + H * cell_w;
     const float bar_top = line + 2.0f + header, bar_h = std::max(line * 4.0f, block_h - bar_top);
     ImGui::SetCursorScreenPos(ImVec2(origin.x + block_w + gap * 0.5f, origin.y + bar_top));
-    viz::ColorBar("##parts_colorbar", "JS divergence (nats)", colormap, range, false, ImVec2(bar_w, bar_h));
+    viz::ColorBar("##parts_colorbar", "JS divergence (nats)", colormap, range, m_log_scale, ImVec2(bar_w, bar_h));
     // Below the taller of the matrices and the bar (a few layers' matrices are shorter than the
     // bar; its last label reaches half a line under it).
     ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + std::max(block_h, bar_top + bar_h + line * 0.5f) + 4.0f));

@@ -311,17 +311,19 @@ void HeadsView::DrawPinned(WindowState& state) {
     const ImGuiStyle& style = ImGui::GetStyle();
     const float spacing = style.ItemSpacing.x;
     const float avail = ImGui::GetContentRegionAvail().x - style.ScrollbarSize;
-    // A panel is at least as wide as its header: the head's name and the x / SSA / cmp / diff buttons.
+    // A panel is at least as wide as the head's name, its x and the widest map button; the buttons
+    // go on as many lines as the panel needs (with a base, six do not fit beside 140 px).
     const float button_pad = style.FramePadding.x * 2 + 2.0f;
     const bool base = a.HasBase();
     const std::string compare_name = CompareName(a);
-    const float header_w = ImGui::CalcTextSize("L00 H00").x + spacing + ImGui::CalcTextSize(base ? "xSSAdiffbase-base" : "xSSAdiff").x +
-                           ImGui::CalcTextSize(cmp.c_str()).x + (base ? 6 : 4) * button_pad;
+    const float header_w = ImGui::CalcTextSize("L00 H00").x + spacing + ImGui::CalcTextSize("x").x + button_pad + 2.0f +
+                           std::max(ImGui::CalcTextSize(cmp.c_str()).x, ImGui::CalcTextSize("SSA-base").x) + button_pad;
     const float min_panel = std::max(140.0f, header_w);
     const int per_row = std::clamp(static_cast<int>((avail + spacing) / (min_panel + spacing)), 1, 4);
     const float panel = std::floor((avail - spacing * (per_row - 1)) / per_row);
     bool baked_one = false;
     std::optional<HeadRef> unpin;
+    const float row_x = ImGui::GetCursorPosX();  // each panel at its column's place, whatever the one before it holds
     for (size_t k = 0; k < state.pinned.size(); ++k) {
         Pin& pin = state.pinned[k];
         const HeadRef ref = pin.Ref();
@@ -334,9 +336,11 @@ void HeadsView::DrawPinned(WindowState& state) {
         }
         if (!tex.Valid()) state.want_frame = true;
 
-        if (k % per_row != 0) ImGui::SameLine();
+        if (k % per_row != 0) ImGui::SameLine(row_x + static_cast<float>(k % per_row) * (panel + spacing));
         ImGui::PushID(static_cast<int>(k));
         ImGui::BeginGroup();
+        const float panel_right = ImGui::GetCursorScreenPos().x + panel;
+        ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + panel);  // the figures under the map wrap within it
         ImGui::AlignTextToFramePadding();
         ImGui::TextColored(ref == state.selected ? ImVec4(1.0f, 0.9f, 0.35f, 1.0f) : ImVec4(0.31f, 0.84f, 1.0f, 1.0f), "%s", HeadName(ref).c_str());
         ImGui::SameLine();
@@ -344,13 +348,14 @@ void HeadsView::DrawPinned(WindowState& state) {
         if (ImGui::IsItemHovered()) ImGui::SetTooltip("Unpin (or Ctrl+click the map)");
         // This pin's map: SSA, the comparison or the difference (with a base: the base, SSA - base),
         // whatever the others show.
-        const std::string names[] = {"SSA", cmp, "diff", "base", "-base"};
+        const std::string names[] = {"SSA", cmp, "diff", "base", "SSA-base"};
         for (MapMode m : kAllMapModes) {
             if (IsBaseMode(m) && !base) continue;
-            ImGui::SameLine(0, 2.0f);
+            const std::string& name = names[static_cast<int>(m)];
+            if (ImGui::GetItemRectMax().x + 2.0f + ImGui::CalcTextSize(name.c_str()).x + button_pad <= panel_right) ImGui::SameLine(0, 2.0f);
             const bool on = mode == m;
             if (on) ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
-            if (ImGui::SmallButton(names[static_cast<int>(m)].c_str())) pin.mode = m;
+            if (ImGui::SmallButton(name.c_str())) pin.mode = m;
             if (on) ImGui::PopStyleColor();
             if (m == MapMode::BaseDifference && ImGui::IsItemHovered()) ImGui::SetTooltip("SSA - base: all that fine-tuning changed");
         }
@@ -369,7 +374,6 @@ void HeadsView::DrawPinned(WindowState& state) {
         else draw->AddRect(p0, p1, kPinnedColor, 0.0f, 0, 1.0f);
         const char* shows = MapModeLabel(mode);
         if (hovered) HeadTooltip(state, sum);
-        ImGui::PushClipRect(ImGui::GetCursorScreenPos(), ImVec2(p0.x + panel, p1.y + 10 * ImGui::GetTextLineHeight()), true);
         ImGui::TextDisabled("map: %s", shows);
         // SSA's (the comparison's; the base's), each side named
         for (const auto& [key, label] : {std::pair<const char*, const char*>{"entropy", "entropy"}, {"sink_mass", "sink"}})
@@ -378,7 +382,7 @@ void HeadsView::DrawPinned(WindowState& state) {
                         base ? FormatNumber(sum.Get(key, Side::Base)).c_str() : "");
         ImGui::Text("JS to %s %s  tau_q %s", compare_name.c_str(), FormatNumber(sum.Get("js_divergence")).c_str(),
                     FormatNumber(sum.Get("tau_q_mean")).c_str());
-        ImGui::PopClipRect();
+        ImGui::PopTextWrapPos();
         ImGui::EndGroup();
         ImGui::PopID();
     }

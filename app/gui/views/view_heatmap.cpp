@@ -1046,10 +1046,12 @@ void HeatmapView::Draw(WindowState& state) {
             Layer& layer = m_layers[static_cast<int>(panel.mode)];
             const ImVec2 pos(x, y);
             const bool row_labels = n == 0 || (grid && n == 2);
-            const bool base = panel.mode == MapMode::Base;  // its own temperatures are not SSA's: no strips
+            // SSA's temperatures beside SSA's map and SSA - comparison only: at tau = 1 every one is 1,
+            // and a twin's or a base's are not SSA's.
+            const bool strips = panel.mode == MapMode::Ssa || panel.mode == MapMode::Difference;
             ImGui::PushID(static_cast<int>(panel.mode));
             DrawMap(state, layer, pos, side, label_size, row_labels);
-            DrawTemperatureStrips(state, pos, side, strip, row_labels && !base, !base);
+            DrawTemperatureStrips(state, pos, side, strip, row_labels && strips, strips);
             ImGui::PopID();
             const std::string title = viz::EllipsizeText(panel.title, side);
             ImGui::GetWindowDrawList()->AddText(ImVec2(x + std::max(0.0f, (side - ImGui::CalcTextSize(title.c_str()).x) * 0.5f), y - above),

@@ -203,12 +203,13 @@ void LensView::DrawGridModes(WindowState& state, const LensPair& lens, const std
     const MapMode mode = GridMode(state, lens);
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("Grid");
+    const float radio = ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x;
     for (const Choice& c : choices) {
         if (!c.shown) continue;
-        ImGui::SameLine();
+        SameLineIfFits(radio + ImGui::CalcTextSize(c.label.c_str()).x);  // a narrow pane takes the rest on the next line
         if (ImGui::RadioButton((c.label + "##lens_grid_mode").c_str(), mode == c.mode)) state.settings.lens_map = c.mode;
     }
-    ImGui::SameLine();
+    SameLineIfFits(ImGui::CalcTextSize("(?)").x);
     viz::HelpMarker("Whose logit lens the grid shows. The differences colour each cell by SSA's log probability of the actual "
                     "next token minus the other side's, in nats (red: SSA gives it more probability; blue: less), read after "
                     "that layer: with a base, where in depth and in the text fine-tuning changed the prediction.");

@@ -23,13 +23,19 @@ std::string IdLabel(const AppState& state, int32_t id) {
 }
 
 // One side's top-k cell: a bar of the probability behind the token's label, the value at the right.
+// A side's colour (viz/palette.h: SSA orange, its comparison blue, a base violet, as every view
+// draws them) under the text of a cell.
+ImU32 Translucent(viz::Rgba8 c) { return IM_COL32(c.r, c.g, c.b, 100); }
+
 void PredictionCell(const AppState& state, int32_t id, float p, bool actual, ImU32 bar) {
     const float w = ImGui::GetContentRegionAvail().x, h = ImGui::GetTextLineHeight();
     const ImVec2 at = ImGui::GetCursorScreenPos();
     ImDrawList* draw = ImGui::GetWindowDrawList();
-    draw->AddRectFilled(at, ImVec2(at.x + w * std::clamp(p, 0.0f, 1.0f), at.y + h), bar);
     const std::string value = FormatNumber(p);  // "0.000" for every token of a model that has not learnt: "2.1e-05"
     const float value_w = ImGui::CalcTextSize(value.c_str()).x;
+    // The bar spans the piece's part of the cell, never under the number.
+    const float bar_w = std::max(0.0f, w - value_w - 4.0f);
+    draw->AddRectFilled(at, ImVec2(at.x + bar_w * std::clamp(p, 0.0f, 1.0f), at.y + h), bar);
     draw->AddText(ImVec2(at.x + w - value_w, at.y), ImGui::GetColorU32(ImGuiCol_TextDisabled), value.c_str());
     const std::string label = IdLabel(state, id);
     ImGui::PushClipRect(at, ImVec2(at.x + std::max(0.0f, w - value_w - 4.0f), at.y + h), true);
@@ -113,13 +119,10 @@ void PredictionView::DrawNextTokens(const AppState& state) {
                    const std::vector<float>& loss, ImU32 bar) {
         if (ids.size() >= need && probs.size() >= need) sides.push_back({std::move(name), &ids, &probs, &rank, &loss, bar});
     };
-    add(a.interventions.empty() ? "SSA" : "SSA (with what-ifs)", a.top_ids, a.top_probs, a.rank, a.loss, IM_COL32(80, 140, 230, 120));
+    add(a.interventions.empty() ? "SSA" : "SSA (with what-ifs)", a.top_ids, a.top_probs, a.rank, a.loss, Translucent(viz::kSsaColor));
     if (a.HasComparePredictions())
-        add(CompareName(a), a.top_ids_compare, a.top_probs_compare, a.rank_compare, a.loss_compare, IM_COL32(150, 150, 150, 110));
-    if (a.HasBase()) {
-        const viz::Rgba8 c = viz::kBaseColor;
-        add("base", a.top_ids_base, a.top_probs_base, a.rank_base, a.loss_base, IM_COL32(c.r, c.g, c.b, 110));
-    }
+        add(CompareName(a), a.top_ids_compare, a.top_probs_compare, a.rank_compare, a.loss_compare, Translucent(viz::kCompareColor));
+    if (a.HasBase()) add("base", a.top_ids_base, a.top_probs_base, a.rank_base, a.loss_base, Translucent(viz::kBaseColor));
     const std::string piece = p < static_cast<int>(a.tokens.pieces.size()) ? TokenLabel(a.tokens.pieces[p]) : "";
     ImGui::Text("After token %d '%s'%s", p, piece.c_str(), state.query < 0 ? " (the last; click a token to choose another)" : "");
     const bool has_next = p + 1 < T && p < static_cast<int>(a.loss.size());
