@@ -798,6 +798,12 @@ py::bytes Bytes(const std::string& s) { return py::bytes(s.data(), s.size()); }
 // [SECTION] The module
 //-----------------------------------------------------------------------------
 
+namespace {
+// An error's text as the command line prints it: control characters from a file's names escaped (a
+// traceback printed to a terminal would run them), at most 4,096 characters.
+std::string Printable(const char* what) { return model::EscapeForMessage(what, 4096); }
+}  // namespace
+
 PYBIND11_MODULE(_ssaviz, m) {
     using namespace app::python;
     m.doc() = "The ssaviz engine (C++). Use the ssaviz package, which checks arguments and documents the API.";
@@ -806,11 +812,11 @@ PYBIND11_MODULE(_ssaviz, m) {
         try {
             if (p) std::rethrow_exception(p);
         } catch (const MissingFile& e) {
-            PyErr_SetString(PyExc_FileNotFoundError, e.what());
+            PyErr_SetString(PyExc_FileNotFoundError, Printable(e.what()).c_str());
         } catch (const BadArgument& e) {
-            PyErr_SetString(PyExc_ValueError, e.what());
+            PyErr_SetString(PyExc_ValueError, Printable(e.what()).c_str());
         } catch (const WriteFailed& e) {
-            PyErr_SetString(PyExc_OSError, e.what());
+            PyErr_SetString(PyExc_OSError, Printable(e.what()).c_str());
         }
     });
 

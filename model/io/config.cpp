@@ -552,6 +552,9 @@ Result<ModelConfig> ParseLitConfig(std::string_view json_text, const std::string
     if (Status s = ReadSsaBlock(root, source, &c); !s) return Fail(s.error());
     auto family = get_string("family", nullptr, "");
     if (!family) return Fail(family.error());
+    // A name printed first in `info` and the Model panel: printable ASCII and short, or refused.
+    if (family->size() > 64 || std::any_of(family->begin(), family->end(), [](unsigned char ch) { return ch < 0x20 || ch > 0x7e; }))
+        return Fail(source + ": 'family' " + Quoted(family->substr(0, 64)) + " is not a family's name (printable ASCII, at most 64 characters)");
     c.family = family->empty() ? LitFamily(name, c) : *family;
     if (Status s = c.Validate(source); !s) return Fail(s.error());
     return c;
@@ -820,6 +823,20 @@ std::vector<std::pair<const char*, std::string>> Fingerprint(const ModelConfig& 
 }
 
 }  // namespace
+
+std::string ArchitectureDifference(const ModelConfig& a, const ModelConfig& b) {
+    const auto x = Fingerprint(a), y = Fingerprint(b);
+    for (size_t i = 0; i < x.size(); ++i) {
+        const std::string field = x[i].first;
+        // What a fine-tune may change and still be its base's model: the temperatures, the context,
+        // a padded vocabulary, the positions' scaling.
+        if (field == "tau_q" || field == "tau_v" || field == "context" || field == "vocabulary" || field.compare(0, 4, "RoPE") == 0 ||
+            field == "llama3 RoPE scaling" || field == "sliding windows")
+            continue;
+        if (x[i].second != y[i].second) return field + " " + x[i].second + " against " + y[i].second;
+    }
+    return "";
+}
 
 Result<nlohmann::json> HfConfigToJson(const ModelConfig& c) {
     const Family* f = FamilyOf(c);

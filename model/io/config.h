@@ -130,6 +130,11 @@ nlohmann::json LitConfigToJson(const ModelConfig& config);  // a complete lit_co
 // An HF config.json of a RoPE family (its model_type, HF's keys) that ParseConfig reads back as
 // `config`; refused, naming what would change, where HF's keys for that model_type cannot say it.
 Result<nlohmann::json> HfConfigToJson(const ModelConfig& config);
+
+// The first way model `a` and `b` compute differently, "norm rmsnorm against layernorm", leaving out
+// what a fine-tune may change beside its base (the temperatures, the context, a padded vocabulary,
+// the positions' scaling and windows); empty where they are one architecture.
+std::string ArchitectureDifference(const ModelConfig& a, const ModelConfig& b);
 // The config file `format` keeps its shape in (ConfigKind), as that format's writer above makes it.
 Result<nlohmann::json> ConfigJsonFor(Format format, const ModelConfig& config);
 

@@ -1,11 +1,14 @@
 #include "model/io/weights.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <deque>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +24,18 @@ using Kind = PickleValue::Kind;
 
 // The most tensors a checkpoint's state dict may hold, as for safetensors headers.
 constexpr size_t kMaxTensors = kMaxSafetensorsTensors;
+constexpr size_t kMaxKeyBytes = 4096;  // a state-dict key's bytes (names like "transformer.h.11.attn.c_attn.weight")
+
+// Whether a model's file is at `path`: false where nothing is, true for a regular file (or a link
+// to one). Anything else under that name (a folder, a FIFO, a device, a link that leads nowhere) is
+// an error naming it, not a file passed over for another one (a folder named lit_model_finetuned.pth
+// had the base, lit_model.pth, analysed as the fine-tune).
+Result<bool> ModelFileAt(const std::string& path) {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) return false;
+    if (Status s = CheckRegularFile(path, SIZE_MAX); !s) return Fail(s.error());
+    return true;
+}
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -217,9 +232,19 @@ Status ReadCheckpoint(const uint8_t* data, size_t size, bool shard, WeightFile* 
             }
 
     const PickleValue& sd = p[*search.dict];
+    // Views may share a storage (a tied head is the embedding's), and each is read into its own
+    // copy: bounded by what the storages hold, so many views of one storage cannot ask for 800
+    // times the file (a 4 MB file of 1,024 layers' views asked for more than 8 GB).
+    uint64_t viewed_bytes = 0, storage_total = 0;
+    std::set<std::string> storages;
     for (size_t i = 0; i + 1 < sd.items.size(); i += 2) {
         const PickleValue &key = p[sd.items[i]], &value = p[sd.items[i + 1]];
         if (key.kind != Kind::String) continue;
+        // Every key is compared as it goes into a map: one long key repeated through the pickle's
+        // memo was compared whole each time (a 6 MB file ran for minutes). A state dict's names are short.
+        if (key.text.size() > kMaxKeyBytes)
+            return Fail("the state dict has a key of " + std::to_string(key.text.size()) + " bytes (" + Quoted(key.text.substr(0, 40)) +
+                        "...); a tensor's name is at most " + std::to_string(kMaxKeyBytes));
         if (value.kind != Kind::Tensor) {  // e.g. _extra_state; said if a tensor is looked for under its name
             if (out->not_tensors.size() < kMaxTensors)
                 out->not_tensors[key.text] =
@@ -253,6 +278,11 @@ Status ReadCheckpoint(const uint8_t* data, size_t size, bool shard, WeightFile* 
                         Grouped(t.storage_elements) + " (shape " + ShapeString(t.shape) + ", strides " + ShapeString(t.strides) +
                         "); broadcast views are not read");
         if (out->index.count(key.text)) return Fail(where + " appears twice");
+        if (storages.insert(t.storage_key).second) storage_total += storage_bytes;
+        viewed_bytes += *elements * element;  // at most the storage's bytes (above), so no overflow
+        if (viewed_bytes > 2 * storage_total + (uint64_t{16} << 20))
+            return Fail("the state dict's tensors view " + FormatBytes(viewed_bytes) + " of storages holding " + FormatBytes(storage_total) +
+                        ": more than twice (a tied head) what they hold; tensors sharing a storage are read once each");
         StoredTensor s;
         s.name = key.text;
         s.dtype = t.dtype;
@@ -513,12 +543,19 @@ Result<ModelFiles> FindModelFiles(const std::string& path) {
     namespace fs = std::filesystem;
     std::error_code ec;
     ModelFiles files;
+    auto find_configs = [&files]() -> Status {  // config.json and lit_config.json in files.dir
+        for (auto [name, into] : {std::pair{"/config.json", &files.config}, std::pair{"/lit_config.json", &files.lit_config}}) {
+            auto at = ModelFileAt(files.dir + name);
+            if (!at) return Fail(at.error());
+            if (*at) *into = files.dir + name;
+        }
+        return Ok{};
+    };
     if (fs::is_regular_file(path, ec)) {
         files.weights = path;
         files.dir = fs::path(path).parent_path().string();
         if (files.dir.empty()) files.dir = ".";
-        if (fs::is_regular_file(files.dir + "/config.json", ec)) files.config = files.dir + "/config.json";
-        if (fs::is_regular_file(files.dir + "/lit_config.json", ec)) files.lit_config = files.dir + "/lit_config.json";
+        if (Status s = find_configs(); !s) return Fail(s.error());
         return files;
     }
     if (!fs::is_directory(path, ec)) {
@@ -527,13 +564,15 @@ Result<ModelFiles> FindModelFiles(const std::string& path) {
         return Fail("model '" + EscapeForMessage(path) + "' is not a model: neither a folder nor a weights file");
     }
     files.dir = path;
-    if (fs::is_regular_file(path + "/config.json", ec)) files.config = path + "/config.json";
-    if (fs::is_regular_file(path + "/lit_config.json", ec)) files.lit_config = path + "/lit_config.json";
-    for (const char* name : {"model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json"})
-        if (fs::is_regular_file(path + "/" + name, ec)) {
+    if (Status s = find_configs(); !s) return Fail(s.error());
+    for (const char* name : {"model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json"}) {
+        auto at = ModelFileAt(path + "/" + name);
+        if (!at) return Fail(at.error());
+        if (*at) {
             files.weights = path + "/" + name;
             return files;
         }
+    }
     std::vector<std::string> candidates, lit;  // lit: lit-gpt's names, in order of preference
     bool sharded = false;
     size_t entries = 0;
@@ -542,7 +581,9 @@ Result<ModelFiles> FindModelFiles(const std::string& path) {
         const std::string name = entry.path().filename().string();
         const std::string ext = entry.path().extension().string();
         sharded = sharded || EndsWith(name, ".index.json");
-        if (!entry.is_regular_file(ec) || !(ext == ".safetensors" || ext == ".pt" || ext == ".pth" || ext == ".bin" || ext == ".ckpt")) continue;
+        if (!(ext == ".safetensors" || ext == ".pt" || ext == ".pth" || ext == ".bin" || ext == ".ckpt")) continue;
+        if (auto at = ModelFileAt(entry.path().string()); !at) return Fail(at.error());  // a weights file's name on a FIFO or a folder
+        else if (!*at) continue;
         candidates.push_back(entry.path().string());
         const bool iter = name.size() == 20 && name.compare(0, 5, "iter-") == 0 && EndsWith(name, "-ckpt.pth") &&
                           std::all_of(name.begin() + 5, name.begin() + 11, [](char ch) { return ch >= '0' && ch <= '9'; });
@@ -577,10 +618,11 @@ Result<ModelFiles> FindModelFiles(const std::string& path) {
         files.weights = candidates[0];
         return files;
     }
-    if (candidates.empty()) return Fail(path + ": no weights (model.safetensors, pytorch_model.bin, or a .pt / .pth / .bin / .ckpt checkpoint)");
+    if (candidates.empty())
+        return Fail(EscapeForMessage(path) + ": no weights (model.safetensors, pytorch_model.bin, or a .pt / .pth / .bin / .ckpt checkpoint)");
     std::sort(candidates.begin(), candidates.end());
-    return Fail(path + ": " + std::to_string(candidates.size()) + " weight files (" + candidates[0] + ", " + candidates[1] +
-                (candidates.size() > 2 ? ", ..." : "") + "); open one of them directly");
+    return Fail(EscapeForMessage(path) + ": " + std::to_string(candidates.size()) + " weight files (" + EscapeForMessage(candidates[0], 200) +
+                ", " + EscapeForMessage(candidates[1], 200) + (candidates.size() > 2 ? ", ..." : "") + "); open one of them directly");
 }
 
 Result<TemperatureForm> ParseFormSpec(const std::string& spec) {

@@ -215,10 +215,8 @@ Status Engine::Impl::OpenBeside(Comparison which, const std::string& dir, const 
         ConfigHints plain = hints;
         plain.without_temperatures = true;
         auto again = LoadModel(dir, device, plain, model.gpt.dtype(), true);
-        const auto ssa_tensor = [](const std::string& name) {
-            return name.find(".ssa_") != std::string::npos || (name.size() > 5 && name.compare(name.size() - 5, 5, ".beta") == 0);
-        };
-        if (again && std::none_of(again->info.unused_tensors.begin(), again->info.unused_tensors.end(), ssa_tensor)) loaded = std::move(again);
+        if (again && std::none_of(again->info.unused_tensors.begin(), again->info.unused_tensors.end(), IsTemperatureTensor))
+            loaded = std::move(again);
     }
     if (!loaded) return Fail("the " + std::string(ToString(which)) + ": " + loaded.error());  // which of the two models failed
     const std::string named = std::string(ToString(which)) + " '" + EscapeForMessage(dir) + "'";
@@ -233,6 +231,9 @@ Status Engine::Impl::OpenBeside(Comparison which, const std::string& dir, const 
                     std::to_string(b.KvHeads()) + " kv heads and an MLP of " + std::to_string(b.MlpWidth()) + "; the model " +
                     std::to_string(a.n_embd) + ", " + std::to_string(a.HeadSize()) + ", " + std::to_string(a.KvHeads()) + " and " +
                     std::to_string(a.MlpWidth()) + ": a base is the model the fine-tuning started from, of its shape");
+    if (which == Comparison::Base)
+        if (const std::string difference = ArchitectureDifference(a, b); !difference.empty())
+            return Fail(named + " is another architecture (" + difference + "): a base is the model the fine-tuning started from");
     const Tokenizer &mine = *model.tokenizer, &theirs = *loaded->tokenizer;
     if (theirs.Kind() != mine.Kind() || theirs.VocabSize() != mine.VocabSize())
         return Fail(named + " uses a different tokenizer (" + theirs.Kind() + ", " + std::to_string(theirs.VocabSize()) + " tokens)");

@@ -141,6 +141,11 @@ Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const
     }
     auto gpt = LoadSsaGpt(config.config, *weights, device, compute, keep_bf16);
     if (!gpt) return Fail(files->weights + ": " + gpt.error());
+    if (!hints.without_temperatures)
+        for (const std::string& name : gpt->unused_tensors)
+            if (IsTemperatureTensor(name))
+                return Fail(EscapeForMessage(files->weights) + ": holds temperature tensors its config does not read (" + Quoted(name) +
+                            "); the config's \"ssa\" block (or --query-form / --value-form) names their forms");
     gpt->weights_path = files->weights;
     gpt->weights_format = weights->format;
     std::set<std::string> dtypes;
@@ -173,6 +178,10 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizerFor(const std::string& dir, cons
 }
 
 }  // namespace
+
+bool IsTemperatureTensor(const std::string& name) {
+    return name.find(".ssa_") != std::string::npos || (name.size() > 5 && name.compare(name.size() - 5, 5, ".beta") == 0);
+}
 
 Result<SsaGpt> LoadSsaGptFolder(const std::string& path, at::Device device, const ConfigHints& hints, at::ScalarType compute) {
     auto found = LoadWeights(path, device, hints, compute);

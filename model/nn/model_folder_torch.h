@@ -29,6 +29,9 @@ struct LoadedModel {
 // `keep_bf16`: as LoadSsaGpt's (the engine holds a BF16 file's matrices as stored).
 Result<LoadedModel> LoadModel(const std::string& path, at::Device device, const ConfigHints& hints = {},
                               at::ScalarType compute = at::kFloat, bool keep_bf16 = false);
+// A temperature's tensor by its name (ssaviz's "*.ssa_*", the official code's "*.beta"): a file
+// holding one the config does not read is refused (it was analysed as vanilla in silence).
+bool IsTemperatureTensor(const std::string& name);
 // The same without the tokenizer: the weights alone (the trainer's checkpoints, tests).
 Result<SsaGpt> LoadSsaGptFolder(const std::string& path, at::Device device, const ConfigHints& hints = {},
                                 at::ScalarType compute = at::kFloat);

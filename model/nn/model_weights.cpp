@@ -329,6 +329,9 @@ private:
             auto head = m_reader.Read(name, {{V, E}}, Why(t));
             if (!head) return Fail(head.error());
             if (!m_c.tied_head || !at::equal(*head, m_m->wte)) *t.weight = *head;
+            if (m_c.tied_head && t.weight->data_ptr() != m_m->wte.data_ptr())  // said, not done in silence
+                m_m->notes.push_back("the config ties the output head to the token embedding, but the file's " + m_reader.OuterName(name) +
+                                     " differs from it: the stored head is used (transformers would tie it)");
         }
         if (!m_c.HasBias(Role::Output)) return Ok{};
         auto b = m_reader.Read(std::string(n.name) + ".bias", {{V}}, "output head bias (lm_head_bias)");

@@ -4,6 +4,7 @@
 // ssaviz's own ZIP reader and unpickler and checked against the same PyTorch reference outputs.
 // Then the hostile files of tests/model/fixtures/abuse, each with the error it must produce.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <filesystem>
@@ -389,14 +390,15 @@ std::string PickleString(const std::string& s) {
 
 // torch.save's pickle of an OrderedDict of float tensors named `names`, tensor i of `sizes[i]`
 // elements in storage "i" (memoized globals, as torch.save writes them).
-std::string StateDictPickle(const std::vector<std::string>& names, const std::vector<int>& sizes) {
+// {names[i]: a float32 tensor of sizes[i] elements in storage i (or storage[i] where given)}.
+std::string StateDictPickle(const std::vector<std::string>& names, const std::vector<int>& sizes, const std::vector<int>& storage = {}) {
     using namespace std::string_literals;
     std::string p = "\x80\x02" "ccollections\nOrderedDict\nq\x00)Rq\x01("s;
     for (size_t i = 0; i < names.size(); ++i) {
         p += PickleString(names[i]);
         p += i ? "h\x02"s : "ctorch._utils\n_rebuild_tensor_v2\nq\x02"s;
         p += "((" + PickleString("storage") + (i ? "h\x03"s : "ctorch\nFloatStorage\nq\x03"s);
-        p += PickleString(std::to_string(i)) + PickleString("cpu") + "J";
+        p += PickleString(std::to_string(storage.empty() ? static_cast<int>(i) : storage[i])) + PickleString("cpu") + "J";
         PutLe(p, sizes[i], 4);
         p += "tQK\x00J"s;
         PutLe(p, sizes[i], 4);
@@ -463,6 +465,71 @@ TEST(Checkpoint, HundredThousandTensorsOpenInLinearTime) {
     ASSERT_EQ(w->tensors.size(), names.size());
     EXPECT_EQ(w->Find("extra.99999")->shape, std::vector<int64_t>{1});
     EXPECT_EQ(w->Find("wte.weight")->shape, std::vector<int64_t>{128});
+}
+
+TEST(Checkpoint, ViewsSharingAStorageAreBoundedByIt) {
+    // wte.weight and 40 tensors, each a whole view of storage 0 (4 MB): read one copy each, 164 MB
+    // from a 4 MB file (1,024 layers' views of one storage asked for more than 8 GB). A tied head
+    // (two views of one storage) opens.
+    constexpr int kElements = 1 << 20;
+    std::vector<std::string> names{"wte.weight"};
+    for (int i = 0; i < 40; ++i) names.push_back("h." + std::to_string(i) + ".weight");
+    const std::vector<int> sizes(names.size(), kElements), storage(names.size(), 0);
+    const std::string data(4 * kElements, '\0');
+    auto open = [&](const std::string& name, size_t tensors) {
+        const std::vector<std::string> some(names.begin(), names.begin() + tensors);
+        return model::OpenWeights(WriteTestFile(name, MakeZip({{"archive/data.pkl", StateDictPickle(some, {sizes.begin(), sizes.begin() + tensors},
+                                                                                                     {storage.begin(), storage.begin() + tensors})},
+                                                               {"archive/data/0", data},
+                                                               {"archive/version", "3\n"}})));
+    };
+    auto tied = open("tied_views.pt", 2);
+    ASSERT_TRUE(tied.ok()) << tied.error();
+    auto many = open("shared_views.pt", names.size());
+    ASSERT_FALSE(many.ok());
+    EXPECT_NE(many.error().find("more than twice (a tied head) what they hold"), std::string::npos) << many.error();
+}
+
+TEST(Checkpoint, LongKeysAreRefused) {
+    // Each key is compared as it goes into a map: one 4 MB key repeated through the memo made a 6 MB
+    // file run for minutes. A key over 4,096 bytes is refused.
+    const std::string pkl = StateDictPickle({"wte.weight", std::string(5000, 'k')}, {4, 1});
+    auto w = model::OpenWeights(WriteTestFile(
+        "long_key.pt", MakeZip({{"archive/data.pkl", pkl}, {"archive/data/0", std::string(16, '\0')}, {"archive/data/1", std::string(4, '\0')},
+                                {"archive/version", "3\n"}})));
+    ASSERT_FALSE(w.ok());
+    EXPECT_NE(w.error().find("a key of 5000 bytes"), std::string::npos) << w.error();
+}
+
+TEST(Unpickler, ReduceReadsItsArgumentsWithoutCopying) {
+    // One tuple of 200,000 elements handed to REDUCE 20,000 times: each REDUCE copied the tuple (4
+    // billion element copies, minutes); read in place, it takes milliseconds.
+    std::string p = std::string("\x80\x02" "ctorch._utils\n_rebuild_parameter\nq\x00" "0(N", 40) + std::string(200'000, '2') + std::string("tq\x01" "0", 4);
+    for (int i = 0; i < 20'000; ++i) p += std::string("h\x00h\x01R0", 6);
+    auto r = Unpickle(p + "}.");
+    ASSERT_TRUE(r.ok()) << r.error();
+}
+
+TEST(Checkpoint, AModelFilesNameOnSomethingElseIsNamed) {
+    // A folder named lit_model_finetuned.pth beside lit_model.pth had the base analysed as the
+    // fine-tune; a FIFO named model.safetensors gave "no weights" (or another file beside it,
+    // taken). Each is now an error naming it.
+    namespace fs = std::filesystem;
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/model_io/not_files";
+    fs::remove_all(dir);
+    fs::create_directories(dir + "/lit/lit_model_finetuned.pth");
+    std::ofstream(dir + "/lit/lit_model.pth") << "x";
+    auto lit = model::FindModelFiles(dir + "/lit");
+    ASSERT_FALSE(lit.ok()) << "took " << lit->weights;
+    EXPECT_NE(lit.error().find("lit_model_finetuned.pth' is a folder, not a file"), std::string::npos) << lit.error();
+    fs::create_directories(dir + "/hf");
+    ASSERT_EQ(::mkfifo((dir + "/hf/model.safetensors").c_str(), 0600), 0);
+    std::ofstream(dir + "/hf/other.safetensors") << "x";
+    auto hf = model::FindModelFiles(dir + "/hf");
+    ASSERT_FALSE(hf.ok()) << "took " << hf->weights;
+    EXPECT_NE(hf.error().find("model.safetensors' is a FIFO, not a file"), std::string::npos) << hf.error();
+    fs::create_symlink(dir + "/nowhere", dir + "/hf/config.json");
+    EXPECT_FALSE(model::FindModelFiles(dir + "/hf").ok());
 }
 
 TEST(Checkpoint, StateDictValueThatIsNotATensorIsNamed) {

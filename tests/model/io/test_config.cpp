@@ -493,6 +493,16 @@ TEST(LitConfig, OfficialPythia160mTakesLitGptDefaults) {
     EXPECT_FALSE(c.IsSsa());
 }
 
+TEST(LitConfig, AFamilyIsAShortPrintableName) {
+    // `info` prints the family first: a terminal's escape sequences in it set the title and cleared
+    // the screen, and a 1 MB one filled the terminal.
+    const std::string base = R"({"block_size": 64, "n_layer": 2, "n_embd": 32, "n_head": 4, "family": )";
+    EXPECT_EQ(ParseLit(base + R"("pythia"})").family, "pythia");
+    const std::string control = LitError(base + R"("\u001b]0;pwned\u0007fam"})");
+    EXPECT_NE(control.find("'family' '\\x1b]0;pwned\\x07fam' is not a family's name"), std::string::npos) << control;
+    EXPECT_NE(LitError(base + "\"" + std::string(100, 'f') + "\"}").find("at most 64 characters"), std::string::npos);
+}
+
 TEST(LitConfig, OfficialTinyLlamaAndMistral) {
     ModelConfig t = ParseLit(R"({"block_size": 2048, "vocab_size": 32000, "padding_multiple": 64, "n_layer": 22, "n_head": 32,
         "n_embd": 2048, "rotary_percentage": 1.0, "parallel_residual": false, "bias": false, "_norm_class": "RMSNorm",

@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "model/nn/analysis.h"
+#include "model/nn/model_folder_torch.h"
 
 namespace {
 
@@ -22,8 +24,10 @@ namespace fs = std::filesystem;
 using model::Comparison;
 using model::MapSide;
 
-std::string WriteModel(const std::string& name, model::TemperatureForm query, int heads, uint64_t seed, int positions = 64) {
+std::string WriteModel(const std::string& name, model::TemperatureForm query, int heads, uint64_t seed, int positions = 64,
+                       model::Activation activation = model::Activation::GeluNew) {
     model::ModelConfig c;
+    c.activation = activation;
     c.n_layer = 2;
     c.n_head = heads;
     c.n_embd = 16;
@@ -150,6 +154,13 @@ TEST(Base, ABaseOfAnotherShapeOrTokenizerIsRefusedInOneLine) {
     model::Status s = engine->OpenBase(wide);
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.error(), "base '" + wide + "' has 2 layers x 4 heads; the model has 2 x 2");
+    // Its shape and tokenizer, another architecture (erf's GELU for the tanh approximation; a llama
+    // of GPT-2's shape was taken and its "drift" printed).
+    const std::string other = WriteModel("exact-gelu", {}, 2, 44, 64, model::Activation::Gelu);
+    s = engine->OpenBase(other);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.error(), "base '" + other + "' is another architecture (activation gelu_new against gelu): a base is the model the "
+                         "fine-tuning started from");
 
     // The same kind and size of tokenizer, two merges in the other order.
     const std::string permuted = SSAVIZ_TEST_OUT "/base/permuted-" + std::to_string(::getpid());
@@ -174,6 +185,24 @@ TEST(Base, ABaseOfAnotherShapeOrTokenizerIsRefusedInOneLine) {
     EXPECT_EQ(s.error().rfind("the base: model '" + permuted + "/nothing-here' does not exist", 0), 0u) << "names the base: " << s.error();
     EXPECT_EQ(engine->comparison(), Comparison::Base) << "the base opened before stays";
     EXPECT_TRUE(engine->Analyze(Tokens(*engine)).ok());
+}
+
+// A file holding temperature tensors its config does not read (an "ssa" block lost or mistyped)
+// was analysed as vanilla, exit 0; refused, naming a tensor.
+TEST(Base, TemperaturesTheConfigDoesNotReadAreRefused) {
+    const std::string dir = SSAVIZ_TEST_OUT "/base/ssa-block-lost-" + std::to_string(::getpid());
+    fs::remove_all(dir);
+    fs::copy(Folders().ssa, dir, fs::copy_options::recursive);
+    std::ifstream in(dir + "/config.json");
+    nlohmann::json config = nlohmann::json::parse(in);
+    in.close();
+    ASSERT_TRUE(config.contains("ssa"));
+    config.erase("ssa");
+    std::ofstream(dir + "/config.json", std::ios::trunc) << config.dump();
+    auto loaded = model::LoadModel(dir, at::kCPU);
+    ASSERT_FALSE(loaded.ok()) << "analysed as " << model::DescribeArchitecture(loaded->info.config);
+    EXPECT_NE(loaded.error().find("holds temperature tensors its config does not read ('"), std::string::npos) << loaded.error();
+    EXPECT_NE(loaded.error().find(".ssa_"), std::string::npos) << loaded.error();
 }
 
 // With a base the thumbnails hold the base's map and SSA - base too, pooled as the others: block
