@@ -456,20 +456,24 @@ viz::Figure LensModeFigure(const model::Analysis& a, const model::ModelInfo& inf
 
 std::vector<ExportFile> LensExportFiles(const model::Engine& engine, const model::ModelInfo& info, const model::Analysis& a,
                                         const std::vector<std::shared_ptr<const model::Lens>>& sides, const ExportOptions& options) {
-    const model::Tokenizer& tokenizer = engine.tokenizer();
-    std::vector<LensSideFiles> named;
-    const std::string suffixes[] = {"", CompareFileSuffix(a), "_base"};
-    for (size_t k = 0; k < sides.size() && k < std::size(suffixes); ++k) named.push_back({sides[k], suffixes[k], LensSideName(a, k)});
     // Each predicted id as it reads after a token (Python's lens_top and the predictions name it
     // so): decoded alone, SentencePiece's ' be' would read 'be'.
-    const model::PredictedPieces piece(tokenizer);
-    return LensFiles(
-        named,
+    const model::PredictedPieces piece(engine.tokenizer());
+    return LensExportFiles(
         [&](int32_t id) {
             auto text = piece(id);
             return text ? model::PieceToDisplay(*text) : std::string();
         },
-        options, TokenLabels(a.tokens), ModelName(info));
+        info, a, sides, options);
+}
+
+std::vector<ExportFile> LensExportFiles(const std::function<std::string(int32_t)>& piece, const model::ModelInfo& info,
+                                        const model::Analysis& a, const std::vector<std::shared_ptr<const model::Lens>>& sides,
+                                        const ExportOptions& options) {
+    std::vector<LensSideFiles> named;
+    const std::string suffixes[] = {"", CompareFileSuffix(a), "_base"};
+    for (size_t k = 0; k < sides.size() && k < std::size(suffixes); ++k) named.push_back({sides[k], suffixes[k], LensSideName(a, k)});
+    return LensFiles(named, piece, options, TokenLabels(a.tokens), ModelName(info));
 }
 
 json LensLossByLayer(const model::Lens& lens) {
@@ -559,8 +563,8 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
             }, size_t{64} << 20));
         }
     }
-    // For papers: where SSA's lens differs from each other side's, as log p(next token) SSA minus
-    // the other's after each layer, on a symmetric diverging scale (lens_diff against the
+    // For papers: where SSA's lens differs from each other side's, as the loss of the next token SSA
+    // minus the other's after each layer (blue where SSA predicts it better), on a symmetric diverging scale (lens_diff against the
     // comparison, lens_diff_base against a base: where in depth fine-tuning changed the prediction).
     const LensSideFiles* ssa_side = !sides.empty() && sides[0].suffix.empty() ? &sides[0] : nullptr;
     for (size_t i = 1; ssa_side && ssa_side->lens && i < sides.size(); ++i) {

@@ -54,8 +54,8 @@ struct LensSideFiles {
 // and dla_const.npy [T - 1]. `piece` names an id as the views do. With PNG or SVG among
 // `options`' formats, figures too: lens.png (the lens as a layer x position heatmap of p(next
 // token), log scale) and dla_heads.png (each head's part of the next token's logit, averaged over
-// the positions, on a diverging scale); with SSA first among `sides`, lens_diff.png (SSA's log
-// p(next token) minus the comparison's, after each layer, diverging) and lens_diff_base.png (minus
+// the positions, on a diverging scale); with SSA first among `sides`, lens_diff.png (SSA's loss
+// of the next token minus the comparison's, after each layer, diverging) and lens_diff_base.png (minus
 // the base's); dla_bars.png and dla_layers.png, the last token's logit split by head and by layer
 // (attention, MLP, embeddings, biases), every side's bars. WriteExport writes them with the rest
 // (`extra`).
@@ -84,6 +84,11 @@ viz::Figure LensModeFigure(const model::Analysis& a, const model::ModelInfo& inf
 // LensFiles of those sides, pieces named by the engine's tokenizer.
 std::vector<ExportFile> LensExportFiles(const model::Engine& engine, const model::ModelInfo& info, const model::Analysis& a,
                                         const std::vector<std::shared_ptr<const model::Lens>>& sides, const ExportOptions& options);
+// The same with each predicted id's piece from `piece` (the window's vocabulary table, made by the
+// same model::PredictedPieces), as shown.
+std::vector<ExportFile> LensExportFiles(const std::function<std::string(int32_t)>& piece, const model::ModelInfo& info,
+                                        const model::Analysis& a, const std::vector<std::shared_ptr<const model::Lens>>& sides,
+                                        const ExportOptions& options);
 // A batch summary's per-layer lens loss: entry l is the mean over positions of the loss read after
 // layer l (0: the embeddings, L: the model's own).
 nlohmann::json LensLossByLayer(const model::Lens& lens);

@@ -422,7 +422,7 @@ LensDifference LensDifferenceOf(const model::Lens& ssa, const model::Lens& other
     d.delta.resize(ssa.loss.size());
     std::vector<float> magnitudes;
     for (size_t k = 0; k < d.delta.size(); ++k) {
-        d.delta[k] = other.loss[k] - ssa.loss[k];  // log p_SSA(next) - log p_other(next)
+        d.delta[k] = ssa.loss[k] - other.loss[k];  // -log p_SSA(next) + log p_other(next)
         if (std::isfinite(d.delta[k])) magnitudes.push_back(std::abs(d.delta[k]));
     }
     if (magnitudes.empty()) return d;
@@ -446,11 +446,11 @@ viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, con
     const LensDifference d = LensDifferenceOf(ssa, other);
     if (d.delta.empty()) return {};
     viz::HeatmapFigureOptions o;
-    o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 SSA - " + other_name + ": log p(next token) after each layer";
+    o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 SSA - " + other_name + ": loss of the next token after each layer";
     LensAxes(ssa, token_labels, &o);
     o.Style.colormap = viz::Colormap::Diverging;
     o.Style.range = viz::Range{-d.most, d.most};
-    o.ValueLabel = "log p(next token), SSA - " + other_name + " (nats)" + LensScaleNote(d);
+    o.ValueLabel = "loss of the next token, SSA - " + other_name + " (nats; blue: SSA predicts it better)" + LensScaleNote(d);
     return viz::HeatmapFigure(d.delta.data(), ssa.n_layer + 1, ssa.n_tokens - 1, o);
 }
 

@@ -56,7 +56,8 @@ viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, M
 // the text's tokens, position t's column labelled with token t.
 viz::Figure LensFigure(const model::Lens& lens, const std::string& model_name, const std::string& side_name,
                        const std::vector<std::string>& token_labels);
-// SSA's log p(next token) minus `other`'s at each cell of the lens (the other's loss minus SSA's),
+// SSA's loss of the next token minus `other`'s at each cell of the lens (-log p: negative, blue,
+// where SSA predicts it better, as the token strip's and the Fine-tune tab's loss changes read),
 // and a difference's symmetric scale: the 99th percentile of the cells' magnitudes (nearest rank,
 // at least 1e-3), so that a few cells fine-tuning changed most (or an embeddings row against a
 // separately trained model) do not wash out the rest; cells beyond it take the scale's end colour,
@@ -72,8 +73,8 @@ LensDifference LensDifferenceOf(const model::Lens& ssa, const model::Lens& other
 // What a difference's scale leaves out, for its labels: "; scale +-X, the 99th percentile ..."; empty
 // when every cell is within the scale.
 std::string LensScaleNote(const LensDifference& d);
-// SSA's log p(next token) minus `other`'s after each layer (lens_diff.png, lens_diff_base.png): the
-// other's lens loss minus SSA's, on a symmetric diverging scale. Empty if the lenses' shapes differ.
+// SSA's loss of the next token minus `other`'s after each layer (lens_diff.png, lens_diff_base.png),
+// on a symmetric diverging scale (blue: SSA predicts it better). Empty if the lenses' shapes differ.
 viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, const std::string& model_name, const std::string& other_name,
                            const std::vector<std::string>& token_labels);
 

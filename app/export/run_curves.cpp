@@ -135,7 +135,7 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
             if (kind == viz::SeriesKind::Points && !points) continue;
             viz::PlotSeries s;
             s.Kind = kind;
-            s.Name = kind == viz::SeriesKind::Line ? runs[r].label + (runs[r].layers.empty() ? "" : ", every head") : "";
+            s.Name = kind == viz::SeriesKind::Line ? runs[r].label + (runs[r].layers.empty() ? "" : ", mean of every head") : "";
             s.X = runs[r].steps;
             s.Y = runs[r].all;
             s.Color = kMeanColors[r];

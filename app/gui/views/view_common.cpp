@@ -14,6 +14,13 @@
 
 namespace app {
 
+const LensPair* CurrentLens(const WindowState& state) {
+    if (!state.lens || !state.analysis || !state.model) return nullptr;
+    const model::Analysis& a = *state.analysis;
+    const bool current = state.lens->ids == a.tokens.ids && state.lens->model_dir == state.model->dir && state.lens->compare_label == LensKey(a);
+    return current ? state.lens.get() : nullptr;
+}
+
 bool DrawNoAnalysisNote(const AppState& state) {
     if (state.analysis) return false;
     ImGui::TextDisabled("%s", state.error.empty() ? "waiting for the model..." : "no analysis (see the message above)");

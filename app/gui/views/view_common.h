@@ -17,6 +17,9 @@ namespace app {
 // For views with nothing to show yet: draws why ("waiting for the model..." or a pointer to the
 // error) and returns true when there is no analysis.
 bool DrawNoAnalysisNote(const AppState& state);
+// The Lens tab's last run where it is of the shown analysis (its text, model and comparison); null
+// where none ran or it is stale.
+const LensPair* CurrentLens(const WindowState& state);
 
 // Continues on the same line, `spacing` after the last item (negative: the style's), when an item
 // of `width` still fits there (else starts a new line).

@@ -12,6 +12,7 @@
 #include "app/export/session.h"
 #include "app/gui/views/view_common.h"
 #include "model/io/files.h"
+#include "model/text/tokenizer.h"
 #include "viz/figure.h"
 #include "viz/imgui/widgets.h"
 
@@ -81,7 +82,20 @@ void ExportDialog::EnsureOptions(const AppState& state) {
     SetOptions(o);
 }
 
-bool ExportDialog::Start(const AppState& state) {
+std::vector<ExportFile> ExportDialog::LensPlan(const WindowState& state, const ExportOptions& options) const {
+    const LensPair* lens = m_with_lens ? CurrentLens(state) : nullptr;
+    if (!lens) return {};
+    // [SSA, its comparison, a base], as `export --lens` runs them; each side kept alive by the pair.
+    std::vector<std::shared_ptr<const model::Lens>> sides{std::shared_ptr<const model::Lens>(state.lens, &lens->ssa)};
+    if (lens->compare) sides.emplace_back(state.lens, &*lens->compare);
+    if (lens->compare && lens->base) sides.emplace_back(state.lens, &*lens->base);
+    const auto piece = [vocab = state.vocab](int32_t id) {  // as the Lens tab names them (model::PredictedPieces)
+        return vocab && id >= 0 && static_cast<size_t>(id) < vocab->size() ? model::PieceToDisplay((*vocab)[id]) : std::string();
+    };
+    return LensExportFiles(piece, *state.model, *state.analysis, sides, options);
+}
+
+bool ExportDialog::Start(const WindowState& state) {
     m_error.clear();
     m_done_message.clear();
     if (Busy()) return m_error = "an export is already running", false;
@@ -91,6 +105,7 @@ bool ExportDialog::Start(const AppState& state) {
     if (options.out_dir.empty()) return m_error = "choose an output folder", false;
     options.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);  // a core stays with the UI
     if (auto s = ResolveExportHeads(&options, state.analysis->n_layer, state.analysis->n_head); !s) return m_error = s.error(), false;
+    std::vector<ExportFile> lens_files = LensPlan(state, options);
     Join();
     m_cancel = false;
     m_progress_done = 0;
@@ -103,14 +118,17 @@ bool ExportDialog::Start(const AppState& state) {
         m_current.clear();
     }
     // The thread owns copies of what it writes: the analysis stays alive, the text and info are copied.
-    m_thread = std::thread([this, analysis = state.analysis, info = *state.model, text = state.text, options] {
-        auto status = WriteExport(text, *analysis, info, options, [this](size_t done, size_t total, const std::string& path) {
-            m_progress_done = done;
-            m_progress_total = total;
-            std::lock_guard<std::mutex> lock(m_mutex);
-            m_current = path;
-            return !m_cancel.load();
-        });
+    m_thread = std::thread([this, analysis = state.analysis, info = *state.model, text = state.text, options, lens_files = std::move(lens_files)] {
+        auto status = WriteExport(
+            text, *analysis, info, options,
+            [this](size_t done, size_t total, const std::string& path) {
+                m_progress_done = done;
+                m_progress_total = total;
+                std::lock_guard<std::mutex> lock(m_mutex);
+                m_current = path;
+                return !m_cancel.load();
+            },
+            lens_files);
         std::lock_guard<std::mutex> lock(m_mutex);
         m_result = status ? "wrote " + std::to_string(m_progress_done.load()) + " files to " + options.out_dir : status.error();
         if (!status) m_result = "!" + m_result;  // marks a failure for the UI thread
@@ -146,7 +164,7 @@ void ExportDialog::Draw(WindowState& state) {
     ImGui::End();
 }
 
-void ExportDialog::DrawSettings(AppState& state) {
+void ExportDialog::DrawSettings(WindowState& state) {
     ExportOptions& o = m_options;
     ImGui::TextUnformatted("Output folder");
     ImGui::SetNextItemWidth(-1);
@@ -172,6 +190,14 @@ void ExportDialog::DrawSettings(AppState& state) {
         ImGui::Checkbox(formats[i].label, formats[i].on);
         viz::ItemTooltip(formats[i].help);
     }
+    const bool lens = CurrentLens(state) != nullptr;
+    ImGui::BeginDisabled(!lens);
+    bool with_lens = m_with_lens && lens;
+    if (ImGui::Checkbox(lens ? "the logit lens and attribution" : "the logit lens (run it in the Lens tab first)", &with_lens) && lens)
+        m_with_lens = with_lens;
+    ImGui::EndDisabled();
+    viz::ItemTooltip("The Lens tab's lens of this text, as `ssaviz export --lens` writes it: lens_loss.npy, lens_top.json, dla*.npy "
+                     "(each side's) and, with PNG or SVG, the lens grids, their differences and the attribution figures.");
 
     ImGui::Separator();
     ImGui::TextUnformatted("Maps");
@@ -268,7 +294,9 @@ void ExportDialog::DrawSettings(AppState& state) {
 
     // The same export from a script.
     if (state.model) {
-        const std::string cmd = ExportCommandLine(o, m_source);
+        ExportOptions with = o;
+        with.lens = m_with_lens && CurrentLens(state);  // the lens's files are in the plan: --lens writes them
+        const std::string cmd = ExportCommandLine(with, m_source);
         ImGui::Separator();
         ImGui::TextUnformatted("Command line");
         ImGui::SameLine();
@@ -281,7 +309,7 @@ void ExportDialog::DrawSettings(AppState& state) {
     }
 }
 
-void ExportDialog::DrawPreview(const AppState& state) {
+void ExportDialog::DrawPreview(const WindowState& state) {
     if (!state.analysis || !state.model) {
         ImGui::TextDisabled("waiting for the model...");
         return;
@@ -294,10 +322,13 @@ void ExportDialog::DrawPreview(const AppState& state) {
         return;
     }
     const std::string plan_key = model::JsonText(ExportOptionsToJson(options));
-    if (plan_key != m_plan_key || state.analysis != m_plan_analysis) {
+    const std::shared_ptr<const LensPair> lens = m_with_lens && CurrentLens(state) ? state.lens : nullptr;
+    if (plan_key != m_plan_key || state.analysis != m_plan_analysis || lens != m_plan_lens) {
         m_plan_key = plan_key;
         m_plan_analysis = state.analysis;  // the plan refers into it
+        m_plan_lens = lens;
         m_plan = PlanExport(state.text, *state.analysis, *state.model, options);
+        for (ExportFile& f : LensPlan(state, options)) m_plan.push_back(std::move(f));
         m_preview_path.clear();
     }
     const std::vector<ExportFile>& plan = m_plan;

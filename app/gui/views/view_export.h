@@ -33,7 +33,8 @@ public:
     void Draw(WindowState& state);
 
     // Starts writing in the background (the Export button); false with Error() when it cannot.
-    bool Start(const AppState& state);
+    // With the Lens tab's lens of the shown text, its files and figures too (`export --lens`'s).
+    bool Start(const WindowState& state);
     bool Busy() const { return m_running.load(); }
     const std::string& Error() const { return m_error; }
     const std::string& Done() const { return m_done_message; }  // after a finished export
@@ -42,8 +43,11 @@ public:
     void SetOptions(const ExportOptions& options);
 
 private:
-    void DrawSettings(AppState& state);
-    void DrawPreview(const AppState& state);
+    void DrawSettings(WindowState& state);
+    // The lens's files (LensExportFiles) where the Lens tab ran it on the shown analysis and they
+    // are asked for; else none.
+    std::vector<ExportFile> LensPlan(const WindowState& state, const ExportOptions& options) const;
+    void DrawPreview(const WindowState& state);
     void Join();
 
     ExportOptions m_options;
@@ -60,6 +64,8 @@ private:
     std::vector<ExportFile> m_plan;  // what the current settings write, for the list and the preview
     std::string m_plan_key;          // the settings it was planned for
     std::shared_ptr<const model::Analysis> m_plan_analysis;  // and the analysis (the plan refers into it)
+    std::shared_ptr<const LensPair> m_plan_lens;             // and the lens whose files it holds
+    bool m_with_lens = true;  // the lens's files too, when the Lens tab ran it on the shown text
     std::string m_preview_path;      // the planned file the preview shows; empty: redraw
     viz::Texture m_preview;
 

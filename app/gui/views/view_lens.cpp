@@ -69,9 +69,7 @@ LensView::Parts LensView::PartsOf(const model::LensAt& x, int n_layer, int n_hea
 void LensView::Draw(WindowState& state) {
     if (DrawNoAnalysisNote(state)) return;
     const model::Analysis& a = *state.analysis;
-    // Stale once the text, the model or the comparison changed since it ran.
-    const bool current = state.lens && state.lens->ids == a.tokens.ids && state.model && state.lens->model_dir == state.model->dir &&
-                         state.lens->compare_label == LensKey(a);
+    const bool current = CurrentLens(state) != nullptr;  // stale once the text, the model or the comparison changed
     ImGui::BeginDisabled(state.lens_running || a.n_tokens < 2 || current);
     if (ImGui::Button(state.lens && !current ? "Run the lens again" : "Run the lens")) state.lens_request = true;
     ImGui::EndDisabled();
@@ -210,9 +208,10 @@ void LensView::DrawGridModes(WindowState& state, const LensPair& lens, const std
         if (ImGui::RadioButton((c.label + "##lens_grid_mode").c_str(), mode == c.mode)) state.settings.lens_map = c.mode;
     }
     SameLineIfFits(ImGui::CalcTextSize("(?)").x);
-    viz::HelpMarker("Whose logit lens the grid shows. The differences colour each cell by SSA's log probability of the actual "
-                    "next token minus the other side's, in nats (red: SSA gives it more probability; blue: less), read after "
-                    "that layer: with a base, where in depth and in the text fine-tuning changed the prediction.");
+    viz::HelpMarker("Whose logit lens the grid shows. The differences colour each cell by SSA's loss of the actual next token "
+                    "(-log p) minus the other side's, in nats, read after that layer (blue: SSA predicts it better, red: worse, as "
+                    "the token strip's and the Fine-tune tab's loss changes): with a base, where in depth and in the text "
+                    "fine-tuning changed the prediction.");
 }
 
 void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, const std::string& compare_name) {
@@ -232,7 +231,7 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
         m_for_mode = mode;
         m_pieces.clear();
         for (size_t k = 0; k < shown.top_ids.size(); k += shown.top_k) m_pieces.push_back(Piece(state, shown.top_ids[k]));
-        // A difference's cells, log p_SSA(next) - log p_other(next), on a symmetric scale over the grid.
+        // A difference's cells, SSA's loss of the next token minus the other's, on a symmetric scale over the grid.
         m_difference = difference ? LensDifferenceOf(s, other) : LensDifference{};
     }
     if (difference && m_difference.delta.size() != cells) return;
@@ -250,7 +249,8 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
     const char* naming = named ? "text" : "hover a cell";
     ImGui::PushTextWrapPos(0.0f);  // the caption wraps in a narrow pane
     if (difference) {
-        ImGui::TextDisabled("colour: log p(next token), SSA - %s: -%.3g (blue) to +%.3g (red) nats%s; %s: SSA's prediction",
+        ImGui::TextDisabled("colour: loss of the next token, SSA - %s: -%.3g (blue: SSA predicts it better) to +%.3g (red: worse) "
+                            "nats%s; %s: SSA's prediction",
                             other_name.c_str(), most, most, m_difference.Clips() ? " *" : "", naming);
         if (m_difference.Clips() && ImGui::IsItemHovered())
             ImGui::SetTooltip("The scale ends at the 99th percentile of the cells' |difference|, %.3g nats; the largest, %.3g, and the\n"
@@ -330,7 +330,7 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
         const std::string where = RowName(hovered_row) + ", position " + std::to_string(hovered_t) + " '" +
                                   TokenLabel(a.tokens.pieces[hovered_t]) + "'\nnext token '" + TokenLabel(a.tokens.pieces[hovered_t + 1]) + "': ";
         if (difference)
-            ImGui::SetTooltip("%sp = %.4g SSA, %.4g %s (log ratio %+.3f)\nSSA's most likely:%s\n%s's most likely:%s", where.c_str(),
+            ImGui::SetTooltip("%sp = %.4g SSA, %.4g %s (loss change %+.3f nats)\nSSA's most likely:%s\n%s's most likely:%s", where.c_str(),
                               std::exp(-s.loss[i]), std::exp(-other.loss[i]), other_name.c_str(), delta(i), top_of(s).c_str(),
                               other_name.c_str(), top_of(other).c_str());
         else

@@ -91,7 +91,9 @@ void RunView::DrawTimeline(WindowState& state) {
     viz::HelpMarker("Each checkpoint runs the text with the shown comparison. A curve is a head value's mean over each layer's "
                     "heads (coloured) and over every head (white) against the training step; the shown step is marked.\n"
                     "Steps to sparsity: the first step at which a head's mean entropy on the text is below half of its entropy "
-                    "at the run's first step ('-': never). A head that gets there sooner found its distinct, sparse attention sooner.");
+                    "at the run's first step ('-': never). A head that gets there sooner found its distinct, sparse attention sooner.\n"
+                    "The loss is the next-token loss on the shown text: a run trained for another task need not lower it (the "
+                    "graph experiment trains its attention rows against the target maps, not the next token).");
     if (!t || t->timeline.steps.empty()) {
         for (const std::string& f : t ? t->failed : std::vector<std::string>{}) ImGui::TextWrapped("failed: %s", f.c_str());
         return;

@@ -228,7 +228,7 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
             for (size_t h = 0; h < dec["js_temperature"][l].size(); ++h)
                 if (const double v = dec["js_temperature"][l][h]; v > most) {
                     char said[64];
-                    std::snprintf(said, sizeof said, "L%zu H%zu %.3f", l, h, v);
+                    std::snprintf(said, sizeof said, "L%zu H%zu %.3g", l, h, v);  // as TopHeads writes it
                     most = v, head = said;
                 }
         char line[160];

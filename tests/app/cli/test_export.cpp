@@ -140,14 +140,14 @@ TEST_F(Cli, ExportLensAgainstABaseHasTheBasesLens) {
                               "assert np.abs(b - np.load(d + '/lens_loss.npy')).max() > 1e-3, 'the base is its own model'\" " +
                               Quote(out) + " >" + Scratch("lens_base_check.log") + " 2>&1";
     EXPECT_EQ(std::system(check.c_str()), 0) << ReadFile(Scratch("lens_base_check.log"));
-    // lens_diff_base and lens_diff: SSA's log p(next token) minus the base's and tau = 1's, each cell
-    // (row-major, as lens_loss.npy) red where SSA gives the next token clearly more probability
-    // (the other's loss - SSA's above a fifth of the largest change), blue where clearly less; the
+    // lens_diff_base and lens_diff: SSA's loss of the next token minus the base's and tau = 1's, each
+    // cell (row-major, as lens_loss.npy) blue where SSA predicts it clearly better (SSA's loss - the
+    // other's below minus a fifth of the largest change), red where clearly worse; the
     // cells at or beyond the scale (the 99th percentile of the changes) all in its end colours.
     const std::string signs = std::string(SSAVIZ_PYTHON) + " -c \"import numpy as np, re, sys; d = sys.argv[1]; "
                               "ssa = np.load(d + '/lens_loss.npy').ravel()\n"
                               "for other, fig in (('base', 'lens_diff_base'), ('tau1', 'lens_diff')):\n"
-                              " delta = np.load(d + '/lens_loss_' + other + '.npy').ravel() - ssa; most = np.abs(delta).max()\n"
+                              " delta = ssa - np.load(d + '/lens_loss_' + other + '.npy').ravel(); most = np.abs(delta).max()\n"
                               " fills = re.findall(r'class=.cell.[^>]*fill=.#([0-9a-f]{6})', open(d + '/' + fig + '.svg').read())\n"
                               " assert len(fills) == delta.size, (fig, len(fills), delta.size)\n"
                               " rgb = [(int(f[0:2], 16), int(f[4:6], 16)) for f in fills]; clear = np.abs(delta) > 0.2 * most\n"

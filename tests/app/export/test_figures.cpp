@@ -140,13 +140,13 @@ TEST(LensDifference, TheScaleIsThe99thPercentileOfTheCells) {
     ssa.n_layer = base.n_layer = 1;
     for (int k = 0; k < 200; ++k) {  // [2, 100]
         ssa.loss.push_back(1.0f);
-        base.loss.push_back(k % 2 ? 1.25f : 0.5f);  // SSA's log p higher by 0.25 or lower by 0.5
+        base.loss.push_back(k % 2 ? 1.25f : 0.5f);  // SSA's loss lower by 0.25 or higher by 0.5
     }
-    base.loss[7] = 11.0f;  // one cell of +10
+    base.loss[7] = 11.0f;  // one cell of -10
     app::LensDifference d = app::LensDifferenceOf(ssa, base);
     ASSERT_EQ(d.delta.size(), 200u);
-    EXPECT_FLOAT_EQ(d.delta[1], 0.25f);
-    EXPECT_FLOAT_EQ(d.delta[2], -0.5f);
+    EXPECT_FLOAT_EQ(d.delta[1], -0.25f);
+    EXPECT_FLOAT_EQ(d.delta[2], 0.5f);
     EXPECT_FLOAT_EQ(d.most, 0.5f);  // the 198th smallest of 200 magnitudes
     EXPECT_FLOAT_EQ(d.largest, 10.0f);
     EXPECT_TRUE(d.Clips());

@@ -803,7 +803,7 @@ TEST(EndToEnd, SessionReopensExactly) {
 // The window's export (the dialog's own path, with the session's settings) writes the same bytes
 // as `ssaviz export` with the same settings; `compare` is the session's and --compare's.
 void ExpectGuiExportEqualsCommandLine(const std::string& name, const std::string& compare, const std::string& ablate = "",
-                                      const std::string& highlight = "tau_q") {
+                                      const std::string& highlight = "tau_q", const std::string& lens = "") {
     const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/" + name;
     fs::remove_all(dir);
     fs::create_directories(dir);
@@ -814,14 +814,14 @@ void ExpectGuiExportEqualsCommandLine(const std::string& name, const std::string
         OneThread() { setenv("SSAVIZ_THREADS", "1", 1); }
         ~OneThread() { unsetenv("SSAVIZ_THREADS"); }
     } one_thread;
-    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --session " + session + " --export-to " + gui_out, dir + "/gui.log"), 0)
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --session " + session + lens + " --export-to " + gui_out, dir + "/gui.log"), 0)
         << ReadFile(dir + "/gui.log");
     std::ofstream(dir + "/text.txt") << kSessionText;
     const std::string model = (fs::path(SSAVIZ_BINARY).parent_path() / "models" / "default").string();
     const std::string cli = std::string(SSAVIZ_BINARY) + " export --model " + model + " --text-file " + dir + "/text.txt --out " + cli_out +
                             " --format json,npy,csv,png,svg,html --maps ssa,vanilla,diff --layers 1 --heads 0,2 --colormap magma --log"
                             " --size 256 --highlight " + highlight + " --highlight-scope 1,2 --sink-eps 0.35 --compare " + compare +
-                            (ablate.empty() ? "" : " --ablate " + ablate);
+                            (ablate.empty() ? "" : " --ablate " + ablate) + lens;
     ASSERT_EQ(RunCommand(cli, dir + "/cli.log"), 0) << ReadFile(dir + "/cli.log");
     const std::vector<std::string> files = FilesUnder(gui_out);
     EXPECT_EQ(files, FilesUnder(cli_out));
@@ -833,6 +833,14 @@ void ExpectGuiExportEqualsCommandLine(const std::string& name, const std::string
 }
 
 TEST(EndToEnd, GuiExportEqualsCommandLineExport) { ExpectGuiExportEqualsCommandLine("e2e_export", "vanilla"); }
+
+// With the lens run (the Lens tab's, here --lens), the window's export writes its files and figures
+// too, the same bytes as `export --lens` (it wrote none: the lens was only the command line's).
+TEST(EndToEnd, GuiExportWithTheLensEqualsCommandLineExport) {
+    ExpectGuiExportEqualsCommandLine("e2e_export_lens", "vanilla", "", "tau_q", " --lens");
+    for (const char* f : {"lens_loss.npy", "lens_top_compare.json", "dla.npy", "lens_diff.png", "dla_bars.svg"})
+        EXPECT_TRUE(fs::is_regular_file(std::string(SSAVIZ_TEST_OUT) + "/e2e_export_lens/gui/" + f)) << f;
+}
 
 // The layer-local tau = 1 comparison chosen in a session reaches the window's engine.
 TEST(EndToEnd, GuiExportEqualsCommandLineExportLayerLocal) { ExpectGuiExportEqualsCommandLine("e2e_export_local", "local"); }
