@@ -124,6 +124,7 @@ exact_wait() {
 
 if want exact; then
 stage "exactness: $dev against the CPU"
+rm -rf "$work"/out-* "$work"/tried-*  # a run before this one on the same machine: none of its exports count
 mk() {  # NAME FLAGS...
   local name=$1; shift
   "$build/ssaviz" init-random --out "$work/$name" --tokenizer "$tok" --positions 1024 --layers 2 --heads 4 --embd 64 "$@" >/dev/null

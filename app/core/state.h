@@ -70,8 +70,8 @@ struct ViewSettings {
     bool per_head_scale = false;
     std::string matrix_metric = "entropy";  // the layer x head matrix: a HeadValue key
     std::string run_curve = "entropy";      // the Run tab's curve: a RunCurveKeys() key (app/export/run_curves.h)
-    // The Lens tab's grid: a side's logit lens (SSA, comparison, base), or how SSA's log p(next)
-    // differs from another side's (diff, base_diff: what fine-tuning changed, layer by layer).
+    // The Lens tab's grid: a side's logit lens (SSA, comparison, base), or how SSA's loss of the next
+    // token differs from another side's (diff, base_diff: what fine-tuning changed, layer by layer).
     MapMode lens_map = MapMode::Ssa;
     float grid_cell = 0;                     // heads grid thumbnail side in pixels, 0: fit the pane
     PaneLayout layout;

@@ -829,9 +829,11 @@ std::string ArchitectureDifference(const ModelConfig& a, const ModelConfig& b) {
     for (size_t i = 0; i < x.size(); ++i) {
         const std::string field = x[i].first;
         // What a fine-tune may change and still be its base's model: the temperatures, the context,
-        // a padded vocabulary, the positions' scaling.
+        // a padded vocabulary, the positions' scaling; and what two readings of one model may differ
+        // in: GELU's tanh form and erf's (the official GPT-2 runs fine-tune HF's gpt2, gelu_new, in
+        // nanoGPT's nn.GELU), a head tied or stored (lit-gpt's configs never tie).
         if (field == "tau_q" || field == "tau_v" || field == "context" || field == "vocabulary" || field.compare(0, 4, "RoPE") == 0 ||
-            field == "llama3 RoPE scaling" || field == "sliding windows")
+            field == "llama3 RoPE scaling" || field == "sliding windows" || field == "activation" || field == "tied head")
             continue;
         if (x[i].second != y[i].second) return field + " " + x[i].second + " against " + y[i].second;
     }

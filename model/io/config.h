@@ -133,7 +133,8 @@ Result<nlohmann::json> HfConfigToJson(const ModelConfig& config);
 
 // The first way model `a` and `b` compute differently, "norm rmsnorm against layernorm", leaving out
 // what a fine-tune may change beside its base (the temperatures, the context, a padded vocabulary,
-// the positions' scaling and windows); empty where they are one architecture.
+// the positions' scaling and windows) and what two readings of one model may differ in (GELU's tanh
+// or erf form, a tied or stored head); empty where they are one architecture.
 std::string ArchitectureDifference(const ModelConfig& a, const ModelConfig& b);
 // The config file `format` keeps its shape in (ConfigKind), as that format's writer above makes it.
 Result<nlohmann::json> ConfigJsonFor(Format format, const ModelConfig& config);

@@ -280,9 +280,6 @@ Status ReadCheckpoint(const uint8_t* data, size_t size, bool shard, WeightFile* 
         if (out->index.count(key.text)) return Fail(where + " appears twice");
         if (storages.insert(t.storage_key).second) storage_total += storage_bytes;
         viewed_bytes += *elements * element;  // at most the storage's bytes (above), so no overflow
-        if (viewed_bytes > 2 * storage_total + (uint64_t{16} << 20))
-            return Fail("the state dict's tensors view " + FormatBytes(viewed_bytes) + " of storages holding " + FormatBytes(storage_total) +
-                        ": more than twice (a tied head) what they hold; tensors sharing a storage are read once each");
         StoredTensor s;
         s.name = key.text;
         s.dtype = t.dtype;
@@ -292,6 +289,9 @@ Status ReadCheckpoint(const uint8_t* data, size_t size, bool shard, WeightFile* 
         out->index[s.name] = out->tensors.size();
         out->tensors.push_back(std::move(s));
     }
+    if (viewed_bytes > 2 * storage_total + (uint64_t{16} << 20))
+        return Fail("the state dict's tensors view " + FormatBytes(viewed_bytes) + " of storages holding " + FormatBytes(storage_total) +
+                    ": more than twice (a tied head) what they hold; tensors sharing a storage are read once each");
     return Ok{};
 }
 
@@ -582,12 +582,18 @@ Result<ModelFiles> FindModelFiles(const std::string& path) {
         const std::string ext = entry.path().extension().string();
         sharded = sharded || EndsWith(name, ".index.json");
         if (!(ext == ".safetensors" || ext == ".pt" || ext == ".pth" || ext == ".bin" || ext == ".ckpt")) continue;
-        if (auto at = ModelFileAt(entry.path().string()); !at) return Fail(at.error());  // a weights file's name on a FIFO or a folder
-        else if (!*at) continue;
-        candidates.push_back(entry.path().string());
         const bool iter = name.size() == 20 && name.compare(0, 5, "iter-") == 0 && EndsWith(name, "-ckpt.pth") &&
                           std::all_of(name.begin() + 5, name.begin() + 11, [](char ch) { return ch >= '0' && ch <= '9'; });
-        if (name == "lit_model_finetuned.pth" || name == "lit_model.pth" || iter) lit.push_back(name);
+        const bool lit_name = name == "lit_model_finetuned.pth" || name == "lit_model.pth" || iter;
+        // A lit-gpt name on a folder or a FIFO is named (the base was taken for the fine-tune); other
+        // names that are not files (Lightning's sharded .ckpt folders) are passed over.
+        if (!entry.is_regular_file(ec)) {
+            if (!lit_name) continue;
+            if (auto at = ModelFileAt(entry.path().string()); !at) return Fail(at.error());
+            continue;  // gone since the listing
+        }
+        candidates.push_back(entry.path().string());
+        if (lit_name) lit.push_back(name);
     }
     if (sharded)
         return Fail(path + ": sharded weights whose index is not model.safetensors.index.json or pytorch_model.bin.index.json; "

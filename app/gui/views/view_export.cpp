@@ -82,8 +82,16 @@ void ExportDialog::EnsureOptions(const AppState& state) {
     SetOptions(o);
 }
 
+namespace {
+// The lens runs the model as loaded: beside what-ifs its files would not be the shown analysis's
+// (`export --lens` refuses --ablate).
+const LensPair* ExportableLens(const WindowState& state) {
+    return state.analysis && state.analysis->interventions.empty() ? CurrentLens(state) : nullptr;
+}
+}  // namespace
+
 std::vector<ExportFile> ExportDialog::LensPlan(const WindowState& state, const ExportOptions& options) const {
-    const LensPair* lens = m_with_lens ? CurrentLens(state) : nullptr;
+    const LensPair* lens = m_with_lens ? ExportableLens(state) : nullptr;
     if (!lens) return {};
     // [SSA, its comparison, a base], as `export --lens` runs them; each side kept alive by the pair.
     std::vector<std::shared_ptr<const model::Lens>> sides{std::shared_ptr<const model::Lens>(state.lens, &lens->ssa)};
@@ -190,11 +198,13 @@ void ExportDialog::DrawSettings(WindowState& state) {
         ImGui::Checkbox(formats[i].label, formats[i].on);
         viz::ItemTooltip(formats[i].help);
     }
-    const bool lens = CurrentLens(state) != nullptr;
+    const bool lens = ExportableLens(state) != nullptr;
     ImGui::BeginDisabled(!lens);
     bool with_lens = m_with_lens && lens;
-    if (ImGui::Checkbox(lens ? "the logit lens and attribution" : "the logit lens (run it in the Lens tab first)", &with_lens) && lens)
-        m_with_lens = with_lens;
+    const char* lens_label = lens                                       ? "the logit lens and attribution"
+                             : state.analysis && !state.analysis->interventions.empty() ? "the logit lens (the model as loaded: not beside what-ifs)"
+                                                                        : "the logit lens (run it in the Lens tab first)";
+    if (ImGui::Checkbox(lens_label, &with_lens) && lens) m_with_lens = with_lens;
     ImGui::EndDisabled();
     viz::ItemTooltip("The Lens tab's lens of this text, as `ssaviz export --lens` writes it: lens_loss.npy, lens_top.json, dla*.npy "
                      "(each side's) and, with PNG or SVG, the lens grids, their differences and the attribution figures.");
@@ -295,7 +305,7 @@ void ExportDialog::DrawSettings(WindowState& state) {
     // The same export from a script.
     if (state.model) {
         ExportOptions with = o;
-        with.lens = m_with_lens && CurrentLens(state);  // the lens's files are in the plan: --lens writes them
+        with.lens = m_with_lens && ExportableLens(state);  // the lens's files are in the plan: --lens writes them
         const std::string cmd = ExportCommandLine(with, m_source);
         ImGui::Separator();
         ImGui::TextUnformatted("Command line");
@@ -322,7 +332,7 @@ void ExportDialog::DrawPreview(const WindowState& state) {
         return;
     }
     const std::string plan_key = model::JsonText(ExportOptionsToJson(options));
-    const std::shared_ptr<const LensPair> lens = m_with_lens && CurrentLens(state) ? state.lens : nullptr;
+    const std::shared_ptr<const LensPair> lens = m_with_lens && ExportableLens(state) ? state.lens : nullptr;
     if (plan_key != m_plan_key || state.analysis != m_plan_analysis || lens != m_plan_lens) {
         m_plan_key = plan_key;
         m_plan_analysis = state.analysis;  // the plan refers into it

@@ -1024,7 +1024,8 @@ void HeatmapView::Draw(WindowState& state) {
     if (!m_split) {
         Layer& layer = m_layers[static_cast<int>(m_mode)];
         DrawMap(state, layer, map_pos, side, label_size, true);
-        DrawTemperatureStrips(state, map_pos, side, strip, true, true);
+        const bool strips = m_mode == MapMode::Ssa || m_mode == MapMode::Difference || m_mode == MapMode::BaseDifference;  // SSA's own
+        DrawTemperatureStrips(state, map_pos, side, strip, strips, strips);
         ImGui::SetCursorScreenPos(ImVec2(map_pos.x + side + gap, map_pos.y));
         viz::ColorBar("##heatmap_colorbar", BarQuantity(m_mode), layer.colormap, layer.range, layer.log, ImVec2(bar_w, side));
     } else {

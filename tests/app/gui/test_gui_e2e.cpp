@@ -429,7 +429,7 @@ TEST(EndToEnd, TheLensTabShowsTheBaseBesideAFineTune) {
         }
     }
     // The Lens tab's grid (a session's lens_map): SSA - base colours each layer and position by how
-    // much more (red) or less (blue) probability the fine-tune gives the next token than its base;
+    // much lower (blue) or higher (red) the fine-tune's loss of the next token is than its base's;
     // the base's own lens is another grid than SSA's on the same colour map; without a base,
     // base_diff shows SSA's.
     std::map<std::string, std::vector<uint32_t>> grids;  // the grid's pixels by run
@@ -453,8 +453,8 @@ TEST(EndToEnd, TheLensTabShowsTheBaseBesideAFineTune) {
         const Picture g = Load(png_grid);
         const auto [red, blue] = RedAndBlue(g, r);
         if (run == "base_diff") {
-            EXPECT_GT(red, 30u) << "where the fine-tune gives the next token more probability";
-            EXPECT_GT(blue, 30u) << "where it gives less";
+            EXPECT_GT(blue, 30u) << "where the fine-tune predicts the next token better";
+            EXPECT_GT(red, 30u) << "where it predicts it worse";
         } else {
             EXPECT_LT(red + blue, 30u) << run << ": p(next) on the colour map, not a difference";
         }
