@@ -660,17 +660,6 @@ bool ClipSegment(float& ax, float& ay, float& bx, float& by, float x0, float y0,
     return true;
 }
 
-// A fitted range: the data's, padded by 5%, or a unit around a single value.
-Range PadRange(float lo, float hi, bool keep_lo, bool keep_hi) {
-    if (!(lo <= hi)) return {0.0f, 1.0f};
-    if (hi == lo) {
-        const float d = lo != 0 ? std::abs(lo) * 0.1f : 0.5f;
-        return {keep_lo ? lo : lo - d, keep_hi ? hi : hi + d};
-    }
-    const float d = (hi - lo) * 0.05f;
-    return {keep_lo ? lo : lo - d, keep_hi ? hi : hi + d};
-}
-
 // How much of the data items [begin, end) a box would hide: points and line samples inside it,
 // and the area of bars under it (in 4 x 4 pixel units).
 float HiddenData(const Figure& f, size_t begin, size_t end, float x0, float y0, float x1, float y1) {
@@ -796,9 +785,9 @@ Figure PlotFigure(const std::vector<PlotSeries>& described, const PlotOptions& o
     } else if (categories > 0) {
         xr = {std::min(xlo, -0.5f), std::max(xhi, categories - 0.5f)};
     } else {
-        xr = UsableRange(PadRange(xlo, xhi, false, false));
+        xr = UsableRange(PaddedRange(xlo, xhi, 0.05f));
     }
-    yr = options.YRange ? UsableRange(*options.YRange) : UsableRange(PadRange(ylo, yhi, bars && ylo == 0, bars && yhi == 0));
+    yr = options.YRange ? UsableRange(*options.YRange) : UsableRange(PaddedRange(ylo, yhi, 0.05f, bars && ylo == 0, bars && yhi == 0));
 
     // Left margin from the y tick labels (tick count from a first guess of the plot height).
     const float tick = 4, gap = 3, caption_h = label_fs * 1.2f;

@@ -49,6 +49,25 @@ TEST(Ticks, NeighbouringLabelsNeverReadTheSame) {
     }
 }
 
+// A fitted axis: padded, but not across zero where the data stays on one side of it (a run's JS
+// divergence from 0 up had its axis start at -0.003).
+TEST(Ticks, AFittedAxisCrossesZeroOnlyWithItsData) {
+    auto expect = [](viz::Range got, float lo, float hi) {
+        EXPECT_NEAR(got.min, lo, 1e-6f);
+        EXPECT_NEAR(got.max, hi, 1e-6f);
+    };
+    expect(viz::PaddedRange(0.0f, 0.06f, 0.05f), 0.0f, 0.063f);      // from 0 up: starts at 0
+    expect(viz::PaddedRange(0.01f, 0.11f, 0.05f), 0.005f, 0.115f);   // clear of 0: padded both ways
+    expect(viz::PaddedRange(0.001f, 0.101f, 0.05f), 0.0f, 0.106f);   // padding would cross 0: stops there
+    expect(viz::PaddedRange(-0.2f, 0.0f, 0.05f), -0.21f, 0.0f);      // from 0 down: ends at 0
+    expect(viz::PaddedRange(-1.0f, 1.0f, 0.05f), -1.1f, 1.1f);       // across 0: padded both ways
+    expect(viz::PaddedRange(2.0f, 2.0f, 0.05f), 1.8f, 2.2f);         // one value: 10% of it
+    expect(viz::PaddedRange(0.0f, 0.0f, 0.05f), -0.5f, 0.5f);        // zero alone: a unit around it
+    expect(viz::PaddedRange(0.0f, 4.0f, 0.05f, true, false), 0.0f, 4.2f);  // bars from 0
+    expect(viz::PaddedRange(1.0f, 0.0f, 0.05f), 0.0f, 1.0f);         // no data
+    expect(viz::PaddedRange(NAN, 1.0f, 0.05f), 0.0f, 1.0f);
+}
+
 // Line-end labels (the Temperatures tab's L0..L11): apart by the gap, in order, moved the least.
 TEST(Ticks, LabelsSpreadApartInOrderAndInside) {
     // Apart already: unchanged.

@@ -84,16 +84,8 @@ struct Extent {
     bool Valid() const { return lo <= hi; }
 };
 
-// The extent widened by a fraction of its span on both sides; a single value gets a span of its own.
-Range Padded(const Extent& e, float fraction = 0.05f) {
-    if (!e.Valid()) return {0.0f, 1.0f};
-    if (e.lo == e.hi) {
-        const float pad = e.lo != 0.0f ? std::abs(e.lo) * 0.1f : 0.5f;
-        return {e.lo - pad, e.hi + pad};
-    }
-    const float pad = (e.hi - e.lo) * fraction;
-    return {e.lo - pad, e.hi + pad};
-}
+// The extent widened by a fraction of its span on both sides, as the exported figures do (PaddedRange).
+Range Padded(const Extent& e, float fraction = 0.05f) { return PaddedRange(e.lo, e.hi, fraction); }
 
 // Tick positions at "nice" steps (1, 2, 5 times a power of ten) and how to print them.
 struct Ticks {
