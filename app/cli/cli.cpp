@@ -560,13 +560,8 @@ int RunCommandLine(const std::vector<std::string>& args, LaunchOptions* launch, 
         // put a path in as given (a folder named with an escape sequence stays one line, inert).
         std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(f.message, 4096).c_str());
         return f.code;
-    } catch (const std::bad_alloc&) {  // what failed to fit has been freed by now: printing is safe
-        std::fprintf(stderr, "ssaviz: out of memory (a size or text too large for this machine)\n");
-        return kExitFailure;
-    } catch (const std::exception& e) {  // torch errors (c10::Error) and the like: never a crash
-        // c10::Error appends a backtrace: its first line is the message, and one line is what is printed.
-        const std::string what = e.what();
-        std::fprintf(stderr, "ssaviz: internal error: %s\n", model::EscapeForMessage(what.substr(0, what.find('\n')), 400).c_str());
+    } catch (const std::exception& e) {  // torch errors (c10::Error), a failed allocation (freed by now): one line, never a crash
+        std::fprintf(stderr, "ssaviz: %s\n", ExceptionMessage(e).c_str());
         return kExitFailure;
     }
 }

@@ -5,6 +5,10 @@
 #include "app/core/exit_code.h"
 #include "model/io/files.h"
 
+#include <cstdlib>
+#include <new>
+#include <string_view>
+
 namespace app {
 
 //-----------------------------------------------------------------------------
@@ -74,6 +78,39 @@ RunError::Kind OpenErrorKind(const std::string& error) {
     // A device or dtype this build or machine lacks is the caller's mistake; the rest is the model's.
     const bool asked_wrong = error.rfind("--device", 0) == 0 || error.rfind("--dtype", 0) == 0;
     return asked_wrong ? RunError::Kind::Usage : RunError::Kind::BadInput;
+}
+
+namespace {
+// LibTorch's allocators' own words (c10/core/impl/alloc_cpu.cpp: "DefaultCPUAllocator: can't
+// allocate memory: you tried to allocate N bytes", or "not enough memory: ..."; c10/cuda's caching
+// allocator: "CUDA out of memory. Tried to allocate ...").
+constexpr std::string_view kCpuOom = "DefaultCPUAllocator", kCpuAsked = "you tried to allocate ", kCudaOom = "CUDA out of memory";
+
+std::string FirstLine(const std::exception& e) {
+    const std::string what = e.what();
+    return what.substr(0, what.find('\n'));
+}
+}  // namespace
+
+bool IsOutOfMemory(const std::exception& e) {
+    if (dynamic_cast<const std::bad_alloc*>(&e)) return true;
+    const std::string line = FirstLine(e);
+    return line.find(kCpuOom) != std::string::npos || line.find(kCudaOom) != std::string::npos;
+}
+
+std::string ExceptionMessage(const std::exception& e) {
+    const std::string line = FirstLine(e);
+    if (dynamic_cast<const std::bad_alloc*>(&e)) return "out of memory (a size or text too large for this machine)";
+    if (const size_t at = line.find(kCpuOom); at != std::string::npos) {
+        // "... you tried to allocate 4503599627370496 bytes. Error code 12 (Cannot allocate memory)"
+        const size_t n = line.find(kCpuAsked, at);
+        const unsigned long long bytes = n == std::string::npos ? 0 : std::strtoull(line.c_str() + n + kCpuAsked.size(), nullptr, 10);
+        return "out of memory: LibTorch asked for " + (bytes > 0 ? model::FormatBytes(bytes) : std::string("more")) +
+               " at once and this machine could not give it (a model or text too large for its memory)";
+    }
+    if (const size_t at = line.find(kCudaOom); at != std::string::npos)
+        return "out of GPU memory: " + model::EscapeForMessage(line.substr(at), 400);
+    return "internal error: " + model::EscapeForMessage(line, 400);
 }
 
 int ExitCodeOf(RunError::Kind kind) { return kind == RunError::Kind::Usage ? kExitUsage : kind == RunError::Kind::BadInput ? kExitBadInput : kExitFailure; }

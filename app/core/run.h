@@ -12,6 +12,7 @@
 
 #include <cassert>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -150,6 +151,13 @@ using RunStatus = RunResult<model::Ok>;
 // and the window exit with the same code for it (ExitCodeOf).
 RunError::Kind OpenErrorKind(const std::string& error);
 int ExitCodeOf(RunError::Kind kind);  // 2, 3 or 1 (app/core/exit_code.h)
+
+// An exception that escaped the engine (c10::Error and friends) as the one line the command line,
+// the window and Python say: "out of memory: ..." where an allocation failed (std::bad_alloc, or
+// LibTorch's allocators: "DefaultCPUAllocator: ...", "CUDA out of memory"),
+// otherwise "internal error: " and its message's first line, escaped and bounded.
+std::string ExceptionMessage(const std::exception& e);
+bool IsOutOfMemory(const std::exception& e);  // the allocation failures above
 
 //-----------------------------------------------------------------------------
 // [SECTION] The runner

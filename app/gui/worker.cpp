@@ -247,7 +247,7 @@ void InferenceWorker::Loop() {
         try {
             Handle(request);
         } catch (const std::exception& e) {  // c10::Error and friends: report, never crash the app
-            Emit({WorkerEvent::Kind::Error, {}, nullptr, std::string("internal error: ") + e.what(), request.id});
+            Emit({WorkerEvent::Kind::Error, {}, nullptr, ExceptionMessage(e), request.id});
         }
         m_in_job = false;
     }

@@ -817,6 +817,9 @@ PYBIND11_MODULE(_ssaviz, m) {
             PyErr_SetString(PyExc_ValueError, Printable(e.what()).c_str());
         } catch (const WriteFailed& e) {
             PyErr_SetString(PyExc_OSError, Printable(e.what()).c_str());
+        } catch (const std::exception& e) {  // a failed allocation, LibTorch's or the process's, in the command line's words
+            if (!app::IsOutOfMemory(e)) throw;  // the rest as pybind11 translates it
+            PyErr_SetString(PyExc_MemoryError, app::ExceptionMessage(e).c_str());
         }
     });
 
