@@ -26,7 +26,7 @@ struct LaunchOptions {
 
     std::string session_path;  // --session FILE: where the session came from (File > Save session writes there)
     std::string example;       // --example ID: open a bundled model with its twin and text (Examples menu)
-    std::string show;          // --show: export|help|demo opens that window; heads|matrix|...|what-ifs that tab (--tab)
+    std::string show;          // --show: export|help|demo|open|open-base|open-run opens that window; heads|matrix|...|what-ifs that tab (--tab)
     // Where the window opens, over a session's: --layer and --head (the selected head), --query
     // (the selected query row), --map ssa|compare|diff|all|three-way (all: the three side by side;
     // three-way: SSA | tau = 1 | base and the Fine-tune tab).

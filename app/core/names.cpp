@@ -35,7 +35,7 @@ std::string CompareName(const model::Analysis& a) {
 
 std::string ComparedWith(const model::Analysis& a) { return CompareName(a) + (a.HasBase() ? " + base" : ""); }
 
-std::string LensKey(const model::Analysis& a) { return a.compare_label + '\n' + ComparisonKindName(a.comparison); }
+std::string LensKey(const model::Analysis& a) { return a.compare_label + '\n' + ComparisonKindName(a.comparison) + '\n' + a.base_label; }
 
 std::string TwinFolderName(const model::Analysis& a) {
     if (!HasTwin(a)) return "";

@@ -22,7 +22,8 @@ bool HasTwin(const model::Analysis& a);
 // " + base" beside a fine-tune's base ("tau=1 + base").
 std::string ComparedWith(const model::Analysis& a);
 // What a lens's comparison side ran with, to tell whether a lens kept is still the shown one's:
-// the comparison's label and kind (a layer-local comparison's lens is another run than tau = 1's).
+// the comparison's label and kind (a layer-local comparison's lens is another run than tau = 1's),
+// and the base's folder (another base chosen under the same comparison is another lens).
 std::string LensKey(const model::Analysis& a);
 // What an analysis compared with, as files and JSON name it (metrics.json's comparison_kind,
 // Python's comparison_kind): "tau1", "local", "twin", "unedited" or "base".

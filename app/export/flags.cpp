@@ -800,11 +800,15 @@ std::vector<Flag> BuildTable() {
         return false;
     };
     // A tab also as the bar spells it ("Next token", "Lens"): TabFlag reads it as --tab's spelling.
-    add(Row({"--show"}, "export|help|demo|" + tabs, {C::Window}, "open a window (export, help, demo) or a tab from the start",
+    // The open dialog too: for a model (open), a fine-tune's base (open-base) or a run (open-run).
+    add(Row({"--show"}, "export|help|demo|open|open-base|open-run|" + tabs, {C::Window},
+            "open a window (export, help, demo, the open dialog for a model, a base or a run) or a tab from the start",
             [=](CommandOptions& o, const FlagValue& v) {
-                const bool window = v.text == "export" || v.text == "help" || v.text == "demo";
+                const bool window = v.text == "export" || v.text == "help" || v.text == "demo" || v.text == "open" || v.text == "open-base" ||
+                                    v.text == "open-run";
                 if (!window && !is_tab(TabFlag(v.text)))
-                    Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of export, help, demo (windows) or " + tabs + " (tabs)");
+                    Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of export, help, demo, open, open-base, open-run (windows) or " + tabs +
+                        " (tabs)");
                 o.window.show = window ? v.text : TabFlag(v.text);
             },
             [](const CommandOptions& o) { return Unless(o.window.show, std::string()); }));

@@ -132,6 +132,9 @@ public:
         m_show_export = options.show == "export";
         m_state.show_help = options.show == "help";
         m_state.show_demo = options.show == "demo";
+        if (options.show == "open") m_state.ShowOpenDialog(OpenPurpose::Model);
+        if (options.show == "open-base") m_state.ShowOpenDialog(OpenPurpose::Base);
+        if (options.show == "open-run") m_state.ShowOpenDialog(OpenPurpose::Run);
         if (!options.run.empty()) {  // a training run: the model is its last step, or a session's (ResolveLaunch)
             OpenRun(options.run, options.compare_run, model_dir, /*show_tab=*/!session);
             m_start_timeline = true;
@@ -203,7 +206,7 @@ public:
         if (compare.kind == CompareKind::Unedited) m_state.unedited_request = true;
         if (compare.kind == CompareKind::Base) {
             m_state.base_request = true;
-            m_base_dir = compare.base_dir;  // "": the base beside the model
+            m_state.base_dir = compare.base_dir;  // "": the base beside the model
         }
     }
 
@@ -286,11 +289,12 @@ public:
                 }
                 case Kind::TwinOpened: m_state.twin = e.info; m_state.error.clear(); m_twin_expected = false; ClearComparisonFailure(); break;
                 case Kind::TwinClosed: m_state.twin.reset(); break;
-                case Kind::ComparisonSet: SetComparisonShown(e.comparison); ClearComparisonFailure(); break;
+                case Kind::ComparisonSet: SetComparisonShown(e.comparison); ClearComparisonFailure(); m_base_dir_before.reset(); break;
                 case Kind::ComparisonFailed:
                     // The comparison stays what runs (e.comparison): said in the status bar until
                     // another is set, and a screenshot or export run ends with it (FailureExit).
                     m_twin_expected = false;
+                    if (m_base_dir_before) m_state.base_dir = *std::exchange(m_base_dir_before, std::nullopt);
                     SetComparisonShown(e.comparison);
                     m_comparison_failure = {e.error_kind, e.error};
                     m_state.notice = e.error;
@@ -372,8 +376,10 @@ public:
         if (!m_state.busy) m_state.lens_running = m_state.timeline_running = false;  // a job stopped by a newer request says nothing
         if (m_state.busy && !was_busy) m_busy_since_ms = NowMs();
         m_state.busy_ms = m_state.busy ? NowMs() - m_busy_since_ms : 0.0;
-        const bool requests_pending =
-            m_state.interventions_request || m_state.unedited_request || m_state.layer_local_request || m_state.base_request;
+        // A model about to open (a run's step from File > Open a training run...): the jobs wait
+        // for its analysis, not the one still shown of the model before.
+        const bool requests_pending = m_state.interventions_request || m_state.unedited_request || m_state.layer_local_request ||
+                                      m_state.base_request || m_state.open_model_request.has_value();
         if (m_state.analysis && !m_state.busy && !m_twin_expected && !requests_pending) StartJobsAskedFor();
         m_state.progress = m_worker.Progress();
         m_worker.SetShownHead(m_state.selected.layer, m_state.selected.head);
@@ -496,6 +502,18 @@ public:
         if (m_state.open_twin_request) {
             m_worker.OpenTwin(*m_state.open_twin_request, m_state.hints);
             m_state.open_twin_request.reset();
+        }
+        if (m_state.open_base_request) {  // the comparison below takes it; one that fails leaves the last
+            m_base_dir_before = std::exchange(m_state.base_dir, *std::exchange(m_state.open_base_request, std::nullopt));
+            m_state.base_request = true;
+        }
+        if (m_state.open_run_request) {  // its last step, and its timeline once that step is shown
+            if (std::string why = OpenRun(*std::exchange(m_state.open_run_request, std::nullopt), ""); !why.empty()) {
+                m_state.notice = why;
+            } else {
+                m_state.open_model_request = m_state.run_steps.back().path;
+                m_start_timeline = true;
+            }
         }
         if (m_state.close_twin_request) {
             m_worker.CloseTwin();
@@ -674,7 +692,7 @@ private:
 
     // Which comparison the menu, the model panel and Ctrl+T show, without a twin.
     CompareSpec ShownComparison() const {
-        if (m_state.compare_base) return CompareSpec::Base(m_base_dir);
+        if (m_state.compare_base) return CompareSpec::Base(m_state.base_dir);
         return m_state.compare_unedited ? CompareKind::Unedited : m_state.layer_local ? CompareKind::LayerLocal : CompareKind::Global;
     }
 
@@ -694,10 +712,15 @@ private:
     void DrawMenuBar() {
         if (!ImGui::BeginMenuBar()) return;
         if (ImGui::BeginMenu("File")) {
-            if (ImGui::MenuItem("Open model...", "Ctrl+O")) OpenDialogFor(false);
+            if (ImGui::MenuItem("Open model...", "Ctrl+O")) m_state.ShowOpenDialog(OpenPurpose::Model);
+            if (ImGui::MenuItem("Open a training run...")) m_state.ShowOpenDialog(OpenPurpose::Run);
+            if (ImGui::IsItemHovered())
+                ImGui::SetTooltip("A folder of a run's checkpoints (lit-gpt's iter-NNNNNN-ckpt.pth, Hugging Face's checkpoint-N/):\n"
+                                  "the Run tab steps through them and draws the text's timeline over the run (ssaviz --run DIR).");
+            ImGui::Separator();
             // Ctrl+T switches between the two tau = 1 comparisons: it is shown beside the one it goes to
             // (as the key decides: RequestGlobalPass(layer_local || compare_unedited), a twin open or not).
-            const bool global_shown = !m_state.twin && !m_state.layer_local && !m_state.compare_unedited;
+            const bool global_shown = !m_state.twin && !m_state.layer_local && !m_state.compare_unedited && !m_state.compare_base;
             const bool key_goes_global = m_state.layer_local || m_state.compare_unedited;
             if (ImGui::MenuItem("Compare with tau=1, whole pass", key_goes_global ? "Ctrl+T" : nullptr, global_shown))
                 m_state.RequestGlobalPass(true);
@@ -716,15 +739,20 @@ private:
                 ImGui::SetTooltip("The SSA model without the what-ifs (What-ifs tab): the difference map and the delta loss show\n"
                                   "the what-ifs' effect alone.");
             const std::string beside = m_state.model && !m_state.twin ? m_state.twin_beside : "";
-            if (!m_state.base_beside.empty() && ImGui::MenuItem("Compare with its base model (three-way)", nullptr, !m_state.twin && m_state.compare_base))
+            const std::string& base = m_state.BaseShown();
+            if (!base.empty() && ImGui::MenuItem("Compare with its base model (three-way)", nullptr, !m_state.twin && m_state.compare_base))
                 m_state.base_request = true;
-            if (!m_state.base_beside.empty() && ImGui::IsItemHovered())
+            if (!base.empty() && ImGui::IsItemHovered())
                 ImGui::SetTooltip("SSA, its own weights at tau = 1 and the base it was fine-tuned from (%s):\n"
-                                  "what the temperatures did and what the other weights' drift did.", m_state.base_beside.c_str());
+                                  "what the temperatures did and what the other weights' drift did.", base.c_str());
+            if (ImGui::MenuItem("Compare with a base model...", nullptr, false, m_state.model.has_value())) m_state.ShowOpenDialog(OpenPurpose::Base);
+            if (ImGui::IsItemHovered())
+                ImGui::SetTooltip("The model a fine-tune started from, in a folder of its own (same architecture): the three-way\n"
+                                  "comparison (ssaviz --base DIR). One beside the fine-tune (base/, lit_model.pth) is found by itself.");
             if (!beside.empty() && beside != m_state.base_beside && ImGui::MenuItem(("Compare with " + TwinBesideLabel(beside)).c_str()))
                 m_state.open_twin_request = beside;
             if (!beside.empty() && beside != m_state.base_beside && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", beside.c_str());
-            if (ImGui::MenuItem("Compare with a twin model...", nullptr, false, m_state.model.has_value())) OpenDialogFor(true);
+            if (ImGui::MenuItem("Compare with a twin model...", nullptr, false, m_state.model.has_value())) m_state.ShowOpenDialog(OpenPurpose::Twin);
             if (ImGui::IsItemHovered()) ImGui::SetTooltip("A separately trained model (same layers, heads and tokenizer) on the same tokens.");
             if (ImGui::BeginMenu("Recent models", !m_state.recent_models.empty())) {
                 for (const std::string& dir : m_state.recent_models)
@@ -792,17 +820,20 @@ private:
 
     // A training run (--run, a run example, a session): its steps, the one whose checkpoint is
     // `shown` (else the last), and the Run tab unless a session chose another.
-    void OpenRun(const std::string& dir, const std::string& compare_dir, const std::string& shown = "", bool show_tab = true) {
+    // Returns why the folder holds no steps; "" when it has some.
+    std::string OpenRun(const std::string& dir, const std::string& compare_dir, const std::string& shown = "", bool show_tab = true) {
         m_state.run_dir = dir;
         m_state.compare_run_dir = compare_dir;
         m_state.run_steps.clear();
-        if (auto steps = FindRunSteps(dir)) m_state.run_steps = std::move(*steps);
+        auto steps = FindRunSteps(dir);
+        if (steps) m_state.run_steps = std::move(*steps);
         m_state.run_step = static_cast<int>(m_state.run_steps.size()) - 1;
         for (size_t i = 0; i < m_state.run_steps.size(); ++i)
             if (m_state.run_steps[i].path == shown) m_state.run_step = static_cast<int>(i);
         m_state.run_playing = false;
         m_state.timeline.reset();
-        if (show_tab) m_state.settings.right_tab = "Run";
+        if (show_tab) m_state.settings.right_tab = "Run", m_apply_tab = true;  // opened, not only named (a run example from the menu did not)
+        return steps ? "" : steps.error();
     }
 
     // Opens a bundled model with its twin and suggested text; a run example its run's last step.
@@ -910,7 +941,8 @@ private:
             ImGui::SameLine();
             ImGui::TextDisabled("%s", bundled.c_str());
         }
-        if (ImGui::Button("A model folder or checkpoint... (Ctrl+O)")) OpenDialogFor(false);
+        if (ImGui::Button("A model folder or checkpoint... (Ctrl+O)")) m_state.ShowOpenDialog(OpenPurpose::Model);
+        if (ImGui::Button("A training run's folder of checkpoints...")) m_state.ShowOpenDialog(OpenPurpose::Run);
         if (!m_examples.empty()) {
             ImGui::Spacing();
             ImGui::TextUnformatted("Examples (each with its twin and a text that shows what it learned):");
@@ -928,11 +960,6 @@ private:
         ImGui::Spacing();
         ImGui::TextDisabled("Or drop a model folder on the window.");
         ImGui::PopTextWrapPos();
-    }
-
-    void OpenDialogFor(bool twin) {
-        m_state.show_open_dialog = true;
-        m_state.open_dialog_for_twin = twin;
     }
 
     void DrawStatusBar() {
@@ -1001,7 +1028,7 @@ private:
     void HandleShortcuts() {
         ImGuiIO& io = ImGui::GetIO();
         WindowState& s = m_state;
-        if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_O, false)) OpenDialogFor(false);
+        if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_O, false)) m_state.ShowOpenDialog(OpenPurpose::Model);
         if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_Q, false)) m_quit = true;
         if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_E, false)) m_views.export_dialog.Show(m_state);
         if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_S, false)) OpenSessionPopup(true);
@@ -1064,7 +1091,7 @@ private:
     bool m_start_global_pass = false; // --global-pass, likewise
     bool m_start_lens = false;         // --lens: run the lens once the first analysis is shown
     bool m_start_timeline = false;     // --run: run the timeline once the first analysis is shown
-    std::string m_base_dir;  // a session's "base" folder; "": the one beside the model
+    std::optional<std::string> m_base_dir_before;  // the base chosen before one the open dialog asked for, until it opens
     std::optional<RunError> m_comparison_failure;  // the twin or base last asked for did not open
     bool m_start_place = false;       // --layer, --head or --query given: checked once the model is open
     bool m_start_query = false;       // --query given: checked against the first analysis's tokens

@@ -24,6 +24,10 @@ struct Rect {
 // rasteriser's 25-30 ms), besides taking the core the model wants.
 constexpr double kQuietMs = 300.0;
 
+// What the open dialog opens: the model, its comparison twin, the base a fine-tune started from,
+// or a training run's folder of checkpoints.
+enum class OpenPurpose { Model, Twin, Base, Run };
+
 struct WindowState : AppState {
     // Every head's summary of `analysis` (SummarizeHeads) as the worker made it, and the analysis
     // it is of (HeadSummaries::Update checks they agree); null where it came without one.
@@ -37,8 +41,12 @@ struct WindowState : AppState {
         analysis_answered_ms = e.latency_ms;
     }
     bool Quiet() const { return busy && busy_ms < kQuietMs; }
+    void ShowOpenDialog(OpenPurpose purpose) { show_open_dialog = true, open_dialog_for = purpose; }
     bool show_open_dialog = false;
-    bool open_dialog_for_twin = false;
+    OpenPurpose open_dialog_for = OpenPurpose::Model;
+    // Asked for by File > Compare with a base model... and File > Open a training run... (the
+    // open dialog): a fine-tune's base in a folder of its own, a run's folder of checkpoints.
+    std::optional<std::string> open_base_request, open_run_request;
     bool show_help = false;
     bool show_demo = false;
     bool show_graph = false;     // the graph experiment window (paper Figure 3)
@@ -48,6 +56,8 @@ struct WindowState : AppState {
     int layout_generation = 0;   // bumped when a session sets the layout, so the panes take it
     std::string twin_beside;     // the open model's shipped twin or base model (TwinBeside, found by the worker); empty: none
     std::string base_beside;     // the base a fine-tune started from (BaseBeside, found by the worker): the three-way comparison
+    std::string base_dir;        // a base chosen (--base, a session's, File > Compare with a base model...); "": base_beside
+    const std::string& BaseShown() const { return base_dir.empty() ? base_beside : base_dir; }
     double last_latency_ms = 0;  // keystroke (analysis request) to the frame that showed its result
     WorkerEvent::Split analysis_split;  // where the shown analysis's time went in the worker
     double analysis_answered_ms = 0;    // its request to its answer (the rest of last_latency_ms: to pixels)

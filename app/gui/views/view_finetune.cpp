@@ -36,13 +36,15 @@ void FineTuneView::Draw(WindowState& state) {
         ImGui::PushTextWrapPos(0.0f);
         ImGui::TextUnformatted("What fine-tuning changed, split into what the temperatures did and what the other weights' drift did, "
                                "needs the model the fine-tune started from.");
-        if (!state.base_beside.empty()) {
-            if (ImGui::Button(("Compare with its base: " + state.base_beside).c_str())) state.base_request = true;
-            viz::ItemTooltip("Three sides: SSA, its own weights at tau = 1, and the base model beside it.");
+        if (!state.BaseShown().empty()) {
+            if (ImGui::Button(("Compare with its base: " + state.BaseShown()).c_str())) state.base_request = true;
+            viz::ItemTooltip("Three sides: SSA, its own weights at tau = 1, and the base model.");
         } else {
-            ImGui::TextDisabled("No base beside this model (a folder base/ inside or beside it, or lit_model.pth beside a fine-tuned checkpoint). "
-                                "Open the window with --base DIR, or export with `ssaviz export --base DIR`.");
+            ImGui::TextDisabled("No base beside this model (a folder base/ inside or beside it, or lit_model.pth beside a fine-tuned checkpoint).");
         }
+        if (ImGui::Button("Open a base model...")) state.ShowOpenDialog(OpenPurpose::Base);
+        viz::ItemTooltip("A base in a folder of its own (File > Compare with a base model...; ssaviz --base DIR, "
+                         "`ssaviz export --base DIR`): same architecture as the fine-tune.");
         ImGui::PopTextWrapPos();
         return;
     }

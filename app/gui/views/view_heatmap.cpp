@@ -292,7 +292,7 @@ void HeatmapView::DrawToolbar(WindowState& state) {
                                "effect alone (`ssaviz export --ablate SPEC --compare unedited`)."
                              : "Needs what-ifs: with none (What-ifs tab), the unedited model is the SSA model itself, so there is "
                                "nothing to compare.");
-        if (!state.base_beside.empty()) {
+        if (!state.BaseShown().empty()) {
             if (ImGui::Selectable("its base model (three-way)", !state.twin && state.compare_base)) state.base_request = true;
             viz::ItemTooltip("A fine-tune against the model it started from: three sides, SSA, its own weights at tau = 1 and the "
                              "base. The map compares SSA with tau = 1 (what the temperatures did); the Matrix and Table tabs' "
@@ -305,10 +305,9 @@ void HeatmapView::DrawToolbar(WindowState& state) {
             if (ImGui::Selectable(("vs " + TwinBesideLabel(beside)).c_str())) state.open_twin_request = beside;
             viz::ItemTooltip("This model ships with a separately trained vanilla twin: compare against it.");
         }
-        if (ImGui::Selectable("Open a twin model...")) {
-            state.show_open_dialog = true;
-            state.open_dialog_for_twin = true;
-        }
+        if (ImGui::Selectable("Open a twin model...")) state.ShowOpenDialog(OpenPurpose::Twin);
+        if (ImGui::Selectable("Open a base model...")) state.ShowOpenDialog(OpenPurpose::Base);
+        viz::ItemTooltip("The model this fine-tune started from, wherever it lies: the three-way comparison.");
         ImGui::EndCombo();
     }
     viz::ItemTooltip((CompareExplanation(a) + (!star              ? ""

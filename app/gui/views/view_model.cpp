@@ -52,10 +52,7 @@ void ModelView::Draw(WindowState& state) {
     if (!state.model) {
         // Not busy and no error: a checkpoint's settings are being asked for, nothing is loading yet.
         ImGui::TextDisabled(!state.error.empty() ? "No model is open." : state.busy ? "Opening the model..." : "No model is open yet.");
-        if (ImGui::Button("Open model...")) {
-            state.show_open_dialog = true;
-            state.open_dialog_for_twin = false;
-        }
+        if (ImGui::Button("Open model...")) state.ShowOpenDialog(OpenPurpose::Model);
         return;
     }
     const model::ModelInfo& m = *state.model;
@@ -170,12 +167,14 @@ void ModelView::Draw(WindowState& state) {
                                   "a vanilla model of the same shape and tokenizer, so the difference is what SSA's training changed");
             ImGui::SameLine();
         }
-        if (ImGui::Button("Open twin...")) {
-            state.show_open_dialog = true;
-            state.open_dialog_for_twin = true;
-        }
+        if (ImGui::Button("Open twin...")) state.ShowOpenDialog(OpenPurpose::Twin);
         if (ImGui::IsItemHovered())
             ImGui::SetTooltip("Compare against a separately trained model with the same layers, heads and tokenizer.");
+        ImGui::SameLine();
+        if (ImGui::Button("Open base...")) state.ShowOpenDialog(OpenPurpose::Base);
+        if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("The model this fine-tune started from, wherever it lies (same architecture): the three-way\n"
+                              "comparison, SSA | its own weights at tau = 1 | the base.");
     }
 }
 
@@ -193,7 +192,7 @@ void HelpView::Draw(WindowState& state) {
         const char* action;
     };
     const Shortcut shortcuts[] = {
-        {"Ctrl+O", "open a model folder"},
+        {"Ctrl+O", "open a model folder (in the dialog: Enter opens the selection)"},
         {"Ctrl+E", "export figures and data (with a preview)"},
         {"Ctrl+Enter", "in the export window: write the files"},
         {"Ctrl+S", "save the session (reopen with ssaviz --session FILE)"},

@@ -1,5 +1,6 @@
 #include "app/gui/views/view_open.h"
 
+#include "app/core/timeline.h"
 #include "model/io/files.h"
 
 #include <algorithm>
@@ -115,12 +116,14 @@ void RememberRecentModel(const std::string& dir, std::vector<std::string>* recen
     }
 }
 
-void OpenDialog::Start(const AppState& state) {
+void OpenDialog::Start(const WindowState& state) {
+    m_purpose = state.open_dialog_for;
     m_filter.clear();
     m_error.clear();
     m_selected.clear();
     std::string start;
-    if (state.model && !state.model->dir.empty()) start = fs::path(NormalizeDir(state.model->dir)).parent_path().string();
+    if (m_purpose == OpenPurpose::Run && !state.run_dir.empty()) start = fs::path(NormalizeDir(state.run_dir)).parent_path().string();
+    else if (state.model && !state.model->dir.empty()) start = fs::path(NormalizeDir(state.model->dir)).parent_path().string();
     std::error_code ec;
     if (start.empty() || !fs::is_directory(start, ec)) start = fs::current_path(ec).string();
     if (start.empty()) start = "/";
@@ -143,10 +146,24 @@ void OpenDialog::Navigate(const std::string& dir) {
     if (m_dir_is_model) m_selected = m_dir;
 }
 
+void OpenDialog::NavigateTo(const std::string& dir) { Navigate(dir); }
+
 void OpenDialog::List() {
     m_entries.clear();
     m_error.clear();
-    m_dir_is_model = IsModelFolder(m_dir);
+    m_run_note.clear();
+    const bool run = m_purpose == OpenPurpose::Run;
+    if (run) {
+        // A run's folder holds its checkpoints; the steps in it are what the Run tab shows.
+        auto steps = FindRunSteps(m_dir);
+        m_dir_is_model = steps.ok();
+        if (steps) {
+            m_run_note = "This folder is a training run: " + std::to_string(steps->size()) + (steps->size() == 1 ? " checkpoint" : " checkpoints") +
+                         ", steps " + std::to_string(steps->front().step) + " to " + std::to_string(steps->back().step) + ".";
+        }
+    } else {
+        m_dir_is_model = IsModelFolder(m_dir);
+    }
     std::error_code ec;
     fs::directory_iterator it(m_dir, fs::directory_options::skip_permission_denied, ec);
     if (ec) {
@@ -160,18 +177,22 @@ void OpenDialog::List() {
         }
         std::error_code entry_ec;
         if (it->is_regular_file(entry_ec) && IsCheckpointFile(it->path())) {
-            m_entries.push_back({it->path().filename().string(), true, true});
+            if (!run) m_entries.push_back({it->path().filename().string(), true, true});  // a run is a folder
             continue;
         }
         if (!it->is_directory(entry_ec)) continue;  // follows links; unreadable entries are skipped
-        m_entries.push_back({it->path().filename().string(), IsModelFolder(it->path()), false});
+        m_entries.push_back({it->path().filename().string(), !run && IsModelFolder(it->path()), false});
     }
     std::sort(m_entries.begin(), m_entries.end(), [](const Entry& a, const Entry& b) { return LessNoCase(a.name, b.name); });
 }
 
 void OpenDialog::Open(WindowState& state, const std::string& dir) {
-    if (state.open_dialog_for_twin) state.open_twin_request = dir;
-    else state.open_model_request = dir;
+    switch (m_purpose) {
+        case OpenPurpose::Model: state.open_model_request = dir; break;
+        case OpenPurpose::Twin: state.open_twin_request = dir; break;
+        case OpenPurpose::Base: state.open_base_request = dir; break;
+        case OpenPurpose::Run: state.open_run_request = dir; break;
+    }
     state.show_open_dialog = false;
     ImGui::CloseCurrentPopup();
 }
@@ -192,7 +213,9 @@ void OpenDialog::Draw(WindowState& state) {
     ImGui::SetNextWindowSize(size, ImGuiCond_Appearing);
     ImGui::SetNextWindowPos(ImVec2(viewport->WorkPos.x + viewport->WorkSize.x * 0.5f, viewport->WorkPos.y + viewport->WorkSize.y * 0.5f),
                             ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
-    const std::string title = std::string(state.open_dialog_for_twin ? "Open comparison twin" : "Open model") + kPopupId;
+    const char* const titles[] = {"Open model", "Open comparison twin", "Open the base model (what the fine-tune started from)",
+                                  "Open a training run"};
+    const std::string title = std::string(titles[static_cast<int>(m_purpose)]) + kPopupId;
     bool keep_open = true;
     ImVec4 background = ImGui::GetStyleColorVec4(ImGuiCol_PopupBg);
     background.w = 1.0f;  // the views behind would show through the folder list
@@ -209,8 +232,15 @@ void OpenDialog::Draw(WindowState& state) {
         ImGui::EndPopup();
         return;
     }
-    if (state.open_dialog_for_twin)
-        ImGui::TextDisabled("A twin must have the same layers, heads and tokenizer as the open model.");
+    const char* const hints[] = {nullptr, "A twin must have the same layers, heads and tokenizer as the open model.",
+                                 "The model the open fine-tune started from, of the same architecture: the maps then compare three ways, "
+                                 "SSA | tau = 1 | base.",
+                                 "A folder of checkpoints: iter-NNNNNN-ckpt.pth files (lit-gpt) or checkpoint-N/ folders (Hugging Face)."};
+    if (const char* hint = hints[static_cast<int>(m_purpose)]) {
+        ImGui::PushTextWrapPos(0.0f);
+        ImGui::TextDisabled("%s", hint);
+        ImGui::PopTextWrapPos();
+    }
 
     // Path, Up, Home.
     if (ImGui::Button("Up")) Navigate(fs::path(m_dir).parent_path().string());
@@ -220,8 +250,8 @@ void OpenDialog::Draw(WindowState& state) {
     }
     ImGui::SameLine();
     ImGui::SetNextItemWidth(-FLT_MIN);
-    if (ImGui::InputText("##path", &m_path_edit, ImGuiInputTextFlags_EnterReturnsTrue)) Navigate(m_path_edit);
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Type a folder and press Enter.");
+    if (ImGui::InputText("##path", &m_path_edit, ImGuiInputTextFlags_EnterReturnsTrue | ImGuiInputTextFlags_AutoSelectAll)) Navigate(m_path_edit);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Type a folder and press Enter (a click selects the whole path).");
 
     ImGui::SetNextItemWidth(font * 14.0f);
     ImGui::InputTextWithHint("##filter", "filter", &m_filter);
@@ -231,14 +261,16 @@ void OpenDialog::Draw(WindowState& state) {
     if (ImGui::Button("Refresh")) List();
     if (!m_error.empty()) ImGui::TextColored(kErrorColor, "%s", m_error.c_str());
     if (m_dir_is_model) {
-        ImGui::TextColored(kModelColor, "This folder is a model.");
+        ImGui::TextColored(kModelColor, "%s", m_run_note.empty() ? "This folder is a model." : m_run_note.c_str());
+        const ImVec2 at = ImGui::GetItemRectMin(), size = ImGui::GetItemRectSize();
+        state.regions["open_dialog_opens"] = Rect{at.x, at.y, size.x, size.y};  // the folder shown opens (tests)
         ImGui::SameLine();
         if (ImGui::SmallButton("Open it")) Open(state, m_dir);
     }
 
     // Sub-folders, models marked; double-click opens a model or enters a folder.
     const float line = ImGui::GetTextLineHeightWithSpacing();
-    const size_t recent_rows = std::min<size_t>(state.recent_models.size(), 5);
+    const size_t recent_rows = m_purpose == OpenPurpose::Run ? 0 : std::min<size_t>(state.recent_models.size(), 5);
     const float footer = ImGui::GetFrameHeightWithSpacing() * 2 + ImGui::GetStyle().ItemSpacing.y +
                          (recent_rows > 0 ? line * (recent_rows + 1) + ImGui::GetStyle().WindowPadding.y * 2 : 0.0f);
     std::vector<int> shown;
@@ -277,8 +309,8 @@ void OpenDialog::Draw(WindowState& state) {
     }
     ImGui::EndChild();
 
-    // Recent models.
-    if (!state.recent_models.empty()) {
+    // Recent models (not where a run is chosen: they are models).
+    if (!state.recent_models.empty() && m_purpose != OpenPurpose::Run) {
         ImGui::TextDisabled("Recent models");
         if (ImGui::BeginChild("##recent", ImVec2(0, line * recent_rows + ImGui::GetStyle().WindowPadding.y * 2), true)) {
             for (size_t i = 0; i < state.recent_models.size(); ++i) {
@@ -305,16 +337,23 @@ void OpenDialog::Draw(WindowState& state) {
     ImGui::Separator();
     const bool can_open = !m_selected.empty();
     if (can_open) ImGui::Text("Selected: %s", m_selected.c_str());
+    else if (m_purpose == OpenPurpose::Run) ImGui::TextDisabled("Go into a run's folder (the one holding its checkpoints).");
     else ImGui::TextDisabled("Select a model folder (marked green) or a checkpoint file (.pt, .pth, .bin, .ckpt, .safetensors).");
     if (!can_open) ImGui::BeginDisabled();
     if (ImGui::Button("Open", ImVec2(font * 6, 0))) open_now = m_selected;
     if (!can_open) ImGui::EndDisabled();
+    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) ImGui::SetTooltip("Enter opens the selection; Escape closes.");
+    // Enter opens what is selected, unless a text field has the keyboard (the path field's Enter goes there).
+    if (can_open && !ImGui::GetIO().WantTextInput && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter), false)) open_now = m_selected;
     ImGui::SameLine();
     if (ImGui::Button("Cancel", ImVec2(font * 6, 0))) {
         state.show_open_dialog = false;
         ImGui::CloseCurrentPopup();
     }
 
+    const ImVec2 pos = ImGui::GetWindowPos(), window = ImGui::GetWindowSize();
+    const char* const names[] = {"open_dialog_model", "open_dialog_twin", "open_dialog_base", "open_dialog_run"};
+    state.regions[names[static_cast<int>(m_purpose)]] = Rect{pos.x, pos.y, window.x, window.y};  // for tests, by what it opens
     if (!open_now.empty()) Open(state, open_now);
     else if (!enter_now.empty()) Navigate(enter_now);
     ImGui::EndPopup();

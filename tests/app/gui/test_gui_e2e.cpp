@@ -172,6 +172,38 @@ int RunCommand(const std::string& cmd, const std::string& log) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// The open dialog in the real window (--show open-run, open-base, as File > Open a training run...
+// and Compare with a base model... show it), over the model's views, starting in the folder the
+// window started in: a run's folder is offered as a run (the line saying it opens), a model folder
+// as a base, and a folder that is neither offers nothing.
+TEST(EndToEnd, TheOpenDialogOffersARunOrABase) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_open_dialog";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string models = app::BundledModelsDir(), graph = models + "/graph/ssa";
+    struct Case {
+        std::string name, cwd, show, region;
+        bool opens;
+    };
+    for (const Case& c : {Case{"run", models + "/graph-run/ssa", "open-run", "open_dialog_run", true},
+                          Case{"no_run", models + "/graph", "open-run", "open_dialog_run", false},
+                          Case{"base", models + "/graph/vanilla", "open-base", "open_dialog_base", true},
+                          Case{"no_base", models + "/graph", "open-base", "open_dialog_base", false}}) {
+        const std::string shot = dir + "/" + c.name + ".png";
+        ASSERT_EQ(RunCommand("cd " + c.cwd + " && " + SSAVIZ_BINARY + " --model " + graph + " --show " + c.show + " --screenshot " + shot +
+                                 " --frames 6",
+                             shot + ".log"),
+                  0)
+            << ReadFile(shot + ".log");
+        const nlohmann::json meta = nlohmann::json::parse(std::ifstream(shot + ".json"));
+        ASSERT_TRUE(meta["regions"].contains(c.region)) << meta["regions"].dump();
+        EXPECT_TRUE(meta["regions"].contains("heatmap")) << "the model's views under it";
+        EXPECT_EQ(meta["regions"].contains("open_dialog_opens"), c.opens) << c.name;
+        const auto r = meta["regions"][c.region];
+        EXPECT_GT(DistinctColours(Load(shot), r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 6u);
+    }
+}
+
 // The window on a short text with `flags`, screenshot NAME.png in `dir`: what its description
 // says the window showed ("state"; an empty object, and a failure, when there is none).
 nlohmann::json ShownState(const std::string& dir, const std::string& name, const std::string& flags) {

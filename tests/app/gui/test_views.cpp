@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 
@@ -12,7 +13,9 @@
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
 
+#include "app/core/names.h"
 #include "app/gui/fonts.h"
+#include "app/gui/views/view_common.h"
 #include "app/gui/window_state.h"
 #include "tests/app/gui/synthetic.h"
 #include "app/gui/views/view_head_table.h"
@@ -448,6 +451,96 @@ TEST_F(Views, WindowsAndDialogsDraw) {
             viz::ShowDemoWindow(&demo);
         });
     }
+}
+
+// The open dialog opens what it was shown for: a model folder as the model, the twin or the base, a
+// run's folder of checkpoints as a run; Enter opens the selection, and a folder of the wrong kind
+// opens nothing (a run's folder is no model, a model folder no run).
+TEST_F(Views, OpenDialogOpensWhatItWasShownFor) {
+    namespace fs = std::filesystem;
+    const fs::path root = fs::path(SSAVIZ_TEST_OUT) / "views_open";
+    fs::remove_all(root);
+    fs::create_directories(root / "run");
+    fs::create_directories(root / "base");
+    model::ModelConfig c;
+    c.n_layer = c.n_head = 1;
+    c.n_embd = 8;
+    c.n_positions = 16;
+    c.vocab_size = 32;
+    ASSERT_TRUE(model::SaveModelFolder(model::RandomSsaGpt(c, 5), (root / "base").string()).ok());
+    for (const char* step : {"iter-000200-ckpt.pth", "iter-000100-ckpt.pth"}) std::ofstream(root / "run" / step) << "x";  // named as steps
+    const std::string base = fs::absolute(root / "base").lexically_normal().string();
+    const std::string run = fs::absolute(root / "run").lexically_normal().string();
+
+    // Shows the dialog for `purpose`, goes to `dir` and presses Enter.
+    auto open_with_enter = [&](app::WindowState& state, app::OpenPurpose purpose, const std::string& dir) {
+        app::OpenDialog dialog;
+        state.show_open_dialog = false;
+        Frame([&] { dialog.Draw(state); });  // closes one an earlier test left open (one ImGui context)
+        state.ShowOpenDialog(purpose);
+        Frame([&] { dialog.Draw(state); });  // appears from the next frame on
+        dialog.NavigateTo(dir);
+        Frame([&] { dialog.Draw(state); });
+        ImGuiIO& io = ImGui::GetIO();
+        io.KeysDown[GLFW_KEY_ENTER] = true;
+        Frame([&] { dialog.Draw(state); });
+        io.KeysDown[GLFW_KEY_ENTER] = false;
+        Frame([&] { dialog.Draw(state); });
+        if (state.show_open_dialog) {  // not opened: closed as Escape would, for the next one
+            state.show_open_dialog = false;
+            Frame([&] { dialog.Draw(state); });
+        }
+    };
+    {
+        app::WindowState state = StateWith(1, 1, 4);
+        open_with_enter(state, app::OpenPurpose::Base, base);
+        EXPECT_EQ(state.open_base_request.value_or("(none)"), base);
+        EXPECT_FALSE(state.open_model_request || state.open_twin_request || state.open_run_request);
+        EXPECT_FALSE(state.show_open_dialog) << "it closes once it opened something";
+    }
+    {
+        app::WindowState state = StateWith(1, 1, 4);
+        open_with_enter(state, app::OpenPurpose::Run, run);
+        EXPECT_EQ(state.open_run_request.value_or("(none)"), run);
+        EXPECT_FALSE(state.open_model_request || state.open_twin_request || state.open_base_request);
+    }
+    {
+        app::WindowState state = StateWith(1, 1, 4);
+        open_with_enter(state, app::OpenPurpose::Twin, base);
+        EXPECT_EQ(state.open_twin_request.value_or("(none)"), base);
+        open_with_enter(state, app::OpenPurpose::Model, base);
+        EXPECT_EQ(state.open_model_request.value_or("(none)"), base);
+    }
+    {
+        app::WindowState state = StateWith(1, 1, 4);
+        open_with_enter(state, app::OpenPurpose::Run, base);  // a model folder holds no checkpoints named as steps
+        open_with_enter(state, app::OpenPurpose::Model, run);  // nor is a run's folder a model
+        open_with_enter(state, app::OpenPurpose::Base, run);
+        EXPECT_FALSE(state.open_model_request || state.open_twin_request || state.open_base_request || state.open_run_request);
+    }
+    fs::remove_all(root);
+}
+
+// A lens kept is the shown one's while the text, the model, the comparison and the base are the
+// same: another base chosen under the same comparison (File > Compare with a base model...) makes
+// it stale, as another text does.
+TEST(Lens, AnotherBaseMakesTheLensKeptStale) {
+    app::WindowState state = StateWith(1, 2, 6);
+    AddBase(&state);
+    auto lens = std::make_shared<app::LensPair>();
+    lens->ids = state.analysis->tokens.ids;
+    lens->model_dir = state.model->dir;
+    lens->compare_label = app::LensKey(*state.analysis);
+    state.lens = lens;
+    EXPECT_EQ(app::CurrentLens(state), lens.get());
+    model::Analysis other_base = *state.analysis;
+    other_base.base_label = "/models/another-base";
+    state.analysis = std::make_shared<const model::Analysis>(other_base);
+    EXPECT_EQ(app::CurrentLens(state), nullptr) << "the lens of another base";
+    other_base.base_label = "/models/base";
+    other_base.tokens.ids.back() += 1;
+    state.analysis = std::make_shared<const model::Analysis>(other_base);
+    EXPECT_EQ(app::CurrentLens(state), nullptr) << "the lens of another text";
 }
 
 // The checkpoint dialog asks only where the loader would take the shape from the tensors and they
