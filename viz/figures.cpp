@@ -765,7 +765,6 @@ Figure PlotFigure(const std::vector<PlotSeries>& described, const PlotOptions& o
 
     // Ranges: given, or fitted to the finite data (bars reach down to 0).
     float xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
-    bool bars = false;
     for (const PlotSeries& s : series) {
         const size_t count = std::min(s.X.size(), s.Y.size());
         const float half = s.Kind == SeriesKind::Bars && Finite(s.BarWidth) ? std::abs(s.BarWidth) * 0.5f : 0.0f;
@@ -773,10 +772,7 @@ Figure PlotFigure(const std::vector<PlotSeries>& described, const PlotOptions& o
             if (!Finite(s.X[i]) || !Finite(s.Y[i])) continue;
             xlo = std::min(xlo, s.X[i] - half), xhi = std::max(xhi, s.X[i] + half);
             ylo = std::min(ylo, s.Y[i]), yhi = std::max(yhi, s.Y[i]);
-            if (s.Kind == SeriesKind::Bars) {
-                bars = true;
-                ylo = std::min(ylo, 0.0f), yhi = std::max(yhi, 0.0f);
-            }
+            if (s.Kind == SeriesKind::Bars) ylo = std::min(ylo, 0.0f), yhi = std::max(yhi, 0.0f);
         }
     }
     Range xr, yr;
@@ -787,7 +783,7 @@ Figure PlotFigure(const std::vector<PlotSeries>& described, const PlotOptions& o
     } else {
         xr = UsableRange(PaddedRange(xlo, xhi, 0.05f));
     }
-    yr = options.YRange ? UsableRange(*options.YRange) : UsableRange(PaddedRange(ylo, yhi, 0.05f, bars && ylo == 0, bars && yhi == 0));
+    yr = options.YRange ? UsableRange(*options.YRange) : UsableRange(PaddedRange(ylo, yhi, 0.05f));
 
     // Left margin from the y tick labels (tick count from a first guess of the plot height).
     const float tick = 4, gap = 3, caption_h = label_fs * 1.2f;

@@ -95,12 +95,12 @@ std::string FormatTick(float value) {
     return buf;
 }
 
-Range PaddedRange(float lo, float hi, float fraction, bool keep_lo, bool keep_hi) {
-    if (!(lo <= hi)) return {0.0f, 1.0f};
-    const float d = hi > lo ? (hi - lo) * fraction : lo != 0 ? std::abs(lo) * 0.1f : 0.5f;
-    Range r{keep_lo ? lo : lo - d, keep_hi ? hi : hi + d};
-    if (lo >= 0 && hi > 0) r.min = std::max(r.min, 0.0f);  // data from 0 up: the axis too
-    if (hi <= 0 && lo < 0) r.max = std::min(r.max, 0.0f);
+Range PaddedRange(float lo, float hi, float fraction) {
+    if (!(lo <= hi) || (lo == 0 && hi == 0)) return {0.0f, 1.0f};
+    const float d = hi > lo ? (hi - lo) * fraction : std::abs(lo) * 0.1f;
+    Range r{lo - d, hi + d};
+    if (lo >= 0) r.min = std::max(r.min, 0.0f);  // data from 0 up (bars from 0 among them): the axis too
+    if (hi <= 0) r.max = std::min(r.max, 0.0f);
     return r;
 }
 

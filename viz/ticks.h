@@ -15,10 +15,10 @@ namespace viz {
 std::vector<float> NiceTicks(Range range, bool log_scale, int max_ticks = 6);
 
 // The range an axis fitted to data from lo to hi shows: widened by `fraction` of the span on each
-// side (a single value by 10% of it, or by 0.5 at 0), but never across zero where the data does not
-// cross it (a divergence's axis starts at 0, not below it); keep_lo / keep_hi leave that end where
-// the data ends (bars from 0). [0, 1] where lo > hi or either is NaN (no data). Both backends'.
-Range PaddedRange(float lo, float hi, float fraction, bool keep_lo = false, bool keep_hi = false);
+// side (a single value by 10% of it), but never across zero where the data does not cross it (a
+// divergence's axis starts at 0, not below it; bars from 0 start there). [0, 1] for data that is 0
+// alone, and where lo > hi or either is NaN (no data). Both backends'.
+Range PaddedRange(float lo, float hi, float fraction);
 
 // A short label for a value: "0.25", "1e-04", "-0.031". Always '.' as the decimal point.
 std::string FormatTick(float value);

@@ -244,7 +244,7 @@ public:
     }
 
     void OnDrop(int count, const char** paths) {
-        if (count > 0) m_state.open_model_request = paths[0];
+        if (count > 0) m_state.OpenAnotherModel(paths[0]);
     }
 
     //---------------------------------------------------------------------------------------------
@@ -289,12 +289,22 @@ public:
                 }
                 case Kind::TwinOpened: m_state.twin = e.info; m_state.error.clear(); m_twin_expected = false; ClearComparisonFailure(); break;
                 case Kind::TwinClosed: m_state.twin.reset(); break;
-                case Kind::ComparisonSet: SetComparisonShown(e.comparison); ClearComparisonFailure(); m_base_dir_before.reset(); break;
+                case Kind::ComparisonSet:
+                    SetComparisonShown(e.comparison);
+                    ClearComparisonFailure();
+                    if (auto it = m_bases_asked.find(e.request); it != m_bases_asked.end()) {  // this base runs now
+                        m_base_running = it->second;
+                        m_bases_asked.erase(it);
+                    }
+                    break;
                 case Kind::ComparisonFailed:
                     // The comparison stays what runs (e.comparison): said in the status bar until
                     // another is set, and a screenshot or export run ends with it (FailureExit).
                     m_twin_expected = false;
-                    if (m_base_dir_before) m_state.base_dir = *std::exchange(m_base_dir_before, std::nullopt);
+                    if (auto it = m_bases_asked.find(e.request); it != m_bases_asked.end()) {
+                        m_bases_asked.erase(it);  // a base that did not open: the last one that did, once none is on its way
+                        if (m_bases_asked.empty()) m_state.base_dir = m_base_running;
+                    }
                     SetComparisonShown(e.comparison);
                     m_comparison_failure = {e.error_kind, e.error};
                     m_state.notice = e.error;
@@ -379,7 +389,7 @@ public:
         // A model about to open (a run's step from File > Open a training run...): the jobs wait
         // for its analysis, not the one still shown of the model before.
         const bool requests_pending = m_state.interventions_request || m_state.unedited_request || m_state.layer_local_request ||
-                                      m_state.base_request || m_state.open_model_request.has_value();
+                                      m_state.base_request || m_state.open_model_request.has_value() || m_views.checkpoint.Showing();
         if (m_state.analysis && !m_state.busy && !m_twin_expected && !requests_pending) StartJobsAskedFor();
         m_state.progress = m_worker.Progress();
         m_worker.SetShownHead(m_state.selected.layer, m_state.selected.head);
@@ -495,6 +505,13 @@ public:
     void HandleRequests() {
         if (m_state.open_model_request) {
             const std::string path = *std::exchange(m_state.open_model_request, std::nullopt);
+            if (std::exchange(m_state.forget_base, false) && !m_state.base_dir.empty()) {
+                m_state.base_dir.clear();  // the model before's base; one beside this model is still offered
+                if (m_state.compare_base) {  // set before the open, so the model opens without it
+                    m_state.compare_base = false;
+                    m_worker.SetComparison(ShownComparison());
+                }
+            }
             // A checkpoint whose tensors leave its shape or SSA forms open: ask before loading.
             const bool run_step = std::any_of(m_state.run_steps.begin(), m_state.run_steps.end(), [&](const RunStep& s) { return s.path == path; });
             if (!m_views.checkpoint.Ask(path, m_state.hints)) m_worker.OpenModel(path, m_device, m_state.hints, m_dtype, run_step);
@@ -503,13 +520,16 @@ public:
             m_worker.OpenTwin(*m_state.open_twin_request, m_state.hints);
             m_state.open_twin_request.reset();
         }
-        if (m_state.open_base_request) {  // the comparison below takes it; one that fails leaves the last
-            m_base_dir_before = std::exchange(m_state.base_dir, *std::exchange(m_state.open_base_request, std::nullopt));
+        if (m_state.open_base_request) {  // the comparison below takes it; one that fails leaves the last that opened
+            m_state.base_dir = *std::exchange(m_state.open_base_request, std::nullopt);
             m_state.base_request = true;
         }
         if (m_state.open_run_request) {  // its last step, and its timeline once that step is shown
-            if (std::string why = OpenRun(*std::exchange(m_state.open_run_request, std::nullopt), ""); !why.empty()) {
-                m_state.notice = why;
+            const std::string dir = *std::exchange(m_state.open_run_request, std::nullopt);
+            if (dir == m_state.run_dir && !m_state.run_steps.empty()) {  // the run open: its tab, its timeline kept
+                m_state.settings.right_tab = "Run", m_apply_tab = true;
+            } else if (std::string why = OpenRun(dir, ""); !why.empty()) {
+                m_state.notice = why;  // the run open stays
             } else {
                 m_state.open_model_request = m_state.run_steps.back().path;
                 m_start_timeline = true;
@@ -530,7 +550,9 @@ public:
             m_state.layer_local_request.reset();
             m_state.unedited_request.reset();
             m_state.base_request.reset();
-            m_worker.SetComparison(ShownComparison());  // a base with its folder (a session's "base")
+            const CompareSpec spec = ShownComparison();  // a base with its folder (a session's "base")
+            const uint64_t id = m_worker.SetComparison(spec);
+            if (spec.kind == CompareKind::Base) m_bases_asked[id] = spec.base_dir;
             if (m_state.twin) m_worker.CloseTwin();
         }
         if (m_state.interventions_request) {
@@ -745,7 +767,8 @@ private:
             if (!base.empty() && ImGui::IsItemHovered())
                 ImGui::SetTooltip("SSA, its own weights at tau = 1 and the base it was fine-tuned from (%s):\n"
                                   "what the temperatures did and what the other weights' drift did.", base.c_str());
-            if (ImGui::MenuItem("Compare with a base model...", nullptr, false, m_state.model.has_value())) m_state.ShowOpenDialog(OpenPurpose::Base);
+            if (ImGui::MenuItem(base.empty() ? "Compare with a base model..." : "Choose another base model...", nullptr, false, m_state.model.has_value()))
+                m_state.ShowOpenDialog(OpenPurpose::Base);
             if (ImGui::IsItemHovered())
                 ImGui::SetTooltip("The model a fine-tune started from, in a folder of its own (same architecture): the three-way\n"
                                   "comparison (ssaviz --base DIR). One beside the fine-tune (base/, lit_model.pth) is found by itself.");
@@ -756,7 +779,7 @@ private:
             if (ImGui::IsItemHovered()) ImGui::SetTooltip("A separately trained model (same layers, heads and tokenizer) on the same tokens.");
             if (ImGui::BeginMenu("Recent models", !m_state.recent_models.empty())) {
                 for (const std::string& dir : m_state.recent_models)
-                    if (ImGui::MenuItem(dir.c_str())) m_state.open_model_request = dir;
+                    if (ImGui::MenuItem(dir.c_str())) m_state.OpenAnotherModel(dir);
                 ImGui::EndMenu();
             }
             ImGui::Separator();
@@ -818,41 +841,53 @@ private:
         ImGui::EndMenuBar();
     }
 
-    // A training run (--run, a run example, a session): its steps, the one whose checkpoint is
-    // `shown` (else the last), and the Run tab unless a session chose another.
-    // Returns why the folder holds no steps; "" when it has some.
+    // A training run (--run, a run example, a session, File > Open a training run...): its steps,
+    // the one whose checkpoint is `shown` (else the last), and the Run tab unless a session chose
+    // another. Returns why the folder is no run ("" when it is one); then the run open stays.
     std::string OpenRun(const std::string& dir, const std::string& compare_dir, const std::string& shown = "", bool show_tab = true) {
+        auto steps = FindRunSteps(dir);
+        if (!steps) return steps.error();
         m_state.run_dir = dir;
         m_state.compare_run_dir = compare_dir;
-        m_state.run_steps.clear();
-        auto steps = FindRunSteps(dir);
-        if (steps) m_state.run_steps = std::move(*steps);
+        m_state.run_steps = std::move(*steps);
         m_state.run_step = static_cast<int>(m_state.run_steps.size()) - 1;
         for (size_t i = 0; i < m_state.run_steps.size(); ++i)
             if (m_state.run_steps[i].path == shown) m_state.run_step = static_cast<int>(i);
         m_state.run_playing = false;
         m_state.timeline.reset();
+        m_timeline_request = 0;  // the run before's timeline, still on its way, is not this run's
+        m_timeline_wanted = false;
+        m_state.timeline_running = false;
         if (show_tab) m_state.settings.right_tab = "Run", m_apply_tab = true;  // opened, not only named (a run example from the menu did not)
-        return steps ? "" : steps.error();
+        return "";
+    }
+
+    // No run shown (another example, a session without one, a run that did not open).
+    void CloseRun() {
+        m_state.run_dir.clear();
+        m_state.compare_run_dir.clear();
+        m_state.run_steps.clear();
+        m_state.run_step = -1;
+        m_state.timeline.reset();
+        m_timeline_request = 0;
+        m_timeline_wanted = false;
+        m_state.timeline_running = false;
     }
 
     // Opens a bundled model with its twin and suggested text; a run example its run's last step.
     void ApplyExample(const Example& x) {
-        if (!x.run_dir.empty()) {
-            OpenRun(x.run_dir, x.compare_run_dir);
-            m_start_timeline = !m_state.run_steps.empty();  // once its first analysis is shown
-        } else if (!m_state.run_dir.empty()) {  // another example: the run is no longer what is shown
-            m_state.run_dir.clear();
-            m_state.compare_run_dir.clear();
-            m_state.run_steps.clear();
-            m_state.run_step = -1;
-            m_state.timeline.reset();
+        std::string why = x.run_dir.empty() ? "" : OpenRun(x.run_dir, x.compare_run_dir);
+        if (!x.run_dir.empty() && why.empty()) {
+            m_start_timeline = true;  // once its first analysis is shown
+        } else {  // another example: the run is no longer what is shown
+            CloseRun();
+            if (!why.empty()) m_state.notice = why;
         }
         m_state.text = x.text;
         m_text_auto = false;
         m_state.query = -1;
         m_pending_twin = x.twin_dir;
-        m_state.open_model_request = x.run_dir.empty() || m_state.run_steps.empty() ? x.model_dir : m_state.run_steps.back().path;
+        m_state.OpenAnotherModel(x.run_dir.empty() || m_state.run_steps.empty() ? x.model_dir : m_state.run_steps.back().path);
         m_state.show_graph = x.graph_panel;
         m_state.selected = HeadRef{x.layer, x.head};
         m_example_query = x.query_piece;
@@ -904,17 +939,12 @@ private:
                     m_text_auto = false;
                     ApplySession(*session);
                     m_state.open_model_request = session->model_dir.empty() ? DefaultModelDir() : session->model_dir;
-                    if (!session->run_dir.empty()) {  // its run, at the step it showed, and the run's timeline again
-                        OpenRun(session->run_dir, session->compare_run_dir, session->model_dir, /*show_tab=*/false);
-                        m_start_timeline = true;  // once its first analysis is shown
-                    } else if (!m_state.run_dir.empty()) {
-                        m_state.run_dir.clear();
-                        m_state.compare_run_dir.clear();
-                        m_state.run_steps.clear();
-                        m_state.run_step = -1;
-                        m_state.timeline.reset();
-                    }
-                    m_session_message = "opened " + m_session_path;
+                    // Its run, at the step it showed, and the run's timeline again.
+                    const std::string why = session->run_dir.empty() ? "" : OpenRun(session->run_dir, session->compare_run_dir, session->model_dir,
+                                                                                     /*show_tab=*/false);
+                    if (!session->run_dir.empty() && why.empty()) m_start_timeline = true;  // once its first analysis is shown
+                    else CloseRun();
+                    m_session_message = "opened " + m_session_path + (why.empty() ? "" : "\n" + why);
                     for (const std::string& w : session->warnings) m_session_message += "\n" + w;
                 }
             }
@@ -936,7 +966,7 @@ private:
         ImGui::Separator();
         ImGui::TextUnformatted("Open one:");
         const std::string bundled = DefaultModelDir();
-        if (!bundled.empty() && ImGui::Button("The bundled model")) m_state.open_model_request = bundled;
+        if (!bundled.empty() && ImGui::Button("The bundled model")) m_state.OpenAnotherModel(bundled);
         if (!bundled.empty()) {
             ImGui::SameLine();
             ImGui::TextDisabled("%s", bundled.c_str());
@@ -955,7 +985,7 @@ private:
             ImGui::Spacing();
             ImGui::TextUnformatted("Recent models:");
             for (const std::string& dir : m_state.recent_models)
-                if (ImGui::Selectable(dir.c_str())) m_state.open_model_request = dir;
+                if (ImGui::Selectable(dir.c_str())) m_state.OpenAnotherModel(dir);
         }
         ImGui::Spacing();
         ImGui::TextDisabled("Or drop a model folder on the window.");
@@ -1091,7 +1121,8 @@ private:
     bool m_start_global_pass = false; // --global-pass, likewise
     bool m_start_lens = false;         // --lens: run the lens once the first analysis is shown
     bool m_start_timeline = false;     // --run: run the timeline once the first analysis is shown
-    std::optional<std::string> m_base_dir_before;  // the base chosen before one the open dialog asked for, until it opens
+    std::map<uint64_t, std::string> m_bases_asked;  // base comparisons on their way: request -> folder ("": beside the model)
+    std::string m_base_running;                      // the folder of the base last set ("": beside the model, or none)
     std::optional<RunError> m_comparison_failure;  // the twin or base last asked for did not open
     bool m_start_place = false;       // --layer, --head or --query given: checked once the model is open
     bool m_start_query = false;       // --query given: checked against the first analysis's tokens

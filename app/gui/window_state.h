@@ -42,6 +42,10 @@ struct WindowState : AppState {
     }
     bool Quiet() const { return busy && busy_ms < kQuietMs; }
     void ShowOpenDialog(OpenPurpose purpose) { show_open_dialog = true, open_dialog_for = purpose; }
+    // A model the user chose (File > Open, Recent, a drop, an example): a base chosen for the model
+    // before is not its base (forget_base: the window lets it go, and its three-way comparison).
+    void OpenAnotherModel(const std::string& path) { open_model_request = path, forget_base = true; }
+    bool forget_base = false;
     bool show_open_dialog = false;
     OpenPurpose open_dialog_for = OpenPurpose::Model;
     // Asked for by File > Compare with a base model... and File > Open a training run... (the

@@ -63,7 +63,9 @@ std::string FormatBytes(size_t bytes) {
     if (bytes < 1000) std::snprintf(buf, sizeof buf, "%zu bytes", bytes);
     else if (bytes < 1000 * 1000) std::snprintf(buf, sizeof buf, "%.1f kB", bytes / 1e3);
     else if (bytes < size_t{1000} * 1000 * 1000) std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
-    else std::snprintf(buf, sizeof buf, "%.1f GB", bytes / 1e9);
+    else if (bytes < size_t{1000} * 1000 * 1000 * 1000) std::snprintf(buf, sizeof buf, "%.1f GB", bytes / 1e9);
+    else if (bytes < size_t{1000} * 1000 * 1000 * 1000 * 1000) std::snprintf(buf, sizeof buf, "%.1f TB", bytes / 1e12);
+    else std::snprintf(buf, sizeof buf, "%.1f PB", bytes / 1e15);
     return buf;
 }
 

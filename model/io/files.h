@@ -94,7 +94,7 @@ Status CheckFoldersBelow(const std::string& root, const std::string& folder);
 // which is tried again rather than failed. The error is the last attempt's.
 std::error_code MakeFolders(const std::string& path);
 
-// A byte count for messages: "512 bytes", "3.1 MB", "2.0 GB".
+// A byte count for messages: "512 bytes", "3.1 MB", "2.0 GB", "4.5 PB".
 std::string FormatBytes(size_t bytes);
 
 // The folder of the running executable (from /proc/self/exe); empty if unknown.

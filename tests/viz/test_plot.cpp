@@ -62,8 +62,8 @@ TEST(Ticks, AFittedAxisCrossesZeroOnlyWithItsData) {
     expect(viz::PaddedRange(-0.2f, 0.0f, 0.05f), -0.21f, 0.0f);      // from 0 down: ends at 0
     expect(viz::PaddedRange(-1.0f, 1.0f, 0.05f), -1.1f, 1.1f);       // across 0: padded both ways
     expect(viz::PaddedRange(2.0f, 2.0f, 0.05f), 1.8f, 2.2f);         // one value: 10% of it
-    expect(viz::PaddedRange(0.0f, 0.0f, 0.05f), -0.5f, 0.5f);        // zero alone: a unit around it
-    expect(viz::PaddedRange(0.0f, 4.0f, 0.05f, true, false), 0.0f, 4.2f);  // bars from 0
+    expect(viz::PaddedRange(-3.0f, -3.0f, 0.05f), -3.3f, -2.7f);     // one negative value
+    expect(viz::PaddedRange(0.0f, 0.0f, 0.05f), 0.0f, 1.0f);         // zero alone: from 0 up, not across
     expect(viz::PaddedRange(1.0f, 0.0f, 0.05f), 0.0f, 1.0f);         // no data
     expect(viz::PaddedRange(NAN, 1.0f, 0.05f), 0.0f, 1.0f);
 }

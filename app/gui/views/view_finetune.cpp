@@ -37,8 +37,10 @@ void FineTuneView::Draw(WindowState& state) {
         ImGui::TextUnformatted("What fine-tuning changed, split into what the temperatures did and what the other weights' drift did, "
                                "needs the model the fine-tune started from.");
         if (!state.BaseShown().empty()) {
-            if (ImGui::Button(("Compare with its base: " + state.BaseShown()).c_str())) state.base_request = true;
-            viz::ItemTooltip("Three sides: SSA, its own weights at tau = 1, and the base model.");
+            if (ImGui::Button("Compare with its base")) state.base_request = true;
+            viz::ItemTooltip(("Three sides: SSA, its own weights at tau = 1, and the base model " + state.BaseShown() + ".").c_str());
+            ImGui::SameLine();
+            ImGui::TextDisabled("%s", state.BaseShown().c_str());
         } else {
             ImGui::TextDisabled("No base beside this model (a folder base/ inside or beside it, or lit_model.pth beside a fine-tuned checkpoint).");
         }

@@ -158,7 +158,7 @@ void ModelView::Draw(WindowState& state) {
             ImGui::EndDisabled();
             if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
                 ImGui::SetTooltip("SSA, its own weights at tau = 1 and the base it was fine-tuned from (%s): what the temperatures "
-                                  "did and what the other weights' drift did.", beside.c_str());
+                                  "did and what the other weights' drift did.", state.BaseShown().c_str());
             ImGui::SameLine();
         } else if (!beside.empty()) {  // the bundled models ship with a vanilla twin trained on the same data
             if (ImGui::Button("Compare with its twin")) state.open_twin_request = beside;

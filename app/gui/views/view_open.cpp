@@ -153,17 +153,24 @@ void OpenDialog::List() {
     m_error.clear();
     m_run_note.clear();
     const bool run = m_purpose == OpenPurpose::Run;
-    if (run) {
-        // A run's folder holds its checkpoints; the steps in it are what the Run tab shows.
-        auto steps = FindRunSteps(m_dir);
-        m_dir_is_model = steps.ok();
-        if (steps) {
-            m_run_note = "This folder is a training run: " + std::to_string(steps->size()) + (steps->size() == 1 ? " checkpoint" : " checkpoints") +
-                         ", steps " + std::to_string(steps->front().step) + " to " + std::to_string(steps->back().step) + ".";
-        }
-    } else {
-        m_dir_is_model = IsModelFolder(m_dir);
+    m_dir_is_model = !run && IsModelFolder(m_dir);
+    ListEntries(run);
+    if (!run) return;
+    // A run's folder holds its checkpoints, the steps the Run tab shows; why a folder that looks
+    // like one is not (too many entries, a step named twice, unreadable, empty) is said.
+    auto steps = FindRunSteps(m_dir);
+    m_dir_is_model = steps.ok();
+    if (steps) {
+        m_run_note = "This folder is a training run: " + std::to_string(steps->size()) + (steps->size() == 1 ? " checkpoint" : " checkpoints") +
+                     ", steps " + std::to_string(steps->front().step) + " to " + std::to_string(steps->back().step) + ".";
+    } else if (m_error.empty() && (m_entries.empty() || std::any_of(m_entries.begin(), m_entries.end(), [](const Entry& e) {
+                                       return e.name.rfind("iter-", 0) == 0 || e.name.rfind("checkpoint-", 0) == 0;
+                                   }))) {
+        m_error = steps.error();
     }
+}
+
+void OpenDialog::ListEntries(bool run) {
     std::error_code ec;
     fs::directory_iterator it(m_dir, fs::directory_options::skip_permission_denied, ec);
     if (ec) {
@@ -177,7 +184,7 @@ void OpenDialog::List() {
         }
         std::error_code entry_ec;
         if (it->is_regular_file(entry_ec) && IsCheckpointFile(it->path())) {
-            if (!run) m_entries.push_back({it->path().filename().string(), true, true});  // a run is a folder
+            m_entries.push_back({it->path().filename().string(), !run, true});  // a run opens as its folder
             continue;
         }
         if (!it->is_directory(entry_ec)) continue;  // follows links; unreadable entries are skipped
@@ -188,7 +195,7 @@ void OpenDialog::List() {
 
 void OpenDialog::Open(WindowState& state, const std::string& dir) {
     switch (m_purpose) {
-        case OpenPurpose::Model: state.open_model_request = dir; break;
+        case OpenPurpose::Model: state.OpenAnotherModel(dir); break;
         case OpenPurpose::Twin: state.open_twin_request = dir; break;
         case OpenPurpose::Base: state.open_base_request = dir; break;
         case OpenPurpose::Run: state.open_run_request = dir; break;
@@ -291,14 +298,17 @@ void OpenDialog::Draw(WindowState& state) {
                 const Entry& e = m_entries[shown[k]];
                 const std::string full = (fs::path(m_dir) / e.name).string();
                 ImGui::PushID(shown[k]);
-                if (e.is_model) ImGui::PushStyleColor(ImGuiCol_Text, kModelColor);
+                if (e.is_model || e.is_file) ImGui::PushStyleColor(ImGuiCol_Text, e.is_model ? kModelColor : ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
                 const std::string label = e.is_model || e.is_file ? e.name : e.name + "/";
                 if (ImGui::Selectable(label.c_str(), e.is_model && m_selected == full, ImGuiSelectableFlags_AllowDoubleClick)) {
                     if (e.is_model) m_selected = full;
-                    if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) (e.is_model ? open_now : enter_now) = full;
+                    if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left) && (e.is_model || !e.is_file)) (e.is_model ? open_now : enter_now) = full;
                 }
-                if (e.is_model) ImGui::PopStyleColor();
-                if (ImGui::IsItemHovered()) ImGui::SetTooltip(e.is_model ? "Double-click to open this model." : "Double-click to enter this folder.");
+                if (e.is_model || e.is_file) ImGui::PopStyleColor();
+                if (ImGui::IsItemHovered())
+                    ImGui::SetTooltip(e.is_model ? "Double-click to open this model."
+                                      : e.is_file ? "A checkpoint: a run opens as its folder (Open it, above)."
+                                                  : "Double-click to enter this folder.");
                 if (e.is_model) {
                     ImGui::SameLine(ImGui::GetContentRegionAvail().x - font * 3.0f);
                     ImGui::TextDisabled(e.is_file ? "file" : "model");

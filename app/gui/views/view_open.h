@@ -27,6 +27,7 @@ private:
     void Start(const WindowState& state);
     void Navigate(const std::string& dir);
     void List();  // re-reads m_dir into m_entries; failures go to m_error
+    void ListEntries(bool run);  // its sub-folders and checkpoint files (a run's only listed)
     void Open(WindowState& state, const std::string& dir);
 
     std::string m_dir;      // folder being browsed

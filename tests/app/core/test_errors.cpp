@@ -33,7 +33,7 @@ TEST(ExceptionMessage, AFailedAllocationSaysOutOfMemoryAndHowMuch) {
     } catch (const std::exception& e) {
         EXPECT_TRUE(app::IsOutOfMemory(e)) << e.what();
         EXPECT_EQ(app::ExceptionMessage(e),
-                  "out of memory: LibTorch asked for 4503599.6 GB at once and this machine could not give it (a model or text too large for its memory)")
+                  "out of memory: LibTorch asked for 4.5 PB at once and this machine could not give it (a model or text too large for its memory)")
             << e.what();
     }
 }
