@@ -778,7 +778,7 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
                                       [&a, model_name, mode, fig] { return HeadsGrid(a, model_name, mode, fig); }, small_figure_bytes));
         }
         plan.push_back(FigureFile("highlight", ext, [&a, model_name, fig] { return Highlight(a, model_name, fig); }, small_figure_bytes));
-        if (a.HasBase()) {  // what fine-tuning changed: head by head, and token by token
+        if (a.HasBase() && a.n_tokens >= 2) {  // what fine-tuning changed: head by head, and token by token (a loss: 2 tokens)
             plan.push_back(FigureFile("finetune", ext, [&a, model_name] { return FineTuneFigure(a, model_name); }, small_figure_bytes));
             plan.push_back(FigureFile("finetune_loss", ext, [&a, model_name] { return FineTuneLossFigure(a, model_name); }, small_figure_bytes));
         }
@@ -995,8 +995,7 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
     };
     if (failure) return discard(*failure);
     for (const ExportFile& f : plan)
-        if (fs::is_directory(fs::symlink_status(out / f.path, ec)))
-            return discard("'" + model::EscapeForMessage((out / f.path).string()) + "' is a folder where the export writes a file");
+        if (auto s = model::CheckFilePlace((out / f.path).string()); !s) return discard(s.error());
     // rename() replaces a link at the destination rather than writing through it.
     for (size_t k = 0; k < plan.size(); ++k)
         if (::rename(temps[k].c_str(), (out / plan[k].path).c_str()) != 0)

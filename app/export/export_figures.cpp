@@ -436,8 +436,7 @@ LensDifference LensDifferenceOf(const model::Lens& ssa, const model::Lens& other
 std::string LensScaleNote(const LensDifference& d) {
     if (!d.Clips()) return "";
     char buf[128];
-    std::snprintf(buf, sizeof buf, "; scale +-%.3g, the 99th percentile of |difference| (largest %.3g, shown at the scale's end)", d.most,
-                  d.largest);
+    std::snprintf(buf, sizeof buf, "; scale +-%.3g, the 99th percentile of |difference|, largest %.3g", d.most, d.largest);
     return buf;
 }
 
@@ -446,11 +445,14 @@ viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, con
     const LensDifference d = LensDifferenceOf(ssa, other);
     if (d.delta.empty()) return {};
     viz::HeatmapFigureOptions o;
-    o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 SSA - " + other_name + ": loss of the next token after each layer";
+    // What the colours mean goes in the title: the bar's caption sets the bar's length (centred
+    // along it), and a long one made a five-row grid a thin strip atop a tall blank figure.
+    o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 SSA - " + other_name + ": loss of the next token after each layer (blue: SSA predicts it better" +
+              LensScaleNote(d) + ")";
     LensAxes(ssa, token_labels, &o);
     o.Style.colormap = viz::Colormap::Diverging;
     o.Style.range = viz::Range{-d.most, d.most};
-    o.ValueLabel = "loss of the next token, SSA - " + other_name + " (nats; blue: SSA predicts it better)" + LensScaleNote(d);
+    o.ValueLabel = "SSA - " + other_name + ", nats";
     return viz::HeatmapFigure(d.delta.data(), ssa.n_layer + 1, ssa.n_tokens - 1, o);
 }
 

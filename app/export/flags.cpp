@@ -425,7 +425,11 @@ std::vector<Flag> BuildTable() {
             .InSession({"device", Kept::Text, "auto"}));
     add(Row({"--dtype"}, "f32|bf16|f16", kModel,
             "what the forward pass computes in (default f32; f16 needs CUDA); maps are float32 either way",
-            [](CommandOptions& o, const FlagValue& v) { o.dtype = v.text; },  // the engine checks it against the device
+            [](CommandOptions& o, const FlagValue& v) {
+                // Spelt right here (load_run checks its flags at once); the engine checks it against the device.
+                if (v.text != "f32" && v.text != "bf16" && v.text != "f16") Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of f32, bf16, f16");
+                o.dtype = v.text;
+            },
             [](const CommandOptions& o) { return Unless(o.dtype, std::string("f32")); })
             .Detail());
     add(Row({"--n-head"}, "N", kModel, "a checkpoint without config.json: its number of heads",

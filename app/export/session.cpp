@@ -242,6 +242,9 @@ model::Result<Session> SessionFromJson(const json& j) {
         s.compare = o.compare;
         s.device = o.device.value_or(s.device);
         s.text = o.text.value_or("");
+        // The editor holds C strings: a NUL would hide the text after it while the model reads it all.
+        if (const size_t nul = s.text.find('\0'); nul != std::string::npos)
+            throw BadKey{"'text' holds a NUL character at byte " + std::to_string(nul) + " (the window's editor would hide what follows it)"};
         s.truncate = o.truncate;
         s.export_options = o.export_options;
         s.export_options.out_dir = o.out;

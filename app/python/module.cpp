@@ -581,6 +581,8 @@ FigureHandle Plot(const AnalysisHandle& h, const std::string& name, const FlagLi
         throw BadArgument("plot '" + name + "' is not one of " + list + ", finetune, finetune_loss");
     }
     if (finetune && !h.A().HasBase()) throw BadArgument("plot '" + name + "': the analysis has no base (analyze with compare=\"base\")");
+    if (finetune && h.A().n_tokens < 2)  // no next token: no loss to split, every part NaN
+        throw BadArgument("plot '" + name + "': what fine-tuning changed needs 2 tokens or more (the loss is of a next token)");
     const CommandOptions o = FigureOptions(h, flags, "plot()");
     py::gil_scoped_release release;
     if (finetune) return {name == "finetune" ? FineTuneFigure(h.A(), TitleName(h)) : FineTuneLossFigure(h.A(), TitleName(h)), ""};
@@ -970,6 +972,13 @@ PYBIND11_MODULE(_ssaviz, m) {
     // model may have GPUs this process has not.
     m.def("check_device", [](const std::string& device) {
         app::CommandOptions o;
+        if (auto s = ApplyFlag(app::Command::Info, "--device", device, &o); !s) throw BadArgument(s.error());
+    });
+    // load()'s flags and device checked as load() checks them, without opening anything (load_run:
+    // every checkpoint opens with them, so a misspelt one is the call's error, not each step's).
+    m.def("check_load_flags", [](const std::string& device, const FlagList& flags, const std::string& where) {
+        app::CommandOptions o;
+        ApplyFlags(app::Command::Info, flags, kLoadExcluded, where, &o);
         if (auto s = ApplyFlag(app::Command::Info, "--device", device, &o); !s) throw BadArgument(s.error());
     });
     // A figure's bytes as an export writes them: to a temporary name, renamed, never through a link.

@@ -279,8 +279,7 @@ Status MoveTreeInto(const std::string& staged, const std::string& out) {
     for (const fs::path& rel : folders)
         if (auto s = FolderPlace(fs::path(out) / rel); !s) return fail(s.error());
     for (const fs::path& rel : files)
-        if (fs::is_directory(fs::symlink_status(fs::path(out) / rel, ec)))
-            return fail(Quoted((fs::path(out) / rel).string()) + " is a folder where the export writes a file");
+        if (auto s = CheckFilePlace((fs::path(out) / rel).string()); !s) return fail(s.error());
     for (const fs::path& rel : folders) {
         const fs::path to = fs::path(out) / rel;
         if (::mkdir(to.c_str(), 0777) != 0 && errno != EEXIST) return fail(Quoted(to.string()) + ": cannot create (" + std::strerror(errno) + ")");
@@ -342,7 +341,16 @@ Status ReplaceFolder(const std::string& temp, const std::string& path, const std
     return Ok{};
 }
 
+Status CheckFilePlace(const std::string& path) {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT ? Status(Ok{}) : Fail(Quoted(path) + ": cannot read (" + std::strerror(errno) + ")");
+    if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) return Ok{};
+    if (S_ISDIR(st.st_mode)) return Fail(Quoted(path) + " is a folder where ssaviz writes a file");
+    return Fail(Quoted(path) + " is " + KindOf(st) + ", not a file: ssaviz does not replace it");
+}
+
 Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
+    if (auto s = CheckFilePlace(path); !s) return s;
     auto temp = CreateTempFileBeside(path);
     if (!temp) return Fail(temp.error());
     auto fail = [&](const std::string& why) -> Status {

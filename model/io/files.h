@@ -76,6 +76,10 @@ Status ReplaceFolder(const std::string& temp, const std::string& path, const std
 // Whether `path` is absent, or a folder (not a link) that `owned` accepts: what ReplaceFolder
 // requires, asked before long work that would end in it.
 Status CheckReplaceableFolder(const std::string& path, const std::function<Status(const std::string&)>& owned);
+// Whether a file ssaviz writes may take `path`'s place: nothing there, a file, or a link (replaced,
+// never written through); a folder, a FIFO, a device or a socket there is an error naming it (a
+// screenshot at /dev/null replaced the device node).
+Status CheckFilePlace(const std::string& path);
 
 // A whole tree of files put in place at once (a training run's export: its steps' exports and its
 // own files). `staged` is a folder this process made and filled (CreateTempFolderBeside inside

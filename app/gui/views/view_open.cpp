@@ -19,6 +19,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr size_t kMaxRecent = 10;
+constexpr size_t kMaxListed = 20000;  // entries a folder's listing reads (about 0.5 s of stats)
 const char* const kPopupId = "###open_dialog";  // one id whatever the title says
 
 // A model folder holds config.json, or weights the loader finds without one; a checkpoint file
@@ -135,7 +136,7 @@ void OpenDialog::Navigate(const std::string& dir) {
     std::error_code ec;
     if (fs::is_regular_file(target, ec)) target = fs::path(target).parent_path().string();  // a pasted .../config.json
     if (!fs::is_directory(target, ec)) {
-        m_error = "Not a folder: " + target;
+        m_error = "Not a folder: " + model::EscapeForMessage(target, 4096);
         m_path_edit = m_dir;
         return;
     }
@@ -172,14 +173,18 @@ void OpenDialog::List() {
 
 void OpenDialog::ListEntries(bool run) {
     std::error_code ec;
-    fs::directory_iterator it(m_dir, fs::directory_options::skip_permission_denied, ec);
+    fs::directory_iterator it(m_dir, ec);  // an unreadable folder says so (skipping it looked empty)
     if (ec) {
-        m_error = "Cannot read " + m_dir + ": " + ec.message();
+        m_error = "Cannot read " + model::EscapeForMessage(m_dir, 4096) + ": " + ec.message();
         return;
     }
     for (const fs::directory_iterator end; it != end; it.increment(ec)) {
         if (ec) {
-            m_error = "Stopped reading " + m_dir + ": " + ec.message();
+            m_error = "Stopped reading " + model::EscapeForMessage(m_dir, 4096) + ": " + ec.message();
+            break;
+        }
+        if (m_entries.size() >= kMaxListed) {  // each sub-folder costs a few stats, on the UI thread
+            m_error = "Showing the first " + std::to_string(kMaxListed) + " entries of this folder: type a path, or filter.";
             break;
         }
         std::error_code entry_ec;
@@ -299,7 +304,9 @@ void OpenDialog::Draw(WindowState& state) {
                 const std::string full = (fs::path(m_dir) / e.name).string();
                 ImGui::PushID(shown[k]);
                 if (e.is_model || e.is_file) ImGui::PushStyleColor(ImGuiCol_Text, e.is_model ? kModelColor : ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-                const std::string label = e.is_model || e.is_file ? e.name : e.name + "/";
+                // Names as the command line shows them: a newline or escape sequence in one is not drawn raw.
+                const std::string shown_name = model::EscapeForMessage(e.name, 1024);
+                const std::string label = e.is_model || e.is_file ? shown_name : shown_name + "/";
                 if (ImGui::Selectable(label.c_str(), e.is_model && m_selected == full, ImGuiSelectableFlags_AllowDoubleClick)) {
                     if (e.is_model) m_selected = full;
                     if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left) && (e.is_model || !e.is_file)) (e.is_model ? open_now : enter_now) = full;
@@ -346,7 +353,7 @@ void OpenDialog::Draw(WindowState& state) {
     // Footer: what Open would open.
     ImGui::Separator();
     const bool can_open = !m_selected.empty();
-    if (can_open) ImGui::Text("Selected: %s", m_selected.c_str());
+    if (can_open) ImGui::Text("Selected: %s", model::EscapeForMessage(m_selected, 4096).c_str());
     else if (m_purpose == OpenPurpose::Run) ImGui::TextDisabled("Go into a run's folder (the one holding its checkpoints).");
     else ImGui::TextDisabled("Select a model folder (marked green) or a checkpoint file (.pt, .pth, .bin, .ckpt, .safetensors).");
     if (!can_open) ImGui::BeginDisabled();

@@ -523,7 +523,7 @@ class Analysis:
         lens_diff_base.png: where in depth fine-tuning changed the prediction; blue where SSA
         predicts it better, as every loss change reads), on a symmetric scale
         whose ends are the 99th percentile of the cells' changes (the few beyond it in the end
-        colours; the colour bar's label gives the largest)."""
+        colours; the title gives the largest)."""
         return Figure(self._h.lens_grid(_str("lens_grid()", "map", map)), "lens")
 
     def highlight(self, by="tau_q", scope="model", **flags):
@@ -547,6 +547,8 @@ class Analysis:
         csv, png, svg, html (default all but csv); layers and heads: the per-head files' (all);
         flags: maps, colormap, log, size, highlight, highlight_scope, sink_eps."""
         w = "export()"
+        if "base" in flags:  # the analysis exports the sides it has: a base is chosen where it is made
+            raise ValueError(f"{w}: base= goes with Model.analyze(text, base=...): an analysis exports the sides it was made with")
         flags = dict(flags, format=formats, layers=layers, heads=heads)
         self._h.export(_fs(_path(w, "out", out)), _flags(w, flags))
         return _os.fspath(out)

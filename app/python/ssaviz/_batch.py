@@ -134,16 +134,18 @@ def _device_here(model_spec, by_worker, devices):
     return path, device, flags
 
 
-def _export_one(item, out, model_spec, compare, twin_flags, flags, ablate, truncate, by_worker=None, devices=None):
+def _export_one(item, out, model_spec, compare, twin_flags, flags, ablate, truncate, by_worker=None, devices=None, base=None):
     name, line, text = item
     model = _worker_model(_device_here(model_spec, by_worker or {}, devices))
     from . import _fs
+    if base is not None:
+        model._live().set_base(_fs(base))  # the worker's model is shared by the batches it runs: set each time
     row, error = model._live().export_text(name, line, text, _fs(out), flags, _fs(compare), twin_flags, ablate, truncate)
     return name, line, row, error
 
 
 def export_batch(texts, out, model=None, formats=None, client=None, compare="vanilla", ablate=None, truncate=False,
-                 layers=None, heads=None, devices=None, **flags):
+                 layers=None, heads=None, devices=None, base=None, **flags):
     """Exports every text as `ssaviz export --batch` does: OUT/<name>/ per text (names from
     {"name": ..., "text": ...} dicts or (name, text) pairs, else text_0001, ...), and
     OUT/summary.json and summary.csv comparing them. A text that cannot run (empty, too long) is
@@ -154,13 +156,17 @@ def export_batch(texts, out, model=None, formats=None, client=None, compare="van
     devices its workers open the model on, one each in turn (["cuda:0", "cuda:1"]: a GPU per
     worker on a machine with two; worker k, in the order of the workers' addresses, takes
     devices[k % len(devices)]); None: the model's own device on every worker. formats, layers,
-    heads, flags: as Analysis.export; compare (not None: the files hold a comparison), ablate, truncate: as Model.analyze."""
-    from . import Model, _ablate, _bool, _export_compare, _flags, _fs, _path, load
+    heads, flags: as Analysis.export; compare (not None: the files hold a comparison), ablate, truncate, base: as Model.analyze."""
+    from . import Model, _ablate, _base_arg, _bool, _export_compare, _flags, _fs, _path, load
     where = "export_batch()"
     out = _path(where, "out", out)
     items = _items(where, texts)
     export_flags = _flags(where, dict(flags, format=formats, layers=layers, heads=heads))
     kind, twin_flags = _export_compare(where, compare)
+    base_dir = None
+    if base is not None:  # a fine-tune against this base: three sides in every text's files
+        kind, base_dir = _base_arg(where, compare, base)
+        twin_flags = None
     spec = _ablate(where, ablate)
     truncate = _bool(where, "truncate", truncate)
     _ssaviz.check_export(_fs(out), export_flags, where, [name for name, _, _ in items])
@@ -175,6 +181,8 @@ def export_batch(texts, out, model=None, formats=None, client=None, compare="van
     if client is None:
         m = model if isinstance(model, Model) else load(model)
         core = m._live()
+        if base_dir is not None:
+            core.set_base(_fs(base_dir))
         results = [(name, line) + tuple(core.export_text(name, line, text, _fs(out), export_flags, _fs(kind), twin_flags, spec, truncate))
                    for name, line, text in items]
     else:
@@ -188,7 +196,7 @@ def export_batch(texts, out, model=None, formats=None, client=None, compare="van
         by_worker = _worker_devices(client, devices) if devices else None
         futures = client.map(_export_one, items, out=out, model_spec=model_spec, compare=kind, twin_flags=twin_flags,
                              flags=export_flags, ablate=spec, truncate=truncate, by_worker=by_worker, devices=devices,
-                             pure=False)
+                             base=base_dir, pure=False)
         results = client.gather(futures)
 
     rows, failures = [], []

@@ -138,11 +138,14 @@ class Run:
     """A training run's checkpoints, in step order (ssaviz.load_run)."""
 
     def __init__(self, path, device="auto", **flags):
-        from . import _fs, _path
+        from . import _flags, _fs, _path, _str
         where = "load_run()"
         self.path = _path(where, "path", path)
-        self.device = device
+        self.device = _str(where, "device", device)
+        _ssaviz.check_load_flags(self.device, _flags(where, flags), where)  # every step opens with them
         self.flags = flags
+        if not os.path.lexists(self.path):
+            raise FileNotFoundError(f"{where}: no such folder: {self.path!r}")
         found = _ssaviz.run_steps(_fs(self.path))
         self.steps = [step for step, _ in found]
         self.checkpoints = [os.fsdecode(checkpoint) for _, checkpoint in found]

@@ -137,9 +137,18 @@ TEST_F(Cli, AFailedExportLeavesTheFolderAsItWas) {
     fs::create_directories(out + "/metrics.json");
     Outcome r = Ssaviz({"export", "--model", Small(), "--text", "hello world", "--out", out, "--format", "json,npy"});
     EXPECT_EQ(r.code, 1) << r.err;  // after the progress lines, one line of error
-    EXPECT_NE(r.err.substr(r.err.rfind("ssaviz: ")).find("metrics.json' is a folder where the export writes a file"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.substr(r.err.rfind("ssaviz: ")).find("metrics.json' is a folder where ssaviz writes a file"), std::string::npos) << r.err;
     EXPECT_EQ(ReadFile(out + "/tokens.json"), "old tokens");
     EXPECT_EQ(FilesUnder(out), (std::vector<std::string>{"metrics.json", "tokens.json"}));  // no temporary files left
+    // A FIFO (or a device) where a file goes is not replaced either: the user's, named, kept.
+    fs::remove(out + "/metrics.json");
+    ASSERT_EQ(::mkfifo((out + "/metrics.json").c_str(), 0600), 0);
+    r = Ssaviz({"export", "--model", Small(), "--text", "hello world", "--out", out, "--format", "json,npy"});
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_NE(r.err.substr(r.err.rfind("ssaviz: ")).find("metrics.json' is a FIFO, not a file: ssaviz does not replace it"), std::string::npos)
+        << r.err;
+    EXPECT_TRUE(fs::is_fifo(out + "/metrics.json"));
+    EXPECT_EQ(ReadFile(out + "/tokens.json"), "old tokens");
 }
 
 TEST_F(Cli, ExportFolderIsCheckedBeforeTheModelRuns) {

@@ -330,6 +330,8 @@ TEST(Session, BadFilesAreOneLineErrorsNamingTheKey) {
         {json{{"ssaviz_session", 1}, {"view", {{"map_zoom", 0.5}}}}, "'view.map_zoom'"},
         {json{{"ssaviz_session", 1}, {"view", {{"map_pan", {1}}}}}, "'view.map_pan'"},
         {json{{"ssaviz_session", 1}, {"compare_run", "/runs/vanilla"}}, "'compare_run' goes with 'run'"},  // as --compare-run with --run
+        // The editor would show "hello" while the model read all of it.
+        {json{{"ssaviz_session", 1}, {"text", std::string("hello\0world secret", 18)}}, "'text' holds a NUL character at byte 5"},
     };
     for (const Case& c : cases) {
         auto s = app::SessionFromJson(c.j);

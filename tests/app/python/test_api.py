@@ -297,6 +297,11 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
         plain.heads_grid(map="base_diff")
     with pytest.raises(ValueError, match="plot 'finetune': the analysis has no base"):
         plain.plot("finetune")
+    one = m.analyze("a", base=base)  # one token: no next token's loss to split (the figure read "nan")
+    assert one.n_tokens == 1
+    for name in ("finetune", "finetune_loss"):
+        with pytest.raises(ValueError, match=f"plot '{name}': what fine-tuning changed needs 2 tokens or more"):
+            one.plot(name)
     for by in ("js_total", "js_drift", "loss_base"):  # js_total and js_drift drew n/a everywhere
         with pytest.raises(ValueError, match=f"highlight by {by}: the analysis has no base"):
             plain.highlight(by=by)

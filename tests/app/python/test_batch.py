@@ -12,7 +12,7 @@ import pytest
 
 import ssaviz
 import ssaviz._batch
-from conftest import SMALL, require, run_cli
+from conftest import SMALL, SMALL_TWIN, require, run_cli
 
 TEXTS = [
     {"name": "greeting", "text": "Hello there, world"},
@@ -45,6 +45,30 @@ def serial(tmp_path):
         warnings.simplefilter("always")
         summary = ssaviz.export_batch(TEXTS, tmp_path / "serial", model=ssaviz.load(require(SMALL)), **FLAGS)
     return summary, caught
+
+
+def test_a_batch_against_a_base(tmp_path):
+    """base=: every text's files hold the three sides, byte for byte as `ssaviz export --batch --base`
+    writes them (base= was passed over: tau = 1's two sides were written); an analysis exports the
+    sides it was made with, so Analysis.export(base=) is refused."""
+    texts = TEXTS[:2]
+    lines = tmp_path / "texts.jsonl"
+    lines.write_text("".join(json.dumps(t) + "\n" for t in texts))
+    run_cli("export", "--model", require(SMALL), "--batch", "--text-file", str(lines), "--base", require(SMALL_TWIN), "--out", str(tmp_path / "cli"),
+            "--format", "json")
+    model = ssaviz.load(SMALL)
+    summary = ssaviz.export_batch(texts, tmp_path / "py", model=model, formats=["json"], base=SMALL_TWIN)
+    assert "js_total" in summary["texts"][0]
+    metrics = json.loads((tmp_path / "py" / "greeting" / "metrics.json").read_text())
+    assert metrics["comparison_kind"] == "base" and "decomposition" in metrics
+    files = all_files(filecmp.dircmp(tmp_path / "cli", tmp_path / "py"))
+    assert "greeting/metrics.json" in files
+    for f in files:
+        assert (tmp_path / "cli" / f).read_bytes() == (tmp_path / "py" / f).read_bytes(), f
+    with pytest.raises(ValueError, match='base= goes with compare="base"'):
+        ssaviz.export_batch(texts, tmp_path / "bad", model=model, compare="local", base=SMALL_TWIN)
+    with pytest.raises(ValueError, match="base= goes with Model.analyze"):
+        model.analyze("Hello there").export(tmp_path / "one", base=SMALL_TWIN)
 
 
 def test_serial_batch_equals_the_command_lines(tmp_path):

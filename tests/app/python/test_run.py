@@ -192,8 +192,14 @@ def test_an_export_is_all_or_nothing_and_never_through_a_link(run_dir, tmp_path)
 def test_not_a_run_is_one_clear_error(run_dir):
     with pytest.raises(ValueError, match="holds no checkpoints"):
         ssaviz.load_run(os.path.dirname(run_dir))
-    with pytest.raises(ValueError, match="is not a folder"):
+    with pytest.raises(FileNotFoundError, match="no such folder"):  # as a missing model is
         ssaviz.load_run(str(run_dir / "nothing"))
+    # A flag every checkpoint would open with is checked at once: misspelt, it was every step's
+    # failure ("0 steps, 4 failed"), then numpy's error on the empty arrays.
+    with pytest.raises(ValueError, match="devce"):
+        ssaviz.load_run(run_dir, devce="cpu")
+    with pytest.raises(ValueError, match="f17"):
+        ssaviz.load_run(run_dir, dtype="f17")
 
 
 def test_dask_local_cluster_runs_the_checkpoints_on_its_workers(run_dir, tmp_path):
