@@ -202,14 +202,21 @@ model::Tokenization Tokens(ModelCore& core, const std::string* text, const std::
     Runner& runner = core.Run();
     if (text) {
         *text_out = *text;
-        return Must(runner.Tokenize(*text, truncate));
+        auto tokens = runner.Tokenize(*text, truncate);
+        if (!tokens) {  // the command line's advice in Python's spelling
+            RunError e = tokens.error();
+            const std::string flag = "pass --truncate";
+            if (const size_t at = e.message.rfind(flag); at != std::string::npos) e.message.replace(at, flag.size(), "pass truncate=True");
+            return Must(RunResult<model::Tokenization>(std::move(e)));
+        }
+        return std::move(*tokens);
     }
     const model::Tokenizer& tokenizer = runner.engine().tokenizer();
     const size_t context = static_cast<size_t>(core.info.config.n_positions), vocab = tokenizer.VocabSize();
     if (ids->empty()) throw BadArgument("ids are empty");
     if (ids->size() > context && !truncate)
         throw BadArgument("ids are " + std::to_string(ids->size()) + " tokens, longer than the model's context of " + std::to_string(context) +
-                          " (truncating keeps the first " + std::to_string(context) + "); pass --truncate to run it");
+                          " (truncating keeps the first " + std::to_string(context) + "); pass truncate=True to run it");
     model::Tokenization tokens;
     text_out->clear();
     for (size_t i = 0; i < std::min(ids->size(), context); ++i) {

@@ -93,12 +93,18 @@ TEST(Files, AtomicWritesReplaceLinksAndLeaveNothingHalfDone) {
     EXPECT_FALSE(fs::is_symlink(dir + "/out.txt"));
     EXPECT_EQ(Slurp(dir + "/out.txt"), "new");
     EXPECT_EQ(Slurp(dir + "/outside.txt"), "precious");
-    // A write that cannot finish (here: a folder stands where the file goes) leaves no temporary.
+    // A folder, a FIFO or a device where the file goes is named and left as it is (a screenshot
+    // at /dev/null replaced the node), with no temporary left behind.
     fs::create_directories(dir + "/taken");
     std::ofstream(dir + "/taken/keep") << "k";
     auto s = model::WriteFileAtomically(dir + "/taken", "x");
     ASSERT_FALSE(s);
-    EXPECT_NE(s.error().find("cannot replace it"), std::string::npos) << s.error();
+    EXPECT_NE(s.error().find("taken' is a folder where ssaviz writes a file"), std::string::npos) << s.error();
+    ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0600), 0);
+    s = model::WriteFileAtomically(dir + "/fifo", "x");
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().find("fifo' is a FIFO, not a file: ssaviz does not replace it"), std::string::npos) << s.error();
+    EXPECT_TRUE(fs::is_fifo(dir + "/fifo"));
     size_t entries = 0;
     for (const auto& e : fs::directory_iterator(dir)) entries += e.path().filename().string().rfind(".", 0) == 0;
     EXPECT_EQ(entries, 0u) << "a temporary file was left behind";
