@@ -470,6 +470,10 @@ std::string TypedCommandLine(const std::vector<std::string>& args) {
 // The window's start: its own flags, and the model and text from the flags, else the session's.
 void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional<Session>* session) {
     *launch = o.window;
+    // A screenshot is written after the model has run: where it goes is checked first, both files.
+    if (!launch->screenshot.empty())
+        for (const std::string& file : {launch->screenshot, launch->screenshot + ".json"})
+            if (auto s = model::CheckCanWriteFile(file); !s) throw Failure{kExitUsage, "--screenshot: " + s.error()};
     // An example is a model, its twin and a text: a flag naming another model or comparison would
     // be lost under it (--text is kept: the example's model on that text).
     if (!launch->example.empty()) {

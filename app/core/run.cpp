@@ -4,8 +4,10 @@
 #include "app/core/examples.h"
 #include "app/core/exit_code.h"
 #include "model/io/files.h"
+#include "model/io/weights.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <new>
 #include <string_view>
 
@@ -135,6 +137,12 @@ RunStatus Runner::SetCompare(const CompareSpec& compare) {
                                                        "' (lit_model.pth beside the fine-tuned checkpoint, or a folder base/ inside or beside its folder): "
                                                        "name it with --base DIR"};
         if (dir == m_base) return model::Ok{};
+        // The model itself as its base: every SSA - base difference would be 0, and js_drift too.
+        std::error_code ec;
+        if (auto files = model::FindModelFiles(dir); files && !Info().weights_path.empty() && std::filesystem::equivalent(files->weights, Info().weights_path, ec))
+            return RunError{RunError::Kind::Usage, "the base '" + model::EscapeForMessage(dir) + "' is the model itself (" +
+                                                       model::EscapeForMessage(std::filesystem::path(files->weights).filename().string()) +
+                                                       "): a fine-tune's base is the model it was fine-tuned from"};
         // A base that does not open leaves the engine as it was.
         if (auto s = m_engine->OpenBase(dir, m_spec.hints); !s) return RunError{RunError::Kind::BadInput, s.error(), dir};
         m_twin.clear();  // the engine keeps one model beside the SSA one

@@ -375,7 +375,7 @@ int GeneratedCount(const AppState& state) {
     return n;
 }
 
-bool SaveScreenshot(const std::string& path, int width, int height, const WindowState& state, float scale) {
+model::Status SaveScreenshot(const std::string& path, int width, int height, const WindowState& state, float scale) {
     std::vector<unsigned char> pixels(static_cast<size_t>(width) * height * 4);
     glPixelStorei(GL_PACK_ALIGNMENT, 1);
     glReadBuffer(GL_BACK);
@@ -389,7 +389,7 @@ bool SaveScreenshot(const std::string& path, int width, int height, const Window
         std::memcpy(flipped.pixels.data() + static_cast<size_t>(y) * width, pixels.data() + (height - 1 - y) * stride, stride);
     for (viz::Rgba8& p : flipped.pixels) p.a = 255;  // opaque, whatever the framebuffer's alpha
     const std::vector<uint8_t> png = viz::EncodePng(flipped);
-    if (png.empty() || !model::WriteFileAtomically(path, std::string_view(reinterpret_cast<const char*>(png.data()), png.size()))) return false;
+    if (png.empty()) return model::Fail("the window's pixels could not be encoded as a PNG");
     nlohmann::json regions = nlohmann::json::object();
     for (const auto& [name, r] : state.regions) regions[name] = {r.x * scale, r.y * scale, r.w * scale, r.h * scale};
     // What is on screen, so tests can check that a session reopened exactly.
@@ -432,7 +432,9 @@ bool SaveScreenshot(const std::string& path, int width, int height, const Window
                             {"run_curves", state.timeline ? nlohmann::json(RunCurveKeys(state.timeline->timeline)) : nlohmann::json::array()},
                             {"lens_at", LensAtJson(state.lens_at.get())}};
     const nlohmann::json record = {{"width", width}, {"height", height}, {"regions", regions}, {"state", shown}};
-    return model::WriteFileAtomically(path + ".json", model::JsonText(record, 1) + "\n").ok();
+    const std::string description = model::JsonText(record, 1) + "\n";
+    // Both or neither: a PNG without its description (or beside the last run's) would mislead a test.
+    return model::WriteFilesAtomically({{path, std::string_view(reinterpret_cast<const char*>(png.data()), png.size())}, {path + ".json", description}});
 }
 
 class ScreenshotDriver : public Driver {
@@ -443,8 +445,8 @@ public:
         m_settled_frames = window.Settled() ? m_settled_frames + 1 : 0;
         const bool timed_out = NowMs() - m_start_ms > 120000;
         if (m_settled_frames < m_frames && !timed_out) return std::nullopt;
-        if (!SaveScreenshot(m_path, width, height, window.State(), scale)) {
-            std::fprintf(stderr, "ssaviz: cannot write %s\n", m_path.c_str());
+        if (auto s = SaveScreenshot(m_path, width, height, window.State(), scale); !s) {
+            std::fprintf(stderr, "ssaviz: the screenshot: %s\n", s.error().c_str());
             return kExitFailure;
         }
         if (const std::optional<int> failed = FailureExit(window)) return failed;

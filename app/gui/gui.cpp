@@ -146,8 +146,9 @@ public:
         if (options.layer) m_state.selected.layer = *options.layer;
         if (options.head) m_state.selected.head = *options.head;
         if (options.query) m_state.query = *options.query;
-        m_start_place = options.layer || options.head || options.query;
-        m_start_query = options.query.has_value();
+        if (options.layer || options.head || options.query) m_place_from = "--layer " + std::to_string(m_state.selected.layer) + " --head " +
+                                                                            std::to_string(m_state.selected.head);
+        if (options.query) m_query_from = "--query";
         if (options.compare) ApplyCompare(*options.compare);
         if (options.map == "all") {
             m_state.settings.split = true;
@@ -160,18 +161,34 @@ public:
         }
     }
 
-    // --layer / --head past the model's shape: one line, and the nearest head is shown.
-    void CheckStartPlace(const model::ModelConfig& c) {
-        if (!std::exchange(m_start_place, false)) return;
-        if (m_state.selected.layer >= c.n_layer || m_state.selected.head >= c.n_head)
-            std::fprintf(stderr, "ssaviz: --layer %d --head %d: the model has %d layers x %d heads; showing the nearest head\n",
-                         m_state.selected.layer, m_state.selected.head, c.n_layer, c.n_head);
+    // A place asked for that the model or text does not have: one line on stderr and in the status bar.
+    void SayAdjusted(const std::string& line) {
+        std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(line).c_str());
+        // The head's, the pins' and the query's lines together while the bar still shows the earlier ones.
+        const bool after = !m_state.notice.empty() && m_state.notice == m_adjusted_notice;
+        m_state.notice = m_adjusted_notice = after ? m_state.notice + "; " + line : line;
     }
 
-    // --query past the text: one line, and the last token is the query (as --layer's nearest head).
+    // --layer / --head, or a session's head or pins, past the model's shape: one line, and the
+    // nearest head is shown (pins past it are let go).
+    void CheckStartPlace(const model::ModelConfig& c) {
+        const std::string from = std::exchange(m_place_from, std::string());
+        if (from.empty()) return;
+        const std::string shape = "the model has " + std::to_string(c.n_layer) + " layers x " + std::to_string(c.n_head) + " heads";
+        if (m_state.selected.layer >= c.n_layer || m_state.selected.head >= c.n_head) SayAdjusted(from + ": " + shape + "; showing the nearest head");
+        const size_t past = std::count_if(m_state.pinned.begin(), m_state.pinned.end(), [&](const Pin& p) { return p.layer >= c.n_layer || p.head >= c.n_head; });
+        if (past > 0)
+            SayAdjusted("the session's pinned heads: " + std::to_string(past) + " past the model's " + std::to_string(c.n_layer) + " x " +
+                        std::to_string(c.n_head) + " heads, unpinned");
+    }
+
+    // --query, or a session's query, past the text: one line, and the last token is the query (as
+    // --layer's nearest head).
     void CheckStartQuery(int tokens) {
-        if (!std::exchange(m_start_query, false) || m_state.query < tokens) return;
-        std::fprintf(stderr, "ssaviz: --query %d: the text has %d token%s; showing the last\n", m_state.query, tokens, tokens == 1 ? "" : "s");
+        const std::string from = std::exchange(m_query_from, std::string());
+        if (from.empty() || m_state.query < tokens) return;
+        SayAdjusted(from + " " + std::to_string(m_state.query) + ": the text has " + std::to_string(tokens) + " token" + (tokens == 1 ? "" : "s") +
+                    "; showing the last");
     }
 
     // A temperature of position alone (the official checkpoints' one slope a layer: every head of
@@ -191,6 +208,9 @@ public:
         m_state.selected = s.selected;
         m_state.pinned = s.pinned;
         m_state.query = s.query;
+        // Checked once the model is open and its text analysed (a session's model may have changed since).
+        m_place_from = "the session's head L" + std::to_string(s.selected.layer) + " H" + std::to_string(s.selected.head);
+        m_query_from = "the session's query";
         m_state.settings = s.settings;
         ++m_state.layout_generation;  // the panes take the session's sizes
         m_apply_tab = true;
@@ -1124,8 +1144,9 @@ private:
     std::map<uint64_t, std::string> m_bases_asked;  // base comparisons on their way: request -> folder ("": beside the model)
     std::string m_base_running;                      // the folder of the base last set ("": beside the model, or none)
     std::optional<RunError> m_comparison_failure;  // the twin or base last asked for did not open
-    bool m_start_place = false;       // --layer, --head or --query given: checked once the model is open
-    bool m_start_query = false;       // --query given: checked against the first analysis's tokens
+    std::string m_place_from;  // the flags or session that chose the head and pins, checked once the model is open ("" none)
+    std::string m_query_from;  // the flag or session that chose the query, checked against the first analysis's tokens
+    std::string m_adjusted_notice;  // the status bar's notice SayAdjusted last set
     bool m_scale_chosen = false;      // a session set the temperature scale (FitTemperatureScale leaves it)
     WindowState m_state;
     Views m_views;

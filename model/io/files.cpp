@@ -69,9 +69,18 @@ std::string FormatBytes(size_t bytes) {
     return buf;
 }
 
+std::string WhyNotThere(int error) {
+    switch (error) {
+        case ENOENT: return " does not exist";
+        case ENOTDIR: return " does not exist (a part of its path is a file)";
+        case ELOOP: return " is a loop of symbolic links";
+        default: return std::string(": cannot read it (") + std::strerror(error) + ")";
+    }
+}
+
 Status CheckRegularFile(const std::string& path, size_t max_bytes) {
     struct stat st;
-    if (::stat(path.c_str(), &st) != 0) return Fail(Quoted(path) + " does not exist or cannot be read");
+    if (::stat(path.c_str(), &st) != 0) return Fail(Quoted(path) + WhyNotThere(errno));
     if (!S_ISREG(st.st_mode)) return Fail(Quoted(path) + " is " + KindOf(st) + ", not a file");
     if (static_cast<uint64_t>(st.st_size) > max_bytes)
         return Fail(Quoted(path) + " is " + FormatBytes(st.st_size) + ", more than the " + FormatBytes(max_bytes) + " such a file may be");
@@ -349,11 +358,22 @@ Status CheckFilePlace(const std::string& path) {
     return Fail(Quoted(path) + " is " + KindOf(st) + ", not a file: ssaviz does not replace it");
 }
 
-Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
+Status CheckCanWriteFile(const std::string& path) {
     if (auto s = CheckFilePlace(path); !s) return s;
     auto temp = CreateTempFileBeside(path);
     if (!temp) return Fail(temp.error());
-    auto fail = [&](const std::string& why) -> Status {
+    ::unlink(temp->c_str());
+    return Ok{};
+}
+
+namespace {
+
+// `bytes` into a new temporary file beside `path`; its name, or an error naming `path` (nothing left behind).
+Result<std::string> WriteTempBeside(const std::string& path, std::string_view bytes) {
+    if (auto s = CheckFilePlace(path); !s) return Fail(s.error());
+    auto temp = CreateTempFileBeside(path);
+    if (!temp) return Fail(temp.error());
+    auto fail = [&](const std::string& why) -> Result<std::string> {
         ::unlink(temp->c_str());
         return Fail(Quoted(path) + ": " + why);
     };
@@ -371,7 +391,30 @@ Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
         done += static_cast<size_t>(n);
     }
     if (::close(fd) != 0) return fail(std::string("write failed (") + std::strerror(errno) + ")");
-    if (::rename(temp->c_str(), path.c_str()) != 0) return fail(std::string("cannot replace it (") + std::strerror(errno) + ")");
+    return temp;
+}
+
+}  // namespace
+
+Status WriteFileAtomically(const std::string& path, std::string_view bytes) { return WriteFilesAtomically({{path, bytes}}); }
+
+Status WriteFilesAtomically(const std::vector<std::pair<std::string, std::string_view>>& files) {
+    std::vector<std::string> temps;
+    auto fail = [&](const std::string& why) -> Status {
+        for (const std::string& t : temps) ::unlink(t.c_str());
+        return Fail(why);
+    };
+    for (const auto& [path, bytes] : files) {
+        auto temp = WriteTempBeside(path, bytes);
+        if (!temp) return fail(temp.error());
+        temps.push_back(std::move(*temp));
+    }
+    for (size_t i = 0; i < files.size(); ++i)
+        if (::rename(temps[i].c_str(), files[i].first.c_str()) != 0) {
+            const std::string why = Quoted(files[i].first) + ": cannot replace it (" + std::strerror(errno) + ")";
+            temps.erase(temps.begin(), temps.begin() + static_cast<std::ptrdiff_t>(i));
+            return fail(why);
+        }
     return Ok{};
 }
 

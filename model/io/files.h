@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -60,6 +62,10 @@ std::string JsonText(const nlohmann::json& value, int indent = -1);
 // renamed over `path`. A link at `path` is replaced, not followed; on any failure `path` is left as
 // it was and the temporary file removed.
 Status WriteFileAtomically(const std::string& path, std::string_view bytes);
+// Files that belong together (a screenshot and its description): each written to its temporary
+// file first, and only once all are written are they renamed into place, so that a failure to
+// write any of them replaces none.
+Status WriteFilesAtomically(const std::vector<std::pair<std::string, std::string_view>>& files);
 // The first half of that for writers that stream: creates an empty temporary file beside `path`
 // (".NAME.ssaviz-PID-N.tmp") exclusively and returns its path; the caller fills it and renames it.
 Result<std::string> CreateTempFileBeside(const std::string& path);
@@ -76,10 +82,17 @@ Status ReplaceFolder(const std::string& temp, const std::string& path, const std
 // Whether `path` is absent, or a folder (not a link) that `owned` accepts: what ReplaceFolder
 // requires, asked before long work that would end in it.
 Status CheckReplaceableFolder(const std::string& path, const std::function<Status(const std::string&)>& owned);
+// Why `path` cannot be looked at, after stat failed with `error` (errno): " does not exist", " is a
+// loop of symbolic links", ": cannot read it (Permission denied)". To follow a quoted path.
+std::string WhyNotThere(int error);
+
 // Whether a file ssaviz writes may take `path`'s place: nothing there, a file, or a link (replaced,
 // never written through); a folder, a FIFO, a device or a socket there is an error naming it (a
 // screenshot at /dev/null replaced the device node).
 Status CheckFilePlace(const std::string& path);
+// CheckFilePlace, and that a file can be made beside `path` (a temporary one, removed at once):
+// asked before long work that ends in writing `path` (a screenshot after the model has run).
+Status CheckCanWriteFile(const std::string& path);
 
 // A whole tree of files put in place at once (a training run's export: its steps' exports and its
 // own files). `staged` is a folder this process made and filled (CreateTempFolderBeside inside

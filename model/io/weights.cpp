@@ -559,7 +559,7 @@ Result<ModelFiles> FindModelFiles(const std::string& path) {
         return files;
     }
     if (!fs::is_directory(path, ec)) {
-        if (!fs::exists(path, ec)) return Fail("model '" + EscapeForMessage(path) + "' does not exist");
+        if (!fs::exists(path, ec)) return Fail("model '" + EscapeForMessage(path) + "'" + WhyNotThere(ec ? ec.value() : ENOENT));
         // A device, a FIFO or a socket: there, but neither a model folder nor a weights file.
         return Fail("model '" + EscapeForMessage(path) + "' is not a model: neither a folder nor a weights file");
     }

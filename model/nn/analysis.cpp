@@ -271,6 +271,9 @@ Comparison Engine::comparison() const { return m_impl->other ? m_impl->kind : m_
 
 Status Engine::SetInterventions(std::vector<Intervention> interventions) {
     const ModelConfig& c = m_impl->model.info.config;
+    if (interventions.size() > kMaxInterventions)
+        return Fail(std::to_string(interventions.size()) + " what-ifs; at most " + std::to_string(kMaxInterventions) +
+                    " (one of each kind on every head of any model fits)");
     for (const Intervention& x : interventions)
         if (x.layer < 0 || x.layer >= c.n_layer || x.head < -1 || x.head >= c.n_head || (x.kind == Intervention::Kind::Scale && !std::isfinite(x.scale)))
             return Fail("intervention '" + Describe(x) + "' does not fit the model (" + std::to_string(c.n_layer) + " layers x " +

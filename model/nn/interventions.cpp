@@ -87,6 +87,9 @@ Result<std::vector<Intervention>> ParseInterventions(std::string_view spec, int 
         return true;
     };
     if (spec.find_first_not_of(" ,") == std::string_view::npos) return Fail("--ablate is empty");
+    if (const size_t items = std::count(spec.begin(), spec.end(), ',') + size_t{1}; items > kMaxInterventions)
+        return Fail("--ablate lists " + std::to_string(items) + " what-ifs; at most " + std::to_string(kMaxInterventions) +
+                    " (one of each kind on every head of any model fits)");
     size_t start = 0;
     while (start <= spec.size()) {
         const size_t comma = std::min(spec.find(',', start), spec.size());

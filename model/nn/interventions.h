@@ -36,6 +36,11 @@ std::string Describe(const Intervention& intervention);
 Result<std::vector<Intervention>> ParseInterventions(std::string_view spec, int n_layer, int n_head);
 std::string FormatInterventions(const std::vector<Intervention>& interventions);  // the inverse
 
+// The most what-ifs one list may hold: a what-if of every kind on every head and layer of an
+// 80-layer, 64-head model is 20,800, and more only repeat them (a list of millions, from a session
+// or --ablate, took 36 s and 1.7 GB to apply). ParseInterventions and Engine::SetInterventions check it.
+constexpr size_t kMaxInterventions = 65536;
+
 // The largest factor on tau_q - 1 that the what-ifs on one head may make together: several scales
 // on the same head (its own and its layer's L:*) multiply, and past this the attention logits leave
 // float range and the maps and losses turn to NaN. Only factors larger than 1 in size count, so no

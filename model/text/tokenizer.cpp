@@ -138,7 +138,8 @@ std::string TokenizerFilesIn(const std::string& model_dir) {
 Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir) {
     namespace fs = std::filesystem;
     std::error_code error;
-    if (!fs::is_directory(model_dir, error)) return Fail("model folder '" + EscapeForMessage(model_dir) + "' does not exist");
+    if (!fs::is_directory(model_dir, error))
+        return Fail("model folder '" + EscapeForMessage(model_dir) + "'" + (error ? WhyNotThere(error.value()) : " is not a folder"));
     const fs::path dir(model_dir);
     const std::string files = TokenizerFilesIn(model_dir);
     if (files == "vocab.json + merges.txt") {

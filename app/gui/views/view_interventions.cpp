@@ -140,14 +140,17 @@ void InterventionsView::DrawList(AppState& state) {
         ImGui::TextDisabled("No what-ifs: the SSA model runs as trained.");
     } else {
         int remove = -1;
-        for (size_t k = 0; k < list.size(); ++k) {
-            ImGui::PushID(static_cast<int>(k));
-            if (ImGui::SmallButton("x")) remove = static_cast<int>(k);
-            viz::ItemTooltip("Remove this what-if.");
-            ImGui::PopID();
-            ImGui::SameLine();
-            ImGui::TextUnformatted(model::Describe(list[k]).c_str());
-        }
+        ImGuiListClipper clipper;  // a session may hold thousands: only the rows in view are drawn
+        clipper.Begin(static_cast<int>(list.size()));
+        while (clipper.Step())
+            for (int k = clipper.DisplayStart; k < clipper.DisplayEnd; ++k) {
+                ImGui::PushID(k);
+                if (ImGui::SmallButton("x")) remove = k;
+                viz::ItemTooltip("Remove this what-if.");
+                ImGui::PopID();
+                ImGui::SameLine();
+                ImGui::TextUnformatted(model::Describe(list[k]).c_str());
+            }
         if (remove >= 0) {
             std::vector<model::Intervention> rest = list;
             rest.erase(rest.begin() + remove);
@@ -155,7 +158,8 @@ void InterventionsView::DrawList(AppState& state) {
         }
         if (ImGui::SmallButton("Remove all")) RequestList(state, {});
         ImGui::SameLine();
-        ImGui::TextDisabled("--ablate %s", model::FormatInterventions(list).c_str());
+        if (list.size() <= 40) ImGui::TextDisabled("--ablate %s", model::FormatInterventions(list).c_str());
+        else ImGui::TextDisabled("%zu what-ifs", list.size());
         if (state.interventions_request || (state.analysis && state.analysis->interventions != state.interventions)) {
             ImGui::SameLine();
             ImGui::TextDisabled("(applying...)");

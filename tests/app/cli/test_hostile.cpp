@@ -163,6 +163,34 @@ TEST_F(Cli, ExportFolderIsCheckedBeforeTheModelRuns) {
                        "is a file, not a folder");
 }
 
+// The window's --screenshot likewise: a screenshot is written after the model has run, so where
+// it goes (the PNG and PNG.json) is checked first, before any window or model (no display needed).
+TEST_F(Cli, TheScreenshotsPlaceIsCheckedBeforeTheModelRuns) {
+    const std::string dir = Fresh("shot_checks");
+    fs::create_directories(dir + "/shot.png.json");
+    ExpectOneLineError(Ssaviz({"--model", dir + "/no-model", "--screenshot", dir + "/no-folder/shot.png"}), 2,
+                       "--screenshot: '" + dir + "/no-folder/shot.png': cannot write (No such file or directory)");
+    ExpectOneLineError(Ssaviz({"--model", dir + "/no-model", "--screenshot", dir + "/shot.png"}), 2,
+                       "shot.png.json' is a folder where ssaviz writes a file");
+    ExpectOneLineError(Ssaviz({"--screenshot", "/dev/null"}), 2, "'/dev/null' is a device, not a file: ssaviz does not replace it");
+}
+
+// A model, or a model's base, that is a loop of symbolic links says so (it read "does not exist"),
+// and the model itself given as its base is refused: every SSA - base difference would be 0.
+TEST_F(Cli, ALinkLoopAndTheModelAsItsOwnBaseAreNamed) {
+    const std::string dir = Fresh("loops");
+    fs::create_symlink(dir + "/b", dir + "/a");
+    fs::create_symlink(dir + "/a", dir + "/b");
+    ExpectOneLineError(Ssaviz({"info", "--model", dir + "/a"}), 3, "a' is a loop of symbolic links");
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--base", dir + "/a", "--text", "a b", "--out", dir + "/x"}), 3,
+                       "a' is a loop of symbolic links");
+    fs::create_symlink(Small(), dir + "/same");
+    for (const std::string& base : {Small(), dir + "/same", Small() + "/model.safetensors"})
+        ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--base", base, "--text", "a b", "--out", dir + "/x"}), 2,
+                           "is the model itself (model.safetensors): a fine-tune's base is the model it was fine-tuned from");
+    EXPECT_FALSE(fs::exists(dir + "/x"));
+}
+
 TEST_F(Cli, BatchTextsCannotTakeTheSummarysPlace) {
     const std::string dir = Fresh("batch_names"), out = dir + "/out";
     std::ofstream(dir + "/texts.jsonl") << R"({"name": "summary.json", "text": "one text"})" << "\n"

@@ -55,6 +55,15 @@ TEST(Files, ReadFileTakesRegularFilesUpToTheirLimit) {
     // A link to a regular file is read (the user may keep texts behind links).
     fs::create_symlink(dir + "/ten.txt", dir + "/link.txt");
     EXPECT_TRUE(model::ReadFile(dir + "/link.txt", 10));
+    // A loop of links is said to be one, not that the file does not exist.
+    fs::create_symlink(dir + "/loop_b", dir + "/loop_a");
+    fs::create_symlink(dir + "/loop_a", dir + "/loop_b");
+    auto loop = model::ReadFile(dir + "/loop_a", 10);
+    ASSERT_FALSE(loop);
+    EXPECT_NE(loop.error().find("loop_a' is a loop of symbolic links"), std::string::npos) << loop.error();
+    auto under_a_file = model::ReadFile(dir + "/ten.txt/inside", 10);
+    ASSERT_FALSE(under_a_file);
+    EXPECT_NE(under_a_file.error().find("does not exist (a part of its path is a file)"), std::string::npos) << under_a_file.error();
 }
 
 TEST(Files, JsonNestingIsCappedAndNeverDumped) {
@@ -105,6 +114,34 @@ TEST(Files, AtomicWritesReplaceLinksAndLeaveNothingHalfDone) {
     ASSERT_FALSE(s);
     EXPECT_NE(s.error().find("fifo' is a FIFO, not a file: ssaviz does not replace it"), std::string::npos) << s.error();
     EXPECT_TRUE(fs::is_fifo(dir + "/fifo"));
+    size_t entries = 0;
+    for (const auto& e : fs::directory_iterator(dir)) entries += e.path().filename().string().rfind(".", 0) == 0;
+    EXPECT_EQ(entries, 0u) << "a temporary file was left behind";
+}
+
+// Files that belong together (a screenshot and its description) are written all or none: one that
+// cannot be written leaves every other as it was, and no temporary behind. CheckCanWriteFile asks
+// the same before the work.
+TEST(Files, FilesWrittenTogetherAreReplacedAllOrNone) {
+    const std::string dir = Dir("write_together");
+    std::ofstream(dir + "/shot.png") << "old picture";
+    fs::create_directories(dir + "/shot.png.json");  // a folder where the description goes
+    auto s = model::WriteFilesAtomically({{dir + "/shot.png", "new picture"}, {dir + "/shot.png.json", "{}"}});
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().find("shot.png.json' is a folder where ssaviz writes a file"), std::string::npos) << s.error();
+    EXPECT_EQ(Slurp(dir + "/shot.png"), "old picture");
+    auto check = model::CheckCanWriteFile(dir + "/shot.png.json");
+    ASSERT_FALSE(check);
+    EXPECT_NE(check.error().find("is a folder where ssaviz writes a file"), std::string::npos) << check.error();
+    fs::remove(dir + "/shot.png.json");
+    EXPECT_TRUE(model::CheckCanWriteFile(dir + "/shot.png.json"));
+    EXPECT_FALSE(fs::exists(dir + "/shot.png.json")) << "the check makes nothing";
+    ASSERT_TRUE(model::WriteFilesAtomically({{dir + "/shot.png", "new picture"}, {dir + "/shot.png.json", "{}"}}));
+    EXPECT_EQ(Slurp(dir + "/shot.png"), "new picture");
+    EXPECT_EQ(Slurp(dir + "/shot.png.json"), "{}");
+    auto nowhere = model::CheckCanWriteFile(dir + "/no-such-folder/shot.png");
+    ASSERT_FALSE(nowhere);
+    EXPECT_NE(nowhere.error().find("cannot write (No such file or directory)"), std::string::npos) << nowhere.error();
     size_t entries = 0;
     for (const auto& e : fs::directory_iterator(dir)) entries += e.path().filename().string().rfind(".", 0) == 0;
     EXPECT_EQ(entries, 0u) << "a temporary file was left behind";

@@ -172,6 +172,10 @@ TEST(Interventions, StackedScalesAreBoundedTogether) {
     x.scale = 1e6f;
     std::vector<model::Intervention> list(7, x);
     EXPECT_FALSE((*engine)->SetInterventions(list).ok());
+    const std::vector<model::Intervention> too_many(model::kMaxInterventions + 1);  // a list from Python is bounded as --ablate is
+    auto refused = (*engine)->SetInterventions(too_many);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().find("65537 what-ifs; at most 65536"), std::string::npos) << refused.error();
     list.resize(1);
     ASSERT_TRUE((*engine)->SetInterventions(list).ok());
     auto a = (*engine)->Analyze(Ids(c.ids));
