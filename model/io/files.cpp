@@ -80,7 +80,12 @@ std::string WhyNotThere(int error) {
 
 Status CheckRegularFile(const std::string& path, size_t max_bytes) {
     struct stat st;
-    if (::stat(path.c_str(), &st) != 0) return Fail(Quoted(path) + WhyNotThere(errno));
+    if (::stat(path.c_str(), &st) != 0) {
+        const int error = errno;
+        if (error == ENOENT && ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+            return Fail(Quoted(path) + " is a symbolic link to nothing (what it names does not exist)");
+        return Fail(Quoted(path) + WhyNotThere(error));
+    }
     if (!S_ISREG(st.st_mode)) return Fail(Quoted(path) + " is " + KindOf(st) + ", not a file");
     if (static_cast<uint64_t>(st.st_size) > max_bytes)
         return Fail(Quoted(path) + " is " + FormatBytes(st.st_size) + ", more than the " + FormatBytes(max_bytes) + " such a file may be");
