@@ -55,6 +55,7 @@
 #include "model/io/files.h"
 #include "model/nn/interventions.h"
 #include "viz/imgui/demo.h"
+#include "viz/imgui/widgets.h"
 
 namespace app {
 namespace {
@@ -798,8 +799,12 @@ private:
             if (ImGui::MenuItem("Compare with a twin model...", nullptr, false, m_state.model.has_value())) m_state.ShowOpenDialog(OpenPurpose::Twin);
             if (ImGui::IsItemHovered()) ImGui::SetTooltip("A separately trained model (same layers, heads and tokenizer) on the same tokens.");
             if (ImGui::BeginMenu("Recent models", !m_state.recent_models.empty())) {
-                for (const std::string& dir : m_state.recent_models)
-                    if (ImGui::MenuItem(dir.c_str())) m_state.OpenAnotherModel(dir);
+                for (size_t i = 0; i < m_state.recent_models.size(); ++i) {
+                    ImGui::PushID(static_cast<int>(i));
+                    const std::string& dir = m_state.recent_models[i];
+                    if (viz::SelectableText(model::EscapeForMessage(dir, 1024), false)) m_state.OpenAnotherModel(dir);  // as it is, "##" too
+                    ImGui::PopID();
+                }
                 ImGui::EndMenu();
             }
             ImGui::Separator();

@@ -259,6 +259,9 @@ void SectionWidgets() {
     ImGui::SameLine();
     ImGui::TextDisabled("<- hover it (ItemTooltip)");
 
+    static bool picked = false;
+    if (SelectableText("SelectableText(text, selected): a folder named a##b shows as a##b", picked)) picked = !picked;
+
     ImGui::Spacing();
     ImGui::TextUnformatted("AddTextVertical(draw_list, pos, color, text): column labels reading upwards");
     {

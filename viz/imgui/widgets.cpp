@@ -99,6 +99,15 @@ void HelpMarker(const char* text) {
     ItemTooltip(text);
 }
 
+bool SelectableText(const std::string& text, bool selected, ImGuiSelectableFlags flags) {
+    const ImVec2 at = ImGui::GetCursorScreenPos();
+    const bool clicked = ImGui::Selectable("##text", selected, flags);
+    // Where Selectable draws its label, in the text colour the caller pushed; the Selectable stays the
+    // last item, so IsItemHovered() and double-clicks after the call are about it.
+    ImGui::GetWindowDrawList()->AddText(at, ImGui::GetColorU32(ImGuiCol_Text), text.data(), text.data() + text.size());
+    return clicked;
+}
+
 void ItemTooltip(const char* text) {
     if (!ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) return;
     ImGui::BeginTooltip();

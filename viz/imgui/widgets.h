@@ -35,6 +35,11 @@ void HelpMarker(const char* text);
 // Shows `text` as a tooltip when the last item is hovered (for help on toolbar controls).
 void ItemTooltip(const char* text);
 
+// A Selectable (the whole width) showing `text` exactly as it is: ImGui reads "##" in a label as
+// the start of its ID, so a folder named "a##b" showed as "a". Its ID is "##text" under the
+// caller's (PushID); it returns whether it was clicked, as Selectable does.
+bool SelectableText(const std::string& text, bool selected, ImGuiSelectableFlags flags = 0);
+
 // Draws text rotated 90 degrees counter-clockwise (reading bottom to top), starting at `pos`,
 // which becomes the bottom-left corner of the rotated text; it extends up by the text's width
 // and right by one line height.

@@ -2,6 +2,7 @@
 
 #include "app/core/timeline.h"
 #include "model/io/files.h"
+#include "viz/imgui/widgets.h"
 
 #include <algorithm>
 #include <cctype>
@@ -307,7 +308,7 @@ void OpenDialog::Draw(WindowState& state) {
                 // Names as the command line shows them: a newline or escape sequence in one is not drawn raw.
                 const std::string shown_name = model::EscapeForMessage(e.name, 1024);
                 const std::string label = e.is_model || e.is_file ? shown_name : shown_name + "/";
-                if (ImGui::Selectable(label.c_str(), e.is_model && m_selected == full, ImGuiSelectableFlags_AllowDoubleClick)) {
+                if (viz::SelectableText(label, e.is_model && m_selected == full, ImGuiSelectableFlags_AllowDoubleClick)) {
                     if (e.is_model) m_selected = full;
                     if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left) && (e.is_model || !e.is_file)) (e.is_model ? open_now : enter_now) = full;
                 }
@@ -336,7 +337,7 @@ void OpenDialog::Draw(WindowState& state) {
                 const bool exists = IsModelFolder(dir) || (IsCheckpointFile(dir) && fs::is_regular_file(dir, ec));
                 ImGui::PushID(static_cast<int>(i));
                 if (!exists) ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-                if (ImGui::Selectable(dir.c_str(), m_selected == dir, ImGuiSelectableFlags_AllowDoubleClick) && exists) {
+                if (viz::SelectableText(model::EscapeForMessage(dir, 1024), m_selected == dir, ImGuiSelectableFlags_AllowDoubleClick) && exists) {
                     m_selected = dir;
                     if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) open_now = dir;
                 }
