@@ -49,6 +49,13 @@ uint64_t InferenceWorker::Push(Request request) {
 
 namespace {
 
+// A text the window cannot tokenize, and the window's remedy where there is one: its "truncate to
+// context" box (the command line's --truncate, named for a screenshot run).
+std::string TokenizeError(const std::string& error) {
+    const bool too_long = error.find("longer than the model's context") != std::string::npos;
+    return too_long ? error + "; tick 'truncate to context' under the text (--truncate) to run it" : error;
+}
+
 // Everything that decides what Runner::Open gives: two specs with one key open the same model.
 std::string SpecKey(const ModelSpec& s) {
     auto form = [](const std::optional<model::TemperatureForm>& f) {
@@ -343,7 +350,7 @@ void InferenceWorker::Handle(const Request& r) {
             };
             auto tokens = m_runner->engine().Tokenize(r.arg, r.truncate);  // the window's own words: it has a Truncate box
             split.tokenize = since_lap();
-            if (!tokens) return Emit({Kind::Error, {}, nullptr, tokens.error(), r.id});
+            if (!tokens) return Emit({Kind::Error, {}, nullptr, TokenizeError(tokens.error()), r.id});
             model::AnalyzeOptions options;
             options.cancel = &m_cancel;
             options.progress = &m_progress;
@@ -442,7 +449,7 @@ void InferenceWorker::TimelineJob(const Request& r) {
             } else if (auto s = (*runner)->SetCompare(m_compare); !s) {
                 fail(s.error().message);
             } else if (auto tokens = (*runner)->engine().Tokenize(r.text, r.truncate); !tokens) {
-                fail(tokens.error());
+                fail(TokenizeError(tokens.error()));
             } else {
                 model::AnalyzeOptions options;
                 options.cancel = &m_cancel;
@@ -604,7 +611,7 @@ void InferenceWorker::RankHeadsJob(const Request& r) {
     if (!m_runner) return Emit({Kind::Error, {}, nullptr, "no model is open", r.id});
     model::Engine& engine = m_runner->engine();
     auto tokens = engine.Tokenize(r.arg, r.truncate);
-    if (!tokens) return Emit({Kind::Error, {}, nullptr, tokens.error(), r.id});
+    if (!tokens) return Emit({Kind::Error, {}, nullptr, TokenizeError(tokens.error()), r.id});
     model::AnalyzeOptions options;
     options.cancel = &m_cancel;
     HeadImpacts impacts;
@@ -650,7 +657,7 @@ void InferenceWorker::ContinueJob(const Request& r) {
     };
     if (!m_runner) return finish("no model is open");
     auto tokens = m_runner->engine().Tokenize(r.arg, r.truncate);
-    if (!tokens) return finish(tokens.error());
+    if (!tokens) return finish(TokenizeError(tokens.error()));
     std::string text = r.arg;
     if (!tokens->offsets.empty() && tokens->offsets.back().second != text.size())
         return finish("Continue appends to the end of the text, but only its first " + std::to_string(tokens->ids.size()) +

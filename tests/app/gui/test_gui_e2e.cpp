@@ -1118,6 +1118,24 @@ TEST(Worker, ContinueAppendsTheGreedyTokensOneAtATime) {
     EXPECT_EQ(before->loss.size(), static_cast<size_t>(T0 + 5));  // every appended token has its loss
 }
 
+// A text longer than the context names the window's remedy, its "truncate to context" box (and
+// --truncate for a screenshot run); ticked, the same text is analysed, cut to the context.
+TEST(Worker, ATextPastTheContextNamesTheTruncateBox) {
+    app::InferenceWorker worker;
+    ASSERT_TRUE(OpenAndAnalyze(worker, DefaultModel(), kWorkerText));
+    std::string text;
+    while (text.size() < 20000) text += kWorkerText + std::string(". ");  // some 4,000 tokens
+    const uint64_t id = worker.Analyze(text, false);
+    auto events = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == id; });
+    ASSERT_TRUE(Is(events.back(), WorkerEvent::Kind::Error));
+    EXPECT_NE(events.back().error.find("longer than the model's context of"), std::string::npos) << events.back().error;
+    EXPECT_NE(events.back().error.find("; tick 'truncate to context' under the text (--truncate) to run it"), std::string::npos) << events.back().error;
+    const uint64_t cut = worker.Analyze(text, true);
+    events = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == cut; });
+    ASSERT_TRUE(Is(events.back(), WorkerEvent::Kind::Analysis)) << events.back().error;
+    EXPECT_GT(events.back().analysis->n_tokens, 100);
+}
+
 // On a SentencePiece model the appended text keeps each piece's leading space: it reads as the
 // tokenizer decodes all the ids at once.
 TEST(Worker, ContinueKeepsSentencePieceSpaces) {
