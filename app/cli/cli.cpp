@@ -467,13 +467,21 @@ std::string TypedCommandLine(const std::vector<std::string>& args) {
     return typed;
 }
 
+// Whether `file` is absent, empty, a link (replaced, never followed), or a screenshot ssaviz wrote:
+// a PNG, or (`description`) the JSON beside it, which begins with its "height".
+bool IsScreenshotOrNothing(const std::string& file, bool description) {
+    std::error_code ec;
+    const fs::file_status st = fs::symlink_status(file, ec);
+    if (!fs::exists(st) || fs::is_symlink(st) || !fs::is_regular_file(st) || fs::file_size(file, ec) == 0) return true;
+    const std::string want = description ? "{\n \"height\":" : "\x89PNG\r\n\x1a\n";
+    std::string head(want.size(), '\0');
+    std::ifstream in(file, std::ios::binary);
+    return in.read(head.data(), static_cast<std::streamsize>(head.size())) && head == want;
+}
+
 // The window's start: its own flags, and the model and text from the flags, else the session's.
 void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional<Session>* session) {
     *launch = o.window;
-    // A screenshot is written after the model has run: where it goes is checked first, both files.
-    if (!launch->screenshot.empty())
-        for (const std::string& file : {launch->screenshot, launch->screenshot + ".json"})
-            if (auto s = model::CheckCanWriteFile(file); !s) throw Failure{kExitUsage, "--screenshot: " + s.error()};
     // An example is a model, its twin and a text: a flag naming another model or comparison would
     // be lost under it (--text is kept: the example's model on that text).
     if (!launch->example.empty()) {
@@ -528,6 +536,16 @@ void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional
     if (o.text || o.text_file) launch->text = ReadText(o);
     launch->truncate = o.truncate || (s && s->truncate);
     if (o.compare.kind != CompareKind::Global) launch->compare = o.compare;  // --compare / --base, over the session's
+    // A screenshot is written after the model has run: where it goes is checked first, both files;
+    // each replaces only an earlier screenshot (a session saved as "view.json" and a screenshot
+    // named "view" replaced the session; one named after a model's config replaced it).
+    if (!launch->screenshot.empty())
+        for (const auto& [file, description] : {std::pair{launch->screenshot, false}, std::pair{launch->screenshot + ".json", true}}) {
+            if (auto s = model::CheckCanWriteFile(file); !s) throw Failure{kExitUsage, "--screenshot: " + s.error()};
+            if (!IsScreenshotOrNothing(file, description))
+                throw Failure{kExitUsage, "--screenshot: " + model::Quoted(file) + " exists and is not " +
+                                              (description ? "a screenshot's description" : "a PNG") + ": ssaviz replaces only a screenshot it wrote"};
+        }
 }
 
 }  // namespace

@@ -173,6 +173,12 @@ struct FlagError {
 };
 [[noreturn]] void Bad(std::string message) { throw FlagError{std::move(message)}; }
 
+// A path a flag names: an empty one is an error (an empty --screenshot opened the window for good).
+std::string PathOf(const FlagValue& v) {
+    if (v.text.empty()) Bad(v.name + " is empty: give a path");
+    return v.text;
+}
+
 // Every integer and real flag goes through these two, which check the range before narrowing and
 // quote the value (bounded) when they refuse it.
 long long Whole(const FlagValue& v, long long lo, long long hi) {
@@ -856,7 +862,7 @@ std::vector<Flag> BuildTable() {
             [](const CommandOptions& o) { return Unless<int64_t>(o.window.big_model_parameters, kBigModelParameters); })
             .Detail());
     add(Row({"--screenshot"}, "PNG", {C::Window}, "save a PNG of the window (and PNG.json, what it shows) once it settles, then exit",
-            [](CommandOptions& o, const FlagValue& v) { o.window.screenshot = v.text; },
+            [](CommandOptions& o, const FlagValue& v) { o.window.screenshot = PathOf(v); },
             [](const CommandOptions& o) { return Unless(o.window.screenshot, std::string()); }));
     add(Row({"--frames"}, "N", {C::Window}, "settled frames before the screenshot (default 30)",
             [](CommandOptions& o, const FlagValue& v) { o.window.frames = Positive(v, kMaxFrames); },
@@ -875,7 +881,7 @@ std::vector<Flag> BuildTable() {
                 return std::optional(std::to_string(o.window.width) + "x" + std::to_string(o.window.height));
             }));
     add(Row({"--export-to"}, "DIR", {C::Window}, "export with the session's export settings through the dialog's own path, then exit (tests)",
-            [](CommandOptions& o, const FlagValue& v) { o.window.export_to = v.text; },
+            [](CommandOptions& o, const FlagValue& v) { o.window.export_to = PathOf(v); },
             [](const CommandOptions& o) { return Unless(o.window.export_to, std::string()); })
             .Detail());
     add(Row({"--bench-open"}, "", {C::Window}, "benchmark: print how long the model took to open and answer, the frames' work meanwhile and the peak memory",

@@ -48,6 +48,12 @@ std::optional<int> FailureExit(DrivenWindow& window) {
         std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(failed->message, 4096).c_str());
         return ExitCodeOf(failed->kind);
     }
+    // What-ifs the run asked for that the model cannot take: the command line's usage error, as
+    // `export --ablate` gives (an export without them exited 0).
+    if (!window.DroppedWhatIfs().empty() && window.Settled()) {
+        std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(window.DroppedWhatIfs(), 4096).c_str());
+        return kExitUsage;
+    }
     if (state.analysis || state.error.empty() || !(window.ModelFailed() || window.Settled())) return std::nullopt;
     std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(state.error, 4096).c_str());
     return window.ModelFailed() ? ExitCodeOf(OpenErrorKind(state.error)) : kExitBadInput;

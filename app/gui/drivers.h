@@ -27,6 +27,9 @@ public:
     // The twin or base last asked for (--compare DIR, --base, a session's) did not open; the window
     // compares with what it compared with before.
     virtual std::optional<RunError> ComparisonFailure() const = 0;
+    // What-ifs asked for at start (a session's) that did not fit the model and were dropped: what
+    // the window says of them; empty when none were.
+    virtual const std::string& DroppedWhatIfs() const = 0;
     virtual ExportDialog& Exporter() = 0;
     // Keystroke-to-pixels latencies (ms) of the analysis requests the frame just shown answered.
     virtual const std::vector<double>& ShownLatencies() const = 0;

@@ -345,6 +345,7 @@ public:
                 case Kind::InterventionsSet:
                     m_state.interventions = e.interventions;
                     if (!e.error.empty()) m_state.notice = e.error;
+                    m_dropped_what_ifs = e.error;  // a screenshot or export run ends with it (FailureExit)
                     break;
                 case Kind::Generated:
                     if (e.request != m_generation_request) break;  // stopped by an edit: the text is the user's now
@@ -704,6 +705,7 @@ public:
     }
     bool ModelFailed() const override { return !m_state.busy && !m_state.model && !m_state.error.empty(); }
     std::optional<RunError> ComparisonFailure() const override { return m_comparison_failure; }
+    const std::string& DroppedWhatIfs() const override { return m_dropped_what_ifs; }
     ExportDialog& Exporter() override { return m_views.export_dialog; }
     WindowState& State() override { return m_state; }
     const std::vector<double>& ShownLatencies() const override { return m_shown_latencies; }
@@ -1152,6 +1154,7 @@ private:
     std::string m_place_from;  // the flags or session that chose the head and pins, checked once the model is open ("" none)
     std::string m_query_from;  // the flag or session that chose the query, checked against the first analysis's tokens
     std::string m_adjusted_notice;  // the status bar's notice SayAdjusted last set
+    std::string m_dropped_what_ifs;  // what-ifs a model opened with that did not fit it (drivers end with it)
     bool m_scale_chosen = false;      // a session set the temperature scale (FitTemperatureScale leaves it)
     WindowState m_state;
     Views m_views;

@@ -299,13 +299,7 @@ void InferenceWorker::Handle(const Request& r) {
             Emit(std::move(opened));
             if (compare_failed) EmitComparisonFailed(*compare_failed, r.id);
             if (m_interventions.empty()) return;
-            WorkerEvent e{Kind::InterventionsSet, {}, nullptr, "", r.id};
-            if (auto s = m_runner->engine().SetInterventions(m_interventions); !s) {
-                e.error = "dropped the what-ifs " + model::FormatInterventions(m_interventions) + ": " + s.error();
-                m_interventions.clear();
-            }
-            e.interventions = m_interventions;
-            return Emit(std::move(e));
+            return Emit(ApplyWhatIfs(m_interventions, r.id));
         }
         case Request::Kind::OpenTwin: {
             if (!m_runner) return Emit({Kind::Error, {}, nullptr, "open a model before its twin", r.id});
@@ -378,14 +372,9 @@ void InferenceWorker::Handle(const Request& r) {
             return Emit(std::move(e));
         }
         case Request::Kind::SetInterventions: {
+            if (m_runner) return Emit(ApplyWhatIfs(r.interventions, r.id));
+            m_interventions = r.interventions;  // applied when a model opens, those that fit it
             WorkerEvent e{Kind::InterventionsSet, {}, nullptr, "", r.id};
-            if (!m_runner) {
-                m_interventions = r.interventions;  // applied when a model opens, if they fit it
-            } else if (auto s = m_runner->engine().SetInterventions(r.interventions); s) {
-                m_interventions = r.interventions;
-            } else {
-                e.error = s.error();  // the engine keeps its list
-            }
             e.interventions = m_interventions;
             return Emit(std::move(e));
         }
@@ -395,6 +384,26 @@ void InferenceWorker::Handle(const Request& r) {
         case Request::Kind::LensAt: return LensAtPosition(r);
         case Request::Kind::Timeline: return TimelineJob(r);
     }
+}
+
+WorkerEvent InferenceWorker::ApplyWhatIfs(const std::vector<model::Intervention>& list, uint64_t id) {
+    // Those that fit the model are kept (a session's list saved with a model of another shape: one
+    // that did not fit dropped them all), those that do not named; a list the engine refuses (the
+    // scales together) leaves it as it was.
+    WorkerEvent e{WorkerEvent::Kind::InterventionsSet, {}, nullptr, "", id};
+    const model::ModelConfig& c = m_runner->Info().config;
+    std::vector<model::Intervention> fit, dropped;
+    for (const model::Intervention& x : list) (x.layer < c.n_layer && x.head < c.n_head ? fit : dropped).push_back(x);
+    if (auto s = m_runner->engine().SetInterventions(fit); !s) {
+        e.error = s.error();
+    } else {
+        m_interventions = std::move(fit);
+        if (!dropped.empty())
+            e.error = "dropped the what-ifs " + model::FormatInterventions(dropped) + ": past the model's " + std::to_string(c.n_layer) +
+                      " layers x " + std::to_string(c.n_head) + " heads";
+    }
+    e.interventions = m_interventions;
+    return e;
 }
 
 void InferenceWorker::TimelineJob(const Request& r) {

@@ -204,6 +204,8 @@ private:
     void Handle(const Request& request);
     void Emit(WorkerEvent event);
     void EmitComparisonFailed(const RunError& error, uint64_t request);
+    // Sets the what-ifs of `list` that fit the open model: the event that says which are in force.
+    WorkerEvent ApplyWhatIfs(const std::vector<model::Intervention>& list, uint64_t id);
     bool Superseded();  // a job's check between steps: cancelled, or another request waits
     void RankHeadsJob(const Request& r);
     void ContinueJob(const Request& r);

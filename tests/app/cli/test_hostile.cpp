@@ -173,6 +173,22 @@ TEST_F(Cli, TheScreenshotsPlaceIsCheckedBeforeTheModelRuns) {
     ExpectOneLineError(Ssaviz({"--model", dir + "/no-model", "--screenshot", dir + "/shot.png"}), 2,
                        "shot.png.json' is a folder where ssaviz writes a file");
     ExpectOneLineError(Ssaviz({"--screenshot", "/dev/null"}), 2, "'/dev/null' is a device, not a file: ssaviz does not replace it");
+    // A screenshot replaces only an earlier screenshot: not the session it was started from (saved
+    // as view.json, a screenshot named "view"), its text file, nor a model's files.
+    std::ofstream(dir + "/view.json") << R"({"ssaviz_session": 1, "text": "hi"})";
+    std::ofstream(dir + "/text.txt") << "The keeper lit the lamp";
+    fs::copy(Small(), dir + "/model", fs::copy_options::recursive);
+    const std::string config = ReadFile(dir + "/model/config.json");
+    for (const auto& [args, file] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+             {{"--session", dir + "/view.json", "--screenshot", dir + "/view"}, "view.json' exists and is not a screenshot's description"},
+             {{"--model", dir + "/model", "--text-file", dir + "/text.txt", "--screenshot", dir + "/text.txt"}, "text.txt' exists and is not a PNG"},
+             {{"--model", dir + "/model", "--screenshot", dir + "/model/config"}, "config.json' exists and is not a screenshot's description"}})
+        ExpectOneLineError(Ssaviz(args), 2, file + ": ssaviz replaces only a screenshot it wrote");
+    EXPECT_EQ(ReadFile(dir + "/model/config.json"), config);
+    EXPECT_EQ(ReadFile(dir + "/text.txt"), "The keeper lit the lamp");
+    // An empty path is refused at once (it opened the window for good).
+    ExpectOneLineError(Ssaviz({"--screenshot", ""}), 2, "--screenshot is empty: give a path");
+    ExpectOneLineError(Ssaviz({"--export-to", ""}), 2, "--export-to is empty: give a path");
 }
 
 // A model, or a model's base, that is a loop of symbolic links says so (it read "does not exist"),

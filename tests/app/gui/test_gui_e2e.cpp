@@ -989,6 +989,10 @@ TEST(EndToEnd, ATwinOrBaseThatDoesNotOpenEndsAScreenshotRun) {
     const std::string model = " --text 'The keeper lit the lamp'";  // the default model
     nlohmann::json session = {{"ssaviz_session", 1}, {"model", ""}, {"text", "The keeper lit the lamp"}, {"base", dir + "/no-such-base"}};
     std::ofstream(dir + "/session.json") << session.dump(1);
+    // What-ifs a session asks for that the model cannot take end an export as `export --ablate`
+    // does (it exported without all of them and exited 0); the window keeps those that fit.
+    session = {{"ssaviz_session", 1}, {"model", ""}, {"text", "The keeper lit the lamp"}, {"interventions", "0:0,9:9"}};
+    std::ofstream(dir + "/what_ifs.json") << session.dump(1);
     struct Case {
         std::string args, named;
         int code;
@@ -996,7 +1000,8 @@ TEST(EndToEnd, ATwinOrBaseThatDoesNotOpenEndsAScreenshotRun) {
     for (const Case& c : {Case{model + " --base " + dir + "/no-such-base --screenshot " + dir + "/shot.png --frames 2", "no-such-base", 3},
                           Case{model + " --compare " + dir + "/no-such-twin --screenshot " + dir + "/shot.png --frames 2", "no-such-twin", 3},
                           Case{model + " --compare base --screenshot " + dir + "/shot.png --frames 2", "name it with --base DIR", 2},
-                          Case{" --session " + dir + "/session.json --export-to " + dir + "/out", "no-such-base", 3}}) {
+                          Case{" --session " + dir + "/session.json --export-to " + dir + "/out", "no-such-base", 3},
+                          Case{" --session " + dir + "/what_ifs.json --export-to " + dir + "/out", "dropped the what-ifs 9:9: past the model's 4 layers", 2}}) {
         if (kSanitized && (c.named == "no-such-twin" || c.code == 2)) continue;  // a twin's path is the base's; a usage error is the flags'
         fs::remove(dir + "/shot.png");
         const int code = RunCommand(std::string(SSAVIZ_BINARY) + c.args, dir + "/log.txt");
@@ -1433,6 +1438,11 @@ TEST(Worker, WhatIfsAreKeptAcrossModelsOnlyIfTheyFit) {
     set = WaitFor(worker, [](const WorkerEvent& e) { return e.kind == WorkerEvent::Kind::InterventionsSet; }).back();
     EXPECT_TRUE(set.interventions.empty());
     EXPECT_NE(set.error, "");
+    // Of a list, those that fit are kept and the rest named (one that did not fit dropped them all).
+    worker.SetInterventions({{model::Intervention::Kind::Ablate, 0, 0, 0.0f}, {model::Intervention::Kind::Ablate, 1, 0, 0.0f}});
+    set = WaitFor(worker, [](const WorkerEvent& e) { return e.kind == WorkerEvent::Kind::InterventionsSet; }).back();
+    EXPECT_EQ(model::FormatInterventions(set.interventions), "0:0");
+    EXPECT_NE(set.error.find("dropped the what-ifs 1:0: past the model's 1 layers x "), std::string::npos) << set.error;
 }
 
 }  // namespace
