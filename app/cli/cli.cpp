@@ -519,9 +519,14 @@ void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional
         if (!steps) throw Failure{kExitBadInput, "--run: " + steps.error()};
         launch->run = *run;
         launch->model_dir = steps->back().path;
-        if (session_run)
-            for (const RunStep& step : *steps)
-                if (step.path == s->model_dir) launch->model_dir = step.path;
+        if (session_run && !s->model_dir.empty()) {  // the step it showed, however its path is spelt
+            std::error_code ec;
+            const auto shown = std::find_if(steps->begin(), steps->end(), [&](const RunStep& step) { return fs::equivalent(step.path, s->model_dir, ec); });
+            if (shown != steps->end()) launch->model_dir = shown->path;
+            else
+                std::fprintf(stderr, "ssaviz: the session's model %s is not a step of its run %s; showing the run's last step\n",
+                             model::Quoted(s->model_dir).c_str(), model::Quoted(*run).c_str());
+        }
         if (compare_run) {
             auto compare = FindRunSteps(*compare_run);
             if (!compare) throw Failure{kExitBadInput, "--compare-run: " + compare.error()};

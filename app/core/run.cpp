@@ -139,7 +139,8 @@ RunStatus Runner::SetCompare(const CompareSpec& compare) {
         if (dir == m_base) return model::Ok{};
         // The model itself as its base: every SSA - base difference would be 0, and js_drift too.
         std::error_code ec;
-        if (auto files = model::FindModelFiles(dir); files && !Info().weights_path.empty() && std::filesystem::equivalent(files->weights, Info().weights_path, ec))
+        if (auto files = model::FindModelFiles(dir); !compare.base_may_be_the_model && files && !Info().weights_path.empty() &&
+                                                     std::filesystem::equivalent(files->weights, Info().weights_path, ec))
             return RunError{RunError::Kind::Usage, "the base '" + model::EscapeForMessage(dir) + "' is the model itself (" +
                                                        model::EscapeForMessage(std::filesystem::path(files->weights).filename().string()) +
                                                        "): a fine-tune's base is the model it was fine-tuned from"};

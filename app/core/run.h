@@ -70,6 +70,9 @@ struct CompareSpec {
     std::string twin_dir;                          // Twin: its folder or checkpoint
     std::optional<model::ConfigHints> twin_hints;  // Twin: how to open it; none: as the model was opened
     std::string base_dir;                          // Base: its folder or checkpoint; "": the one beside the model
+    // Base: the model may be the base itself (a run's steps against its base: the first step is
+    // often the base, no change yet); otherwise that is a usage error.
+    bool base_may_be_the_model = false;
 };
 
 // A --compare value, a session's "compare" or Python's `compare`: a keyword, else a twin's folder

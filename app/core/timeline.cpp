@@ -29,7 +29,8 @@ std::optional<int64_t> StepIn(const std::string& name, const std::string& prefix
 model::Result<std::vector<RunStep>> FindRunSteps(const std::string& dir) {
     const std::string shown = "run folder '" + model::EscapeForMessage(dir) + "'";
     std::error_code ec;
-    if (!fs::is_directory(fs::symlink_status(dir, ec)) && !fs::is_directory(dir, ec)) return model::Fail(shown + " is not a folder");
+    if (!fs::is_directory(fs::symlink_status(dir, ec)) && !fs::is_directory(dir, ec))
+        return model::Fail(shown + (ec ? model::WhyNotThere(ec.value()) : std::string(" is not a folder")));
     std::map<int64_t, std::string> steps;
     int64_t entries = 0;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -54,6 +55,19 @@ model::Result<std::vector<RunStep>> FindRunSteps(const std::string& dir) {
     std::vector<RunStep> out;
     for (const auto& [step, path] : steps) out.push_back({step, path});
     return out;
+}
+
+model::Status CheckOutsideRun(const std::string& out, const std::string& run) {
+    std::error_code ec;
+    const fs::path folder = fs::weakly_canonical(run, ec);
+    if (ec) return model::Ok{};  // FindRunSteps names what is wrong with the run
+    for (fs::path p = fs::weakly_canonical(out, ec); !ec && !p.empty(); p = p.parent_path()) {
+        if (p == folder)
+            return model::Fail(model::Quoted(out) + " is inside the run folder " + model::Quoted(run) +
+                               ": an export there would become one of its steps; write it elsewhere");
+        if (p == p.parent_path()) break;
+    }
+    return model::Ok{};
 }
 
 }  // namespace app

@@ -28,4 +28,9 @@ constexpr int64_t kMaxRunSteps = 10000;
 // error naming it.
 model::Result<std::vector<RunStep>> FindRunSteps(const std::string& dir);
 
+// Whether `out` (where a run's export goes) is outside the run folder `run`: an export inside it
+// became a step of the run (--out RUN/checkpoint-999), a broken one that later exports skipped and
+// `train --resume` refused.
+model::Status CheckOutsideRun(const std::string& out, const std::string& run);
+
 }  // namespace app

@@ -817,6 +817,7 @@ model::Status TryExportFolder(const fs::path& out, const std::string& shown, std
     again = false;
     std::error_code ec;
     const fs::file_status st = fs::status(out, ec);  // --out itself may be a link to a folder: the user named it
+    if (ec && ec.value() == ELOOP) return model::Fail(shown + model::WhyNotThere(ELOOP));
     if (fs::exists(st)) {
         if (!fs::is_directory(st)) return model::Fail(shown + " is a file, not a folder: --out names the folder to write (made if missing)");
         const model::Status probed = ProbeWrite(out, shown);

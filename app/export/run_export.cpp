@@ -190,7 +190,9 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
         r.fatal = kExitUsage;
         return fail(s.error());
     }
-    if (auto s = (*runner)->Configure(spec.run); !s) {
+    RunSpec run = spec.run;
+    run.compare.base_may_be_the_model = true;  // a run's first step is often its base
+    if (auto s = (*runner)->Configure(run); !s) {
         r.fatal = ExitCodeOf(s.error().kind);
         return fail(s.error().message);
     }

@@ -56,6 +56,12 @@ std::string TokenizeError(const std::string& error) {
     return too_long ? error + "; tick 'truncate to context' under the text (--truncate) to run it" : error;
 }
 
+// The comparison of a run's step: its base may be that step itself (the run's first step often is).
+CompareSpec RunStepCompare(CompareSpec compare) {
+    compare.base_may_be_the_model = true;
+    return compare;
+}
+
 // Everything that decides what Runner::Open gives: two specs with one key open the same model.
 std::string SpecKey(const ModelSpec& s) {
     auto form = [](const std::optional<model::TemperatureForm>& f) {
@@ -282,6 +288,7 @@ void InferenceWorker::Handle(const Request& r) {
             const bool big = ScaleOf(m_runner->Info(), m_big_parameters).big;
             CompareSpec compare = m_compare;
             if (compare.kind == CompareKind::Global && big) compare = CompareKind::LayerLocal;
+            compare.base_may_be_the_model = r.run_step;  // a run's first step is often its base
             std::optional<RunError> compare_failed;
             if (auto s = m_runner->SetCompare(compare); !s) {
                 compare_failed = s.error();
@@ -308,7 +315,7 @@ void InferenceWorker::Handle(const Request& r) {
         }
         case Request::Kind::SetComparison:
             if (m_runner)
-                if (auto s = m_runner->SetCompare(r.compare); !s) return EmitComparisonFailed(s.error(), r.id);
+                if (auto s = m_runner->SetCompare(m_run_step ? RunStepCompare(r.compare) : r.compare); !s) return EmitComparisonFailed(s.error(), r.id);
             m_compare = r.compare;
             {
                 WorkerEvent set{Kind::ComparisonSet, {}, nullptr, "", r.id};
@@ -455,7 +462,7 @@ void InferenceWorker::TimelineJob(const Request& r) {
                        !timeline.steps.empty() && (c.n_layer != timeline.n_layer || c.n_head != timeline.n_head)) {
                 fail("has " + std::to_string(c.n_layer) + " layers x " + std::to_string(c.n_head) + " heads, the run's first step " +
                      std::to_string(timeline.n_layer) + " x " + std::to_string(timeline.n_head));
-            } else if (auto s = (*runner)->SetCompare(m_compare); !s) {
+            } else if (auto s = (*runner)->SetCompare(RunStepCompare(m_compare)); !s) {
                 fail(s.error().message);
             } else if (auto tokens = (*runner)->engine().Tokenize(r.text, r.truncate); !tokens) {
                 fail(TokenizeError(tokens.error()));

@@ -959,9 +959,11 @@ PYBIND11_MODULE(_ssaviz, m) {
     // Run.export's files go into a folder of their own inside `out`, moved into place at the end
     // (move_tree) as the command line's: the folders they go to (`folders`, relative: the chosen
     // steps', and the curves' with PNG / SVG) are checked first, before any checkpoint is opened.
-    m.def("stage_run", [](const std::string& out, const std::vector<std::string>& folders, const FlagList& flags) {
+    m.def("stage_run", [](const std::string& out, const std::vector<std::string>& folders, const FlagList& flags, const std::vector<std::string>& runs) {
         app::CommandOptions o;
         ApplyFlags(app::Command::Export, flags, kExportExcluded, "Run.export()", &o);
+        for (const std::string& run : runs)
+            if (auto s = app::CheckOutsideRun(out, run); !s) throw BadArgument("Run.export(): out " + s.error());
         std::vector<std::string> all = folders;
         if (o.export_options.png || o.export_options.svg) all.push_back("curves");
         for (const std::string& folder : all)

@@ -98,9 +98,8 @@ Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const
         // Named, so never ignored: a folder that is there, else a one-line error (not GPT-2's).
         std::error_code ec;
         if (!fs::is_directory(hints.tokenizer_dir, ec))
-            return Fail("--tokenizer '" + EscapeForMessage(hints.tokenizer_dir) + "' is not a folder (" +
-                        (fs::exists(hints.tokenizer_dir, ec) ? "a file" : "no such folder") + "); name the folder that holds tokenizer.json, "
-                        "tokenizer.model, or vocab.json and merges.txt");
+            return Fail("--tokenizer '" + EscapeForMessage(hints.tokenizer_dir) + "'" + (ec ? WhyNotThere(ec.value()) : std::string(" is not a folder")) +
+                        ": name the folder that holds tokenizer.json, tokenizer.model, or vocab.json and merges.txt");
         files->dir = hints.tokenizer_dir;
     }
     auto weights = OpenWeights(files->weights);

@@ -270,7 +270,7 @@ TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
                        "--compare-run: ");
     // Not a run: one line each.
     ExpectOneLineError(Ssaviz({"export", "--run", dir + "/a", "--text", text, "--out", dir + "/x"}), 3, "holds no checkpoints");
-    ExpectOneLineError(Ssaviz({"export", "--run", dir + "/nothing", "--text", text, "--out", dir + "/x"}), 3, "is not a folder");
+    ExpectOneLineError(Ssaviz({"export", "--run", dir + "/nothing", "--text", text, "--out", dir + "/x"}), 3, "nothing' does not exist");
 }
 
 // A run against a fine-tune's base (--base DIR): each step's heads in run.json and run.csv gain

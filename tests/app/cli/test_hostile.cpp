@@ -200,6 +200,9 @@ TEST_F(Cli, ALinkLoopAndTheModelAsItsOwnBaseAreNamed) {
     ExpectOneLineError(Ssaviz({"info", "--model", dir + "/a"}), 3, "a' is a loop of symbolic links");
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--base", dir + "/a", "--text", "a b", "--out", dir + "/x"}), 3,
                        "a' is a loop of symbolic links");
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "a b", "--out", dir + "/a"}), 2, "a' is a loop of symbolic links");
+    ExpectOneLineError(Ssaviz({"export", "--run", dir + "/a", "--text", "a b", "--out", dir + "/x"}), 3, "a' is a loop of symbolic links");
+    ExpectOneLineError(Ssaviz({"info", "--model", Small(), "--tokenizer", dir + "/a"}), 3, "a' is a loop of symbolic links");
     fs::create_symlink(Small(), dir + "/same");
     for (const std::string& base : {Small(), dir + "/same", Small() + "/model.safetensors"})
         ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--base", base, "--text", "a b", "--out", dir + "/x"}), 2,
@@ -603,6 +606,31 @@ TEST_F(Cli, AHostileRunNamesEachBadStepAndGoesOn) {
     EXPECT_EQ(timeline["steps"][1]["step"], 200);
     EXPECT_EQ(timeline["steps"][0]["heads"], timeline["steps"][1]["heads"]) << "the link opens the checkpoint it points to";
     EXPECT_EQ(timeline["failed"].size(), 4u);
+}
+
+// A run's export goes outside the run (--out RUN/checkpoint-999 became a broken step of it, which
+// later exports skipped and train --resume refused), and a run's first step may be its base (the
+// usual fine-tune: step 0 is the base, no change yet), where a single model as its own base is refused.
+TEST_F(Cli, ARunsExportGoesOutsideItAndItsFirstStepMayBeItsBase) {
+    const std::string dir = Fresh("run_out"), run = dir + "/run";
+    fs::create_directories(run);
+    fs::copy(Small(), run + "/checkpoint-0", fs::copy_options::recursive);
+    fs::copy(Twin(), run + "/checkpoint-5", fs::copy_options::recursive);
+    const std::vector<std::string> export_run = {"export", "--run", run, "--text", "The cat sat on the mat", "--format", "json"};
+    for (const std::string& out : {run, run + "/checkpoint-999", run + "/checkpoint-0/out"}) {
+        std::vector<std::string> args = export_run;
+        args.insert(args.end(), {"--out", out});
+        ExpectOneLineError(Ssaviz(args), 2, "is inside the run folder '" + run + "': an export there would become one of its steps");
+    }
+    EXPECT_FALSE(fs::exists(run + "/checkpoint-999"));
+    std::vector<std::string> args = export_run;
+    args.insert(args.end(), {"--out", dir + "/out", "--base", run + "/checkpoint-0"});
+    Outcome r = Ssaviz(args);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json timeline = json::parse(ReadFile(dir + "/out/run.json"));
+    ASSERT_EQ(timeline["steps"].size(), 2u) << timeline.dump().substr(0, 400);
+    ExpectOneLineError(Ssaviz({"export", "--model", run + "/checkpoint-0", "--base", run + "/checkpoint-0", "--text", "a b", "--out", dir + "/one"}), 2,
+                       "is the model itself");
 }
 
 // A run's export is all or nothing, and never writes through a link: a link where a step's folder,

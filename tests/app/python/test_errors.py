@@ -248,7 +248,7 @@ def test_a_named_tokenizer_is_never_ignored(tmp_path):
     empty.mkdir()
     afile = tmp_path / "file.txt"
     afile.write_text("not a tokenizer")
-    for where, words in ((tmp_path / "missing", "no such folder"), (afile, "a file"), (empty, "holds no tokenizer files")):
+    for where, words in ((tmp_path / "missing", "missing' does not exist"), (afile, "file.txt' is not a folder"), (empty, "holds no tokenizer files")):
         code, _, err = run_cli("info", "--model", SMALL, "--tokenizer", str(where), check=False)
         assert code == 3 and words in err and len(err.strip().splitlines()) == 1, err
     # init-random reads its tokenizer before it writes anything.

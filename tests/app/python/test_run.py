@@ -187,6 +187,10 @@ def test_an_export_is_all_or_nothing_and_never_through_a_link(run_dir, tmp_path)
     with pytest.raises(ValueError, match=r"layer 99 is out of range \(the model has 2\)"):  # taken and unused without steps=
         run.export(TEXT, tmp_path / "layers", layers=[99])
     assert not os.path.exists(tmp_path / "layers")
+    # Inside the run's folder an export would become one of its steps (checkpoint-999/): refused.
+    with pytest.raises(ValueError, match="is inside the run folder"):
+        run.export(TEXT, run_dir / "checkpoint-999", formats=["json"])
+    assert not os.path.exists(run_dir / "checkpoint-999")
 
 
 def test_not_a_run_is_one_clear_error(run_dir):
