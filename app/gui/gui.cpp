@@ -388,6 +388,16 @@ public:
                     m_state.ranking_heads = !e.impacts->done && !e.impacts->cancelled;
                     break;
                 case Kind::Error:
+                    // A run opened at a step that does not open (a truncated last checkpoint): the step
+                    // before it, said, as export --run skips such a step; once a step is shown, the
+                    // slider's failures are said as they are.
+                    if (e.request == m_step_open_request && !m_state.model && m_state.run_step > 0) {
+                        const RunStep& bad = m_state.run_steps[m_state.run_step];
+                        SayAdjusted("step " + std::to_string(bad.step) + " (" + std::filesystem::path(bad.path).filename().string() +
+                                    ") does not open, showing step " + std::to_string(m_state.run_steps[m_state.run_step - 1].step) + ": " + e.error);
+                        m_state.open_model_request = m_state.run_steps[--m_state.run_step].path;
+                        break;
+                    }
                     m_state.error = e.error;
                     m_twin_expected = false;
                     m_state.global_pass_running = false;
@@ -536,7 +546,10 @@ public:
             }
             // A checkpoint whose tensors leave its shape or SSA forms open: ask before loading.
             const bool run_step = std::any_of(m_state.run_steps.begin(), m_state.run_steps.end(), [&](const RunStep& s) { return s.path == path; });
-            if (!m_views.checkpoint.Ask(path, m_state.hints)) m_worker.OpenModel(path, m_device, m_state.hints, m_dtype, run_step);
+            if (!m_views.checkpoint.Ask(path, m_state.hints)) {
+                const uint64_t id = m_worker.OpenModel(path, m_device, m_state.hints, m_dtype, run_step);
+                if (run_step) m_step_open_request = id;
+            }
         }
         if (m_state.open_twin_request) {
             m_worker.OpenTwin(*m_state.open_twin_request, m_state.hints);
@@ -1155,6 +1168,7 @@ private:
     std::string m_query_from;  // the flag or session that chose the query, checked against the first analysis's tokens
     std::string m_adjusted_notice;  // the status bar's notice SayAdjusted last set
     std::string m_dropped_what_ifs;  // what-ifs a model opened with that did not fit it (drivers end with it)
+    uint64_t m_step_open_request = 0;  // the worker's request that opens the run's shown step
     bool m_scale_chosen = false;      // a session set the temperature scale (FitTemperatureScale leaves it)
     WindowState m_state;
     Views m_views;

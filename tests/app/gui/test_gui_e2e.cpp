@@ -1015,6 +1015,32 @@ TEST(EndToEnd, ATwinOrBaseThatDoesNotOpenEndsAScreenshotRun) {
     EXPECT_FALSE(fs::exists(dir + "/out")) << "nothing exported against a comparison that was not asked for";
 }
 
+// A run whose last checkpoint does not open (a truncated file: a run still being written) opens at
+// the step before, with a line saying so, as export --run skips such a step (it ended the window).
+TEST(EndToEnd, ARunWhoseLastStepIsBrokenOpensTheStepBefore) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_broken_step", run = dir + "/run";
+    fs::remove_all(dir);
+    fs::create_directories(run);
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " init-random --out " + run + "/checkpoint-10 --layers 2 --heads 2 --embd 32 --seed 3",
+                         dir + "/init.log"),
+              0)
+        << ReadFile(dir + "/init.log");
+    fs::copy(run + "/checkpoint-10", run + "/checkpoint-20", fs::copy_options::recursive);
+    fs::resize_file(run + "/checkpoint-20/model.safetensors", 3000);
+    const std::string png = dir + "/shot.png";
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --run " + run + " --text 'The keeper lit the lamp' --screenshot " + png + " --frames 3",
+                         dir + "/log.txt"),
+              0)
+        << ReadFile(dir + "/log.txt");
+    const std::string log = ReadFile(dir + "/log.txt");
+    EXPECT_NE(log.find("ssaviz: step 20 (checkpoint-20) does not open, showing step 10: "), std::string::npos) << log;
+    EXPECT_NE(log.find("header length"), std::string::npos) << log;
+    const nlohmann::json meta = nlohmann::json::parse(ReadFile(png + ".json"), nullptr, false);
+    ASSERT_TRUE(meta.is_object() && meta.contains("state")) << log;
+    EXPECT_EQ(meta["state"]["run_step"], 10);
+    EXPECT_EQ(meta["state"]["model"], run + "/checkpoint-10");
+}
+
 // A model that opens but a text it cannot tokenize: the jobs asked for at start (a run's timeline,
 // the lens, Continue, the heads ranking) wait for an analysis that will not come until the text is
 // edited. A screenshot run ends at once with the text's error and export's exit code; so does a
