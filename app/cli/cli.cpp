@@ -369,9 +369,9 @@ int CmdGenerate(const CommandOptions& o) {
     if (generated.end == Generation::End::ContextFull)
         std::fprintf(stderr, "ssaviz: stopped after %zu token%s: the model's context of %d is full\n", generated.ids.size(),
                      generated.ids.size() == 1 ? "" : "s", runner->Info().config.n_positions);
-    auto decoded = runner->engine().tokenizer().Decode(generated.ids);
-    if (!decoded) throw Failure{kExitBadInput, decoded.error()};
-    const std::string continuation = std::move(*decoded);
+    // The text the tokens add to the prompt, as the window's Continue appends it: a SentencePiece
+    // token's leading space kept (decoding the new ids alone dropped it: "Hello there" + "is a man").
+    const std::string& continuation = generated.text;
     if (o.json) {
         const json j = {{"prompt_tokens", prompt}, {"ids", generated.ids}, {"text", continuation}, {"temperature", spec.temperature},
                         {"top_k", spec.top_k}, {"interventions", model::FormatInterventions(runner->engine().interventions())}};

@@ -775,9 +775,7 @@ std::string Generate(const std::shared_ptr<ModelCore>& core, const std::string& 
     Runner& runner = core->Run();
     Must(runner.Configure({CompareKind::None, ablate}));  // only the SSA side is needed
     model::Tokenization tokens = Must(runner.Tokenize(text, truncate));
-    auto continuation = runner.engine().tokenizer().Decode(Must(runner.Generate(&tokens, o.generate)).ids);
-    if (!continuation) throw BadArgument(continuation.error());
-    return std::move(*continuation);
+    return Must(runner.Generate(&tokens, o.generate)).text;  // as appended to the text (a SentencePiece token's space kept)
 }
 
 // The window's command line for a model and its own flags (show="heads", ...), spelled back by

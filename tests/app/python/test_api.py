@@ -32,6 +32,8 @@ def test_info_tokenize_generate_as_the_command_line_prints_them():
         ours = m.generate("The only way to", tokens=12, **kwargs)
         theirs = json.loads(run_cli("generate", "--model", ENGLISH, "--text", "The only way to", "--tokens", "12", "--json", *flags)[1])
         assert ours == theirs["text"], kwargs
+        if not kwargs:  # the continuation as appended to the prompt: the first word's space kept (SentencePiece's ▁)
+            assert ours.startswith(" ") and m.tokenize("The only way to" + ours)[0][:theirs["prompt_tokens"]] == m.tokenize("The only way to")[0], ours
 
 
 def test_an_edit_takes_the_incremental_path():
