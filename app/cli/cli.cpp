@@ -536,7 +536,7 @@ void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional
     launch->device = o.device.value_or(s ? s->device : "auto");
     launch->hints = o.hints;
     launch->dtype = o.dtype;
-    if (s && !o.text && !o.text_file) launch->text = s->text;
+    if (s && !o.text && !o.text_file && !s->text.empty()) launch->text = s->text;  // a session without one keeps the default
     if (!launch->export_to.empty() && !s) throw Failure{kExitUsage, "--export-to needs --session FILE (its export settings)"};
     if (o.text || o.text_file) launch->text = ReadText(o);
     launch->truncate = o.truncate || (s && s->truncate);

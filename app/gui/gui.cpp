@@ -107,8 +107,9 @@ public:
 
     App(const LaunchOptions& options, const std::optional<Session>& session)
         : m_device(options.device), m_worker([] { glfwPostEmptyEvent(); }) {
-        m_state.text = options.text.empty() && !session ? kExampleText : options.text;
-        m_text_auto = options.text.empty() && !session;
+        // The example text unless the flags or the session give one (a session without a text keeps it).
+        m_state.text = options.text.empty() ? kExampleText : options.text;
+        m_text_auto = options.text.empty();
         m_state.recent_models = LoadRecentModels();
         if (session) ApplySession(*session);
         m_scale_chosen = session.has_value();
@@ -975,8 +976,10 @@ private:
                 if (!session) {
                     m_session_message = session.error();
                 } else {
-                    m_state.text = session->text;
-                    m_text_auto = false;
+                    if (!session->text.empty()) {  // a session without one keeps the text shown
+                        m_state.text = session->text;
+                        m_text_auto = false;
+                    }
                     ApplySession(*session);
                     m_state.open_model_request = session->model_dir.empty() ? DefaultModelDir() : session->model_dir;
                     // Its run, at the step it showed, and the run's timeline again.
