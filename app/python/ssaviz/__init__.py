@@ -30,7 +30,8 @@ if _os.path.exists(_os.path.join(_here, "libssaviz_spm.so")):
 
 from . import _ssaviz  # noqa: E402
 
-__all__ = ["load", "Model", "Analysis", "Figure", "export_batch", "show", "examples", "quantities", "ArgumentTypeError"]
+__all__ = ["load", "Model", "Analysis", "Figure", "export_batch", "load_run", "Run", "RunAnalysis", "show", "examples", "quantities",
+           "ArgumentTypeError"]
 
 
 class ArgumentTypeError(TypeError, ValueError):
@@ -402,7 +403,7 @@ class Analysis:
     top_probs_compare = property(lambda self: self._h.array("top_probs_compare"), doc="the comparison's top_probs; None without its forward pass")
     next_logits = property(lambda self: self._h.array("next_logits"), doc="[V]: the logits after the last token")
     # A fine-tune's base (compare="base"): its side, as the others; None otherwise.
-    tau_q_base = property(lambda self: self._h.array("tau_q_base"), doc="the base's tau_q (ones: a base has no temperatures); None without a base")
+    tau_q_base = property(lambda self: self._h.array("tau_q_base"), doc="the base's tau_q (ones for a vanilla base; an SSA base's own); None without a base")
     tau_v_base = property(lambda self: self._h.array("tau_v_base"), doc="the base's tau_v; None without a base")
     loss_base = property(lambda self: self._h.array("loss_base"), doc="the base's loss [T - 1]; None without a base")
     rank_base = property(lambda self: self._h.array("rank_base"), doc="the base's rank; None without a base")
@@ -506,7 +507,8 @@ class Analysis:
     # Figures: the renderer of `ssaviz export`'s PNG / SVG / HTML files.
     def heatmap(self, layer, head, map="ssa", **flags):
         """Head (layer, head)'s map as `ssaviz export` draws heatmaps/L{l}_H{h}.png; map "ssa",
-        "compare" or "diff"; flags: colormap, log, size."""
+        "compare" or "diff", and with a base "base" or "base_diff" (SSA - base); flags: colormap,
+        log, size."""
         w = "heatmap()"
         return Figure(self._h.heatmap(_int(w, "layer", layer), _int(w, "head", head), _str(w, "map", map), _flags(w, flags)),
                       f"L{layer}_H{head}")
@@ -665,7 +667,8 @@ def show(model=None, text=None, **flags):
 
 
 def examples():
-    """The bundled examples by id ("english", "graph", "passkey"): title, model and twin folders, text."""
+    """The bundled examples by id ("english", "graph", "graph-run", "passkey"): title, model and twin
+    folders (a run's: its run folders), text."""
     return {x["id"]: x for x in _ssaviz.examples()}
 
 
