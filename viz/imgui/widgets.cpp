@@ -101,7 +101,10 @@ void HelpMarker(const char* text) {
 
 bool SelectableText(const std::string& text, bool selected, ImGuiSelectableFlags flags) {
     const ImVec2 at = ImGui::GetCursorScreenPos();
-    const bool clicked = ImGui::Selectable("##text", selected, flags);
+    // As wide as the text, at least (a menu sizes itself by its items: an empty label made it a
+    // sliver that cut every name), and the whole width where there is more.
+    const float width = std::max(ImGui::CalcTextSize(text.data(), text.data() + text.size(), false).x, ImGui::GetContentRegionAvail().x);
+    const bool clicked = ImGui::Selectable("##text", selected, flags, ImVec2(width, 0.0f));
     // Where Selectable draws its label, in the text colour the caller pushed; the Selectable stays the
     // last item, so IsItemHovered() and double-clicks after the call are about it.
     ImGui::GetWindowDrawList()->AddText(at, ImGui::GetColorU32(ImGuiCol_Text), text.data(), text.data() + text.size());
