@@ -264,15 +264,18 @@ TEST(EndToEnd, FlagsOpenTheWindowOnAHeadQueryMapAndTab) {
                              "ssaviz: the session's pinned heads: 2 past the model's ", " heads, unpinned", "ssaviz: the session's query 500: the text has "})
         EXPECT_NE(lines.find(line), std::string::npos) << line << "\n" << lines;
     // A session without a text keeps the window's default text (it opened on an empty one, "no analysis").
+    // (Not under the sanitizers, for CI's time: the same start-up as the session above, another text.)
     std::ofstream(dir + "/no_text.json") << nlohmann::json{{"ssaviz_session", 1}, {"selected", {1, 1}}}.dump();
-    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --session " + dir + "/no_text.json --screenshot " + dir + "/no_text.png --frames 2",
-                         dir + "/no_text.log"),
-              0)
-        << ReadFile(dir + "/no_text.log");
-    const nlohmann::json no_text = nlohmann::json::parse(ReadFile(dir + "/no_text.png.json"), nullptr, false);
-    ASSERT_TRUE(no_text.is_object() && no_text.contains("state"));
-    EXPECT_GT(no_text["state"]["text"].get<std::string>().size(), 20u);
-    EXPECT_EQ(no_text["state"]["selected"], nlohmann::json({1, 1}));
+    if (!kSanitized) {
+        ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --session " + dir + "/no_text.json --screenshot " + dir + "/no_text.png --frames 2",
+                             dir + "/no_text.log"),
+                  0)
+            << ReadFile(dir + "/no_text.log");
+        const nlohmann::json no_text = nlohmann::json::parse(ReadFile(dir + "/no_text.png.json"), nullptr, false);
+        ASSERT_TRUE(no_text.is_object() && no_text.contains("state"));
+        EXPECT_GT(no_text["state"]["text"].get<std::string>().size(), 20u);
+        EXPECT_EQ(no_text["state"]["selected"], nlohmann::json({1, 1}));
+    }
     const int code = RunCommand(std::string(SSAVIZ_BINARY) + " --map sideways", dir + "/bad.log");
     EXPECT_EQ(code, 2);
     EXPECT_NE(ReadFile(dir + "/bad.log").find("is not one of ssa, compare, diff, all, three-way, base, base_diff"), std::string::npos) << ReadFile(dir + "/bad.log");
