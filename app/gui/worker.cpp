@@ -56,9 +56,9 @@ std::string TokenizeError(const std::string& error) {
     return too_long ? error + "; tick 'truncate to context' under the text (--truncate) to run it" : error;
 }
 
-// The comparison of a run's step: its base may be that step itself (the run's first step often is).
-CompareSpec RunStepCompare(CompareSpec compare) {
-    compare.base_may_be_the_model = true;
+// The comparison as a model takes it: a run's step may be its base itself (the run's first step often is).
+CompareSpec CompareFor(CompareSpec compare, bool run_step) {
+    compare.base_may_be_the_model = run_step;
     return compare;
 }
 
@@ -286,9 +286,8 @@ void InferenceWorker::Handle(const Request& r) {
             // A big model opens with the cheap comparison; m_compare stays what was asked for. One
             // that does not open (a base or twin gone) is said right after ModelOpened.
             const bool big = ScaleOf(m_runner->Info(), m_big_parameters).big;
-            CompareSpec compare = m_compare;
+            CompareSpec compare = CompareFor(m_compare, r.run_step);
             if (compare.kind == CompareKind::Global && big) compare = CompareKind::LayerLocal;
-            compare.base_may_be_the_model = r.run_step;  // a run's first step is often its base
             std::optional<RunError> compare_failed;
             if (auto s = m_runner->SetCompare(compare); !s) {
                 compare_failed = s.error();
@@ -315,7 +314,7 @@ void InferenceWorker::Handle(const Request& r) {
         }
         case Request::Kind::SetComparison:
             if (m_runner)
-                if (auto s = m_runner->SetCompare(m_run_step ? RunStepCompare(r.compare) : r.compare); !s) return EmitComparisonFailed(s.error(), r.id);
+                if (auto s = m_runner->SetCompare(CompareFor(r.compare, m_run_step)); !s) return EmitComparisonFailed(s.error(), r.id);
             m_compare = r.compare;
             {
                 WorkerEvent set{Kind::ComparisonSet, {}, nullptr, "", r.id};
@@ -462,7 +461,7 @@ void InferenceWorker::TimelineJob(const Request& r) {
                        !timeline.steps.empty() && (c.n_layer != timeline.n_layer || c.n_head != timeline.n_head)) {
                 fail("has " + std::to_string(c.n_layer) + " layers x " + std::to_string(c.n_head) + " heads, the run's first step " +
                      std::to_string(timeline.n_layer) + " x " + std::to_string(timeline.n_head));
-            } else if (auto s = (*runner)->SetCompare(RunStepCompare(m_compare)); !s) {
+            } else if (auto s = (*runner)->SetCompare(CompareFor(m_compare, /*run_step=*/true)); !s) {
                 fail(s.error().message);
             } else if (auto tokens = (*runner)->engine().Tokenize(r.text, r.truncate); !tokens) {
                 fail(TokenizeError(tokens.error()));
