@@ -65,6 +65,10 @@ std::set<int64_t> ChosenSteps(const std::optional<std::string>& flag, const std:
     return chosen;
 }
 
+// A run of thousands of broken steps (weights gone, another model's shape) names the first of them
+// and counts the rest, where it printed a line each.
+constexpr int kSkippedStepLines = 20;
+
 // One run's steps on the text, in step order, each opened alone; a step that fails is named and
 // skipped.
 RunResults AnalyseRun(const RunStepSpec& spec, const std::string& text, const std::string& dir, const std::string& label,
@@ -73,16 +77,24 @@ RunResults AnalyseRun(const RunStepSpec& spec, const std::string& text, const st
     RunResults run;
     run.t.dir = dir;
     run.t.label = label;
+    int skipped = 0;
+    int64_t last_skipped = 0;
     for (const RunStep& step : steps) {
         const std::string file = fs::path(step.path).filename().string();
         bar->Update((*done)++, total, file);
         const std::string full_out = full.count(step.step) ? (step_root / StepFolder(step.step)).string() : "";
         RunStepResult result = AnalyseRunStep(step, spec, text, run.Shape(), full_out);
         if (result.fatal) throw Failure{result.fatal, result.error};  // so would every step (the text, the comparison), or its export failed
-        if (const std::string error = AddRunStep(&run, std::move(result)); !error.empty())
+        const std::string error = AddRunStep(&run, std::move(result));
+        if (error.empty()) continue;
+        if (++skipped <= kSkippedStepLines)
             std::fprintf(stderr, "\rssaviz: %s step %lld (%s): %s; skipped\n", label.c_str(), static_cast<long long>(step.step),
                          model::EscapeForMessage(file).c_str(), model::EscapeForMessage(error, 4096).c_str());
+        last_skipped = step.step;
     }
+    if (skipped > kSkippedStepLines)
+        std::fprintf(stderr, "\rssaviz: %s: %d more steps skipped, the last step %lld (%d of %zu steps skipped in all)\n", label.c_str(),
+                     skipped - kSkippedStepLines, static_cast<long long>(last_skipped), skipped, steps.size());
     return run;
 }
 
