@@ -1,8 +1,11 @@
 #include "app/core/examples.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+
+#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
@@ -85,27 +88,63 @@ std::string DefaultModelDir() {
     return "";
 }
 
-std::string BaseBeside(const std::string& model_dir) {
-    if (model_dir.empty()) return "";
+namespace {
+
+// The weights file a model was opened from (empty where it has none BaseBeside can use).
+fs::path OpenedWeights(const std::string& model_dir) {
     std::error_code ec;
     fs::path dir = fs::path(model_dir);
+    if (model_dir.empty()) return {};
+    if (fs::is_regular_file(dir, ec)) return dir.extension() == ".pth" ? dir : fs::path();
+    if (!fs::is_directory(dir, ec)) return {};
+    if (!dir.has_filename()) dir = dir.parent_path();  // "x/ssa/"
+    auto files = model::FindModelFiles(dir.string());
+    return files ? fs::path(files->weights) : fs::path();
+}
+
+fs::path FolderOf(const fs::path& opened) { return opened.parent_path().empty() ? fs::path(".") : opened.parent_path(); }
+
+}  // namespace
+
+std::string BaseBeside(const std::string& model_dir) {
     // A lit-gpt fine-tuning: the base it started from beside the checkpoint that was opened, or a
     // folder "base" inside the fine-tune's folder or beside it (its lit_model.pth, or a model
     // folder of its own).
-    auto base_of = [&](const fs::path& opened) -> std::string {
-        const fs::path folder = opened.parent_path().empty() ? fs::path(".") : opened.parent_path();
-        for (const fs::path& base : {folder / "lit_model.pth", folder / "base" / "lit_model.pth", folder.parent_path() / "base" / "lit_model.pth"})
-            if (fs::is_regular_file(base, ec) && !fs::equivalent(base, opened, ec)) return base.lexically_normal().string();
-        for (const fs::path& base : {folder / "base", folder.parent_path() / "base"})
-            if (fs::is_directory(base, ec) && !fs::equivalent(base, folder, ec) && model::FindModelFiles(base.string()))
-                return base.lexically_normal().string();
-        return "";
-    };
-    if (fs::is_regular_file(dir, ec)) return dir.extension() == ".pth" ? base_of(dir) : "";
-    if (!fs::is_directory(dir, ec)) return "";
-    if (!dir.has_filename()) dir = dir.parent_path();  // "x/ssa/"
-    auto files = model::FindModelFiles(dir.string());
-    return files ? base_of(fs::path(files->weights)) : "";
+    const fs::path opened = OpenedWeights(model_dir);
+    if (opened.empty()) return "";
+    std::error_code ec;
+    const fs::path folder = FolderOf(opened);
+    for (const fs::path& base : {folder / "lit_model.pth", folder / "base" / "lit_model.pth", folder.parent_path() / "base" / "lit_model.pth"})
+        if (fs::is_regular_file(base, ec) && !fs::equivalent(base, opened, ec)) return base.lexically_normal().string();
+    for (const fs::path& base : {folder / "base", folder.parent_path() / "base"})
+        if (fs::is_directory(base, ec) && !fs::equivalent(base, folder, ec) && model::FindModelFiles(base.string()))
+            return base.lexically_normal().string();
+    return "";
+}
+
+std::string WhyNoBaseBeside(const std::string& model_dir) {
+    const fs::path opened = OpenedWeights(model_dir);
+    if (opened.empty()) return "";
+    const fs::path folder = FolderOf(opened);
+    std::string why;
+    for (const fs::path& base : {folder / "base", folder.parent_path() / "base"}) {
+        std::error_code ec;
+        if (!fs::exists(fs::symlink_status(base, ec))) continue;
+        const std::string shown = "; " + model::Quoted(base.lexically_normal().string());
+        struct stat st;
+        if (::stat(base.c_str(), &st) != 0) {
+            why += shown + (errno == ENOENT ? std::string(" is a symbolic link to nothing") : model::WhyNotThere(errno));
+        } else if (!S_ISDIR(st.st_mode)) {
+            why += shown + " is not a folder";
+        } else if (fs::equivalent(base, folder, ec)) {
+            why += shown + " is the model's own folder";
+        } else if (auto files = model::FindModelFiles(base.string()); !files) {
+            std::string error = files.error();  // "DIR: no weights (...)"
+            if (const std::string own = base.string() + ": "; error.rfind(own, 0) == 0) error.erase(0, own.size());
+            why += shown + " holds no model: " + error;
+        }
+    }
+    return why;
 }
 
 std::string TwinBeside(const std::string& model_dir) {
