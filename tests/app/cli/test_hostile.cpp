@@ -4,6 +4,8 @@
 // writes and counts, what-ifs and twins that give wrong results, numbers that wrap, messages and
 // limits. Each is a one-line error with the documented exit code, or a result that leaves nothing
 // of the user's lost.
+#include <cstdio>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -207,6 +209,25 @@ TEST_F(Cli, ALinkLoopAndTheModelAsItsOwnBaseAreNamed) {
     for (const std::string& base : {Small(), dir + "/same", Small() + "/model.safetensors"})
         ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--base", base, "--text", "a b", "--out", dir + "/x"}), 2,
                            "is the model itself (model.safetensors): a fine-tune's base is the model it was fine-tuned from");
+    EXPECT_FALSE(fs::exists(dir + "/x"));
+    // A folder base/ inside the model's that is not a base says why, where it read "no base model beside".
+    fs::copy(Small(), dir + "/ft");
+    const std::string base = dir + "/ft/base";
+    auto no_base = [&](const std::string& why) {
+        ExpectOneLineError(Ssaviz({"export", "--model", dir + "/ft", "--compare", "base", "--text", "a b", "--out", dir + "/x"}), 2,
+                           "its folder; '" + base + "'" + why);
+    };
+    fs::create_symlink("base", base);
+    no_base(" is a loop of symbolic links): name it with --base DIR");
+    fs::remove(base);
+    fs::create_symlink("gone", base);
+    no_base(" is a symbolic link to nothing): name it with --base DIR");
+    fs::remove(base);
+    fs::create_symlink(".", base);
+    no_base(" is the model's own folder): name it with --base DIR");
+    fs::remove(base);
+    fs::create_directory(base);
+    no_base(" holds no model: no weights (");
     EXPECT_FALSE(fs::exists(dir + "/x"));
 }
 
@@ -596,6 +617,12 @@ TEST_F(Cli, AHostileRunNamesEachBadStepAndGoesOn) {
     fs::create_directory(run + "/iter-000500-ckpt.pth");
     fs::create_symlink("iter-000600-ckpt.pth", run + "/iter-000600-ckpt.pth");
     for (int i = 0; i < 10000; ++i) std::ofstream(run + "/junk-" + std::to_string(i) + ".txt");
+    // Thirty empty checkpoints after them: twenty lines name broken steps, one counts the rest.
+    for (int i = 1; i <= 30; ++i) {
+        char name[32];
+        std::snprintf(name, sizeof name, "/iter-%06d-ckpt.pth", 1000 * i);
+        std::ofstream(run + name);
+    }
     r = Ssaviz({"export", "--run", run, "--text", "The cat sat on the mat.", "--out", dir + "/out"});
     EXPECT_EQ(r.code, 3) << r.err;
     for (const char* step : {"step 300 (iter-000300-ckpt.pth)", "step 400 (iter-000400-ckpt.pth)", "step 500 (iter-000500-ckpt.pth)",
@@ -605,7 +632,10 @@ TEST_F(Cli, AHostileRunNamesEachBadStepAndGoesOn) {
     ASSERT_EQ(timeline["steps"].size(), 2u);
     EXPECT_EQ(timeline["steps"][1]["step"], 200);
     EXPECT_EQ(timeline["steps"][0]["heads"], timeline["steps"][1]["heads"]) << "the link opens the checkpoint it points to";
-    EXPECT_EQ(timeline["failed"].size(), 4u);
+    EXPECT_EQ(timeline["failed"].size(), 34u);
+    EXPECT_NE(r.err.find("step 16000 (iter-016000-ckpt.pth)"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("step 17000 ("), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("run: 14 more steps skipped, the last step 30000 (34 of 36 steps skipped in all)"), std::string::npos) << r.err;
 }
 
 // A run's export goes outside the run (--out RUN/checkpoint-999 became a broken step of it, which
