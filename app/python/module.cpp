@@ -17,6 +17,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -54,13 +55,28 @@ namespace {
 // [SECTION] Errors: one-line messages as Python exceptions
 //-----------------------------------------------------------------------------
 
+// The command line's message as Python says it: a leading flag becomes its keyword ("--sink-eps 2
+// is not ..." reads "sink_eps 2 is not ..."; "--out: ..." reads "out: ...").
+std::string KeywordSpelling(std::string message) {
+    if (message.rfind("--", 0) != 0) return message;
+    size_t end = 2;
+    while (end < message.size() && (std::islower(static_cast<unsigned char>(message[end])) ||
+                                    std::isdigit(static_cast<unsigned char>(message[end])) || message[end] == '-'))
+        ++end;
+    if (end == 2) return message;
+    std::string keyword = message.substr(2, end - 2);
+    std::replace(keyword.begin(), keyword.end(), '-', '_');
+    return keyword + message.substr(end);
+}
+
 // Thrown with the GIL released; the translator registered in the module turns each into its
-// Python exception. The messages are the command line's (without its "ssaviz: " prefix).
+// Python exception. The messages are the command line's (without its "ssaviz: " prefix), a
+// leading flag spelt as its keyword.
 struct BadArgument : std::runtime_error {  // ValueError: what the command line exits 2 or 3 for
-    using std::runtime_error::runtime_error;
+    explicit BadArgument(const std::string& message) : std::runtime_error(KeywordSpelling(message)) {}
 };
 struct MissingFile : std::runtime_error {  // FileNotFoundError: a path that is not there
-    using std::runtime_error::runtime_error;
+    explicit MissingFile(const std::string& message) : std::runtime_error(KeywordSpelling(message)) {}
 };
 struct WriteFailed : std::runtime_error {  // OSError: an export that could not be written
     using std::runtime_error::runtime_error;
@@ -109,21 +125,27 @@ void ApplyFlags(Command command, const FlagList& flags, const std::set<std::stri
                 CommandOptions* options) {
     for (const auto& [name, value] : flags) {
         const std::string spelled = Spelled(name);
+        std::string keyword = spelled.substr(2);  // as Python spells it: "top_k" for --top-k
+        std::replace(keyword.begin(), keyword.end(), '-', '_');
         if (excluded.count(spelled) || !FindFlag(command, spelled)) {
             std::string takes;
             for (const std::string& n : Allowed(command, excluded)) takes += (takes.empty() ? "" : ", ") + n.substr(2);
             std::replace(takes.begin(), takes.end(), '-', '_');
-            throw BadArgument(where + " takes no flag " + spelled + " (its flags: " + (takes.empty() ? "none" : takes) + ")");
+            throw BadArgument(where + " takes no keyword " + keyword + " (its keywords: " + (takes.empty() ? "none" : takes) + ")");
         }
         if (auto s = ApplyFlag(command, spelled, value, options); !s) throw BadArgument(s.error());
     }
 }
 
-// Flags that are named arguments (or meaningless) in the Python API.
+// Flags that are named arguments (or meaningless) in the Python API. An export's keywords are its
+// figures' and files': how the model opens (config=, tokenizer=) is load()'s, and a run's
+// (run=, compare_run=, steps=) load_run()'s and Run.export()'s; given to an export they were taken
+// and ignored.
 const std::set<std::string> kLoadExcluded = {"--help", "--json", "--model", "--device", "--text", "--text-file", "--truncate"};
-const std::set<std::string> kExportExcluded = {"--help",    "--model", "--device",  "--dtype",     "--n-head", "--query-form",
+const std::set<std::string> kExportExcluded = {"--help",     "--model",  "--device",      "--dtype", "--n-head",    "--query-form",
                                                "--value-form", "--activation", "--text", "--text-file", "--truncate", "--batch",
-                                               "--out",     "--ablate", "--compare"};
+                                               "--out",      "--ablate", "--compare",     "--config", "--tokenizer", "--run",
+                                               "--compare-run", "--steps"};
 
 //-----------------------------------------------------------------------------
 // [SECTION] The model: one Runner, one lock

@@ -112,7 +112,7 @@ def test_figures_for_jupyter(tmp_path):
     own = a.highlight(by="tau_q", scope=(1, 2), temperature_scale="head")
     assert "own scale" in own.html()
     assert "own scale" not in h.html()
-    with pytest.raises(ValueError, match="--temperature-scale 'layer' is not one of model, head"):
+    with pytest.raises(ValueError, match="^temperature_scale 'layer' is not one of model, head"):
         a.highlight(temperature_scale="layer")
 
 

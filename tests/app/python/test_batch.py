@@ -124,7 +124,7 @@ def test_bad_devices_for_the_workers(tmp_path):
         ssaviz.export_batch(TEXTS[:1], out, model=SMALL, devices=[0], client=object())
     with pytest.raises(ValueError, match="devices is empty"):
         ssaviz.export_batch(TEXTS[:1], out, model=SMALL, devices=[], client=object())
-    with pytest.raises(ValueError, match=r"--device 'gpu:1' is not one of auto, cpu, cuda or cuda:N"):
+    with pytest.raises(ValueError, match=r"^device 'gpu:1' is not one of auto, cpu, cuda or cuda:N"):
         ssaviz.export_batch(TEXTS[:1], out, model=SMALL, devices=["cuda:1", "gpu:1"], client=object())
     with pytest.raises(ValueError, match="without a client, load the model on the device"):
         ssaviz.export_batch(TEXTS[:1], out, model=SMALL, devices=["cpu"])

@@ -5,6 +5,7 @@ bad flag values, bad texts, out-of-range heads, a closed model, an analysis whos
 import gc
 import os
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -21,10 +22,17 @@ def small():
     return ssaviz.load(require(SMALL))
 
 
+def keyword_spelling(message):
+    """The command line's message as Python says it: a leading flag as its keyword ("--sink-eps 2"
+    reads "sink_eps 2")."""
+    flag = re.match(r"--([a-z0-9-]+)", message)
+    return flag.group(1).replace("-", "_") + message[flag.end():] if flag else message
+
+
 def raises_like_cli(exc, call, *cli_args):
     with pytest.raises(exc) as info:
         call()
-    assert str(info.value) == cli_error(*cli_args)
+    assert str(info.value) == keyword_spelling(cli_error(*cli_args))
     return info.value
 
 
@@ -45,9 +53,9 @@ def test_bad_load_flags(small):
     raises_like_cli(ValueError, lambda: ssaviz.load(SMALL, device="cuda:1023"), "info", "--model", SMALL, "--device", "cuda:1023")
     raises_like_cli(ValueError, lambda: ssaviz.load(SMALL, query_form="sideways"), "info", "--model", SMALL, "--query-form", "sideways")
     raises_like_cli(ValueError, lambda: ssaviz.load(SMALL, dtype="f64"), "info", "--model", SMALL, "--dtype", "f64")
-    with pytest.raises(ValueError, match=r"load\(\) takes no flag --colour \(its flags: .*dtype"):
+    with pytest.raises(ValueError, match=r"load\(\) takes no keyword colour \(its keywords: .*dtype"):
         ssaviz.load(SMALL, colour="red")
-    with pytest.raises(ValueError, match="takes no flag --text"):
+    with pytest.raises(ValueError, match="takes no keyword text "):
         ssaviz.load(SMALL, text="hi")
 
 
@@ -99,8 +107,15 @@ def test_bad_export_and_figure_flags(small, tmp_path):
     a_file = tmp_path / "file"
     a_file.write_text("x")
     raises_like_cli(ValueError, lambda: a.export(a_file), "export", "--model", SMALL, "--text", TEXT, "--out", str(a_file))
-    with pytest.raises(ValueError, match="export\\(\\) takes no flag --compare"):
+    with pytest.raises(ValueError, match="export\\(\\) takes no keyword compare "):
         a.export(out, compare="local")
+    # How a model opens and what a run is are load()'s and load_run()'s: an export took and ignored them.
+    for keyword in ("config", "tokenizer", "run", "compare_run", "steps"):
+        with pytest.raises(ValueError, match=f"export\\(\\) takes no keyword {keyword} "):
+            a.export(tmp_path / keyword, **{keyword: str(tmp_path)})
+        with pytest.raises(ValueError, match=f"heatmap\\(\\) takes no keyword {keyword} "):
+            a.heatmap(0, 0, **{keyword: str(tmp_path)})
+        assert not (tmp_path / keyword).exists()
     with pytest.raises(ValueError, match="plot 'pie'"):
         a.plot("pie")
     with pytest.raises(ValueError, match="saves as"):
