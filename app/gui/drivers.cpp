@@ -342,7 +342,7 @@ public:
             exporter.Options().out_dir = m_dir;
             if (!exporter.Start(window.State())) {
                 std::fprintf(stderr, "ssaviz: export: %s\n", exporter.Error().c_str());
-                return kExitFailure;
+                return exporter.ErrorExit();
             }
             m_started = true;
         } else if (m_started && !exporter.Busy() && (!exporter.Done().empty() || !exporter.Error().empty())) {

@@ -8,6 +8,7 @@
 #include <imgui.h>
 #include <nlohmann/json.hpp>
 
+#include "app/export/export_figures.h"
 #include "app/export/flags.h"
 #include "app/export/session.h"
 #include "app/gui/views/view_common.h"
@@ -83,6 +84,13 @@ void ExportDialog::EnsureOptions(const AppState& state) {
 }
 
 namespace {
+// The settings against the shown model, as `ssaviz export` checks them: the heads ("all" resolved)
+// and the highlight's head.
+model::Status FitToModel(ExportOptions* options, const model::Analysis& a) {
+    if (auto s = ResolveExportHeads(options, a.n_layer, a.n_head); !s) return s;
+    return CheckHighlightScope(options->figures, a.n_layer, a.n_head);
+}
+
 // The lens runs the model as loaded: beside what-ifs its files would not be the shown analysis's
 // (`export --lens` refuses --ablate).
 const LensPair* ExportableLens(const WindowState& state) {
@@ -105,6 +113,7 @@ std::vector<ExportFile> ExportDialog::LensPlan(const WindowState& state, const E
 
 bool ExportDialog::Start(const WindowState& state) {
     m_error.clear();
+    m_error_exit = kExitFailure;
     m_done_message.clear();
     if (Busy()) return m_error = "an export is already running", false;
     if (!state.analysis || !state.model) return m_error = "nothing to export yet: waiting for the model", false;
@@ -112,7 +121,10 @@ bool ExportDialog::Start(const WindowState& state) {
     ExportOptions options = m_options;
     if (options.out_dir.empty()) return m_error = "choose an output folder", false;
     options.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);  // a core stays with the UI
-    if (auto s = ResolveExportHeads(&options, state.analysis->n_layer, state.analysis->n_head); !s) return m_error = s.error(), false;
+    if (auto s = FitToModel(&options, *state.analysis); !s) {
+        m_error_exit = kExitUsage;
+        return m_error = s.error(), false;
+    }
     std::vector<ExportFile> lens_files = LensPlan(state, options);
     Join();
     m_cancel = false;
@@ -326,9 +338,8 @@ void ExportDialog::DrawPreview(const WindowState& state) {
     }
     // The plan is rebuilt only when the settings or the analysis change, not every frame.
     ExportOptions options = m_options;
-    const auto heads_ok = ResolveExportHeads(&options, state.analysis->n_layer, state.analysis->n_head);
-    if (!heads_ok) {
-        ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.4f, 1.0f), "%s", heads_ok.error().c_str());
+    if (auto fits = FitToModel(&options, *state.analysis); !fits) {
+        ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.4f, 1.0f), "%s", fits.error().c_str());
         return;
     }
     const std::string plan_key = model::JsonText(ExportOptionsToJson(options));

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "app/core/exit_code.h"
 #include "app/export/export.h"
 #include "app/export/flags.h"
 #include "app/gui/window_state.h"
@@ -37,6 +38,9 @@ public:
     bool Start(const WindowState& state);
     bool Busy() const { return m_running.load(); }
     const std::string& Error() const { return m_error; }
+    // The exit code a run that exports and ends (--export-to) gives for Error(): 2 where the settings
+    // do not fit the model (a head or highlight past it, as `export` refuses), else 1.
+    int ErrorExit() const { return m_error_exit; }
     const std::string& Done() const { return m_done_message; }  // after a finished export
 
     ExportOptions& Options() { return m_options; }  // what a session saves and restores
@@ -57,6 +61,7 @@ private:
     std::string m_out_edit;
     std::string m_layers_edit, m_heads_edit;  // "all" or "0,2"
     std::string m_error;
+    int m_error_exit = kExitFailure;
     std::string m_done_message;
 
     // The preview: one planned figure, rasterised as it will be written.

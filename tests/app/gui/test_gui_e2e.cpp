@@ -1006,6 +1006,12 @@ TEST(EndToEnd, ATwinOrBaseThatDoesNotOpenEndsAScreenshotRun) {
     // does (it exported without all of them and exited 0); the window keeps those that fit.
     session = {{"ssaviz_session", 1}, {"model", ""}, {"text", "The keeper lit the lamp"}, {"interventions", "0:0,9:9"}};
     std::ofstream(dir + "/what_ifs.json") << session.dump(1);
+    // So do export settings past the model, as `export` refuses --layers 9 (the highlight's head was
+    // clamped to the model's last, its figure titled "L9 H9", and the run exited 0).
+    session = {{"ssaviz_session", 1}, {"model", ""}, {"text", "The keeper lit the lamp"}, {"export", {{"layers", {9}}}}};
+    std::ofstream(dir + "/layers.json") << session.dump(1);
+    session["export"] = {{"formats", {"png"}}, {"highlight_scope", "head"}, {"highlight_head", {9, 9}}};
+    std::ofstream(dir + "/highlight.json") << session.dump(1);
     struct Case {
         std::string args, named;
         int code;
@@ -1014,7 +1020,9 @@ TEST(EndToEnd, ATwinOrBaseThatDoesNotOpenEndsAScreenshotRun) {
                           Case{model + " --compare " + dir + "/no-such-twin --screenshot " + dir + "/shot.png --frames 2", "no-such-twin", 3},
                           Case{model + " --compare base --screenshot " + dir + "/shot.png --frames 2", "name it with --base DIR", 2},
                           Case{" --session " + dir + "/session.json --export-to " + dir + "/out", "no-such-base", 3},
-                          Case{" --session " + dir + "/what_ifs.json --export-to " + dir + "/out", "dropped the what-ifs 9:9: past the model's 4 layers", 2}}) {
+                          Case{" --session " + dir + "/what_ifs.json --export-to " + dir + "/out", "dropped the what-ifs 9:9: past the model's 4 layers", 2},
+                          Case{" --session " + dir + "/layers.json --export-to " + dir + "/out", "export: --layers: layer 9 is out of range", 2},
+                          Case{" --session " + dir + "/highlight.json --export-to " + dir + "/out", "export: --highlight-scope: layer 9 is out of range", 2}}) {
         if (kSanitized && (c.named == "no-such-twin" || c.code == 2)) continue;  // a twin's path is the base's; a usage error is the flags'
         fs::remove(dir + "/shot.png");
         const int code = RunCommand(std::string(SSAVIZ_BINARY) + c.args, dir + "/log.txt");
