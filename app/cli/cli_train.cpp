@@ -161,6 +161,7 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
         throw Failure{kExitUsage, "this training would hold about " + model::FormatBytes(needs) + " (--batch " + std::to_string(o.task.batch) +
                                       " x --seq-len " + std::to_string(o.task.seq_len) + " with the model's sizes), more than the " +
                                       model::FormatBytes(memory) + " of memory here"};
+    if (auto s = model::CheckResumeCheckpoint(o); !s) throw Failure{kExitBadInput, s.error()};
     if (auto s = model::CheckTrainOutput(o); !s) throw Failure{kExitUsage, "--out: " + s.error()};
     // Threads inside each op; the SSA model and its twin already train on a thread each.
     model::SetComputeThreads(threads);

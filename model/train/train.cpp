@@ -440,6 +440,16 @@ Status CheckTrainOutput(const TrainOptions& o) {
     return CheckReplaceableFolder(o.out + "/checkpoint", OwnedCheckpoint);
 }
 
+namespace {
+std::string NothingToResume(const std::string& state_file) { return "--resume: " + Shown(state_file) + " is missing or not JSON: nothing to resume"; }
+}  // namespace
+
+Status CheckResumeCheckpoint(const TrainOptions& o) {
+    const std::string file = o.out + "/checkpoint/state.json";
+    if (o.resume && !ParseJsonFile(file)) return Fail(NothingToResume(file));
+    return Ok{};
+}
+
 bool Resumable(const TrainOptions& o) {
     auto state = ParseJsonFile(o.out + "/checkpoint/state.json");
     if (!state || !state->is_object() || !state->value("step", nlohmann::json()).is_number_integer()) return false;
@@ -471,6 +481,7 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
         return Fail("--seq-len " + std::to_string(o.task.seq_len) + " exceeds the context " + std::to_string(o.config.n_positions));
     if (o.config.n_head < 1 || o.config.n_embd % o.config.n_head != 0)
         return Fail("--width " + std::to_string(o.config.n_embd) + " is not a multiple of --heads " + std::to_string(o.config.n_head));
+    if (auto s = CheckResumeCheckpoint(o); !s) return Fail(s.error());
     if (auto s = CheckTrainOutput(o); !s) return Fail(s.error());
     const std::error_code ec = MakeFolders(o.out);
     if (ec) return Fail(o.out + ": cannot create (" + ec.message() + ")");
@@ -528,7 +539,7 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
     nlohmann::json history = nlohmann::json::array();
     if (o.resume) {
         auto read = ParseJsonFile(checkpoint + "/state.json");
-        if (!read) return Fail(checkpoint + "/state.json: missing or not JSON (nothing to resume)");
+        if (!read) return Fail(NothingToResume(checkpoint + "/state.json"));
         auto state = ReadResumeState(checkpoint + "/state.json", *read, RunIdentity(o));
         if (!state) return Fail(state.error());
         if (state->step > o.steps)

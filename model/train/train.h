@@ -65,6 +65,11 @@ SsaGpt InitSsaGpt(const ModelConfig& config, uint64_t seed, bool zero_positions 
 // deleted. Train checks this first; the command line asks before it starts.
 Status CheckTrainOutput(const TrainOptions& options);
 
+// With options.resume: that DIR/checkpoint/state.json is there and JSON, else "--resume: ... is
+// missing or not JSON: nothing to resume". Asked before CheckTrainOutput, which would call a
+// checkpoint whose state.json is broken a folder train did not write.
+Status CheckResumeCheckpoint(const TrainOptions& options);
+
 // Whether `--resume` finds something to continue in options.out: a checkpoint, and with
 // keep_checkpoints an unfinished new run's kept steps (run.new/) that are its run's.
 bool Resumable(const TrainOptions& options);

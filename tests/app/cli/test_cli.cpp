@@ -641,6 +641,12 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--query-form", "cosine,shared"}), 2, "cosine");
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--data", Scratch("nothing-here")}), 3, "no such file or folder");
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--resume"}), 3, "nothing to resume");
+    // A checkpoint whose state.json is broken has nothing to resume; it was called a folder train did not write.
+    fs::create_directories(Scratch("t") + "/checkpoint");
+    std::ofstream(Scratch("t") + "/checkpoint/state.json") << "{";
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--resume"}), 3,
+                       "--resume: '" + Scratch("t") + "/checkpoint/state.json' is missing or not JSON: nothing to resume");
+    fs::remove_all(Scratch("t"));
     ExpectOneLineError(Ssaviz({"eval", "--model", kOut + "/small"}), 3, "train.json: missing");
     ExpectOneLineError(Ssaviz({"eval"}), 2, "eval needs --model DIR");
 }
