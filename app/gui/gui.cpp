@@ -314,19 +314,13 @@ public:
                 case Kind::ComparisonSet:
                     SetComparisonShown(e.comparison);
                     ClearComparisonFailure();
-                    if (auto it = m_bases_asked.find(e.request); it != m_bases_asked.end()) {  // this base runs now
-                        m_base_running = it->second;
-                        m_bases_asked.erase(it);
-                    }
+                    m_bases.Set(e.request);
                     break;
                 case Kind::ComparisonFailed:
                     // The comparison stays what runs (e.comparison): said in the status bar until
                     // another is set, and a screenshot or export run ends with it (FailureExit).
                     m_twin_expected = false;
-                    if (auto it = m_bases_asked.find(e.request); it != m_bases_asked.end()) {
-                        m_bases_asked.erase(it);  // a base that did not open: the last one that did, once none is on its way
-                        if (m_bases_asked.empty()) m_state.base_dir = m_base_running;
-                    }
+                    if (auto shown = m_bases.Failed(e.request)) m_state.base_dir = *shown;
                     SetComparisonShown(e.comparison);
                     m_comparison_failure = {e.error_kind, e.error};
                     m_state.notice = e.error;
@@ -588,7 +582,7 @@ public:
             m_state.base_request.reset();
             const CompareSpec spec = ShownComparison();  // a base with its folder (a session's "base")
             const uint64_t id = m_worker.SetComparison(spec);
-            if (spec.kind == CompareKind::Base) m_bases_asked[id] = spec.base_dir;
+            if (spec.kind == CompareKind::Base) m_bases.Asked(id, spec.base_dir);
             if (m_state.twin) m_worker.CloseTwin();
         }
         if (m_state.interventions_request) {
@@ -1164,8 +1158,7 @@ private:
     bool m_start_global_pass = false; // --global-pass, likewise
     bool m_start_lens = false;         // --lens: run the lens once the first analysis is shown
     bool m_start_timeline = false;     // --run: run the timeline once the first analysis is shown
-    std::map<uint64_t, std::string> m_bases_asked;  // base comparisons on their way: request -> folder ("": beside the model)
-    std::string m_base_running;                      // the folder of the base last set ("": beside the model, or none)
+    BaseRequests m_bases;  // base comparisons on their way, and the one running
     std::optional<RunError> m_comparison_failure;  // the twin or base last asked for did not open
     std::string m_place_from;  // the flags or session that chose the head and pins, checked once the model is open ("" none)
     std::string m_query_from;  // the flag or session that chose the query, checked against the first analysis's tokens

@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <list>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -105,6 +106,28 @@ struct WorkerEvent {
     model::Comparison comparison = model::Comparison::Counterfactual;  // ModelOpened, ComparisonSet, ComparisonFailed: what runs now
     std::string twin_beside;  // ModelOpened: the twin or base model shipped beside it (TwinBeside); empty: none
     std::string base_beside;  // ModelOpened: the base it was fine-tuned from (BaseBeside); empty: none
+};
+
+// The base comparisons asked of the worker and the base that runs, for the folder the window shows
+// (AppState::base_dir): a base that does not open gives it back to the last one that did, once no
+// other base is on its way (A asked, then B, which fails: A is shown again, after A has answered).
+class BaseRequests {
+public:
+    void Asked(uint64_t request, std::string dir) { m_asked[request] = std::move(dir); }  // "": the base beside the model
+    // ComparisonSet: the base it answers, if it answers one, runs now.
+    void Set(uint64_t request) {
+        if (auto it = m_asked.find(request); it != m_asked.end()) m_running = std::move(it->second), m_asked.erase(it);
+    }
+    // ComparisonFailed: the folder to show now (the base running) where it answered the last base
+    // on its way; nothing where another is still coming or it answered no base.
+    std::optional<std::string> Failed(uint64_t request) {
+        if (m_asked.erase(request) == 0 || !m_asked.empty()) return std::nullopt;
+        return m_running;
+    }
+
+private:
+    std::map<uint64_t, std::string> m_asked;  // request -> folder
+    std::string m_running;                    // the folder of the base last set ("": beside the model, or none)
 };
 
 class InferenceWorker {

@@ -17,6 +17,7 @@
 #include "app/gui/fonts.h"
 #include "app/gui/views/view_common.h"
 #include "app/gui/window_state.h"
+#include "app/gui/worker.h"
 #include "tests/app/gui/synthetic.h"
 #include "app/gui/views/view_head_table.h"
 #include "app/gui/views/view_heads.h"
@@ -220,6 +221,31 @@ TEST_F(Views, ATwinShippedBesideTheModelIsOffered) {
 // Per-token losses: token t's value is entry t - 1 of each side's loss (token 0 has none), the
 // delta is SSA's minus the comparison's, and an analysis without the comparison's predictions
 // (layer-local) has no comparison or delta values at all.
+// The window's base folder as the worker's answers come in, in the orders they can come: a base that
+// does not open shows the last that did, but only once no other base is on its way.
+TEST(BaseRequests, AFailedBaseShowsTheLastThatOpenedOnceNoneIsOnItsWay) {
+    app::BaseRequests bases;
+    EXPECT_EQ(bases.Failed(1), std::nullopt) << "an answer to no base request (a twin's) changes nothing";
+    bases.Asked(1, "ft/base");
+    bases.Set(1);
+    bases.Asked(2, "typo");
+    EXPECT_EQ(bases.Failed(2), std::optional<std::string>("ft/base"));
+    // Two asked at once, the first failing before the second answers: nothing to show yet.
+    bases.Asked(3, "gone");
+    bases.Asked(4, "other/base");
+    EXPECT_EQ(bases.Failed(3), std::nullopt);
+    bases.Set(4);
+    bases.Set(5);  // another comparison set (tau = 1): the base running is still the last set
+    bases.Asked(6, "");  // the base beside the model, which does not open
+    EXPECT_EQ(bases.Failed(6), std::optional<std::string>("other/base"));
+    // Answered in the other order: the second's failure comes while the first is still on its way.
+    bases.Asked(7, "first");
+    bases.Asked(8, "second");
+    EXPECT_EQ(bases.Failed(8), std::nullopt);
+    EXPECT_EQ(bases.Failed(7), std::optional<std::string>("other/base"));
+    EXPECT_EQ(bases.Failed(7), std::nullopt) << "one answer per request";
+}
+
 TEST(TokenLosses, LineUpWithTheirTokens) {
     model::Analysis a = app::MakeSyntheticAnalysis(1, 1, 12, 5);
     const std::vector<float> loss = app::TokenLosses(a, app::TokenColor::Loss);
