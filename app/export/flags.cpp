@@ -528,7 +528,9 @@ std::vector<Flag> BuildTable() {
                 o.export_options.maps.clear();
                 for (const std::string& f : ListItems(v)) {
                     auto mode = ParseMapMode(f);
-                    if (!mode) Bad(v.name + " " + QuoteForMessage(f) + " is not one of ssa, compare, diff, base, base_diff");
+                    if (!mode)
+                        Bad(v.name + " " + QuoteForMessage(f) + " is not one of ssa, compare, diff, base, base_diff" +
+                            (f == "tau1" || f == "twin" ? " (the comparison's map is 'compare', tau = 1's or a twin's)" : ""));
                     if (std::find(o.export_options.maps.begin(), o.export_options.maps.end(), *mode) == o.export_options.maps.end())
                         o.export_options.maps.push_back(*mode);
                 }

@@ -398,6 +398,7 @@ TEST_F(Cli, ExportOptionErrorsNameTheFlag) {
         return Ssaviz(args);
     };
     ExpectOneLineError(with({"--maps", "ssa,sparse"}), 2, "'sparse'");
+    ExpectOneLineError(with({"--maps", "ssa,tau1"}), 2, "'tau1' is not one of ssa, compare, diff, base, base_diff (the comparison's map is 'compare', tau = 1's or a twin's)");
     ExpectOneLineError(with({"--colormap", "jet"}), 2, "jet");
     // The diverging map is the differences' own: an attention map is not drawn on it.
     ExpectOneLineError(with({"--colormap", "diverging"}), 2, "--colormap 'diverging' is not one of viridis, magma");
