@@ -302,7 +302,8 @@ int CmdExport(const CommandOptions& o) {
             std::fprintf(stderr, "ssaviz: fine-tuning: a text of one token has no loss and one attention row: nothing to compare\n");
         else if (!d.empty())
             std::fprintf(stderr, "ssaviz: fine-tuning: %s; heads changed most (JS, nats) by the temperatures: %s; by the drift: %s\n",
-                         FineTuneHeadline(d).c_str(), TopHeads(d.js_temperature, d.n_head, 3).c_str(), TopHeads(d.js_drift, d.n_head, 3).c_str());
+                         FineTuneHeadline(d).c_str(), TopHeads(d.js_temperature, d.n_head, 3, kJsRoundingFloor).c_str(),
+                         TopHeads(d.js_drift, d.n_head, 3, kJsRoundingFloor).c_str());
         return kExitOk;
     }
 

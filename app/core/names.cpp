@@ -56,7 +56,7 @@ std::string BaseFolderName(const model::Analysis& a) {
     return above == std::string::npos ? path : path.substr(above + 1);
 }
 
-std::string TopHeads(const std::vector<float>& values, int heads, int n) {
+std::string TopHeads(const std::vector<float>& values, int heads, int n, float floor) {
     std::vector<int> order(values.size());
     std::iota(order.begin(), order.end(), 0);
     auto key = [&](int k) { return std::isfinite(values[k]) ? values[k] : -INFINITY; };
@@ -64,10 +64,15 @@ std::string TopHeads(const std::vector<float>& values, int heads, int n) {
     std::string text;
     for (int k = 0; k < std::min<int>(n, static_cast<int>(order.size())) && heads > 0; ++k) {
         const int i = order[k];
-        if (!std::isfinite(values[i])) break;
+        if (!std::isfinite(values[i]) || values[i] < floor) break;
         char value[32];
         std::snprintf(value, sizeof value, "%.3g", values[i]);  // a drift of 6.8e-05, not 0.000
         text += (k ? ", " : "") + HeadName({i / heads, i % heads}) + " " + value;
+    }
+    if (text.empty() && std::isfinite(floor)) {
+        char none[48];
+        std::snprintf(none, sizeof none, "none above %.0e (float32 rounding)", floor);
+        return none;
     }
     return text;
 }

@@ -2,6 +2,7 @@
 // legends, exports and the command line all say "L2 H5", "tau=1", "twin".
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -34,8 +35,12 @@ std::string TwinFolderName(const model::Analysis& a);
 // folder named base/), as the three-way maps title it; empty without a base.
 std::string BaseFolderName(const model::Analysis& a);
 // The heads with the n largest values of a [L * H] array, "L3 H2 0.041, L5 H0 0.033" (non-finite
-// values left out).
-std::string TopHeads(const std::vector<float>& values, int heads, int n);
+// values left out), those at or above `floor` only: with none, "none above F".
+std::string TopHeads(const std::vector<float>& values, int heads, int n, float floor = -INFINITY);
+// A JS divergence (nats) below this is float32 rounding, not a change: the same weights on both
+// sides give 1e-8 to 3e-8 (entropies of ~3 nats summed in float32), a fine-tune's parts 1e-5 and
+// up. The heads a fine-tune changed most are those above it.
+constexpr float kJsRoundingFloor = 1e-6f;
 // What fine-tuning changed, in a line (export prints it): "mean loss 11.0537 (base)
 // to 10.7898 (SSA), -0.2639 nats = temperatures +0.0704 + drift -0.3342".
 std::string FineTuneHeadline(const model::Decomposition& d);

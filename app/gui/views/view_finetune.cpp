@@ -113,8 +113,8 @@ void FineTuneView::DrawMatrices(WindowState& state) {
     ImGui::Checkbox("log scale##finetune", &m_log_scale);
     viz::ItemTooltip("Both matrices on a log10 scale from 1e-4 of the largest value to it (below: the darkest colour), so a "
                      "small part beside a large one still shows; off: linear from 0.");
-    Caption("temperatures most: " + TopHeads(d.js_temperature, H, 4), ", ");  // broken between heads only
-    Caption("drift most: " + TopHeads(d.js_drift, H, 4), ", ");
+    Caption("temperatures most: " + TopHeads(d.js_temperature, H, 4, kJsRoundingFloor), ", ");  // broken between heads only
+    Caption("drift most: " + TopHeads(d.js_drift, H, 4, kJsRoundingFloor), ", ");
 
     const float line = ImGui::GetTextLineHeight();
     const float gap = ImGui::GetStyle().ItemSpacing.x * 2.0f;
