@@ -779,7 +779,8 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
         }
         plan.push_back(FigureFile("highlight", ext, [&a, model_name, fig] { return Highlight(a, model_name, fig); }, small_figure_bytes));
         if (a.HasBase() && a.n_tokens >= 2) {  // what fine-tuning changed: head by head, and token by token (a loss: 2 tokens)
-            plan.push_back(FigureFile("finetune", ext, [&a, model_name] { return FineTuneFigure(a, model_name); }, small_figure_bytes));
+            plan.push_back(FigureFile("finetune", ext, [&a, model_name, log = fig.log_scale] { return FineTuneFigure(a, model_name, log); },
+                                      small_figure_bytes));
             plan.push_back(FigureFile("finetune_loss", ext, [&a, model_name] { return FineTuneLossFigure(a, model_name); }, small_figure_bytes));
         }
         for (const std::string& name : SparsityFigureNames())

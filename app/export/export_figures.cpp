@@ -282,7 +282,7 @@ const std::vector<std::string>& SparsityFigureNames() {
     return names;
 }
 
-viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_name) {
+viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_name, bool log_scale) {
     const model::Decomposition d = model::Decompose(a);
     if (d.empty()) return {};
     viz::HeatmapFigureOptions options;
@@ -290,13 +290,14 @@ viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_na
     for (int h = 0; h < d.n_head; ++h) options.ColLabels.push_back("H" + std::to_string(h));
     options.RowAxis = "layer";
     options.ColAxis = "head";
-    options.ValueLabel = "JS divergence of the rows, nats";
+    options.ValueLabel = log_scale ? "JS divergence of the rows, nats (log scale)" : "JS divergence of the rows, nats";
     options.Style.causal = false;
+    options.Style.log_scale = log_scale;
     float most = 1e-6f;  // one scale for both parts
     for (const std::vector<float>* part : {&d.js_temperature, &d.js_drift})
         for (float v : *part)
             if (std::isfinite(v)) most = std::max(most, v);
-    options.Style.range = viz::Range{0.0f, most};
+    options.Style.range = viz::Range{log_scale ? most * 1e-4f : 0.0f, most};  // the Fine-tune tab's range
     auto nats = [](const char* format, float v) {
         char buf[64];
         std::snprintf(buf, sizeof buf, format, v);

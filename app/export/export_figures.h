@@ -95,7 +95,9 @@ int FineTuneLossWindow(size_t n);
 // Each value's mean over the `window` values centred on it (fewer at the ends), non-finite ones
 // left out (NaN where all are).
 std::vector<float> CentredMean(const std::vector<float>& y, int window);
-viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_name);
+// `log_scale`: both matrices on a log10 scale from 1e-4 of the largest value to it, as the Fine-tune
+// tab draws them by default (a small part beside a large one still shows); else linear from 0.
+viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_name, bool log_scale = false);
 viz::Figure FineTuneLossFigure(const model::Analysis& a, const std::string& model_name);
 
 // The Sparsity tab's plots (app/export/plots.h) over the whole model, by key: "dilution"

@@ -614,7 +614,8 @@ FigureHandle Plot(const AnalysisHandle& h, const std::string& name, const FlagLi
         throw BadArgument("plot '" + name + "': what fine-tuning changed needs 2 tokens or more (the loss is of a next token)");
     const CommandOptions o = FigureOptions(h, flags, "plot()");
     py::gil_scoped_release release;
-    if (finetune) return {name == "finetune" ? FineTuneFigure(h.A(), TitleName(h)) : FineTuneLossFigure(h.A(), TitleName(h)), ""};
+    if (finetune)
+        return {name == "finetune" ? FineTuneFigure(h.A(), TitleName(h), o.export_options.figures.log_scale) : FineTuneLossFigure(h.A(), TitleName(h)), ""};
     return {SparsityFigure(h.A(), TitleName(h), name, o.export_options.sink_epsilon), ""};
 }
 

@@ -267,6 +267,11 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     a.export(tmp_path / "finetune", formats=["svg"])
     for name in ("finetune", "finetune_loss"):
         assert a.plot(name).svg() == (tmp_path / "finetune" / (name + ".svg")).read_text(), name
+    # On a log scale as the Fine-tune tab draws it (it was linear whatever log= said).
+    a.export(tmp_path / "finetune_log", formats=["svg"], log=True)
+    logged = a.plot("finetune", log=True).svg()
+    assert logged == (tmp_path / "finetune_log" / "finetune.svg").read_text()
+    assert logged != a.plot("finetune").svg() and "nats (log scale)" in logged
     # The base's lens is the base model's own: the same numbers as loading the base alone.
     alone = ssaviz.load(base).analyze(JOBS)
     np.testing.assert_array_equal(a.lens_loss_base, alone.lens_loss)
