@@ -82,6 +82,21 @@ inline std::string TabFlag(std::string_view tab) {
     return flag;
 }
 
+// --tab's spelling of the tab `name` names, read loosely: case, spaces, '-' and '_' aside
+// ("finetune", "Fine-tune" and "fine_tune" are "fine-tune", as the plot and files spell it);
+// empty where it names none.
+inline std::string FindTabFlag(std::string_view name) {
+    auto letters = [](std::string_view s) {
+        std::string out;
+        for (char c : s)
+            if (c != ' ' && c != '-' && c != '_') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return out;
+    };
+    for (const char* tab : LaunchOptions::kTabs)
+        if (letters(tab) == letters(name)) return TabFlag(tab);
+    return "";
+}
+
 // The tab `step` places after `tab` (before it when negative) in the bar's order, wrapping round;
 // from a name that is no tab's, counted from the first (Ctrl+PageUp / PageDown).
 inline const char* StepTab(const std::string& tab, int step) {

@@ -806,11 +806,6 @@ std::vector<Flag> BuildTable() {
     // The tabs, as --tab spells them: heads|matrix|...|fine-tune (LaunchOptions::kTabs).
     std::string tabs;
     for (const char* tab : LaunchOptions::kTabs) tabs += (tabs.empty() ? "" : "|") + TabFlag(tab);
-    auto is_tab = [](const std::string& name) {
-        for (const char* tab : LaunchOptions::kTabs)
-            if (name == TabFlag(tab)) return true;
-        return false;
-    };
     // A tab also as the bar spells it ("Next token", "Lens"): TabFlag reads it as --tab's spelling.
     // The open dialog too: for a model (open), a fine-tune's base (open-base) or a run (open-run).
     add(Row({"--show"}, "export|help|demo|open|open-base|open-run|" + tabs, {C::Window},
@@ -818,16 +813,18 @@ std::vector<Flag> BuildTable() {
             [=](CommandOptions& o, const FlagValue& v) {
                 const bool window = v.text == "export" || v.text == "help" || v.text == "demo" || v.text == "open" || v.text == "open-base" ||
                                     v.text == "open-run";
-                if (!window && !is_tab(TabFlag(v.text)))
+                const std::string tab = window ? "" : FindTabFlag(v.text);
+                if (!window && tab.empty())
                     Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of export, help, demo, open, open-base, open-run (windows) or " + tabs +
                         " (tabs)");
-                o.window.show = window ? v.text : TabFlag(v.text);
+                o.window.show = window ? v.text : tab;
             },
             [](const CommandOptions& o) { return Unless(o.window.show, std::string()); }));
     add(Row({"--tab"}, tabs, {C::Window}, "the tab the window opens on",
             [=](CommandOptions& o, const FlagValue& v) {
-                if (!is_tab(TabFlag(v.text))) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of " + tabs);
-                o.window.show = TabFlag(v.text);
+                const std::string tab = FindTabFlag(v.text);
+                if (tab.empty()) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of " + tabs);
+                o.window.show = tab;
             },
             [](const CommandOptions&) { return std::optional<std::string>(); }));  // --show spells it back
     auto where = [&](const char* name, std::optional<int> LaunchOptions::*field, const char* help) {

@@ -600,8 +600,11 @@ FigureHandle HighlightFigure(const AnalysisHandle& h, const FlagList& flags) {
 }
 
 // The Sparsity tab's plots, and beside a base what fine-tuning changed ("finetune",
-// "finetune_loss": export's finetune.png and finetune_loss.png).
-FigureHandle Plot(const AnalysisHandle& h, const std::string& name, const FlagList& flags) {
+// "finetune_loss": export's finetune.png and finetune_loss.png; "fine-tune" too, as the tab is spelt).
+FigureHandle Plot(const AnalysisHandle& h, const std::string& asked, const FlagList& flags) {
+    const std::string name = asked == "fine-tune" || asked == "fine_tune"           ? "finetune"
+                             : asked == "fine-tune-loss" || asked == "fine_tune_loss" ? "finetune_loss"
+                                                                                      : asked;
     const bool finetune = name == "finetune" || name == "finetune_loss";
     const auto& names = SparsityFigureNames();
     if (!finetune && std::find(names.begin(), names.end(), name) == names.end()) {

@@ -539,7 +539,7 @@ class Analysis:
 
     def plot(self, name, **flags):
         """A Sparsity plot: "dilution", "tau_q_histogram", "qk_spectrum" or "sink_mass"; beside a base
-        (compare="base"), "finetune" (each head's JS change, the temperatures' part and the drift's) or
+        (compare="base"), "finetune" (also "fine-tune"; each head's JS change, the temperatures' part and the drift's) or
         "finetune_loss" (each token's loss change in the same two parts)."""
         w = "plot()"
         return Figure(self._h.plot(_str(w, "name", name), _flags(w, flags)), name)

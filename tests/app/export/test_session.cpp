@@ -92,15 +92,17 @@ TEST(Tabs, StepInTheBarsOrderAndWrap) {
     }
 }
 
-// --tab and --show take a tab as the bar spells it too ("Lens", "Next token"), and keep --tab's spelling.
+// --tab and --show take a tab as the bar spells it too ("Lens", "Next token"), or as the files and
+// plots do ("finetune"), and keep --tab's spelling.
 TEST(Tabs, FlagsTakeTheBarsSpelling) {
     for (const auto& [flag, given, kept] : {std::tuple{"tab", "Lens", "lens"}, {"tab", "Next token", "next-token"}, {"tab", "next-token", "next-token"},
-                                            {"show", "Fine-tune", "fine-tune"}, {"show", "WHAT-IFS", "what-ifs"}, {"show", "demo", "demo"}}) {
+                                            {"show", "Fine-tune", "fine-tune"}, {"show", "WHAT-IFS", "what-ifs"}, {"show", "demo", "demo"},
+                                            {"tab", "finetune", "fine-tune"}, {"tab", "fine_tune", "fine-tune"}, {"tab", "next  token", "next-token"}}) {
         app::CommandOptions o;
         EXPECT_TRUE(app::ApplyFlag(app::Command::Window, flag, given, &o)) << flag << " " << given;
         EXPECT_EQ(o.window.show, kept) << flag << " " << given;
     }
-    for (const auto& [flag, given] : {std::pair{"tab", "Lenses"}, {"tab", "next  token"}, {"tab", "demo"}, {"show", "Demo"}, {"tab", ""}}) {
+    for (const auto& [flag, given] : {std::pair{"tab", "Lenses"}, {"tab", "fine tunes"}, {"tab", "demo"}, {"show", "Demo"}, {"tab", ""}}) {
         app::CommandOptions o;
         const auto s = app::ApplyFlag(app::Command::Window, flag, given, &o);
         ASSERT_FALSE(s) << flag << " " << given;

@@ -272,6 +272,7 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     logged = a.plot("finetune", log=True).svg()
     assert logged == (tmp_path / "finetune_log" / "finetune.svg").read_text()
     assert logged != a.plot("finetune").svg() and "nats (log scale)" in logged
+    assert a.plot("fine-tune").svg() == a.plot("finetune").svg()  # as the tab is spelt
     # The base's lens is the base model's own: the same numbers as loading the base alone.
     alone = ssaviz.load(base).analyze(JOBS)
     np.testing.assert_array_equal(a.lens_loss_base, alone.lens_loss)
