@@ -37,12 +37,15 @@ viz::PlotSeries Series(const std::string& name, viz::SeriesKind kind, std::vecto
 }
 
 // Axis labels: short where they differ, more digits where two neighbours would read the same
-// (a run's loss between 10.75 and 10.92 had "10.8" twice on its axis).
+// (a run's loss between 10.75 and 10.92 had "10.8" twice on its axis; a tiny run's entropy from
+// 2.38175 to 2.38193 read "2.38" at every tick of the window's Run tab, which now labels its axes
+// with these).
 TEST(Ticks, NeighbouringLabelsNeverReadTheSame) {
     EXPECT_EQ(viz::FormatTicks({10.8f, 10.85f, 10.9f}), (std::vector<std::string>{"10.8", "10.85", "10.9"}));
     EXPECT_EQ(viz::FormatTicks({0.0f, 0.25f, 0.5f}), (std::vector<std::string>{"0", "0.25", "0.5"}));
     EXPECT_EQ(viz::FormatTicks({1000.0f, 1500.0f}), (std::vector<std::string>{"1000", "1500"}));
-    for (const viz::Range r : {viz::Range{10.75f, 10.92f}, viz::Range{0.1231f, 0.1236f}, viz::Range{-2.0f, 3.0f}, viz::Range{999.1f, 999.4f}}) {
+    for (const viz::Range r : {viz::Range{10.75f, 10.92f}, viz::Range{0.1231f, 0.1236f}, viz::Range{-2.0f, 3.0f}, viz::Range{999.1f, 999.4f},
+                               viz::Range{2.38174f, 2.38192f}}) {
         const std::vector<std::string> labels = viz::FormatTicks(viz::NiceTicks(r, false, 6));
         ASSERT_GE(labels.size(), 2u) << r.min;
         for (size_t k = 1; k < labels.size(); ++k) EXPECT_NE(labels[k], labels[k - 1]) << r.min << ".." << r.max;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "viz/imgui/widgets.h"
+#include "viz/ticks.h"
 
 namespace viz {
 namespace {
@@ -87,12 +88,10 @@ struct Extent {
 // The extent widened by a fraction of its span on both sides, as the exported figures do (PaddedRange).
 Range Padded(const Extent& e, float fraction = 0.05f) { return PaddedRange(e.lo, e.hi, fraction); }
 
-// Tick positions at "nice" steps (1, 2, 5 times a power of ten) and how to print them.
+// Tick positions at "nice" steps (1, 2, 5 times a power of ten).
 struct Ticks {
     std::vector<double> values;
     double step = 1;
-    int decimals = 0;
-    bool general = false;  // %g: huge or tiny numbers
 };
 
 Ticks MakeTicks(Range r, float pixels, float min_spacing) {
@@ -107,18 +106,12 @@ Ticks MakeTicks(Range r, float pixels, float min_spacing) {
     const double first = std::ceil(r.min / t.step - 1e-9) * t.step;
     for (double v = first; v <= r.max + t.step * 1e-9 && t.values.size() < 64; v += t.step)
         t.values.push_back(std::abs(v) < t.step * 1e-9 ? 0.0 : v);
-    t.decimals = std::clamp(static_cast<int>(-std::floor(std::log10(t.step) + 1e-9)), 0, 9);
-    const double largest = std::max(std::abs(static_cast<double>(r.min)), std::abs(static_cast<double>(r.max)));
-    t.general = largest >= 1e5 || t.decimals > 4;
     return t;
 }
 
-std::string FormatTick(double v, const Ticks& t) {
-    char buf[32];
-    if (t.general) std::snprintf(buf, sizeof buf, "%.3g", v);
-    else std::snprintf(buf, sizeof buf, "%.*f", t.decimals, v);
-    return buf;
-}
+// Their labels as the exported figures write them (viz::FormatTicks): no two neighbours read the
+// same (an entropy from 2.38175 to 2.38193 read "2.38" at every tick).
+std::vector<std::string> TickLabels(const Ticks& t) { return FormatTicks(std::vector<float>(t.values.begin(), t.values.end())); }
 
 // A value for a read-out.
 std::string FormatValue(double v) {
@@ -185,24 +178,29 @@ Frame BeginPlot(const char* id, ImVec2 size, Range xr, Range yr, const PlotAxes&
     const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
     const ImU32 dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
 
-    // Top: the y label on the left, the legend on the right; two rows when they do not fit in one.
-    float legend_w = 0;
-    for (const LegendItem& item : legend) legend_w += 16.0f + ImGui::CalcTextSize(item.label).x + 12.0f;
+    // Top: the y label on the left, the legend on the right, its items in as many rows as the width
+    // needs (a run's "compare run, mean of every head" was cut at the pane's edge); the y label on a
+    // row of its own when the legend's first row does not fit beside it.
+    auto item_w = [](const LegendItem& item) { return 16.0f + ImGui::CalcTextSize(item.label).x + 12.0f; };
+    std::vector<size_t> row_start;  // the legend's rows: each one's first item
+    std::vector<float> row_w;
+    for (size_t i = 0; i < legend.size(); ++i) {
+        if (row_start.empty() || row_w.back() + item_w(legend[i]) > size.x) row_start.push_back(i), row_w.push_back(0.0f);
+        row_w.back() += item_w(legend[i]);
+    }
     const float y_label_w = axes.y_label ? ImGui::CalcTextSize(axes.y_label).x : 0.0f;
-    int top_rows = (axes.y_label || !legend.empty()) ? 1 : 0;
-    if (axes.y_label && !legend.empty() && y_label_w + legend_w + 16.0f > size.x) top_rows = 2;
+    const int legend_rows = static_cast<int>(row_start.size());
+    const bool label_alone = axes.y_label && (legend.empty() || y_label_w + row_w[0] + 16.0f > size.x);
+    const int top_rows = legend_rows + (label_alone ? 1 : 0);
     const float top = top_rows > 0 ? top_rows * line + pad + 2.0f : pad + line * 0.5f;
     const int bottom_rows = (numeric_x ? 1 : category_rows) + (axes.x_label ? 1 : 0);
     const float bottom = bottom_rows * line + pad + 4.0f;
     const float plot_h = std::max(size.y - top - bottom, 10.0f);
 
     const Ticks y_ticks = MakeTicks(f.yr, plot_h, line * 1.9f);
-    std::vector<std::string> y_text;
+    const std::vector<std::string> y_text = TickLabels(y_ticks);
     float y_text_w = 0;
-    for (double v : y_ticks.values) {
-        y_text.push_back(FormatTick(v, y_ticks));
-        y_text_w = std::max(y_text_w, ImGui::CalcTextSize(y_text.back().c_str()).x);
-    }
+    for (const std::string& label : y_text) y_text_w = std::max(y_text_w, ImGui::CalcTextSize(label.c_str()).x);
     const float left = y_text_w + 9.0f;
     const float right = numeric_x ? 10.0f : 4.0f;
     f.min = ImVec2(f.outer_min.x + left, f.outer_min.y + top);
@@ -228,12 +226,9 @@ Frame BeginPlot(const char* id, ImVec2 size, Range xr, Range yr, const PlotAxes&
         std::vector<std::string> x_text;
         for (int pass = 0; pass < 3; ++pass) {
             x_ticks = MakeTicks(f.xr, f.Width(), spacing);
-            x_text.clear();
+            x_text = TickLabels(x_ticks);
             float widest = 0;
-            for (double v : x_ticks.values) {
-                x_text.push_back(FormatTick(v, x_ticks));
-                widest = std::max(widest, ImGui::CalcTextSize(x_text.back().c_str()).x);
-            }
+            for (const std::string& label : x_text) widest = std::max(widest, ImGui::CalcTextSize(label.c_str()).x);
             const float px_step = x_ticks.values.size() > 1 ? f.X(x_ticks.values[1]) - f.X(x_ticks.values[0]) : kInf;
             if (px_step >= widest + 14.0f) break;
             spacing = (widest + 14.0f) * 1.6f;
@@ -257,14 +252,14 @@ Frame BeginPlot(const char* id, ImVec2 size, Range xr, Range yr, const PlotAxes&
         d->AddText(ImVec2(std::max(f.outer_min.x, (f.min.x + f.max.x - ts.x) * 0.5f), y), text, axes.x_label);
     }
     if (axes.y_label) d->AddText(ImVec2(f.outer_min.x, f.outer_min.y + 1.0f), text, axes.y_label);
-    if (!legend.empty()) {
-        float x = f.outer_max.x - legend_w + 12.0f;
-        const float y = f.outer_min.y + 1.0f + (top_rows - 1) * line;
-        x = std::max(x, f.outer_min.x);
-        for (const LegendItem& item : legend) {
-            d->AddRectFilled(ImVec2(x, y + line * 0.5f - 2.0f), ImVec2(x + 12.0f, y + line * 0.5f + 2.0f), item.color);
-            d->AddText(ImVec2(x + 16.0f, y), text, item.label);
-            x += 16.0f + ImGui::CalcTextSize(item.label).x + 12.0f;
+    for (int r = 0; r < legend_rows; ++r) {  // each row right-aligned
+        float x = std::max(f.outer_max.x - row_w[r] + 12.0f, f.outer_min.x);
+        const float y = f.outer_min.y + 1.0f + (top_rows - legend_rows + r) * line;
+        const size_t end = r + 1 < legend_rows ? row_start[r + 1] : legend.size();
+        for (size_t i = row_start[r]; i < end; ++i) {
+            d->AddRectFilled(ImVec2(x, y + line * 0.5f - 2.0f), ImVec2(x + 12.0f, y + line * 0.5f + 2.0f), legend[i].color);
+            d->AddText(ImVec2(x + 16.0f, y), text, legend[i].label);
+            x += item_w(legend[i]);
         }
     }
     d->PushClipRect(ImVec2(f.min.x, f.min.y - 1.0f), ImVec2(f.max.x + 1.0f, f.max.y + 1.0f), true);
