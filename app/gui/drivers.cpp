@@ -447,6 +447,8 @@ class ScreenshotDriver : public Driver {
 public:
     ScreenshotDriver(std::string path, int frames) : m_path(std::move(path)), m_frames(frames) {}
 
+    bool HidesPointer() const override { return true; }
+
     std::optional<int> AfterRender(DrivenWindow& window, int width, int height, float scale) override {
         m_settled_frames = window.Settled() ? m_settled_frames + 1 : 0;
         const bool timed_out = NowMs() - m_start_ms > 120000;

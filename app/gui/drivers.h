@@ -61,6 +61,9 @@ public:
     virtual bool AfterFrame(DrivenWindow& window, const FrameTimes& times) { return false; }
     // The loop ended: print what was measured.
     virtual void Report(DrivenWindow& window) {}
+    // True: the window draws as if the pointer were outside it (a screenshot shows no hover
+    // tooltip from where the display's pointer happens to rest, the middle of an Xvfb screen).
+    virtual bool HidesPointer() const { return false; }
 };
 
 // The drivers the options ask for, in the order the loop calls them; none for a plain window.

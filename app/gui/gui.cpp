@@ -14,6 +14,7 @@
 #include "app/gui/gui.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -1272,6 +1273,8 @@ int RunGui(const LaunchOptions& run, const std::optional<Session>& session) {
             }
             ImGui_ImplOpenGL3_NewFrame();
             ImGui_ImplGlfw_NewFrame();
+            if (std::any_of(drivers.begin(), drivers.end(), [](const auto& d) { return d->HidesPointer(); }))
+                ImGui::GetIO().MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
             ImGui::NewFrame();
             app.Draw();
             ImGui::Render();
