@@ -87,8 +87,12 @@ std::string FormatNumber(float v) {
     if (m >= 100.0f) std::snprintf(buf, sizeof buf, "%.0f", v);
     else if (m >= 10.0f) std::snprintf(buf, sizeof buf, "%.1f", v);
     else if (m >= 1.0f) std::snprintf(buf, sizeof buf, "%.2f", v);
-    else if (m >= 0.001f || m == 0.0f) std::snprintf(buf, sizeof buf, "%.3f", v);
-    else std::snprintf(buf, sizeof buf, "%.1e", v);
+    // Three significant digits below 1 (0.00153 and 0.00148 both read "0.001", and 4.4e-04 had two):
+    // heads ranked by their cells.
+    else if (m >= 0.1f || m == 0.0f) std::snprintf(buf, sizeof buf, "%.3f", v);
+    else if (m >= 0.01f) std::snprintf(buf, sizeof buf, "%.4f", v);
+    else if (m >= 0.001f) std::snprintf(buf, sizeof buf, "%.5f", v);
+    else std::snprintf(buf, sizeof buf, "%.2e", v);
     return buf;
 }
 

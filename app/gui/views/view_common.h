@@ -60,7 +60,8 @@ private:
     std::shared_ptr<const std::vector<HeadSummary>> m_summary;
 };
 
-// A number in at most 4 significant characters ("1.23", "0.045", "12.3", "1.2e-4").
+// A number to three significant digits ("1.23", "0.0453", "0.00153", "12.3", "4.40e-04"; 100 and
+// up whole).
 std::string FormatNumber(float v);
 // Two significant digits without the leading zero (".19", "1.2", "12", "-.05"): small cells and thumbnails.
 std::string FormatCompact(float v);

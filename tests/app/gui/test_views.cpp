@@ -246,6 +246,19 @@ TEST(BaseRequests, AFailedBaseShowsTheLastThatOpenedOnceNoneIsOnItsWay) {
     EXPECT_EQ(bases.Failed(7), std::nullopt) << "one answer per request";
 }
 
+// Numbers in cells and read-outs keep three significant digits below 1: the Matrix tab showed
+// 0.00153 and 0.00148 both as "0.001", and heads could not be ranked by their cells.
+TEST(FormatNumber, KeepsThreeSignificantDigits) {
+    EXPECT_EQ(app::FormatNumber(0.00153f), "0.00153");
+    EXPECT_EQ(app::FormatNumber(0.00148f), "0.00148");
+    EXPECT_EQ(app::FormatNumber(0.0453f), "0.0453");
+    EXPECT_EQ(app::FormatNumber(0.5f), "0.500");
+    EXPECT_EQ(app::FormatNumber(4.4e-4f), "4.40e-04");
+    EXPECT_EQ(app::FormatNumber(0.0f), "0.000");
+    EXPECT_EQ(app::FormatNumber(2.345f), "2.35");
+    EXPECT_EQ(app::FormatNumber(-0.00153f), "-0.00153");
+}
+
 TEST(TokenLosses, LineUpWithTheirTokens) {
     model::Analysis a = app::MakeSyntheticAnalysis(1, 1, 12, 5);
     const std::vector<float> loss = app::TokenLosses(a, app::TokenColor::Loss);
