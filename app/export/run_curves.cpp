@@ -24,6 +24,22 @@ void RunTimeline::Add(int64_t step, const std::string& checkpoint, int layer_cou
     tau_q.push_back(std::move(step_tau_q));
 }
 
+std::string RunTimeline::Fits(int layers, int heads, int width, int vocabulary, const std::vector<int32_t>& text_ids) {
+    if (steps.empty()) {
+        if (!text_ids.empty()) n_embd = width, vocab = vocabulary, ids = text_ids;
+        return "";
+    }
+    const std::string first = ", the run's first step ";
+    if (layers != n_layer || heads != n_head)
+        return "has " + std::to_string(layers) + " layers x " + std::to_string(heads) + " heads" + first + std::to_string(n_layer) + " x " +
+               std::to_string(n_head);
+    if (n_embd > 0 && width != n_embd) return "has a width of " + std::to_string(width) + first + std::to_string(n_embd) + ": another model";
+    if (vocab > 0 && vocabulary != vocab)
+        return "has a vocabulary of " + std::to_string(vocabulary) + first + std::to_string(vocab) + ": another model";
+    if (!ids.empty() && !text_ids.empty() && text_ids != ids) return "tokenises the text otherwise than the run's first step: another tokenizer";
+    return "";
+}
+
 bool RunTimeline::HasBase() const {
     // Every step runs with the same comparison, so the first step's heads say (the Run tab asks
     // each frame: not a scan of every step).

@@ -25,6 +25,13 @@ struct RunTimeline {
     std::vector<float> loss_base;                 // the base's (against a fine-tune's base; NaN without one)
     int n_tokens = 0;                             // the text's tokens (the first step's)
     std::vector<std::vector<float>> tau_q;        // each analysed step's tau_q [L, H, T]
+    int n_embd = 0, vocab = 0;                    // the first step's width and vocabulary (0: not told)
+    std::vector<int32_t> ids;                     // the text's tokens as the first step's tokenizer made them
+    // Why a step is not one of this run's (empty: it is): another shape than its first analysed
+    // step's, layers x heads, width or vocabulary, or the text tokenised otherwise (another
+    // tokenizer), whose curves would mix two models. The first step's are kept from it, where
+    // `text_ids` is given: ask with them once the step is analysed, then Add it.
+    std::string Fits(int layers, int heads, int width, int vocabulary, const std::vector<int32_t>& text_ids);
     // Adds one step's analysis (its shape must be the timeline's, or the timeline's first).
     void Add(int64_t step, const std::string& checkpoint, const model::Analysis& a);
     // The same from what a step's analysis gave (app/export/run_export.h's RunStepResult).

@@ -128,6 +128,9 @@ json RunStepToJson(const RunStepResult& r) {
               {"n_layer", r.n_layer},
               {"n_head", r.n_head},
               {"n_tokens", r.n_tokens},
+              {"n_embd", r.n_embd},
+              {"vocab", r.vocab},
+              {"ids", r.ids},
               {"heads", std::move(heads)},
               {"loss", Bits(r.loss)},
               {"tau_q", BitsOf(r.tau_q)}});
@@ -148,6 +151,9 @@ model::Result<RunStepResult> RunStepFromJson(const std::string& text) {
         r.n_layer = j.at("n_layer").get<int>();
         r.n_head = j.at("n_head").get<int>();
         r.n_tokens = j.at("n_tokens").get<int>();
+        r.n_embd = j.at("n_embd").get<int>();
+        r.vocab = j.at("vocab").get<int>();
+        r.ids = j.at("ids").get<std::vector<int32_t>>();
         for (const json& h : j.at("heads")) {
             HeadSummary s;
             s.ref = {h.at(0).get<int>(), h.at(1).get<int>()};
@@ -212,6 +218,9 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
     r.n_layer = a->n_layer;
     r.n_head = a->n_head;
     r.n_tokens = a->n_tokens;
+    r.n_embd = c.n_embd;
+    r.vocab = c.vocab_size;
+    r.ids = a->tokens.ids;
     r.heads = SummarizeHeads(*a);
     r.loss = static_cast<float>(model::MeanLoss(a->loss));
     r.tau_q = a->tau_q.Flat();
@@ -241,10 +250,7 @@ std::optional<std::pair<int, int>> RunResults::Shape() const {
 }
 
 std::string AddRunStep(RunResults* run, RunStepResult step) {
-    if (step.error.empty())
-        if (const auto shape = run->Shape(); shape && *shape != std::pair(step.n_layer, step.n_head))
-            step.error = "has " + std::to_string(step.n_layer) + " layers x " + std::to_string(step.n_head) + " heads, the run's first step " +
-                         std::to_string(shape->first) + " x " + std::to_string(shape->second);
+    if (step.error.empty()) step.error = run->t.Fits(step.n_layer, step.n_head, step.n_embd, step.vocab, step.ids);
     if (!step.error.empty()) {
         run->failures.push_back({{"step", step.step}, {"checkpoint", step.checkpoint}, {"error", step.error}});
         return step.error;

@@ -31,6 +31,8 @@ struct RunStepResult {
                              // or the comparison, the what-ifs or the text failed (so would every step's)
     nlohmann::json row;      // run.json's row: the batch summary's, step, checkpoint, heads
     int n_layer = 0, n_head = 0, n_tokens = 0;
+    int n_embd = 0, vocab = 0;       // the model's width and vocabulary, and the text's tokens: a run's steps are one model's
+    std::vector<int32_t> ids;
     std::vector<HeadSummary> heads;  // [L * H]
     float loss = 0;                  // the mean loss on the text
     std::vector<float> tau_q;        // [L, H, T]
@@ -60,8 +62,8 @@ struct RunResults {
     nlohmann::json rows = nlohmann::json::array(), failures = nlohmann::json::array();
     std::optional<std::pair<int, int>> Shape() const;  // the first analysed step's layers and heads
 };
-// Adds a step's result: analysed, or a failure; one whose shape differs from the run's first
-// analysed step becomes a failure saying so. Returns the step's error, empty when it was added.
+// Adds a step's result: analysed, or a failure; one that is not of the run's first analysed step's
+// shape and tokenizer (RunTimeline::Fits) becomes a failure saying so. Returns the step's error, empty when it was added.
 std::string AddRunStep(RunResults* run, RunStepResult step);
 
 // run.json, run.csv, tau_q.npy (and compare-run/tau_q.npy) and with PNG / SVG the curves, in

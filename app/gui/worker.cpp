@@ -455,12 +455,12 @@ void InferenceWorker::TimelineJob(const Request& r) {
             ModelSpec spec = m_opened;
             spec.path = step.path;
             auto runner = Runner::Open(spec);
+            std::string misfit;  // another model than the run's first step: said before it runs
             if (!runner) {
                 fail(runner.error().message);
             } else if (const model::ModelConfig& c = (*runner)->Info().config;
-                       !timeline.steps.empty() && (c.n_layer != timeline.n_layer || c.n_head != timeline.n_head)) {
-                fail("has " + std::to_string(c.n_layer) + " layers x " + std::to_string(c.n_head) + " heads, the run's first step " +
-                     std::to_string(timeline.n_layer) + " x " + std::to_string(timeline.n_head));
+                       !(misfit = timeline.Fits(c.n_layer, c.n_head, c.n_embd, c.vocab_size, {})).empty()) {
+                fail(misfit);
             } else if (auto s = (*runner)->SetCompare(CompareFor(m_compare, /*run_step=*/true)); !s) {
                 fail(s.error().message);
             } else if (auto tokens = (*runner)->engine().Tokenize(r.text, r.truncate); !tokens) {
@@ -470,7 +470,9 @@ void InferenceWorker::TimelineJob(const Request& r) {
                 options.cancel = &m_cancel;
                 auto a = (*runner)->Analyze(*tokens, options);
                 if (!a && m_cancel) return;
-                if (a) {
+                if (const std::string why = a ? timeline.Fits(c.n_layer, c.n_head, c.n_embd, c.vocab_size, a->tokens.ids) : ""; !why.empty()) {
+                    fail(why);
+                } else if (a) {
                     timeline.Add(step.step, file, *a);
                     // The run's own step, as the Run tab would show it (no what-ifs here): kept, so
                     // that the slider shows it at once.

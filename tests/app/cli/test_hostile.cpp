@@ -677,6 +677,24 @@ TEST_F(Cli, AHostileRunNamesEachBadStepAndGoesOn) {
     EXPECT_NE(r.err.find("run: 14 more steps skipped, the last step 30000 (34 of 36 steps skipped in all)"), std::string::npos) << r.err;
 }
 
+// A run's steps are one model's: a checkpoint folder of another width (a model folder of its own,
+// its config beside it) was taken in with exit 0, its curves beside the others'.
+TEST_F(Cli, ARunsStepOfAnotherWidthIsSkipped) {
+    const std::string dir = Fresh("run_width"), run = dir + "/run";
+    for (const auto& [step, width, seed] : {std::tuple{"0", "16", "1"}, {"5", "16", "2"}, {"10", "32", "3"}}) {
+        const Outcome r = Ssaviz({"init-random", "--out", run + "/checkpoint-" + step, "--layers", "1", "--heads", "2", "--embd", width,
+                                  "--positions", "32", "--seed", seed});
+        ASSERT_EQ(r.code, 0) << r.err;
+    }
+    const Outcome r = Ssaviz({"export", "--run", run, "--text", "The cat sat.", "--out", dir + "/out", "--format", "json"});
+    EXPECT_EQ(r.code, 3) << r.err;
+    EXPECT_NE(r.err.find("step 10 (checkpoint-10): has a width of 32, the run's first step 16: another model; skipped"), std::string::npos)
+        << r.err;
+    const json timeline = json::parse(ReadFile(dir + "/out/run.json"));
+    EXPECT_EQ(timeline["steps"].size(), 2u);
+    EXPECT_EQ(timeline["failed"].size(), 1u);
+}
+
 // A run's export goes outside the run (--out RUN/checkpoint-999 became a broken step of it, which
 // later exports skipped and train --resume refused), and a run's first step may be its base (the
 // usual fine-tune: step 0 is the base, no change yet), where a single model as its own base is refused.
