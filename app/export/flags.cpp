@@ -609,6 +609,8 @@ std::vector<Flag> BuildTable() {
             .InSession({"interventions"}));
     add(Row({"--compare"}, CompareFlagHint(), {C::Export, C::Window}, CompareFlagHelp(),
             [](CommandOptions& o, const FlagValue& v) {
+                // An empty one (an unset $TWIN) was tau = 1, silently.
+                if (v.text.empty()) Bad(v.name + " is empty: give vanilla, local, unedited, base or a twin's folder");
                 CompareSpec compare = ParseCompare(v.text);
                 const bool base_named = o.compare.kind == CompareKind::Base && !o.compare.base_dir.empty();  // --base DIR before it
                 if (base_named && compare.kind != CompareKind::Base && compare.kind != CompareKind::Global)
@@ -626,7 +628,7 @@ std::vector<Flag> BuildTable() {
                 // A base with the layer-local, unedited or a twin's comparison would drop one of them.
                 if (o.compare.kind != CompareKind::Global && o.compare.kind != CompareKind::Base)
                     Bad("--base and --compare " + QuoteForMessage(SpellCompare(o.compare)) + " exclude each other: --base DIR compares with the base (three sides)");
-                o.compare = CompareSpec::Base(v.text);
+                o.compare = CompareSpec::Base(PathOf(v));  // empty: it read as the base beside the model
             },
             [](const CommandOptions& o) {
                 return o.compare.kind == CompareKind::Base && !o.compare.base_dir.empty() ? std::optional(o.compare.base_dir) : std::nullopt;
