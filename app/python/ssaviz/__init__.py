@@ -214,7 +214,12 @@ class Model:
 
     def __init__(self, path=None, device="auto", **flags):
         where = "load()"
-        path = "" if path is None else _path(where, "path", path)
+        if path is None:
+            path = ""  # the bundled model
+        else:
+            path = _path(where, "path", path)
+            if len(path) == 0:  # it opened the bundled model, as None does
+                raise ValueError(f"{where}: path is empty (None, the default, opens the bundled model)")
         device = _str(where, "device", device)
         self._flags = dict(flags)
         self._core = _ssaviz.Model(_fs(path), device, _flags(where, flags))
@@ -306,7 +311,7 @@ class Model:
         where = "generate()"
         flags = _flags(where, {"tokens": _int(where, "tokens", tokens), "temperature": temperature,
                                "top_k": None if top_k is None else _int(where, "top_k", top_k),
-                               "seed": None if seed is None else _int(where, "seed", seed)})
+                               "seed": None if seed is None else _int(where, "seed", seed, bits=64)})
         return self._live().generate(_text(where, text), flags, _ablate(where, ablate), _bool(where, "truncate", truncate))
 
 

@@ -28,6 +28,7 @@ def test_info_tokenize_generate_as_the_command_line_prints_them():
     assert a.ids == cli["ids"] and a.pieces == cli["pieces"] and a.offsets == [tuple(o) for o in cli["offsets"]]
     assert b"".join(a.piece_bytes) == JOBS.encode()
     for kwargs, flags in (({}, []), ({"temperature": 0.8, "top_k": 20, "seed": 7}, ["--temperature", "0.8", "--top-k", "20", "--seed", "7"]),
+                          ({"temperature": 0.8, "seed": 3_000_000_000}, ["--temperature", "0.8", "--seed", "3000000000"]),  # past 2**31 as the flag
                           ({"ablate": "0:*"}, ["--ablate", "0:*"])):
         ours = m.generate("The only way to", tokens=12, **kwargs)
         theirs = json.loads(run_cli("generate", "--model", ENGLISH, "--text", "The only way to", "--tokens", "12", "--json", *flags)[1])

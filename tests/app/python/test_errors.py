@@ -41,6 +41,9 @@ def test_missing_model_is_file_not_found():
     # A NUL ends a path for the system: named, not cut there (it opened what came before it).
     with pytest.raises(ValueError, match=r"^load\(\): path holds a NUL character"):
         ssaviz.load(SMALL + "\0x")
+    # An empty path (an unset variable) is named: it opened the bundled model, as None does.
+    with pytest.raises(ValueError, match=r"^load\(\): path is empty"):
+        ssaviz.load("")
     with pytest.raises(ValueError, match=r"^load\(\): config= holds a NUL character"):
         ssaviz.load(SMALL, config=SMALL + "/config.json\0x")
 
