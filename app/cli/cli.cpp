@@ -539,6 +539,9 @@ void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional
     launch->dtype = o.dtype;
     if (s && !o.text && !o.text_file && !s->text.empty()) launch->text = s->text;  // a session without one keeps the default
     if (!launch->export_to.empty() && !s) throw Failure{kExitUsage, "--export-to needs --session FILE (its export settings)"};
+    // Checked as export's --out is, before the model runs (a file there failed after it, exit 1).
+    if (!launch->export_to.empty())
+        if (auto checked = CheckExportFolder(launch->export_to); !checked) throw Failure{kExitUsage, "--export-to: " + checked.error()};
     if (o.text || o.text_file) launch->text = ReadText(o);
     launch->truncate = o.truncate || (s && s->truncate);
     if (o.compare.kind != CompareKind::Global) launch->compare = o.compare;  // --compare / --base, over the session's

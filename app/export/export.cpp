@@ -820,11 +820,19 @@ model::Status TryExportFolder(const fs::path& out, const std::string& shown, std
     const fs::file_status st = fs::status(out, ec);  // --out itself may be a link to a folder: the user named it
     if (ec && ec.value() == ELOOP) return model::Fail(shown + model::WhyNotThere(ELOOP));
     if (fs::exists(st)) {
-        if (!fs::is_directory(st)) return model::Fail(shown + " is a file, not a folder: --out names the folder to write (made if missing)");
+        if (!fs::is_directory(st)) {
+            const char* kind = fs::is_fifo(st)                                           ? "a FIFO"
+                               : fs::is_character_file(st) || fs::is_block_file(st) ? "a device"
+                               : fs::is_socket(st)                                   ? "a socket"
+                                                                                     : "a file";
+            return model::Fail(shown + " is " + kind + ", not a folder: the folder to write is made if missing");
+        }
         const model::Status probed = ProbeWrite(out, shown);
         again = !probed;
         return probed;
     }
+    if (fs::is_symlink(fs::symlink_status(out, ec)))  // mkdir would say "File exists"
+        return model::Fail(shown + " is a symbolic link to nothing: name the folder itself, or make the one it names");
     // The nearest folder that exists is where the new one will be made.
     // (One look at it: another process may remove it at any time, which the folder's mkdir shows.)
     fs::path parent = out.parent_path();

@@ -164,6 +164,16 @@ TEST_F(Cli, ExportFolderIsCheckedBeforeTheModelRuns) {
     // Also before the model is opened: a missing model is not what is reported.
     ExpectOneLineError(Ssaviz({"export", "--model", dir + "/no-model", "--text", "hi", "--out", dir + "/a_file"}), 2,
                        "is a file, not a folder");
+    // A FIFO is named as one, and a link to nothing as one (mkdir's "File exists" was all it said).
+    ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0600), 0);
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "hi", "--out", dir + "/fifo"}), 2, "fifo' is a FIFO, not a folder");
+    fs::create_symlink(dir + "/nowhere", dir + "/dangling");
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "hi", "--out", dir + "/dangling"}), 2,
+                       "dangling' is a symbolic link to nothing: name the folder itself, or make the one it names");
+    // --export-to likewise, before the window opens (it failed after the model ran, exit 1); no display needed.
+    std::ofstream(dir + "/session.json") << R"({"ssaviz_session": 1, "model": ""})";
+    ExpectOneLineError(Ssaviz({"--session", dir + "/session.json", "--export-to", dir + "/a_file"}), 2, "--export-to: ");
+    EXPECT_FALSE(fs::exists(dir + "/nowhere"));
 }
 
 // The window's --screenshot likewise: a screenshot is written after the model has run, so where
