@@ -127,6 +127,17 @@ std::string WhyNoBaseBeside(const std::string& model_dir) {
     if (opened.empty()) return "";
     const fs::path folder = FolderOf(opened);
     std::string why;
+    // The lit_model.pth files BaseBeside looks at first: a link to the model, a FIFO, a loop.
+    for (const fs::path& base : {folder / "lit_model.pth", folder / "base" / "lit_model.pth", folder.parent_path() / "base" / "lit_model.pth"}) {
+        std::error_code ec;
+        if (!fs::exists(fs::symlink_status(base, ec))) continue;
+        const std::string shown = "; " + model::Quoted(base.lexically_normal().string());
+        struct stat st;
+        if (::stat(base.c_str(), &st) != 0) why += shown + (errno == ENOENT ? std::string(" is a symbolic link to nothing") : model::WhyNotThere(errno));
+        else if (S_ISFIFO(st.st_mode)) why += shown + " is a FIFO, not a file";
+        else if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) why += shown + " is not a file";
+        else if (S_ISREG(st.st_mode) && fs::equivalent(base, opened, ec)) why += shown + " is the model itself";
+    }
     for (const fs::path& base : {folder / "base", folder.parent_path() / "base"}) {
         std::error_code ec;
         if (!fs::exists(fs::symlink_status(base, ec))) continue;

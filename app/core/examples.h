@@ -51,9 +51,10 @@ std::string TwinBeside(const std::string& model_dir);
 // lit_model.pth beside the checkpoint the model was opened from, or a folder "base" inside the
 // fine-tune's folder or beside it (its lit_model.pth, or a model folder). Empty if none.
 std::string BaseBeside(const std::string& model_dir);
-// Where BaseBeside found none, why a folder named "base" in one of its places was not taken (a
-// link loop, a link to nothing, the model itself, a folder without a model), as a clause to end a
-// message: "; 'ft/base' is a loop of symbolic links". Empty where no such folder is there.
+// Where BaseBeside found none, why what is in its places was not taken: a lit_model.pth that is
+// the model itself, a FIFO, a link loop or a link to nothing; a folder "base" likewise, or the
+// model's own, or without a model. As a clause to end a message: "; 'ft/base' is a loop of
+// symbolic links". Empty where nothing is there.
 std::string WhyNoBaseBeside(const std::string& model_dir);
 // What TwinBeside found, for buttons and menus: "its base model (lit_model.pth)" or "its twin".
 std::string TwinBesideLabel(const std::string& twin);

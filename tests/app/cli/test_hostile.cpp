@@ -239,6 +239,16 @@ TEST_F(Cli, ALinkLoopAndTheModelAsItsOwnBaseAreNamed) {
     fs::remove(base);
     fs::create_directory(base);
     no_base(" holds no model: no weights (");
+    fs::remove(base);
+    // So does a lit_model.pth beside it that is a FIFO or the model itself.
+    const std::string lit = dir + "/ft/lit_model.pth";
+    ASSERT_EQ(::mkfifo(lit.c_str(), 0600), 0);
+    ExpectOneLineError(Ssaviz({"export", "--model", dir + "/ft", "--compare", "base", "--text", "a b", "--out", dir + "/x"}), 2,
+                       "its folder; '" + lit + "' is a FIFO, not a file): name it with --base DIR");
+    fs::remove(lit);
+    fs::create_symlink("model.safetensors", lit);
+    ExpectOneLineError(Ssaviz({"export", "--model", dir + "/ft", "--compare", "base", "--text", "a b", "--out", dir + "/x"}), 2,
+                       "its folder; '" + lit + "' is the model itself): name it with --base DIR");
     EXPECT_FALSE(fs::exists(dir + "/x"));
 }
 
