@@ -289,7 +289,10 @@ class Model:
         truncate = _bool(where, "truncate", truncate)
         core = self._live()
         if isinstance(text, (list, tuple)) or (hasattr(text, "dtype") and hasattr(text, "tolist")):
-            ids = list(text.tolist() if hasattr(text, "tolist") else text)
+            ids = text.tolist() if hasattr(text, "tolist") else text
+            if not isinstance(ids, (list, tuple)):  # a 0-d array: one number, not a list of ids
+                raise ArgumentTypeError(f"{where}: text must be a str or a list of token ids, not a 0-d {type(text).__name__}")
+            ids = list(ids)
             if ids and isinstance(ids[0], (str, bytes)):
                 raise ArgumentTypeError(f"{where}: text must be one str (a list is token ids); for many texts, "
                                         "analyze each, or export_batch(texts, out)")

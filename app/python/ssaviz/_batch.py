@@ -46,6 +46,10 @@ def _items(where, texts):
             name, t = t
         if not isinstance(name, str):
             raise ArgumentTypeError(f"{where}: a text's name must be a string, not {type(name).__name__}")
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError as e:  # a lone surrogate: pybind11's TypeError listing C++ signatures
+            raise ValueError(f"{where}: text {len(names) + 1}'s name {name!r} is not valid UTF-8 ({e.reason} at {e.start})") from None
         names.append(name)
         bodies.append(_text(where, t))
     if not bodies:

@@ -128,6 +128,9 @@ def test_bad_devices_for_the_workers(tmp_path):
         ssaviz.export_batch(TEXTS[:1], out, model=SMALL, devices=["cuda:1", "gpu:1"], client=object())
     with pytest.raises(ValueError, match="without a client, load the model on the device"):
         ssaviz.export_batch(TEXTS[:1], out, model=SMALL, devices=["cpu"])
+    # A name that is not UTF-8 (a lone surrogate) is named; it was pybind11's TypeError of C++ signatures.
+    with pytest.raises(ValueError, match=r"text 2's name 'a\\udcff' is not valid UTF-8"):
+        ssaviz.export_batch([TEXTS[0], ("a\udcff", "ABC")], out, model=SMALL)
     assert not out.exists()
 
 

@@ -132,6 +132,7 @@ def test_wrong_types_raise_argument_type_error(small):
         lambda: ssaviz.load(SMALL, device=None),
         lambda: ssaviz.load(SMALL, n_head={"x": 1}),
         lambda: small.analyze(123),
+        lambda: small.analyze(np.array(3)),  # a 0-d array: a bare TypeError ('int' object is not iterable)
         lambda: small.analyze(TEXT, truncate="yes"),
         lambda: small.analyze(TEXT, compare=3.5),
         lambda: small.analyze(TEXT, ablate=7),
