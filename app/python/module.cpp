@@ -537,7 +537,14 @@ CommandOptions FigureOptions(const AnalysisHandle& h, const FlagList& flags, con
     if (const std::string why = NonFiniteAnalysis(h.A()); !why.empty()) throw BadArgument(where + ": " + why);
     LoadFonts();  // before the figure is laid out: measured with the fonts, it is the export's bytes (the first one was not)
     CommandOptions o;
-    ApplyFlags(Command::Export, flags, kExportExcluded, where, &o);
+    // A figure's keywords are its looks: which files, heads, maps and lens an export writes are not
+    // (format=, layers= were taken and ignored).
+    static const std::set<std::string> excluded = [] {
+        std::set<std::string> all = kExportExcluded;
+        all.insert({"--format", "--layers", "--heads", "--maps", "--lens", "--base"});
+        return all;
+    }();
+    ApplyFlags(Command::Export, flags, excluded, where, &o);
     if (auto s = CheckHighlightScope(o.export_options.figures, h.A().n_layer, h.A().n_head); !s) throw BadArgument(s.error());
     return o;
 }

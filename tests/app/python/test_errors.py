@@ -118,6 +118,9 @@ def test_bad_export_and_figure_flags(small, tmp_path):
             a.export(tmp_path / keyword, **{keyword: str(tmp_path)})
         with pytest.raises(ValueError, match=f"heatmap\\(\\) takes no keyword {keyword} "):
             a.heatmap(0, 0, **{keyword: str(tmp_path)})
+    for keyword in ("format", "layers", "heads", "maps", "lens"):  # an export's, not a figure's look
+        with pytest.raises(ValueError, match=f"heatmap\\(\\) takes no keyword {keyword} "):
+            a.heatmap(0, 0, **{keyword: "1"})
         assert not (tmp_path / keyword).exists()
     with pytest.raises(ValueError, match="plot 'pie'"):
         a.plot("pie")
