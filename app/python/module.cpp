@@ -365,11 +365,15 @@ py::dict Metrics(const AnalysisHandle& h) {
     return out;
 }
 
+// "tau1" names the comparison where it is the model's own weights at tau = 1 (comparison_kind
+// tau1, or a base's middle side: its files end in _tau1), for sides and maps alike.
+bool ComparesWithTau1(const AnalysisHandle& h) {
+    return h.HasCompare() && (h.A().HasBase() || h.A().comparison == model::Comparison::Counterfactual);
+}
+
 model::MapSide Side(const AnalysisHandle& h, const std::string& side) {
     if (side == "ssa") return model::MapSide::Ssa;
-    // "tau1" names the comparison where it is the model's own weights at tau = 1 (comparison_kind
-    // tau1, or a base's middle side).
-    const bool tau1 = h.HasCompare() && (h.A().HasBase() || h.A().comparison == model::Comparison::Counterfactual);
+    const bool tau1 = ComparesWithTau1(h);
     if (side == "compare" || side == "vanilla" || (side == "tau1" && tau1)) {
         h.CheckCompare("side '" + side + "'");
         return model::MapSide::Compare;
@@ -550,9 +554,11 @@ CommandOptions FigureOptions(const AnalysisHandle& h, const FlagList& flags, con
 }
 
 MapMode Mode(const AnalysisHandle& h, const std::string& name) {
-    if (name == "compare") return h.CheckCompare("map 'compare'"), MapMode::Compare;
+    if (name == "compare" || (name == "tau1" && ComparesWithTau1(h))) return h.CheckCompare("map '" + name + "'"), MapMode::Compare;
     auto mode = ParseMapMode(name == "difference" ? "diff" : name);
-    if (!mode) throw BadArgument("map '" + name + "' is not one of ssa, compare, diff, base, base_diff");
+    if (!mode)
+        throw BadArgument("map '" + name + "' is not one of ssa, compare" + std::string(ComparesWithTau1(h) ? " (or tau1)" : "") +
+                          ", diff, base, base_diff");
     if (IsBaseMode(*mode) && !h.A().HasBase()) throw BadArgument("map '" + name + "': the analysis has no base (analyze with compare=\"base\")");
     if (*mode != MapMode::Ssa) h.CheckCompare("map '" + name + "'");
     return *mode;

@@ -264,6 +264,9 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     # The base's maps and SSA - base as figures, only beside a base.
     for name in ("base", "base_diff"):
         assert a.heatmap(0, 0, map=name).width > 0 and a.heads_grid(map=name).width > 0
+    # The middle side by the name its files have (_tau1), as attention(side="tau1") takes it.
+    assert a.heatmap(0, 0, map="tau1").svg() == a.heatmap(0, 0, map="compare").svg()
+    assert a.heads_grid(map="tau1").svg() == a.heads_grid(map="compare").svg()
     # What fine-tuning changed, head by head and token by token: export's figures.
     a.export(tmp_path / "finetune", formats=["svg"])
     for name in ("finetune", "finetune_loss"):
@@ -282,7 +285,8 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     assert np.abs(a.lens_loss_base - a.lens_loss).max() > 1e-3, "the base is its own model"
     # The lens as figures: the files export --lens writes, SSA - base among them.
     a.export(tmp_path / "lens", formats=["svg"], lens=True)
-    for name, figure in (("ssa", "lens"), ("compare", "lens_tau1"), ("base", "lens_base"), ("diff", "lens_diff"), ("base_diff", "lens_diff_base")):
+    for name, figure in (("ssa", "lens"), ("compare", "lens_tau1"), ("tau1", "lens_tau1"), ("base", "lens_base"), ("diff", "lens_diff"),
+                         ("base_diff", "lens_diff_base")):
         assert a.lens_grid(map=name).svg() == (tmp_path / "lens" / (figure + ".svg")).read_text(), name
     # lens_top.json names each piece as lens_top() and predictions() do: as it would continue the
     # text, its leading space kept (SentencePiece's ' be' was 'be' in the file).
