@@ -158,6 +158,7 @@ public:
         } else if (options.map == "three-way") {  // the Fine-tune tab beside it unless --tab chose one; a base is asked for
             m_state.settings.three_way = true;
             if (!tab_asked) m_state.settings.right_tab = "Fine-tune";
+            m_three_way_asked = true;
         } else if (auto mode = ParseMapMode(options.map)) {
             m_state.settings.split = m_state.settings.three_way = false;
             m_state.settings.map_mode = *mode;
@@ -332,6 +333,10 @@ public:
                     if (e.analysis->comparison == model::Comparison::Counterfactual && e.analysis->HasComparePredictions())
                         m_state.global_pass_running = false;
                     m_state.error.clear();
+                    // --map three-way without a base asked for (flags or session): the map shows SSA alone, said.
+                    if (std::exchange(m_three_way_asked, false) && !e.analysis->HasBase() && !m_state.compare_base)
+                        SayAdjusted("--map three-way: no base to set SSA against (--base DIR, or --compare base for the one beside the model); "
+                                    "showing SSA");
                     CheckStartQuery(e.analysis->n_tokens);
                     m_state.ClampSelection();
                     if (!m_twin_expected) SelectExampleQuery();
@@ -1162,6 +1167,7 @@ private:
     BaseRequests m_bases;  // base comparisons on their way, and the one running
     std::optional<RunError> m_comparison_failure;  // the twin or base last asked for did not open
     std::string m_place_from;  // the flags or session that chose the head and pins, checked once the model is open ("" none)
+    bool m_three_way_asked = false;  // --map three-way: checked against the first analysis (a base asked for?)
     std::string m_query_from;  // the flag or session that chose the query, checked against the first analysis's tokens
     std::string m_adjusted_notice;  // the status bar's notice SayAdjusted last set
     std::string m_dropped_what_ifs;  // what-ifs a model opened with that did not fit it (drivers end with it)

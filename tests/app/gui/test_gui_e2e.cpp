@@ -253,6 +253,11 @@ TEST(EndToEnd, FlagsOpenTheWindowOnAHeadQueryMapAndTab) {
     const size_t at = said.find("ssaviz: --query 99: the text has ");
     ASSERT_NE(at, std::string::npos) << said;
     EXPECT_EQ(diff["query"], std::stoi(said.substr(at + 33)) - 1) << said;
+    if (!kSanitized) {  // --map three-way without a base shows SSA, said (it was silent)
+        EXPECT_EQ(shown("three", "--map three-way")["three_way"], true);
+        EXPECT_NE(ReadFile(dir + "/three.log").find("ssaviz: --map three-way: no base to set SSA against"), std::string::npos)
+            << ReadFile(dir + "/three.log");
+    }
     // A session's head, pins and query past the model and text (the model changed since it was
     // saved) are taken as the flags' are, each with a line saying so (they changed silently).
     const nlohmann::json session = {{"ssaviz_session", 1}, {"model", ""}, {"selected", {9, 9}}, {"pinned", {{0, 0}, {9, 1}, {1, 99}}}, {"query", 500}};
