@@ -965,6 +965,13 @@ Figure PlotFigure(const std::vector<PlotSeries>& described, const PlotOptions& o
             const float cost = HiddenData(f, data_begin, data_end, corner[0] - 2, corner[1] - 2, corner[0] + box_w + 2, corner[1] + box_h + 2);
             if (cost < best_cost) best_cost = cost, bx = corner[0], by = corner[1];
         }
+        // Every corner hides some data (a run's four curves spread over the axes): the legend goes
+        // right of the axes, the figure wider by it.
+        if (best_cost > 0) {
+            bx = std::ceil(px1 + 12);
+            by = py0;
+            f.Width = std::max(f.Width, static_cast<int>(std::ceil(bx + box_w + kPad)));
+        }
         FigRect box;
         box.X = bx;
         box.Y = by;

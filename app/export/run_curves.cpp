@@ -116,10 +116,12 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
     viz::Plot plot;
     const bool token = key == kRunTokenCurve, loss = key == "loss";
     const HeadValue* v = loss || token ? nullptr : FindHeadValue(key);
-    const std::string label = loss ? "mean loss on the text (nats)" : token ? "tau_q" : v ? v->label : key;
+    // The axis in the catalogue's unit where it has one ("entropy (nats)").
+    const std::string unit = v && v->quantity && !v->quantity->unit.empty() ? " (" + v->quantity->unit + ")" : "";
+    const std::string label = loss ? "mean loss on the text (nats)" : token ? "tau_q" : v ? v->label + unit : key;
     plot.Options.Title = loss    ? "Loss on the text against training step"
                          : token ? "A token's tau_q in one head against training step"
-                                 : label + " against training step (mean over heads)";
+                                 : (v ? v->label : key) + " against training step (mean over heads)";
     plot.Options.XLabel = "training step";
     plot.Options.YLabel = label;
     plot.Options.Width = 720;

@@ -483,6 +483,33 @@ TEST_F(FigureTest, PlotClipsToGivenRanges) {
             }
 }
 
+// A legend sits in the corner that hides no data; where every corner would (lines through all
+// four), right of the axes, the figure wider by it (a run's curves had one hidden under it).
+TEST_F(FigureTest, ALegendThatWouldHideDataGoesBesideTheAxes) {
+    auto series = [](const char* name, std::vector<float> y) {
+        viz::PlotSeries s;
+        s.Name = name;
+        s.X = {0, 0.25f, 0.5f, 0.75f, 1};
+        s.Y = std::move(y);
+        return s;
+    };
+    viz::PlotOptions o;
+    o.Width = 600;
+    o.Height = 400;
+    const Figure low = viz::PlotFigure({series("low", {0, 0.01f, 0.02f, 0.01f, 0}), series("also low", {0, 0.02f, 0.01f, 0.02f, 0.01f}),
+                                        series("high", {1, 0.99f, 1, 0.99f, 1})}, o);
+    EXPECT_EQ(low.Width, 600) << "a corner between the lines";
+    const Figure crossing = viz::PlotFigure({series("up", {0, 0.25f, 0.5f, 0.75f, 1}), series("down", {1, 0.75f, 0.5f, 0.25f, 0})}, o);
+    EXPECT_GT(crossing.Width, 600);
+    float right_of_lines = 0, legend_x = -1;
+    for (const viz::FigItem& item : crossing.Items) {
+        if (const auto* l = std::get_if<viz::FigPolyline>(&item); l && l->Points.size() >= 10)  // the data's (a legend's sample is 2 points)
+            for (size_t k = 0; k < l->Points.size(); k += 2) right_of_lines = std::max(right_of_lines, l->Points[k]);
+        if (const auto* r = std::get_if<viz::FigRect>(&item); r && r->Fill.a == 230) legend_x = r->X;
+    }
+    EXPECT_GT(legend_x, right_of_lines);
+}
+
 TEST_F(FigureTest, MeasureText) {
     const float abc = viz::MeasureText("abc", 12);
     EXPECT_GT(abc, 0.0f);
