@@ -808,8 +808,8 @@ Figure PlotFigure(const std::vector<PlotSeries>& described, const PlotOptions& o
     if (categories > 0) {
         std::vector<std::string> texts;
         float widest = 0;
-        for (const std::string& c : options.XCategories) {
-            texts.push_back(EllipsizeChars(c, 20));
+        for (const std::string& c : options.XCategories) {  // token pieces among them: their word starts as the maps show them, "·The"
+            texts.push_back(c.size() > 0 && c[0] == ' ' ? AxisLabel(c) : EllipsizeChars(c, 20));
             widest = std::max(widest, MeasureText(texts.back(), fs));
         }
         const float spacing = guess_w / (xr.max - xr.min);
