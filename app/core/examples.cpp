@@ -126,35 +126,32 @@ std::string WhyNoBaseBeside(const std::string& model_dir) {
     const fs::path opened = OpenedWeights(model_dir);
     if (opened.empty()) return "";
     const fs::path folder = FolderOf(opened);
-    std::string why;
-    // The lit_model.pth files BaseBeside looks at first: a link to the model, a FIFO, a loop.
-    for (const fs::path& base : {folder / "lit_model.pth", folder / "base" / "lit_model.pth", folder.parent_path() / "base" / "lit_model.pth"}) {
+    // Why one of BaseBeside's places holds nothing it takes; "" where nothing is there.
+    auto why_not = [&](const fs::path& base, bool want_folder) -> std::string {
         std::error_code ec;
-        if (!fs::exists(fs::symlink_status(base, ec))) continue;
-        const std::string shown = "; " + model::Quoted(base.lexically_normal().string());
+        if (!fs::exists(fs::symlink_status(base, ec))) return "";
         struct stat st;
-        if (::stat(base.c_str(), &st) != 0) why += shown + (errno == ENOENT ? std::string(" is a symbolic link to nothing") : model::WhyNotThere(errno));
-        else if (S_ISFIFO(st.st_mode)) why += shown + " is a FIFO, not a file";
-        else if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) why += shown + " is not a file";
-        else if (S_ISREG(st.st_mode) && fs::equivalent(base, opened, ec)) why += shown + " is the model itself";
-    }
-    for (const fs::path& base : {folder / "base", folder.parent_path() / "base"}) {
-        std::error_code ec;
-        if (!fs::exists(fs::symlink_status(base, ec))) continue;
-        const std::string shown = "; " + model::Quoted(base.lexically_normal().string());
-        struct stat st;
-        if (::stat(base.c_str(), &st) != 0) {
-            why += shown + (errno == ENOENT ? std::string(" is a symbolic link to nothing") : model::WhyNotThere(errno));
-        } else if (!S_ISDIR(st.st_mode)) {
-            why += shown + " is not a folder";
-        } else if (fs::equivalent(base, folder, ec)) {
-            why += shown + " is the model's own folder";
-        } else if (auto files = model::FindModelFiles(base.string()); !files) {
-            std::string error = files.error();  // "DIR: no weights (...)"
-            if (const std::string own = base.string() + ": "; error.rfind(own, 0) == 0) error.erase(0, own.size());
-            why += shown + " holds no model: " + error;
+        if (::stat(base.c_str(), &st) != 0) return errno == ENOENT ? " is a symbolic link to nothing" : model::WhyNotThere(errno);
+        if (S_ISFIFO(st.st_mode)) return want_folder ? " is a FIFO, not a folder" : " is a FIFO, not a file";
+        if (!want_folder) {  // a lit_model.pth
+            if (S_ISDIR(st.st_mode)) return "";
+            if (!S_ISREG(st.st_mode)) return " is not a file";
+            return fs::equivalent(base, opened, ec) ? " is the model itself" : "";
         }
-    }
+        if (!S_ISDIR(st.st_mode)) return " is not a folder";
+        if (fs::equivalent(base, folder, ec)) return " is the model's own folder";
+        auto files = model::FindModelFiles(base.string());
+        if (files) return "";
+        std::string error = files.error();  // "DIR: no weights (...)"
+        if (const std::string own = base.string() + ": "; error.rfind(own, 0) == 0) error.erase(0, own.size());
+        return " holds no model: " + error;
+    };
+    std::string why;
+    for (const auto& [base, want_folder] :
+         {std::pair{folder / "lit_model.pth", false}, {folder / "base" / "lit_model.pth", false}, {folder.parent_path() / "base" / "lit_model.pth", false},
+          {folder / "base", true}, {folder.parent_path() / "base", true}})
+        if (const std::string reason = why_not(base, want_folder); !reason.empty())
+            why += "; " + model::Quoted(base.lexically_normal().string()) + reason;
     return why;
 }
 
