@@ -339,10 +339,13 @@ model::Status SaveSession(const std::string& path, const Session& session) {
 model::Result<Session> LoadSession(const std::string& path) {
     auto text = model::ReadFile(path, model::kMaxJsonFileBytes);
     if (!text) return model::Fail(text.error() + " (cannot read session file)");
-    auto j = model::ParseJsonText(*text);
+    std::vector<std::string> duplicates;
+    auto j = model::ParseJsonText(*text, &duplicates);
     if (!j) return model::Fail(model::EscapeForMessage(path) + ": not valid JSON (" + j.error() + ")");
     auto s = SessionFromJson(*j);
     if (!s) return model::Fail(model::EscapeForMessage(path) + ": " + s.error());
+    for (const std::string& key : duplicates)
+        s->warnings.push_back("session key " + QuoteForMessage(key) + " is given more than once (the last is used)");
     return s;
 }
 

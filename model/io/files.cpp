@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <unordered_set>
 #include <vector>
 
 #include <fcntl.h>
@@ -27,8 +28,11 @@ std::string KindOf(const struct stat& st) {
 
 // Walks the JSON once without building it and stops at the first value nested deeper than the
 // limit: nlohmann's parser itself is iterative, but a deep value is a hazard to whatever walks it.
+// Given `duplicates`, it also names (dotted: "view.layer") each key an object gives more than once,
+// which the parser would settle silently by taking the last.
 class DepthCheck final : public nlohmann::json_sax<nlohmann::json> {
 public:
+    explicit DepthCheck(std::vector<std::string>* duplicates) : m_duplicates(duplicates) {}
     std::string error;
     bool null() override { return true; }
     bool boolean(bool) override { return true; }
@@ -38,21 +42,47 @@ public:
     bool string(string_t&) override { return true; }
     bool binary(binary_t&) override { return true; }
     bool start_object(std::size_t) override { return Enter(); }
-    bool key(string_t&) override { return true; }
-    bool end_object() override { return --m_depth, true; }
+    bool key(string_t& key) override {
+        if (!m_duplicates) return true;
+        Level& level = m_levels.back();
+        if (!level.keys.insert(key).second && m_duplicates->size() < kMaxDuplicatesNamed) {
+            std::string name;
+            for (const Level& l : m_levels)
+                if (&l != &level && !l.last_key.empty()) name += l.last_key + ".";
+            m_duplicates->push_back(name + key);
+        }
+        level.last_key = key;
+        return true;
+    }
+    bool end_object() override { return Leave(); }
     bool start_array(std::size_t) override { return Enter(); }
-    bool end_array() override { return --m_depth, true; }
+    bool end_array() override { return Leave(); }
     bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
         error = JsonErrorText(e);
         return false;
     }
 
 private:
+    static constexpr size_t kMaxDuplicatesNamed = 20;
+    struct Level {
+        std::unordered_set<std::string> keys;
+        std::string last_key;  // empty in an array: its items are named by the array's key
+    };
     bool Enter() {
-        if (++m_depth <= kMaxJsonDepth) return true;
-        error = "nested more than " + std::to_string(kMaxJsonDepth) + " levels deep";
-        return false;
+        if (++m_depth > kMaxJsonDepth) {
+            error = "nested more than " + std::to_string(kMaxJsonDepth) + " levels deep";
+            return false;
+        }
+        if (m_duplicates) m_levels.emplace_back();
+        return true;
     }
+    bool Leave() {
+        --m_depth;
+        if (m_duplicates) m_levels.pop_back();
+        return true;
+    }
+    std::vector<std::string>* m_duplicates;
+    std::vector<Level> m_levels;
     int m_depth = 0;
 };
 
@@ -122,8 +152,8 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
     return bytes;
 }
 
-Result<nlohmann::json> ParseJsonText(std::string_view text) {
-    DepthCheck check;
+Result<nlohmann::json> ParseJsonText(std::string_view text, std::vector<std::string>* duplicate_keys) {
+    DepthCheck check(duplicate_keys);
     if (!nlohmann::json::sax_parse(text, &check)) return Fail(check.error.empty() ? "invalid JSON" : check.error);
     try {
         return nlohmann::json::parse(text);

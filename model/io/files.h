@@ -37,8 +37,9 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes);
 // names the path and the parser's complaint.
 Result<nlohmann::json> ParseJsonFile(const std::string& path, size_t max_bytes = kMaxJsonFileBytes);
 // JSON text parsed with nesting at most kMaxJsonDepth; the error is the parser's complaint or the
-// depth, without a path.
-Result<nlohmann::json> ParseJsonText(std::string_view text);
+// depth, without a path. Given `duplicate_keys`, the dotted names of keys an object gives twice
+// (the value kept is the last, as Python's json keeps it) are added to it, at most 20.
+Result<nlohmann::json> ParseJsonText(std::string_view text, std::vector<std::string>* duplicate_keys = nullptr);
 
 // Text from a file or a value, made safe to put in a one-line message: control characters and
 // bytes that are not UTF-8 escaped (\n, \x1b), at most `max_chars` characters kept ("..." marks a cut).

@@ -367,6 +367,15 @@ TEST(Session, BadFilesAreOneLineErrorsNamingTheKey) {
     s = app::LoadSession(dir + "/missing.json");
     ASSERT_FALSE(s);
     EXPECT_NE(s.error().find("cannot read"), std::string::npos) << s.error();
+    // A key given twice: the last is read, as Python's json reads it, and the first is named.
+    std::ofstream(dir + "/twice.json") << R"({"ssaviz_session": 1, "view": {"split": true, "grid_metric": "entropy", "split": false}, "query": 2, "query": 3})";
+    s = app::LoadSession(dir + "/twice.json");
+    ASSERT_TRUE(s) << s.error();
+    EXPECT_FALSE(s->settings.split);
+    EXPECT_EQ(s->query, 3);
+    ASSERT_EQ(s->warnings.size(), 2u);
+    EXPECT_EQ(s->warnings[0], "session key 'view.split' is given more than once (the last is used)");
+    EXPECT_EQ(s->warnings[1], "session key 'query' is given more than once (the last is used)");
 }
 
 // What the window's export runs on, as the export dialog gives it to ExportCommandLine.

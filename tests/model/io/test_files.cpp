@@ -78,6 +78,18 @@ TEST(Files, JsonNestingIsCappedAndNeverDumped) {
     ASSERT_FALSE(broken);
     EXPECT_EQ(broken.error().find('\n'), std::string::npos);
 
+    // Keys given twice are named (dotted, the array's key for its items) when asked for, at most 20.
+    std::vector<std::string> twice;
+    auto dup = model::ParseJsonText(R"({"a": 1, "b": [{"c": 1, "c": 2}], "d": {"e": {"f": 0, "f": 1}}, "a": 2})", &twice);
+    ASSERT_TRUE(dup) << dup.error();
+    EXPECT_EQ((*dup)["a"], 2);
+    EXPECT_EQ(twice, (std::vector<std::string>{"b.c", "d.e.f", "a"}));
+    std::string many = "{";
+    for (int k = 0; k < 50; ++k) many += "\"k\": 1, ";
+    twice.clear();
+    ASSERT_TRUE(model::ParseJsonText(many + "\"z\": 0}", &twice));
+    EXPECT_EQ(twice.size(), 20u);
+
     // Values in messages: described, not dumped; strings escaped and bounded.
     EXPECT_EQ(model::DescribeJson(nlohmann::json::parse("[[1], [2], [3]]")), "an array of 3");
     EXPECT_EQ(model::DescribeJson(nlohmann::json::parse(R"({"a": {"b": 1}})")), "an object of 1 keys");
