@@ -441,12 +441,14 @@ Status CheckTrainOutput(const TrainOptions& o) {
 }
 
 namespace {
-std::string NothingToResume(const std::string& state_file) { return "--resume: " + Shown(state_file) + " is missing or not JSON: nothing to resume"; }
+// `why`: ParseJsonFile's error, which names the file and what it is instead (missing, a FIFO, not JSON).
+std::string NothingToResume(const std::string& why) { return "--resume: nothing to resume (" + why + ")"; }
 }  // namespace
 
 Status CheckResumeCheckpoint(const TrainOptions& o) {
     const std::string file = o.out + "/checkpoint/state.json";
-    if (o.resume && !ParseJsonFile(file)) return Fail(NothingToResume(file));
+    if (!o.resume) return Ok{};
+    if (auto state = ParseJsonFile(file); !state) return Fail(NothingToResume(state.error()));
     return Ok{};
 }
 
@@ -539,7 +541,7 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
     nlohmann::json history = nlohmann::json::array();
     if (o.resume) {
         auto read = ParseJsonFile(checkpoint + "/state.json");
-        if (!read) return Fail(NothingToResume(checkpoint + "/state.json"));
+        if (!read) return Fail(NothingToResume(read.error()));
         auto state = ReadResumeState(checkpoint + "/state.json", *read, RunIdentity(o));
         if (!state) return Fail(state.error());
         if (state->step > o.steps)

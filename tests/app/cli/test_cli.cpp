@@ -1,6 +1,9 @@
 // The real ssaviz binary, run the way users and scripts run it: exit codes, one-line errors,
 // and the files `ssaviz export` writes (shapes checked here and by numpy itself).
 #include "cli_harness.h"
+
+#include <sys/stat.h>
+
 #include "model/nn/runtime.h"
 
 namespace {
@@ -641,11 +644,16 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--query-form", "cosine,shared"}), 2, "cosine");
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--data", Scratch("nothing-here")}), 3, "no such file or folder");
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--resume"}), 3, "nothing to resume");
-    // A checkpoint whose state.json is broken has nothing to resume; it was called a folder train did not write.
+    // A checkpoint whose state.json is broken has nothing to resume, and the line says what it is
+    // instead; it was called a folder train did not write.
     fs::create_directories(Scratch("t") + "/checkpoint");
     std::ofstream(Scratch("t") + "/checkpoint/state.json") << "{";
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--resume"}), 3,
-                       "--resume: '" + Scratch("t") + "/checkpoint/state.json' is missing or not JSON: nothing to resume");
+                       "--resume: nothing to resume (" + Scratch("t") + "/checkpoint/state.json: invalid JSON (");
+    fs::remove(Scratch("t") + "/checkpoint/state.json");
+    ASSERT_EQ(::mkfifo((Scratch("t") + "/checkpoint/state.json").c_str(), 0600), 0);
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--resume"}), 3,
+                       "--resume: nothing to resume ('" + Scratch("t") + "/checkpoint/state.json' is a FIFO");
     fs::remove_all(Scratch("t"));
     ExpectOneLineError(Ssaviz({"eval", "--model", kOut + "/small"}), 3, "train.json: missing");
     ExpectOneLineError(Ssaviz({"eval"}), 2, "eval needs --model DIR");
