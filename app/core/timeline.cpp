@@ -13,14 +13,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The step a name holds between `prefix` and `suffix`: 1 to 12 digits, nothing else.
+constexpr size_t kMaxStepDigits = 12;  // leading zeros aside
+
+// The step a name holds between `prefix` and `suffix`: digits and nothing else, at most
+// kMaxStepDigits of them past leading zeros (a longer one is returned as -1, for the caller to name).
 std::optional<int64_t> StepIn(const std::string& name, const std::string& prefix, const std::string& suffix) {
     if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
         name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
         return std::nullopt;
-    const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-    if (digits.empty() || digits.size() > 12 || !std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); }))
-        return std::nullopt;
+    std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (!std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); })) return std::nullopt;
+    digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));
+    if (digits.size() > kMaxStepDigits) return -1;
     return std::stoll(digits);
 }
 
@@ -44,6 +48,8 @@ model::Result<std::vector<RunStep>> FindRunSteps(const std::string& dir) {
         std::optional<int64_t> step = StepIn(name, "iter-", "-ckpt.pth");
         if (!step) step = StepIn(name, "checkpoint-", "");
         if (!step) continue;
+        if (*step < 0)
+            return model::Fail(shown + ": " + model::Quoted(name) + " names a step of more than " + std::to_string(kMaxStepDigits) + " digits");
         if (auto [at, added] = steps.emplace(*step, e.path().string()); !added)
             return model::Fail(shown + ": step " + std::to_string(*step) + " is both '" + model::EscapeForMessage(fs::path(at->second).filename().string()) +
                                "' and '" + model::EscapeForMessage(name) + "'");

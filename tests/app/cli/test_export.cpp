@@ -271,6 +271,10 @@ TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
     // Not a run: one line each.
     ExpectOneLineError(Ssaviz({"export", "--run", dir + "/a", "--text", text, "--out", dir + "/x"}), 3, "holds no checkpoints");
     ExpectOneLineError(Ssaviz({"export", "--run", dir + "/nothing", "--text", text, "--out", dir + "/x"}), 3, "nothing' does not exist");
+    // A step past twelve digits (leading zeros aside) is named; it was passed over in silence.
+    fs::create_directories(dir + "/long/checkpoint-00001234567890123");
+    ExpectOneLineError(Ssaviz({"export", "--run", dir + "/long", "--text", text, "--out", dir + "/x"}), 3,
+                       "'checkpoint-00001234567890123' names a step of more than 12 digits");
 }
 
 // A run against a fine-tune's base (--base DIR): each step's heads in run.json and run.csv gain
