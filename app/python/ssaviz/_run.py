@@ -212,10 +212,11 @@ class Run:
         heads gain js_total and js_drift, and the curves theirs); formats, layers, heads, flags: as
         Analysis.export."""
         import json
-        from . import _ablate, _base_arg, _bool, _export_compare, _flags, _fs, _path, _text
+        from . import _ablate, _base_arg, _bool, _export_compare, _flag_value, _flags, _fs, _path, _text
         from ._batch import _client
         where = "Run.export()"
-        if flags.get("lens"):  # as `export --run` refuses --lens
+        # As `export --run` refuses --lens; lens="false" is no lens, as the engine reads a switch.
+        if flags.get("lens") is not None and _flag_value(where, "lens", flags["lens"]) in ("true", "1", ""):
             raise ValueError(f"{where} opens each of its checkpoints: not with lens= (a step's lens: Run.model(step).analyze(text).export(out, lens=True))")
         client = _client(where, client)
         text = _text(where, text)

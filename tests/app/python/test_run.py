@@ -182,8 +182,12 @@ def test_an_export_is_all_or_nothing_and_never_through_a_link(run_dir, tmp_path)
         run.export(TEXT, tmp_path / "bytes", steps=b"all")
     with pytest.raises(ValueError, match=r"Run\.export\(\) takes no keyword bogus_flag "):
         run.export(TEXT, tmp_path / "flag", bogus_flag=1)
-    with pytest.raises(ValueError, match="not with lens="):
-        run.export(TEXT, tmp_path / "lens", lens=True)
+    for lens in (True, "true", 1):
+        with pytest.raises(ValueError, match="not with lens="):
+            run.export(TEXT, tmp_path / "lens", lens=lens)
+    for lens in (False, "false", 0):  # no lens, as the engine reads a switch: past that check, to the next
+        with pytest.raises(ValueError, match=r"layer 99 is out of range"):
+            run.export(TEXT, tmp_path / "lens", lens=lens, layers=[99])
     with pytest.raises(ValueError, match=r"layer 99 is out of range \(the model has 2\)"):  # taken and unused without steps=
         run.export(TEXT, tmp_path / "layers", layers=[99])
     assert not os.path.exists(tmp_path / "layers")
