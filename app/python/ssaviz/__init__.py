@@ -334,6 +334,30 @@ def quantities():
     return [dict(q) for q in _CATALOGUE["quantities"]]
 
 
+class _Metrics(dict):
+    """Analysis.metrics: arrays by their Python names; the names metrics.json, run.json and the
+    command line give the same quantity read the same array (metrics["js_divergence"] is
+    metrics["js"], "l1_distance" is "l1"), as RunAnalysis.arrays() reads them."""
+
+    def _python_name(self, name):
+        for q in _CATALOGUE["quantities"]:
+            if name in (q["key"], q["json"]) and dict.__contains__(self, q["python"]):
+                return q["python"]
+        return None
+
+    def __missing__(self, name):
+        python_name = self._python_name(name)
+        if python_name is None:
+            raise KeyError(name)
+        return self[python_name]
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+    def __contains__(self, name):
+        return dict.__contains__(self, name) or (isinstance(name, str) and self._python_name(name) is not None)
+
+
 def _metrics_doc():
     shape = {"row": "[L, H, T]", "head": "[L, H]"}
     listed = [q for q in _CATALOGUE["quantities"] if q["python"]]
@@ -343,7 +367,8 @@ def _metrics_doc():
     two_sided = ", ".join(q["python"] for q in listed if "comparison" in q["sides"])
     return ("dict of float32 arrays, one per quantity of ssaviz.quantities() that has one:\n" + "\n".join(lines) + "\n" +
             _textwrap.fill(f"The comparison's side as KEY_compare ({two_sided}). Without a comparison (compare=None) the "
-                           "comparison's keys and those of SSA against it are absent.", 100))
+                           "comparison's keys and those of SSA against it are absent. The names metrics.json and run.json give "
+                           "read the same arrays (\"js_divergence\" is \"js\", \"l1_distance\" \"l1\").", 100))
 
 
 def _highlight_doc():
@@ -430,7 +455,7 @@ class Analysis:
         return {k: (_np.asarray(v, dtype=_np.float32) if isinstance(v, list) else v) for k, v in d.items()}
 
     def metrics(self):
-        return self._h.metrics()
+        return _Metrics(self._h.metrics())
     metrics.__doc__ = _metrics_doc()
     metrics = property(metrics)
 

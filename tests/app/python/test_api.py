@@ -198,6 +198,13 @@ def test_the_catalogue_names_the_metrics_and_the_docs():
     for q in listed:
         assert a.metrics[q["python"]].shape == ((a.n_layer, a.n_head, a.n_tokens) if q["scope"] == "row" else (a.n_layer, a.n_head))
         assert q["python"] in ssaviz.Analysis.metrics.__doc__
+    metrics = a.metrics
+    for q in listed:  # metrics.json's and run.json's names read the same array
+        for name in {q["key"], q["json"]} - {None, ""}:
+            assert name in metrics and metrics[name] is metrics[q["python"]] and metrics.get(name) is metrics[q["python"]], name
+    assert "js_divergence" in metrics and metrics.get("no_such_metric") is None and "no_such_metric" not in metrics
+    with pytest.raises(KeyError):
+        metrics["no_such_metric"]
     colorings = [c["key"] for c in ssaviz._CATALOGUE["token_colorings"]]
     assert colorings[:3] == ["tau_q", "tau_v", "entropy"] and "loss_delta" in colorings
     for key in colorings:
