@@ -127,11 +127,22 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
             if (!p.empty()) o.task.data.push_back(p);
     }
     if (auto s = CheckExportFolder(options.out); !s) throw Failure{kExitUsage, "--out: " + s.error()};
-    json config = {{"n_layer", m.layers.value_or(r.layers)}, {"n_head", m.heads.value_or(r.heads)}, {"n_embd", m.width.value_or(r.width)},
-                   {"n_positions", m.context.value_or(r.context)}, {"vocab_size", m.vocab}};
-    auto parsed = model::ParseConfig(config.dump(), "train flags");
-    if (!parsed) throw Failure{kExitUsage, parsed.error()};
-    o.config = *parsed;
+    if (!m.from.empty()) {  // a fine-tune: the base's shape and tokenizer
+        for (const auto& [given, flag] : {std::pair<bool, const char*>(m.layers.has_value(), "--layers"), {m.heads.has_value(), "--heads"},
+                                          {m.width.has_value(), "--width"}, {m.context.has_value(), "--context"},
+                                          {m.tokenizer.has_value(), "--tokenizer"}, {m.vocab.has_value(), "--vocab"}})
+            if (given) throw Failure{kExitUsage, std::string("--from takes the base's shape and tokenizer: not with ") + flag};
+        auto base = model::LoadFineTuneBase(m.from);
+        if (!base) throw Failure{kExitBadInput, base.error()};
+        o.config = base->config;
+        o.from = m.from;
+    } else {
+        json config = {{"n_layer", m.layers.value_or(r.layers)}, {"n_head", m.heads.value_or(r.heads)}, {"n_embd", m.width.value_or(r.width)},
+                       {"n_positions", m.context.value_or(r.context)}, {"vocab_size", m.vocab.value_or(4096)}};
+        auto parsed = model::ParseConfig(config.dump(), "train flags");
+        if (!parsed) throw Failure{kExitUsage, parsed.error()};
+        o.config = *parsed;
+    }
     o.config.query = m.query_form.value_or(model::kPaperQueryForm);
     o.config.value = m.value_form.value_or(model::kPaperValueForm);
     o.task.seq_len = m.seq_len.value_or(std::min(r.seq_len, o.config.n_positions));
@@ -196,9 +207,11 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
     }
     if (!result) throw Failure{kExitBadInput, result.error()};
     const std::string out = model::EscapeForMessage(o.out, 4096);  // a name with an escape sequence stays inert
-    for (const char* role : {"ssa", "vanilla"})
+    for (const char* role : {"ssa", "vanilla", "base"})
         if (result->contains(role)) std::printf("%s/%s: %s\n", out.c_str(), role, Describe((*result)[role]).c_str());
     std::fprintf(stderr, "ssaviz: wrote %s/ssa%s\n", out.c_str(), o.twin ? (" and " + out + "/vanilla").c_str() : "");
+    if (!o.from.empty())
+        std::fprintf(stderr, "ssaviz: the base they started from is %s/base (ssaviz --model %s/ssa --compare base)\n", out.c_str(), out.c_str());
     if (o.keep_checkpoints)
         std::fprintf(stderr, "ssaviz: kept the run in %s/run (ssaviz --run %s/run/ssa%s)\n", out.c_str(), out.c_str(),
                      o.twin ? (" --compare-run " + out + "/run/vanilla").c_str() : "");

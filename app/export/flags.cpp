@@ -677,7 +677,7 @@ std::vector<Flag> BuildTable() {
             .InGroup("tokenizer"));
     add(Row({"--vocab"}, "N", {C::Train}, "the new tokenizer's pieces (default 4096)",
             [](CommandOptions& o, const FlagValue& v) { o.new_model.vocab = Positive(v); },
-            [](const CommandOptions& o) { return Unless(o.new_model.vocab, 4096); })
+            [](const CommandOptions& o) { return IfSet(o.new_model.vocab); })
             .InGroup("tokenizer"));
     add(Row({"--seed"}, "N", {C::InitRandom, C::Train}, "the seed of the weights (train: and of the batches); init-random's default 1234, train's 1",
             [](CommandOptions& o, const FlagValue& v) { o.new_model.seed = static_cast<uint64_t>(Positive(v)); },
@@ -745,6 +745,14 @@ std::vector<Flag> BuildTable() {
             [](const CommandOptions& o) { return On(o.new_model.keep_checkpoints); }));
     add(Row({"--resume"}, "", {C::Train}, "continue from DIR/checkpoint, bit for bit",
             [](CommandOptions& o, const FlagValue&) { o.new_model.resume = true; }, [](const CommandOptions& o) { return On(o.new_model.resume); }));
+    add(Row({"--from"}, "DIR", {C::Train},
+            "fine-tune: both models start from this vanilla GPT-2-shaped model (its shape, tokenizer and weights; the SSA model "
+            "adds temperatures), written beside them as DIR/base for --compare base",
+            [](CommandOptions& o, const FlagValue& v) {
+                if (v.text.empty()) Bad(v.name + " needs a model folder");
+                o.new_model.from = v.text;
+            },
+            [](const CommandOptions& o) { return Unless(o.new_model.from, std::string()); }));
     add(Row({"--no-twin"}, "", {C::Train}, "train the SSA model alone",
             [](CommandOptions& o, const FlagValue&) { o.new_model.no_twin = true; }, [](const CommandOptions& o) { return On(o.new_model.no_twin); }));
     add(Row({"--freeze-positions"}, "", {C::Train}, "keep the position embeddings at zero (passkey's default)",

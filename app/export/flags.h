@@ -51,7 +51,8 @@ struct NewModelOptions {
     std::optional<int> width, context, seq_len, batch, steps, threads;
     std::optional<int64_t> warmup, eval_every;
     std::optional<double> lr, weight_decay;
-    int vocab = 4096;
+    std::optional<int> vocab;   // --vocab N: the new tokenizer's pieces (default 4096)
+    std::string from;           // --from DIR: fine-tune from this vanilla base (its shape, tokenizer and weights)
     int checkpoint_every = 500;
     std::optional<model::TemperatureForm> query_form, value_form;  // spelled out in full: POSITION,TOKEN[,COMBINE]
     bool resume = false, keep_checkpoints = false, no_twin = false, freeze_positions = false, learn_positions = false;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -137,8 +138,10 @@ nlohmann::json Evaluate(const TrainingTask& task, const SsaGpt& m) {
 
 // The settings that must match for a checkpoint to resume.
 nlohmann::json RunIdentity(const TrainOptions& o) {
-    return {{"config", ConfigToJson(o.config)}, {"task", TaskSpecToJson(o.task)}, {"seed", o.seed}, {"lr", o.lr},
-            {"warmup", o.warmup}, {"weight_decay", o.weight_decay}, {"twin", o.twin}, {"freeze_positions", o.freeze_positions}};
+    nlohmann::json identity = {{"config", ConfigToJson(o.config)}, {"task", TaskSpecToJson(o.task)}, {"seed", o.seed}, {"lr", o.lr},
+                               {"warmup", o.warmup}, {"weight_decay", o.weight_decay}, {"twin", o.twin}, {"freeze_positions", o.freeze_positions}};
+    if (!o.from.empty()) identity["from"] = o.from;  // absent from a run without a base, as it was before --from
+    return identity;
 }
 
 // What train writes, file by file: a folder holding anything else is not one it wrote, and is
@@ -429,9 +432,64 @@ SsaGpt InitSsaGpt(const ModelConfig& c, uint64_t seed, bool zero_positions) {
     return m;
 }
 
+Result<SsaGpt> LoadFineTuneBase(const std::string& dir) {
+    auto base = LoadSsaGptFolder(dir, at::kCPU);
+    if (!base) return Fail("--from: " + base.error());
+    const ModelConfig& c = base->config;
+    const std::string shown = "--from: " + Shown(dir);
+    if (c.family != "gpt2") return Fail(shown + " is a " + EscapeForMessage(c.family) + " model; train fine-tunes GPT-2-shaped models");
+    if (!c.tied_head || c.lm_head_bias || !c.bias || !c.norm_bias)
+        return Fail(shown + " has " + std::string(!c.tied_head || c.lm_head_bias ? "an output head of its own" : "no biases") +
+                    "; train fine-tunes GPT-2-shaped models (a tied head, biases)");
+    if (c.IsSsa()) return Fail(shown + " has temperatures already; a fine-tune starts from a vanilla model (its base)");
+    return base;
+}
+
+namespace {
+// A fine-tune's temperatures start where the official code's do: a position slope of
+// exp(-exp(2)) = 6.2e-4 (its attn.beta of 2; 1 + s ln i stays within 0.006 of 1 over 8,192
+// tokens) and token terms of zero weights (tanh 0), so the SSA model starts as its base.
+void StartNearOne(TemperatureParams& p, const TemperatureForm& form) {
+    constexpr double kOfficialBeta = 2.0;
+    const double slope = std::exp(-std::exp(kOfficialBeta));
+    if (p.pos.defined())
+        p.pos.fill_(form.position == PositionForm::ExpExp ? kOfficialBeta
+                    : form.position == PositionForm::Sigmoid ? std::log(slope / (1 - slope))
+                                                             : slope);
+    if (p.tok_w.defined()) p.tok_w.zero_();
+    if (p.tok_b.defined()) p.tok_b.zero_();
+}
+
+// A fine-tune's start: `base`'s weights in a model of `config` (its shape, with the forms of the
+// side being trained) and temperatures near one (StartNearOne).
+Result<SsaGpt> StartFromBase(const SsaGpt& base, const ModelConfig& config, uint64_t seed, bool zero_positions) {
+    SsaGpt m = InitSsaGpt(config, seed, zero_positions);
+    at::NoGradGuard no_grad;
+    for (LayerWeights& w : m.layers) {
+        StartNearOne(w.q, config.query);
+        StartNearOne(w.v, config.value);
+    }
+    const std::vector<RoleTensors> from = TensorsByRole(const_cast<SsaGpt&>(base)), to = TensorsByRole(m);
+    if (from.size() != to.size()) return Fail("--from: the base has " + std::to_string(base.layers.size()) + " layers, not " + std::to_string(m.layers.size()));
+    for (size_t k = 0; k < to.size(); ++k) {
+        if (to[k].role == Role::Output) continue;  // tied: the token embedding
+        for (const auto& [src, dst] : {std::pair(from[k].weight, to[k].weight), std::pair(from[k].bias, to[k].bias)}) {
+            if (!src || !src->defined() || !dst || !dst->defined()) continue;  // the temperatures
+            if (src->sizes() != dst->sizes())
+                return Fail("--from: the base's " + std::string(GetRole(to[k].role).what) + (to[k].layer >= 0 ? " of layer " + std::to_string(to[k].layer) : "") +
+                            " is " + ShapeString(src->sizes().vec()) + ", not " + ShapeString(dst->sizes().vec()) + " as train makes it");
+            *dst = src->to(at::kFloat).contiguous().clone();
+        }
+    }
+    m.lm_head = m.wte;
+    return m;
+}
+}  // namespace
+
 Status CheckTrainOutput(const TrainOptions& o) {
     std::vector<std::string> roles = {"ssa"};
     if (o.twin) roles.push_back("vanilla");
+    if (!o.from.empty()) roles.push_back("base");
     for (const std::string& role : roles)
         if (auto s = CheckReplaceableFolder(o.out + "/" + role, [&](const std::string& d) { return OwnedModelFolder(d, role); }); !s) return s;
     if (o.keep_checkpoints)
@@ -479,6 +537,18 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
                              const std::atomic<bool>* cancel) {
     TrainOptions o = o_in;
     if (o.steps < 1) return Fail("--steps must be at least 1");
+    // A fine-tune has its base's shape and tokenizer, whatever o.config said of the shape.
+    std::optional<SsaGpt> base;
+    if (!o.from.empty()) {
+        auto loaded = LoadFineTuneBase(o.from);
+        if (!loaded) return Fail(loaded.error());
+        base = std::move(*loaded);
+        ModelConfig shape = base->config;
+        shape.query = o.config.query;
+        shape.value = o.config.value;
+        o.config = shape;
+        if (o.tokenizer_dir.empty()) o.tokenizer_dir = o.from;
+    }
     if (o.task.seq_len > o.config.n_positions)
         return Fail("--seq-len " + std::to_string(o.task.seq_len) + " exceeds the context " + std::to_string(o.config.n_positions));
     if (o.config.n_head < 1 || o.config.n_embd % o.config.n_head != 0)
@@ -524,15 +594,24 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
     auto digest = TokenizerDigest(o.tokenizer_dir);
     if (!digest) return Fail(digest.error());
     const std::string tokenizer_digest = *digest;
-    o.config.vocab_size = static_cast<int>((*tokenizer)->VocabSize());
+    if (!base) {
+        o.config.vocab_size = static_cast<int>((*tokenizer)->VocabSize());
+    } else if (static_cast<int64_t>((*tokenizer)->VocabSize()) > o.config.vocab_size) {
+        return Fail("--from: the tokenizer has " + std::to_string((*tokenizer)->VocabSize()) + " tokens, more than the base's " +
+                    std::to_string(o.config.vocab_size) + " embeddings");
+    }
     auto task = MakeTask(o.task, **tokenizer);
     if (!task) return Fail(task.error());
 
     ModelConfig vanilla_config = o.config;
     vanilla_config.query = vanilla_config.value = TemperatureForm{};
     std::vector<Run> runs;
-    runs.push_back({"ssa", InitSsaGpt(o.config, o.seed, o.freeze_positions), nullptr, {}, 0, {}});
-    if (o.twin) runs.push_back({"vanilla", InitSsaGpt(vanilla_config, o.seed, o.freeze_positions), nullptr, {}, 0, {}});
+    for (const ModelConfig* config : {&o.config, &vanilla_config}) {
+        if (config == &vanilla_config && !o.twin) break;
+        auto weights = base ? StartFromBase(*base, *config, o.seed, o.freeze_positions) : Result<SsaGpt>(InitSsaGpt(*config, o.seed, o.freeze_positions));
+        if (!weights) return Fail(weights.error());
+        runs.push_back({config == &o.config ? "ssa" : "vanilla", std::move(*weights), nullptr, {}, 0, {}});
+    }
 
     const std::string checkpoint = o.out + "/checkpoint";
     std::mt19937_64 rng(o.seed);
@@ -663,6 +742,17 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
         if (!saved) return Fail(saved.error());
         final_eval[run.role] = Evaluate(**task, *saved);
     }
+    if (base) {  // the weights both started from, exactly (f32), beside them for --compare base
+        auto dir = temps.Beside(o.out + "/base");
+        if (!dir) return Fail(dir.error());
+        written["base"] = *dir;
+        if (auto s = SaveModelFolder(*base, *dir, Dtype::F32); !s) return Fail(s.error());
+        if (auto s = CopyTokenizer(o.tokenizer_dir, *dir); !s) return Fail(s.error());
+        final_eval["base"] = Evaluate(**task, *base);
+        const nlohmann::json record = {{"role", "base"}, {"from", o.from}, {"command", o.command}, {"task", (*task)->spec},
+                                       {"parameters", base->ParameterCount()}, {"final", final_eval["base"]}};
+        if (auto s = WriteText(*dir + "/train.json", JsonText(record, 1) + "\n"); !s) return Fail(s.error());
+    }
     for (auto& run : runs) {
         nlohmann::json record = {
             {"role", run.role}, {"twin", std::string(run.role == "ssa" ? (o.twin ? "../vanilla" : "") : "../ssa")},
@@ -672,13 +762,15 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
             {"freeze_positions", o.freeze_positions}, {"storage", ToString(o.storage)},
             {"threads", at::get_num_threads()}, {"wall_seconds", seconds},
             {"parameters", run.model.ParameterCount()}, {"final", final_eval[run.role]}, {"history", history}};
+        if (base) {
+            record["from"] = o.from;
+            record["base"] = "../base";
+        }
         if (auto s = WriteText(written[run.role] + "/train.json", JsonText(record, 1) + "\n"); !s) return Fail(s.error());
     }
-    for (auto& run : runs) {
-        const std::string role = run.role;
-        if (auto s = ReplaceFolder(written[role], o.out + "/" + role, [&](const std::string& d) { return OwnedModelFolder(d, role); }); !s)
+    for (const auto& [role, dir] : written)
+        if (auto s = ReplaceFolder(dir, o.out + "/" + role, [&, role = role](const std::string& d) { return OwnedModelFolder(d, role); }); !s)
             return Fail(s.error());
-    }
     if (o.keep_checkpoints && steps_folder == staged)
         if (auto s = ReplaceFolder(staged, kept, OwnedRun); !s) return Fail(s.error());
     return final_eval;

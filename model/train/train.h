@@ -25,6 +25,12 @@ struct TrainOptions {
     TaskSpec task;
     std::string out;             // writes out/ssa, out/vanilla (model folders) and out/checkpoint
     std::string tokenizer_dir;   // tokenizer files to copy into both folders
+    // A fine-tune: a vanilla model folder (LoadFineTuneBase) both models start from, its weights
+    // and tokenizer (train takes its shape over config's); the SSA model's temperatures start
+    // near one, as the official code's fine-tunes do (a slope of exp(-exp(2)), token terms zero).
+    // Written as out/base (f32, exactly the weights started from), so that out/ssa --compare base
+    // finds it beside. Empty: both start from InitSsaGpt.
+    std::string from;
     int64_t steps = 1000;
     double lr = 3e-3;
     double min_lr_ratio = 0.1;   // cosine decay to lr * this
@@ -55,7 +61,12 @@ struct TrainProgress {
 // weights do not depend on the SSA forms, so a model and its vanilla twin start identical.
 SsaGpt InitSsaGpt(const ModelConfig& config, uint64_t seed, bool zero_positions = false);
 
-// What train writes in options.out: ssa/, vanilla/ (each a model folder), checkpoint/ and with
+// A fine-tune's base (--from): a model folder the trainer can train, GPT-2-shaped (learned
+// positions, LayerNorm, a tied head, as InitSsaGpt's) and without temperatures; the error names
+// the folder and what it is instead.
+Result<SsaGpt> LoadFineTuneBase(const std::string& dir);
+
+// What train writes in options.out: ssa/, vanilla/ (each a model folder), checkpoint/, with from base/, and with
 // keep_checkpoints run/ (run/ssa/checkpoint-N/ and run/vanilla/checkpoint-N/, model folders a
 // run's timeline opens: `ssaviz --run out/run/ssa --compare-run out/run/vanilla`; a new run keeps
 // them in run.new/ until it ends, a resumed one where they are). Each is

@@ -234,6 +234,70 @@ TEST(Train, TwinDiffersOnlyByTemperatures) {
     EXPECT_FALSE(vanilla.layers[0].q.pos.defined());
 }
 
+// A fine-tune (--from): both models start from the base's weights, the SSA model's temperatures
+// near one as the official code's (attn.beta 2: a slope of exp(-exp(2))), token terms zero; the
+// base is written beside them, exactly the weights started from, and train.json names it.
+TEST(Train, AFineTuneStartsFromItsBaseAndWritesItBeside) {
+    model::SetComputeThreads(1);
+    model::TrainOptions b = Graph("ft_base", 10);
+    b.config.query = {};
+    b.twin = false;
+    ASSERT_TRUE(model::Train(b, nullptr));
+    const std::string base_dir = b.out + "/ssa";  // the role's name; a vanilla model
+
+    model::TrainOptions o = Graph("ft", 10);
+    o.from = base_dir;
+    o.config.n_embd = 999;  // the base's shape wins over what the options say
+    o.keep_checkpoints = true;
+    o.checkpoint_every = 10;
+    auto result = model::Train(o, nullptr);
+    ASSERT_TRUE(result) << result.error();
+    ASSERT_TRUE(result->contains("base"));
+
+    auto base = model::LoadSsaGptFolder(base_dir, at::kCPU), beside = model::LoadSsaGptFolder(o.out + "/base", at::kCPU);
+    auto ssa0 = model::LoadSsaGptFolder(o.out + "/run/ssa/checkpoint-0", at::kCPU);
+    auto vanilla0 = model::LoadSsaGptFolder(o.out + "/run/vanilla/checkpoint-0", at::kCPU);
+    auto ssa = model::LoadSsaGptFolder(o.out + "/ssa", at::kCPU);
+    for (auto* m : {&base, &beside, &ssa0, &vanilla0, &ssa}) ASSERT_TRUE(*m) << m->error();
+    EXPECT_EQ(ssa0->config.n_embd, base->config.n_embd);
+    std::vector<model::RoleTensors> want = model::TensorsByRole(*base);
+    for (auto* m : {&beside, &ssa0, &vanilla0}) {
+        std::vector<model::RoleTensors> got = model::TensorsByRole(**m);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t k = 0; k < want.size(); ++k)
+            for (const auto& [w, g] : {std::pair(want[k].weight, got[k].weight), std::pair(want[k].bias, got[k].bias)})
+                if (w && w->defined()) EXPECT_TRUE(g && g->defined() && at::equal(*w, *g)) << "tensor " << k;
+    }
+    const model::TemperatureParams& q = ssa0->layers[0].q;
+    const double slope = std::exp(-std::exp(2.0));
+    EXPECT_NEAR(at::sigmoid(q.pos).max().item<double>(), slope, 1e-9);
+    EXPECT_NEAR(at::sigmoid(q.pos).min().item<double>(), slope, 1e-9);
+    EXPECT_EQ(q.tok_w.abs().max().item<float>(), 0.0f);
+    EXPECT_FALSE(vanilla0->layers[0].q.pos.defined());
+    EXPECT_FALSE(at::equal(ssa->layers[0].attn_w, base->layers[0].attn_w)) << "ten steps moved the weights";
+
+    const json record = json::parse(Bytes(o.out + "/ssa/train.json")), base_record = json::parse(Bytes(o.out + "/base/train.json"));
+    EXPECT_EQ(record["from"], base_dir);
+    EXPECT_EQ(record["base"], "../base");
+    EXPECT_EQ(base_record["role"], "base");
+    EXPECT_EQ(base_record["from"], base_dir);
+    auto eval = model::EvaluateModelFolder(o.out + "/base");  // scored on the fine-tune's task, as train reported
+    ASSERT_TRUE(eval) << eval.error();
+    EXPECT_DOUBLE_EQ((*eval)["kl"].get<double>(), (*result)["base"]["kl"].get<double>());
+
+    // Not a base: a model with temperatures, a folder that is none.
+    model::TrainOptions again = Graph("ft_again", 2);
+    again.from = o.out + "/ssa";
+    auto refused = model::Train(again, nullptr);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().find("has temperatures already; a fine-tune starts from a vanilla model"), std::string::npos) << refused.error();
+    again.from = o.out + "/nothing";
+    refused = model::Train(again, nullptr);
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().rfind("--from: ", 0), 0u) << refused.error();
+    EXPECT_FALSE(fs::exists(again.out + "/base"));
+}
+
 TEST(Train, GraphTaskFitsTheTarget) {
     model::SetComputeThreads(1);
     model::TrainOptions o = Graph("graph", 600);
