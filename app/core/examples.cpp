@@ -46,6 +46,7 @@ std::vector<Example> BundledExamples() {
             x.hint = e.value("hint", "");
             if (!e.contains("run")) x.model_dir = root + "/" + e.at("model").get<std::string>();  // a run's: its last step
             if (e.contains("twin")) x.twin_dir = root + "/" + e["twin"].get<std::string>();
+            if (e.contains("base")) x.base_dir = root + "/" + e["base"].get<std::string>();
             x.text = e.value("text", "");
             if (e.contains("passkey_tokens")) x.text = model::TaskExampleText("passkey", e["passkey_tokens"].get<int>(), 3);
             x.graph_panel = e.value("graph_panel", false);

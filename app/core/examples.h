@@ -1,5 +1,5 @@
 // The bundled models (assets/models) and the Examples menu: each opens a model with its vanilla
-// twin and a text that shows what it learned.
+// twin (or a fine-tune with its base) and a text that shows what it learned.
 #pragma once
 
 #include <string>
@@ -13,6 +13,7 @@ struct Example {
     std::string hint;      // one line under the menu item
     std::string model_dir;
     std::string twin_dir;  // empty: compare with the tau = 1 counterfactual
+    std::string base_dir;  // a fine-tune's example ("base"): the base it started from, the three sides and the Fine-tune tab
     std::string text;
     bool graph_panel = false;  // open the P* / SSA / vanilla window (the paper's Figure 3)
     std::string query_piece;   // select the last token with these bytes as the query (e.g. " ?")

@@ -929,6 +929,12 @@ private:
         m_state.query = -1;
         m_pending_twin = x.twin_dir;
         m_state.OpenAnotherModel(x.run_dir.empty() || m_state.run_steps.empty() ? x.model_dir : m_state.run_steps.back().path);
+        m_state.settings.three_way = !x.base_dir.empty();  // a fine-tune's example: its three sides and the Fine-tune tab
+        if (!x.base_dir.empty()) {
+            m_state.open_base_request = x.base_dir;  // taken after the model, as File > Compare with a base model... does
+            m_state.settings.right_tab = "Fine-tune";
+            m_apply_tab = true;
+        }
         m_state.show_graph = x.graph_panel;
         m_state.selected = HeadRef{x.layer, x.head};
         m_example_query = x.query_piece;

@@ -1058,6 +1058,7 @@ PYBIND11_MODULE(_ssaviz, m) {
             d["hint"] = x.hint;
             d["model"] = x.model_dir;
             d["twin"] = x.twin_dir;
+            d["base"] = x.base_dir;  // a fine-tune's example: its base (analyze(compare="base", base=...)); "" otherwise
             d["text"] = x.text;
             d["run"] = x.run_dir;  // a run example's run and compare run ("" otherwise): ssaviz.load_run(...)
             d["compare_run"] = x.compare_run_dir;

@@ -700,8 +700,9 @@ def show(model=None, text=None, **flags):
 
 
 def examples():
-    """The bundled examples by id ("english", "graph", "graph-run", "passkey"): title, model and twin
-    folders (a run's: its run folders), text."""
+    """The bundled examples by id ("english", "licenses", "graph", "graph-run", "passkey"): title,
+    model and twin folders (a run's: its run folders; a fine-tune's: its base, "base"), text.
+    A fine-tune against its base: load(x["model"]).analyze(x["text"], compare="base", base=x["base"])."""
     return {x["id"]: x for x in _ssaviz.examples()}
 
 

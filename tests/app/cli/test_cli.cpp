@@ -655,6 +655,16 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--resume"}), 3,
                        "--resume: nothing to resume ('" + Scratch("t") + "/checkpoint/state.json' is a FIFO");
     fs::remove_all(Scratch("t"));
+    // A fine-tune takes its base's shape and tokenizer, and starts from a vanilla model.
+    const std::string graph = kBundled + "/graph/";
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--from", graph + "vanilla", "--width", "16"}), 2,
+                       "--from takes the base's shape and tokenizer: not with --width");
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--from", graph + "vanilla", "--vocab", "300"}), 2,
+                       "not with --vocab");
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--from", graph + "ssa"}), 3,
+                       "--from: '" + graph + "ssa' has temperatures already; a fine-tune starts from a vanilla model (its base)");
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--from", ""}), 2, "--from needs a model folder");
+    EXPECT_FALSE(fs::exists(Scratch("t")));
     ExpectOneLineError(Ssaviz({"eval", "--model", kOut + "/small"}), 3, "train.json: missing");
     ExpectOneLineError(Ssaviz({"eval"}), 2, "eval needs --model DIR");
 }
@@ -751,7 +761,8 @@ TEST(CliTrain, TrainThenEvalAgree) {
 TEST(BundledModels, EvalReproducesTheModelCard) {
     const std::string card = ReadFile(kBundled + "/README.md");
     ASSERT_FALSE(card.empty()) << "no model card at " << kBundled << "/README.md";
-    for (const std::string name : {"english/ssa", "english/vanilla", "graph/ssa", "graph/vanilla", "passkey/ssa", "passkey/vanilla"}) {
+    for (const std::string name : {"english/ssa", "english/vanilla", "licenses/ssa", "licenses/vanilla", "graph/ssa", "graph/vanilla", "passkey/ssa",
+                                   "passkey/vanilla"}) {
         SCOPED_TRACE(name);
         const std::string dir = kBundled + "/" + name;
         uintmax_t bytes = 0;
@@ -765,7 +776,7 @@ TEST(BundledModels, EvalReproducesTheModelCard) {
         const json want = json::parse(ReadFile(dir + "/train.json"))["final"];
         const json got = json::parse(e.out);
         EXPECT_NEAR(got["loss"].get<double>(), want["loss"].get<double>(), 1e-4);
-        if (name.rfind("english", 0) == 0) {
+        if (name.rfind("english", 0) == 0 || name.rfind("licenses", 0) == 0) {
             EXPECT_NE(card.find(Fixed("%.3f", want["loss"].get<double>())), std::string::npos) << "card lacks the val loss";
         } else if (name.rfind("graph", 0) == 0) {
             EXPECT_NEAR(got["l1"].get<double>(), want["l1"].get<double>(), 1e-4);
@@ -781,6 +792,31 @@ TEST(BundledModels, EvalReproducesTheModelCard) {
             }
         }
     }
+}
+
+// The shipped fine-tune (assets/models/licenses): it started from english/vanilla (the base beside
+// it, a link), and on the example's text its change splits into the temperatures' part and the
+// drift as the model card says; the example opens it against that base.
+TEST(BundledModels, TheFineTuneSplitsItsChangeAsTheCardSays) {
+    const std::string card = ReadFile(kBundled + "/README.md"), out = Scratch("licenses");
+    const json examples = json::parse(ReadFile(kBundled + "/examples.json"));
+    const auto example = std::find_if(examples.begin(), examples.end(), [](const json& e) { return e["id"] == "licenses"; });
+    ASSERT_NE(example, examples.end());
+    EXPECT_EQ((*example)["base"], "english/vanilla");
+    EXPECT_TRUE(fs::equivalent(kBundled + "/licenses/base", kBundled + "/english/vanilla"));
+    const json record = json::parse(ReadFile(kBundled + "/licenses/ssa/train.json"));
+    EXPECT_EQ(record["from"], "assets/models/english/vanilla");
+    fs::remove_all(out);
+    Outcome r = Ssaviz({"export", "--model", kBundled + "/licenses/ssa", "--compare", "base", "--text", (*example)["text"], "--format", "json",
+                        "--out", out});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json loss = json::parse(ReadFile(out + "/metrics.json"))["decomposition"]["loss_mean"];
+    const double ssa = loss["ssa"], tau1 = loss["tau1"], base = loss["base"];
+    std::string flat = card;  // its lines joined, as wrapped
+    std::replace(flat.begin(), flat.end(), '\n', ' ');
+    const std::string said = "mean loss " + Fixed("%.3f", base) + " (base) to " + Fixed("%.3f", ssa) + " (SSA), " + Fixed("%.3f", ssa - base) +
+                             " nats = temperatures " + Fixed("%.3f", ssa - tau1) + " + drift " + Fixed("%.3f", tau1 - base);
+    EXPECT_NE(flat.find(said), std::string::npos) << "the card's split: " << said;
 }
 
 // The shipped run (assets/models/graph-run): its steps to sparsity and final fit are what the model

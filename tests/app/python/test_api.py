@@ -170,6 +170,13 @@ def test_bundled_examples_and_default_model():
     assert examples["english"]["text"].startswith("The only way to do great work")
     assert os.path.isdir(examples["english"]["model"]) and os.path.isdir(examples["english"]["twin"])
     assert ssaviz.load().path.endswith(os.path.join("english", "ssa"))
+    # The fine-tune's example: its base is the English twin it started from, and the split adds up.
+    ft = examples["licenses"]
+    assert ft["base"] == examples["english"]["twin"] and ft["twin"] == ""
+    a = ssaviz.load(ft["model"]).analyze(ft["text"], compare="base", base=ft["base"])
+    loss = a.decomposition["loss_mean"]
+    assert loss["ssa"] < loss["base"] - 1.0  # the fine-tune learned its domain (the card: 5.037 to 3.022)
+    assert abs((loss["ssa"] - loss["tau1"]) + (loss["tau1"] - loss["base"]) - (loss["ssa"] - loss["base"])) < 1e-9
 
 
 def test_a_model_computes_on_every_usable_core_by_default(monkeypatch):
