@@ -76,8 +76,8 @@ Result<SsaGpt> LoadFineTuneBase(const std::string& dir);
 // deleted. Train checks this first; the command line asks before it starts.
 Status CheckTrainOutput(const TrainOptions& options);
 
-// With options.resume: that DIR/checkpoint/state.json is there and JSON, else "--resume: ... is
-// missing or not JSON: nothing to resume". Asked before CheckTrainOutput, which would call a
+// With options.resume: that DIR/checkpoint/state.json is there and JSON, else "--resume: nothing
+// to resume (...)" saying what it is instead. Asked before CheckTrainOutput, which would call a
 // checkpoint whose state.json is broken a folder train did not write.
 Status CheckResumeCheckpoint(const TrainOptions& options);
 
