@@ -486,10 +486,30 @@ Result<SsaGpt> StartFromBase(const SsaGpt& base, const ModelConfig& config, uint
 }
 }  // namespace
 
+// Whether `path` is `folder` or inside it, links resolved (a missing part taken as named).
+bool IsWithin(const std::string& path, const std::string& folder) {
+    std::error_code ec;
+    const fs::path outer = fs::weakly_canonical(folder, ec);
+    if (ec) return false;
+    for (fs::path p = fs::weakly_canonical(path, ec); !ec && !p.empty(); p = p.parent_path()) {
+        if (p == outer) return true;
+        if (p == p.parent_path()) break;
+    }
+    return false;
+}
+
 Status CheckTrainOutput(const TrainOptions& o) {
     std::vector<std::string> roles = {"ssa"};
     if (o.twin) roles.push_back("vanilla");
     if (!o.from.empty()) roles.push_back("base");
+    // The base is read before anything is written, but a train must not replace it: --out's
+    // folders are the fine-tune's, never the model it started from.
+    std::vector<std::string> replaced = {"checkpoint", "run", "run.new"};
+    replaced.insert(replaced.end(), roles.begin(), roles.end());
+    if (!o.from.empty())
+        for (const std::string& folder : replaced)
+            if (IsWithin(o.from, o.out + "/" + folder))
+                return Fail(Shown(o.out + "/" + folder) + " would replace --from " + Shown(o.from) + ", the model it starts from: choose another --out");
     for (const std::string& role : roles)
         if (auto s = CheckReplaceableFolder(o.out + "/" + role, [&](const std::string& d) { return OwnedModelFolder(d, role); }); !s) return s;
     if (o.keep_checkpoints)

@@ -664,6 +664,17 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--from", graph + "ssa"}), 3,
                        "--from: '" + graph + "ssa' has temperatures already; a fine-tune starts from a vanilla model (its base)");
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--from", ""}), 2, "--from needs a model folder");
+    // The base is never one of the folders train replaces: a fine-tune of the graph twin into
+    // graph/ would have put the fine-tune in the twin's place.
+    const std::string copy = Scratch("graph_copy");
+    fs::remove_all(copy);
+    fs::create_directories(copy);
+    fs::copy(graph + "vanilla", copy + "/vanilla");
+    const std::string before = ReadFile(copy + "/vanilla/model.safetensors");
+    ExpectOneLineError(Ssaviz({"train", "--out", copy + "/vanilla/..", "--task", "graph", "--from", copy + "/vanilla", "--steps", "2"}), 2,
+                       "--out: '" + copy + "/vanilla/../vanilla' would replace --from '" + copy + "/vanilla', the model it starts from: choose another --out");
+    EXPECT_EQ(ReadFile(copy + "/vanilla/model.safetensors"), before);
+    fs::remove_all(copy);
     EXPECT_FALSE(fs::exists(Scratch("t")));
     ExpectOneLineError(Ssaviz({"eval", "--model", kOut + "/small"}), 3, "train.json: missing");
     ExpectOneLineError(Ssaviz({"eval"}), 2, "eval needs --model DIR");
