@@ -129,8 +129,7 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
     if (auto s = CheckExportFolder(options.out); !s) throw Failure{kExitUsage, "--out: " + s.error()};
     if (!m.from.empty()) {  // a fine-tune: the base's shape and tokenizer
         for (const auto& [given, flag] : {std::pair<bool, const char*>(m.layers.has_value(), "--layers"), {m.heads.has_value(), "--heads"},
-                                          {m.width.has_value(), "--width"}, {m.context.has_value(), "--context"},
-                                          {m.tokenizer.has_value(), "--tokenizer"}, {m.vocab.has_value(), "--vocab"}})
+                                          {m.width.has_value(), "--width"}, {m.context.has_value(), "--context"}, {m.vocab.has_value(), "--vocab"}})
             if (given) throw Failure{kExitUsage, std::string("--from takes the base's shape and tokenizer: not with ") + flag};
         auto base = model::LoadFineTuneBase(m.from);
         if (!base) throw Failure{kExitBadInput, base.error()};

@@ -746,7 +746,7 @@ std::vector<Flag> BuildTable() {
     add(Row({"--resume"}, "", {C::Train}, "continue from DIR/checkpoint, bit for bit",
             [](CommandOptions& o, const FlagValue&) { o.new_model.resume = true; }, [](const CommandOptions& o) { return On(o.new_model.resume); }));
     add(Row({"--from"}, "DIR", {C::Train},
-            "fine-tune: both models start from this vanilla GPT-2-shaped model (its shape, tokenizer and weights; the SSA model "
+            "fine-tune: both models start from this vanilla GPT-2-shaped model (its shape, weights and tokenizer, or --tokenizer's; the SSA model "
             "adds temperatures), written beside them as DIR/base for --compare base",
             [](CommandOptions& o, const FlagValue& v) {
                 if (v.text.empty()) Bad(v.name + " needs a model folder");

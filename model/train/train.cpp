@@ -567,7 +567,11 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
         shape.query = o.config.query;
         shape.value = o.config.value;
         o.config = shape;
-        if (o.tokenizer_dir.empty()) o.tokenizer_dir = o.from;
+        if (o.tokenizer_dir.empty()) {  // the base's own: its folder's, or beside its checkpoint file
+            std::error_code ec;
+            o.tokenizer_dir = fs::is_regular_file(o.from, ec) ? fs::path(o.from).parent_path().string() : o.from;
+            if (o.tokenizer_dir.empty()) o.tokenizer_dir = ".";
+        }
     }
     if (o.task.seq_len > o.config.n_positions)
         return Fail("--seq-len " + std::to_string(o.task.seq_len) + " exceeds the context " + std::to_string(o.config.n_positions));

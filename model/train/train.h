@@ -26,7 +26,7 @@ struct TrainOptions {
     std::string out;             // writes out/ssa, out/vanilla (model folders) and out/checkpoint
     std::string tokenizer_dir;   // tokenizer files to copy into both folders
     // A fine-tune: a vanilla model folder (LoadFineTuneBase) both models start from, its weights
-    // and tokenizer (train takes its shape over config's); the SSA model's temperatures start
+    // and tokenizer (the folder's, or tokenizer_dir where given; train takes its shape over config's); the SSA model's temperatures start
     // near one, as the official code's fine-tunes do (a slope of exp(-exp(2)), token terms zero).
     // Written as out/base (f32, exactly the weights started from), so that out/ssa --compare base
     // finds it beside. Empty: both start from InitSsaGpt.

@@ -664,6 +664,9 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--from", graph + "ssa"}), 3,
                        "--from: '" + graph + "ssa' has temperatures already; a fine-tune starts from a vanilla model (its base)");
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--from", ""}), 2, "--from needs a model folder");
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--data", kBundled + "/README.md", "--from", graph + "vanilla", "--tokenizer",
+                               std::string(SSAVIZ_SOURCE_DIR) + "/assets/tokenizers/gpt2"}),
+                       3, "--from: the tokenizer has 50257 tokens, more than the base's");
     // The base is never one of the folders train replaces: a fine-tune of the graph twin into
     // graph/ would have put the fine-tune in the twin's place.
     const std::string copy = Scratch("graph_copy");
