@@ -4,22 +4,27 @@
 #include <cmath>
 #include <iterator>
 
+#include "app/core/names.h"
+#include "viz/palette.h"
+
 namespace app {
 
 void RunTimeline::Add(int64_t step, const std::string& checkpoint, const model::Analysis& a) {
-    Add(step, checkpoint, a.n_layer, a.n_head, SummarizeHeads(a), static_cast<float>(model::MeanLoss(a.loss)),
-        a.HasBase() ? static_cast<float>(model::MeanLoss(a.loss_base)) : NAN, a.n_tokens, a.tau_q.Flat());
+    if (!a.loss_compare.empty()) compare_name = CompareName(a);
+    Add(step, checkpoint, a.n_layer, a.n_head, SummarizeHeads(a),
+        {model::MeanLoss(a.loss), model::MeanLoss(a.loss_compare), a.HasBase() ? model::MeanLoss(a.loss_base) : NAN}, a.n_tokens, a.tau_q.Flat());
 }
 
-void RunTimeline::Add(int64_t step, const std::string& checkpoint, int layer_count, int head_count, std::vector<HeadSummary> summaries, float mean_loss,
-                      float mean_loss_base, int tokens, std::vector<float> step_tau_q) {
+void RunTimeline::Add(int64_t step, const std::string& checkpoint, int layer_count, int head_count, std::vector<HeadSummary> summaries,
+                      StepLosses losses, int tokens, std::vector<float> step_tau_q) {
     n_layer = layer_count;
     n_head = head_count;
     steps.push_back(step);
     checkpoints.push_back(checkpoint);
     heads.push_back(std::move(summaries));
-    loss.push_back(mean_loss);
-    loss_base.push_back(mean_loss_base);
+    loss.push_back(losses.ssa);
+    loss_compare.push_back(losses.compare);
+    loss_base.push_back(losses.base);
     if (tau_q.empty()) n_tokens = tokens;
     tau_q.push_back(std::move(step_tau_q));
 }
@@ -89,7 +94,9 @@ RunCurve CurveOf(const RunTimeline& t, const std::string& key) {
     if (key == "loss") {
         c.label += ", loss on the text";
         c.all = t.loss;
-        if (std::any_of(t.loss_base.begin(), t.loss_base.end(), [](float v) { return std::isfinite(v); })) c.base = t.loss_base;
+        auto any = [](const std::vector<float>& v) { return std::any_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); }); };
+        if (any(t.loss_base)) c.base = t.loss_base;
+        if (any(t.loss_compare)) c.compare = t.loss_compare, c.compare_name = t.compare_name.empty() ? "comparison" : t.compare_name;
         return c;
     }
     c.layers.assign(static_cast<size_t>(t.n_layer), {});
@@ -144,6 +151,16 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
         s.X = first.steps;
         s.Y = first.base;
         s.Color = viz::kBaseColor;
+        plot.Series.push_back(std::move(s));
+    }
+    // The first run's comparison beside its loss (each step's own weights at tau = 1, by default),
+    // blue: where SSA's loss parts from it, the temperatures matter.
+    if (!first.compare.empty()) {
+        viz::PlotSeries s;
+        s.Name = first.compare_name + (runs.size() > 1 ? " (the run's comparison)" : " (the comparison)");
+        s.X = first.steps;
+        s.Y = first.compare;
+        s.Color = viz::kCompareColor;
         plot.Series.push_back(std::move(s));
     }
     // The means on top: the run's in black, a second run's in grey.

@@ -5,6 +5,7 @@
 // file and the window draw the same curves; and each head's steps to sparsity.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,7 +23,9 @@ struct RunTimeline {
     std::vector<std::string> checkpoints;         // their files' names
     std::vector<std::vector<HeadSummary>> heads;  // each analysed step's heads [L * H]
     std::vector<float> loss;                      // each analysed step's mean loss on the text
+    std::vector<float> loss_compare;              // its comparison's (tau = 1 unless --compare said; NaN without one)
     std::vector<float> loss_base;                 // the base's (against a fine-tune's base; NaN without one)
+    std::string compare_name;                     // the comparison as the window names it ("tau=1", "twin"); empty: none
     int n_tokens = 0;                             // the text's tokens (the first step's)
     std::vector<std::vector<float>> tau_q;        // each analysed step's tau_q [L, H, T]
     int n_embd = 0, vocab = 0;                    // the first step's width and vocabulary (0: not told)
@@ -35,8 +38,11 @@ struct RunTimeline {
     // Adds one step's analysis (its shape must be the timeline's, or the timeline's first).
     void Add(int64_t step, const std::string& checkpoint, const model::Analysis& a);
     // The same from what a step's analysis gave (app/export/run_export.h's RunStepResult).
-    void Add(int64_t step, const std::string& checkpoint, int layer_count, int head_count, std::vector<HeadSummary> summaries, float mean_loss,
-             float mean_loss_base, int tokens, std::vector<float> step_tau_q);
+    struct StepLosses {
+        float ssa = NAN, compare = NAN, base = NAN;  // mean losses on the text
+    };
+    void Add(int64_t step, const std::string& checkpoint, int layer_count, int head_count, std::vector<HeadSummary> summaries, StepLosses losses,
+             int tokens, std::vector<float> step_tau_q);
     // Whether its steps ran against a fine-tune's base (--base DIR): its first step has a head's js_total.
     bool HasBase() const;
 };
@@ -73,6 +79,9 @@ struct RunCurve {
     std::vector<std::vector<float>> layers;   // [L][S]: the mean over each layer's heads; empty: none
     std::vector<float> all;                   // [S]: the mean over every head (or the quantity itself, a loss)
     std::vector<float> base;                  // [S]: the loss curve's base beside it (a fine-tune's; the same at every step); empty: none
+    std::vector<float> compare;               // [S]: the loss curve's comparison beside it (each step's weights at tau = 1): where the
+                                              // two part, the temperatures matter; empty: none
+    std::string compare_name;                 // its legend's ("tau=1")
 };
 // `key`: one of kRunHeadValues, or "loss".
 RunCurve CurveOf(const RunTimeline& t, const std::string& key);

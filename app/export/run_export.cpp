@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "app/core/exit_code.h"
+#include "app/core/names.h"
 #include "app/export/batch.h"
 #include "model/io/files.h"
 #include "model/io/npy.h"
@@ -53,7 +54,7 @@ void AddCsvRows(const RunTimeline& t, const char* run, const std::vector<std::st
         for (const HeadSummary& s : t.heads[k]) {
             *csv += std::string(run) + "," + std::to_string(t.steps[k]) + "," + std::to_string(s.ref.layer) + "," + std::to_string(s.ref.head);
             for (const std::string& key : keys) *csv += "," + Number(s.Get(key));
-            *csv += "," + Number(t.loss[k]) + "\n";
+            *csv += "," + Number(t.loss[k]) + "," + Number(t.loss_compare[k]) + "\n";
         }
 }
 
@@ -227,6 +228,7 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
     r.row = BatchSummaryRow(StepFolder(step.step), 0, *a, spec.options.sink_epsilon);  // its line: the step's place, set when added
     r.row["step"] = step.step;
     r.row["checkpoint"] = r.checkpoint;
+    if (!a->loss_compare.empty()) r.row["compared_with"] = CompareName(*a);  // the loss curve's legend: "tau=1", "twin"
     std::vector<std::string> keys(std::begin(kRunHeadValues), std::end(kRunHeadValues));
     if (a->HasBase()) keys.insert(keys.end(), std::begin(kRunBaseValues), std::end(kRunBaseValues));
     for (const std::string& key : keys) {
@@ -255,13 +257,16 @@ std::string AddRunStep(RunResults* run, RunStepResult step) {
         run->failures.push_back({{"step", step.step}, {"checkpoint", step.checkpoint}, {"error", step.error}});
         return step.error;
     }
-    // The base's mean loss, from the batch row (against a base; null where a NaN travelled as JSON).
-    const auto base = step.row.find("loss_base");
-    const float loss_base = base != step.row.end() && base->is_number() ? base->get<float>() : NAN;
+    // The comparison's and the base's mean losses, from the batch row (null where a NaN travelled as JSON).
+    auto number = [&](const char* key) {
+        const auto v = step.row.find(key);
+        return v != step.row.end() && v->is_number() ? v->get<float>() : NAN;
+    };
+    const RunTimeline::StepLosses losses = {step.loss, number("loss_compare"), number("loss_base")};
+    if (const auto name = step.row.find("compared_with"); name != step.row.end() && name->is_string()) run->t.compare_name = *name;
     step.row["line"] = static_cast<int>(run->t.steps.size() + 1);
     run->rows.push_back(std::move(step.row));
-    run->t.Add(step.step, step.checkpoint, step.n_layer, step.n_head, std::move(step.heads), step.loss, loss_base, step.n_tokens,
-               std::move(step.tau_q));
+    run->t.Add(step.step, step.checkpoint, step.n_layer, step.n_head, std::move(step.heads), losses, step.n_tokens, std::move(step.tau_q));
     return "";
 }
 
@@ -278,7 +283,7 @@ model::Status WriteRunFiles(const ExportOptions& options, const RunResults& run,
     const std::vector<std::string> keys = RunHeadValues(run.t);
     std::string csv = "run,step,layer,head";
     for (const std::string& key : keys) csv += "," + key;
-    csv += ",loss_mean\n";
+    csv += ",loss_mean,loss_compare_mean\n";
     AddCsvRows(run.t, "run", keys, &csv);
     if (compare) AddCsvRows(compare->t, "compare", keys, &csv);
     if (auto s = model::WriteFileAtomically((out / "run.json").string(), model::JsonText(timeline, 1) + "\n"); !s) return s;

@@ -208,6 +208,12 @@ TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
     EXPECT_EQ(timeline["failed"].size(), 2u);
     const std::string csv = ReadFile(dir + "/out/run.csv");
     EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 2 * 2 * 2);  // a header, then 2 steps x 2 layers x 2 heads
+    // Each step's loss at tau = 1 beside SSA's (run.json's row), the loss curve's second line.
+    EXPECT_EQ(timeline["steps"][1]["compared_with"], "tau=1");
+    const size_t row = csv.find("\nrun,1000,1,1,"), end = csv.find('\n', row + 1);
+    ASSERT_NE(row, std::string::npos);
+    const std::string line = csv.substr(row + 1, end - row - 1);
+    EXPECT_NEAR(std::stod(line.substr(line.rfind(',') + 1)), timeline["steps"][1]["loss_compare"].get<double>(), 1e-6) << line;
     // Step 1000 against its checkpoint exported alone.
     r = Ssaviz({"export", "--model", run + "/iter-001000-ckpt.pth", "--text", text, "--out", dir + "/single", "--format", "json,npy"});
     ASSERT_EQ(r.code, 0) << r.err;
@@ -247,7 +253,7 @@ TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
     ASSERT_EQ(both["steps_to_sparsity"].size(), 2u);
     ASSERT_EQ(both["steps_to_sparsity"][0].size(), 2u);
     const std::string both_csv = ReadFile(dir + "/both/run.csv");
-    EXPECT_EQ(both_csv.substr(0, both_csv.find('\n')), "run,step,layer,head,entropy,js_divergence,sink_mass,tau_q_mean,loss_mean");
+    EXPECT_EQ(both_csv.substr(0, both_csv.find('\n')), "run,step,layer,head,entropy,js_divergence,sink_mass,tau_q_mean,loss_mean,loss_compare_mean");
     EXPECT_NE(both_csv.find("\ncompare,1000,1,1,"), std::string::npos);
     for (const char* curve : {"entropy", "js_divergence", "sink_mass", "tau_q_mean", "loss"})
         EXPECT_TRUE(fs::exists(dir + "/both/curves/" + curve + ".png")) << curve;
@@ -299,7 +305,7 @@ TEST_F(Cli, ExportRunAgainstABaseFollowsTheDecomposition) {
                         "json,png,svg"});
     ASSERT_EQ(r.code, 0) << r.err;
     const std::string csv = ReadFile(dir + "/out/run.csv");
-    EXPECT_EQ(csv.substr(0, csv.find('\n')), "run,step,layer,head,entropy,js_divergence,sink_mass,tau_q_mean,js_total,js_drift,loss_mean");
+    EXPECT_EQ(csv.substr(0, csv.find('\n')), "run,step,layer,head,entropy,js_divergence,sink_mass,tau_q_mean,js_total,js_drift,loss_mean,loss_compare_mean");
     const json timeline = json::parse(ReadFile(dir + "/out/run.json"));
     ASSERT_EQ(timeline["steps"].size(), 2u);
     for (const json& step : timeline["steps"]) {
@@ -324,10 +330,11 @@ TEST_F(Cli, ExportRunAgainstABaseFollowsTheDecomposition) {
         std::vector<std::string> cells;
         std::stringstream cut(line);
         for (std::string c; std::getline(cut, c, ',');) cells.push_back(c);
-        ASSERT_EQ(cells.size(), 11u) << line;
+        ASSERT_EQ(cells.size(), 12u) << line;
         const int step = std::stoi(cells[1]) == 100 ? 0 : 1, l = std::stoi(cells[2]), h = std::stoi(cells[3]);
         EXPECT_NEAR(std::stod(cells[8]), timeline["steps"][step]["heads"]["js_total"][l][h].get<double>(), 1e-7) << line;
         EXPECT_NEAR(std::stod(cells[9]), timeline["steps"][step]["heads"]["js_drift"][l][h].get<double>(), 1e-7) << line;
+        EXPECT_NEAR(std::stod(cells[11]), timeline["steps"][step]["loss_compare"].get<double>(), 1e-6) << line;  // tau = 1 beside a base too
         ++rows;
     }
     EXPECT_EQ(rows, 2 * 2 * 2);

@@ -18,6 +18,7 @@
 #include "app/export/run_curves.h"
 #include "tests/app/gui/synthetic.h"
 #include "viz/figure.h"
+#include "viz/palette.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -213,6 +214,21 @@ TEST(RunTimeline, StepsToSparsityAndATokensTauQ) {
         EXPECT_EQ(tau.steps[k], 10.0f * k);
     }
     EXPECT_TRUE(std::isnan(app::TokenTauQCurve(run, 0, 1, T).all[0]));
+
+    // The loss curve: each step's comparison (tau = 1) beside SSA's, in the comparison's blue, so
+    // the step where the two part shows when the temperatures began to matter.
+    const app::RunCurve loss = app::CurveOf(run, "loss");
+    ASSERT_EQ(loss.compare.size(), 3u);
+    for (int k = 0; k < 3; ++k) {
+        const model::Analysis a = app::MakeSyntheticAnalysis(L, H, T, 3 + k);
+        EXPECT_EQ(loss.all[k], model::MeanLoss(a.loss));
+        EXPECT_EQ(loss.compare[k], model::MeanLoss(a.loss_compare));
+    }
+    const viz::Plot plot = app::RunCurvesPlot("loss", {loss});
+    const auto tau1 = std::find_if(plot.Series.begin(), plot.Series.end(), [](const viz::PlotSeries& s) { return s.Name == "tau=1 (the comparison)"; });
+    ASSERT_NE(tau1, plot.Series.end());
+    EXPECT_EQ(tau1->Y, loss.compare);
+    EXPECT_EQ(tau1->Color.b, viz::kCompareColor.b);
 }
 
 // An exported temperature highlight colours its tokens on the model's scale around 1 and shows in
