@@ -260,6 +260,12 @@ void HighlightScope(const FlagValue& v, FigureSettings* fig) {
 
 // Writers: a field's value, or none when it is unset or at its default.
 std::optional<std::string> On(bool on) { return on ? std::optional<std::string>("") : std::nullopt; }
+// A path flag's value: an empty one (an unset $VAR) is a usage error, never the flag left out.
+std::string NonEmpty(const FlagValue& v, const char* what) {
+    if (v.text.empty()) Bad(v.name + " needs " + what + ", not an empty path");
+    return v.text;
+}
+
 std::optional<std::string> IfSet(const std::optional<std::string>& v) { return v; }
 template <class T>
 std::optional<std::string> IfSet(const std::optional<T>& v) {
@@ -465,10 +471,10 @@ std::vector<Flag> BuildTable() {
     add(Row({"--config"}, "FILE", kModel,
             "a lit-gpt checkpoint's config (lit_config.json, or the official SSA code's partial configs/*.json; missing fields take "
             "lit-gpt's defaults) when it is not beside the weights; or a config.json",
-            [](CommandOptions& o, const FlagValue& v) { o.hints.config_file = v.text; },
+            [](CommandOptions& o, const FlagValue& v) { o.hints.config_file = NonEmpty(v, "a file"); },
             [](const CommandOptions& o) { return Unless(o.hints.config_file, std::string()); }));
     add(Row({"--tokenizer"}, "DIR", kModel, "where the model's tokenizer files are, when they are not beside the weights",
-            [](CommandOptions& o, const FlagValue& v) { o.hints.tokenizer_dir = v.text; },
+            [](CommandOptions& o, const FlagValue& v) { o.hints.tokenizer_dir = NonEmpty(v, "a folder"); },
             [](const CommandOptions& o) { return Unless(o.hints.tokenizer_dir, std::string()); }));
 
     // The text.
@@ -672,7 +678,7 @@ std::vector<Flag> BuildTable() {
             [](CommandOptions& o, const FlagValue& v) { o.data = v.text; }, [](const CommandOptions& o) { return Unless(o.data, std::string()); }));
     add(Row({"--tokenizer"}, "DIR", {C::InitRandom, C::Train},
             "tokenizer files to copy into the model (init-random: default GPT-2's; train: default a new SentencePiece BPE of --vocab pieces)",
-            [](CommandOptions& o, const FlagValue& v) { o.new_model.tokenizer = v.text; },
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.tokenizer = NonEmpty(v, "a folder"); },
             [](const CommandOptions& o) { return IfSet(o.new_model.tokenizer); })
             .InGroup("tokenizer"));
     add(Row({"--vocab"}, "N", {C::Train}, "the new tokenizer's pieces (default 4096)",
@@ -749,8 +755,7 @@ std::vector<Flag> BuildTable() {
             "fine-tune: both models start from this vanilla GPT-2-shaped model (its shape, weights and tokenizer, or --tokenizer's; the SSA model "
             "adds temperatures), written beside them as DIR/base for --compare base",
             [](CommandOptions& o, const FlagValue& v) {
-                if (v.text.empty()) Bad(v.name + " needs a model folder");
-                o.new_model.from = v.text;
+                o.new_model.from = NonEmpty(v, "a model folder");
             },
             [](const CommandOptions& o) { return Unless(o.new_model.from, std::string()); }));
     add(Row({"--no-twin"}, "", {C::Train}, "train the SSA model alone",
@@ -799,7 +804,7 @@ std::vector<Flag> BuildTable() {
     // The window.
     add(Row({"--session"}, "FILE", {C::Window}, "reopen a saved session: model, text, selections, view and export settings "
                                                 "(--model, --device and --text given here win)",
-            [](CommandOptions& o, const FlagValue& v) { o.window.session_path = v.text; },
+            [](CommandOptions& o, const FlagValue& v) { o.window.session_path = NonEmpty(v, "a session file"); },
             [](const CommandOptions& o) { return Unless(o.window.session_path, std::string()); }));
     add(Row({"--example"}, "english|graph|graph-run|passkey", {C::Window}, "open a bundled model with its twin and text, as the Examples menu does (--text or --text-file: on that text instead)",
             [](CommandOptions& o, const FlagValue& v) {

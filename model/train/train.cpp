@@ -311,6 +311,17 @@ Result<std::string> KeptStepsFolder(const TrainOptions& o, int64_t step, const n
                     "settings): move it away, or train again without --resume (" + Shown(kept) + " is as it was)");
     }
     if (fs::is_directory(fs::symlink_status(kept, ec)) && KeptStepsOf(o, kept, step, task)) return kept;
+    // run/ holding steps of this very run but not the checkpoint's (one removed by hand): a new
+    // run.new/ would replace them at the end, this run's own steps lost. Another run's steps are
+    // replaced at the end, as a new train replaces them.
+    for (const char* role : {"ssa", "vanilla"})
+        for (fs::directory_iterator it(kept + "/" + role, ec), end; !ec && it != end; it.increment(ec)) {
+            auto record = ParseJsonFile(it->path().string() + "/train.json");
+            if (record && record->is_object() && record->value("identity", nlohmann::json()) == RunIdentity(o))
+                return Fail(Shown(kept) + " holds this run's kept steps but not its step " + std::to_string(step) + " (" +
+                            Shown(it->path().filename().string()) + " is one): resuming would replace them; put the step back, or move " +
+                            Shown(kept) + " away");
+        }
     return staged;
 }
 

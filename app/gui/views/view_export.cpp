@@ -150,7 +150,7 @@ bool ExportDialog::Start(const WindowState& state) {
             },
             lens_files);
         std::lock_guard<std::mutex> lock(m_mutex);
-        m_result = status ? "wrote " + std::to_string(m_progress_done.load()) + " files to " + options.out_dir : status.error();
+        m_result = status ? "wrote " + std::to_string(m_progress_done.load()) + " files to " + model::EscapeForMessage(options.out_dir, 4096) : status.error();
         if (!status) m_result = "!" + m_result;  // marks a failure for the UI thread
         m_running = false;
     });

@@ -465,10 +465,12 @@ class Analysis:
         w = "attention()"
         return self._h.attention(_int(w, "layer", layer), _int(w, "head", head), _str(w, "side", side))
 
-    def predictions(self, position, k=10, side="ssa"):
-        """The k (at most 10, or the vocabulary) most likely tokens after `position` (-1: the last) as [(piece, probability), ...]."""
+    def predictions(self, position, k=None, side="ssa"):
+        """The k (at most 10, or the vocabulary; default that many) most likely tokens after
+        `position` (-1: the last) as [(piece, probability), ...]."""
         w = "predictions()"
-        return self._h.predictions(_position(w, position, self.n_tokens), _int(w, "k", k), _str(w, "side", side))
+        k = min(10, self.top_ids.shape[1]) if k is None else _int(w, "k", k)
+        return self._h.predictions(_position(w, position, self.n_tokens), k, _str(w, "side", side))
 
     # What each layer and head writes (SPEC section 10): the logit lens and direct logit
     # attribution, each side a forward pass of its own on the model as loaded, run when first asked

@@ -412,6 +412,9 @@ TEST_F(Cli, ExportOptionErrorsNameTheFlag) {
     ExpectOneLineError(with({"--maps", "ssa,tau1"}), 2, "'tau1' is not one of ssa, compare, diff, base, base_diff (the comparison's map is 'compare', tau = 1's or a twin's)");
     ExpectOneLineError(with({"--compare", ""}), 2, "--compare is empty: give vanilla, local, unedited, base or a twin's folder");  // an unset $TWIN was tau = 1
     ExpectOneLineError(with({"--base", ""}), 2, "--base is empty: give a path");
+    ExpectOneLineError(with({"--config", ""}), 2, "--config needs a file, not an empty path");  // they were taken as not given
+    ExpectOneLineError(with({"--tokenizer", ""}), 2, "--tokenizer needs a folder, not an empty path");
+    ExpectOneLineError(Ssaviz({"--session", "", "--screenshot", kOut + "/x.png"}), 2, "--session needs a session file, not an empty path");
     ExpectOneLineError(with({"--colormap", "jet"}), 2, "jet");
     // The diverging map is the differences' own: an attention map is not drawn on it.
     ExpectOneLineError(with({"--colormap", "diverging"}), 2, "--colormap 'diverging' is not one of viridis, magma");

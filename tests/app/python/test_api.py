@@ -390,6 +390,7 @@ def test_a_vocabulary_smaller_than_the_top_k(tmp_path):
         np.testing.assert_allclose([p for _, p in got], a.top_probs[position][:5], atol=0)
     with pytest.raises(ValueError, match="k must be from 1 to 8"):
         a.predictions(0, k=9)
+    assert len(a.predictions(-1)) == 8  # the default k: 10, or the whole vocabulary when smaller (it was refused)
     # compare="none" (a.compare's own spelling) is no way around the export's refusal.
     with pytest.raises(ValueError, match="compare=None: an export writes a comparison"):
         ssaviz.export_batch(["ABCD"], tmp_path / "batch", model=m, compare="none")

@@ -426,6 +426,20 @@ TEST(Train, KeptCheckpointsAreARun) {
     EXPECT_EQ(Bytes(split.out + "/run/ssa/checkpoint-40/model.safetensors"), kept40);
     EXPECT_TRUE(fs::exists(split.out + "/run.new/ssa/checkpoint-0"));
 
+    // This run's own steps without the checkpoint's (removed by hand): resuming would have put
+    // the steps from there on over them, the rest lost. Refused, run/ as it was.
+    auto own = o;
+    own.out = Out("kept_own");
+    ASSERT_TRUE(model::Train(own, nullptr));  // steps 0..30
+    fs::remove_all(own.out + "/run/ssa/checkpoint-30");
+    own.resume = true;
+    own.steps = 40;
+    auto lost = model::Train(own, nullptr);
+    ASSERT_FALSE(lost);
+    EXPECT_NE(lost.error().find("holds this run's kept steps but not its step 30"), std::string::npos) << lost.error();
+    EXPECT_TRUE(fs::exists(own.out + "/run/ssa/checkpoint-10"));
+    EXPECT_TRUE(fs::exists(own.out + "/run/vanilla/checkpoint-30"));
+
     // A run trained without --keep-checkpoints, resumed with it beside another run's kept steps:
     // its steps wait in run.new/ and replace run/ whole at the end, never mixed into it (they went
     // into run/ over the other run's checkpoint-30 and -40).
