@@ -351,11 +351,14 @@ Result<ResumeState> ReadResumeState(const std::string& path, const nlohmann::jso
     if (!rng.is_string()) return bad("rng", "the batch generator's state (a string)");
     r.rng = rng.get<std::string>();
     if (state.contains("seconds")) {
-        if (!state["seconds"].is_number()) return bad("seconds", "a number");
+        if (!state["seconds"].is_number() || !(state["seconds"].get<double>() >= 0) || !std::isfinite(state["seconds"].get<double>()))
+            return bad("seconds", "a number of seconds, 0 or more");
         r.seconds = state["seconds"].get<double>();
     }
     if (state.contains("history")) {
         if (!state["history"].is_array()) return bad("history", "an array");
+        for (const nlohmann::json& e : state["history"])  // train's evaluations, copied into train.json as they are
+            if (!e.is_object() || !e.value("step", nlohmann::json()).is_number_integer()) return bad("history", "an array of evaluations (objects with a step)");
         r.history = state["history"];
     }
     if (state.contains("tokenizer")) {

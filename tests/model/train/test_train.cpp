@@ -219,6 +219,18 @@ TEST(Train, ResumeRefusesAnotherTokenizerOrShape) {
     refused = model::Train(o, nullptr);
     ASSERT_FALSE(refused);
     EXPECT_NE(refused.error().find("a model of width 64, where the run has 32"), std::string::npos) << refused.error();
+    // state.json's seconds and history go into train.json: a negative time or history that is not
+    // train's evaluations is refused, naming the field (-1e308 s was written as the wall time).
+    const json state = json::parse(Bytes(o.out + "/checkpoint/state.json"));
+    for (const auto& [field, value, said] : {std::tuple<const char*, json, const char*>{"seconds", -1e308, "'seconds' must be a number of seconds"},
+                                             {"history", json::array({1, "x"}), "'history' must be an array of evaluations"}}) {
+        json edited = state;
+        edited[field] = value;
+        std::ofstream(o.out + "/checkpoint/state.json") << edited.dump();
+        refused = model::Train(o, nullptr);
+        ASSERT_FALSE(refused);
+        EXPECT_NE(refused.error().find(said), std::string::npos) << refused.error();
+    }
 }
 
 TEST(Train, TwinDiffersOnlyByTemperatures) {
