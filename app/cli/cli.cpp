@@ -540,8 +540,12 @@ void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional
     if (s && !o.text && !o.text_file && !s->text.empty()) launch->text = s->text;  // a session without one keeps the default
     if (!launch->export_to.empty() && !s) throw Failure{kExitUsage, "--export-to needs --session FILE (its export settings)"};
     // Checked as export's --out is, before the model runs (a file there failed after it, exit 1).
-    if (!launch->export_to.empty())
+    if (!launch->export_to.empty()) {
         if (auto checked = CheckExportFolder(launch->export_to); !checked) throw Failure{kExitUsage, "--export-to: " + checked.error()};
+        for (const std::optional<std::string>& shown : {run, compare_run})  // inside a run it would become one of its steps
+            if (shown)
+                if (auto outside = CheckOutsideRun(launch->export_to, *shown); !outside) throw Failure{kExitUsage, "--export-to: " + outside.error()};
+    }
     if (o.text || o.text_file) launch->text = ReadText(o);
     launch->truncate = o.truncate || (s && s->truncate);
     if (o.compare.kind != CompareKind::Global) launch->compare = o.compare;  // --compare / --base, over the session's

@@ -174,6 +174,12 @@ TEST_F(Cli, ExportFolderIsCheckedBeforeTheModelRuns) {
     std::ofstream(dir + "/session.json") << R"({"ssaviz_session": 1, "model": ""})";
     ExpectOneLineError(Ssaviz({"--session", dir + "/session.json", "--export-to", dir + "/a_file"}), 2, "--export-to: ");
     EXPECT_FALSE(fs::exists(dir + "/nowhere"));
+    // Inside the session's run it would become one of its steps (checkpoint-999 with no weights).
+    const std::string run = std::string(SSAVIZ_SOURCE_DIR) + "/assets/models/graph-run/ssa";
+    std::ofstream(dir + "/run_session.json") << json{{"ssaviz_session", 1}, {"run", run}}.dump();
+    ExpectOneLineError(Ssaviz({"--session", dir + "/run_session.json", "--export-to", run + "/checkpoint-999"}), 2,
+                       "/checkpoint-999' is inside the run folder");
+    EXPECT_FALSE(fs::exists(run + "/checkpoint-999"));
 }
 
 // The window's --screenshot likewise: a screenshot is written after the model has run, so where
