@@ -64,15 +64,9 @@ model::Result<std::vector<RunStep>> FindRunSteps(const std::string& dir) {
 }
 
 model::Status CheckOutsideRun(const std::string& out, const std::string& run) {
-    std::error_code ec;
-    const fs::path folder = fs::weakly_canonical(run, ec);
-    if (ec) return model::Ok{};  // FindRunSteps names what is wrong with the run
-    for (fs::path p = fs::weakly_canonical(out, ec); !ec && !p.empty(); p = p.parent_path()) {
-        if (p == folder)
-            return model::Fail(model::Quoted(out) + " is inside the run folder " + model::Quoted(run) +
-                               ": an export there would become one of its steps; write it elsewhere");
-        if (p == p.parent_path()) break;
-    }
+    if (model::IsWithin(out, run))  // a run that cannot be resolved: FindRunSteps names what is wrong with it
+        return model::Fail(model::Quoted(out) + " is inside the run folder " + model::Quoted(run) +
+                           ": an export there would become one of its steps; write it elsewhere");
     return model::Ok{};
 }
 

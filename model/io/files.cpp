@@ -162,6 +162,17 @@ Result<nlohmann::json> ParseJsonText(std::string_view text, std::vector<std::str
     }
 }
 
+bool IsWithin(const std::string& path, const std::string& folder) {
+    std::error_code ec;
+    const std::filesystem::path outer = std::filesystem::weakly_canonical(folder, ec);
+    if (ec) return false;
+    for (std::filesystem::path p = std::filesystem::weakly_canonical(path, ec); !ec && !p.empty(); p = p.parent_path()) {
+        if (p == outer) return true;
+        if (p == p.parent_path()) break;
+    }
+    return false;
+}
+
 std::string JsonErrorText(const std::exception& e) {
     std::string_view what = e.what();
     if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string_view::npos) what.remove_prefix(what.find("] ") + 2);

@@ -41,6 +41,10 @@ Result<nlohmann::json> ParseJsonFile(const std::string& path, size_t max_bytes =
 // (the value kept is the last, as Python's json keeps it) are added to it, at most 20.
 Result<nlohmann::json> ParseJsonText(std::string_view text, std::vector<std::string>* duplicate_keys = nullptr);
 
+// Whether `path` is `folder` or inside it, links resolved (a part that does not exist yet taken as
+// named); false where `folder` cannot be resolved.
+bool IsWithin(const std::string& path, const std::string& folder);
+
 // Text from a file or a value, made safe to put in a one-line message: control characters and
 // bytes that are not UTF-8 escaped (\n, \x1b), at most `max_chars` characters kept ("..." marks a cut).
 std::string EscapeForMessage(std::string_view text, size_t max_chars = 200);

@@ -500,18 +500,6 @@ Result<SsaGpt> StartFromBase(const SsaGpt& base, const ModelConfig& config, uint
 }
 }  // namespace
 
-// Whether `path` is `folder` or inside it, links resolved (a missing part taken as named).
-bool IsWithin(const std::string& path, const std::string& folder) {
-    std::error_code ec;
-    const fs::path outer = fs::weakly_canonical(folder, ec);
-    if (ec) return false;
-    for (fs::path p = fs::weakly_canonical(path, ec); !ec && !p.empty(); p = p.parent_path()) {
-        if (p == outer) return true;
-        if (p == p.parent_path()) break;
-    }
-    return false;
-}
-
 Status CheckTrainOutput(const TrainOptions& o) {
     std::vector<std::string> roles = {"ssa"};
     if (o.twin) roles.push_back("vanilla");
