@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "app/cli/cli.h"
+#include "app/cli/interrupts.h"
 #ifdef SSAVIZ_HAVE_GUI
 #include "app/gui/gui.h"
 #endif
@@ -16,6 +17,7 @@
 namespace {
 
 int Run(const std::vector<std::string>& args) {
+    app::Interrupts interrupts;  // Ctrl+C leaves nothing half-written behind
     app::LaunchOptions launch;
     std::optional<app::Session> session;
     int code = app::RunCommandLine(args, &launch, &session);

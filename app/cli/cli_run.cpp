@@ -141,6 +141,8 @@ int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const st
     std::error_code ec;
     const bool out_existed = fs::exists(fs::symlink_status(out, ec));
     if ((ec = model::MakeFolders(out.string()))) throw Failure{kExitFailure, model::Quoted(out.string()) + ": cannot create (" + ec.message() + ")"};
+    model::FoldersInProgress made_out;  // an interrupt removes --out too where the run made it (and it is still empty)
+    if (!out_existed) made_out.Add(out.string());
     auto made = model::CreateTempFolderBeside((out / "run").string());
     if (!made) throw Failure{kExitFailure, made.error()};
     struct Staged {  // removed, with --out if the run made it, unless the run was put in place

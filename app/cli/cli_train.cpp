@@ -1,7 +1,5 @@
 // `ssaviz train` and `ssaviz eval`: the command-line side of model/train.
 #include <malloc.h>
-#include <signal.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/cli_common.h"
+#include "app/cli/interrupts.h"
 #include "model/nn/analysis.h"
 #include "model/train/train.h"
 #include "model/io/files.h"
@@ -32,50 +31,9 @@ void KeepLargeAllocations() {
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
-// Ctrl+C (or SIGTERM) during training: the run stops at its next step and cleans up after itself
-// (its temporary folders; the last checkpoint stays for --resume). Another one a second or more
-// later ends it at once; one within that second is the same interrupt delivered twice (`timeout`
-// and some supervisors signal the process and then its group).
+// Ctrl+C during training: the run stops at its next step and cleans up after itself (its
+// temporary folders; the last checkpoint stays for --resume). Interrupts (interrupts.h) does the rest.
 std::atomic<bool> g_interrupted{false};
-std::atomic<int64_t> g_interrupted_ns{0};
-int64_t MonotonicNs() {
-    timespec t{};
-    clock_gettime(CLOCK_MONOTONIC, &t);  // async-signal-safe
-    return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec;
-}
-extern "C" void OnInterrupt(int) {
-    const int64_t now = MonotonicNs();
-    if (!g_interrupted.exchange(true)) {
-        g_interrupted_ns.store(now);
-        return;
-    }
-    if (now - g_interrupted_ns.load() >= 1000000000) _exit(130);
-}
-
-// Installs OnInterrupt for SIGINT and SIGTERM where they are not ignored (nohup, a script's `&`),
-// and puts back what was there when it goes.
-class InterruptHandlers {
-public:
-    InterruptHandlers() {
-        g_interrupted.store(false);
-        for (int k = 0; k < 2; ++k) {
-            struct sigaction ours {};
-            ours.sa_handler = OnInterrupt;
-            sigemptyset(&ours.sa_mask);
-            sigaction(kSignals[k], nullptr, &m_old[k]);
-            if (m_old[k].sa_handler != SIG_IGN) sigaction(kSignals[k], &ours, nullptr);
-        }
-    }
-    ~InterruptHandlers() {
-        for (int k = 0; k < 2; ++k) sigaction(kSignals[k], &m_old[k], nullptr);
-    }
-    InterruptHandlers(const InterruptHandlers&) = delete;
-    InterruptHandlers& operator=(const InterruptHandlers&) = delete;
-
-private:
-    static constexpr int kSignals[2] = {SIGINT, SIGTERM};
-    struct sigaction m_old[2] {};
-};
 
 // Each task's defaults: the experiments' recipes, overridable flag by flag.
 struct Recipe {
@@ -193,7 +151,7 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
     std::error_code ec;
     const bool out_existed = std::filesystem::exists(std::filesystem::symlink_status(o.out, ec));
     auto result = [&] {
-        InterruptHandlers handlers;
+        StopAtNextStep stop(&g_interrupted);
         return model::Train(o, progress, &g_interrupted);
     }();
     if (!result && !out_existed) ::rmdir(o.out.c_str());  // --out as it was: the folder made for a run that failed goes, if empty

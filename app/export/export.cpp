@@ -932,6 +932,8 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
     auto unmake = [&] {
         for (auto it = made.rbegin(); it != made.rend(); ++it) ::rmdir(it->c_str());
     };
+    model::FoldersInProgress in_progress;  // an interrupt removes them too
+    for (const fs::path& folder : made) in_progress.Add(folder.string());
     ec = model::MakeFolders(out.string());
     if (ec) return unmake(), model::Fail(out.string() + ": cannot create (" + ec.message() + ")");
     for (const fs::path& folder : folders) {
@@ -941,15 +943,23 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
             return unmake(), model::Fail("'" + model::EscapeForMessage(folder.string()) + "' is a symbolic link: ssaviz does not write through links inside --out");
         if (fs::exists(st) && !fs::is_directory(st))
             return unmake(), model::Fail("'" + model::EscapeForMessage(folder.string()) + "' is in the way: not a folder");
-        if (fs::create_directory(folder, ec)) made.push_back(folder);
+        if (fs::create_directory(folder, ec)) {
+            made.push_back(folder);
+            in_progress.Add(folder.string());
+        }
         if (ec) return unmake(), model::Fail(folder.string() + ": cannot create (" + ec.message() + ")");
     }
-    // Each file is written to a temporary name beside it; only when every one is complete are they
-    // renamed into place, so a failure (a full disk, a cancel) leaves the folder as it was. Files
-    // are independent and each is deterministic, so several threads give the same bytes.
+    // Each file is written to a temporary one in a folder of our own inside --out; only when every
+    // one is complete are they renamed into place, so a failure (a full disk, a cancel) leaves the
+    // folder as it was. (One folder rather than a file beside each: an interrupt removes the folder
+    // under writers still running, which then cannot make their file again.) Files are independent
+    // and each is deterministic, so several threads give the same bytes.
+    auto staged = model::CreateTempFolderBeside((out / "export").string());
+    if (!staged) return unmake(), model::Fail(staged.error());
     const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
     const size_t threads = std::min<size_t>(plan.size(), options.threads > 0 ? options.threads : hardware);
     std::vector<std::string> temps(plan.size());
+    for (size_t k = 0; k < plan.size(); ++k) temps[k] = (fs::path(*staged) / (std::to_string(k) + ".tmp")).string();
     std::atomic<size_t> next{0};
     std::mutex mutex;  // guards done, failure, in_flight and the progress callback
     std::condition_variable room;
@@ -964,19 +974,16 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
                 in_flight += plan[k].memory;
             }
             const std::string full = (out / plan[k].path).string();
-            auto temp = model::CreateTempFileBeside(full);
-            model::Status s = temp ? model::Status(model::Ok{}) : model::Fail(temp.error());
-            if (temp) {
-                temps[k] = *temp;
-                // An allocation that fails (a figure too large for this machine) is this file's error,
-                // not the process's end: the temporaries are removed below like any failure's.
-                try {
-                    s = plan[k].write(*temp);
-                } catch (const std::bad_alloc&) {
-                    s = model::Fail(*temp + ": out of memory while writing it");
-                } catch (const std::exception& e) {
-                    s = model::Fail(*temp + ": " + model::EscapeForMessage(e.what()));
-                }
+            const std::string& temp = temps[k];
+            // An allocation that fails (a figure too large for this machine) is this file's error,
+            // not the process's end: the temporaries are removed below like any failure's.
+            model::Status s = model::Ok{};
+            try {
+                s = plan[k].write(temp);
+            } catch (const std::bad_alloc&) {
+                s = model::Fail(temp + ": out of memory while writing it");
+            } catch (const std::exception& e) {
+                s = model::Fail(temp + ": " + model::EscapeForMessage(e.what()));
             }
             std::lock_guard<std::mutex> lock(mutex);
             in_flight -= plan[k].memory;
@@ -984,8 +991,7 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
             if (failure) return;
             if (!s) {
                 std::string error = s.error();  // name the file, not its temporary
-                if (temp)
-                    for (size_t at; (at = error.find(*temp)) != std::string::npos;) error.replace(at, temp->size(), full);
+                for (size_t at; (at = error.find(temp)) != std::string::npos;) error.replace(at, temp.size(), full);
                 failure = error;
                 return;
             }
@@ -998,18 +1004,22 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
     work();
     for (std::thread& t : pool) t.join();
     auto discard = [&](const std::string& error) {
-        for (const std::string& t : temps)
-            if (!t.empty()) ::unlink(t.c_str());
+        std::error_code ignored;
+        fs::remove_all(*staged, ignored);
         unmake();
         return model::Fail(error);
     };
     if (failure) return discard(*failure);
     for (const ExportFile& f : plan)
         if (auto s = model::CheckFilePlace((out / f.path).string()); !s) return discard(s.error());
+    for (const fs::path& folder : folders)  // a folder files cannot go in fails them all, before any moves
+        if (auto s = ProbeWrite(folder, model::Quoted(folder.string())); !s) return discard(s.error());
     // rename() replaces a link at the destination rather than writing through it.
+    model::PuttingInPlace all_or_none;
     for (size_t k = 0; k < plan.size(); ++k)
         if (::rename(temps[k].c_str(), (out / plan[k].path).c_str()) != 0)
             return discard((out / plan[k].path).string() + ": cannot replace it (" + std::strerror(errno) + ")");
+    ::rmdir(staged->c_str());
     return model::Ok{};
 }
 

@@ -1,10 +1,12 @@
 #include "model/io/files.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <unordered_set>
 #include <vector>
 
@@ -247,6 +249,82 @@ std::string DescribeJson(const nlohmann::json& value) {
     }
 }
 
+namespace {
+
+// The temporaries and folders RemoveUnfinishedTemporaries removes; `mutex` is recursive because a
+// PuttingInPlace may make a temporary (ReplaceFolder's folder aside).
+struct Made {
+    std::string path;
+    dev_t dev;
+    ino_t ino;
+};
+struct Unfinished {
+    std::recursive_mutex mutex;
+    std::vector<Made> temporaries;
+    size_t prune_at = 256;
+    std::vector<std::string> folders;
+};
+Unfinished& Registry() {
+    static Unfinished* registry = new Unfinished;  // never destroyed: an interrupt may come during exit
+    return *registry;
+}
+
+// Whether `m` is still there under its temporary name: the same inode, not a later file of that name.
+bool StillThere(const Made& m) {
+    struct stat st;
+    return ::lstat(m.path.c_str(), &st) == 0 && st.st_dev == m.dev && st.st_ino == m.ino;
+}
+
+// Called with the mutex held, right after `path` was made. Temporaries put in place or removed are
+// forgotten now and then, so that a long session's registry stays the size of its unfinished work.
+void Remember(const std::string& path) {
+    Unfinished& r = Registry();
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) return;
+    if (r.temporaries.size() >= r.prune_at) {
+        r.temporaries.erase(std::remove_if(r.temporaries.begin(), r.temporaries.end(), [](const Made& m) { return !StillThere(m); }),
+                            r.temporaries.end());
+        r.prune_at = std::max<size_t>(256, 2 * r.temporaries.size());
+    }
+    r.temporaries.push_back({path, st.st_dev, st.st_ino});
+}
+
+}  // namespace
+
+int RemoveUnfinishedTemporaries() {
+    Unfinished& r = Registry();
+    r.mutex.lock();  // never unlocked: the process ends with nothing more put in place
+    int removed = 0;
+    for (auto it = r.temporaries.rbegin(); it != r.temporaries.rend(); ++it) {
+        if (!StillThere(*it)) continue;
+        // A folder is renamed first: a writer still running cannot make a file in it after that.
+        std::string gone = it->path;
+        if (std::filesystem::is_directory(std::filesystem::symlink_status(gone)) && ::rename(gone.c_str(), (gone + "-removed").c_str()) == 0)
+            gone += "-removed";
+        std::error_code ec;
+        std::filesystem::remove_all(gone, ec);  // a link inside is removed, never followed
+        removed += !ec;
+    }
+    for (auto it = r.folders.rbegin(); it != r.folders.rend(); ++it) removed += ::rmdir(it->c_str()) == 0;
+    return removed;
+}
+
+PuttingInPlace::PuttingInPlace() { Registry().mutex.lock(); }
+PuttingInPlace::~PuttingInPlace() { Registry().mutex.unlock(); }
+
+void FoldersInProgress::Add(const std::string& folder) {
+    std::lock_guard<std::recursive_mutex> lock(Registry().mutex);
+    Registry().folders.push_back(folder);
+    m_folders.push_back(folder);
+}
+
+FoldersInProgress::~FoldersInProgress() {
+    std::lock_guard<std::recursive_mutex> lock(Registry().mutex);
+    std::vector<std::string>& all = Registry().folders;
+    for (const std::string& f : m_folders)
+        if (auto it = std::find(all.begin(), all.end(), f); it != all.end()) all.erase(it);
+}
+
 Result<std::string> CreateTempFileBeside(const std::string& path) {
     static std::atomic<unsigned> counter{0};
     const std::filesystem::path target(path);
@@ -254,9 +332,11 @@ Result<std::string> CreateTempFileBeside(const std::string& path) {
         const std::string name = "." + target.filename().string() + ".ssaviz-" + std::to_string(::getpid()) + "-" +
                                  std::to_string(counter++) + ".tmp";
         const std::string temp = (target.parent_path() / name).string();
+        std::lock_guard<std::recursive_mutex> lock(Registry().mutex);
         const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd >= 0) {
             ::close(fd);
+            Remember(temp);
             return temp;
         }
         if (errno != EEXIST) return Fail(Quoted(path) + ": cannot write (" + std::strerror(errno) + ")");
@@ -277,7 +357,11 @@ std::error_code MakeFolders(const std::string& path) {
 Result<std::string> CreateTempFolderBeside(const std::string& path) {
     const std::filesystem::path target(path);
     std::string name = (target.parent_path() / ("." + target.filename().string() + ".ssaviz-XXXXXX")).string();
-    if (!::mkdtemp(name.data())) return Fail(Quoted(path) + ": cannot make a folder beside it (" + std::strerror(errno) + ")");
+    {
+        std::lock_guard<std::recursive_mutex> lock(Registry().mutex);
+        if (!::mkdtemp(name.data())) return Fail(Quoted(path) + ": cannot make a folder beside it (" + std::strerror(errno) + ")");
+        Remember(name);
+    }
     // mkdtemp makes it private (0700); a folder ssaviz writes gets what any new folder would. The
     // umask is read, not set and restored, so that other threads' files never see another one.
     mode_t mask = 022;
@@ -335,6 +419,7 @@ Status MoveTreeInto(const std::string& staged, const std::string& out) {
         if (auto s = FolderPlace(fs::path(out) / rel); !s) return fail(s.error());
     for (const fs::path& rel : files)
         if (auto s = CheckFilePlace((fs::path(out) / rel).string()); !s) return fail(s.error());
+    PuttingInPlace all_or_none;
     for (const fs::path& rel : folders) {
         const fs::path to = fs::path(out) / rel;
         if (::mkdir(to.c_str(), 0777) != 0 && errno != EEXIST) return fail(Quoted(to.string()) + ": cannot create (" + std::strerror(errno) + ")");
@@ -363,6 +448,7 @@ Status CheckReplaceableFolder(const std::string& path, const std::function<Statu
 
 Status ReplaceFolder(const std::string& temp, const std::string& path, const std::function<Status(const std::string&)>& owned) {
     if (auto s = CheckReplaceableFolder(path, owned); !s) return s;
+    PuttingInPlace swap;
     struct stat st;
     if (::lstat(path.c_str(), &st) != 0) {
         if (::rename(temp.c_str(), path.c_str()) != 0) return Fail(Quoted(path) + ": cannot put it in place (" + std::strerror(errno) + ")");
@@ -455,6 +541,7 @@ Status WriteFilesAtomically(const std::vector<std::pair<std::string, std::string
         if (!temp) return fail(temp.error());
         temps.push_back(std::move(*temp));
     }
+    PuttingInPlace all_or_none;
     for (size_t i = 0; i < files.size(); ++i)
         if (::rename(temps[i].c_str(), files[i].first.c_str()) != 0) {
             const std::string why = Quoted(files[i].first) + ": cannot replace it (" + std::strerror(errno) + ")";

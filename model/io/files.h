@@ -84,6 +84,36 @@ Result<std::string> CreateTempFileBeside(const std::string& path);
 // On failure `path` is as it was and `temp` is left to the caller.
 Result<std::string> CreateTempFolderBeside(const std::string& path);
 Status ReplaceFolder(const std::string& temp, const std::string& path, const std::function<Status(const std::string&)>& owned);
+// What a process ended by Ctrl+C leaves: nothing half-written. Every temporary file and folder
+// CreateTempFileBeside and CreateTempFolderBeside make is remembered (its name and inode), and
+// RemoveUnfinishedTemporaries, for a process about to end, removes those still at their temporary
+// names (the others were put in place or removed), then the still empty folders a
+// FoldersInProgress holds. It waits for a PuttingInPlace in progress (several files that belong
+// together moving into place, which then are all moved) and holds off any later one, and any new
+// temporary, until the process ends. Returns how many it removed.
+int RemoveUnfinishedTemporaries();
+// Held while several renames put files that belong together in place (an export's files, a run's
+// tree, a folder swapped for another), so that an interrupt finds all of them moved or none.
+class PuttingInPlace {
+public:
+    PuttingInPlace();
+    ~PuttingInPlace();
+    PuttingInPlace(const PuttingInPlace&) = delete;
+    PuttingInPlace& operator=(const PuttingInPlace&) = delete;
+};
+// Folders made for files not yet in place (an export's), which an interrupt removes where they are
+// still empty, innermost first; forgotten when it goes.
+class FoldersInProgress {
+public:
+    FoldersInProgress() = default;
+    void Add(const std::string& folder);
+    ~FoldersInProgress();
+    FoldersInProgress(const FoldersInProgress&) = delete;
+    FoldersInProgress& operator=(const FoldersInProgress&) = delete;
+
+private:
+    std::vector<std::string> m_folders;
+};
 // Whether `path` is absent, or a folder (not a link) that `owned` accepts: what ReplaceFolder
 // requires, asked before long work that would end in it.
 Status CheckReplaceableFolder(const std::string& path, const std::function<Status(const std::string&)>& owned);

@@ -295,7 +295,8 @@ Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite
     auto temp = CreateTempFileBeside(path);
     if (!temp) return Fail(temp.error());
     {
-        std::ofstream out(*temp, std::ios::binary | std::ios::trunc);
+        // "r+": the empty file just made, never made again (an interrupt may have removed it meanwhile).
+        std::ofstream out(*temp, std::ios::binary | std::ios::in | std::ios::out);
         uint8_t len[8];
         for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
         out.write(reinterpret_cast<const char*>(len), 8);

@@ -165,7 +165,8 @@ Status WriteTorchSave(const std::string& path, const std::string& archive, const
     auto temp = CreateTempFileBeside(path);
     if (!temp) return Fail(temp.error());
     {
-        std::ofstream out(*temp, std::ios::binary | std::ios::trunc);
+        // "r+": the empty file just made, never made again (an interrupt may have removed it meanwhile).
+        std::ofstream out(*temp, std::ios::binary | std::ios::in | std::ios::out);
         ZipWriter zip(out);
         const std::string pickle = p.Take();
         zip.Add(archive + "/data.pkl", pickle.data(), pickle.size());

@@ -750,6 +750,64 @@ TEST(CliTrain, AnInterruptedTrainingCleansUpAfterItself) {
     }
 }
 
+// Ctrl+C during an export: the files it was writing (in a folder of its own inside --out,
+// ".export.ssaviz-*") and the folders it made are removed, what --out held stays as it was, and it
+// exits 130 with one line. They had stayed in --out, a hidden folder or file per interrupt. The
+// signal is sent once that folder exists, while the files are being written (seconds, for 1024
+// tokens in every format).
+TEST(CliExport, AnInterruptedExportLeavesTheFolderAsItWas) {
+    std::string text;
+    while (text.size() < 9000) text += "The keeper of the lighthouse wrote that the sea was calm and that 17 ships passed. ";
+    std::ofstream(Scratch("interrupted.txt")) << text;
+    const std::string random_model = (fs::path(SSAVIZ_BINARY).parent_path() / "models" / "default").string();
+    for (const bool existed : {true, false}) {
+        SCOPED_TRACE(existed ? "into a folder with files" : "into a new folder");
+        const std::string out = Scratch(existed ? "export_interrupted" : "export_interrupted_new");
+        fs::remove_all(out);
+        if (existed) {
+            fs::create_directories(out);
+            std::ofstream(out + "/tokens.json") << "an earlier export's\n";
+            std::ofstream(out + "/notes.txt") << "the user's\n";
+        }
+        const std::string err_file = Scratch("interrupted_export.err");
+        const pid_t pid = fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+            const int err = open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), null = open("/dev/null", O_RDWR);
+            dup2(null, 0);
+            dup2(null, 1);
+            dup2(err, 2);
+            execl(SSAVIZ_BINARY, SSAVIZ_BINARY, "export", "--model", random_model.c_str(), "--text-file", Scratch("interrupted.txt").c_str(),
+                  "--truncate", "--out", out.c_str(), "--format", "json,npy,csv,png,svg,html", static_cast<char*>(nullptr));
+            _exit(127);
+        }
+        auto writing = [&] {
+            std::error_code ec;
+            for (fs::directory_iterator it(out, ec), end; !ec && it != end; it.increment(ec))
+                if (it->path().filename().string().rfind(".export.ssaviz-", 0) == 0) return true;
+            return false;
+        };
+        for (int waited = 0; waited < 24000 && !writing(); ++waited) usleep(5000);
+        ASSERT_TRUE(writing()) << ReadFile(err_file);
+        kill(pid, SIGINT);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        const std::string err = ReadFile(err_file);
+        ASSERT_TRUE(WIFEXITED(status)) << err;
+        EXPECT_EQ(WEXITSTATUS(status), 130) << err;
+        EXPECT_NE(err.find("ssaviz: interrupted; removed the "), std::string::npos) << err;
+        if (!existed) {
+            EXPECT_FALSE(fs::exists(fs::symlink_status(out))) << "the folder it made is left";
+            continue;
+        }
+        std::vector<std::string> left;
+        for (const auto& e : fs::recursive_directory_iterator(out)) left.push_back(fs::relative(e.path(), out).string());
+        std::sort(left.begin(), left.end());
+        EXPECT_EQ(left, (std::vector<std::string>{"notes.txt", "tokens.json"}));
+        EXPECT_EQ(ReadFile(out + "/tokens.json"), "an earlier export's\n");
+    }
+}
+
 // The graph experiment end to end through the binary: train, then eval re-scores what was saved.
 TEST(CliTrain, TrainThenEvalAgree) {
     const std::string out = Scratch("train_graph");
