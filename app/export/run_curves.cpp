@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "app/core/names.h"
+#include "model/io/files.h"
 #include "viz/palette.h"
 
 namespace app {
@@ -29,18 +30,25 @@ void RunTimeline::Add(int64_t step, const std::string& checkpoint, int layer_cou
     tau_q.push_back(std::move(step_tau_q));
 }
 
-std::string RunTimeline::Fits(int layers, int heads, int width, int vocabulary, const std::vector<int32_t>& text_ids) {
+RunModel RunModelOf(const model::ModelConfig& c) { return {c.family, c.n_layer, c.n_head, c.n_embd, c.vocab_size, c.n_positions}; }
+
+std::string RunTimeline::Fits(const RunModel& m, const std::vector<int32_t>& text_ids) {
     if (steps.empty()) {
-        if (!text_ids.empty()) n_embd = width, vocab = vocabulary, ids = text_ids;
+        if (!text_ids.empty()) model = m, ids = text_ids;
         return "";
     }
     const std::string first = ", the run's first step ";
-    if (layers != n_layer || heads != n_head)
-        return "has " + std::to_string(layers) + " layers x " + std::to_string(heads) + " heads" + first + std::to_string(n_layer) + " x " +
+    if (m.layers != n_layer || m.heads != n_head)
+        return "has " + std::to_string(m.layers) + " layers x " + std::to_string(m.heads) + " heads" + first + std::to_string(n_layer) + " x " +
                std::to_string(n_head);
-    if (n_embd > 0 && width != n_embd) return "has a width of " + std::to_string(width) + first + std::to_string(n_embd) + ": another model";
-    if (vocab > 0 && vocabulary != vocab)
-        return "has a vocabulary of " + std::to_string(vocabulary) + first + std::to_string(vocab) + ": another model";
+    if (model.family.empty()) return "";  // the first step's model was not told
+    auto other = [&](const std::string& what, const std::string& step, const std::string& run) {
+        return "has " + what + " " + step + first + run + ": another model";
+    };
+    if (m.family != model.family) return other("the family", model::Quoted(m.family), model::Quoted(model.family));
+    if (m.width != model.width) return other("a width of", std::to_string(m.width), std::to_string(model.width));
+    if (m.vocab != model.vocab) return other("a vocabulary of", std::to_string(m.vocab), std::to_string(model.vocab));
+    if (m.context != model.context) return other("a context of", std::to_string(m.context), std::to_string(model.context));
     if (!ids.empty() && !text_ids.empty() && text_ids != ids) return "tokenises the text otherwise than the run's first step: another tokenizer";
     return "";
 }

@@ -11,9 +11,18 @@
 #include <vector>
 
 #include "app/export/head_summary.h"
+#include "model/io/config.h"
 #include "viz/plot.h"
 
 namespace app {
+
+// A step's model as far as a run's steps must be one model's: a step of another family, shape,
+// width, vocabulary or context would mix two models' curves.
+struct RunModel {
+    std::string family;
+    int layers = 0, heads = 0, width = 0, vocab = 0, context = 0;
+};
+RunModel RunModelOf(const model::ModelConfig& c);
 
 struct RunTimeline {
     std::string dir;    // the run's folder
@@ -28,13 +37,13 @@ struct RunTimeline {
     std::string compare_name;                     // the comparison as the window names it ("tau=1", "twin"); empty: none
     int n_tokens = 0;                             // the text's tokens (the first step's)
     std::vector<std::vector<float>> tau_q;        // each analysed step's tau_q [L, H, T]
-    int n_embd = 0, vocab = 0;                    // the first step's width and vocabulary (0: not told)
+    RunModel model;                               // the first step's (family empty: not told)
     std::vector<int32_t> ids;                     // the text's tokens as the first step's tokenizer made them
-    // Why a step is not one of this run's (empty: it is): another shape than its first analysed
-    // step's, layers x heads, width or vocabulary, or the text tokenised otherwise (another
-    // tokenizer), whose curves would mix two models. The first step's are kept from it, where
-    // `text_ids` is given: ask with them once the step is analysed, then Add it.
-    std::string Fits(int layers, int heads, int width, int vocabulary, const std::vector<int32_t>& text_ids);
+    // Why a step is not one of this run's (empty: it is): another model than its first analysed
+    // step's (RunModel), or the text tokenised otherwise (another tokenizer), whose curves would
+    // mix two models. The first step's are kept from it, where `text_ids` is given: ask with them
+    // once the step is analysed, then Add it.
+    std::string Fits(const RunModel& step, const std::vector<int32_t>& text_ids);
     // Adds one step's analysis (its shape must be the timeline's, or the timeline's first).
     void Add(int64_t step, const std::string& checkpoint, const model::Analysis& a);
     // The same from what a step's analysis gave (app/export/run_export.h's RunStepResult).

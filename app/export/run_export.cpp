@@ -129,8 +129,7 @@ json RunStepToJson(const RunStepResult& r) {
               {"n_layer", r.n_layer},
               {"n_head", r.n_head},
               {"n_tokens", r.n_tokens},
-              {"n_embd", r.n_embd},
-              {"vocab", r.vocab},
+              {"model", {r.model.family, r.model.layers, r.model.heads, r.model.width, r.model.vocab, r.model.context}},
               {"ids", r.ids},
               {"heads", std::move(heads)},
               {"loss", Bits(r.loss)},
@@ -152,8 +151,8 @@ model::Result<RunStepResult> RunStepFromJson(const std::string& text) {
         r.n_layer = j.at("n_layer").get<int>();
         r.n_head = j.at("n_head").get<int>();
         r.n_tokens = j.at("n_tokens").get<int>();
-        r.n_embd = j.at("n_embd").get<int>();
-        r.vocab = j.at("vocab").get<int>();
+        const json& m = j.at("model");
+        r.model = {m.at(0).get<std::string>(), m.at(1).get<int>(), m.at(2).get<int>(), m.at(3).get<int>(), m.at(4).get<int>(), m.at(5).get<int>()};
         r.ids = j.at("ids").get<std::vector<int32_t>>();
         for (const json& h : j.at("heads")) {
             HeadSummary s;
@@ -219,8 +218,7 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
     r.n_layer = a->n_layer;
     r.n_head = a->n_head;
     r.n_tokens = a->n_tokens;
-    r.n_embd = c.n_embd;
-    r.vocab = c.vocab_size;
+    r.model = RunModelOf(c);
     r.ids = a->tokens.ids;
     r.heads = SummarizeHeads(*a);
     r.loss = static_cast<float>(model::MeanLoss(a->loss));
@@ -252,7 +250,7 @@ std::optional<std::pair<int, int>> RunResults::Shape() const {
 }
 
 std::string AddRunStep(RunResults* run, RunStepResult step) {
-    if (step.error.empty()) step.error = run->t.Fits(step.n_layer, step.n_head, step.n_embd, step.vocab, step.ids);
+    if (step.error.empty()) step.error = run->t.Fits(step.model, step.ids);
     if (!step.error.empty()) {
         run->failures.push_back({{"step", step.step}, {"checkpoint", step.checkpoint}, {"error", step.error}});
         return step.error;

@@ -31,7 +31,7 @@ struct RunStepResult {
                              // or the comparison, the what-ifs or the text failed (so would every step's)
     nlohmann::json row;      // run.json's row: the batch summary's, step, checkpoint, heads
     int n_layer = 0, n_head = 0, n_tokens = 0;
-    int n_embd = 0, vocab = 0;       // the model's width and vocabulary, and the text's tokens: a run's steps are one model's
+    RunModel model;                  // the step's model and the text's tokens: a run's steps are one model's
     std::vector<int32_t> ids;
     std::vector<HeadSummary> heads;  // [L * H]
     float loss = 0;                  // the mean loss on the text

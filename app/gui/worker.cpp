@@ -459,7 +459,7 @@ void InferenceWorker::TimelineJob(const Request& r) {
             if (!runner) {
                 fail(runner.error().message);
             } else if (const model::ModelConfig& c = (*runner)->Info().config;
-                       !(misfit = timeline.Fits(c.n_layer, c.n_head, c.n_embd, c.vocab_size, {})).empty()) {
+                       !(misfit = timeline.Fits(RunModelOf(c), {})).empty()) {
                 fail(misfit);
             } else if (auto s = (*runner)->SetCompare(CompareFor(m_compare, /*run_step=*/true)); !s) {
                 fail(s.error().message);
@@ -470,7 +470,7 @@ void InferenceWorker::TimelineJob(const Request& r) {
                 options.cancel = &m_cancel;
                 auto a = (*runner)->Analyze(*tokens, options);
                 if (!a && m_cancel) return;
-                if (const std::string why = a ? timeline.Fits(c.n_layer, c.n_head, c.n_embd, c.vocab_size, a->tokens.ids) : ""; !why.empty()) {
+                if (const std::string why = a ? timeline.Fits(RunModelOf(c), a->tokens.ids) : ""; !why.empty()) {
                     fail(why);
                 } else if (a) {
                     timeline.Add(step.step, file, *a);

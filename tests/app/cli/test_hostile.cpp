@@ -704,21 +704,25 @@ TEST_F(Cli, AHostileRunNamesEachBadStepAndGoesOn) {
 }
 
 // A run's steps are one model's: a checkpoint folder of another width (a model folder of its own,
-// its config beside it) was taken in with exit 0, its curves beside the others'.
-TEST_F(Cli, ARunsStepOfAnotherWidthIsSkipped) {
+// its config beside it) was taken in with exit 0, its curves beside the others'; so were one of
+// another context and one of another family of the same shape.
+TEST_F(Cli, ARunsStepOfAnotherModelIsSkipped) {
     const std::string dir = Fresh("run_width"), run = dir + "/run";
-    for (const auto& [step, width, seed] : {std::tuple{"0", "16", "1"}, {"5", "16", "2"}, {"10", "32", "3"}}) {
+    for (const auto& [step, width, positions, family] : {std::tuple{"0", "16", "32", "gpt2"}, {"5", "16", "32", "gpt2"}, {"10", "32", "32", "gpt2"},
+                                                         {"15", "16", "64", "gpt2"}, {"20", "16", "32", "pythia"}}) {
         const Outcome r = Ssaviz({"init-random", "--out", run + "/checkpoint-" + step, "--layers", "1", "--heads", "2", "--embd", width,
-                                  "--positions", "32", "--seed", seed});
+                                  "--positions", positions, "--family", family, "--seed", std::to_string(std::atoi(step) + 1)});
         ASSERT_EQ(r.code, 0) << r.err;
     }
     const Outcome r = Ssaviz({"export", "--run", run, "--text", "The cat sat.", "--out", dir + "/out", "--format", "json"});
     EXPECT_EQ(r.code, 3) << r.err;
-    EXPECT_NE(r.err.find("step 10 (checkpoint-10): has a width of 32, the run's first step 16: another model; skipped"), std::string::npos)
-        << r.err;
+    for (const char* why : {"step 10 (checkpoint-10): has a width of 32, the run's first step 16: another model; skipped",
+                            "step 15 (checkpoint-15): has a context of 64, the run's first step 32: another model; skipped",
+                            "step 20 (checkpoint-20): has the family 'pythia', the run's first step 'gpt2': another model; skipped"})
+        EXPECT_NE(r.err.find(why), std::string::npos) << why << "\n" << r.err;
     const json timeline = json::parse(ReadFile(dir + "/out/run.json"));
     EXPECT_EQ(timeline["steps"].size(), 2u);
-    EXPECT_EQ(timeline["failed"].size(), 1u);
+    EXPECT_EQ(timeline["failed"].size(), 3u);
 }
 
 // A run's export goes outside the run (--out RUN/checkpoint-999 became a broken step of it, which
