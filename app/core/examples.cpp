@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <vector>
 
 #include <sys/stat.h>
 
@@ -105,6 +106,15 @@ fs::path OpenedWeights(const std::string& model_dir) {
 
 fs::path FolderOf(const fs::path& opened) { return opened.parent_path().empty() ? fs::path(".") : opened.parent_path(); }
 
+// The folders "base" BaseBeside looks in: inside the model's folder, beside it, and, for a step
+// train --from kept (OUT/run/ROLE/checkpoint-N), the one it wrote beside the run (OUT/base).
+std::vector<fs::path> BaseFolders(const fs::path& folder) {
+    std::vector<fs::path> places = {folder / "base", folder.parent_path() / "base"};
+    const fs::path run = fs::absolute(folder).lexically_normal().parent_path().parent_path();
+    if (run.filename() == "run") places.push_back(run.parent_path() / "base");
+    return places;
+}
+
 }  // namespace
 
 std::string BaseBeside(const std::string& model_dir) {
@@ -117,7 +127,7 @@ std::string BaseBeside(const std::string& model_dir) {
     const fs::path folder = FolderOf(opened);
     for (const fs::path& base : {folder / "lit_model.pth", folder / "base" / "lit_model.pth", folder.parent_path() / "base" / "lit_model.pth"})
         if (fs::is_regular_file(base, ec) && !fs::equivalent(base, opened, ec)) return base.lexically_normal().string();
-    for (const fs::path& base : {folder / "base", folder.parent_path() / "base"})
+    for (const fs::path& base : BaseFolders(folder))
         if (fs::is_directory(base, ec) && !fs::equivalent(base, folder, ec) && model::FindModelFiles(base.string()))
             return base.lexically_normal().string();
     return "";
@@ -147,10 +157,11 @@ std::string WhyNoBaseBeside(const std::string& model_dir) {
         if (const std::string own = base.string() + ": "; error.rfind(own, 0) == 0) error.erase(0, own.size());
         return " holds no model: " + error;
     };
+    std::vector<std::pair<fs::path, bool>> places = {
+        {folder / "lit_model.pth", false}, {folder / "base" / "lit_model.pth", false}, {folder.parent_path() / "base" / "lit_model.pth", false}};
+    for (const fs::path& base : BaseFolders(folder)) places.push_back({base, true});
     std::string why;
-    for (const auto& [base, want_folder] :
-         {std::pair{folder / "lit_model.pth", false}, {folder / "base" / "lit_model.pth", false}, {folder.parent_path() / "base" / "lit_model.pth", false},
-          {folder / "base", true}, {folder.parent_path() / "base", true}})
+    for (const auto& [base, want_folder] : places)
         if (const std::string reason = why_not(base, want_folder); !reason.empty())
             why += "; " + model::Quoted(base.lexically_normal().string()) + reason;
     return why;

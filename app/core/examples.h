@@ -50,7 +50,8 @@ std::string DefaultModelDir();
 std::string TwinBeside(const std::string& model_dir);
 // The base a fine-tune started from, for the three-way comparison (CompareKind::Base): a
 // lit_model.pth beside the checkpoint the model was opened from, or a folder "base" inside the
-// fine-tune's folder or beside it (its lit_model.pth, or a model folder). Empty if none.
+// fine-tune's folder or beside it (its lit_model.pth, or a model folder), or, for a step of a run
+// train --from kept (OUT/run/ssa/checkpoint-N), the base beside the run (OUT/base). Empty if none.
 std::string BaseBeside(const std::string& model_dir);
 // Where BaseBeside found none, why what is in its places was not taken: a lit_model.pth that is
 // the model itself, a FIFO, a link loop or a link to nothing; a folder "base" likewise, or the

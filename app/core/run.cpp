@@ -134,7 +134,7 @@ RunStatus Runner::SetCompare(const CompareSpec& compare) {
         const std::string dir = compare.base_dir.empty() ? BaseBeside(Info().dir) : compare.base_dir;
         if (dir.empty())
             return RunError{RunError::Kind::Usage, "no base model beside '" + model::EscapeForMessage(Info().dir) +
-                                                       "' (lit_model.pth beside the fine-tuned checkpoint, or a folder base/ inside or beside its folder" +
+                                                       "' (lit_model.pth beside the fine-tuned checkpoint, or a folder base/ inside or beside its folder, or beside the run of a step train kept" +
                                                        WhyNoBaseBeside(Info().dir) + "): name it with --base DIR"};
         if (dir == m_base) return model::Ok{};
         // The model itself as its base: every SSA - base difference would be 0, and js_drift too.

@@ -343,6 +343,23 @@ TEST_F(Cli, ExportRunAgainstABaseFollowsTheDecomposition) {
     // The loss curve draws the base's loss beside the run's (where the fine-tune passes its base).
     EXPECT_NE(ReadFile(dir + "/out/curves/loss.svg").find("base (where fine-tuning began)"), std::string::npos);
     EXPECT_EQ(ReadFile(dir + "/out/curves/entropy.svg").find("base (where"), std::string::npos) << "the loss's alone";
+
+    // The same steps as train --from keeps them (OUT/run/ssa/checkpoint-N, the base at OUT/base):
+    // --compare base finds that base, where it looked inside each step and beside it, found none
+    // and asked for --base.
+    const std::string ft = dir + "/ft";
+    fs::create_directories(ft + "/run/ssa");
+    fs::copy(dir + "/a", ft + "/run/ssa/checkpoint-100");
+    fs::copy(dir + "/b", ft + "/run/ssa/checkpoint-200");
+    fs::copy(dir + "/base", ft + "/base");
+    r = Ssaviz({"export", "--run", ft + "/run/ssa", "--compare", "base", "--text", text, "--out", dir + "/out_beside", "--format", "json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json beside = json::parse(ReadFile(dir + "/out_beside/run.json"));
+    ASSERT_EQ(beside["steps"].size(), 2u);
+    for (size_t k = 0; k < 2; ++k) {
+        EXPECT_EQ(beside["steps"][k]["heads"]["js_total"], timeline["steps"][k]["heads"]["js_total"]) << k;
+        EXPECT_EQ(beside["steps"][k]["loss_base"], timeline["steps"][k]["loss_base"]) << k;
+    }
 }
 
 TEST_F(Cli, ExportWritesEveryFigure) {
