@@ -116,6 +116,7 @@ int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const st
     spec.device = o.device.value_or("auto");
     spec.dtype = o.dtype;
     spec.hints = o.hints;
+    if (auto s = CheckOpenSettings({"", spec.device, spec.dtype, spec.hints}); !s) throw Failure{ExitCodeOf(s.error().kind), s.error().message};
     spec.run = {o.compare, o.ablate.value_or("")};
     spec.truncate = o.truncate;
     spec.options = options;

@@ -5,6 +5,7 @@
 #include "app/core/exit_code.h"
 #include "model/io/files.h"
 #include "model/io/weights.h"
+#include "model/nn/runtime.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -116,6 +117,12 @@ std::string ExceptionMessage(const std::exception& e) {
 }
 
 int ExitCodeOf(RunError::Kind kind) { return kind == RunError::Kind::Usage ? kExitUsage : kind == RunError::Kind::BadInput ? kExitBadInput : kExitFailure; }
+
+RunStatus CheckOpenSettings(const ModelSpec& spec) {
+    if (auto s = model::CheckDeviceAndDtype(spec.device, spec.dtype); !s) return RunError{RunError::Kind::Usage, s.error()};
+    if (auto s = model::CheckHintFiles(spec.hints); !s) return RunError{RunError::Kind::BadInput, s.error()};
+    return model::Ok{};
+}
 
 RunResult<std::unique_ptr<Runner>> Runner::Open(const ModelSpec& spec) {
     if (const int threads = model::ComputeThreadsFromEnvironment(0)) model::SetComputeThreads(threads);

@@ -148,6 +148,10 @@ private:
     RunError m_error;
 };
 using RunStatus = RunResult<model::Ok>;
+// What every model a run opens shares, checked before the first opens: the device and dtype (the
+// build and machine have them: Usage) and the files --config and --tokenizer name (BadInput). A
+// run's steps had failed one by one on them, each saying the same.
+RunStatus CheckOpenSettings(const ModelSpec& spec);
 
 // Why a model did not open, from the engine's message: Usage for a device or dtype this build or
 // machine lacks (--device cuda without CUDA), BadInput for the model's own faults. The command line

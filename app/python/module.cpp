@@ -1027,6 +1027,14 @@ PYBIND11_MODULE(_ssaviz, m) {
         ApplyFlags(app::Command::Info, flags, kLoadExcluded, where, &o);
         if (auto s = ApplyFlag(app::Command::Info, "--device", device, &o); !s) throw BadArgument(s.error());
     });
+    // What every step opening here shares, checked before the first opens (app::CheckOpenSettings):
+    // the device and dtype this process has, the files config= and tokenizer= name. Not for a Dask
+    // client's steps: its workers may have GPUs and files this process has not.
+    m.def("check_open_here", [](const std::string& device, const FlagList& flags, const std::string& where) {
+        app::CommandOptions o;
+        ApplyFlags(app::Command::Info, flags, kLoadExcluded, where, &o);
+        if (auto s = app::CheckOpenSettings({"", device, o.dtype, o.hints}); !s) throw BadArgument(where + ": " + KeywordSpelling(s.error().message));
+    });
     // A figure's bytes as an export writes them: to a temporary name, renamed, never through a link.
     m.def("write_file", [](const std::string& path, const py::bytes& data) {
         if (auto s = model::WriteFileAtomically(path, std::string(data)); !s) throw WriteFailed(s.error());

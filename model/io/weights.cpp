@@ -539,6 +539,18 @@ Result<WeightFile> OpenWeights(const std::string& path) {
     return w;
 }
 
+Status CheckHintFiles(const ConfigHints& hints) {
+    if (!hints.tokenizer_dir.empty()) {
+        std::error_code ec;
+        if (!std::filesystem::is_directory(hints.tokenizer_dir, ec))
+            return Fail("--tokenizer '" + EscapeForMessage(hints.tokenizer_dir) + "'" + (ec ? WhyNotThere(ec.value()) : std::string(" is not a folder")) +
+                        ": name the folder that holds tokenizer.json, tokenizer.model, or vocab.json and merges.txt");
+    }
+    if (!hints.config_file.empty())
+        if (Status s = CheckRegularFile(hints.config_file, kMaxJsonFileBytes); !s) return Fail("--config " + s.error());
+    return Ok{};
+}
+
 Result<ModelFiles> FindModelFiles(const std::string& path) {
     namespace fs = std::filesystem;
     std::error_code ec;

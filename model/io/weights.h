@@ -131,6 +131,9 @@ struct ConfigHints {
     // sharing its config but holding none of the temperatures' tensors (Engine::OpenBase).
     bool without_temperatures = false;
 };
+// The files the hints name, before any model opens: --tokenizer a folder that is there, --config a
+// regular file of a config's size; the error names the flag (a run's steps failed one by one on it).
+Status CheckHintFiles(const ConfigHints& hints);
 struct InferredConfig {
     ModelConfig config;
     std::vector<std::string> notes;  // what was assumed, for info and the GUI ("n_head 12: head size 64 assumed")

@@ -94,14 +94,10 @@ Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const
                                bool keep_bf16 = false) {
     auto files = FindModelFiles(path);
     if (!files) return Fail(files.error());
-    if (!hints.tokenizer_dir.empty()) {
-        // Named, so never ignored: a folder that is there, else a one-line error (not GPT-2's).
-        std::error_code ec;
-        if (!fs::is_directory(hints.tokenizer_dir, ec))
-            return Fail("--tokenizer '" + EscapeForMessage(hints.tokenizer_dir) + "'" + (ec ? WhyNotThere(ec.value()) : std::string(" is not a folder")) +
-                        ": name the folder that holds tokenizer.json, tokenizer.model, or vocab.json and merges.txt");
-        files->dir = hints.tokenizer_dir;
-    }
+    // Named, so never ignored: a tokenizer folder that is there, a config that is a file, else a
+    // one-line error naming the flag (not GPT-2's tokenizer, not a bare path).
+    if (Status s = CheckHintFiles(hints); !s) return Fail(s.error());
+    if (!hints.tokenizer_dir.empty()) files->dir = hints.tokenizer_dir;
     auto weights = OpenWeights(files->weights);
     if (!weights) return Fail(weights.error());
     if (Status layout = ChooseLayout(*files, hints, &*weights); !layout) return Fail(layout.error());

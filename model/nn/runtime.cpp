@@ -226,6 +226,13 @@ size_t PhysicalMemoryBytes() {
     return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
 }
 
+Status CheckDeviceAndDtype(const std::string& device, const std::string& dtype) {
+    auto resolved = ResolveDevice(device);
+    if (!resolved) return Fail(resolved.error());
+    if (auto compute = ResolveComputeDtype(dtype, *resolved); !compute) return Fail(compute.error());
+    return Ok{};
+}
+
 Result<at::ScalarType> ResolveComputeDtype(const std::string& name, at::Device device) {
     if (name == "f32") return at::kFloat;
     if (name == "bf16") return at::kBFloat16;

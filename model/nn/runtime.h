@@ -9,7 +9,13 @@
 #include <string>
 #include <string_view>
 
+#include "model/io/result.h"
+
 namespace model {
+
+// Whether a model can open on `device` with `dtype` (ResolveDevice, ResolveComputeDtype): asked
+// before a run's first step opens, so that --device cuda without a GPU is one line, not one a step.
+Status CheckDeviceAndDtype(const std::string& device, const std::string& dtype);
 
 // Makes freed blocks of up to 32 MB (a head's map at 2,048 tokens is 16 MB) go back to the
 // process's heap for the next tensor instead of to the system: each new mapping of such a block

@@ -725,6 +725,26 @@ TEST_F(Cli, ARunsStepOfAnotherModelIsSkipped) {
     EXPECT_EQ(timeline["failed"].size(), 3u);
 }
 
+// What every step opens with is checked before the first: a device the machine lacks, a dtype the
+// device lacks, and a --config or --tokenizer that is not there were said once a step ("skipped",
+// seven times), then "no checkpoint could be analysed".
+TEST_F(Cli, ARunsOpenSettingsAreCheckedBeforeItsFirstStep) {
+    const std::string dir = Fresh("run_settings"), run = dir + "/run";
+    fs::create_directories(run);
+    fs::copy(Small(), run + "/checkpoint-0", fs::copy_options::recursive);
+    fs::copy(Small(), run + "/checkpoint-5", fs::copy_options::recursive);
+    const std::vector<std::string> base = {"export", "--run", run, "--text", "The cat sat.", "--out", dir + "/out", "--format", "json"};
+    for (const auto& [flag, value, code, want] :
+         {std::tuple<std::string, std::string, int, std::string>{"--device", "cuda:99", 2, "--device cuda:99: "},
+          {"--config", dir + "/none.json", 3, "--config '" + dir + "/none.json' does not exist"},
+          {"--tokenizer", dir + "/none", 3, "--tokenizer '" + dir + "/none' does not exist"}}) {
+        std::vector<std::string> args = base;
+        args.insert(args.end(), {flag, value});
+        ExpectOneLineError(Ssaviz(args), code, want);
+        EXPECT_FALSE(fs::exists(dir + "/out")) << flag;
+    }
+}
+
 // A run's export goes outside the run (--out RUN/checkpoint-999 became a broken step of it, which
 // later exports skipped and train --resume refused), and a run's first step may be its base (the
 // usual fine-tune: step 0 is the base, no change yet), where a single model as its own base is refused.

@@ -277,8 +277,9 @@ TEST(Train, AFineTuneStartsFromItsBaseAndWritesItBeside) {
         std::vector<model::RoleTensors> got = model::TensorsByRole(**m);
         ASSERT_EQ(got.size(), want.size());
         for (size_t k = 0; k < want.size(); ++k)
-            for (const auto& [w, g] : {std::pair(want[k].weight, got[k].weight), std::pair(want[k].bias, got[k].bias)})
+            for (const auto& [w, g] : {std::pair(want[k].weight, got[k].weight), std::pair(want[k].bias, got[k].bias)}) {
                 if (w && w->defined()) EXPECT_TRUE(g && g->defined() && at::equal(*w, *g)) << "tensor " << k;
+            }
     }
     const model::TemperatureParams& q = ssa0->layers[0].q;
     const double slope = std::exp(-std::exp(2.0));
