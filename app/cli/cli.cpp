@@ -259,6 +259,9 @@ int CmdExport(const CommandOptions& o) {
     if (o.batch && !o.text_file) throw Failure{kExitUsage, "--batch needs --text-file F"};
     ExportOptions options = o.export_options;
     options.out_dir = o.out;
+    for (const std::optional<std::string>& run : {o.run, o.compare_run})  // first: the run's own words for it
+        if (run)
+            if (auto s = CheckOutsideRun(options.out_dir, *run); !s) throw Failure{kExitUsage, "--out: " + s.error()};
     if (auto s = CheckExportFolder(options.out_dir); !s) throw Failure{kExitUsage, "--out: " + s.error()};
     std::string text = ReadText(o);
     if ((o.compare_run || o.steps) && !o.run) throw Failure{kExitUsage, std::string(o.steps ? "--steps" : "--compare-run") + " goes with --run DIR"};
@@ -541,10 +544,10 @@ void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional
     if (!launch->export_to.empty() && !s) throw Failure{kExitUsage, "--export-to needs --session FILE (its export settings)"};
     // Checked as export's --out is, before the model runs (a file there failed after it, exit 1).
     if (!launch->export_to.empty()) {
-        if (auto checked = CheckExportFolder(launch->export_to); !checked) throw Failure{kExitUsage, "--export-to: " + checked.error()};
         for (const std::optional<std::string>& shown : {run, compare_run})  // inside a run it would become one of its steps
             if (shown)
                 if (auto outside = CheckOutsideRun(launch->export_to, *shown); !outside) throw Failure{kExitUsage, "--export-to: " + outside.error()};
+        if (auto checked = CheckExportFolder(launch->export_to); !checked) throw Failure{kExitUsage, "--export-to: " + checked.error()};
     }
     if (o.text || o.text_file) launch->text = ReadText(o);
     launch->truncate = o.truncate || (s && s->truncate);

@@ -124,11 +124,8 @@ int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const st
     if (compare_steps)
         for (const RunStep& s : *compare_steps)
             if (full.count(s.step)) both.insert(s.step);
-    // Where the files go, checked before any checkpoint is opened: outside the runs, and no link or
-    // file where a folder goes.
-    for (const std::optional<std::string>& run : {o.run, o.compare_run})
-        if (run)
-            if (auto s = CheckOutsideRun(options.out_dir, *run); !s) throw Failure{kExitUsage, "--out: " + s.error()};
+    // Where the files go, checked before any checkpoint is opened: outside the runs (CmdExport asked),
+    // and no link or file where a folder goes.
     const fs::path out(options.out_dir);
     std::vector<fs::path> folders;
     for (int64_t step : full) folders.push_back(out / StepFolder(step));

@@ -70,4 +70,20 @@ model::Status CheckOutsideRun(const std::string& out, const std::string& run) {
     return model::Ok{};
 }
 
+model::Status CheckNotANewRunStep(const std::string& out) {
+    std::error_code ec;
+    for (fs::path at = fs::path(out).lexically_normal(); at.has_relative_path() && at.filename() != ".." && at.filename() != ".";
+         at = at.parent_path()) {
+        if (at.filename().empty()) at = at.parent_path();  // "x/checkpoint-5/"
+        if (fs::exists(fs::symlink_status(at, ec))) break;  // there already: nothing new from here up
+        const std::string name = at.filename().string();
+        if (!StepIn(name, "iter-", "-ckpt.pth") && !StepIn(name, "checkpoint-", "")) continue;
+        const fs::path run = at.has_parent_path() ? at.parent_path() : fs::path(".");
+        if (FindRunSteps(run.string()))
+            return model::Fail(model::Quoted(at.string()) + " would become a step of the run " + model::Quoted(run.string()) +
+                               " (its name is a checkpoint's), one without weights; write the export elsewhere");
+    }
+    return model::Ok{};
+}
+
 }  // namespace app

@@ -33,4 +33,10 @@ model::Result<std::vector<RunStep>> FindRunSteps(const std::string& dir);
 // `train --resume` refused.
 model::Status CheckOutsideRun(const std::string& out, const std::string& run);
 
+// Whether writing at `out` would add a step to a run: `out`, or a folder on the way to it that is
+// not there yet, named as a step (checkpoint-N, iter-N-ckpt.pth) in a folder that holds steps.
+// `export --model M --out RUN/checkpoint-999` made one without weights, a broken step that later
+// exports skipped and `train --resume` refused.
+model::Status CheckNotANewRunStep(const std::string& out);
+
 }  // namespace app

@@ -26,6 +26,7 @@
 #include "app/core/examples.h"
 #include "app/core/names.h"
 #include "app/core/state.h"
+#include "app/core/timeline.h"
 #include "app/export/head_summary.h"
 #include "model/io/files.h"
 #include "model/io/npy.h"
@@ -869,6 +870,7 @@ model::Status TryExportFolder(const fs::path& out, const std::string& shown, std
 
 model::Status CheckExportFolder(const std::string& out_dir) {
     if (out_dir.empty()) return model::Fail("--out is empty: name the folder to write");
+    if (auto s = CheckNotANewRunStep(out_dir); !s) return s;
     const std::string shown = "'" + model::EscapeForMessage(out_dir) + "'";
     // Made, probed and removed again; tried again, a few times at most, where another process
     // removed a folder on the way meanwhile. A folder made here that such a process's probe keeps

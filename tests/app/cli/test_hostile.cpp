@@ -759,7 +759,13 @@ TEST_F(Cli, ARunsExportGoesOutsideItAndItsFirstStepMayBeItsBase) {
         args.insert(args.end(), {"--out", out});
         ExpectOneLineError(Ssaviz(args), 2, "is inside the run folder '" + run + "': an export there would become one of its steps");
     }
+    // One checkpoint's export there too (it made a step without weights); inside a step that is
+    // there, or beside the steps under another name, is the user's choice.
+    ExpectOneLineError(Ssaviz({"export", "--model", run + "/checkpoint-5", "--text", "The cat", "--format", "json", "--out", run + "/checkpoint-999/x"}), 2,
+                       "--out: '" + run + "/checkpoint-999' would become a step of the run '" + run + "' (its name is a checkpoint's)");
     EXPECT_FALSE(fs::exists(run + "/checkpoint-999"));
+    for (const std::string& out : {run + "/checkpoint-5/export", run + "/exports"})
+        EXPECT_EQ(Ssaviz({"export", "--model", run + "/checkpoint-5", "--text", "The cat", "--format", "json", "--out", out}).code, 0) << out;
     std::vector<std::string> args = export_run;
     args.insert(args.end(), {"--out", dir + "/out", "--base", run + "/checkpoint-0"});
     Outcome r = Ssaviz(args);
