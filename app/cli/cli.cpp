@@ -266,12 +266,8 @@ int CmdExport(const CommandOptions& o) {
     std::string text = ReadText(o);
     if ((o.compare_run || o.steps) && !o.run) throw Failure{kExitUsage, std::string(o.steps ? "--steps" : "--compare-run") + " goes with --run DIR"};
     // What only a base has, asked for without one: a usage error before the model runs.
-    if (o.compare.kind != CompareKind::Base) {
-        for (MapMode mode : options.maps)
-            if (IsBaseMode(mode)) throw Failure{kExitUsage, std::string("--maps ") + ToString(mode) + " needs a base (--base DIR, or --compare base)"};
-        if ((options.png || options.svg || options.html) && NeedsBase(options.figures.highlight))
-            throw Failure{kExitUsage, std::string("--highlight ") + ToString(options.figures.highlight) + " needs a base (--base DIR, or --compare base)"};
-    }
+    if (auto s = CheckExportSettings(options, o.compare.kind == CompareKind::Base); !s && !(o.export_options.lens && ExportFormats(options).empty()))
+        throw Failure{kExitUsage, s.error()};
     if (o.run) return CmdExportRun(o, options, text);
     std::vector<BatchText> texts = o.batch ? ReadBatch(*o.text_file, text) : std::vector<BatchText>{{"", text, 0}};
     // Each text's sub-folder, before the model runs: a link or a file there is refused, not written through.

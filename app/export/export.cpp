@@ -908,20 +908,24 @@ std::string NonFiniteAnalysis(const model::Analysis& a) {
     return bad.empty() ? "" : "the analysis is not finite (" + bad + " is NaN or infinite): the model or its what-ifs overflow float range";
 }
 
+model::Status CheckExportSettings(const ExportOptions& options, bool has_base) {
+    if (ExportFormats(options).empty()) return model::Fail("nothing to write: no format is chosen (" + std::string(kExportFormatList) + ")");
+    if (has_base) return model::Ok{};
+    for (MapMode mode : options.maps)
+        if (IsBaseMode(mode)) return model::Fail(std::string("--maps ") + ToString(mode) + " needs a base (--base DIR, or --compare base)");
+    if ((options.png || options.svg || options.html) && NeedsBase(options.figures.highlight))
+        return model::Fail(std::string("--highlight ") + ToString(options.figures.highlight) + " needs a base (--base DIR, or --compare base)");
+    return model::Ok{};
+}
+
 model::Status WriteExport(std::string_view text, const model::Analysis& a, const model::ModelInfo& info,
                           const ExportOptions& options, const ExportProgress& progress, std::vector<ExportFile> extra) {
     if (auto s = CheckExportFolder(options.out_dir); !s) return s;
     if (const std::string why = NonFiniteAnalysis(a); !why.empty()) return model::Fail(why + "; nothing was written");
-    for (MapMode mode : options.maps)
-        if (IsBaseMode(mode) && !a.HasBase())
-            return model::Fail(std::string("--maps ") + ToString(mode) + " needs a base (--base DIR, or --compare base); nothing was written");
-    const bool figures = options.png || options.svg || options.html;
-    if (figures && NeedsBase(options.figures.highlight) && !a.HasBase())
-        return model::Fail(std::string("--highlight ") + ToString(options.figures.highlight) +
-                           " needs a base (--base DIR, or --compare base); nothing was written");
+    // No format chosen is fine where the caller adds files of its own (the lens's).
+    if (auto s = CheckExportSettings(options, a.HasBase()); !s && !(ExportFormats(options).empty() && !extra.empty())) return s;
     std::vector<ExportFile> plan = PlanExport(text, a, info, options);
     for (ExportFile& f : extra) plan.push_back(std::move(f));
-    if (plan.empty()) return model::Fail("nothing to write: no format is chosen (" + std::string(kExportFormatList) + ")");
     const fs::path out(options.out_dir);
     // Folders first, on this thread, so writers never race to create them. Inside --out nothing
     // is followed: a link where a folder belongs is refused, not written through.

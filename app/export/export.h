@@ -132,6 +132,11 @@ model::Status CheckExportFolder(const std::string& out_dir);
 // the first that is not (a file whose numbers overflow: exports and figures are refused, exit 3).
 std::string NonFiniteAnalysis(const model::Analysis& a);
 
+// Whether the export's settings can be met by an analysis with or without a base: a format chosen,
+// and no map or highlight only a base has (--maps base, --highlight js_total) without one. Asked
+// before the model runs where the settings are the user's (export, a session's --export-to: exit 2).
+model::Status CheckExportSettings(const ExportOptions& options, bool has_base);
+
 // Runs the plan: every file to a temporary name, then all renamed into place, so a failure leaves
 // the folder as it was; never writes through a link inside `out_dir`. Stops at the first failure
 // (or when progress returns false) with a one-line error.

@@ -84,10 +84,11 @@ void ExportDialog::EnsureOptions(const AppState& state) {
 }
 
 namespace {
-// The settings against the shown model, as `ssaviz export` checks them: the heads ("all" resolved)
-// and the highlight's head.
-model::Status FitToModel(ExportOptions* options, const model::Analysis& a) {
+// The settings against the shown model, as `ssaviz export` checks them: the heads ("all" resolved),
+// a format chosen (or the lens's files), nothing only a base has without one, the highlight's head.
+model::Status FitToModel(ExportOptions* options, const model::Analysis& a, bool with_lens) {
     if (auto s = ResolveExportHeads(options, a.n_layer, a.n_head); !s) return s;
+    if (auto s = CheckExportSettings(*options, a.HasBase()); !s && !(with_lens && ExportFormats(*options).empty())) return s;
     return CheckHighlightScope(options->figures, a.n_layer, a.n_head);
 }
 
@@ -121,7 +122,7 @@ bool ExportDialog::Start(const WindowState& state) {
     ExportOptions options = m_options;
     if (options.out_dir.empty()) return m_error = "choose an output folder", false;
     options.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);  // a core stays with the UI
-    if (auto s = FitToModel(&options, *state.analysis); !s) {
+    if (auto s = FitToModel(&options, *state.analysis, m_with_lens && ExportableLens(state)); !s) {
         m_error_exit = kExitUsage;
         return m_error = s.error(), false;
     }
@@ -338,7 +339,7 @@ void ExportDialog::DrawPreview(const WindowState& state) {
     }
     // The plan is rebuilt only when the settings or the analysis change, not every frame.
     ExportOptions options = m_options;
-    if (auto fits = FitToModel(&options, *state.analysis); !fits) {
+    if (auto fits = FitToModel(&options, *state.analysis, m_with_lens && ExportableLens(state)); !fits) {
         ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.4f, 1.0f), "%s", fits.error().c_str());
         return;
     }

@@ -1017,6 +1017,11 @@ TEST(EndToEnd, ATwinOrBaseThatDoesNotOpenEndsAScreenshotRun) {
     std::ofstream(dir + "/layers.json") << session.dump(1);
     session["export"] = {{"formats", {"png"}}, {"highlight_scope", "head"}, {"highlight_head", {9, 9}}};
     std::ofstream(dir + "/highlight.json") << session.dump(1);
+    // Settings with nothing to write, or what only a base has without one, likewise (they exited 1).
+    session["export"] = {{"formats", nlohmann::json::array()}};
+    std::ofstream(dir + "/no_format.json") << session.dump(1);
+    session["export"] = {{"formats", {"png"}}, {"maps", {"base"}}};
+    std::ofstream(dir + "/base_maps.json") << session.dump(1);
     struct Case {
         std::string args, named;
         int code;
@@ -1027,7 +1032,9 @@ TEST(EndToEnd, ATwinOrBaseThatDoesNotOpenEndsAScreenshotRun) {
                           Case{" --session " + dir + "/session.json --export-to " + dir + "/out", "no-such-base", 3},
                           Case{" --session " + dir + "/what_ifs.json --export-to " + dir + "/out", "dropped the what-ifs 9:9: past the model's 4 layers", 2},
                           Case{" --session " + dir + "/layers.json --export-to " + dir + "/out", "export: --layers: layer 9 is out of range", 2},
-                          Case{" --session " + dir + "/highlight.json --export-to " + dir + "/out", "export: --highlight-scope: layer 9 is out of range", 2}}) {
+                          Case{" --session " + dir + "/highlight.json --export-to " + dir + "/out", "export: --highlight-scope: layer 9 is out of range", 2},
+                          Case{" --session " + dir + "/no_format.json --export-to " + dir + "/out", "export: nothing to write: no format is chosen", 2},
+                          Case{" --session " + dir + "/base_maps.json --export-to " + dir + "/out", "export: --maps base needs a base", 2}}) {
         if (kSanitized && (c.named == "no-such-twin" || c.code == 2)) continue;  // a twin's path is the base's; a usage error is the flags'
         fs::remove(dir + "/shot.png");
         const int code = RunCommand(std::string(SSAVIZ_BINARY) + c.args, dir + "/log.txt");
