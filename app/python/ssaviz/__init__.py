@@ -162,6 +162,25 @@ def _base_arg(where, compare, base):
     return "base", base.path if isinstance(base, Model) else _path(where, "base", base)
 
 
+# What each figure draws with, of an export's keywords (it took the rest and ignored them); a plot's
+# by its name, as plot() takes it.
+_FIGURE_KEYWORDS = {"heatmap()": ("colormap", "log", "size"), "heads_grid()": ("colormap", "log"),
+                    "highlight()": ("temperature_scale",)}
+_PLOT_KEYWORDS = {"dilution": (), "tau_q_histogram": (), "qk_spectrum": (), "sink_mass": ("sink_eps",),
+                  "finetune": ("log",), "fine-tune": ("log",), "fine_tune": ("log",),
+                  "finetune_loss": (), "fine-tune-loss": (), "fine_tune_loss": ()}
+
+
+def _figure_flags(where, flags, takes, arguments=None):
+    """A figure's keyword flags, each one it draws with; another is a TypeError naming it.
+    arguments: the export's keywords that are the figure's own arguments ({"highlight": "by"})."""
+    for name in flags:
+        if name not in takes:
+            instead = f"; its {arguments[name]}= is an export's {name}=" if arguments and name in arguments else ""
+            raise ArgumentTypeError(f"{where} takes no keyword {name} (its keywords: {', '.join(takes) or 'none'}){instead}")
+    return _flags(where, flags)
+
+
 def _compare(where, value):
     """(a keyword or a twin's folder, the twin's load flags or None)."""
     if value is None:
@@ -545,13 +564,13 @@ class Analysis:
         "compare" or "diff", and with a base "base" or "base_diff" (SSA - base); flags: colormap,
         log, size."""
         w = "heatmap()"
-        return Figure(self._h.heatmap(_int(w, "layer", layer), _int(w, "head", head), _str(w, "map", map), _flags(w, flags)),
-                      f"L{layer}_H{head}")
+        flags = _figure_flags(w, flags, _FIGURE_KEYWORDS[w])
+        return Figure(self._h.heatmap(_int(w, "layer", layer), _int(w, "head", head), _str(w, "map", map), flags), f"L{layer}_H{head}")
 
     def heads_grid(self, map="ssa", **flags):
-        """Every head's map on one scale, layers as rows."""
+        """Every head's map on one scale, layers as rows; flags: colormap, log."""
         w = "heads_grid()"
-        return Figure(self._h.heads_grid(_str(w, "map", map), _flags(w, flags)), "heads_grid")
+        return Figure(self._h.heads_grid(_str(w, "map", map), _figure_flags(w, flags, _FIGURE_KEYWORDS[w])), "heads_grid")
 
     def lens_grid(self, map="ssa"):
         """The logit lens as `export --lens` draws it: map "ssa", "compare" or "base", that side's
@@ -565,6 +584,7 @@ class Analysis:
 
     def highlight(self, by="tau_q", scope="model", **flags):
         w = "highlight()"
+        _figure_flags(w, flags, _FIGURE_KEYWORDS[w], {"highlight": "by", "highlight_scope": "scope"})
         if isinstance(scope, tuple):
             scope = ",".join(str(_int(w, "scope", v)) for v in scope)
         elif not isinstance(scope, str):
@@ -575,9 +595,12 @@ class Analysis:
     def plot(self, name, **flags):
         """A Sparsity plot: "dilution", "tau_q_histogram", "qk_spectrum" or "sink_mass"; beside a base
         (compare="base"), "finetune" (also "fine-tune"; each head's JS change, the temperatures' part and the drift's) or
-        "finetune_loss" (each token's loss change in the same two parts)."""
+        "finetune_loss" (each token's loss change in the same two parts). flags: sink_eps for
+        "sink_mass", log for "finetune"."""
         w = "plot()"
-        return Figure(self._h.plot(_str(w, "name", name), _flags(w, flags)), name)
+        name = _str(w, "name", name)
+        takes = _PLOT_KEYWORDS.get(name)  # a name that is no plot: the engine names the plots
+        return Figure(self._h.plot(name, _flags(w, flags) if takes is None else _figure_flags(f"plot({name!r})", flags, takes)), name)
 
     def export(self, out, formats=None, layers=None, heads=None, **flags):
         """Writes what `ssaviz export` writes for this analysis into `out`: formats of json, npy,

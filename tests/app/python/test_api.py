@@ -291,6 +291,9 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     assert logged == (tmp_path / "finetune_log" / "finetune.svg").read_text()
     assert logged != a.plot("finetune").svg() and "nats (log scale)" in logged
     assert a.plot("fine-tune").svg() == a.plot("finetune").svg()  # as the tab is spelt
+    assert a.plot("fine-tune", log=True).svg() == logged
+    with pytest.raises(TypeError, match=r"plot\('finetune_loss'\) takes no keyword log \(its keywords: none\)"):
+        a.plot("finetune_loss", log=True)  # drawn on a linear scale whatever log said
     # The base's lens is the base model's own: the same numbers as loading the base alone.
     alone = ssaviz.load(base).analyze(JOBS)
     np.testing.assert_array_equal(a.lens_loss_base, alone.lens_loss)

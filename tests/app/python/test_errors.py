@@ -124,8 +124,37 @@ def test_bad_export_and_figure_flags(small, tmp_path):
         assert not (tmp_path / keyword).exists()
     with pytest.raises(ValueError, match="plot 'pie'"):
         a.plot("pie")
+    with pytest.raises(ValueError, match="plot 'pie'"):  # the name first, whatever the keywords
+        a.plot("pie", size=64)
     with pytest.raises(ValueError, match="saves as"):
         a.heatmap(0, 0).save(tmp_path / "x.gif")
+
+
+def test_a_figure_refuses_keywords_it_does_not_draw_with(small):
+    """A figure took every export keyword and ignored those it does not draw with (highlight= beside
+    by=, a heatmap's temperature_scale=, a plot's colormap= and size=): each is a TypeError naming it
+    and listing the figure's own; those it uses still change the figure."""
+    a = small.analyze(TEXT)
+    refused = [(lambda: a.highlight(highlight="loss"), r"highlight\(\) takes no keyword highlight \(its keywords: temperature_scale\); "
+                                                       r"its by= is an export's highlight="),
+               (lambda: a.highlight(highlight_scope="0"), r"highlight\(\) takes no keyword highlight_scope .*its scope="),
+               (lambda: a.highlight(size=64), r"highlight\(\) takes no keyword size \(its keywords: temperature_scale\)$"),
+               (lambda: a.heatmap(0, 0, temperature_scale="head"), r"heatmap\(\) takes no keyword temperature_scale "
+                                                                   r"\(its keywords: colormap, log, size\)$"),
+               (lambda: a.heatmap(0, 0, sink_eps=0.2), r"heatmap\(\) takes no keyword sink_eps "),
+               (lambda: a.plot("dilution", colormap="magma", size=64), r"plot\('dilution'\) takes no keyword colormap \(its keywords: none\)$"),
+               (lambda: a.plot("sink_mass", log=True), r"plot\('sink_mass'\) takes no keyword log \(its keywords: sink_eps\)$"),
+               (lambda: a.heads_grid(sink_eps=0.2), r"heads_grid\(\) takes no keyword sink_eps \(its keywords: colormap, log\)$"),
+               (lambda: a.heads_grid(size=64), r"heads_grid\(\) takes no keyword size ")]
+    for call, message in refused:
+        with pytest.raises(TypeError, match=message):
+            call()
+    for keyword, value in (("colormap", "magma"), ("log", True), ("size", 64)):
+        assert a.heatmap(0, 0, **{keyword: value}).png() != a.heatmap(0, 0).png(), keyword
+    for keyword, value in (("colormap", "magma"), ("log", True)):
+        assert a.heads_grid(**{keyword: value}).png() != a.heads_grid().png(), keyword
+    assert a.highlight(temperature_scale="head").png() != a.highlight().png()
+    assert a.plot("sink_mass", sink_eps=0.05).png() != a.plot("sink_mass").png()
 
 
 def test_wrong_types_raise_argument_type_error(small):
