@@ -16,7 +16,7 @@ import warnings
 import zlib
 from collections import Counter
 
-from . import _ssaviz
+from . import _in_python_words, _python_words, _ssaviz
 
 
 def _list(where, name, value, of):
@@ -148,6 +148,7 @@ def _export_one(item, out, model_spec, compare, twin_flags, flags, ablate, trunc
     return name, line, row, error
 
 
+@_in_python_words
 def export_batch(texts, out, model=None, formats=None, client=None, compare="vanilla", ablate=None, truncate=False,
                  layers=None, heads=None, devices=None, base=None, **flags):
     """Exports every text as `ssaviz export --batch` does: OUT/<name>/ per text (names from
@@ -206,7 +207,7 @@ def export_batch(texts, out, model=None, formats=None, client=None, compare="van
     rows, failures = [], []
     for name, line, row, error in results:
         if error:
-            warnings.warn(f"ssaviz: text {line} ({name}): {error}", stacklevel=2)
+            warnings.warn(f"ssaviz: text {line} ({name}): {_python_words(error)}", stacklevel=3)
             failures.append(json.dumps({"name": name, "line": line, "error": error}))
         else:
             rows.append(row)

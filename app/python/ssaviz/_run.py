@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from . import _ssaviz
+from . import _in_python_words, _python_words, _ssaviz
 
 
 def _analyze_step(step, path, device, flags, text, compare, truncate, base=None):
@@ -199,6 +199,7 @@ class Run:
         return RunAnalysis(self, steps, arrays, failed)
 
 
+    @_in_python_words
     def export(self, text, out, steps=None, compare_run=None, compare="vanilla", ablate=None, truncate=False, formats=None,
                layers=None, heads=None, client=None, base=None, **flags):
         """Writes what `ssaviz export --run DIR --text TEXT --out OUT` writes, byte for byte: run.json,
@@ -246,7 +247,7 @@ class Run:
             report = _ssaviz.write_run(staged, _fs(self.path), results[0], _fs(other.path) if other else None, results[1] if other else [],
                                        export_flags, False)
             for message in report["failed"]:
-                warnings.warn(f"ssaviz: {message}; skipped", stacklevel=2)
+                warnings.warn(f"ssaviz: {_python_words(message)}; skipped", stacklevel=3)
             # Each chosen step's whole export, of the steps each run analysed (as the command line, which
             # writes them as it analyses).
             for (r, sub), analysed in zip(runs, (report["run"], report["compare"])):

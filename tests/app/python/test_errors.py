@@ -3,9 +3,12 @@
 bad flag values, bad texts, out-of-range heads, a closed model, an analysis whose model is gone."""
 
 import gc
+import json
 import os
 import pathlib
 import re
+import shutil
+import struct
 
 import numpy as np
 import pytest
@@ -155,6 +158,69 @@ def test_a_figure_refuses_keywords_it_does_not_draw_with(small):
         assert a.heads_grid(**{keyword: value}).png() != a.heads_grid().png(), keyword
     assert a.highlight(temperature_scale="head").png() != a.highlight().png()
     assert a.plot("sink_mass", sink_eps=0.05).png() != a.plot("sink_mass").png()
+
+
+def without_tensors(folder, out, dropped):
+    """A copy of an init-random model's weights and tokenizer without its config.json, the tensors
+    whose names hold `dropped` left out."""
+    os.makedirs(out)
+    for name in ("vocab.json", "merges.txt"):
+        shutil.copy(os.path.join(folder, name), os.path.join(out, name))
+    data = open(os.path.join(folder, "model.safetensors"), "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header, body = json.loads(data[8:8 + n]), data[8 + n:]
+    kept, chunks, at = {}, [], 0
+    for name, meta in header.items():
+        if name == "__metadata__" or dropped not in name:
+            if name != "__metadata__":
+                begin, end = meta["data_offsets"]
+                chunks.append(body[begin:end])
+                meta = dict(meta, data_offsets=[at, at + end - begin])
+                at += end - begin
+            kept[name] = meta
+    text = json.dumps(kept).encode()
+    with open(os.path.join(out, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
+    return out
+
+
+def test_the_engines_advice_in_python_words(small, tmp_path):
+    """The engine's errors said what to do in the command line's words (pass --truncate, --maps base
+    needs a base (--base DIR, or --compare base), links inside --out, pass --heads N, or --config FILE):
+    Python's are its keywords. A float that is a whole number is that number (size=64.0 was refused
+    as no heatmap side)."""
+    a = small.analyze(TEXT)
+    out = tmp_path / "out"
+    calls = [
+        (lambda: small.generate(LONG, tokens=2), ValueError, r"; pass truncate=True to run it$"),
+        (lambda: a.export(out, maps="base"), OSError,
+         r'^maps base needs a base \(analyze with base=DIR, or compare="base"\); nothing was written$'),
+        (lambda: a.export(out, highlight="loss_base"), OSError, r'^highlight loss_base needs a base \(analyze with base=DIR, or compare="base"\)'),
+        (lambda: ssaviz.export_batch([TEXT], out, model=small, maps="base_diff"), OSError,
+         r'^maps base_diff needs a base \(base=DIR, or compare="base"\); nothing was written$'),
+        (lambda: small.analyze(TEXT, compare="base"), ValueError, r"name it with base=DIR$"),
+    ]
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    os.symlink(tmp_path, linked / "heatmaps")
+    calls.append((lambda: a.export(linked), OSError, r"is a symbolic link: ssaviz does not write through links inside the out= folder$"))
+    model = tmp_path / "model"
+    run_cli("init-random", "--out", str(model), "--layers", "2", "--heads", "2", "--embd", "32")
+    vanilla = without_tensors(model, tmp_path / "vanilla", "ssa")  # n_embd 32: no head size of 64 to assume
+    calls.append((lambda: ssaviz.load(vanilla), ValueError, r"cannot tell n_head .*; pass n_head=N$"))
+    ssa = without_tensors(model, tmp_path / "ssa", "no tensor's name")
+    calls.append((lambda: ssaviz.load(ssa), ValueError, r'so pass query_form="POSITION,TOKEN\[,COMBINE\]" \(e\.g\. "sigmoid,shared,sum"\)$'))
+    lit = tmp_path / "lit"
+    run_cli("init-random", "--out", str(lit), "--family", "pythia", "--layout", "lit", "--layers", "1", "--heads", "2", "--embd", "32")
+    os.remove(lit / "lit_config.json")
+    calls.append((lambda: ssaviz.load(lit), ValueError, r"needs its lit_config.json beside it, or config=FILE "))
+    for call, exc, message in calls:
+        with pytest.raises(exc, match=message) as info:
+            call()
+        assert "--" not in str(info.value), str(info.value)
+    assert not out.exists()
+    assert a.heatmap(0, 0, size=64.0).png() == a.heatmap(0, 0, size=64).png()
+    assert a.plot("sink_mass", sink_eps=np.float32(0.25)).png() == a.plot("sink_mass", sink_eps=0.25).png()
 
 
 def test_wrong_types_raise_argument_type_error(small):

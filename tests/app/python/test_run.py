@@ -176,6 +176,8 @@ def test_an_export_is_all_or_nothing_and_never_through_a_link(run_dir, tmp_path)
     with pytest.raises(ValueError, match="no-such-twin"):
         run.export(TEXT, tmp_path / "twin", compare=str(tmp_path / "no-such-twin"))
     assert not os.path.exists(tmp_path / "twin" / "run.json")
+    with pytest.raises(ValueError, match=r"longer than the model's context .*; pass truncate=True to run it$"):  # it said --truncate
+        run.export("word " * 3000, tmp_path / "long")
     with pytest.raises(ssaviz.ArgumentTypeError, match="client must be a dask.distributed Client"):
         run.analyze(TEXT, client=5)
     with pytest.raises(ssaviz.ArgumentTypeError, match="steps must be"):
