@@ -12,6 +12,8 @@ import os
 import shutil
 import warnings
 
+from numbers import Integral
+
 import numpy as np
 
 from . import _in_python_words, _python_words, _ssaviz
@@ -69,6 +71,11 @@ def _quantities():
     return _CATALOGUE["quantities"]
 
 
+def _listed(steps):
+    """Steps in a message: all of a few, the ends of many."""
+    return ", ".join(map(str, steps)) if len(steps) <= 10 else f"{steps[0]}, {steps[1]}, ..., {steps[-1]}"
+
+
 class RunAnalysis:
     """A text through every checkpoint of a run. steps: int64 [S], the steps analysed (a step that
     failed is in `failed`, not here). arrays(name) stacks that array of every step's analysis:
@@ -91,25 +98,35 @@ class RunAnalysis:
         """The names arrays() and head() take (Analysis.metrics's keys, tau_q, tau_v, the losses, ids)."""
         return sorted(self._arrays[0]) if self._arrays else []
 
-    def _key(self, name):
+    def _key(self, where, name):
         """The array's key for `name` or the name metrics.json and run.json give it (js_divergence is js)."""
+        from . import ArgumentTypeError
+        if isinstance(name, Integral) and not isinstance(name, bool):  # a step: every step's array is stacked
+            steps = [int(s) for s in self.steps]
+            there = (f"step {name}'s is arrays(name)[{steps.index(name)}]" if name in steps else
+                     f"step {name} is not one of the {len(steps)} steps analysed ({_listed(steps)})")
+            raise ArgumentTypeError(f"{where}: takes an array's name (keys(): \"entropy\", \"tau_q\", ...), not a step; "
+                                    f"each is stacked by step, and {there}")
+        if not isinstance(name, str):
+            raise ArgumentTypeError(f"{where}: name must be a string (keys()), not {type(name).__name__}")
         if not self._arrays:
-            raise ValueError("no step of the run was analysed")
+            raise ValueError(f"{where}: no step of the run was analysed")
         if name in self._arrays[0]:
             return name
         for q in _quantities():
             if name in (q["key"], q["json"]) and q["python"] in self._arrays[0]:
                 return q["python"]
-        raise KeyError(f"{name!r} is not one of the run's arrays ({', '.join(self.keys())})")
+        raise KeyError(f"{where}: {name!r} is not one of the run's arrays ({', '.join(self.keys())})")
 
     def arrays(self, name):
-        """That array of every step analysed, stacked: [S, ...] (see keys())."""
-        return np.stack([a[self._key(name)] for a in self._arrays])
+        """That array of every step analysed, stacked: [S, ...] (see keys()); step steps[k]'s is [k]."""
+        key = self._key("RunAnalysis.arrays()", name)
+        return np.stack([a[key] for a in self._arrays])
 
     def head(self, name):
         """A row metric's value per head, [S, L, H], as metrics.json's and run.json's: the mean over
         query rows 2..T (row 1 has one key), over every row for tau_q, tau_v and effective_qk_norm."""
-        key = self._key(name)
+        key = self._key("RunAnalysis.head()", name)
         rows = self.arrays(key)
         if rows.ndim == 3:
             raise ValueError(f"{name!r} is [S, L, H], not a row metric; arrays({name!r}) is already per head")
@@ -161,7 +178,7 @@ class Run:
         from . import Model, _int
         step = _int("Run.model()", "step", step, bits=64)
         if step not in self.steps:
-            raise ValueError(f"step {step} is not one of the run's {len(self.steps)} steps ({self.steps[0]} .. {self.steps[-1]})")
+            raise ValueError(f"Run.model(): step {step} is not one of the run's {len(self.steps)} steps ({_listed(self.steps)})")
         return Model(self.checkpoints[self.steps.index(step)], self.device, **self.flags)
 
     def analyze(self, text, compare="vanilla", truncate=False, client=None, base=None):
@@ -190,12 +207,16 @@ class Run:
             if error is None and shape is not None and result["tau_q"].shape != shape:
                 error = f"has arrays of shape {result['tau_q'].shape}, the run's first step {shape}"
             if error is not None:
-                warnings.warn(f"ssaviz: step {step} ({path}): {error}; skipped", stacklevel=2)
+                # The checkpoint by its name, as Run.export and the command line say it: the error names its path.
+                warnings.warn(f"ssaviz: step {step} ({os.path.basename(path)}): {error}; skipped", stacklevel=2)
                 failed.append({"step": step, "checkpoint": path, "error": error})
                 continue
             shape = shape or result["tau_q"].shape
             steps.append(step)
             arrays.append(result)
+        if not steps:  # as Run.export: a timeline of no step is an error, not arrays numpy cannot stack
+            raise ValueError(f"{where}: no checkpoint of the run could be analysed ({len(failed)} failed; step {failed[0]['step']}: "
+                             f"{failed[0]['error']})")
         return RunAnalysis(self, steps, arrays, failed)
 
 
@@ -296,8 +317,7 @@ class Run:
         for s in steps:
             s = _int(where, "a step", s, bits=64)
             if s not in self.steps:
-                raise ValueError(f"{where}: steps: step {s} is not one of the run's {len(self.steps)} steps "
-                                 f"({self.steps[0]} .. {self.steps[-1]})")
+                raise ValueError(f"{where}: steps: step {s} is not one of the run's {len(self.steps)} steps ({_listed(self.steps)})")
             chosen.add(s)
         return chosen
 

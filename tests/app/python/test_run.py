@@ -63,6 +63,14 @@ def test_each_step_equals_its_checkpoint_alone(run_dir):
         run.model("100")  # it said "step 100 is not one of the run's steps"
     with pytest.raises(KeyError, match="'nope' is not one of the run's arrays"):
         analysis.arrays("nope")
+    # A step is no array's name (a bare KeyError: 250 is not one of the run's arrays): it says so, and where the step is.
+    with pytest.raises(ssaviz.ArgumentTypeError, match=r"^RunAnalysis\.arrays\(\): takes an array's name .*not a step; .*step 250 is "
+                                                       r"not one of the 3 steps analysed \(100, 200, 300\)$"):
+        analysis.arrays(250)
+    with pytest.raises(ssaviz.ArgumentTypeError, match=r"step 300's is arrays\(name\)\[2\]$"):
+        analysis.head(np.int64(300))
+    # The warning names the checkpoint as Run.export's and the command line's do; the engine's error its path.
+    assert any(str(w.message).startswith("ssaviz: step 250 (iter-000250-ckpt.pth): ") for w in caught), [str(w.message) for w in caught]
     # run.json's names are the arrays' too.
     assert np.array_equal(analysis.arrays("js_divergence"), analysis.arrays("js"))
     assert np.array_equal(analysis.head("l1_distance"), analysis.head("l1"))
@@ -197,6 +205,33 @@ def test_an_export_is_all_or_nothing_and_never_through_a_link(run_dir, tmp_path)
     with pytest.raises(ValueError, match="is inside the run folder"):
         run.export(TEXT, run_dir / "checkpoint-999", formats=["json"])
     assert not os.path.exists(run_dir / "checkpoint-999")
+
+
+def test_a_run_whose_names_hold_control_characters_warns_in_one_escaped_line(run_dir, tmp_path):
+    """A step's warning said the checkpoint's path as it is (a tab, a newline) before the engine's
+    error, which names it escaped: the path once, escaped."""
+    odd = tmp_path / "run\tof\nnight"
+    shutil.copytree(run_dir, odd)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        analysis = ssaviz.load_run(odd).analyze(TEXT)
+    assert [f["step"] for f in analysis.failed] == [250] and analysis.failed[0]["checkpoint"] == str(odd / "iter-000250-ckpt.pth")
+    messages = [str(w.message) for w in caught if "step 250" in str(w.message)]
+    assert len(messages) == 1 and "run\\tof\\nnight/iter-000250-ckpt.pth" in messages[0], messages
+    assert not any(c in messages[0] for c in "\t\n"), messages
+
+
+def test_what_a_run_cannot_do_is_said(run_dir, tmp_path):
+    """A run of no checkpoint that opens: one clear error (a numpy error on the empty arrays)."""
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for f in ("lit_config.json", "vocab.json", "merges.txt"):
+        shutil.copy(run_dir / f, broken / f)
+    shutil.copy(run_dir / "iter-000250-ckpt.pth", broken / "iter-000250-ckpt.pth")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match=r"^Run\.analyze\(\): no checkpoint of the run could be analysed \(1 failed; step 250: .*iter-000250"):
+            ssaviz.load_run(broken).analyze(TEXT)
 
 
 def test_not_a_run_is_one_clear_error(run_dir):
