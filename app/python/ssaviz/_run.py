@@ -234,7 +234,7 @@ class Run:
         heads gain js_total and js_drift, and the curves theirs); formats, layers, heads, flags: as
         Analysis.export."""
         import json
-        from . import _ablate, _base_arg, _bool, _export_compare, _flag_value, _flags, _fs, _path, _text
+        from . import ArgumentTypeError, Model, _ablate, _base_arg, _bool, _export_compare, _flag_value, _flags, _fs, _path, _text
         from ._batch import _client
         where = "Run.export()"
         # As `export --run` refuses --lens; lens="false" is no lens, as the engine reads a switch.
@@ -250,8 +250,16 @@ class Run:
         export_flags = _flags(where, dict(flags, format=formats, layers=layers, heads=heads))
         _ssaviz.check_export(_fs(out), export_flags, where)
         other = None
-        if compare_run is not None:
-            other = compare_run if isinstance(compare_run, Run) else Run(compare_run, self.device, **self.flags)
+        if isinstance(compare_run, (str, os.PathLike)):
+            if not os.path.lexists(_path(where, "compare_run", compare_run)):
+                raise FileNotFoundError(f"{where}: compare_run: no such folder: {os.fspath(compare_run)!r}")
+            other = Run(compare_run, self.device, **self.flags)
+        elif isinstance(compare_run, Run) or compare_run is None:
+            other = compare_run
+        else:
+            twin = " (a Model is one model: a twin beside each step is compare=)" if isinstance(compare_run, Model) else ""
+            raise ArgumentTypeError(f"{where}: compare_run must be a second run, its folder or a Run (ssaviz.load_run), not "
+                                    f"{type(compare_run).__name__}{twin}")
         chosen = self._chosen(where, steps)
         load_flags = _flags(where, self.flags)
         common = dict(device=self.device, load_flags=load_flags, text=text, compare=kind, base=base_dir, ablate=spec, truncate=truncate,
@@ -319,6 +327,9 @@ class Run:
             if s not in self.steps:
                 raise ValueError(f"{where}: steps: step {s} is not one of the run's {len(self.steps)} steps ({_listed(self.steps)})")
             chosen.add(s)
+        if not chosen:
+            raise ValueError(f"{where}: steps is empty: \"all\", steps of the run ({_listed(self.steps)}), or None (the default: "
+                             "run.json and the curves without a step's whole export)")
         return chosen
 
 

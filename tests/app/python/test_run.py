@@ -222,7 +222,8 @@ def test_a_run_whose_names_hold_control_characters_warns_in_one_escaped_line(run
 
 
 def test_what_a_run_cannot_do_is_said(run_dir, tmp_path):
-    """A run of no checkpoint that opens: one clear error (a numpy error on the empty arrays)."""
+    """A run of no checkpoint that opens, steps=[] and a Model as compare_run: each one clear error (a
+    numpy error on the empty arrays; an export of no step; load_run()'s path must be a path)."""
     broken = tmp_path / "broken"
     broken.mkdir()
     for f in ("lit_config.json", "vocab.json", "merges.txt"):
@@ -232,6 +233,15 @@ def test_what_a_run_cannot_do_is_said(run_dir, tmp_path):
         warnings.simplefilter("ignore")
         with pytest.raises(ValueError, match=r"^Run\.analyze\(\): no checkpoint of the run could be analysed \(1 failed; step 250: .*iter-000250"):
             ssaviz.load_run(broken).analyze(TEXT)
+    run = ssaviz.load_run(run_dir)
+    with pytest.raises(ValueError, match=r'^Run\.export\(\): steps is empty: "all", steps of the run \(100, 200, 250, 300\), or None'):
+        run.export(TEXT, tmp_path / "none", steps=[])
+    with pytest.raises(ssaviz.ArgumentTypeError, match=r"^Run\.export\(\): compare_run must be a second run, its folder or a Run "
+                                                       r"\(ssaviz\.load_run\), not Model \(a Model is one model: a twin beside each step is compare=\)$"):
+        run.export(TEXT, tmp_path / "model", compare_run=run.model(100))
+    with pytest.raises(FileNotFoundError, match=r"^Run\.export\(\): compare_run: no such folder: "):
+        run.export(TEXT, tmp_path / "missing", compare_run=tmp_path / "no-run")
+    assert not any(os.path.exists(tmp_path / name) for name in ("none", "model", "missing"))
 
 
 def test_not_a_run_is_one_clear_error(run_dir):
