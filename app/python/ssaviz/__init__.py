@@ -228,6 +228,7 @@ _PYTHON_WORDS = (
     ("(or --query-form / --value-form)", "(or query_form= / value_form=)"),
     ("or --config FILE", "or config=FILE"),
     ("name it with --base DIR", "name it with base=DIR"),
+    ("use --device cpu or auto", "use device=\"cpu\" or \"auto\""),
     ("ssaviz does not write through links inside --out", "ssaviz does not write through links inside the out= folder"),
 )
 _NEEDS_A_BASE = _re.compile(r"^--(maps|highlight) (\S+) needs a base \(--base DIR, or --compare base\)")

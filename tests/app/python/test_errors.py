@@ -32,10 +32,16 @@ def keyword_spelling(message):
     return flag.group(1).replace("-", "_") + message[flag.end():] if flag else message
 
 
+def in_python_words(message):
+    """The command line's advice as Python gives it: its keywords for the flags it names."""
+    return message.replace("pass --truncate", "pass truncate=True").replace("use --device cpu or auto", 'use device="cpu" or "auto"')
+
+
 def raises_like_cli(exc, call, *cli_args):
     with pytest.raises(exc) as info:
         call()
-    assert str(info.value) == keyword_spelling(cli_error(*cli_args))
+    assert str(info.value) == in_python_words(keyword_spelling(cli_error(*cli_args)))
+    assert "--" not in str(info.value), str(info.value)
     return info.value
 
 
@@ -69,7 +75,7 @@ def test_bad_texts(small, tmp_path):
     raises_like_cli(ValueError, lambda: small.analyze(""), "tokenize", "--model", SMALL, "--text", "")
     with pytest.raises(ValueError) as info:  # the command line's words, its advice in Python's spelling
         small.analyze(LONG)
-    assert str(info.value) == cli_error("tokenize", "--model", SMALL, "--text", LONG).replace("pass --truncate", "pass truncate=True")
+    assert str(info.value) == in_python_words(cli_error("tokenize", "--model", SMALL, "--text", LONG))
     assert str(info.value).endswith("; pass truncate=True to run it")
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"ok \xff then")
