@@ -162,7 +162,7 @@ def export_batch(texts, out, model=None, formats=None, client=None, compare="van
     worker on a machine with two; worker k, in the order of the workers' addresses, takes
     devices[k % len(devices)]); None: the model's own device on every worker. formats, layers,
     heads, flags: as Analysis.export; compare (not None: the files hold a comparison), ablate, truncate, base: as Model.analyze."""
-    from . import Model, _ablate, _base_arg, _bool, _export_compare, _flags, _fs, _path, load
+    from . import ArgumentTypeError, Model, _ablate, _base_arg, _bool, _export_compare, _flags, _fs, _path, load
     where = "export_batch()"
     out = _path(where, "out", out)
     items = _items(where, texts)
@@ -176,7 +176,7 @@ def export_batch(texts, out, model=None, formats=None, client=None, compare="van
     truncate = _bool(where, "truncate", truncate)
     _ssaviz.check_export(_fs(out), export_flags, where, [name for name, _, _ in items])
     if model is not None and not isinstance(model, (Model, str, os.PathLike)):
-        raise TypeError(f"{where}: model must be a Model, a path or None, not {type(model).__name__}")
+        raise ArgumentTypeError(f"{where}: model must be a Model, a path or None, not {type(model).__name__}")
     devices = _devices(where, devices)
     if devices is not None and client is None:
         raise ValueError(f"{where}: devices is for a Dask client's workers; without a client, load the model on the device "

@@ -248,6 +248,7 @@ def test_wrong_types_raise_argument_type_error(small):
         lambda: a.heatmap(0, 0, size=object()),
         lambda: a.export(None),
         lambda: ssaviz.export_batch("one text", "/tmp/x", model=small),
+        lambda: ssaviz.export_batch(["one text"], "/tmp/x", model=3),  # a bare TypeError
     ]
     for call in calls:
         with pytest.raises(ssaviz.ArgumentTypeError) as info:
