@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import warnings
-
 from numbers import Integral
 
 import numpy as np
