@@ -569,7 +569,7 @@ std::vector<Flag> BuildTable() {
             "a heatmap's side in pixels, 16 to 8192 (default: 28 px per token for short texts down to 1 px per token from 720 tokens)",
             [](CommandOptions& o, const FlagValue& v) {
                 const auto n = ParseInteger(v.text, 16, kMaxMapSize);
-                if (!n) Bad(v.name + " must be a heatmap side of 16 to " + std::to_string(kMaxMapSize) + " pixels");
+                if (!n) Bad(v.name + " " + QuoteForMessage(v.text) + " is not a heatmap side: a whole number of pixels, 16 to " + std::to_string(kMaxMapSize));
                 o.export_options.figures.map_size = static_cast<int>(*n);
             },
             [](const CommandOptions& o) { return Unless(o.export_options.figures.map_size, 0); })

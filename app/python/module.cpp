@@ -774,7 +774,7 @@ py::dict WriteRun(const std::string& out, const std::string& run_dir, const std:
             const int64_t number = step->step;
             if (const std::string error = AddRunStep(&run, std::move(*step)); !error.empty())
                 failed.push_back((label == "run" ? "" : label + ": ") + "step " + std::to_string(number) + " (" + model::EscapeForMessage(name) +
-                                 "): " + error);
+                                 "): " + model::EscapeForMessage(error, 4096));  // as the command line says it
         }
         return run;
     };

@@ -747,8 +747,8 @@ Result<InferredConfig> InferConfig(const WeightFile& w, const ConfigHints& hints
         const StoredTensor* t = w.Find(per_head);
         if (!heads && t && t->shape.size() == 1 && t->shape[0] > 1) { heads = t->shape[0]; why = "from the length of " + per_head; }
     }
-    if (!heads && E % 64 == 0) { heads = E / 64; why = "assuming GPT-2's head size of 64; pass --heads N if that is wrong"; }
-    if (!heads) return Fail("cannot tell n_head from the tensors' shapes (n_embd " + std::to_string(E) + "); pass --heads N");
+    if (!heads && E % 64 == 0) { heads = E / 64; why = "assuming GPT-2's head size of 64; pass --n-head N if that is wrong"; }
+    if (!heads) return Fail("cannot tell n_head from the tensors' shapes (n_embd " + std::to_string(E) + "); pass --n-head N");
     if (heads > 1024 || E % heads) return Fail("n_head " + std::to_string(heads) + " does not divide n_embd " + std::to_string(E));
     c.n_head = static_cast<int>(heads);
     out.notes.push_back("n_head " + std::to_string(heads) + " " + why);

@@ -180,6 +180,14 @@ class Run:
             raise ValueError(f"Run.model(): step {step} is not one of the run's {len(self.steps)} steps ({_listed(self.steps)})")
         return Model(self.checkpoints[self.steps.index(step)], self.device, **self.flags)
 
+    def _check_open_here(self, where, client):
+        """Without a client every step opens here: a device, dtype, config= or tokenizer= this
+        process lacks is the call's error, before the first step (it was each step's, then "no
+        checkpoint could be analysed"). A client's workers may have GPUs and files this one has not."""
+        from . import _flags
+        if client is None:
+            _ssaviz.check_open_here(self.device, _flags(where, self.flags), where)
+
     def analyze(self, text, compare="vanilla", truncate=False, client=None, base=None):
         """Every checkpoint on `text` (as Model.analyze), one model in memory at a time; with a
         dask.distributed `client`, the checkpoints run on its workers. A checkpoint that does not
@@ -190,6 +198,7 @@ class Run:
         from ._batch import _client
         where = "Run.analyze()"
         client = _client(where, client)
+        self._check_open_here(where, client)
         text = _text(where, text)
         truncate = _bool(where, "truncate", truncate)
         compare, base_dir = _base_arg(where, compare, base)
@@ -240,6 +249,7 @@ class Run:
         if flags.get("lens") is not None and _flag_value(where, "lens", flags["lens"]) in ("true", "1", ""):
             raise ValueError(f"{where} opens each of its checkpoints: not with lens= (a step's lens: Run.model(step).analyze(text).export(out, lens=True))")
         client = _client(where, client)
+        self._check_open_here(where, client)
         text = _text(where, text)
         out = _path(where, "out", out)
         truncate = _bool(where, "truncate", truncate)

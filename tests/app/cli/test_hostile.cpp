@@ -373,7 +373,7 @@ TEST_F(Cli, SizesThatCannotBeBuiltAreRefusedUpFront) {
     ExpectOneLineError(Ssaviz({"init-random", "--out", dir + "/b", "--layers", "2000"}), 2, "at most 1024");
     EXPECT_FALSE(fs::exists(dir + "/a"));
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "hi", "--out", dir + "/c", "--size", "16384"}), 2,
-                       "--size must be a heatmap side of 16 to 8192 pixels");
+                       "--size '16384' is not a heatmap side: a whole number of pixels, 16 to 8192");
 }
 
 //-----------------------------------------------------------------------------

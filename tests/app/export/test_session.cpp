@@ -247,7 +247,7 @@ TEST(Session, FlagKeysHaveTheFlagsBounds) {
     for (const json& size : {json(5), json(8193), json(-1)}) {
         auto s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"export", {{"size", size}}}});
         ASSERT_FALSE(s) << size;
-        EXPECT_NE(s.error().find("'export.size': must be a heatmap side of 16 to 8192 pixels"), std::string::npos) << s.error();
+        EXPECT_NE(s.error().find("is not a heatmap side: a whole number of pixels, 16 to 8192"), std::string::npos) << s.error();
         app::CommandOptions o;
         EXPECT_FALSE(app::ApplyFlag(app::Command::Export, "size", size.dump(), &o));
     }
@@ -483,7 +483,7 @@ TEST(Flags, ApplyByNameChecksLikeTheCommandLine) {
     EXPECT_TRUE(o.export_options.figures.log_scale);
     auto s = app::ApplyFlag(app::Command::Export, "size", "99999", &o);
     ASSERT_FALSE(s);
-    EXPECT_NE(s.error().find("--size must be a heatmap side of 16 to 8192 pixels"), std::string::npos) << s.error();
+    EXPECT_NE(s.error().find("--size '99999' is not a heatmap side: a whole number of pixels, 16 to 8192"), std::string::npos) << s.error();
     s = app::ApplyFlag(app::Command::Info, "layers", "0", &o);
     ASSERT_FALSE(s);
     EXPECT_NE(s.error().find("info takes no --layers"), std::string::npos) << s.error();

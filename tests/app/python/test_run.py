@@ -201,10 +201,13 @@ def test_an_export_is_all_or_nothing_and_never_through_a_link(run_dir, tmp_path)
     with pytest.raises(ValueError, match=r"layer 99 is out of range \(the model has 2\)"):  # taken and unused without steps=
         run.export(TEXT, tmp_path / "layers", layers=[99])
     assert not os.path.exists(tmp_path / "layers")
-    # Inside the run's folder an export would become one of its steps (checkpoint-999/): refused.
-    with pytest.raises(ValueError, match="is inside the run folder"):
+    # Inside the run's folder an export would become one of its steps (checkpoint-999/): refused,
+    # as a new step by any export, and anywhere inside by a run's.
+    with pytest.raises(ValueError, match="would become a step of the run"):
         run.export(TEXT, run_dir / "checkpoint-999", formats=["json"])
-    assert not os.path.exists(run_dir / "checkpoint-999")
+    with pytest.raises(ValueError, match="is inside the run folder"):
+        run.export(TEXT, run_dir / "exports", formats=["json"])
+    assert not os.path.exists(run_dir / "checkpoint-999") and not os.path.exists(run_dir / "exports")
 
 
 def test_a_run_whose_names_hold_control_characters_warns_in_one_escaped_line(run_dir, tmp_path):
@@ -242,6 +245,23 @@ def test_what_a_run_cannot_do_is_said(run_dir, tmp_path):
     with pytest.raises(FileNotFoundError, match=r"^Run\.export\(\): compare_run: no such folder: "):
         run.export(TEXT, tmp_path / "missing", compare_run=tmp_path / "no-run")
     assert not any(os.path.exists(tmp_path / name) for name in ("none", "model", "missing"))
+    # What every step opens with, checked before the first here (each step failed on it, then "no
+    # checkpoint could be analysed"): a device this machine lacks, a config= that is not there.
+    for flags, message in ((dict(device="cuda:99"), r"^Run\.(analyze|export)\(\): device cuda:99: "),
+                           (dict(config=str(tmp_path / "none.json")), r"^Run\.(analyze|export)\(\): config '.*none\.json' does not exist$")):
+        device = flags.pop("device", "auto")
+        elsewhere = ssaviz.load_run(run_dir, device, **flags)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # not one warning a step
+            with pytest.raises(ValueError, match=message):
+                elsewhere.analyze(TEXT)
+            with pytest.raises(ValueError, match=message):
+                elsewhere.export(TEXT, tmp_path / "elsewhere")
+    assert not os.path.exists(tmp_path / "elsewhere")
+    # A single model's export where it would become a new step of the run is refused as the command line's is.
+    with pytest.raises(ValueError, match=r"would become a step of the run"):
+        run.model(100).analyze(TEXT).export(run_dir / "checkpoint-999")
+    assert not os.path.exists(run_dir / "checkpoint-999")
 
 
 def test_not_a_run_is_one_clear_error(run_dir):
