@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
@@ -119,11 +120,10 @@ struct JsonFields {
         if (!v->is_string()) return Fail(Wrong(key, "a string", *v).error());
         return v->get<std::string>();
     }
-    static std::string Format(double x) {
-        std::string s = std::to_string(x);
-        s.erase(s.find_last_not_of('0') + 1);
-        if (!s.empty() && s.back() == '.') s.pop_back();
-        return s;
+    static std::string Format(double x) {  // %g: a bound of 1e-12 read "0" in fixed notation, 0 seemingly inside
+        char text[32];
+        std::snprintf(text, sizeof text, "%g", x);
+        return text;
     }
     static std::string FormatRange(double lo, double hi) { return Format(lo) + " .. " + Format(hi); }
 };
@@ -431,7 +431,7 @@ Result<ModelConfig> ParseLitConfig(std::string_view json_text, const std::string
         if (it == root.end() || it->is_null()) return fallback;
         if (!it->is_number()) return wrong(key, "a number", *it);
         const double v = it->get<double>();
-        if (!(v >= lo && v <= hi)) return Fail(source + ": '" + key + "' = " + DescribeJson(*it) + " is out of range (" + std::to_string(lo) + " .. " + std::to_string(hi) + ")");
+        if (!(v >= lo && v <= hi)) return Fail(source + ": '" + key + "' = " + DescribeJson(*it) + " is out of range (" + JsonFields::FormatRange(lo, hi) + ")");
         return v;
     };
     auto get_bool = [&](const char* key, bool fallback) -> Result<bool> {

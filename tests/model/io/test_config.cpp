@@ -493,6 +493,13 @@ TEST(LitConfig, OfficialPythia160mTakesLitGptDefaults) {
     EXPECT_FALSE(c.IsSsa());
 }
 
+// A range's bounds as they are: norm_eps 0 was refused as out of "(0.000000 .. 1.000000)", its
+// lower bound 1e-12 printed in fixed notation.
+TEST(LitConfig, ARangeNamesItsBoundsExactly) {
+    const std::string e = LitError(R"({"block_size": 64, "n_layer": 2, "n_embd": 32, "n_head": 4, "norm_eps": 0})");
+    EXPECT_TRUE(Has(e, "'norm_eps' = 0 is out of range (1e-12 .. 1)")) << e;
+}
+
 TEST(LitConfig, AFamilyIsAShortPrintableName) {
     // `info` prints the family first: a terminal's escape sequences in it set the title and cleared
     // the screen, and a 1 MB one filled the terminal.
