@@ -15,6 +15,7 @@ import threading
 import warnings
 import zlib
 from collections import Counter
+from collections.abc import Mapping
 
 from . import _in_python_words, _python_words, _ssaviz
 
@@ -34,6 +35,8 @@ def _list(where, name, value, of):
 def _items(where, texts):
     """[(folder, line, text bytes)] with the folder names `ssaviz export --batch` gives."""
     from . import ArgumentTypeError, _text
+    if isinstance(texts, Mapping):  # {name: text}: its keys were taken as the texts
+        texts = list(texts.items())
     texts = _list(where, "texts", texts, "texts")
     names, bodies = [], []
     for t in texts:
@@ -152,7 +155,7 @@ def _export_one(item, out, model_spec, compare, twin_flags, flags, ablate, trunc
 def export_batch(texts, out, model=None, formats=None, client=None, compare="vanilla", ablate=None, truncate=False,
                  layers=None, heads=None, devices=None, base=None, **flags):
     """Exports every text as `ssaviz export --batch` does: OUT/<name>/ per text (names from
-    {"name": ..., "text": ...} dicts or (name, text) pairs, else text_0001, ...), and
+    {"name": ..., "text": ...} dicts, (name, text) pairs or a {name: text} dict, else text_0001, ...), and
     OUT/summary.json and summary.csv comparing them. A text that cannot run (empty, too long) is
     skipped with a warning and listed under "failed". Returns the summary as a dict.
 

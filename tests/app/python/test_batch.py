@@ -219,3 +219,12 @@ def test_a_dask_worker_computes_on_its_threads_not_the_machines(tmp_path, monkey
     (worker,) = runtime.values()
     assert worker["threads"] == 1, worker
     assert "threads_per_worker" in worker["threads_why"], worker
+
+
+def test_a_dict_of_texts_names_each_by_its_key(tmp_path):
+    """{name: text}: each text's folder is its key (the keys were taken as the texts, and exported)."""
+    summary = ssaviz.export_batch({"cat": "The cat sat on the mat.", "dog": "A dog ran in the park."}, tmp_path / "out",
+                                  model=SMALL, formats=["json"])
+    assert [t["name"] for t in summary["texts"]] == ["cat", "dog"]
+    tokens = json.loads((tmp_path / "out" / "dog" / "tokens.json").read_text())
+    assert "".join(tokens["pieces"]).replace("\u0120", " ").startswith("A dog"), tokens["pieces"]
