@@ -285,6 +285,7 @@ int CmdExport(const CommandOptions& o) {
         const model::Analysis analysis = Must(runner->Analyze(Must(runner->Tokenize(text, o.truncate))));
         // What the file's numbers hold is the input's fault: exit 3, as every refusal of a file.
         if (const std::string why = NonFiniteAnalysis(analysis); !why.empty()) throw Failure{kExitBadInput, why + "; nothing was written"};
+        if (auto s = CheckHighlightHeld(options, analysis); !s) throw Failure{kExitUsage, s.error()};
         std::vector<ExportFile> lens_files;
         if (options.lens) lens_files = LensExportFiles(runner->engine(), runner->Info(), analysis, RunLensWithProgress(*runner, analysis), options);
         ProgressBar bar("export");
@@ -448,7 +449,7 @@ int CmdInitRandom(const CommandOptions& o) {
         throw Failure{kExitUsage, "--family " + m.family + " is written as an HF folder only: give --layout hf"};
     if (m.layout == model::Layout::Lit && !c.Rope())
         throw Failure{kExitUsage, "--layout lit needs a RoPE family lit-gpt holds (" + LitFamilies() + "); GPT-2 is HF's layout"};
-    if (auto s = CheckExportFolder(o.out); !s) throw Failure{kExitUsage, "--out: " + s.error()};
+    if (auto s = CheckExportFolder(o.out, /*weights=*/true); !s) throw Failure{kExitUsage, "--out: " + s.error()};
     if (auto s = model::WriteRandomModel(c, seed, tokenizer, o.out, m.save_dtype, m.layout); !s) throw Failure{kExitBadInput, s.error()};
     return kExitOk;
 }

@@ -84,7 +84,7 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
         for (const std::string& p : *paths)
             if (!p.empty()) o.task.data.push_back(p);
     }
-    if (auto s = CheckExportFolder(options.out); !s) throw Failure{kExitUsage, "--out: " + s.error()};
+    if (auto s = CheckExportFolder(options.out, /*weights=*/true); !s) throw Failure{kExitUsage, "--out: " + s.error()};
     if (!m.from.empty()) {  // a fine-tune: the base's shape and tokenizer
         for (const auto& [given, flag] : {std::pair<bool, const char*>(m.layers.has_value(), "--layers"), {m.heads.has_value(), "--heads"},
                                           {m.width.has_value(), "--width"}, {m.context.has_value(), "--context"}, {m.vocab.has_value(), "--vocab"}})

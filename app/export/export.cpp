@@ -567,7 +567,8 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
     // For papers: where SSA's lens differs from each other side's, as the loss of the next token SSA
     // minus the other's after each layer (blue where SSA predicts it better), on a symmetric diverging scale (lens_diff against the
     // comparison, lens_diff_base against a base: where in depth fine-tuning changed the prediction).
-    const LensSideFiles* ssa_side = !sides.empty() && sides[0].suffix.empty() ? &sides[0] : nullptr;
+    // A text of one token has no next token to lose on: no difference to draw (it wrote an empty PNG).
+    const LensSideFiles* ssa_side = !sides.empty() && sides[0].suffix.empty() && sides[0].lens && sides[0].lens->n_tokens >= 2 ? &sides[0] : nullptr;
     for (size_t i = 1; ssa_side && ssa_side->lens && i < sides.size(); ++i) {
         const LensSideFiles& other = sides[i];
         if (!other.lens || other.lens->loss.size() != ssa_side->lens->loss.size()) continue;
@@ -868,9 +869,10 @@ model::Status TryExportFolder(const fs::path& out, const std::string& shown, std
 
 }  // namespace
 
-model::Status CheckExportFolder(const std::string& out_dir) {
+model::Status CheckExportFolder(const std::string& out_dir, bool weights) {
     if (out_dir.empty()) return model::Fail("--out is empty: name the folder to write");
-    if (auto s = CheckNotANewRunStep(out_dir); !s) return s;
+    if (!weights)
+        if (auto s = CheckNotANewRunStep(out_dir); !s) return s;
     const std::string shown = "'" + model::EscapeForMessage(out_dir) + "'";
     // Made, probed and removed again; tried again, a few times at most, where another process
     // removed a folder on the way meanwhile. A folder made here that such a process's probe keeps
@@ -918,12 +920,22 @@ model::Status CheckExportSettings(const ExportOptions& options, bool has_base) {
     return model::Ok{};
 }
 
+model::Status CheckHighlightHeld(const ExportOptions& options, const model::Analysis& a) {
+    // A loss colouring of a side with no loss (the layer-local comparison has none) drew an empty highlight.
+    if ((options.png || options.svg || options.html) && IsLoss(options.figures.highlight) && !Holds(a, options.figures.highlight))
+        return model::Fail(std::string("--highlight ") + ToString(options.figures.highlight) + " needs the comparison's loss, which the " +
+                           CompareName(a) + " comparison does not give: compare with tau = 1 (--compare vanilla) or a twin");
+    return model::Ok{};
+}
+
 model::Status WriteExport(std::string_view text, const model::Analysis& a, const model::ModelInfo& info,
                           const ExportOptions& options, const ExportProgress& progress, std::vector<ExportFile> extra) {
     if (auto s = CheckExportFolder(options.out_dir); !s) return s;
     if (const std::string why = NonFiniteAnalysis(a); !why.empty()) return model::Fail(why + "; nothing was written");
     // No format chosen is fine where the caller adds files of its own (the lens's).
-    if (auto s = CheckExportSettings(options, a.HasBase()); !s && !(ExportFormats(options).empty() && !extra.empty())) return s;
+    if (auto s = CheckExportSettings(options, a.HasBase()); !s && !ExportFormats(options).empty()) return model::Fail(s.error() + "; nothing was written");
+    else if (!s && extra.empty()) return s;
+    if (auto s = CheckHighlightHeld(options, a); !s) return s;
     std::vector<ExportFile> plan = PlanExport(text, a, info, options);
     for (ExportFile& f : extra) plan.push_back(std::move(f));
     const fs::path out(options.out_dir);

@@ -125,8 +125,10 @@ nlohmann::json InfoCommandJson(const model::ModelInfo& info);
 nlohmann::json CatalogueToJson();
 
 // Checks that an export can write to `out_dir`: a folder (or a link to one the user named), or
-// missing with a writable folder above it; not a file. The command line asks before any model runs.
-model::Status CheckExportFolder(const std::string& out_dir);
+// missing with a writable folder above it; not a file; and not a new step of a run
+// (CheckNotANewRunStep) unless what goes there is a model's weights (`weights`: init-random,
+// train). The command line asks before any model runs.
+model::Status CheckExportFolder(const std::string& out_dir, bool weights = false);
 
 // "" when every temperature and loss of the analysis is finite; else the one-line refusal naming
 // the first that is not (a file whose numbers overflow: exports and figures are refused, exit 3).
@@ -136,6 +138,9 @@ std::string NonFiniteAnalysis(const model::Analysis& a);
 // and no map or highlight only a base has (--maps base, --highlight js_total) without one. Asked
 // before the model runs where the settings are the user's (export, a session's --export-to: exit 2).
 model::Status CheckExportSettings(const ExportOptions& options, bool has_base);
+// Whether the analysis holds what the highlight colours by: a loss colouring of the comparison
+// needs a comparison with a loss of its own (the layer-local one has none: it drew an empty figure).
+model::Status CheckHighlightHeld(const ExportOptions& options, const model::Analysis& a);
 
 // Runs the plan: every file to a temporary name, then all renamed into place, so a failure leaves
 // the folder as it was; never writes through a link inside `out_dir`. Stops at the first failure

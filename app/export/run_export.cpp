@@ -8,6 +8,7 @@
 #include "app/core/exit_code.h"
 #include "app/core/names.h"
 #include "app/export/batch.h"
+#include "app/export/export_figures.h"
 #include "model/io/files.h"
 #include "model/io/npy.h"
 #include "model/nn/analysis.h"
@@ -188,11 +189,15 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
                     std::to_string(shape->first) + " x " + std::to_string(shape->second));
     // What the comparison, the what-ifs, the heads chosen or the text make fail fails for every
     // step: the run stops with the command line's code for it instead of opening every checkpoint
-    // to say it again. The heads are checked on every step, with --steps or not, so --layers 99 is
-    // refused however the run is exported.
+    // to say it again. The heads and the highlight's head are checked on every step, with --steps or
+    // not, so --layers 99 or --highlight-scope 5,5 is refused however the run is exported.
     ExportOptions one = spec.options;
     one.out_dir = full_out;
     if (auto s = ResolveExportHeads(&one, c.n_layer, c.n_head); !s) {
+        r.fatal = kExitUsage;
+        return fail(s.error());
+    }
+    if (auto s = CheckHighlightScope(one.figures, c.n_layer, c.n_head); !s) {
         r.fatal = kExitUsage;
         return fail(s.error());
     }
@@ -210,6 +215,10 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
     auto a = (*runner)->Analyze(*tokens);
     if (!a) return fail(a.error().message);
     if (!full_out.empty()) {  // what `ssaviz export` writes for this checkpoint alone
+        if (auto s = CheckHighlightHeld(one, *a); !s) {
+            r.fatal = kExitUsage;
+            return fail(s.error());
+        }
         if (auto s = WriteExport(text, *a, (*runner)->Info(), one); !s) {
             r.fatal = kExitFailure;
             return fail(s.error());

@@ -89,6 +89,7 @@ namespace {
 model::Status FitToModel(ExportOptions* options, const model::Analysis& a, bool with_lens) {
     if (auto s = ResolveExportHeads(options, a.n_layer, a.n_head); !s) return s;
     if (auto s = CheckExportSettings(*options, a.HasBase()); !s && !(with_lens && ExportFormats(*options).empty())) return s;
+    if (auto s = CheckHighlightHeld(*options, a); !s) return s;
     return CheckHighlightScope(options->figures, a.n_layer, a.n_head);
 }
 

@@ -229,6 +229,7 @@ _PYTHON_WORDS = (
     ("or --config FILE", "or config=FILE"),
     ("name it with --base DIR", "name it with base=DIR"),
     ("use --device cpu or auto", "use device=\"cpu\" or \"auto\""),
+    ("compare with tau = 1 (--compare vanilla) or a twin", "compare with tau = 1 (compare=\"vanilla\") or a twin"),
     ("ssaviz does not write through links inside --out", "ssaviz does not write through links inside the out= folder"),
 )
 _NEEDS_A_BASE = _re.compile(r"^--(maps|highlight) (\S+) needs a base \(--base DIR, or --compare base\)")

@@ -78,6 +78,15 @@ TEST_F(Cli, ExportLensWritesTheLensAndTheAttribution) {
                               "assert np.abs(c[-1] - lc).max() < 1e-5, np.abs(c[-1] - lc).max()\" " +
                               Quote(out) + " >" + Scratch("lens_check.log") + " 2>&1";
     EXPECT_EQ(std::system(check.c_str()), 0) << ReadFile(Scratch("lens_check.log"));
+    // One token: no next token, so no lens difference to draw (it wrote an empty lens_diff.png); no
+    // figure of the export is empty.
+    r = Ssaviz({"export", "--model", Small(), "--text", "The", "--out", out + "_one", "--format", "png,svg,json", "--lens"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_FALSE(fs::exists(out + "_one/lens_diff.png"));
+    for (const auto& e : fs::recursive_directory_iterator(out + "_one"))
+        if (e.is_regular_file()) {
+            EXPECT_GT(e.file_size(), 0u) << e.path();
+        }
     r = Ssaviz({"export", "--model", Small(), "--text", text, "--out", out + "2", "--lens", "--ablate", "0:1"});
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_NE(r.err.find("--lens runs the model as loaded"), std::string::npos) << r.err;
@@ -263,15 +272,18 @@ TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
         ExpectOneLineError(Ssaviz({"export", "--run", run, "--steps", steps, "--text", text, "--out", dir + "/x"}), 2, "is not a step number");
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--steps", "all", "--text", text, "--out", dir + "/x"}), 2, "--steps goes with --run");
     // Heads the run's models do not have are refused with --steps or without (they were taken, unused).
-    for (std::vector<std::string> steps : {std::vector<std::string>{}, std::vector<std::string>{"--steps", "1000"}}) {
-        std::vector<std::string> args = {"export", "--run", run, "--layers", "99", "--text", text, "--out", dir + "/x"};
-        args.insert(args.end(), steps.begin(), steps.end());
-        const Outcome r = Ssaviz(args);  // after the first step's line of progress: the model says what it has
-        EXPECT_EQ(r.code, 2);
-        const std::string said = "\nssaviz: --layers: layer 99 is out of range (the model has 2)\n";
-        EXPECT_TRUE(r.err.size() > said.size() && r.err.compare(r.err.size() - said.size(), said.size(), said) == 0) << r.err;
-        EXPECT_FALSE(fs::exists(dir + "/x"));
-    }
+    // So is a highlight's head (--highlight-scope 5,5 was taken and clamped in a step's figures).
+    for (const auto& [flag, value, said] : {std::tuple<std::string, std::string, std::string>{"--layers", "99", "--layers: layer 99 is out of range (the model has 2)"},
+                                            {"--highlight-scope", "1,5", "--highlight-scope: head 5 is out of range (the model has 2)"}})
+        for (std::vector<std::string> steps : {std::vector<std::string>{}, std::vector<std::string>{"--steps", "1000"}}) {
+            std::vector<std::string> args = {"export", "--run", run, flag, value, "--text", text, "--out", dir + "/x"};
+            args.insert(args.end(), steps.begin(), steps.end());
+            const Outcome r = Ssaviz(args);  // after the first step's line of progress: the model says what it has
+            EXPECT_EQ(r.code, 2);
+            const std::string line = "\nssaviz: " + said + "\n";
+            EXPECT_TRUE(r.err.size() > line.size() && r.err.compare(r.err.size() - line.size(), line.size(), line) == 0) << r.err;
+            EXPECT_FALSE(fs::exists(dir + "/x"));
+        }
     ExpectOneLineError(Ssaviz({"export", "--run", run, "--compare-run", dir + "/a", "--text", text, "--out", dir + "/x"}), 3,
                        "--compare-run: ");
     // Not a run: one line each.
@@ -442,6 +454,12 @@ TEST_F(Cli, ExportOptionErrorsNameTheFlag) {
     ExpectOneLineError(with({"--highlight-scope", "x"}), 2, "--highlight-scope 'x'");
     ExpectOneLineError(with({"--temperature-scale", "layer"}), 2, "--temperature-scale 'layer' is not one of model, head");
     ExpectOneLineError(with({"--batch"}), 2, "--batch needs --text-file");
+    // A loss colouring of the comparison where it has no loss (the layer-local one): it drew an
+    // empty highlight and exited 0.
+    for (const char* highlight : {"loss_compare", "loss_delta"})
+        ExpectOneLineError(with({"--compare", "local", "--format", "png", "--highlight", highlight}), 2,
+                           std::string("--highlight ") + highlight + " needs the comparison's loss, which the tau=1 local comparison does not give");
+    EXPECT_FALSE(fs::exists(kOut + "/x/highlight.png"));
 }
 
 TEST_F(Cli, BatchOfJsonLinesWritesAFolderPerTextAndASummary) {

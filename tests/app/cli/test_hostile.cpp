@@ -232,7 +232,7 @@ TEST_F(Cli, ALinkLoopAndTheModelAsItsOwnBaseAreNamed) {
     const std::string base = dir + "/ft/base";
     auto no_base = [&](const std::string& why) {
         ExpectOneLineError(Ssaviz({"export", "--model", dir + "/ft", "--compare", "base", "--text", "a b", "--out", dir + "/x"}), 2,
-                           "its folder; '" + base + "'" + why);
+                           "step train kept; '" + base + "'" + why);
     };
     fs::create_symlink("base", base);
     no_base(" is a loop of symbolic links): name it with --base DIR");
@@ -250,11 +250,11 @@ TEST_F(Cli, ALinkLoopAndTheModelAsItsOwnBaseAreNamed) {
     const std::string lit = dir + "/ft/lit_model.pth";
     ASSERT_EQ(::mkfifo(lit.c_str(), 0600), 0);
     ExpectOneLineError(Ssaviz({"export", "--model", dir + "/ft", "--compare", "base", "--text", "a b", "--out", dir + "/x"}), 2,
-                       "its folder; '" + lit + "' is a FIFO, not a file): name it with --base DIR");
+                       "step train kept; '" + lit + "' is a FIFO, not a file): name it with --base DIR");
     fs::remove(lit);
     fs::create_symlink("model.safetensors", lit);
     ExpectOneLineError(Ssaviz({"export", "--model", dir + "/ft", "--compare", "base", "--text", "a b", "--out", dir + "/x"}), 2,
-                       "its folder; '" + lit + "' is the model itself): name it with --base DIR");
+                       "step train kept; '" + lit + "' is the model itself): name it with --base DIR");
     EXPECT_FALSE(fs::exists(dir + "/x"));
 }
 
