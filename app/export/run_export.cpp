@@ -212,6 +212,10 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
         r.fatal = ExitCodeOf(tokens.error().kind);
         return fail(tokens.error().message);
     }
+    if (tokens->ids.size() < 2) {  // every curve of the run was empty
+        r.fatal = kExitBadInput;
+        return fail("a text of one token has no loss and one attention row, so nothing to follow over the steps: give a run two tokens or more");
+    }
     auto a = (*runner)->Analyze(*tokens);
     if (!a) return fail(a.error().message);
     if (!full_out.empty()) {  // what `ssaviz export` writes for this checkpoint alone

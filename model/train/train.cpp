@@ -671,10 +671,14 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
     for (auto& run : runs) {
         MakeTrainable(run, o);
         if (o.resume) {
+            // A regular file first: LibTorch's reader waited for ever on a FIFO there, and said nothing of a missing one.
+            const std::string file = checkpoint + "/" + run.role + "/optimizer.pt";
+            if (Status s = CheckRegularFile(file, SIZE_MAX); !s) return Fail(s.error() + ": --resume needs the optimizer's state the checkpoint saved");
             try {
-                torch::load(*run.optimizer, checkpoint + "/" + run.role + "/optimizer.pt");
-            } catch (const std::exception&) {
-                return Fail(checkpoint + "/" + run.role + "/optimizer.pt: cannot read");
+                torch::load(*run.optimizer, file);
+            } catch (const std::exception& e) {
+                const std::string what = e.what();
+                return Fail(Quoted(file) + ": not the optimizer's state of this run (" + EscapeForMessage(what.substr(0, what.find('\n'))) + ")");
             }
         }
     }

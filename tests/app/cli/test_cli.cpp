@@ -627,6 +627,22 @@ using namespace cli_test;
 
 const std::string kBundled = std::string(SSAVIZ_SOURCE_DIR) + "/assets/models";
 
+// The binary started on its own (not through the fork server), to be signalled: stdin and stdout
+// on /dev/null, stderr into `err_file`. Returns its pid.
+pid_t StartSsaviz(const std::vector<std::string>& args, const std::string& err_file) {
+    const pid_t pid = fork();
+    if (pid != 0) return pid;
+    const int err = open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), null = open("/dev/null", O_RDWR);
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(err, 2);
+    std::vector<char*> argv = {const_cast<char*>(SSAVIZ_BINARY)};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(SSAVIZ_BINARY, argv.data());
+    _exit(127);
+}
+
 std::string Fixed(const char* format, double v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, format, v);
@@ -716,17 +732,10 @@ TEST(CliTrain, AnInterruptedTrainingCleansUpAfterItself) {
         const std::string out = Scratch(keep ? "train_interrupted_kept" : "train_interrupted");
         fs::remove_all(out);
         const std::string err_file = Scratch("interrupted.err");
-        const pid_t pid = fork();
+        const pid_t pid = StartSsaviz({"train", "--task", "graph", "--out", out, "--steps", "1000000", "--checkpoint-every", "20",
+                                       keep ? "--keep-checkpoints" : "--no-twin"},
+                                      err_file);
         ASSERT_GE(pid, 0);
-        if (pid == 0) {
-            const int err = open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), null = open("/dev/null", O_RDWR);
-            dup2(null, 0);
-            dup2(null, 1);
-            dup2(err, 2);
-            execl(SSAVIZ_BINARY, SSAVIZ_BINARY, "train", "--task", "graph", "--out", out.c_str(), "--steps", "1000000", "--checkpoint-every",
-                  "20", keep ? "--keep-checkpoints" : "--no-twin", static_cast<char*>(nullptr));
-            _exit(127);
-        }
         for (int waited = 0; waited < 1200 && !fs::exists(out + "/checkpoint/state.json"); ++waited) usleep(100000);
         ASSERT_TRUE(fs::exists(out + "/checkpoint/state.json")) << ReadFile(err_file);
         // A second train into the folder while this one runs is refused (two mixed their steps).
@@ -770,17 +779,10 @@ TEST(CliExport, AnInterruptedExportLeavesTheFolderAsItWas) {
             std::ofstream(out + "/notes.txt") << "the user's\n";
         }
         const std::string err_file = Scratch("interrupted_export.err");
-        const pid_t pid = fork();
+        const pid_t pid = StartSsaviz({"export", "--model", random_model, "--text-file", Scratch("interrupted.txt"), "--truncate", "--out", out,
+                                       "--format", "json,npy,csv,png,svg,html"},
+                                      err_file);
         ASSERT_GE(pid, 0);
-        if (pid == 0) {
-            const int err = open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), null = open("/dev/null", O_RDWR);
-            dup2(null, 0);
-            dup2(null, 1);
-            dup2(err, 2);
-            execl(SSAVIZ_BINARY, SSAVIZ_BINARY, "export", "--model", random_model.c_str(), "--text-file", Scratch("interrupted.txt").c_str(),
-                  "--truncate", "--out", out.c_str(), "--format", "json,npy,csv,png,svg,html", static_cast<char*>(nullptr));
-            _exit(127);
-        }
         auto writing = [&] {
             std::error_code ec;
             for (fs::directory_iterator it(out, ec), end; !ec && it != end; it.increment(ec))

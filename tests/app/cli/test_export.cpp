@@ -284,6 +284,12 @@ TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
             EXPECT_TRUE(r.err.size() > line.size() && r.err.compare(r.err.size() - line.size(), line.size(), line) == 0) << r.err;
             EXPECT_FALSE(fs::exists(dir + "/x"));
         }
+    {  // One token: no loss, one attention row; every curve was empty.
+        const Outcome r = Ssaviz({"export", "--run", run, "--text", "The", "--out", dir + "/x"});
+        EXPECT_EQ(r.code, 3) << r.err;
+        EXPECT_NE(r.err.find("\nssaviz: a text of one token has no loss and one attention row"), std::string::npos) << r.err;
+        EXPECT_FALSE(fs::exists(dir + "/x"));
+    }
     ExpectOneLineError(Ssaviz({"export", "--run", run, "--compare-run", dir + "/a", "--text", text, "--out", dir + "/x"}), 3,
                        "--compare-run: ");
     // Not a run: one line each.

@@ -1,6 +1,8 @@
 // The trainer: real LibTorch autograd on real data (a fortune file from Debian's fortunes package,
 // the synthetic tasks), real files written and read back. Small models and few steps keep each
 // test to seconds; nothing here checks a timing.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
@@ -205,6 +207,21 @@ TEST(Train, ResumeRefusesAnotherTokenizerOrShape) {
     EXPECT_NE(refused.error().find("another tokenizer than this run's (made from --data: has the data changed?)"), std::string::npos)
         << refused.error();
     fs::copy_file(kFortune, data, fs::copy_options::overwrite_existing);  // the data it was trained on
+    // An optimizer.pt that is not one: a FIFO is refused before anything reads it (LibTorch's reader
+    // would wait on it for ever), bytes that are no state are named as such ("cannot read" was all).
+    const std::string optimizer = o.out + "/checkpoint/ssa/optimizer.pt", kept = Out("resume_optimizer.pt");
+    fs::rename(optimizer, kept);
+    ASSERT_EQ(::mkfifo(optimizer.c_str(), 0600), 0);
+    refused = model::Train(o, nullptr);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().find("holds 'optimizer.pt': it is not a folder ssaviz train wrote"), std::string::npos) << refused.error();
+    fs::remove(optimizer);
+    std::ofstream(optimizer) << "not an optimizer";
+    refused = model::Train(o, nullptr);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().find("optimizer.pt': not the optimizer's state of this run ("), std::string::npos) << refused.error();
+    fs::remove(optimizer);
+    fs::rename(kept, optimizer);
 
     auto wider = SmallText(Out("resume_wider"));
     wider.config.n_embd = 64;
@@ -277,9 +294,10 @@ TEST(Train, AFineTuneStartsFromItsBaseAndWritesItBeside) {
         std::vector<model::RoleTensors> got = model::TensorsByRole(**m);
         ASSERT_EQ(got.size(), want.size());
         for (size_t k = 0; k < want.size(); ++k)
-            for (const auto& [w, g] : {std::pair(want[k].weight, got[k].weight), std::pair(want[k].bias, got[k].bias)}) {
-                if (w && w->defined()) EXPECT_TRUE(g && g->defined() && at::equal(*w, *g)) << "tensor " << k;
-            }
+            for (const auto& [w, g] : {std::pair(want[k].weight, got[k].weight), std::pair(want[k].bias, got[k].bias)})
+                if (w && w->defined()) {
+                    EXPECT_TRUE(g && g->defined() && at::equal(*w, *g)) << "tensor " << k;
+                }
     }
     const model::TemperatureParams& q = ssa0->layers[0].q;
     const double slope = std::exp(-std::exp(2.0));
