@@ -341,7 +341,9 @@ void ExportDialog::DrawPreview(const WindowState& state) {
     // The plan is rebuilt only when the settings or the analysis change, not every frame.
     ExportOptions options = m_options;
     if (auto fits = FitToModel(&options, *state.analysis, m_with_lens && ExportableLens(state)); !fits) {
-        ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.4f, 1.0f), "%s", fits.error().c_str());
+        ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.45f, 0.4f, 1.0f));
+        ImGui::TextWrapped("%s", fits.error().c_str());  // the whole of it: a line past the pane's edge was cut
+        ImGui::PopStyleColor();
         return;
     }
     const std::string plan_key = model::JsonText(ExportOptionsToJson(options));
