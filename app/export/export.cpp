@@ -967,17 +967,32 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
         }
         if (ec) return unmake(), model::Fail(folder.string() + ": cannot create (" + ec.message() + ")");
     }
-    // Each file is written to a temporary one in a folder of our own inside --out; only when every
-    // one is complete are they renamed into place, so a failure (a full disk, a cancel) leaves the
-    // folder as it was. (One folder rather than a file beside each: an interrupt removes the folder
-    // under writers still running, which then cannot make their file again.) Files are independent
-    // and each is deterministic, so several threads give the same bytes.
-    auto staged = model::CreateTempFolderBeside((out / "export").string());
-    if (!staged) return unmake(), model::Fail(staged.error());
+    // Each file is written to a temporary one in a folder of our own inside the folder it goes to
+    // (".export.ssaviz-*", one a folder, so that its rename stays within one file system); only when
+    // every one is complete are they renamed into place, so a failure (a full disk, a cancel) leaves
+    // --out as it was. (Folders rather than a file beside each: an interrupt removes a folder under
+    // writers still running, which then cannot make their file again.) Files are independent and
+    // each is deterministic, so several threads give the same bytes.
+    std::map<fs::path, std::string> staging;  // a file's folder -> ours inside it
+    auto discard = [&](const std::string& error) {
+        std::error_code ignored;
+        for (const auto& [folder, ours] : staging) fs::remove_all(ours, ignored);
+        unmake();
+        return model::Fail(error);
+    };
+    std::vector<std::string> temps(plan.size());
+    for (size_t k = 0; k < plan.size(); ++k) {
+        const fs::path folder = (out / plan[k].path).parent_path();
+        auto at = staging.find(folder);
+        if (at == staging.end()) {
+            auto made = model::CreateTempFolderBeside((folder / "export").string());
+            if (!made) return discard(made.error());
+            at = staging.emplace(folder, *made).first;
+        }
+        temps[k] = (fs::path(at->second) / (std::to_string(k) + ".tmp")).string();
+    }
     const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
     const size_t threads = std::min<size_t>(plan.size(), options.threads > 0 ? options.threads : hardware);
-    std::vector<std::string> temps(plan.size());
-    for (size_t k = 0; k < plan.size(); ++k) temps[k] = (fs::path(*staged) / (std::to_string(k) + ".tmp")).string();
     std::atomic<size_t> next{0};
     std::mutex mutex;  // guards done, failure, in_flight and the progress callback
     std::condition_variable room;
@@ -1021,23 +1036,15 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
     for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
     work();
     for (std::thread& t : pool) t.join();
-    auto discard = [&](const std::string& error) {
-        std::error_code ignored;
-        fs::remove_all(*staged, ignored);
-        unmake();
-        return model::Fail(error);
-    };
     if (failure) return discard(*failure);
     for (const ExportFile& f : plan)
         if (auto s = model::CheckFilePlace((out / f.path).string()); !s) return discard(s.error());
-    for (const fs::path& folder : folders)  // a folder files cannot go in fails them all, before any moves
-        if (auto s = ProbeWrite(folder, model::Quoted(folder.string())); !s) return discard(s.error());
     // rename() replaces a link at the destination rather than writing through it.
     model::PuttingInPlace all_or_none;
     for (size_t k = 0; k < plan.size(); ++k)
         if (::rename(temps[k].c_str(), (out / plan[k].path).c_str()) != 0)
             return discard((out / plan[k].path).string() + ": cannot replace it (" + std::strerror(errno) + ")");
-    ::rmdir(staged->c_str());
+    for (const auto& [folder, ours] : staging) ::rmdir(ours.c_str());
     return model::Ok{};
 }
 
