@@ -21,6 +21,11 @@ struct RunStep {
 constexpr int64_t kMaxRunEntries = 100000;
 constexpr int64_t kMaxRunSteps = 10000;
 
+// Why a text of one token makes no timeline (every curve would be empty): the command line, Python
+// and the window say the same.
+constexpr const char* kRunNeedsTwoTokens =
+    "a text of one token has no loss and one attention row, so nothing to follow over the steps: give a run two tokens or more";
+
 // The run's steps, by step: entries named iter-<digits>-ckpt.pth (lit-gpt files) or
 // checkpoint-<digits> (HF folders), by name alone (a link or anything else so named is a step that
 // fails when it opens, named then; a step named twice is an error naming both). A folder with neither, one that

@@ -214,7 +214,7 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
     }
     if (tokens->ids.size() < 2) {  // every curve of the run was empty
         r.fatal = kExitBadInput;
-        return fail("a text of one token has no loss and one attention row, so nothing to follow over the steps: give a run two tokens or more");
+        return fail(kRunNeedsTwoTokens);
     }
     auto a = (*runner)->Analyze(*tokens);
     if (!a) return fail(a.error().message);

@@ -465,6 +465,11 @@ void InferenceWorker::TimelineJob(const Request& r) {
                 fail(s.error().message);
             } else if (auto tokens = (*runner)->engine().Tokenize(r.text, r.truncate); !tokens) {
                 fail(TokenizeError(tokens.error()));
+            } else if (tokens->ids.size() < 2) {  // so for every step: said once in the Run tab, as export --run says it
+                track.failed = {kRunNeedsTwoTokens};
+                track.tried = track.total;
+                track.done = true;
+                return post();
             } else {
                 model::AnalyzeOptions options;
                 options.cancel = &m_cancel;

@@ -75,14 +75,17 @@ void RunView::DrawSteps(WindowState& state) {
 void RunView::DrawTimeline(WindowState& state) {
     const RunTrack* t = state.timeline.get();
     const bool current = t && t->text == state.text;
-    ImGui::BeginDisabled(state.timeline_running);
+    const bool one_token = state.analysis && state.analysis->n_tokens < 2 && !state.busy;  // no curve to draw
+    ImGui::BeginDisabled(state.timeline_running || one_token);
     if (ImGui::Button(t && current && !t->done ? "Go on with the timeline" : t ? "Run the timeline again" : "Run the timeline"))
         state.timeline_request = true;
     ImGui::EndDisabled();
-    viz::ItemTooltip("Every checkpoint of the run on the shown text, one opened at a time beside the shown model (`ssaviz export "
-                     "--run` writes the same numbers).");
+    viz::ItemTooltip(one_token ? kRunNeedsTwoTokens
+                               : "Every checkpoint of the run on the shown text, one opened at a time beside the shown model (`ssaviz "
+                                 "export --run` writes the same numbers).");
     ImGui::SameLine();
-    if (state.timeline_running && t) ImGui::TextDisabled("%zu of %zu steps...", t->tried, t->total);
+    if (one_token) ImGui::TextDisabled("the text is one token: give it two or more");
+    else if (state.timeline_running && t) ImGui::TextDisabled("%zu of %zu steps...", t->tried, t->total);
     else if (state.timeline_running) ImGui::TextDisabled("opening the first step...");
     else if (!t) ImGui::TextDisabled("the curves of the text over training: not run yet");
     else if (!current) ImGui::TextDisabled("the text changed since it ran");

@@ -20,6 +20,7 @@
 #include <stb_image.h>
 
 #include "app/core/examples.h"
+#include "app/core/timeline.h"
 #include "app/gui/worker.h"
 #include "viz/palette.h"
 
@@ -732,6 +733,17 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
     EXPECT_EQ(again["state"]["model"], run + "/iter-000200-ckpt.pth");
     EXPECT_EQ(again["state"]["tab"], "Matrix");
     EXPECT_EQ(again["state"]["timeline_steps"], nlohmann::json({100, 200, 400}));
+    // A text of one token has no curve: the Run tab says so, in export --run's words, where the
+    // curves were empty.
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --run " + run + " --text 'The' --screenshot " + png + " --frames 4",
+                         dir + "/one_log.txt"),
+              0)
+        << ReadFile(dir + "/one_log.txt");
+    const nlohmann::json one = nlohmann::json::parse(ReadFile(png + ".json"), nullptr, false);
+    ASSERT_TRUE(one.is_object() && one.contains("state")) << ReadFile(dir + "/one_log.txt");
+    EXPECT_EQ(one["state"]["tokens"].size(), 1u);
+    EXPECT_TRUE(one["state"]["timeline_steps"].empty()) << one["state"]["timeline_steps"];
+    EXPECT_EQ(one["state"]["timeline_failed"], nlohmann::json({app::kRunNeedsTwoTokens}));
     // Not a run: one line, before any window.
     EXPECT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --run " + dir + "/m1 --frames 2", dir + "/bad.txt"), 3);
     EXPECT_NE(ReadFile(dir + "/bad.txt").find("holds no checkpoints"), std::string::npos) << ReadFile(dir + "/bad.txt");
