@@ -982,25 +982,29 @@ PYBIND11_MODULE(_ssaviz, m) {
     m.def("write_summary", &WriteSummary);
     // What export_batch checks before any text runs: the flags' values and the folder (the heads
     // against the model where the texts run).
-    // `folders`: the texts' sub-folders (export_batch), where a link or a file is refused.
+    // `folders`: the texts' sub-folders (export_batch), where a link or a file is refused. `runs`:
+    // the run folders Run.export reads, which `out` must be outside of (asked first, as the command
+    // line asks: out RUN/checkpoint-999 is inside the run before it is a new step of it).
     m.def(
         "check_export",
-        [](const std::string& out, const FlagList& flags, const std::string& where, const std::vector<std::string>& folders) {
+        [](const std::string& out, const FlagList& flags, const std::string& where, const std::vector<std::string>& folders,
+           const std::vector<std::string>& runs) {
             app::CommandOptions o;
             ApplyFlags(app::Command::Export, flags, kExportExcluded, where, &o);
+            for (const std::string& run : runs)
+                if (auto s = app::CheckOutsideRun(out, run); !s) throw BadArgument(where + ": out " + s.error());
             if (auto s = app::CheckExportFolder(out); !s) throw BadArgument("--out: " + s.error());
             for (const std::string& name : folders)
                 if (auto s = app::CheckBatchFolder(out, name); !s) throw WriteFailed(s.error());
         },
-        py::arg("out"), py::arg("flags"), py::arg("where"), py::arg("folders") = std::vector<std::string>{});
+        py::arg("out"), py::arg("flags"), py::arg("where"), py::arg("folders") = std::vector<std::string>{},
+        py::arg("runs") = std::vector<std::string>{});
     // Run.export's files go into a folder of their own inside `out`, moved into place at the end
     // (move_tree) as the command line's: the folders they go to (`folders`, relative: the chosen
     // steps', and the curves' with PNG / SVG) are checked first, before any checkpoint is opened.
-    m.def("stage_run", [](const std::string& out, const std::vector<std::string>& folders, const FlagList& flags, const std::vector<std::string>& runs) {
+    m.def("stage_run", [](const std::string& out, const std::vector<std::string>& folders, const FlagList& flags) {
         app::CommandOptions o;
         ApplyFlags(app::Command::Export, flags, kExportExcluded, "Run.export()", &o);
-        for (const std::string& run : runs)
-            if (auto s = app::CheckOutsideRun(out, run); !s) throw BadArgument("Run.export(): out " + s.error());
         std::vector<std::string> all = folders;
         if (o.export_options.png || o.export_options.svg) all.push_back("curves");
         for (const std::string& folder : all)

@@ -257,7 +257,6 @@ class Run:
         kind, _ = _export_compare(where, compare)
         spec = _ablate(where, ablate)
         export_flags = _flags(where, dict(flags, format=formats, layers=layers, heads=heads))
-        _ssaviz.check_export(_fs(out), export_flags, where)
         other = None
         if isinstance(compare_run, (str, os.PathLike)):
             if not os.path.lexists(_path(where, "compare_run", compare_run)):
@@ -269,6 +268,7 @@ class Run:
             twin = " (a Model is one model: a twin beside each step is compare=)" if isinstance(compare_run, Model) else ""
             raise ArgumentTypeError(f"{where}: compare_run must be a second run, its folder or a Run (ssaviz.load_run), not "
                                     f"{type(compare_run).__name__}{twin}")
+        _ssaviz.check_export(_fs(out), export_flags, where, runs=[_fs(r.path) for r in (self, other) if r is not None])
         chosen = self._chosen(where, steps)
         load_flags = _flags(where, self.flags)
         common = dict(device=self.device, load_flags=load_flags, text=text, compare=kind, base=base_dir, ablate=spec, truncate=truncate,
@@ -279,7 +279,7 @@ class Run:
         # stops leaves OUT as it was (as the command line's).
         folders = [os.path.join(sub, f"step-{s:06d}") for r, sub in runs for s in r.steps if s in chosen] + (["compare-run"] if other else [])
         out_existed = os.path.lexists(out)
-        staged = _ssaviz.stage_run(_fs(out), [_fs(f) for f in folders], export_flags, [_fs(r.path) for r, _ in runs])
+        staged = _ssaviz.stage_run(_fs(out), [_fs(f) for f in folders], export_flags)
         try:
             results = [_run_map(client, _export_step, list(zip(r.steps, r.checkpoints)), full_out="", **common) for r, _ in runs]
             report = _ssaviz.write_run(staged, _fs(self.path), results[0], _fs(other.path) if other else None, results[1] if other else [],
