@@ -93,6 +93,7 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
         if (!base) throw Failure{kExitBadInput, base.error()};
         o.config = base->config;
         o.from = m.from;
+        o.from_opened = std::make_shared<const model::SsaGpt>(std::move(*base));  // not opened a second time
     } else {
         json config = {{"n_layer", m.layers.value_or(r.layers)}, {"n_head", m.heads.value_or(r.heads)}, {"n_embd", m.width.value_or(r.width)},
                        {"n_positions", m.context.value_or(r.context)}, {"vocab_size", m.vocab.value_or(4096)}};

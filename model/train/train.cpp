@@ -562,9 +562,13 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
     // A fine-tune has its base's shape and tokenizer, whatever o.config said of the shape.
     std::optional<SsaGpt> base;
     if (!o.from.empty()) {
-        auto loaded = LoadFineTuneBase(o.from);
-        if (!loaded) return Fail(loaded.error());
-        base = std::move(*loaded);
+        if (o.from_opened) {
+            base = *o.from_opened;  // its tensors, shared: a fine-tune reads them only
+        } else {
+            auto loaded = LoadFineTuneBase(o.from);
+            if (!loaded) return Fail(loaded.error());
+            base = std::move(*loaded);
+        }
         ModelConfig shape = base->config;
         shape.query = o.config.query;
         shape.value = o.config.value;

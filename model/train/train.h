@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -31,6 +32,7 @@ struct TrainOptions {
     // Written as out/base (f32, exactly the weights started from), so that out/ssa --compare base
     // finds it beside. Empty: both start from InitSsaGpt.
     std::string from;
+    std::shared_ptr<const SsaGpt> from_opened;  // `from` already opened (LoadFineTuneBase) by a caller that needed its shape; null: Train opens it
     int64_t steps = 1000;
     double lr = 3e-3;
     double min_lr_ratio = 0.1;   // cosine decay to lr * this
