@@ -643,6 +643,13 @@ pid_t StartSsaviz(const std::vector<std::string>& args, const std::string& err_f
     _exit(127);
 }
 
+// A StartSsaviz process waited for: its exit code (-1: a signal ended it) and what it wrote to `err_file`.
+Outcome Finished(pid_t pid, const std::string& err_file) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, "", ReadFile(err_file)};
+}
+
 std::string Fixed(const char* format, double v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, format, v);
@@ -744,11 +751,8 @@ TEST(CliTrain, AnInterruptedTrainingCleansUpAfterItself) {
         EXPECT_NE(second.err.find("is in use by another ssaviz train"), std::string::npos) << second.err;
         kill(pid, SIGINT);
         kill(pid, SIGINT);
-        int status = 0;
-        waitpid(pid, &status, 0);
-        const std::string err = ReadFile(err_file);
-        ASSERT_TRUE(WIFEXITED(status)) << err;
-        EXPECT_EQ(WEXITSTATUS(status), 130) << err;
+        const auto [code, _, err] = Finished(pid, err_file);
+        EXPECT_EQ(code, 130) << err;
         EXPECT_NE(err.find("ssaviz: train interrupted (cancelled at step "), std::string::npos) << err;
         EXPECT_NE(err.find("--resume continues from the last checkpoint"), std::string::npos) << err;
         EXPECT_EQ(err.find("the steps kept so far are in " + out + "/run.new") != std::string::npos, keep) << err;
@@ -792,11 +796,8 @@ TEST(CliExport, AnInterruptedExportLeavesTheFolderAsItWas) {
         for (int waited = 0; waited < 24000 && !writing(); ++waited) usleep(5000);
         ASSERT_TRUE(writing()) << ReadFile(err_file);
         kill(pid, SIGINT);
-        int status = 0;
-        waitpid(pid, &status, 0);
-        const std::string err = ReadFile(err_file);
-        ASSERT_TRUE(WIFEXITED(status)) << err;
-        EXPECT_EQ(WEXITSTATUS(status), 130) << err;
+        const auto [code, _, err] = Finished(pid, err_file);
+        EXPECT_EQ(code, 130) << err;
         EXPECT_NE(err.find("ssaviz: interrupted; removed the "), std::string::npos) << err;
         if (!existed) {
             EXPECT_FALSE(fs::exists(fs::symlink_status(out))) << "the folder it made is left";
