@@ -56,30 +56,54 @@ namespace {
 //-----------------------------------------------------------------------------
 
 // The command line's message as Python says it: a leading flag becomes its keyword ("--sink-eps 2
-// is not ..." reads "sink_eps 2 is not ..."; "--out: ..." reads "out: ...").
-std::string KeywordSpelling(std::string message) {
-    if (message.rfind("--", 0) != 0) return message;
-    size_t end = 2;
-    while (end < message.size() && (std::islower(static_cast<unsigned char>(message[end])) ||
-                                    std::isdigit(static_cast<unsigned char>(message[end])) || message[end] == '-'))
-        ++end;
-    if (end == 2) return message;
-    std::string keyword = message.substr(2, end - 2);
-    std::replace(keyword.begin(), keyword.end(), '-', '_');
-    return keyword + message.substr(end);
+// is not ..." reads "sink_eps 2 is not ..."; "--out: ..." reads "out: ..."), and the advice it gives
+// in flags names the keywords (exact phrases of the engine's messages: tests/app/python/test_errors.py
+// meets each).
+std::string InPythonWords(std::string message) {
+    if (message.rfind("--", 0) == 0) {
+        size_t end = 2;
+        while (end < message.size() && (std::islower(static_cast<unsigned char>(message[end])) ||
+                                        std::isdigit(static_cast<unsigned char>(message[end])) || message[end] == '-'))
+            ++end;
+        if (end > 2) {
+            std::string keyword = message.substr(2, end - 2);
+            std::replace(keyword.begin(), keyword.end(), '-', '_');
+            message = keyword + message.substr(end);
+        }
+    }
+    static const std::pair<std::string_view, std::string_view> kWords[] = {
+        {"pass --truncate to run it", "pass truncate=True to run it"},
+        {"pass --heads N", "pass n_head=N"},
+        {"pass --n-head N", "pass n_head=N"},
+        {"pass --query-form POSITION,TOKEN[,COMBINE] (e.g. sigmoid,shared,sum)",
+         "pass query_form=\"POSITION,TOKEN[,COMBINE]\" (e.g. \"sigmoid,shared,sum\")"},
+        {"pass --value-form POSITION,TOKEN[,COMBINE] (e.g. sigmoid,shared,sum)",
+         "pass value_form=\"POSITION,TOKEN[,COMBINE]\" (e.g. \"sigmoid,shared,sum\")"},
+        {"(or --query-form / --value-form)", "(or query_form= / value_form=)"},
+        {"or --config FILE", "or config=FILE"},
+        {"name it with --base DIR", "name it with base=DIR"},
+        {"use --device cpu or auto", "use device=\"cpu\" or \"auto\""},
+        {"compare with tau = 1 (--compare vanilla) or a twin", "compare with tau = 1 (compare=\"vanilla\") or a twin"},
+        {"ssaviz does not write through links inside --out", "ssaviz does not write through links inside the out= folder"},
+        {"needs a base (--base DIR, or --compare base)", "needs a base (base=DIR, or compare=\"base\")"},
+    };
+    for (const auto& [cli, python] : kWords)
+        for (size_t at = message.find(cli); at != std::string::npos; at = message.find(cli, at + python.size()))
+            message.replace(at, cli.size(), python);
+    return message;
 }
 
 // Thrown with the GIL released; the translator registered in the module turns each into its
-// Python exception. The messages are the command line's (without its "ssaviz: " prefix), a
-// leading flag spelt as its keyword.
+// Python exception. The messages are the command line's (without its "ssaviz: " prefix) in
+// Python's words (InPythonWords).
 struct BadArgument : std::runtime_error {  // ValueError: what the command line exits 2 or 3 for
-    explicit BadArgument(const std::string& message) : std::runtime_error(KeywordSpelling(message)) {}
+    explicit BadArgument(const std::string& message) : std::runtime_error(InPythonWords(message)) {}
 };
 struct MissingFile : std::runtime_error {  // FileNotFoundError: a path that is not there
-    explicit MissingFile(const std::string& message) : std::runtime_error(KeywordSpelling(message)) {}
+    explicit MissingFile(const std::string& message) : std::runtime_error(InPythonWords(message)) {}
 };
 struct WriteFailed : std::runtime_error {  // OSError: an export that could not be written
-    using std::runtime_error::runtime_error;
+    explicit WriteFailed(const std::string& message) : std::runtime_error(InPythonWords(message)) {}
 };
 
 bool Exists(const std::string& path) {
@@ -93,7 +117,7 @@ template <class T>
 T Must(RunResult<T> result) {
     if (result) return std::move(*result);
     const RunError& e = result.error();
-    if (e.kind == RunError::Kind::Failure) throw std::runtime_error(e.message);
+    if (e.kind == RunError::Kind::Failure) throw std::runtime_error(InPythonWords(e.message));
     if (!e.path.empty() && !Exists(e.path)) throw MissingFile(e.message);
     throw BadArgument(e.message);
 }
@@ -224,14 +248,7 @@ model::Tokenization Tokens(ModelCore& core, const std::string* text, const std::
     Runner& runner = core.Run();
     if (text) {
         *text_out = *text;
-        auto tokens = runner.Tokenize(*text, truncate);
-        if (!tokens) {  // the command line's advice in Python's spelling
-            RunError e = tokens.error();
-            const std::string flag = "pass --truncate";
-            if (const size_t at = e.message.rfind(flag); at != std::string::npos) e.message.replace(at, flag.size(), "pass truncate=True");
-            return Must(RunResult<model::Tokenization>(std::move(e)));
-        }
-        return std::move(*tokens);
+        return Must(runner.Tokenize(*text, truncate));  // its advice in Python's words (InPythonWords)
     }
     const model::Tokenizer& tokenizer = runner.engine().tokenizer();
     const size_t context = static_cast<size_t>(core.info.config.n_positions), vocab = tokenizer.VocabSize();
@@ -980,6 +997,9 @@ PYBIND11_MODULE(_ssaviz, m) {
         .def("svg", &Svg);
 
     m.def("write_summary", &WriteSummary);
+    // An engine's message that reaches Python as a string (a step's or a text's failure, warned of)
+    // in the words its exceptions use.
+    m.def("python_words", &InPythonWords);
     // What export_batch checks before any text runs: the flags' values and the folder (the heads
     // against the model where the texts run).
     // `folders`: the texts' sub-folders (export_batch), where a link or a file is refused. `runs`:
@@ -1037,7 +1057,7 @@ PYBIND11_MODULE(_ssaviz, m) {
     m.def("check_open_here", [](const std::string& device, const FlagList& flags, const std::string& where) {
         app::CommandOptions o;
         ApplyFlags(app::Command::Info, flags, kLoadExcluded, where, &o);
-        if (auto s = app::CheckOpenSettings({"", device, o.dtype, o.hints}); !s) throw BadArgument(where + ": " + KeywordSpelling(s.error().message));
+        if (auto s = app::CheckOpenSettings({"", device, o.dtype, o.hints}); !s) throw BadArgument(where + ": " + InPythonWords(s.error().message));
     });
     // A figure's bytes as an export writes them: to a temporary name, renamed, never through a link.
     m.def("write_file", [](const std::string& path, const py::bytes& data) {
@@ -1083,7 +1103,7 @@ PYBIND11_MODULE(_ssaviz, m) {
     m.def("write_run", &WriteRun);
     m.def("run_steps", [](const std::string& dir) {
         auto steps = app::FindRunSteps(dir);
-        if (!steps) throw py::value_error(steps.error());
+        if (!steps) throw BadArgument(steps.error());
         std::vector<std::pair<int64_t, py::bytes>> out;  // bytes: a name need not be UTF-8 (os.fsdecode'd in Python)
         for (const app::RunStep& s : *steps) out.emplace_back(s.step, py::bytes(s.path));
         return out;

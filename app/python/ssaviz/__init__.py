@@ -17,7 +17,6 @@ FileNotFoundError, an argument of the wrong type ArgumentTypeError (a TypeError 
 import functools as _functools
 import json as _json
 import os as _os
-import re as _re
 import subprocess as _subprocess
 import tempfile as _tempfile
 import textwrap as _textwrap
@@ -215,49 +214,31 @@ def _export_compare(where, value):
     return kind, twin_flags
 
 
-# The engine's advice in the command line's words, as Python says it: exact phrases (the engine
-# spells a message's leading flag as its keyword itself).
-_PYTHON_WORDS = (
-    ("pass --truncate to run it", "pass truncate=True to run it"),
-    ("pass --heads N", "pass n_head=N"),
-    ("pass --n-head N", "pass n_head=N"),
-    ("pass --query-form POSITION,TOKEN[,COMBINE] (e.g. sigmoid,shared,sum)",
-     "pass query_form=\"POSITION,TOKEN[,COMBINE]\" (e.g. \"sigmoid,shared,sum\")"),
-    ("pass --value-form POSITION,TOKEN[,COMBINE] (e.g. sigmoid,shared,sum)",
-     "pass value_form=\"POSITION,TOKEN[,COMBINE]\" (e.g. \"sigmoid,shared,sum\")"),
-    ("(or --query-form / --value-form)", "(or query_form= / value_form=)"),
-    ("or --config FILE", "or config=FILE"),
-    ("name it with --base DIR", "name it with base=DIR"),
-    ("use --device cpu or auto", "use device=\"cpu\" or \"auto\""),
-    ("compare with tau = 1 (--compare vanilla) or a twin", "compare with tau = 1 (compare=\"vanilla\") or a twin"),
-    ("ssaviz does not write through links inside --out", "ssaviz does not write through links inside the out= folder"),
-)
-_NEEDS_A_BASE = _re.compile(r"^--(maps|highlight) (\S+) needs a base \(--base DIR, or --compare base\)")
+# How a call takes a base, where an engine's message says "maps base needs a base (...)": the
+# engine says it as load()'s and analyze()'s arguments (app/python/module.cpp, InPythonWords).
 _BASE_ARGUMENTS = "base=DIR, or compare=\"base\""
 
 
 def _python_words(message, base=_BASE_ARGUMENTS):
-    """An engine's message with its command-line advice in Python's words; base: how the call takes
-    a base, for "maps base needs a base (...)"."""
-    for cli, python in _PYTHON_WORDS:
-        message = message.replace(cli, python)
-    return _NEEDS_A_BASE.sub(lambda m: f"{m[1]} {m[2]} needs a base ({base})", message)
+    """An engine's message (a string, not raised) in the words its errors use; base: how the call
+    takes a base, for "maps base needs a base (...)"."""
+    return _ssaviz.python_words(message).replace(f"needs a base ({_BASE_ARGUMENTS})", f"needs a base ({base})")
 
 
-def _in_python_words(fn=None, base=_BASE_ARGUMENTS):
-    """Decorates fn: the engine's errors it raises (ValueError, OSError) say their advice in Python's words."""
-    if fn is None:
-        return lambda fn: _in_python_words(fn, base)
-
-    @_functools.wraps(fn)
-    def call(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except (ValueError, OSError) as e:
-            if len(e.args) == 1 and isinstance(e.args[0], str):
-                e.args = (_python_words(e.args[0], base),)
-            raise
-    return call
+def _saying_base(base):
+    """Decorates a method whose errors (ValueError, OSError) say how it takes a base (`base`) where
+    the engine's say load()'s and analyze()'s arguments."""
+    def wrap(fn):
+        @_functools.wraps(fn)
+        def call(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except (ValueError, OSError) as e:
+                if len(e.args) == 1 and isinstance(e.args[0], str):
+                    e.args = (_python_words(e.args[0], base),)
+                raise
+        return call
+    return wrap
 
 
 #-----------------------------------------------------------------------------
@@ -279,7 +260,6 @@ class Model:
     """A model open on one device, with the engine that keeps what the last analysis left behind:
     re-analysing an edited text computes only the rows from the first changed token."""
 
-    @_in_python_words
     def __init__(self, path=None, device="auto", **flags):
         where = "load()"
         if path is None:
@@ -339,7 +319,6 @@ class Model:
             self._live().set_base(_fs(base_dir))  # "": the base beside the model
         return compare
 
-    @_in_python_words
     def analyze(self, text, compare="vanilla", ablate=None, truncate=False, base=None):
         """Every map, temperature, metric and prediction of a text (str, or a list of token ids).
 
@@ -376,7 +355,6 @@ class Model:
         """(ids, pieces) as `ssaviz tokenize` lists them."""
         return self._live().tokenize(_text("tokenize()", text), _bool("tokenize()", "truncate", truncate))
 
-    @_in_python_words
     def generate(self, text, tokens, temperature=0, top_k=None, seed=None, ablate=None, truncate=False):
         """The continuation `ssaviz generate` prints: greedy at temperature 0, else drawn from
         softmax(logits / temperature) over the top_k most likely with a seed (the same tokens on
@@ -653,7 +631,7 @@ class Analysis:
         takes = _PLOT_KEYWORDS.get(name)  # a name that is no plot: the engine names the plots
         return Figure(self._h.plot(name, _flags(w, flags) if takes is None else _figure_flags(f"plot({name!r})", flags, takes)), name)
 
-    @_in_python_words(base="analyze with base=DIR, or compare=\"base\"")
+    @_saying_base("analyze with base=DIR, or compare=\"base\"")
     def export(self, out, formats=None, layers=None, heads=None, **flags):
         """Writes what `ssaviz export` writes for this analysis into `out`: formats of json, npy,
         csv, png, svg, html (default all but csv); layers and heads: the per-head files' (all);

@@ -17,7 +17,7 @@ import zlib
 from collections import Counter
 from collections.abc import Mapping
 
-from . import _in_python_words, _python_words, _ssaviz
+from . import _python_words, _ssaviz
 
 
 def _list(where, name, value, of):
@@ -151,7 +151,6 @@ def _export_one(item, out, model_spec, compare, twin_flags, flags, ablate, trunc
     return name, line, row, error
 
 
-@_in_python_words
 def export_batch(texts, out, model=None, formats=None, client=None, compare="vanilla", ablate=None, truncate=False,
                  layers=None, heads=None, devices=None, base=None, **flags):
     """Exports every text as `ssaviz export --batch` does: OUT/<name>/ per text (names from

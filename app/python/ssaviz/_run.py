@@ -15,7 +15,7 @@ from numbers import Integral
 
 import numpy as np
 
-from . import _in_python_words, _python_words, _ssaviz
+from . import _python_words, _ssaviz
 
 
 def _analyze_step(step, path, device, flags, text, compare, truncate, base=None):
@@ -228,7 +228,6 @@ class Run:
         return RunAnalysis(self, steps, arrays, failed)
 
 
-    @_in_python_words
     def export(self, text, out, steps=None, compare_run=None, compare="vanilla", ablate=None, truncate=False, formats=None,
                layers=None, heads=None, client=None, base=None, **flags):
         """Writes what `ssaviz export --run DIR --text TEXT --out OUT` writes, byte for byte: run.json,

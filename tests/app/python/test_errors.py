@@ -193,12 +193,14 @@ def without_tensors(folder, out, dropped):
 def test_the_engines_advice_in_python_words(small, tmp_path):
     """The engine's errors said what to do in the command line's words (pass --truncate, --maps base
     needs a base (--base DIR, or --compare base), links inside --out, pass --heads N, or --config FILE):
-    Python's are its keywords. A float that is a whole number is that number (size=64.0 was refused
+    Python's are its keywords, from every call (one function of the engine's, for each kind of error). A float that is a whole number is that number (size=64.0 was refused
     as no heatmap side)."""
     a = small.analyze(TEXT)
     out = tmp_path / "out"
     calls = [
         (lambda: small.generate(LONG, tokens=2), ValueError, r"; pass truncate=True to run it$"),
+        (lambda: small.tokenize(LONG), ValueError, r"; pass truncate=True to run it$"),
+        (lambda: a.export(tmp_path / "file.txt"), ValueError, r"^out: '.*file\.txt' is a file, not a folder"),
         (lambda: a.export(out, maps="base"), OSError,
          r'^maps base needs a base \(analyze with base=DIR, or compare="base"\); nothing was written$'),
         (lambda: a.export(out, highlight="loss_base"), OSError, r'^highlight loss_base needs a base \(analyze with base=DIR, or compare="base"\)'),
@@ -206,6 +208,7 @@ def test_the_engines_advice_in_python_words(small, tmp_path):
          r'^maps base_diff needs a base \(base=DIR, or compare="base"\); nothing was written$'),
         (lambda: small.analyze(TEXT, compare="base"), ValueError, r"name it with base=DIR$"),
     ]
+    (tmp_path / "file.txt").write_text("the user's\n")
     linked = tmp_path / "linked"
     linked.mkdir()
     os.symlink(tmp_path, linked / "heatmaps")
