@@ -898,7 +898,9 @@ PYBIND11_MODULE(_ssaviz, m) {
         })
         .def_property_readonly("info_json",
                                [](const ModelCore& c) {
-                                   return model::JsonText(app::InfoCommandJson(c.info));
+                                   json info = app::InfoCommandJson(c.info);
+                                   for (json& note : info["notes"]) note = InPythonWords(note.get<std::string>());  // pass n_head=N
+                                   return model::JsonText(info);
                                })
         .def_property_readonly("n_layer", [](const ModelCore& c) { return c.info.config.n_layer; })
         .def_property_readonly("n_head", [](const ModelCore& c) { return c.info.config.n_head; })

@@ -228,6 +228,11 @@ def test_the_engines_advice_in_python_words(small, tmp_path):
             call()
         assert "--" not in str(info.value), str(info.value)
     assert not out.exists()
+    # What the loader assumed is said in info["notes"] in the same words (it said pass --n-head N).
+    wide = tmp_path / "wide"
+    run_cli("init-random", "--out", str(wide), "--layers", "1", "--heads", "2", "--embd", "128")
+    notes = ssaviz.load(without_tensors(wide, tmp_path / "wide_vanilla", "ssa")).info["notes"]
+    assert "n_head 2 assuming GPT-2's head size of 64; pass n_head=N if that is wrong" in notes, notes
     assert a.heatmap(0, 0, size=64.0).png() == a.heatmap(0, 0, size=64).png()
     assert a.plot("sink_mass", sink_eps=np.float32(0.25)).png() == a.plot("sink_mass", sink_eps=0.25).png()
 
