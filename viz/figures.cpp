@@ -312,6 +312,34 @@ int LabelStride(float cell, float min_spacing) {
             if (cell * k * scale >= min_spacing || scale >= 100000000) return k * scale;
 }
 
+// Each cell's value (options.CellValues' format) written in it, dark on light colours and light on
+// dark; nothing where a cell is too small for the widest text (a grid of a few heads, not a map of
+// tokens). Cells off a causal map and values that are not finite are left blank.
+void AddCellValues(Figure& f, const float* values, int rows, int cols, float map_x, float map_y, float cell_w, float cell_h,
+                   const HeatmapStyle& style, Range range, const HeatmapFigureOptions& options) {
+    const float fs = options.FontSize > 0 && options.FontSize < 200 ? options.FontSize * 0.85f : 10.0f;
+    if (cell_w < fs * 2 || cell_h < fs * 1.4f) return;  // no text fits (a map of many tokens: not formatted at all)
+    const size_t n = static_cast<size_t>(rows) * cols;
+    std::vector<std::string> texts(n);
+    float widest = 0;
+    for (size_t k = 0; k < n; ++k) {
+        const int i = static_cast<int>(k / cols), j = static_cast<int>(k % cols);
+        if (!Finite(values[k]) || (style.causal && j > i)) continue;
+        char buf[64];
+        std::snprintf(buf, sizeof buf, options.CellValues.c_str(), values[k]);
+        texts[k] = buf;
+        widest = std::max(widest, MeasureText(texts[k], fs));
+    }
+    if (cell_w < widest + 6) return;
+    for (size_t k = 0; k < n; ++k) {
+        if (texts[k].empty()) continue;
+        const Rgba8 c = SampleColormap(style.colormap, Normalize(values[k], range, style.log_scale));
+        const bool light = 0.299f * c.r + 0.587f * c.g + 0.114f * c.b > 140;
+        const float x = map_x + (static_cast<float>(k % cols) + 0.5f) * cell_w, y = map_y + (static_cast<float>(k / cols) + 0.5f) * cell_h;
+        AddText(f, x, y, std::move(texts[k]), fs, TextAlign::Center, false, light ? Rgba8{20, 20, 20, 255} : Rgba8{245, 245, 245, 255});
+    }
+}
+
 }  // namespace
 
 // -------------------------------------------------------------------------------------------------
@@ -373,6 +401,7 @@ Figure HeatmapFigure(const float* values, int rows, int cols, const HeatmapFigur
         AddText(f, map_x + map_w * 0.5f, map_y + map_h * 0.5f, "no tokens", fs, TextAlign::Center, false, kFaint);
     }
     AddOutline(f, map_x, map_y, static_cast<float>(map_w), static_cast<float>(map_h));
+    if (!empty && !options.CellValues.empty()) AddCellValues(f, values, rows, cols, map_x, map_y, cell_w, cell_h, style, range, options);
 
     // Row labels left of the map, column labels hanging below it, each with a small tick.
     for (const auto& [i, text] : row_labels) {

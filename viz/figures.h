@@ -23,6 +23,8 @@ struct HeatmapFigureOptions {
     std::string RowAxis = "query", ColAxis = "key";  // the axes' names
     int MapSize = 0;                           // side of the map area in pixels; 0: from the size of the map
     float FontSize = 12;
+    std::string CellValues;                    // a printf format ("%.3f"): each cell's value written in it, where every cell
+                                               // holds its text; empty: none
 };
 
 // rows x cols values, row-major. Labels are thinned to every k-th (k = 1, 2, 5, 10, ...) so that

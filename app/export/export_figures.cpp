@@ -293,6 +293,10 @@ viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_na
     options.ValueLabel = log_scale ? "JS divergence of the rows, nats (log scale)" : "JS divergence of the rows, nats";
     options.Style.causal = false;
     options.Style.log_scale = log_scale;
+    // Cells of up to 48 px, each head's value written in it where it fits (up to some 12 heads and layers).
+    const int cells = std::max(d.n_layer, d.n_head);
+    options.MapSize = cells * std::clamp(560 / std::max(cells, 1), 12, 48);
+    options.CellValues = "%.3f";
     float most = 1e-6f;  // one scale for both parts
     for (const std::vector<float>* part : {&d.js_temperature, &d.js_drift})
         for (float v : *part)

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -263,6 +264,33 @@ TEST_F(FigureTest, SvgSurvivesHostileLabels) {
     const std::string counts = SvgCounts(f, "hostile");
     EXPECT_EQ(counts.substr(0, 3), "25 ") << counts;
     EXPECT_EQ(Png(f), Png(f));
+}
+
+// A grid of a few heads (the fine-tune figure) writes each cell's value in it, dark on a light
+// colour and light on a dark one; a map whose cells are too small for the text writes none, and
+// neither do cells off a causal map or values that are not finite.
+TEST_F(FigureTest, CellValuesAreWrittenWhereTheyFit) {
+    const std::vector<float> grid = {0.0f, 0.25f, kNaN, 1.0f};
+    viz::HeatmapFigureOptions o;
+    o.Style.causal = false;
+    o.Style.range = viz::Range{0.0f, 1.0f};
+    o.CellValues = "%.3f";
+    o.MapSize = 96;
+    auto written = [](const Figure& f) {
+        std::map<std::string, viz::Rgba8> texts;
+        for (const viz::FigItem& item : f.Items)
+            if (const auto* t = std::get_if<viz::FigText>(&item); t && t->Text.size() == 5 && t->Text[1] == '.') texts[t->Text] = t->Color;  // %.3f
+        return texts;
+    };
+    const auto texts = written(viz::HeatmapFigure(grid.data(), 2, 2, o));
+    ASSERT_EQ(texts.size(), 3u);
+    EXPECT_GT(texts.at("0.000").r, 200) << "light text on viridis' dark end";
+    EXPECT_LT(texts.at("1.000").r, 60) << "dark text on viridis' yellow";
+    EXPECT_EQ(texts.count("0.250"), 1u);
+    o.Style.causal = true;
+    EXPECT_EQ(written(viz::HeatmapFigure(grid.data(), 2, 2, o)).count("0.250"), 0u) << "above the diagonal";
+    o.MapSize = 40;  // 20 px cells: "0.000" does not fit
+    EXPECT_TRUE(written(viz::HeatmapFigure(grid.data(), 2, 2, o)).empty());
 }
 
 TEST_F(FigureTest, HeatmapDegenerateInputs) {
