@@ -282,6 +282,19 @@ const std::vector<std::string>& SparsityFigureNames() {
     return names;
 }
 
+viz::Range FineTuneRange(const model::Decomposition& d, bool log_scale) {
+    float most = 1e-6f, least = INFINITY;
+    for (const std::vector<float>* part : {&d.js_temperature, &d.js_drift})
+        for (float v : *part)
+            if (std::isfinite(v)) {
+                most = std::max(most, v);
+                if (v > kJsRoundingFloor) least = std::min(least, v);
+            }
+    if (!log_scale) return {0.0f, most};
+    const float lo = std::max(most * 1e-4f, std::isfinite(least) ? least : 0.0f);
+    return {lo < most ? lo : most * 1e-4f, most};
+}
+
 viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_name, bool log_scale) {
     const model::Decomposition d = model::Decompose(a);
     if (d.empty()) return {};
@@ -297,11 +310,7 @@ viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_na
     const int cells = std::max(d.n_layer, d.n_head);
     options.MapSize = cells * std::clamp(560 / std::max(cells, 1), 12, 48);
     options.CellValues = "%.3f";
-    float most = 1e-6f;  // one scale for both parts
-    for (const std::vector<float>* part : {&d.js_temperature, &d.js_drift})
-        for (float v : *part)
-            if (std::isfinite(v)) most = std::max(most, v);
-    options.Style.range = viz::Range{log_scale ? most * 1e-4f : 0.0f, most};  // the Fine-tune tab's range
+    options.Style.range = FineTuneRange(d, log_scale);  // the Fine-tune tab's
     auto nats = [](const char* format, float v) {
         char buf[64];
         std::snprintf(buf, sizeof buf, format, v);

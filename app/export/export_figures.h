@@ -95,8 +95,13 @@ int FineTuneLossWindow(size_t n);
 // Each value's mean over the `window` values centred on it (fewer at the ends), non-finite ones
 // left out (NaN where all are).
 std::vector<float> CentredMean(const std::vector<float>& y, int window);
-// `log_scale`: both matrices on a log10 scale from 1e-4 of the largest value to it, as the Fine-tune
-// tab draws them by default (a small part beside a large one still shows); else linear from 0.
+// The one scale of both parts' matrices: linear from 0 to the largest value; on a log scale from the
+// smallest value above float32 rounding (kJsRoundingFloor), at most four decades below the largest,
+// to it (a small part beside a large one still shows, and parts within a decade of each other are
+// not one colour).
+viz::Range FineTuneRange(const model::Decomposition& d, bool log_scale);
+// `log_scale`: both matrices on FineTuneRange's log scale, as the Fine-tune tab draws them by
+// default; else linear from 0.
 viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_name, bool log_scale = false);
 viz::Figure FineTuneLossFigure(const model::Analysis& a, const std::string& model_name);
 

@@ -97,22 +97,18 @@ void FineTuneView::Draw(WindowState& state) {
 void FineTuneView::DrawMatrices(WindowState& state) {
     const model::Decomposition& d = m_parts;
     const int L = d.n_layer, H = d.n_head;
-    float hi = 1e-6f;
-    for (const std::vector<float>* v : {&d.js_temperature, &d.js_drift})
-        for (float x : *v)
-            if (std::isfinite(x)) hi = std::max(hi, x);
-    const viz::Range range{m_log_scale ? hi * 1e-4f : 0.0f, hi};
+    const viz::Range range = FineTuneRange(d, m_log_scale);
     const viz::Colormap colormap = state.settings.colormap;
 
     TitleWithHelp("Each head's change: JS divergence of its rows, nats",
                   "Left: SSA against its own weights at tau = 1, what the temperatures changed in each head's attention.\n"
                   "Right: tau = 1 against the base, what fine-tuning the other weights changed.\n"
-                  "One colour scale for both, logarithmic over four decades unless 'log scale' is off; the whole change (SSA\n"
+                  "One colour scale for both, logarithmic (at most four decades) unless 'log scale' is off; the whole change (SSA\n"
                   "against base) is on hover.\n"
                   "Click a head to show it (View > SSA | tau=1 | base shows its three maps, key 5); Ctrl+click pins it.");
     ImGui::Checkbox("log scale##finetune", &m_log_scale);
-    viz::ItemTooltip("Both matrices on a log10 scale from 1e-4 of the largest value to it (below: the darkest colour), so a "
-                     "small part beside a large one still shows; off: linear from 0.");
+    viz::ItemTooltip("Both matrices on a log10 scale from the smallest value, at most four decades below the largest, to the "
+                     "largest (below: the darkest colour), so a small part beside a large one still shows; off: linear from 0.");
     Caption("temperatures most: " + TopHeads(d.js_temperature, H, 4, kJsRoundingFloor), ", ");  // broken between heads only
     Caption("drift most: " + TopHeads(d.js_drift, H, 4, kJsRoundingFloor), ", ");
 
