@@ -117,11 +117,14 @@ void FineTuneView::DrawMatrices(WindowState& state) {
     const float label_w = ImGui::CalcTextSize("L00").x + 4.0f;
     const float bar_w = viz::ColorBarWidth();
     const float avail = ImGui::GetContentRegionAvail().x - bar_w - gap;
-    const bool side_by_side = avail / 2 - label_w >= H * 4.0f;  // else one under the other
+    // Side by side where every head's label fits over its cell (DrawGridLabels' width), else one under
+    // the other (at 12 heads in a narrow pane every third head was labelled).
+    const float head_label_w = ImGui::CalcTextSize("H00").x + 4.0f;
+    const bool side_by_side = (avail / 2 - label_w) / H >= head_label_w || (avail - label_w) / H < 4.0f;
     const float matrix_w = side_by_side ? (avail - gap) / 2 : avail;
     const float cell_w = std::clamp(std::floor((matrix_w - label_w) / H), 2.0f, line * 3.0f);
     // Square cells where the height allows: the matrices take at most 40% of it, the token bars below the rest.
-    const float rows_h = (side_by_side ? 0.4f : 0.2f) * ImGui::GetContentRegionAvail().y / L;
+    const float rows_h = (side_by_side ? 0.4f : 0.25f) * ImGui::GetContentRegionAvail().y / L;
     const float cell_h = std::clamp(std::floor(std::min(cell_w, rows_h)), 2.0f, line * 1.2f);
     const float header = line + 2.0f, height = header + L * cell_h;
     const ImVec2 origin = ImGui::GetCursorScreenPos();
