@@ -307,9 +307,9 @@ def test_plausible_mistakes_are_named(small, tmp_path):
         small.analyze(TEXT, compare=pathlib.Path("none"))
     with pytest.raises(ValueError, match="config.json: not a weights file"):
         ssaviz.load(os.path.join(SMALL, "config.json"))
-    # The shape flags beside a config.json that names the shape: unused, and said so (it was silent).
+    # The shape flags beside a config.json that names the shape: unused, and said so (it was silent), as the keyword.
     shaped = ssaviz.load(SMALL, query_form="exp_exp")
-    assert any(note.startswith("--query-form is not used: ") for note in shaped.info["notes"]), shaped.info["notes"]
+    assert any(note.startswith("query_form is not used: ") for note in shaped.info["notes"]), shaped.info["notes"]
     a = small.analyze(TEXT)
     assert a.comparison_kind == "tau1"
     assert np.array_equal(a.attention(0, 1, side="tau1"), a.attention(0, 1, side="compare"))
