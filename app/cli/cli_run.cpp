@@ -141,7 +141,7 @@ int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const st
     if ((ec = model::MakeFolders(out.string()))) throw Failure{kExitFailure, model::Quoted(out.string()) + ": cannot create (" + ec.message() + ")"};
     model::FoldersInProgress made_out;  // an interrupt removes --out too where the run made it (and it is still empty)
     if (!out_existed) made_out.Add(out.string());
-    auto made = model::CreateTempFolderBeside((out / "run").string());
+    auto made = model::HeldTempFolder::Create((out / "run").string());  // held: a later run removes it only if this one was killed
     if (!made) throw Failure{kExitFailure, made.error()};
     struct Staged {  // removed, with --out if the run made it, unless the run was put in place
         std::string dir, made_out;
@@ -151,7 +151,7 @@ int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const st
             fs::remove_all(dir, ignored);
             if (!made_out.empty()) ::rmdir(made_out.c_str());
         }
-    } staged{*made, out_existed ? "" : out.string()};
+    } staged{made->path(), out_existed ? "" : out.string()};
     ExportOptions staged_options = options;
     staged_options.out_dir = staged.dir;
     ProgressBar bar{"run"};

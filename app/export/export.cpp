@@ -972,11 +972,12 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
     // every one is complete are they renamed into place, so a failure (a full disk, a cancel) leaves
     // --out as it was. (Folders rather than a file beside each: an interrupt removes a folder under
     // writers still running, which then cannot make their file again.) Files are independent and
-    // each is deterministic, so several threads give the same bytes.
-    std::map<fs::path, std::string> staging;  // a file's folder -> ours inside it
+    // each is deterministic, so several threads give the same bytes. (Held while they are written:
+    // a later export removes those a killed one left, and only those.)
+    std::map<fs::path, model::HeldTempFolder> staging;  // a file's folder -> ours inside it
     auto discard = [&](const std::string& error) {
         std::error_code ignored;
-        for (const auto& [folder, ours] : staging) fs::remove_all(ours, ignored);
+        for (const auto& [folder, ours] : staging) fs::remove_all(ours.path(), ignored);
         unmake();
         return model::Fail(error);
     };
@@ -985,11 +986,11 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
         const fs::path folder = (out / plan[k].path).parent_path();
         auto at = staging.find(folder);
         if (at == staging.end()) {
-            auto made = model::CreateTempFolderBeside((folder / "export").string());
+            auto made = model::HeldTempFolder::Create((folder / "export").string());
             if (!made) return discard(made.error());
-            at = staging.emplace(folder, *made).first;
+            at = staging.emplace(folder, std::move(*made)).first;
         }
-        temps[k] = (fs::path(at->second) / (std::to_string(k) + ".tmp")).string();
+        temps[k] = (fs::path(at->second.path()) / (std::to_string(k) + ".tmp")).string();
     }
     const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
     const size_t threads = std::min<size_t>(plan.size(), options.threads > 0 ? options.threads : hardware);
@@ -1044,7 +1045,7 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
     for (size_t k = 0; k < plan.size(); ++k)
         if (::rename(temps[k].c_str(), (out / plan[k].path).c_str()) != 0)
             return discard((out / plan[k].path).string() + ": cannot replace it (" + std::strerror(errno) + ")");
-    for (const auto& [folder, ours] : staging) ::rmdir(ours.c_str());
+    for (const auto& [folder, ours] : staging) ::rmdir(ours.path().c_str());
     return model::Ok{};
 }
 

@@ -5,12 +5,14 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <mutex>
 #include <unordered_set>
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -374,6 +376,47 @@ Result<std::string> CreateTempFolderBeside(const std::string& path) {
     }
     ::chmod(name.c_str(), 0777 & ~mask);
     return name;
+}
+
+std::vector<std::string> AbandonedTempFolders(const std::string& path, int age_seconds) {
+    const std::filesystem::path target(path);
+    const std::string prefix = "." + target.filename().string() + ".ssaviz-";
+    const std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+        const std::string at = it->path().string();
+        struct stat st;
+        if (::lstat(at.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
+            std::time(nullptr) - st.st_ctime < age_seconds)  // a folder just made, before its maker's lock
+            continue;
+        const int fd = ::open(at.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) continue;
+        if (::flock(fd, LOCK_EX | LOCK_NB) == 0) found.push_back(at);  // no process holds it
+        ::close(fd);
+    }
+    return found;
+}
+
+Result<HeldTempFolder> HeldTempFolder::Create(const std::string& path, int age_seconds) {
+    for (const std::string& left : AbandonedTempFolders(path, age_seconds)) {
+        std::error_code ignored;
+        std::filesystem::remove_all(left, ignored);  // a link inside is removed, never followed
+    }
+    auto made = CreateTempFolderBeside(path);
+    if (!made) return Fail(made.error());
+    const int fd = ::open(made->c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0 && ::flock(fd, LOCK_SH | LOCK_NB) != 0) {  // no flock here: nor can another process ask, and it keeps the folder
+        ::close(fd);
+        return HeldTempFolder(*made, -1);
+    }
+    return HeldTempFolder(*made, fd);
+}
+
+HeldTempFolder::~HeldTempFolder() {
+    if (m_fd >= 0) ::close(m_fd);
 }
 
 namespace {

@@ -114,6 +114,32 @@ public:
 private:
     std::vector<std::string> m_folders;
 };
+// A temporary folder beside `path` (CreateTempFolderBeside's) held in use while this lives: a
+// shared flock on it tells another process that it is being written. Making one first removes the
+// temporary folders of `path`'s name that no process holds, made over a minute ago and this user's:
+// those a process left when it was killed (SIGKILL, the OOM killer, a power cut), whose files had
+// stayed hidden in the folder (an export's: gigabytes at 8,192 tokens). A folder whose lock cannot
+// be asked (a file system without flock, or one that takes only shared locks on a folder) is kept.
+// Moving it keeps the lock; the folder itself is the caller's to remove.
+class HeldTempFolder {
+public:
+    static Result<HeldTempFolder> Create(const std::string& path, int age_seconds = 60);  // the age: AbandonedTempFolders'
+    HeldTempFolder(HeldTempFolder&& other) noexcept : m_path(std::move(other.m_path)), m_fd(std::exchange(other.m_fd, -1)) {}
+    HeldTempFolder& operator=(HeldTempFolder&&) = delete;
+    HeldTempFolder(const HeldTempFolder&) = delete;
+    ~HeldTempFolder();
+    const std::string& path() const { return m_path; }
+
+private:
+    HeldTempFolder(std::string path, int fd) : m_path(std::move(path)), m_fd(fd) {}
+    std::string m_path;
+    int m_fd = -1;
+};
+// The temporary folders of `path`'s name (".NAME.ssaviz-*" beside it) that HeldTempFolder::Create
+// removes: no process holds them, they were made at least `age_seconds` ago, and they are this
+// user's folders (not links).
+std::vector<std::string> AbandonedTempFolders(const std::string& path, int age_seconds = 60);
+
 // Whether `path` is absent, or a folder (not a link) that `owned` accepts: what ReplaceFolder
 // requires, asked before long work that would end in it.
 Status CheckReplaceableFolder(const std::string& path, const std::function<Status(const std::string&)>& owned);

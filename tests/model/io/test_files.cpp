@@ -8,7 +8,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -206,6 +208,37 @@ TEST(Files, FoldersReplaceOnlyWhatTheirOwnerAccepts) {
 
 // A zero-length array is a valid .npy: a header with shape (0,) and no data (a one-token text has
 // no losses), whatever pointer the empty array gives.
+// A killed export's staging folder is removed by the next one there; one a process holds (its
+// flock), a fresh one, a link or a file of that name, and another name's, never.
+TEST(Files, AnAbandonedTempFolderIsRemovedAndAHeldOneKept) {
+    const std::string dir = Dir("abandoned"), path = dir + "/export";
+    auto made = model::HeldTempFolder::Create(path);
+    ASSERT_TRUE(made) << made.error();
+    std::optional<model::HeldTempFolder> held(std::move(*made));
+    EXPECT_EQ(fs::path(held->path()).parent_path(), fs::path(dir));
+    EXPECT_TRUE(model::AbandonedTempFolders(path, 0).empty()) << "held: its maker is writing it";
+    fs::create_directory(dir + "/.export.ssaviz-killed");
+    std::ofstream(dir + "/.export.ssaviz-killed/0.tmp") << "half a file";
+    fs::create_directory(dir + "/.other.ssaviz-killed");
+    fs::create_directory_symlink(dir + "/.other.ssaviz-killed", dir + "/.export.ssaviz-link");
+    std::ofstream(dir + "/.export.ssaviz-file") << "not a folder";
+    EXPECT_EQ(model::AbandonedTempFolders(path, 0), std::vector<std::string>{dir + "/.export.ssaviz-killed"});
+    EXPECT_TRUE(model::AbandonedTempFolders(path, 3600).empty()) << "made just now: perhaps not locked yet";
+    {
+        auto second = model::HeldTempFolder::Create(path, 0);
+        ASSERT_TRUE(second) << second.error();
+        EXPECT_FALSE(fs::exists(dir + "/.export.ssaviz-killed"));
+        EXPECT_TRUE(fs::exists(held->path())) << "another writer's, held";
+        for (const char* kept : {"/.other.ssaviz-killed", "/.export.ssaviz-file"}) EXPECT_TRUE(fs::exists(dir + kept)) << kept;
+        EXPECT_TRUE(fs::is_symlink(dir + "/.export.ssaviz-link"));
+    }
+    // Let go (its maker killed: the kernel drops the lock): abandoned.
+    const std::string first = held->path();
+    held.reset();
+    EXPECT_EQ(model::AbandonedTempFolders(path, 0).size(), 2u) << "the first and the second, both let go";
+    EXPECT_TRUE(fs::exists(first));
+}
+
 TEST(Files, ZeroLengthArraysAreWritten) {
     const std::string dir = Dir("npy");
     const std::vector<float> none;
