@@ -1024,6 +1024,10 @@ PYBIND11_MODULE(_ssaviz, m) {
     // Run.export's files go into a folder of their own inside `out`, moved into place at the end
     // (move_tree) as the command line's: the folders they go to (`folders`, relative: the chosen
     // steps', and the curves' with PNG / SVG) are checked first, before any checkpoint is opened.
+    // The folder is held (model::HeldTempFolder) while the Stage lives, so that a later run's export
+    // removes it only if this process was killed.
+    py::class_<model::HeldTempFolder, std::unique_ptr<model::HeldTempFolder>>(m, "Stage")
+        .def_property_readonly("path", [](const model::HeldTempFolder& f) { return py::bytes(f.path()); });  // bytes: --out's name need not be UTF-8
     m.def("stage_run", [](const std::string& out, const std::vector<std::string>& folders, const FlagList& flags) {
         app::CommandOptions o;
         ApplyFlags(app::Command::Export, flags, kExportExcluded, "Run.export()", &o);
@@ -1032,9 +1036,9 @@ PYBIND11_MODULE(_ssaviz, m) {
         for (const std::string& folder : all)
             if (auto s = model::CheckFoldersBelow(out, (fs::path(out) / folder).string()); !s) throw WriteFailed(s.error());
         if (std::error_code ec = model::MakeFolders(out)) throw WriteFailed(model::Quoted(out) + ": cannot create (" + ec.message() + ")");
-        auto staged = model::CreateTempFolderBeside((fs::path(out) / "run").string());
+        auto staged = model::HeldTempFolder::Create((fs::path(out) / "run").string());
         if (!staged) throw WriteFailed(staged.error());
-        return py::bytes(*staged);  // bytes: --out's name need not be UTF-8
+        return std::make_unique<model::HeldTempFolder>(std::move(*staged));
     });
     m.def("move_tree", [](const std::string& staged, const std::string& out) {
         py::gil_scoped_release release;

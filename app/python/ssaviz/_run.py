@@ -278,7 +278,8 @@ class Run:
         # stops leaves OUT as it was (as the command line's).
         folders = [os.path.join(sub, f"step-{s:06d}") for r, sub in runs for s in r.steps if s in chosen] + (["compare-run"] if other else [])
         out_existed = os.path.lexists(out)
-        staged = _ssaviz.stage_run(_fs(out), [_fs(f) for f in folders], export_flags)
+        stage = _ssaviz.stage_run(_fs(out), [_fs(f) for f in folders], export_flags)  # held while it lives
+        staged = stage.path
         try:
             results = [_run_map(client, _export_step, list(zip(r.steps, r.checkpoints)), full_out="", **common) for r, _ in runs]
             report = _ssaviz.write_run(staged, _fs(self.path), results[0], _fs(other.path) if other else None, results[1] if other else [],
