@@ -229,17 +229,19 @@ Status OwnedRun(const std::string& dir) {
 }
 
 // Temporary folders of one run, removed when it ends however it ends (a folder already renamed
-// into place is no longer there to remove).
+// into place is no longer there to remove); held while it runs, so that a later train removes
+// those of a train that was killed (HeldTempFolder).
 struct TempFolders {
-    std::vector<std::string> paths;
+    std::vector<HeldTempFolder> held;
     ~TempFolders() {
         std::error_code ec;
-        for (const std::string& p : paths) fs::remove_all(p, ec);
+        for (const HeldTempFolder& f : held) fs::remove_all(f.path(), ec);
     }
     Result<std::string> Beside(const std::string& path) {
-        auto temp = CreateTempFolderBeside(path);
-        if (temp) paths.push_back(*temp);
-        return temp;
+        auto temp = HeldTempFolder::Create(path);
+        if (!temp) return Fail(temp.error());
+        held.push_back(std::move(*temp));
+        return held.back().path();
     }
 };
 
