@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -327,8 +328,35 @@ FoldersInProgress::~FoldersInProgress() {
         if (auto it = std::find(all.begin(), all.end(), f); it != all.end()) all.erase(it);
 }
 
+std::vector<std::string> AbandonedTempFiles(const std::string& path, int age_seconds) {
+    const std::filesystem::path target(path);
+    const std::string prefix = "." + target.filename().string() + ".ssaviz-";
+    const std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (name.size() <= prefix.size() + 4 || name.compare(0, prefix.size(), prefix) != 0 || name.compare(name.size() - 4, 4, ".tmp") != 0)
+            continue;
+        // PID-N between the prefix and ".tmp"
+        const std::string tag = name.substr(prefix.size(), name.size() - prefix.size() - 4);
+        const size_t dash = tag.find('-');
+        if (dash == 0 || dash == std::string::npos || dash > 9 || dash + 1 == tag.size() ||
+            tag.find_first_not_of("0123456789-") != std::string::npos || tag.find('-', dash + 1) != std::string::npos)
+            continue;
+        const long pid = std::stol(tag.substr(0, dash));
+        if (pid <= 0 || pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to ask
+        const std::string at = it->path().string();
+        struct stat st;
+        if (::lstat(at.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && std::time(nullptr) - st.st_ctime >= age_seconds)
+            found.push_back(at);
+    }
+    return found;
+}
+
 Result<std::string> CreateTempFileBeside(const std::string& path) {
     static std::atomic<unsigned> counter{0};
+    for (const std::string& left : AbandonedTempFiles(path)) ::unlink(left.c_str());
     const std::filesystem::path target(path);
     for (int attempt = 0; attempt < 100; ++attempt) {
         const std::string name = "." + target.filename().string() + ".ssaviz-" + std::to_string(::getpid()) + "-" +

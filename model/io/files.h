@@ -73,7 +73,14 @@ Status WriteFileAtomically(const std::string& path, std::string_view bytes);
 Status WriteFilesAtomically(const std::vector<std::pair<std::string, std::string_view>>& files);
 // The first half of that for writers that stream: creates an empty temporary file beside `path`
 // (".NAME.ssaviz-PID-N.tmp") exclusively and returns its path; the caller fills it and renames it.
+// It first removes the temporary files of `path` a killed process left (AbandonedTempFiles).
 Result<std::string> CreateTempFileBeside(const std::string& path);
+// The temporary files of `path`'s name (".NAME.ssaviz-PID-N.tmp" beside it) whose process has
+// ended: its PID is no process here, and they are regular files of this user's, made at least
+// `age_seconds` ago. (A PID that is some other process now keeps its file; a process of another
+// PID namespace or machine writing the same path at once may lose its temporary file, and its
+// write then fails with an error.)
+std::vector<std::string> AbandonedTempFiles(const std::string& path, int age_seconds = 60);
 
 // Folders the same way (ssaviz train's model folders and checkpoint): an empty folder beside `path`
 // (".NAME.ssaviz-XXXXXX", made exclusively, with the permissions a new folder gets), filled by the

@@ -4,6 +4,7 @@
 #include "model/io/npy.h"
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -237,6 +238,33 @@ TEST(Files, AnAbandonedTempFolderIsRemovedAndAHeldOneKept) {
     held.reset();
     EXPECT_EQ(model::AbandonedTempFolders(path, 0).size(), 2u) << "the first and the second, both let go";
     EXPECT_TRUE(fs::exists(first));
+}
+
+// A temporary file a killed writer left (its PID no process now) is removed by the next write of
+// that file; one of a live process (this one, pid 1), a fresh one, another name's, a folder or a
+// link of that name, never.
+TEST(Files, AnAbandonedTempFileIsRemovedByTheNextWrite) {
+    const std::string dir = Dir("abandoned_files"), path = dir + "/model.safetensors";
+    const pid_t child = fork();
+    if (child == 0) _exit(0);
+    ASSERT_GT(child, 0);
+    waitpid(child, nullptr, 0);  // a PID that was a process and is none now
+    const std::string dead = dir + "/.model.safetensors.ssaviz-" + std::to_string(child) + "-3.tmp";
+    std::ofstream(dead) << "half a tensor";
+    const std::string mine = dir + "/.model.safetensors.ssaviz-" + std::to_string(getpid()) + "-999.tmp";
+    std::ofstream(mine) << "being written";
+    std::ofstream(dir + "/.model.safetensors.ssaviz-1-0.tmp") << "init's";
+    std::ofstream(dir + "/.other.ssaviz-" + std::to_string(child) + "-0.tmp") << "another file's";
+    std::ofstream(dir + "/.model.safetensors.ssaviz-" + std::to_string(child) + "-x.tmp") << "not our name";
+    fs::create_directory(dir + "/.model.safetensors.ssaviz-" + std::to_string(child) + "-1.tmp");
+    fs::create_symlink(dead, dir + "/.model.safetensors.ssaviz-" + std::to_string(child) + "-2.tmp");
+    EXPECT_EQ(model::AbandonedTempFiles(path, 0), std::vector<std::string>{dead});
+    EXPECT_TRUE(model::AbandonedTempFiles(path, 3600).empty()) << "made just now";
+    ASSERT_TRUE(model::WriteFileAtomically(path, "whole"));
+    EXPECT_EQ(Slurp(path), "whole");
+    size_t kept = 0;  // the write's own temporary is gone; the dead one, under a minute old, stays (a writer's before its first byte)
+    for (const auto& e : fs::directory_iterator(dir)) kept += e.path().filename() != "model.safetensors";
+    EXPECT_EQ(kept, 7u);
 }
 
 TEST(Files, ZeroLengthArraysAreWritten) {
