@@ -328,25 +328,31 @@ FoldersInProgress::~FoldersInProgress() {
         if (auto it = std::find(all.begin(), all.end(), f); it != all.end()) all.erase(it);
 }
 
-std::vector<std::string> AbandonedTempFiles(const std::string& path, int age_seconds) {
+// The entries beside `path` named ".NAME.ssaviz-TAG" (NAME its file name), as (entry, TAG).
+static std::vector<std::pair<std::string, std::string>> TemporariesOf(const std::string& path) {
     const std::filesystem::path target(path);
     const std::string prefix = "." + target.filename().string() + ".ssaviz-";
     const std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
-    std::vector<std::string> found;
+    std::vector<std::pair<std::string, std::string>> found;
     std::error_code ec;
     for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
         const std::string name = it->path().filename().string();
-        if (name.size() <= prefix.size() + 4 || name.compare(0, prefix.size(), prefix) != 0 || name.compare(name.size() - 4, 4, ".tmp") != 0)
-            continue;
-        // PID-N between the prefix and ".tmp"
-        const std::string tag = name.substr(prefix.size(), name.size() - prefix.size() - 4);
+        if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0) found.emplace_back(it->path().string(), name.substr(prefix.size()));
+    }
+    return found;
+}
+
+std::vector<std::string> AbandonedTempFiles(const std::string& path, int age_seconds) {
+    std::vector<std::string> found;
+    for (const auto& [at, full_tag] : TemporariesOf(path)) {
+        if (full_tag.size() <= 4 || full_tag.compare(full_tag.size() - 4, 4, ".tmp") != 0) continue;
+        const std::string tag = full_tag.substr(0, full_tag.size() - 4);  // PID-N
         const size_t dash = tag.find('-');
         if (dash == 0 || dash == std::string::npos || dash > 9 || dash + 1 == tag.size() ||
             tag.find_first_not_of("0123456789-") != std::string::npos || tag.find('-', dash + 1) != std::string::npos)
             continue;
         const long pid = std::stol(tag.substr(0, dash));
         if (pid <= 0 || pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to ask
-        const std::string at = it->path().string();
         struct stat st;
         if (::lstat(at.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && std::time(nullptr) - st.st_ctime >= age_seconds)
             found.push_back(at);
@@ -407,15 +413,8 @@ Result<std::string> CreateTempFolderBeside(const std::string& path) {
 }
 
 std::vector<std::string> AbandonedTempFolders(const std::string& path, int age_seconds) {
-    const std::filesystem::path target(path);
-    const std::string prefix = "." + target.filename().string() + ".ssaviz-";
-    const std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
     std::vector<std::string> found;
-    std::error_code ec;
-    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-        const std::string name = it->path().filename().string();
-        if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
-        const std::string at = it->path().string();
+    for (const auto& [at, tag] : TemporariesOf(path)) {
         struct stat st;
         if (::lstat(at.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
             std::time(nullptr) - st.st_ctime < age_seconds)  // a folder just made, before its maker's lock
