@@ -234,8 +234,8 @@ def _saying_base(base):
             try:
                 return fn(*args, **kwargs)
             except (ValueError, OSError) as e:
-                if len(e.args) == 1 and isinstance(e.args[0], str):
-                    e.args = (_python_words(e.args[0], base),)
+                if len(e.args) == 1 and isinstance(e.args[0], str):  # already in Python's words: only the base's
+                    e.args = (e.args[0].replace(f"needs a base ({_BASE_ARGUMENTS})", f"needs a base ({base})"),)
                 raise
         return call
     return wrap
