@@ -480,23 +480,37 @@ bool IsScreenshotOrNothing(const std::string& file, bool description) {
     return in.read(head.data(), static_cast<std::streamsize>(head.size())) && head == want;
 }
 
+// --example ID for a command: the example's model and, unless --text or --text-file gives one, its
+// text; export also compares with its twin or base as the window does, and exports a run's example
+// as --run with its --compare-run. The other commands take a run's last step.
+void ApplyExample(Command command, CommandOptions* o) {
+    if (o->example.empty()) return;  // the table refused flags naming another model (NotWith)
+    const std::vector<Example> examples = BundledExamples();
+    const auto x = std::find_if(examples.begin(), examples.end(), [&](const Example& e) { return e.id == o->example; });
+    if (x == examples.end()) throw Failure{kExitBadInput, "--example " + QuoteForMessage(o->example) + " is no longer among the bundled examples"};
+    if (!o->text && !o->text_file) o->text = x->text;
+    const bool export_run = command == Command::Export && !x->run_dir.empty();
+    if (export_run) {
+        o->run = x->run_dir;
+        if (!x->compare_run_dir.empty()) o->compare_run = x->compare_run_dir;
+        return;
+    }
+    if (!x->run_dir.empty()) {
+        auto steps = FindRunSteps(x->run_dir);
+        if (!steps) throw Failure{kExitBadInput, "--example " + x->id + ": " + steps.error()};
+        o->model_dir = steps->back().path;
+    } else {
+        o->model_dir = x->model_dir;
+    }
+    if (command != Command::Export) return;
+    if (!x->base_dir.empty()) o->compare = CompareSpec::Base(x->base_dir);
+    else if (!x->twin_dir.empty()) o->compare = CompareSpec::Twin(x->twin_dir);
+}
+
 // The window's start: its own flags, and the model and text from the flags, else the session's.
 void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional<Session>* session) {
     *launch = o.window;
-    // An example is a model, its twin and a text: a flag naming another model or comparison would
-    // be lost under it (--text is kept: the example's model on that text).
-    if (!launch->example.empty()) {
-        const char* other = o.model_dir ? "--model"
-                            : o.run ? "--run"
-                            : o.compare_run ? "--compare-run"
-                            : !launch->session_path.empty() ? "--session"
-                            : o.compare.kind == CompareKind::Base && !o.compare.base_dir.empty() ? "--base"
-                            : o.compare.kind != CompareKind::Global ? "--compare"
-                            : !o.hints.config_file.empty() ? "--config"
-                            : !o.hints.tokenizer_dir.empty() ? "--tokenizer"
-                                                             : nullptr;
-        if (other) throw Failure{kExitUsage, std::string("--example opens a bundled model with its twin: not with ") + other};
-    }
+    launch->example = o.example;
     if (!launch->session_path.empty()) {
         auto loaded = LoadSession(launch->session_path);
         if (!loaded) throw Failure{kExitBadInput, loaded.error()};
@@ -578,6 +592,7 @@ int RunCommandLine(const std::vector<std::string>& args, LaunchOptions* launch, 
         CommandOptions o;
         if (auto s = ParseFlags(*command, args, window ? 1 : 2, &o); !s) throw Failure{kExitUsage, s.error()};
         if (o.help) return std::printf("%s", window ? UsageText().c_str() : CommandHelp(*command).c_str()), kExitOk;
+        if (!window) ApplyExample(*command, &o);
         switch (*command) {
             case Command::Info: return CmdInfo(o);
             case Command::Tokenize: return CmdTokenize(o);

@@ -349,6 +349,12 @@ struct Row : Flag {
     }
     Row&& Required(std::vector<Command> c) && { required = std::move(c); return std::move(*this); }
     Row&& InGroup(std::string g) && { group = std::move(g); return std::move(*this); }
+    Row&& StandsFor(std::string g) && { stands_for = std::move(g); return std::move(*this); }
+    Row&& NotWith(std::vector<std::string> names, std::string why) && {
+        not_with = std::move(names);
+        not_with_why = std::move(why);
+        return std::move(*this);
+    }
     Row&& Detail() && { in_synopsis = false; return std::move(*this); }
     Row&& InSession(SessionKey key) && { session = std::move(key); return std::move(*this); }
 };
@@ -428,6 +434,28 @@ std::vector<Flag> BuildTable() {
             [](CommandOptions& o, const FlagValue& v) { o.model_dir = v.text; }, [](const CommandOptions& o) { return IfSet(o.model_dir); })
             .Required({C::Eval})
             .InSession({"model"}));
+    // The bundled examples' ids, as the synopsis spells them: english|licenses|... (none in a build without assets).
+    std::string example_ids;
+    for (const Example& x : BundledExamples()) example_ids += (example_ids.empty() ? "" : "|") + x.id;
+    add(Row({"--example"}, example_ids.empty() ? "ID" : example_ids, kModel,
+            "a bundled model with its twin (a fine-tune: its base) and its text, as the Examples menu opens them; export compares "
+            "with that twin or base (a run's example: --run and --compare-run), the others take the model (a run's: its last step); "
+            "--text or --text-file: on that text instead",
+            [](CommandOptions& o, const FlagValue& v) {
+                std::string ids;
+                bool found = false;
+                for (const Example& x : BundledExamples()) {
+                    ids += (ids.empty() ? "" : ", ") + x.id;
+                    found |= x.id == v.text;
+                }
+                if (!found) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of the bundled examples (" + (ids.empty() ? "none found" : ids) + ")");
+                o.example = v.text;
+            },
+            [](const CommandOptions& o) { return Unless(o.example, std::string()); })
+            .StandsFor("text")
+            // A flag naming another model or comparison would be lost under the example's (--text is kept).
+            .NotWith({"--model", "--run", "--compare-run", "--session", "--base", "--compare", "--config", "--tokenizer"},
+                     "opens a bundled model with its twin"));
     add(Row({"--device"}, "auto|cpu|cuda[:N]", kModel, "where the model runs (auto: the GPU when there is one; cuda:N: GPU N, from 0)",
             [](CommandOptions& o, const FlagValue& v) {
                 if (!model::ParseDeviceName(v.text)) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of " + model::kDeviceNames);
@@ -806,18 +834,6 @@ std::vector<Flag> BuildTable() {
                                                 "(--model, --device and --text given here win)",
             [](CommandOptions& o, const FlagValue& v) { o.window.session_path = NonEmpty(v, "a session file"); },
             [](const CommandOptions& o) { return Unless(o.window.session_path, std::string()); }));
-    add(Row({"--example"}, "english|graph|graph-run|passkey", {C::Window}, "open a bundled model with its twin and text, as the Examples menu does (--text or --text-file: on that text instead)",
-            [](CommandOptions& o, const FlagValue& v) {
-                std::string ids;
-                bool found = false;
-                for (const Example& x : BundledExamples()) {
-                    ids += (ids.empty() ? "" : ", ") + x.id;
-                    found |= x.id == v.text;
-                }
-                if (!found) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of the bundled examples (" + (ids.empty() ? "none found" : ids) + ")");
-                o.window.example = v.text;
-            },
-            [](const CommandOptions& o) { return Unless(o.window.example, std::string()); }));
     // The tabs, as --tab spells them: heads|matrix|...|fine-tune (LaunchOptions::kTabs).
     std::string tabs;
     for (const char* tab : LaunchOptions::kTabs) tabs += (tabs.empty() ? "" : "|") + TabFlag(tab);
@@ -967,17 +983,23 @@ model::Status ParseFlags(Command command, const std::vector<std::string>& args, 
         given.insert(flag);
     }
     if (options->help) return model::Ok{};
-    // Required flags; a required group needs one of its flags.
     const std::vector<const Flag*> flags = FlagsOf(command);
+    for (const Flag* f : flags)  // flags that exclude others, in the table's order
+        for (const Flag* g : flags)
+            if (given.count(f) && given.count(g) && std::count(f->not_with.begin(), f->not_with.end(), g->names[0]))
+                return model::Fail(f->names[0] + " " + f->not_with_why + ": not with " + g->names[0]);
+    // Required flags; a required group needs one of its flags.
     for (const Flag* f : flags) {
         if (given.count(f) || std::find(f->required.begin(), f->required.end(), command) == f->required.end()) continue;
         std::vector<std::string> alternatives;
         bool one_given = false;
-        for (const Flag* g : flags)
+        for (const Flag* g : flags) {
             if (g == f || (!f->group.empty() && g->group == f->group)) {
                 alternatives.push_back(Spelled(*g));
                 one_given |= given.count(g) != 0;
             }
+            one_given |= !f->group.empty() && g->stands_for == f->group && given.count(g) != 0;
+        }
         if (!one_given) return model::Fail(std::string(CommandName(command)) + " needs " + Join(alternatives, " or "));
     }
     return model::Ok{};

@@ -72,6 +72,7 @@ struct CommandOptions {
     std::optional<std::string> device;     // --device auto|cpu|cuda[:N]; unset: a session's, else auto
     std::string dtype = "f32";             // --dtype
     model::ConfigHints hints;              // --n-head, --query-form, --value-form, --activation
+    std::string example;                   // --example ID: a bundled model, its twin or base and its text
 
     // The text: tokenize, export, generate and the window.
     std::optional<std::string> text;       // --text
@@ -133,6 +134,10 @@ struct Flag {
     std::vector<Command> commands;    // the commands that take it
     std::vector<Command> required;    // the commands that need it (or, with a group, one of the group)
     std::string group;                // flags of one group are alternatives: (--text STR | --text-file F)
+    std::string stands_for;           // a group this flag stands in for where required (--example gives a text)
+    // Flags it cannot go with, and why: "--example opens a bundled model with its twin: not with --model".
+    std::vector<std::string> not_with;
+    std::string not_with_why;
     bool in_synopsis = true;          // false: only in a command's full help, not its usage line
     // Applies a value; a bad value throws (ParseFlags and ApplyFlag return it as an error).
     std::function<void(CommandOptions&, const FlagValue&)> handler;

@@ -155,7 +155,8 @@ void ApplyFlags(Command command, const FlagList& flags, const std::set<std::stri
             std::string takes;
             for (const std::string& n : Allowed(command, excluded)) takes += (takes.empty() ? "" : ", ") + n.substr(2);
             std::replace(takes.begin(), takes.end(), '-', '_');
-            throw BadArgument(where + " takes no keyword " + keyword + " (its keywords: " + (takes.empty() ? "none" : takes) + ")");
+            const char* examples = spelled == "--example" ? "; ssaviz.examples() gives each bundled example's model, twin or base and text" : "";
+            throw BadArgument(where + " takes no keyword " + keyword + " (its keywords: " + (takes.empty() ? "none" : takes) + ")" + examples);
         }
         if (auto s = ApplyFlag(command, spelled, value, options); !s) throw BadArgument(s.error());
     }
@@ -165,11 +166,11 @@ void ApplyFlags(Command command, const FlagList& flags, const std::set<std::stri
 // figures' and files': how the model opens (config=, tokenizer=) is load()'s, and a run's
 // (run=, compare_run=, steps=) load_run()'s and Run.export()'s; given to an export they were taken
 // and ignored.
-const std::set<std::string> kLoadExcluded = {"--help", "--json", "--model", "--device", "--text", "--text-file", "--truncate"};
+const std::set<std::string> kLoadExcluded = {"--help", "--json", "--model", "--device", "--text", "--text-file", "--truncate", "--example"};
 const std::set<std::string> kExportExcluded = {"--help",     "--model",  "--device",      "--dtype", "--n-head",    "--query-form",
                                                "--value-form", "--activation", "--text", "--text-file", "--truncate", "--batch",
                                                "--out",      "--ablate", "--compare",     "--config", "--tokenizer", "--run",
-                                               "--compare-run", "--steps"};
+                                               "--compare-run", "--steps", "--example"};
 
 //-----------------------------------------------------------------------------
 // [SECTION] The model: one Runner, one lock
@@ -824,7 +825,7 @@ std::string Generate(const std::shared_ptr<ModelCore>& core, const std::string& 
                      bool truncate) {
     CommandOptions o;
     ApplyFlags(Command::Generate, flags, {"--help", "--json", "--model", "--device", "--dtype", "--n-head", "--query-form", "--value-form",
-                                          "--activation", "--text", "--text-file", "--truncate", "--ablate"},
+                                          "--activation", "--text", "--text-file", "--truncate", "--ablate", "--example"},
                "generate()", &o);
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(core->mutex);

@@ -892,6 +892,39 @@ TEST(BundledModels, TheFineTuneSplitsItsChangeAsTheCardSays) {
     const std::string said = "mean loss " + Fixed("%.3f", base) + " (base) to " + Fixed("%.3f", ssa) + " (SSA), " + Fixed("%.3f", ssa - base) +
                              " nats = temperatures " + Fixed("%.3f", ssa - tau1) + " + drift " + Fixed("%.3f", tau1 - base);
     EXPECT_NE(flat.find(said), std::string::npos) << "the card's split: " << said;
+
+    // `export --example licenses` is that export: the model against the base the example names, on its text.
+    const std::string by_example = Scratch("licenses_example");
+    fs::remove_all(by_example);
+    r = Ssaviz({"export", "--example", "licenses", "--format", "json", "--out", by_example});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json got = json::parse(ReadFile(by_example + "/metrics.json")), want = json::parse(ReadFile(out + "/metrics.json"));
+    EXPECT_EQ(got["decomposition"], want["decomposition"]);
+    EXPECT_EQ(got["heads"], want["heads"]);
+    EXPECT_TRUE(fs::equivalent(got["base"].get<std::string>(), kBundled + "/english/vanilla")) << got["base"];
+    EXPECT_NE(r.err.find("fine-tuning: mean loss"), std::string::npos) << r.err;
+    // Another text in its place, as the window takes one.
+    r = Ssaviz({"export", "--example", "licenses", "--text", "Free software.", "--format", "json", "--out", by_example + "/own"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(ReadFile(by_example + "/own/tokens.json"))["text"], "Free software.");
+}
+
+// The other commands take an example's model and its text; a run's example, its last step.
+TEST(BundledModels, EveryCommandTakesAnExample) {
+    Outcome info = Ssaviz({"info", "--example", "graph-run", "--json"});
+    ASSERT_EQ(info.code, 0) << info.err;
+    EXPECT_TRUE(fs::equivalent(json::parse(info.out)["dir"].get<std::string>(), kBundled + "/graph-run/ssa/checkpoint-300")) << info.out;
+    Outcome tokens = Ssaviz({"tokenize", "--example", "english", "--json"}), own = Ssaviz({"tokenize", "--example", "english", "--text", "Hi", "--json"});
+    ASSERT_EQ(tokens.code, 0) << tokens.err;
+    ASSERT_EQ(own.code, 0) << own.err;
+    const json examples = json::parse(ReadFile(kBundled + "/examples.json"));
+    const std::string text = std::find_if(examples.begin(), examples.end(), [](const json& e) { return e["id"] == "english"; })->at("text");
+    EXPECT_EQ(json::parse(tokens.out)["text"], text);
+    EXPECT_EQ(json::parse(own.out)["text"], "Hi");
+    Outcome more = Ssaviz({"generate", "--example", "english", "--tokens", "1", "--json"}),
+            same = Ssaviz({"generate", "--model", kBundled + "/english/ssa", "--text", text, "--tokens", "1", "--json"});
+    ASSERT_EQ(more.code, 0) << more.err;
+    EXPECT_EQ(more.out, same.out);
 }
 
 // The shipped run (assets/models/graph-run): its steps to sparsity and final fit are what the model
@@ -899,10 +932,12 @@ TEST(BundledModels, TheFineTuneSplitsItsChangeAsTheCardSays) {
 TEST(BundledModels, GraphRunReproducesTheModelCard) {
     const std::string card = ReadFile(kBundled + "/README.md"), out = Scratch("graph_run");
     fs::remove_all(out);
-    Outcome r = Ssaviz({"export", "--run", kBundled + "/graph-run/ssa", "--compare-run", kBundled + "/graph-run/vanilla", "--text",
-                        "ABCDEFGHABCDEFGH", "--format", "json", "--out", out});
+    // The example is the run with the vanilla run beside it, on the graph's text.
+    Outcome r = Ssaviz({"export", "--example", "graph-run", "--format", "json", "--out", out});
     ASSERT_EQ(r.code, 0) << r.err;
     const json run = json::parse(ReadFile(out + "/run.json"));
+    EXPECT_TRUE(fs::equivalent(run["run"].get<std::string>(), kBundled + "/graph-run/ssa")) << run["run"];
+    EXPECT_TRUE(fs::equivalent(run["compare_run"]["run"].get<std::string>(), kBundled + "/graph-run/vanilla")) << run["compare_run"]["run"];
     EXPECT_EQ(run["steps"].size(), 61u);
     EXPECT_EQ(run["compare_run"]["steps"].size(), 61u);
     const int64_t ssa = run["steps_to_sparsity"][0][0], vanilla = run["compare_run"]["steps_to_sparsity"][0][0];

@@ -527,6 +527,14 @@ TEST_F(Cli, AnExampleRefusesFlagsNamingAnotherModel) {
     for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
              {"--model", "x"}, {"--base", "x"}, {"--compare", "base"}, {"--run", "x"}, {"--session", "x"}, {"--config", "x"}, {"--tokenizer", "x"}})
         ExpectOneLineError(Ssaviz({"--example", "english", flag, value}), 2, "--example opens a bundled model with its twin: not with " + flag);
+    // The commands alike, --compare vanilla (the default's spelling) too; nothing is written.
+    const std::string out = Fresh("example");
+    ExpectOneLineError(Ssaviz({"export", "--example", "english", "--compare", "vanilla", "--out", out}), 2,
+                       "--example opens a bundled model with its twin: not with --compare");
+    ExpectOneLineError(Ssaviz({"export", "--example", "graph-run", "--run", out, "--out", out}), 2, "not with --run");
+    ExpectOneLineError(Ssaviz({"info", "--model", Small(), "--example", "english"}), 2, "not with --model");
+    ExpectOneLineError(Ssaviz({"tokenize", "--example", "ENGLISH"}), 2, "--example 'ENGLISH' is not one of the bundled examples (english, ");
+    EXPECT_FALSE(fs::exists(out + "/metrics.json"));
 }
 
 TEST_F(Cli, NumbersThatWrapOrMeanNothingAreUsageErrors) {

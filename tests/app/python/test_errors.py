@@ -57,7 +57,7 @@ def test_missing_model_is_file_not_found():
         ssaviz.load(SMALL, config=SMALL + "/config.json\0x")
 
 
-def test_bad_load_flags(small):
+def test_bad_load_flags(small, tmp_path):
     raises_like_cli(ValueError, lambda: ssaviz.load(SMALL, n_head="x"), "info", "--model", SMALL, "--n-head", "x")
     raises_like_cli(ValueError, lambda: ssaviz.load(SMALL, device="gpu"), "info", "--model", SMALL, "--device", "gpu")
     raises_like_cli(ValueError, lambda: ssaviz.load(SMALL, device="cuda:x"), "info", "--model", SMALL, "--device", "cuda:x")
@@ -69,6 +69,12 @@ def test_bad_load_flags(small):
         ssaviz.load(SMALL, colour="red")
     with pytest.raises(ValueError, match="takes no keyword text "):
         ssaviz.load(SMALL, text="hi")
+    # The command line's --example is ssaviz.examples() here: said, not taken and ignored.
+    with pytest.raises(ValueError, match=r"load\(\) takes no keyword example .*; ssaviz.examples\(\) gives each bundled example"):
+        ssaviz.load(SMALL, example="english")
+    with pytest.raises(ValueError, match=r"export\(\) takes no keyword example "):
+        small.analyze("a b").export(str(tmp_path / "x"), example="english")
+    assert not (tmp_path / "x").exists()
 
 
 def test_bad_texts(small, tmp_path):
