@@ -206,7 +206,12 @@ void DrawGridLabels(ImDrawList* draw, const GridGeometry& g, int layers, int hea
     const float first_row = g.origin.y + g.header;
     // Labels every k-th column or row when the cells are smaller than the text; the selected
     // one always, its neighbours within k left out so that nothing overlaps.
-    const int col_every = std::max(1, static_cast<int>(std::ceil((ImGui::CalcTextSize("H00").x + 4.0f) / g.pitch.x)));
+    // Heads as "H11" where that fits over every column, else as bare numbers with "H" in the corner
+    // (at 12 heads in a narrow pane "H11" labelled every other head).
+    const std::string last_head = std::to_string(std::max(heads - 1, 0));
+    const bool bare = ImGui::CalcTextSize(("H" + last_head).c_str()).x + 4.0f > g.pitch.x;
+    const char* prefix = bare ? "" : "H";
+    const int col_every = std::max(1, static_cast<int>(std::ceil((ImGui::CalcTextSize((prefix + last_head).c_str()).x + 4.0f) / g.pitch.x)));
     const int row_every = std::max(1, static_cast<int>(std::ceil(line / g.pitch.y)));
     auto shown = [](int i, int every, int chosen) { return i == chosen || (i % every == 0 && std::abs(i - chosen) >= every); };
 
@@ -217,7 +222,7 @@ void DrawGridLabels(ImDrawList* draw, const GridGeometry& g, int layers, int hea
         if (!shown(h, col_every, selected.head)) continue;
         const float x = g.origin.x + g.label_w + h * g.pitch.x;
         if (x + g.cell_size.x < left + g.label_w || x > view.x + view_size.x) continue;
-        const std::string t = "H" + std::to_string(h);
+        const std::string t = prefix + std::to_string(h);
         // Centred over its cell, but never under the row labels' corner.
         const float tx = std::max(x + (g.cell_size.x - ImGui::CalcTextSize(t.c_str()).x) * 0.5f, left + g.label_w);
         draw->AddText(ImVec2(tx, top), h == selected.head ? text : dim, t.c_str());
@@ -231,6 +236,7 @@ void DrawGridLabels(ImDrawList* draw, const GridGeometry& g, int layers, int hea
         draw->AddText(ImVec2(left, y), l == selected.layer ? text : dim, t.c_str());
     }
     draw->AddRectFilled(ImVec2(left, top), ImVec2(left + g.label_w, top + g.header), backing);  // the corner
+    if (bare) draw->AddText(ImVec2(left + g.label_w - ImGui::CalcTextSize("H ").x, top), dim, "H");  // what the numbers count
 }
 
 }  // namespace app
