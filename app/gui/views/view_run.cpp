@@ -98,7 +98,8 @@ void RunView::DrawTimeline(WindowState& state) {
                     "The loss is the next-token loss on the shown text: a run trained for another task need not lower it (the "
                     "graph experiment trains its attention rows against the target maps, not the next token).");
     if (!t || t->timeline.steps.empty()) {
-        for (const std::string& f : t ? t->failed : std::vector<std::string>{}) ImGui::TextWrapped("failed: %s", f.c_str());
+        for (const std::string& f : t ? t->failed : std::vector<std::string>{})
+            if (!(one_token && f == kRunNeedsTwoTokens)) ImGui::TextWrapped("failed: %s", f.c_str());  // said beside the button
         return;
     }
     // The curves this timeline offers (against a base also JS to base and the drift); a session's
