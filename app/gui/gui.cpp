@@ -1089,10 +1089,12 @@ private:
         for (size_t i = 0; i < settings; ++i) settings_text += "\n" + s.model->settings[i];
         if (s.analysis) {
             const float loss = model::MeanLoss(s.analysis->loss);
+            char loss_text[32] = "-";  // one token predicts nothing: no loss, as the Model panel says ("nan" before)
+            if (std::isfinite(loss)) std::snprintf(loss_text, sizeof loss_text, "%.3f", loss);
             const std::string marked = settings == 0 ? "" : " | " + std::to_string(settings) + (settings == 1 ? " setting" : " settings");
-            ImGui::Text("%d tokens | %s, L%d H%d | vs %s | loss %.3f | %s%s%s", s.analysis->n_tokens,
+            ImGui::Text("%d tokens | %s, L%d H%d | vs %s | loss %s | %s%s%s", s.analysis->n_tokens,
                         s.model ? ShortModelName(s.model->dir).c_str() : "", s.selected.layer, s.selected.head, ComparedWith(*s.analysis).c_str(),
-                        loss, s.analysis->device.c_str(), marked.c_str(), s.analysis->interventions.empty() ? "" : " | what-ifs on");
+                        loss_text, s.analysis->device.c_str(), marked.c_str(), s.analysis->interventions.empty() ? "" : " | what-ifs on");
         } else {
             ImGui::TextUnformatted(s.model ? "no analysis yet" : "no model open");
         }
