@@ -423,6 +423,25 @@ std::string LitFamilies() {
     return names;
 }
 
+// What init-random may replace at --out: nothing, an empty folder, or a folder of the files it
+// writes (a model it wrote before, as the build's default model, written again by every build). A
+// trained model (its train.json), a downloaded one (its README.md) or anything else there is the
+// user's: it was replaced file by file, and the folder left mixed.
+model::Status InitRandomWrote(const std::string& dir) {
+    static const std::set<std::string> kWritten = {"config.json", "lit_config.json", "model.safetensors", "lit_model.pth", "vocab.json",
+                                                   "merges.txt",  "tokenizer.json",  "tokenizer.model",   "tokenizer_config.json"};
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        const fs::file_status st = it->symlink_status(ec);
+        if (!kWritten.count(name) || !(fs::is_regular_file(st) || fs::is_symlink(st)))  // a link of its names: replaced, never followed
+            return model::Fail(model::Quoted(dir) + " holds " + model::Quoted(name) +
+                               ", which init-random does not write: give a new folder, or one init-random wrote");
+    }
+    if (ec) return model::Fail(model::Quoted(dir) + ": cannot read (" + ec.message() + ")");
+    return model::Ok{};
+}
+
 int CmdInitRandom(const CommandOptions& o) {
     const NewModelOptions& m = o.new_model;
     model::ModelConfig c = RandomModelConfig(m);
@@ -450,7 +469,23 @@ int CmdInitRandom(const CommandOptions& o) {
     if (m.layout == model::Layout::Lit && !c.Rope())
         throw Failure{kExitUsage, "--layout lit needs a RoPE family lit-gpt holds (" + LitFamilies() + "); GPT-2 is HF's layout"};
     if (auto s = CheckExportFolder(o.out, /*weights=*/true); !s) throw Failure{kExitUsage, "--out: " + s.error()};
-    if (auto s = model::WriteRandomModel(c, seed, tokenizer, o.out, m.save_dtype, m.layout); !s) throw Failure{kExitBadInput, s.error()};
+    std::string out = o.out;  // "DIR/" is DIR: its temporary folder goes beside it
+    while (out.size() > 1 && out.back() == '/') out.pop_back();
+    if (auto s = model::CheckReplaceableFolder(out, InitRandomWrote); !s) throw Failure{kExitUsage, "--out: " + s.error()};
+    // Written whole beside --out, then put in its place: an earlier model's files never stay
+    // beside the new one's (its tokenizer.model beside GPT-2's pair), and a failure leaves it as it was.
+    if (const fs::path parent = fs::path(out).parent_path(); !parent.empty())
+        if (std::error_code ec = model::MakeFolders(parent.string()))
+            throw Failure{kExitFailure, "--out: " + model::Quoted(parent.string()) + ": cannot create (" + ec.message() + ")"};
+    auto staged = model::HeldTempFolder::Create(out);
+    if (!staged) throw Failure{kExitFailure, "--out: " + staged.error()};
+    model::Status s = model::WriteRandomModel(c, seed, tokenizer, staged->path(), m.save_dtype, m.layout);
+    if (s) s = model::ReplaceFolder(staged->path(), out, InitRandomWrote);
+    if (!s) {
+        std::error_code ignored;
+        fs::remove_all(staged->path(), ignored);
+        throw Failure{kExitBadInput, s.error()};
+    }
     return kExitOk;
 }
 

@@ -80,6 +80,7 @@ std::string BatchFolderName(const std::string& name, int index, std::set<std::st
         std::snprintf(buf, sizeof buf, "text_%04d", index + 1);
         out = buf;
     }
+    if (out[0] == '.') out[0] = '_';  // never hidden, nor one of ssaviz's own staging folders (".export.ssaviz-*")
     std::string unique = out;
     for (int k = 2; used->count(unique); ++k) unique = out + "_" + std::to_string(k);
     used->insert(unique);

@@ -16,8 +16,9 @@ namespace app {
 // The names a batch writes itself: a text named so gets "_2".
 std::set<std::string> BatchReservedNames();
 
-// A text's sub-folder from its name: letters, digits, '.', '-', '_' kept, others '_', at most 64
-// characters; "text_0001" (index 0) when the name is empty; unique among `used`, which it joins.
+// A text's sub-folder from its name: letters, digits, '.', '-', '_' kept, others '_' (a leading '.'
+// too), at most 64 characters; "text_0001" (index 0) when the name is empty; unique among `used`,
+// which it joins.
 std::string BatchFolderName(const std::string& name, int index, std::set<std::string>* used);
 // Whether a text's sub-folder `name` of `out` can be written: a link there (or a file) is refused,
 // never written through. Asked of every text before the model runs, and again before each writes.

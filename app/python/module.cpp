@@ -450,6 +450,22 @@ py::list IdPieces(const AnalysisHandle& h, const std::vector<int64_t>& ids) {
     return out;
 }
 
+// The ids whose piece, as id_pieces names it, is `piece` ("." can be a piece and a <0x2E> byte's).
+std::vector<int64_t> PieceIds(const AnalysisHandle& h, const std::string& piece) {
+    py::gil_scoped_release release;
+    std::shared_ptr<const std::vector<std::string>> vocab;
+    {
+        std::lock_guard<std::mutex> lock(h.core->mutex);
+        if (!h.core->vocab && !h.core->runner) throw BadArgument("the model is closed, so its tokenizer cannot name ids");
+        vocab = h.core->Vocab();
+    }
+    std::vector<int64_t> ids;
+    for (size_t id = 0; id < vocab->size(); ++id)
+        // A piece's display is never shorter than its bytes (a stray byte shows as U+FFFD).
+        if ((*vocab)[id].size() <= piece.size() && model::PieceToDisplay((*vocab)[id]) == piece) ids.push_back(static_cast<int64_t>(id));
+    return ids;
+}
+
 // Position `position`'s parts for the logit of `token`: [L H + L + 2] (heads layer-major, MLPs,
 // embeddings, constants), as Engine::Attribute's.
 py::array Attribute(const AnalysisHandle& h, int64_t position, int64_t token, const std::string& side_name) {
@@ -989,6 +1005,7 @@ PYBIND11_MODULE(_ssaviz, m) {
         .def("export", &Export)
         .def("lens", &Lens, py::arg("side") = "ssa")
         .def("id_pieces", &IdPieces)
+        .def("piece_ids", &PieceIds)
         .def("attribute", &Attribute, py::arg("position"), py::arg("token"), py::arg("side") = "ssa");
 
     py::class_<FigureHandle>(m, "Figure")

@@ -1,6 +1,7 @@
 #include "model/io/files.h"
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -415,6 +416,9 @@ Result<std::string> CreateTempFolderBeside(const std::string& path) {
 std::vector<std::string> AbandonedTempFolders(const std::string& path, int age_seconds) {
     std::vector<std::string> found;
     for (const auto& [at, tag] : TemporariesOf(path)) {
+        // mkdtemp's six letters and digits only: ".export.ssaviz-userdata" is someone's folder.
+        const bool made_by_mkdtemp = tag.size() == 6 && std::all_of(tag.begin(), tag.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)); });
+        if (!made_by_mkdtemp) continue;
         struct stat st;
         if (::lstat(at.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
             std::time(nullptr) - st.st_ctime < age_seconds)  // a folder just made, before its maker's lock

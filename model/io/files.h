@@ -142,9 +142,9 @@ private:
     std::string m_path;
     int m_fd = -1;
 };
-// The temporary folders of `path`'s name (".NAME.ssaviz-*" beside it) that HeldTempFolder::Create
-// removes: no process holds them, they were made at least `age_seconds` ago, and they are this
-// user's folders (not links).
+// The temporary folders of `path`'s name (".NAME.ssaviz-XXXXXX" beside it, mkdtemp's six letters and
+// digits) that HeldTempFolder::Create removes: no process holds them, they were made at least
+// `age_seconds` ago, and they are this user's folders (not links).
 std::vector<std::string> AbandonedTempFolders(const std::string& path, int age_seconds = 60);
 
 // Whether `path` is absent, or a folder (not a link) that `owned` accepts: what ReplaceFolder

@@ -574,18 +574,33 @@ class Analysis:
         return list(zip(self._h.id_pieces(ids), (float(p) for p in probs)))
 
     def attribute(self, position, token, side="ssa"):
-        """Each part's share of the logit of `token` (an id, or a piece the tokenizer makes one id
-        of) at `position` (-1: the last): a dict with heads [L, H], mlp [L], embed and const (floats)."""
+        """Each part's share of the logit of `token` (an id, or a piece as ssaviz shows it: the
+        text's pieces, lens_top()'s, predictions()') at `position` (-1: the last): a dict with heads
+        [L, H], mlp [L], embed and const (floats)."""
         w = "attribute()"
         if isinstance(token, str):
-            ids = self.model.tokenize(token)[0]
-            if len(ids) != 1:
-                raise ValueError(f"{w}: {token!r} is {len(ids)} tokens, not one")
-            token = ids[0]
+            token = self._piece_id(w, token)
         parts = self._h.attribute(_position(w, position, self.n_tokens), _int(w, "token", token), _str(w, "side", side))
         L, H = self.n_layer, self.n_head
         return {"heads": parts[:L * H].reshape(L, H), "mlp": parts[L * H:L * H + L], "embed": float(parts[-2]),
                 "const": float(parts[-1])}
+
+    def _piece_id(self, w, piece):
+        """The id whose piece is `piece` as ssaviz shows pieces. Where two ids show alike (a piece
+        and its <0xNN> byte), the one in the text, else the one the piece tokenizes to; else the
+        piece's tokenization where it is one id (the tokenizer's own spelling of it)."""
+        ids = list(self._h.piece_ids(piece))
+        for narrower in (set(int(i) for i in self.ids), set(self.model.tokenize(piece)[0])):
+            if len(ids) > 1:
+                ids = [i for i in ids if i in narrower] or ids
+        if len(ids) == 1:
+            return ids[0]
+        if ids:
+            raise ValueError(f"{w}: {piece!r} is the piece of ids {', '.join(map(str, ids))}: pass the id")
+        tokenized = self.model.tokenize(piece)[0]
+        if len(tokenized) != 1:
+            raise ValueError(f"{w}: {piece!r} is no piece of the vocabulary and {len(tokenized)} tokens, not one")
+        return tokenized[0]
 
     # Figures: the renderer of `ssaviz export`'s PNG / SVG / HTML files.
     def heatmap(self, layer, head, map="ssa", **flags):

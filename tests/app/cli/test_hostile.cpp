@@ -299,14 +299,18 @@ TEST_F(Cli, ADriftOfFloatRoundingIsNoDrift) {
 TEST_F(Cli, BatchTextsCannotTakeTheSummarysPlace) {
     const std::string dir = Fresh("batch_names"), out = dir + "/out";
     std::ofstream(dir + "/texts.jsonl") << R"({"name": "summary.json", "text": "one text"})" << "\n"
-                                        << R"({"name": "summary.csv", "text": "another text"})" << "\n";
+                                        << R"({"name": "summary.csv", "text": "another text"})" << "\n"
+                                        << R"({"name": ".export.ssaviz-abc123", "text": "a third"})" << "\n";
     Outcome r = Ssaviz({"export", "--model", Small(), "--text-file", dir + "/texts.jsonl", "--batch", "--out", out, "--format", "json"});
     ASSERT_EQ(r.code, 0) << r.err;
+    // Nor the name of ssaviz's staging folders, which the next export there would take for a killed one's.
+    EXPECT_TRUE(fs::is_directory(out + "/_export.ssaviz-abc123"));
+    EXPECT_FALSE(fs::exists(out + "/.export.ssaviz-abc123"));
     EXPECT_TRUE(fs::is_regular_file(out + "/summary.json"));
     EXPECT_TRUE(fs::is_regular_file(out + "/summary.csv"));
     EXPECT_TRUE(fs::is_directory(out + "/summary.json_2"));
     EXPECT_TRUE(fs::is_directory(out + "/summary.csv_2"));
-    EXPECT_EQ(json::parse(ReadFile(out + "/summary.json"))["texts"].size(), 2u);
+    EXPECT_EQ(json::parse(ReadFile(out + "/summary.json"))["texts"].size(), 3u);
     // A line nested far too deep is a one-line error naming the line.
     std::ofstream(dir + "/deep.jsonl") << "{\"text\": " << std::string(100000, '[') << "\n";
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text-file", dir + "/deep.jsonl", "--batch", "--out", out}), 3,
@@ -365,6 +369,19 @@ TEST_F(Cli, InitRandomNeverWritesThroughALinkAndTakesAnyTokenizer) {
     // A tokenizer folder without tokenizer files: one line, and no --out left behind.
     ExpectOneLineError(Ssaviz({"init-random", "--out", dir + "/none", "--tokenizer", victim}), 3, "");
     EXPECT_FALSE(fs::exists(dir + "/none"));
+    // Its own model written again is replaced whole: GPT-2's pair, no SentencePiece model left beside it.
+    r = Ssaviz({"init-random", "--out", dir + "/sp/", "--layers", "1", "--heads", "2", "--embd", "16", "--positions", "32"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_FALSE(fs::exists(dir + "/sp/tokenizer.model"));
+    EXPECT_TRUE(fs::is_regular_file(dir + "/sp/vocab.json"));
+    // A model it did not write (a trained one, with its train.json) is refused, as it was.
+    const std::string trained = dir + "/trained";
+    fs::copy(passkey, trained);
+    const std::string weights = ReadFile(trained + "/model.safetensors");
+    ExpectOneLineError(Ssaviz({"init-random", "--out", trained, "--layers", "1", "--heads", "2", "--embd", "16", "--positions", "32"}), 2,
+                       "holds 'train.json', which init-random does not write");
+    EXPECT_EQ(ReadFile(trained + "/model.safetensors"), weights);
+    EXPECT_TRUE(fs::exists(trained + "/tokenizer.model"));
 }
 
 TEST_F(Cli, SizesThatCannotBeBuiltAreRefusedUpFront) {

@@ -223,6 +223,8 @@ TEST(Files, AnAbandonedTempFolderIsRemovedAndAHeldOneKept) {
     fs::create_directory(dir + "/.other.ssaviz-killed");
     fs::create_directory_symlink(dir + "/.other.ssaviz-killed", dir + "/.export.ssaviz-link");
     std::ofstream(dir + "/.export.ssaviz-file") << "not a folder";
+    // Names mkdtemp never makes (its six letters and digits): a user's folders, kept.
+    for (const char* users : {"/.export.ssaviz-userdata", "/.export.ssaviz-ab_cd1", "/.export.ssaviz-abc"}) fs::create_directory(dir + users);
     EXPECT_EQ(model::AbandonedTempFolders(path, 0), std::vector<std::string>{dir + "/.export.ssaviz-killed"});
     EXPECT_TRUE(model::AbandonedTempFolders(path, 3600).empty()) << "made just now: perhaps not locked yet";
     {
@@ -230,7 +232,8 @@ TEST(Files, AnAbandonedTempFolderIsRemovedAndAHeldOneKept) {
         ASSERT_TRUE(second) << second.error();
         EXPECT_FALSE(fs::exists(dir + "/.export.ssaviz-killed"));
         EXPECT_TRUE(fs::exists(held->path())) << "another writer's, held";
-        for (const char* kept : {"/.other.ssaviz-killed", "/.export.ssaviz-file"}) EXPECT_TRUE(fs::exists(dir + kept)) << kept;
+        for (const char* kept : {"/.other.ssaviz-killed", "/.export.ssaviz-file", "/.export.ssaviz-userdata", "/.export.ssaviz-ab_cd1", "/.export.ssaviz-abc"})
+            EXPECT_TRUE(fs::exists(dir + kept)) << kept;
         EXPECT_TRUE(fs::is_symlink(dir + "/.export.ssaviz-link"));
     }
     // Let go (its maker killed: the kernel drops the lock): abandoned.
