@@ -124,10 +124,10 @@ std::vector<Quantity> MakeCatalogue() {
                  "SSA against tau = 1: the temperatures' part of fine-tuning's change (the Fine-tune tab's 'temperatures', "
                  "metrics.json's decomposition.js_temperature)",
                  Scope::Row)
-            .Unit("nats").Members(&A::js).Read(R::RowMean).Format("%.4f").LargerFirst().Json(kHeadsAndRows).Python("js").Batch(kSsaSide)
+            .Unit("nats").Members(&A::js).Read(R::RowMean).Format("%.4f").LargerFirst().Json(kHeadsAndRows).Python("js").Decomposition("js_temperature").Batch(kSsaSide)
             .Shown(kSsaSide),
         Quantity("l1", "L1 to comparison", "L1", "L1 distance sum_j |p - p'| of SSA's rows from the comparison's, 0..2", Scope::Row)
-            .Members(&A::l1).Read(R::RowMean).LargerFirst().Json(kHeadsAndRows, "l1_distance").Python("l1").Shown(kSsaSide),
+            .Members(&A::l1).Read(R::RowMean).LargerFirst().Json(kHeadsAndRows, "l1_distance").Python("l1").Decomposition("l1_temperature").Shown(kSsaSide),
         // With a fine-tune's base (compare base): the whole change and the other weights' drift;
         // the temperatures' part is js_divergence (SSA against tau = 1). NaN without a base.
         Quantity("js_total", "JS to base", "JS total",

@@ -112,6 +112,7 @@ struct Quantity {
     unsigned json = kNotInJson;  // JsonPlaces
     std::string json_key;        // metrics.json's name when it is not the key ("l1_distance")
     std::string python;          // its key in Python's Analysis.metrics; "" when not there
+    std::string decomposition;   // against a base, its name in metrics.json's decomposition ("js_temperature"); "" if none
     Sides batch = kNoSide;       // the sides whose model-wide mean a batch summary has (column key + Suffix)
     Sides shown = kNoSide;       // the sides the Table tab shows at first (the others on request) and the head tooltip lists
     bool sink = false;           // the sink-head rule reads it (IsSinkHead): tables, metrics.json and batches show the rule beside it
@@ -138,6 +139,7 @@ struct Quantity {
     Quantity& LargerFirst() { larger_first = true; return *this; }
     Quantity& Json(unsigned places, std::string name = "") { json = places; json_key = std::move(name); return *this; }
     Quantity& Python(std::string name) { python = std::move(name); return *this; }
+    Quantity& Decomposition(std::string name) { decomposition = std::move(name); return *this; }
     Quantity& Batch(Sides s) { batch = s; return *this; }
     Quantity& Shown(Sides s) { shown = s; return *this; }
     Quantity& SinkRule() { sink = true; return *this; }

@@ -245,6 +245,8 @@ json CatalogueToJson() {
         quantities.push_back({{"key", q.key},   {"label", q.label}, {"help", q.help},   {"unit", q.unit},
                               {"scope", scope}, {"sides", sides},   {"head_values", head_values},
                               {"python", q.python.empty() ? json() : json(q.python)}, {"json", q.JsonKey()},
+                              {"head_value", HeadValueOf(q) ? json(HeadValueOf(q)->key) : json()},
+                              {"decomposition", q.decomposition.empty() ? json() : json(q.decomposition)},
                               {"reading", q.reading == Reading::TokenStats ? json("every_row") : q.reading == Reading::RowMean ? json("rows_2_to_T") : json()}});
     }
     for (const TokenColoring& c : TokenColorings())

@@ -382,16 +382,26 @@ def quantities():
     return [dict(q) for q in _CATALOGUE["quantities"]]
 
 
+def _python_key(name, held):
+    """The Python key of the quantity `name` names, where held(key): its key, metrics.json's or
+    run.json's name, its head value's (tau_q_mean), or against a base (js_total held) its name in
+    the decomposition (js_temperature is js: there SSA against tau = 1). None where none is held."""
+    with_base = held("js_total")
+    for q in _CATALOGUE["quantities"]:
+        names = (q["key"], q["json"], q["head_value"]) + ((q["decomposition"],) if with_base else ())
+        key = q["python"] or q["key"]  # tau_q, tau_v: arrays of their own, under their key
+        if name in names and held(key):
+            return key
+    return None
+
+
 class _Metrics(dict):
     """Analysis.metrics: arrays by their Python names; the names metrics.json, run.json and the
     command line give the same quantity read the same array (metrics["js_divergence"] is
     metrics["js"], "l1_distance" is "l1"), as RunAnalysis.arrays() reads them."""
 
     def _python_name(self, name):
-        for q in _CATALOGUE["quantities"]:
-            if name in (q["key"], q["json"]) and dict.__contains__(self, q["python"]):
-                return q["python"]
-        return None
+        return _python_key(name, lambda key: dict.__contains__(self, key))
 
     def __missing__(self, name):
         python_name = self._python_name(name)
@@ -416,7 +426,8 @@ def _metrics_doc():
     return ("dict of float32 arrays, one per quantity of ssaviz.quantities() that has one:\n" + "\n".join(lines) + "\n" +
             _textwrap.fill(f"The comparison's side as KEY_compare ({two_sided}). Without a comparison (compare=None) the "
                            "comparison's keys and those of SSA against it are absent. The names metrics.json and run.json give "
-                           "read the same arrays (\"js_divergence\" is \"js\", \"l1_distance\" \"l1\").", 100))
+                           "read the same arrays (\"js_divergence\" is \"js\", \"l1_distance\" \"l1\"; against a base "
+                           "\"js_temperature\" is \"js\").", 100))
 
 
 def _highlight_doc():

@@ -112,9 +112,10 @@ class RunAnalysis:
             raise ValueError(f"{where}: no step of the run was analysed")
         if name in self._arrays[0]:
             return name
-        for q in _quantities():
-            if name in (q["key"], q["json"]) and q["python"] in self._arrays[0]:
-                return q["python"]
+        from . import _python_key
+        key = _python_key(name, lambda k: k in self._arrays[0])
+        if key is not None:
+            return key
         raise KeyError(f"{where}: {name!r} is not one of the run's arrays ({', '.join(self.keys())})")
 
     def arrays(self, name):

@@ -177,6 +177,22 @@ def test_bundled_examples_and_default_model():
     loss = a.decomposition["loss_mean"]
     assert loss["ssa"] < loss["base"] - 1.0  # the fine-tune learned its domain (the card: 5.037 to 3.022)
     assert abs((loss["ssa"] - loss["tau1"]) + (loss["tau1"] - loss["base"]) - (loss["ssa"] - loss["base"])) < 1e-9
+    # The decomposition's name of the temperatures' part reads the metrics' array of it.
+    assert np.array_equal(a.metrics["js_temperature"], a.metrics["js"])
+    head_means = a.metrics["js"][:, :, 1:].mean(axis=-1)
+    np.testing.assert_allclose(head_means, a.decomposition["js_temperature"], rtol=0, atol=1e-6)
+
+    # attribute() takes a piece as ssaviz shows it. This SentencePiece tokenizer spells "." alone as
+    # "▁." (id 1772, another token): the piece is the text's, and lens_top()'s pieces are taken too.
+    t = a.n_tokens - 2
+    assert a.pieces[t + 1] == "." and a.model.tokenize(".")[0] != [int(a.ids[t + 1])]
+    assert np.array_equal(a.attribute(t, ".")["mlp"], a.attribute(t, int(a.ids[t + 1]))["mlp"])
+    for piece, _ in a.lens_top(a.n_layer, t):
+        a.attribute(t, piece)
+    # A piece two ids show alike (a piece and its <0xNN> byte), neither in the text nor its
+    # tokenization: said, with both ids, never one taken silently.
+    with pytest.raises(ValueError, match=r"attribute\(\): '#' is the piece of ids \d+, \d+: pass the id"):
+        a.attribute(t, "#")
 
 
 def test_a_model_computes_on_every_usable_core_by_default(monkeypatch):

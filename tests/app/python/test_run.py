@@ -74,6 +74,9 @@ def test_each_step_equals_its_checkpoint_alone(run_dir):
     # run.json's names are the arrays' too.
     assert np.array_equal(analysis.arrays("js_divergence"), analysis.arrays("js"))
     assert np.array_equal(analysis.head("l1_distance"), analysis.head("l1"))
+    assert np.array_equal(analysis.head("tau_q_mean"), analysis.head("tau_q"))  # run.json's head value
+    with pytest.raises(KeyError, match="'js_temperature' is not one of the run's arrays"):  # the temperatures' part: with a base only
+        analysis.head("js_temperature")
 
 
 def test_the_same_numbers_as_export_run(run_dir, tmp_path):
@@ -151,6 +154,8 @@ def test_a_run_against_a_base(run_dir, tmp_path):
     for k, step in enumerate(timeline["steps"]):
         for part in ("js_total", "js_drift"):
             np.testing.assert_allclose(np.array(step["heads"][part], dtype=np.float64), analysis.head(part)[k], rtol=0, atol=1e-6)
+    # The decomposition's name for the temperatures' part reads the same array as run.json's.
+    assert np.array_equal(analysis.head("js_temperature"), analysis.head("js_divergence"))
     assert analysis.arrays("loss_base").shape == (3, analysis.arrays("loss").shape[1])
     with pytest.raises(ValueError, match='base= goes with compare="base"'):
         ssaviz.load_run(run_dir).export(TEXT, tmp_path / "bad", compare="local", base=base)
