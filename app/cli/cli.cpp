@@ -264,7 +264,9 @@ int CmdExport(const CommandOptions& o) {
             if (auto s = CheckOutsideRun(options.out_dir, *run); !s) throw Failure{kExitUsage, "--out: " + s.error()};
     if (auto s = CheckExportFolder(options.out_dir); !s) throw Failure{kExitUsage, "--out: " + s.error()};
     std::string text = ReadText(o);
-    if ((o.compare_run || o.steps) && !o.run) throw Failure{kExitUsage, std::string(o.steps ? "--steps" : "--compare-run") + " goes with --run DIR"};
+    if ((o.compare_run || o.steps) && !o.run)
+        throw Failure{kExitUsage, std::string(o.steps ? "--steps" : "--compare-run") + " goes with --run DIR" +
+                                      (o.example.empty() ? "" : ": --example " + o.example + " is no training run")};
     // What only a base has, asked for without one: a usage error before the model runs.
     if (auto s = CheckExportSettings(options, o.compare.kind == CompareKind::Base); !s && !(o.export_options.lens && ExportFormats(options).empty()))
         throw Failure{kExitUsage, s.error()};

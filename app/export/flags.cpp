@@ -116,6 +116,8 @@ model::Result<std::vector<int>> ParseIndexList(const std::string& text, const st
     for (const std::string& item : *items) {
         // Negative and too large indices pass: the check against the model names them.
         const auto v = ParseInteger(item, INT_MIN, INT_MAX);
+        const bool digits = item.find_first_not_of("0123456789", item[0] == '-') == std::string::npos && item.size() > (item[0] == '-');
+        if (!v && digits) return model::Fail(flag + ": " + QuoteForMessage(item) + " is out of range: no model has that many");
         if (!v) return model::Fail(flag + ": " + QuoteForMessage(item) + " is not a whole number (expected all or a list like 0,2)");
         // A repeat would write the same files again: each index counts once, in the order first given.
         if (seen.insert(static_cast<int>(*v)).second) out.push_back(static_cast<int>(*v));

@@ -99,6 +99,9 @@ std::string InPythonWords(std::string message) {
 struct BadArgument : std::runtime_error {  // ValueError: what the command line exits 2 or 3 for
     explicit BadArgument(const std::string& message) : std::runtime_error(InPythonWords(message)) {}
 };
+struct UnknownKeyword : BadArgument {  // ArgumentTypeError: a TypeError, as Python's own for a keyword a call does not take, and a ValueError
+    using BadArgument::BadArgument;
+};
 struct MissingFile : std::runtime_error {  // FileNotFoundError: a path that is not there
     explicit MissingFile(const std::string& message) : std::runtime_error(InPythonWords(message)) {}
 };
@@ -156,7 +159,7 @@ void ApplyFlags(Command command, const FlagList& flags, const std::set<std::stri
             for (const std::string& n : Allowed(command, excluded)) takes += (takes.empty() ? "" : ", ") + n.substr(2);
             std::replace(takes.begin(), takes.end(), '-', '_');
             const char* examples = spelled == "--example" ? "; ssaviz.examples() gives each bundled example's model, twin or base and text" : "";
-            throw BadArgument(where + " takes no keyword " + keyword + " (its keywords: " + (takes.empty() ? "none" : takes) + ")" + examples);
+            throw UnknownKeyword(where + " takes no keyword " + keyword + " (its keywords: " + (takes.empty() ? "none" : takes) + ")" + examples);
         }
         if (auto s = ApplyFlag(command, spelled, value, options); !s) throw BadArgument(s.error());
     }
@@ -888,9 +891,17 @@ PYBIND11_MODULE(_ssaviz, m) {
     using namespace app::python;
     m.doc() = "The ssaviz engine (C++). Use the ssaviz package, which checks arguments and documents the API.";
 
+    // The package's ArgumentTypeError (an argument of the wrong type, a keyword not taken): a
+    // TypeError and a ValueError, so that either except clause holds it.
+    static const py::handle argument_type_error = PyErr_NewExceptionWithDoc(
+        "ssaviz.ArgumentTypeError", "An argument of the wrong type: both a TypeError and a ValueError, so either except clause holds it.",
+        py::make_tuple(py::handle(PyExc_TypeError), py::handle(PyExc_ValueError)).ptr(), nullptr);
+    m.attr("ArgumentTypeError") = argument_type_error;
     py::register_exception_translator([](std::exception_ptr p) {
         try {
             if (p) std::rethrow_exception(p);
+        } catch (const UnknownKeyword& e) {
+            PyErr_SetString(argument_type_error.ptr(), Printable(e.what()).c_str());
         } catch (const MissingFile& e) {
             PyErr_SetString(PyExc_FileNotFoundError, Printable(e.what()).c_str());
         } catch (const BadArgument& e) {

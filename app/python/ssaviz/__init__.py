@@ -35,8 +35,7 @@ __all__ = ["load", "Model", "Analysis", "Figure", "export_batch", "load_run", "R
            "ArgumentTypeError"]
 
 
-class ArgumentTypeError(TypeError, ValueError):
-    """An argument of the wrong type: both a TypeError and a ValueError, so either except clause holds it."""
+ArgumentTypeError = _ssaviz.ArgumentTypeError  # a TypeError and a ValueError: a wrong type, or a keyword a call does not take
 
 
 #-----------------------------------------------------------------------------

@@ -551,6 +551,11 @@ TEST_F(Cli, AnExampleRefusesFlagsNamingAnotherModel) {
     ExpectOneLineError(Ssaviz({"export", "--example", "graph-run", "--run", out, "--out", out}), 2, "not with --run");
     ExpectOneLineError(Ssaviz({"info", "--model", Small(), "--example", "english"}), 2, "not with --model");
     ExpectOneLineError(Ssaviz({"tokenize", "--example", "ENGLISH"}), 2, "--example 'ENGLISH' is not one of the bundled examples (english, ");
+    // What goes with a run, or not, said in the example's words (the user typed no --run).
+    ExpectOneLineError(Ssaviz({"export", "--example", "english", "--steps", "5", "--out", out}), 2,
+                       "--steps goes with --run DIR: --example english is no training run");
+    ExpectOneLineError(Ssaviz({"export", "--example", "graph-run", "--lens", "--out", out}), 2,
+                       "--example graph-run, a training run, opens each of its checkpoints: not with --batch, --lens or --model");
     EXPECT_FALSE(fs::exists(out + "/metrics.json"));
 }
 

@@ -6,6 +6,7 @@ import gc
 import json
 import os
 import pathlib
+import pickle
 import re
 import shutil
 import struct
@@ -67,6 +68,11 @@ def test_bad_load_flags(small, tmp_path):
     raises_like_cli(ValueError, lambda: ssaviz.load(SMALL, dtype="f64"), "info", "--model", SMALL, "--dtype", "f64")
     with pytest.raises(ValueError, match=r"load\(\) takes no keyword colour \(its keywords: .*dtype"):
         ssaviz.load(SMALL, colour="red")
+    # A keyword a call does not take is a TypeError, as Python's own calls say it (and a ValueError, as it was).
+    with pytest.raises(TypeError, match=r"load\(\) takes no keyword colour") as raised:
+        ssaviz.load(SMALL, colour="red")
+    assert type(raised.value) is ssaviz.ArgumentTypeError and type(raised.value).__module__ == "ssaviz"
+    assert pickle.loads(pickle.dumps(raised.value)).args == raised.value.args  # as a Dask worker sends it back
     with pytest.raises(ValueError, match="takes no keyword text "):
         ssaviz.load(SMALL, text="hi")
     # The command line's --example is ssaviz.examples() here: said, not taken and ignored.
