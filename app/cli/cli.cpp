@@ -272,10 +272,11 @@ int CmdExport(const CommandOptions& o) {
         throw Failure{kExitUsage, s.error()};
     if (o.run) return CmdExportRun(o, options, text);
     std::vector<BatchText> texts = o.batch ? ReadBatch(*o.text_file, text) : std::vector<BatchText>{{"", text, 0}};
-    // Each text's sub-folder, before the model runs: a link or a file there is refused, not written through.
-    if (o.batch)
-        for (const BatchText& t : texts)
-            if (auto s = CheckBatchFolder(options.out_dir, t.name); !s) throw Failure{kExitFailure, s.error()};
+    // Where the files go (each text's sub-folder in a batch), before the model runs: a link or a
+    // file where a folder goes is refused, not written through.
+    for (const BatchText& t : texts)
+        if (auto s = CheckExportPlaces(options.out_dir, (fs::path(options.out_dir) / t.name).string(), options); !s)
+            throw Failure{kExitUsage, "--out: " + s.error()};
     auto runner = OpenRunner(o);
     const model::ModelConfig& c = runner->Info().config;
     if (auto s = ResolveExportHeads(&options, c.n_layer, c.n_head); !s) throw Failure{kExitUsage, s.error()};
@@ -596,6 +597,8 @@ void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional
             if (shown)
                 if (auto outside = CheckOutsideRun(launch->export_to, *shown); !outside) throw Failure{kExitUsage, "--export-to: " + outside.error()};
         if (auto checked = CheckExportFolder(launch->export_to); !checked) throw Failure{kExitUsage, "--export-to: " + checked.error()};
+        if (auto checked = CheckExportPlaces(launch->export_to, launch->export_to, s->export_options); !checked)
+            throw Failure{kExitUsage, "--export-to: " + checked.error()};
     }
     if (o.text || o.text_file) launch->text = ReadText(o);
     launch->truncate = o.truncate || (s && s->truncate);

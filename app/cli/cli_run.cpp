@@ -129,13 +129,15 @@ int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const st
     // Where the files go, checked before any checkpoint is opened: outside the runs (CmdExport asked),
     // and no link or file where a folder goes.
     const fs::path out(options.out_dir);
-    std::vector<fs::path> folders;
-    for (int64_t step : full) folders.push_back(out / StepFolder(step));
-    for (int64_t step : both) folders.push_back(out / "compare-run" / StepFolder(step));
+    std::vector<fs::path> exports, folders;  // a step's export's folder; the run's own
+    for (int64_t step : full) exports.push_back(out / StepFolder(step));
+    for (int64_t step : both) exports.push_back(out / "compare-run" / StepFolder(step));
     if (compare_steps) folders.push_back(out / "compare-run");
     if (options.png || options.svg) folders.push_back(out / "curves");
+    for (const fs::path& folder : exports)
+        if (auto s = CheckExportPlaces(out.string(), folder.string(), options); !s) throw Failure{kExitUsage, "--out: " + s.error()};
     for (const fs::path& folder : folders)
-        if (auto s = model::CheckFoldersBelow(out.string(), folder.string()); !s) throw Failure{kExitFailure, s.error()};
+        if (auto s = model::CheckFoldersBelow(out.string(), folder.string()); !s) throw Failure{kExitUsage, "--out: " + s.error()};
     // Everything is written into a folder of its own inside --out and moved into place at the end, so
     // a run that stops (a step's export that cannot be written) leaves --out as it was.
     std::error_code ec;

@@ -871,6 +871,15 @@ model::Status TryExportFolder(const fs::path& out, const std::string& shown, std
 
 }  // namespace
 
+model::Status CheckExportPlaces(const std::string& out_dir, const std::string& folder, const ExportOptions& options) {
+    std::vector<std::string> places = {folder};
+    if (options.csv) places.push_back(folder + "/csv");
+    if (options.png || options.svg) places.insert(places.end(), {folder + "/heatmaps", folder + "/plots"});
+    for (const std::string& place : places)
+        if (auto s = model::CheckFoldersBelow(out_dir, place); !s) return s;
+    return model::Ok{};
+}
+
 model::Status CheckExportFolder(const std::string& out_dir, bool weights) {
     if (out_dir.empty()) return model::Fail("--out is empty: name the folder to write");
     if (!weights)

@@ -129,6 +129,10 @@ nlohmann::json CatalogueToJson();
 // (CheckNotANewRunStep) unless what goes there is a model's weights (`weights`: init-random,
 // train). The command line asks before any model runs.
 model::Status CheckExportFolder(const std::string& out_dir, bool weights = false);
+// Checks that one export's folder inside --out (`folder`: --out itself, a batch text's, a run
+// step's) and the folders the export makes in it (csv/, heatmaps/, plots/ as its formats ask) hold
+// no link and no file where a folder goes: asked before any model runs, as the writers refuse them.
+model::Status CheckExportPlaces(const std::string& out_dir, const std::string& folder, const ExportOptions& options);
 
 // "" when every temperature and loss of the analysis is finite; else the one-line refusal naming
 // the first that is not (a file whose numbers overflow: exports and figures are refused, exit 3).

@@ -683,6 +683,7 @@ ExportOptions ExportSettings(const model::ModelInfo& info, const std::string& ou
     ExportOptions options = o.export_options;
     options.out_dir = out;
     if (auto s = CheckExportFolder(out); !s) throw BadArgument("--out: " + s.error());
+    if (auto s = CheckExportPlaces(out, out, options); !s) throw WriteFailed(s.error());  // as a batch's and a run's
     if (auto s = ResolveExportHeads(&options, info.config.n_layer, info.config.n_head); !s) throw BadArgument(s.error());
     if (auto s = CheckHighlightScope(options.figures, info.config.n_layer, info.config.n_head); !s) throw BadArgument(s.error());
     return options;
@@ -1046,7 +1047,7 @@ PYBIND11_MODULE(_ssaviz, m) {
                 if (auto s = app::CheckOutsideRun(out, run); !s) throw BadArgument(where + ": out " + s.error());
             if (auto s = app::CheckExportFolder(out); !s) throw BadArgument("--out: " + s.error());
             for (const std::string& name : folders)
-                if (auto s = app::CheckBatchFolder(out, name); !s) throw WriteFailed(s.error());
+                if (auto s = app::CheckExportPlaces(out, (fs::path(out) / name).string(), o.export_options); !s) throw WriteFailed(s.error());
         },
         py::arg("out"), py::arg("flags"), py::arg("where"), py::arg("folders") = std::vector<std::string>{},
         py::arg("runs") = std::vector<std::string>{});
@@ -1062,8 +1063,11 @@ PYBIND11_MODULE(_ssaviz, m) {
         ApplyFlags(app::Command::Export, flags, kExportExcluded, "Run.export()", &o);
         std::vector<std::string> all = folders;
         if (o.export_options.png || o.export_options.svg) all.push_back("curves");
-        for (const std::string& folder : all)
-            if (auto s = model::CheckFoldersBelow(out, (fs::path(out) / folder).string()); !s) throw WriteFailed(s.error());
+        for (const std::string& folder : all) {  // a step's export's folder, and the folders that export makes
+            const std::string at = (fs::path(out) / folder).string();
+            const bool step = fs::path(folder).filename().string().rfind("step-", 0) == 0;
+            if (auto s = step ? app::CheckExportPlaces(out, at, o.export_options) : model::CheckFoldersBelow(out, at); !s) throw WriteFailed(s.error());
+        }
         if (std::error_code ec = model::MakeFolders(out)) throw WriteFailed(model::Quoted(out) + ": cannot create (" + ec.message() + ")");
         auto staged = model::HeldTempFolder::Create((fs::path(out) / "run").string());
         if (!staged) throw WriteFailed(staged.error());

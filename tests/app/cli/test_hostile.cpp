@@ -125,10 +125,16 @@ TEST_F(Cli, ExportNeverWritesThroughLinksInsideItsFolder) {
     EXPECT_EQ(ReadFile(outside + "/victim.json"), "precious");
     EXPECT_FALSE(fs::is_symlink(out + "/metrics.json"));
     EXPECT_TRUE(json::accept(ReadFile(out + "/metrics.json")));
-    // A link where a folder goes is refused before anything is written.
+    // A link where a folder goes is refused before the model runs (a usage error: the model ran first).
     fs::create_symlink(outside, out + "/csv");
-    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "hello world", "--out", out, "--format", "csv"}), 1,
-                       "is a symbolic link: ssaviz does not write through links inside --out");
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "hello world", "--out", out, "--format", "csv"}), 2,
+                       "--out: '" + out + "/csv' is a symbolic link: ssaviz does not write through links inside --out");
+    fs::create_symlink(outside, out + "/heatmaps");
+    Outcome linked = Ssaviz({"export", "--model", Small(), "--text", "hello world", "--out", out, "--format", "png"});
+    ExpectOneLineError(linked, 2, "heatmaps' is a symbolic link");
+    EXPECT_EQ(linked.err.find("forward"), std::string::npos) << "refused only after the model ran: " << linked.err;
+    // Where the export makes no such folder, the link is not in its way.
+    ASSERT_EQ(Ssaviz({"export", "--model", Small(), "--text", "hello world", "--out", out, "--format", "npy"}).code, 0);
     EXPECT_EQ(FilesUnder(outside), (std::vector<std::string>{"victim.json"}));
 }
 
@@ -327,7 +333,7 @@ TEST_F(Cli, ABatchNeverWritesThroughALinkAtATextsFolder) {
     fs::create_directory_symlink("../victim", out + "/mine");
     std::ofstream(dir + "/texts.jsonl") << R"({"name": "fine", "text": "one text"})" << "\n"
                                         << R"({"name": "mine", "text": "another text"})" << "\n";
-    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text-file", dir + "/texts.jsonl", "--batch", "--out", out, "--format", "json"}), 1,
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text-file", dir + "/texts.jsonl", "--batch", "--out", out, "--format", "json"}), 2,
                        "out/mine' is a symbolic link");
     EXPECT_EQ(ReadFile(victim + "/metrics.json"), "precious");
     EXPECT_EQ(std::distance(fs::directory_iterator(victim), fs::directory_iterator()), 1);
@@ -335,8 +341,8 @@ TEST_F(Cli, ABatchNeverWritesThroughALinkAtATextsFolder) {
     fs::remove(out + "/mine");
     std::ofstream(out + "/text_0001") << "a file of the user's";
     std::ofstream(dir + "/plain.txt") << "a plain text\n";
-    ExpectOneLineError(Ssaviz({"export", "--model", dir + "/no-model", "--text-file", dir + "/plain.txt", "--batch", "--out", out}), 1,
-                       "text_0001");
+    ExpectOneLineError(Ssaviz({"export", "--model", dir + "/no-model", "--text-file", dir + "/plain.txt", "--batch", "--out", out}), 2,
+                       "text_0001' is in the way: not a folder");
     EXPECT_EQ(ReadFile(out + "/text_0001"), "a file of the user's");
 }
 
@@ -845,18 +851,19 @@ TEST_F(Cli, ARunsExportIsAllOrNothingAndNeverThroughALink) {
         fs::create_directories(out);
         fs::create_symlink("../victim", out + "/" + link);
         Outcome r = Ssaviz({"export", "--run", run, "--compare-run", run, "--steps", "100", "--text", text, "--out", out, "--format", "json,png"});
-        EXPECT_EQ(r.code, 1) << link << ": " << r.err;
+        EXPECT_EQ(r.code, 2) << link << ": " << r.err;
         EXPECT_NE(r.err.find("is a symbolic link"), std::string::npos) << r.err;
         EXPECT_EQ(r.err.find("run ["), std::string::npos) << link << ": refused only after opening checkpoints: " << r.err;
         expect_untouched(out, link);
     }
-    // A link inside a step's folder: found when the run is put in place, after both steps ran.
+    // A link inside a step's folder, where its heatmaps go: refused before any checkpoint opens too.
     const std::string out = dir + "/out-inside";
     fs::create_directories(out + "/step-000200");
     fs::create_symlink("../../victim", out + "/step-000200/heatmaps");
     Outcome r = Ssaviz({"export", "--run", run, "--steps", "all", "--text", text, "--out", out, "--format", "json,png"});
-    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_NE(r.err.find("step-000200/heatmaps' is a symbolic link"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("run ["), std::string::npos) << "refused only after opening checkpoints: " << r.err;
     expect_untouched(out, "heatmaps");
     EXPECT_FALSE(fs::exists(out + "/step-000100")) << "the step before the failing one was left behind";
     EXPECT_EQ(std::distance(fs::directory_iterator(out), fs::directory_iterator()), 1) << "the staging folder was left behind";
