@@ -1186,6 +1186,9 @@ model::Status FlagsFromSession(const json& session, CommandOptions* options) {
             const json* v = Find(session, k.key);
             if (!v) continue;
             const std::string text = SessionText(*v, k.kept, "'" + k.key + "'"), name = "'" + k.key + "':";
+            // No path nor value holds one (the system's calls would read up to it, a path cut short);
+            // the text's own message, with where, is SessionFromJson's.
+            if (k.key != "text" && text.find('\0') != std::string::npos) return model::Fail("'" + k.key + "' holds a NUL character");
             if (flag.Switch() ? text != "true" : text == k.unset) continue;  // the default: nothing to apply
             flag.handler(*options, FlagValue{name, flag.Switch() ? std::string() : text, true});
         }

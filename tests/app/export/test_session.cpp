@@ -346,6 +346,11 @@ TEST(Session, BadFilesAreOneLineErrorsNamingTheKey) {
         {json{{"ssaviz_session", 1}, {"compare_run", "/runs/vanilla"}}, "'compare_run' goes with 'run'"},  // as --compare-run with --run
         // The editor would show "hello" while the model read all of it.
         {json{{"ssaviz_session", 1}, {"text", std::string("hello\0world secret", 18)}}, "'text' holds a NUL character at byte 5"},
+        // A path with a NUL opened the path before it (a model's file, not the one named).
+        {json{{"ssaviz_session", 1}, {"model", std::string("/m/model.safetensors\0.pth", 25)}}, "'model' holds a NUL character"},
+        {json{{"ssaviz_session", 1}, {"run", std::string("/r\0x", 4)}}, "'run' holds a NUL character"},
+        {json{{"ssaviz_session", 1}, {"base", std::string("/b\0x", 4)}}, "'base' holds a NUL character"},
+        {json{{"ssaviz_session", 1}, {"export", {{"out", std::string("/o\0x", 4)}}}}, "'export.out' holds a NUL character"},
     };
     for (const Case& c : cases) {
         auto s = app::SessionFromJson(c.j);
