@@ -50,12 +50,14 @@ std::string Number(float v) {
     return buf;
 }
 
-void AddCsvRows(const RunTimeline& t, const char* run, const std::vector<std::string>& keys, std::string* csv) {
+void AddCsvRows(const RunTimeline& t, const char* run, const std::vector<std::string>& keys, bool base, std::string* csv) {
     for (size_t k = 0; k < t.steps.size(); ++k)
         for (const HeadSummary& s : t.heads[k]) {
             *csv += std::string(run) + "," + std::to_string(t.steps[k]) + "," + std::to_string(s.ref.layer) + "," + std::to_string(s.ref.head);
             for (const std::string& key : keys) *csv += "," + Number(s.Get(key));
-            *csv += "," + Number(t.loss[k]) + "," + Number(t.loss_compare[k]) + "\n";
+            *csv += "," + Number(t.loss[k]) + "," + Number(t.loss_compare[k]);
+            if (base) *csv += "," + Number(t.loss_base[k]);
+            *csv += "\n";
         }
 }
 
@@ -294,9 +296,11 @@ model::Status WriteRunFiles(const ExportOptions& options, const RunResults& run,
     const std::vector<std::string> keys = RunHeadValues(run.t);
     std::string csv = "run,step,layer,head";
     for (const std::string& key : keys) csv += "," + key;
-    csv += ",loss_mean,loss_compare_mean\n";
-    AddCsvRows(run.t, "run", keys, &csv);
-    if (compare) AddCsvRows(compare->t, "compare", keys, &csv);
+    // Against a base, its loss on the text too (the same at every step: the loss curve's base line).
+    const bool base = std::any_of(run.t.loss_base.begin(), run.t.loss_base.end(), [](float v) { return std::isfinite(v); });
+    csv += std::string(",loss_mean,loss_compare_mean") + (base ? ",loss_base_mean" : "") + "\n";
+    AddCsvRows(run.t, "run", keys, base, &csv);
+    if (compare) AddCsvRows(compare->t, "compare", keys, base, &csv);
     if (auto s = model::WriteFileAtomically((out / "run.json").string(), model::JsonText(timeline, 1) + "\n"); !s) return s;
     if (auto s = model::WriteFileAtomically((out / "run.csv").string(), csv); !s) return s;
     if (auto s = WriteTauQ(run.t, out / "tau_q.npy"); !s) return s;

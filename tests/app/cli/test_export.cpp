@@ -323,7 +323,7 @@ TEST_F(Cli, ExportRunAgainstABaseFollowsTheDecomposition) {
                         "json,png,svg"});
     ASSERT_EQ(r.code, 0) << r.err;
     const std::string csv = ReadFile(dir + "/out/run.csv");
-    EXPECT_EQ(csv.substr(0, csv.find('\n')), "run,step,layer,head,entropy,js_divergence,sink_mass,tau_q_mean,js_total,js_drift,loss_mean,loss_compare_mean");
+    EXPECT_EQ(csv.substr(0, csv.find('\n')), "run,step,layer,head,entropy,js_divergence,sink_mass,tau_q_mean,js_total,js_drift,loss_mean,loss_compare_mean,loss_base_mean");
     const json timeline = json::parse(ReadFile(dir + "/out/run.json"));
     ASSERT_EQ(timeline["steps"].size(), 2u);
     for (const json& step : timeline["steps"]) {
@@ -348,11 +348,14 @@ TEST_F(Cli, ExportRunAgainstABaseFollowsTheDecomposition) {
         std::vector<std::string> cells;
         std::stringstream cut(line);
         for (std::string c; std::getline(cut, c, ',');) cells.push_back(c);
-        ASSERT_EQ(cells.size(), 12u) << line;
+        ASSERT_EQ(cells.size(), 13u) << line;
         const int step = std::stoi(cells[1]) == 100 ? 0 : 1, l = std::stoi(cells[2]), h = std::stoi(cells[3]);
         EXPECT_NEAR(std::stod(cells[8]), timeline["steps"][step]["heads"]["js_total"][l][h].get<double>(), 1e-7) << line;
         EXPECT_NEAR(std::stod(cells[9]), timeline["steps"][step]["heads"]["js_drift"][l][h].get<double>(), 1e-7) << line;
         EXPECT_NEAR(std::stod(cells[11]), timeline["steps"][step]["loss_compare"].get<double>(), 1e-6) << line;  // tau = 1 beside a base too
+        // The base's loss on the text, the loss curve's base line (it was in run.json only).
+        EXPECT_NEAR(std::stod(cells[12]), timeline["steps"][step]["loss_base"].get<double>(), 1e-6) << line;
+        EXPECT_NEAR(std::stod(cells[12]), json::parse(ReadFile(dir + "/out/step-000100/metrics.json"))["loss"]["base"].get<double>(), 1e-6) << line;
         ++rows;
     }
     EXPECT_EQ(rows, 2 * 2 * 2);
