@@ -305,7 +305,7 @@ int CmdExport(const CommandOptions& o) {
             std::fprintf(stderr, "ssaviz: fine-tuning: a text of one token has no loss and one attention row: nothing to compare\n");
         else if (!d.empty())
             std::fprintf(stderr, "ssaviz: fine-tuning: %s; heads whose rows moved most (JS, nats; not shares of the loss) by the temperatures: %s; by the drift: %s\n",
-                         FineTuneHeadline(d).c_str(), TopHeads(d.js_temperature, d.n_head, 3, kJsRoundingFloor).c_str(),
+                         FineTuneHeadline(analysis, d).c_str(), TopHeads(d.js_temperature, d.n_head, 3, kJsRoundingFloor).c_str(),
                          TopHeads(d.js_drift, d.n_head, 3, kJsRoundingFloor).c_str());
         return kExitOk;
     }

@@ -41,9 +41,13 @@ std::string TopHeads(const std::vector<float>& values, int heads, int n, float f
 // sides give 1e-8 to 3e-8 (entropies of ~3 nats summed in float32), a fine-tune's parts 1e-5 and
 // up. The heads a fine-tune changed most are those above it.
 constexpr float kJsRoundingFloor = 1e-6f;
+// The SSA side's name in a fine-tune's split: "SSA", or "SSA with what-ifs" where the analysis ran
+// with interventions (on the SSA side only, so the temperatures' part holds their effect too).
+std::string SsaSideName(const model::Analysis& a);
 // What fine-tuning changed, in a line (export prints it): "mean loss 11.0537 (base)
-// to 10.7898 (SSA), -0.2639 nats = temperatures +0.0704 + drift -0.3342".
-std::string FineTuneHeadline(const model::Decomposition& d);
+// to 10.7898 (SSA), -0.2639 nats = temperatures +0.0704 + drift -0.3342"; with what-ifs, "(SSA
+// with what-ifs)" and "temperatures and what-ifs".
+std::string FineTuneHeadline(const model::Analysis& a, const model::Decomposition& d);
 // What the comparison is, in a sentence or two for tooltips: which model, and for the
 // counterfactual that it is a whole second forward pass (its later layers see another residual
 // stream, so they differ for that reason too, not only for their own temperatures).

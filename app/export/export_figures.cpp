@@ -323,7 +323,7 @@ viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_na
     panels.push_back(viz::HeatmapFigure(d.js_drift.data(), d.n_layer, d.n_head, options));
     return viz::Beside(panels, model_name + " \xC2\xB7 what fine-tuning changed, head by head \xC2\xB7 mean loss " +
                                    nats("%.4f", d.loss_mean_base) + " (base: " + BaseFolderName(a) + ") to " + nats("%.4f", d.loss_mean) +
-                                   " (SSA), " + nats("%+.4f", d.loss_mean - d.loss_mean_base) + " nats");
+                                   " (" + SsaSideName(a) + "), " + nats("%+.4f", d.loss_mean - d.loss_mean_base) + " nats");
 }
 
 int FineTuneLossWindow(size_t n) {

@@ -71,7 +71,7 @@ void FineTuneView::Draw(WindowState& state) {
     ImGui::BeginGroup();
     ImGui::TextUnformatted("Mean loss, nats:");
     const ImVec4 orange(0.94f, 0.57f, 0.16f, 1.0f);
-    std::snprintf(buf, sizeof buf, "SSA %.4f", d.loss_mean);
+    std::snprintf(buf, sizeof buf, "%s %.4f", SsaSideName(a).c_str(), d.loss_mean);
     piece(buf, &orange);
     std::snprintf(buf, sizeof buf, "tau=1 %.4f", d.loss_mean_tau1);
     piece(buf);
@@ -82,11 +82,12 @@ void FineTuneView::Draw(WindowState& state) {
                      "the temperatures off (tau = 1), and the base model.");
     ImGui::BeginGroup();
     ImGui::TextUnformatted(("change " + Nats(d.loss_mean - d.loss_mean_base, true)).c_str());
-    piece("= temperatures " + Nats(d.loss_mean - d.loss_mean_tau1, true));
+    piece(std::string(a.interventions.empty() ? "= temperatures " : "= temperatures and what-ifs ") + Nats(d.loss_mean - d.loss_mean_tau1, true));
     piece("+ drift " + Nats(d.loss_mean_tau1 - d.loss_mean_base, true));
     ImGui::EndGroup();
     viz::ItemTooltip("SSA - base splits exactly into (SSA - tau=1), what the temperatures did with the fine-tuned weights, and "
-                     "(tau=1 - base), what fine-tuning did to every other weight. Negative: that part lowered the loss.");
+                     "(tau=1 - base), what fine-tuning did to every other weight. Negative: that part lowered the loss.\n"
+                     "What-ifs act on the SSA side only: while any is on, their effect is in the first part.");
     ImGui::Separator();
     DrawMatrices(state);
     ImGui::Separator();
