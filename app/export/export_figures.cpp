@@ -356,7 +356,8 @@ viz::Figure FineTuneLossFigure(const model::Analysis& a, const std::string& mode
     plot.Options.Title = model_name + " \xC2\xB7 each token's loss change from the base, in two parts";
     plot.Options.XLabel = bars ? "token (its loss given the tokens before it)" : "token position";
     plot.Options.YLabel = "loss change, nats (below 0: predicted better)";
-    plot.Options.Width = 900;
+    // Wide enough that every bar's token is labelled (turned, 15 px apart; at 900 px every other one was).
+    plot.Options.Width = bars ? std::max(900, 15 * static_cast<int>(n) + 160) : 900;
     plot.Options.Height = 420;
     plot.Options.YLine = viz::PlotLine{0.0f, "no change"};
     viz::PlotSeries parts[2];

@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include "app/export/export_figures.h"
 #include "model/nn/runtime.h"
 
 namespace {
@@ -914,6 +915,18 @@ TEST(BundledModels, TheFineTuneSplitsItsChangeAsTheCardSays) {
     EXPECT_EQ(got["heads"], want["heads"]);
     EXPECT_TRUE(fs::equivalent(got["base"].get<std::string>(), kBundled + "/english/vanilla")) << got["base"];
     EXPECT_NE(r.err.find("fine-tuning: mean loss"), std::string::npos) << r.err;
+    {  // finetune_loss's every bar's token labelled (turned: each and the y axis's caption); it labelled every other.
+        r = Ssaviz({"export", "--example", "licenses", "--format", "json,svg", "--layers", "0", "--heads", "0", "--maps", "ssa", "--out",
+                    by_example + "/figures"});
+        ASSERT_EQ(r.code, 0) << r.err;
+        const int tokens = json::parse(ReadFile(by_example + "/figures/metrics.json"))["n_tokens"];
+        ASSERT_GT(tokens, 60) << "a text long enough for the labels to crowd";
+        ASSERT_LE(tokens - 1, app::kFineTuneLossBars);
+        const std::string svg = ReadFile(by_example + "/figures/finetune_loss.svg");
+        size_t turned = 0;
+        for (size_t at = svg.find("rotate("); at != std::string::npos; at = svg.find("rotate(", at + 1)) ++turned;
+        EXPECT_EQ(turned, static_cast<size_t>(tokens - 1) + 1);
+    }
     // Another text in its place, as the window takes one.
     r = Ssaviz({"export", "--example", "licenses", "--text", "Free software.", "--format", "json", "--out", by_example + "/own"});
     ASSERT_EQ(r.code, 0) << r.err;
