@@ -238,8 +238,10 @@ void DrawCircle(Canvas& canvas, const FigCircle& c) {
         }
 }
 
-void DrawImage(Canvas& canvas, const FigImage& im) {
-    const Image& cells = im.Cells;
+// `scale`: the figure's pixels per its own unit (its image's cells stay one colour each, larger).
+void DrawImage(Canvas& canvas, const FigImage& figure_image, float scale) {
+    const Image& cells = figure_image.Cells;
+    const struct { float X, Y, W, H; } im = {figure_image.X * scale, figure_image.Y * scale, figure_image.W * scale, figure_image.H * scale};
     if (cells.width <= 0 || cells.height <= 0 || cells.pixels.size() < static_cast<size_t>(cells.width) * cells.height) return;
     if (!Finite(im.X) || !Finite(im.Y) || !(im.W > 0) || !(im.H > 0) || !Finite(im.W) || !Finite(im.H)) return;
     // Every pixel whose centre lies inside the rectangle takes the cell under that centre.
@@ -507,31 +509,44 @@ float MeasureText(const std::string& text, float size, bool bold) {
     return LayoutText(*fonts, text, size, bold).advance;
 }
 
-bool FigureFits(const Figure& figure) {
-    return figure.Width >= 0 && figure.Height >= 0 && figure.Width <= kMaxFigureSide && figure.Height <= kMaxFigureSide &&
-           int64_t{figure.Width} * figure.Height <= kMaxFigurePixels;
+bool FigureFits(const Figure& figure, int scale) {
+    if (scale < 1 || scale > kMaxPngScale || figure.Width < 0 || figure.Height < 0) return false;
+    const int64_t w = int64_t{figure.Width} * scale, h = int64_t{figure.Height} * scale;
+    return w <= kMaxFigureSide && h <= kMaxFigureSide && w * h <= kMaxFigurePixels;
 }
 
-Image RasterizeFigure(const Figure& figure) {
+Image RasterizeFigure(const Figure& figure, int scale) {
     Image image;
-    if (!FigureFits(figure)) return image;
-    image.width = std::max(0, figure.Width);
-    image.height = std::max(0, figure.Height);
+    if (!FigureFits(figure, scale)) return image;
+    image.width = figure.Width * scale;
+    image.height = figure.Height * scale;
     image.pixels.assign(static_cast<size_t>(image.width) * image.height, figure.Background);
     Canvas canvas{image};
     const FontSet* fonts = Fonts();
     GlyphCache cache;
+    const float s = static_cast<float>(scale);
+    // Each item at `s` times its coordinates and sizes (a copy: small, but for images, drawn in place).
     for (const FigItem& item : figure.Items) {
         if (const auto* t = std::get_if<FigText>(&item)) {
-            if (fonts) DrawText(canvas, *fonts, cache, *t);
+            if (!fonts) continue;
+            FigText scaled = *t;
+            scaled.X *= s, scaled.Y *= s, scaled.Size *= s;
+            DrawText(canvas, *fonts, cache, scaled);
         } else if (const auto* r = std::get_if<FigRect>(&item)) {
-            DrawRect(canvas, *r);
+            FigRect scaled = *r;
+            scaled.X *= s, scaled.Y *= s, scaled.W *= s, scaled.H *= s, scaled.StrokeWidth *= s;
+            DrawRect(canvas, scaled);
         } else if (const auto* l = std::get_if<FigPolyline>(&item)) {
-            DrawPolyline(canvas, *l);
+            FigPolyline scaled = *l;
+            for (float& v : scaled.Points) v *= s;
+            scaled.Width *= s;
+            DrawPolyline(canvas, scaled);
         } else if (const auto* c = std::get_if<FigCircle>(&item)) {
-            DrawCircle(canvas, *c);
+            FigCircle scaled = *c;
+            scaled.X *= s, scaled.Y *= s, scaled.R *= s;
+            DrawCircle(canvas, scaled);
         } else if (const auto* im = std::get_if<FigImage>(&item)) {
-            DrawImage(canvas, *im);
+            DrawImage(canvas, *im, s);
         }
     }
     return image;

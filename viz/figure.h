@@ -78,7 +78,10 @@ struct Figure {
 // makes a figure larger; a caller refuses a figure that does not fit before rasterising it.
 constexpr int kMaxFigureSide = 16384;
 constexpr int64_t kMaxFigurePixels = int64_t{1} << 27;  // 128 M pixels: 512 MB of RGBA
-bool FigureFits(const Figure& figure);
+// A PNG's pixels per figure pixel (export --png-scale): 2 or 3 for a paper's print resolution.
+constexpr int kMaxPngScale = 4;
+// Whether the figure, drawn at `scale` (1 to kMaxPngScale), stays within the limits above.
+bool FigureFits(const Figure& figure, int scale = 1);
 
 // Fonts: the first file that has a glyph draws it (DejaVu Sans, then WenQuanYi Micro Hei for CJK
 // by default). Loaded once per process; every call below is safe from any thread after that.
@@ -92,12 +95,13 @@ bool LoadFigureFonts(std::string* error, const std::vector<std::string>& paths =
 // fallback fonts included). Without fonts, an estimate (0.6 em per character) so layouts still work.
 float MeasureText(const std::string& text, float size, bool bold = false);
 
-// Draws the figure at its own size (an empty image for one that does not fit). Requires
+// Draws the figure at `scale` times its own size, every coordinate, line and font size scaled
+// (an empty image for one that does not fit at that scale, or a scale out of range). Requires
 // LoadFigureFonts (text is skipped without fonts); of a text, at most kMaxDrawnTextBytes are drawn.
 // Rects snap to whole pixels; lines, circles and glyphs are anti-aliased by coverage (glyphs at
 // quarter-pixel positions). Tab and newline draw as a space, other control characters as nothing.
 constexpr size_t kMaxDrawnTextBytes = size_t{64} << 10;
-Image RasterizeFigure(const Figure& figure);
+Image RasterizeFigure(const Figure& figure, int scale = 1);
 
 // Standalone SVG 1.1 document. Text uses font-family "DejaVu Sans" with the same metrics. Images
 // are written cell by cell while all images of the figure together have at most max_svg_cells

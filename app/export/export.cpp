@@ -390,21 +390,24 @@ model::Status WriteBytes(const std::string& path, const std::vector<uint8_t>& by
 }
 
 // A figure as PNG or SVG, made when the file is written (so a plan costs nothing to list).
-ExportFile FigureFile(std::string path, const char* extension, std::function<viz::Figure()> make, size_t memory) {
+// `memory`: what drawing it takes at scale 1; a PNG at `png_scale` takes that times its square.
+ExportFile FigureFile(std::string path, const char* extension, std::function<viz::Figure()> make, size_t memory, int png_scale) {
     const bool png = std::string(extension) == "png";
-    auto write = [png, make](const std::string& full) -> model::Status {
+    const int scale = png ? png_scale : 1;
+    auto write = [png, scale, make](const std::string& full) -> model::Status {
         std::string error;
         if (!viz::LoadFigureFonts(&error)) return model::Fail(error);
         const viz::Figure figure = make();
-        // The layouts bound every label, so only a figure the layouts got wrong is this large; it is
-        // refused before a raster of it is allocated.
-        if (!viz::FigureFits(figure))
-            return model::Fail(full + ": a figure of " + std::to_string(figure.Width) + " x " + std::to_string(figure.Height) +
-                               " pixels is larger than a figure may be (" + std::to_string(viz::kMaxFigureSide) + " pixels a side)");
-        if (png) return WriteBytes(full, viz::EncodePng(viz::RasterizeFigure(figure)));
+        // The layouts bound every label, so only a figure the layouts got wrong (or a large one at a
+        // PNG scale) is this large; it is refused before a raster of it is allocated.
+        if (!viz::FigureFits(figure, scale))
+            return model::Fail(full + ": a figure of " + std::to_string(int64_t{figure.Width} * scale) + " x " +
+                               std::to_string(int64_t{figure.Height} * scale) + " pixels is larger than a figure may be (" +
+                               std::to_string(viz::kMaxFigureSide) + " pixels a side" + (scale > 1 ? "; a smaller --png-scale" : "") + ")");
+        if (png) return WriteBytes(full, viz::EncodePng(viz::RasterizeFigure(figure, scale)));
         return WriteText(full, viz::FigureToSvg(figure));
     };
-    return {std::move(path) + "." + extension, std::move(write), std::move(make), memory};
+    return {std::move(path) + "." + extension, std::move(write), std::move(make), memory * static_cast<size_t>(scale * scale)};
 }
 
 }  // namespace
@@ -542,7 +545,7 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
         for (const char* ext : extensions) {
             files.push_back(FigureFile("lens" + suffix, ext, [side = side, token_labels, model_name, side_name] {
                 return LensFigure(*side, model_name, side_name, token_labels);
-            }, size_t{64} << 20));
+            }, size_t{64} << 20, options.figures.png_scale));
             files.push_back(FigureFile("dla_heads" + suffix, ext, [side = side, head_rows, head_cols, model_name, side_name, L, H, T] {
                 std::vector<float> mean(static_cast<size_t>(L * H), 0.0f);
                 float most = 1e-6f;
@@ -563,7 +566,7 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
                 o.RowAxis = "layer";
                 o.ColAxis = "head";
                 return viz::HeatmapFigure(mean.data(), static_cast<int>(L), static_cast<int>(H), o);
-            }, size_t{64} << 20));
+            }, size_t{64} << 20, options.figures.png_scale));
         }
     }
     // For papers: where SSA's lens differs from each other side's, as the loss of the next token SSA
@@ -578,7 +581,7 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
         for (const char* ext : extensions)
             files.push_back(FigureFile(name, ext, [ssa = ssa_side->lens, other, token_labels, model_name] {
                 return LensDiffFigure(*ssa, *other.lens, model_name, other.name, token_labels);
-            }, size_t{64} << 20));
+            }, size_t{64} << 20, options.figures.png_scale));
     }
     // For papers: the last token's logit split by head, SSA's parts beside the other sides', the
     // heads whose parts are largest on any side (dla_bars).
@@ -629,7 +632,7 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
                     return y;
                 });
                 return viz::PlotFigure(plot);
-            }, size_t{64} << 20));
+            }, size_t{64} << 20, options.figures.png_scale));
         // The same logit by layer, as the window's Lens tab totals it: each layer's attention (its
         // heads together) and MLP, the embeddings and the biases (dla_layers). Beside a base, a layer
         // whose tau = 1 bar differs from SSA's owes that to the temperatures (its own or the layers'
@@ -660,7 +663,7 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
                     return y;
                 });
                 return viz::PlotFigure(plot);
-            }, size_t{64} << 20));
+            }, size_t{64} << 20, options.figures.png_scale));
     }
     return files;
 }
@@ -756,7 +759,7 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
                     const HeadRef head{l, h};
                     const std::string path = "heatmaps/L" + std::to_string(l) + "_H" + std::to_string(h) + MapSuffix(a, mode);
                     plan.push_back(FigureFile(path, ext, [&a, model_name, head, mode, fig] { return MapFigure(a, model_name, head, mode, fig); },
-                                              heatmap_bytes));
+                                              heatmap_bytes, fig.png_scale));
                 }
         // Side by side for a paper, with the maps SSA and its comparison asked for: SSA |
         // comparison | difference, and with a base SSA | tau = 1 | base.
@@ -773,24 +776,24 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
                     const std::string path = "heatmaps/L" + std::to_string(l) + "_H" + std::to_string(h) + (three_way ? "_three_way" : "_side_by_side");
                     plan.push_back(FigureFile(path, ext, [&a, model_name, head, three_way, fig] {
                         return SideBySideFigure(a, model_name, head, three_way, fig);
-                    }, side_by_side_bytes));
+                    }, side_by_side_bytes, fig.png_scale));
                 }
     }
     for (const char* ext : extensions) {
         for (MapMode mode : options.maps) {
             plan.push_back(FigureFile("heads_grid" + MapSuffix(a, mode), ext,
-                                      [&a, model_name, mode, fig] { return HeadsGrid(a, model_name, mode, fig); }, small_figure_bytes));
+                                      [&a, model_name, mode, fig] { return HeadsGrid(a, model_name, mode, fig); }, small_figure_bytes, fig.png_scale));
         }
-        plan.push_back(FigureFile("highlight", ext, [&a, model_name, fig] { return Highlight(a, model_name, fig); }, small_figure_bytes));
+        plan.push_back(FigureFile("highlight", ext, [&a, model_name, fig] { return Highlight(a, model_name, fig); }, small_figure_bytes, fig.png_scale));
         if (a.HasBase() && a.n_tokens >= 2) {  // what fine-tuning changed: head by head, and token by token (a loss: 2 tokens)
             plan.push_back(FigureFile("finetune", ext, [&a, model_name, log = fig.log_scale] { return FineTuneFigure(a, model_name, log); },
-                                      small_figure_bytes));
-            plan.push_back(FigureFile("finetune_loss", ext, [&a, model_name] { return FineTuneLossFigure(a, model_name); }, small_figure_bytes));
+                                      small_figure_bytes, fig.png_scale));
+            plan.push_back(FigureFile("finetune_loss", ext, [&a, model_name] { return FineTuneLossFigure(a, model_name); }, small_figure_bytes, fig.png_scale));
         }
         for (const std::string& name : SparsityFigureNames())
             plan.push_back(FigureFile("plots/" + name, ext, [&a, model_name, name, eps = options.sink_epsilon] {
                 return SparsityFigure(a, model_name, name, eps);
-            }, small_figure_bytes));
+            }, small_figure_bytes, fig.png_scale));
     }
     if (options.html)
         plan.push_back({"highlight.html", [&a, model_name, fig](const std::string& full) {

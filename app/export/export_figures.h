@@ -21,6 +21,7 @@ struct FigureSettings {
     viz::Colormap colormap = viz::Colormap::Viridis;  // difference maps always use Diverging
     bool log_scale = false;
     int map_size = 0;  // side of a heatmap's map area in pixels; 0: from the token count
+    int png_scale = 1;  // a PNG's pixels per figure pixel (1 to viz::kMaxPngScale); SVGs are the same at any
     TokenColor highlight = TokenColor::TauQ;  // what colours the tokens of the highlight
     TokenScope highlight_scope = TokenScope::ModelMean;
     HeadRef highlight_head;  // the head (or its layer) for the Head and LayerMean scopes

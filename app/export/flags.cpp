@@ -28,6 +28,7 @@
 #include "model/arch/arch.h"
 #include "model/io/files.h"
 #include "model/nn/runtime.h"
+#include "viz/figure.h"
 
 namespace app {
 
@@ -604,6 +605,15 @@ std::vector<Flag> BuildTable() {
             },
             [](const CommandOptions& o) { return Unless(o.export_options.figures.map_size, 0); })
             .InSession({"export.size", Kept::Whole, "0"}));
+    add(Row({"--png-scale"}, "N", {C::Export},
+            "PNG pixels per figure pixel, 1 to 4: every PNG figure drawn N times larger, text and lines as sharp (2 or 3 for print)",
+            [](CommandOptions& o, const FlagValue& v) {
+                const auto n = ParseInteger(v.text, 1, viz::kMaxPngScale);
+                if (!n) Bad(v.name + " " + QuoteForMessage(v.text) + " is not a PNG scale: a whole number, 1 to " + std::to_string(viz::kMaxPngScale));
+                o.export_options.figures.png_scale = static_cast<int>(*n);
+            },
+            [](const CommandOptions& o) { return Unless(o.export_options.figures.png_scale, 1); })
+            .InSession({"export.png_scale", Kept::Whole, "1"}));
     add(Row({"--highlight"}, TokenColorKeys("|"), {C::Export},
             "what colours the tokens of the highlight figures (the paper's Figure 1 uses tau_q)",
             [](CommandOptions& o, const FlagValue& v) {

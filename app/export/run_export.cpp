@@ -89,7 +89,7 @@ model::Status WriteCurves(const std::vector<const RunTimeline*>& runs, const Exp
         const viz::Figure figure = viz::PlotFigure(RunCurvesPlot(key, curves));
         const std::string base = (dir / key).string();
         if (options.png) {
-            const std::vector<uint8_t> png = viz::EncodePng(viz::RasterizeFigure(figure));
+            const std::vector<uint8_t> png = viz::EncodePng(viz::RasterizeFigure(figure, options.figures.png_scale));
             if (auto s = model::WriteFileAtomically(base + ".png", std::string(png.begin(), png.end())); !s) return s;
         }
         if (options.svg)

@@ -555,12 +555,18 @@ void LoadFonts() {
     if (!viz::LoadFigureFonts(&error)) throw WriteFailed(error);
 }
 
-py::bytes Png(const FigureHandle& f) {
+// `scale`: PNG pixels per figure pixel, as export's png_scale.
+py::bytes Png(const FigureHandle& f, int scale) {
+    if (scale < 1 || scale > viz::kMaxPngScale)
+        throw BadArgument("png(): scale " + std::to_string(scale) + " is not a PNG scale: a whole number, 1 to " + std::to_string(viz::kMaxPngScale));
+    if (!viz::FigureFits(f.figure, scale))
+        throw BadArgument("png(): at scale " + std::to_string(scale) + " the figure would be " + std::to_string(int64_t{f.figure.Width} * scale) +
+                          " x " + std::to_string(int64_t{f.figure.Height} * scale) + " pixels, more than a figure may be: a smaller scale");
     std::vector<uint8_t> png;
     {
         py::gil_scoped_release release;
         LoadFonts();
-        png = viz::EncodePng(viz::RasterizeFigure(f.figure));
+        png = viz::EncodePng(viz::RasterizeFigure(f.figure, scale));
     }
     return py::bytes(reinterpret_cast<const char*>(png.data()), png.size());
 }
@@ -1025,7 +1031,7 @@ PYBIND11_MODULE(_ssaviz, m) {
         .def_property_readonly("height", [](const FigureHandle& f) { return f.figure.Height; })
         .def_property_readonly("title", [](const FigureHandle& f) { return f.figure.Title; })
         .def_property_readonly("html", [](const FigureHandle& f) { return f.html; })
-        .def("png", &Png)
+        .def("png", &Png, py::arg("scale") = 1)
         .def("svg", &Svg);
 
     m.def("write_summary", &WriteSummary);

@@ -638,6 +638,57 @@ TEST_F(FigureTest, PrimitivesAreCrispAndAntialiased) {
     EXPECT_LT(edge.r, 255);
 }
 
+// --png-scale: every item drawn `scale` times larger, so a scaled raster is the plain one's at
+// scale's size: a heatmap's cells (nearest sampled) and whole-pixel rects pixel for pixel, text's
+// ink as large; a scale out of range, or one that would pass the size limits, draws nothing.
+TEST_F(FigureTest, APngScaleDrawsEveryItemLarger) {
+    const Figure map = SixFigure();
+    const Image one = viz::RasterizeFigure(map), two = viz::RasterizeFigure(map, 2);
+    ASSERT_EQ(two.width, 2 * one.width);
+    ASSERT_EQ(two.height, 2 * one.height);
+    const auto& cells = std::get<viz::FigImage>(map.Items[0]);
+    int same = 0, cells_checked = 0;
+    for (int v = 0; v < cells.Cells.height; ++v)
+        for (int u = 0; u < cells.Cells.width; ++u) {  // each cell's centre, at both scales
+            const int x = static_cast<int>(cells.X + (u + 0.5f) * cells.W / cells.Cells.width), y = static_cast<int>(cells.Y + (v + 0.5f) * cells.H / cells.Cells.height);
+            const Rgba8 a = one.pixels[static_cast<size_t>(y) * one.width + x], b = two.pixels[static_cast<size_t>(2 * y) * two.width + 2 * x];
+            same += a.r == b.r && a.g == b.g && a.b == b.b;
+            ++cells_checked;
+        }
+    EXPECT_EQ(same, cells_checked);
+    Figure text;
+    text.Width = 200, text.Height = 100;
+    FigText t;
+    t.X = 20, t.Y = 50, t.Text = "Hello", t.Size = 20;
+    text.Add(t);
+    viz::FigRect r;
+    r.X = 150, r.Y = 10, r.W = 20, r.H = 10, r.Fill = {0, 0, 0, 255};
+    text.Add(r);
+    const Image plain = viz::RasterizeFigure(text), scaled = viz::RasterizeFigure(text, 3);
+    ASSERT_EQ(scaled.width, 600);
+    auto at = [](const Image& im, int x, int y) { return im.pixels[static_cast<size_t>(y) * im.width + x]; };
+    EXPECT_EQ(at(scaled, 450, 30).r, 0);  // the rect, [450, 510) x [30, 60)
+    EXPECT_EQ(at(scaled, 509, 59).r, 0);
+    EXPECT_EQ(at(scaled, 510, 59).r, 255);
+    EXPECT_EQ(at(scaled, 449, 30).r, 255);
+    {  // text: its ink three times as wide and tall, where it was times three
+        Figure words = text;
+        words.Items.pop_back();
+        const Ink small = InkOf(viz::RasterizeFigure(words)), large = InkOf(viz::RasterizeFigure(words, 3));
+        EXPECT_NEAR(large.x1 - large.x0, 3 * (small.x1 - small.x0), 4.0f);
+        EXPECT_NEAR(large.y1 - large.y0, 3 * (small.y1 - small.y0), 4.0f);
+        EXPECT_NEAR(large.x0, 3 * small.x0, 4.0f);
+    }
+    EXPECT_TRUE(viz::RasterizeFigure(text, 0).pixels.empty());
+    EXPECT_TRUE(viz::RasterizeFigure(text, viz::kMaxPngScale + 1).pixels.empty());
+    Figure wide;
+    wide.Width = viz::kMaxFigureSide / 2 + 1, wide.Height = 10;
+    EXPECT_TRUE(viz::FigureFits(wide));
+    EXPECT_FALSE(viz::FigureFits(wide, 2));
+    EXPECT_TRUE(viz::RasterizeFigure(wide, 2).pixels.empty());
+    EXPECT_EQ(plain.width, 200);
+}
+
 TEST(FigureEncoding, Base64) {
     auto b64 = [](const std::string& s) { return viz::EncodeBase64(std::vector<uint8_t>(s.begin(), s.end())); };
     EXPECT_EQ(b64(""), "");

@@ -266,6 +266,11 @@ void ExportDialog::DrawSettings(WindowState& state) {
     ImGui::InputInt("map size (px)", &f.map_size, 64, 256);
     f.map_size = f.map_size <= 0 ? 0 : std::clamp(f.map_size, 16, kMaxMapSize);
     viz::ItemTooltip("Side of a heatmap's map area. 0: automatic (28 px per token for short texts, 1 px per token at 720+).");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(90);
+    ImGui::SliderInt("PNG scale", &f.png_scale, 1, viz::kMaxPngScale, "%dx", ImGuiSliderFlags_AlwaysClamp);
+    viz::ItemTooltip("PNG pixels per figure pixel: every PNG drawn this many times larger, text and lines as sharp (2 or 3 for print; "
+                     "--png-scale). SVGs are the same at any size.");
     ImGui::SetNextItemWidth(140);
     TokenColorCombo("highlight", &f.highlight, state.analysis.get());
     viz::ItemTooltip("What colours the tokens of highlight.png / .svg / .html (the paper's Figure 1 uses tau_q).");

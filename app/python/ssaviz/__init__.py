@@ -688,8 +688,9 @@ class Figure:
     def __repr__(self):
         return f"<ssaviz.Figure {self.name} {self.width} x {self.height}>"
 
-    def png(self):
-        return self._f.png()
+    def png(self, scale=1):
+        """PNG bytes; scale: pixels per figure pixel, 1 to 4 (2 or 3 for print), as export's png_scale."""
+        return self._f.png(_int("png()", "scale", scale))
 
     def svg(self):
         return self._f.svg()
@@ -713,12 +714,16 @@ class Figure:
         return (f'<iframe srcdoc="{_html.escape(html, quote=True)}" style="width: 100%; height: {height}px; border: 0" '
                 f'title="{_html.escape(self.title)}"></iframe>')
 
-    def save(self, path):
-        """Writes .png, .svg or (a highlight) .html, by the path's extension."""
+    def save(self, path, scale=1):
+        """Writes .png, .svg or (a highlight) .html, by the path's extension; scale: a PNG's pixels per
+        figure pixel, 1 to 4 (an SVG or a page is the same at any)."""
         path = _path("save()", "path", path)
+        scale = _int("save()", "scale", scale)
         ext = _os.path.splitext(path)[1].lower()
+        if scale != 1 and ext != ".png":
+            raise ValueError(f"save(): scale= is a PNG's: {path} is drawn at any size")
         if ext == ".png":
-            data = self._f.png()
+            data = self._f.png(scale)
         elif ext == ".svg":
             data = self._f.svg().encode("utf-8")
         elif ext in (".html", ".htm") and self._f.html:

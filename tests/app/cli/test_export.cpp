@@ -437,6 +437,22 @@ TEST_F(Cli, ExportIsDeterministicAndSizeIsHonoured) {
     EXPECT_GT(h, 300);
     EXPECT_LT(w, 700);
     EXPECT_FALSE(fs::exists(a + "/heatmaps/L0_H0.png"));  // --layers 0 --heads 1 only
+    // --png-scale 2: every PNG twice as wide and tall (--size scaled heatmaps only), the SVGs the same.
+    const std::string x2 = kOut + "/det_x2";
+    fs::remove_all(x2);
+    Outcome r = Ssaviz({"export", "--model", Small(), "--text", "one two three four five", "--out", x2, "--format", "png,svg,json", "--size", "300",
+                        "--layers", "0", "--heads", "1", "--png-scale", "2"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    ASSERT_EQ(FilesUnder(x2), files);
+    int pngs = 0;
+    for (const std::string& f : files) {
+        if (f.size() > 4 && f.substr(f.size() - 4) == ".svg") EXPECT_EQ(ReadFile(x2 + "/" + f), ReadFile(a + "/" + f)) << f;
+        if (f.size() < 4 || f.substr(f.size() - 4) != ".png") continue;
+        const auto [w1, h1] = PngSize(a + "/" + f);
+        EXPECT_EQ(PngSize(x2 + "/" + f), std::make_pair(2 * w1, 2 * h1)) << f;
+        ++pngs;
+    }
+    EXPECT_GE(pngs, 4) << "heatmaps, the heads grid, the highlight and plots";
 }
 
 TEST_F(Cli, ExportOptionErrorsNameTheFlag) {
@@ -457,6 +473,8 @@ TEST_F(Cli, ExportOptionErrorsNameTheFlag) {
     // The diverging map is the differences' own: an attention map is not drawn on it.
     ExpectOneLineError(with({"--colormap", "diverging"}), 2, "--colormap 'diverging' is not one of viridis, magma");
     ExpectOneLineError(with({"--size", "5"}), 2, "--size");
+    for (const char* scale : {"0", "5", "1.5", "x"})
+        ExpectOneLineError(with({"--png-scale", scale}), 2, "--png-scale '" + std::string(scale) + "' is not a PNG scale: a whole number, 1 to 4");
     ExpectOneLineError(with({"--highlight", "tau"}), 2, "--highlight 'tau'");
     ExpectOneLineError(with({"--highlight-scope", "7"}), 2, "layer 7");
     ExpectOneLineError(with({"--highlight-scope", "0,9"}), 2, "head 9");

@@ -109,6 +109,22 @@ def test_figures_for_jupyter(tmp_path):
         path = h.save(tmp_path / f"h.{ext}")
         assert os.path.getsize(path) > 500
     assert open(h.save(tmp_path / "h.html"), encoding="utf-8").read() == h.html()
+    # For print: a PNG scale draws the figure N times larger, as export's png_scale writes it.
+    def size(png):
+        return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    fig = a.heatmap(1, 2)
+    assert size(fig.png()) == (fig.width, fig.height)
+    assert size(fig.png(scale=2)) == (2 * fig.width, 2 * fig.height)
+    assert size(open(fig.save(tmp_path / "x3.png", scale=3), "rb").read()) == (3 * fig.width, 3 * fig.height)
+    a.export(tmp_path / "x2", formats=["png"], layers=[1], heads=[2], png_scale=2)
+    assert (tmp_path / "x2" / "heatmaps" / "L1_H2.png").read_bytes() == fig.png(scale=2)
+    for bad, error in ((0, ValueError), (5, ValueError), (1.5, TypeError), ("2", TypeError)):
+        with pytest.raises(error, match="scale"):
+            fig.png(scale=bad)
+    with pytest.raises(ValueError, match="scale= is a PNG's"):
+        fig.save(tmp_path / "x.svg", scale=2)
+    with pytest.raises(TypeError, match="takes no keyword png_scale"):
+        a.heatmap(1, 2, png_scale=2)
     # A head's own temperature scale (the window's View > Temperature scale per head) says so under its bar.
     own = a.highlight(by="tau_q", scope=(1, 2), temperature_scale="head")
     assert "own scale" in own.html()
