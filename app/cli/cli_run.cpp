@@ -71,12 +71,13 @@ constexpr int kSkippedStepLines = 20;
 
 // One run's steps on the text, in step order, each opened alone; a step that fails is named and
 // skipped.
-RunResults AnalyseRun(const RunStepSpec& spec, const std::string& text, const std::string& dir, const std::string& label,
-                      const std::vector<RunStep>& steps, const std::set<int64_t>& full, const fs::path& step_root, ProgressBar* bar,
+RunResults AnalyseRun(const RunStepSpec& spec, const std::string& text, const std::string& dir, const std::string& other_dir,
+                      const std::string& label, const std::vector<RunStep>& steps, const std::set<int64_t>& full, const fs::path& step_root, ProgressBar* bar,
                       size_t* done, size_t total) {
     RunResults run;
     run.t.dir = dir;
     run.t.label = label;
+    run.t.name = RunLegendName(dir, other_dir, label);
     int skipped = 0;
     int64_t last_skipped = 0;
     for (const RunStep& step : steps) {
@@ -162,10 +163,10 @@ int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const st
     size_t done = 0;
     const size_t total = steps->size() + (compare_steps ? compare_steps->size() : 0);
     const fs::path into(staged.dir);
-    const RunResults run = AnalyseRun(spec, text, *o.run, "run", *steps, full, into, &bar, &done, total);
+    const RunResults run = AnalyseRun(spec, text, *o.run, o.compare_run.value_or(""), "run", *steps, full, into, &bar, &done, total);
     std::optional<RunResults> compare;
     if (compare_steps)
-        compare = AnalyseRun(spec, text, *o.compare_run, "compare run", *compare_steps, both, into / "compare-run", &bar, &done, total);
+        compare = AnalyseRun(spec, text, *o.compare_run, *o.run, "compare run", *compare_steps, both, into / "compare-run", &bar, &done, total);
     bar.Update(total, total, "");
     if (run.rows.empty()) throw Failure{kExitBadInput, "--run: no checkpoint of the run could be analysed (" + std::to_string(run.failures.size()) + " failed)"};
     if (auto s = WriteRunFiles(staged_options, run, compare ? &*compare : nullptr); !s) throw Failure{kExitFailure, s.error()};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <iterator>
 
 #include "app/core/names.h"
@@ -9,6 +10,8 @@
 #include "viz/palette.h"
 
 namespace app {
+
+namespace fs = std::filesystem;
 
 void RunTimeline::Add(int64_t step, const std::string& checkpoint, const model::Analysis& a) {
     if (!a.loss_compare.empty()) compare_name = CompareName(a);
@@ -82,9 +85,29 @@ std::string RunCurveLabel(const std::string& key) {
     return v ? v->label : key;
 }
 
+std::string RunLegendName(const std::string& dir, const std::string& other, const std::string& role) {
+    // The folders' parts, last first ("runs/ssa/" is "ssa", "runs").
+    auto parts = [](const std::string& folder) {
+        std::vector<std::string> out;
+        for (const fs::path& p : fs::path(folder).lexically_normal()) {
+            const std::string part = p.string();
+            if (!part.empty() && part != "/" && part != ".") out.insert(out.begin(), part);
+        }
+        return out;
+    };
+    const std::vector<std::string> mine = parts(dir), theirs = parts(other);
+    std::string name;
+    for (size_t k = 0; k < mine.size() && k < 3; ++k) {
+        name = k ? mine[k] + "/" + name : mine[k];
+        if (theirs.empty() || k >= theirs.size() || mine[k] != theirs[k]) break;
+    }
+    if (name.empty() || name == ".." || name == role) return role;
+    return model::EscapeForMessage(name, 60) + " (" + role + ")";
+}
+
 RunCurve TokenTauQCurve(const RunTimeline& t, int layer, int head, int token) {
     RunCurve c;
-    c.label = t.label + ", tau_q of token " + std::to_string(token);
+    c.label = (t.name.empty() ? t.label : t.name) + ", tau_q of token " + std::to_string(token);
     for (size_t k = 0; k < t.steps.size(); ++k) {
         c.steps.push_back(static_cast<float>(t.steps[k]));
         const int64_t i = (static_cast<int64_t>(layer) * t.n_head + head) * t.n_tokens + token;
@@ -97,7 +120,7 @@ RunCurve TokenTauQCurve(const RunTimeline& t, int layer, int head, int token) {
 
 RunCurve CurveOf(const RunTimeline& t, const std::string& key) {
     RunCurve c;
-    c.label = t.label;
+    c.label = t.name.empty() ? t.label : t.name;
     for (int64_t s : t.steps) c.steps.push_back(static_cast<float>(s));
     if (key == "loss") {
         c.label += ", loss on the text";

@@ -24,9 +24,15 @@ struct RunModel {
 };
 RunModel RunModelOf(const model::ModelConfig& c);
 
+// A run's name in legends and titles: its folder's last part, with as many parts above it as tell
+// it from the other run's folder ("ssa", "vanilla"; "a/out", "b/out"), and its role: "ssa (run)",
+// "vanilla (compare run)". `other`: the other run's folder, empty without one.
+std::string RunLegendName(const std::string& dir, const std::string& other, const std::string& role);
+
 struct RunTimeline {
     std::string dir;    // the run's folder
-    std::string label;  // "run", "compare run": as files, legends and messages name it
+    std::string label;  // "run", "compare run": as files and messages name it
+    std::string name;   // in legends (RunLegendName): "ssa (run)"; empty: the label
     int n_layer = 0, n_head = 0;
     std::vector<int64_t> steps;                   // the steps analysed, in order
     std::vector<std::string> checkpoints;         // their files' names

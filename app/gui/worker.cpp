@@ -429,10 +429,12 @@ void InferenceWorker::TimelineJob(const Request& r) {
         track = *r.resume;
     track.timeline.dir = r.arg;
     track.timeline.label = "run";
+    track.timeline.name = RunLegendName(r.arg, r.compare_run, "run");
     if (!r.compare_run.empty() && !track.compare) {
         track.compare.emplace();
         track.compare->dir = r.compare_run;
         track.compare->label = "compare run";
+        track.compare->name = RunLegendName(r.compare_run, r.arg, "compare run");
     }
     track.text = r.text;
     track.total = steps.size();

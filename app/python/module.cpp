@@ -811,6 +811,7 @@ py::dict WriteRun(const std::string& out, const std::string& run_dir, const std:
         RunResults run;
         run.t.dir = dir;
         run.t.label = label;
+        run.t.name = RunLegendName(dir, dir == run_dir ? compare_dir.value_or("") : run_dir, label);
         for (const std::string& text : steps) {
             auto step = RunStepFromJson(text);
             if (!step) throw BadArgument(step.error());

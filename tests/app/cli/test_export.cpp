@@ -249,7 +249,7 @@ TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
     for (const char* f : {"lit_config.json", "vocab.json", "merges.txt"}) fs::copy_file(dir + "/a/" + f, second + "/" + f);
     fs::copy_file(dir + "/a/lit_model.pth", second + "/iter-000100-ckpt.pth");
     fs::copy_file(dir + "/a/lit_model.pth", second + "/iter-001000-ckpt.pth");
-    r = Ssaviz({"export", "--run", run, "--compare-run", second, "--steps", "1000", "--text", text, "--out", dir + "/both", "--format", "json,png"});
+    r = Ssaviz({"export", "--run", run, "--compare-run", second, "--steps", "1000", "--text", text, "--out", dir + "/both", "--format", "json,png,svg"});
     EXPECT_EQ(r.code, 3) << r.err;  // the two broken steps of the first run
     const json steps_json = json::parse(ReadFile(dir + "/both/step-001000/metrics.json"));
     EXPECT_EQ(steps_json["heads"], single["heads"]);
@@ -266,6 +266,9 @@ TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
     EXPECT_NE(both_csv.find("\ncompare,1000,1,1,"), std::string::npos);
     for (const char* curve : {"entropy", "js_divergence", "sink_mass", "tau_q_mean", "loss"})
         EXPECT_TRUE(fs::exists(dir + "/both/curves/" + curve + ".png")) << curve;
+    // The legends name each run by its folder (they said "run" and "compare run"); a folder named "run" is the role itself.
+    EXPECT_NE(ReadFile(dir + "/both/curves/entropy.svg").find(">second (compare run), mean of every head<"), std::string::npos);
+    EXPECT_NE(ReadFile(dir + "/both/curves/loss.svg").find(">second (compare run), loss on the text<"), std::string::npos);
     ExpectOneLineError(Ssaviz({"export", "--run", run, "--steps", "700", "--text", text, "--out", dir + "/x"}), 2, "step 700 is not one of the run's");
     ExpectOneLineError(Ssaviz({"export", "--run", run, "--steps", "1e3", "--text", text, "--out", dir + "/x"}), 2, "'1e3' is not a step number");
     for (const char* steps : {" 100", "+100", "100,"})  // strtoll took a space or a sign; a trailing comma was dropped

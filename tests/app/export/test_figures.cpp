@@ -196,6 +196,19 @@ TEST(LensDifference, TheScaleIsThe99thPercentileOfTheCells) {
 // A run's timeline (app/export/run_curves.h): steps to sparsity from each head's entropy, as the
 // Run tab's table and the heads matrix read it (run, compare run, their difference), and a token's
 // tau_q against step.
+// A run's name in legends: its folder, with what tells it from the other run's, and its role (the
+// legends said "run" and "compare run", never which model).
+TEST(RunLegendName, TheFolderThatTellsTheRunsApartAndTheRole) {
+    EXPECT_EQ(app::RunLegendName("/runs/graph/ssa", "/runs/graph/vanilla", "run"), "ssa (run)");
+    EXPECT_EQ(app::RunLegendName("/runs/graph/vanilla/", "/runs/graph/ssa", "compare run"), "vanilla (compare run)");
+    EXPECT_EQ(app::RunLegendName("/a/ssa/out", "/b/ssa/out", "run"), "a/ssa/out (run)");
+    EXPECT_EQ(app::RunLegendName("/x/a/out", "/x/b/out", "run"), "a/out (run)");
+    EXPECT_EQ(app::RunLegendName("out", "", "run"), "out (run)");
+    EXPECT_EQ(app::RunLegendName("/x/run", "", "run"), "run");
+    EXPECT_EQ(app::RunLegendName("/", "", "run"), "run");
+    EXPECT_EQ(app::RunLegendName("/x/a\x1b[2Jb", "", "run"), "a\\x1b[2Jb (run)");
+}
+
 TEST(RunTimeline, StepsToSparsityAndATokensTauQ) {
     const int L = 1, H = 2, T = 6;
     app::RunTimeline run, compare;
