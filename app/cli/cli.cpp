@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/core/examples.h"
+#include "app/core/head_impacts.h"
 #include "app/core/names.h"
 #include "app/core/run.h"
 #include "app/core/timeline.h"
@@ -255,6 +256,19 @@ std::vector<std::shared_ptr<const model::Lens>> RunLensWithProgress(Runner& runn
     return std::move(*sides);
 }
 
+// --rank-heads's measures, with their progress (the engine's what-ifs on top, as the analysis ran).
+HeadImpacts RankHeadsWithProgress(Runner& runner, const model::Analysis& a) {
+    ProgressBar bar("rank heads");
+    HeadImpacts impacts;
+    auto s = MeasureHeadImpacts(runner.engine(), a.tokens, {}, &impacts, [&](const HeadImpacts& so_far) {
+        const HeadImpact& last = so_far.heads.back();
+        bar.Update(so_far.heads.size(), static_cast<size_t>(so_far.total), HeadName({last.layer, last.head}));
+        return true;
+    });
+    if (!s) throw Failure{kExitBadInput, "--rank-heads: " + s.error()};
+    return impacts;
+}
+
 int CmdExport(const CommandOptions& o) {
     if (o.batch && !o.text_file) throw Failure{kExitUsage, "--batch needs --text-file F"};
     ExportOptions options = o.export_options;
@@ -271,6 +285,7 @@ int CmdExport(const CommandOptions& o) {
     if (auto s = CheckExportSettings(options, o.compare.kind == CompareKind::Base); !s && !(o.export_options.lens && ExportFormats(options).empty()))
         throw Failure{kExitUsage, s.error()};
     if (o.run) return CmdExportRun(o, options, text);
+    if (o.batch && options.rank_heads) throw Failure{kExitUsage, "--rank-heads analyses the text once a head: not with --batch"};
     std::vector<BatchText> texts = o.batch ? ReadBatch(*o.text_file, text) : std::vector<BatchText>{{"", text, 0}};
     // Where the files go (each text's sub-folder in a batch), before the model runs: a link or a
     // file where a folder goes is refused, not written through.
@@ -291,6 +306,11 @@ int CmdExport(const CommandOptions& o) {
         if (auto s = CheckHighlightHeld(options, analysis); !s) throw Failure{kExitUsage, s.error()};
         std::vector<ExportFile> lens_files;
         if (options.lens) lens_files = LensExportFiles(runner->engine(), runner->Info(), analysis, RunLensWithProgress(*runner, analysis), options);
+        std::optional<HeadImpacts> impacts;
+        if (options.rank_heads) {
+            impacts = RankHeadsWithProgress(*runner, analysis);
+            for (ExportFile& f : HeadImpactFiles(*impacts, runner->Info(), options)) lens_files.push_back(std::move(f));
+        }
         ProgressBar bar("export");
         auto s = WriteExport(text, analysis, runner->Info(), options, [&](size_t done, size_t total, const std::string& path) {
             bar.Update(done, total, path);
@@ -307,6 +327,12 @@ int CmdExport(const CommandOptions& o) {
             std::fprintf(stderr, "ssaviz: fine-tuning: %s; heads whose rows moved most (JS, nats; not shares of the loss) by the temperatures: %s; by the drift: %s\n",
                          FineTuneHeadline(analysis, d).c_str(), TopHeads(d.js_temperature, d.n_head, 3, kJsRoundingFloor).c_str(),
                          TopHeads(d.js_drift, d.n_head, 3, kJsRoundingFloor).c_str());
+        if (impacts) {
+            std::vector<float> delta(static_cast<size_t>(analysis.n_layer) * analysis.n_head, NAN);
+            for (const HeadImpact& h : impacts->heads) delta[static_cast<size_t>(h.layer) * analysis.n_head + h.head] = h.delta;
+            std::fprintf(stderr, "ssaviz: heads whose temperatures lowered the loss most (nats, each at tau = 1 in turn, of %.4f): %s\n",
+                         impacts->baseline, TopHeads(delta, analysis.n_head, 3).c_str());
+        }
         return kExitOk;
     }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "app/core/head_impacts.h"
 #include "app/core/model_scale.h"
 #include "app/core/quantities.h"
 #include "app/core/run.h"
@@ -85,21 +86,6 @@ struct GenerateSettings : GenerationSpec {
         tokens = 20;
         top_k = 40;
     }
-};
-
-// "Which heads matter": each head ablated (tau = 1) on top of the active interventions, one
-// forward pass each, and the mean loss that gives.
-struct HeadImpact {
-    int layer = 0, head = 0;
-    float mean_loss = NAN;
-    float delta = NAN;  // mean_loss - baseline: above 0, the head's temperatures help the model
-};
-struct HeadImpacts {
-    float baseline = NAN;                     // mean loss with the active interventions alone
-    std::vector<model::Intervention> on_top;  // the interventions it was measured with
-    std::vector<HeadImpact> heads;            // the heads done so far, layer by layer
-    int total = 0;                            // heads to do
-    bool done = false, cancelled = false;
 };
 
 struct AppState {

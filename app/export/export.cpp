@@ -482,6 +482,47 @@ std::vector<ExportFile> LensExportFiles(const std::function<std::string(int32_t)
     return LensFiles(named, piece, options, TokenLabels(a.tokens), ModelName(info));
 }
 
+std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model::ModelInfo& info, const ExportOptions& options) {
+    const auto impacts = std::make_shared<const HeadImpacts>(measured);
+    const int L = info.config.n_layer, H = info.config.n_head;
+    const std::string model_name = ModelName(info);
+    auto grid = [impacts, L, H](float HeadImpact::*value) {
+        json rows = json::array();
+        for (int l = 0; l < L; ++l) rows.push_back(std::vector<json>(static_cast<size_t>(H)));
+        for (const HeadImpact& h : impacts->heads)
+            if (h.layer >= 0 && h.layer < L && h.head >= 0 && h.head < H && std::isfinite(h.*value)) rows[h.layer][h.head] = h.*value;
+        return rows;
+    };
+    std::vector<ExportFile> files;
+    files.push_back({"head_impacts.json", [impacts, grid](const std::string& full) {
+                         const json j = {{"about", "each head's temperatures' part of the loss: the text's mean loss with that head at tau = 1 "
+                                                   "(tau_q = tau_v = 1), one head at a time on top of what_ifs; delta = mean_loss - baseline, "
+                                                   "above 0 where the head's temperatures lowered the loss (null: not measured)"},
+                                         {"baseline", impacts->baseline},
+                                         {"what_ifs", model::FormatInterventions(impacts->on_top)},
+                                         {"complete", impacts->done},
+                                         {"mean_loss", grid(&HeadImpact::mean_loss)},
+                                         {"delta", grid(&HeadImpact::delta)}};
+                         return WriteText(full, model::JsonText(j, 1) + "\n");
+                     }});
+    files.push_back({"head_impacts.csv", [impacts](const std::string& full) {
+                         std::string csv = "layer,head,mean_loss,delta\n";
+                         for (const HeadImpact& h : impacts->heads) {
+                             char row[96];
+                             std::snprintf(row, sizeof row, "%d,%d,%.9g,%.9g\n", h.layer, h.head, h.mean_loss, h.delta);
+                             csv += row;
+                         }
+                         return WriteText(full, csv);
+                     }});
+    std::vector<const char*> extensions;
+    if (options.png) extensions.push_back("png");
+    if (options.svg) extensions.push_back("svg");
+    for (const char* ext : extensions)
+        files.push_back(FigureFile("head_impacts", ext, [impacts, L, H, model_name] { return HeadImpactsFigure(*impacts, L, H, model_name); },
+                                   size_t{16} << 20, options.figures.png_scale));
+    return files;
+}
+
 json LensLossByLayer(const model::Lens& lens) {
     json out = json::array();
     const size_t n = static_cast<size_t>(lens.n_tokens - 1);

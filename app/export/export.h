@@ -28,6 +28,7 @@ struct ExportOptions {
     float sink_epsilon = 0.3f;
     int threads = 0;  // files written at once; 0: one per core (the output is the same either way)
     bool lens = false;  // --lens: the logit lens and attribution too (the caller runs them: LensFiles)
+    bool rank_heads = false;  // --rank-heads: each head's temperatures' part of the loss (the caller measures: HeadImpactFiles)
 };
 
 // One file an export writes: its path below out_dir and how to make it.
@@ -89,6 +90,10 @@ std::vector<ExportFile> LensExportFiles(const model::Engine& engine, const model
 std::vector<ExportFile> LensExportFiles(const std::function<std::string(int32_t)>& piece, const model::ModelInfo& info,
                                         const model::Analysis& a, const std::vector<std::shared_ptr<const model::Lens>>& sides,
                                         const ExportOptions& options);
+// --rank-heads's files: head_impacts.json (the baseline loss, the what-ifs it was measured on top
+// of, and each head's mean_loss and delta as [layer][head] lists), head_impacts.csv (a row a head)
+// and, with png / svg, head_impacts.png / .svg (HeadImpactsFigure).
+std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& impacts, const model::ModelInfo& info, const ExportOptions& options);
 // A batch summary's per-layer lens loss: entry l is the mean over positions of the loss read after
 // layer l (0: the embeddings, L: the model's own).
 nlohmann::json LensLossByLayer(const model::Lens& lens);

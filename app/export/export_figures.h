@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "app/core/head_impacts.h"
 #include "app/core/state.h"
 #include "model/nn/analysis.h"
 #include "model/nn/lens.h"
@@ -104,6 +105,10 @@ viz::Range FineTuneRange(const model::Decomposition& d, bool log_scale);
 // `log_scale`: both matrices on FineTuneRange's log scale, as the Fine-tune tab draws them by
 // default; else linear from 0.
 viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_name, bool log_scale = false);
+// --rank-heads's figure: each head's temperatures' part of the loss (the loss with that head at
+// tau = 1, minus the loss), a layer x head map on a diverging scale symmetric about 0, values written
+// in the cells where they fit; heads not measured (a ranking stopped) have no colour.
+viz::Figure HeadImpactsFigure(const HeadImpacts& impacts, int n_layer, int n_head, const std::string& model_name);
 viz::Figure FineTuneLossFigure(const model::Analysis& a, const std::string& model_name);
 
 // The Sparsity tab's plots (app/export/plots.h) over the whole model, by key: "dilution"

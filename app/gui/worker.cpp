@@ -639,34 +639,18 @@ void InferenceWorker::RankHeadsJob(const Request& r) {
     model::AnalyzeOptions options;
     options.cancel = &m_cancel;
     HeadImpacts impacts;
-    impacts.on_top = m_interventions;
-    const model::ModelConfig& c = engine.Info().config;
-    impacts.total = c.n_layer * c.n_head;
     auto post = [&] {
         WorkerEvent e{Kind::HeadImpacts, {}, nullptr, "", r.id, NowMs() - r.start_ms};
         e.impacts = std::make_shared<const HeadImpacts>(impacts);
         Emit(std::move(e));
     };
     m_progress = 0.0f;
-    auto base = engine.Analyze(*tokens, options);  // usually the shown analysis, reused whole
-    if (base) {
-        impacts.baseline = model::MeanLoss(base->loss);
-        for (int l = 0; l < c.n_layer && !Superseded(); ++l) {
-            for (int h = 0; h < c.n_head && !Superseded(); ++h) {
-                std::vector<model::Intervention> with = m_interventions;
-                with.push_back({model::Intervention::Kind::Ablate, l, h, 0.0f});
-                if (!engine.SetInterventions(with)) continue;  // cannot happen: l and h are the model's
-                auto a = engine.Analyze(*tokens, options);
-                if (!a) break;  // cancelled
-                const float loss = model::MeanLoss(a->loss);
-                impacts.heads.push_back({l, h, loss, loss - impacts.baseline});
-                m_progress = static_cast<float>(impacts.heads.size()) / static_cast<float>(impacts.total);
-                post();
-            }
-        }
-    }
-    (void)engine.SetInterventions(m_interventions);  // the next analysis is the user's again
-    impacts.done = static_cast<int>(impacts.heads.size()) == impacts.total;
+    auto measured = MeasureHeadImpacts(engine, *tokens, options, &impacts, [&](const HeadImpacts& so_far) {
+        m_progress = static_cast<float>(so_far.heads.size()) / static_cast<float>(std::max(1, so_far.total));
+        post();  // (so_far is `impacts`)
+        return !Superseded();
+    });
+    if (!measured && !Superseded()) return Emit({Kind::Error, {}, nullptr, measured.error(), r.id});
     impacts.cancelled = !impacts.done;
     post();
 }

@@ -710,6 +710,44 @@ LensRun LensOf(ModelCore& core, const model::Analysis& a, const ExportOptions& o
     return {std::move(*sides), std::move(files)};
 }
 
+// The heads' temperatures' parts of the loss (HeadImpacts) for the analysis's text, on its what-ifs,
+// on the core's engine (its what-ifs as they were afterwards). The core's lock held by the caller.
+HeadImpacts MeasureHeads(ModelCore& core, const model::Analysis& a) {
+    model::Engine& engine = core.Run().engine();
+    const std::vector<model::Intervention> before = engine.interventions();
+    if (auto s = engine.SetInterventions(a.interventions); !s) throw BadArgument(s.error());
+    HeadImpacts impacts;
+    const model::Status measured = MeasureHeadImpacts(engine, a.tokens, {}, &impacts);
+    (void)engine.SetInterventions(before);
+    if (!measured) throw BadArgument("rank_heads: " + measured.error());
+    return impacts;
+}
+
+// rank_heads(): baseline (the mean loss), what_ifs, and mean_loss / delta as [L, H] arrays.
+py::dict RankHeads(const AnalysisHandle& h) {
+    HeadImpacts impacts;
+    {
+        py::gil_scoped_release release;
+        std::lock_guard<std::mutex> lock(h.core->mutex);
+        impacts = MeasureHeads(*h.core, h.A());
+    }
+    const py::ssize_t L = h.A().n_layer, H = h.A().n_head;
+    py::array_t<float> mean_loss({L, H}), delta({L, H});
+    std::fill(mean_loss.mutable_data(), mean_loss.mutable_data() + L * H, NAN);
+    std::fill(delta.mutable_data(), delta.mutable_data() + L * H, NAN);
+    for (const HeadImpact& i : impacts.heads)
+        if (i.layer < L && i.head < H) {
+            mean_loss.mutable_at(i.layer, i.head) = i.mean_loss;
+            delta.mutable_at(i.layer, i.head) = i.delta;
+        }
+    py::dict out;
+    out["baseline"] = impacts.baseline;
+    out["what_ifs"] = model::FormatInterventions(impacts.on_top);
+    out["mean_loss"] = mean_loss;
+    out["delta"] = delta;
+    return out;
+}
+
 void Export(const AnalysisHandle& h, const std::string& out, const FlagList& flags) {
     // The export's files hold a comparison beside SSA, as `ssaviz export` writes them.
     if (!h.HasCompare())
@@ -723,6 +761,10 @@ void Export(const AnalysisHandle& h, const std::string& out, const FlagList& fla
     if (options.lens) {
         std::lock_guard<std::mutex> lock(h.core->mutex);
         lens = LensOf(*h.core, h.A(), options);
+    }
+    if (options.rank_heads) {
+        std::lock_guard<std::mutex> lock(h.core->mutex);
+        for (ExportFile& f : HeadImpactFiles(MeasureHeads(*h.core, h.A()), h.core->info, options)) lens.files.push_back(std::move(f));
     }
     if (auto s = WriteExport(h.text, h.A(), h.core->info, options, nullptr, std::move(lens.files)); !s) throw WriteFailed(s.error());
 }
@@ -1025,6 +1067,7 @@ PYBIND11_MODULE(_ssaviz, m) {
         .def("lens", &Lens, py::arg("side") = "ssa")
         .def("id_pieces", &IdPieces)
         .def("piece_ids", &PieceIds)
+        .def("rank_heads", &RankHeads)
         .def("attribute", &Attribute, py::arg("position"), py::arg("token"), py::arg("side") = "ssa");
 
     py::class_<FigureHandle>(m, "Figure")
@@ -1050,6 +1093,9 @@ PYBIND11_MODULE(_ssaviz, m) {
            const std::vector<std::string>& runs) {
             app::CommandOptions o;
             ApplyFlags(app::Command::Export, flags, kExportExcluded, where, &o);
+            if (o.export_options.rank_heads)  // as the command line refuses --rank-heads with --batch and --run
+                throw BadArgument(where + ": not with rank_heads=, which analyses one text once a head (a text's: "
+                                  "Model.analyze(text).export(out, rank_heads=True))");
             for (const std::string& run : runs)
                 if (auto s = app::CheckOutsideRun(out, run); !s) throw BadArgument(where + ": out " + s.error());
             if (auto s = app::CheckExportFolder(out); !s) throw BadArgument("--out: " + s.error());

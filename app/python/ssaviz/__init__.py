@@ -545,6 +545,16 @@ class Analysis:
             cache[side] = self._h.lens(side)
         return cache[side]
 
+    def rank_heads(self):
+        """Each head's temperatures' part of the loss, as the window's What-ifs > Rank heads and
+        `ssaviz export --rank-heads`: the text analysed once a head with that head at tau = 1, on top of
+        this analysis's what-ifs. A dict: baseline (the mean loss), what_ifs, mean_loss [L, H] and delta
+        [L, H] (mean_loss - baseline; above 0 where the head's temperatures lowered the loss). One head at
+        a time, so the deltas need not add up to the temperatures' whole part. Kept once measured."""
+        if "_ranked" not in self.__dict__:
+            self._ranked = self._h.rank_heads()
+        return self._ranked
+
     lens_loss = property(lambda self: self.lens()["loss"], doc="[L + 1, T - 1]: each token's loss read after each layer")
     dla = property(lambda self: self.lens()["dla"], doc="[L, H, T - 1]: each head's part of the next token's logit")
     dla_mlp = property(lambda self: self.lens()["dla_mlp"], doc="[L, T - 1]: each MLP's part")
@@ -660,7 +670,8 @@ class Analysis:
     def export(self, out, formats=None, layers=None, heads=None, **flags):
         """Writes what `ssaviz export` writes for this analysis into `out`: formats of json, npy,
         csv, png, svg, html (default all but csv); layers and heads: the per-head files' (all);
-        flags: maps, colormap, log, size, highlight, highlight_scope, sink_eps."""
+        flags: maps, colormap, log, size, png_scale, highlight, highlight_scope, sink_eps, lens, rank_heads
+        (head_impacts.json / .csv / .png, as rank_heads())."""
         w = "export()"
         if "base" in flags:  # the analysis exports the sides it has: a base is chosen where it is made
             raise ValueError(f"{w}: base= goes with Model.analyze(text, base=...): an analysis exports the sides it was made with")

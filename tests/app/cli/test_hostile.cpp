@@ -561,7 +561,7 @@ TEST_F(Cli, AnExampleRefusesFlagsNamingAnotherModel) {
     ExpectOneLineError(Ssaviz({"export", "--example", "english", "--steps", "5", "--out", out}), 2,
                        "--steps goes with --run DIR: --example english is no training run");
     ExpectOneLineError(Ssaviz({"export", "--example", "graph-run", "--lens", "--out", out}), 2,
-                       "--example graph-run, a training run, opens each of its checkpoints: not with --batch, --lens or --model");
+                       "--example graph-run, a training run, opens each of its checkpoints: not with --batch, --lens, --rank-heads or --model");
     EXPECT_FALSE(fs::exists(out + "/metrics.json"));
 }
 

@@ -430,3 +430,29 @@ def test_a_vocabulary_smaller_than_the_top_k(tmp_path):
     with pytest.raises(ValueError, match="compare=None: an export writes a comparison"):
         ssaviz.export_batch(["ABCD"], tmp_path / "batch", model=m, compare="none")
     assert not (tmp_path / "batch").exists()
+
+
+def test_rank_heads_is_each_heads_what_if_and_the_command_lines(tmp_path):
+    """Each head's temperatures' part of the loss: the loss with that head's what-if (ablate="L:H"), minus
+    the analysis's loss; export(rank_heads=True) writes the same numbers, as `ssaviz export --rank-heads`."""
+    m = ssaviz.load(require(ENGLISH))
+    a = m.analyze(JOBS)
+    ranked = a.rank_heads()
+    L, H = a.tau_q.shape[:2]
+    assert ranked["delta"].shape == (L, H) and ranked["mean_loss"].shape == (L, H) and ranked["what_ifs"] == ""
+    assert abs(ranked["baseline"] - float(np.mean(a.loss, dtype=np.float64))) < 1e-5
+    for layer, head in ((0, 0), (L - 1, H - 1)):
+        alone = float(np.mean(m.analyze(JOBS, ablate=f"{layer}:{head}").loss, dtype=np.float64))
+        assert abs(ranked["mean_loss"][layer, head] - alone) < 1e-5, (layer, head)
+        assert abs(ranked["delta"][layer, head] - (alone - ranked["baseline"])) < 1e-5, (layer, head)
+    assert np.ptp(ranked["delta"]) > 1e-4, "the heads differ"
+    assert a.rank_heads() is ranked  # kept
+    # On top of the analysis's own what-ifs, whatever the model analysed since.
+    on_top = m.analyze(JOBS, ablate="1:0").rank_heads()
+    assert on_top["what_ifs"] == "1:0" and abs(on_top["delta"][1, 0]) < 1e-6
+    a.export(tmp_path / "x", formats=["json"], rank_heads=True)
+    written = json.load(open(tmp_path / "x" / "head_impacts.json"))
+    assert np.allclose(np.array(written["delta"], dtype=np.float64), ranked["delta"], atol=1e-7, rtol=0)
+    with pytest.raises(ValueError, match=r"export_batch\(\): not with rank_heads="):
+        ssaviz.export_batch(["a text", "another"], tmp_path / "b", model=m, formats=["json"], rank_heads=True)
+    assert not (tmp_path / "b").exists()
