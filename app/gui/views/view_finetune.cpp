@@ -112,6 +112,25 @@ void FineTuneView::DrawMatrices(WindowState& state) {
                      "largest (below: the darkest colour), so a small part beside a large one still shows; off: linear from 0.");
     Caption("temperatures most: " + TopHeads(d.js_temperature, H, 4, kJsRoundingFloor), ", ");  // broken between heads only
     Caption("drift most: " + TopHeads(d.js_drift, H, 4, kJsRoundingFloor), ", ");
+    // What the rows' moves did to the loss, head by head: the What-ifs' ranking, when it is of this text.
+    const HeadImpacts* impacts = state.head_impacts.get();
+    if (impacts && impacts->done && std::abs(impacts->baseline - d.loss_mean) <= 1e-6f * std::max(1.0f, std::abs(d.loss_mean))) {
+        std::vector<float> delta(static_cast<size_t>(L) * H, NAN);
+        for (const HeadImpact& h : impacts->heads)
+            if (h.layer < L && h.head < H) delta[static_cast<size_t>(h.layer) * H + h.head] = h.delta;
+        Caption("temperatures' part of the loss most: " + TopHeads(delta, H, 4), ", ");
+        viz::ItemTooltip("What-ifs > Which heads matter: the loss with each head at tau = 1 in turn, minus the loss (nats). A head whose "
+                         "rows moved most need not be the one whose temperatures matter most for the loss.");
+    } else if (state.ranking_heads) {
+        ImGui::TextDisabled("ranking the heads by their loss...");
+    } else {
+        ImGui::BeginDisabled(state.generating);
+        if (ImGui::SmallButton("Rank the heads by their loss")) state.rank_heads_request = true;
+        ImGui::EndDisabled();
+        viz::ItemTooltip("The JS above says how far each head's rows moved, not what that did to the loss. This runs the text once a head "
+                         "with that head at tau = 1 (What-ifs > Which heads matter; ssaviz export --rank-heads) and names the heads "
+                         "whose temperatures lowered the loss most.");
+    }
 
     const float line = ImGui::GetTextLineHeight();
     const float gap = ImGui::GetStyle().ItemSpacing.x * 2.0f;
