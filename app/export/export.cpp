@@ -534,6 +534,117 @@ json LensLossByLayer(const model::Lens& lens) {
     return out;
 }
 
+namespace {
+
+// Each side's bars, named and coloured as the window's: SSA, the comparison (tau = 1 beside a
+// base), the base; `values` gives a side's bars.
+template <typename Values>
+void AddSideBars(viz::Plot* plot, const std::vector<LensSideFiles>& sides, Values&& values) {
+    const viz::Rgba8 colors[] = {viz::kSsaColor, viz::kCompareColor, viz::kBaseColor};
+    for (size_t n = 0; n < sides.size(); ++n) {
+        viz::PlotSeries series;
+        series.Name = n != 1 ? sides[n].name : sides.size() > 2 ? "tau = 1" : "comparison";
+        series.Kind = viz::SeriesKind::Bars;
+        series.Color = colors[std::min<size_t>(n, std::size(colors) - 1)];
+        series.Y = values(*sides[n].lens);
+        plot->Series.push_back(std::move(series));
+    }
+}
+
+// "the last token 'x'" or "token 5 'x'": whose logit the bars split.
+std::string WhoseLogit(const std::vector<std::string>& token_labels, int64_t position, int64_t T) {
+    const std::string token = position >= 0 && static_cast<size_t>(position) < token_labels.size() ? token_labels[position] : "?";
+    return (position == T - 1 ? std::string("the last token '") : "token " + std::to_string(position) + " '") + token + "'";
+}
+
+}  // namespace
+
+viz::Figure DlaHeadsFigure(const LensSideFiles& named, const std::string& model_name) {
+    const model::Lens& side = *named.lens;
+    const int64_t L = side.n_layer, H = side.n_head, T = side.n_tokens;
+    std::vector<float> mean(static_cast<size_t>(L * H), 0.0f);
+    float most = 1e-6f;
+    for (int64_t k = 0; k < L * H; ++k) {
+        double sum = 0;
+        for (int64_t t = 0; t < T - 1; ++t) sum += side.dla[k * (T - 1) + t];
+        mean[k] = static_cast<float>(sum / std::max<int64_t>(1, T - 1));
+        most = std::max(most, std::abs(mean[k]));
+    }
+    viz::HeatmapFigureOptions o;
+    o.Title = model_name + " \xC2\xB7 " + named.name + ": each head's part of the next token's logit, mean over positions";
+    for (int64_t l = 0; l < L; ++l) o.RowLabels.push_back("L" + std::to_string(l));
+    for (int64_t h = 0; h < H; ++h) o.ColLabels.push_back("H" + std::to_string(h));
+    o.Style.colormap = viz::Colormap::Diverging;
+    o.Style.range = viz::Range{-most, most};
+    o.Style.causal = false;
+    o.ValueLabel = "direct logit attribution";
+    o.RowAxis = "layer";
+    o.ColAxis = "head";
+    return viz::HeatmapFigure(mean.data(), static_cast<int>(L), static_cast<int>(H), o);
+}
+
+viz::Figure DlaBarsFigure(const std::vector<LensSideFiles>& sides, const std::string& model_name, const std::vector<std::string>& token_labels,
+                          int64_t position) {
+    if (sides.empty() || !sides[0].lens) return {};
+    const model::Lens& first = *sides[0].lens;
+    const int64_t L = first.n_layer, H = first.n_head, T = first.n_tokens, at = position - 1;  // dla's column of token `position`
+    if (position < 1 || position >= T) return {};
+    auto part = [&](const model::Lens& side, int64_t k) { return side.dla[k * (T - 1) + at]; };
+    std::vector<int64_t> heads(static_cast<size_t>(L * H));
+    for (int64_t k = 0; k < L * H; ++k) heads[k] = k;
+    auto weight = [&](int64_t k) {
+        float most = 0;
+        for (const LensSideFiles& side : sides) most = std::max(most, std::abs(part(*side.lens, k)));
+        return most;
+    };
+    std::stable_sort(heads.begin(), heads.end(), [&](int64_t a, int64_t b) { return weight(a) > weight(b); });
+    heads.resize(std::min<size_t>(heads.size(), 16));
+    viz::Plot plot;
+    plot.Options.Title = model_name + " \xC2\xB7 " + WhoseLogit(token_labels, position, T) + ": each head's part of its logit (the largest " +
+                         std::to_string(heads.size()) + ")";
+    plot.Options.XLabel = "head";
+    plot.Options.YLabel = "direct logit attribution";
+    plot.Options.Width = 900;
+    plot.Options.Height = 440;
+    for (int64_t k : heads) plot.Options.XCategories.push_back("L" + std::to_string(k / H) + " H" + std::to_string(k % H));
+    AddSideBars(&plot, sides, [&](const model::Lens& side) {
+        std::vector<float> y;
+        for (int64_t k : heads) y.push_back(part(side, k));
+        return y;
+    });
+    return viz::PlotFigure(plot);
+}
+
+viz::Figure DlaLayersFigure(const std::vector<LensSideFiles>& sides, const std::string& model_name, const std::vector<std::string>& token_labels,
+                            int64_t position) {
+    if (sides.empty() || !sides[0].lens) return {};
+    const int64_t L = sides[0].lens->n_layer, H = sides[0].lens->n_head, T = sides[0].lens->n_tokens, at = position - 1;
+    if (position < 1 || position >= T) return {};
+    viz::Plot plot;
+    plot.Options.Title = model_name + " \xC2\xB7 " + WhoseLogit(token_labels, position, T) + ": each layer's part of its logit";
+    plot.Options.XLabel = "layer";
+    plot.Options.YLabel = "direct logit attribution";
+    plot.Options.Width = 900;
+    plot.Options.Height = 440;
+    for (int64_t l = 0; l < L; ++l)
+        for (const char* part : {" attn", " MLP"}) plot.Options.XCategories.push_back("L" + std::to_string(l) + part);
+    plot.Options.XCategories.push_back("embed");
+    plot.Options.XCategories.push_back("biases");
+    AddSideBars(&plot, sides, [&](const model::Lens& side) {
+        std::vector<float> y;
+        for (int64_t l = 0; l < L; ++l) {
+            double attention = 0;
+            for (int64_t h = 0; h < H; ++h) attention += side.dla[(l * H + h) * (T - 1) + at];
+            y.push_back(static_cast<float>(attention));
+            y.push_back(side.dla_mlp[l * (T - 1) + at]);
+        }
+        y.push_back(side.dla_embed[at]);
+        y.push_back(side.dla_const[at]);
+        return y;
+    });
+    return viz::PlotFigure(plot);
+}
+
 std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const std::function<std::string(int32_t)>& piece,
                                   const ExportOptions& options, const std::vector<std::string>& token_labels, const std::string& model_name) {
     std::vector<ExportFile> files;
@@ -580,34 +691,12 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
                          }});
         // Figures for papers: the lens grid and the heads' mean attribution.
         const std::string& side_name = named.name;
-        std::vector<std::string> head_rows, head_cols;
-        for (int64_t l = 0; l < L; ++l) head_rows.push_back("L" + std::to_string(l));
-        for (int64_t h = 0; h < H; ++h) head_cols.push_back("H" + std::to_string(h));
         for (const char* ext : extensions) {
             files.push_back(FigureFile("lens" + suffix, ext, [side = side, token_labels, model_name, side_name] {
                 return LensFigure(*side, model_name, side_name, token_labels);
             }, size_t{64} << 20, options.figures.png_scale));
-            files.push_back(FigureFile("dla_heads" + suffix, ext, [side = side, head_rows, head_cols, model_name, side_name, L, H, T] {
-                std::vector<float> mean(static_cast<size_t>(L * H), 0.0f);
-                float most = 1e-6f;
-                for (int64_t k = 0; k < L * H; ++k) {
-                    double sum = 0;
-                    for (int64_t t = 0; t < T - 1; ++t) sum += side->dla[k * (T - 1) + t];
-                    mean[k] = static_cast<float>(sum / std::max<int64_t>(1, T - 1));
-                    most = std::max(most, std::abs(mean[k]));
-                }
-                viz::HeatmapFigureOptions o;
-                o.Title = model_name + " \xC2\xB7 " + side_name + ": each head's part of the next token's logit, mean over positions";
-                o.RowLabels = head_rows;
-                o.ColLabels = head_cols;
-                o.Style.colormap = viz::Colormap::Diverging;
-                o.Style.range = viz::Range{-most, most};
-                o.Style.causal = false;
-                o.ValueLabel = "direct logit attribution";
-                o.RowAxis = "layer";
-                o.ColAxis = "head";
-                return viz::HeatmapFigure(mean.data(), static_cast<int>(L), static_cast<int>(H), o);
-            }, size_t{64} << 20, options.figures.png_scale));
+            files.push_back(FigureFile("dla_heads" + suffix, ext, [named, model_name] { return DlaHeadsFigure(named, model_name); },
+                                       size_t{64} << 20, options.figures.png_scale));
         }
     }
     // For papers: where SSA's lens differs from each other side's, as the loss of the next token SSA
@@ -630,82 +719,14 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
     for (const LensSideFiles& side : sides)
         if (side.lens) shown.push_back(side);
     const int64_t T = shown.empty() ? 0 : shown[0].lens->n_tokens;
-    if (T >= 2 && !extensions.empty()) {
-        const std::string token = static_cast<size_t>(T - 1) < token_labels.size() ? token_labels[T - 1] : "?";
-        // Each side's bars, named and coloured as the window's: SSA, the comparison (tau = 1 beside
-        // a base), the base.
-        auto add_sides = [shown](viz::Plot* plot, auto&& values) {
-            const viz::Rgba8 colors[] = {viz::kSsaColor, viz::kCompareColor, viz::kBaseColor};
-            for (size_t n = 0; n < shown.size(); ++n) {
-                viz::PlotSeries series;
-                series.Name = n != 1 ? shown[n].name : shown.size() > 2 ? "tau = 1" : "comparison";
-                series.Kind = viz::SeriesKind::Bars;
-                series.Color = colors[std::min<size_t>(n, std::size(colors) - 1)];
-                series.Y = values(*shown[n].lens);
-                plot->Series.push_back(std::move(series));
-            }
-        };
-        for (const char* ext : extensions)
-            files.push_back(FigureFile("dla_bars", ext, [shown, model_name, token, T, add_sides] {
-                const model::Lens& first = *shown[0].lens;
-                const int64_t L = first.n_layer, H = first.n_head, last = T - 2;
-                auto part = [&](const model::Lens& side, int64_t k) { return side.dla[k * (T - 1) + last]; };
-                std::vector<int64_t> heads(static_cast<size_t>(L * H));
-                for (int64_t k = 0; k < L * H; ++k) heads[k] = k;
-                auto weight = [&](int64_t k) {
-                    float most = 0;
-                    for (const LensSideFiles& side : shown) most = std::max(most, std::abs(part(*side.lens, k)));
-                    return most;
-                };
-                std::stable_sort(heads.begin(), heads.end(), [&](int64_t a, int64_t b) { return weight(a) > weight(b); });
-                heads.resize(std::min<size_t>(heads.size(), 16));
-                viz::Plot plot;
-                plot.Options.Title = model_name + " \xC2\xB7 the last token '" + token + "': each head's part of its logit (the largest " +
-                                     std::to_string(heads.size()) + ")";
-                plot.Options.XLabel = "head";
-                plot.Options.YLabel = "direct logit attribution";
-                plot.Options.Width = 900;
-                plot.Options.Height = 440;
-                for (int64_t k : heads) plot.Options.XCategories.push_back("L" + std::to_string(k / H) + " H" + std::to_string(k % H));
-                add_sides(&plot, [&](const model::Lens& side) {
-                    std::vector<float> y;
-                    for (int64_t k : heads) y.push_back(part(side, k));
-                    return y;
-                });
-                return viz::PlotFigure(plot);
+    if (T >= 2)
+        for (const char* ext : extensions) {
+            files.push_back(FigureFile("dla_bars", ext, [shown, model_name, token_labels, T] { return DlaBarsFigure(shown, model_name, token_labels, T - 1); },
+                                       size_t{64} << 20, options.figures.png_scale));
+            files.push_back(FigureFile("dla_layers", ext, [shown, model_name, token_labels, T] {
+                return DlaLayersFigure(shown, model_name, token_labels, T - 1);
             }, size_t{64} << 20, options.figures.png_scale));
-        // The same logit by layer, as the window's Lens tab totals it: each layer's attention (its
-        // heads together) and MLP, the embeddings and the biases (dla_layers). Beside a base, a layer
-        // whose tau = 1 bar differs from SSA's owes that to the temperatures (its own or the layers'
-        // before it), one whose base bar differs from tau = 1's to the other weights' drift.
-        for (const char* ext : extensions)
-            files.push_back(FigureFile("dla_layers", ext, [shown, model_name, token, T, add_sides] {
-                const int64_t L = shown[0].lens->n_layer, H = shown[0].lens->n_head, last = T - 2;
-                viz::Plot plot;
-                plot.Options.Title = model_name + " \xC2\xB7 the last token '" + token + "': each layer's part of its logit";
-                plot.Options.XLabel = "layer";
-                plot.Options.YLabel = "direct logit attribution";
-                plot.Options.Width = 900;
-                plot.Options.Height = 440;
-                for (int64_t l = 0; l < L; ++l)
-                    for (const char* part : {" attn", " MLP"}) plot.Options.XCategories.push_back("L" + std::to_string(l) + part);
-                plot.Options.XCategories.push_back("embed");
-                plot.Options.XCategories.push_back("biases");
-                add_sides(&plot, [&](const model::Lens& side) {
-                    std::vector<float> y;
-                    for (int64_t l = 0; l < L; ++l) {
-                        double attention = 0;
-                        for (int64_t h = 0; h < H; ++h) attention += side.dla[(l * H + h) * (T - 1) + last];
-                        y.push_back(static_cast<float>(attention));
-                        y.push_back(side.dla_mlp[l * (T - 1) + last]);
-                    }
-                    y.push_back(side.dla_embed[last]);
-                    y.push_back(side.dla_const[last]);
-                    return y;
-                });
-                return viz::PlotFigure(plot);
-            }, size_t{64} << 20, options.figures.png_scale));
-    }
+        }
     return files;
 }
 

@@ -82,6 +82,20 @@ std::string LensSideName(const model::Analysis& a, size_t k);
 // latter two), with diff or base_diff SSA's minus `other`'s (lens_diff.png, lens_diff_base.png).
 viz::Figure LensModeFigure(const model::Analysis& a, const model::ModelInfo& info, MapMode mode, const model::Lens* ssa,
                            const model::Lens* other);
+// The attribution's figures for papers (LensFiles writes them), of the sides given (SSA first, then
+// the comparison, then the base, named as LensFiles names them). DlaHeadsFigure: a side's heads'
+// mean part of the next token's logit, a layer x head map on a diverging scale. DlaBarsFigure: the
+// logit of token `position` (1 .. T - 1; the files': the last) split by head, the 16 heads with the
+// largest parts on any side, each side's bars. DlaLayersFigure: the same logit by layer, as the
+// window's Lens tab totals it: each layer's attention (its heads together) and MLP, the embeddings
+// and the biases; beside a base, a layer whose tau = 1 bar differs from SSA's owes that to the
+// temperatures (its own or the layers' before it), one whose base bar differs from tau = 1's to the
+// other weights' drift. An empty figure for a position outside 1 .. T - 1.
+viz::Figure DlaHeadsFigure(const LensSideFiles& side, const std::string& model_name);
+viz::Figure DlaBarsFigure(const std::vector<LensSideFiles>& sides, const std::string& model_name, const std::vector<std::string>& token_labels,
+                          int64_t position);
+viz::Figure DlaLayersFigure(const std::vector<LensSideFiles>& sides, const std::string& model_name, const std::vector<std::string>& token_labels,
+                            int64_t position);
 // LensFiles of those sides, pieces named by the engine's tokenizer.
 std::vector<ExportFile> LensExportFiles(const model::Engine& engine, const model::ModelInfo& info, const model::Analysis& a,
                                         const std::vector<std::shared_ptr<const model::Lens>>& sides, const ExportOptions& options);

@@ -666,7 +666,7 @@ FigureHandle Plot(const AnalysisHandle& h, const std::string& asked, const FlagL
     if (!finetune && std::find(names.begin(), names.end(), name) == names.end()) {
         std::string list;
         for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
-        throw BadArgument("plot '" + name + "' is not one of " + list + ", finetune, finetune_loss");
+        throw BadArgument("plot '" + name + "' is not one of " + list + ", finetune, finetune_loss, dla_bars, dla_layers, dla_heads");
     }
     if (finetune && !h.A().HasBase()) throw BadArgument("plot '" + name + "': the analysis has no base (analyze with compare=\"base\")");
     if (finetune && h.A().n_tokens < 2)  // no next token: no loss to split, every part NaN
@@ -676,6 +676,34 @@ FigureHandle Plot(const AnalysisHandle& h, const std::string& asked, const FlagL
     if (finetune)
         return {name == "finetune" ? FineTuneFigure(h.A(), TitleName(h), o.export_options.figures.log_scale) : FineTuneLossFigure(h.A(), TitleName(h)), ""};
     return {SparsityFigure(h.A(), TitleName(h), name, o.export_options.sink_epsilon), ""};
+}
+
+// The attribution's figures (`export --lens`'s dla_heads, dla_bars, dla_layers): dla_heads of one
+// side; the bars of token `position`'s logit (1 .. T - 1) on every side the analysis has.
+FigureHandle DlaFigure(const AnalysisHandle& h, const std::string& name, const std::string& side_name, int64_t position) {
+    const model::Analysis& a = h.A();
+    if (const std::string why = NonFiniteAnalysis(a); !why.empty()) throw BadArgument("plot(): " + why);
+    if (a.n_tokens < 2) throw BadArgument("plot('" + name + "'): the attribution needs 2 tokens or more (a next token's logit)");
+    LoadFonts();
+    std::vector<LensSideFiles> sides;
+    if (name == "dla_heads") {
+        const model::MapSide side = Side(h, side_name);
+        const size_t k = side == model::MapSide::Ssa ? 0 : side == model::MapSide::Compare ? 1 : 2;
+        sides.push_back({RunLensSide(h, side), "", LensSideName(a, k)});
+        py::gil_scoped_release release;
+        return {DlaHeadsFigure(sides[0], ModelName(h.core->info)), ""};
+    }
+    if (position < 1 || position >= a.n_tokens)
+        throw BadArgument("plot('" + name + "'): position " + std::to_string(position) +
+                          (position == 0 ? " has no logit to split (the first token is predicted from nothing)" : " is out of range") +
+                          ": 1 to " + std::to_string(a.n_tokens - 1) + ", or negative from the end");
+    sides.push_back({RunLensSide(h, model::MapSide::Ssa), "", LensSideName(a, 0)});
+    if (h.HasCompare()) sides.push_back({RunLensSide(h, model::MapSide::Compare), "", LensSideName(a, 1)});
+    if (a.HasBase()) sides.push_back({RunLensSide(h, model::MapSide::Base), "", LensSideName(a, 2)});
+    const std::vector<std::string> labels = TokenLabels(a.tokens);
+    py::gil_scoped_release release;
+    const std::string model_name = ModelName(h.core->info);
+    return {name == "dla_bars" ? DlaBarsFigure(sides, model_name, labels, position) : DlaLayersFigure(sides, model_name, labels, position), ""};
 }
 
 //-----------------------------------------------------------------------------
@@ -1063,6 +1091,7 @@ PYBIND11_MODULE(_ssaviz, m) {
         .def("lens_grid", &LensGrid)
         .def("highlight", &HighlightFigure)
         .def("plot", &Plot)
+        .def("dla_figure", &DlaFigure)
         .def("export", &Export)
         .def("lens", &Lens, py::arg("side") = "ssa")
         .def("id_pieces", &IdPieces)

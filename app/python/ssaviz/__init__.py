@@ -167,6 +167,7 @@ def _base_arg(where, compare, base):
 # by its name, as plot() takes it.
 _FIGURE_KEYWORDS = {"heatmap()": ("colormap", "log", "size"), "heads_grid()": ("colormap", "log"),
                     "highlight()": ("temperature_scale",)}
+_DLA_PLOTS = {"dla_bars": "position", "dla_layers": "position", "dla_heads": "side"}  # and their one keyword
 _PLOT_KEYWORDS = {"dilution": (), "tau_q_histogram": (), "qk_spectrum": (), "sink_mass": ("sink_eps",),
                   "finetune": ("log",), "fine-tune": ("log",), "fine_tune": ("log",),
                   "finetune_loss": (), "fine-tune-loss": (), "fine_tune_loss": ()}
@@ -659,10 +660,25 @@ class Analysis:
     def plot(self, name, **flags):
         """A Sparsity plot: "dilution", "tau_q_histogram", "qk_spectrum" or "sink_mass"; beside a base
         (compare="base"), "finetune" (also "fine-tune"; each head's JS change, the temperatures' part and the drift's) or
-        "finetune_loss" (each token's loss change in the same two parts). flags: sink_eps for
-        "sink_mass", log for "finetune"."""
+        "finetune_loss" (each token's loss change in the same two parts); the attribution's, as
+        `export --lens` draws them: "dla_bars" / "dla_layers" (token position's logit split by head / by
+        layer on every side, position= -1 the last by default, negative from the end) and "dla_heads"
+        (side= "ssa", "compare" or "base": each head's mean part). flags: sink_eps for "sink_mass", log
+        for "finetune"."""
         w = "plot()"
         name = _str(w, "name", name)
+        if name in _DLA_PLOTS:
+            takes = _DLA_PLOTS[name]
+            for keyword in flags:
+                if keyword != takes:
+                    raise ArgumentTypeError(f"plot({name!r}) takes no keyword {keyword} (its keywords: {takes})")
+            if name == "dla_heads":
+                return Figure(self._h.dla_figure(name, _str(w, "side", flags.get("side", "ssa")), 0), name)
+            position = flags.get("position", -1)
+            position = _int(w, "position", position, bits=64)
+            if position < 0:
+                position += self.n_tokens
+            return Figure(self._h.dla_figure(name, "", position), name)
         takes = _PLOT_KEYWORDS.get(name)  # a name that is no plot: the engine names the plots
         return Figure(self._h.plot(name, _flags(w, flags) if takes is None else _figure_flags(f"plot({name!r})", flags, takes)), name)
 

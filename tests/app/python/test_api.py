@@ -337,6 +337,20 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     for name, figure in (("ssa", "lens"), ("compare", "lens_tau1"), ("tau1", "lens_tau1"), ("base", "lens_base"), ("diff", "lens_diff"),
                          ("base_diff", "lens_diff_base")):
         assert a.lens_grid(map=name).svg() == (tmp_path / "lens" / (figure + ".svg")).read_text(), name
+    # The attribution's figures too, as plot()s (only export(lens=True) drew them).
+    for name, figure, flags in (("dla_bars", "dla_bars", {}), ("dla_layers", "dla_layers", {}), ("dla_heads", "dla_heads", {}),
+                                ("dla_heads", "dla_heads_tau1", {"side": "compare"}), ("dla_heads", "dla_heads_base", {"side": "base"}),
+                                ("dla_bars", "dla_bars", {"position": a.n_tokens - 1})):
+        assert a.plot(name, **flags).svg() == (tmp_path / "lens" / (figure + ".svg")).read_text(), (name, flags)
+    third = a.plot("dla_bars", position=3).svg()
+    assert "token 3 " in third and third != (tmp_path / "lens" / "dla_bars.svg").read_text()
+    assert a.plot("dla_layers", position=-2).svg() == a.plot("dla_layers", position=a.n_tokens - 2).svg()
+    with pytest.raises(ValueError, match=r"position 0 has no logit to split"):
+        a.plot("dla_bars", position=0)
+    with pytest.raises(ValueError, match=r"position 99 is out of range"):
+        a.plot("dla_layers", position=99)
+    with pytest.raises(TypeError, match=r"plot\('dla_bars'\) takes no keyword side \(its keywords: position\)"):
+        a.plot("dla_bars", side="base")
     # lens_top.json names each piece as lens_top() and predictions() do: as it would continue the
     # text, its leading space kept (SentencePiece's ' be' was 'be' in the file).
     a.export(tmp_path / "lens_json", formats=["json"], lens=True)
