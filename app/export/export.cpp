@@ -988,6 +988,11 @@ std::string NonFiniteAnalysis(const model::Analysis& a) {
 
 model::Status CheckExportSettings(const ExportOptions& options, bool has_base) {
     if (ExportFormats(options).empty()) return model::Fail("nothing to write: no format is chosen (" + std::string(kExportFormatList) + ")");
+    // A heatmap of --size drawn at --png-scale, with its labels and colour bar (some 200 px at scale 1,
+    // checked again as drawn), past what a figure may be: said before the model runs.
+    if (const int side = options.figures.map_size, scale = options.figures.png_scale; options.png && side > 0 && (side + 200) * scale > viz::kMaxFigureSide)
+        return model::Fail("--size " + std::to_string(side) + " at --png-scale " + std::to_string(scale) + " draws heatmaps past " +
+                           std::to_string(viz::kMaxFigureSide) + " pixels a side, the most a figure may be: a smaller --size or --png-scale");
     if (has_base) return model::Ok{};
     for (MapMode mode : options.maps)
         if (IsBaseMode(mode)) return model::Fail(std::string("--maps ") + ToString(mode) + " needs a base (--base DIR, or --compare base)");

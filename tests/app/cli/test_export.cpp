@@ -521,6 +521,8 @@ TEST_F(Cli, ExportOptionErrorsNameTheFlag) {
     // The diverging map is the differences' own: an attention map is not drawn on it.
     ExpectOneLineError(with({"--colormap", "diverging"}), 2, "--colormap 'diverging' is not one of viridis, magma");
     ExpectOneLineError(with({"--size", "5"}), 2, "--size");
+    ExpectOneLineError(with({"--size", "8192", "--png-scale", "2", "--format", "png"}), 2,
+                       "--size 8192 at --png-scale 2 draws heatmaps past 16384 pixels a side, the most a figure may be: a smaller --size or --png-scale");
     for (const char* scale : {"0", "5", "1.5", "x"})
         ExpectOneLineError(with({"--png-scale", scale}), 2, "--png-scale '" + std::string(scale) + "' is not a PNG scale: a whole number, 1 to 4");
     ExpectOneLineError(with({"--highlight", "tau"}), 2, "--highlight 'tau'");
