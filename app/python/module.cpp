@@ -740,25 +740,46 @@ LensRun LensOf(ModelCore& core, const model::Analysis& a, const ExportOptions& o
 
 // The heads' temperatures' parts of the loss (HeadImpacts) for the analysis's text, on its what-ifs,
 // on the core's engine (its what-ifs as they were afterwards). The core's lock held by the caller.
-HeadImpacts MeasureHeads(ModelCore& core, const model::Analysis& a) {
+// `each`: told of every head measured; false from it stops (the measures so far returned).
+HeadImpacts MeasureHeads(ModelCore& core, const model::Analysis& a, const std::function<bool(const HeadImpacts&)>& each = {}) {
     model::Engine& engine = core.Run().engine();
     const std::vector<model::Intervention> before = engine.interventions();
     if (auto s = engine.SetInterventions(a.interventions); !s) throw BadArgument(s.error());
     HeadImpacts impacts;
-    const model::Status measured = MeasureHeadImpacts(engine, a.tokens, {}, &impacts);
+    const model::Status measured = MeasureHeadImpacts(engine, a.tokens, {}, &impacts, each);
     (void)engine.SetInterventions(before);
     if (!measured) throw BadArgument("rank_heads: " + measured.error());
     return impacts;
 }
 
 // rank_heads(): baseline (the mean loss), what_ifs, and mean_loss / delta as [L, H] arrays.
-py::dict RankHeads(const AnalysisHandle& h) {
+// `progress`: a line on Python's sys.stderr redrawn after each head (a notebook shows it); Ctrl+C
+// (KeyboardInterrupt) stops between heads, the model's what-ifs as they were.
+py::dict RankHeads(const AnalysisHandle& h, bool progress) {
     HeadImpacts impacts;
+    std::optional<py::error_already_set> stopped;
     {
         py::gil_scoped_release release;
         std::lock_guard<std::mutex> lock(h.core->mutex);
-        impacts = MeasureHeads(*h.core, h.A());
+        impacts = MeasureHeads(*h.core, h.A(), [&](const HeadImpacts& so_far) {
+            py::gil_scoped_acquire acquire;
+            try {
+                if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+                if (progress) {
+                    const HeadImpact& last = so_far.heads.back();
+                    py::module_::import("sys").attr("stderr").attr("write")(
+                        "\rrank_heads: " + std::to_string(so_far.heads.size()) + "/" + std::to_string(so_far.total) + " heads, L" +
+                        std::to_string(last.layer) + " H" + std::to_string(last.head) + "   " +
+                        (static_cast<int>(so_far.heads.size()) == so_far.total ? "\n" : ""));
+                }
+                return true;
+            } catch (py::error_already_set& e) {
+                stopped = std::move(e);
+                return false;
+            }
+        });
     }
+    if (stopped) throw std::move(*stopped);
     const py::ssize_t L = h.A().n_layer, H = h.A().n_head;
     py::array_t<float> mean_loss({L, H}), delta({L, H});
     std::fill(mean_loss.mutable_data(), mean_loss.mutable_data() + L * H, NAN);
@@ -1096,7 +1117,7 @@ PYBIND11_MODULE(_ssaviz, m) {
         .def("lens", &Lens, py::arg("side") = "ssa")
         .def("id_pieces", &IdPieces)
         .def("piece_ids", &PieceIds)
-        .def("rank_heads", &RankHeads)
+        .def("rank_heads", &RankHeads, py::arg("progress") = true)
         .def("attribute", &Attribute, py::arg("position"), py::arg("token"), py::arg("side") = "ssa");
 
     py::class_<FigureHandle>(m, "Figure")

@@ -546,14 +546,15 @@ class Analysis:
             cache[side] = self._h.lens(side)
         return cache[side]
 
-    def rank_heads(self):
+    def rank_heads(self, progress=True):
         """Each head's temperatures' part of the loss, as the window's What-ifs > Rank heads and
         `ssaviz export --rank-heads`: the text analysed once a head with that head at tau = 1, on top of
         this analysis's what-ifs. A dict: baseline (the mean loss), what_ifs, mean_loss [L, H] and delta
         [L, H] (mean_loss - baseline; above 0 where the head's temperatures lowered the loss). One head at
-        a time, so the deltas need not add up to the temperatures' whole part. Kept once measured."""
+        a time, so the deltas need not add up to the temperatures' whole part. Kept once measured.
+        progress: a line on sys.stderr after each head; Ctrl+C stops between heads (KeyboardInterrupt)."""
         if "_ranked" not in self.__dict__:
-            self._ranked = self._h.rank_heads()
+            self._ranked = self._h.rank_heads(_bool("rank_heads()", "progress", progress))
         return self._ranked
 
     lens_loss = property(lambda self: self.lens()["loss"], doc="[L + 1, T - 1]: each token's loss read after each layer")

@@ -446,13 +446,18 @@ def test_a_vocabulary_smaller_than_the_top_k(tmp_path):
     assert not (tmp_path / "batch").exists()
 
 
-def test_rank_heads_is_each_heads_what_if_and_the_command_lines(tmp_path):
+def test_rank_heads_is_each_heads_what_if_and_the_command_lines(tmp_path, capsys):
     """Each head's temperatures' part of the loss: the loss with that head's what-if (ablate="L:H"), minus
     the analysis's loss; export(rank_heads=True) writes the same numbers, as `ssaviz export --rank-heads`."""
     m = ssaviz.load(require(ENGLISH))
     a = m.analyze(JOBS)
     ranked = a.rank_heads()
     L, H = a.tau_q.shape[:2]
+    # Its progress on sys.stderr (a notebook shows it), head by head; none when asked for none.
+    said = capsys.readouterr().err
+    assert f"rank_heads: 1/{L * H} heads, L0 H0" in said and said.endswith(f"rank_heads: {L * H}/{L * H} heads, L{L - 1} H{H - 1}   \n")
+    quiet = m.analyze(JOBS).rank_heads(progress=False)
+    assert capsys.readouterr().err == "" and np.array_equal(quiet["delta"], ranked["delta"])
     assert ranked["delta"].shape == (L, H) and ranked["mean_loss"].shape == (L, H) and ranked["what_ifs"] == ""
     assert abs(ranked["baseline"] - float(np.mean(a.loss, dtype=np.float64))) < 1e-5
     for layer, head in ((0, 0), (L - 1, H - 1)):
