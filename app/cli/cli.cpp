@@ -327,12 +327,9 @@ int CmdExport(const CommandOptions& o) {
             std::fprintf(stderr, "ssaviz: fine-tuning: %s; heads whose rows moved most (JS, nats; not shares of the loss) by the temperatures: %s; by the drift: %s\n",
                          FineTuneHeadline(analysis, d).c_str(), TopHeads(d.js_temperature, d.n_head, 3, kJsRoundingFloor).c_str(),
                          TopHeads(d.js_drift, d.n_head, 3, kJsRoundingFloor).c_str());
-        if (impacts) {
-            std::vector<float> delta(static_cast<size_t>(analysis.n_layer) * analysis.n_head, NAN);
-            for (const HeadImpact& h : impacts->heads) delta[static_cast<size_t>(h.layer) * analysis.n_head + h.head] = h.delta;
-            std::fprintf(stderr, "ssaviz: heads whose temperatures lowered the loss most (nats, each at tau = 1 in turn, of %.4f): %s\n",
-                         impacts->baseline, TopHeads(delta, analysis.n_head, 3).c_str());
-        }
+        if (impacts)
+            std::fprintf(stderr, "ssaviz: each head's temperatures' part of the loss %.4f (nats, one head at tau = 1 at a time): %s\n",
+                         impacts->baseline, PartsHeadline(TemperatureParts(*impacts, analysis.n_layer, analysis.n_head), analysis.n_head, 3).c_str());
         return kExitOk;
     }
 

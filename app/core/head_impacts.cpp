@@ -1,5 +1,10 @@
 #include "app/core/head_impacts.h"
 
+#include <algorithm>
+#include <cstdio>
+
+#include "app/core/names.h"
+
 namespace app {
 
 model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenization& tokens, const model::AnalyzeOptions& options,
@@ -29,6 +34,38 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
     impacts->done = static_cast<int>(impacts->heads.size()) == impacts->total;
     impacts->cancelled = !impacts->done;
     return model::Ok{};
+}
+
+std::vector<float> TemperatureParts(const HeadImpacts& impacts, int n_layer, int n_head) {
+    std::vector<float> parts(static_cast<size_t>(std::max(0, n_layer * n_head)), NAN);
+    for (const HeadImpact& h : impacts.heads)
+        if (h.layer >= 0 && h.layer < n_layer && h.head >= 0 && h.head < n_head) parts[static_cast<size_t>(h.layer) * n_head + h.head] = -h.delta;
+    // A head the what-ifs already set to tau = 1 has no temperatures to measure: no part (it read +0).
+    for (const model::Intervention& x : impacts.on_top)
+        if (x.kind == model::Intervention::Kind::Ablate && x.layer >= 0 && x.layer < n_layer)
+            for (int h = 0; h < n_head; ++h)
+                if (x.head < 0 || x.head == h) parts[static_cast<size_t>(x.layer) * n_head + h] = NAN;
+    return parts;
+}
+
+std::string PartsHeadline(const std::vector<float>& parts, int n_head, int n) {
+    std::vector<int> order;
+    for (size_t k = 0; k < parts.size(); ++k)
+        if (std::isfinite(parts[k]) && parts[k] != 0) order.push_back(static_cast<int>(k));
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return parts[a] < parts[b]; });
+    auto list = [&](bool lowered) {
+        std::string text;
+        int listed = 0;
+        for (size_t i = 0; i < order.size() && listed < n; ++i) {
+            const int k = lowered ? order[i] : order[order.size() - 1 - i];
+            if ((parts[k] < 0) != lowered) break;
+            char value[32];
+            std::snprintf(value, sizeof value, "%+.3g", parts[k]);
+            text += (listed++ ? ", " : "") + HeadName({k / std::max(n_head, 1), k % std::max(n_head, 1)}) + " " + value;
+        }
+        return text.empty() ? std::string("none") : text;
+    };
+    return "lowered it most " + list(true) + "; raised it most " + list(false);
 }
 
 }  // namespace app

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "model/io/result.h"
@@ -15,7 +16,7 @@ namespace app {
 struct HeadImpact {
     int layer = 0, head = 0;
     float mean_loss = NAN;
-    float delta = NAN;  // mean_loss - baseline: above 0, the head's temperatures help the model
+    float delta = NAN;  // mean_loss - baseline (the what-if's change): above 0, the head's temperatures help the model
 };
 struct HeadImpacts {
     float baseline = NAN;                     // mean loss with the active interventions alone
@@ -32,5 +33,14 @@ struct HeadImpacts {
 // only where the baseline's analysis does (a text the model refuses); a text of one token has no loss.
 model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenization& tokens, const model::AnalyzeOptions& options,
                                  HeadImpacts* impacts, const std::function<bool(const HeadImpacts&)>& each = {});
+
+// Each head's temperatures' part of the loss, [L * H] layer-major: the baseline minus the loss with
+// that head at tau = 1, so below 0 where its temperatures lowered the loss, as the fine-tune's split
+// of the loss reads ("temperatures -0.03"); NaN where not measured, or already at tau = 1 by the
+// what-ifs it was measured on top of.
+std::vector<float> TemperatureParts(const HeadImpacts& impacts, int n_layer, int n_head);
+// The heads whose parts lowered the loss most and raised it most, n of each: "lowered it most
+// L1 H2 -0.147, L1 H3 -0.111; raised it most L0 H2 +0.0872" ("none" for a side without any).
+std::string PartsHeadline(const std::vector<float>& parts, int n_head, int n);
 
 }  // namespace app

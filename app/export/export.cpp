@@ -486,30 +486,37 @@ std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model
     const auto impacts = std::make_shared<const HeadImpacts>(measured);
     const int L = info.config.n_layer, H = info.config.n_head;
     const std::string model_name = ModelName(info);
-    auto grid = [impacts, L, H](float HeadImpact::*value) {
+    const std::vector<float> parts = TemperatureParts(measured, L, H);
+    auto grid = [L, H](const std::vector<float>& values) {  // [layer][head], null where not measured
         json rows = json::array();
-        for (int l = 0; l < L; ++l) rows.push_back(std::vector<json>(static_cast<size_t>(H)));
-        for (const HeadImpact& h : impacts->heads)
-            if (h.layer >= 0 && h.layer < L && h.head >= 0 && h.head < H && std::isfinite(h.*value)) rows[h.layer][h.head] = h.*value;
+        for (int l = 0; l < L; ++l) {
+            json row = json::array();
+            for (int h = 0; h < H; ++h) row.push_back(std::isfinite(values[l * H + h]) ? json(values[l * H + h]) : json());
+            rows.push_back(std::move(row));
+        }
         return rows;
     };
+    std::vector<float> mean_loss(parts.size(), NAN);
+    for (const HeadImpact& h : measured.heads)
+        if (h.layer >= 0 && h.layer < L && h.head >= 0 && h.head < H) mean_loss[h.layer * H + h.head] = h.mean_loss;
     std::vector<ExportFile> files;
-    files.push_back({"head_impacts.json", [impacts, grid](const std::string& full) {
-                         const json j = {{"about", "each head's temperatures' part of the loss: the text's mean loss with that head at tau = 1 "
-                                                   "(tau_q = tau_v = 1), one head at a time on top of what_ifs; delta = mean_loss - baseline, "
-                                                   "above 0 where the head's temperatures lowered the loss (null: not measured)"},
+    files.push_back({"head_impacts.json", [impacts, grid, parts, mean_loss](const std::string& full) {
+                         const json j = {{"about", "each head's temperatures' part of the loss, one head at a time: mean_loss is the text's mean "
+                                                   "loss with that head at tau = 1 (tau_q = tau_v = 1) on top of what_ifs, part = baseline - "
+                                                   "mean_loss, below 0 where the head's temperatures lowered the loss (as the fine-tune's split "
+                                                   "reads); one at a time, so the parts need not add up to the temperatures' whole; null: not measured"},
                                          {"baseline", impacts->baseline},
                                          {"what_ifs", model::FormatInterventions(impacts->on_top)},
                                          {"complete", impacts->done},
-                                         {"mean_loss", grid(&HeadImpact::mean_loss)},
-                                         {"delta", grid(&HeadImpact::delta)}};
+                                         {"mean_loss", grid(mean_loss)},
+                                         {"part", grid(parts)}};
                          return WriteText(full, model::JsonText(j, 1) + "\n");
                      }});
     files.push_back({"head_impacts.csv", [impacts](const std::string& full) {
-                         std::string csv = "layer,head,mean_loss,delta\n";
+                         std::string csv = "layer,head,mean_loss,part\n";
                          for (const HeadImpact& h : impacts->heads) {
                              char row[96];
-                             std::snprintf(row, sizeof row, "%d,%d,%.9g,%.9g\n", h.layer, h.head, h.mean_loss, h.delta);
+                             std::snprintf(row, sizeof row, "%d,%d,%.9g,%.9g\n", h.layer, h.head, h.mean_loss, -h.delta);
                              csv += row;
                          }
                          return WriteText(full, csv);

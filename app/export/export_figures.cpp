@@ -328,29 +328,29 @@ viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_na
 
 viz::Figure HeadImpactsFigure(const HeadImpacts& impacts, int n_layer, int n_head, const std::string& model_name) {
     if (n_layer <= 0 || n_head <= 0) return {};
-    std::vector<float> delta(static_cast<size_t>(n_layer) * n_head, NAN);
+    const std::vector<float> parts = TemperatureParts(impacts, n_layer, n_head);
     float most = 1e-6f;
-    for (const HeadImpact& h : impacts.heads)
-        if (h.layer >= 0 && h.layer < n_layer && h.head >= 0 && h.head < n_head && std::isfinite(h.delta)) {
-            delta[static_cast<size_t>(h.layer) * n_head + h.head] = h.delta;
-            most = std::max(most, std::abs(h.delta));
-        }
+    for (float v : parts)
+        if (std::isfinite(v)) most = std::max(most, std::abs(v));
     viz::HeatmapFigureOptions options;
     for (int l = 0; l < n_layer; ++l) options.RowLabels.push_back("L" + std::to_string(l));
     for (int h = 0; h < n_head; ++h) options.ColLabels.push_back("H" + std::to_string(h));
     options.RowAxis = "layer";
     options.ColAxis = "head";
-    options.ValueLabel = "loss at tau = 1 - loss, nats";
+    options.ValueLabel = "loss - loss at tau = 1, nats";
     options.Style.causal = false;
-    options.Style.colormap = viz::Colormap::Diverging;
+    options.Style.colormap = viz::Colormap::Diverging;  // blue below 0: lowered the loss, as every loss change reads
     options.Style.range = viz::Range{-most, most};
     const int cells = std::max(n_layer, n_head);
     options.MapSize = cells * std::clamp(560 / std::max(cells, 1), 12, 48);
     options.CellValues = "%+.3f";
     char baseline[64];
     std::snprintf(baseline, sizeof baseline, "%.4f", impacts.baseline);
-    options.Title = model_name + " \xC2\xB7 each head's temperatures' part of the loss of " + baseline + " (red: they lowered it)";
-    return viz::HeatmapFigure(delta.data(), n_layer, n_head, options);
+    std::string title = model_name;
+    if (std::string what_ifs = model::FormatInterventions(impacts.on_top); !what_ifs.empty())  // digits and ":*=,x.": no escaping
+        title += " \xC2\xB7 on what-ifs " + (what_ifs.size() > 40 ? what_ifs.substr(0, 37) + "..." : what_ifs);
+    options.Title = title + " \xC2\xB7 each head's temperatures' part of the loss " + baseline + ", one at a time (blue: lowered it)";
+    return viz::HeatmapFigure(parts.data(), n_layer, n_head, options);
 }
 
 int FineTuneLossWindow(size_t n) {

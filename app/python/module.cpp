@@ -781,19 +781,17 @@ py::dict RankHeads(const AnalysisHandle& h, bool progress) {
     }
     if (stopped) throw std::move(*stopped);
     const py::ssize_t L = h.A().n_layer, H = h.A().n_head;
-    py::array_t<float> mean_loss({L, H}), delta({L, H});
+    py::array_t<float> mean_loss({L, H}), part({L, H});
+    const std::vector<float> parts = TemperatureParts(impacts, static_cast<int>(L), static_cast<int>(H));
+    std::copy(parts.begin(), parts.end(), part.mutable_data());
     std::fill(mean_loss.mutable_data(), mean_loss.mutable_data() + L * H, NAN);
-    std::fill(delta.mutable_data(), delta.mutable_data() + L * H, NAN);
     for (const HeadImpact& i : impacts.heads)
-        if (i.layer < L && i.head < H) {
-            mean_loss.mutable_at(i.layer, i.head) = i.mean_loss;
-            delta.mutable_at(i.layer, i.head) = i.delta;
-        }
+        if (i.layer < L && i.head < H) mean_loss.mutable_at(i.layer, i.head) = i.mean_loss;
     py::dict out;
     out["baseline"] = impacts.baseline;
     out["what_ifs"] = model::FormatInterventions(impacts.on_top);
     out["mean_loss"] = mean_loss;
-    out["delta"] = delta;
+    out["part"] = part;
     return out;
 }
 

@@ -115,12 +115,11 @@ void FineTuneView::DrawMatrices(WindowState& state) {
     // What the rows' moves did to the loss, head by head: the What-ifs' ranking, when it is of this text.
     const HeadImpacts* impacts = state.head_impacts.get();
     if (impacts && impacts->done && std::abs(impacts->baseline - d.loss_mean) <= 1e-6f * std::max(1.0f, std::abs(d.loss_mean))) {
-        std::vector<float> delta(static_cast<size_t>(L) * H, NAN);
-        for (const HeadImpact& h : impacts->heads)
-            if (h.layer < L && h.head < H) delta[static_cast<size_t>(h.layer) * H + h.head] = h.delta;
-        Caption("temperatures' part of the loss most: " + TopHeads(delta, H, 4), ", ");
-        viz::ItemTooltip("What-ifs > Which heads matter: the loss with each head at tau = 1 in turn, minus the loss (nats). A head whose "
-                         "rows moved most need not be the one whose temperatures matter most for the loss.");
+        Caption("each head's temperatures' part of the loss: " + PartsHeadline(TemperatureParts(*impacts, L, H), H, 3), ", ");
+        viz::ItemTooltip("What-ifs > Which heads matter, read as parts of the loss: the loss minus the loss with that head at tau = 1 "
+                         "(tau_q and tau_v), one head at a time, nats; below 0 its temperatures lowered the loss, as 'temperatures' above "
+                         "reads. One at a time, so the parts need not add up to the whole. The JS above compares attention rows, which "
+                         "tau_v never changes: a head whose rows moved most need not be one whose temperatures matter most for the loss.");
     } else if (state.ranking_heads) {
         ImGui::TextDisabled("ranking the heads by their loss...");
     } else {

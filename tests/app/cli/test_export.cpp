@@ -202,10 +202,12 @@ TEST_F(Cli, ExportRankHeadsMeasuresEachHeadsTemperatures) {
     EXPECT_EQ(ranked["what_ifs"], "");
     EXPECT_NEAR(ranked["baseline"].get<double>(), metrics["loss"]["ssa"].get<double>(), 1e-6);
     const int L = metrics["model"]["n_layer"], H = metrics["model"]["n_head"];
-    ASSERT_EQ(ranked["delta"].size(), static_cast<size_t>(L));
-    EXPECT_NE(r.err.find("ssaviz: heads whose temperatures lowered the loss most (nats, each at tau = 1 in turn, of "), std::string::npos) << r.err;
+    ASSERT_EQ(ranked["part"].size(), static_cast<size_t>(L));
+    EXPECT_NE(r.err.find("ssaviz: each head's temperatures' part of the loss "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("(nats, one head at tau = 1 at a time): lowered it most L"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("; raised it most "), std::string::npos) << r.err;
     for (const char* f : {"head_impacts.csv", "head_impacts.png", "head_impacts.svg"}) EXPECT_TRUE(fs::exists(dir + "/all/" + f)) << f;
-    EXPECT_EQ(ReadFile(dir + "/all/head_impacts.csv").substr(0, 27), "layer,head,mean_loss,delta\n");
+    EXPECT_EQ(ReadFile(dir + "/all/head_impacts.csv").substr(0, 26), "layer,head,mean_loss,part\n");
     std::vector<double> deltas;
     for (int l = 0; l < L; ++l)
         for (int h = 0; h < H; ++h) {
@@ -213,8 +215,9 @@ TEST_F(Cli, ExportRankHeadsMeasuresEachHeadsTemperatures) {
             ASSERT_EQ(Ssaviz({"export", "--model", Small(), "--text", text, "--out", out, "--format", "json", "--ablate", what_if}).code, 0);
             const double loss = json::parse(ReadFile(out + "/metrics.json"))["loss"]["ssa"];
             EXPECT_NEAR(ranked["mean_loss"][l][h].get<double>(), loss, 1e-6) << what_if;
-            EXPECT_NEAR(ranked["delta"][l][h].get<double>(), loss - ranked["baseline"].get<double>(), 1e-6) << what_if;
-            deltas.push_back(ranked["delta"][l][h]);
+            // Its part: below 0 where its temperatures lowered the loss, as the fine-tune's split reads.
+            EXPECT_NEAR(ranked["part"][l][h].get<double>(), ranked["baseline"].get<double>() - loss, 1e-6) << what_if;
+            deltas.push_back(ranked["part"][l][h]);
         }
     EXPECT_GT(*std::max_element(deltas.begin(), deltas.end()) - *std::min_element(deltas.begin(), deltas.end()), 1e-4) << "the heads differ";
     // On top of the user's what-ifs: the baseline is the loss with them, each head's on top.
@@ -223,7 +226,8 @@ TEST_F(Cli, ExportRankHeadsMeasuresEachHeadsTemperatures) {
     const json on_top = json::parse(ReadFile(dir + "/on_top/head_impacts.json"));
     EXPECT_EQ(on_top["what_ifs"], "1:0");
     EXPECT_NEAR(on_top["baseline"].get<double>(), json::parse(ReadFile(dir + "/ablate_10/metrics.json"))["loss"]["ssa"].get<double>(), 1e-6);
-    EXPECT_NEAR(on_top["delta"][1][0].get<double>(), 0.0, 1e-6) << "its own what-if again changes nothing";
+    EXPECT_TRUE(on_top["part"][1][0].is_null()) << "a head already at tau = 1 has no temperatures to measure";
+    EXPECT_NEAR(on_top["mean_loss"][1][0].get<double>(), on_top["baseline"].get<double>(), 1e-6) << "its own what-if again changes nothing";
     // What it cannot do: one token has no loss (the text's fault); a batch or a run is a usage error, before any model runs.
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "The", "--out", dir + "/one", "--format", "json", "--rank-heads"}), 3,
                        "--rank-heads: a text of one token has no loss to rank the heads by");

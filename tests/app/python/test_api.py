@@ -457,21 +457,21 @@ def test_rank_heads_is_each_heads_what_if_and_the_command_lines(tmp_path, capsys
     said = capsys.readouterr().err
     assert f"rank_heads: 1/{L * H} heads, L0 H0" in said and said.endswith(f"rank_heads: {L * H}/{L * H} heads, L{L - 1} H{H - 1}   \n")
     quiet = m.analyze(JOBS).rank_heads(progress=False)
-    assert capsys.readouterr().err == "" and np.array_equal(quiet["delta"], ranked["delta"])
-    assert ranked["delta"].shape == (L, H) and ranked["mean_loss"].shape == (L, H) and ranked["what_ifs"] == ""
+    assert capsys.readouterr().err == "" and np.array_equal(quiet["part"], ranked["part"])
+    assert ranked["part"].shape == (L, H) and ranked["mean_loss"].shape == (L, H) and ranked["what_ifs"] == ""
     assert abs(ranked["baseline"] - float(np.mean(a.loss, dtype=np.float64))) < 1e-5
     for layer, head in ((0, 0), (L - 1, H - 1)):
         alone = float(np.mean(m.analyze(JOBS, ablate=f"{layer}:{head}").loss, dtype=np.float64))
         assert abs(ranked["mean_loss"][layer, head] - alone) < 1e-5, (layer, head)
-        assert abs(ranked["delta"][layer, head] - (alone - ranked["baseline"])) < 1e-5, (layer, head)
-    assert np.ptp(ranked["delta"]) > 1e-4, "the heads differ"
+        assert abs(ranked["part"][layer, head] - (ranked["baseline"] - alone)) < 1e-5, (layer, head)  # below 0: they lowered it
+    assert np.ptp(ranked["part"]) > 1e-4, "the heads differ"
     assert a.rank_heads() is ranked  # kept
     # On top of the analysis's own what-ifs, whatever the model analysed since.
     on_top = m.analyze(JOBS, ablate="1:0").rank_heads()
-    assert on_top["what_ifs"] == "1:0" and abs(on_top["delta"][1, 0]) < 1e-6
+    assert on_top["what_ifs"] == "1:0" and np.isnan(on_top["part"][1, 0]) and abs(on_top["mean_loss"][1, 0] - on_top["baseline"]) < 1e-6
     a.export(tmp_path / "x", formats=["json"], rank_heads=True)
     written = json.load(open(tmp_path / "x" / "head_impacts.json"))
-    assert np.allclose(np.array(written["delta"], dtype=np.float64), ranked["delta"], atol=1e-7, rtol=0)
+    assert np.allclose(np.array(written["part"], dtype=np.float64), ranked["part"], atol=1e-7, rtol=0)
     with pytest.raises(ValueError, match=r"export_batch\(\): not with rank_heads="):
         ssaviz.export_batch(["a text", "another"], tmp_path / "b", model=m, formats=["json"], rank_heads=True)
     assert not (tmp_path / "b").exists()
