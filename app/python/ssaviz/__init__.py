@@ -548,10 +548,11 @@ class Analysis:
 
     def rank_heads(self, progress=True):
         """Each head's temperatures' part of the loss, as the window's What-ifs > Rank heads and
-        `ssaviz export --rank-heads`: the text analysed once a head with that head at tau = 1, on top of
-        this analysis's what-ifs. A dict: baseline (the mean loss), what_ifs, mean_loss [L, H] and delta
-        [L, H] (mean_loss - baseline; above 0 where the head's temperatures lowered the loss). One head at
-        a time, so the deltas need not add up to the temperatures' whole part. Kept once measured.
+        `ssaviz export --rank-heads`: the text analysed once a head with that head at tau = 1 (tau_q and
+        tau_v), on top of this analysis's what-ifs. A dict: baseline (the mean loss), what_ifs, mean_loss
+        [L, H] and part [L, H] (baseline - mean_loss: below 0 where the head's temperatures lowered the
+        loss, as the fine-tune's split reads; NaN for a head the what-ifs already set to tau = 1). One head
+        at a time, so the parts need not add up to the temperatures' whole. Kept once measured.
         progress: a line on sys.stderr after each head; Ctrl+C stops between heads (KeyboardInterrupt)."""
         if "_ranked" not in self.__dict__:
             self._ranked = self._h.rank_heads(_bool("rank_heads()", "progress", progress))
