@@ -644,9 +644,9 @@ std::vector<Flag> BuildTable() {
             },
             [](const CommandOptions& o) { return std::optional<std::string>(o.export_options.figures.temperature_per_head ? "head" : "model"); })
             .InSession({"export.temperature_scale"}));
-    add(Row({"--ablate"}, "L:H[,L:*,L:H=pos|tok|xS]", {C::Export, C::Generate},
+    add(Row({"--ablate"}, "L:H[,L:*,L:H=pos|tok|xS|q|v]", {C::Export, C::Generate},
             "what-ifs on the SSA side: L:H sets head H of layer L to tau = 1 (L:* every head of L); =pos keeps only tau_q's "
-            "position term, =tok only its token term, =xS scales tau_q - 1 by S",
+            "position term, =tok only its token term, =xS scales tau_q - 1 by S, =q sets tau_q alone to 1, =v tau_v alone",
             [](CommandOptions& o, const FlagValue& v) {
                 ListItems(v);  // the items are read once the model's shape is known
                 o.ablate = v.text;

@@ -58,6 +58,8 @@ std::vector<TemperatureEdit> MakeEdits(const std::vector<Intervention>& interven
                         case Intervention::Kind::PositionOnly: token[i] = 0; break;
                         case Intervention::Kind::TokenOnly: position[i] = 0; break;
                         case Intervention::Kind::Scale: scale[i] *= x.scale; break;
+                        case Intervention::Kind::QueryOff: position[i] = token[i] = 0; break;
+                        case Intervention::Kind::ValueOff: value_off[i] = 1; break;
                     }
                 }
             }

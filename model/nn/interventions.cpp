@@ -16,6 +16,8 @@ std::string Describe(const Intervention& x) {
         case Intervention::Kind::Ablate: return where + ": tau = 1";
         case Intervention::Kind::PositionOnly: return where + ": position term only";
         case Intervention::Kind::TokenOnly: return where + ": token term only";
+        case Intervention::Kind::QueryOff: return where + ": tau_q = 1";
+        case Intervention::Kind::ValueOff: return where + ": tau_v = 1";
         case Intervention::Kind::Scale: {
             char scale[32];
             std::snprintf(scale, sizeof scale, "%g", x.scale);
@@ -32,6 +34,8 @@ std::string FormatInterventions(const std::vector<Intervention>& list) {
         out += std::to_string(x.layer) + ":" + (x.head < 0 ? std::string("*") : std::to_string(x.head));
         if (x.kind == Intervention::Kind::PositionOnly) out += "=pos";
         if (x.kind == Intervention::Kind::TokenOnly) out += "=tok";
+        if (x.kind == Intervention::Kind::QueryOff) out += "=q";
+        if (x.kind == Intervention::Kind::ValueOff) out += "=v";
         if (x.kind == Intervention::Kind::Scale) {
             char scale[32];
             std::snprintf(scale, sizeof scale, "=x%.9g", x.scale);
@@ -107,6 +111,8 @@ Result<std::vector<Intervention>> ParseInterventions(std::string_view spec, int 
             const std::string_view what = item.substr(equals + 1);
             if (what == "pos") x.kind = Intervention::Kind::PositionOnly;
             else if (what == "tok") x.kind = Intervention::Kind::TokenOnly;
+            else if (what == "q") x.kind = Intervention::Kind::QueryOff;
+            else if (what == "v") x.kind = Intervention::Kind::ValueOff;
             else if (what.size() > 1 && what[0] == 'x') {
                 const std::string number(what.substr(1));
                 char* end = nullptr;
@@ -118,7 +124,7 @@ Result<std::vector<Intervention>> ParseInterventions(std::string_view spec, int 
                 x.kind = Intervention::Kind::Scale;
                 x.scale = static_cast<float>(v);
             } else {
-                return Fail("--ablate item " + shown + ": after '=' comes pos, tok or xSCALE");
+                return Fail("--ablate item " + shown + ": after '=' comes pos, tok, xSCALE, q or v");
             }
         }
         list.push_back(x);

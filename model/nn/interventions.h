@@ -19,6 +19,8 @@ struct Intervention {
         PositionOnly,  // tau_q keeps its position term only (the token term 0)
         TokenOnly,     // tau_q keeps its token term only (the position term 1)
         Scale,         // tau_q = 1 + scale (tau_q - 1)
+        QueryOff,      // tau_q = 1, tau_v kept: the head's query temperature's part alone
+        ValueOff,      // tau_v = 1, tau_q kept: its value temperature's part alone
     };
     Kind kind = Kind::Ablate;
     int layer = 0;
@@ -28,11 +30,12 @@ struct Intervention {
         return kind == o.kind && layer == o.layer && head == o.head && (kind != Kind::Scale || scale == o.scale);
     }
 };
-// "L1 H2: tau = 1", "L0 all heads: position term only", "L2 H0: (tau_q - 1) x 0.5"
+// "L1 H2: tau = 1", "L0 all heads: position term only", "L2 H0: (tau_q - 1) x 0.5", "L1 H2: tau_v = 1"
 std::string Describe(const Intervention& intervention);
 // The --ablate syntax: comma-separated "L:H" or "L:*" (every head of layer L), each optionally
-// followed by "=pos" (position term only), "=tok" (token term only) or "=xS" (scale tau_q - 1 by
-// S, a finite number); plain is tau = 1. Errors name the item and the model's shape.
+// followed by "=pos" (position term only), "=tok" (token term only), "=xS" (scale tau_q - 1 by
+// S, a finite number), "=q" (tau_q = 1 alone) or "=v" (tau_v = 1 alone); plain is tau = 1, both.
+// Errors name the item and the model's shape.
 Result<std::vector<Intervention>> ParseInterventions(std::string_view spec, int n_layer, int n_head);
 std::string FormatInterventions(const std::vector<Intervention>& interventions);  // the inverse
 

@@ -56,6 +56,8 @@ void DrawHeadWhatIfMenu(AppState& state, HeadRef head) {
     if (ImGui::MenuItem("Ablate this head (tau = 1)")) add(Kind::Ablate);
     if (ImGui::MenuItem("Keep only tau_q's position term")) add(Kind::PositionOnly);
     if (ImGui::MenuItem("Keep only tau_q's token term")) add(Kind::TokenOnly);
+    if (ImGui::MenuItem("tau_q = 1 only (its value temperature kept)")) add(Kind::QueryOff);
+    if (ImGui::MenuItem("tau_v = 1 only (its query temperature kept)")) add(Kind::ValueOff);
     std::vector<model::Intervention> list = Pending(state);
     const auto on_head = [&](const model::Intervention& y) { return y.layer == head.layer && y.head == head.head; };
     const bool has = std::any_of(list.begin(), list.end(), on_head);

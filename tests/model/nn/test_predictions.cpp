@@ -142,6 +142,35 @@ TEST_P(Ablation, AnAblatedHeadEqualsTheModelWithTauOneThere) {
     EXPECT_LE(Worst(a->loss, b->loss), 1e-5f);
 }
 
+// A head's two temperatures one at a time (=q, =v): tau_q = 1 alone is the scale x0 of tau_q - 1,
+// both together are the plain ablation, and tau_v = 1 alone changes a model with value
+// temperatures and nothing in one without; each spelling reads back as written.
+TEST_P(Ablation, TauQAloneAndTauVAloneMakeTheAblationTogether) {
+    ReferenceCase c(GetParam());
+    ASSERT_TRUE(c.ok) << c.error;
+    const int L = c.gpt.config.n_layer, H = c.gpt.config.n_head;
+    auto engine = model::Engine::Open(EngineFolder(GetParam()), "cpu");
+    ASSERT_TRUE(engine.ok()) << engine.error();
+    const std::string head = std::to_string(L - 1) + ":" + std::to_string(H - 1);
+    auto loss_with = [&](const std::string& spec) {  // "": none
+        auto edits = spec.empty() ? model::Result<std::vector<model::Intervention>>(std::vector<model::Intervention>{})
+                                  : model::ParseInterventions(spec, L, H);
+        EXPECT_TRUE(edits.ok()) << edits.error();
+        EXPECT_EQ(model::FormatInterventions(*edits), spec);
+        EXPECT_TRUE((*engine)->SetInterventions(*edits).ok());
+        auto a = (*engine)->Analyze(Ids(c.ids));
+        EXPECT_TRUE(a.ok()) << a.error();
+        return a->loss;
+    };
+    const std::vector<float> none = loss_with(""), both = loss_with(head), q = loss_with(head + "=q"), v = loss_with(head + "=v");
+    EXPECT_LE(Worst(q, loss_with(head + "=x0")), 1e-6f) << "tau_q = 1 alone";
+    EXPECT_LE(Worst(both, loss_with(head + "=q," + head + "=v")), 1e-6f) << "both one at a time";
+    const bool value_temperatures = c.gpt.config.value.Active();
+    EXPECT_EQ(Worst(v, none) > 1e-6f, value_temperatures) << "tau_v = 1 alone: " << Worst(v, none);
+    EXPECT_EQ(model::Describe(model::ParseInterventions(head + "=v", L, H)->front()),
+              "L" + std::to_string(L - 1) + " H" + std::to_string(H - 1) + ": tau_v = 1");
+}
+
 INSTANTIATE_TEST_SUITE_P(Forms, Ablation,
                          ::testing::Values("q_sigmoid_shared_sum_perhead", "q_linear_none_sum", "qv_sigmoid_shared_product_perhead",
                                            "qv_none_feature_product", "linear_layout"),
