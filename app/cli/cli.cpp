@@ -264,7 +264,7 @@ HeadImpacts RankHeadsWithProgress(Runner& runner, const model::Analysis& a) {
         const HeadImpact& last = so_far.heads.back();
         bar.Update(so_far.heads.size(), static_cast<size_t>(so_far.total), HeadName({last.layer, last.head}));
         return true;
-    });
+    }, /*split=*/true);
     if (!s) throw Failure{kExitBadInput, "--rank-heads: " + s.error()};
     return impacts;
 }
@@ -327,9 +327,14 @@ int CmdExport(const CommandOptions& o) {
             std::fprintf(stderr, "ssaviz: fine-tuning: %s; heads whose rows moved most (JS, nats; not shares of the loss) by the temperatures: %s; by the drift: %s\n",
                          FineTuneHeadline(analysis, d).c_str(), TopHeads(d.js_temperature, d.n_head, 3, kJsRoundingFloor).c_str(),
                          TopHeads(d.js_drift, d.n_head, 3, kJsRoundingFloor).c_str());
-        if (impacts)
+        if (impacts) {
+            const int L = analysis.n_layer, H = analysis.n_head;
             std::fprintf(stderr, "ssaviz: each head's temperatures' part of the loss %.4f (nats, one head at tau = 1 at a time): %s\n",
-                         impacts->baseline, PartsHeadline(TemperatureParts(*impacts, analysis.n_layer, analysis.n_head), analysis.n_head, 3).c_str());
+                         impacts->baseline, PartsHeadline(TemperatureParts(*impacts, L, H), H, 3).c_str());
+            std::fprintf(stderr, "ssaviz: of that, tau_q alone: %s; tau_v alone: %s\n",
+                         PartsHeadline(TemperatureParts(*impacts, L, H, TemperaturePart::TauQ), H, 2).c_str(),
+                         PartsHeadline(TemperatureParts(*impacts, L, H, TemperaturePart::TauV), H, 2).c_str());
+        }
         return kExitOk;
     }
 

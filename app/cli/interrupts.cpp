@@ -74,6 +74,9 @@ Interrupts::Interrupts() {
     if (g_installed || ::pipe2(g_pipe, O_CLOEXEC) != 0) return;  // one at a time; without a pipe, the defaults
     g_installed = new Installed;
     g_installed->watcher = std::thread(Watch);
+    // A closed pipe on stdout or stderr (`ssaviz export ... 2>&1 | head -1`) makes writes to it fail
+    // instead of killing the process mid-export, its temporary folders left in --out.
+    ::signal(SIGPIPE, SIG_IGN);
     for (int k = 0; k < kCount; ++k) {
         struct sigaction ours {};
         ours.sa_handler = OnSignal;

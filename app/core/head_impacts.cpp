@@ -8,7 +8,7 @@
 namespace app {
 
 model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenization& tokens, const model::AnalyzeOptions& options,
-                                 HeadImpacts* impacts, const std::function<bool(const HeadImpacts&)>& each) {
+                                 HeadImpacts* impacts, const std::function<bool(const HeadImpacts&)>& each, bool split) {
     const model::ModelConfig& c = engine.Info().config;
     *impacts = HeadImpacts{};
     impacts->on_top = engine.interventions();
@@ -18,15 +18,22 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
     if (baseline->loss.empty()) return model::Fail("a text of one token has no loss to rank the heads by");
     impacts->baseline = model::MeanLoss(baseline->loss);
     bool go_on = true;
+    // The mean loss with one more what-if on top (NaN where cancelled).
+    auto loss_with = [&](model::Intervention x) {
+        std::vector<model::Intervention> with = impacts->on_top;
+        with.push_back(x);
+        if (!engine.SetInterventions(with)) return NAN;  // cannot happen: the layer and head are the model's
+        auto a = engine.Analyze(tokens, options);
+        return a ? model::MeanLoss(a->loss) : NAN;
+    };
+    using Kind = model::Intervention::Kind;
     for (int l = 0; l < c.n_layer && go_on; ++l) {
         for (int h = 0; h < c.n_head && go_on; ++h) {
-            std::vector<model::Intervention> with = impacts->on_top;
-            with.push_back({model::Intervention::Kind::Ablate, l, h, 0.0f});
-            if (!engine.SetInterventions(with)) continue;  // cannot happen: l and h are the model's
-            auto a = engine.Analyze(tokens, options);
-            if (!a) break;  // cancelled
-            const float loss = model::MeanLoss(a->loss);
-            impacts->heads.push_back({l, h, loss, loss - impacts->baseline});
+            HeadImpact impact{l, h, loss_with({Kind::Ablate, l, h, 0.0f})};
+            if (split) impact.mean_loss_tau_q = loss_with({Kind::QueryOff, l, h, 0.0f}), impact.mean_loss_tau_v = loss_with({Kind::ValueOff, l, h, 0.0f});
+            if (options.cancel && *options.cancel) break;
+            impact.delta = impact.mean_loss - impacts->baseline;
+            impacts->heads.push_back(impact);
             go_on = !each || each(*impacts);
         }
     }
@@ -36,10 +43,12 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
     return model::Ok{};
 }
 
-std::vector<float> TemperatureParts(const HeadImpacts& impacts, int n_layer, int n_head) {
+std::vector<float> TemperatureParts(const HeadImpacts& impacts, int n_layer, int n_head, TemperaturePart which) {
     std::vector<float> parts(static_cast<size_t>(std::max(0, n_layer * n_head)), NAN);
-    for (const HeadImpact& h : impacts.heads)
-        if (h.layer >= 0 && h.layer < n_layer && h.head >= 0 && h.head < n_head) parts[static_cast<size_t>(h.layer) * n_head + h.head] = -h.delta;
+    for (const HeadImpact& h : impacts.heads) {
+        const float loss = which == TemperaturePart::TauQ ? h.mean_loss_tau_q : which == TemperaturePart::TauV ? h.mean_loss_tau_v : h.mean_loss;
+        if (h.layer >= 0 && h.layer < n_layer && h.head >= 0 && h.head < n_head) parts[static_cast<size_t>(h.layer) * n_head + h.head] = impacts.baseline - loss;
+    }
     // A head the what-ifs already set to tau = 1 has no temperatures to measure: no part (it read +0).
     for (const model::Intervention& x : impacts.on_top)
         if (x.kind == model::Intervention::Kind::Ablate && x.layer >= 0 && x.layer < n_layer)

@@ -486,7 +486,8 @@ std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model
     const auto impacts = std::make_shared<const HeadImpacts>(measured);
     const int L = info.config.n_layer, H = info.config.n_head;
     const std::string model_name = ModelName(info);
-    const std::vector<float> parts = TemperatureParts(measured, L, H);
+    const std::vector<float> parts = TemperatureParts(measured, L, H), parts_q = TemperatureParts(measured, L, H, TemperaturePart::TauQ),
+                             parts_v = TemperatureParts(measured, L, H, TemperaturePart::TauV);
     auto grid = [L, H](const std::vector<float>& values) {  // [layer][head], null where not measured
         json rows = json::array();
         for (int l = 0; l < L; ++l) {
@@ -500,25 +501,32 @@ std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model
     for (const HeadImpact& h : measured.heads)
         if (h.layer >= 0 && h.layer < L && h.head >= 0 && h.head < H) mean_loss[h.layer * H + h.head] = h.mean_loss;
     std::vector<ExportFile> files;
-    files.push_back({"head_impacts.json", [impacts, grid, parts, mean_loss](const std::string& full) {
+    files.push_back({"head_impacts.json", [impacts, grid, parts, parts_q, parts_v, mean_loss](const std::string& full) {
                          const json j = {{"about", "each head's temperatures' part of the loss, one head at a time: mean_loss is the text's mean "
                                                    "loss with that head at tau = 1 (tau_q = tau_v = 1) on top of what_ifs, part = baseline - "
                                                    "mean_loss, below 0 where the head's temperatures lowered the loss (as the fine-tune's split "
-                                                   "reads); one at a time, so the parts need not add up to the temperatures' whole; null: not measured"},
+                                                   "reads); one at a time, so the parts need not add up to the temperatures' whole; part_tau_q "
+                                                   "and part_tau_v the same with tau_q alone, or tau_v alone, at 1; null: not measured"},
                                          {"baseline", impacts->baseline},
                                          {"what_ifs", model::FormatInterventions(impacts->on_top)},
                                          {"complete", impacts->done},
                                          {"mean_loss", grid(mean_loss)},
-                                         {"part", grid(parts)}};
+                                         {"part", grid(parts)},
+                                         {"part_tau_q", grid(parts_q)},
+                                         {"part_tau_v", grid(parts_v)}};
                          return WriteText(full, model::JsonText(j, 1) + "\n");
                      }});
-    files.push_back({"head_impacts.csv", [impacts](const std::string& full) {
-                         std::string csv = "layer,head,mean_loss,part\n";
-                         for (const HeadImpact& h : impacts->heads) {
-                             char row[96];
-                             std::snprintf(row, sizeof row, "%d,%d,%.9g,%.9g\n", h.layer, h.head, h.mean_loss, -h.delta);
-                             csv += row;
-                         }
+    files.push_back({"head_impacts.csv", [parts, parts_q, parts_v, mean_loss, H](const std::string& full) {
+                         std::string csv = "layer,head,mean_loss,part,part_tau_q,part_tau_v\n";  // empty: not measured
+                         auto number = [](float v) {
+                             char text[32] = "";
+                             if (std::isfinite(v)) std::snprintf(text, sizeof text, "%.9g", v);
+                             return std::string(text);
+                         };
+                         for (size_t k = 0; k < parts.size(); ++k)
+                             if (std::isfinite(mean_loss[k]))
+                                 csv += std::to_string(k / H) + "," + std::to_string(k % H) + "," + number(mean_loss[k]) + "," + number(parts[k]) + "," +
+                                        number(parts_q[k]) + "," + number(parts_v[k]) + "\n";
                          return WriteText(full, csv);
                      }});
     std::vector<const char*> extensions;
@@ -997,9 +1005,17 @@ model::Status CheckExportSettings(const ExportOptions& options, bool has_base) {
     if (ExportFormats(options).empty()) return model::Fail("nothing to write: no format is chosen (" + std::string(kExportFormatList) + ")");
     // A heatmap of --size drawn at --png-scale, with its labels and colour bar (some 200 px at scale 1,
     // checked again as drawn), past what a figure may be: said before the model runs.
-    if (const int side = options.figures.map_size, scale = options.figures.png_scale; options.png && side > 0 && (side + 200) * scale > viz::kMaxFigureSide)
-        return model::Fail("--size " + std::to_string(side) + " at --png-scale " + std::to_string(scale) + " draws heatmaps past " +
-                           std::to_string(viz::kMaxFigureSide) + " pixels a side, the most a figure may be: a smaller --size or --png-scale");
+    // So is the side-by-side figure's three maps of up to kSideBySideMapSize each, where it is drawn. (A
+    // heatmap sized by a long text's tokens is known only once it is tokenised: checked as drawn.)
+    if (const int side = options.figures.map_size, scale = options.figures.png_scale; options.png && side > 0) {
+        const bool side_by_side = std::count(options.maps.begin(), options.maps.end(), MapMode::Ssa) &&
+                                  std::count(options.maps.begin(), options.maps.end(), MapMode::Compare);
+        const int widest = side_by_side ? 3 * std::min(side, kSideBySideMapSize) + 400 : side + 200;
+        if (int64_t{widest} * scale > viz::kMaxFigureSide)
+            return model::Fail("--size " + std::to_string(side) + " at --png-scale " + std::to_string(scale) + " draws " +
+                               (side_by_side && widest > side + 200 ? "side-by-side heatmaps" : "heatmaps") + " past " +
+                               std::to_string(viz::kMaxFigureSide) + " pixels a side, the most a figure may be: a smaller --size or --png-scale");
+    }
     if (has_base) return model::Ok{};
     for (MapMode mode : options.maps)
         if (IsBaseMode(mode)) return model::Fail(std::string("--maps ") + ToString(mode) + " needs a base (--base DIR, or --compare base)");

@@ -650,9 +650,9 @@ void InferenceWorker::RankHeadsJob(const Request& r) {
         post();  // (so_far is `impacts`)
         return !Superseded();
     });
-    if (!measured && !Superseded()) return Emit({Kind::Error, {}, nullptr, measured.error(), r.id});
     impacts.cancelled = !impacts.done;
-    post();
+    post();  // ends the ranking in the window (a scripted run waits for it), then says why where it failed
+    if (!measured && !Superseded()) Emit({Kind::Error, {}, nullptr, measured.error(), r.id});
 }
 
 void InferenceWorker::ContinueJob(const Request& r) {

@@ -746,7 +746,7 @@ HeadImpacts MeasureHeads(ModelCore& core, const model::Analysis& a, const std::f
     const std::vector<model::Intervention> before = engine.interventions();
     if (auto s = engine.SetInterventions(a.interventions); !s) throw BadArgument(s.error());
     HeadImpacts impacts;
-    const model::Status measured = MeasureHeadImpacts(engine, a.tokens, {}, &impacts, each);
+    const model::Status measured = MeasureHeadImpacts(engine, a.tokens, {}, &impacts, each, /*split=*/true);
     (void)engine.SetInterventions(before);
     if (!measured) throw BadArgument("rank_heads: " + measured.error());
     return impacts;
@@ -792,6 +792,12 @@ py::dict RankHeads(const AnalysisHandle& h, bool progress) {
     out["what_ifs"] = model::FormatInterventions(impacts.on_top);
     out["mean_loss"] = mean_loss;
     out["part"] = part;
+    for (auto [key, which] : {std::pair{"part_tau_q", TemperaturePart::TauQ}, std::pair{"part_tau_v", TemperaturePart::TauV}}) {
+        py::array_t<float> one({L, H});
+        const std::vector<float> values = TemperatureParts(impacts, static_cast<int>(L), static_cast<int>(H), which);
+        std::copy(values.begin(), values.end(), one.mutable_data());
+        out[key] = one;
+    }
     return out;
 }
 

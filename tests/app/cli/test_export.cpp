@@ -207,7 +207,14 @@ TEST_F(Cli, ExportRankHeadsMeasuresEachHeadsTemperatures) {
     EXPECT_NE(r.err.find("(nats, one head at tau = 1 at a time): lowered it most L"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("; raised it most "), std::string::npos) << r.err;
     for (const char* f : {"head_impacts.csv", "head_impacts.png", "head_impacts.svg"}) EXPECT_TRUE(fs::exists(dir + "/all/" + f)) << f;
-    EXPECT_EQ(ReadFile(dir + "/all/head_impacts.csv").substr(0, 26), "layer,head,mean_loss,part\n");
+    EXPECT_EQ(ReadFile(dir + "/all/head_impacts.csv").substr(0, 48), "layer,head,mean_loss,part,part_tau_q,part_tau_v\n");
+    // A head's part split into its tau_q's and its tau_v's, each against that what-if alone (=q, =v).
+    for (const char* alone : {"q", "v"}) {
+        const std::string out = dir + "/alone_" + alone;
+        ASSERT_EQ(Ssaviz({"export", "--model", Small(), "--text", text, "--out", out, "--format", "json", "--ablate", std::string("1:1=") + alone}).code, 0);
+        const double loss = json::parse(ReadFile(out + "/metrics.json"))["loss"]["ssa"];
+        EXPECT_NEAR(ranked[std::string("part_tau_") + alone][1][1].get<double>(), ranked["baseline"].get<double>() - loss, 1e-6) << alone;
+    }
     std::vector<double> deltas;
     for (int l = 0; l < L; ++l)
         for (int h = 0; h < H; ++h) {
@@ -525,8 +532,10 @@ TEST_F(Cli, ExportOptionErrorsNameTheFlag) {
     // The diverging map is the differences' own: an attention map is not drawn on it.
     ExpectOneLineError(with({"--colormap", "diverging"}), 2, "--colormap 'diverging' is not one of viridis, magma");
     ExpectOneLineError(with({"--size", "5"}), 2, "--size");
-    ExpectOneLineError(with({"--size", "8192", "--png-scale", "2", "--format", "png"}), 2,
+    ExpectOneLineError(with({"--size", "8192", "--png-scale", "2", "--format", "png", "--maps", "ssa"}), 2,
                        "--size 8192 at --png-scale 2 draws heatmaps past 16384 pixels a side, the most a figure may be: a smaller --size or --png-scale");
+    ExpectOneLineError(with({"--size", "2048", "--png-scale", "4", "--format", "png"}), 2,  // SSA | comparison | difference: three maps wide
+                       "--size 2048 at --png-scale 4 draws side-by-side heatmaps past 16384 pixels a side");
     for (const char* scale : {"0", "5", "1.5", "x"})
         ExpectOneLineError(with({"--png-scale", scale}), 2, "--png-scale '" + std::string(scale) + "' is not a PNG scale: a whole number, 1 to 4");
     ExpectOneLineError(with({"--highlight", "tau"}), 2, "--highlight 'tau'");

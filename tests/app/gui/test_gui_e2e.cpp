@@ -1113,6 +1113,14 @@ TEST(EndToEnd, ATextTheModelCannotReadEndsAScreenshotRunAtOnce) {
     EXPECT_EQ(code, 3) << log;
     EXPECT_NE(log.find("piece 'T' (at byte 0 of the word) is not in the vocabulary"), std::string::npos) << log;
     EXPECT_FALSE(fs::exists(dir + "/out"));
+    // A text of one token, which has no loss to rank the heads by: the ranking ends with its reason,
+    // so the run does too (it waited forever for a ranking that had stopped).
+    const auto start = std::chrono::steady_clock::now();
+    const int one = RunCommand(std::string(SSAVIZ_BINARY) + " --model " + run + "/checkpoint-300 --text A --rank-heads --screenshot " + dir +
+                                   "/one.png --frames 2",
+                               dir + "/log.txt");
+    EXPECT_EQ(one, 0) << ReadFile(dir + "/log.txt");
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 60.0) << "waited for a ranking that had stopped";
 }
 
 }  // namespace

@@ -465,6 +465,9 @@ def test_rank_heads_is_each_heads_what_if_and_the_command_lines(tmp_path, capsys
         assert abs(ranked["mean_loss"][layer, head] - alone) < 1e-5, (layer, head)
         assert abs(ranked["part"][layer, head] - (ranked["baseline"] - alone)) < 1e-5, (layer, head)  # below 0: they lowered it
     assert np.ptp(ranked["part"]) > 1e-4, "the heads differ"
+    for key, alone in (("part_tau_q", "q"), ("part_tau_v", "v")):  # a head's part, its tau_q's and its tau_v's one at a time
+        loss = float(np.mean(m.analyze(JOBS, ablate=f"1:2={alone}").loss, dtype=np.float64))
+        assert abs(ranked[key][1, 2] - (ranked["baseline"] - loss)) < 1e-5, key
     assert a.rank_heads() is ranked  # kept
     # On top of the analysis's own what-ifs, whatever the model analysed since.
     on_top = m.analyze(JOBS, ablate="1:0").rank_heads()
