@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <iterator>
 
@@ -102,7 +103,36 @@ std::string RunLegendName(const std::string& dir, const std::string& other, cons
         if (theirs.empty() || k >= theirs.size() || mine[k] != theirs[k]) break;
     }
     if (name.empty() || name == ".." || name == role) return role;
-    return model::EscapeForMessage(name, 60) + " (" + role + ")";
+    // Control characters and the bidirectional overrides escaped (a folder named so would draw another
+    // name); at most kShown characters, its end kept (the legends hold 40, the role and ", all heads"
+    // included, and "seedA/ssa" differs at its start only where the ends agree).
+    const std::string shown = model::EscapeForMessage(name, 4096);
+    std::string safe;
+    for (size_t i = 0; i < shown.size(); ++i) {  // U+202A..U+202E and U+2066..U+2069 as \u202e
+        const auto b = [&](size_t k) { return static_cast<unsigned char>(shown[k]); };
+        if (i + 2 < shown.size() && b(i) == 0xE2 &&
+            ((b(i + 1) == 0x80 && b(i + 2) >= 0xAA && b(i + 2) <= 0xAE) || (b(i + 1) == 0x81 && b(i + 2) >= 0xA6 && b(i + 2) <= 0xA9))) {
+            char code[16];
+            std::snprintf(code, sizeof code, "\\u%04x", 0x2000 | (b(i + 1) & 0x3F) << 6 | (b(i + 2) & 0x3F));
+            safe += code;
+            i += 2;
+        } else {
+            safe += shown[i];
+        }
+    }
+    constexpr size_t kShown = 14;
+    size_t chars = 0, start = safe.size();
+    while (start > 0 && chars < kShown) {  // back over kShown characters, whole UTF-8 sequences
+        do --start;
+        while (start > 0 && (static_cast<unsigned char>(safe[start]) & 0xC0) == 0x80);
+        ++chars;
+    }
+    if (start > 0) {  // an ellipsis in the first one's place
+        size_t next = start + 1;
+        while (next < safe.size() && (static_cast<unsigned char>(safe[next]) & 0xC0) == 0x80) ++next;
+        safe = "\xE2\x80\xA6" + safe.substr(next);
+    }
+    return safe + " (" + role + ")";
 }
 
 RunCurve TokenTauQCurve(const RunTimeline& t, int layer, int head, int token) {
@@ -123,7 +153,7 @@ RunCurve CurveOf(const RunTimeline& t, const std::string& key) {
     c.label = t.name.empty() ? t.label : t.name;
     for (int64_t s : t.steps) c.steps.push_back(static_cast<float>(s));
     if (key == "loss") {
-        c.label += ", loss on the text";
+        c.label += ", loss";
         c.all = t.loss;
         auto any = [](const std::vector<float>& v) { return std::any_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); }); };
         if (any(t.loss_base)) c.base = t.loss_base;
@@ -201,7 +231,7 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
             if (kind == viz::SeriesKind::Points && !points) continue;
             viz::PlotSeries s;
             s.Kind = kind;
-            s.Name = kind == viz::SeriesKind::Line ? runs[r].label + (runs[r].layers.empty() ? "" : ", mean of every head") : "";
+            s.Name = kind == viz::SeriesKind::Line ? runs[r].label + (runs[r].layers.empty() ? "" : ", all heads") : "";
             s.X = runs[r].steps;
             s.Y = runs[r].all;
             s.Color = kMeanColors[r];

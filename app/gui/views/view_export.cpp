@@ -1,6 +1,7 @@
 #include "app/gui/views/view_export.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iterator>
@@ -98,6 +99,16 @@ model::Status FitToModel(ExportOptions* options, const model::Analysis& a, bool 
 const LensPair* ExportableLens(const WindowState& state) {
     return state.analysis && state.analysis->interventions.empty() ? CurrentLens(state) : nullptr;
 }
+
+// The heads' ranking (What-ifs > Which heads matter), when it is complete and of the shown analysis:
+// its text's loss and its what-ifs.
+const HeadImpacts* ShownRanking(const WindowState& state) {
+    const HeadImpacts* ranked = state.head_impacts.get();
+    if (!ranked || !ranked->done || !state.analysis || ranked->on_top != state.analysis->interventions) return nullptr;
+    const float loss = model::MeanLoss(state.analysis->loss);
+    return std::abs(ranked->baseline - loss) <= 1e-6f * std::max(1.0f, std::abs(loss)) ? ranked : nullptr;
+}
+
 }  // namespace
 
 std::vector<ExportFile> ExportDialog::LensPlan(const WindowState& state, const ExportOptions& options) const {
@@ -128,6 +139,9 @@ bool ExportDialog::Start(const WindowState& state) {
         return m_error = s.error(), false;
     }
     std::vector<ExportFile> lens_files = LensPlan(state, options);
+    if (m_with_ranking)  // as `export --rank-heads` writes it (the window's ranking measures both temperatures together)
+        if (const HeadImpacts* ranked = ShownRanking(state))
+            for (ExportFile& f : HeadImpactFiles(*ranked, *state.model, options)) lens_files.push_back(std::move(f));
     Join();
     m_cancel = false;
     m_progress_done = 0;
@@ -222,6 +236,14 @@ void ExportDialog::DrawSettings(WindowState& state) {
     ImGui::EndDisabled();
     viz::ItemTooltip("The Lens tab's lens of this text, as `ssaviz export --lens` writes it: lens_loss.npy, lens_top.json, dla*.npy "
                      "(each side's) and, with PNG or SVG, the lens grids, their differences and the attribution figures.");
+    const bool ranked = ShownRanking(state) != nullptr;
+    ImGui::BeginDisabled(!ranked);
+    bool with_ranking = m_with_ranking && ranked;
+    if (ImGui::Checkbox(ranked ? "the heads' ranking by their loss" : "the heads' ranking (What-ifs > Rank the heads first)", &with_ranking) && ranked)
+        m_with_ranking = with_ranking;
+    ImGui::EndDisabled();
+    viz::ItemTooltip("What-ifs > Which heads matter on this text, as `ssaviz export --rank-heads` writes it: head_impacts.json, .csv "
+                     "and, with PNG or SVG, head_impacts (each head's temperatures' part of the loss).");
 
     ImGui::Separator();
     ImGui::TextUnformatted("Maps");

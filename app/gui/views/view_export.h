@@ -71,6 +71,7 @@ private:
     std::shared_ptr<const model::Analysis> m_plan_analysis;  // and the analysis (the plan refers into it)
     std::shared_ptr<const LensPair> m_plan_lens;             // and the lens whose files it holds
     bool m_with_lens = true;  // the lens's files too, when the Lens tab ran it on the shown text
+    bool m_with_ranking = true;  // the heads' ranking's files too, when What-ifs ranked them on the shown text
     std::string m_preview_path;      // the planned file the preview shows; empty: redraw
     viz::Texture m_preview;
 

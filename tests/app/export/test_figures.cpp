@@ -207,6 +207,11 @@ TEST(RunLegendName, TheFolderThatTellsTheRunsApartAndTheRole) {
     EXPECT_EQ(app::RunLegendName("/x/run", "", "run"), "run");
     EXPECT_EQ(app::RunLegendName("/", "", "run"), "run");
     EXPECT_EQ(app::RunLegendName("/x/a\x1b[2Jb", "", "run"), "a\\x1b[2Jb (run)");
+    // At most 14 characters of the name, its end kept, so the role stays in a legend's 40.
+    EXPECT_EQ(app::RunLegendName("/r/" + std::string(250, 'L') + "x", "/r/ssa", "compare run"), "\xE2\x80\xA6" + std::string(12, 'L') + "x (compare run)");
+    EXPECT_EQ(app::RunLegendName("/r/\xC3\xA9t\xC3\xA9-runs-of-two-thousand", "", "run"), "\xE2\x80\xA6-two-thousand (run)");
+    // A bidirectional override is written out, not obeyed.
+    EXPECT_EQ(app::RunLegendName("/r/r\xE2\x80\xAEx", "", "run"), "r\\u202ex (run)");
 }
 
 TEST(RunTimeline, StepsToSparsityAndATokensTauQ) {

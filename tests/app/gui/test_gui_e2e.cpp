@@ -909,6 +909,38 @@ void ExpectGuiExportEqualsCommandLine(const std::string& name, const std::string
 
 TEST(EndToEnd, GuiExportEqualsCommandLineExport) { ExpectGuiExportEqualsCommandLine("e2e_export", "vanilla"); }
 
+// With the heads ranked (What-ifs, here --rank-heads), the window's export writes the ranking's files
+// too, each head's part the one `export --rank-heads` measures (it dropped --rank-heads silently).
+TEST(EndToEnd, GuiExportWithTheRankingWritesItsFiles) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_export_ranked";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string session = WriteSession(dir);
+    struct OneThread {
+        OneThread() { setenv("SSAVIZ_THREADS", "1", 1); }
+        ~OneThread() { unsetenv("SSAVIZ_THREADS"); }
+    } one_thread;
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --session " + session + " --rank-heads --export-to " + dir + "/gui", dir + "/gui.log"), 0)
+        << ReadFile(dir + "/gui.log");
+    std::ofstream(dir + "/text.txt") << kSessionText;
+    const std::string model = (fs::path(SSAVIZ_BINARY).parent_path() / "models" / "default").string();
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " export --model " + model + " --text-file " + dir + "/text.txt --out " + dir +
+                             "/cli --format json --rank-heads",
+                         dir + "/cli.log"),
+              0)
+        << ReadFile(dir + "/cli.log");
+    const auto gui = nlohmann::json::parse(ReadFile(dir + "/gui/head_impacts.json"), nullptr, false),
+               cli = nlohmann::json::parse(ReadFile(dir + "/cli/head_impacts.json"), nullptr, false);
+    ASSERT_TRUE(gui.is_object() && cli.is_object()) << ReadFile(dir + "/gui.log");
+    EXPECT_TRUE(fs::exists(dir + "/gui/head_impacts.png"));
+    EXPECT_NEAR(gui["baseline"].get<double>(), cli["baseline"].get<double>(), 1e-6);
+    ASSERT_EQ(gui["part"].size(), cli["part"].size());
+    for (size_t l = 0; l < cli["part"].size(); ++l)
+        for (size_t h = 0; h < cli["part"][l].size(); ++h)
+            EXPECT_NEAR(gui["part"][l][h].get<double>(), cli["part"][l][h].get<double>(), 1e-6) << l << " " << h;
+    EXPECT_TRUE(gui["part_tau_q"][0][0].is_null()) << "the window's ranking measures both temperatures together";
+}
+
 // With the lens run (the Lens tab's, here --lens), the window's export writes its files and figures
 // too, the same bytes as `export --lens` (it wrote none: the lens was only the command line's).
 TEST(EndToEnd, GuiExportWithTheLensEqualsCommandLineExport) {
