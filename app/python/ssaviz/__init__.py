@@ -663,8 +663,9 @@ class Analysis:
         """A Sparsity plot: "dilution", "tau_q_histogram", "qk_spectrum" or "sink_mass"; beside a base
         (compare="base"), "finetune" (also "fine-tune"; each head's JS change, the temperatures' part and the drift's) or
         "finetune_loss" (each token's loss change in the same two parts); the attribution's, as
-        `export --lens` draws them: "dla_bars" / "dla_layers" (token position's logit split by head / by
-        layer on every side, position= -1 the last by default, negative from the end) and "dla_heads"
+        `export --lens` draws them: "dla_bars" / "dla_layers" (the logit of the token after position split
+        by head / by layer on every side, position as a.dla's last axis and attribute() count it: -1, the
+        default, the last token's) and "dla_heads"
         (side= "ssa", "compare" or "base": each head's mean part). flags: sink_eps for "sink_mass", log
         for "finetune"."""
         w = "plot()"
@@ -676,11 +677,14 @@ class Analysis:
                     raise ArgumentTypeError(f"plot({name!r}) takes no keyword {keyword} (its keywords: {takes})")
             if name == "dla_heads":
                 return Figure(self._h.dla_figure(name, _str(w, "side", flags.get("side", "ssa")), 0), name)
-            position = flags.get("position", -1)
-            position = _int(w, "position", position, bits=64)
-            if position < 0:
-                position += self.n_tokens
-            return Figure(self._h.dla_figure(name, "", position), name)
+            # A position as a.dla's last axis and attribute() count them: the one that predicts, its
+            # next token's logit split (-1: the last token's, predicted at T - 2).
+            columns = self.n_tokens - 1
+            position = _int(w, "position", flags.get("position", -1), bits=64)
+            if not -columns <= position < columns:
+                raise ValueError(f"{w}: position {position} is out of range: 0 to {columns - 1}, the positions that predict a next token "
+                                 "of the text (as a.dla's last axis), or negative from the end")
+            return Figure(self._h.dla_figure(name, "", position % columns + 1), name)
         takes = _PLOT_KEYWORDS.get(name)  # a name that is no plot: the engine names the plots
         return Figure(self._h.plot(name, _flags(w, flags) if takes is None else _figure_flags(f"plot({name!r})", flags, takes)), name)
 

@@ -340,15 +340,16 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     # The attribution's figures too, as plot()s (only export(lens=True) drew them).
     for name, figure, flags in (("dla_bars", "dla_bars", {}), ("dla_layers", "dla_layers", {}), ("dla_heads", "dla_heads", {}),
                                 ("dla_heads", "dla_heads_tau1", {"side": "compare"}), ("dla_heads", "dla_heads_base", {"side": "base"}),
-                                ("dla_bars", "dla_bars", {"position": a.n_tokens - 1})):
+                                ("dla_bars", "dla_bars", {"position": a.n_tokens - 2})):
         assert a.plot(name, **flags).svg() == (tmp_path / "lens" / (figure + ".svg")).read_text(), (name, flags)
+    # A position as a.dla's last axis and attribute() count it: the one that predicts the token after it.
     third = a.plot("dla_bars", position=3).svg()
-    assert "token 3 " in third and third != (tmp_path / "lens" / "dla_bars.svg").read_text()
-    assert a.plot("dla_layers", position=-2).svg() == a.plot("dla_layers", position=a.n_tokens - 2).svg()
-    with pytest.raises(ValueError, match=r"position 0 has no logit to split"):
-        a.plot("dla_bars", position=0)
-    with pytest.raises(ValueError, match=r"position 99 is out of range"):
-        a.plot("dla_layers", position=99)
+    assert "token 4 " in third and third != (tmp_path / "lens" / "dla_bars.svg").read_text()
+    assert a.plot("dla_layers", position=-2).svg() == a.plot("dla_layers", position=a.n_tokens - 3).svg()
+    assert "token 1 " in a.plot("dla_bars", position=0).svg()
+    for bad in (a.n_tokens - 1, -a.n_tokens, 99):
+        with pytest.raises(ValueError, match=rf"position {bad} is out of range: 0 to {a.n_tokens - 2}, the positions that predict"):
+            a.plot("dla_layers", position=bad)
     with pytest.raises(TypeError, match=r"plot\('dla_bars'\) takes no keyword side \(its keywords: position\)"):
         a.plot("dla_bars", side="base")
     # lens_top.json names each piece as lens_top() and predictions() do: as it would continue the
