@@ -420,8 +420,10 @@ std::vector<std::string> AbandonedTempFolders(const std::string& path, int age_s
         const bool made_by_mkdtemp = tag.size() == 6 && std::all_of(tag.begin(), tag.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)); });
         if (!made_by_mkdtemp) continue;
         struct stat st;
+        // A folder just made, before its maker's lock, is left (with no age asked, none: time() may
+        // read a second behind a timestamp the file system has just set, so "0 s" could skip it).
         if (::lstat(at.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
-            std::time(nullptr) - st.st_ctime < age_seconds)  // a folder just made, before its maker's lock
+            (age_seconds > 0 && std::time(nullptr) - st.st_ctime < age_seconds))
             continue;
         const int fd = ::open(at.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) continue;
