@@ -31,7 +31,10 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
         for (int h = 0; h < c.n_head && go_on; ++h) {
             HeadImpact impact{l, h, loss_with({Kind::Ablate, l, h, 0.0f})};
             if (split) impact.mean_loss_tau_q = loss_with({Kind::QueryOff, l, h, 0.0f}), impact.mean_loss_tau_v = loss_with({Kind::ValueOff, l, h, 0.0f});
-            if (options.cancel && *options.cancel) break;
+            if (options.cancel && *options.cancel) {  // an analysis stopped part-way: not a measure
+                go_on = false;
+                break;
+            }
             impact.delta = impact.mean_loss - impacts->baseline;
             impacts->heads.push_back(impact);
             go_on = !each || each(*impacts);
