@@ -1051,6 +1051,7 @@ std::string FormatCommandLine(Command command, const CommandOptions& options) {
 std::string ExportCommandLine(const ExportOptions& options, CommandOptions source) {
     source.out = options.out_dir;
     source.export_options = options;
+    source.window.rank_heads = false;  // --rank-heads is the export's when its options say so, not the window's launch
     return FormatCommandLine(Command::Export, source);
 }
 

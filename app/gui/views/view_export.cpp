@@ -111,17 +111,22 @@ const HeadImpacts* ShownRanking(const WindowState& state) {
 
 }  // namespace
 
-std::vector<ExportFile> ExportDialog::LensPlan(const WindowState& state, const ExportOptions& options) const {
-    const LensPair* lens = m_with_lens ? ExportableLens(state) : nullptr;
-    if (!lens) return {};
-    // [SSA, its comparison, a base], as `export --lens` runs them; each side kept alive by the pair.
-    std::vector<std::shared_ptr<const model::Lens>> sides{std::shared_ptr<const model::Lens>(state.lens, &lens->ssa)};
-    if (lens->compare) sides.emplace_back(state.lens, &*lens->compare);
-    if (lens->compare && lens->base) sides.emplace_back(state.lens, &*lens->base);
-    const auto piece = [vocab = state.vocab](int32_t id) {  // as the Lens tab names them (model::PredictedPieces)
-        return vocab && id >= 0 && static_cast<size_t>(id) < vocab->size() ? model::PieceToDisplay((*vocab)[id]) : std::string();
-    };
-    return LensExportFiles(piece, *state.model, *state.analysis, sides, options);
+std::vector<ExportFile> ExportDialog::ExtraFiles(const WindowState& state, const ExportOptions& options) const {
+    std::vector<ExportFile> files;
+    if (const LensPair* lens = m_with_lens ? ExportableLens(state) : nullptr) {
+        // [SSA, its comparison, a base], as `export --lens` runs them; each side kept alive by the pair.
+        std::vector<std::shared_ptr<const model::Lens>> sides{std::shared_ptr<const model::Lens>(state.lens, &lens->ssa)};
+        if (lens->compare) sides.emplace_back(state.lens, &*lens->compare);
+        if (lens->compare && lens->base) sides.emplace_back(state.lens, &*lens->base);
+        const auto piece = [vocab = state.vocab](int32_t id) {  // as the Lens tab names them (model::PredictedPieces)
+            return vocab && id >= 0 && static_cast<size_t>(id) < vocab->size() ? model::PieceToDisplay((*vocab)[id]) : std::string();
+        };
+        files = LensExportFiles(piece, *state.model, *state.analysis, sides, options);
+    }
+    // As `export --rank-heads` writes it (the window's ranking measures both temperatures together).
+    if (const HeadImpacts* ranked = m_with_ranking ? ShownRanking(state) : nullptr)
+        for (ExportFile& f : HeadImpactFiles(*ranked, *state.model, options)) files.push_back(std::move(f));
+    return files;
 }
 
 bool ExportDialog::Start(const WindowState& state) {
@@ -138,10 +143,7 @@ bool ExportDialog::Start(const WindowState& state) {
         m_error_exit = kExitUsage;
         return m_error = s.error(), false;
     }
-    std::vector<ExportFile> lens_files = LensPlan(state, options);
-    if (m_with_ranking)  // as `export --rank-heads` writes it (the window's ranking measures both temperatures together)
-        if (const HeadImpacts* ranked = ShownRanking(state))
-            for (ExportFile& f : HeadImpactFiles(*ranked, *state.model, options)) lens_files.push_back(std::move(f));
+    std::vector<ExportFile> lens_files = ExtraFiles(state, options);
     Join();
     m_cancel = false;
     m_progress_done = 0;
@@ -347,6 +349,7 @@ void ExportDialog::DrawSettings(WindowState& state) {
     if (state.model) {
         ExportOptions with = o;
         with.lens = m_with_lens && ExportableLens(state);  // the lens's files are in the plan: --lens writes them
+        with.rank_heads = m_with_ranking && ShownRanking(state);  // and the ranking's: --rank-heads
         const std::string cmd = ExportCommandLine(with, m_source);
         ImGui::Separator();
         ImGui::TextUnformatted("Command line");
@@ -375,12 +378,14 @@ void ExportDialog::DrawPreview(const WindowState& state) {
     }
     const std::string plan_key = model::JsonText(ExportOptionsToJson(options));
     const std::shared_ptr<const LensPair> lens = m_with_lens && ExportableLens(state) ? state.lens : nullptr;
-    if (plan_key != m_plan_key || state.analysis != m_plan_analysis || lens != m_plan_lens) {
+    const HeadImpacts* ranking = m_with_ranking ? ShownRanking(state) : nullptr;
+    if (plan_key != m_plan_key || state.analysis != m_plan_analysis || lens != m_plan_lens || ranking != m_plan_ranking) {
         m_plan_key = plan_key;
         m_plan_analysis = state.analysis;  // the plan refers into it
         m_plan_lens = lens;
+        m_plan_ranking = ranking;
         m_plan = PlanExport(state.text, *state.analysis, *state.model, options);
-        for (ExportFile& f : LensPlan(state, options)) m_plan.push_back(std::move(f));
+        for (ExportFile& f : ExtraFiles(state, options)) m_plan.push_back(std::move(f));
         m_preview_path.clear();
     }
     const std::vector<ExportFile>& plan = m_plan;

@@ -48,9 +48,10 @@ public:
 
 private:
     void DrawSettings(WindowState& state);
-    // The lens's files (LensExportFiles) where the Lens tab ran it on the shown analysis and they
-    // are asked for; else none.
-    std::vector<ExportFile> LensPlan(const WindowState& state, const ExportOptions& options) const;
+    // The files beside PlanExport's, each where it is asked for: the lens's (LensExportFiles) where
+    // the Lens tab ran it on the shown analysis, the heads' ranking's (HeadImpactFiles) where
+    // What-ifs ranked them on it.
+    std::vector<ExportFile> ExtraFiles(const WindowState& state, const ExportOptions& options) const;
     void DrawPreview(const WindowState& state);
     void Join();
 
@@ -70,6 +71,7 @@ private:
     std::string m_plan_key;          // the settings it was planned for
     std::shared_ptr<const model::Analysis> m_plan_analysis;  // and the analysis (the plan refers into it)
     std::shared_ptr<const LensPair> m_plan_lens;             // and the lens whose files it holds
+    const HeadImpacts* m_plan_ranking = nullptr;             // and the ranking whose files it holds
     bool m_with_lens = true;  // the lens's files too, when the Lens tab ran it on the shown text
     bool m_with_ranking = true;  // the heads' ranking's files too, when What-ifs ranked them on the shown text
     std::string m_preview_path;      // the planned file the preview shows; empty: redraw
