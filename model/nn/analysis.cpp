@@ -30,6 +30,7 @@
 #include "model/nn/analysis_predictions_torch.h"
 #include "model/nn/analysis_row_measures_torch.h"
 #include "model/nn/forward.h"
+#include "model/nn/from_base_torch.h"
 #include "model/nn/metrics.h"
 #include "model/nn/model_folder_torch.h"
 #include "model/nn/row_buffers.h"
@@ -535,6 +536,17 @@ const SsaGpt* Engine::Impl::LensModel(MapSide side, LensRun* run) const {
     // layer alone at tau = 1 on SSA's input, as the layer-local maps are.
     *run = !other && comparison == Comparison::LayerLocal ? LensRun::LayerLocal : LensRun::Vanilla;
     return &model.gpt;
+}
+
+Result<float> Engine::MeanLossFromBase(const std::vector<int32_t>& ids, const std::vector<BasePart>& parts, const std::atomic<bool>* cancel) {
+    const Impl& m = *m_impl;
+    const LoadedModel* base = m.Beside(Comparison::Base);
+    if (!base && !parts.empty()) return Fail("no base model is open");
+    const std::vector<TemperatureEdit>& edits = m_impl->edits.Get(m.interventions, m.model.gpt.config, m.device, {RowEdit::Interventions});
+    if (parts.empty()) return MeanLossOfIds(m.model.gpt, ids, edits, cancel);
+    auto mixed = WithBaseWeights(m.model.gpt, base->gpt, parts);
+    if (!mixed) return Fail(mixed.error());
+    return MeanLossOfIds(*mixed, ids, edits, cancel);
 }
 
 Result<Lens> Engine::RunLens(const std::vector<int32_t>& ids, MapSide side, const LensOptions& options) {

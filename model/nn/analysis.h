@@ -17,6 +17,7 @@
 #include "model/text/tokenizer.h"
 // The rest of the app-facing model layer, here so that including this header is enough.
 #include "model/nn/attention_maps.h"
+#include "model/nn/from_base.h"
 #include "model/nn/interventions.h"
 #include "model/nn/lens.h"
 #include "model/nn/model_folder.h"
@@ -209,6 +210,13 @@ public:
     // the next edit's rows go into, so that edit does not pay for mapping it. Checks `stop` every
     // few MB and returns false if it said so (the rest is done on the next call or by the edit).
     bool ReserveForEdits(const std::function<bool()>& stop);
+
+    // The SSA side's mean loss on `ids` (its what-ifs applied) with `parts` of its weights, never its
+    // temperatures, from the base (from_base.h): against the same with no parts, what that part of
+    // the fine-tune's drift did to the loss. Its own forward pass, a block of positions at a time;
+    // fails without a base (unless `parts` is empty) or for a one-token text.
+    Result<float> MeanLossFromBase(const std::vector<int32_t>& ids, const std::vector<BasePart>& parts,
+                                   const std::atomic<bool>* cancel = nullptr);
 
     // The logit lens and direct logit attribution (lens.h) of `ids` on one side: SSA (with its
     // what-ifs' model as loaded, none applied), or the comparison's: tau = 1 on the same weights

@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "model/nn/analysis.h"
+#include "model/nn/forward.h"
+#include "model/nn/from_base_torch.h"
 #include "model/nn/model_folder_torch.h"
 
 namespace {
@@ -288,3 +290,120 @@ TEST(Base, TheThumbnailsHoldTheBaseAndSsaMinusBase) {
 }
 
 }  // namespace
+
+// The test's own mixing of a fine-tune and its base, for the reference below: head h's query
+// columns, its kv head's key and value columns (kv head h G / H) and its rows of the output
+// projection from the base, picked by index.
+model::SsaGpt MixedHead(const model::SsaGpt& ssa, const model::SsaGpt& base, int l, int h) {
+    model::SsaGpt m = ssa;
+    model::LayerWeights& w = m.layers[l];
+    const model::LayerWeights& b = base.layers[l];
+    const int64_t H = ssa.config.n_head, G = ssa.config.KvHeads(), D = ssa.config.HeadSize(), kv = h * G / H;
+    std::vector<int64_t> columns, rows;
+    for (int64_t d = 0; d < D; ++d) {
+        columns.push_back(h * D + d);
+        columns.push_back(H * D + kv * D + d);
+        columns.push_back(H * D + G * D + kv * D + d);
+        rows.push_back(h * D + d);
+    }
+    const at::Tensor c = at::tensor(columns, at::kLong), r = at::tensor(rows, at::kLong);
+    w.attn_w = w.attn_w.clone().index_copy_(1, c, b.attn_w.index_select(1, c));
+    if (w.attn_b.defined()) w.attn_b = w.attn_b.clone().index_copy_(0, c, b.attn_b.index_select(0, c));
+    w.proj_w = w.proj_w.clone().index_copy_(0, r, b.proj_w.index_select(0, r));
+    return m;
+}
+
+// The mean loss of tokens 1.. by the plain forward pass (model::Forward), summed in double.
+double ReferenceLoss(const model::SsaGpt& m, const std::vector<int32_t>& ids) {
+    auto out = model::Forward(m, ids);
+    EXPECT_TRUE(out.ok()) << out.error();
+    if (!out.ok()) return NAN;
+    const at::Tensor logp = at::log_softmax(out->logits.to(at::kDouble), -1);
+    double sum = 0;
+    for (size_t t = 0; t + 1 < ids.size(); ++t) sum -= logp[static_cast<int64_t>(t)][ids[t + 1]].item<double>();
+    return sum / static_cast<double>(ids.size() - 1);
+}
+
+// The loss with some weights taken back from the base (from_base.h), against the plain forward
+// pass of a model the test mixes itself: with no part it is the analysis's loss (what-ifs on);
+// each head's (q, k, v and o), each MLP and the embeddings moves it as the mixed model's does;
+// and every weight from a vanilla base with every head at tau = 1 is the base's own loss.
+// Tolerance 2e-5 nats: float32 forward passes of other shapes against each other.
+TEST(Base, TheLossWithWeightsFromTheBaseIsThatOfTheMixedModel) {
+    auto engine = OpenSsa();
+    ASSERT_TRUE(engine);
+    const model::Tokenization tokens = Tokens(*engine);
+    auto refused = engine->MeanLossFromBase(tokens.ids, {{model::BasePart::Kind::Mlp, 0}});
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error(), "no base model is open");
+    ASSERT_TRUE(engine->OpenBase(Folders().base).ok());
+    auto ssa = model::LoadModel(Folders().ssa, at::kCPU), base = model::LoadModel(Folders().base, at::kCPU);
+    ASSERT_TRUE(ssa.ok() && base.ok());
+    const model::SsaGpt &s = ssa->gpt, &b = base->gpt;
+
+    auto analysed = engine->Analyze(tokens);
+    ASSERT_TRUE(analysed.ok());
+    auto none = engine->MeanLossFromBase(tokens.ids, {});
+    ASSERT_TRUE(none.ok()) << none.error();
+    EXPECT_NEAR(*none, model::MeanLoss(analysed->loss), 2e-5);
+    EXPECT_NEAR(*none, ReferenceLoss(s, tokens.ids), 2e-5);
+    using Kind = model::BasePart::Kind;
+    std::vector<double> heads;
+    for (int l = 0; l < 2; ++l)
+        for (int h = 0; h < 2; ++h) {
+            auto loss = engine->MeanLossFromBase(tokens.ids, {{Kind::Head, l, h}});
+            ASSERT_TRUE(loss.ok()) << loss.error();
+            const double expected = ReferenceLoss(MixedHead(s, b, l, h), tokens.ids);
+            EXPECT_NEAR(*loss, expected, 2e-5) << "L" << l << " H" << h;
+            EXPECT_GT(std::abs(*loss - *none), 1e-4) << "L" << l << " H" << h << " moved the loss";
+            heads.push_back(expected);
+        }
+    EXPECT_NE(heads[0], heads[1]) << "each head its own columns";
+    model::SsaGpt mlp = s;
+    mlp.layers[1].ln2_w = b.layers[1].ln2_w, mlp.layers[1].ln2_b = b.layers[1].ln2_b, mlp.layers[1].fc_w = b.layers[1].fc_w;
+    mlp.layers[1].fc_b = b.layers[1].fc_b, mlp.layers[1].mlp_proj_w = b.layers[1].mlp_proj_w, mlp.layers[1].mlp_proj_b = b.layers[1].mlp_proj_b;
+    auto mlp_loss = engine->MeanLossFromBase(tokens.ids, {{Kind::Mlp, 1}});
+    ASSERT_TRUE(mlp_loss.ok());
+    EXPECT_NEAR(*mlp_loss, ReferenceLoss(mlp, tokens.ids), 2e-5);
+    model::SsaGpt embeddings = s;
+    embeddings.wte = b.wte, embeddings.wpe = b.wpe, embeddings.ln_f_w = b.ln_f_w, embeddings.ln_f_b = b.ln_f_b, embeddings.lm_head = b.lm_head;
+    auto embeddings_loss = engine->MeanLossFromBase(tokens.ids, {{Kind::Embeddings}});
+    ASSERT_TRUE(embeddings_loss.ok());
+    EXPECT_NEAR(*embeddings_loss, ReferenceLoss(embeddings, tokens.ids), 2e-5);
+
+    // Every weight from the vanilla base, every head at tau = 1: the base's own loss.
+    ASSERT_TRUE(engine->SetInterventions(*model::ParseInterventions("0:*,1:*", 2, 2)).ok());
+    auto what_ifs = engine->Analyze(tokens);
+    ASSERT_TRUE(what_ifs.ok());
+    auto none_on_what_ifs = engine->MeanLossFromBase(tokens.ids, {});
+    ASSERT_TRUE(none_on_what_ifs.ok());
+    EXPECT_NEAR(*none_on_what_ifs, model::MeanLoss(what_ifs->loss), 2e-5) << "the what-ifs apply";
+    EXPECT_GT(std::abs(*none_on_what_ifs - *none), 1e-4);
+    auto all = engine->MeanLossFromBase(tokens.ids, {{Kind::All}});
+    ASSERT_TRUE(all.ok());
+    EXPECT_NEAR(*all, model::MeanLoss(what_ifs->loss_base), 2e-5);
+}
+
+// Grouped queries (a Llama of 4 heads, 2 kv heads): head h takes its kv head's keys and values,
+// which its group shares; a head's query alone is its own.
+TEST(Base, AHeadFromTheBaseTakesItsKvHeadWithGroupedQueries) {
+    auto config = model::ParseConfig(R"({"model_type": "llama", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "intermediate_size": 48, "vocab_size": 300, "max_position_embeddings": 64})", "llama.json");
+    ASSERT_TRUE(config.ok()) << config.error();
+    config->query = kSsa;
+    const model::SsaGpt ssa = model::RandomSsaGpt(*config, 7), base = model::RandomSsaGpt(*config, 8);
+    std::vector<int32_t> ids(40);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 37 + 11) % 300);
+    using Kind = model::BasePart::Kind;
+    for (int h : {0, 1, 3}) {
+        auto mixed = model::WithBaseWeights(ssa, base, {{Kind::Head, 1, h}});
+        ASSERT_TRUE(mixed.ok()) << mixed.error();
+        auto loss = model::MeanLossOfIds(*mixed, ids, {});
+        ASSERT_TRUE(loss.ok()) << loss.error();
+        EXPECT_NEAR(*loss, ReferenceLoss(MixedHead(ssa, base, 1, h), ids), 2e-5) << "H" << h;
+    }
+    EXPECT_TRUE(at::equal(ssa.layers[1].attn_w, model::RandomSsaGpt(*config, 7).layers[1].attn_w)) << "the model's own weights untouched";
+    auto outside = model::WithBaseWeights(ssa, base, {{Kind::Head, 1, 4}});
+    ASSERT_FALSE(outside.ok());
+    EXPECT_EQ(outside.error(), "L1 H4 is not a head of the model");
+}
