@@ -264,7 +264,7 @@ HeadImpacts RankHeadsWithProgress(Runner& runner, const model::Analysis& a) {
         const HeadImpact& last = so_far.heads.back();
         bar.Update(so_far.heads.size(), static_cast<size_t>(so_far.total), HeadName({last.layer, last.head}));
         return true;
-    }, /*split=*/true);
+    }, RankOptions{/*split=*/true, /*drift=*/true});
     if (!s) throw Failure{kExitBadInput, "--rank-heads: " + s.error()};
     return impacts;
 }
@@ -334,6 +334,9 @@ int CmdExport(const CommandOptions& o) {
             std::fprintf(stderr, "ssaviz: of that, tau_q alone: %s; tau_v alone: %s\n",
                          PartsHeadline(TemperatureParts(*impacts, L, H, TemperaturePart::TauQ), H, 2).c_str(),
                          PartsHeadline(TemperatureParts(*impacts, L, H, TemperaturePart::TauV), H, 2).c_str());
+            if (impacts->drift)
+                std::fprintf(stderr, "ssaviz: the drift's parts (nats, one head's or MLP's weights from the base at a time): %s\n",
+                             DriftHeadline(*impacts, L, H, 3).c_str());
         }
         return kExitOk;
     }

@@ -8,7 +8,7 @@
 namespace app {
 
 model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenization& tokens, const model::AnalyzeOptions& options,
-                                 HeadImpacts* impacts, const std::function<bool(const HeadImpacts&)>& each, bool split) {
+                                 HeadImpacts* impacts, const std::function<bool(const HeadImpacts&)>& each, RankOptions what) {
     const model::ModelConfig& c = engine.Info().config;
     *impacts = HeadImpacts{};
     impacts->on_top = engine.interventions();
@@ -26,11 +26,28 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
         auto a = engine.Analyze(tokens, options);
         return a ? model::MeanLoss(a->loss) : NAN;
     };
+    // The drift's: the mean loss with some weights from the base (NaN where cancelled or refused).
+    impacts->drift = what.drift && engine.BaseInfo() != nullptr;
+    using Part = model::BasePart::Kind;
+    auto loss_from_base = [&](std::vector<model::BasePart> parts) {
+        auto loss = engine.MeanLossFromBase(tokens.ids, parts, options.cancel);
+        return loss ? *loss : NAN;
+    };
+    if (impacts->drift) {
+        impacts->drift_baseline = loss_from_base({});
+        impacts->embeddings_from_base = loss_from_base({{Part::Embeddings}});
+        impacts->all_from_base = loss_from_base({{Part::All}});
+        impacts->mlp_from_base.assign(static_cast<size_t>(c.n_layer), NAN);
+    }
     using Kind = model::Intervention::Kind;
     for (int l = 0; l < c.n_layer && go_on; ++l) {
         for (int h = 0; h < c.n_head && go_on; ++h) {
             HeadImpact impact{l, h, loss_with({Kind::Ablate, l, h, 0.0f})};
-            if (split) impact.mean_loss_tau_q = loss_with({Kind::QueryOff, l, h, 0.0f}), impact.mean_loss_tau_v = loss_with({Kind::ValueOff, l, h, 0.0f});
+            if (what.split) impact.mean_loss_tau_q = loss_with({Kind::QueryOff, l, h, 0.0f}), impact.mean_loss_tau_v = loss_with({Kind::ValueOff, l, h, 0.0f});
+            if (impacts->drift) {
+                impact.mean_loss_from_base = loss_from_base({{Part::Head, l, h}});
+                if (h == c.n_head - 1) impacts->mlp_from_base[l] = loss_from_base({{Part::Mlp, l}});  // the layer's last step
+            }
             if (options.cancel && *options.cancel) {  // an analysis stopped part-way: not a measure
                 go_on = false;
                 break;
@@ -60,9 +77,29 @@ std::vector<float> TemperatureParts(const HeadImpacts& impacts, int n_layer, int
     return parts;
 }
 
+DriftParts MeasuredDriftParts(const HeadImpacts& impacts, int n_layer, int n_head) {
+    DriftParts d;
+    d.heads.assign(static_cast<size_t>(std::max(0, n_layer * n_head)), NAN);
+    d.mlp.assign(static_cast<size_t>(std::max(0, n_layer)), NAN);
+    if (!impacts.drift) return d;
+    const float base = impacts.drift_baseline;
+    for (const HeadImpact& h : impacts.heads)
+        if (h.layer >= 0 && h.layer < n_layer && h.head >= 0 && h.head < n_head) d.heads[static_cast<size_t>(h.layer) * n_head + h.head] = base - h.mean_loss_from_base;
+    for (size_t l = 0; l < d.mlp.size() && l < impacts.mlp_from_base.size(); ++l) d.mlp[l] = base - impacts.mlp_from_base[l];
+    d.embeddings = base - impacts.embeddings_from_base;
+    d.all = base - impacts.all_from_base;
+    return d;
+}
+
 std::string PartsHeadline(const std::vector<float>& parts, int n_head, int n) {
+    std::vector<std::string> names(parts.size());
+    for (size_t k = 0; k < parts.size(); ++k) names[k] = HeadName({static_cast<int>(k) / std::max(n_head, 1), static_cast<int>(k) % std::max(n_head, 1)});
+    return PartsHeadline(names, parts, n);
+}
+
+std::string PartsHeadline(const std::vector<std::string>& names, const std::vector<float>& parts, int n) {
     std::vector<int> order;
-    for (size_t k = 0; k < parts.size(); ++k)
+    for (size_t k = 0; k < parts.size() && k < names.size(); ++k)
         if (std::isfinite(parts[k]) && parts[k] != 0) order.push_back(static_cast<int>(k));
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return parts[a] < parts[b]; });
     auto list = [&](bool lowered) {
@@ -73,11 +110,25 @@ std::string PartsHeadline(const std::vector<float>& parts, int n_head, int n) {
             if ((parts[k] < 0) != lowered) break;
             char value[32];
             std::snprintf(value, sizeof value, "%+.3g", parts[k]);
-            text += (listed++ ? ", " : "") + HeadName({k / std::max(n_head, 1), k % std::max(n_head, 1)}) + " " + value;
+            text += (listed++ ? ", " : "") + names[k] + " " + value;
         }
         return text.empty() ? std::string("none") : text;
     };
     return "lowered it most " + list(true) + "; raised it most " + list(false);
+}
+
+std::string DriftHeadline(const HeadImpacts& impacts, int n_layer, int n_head, int n) {
+    if (!impacts.drift) return "";
+    const DriftParts d = MeasuredDriftParts(impacts, n_layer, n_head);
+    std::vector<std::string> names;
+    std::vector<float> values;
+    for (int l = 0; l < n_layer; ++l) {
+        for (int h = 0; h < n_head; ++h) names.push_back(HeadName({l, h})), values.push_back(d.heads[static_cast<size_t>(l) * n_head + h]);
+        names.push_back("L" + std::to_string(l) + " MLP"), values.push_back(d.mlp[l]);
+    }
+    char rest[96];
+    std::snprintf(rest, sizeof rest, "; embeddings %+.3g, every weight %+.3g", d.embeddings, d.all);
+    return PartsHeadline(names, values, n) + rest;
 }
 
 }  // namespace app

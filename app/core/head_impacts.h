@@ -1,6 +1,8 @@
 // Each head's part of the loss by its temperatures: the text analysed again with one head at
 // tau = 1 at a time (the window's What-ifs > Rank heads, `export --rank-heads`, Python's
-// Analysis.rank_heads). One at a time, so the parts need not add up to the whole.
+// Analysis.rank_heads). One at a time, so the parts need not add up to the whole. Beside a base,
+// the same for the fine-tune's drift: the loss with one head's weights, or one layer's MLP, taken
+// back from the base (model/nn/from_base.h), its temperatures kept.
 #pragma once
 
 #include <cmath>
@@ -19,6 +21,8 @@ struct HeadImpact {
     float delta = NAN;  // mean_loss - baseline (the what-if's change): above 0, the head's temperatures help the model
     // Measured with `split`: the loss with tau_q alone at 1 (=q) and with tau_v alone at 1 (=v).
     float mean_loss_tau_q = NAN, mean_loss_tau_v = NAN;
+    // Measured with `drift`: the loss with the head's weights (q, k, v, o; not its temperatures) from the base.
+    float mean_loss_from_base = NAN;
 };
 struct HeadImpacts {
     float baseline = NAN;                     // mean loss with the active interventions alone
@@ -26,6 +30,20 @@ struct HeadImpacts {
     std::vector<HeadImpact> heads;            // the heads done so far, layer by layer
     int total = 0;                            // heads to do
     bool done = false, cancelled = false;
+    // With `drift` beside a base, from the engine's own loss pass (Engine::MeanLossFromBase): its loss
+    // with no weight from the base (the baseline again, to float rounding, which the parts leave out),
+    // with each layer's MLP from the base [L], the embeddings and head, and every weight.
+    bool drift = false;
+    float drift_baseline = NAN;
+    std::vector<float> mlp_from_base;
+    float embeddings_from_base = NAN, all_from_base = NAN;
+};
+
+// What MeasureHeadImpacts measures beside each head at tau = 1: `split`, its tau_q and tau_v one
+// at a time too (three analyses a head, not one); `drift`, beside a base, its weights from the base
+// (a forward pass a head, a layer's MLP and two more).
+struct RankOptions {
+    bool split = false, drift = false;
 };
 
 // Measures every head, layer by layer: the text's mean loss with that head at tau = 1
@@ -33,9 +51,9 @@ struct HeadImpacts {
 // (`baseline`). `each` is told after every head (progress); false from it stops the measuring
 // (`cancelled`), as does `options.cancel`. The engine's what-ifs are as they were afterwards. Fails
 // only where the baseline's analysis does (a text the model refuses); a text of one token has no loss.
-// `split`: each head's tau_q and tau_v one at a time too (three analyses a head, not one).
+// `what.drift` without a base measures no drift (impacts->drift false).
 model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenization& tokens, const model::AnalyzeOptions& options,
-                                 HeadImpacts* impacts, const std::function<bool(const HeadImpacts&)>& each = {}, bool split = false);
+                                 HeadImpacts* impacts, const std::function<bool(const HeadImpacts&)>& each = {}, RankOptions what = {});
 
 // Each head's temperatures' part of the loss, [L * H] layer-major: the baseline minus the loss with
 // that head at tau = 1, so below 0 where its temperatures lowered the loss, as the fine-tune's split
@@ -45,8 +63,23 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
 // not measured with `split`).
 enum class TemperaturePart { Both, TauQ, TauV };
 std::vector<float> TemperatureParts(const HeadImpacts& impacts, int n_layer, int n_head, TemperaturePart which = TemperaturePart::Both);
+// The drift's parts, as the temperatures' (below 0 where the fine-tune's change there lowered the
+// loss): the drift baseline minus the loss with that part from the base; NaN where not measured.
+struct DriftParts {
+    std::vector<float> heads;  // [L * H] layer-major
+    std::vector<float> mlp;    // [L]
+    float embeddings = NAN, all = NAN;
+};
+DriftParts MeasuredDriftParts(const HeadImpacts& impacts, int n_layer, int n_head);
+
 // The heads whose parts lowered the loss most and raised it most, n of each: "lowered it most
 // L1 H2 -0.147, L1 H3 -0.111; raised it most L0 H2 +0.0872" ("none" for a side without any).
 std::string PartsHeadline(const std::vector<float>& parts, int n_head, int n);
+// The same of any named parts (names[k] for values[k]): the drift's heads and MLPs together.
+std::string PartsHeadline(const std::vector<std::string>& names, const std::vector<float>& values, int n);
+// The drift's heads and MLPs ranked together, n a side, then the embeddings and every weight:
+// "lowered it most L1 MLP -0.412, L0 H1 -0.0731; raised it most L1 H0 +0.021; embeddings -0.2, every weight -1.91"
+// (empty without drift).
+std::string DriftHeadline(const HeadImpacts& impacts, int n_layer, int n_head, int n);
 
 }  // namespace app

@@ -500,24 +500,45 @@ std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model
     std::vector<float> mean_loss(parts.size(), NAN);
     for (const HeadImpact& h : measured.heads)
         if (h.layer >= 0 && h.layer < L && h.head >= 0 && h.head < H) mean_loss[h.layer * H + h.head] = h.mean_loss;
+    const DriftParts drift = MeasuredDriftParts(measured, L, H);
+    auto number_or_null = [](float v) { return std::isfinite(v) ? json(v) : json(); };
+    json drift_json;  // null without a base
+    if (measured.drift) {
+        json mlp = json::array();
+        for (float v : drift.mlp) mlp.push_back(number_or_null(v));
+        drift_json = {{"about", "the fine-tune's drift part by part, one at a time: the SSA side's loss (what_ifs on) with that "
+                                "part's weights, never its temperatures, taken back from the base; part = baseline - that loss, below "
+                                "0 where the fine-tune's change there lowered the loss. heads: the head's query, key, value and output "
+                                "weights (with grouped queries its kv head's keys and values, which its group shares); mlp: the "
+                                "layer's MLP and the norm before it; embeddings: the embeddings, final norm and output head; all: "
+                                "every weight. baseline: the same pass with no part from the base"},
+                      {"baseline", number_or_null(measured.drift_baseline)},
+                      {"heads", grid(drift.heads)},
+                      {"mlp", std::move(mlp)},
+                      {"embeddings", number_or_null(drift.embeddings)},
+                      {"all", number_or_null(drift.all)}};
+    }
     std::vector<ExportFile> files;
-    files.push_back({"head_impacts.json", [impacts, grid, parts, parts_q, parts_v, mean_loss](const std::string& full) {
+    files.push_back({"head_impacts.json", [impacts, grid, parts, parts_q, parts_v, mean_loss, drift_json](const std::string& full) {
                          const json j = {{"about", "each head's temperatures' part of the loss, one head at a time: mean_loss is the text's mean "
                                                    "loss with that head at tau = 1 (tau_q = tau_v = 1) on top of what_ifs, part = baseline - "
                                                    "mean_loss, below 0 where the head's temperatures lowered the loss (as the fine-tune's split "
                                                    "reads); one at a time, so the parts need not add up to the temperatures' whole; part_tau_q "
-                                                   "and part_tau_v the same with tau_q alone, or tau_v alone, at 1; null: not measured"},
+                                                   "and part_tau_v the same with tau_q alone, or tau_v alone, at 1; null: not measured; "
+                                                   "drift (beside a base): the same for the weights the fine-tune changed"},
                                          {"baseline", impacts->baseline},
                                          {"what_ifs", model::FormatInterventions(impacts->on_top)},
                                          {"complete", impacts->done},
                                          {"mean_loss", grid(mean_loss)},
                                          {"part", grid(parts)},
                                          {"part_tau_q", grid(parts_q)},
-                                         {"part_tau_v", grid(parts_v)}};
+                                         {"part_tau_v", grid(parts_v)},
+                                         {"drift", drift_json}};
                          return WriteText(full, model::JsonText(j, 1) + "\n");
                      }});
-    files.push_back({"head_impacts.csv", [parts, parts_q, parts_v, mean_loss, H](const std::string& full) {
-                         std::string csv = "layer,head,mean_loss,part,part_tau_q,part_tau_v\n";  // empty: not measured
+    files.push_back({"head_impacts.csv", [parts, parts_q, parts_v, mean_loss, drift, H](const std::string& full) {
+                         // part_drift: the head's weights from the base (empty without a base).
+                         std::string csv = "layer,head,mean_loss,part,part_tau_q,part_tau_v,part_drift\n";  // empty: not measured
                          auto number = [](float v) {
                              char text[32] = "";
                              if (std::isfinite(v)) std::snprintf(text, sizeof text, "%.9g", v);
@@ -526,7 +547,7 @@ std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model
                          for (size_t k = 0; k < parts.size(); ++k)
                              if (std::isfinite(mean_loss[k]))
                                  csv += std::to_string(k / H) + "," + std::to_string(k % H) + "," + number(mean_loss[k]) + "," + number(parts[k]) + "," +
-                                        number(parts_q[k]) + "," + number(parts_v[k]) + "\n";
+                                        number(parts_q[k]) + "," + number(parts_v[k]) + "," + number(drift.heads[k]) + "\n";
                          return WriteText(full, csv);
                      }});
     std::vector<const char*> extensions;

@@ -328,29 +328,51 @@ viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_na
 
 viz::Figure HeadImpactsFigure(const HeadImpacts& impacts, int n_layer, int n_head, const std::string& model_name) {
     if (n_layer <= 0 || n_head <= 0) return {};
-    const std::vector<float> parts = TemperatureParts(impacts, n_layer, n_head);
-    float most = 1e-6f;
-    for (float v : parts)
-        if (std::isfinite(v)) most = std::max(most, std::abs(v));
-    viz::HeatmapFigureOptions options;
-    for (int l = 0; l < n_layer; ++l) options.RowLabels.push_back("L" + std::to_string(l));
-    for (int h = 0; h < n_head; ++h) options.ColLabels.push_back("H" + std::to_string(h));
-    options.RowAxis = "layer";
-    options.ColAxis = "head";
-    options.ValueLabel = "loss - loss at tau = 1, nats";
-    options.Style.causal = false;
-    options.Style.colormap = viz::Colormap::Diverging;  // blue below 0: lowered the loss, as every loss change reads
-    options.Style.range = viz::Range{-most, most};
-    const int cells = std::max(n_layer, n_head);
-    options.MapSize = cells * std::clamp(560 / std::max(cells, 1), 12, 48);
-    options.CellValues = "%+.3f";
-    char baseline[64];
-    std::snprintf(baseline, sizeof baseline, "%.4f", impacts.baseline);
+    // One panel: [layers, columns] of loss changes, blue below 0 (lowered the loss, as every loss
+    // change reads), on a scale of its own centred at 0.
+    auto panel = [&](const std::vector<float>& values, int columns, const std::string& title, const std::string& value_label) {
+        float most = 1e-6f;
+        for (float v : values)
+            if (std::isfinite(v)) most = std::max(most, std::abs(v));
+        viz::HeatmapFigureOptions options;
+        for (int l = 0; l < n_layer; ++l) options.RowLabels.push_back("L" + std::to_string(l));
+        for (int h = 0; h < n_head; ++h) options.ColLabels.push_back("H" + std::to_string(h));
+        if (columns > n_head) options.ColLabels.push_back("MLP");
+        options.RowAxis = "layer";
+        options.ColAxis = columns > n_head ? "head, then the layer's MLP" : "head";
+        options.ValueLabel = value_label;
+        options.Style.causal = false;
+        options.Style.colormap = viz::Colormap::Diverging;
+        options.Style.range = viz::Range{-most, most};
+        const int cells = std::max(n_layer, columns);
+        options.MapSize = cells * std::clamp(560 / std::max(cells, 1), 12, 48);
+        options.CellValues = "%+.3f";
+        options.Title = title;
+        return viz::HeatmapFigure(values.data(), n_layer, columns, options);
+    };
+    auto nats = [](const char* format, float v) {
+        char text[64];
+        std::snprintf(text, sizeof text, format, v);
+        return std::string(text);
+    };
     std::string title = model_name;
     if (std::string what_ifs = model::FormatInterventions(impacts.on_top); !what_ifs.empty())  // digits and ":*=,x.": no escaping
         title += " \xC2\xB7 on what-ifs " + (what_ifs.size() > 40 ? what_ifs.substr(0, 37) + "..." : what_ifs);
-    options.Title = title + " \xC2\xB7 each head's temperatures' part of the loss " + baseline + ", one at a time (blue: lowered it)";
-    return viz::HeatmapFigure(parts.data(), n_layer, n_head, options);
+    const std::vector<float> parts = TemperatureParts(impacts, n_layer, n_head);
+    const std::string temperatures = "each head's temperatures' part of the loss " + nats("%.4f", impacts.baseline) + ", one at a time (blue: lowered it)";
+    if (!impacts.drift) return panel(parts, n_head, title + " \xC2\xB7 " + temperatures, "loss - loss at tau = 1, nats");
+    // Beside a base: the drift's parts too, a head's weights or a layer's MLP from the base.
+    const DriftParts d = MeasuredDriftParts(impacts, n_layer, n_head);
+    std::vector<float> drift(static_cast<size_t>(n_layer) * (n_head + 1), NAN);
+    for (int l = 0; l < n_layer; ++l) {
+        for (int h = 0; h < n_head; ++h) drift[static_cast<size_t>(l) * (n_head + 1) + h] = d.heads[static_cast<size_t>(l) * n_head + h];
+        drift[static_cast<size_t>(l) * (n_head + 1) + n_head] = d.mlp[l];
+    }
+    return viz::Beside({panel(parts, n_head, "temperatures: loss - loss with the head at tau = 1", "nats"),
+                        panel(drift, n_head + 1, "drift: loss - loss with the weights from the base (embeddings " + nats("%+.3f", d.embeddings) +
+                                                     ", every weight " + nats("%+.3f", d.all) + ")", "nats")},
+                       title + " \xC2\xB7 each part's effect on the loss " + nats("%.4f", impacts.baseline) +
+                           ", one at a time (blue: lowered it)");
 }
 
 int FineTuneLossWindow(size_t n) {

@@ -649,7 +649,7 @@ void InferenceWorker::RankHeadsJob(const Request& r) {
         m_progress = static_cast<float>(so_far.heads.size()) / static_cast<float>(std::max(1, so_far.total));
         post();  // (so_far is `impacts`)
         return !Superseded();
-    });
+    }, RankOptions{/*split=*/true, /*drift=*/true});  // as the command line's, so the window's export holds the same
     impacts.cancelled = !impacts.done;
     post();  // ends the ranking in the window (a scripted run waits for it), then says why where it failed
     if (!measured && !Superseded()) Emit({Kind::Error, {}, nullptr, measured.error(), r.id});

@@ -738,7 +738,8 @@ LensRun LensOf(ModelCore& core, const model::Analysis& a, const ExportOptions& o
     return {std::move(*sides), std::move(files)};
 }
 
-// The heads' temperatures' parts of the loss (HeadImpacts) for the analysis's text, on its what-ifs,
+// The heads' temperatures' parts of the loss (HeadImpacts) for the analysis's text, on its what-ifs
+// (and the drift's parts where it was analysed beside a base),
 // on the core's engine (its what-ifs as they were afterwards). The core's lock held by the caller.
 // `each`: told of every head measured; false from it stops (the measures so far returned).
 HeadImpacts MeasureHeads(ModelCore& core, const model::Analysis& a, const std::function<bool(const HeadImpacts&)>& each = {}) {
@@ -746,7 +747,7 @@ HeadImpacts MeasureHeads(ModelCore& core, const model::Analysis& a, const std::f
     const std::vector<model::Intervention> before = engine.interventions();
     if (auto s = engine.SetInterventions(a.interventions); !s) throw BadArgument(s.error());
     HeadImpacts impacts;
-    const model::Status measured = MeasureHeadImpacts(engine, a.tokens, {}, &impacts, each, /*split=*/true);
+    const model::Status measured = MeasureHeadImpacts(engine, a.tokens, {}, &impacts, each, RankOptions{/*split=*/true, /*drift=*/a.HasBase()});
     (void)engine.SetInterventions(before);
     if (!measured) throw BadArgument("rank_heads: " + measured.error());
     return impacts;
@@ -797,6 +798,18 @@ py::dict RankHeads(const AnalysisHandle& h, bool progress) {
         const std::vector<float> values = TemperatureParts(impacts, static_cast<int>(L), static_cast<int>(H), which);
         std::copy(values.begin(), values.end(), one.mutable_data());
         out[key] = one;
+    }
+    // Beside a base, the drift's: each head's weights, each layer's MLP, the embeddings, every weight from the base.
+    for (const char* key : {"part_drift", "part_drift_mlp", "part_drift_embeddings", "part_drift_all"}) out[key] = py::none();
+    if (impacts.drift) {
+        const DriftParts d = MeasuredDriftParts(impacts, static_cast<int>(L), static_cast<int>(H));
+        py::array_t<float> heads({L, H}), mlp(L);
+        std::copy(d.heads.begin(), d.heads.end(), heads.mutable_data());
+        std::copy(d.mlp.begin(), d.mlp.end(), mlp.mutable_data());
+        out["part_drift"] = heads;
+        out["part_drift_mlp"] = mlp;
+        out["part_drift_embeddings"] = d.embeddings;
+        out["part_drift_all"] = d.all;
     }
     return out;
 }

@@ -120,6 +120,13 @@ void FineTuneView::DrawMatrices(WindowState& state) {
                          "(tau_q and tau_v), one head at a time, nats; below 0 its temperatures lowered the loss, as 'temperatures' above "
                          "reads. One at a time, so the parts need not add up to the whole. The JS above compares attention rows, which "
                          "tau_v never changes: a head whose rows moved most need not be one whose temperatures matter most for the loss.");
+        if (impacts->drift) {
+            Caption("the drift's parts of the loss: " + DriftHeadline(*impacts, L, H, 3), ", ");
+            viz::ItemTooltip("The loss minus the loss with one head's weights (q, k, v, o; never its temperatures), or one layer's MLP, "
+                             "taken back from the base, one at a time, nats; below 0 the fine-tune's change there lowered the loss, as "
+                             "'drift' above reads. Then the embeddings and output head from the base, and every weight (the drift whole, "
+                             "with SSA's temperatures). What-ifs > Which heads matter lists each head's.");
+        }
     } else if (state.ranking_heads) {
         ImGui::TextDisabled("ranking the heads by their loss...");
     } else {
@@ -128,7 +135,8 @@ void FineTuneView::DrawMatrices(WindowState& state) {
         ImGui::EndDisabled();
         viz::ItemTooltip("The JS above says how far each head's rows moved, not what that did to the loss. This runs the text once a head "
                          "with that head at tau = 1 (What-ifs > Which heads matter; ssaviz export --rank-heads) and names the heads "
-                         "whose temperatures lowered the loss most.");
+                         "whose temperatures lowered the loss most; then with each head's weights, and each layer's MLP, from the base: "
+                         "where the drift lowered it.");
     }
 
     const float line = ImGui::GetTextLineHeight();

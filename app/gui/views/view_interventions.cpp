@@ -191,8 +191,10 @@ void InterventionsView::DrawList(AppState& state) {
 void InterventionsView::DrawHeadRanking(WindowState& state) {
     ImGui::TextUnformatted("Which heads matter");
     ImGui::SameLine();
-    viz::HelpMarker("Each head in turn set to tau = 1 (on top of the what-ifs above), one forward pass per head on the\n"
-                    "current text: the mean loss it gives and its change. A large increase: the head's temperatures matter.\n"
+    viz::HelpMarker("Each head in turn set to tau = 1 (on top of the what-ifs above), on the current text: the mean loss\n"
+                    "it gives and its change. A large increase: the head's temperatures matter. Then tau_q alone and tau_v\n"
+                    "alone at 1 (three analyses a head), and beside a base the head's weights (q, k, v, o; never its\n"
+                    "temperatures) from the base: what the fine-tune's drift in that head did.\n"
                     "Any edit or new request stops it. Click a row to show that head.");
     const int total = state.Layers() * state.Heads();
     if (state.ranking_heads) {
@@ -204,7 +206,7 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
         if (ImGui::Button("Cancel")) state.cancel_job_request = true;
     } else {
         char label[64];
-        std::snprintf(label, sizeof label, "Rank the heads (%d forward passes)", total);
+        std::snprintf(label, sizeof label, "Rank the heads (%d analyses)", 3 * total);
         ImGui::BeginDisabled(state.generating);
         if (ImGui::Button(label)) state.rank_heads_request = true;
         ImGui::EndDisabled();
@@ -224,14 +226,30 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
     std::vector<HeadImpact> rows = impacts->heads;
     const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV |
                                   ImGuiTableFlags_SizingStretchProp;
-    if (!ImGui::BeginTable("##head_ranking", 4, flags, ImVec2(0, std::max(ImGui::GetContentRegionAvail().y, 6 * ImGui::GetFrameHeight()))))
+    // The parts' columns: delta (tau = 1), tau_q alone, tau_v alone, and beside a base the weights from it.
+    const int columns = impacts->drift ? 7 : 6;
+    if (!ImGui::BeginTable("##head_ranking", columns, flags, ImVec2(0, std::max(ImGui::GetContentRegionAvail().y, 6 * ImGui::GetFrameHeight()))))
         return;
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("layer");
     ImGui::TableSetupColumn("head");
     ImGui::TableSetupColumn("mean loss");
     ImGui::TableSetupColumn("delta", ImGuiTableColumnFlags_DefaultSort | ImGuiTableColumnFlags_PreferSortDescending);
-    ImGui::TableHeadersRow();
+    ImGui::TableSetupColumn("tau_q = 1");
+    ImGui::TableSetupColumn("tau_v = 1");
+    if (impacts->drift) ImGui::TableSetupColumn("from base");
+    static const char* const kColumnHelp[] = {
+        "The head's layer.", "The head.", "The mean loss with this head at tau = 1 (tau_q and tau_v), on top of the what-ifs.",
+        "Its change from the baseline: above 0 (red), the head's temperatures lowered the loss.",
+        "The change with tau_q alone at 1 (tau_v kept).", "The change with tau_v alone at 1 (tau_q kept): tau_v never moves the attention rows.",
+        "The change with this head's weights (q, k, v, o; with grouped queries its kv head's) taken back from the base, its temperatures "
+        "kept: above 0, the fine-tune's drift in this head lowered the loss."};
+    ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
+    for (int c = 0; c < columns; ++c) {
+        ImGui::TableSetColumnIndex(c);
+        ImGui::TableHeader(ImGui::TableGetColumnName(c));
+        viz::ItemTooltip(kColumnHelp[c]);
+    }
     if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && specs->SpecsCount > 0) {
         m_sort_column = specs->Specs[0].ColumnIndex;
         m_sort_ascending = specs->Specs[0].SortDirection == ImGuiSortDirection_Ascending;
@@ -241,6 +259,9 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
             case 0: return static_cast<float>(r.layer * 1000 + r.head);
             case 1: return static_cast<float>(r.head * 1000 + r.layer);
             case 2: return r.mean_loss;
+            case 4: return r.mean_loss_tau_q;
+            case 5: return r.mean_loss_tau_v;
+            case 6: return r.mean_loss_from_base;
             default: return r.delta;
         }
     };
@@ -273,6 +294,14 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
         ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + w * share, p.y + h),
                                                   r.delta > 0 ? IM_COL32(200, 70, 60, 110) : IM_COL32(60, 110, 210, 110));
         ImGui::Text("%+.4f", r.delta);
+        auto change = [](float loss, float baseline) {
+            ImGui::TableNextColumn();
+            if (std::isfinite(loss - baseline)) ImGui::Text("%+.4f", loss - baseline);
+            else ImGui::TextDisabled("-");
+        };
+        change(r.mean_loss_tau_q, impacts->baseline);
+        change(r.mean_loss_tau_v, impacts->baseline);
+        if (impacts->drift) change(r.mean_loss_from_base, impacts->drift_baseline);
     }
     ImGui::EndTable();
     const ImVec2 r_min = ImGui::GetItemRectMin(), r_max = ImGui::GetItemRectMax();

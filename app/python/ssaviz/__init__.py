@@ -552,7 +552,11 @@ class Analysis:
         tau_v), on top of this analysis's what-ifs. A dict: baseline (the mean loss), what_ifs, mean_loss
         [L, H] and part [L, H] (baseline - mean_loss: below 0 where the head's temperatures lowered the
         loss, as the fine-tune's split reads; NaN for a head the what-ifs already set to tau = 1). One head
-        at a time, so the parts need not add up to the temperatures' whole. Kept once measured.
+        at a time, so the parts need not add up to the temperatures' whole. part_tau_q and part_tau_v: the
+        same with tau_q alone, or tau_v alone, at 1. Analysed beside a base (compare="base"), the drift's
+        parts as well, the same way: part_drift [L, H] (the head's q, k, v and o weights from the base, its
+        temperatures kept), part_drift_mlp [L] (the layer's MLP), part_drift_embeddings and part_drift_all
+        (every weight); None without a base. Kept once measured.
         progress: a line on sys.stderr after each head; Ctrl+C stops between heads (KeyboardInterrupt)."""
         if "_ranked" not in self.__dict__:
             self._ranked = self._h.rank_heads(_bool("rank_heads()", "progress", progress))

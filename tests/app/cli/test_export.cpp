@@ -1,5 +1,6 @@
 // `ssaviz export` figures and batch mode through the real binary. The files are checked by
 // independent tools (tests/app/cli/check_export.py: numpy, xml.etree, zlib), not by our own readers.
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -207,7 +208,9 @@ TEST_F(Cli, ExportRankHeadsMeasuresEachHeadsTemperatures) {
     EXPECT_NE(r.err.find("(nats, one head at tau = 1 at a time): lowered it most L"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("; raised it most "), std::string::npos) << r.err;
     for (const char* f : {"head_impacts.csv", "head_impacts.png", "head_impacts.svg"}) EXPECT_TRUE(fs::exists(dir + "/all/" + f)) << f;
-    EXPECT_EQ(ReadFile(dir + "/all/head_impacts.csv").substr(0, 48), "layer,head,mean_loss,part,part_tau_q,part_tau_v\n");
+    EXPECT_EQ(ReadFile(dir + "/all/head_impacts.csv").substr(0, 59), "layer,head,mean_loss,part,part_tau_q,part_tau_v,part_drift\n");
+    EXPECT_TRUE(ranked["drift"].is_null()) << "no base, no drift";
+    EXPECT_EQ(r.err.find("the drift's parts"), std::string::npos) << r.err;
     // A head's part split into its tau_q's and its tau_v's, each against that what-if alone (=q, =v).
     for (const char* alone : {"q", "v"}) {
         const std::string out = dir + "/alone_" + alone;
@@ -242,6 +245,42 @@ TEST_F(Cli, ExportRankHeadsMeasuresEachHeadsTemperatures) {
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text-file", dir + "/texts.txt", "--batch", "--out", dir + "/b", "--rank-heads"}), 2,
                        "--rank-heads analyses the text once a head: not with --batch");
     EXPECT_FALSE(fs::exists(dir + "/b"));
+}
+
+// Beside a base, --rank-heads measures the drift part by part too: each head's weights, each MLP,
+// the embeddings, every weight from the base (model/nn/from_base.h; its numbers are test_base.cpp's).
+// With every head at tau = 1 and every weight from the vanilla base the model is the base, so the
+// whole drift's part is the loss minus the base's (2e-5 nats: two forward passes of other shapes).
+TEST_F(Cli, ExportRankHeadsBesideABaseMeasuresTheDriftPartByPart) {
+    const std::string dir = kOut + "/rank_heads_drift";
+    fs::remove_all(dir);
+    Outcome r = Ssaviz({"export", "--example", "licenses", "--out", dir, "--format", "json,csv,png", "--rank-heads", "--ablate", "0:*,1:*,2:*,3:*"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json ranked = json::parse(ReadFile(dir + "/head_impacts.json")), metrics = json::parse(ReadFile(dir + "/metrics.json"));
+    const json& drift = ranked["drift"];
+    ASSERT_TRUE(drift.is_object()) << ranked.dump();
+    EXPECT_NEAR(drift["baseline"].get<double>(), ranked["baseline"].get<double>(), 1e-5);
+    EXPECT_NEAR(drift["all"].get<double>(), drift["baseline"].get<double>() - metrics["loss"]["base"].get<double>(), 2e-5);
+    ASSERT_EQ(drift["heads"].size(), 4u);
+    ASSERT_EQ(drift["mlp"].size(), 4u);
+    EXPECT_TRUE(drift["embeddings"].is_number());
+    std::set<double> parts;
+    for (const json& layer : drift["heads"])
+        for (const json& head : layer) parts.insert(head.get<double>());
+    EXPECT_GT(*parts.rbegin() - *parts.begin(), 1e-3) << "the heads differ";
+    EXPECT_NE(r.err.find("ssaviz: the drift's parts (nats, one head's or MLP's weights from the base at a time): lowered it most L"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(", every weight -"), std::string::npos) << r.err;
+    // The CSV's part_drift is the JSON's, head by head.
+    std::istringstream csv(ReadFile(dir + "/head_impacts.csv"));
+    std::string line;
+    std::getline(csv, line);
+    int rows = 0;
+    while (std::getline(csv, line)) {
+        const int l = line[0] - '0', h = line[2] - '0';
+        EXPECT_NEAR(std::stod(line.substr(line.rfind(',') + 1)), drift["heads"][l][h].get<double>(), 1e-6) << line;
+        ++rows;
+    }
+    EXPECT_EQ(rows, 16);
 }
 
 TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
@@ -505,7 +544,9 @@ TEST_F(Cli, ExportIsDeterministicAndSizeIsHonoured) {
     ASSERT_EQ(FilesUnder(x2), files);
     int pngs = 0;
     for (const std::string& f : files) {
-        if (f.size() > 4 && f.substr(f.size() - 4) == ".svg") EXPECT_EQ(ReadFile(x2 + "/" + f), ReadFile(a + "/" + f)) << f;
+        if (f.size() > 4 && f.substr(f.size() - 4) == ".svg") {
+            EXPECT_EQ(ReadFile(x2 + "/" + f), ReadFile(a + "/" + f)) << f;
+        }
         if (f.size() < 4 || f.substr(f.size() - 4) != ".png") continue;
         const auto [w1, h1] = PngSize(a + "/" + f);
         EXPECT_EQ(PngSize(x2 + "/" + f), std::make_pair(2 * w1, 2 * h1)) << f;

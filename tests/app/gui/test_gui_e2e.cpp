@@ -935,10 +935,42 @@ TEST(EndToEnd, GuiExportWithTheRankingWritesItsFiles) {
     EXPECT_TRUE(fs::exists(dir + "/gui/head_impacts.png"));
     EXPECT_NEAR(gui["baseline"].get<double>(), cli["baseline"].get<double>(), 1e-6);
     ASSERT_EQ(gui["part"].size(), cli["part"].size());
-    for (size_t l = 0; l < cli["part"].size(); ++l)
-        for (size_t h = 0; h < cli["part"][l].size(); ++h)
-            EXPECT_NEAR(gui["part"][l][h].get<double>(), cli["part"][l][h].get<double>(), 1e-6) << l << " " << h;
-    EXPECT_TRUE(gui["part_tau_q"][0][0].is_null()) << "the window's ranking measures both temperatures together";
+    // The window's ranking splits each head's part into tau_q's and tau_v's as the command line's does
+    // (it left them null).
+    for (const char* key : {"part", "part_tau_q", "part_tau_v"})
+        for (size_t l = 0; l < cli[key].size(); ++l)
+            for (size_t h = 0; h < cli[key][l].size(); ++h)
+                EXPECT_NEAR(gui[key][l][h].get<double>(), cli[key][l][h].get<double>(), 1e-6) << key << " " << l << " " << h;
+}
+
+// Beside a base (the licenses example's), the window's ranking measures the drift part by part too,
+// the numbers `export --rank-heads` writes.
+TEST(EndToEnd, GuiRankingBesideABaseHoldsTheDrift) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_ranked_drift";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string models = app::BundledModelsDir(), text = "Permission is granted to copy and distribute this license.";
+    std::ofstream(dir + "/session.json") << nlohmann::json{{"ssaviz_session", 1}, {"model", models + "/licenses/ssa"}, {"compare", "base"},
+                                                           {"text", text}, {"export", {{"formats", {"json"}}}}}
+                                                .dump();
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --session " + dir + "/session.json --rank-heads --export-to " + dir + "/gui", dir + "/gui.log"), 0)
+        << ReadFile(dir + "/gui.log");
+    std::ofstream(dir + "/text.txt") << text;
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " export --model " + models + "/licenses/ssa --compare base --text-file " + dir +
+                             "/text.txt --out " + dir + "/cli --format json --rank-heads",
+                         dir + "/cli.log"),
+              0)
+        << ReadFile(dir + "/cli.log");
+    const auto gui = nlohmann::json::parse(ReadFile(dir + "/gui/head_impacts.json"), nullptr, false),
+               cli = nlohmann::json::parse(ReadFile(dir + "/cli/head_impacts.json"), nullptr, false);
+    ASSERT_TRUE(gui.is_object() && cli.is_object()) << ReadFile(dir + "/gui.log");
+    ASSERT_TRUE(gui["drift"].is_object() && cli["drift"].is_object());
+    EXPECT_NEAR(gui["drift"]["all"].get<double>(), cli["drift"]["all"].get<double>(), 1e-6);
+    for (size_t l = 0; l < cli["drift"]["heads"].size(); ++l) {
+        EXPECT_NEAR(gui["drift"]["mlp"][l].get<double>(), cli["drift"]["mlp"][l].get<double>(), 1e-6) << l;
+        for (size_t h = 0; h < cli["drift"]["heads"][l].size(); ++h)
+            EXPECT_NEAR(gui["drift"]["heads"][l][h].get<double>(), cli["drift"]["heads"][l][h].get<double>(), 1e-6) << l << " " << h;
+    }
 }
 
 // With the lens run (the Lens tab's, here --lens), the window's export writes its files and figures

@@ -476,6 +476,16 @@ def test_rank_heads_is_each_heads_what_if_and_the_command_lines(tmp_path, capsys
     a.export(tmp_path / "x", formats=["json"], rank_heads=True)
     written = json.load(open(tmp_path / "x" / "head_impacts.json"))
     assert np.allclose(np.array(written["part"], dtype=np.float64), ranked["part"], atol=1e-7, rtol=0)
+    assert ranked["part_drift"] is None and ranked["part_drift_all"] is None and written["drift"] is None  # no base
+    # Beside a base, the drift's parts too. With every head at tau = 1 and every weight from the
+    # (vanilla) base, the model is the base: part_drift_all is the loss minus the base's.
+    base = os.path.join(os.path.dirname(ENGLISH), "vanilla")
+    L_ = ",".join(f"{layer}:*" for layer in range(L))
+    vanilla = m.analyze(JOBS, base=base, ablate=L_)
+    drift = vanilla.rank_heads(progress=False)
+    assert drift["part_drift"].shape == (L, H) and drift["part_drift_mlp"].shape == (L,)
+    assert abs(drift["part_drift_all"] - (drift["baseline"] - float(np.mean(vanilla.loss_base, dtype=np.float64)))) < 2e-5
+    assert np.all(np.isfinite(drift["part_drift"])) and np.ptp(drift["part_drift"]) > 1e-4 and np.isfinite(drift["part_drift_embeddings"])
     with pytest.raises(ValueError, match=r"export_batch\(\): not with rank_heads="):
         ssaviz.export_batch(["a text", "another"], tmp_path / "b", model=m, formats=["json"], rank_heads=True)
     assert not (tmp_path / "b").exists()
