@@ -89,6 +89,24 @@ std::string FineTuneHeadline(const model::Analysis& a, const model::Decompositio
     return line;
 }
 
+std::string BaseTemperatures(const model::Analysis& a) {
+    if (!a.HasBase()) return "";
+    auto any_not_one = [](const model::RowArray& tau) {
+        for (int64_t row = 0; row < tau.rows(); ++row)
+            if (const model::RowArray::Running f = tau.Figures(row); f.min != 1.0f || f.max != 1.0f) return true;
+        return false;
+    };
+    const bool q = any_not_one(a.tau_q_base), v = any_not_one(a.tau_v_base);
+    return q && v ? "tau_q and tau_v" : q ? "tau_q" : v ? "tau_v" : "";
+}
+
+std::string BaseTemperaturesNote(const model::Analysis& a) {
+    const std::string which = BaseTemperatures(a);
+    if (which.empty()) return "";
+    return "the base has temperatures of its own (" + which + "): 'temperatures' is all of SSA's, not what fine-tuning changed in them, "
+           "and 'drift' holds the base's going away as well as the other weights' change";
+}
+
 std::string CompareExplanation(const model::Analysis& a) {
     if (a.HasBase())
         return "tau=1, with the base beside: the fine-tune's own weights with tau_q = tau_v = 1 everywhere, and its base model (" +

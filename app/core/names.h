@@ -48,6 +48,14 @@ std::string SsaSideName(const model::Analysis& a);
 // to 10.7898 (SSA), -0.2639 nats = temperatures +0.0704 + drift -0.3342"; with what-ifs, "(SSA
 // with what-ifs)" and "temperatures and what-ifs".
 std::string FineTuneHeadline(const model::Analysis& a, const model::Decomposition& d);
+// Beside a base that has temperatures of its own (one trained with SSA: its tau_q or tau_v is not
+// 1 somewhere), the base's temperatures, "tau_q", "tau_v" or "tau_q and tau_v"; empty otherwise.
+// The split then reads otherwise: "temperatures" is all of SSA's (SSA against its weights at
+// tau = 1), not what fine-tuning changed in them, and "drift" (tau = 1 against the base) holds the
+// base's temperatures going away as well as the weights' change.
+std::string BaseTemperatures(const model::Analysis& a);
+// The note that says so in a line ("" where BaseTemperatures is empty).
+std::string BaseTemperaturesNote(const model::Analysis& a);
 // What the comparison is, in a sentence or two for tooltips: which model, and for the
 // counterfactual that it is a whole second forward pass (its later layers see another residual
 // stream, so they differ for that reason too, not only for their own temperatures).

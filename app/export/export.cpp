@@ -294,6 +294,7 @@ json DecompositionToJson(const model::Analysis& a) {
     const model::Decomposition d = model::Decompose(a);
     if (d.empty()) return json();
     const int L = d.n_layer, H = d.n_head;
+    const std::string base_own = BaseTemperatures(a);
     return json{{"js_total", LayerHead(d.js_total, L, H)},
                 {"js_temperature", LayerHead(d.js_temperature, L, H)},
                 {"js_drift", LayerHead(d.js_drift, L, H)},
@@ -301,9 +302,12 @@ json DecompositionToJson(const model::Analysis& a) {
                 {"l1_temperature", LayerHead(d.l1_temperature, L, H)},
                 {"l1_drift", LayerHead(d.l1_drift, L, H)},
                 {"loss_mean", {{"ssa", d.loss_mean}, {"tau1", d.loss_mean_tau1}, {"base", d.loss_mean_base}}},
+                {"base_temperatures", base_own.empty() ? json() : json(base_own)},
                 {"notes", "[layer][head]: the mean over query rows 2..T of each row's divergence (JS in nats, L1); total: SSA against "
                           "the base; temperature: SSA against its own weights at tau = 1; drift: tau = 1 against the base (the other "
-                          "weights' change). The parts need not add up to the total: a divergence is not additive (SPEC section 9)."}};
+                          "weights' change). The parts need not add up to the total: a divergence is not additive (SPEC section 9). "
+                          "base_temperatures: the base's own temperatures, null for a vanilla base" +
+                              (base_own.empty() ? std::string() : "; here " + BaseTemperaturesNote(a))}};
 }
 
 json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float sink_epsilon) {

@@ -319,7 +319,9 @@ viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_na
     std::vector<viz::Figure> panels;
     options.Title = "temperatures: SSA vs tau = 1 (loss " + nats("%+.4f", d.loss_mean - d.loss_mean_tau1) + ")";
     panels.push_back(viz::HeatmapFigure(d.js_temperature.data(), d.n_layer, d.n_head, options));
-    options.Title = "drift: tau = 1 vs base (loss " + nats("%+.4f", d.loss_mean_tau1 - d.loss_mean_base) + ")";
+    const std::string base_own = BaseTemperatures(a);  // a base trained with SSA: the drift takes its temperatures away too
+    options.Title = "drift: tau = 1 vs base" + (base_own.empty() ? "" : " with its " + base_own) + " (loss " +
+                    nats("%+.4f", d.loss_mean_tau1 - d.loss_mean_base) + ")";
     panels.push_back(viz::HeatmapFigure(d.js_drift.data(), d.n_layer, d.n_head, options));
     return viz::Beside(panels, model_name + " \xC2\xB7 what fine-tuning changed, head by head \xC2\xB7 mean loss " +
                                    nats("%.4f", d.loss_mean_base) + " (base: " + BaseFolderName(a) + ") to " + nats("%.4f", d.loss_mean) +

@@ -88,6 +88,11 @@ void FineTuneView::Draw(WindowState& state) {
     viz::ItemTooltip("SSA - base splits exactly into (SSA - tau=1), what the temperatures did with the fine-tuned weights, and "
                      "(tau=1 - base), what fine-tuning did to every other weight. Negative: that part lowered the loss.\n"
                      "What-ifs act on the SSA side only: while any is on, their effect is in the first part.");
+    if (const std::string base_own = BaseTemperatures(a); !base_own.empty()) {
+        ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1.0f), "the base has its own %s (?)", base_own.c_str());
+        viz::ItemTooltip((BaseTemperaturesNote(a) + ". Its loss with every head at tau = 1 is not shown here: open the base alone "
+                          "with every head ablated (What-ifs) for it.").c_str());
+    }
     ImGui::Separator();
     DrawMatrices(state);
     ImGui::Separator();

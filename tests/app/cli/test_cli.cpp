@@ -224,6 +224,10 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
     EXPECT_EQ(metrics["comparison_kind"], "base");
     EXPECT_EQ(metrics["base"], Twin());
     ASSERT_TRUE(metrics.contains("decomposition"));
+    // A base trained with SSA (this one has tau_q and tau_v) is named so: the split reads otherwise.
+    EXPECT_EQ(metrics["decomposition"]["base_temperatures"], "tau_q and tau_v");
+    EXPECT_NE(r.err.find("ssaviz: note: the base has temperatures of its own (tau_q and tau_v): 'temperatures' is all of SSA's"),
+              std::string::npos) << r.err;
     {  // The summary line: the decomposition's mean losses and the head the temperatures changed most.
         const json& dec = metrics["decomposition"];
         double most = -1;
@@ -303,7 +307,7 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
     const double ssa = loss_mean["ssa"], tau1 = loss_mean["tau1"], base = loss_mean["base"];
     for (const std::string& said : {"mean loss " + nats("%.4f", base) + " (" + base_title + ") to " + nats("%.4f", ssa) + " (SSA)",
                                     "temperatures: SSA vs tau = 1 (loss " + nats("%+.4f", ssa - tau1) + ")",
-                                    "drift: tau = 1 vs base (loss " + nats("%+.4f", tau1 - base) + ")"})
+                                    "drift: tau = 1 vs base with its tau_q and tau_v (loss " + nats("%+.4f", tau1 - base) + ")"})
         EXPECT_NE(finetune.find(said), std::string::npos) << said;
     const int L = metrics["model"]["n_layer"], H = metrics["model"]["n_head"];
     size_t cells = 0;

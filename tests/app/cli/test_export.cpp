@@ -261,6 +261,8 @@ TEST_F(Cli, ExportRankHeadsBesideABaseMeasuresTheDriftPartByPart) {
     ASSERT_TRUE(drift.is_object()) << ranked.dump();
     EXPECT_NEAR(drift["baseline"].get<double>(), ranked["baseline"].get<double>(), 1e-5);
     EXPECT_NEAR(drift["all"].get<double>(), drift["baseline"].get<double>() - metrics["loss"]["base"].get<double>(), 2e-5);
+    EXPECT_TRUE(metrics["decomposition"]["base_temperatures"].is_null()) << "a vanilla base";
+    EXPECT_EQ(r.err.find("ssaviz: note: the base has"), std::string::npos) << r.err;
     ASSERT_EQ(drift["heads"].size(), 4u);
     ASSERT_EQ(drift["mlp"].size(), 4u);
     EXPECT_TRUE(drift["embeddings"].is_number());

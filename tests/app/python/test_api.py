@@ -300,6 +300,7 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
         assert d["js_" + part].shape == (a.n_layer, a.n_head)
         np.testing.assert_allclose(d["js_" + part], a.metrics[rows][:, :, 1:].mean(-1), atol=1e-6)
     assert abs(d["loss_mean"]["base"] - a.loss_base.mean()) < 1e-5 and a.loss_base.shape == a.loss.shape
+    assert d["base_temperatures"] is None  # a vanilla base (one trained with SSA names its own: "tau_v", ...)
     assert a.attention(0, 0, side="base").shape == (a.n_tokens, a.n_tokens)
     assert a.attention(0, 0, side="tau1").shape == (a.n_tokens, a.n_tokens)
     # Each side's own next tokens (side="base" gave SSA's).
