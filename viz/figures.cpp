@@ -972,13 +972,16 @@ Figure PlotFigure(const std::vector<PlotSeries>& described, const PlotOptions& o
     if (!options.YLabel.empty()) AddText(f, kPad + caption_h * 0.5f, py0 + ph * 0.5f, options.YLabel, label_fs, TextAlign::Center, true);
     if (!options.Title.empty()) AddTitle(f, options.Title, px0 + pw * 0.5f, kPad + title_fs * 0.7f, title_fs);
 
-    // Legend: top right inside the axes, for named series.
+    // Legend: top right inside the axes, for named series, each name up to kLegendChars characters
+    // (a run's "vanilla (compare run), mean of every head" and "temperatures and what-ifs: SSA with
+    // what-ifs - tau = 1" were cut at 40).
+    constexpr size_t kLegendChars = 64;
     std::vector<const PlotSeries*> named;
     float name_w = 0;
     for (const PlotSeries& s : series)
         if (!s.Name.empty()) {
             named.push_back(&s);
-            name_w = std::max(name_w, MeasureText(EllipsizeChars(s.Name, 40), fs));
+            name_w = std::max(name_w, MeasureText(EllipsizeChars(s.Name, kLegendChars), fs));
         }
     if (!named.empty()) {
         const float row_h = std::ceil(fs * 1.5f), sample_w = 20;
@@ -1034,7 +1037,7 @@ Figure PlotFigure(const std::vector<PlotSeries>& described, const PlotOptions& o
                 l.Width = 1.75f;
                 f.Add(l);
             }
-            AddText(f, sx + sample_w + 6, cy, EllipsizeChars(s.Name, 40), fs);
+            AddText(f, sx + sample_w + 6, cy, EllipsizeChars(s.Name, kLegendChars), fs);
         }
     }
     return f;

@@ -324,8 +324,8 @@ int CmdExport(const CommandOptions& o) {
         if (const model::Decomposition d = model::Decompose(analysis); !d.empty() && analysis.n_tokens < 2)
             std::fprintf(stderr, "ssaviz: fine-tuning: a text of one token has no loss and one attention row: nothing to compare\n");
         else if (!d.empty())
-            std::fprintf(stderr, "ssaviz: fine-tuning: %s; heads whose rows moved most (JS, nats; not shares of the loss) by the temperatures: %s; by the drift: %s\n",
-                         FineTuneHeadline(analysis, d).c_str(), TopHeads(d.js_temperature, d.n_head, 3, kJsRoundingFloor).c_str(),
+            std::fprintf(stderr, "ssaviz: fine-tuning: %s; heads whose rows moved most (JS, nats; not shares of the loss) by the %s: %s; by the drift: %s\n",
+                         FineTuneHeadline(analysis, d).c_str(), TemperaturePartName(analysis).c_str(), TopHeads(d.js_temperature, d.n_head, 3, kJsRoundingFloor).c_str(),
                          TopHeads(d.js_drift, d.n_head, 3, kJsRoundingFloor).c_str());
         if (const std::string note = BaseTemperaturesNote(analysis); !note.empty()) std::fprintf(stderr, "ssaviz: note: %s\n", note.c_str());
         if (impacts) {

@@ -81,10 +81,12 @@ std::string SsaSideName(const model::Analysis& a) {
     return a.interventions.empty() ? "SSA" : "SSA with what-ifs";
 }
 
+std::string TemperaturePartName(const model::Analysis& a) { return a.interventions.empty() ? "temperatures" : "temperatures and what-ifs"; }
+
 std::string FineTuneHeadline(const model::Analysis& a, const model::Decomposition& d) {
     char line[240];
-    std::snprintf(line, sizeof line, "mean loss %.4f (base) to %.4f (%s), %+.4f nats = temperatures%s %+.4f + drift %+.4f", d.loss_mean_base,
-                  d.loss_mean, SsaSideName(a).c_str(), d.loss_mean - d.loss_mean_base, a.interventions.empty() ? "" : " and what-ifs",
+    std::snprintf(line, sizeof line, "mean loss %.4f (base) to %.4f (%s), %+.4f nats = %s %+.4f + drift %+.4f", d.loss_mean_base,
+                  d.loss_mean, SsaSideName(a).c_str(), d.loss_mean - d.loss_mean_base, TemperaturePartName(a).c_str(),
                   d.loss_mean - d.loss_mean_tau1, d.loss_mean_tau1 - d.loss_mean_base);
     return line;
 }

@@ -44,6 +44,8 @@ constexpr float kJsRoundingFloor = 1e-6f;
 // The SSA side's name in a fine-tune's split: "SSA", or "SSA with what-ifs" where the analysis ran
 // with interventions (on the SSA side only, so the temperatures' part holds their effect too).
 std::string SsaSideName(const model::Analysis& a);
+// The split's first part by the same rule: "temperatures", or "temperatures and what-ifs".
+std::string TemperaturePartName(const model::Analysis& a);
 // What fine-tuning changed, in a line (export prints it): "mean loss 11.0537 (base)
 // to 10.7898 (SSA), -0.2639 nats = temperatures +0.0704 + drift -0.3342"; with what-ifs, "(SSA
 // with what-ifs)" and "temperatures and what-ifs".

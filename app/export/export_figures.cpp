@@ -317,7 +317,7 @@ viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_na
         return std::string(buf);
     };
     std::vector<viz::Figure> panels;
-    options.Title = "temperatures: SSA vs tau = 1 (loss " + nats("%+.4f", d.loss_mean - d.loss_mean_tau1) + ")";
+    options.Title = TemperaturePartName(a) + ": " + SsaSideName(a) + " vs tau = 1 (loss " + nats("%+.4f", d.loss_mean - d.loss_mean_tau1) + ")";
     panels.push_back(viz::HeatmapFigure(d.js_temperature.data(), d.n_layer, d.n_head, options));
     const std::string base_own = BaseTemperatures(a);  // a base trained with SSA: the drift takes its temperatures away too
     options.Title = "drift: tau = 1 vs base" + (base_own.empty() ? "" : " with its " + base_own) + " (loss " +
@@ -412,7 +412,7 @@ viz::Figure FineTuneLossFigure(const model::Analysis& a, const std::string& mode
     plot.Options.Height = 420;
     plot.Options.YLine = viz::PlotLine{0.0f, "no change"};
     viz::PlotSeries parts[2];
-    parts[0].Name = "temperatures: SSA - tau = 1";
+    parts[0].Name = TemperaturePartName(a) + ": " + SsaSideName(a) + " - tau = 1";
     parts[1].Name = "drift: tau = 1 - base";
     parts[0].Color = viz::kTemperaturePartColor;
     parts[1].Color = viz::kDriftPartColor;

@@ -115,7 +115,7 @@ void FineTuneView::DrawMatrices(WindowState& state) {
     ImGui::Checkbox("log scale##finetune", &m_log_scale);
     viz::ItemTooltip("Both matrices on a log10 scale from the smallest value, at most four decades below the largest, to the "
                      "largest (below: the darkest colour), so a small part beside a large one still shows; off: linear from 0.");
-    Caption("temperatures most: " + TopHeads(d.js_temperature, H, 4, kJsRoundingFloor), ", ");  // broken between heads only
+    Caption(TemperaturePartName(*state.analysis) + " most: " + TopHeads(d.js_temperature, H, 4, kJsRoundingFloor), ", ");  // broken between heads only
     Caption("drift most: " + TopHeads(d.js_drift, H, 4, kJsRoundingFloor), ", ");
     // What the rows' moves did to the loss, head by head: the What-ifs' ranking, when it is of this text.
     const HeadImpacts* impacts = state.head_impacts.get();
@@ -162,10 +162,11 @@ void FineTuneView::DrawMatrices(WindowState& state) {
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     ImDrawList* draw = ImGui::GetWindowDrawList();
     int hovered = -1;
+    const std::string temperatures = TemperaturePartName(*state.analysis);
     const struct {
         const std::vector<float>* values;
         const char* title;
-    } parts[] = {{&d.js_temperature, "temperatures"}, {&d.js_drift, "drift"}};
+    } parts[] = {{&d.js_temperature, temperatures.c_str()}, {&d.js_drift, "drift"}};
     for (int m = 0; m < 2; ++m) {
         const ImVec2 o = side_by_side ? ImVec2(origin.x + m * (label_w + H * cell_w + gap), origin.y)
                                       : ImVec2(origin.x, origin.y + m * (height + line + 4.0f));
@@ -321,11 +322,12 @@ void FineTuneView::DrawLossParts(WindowState& state) {
     ImGui::Dummy(ImVec2(n * slot, 0.0f));
     ImGui::EndChild();
     ImGui::PushTextWrapPos(0.0f);  // a narrow pane wraps the caption rather than cutting it
+    const std::string temperatures = TemperaturePartName(a);
     if (window > 0)
-        ImGui::TextDisabled("axis \xC2\xB1%s nats; orange: temperatures, green: drift; lines: means over %d tokens", FormatNumber(most).c_str(),
-                            window);
+        ImGui::TextDisabled("axis \xC2\xB1%s nats; orange: %s, green: drift; lines: means over %d tokens", FormatNumber(most).c_str(),
+                            temperatures.c_str(), window);
     else
-        ImGui::TextDisabled("axis \xC2\xB1%s nats; orange: temperatures, green: drift", FormatNumber(most).c_str());
+        ImGui::TextDisabled("axis \xC2\xB1%s nats; orange: %s, green: drift", FormatNumber(most).c_str(), temperatures.c_str());
     ImGui::PopTextWrapPos();
     if (hovered >= 0) {
         const int t = hovered;

@@ -245,14 +245,18 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
         EXPECT_NE(r.err.find(line), std::string::npos) << r.err;
         EXPECT_NE(r.err.find("by the temperatures: " + head), std::string::npos) << r.err;
         // With what-ifs (on the SSA side only) the line names them: it called the ablated model "SSA".
-        Outcome ablated = Ssaviz({"export", "--model", Small(), "--base", Twin(), "--text", text, "--out", out + "_ablated", "--format", "json",
-                                  "--ablate", "1:0"});
+        Outcome ablated = Ssaviz({"export", "--model", Small(), "--base", Twin(), "--text", text, "--out", out + "_ablated", "--format", "json,svg",
+                                  "--ablate", "1:0", "--layers", "1", "--heads", "0"});
         ASSERT_EQ(ablated.code, 0) << ablated.err;
         const json what_if = json::parse(ReadFile(out + "_ablated/metrics.json"))["decomposition"]["loss_mean"];
         std::snprintf(line, sizeof line, "mean loss %.4f (base) to %.4f (SSA with what-ifs)", what_if["base"].get<double>(),
                       what_if["ssa"].get<double>());
         EXPECT_NE(ablated.err.find(line), std::string::npos) << ablated.err;
         EXPECT_NE(ablated.err.find(" = temperatures and what-ifs "), std::string::npos) << ablated.err;
+        EXPECT_NE(ablated.err.find("by the temperatures and what-ifs: "), std::string::npos) << ablated.err;
+        // The figures' panel and legend name them too (they said "temperatures: SSA vs tau = 1").
+        EXPECT_NE(ReadFile(out + "_ablated/finetune.svg").find("temperatures and what-ifs: SSA with what-ifs vs tau = 1 (loss "), std::string::npos);
+        EXPECT_NE(ReadFile(out + "_ablated/finetune_loss.svg").find("temperatures and what-ifs: SSA with what-ifs - tau = 1"), std::string::npos);
         EXPECT_NE(what_if["ssa"], dec["loss_mean"]["ssa"]) << "the what-if changed nothing";
         EXPECT_EQ(what_if["base"], dec["loss_mean"]["base"]);
     }
