@@ -303,7 +303,15 @@ model::Result<Session> SessionFromJson(const json& j) {
         v.ReadEnum("lens_map", &vs.lens_map, ParseMapMode, "ssa, compare, diff, base, base_diff");
         v.Read("grid_cell", &vs.grid_cell);
         v.Read("tab", &vs.right_tab);
-        if (vs.right_tab.size() > kMaxNameBytes) throw BadKey{"'view.tab' is not a tab's name (" + QuoteForMessage(vs.right_tab) + ")"};
+        {  // A tab's label, read as --tab reads one ("fine-tune" is "Fine-tune"); another was taken in silence.
+            const std::string flag = vs.right_tab.size() <= kMaxNameBytes ? FindTabFlag(vs.right_tab) : "";
+            std::string labels;
+            for (const char* tab : LaunchOptions::kTabs) {
+                labels += (labels.empty() ? "" : ", ") + std::string(tab);
+                if (!flag.empty() && TabFlag(tab) == flag) vs.right_tab = tab;
+            }
+            if (flag.empty()) throw BadKey{"'view.tab' is not a tab's name (" + QuoteForMessage(vs.right_tab) + "): one of " + labels};
+        }
         if (!(vs.grid_cell == 0 || (vs.grid_cell >= 8 && vs.grid_cell <= 512))) throw BadKey{"'view.grid_cell' must be 0 (fit) or 8..512 pixels"};
         const Reader layout = v.Child("layout");
         layout.Read("editor", &vs.layout.editor);

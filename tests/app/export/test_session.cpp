@@ -319,6 +319,18 @@ TEST(Session, MissingKeysKeepDefaults) {
     EXPECT_TRUE(s->export_options.json);
 }
 
+// view.tab is a tab's label, read as --tab reads one; anything else is refused (it was taken in silence).
+TEST(Session, TheTabIsReadAsTheTabFlagReadsIt) {
+    for (const char* spelled : {"fine-tune", "Fine-tune", "FINETUNE", "fine_tune"}) {
+        auto s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"tab", spelled}}}});
+        ASSERT_TRUE(s) << spelled << ": " << s.error();
+        EXPECT_EQ(s->settings.right_tab, "Fine-tune") << spelled;
+    }
+    auto s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"tab", "next token"}}}});
+    ASSERT_TRUE(s);
+    EXPECT_EQ(s->settings.right_tab, "Next token");
+}
+
 TEST(Session, BadFilesAreOneLineErrorsNamingTheKey) {
     struct Case {
         json j;
@@ -343,6 +355,8 @@ TEST(Session, BadFilesAreOneLineErrorsNamingTheKey) {
         {json{{"ssaviz_session", 1}, {"query", -5}}, "'query'"},
         {json{{"ssaviz_session", 1}, {"view", {{"map_zoom", 0.5}}}}, "'view.map_zoom'"},
         {json{{"ssaviz_session", 1}, {"view", {{"map_pan", {1}}}}}, "'view.map_pan'"},
+        {json{{"ssaviz_session", 1}, {"view", {{"tab", "Bogus"}}}}, "'view.tab' is not a tab's name ('Bogus'): one of Heads, Matrix, "},
+        {json{{"ssaviz_session", 1}, {"view", {{"tab", ""}}}}, "'view.tab' is not a tab's name"},
         {json{{"ssaviz_session", 1}, {"compare_run", "/runs/vanilla"}}, "'compare_run' goes with 'run'"},  // as --compare-run with --run
         // The editor would show "hello" while the model read all of it.
         {json{{"ssaviz_session", 1}, {"text", std::string("hello\0world secret", 18)}}, "'text' holds a NUL character at byte 5"},
