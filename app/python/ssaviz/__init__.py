@@ -75,6 +75,18 @@ def _int(where, name, value, bits=32):
     return value
 
 
+def _whole(where, name, value):
+    """A count given as the flags take one: an integer, or a whole number of another type (2.0, a
+    numpy scalar), as export(png_scale=2.0) reads it."""
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+        value = value.item()
+    if isinstance(value, _Real) and not isinstance(value, (bool, _Integral)):
+        if not float(value).is_integer():
+            raise ValueError(f"{where}: {name} must be a whole number, not {value!r}")
+        value = int(value)
+    return _int(where, name, value)
+
+
 def _position(where, value, n_tokens):
     """A token position; a negative one counts from the end, as Python's indexing (-1: the last)."""
     position = _int(where, "position", value)
@@ -727,7 +739,7 @@ class Figure:
 
     def png(self, scale=1):
         """PNG bytes; scale: pixels per figure pixel, 1 to 4 (2 or 3 for print), as export's png_scale."""
-        return self._f.png(_int("png()", "scale", scale))
+        return self._f.png(_whole("png()", "scale", scale))
 
     def svg(self):
         return self._f.svg()
@@ -755,7 +767,7 @@ class Figure:
         """Writes .png, .svg or (a highlight) .html, by the path's extension; scale: a PNG's pixels per
         figure pixel, 1 to 4 (an SVG or a page is the same at any)."""
         path = _path("save()", "path", path)
-        scale = _int("save()", "scale", scale)
+        scale = _whole("save()", "scale", scale)
         ext = _os.path.splitext(path)[1].lower()
         if scale != 1 and ext != ".png":
             raise ValueError(f"save(): scale= is a PNG's: {path} is drawn at any size")

@@ -118,9 +118,11 @@ def test_figures_for_jupyter(tmp_path):
     assert size(open(fig.save(tmp_path / "x3.png", scale=3), "rb").read()) == (3 * fig.width, 3 * fig.height)
     a.export(tmp_path / "x2", formats=["png"], layers=[1], heads=[2], png_scale=2)
     assert (tmp_path / "x2" / "heatmaps" / "L1_H2.png").read_bytes() == fig.png(scale=2)
-    for bad, error in ((0, ValueError), (5, ValueError), (1.5, TypeError), ("2", TypeError)):
+    for bad, error in ((0, ValueError), (5, ValueError), (1.5, ValueError), ("2", TypeError), (True, TypeError)):
         with pytest.raises(error, match="scale"):
             fig.png(scale=bad)
+    # A whole number of any type, as export(png_scale=2.0) takes it (png(scale=2.0) was refused).
+    assert fig.png(scale=2.0) == fig.png(scale=np.int64(2)) == fig.png(scale=2)
     with pytest.raises(ValueError, match="scale= is a PNG's"):
         fig.save(tmp_path / "x.svg", scale=2)
     with pytest.raises(TypeError, match="takes no keyword png_scale"):
