@@ -115,7 +115,9 @@ model::Status WriteHeadCsv(const std::string& path, const model::Analysis& a, mo
     const float* map = head->data();
     char number[32];
     for (int i = 0; i < T; ++i) {
-        out << i << "," << CsvQuote(model::PieceToDisplay(a.tokens.pieces[i]));
+        // The piece as tokens.json shows it, its control characters written out (\n, \x1b): raw, an
+        // ESC replayed its escape sequence in a terminal that printed the file.
+        out << i << "," << CsvQuote(model::EscapeForMessage(model::PieceToDisplay(a.tokens.pieces[i]), std::string::npos));
         for (int j = 0; j < T; ++j) {
             std::snprintf(number, sizeof number, ",%.9g", map[static_cast<size_t>(i) * T + j]);
             out << number;

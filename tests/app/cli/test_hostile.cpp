@@ -903,6 +903,19 @@ TEST_F(Cli, PathsWithControlCharactersAreEchoedInert) {
     EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
 }
 
+// A text's control characters reach the per-head CSV's piece column written out (\x1b), never raw:
+// `cat` of the file replayed the escape sequence.
+TEST_F(Cli, ControlCharactersInATextAreWrittenOutInTheCsv) {
+    const std::string dir = Fresh("csv_controls");
+    Outcome r = Ssaviz({"export", "--model", Small(), "--text", "red \x1b[31mtext\x07 and\ttab", "--out", dir, "--format", "csv", "--layers", "0",
+                        "--heads", "0"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string csv = ReadFile(dir + "/csv/L0_H0.csv");
+    for (char c : csv) EXPECT_TRUE(static_cast<unsigned char>(c) >= 0x20 || c == '\n') << "byte " << static_cast<int>(c);
+    EXPECT_NE(csv.find("\\x1b"), std::string::npos) << csv.substr(0, 400);
+    EXPECT_NE(csv.find("\\t"), std::string::npos) << csv.substr(0, 400);
+}
+
 // Folder names are bytes: one that is not UTF-8 is written into JSON (info --json, run.json) with
 // U+FFFD for the bad byte, never an "internal error" from the JSON writer.
 TEST_F(Cli, FolderNamesThatAreNotUtf8StillMakeJson) {
