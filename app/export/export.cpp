@@ -984,6 +984,10 @@ model::Status CheckExportPlaces(const std::string& out_dir, const std::string& f
     if (options.png || options.svg) places.insert(places.end(), {folder + "/heatmaps", folder + "/plots"});
     for (const std::string& place : places)
         if (auto s = model::CheckFoldersBelow(out_dir, place); !s) return s;
+    if (options.rank_heads)  // HeadImpactFiles' names
+        for (const char* ext : {"json", "csv", "png", "svg"})
+            if ((ext[0] != 'p' || options.png) && (ext[0] != 's' || options.svg))
+                if (auto s = model::CheckFilePlace(folder + "/head_impacts." + ext); !s) return s;
     return model::Ok{};
 }
 

@@ -151,6 +151,8 @@ model::Status CheckExportFolder(const std::string& out_dir, bool weights = false
 // Checks that one export's folder inside --out (`folder`: --out itself, a batch text's, a run
 // step's) and the folders the export makes in it (csv/, heatmaps/, plots/ as its formats ask) hold
 // no link and no file where a folder goes: asked before any model runs, as the writers refuse them.
+// With --rank-heads, also that no folder, FIFO or device sits where its files go (refused after the
+// whole ranking before).
 model::Status CheckExportPlaces(const std::string& out_dir, const std::string& folder, const ExportOptions& options);
 
 // "" when every temperature and loss of the analysis is finite; else the one-line refusal naming

@@ -829,8 +829,23 @@ void Export(const AnalysisHandle& h, const std::string& out, const FlagList& fla
         lens = LensOf(*h.core, h.A(), options);
     }
     if (options.rank_heads) {
-        std::lock_guard<std::mutex> lock(h.core->mutex);
-        for (ExportFile& f : HeadImpactFiles(MeasureHeads(*h.core, h.A()), h.core->info, options)) lens.files.push_back(std::move(f));
+        // Ctrl+C stops between heads, as rank_heads() does (the export went on to the last head).
+        std::optional<py::error_already_set> stopped;
+        HeadImpacts impacts;
+        {
+            std::lock_guard<std::mutex> lock(h.core->mutex);
+            impacts = MeasureHeads(*h.core, h.A(), [&](const HeadImpacts&) {
+                py::gil_scoped_acquire acquire;
+                if (PyErr_CheckSignals() == 0) return true;
+                stopped.emplace();  // takes the raised KeyboardInterrupt
+                return false;
+            });
+        }
+        if (stopped) {
+            py::gil_scoped_acquire acquire;
+            throw std::move(*stopped);
+        }
+        for (ExportFile& f : HeadImpactFiles(impacts, h.core->info, options)) lens.files.push_back(std::move(f));
     }
     if (auto s = WriteExport(h.text, h.A(), h.core->info, options, nullptr, std::move(lens.files)); !s) throw WriteFailed(s.error());
 }

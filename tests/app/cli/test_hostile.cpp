@@ -186,6 +186,19 @@ TEST_F(Cli, ExportFolderIsCheckedBeforeTheModelRuns) {
     ExpectOneLineError(Ssaviz({"--session", dir + "/run_session.json", "--export-to", run + "/checkpoint-999"}), 2,
                        "/checkpoint-999' is inside the run folder");
     EXPECT_FALSE(fs::exists(run + "/checkpoint-999"));
+    // --rank-heads's files: a FIFO or a folder where one goes is refused before the model runs (a
+    // missing model is not what is reported), not after the whole ranking (exit 1).
+    fs::create_directories(dir + "/ranked/head_impacts.json");
+    ExpectOneLineError(Ssaviz({"export", "--model", dir + "/no-model", "--text", "hi there", "--out", dir + "/ranked", "--rank-heads"}), 2,
+                       "head_impacts.json' is a folder where ssaviz writes a file");
+    fs::remove(dir + "/ranked/head_impacts.json");
+    ASSERT_EQ(::mkfifo((dir + "/ranked/head_impacts.png").c_str(), 0600), 0);
+    ExpectOneLineError(Ssaviz({"export", "--model", dir + "/no-model", "--text", "hi there", "--out", dir + "/ranked", "--rank-heads", "--format",
+                               "json,png"}),
+                       2, "head_impacts.png' is a FIFO, not a file");
+    // Without png, the FIFO is not in the way.
+    Outcome r = Ssaviz({"export", "--model", Small(), "--text", "hi there", "--out", dir + "/ranked", "--rank-heads", "--format", "json"});
+    EXPECT_EQ(r.code, 0) << r.err;
 }
 
 // The window's --screenshot likewise: a screenshot is written after the model has run, so where
