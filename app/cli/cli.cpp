@@ -300,7 +300,9 @@ int CmdExport(const CommandOptions& o) {
     if (options.lens && o.ablate) throw Failure{kExitUsage, "--lens runs the model as loaded: not with --ablate"};
 
     if (!o.batch) {
-        const model::Analysis analysis = Must(runner->Analyze(Must(runner->Tokenize(text, o.truncate))));
+        const model::Tokenization tokens = Must(runner->Tokenize(text, o.truncate));
+        if (auto s = CheckHeatmapsFit(options, static_cast<int64_t>(tokens.ids.size())); !s) throw Failure{kExitUsage, s.error()};
+        const model::Analysis analysis = Must(runner->Analyze(tokens));
         // What the file's numbers hold is the input's fault: exit 3, as every refusal of a file.
         if (const std::string why = NonFiniteAnalysis(analysis); !why.empty()) throw Failure{kExitBadInput, why + "; nothing was written"};
         if (auto s = CheckHighlightHeld(options, analysis); !s) throw Failure{kExitUsage, s.error()};

@@ -30,23 +30,37 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
     impacts->drift = what.drift && engine.BaseInfo() != nullptr;
     using Part = model::BasePart::Kind;
     auto loss_from_base = [&](std::vector<model::BasePart> parts) {
+        // On the what-ifs it was asked on alone: loss_with leaves its head's what-if set (a head's
+        // drift read with its own tau_v at 1, each MLP's with its layer's last head's).
+        if (engine.interventions() != impacts->on_top) (void)engine.SetInterventions(impacts->on_top);
         auto loss = engine.MeanLossFromBase(tokens.ids, parts, options.cancel);
         return loss ? *loss : NAN;
     };
     if (impacts->drift) {
+        impacts->base_temperatures = BaseTemperatures(*baseline);
         impacts->drift_baseline = loss_from_base({});
         impacts->embeddings_from_base = loss_from_base({{Part::Embeddings}});
         impacts->all_from_base = loss_from_base({{Part::All}});
         impacts->mlp_from_base.assign(static_cast<size_t>(c.n_layer), NAN);
+        impacts->attention_from_base.assign(static_cast<size_t>(c.n_layer), NAN);
     }
     using Kind = model::Intervention::Kind;
     for (int l = 0; l < c.n_layer && go_on; ++l) {
         for (int h = 0; h < c.n_head && go_on; ++h) {
-            HeadImpact impact{l, h, loss_with({Kind::Ablate, l, h, 0.0f})};
-            if (what.split) impact.mean_loss_tau_q = loss_with({Kind::QueryOff, l, h, 0.0f}), impact.mean_loss_tau_v = loss_with({Kind::ValueOff, l, h, 0.0f});
+            // A head the what-ifs set to tau = 1 already: its what-ifs change nothing (not run again).
+            const bool ablated = std::any_of(impacts->on_top.begin(), impacts->on_top.end(), [&](const model::Intervention& x) {
+                return x.kind == Kind::Ablate && x.layer == l && (x.head < 0 || x.head == h);
+            });
+            HeadImpact impact{l, h, ablated ? impacts->baseline : loss_with({Kind::Ablate, l, h, 0.0f})};
+            if (what.split)
+                impact.mean_loss_tau_q = ablated ? impacts->baseline : loss_with({Kind::QueryOff, l, h, 0.0f}),
+                impact.mean_loss_tau_v = ablated ? impacts->baseline : loss_with({Kind::ValueOff, l, h, 0.0f});
             if (impacts->drift) {
                 impact.mean_loss_from_base = loss_from_base({{Part::Head, l, h}});
-                if (h == c.n_head - 1) impacts->mlp_from_base[l] = loss_from_base({{Part::Mlp, l}});  // the layer's last step
+                if (h == c.n_head - 1) {  // the layer's last step
+                    impacts->attention_from_base[l] = loss_from_base({{Part::Attention, l}});
+                    impacts->mlp_from_base[l] = loss_from_base({{Part::Mlp, l}});
+                }
             }
             if (options.cancel && *options.cancel) {  // an analysis stopped part-way: not a measure
                 go_on = false;
@@ -81,11 +95,13 @@ DriftParts MeasuredDriftParts(const HeadImpacts& impacts, int n_layer, int n_hea
     DriftParts d;
     d.heads.assign(static_cast<size_t>(std::max(0, n_layer * n_head)), NAN);
     d.mlp.assign(static_cast<size_t>(std::max(0, n_layer)), NAN);
+    d.attention = d.mlp;
     if (!impacts.drift) return d;
     const float base = impacts.drift_baseline;
     for (const HeadImpact& h : impacts.heads)
         if (h.layer >= 0 && h.layer < n_layer && h.head >= 0 && h.head < n_head) d.heads[static_cast<size_t>(h.layer) * n_head + h.head] = base - h.mean_loss_from_base;
     for (size_t l = 0; l < d.mlp.size() && l < impacts.mlp_from_base.size(); ++l) d.mlp[l] = base - impacts.mlp_from_base[l];
+    for (size_t l = 0; l < d.attention.size() && l < impacts.attention_from_base.size(); ++l) d.attention[l] = base - impacts.attention_from_base[l];
     d.embeddings = base - impacts.embeddings_from_base;
     d.all = base - impacts.all_from_base;
     return d;
@@ -126,9 +142,13 @@ std::string DriftHeadline(const HeadImpacts& impacts, int n_layer, int n_head, i
         for (int h = 0; h < n_head; ++h) names.push_back(HeadName({l, h})), values.push_back(d.heads[static_cast<size_t>(l) * n_head + h]);
         names.push_back("L" + std::to_string(l) + " MLP"), values.push_back(d.mlp[l]);
     }
-    char rest[96];
-    std::snprintf(rest, sizeof rest, "; embeddings %+.3g, every weight %+.3g", d.embeddings, d.all);
-    return PartsHeadline(names, values, n) + rest;
+    std::vector<std::string> layers;
+    std::vector<float> blocks;
+    for (int l = 0; l < n_layer; ++l) layers.push_back("L" + std::to_string(l)), blocks.push_back(d.attention[l]);
+    char rest[128];
+    std::snprintf(rest, sizeof rest, "; embeddings %+.3g, every weight (SSA's temperatures kept) %+.3g", d.embeddings, d.all);
+    const std::string own = impacts.base_temperatures.empty() ? "" : " (the base has its own " + impacts.base_temperatures + ": a part from it runs under SSA's)";
+    return PartsHeadline(names, values, n) + "; whole attention blocks: " + PartsHeadline(layers, blocks, n) + rest + own;
 }
 
 }  // namespace app

@@ -32,16 +32,21 @@ struct HeadImpacts {
     bool done = false, cancelled = false;
     // With `drift` beside a base, from the engine's own loss pass (Engine::MeanLossFromBase): its loss
     // with no weight from the base (the baseline again, to float rounding, which the parts leave out),
-    // with each layer's MLP from the base [L], the embeddings and head, and every weight.
+    // with each layer's whole attention [L] and MLP [L] from the base, the embeddings and head, and
+    // every weight (SSA's temperatures kept: not the split's tau = 1 against the base).
     bool drift = false;
     float drift_baseline = NAN;
-    std::vector<float> mlp_from_base;
+    std::vector<float> attention_from_base, mlp_from_base;
+    // The base's own temperatures (BaseTemperatures: "tau_v", ...; empty for a vanilla base): its
+    // weights were trained under them, and a part from it runs under SSA's instead.
+    std::string base_temperatures;
     float embeddings_from_base = NAN, all_from_base = NAN;
 };
 
 // What MeasureHeadImpacts measures beside each head at tau = 1: `split`, its tau_q and tau_v one
 // at a time too (three analyses a head, not one); `drift`, beside a base, its weights from the base
-// (a forward pass a head, a layer's MLP and two more).
+// (a forward pass a head, two a layer, three more). A head the what-ifs already set to tau = 1 is
+// not analysed again: its losses are the baseline.
 struct RankOptions {
     bool split = false, drift = false;
 };
@@ -66,8 +71,9 @@ std::vector<float> TemperatureParts(const HeadImpacts& impacts, int n_layer, int
 // The drift's parts, as the temperatures' (below 0 where the fine-tune's change there lowered the
 // loss): the drift baseline minus the loss with that part from the base; NaN where not measured.
 struct DriftParts {
-    std::vector<float> heads;  // [L * H] layer-major
-    std::vector<float> mlp;    // [L]
+    std::vector<float> heads;      // [L * H] layer-major
+    std::vector<float> attention;  // [L]: the layer's whole attention (its heads, norm and output bias)
+    std::vector<float> mlp;        // [L]
     float embeddings = NAN, all = NAN;
 };
 DriftParts MeasuredDriftParts(const HeadImpacts& impacts, int n_layer, int n_head);
@@ -77,8 +83,9 @@ DriftParts MeasuredDriftParts(const HeadImpacts& impacts, int n_layer, int n_hea
 std::string PartsHeadline(const std::vector<float>& parts, int n_head, int n);
 // The same of any named parts (names[k] for values[k]): the drift's heads and MLPs together.
 std::string PartsHeadline(const std::vector<std::string>& names, const std::vector<float>& values, int n);
-// The drift's heads and MLPs ranked together, n a side, then the embeddings and every weight:
-// "lowered it most L1 MLP -0.412, L0 H1 -0.0731; raised it most L1 H0 +0.021; embeddings -0.2, every weight -1.91"
+// The drift's heads and MLPs ranked together, n a side, then the layers' attention blocks, the
+// embeddings and every weight: "lowered it most L1 MLP -0.412, L0 H1 -0.0731; raised it most L1 H0
+// +0.021; attention blocks L0 -0.1, L1 +0.05; embeddings -0.2, every weight -1.91"
 // (empty without drift).
 std::string DriftHeadline(const HeadImpacts& impacts, int n_layer, int n_head, int n);
 

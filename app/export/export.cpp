@@ -510,17 +510,23 @@ std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model
     auto number_or_null = [](float v) { return std::isfinite(v) ? json(v) : json(); };
     json drift_json;  // null without a base
     if (measured.drift) {
-        json mlp = json::array();
+        json mlp = json::array(), attention = json::array();
         for (float v : drift.mlp) mlp.push_back(number_or_null(v));
+        for (float v : drift.attention) attention.push_back(number_or_null(v));
         drift_json = {{"about", "the fine-tune's drift part by part, one at a time: the SSA side's loss (what_ifs on) with that "
                                 "part's weights, never its temperatures, taken back from the base; part = baseline - that loss, below "
                                 "0 where the fine-tune's change there lowered the loss. heads: the head's query, key, value and output "
-                                "weights (with grouped queries its kv head's keys and values, which its group shares); mlp: the "
-                                "layer's MLP and the norm before it; embeddings: the embeddings, final norm and output head; all: "
-                                "every weight. baseline: the same pass with no part from the base"},
+                                "weights (with grouped queries its kv head's keys and values, which its group shares); attention: "
+                                "the layer's whole attention (every head, the norm before it, the output bias); mlp: the layer's MLP "
+                                "and the norm before it; embeddings: the embeddings, final norm and output head; all: every weight, "
+                                "SSA's temperatures kept (not the split's drift, tau = 1 against the base, which has no temperatures "
+                                "on either side). One part at a time: they need not add up to all. baseline: the same pass with no "
+                                "part from the base (the baseline above to float rounding)"},
                       {"baseline", number_or_null(measured.drift_baseline)},
                       {"heads", grid(drift.heads)},
+                      {"attention", std::move(attention)},
                       {"mlp", std::move(mlp)},
+                      {"base_temperatures", measured.base_temperatures.empty() ? json() : json(measured.base_temperatures)},
                       {"embeddings", number_or_null(drift.embeddings)},
                       {"all", number_or_null(drift.all)}};
     }
@@ -556,6 +562,31 @@ std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model
                                         number(parts_q[k]) + "," + number(parts_v[k]) + "," + number(drift.heads[k]) + "\n";
                          return WriteText(full, csv);
                      }});
+    if (measured.drift)  // every part of the drift a row: the heads, each layer's attention and MLP, the embeddings, all
+        files.push_back({"head_impacts_drift.csv", [impacts, drift, L, H](const std::string& full) {
+                             auto number = [](float v) {
+                                 char text[32] = "";
+                                 if (std::isfinite(v)) std::snprintf(text, sizeof text, "%.9g", v);
+                                 return std::string(text);
+                             };
+                             std::string csv = "part,layer,head,mean_loss,part_drift\n";  // layer, head: empty where the part has none
+                             auto row = [&](const char* kind, const std::string& layer, const std::string& head, float loss, float part) {
+                                 csv += std::string(kind) + "," + layer + "," + head + "," + number(loss) + "," + number(part) + "\n";
+                             };
+                             row("none", "", "", impacts->drift_baseline, 0.0f);
+                             for (const HeadImpact& h : impacts->heads)
+                                 if (h.layer >= 0 && h.layer < L && h.head >= 0 && h.head < H)
+                                     row("head", std::to_string(h.layer), std::to_string(h.head), h.mean_loss_from_base, drift.heads[h.layer * H + h.head]);
+                             for (int l = 0; l < L; ++l) {
+                                 if (static_cast<size_t>(l) < impacts->attention_from_base.size())
+                                     row("attention", std::to_string(l), "", impacts->attention_from_base[l], drift.attention[l]);
+                                 if (static_cast<size_t>(l) < impacts->mlp_from_base.size())
+                                     row("mlp", std::to_string(l), "", impacts->mlp_from_base[l], drift.mlp[l]);
+                             }
+                             row("embeddings", "", "", impacts->embeddings_from_base, drift.embeddings);
+                             row("all", "", "", impacts->all_from_base, drift.all);
+                             return WriteText(full, csv);
+                         }});
     std::vector<const char*> extensions;
     if (options.png) extensions.push_back("png");
     if (options.svg) extensions.push_back("svg");
@@ -984,10 +1015,10 @@ model::Status CheckExportPlaces(const std::string& out_dir, const std::string& f
     if (options.png || options.svg) places.insert(places.end(), {folder + "/heatmaps", folder + "/plots"});
     for (const std::string& place : places)
         if (auto s = model::CheckFoldersBelow(out_dir, place); !s) return s;
-    if (options.rank_heads)  // HeadImpactFiles' names
-        for (const char* ext : {"json", "csv", "png", "svg"})
-            if ((ext[0] != 'p' || options.png) && (ext[0] != 's' || options.svg))
-                if (auto s = model::CheckFilePlace(folder + "/head_impacts." + ext); !s) return s;
+    if (options.rank_heads)  // HeadImpactFiles' names (the drift's CSV beside a base)
+        for (const char* name : {"head_impacts.json", "head_impacts.csv", "head_impacts_drift.csv", "head_impacts.png", "head_impacts.svg"})
+            if ((!std::strstr(name, ".png") || options.png) && (!std::strstr(name, ".svg") || options.svg))
+                if (auto s = model::CheckFilePlace(folder + "/" + name); !s) return s;
     return model::Ok{};
 }
 
@@ -1032,21 +1063,39 @@ std::string NonFiniteAnalysis(const model::Analysis& a) {
     return bad.empty() ? "" : "the analysis is not finite (" + bad + " is NaN or infinite): the model or its what-ifs overflow float range";
 }
 
+model::Status CheckHeatmapsFit(const ExportOptions& options, int64_t tokens) {
+    const int scale = options.figures.png_scale;
+    if (!options.png || (options.figures.map_size <= 0 && tokens <= 0)) return model::Ok{};
+    // The map's side as HeatmapFigure sizes it, then its labels and colour bar around it (measured:
+    // 170 x 118 px for a heatmap, 554 x 144 for three maps side by side; a little less here, so
+    // that only what cannot fit is refused: the figure as drawn is checked again).
+    const int64_t n = std::max<int64_t>(tokens, 1);
+    const int64_t side = options.figures.map_size > 0 ? options.figures.map_size : std::clamp<int64_t>(std::llround(720.0 / n), 1, 28) * n;
+    const bool side_by_side = std::count(options.maps.begin(), options.maps.end(), MapMode::Ssa) &&
+                              std::count(options.maps.begin(), options.maps.end(), MapMode::Compare);
+    const int64_t three = std::min<int64_t>(side, kSideBySideMapSize);
+    const struct {
+        int64_t w, h;
+        const char* what;
+    } figures[] = {{side + 160, side + 110, "heatmaps"}, {side_by_side ? 3 * three + 540 : 0, side_by_side ? three + 130 : 0, "side-by-side heatmaps"}};
+    for (const auto& [w, h, what] : figures) {
+        if (w * scale <= viz::kMaxFigureSide && h * scale <= viz::kMaxFigureSide && w * scale * h * scale <= viz::kMaxFigurePixels) continue;
+        const std::string limits = " past the most a figure may be (" + std::to_string(viz::kMaxFigureSide) + " pixels a side, " +
+                                   std::to_string(viz::kMaxFigurePixels >> 20) + " M pixels)";
+        if (options.figures.map_size > 0)
+            return model::Fail("--size " + std::to_string(options.figures.map_size) + " at --png-scale " + std::to_string(scale) + " draws " + what +
+                               limits + ": a smaller --size or --png-scale");
+        return model::Fail("a text of " + std::to_string(tokens) + " tokens at --png-scale " + std::to_string(scale) + " draws " + what + " of " +
+                           std::to_string(side) + " pixels a side" + limits + ": a smaller --png-scale, or --size N for smaller maps");
+    }
+    return model::Ok{};
+}
+
 model::Status CheckExportSettings(const ExportOptions& options, bool has_base) {
     if (ExportFormats(options).empty()) return model::Fail("nothing to write: no format is chosen (" + std::string(kExportFormatList) + ")");
-    // A heatmap of --size drawn at --png-scale, with its labels and colour bar (some 200 px at scale 1,
-    // checked again as drawn), past what a figure may be: said before the model runs.
-    // So is the side-by-side figure's three maps of up to kSideBySideMapSize each, where it is drawn. (A
-    // heatmap sized by a long text's tokens is known only once it is tokenised: checked as drawn.)
-    if (const int side = options.figures.map_size, scale = options.figures.png_scale; options.png && side > 0) {
-        const bool side_by_side = std::count(options.maps.begin(), options.maps.end(), MapMode::Ssa) &&
-                                  std::count(options.maps.begin(), options.maps.end(), MapMode::Compare);
-        const int widest = side_by_side ? 3 * std::min(side, kSideBySideMapSize) + 400 : side + 200;
-        if (int64_t{widest} * scale > viz::kMaxFigureSide)
-            return model::Fail("--size " + std::to_string(side) + " at --png-scale " + std::to_string(scale) + " draws " +
-                               (side_by_side && widest > side + 200 ? "side-by-side heatmaps" : "heatmaps") + " past " +
-                               std::to_string(viz::kMaxFigureSide) + " pixels a side, the most a figure may be: a smaller --size or --png-scale");
-    }
+    // A heatmap of --size drawn at --png-scale past what a figure may be: said before the model runs
+    // (a heatmap sized by a text's tokens, once it is tokenised: CheckHeatmapsFit).
+    if (auto s = CheckHeatmapsFit(options, 0); !s) return s;
     if (has_base) return model::Ok{};
     for (MapMode mode : options.maps)
         if (IsBaseMode(mode)) return model::Fail(std::string("--maps ") + ToString(mode) + " needs a base (--base DIR, or --compare base)");

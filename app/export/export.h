@@ -163,6 +163,11 @@ std::string NonFiniteAnalysis(const model::Analysis& a);
 // and no map or highlight only a base has (--maps base, --highlight js_total) without one. Asked
 // before the model runs where the settings are the user's (export, a session's --export-to: exit 2).
 model::Status CheckExportSettings(const ExportOptions& options, bool has_base);
+// Whether the heatmaps (and side-by-side figures) of a text of `tokens` tokens fit a figure at
+// --png-scale: at --size, or without it sized by the tokens (a pixel a token past 720). Asked once
+// the text is tokenised, before the model runs (they were refused as drawn, exit 1 after it ran);
+// checked again as drawn. `tokens` 0: --size alone (CheckExportSettings asks so).
+model::Status CheckHeatmapsFit(const ExportOptions& options, int64_t tokens);
 // Whether the analysis holds what the highlight colours by: a loss colouring of the comparison
 // needs a comparison with a loss of its own (the layer-local one has none: it drew an empty figure).
 model::Status CheckHighlightHeld(const ExportOptions& options, const model::Analysis& a);

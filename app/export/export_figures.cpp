@@ -339,15 +339,15 @@ viz::Figure HeadImpactsFigure(const HeadImpacts& impacts, int n_layer, int n_hea
         viz::HeatmapFigureOptions options;
         for (int l = 0; l < n_layer; ++l) options.RowLabels.push_back("L" + std::to_string(l));
         for (int h = 0; h < n_head; ++h) options.ColLabels.push_back("H" + std::to_string(h));
-        if (columns > n_head) options.ColLabels.push_back("MLP");
+        if (columns > n_head) options.ColLabels.insert(options.ColLabels.end(), {"attn", "MLP"});
         options.RowAxis = "layer";
-        options.ColAxis = columns > n_head ? "head, then the layer's MLP" : "head";
+        options.ColAxis = columns > n_head ? "head, then the layer's whole attention and its MLP" : "head";
         options.ValueLabel = value_label;
         options.Style.causal = false;
         options.Style.colormap = viz::Colormap::Diverging;
         options.Style.range = viz::Range{-most, most};
         const int cells = std::max(n_layer, columns);
-        options.MapSize = cells * std::clamp(560 / std::max(cells, 1), 12, 48);
+        options.MapSize = cells * std::clamp(720 / std::max(cells, 1), 12, 48);  // 48 px cells hold "-0.534" up to 15 columns
         options.CellValues = "%+.3f";
         options.Title = title;
         return viz::HeatmapFigure(values.data(), n_layer, columns, options);
@@ -365,16 +365,19 @@ viz::Figure HeadImpactsFigure(const HeadImpacts& impacts, int n_layer, int n_hea
     if (!impacts.drift) return panel(parts, n_head, title + " \xC2\xB7 " + temperatures, "loss - loss at tau = 1, nats");
     // Beside a base: the drift's parts too, a head's weights or a layer's MLP from the base.
     const DriftParts d = MeasuredDriftParts(impacts, n_layer, n_head);
-    std::vector<float> drift(static_cast<size_t>(n_layer) * (n_head + 1), NAN);
+    const int columns = n_head + 2;  // the heads, the layer's whole attention, its MLP
+    std::vector<float> drift(static_cast<size_t>(n_layer) * columns, NAN);
     for (int l = 0; l < n_layer; ++l) {
-        for (int h = 0; h < n_head; ++h) drift[static_cast<size_t>(l) * (n_head + 1) + h] = d.heads[static_cast<size_t>(l) * n_head + h];
-        drift[static_cast<size_t>(l) * (n_head + 1) + n_head] = d.mlp[l];
+        float* row = drift.data() + static_cast<size_t>(l) * columns;
+        for (int h = 0; h < n_head; ++h) row[h] = d.heads[static_cast<size_t>(l) * n_head + h];
+        row[n_head] = d.attention[l], row[n_head + 1] = d.mlp[l];
     }
     return viz::Beside({panel(parts, n_head, "temperatures: loss - loss with the head at tau = 1", "nats"),
-                        panel(drift, n_head + 1, "drift: loss - loss with the weights from the base (embeddings " + nats("%+.3f", d.embeddings) +
-                                                     ", every weight " + nats("%+.3f", d.all) + ")", "nats")},
+                        panel(drift, columns, "drift: loss - loss with the base's weights there", "nats")},
                        title + " \xC2\xB7 each part's effect on the loss " + nats("%.4f", impacts.baseline) +
-                           ", one at a time (blue: lowered it)");
+                           ", one at a time (blue: lowered it) \xC2\xB7 drift of the embeddings " + nats("%+.3f", d.embeddings) +
+                           ", of every weight (SSA's temperatures kept) " + nats("%+.3f", d.all) +
+                           (impacts.base_temperatures.empty() ? "" : " \xC2\xB7 the base has its own " + impacts.base_temperatures));
 }
 
 int FineTuneLossWindow(size_t n) {

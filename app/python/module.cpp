@@ -283,6 +283,7 @@ struct AnalysisHandle {
     std::shared_ptr<ModelCore> core;  // the model's info; its engine unless closed
     std::string text;
     std::string compare;  // vanilla, local, unedited, none, twin
+    RunSpec run;          // the comparison, twin or base and what-ifs it was made with, for passes it runs again
     double engine_ms = 0;  // the engine's calls: tokenizing and Analyze
 
     const model::Analysis& A() const { return *a; }
@@ -739,10 +740,14 @@ LensRun LensOf(ModelCore& core, const model::Analysis& a, const ExportOptions& o
 }
 
 // The heads' temperatures' parts of the loss (HeadImpacts) for the analysis's text, on its what-ifs
-// (and the drift's parts where it was analysed beside a base),
-// on the core's engine (its what-ifs as they were afterwards). The core's lock held by the caller.
+// (and the drift's parts where it was analysed beside a base), on the core's engine set up as the
+// analysis was made (another analysis since may have opened another base, or none: the drift was
+// measured against that one); its what-ifs as they were afterwards. The core's lock held by the caller.
 // `each`: told of every head measured; false from it stops (the measures so far returned).
-HeadImpacts MeasureHeads(ModelCore& core, const model::Analysis& a, const std::function<bool(const HeadImpacts&)>& each = {}) {
+HeadImpacts MeasureHeads(const AnalysisHandle& h, const std::function<bool(const HeadImpacts&)>& each = {}) {
+    ModelCore& core = *h.core;
+    const model::Analysis& a = h.A();
+    Must(core.Run().Configure(h.run));
     model::Engine& engine = core.Run().engine();
     const std::vector<model::Intervention> before = engine.interventions();
     if (auto s = engine.SetInterventions(a.interventions); !s) throw BadArgument(s.error());
@@ -762,7 +767,7 @@ py::dict RankHeads(const AnalysisHandle& h, bool progress) {
     {
         py::gil_scoped_release release;
         std::lock_guard<std::mutex> lock(h.core->mutex);
-        impacts = MeasureHeads(*h.core, h.A(), [&](const HeadImpacts& so_far) {
+        impacts = MeasureHeads(h, [&](const HeadImpacts& so_far) {
             py::gil_scoped_acquire acquire;
             try {
                 if (PyErr_CheckSignals() != 0) throw py::error_already_set();
@@ -800,14 +805,18 @@ py::dict RankHeads(const AnalysisHandle& h, bool progress) {
         out[key] = one;
     }
     // Beside a base, the drift's: each head's weights, each layer's MLP, the embeddings, every weight from the base.
-    for (const char* key : {"part_drift", "part_drift_mlp", "part_drift_embeddings", "part_drift_all"}) out[key] = py::none();
+    for (const char* key : {"part_drift", "part_drift_attention", "part_drift_mlp", "part_drift_embeddings", "part_drift_all", "drift_baseline"})
+        out[key] = py::none();
     if (impacts.drift) {
         const DriftParts d = MeasuredDriftParts(impacts, static_cast<int>(L), static_cast<int>(H));
-        py::array_t<float> heads({L, H}), mlp(L);
+        py::array_t<float> heads({L, H}), mlp(L), attention(L);
         std::copy(d.heads.begin(), d.heads.end(), heads.mutable_data());
         std::copy(d.mlp.begin(), d.mlp.end(), mlp.mutable_data());
+        std::copy(d.attention.begin(), d.attention.end(), attention.mutable_data());
         out["part_drift"] = heads;
+        out["part_drift_attention"] = attention;
         out["part_drift_mlp"] = mlp;
+        out["drift_baseline"] = impacts.drift_baseline;
         out["part_drift_embeddings"] = d.embeddings;
         out["part_drift_all"] = d.all;
     }
@@ -834,7 +843,7 @@ void Export(const AnalysisHandle& h, const std::string& out, const FlagList& fla
         HeadImpacts impacts;
         {
             std::lock_guard<std::mutex> lock(h.core->mutex);
-            impacts = MeasureHeads(*h.core, h.A(), [&](const HeadImpacts&) {
+            impacts = MeasureHeads(h, [&](const HeadImpacts&) {
                 py::gil_scoped_acquire acquire;
                 if (PyErr_CheckSignals() == 0) return true;
                 stopped.emplace();  // takes the raised KeyboardInterrupt
@@ -856,6 +865,7 @@ AnalysisHandle Analyze(const std::shared_ptr<ModelCore>& core, const std::string
     AnalysisHandle h;
     h.core = core;
     h.compare = CompareKindOf(run.compare.kind).key;
+    h.run = run;
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(core->mutex);
     Must(core->Run().Configure(run));

@@ -14,6 +14,7 @@ std::string Describe(const BasePart& part) {
     const std::string layer = "L" + std::to_string(part.layer);
     switch (part.kind) {
         case BasePart::Kind::Head: return layer + " H" + std::to_string(part.head);
+        case BasePart::Kind::Attention: return layer + " attention";
         case BasePart::Kind::Mlp: return layer + " MLP";
         case BasePart::Kind::Embeddings: return "embeddings";
         case BasePart::Kind::All: return "every weight";
@@ -68,13 +69,13 @@ Status TakeMlp(LayerWeights* w, const LayerWeights& base, const std::string& lay
     return Ok{};
 }
 
-Status TakeLayer(LayerWeights* w, const LayerWeights& base, const std::string& layer) {
+Status TakeAttention(LayerWeights* w, const LayerWeights& base, const std::string& layer) {
     for (auto [name, mine, theirs] : {std::tuple{"ln_1.weight", &w->ln1_w, &base.ln1_w}, {"ln_1.bias", &w->ln1_b, &base.ln1_b},
                                       {"attn.weight", &w->attn_w, &base.attn_w}, {"attn.bias", &w->attn_b, &base.attn_b},
                                       {"attn.proj.weight", &w->proj_w, &base.proj_w}, {"attn.proj.bias", &w->proj_b, &base.proj_b},
                                       {"attn.q_norm.weight", &w->q_norm_w, &base.q_norm_w}, {"attn.k_norm.weight", &w->k_norm_w, &base.k_norm_w}})
         if (auto s = Take(layer + name, mine, *theirs); !s) return s;
-    return TakeMlp(w, base, layer);
+    return Ok{};
 }
 
 // Head h's columns of the joint q, k, v projection (its query head's, its kv head's keys and
@@ -115,6 +116,11 @@ Result<SsaGpt> WithBaseWeights(const SsaGpt& ssa, const SsaGpt& base, const std:
                 if (!in_layers || part.head < 0 || part.head >= c.n_head) return Fail(Describe(part) + " is not a head of the model");
                 s = TakeHead(c, &m.layers[part.layer], base.layers[part.layer], part.head, &owned[part.layer], layer);
                 break;
+            case BasePart::Kind::Attention:
+                if (!in_layers) return Fail(Describe(part) + " is not a layer of the model");
+                s = TakeAttention(&m.layers[part.layer], base.layers[part.layer], layer);
+                owned[part.layer] = 0;  // the base's own matrices now: a head after it copies them first
+                break;
             case BasePart::Kind::Mlp:
                 if (!in_layers) return Fail(Describe(part) + " is not a layer of the model");
                 s = TakeMlp(&m.layers[part.layer], base.layers[part.layer], layer);
@@ -122,7 +128,12 @@ Result<SsaGpt> WithBaseWeights(const SsaGpt& ssa, const SsaGpt& base, const std:
             case BasePart::Kind::Embeddings: s = TakeEmbeddings(&m, base); break;
             case BasePart::Kind::All:
                 s = TakeEmbeddings(&m, base);
-                for (int l = 0; l < c.n_layer && s; ++l) s = TakeLayer(&m.layers[l], base.layers[l], "layer " + std::to_string(l) + "'s ");
+                for (int l = 0; l < c.n_layer && s; ++l) {
+                    const std::string name = "layer " + std::to_string(l) + "'s ";
+                    s = TakeAttention(&m.layers[l], base.layers[l], name);
+                    if (s) s = TakeMlp(&m.layers[l], base.layers[l], name);
+                    owned[l] = 0;
+                }
                 break;
         }
         if (!s) return Fail(Describe(part) + " from the base: " + s.error());

@@ -192,9 +192,10 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
     ImGui::TextUnformatted("Which heads matter");
     ImGui::SameLine();
     viz::HelpMarker("Each head in turn set to tau = 1 (on top of the what-ifs above), on the current text: the mean loss\n"
-                    "it gives and its change. A large increase: the head's temperatures matter. Then tau_q alone and tau_v\n"
-                    "alone at 1 (three analyses a head), and beside a base the head's weights (q, k, v, o; never its\n"
-                    "temperatures) from the base: what the fine-tune's drift in that head did.\n"
+                    "it gives, and its temperatures' part of the loss, the baseline minus that loss (below 0, blue: they\n"
+                    "lowered it, as export --rank-heads writes it). Then tau_q alone and tau_v alone at 1 (three analyses\n"
+                    "a head), and beside a base the head's weights (q, k, v, o; never its temperatures) from the base:\n"
+                    "the fine-tune's drift in that head (each layer's attention and MLP too, in the export and Fine-tune).\n"
                     "Any edit or new request stops it. Click a row to show that head.");
     const int total = state.Layers() * state.Heads();
     if (state.ranking_heads) {
@@ -206,7 +207,9 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
         if (ImGui::Button("Cancel")) state.cancel_job_request = true;
     } else {
         char label[64];
-        std::snprintf(label, sizeof label, "Rank the heads (%d analyses)", 3 * total);
+        // Three analyses a head, and beside a base a forward pass a head, two a layer and three more.
+        const int passes = 3 * total + (state.analysis && state.analysis->HasBase() ? total + 2 * state.Layers() + 3 : 0);
+        std::snprintf(label, sizeof label, "Rank the heads (%d passes)", passes);
         ImGui::BeginDisabled(state.generating);
         if (ImGui::Button(label)) state.rank_heads_request = true;
         ImGui::EndDisabled();
@@ -226,24 +229,28 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
     std::vector<HeadImpact> rows = impacts->heads;
     const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV |
                                   ImGuiTableFlags_SizingStretchProp;
-    // The parts' columns: delta (tau = 1), tau_q alone, tau_v alone, and beside a base the weights from it.
+    // The parts' columns, each the baseline minus the loss without that part, below 0 (blue) where
+    // the part lowered the loss, as the export and the fine-tune's split read: the head at tau = 1,
+    // tau_q alone, tau_v alone, and beside a base its weights from the base.
     const int columns = impacts->drift ? 7 : 6;
+    const float baseline = impacts->baseline, drift_baseline = impacts->drift_baseline;
     if (!ImGui::BeginTable("##head_ranking", columns, flags, ImVec2(0, std::max(ImGui::GetContentRegionAvail().y, 6 * ImGui::GetFrameHeight()))))
         return;
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("layer");
     ImGui::TableSetupColumn("head");
-    ImGui::TableSetupColumn("mean loss");
-    ImGui::TableSetupColumn("delta", ImGuiTableColumnFlags_DefaultSort | ImGuiTableColumnFlags_PreferSortDescending);
-    ImGui::TableSetupColumn("tau_q = 1");
-    ImGui::TableSetupColumn("tau_v = 1");
-    if (impacts->drift) ImGui::TableSetupColumn("from base");
+    ImGui::TableSetupColumn("loss at tau=1");
+    ImGui::TableSetupColumn("part", ImGuiTableColumnFlags_DefaultSort | ImGuiTableColumnFlags_PreferSortAscending);
+    ImGui::TableSetupColumn("tau_q");
+    ImGui::TableSetupColumn("tau_v");
+    if (impacts->drift) ImGui::TableSetupColumn("drift");
     static const char* const kColumnHelp[] = {
         "The head's layer.", "The head.", "The mean loss with this head at tau = 1 (tau_q and tau_v), on top of the what-ifs.",
-        "Its change from the baseline: above 0 (red), the head's temperatures lowered the loss.",
-        "The change with tau_q alone at 1 (tau_v kept).", "The change with tau_v alone at 1 (tau_q kept): tau_v never moves the attention rows.",
-        "The change with this head's weights (q, k, v, o; with grouped queries its kv head's) taken back from the base, its temperatures "
-        "kept: above 0, the fine-tune's drift in this head lowered the loss."};
+        "Its temperatures' part of the loss: the baseline minus the loss at tau = 1. Below 0 (blue), they lowered the loss, as "
+        "head_impacts.csv's part and the fine-tune's 'temperatures -0.03' read.",
+        "The part of tau_q alone (tau_q at 1, tau_v kept).", "The part of tau_v alone (tau_v at 1, tau_q kept): tau_v never moves the attention rows.",
+        "The drift's part in this head: the loss minus the loss with its weights (q, k, v, o; with grouped queries its kv head's) "
+        "taken back from the base, its temperatures kept. Below 0, the fine-tune's change there lowered the loss."};
     ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
     for (int c = 0; c < columns; ++c) {
         ImGui::TableSetColumnIndex(c);
@@ -259,10 +266,10 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
             case 0: return static_cast<float>(r.layer * 1000 + r.head);
             case 1: return static_cast<float>(r.head * 1000 + r.layer);
             case 2: return r.mean_loss;
-            case 4: return r.mean_loss_tau_q;
-            case 5: return r.mean_loss_tau_v;
-            case 6: return r.mean_loss_from_base;
-            default: return r.delta;
+            case 4: return baseline - r.mean_loss_tau_q;
+            case 5: return baseline - r.mean_loss_tau_v;
+            case 6: return drift_baseline - r.mean_loss_from_base;
+            default: return baseline - r.mean_loss;
         }
     };
     std::stable_sort(rows.begin(), rows.end(), [&](const HeadImpact& x, const HeadImpact& y) {
@@ -287,21 +294,21 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(Nats(r.mean_loss).c_str());
         ImGui::TableNextColumn();
-        // A bar from the cell's left edge: red where ablating hurts (the head's SSA helps), blue where it helps.
+        // A bar from the cell's left edge: blue where the temperatures lowered the loss, red where they raised it.
+        const float part = baseline - r.mean_loss;
         const ImVec2 p = ImGui::GetCursorScreenPos();
         const float w = ImGui::GetContentRegionAvail().x, h = ImGui::GetTextLineHeight();
-        const float share = std::isfinite(r.delta) ? std::abs(r.delta) / largest : 0.0f;
-        ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + w * share, p.y + h),
-                                                  r.delta > 0 ? IM_COL32(200, 70, 60, 110) : IM_COL32(60, 110, 210, 110));
-        ImGui::Text("%+.4f", r.delta);
-        auto change = [](float loss, float baseline) {
+        const float share = std::isfinite(part) ? std::abs(part) / largest : 0.0f;
+        ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + w * share, p.y + h), part < 0 ? IM_COL32(60, 110, 210, 110) : IM_COL32(200, 70, 60, 110));
+        ImGui::Text("%+.4f", part);
+        auto part_of = [](float from, float loss) {
             ImGui::TableNextColumn();
-            if (std::isfinite(loss - baseline)) ImGui::Text("%+.4f", loss - baseline);
+            if (std::isfinite(from - loss)) ImGui::Text("%+.4f", from - loss);
             else ImGui::TextDisabled("-");
         };
-        change(r.mean_loss_tau_q, impacts->baseline);
-        change(r.mean_loss_tau_v, impacts->baseline);
-        if (impacts->drift) change(r.mean_loss_from_base, impacts->drift_baseline);
+        part_of(baseline, r.mean_loss_tau_q);
+        part_of(baseline, r.mean_loss_tau_v);
+        if (impacts->drift) part_of(drift_baseline, r.mean_loss_from_base);
     }
     ImGui::EndTable();
     const ImVec2 r_min = ImGui::GetItemRectMin(), r_max = ImGui::GetItemRectMax();

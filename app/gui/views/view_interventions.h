@@ -19,8 +19,8 @@ private:
     int m_layer = 0, m_head = -1;  // -1: every head of the layer
     int m_kind = 0;                // model::Intervention::Kind
     float m_scale = 0.5f;
-    int m_sort_column = 3;         // the ranking's sort: 0 layer, 1 head, 2 mean loss, 3 delta
-    bool m_sort_ascending = false;
+    int m_sort_column = 3;         // the ranking's sort: 0 layer, 1 head, 2 mean loss, 3 part, 4 tau_q, 5 tau_v, 6 drift
+    bool m_sort_ascending = true;  // the parts that lowered the loss most first
 };
 
 // The right-click menu of a head: ablate it, keep one term of tau_q, or drop its what-ifs.

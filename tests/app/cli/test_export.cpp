@@ -271,7 +271,14 @@ TEST_F(Cli, ExportRankHeadsBesideABaseMeasuresTheDriftPartByPart) {
         for (const json& head : layer) parts.insert(head.get<double>());
     EXPECT_GT(*parts.rbegin() - *parts.begin(), 1e-3) << "the heads differ";
     EXPECT_NE(r.err.find("ssaviz: the drift's parts (nats, one head's or MLP's weights from the base at a time): lowered it most L"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find(", every weight -"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("; whole attention blocks: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(", every weight (SSA's temperatures kept) -"), std::string::npos) << r.err;
+    ASSERT_EQ(drift["attention"].size(), 4u);
+    // Every part a row of head_impacts_drift.csv: none, 16 heads, 4 attention blocks and MLPs, the embeddings, all.
+    const std::string drift_csv = ReadFile(dir + "/head_impacts_drift.csv");
+    EXPECT_EQ(drift_csv.substr(0, 37), "part,layer,head,mean_loss,part_drift\n");
+    EXPECT_EQ(std::count(drift_csv.begin(), drift_csv.end(), '\n'), 1 + 1 + 16 + 8 + 2) << drift_csv;
+    EXPECT_NE(drift_csv.find("\nmlp,3,,"), std::string::npos) << drift_csv;
     // The CSV's part_drift is the JSON's, head by head.
     std::istringstream csv(ReadFile(dir + "/head_impacts.csv"));
     std::string line;
@@ -576,9 +583,12 @@ TEST_F(Cli, ExportOptionErrorsNameTheFlag) {
     ExpectOneLineError(with({"--colormap", "diverging"}), 2, "--colormap 'diverging' is not one of viridis, magma");
     ExpectOneLineError(with({"--size", "5"}), 2, "--size");
     ExpectOneLineError(with({"--size", "8192", "--png-scale", "2", "--format", "png", "--maps", "ssa"}), 2,
-                       "--size 8192 at --png-scale 2 draws heatmaps past 16384 pixels a side, the most a figure may be: a smaller --size or --png-scale");
+                       "--size 8192 at --png-scale 2 draws heatmaps past the most a figure may be (16384 pixels a side, 128 M pixels): a "
+                       "smaller --size or --png-scale");
     ExpectOneLineError(with({"--size", "2048", "--png-scale", "4", "--format", "png"}), 2,  // SSA | comparison | difference: three maps wide
-                       "--size 2048 at --png-scale 4 draws side-by-side heatmaps past 16384 pixels a side");
+                       "--size 2048 at --png-scale 4 draws side-by-side heatmaps past the most a figure may be");
+    ExpectOneLineError(with({"--size", "5600", "--png-scale", "2", "--format", "png", "--maps", "ssa"}), 2,  // 16 k a side, past 128 M pixels
+                       "--size 5600 at --png-scale 2 draws heatmaps past the most a figure may be");
     for (const char* scale : {"0", "5", "1.5", "x"})
         ExpectOneLineError(with({"--png-scale", scale}), 2, "--png-scale '" + std::string(scale) + "' is not a PNG scale: a whole number, 1 to 4");
     ExpectOneLineError(with({"--highlight", "tau"}), 2, "--highlight 'tau'");
@@ -593,6 +603,21 @@ TEST_F(Cli, ExportOptionErrorsNameTheFlag) {
         ExpectOneLineError(with({"--compare", "local", "--format", "png", "--highlight", highlight}), 2,
                            std::string("--highlight ") + highlight + " needs the comparison's loss, which the tau=1 local comparison does not give");
     EXPECT_FALSE(fs::exists(kOut + "/x/highlight.png"));
+}
+
+// A heatmap sized by a long text's tokens (a pixel a token past 720) at --png-scale is refused once
+// the text is tokenised, before the model runs (it was refused as drawn, exit 1, after the analysis).
+TEST_F(Cli, ALongTextsHeatmapsAtAPngScaleAreRefusedBeforeTheModelRuns) {
+    const std::string dir = kOut + "/long_png_scale";
+    fs::remove_all(dir);
+    ASSERT_EQ(Ssaviz({"init-random", "--out", dir + "/model", "--layers", "1", "--heads", "1", "--embd", "16", "--positions", "4096"}).code, 0);
+    std::string text;
+    for (int i = 0; i < 3000; ++i) text += " a";
+    std::ofstream(dir + "/text.txt") << text;
+    const Outcome r = Ssaviz({"export", "--model", dir + "/model", "--text-file", dir + "/text.txt", "--out", dir + "/out", "--format", "png",
+                              "--png-scale", "4", "--maps", "ssa"});
+    ExpectOneLineError(r, 2, "a text of 3000 tokens at --png-scale 4 draws heatmaps of 3000 pixels a side past the most a figure may be");
+    EXPECT_FALSE(fs::exists(dir + "/out/heatmaps"));
 }
 
 TEST_F(Cli, BatchOfJsonLinesWritesAFolderPerTextAndASummary) {

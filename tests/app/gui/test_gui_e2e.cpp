@@ -20,6 +20,7 @@
 #include <stb_image.h>
 
 #include "app/core/examples.h"
+#include "app/core/head_impacts.h"
 #include "app/core/timeline.h"
 #include "app/gui/worker.h"
 #include "viz/palette.h"
@@ -1496,6 +1497,43 @@ TEST(Worker, RankHeadsAblatesEachHeadInTurn) {
     again = worker.Analyze(kWorkerText, false);
     auto plain = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == again; }).back().analysis;
     EXPECT_NEAR(model::MeanLoss(plain->loss), r.baseline, 1e-5);
+}
+
+// The ranking's drift parts are the engine's loss with that part from the base on the what-ifs it
+// was asked on alone (model/nn/from_base: test_base.cpp checks those against a model mixed by hand):
+// each head's read its own tau_v at 1 too, and each MLP its layer's last head's, left set by the
+// head's split (and MLPs' read as some heads' tau_v).
+TEST(RankHeads, TheDriftsPartsAreTheEnginesOnTheWhatIfsAlone) {
+    auto opened = model::Engine::Open(app::BundledModelsDir() + "/licenses/ssa", "cpu");
+    ASSERT_TRUE(opened) << opened.error();
+    model::Engine& engine = **opened;
+    ASSERT_TRUE(engine.OpenBase(app::BundledModelsDir() + "/english/vanilla").ok());
+    const std::vector<model::Intervention> on_top = {{model::Intervention::Kind::Ablate, 1, 2, 0.0f}};
+    ASSERT_TRUE(engine.SetInterventions(on_top).ok());
+    auto tokens = engine.Tokenize("Permission is granted to copy and distribute verbatim copies of this license.", false);
+    ASSERT_TRUE(tokens);
+    app::HeadImpacts impacts;
+    ASSERT_TRUE(app::MeasureHeadImpacts(engine, *tokens, {}, &impacts, {}, app::RankOptions{true, true}).ok());
+    ASSERT_TRUE(impacts.done && impacts.drift);
+    EXPECT_EQ(engine.interventions(), on_top) << "as they were";
+    const int L = engine.Info().config.n_layer, H = engine.Info().config.n_head;
+    const app::DriftParts d = app::MeasuredDriftParts(impacts, L, H);
+    using Part = model::BasePart::Kind;
+    auto from_base = [&](model::BasePart part) {
+        auto loss = engine.MeanLossFromBase(tokens->ids, {part});
+        EXPECT_TRUE(loss) << loss.error();
+        return loss ? *loss : NAN;
+    };
+    auto none = engine.MeanLossFromBase(tokens->ids, {});
+    ASSERT_TRUE(none);
+    const float baseline = *none;
+    EXPECT_NEAR(impacts.drift_baseline, baseline, 1e-6);
+    for (int l = 0; l < L; ++l) {
+        for (int h = 0; h < H; ++h) EXPECT_NEAR(d.heads[l * H + h], baseline - from_base({Part::Head, l, h}), 1e-6) << "L" << l << " H" << h;
+        EXPECT_NEAR(d.mlp[l], baseline - from_base({Part::Mlp, l}), 1e-6) << "L" << l << " MLP";
+    }
+    EXPECT_NEAR(d.embeddings, baseline - from_base({Part::Embeddings}), 1e-6);
+    EXPECT_NEAR(d.all, baseline - from_base({Part::All}), 1e-6);
 }
 
 // What-ifs outlive a model change when they fit the new model, and are dropped with a note when

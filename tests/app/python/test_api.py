@@ -489,6 +489,13 @@ def test_rank_heads_is_each_heads_what_if_and_the_command_lines(tmp_path, capsys
     assert drift["part_drift"].shape == (L, H) and drift["part_drift_mlp"].shape == (L,)
     assert abs(drift["part_drift_all"] - (drift["baseline"] - float(np.mean(vanilla.loss_base, dtype=np.float64)))) < 2e-5
     assert np.all(np.isfinite(drift["part_drift"])) and np.ptp(drift["part_drift"]) > 1e-4 and np.isfinite(drift["part_drift_embeddings"])
+    assert drift["part_drift_attention"].shape == (L,) and abs(drift["drift_baseline"] - drift["baseline"]) < 1e-5
+    # Against the base the analysis was made with, whatever the model analysed since (another
+    # comparison left it without a base, and every drift part came back None).
+    beside = m.analyze(JOBS, base=base)
+    m.analyze(JOBS, compare="local")
+    later = beside.rank_heads(progress=False)
+    assert later["part_drift"] is not None and abs(later["drift_baseline"] - float(np.mean(beside.loss, dtype=np.float64))) < 1e-5
     with pytest.raises(ValueError, match=r"export_batch\(\): not with rank_heads="):
         ssaviz.export_batch(["a text", "another"], tmp_path / "b", model=m, formats=["json"], rank_heads=True)
     assert not (tmp_path / "b").exists()

@@ -365,6 +365,17 @@ TEST(Base, TheLossWithWeightsFromTheBaseIsThatOfTheMixedModel) {
     auto mlp_loss = engine->MeanLossFromBase(tokens.ids, {{Kind::Mlp, 1}});
     ASSERT_TRUE(mlp_loss.ok());
     EXPECT_NEAR(*mlp_loss, ReferenceLoss(mlp, tokens.ids), 2e-5);
+    model::SsaGpt attention = s;
+    model::LayerWeights& aw = attention.layers[0];
+    const model::LayerWeights& ab = b.layers[0];
+    aw.ln1_w = ab.ln1_w, aw.ln1_b = ab.ln1_b, aw.attn_w = ab.attn_w, aw.attn_b = ab.attn_b, aw.proj_w = ab.proj_w, aw.proj_b = ab.proj_b;
+    auto attention_loss = engine->MeanLossFromBase(tokens.ids, {{Kind::Attention, 0}});
+    ASSERT_TRUE(attention_loss.ok());
+    EXPECT_NEAR(*attention_loss, ReferenceLoss(attention, tokens.ids), 2e-5);
+    // Heads beside a layer's whole attention, in any order.
+    auto after = engine->MeanLossFromBase(tokens.ids, {{Kind::Attention, 0}, {Kind::Head, 0, 1}, {Kind::Head, 1, 0}});
+    ASSERT_TRUE(after.ok());
+    EXPECT_NEAR(*after, ReferenceLoss(MixedHead(attention, b, 1, 0), tokens.ids), 2e-5);
     model::SsaGpt embeddings = s;
     embeddings.wte = b.wte, embeddings.wpe = b.wpe, embeddings.ln_f_w = b.ln_f_w, embeddings.ln_f_b = b.ln_f_b, embeddings.lm_head = b.lm_head;
     auto embeddings_loss = engine->MeanLossFromBase(tokens.ids, {{Kind::Embeddings}});
