@@ -329,7 +329,8 @@ int CmdExport(const CommandOptions& o) {
             std::fprintf(stderr, "ssaviz: fine-tuning: %s; heads whose rows moved most (JS, nats; not shares of the loss) by the %s: %s; by the drift: %s\n",
                          FineTuneHeadline(analysis, d).c_str(), TemperaturePartName(analysis).c_str(), TopHeads(d.js_temperature, d.n_head, 3, kJsRoundingFloor).c_str(),
                          TopHeads(d.js_drift, d.n_head, 3, kJsRoundingFloor).c_str());
-        if (const std::string note = BaseTemperaturesNote(analysis); !note.empty()) std::fprintf(stderr, "ssaviz: note: %s\n", note.c_str());
+        if (const std::string note = BaseTemperaturesNote(analysis); !note.empty() && analysis.n_tokens >= 2)  // one token: no split to note
+            std::fprintf(stderr, "ssaviz: note: %s\n", note.c_str());
         if (impacts) {
             const int L = analysis.n_layer, H = analysis.n_head;
             std::fprintf(stderr, "ssaviz: each head's temperatures' part of the loss %.4f (nats, one head at tau = 1 at a time): %s\n",

@@ -7,6 +7,26 @@
 
 namespace app {
 
+namespace {
+
+// Which of a head's temperatures the what-ifs already set to 1: both with L:H (or L:*), or =q and
+// =v stacked; tau_q alone with =q, tau_v alone with =v.
+struct AlreadyOff {
+    bool tau_q = false, tau_v = false;
+};
+AlreadyOff OffByWhatIfs(const std::vector<model::Intervention>& on_top, int l, int h) {
+    using Kind = model::Intervention::Kind;
+    AlreadyOff off;
+    for (const model::Intervention& x : on_top) {
+        if (x.layer != l || (x.head >= 0 && x.head != h)) continue;
+        off.tau_q = off.tau_q || x.kind == Kind::Ablate || x.kind == Kind::QueryOff;
+        off.tau_v = off.tau_v || x.kind == Kind::Ablate || x.kind == Kind::ValueOff;
+    }
+    return off;
+}
+
+}  // namespace
+
 model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenization& tokens, const model::AnalyzeOptions& options,
                                  HeadImpacts* impacts, const std::function<bool(const HeadImpacts&)>& each, RankOptions what) {
     const model::ModelConfig& c = engine.Info().config;
@@ -34,10 +54,14 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
         // drift read with its own tau_v at 1, each MLP's with its layer's last head's).
         if (engine.interventions() != impacts->on_top) (void)engine.SetInterventions(impacts->on_top);
         auto loss = engine.MeanLossFromBase(tokens.ids, parts, options.cancel);
+        if (!loss && !(options.cancel && *options.cancel) &&
+            std::find(impacts->not_measured.begin(), impacts->not_measured.end(), loss.error()) == impacts->not_measured.end())
+            impacts->not_measured.push_back(loss.error());
         return loss ? *loss : NAN;
     };
     if (impacts->drift) {
         impacts->base_temperatures = BaseTemperatures(*baseline);
+        impacts->settings_difference = model::SettingsDifference(c, engine.BaseInfo()->config);
         impacts->drift_baseline = loss_from_base({});
         impacts->embeddings_from_base = loss_from_base({{Part::Embeddings}});
         impacts->all_from_base = loss_from_base({{Part::All}});
@@ -47,14 +71,12 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
     using Kind = model::Intervention::Kind;
     for (int l = 0; l < c.n_layer && go_on; ++l) {
         for (int h = 0; h < c.n_head && go_on; ++h) {
-            // A head the what-ifs set to tau = 1 already: its what-ifs change nothing (not run again).
-            const bool ablated = std::any_of(impacts->on_top.begin(), impacts->on_top.end(), [&](const model::Intervention& x) {
-                return x.kind == Kind::Ablate && x.layer == l && (x.head < 0 || x.head == h);
-            });
-            HeadImpact impact{l, h, ablated ? impacts->baseline : loss_with({Kind::Ablate, l, h, 0.0f})};
+            // A temperature the what-ifs set to 1 already: setting it again changes nothing (not run again).
+            const AlreadyOff off = OffByWhatIfs(impacts->on_top, l, h);
+            HeadImpact impact{l, h, off.tau_q && off.tau_v ? impacts->baseline : loss_with({Kind::Ablate, l, h, 0.0f})};
             if (what.split)
-                impact.mean_loss_tau_q = ablated ? impacts->baseline : loss_with({Kind::QueryOff, l, h, 0.0f}),
-                impact.mean_loss_tau_v = ablated ? impacts->baseline : loss_with({Kind::ValueOff, l, h, 0.0f});
+                impact.mean_loss_tau_q = off.tau_q ? impacts->baseline : loss_with({Kind::QueryOff, l, h, 0.0f}),
+                impact.mean_loss_tau_v = off.tau_v ? impacts->baseline : loss_with({Kind::ValueOff, l, h, 0.0f});
             if (impacts->drift) {
                 impact.mean_loss_from_base = loss_from_base({{Part::Head, l, h}});
                 if (h == c.n_head - 1) {  // the layer's last step
@@ -83,11 +105,14 @@ std::vector<float> TemperatureParts(const HeadImpacts& impacts, int n_layer, int
         const float loss = which == TemperaturePart::TauQ ? h.mean_loss_tau_q : which == TemperaturePart::TauV ? h.mean_loss_tau_v : h.mean_loss;
         if (h.layer >= 0 && h.layer < n_layer && h.head >= 0 && h.head < n_head) parts[static_cast<size_t>(h.layer) * n_head + h.head] = impacts.baseline - loss;
     }
-    // A head the what-ifs already set to tau = 1 has no temperatures to measure: no part (it read +0).
-    for (const model::Intervention& x : impacts.on_top)
-        if (x.kind == model::Intervention::Kind::Ablate && x.layer >= 0 && x.layer < n_layer)
-            for (int h = 0; h < n_head; ++h)
-                if (x.head < 0 || x.head == h) parts[static_cast<size_t>(x.layer) * n_head + h] = NAN;
+    // A temperature the what-ifs already set to 1 has no part to measure (it read +0): both for the
+    // whole part, the one for tau_q's or tau_v's alone.
+    for (int l = 0; l < n_layer; ++l)
+        for (int h = 0; h < n_head; ++h) {
+            const AlreadyOff off = OffByWhatIfs(impacts.on_top, l, h);
+            const bool none = which == TemperaturePart::TauQ ? off.tau_q : which == TemperaturePart::TauV ? off.tau_v : off.tau_q && off.tau_v;
+            if (none) parts[static_cast<size_t>(l) * n_head + h] = NAN;
+        }
     return parts;
 }
 
@@ -145,8 +170,14 @@ std::string DriftHeadline(const HeadImpacts& impacts, int n_layer, int n_head, i
     std::vector<std::string> layers;
     std::vector<float> blocks;
     for (int l = 0; l < n_layer; ++l) layers.push_back("L" + std::to_string(l)), blocks.push_back(d.attention[l]);
-    char rest[128];
-    std::snprintf(rest, sizeof rest, "; embeddings %+.3g, every weight (SSA's temperatures kept) %+.3g", d.embeddings, d.all);
+    auto value = [](float v) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%+.3g", v);
+        return std::isfinite(v) ? std::string(text) : std::string("not measured");
+    };
+    std::string rest = "; embeddings " + value(d.embeddings) + ", every weight (SSA's temperatures kept) " + value(d.all);
+    for (const std::string& why : impacts.not_measured) rest += "; not measured: " + why;
+    if (!impacts.settings_difference.empty()) rest += "; the base also differs in what is no weight (" + impacts.settings_difference + ")";
     const std::string own = impacts.base_temperatures.empty() ? "" : " (the base has its own " + impacts.base_temperatures + ": a part from it runs under SSA's)";
     return PartsHeadline(names, values, n) + "; whole attention blocks: " + PartsHeadline(layers, blocks, n) + rest + own;
 }

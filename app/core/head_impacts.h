@@ -40,6 +40,10 @@ struct HeadImpacts {
     // The base's own temperatures (BaseTemperatures: "tau_v", ...; empty for a vanilla base): its
     // weights were trained under them, and a part from it runs under SSA's instead.
     std::string base_temperatures;
+    // Parts that could not be taken from the base, each with why ("embeddings: wte is [V, E] in the
+    // model and [V', E] in the base"); and what differs that is no weight (SettingsDifference).
+    std::vector<std::string> not_measured;
+    std::string settings_difference;
     float embeddings_from_base = NAN, all_from_base = NAN;
 };
 

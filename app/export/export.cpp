@@ -527,6 +527,8 @@ std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model
                       {"attention", std::move(attention)},
                       {"mlp", std::move(mlp)},
                       {"base_temperatures", measured.base_temperatures.empty() ? json() : json(measured.base_temperatures)},
+                      {"not_measured", measured.not_measured},  // a part the base cannot give, and why
+                      {"settings_difference", measured.settings_difference.empty() ? json() : json(measured.settings_difference)},
                       {"embeddings", number_or_null(drift.embeddings)},
                       {"all", number_or_null(drift.all)}};
     }

@@ -156,7 +156,8 @@ void ApplyFlags(Command command, const FlagList& flags, const std::set<std::stri
         std::replace(keyword.begin(), keyword.end(), '-', '_');
         if (excluded.count(spelled) || !FindFlag(command, spelled)) {
             std::string takes;
-            for (const std::string& n : Allowed(command, excluded)) takes += (takes.empty() ? "" : ", ") + n.substr(2);
+            for (const std::string& n : Allowed(command, excluded))  // --format is Python's formats= (a list)
+                takes += (takes.empty() ? "" : ", ") + (n == "--format" ? std::string("formats") : n.substr(2));
             std::replace(takes.begin(), takes.end(), '-', '_');
             const char* examples = spelled == "--example" ? "; ssaviz.examples() gives each bundled example's model, twin or base and text" : "";
             throw UnknownKeyword(where + " takes no keyword " + keyword + " (its keywords: " + (takes.empty() ? "none" : takes) + ")" + examples);

@@ -840,6 +840,17 @@ std::string ArchitectureDifference(const ModelConfig& a, const ModelConfig& b) {
     return "";
 }
 
+std::string SettingsDifference(const ModelConfig& a, const ModelConfig& b) {
+    const auto x = Fingerprint(a), y = Fingerprint(b);
+    std::string out;
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+        const std::string field = x[i].first;
+        const bool setting = field.compare(0, 4, "RoPE") == 0 || field == "llama3 RoPE scaling" || field == "sliding windows" || field == "activation";
+        if (setting && x[i].second != y[i].second) out += (out.empty() ? "" : ", ") + field + " " + x[i].second + " against " + y[i].second;
+    }
+    return out;
+}
+
 Result<nlohmann::json> HfConfigToJson(const ModelConfig& c) {
     const Family* f = FamilyOf(c);
     if (!c.Rope() || !f || !*f->model_type)

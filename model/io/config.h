@@ -136,6 +136,10 @@ Result<nlohmann::json> HfConfigToJson(const ModelConfig& config);
 // the positions' scaling and windows) and what two readings of one model may differ in (GELU's tanh
 // or erf form, a tied or stored head); empty where they are one architecture.
 std::string ArchitectureDifference(const ModelConfig& a, const ModelConfig& b);
+// Of what ArchitectureDifference leaves out, what changes how a text runs and is no weight (the
+// positions' scaling, the sliding windows, the activation's form): "sliding windows 4,4 against
+// 8,8"; empty where none differs. A fine-tune's drift holds them, and no weight taken back undoes them.
+std::string SettingsDifference(const ModelConfig& a, const ModelConfig& b);
 // The config file `format` keeps its shape in (ConfigKind), as that format's writer above makes it.
 Result<nlohmann::json> ConfigJsonFor(Format format, const ModelConfig& config);
 

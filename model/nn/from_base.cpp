@@ -53,8 +53,22 @@ at::Tensor Writable(const at::Tensor& mine, const at::Tensor& theirs) {
     return mine.to(dtype, /*non_blocking=*/false, /*copy=*/true).contiguous();
 }
 
+// The learned positions of a base of another context (a fine-tune may lengthen it): the base's
+// rows for the positions both have, the model's own past the base's.
+at::Tensor MixedPositions(const at::Tensor& mine, const at::Tensor& theirs) {
+    const int64_t rows = std::min(mine.size(0), theirs.size(0));
+    if (rows == mine.size(0)) return theirs.narrow(0, 0, rows);
+    at::Tensor mixed = Writable(mine, theirs);
+    mixed.narrow(0, 0, rows).copy_(theirs.narrow(0, 0, rows));
+    return mixed;
+}
+
 Status TakeEmbeddings(SsaGpt* m, const SsaGpt& base) {
-    for (auto [name, mine, theirs] : {std::tuple{"wte", &m->wte, &base.wte}, {"wpe", &m->wpe, &base.wpe}, {"ln_f.weight", &m->ln_f_w, &base.ln_f_w},
+    const bool other_context = m->wpe.defined() && base.wpe.defined() && m->wpe.dim() == 2 && base.wpe.dim() == 2 &&
+                               m->wpe.size(1) == base.wpe.size(1) && m->wpe.size(0) != base.wpe.size(0);
+    if (other_context) m->wpe = MixedPositions(m->wpe, base.wpe);
+    else if (auto s = Take("wpe", &m->wpe, base.wpe); !s) return s;
+    for (auto [name, mine, theirs] : {std::tuple{"wte", &m->wte, &base.wte}, {"ln_f.weight", &m->ln_f_w, &base.ln_f_w},
                                       {"ln_f.bias", &m->ln_f_b, &base.ln_f_b}, {"lm_head", &m->lm_head, &base.lm_head},
                                       {"lm_head.bias", &m->lm_head_b, &base.lm_head_b}})
         if (auto s = Take(name, mine, *theirs); !s) return s;

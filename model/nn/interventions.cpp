@@ -119,8 +119,10 @@ Result<std::vector<Intervention>> ParseInterventions(std::string_view spec, int 
                 // Decimal only, as every real-valued flag: strtod also takes hex floats and a leading space.
                 const bool decimal = number.find_first_not_of("0123456789.eE+-") == std::string::npos;
                 const double v = decimal ? std::strtod(number.c_str(), &end) : NAN;
-                if (!decimal || end != number.c_str() + number.size() || !std::isfinite(v) || std::abs(v) > 1e6)
+                if (!decimal || end != number.c_str() + number.size() || !std::isfinite(v))
                     return Fail("--ablate item " + shown + ": the scale is not a finite decimal number");
+                if (std::abs(v) > kMaxInterventionScale)  // 1e8 read "not a finite decimal number"
+                    return Fail("--ablate item " + shown + ": the scale is at most 1e6 in size (past it the attention logits leave float range)");
                 x.kind = Intervention::Kind::Scale;
                 x.scale = static_cast<float>(v);
             } else {

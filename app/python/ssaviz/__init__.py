@@ -185,6 +185,14 @@ _PLOT_KEYWORDS = {"dilution": (), "tau_q_histogram": (), "qk_spectrum": (), "sin
                   "finetune_loss": (), "fine-tune-loss": (), "fine_tune_loss": ()}
 
 
+def _export_flags(where, flags, formats, layers, heads):
+    """An export's keyword flags with its formats, layers and heads; format= (the command line's
+    --format) is refused, naming formats= (it was taken and dropped: every default format written)."""
+    if "format" in flags:
+        raise ArgumentTypeError(f"{where} takes no keyword format: formats= names them, e.g. formats=['json', 'png']")
+    return _flags(where, dict(flags, format=formats, layers=layers, heads=heads))
+
+
 def _figure_flags(where, flags, takes, arguments=None):
     """A figure's keyword flags, each one it draws with; another is a TypeError naming it.
     arguments: the export's keywords that are the figure's own arguments ({"highlight": "by"})."""
@@ -713,8 +721,7 @@ class Analysis:
         w = "export()"
         if "base" in flags:  # the analysis exports the sides it has: a base is chosen where it is made
             raise ValueError(f"{w}: base= goes with Model.analyze(text, base=...): an analysis exports the sides it was made with")
-        flags = dict(flags, format=formats, layers=layers, heads=heads)
-        self._h.export(_fs(_path(w, "out", out)), _flags(w, flags))
+        self._h.export(_fs(_path(w, "out", out)), _export_flags(w, flags, formats, layers, heads))
         return _os.fspath(out)
 
 

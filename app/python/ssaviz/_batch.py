@@ -164,11 +164,11 @@ def export_batch(texts, out, model=None, formats=None, client=None, compare="van
     worker on a machine with two; worker k, in the order of the workers' addresses, takes
     devices[k % len(devices)]); None: the model's own device on every worker. formats, layers,
     heads, flags: as Analysis.export; compare (not None: the files hold a comparison), ablate, truncate, base: as Model.analyze."""
-    from . import ArgumentTypeError, Model, _ablate, _base_arg, _bool, _export_compare, _flags, _fs, _path, load
+    from . import ArgumentTypeError, Model, _ablate, _base_arg, _bool, _export_compare, _export_flags, _flags, _fs, _path, load
     where = "export_batch()"
     out = _path(where, "out", out)
     items = _items(where, texts)
-    export_flags = _flags(where, dict(flags, format=formats, layers=layers, heads=heads))
+    export_flags = _export_flags(where, flags, formats, layers, heads)
     kind, twin_flags = _export_compare(where, compare)
     base_dir = None
     if base is not None:  # a fine-tune against this base: three sides in every text's files

@@ -242,7 +242,7 @@ class Run:
         heads gain js_total and js_drift, and the curves theirs); formats, layers, heads, flags: as
         Analysis.export."""
         import json
-        from . import ArgumentTypeError, Model, _ablate, _base_arg, _bool, _export_compare, _flag_value, _flags, _fs, _path, _text
+        from . import ArgumentTypeError, Model, _ablate, _base_arg, _bool, _export_compare, _export_flags, _flag_value, _flags, _fs, _path, _text
         from ._batch import _client
         where = "Run.export()"
         # As `export --run` refuses --lens; lens="false" is no lens, as the engine reads a switch.
@@ -256,7 +256,7 @@ class Run:
         compare, base_dir = _base_arg(where, compare, base)
         kind, _ = _export_compare(where, compare)
         spec = _ablate(where, ablate)
-        export_flags = _flags(where, dict(flags, format=formats, layers=layers, heads=heads))
+        export_flags = _export_flags(where, flags, formats, layers, heads)
         other = None
         if isinstance(compare_run, (str, os.PathLike)):
             if not os.path.lexists(_path(where, "compare_run", compare_run)):

@@ -541,6 +541,9 @@ TEST_F(Cli, BadWhatIfsAndCountsExitTwo) {
     for (const char* scale : {"0:1=xinf", "0:1=x0x1p-3", "0:1=x 2"})  // decimal numbers only, as every real-valued flag
         ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "a b", "--out", kOut + "/x", "--ablate", scale}), 2,
                            "not a finite decimal number");
+    // Finite but past the bound: said so (it read "not a finite decimal number").
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "a b", "--out", kOut + "/x", "--ablate", "0:1=x100000000"}), 2,
+                       "--ablate item '0:1=x100000000': the scale is at most 1e6 in size");
     ExpectOneLineError(Ssaviz({"generate", "--model", Small(), "--text", "a b", "--tokens", "-3"}), 2, "--tokens '-3'");
     ExpectOneLineError(Ssaviz({"generate", "--model", Small(), "--text", "a b", "--tokens", "2.5"}), 2, "not a whole number");
     ExpectOneLineError(Ssaviz({"generate", "--model", Small(), "--text", "a b", "--tokens", "3", "--temperature", "nan"}), 2,

@@ -1534,6 +1534,16 @@ TEST(RankHeads, TheDriftsPartsAreTheEnginesOnTheWhatIfsAlone) {
     }
     EXPECT_NEAR(d.embeddings, baseline - from_base({Part::Embeddings}), 1e-6);
     EXPECT_NEAR(d.all, baseline - from_base({Part::All}), 1e-6);
+
+    // A temperature the what-ifs already set to 1 has no part: =q and =v stacked are L:H (they read 0.0).
+    using Kind = model::Intervention::Kind;
+    ASSERT_TRUE(engine.SetInterventions({{Kind::QueryOff, 0, 0, 0.0f}, {Kind::ValueOff, 0, 0, 0.0f}, {Kind::QueryOff, 0, 1, 0.0f}}).ok());
+    ASSERT_TRUE(app::MeasureHeadImpacts(engine, *tokens, {}, &impacts, {}, app::RankOptions{true, false}).ok());
+    for (app::TemperaturePart which : {app::TemperaturePart::Both, app::TemperaturePart::TauQ, app::TemperaturePart::TauV})
+        EXPECT_TRUE(std::isnan(app::TemperatureParts(impacts, L, H, which)[0])) << static_cast<int>(which);
+    EXPECT_TRUE(std::isnan(app::TemperatureParts(impacts, L, H, app::TemperaturePart::TauQ)[1]));
+    EXPECT_TRUE(std::isfinite(app::TemperatureParts(impacts, L, H, app::TemperaturePart::TauV)[1]));
+    EXPECT_TRUE(std::isfinite(app::TemperatureParts(impacts, L, H, app::TemperaturePart::Both)[1]));
 }
 
 // What-ifs outlive a model change when they fit the new model, and are dropped with a note when

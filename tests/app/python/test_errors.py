@@ -131,8 +131,13 @@ def test_bad_export_and_figure_flags(small, tmp_path):
     a_file = tmp_path / "file"
     a_file.write_text("x")
     raises_like_cli(ValueError, lambda: a.export(a_file), "export", "--model", SMALL, "--text", TEXT, "--out", str(a_file))
-    with pytest.raises(ValueError, match="export\\(\\) takes no keyword compare "):
+    with pytest.raises(ValueError, match="export\\(\\) takes no keyword compare \\(its keywords: layers, heads, formats, "):
         a.export(out, compare="local")
+    # The command line's --format is formats= here: format= was taken and dropped (every default format written).
+    for call in (lambda: a.export(tmp_path / "fmt", format="json"), lambda: ssaviz.export_batch(["x"], tmp_path / "fmt", model=small, format="json")):
+        with pytest.raises(TypeError, match=r"takes no keyword format: formats= names them"):
+            call()
+    assert not (tmp_path / "fmt").exists()
     # How a model opens and what a run is are load()'s and load_run()'s: an export took and ignored them.
     for keyword in ("config", "tokenizer", "run", "compare_run", "steps"):
         with pytest.raises(ValueError, match=f"export\\(\\) takes no keyword {keyword} "):

@@ -395,6 +395,28 @@ TEST(Base, TheLossWithWeightsFromTheBaseIsThatOfTheMixedModel) {
     EXPECT_NEAR(*all, model::MeanLoss(what_ifs->loss_base), 2e-5);
 }
 
+// A base of a shorter context (a fine-tune may lengthen it): the embeddings' part takes the base's
+// learned positions where it has them, the model's past them (it gave NaN).
+TEST(Base, TheEmbeddingsOfABaseOfAnotherContextTakeThePositionsItHas) {
+    auto engine = OpenSsa();
+    ASSERT_TRUE(engine);
+    const std::string shorter = WriteModel("vanilla-short", {}, 2, 45, 32);
+    ASSERT_TRUE(engine->OpenBase(shorter).ok());
+    auto ssa = model::LoadModel(Folders().ssa, at::kCPU), base = model::LoadModel(shorter, at::kCPU);
+    ASSERT_TRUE(ssa.ok() && base.ok());
+    model::SsaGpt mixed = ssa->gpt;
+    const model::SsaGpt& b = base->gpt;
+    mixed.wte = b.wte, mixed.ln_f_w = b.ln_f_w, mixed.ln_f_b = b.ln_f_b, mixed.lm_head = b.lm_head;
+    mixed.wpe = at::cat({b.wpe, ssa->gpt.wpe.narrow(0, 32, 32)});
+    const model::Tokenization tokens = Tokens(*engine);
+    ASSERT_LE(tokens.ids.size(), 32u);
+    auto loss = engine->MeanLossFromBase(tokens.ids, {{model::BasePart::Kind::Embeddings}});
+    ASSERT_TRUE(loss.ok()) << loss.error();
+    EXPECT_NEAR(*loss, ReferenceLoss(mixed, tokens.ids), 2e-5);
+    auto all = engine->MeanLossFromBase(tokens.ids, {{model::BasePart::Kind::All}});
+    EXPECT_TRUE(all.ok() && std::isfinite(*all)) << (all.ok() ? "" : all.error());
+}
+
 // Grouped queries (a Llama of 4 heads, 2 kv heads): head h takes its kv head's keys and values,
 // which its group shares; a head's query alone is its own.
 TEST(Base, AHeadFromTheBaseTakesItsKvHeadWithGroupedQueries) {
