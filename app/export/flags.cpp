@@ -895,8 +895,9 @@ std::vector<Flag> BuildTable() {
             [](CommandOptions& o, const FlagValue& v) { o.window.continue_tokens = Positive(v, 100000); },
             [](const CommandOptions& o) { return Unless(o.window.continue_tokens, 0); }));
     add(Row({"--rank-heads"}, "", {C::Window, C::Export},
-            "rank the heads by their temperatures' part of the loss, each at tau = 1 in turn: the window's once the first analysis "
-            "is shown; export's to head_impacts.json / .csv / .png",
+            "rank the heads by their temperatures' part of the loss, each at tau = 1 in turn (and tau_q, tau_v alone), and beside "
+            "a base by the drift's, each head's, layer's attention and MLP's weights from the base in turn: the window's once the "
+            "first analysis is shown; export's to head_impacts.json / .csv / .png",
             [](CommandOptions& o, const FlagValue&) { o.window.rank_heads = o.export_options.rank_heads = true; },
             [](const CommandOptions& o) { return On(o.window.rank_heads || o.export_options.rank_heads); }));
     add(Row({"--global-pass"}, "", {C::Window}, "run the global tau=1 pass once the first analysis is shown, as Ctrl+T does",
