@@ -587,8 +587,8 @@ TEST_F(Cli, ExportOptionErrorsNameTheFlag) {
                        "smaller --size or --png-scale");
     ExpectOneLineError(with({"--size", "2048", "--png-scale", "4", "--format", "png"}), 2,  // SSA | comparison | difference: three maps wide
                        "--size 2048 at --png-scale 4 draws side-by-side heatmaps past the most a figure may be");
-    ExpectOneLineError(with({"--size", "5600", "--png-scale", "2", "--format", "png", "--maps", "ssa"}), 2,  // 16 k a side, past 128 M pixels
-                       "--size 5600 at --png-scale 2 draws heatmaps past the most a figure may be");
+    ExpectOneLineError(with({"--size", "5800", "--png-scale", "2", "--format", "png", "--maps", "ssa"}), 2,  // 12 k a side, past 128 M pixels
+                       "--size 5800 at --png-scale 2 draws heatmaps past the most a figure may be");
     for (const char* scale : {"0", "5", "1.5", "x"})
         ExpectOneLineError(with({"--png-scale", scale}), 2, "--png-scale '" + std::string(scale) + "' is not a PNG scale: a whole number, 1 to 4");
     ExpectOneLineError(with({"--highlight", "tau"}), 2, "--highlight 'tau'");
