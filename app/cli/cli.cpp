@@ -338,9 +338,12 @@ int CmdExport(const CommandOptions& o) {
             std::fprintf(stderr, "ssaviz: of that, tau_q alone: %s; tau_v alone: %s\n",
                          PartsHeadline(TemperatureParts(*impacts, L, H, TemperaturePart::TauQ), H, 2).c_str(),
                          PartsHeadline(TemperatureParts(*impacts, L, H, TemperaturePart::TauV), H, 2).c_str());
-            if (impacts->drift)
-                std::fprintf(stderr, "ssaviz: the drift's parts (nats, one head's or MLP's weights from the base at a time): %s\n",
-                             DriftHeadline(*impacts, L, H, 3).c_str());
+            if (impacts->drift) {
+                // Beside the split's drift, which is another measure: tau = 1 against the base, no temperatures on either side.
+                const model::Decomposition d = model::Decompose(analysis);
+                std::fprintf(stderr, "ssaviz: the drift's parts (nats, one head's or MLP's weights from the base at a time, SSA's temperatures kept): %s (the split's drift, tau = 1 against the base: %+.3g)\n",
+                             DriftHeadline(*impacts, L, H, 3).c_str(), d.loss_mean_tau1 - d.loss_mean_base);
+            }
         }
         return kExitOk;
     }

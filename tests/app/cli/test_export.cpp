@@ -270,7 +270,14 @@ TEST_F(Cli, ExportRankHeadsBesideABaseMeasuresTheDriftPartByPart) {
     for (const json& layer : drift["heads"])
         for (const json& head : layer) parts.insert(head.get<double>());
     EXPECT_GT(*parts.rbegin() - *parts.begin(), 1e-3) << "the heads differ";
-    EXPECT_NE(r.err.find("ssaviz: the drift's parts (nats, one head's or MLP's weights from the base at a time): lowered it most L"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("ssaviz: the drift's parts (nats, one head's or MLP's weights from the base at a time, SSA's temperatures kept): "
+                         "lowered it most L"),
+              std::string::npos)
+        << r.err;
+    char split[96];  // the split's own drift beside them, another measure (tau = 1 against the base)
+    std::snprintf(split, sizeof split, "(the split's drift, tau = 1 against the base: %+.3g)\n",
+                  metrics["decomposition"]["loss_mean"]["tau1"].get<double>() - metrics["decomposition"]["loss_mean"]["base"].get<double>());
+    EXPECT_NE(r.err.find(split), std::string::npos) << split << r.err;
     EXPECT_NE(r.err.find("; whole attention blocks: "), std::string::npos) << r.err;
     EXPECT_NE(r.err.find(", every weight (SSA's temperatures kept) -"), std::string::npos) << r.err;
     ASSERT_EQ(drift["attention"].size(), 4u);
