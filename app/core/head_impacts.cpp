@@ -53,7 +53,9 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
         // On the what-ifs it was asked on alone: loss_with leaves its head's what-if set (a head's
         // drift read with its own tau_v at 1, each MLP's with its layer's last head's).
         if (engine.interventions() != impacts->on_top) (void)engine.SetInterventions(impacts->on_top);
-        auto loss = engine.MeanLossFromBase(tokens.ids, parts, options.cancel);
+        bool unchanged = false;  // weights the fine-tune left as they were: the loss with none taken, not run again
+        auto loss = engine.MeanLossFromBase(tokens.ids, parts, options.cancel, parts.empty() ? nullptr : &unchanged);
+        if (loss && unchanged) return impacts->drift_baseline;
         if (!loss && !(options.cancel && *options.cancel) &&
             std::find(impacts->not_measured.begin(), impacts->not_measured.end(), loss.error()) == impacts->not_measured.end())
             impacts->not_measured.push_back(loss.error());

@@ -538,7 +538,9 @@ const SsaGpt* Engine::Impl::LensModel(MapSide side, LensRun* run) const {
     return &model.gpt;
 }
 
-Result<float> Engine::MeanLossFromBase(const std::vector<int32_t>& ids, const std::vector<BasePart>& parts, const std::atomic<bool>* cancel) {
+Result<float> Engine::MeanLossFromBase(const std::vector<int32_t>& ids, const std::vector<BasePart>& parts, const std::atomic<bool>* cancel,
+                                       bool* unchanged) {
+    if (unchanged) *unchanged = false;
     const Impl& m = *m_impl;
     const LoadedModel* base = m.Beside(Comparison::Base);
     if (!base && !parts.empty()) return Fail("no base model is open");
@@ -546,6 +548,10 @@ Result<float> Engine::MeanLossFromBase(const std::vector<int32_t>& ids, const st
     if (parts.empty()) return MeanLossOfIds(m.model.gpt, ids, edits, cancel);
     auto mixed = WithBaseWeights(m.model.gpt, base->gpt, parts);
     if (!mixed) return Fail(mixed.error());
+    if (unchanged && SameWeights(m.model.gpt, *mixed)) {
+        *unchanged = true;
+        return NAN;
+    }
     return MeanLossOfIds(*mixed, ids, edits, cancel);
 }
 

@@ -215,8 +215,11 @@ public:
     // temperatures, from the base (from_base.h): against the same with no parts, what that part of
     // the fine-tune's drift did to the loss. Its own forward pass, a block of positions at a time;
     // fails without a base (unless `parts` is empty) or for a one-token text.
+    // `unchanged` (null: not asked): set where the parts' weights are the model's own, value for
+    // value (a part the fine-tune left as it was), when their loss is the one with no part and
+    // the pass is not run (the loss returned is NaN then: the caller has that one).
     Result<float> MeanLossFromBase(const std::vector<int32_t>& ids, const std::vector<BasePart>& parts,
-                                   const std::atomic<bool>* cancel = nullptr);
+                                   const std::atomic<bool>* cancel = nullptr, bool* unchanged = nullptr);
 
     // The logit lens and direct logit attribution (lens.h) of `ids` on one side: SSA (with its
     // what-ifs' model as loaded, none applied), or the comparison's: tau = 1 on the same weights

@@ -155,6 +155,27 @@ Result<SsaGpt> WithBaseWeights(const SsaGpt& ssa, const SsaGpt& base, const std:
     return m;
 }
 
+bool SameWeights(const SsaGpt& ssa, const SsaGpt& mixed) {
+    c10::InferenceMode guard;
+    auto same = [](const at::Tensor& a, const at::Tensor& b) {
+        if (a.defined() != b.defined()) return false;
+        return !a.defined() || a.is_same(b) || (a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() && at::equal(a, b));
+    };
+    for (auto [a, b] : {std::pair{&ssa.wte, &mixed.wte}, {&ssa.wpe, &mixed.wpe}, {&ssa.ln_f_w, &mixed.ln_f_w}, {&ssa.ln_f_b, &mixed.ln_f_b},
+                        {&ssa.lm_head, &mixed.lm_head}, {&ssa.lm_head_b, &mixed.lm_head_b}})
+        if (!same(*a, *b)) return false;
+    if (ssa.layers.size() != mixed.layers.size()) return false;
+    for (size_t l = 0; l < ssa.layers.size(); ++l) {
+        const LayerWeights &x = ssa.layers[l], &y = mixed.layers[l];
+        for (auto [a, b] : {std::pair{&x.ln1_w, &y.ln1_w}, {&x.ln1_b, &y.ln1_b}, {&x.attn_w, &y.attn_w}, {&x.attn_b, &y.attn_b},
+                            {&x.proj_w, &y.proj_w}, {&x.proj_b, &y.proj_b}, {&x.ln2_w, &y.ln2_w}, {&x.ln2_b, &y.ln2_b}, {&x.fc_w, &y.fc_w},
+                            {&x.fc_b, &y.fc_b}, {&x.mlp_proj_w, &y.mlp_proj_w}, {&x.mlp_proj_b, &y.mlp_proj_b}, {&x.q_norm_w, &y.q_norm_w},
+                            {&x.k_norm_w, &y.k_norm_w}})
+            if (!same(*a, *b)) return false;
+    }
+    return true;
+}
+
 Result<float> MeanLossOfIds(const SsaGpt& m, const std::vector<int32_t>& ids, const std::vector<TemperatureEdit>& edits,
                             const std::atomic<bool>* cancel) {
     const ModelConfig& c = m.config;

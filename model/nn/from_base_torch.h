@@ -16,6 +16,9 @@ namespace model {
 // it changes, in float32 where the two models hold them in other dtypes. Fails, naming the tensor,
 // where the two differ in shape or one lacks a tensor the other has.
 Result<SsaGpt> WithBaseWeights(const SsaGpt& ssa, const SsaGpt& base, const std::vector<BasePart>& parts);
+// Whether `mixed` (WithBaseWeights of `ssa`) holds the same weights as `ssa`, value for value: the
+// parts taken were not changed by the fine-tune, and their loss is the baseline's.
+bool SameWeights(const SsaGpt& ssa, const SsaGpt& mixed);
 
 // The mean loss of tokens 1..T-1 of `ids` (checked by CheckIds) through `model`, `edits` (a layer
 // each; empty: none) on its temperatures, as the analysis computes it: logsumexp of the logits in

@@ -395,6 +395,31 @@ TEST(Base, TheLossWithWeightsFromTheBaseIsThatOfTheMixedModel) {
     EXPECT_NEAR(*all, model::MeanLoss(what_ifs->loss_base), 2e-5);
 }
 
+// A part the fine-tune left as it was (a base holding the same weights) is said to be unchanged, and
+// its pass not run; one it changed is run.
+TEST(Base, APartTheFineTuneLeftAsItWasIsNotRunAgain) {
+    auto engine = OpenSsa();
+    ASSERT_TRUE(engine);
+    const std::string same = SSAVIZ_TEST_OUT "/base/same-" + std::to_string(::getpid());
+    fs::remove_all(same);
+    fs::copy(Folders().ssa, same, fs::copy_options::recursive);
+    ASSERT_TRUE(engine->OpenBase(same).ok());
+    const model::Tokenization tokens = Tokens(*engine);
+    using Kind = model::BasePart::Kind;
+    for (model::BasePart part : {model::BasePart{Kind::Head, 1, 1}, {Kind::Attention, 0}, {Kind::Mlp, 1}, {Kind::Embeddings}, {Kind::All}}) {
+        bool unchanged = false;
+        auto loss = engine->MeanLossFromBase(tokens.ids, {part}, nullptr, &unchanged);
+        ASSERT_TRUE(loss.ok()) << loss.error();
+        EXPECT_TRUE(unchanged) << model::Describe(part);
+    }
+    ASSERT_TRUE(engine->OpenBase(Folders().base).ok());
+    bool unchanged = true;
+    auto loss = engine->MeanLossFromBase(tokens.ids, {{Kind::Head, 1, 1}}, nullptr, &unchanged);
+    ASSERT_TRUE(loss.ok());
+    EXPECT_FALSE(unchanged);
+    EXPECT_TRUE(std::isfinite(*loss));
+}
+
 // A base of a shorter context (a fine-tune may lengthen it): the embeddings' part takes the base's
 // learned positions where it has them, the model's past them (it gave NaN).
 TEST(Base, TheEmbeddingsOfABaseOfAnotherContextTakeThePositionsItHas) {
