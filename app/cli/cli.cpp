@@ -344,6 +344,9 @@ int CmdExport(const CommandOptions& o) {
                 std::fprintf(stderr, "ssaviz: the drift's parts (nats, one head's or MLP's weights from the base at a time, SSA's temperatures kept): %s (the split's drift, tau = 1 against the base: %+.3g)\n",
                              DriftHeadline(*impacts, L, H, 3).c_str(), d.loss_mean_tau1 - d.loss_mean_base);
             }
+            if (const std::string where = WhereLine(*impacts, TokenLabels(analysis.tokens), L, H, 2); !where.empty())
+                std::fprintf(stderr, "ssaviz: where on the text: %s (head_impacts_tokens.npy: every part token by token)\n",
+                             model::EscapeForMessage(where, 4096).c_str());
         }
         return kExitOk;
     }

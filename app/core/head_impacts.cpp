@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "app/core/names.h"
 
@@ -25,6 +26,8 @@ AlreadyOff OffByWhatIfs(const std::vector<model::Intervention>& on_top, int l, i
     return off;
 }
 
+float MeanOf(const LossByToken& losses) { return losses ? model::MeanLoss(*losses) : NAN; }
+
 }  // namespace
 
 model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenization& tokens, const model::AnalyzeOptions& options,
@@ -32,60 +35,73 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
     const model::ModelConfig& c = engine.Info().config;
     *impacts = HeadImpacts{};
     impacts->on_top = engine.interventions();
+    impacts->ids = tokens.ids;
     impacts->total = c.n_layer * c.n_head;
     auto baseline = engine.Analyze(tokens, options);  // usually the shown analysis, reused whole
     if (!baseline) return model::Fail(baseline.error());
     if (baseline->loss.empty()) return model::Fail("a text of one token has no loss to rank the heads by");
-    impacts->baseline = model::MeanLoss(baseline->loss);
+    impacts->baseline_tokens = std::make_shared<const std::vector<float>>(baseline->loss);
+    impacts->baseline = MeanOf(impacts->baseline_tokens);
     bool go_on = true;
-    // The mean loss with one more what-if on top (NaN where cancelled).
-    auto loss_with = [&](model::Intervention x) {
+    // The loss with one more what-if on top (null where cancelled).
+    auto loss_with = [&](model::Intervention x) -> LossByToken {
         std::vector<model::Intervention> with = impacts->on_top;
         with.push_back(x);
-        if (!engine.SetInterventions(with)) return NAN;  // cannot happen: the layer and head are the model's
+        if (!engine.SetInterventions(with)) return nullptr;  // cannot happen: the layer and head are the model's
         auto a = engine.Analyze(tokens, options);
-        return a ? model::MeanLoss(a->loss) : NAN;
+        return a ? std::make_shared<const std::vector<float>>(std::move(a->loss)) : nullptr;
     };
-    // The drift's: the mean loss with some weights from the base (NaN where cancelled or refused).
+    // The drift's: the loss with some weights from the base (null where cancelled or refused).
     impacts->drift = what.drift && engine.BaseInfo() != nullptr;
     using Part = model::BasePart::Kind;
-    auto loss_from_base = [&](std::vector<model::BasePart> parts) {
+    auto loss_from_base = [&](std::vector<model::BasePart> parts) -> LossByToken {
         // On the what-ifs it was asked on alone: loss_with leaves its head's what-if set (a head's
         // drift read with its own tau_v at 1, each MLP's with its layer's last head's).
         if (engine.interventions() != impacts->on_top) (void)engine.SetInterventions(impacts->on_top);
         bool unchanged = false;  // weights the fine-tune left as they were: the loss with none taken, not run again
-        auto loss = engine.MeanLossFromBase(tokens.ids, parts, options.cancel, parts.empty() ? nullptr : &unchanged);
-        if (loss && unchanged) return impacts->drift_baseline;
+        auto loss = engine.LossFromBase(tokens.ids, parts, options.cancel, parts.empty() ? nullptr : &unchanged);
+        if (loss && unchanged) return impacts->drift_baseline_tokens;
         if (!loss && !(options.cancel && *options.cancel) &&
             std::find(impacts->not_measured.begin(), impacts->not_measured.end(), loss.error()) == impacts->not_measured.end())
             impacts->not_measured.push_back(loss.error());
-        return loss ? *loss : NAN;
+        return loss ? std::make_shared<const std::vector<float>>(std::move(*loss)) : nullptr;
     };
     if (impacts->drift) {
         impacts->base_temperatures = BaseTemperatures(*baseline);
         impacts->settings_difference = model::SettingsDifference(c, engine.BaseInfo()->config);
-        impacts->drift_baseline = loss_from_base({});
-        impacts->embeddings_from_base = loss_from_base({{Part::Embeddings}});
-        impacts->all_from_base = loss_from_base({{Part::All}});
+        impacts->drift_baseline_tokens = loss_from_base({});
+        impacts->embeddings_from_base_tokens = loss_from_base({{Part::Embeddings}});
+        impacts->all_from_base_tokens = loss_from_base({{Part::All}});
+        impacts->drift_baseline = MeanOf(impacts->drift_baseline_tokens);
+        impacts->embeddings_from_base = MeanOf(impacts->embeddings_from_base_tokens);
+        impacts->all_from_base = MeanOf(impacts->all_from_base_tokens);
         impacts->mlp_from_base.assign(static_cast<size_t>(c.n_layer), NAN);
         impacts->attention_from_base.assign(static_cast<size_t>(c.n_layer), NAN);
+        impacts->mlp_from_base_tokens.assign(static_cast<size_t>(c.n_layer), nullptr);
+        impacts->attention_from_base_tokens.assign(static_cast<size_t>(c.n_layer), nullptr);
     }
     using Kind = model::Intervention::Kind;
     for (int l = 0; l < c.n_layer && go_on; ++l) {
         for (int h = 0; h < c.n_head && go_on; ++h) {
             // A temperature the what-ifs set to 1 already: setting it again changes nothing (not run again).
             const AlreadyOff off = OffByWhatIfs(impacts->on_top, l, h);
-            HeadImpact impact{l, h, off.tau_q && off.tau_v ? impacts->baseline : loss_with({Kind::Ablate, l, h, 0.0f})};
+            HeadImpact impact;
+            impact.layer = l, impact.head = h;
+            impact.tokens = off.tau_q && off.tau_v ? impacts->baseline_tokens : loss_with({Kind::Ablate, l, h, 0.0f});
             if (what.split)
-                impact.mean_loss_tau_q = off.tau_q ? impacts->baseline : loss_with({Kind::QueryOff, l, h, 0.0f}),
-                impact.mean_loss_tau_v = off.tau_v ? impacts->baseline : loss_with({Kind::ValueOff, l, h, 0.0f});
+                impact.tokens_tau_q = off.tau_q ? impacts->baseline_tokens : loss_with({Kind::QueryOff, l, h, 0.0f}),
+                impact.tokens_tau_v = off.tau_v ? impacts->baseline_tokens : loss_with({Kind::ValueOff, l, h, 0.0f});
             if (impacts->drift) {
-                impact.mean_loss_from_base = loss_from_base({{Part::Head, l, h}});
+                impact.tokens_from_base = loss_from_base({{Part::Head, l, h}});
                 if (h == c.n_head - 1) {  // the layer's last step
-                    impacts->attention_from_base[l] = loss_from_base({{Part::Attention, l}});
-                    impacts->mlp_from_base[l] = loss_from_base({{Part::Mlp, l}});
+                    impacts->attention_from_base_tokens[l] = loss_from_base({{Part::Attention, l}});
+                    impacts->mlp_from_base_tokens[l] = loss_from_base({{Part::Mlp, l}});
+                    impacts->attention_from_base[l] = MeanOf(impacts->attention_from_base_tokens[l]);
+                    impacts->mlp_from_base[l] = MeanOf(impacts->mlp_from_base_tokens[l]);
                 }
             }
+            impact.mean_loss = MeanOf(impact.tokens), impact.mean_loss_tau_q = MeanOf(impact.tokens_tau_q);
+            impact.mean_loss_tau_v = MeanOf(impact.tokens_tau_v), impact.mean_loss_from_base = MeanOf(impact.tokens_from_base);
             if (options.cancel && *options.cancel) {  // an analysis stopped part-way: not a measure
                 go_on = false;
                 break;
@@ -116,6 +132,50 @@ std::vector<float> TemperatureParts(const HeadImpacts& impacts, int n_layer, int
             if (none) parts[static_cast<size_t>(l) * n_head + h] = NAN;
         }
     return parts;
+}
+
+namespace {
+
+// `into`'s `row`th run of `n` entries: `from` minus `losses`, token by token (left NaN where not measured).
+void PartByToken(std::vector<float>& into, size_t row, size_t n, const LossByToken& from, const LossByToken& losses) {
+    if (!from || !losses || losses->size() != n || from->size() != n || (row + 1) * n > into.size()) return;
+    for (size_t t = 0; t < n; ++t) into[row * n + t] = (*from)[t] - (*losses)[t];
+}
+
+}  // namespace
+
+std::vector<float> TemperaturePartsByToken(const HeadImpacts& impacts, int n_layer, int n_head, TemperaturePart which) {
+    const size_t n = impacts.baseline_tokens ? impacts.baseline_tokens->size() : 0;
+    std::vector<float> parts(static_cast<size_t>(std::max(0, n_layer * n_head)) * n, NAN);
+    const std::vector<float> whole = TemperatureParts(impacts, n_layer, n_head, which);  // NaN where none is measured
+    for (const HeadImpact& h : impacts.heads) {
+        const LossByToken& losses = which == TemperaturePart::TauQ ? h.tokens_tau_q : which == TemperaturePart::TauV ? h.tokens_tau_v : h.tokens;
+        const size_t k = static_cast<size_t>(h.layer) * n_head + h.head;
+        if (h.layer >= 0 && h.layer < n_layer && h.head >= 0 && h.head < n_head && std::isfinite(whole[k]))
+            PartByToken(parts, k, n, impacts.baseline_tokens, losses);
+    }
+    return parts;
+}
+
+DriftTokenParts MeasuredDriftPartsByToken(const HeadImpacts& impacts, int n_layer, int n_head) {
+    DriftTokenParts d;
+    const LossByToken& from = impacts.drift_baseline_tokens;
+    if (!impacts.drift || !from) return d;
+    const size_t n = from->size(), L = static_cast<size_t>(std::max(0, n_layer));
+    d.tokens = static_cast<int>(n);
+    d.heads.assign(L * static_cast<size_t>(std::max(0, n_head)) * n, NAN);
+    d.attention.assign(L * n, NAN);
+    d.mlp = d.attention;
+    d.embeddings.assign(n, NAN);
+    d.all = d.embeddings;
+    for (const HeadImpact& h : impacts.heads)
+        if (h.layer >= 0 && h.layer < n_layer && h.head >= 0 && h.head < n_head)
+            PartByToken(d.heads, static_cast<size_t>(h.layer) * n_head + h.head, n, from, h.tokens_from_base);
+    for (size_t l = 0; l < L && l < impacts.attention_from_base_tokens.size(); ++l) PartByToken(d.attention, l, n, from, impacts.attention_from_base_tokens[l]);
+    for (size_t l = 0; l < L && l < impacts.mlp_from_base_tokens.size(); ++l) PartByToken(d.mlp, l, n, from, impacts.mlp_from_base_tokens[l]);
+    PartByToken(d.embeddings, 0, n, from, impacts.embeddings_from_base_tokens);
+    PartByToken(d.all, 0, n, from, impacts.all_from_base_tokens);
+    return d;
 }
 
 DriftParts MeasuredDriftParts(const HeadImpacts& impacts, int n_layer, int n_head) {
@@ -158,6 +218,53 @@ std::string PartsHeadline(const std::vector<std::string>& names, const std::vect
         return text.empty() ? std::string("none") : text;
     };
     return "lowered it most " + list(true) + "; raised it most " + list(false);
+}
+
+std::string WhereHeadline(const std::vector<std::string>& labels, const float* part_by_token, int tokens, int n) {
+    std::vector<std::string> names;
+    std::vector<float> values;
+    for (int t = 0; t < tokens; ++t) {  // entry t: token t + 1's loss
+        const size_t at = static_cast<size_t>(t) + 1;
+        names.push_back(at < labels.size() ? "'" + labels[at] + "'" : "token " + std::to_string(at));
+        values.push_back(part_by_token[t]);
+    }
+    std::string line = PartsHeadline(names, values, n);
+    for (const char* most : {"lowered it most ", "raised it most "})  // "... most at 'x' -3.1"
+        if (size_t k = line.find(most); k != std::string::npos && line.compare(k + std::strlen(most), 4, "none") != 0)
+            line.insert(k + std::strlen(most), "at ");
+    return line;
+}
+
+std::string WhereLine(const HeadImpacts& impacts, const std::vector<std::string>& labels, int n_layer, int n_head, int n) {
+    std::string line;
+    const int tokens = impacts.baseline_tokens ? static_cast<int>(impacts.baseline_tokens->size()) : 0;
+    auto say = [&](const std::string& name, float whole, const float* by_token) {
+        if (!(whole < 0) || tokens == 0) return;
+        char value[32];
+        std::snprintf(value, sizeof value, "%+.3g", whole);
+        line += (line.empty() ? "" : ". ") + name + " (" + value + "): " + WhereHeadline(labels, by_token, tokens, n);
+    };
+    // The most negative finite entry of `parts` (-1: none below 0).
+    auto most = [](const std::vector<float>& parts) {
+        int best = -1;
+        for (size_t k = 0; k < parts.size(); ++k)
+            if (std::isfinite(parts[k]) && parts[k] < 0 && (best < 0 || parts[k] < parts[best])) best = static_cast<int>(k);
+        return best;
+    };
+    const std::vector<float> parts = TemperatureParts(impacts, n_layer, n_head);
+    if (const int k = most(parts); k >= 0)
+        say(HeadName({k / n_head, k % n_head}) + "'s temperatures", parts[k],
+            TemperaturePartsByToken(impacts, n_layer, n_head).data() + static_cast<size_t>(k) * tokens);
+    const DriftTokenParts by_token = MeasuredDriftPartsByToken(impacts, n_layer, n_head);
+    if (!impacts.drift || by_token.tokens != tokens) return line;
+    const DriftParts drift = MeasuredDriftParts(impacts, n_layer, n_head);
+    const int head = most(drift.heads), mlp = most(drift.mlp);
+    if (mlp >= 0 && (head < 0 || drift.mlp[mlp] < drift.heads[head]))
+        say("L" + std::to_string(mlp) + " MLP's drift", drift.mlp[mlp], by_token.mlp.data() + static_cast<size_t>(mlp) * tokens);
+    else if (head >= 0)
+        say(HeadName({head / n_head, head % n_head}) + "'s drift", drift.heads[head], by_token.heads.data() + static_cast<size_t>(head) * tokens);
+    say("every weight's drift", drift.all, by_token.all.data());
+    return line;
 }
 
 std::string DriftHeadline(const HeadImpacts& impacts, int n_layer, int n_head, int n) {

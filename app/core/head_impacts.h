@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,10 @@
 #include "model/nn/analysis.h"
 
 namespace app {
+
+// A loss token by token (entry t - 1: token t's given the tokens before it, as Analysis::loss),
+// shared by the copies the window's progress makes; null: not measured.
+using LossByToken = std::shared_ptr<const std::vector<float>>;
 
 struct HeadImpact {
     int layer = 0, head = 0;
@@ -23,9 +28,12 @@ struct HeadImpact {
     float mean_loss_tau_q = NAN, mean_loss_tau_v = NAN;
     // Measured with `drift`: the loss with the head's weights (q, k, v, o; not its temperatures) from the base.
     float mean_loss_from_base = NAN;
+    // Each of the four token by token: where on the text the head's temperatures and weights acted.
+    LossByToken tokens, tokens_tau_q, tokens_tau_v, tokens_from_base;
 };
 struct HeadImpacts {
     float baseline = NAN;                     // mean loss with the active interventions alone
+    std::vector<int32_t> ids;                 // the text's, which the losses token by token are of
     std::vector<model::Intervention> on_top;  // the interventions it was measured with
     std::vector<HeadImpact> heads;            // the heads done so far, layer by layer
     int total = 0;                            // heads to do
@@ -45,6 +53,9 @@ struct HeadImpacts {
     std::vector<std::string> not_measured;
     std::string settings_difference;
     float embeddings_from_base = NAN, all_from_base = NAN;
+    // The losses above token by token ([L] each for attention and MLP).
+    LossByToken baseline_tokens, drift_baseline_tokens, embeddings_from_base_tokens, all_from_base_tokens;
+    std::vector<LossByToken> attention_from_base_tokens, mlp_from_base_tokens;
 };
 
 // What MeasureHeadImpacts measures beside each head at tau = 1: `split`, its tau_q and tau_v one
@@ -72,6 +83,9 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
 // not measured with `split`).
 enum class TemperaturePart { Both, TauQ, TauV };
 std::vector<float> TemperatureParts(const HeadImpacts& impacts, int n_layer, int n_head, TemperaturePart which = TemperaturePart::Both);
+// The same token by token, [L * H * (T - 1)] (layer, head, token - 1): where on the text each head's
+// temperatures lowered the loss. Empty without a measured baseline.
+std::vector<float> TemperaturePartsByToken(const HeadImpacts& impacts, int n_layer, int n_head, TemperaturePart which = TemperaturePart::Both);
 // The drift's parts, as the temperatures' (below 0 where the fine-tune's change there lowered the
 // loss): the drift baseline minus the loss with that part from the base; NaN where not measured.
 struct DriftParts {
@@ -81,6 +95,23 @@ struct DriftParts {
     float embeddings = NAN, all = NAN;
 };
 DriftParts MeasuredDriftParts(const HeadImpacts& impacts, int n_layer, int n_head);
+// The same token by token: each vector the one above with a token axis last, of `tokens` (T - 1)
+// entries ([L * H * (T - 1)], [L * (T - 1)], embeddings and all [T - 1]); empty without drift.
+struct DriftTokenParts {
+    int tokens = 0;
+    std::vector<float> heads, attention, mlp, embeddings, all;
+};
+DriftTokenParts MeasuredDriftPartsByToken(const HeadImpacts& impacts, int n_layer, int n_head);
+
+// Where on the text a part acted most, from its part token by token (a row of the above): the n
+// tokens where it lowered the loss most and raised it most, "lowered it most at 'License' -3.1,
+// ' the' -0.8; raised it most at 'of' +0.41" (token t is labels[t]: TokenLabels).
+std::string WhereHeadline(const std::vector<std::string>& labels, const float* part_by_token, int tokens, int n);
+// Where the parts that lowered the loss most acted: the head whose temperatures did, and beside a
+// base the drift's head or MLP that did and every weight's drift, n tokens a side each: "L1 H2's
+// temperatures (-0.147): lowered it most at 'License' -3.1; raised it most at 'of' +0.41. ..."
+// (empty where none lowered it).
+std::string WhereLine(const HeadImpacts& impacts, const std::vector<std::string>& labels, int n_layer, int n_head, int n);
 
 // The heads whose parts lowered the loss most and raised it most, n of each: "lowered it most
 // L1 H2 -0.147, L1 H3 -0.111; raised it most L0 H2 +0.0872" ("none" for a side without any).

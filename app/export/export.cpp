@@ -532,8 +532,17 @@ std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model
                       {"embeddings", number_or_null(drift.embeddings)},
                       {"all", number_or_null(drift.all)}};
     }
+    // Token by token: where on the text each part acted (T - 1 entries, token t's loss at t - 1).
+    const int n = measured.baseline_tokens ? static_cast<int>(measured.baseline_tokens->size()) : 0;
+    const std::string drift_rows = measured.drift ? "; head_impacts_drift_tokens.npy float32 [rows, T - 1]: row k the part of "
+                                                    "head_impacts_drift.csv's row k (its header not counted)" : "";
+    // (null where the formats leave out npy: the files are not written)
+    const json by_token = !options.npy ? json() : json{{"about", "each part token by token, the last axis entry t - 1 holding token t's (as loss.npy): the part of "
+                                     "that token's loss, its mean over the T - 1 tokens the part above. head_impacts_tokens.npy "
+                                     "float32 [3, L, H, T - 1]: part, part_tau_q, part_tau_v" + drift_rows + "; NaN: not measured"},
+                           {"tokens", n}};
     std::vector<ExportFile> files;
-    files.push_back({"head_impacts.json", [impacts, grid, parts, parts_q, parts_v, mean_loss, drift_json](const std::string& full) {
+    files.push_back({"head_impacts.json", [impacts, grid, parts, parts_q, parts_v, mean_loss, drift_json, by_token](const std::string& full) {
                          const json j = {{"about", "each head's temperatures' part of the loss, one head at a time: mean_loss is the text's mean "
                                                    "loss with that head at tau = 1 (tau_q = tau_v = 1) on top of what_ifs, part = baseline - "
                                                    "mean_loss, below 0 where the head's temperatures lowered the loss (as the fine-tune's split "
@@ -547,7 +556,8 @@ std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model
                                          {"part", grid(parts)},
                                          {"part_tau_q", grid(parts_q)},
                                          {"part_tau_v", grid(parts_v)},
-                                         {"drift", drift_json}};
+                                         {"drift", drift_json},
+                                         {"by_token", by_token}};
                          return WriteText(full, model::JsonText(j, 1) + "\n");
                      }});
     files.push_back({"head_impacts.csv", [parts, parts_q, parts_v, mean_loss, drift, H](const std::string& full) {
@@ -588,6 +598,31 @@ std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model
                              row("embeddings", "", "", impacts->embeddings_from_base, drift.embeddings);
                              row("all", "", "", impacts->all_from_base, drift.all);
                              return WriteText(full, csv);
+                         }});
+    if (n > 0 && options.npy)
+        files.push_back({"head_impacts_tokens.npy", [impacts, L, H, n](const std::string& full) {
+                             std::vector<float> all;
+                             for (TemperaturePart which : {TemperaturePart::Both, TemperaturePart::TauQ, TemperaturePart::TauV}) {
+                                 const std::vector<float> one = TemperaturePartsByToken(*impacts, L, H, which);
+                                 all.insert(all.end(), one.begin(), one.end());
+                             }
+                             return model::WriteNpy(full, all.data(), {3, L, H, n});
+                         }});
+    if (measured.drift && n > 0 && options.npy)  // the rows of head_impacts_drift.csv, in its order
+        files.push_back({"head_impacts_drift_tokens.npy", [impacts, L, H, n](const std::string& full) {
+                             const DriftTokenParts d = MeasuredDriftPartsByToken(*impacts, L, H);
+                             std::vector<float> rows(static_cast<size_t>(n), 0.0f);  // "none": the baseline itself
+                             auto add = [&](const std::vector<float>& from, size_t k) {
+                                 rows.insert(rows.end(), from.begin() + k * n, from.begin() + (k + 1) * n);
+                             };
+                             for (const HeadImpact& h : impacts->heads)
+                                 if (h.layer >= 0 && h.layer < L && h.head >= 0 && h.head < H) add(d.heads, static_cast<size_t>(h.layer) * H + h.head);
+                             for (int l = 0; l < L; ++l) {
+                                 if (static_cast<size_t>(l) < impacts->attention_from_base.size()) add(d.attention, l);
+                                 if (static_cast<size_t>(l) < impacts->mlp_from_base.size()) add(d.mlp, l);
+                             }
+                             add(d.embeddings, 0), add(d.all, 0);
+                             return model::WriteNpy(full, rows.data(), {static_cast<int64_t>(rows.size() / n), n});
                          }});
     std::vector<const char*> extensions;
     if (options.png) extensions.push_back("png");
@@ -1018,8 +1053,9 @@ model::Status CheckExportPlaces(const std::string& out_dir, const std::string& f
     for (const std::string& place : places)
         if (auto s = model::CheckFoldersBelow(out_dir, place); !s) return s;
     if (options.rank_heads)  // HeadImpactFiles' names (the drift's CSV beside a base)
-        for (const char* name : {"head_impacts.json", "head_impacts.csv", "head_impacts_drift.csv", "head_impacts.png", "head_impacts.svg"})
-            if ((!std::strstr(name, ".png") || options.png) && (!std::strstr(name, ".svg") || options.svg))
+        for (const char* name : {"head_impacts.json", "head_impacts.csv", "head_impacts_drift.csv", "head_impacts_tokens.npy",
+                                 "head_impacts_drift_tokens.npy", "head_impacts.png", "head_impacts.svg"})
+            if ((!std::strstr(name, ".png") || options.png) && (!std::strstr(name, ".svg") || options.svg) && (!std::strstr(name, ".npy") || options.npy))
                 if (auto s = model::CheckFilePlace(folder + "/" + name); !s) return s;
     return model::Ok{};
 }

@@ -805,8 +805,23 @@ py::dict RankHeads(const AnalysisHandle& h, bool progress) {
         std::copy(values.begin(), values.end(), one.mutable_data());
         out[key] = one;
     }
+    // Token by token, a last axis of T - 1 (token t's at t - 1, as loss): where on the text each part acted.
+    const py::ssize_t n = impacts.baseline_tokens ? static_cast<py::ssize_t>(impacts.baseline_tokens->size()) : 0;
+    auto array = [n](std::vector<py::ssize_t> shape, const std::vector<float>& values) {
+        shape.push_back(n);
+        py::array_t<float> a(shape);
+        if (static_cast<py::ssize_t>(values.size()) == a.size()) std::copy(values.begin(), values.end(), a.mutable_data());
+        else std::fill(a.mutable_data(), a.mutable_data() + a.size(), NAN);
+        return a;
+    };
+    for (auto [key, which] : {std::pair{"part_tokens", TemperaturePart::Both}, std::pair{"part_tau_q_tokens", TemperaturePart::TauQ},
+                              std::pair{"part_tau_v_tokens", TemperaturePart::TauV}})
+        out[key] = array({L, H}, TemperaturePartsByToken(impacts, static_cast<int>(L), static_cast<int>(H), which));
     // Beside a base, the drift's: each head's weights, each layer's MLP, the embeddings, every weight from the base.
     for (const char* key : {"part_drift", "part_drift_attention", "part_drift_mlp", "part_drift_embeddings", "part_drift_all", "drift_baseline"})
+        out[key] = py::none();
+    for (const char* key : {"part_drift_tokens", "part_drift_attention_tokens", "part_drift_mlp_tokens", "part_drift_embeddings_tokens",
+                            "part_drift_all_tokens"})
         out[key] = py::none();
     if (impacts.drift) {
         const DriftParts d = MeasuredDriftParts(impacts, static_cast<int>(L), static_cast<int>(H));
@@ -820,6 +835,12 @@ py::dict RankHeads(const AnalysisHandle& h, bool progress) {
         out["drift_baseline"] = impacts.drift_baseline;
         out["part_drift_embeddings"] = d.embeddings;
         out["part_drift_all"] = d.all;
+        const DriftTokenParts t = MeasuredDriftPartsByToken(impacts, static_cast<int>(L), static_cast<int>(H));
+        out["part_drift_tokens"] = array({L, H}, t.heads);
+        out["part_drift_attention_tokens"] = array({L}, t.attention);
+        out["part_drift_mlp_tokens"] = array({L}, t.mlp);
+        out["part_drift_embeddings_tokens"] = array({}, t.embeddings);
+        out["part_drift_all_tokens"] = array({}, t.all);
     }
     return out;
 }

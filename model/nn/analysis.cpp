@@ -540,19 +540,26 @@ const SsaGpt* Engine::Impl::LensModel(MapSide side, LensRun* run) const {
 
 Result<float> Engine::MeanLossFromBase(const std::vector<int32_t>& ids, const std::vector<BasePart>& parts, const std::atomic<bool>* cancel,
                                        bool* unchanged) {
+    auto loss = LossFromBase(ids, parts, cancel, unchanged);
+    if (!loss) return Fail(loss.error());
+    return unchanged && *unchanged ? NAN : MeanLoss(*loss);
+}
+
+Result<std::vector<float>> Engine::LossFromBase(const std::vector<int32_t>& ids, const std::vector<BasePart>& parts,
+                                                const std::atomic<bool>* cancel, bool* unchanged) {
     if (unchanged) *unchanged = false;
     const Impl& m = *m_impl;
     const LoadedModel* base = m.Beside(Comparison::Base);
     if (!base && !parts.empty()) return Fail("no base model is open");
     const std::vector<TemperatureEdit>& edits = m_impl->edits.Get(m.interventions, m.model.gpt.config, m.device, {RowEdit::Interventions});
-    if (parts.empty()) return MeanLossOfIds(m.model.gpt, ids, edits, cancel);
+    if (parts.empty()) return LossOfIds(m.model.gpt, ids, edits, cancel);
     auto mixed = WithBaseWeights(m.model.gpt, base->gpt, parts);
     if (!mixed) return Fail(mixed.error());
     if (unchanged && SameWeights(m.model.gpt, *mixed)) {
         *unchanged = true;
-        return NAN;
+        return std::vector<float>();
     }
-    return MeanLossOfIds(*mixed, ids, edits, cancel);
+    return LossOfIds(*mixed, ids, edits, cancel);
 }
 
 Result<Lens> Engine::RunLens(const std::vector<int32_t>& ids, MapSide side, const LensOptions& options) {

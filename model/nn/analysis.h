@@ -220,6 +220,9 @@ public:
     // the pass is not run (the loss returned is NaN then: the caller has that one).
     Result<float> MeanLossFromBase(const std::vector<int32_t>& ids, const std::vector<BasePart>& parts,
                                    const std::atomic<bool>* cancel = nullptr, bool* unchanged = nullptr);
+    // The same token by token (entry t - 1: token t's loss, as Analysis::loss); empty where `unchanged`.
+    Result<std::vector<float>> LossFromBase(const std::vector<int32_t>& ids, const std::vector<BasePart>& parts,
+                                            const std::atomic<bool>* cancel = nullptr, bool* unchanged = nullptr);
 
     // The logit lens and direct logit attribution (lens.h) of `ids` on one side: SSA (with its
     // what-ifs' model as loaded, none applied), or the comparison's: tau = 1 on the same weights

@@ -176,8 +176,8 @@ bool SameWeights(const SsaGpt& ssa, const SsaGpt& mixed) {
     return true;
 }
 
-Result<float> MeanLossOfIds(const SsaGpt& m, const std::vector<int32_t>& ids, const std::vector<TemperatureEdit>& edits,
-                            const std::atomic<bool>* cancel) {
+Result<std::vector<float>> LossOfIds(const SsaGpt& m, const std::vector<int32_t>& ids, const std::vector<TemperatureEdit>& edits,
+                                     const std::atomic<bool>* cancel) {
     const ModelConfig& c = m.config;
     if (auto valid = CheckIds(c, ids); !valid) return Fail(valid.error());
     const int64_t T = static_cast<int64_t>(ids.size()), L = c.n_layer;
@@ -209,7 +209,7 @@ Result<float> MeanLossOfIds(const SsaGpt& m, const std::vector<int32_t>& ids, co
             loss.insert(loss.end(), part.data_ptr<float>(), part.data_ptr<float>() + k);
         }
     }
-    return MeanLoss(loss);
+    return loss;
 }
 
 }  // namespace model

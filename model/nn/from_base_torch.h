@@ -20,10 +20,10 @@ Result<SsaGpt> WithBaseWeights(const SsaGpt& ssa, const SsaGpt& base, const std:
 // parts taken were not changed by the fine-tune, and their loss is the baseline's.
 bool SameWeights(const SsaGpt& ssa, const SsaGpt& mixed);
 
-// The mean loss of tokens 1..T-1 of `ids` (checked by CheckIds) through `model`, `edits` (a layer
-// each; empty: none) on its temperatures, as the analysis computes it: logsumexp of the logits in
-// float32 minus the token's, a block of positions at a time.
-Result<float> MeanLossOfIds(const SsaGpt& model, const std::vector<int32_t>& ids, const std::vector<TemperatureEdit>& edits,
+// The loss of tokens 1..T-1 of `ids` (checked by CheckIds) through `model`, `edits` (a layer each;
+// empty: none) on its temperatures, as the analysis computes it: logsumexp of the logits in float32
+// minus the token's, a block of positions at a time. Entry t - 1: token t's (as Analysis::loss).
+Result<std::vector<float>> LossOfIds(const SsaGpt& model, const std::vector<int32_t>& ids, const std::vector<TemperatureEdit>& edits,
                             const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace model

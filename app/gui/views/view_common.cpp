@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include <imgui.h>
 
@@ -44,7 +45,9 @@ void Caption(const std::string& text, const std::string& breaks) {
     const float gap = ImGui::CalcTextSize(breaks.c_str() + kept.size()).x;
     ImGui::BeginGroup();
     ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(ImGui::GetStyle().ItemSpacing.x, 0.0f));  // lines as close as text's
-    bool first = true;
+    // The pieces between breaks; one wider than a whole line is broken between its words instead.
+    const float line = ImGui::GetContentRegionAvail().x;
+    std::vector<std::string> pieces;
     for (size_t start = 0; start <= text.size();) {
         size_t end = breaks.empty() ? std::string::npos : text.find(breaks, start);
         const bool last = end == std::string::npos;
@@ -52,9 +55,19 @@ void Caption(const std::string& text, const std::string& breaks) {
         const std::string piece = text.substr(start, end - start) + (last ? "" : kept);
         start = last ? text.size() + 1 : end + breaks.size();
         if (piece.empty()) continue;
-        if (!first) SameLineIfFits(ImGui::CalcTextSize(piece.c_str()).x, gap);
-        ImGui::TextDisabled("%s", piece.c_str());
-        first = false;
+        if (ImGui::CalcTextSize(piece.c_str()).x <= line || breaks == " " || piece.find(' ') == std::string::npos) {
+            pieces.push_back(piece);
+            continue;
+        }
+        for (size_t word = 0; word < piece.size();) {
+            const size_t space = std::min(piece.find(' ', word), piece.size());
+            if (space > word) pieces.push_back(piece.substr(word, space - word));
+            word = space + 1;
+        }
+    }
+    for (size_t k = 0; k < pieces.size(); ++k) {
+        if (k > 0) SameLineIfFits(ImGui::CalcTextSize(pieces[k].c_str()).x, gap);
+        ImGui::TextDisabled("%s", pieces[k].c_str());
     }
     ImGui::PopStyleVar();
     ImGui::EndGroup();

@@ -132,6 +132,13 @@ void FineTuneView::DrawMatrices(WindowState& state) {
                              "'drift' above reads. Then the embeddings and output head from the base, and every weight (the drift whole, "
                              "with SSA's temperatures). What-ifs > Which heads matter lists each head's.");
         }
+        if (const std::string where = impacts->ids == state.analysis->tokens.ids ? WhereLine(*impacts, TokenLabels(state.analysis->tokens), L, H, 2) : "";
+            !where.empty()) {
+            Caption("where on the text: " + where, " ");
+            viz::ItemTooltip("The parts that lowered the loss most, token by token: the tokens whose loss they lowered most and raised "
+                             "most (nats). What-ifs > Which heads matter shows any head's on hover; the export's head_impacts_tokens.npy "
+                             "holds every part's.");
+        }
     } else if (state.ranking_heads) {
         ImGui::TextDisabled("ranking the heads by their loss...");
     } else {

@@ -30,6 +30,19 @@ std::vector<model::Intervention> Pending(const AppState& state) {
     return state.interventions_request ? *state.interventions_request : state.interventions;
 }
 
+// A part's row hovered: where on the text it acted, its loss token by token against `from`'s; only
+// on the text it was measured on (another one's tokens would name the wrong places).
+void WhereTooltip(const WindowState& state, const HeadImpacts& impacts, const LossByToken& from, const LossByToken& losses) {
+    if (!ImGui::IsItemHovered()) return;
+    if (!from || !losses || from->size() != losses->size()) return ImGui::SetTooltip("not measured");
+    if (!state.analysis || state.analysis->tokens.ids != impacts.ids)
+        return ImGui::SetTooltip("measured on another text: rank the heads again to see where on this one it acted");
+    std::vector<float> part(from->size());
+    for (size_t t = 0; t < part.size(); ++t) part[t] = (*from)[t] - (*losses)[t];
+    ImGui::SetTooltip("where on the text (token by token, as head_impacts_tokens.npy):\n%s",
+                      WhereHeadline(TokenLabels(state.analysis->tokens), part.data(), static_cast<int>(part.size()), 3).c_str());
+}
+
 std::string Nats(float v) {
     char buf[48];
     if (!std::isfinite(v)) return "-";
@@ -196,7 +209,7 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
                     "lowered it, as export --rank-heads writes it). Then tau_q alone and tau_v alone at 1 (three analyses\n"
                     "a head), and beside a base the head's weights (q, k, v, o; never its temperatures) from the base:\n"
                     "the fine-tune's drift in that head (each layer's attention and MLP too, in the export and Fine-tune).\n"
-                    "Any edit or new request stops it. Click a row to show that head.");
+                    "Any edit or new request stops it. Click a row to show that head; hover a part for where on the text it acted.");
     const int total = state.Layers() * state.Heads();
     if (state.ranking_heads) {
         const int done = state.head_impacts ? static_cast<int>(state.head_impacts->heads.size()) : 0;
@@ -301,14 +314,16 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
         const float share = std::isfinite(part) ? std::abs(part) / largest : 0.0f;
         ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + w * share, p.y + h), part < 0 ? IM_COL32(60, 110, 210, 110) : IM_COL32(200, 70, 60, 110));
         ImGui::Text("%+.4f", part);
-        auto part_of = [](float from, float loss) {
+        WhereTooltip(state, *impacts, impacts->baseline_tokens, r.tokens);
+        auto part_of = [&](float from, float loss, const LossByToken& from_tokens, const LossByToken& tokens) {
             ImGui::TableNextColumn();
             if (std::isfinite(from - loss)) ImGui::Text("%+.4f", from - loss);
             else ImGui::TextDisabled("-");
+            WhereTooltip(state, *impacts, from_tokens, tokens);
         };
-        part_of(baseline, r.mean_loss_tau_q);
-        part_of(baseline, r.mean_loss_tau_v);
-        if (impacts->drift) part_of(drift_baseline, r.mean_loss_from_base);
+        part_of(baseline, r.mean_loss_tau_q, impacts->baseline_tokens, r.tokens_tau_q);
+        part_of(baseline, r.mean_loss_tau_v, impacts->baseline_tokens, r.tokens_tau_v);
+        if (impacts->drift) part_of(drift_baseline, r.mean_loss_from_base, impacts->drift_baseline_tokens, r.tokens_from_base);
     }
     ImGui::EndTable();
     const ImVec2 r_min = ImGui::GetItemRectMin(), r_max = ImGui::GetItemRectMax();

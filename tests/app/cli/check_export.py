@@ -7,6 +7,7 @@ usage: check_export.py DIR [--expect-cells N] [--svg-cell-limit 65536]
 Prints one line per check group and exits non-zero on the first failure.
 """
 import argparse
+import csv
 import glob
 import json
 import os
@@ -153,12 +154,55 @@ def check_images(d, T, expect_cells, cell_limit):
     print("images ok: %d PNG decoded, %d SVG parsed%s" % (len(pngs), len(svgs), ", highlight.html parsed" if os.path.exists(html) else ""))
 
 
+def check_head_impacts(d, drift_all_is_base):
+    """--rank-heads' parts token by token: head_impacts_tokens.npy [3, L, H, T - 1] averages to
+    head_impacts.json's part, part_tau_q and part_tau_v (NaN where those are null), and
+    head_impacts_drift_tokens.npy's rows to head_impacts_drift.csv's part_drift, row by row; with
+    drift_all_is_base (every head at tau = 1 beside a vanilla base) the last row, every weight from
+    the base, is loss.npy - loss_base.npy token by token."""
+    ranked = json.load(open(os.path.join(d, "head_impacts.json")))
+    loss = np.load(os.path.join(d, "loss.npy"))
+    parts = np.load(os.path.join(d, "head_impacts_tokens.npy"))
+    if parts.dtype != np.float32 or parts.shape[0] != 3 or parts.shape[3] != loss.shape[0] or ranked["by_token"]["tokens"] != loss.shape[0]:
+        fail("head_impacts_tokens.npy is %s %s beside %d tokens' losses" % (parts.dtype, parts.shape, loss.shape[0]))
+    for k, key in enumerate(["part", "part_tau_q", "part_tau_v"]):
+        whole = np.array([[np.nan if x is None else x for x in row] for row in ranked[key]], dtype=np.float64)
+        if not np.array_equal(np.isnan(whole), np.isnan(parts[k]).all(-1)) or np.isnan(parts[k]).any(-1).sum() != np.isnan(whole).sum():
+            fail("head_impacts_tokens.npy[%d] is NaN where %s is not null, or the other way" % (k, key))
+        diff = np.nanmax(np.abs(parts[k].astype(np.float64).mean(-1) - whole), initial=0.0)
+        if diff > 1e-5:
+            fail("head_impacts_tokens.npy[%d]'s mean over tokens is %s's to %g" % (k, key, diff))
+    print("ok: head_impacts_tokens.npy %s, its means the parts" % (parts.shape,))
+    if ranked["drift"] is None:
+        return
+    rows = list(csv.DictReader(open(os.path.join(d, "head_impacts_drift.csv"))))
+    drift = np.load(os.path.join(d, "head_impacts_drift_tokens.npy"))
+    if drift.shape != (len(rows), loss.shape[0]) or np.any(drift[0] != 0):
+        fail("head_impacts_drift_tokens.npy is %s for %d rows (its first, none, all 0)" % (drift.shape, len(rows)))
+    for k, row in enumerate(rows):
+        if abs(drift[k].astype(np.float64).mean() - float(row["part_drift"])) > 1e-5:
+            fail("head_impacts_drift_tokens.npy's row %d (%s %s %s) averages %g, the CSV says %s" %
+                 (k, row["part"], row["layer"], row["head"], drift[k].mean(), row["part_drift"]))
+    if drift_all_is_base:
+        if rows[-1]["part"] != "all":
+            fail("the last row of head_impacts_drift.csv is %s, not all" % rows[-1]["part"])
+        base = np.load(os.path.join(d, "loss_base.npy"))
+        diff = np.abs(drift[-1] - (loss - base)).max()
+        if diff > 1e-4:
+            fail("every weight from the base, token by token, is loss - loss_base to %g" % diff)
+    print("ok: head_impacts_drift_tokens.npy %s, its rows the CSV's" % (drift.shape,))
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("dir")
     p.add_argument("--expect-cells", type=int)
     p.add_argument("--svg-cell-limit", type=int, default=65536)
+    p.add_argument("--head-impacts", action="store_true", help="check --rank-heads' files alone")
+    p.add_argument("--drift-all-is-base", action="store_true", help="with --head-impacts: every head at tau = 1 beside a vanilla base")
     args = p.parse_args()
+    if args.head_impacts:
+        return check_head_impacts(args.dir, args.drift_all_is_base)
     a, v, T = check_numbers(args.dir)
     check_csv(args.dir, a, v)
     check_images(args.dir, T, args.expect_cells, args.svg_cell_limit)

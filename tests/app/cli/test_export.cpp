@@ -254,7 +254,7 @@ TEST_F(Cli, ExportRankHeadsMeasuresEachHeadsTemperatures) {
 TEST_F(Cli, ExportRankHeadsBesideABaseMeasuresTheDriftPartByPart) {
     const std::string dir = kOut + "/rank_heads_drift";
     fs::remove_all(dir);
-    Outcome r = Ssaviz({"export", "--example", "licenses", "--out", dir, "--format", "json,csv,png", "--rank-heads", "--ablate", "0:*,1:*,2:*,3:*"});
+    Outcome r = Ssaviz({"export", "--example", "licenses", "--out", dir, "--format", "json,csv,png,npy", "--rank-heads", "--ablate", "0:*,1:*,2:*,3:*"});
     ASSERT_EQ(r.code, 0) << r.err;
     const json ranked = json::parse(ReadFile(dir + "/head_impacts.json")), metrics = json::parse(ReadFile(dir + "/metrics.json"));
     const json& drift = ranked["drift"];
@@ -297,6 +297,11 @@ TEST_F(Cli, ExportRankHeadsBesideABaseMeasuresTheDriftPartByPart) {
         ++rows;
     }
     EXPECT_EQ(rows, 16);
+    // Token by token (numpy reads the .npy files): every weight from this vanilla base with every head
+    // at tau = 1 is the base, so its row is loss.npy - loss_base.npy; the stderr says where on the text.
+    ExpectValidExport(dir, "--head-impacts --drift-all-is-base");
+    EXPECT_NE(r.err.find("ssaviz: where on the text: L"), std::string::npos) << r.err;  // no temperatures: the drift's first
+    EXPECT_NE(r.err.find(". every weight's drift (-"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, ExportRunWritesATimelineStepByStep) {

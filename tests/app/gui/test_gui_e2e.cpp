@@ -1502,7 +1502,8 @@ TEST(Worker, RankHeadsAblatesEachHeadInTurn) {
 // The ranking's drift parts are the engine's loss with that part from the base on the what-ifs it
 // was asked on alone (model/nn/from_base: test_base.cpp checks those against a model mixed by hand):
 // each head's read its own tau_v at 1 too, and each MLP its layer's last head's, left set by the
-// head's split (and MLPs' read as some heads' tau_v).
+// head's split (and MLPs' read as some heads' tau_v). Token by token too, as a head's temperatures'
+// part is the analysis's loss with that head at tau = 1.
 TEST(RankHeads, TheDriftsPartsAreTheEnginesOnTheWhatIfsAlone) {
     auto opened = model::Engine::Open(app::BundledModelsDir() + "/licenses/ssa", "cpu");
     ASSERT_TRUE(opened) << opened.error();
@@ -1518,22 +1519,40 @@ TEST(RankHeads, TheDriftsPartsAreTheEnginesOnTheWhatIfsAlone) {
     EXPECT_EQ(engine.interventions(), on_top) << "as they were";
     const int L = engine.Info().config.n_layer, H = engine.Info().config.n_head;
     const app::DriftParts d = app::MeasuredDriftParts(impacts, L, H);
-    using Part = model::BasePart::Kind;
-    auto from_base = [&](model::BasePart part) {
-        auto loss = engine.MeanLossFromBase(tokens->ids, {part});
-        EXPECT_TRUE(loss) << loss.error();
-        return loss ? *loss : NAN;
-    };
-    auto none = engine.MeanLossFromBase(tokens->ids, {});
+    const app::DriftTokenParts by_token = app::MeasuredDriftPartsByToken(impacts, L, H);
+    auto none = engine.LossFromBase(tokens->ids, {});
     ASSERT_TRUE(none);
-    const float baseline = *none;
+    const size_t n = none->size();
+    ASSERT_EQ(by_token.tokens, static_cast<int>(n));
+    const float baseline = model::MeanLoss(*none);
     EXPECT_NEAR(impacts.drift_baseline, baseline, 1e-6);
+    // A part's mean against the engine's, and its row of `by_token_parts` token by token.
+    using Part = model::BasePart::Kind;
+    auto expect_part = [&](model::BasePart part, float measured, const std::vector<float>& by_token_parts, size_t row) {
+        auto loss = engine.LossFromBase(tokens->ids, {part});
+        ASSERT_TRUE(loss) << loss.error();
+        EXPECT_NEAR(measured, baseline - model::MeanLoss(*loss), 1e-6) << model::Describe(part);
+        for (size_t t = 0; t < n; ++t) EXPECT_NEAR(by_token_parts[row * n + t], (*none)[t] - (*loss)[t], 1e-6) << model::Describe(part) << " token " << t + 1;
+    };
     for (int l = 0; l < L; ++l) {
-        for (int h = 0; h < H; ++h) EXPECT_NEAR(d.heads[l * H + h], baseline - from_base({Part::Head, l, h}), 1e-6) << "L" << l << " H" << h;
-        EXPECT_NEAR(d.mlp[l], baseline - from_base({Part::Mlp, l}), 1e-6) << "L" << l << " MLP";
+        for (int h = 0; h < H; ++h) expect_part({Part::Head, l, h}, d.heads[l * H + h], by_token.heads, l * H + h);
+        expect_part({Part::Mlp, l}, d.mlp[l], by_token.mlp, l);
+        expect_part({Part::Attention, l}, d.attention[l], by_token.attention, l);
     }
-    EXPECT_NEAR(d.embeddings, baseline - from_base({Part::Embeddings}), 1e-6);
-    EXPECT_NEAR(d.all, baseline - from_base({Part::All}), 1e-6);
+    expect_part({Part::Embeddings}, d.embeddings, by_token.embeddings, 0);
+    expect_part({Part::All}, d.all, by_token.all, 0);
+    // L0 H1's temperatures token by token: the analysis's loss against the same with that head at tau = 1.
+    auto plain = engine.Analyze(*tokens);
+    ASSERT_TRUE(plain);
+    std::vector<model::Intervention> with = on_top;
+    with.push_back({model::Intervention::Kind::Ablate, 0, 1, 0.0f});
+    ASSERT_TRUE(engine.SetInterventions(with).ok());
+    auto at_tau1 = engine.Analyze(*tokens);
+    ASSERT_TRUE(at_tau1);
+    const std::vector<float> temperatures = app::TemperaturePartsByToken(impacts, L, H);
+    ASSERT_EQ(temperatures.size(), static_cast<size_t>(L * H) * n);
+    for (size_t t = 0; t < n; ++t) EXPECT_NEAR(temperatures[1 * n + t], plain->loss[t] - at_tau1->loss[t], 1e-6) << "token " << t + 1;
+    for (size_t t = 0; t < n; ++t) EXPECT_TRUE(std::isnan(temperatures[(1 * H + 2) * n + t])) << "L1 H2 is at tau = 1 already";
 
     // A temperature the what-ifs already set to 1 has no part: =q and =v stacked are L:H (they read 0.0).
     using Kind = model::Intervention::Kind;

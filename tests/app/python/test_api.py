@@ -468,6 +468,9 @@ def test_rank_heads_is_each_heads_what_if_and_the_command_lines(tmp_path, capsys
         alone = float(np.mean(m.analyze(JOBS, ablate=f"{layer}:{head}").loss, dtype=np.float64))
         assert abs(ranked["mean_loss"][layer, head] - alone) < 1e-5, (layer, head)
         assert abs(ranked["part"][layer, head] - (ranked["baseline"] - alone)) < 1e-5, (layer, head)  # below 0: they lowered it
+    # Token by token: that what-if's loss against the analysis's, token t's at t - 1 (as loss).
+    by_token = a.loss - m.analyze(JOBS, ablate=f"{L - 1}:{H - 1}").loss
+    assert ranked["part_tokens"].shape == (L, H, len(a.loss)) and np.abs(ranked["part_tokens"][L - 1, H - 1] - by_token).max() < 1e-5
     assert np.ptp(ranked["part"]) > 1e-4, "the heads differ"
     for key, alone in (("part_tau_q", "q"), ("part_tau_v", "v")):  # a head's part, its tau_q's and its tau_v's one at a time
         loss = float(np.mean(m.analyze(JOBS, ablate=f"1:2={alone}").loss, dtype=np.float64))
@@ -490,6 +493,9 @@ def test_rank_heads_is_each_heads_what_if_and_the_command_lines(tmp_path, capsys
     assert abs(drift["part_drift_all"] - (drift["baseline"] - float(np.mean(vanilla.loss_base, dtype=np.float64)))) < 2e-5
     assert np.all(np.isfinite(drift["part_drift"])) and np.ptp(drift["part_drift"]) > 1e-4 and np.isfinite(drift["part_drift_embeddings"])
     assert drift["part_drift_attention"].shape == (L,) and abs(drift["drift_baseline"] - drift["baseline"]) < 1e-5
+    assert np.abs(drift["part_drift_all_tokens"] - (vanilla.loss - vanilla.loss_base)).max() < 1e-4  # token by token
+    assert drift["part_drift_mlp_tokens"].shape == (L, len(vanilla.loss)) and np.isnan(drift["part_tokens"]).all()  # all at tau = 1 already
+    assert np.abs(drift["part_drift_tokens"].mean(-1, dtype=np.float64) - drift["part_drift"]).max() < 1e-5
     # Against the base the analysis was made with, whatever the model analysed since (another
     # comparison left it without a base, and every drift part came back None).
     beside = m.analyze(JOBS, base=base)

@@ -314,14 +314,22 @@ model::SsaGpt MixedHead(const model::SsaGpt& ssa, const model::SsaGpt& base, int
 }
 
 // The mean loss of tokens 1.. by the plain forward pass (model::Forward), summed in double.
-double ReferenceLoss(const model::SsaGpt& m, const std::vector<int32_t>& ids) {
+// Token t's loss at entry t - 1 (as Analysis::loss), in float64 from the plain forward pass's logits.
+std::vector<double> ReferenceLosses(const model::SsaGpt& m, const std::vector<int32_t>& ids) {
     auto out = model::Forward(m, ids);
     EXPECT_TRUE(out.ok()) << out.error();
-    if (!out.ok()) return NAN;
+    if (!out.ok()) return {};
     const at::Tensor logp = at::log_softmax(out->logits.to(at::kDouble), -1);
+    std::vector<double> losses;
+    for (size_t t = 0; t + 1 < ids.size(); ++t) losses.push_back(-logp[static_cast<int64_t>(t)][ids[t + 1]].item<double>());
+    return losses;
+}
+
+double ReferenceLoss(const model::SsaGpt& m, const std::vector<int32_t>& ids) {
+    const std::vector<double> losses = ReferenceLosses(m, ids);
     double sum = 0;
-    for (size_t t = 0; t + 1 < ids.size(); ++t) sum -= logp[static_cast<int64_t>(t)][ids[t + 1]].item<double>();
-    return sum / static_cast<double>(ids.size() - 1);
+    for (double loss : losses) sum += loss;
+    return losses.empty() ? NAN : sum / static_cast<double>(losses.size());
 }
 
 // The loss with some weights taken back from the base (from_base.h), against the plain forward
@@ -347,6 +355,10 @@ TEST(Base, TheLossWithWeightsFromTheBaseIsThatOfTheMixedModel) {
     ASSERT_TRUE(none.ok()) << none.error();
     EXPECT_NEAR(*none, model::MeanLoss(analysed->loss), 2e-5);
     EXPECT_NEAR(*none, ReferenceLoss(s, tokens.ids), 2e-5);
+    auto by_token = engine->LossFromBase(tokens.ids, {});  // token by token, as the analysis's loss
+    ASSERT_TRUE(by_token.ok());
+    ASSERT_EQ(by_token->size(), analysed->loss.size());
+    for (size_t t = 0; t < by_token->size(); ++t) EXPECT_NEAR((*by_token)[t], analysed->loss[t], 2e-5) << "token " << t + 1;
     using Kind = model::BasePart::Kind;
     std::vector<double> heads;
     for (int l = 0; l < 2; ++l)
@@ -456,9 +468,11 @@ TEST(Base, AHeadFromTheBaseTakesItsKvHeadWithGroupedQueries) {
     for (int h : {0, 1, 3}) {
         auto mixed = model::WithBaseWeights(ssa, base, {{Kind::Head, 1, h}});
         ASSERT_TRUE(mixed.ok()) << mixed.error();
-        auto loss = model::MeanLossOfIds(*mixed, ids, {});
+        auto loss = model::LossOfIds(*mixed, ids, {});  // token by token
         ASSERT_TRUE(loss.ok()) << loss.error();
-        EXPECT_NEAR(*loss, ReferenceLoss(MixedHead(ssa, base, 1, h), ids), 2e-5) << "H" << h;
+        const std::vector<double> expected = ReferenceLosses(MixedHead(ssa, base, 1, h), ids);
+        ASSERT_EQ(loss->size(), expected.size());
+        for (size_t t = 0; t < expected.size(); ++t) EXPECT_NEAR((*loss)[t], expected[t], 2e-5) << "H" << h << " token " << t + 1;
     }
     EXPECT_TRUE(at::equal(ssa.layers[1].attn_w, model::RandomSsaGpt(*config, 7).layers[1].attn_w)) << "the model's own weights untouched";
     auto outside = model::WithBaseWeights(ssa, base, {{Kind::Head, 1, 4}});
