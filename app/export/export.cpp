@@ -646,14 +646,14 @@ json LensLossByLayer(const model::Lens& lens) {
 
 namespace {
 
-// Each side's bars, named and coloured as the window's: SSA, the comparison (tau = 1 beside a
-// base), the base; `values` gives a side's bars.
+// Each side's bars, named and coloured as the window's: SSA, the comparison by its kind (tau = 1,
+// the twin, layer-local; tau = 1 beside a base), the base; `values` gives a side's bars.
 template <typename Values>
 void AddSideBars(viz::Plot* plot, const std::vector<LensSideFiles>& sides, Values&& values) {
     const viz::Rgba8 colors[] = {viz::kSsaColor, viz::kCompareColor, viz::kBaseColor};
     for (size_t n = 0; n < sides.size(); ++n) {
         viz::PlotSeries series;
-        series.Name = n != 1 ? sides[n].name : sides.size() > 2 ? "tau = 1" : "comparison";
+        series.Name = n == 1 && sides.size() > 2 ? "tau = 1" : sides[n].name;
         series.Kind = viz::SeriesKind::Bars;
         series.Color = colors[std::min<size_t>(n, std::size(colors) - 1)];
         series.Y = values(*sides[n].lens);
@@ -769,7 +769,7 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
         struct Array { const char* name; const std::vector<float>* data; std::vector<int64_t> shape; };
         const Array arrays[] = {{"lens_loss", &side->loss, {L + 1, T - 1}}, {"dla", &side->dla, {L, H, T - 1}},
                                 {"dla_mlp", &side->dla_mlp, {L, T - 1}},    {"dla_embed", &side->dla_embed, {T - 1}},
-                                {"dla_const", &side->dla_const, {T - 1}}};
+                                {"dla_const", &side->dla_const, {T - 1}}, {"dla_logit", &side->logit, {T - 1}}};
         for (const Array& arr : arrays)
             files.push_back({arr.name + suffix + ".npy", [side = side, arr](const std::string& full) {
                                  return model::WriteNpy(full, arr.data->data(), arr.shape);
@@ -799,9 +799,11 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
                                              {"top", std::move(layers)}};
                              return WriteText(full, model::JsonText(j, -1) + "\n");
                          }});
-        // Figures for papers: the lens grid and the heads' mean attribution.
+        // Figures for papers: the lens grid and the heads' mean attribution. A text of one token has
+        // no next token to read or attribute: its files are empty and it has no figure (a map of 0s
+        // would read as heads that write nothing).
         const std::string& side_name = named.name;
-        for (const char* ext : extensions) {
+        for (const char* ext : side->n_tokens >= 2 ? extensions : std::vector<const char*>()) {
             files.push_back(FigureFile("lens" + suffix, ext, [side = side, token_labels, model_name, side_name] {
                 return LensFigure(*side, model_name, side_name, token_labels);
             }, size_t{64} << 20, options.figures.png_scale));
@@ -1052,11 +1054,25 @@ model::Status CheckExportPlaces(const std::string& out_dir, const std::string& f
     if (options.png || options.svg) places.insert(places.end(), {folder + "/heatmaps", folder + "/plots"});
     for (const std::string& place : places)
         if (auto s = model::CheckFoldersBelow(out_dir, place); !s) return s;
-    if (options.rank_heads)  // HeadImpactFiles' names (the drift's CSV beside a base)
-        for (const char* name : {"head_impacts.json", "head_impacts.csv", "head_impacts_drift.csv", "head_impacts_tokens.npy",
-                                 "head_impacts_drift_tokens.npy", "head_impacts.png", "head_impacts.svg"})
-            if ((!std::strstr(name, ".png") || options.png) && (!std::strstr(name, ".svg") || options.svg) && (!std::strstr(name, ".npy") || options.npy))
-                if (auto s = model::CheckFilePlace(folder + "/" + name); !s) return s;
+    // The files every such export writes, whatever the model and its comparison (those named after
+    // the comparison are checked as they are written), in the formats asked for; HeadImpactFiles'
+    // names with --rank-heads (the drift's beside a base).
+    std::vector<std::string> names;
+    if (options.json) names.insert(names.end(), {"tokens.json", "metrics.json"});
+    if (options.npy) names.insert(names.end(), {"attention.npy", "tau_q.npy", "tau_v.npy", "loss.npy"});
+    if (options.html) names.push_back("highlight.html");
+    if (options.lens)
+        names.insert(names.end(), {"lens_loss.npy", "dla.npy", "dla_mlp.npy", "dla_embed.npy", "dla_const.npy", "dla_logit.npy", "lens_top.json"});
+    if (options.rank_heads)
+        names.insert(names.end(), {"head_impacts.json", "head_impacts.csv", "head_impacts_drift.csv", "head_impacts_tokens.npy",
+                                   "head_impacts_drift_tokens.npy", "head_impacts.png", "head_impacts.svg"});
+    names.insert(names.end(), {"highlight.png", "highlight.svg"});
+    for (const std::string& name : names) {
+        const bool asked = (name.find(".png") == std::string::npos || options.png) && (name.find(".svg") == std::string::npos || options.svg) &&
+                           (name.find(".npy") == std::string::npos || options.npy || name.rfind("lens", 0) == 0 || name.rfind("dla", 0) == 0);
+        if (asked)
+            if (auto s = model::CheckFilePlace((fs::path(folder) / name).string()); !s) return s;
+    }
     return model::Ok{};
 }
 

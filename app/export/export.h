@@ -52,7 +52,7 @@ struct LensSideFiles {
 // The logit lens and direct logit attribution's files (SPEC section 10) of each side, named with
 // its suffix: lens_loss.npy [L + 1, T - 1], lens_top.json (each layer's and position's top
 // pieces: id, piece, probability), dla.npy [L, H, T - 1], dla_mlp.npy [L, T - 1], dla_embed.npy
-// and dla_const.npy [T - 1]. `piece` names an id as the views do. With PNG or SVG among
+// and dla_const.npy [T - 1], dla_logit.npy [T - 1] (what they sum to). `piece` names an id as the views do. With PNG or SVG among
 // `options`' formats, figures too: lens.png (the lens as a layer x position heatmap of p(next
 // token), log scale) and dla_heads.png (each head's part of the next token's logit, averaged over
 // the positions, on a diverging scale); with SSA first among `sides`, lens_diff.png (SSA's loss

@@ -587,7 +587,7 @@ std::vector<Flag> BuildTable() {
             .InSession({"export.colormap"}));
     add(Row({"--lens"}, "", {C::Export, C::Window},
             "the logit lens and direct logit attribution of SSA and its comparison, a forward pass of each side more: export "
-            "writes lens_loss.npy, lens_top.json, dla.npy, dla_mlp.npy, dla_embed.npy, dla_const.npy (and _compare), with --batch "
+            "writes lens_loss.npy, lens_top.json, dla.npy, dla_mlp.npy, dla_embed.npy, dla_const.npy, dla_logit.npy (and _compare; beside a base _tau1 and _base), with --batch "
             "each text's loss by layer in the summary (lens_loss_0 ..); the window "
             "runs them once the first analysis is shown (the Lens tab)",
             [](CommandOptions& o, const FlagValue&) { o.export_options.lens = o.window.lens = true; },

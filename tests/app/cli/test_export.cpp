@@ -51,7 +51,7 @@ TEST_F(Cli, ExportLensWritesTheLensAndTheAttribution) {
         EXPECT_EQ(NpyShape(out + "/lens_loss" + suffix + ".npy"), (std::vector<int64_t>{3, T - 1}));
         EXPECT_EQ(NpyShape(out + "/dla" + suffix + ".npy"), (std::vector<int64_t>{2, 2, T - 1}));
         EXPECT_EQ(NpyShape(out + "/dla_mlp" + suffix + ".npy"), (std::vector<int64_t>{2, T - 1}));
-        for (const char* name : {"dla_embed", "dla_const"}) EXPECT_EQ(NpyShape(out + "/" + name + suffix + ".npy"), (std::vector<int64_t>{T - 1}));
+        for (const char* name : {"dla_embed", "dla_const", "dla_logit"}) EXPECT_EQ(NpyShape(out + "/" + name + suffix + ".npy"), (std::vector<int64_t>{T - 1}));
         const json top = json::parse(ReadFile(out + "/lens_top" + suffix + ".json"));
         EXPECT_EQ(top["layers"], 3);
         EXPECT_EQ(top["top"].size(), 3u);
@@ -65,18 +65,22 @@ TEST_F(Cli, ExportLensWritesTheLensAndTheAttribution) {
     // The last token's logit by head, SSA beside the comparison: both sides' bars, the heads named.
     EXPECT_TRUE(fs::is_regular_file(out + "/dla_bars.png"));
     const std::string bars = ReadFile(out + "/dla_bars.svg");
-    for (const char* label : {"the last token", "L1 H1", "L0 H0", ">SSA<", ">comparison<"}) EXPECT_NE(bars.find(label), std::string::npos) << label;
+    // (the comparison named by its kind, as every figure names it)
+    for (const char* label : {"the last token", "L1 H1", "L0 H0", ">SSA<", ">tau = 1<"}) EXPECT_NE(bars.find(label), std::string::npos) << label;
     // And by layer, as the Lens tab totals it: each layer's attention and MLP, the embeddings, the biases.
     EXPECT_TRUE(fs::is_regular_file(out + "/dla_layers.png"));
     const std::string layers = ReadFile(out + "/dla_layers.svg");
-    for (const char* label : {"part of its logit", "L0 attn", "L1 MLP", "embed", "biases", ">SSA<", ">comparison<"})
+    for (const char* label : {"part of its logit", "L0 attn", "L1 MLP", "embed", "biases", ">SSA<", ">tau = 1<"})
         EXPECT_NE(layers.find(label), std::string::npos) << label;
     const std::string check = std::string(SSAVIZ_PYTHON) + " -c \"import numpy as np, sys; d = sys.argv[1]; "
                               "lens = np.load(d + '/lens_loss.npy'); loss = np.load(d + '/loss.npy'); "
                               "assert np.all(np.isfinite(lens)), 'not finite'; "
                               "assert np.abs(lens[-1] - loss).max() < 1e-5, np.abs(lens[-1] - loss).max(); "
                               "c = np.load(d + '/lens_loss_compare.npy'); lc = np.load(d + '/loss_compare.npy'); "
-                              "assert np.abs(c[-1] - lc).max() < 1e-5, np.abs(c[-1] - lc).max()\" " +
+                              "assert np.abs(c[-1] - lc).max() < 1e-5, np.abs(c[-1] - lc).max(); "
+                              "parts = np.load(d + '/dla.npy').sum((0, 1)) + np.load(d + '/dla_mlp.npy').sum(0) + np.load(d + '/dla_embed.npy') "
+                              "+ np.load(d + '/dla_const.npy'); "
+                              "assert np.abs(parts - np.load(d + '/dla_logit.npy')).max() < 1e-4, 'the parts sum to the logit'\" " +
                               Quote(out) + " >" + Scratch("lens_check.log") + " 2>&1";
     EXPECT_EQ(std::system(check.c_str()), 0) << ReadFile(Scratch("lens_check.log"));
     // One token: no next token, so no lens difference to draw (it wrote an empty lens_diff.png); no

@@ -141,22 +141,24 @@ TEST_F(Cli, ExportNeverWritesThroughLinksInsideItsFolder) {
 TEST_F(Cli, AFailedExportLeavesTheFolderAsItWas) {
     const std::string out = Fresh("atomic");
     std::ofstream(out + "/tokens.json") << "old tokens";
-    // The export cannot put metrics.json in place (a folder is there): it fails after writing every
-    // file, and then renames none of them.
-    fs::create_directories(out + "/metrics.json");
+    // The export cannot put the comparison's map in place (a folder is there; a file named after
+    // the comparison is known once the model has run): it fails after writing every file, and then
+    // renames none of them.
+    const std::string map = out + "/attention_compare.npy";
+    fs::create_directories(map);
     Outcome r = Ssaviz({"export", "--model", Small(), "--text", "hello world", "--out", out, "--format", "json,npy"});
     EXPECT_EQ(r.code, 1) << r.err;  // after the progress lines, one line of error
-    EXPECT_NE(r.err.substr(r.err.rfind("ssaviz: ")).find("metrics.json' is a folder where ssaviz writes a file"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.substr(r.err.rfind("ssaviz: ")).find("attention_compare.npy' is a folder where ssaviz writes a file"), std::string::npos) << r.err;
     EXPECT_EQ(ReadFile(out + "/tokens.json"), "old tokens");
-    EXPECT_EQ(FilesUnder(out), (std::vector<std::string>{"metrics.json", "tokens.json"}));  // no temporary files left
+    EXPECT_EQ(FilesUnder(out), (std::vector<std::string>{"attention_compare.npy", "tokens.json"}));  // no temporary files left
     // A FIFO (or a device) where a file goes is not replaced either: the user's, named, kept.
-    fs::remove(out + "/metrics.json");
-    ASSERT_EQ(::mkfifo((out + "/metrics.json").c_str(), 0600), 0);
+    fs::remove(map);
+    ASSERT_EQ(::mkfifo(map.c_str(), 0600), 0);
     r = Ssaviz({"export", "--model", Small(), "--text", "hello world", "--out", out, "--format", "json,npy"});
     EXPECT_EQ(r.code, 1) << r.err;
-    EXPECT_NE(r.err.substr(r.err.rfind("ssaviz: ")).find("metrics.json' is a FIFO, not a file: ssaviz does not replace it"), std::string::npos)
+    EXPECT_NE(r.err.substr(r.err.rfind("ssaviz: ")).find("attention_compare.npy' is a FIFO, not a file: ssaviz does not replace it"), std::string::npos)
         << r.err;
-    EXPECT_TRUE(fs::is_fifo(out + "/metrics.json"));
+    EXPECT_TRUE(fs::is_fifo(map));
     EXPECT_EQ(ReadFile(out + "/tokens.json"), "old tokens");
 }
 
@@ -199,6 +201,14 @@ TEST_F(Cli, ExportFolderIsCheckedBeforeTheModelRuns) {
     // Without png, the FIFO is not in the way.
     Outcome r = Ssaviz({"export", "--model", Small(), "--text", "hi there", "--out", dir + "/ranked", "--rank-heads", "--format", "json"});
     EXPECT_EQ(r.code, 0) << r.err;
+    // Every export's own files and --lens's likewise (they were refused after every forward pass, exit 1).
+    ASSERT_EQ(::mkfifo((dir + "/ranked/dla.npy").c_str(), 0600), 0);
+    ExpectOneLineError(Ssaviz({"export", "--model", dir + "/no-model", "--text", "hi there", "--out", dir + "/ranked", "--lens", "--format", "json"}),
+                       2, "ranked/dla.npy' is a FIFO, not a file");
+    fs::remove(dir + "/ranked/metrics.json");
+    fs::create_directories(dir + "/ranked/metrics.json");
+    ExpectOneLineError(Ssaviz({"export", "--model", dir + "/no-model", "--text", "hi there", "--out", dir + "/ranked", "--format", "json"}), 2,
+                       "ranked/metrics.json' is a folder where ssaviz writes a file");
 }
 
 // The window's --screenshot likewise: a screenshot is written after the model has run, so where
