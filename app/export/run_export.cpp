@@ -288,7 +288,9 @@ model::Status WriteRunFiles(const ExportOptions& options, const RunResults& run,
     model::MakeFolders(out.string());
     json timeline = TimelineJson(run);
     timeline["about"] =
-        "per step: the model's means as a batch summary's row, and heads[value][layer][head]; steps_to_sparsity[layer][head]: the first "
+        "per step: the model's means as a batch summary's row (line: the step's place in the run, 1 the first; name: its folder "
+        "with --steps; loss: the mean loss, run.csv's loss_mean; entropies, JS divergences and losses in nats), and "
+        "heads[value][layer][head]; steps_to_sparsity[layer][head]: the first "
         "step whose mean entropy is below half of the first step's (null: never)";
     if (compare) timeline["compare_run"] = TimelineJson(*compare);
     // Against a base, each head's js_total and js_drift too (RunHeadValues); the compare run's rows
