@@ -488,6 +488,17 @@ std::vector<ExportFile> LensExportFiles(const std::function<std::string(int32_t)
     return LensFiles(named, piece, options, TokenLabels(a.tokens), ModelName(info));
 }
 
+namespace {
+
+// A CSV cell of a part or a loss: empty where not measured.
+std::string CsvNumber(float v) {
+    char text[32] = "";
+    if (std::isfinite(v)) std::snprintf(text, sizeof text, "%.9g", v);
+    return text;
+}
+
+}  // namespace
+
 std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model::ModelInfo& info, const ExportOptions& options) {
     const auto impacts = std::make_shared<const HeadImpacts>(measured);
     const int L = info.config.n_layer, H = info.config.n_head;
@@ -563,27 +574,17 @@ std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model
     files.push_back({"head_impacts.csv", [parts, parts_q, parts_v, mean_loss, drift, H](const std::string& full) {
                          // part_drift: the head's weights from the base (empty without a base).
                          std::string csv = "layer,head,mean_loss,part,part_tau_q,part_tau_v,part_drift\n";  // empty: not measured
-                         auto number = [](float v) {
-                             char text[32] = "";
-                             if (std::isfinite(v)) std::snprintf(text, sizeof text, "%.9g", v);
-                             return std::string(text);
-                         };
                          for (size_t k = 0; k < parts.size(); ++k)
                              if (std::isfinite(mean_loss[k]))
-                                 csv += std::to_string(k / H) + "," + std::to_string(k % H) + "," + number(mean_loss[k]) + "," + number(parts[k]) + "," +
-                                        number(parts_q[k]) + "," + number(parts_v[k]) + "," + number(drift.heads[k]) + "\n";
+                                 csv += std::to_string(k / H) + "," + std::to_string(k % H) + "," + CsvNumber(mean_loss[k]) + "," + CsvNumber(parts[k]) + "," +
+                                        CsvNumber(parts_q[k]) + "," + CsvNumber(parts_v[k]) + "," + CsvNumber(drift.heads[k]) + "\n";
                          return WriteText(full, csv);
                      }});
     if (measured.drift)  // every part of the drift a row: the heads, each layer's attention and MLP, the embeddings, all
         files.push_back({"head_impacts_drift.csv", [impacts, drift, L, H](const std::string& full) {
-                             auto number = [](float v) {
-                                 char text[32] = "";
-                                 if (std::isfinite(v)) std::snprintf(text, sizeof text, "%.9g", v);
-                                 return std::string(text);
-                             };
                              std::string csv = "part,layer,head,mean_loss,part_drift\n";  // layer, head: empty where the part has none
                              auto row = [&](const char* kind, const std::string& layer, const std::string& head, float loss, float part) {
-                                 csv += std::string(kind) + "," + layer + "," + head + "," + number(loss) + "," + number(part) + "\n";
+                                 csv += std::string(kind) + "," + layer + "," + head + "," + CsvNumber(loss) + "," + CsvNumber(part) + "\n";
                              };
                              row("none", "", "", impacts->drift_baseline, 0.0f);
                              for (const HeadImpact& h : impacts->heads)
