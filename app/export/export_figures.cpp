@@ -330,12 +330,17 @@ viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_na
 
 viz::Figure HeadImpactsFigure(const HeadImpacts& impacts, int n_layer, int n_head, const std::string& model_name) {
     if (n_layer <= 0 || n_head <= 0) return {};
-    // One panel: [layers, columns] of loss changes, blue below 0 (lowered the loss, as every loss
-    // change reads), on a scale of its own centred at 0.
-    auto panel = [&](const std::vector<float>& values, int columns, const std::string& title, const std::string& value_label) {
+    // The largest |value| of some panels' values: their common scale's end.
+    auto largest = [](std::initializer_list<const std::vector<float>*> panels) {
         float most = 1e-6f;
-        for (float v : values)
-            if (std::isfinite(v)) most = std::max(most, std::abs(v));
+        for (const std::vector<float>* values : panels)
+            for (float v : *values)
+                if (std::isfinite(v)) most = std::max(most, std::abs(v));
+        return most;
+    };
+    // One panel: [layers, columns] of loss changes, blue below 0 (lowered the loss, as every loss
+    // change reads), on a diverging scale from -most to most.
+    auto panel = [&](const std::vector<float>& values, int columns, float most, const std::string& title, const std::string& value_label) {
         viz::HeatmapFigureOptions options;
         for (int l = 0; l < n_layer; ++l) options.RowLabels.push_back("L" + std::to_string(l));
         for (int h = 0; h < n_head; ++h) options.ColLabels.push_back("H" + std::to_string(h));
@@ -362,7 +367,7 @@ viz::Figure HeadImpactsFigure(const HeadImpacts& impacts, int n_layer, int n_hea
         title += " \xC2\xB7 on what-ifs " + (what_ifs.size() > 40 ? what_ifs.substr(0, 37) + "..." : what_ifs);
     const std::vector<float> parts = TemperatureParts(impacts, n_layer, n_head);
     const std::string temperatures = "each head's temperatures' part of the loss " + nats("%.4f", impacts.baseline) + ", one at a time (blue: lowered it)";
-    if (!impacts.drift) return panel(parts, n_head, title + " \xC2\xB7 " + temperatures, "loss - loss at tau = 1, nats");
+    if (!impacts.drift) return panel(parts, n_head, largest({&parts}), title + " \xC2\xB7 " + temperatures, "loss - loss at tau = 1, nats");
     // Beside a base: the drift's parts too, a head's weights or a layer's MLP from the base.
     const DriftParts d = MeasuredDriftParts(impacts, n_layer, n_head);
     const int columns = n_head + 2;  // the heads, the layer's whole attention, its MLP
@@ -372,10 +377,13 @@ viz::Figure HeadImpactsFigure(const HeadImpacts& impacts, int n_layer, int n_hea
         for (int h = 0; h < n_head; ++h) row[h] = d.heads[static_cast<size_t>(l) * n_head + h];
         row[n_head] = d.attention[l], row[n_head + 1] = d.mlp[l];
     }
-    return viz::Beside({panel(parts, n_head, "temperatures: loss - loss with the head at tau = 1", "nats"),
-                        panel(drift, columns, "drift: loss - loss with the base's weights there", "nats")},
+    // One colour scale for both, as the Fine-tune tab's: a pale temperatures panel beside a dark
+    // drift one says the drift moved the loss more.
+    const float most = largest({&parts, &drift});
+    return viz::Beside({panel(parts, n_head, most, "temperatures: loss - loss with the head at tau = 1", "nats"),
+                        panel(drift, columns, most, "drift: loss - loss with the base's weights there", "nats")},
                        title + " \xC2\xB7 each part's effect on the loss " + nats("%.4f", impacts.baseline) +
-                           ", one at a time (blue: lowered it) \xC2\xB7 drift of the embeddings " + nats("%+.3f", d.embeddings) +
+                           ", one at a time, one colour scale (blue: lowered it) \xC2\xB7 drift of the embeddings " + nats("%+.3f", d.embeddings) +
                            ", of every weight (SSA's temperatures kept) " + nats("%+.3f", d.all) +
                            (impacts.base_temperatures.empty() ? "" : " \xC2\xB7 the base has its own " + impacts.base_temperatures));
 }
