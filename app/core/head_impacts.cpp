@@ -79,7 +79,10 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
         impacts->attention_from_base.assign(static_cast<size_t>(c.n_layer), NAN);
         impacts->mlp_from_base_tokens.assign(static_cast<size_t>(c.n_layer), nullptr);
         impacts->attention_from_base_tokens.assign(static_cast<size_t>(c.n_layer), nullptr);
+        impacts->path_from_base.assign(2 * static_cast<size_t>(c.n_layer), NAN);
+        impacts->path_from_base_tokens.assign(2 * static_cast<size_t>(c.n_layer), nullptr);
     }
+    std::vector<model::BasePart> path = {{Part::Embeddings}};  // the path's parts taken so far
     using Kind = model::Intervention::Kind;
     for (int l = 0; l < c.n_layer && go_on; ++l) {
         for (int h = 0; h < c.n_head && go_on; ++h) {
@@ -98,6 +101,12 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
                     impacts->mlp_from_base_tokens[l] = loss_from_base({{Part::Mlp, l}});
                     impacts->attention_from_base[l] = MeanOf(impacts->attention_from_base_tokens[l]);
                     impacts->mlp_from_base[l] = MeanOf(impacts->mlp_from_base_tokens[l]);
+                    for (Part kind : {Part::Attention, Part::Mlp}) {  // the path's next two steps
+                        path.push_back({kind, l});
+                        const size_t k = 2 * static_cast<size_t>(l) + (kind == Part::Mlp);
+                        impacts->path_from_base_tokens[k] = loss_from_base(path);
+                        impacts->path_from_base[k] = MeanOf(impacts->path_from_base_tokens[k]);
+                    }
                 }
             }
             impact.mean_loss = MeanOf(impact.tokens), impact.mean_loss_tau_q = MeanOf(impact.tokens_tau_q);
@@ -175,6 +184,10 @@ DriftTokenParts MeasuredDriftPartsByToken(const HeadImpacts& impacts, int n_laye
     for (size_t l = 0; l < L && l < impacts.mlp_from_base_tokens.size(); ++l) PartByToken(d.mlp, l, n, from, impacts.mlp_from_base_tokens[l]);
     PartByToken(d.embeddings, 0, n, from, impacts.embeddings_from_base_tokens);
     PartByToken(d.all, 0, n, from, impacts.all_from_base_tokens);
+    d.path.assign((1 + 2 * L) * n, NAN);
+    PartByToken(d.path, 0, n, from, impacts.embeddings_from_base_tokens);
+    for (size_t k = 0; k < 2 * L && k < impacts.path_from_base_tokens.size(); ++k)
+        PartByToken(d.path, k + 1, n, k == 0 ? impacts.embeddings_from_base_tokens : impacts.path_from_base_tokens[k - 1], impacts.path_from_base_tokens[k]);
     return d;
 }
 
@@ -191,7 +204,16 @@ DriftParts MeasuredDriftParts(const HeadImpacts& impacts, int n_layer, int n_hea
     for (size_t l = 0; l < d.attention.size() && l < impacts.attention_from_base.size(); ++l) d.attention[l] = base - impacts.attention_from_base[l];
     d.embeddings = base - impacts.embeddings_from_base;
     d.all = base - impacts.all_from_base;
+    d.path.assign(1 + 2 * d.mlp.size(), NAN);
+    d.path[0] = d.embeddings;
+    for (size_t k = 0; k + 1 < d.path.size() && k < impacts.path_from_base.size(); ++k)
+        d.path[k + 1] = (k == 0 ? impacts.embeddings_from_base : impacts.path_from_base[k - 1]) - impacts.path_from_base[k];
     return d;
+}
+
+std::string PathPartName(int k) {
+    if (k <= 0) return "embeddings";
+    return "L" + std::to_string((k - 1) / 2) + ((k - 1) % 2 ? " MLP" : " attention");
 }
 
 std::string PartsHeadline(const std::vector<float>& parts, int n_head, int n) {
@@ -265,6 +287,31 @@ std::string WhereLine(const HeadImpacts& impacts, const std::vector<std::string>
         say(HeadName({head / n_head, head % n_head}) + "'s drift", drift.heads[head], by_token.heads.data() + static_cast<size_t>(head) * tokens);
     say("every weight's drift", drift.all, by_token.all.data());
     return line;
+}
+
+std::string PathHeadline(const HeadImpacts& impacts, int n_layer, int n_head, int n) {
+    if (!impacts.drift) return "";
+    const DriftParts d = MeasuredDriftParts(impacts, n_layer, n_head);
+    std::vector<int> shown;
+    for (int k = 0; k < static_cast<int>(d.path.size()); ++k) shown.push_back(k);
+    if (shown.size() > 13) {  // the n largest in size, kept in path order
+        std::stable_sort(shown.begin(), shown.end(), [&](int a, int b) {
+            const float x = std::isfinite(d.path[a]) ? std::abs(d.path[a]) : -1.0f, y = std::isfinite(d.path[b]) ? std::abs(d.path[b]) : -1.0f;
+            return x > y;
+        });
+        shown.resize(static_cast<size_t>(std::max(n, 1)));
+        std::sort(shown.begin(), shown.end());
+    }
+    std::string line;
+    for (int k : shown) {
+        char value[32] = "not measured";
+        if (std::isfinite(d.path[k])) std::snprintf(value, sizeof value, "%+.3g", d.path[k]);
+        line += (line.empty() ? "" : ", ") + PathPartName(k) + " " + value;
+    }
+    char all[32];
+    std::snprintf(all, sizeof all, "%+.3g", d.all);
+    const std::string which = shown.size() < d.path.size() ? "the " + std::to_string(shown.size()) + " largest of " + std::to_string(d.path.size()) + ": " : "";
+    return which + line + " (they add up to every weight's " + all + ")";
 }
 
 std::string DriftHeadline(const HeadImpacts& impacts, int n_layer, int n_head, int n) {

@@ -53,6 +53,11 @@ struct HeadImpacts {
     std::vector<std::string> not_measured;
     std::string settings_difference;
     float embeddings_from_base = NAN, all_from_base = NAN;
+    // Along the layers: the loss with the embeddings and then each layer's attention and MLP taken
+    // back on top of those before ([2 L]: L0 attention, L0 MLP, L1 attention, ...; the embeddings'
+    // alone is embeddings_from_base): the parts one after another, which add up to every weight's.
+    std::vector<float> path_from_base;
+    std::vector<LossByToken> path_from_base_tokens;
     // The losses above token by token ([L] each for attention and MLP).
     LossByToken baseline_tokens, drift_baseline_tokens, embeddings_from_base_tokens, all_from_base_tokens;
     std::vector<LossByToken> attention_from_base_tokens, mlp_from_base_tokens;
@@ -93,13 +98,18 @@ struct DriftParts {
     std::vector<float> attention;  // [L]: the layer's whole attention (its heads, norm and output bias)
     std::vector<float> mlp;        // [L]
     float embeddings = NAN, all = NAN;
+    // [1 + 2 L], PathPartName's order: each part taken back on top of those before it, from the
+    // embeddings up (the loss before it minus the loss after); they add up to `all`.
+    std::vector<float> path;
 };
+// The path's k-th part: "embeddings", "L0 attention", "L0 MLP", "L1 attention", ...
+std::string PathPartName(int k);
 DriftParts MeasuredDriftParts(const HeadImpacts& impacts, int n_layer, int n_head);
 // The same token by token: each vector the one above with a token axis last, of `tokens` (T - 1)
 // entries ([L * H * (T - 1)], [L * (T - 1)], embeddings and all [T - 1]); empty without drift.
 struct DriftTokenParts {
     int tokens = 0;
-    std::vector<float> heads, attention, mlp, embeddings, all;
+    std::vector<float> heads, attention, mlp, embeddings, all, path;  // path: [(1 + 2 L) * (T - 1)]
 };
 DriftTokenParts MeasuredDriftPartsByToken(const HeadImpacts& impacts, int n_layer, int n_head);
 
@@ -123,5 +133,8 @@ std::string PartsHeadline(const std::vector<std::string>& names, const std::vect
 // +0.021; attention blocks L0 -0.1, L1 +0.05; embeddings -0.2, every weight -1.91"
 // (empty without drift).
 std::string DriftHeadline(const HeadImpacts& impacts, int n_layer, int n_head, int n);
+// The path's parts, "embeddings -1.22, L0 attention +0.02, L0 MLP -0.61, ... (they add up to every
+// weight's -2.01)": every one up to 13 parts, else the `n` largest in size, in path order.
+std::string PathHeadline(const HeadImpacts& impacts, int n_layer, int n_head, int n);
 
 }  // namespace app

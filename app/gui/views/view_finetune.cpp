@@ -131,6 +131,10 @@ void FineTuneView::DrawMatrices(WindowState& state) {
                              "taken back from the base, one at a time, nats; below 0 the fine-tune's change there lowered the loss, as "
                              "'drift' above reads. Then the embeddings and output head from the base, and every weight (the drift whole, "
                              "with SSA's temperatures). What-ifs > Which heads matter lists each head's.");
+            Caption("the drift along the layers: " + PathHeadline(*impacts, L, H, 6), ", ");
+            viz::ItemTooltip("The same parts one after another, from the embeddings up: each taken back from the base on top of those "
+                             "before it, the loss before it minus the loss after, so they add up to every weight's. Against the parts "
+                             "one at a time above, what the parts do together (another order would split the whole otherwise).");
         }
         if (const std::string where = impacts->ids == state.analysis->tokens.ids ? WhereLine(*impacts, TokenLabels(state.analysis->tokens), L, H, 2) : "";
             !where.empty()) {

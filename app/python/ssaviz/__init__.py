@@ -576,12 +576,15 @@ class Analysis:
         same with tau_q alone, or tau_v alone, at 1. Analysed beside a base (compare="base"), the drift's
         parts as well, the same way: part_drift [L, H] (the head's q, k, v and o weights from the base, its
         temperatures kept), part_drift_attention [L] (the layer's whole attention), part_drift_mlp [L] (the
-        layer's MLP), part_drift_embeddings and part_drift_all (every weight); None without a base.
+        layer's MLP), part_drift_embeddings and part_drift_all (every weight); part_drift_path [1 + 2 L]
+        with part_drift_path_names ("embeddings", "L0 attention", "L0 MLP", ...): the same parts one
+        after another from the embeddings up, each on top of those before it, adding up to
+        part_drift_all; None without a base.
         Where on the text: each part also token by token, its key with "_tokens" and a last axis of
         T - 1 (token t's at t - 1, as loss; their mean is the part): part_tokens [L, H, T - 1],
         part_tau_q_tokens, part_tau_v_tokens, part_drift_tokens [L, H, T - 1], part_drift_attention_tokens
         and part_drift_mlp_tokens [L, T - 1], part_drift_embeddings_tokens and part_drift_all_tokens
-        [T - 1]. Kept once measured.
+        [T - 1], part_drift_path_tokens [1 + 2 L, T - 1]. Kept once measured.
         progress: a line on sys.stderr after each head; Ctrl+C stops between heads (KeyboardInterrupt)."""
         if "_ranked" not in self.__dict__:
             self._ranked = self._h.rank_heads(_bool("rank_heads()", "progress", progress))

@@ -183,11 +183,19 @@ def check_head_impacts(d, drift_all_is_base):
         if abs(drift[k].astype(np.float64).mean() - float(row["part_drift"])) > 1e-5:
             fail("head_impacts_drift_tokens.npy's row %d (%s %s %s) averages %g, the CSV says %s" %
                  (k, row["part"], row["layer"], row["head"], drift[k].mean(), row["part_drift"]))
+    # The path's parts, one after another from the embeddings up, add up to every weight's, token by token.
+    kinds = [row["part"] for row in rows]
+    path = [k for k, kind in enumerate(kinds) if kind.startswith("path_")]
+    whole = kinds.index("all")
+    if len(path) != 1 + 2 * len(ranked["drift"]["mlp"]) or kinds[path[0]] != "path_embeddings":
+        fail("head_impacts_drift.csv's path is %s" % [kinds[k] for k in path])
+    diff = np.abs(drift[path].astype(np.float64).sum(0) - drift[whole]).max()
+    if diff > 1e-4 or abs(float(rows[path[-1]]["mean_loss"]) - float(rows[whole]["mean_loss"])) > 1e-5:
+        fail("the path's parts add up to all's token by token to %g, its last loss %s against all's %s" %
+             (diff, rows[path[-1]]["mean_loss"], rows[whole]["mean_loss"]))
     if drift_all_is_base:
-        if rows[-1]["part"] != "all":
-            fail("the last row of head_impacts_drift.csv is %s, not all" % rows[-1]["part"])
         base = np.load(os.path.join(d, "loss_base.npy"))
-        diff = np.abs(drift[-1] - (loss - base)).max()
+        diff = np.abs(drift[whole] - (loss - base)).max()
         if diff > 1e-4:
             fail("every weight from the base, token by token, is loss - loss_base to %g" % diff)
     print("ok: head_impacts_drift_tokens.npy %s, its rows the CSV's" % (drift.shape,))

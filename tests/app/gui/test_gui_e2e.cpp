@@ -1541,6 +1541,19 @@ TEST(RankHeads, TheDriftsPartsAreTheEnginesOnTheWhatIfsAlone) {
     }
     expect_part({Part::Embeddings}, d.embeddings, by_token.embeddings, 0);
     expect_part({Part::All}, d.all, by_token.all, 0);
+    // Along the layers: the embeddings and L0's attention taken together, then what L0's MLP adds on
+    // top; every part so taken is every weight, so the path adds up to all.
+    auto first_two = engine.LossFromBase(tokens->ids, {{Part::Embeddings}, {Part::Attention, 0}});
+    auto first_three = engine.LossFromBase(tokens->ids, {{Part::Embeddings}, {Part::Attention, 0}, {Part::Mlp, 0}});
+    ASSERT_TRUE(first_two && first_three);
+    ASSERT_EQ(d.path.size(), static_cast<size_t>(1 + 2 * L));
+    EXPECT_EQ(app::PathPartName(2), "L0 MLP");
+    EXPECT_NEAR(d.path[2], model::MeanLoss(*first_two) - model::MeanLoss(*first_three), 1e-6);
+    for (size_t t = 0; t < n; ++t) EXPECT_NEAR(by_token.path[2 * n + t], (*first_two)[t] - (*first_three)[t], 1e-6) << "token " << t + 1;
+    double sum = 0;
+    for (float part : d.path) sum += part;
+    EXPECT_NEAR(sum, d.all, 1e-5);
+    EXPECT_EQ(impacts.path_from_base.back(), impacts.all_from_base) << "every part of the path is every weight";
     // L0 H1's temperatures token by token: the analysis's loss against the same with that head at tau = 1.
     auto plain = engine.Analyze(*tokens);
     ASSERT_TRUE(plain);
