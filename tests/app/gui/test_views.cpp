@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -293,7 +294,11 @@ TEST_F(Views, PredictionsAndWhatIfsDrawInEveryState) {
     auto impacts = std::make_shared<app::HeadImpacts>();
     impacts->baseline = 3.0f;
     impacts->total = 6;
-    impacts->heads = {{0, 0, 3.5f, 0.5f}, {0, 1, 2.9f, -0.1f}, {1, 0, 3.0f, 0.0f}};
+    for (auto [l, h, loss] : {std::tuple{0, 0, 3.5f}, std::tuple{0, 1, 2.9f}, std::tuple{1, 0, 3.0f}}) {
+        app::HeadImpact impact;
+        impact.layer = l, impact.head = h, impact.mean_loss = loss, impact.delta = loss - impacts->baseline;
+        impacts->heads.push_back(impact);
+    }
     state.head_impacts = impacts;
     state.ranking_heads = true;
     state.generating = true;

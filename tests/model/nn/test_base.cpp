@@ -478,4 +478,14 @@ TEST(Base, AHeadFromTheBaseTakesItsKvHeadWithGroupedQueries) {
     auto outside = model::WithBaseWeights(ssa, base, {{Kind::Head, 1, 4}});
     ASSERT_FALSE(outside.ok());
     EXPECT_EQ(outside.error(), "L1 H4 is not a head of the model");
+    // A base whose embedding rows differ (a vocabulary padded otherwise, as lit-gpt pads it): its
+    // embeddings cannot be taken, named with both shapes (the ranking's not_measured), its heads can.
+    model::ModelConfig padded = *config;
+    padded.vocab_size = 320;
+    const model::SsaGpt other_rows = model::RandomSsaGpt(padded, 8);
+    auto embeddings = model::WithBaseWeights(ssa, other_rows, {{Kind::Embeddings}});
+    ASSERT_FALSE(embeddings.ok());
+    EXPECT_NE(embeddings.error().find("embeddings from the base: "), std::string::npos) << embeddings.error();
+    EXPECT_NE(embeddings.error().find("in the model and [320,"), std::string::npos) << embeddings.error();
+    EXPECT_TRUE(model::WithBaseWeights(ssa, other_rows, {{Kind::Head, 0, 1}}).ok());
 }
