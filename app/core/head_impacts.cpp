@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <unordered_map>
 
 #include "app/core/names.h"
 
@@ -245,9 +246,13 @@ std::string PartsHeadline(const std::vector<std::string>& names, const std::vect
 std::string WhereHeadline(const std::vector<std::string>& labels, const float* part_by_token, int tokens, int n) {
     std::vector<std::string> names;
     std::vector<float> values;
+    std::unordered_map<std::string, int> held;  // how often the text holds each piece
+    for (const std::string& label : labels) ++held[label];
     for (int t = 0; t < tokens; ++t) {  // entry t: token t + 1's loss
         const size_t at = static_cast<size_t>(t) + 1;
-        names.push_back(at < labels.size() ? "'" + labels[at] + "'" : "token " + std::to_string(at));
+        // A piece the text holds more than once is told apart by its place: "' W' (token 22)".
+        const bool again = at < labels.size() && held[labels[at]] > 1;
+        names.push_back(at < labels.size() ? "'" + labels[at] + "'" + (again ? " (token " + std::to_string(at) + ")" : "") : "token " + std::to_string(at));
         values.push_back(part_by_token[t]);
     }
     std::string line = PartsHeadline(names, values, n);
@@ -311,7 +316,7 @@ std::string PathHeadline(const HeadImpacts& impacts, int n_layer, int n_head, in
     char all[32];
     std::snprintf(all, sizeof all, "%+.3g", d.all);
     const std::string which = shown.size() < d.path.size() ? "the " + std::to_string(shown.size()) + " largest of " + std::to_string(d.path.size()) + ": " : "";
-    return which + line + " (they add up to every weight's " + all + ")";
+    return which + line + " (they add up to every weight's " + all + "; another order would split it otherwise)";
 }
 
 std::string DriftHeadline(const HeadImpacts& impacts, int n_layer, int n_head, int n) {

@@ -115,7 +115,8 @@ DriftTokenParts MeasuredDriftPartsByToken(const HeadImpacts& impacts, int n_laye
 
 // Where on the text a part acted most, from its part token by token (a row of the above): the n
 // tokens where it lowered the loss most and raised it most, "lowered it most at 'License' -3.1,
-// ' the' -0.8; raised it most at 'of' +0.41" (token t is labels[t]: TokenLabels).
+// ' the' (token 7) -0.8; raised it most at 'of' +0.41" (token t is labels[t]: TokenLabels; a piece
+// the text holds more than once with its place).
 std::string WhereHeadline(const std::vector<std::string>& labels, const float* part_by_token, int tokens, int n);
 // Where the parts that lowered the loss most acted: the head whose temperatures did, and beside a
 // base the drift's head or MLP that did and every weight's drift, n tokens a side each: "L1 H2's
@@ -134,7 +135,8 @@ std::string PartsHeadline(const std::vector<std::string>& names, const std::vect
 // (empty without drift).
 std::string DriftHeadline(const HeadImpacts& impacts, int n_layer, int n_head, int n);
 // The path's parts, "embeddings -1.22, L0 attention +0.02, L0 MLP -0.61, ... (they add up to every
-// weight's -2.01)": every one up to 13 parts, else the `n` largest in size, in path order.
+// weight's -2.01; another order would split it otherwise)": every one up to 13 parts, else the `n`
+// largest in size, in path order.
 std::string PathHeadline(const HeadImpacts& impacts, int n_layer, int n_head, int n);
 
 }  // namespace app

@@ -55,6 +55,7 @@ void FineTuneView::Draw(WindowState& state) {
         m_parts = model::Decompose(a);
         m_labels = TokenLabels(a.tokens);
         m_labels.resize(std::max(a.n_tokens, 0), "?");
+        m_where_for.reset();
     }
     if (m_parts.empty()) {
         ImGui::TextDisabled("no heads to compare");
@@ -120,6 +121,11 @@ void FineTuneView::DrawMatrices(WindowState& state) {
     // What the rows' moves did to the loss, head by head: the What-ifs' ranking, when it is of this text.
     const HeadImpacts* impacts = state.head_impacts.get();
     if (impacts && impacts->done && std::abs(impacts->baseline - d.loss_mean) <= 1e-6f * std::max(1.0f, std::abs(d.loss_mean))) {
+        if (m_where_for.lock() != state.head_impacts) {
+            m_where_for = state.head_impacts;
+            m_where = impacts->ids == state.analysis->tokens.ids ? WhereLine(*impacts, m_labels, L, H, 2) : "";
+            m_path = PathHeadline(*impacts, L, H, 6);
+        }
         Caption("each head's temperatures' part of the loss: " + PartsHeadline(TemperatureParts(*impacts, L, H), H, 3), ", ");
         viz::ItemTooltip("What-ifs > Which heads matter, read as parts of the loss: the loss minus the loss with that head at tau = 1 "
                          "(tau_q and tau_v), one head at a time, nats; below 0 its temperatures lowered the loss, as 'temperatures' above "
@@ -131,14 +137,13 @@ void FineTuneView::DrawMatrices(WindowState& state) {
                              "taken back from the base, one at a time, nats; below 0 the fine-tune's change there lowered the loss, as "
                              "'drift' above reads. Then the embeddings and output head from the base, and every weight (the drift whole, "
                              "with SSA's temperatures). What-ifs > Which heads matter lists each head's.");
-            Caption("the drift along the layers: " + PathHeadline(*impacts, L, H, 6), ", ");
+            Caption("the drift along the layers: " + m_path, ", ");
             viz::ItemTooltip("The same parts one after another, from the embeddings up: each taken back from the base on top of those "
                              "before it, the loss before it minus the loss after, so they add up to every weight's. Against the parts "
                              "one at a time above, what the parts do together (another order would split the whole otherwise).");
         }
-        if (const std::string where = impacts->ids == state.analysis->tokens.ids ? WhereLine(*impacts, TokenLabels(state.analysis->tokens), L, H, 2) : "";
-            !where.empty()) {
-            Caption("where on the text: " + where, " ");
+        if (!m_where.empty()) {
+            Caption("where on the text: " + m_where, " ");
             viz::ItemTooltip("The parts that lowered the loss most, token by token: the tokens whose loss they lowered most and raised "
                              "most (nats). What-ifs > Which heads matter shows any head's on hover; the export's head_impacts_tokens.npy "
                              "holds every part's.");

@@ -29,6 +29,10 @@ private:
     std::weak_ptr<const model::Analysis> m_for;  // what m_parts was made from
     model::Decomposition m_parts;
     std::vector<std::string> m_labels;  // [T] token labels
+    // The caption's "where on the text" and "along the layers" (each part token by token: L x H x T
+    // values, not made again each frame), of the ranking m_where_for, on m_for's text.
+    std::weak_ptr<const HeadImpacts> m_where_for;
+    std::string m_where, m_path;
 };
 
 }  // namespace app
