@@ -23,8 +23,8 @@ namespace {
 using model::testing::CheckClose;
 using model::testing::ReferenceCase;
 
-// fp32 against fp32 (the reference's forward is float32 too): maps and temperatures within 1e-5
-// absolute. Logits come after every layer and the vocabulary projection, where float32 summation
+// fp32 against fp32 (the reference's forward is float32 too): maps within 1e-5 absolute, and
+// temperatures within 1e-5 relative to max(1, their row's largest). Logits come after every layer and the vocabulary projection, where float32 summation
 // order alone moves them by ~1.2e-5 relative (measured worst case here; the reference's own
 // float32 and float64 versions differ by 1.7e-5), so they get 2e-5 relative to max(1, |logit|).
 constexpr double kMapTolerance = 1e-5;
