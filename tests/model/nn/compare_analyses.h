@@ -41,15 +41,16 @@ inline float Worst(const std::vector<float>& a, const std::vector<float>& b) {
 // follows the maps continuously but whose sign does not where a positive and a negative cell of the
 // block tie to rounding (each side's rounding picks its own: 8.6e-4 against -8.5e-4 at 923 tokens
 // under an Intel Xeon's AVX-512 OpenBLAS kernels). Magnitudes as Worst compares them; signs the same
-// in all but 0.1% of the cells (a sign wrong throughout flips far more; the maps themselves are
-// compared cell by cell); +inf where they are not.
-inline float WorstLargestMagnitude(const std::vector<float>& a, const std::vector<float>& b) {
+// in all but 0.1% of the cells past `floor` (a sign wrong throughout flips far more; below it a
+// cell is rounding, as a head no what-if touches against the unedited model, whose sign is any;
+// the maps themselves are compared cell by cell); +inf where they are not.
+inline float WorstLargestMagnitude(const std::vector<float>& a, const std::vector<float>& b, float floor = 1e-5f) {
     if (a.size() != b.size()) return INFINITY;
     std::vector<float> x(a.size()), y(b.size());
     size_t flipped = 0;
     for (size_t i = 0; i < a.size(); ++i) {
         x[i] = std::fabs(a[i]), y[i] = std::fabs(b[i]);
-        flipped += (a[i] > 0 && b[i] < 0) || (a[i] < 0 && b[i] > 0);
+        flipped += (x[i] > floor || y[i] > floor) && ((a[i] > 0 && b[i] < 0) || (a[i] < 0 && b[i] > 0));
     }
     return flipped * 1000 > a.size() ? INFINITY : Worst(x, y);
 }
