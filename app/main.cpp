@@ -7,6 +7,7 @@
 
 #include "app/cli/cli.h"
 #include "app/cli/interrupts.h"
+#include "model/nn/runtime.h"
 #ifdef SSAVIZ_HAVE_GUI
 #include "app/gui/gui.h"
 #endif
@@ -33,6 +34,7 @@ int Run(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    model::RestartWithFasterBlasKernels(argv);  // OpenBLAS's fallback kernels where it does not know the CPU
 #ifdef SSAVIZ_FORK_SERVER  // the test suite's harness (fork_server.h); not in a build without tests
     if (const char* spec = std::getenv("SSAVIZ_FORK_SERVER")) return app::ServeForks(spec, Run);
 #endif

@@ -485,6 +485,7 @@ Options Parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    model::RestartWithFasterBlasKernels(argv);  // as the app does; the PyTorch baseline inherits the kernels
     const Options o = Parse(argc, argv);
     if (o.child > 0) return RunChild(o);
     if (o.only == "lens") return RunLensBench(o);

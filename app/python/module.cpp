@@ -1287,6 +1287,7 @@ PYBIND11_MODULE(_ssaviz, m) {
                                                                                                         " threads (threads_per_worker)"};
         model::UseComputeThreads(*g_worker_threads);
     });
+    m.def("faster_blas_kernels", &model::FasterBlasKernels);
     m.def("runtime_json", [] { return model::JsonText(app::RuntimeToJson()); });
     // The comparison keywords (app/core/run.h's table): compare="vanilla", "local", ...
     m.def("compare_keywords", [] {

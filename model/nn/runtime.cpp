@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <unistd.h>
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -53,6 +54,36 @@ std::string DescribeBlas() {
     const int kind = parallel();
     return std::string(config()) + ", " + (kind == 2 ? "OpenMP" : kind == 1 ? "pthreads" : "sequential") + " build, " +
            std::to_string(threads()) + " threads";
+}
+
+std::string BlasKernelsOfThisCpu() {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    // GCC's checks of AVX and AVX-512 include the OS's: XGETBV says it saves those registers.
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+#endif
+    return "";
+}
+
+std::string FasterBlasKernels() {
+    if (std::getenv("OPENBLAS_CORETYPE")) return "";
+    using Text = char* (*)();
+    const auto corename = reinterpret_cast<Text>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+    if (!corename || std::strcmp(corename(), "Prescott") != 0) return "";
+    return BlasKernelsOfThisCpu();
+}
+
+void RestartWithFasterBlasKernels(char** argv) {
+    const std::string kernels = FasterBlasKernels();
+    if (kernels.empty()) return;
+    setenv("OPENBLAS_CORETYPE", kernels.c_str(), 1);
+    execv("/proc/self/exe", argv);
+    std::fprintf(stderr, "ssaviz: could not restart with OPENBLAS_CORETYPE=%s (%s); OpenBLAS's generic SSE3 kernels run instead, ~3x slower\n",
+                 kernels.c_str(), std::strerror(errno));
+    unsetenv("OPENBLAS_CORETYPE");
 }
 
 bool SettingIs(const char* name, const char* value) {

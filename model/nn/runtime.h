@@ -56,6 +56,22 @@ void SetComputeThreads(int threads);
 // The BLAS this process loaded, for benchmark reports: OpenBLAS's own description and how it
 // threads ("OpenMP": on LibTorch's threads; "pthreads": a pool of its own), or "not OpenBLAS".
 std::string DescribeBlas();
+// The fastest of OpenBLAS's x86 kernels this CPU and its OS run: "SkylakeX" for AVX-512 (F, CD,
+// BW, DQ, VL), "Haswell" for AVX2 and FMA, else "".
+std::string BlasKernelsOfThisCpu();
+// The OpenBLAS kernels to ask for (OPENBLAS_CORETYPE) where OpenBLAS fell back to its generic SSE3
+// ones, "Prescott", on a CPU newer than itself: Debian 12's 0.3.21 does so on an Intel Xeon of
+// family 6, model 207, where every product then ran ~3x slower than under the SkylakeX kernels
+// the CPU runs. BlasKernelsOfThisCpu; "" where OpenBLAS chose other kernels, is not the BLAS
+// loaded, the CPU runs none faster, or OPENBLAS_CORETYPE is set (the user's choice stands,
+// "Prescott" included).
+std::string FasterBlasKernels();
+// OpenBLAS reads OPENBLAS_CORETYPE once, as it loads, before main: so the command line and the
+// benchmarks start themselves again with it set where FasterBlasKernels names kernels (execv of
+// /proc/self/exe with the same arguments; ~0.1 s more at start). Returns only where there was
+// nothing to do or the restart failed (then with a one-line note, and on with OpenBLAS's choice).
+void RestartWithFasterBlasKernels(char** argv);
+
 // $SSAVIZ_THREADS when it is a whole number from 1 to 1024, else `fallback` (0: none set). OpenBLAS
 // splits its sums by thread count, so two runs agree to the last bit only with the same count:
 // the window and `ssaviz export` both honour it.

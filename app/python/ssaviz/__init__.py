@@ -14,15 +14,19 @@ table; a bad value raises ValueError with the command line's message, a missing 
 FileNotFoundError, an argument of the wrong type ArgumentTypeError (a TypeError and a ValueError).
 """
 
-import functools as _functools
-import json as _json
-import os as _os
-import subprocess as _subprocess
-import tempfile as _tempfile
-import textwrap as _textwrap
-from numbers import Integral as _Integral, Real as _Real
+from . import _blas
 
-import numpy as _np
+_blas.choose()  # before numpy loads OpenBLAS: its kernels are chosen as it loads
+
+import functools as _functools  # noqa: E402
+import json as _json  # noqa: E402
+import os as _os  # noqa: E402
+import subprocess as _subprocess  # noqa: E402
+import tempfile as _tempfile  # noqa: E402
+import textwrap as _textwrap  # noqa: E402
+from numbers import Integral as _Integral, Real as _Real  # noqa: E402
+
+import numpy as _np  # noqa: E402
 
 _here = _os.path.dirname(_os.path.abspath(__file__))
 # SentencePiece runs in its own library beside the module (model/text/sentencepiece.cpp).
@@ -30,6 +34,13 @@ if _os.path.exists(_os.path.join(_here, "libssaviz_spm.so")):
     _os.environ.setdefault("SSAVIZ_SPM_LIBRARY", _os.path.join(_here, "libssaviz_spm.so"))
 
 from . import _ssaviz  # noqa: E402
+
+# Where numpy or torch loaded OpenBLAS before `import ssaviz` could choose its kernels (_blas.py)
+# and it runs its generic SSE3 ones on a CPU newer than itself, say what to set.
+if _ssaviz.faster_blas_kernels():
+    import warnings as _warnings
+    _warnings.warn(f"OpenBLAS runs its generic SSE3 kernels here, as it does not know this CPU; analyses run faster with "
+                   f"OPENBLAS_CORETYPE={_ssaviz.faster_blas_kernels()} set before Python starts", RuntimeWarning, stacklevel=2)
 
 __all__ = ["load", "Model", "Analysis", "Figure", "export_batch", "load_run", "Run", "RunAnalysis", "show", "examples", "quantities",
            "ArgumentTypeError"]

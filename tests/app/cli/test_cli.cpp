@@ -103,6 +103,20 @@ TEST_F(Cli, EveryUsableCoreComputesByDefault) {
     EXPECT_NE(text.out.find("\nblas         "), std::string::npos) << text.out;
 }
 
+// OpenBLAS falls back to its generic SSE3 kernels ("Prescott") on a CPU newer than itself (Debian
+// 12's on an Intel Xeon of family 6, model 207: products ~3x slower). The command line then starts
+// itself again with the kernels the CPU runs (model::RestartWithFasterBlasKernels), so no CPU with
+// AVX2 and FMA computes with Prescott's unless the user asks for them, whose setting stands.
+TEST_F(Cli, NoCpuWithAvx2RunsOpenBlasFallbackKernelsUnasked) {
+    const std::string chosen = RuntimeOf("env -u OPENBLAS_CORETYPE", Small())["blas"];
+    if (chosen.find("OpenBLAS") == std::string::npos) GTEST_SKIP() << "the BLAS is not OpenBLAS: " << chosen;
+    if (!model::BlasKernelsOfThisCpu().empty()) {
+        EXPECT_EQ(chosen.find(" Prescott "), std::string::npos) << chosen;
+    }
+    const std::string asked = RuntimeOf("env OPENBLAS_CORETYPE=Prescott", Small())["blas"];
+    EXPECT_NE(asked.find(" Prescott "), std::string::npos) << asked;
+}
+
 // README's device settings that change how an analysis computes are named by `info` and by the
 // exports' metrics.json; at their defaults, or where they do not apply, none is.
 TEST_F(Cli, InfoAndExportsNameTheSettingsThatChangeHowTheyCompute) {

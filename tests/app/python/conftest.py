@@ -10,10 +10,10 @@ import os
 import struct
 import subprocess
 
-import numpy as np
-import pytest
+import ssaviz  # first: it chooses OpenBLAS's kernels before numpy loads it, as in a user's `import ssaviz` (ssaviz/_blas.py)
 
-import ssaviz
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 BINARY = os.environ.get("SSAVIZ_BINARY", os.path.join(SOURCE, "build", "ssaviz"))

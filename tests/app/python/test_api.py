@@ -37,6 +37,33 @@ def test_info_tokenize_generate_as_the_command_line_prints_them():
             assert ours.startswith(" ") and m.tokenize("The only way to" + ours)[0][:theirs["prompt_tokens"]] == m.tokenize("The only way to")[0], ours
 
 
+def test_import_chooses_openblas_kernels_before_numpy_loads_them():
+    """OpenBLAS falls back to its generic SSE3 kernels ("Prescott") on a CPU newer than itself, and
+    reads OPENBLAS_CORETYPE only as it loads: `import ssaviz` first sets the kernels the CPU runs
+    (ssaviz/_blas.py), so no CPU with AVX2 and FMA computes with Prescott's unasked; imported after
+    numpy, ssaviz says what to set, exactly where numpy's OpenBLAS runs Prescott's on such a CPU."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    corename = ("import ctypes\nf = ctypes.CDLL('libopenblas.so.0').openblas_get_corename\n"
+                "f.restype = ctypes.c_char_p\nprint(f().decode())")
+
+    def child(code):
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+        assert p.returncode == 0, p.stderr
+        return p.stdout.strip(), p.stderr
+
+    alone, _ = child(corename)  # OpenBLAS's own choice, numpy and ssaviz aside
+    if not alone:
+        pytest.skip("the BLAS is not OpenBLAS")
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    faster = ssaviz._blas.kernels_for(set(flags))
+    chosen, err = child("import ssaviz\n" + corename)
+    assert chosen == (faster if alone == "Prescott" and faster else alone), (alone, faster, chosen)
+    assert "OPENBLAS_CORETYPE" not in err, err
+    _, late = child("import warnings\nwarnings.simplefilter('always')\nimport numpy\nimport ssaviz")
+    assert (f"OPENBLAS_CORETYPE={faster} set before Python starts" in late) == (alone == "Prescott" and bool(faster)), late
+
+
 def test_an_edit_takes_the_incremental_path():
     m = ssaviz.load(require(DEFAULT))
     text = "The model keeps what each position left behind. " * 8
