@@ -343,7 +343,7 @@ int CmdExport(const CommandOptions& o) {
                 const model::Decomposition d = model::Decompose(analysis);
                 std::fprintf(stderr, "ssaviz: the drift's parts (nats, one head's or MLP's weights from the base at a time, SSA's temperatures kept): %s (the split's drift, tau = 1 against the base: %+.3g)\n",
                              DriftHeadline(*impacts, L, H, 3).c_str(), d.loss_mean_tau1 - d.loss_mean_base);
-                std::fprintf(stderr, "ssaviz: the drift along the layers (each part taken back from the base on top of those before it, from the embeddings up): %s\n",
+                std::fprintf(stderr, "ssaviz: the drift along the layers (each part taken back from the base on top of those before it, one way and the other): %s\n",
                              PathHeadline(*impacts, L, H, 6).c_str());
             }
             if (const std::string where = WhereLine(*impacts, TokenLabels(analysis.tokens), L, H, 2); !where.empty())

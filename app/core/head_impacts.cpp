@@ -82,7 +82,17 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
         impacts->attention_from_base_tokens.assign(static_cast<size_t>(c.n_layer), nullptr);
         impacts->path_from_base.assign(2 * static_cast<size_t>(c.n_layer), NAN);
         impacts->path_from_base_tokens.assign(2 * static_cast<size_t>(c.n_layer), nullptr);
+        impacts->path_down_from_base = impacts->path_from_base;
+        impacts->path_down_from_base_tokens = impacts->path_from_base_tokens;
     }
+    // The path from the top down, step j: every part of the path (PathPartName's order) from
+    // 2 L - j up taken back, measured two steps a layer as the layers go.
+    auto path_down_step = [&](int j) {
+        std::vector<model::BasePart> down;
+        for (int k = 2 * c.n_layer - j; k <= 2 * c.n_layer; ++k) down.push_back({k % 2 ? Part::Attention : Part::Mlp, (k - 1) / 2});
+        impacts->path_down_from_base_tokens[j] = loss_from_base(down);
+        impacts->path_down_from_base[j] = MeanOf(impacts->path_down_from_base_tokens[j]);
+    };
     std::vector<model::BasePart> path = {{Part::Embeddings}};  // the path's parts taken so far
     using Kind = model::Intervention::Kind;
     for (int l = 0; l < c.n_layer && go_on; ++l) {
@@ -108,6 +118,7 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
                         impacts->path_from_base_tokens[k] = loss_from_base(path);
                         impacts->path_from_base[k] = MeanOf(impacts->path_from_base_tokens[k]);
                     }
+                    path_down_step(2 * l), path_down_step(2 * l + 1);
                 }
             }
             impact.mean_loss = MeanOf(impact.tokens), impact.mean_loss_tau_q = MeanOf(impact.tokens_tau_q);
@@ -189,6 +200,12 @@ DriftTokenParts MeasuredDriftPartsByToken(const HeadImpacts& impacts, int n_laye
     PartByToken(d.path, 0, n, from, impacts.embeddings_from_base_tokens);
     for (size_t k = 0; k < 2 * L && k < impacts.path_from_base_tokens.size(); ++k)
         PartByToken(d.path, k + 1, n, k == 0 ? impacts.embeddings_from_base_tokens : impacts.path_from_base_tokens[k - 1], impacts.path_from_base_tokens[k]);
+    d.path_down.assign((1 + 2 * L) * n, NAN);
+    const std::vector<LossByToken>& down = impacts.path_down_from_base_tokens;
+    if (down.size() == 2 * L) {
+        for (size_t j = 0; j < 2 * L; ++j) PartByToken(d.path_down, 2 * L - j, n, j == 0 ? from : down[j - 1], down[j]);
+        PartByToken(d.path_down, 0, n, L ? down.back() : from, impacts.all_from_base_tokens);
+    }
     return d;
 }
 
@@ -209,6 +226,12 @@ DriftParts MeasuredDriftParts(const HeadImpacts& impacts, int n_layer, int n_hea
     d.path[0] = d.embeddings;
     for (size_t k = 0; k + 1 < d.path.size() && k < impacts.path_from_base.size(); ++k)
         d.path[k + 1] = (k == 0 ? impacts.embeddings_from_base : impacts.path_from_base[k - 1]) - impacts.path_from_base[k];
+    d.path_down.assign(d.path.size(), NAN);
+    const std::vector<float>& down = impacts.path_down_from_base;
+    if (down.size() + 1 == d.path.size()) {
+        for (size_t j = 0; j < down.size(); ++j) d.path_down[down.size() - j] = (j == 0 ? base : down[j - 1]) - down[j];
+        d.path_down[0] = (down.empty() ? base : down.back()) - impacts.all_from_base;
+    }
     return d;
 }
 
@@ -307,16 +330,22 @@ std::string PathHeadline(const HeadImpacts& impacts, int n_layer, int n_head, in
         shown.resize(static_cast<size_t>(std::max(n, 1)));
         std::sort(shown.begin(), shown.end());
     }
+    auto value = [](float v) {
+        char text[32] = "not measured";
+        if (std::isfinite(v)) std::snprintf(text, sizeof text, "%+.3g", v);
+        return std::string(text);
+    };
     std::string line;
-    for (int k : shown) {
-        char value[32] = "not measured";
-        if (std::isfinite(d.path[k])) std::snprintf(value, sizeof value, "%+.3g", d.path[k]);
-        line += (line.empty() ? "" : ", ") + PathPartName(k) + " " + value;
-    }
-    char all[32];
-    std::snprintf(all, sizeof all, "%+.3g", d.all);
+    for (int k : shown) line += (line.empty() ? "" : ", ") + PathPartName(k) + " " + value(d.path[k]) + " / " + value(d.path_down[k]);
+    int apart = -1;  // the part the two orders split most differently
+    for (int k = 0; k < static_cast<int>(d.path.size()); ++k)
+        if (std::isfinite(d.path[k] - d.path_down[k]) && (apart < 0 || std::abs(d.path[k] - d.path_down[k]) > std::abs(d.path[apart] - d.path_down[apart])))
+            apart = k;
+    char by[32] = "";
+    if (apart >= 0) std::snprintf(by, sizeof by, "%.3g", std::abs(d.path[apart] - d.path_down[apart]));
     const std::string which = shown.size() < d.path.size() ? "the " + std::to_string(shown.size()) + " largest of " + std::to_string(d.path.size()) + ": " : "";
-    return which + line + " (they add up to every weight's " + all + "; another order would split it otherwise)";
+    return "from the embeddings up / from the top down: " + which + line + " (each way they add up to every weight's " + value(d.all) +
+           (apart < 0 ? ")" : "; the ways differ most at " + PathPartName(apart) + ", by " + by + ": how much the parts act together)");
 }
 
 std::string DriftHeadline(const HeadImpacts& impacts, int n_layer, int n_head, int n) {

@@ -58,6 +58,11 @@ struct HeadImpacts {
     // alone is embeddings_from_base): the parts one after another, which add up to every weight's.
     std::vector<float> path_from_base;
     std::vector<LossByToken> path_from_base_tokens;
+    // The other way, from the top down ([2 L]): the loss with the last MLP taken back, then the last
+    // attention on top of it, ..., then L0's attention; the embeddings then make every weight's.
+    // Where the two orders split the whole differently, the parts act together.
+    std::vector<float> path_down_from_base;
+    std::vector<LossByToken> path_down_from_base_tokens;
     // The losses above token by token ([L] each for attention and MLP).
     LossByToken baseline_tokens, drift_baseline_tokens, embeddings_from_base_tokens, all_from_base_tokens;
     std::vector<LossByToken> attention_from_base_tokens, mlp_from_base_tokens;
@@ -101,6 +106,9 @@ struct DriftParts {
     // [1 + 2 L], PathPartName's order: each part taken back on top of those before it, from the
     // embeddings up (the loss before it minus the loss after); they add up to `all`.
     std::vector<float> path;
+    // The same parts, in the same order, each taken back on top of those above it (from the last
+    // MLP down): they add up to `all` too.
+    std::vector<float> path_down;
 };
 // The path's k-th part: "embeddings", "L0 attention", "L0 MLP", "L1 attention", ...
 std::string PathPartName(int k);
@@ -109,7 +117,7 @@ DriftParts MeasuredDriftParts(const HeadImpacts& impacts, int n_layer, int n_hea
 // entries ([L * H * (T - 1)], [L * (T - 1)], embeddings and all [T - 1]); empty without drift.
 struct DriftTokenParts {
     int tokens = 0;
-    std::vector<float> heads, attention, mlp, embeddings, all, path;  // path: [(1 + 2 L) * (T - 1)]
+    std::vector<float> heads, attention, mlp, embeddings, all, path, path_down;  // path, path_down: [(1 + 2 L) * (T - 1)]
 };
 DriftTokenParts MeasuredDriftPartsByToken(const HeadImpacts& impacts, int n_layer, int n_head);
 
@@ -134,9 +142,10 @@ std::string PartsHeadline(const std::vector<std::string>& names, const std::vect
 // +0.021; attention blocks L0 -0.1, L1 +0.05; embeddings -0.2, every weight -1.91"
 // (empty without drift).
 std::string DriftHeadline(const HeadImpacts& impacts, int n_layer, int n_head, int n);
-// The path's parts, "embeddings -1.22, L0 attention +0.02, L0 MLP -0.61, ... (they add up to every
-// weight's -2.01; another order would split it otherwise)": every one up to 13 parts, else the `n`
-// largest in size, in path order.
+// The path's parts both ways, from the embeddings up / from the top down, "embeddings -1.22 / -1.1,
+// L0 attention +0.02 / +0.05, ... (each way they add up to every weight's -2.01; the ways differ
+// most at L0 MLP, by 0.17: the parts act together)": every one up to 13 parts, else the `n` largest
+// in size, in path order.
 std::string PathHeadline(const HeadImpacts& impacts, int n_layer, int n_head, int n);
 
 }  // namespace app

@@ -524,7 +524,10 @@ std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model
         json mlp = json::array(), attention = json::array(), path = json::array();
         for (float v : drift.mlp) mlp.push_back(number_or_null(v));
         for (float v : drift.attention) attention.push_back(number_or_null(v));
-        for (size_t k = 0; k < drift.path.size(); ++k) path.push_back({{"part", PathPartName(static_cast<int>(k))}, {"part_drift", number_or_null(drift.path[k])}});
+        for (size_t k = 0; k < drift.path.size(); ++k)
+            path.push_back({{"part", PathPartName(static_cast<int>(k))},
+                            {"part_drift", number_or_null(drift.path[k])},
+                            {"part_drift_top_down", number_or_null(k < drift.path_down.size() ? drift.path_down[k] : NAN)}});
         drift_json = {{"about", "the fine-tune's drift part by part, one at a time: the SSA side's loss (what_ifs on) with that "
                                 "part's weights, never its temperatures, taken back from the base; part = baseline - that loss, below "
                                 "0 where the fine-tune's change there lowered the loss. heads: the head's query, key, value and output "
@@ -544,14 +547,15 @@ std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model
                       {"embeddings", number_or_null(drift.embeddings)},
                       {"all", number_or_null(drift.all)},
                       {"path_about", "the parts one after another, from the embeddings up: each taken back from the base on top of "
-                                     "those before it, part_drift = the loss before it - the loss after, so they add up to all (another "
-                                     "order would split all otherwise: how much the parts act together)"},
+                                     "those before it, part_drift = the loss before it - the loss after, so they add up to all; "
+                                     "part_drift_top_down the same from the top down (the last MLP first, the embeddings last), adding "
+                                     "up to all too. Where the two orders split all differently, the parts act together"},
                       {"path", std::move(path)}};
     }
     // Token by token: where on the text each part acted (T - 1 entries, token t's loss at t - 1).
     const int n = measured.baseline_tokens ? static_cast<int>(measured.baseline_tokens->size()) : 0;
     const std::string drift_rows = measured.drift ? "; head_impacts_drift_tokens.npy float32 [rows, T - 1]: row k the part of "
-                                                    "head_impacts_drift.csv's row k (its header not counted; the path's rows "
+                                                    "head_impacts_drift.csv's row k (its header not counted; each way's path rows "
                                                     "add up to all's token by token)" : "";
     // (null where the formats leave out npy: the files are not written)
     const json by_token = !options.npy ? json() : json{{"about", "each part token by token, the last axis entry t - 1 holding token t's (as loss.npy): the part of "
@@ -604,12 +608,20 @@ std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model
                              }
                              row("embeddings", "", "", impacts->embeddings_from_base, drift.embeddings);
                              row("all", "", "", impacts->all_from_base, drift.all);
-                             // The path from the embeddings up: its loss after each part, and the part (adding up to all's).
-                             for (size_t k = 0; k < drift.path.size(); ++k) {
+                             // The path from the embeddings up, then from the top down, in the order each takes the parts:
+                             // its loss after each part, and the part (each way adding up to all's).
+                             const size_t steps = drift.path.size();
+                             for (size_t k = 0; k < steps; ++k) {
                                  const float loss = k == 0 ? impacts->embeddings_from_base
                                                            : k - 1 < impacts->path_from_base.size() ? impacts->path_from_base[k - 1] : NAN;
                                  row(k == 0 ? "path_embeddings" : k % 2 ? "path_attention" : "path_mlp", k == 0 ? "" : std::to_string((k - 1) / 2), "", loss,
                                      drift.path[k]);
+                             }
+                             for (size_t j = 0; j < steps && steps == impacts->path_down_from_base.size() + 1; ++j) {
+                                 const size_t k = steps - 1 - j;  // the part's place in PathPartName's order
+                                 const float loss = j + 1 == steps ? impacts->all_from_base : impacts->path_down_from_base[j];
+                                 row(k == 0 ? "path_down_embeddings" : k % 2 ? "path_down_attention" : "path_down_mlp", k == 0 ? "" : std::to_string((k - 1) / 2),
+                                     "", loss, drift.path_down[k]);
                              }
                              return WriteText(full, csv);
                          }});
@@ -637,6 +649,8 @@ std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model
                              }
                              add(d.embeddings, 0), add(d.all, 0);
                              for (size_t k = 0; k < d.path.size() / n; ++k) add(d.path, k);
+                             const size_t steps = d.path_down.size() / n;
+                             for (size_t j = 0; j < steps && steps == impacts->path_down_from_base.size() + 1; ++j) add(d.path_down, steps - 1 - j);
                              return model::WriteNpy(full, rows.data(), {static_cast<int64_t>(rows.size() / n), n});
                          }});
     std::vector<const char*> extensions;

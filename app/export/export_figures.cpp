@@ -340,13 +340,18 @@ viz::Figure HeadImpactsFigure(const HeadImpacts& impacts, int n_layer, int n_hea
     };
     // One panel: [layers, columns] of loss changes, blue below 0 (lowered the loss, as every loss
     // change reads), on a diverging scale from -most to most.
-    auto panel = [&](const std::vector<float>& values, int columns, float most, const std::string& title, const std::string& value_label) {
+    // `labels`: the columns' ("attn up", ...), else the heads', then the layer's attention and MLP where there are columns for them.
+    auto panel = [&](const std::vector<float>& values, int columns, float most, const std::string& title, const std::string& value_label,
+                     std::vector<std::string> labels = {}, const std::string& axis = "") {
         viz::HeatmapFigureOptions options;
         for (int l = 0; l < n_layer; ++l) options.RowLabels.push_back("L" + std::to_string(l));
-        for (int h = 0; h < n_head; ++h) options.ColLabels.push_back("H" + std::to_string(h));
-        if (columns > n_head) options.ColLabels.insert(options.ColLabels.end(), {"attn", "MLP"});
+        if (labels.empty()) {
+            for (int h = 0; h < n_head; ++h) labels.push_back("H" + std::to_string(h));
+            if (columns > n_head) labels.insert(labels.end(), {"attn", "MLP"});
+        }
+        options.ColLabels = std::move(labels);
         options.RowAxis = "layer";
-        options.ColAxis = columns > n_head ? "head, then the layer's whole attention and its MLP" : "head";
+        options.ColAxis = !axis.empty() ? axis : columns > n_head ? "head, then the layer's whole attention and its MLP" : "head";
         options.ValueLabel = value_label;
         options.Style.causal = false;
         options.Style.colormap = viz::Colormap::Diverging;
@@ -377,14 +382,24 @@ viz::Figure HeadImpactsFigure(const HeadImpacts& impacts, int n_layer, int n_hea
         for (int h = 0; h < n_head; ++h) row[h] = d.heads[static_cast<size_t>(l) * n_head + h];
         row[n_head] = d.attention[l], row[n_head + 1] = d.mlp[l];
     }
-    // One colour scale for both, as the Fine-tune tab's: a pale temperatures panel beside a dark
+    // Along the layers, each part on top of those before it: from the embeddings up, and from the last MLP down.
+    std::vector<float> path(static_cast<size_t>(n_layer) * 4, NAN);
+    for (int l = 0; l < n_layer; ++l)
+        for (int c = 0; c < 4; ++c) {
+            const std::vector<float>& way = c < 2 ? d.path : d.path_down;
+            const size_t k = 1 + 2 * static_cast<size_t>(l) + c % 2;
+            if (k < way.size()) path[static_cast<size_t>(l) * 4 + c] = way[k];
+        }
+    // One colour scale for all, as the Fine-tune tab's: a pale temperatures panel beside a dark
     // drift one says the drift moved the loss more.
-    const float most = largest({&parts, &drift});
+    const float most = largest({&parts, &drift, &path});
     return viz::Beside({panel(parts, n_head, most, "temperatures: loss - loss with the head at tau = 1", "nats"),
-                        panel(drift, columns, most, "drift: loss - loss with the base's weights there", "nats")},
+                        panel(drift, columns, most, "drift: loss - loss with the base's weights there", "nats"),
+                        panel(path, 4, most, "drift along the layers, each on top of those before it", "nats", {"attn", "MLP", "attn", "MLP"},
+                              "from the embeddings up | from the last MLP down")},
                        title + " \xC2\xB7 each part's effect on the loss " + nats("%.4f", impacts.baseline) +
-                           ", one at a time, one colour scale (blue: lowered it) \xC2\xB7 drift of the embeddings " + nats("%+.3f", d.embeddings) +
-                           ", of every weight (SSA's temperatures kept) " + nats("%+.3f", d.all) +
+                           ", one colour scale (blue: lowered it) \xC2\xB7 drift of the embeddings " + nats("%+.3f", d.embeddings) +
+                           " alone or first, " + nats("%+.3f", d.path_down.empty() ? NAN : d.path_down[0]) + " last; of every weight (SSA's temperatures kept) " + nats("%+.3f", d.all) +
                            (impacts.base_temperatures.empty() ? "" : " \xC2\xB7 the base has its own " + impacts.base_temperatures));
 }
 

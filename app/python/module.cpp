@@ -819,7 +819,8 @@ py::dict RankHeads(const AnalysisHandle& h, bool progress) {
         out[key] = array({L, H}, TemperaturePartsByToken(impacts, static_cast<int>(L), static_cast<int>(H), which));
     // Beside a base, the drift's: each head's weights, each layer's MLP, the embeddings, every weight from the base.
     for (const char* key : {"part_drift", "part_drift_attention", "part_drift_mlp", "part_drift_embeddings", "part_drift_all", "drift_baseline",
-                            "part_drift_path", "part_drift_path_names", "part_drift_path_tokens"})
+                            "part_drift_path", "part_drift_path_names", "part_drift_path_tokens", "part_drift_path_top_down",
+                            "part_drift_path_top_down_tokens"})
         out[key] = py::none();
     for (const char* key : {"part_drift_tokens", "part_drift_attention_tokens", "part_drift_mlp_tokens", "part_drift_embeddings_tokens",
                             "part_drift_all_tokens"})
@@ -842,13 +843,16 @@ py::dict RankHeads(const AnalysisHandle& h, bool progress) {
         out["part_drift_mlp_tokens"] = array({L}, t.mlp);
         out["part_drift_embeddings_tokens"] = array({}, t.embeddings);
         out["part_drift_all_tokens"] = array({}, t.all);
-        py::array_t<float> path(static_cast<py::ssize_t>(d.path.size()));
+        py::array_t<float> path(static_cast<py::ssize_t>(d.path.size())), down(static_cast<py::ssize_t>(d.path_down.size()));
         std::copy(d.path.begin(), d.path.end(), path.mutable_data());
+        std::copy(d.path_down.begin(), d.path_down.end(), down.mutable_data());
         py::list names;
         for (size_t k = 0; k < d.path.size(); ++k) names.append(PathPartName(static_cast<int>(k)));
         out["part_drift_path"] = path;
         out["part_drift_path_names"] = names;
         out["part_drift_path_tokens"] = array({static_cast<py::ssize_t>(d.path.size())}, t.path);
+        out["part_drift_path_top_down"] = down;  // the same parts, in the same order, taken from the top down
+        out["part_drift_path_top_down_tokens"] = array({static_cast<py::ssize_t>(d.path_down.size())}, t.path_down);
     }
     return out;
 }

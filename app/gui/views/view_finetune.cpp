@@ -138,9 +138,10 @@ void FineTuneView::DrawMatrices(WindowState& state) {
                              "'drift' above reads. Then the embeddings and output head from the base, and every weight (the drift whole, "
                              "with SSA's temperatures). What-ifs > Which heads matter lists each head's.");
             Caption("the drift along the layers: " + m_path, ", ");
-            viz::ItemTooltip("The same parts one after another, from the embeddings up: each taken back from the base on top of those "
-                             "before it, the loss before it minus the loss after, so they add up to every weight's. Against the parts "
-                             "one at a time above, what the parts do together (another order would split the whole otherwise).");
+            viz::ItemTooltip("The same parts one after another, each taken back from the base on top of those before it, the loss before "
+                             "it minus the loss after, so they add up to every weight's: first from the embeddings up, then (after the /) "
+                             "from the last MLP down. Where the two orders split the whole differently, the parts act together; the "
+                             "parts one at a time above are the third view.");
         }
         if (!m_where.empty()) {
             Caption("where on the text: " + m_where, " ");

@@ -221,7 +221,7 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
     } else {
         char label[64];
         // Three analyses a head, and beside a base a forward pass a head, four a layer and three more.
-        const int passes = 3 * total + (state.analysis && state.analysis->HasBase() ? total + 4 * state.Layers() + 3 : 0);
+        const int passes = 3 * total + (state.analysis && state.analysis->HasBase() ? total + 6 * state.Layers() + 3 : 0);
         std::snprintf(label, sizeof label, "Rank the heads (%d passes)", passes);
         ImGui::BeginDisabled(state.generating);
         if (ImGui::Button(label)) state.rank_heads_request = true;

@@ -590,12 +590,14 @@ class Analysis:
         layer's MLP), part_drift_embeddings and part_drift_all (every weight); part_drift_path [1 + 2 L]
         with part_drift_path_names ("embeddings", "L0 attention", "L0 MLP", ...): the same parts one
         after another from the embeddings up, each on top of those before it, adding up to
-        part_drift_all; None without a base.
+        part_drift_all, and part_drift_path_top_down the same parts (same order) taken from the last MLP
+        down, adding up to it too (where the two differ, the parts act together); None without a base.
         Where on the text: each part also token by token, its key with "_tokens" and a last axis of
         T - 1 (token t's at t - 1, as loss; their mean is the part): part_tokens [L, H, T - 1],
         part_tau_q_tokens, part_tau_v_tokens, part_drift_tokens [L, H, T - 1], part_drift_attention_tokens
         and part_drift_mlp_tokens [L, T - 1], part_drift_embeddings_tokens and part_drift_all_tokens
-        [T - 1], part_drift_path_tokens [1 + 2 L, T - 1]. Kept once measured.
+        [T - 1], part_drift_path_tokens and part_drift_path_top_down_tokens [1 + 2 L, T - 1]. Kept once
+        measured.
         progress: a line on sys.stderr after each head; Ctrl+C stops between heads (KeyboardInterrupt)."""
         if "_ranked" not in self.__dict__:
             self._ranked = self._h.rank_heads(_bool("rank_heads()", "progress", progress))

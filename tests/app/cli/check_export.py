@@ -183,16 +183,25 @@ def check_head_impacts(d, drift_all_is_base):
         if abs(drift[k].astype(np.float64).mean() - float(row["part_drift"])) > 1e-5:
             fail("head_impacts_drift_tokens.npy's row %d (%s %s %s) averages %g, the CSV says %s" %
                  (k, row["part"], row["layer"], row["head"], drift[k].mean(), row["part_drift"]))
-    # The path's parts, one after another from the embeddings up, add up to every weight's, token by token.
+    # The path's parts, one after another from the embeddings up and then from the top down, each
+    # way adding up to every weight's, token by token; the JSON's path holds both, part by part.
     kinds = [row["part"] for row in rows]
-    path = [k for k, kind in enumerate(kinds) if kind.startswith("path_")]
     whole = kinds.index("all")
-    if len(path) != 1 + 2 * len(ranked["drift"]["mlp"]) or kinds[path[0]] != "path_embeddings":
-        fail("head_impacts_drift.csv's path is %s" % [kinds[k] for k in path])
-    diff = np.abs(drift[path].astype(np.float64).sum(0) - drift[whole]).max()
-    if diff > 1e-4 or abs(float(rows[path[-1]]["mean_loss"]) - float(rows[whole]["mean_loss"])) > 1e-5:
-        fail("the path's parts add up to all's token by token to %g, its last loss %s against all's %s" %
-             (diff, rows[path[-1]]["mean_loss"], rows[whole]["mean_loss"]))
+    L = len(ranked["drift"]["mlp"])
+    up = [k for k, kind in enumerate(kinds) if kind.startswith("path_") and not kind.startswith("path_down_")]
+    down = [k for k, kind in enumerate(kinds) if kind.startswith("path_down_")]
+    for name, path, first, last in (("up", up, "path_embeddings", "path_mlp"), ("top down", down, "path_down_mlp", "path_down_embeddings")):
+        if len(path) != 1 + 2 * L or kinds[path[0]] != first or kinds[path[-1]] != last:
+            fail("head_impacts_drift.csv's path %s is %s" % (name, [kinds[k] for k in path]))
+        diff = np.abs(drift[path].astype(np.float64).sum(0) - drift[whole]).max()
+        if diff > 1e-4 or abs(float(rows[path[-1]]["mean_loss"]) - float(rows[whole]["mean_loss"])) > 1e-5:
+            fail("the path %s adds up to all's token by token to %g, its last loss %s against all's %s" %
+                 (name, diff, rows[path[-1]]["mean_loss"], rows[whole]["mean_loss"]))
+    steps = ranked["drift"]["path"]
+    for k, step in enumerate(steps):
+        row = rows[down[len(steps) - 1 - k]]  # the top-down rows in the order they are taken
+        if (row["layer"] or None) != (None if k == 0 else str((k - 1) // 2)) or abs(step["part_drift_top_down"] - float(row["part_drift"])) > 1e-6:
+            fail("head_impacts.json's path %s top down is %s, the CSV's row %s" % (step["part"], step["part_drift_top_down"], row))
     if drift_all_is_base:
         base = np.load(os.path.join(d, "loss_base.npy"))
         diff = np.abs(drift[whole] - (loss - base)).max()

@@ -283,17 +283,17 @@ TEST_F(Cli, ExportRankHeadsBesideABaseMeasuresTheDriftPartByPart) {
                   metrics["decomposition"]["loss_mean"]["tau1"].get<double>() - metrics["decomposition"]["loss_mean"]["base"].get<double>());
     EXPECT_NE(r.err.find(split), std::string::npos) << split << r.err;
     EXPECT_NE(r.err.find("; whole attention blocks: "), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("ssaviz: the drift along the layers (each part taken back from the base on top of those before it, from the embeddings "
-                         "up): embeddings -"),
+    EXPECT_NE(r.err.find("ssaviz: the drift along the layers (each part taken back from the base on top of those before it, one way and the "
+                         "other): from the embeddings up / from the top down: embeddings -"),
               std::string::npos)
         << r.err;
     EXPECT_NE(r.err.find(", every weight (SSA's temperatures kept) -"), std::string::npos) << r.err;
     ASSERT_EQ(drift["attention"].size(), 4u);
     // Every part a row of head_impacts_drift.csv: none, 16 heads, 4 attention blocks and MLPs, the
-    // embeddings, all, then the path along the layers (the embeddings, each layer's attention and MLP).
+    // embeddings, all, then the path along the layers both ways (the embeddings, each layer's attention and MLP).
     const std::string drift_csv = ReadFile(dir + "/head_impacts_drift.csv");
     EXPECT_EQ(drift_csv.substr(0, 37), "part,layer,head,mean_loss,part_drift\n");
-    EXPECT_EQ(std::count(drift_csv.begin(), drift_csv.end(), '\n'), 1 + 1 + 16 + 8 + 2 + 9) << drift_csv;
+    EXPECT_EQ(std::count(drift_csv.begin(), drift_csv.end(), '\n'), 1 + 1 + 16 + 8 + 2 + 9 + 9) << drift_csv;
     EXPECT_NE(drift_csv.find("\nmlp,3,,"), std::string::npos) << drift_csv;
     // The CSV's part_drift is the JSON's, head by head.
     std::istringstream csv(ReadFile(dir + "/head_impacts.csv"));

@@ -1554,6 +1554,28 @@ TEST(RankHeads, TheDriftsPartsAreTheEnginesOnTheWhatIfsAlone) {
     for (float part : d.path) sum += part;
     EXPECT_NEAR(sum, d.all, 1e-5);
     EXPECT_EQ(impacts.path_from_base.back(), impacts.all_from_base) << "every part of the path is every weight";
+    // From the top down: the last layer's attention on top of its MLP, and the embeddings last, on
+    // top of every layer's attention and MLP; the same parts, so they add up to all too.
+    std::vector<model::BasePart> layers;
+    for (int l = 0; l < L; ++l) layers.push_back({Part::Attention, l}), layers.push_back({Part::Mlp, l});
+    auto top_mlp = engine.LossFromBase(tokens->ids, {{Part::Mlp, L - 1}});
+    auto top_layer = engine.LossFromBase(tokens->ids, {{Part::Mlp, L - 1}, {Part::Attention, L - 1}});
+    auto every_layer = engine.LossFromBase(tokens->ids, layers);
+    auto all = engine.LossFromBase(tokens->ids, {{Part::All}});
+    ASSERT_TRUE(top_mlp && top_layer && every_layer && all);
+    ASSERT_EQ(d.path_down.size(), d.path.size());
+    const size_t top_attention = 2 * L - 1;  // PathPartName's place of L(L-1) attention
+    EXPECT_EQ(app::PathPartName(static_cast<int>(top_attention)), "L" + std::to_string(L - 1) + " attention");
+    EXPECT_NEAR(d.path_down[top_attention], model::MeanLoss(*top_mlp) - model::MeanLoss(*top_layer), 1e-6);
+    EXPECT_NEAR(d.path_down[0], model::MeanLoss(*every_layer) - model::MeanLoss(*all), 1e-6);
+    for (size_t t = 0; t < n; ++t) {
+        EXPECT_NEAR(by_token.path_down[top_attention * n + t], (*top_mlp)[t] - (*top_layer)[t], 1e-6) << "token " << t + 1;
+        EXPECT_NEAR(by_token.path_down[t], (*every_layer)[t] - (*all)[t], 1e-6) << "token " << t + 1;
+    }
+    double down = 0;
+    for (float part : d.path_down) down += part;
+    EXPECT_NEAR(down, d.all, 1e-5);
+    EXPECT_NE(d.path_down, d.path) << "the two orders split the whole alike to the bit: the second is not measured";
     // L0 H1's temperatures token by token: the analysis's loss against the same with that head at tau = 1.
     auto plain = engine.Analyze(*tokens);
     ASSERT_TRUE(plain);

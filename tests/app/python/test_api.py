@@ -523,9 +523,12 @@ def test_rank_heads_is_each_heads_what_if_and_the_command_lines(tmp_path, capsys
     assert np.abs(drift["part_drift_all_tokens"] - (vanilla.loss - vanilla.loss_base)).max() < 1e-4  # token by token
     assert drift["part_drift_mlp_tokens"].shape == (L, len(vanilla.loss)) and np.isnan(drift["part_tokens"]).all()  # all at tau = 1 already
     assert np.abs(drift["part_drift_tokens"].mean(-1, dtype=np.float64) - drift["part_drift"]).max() < 1e-5
-    # Along the layers, each part on top of those before it: they add up to every weight's.
+    # Along the layers, each part on top of those before it, one way and the other: each adds up to every weight's.
     assert drift["part_drift_path_names"][:3] == ["embeddings", "L0 attention", "L0 MLP"] and drift["part_drift_path"].shape == (1 + 2 * L,)
-    assert abs(float(drift["part_drift_path"].sum(dtype=np.float64)) - drift["part_drift_all"]) < 1e-5
+    for way in ("part_drift_path", "part_drift_path_top_down"):
+        assert abs(float(drift[way].sum(dtype=np.float64)) - drift["part_drift_all"]) < 1e-5, way
+        assert np.abs(drift[way + "_tokens"].sum(0, dtype=np.float64) - drift["part_drift_all_tokens"]).max() < 1e-4, way
+    assert not np.array_equal(drift["part_drift_path"], drift["part_drift_path_top_down"])
     # Against the base the analysis was made with, whatever the model analysed since (another
     # comparison left it without a base, and every drift part came back None).
     beside = m.analyze(JOBS, base=base)
