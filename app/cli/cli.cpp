@@ -331,6 +331,7 @@ int CmdExport(const CommandOptions& o) {
                          TopHeads(d.js_drift, d.n_head, 3, kJsRoundingFloor).c_str());
         if (const std::string note = BaseTemperaturesNote(analysis); !note.empty() && analysis.n_tokens >= 2)  // one token: no split to note
             std::fprintf(stderr, "ssaviz: note: %s\n", note.c_str());
+        if (const std::string note = SelfComparisonNote(analysis); !note.empty()) std::fprintf(stderr, "ssaviz: note: %s\n", note.c_str());
         if (impacts) {
             const int L = analysis.n_layer, H = analysis.n_head;
             std::fprintf(stderr, "ssaviz: each head's temperatures' part of the loss %.4f (nats, one head at tau = 1 at a time): %s\n",
@@ -371,7 +372,7 @@ int CmdExport(const CommandOptions& o) {
                 one.out_dir = (out / t.name).string();
                 json row = BatchSummaryRow(t.name, t.line, *analysis, options.sink_epsilon);
                 std::vector<ExportFile> lens_files;
-                if (options.lens && analysis->n_tokens >= 2) {  // each text's lens files, and its loss by layer in the summary
+                if (options.lens) {  // each text's lens files, and its loss by layer in the summary (none for one token), as a lone export's and Python's
                     const auto sides = RunLensWithProgress(*runner, *analysis);
                     row["lens_loss"] = LensLossByLayer(*sides[0]);
                     if (sides.size() > 1) row["lens_loss_compare"] = LensLossByLayer(*sides[1]);

@@ -109,7 +109,18 @@ std::string BaseTemperaturesNote(const model::Analysis& a) {
            "and 'drift' holds the base's going away as well as the other weights' change";
 }
 
+std::string SelfComparisonNote(const model::Analysis& a) {
+    if (a.comparison != model::Comparison::Counterfactual && a.comparison != model::Comparison::LayerLocal) return "";
+    for (const model::RowArray* tau : {&a.tau_q, &a.tau_v})
+        for (int64_t row = 0; row < tau->rows(); ++row)
+            if (const model::RowArray::Running f = tau->Figures(row); f.min != 1.0f || f.max != 1.0f) return "";
+    return "every temperature of the SSA side is 1 (a model without temperatures, or every head at tau = 1 by the what-ifs), so its "
+           "tau = 1 comparison is itself and every difference is 0: compare it with a twin (--compare DIR), or open the SSA fine-tune "
+           "with this model as its --base";
+}
+
 std::string CompareExplanation(const model::Analysis& a) {
+    if (const std::string self = SelfComparisonNote(a); !self.empty()) return "Here " + self + ".";
     if (a.HasBase())
         return "tau=1, with the base beside: the fine-tune's own weights with tau_q = tau_v = 1 everywhere, and its base model (" +
                a.base_label + ") as a third side. SSA against tau=1 is what the temperatures did; tau=1 against the base is what "

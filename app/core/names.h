@@ -58,6 +58,11 @@ std::string FineTuneHeadline(const model::Analysis& a, const model::Decompositio
 std::string BaseTemperatures(const model::Analysis& a);
 // The note that says so in a line ("" where BaseTemperatures is empty).
 std::string BaseTemperaturesNote(const model::Analysis& a);
+// Where the SSA side has no temperature other than 1 (a model without temperatures, such as a
+// fine-tune's base opened alone, or every head at tau = 1 by the what-ifs) and the comparison is
+// tau = 1 (the whole counterfactual or the layer-local one): the comparison is the SSA side itself,
+// every difference 0. A note that says so and what to compare instead; "" otherwise.
+std::string SelfComparisonNote(const model::Analysis& a);
 // What the comparison is, in a sentence or two for tooltips: which model, and for the
 // counterfactual that it is a whole second forward pass (its later layers see another residual
 // stream, so they differ for that reason too, not only for their own temperatures).

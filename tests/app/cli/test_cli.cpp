@@ -219,6 +219,26 @@ TEST_F(Cli, ExportAgainstATwinModel) {
     EXPECT_FALSE(fs::exists(out + "/attention.npy"));  // --format json only
 }
 
+// A model without temperatures (a fine-tune's base opened alone) against tau = 1 is compared with
+// itself: every difference 0. The export says so, and what to compare instead; a model with
+// temperatures, or compared with a twin, has no such note.
+TEST_F(Cli, AModelWithoutTemperaturesIsNotComparedWithItselfInSilence) {
+    const std::string english = std::string(SSAVIZ_SOURCE_DIR) + "/assets/models/english/";
+    const std::string note = "ssaviz: note: every temperature of the SSA side is 1 (a model without temperatures, or every head at tau = 1 "
+                             "by the what-ifs), so its tau = 1 comparison is itself and every difference is 0";
+    auto err_of = [&](std::vector<std::string> args) {
+        args.insert(args.end(), {"--text", "The cat sat on the mat.", "--out", Scratch("self"), "--format", "json"});
+        Outcome r = Ssaviz(args);
+        EXPECT_EQ(r.code, 0) << r.err;
+        return r.err;
+    };
+    for (const char* compare : {"vanilla", "local"})
+        EXPECT_NE(err_of({"export", "--model", english + "vanilla", "--compare", compare}).find(note), std::string::npos) << compare;
+    EXPECT_NE(err_of({"export", "--model", Small(), "--ablate", "0:*,1:*"}).find(note), std::string::npos) << "every head at tau = 1";
+    EXPECT_EQ(err_of({"export", "--model", Small(), "--ablate", "0:*"}).find("ssaviz: note: every temperature"), std::string::npos);
+    EXPECT_EQ(err_of({"export", "--model", english + "vanilla", "--compare", english + "ssa"}).find("ssaviz: note: every temperature"), std::string::npos);
+}
+
 // Issue 34: a fine-tune against its base, three sides. --base DIR (and --compare base with a
 // sibling base/ folder) writes each side's maps and losses and metrics.json's decomposition, which
 // numpy recomputes from the exported maps (each row's JS and L1, the mean over rows 2..T) within

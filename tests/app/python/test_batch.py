@@ -92,8 +92,9 @@ def test_serial_batch_equals_the_command_lines(tmp_path):
 
 def test_lens_in_a_batch_and_an_export_equals_the_command_lines(tmp_path):
     """lens=True: each text's lens files and the summary's loss by layer, byte for byte the
-    command line's --lens (both sides); an analysis's export(lens=True) the same files."""
-    texts = TEXTS[:2]
+    command line's --lens (both sides), a text of one token's too (a lone export's files, no loss by
+    layer); an analysis's export(lens=True) the same files."""
+    texts = TEXTS[:2] + [{"name": "one", "text": "a"}]
     lines = tmp_path / "texts.jsonl"
     lines.write_text("".join(json.dumps(t) + "\n" for t in texts))
     run_cli("export", "--model", SMALL, "--batch", "--text-file", str(lines), "--out", str(tmp_path / "cli"), "--format", "npy,json",
@@ -107,6 +108,7 @@ def test_lens_in_a_batch_and_an_export_equals_the_command_lines(tmp_path):
         assert (tmp_path / "cli" / f).read_bytes() == (tmp_path / "py" / f).read_bytes(), f
     row = summary["texts"][0]
     assert len(row["lens_loss"]) == m.n_layer + 1 and len(row["lens_loss_compare"]) == m.n_layer + 1
+    assert "one/lens_top.json" in files and summary["texts"][2]["lens_loss"] == []
     a = m.analyze(texts[0]["text"])
     a.export(tmp_path / "one", formats=["npy"], lens=True)
     for name in ("lens_loss.npy", "dla.npy", "dla_mlp_compare.npy"):
