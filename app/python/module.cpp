@@ -86,6 +86,8 @@ std::string InPythonWords(std::string message) {
         {"compare with tau = 1 (--compare vanilla) or a twin", "compare with tau = 1 (compare=\"vanilla\") or a twin"},
         {"ssaviz does not write through links inside --out", "ssaviz does not write through links inside the out= folder"},
         {"needs a base (--base DIR, or --compare base)", "needs a base (base=DIR, or compare=\"base\")"},
+        {"compare it with a twin (--compare DIR), or open the SSA fine-tune with this model as its --base",
+         "compare it with a twin (compare=DIR), or analyse the SSA fine-tune with base= this model; compare=None analyses it alone"},
     };
     for (const auto& [cli, python] : kWords)
         for (size_t at = message.find(cli); at != std::string::npos; at = message.find(cli, at + python.size()))
@@ -1152,6 +1154,9 @@ PYBIND11_MODULE(_ssaviz, m) {
         .def_property_readonly("n_layer", [](const AnalysisHandle& h) { return h.A().n_layer; })
         .def_property_readonly("n_head", [](const AnalysisHandle& h) { return h.A().n_head; })
         .def_property_readonly("n_tokens", [](const AnalysisHandle& h) { return h.A().n_tokens; })
+        .def_property_readonly("self_comparison_note", [](const AnalysisHandle& h) {
+            return h.HasCompare() ? InPythonWords(app::SelfComparisonNote(h.A())) : std::string();  // compare=None: no comparison to be itself
+        })
         .def_property_readonly("text", [](const AnalysisHandle& h) { return py::str(model::PieceToDisplay(h.text)); })
         .def_property_readonly("ids", [](const AnalysisHandle& h) { return h.A().tokens.ids; })
         .def_property_readonly("pieces",

@@ -39,7 +39,7 @@ from . import _ssaviz  # noqa: E402
 # and it runs its generic SSE3 ones on a CPU newer than itself, say what to set.
 if _ssaviz.faster_blas_kernels():
     import warnings as _warnings
-    _warnings.warn(f"OpenBLAS runs its generic SSE3 kernels here, as it does not know this CPU; analyses run faster with "
+    _warnings.warn(f"ssaviz: OpenBLAS runs its generic SSE3 kernels here, as it does not know this CPU; analyses run faster with "
                    f"OPENBLAS_CORETYPE={_ssaviz.faster_blas_kernels()} set before Python starts", RuntimeWarning, stacklevel=2)
 
 __all__ = ["load", "Model", "Analysis", "Figure", "export_batch", "load_run", "Run", "RunAnalysis", "show", "examples", "quantities",
@@ -380,6 +380,9 @@ class Model:
             handle = core.analyze_ids(ids, _fs(kind), twin_flags, spec, truncate)
         else:
             handle = core.analyze_text(_text(where, text), _fs(kind), twin_flags, spec, truncate)
+        if handle.self_comparison_note:  # a model without temperatures against tau = 1: every difference 0
+            import warnings
+            warnings.warn(f"ssaviz: {where}: {handle.self_comparison_note}", stacklevel=2)
         return Analysis(handle, self)
 
     def tokenize(self, text, truncate=False):

@@ -64,6 +64,21 @@ def test_import_chooses_openblas_kernels_before_numpy_loads_them():
     assert (f"OPENBLAS_CORETYPE={faster} set before Python starts" in late) == (alone == "Prescott" and bool(faster)), late
 
 
+def test_a_model_without_temperatures_compared_with_itself_is_named():
+    """A fine-tune's base opened alone has no temperatures: against tau = 1 it is its own comparison,
+    every difference 0. analyze() warns, in Python's words, as `ssaviz export` notes it; not with
+    compare=None, nor for a model with temperatures."""
+    import warnings
+    vanilla = ssaviz.load(os.path.join(os.path.dirname(ENGLISH), "vanilla"))
+    with pytest.warns(UserWarning, match=r"analyze\(\): every temperature of the SSA side is 1 .*\(compare=DIR\).* compare=None analyses it alone"):
+        a = vanilla.analyze(JOBS, compare="local")
+    assert np.abs(a.metrics["js"]).max() < 1e-6
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        vanilla.analyze(JOBS, compare=None)
+        ssaviz.load(ENGLISH).analyze(JOBS)
+
+
 def test_an_edit_takes_the_incremental_path():
     m = ssaviz.load(require(DEFAULT))
     text = "The model keeps what each position left behind. " * 8
@@ -357,7 +372,7 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     with pytest.raises(TypeError, match=r"plot\('finetune_loss'\) takes no keyword log \(its keywords: none\)"):
         a.plot("finetune_loss", log=True)  # drawn on a linear scale whatever log said
     # The base's lens is the base model's own: the same numbers as loading the base alone.
-    alone = ssaviz.load(base).analyze(JOBS)
+    alone = ssaviz.load(base).analyze(JOBS, compare=None)  # no temperatures: against tau = 1 it would be itself
     np.testing.assert_array_equal(a.lens_loss_base, alone.lens_loss)
     np.testing.assert_array_equal(a.dla_base, alone.dla)
     np.testing.assert_array_equal(a.dla_mlp_base, alone.dla_mlp)
