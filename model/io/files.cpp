@@ -239,7 +239,29 @@ std::string EscapeForMessage(std::string_view text, size_t max_chars) {
 std::string Quoted(std::string_view text) { return "'" + EscapeForMessage(text) + "'"; }
 
 std::string JsonText(const nlohmann::json& value, int indent) {
-    return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+    std::string text = value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+    // The library escapes U+0000..U+001F only. The text is UTF-8 now, outside its strings ASCII
+    // without DEL, so byte 0x7F and the pairs C2 80..C2 9F are those characters in strings.
+    const auto control = [&](size_t i) {
+        const auto b = static_cast<unsigned char>(text[i]);
+        return b == 0x7F || (b == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) <= 0x9F);
+    };
+    size_t i = 0;
+    while (i < text.size() && !control(i)) ++i;
+    if (i == text.size()) return text;
+    std::string out = text.substr(0, i);
+    out.reserve(text.size() + 16);
+    for (; i < text.size(); ++i) {
+        if (!control(i)) {
+            out += text[i];
+            continue;
+        }
+        const unsigned code = text[i] == 0x7F ? 0x7Fu : static_cast<unsigned char>(text[++i]);
+        char escaped[8];
+        std::snprintf(escaped, sizeof escaped, "\\u%04x", code);
+        out += escaped;
+    }
+    return out;
 }
 
 std::string DescribeJson(const nlohmann::json& value) {

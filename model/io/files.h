@@ -59,7 +59,9 @@ std::string DescribeJson(const nlohmann::json& value);
 std::string JsonErrorText(const std::exception& e);
 
 // JSON text of a value ssaviz writes (files, --json, Python): strings that hold bytes which are not
-// UTF-8 (a folder's name, a token piece) come out with U+FFFD for each bad byte instead of throwing.
+// UTF-8 (a folder's name, a token piece) come out with U+FFFD for each bad byte instead of throwing,
+// and every control character is escaped: DEL and U+0080..U+009F as well as U+0000..U+001F (a byte
+// piece <0x7F> showed nothing in a terminal, and the C1 controls can act on one).
 std::string JsonText(const nlohmann::json& value, int indent = -1);
 
 // Writing without ever leaving a half-written file or writing through a link: the bytes go to a

@@ -100,6 +100,19 @@ TEST(Files, JsonNestingIsCappedAndNeverDumped) {
     EXPECT_EQ(model::DescribeJson(nlohmann::json(2.5)), "2.5");
 }
 
+TEST(Files, JsonTextEscapesEveryControlCharacter) {
+    // nlohmann escapes U+0000..U+001F; DEL and the C1 controls U+0080..U+009F go out escaped too,
+    // U+00A0 and later stay as they are, and a byte that is not UTF-8 is U+FFFD.
+    const nlohmann::json j = {{"piece\x7f", std::string("a\x7f b\xc2\x80 c\xc2\x9b[2J d\xc2\xa0 e\xe2\x80\xa6 f\x01 g\xff")}};
+    const std::string text = model::JsonText(j);
+    EXPECT_EQ(text, "{\"piece\\u007f\":\"a\\u007f b\\u0080 c\\u009b[2J d\xc2\xa0 e\xe2\x80\xa6 f\\u0001 g\xef\xbf\xbd\"}");
+    for (unsigned char c : text) EXPECT_TRUE(c >= 0x20 && c != 0x7F) << static_cast<int>(c);
+    const auto back = model::ParseJsonText(text);
+    ASSERT_TRUE(back) << back.error();
+    EXPECT_EQ((*back)["piece\x7f"], std::string("a\x7f b\xc2\x80 c\xc2\x9b[2J d\xc2\xa0 e\xe2\x80\xa6 f\x01 g\xef\xbf\xbd"));
+    EXPECT_EQ(model::JsonText(nlohmann::json::array({1, "plain", 2.5})), "[1,\"plain\",2.5]");
+}
+
 TEST(Files, EscapeForMessageKeepsOneSafeLine) {
     EXPECT_EQ(model::EscapeForMessage("wte.weight"), "wte.weight");
     EXPECT_EQ(model::EscapeForMessage("a\nb\tc\x1b[31mred"), "a\\nb\\tc\\x1b[31mred");
