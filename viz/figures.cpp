@@ -104,12 +104,40 @@ std::string EllipsizeWidth(const std::string& s, float max_width, float size) {
 // is cut to this many characters before it is measured, and then to the width it may take, so no
 // text makes a figure larger than its content.
 constexpr size_t kMaxLabelChars = 300;
-// The widest a title may make a figure that is narrower than it.
+// The widest a title may make a figure that is narrower than it (the highlight's, on one line).
 constexpr float kMaxTitleWidth = 1200;
+// A title wider than its figure widens it up to this; a longer one wraps at its words.
+constexpr float kOneLineTitleWidth = 720;
+constexpr size_t kMaxTitleLines = 3;
 
 std::string BoundLabel(const std::string& s, float max_width, float size) {
     return EllipsizeWidth(EllipsizeChars(s, kMaxLabelChars), max_width, size);
 }
+
+// A title's lines over a figure whose content is `width` wide: one line where it fits that or
+// `widest`, else its words wrapped to the wider of the two, at most kMaxTitleLines, the last cut
+// with an ellipsis (a lens difference's title said its scale's largest value past the cut).
+std::vector<std::string> TitleLines(const std::string& title_in, float width, float size, float widest = kOneLineTitleWidth) {
+    const std::string title = EllipsizeChars(title_in, kMaxLabelChars);
+    if (title.empty()) return {};
+    const float wrap = std::max(width, widest);
+    if (MeasureText(title, size) <= wrap) return {title};
+    std::vector<std::string> lines(1);
+    for (size_t pos = 0; pos <= title.size();) {
+        const size_t end = std::min(title.find(' ', pos), title.size());
+        const std::string word = title.substr(pos, end - pos);
+        pos = end + 1;
+        std::string& line = lines.back();
+        std::string joined = line.empty() ? word : line + " " + word;
+        if (line.empty() || lines.size() == kMaxTitleLines || MeasureText(joined, size) <= wrap) line = std::move(joined);
+        else lines.push_back(word);
+    }
+    for (std::string& line : lines) line = EllipsizeWidth(line, wrap, size);
+    return lines;
+}
+
+// The height a title of `lines` lines takes above a figure's content (1.5 em for one line).
+float TitleHeight(size_t lines, float size) { return lines == 0 ? 0.0f : size * (1.5f + 1.25f * static_cast<float>(lines - 1)); }
 
 // A token piece as an axis label: leading spaces as middle dots (they mark word starts), newline
 // and tab as arrows, at most 16 characters.
@@ -294,14 +322,14 @@ void AddHorizontalColorBar(Figure& f, float x, float y, float width, const Color
     }
 }
 
-// Title text centred on `centre` but kept inside the figure; widens the figure when it must.
-void AddTitle(Figure& f, const std::string& title_in, float centre, float y, float size) {
-    if (title_in.empty()) return;
-    const std::string title = BoundLabel(title_in, std::max(static_cast<float>(f.Width) - 2 * kPad, kMaxTitleWidth), size);
-    const float w = MeasureText(title, size);
-    centre = std::max(centre, kPad + w * 0.5f);
+// A title's lines (TitleLines) centred on `centre`, the first at `y`, but kept inside the figure;
+// widens the figure when it must.
+void AddTitle(Figure& f, const std::vector<std::string>& lines, float centre, float y, float size) {
+    float w = 0;
+    for (const std::string& line : lines) w = std::max(w, MeasureText(line, size));
+    centre = std::max(std::min(centre, static_cast<float>(f.Width) - kPad - w * 0.5f), kPad + w * 0.5f);
     f.Width = std::max(f.Width, static_cast<int>(std::ceil(centre + w * 0.5f + kPad)));
-    AddText(f, centre, y, title, size, TextAlign::Center);
+    for (size_t i = 0; i < lines.size(); ++i) AddText(f, centre, y + 1.25f * size * static_cast<float>(i), lines[i], size, TextAlign::Center);
 }
 
 // Every k-th label, k in 1, 2, 5, 10, 20, 50, ..., so that labels are at least `min_spacing` apart.
@@ -380,15 +408,21 @@ Figure HeatmapFigure(const float* values, int rows, int cols, const HeatmapFigur
         }
     }
 
-    // Margins from measured text.
+    // Margins from measured text; the colour bar to the right, as tall as the map (at least a
+    // readable height, and as long as its caption, which is centred along it); the title over all.
     const float caption_h = fs * 1.2f, tick = 3, gap = 3;
-    const float title_h = options.Title.empty() ? 0.0f : title_fs * 1.5f;
     const float map_x = std::ceil(kPad + caption_h + 6 + row_label_w + tick + gap);
-    const float map_y = std::ceil(kPad + title_h + 4);
-
-    // Range and pixels: pooled to at most one pixel per cell of output.
     HeatmapStyle style = options.Style;
     Range range = empty ? Range{0.0f, 1.0f} : Sanitize(ResolveRange(values, rows, cols, style));
+    const ColorBarSpec bar = ColorBarFor(style, range, options.ValueLabel, fs);
+    const float bar_h = std::max({static_cast<float>(map_h), 80.0f, std::ceil(MeasureText(bar.caption, fs)) + 8});
+    const float bar_x = map_x + map_w + 16;
+    const float content_w = bar_x + VerticalColorBarWidth(bar, bar_h) - kPad;
+    const std::vector<std::string> title = TitleLines(options.Title, content_w, title_fs);
+    const float title_h = TitleHeight(title.size(), title_fs);
+    const float map_y = std::ceil(kPad + title_h + 4);
+
+    // Pixels: pooled to at most one pixel per cell of output.
     if (!empty) {
         FigImage map;
         map.X = map_x;
@@ -418,16 +452,11 @@ Figure HeatmapFigure(const float* values, int rows, int cols, const HeatmapFigur
     AddText(f, kPad + caption_h * 0.5f, map_y + map_h * 0.5f, options.RowAxis, fs, TextAlign::Center, true);
     AddText(f, map_x + map_w * 0.5f, map_bottom + 6 + caption_h * 0.5f, options.ColAxis, fs, TextAlign::Center);
 
-    // Colour bar to the right, as tall as the map (at least a readable height).
-    const ColorBarSpec bar = ColorBarFor(style, range, options.ValueLabel, fs);
-    // At least as long as its caption, which is centred along it.
-    const float bar_h = std::max({static_cast<float>(map_h), 80.0f, std::ceil(MeasureText(bar.caption, fs)) + 8});
-    const float bar_x = map_x + map_w + 16;
     AddVerticalColorBar(f, bar_x, map_y, bar_h, bar);
 
-    f.Width = static_cast<int>(std::ceil(bar_x + VerticalColorBarWidth(bar, bar_h) + kPad));
+    f.Width = static_cast<int>(std::ceil(content_w + 2 * kPad));
     f.Height = static_cast<int>(std::ceil(std::max(map_bottom + 6 + caption_h, map_y + bar_h) + kPad));
-    if (!options.Title.empty()) AddTitle(f, options.Title, map_x + map_w * 0.5f, kPad + title_h * 0.5f, title_fs);
+    AddTitle(f, title, map_x + map_w * 0.5f, kPad + title_fs * 0.75f, title_fs);
     return f;
 }
 
@@ -622,11 +651,18 @@ Figure HeadsGridFigure(const float* maps, int layers, int heads, int tokens, con
 
     float row_label_w = 0;
     for (int l = 0; l < layers; ++l) row_label_w = std::max(row_label_w, MeasureText("layer " + std::to_string(l), fs));
-    const float title_h = options.Title.empty() ? 0.0f : title_fs * 1.5f;
     const float col_label_h = fs * 1.5f, caption_h = caption_fs * 1.6f;
     const float gap_x = 12, gap_y = 8;
-    const float grid_x = std::ceil(kPad + row_label_w + 10), grid_y = std::ceil(kPad + title_h + col_label_h);
     const float step_x = thumb + gap_x, step_y = thumb + caption_h + gap_y;
+    const float grid_x = std::ceil(kPad + row_label_w + 10);
+    const float grid_w = heads > 0 ? heads * step_x - gap_x : 0.0f;
+    const float grid_h = layers > 0 ? layers * step_y - gap_y : 0.0f;
+    const ColorBarSpec bar = ColorBarFor(style, range, options.ValueLabel, fs);
+    const float bar_h = std::max({120.0f, layers > 0 ? layers * step_y - gap_y - caption_h : 0.0f, std::ceil(MeasureText(bar.caption, fs)) + 8});
+    const float bar_x = grid_x + std::max(grid_w, heads == 0 || layers == 0 ? 60.0f : 0.0f) + 20;
+    const float content_w = bar_x + VerticalColorBarWidth(bar, bar_h) - kPad;
+    const std::vector<std::string> title = TitleLines(options.Title, content_w, title_fs);
+    const float grid_y = std::ceil(kPad + TitleHeight(title.size(), title_fs) + col_label_h);
 
     for (int h = 0; h < heads; ++h)
         AddText(f, grid_x + h * step_x + thumb * 0.5f, grid_y - col_label_h * 0.5f, "head " + std::to_string(h), fs, TextAlign::Center);
@@ -653,17 +689,12 @@ Figure HeadsGridFigure(const float* maps, int layers, int heads, int tokens, con
             AddText(f, x + thumb * 0.5f, y + thumb + caption_h * 0.5f, caption, caption_fs, TextAlign::Center);
         }
     }
-    const float grid_w = heads > 0 ? heads * step_x - gap_x : 0.0f;
-    const float grid_h = layers > 0 ? layers * step_y - gap_y : 0.0f;
     if (layers == 0 || heads == 0) AddText(f, grid_x, grid_y + 20, "no heads", fs, TextAlign::Left, false, kFaint);
 
-    const ColorBarSpec bar = ColorBarFor(style, range, options.ValueLabel, fs);
-    const float bar_h = std::max({120.0f, layers > 0 ? layers * step_y - gap_y - caption_h : 0.0f, std::ceil(MeasureText(bar.caption, fs)) + 8});
-    const float bar_x = grid_x + std::max(grid_w, heads == 0 || layers == 0 ? 60.0f : 0.0f) + 20;
     AddVerticalColorBar(f, bar_x, grid_y, bar_h, bar);
-    f.Width = static_cast<int>(std::ceil(bar_x + VerticalColorBarWidth(bar, bar_h) + kPad));
+    f.Width = static_cast<int>(std::ceil(content_w + 2 * kPad));
     f.Height = static_cast<int>(std::ceil(grid_y + std::max(grid_h, bar_h) + kPad));
-    if (!options.Title.empty()) AddTitle(f, options.Title, grid_x + grid_w * 0.5f, kPad + title_h * 0.5f, title_fs);
+    AddTitle(f, title, grid_x + grid_w * 0.5f, kPad + title_fs * 0.75f, title_fs);
     return f;
 }
 
@@ -816,7 +847,8 @@ Figure PlotFigure(const std::vector<PlotSeries>& described, const PlotOptions& o
 
     // Left margin from the y tick labels (tick count from a first guess of the plot height).
     const float tick = 4, gap = 3, caption_h = label_fs * 1.2f;
-    const float top = std::ceil(kPad + (options.Title.empty() ? 4.0f : title_fs * 1.6f));
+    const std::vector<std::string> title = TitleLines(options.Title, static_cast<float>(f.Width) - 2 * kPad, title_fs, 0);  // the width asked for
+    const float top = std::ceil(kPad + (title.empty() ? 4.0f : title_fs * (1.6f + 1.25f * static_cast<float>(title.size() - 1))));
     const std::vector<float> y_ticks = NiceTicks(yr, false, std::clamp(static_cast<int>((f.Height - top - 60) / 40), 3, 8));
     const std::vector<std::string> y_text = FormatTicks(y_ticks);
     float y_label_w = 0;
@@ -970,7 +1002,7 @@ Figure PlotFigure(const std::vector<PlotSeries>& described, const PlotOptions& o
     if (!options.XLabel.empty())
         AddText(f, px0 + pw * 0.5f, py1 + tick + gap + x_label_extent + 6 + caption_h * 0.5f, options.XLabel, label_fs, TextAlign::Center);
     if (!options.YLabel.empty()) AddText(f, kPad + caption_h * 0.5f, py0 + ph * 0.5f, options.YLabel, label_fs, TextAlign::Center, true);
-    if (!options.Title.empty()) AddTitle(f, options.Title, px0 + pw * 0.5f, kPad + title_fs * 0.7f, title_fs);
+    AddTitle(f, title, px0 + pw * 0.5f, kPad + title_fs * 0.7f, title_fs);
 
     // Legend: top right inside the axes, for named series, each name up to kLegendChars characters
     // (a run's "vanilla (compare run), mean of every head" and "temperatures and what-ifs: SSA with

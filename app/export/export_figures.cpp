@@ -544,7 +544,7 @@ viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, con
     LensAxes(ssa, token_labels, &o);
     o.Style.colormap = viz::Colormap::Diverging;
     o.Style.range = viz::Range{-d.most, d.most};
-    o.ValueLabel = "SSA - " + other_name + ", nats";
+    o.ValueLabel = "loss difference, nats";  // whose: the title's (a side's name made the bar taller than five rows)
     return viz::HeatmapFigure(d.delta.data(), ssa.n_layer + 1, ssa.n_tokens - 1, o);
 }
 

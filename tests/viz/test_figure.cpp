@@ -266,6 +266,61 @@ TEST_F(FigureTest, SvgSurvivesHostileLabels) {
     EXPECT_EQ(Png(f), Png(f));
 }
 
+// A title wider than its figure and 720 px wraps at its words over the figure's width, at most
+// three lines with the last cut, and the content starts below it; a short one is one line.
+TEST_F(FigureTest, LongTitlesWrapAboveTheContent) {
+    const float title_fs = 15;  // the heatmap's 12 px font * 1.25
+    auto title_lines = [&](const Figure& f, float size) {
+        std::vector<const FigText*> lines;
+        for (const viz::FigItem& item : f.Items)
+            if (const auto* t = std::get_if<FigText>(&item); t && t->Size == size && !t->Vertical) lines.push_back(t);
+        return lines;
+    };
+    std::string words, more;
+    for (int k = 0; k < 25; ++k) words += (k ? " word" : "word") + std::to_string(k);
+    for (int k = 25; k < 40; ++k) more += " word" + std::to_string(k);
+    const std::vector<float> lens(5 * 80, 0.5f);
+    viz::HeatmapFigureOptions o;
+    o.Title = words;
+    const Figure f = viz::HeatmapFigure(lens.data(), 5, 80, o);
+    const auto lines = title_lines(f, title_fs);
+    ASSERT_EQ(lines.size(), 2u) << "25 words of 5 or 6 characters over an 80-token strip";
+    EXPECT_EQ(lines[0]->Text + " " + lines[1]->Text, words) << "every word, in order, none cut";
+    for (const FigText* t : lines) EXPECT_LE(viz::MeasureText(t->Text, title_fs), static_cast<float>(f.Width) - 24) << t->Text;
+    EXPECT_LT(f.Width, 1000) << "the figure is not widened to the title";
+    EXPECT_GT(lines[1]->Y, lines[0]->Y);
+    for (const viz::FigItem& item : f.Items)
+        if (const auto* map = std::get_if<viz::FigImage>(&item)) EXPECT_GT(map->Y, lines[1]->Y + title_fs * 0.5f) << "the map below the title";
+
+    std::string endless;
+    for (int k = 0; k < 200; ++k) endless += "long" + std::to_string(k) + " ";
+    o.Title = endless;
+    const auto cut = title_lines(viz::HeatmapFigure(lens.data(), 5, 80, o), title_fs);
+    ASSERT_EQ(cut.size(), 3u);
+    EXPECT_EQ(cut[2]->Text.substr(cut[2]->Text.size() - 3), "\xE2\x80\xA6") << "the last line ends in an ellipsis";
+
+    o.Title = "short";
+    EXPECT_EQ(title_lines(viz::HeatmapFigure(lens.data(), 5, 80, o), title_fs).size(), 1u);
+
+    viz::HeadsGridOptions g;
+    g.Title = words + more;
+    g.Thumb = 40;
+    const std::vector<float> maps(2 * 2 * 4 * 4, 0.25f);
+    const Figure grid = viz::HeadsGridFigure(maps.data(), 2, 2, 4, g);
+    EXPECT_EQ(title_lines(grid, 15).size(), 3u) << "a small grid's title wraps at 720 px";
+    EXPECT_LE(grid.Width, 720 + 24);
+
+    viz::PlotOptions p;
+    p.Title = words + more;
+    p.Width = 640;
+    viz::PlotSeries s;
+    s.X = {0, 1};
+    s.Y = {0, 1};
+    const Figure plot = viz::PlotFigure({s}, p);
+    EXPECT_EQ(title_lines(plot, 14).size(), 3u);
+    EXPECT_EQ(plot.Width, 640) << "a plot keeps the width asked for";
+}
+
 // A grid of a few heads (the fine-tune figure) writes each cell's value in it, dark on a light
 // colour and light on a dark one; a map whose cells are too small for the text writes none, and
 // neither do cells off a causal map or values that are not finite.
