@@ -95,20 +95,25 @@ std::string InPythonWords(std::string message) {
     return message;
 }
 
+// A message as Python gets it: in Python's words, control characters escaped as the command line
+// prints them (a traceback printed to a terminal would run them), at most 4,096 characters. Escaped
+// when thrown: what() is a C string, and a NUL in a name a user passed cut the message there.
+std::string PythonMessage(const std::string& message) { return model::EscapeForMessage(InPythonWords(message), 4096); }
+
 // Thrown with the GIL released; the translator registered in the module turns each into its
 // Python exception. The messages are the command line's (without its "ssaviz: " prefix) in
-// Python's words (InPythonWords).
+// Python's words (PythonMessage).
 struct BadArgument : std::runtime_error {  // ValueError: what the command line exits 2 or 3 for
-    explicit BadArgument(const std::string& message) : std::runtime_error(InPythonWords(message)) {}
+    explicit BadArgument(const std::string& message) : std::runtime_error(PythonMessage(message)) {}
 };
 struct UnknownKeyword : BadArgument {  // ArgumentTypeError: a TypeError, as Python's own for a keyword a call does not take, and a ValueError
     using BadArgument::BadArgument;
 };
 struct MissingFile : std::runtime_error {  // FileNotFoundError: a path that is not there
-    explicit MissingFile(const std::string& message) : std::runtime_error(InPythonWords(message)) {}
+    explicit MissingFile(const std::string& message) : std::runtime_error(PythonMessage(message)) {}
 };
 struct WriteFailed : std::runtime_error {  // OSError: an export that could not be written
-    explicit WriteFailed(const std::string& message) : std::runtime_error(InPythonWords(message)) {}
+    explicit WriteFailed(const std::string& message) : std::runtime_error(PythonMessage(message)) {}
 };
 
 bool Exists(const std::string& path) {
@@ -122,7 +127,7 @@ template <class T>
 T Must(RunResult<T> result) {
     if (result) return std::move(*result);
     const RunError& e = result.error();
-    if (e.kind == RunError::Kind::Failure) throw std::runtime_error(InPythonWords(e.message));
+    if (e.kind == RunError::Kind::Failure) throw std::runtime_error(PythonMessage(e.message));
     if (!e.path.empty() && !Exists(e.path)) throw MissingFile(e.message);
     throw BadArgument(e.message);
 }
@@ -1058,12 +1063,6 @@ py::bytes Bytes(const std::string& s) { return py::bytes(s.data(), s.size()); }
 // [SECTION] The module
 //-----------------------------------------------------------------------------
 
-namespace {
-// An error's text as the command line prints it: control characters from a file's names escaped (a
-// traceback printed to a terminal would run them), at most 4,096 characters.
-std::string Printable(const char* what) { return model::EscapeForMessage(what, 4096); }
-}  // namespace
-
 PYBIND11_MODULE(_ssaviz, m) {
     using namespace app::python;
     m.doc() = "The ssaviz engine (C++). Use the ssaviz package, which checks arguments and documents the API.";
@@ -1078,13 +1077,13 @@ PYBIND11_MODULE(_ssaviz, m) {
         try {
             if (p) std::rethrow_exception(p);
         } catch (const UnknownKeyword& e) {
-            PyErr_SetString(argument_type_error.ptr(), Printable(e.what()).c_str());
+            PyErr_SetString(argument_type_error.ptr(), e.what());
         } catch (const MissingFile& e) {
-            PyErr_SetString(PyExc_FileNotFoundError, Printable(e.what()).c_str());
+            PyErr_SetString(PyExc_FileNotFoundError, e.what());
         } catch (const BadArgument& e) {
-            PyErr_SetString(PyExc_ValueError, Printable(e.what()).c_str());
+            PyErr_SetString(PyExc_ValueError, e.what());
         } catch (const WriteFailed& e) {
-            PyErr_SetString(PyExc_OSError, Printable(e.what()).c_str());
+            PyErr_SetString(PyExc_OSError, e.what());
         } catch (const std::exception& e) {  // a failed allocation, LibTorch's or the process's, in the command line's words
             if (!app::IsOutOfMemory(e)) throw;  // the rest as pybind11 translates it
             PyErr_SetString(PyExc_MemoryError, app::ExceptionMessage(e).c_str());

@@ -64,7 +64,10 @@ def _flag_value(where, name, value):
         value = float(value)
         return str(int(value)) if value.is_integer() else repr(value)
     if isinstance(value, (str, _os.PathLike)):
-        return _fs(_path(where, name + "=", value))  # a NUL would cut a path (config=, tokenizer=) short
+        text = _os.fspath(value)
+        if ("\0" if isinstance(text, str) else b"\0") in text:  # it would cut a path (config=, tokenizer=) short
+            raise ValueError(f"{where}: {name}= holds a NUL character, which no path or name can")
+        return _fs(text)
     if isinstance(value, (list, tuple, range)):
         return ",".join(_flag_value(where, name, v) for v in value)
     raise ArgumentTypeError(f"{where}: {name}= takes a string, number, bool or list, not {type(value).__name__}")

@@ -313,6 +313,22 @@ def test_without_a_comparison(small, tmp_path):
         ssaviz.export_batch([TEXT], tmp_path / "batch", model=small, compare=None)
 
 
+def test_a_nul_or_escape_in_a_name_is_escaped_in_the_message_not_cut_there(small):
+    # The engine's messages are C strings: a NUL a user passed ended them ("plot 'dla").
+    a = small.analyze(TEXT)
+    calls = [(lambda: a.plot("dla\0bars\x1b[2J"), r"^plot 'dla\\x00bars\\x1b\[2J' is not one of "),
+             (lambda: a.heatmap(0, 0, map="s\0sa"), r"^map 's\\x00sa' is not one of ssa"),
+             (lambda: a.lens_top(0, 0, side="s\0sa"), r"^side 's\\x00sa' is not one of ssa"),
+             (lambda: ssaviz.load(SMALL, **{"dty\0pe": "x"}), r"^load\(\) takes no keyword dty\\x00pe \(its keywords: ")]
+    for call, message in calls:
+        with pytest.raises(ValueError, match=message) as info:
+            call()
+        assert "\0" not in str(info.value) and "\x1b" not in str(info.value), repr(str(info.value))
+    # A flag's value is a path or a name: said so, not that it must be a path.
+    with pytest.raises(ValueError, match=r"^highlight\(\): highlight= holds a NUL character, which no path or name can$"):
+        a.highlight(by="ta\0u")
+
+
 def test_plausible_mistakes_are_named(small, tmp_path):
     with pytest.raises(ssaviz.ArgumentTypeError, match="for many texts, analyze each, or export_batch"):
         small.analyze(["one text", "another"])
