@@ -306,6 +306,7 @@ int CmdExport(const CommandOptions& o) {
         // What the file's numbers hold is the input's fault: exit 3, as every refusal of a file.
         if (const std::string why = NonFiniteAnalysis(analysis); !why.empty()) throw Failure{kExitBadInput, why + "; nothing was written"};
         if (auto s = CheckHighlightHeld(options, analysis); !s) throw Failure{kExitUsage, s.error()};
+        if (auto s = CheckDlaPosition(options, analysis.n_tokens); !s) throw Failure{kExitUsage, s.error()};
         std::vector<ExportFile> lens_files;
         if (options.lens) lens_files = LensExportFiles(runner->engine(), runner->Info(), analysis, RunLensWithProgress(*runner, analysis), options);
         std::optional<HeadImpacts> impacts;
@@ -367,6 +368,8 @@ int CmdExport(const CommandOptions& o) {
             auto analysis = runner->Analyze(*tokens);
             if (!analysis) {
                 error = analysis.error().message;
+            } else if (auto s = CheckDlaPosition(options, analysis->n_tokens); !s) {
+                error = s.error();  // a text too short for it: that text's, as a text too long for the context
             } else {
                 ExportOptions one = options;
                 one.out_dir = (out / t.name).string();

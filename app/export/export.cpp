@@ -854,18 +854,20 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
                 return LensDiffFigure(*ssa, *other.lens, model_name, other.name, token_labels);
             }, size_t{64} << 20, options.figures.png_scale));
     }
-    // For papers: the last token's logit split by head, SSA's parts beside the other sides', the
-    // heads whose parts are largest on any side (dla_bars).
+    // For papers: a token's logit (the last's, or --dla-position's) split by head, SSA's parts beside
+    // the other sides', the heads whose parts are largest on any side (dla_bars), and by layer.
     std::vector<LensSideFiles> shown;
     for (const LensSideFiles& side : sides)
         if (side.lens) shown.push_back(side);
     const int64_t T = shown.empty() ? 0 : shown[0].lens->n_tokens;
-    if (T >= 2)
+    const auto position = DlaPosition(options, T);  // refused before the lens ran (CheckDlaPosition): none drawn here
+    if (T >= 2 && position)
         for (const char* ext : extensions) {
-            files.push_back(FigureFile("dla_bars", ext, [shown, model_name, token_labels, T] { return DlaBarsFigure(shown, model_name, token_labels, T - 1); },
-                                       size_t{64} << 20, options.figures.png_scale));
-            files.push_back(FigureFile("dla_layers", ext, [shown, model_name, token_labels, T] {
-                return DlaLayersFigure(shown, model_name, token_labels, T - 1);
+            files.push_back(FigureFile("dla_bars", ext, [shown, model_name, token_labels, at = *position] {
+                return DlaBarsFigure(shown, model_name, token_labels, at);
+            }, size_t{64} << 20, options.figures.png_scale));
+            files.push_back(FigureFile("dla_layers", ext, [shown, model_name, token_labels, at = *position] {
+                return DlaLayersFigure(shown, model_name, token_labels, at);
             }, size_t{64} << 20, options.figures.png_scale));
         }
     return files;
@@ -1175,6 +1177,8 @@ model::Status CheckHeatmapsFit(const ExportOptions& options, int64_t tokens) {
 }
 
 model::Status CheckExportSettings(const ExportOptions& options, bool has_base) {
+    if (options.dla_position && !options.lens)
+        return model::Fail("--dla-position picks the token whose logit the attribution figures split (dla_bars, dla_layers): it needs --lens");
     if (ExportFormats(options).empty()) return model::Fail("nothing to write: no format is chosen (" + std::string(kExportFormatList) + ")");
     // A heatmap of --size drawn at --png-scale past what a figure may be: said before the model runs
     // (a heatmap sized by a text's tokens, once it is tokenised: CheckHeatmapsFit).
@@ -1184,6 +1188,23 @@ model::Status CheckExportSettings(const ExportOptions& options, bool has_base) {
         if (IsBaseMode(mode)) return model::Fail(std::string("--maps ") + ToString(mode) + " needs a base (--base DIR, or --compare base)");
     if ((options.png || options.svg || options.html) && NeedsBase(options.figures.highlight))
         return model::Fail(std::string("--highlight ") + ToString(options.figures.highlight) + " needs a base (--base DIR, or --compare base)");
+    return model::Ok{};
+}
+
+model::Result<int64_t> DlaPosition(const ExportOptions& options, int64_t tokens) {
+    const int64_t columns = tokens - 1;  // the positions that predict a next token
+    if (!options.dla_position) return columns;
+    const int64_t asked = *options.dla_position;
+    if (asked >= -columns && asked < columns) return (asked < 0 ? asked + columns : asked) + 1;
+    return model::Fail("--dla-position " + std::to_string(asked) + " is out of range: " +
+                       (columns >= 1 ? "0 to " + std::to_string(columns - 1) + ", the positions that predict a next token of the text (as dla.npy's last axis)" +
+                                           ", or negative from the end"
+                                     : std::string("a text of one token predicts no next token")));
+}
+
+model::Status CheckDlaPosition(const ExportOptions& options, int64_t tokens) {
+    if (!options.lens || tokens < 2) return model::Ok{};
+    if (auto position = DlaPosition(options, tokens); !position) return model::Fail(position.error());
     return model::Ok{};
 }
 
@@ -1203,6 +1224,7 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
     if (auto s = CheckExportSettings(options, a.HasBase()); !s && !ExportFormats(options).empty()) return model::Fail(s.error() + "; nothing was written");
     else if (!s && extra.empty()) return s;
     if (auto s = CheckHighlightHeld(options, a); !s) return s;
+    if (auto s = CheckDlaPosition(options, a.n_tokens); !s) return s;
     std::vector<ExportFile> plan = PlanExport(text, a, info, options);
     for (ExportFile& f : extra) plan.push_back(std::move(f));
     const fs::path out(options.out_dir);

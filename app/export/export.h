@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct ExportOptions {
     float sink_epsilon = 0.3f;
     int threads = 0;  // files written at once; 0: one per core (the output is the same either way)
     bool lens = false;  // --lens: the logit lens and attribution too (the caller runs them: LensFiles)
+    // --dla-position: the position whose next token's logit dla_bars and dla_layers split, 0 .. T - 2
+    // as dla.npy's last axis counts, or negative from the end; none: the last (DlaPosition).
+    std::optional<int64_t> dla_position;
     bool rank_heads = false;  // --rank-heads: each head's temperatures' part of the loss (the caller measures: HeadImpactFiles)
 };
 
@@ -96,6 +100,12 @@ viz::Figure DlaBarsFigure(const std::vector<LensSideFiles>& sides, const std::st
                           int64_t position);
 viz::Figure DlaLayersFigure(const std::vector<LensSideFiles>& sides, const std::string& model_name, const std::vector<std::string>& token_labels,
                             int64_t position);
+// The token whose logit --lens's dla_bars and dla_layers split in a text of `tokens` tokens (1 ..
+// tokens - 1: options.dla_position + 1 resolved, the last without it), or a one-line error naming
+// the flag where the text has no such position. CheckDlaPosition: that check before an export runs
+// the lens (a text of one token has no attribution figures: nothing to check).
+model::Result<int64_t> DlaPosition(const ExportOptions& options, int64_t tokens);
+model::Status CheckDlaPosition(const ExportOptions& options, int64_t tokens);
 // LensFiles of those sides, pieces named by the engine's tokenizer.
 std::vector<ExportFile> LensExportFiles(const model::Engine& engine, const model::ModelInfo& info, const model::Analysis& a,
                                         const std::vector<std::shared_ptr<const model::Lens>>& sides, const ExportOptions& options);

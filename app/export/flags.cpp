@@ -592,6 +592,18 @@ std::vector<Flag> BuildTable() {
             "runs them once the first analysis is shown (the Lens tab)",
             [](CommandOptions& o, const FlagValue&) { o.export_options.lens = o.window.lens = true; },
             [](const CommandOptions& o) { return On(o.export_options.lens || o.window.lens); }));
+    add(Row({"--dla-position"}, "N", {C::Export},
+            "with --lens, the position whose next token's logit dla_bars and dla_layers split by head and by layer, counted as "
+            "dla.npy's last axis and Python's plot(position=): 0 predicts token 1; negative from the end (default -1, the last)",
+            [](CommandOptions& o, const FlagValue& v) {
+                const auto n = ParseInteger(v.text, -(1LL << 40), 1LL << 40);
+                if (!n) Bad(v.name + " " + QuoteForMessage(v.text) + " is not a position: a whole number, negative from the end");
+                o.export_options.dla_position = *n;
+            },
+            [](const CommandOptions& o) {
+                const auto& p = o.export_options.dla_position;
+                return p ? std::optional(std::to_string(*p)) : std::nullopt;
+            }));
     add(Row({"--log"}, "", {C::Export}, "heatmaps on a log scale",
             [](CommandOptions& o, const FlagValue&) { o.export_options.figures.log_scale = true; },
             [](const CommandOptions& o) { return On(o.export_options.figures.log_scale); })

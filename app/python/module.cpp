@@ -82,6 +82,7 @@ std::string InPythonWords(std::string message) {
         {"(or --query-form / --value-form)", "(or query_form= / value_form=)"},
         {"or --config FILE", "or config=FILE"},
         {"name it with --base DIR", "name it with base=DIR"},
+        {"it needs --lens", "it needs lens=True"},
         {"use --device cpu or auto", "use device=\"cpu\" or \"auto\""},
         {"compare with tau = 1 (--compare vanilla) or a twin", "compare with tau = 1 (compare=\"vanilla\") or a twin"},
         {"ssaviz does not write through links inside --out", "ssaviz does not write through links inside the out= folder"},
@@ -729,6 +730,8 @@ ExportOptions ExportSettings(const model::ModelInfo& info, const std::string& ou
     if (auto s = CheckExportPlaces(out, out, options); !s) throw WriteFailed(s.error());  // as a batch's and a run's
     if (auto s = ResolveExportHeads(&options, info.config.n_layer, info.config.n_head); !s) throw BadArgument(s.error());
     if (auto s = CheckHighlightScope(options.figures, info.config.n_layer, info.config.n_head); !s) throw BadArgument(s.error());
+    if (options.dla_position && !options.lens)
+        if (auto s = CheckExportSettings(options, true); !s) throw BadArgument(s.error());  // dla_position= without lens=True
     return options;
 }
 
@@ -872,6 +875,7 @@ void Export(const AnalysisHandle& h, const std::string& out, const FlagList& fla
     const ExportOptions options = ExportSettings(h.core->info, out, flags, "export()");
     if (options.lens && !h.A().interventions.empty())
         throw BadArgument("export(lens=True) runs the model as loaded: analyze without ablate= for it");
+    if (auto s = CheckDlaPosition(options, h.A().n_tokens); !s) throw BadArgument(s.error());
     py::gil_scoped_release release;
     LensRun lens;
     if (options.lens) {
@@ -935,6 +939,7 @@ std::pair<std::string, std::string> ExportText(const std::shared_ptr<ModelCore>&
     if (!tokens) return {"", tokens.error()};
     auto analysis = runner.Analyze(*tokens);
     if (!analysis) return {"", analysis.error().message};
+    if (auto s = CheckDlaPosition(options, analysis->n_tokens); !s) return {"", s.error()};  // as the command line's batch: that text's
     json row = BatchSummaryRow(name, line, *analysis, options.sink_epsilon);
     LensRun lens = LensOf(*core, *analysis, options);  // each text's loss by layer in the summary, as the command line's
     if (!lens.sides.empty()) row["lens_loss"] = LensLossByLayer(*lens.sides[0]);

@@ -114,6 +114,61 @@ TEST_F(Cli, ExportLensWritesTheLensAndTheAttribution) {
     EXPECT_NE(header.find(",lens_loss_0,lens_loss_1,lens_loss_2,lens_loss_compare_0,"), std::string::npos) << header;
 }
 
+// --dla-position: the position whose next token's logit dla_bars and dla_layers split, counted as
+// dla.npy's last axis and Python's plot(position=) (0 predicts token 1), negative from the end; a
+// position the text does not have is a usage error before anything is written, in a batch that
+// text's failure.
+TEST_F(Cli, ExportLensDlaPositionPicksTheLogitTheFiguresSplit) {
+    const std::string out = kOut + "/dla_position";
+    const std::string text = "The cat sat on the mat. The cat";
+    auto bars = [&](const std::string& name, const std::vector<std::string>& extra) {
+        fs::remove_all(out + name);
+        std::vector<std::string> args = {"export", "--model", Small(), "--text", text, "--out", out + name, "--format", "svg", "--lens"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        const Outcome r = Ssaviz(args);
+        EXPECT_EQ(r.code, 0) << r.err;
+        return std::make_pair(ReadFile(out + name + "/dla_bars.svg"), ReadFile(out + name + "/dla_layers.svg"));
+    };
+    const auto last = bars("_last", {});
+    EXPECT_EQ(bars("_minus1", {"--dla-position", "-1"}), last) << "-1 is the default, the last";
+    const auto second = bars("_2", {"--dla-position", "2"});
+    EXPECT_NE(second.first, last.first);
+    EXPECT_NE(second.first.find("token 3 "), std::string::npos) << "position 2 predicts token 3";
+    EXPECT_NE(second.second.find("token 3 "), std::string::npos);
+    EXPECT_EQ(bars("_first", {"--dla-position", "0"}).first.find("token 1 ") != std::string::npos, true) << "0 predicts token 1";
+
+    // Refused, nothing written: past the text either way, not a number, and without --lens.
+    for (const std::vector<std::string>& extra : std::vector<std::vector<std::string>>{
+             {"--lens", "--dla-position", "40"}, {"--lens", "--dla-position", "-40"}, {"--lens", "--dla-position", "x"}, {"--dla-position", "1"}}) {
+        fs::remove_all(out + "_bad");
+        std::vector<std::string> args = {"export", "--model", Small(), "--text", text, "--out", out + "_bad", "--format", "svg"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        const Outcome r = Ssaviz(args);
+        EXPECT_EQ(r.code, 2) << extra.back() << ": " << r.err;
+        EXPECT_FALSE(fs::exists(out + "_bad")) << extra.back();
+        EXPECT_NE(r.err.find("--dla-position"), std::string::npos) << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    }
+    const Outcome past = Ssaviz({"export", "--model", Small(), "--text", text, "--out", out + "_bad", "--format", "svg", "--lens", "--dla-position", "40"});
+    EXPECT_NE(past.err.find("is out of range: 0 to "), std::string::npos) << past.err;
+    EXPECT_NE(Ssaviz({"export", "--model", Small(), "--text", text, "--out", out + "_bad", "--dla-position", "1"}).err.find("it needs --lens"),
+              std::string::npos);
+
+    // A batch: a text too short for the position is that text's failure; the others are written.
+    const std::string batch = Scratch("dla_position_batch.txt");
+    std::ofstream(batch) << "The cat sat on the mat today.\nThe cat\n";  // the second: positions 0 and 1 at most
+    fs::remove_all(out + "_batch");
+    const Outcome r = Ssaviz({"export", "--model", Small(), "--text-file", batch, "--batch", "--out", out + "_batch", "--format", "svg,json",
+                              "--lens", "--dla-position", "3"});
+    EXPECT_EQ(r.code, 3) << r.err;
+    const json summary = json::parse(ReadFile(out + "_batch/summary.json"));
+    ASSERT_EQ(summary["texts"].size(), 1u) << summary.dump();
+    ASSERT_EQ(summary["failed"].size(), 1u) << summary.dump();
+    EXPECT_NE(summary["failed"][0]["error"].get<std::string>().find("--dla-position 3 is out of range"), std::string::npos) << summary.dump();
+    const std::string written = ReadFile(out + "_batch/" + summary["texts"][0]["name"].get<std::string>() + "/dla_bars.svg");
+    EXPECT_NE(written.find("token 4 "), std::string::npos);
+}
+
 // --lens against a fine-tune's base: a third side, the base's lens and attribution (`_base`), each
 // file the same bytes as the base model's own lens exported alone; its last lens row is
 // loss_base.npy; dla_bars draws the three sides; a batch's summary gains lens_loss_base.

@@ -390,6 +390,15 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     # A position as a.dla's last axis and attribute() count it: the one that predicts the token after it.
     third = a.plot("dla_bars", position=3).svg()
     assert "token 4 " in third and third != (tmp_path / "lens" / "dla_bars.svg").read_text()
+    # export(dla_position=) draws the files at that position, as `export --dla-position` does.
+    a.export(tmp_path / "lens3", formats=["svg"], lens=True, dla_position=3)
+    assert (tmp_path / "lens3" / "dla_bars.svg").read_text() == third
+    assert (tmp_path / "lens3" / "dla_layers.svg").read_text() == a.plot("dla_layers", position=3).svg()
+    with pytest.raises(ValueError, match=rf"^dla_position 99 is out of range: 0 to {a.n_tokens - 2}, the positions that predict"):
+        a.export(tmp_path / "lens4", formats=["svg"], lens=True, dla_position=99)
+    with pytest.raises(ValueError, match=r"^dla_position picks the token .*: it needs lens=True$"):
+        a.export(tmp_path / "lens4", formats=["svg"], dla_position=1)
+    assert not (tmp_path / "lens4").exists()
     assert a.plot("dla_layers", position=-2).svg() == a.plot("dla_layers", position=a.n_tokens - 3).svg()
     assert "token 1 " in a.plot("dla_bars", position=0).svg()
     for bad in (a.n_tokens - 1, -a.n_tokens, 99):
