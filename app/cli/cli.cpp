@@ -312,7 +312,7 @@ int CmdExport(const CommandOptions& o) {
         std::optional<HeadImpacts> impacts;
         if (options.rank_heads) {
             impacts = RankHeadsWithProgress(*runner, analysis);
-            for (ExportFile& f : HeadImpactFiles(*impacts, runner->Info(), options)) lens_files.push_back(std::move(f));
+            for (ExportFile& f : HeadImpactFiles(*impacts, runner->Info(), options, TokenLabels(analysis.tokens))) lens_files.push_back(std::move(f));
         }
         ProgressBar bar("export");
         auto s = WriteExport(text, analysis, runner->Info(), options, [&](size_t done, size_t total, const std::string& path) {

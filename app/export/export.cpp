@@ -499,7 +499,8 @@ std::string CsvNumber(float v) {
 
 }  // namespace
 
-std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model::ModelInfo& info, const ExportOptions& options) {
+std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model::ModelInfo& info, const ExportOptions& options,
+                                        const std::vector<std::string>& token_labels) {
     const auto impacts = std::make_shared<const HeadImpacts>(measured);
     const int L = info.config.n_layer, H = info.config.n_head;
     const std::string model_name = ModelName(info);
@@ -656,9 +657,19 @@ std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model
     std::vector<const char*> extensions;
     if (options.png) extensions.push_back("png");
     if (options.svg) extensions.push_back("svg");
-    for (const char* ext : extensions)
+    for (const char* ext : extensions) {
         files.push_back(FigureFile("head_impacts", ext, [impacts, L, H, model_name] { return HeadImpactsFigure(*impacts, L, H, model_name); },
                                    size_t{16} << 20, options.figures.png_scale));
+        // Where on the text: a map of rows by tokens (sized as the lens's, a pixel a token past 720).
+        if (n > 0 && std::any_of(parts.begin(), parts.end(), [](float v) { return std::isfinite(v); }))  // not with every head at tau = 1 already
+            files.push_back(FigureFile("head_impacts_tokens", ext, [impacts, L, H, model_name, token_labels] {
+                return HeadImpactsTokensFigure(*impacts, L, H, model_name, token_labels);
+            }, size_t{64} << 20, options.figures.png_scale));
+        if (measured.drift && n > 0)
+            files.push_back(FigureFile("head_impacts_drift_tokens", ext, [impacts, L, H, model_name, token_labels] {
+                return HeadImpactsDriftTokensFigure(*impacts, L, H, model_name, token_labels);
+            }, size_t{64} << 20, options.figures.png_scale));
+    }
     return files;
 }
 
@@ -1096,7 +1107,8 @@ model::Status CheckExportPlaces(const std::string& out_dir, const std::string& f
         names.insert(names.end(), {"lens_loss.npy", "dla.npy", "dla_mlp.npy", "dla_embed.npy", "dla_const.npy", "dla_logit.npy", "lens_top.json"});
     if (options.rank_heads)
         names.insert(names.end(), {"head_impacts.json", "head_impacts.csv", "head_impacts_drift.csv", "head_impacts_tokens.npy",
-                                   "head_impacts_drift_tokens.npy", "head_impacts.png", "head_impacts.svg"});
+                                   "head_impacts_drift_tokens.npy", "head_impacts.png", "head_impacts.svg", "head_impacts_tokens.png",
+                                   "head_impacts_tokens.svg", "head_impacts_drift_tokens.png", "head_impacts_drift_tokens.svg"});
     names.insert(names.end(), {"highlight.png", "highlight.svg"});
     for (const std::string& name : names) {
         const bool asked = (name.find(".png") == std::string::npos || options.png) && (name.find(".svg") == std::string::npos || options.svg) &&

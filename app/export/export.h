@@ -116,8 +116,11 @@ std::vector<ExportFile> LensExportFiles(const std::function<std::string(int32_t)
                                         const ExportOptions& options);
 // --rank-heads's files: head_impacts.json (the baseline loss, the what-ifs it was measured on top
 // of, and each head's mean_loss and delta as [layer][head] lists), head_impacts.csv (a row a head)
-// and, with png / svg, head_impacts.png / .svg (HeadImpactsFigure).
-std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& impacts, const model::ModelInfo& info, const ExportOptions& options);
+// and, with png / svg, head_impacts.png / .svg (HeadImpactsFigure), head_impacts_tokens (each head's
+// part token by token) and beside a base head_impacts_drift_tokens (the drift's path token by
+// token), their columns named by `token_labels` (TokenLabels of the text measured).
+std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& impacts, const model::ModelInfo& info, const ExportOptions& options,
+                                        const std::vector<std::string>& token_labels);
 // A batch summary's per-layer lens loss: entry l is the mean over positions of the loss read after
 // layer l (0: the embeddings, L: the model's own).
 nlohmann::json LensLossByLayer(const model::Lens& lens);

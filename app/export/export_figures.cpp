@@ -403,6 +403,68 @@ viz::Figure HeadImpactsFigure(const HeadImpacts& impacts, int n_layer, int n_hea
                            (impacts.base_temperatures.empty() ? "" : " \xC2\xB7 the base has its own " + impacts.base_temperatures));
 }
 
+namespace {
+
+// Parts token by token as a heatmap: `rows` rows of `tokens` values (token t + 1's loss in column
+// t), named, on DivergingScaleOf's scale.
+viz::Figure TokenPartsFigure(const std::vector<float>& values, const std::vector<std::string>& row_labels, int tokens,
+                             const std::vector<std::string>& token_labels, const std::string& title, const std::string& row_axis) {
+    const int rows = static_cast<int>(row_labels.size());
+    if (rows == 0 || tokens <= 0 || values.size() != static_cast<size_t>(rows) * tokens) return {};
+    const DivergingScale scale = DivergingScaleOf(values);
+    viz::HeatmapFigureOptions o;
+    o.Title = title + ScaleNote(scale, "part");
+    o.RowLabels = row_labels;
+    for (int t = 1; t <= tokens; ++t) o.ColLabels.push_back(static_cast<size_t>(t) < token_labels.size() ? token_labels[t] : "?");
+    o.RowAxis = row_axis;
+    o.ColAxis = "token (its loss given the tokens before it)";
+    o.ValueLabel = "loss change, nats";
+    o.MinRowHeight = rows <= 64 ? 15 : 0;  // every row's label over as many tokens as there are (GPT-2 small's 144 heads: thinned)
+    o.Style.causal = false;
+    o.Style.colormap = viz::Colormap::Diverging;
+    o.Style.range = viz::Range{-scale.most, scale.most};
+    return viz::HeatmapFigure(values.data(), rows, tokens, o);
+}
+
+std::string OnWhatIfs(const HeadImpacts& impacts) {
+    const std::string what_ifs = model::FormatInterventions(impacts.on_top);  // digits and ":*=,x.": no escaping
+    return what_ifs.empty() ? "" : " \xC2\xB7 on what-ifs " + (what_ifs.size() > 40 ? what_ifs.substr(0, 37) + "..." : what_ifs);
+}
+
+}  // namespace
+
+viz::Figure HeadImpactsTokensFigure(const HeadImpacts& impacts, int n_layer, int n_head, const std::string& model_name,
+                                    const std::vector<std::string>& token_labels) {
+    const std::vector<float> parts = TemperaturePartsByToken(impacts, n_layer, n_head);
+    const size_t heads = static_cast<size_t>(std::max(n_layer, 0)) * std::max(n_head, 0);
+    if (heads == 0 || parts.empty()) return {};
+    std::vector<std::string> rows;
+    for (int l = 0; l < n_layer; ++l)
+        for (int h = 0; h < n_head; ++h) rows.push_back("L" + std::to_string(l) + " H" + std::to_string(h));
+    return TokenPartsFigure(parts, rows, static_cast<int>(parts.size() / heads), token_labels,
+                            model_name + OnWhatIfs(impacts) + " \xC2\xB7 each head's temperatures' part of each token's loss, the head at tau = 1 "
+                                                              "one at a time (blue: lowered it)",
+                            "head");
+}
+
+viz::Figure HeadImpactsDriftTokensFigure(const HeadImpacts& impacts, int n_layer, int n_head, const std::string& model_name,
+                                         const std::vector<std::string>& token_labels) {
+    if (!impacts.drift) return {};
+    const DriftTokenParts d = MeasuredDriftPartsByToken(impacts, n_layer, n_head);
+    const int n = d.tokens;
+    if (n <= 0 || d.path.size() != static_cast<size_t>(1 + 2 * n_layer) * n || d.all.size() != static_cast<size_t>(n)) return {};
+    std::vector<std::string> rows;
+    for (int k = 0; k < 1 + 2 * n_layer; ++k) rows.push_back(PathPartName(k));
+    rows.push_back("every weight");
+    std::vector<float> values = d.path;
+    values.insert(values.end(), d.all.begin(), d.all.end());
+    return TokenPartsFigure(values, rows, n, token_labels,
+                            model_name + OnWhatIfs(impacts) + " \xC2\xB7 the drift token by token: each part's weights taken back from the base on "
+                                                              "top of the rows above it (blue: lowered the loss; the parts add up to every weight's, "
+                                                              "SSA's temperatures kept)",
+                            "from the embeddings up");
+}
+
 int FineTuneLossWindow(size_t n) {
     return n <= static_cast<size_t>(kFineTuneLossBars) ? 0 : std::max(9, static_cast<int>(n / 64) | 1);
 }
@@ -490,6 +552,7 @@ void LensAxes(const model::Lens& lens, const std::vector<std::string>& token_lab
     o->RowAxis = "read after";
     o->ColAxis = "position (predicting the token after it)";
     o->Style.causal = false;  // every layer at every position
+    o->MinRowHeight = 15;     // every layer's label, over as many tokens as there are
 }
 
 }  // namespace
@@ -508,29 +571,38 @@ viz::Figure LensFigure(const model::Lens& lens, const std::string& model_name, c
     return viz::HeatmapFigure(p.data(), lens.n_layer + 1, lens.n_tokens - 1, o);
 }
 
+DivergingScale DivergingScaleOf(const std::vector<float>& values) {
+    DivergingScale scale;
+    std::vector<float> magnitudes;
+    for (float v : values)
+        if (std::isfinite(v)) magnitudes.push_back(std::abs(v));
+    if (magnitudes.empty()) return scale;
+    const size_t rank = static_cast<size_t>(std::ceil(kLensScalePercentile * static_cast<double>(magnitudes.size()))) - 1;
+    std::nth_element(magnitudes.begin(), magnitudes.begin() + static_cast<std::ptrdiff_t>(rank), magnitudes.end());
+    scale.most = std::max(scale.most, magnitudes[rank]);
+    scale.largest = *std::max_element(magnitudes.begin() + static_cast<std::ptrdiff_t>(rank), magnitudes.end());
+    return scale;
+}
+
+std::string ScaleNote(const DivergingScale& scale, const std::string& of) {
+    if (!scale.Clips()) return "";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, ", largest %.3g", scale.largest);
+    char end[32];
+    std::snprintf(end, sizeof end, "%.3g", scale.most);
+    return "; scale +-" + std::string(end) + ", the 99th percentile of |" + of + "|" + buf;
+}
+
 LensDifference LensDifferenceOf(const model::Lens& ssa, const model::Lens& other) {
     LensDifference d;
     if (other.loss.size() != ssa.loss.size() || other.n_layer != ssa.n_layer) return d;
     d.delta.resize(ssa.loss.size());
-    std::vector<float> magnitudes;
-    for (size_t k = 0; k < d.delta.size(); ++k) {
-        d.delta[k] = ssa.loss[k] - other.loss[k];  // -log p_SSA(next) + log p_other(next)
-        if (std::isfinite(d.delta[k])) magnitudes.push_back(std::abs(d.delta[k]));
-    }
-    if (magnitudes.empty()) return d;
-    const size_t rank = static_cast<size_t>(std::ceil(kLensScalePercentile * static_cast<double>(magnitudes.size()))) - 1;
-    std::nth_element(magnitudes.begin(), magnitudes.begin() + static_cast<std::ptrdiff_t>(rank), magnitudes.end());
-    d.most = std::max(d.most, magnitudes[rank]);
-    d.largest = *std::max_element(magnitudes.begin() + static_cast<std::ptrdiff_t>(rank), magnitudes.end());
+    for (size_t k = 0; k < d.delta.size(); ++k) d.delta[k] = ssa.loss[k] - other.loss[k];  // -log p_SSA(next) + log p_other(next)
+    static_cast<DivergingScale&>(d) = DivergingScaleOf(d.delta);
     return d;
 }
 
-std::string LensScaleNote(const LensDifference& d) {
-    if (!d.Clips()) return "";
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "; scale +-%.3g, the 99th percentile of |difference|, largest %.3g", d.most, d.largest);
-    return buf;
-}
+std::string LensScaleNote(const LensDifference& d) { return ScaleNote(d); }
 
 viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, const std::string& model_name, const std::string& other_name,
                            const std::vector<std::string>& token_labels) {

@@ -64,13 +64,21 @@ viz::Figure LensFigure(const model::Lens& lens, const std::string& model_name, c
 // at least 1e-3), so that a few cells fine-tuning changed most (or an embeddings row against a
 // separately trained model) do not wash out the rest; cells beyond it take the scale's end colour,
 // and the labels say so. Empty if the lenses' shapes differ.
-struct LensDifference {
-    std::vector<float> delta;  // [L + 1, T - 1]
-    float most = 1e-3f;        // the scale's end, +-
-    float largest = 0.0f;      // the largest finite magnitude
+// A diverging scale symmetric about 0 for changes of a loss, its end the 99th percentile of the
+// values' finite magnitudes: a few outliers do not wash out the rest (they take the end colours).
+struct DivergingScale {
+    float most = 1e-3f;    // the scale's end, +-
+    float largest = 0.0f;  // the largest finite magnitude
     bool Clips() const { return largest > most; }
 };
 constexpr double kLensScalePercentile = 0.99;
+DivergingScale DivergingScaleOf(const std::vector<float>& values);
+// What a scale leaves out, for a title: "; scale +-X, the 99th percentile of |difference|, largest Y";
+// empty when every value is within the scale.
+std::string ScaleNote(const DivergingScale& scale, const std::string& of = "difference");
+struct LensDifference : DivergingScale {
+    std::vector<float> delta;  // [L + 1, T - 1]
+};
 LensDifference LensDifferenceOf(const model::Lens& ssa, const model::Lens& other);
 // What a difference's scale leaves out, for its labels: "; scale +-X, the 99th percentile ..."; empty
 // when every cell is within the scale.
@@ -109,6 +117,17 @@ viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_na
 // tau = 1, minus the loss), a layer x head map on a diverging scale symmetric about 0, values written
 // in the cells where they fit; heads not measured (a ranking stopped) have no colour.
 viz::Figure HeadImpactsFigure(const HeadImpacts& impacts, int n_layer, int n_head, const std::string& model_name);
+// The same parts token by token (the columns: each token's loss given the tokens before it,
+// `token_labels` the text's [T]), on a diverging scale symmetric about 0 whose end is the 99th
+// percentile of the parts' magnitudes (the title gives the largest). HeadImpactsTokensFigure: a row
+// a head, its temperatures' part (head_impacts_tokens.png); HeadImpactsDriftTokensFigure, beside a
+// base: the drift taken back from the base part by part from the embeddings up, a row a part, and
+// last every weight's, which the rows above add up to (head_impacts_drift_tokens.png). Empty where
+// not measured.
+viz::Figure HeadImpactsTokensFigure(const HeadImpacts& impacts, int n_layer, int n_head, const std::string& model_name,
+                                    const std::vector<std::string>& token_labels);
+viz::Figure HeadImpactsDriftTokensFigure(const HeadImpacts& impacts, int n_layer, int n_head, const std::string& model_name,
+                                         const std::vector<std::string>& token_labels);
 viz::Figure FineTuneLossFigure(const model::Analysis& a, const std::string& model_name);
 
 // The Sparsity tab's plots (app/export/plots.h) over the whole model, by key: "dilution"

@@ -899,7 +899,7 @@ void Export(const AnalysisHandle& h, const std::string& out, const FlagList& fla
             py::gil_scoped_acquire acquire;
             throw std::move(*stopped);
         }
-        for (ExportFile& f : HeadImpactFiles(impacts, h.core->info, options)) lens.files.push_back(std::move(f));
+        for (ExportFile& f : HeadImpactFiles(impacts, h.core->info, options, TokenLabels(h.A().tokens))) lens.files.push_back(std::move(f));
     }
     if (auto s = WriteExport(h.text, h.A(), h.core->info, options, nullptr, std::move(lens.files)); !s) throw WriteFailed(s.error());
 }

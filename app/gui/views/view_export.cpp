@@ -125,7 +125,7 @@ std::vector<ExportFile> ExportDialog::ExtraFiles(const WindowState& state, const
     }
     // As `export --rank-heads` writes it (the window's ranking measures both temperatures together).
     if (const HeadImpacts* ranked = m_with_ranking ? ShownRanking(state) : nullptr)
-        for (ExportFile& f : HeadImpactFiles(*ranked, *state.model, options)) files.push_back(std::move(f));
+        for (ExportFile& f : HeadImpactFiles(*ranked, *state.model, options, TokenLabels(state.analysis->tokens))) files.push_back(std::move(f));
     return files;
 }
 

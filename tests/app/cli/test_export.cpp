@@ -266,7 +266,13 @@ TEST_F(Cli, ExportRankHeadsMeasuresEachHeadsTemperatures) {
     EXPECT_NE(r.err.find("ssaviz: each head's temperatures' part of the loss "), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("(nats, one head at tau = 1 at a time): lowered it most L"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("; raised it most "), std::string::npos) << r.err;
-    for (const char* f : {"head_impacts.csv", "head_impacts.png", "head_impacts.svg"}) EXPECT_TRUE(fs::exists(dir + "/all/" + f)) << f;
+    for (const char* f : {"head_impacts.csv", "head_impacts.png", "head_impacts.svg", "head_impacts_tokens.png", "head_impacts_tokens.svg"})
+        EXPECT_TRUE(fs::exists(dir + "/all/" + f)) << f;
+    // Token by token: a row a head, a column a token's loss (no base: no drift's figure).
+    const std::string by_token = ReadFile(dir + "/all/head_impacts_tokens.svg");
+    for (const char* label : {"part of each token&#39;s loss, the head at tau = 1", ">L0 H0<", ">L1 H1<", ">\xC2\xB7" "cat<", "loss change, nats"})
+        EXPECT_NE(by_token.find(label), std::string::npos) << label;
+    EXPECT_FALSE(fs::exists(dir + "/all/head_impacts_drift_tokens.svg"));
     EXPECT_EQ(ReadFile(dir + "/all/head_impacts.csv").substr(0, 59), "layer,head,mean_loss,part,part_tau_q,part_tau_v,part_drift\n");
     EXPECT_TRUE(ranked["drift"].is_null()) << "no base, no drift";
     EXPECT_EQ(r.err.find("the drift's parts"), std::string::npos) << r.err;
@@ -313,7 +319,7 @@ TEST_F(Cli, ExportRankHeadsMeasuresEachHeadsTemperatures) {
 TEST_F(Cli, ExportRankHeadsBesideABaseMeasuresTheDriftPartByPart) {
     const std::string dir = kOut + "/rank_heads_drift";
     fs::remove_all(dir);
-    Outcome r = Ssaviz({"export", "--example", "licenses", "--out", dir, "--format", "json,csv,png,npy", "--rank-heads", "--ablate", "0:*,1:*,2:*,3:*"});
+    Outcome r = Ssaviz({"export", "--example", "licenses", "--out", dir, "--format", "json,csv,svg,npy", "--rank-heads", "--ablate", "0:*,1:*,2:*,3:*"});
     ASSERT_EQ(r.code, 0) << r.err;
     const json ranked = json::parse(ReadFile(dir + "/head_impacts.json")), metrics = json::parse(ReadFile(dir + "/metrics.json"));
     const json& drift = ranked["drift"];
@@ -366,6 +372,22 @@ TEST_F(Cli, ExportRankHeadsBesideABaseMeasuresTheDriftPartByPart) {
     ExpectValidExport(dir, "--head-impacts --drift-all-is-base");
     EXPECT_NE(r.err.find("ssaviz: where on the text: L"), std::string::npos) << r.err;  // no temperatures: the drift's first
     EXPECT_NE(r.err.find(". every weight's drift (-"), std::string::npos) << r.err;
+    // The drift's path token by token as a figure: a row a part from the embeddings up, then every
+    // weight's; its scale ends at the 99th percentile of those rows' magnitudes (numpy's, from the
+    // .npy: none, 16 heads, 8 blocks, the embeddings, then all at 26 and the path at 27 .. 35).
+    EXPECT_FALSE(fs::exists(dir + "/head_impacts_tokens.svg")) << "every head already at tau = 1: no temperatures' parts";
+    const std::string path_svg = ReadFile(dir + "/head_impacts_drift_tokens.svg");
+    for (const char* label : {"the drift token by token", ">embeddings<", ">L0 attention<", ">L3 MLP<", ">every weight<", ">\xC2\xB7program<"})
+        EXPECT_NE(path_svg.find(label), std::string::npos) << label;
+    const std::string scale_log = Scratch("drift_tokens_scale.log");
+    const std::string scale = std::string(SSAVIZ_PYTHON) + " -c \"import numpy as np, sys, math; r = np.load(sys.argv[1]); "
+                              "m = np.sort(np.abs(np.concatenate([r[27:36].ravel(), r[26]]))); "
+                              "print('scale +-%.3g, the 99th percentile of |part|, largest %.3g' % (m[math.ceil(0.99 * m.size) - 1], m[-1]))\" " +
+                              Quote(dir + "/head_impacts_drift_tokens.npy") + " >" + scale_log + " 2>&1";
+    ASSERT_EQ(std::system(scale.c_str()), 0) << ReadFile(scale_log);
+    std::string note = ReadFile(scale_log);
+    note.pop_back();
+    EXPECT_NE(path_svg.find(note), std::string::npos) << note;
 }
 
 TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
