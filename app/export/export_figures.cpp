@@ -437,7 +437,7 @@ viz::Figure HeadImpactsTokensFigure(const HeadImpacts& impacts, int n_layer, int
                                     const std::vector<std::string>& token_labels) {
     const std::vector<float> parts = TemperaturePartsByToken(impacts, n_layer, n_head);
     const size_t heads = static_cast<size_t>(std::max(n_layer, 0)) * std::max(n_head, 0);
-    if (heads == 0 || parts.empty()) return {};
+    if (heads == 0 || std::none_of(parts.begin(), parts.end(), [](float v) { return std::isfinite(v); })) return {};  // every head at tau = 1
     std::vector<std::string> rows;
     for (int l = 0; l < n_layer; ++l)
         for (int h = 0; h < n_head; ++h) rows.push_back("L" + std::to_string(l) + " H" + std::to_string(h));

@@ -294,6 +294,9 @@ struct AnalysisHandle {
     std::string compare;  // vanilla, local, unedited, none, twin
     RunSpec run;          // the comparison, twin or base and what-ifs it was made with, for passes it runs again
     double engine_ms = 0;  // the engine's calls: tokenizing and Analyze
+    // rank_heads()'s measures once complete (set with the GIL held), for its figures and an export's
+    // rank_heads=True: a ranking costs a forward pass or more a head.
+    mutable std::shared_ptr<const HeadImpacts> ranked;
 
     const model::Analysis& A() const { return *a; }
     bool HasCompare() const { return compare != "none"; }
@@ -676,7 +679,7 @@ FigureHandle Plot(const AnalysisHandle& h, const std::string& asked, const FlagL
     if (!finetune && std::find(names.begin(), names.end(), name) == names.end()) {
         std::string list;
         for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
-        throw BadArgument("plot '" + name + "' is not one of " + list + ", finetune, finetune_loss, dla_bars, dla_layers, dla_heads");
+        throw BadArgument("plot '" + name + "' is not one of " + list + ", finetune, finetune_loss, dla_bars, dla_layers, dla_heads, head_impacts, head_impacts_tokens, head_impacts_drift_tokens");
     }
     if (finetune && !h.A().HasBase()) throw BadArgument("plot '" + name + "': the analysis has no base (analyze with compare=\"base\")");
     if (finetune && h.A().n_tokens < 2)  // no next token: no loss to split, every part NaN
@@ -714,6 +717,26 @@ FigureHandle DlaFigure(const AnalysisHandle& h, const std::string& name, const s
     py::gil_scoped_release release;
     const std::string model_name = ModelName(h.core->info);
     return {name == "dla_bars" ? DlaBarsFigure(sides, model_name, labels, position) : DlaLayersFigure(sides, model_name, labels, position), ""};
+}
+
+// rank_heads()'s figures, as `export --rank-heads` draws them: "head_impacts" (each head's part, and
+// beside a base the drift's parts and path), "head_impacts_tokens" (each head's part token by token),
+// "head_impacts_drift_tokens" (beside a base, the drift's path token by token). Python measures first.
+FigureHandle RankFigure(const AnalysisHandle& h, const std::string& name) {
+    if (!h.ranked) throw BadArgument("plot('" + name + "'): rank_heads() measures what it draws");
+    const HeadImpacts& ranked = *h.ranked;
+    const int L = h.A().n_layer, H = h.A().n_head;
+    if (name == "head_impacts_drift_tokens" && !ranked.drift)
+        throw BadArgument("plot('" + name + "'): the drift's parts need a base (analyze with compare=\"base\")");
+    LoadFonts();
+    const std::string model_name = ModelName(h.core->info);
+    py::gil_scoped_release release;
+    viz::Figure figure = name == "head_impacts"        ? HeadImpactsFigure(ranked, L, H, model_name)
+                         : name == "head_impacts_tokens" ? HeadImpactsTokensFigure(ranked, L, H, model_name, TokenLabels(h.A().tokens))
+                                                         : HeadImpactsDriftTokensFigure(ranked, L, H, model_name, TokenLabels(h.A().tokens));
+    if (figure.Items.empty())
+        throw BadArgument("plot('" + name + "'): nothing to draw (every head is at tau = 1 by the what-ifs already: no temperatures' part)");
+    return {std::move(figure), ""};
 }
 
 //-----------------------------------------------------------------------------
@@ -797,6 +820,7 @@ py::dict RankHeads(const AnalysisHandle& h, bool progress) {
         });
     }
     if (stopped) throw std::move(*stopped);
+    if (impacts.done) h.ranked = std::make_shared<const HeadImpacts>(impacts);
     const py::ssize_t L = h.A().n_layer, H = h.A().n_head;
     py::array_t<float> mean_loss({L, H}), part({L, H});
     const std::vector<float> parts = TemperatureParts(impacts, static_cast<int>(L), static_cast<int>(H));
@@ -882,7 +906,9 @@ void Export(const AnalysisHandle& h, const std::string& out, const FlagList& fla
         std::lock_guard<std::mutex> lock(h.core->mutex);
         lens = LensOf(*h.core, h.A(), options);
     }
-    if (options.rank_heads) {
+    if (options.rank_heads && h.ranked) {  // measured by rank_heads() already: the same measures
+        for (ExportFile& f : HeadImpactFiles(*h.ranked, h.core->info, options, TokenLabels(h.A().tokens))) lens.files.push_back(std::move(f));
+    } else if (options.rank_heads) {
         // Ctrl+C stops between heads, as rank_heads() does (the export went on to the last head).
         std::optional<py::error_already_set> stopped;
         HeadImpacts impacts;
@@ -1198,6 +1224,7 @@ PYBIND11_MODULE(_ssaviz, m) {
         .def("highlight", &HighlightFigure)
         .def("plot", &Plot)
         .def("dla_figure", &DlaFigure)
+        .def("rank_figure", &RankFigure)
         .def("export", &Export)
         .def("lens", &Lens, py::arg("side") = "ssa")
         .def("id_pieces", &IdPieces)

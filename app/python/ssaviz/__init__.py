@@ -194,6 +194,7 @@ def _base_arg(where, compare, base):
 _FIGURE_KEYWORDS = {"heatmap()": ("colormap", "log", "size"), "heads_grid()": ("colormap", "log"),
                     "highlight()": ("temperature_scale",)}
 _DLA_PLOTS = {"dla_bars": "position", "dla_layers": "position", "dla_heads": "side"}  # and their one keyword
+_RANK_PLOTS = ("head_impacts", "head_impacts_tokens", "head_impacts_drift_tokens")  # rank_heads()'s, no keywords
 _PLOT_KEYWORDS = {"dilution": (), "tau_q_histogram": (), "qk_spectrum": (), "sink_mass": ("sink_eps",),
                   "finetune": ("log",), "fine-tune": ("log",), "fine_tune": ("log",),
                   "finetune_loss": (), "fine-tune-loss": (), "fine_tune_loss": ()}
@@ -717,10 +718,18 @@ class Analysis:
         `export --lens` draws them: "dla_bars" / "dla_layers" (the logit of the token after position split
         by head / by layer on every side, position as a.dla's last axis and attribute() count it: -1, the
         default, the last token's) and "dla_heads"
-        (side= "ssa", "compare" or "base": each head's mean part). flags: sink_eps for "sink_mass", log
-        for "finetune"."""
+        (side= "ssa", "compare" or "base": each head's mean part); rank_heads()'s, as `export --rank-heads`
+        draws them (measured first where rank_heads() has not run): "head_impacts" (each head's
+        temperatures' part, beside a base the drift's parts and path), "head_impacts_tokens" (each head's
+        part token by token) and beside a base "head_impacts_drift_tokens" (the drift's path token by
+        token). flags: sink_eps for "sink_mass", log for "finetune"."""
         w = "plot()"
         name = _str(w, "name", name)
+        if name in _RANK_PLOTS:
+            if flags:
+                raise ArgumentTypeError(f"plot({name!r}) takes no keyword {next(iter(flags))} (its keywords: none)")
+            self.rank_heads()
+            return Figure(self._h.rank_figure(name), name)
         if name in _DLA_PLOTS:
             takes = _DLA_PLOTS[name]
             for keyword in flags:

@@ -559,6 +559,19 @@ def test_rank_heads_is_each_heads_what_if_and_the_command_lines(tmp_path, capsys
     m.analyze(JOBS, compare="local")
     later = beside.rank_heads(progress=False)
     assert later["part_drift"] is not None and abs(later["drift_baseline"] - float(np.mean(beside.loss, dtype=np.float64))) < 1e-5
+    # rank_heads()'s figures as plot()s: the bytes export(rank_heads=True) draws, from the measures kept.
+    beside.export(tmp_path / "ranked", formats=["svg"], rank_heads=True)
+    for name in ("head_impacts", "head_impacts_tokens", "head_impacts_drift_tokens"):
+        assert beside.plot(name).svg() == (tmp_path / "ranked" / (name + ".svg")).read_text(), name
+    with pytest.raises(ValueError, match=r"^plot\('head_impacts_drift_tokens'\): the drift's parts need a base"):
+        a.plot("head_impacts_drift_tokens")
+    with pytest.raises(ValueError, match=r"every head is at tau = 1 by the what-ifs already"):
+        vanilla.plot("head_impacts_tokens")
+    assert not (tmp_path / "ranked_vanilla").exists()
+    vanilla.export(tmp_path / "ranked_vanilla", formats=["svg"], rank_heads=True)
+    assert not (tmp_path / "ranked_vanilla" / "head_impacts_tokens.svg").exists()
+    with pytest.raises(TypeError, match=r"plot\('head_impacts'\) takes no keyword log \(its keywords: none\)"):
+        a.plot("head_impacts", log=True)
     with pytest.raises(ValueError, match=r"export_batch\(\): not with rank_heads="):
         ssaviz.export_batch(["a text", "another"], tmp_path / "b", model=m, formats=["json"], rank_heads=True)
     assert not (tmp_path / "b").exists()
