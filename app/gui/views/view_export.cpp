@@ -121,7 +121,10 @@ std::vector<ExportFile> ExportDialog::ExtraFiles(const WindowState& state, const
         const auto piece = [vocab = state.vocab](int32_t id) {  // as the Lens tab names them (model::PredictedPieces)
             return vocab && id >= 0 && static_cast<size_t>(id) < vocab->size() ? model::PieceToDisplay((*vocab)[id]) : std::string();
         };
-        files = LensExportFiles(piece, *state.model, *state.analysis, sides, options);
+        // The attribution figures at the selected query, as the Lens tab shows it (`--dla-position`).
+        ExportOptions at_query = options;
+        if (state.query >= 0 && state.query < state.analysis->n_tokens - 1) at_query.dla_position = state.query;
+        files = LensExportFiles(piece, *state.model, *state.analysis, sides, at_query);
     }
     // As `export --rank-heads` writes it (the window's ranking measures both temperatures together).
     if (const HeadImpacts* ranked = m_with_ranking ? ShownRanking(state) : nullptr)
@@ -237,7 +240,8 @@ void ExportDialog::DrawSettings(WindowState& state) {
     if (ImGui::Checkbox(lens_label, &with_lens) && lens) m_with_lens = with_lens;
     ImGui::EndDisabled();
     viz::ItemTooltip("The Lens tab's lens of this text, as `ssaviz export --lens` writes it: lens_loss.npy, lens_top.json, dla*.npy "
-                     "(each side's) and, with PNG or SVG, the lens grids, their differences and the attribution figures.");
+                     "(each side's) and, with PNG or SVG, the lens grids, their differences and the attribution figures "
+                     "(dla_bars and dla_layers at the selected query, as the Lens tab shows it: --dla-position).");
     const bool ranked = ShownRanking(state) != nullptr;
     ImGui::BeginDisabled(!ranked);
     bool with_ranking = m_with_ranking && ranked;

@@ -897,7 +897,8 @@ void ExpectGuiExportEqualsCommandLine(const std::string& name, const std::string
     const std::string cli = std::string(SSAVIZ_BINARY) + " export --model " + model + " --text-file " + dir + "/text.txt --out " + cli_out +
                             " --format json,npy,csv,png,svg,html --maps ssa,vanilla,diff --layers 1 --heads 0,2 --colormap magma --log"
                             " --size 256 --highlight " + highlight + " --highlight-scope 1,2 --sink-eps 0.35 --compare " + compare +
-                            (ablate.empty() ? "" : " --ablate " + ablate) + lens;
+                            (ablate.empty() ? "" : " --ablate " + ablate) + lens +
+                            (lens.empty() ? "" : " --dla-position 5");  // the session's query: the Lens tab's attribution
     ASSERT_EQ(RunCommand(cli, dir + "/cli.log"), 0) << ReadFile(dir + "/cli.log");
     const std::vector<std::string> files = FilesUnder(gui_out);
     EXPECT_EQ(files, FilesUnder(cli_out));
@@ -980,6 +981,8 @@ TEST(EndToEnd, GuiExportWithTheLensEqualsCommandLineExport) {
     ExpectGuiExportEqualsCommandLine("e2e_export_lens", "vanilla", "", "tau_q", " --lens");
     for (const char* f : {"lens_loss.npy", "lens_top_compare.json", "dla.npy", "lens_diff.png", "dla_bars.svg"})
         EXPECT_TRUE(fs::is_regular_file(std::string(SSAVIZ_TEST_OUT) + "/e2e_export_lens/gui/" + f)) << f;
+    // The attribution figures at the selected query (5: the token after it, 6), as the Lens tab shows it.
+    EXPECT_NE(ReadFile(std::string(SSAVIZ_TEST_OUT) + "/e2e_export_lens/gui/dla_bars.svg").find("token 6 "), std::string::npos);
 }
 
 // The layer-local tau = 1 comparison chosen in a session reaches the window's engine.
