@@ -84,8 +84,8 @@ std::string EllipsizeChars(const std::string& s, size_t max_chars) {
 }
 
 // The longest prefix (whole characters) that fits max_width with an ellipsis.
-std::string EllipsizeWidth(const std::string& s, float max_width, float size) {
-    if (MeasureText(s, size) <= max_width) return s;
+std::string EllipsizeWidth(const std::string& s, float max_width, float size, bool bold = false) {
+    if (MeasureText(s, size, bold) <= max_width) return s;
     std::vector<size_t> ends;  // byte offset after each character
     for (size_t pos = 0; pos < s.size();) {
         model::NextCodePoint(s, &pos);
@@ -94,7 +94,7 @@ std::string EllipsizeWidth(const std::string& s, float max_width, float size) {
     size_t lo = 0, hi = ends.size();  // largest k with prefix(k) + "…" fitting
     while (lo < hi) {
         const size_t mid = (lo + hi + 1) / 2;
-        if (MeasureText(s.substr(0, ends[mid - 1]) + kEllipsis, size) <= max_width) lo = mid;
+        if (MeasureText(s.substr(0, ends[mid - 1]) + kEllipsis, size, bold) <= max_width) lo = mid;
         else hi = mid - 1;
     }
     return (lo ? s.substr(0, ends[lo - 1]) : std::string()) + kEllipsis;
@@ -117,11 +117,12 @@ std::string BoundLabel(const std::string& s, float max_width, float size) {
 // A title's lines over a figure whose content is `width` wide: one line where it fits that or
 // `widest`, else its words wrapped to the wider of the two, at most kMaxTitleLines, the last cut
 // with an ellipsis (a lens difference's title said its scale's largest value past the cut).
-std::vector<std::string> TitleLines(const std::string& title_in, float width, float size, float widest = kOneLineTitleWidth) {
+std::vector<std::string> TitleLines(const std::string& title_in, float width, float size, float widest = kOneLineTitleWidth,
+                                    bool bold = false) {
     const std::string title = EllipsizeChars(title_in, kMaxLabelChars);
     if (title.empty()) return {};
     const float wrap = std::max(width, widest);
-    if (MeasureText(title, size) <= wrap) return {title};
+    if (MeasureText(title, size, bold) <= wrap) return {title};
     std::vector<std::string> lines(1);
     for (size_t pos = 0; pos <= title.size();) {
         const size_t end = std::min(title.find(' ', pos), title.size());
@@ -129,10 +130,10 @@ std::vector<std::string> TitleLines(const std::string& title_in, float width, fl
         pos = end + 1;
         std::string& line = lines.back();
         std::string joined = line.empty() ? word : line + " " + word;
-        if (line.empty() || lines.size() == kMaxTitleLines || MeasureText(joined, size) <= wrap) line = std::move(joined);
+        if (line.empty() || lines.size() == kMaxTitleLines || MeasureText(joined, size, bold) <= wrap) line = std::move(joined);
         else lines.push_back(word);
     }
-    for (std::string& line : lines) line = EllipsizeWidth(line, wrap, size);
+    for (std::string& line : lines) line = EllipsizeWidth(line, wrap, size, bold);
     return lines;
 }
 
@@ -1100,12 +1101,16 @@ void Shift(FigItem& item, float dx, float dy) {
 Figure Beside(const std::vector<Figure>& panels, const std::string& title, float gap, float font_size) {
     Figure f;
     f.Title = title;
-    const float title_h = title.empty() ? 0.0f : std::ceil(font_size * 2.0f);
-    // A title wider than the panels widens the figure, the panels centred under it.
+    // A title wider than the panels wraps at its words (TitleLines), widening the figure up to
+    // kOneLineTitleWidth, the panels centred under it.
     float panels_w = 0;
     for (const Figure& p : panels)
         if (p.Width > 0 && p.Height > 0) panels_w += (panels_w > 0 ? gap : 0.0f) + p.Width;
-    const float title_w = title.empty() ? 0.0f : MeasureText(title, font_size, /*bold=*/true) + 2 * font_size;
+    const std::vector<std::string> lines = TitleLines(title, panels_w - 2 * font_size, font_size, kOneLineTitleWidth, /*bold=*/true);
+    const float line_h = std::ceil(font_size * 1.4f);
+    const float title_h = lines.empty() ? 0.0f : std::ceil(font_size * 2.0f) + line_h * static_cast<float>(lines.size() - 1);
+    float title_w = 0;
+    for (const std::string& line : lines) title_w = std::max(title_w, MeasureText(line, font_size, /*bold=*/true) + 2 * font_size);
     float x = std::max(0.0f, std::floor((title_w - panels_w) * 0.5f));
     const float left = x;
     int height = 0;
@@ -1121,15 +1126,15 @@ Figure Beside(const std::vector<Figure>& panels, const std::string& title, float
     }
     f.Width = static_cast<int>(std::ceil(std::max(x + left, title_w)));
     f.Height = height + static_cast<int>(title_h);
-    if (!title.empty()) {
+    for (size_t i = 0; i < lines.size(); ++i) {
         FigText t;
         t.X = f.Width * 0.5f;
-        t.Y = title_h * 0.5f;
-        t.Text = title;
+        t.Y = std::ceil(font_size * 2.0f) * 0.5f + line_h * static_cast<float>(i);
+        t.Text = lines[i];
         t.Size = font_size;
         t.Bold = true;
         t.Align = TextAlign::Center;
-        f.Items.insert(f.Items.begin(), FigItem(std::move(t)));
+        f.Items.insert(f.Items.begin() + static_cast<std::ptrdiff_t>(i), FigItem(std::move(t)));
     }
     return f;
 }

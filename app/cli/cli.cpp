@@ -172,6 +172,13 @@ std::string QuotedPiece(const std::string& piece) {
             out += byte;
             continue;
         }
+        if (c.code_point == 0x7F || model::IsHiddenControl(c.code_point)) {  // the JSON library escapes U+0000..U+001F only
+            char escaped[12];
+            std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c.code_point));
+            out += escaped;
+            i += c.length;
+            continue;
+        }
         const std::string quoted = json(piece.substr(i, c.length)).dump();
         out.append(quoted, 1, quoted.size() - 2);
         i += c.length;

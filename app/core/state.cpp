@@ -34,8 +34,14 @@ void AppendEscaped(unsigned char c, std::string* out) {
 std::string TokenLabel(const std::string& piece) {
     std::string out;
     for (size_t i = 0; i < piece.size();) {
-        const size_t n = model::DecodeUtf8(piece, i).length;
-        if (n > 1) {  // a whole character passes through
+        const model::Utf8Char c = model::DecodeUtf8(piece, i);
+        const size_t n = c.length;
+        if (n > 1 && model::IsHiddenControl(c.code_point)) {  // C1 and bidirectional controls: shown, not obeyed
+            char buf[12];
+            std::snprintf(buf, sizeof buf, "\\u%04X", static_cast<unsigned>(c.code_point));
+            out += buf;
+            i += n;
+        } else if (n > 1) {  // a whole character passes through
             out.append(piece, i, n);
             i += n;
         } else {  // ASCII (escaped if a control character), or a byte that is not a whole character

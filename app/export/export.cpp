@@ -1215,7 +1215,7 @@ model::Result<int64_t> DlaPosition(const ExportOptions& options, int64_t tokens)
 }
 
 model::Status CheckDlaPosition(const ExportOptions& options, int64_t tokens) {
-    if (!options.lens || tokens < 2) return model::Ok{};
+    if (!options.lens || (tokens < 2 && !options.dla_position)) return model::Ok{};  // one token: no figures, unless a position is asked
     if (auto position = DlaPosition(options, tokens); !position) return model::Fail(position.error());
     return model::Ok{};
 }

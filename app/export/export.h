@@ -103,7 +103,7 @@ viz::Figure DlaLayersFigure(const std::vector<LensSideFiles>& sides, const std::
 // The token whose logit --lens's dla_bars and dla_layers split in a text of `tokens` tokens (1 ..
 // tokens - 1: options.dla_position + 1 resolved, the last without it), or a one-line error naming
 // the flag where the text has no such position. CheckDlaPosition: that check before an export runs
-// the lens (a text of one token has no attribution figures: nothing to check).
+// the lens (a text of one token has no attribution figures: refused only where a position is asked).
 model::Result<int64_t> DlaPosition(const ExportOptions& options, int64_t tokens);
 model::Status CheckDlaPosition(const ExportOptions& options, int64_t tokens);
 // LensFiles of those sides, pieces named by the engine's tokenizer.

@@ -100,6 +100,11 @@ std::string TerminalText(std::string_view text) {
         } else if (c == 0xC2 && byte(i + 1) <= 0x9F) {
             escape(byte(i + 1));
             i += 2;
+        } else if (const char32_t code = model::DecodeUtf8(text, i).code_point; model::IsHiddenControl(code)) {
+            char buf[12];
+            std::snprintf(buf, sizeof buf, "\\u%04X", static_cast<unsigned>(code));  // a bidirectional control: reorders what follows
+            out += buf;
+            i += n;
         } else {
             out.append(text.substr(i, n));
             i += n;
@@ -596,7 +601,7 @@ std::vector<Flag> BuildTable() {
             "with --lens, the position whose next token's logit dla_bars and dla_layers split by head and by layer, counted as "
             "dla.npy's last axis and Python's plot(position=): 0 predicts token 1; negative from the end (default -1, the last)",
             [](CommandOptions& o, const FlagValue& v) {
-                const auto n = ParseInteger(v.text, -(1LL << 40), 1LL << 40);
+                const auto n = ParseInteger(v.text, -(1LL << 62), 1LL << 62);  // past any text: out of range, said once tokenised
                 if (!n) Bad(v.name + " " + QuoteForMessage(v.text) + " is not a position: a whole number, negative from the end");
                 o.export_options.dla_position = *n;
             },

@@ -20,6 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/text/utf8.h"  // IsHiddenControl (inline: model_io does not link model_utf8)
+
 namespace model {
 namespace {
 
@@ -209,10 +211,15 @@ std::string EscapeForMessage(std::string_view text, size_t max_chars) {
         if (len == 1 && c >= 0x20 && c != 0x7F) {
             out += static_cast<char>(c);
         } else if (len > 1) {
-            // C1 controls (U+0080..U+009F) drive some terminals too.
-            if (c == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0) {
+            // C1 controls (U+0080..U+009F) drive some terminals too, and the bidirectional controls
+            // reorder what follows them.
+            const auto b = [&](size_t k) { return static_cast<char32_t>(static_cast<unsigned char>(text[i + k]) & 0x3F); };
+            const char32_t code = len == 2 ? (static_cast<char32_t>(c & 0x1F) << 6) | b(1)
+                                  : len == 3 ? (static_cast<char32_t>(c & 0x0F) << 12) | (b(1) << 6) | b(2)
+                                             : 0x10000;
+            if (IsHiddenControl(code)) {
                 char buf[8];
-                std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(text[i + 1]));
+                std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(code));
                 out += buf;
             } else {
                 out.append(text.data() + i, len);

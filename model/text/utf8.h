@@ -33,6 +33,11 @@ size_t FindInvalidUtf8(std::string_view text);
 // The code point's bytes; code_point must be a scalar value (at most U+10FFFF, no surrogate).
 void AppendUtf8(char32_t code_point, std::string* out);
 
+// A character beyond C0 and DEL that a terminal acts on or that reorders what it shows: the C1
+// controls (U+0080..U+009F, CSI among them) and the bidirectional embeddings, overrides and isolates
+// (U+202A..U+202E, U+2066..U+2069). Messages and token labels show it as \uNNNN.
+inline bool IsHiddenControl(char32_t c) { return (c >= 0x80 && c <= 0x9F) || (c >= 0x202A && c <= 0x202E) || (c >= 0x2066 && c <= 0x2069); }
+
 // A byte that continues a character (10xxxxxx), never one that starts it.
 inline bool IsUtf8Continuation(unsigned char byte) { return (byte & 0xC0) == 0x80; }
 

@@ -319,6 +319,20 @@ TEST_F(FigureTest, LongTitlesWrapAboveTheContent) {
     const Figure plot = viz::PlotFigure({s}, p);
     EXPECT_EQ(title_lines(plot, 14).size(), 3u);
     EXPECT_EQ(plot.Width, 640) << "a plot keeps the width asked for";
+
+    // Panels side by side (head_impacts, finetune, the three-way maps): their title wraps the same
+    // way over the panels, in bold (a 253-character model name made head_impacts.png 4,634 px wide).
+    const std::vector<float> small_map(4 * 4, 0.5f);
+    const Figure panel = viz::HeatmapFigure(small_map.data(), 4, 4, viz::HeatmapFigureOptions{});
+    const Figure beside = viz::Beside({panel, panel}, words + more);
+    size_t bold = 0;
+    for (const viz::FigItem& item : beside.Items)
+        if (const auto* t = std::get_if<FigText>(&item); t && t->Bold) {
+            ++bold;
+            EXPECT_LE(viz::MeasureText(t->Text, 13, true), 720.0f) << t->Text;
+        }
+    EXPECT_EQ(bold, 3u);
+    EXPECT_LE(beside.Width, std::max(2 * panel.Width + 16, 720 + 26));
 }
 
 // A grid of a few heads (the fine-tune figure) writes each cell's value in it, dark on a light

@@ -109,6 +109,20 @@ def _position(where, value, n_tokens):
     return position + n_tokens if position < 0 else position
 
 
+def _shown(text):
+    """A name from the caller as a message shows it, as the engine's messages do: C0 controls and
+    DEL as \\xNN, C1 controls as \\u00NN, and the bidirectional controls as \\uNNNN (a traceback
+    printed to a terminal would run them, or read reversed)."""
+    def one(c):
+        code = ord(c)
+        if code < 0x20 or code == 0x7F:
+            return f"\\x{code:02x}"
+        if 0x80 <= code < 0xA0 or 0x202A <= code <= 0x202E or 0x2066 <= code <= 0x2069:
+            return f"\\u{code:04x}"
+        return c
+    return "".join(one(c) for c in str(text))
+
+
 def _str(where, name, value):
     if not isinstance(value, str):
         raise ArgumentTypeError(f"{where}: {name} must be a string, not {type(value).__name__}")
@@ -205,6 +219,8 @@ def _export_flags(where, flags, formats, layers, heads):
     --format) is refused, naming formats= (it was taken and dropped: every default format written)."""
     if "format" in flags:
         raise ArgumentTypeError(f"{where} takes no keyword format: formats= names them, e.g. formats=['json', 'png']")
+    if flags.get("dla_position") is not None:  # a position as plot(position=) takes it ([1] and "1" were taken as 1)
+        flags = dict(flags, dla_position=_int(where, "dla_position", flags["dla_position"], bits=64))
     return _flags(where, dict(flags, format=formats, layers=layers, heads=heads))
 
 
@@ -214,7 +230,7 @@ def _figure_flags(where, flags, takes, arguments=None):
     for name in flags:
         if name not in takes:
             instead = f"; its {arguments[name]}= is an export's {name}=" if arguments and name in arguments else ""
-            raise ArgumentTypeError(f"{where} takes no keyword {name} (its keywords: {', '.join(takes) or 'none'}){instead}")
+            raise ArgumentTypeError(f"{where} takes no keyword {_shown(name)} (its keywords: {', '.join(takes) or 'none'}){instead}")
     return _flags(where, flags)
 
 
@@ -727,20 +743,22 @@ class Analysis:
         name = _str(w, "name", name)
         if name in _RANK_PLOTS:
             if flags:
-                raise ArgumentTypeError(f"plot({name!r}) takes no keyword {next(iter(flags))} (its keywords: none)")
+                raise ArgumentTypeError(f"plot({name!r}) takes no keyword {_shown(next(iter(flags)))} (its keywords: none)")
             self.rank_heads()
             return Figure(self._h.rank_figure(name), name)
         if name in _DLA_PLOTS:
             takes = _DLA_PLOTS[name]
             for keyword in flags:
                 if keyword != takes:
-                    raise ArgumentTypeError(f"plot({name!r}) takes no keyword {keyword} (its keywords: {takes})")
+                    raise ArgumentTypeError(f"plot({name!r}) takes no keyword {_shown(keyword)} (its keywords: {takes})")
             if name == "dla_heads":
                 return Figure(self._h.dla_figure(name, _str(w, "side", flags.get("side", "ssa")), 0), name)
             # A position as a.dla's last axis and attribute() count them: the one that predicts, its
             # next token's logit split (-1: the last token's, predicted at T - 2).
             columns = self.n_tokens - 1
             position = _int(w, "position", flags.get("position", -1), bits=64)
+            if columns < 1:
+                raise ValueError(f"plot({name!r}): the attribution needs 2 tokens or more (a next token's logit)")
             if not -columns <= position < columns:
                 raise ValueError(f"{w}: position {position} is out of range: 0 to {columns - 1}, the positions that predict a next token "
                                  "of the text (as a.dla's last axis), or negative from the end")

@@ -595,6 +595,20 @@ TEST_F(Cli, TokenizeShowsASplitCharactersBytesAndTheCharacter) {
     EXPECT_NE(r.out.find("\" a\""), std::string::npos) << r.out;
 }
 
+// The table on a terminal runs no control character a text holds: DEL, the C1 controls (CSI) and
+// the bidirectional overrides are escaped, whole or split into byte pieces (the licenses model's
+// SentencePiece vocabulary has <0x7F> and byte fallback).
+TEST_F(Cli, TokenizeTableEscapesEveryControlCharacter) {
+    const Outcome r = Ssaviz({"tokenize", "--example", "licenses", "--text", "a\x7f" "b\xc2\x9b" "31m\xe2\x80\xae" "x"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto at = [&](size_t i) { return static_cast<unsigned char>(i < r.out.size() ? r.out[i] : 0); };
+    for (size_t i = 0; i < r.out.size(); ++i)
+        EXPECT_FALSE(at(i) == 0x7F || (at(i) == 0xC2 && at(i + 1) >= 0x80 && at(i + 1) <= 0x9F) ||
+                     (at(i) == 0xE2 && at(i + 1) == 0x80 && at(i + 2) >= 0xAA && at(i + 2) <= 0xAE))
+            << "byte " << i << ": " << r.out;
+    for (const char* shown : {"\"\\u007f\"", "(\\u009B 1/2)", "(\\u202E 1/3)"}) EXPECT_NE(r.out.find(shown), std::string::npos) << shown << "\n" << r.out;
+}
+
 TEST_F(Cli, TextLongerThanTheContextIsRefusedUnlessTruncated) {
     std::string text;
     for (int i = 0; i < 40; ++i) text += "word ";

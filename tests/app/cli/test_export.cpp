@@ -153,18 +153,24 @@ TEST_F(Cli, ExportLensDlaPositionPicksTheLogitTheFiguresSplit) {
     EXPECT_NE(past.err.find("is out of range: 0 to "), std::string::npos) << past.err;
     EXPECT_NE(Ssaviz({"export", "--model", Small(), "--text", text, "--out", out + "_bad", "--dla-position", "1"}).err.find("it needs --lens"),
               std::string::npos);
+    // A text of one token predicts nothing: any position asked is refused (without one, its lens files are written).
+    const Outcome one = Ssaviz({"export", "--model", Small(), "--text", "The", "--out", out + "_bad", "--format", "svg", "--lens", "--dla-position", "0"});
+    EXPECT_EQ(one.code, 2) << one.err;
+    EXPECT_NE(one.err.find("a text of one token predicts no next token"), std::string::npos) << one.err;
+    EXPECT_FALSE(fs::exists(out + "_bad"));
 
     // A batch: a text too short for the position is that text's failure; the others are written.
     const std::string batch = Scratch("dla_position_batch.txt");
-    std::ofstream(batch) << "The cat sat on the mat today.\nThe cat\n";  // the second: positions 0 and 1 at most
+    std::ofstream(batch) << "The cat sat on the mat today.\nThe cat\nThe\n";  // the second: positions 0 and 1 at most; the third none
     fs::remove_all(out + "_batch");
     const Outcome r = Ssaviz({"export", "--model", Small(), "--text-file", batch, "--batch", "--out", out + "_batch", "--format", "svg,json",
                               "--lens", "--dla-position", "3"});
     EXPECT_EQ(r.code, 3) << r.err;
     const json summary = json::parse(ReadFile(out + "_batch/summary.json"));
     ASSERT_EQ(summary["texts"].size(), 1u) << summary.dump();
-    ASSERT_EQ(summary["failed"].size(), 1u) << summary.dump();
+    ASSERT_EQ(summary["failed"].size(), 2u) << summary.dump();
     EXPECT_NE(summary["failed"][0]["error"].get<std::string>().find("--dla-position 3 is out of range"), std::string::npos) << summary.dump();
+    EXPECT_NE(summary["failed"][1]["error"].get<std::string>().find("one token predicts no next token"), std::string::npos) << summary.dump();
     const std::string written = ReadFile(out + "_batch/" + summary["texts"][0]["name"].get<std::string>() + "/dla_bars.svg");
     EXPECT_NE(written.find("token 4 "), std::string::npos);
 }

@@ -471,6 +471,8 @@ TEST(TokenLabels, GroupSplitCharacters) {
     // an overlong '/', an encoded surrogate.
     EXPECT_EQ(app::TokenLabel("\xC0\xAF"), "\\xC0\\xAF");
     EXPECT_EQ(app::TokenLabel("a\xED\xA0\x80"), "a\\xED\\xA0\\x80");
+    // DEL, a C1 control and a bidirectional override are shown, not obeyed (U+0085 drew nothing).
+    EXPECT_EQ(app::TokenLabel("a\x7F" "b\xC2\x85" "c\xE2\x80\xAE" "d"), "a\\x7Fb\\u0085c\\u202Ed");
 }
 
 TEST_F(Views, NoAnalysisYetDrawsPlaceholders) {

@@ -398,6 +398,9 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
         a.export(tmp_path / "lens4", formats=["svg"], lens=True, dla_position=99)
     with pytest.raises(ValueError, match=r"^dla_position picks the token .*: it needs lens=True$"):
         a.export(tmp_path / "lens4", formats=["svg"], dla_position=1)
+    for odd in ([1], "1", 1.0, True):  # a position as plot(position=) takes it ([1] was taken as 1)
+        with pytest.raises(ssaviz.ArgumentTypeError, match=r"dla_position must be an integer"):
+            a.export(tmp_path / "lens4", formats=["svg"], lens=True, dla_position=odd)
     assert not (tmp_path / "lens4").exists()
     assert a.plot("dla_layers", position=-2).svg() == a.plot("dla_layers", position=a.n_tokens - 3).svg()
     assert "token 1 " in a.plot("dla_bars", position=0).svg()

@@ -319,11 +319,15 @@ def test_a_nul_or_escape_in_a_name_is_escaped_in_the_message_not_cut_there(small
     calls = [(lambda: a.plot("dla\0bars\x1b[2J"), r"^plot 'dla\\x00bars\\x1b\[2J' is not one of "),
              (lambda: a.heatmap(0, 0, map="s\0sa"), r"^map 's\\x00sa' is not one of ssa"),
              (lambda: a.lens_top(0, 0, side="s\0sa"), r"^side 's\\x00sa' is not one of ssa"),
-             (lambda: ssaviz.load(SMALL, **{"dty\0pe": "x"}), r"^load\(\) takes no keyword dty\\x00pe \(its keywords: ")]
+             (lambda: ssaviz.load(SMALL, **{"dty\0pe": "x"}), r"^load\(\) takes no keyword dty\\x00pe \(its keywords: "),
+             (lambda: a.heatmap(0, 0, **{"x\0\x1b[31m\x7f\x85\u202e": 1}), r"^heatmap\(\) takes no keyword x\\x00\\x1b\[31m\\x7f\\u0085\\u202e \("),
+             (lambda: a.plot("dla_bars", **{"p\0": 1}), r"^plot\('dla_bars'\) takes no keyword p\\x00 \("),
+             (lambda: a.plot("sink_mass", **{"\x1b": 1}), r"^plot\('sink_mass'\) takes no keyword \\x1b \("),
+             (lambda: a.plot("head_impacts", **{"\x1b": 1}), r"^plot\('head_impacts'\) takes no keyword \\x1b \(")]
     for call, message in calls:
         with pytest.raises(ValueError, match=message) as info:
             call()
-        assert "\0" not in str(info.value) and "\x1b" not in str(info.value), repr(str(info.value))
+        assert not any(c in str(info.value) for c in "\0\x1b\x7f\x85\u202e"), repr(str(info.value))
     # A flag's value is a path or a name: said so, not that it must be a path.
     with pytest.raises(ValueError, match=r"^highlight\(\): highlight= holds a NUL character, which no path or name can$"):
         a.highlight(by="ta\0u")

@@ -119,6 +119,8 @@ TEST(Files, EscapeForMessageKeepsOneSafeLine) {
     EXPECT_EQ(model::EscapeForMessage("caf\xc3\xa9 \xe6\x97\xa5"), "caf\xc3\xa9 \xe6\x97\xa5");  // UTF-8 kept
     EXPECT_EQ(model::EscapeForMessage("bad \xff\xfe"), "bad \\xff\\xfe");
     EXPECT_EQ(model::EscapeForMessage("c1 \xc2\x9b"), "c1 \\u009b");  // a C1 control (CSI)
+    // The bidirectional overrides and isolates (they reorder what follows): shown, not obeyed.
+    EXPECT_EQ(model::EscapeForMessage("1/3 \xe2\x80\xae" "x \xe2\x81\xa6" "y \xe2\x80\xa6"), "1/3 \\u202ex \\u2066y \xe2\x80\xa6");
     EXPECT_EQ(model::EscapeForMessage(std::string(1000, 'x'), 10), std::string(10, 'x') + "...");
 }
 
