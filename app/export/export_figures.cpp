@@ -586,11 +586,9 @@ DivergingScale DivergingScaleOf(const std::vector<float>& values) {
 
 std::string ScaleNote(const DivergingScale& scale, const std::string& of) {
     if (!scale.Clips()) return "";
-    char buf[64];
-    std::snprintf(buf, sizeof buf, ", largest %.3g", scale.largest);
-    char end[32];
-    std::snprintf(end, sizeof end, "%.3g", scale.most);
-    return "; scale +-" + std::string(end) + ", the 99th percentile of |" + of + "|" + buf;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "; scale +-%.3g, the 99th percentile of |%.40s|, largest %.3g", scale.most, of.c_str(), scale.largest);
+    return buf;
 }
 
 LensDifference LensDifferenceOf(const model::Lens& ssa, const model::Lens& other) {

@@ -723,8 +723,9 @@ FigureHandle DlaFigure(const AnalysisHandle& h, const std::string& name, const s
 // beside a base the drift's parts and path), "head_impacts_tokens" (each head's part token by token),
 // "head_impacts_drift_tokens" (beside a base, the drift's path token by token). Python measures first.
 FigureHandle RankFigure(const AnalysisHandle& h, const std::string& name) {
-    if (!h.ranked) throw BadArgument("plot('" + name + "'): rank_heads() measures what it draws");
-    const HeadImpacts& ranked = *h.ranked;
+    const std::shared_ptr<const HeadImpacts> kept = h.ranked;  // read with the GIL held
+    if (!kept) throw BadArgument("plot('" + name + "'): rank_heads() measures what it draws");
+    const HeadImpacts& ranked = *kept;
     const int L = h.A().n_layer, H = h.A().n_head;
     if (name == "head_impacts_drift_tokens" && !ranked.drift)
         throw BadArgument("plot('" + name + "'): the drift's parts need a base (analyze with compare=\"base\")");
@@ -900,14 +901,15 @@ void Export(const AnalysisHandle& h, const std::string& out, const FlagList& fla
     if (options.lens && !h.A().interventions.empty())
         throw BadArgument("export(lens=True) runs the model as loaded: analyze without ablate= for it");
     if (auto s = CheckDlaPosition(options, h.A().n_tokens); !s) throw BadArgument(s.error());
+    const std::shared_ptr<const HeadImpacts> ranked = h.ranked;  // read with the GIL held, as rank_heads() sets it
     py::gil_scoped_release release;
     LensRun lens;
     if (options.lens) {
         std::lock_guard<std::mutex> lock(h.core->mutex);
         lens = LensOf(*h.core, h.A(), options);
     }
-    if (options.rank_heads && h.ranked) {  // measured by rank_heads() already: the same measures
-        for (ExportFile& f : HeadImpactFiles(*h.ranked, h.core->info, options, TokenLabels(h.A().tokens))) lens.files.push_back(std::move(f));
+    if (options.rank_heads && ranked) {  // measured by rank_heads() already: the same measures
+        for (ExportFile& f : HeadImpactFiles(*ranked, h.core->info, options, TokenLabels(h.A().tokens))) lens.files.push_back(std::move(f));
     } else if (options.rank_heads) {
         // Ctrl+C stops between heads, as rank_heads() does (the export went on to the last head).
         std::optional<py::error_already_set> stopped;
