@@ -100,6 +100,13 @@ const LensPair* ExportableLens(const WindowState& state) {
     return state.analysis && state.analysis->interventions.empty() ? CurrentLens(state) : nullptr;
 }
 
+// The position whose next token's logit the attribution figures split: the selected query's, as
+// the Lens tab shows it (`--dla-position`); none (the last) without one that predicts a token.
+std::optional<int64_t> QueryPosition(const WindowState& state) {
+    if (state.analysis && state.query >= 0 && state.query < state.analysis->n_tokens - 1) return state.query;
+    return std::nullopt;
+}
+
 // The heads' ranking (What-ifs > Which heads matter), when it is complete and of the shown analysis:
 // its text's loss and its what-ifs.
 const HeadImpacts* ShownRanking(const WindowState& state) {
@@ -121,9 +128,8 @@ std::vector<ExportFile> ExportDialog::ExtraFiles(const WindowState& state, const
         const auto piece = [vocab = state.vocab](int32_t id) {  // as the Lens tab names them (model::PredictedPieces)
             return vocab && id >= 0 && static_cast<size_t>(id) < vocab->size() ? model::PieceToDisplay((*vocab)[id]) : std::string();
         };
-        // The attribution figures at the selected query, as the Lens tab shows it (`--dla-position`).
         ExportOptions at_query = options;
-        if (state.query >= 0 && state.query < state.analysis->n_tokens - 1) at_query.dla_position = state.query;
+        at_query.dla_position = QueryPosition(state);
         files = LensExportFiles(piece, *state.model, *state.analysis, sides, at_query);
     }
     // As `export --rank-heads` writes it (the window's ranking measures both temperatures together).
@@ -353,6 +359,7 @@ void ExportDialog::DrawSettings(WindowState& state) {
     if (state.model) {
         ExportOptions with = o;
         with.lens = m_with_lens && ExportableLens(state);  // the lens's files are in the plan: --lens writes them
+        if (with.lens) with.dla_position = QueryPosition(state);
         with.rank_heads = m_with_ranking && ShownRanking(state);  // and the ranking's: --rank-heads
         const std::string cmd = ExportCommandLine(with, m_source);
         ImGui::Separator();

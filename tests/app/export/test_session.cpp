@@ -439,6 +439,24 @@ TEST(ExportCommandLine, ParsesBackToTheSameOptions) {
     EXPECT_EQ(app::FormatCommandLine(app::Command::Export, o), cmd);
 }
 
+// The lens's attribution figures at a position (the window's selected query) are in the command and
+// parse back.
+TEST(ExportCommandLine, GivesTheLensAndItsAttributionsPosition) {
+    const app::Session s = Example();
+    app::ExportOptions options = s.export_options;
+    options.lens = true;
+    options.dla_position = 5;
+    const std::string cmd = app::ExportCommandLine(options, Source(s, "some text"));
+    EXPECT_NE(cmd.find(" --lens"), std::string::npos) << cmd;
+    EXPECT_NE(cmd.find(" --dla-position 5"), std::string::npos) << cmd;
+    app::CommandOptions o;
+    ASSERT_TRUE(app::ParseFlags(app::Command::Export, tests::ShellWords(cmd), 2, &o)) << cmd;
+    EXPECT_EQ(o.export_options.dla_position, std::optional<int64_t>(5));
+    EXPECT_TRUE(o.export_options.lens);
+    options.dla_position.reset();
+    EXPECT_EQ(app::ExportCommandLine(options, Source(s, "some text")).find("--dla-position"), std::string::npos);
+}
+
 // Whatever the window's export ran on is in the command: a base (beside the model, or named), the
 // what-ifs, the dtype and where the config and tokenizer came from (the base was left out, so the
 // command wrote a tau = 1 comparison where the dialog had written the base's files).
