@@ -295,7 +295,8 @@ TEST_F(FigureTest, LongTitlesWrapAboveTheContent) {
     std::string endless;
     for (int k = 0; k < 200; ++k) endless += "long" + std::to_string(k) + " ";
     o.Title = endless;
-    const auto cut = title_lines(viz::HeatmapFigure(lens.data(), 5, 80, o), title_fs);
+    const Figure endless_figure = viz::HeatmapFigure(lens.data(), 5, 80, o);  // title_lines points into it
+    const auto cut = title_lines(endless_figure, title_fs);
     ASSERT_EQ(cut.size(), 3u);
     EXPECT_EQ(cut[2]->Text.substr(cut[2]->Text.size() - 3), "\xE2\x80\xA6") << "the last line ends in an ellipsis";
 
