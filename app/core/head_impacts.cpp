@@ -209,6 +209,31 @@ DriftTokenParts MeasuredDriftPartsByToken(const HeadImpacts& impacts, int n_laye
     return d;
 }
 
+TokenPartsGrid HeadTemperatureGrid(const HeadImpacts& impacts, int n_layer, int n_head) {
+    TokenPartsGrid g;
+    const size_t heads = static_cast<size_t>(std::max(n_layer, 0)) * std::max(n_head, 0);
+    g.values = TemperaturePartsByToken(impacts, n_layer, n_head);
+    if (heads == 0 || std::none_of(g.values.begin(), g.values.end(), [](float v) { return std::isfinite(v); })) return {};
+    for (int l = 0; l < n_layer; ++l)
+        for (int h = 0; h < n_head; ++h) g.rows.push_back("L" + std::to_string(l) + " H" + std::to_string(h));
+    g.tokens = static_cast<int>(g.values.size() / heads);
+    return g;
+}
+
+TokenPartsGrid DriftPathGrid(const HeadImpacts& impacts, int n_layer, int n_head) {
+    if (!impacts.drift) return {};
+    DriftTokenParts d = MeasuredDriftPartsByToken(impacts, n_layer, n_head);
+    const size_t n = static_cast<size_t>(std::max(d.tokens, 0)), parts = 1 + 2 * static_cast<size_t>(std::max(n_layer, 0));
+    if (n == 0 || d.path.size() != parts * n || d.all.size() != n) return {};
+    TokenPartsGrid g;
+    for (size_t k = 0; k < parts; ++k) g.rows.push_back(PathPartName(static_cast<int>(k)));
+    g.rows.push_back("every weight");
+    g.values = std::move(d.path);
+    g.values.insert(g.values.end(), d.all.begin(), d.all.end());
+    g.tokens = static_cast<int>(n);
+    return g;
+}
+
 DriftParts MeasuredDriftParts(const HeadImpacts& impacts, int n_layer, int n_head) {
     DriftParts d;
     d.heads.assign(static_cast<size_t>(std::max(0, n_layer * n_head)), NAN);

@@ -121,6 +121,21 @@ struct DriftTokenParts {
 };
 DriftTokenParts MeasuredDriftPartsByToken(const HeadImpacts& impacts, int n_layer, int n_head);
 
+// Parts token by token as a grid of named rows, as head_impacts_tokens.png and the window's What-ifs
+// tab draw them: `tokens` values a row (column t: token t + 1's loss), NaN where not measured.
+struct TokenPartsGrid {
+    std::vector<std::string> rows;
+    std::vector<float> values;  // [rows * tokens]
+    int tokens = 0;
+    bool Empty() const { return rows.empty() || tokens <= 0; }
+};
+// Each head's temperatures' part of each token's loss (rows "L0 H0", "L0 H1", ...); empty where no
+// head's is measured (none yet, or every head at tau = 1 by the what-ifs).
+TokenPartsGrid HeadTemperatureGrid(const HeadImpacts& impacts, int n_layer, int n_head);
+// The drift token by token along its path from the embeddings up (PathPartName's rows), then every
+// weight's, which those add up to; empty without drift or before the path is measured.
+TokenPartsGrid DriftPathGrid(const HeadImpacts& impacts, int n_layer, int n_head);
+
 // Where on the text a part acted most, from its part token by token (a row of the above): the n
 // tokens where it lowered the loss most and raised it most, "lowered it most at 'License' -3.1,
 // ' the' (token 7) -0.8; raised it most at 'of' +0.41" (token t is labels[t]: TokenLabels; a piece

@@ -137,6 +137,21 @@ std::optional<TokenScope> ParseTokenScope(const std::string& name) {
     return std::nullopt;
 }
 
+const char* ToString(RankingView view) {
+    switch (view) {
+        case RankingView::Table: return "table";
+        case RankingView::Tokens: return "tokens";
+        case RankingView::Drift: return "drift";
+    }
+    return "?";
+}
+
+std::optional<RankingView> ParseRankingView(const std::string& name) {
+    for (RankingView v : {RankingView::Table, RankingView::Tokens, RankingView::Drift})
+        if (name == ToString(v)) return v;
+    return std::nullopt;
+}
+
 std::optional<viz::Colormap> ParseColormap(const std::string& name) {
     // An attention map's colours: the diverging map is the differences' own, never chosen.
     for (viz::Colormap c : {viz::Colormap::Viridis, viz::Colormap::Magma})

@@ -22,6 +22,9 @@ namespace app {
 
 // MapMode (SSA, the comparison, their difference) and TokenColor are the catalogue's: quantities.h.
 enum class TokenScope { Head, LayerMean, ModelMean };
+// What the What-ifs tab shows of the heads ranking: its table, or where on the text, a grid of each
+// head's temperatures' part of each token's loss, or beside a base the drift's along its path.
+enum class RankingView { Table, Tokens, Drift };
 
 struct HeadRef {
     int layer = 0;
@@ -74,6 +77,7 @@ struct ViewSettings {
     // The Lens tab's grid: a side's logit lens (SSA, comparison, base), or how SSA's loss of the next
     // token differs from another side's (diff, base_diff: what fine-tuning changed, layer by layer).
     MapMode lens_map = MapMode::Ssa;
+    RankingView ranking = RankingView::Table;
     float grid_cell = 0;                     // heads grid thumbnail side in pixels, 0: fit the pane
     PaneLayout layout;
     std::string right_tab = "Heads";  // the right pane's open tab: Heads, Matrix, Temperatures, Table, Sparsity
@@ -177,6 +181,8 @@ std::vector<std::string> TokenLabels(const model::Tokenization& tokens);
 // token colourings' are the catalogue's, quantities.h).
 const char* ToString(TokenScope scope);
 std::optional<TokenScope> ParseTokenScope(const std::string& name);  // head | layer | model
+const char* ToString(RankingView view);
+std::optional<RankingView> ParseRankingView(const std::string& name);  // table | tokens | drift
 std::optional<viz::Colormap> ParseColormap(const std::string& name); // viridis | magma
 // A session's colour map: as ParseColormap, and an older session's "diverging" (the difference
 // maps' own, never an attention map's) as viridis.

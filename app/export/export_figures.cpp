@@ -435,13 +435,9 @@ std::string OnWhatIfs(const HeadImpacts& impacts) {
 
 viz::Figure HeadImpactsTokensFigure(const HeadImpacts& impacts, int n_layer, int n_head, const std::string& model_name,
                                     const std::vector<std::string>& token_labels) {
-    const std::vector<float> parts = TemperaturePartsByToken(impacts, n_layer, n_head);
-    const size_t heads = static_cast<size_t>(std::max(n_layer, 0)) * std::max(n_head, 0);
-    if (heads == 0 || std::none_of(parts.begin(), parts.end(), [](float v) { return std::isfinite(v); })) return {};  // every head at tau = 1
-    std::vector<std::string> rows;
-    for (int l = 0; l < n_layer; ++l)
-        for (int h = 0; h < n_head; ++h) rows.push_back("L" + std::to_string(l) + " H" + std::to_string(h));
-    return TokenPartsFigure(parts, rows, static_cast<int>(parts.size() / heads), token_labels,
+    const TokenPartsGrid g = HeadTemperatureGrid(impacts, n_layer, n_head);
+    if (g.Empty()) return {};  // none measured, or every head at tau = 1
+    return TokenPartsFigure(g.values, g.rows, g.tokens, token_labels,
                             model_name + OnWhatIfs(impacts) + " \xC2\xB7 each head's temperatures' part of each token's loss, the head at tau = 1 "
                                                               "one at a time (blue: lowered it)",
                             "head");
@@ -449,16 +445,9 @@ viz::Figure HeadImpactsTokensFigure(const HeadImpacts& impacts, int n_layer, int
 
 viz::Figure HeadImpactsDriftTokensFigure(const HeadImpacts& impacts, int n_layer, int n_head, const std::string& model_name,
                                          const std::vector<std::string>& token_labels) {
-    if (!impacts.drift) return {};
-    const DriftTokenParts d = MeasuredDriftPartsByToken(impacts, n_layer, n_head);
-    const int n = d.tokens;
-    if (n <= 0 || d.path.size() != static_cast<size_t>(1 + 2 * n_layer) * n || d.all.size() != static_cast<size_t>(n)) return {};
-    std::vector<std::string> rows;
-    for (int k = 0; k < 1 + 2 * n_layer; ++k) rows.push_back(PathPartName(k));
-    rows.push_back("every weight");
-    std::vector<float> values = d.path;
-    values.insert(values.end(), d.all.begin(), d.all.end());
-    return TokenPartsFigure(values, rows, n, token_labels,
+    const TokenPartsGrid g = DriftPathGrid(impacts, n_layer, n_head);
+    if (g.Empty()) return {};
+    return TokenPartsFigure(g.values, g.rows, g.tokens, token_labels,
                             model_name + OnWhatIfs(impacts) + " \xC2\xB7 the drift token by token: each part's weights taken back from the base on "
                                                               "top of the rows above it (blue: lowered the loss; the parts add up to every weight's, "
                                                               "SSA's temperatures kept)",

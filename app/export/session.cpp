@@ -182,6 +182,7 @@ json SessionToJson(const Session& s) {
                   {"matrix_metric", v.matrix_metric},
                   {"run_curve", v.run_curve},
                   {"lens_map", ToString(v.lens_map)},
+                  {"ranking", ToString(v.ranking)},
                   {"grid_cell", v.grid_cell},
                   {"tab", v.right_tab},
                   {"layout",
@@ -301,6 +302,7 @@ model::Result<Session> SessionFromJson(const json& j) {
         v.ReadEnum("matrix_metric", &vs.matrix_metric, MatrixValueName, HeadValueKeys() + ", " + kStepsToSparsityKey);
         v.ReadEnum("run_curve", &vs.run_curve, RunCurveName, RunCurveNames());
         v.ReadEnum("lens_map", &vs.lens_map, ParseMapMode, "ssa, compare, diff, base, base_diff");
+        v.ReadEnum("ranking", &vs.ranking, ParseRankingView, "table, tokens, drift");
         v.Read("grid_cell", &vs.grid_cell);
         v.Read("tab", &vs.right_tab);
         {  // A tab's label, read as --tab reads one ("fine-tune" is "Fine-tune"); another was taken in silence.

@@ -435,6 +435,7 @@ model::Status SaveScreenshot(const std::string& path, int width, int height, con
                                                                                                  : nlohmann::json::array()},
                             {"run_curve", v.run_curve},
                             {"lens_map", ToString(v.lens_map)},
+                            {"ranking", ToString(v.ranking)},
                             {"run_curves", state.timeline ? nlohmann::json(RunCurveKeys(state.timeline->timeline)) : nlohmann::json::array()},
                             {"lens_at", LensAtJson(state.lens_at.get())}};
     const nlohmann::json record = {{"width", width}, {"height", height}, {"regions", regions}, {"state", shown}};

@@ -239,6 +239,40 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
         ImGui::TextDisabled("(measured with other what-ifs)");
     }
 
+    // The table, or where on the text the parts acted (a drift grid asked for without a base shows
+    // the temperatures', as a session's lens_map shows SSA without a base).
+    const RankingView view = state.settings.ranking == RankingView::Drift && !impacts->drift ? RankingView::Tokens : state.settings.ranking;
+    struct Choice {
+        RankingView view;
+        const char* label;
+        bool shown;
+    } const choices[] = {{RankingView::Table, "table", true},
+                         {RankingView::Tokens, "temperatures by token", true},
+                         {RankingView::Drift, "drift by token", impacts->drift}};
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("Show");
+    const float radio = ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x;
+    for (const Choice& c : choices) {
+        if (!c.shown) continue;
+        SameLineIfFits(radio + ImGui::CalcTextSize(c.label).x);
+        if (ImGui::RadioButton((std::string(c.label) + "##ranking_view").c_str(), view == c.view)) state.settings.ranking = c.view;
+    }
+    SameLineIfFits(ImGui::CalcTextSize("(?)").x);
+    viz::HelpMarker("table: the heads ranked by their parts of the mean loss.\n"
+                    "temperatures by token: a row a head, a column a token, each cell the head's temperatures' part of that\n"
+                    "token's loss (its loss given the tokens before it), as head_impacts_tokens.png draws it: blue where they\n"
+                    "lowered it. Beside a base, drift by token: the fine-tune's weights taken back from the base part by part\n"
+                    "from the embeddings up, each on top of the rows above it, and every weight's, which those add up to\n"
+                    "(head_impacts_drift_tokens.png). Hover a cell for its value; click a head's cell to show the head with\n"
+                    "the query that predicts that token.");
+    if (view == RankingView::Table)
+        DrawRankingTable(state, *impacts);
+    else
+        DrawPartsGrid(state, state.head_impacts, view);
+}
+
+void InterventionsView::DrawRankingTable(WindowState& state, const HeadImpacts& impacts_ref) {
+    const HeadImpacts* impacts = &impacts_ref;
     std::vector<HeadImpact> rows = impacts->heads;
     const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV |
                                   ImGuiTableFlags_SizingStretchProp;
@@ -328,6 +362,108 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
     ImGui::EndTable();
     const ImVec2 r_min = ImGui::GetItemRectMin(), r_max = ImGui::GetItemRectMax();
     state.regions["head_ranking"] = {r_min.x, r_min.y, r_max.x - r_min.x, r_max.y - r_min.y};
+}
+
+void InterventionsView::DrawPartsGrid(WindowState& state, const std::shared_ptr<const HeadImpacts>& impacts, RankingView view) {
+    const model::Analysis* a = state.analysis.get();
+    if (!a || a->tokens.ids != impacts->ids) {
+        ImGui::TextDisabled("measured on another text: rank the heads again to see where on this one they acted");
+        return;
+    }
+    const int L = state.Layers(), H = state.Heads();
+    if (m_grid_for != impacts || m_grid_view != view) {  // a new measure (each head's arrives as one) or view
+        m_grid_for = impacts, m_grid_view = view;
+        m_grid = view == RankingView::Drift ? DriftPathGrid(*impacts, L, H) : HeadTemperatureGrid(*impacts, L, H);
+        m_grid_scale = DivergingScaleOf(m_grid.values);
+    }
+    const int rows = static_cast<int>(m_grid.rows.size()), n = m_grid.tokens;
+    if (m_grid.Empty() || static_cast<size_t>(n) + 1 != a->tokens.pieces.size()) {
+        ImGui::TextDisabled(view == RankingView::Drift ? "the drift's path is not measured yet" : "no head's temperatures measured yet (or every head at tau = 1)");
+        return;
+    }
+    const bool heads = view != RankingView::Drift;
+    const float most = m_grid_scale.most;
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextDisabled("colour: %s part of each token's loss, -%.3g (blue: lowered it) to +%.3g (red: raised it) nats%s",
+                        heads ? "each head's temperatures'" : "each drift part's", most, most, m_grid_scale.Clips() ? " *" : "");
+    if (m_grid_scale.Clips() && ImGui::IsItemHovered())
+        ImGui::SetTooltip("The scale ends at the 99th percentile of the parts' magnitudes, %.3g nats; the largest, %.3g, and the\n"
+                          "others beyond it are drawn in its end colours (hover a cell for its value).",
+                          m_grid_scale.most, m_grid_scale.largest);
+    ImGui::PopTextWrapPos();
+
+    const float line = ImGui::GetTextLineHeight();
+    float label_w = 0;
+    for (const std::string& r : m_grid.rows) label_w = std::max(label_w, ImGui::CalcTextSize(r.c_str()).x);
+    label_w += 8.0f;
+    const float avail = ImGui::GetContentRegionAvail().x;
+    const float cell_w = std::max(4.0f, std::min(line * 4.0f, std::floor((avail - label_w) / std::max(n, 1))));
+    const float room = ImGui::GetContentRegionAvail().y - 2.0f * line - ImGui::GetStyle().ScrollbarSize;
+    const float cell_h = std::clamp(std::floor(room / rows), 2.0f, line + 2.0f);
+    const float grid_h = rows * cell_h + line + 4.0f + ImGui::GetStyle().ScrollbarSize;
+    ImGui::BeginChild("##ranking_grid", ImVec2(avail, grid_h), false, ImGuiWindowFlags_HorizontalScrollbar);
+    const ImVec2 o = ImGui::GetCursorScreenPos();
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    int hovered_row = -1, hovered_t = -1;
+    for (int t = 0; t < n; ++t) {
+        const float x = o.x + label_w + t * cell_w;
+        if (!ImGui::IsRectVisible(ImVec2(x, o.y), ImVec2(x + cell_w, o.y + rows * cell_h))) continue;
+        for (int r = 0; r < rows; ++r) {
+            const ImVec2 p0(x, o.y + r * cell_h), p1(x + cell_w - (cell_w > 8 ? 1.0f : 0.0f), o.y + (r + 1) * cell_h - (cell_h > 6 ? 1.0f : 0.0f));
+            const float v = m_grid.values[static_cast<size_t>(r) * n + t];
+            const viz::Rgba8 c = std::isfinite(v) ? viz::SampleColormap(viz::Colormap::Diverging, 0.5f + 0.5f * std::clamp(v / most, -1.0f, 1.0f))
+                                                  : viz::Rgba8{90, 90, 90, 255};
+            draw->AddRectFilled(p0, p1, viz::ToImU32(c));
+            if (ImGui::IsMouseHoveringRect(p0, ImVec2(x + cell_w, o.y + (r + 1) * cell_h)) && ImGui::IsWindowHovered()) hovered_row = r, hovered_t = t;
+        }
+        if (t == state.query) draw->AddRect(ImVec2(x - 1, o.y - 1), ImVec2(x + cell_w, o.y + rows * cell_h), IM_COL32(255, 220, 90, 255), 0, 0, 2.0f);
+    }
+    // The rows' names, every few rows where they are thinner than a line; the selected head's in yellow.
+    const int row_stride = std::max(1, static_cast<int>(std::ceil(line / cell_h)));
+    for (int r = 0; r < rows; r += row_stride) {
+        const bool selected = heads && r == state.selected.layer * H + state.selected.head;
+        draw->AddText(ImVec2(ImGui::GetWindowPos().x + 2.0f, o.y + r * cell_h + std::min(0.0f, (cell_h - line) * 0.5f)),
+                      selected ? IM_COL32(255, 220, 90, 255) : ImGui::GetColorU32(ImGuiCol_Text), m_grid.rows[r].c_str());
+    }
+    // Under the columns, the token whose loss each is where a column has room for it, else its position every few columns.
+    const std::vector<std::string> labels = TokenLabels(a->tokens);
+    const float labels_y = o.y + rows * cell_h + 2.0f;
+    const bool pieces = cell_w >= line * 1.5f;
+    const int stride = pieces ? 1 : std::max(1, NiceStride(ImGui::CalcTextSize("0000").x / cell_w));
+    for (int t = 0; t < n; t += stride) {
+        const float x = o.x + label_w + t * cell_w;
+        if (!ImGui::IsRectVisible(ImVec2(x, labels_y), ImVec2(x + cell_w * stride, labels_y + line))) continue;
+        const std::string text = pieces ? viz::EllipsizeText(labels[t + 1], cell_w - 2.0f) : std::to_string(t + 1);
+        draw->AddText(ImVec2(x + 1.0f, labels_y), t == state.query ? IM_COL32(255, 220, 90, 255) : ImGui::GetColorU32(ImGuiCol_TextDisabled), text.c_str());
+    }
+    draw->AddText(ImVec2(ImGui::GetWindowPos().x + 2.0f, labels_y), ImGui::GetColorU32(ImGuiCol_TextDisabled), "token");
+    ImGui::SetCursorScreenPos(ImVec2(o.x, labels_y));
+    ImGui::Dummy(ImVec2(label_w + n * cell_w, line));
+    if (hovered_t >= 0) {
+        const float v = m_grid.values[static_cast<size_t>(hovered_row) * n + hovered_t];
+        char value[48] = "not measured";
+        if (std::isfinite(v)) std::snprintf(value, sizeof value, "%+.4f nats", v);
+        const std::string& row = m_grid.rows[hovered_row];
+        const std::string where = "token " + std::to_string(hovered_t + 1) + " '" + labels[hovered_t + 1] + "' (its loss given the tokens before it)";
+        if (heads) {
+            ImGui::SetTooltip("%s's temperatures' part of %s: %s\n(the baseline's loss of it minus its loss with %s at tau = 1)\n"
+                              "click: show %s, the query at position %d (which predicts it)",
+                              row.c_str(), where.c_str(), value, row.c_str(), row.c_str(), hovered_t);
+            if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
+                state.selected = {hovered_row / std::max(H, 1), hovered_row % std::max(H, 1)};
+                state.query = hovered_t;
+            }
+        } else {
+            const std::string what = hovered_row + 1 == rows ? "every weight taken back from the base (SSA's temperatures kept)"
+                                                             : row + "'s weights taken back from the base, on top of the rows above it";
+            ImGui::SetTooltip("%s: %s of %s\n(the loss minus the loss without that drift; the rows above the last add up to it)\n"
+                              "click: the query at position %d (which predicts it)",
+                              what.c_str(), value, where.c_str(), hovered_t);
+            if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) state.query = hovered_t;
+        }
+    }
+    ImGui::EndChild();
+    state.regions["ranking_grid"] = Rect{o.x + label_w, o.y, std::min(avail - label_w, n * cell_w), rows * cell_h};  // the cells
 }
 
 }  // namespace app

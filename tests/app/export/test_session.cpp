@@ -53,6 +53,7 @@ app::Session Example() {
     s.settings.matrix_metric = "sink_mass";
     s.settings.run_curve = "js_drift";
     s.settings.lens_map = app::MapMode::BaseDifference;
+    s.settings.ranking = app::RankingView::Drift;
     s.settings.grid_cell = 64;
     s.settings.layout = {0.25f, 0.5f, 0.25f, 0.4f, false};
     app::ExportOptions& e = s.export_options;
@@ -127,6 +128,7 @@ TEST(Session, RoundTripsEveryField) {
     EXPECT_EQ(back->settings.map_mode, app::MapMode::Difference);
     EXPECT_EQ(back->settings.run_curve, "js_drift");
     EXPECT_EQ(back->settings.lens_map, app::MapMode::BaseDifference);
+    EXPECT_EQ(back->settings.ranking, app::RankingView::Drift);
     EXPECT_EQ(back->export_options.figures.highlight_head.head, 2);
     EXPECT_TRUE(back->export_options.figures.temperature_per_head);
     EXPECT_FLOAT_EQ(back->export_options.sink_epsilon, 0.4f);
@@ -260,6 +262,9 @@ TEST(Session, FlagKeysHaveTheFlagsBounds) {
     s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"export", {{"highlight", "warmth"}}}});
     ASSERT_FALSE(s);
     EXPECT_NE(s.error().find("'export.highlight': 'warmth' is not one of"), std::string::npos) << s.error();
+    s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"ranking", "heads"}}}});
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().find("'view.ranking': 'heads' is not one of table, tokens, drift"), std::string::npos) << s.error();
     s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"lens_map", "drift"}}}});
     ASSERT_FALSE(s);
     EXPECT_NE(s.error().find("'view.lens_map': 'drift' is not one of ssa, compare, diff, base, base_diff"), std::string::npos) << s.error();

@@ -22,6 +22,7 @@
 #include "app/core/examples.h"
 #include "app/core/head_impacts.h"
 #include "app/core/timeline.h"
+#include "app/export/export_figures.h"
 #include "app/gui/worker.h"
 #include "viz/palette.h"
 
@@ -178,6 +179,17 @@ TEST(EndToEnd, CheckpointWithoutConfigAsksForTheForm) {
 std::string ReadFile(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// A float32 .npy file's values in order (ssaviz writes little-endian C-order; empty if it is not one).
+std::vector<float> ReadFloatNpy(const std::string& path) {
+    const std::string bytes = ReadFile(path);
+    if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) return {};
+    const size_t header = bytes[6] == 1 ? 10 + (static_cast<uint8_t>(bytes[8]) | static_cast<uint8_t>(bytes[9]) << 8) : 0;
+    if (header == 0 || header > bytes.size() || bytes.substr(0, header).find("'<f4'") == std::string::npos) return {};
+    std::vector<float> v((bytes.size() - header) / sizeof(float));
+    std::memcpy(v.data(), bytes.data() + header, v.size() * sizeof(float));
+    return v;
 }
 
 int RunCommand(const std::string& cmd, const std::string& log) {
@@ -972,6 +984,62 @@ TEST(EndToEnd, GuiRankingBesideABaseHoldsTheDrift) {
         EXPECT_NEAR(gui["drift"]["mlp"][l].get<double>(), cli["drift"]["mlp"][l].get<double>(), 1e-6) << l;
         for (size_t h = 0; h < cli["drift"]["heads"][l].size(); ++h)
             EXPECT_NEAR(gui["drift"]["heads"][l][h].get<double>(), cli["drift"]["heads"][l][h].get<double>(), 1e-6) << l << " " << h;
+    }
+
+    // The What-ifs tab's grids of the same parts token by token (a session's "ranking"): each head's
+    // temperatures' part of each token's loss, and the drift's along its path from the embeddings up
+    // then every weight's. Every cell well off 0 on the scale is blue where head_impacts_tokens.npy
+    // and head_impacts_drift_tokens.npy (the command line's) say the part lowered the loss, red where it raised it.
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " export --model " + models + "/licenses/ssa --compare base --text-file " + dir +
+                             "/text.txt --out " + dir + "/npy --format npy --rank-heads",
+                         dir + "/npy.log"),
+              0)
+        << ReadFile(dir + "/npy.log");
+    const int L = static_cast<int>(cli["part"].size()), H = static_cast<int>(cli["part"][0].size());
+    for (const char* view : {"tokens", "drift"}) {
+        const bool heads = std::string(view) == "tokens";
+        // [3, L, H, n]: the first slab both temperatures'; [rows, n]: none, the heads', each layer's
+        // attention and MLP, the embeddings', every weight's, then the path's 1 + 2 L up and 1 + 2 L down.
+        const std::vector<float> all = ReadFloatNpy(dir + "/npy/" + (heads ? "head_impacts_tokens.npy" : "head_impacts_drift_tokens.npy"));
+        const int n = static_cast<int>(all.size() / (heads ? 3 * L * H : 1 + L * H + 2 * L + 2 + 2 * (1 + 2 * L)));
+        ASSERT_GT(n, 5) << view;
+        std::vector<float> cells;  // the grid's rows, as the window draws them
+        if (heads) {
+            cells.assign(all.begin(), all.begin() + static_cast<size_t>(L) * H * n);
+        } else {
+            const size_t path = static_cast<size_t>(1 + L * H + 2 * L + 2) * n, every = static_cast<size_t>(1 + L * H + 2 * L + 1) * n;
+            cells.assign(all.begin() + path, all.begin() + path + static_cast<size_t>(1 + 2 * L) * n);
+            cells.insert(cells.end(), all.begin() + every, all.begin() + every + n);
+        }
+        const int rows = static_cast<int>(cells.size() / n);
+        const float most = app::DivergingScaleOf(cells).most;
+        std::ofstream(dir + "/grid.json") << nlohmann::json{{"ssaviz_session", 1}, {"model", models + "/licenses/ssa"}, {"compare", "base"},
+                                                            {"text", text}, {"query", -1}, {"view", {{"tab", "What-ifs"}, {"ranking", view}}}}
+                                                 .dump();
+        const std::string png = dir + "/grid_" + view + ".png";
+        ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --session " + dir + "/grid.json --rank-heads --screenshot " + png + " --frames 6",
+                             dir + "/grid.log"),
+                  0)
+            << ReadFile(dir + "/grid.log");
+        const nlohmann::json meta = nlohmann::json::parse(ReadFile(png + ".json"), nullptr, false);
+        ASSERT_TRUE(meta.is_object() && meta["regions"].contains("ranking_grid")) << ReadFile(dir + "/grid.log");
+        EXPECT_EQ(meta["state"]["ranking"], view);
+        const nlohmann::json& r = meta["regions"]["ranking_grid"];
+        const Picture g = Load(png);
+        const double x0 = r[0].get<double>(), y0 = r[1].get<double>(), w = r[2].get<double>() / n, h = r[3].get<double>() / rows;
+        size_t checked = 0;
+        for (int row = 0; row < rows; ++row)
+            for (int t = 0; t < n; ++t) {
+                const float v = cells[static_cast<size_t>(row) * n + t];
+                if (!(std::abs(v) > 0.4f * most)) continue;
+                const int x = static_cast<int>(x0 + (t + 0.4) * w), y = static_cast<int>(y0 + (row + 0.4) * h);
+                ASSERT_TRUE(x >= 0 && y >= 0 && x < g.width && y < g.height) << view;
+                const uint32_t c = g.pixels[static_cast<size_t>(y) * g.width + x];
+                const int red = c & 255, blue = c >> 16 & 255;
+                EXPECT_TRUE(v < 0 ? blue > red + 40 : red > blue + 40) << view << " row " << row << " token " << t + 1 << ": " << v << " drawn " << red << "," << blue;
+                ++checked;
+            }
+        EXPECT_GT(checked, heads ? 20u : 5u) << view;  // 16 rows and 10 of ~12 tokens
     }
 }
 

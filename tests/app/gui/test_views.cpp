@@ -358,6 +358,67 @@ TEST_F(Views, PredictionsAndWhatIfsDrawInEveryState) {
     }
 }
 
+// The heads ranking as a grid of parts token by token (the What-ifs tab's "temperatures by token"
+// and "drift by token"): drawn while the text shown is the one ranked, for a few heads and for a GPT-2
+// small's 144 over 200 tokens, partly measured or not at all; the drift grid asked for
+// without a base shows the temperatures'.
+TEST_F(Views, TheRankingGridShowsWhereOnTheText) {
+    for (auto [L, H, T] : {std::tuple{3, 2, 30}, std::tuple{12, 12, 200}}) {
+        app::WindowState state = StateWith(L, H, T);
+        app::InterventionsView interventions;
+        auto impacts = std::make_shared<app::HeadImpacts>();
+        impacts->ids = state.analysis->tokens.ids;
+        impacts->baseline = 3.0f;
+        impacts->total = L * H;
+        auto losses = [&](float shift) {
+            std::vector<float> v(T - 1);
+            for (int t = 0; t < T - 1; ++t) v[t] = 3.0f + shift * std::sin(0.37f * t);
+            return std::make_shared<const std::vector<float>>(std::move(v));
+        };
+        impacts->baseline_tokens = impacts->drift_baseline_tokens = losses(0.0f);
+        for (int k = 0; k < L * H - 1; ++k) {  // the last head not measured yet
+            app::HeadImpact h;
+            h.layer = k / H, h.head = k % H, h.mean_loss = 3.0f, h.delta = 0.0f;
+            h.tokens = h.tokens_from_base = losses(0.1f * (k % 5 - 2));
+            impacts->heads.push_back(h);
+        }
+        auto draw = [&](app::RankingView view) {
+            state.settings.ranking = view;
+            state.regions.clear();
+            for (int frame = 0; frame < 2; ++frame) Frame([&] { interventions.Draw(state); });
+            return state.regions.count("ranking_grid") ? std::optional(state.regions["ranking_grid"]) : std::nullopt;
+        };
+        state.head_impacts = impacts;
+        const auto heads = draw(app::RankingView::Tokens);
+        ASSERT_TRUE(heads) << L << "x" << H;
+        EXPECT_GT(heads->w, 100.0f);
+        EXPECT_TRUE(draw(app::RankingView::Drift)) << "no drift measured: the temperatures' grid";
+        EXPECT_FALSE(state.regions.count("head_ranking")) << "the grid instead of the table";
+        EXPECT_TRUE(draw(app::RankingView::Table) == std::nullopt && state.regions.count("head_ranking"));
+
+        // Beside a base, the drift's path (embeddings, each layer's attention and MLP) and every weight's.
+        impacts->drift = true;
+        impacts->embeddings_from_base_tokens = impacts->all_from_base_tokens = losses(0.3f);
+        for (int k = 0; k < 2 * L; ++k) impacts->path_from_base_tokens.push_back(losses(0.05f * k));
+        state.head_impacts = std::make_shared<const app::HeadImpacts>(*impacts);
+        const auto drift = draw(app::RankingView::Drift);
+        ASSERT_TRUE(drift);
+        if (2 * L + 2 < L * H) EXPECT_LT(drift->h, heads->h) << "2 L + 2 rows against L H";
+
+        // Measured on another text, or nothing measured yet: a note, no grid.
+        auto other = std::make_shared<app::HeadImpacts>(*impacts);
+        other->ids.back() += 1;
+        state.head_impacts = other;
+        EXPECT_FALSE(draw(app::RankingView::Tokens));
+        other = std::make_shared<app::HeadImpacts>(*impacts);
+        other->heads.clear();
+        other->drift = false;
+        state.head_impacts = other;
+        EXPECT_FALSE(draw(app::RankingView::Tokens));
+        EXPECT_FALSE(draw(app::RankingView::Drift));
+    }
+}
+
 // A new what-if replaces an earlier one on the same head (or the same whole layer) and keeps the rest.
 TEST(WhatIfs, ANewOneReplacesTheOneOnTheSameHead) {
     using K = model::Intervention::Kind;
