@@ -61,11 +61,12 @@ std::string BoldPath(const std::string& path) {
     return path.substr(0, dot) + "-Bold" + path.substr(dot);
 }
 
-// What a code point draws as: tab, newline and CR as a space; other controls and the two
-// non-characters XML forbids as nothing (U+0000 here). EscapeXml drops the same ones.
+// What a code point draws as: tab, newline and CR as a space; other controls (C0, DEL, C1, the
+// bidirectional embeddings, overrides and isolates, which would turn an SVG viewer's label around)
+// and the two non-characters XML forbids as nothing (U+0000 here). EscapeXml drops the same ones.
 char32_t Printable(char32_t c) {
     if (c == '\t' || c == '\n' || c == '\r') return ' ';
-    if (c < 0x20 || (c >= 0x7F && c < 0xA0) || c == 0xFFFE || c == 0xFFFF) return 0;
+    if (c < 0x20 || c == 0x7F || model::IsHiddenControl(c) || c == 0xFFFE || c == 0xFFFF) return 0;
     return c;
 }
 

@@ -827,6 +827,10 @@ TEST(FigureEncoding, Utf8AndXml) {
     EXPECT_EQ(decode("\xF0\x9F\x98\x80"), (std::vector<char32_t>{0x1F600}));
     EXPECT_EQ(viz::EscapeXml("<a href=\"x\">&'</a>"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;");
     EXPECT_EQ(viz::EscapeXml("a\x01" "b\tc\nd\xff"), "ab\tc\nd\xEF\xBF\xBD");
+    // DEL, C1 and the bidirectional controls draw nothing: an SVG viewer would obey U+202E (RIGHT-TO-LEFT
+    // OVERRIDE) and show "model-evil" as "live-ledom"; U+200F (a mark, no override) and U+00A0 stay.
+    EXPECT_EQ(viz::EscapeXml("model\x7F-\xC2\x85\xE2\x80\xAE" "evil\xE2\x80\xAC\xE2\x81\xA6x\xE2\x81\xA9"), "model-evilx");
+    EXPECT_EQ(viz::EscapeXml("a\xE2\x80\x8F" "b\xC2\xA0" "c"), "a\xE2\x80\x8F" "b\xC2\xA0" "c");
 }
 
 }  // namespace
