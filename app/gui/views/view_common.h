@@ -2,6 +2,7 @@
 // and clicks of the heads grid, the matrix and the pins, and the token colourings' combo.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "app/core/state.h"
 #include "app/export/head_summary.h"
 #include "app/gui/window_state.h"
+#include "viz/colormap.h"
 
 namespace app {
 
@@ -67,6 +69,33 @@ std::string FormatNumber(float v);
 std::string FormatCompact(float v);
 // 1, 2, 5, 10, 20, 50, ... at least `raw`: how many tokens apart an axis's labels are.
 int NiceStride(float raw);
+
+// A grid of coloured cells over the text's positions (the Lens tab's logit lens, the What-ifs tab's
+// parts token by token), in a child region that scrolls sideways: `rows` named rows, `columns` cells
+// of `cell_w` x `cell_h` right of the names (named every few rows where rows are thinner than a
+// line), and under the columns each one's piece where it has room for one, else its number every few
+// columns; the query's column framed. Returns the hovered cell and where the cells were drawn.
+struct CellGrid {
+    const char* id = "##grid";
+    int rows = 0, columns = 0;
+    float cell_w = 8, cell_h = 8;
+    int query = -1;       // the column framed (-1: none)
+    int marked_row = -1;  // a row named in the query's colour (the selected head's)
+    std::function<viz::Rgba8(int row, int column)> colour;
+    std::function<std::string(int row)> row_name;
+    std::function<std::string(int column)> piece;  // a column's label where it has room
+    std::function<int(int column)> number = [](int column) { return column; };  // ... where it has not
+    const char* axis = "position";            // under the row names: what the columns are
+    const char* axis_with_pieces = "token";   // ... when they show pieces
+    // Over a cell once it is filled (the lens writes its predicted piece there); may be empty.
+    std::function<void(ImDrawList* draw, ImVec2 p0, ImVec2 p1, int row, int column)> over_cell;
+};
+struct CellGridHit {
+    int row = -1, column = -1;  // -1: none hovered
+    Rect cells;                 // on screen, where the cells start (the visible part's width)
+};
+float CellGridNameWidth(const CellGrid& grid);  // the row names' column
+CellGridHit DrawCellGrid(const CellGrid& grid);
 
 // The head's main numbers, SSA beside the comparison, as a tooltip (the grid, the matrix, pins).
 void HeadTooltip(const AppState& state, const HeadSummary& s);

@@ -392,53 +392,25 @@ void InterventionsView::DrawPartsGrid(WindowState& state, const std::shared_ptr<
                           m_grid_scale.most, m_grid_scale.largest);
     ImGui::PopTextWrapPos();
 
-    const float line = ImGui::GetTextLineHeight();
-    float label_w = 0;
-    for (const std::string& r : m_grid.rows) label_w = std::max(label_w, ImGui::CalcTextSize(r.c_str()).x);
-    label_w += 8.0f;
-    const float avail = ImGui::GetContentRegionAvail().x;
-    const float cell_w = std::max(4.0f, std::min(line * 4.0f, std::floor((avail - label_w) / std::max(n, 1))));
-    const float room = ImGui::GetContentRegionAvail().y - 2.0f * line - ImGui::GetStyle().ScrollbarSize;
-    const float cell_h = std::clamp(std::floor(room / rows), 2.0f, line + 2.0f);
-    const float grid_h = rows * cell_h + line + 4.0f + ImGui::GetStyle().ScrollbarSize;
-    ImGui::BeginChild("##ranking_grid", ImVec2(avail, grid_h), false, ImGuiWindowFlags_HorizontalScrollbar);
-    const ImVec2 o = ImGui::GetCursorScreenPos();
-    ImDrawList* draw = ImGui::GetWindowDrawList();
-    int hovered_row = -1, hovered_t = -1;
-    for (int t = 0; t < n; ++t) {
-        const float x = o.x + label_w + t * cell_w;
-        if (!ImGui::IsRectVisible(ImVec2(x, o.y), ImVec2(x + cell_w, o.y + rows * cell_h))) continue;
-        for (int r = 0; r < rows; ++r) {
-            const ImVec2 p0(x, o.y + r * cell_h), p1(x + cell_w - (cell_w > 8 ? 1.0f : 0.0f), o.y + (r + 1) * cell_h - (cell_h > 6 ? 1.0f : 0.0f));
-            const float v = m_grid.values[static_cast<size_t>(r) * n + t];
-            const viz::Rgba8 c = std::isfinite(v) ? viz::SampleColormap(viz::Colormap::Diverging, 0.5f + 0.5f * std::clamp(v / most, -1.0f, 1.0f))
-                                                  : viz::Rgba8{90, 90, 90, 255};
-            draw->AddRectFilled(p0, p1, viz::ToImU32(c));
-            if (ImGui::IsMouseHoveringRect(p0, ImVec2(x + cell_w, o.y + (r + 1) * cell_h)) && ImGui::IsWindowHovered()) hovered_row = r, hovered_t = t;
-        }
-        if (t == state.query) draw->AddRect(ImVec2(x - 1, o.y - 1), ImVec2(x + cell_w, o.y + rows * cell_h), IM_COL32(255, 220, 90, 255), 0, 0, 2.0f);
-    }
-    // The rows' names, every few rows where they are thinner than a line; the selected head's in yellow.
-    const int row_stride = std::max(1, static_cast<int>(std::ceil(line / cell_h)));
-    for (int r = 0; r < rows; r += row_stride) {
-        const bool selected = heads && r == state.selected.layer * H + state.selected.head;
-        draw->AddText(ImVec2(ImGui::GetWindowPos().x + 2.0f, o.y + r * cell_h + std::min(0.0f, (cell_h - line) * 0.5f)),
-                      selected ? IM_COL32(255, 220, 90, 255) : ImGui::GetColorU32(ImGuiCol_Text), m_grid.rows[r].c_str());
-    }
-    // Under the columns, the token whose loss each is where a column has room for it, else its position every few columns.
     const std::vector<std::string> labels = TokenLabels(a->tokens);
-    const float labels_y = o.y + rows * cell_h + 2.0f;
-    const bool pieces = cell_w >= line * 1.5f;
-    const int stride = pieces ? 1 : std::max(1, NiceStride(ImGui::CalcTextSize("0000").x / cell_w));
-    for (int t = 0; t < n; t += stride) {
-        const float x = o.x + label_w + t * cell_w;
-        if (!ImGui::IsRectVisible(ImVec2(x, labels_y), ImVec2(x + cell_w * stride, labels_y + line))) continue;
-        const std::string text = pieces ? viz::EllipsizeText(labels[t + 1], cell_w - 2.0f) : std::to_string(t + 1);
-        draw->AddText(ImVec2(x + 1.0f, labels_y), t == state.query ? IM_COL32(255, 220, 90, 255) : ImGui::GetColorU32(ImGuiCol_TextDisabled), text.c_str());
-    }
-    draw->AddText(ImVec2(ImGui::GetWindowPos().x + 2.0f, labels_y), ImGui::GetColorU32(ImGuiCol_TextDisabled), "token");
-    ImGui::SetCursorScreenPos(ImVec2(o.x, labels_y));
-    ImGui::Dummy(ImVec2(label_w + n * cell_w, line));
+    CellGrid grid;
+    grid.id = "##ranking_grid";
+    grid.rows = rows, grid.columns = n, grid.query = state.query;
+    if (heads) grid.marked_row = state.selected.layer * H + state.selected.head;
+    grid.colour = [&](int r, int t) {
+        const float v = m_grid.values[static_cast<size_t>(r) * n + t];
+        return std::isfinite(v) ? viz::SampleColormap(viz::Colormap::Diverging, 0.5f + 0.5f * std::clamp(v / most, -1.0f, 1.0f)) : viz::Rgba8{90, 90, 90, 255};
+    };
+    grid.row_name = [&](int r) { return m_grid.rows[r]; };
+    grid.piece = [&](int t) { return labels[t + 1]; };  // column t: token t + 1's loss
+    grid.number = [](int t) { return t + 1; };
+    grid.axis = grid.axis_with_pieces = "token";
+    const float line = ImGui::GetTextLineHeight(), label_w = CellGridNameWidth(grid);
+    grid.cell_w = std::max(4.0f, std::min(line * 4.0f, std::floor((ImGui::GetContentRegionAvail().x - label_w) / std::max(n, 1))));
+    const float room = ImGui::GetContentRegionAvail().y - 2.0f * line - ImGui::GetStyle().ScrollbarSize;
+    grid.cell_h = std::clamp(std::floor(room / rows), 2.0f, line + 2.0f);
+    const CellGridHit hit = DrawCellGrid(grid);
+    const int hovered_row = hit.row, hovered_t = hit.column;
     if (hovered_t >= 0) {
         const float v = m_grid.values[static_cast<size_t>(hovered_row) * n + hovered_t];
         char value[48] = "not measured";
@@ -462,8 +434,7 @@ void InterventionsView::DrawPartsGrid(WindowState& state, const std::shared_ptr<
             if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) state.query = hovered_t;
         }
     }
-    ImGui::EndChild();
-    state.regions["ranking_grid"] = Rect{o.x + label_w, o.y, std::min(avail - label_w, n * cell_w), rows * cell_h};  // the cells
+    state.regions["ranking_grid"] = hit.cells;
 }
 
 }  // namespace app

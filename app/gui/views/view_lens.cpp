@@ -243,7 +243,6 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
     const float avail = ImGui::GetContentRegionAvail().x;
     const float cell_w = std::max(6.0f, std::min(line * 4.0f, std::floor((avail - label_w) / std::max(n, 1))));
     const float cell_h = std::clamp(std::floor((ImGui::GetContentRegionAvail().y * 0.45f - line) / rows), 4.0f, line + 4.0f);
-    const float grid_h = rows * cell_h + line + 4.0f + ImGui::GetStyle().ScrollbarSize;
     // Each cell names the token it predicts where it has room for a piece; else hovering does.
     const bool named = cell_w >= line * 1.5f && cell_h >= line;
     const char* naming = named ? "text" : "hover a cell";
@@ -262,57 +261,33 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
                             "columns: the query positions, each predicting the token after it",
                             side == Side::Ssa ? "" : (" (" + other_name + ")").c_str(), naming);
     ImGui::PopTextWrapPos();
-    const ImVec2 child_pos = ImGui::GetCursorScreenPos();
-    ImGui::BeginChild("##lens_grid", ImVec2(avail, grid_h), false, ImGuiWindowFlags_HorizontalScrollbar);
-    const ImVec2 o = ImGui::GetCursorScreenPos();
-    ImDrawList* draw = ImGui::GetWindowDrawList();
-    int hovered_row = -1, hovered_t = -1;
-    for (int t = 0; t < n; ++t) {
-        const float x = o.x + label_w + t * cell_w;
-        if (!ImGui::IsRectVisible(ImVec2(x, o.y), ImVec2(x + cell_w, o.y + rows * cell_h))) continue;
-        for (int r = 0; r < rows; ++r) {
-            const ImVec2 p0(x, o.y + r * cell_h), p1(x + cell_w - (cell_w > 8 ? 1.0f : 0.0f), o.y + (r + 1) * cell_h - 1.0f);
-            const size_t i = static_cast<size_t>(r) * n + t;
-            viz::Rgba8 c;
-            bool dark;  // white text on it
-            if (difference) {
-                const float d = delta(i);
-                const float u = std::isfinite(d) ? 0.5f + 0.5f * std::clamp(d / most, -1.0f, 1.0f) : 0.5f;
-                c = std::isfinite(d) ? viz::SampleColormap(viz::Colormap::Diverging, u) : viz::Rgba8{90, 90, 90, 255};
-                dark = std::abs(u - 0.5f) > 0.3f;
-            } else {
-                const float shade = Shade(other.loss[i]);
-                c = viz::SampleColormap(viz::Colormap::Viridis, shade);
-                dark = shade <= 0.6f;
-            }
-            draw->AddRectFilled(p0, p1, viz::ToImU32(c));
-            const std::string& piece = m_pieces[static_cast<size_t>(r) * T + t];
-            if (named) {
-                const std::string text = viz::EllipsizeText(piece, cell_w - 4.0f);
-                draw->AddText(ImVec2(p0.x + 2.0f, p0.y + (cell_h - line) * 0.5f - 0.5f), dark ? IM_COL32(255, 255, 255, 230) : IM_COL32(0, 0, 0, 255),
-                              text.c_str());
-            }
-            if (ImGui::IsMouseHoveringRect(p0, ImVec2(p1.x + 1, p1.y + 1)) && ImGui::IsWindowHovered()) hovered_row = r, hovered_t = t;
+    // A cell's colour, and whether its piece is written on it in white.
+    auto shade_of = [&](int r, int t) -> std::pair<viz::Rgba8, bool> {
+        const size_t i = static_cast<size_t>(r) * n + t;
+        if (difference) {
+            const float d = delta(i);
+            if (!std::isfinite(d)) return {viz::Rgba8{90, 90, 90, 255}, true};
+            const float u = 0.5f + 0.5f * std::clamp(d / most, -1.0f, 1.0f);
+            return {viz::SampleColormap(viz::Colormap::Diverging, u), std::abs(u - 0.5f) > 0.3f};
         }
-        if (t == state.query) draw->AddRect(ImVec2(x - 1, o.y - 1), ImVec2(x + cell_w, o.y + rows * cell_h), kQueryColor, 0, 0, 2.0f);
-    }
-    for (int r = 0; r < rows; ++r)
-        draw->AddText(ImVec2(ImGui::GetWindowPos().x + 2.0f, o.y + r * cell_h + (cell_h - line) * 0.5f), ImGui::GetColorU32(ImGuiCol_Text),
-                      r == 0 ? "embeddings" : ("L" + std::to_string(r - 1)).c_str());
-    // Under the columns, the query positions: each one's token where a column has room for it,
-    // else its position every few columns.
-    const float labels_y = o.y + rows * cell_h + 2.0f;
-    const bool pieces = cell_w >= line * 1.5f;
-    const int stride = pieces ? 1 : std::max(1, NiceStride(ImGui::CalcTextSize("0000").x / cell_w));
-    for (int t = 0; t < n; t += stride) {
-        const float x = o.x + label_w + t * cell_w;
-        if (!ImGui::IsRectVisible(ImVec2(x, labels_y), ImVec2(x + cell_w * stride, labels_y + line))) continue;
-        const std::string text = pieces ? viz::EllipsizeText(TokenLabel(state.analysis->tokens.pieces[t]), cell_w - 2.0f) : std::to_string(t);
-        draw->AddText(ImVec2(x + 1.0f, labels_y), t == state.query ? kQueryColor : ImGui::GetColorU32(ImGuiCol_TextDisabled), text.c_str());
-    }
-    draw->AddText(ImVec2(ImGui::GetWindowPos().x + 2.0f, labels_y), ImGui::GetColorU32(ImGuiCol_TextDisabled), pieces ? "query" : "position");
-    ImGui::SetCursorScreenPos(ImVec2(o.x, labels_y));
-    ImGui::Dummy(ImVec2(label_w + n * cell_w, line));
+        const float shade = Shade(other.loss[i]);
+        return {viz::SampleColormap(viz::Colormap::Viridis, shade), shade <= 0.6f};
+    };
+    CellGrid grid;
+    grid.id = "##lens_grid";
+    grid.rows = rows, grid.columns = n, grid.cell_w = cell_w, grid.cell_h = cell_h, grid.query = state.query;
+    grid.colour = [&](int r, int t) { return shade_of(r, t).first; };
+    grid.row_name = [](int r) { return r == 0 ? std::string("embeddings") : "L" + std::to_string(r - 1); };
+    grid.piece = [&](int t) { return TokenLabel(state.analysis->tokens.pieces[t]); };
+    grid.axis = "position", grid.axis_with_pieces = "query";
+    if (named)
+        grid.over_cell = [&](ImDrawList* draw, ImVec2 p0, ImVec2, int r, int t) {
+            const std::string text = viz::EllipsizeText(m_pieces[static_cast<size_t>(r) * T + t], cell_w - 4.0f);
+            draw->AddText(ImVec2(p0.x + 2.0f, p0.y + (cell_h - line) * 0.5f - 0.5f),
+                          shade_of(r, t).second ? IM_COL32(255, 255, 255, 230) : IM_COL32(0, 0, 0, 255), text.c_str());
+        };
+    const CellGridHit hit = DrawCellGrid(grid);
+    const int hovered_row = hit.row, hovered_t = hit.column;
     if (hovered_t >= 0) {
         if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) state.query = hovered_t;
         const model::Analysis& a = *state.analysis;
@@ -337,8 +312,7 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
             ImGui::SetTooltip("%sp = %.4g (loss %.3f)\nmost likely:%s", where.c_str(), std::exp(-other.loss[i]), other.loss[i],
                               top_of(other).c_str());
     }
-    ImGui::EndChild();
-    state.regions["lens_grid"] = Rect{child_pos.x, child_pos.y, std::min(avail, label_w + n * cell_w), rows * cell_h};
+    state.regions["lens_grid"] = hit.cells;
 }
 
 void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const Parts* c, const Parts* b, const std::string& cmp) {

@@ -403,7 +403,9 @@ TEST_F(Views, TheRankingGridShowsWhereOnTheText) {
         state.head_impacts = std::make_shared<const app::HeadImpacts>(*impacts);
         const auto drift = draw(app::RankingView::Drift);
         ASSERT_TRUE(drift);
-        if (2 * L + 2 < L * H) EXPECT_LT(drift->h, heads->h) << "2 L + 2 rows against L H";
+        if (2 * L + 2 < L * H) {
+            EXPECT_LT(drift->h, heads->h) << "2 L + 2 rows against L H";
+        }
 
         // Measured on another text, or nothing measured yet: a note, no grid.
         auto other = std::make_shared<app::HeadImpacts>(*impacts);
