@@ -124,20 +124,20 @@ std::vector<Quantity> MakeCatalogue() {
                  "SSA against tau = 1: the temperatures' part of fine-tuning's change (the Fine-tune tab's 'temperatures', "
                  "metrics.json's decomposition.js_temperature)",
                  Scope::Row)
-            .Unit("nats").Members(&A::js).Read(R::RowMean).Format("%.4f").LargerFirst().Json(kHeadsAndRows).Python("js").Decomposition("js_temperature").Batch(kSsaSide)
+            .Unit("nats").Members(&A::js).Read(R::RowMean).Format("%.4f").LargerFirst().Scaled(Scale::FromZero).Json(kHeadsAndRows).Python("js").Decomposition("js_temperature").Batch(kSsaSide)
             .Shown(kSsaSide),
         Quantity("l1", "L1 to comparison", "L1", "L1 distance sum_j |p - p'| of SSA's rows from the comparison's, 0..2", Scope::Row)
-            .Members(&A::l1).Read(R::RowMean).LargerFirst().Json(kHeadsAndRows, "l1_distance").Python("l1").Decomposition("l1_temperature").Shown(kSsaSide),
+            .Members(&A::l1).Read(R::RowMean).LargerFirst().Scaled(Scale::FromZero).Json(kHeadsAndRows, "l1_distance").Python("l1").Decomposition("l1_temperature").Shown(kSsaSide),
         // With a fine-tune's base (compare base): the whole change and the other weights' drift;
         // the temperatures' part is js_divergence (SSA against tau = 1). NaN without a base.
         Quantity("js_total", "JS to base", "JS total",
                  "Jensen-Shannon divergence of SSA's rows from the base model's: all that fine-tuning changed (with a base)", Scope::Row)
-            .Unit("nats").Members(&A::js_total).Read(R::RowMean).Format("%.4f").LargerFirst().Shown(kSsaSide).BaseOnly(),
+            .Unit("nats").Members(&A::js_total).Read(R::RowMean).Format("%.4f").LargerFirst().Scaled(Scale::FromZero).Shown(kSsaSide).BaseOnly(),
         Quantity("js_drift", "JS drift (tau=1 to base)", "JS drift",
                  "Jensen-Shannon divergence of the tau = 1 rows from the base's: what fine-tuning did to the other weights, the "
                  "temperatures aside (with a base)",
                  Scope::Row)
-            .Unit("nats").Members(&A::js_drift).Read(R::RowMean).Format("%.4f").LargerFirst().Shown(kSsaSide).BaseOnly(),
+            .Unit("nats").Members(&A::js_drift).Read(R::RowMean).Format("%.4f").LargerFirst().Scaled(Scale::FromZero).Shown(kSsaSide).BaseOnly(),
         // Temperatures.
         Quantity("tau_q", "tau_q", "tau_q", "query inverse temperature: larger = sharper row (1 = vanilla)", Scope::Row)
             .Members(&A::tau_q, &A::tau_q_compare, &A::tau_q_base).Read(R::TokenStats).Scaled(Scale::AroundOne).Json(kJsonHeads).Batch(kSsaSide)

@@ -83,7 +83,7 @@ enum class Reading {
 enum class Scale {
     Range,      // the shown values' smallest..largest
     AroundOne,  // a temperature: diverging, centred at tau = 1 (vanilla attention)
-    FromZero,   // a loss: 0..the larger side's largest, one scale for both sides
+    FromZero,   // a loss or a divergence: 0..the largest (a loss: the larger side's, one scale for both sides)
 };
 
 // Where metrics.json reports it: in each head's entry (two-sided: inside "ssa" and "comparison"),

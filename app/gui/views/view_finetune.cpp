@@ -95,9 +95,15 @@ void FineTuneView::Draw(WindowState& state) {
                           "with every head ablated (What-ifs) for it.").c_str());
     }
     ImGui::Separator();
+    // The rest scrolls where the pane is short: the matrices keep a line a layer, the ranking's
+    // parts their words, the token bars their height.
+    ImGui::BeginChild("##finetune_parts");
     DrawMatrices(state);
     ImGui::Separator();
+    DrawRankedParts(state);
+    ImGui::Separator();
     DrawLossParts(state);
+    ImGui::EndChild();
 }
 
 // Two layer x head matrices on one scale: the temperatures' part and the drift, JS in nats.
@@ -110,57 +116,14 @@ void FineTuneView::DrawMatrices(WindowState& state) {
     TitleWithHelp("Each head's change: JS divergence of its rows, nats",
                   "Left: SSA against its own weights at tau = 1, what the temperatures changed in each head's attention.\n"
                   "Right: tau = 1 against the base, what fine-tuning the other weights changed.\n"
-                  "One colour scale for both, logarithmic (at most four decades) unless 'log scale' is off; the whole change (SSA\n"
-                  "against base) is on hover.\n"
+                  "One colour scale for both, linear from 0 as finetune.png draws it, or logarithmic (at most four decades) with\n"
+                  "'log scale' (export --log-scale); the whole change (SSA against base) is on hover.\n"
                   "Click a head to show it (View > SSA | tau=1 | base shows its three maps, key 5); Ctrl+click pins it.");
     ImGui::Checkbox("log scale##finetune", &m_log_scale);
     viz::ItemTooltip("Both matrices on a log10 scale from the smallest value, at most four decades below the largest, to the "
                      "largest (below: the darkest colour), so a small part beside a large one still shows; off: linear from 0.");
     Caption(TemperaturePartName(*state.analysis) + " most: " + TopHeads(d.js_temperature, H, 4, kJsRoundingFloor), ", ");  // broken between heads only
     Caption("drift most: " + TopHeads(d.js_drift, H, 4, kJsRoundingFloor), ", ");
-    // What the rows' moves did to the loss, head by head: the What-ifs' ranking, when it is of this text.
-    const HeadImpacts* impacts = state.head_impacts.get();
-    if (impacts && impacts->done && std::abs(impacts->baseline - d.loss_mean) <= 1e-6f * std::max(1.0f, std::abs(d.loss_mean))) {
-        if (m_where_for.lock() != state.head_impacts) {
-            m_where_for = state.head_impacts;
-            m_where = impacts->ids == state.analysis->tokens.ids ? WhereLine(*impacts, m_labels, L, H, 2) : "";
-            m_path = PathHeadline(*impacts, L, H, 6);
-        }
-        Caption("each head's temperatures' part of the loss: " + PartsHeadline(TemperatureParts(*impacts, L, H), H, 3), ", ");
-        viz::ItemTooltip("What-ifs > Which heads matter, read as parts of the loss: the loss minus the loss with that head at tau = 1 "
-                         "(tau_q and tau_v), one head at a time, nats; below 0 its temperatures lowered the loss, as 'temperatures' above "
-                         "reads. One at a time, so the parts need not add up to the whole. The JS above compares attention rows, which "
-                         "tau_v never changes: a head whose rows moved most need not be one whose temperatures matter most for the loss.");
-        if (impacts->drift) {
-            Caption("the drift's parts of the loss: " + DriftHeadline(*impacts, L, H, 3), ", ");
-            viz::ItemTooltip("The loss minus the loss with one head's weights (q, k, v, o; never its temperatures), or one layer's MLP, "
-                             "taken back from the base, one at a time, nats; below 0 the fine-tune's change there lowered the loss, as "
-                             "'drift' above reads. Then the embeddings and output head from the base, and every weight (the drift whole, "
-                             "with SSA's temperatures). What-ifs > Which heads matter lists each head's.");
-            Caption("the drift along the layers: " + m_path, ", ");
-            viz::ItemTooltip("The same parts one after another, each taken back from the base on top of those before it, the loss before "
-                             "it minus the loss after, so they add up to every weight's: first from the embeddings up, then (after the /) "
-                             "from the last MLP down. Where the two orders split the whole differently, the parts act together; the "
-                             "parts one at a time above are the third view.");
-        }
-        if (!m_where.empty()) {
-            Caption("where on the text: " + m_where, " ");
-            viz::ItemTooltip("The parts that lowered the loss most, token by token: the tokens whose loss they lowered most and raised "
-                             "most (nats). What-ifs > Which heads matter shows any head's on hover; the export's head_impacts_tokens.npy "
-                             "holds every part's.");
-        }
-    } else if (state.ranking_heads) {
-        ImGui::TextDisabled("ranking the heads by their loss...");
-    } else {
-        ImGui::BeginDisabled(state.generating);
-        if (ImGui::SmallButton("Rank the heads by their loss")) state.rank_heads_request = true;
-        ImGui::EndDisabled();
-        viz::ItemTooltip("The JS above says how far each head's rows moved, not what that did to the loss. This runs the text once a head "
-                         "with that head at tau = 1 (What-ifs > Which heads matter; ssaviz export --rank-heads) and names the heads "
-                         "whose temperatures lowered the loss most; then with each head's weights, and each layer's MLP, from the base: "
-                         "where the drift lowered it.");
-    }
-
     const float line = ImGui::GetTextLineHeight();
     const float gap = ImGui::GetStyle().ItemSpacing.x * 2.0f;
     const float label_w = ImGui::CalcTextSize("L00").x + 4.0f;
@@ -173,7 +136,8 @@ void FineTuneView::DrawMatrices(WindowState& state) {
     const float matrix_w = side_by_side ? (avail - gap) / 2 : avail;
     const float cell_w = std::clamp(std::floor((matrix_w - label_w) / H), 2.0f, line * 3.0f);
     // Square cells where the height allows: the matrices take at most 40% of it, the token bars below the rest.
-    const float rows_h = (side_by_side ? 0.4f : 0.25f) * ImGui::GetContentRegionAvail().y / L;
+    // Never thinner than most of a line a layer: the tab scrolls instead.
+    const float rows_h = std::max((side_by_side ? 0.4f : 0.25f) * ImGui::GetContentRegionAvail().y / L, line * 0.8f);
     const float cell_h = std::clamp(std::floor(std::min(cell_w, rows_h)), 2.0f, line * 1.2f);
     const float header = line + 2.0f, height = header + L * cell_h;
     const ImVec2 origin = ImGui::GetCursorScreenPos();
@@ -228,6 +192,62 @@ void FineTuneView::DrawMatrices(WindowState& state) {
                           l, h, Nats(total).c_str(), Nats(temperature).c_str(), Nats(drift).c_str(), FormatNumber(d.l1_total[hovered]).c_str(),
                           FormatNumber(d.l1_temperature[hovered]).c_str(), FormatNumber(d.l1_drift[hovered]).c_str());
     }
+}
+
+// What each part did to the loss, part by part: the What-ifs' ranking of the heads, when it is of
+// this text, read as the parts of the loss the headline splits; else a button that ranks them.
+void FineTuneView::DrawRankedParts(WindowState& state) {
+    const model::Decomposition& d = m_parts;
+    const int L = d.n_layer, H = d.n_head;
+    if (!ImGui::CollapsingHeader("Each part of the loss, head by head", ImGuiTreeNodeFlags_DefaultOpen)) return;
+    viz::ItemTooltip("What the temperatures and the drift did to the loss, one head (or layer, or the embeddings) at a time, from "
+                     "What-ifs > Which heads matter (ssaviz export --rank-heads): nats, below 0 where that part lowered the loss, as "
+                     "the headline's 'temperatures' and 'drift' read. The JS matrices above say how far rows moved, not this.");
+    const HeadImpacts* impacts = state.head_impacts.get();
+    if (impacts && impacts->done && std::abs(impacts->baseline - d.loss_mean) <= 1e-6f * std::max(1.0f, std::abs(d.loss_mean))) {
+        if (m_where_for.lock() != state.head_impacts) {
+            m_where_for = state.head_impacts;
+            m_where = impacts->ids == state.analysis->tokens.ids ? WhereLine(*impacts, m_labels, L, H, 2) : "";
+            m_path = PathHeadline(*impacts, L, H, 6);
+        }
+        Caption("each head's temperatures' part of the loss: " + PartsHeadline(TemperatureParts(*impacts, L, H), H, 3), ", ");
+        viz::ItemTooltip("What-ifs > Which heads matter, read as parts of the loss: the loss minus the loss with that head at tau = 1 "
+                         "(tau_q and tau_v), one head at a time, nats; below 0 its temperatures lowered the loss, as 'temperatures' above "
+                         "reads. One at a time, so the parts need not add up to the whole. The JS above compares attention rows, which "
+                         "tau_v never changes: a head whose rows moved most need not be one whose temperatures matter most for the loss.");
+        if (impacts->drift) {
+            char split[96];  // another measure than every weight's: no temperatures on either side
+            std::snprintf(split, sizeof split, " (the headline's drift, tau = 1 against the base: %+.3g)", d.loss_mean_tau1 - d.loss_mean_base);
+            Caption("the drift's parts of the loss: " + DriftHeadline(*impacts, L, H, 3) + split, ", ");
+            viz::ItemTooltip("The loss minus the loss with one head's weights (q, k, v, o; never its temperatures), or one layer's MLP, "
+                             "taken back from the base, one at a time, nats; below 0 the fine-tune's change there lowered the loss, as "
+                             "'drift' above reads. Then the embeddings and output head from the base, and every weight (the drift whole, "
+                             "with SSA's temperatures: not the headline's drift, tau = 1 against the base, which has no temperatures "
+                             "on either side). What-ifs > Which heads matter lists each head's.");
+            Caption("the drift along the layers: " + m_path, ", ");
+            viz::ItemTooltip("The same parts one after another, each taken back from the base on top of those before it, the loss before "
+                             "it minus the loss after, so they add up to every weight's: first from the embeddings up, then (after the /) "
+                             "from the last MLP down. Where the two orders split the whole differently, the parts act together; the "
+                             "parts one at a time above are the third view.");
+        }
+        if (!m_where.empty()) {
+            Caption("where on the text: " + m_where, " ");
+            viz::ItemTooltip("The parts that lowered the loss most, token by token: the tokens whose loss they lowered most and raised "
+                             "most (nats). What-ifs > Which heads matter shows any head's on hover; the export's head_impacts_tokens.npy "
+                             "holds every part's.");
+        }
+    } else if (state.ranking_heads) {
+        ImGui::TextDisabled("ranking the heads by their loss...");
+    } else {
+        ImGui::BeginDisabled(state.generating);
+        if (ImGui::SmallButton("Rank the heads by their loss")) state.rank_heads_request = true;
+        ImGui::EndDisabled();
+        viz::ItemTooltip("The JS above says how far each head's rows moved, not what that did to the loss. This runs the text once a head "
+                         "with that head at tau = 1 (What-ifs > Which heads matter; ssaviz export --rank-heads) and names the heads "
+                         "whose temperatures lowered the loss most; then with each head's weights, and each layer's MLP, from the base: "
+                         "where the drift lowered it.");
+    }
+
 }
 
 // Each token's loss change from the base as two bars: the temperatures' part and the drift's.

@@ -21,11 +21,13 @@ public:
 
 private:
     void DrawMatrices(WindowState& state);
+    void DrawRankedParts(WindowState& state);
     void DrawLossParts(WindowState& state);
 
-    // The matrices' shared scale logarithmic (four decades down from the larger part's largest):
-    // a drift some 1e-4 beside temperatures' 0.4 is dark on a linear one.
-    bool m_log_scale = true;
+    // The matrices' shared scale: linear from 0 as finetune.png draws it (export --log-scale, Python's
+    // plot("finetune", log=True) the other), or logarithmic, four decades down from the larger
+    // part's largest, where a drift some 1e-4 beside temperatures' 0.4 would be dark.
+    bool m_log_scale = false;
     std::weak_ptr<const model::Analysis> m_for;  // what m_parts was made from
     model::Decomposition m_parts;
     std::vector<std::string> m_labels;  // [T] token labels

@@ -280,7 +280,7 @@ void InterventionsView::DrawRankingTable(WindowState& state, const HeadImpacts& 
     // the part lowered the loss, as the export and the fine-tune's split read: the head at tau = 1,
     // tau_q alone, tau_v alone, and beside a base its weights from the base.
     const int columns = impacts->drift ? 7 : 6;
-    const float baseline = impacts->baseline, drift_baseline = impacts->drift_baseline;
+    const float drift_baseline = impacts->drift_baseline;
     if (!ImGui::BeginTable("##head_ranking", columns, flags, ImVec2(0, std::max(ImGui::GetContentRegionAvail().y, 6 * ImGui::GetFrameHeight()))))
         return;
     ImGui::TableSetupScrollFreeze(0, 1);
@@ -308,19 +308,30 @@ void InterventionsView::DrawRankingTable(WindowState& state, const HeadImpacts& 
         m_sort_column = specs->Specs[0].ColumnIndex;
         m_sort_ascending = specs->Specs[0].SortDirection == ImGuiSortDirection_Ascending;
     }
+    // The temperatures' parts as the files give them: none (-) for a temperature the what-ifs set to
+    // 1 already, which the ranking left as it was (it read +0.0000).
+    const int H = state.Heads();
+    const std::vector<float> parts[3] = {TemperatureParts(*impacts, state.Layers(), H), TemperatureParts(*impacts, state.Layers(), H, TemperaturePart::TauQ),
+                                         TemperatureParts(*impacts, state.Layers(), H, TemperaturePart::TauV)};
+    auto part_at = [&](int which, const HeadImpact& r) {
+        const size_t k = static_cast<size_t>(r.layer) * H + r.head;
+        return r.head < H && k < parts[which].size() ? parts[which][k] : NAN;
+    };
     auto key = [&](const HeadImpact& r) -> float {
         switch (m_sort_column) {
             case 0: return static_cast<float>(r.layer * 1000 + r.head);
             case 1: return static_cast<float>(r.head * 1000 + r.layer);
             case 2: return r.mean_loss;
-            case 4: return baseline - r.mean_loss_tau_q;
-            case 5: return baseline - r.mean_loss_tau_v;
+            case 4: return part_at(1, r);
+            case 5: return part_at(2, r);
             case 6: return drift_baseline - r.mean_loss_from_base;
-            default: return baseline - r.mean_loss;
+            default: return part_at(0, r);
         }
     };
     std::stable_sort(rows.begin(), rows.end(), [&](const HeadImpact& x, const HeadImpact& y) {
-        return m_sort_ascending ? key(x) < key(y) : key(x) > key(y);
+        const float a = key(x), b = key(y);
+        if (std::isnan(a) || std::isnan(b)) return !std::isnan(a) && std::isnan(b);  // none measured: last either way
+        return m_sort_ascending ? a < b : a > b;
     });
     float largest = 1e-6f;
     for (const HeadImpact& r : rows)
@@ -342,22 +353,31 @@ void InterventionsView::DrawRankingTable(WindowState& state, const HeadImpacts& 
         ImGui::TextUnformatted(Nats(r.mean_loss).c_str());
         ImGui::TableNextColumn();
         // A bar from the cell's left edge: blue where the temperatures lowered the loss, red where they raised it.
-        const float part = baseline - r.mean_loss;
+        const float part = part_at(0, r);
         const ImVec2 p = ImGui::GetCursorScreenPos();
         const float w = ImGui::GetContentRegionAvail().x, h = ImGui::GetTextLineHeight();
         const float share = std::isfinite(part) ? std::abs(part) / largest : 0.0f;
         ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + w * share, p.y + h), part < 0 ? IM_COL32(60, 110, 210, 110) : IM_COL32(200, 70, 60, 110));
-        ImGui::Text("%+.4f", part);
-        WhereTooltip(state, *impacts, impacts->baseline_tokens, r.tokens);
-        auto part_of = [&](float from, float loss, const LossByToken& from_tokens, const LossByToken& tokens) {
-            ImGui::TableNextColumn();
-            if (std::isfinite(from - loss)) ImGui::Text("%+.4f", from - loss);
-            else ImGui::TextDisabled("-");
-            WhereTooltip(state, *impacts, from_tokens, tokens);
+        auto show = [&](float v, const LossByToken& from_tokens, const LossByToken& tokens, const char* why_none) {
+            if (std::isfinite(v)) {
+                ImGui::Text("%+.4f", v);
+                WhereTooltip(state, *impacts, from_tokens, tokens);
+            } else {
+                ImGui::TextDisabled("-");
+                viz::ItemTooltip(why_none);
+            }
         };
-        part_of(baseline, r.mean_loss_tau_q, impacts->baseline_tokens, r.tokens_tau_q);
-        part_of(baseline, r.mean_loss_tau_v, impacts->baseline_tokens, r.tokens_tau_v);
-        if (impacts->drift) part_of(drift_baseline, r.mean_loss_from_base, impacts->drift_baseline_tokens, r.tokens_from_base);
+        const char* const off = "not measured: already at 1 by the what-ifs it was ranked on (null in head_impacts.json)";
+        show(part, impacts->baseline_tokens, r.tokens, off);
+        ImGui::TableNextColumn();
+        show(part_at(1, r), impacts->baseline_tokens, r.tokens_tau_q, off);
+        ImGui::TableNextColumn();
+        show(part_at(2, r), impacts->baseline_tokens, r.tokens_tau_v, off);
+        if (impacts->drift) {
+            ImGui::TableNextColumn();
+            show(drift_baseline - r.mean_loss_from_base, impacts->drift_baseline_tokens, r.tokens_from_base,
+                 "not measured: the base could not give this head's weights (head_impacts.json's not_measured says why)");
+        }
     }
     ImGui::EndTable();
     const ImVec2 r_min = ImGui::GetItemRectMin(), r_max = ImGui::GetItemRectMax();
@@ -384,8 +404,10 @@ void InterventionsView::DrawPartsGrid(WindowState& state, const std::shared_ptr<
     const bool heads = view != RankingView::Drift;
     const float most = m_grid_scale.most;
     ImGui::PushTextWrapPos(0.0f);
-    ImGui::TextDisabled("colour: %s part of each token's loss, -%.3g (blue: lowered it) to +%.3g (red: raised it) nats%s",
-                        heads ? "each head's temperatures'" : "each drift part's", most, most, m_grid_scale.Clips() ? " *" : "");
+    ImGui::TextDisabled("colour: %s part of each token's loss, -%.3g (blue: lowered it) to +%.3g (red: raised it) nats%s%s",
+                        heads ? "each head's temperatures'" : "the drift's", most, most, m_grid_scale.Clips() ? " *" : "",
+                        heads ? "" : "; each row's weights taken back from the base on top of the rows above it (not one at a time, as the "
+                                     "table's drift column), so the rows add up to every weight's");
     if (m_grid_scale.Clips() && ImGui::IsItemHovered())
         ImGui::SetTooltip("The scale ends at the 99th percentile of the parts' magnitudes, %.3g nats; the largest, %.3g, and the\n"
                           "others beyond it are drawn in its end colours (hover a cell for its value).",

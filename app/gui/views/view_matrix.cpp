@@ -99,7 +99,8 @@ void HeadMatrixView::Draw(WindowState& state) {
     float lo = INFINITY, hi = -INFINITY;
     for (float v : values)
         if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
-    // Colours: around 1 for temperatures, around 0 for a difference, else the metric's range.
+    // Colours: around 1 for temperatures, around 0 for a difference, from 0 for a divergence (as
+    // the Fine-tune tab and finetune.png draw JS), else the metric's range.
     viz::Colormap colormap = state.settings.colormap;
     viz::Range range{lo, hi > lo ? hi : lo + 1e-6f};
     viz::Range shown = range;  // the part of it the colour bar shows: the part of a temperature scale the heads reach
@@ -112,6 +113,8 @@ void HeadMatrixView::Draw(WindowState& state) {
         range = scale.range;
         shown = scale.used;
         colormap = viz::Colormap::Diverging;
+    } else if (!steps && quantity.scale == Scale::FromZero && lo >= 0.0f) {
+        range = shown = {0.0f, std::max(hi, 1e-6f)};
     }
     ImGui::PushTextWrapPos(0.0f);  // what the cells hold, wrapped in a narrow pane rather than cut
     if (steps)
