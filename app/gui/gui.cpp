@@ -731,12 +731,16 @@ private:
         m_waiting.emplace_back(m_worker.Analyze(m_state.text, m_state.truncate), now);
     }
 
-    // --continue N and --rank-heads: once, on the first analysis that is the text's own.
+    // --continue N, --rank-heads, --lens, ...: once, on the first analysis that is the text's own;
+    // beside --continue, the others once it is done, on the text it leaves (Continue stopped a
+    // ranking at its first head, and a lens of the text before it is not of the one shown).
     void StartJobsAskedFor() {
         if (m_start_continue > 0) {
             m_state.generate.tokens = std::exchange(m_start_continue, 0);
             m_state.continue_request = true;
+            return;
         }
+        if (m_state.continue_request || m_state.generating) return;
         if (std::exchange(m_start_rank_heads, false)) m_state.rank_heads_request = true;
         if (std::exchange(m_start_global_pass, false)) m_state.RequestGlobalPass(true);
         if (std::exchange(m_start_lens, false)) m_state.lens_request = true;

@@ -1043,6 +1043,30 @@ TEST(EndToEnd, GuiRankingBesideABaseHoldsTheDrift) {
     }
 }
 
+// --continue N beside --rank-heads: the heads are ranked on the text Continue leaves, once it is done
+// (Continue stopped the ranking after its first head, which was of the text before it, and the
+// table went on showing that text's baseline).
+TEST(EndToEnd, ContinueThenTheRankingOfTheTextItLeaves) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_continue_ranked";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::ofstream(dir + "/session.json") << nlohmann::json{{"ssaviz_session", 1}, {"model", app::BundledModelsDir() + "/licenses/ssa"},
+                                                           {"compare", "base"}, {"text", "Permission is granted to copy"},
+                                                           {"export", {{"formats", {"json"}}}}}
+                                                .dump();
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --session " + dir + "/session.json --continue 3 --rank-heads --export-to " + dir + "/out",
+                         dir + "/log.txt"),
+              0)
+        << ReadFile(dir + "/log.txt");
+    const auto impacts = nlohmann::json::parse(ReadFile(dir + "/out/head_impacts.json"), nullptr, false),
+               metrics = nlohmann::json::parse(ReadFile(dir + "/out/metrics.json"), nullptr, false),
+               tokens = nlohmann::json::parse(ReadFile(dir + "/out/tokens.json"), nullptr, false);
+    ASSERT_TRUE(impacts.is_object() && metrics.is_object() && tokens.is_object()) << ReadFile(dir + "/log.txt");
+    EXPECT_EQ(impacts["complete"], true) << "every head measured";
+    EXPECT_NEAR(impacts["baseline"].get<double>(), metrics["loss"]["ssa"].get<double>(), 1e-6) << "the loss of the text shown";
+    EXPECT_GE(tokens["n_tokens"].get<int>(), 8) << "the session's 5 or so tokens and Continue's 3";
+}
+
 // With the lens run (the Lens tab's, here --lens), the window's export writes its files and figures
 // too, the same bytes as `export --lens` (it wrote none: the lens was only the command line's).
 TEST(EndToEnd, GuiExportWithTheLensEqualsCommandLineExport) {
