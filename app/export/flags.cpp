@@ -463,7 +463,7 @@ std::vector<Flag> BuildTable() {
             .StandsFor("text")
             // A flag naming another model or comparison would be lost under the example's (--text is kept).
             .NotWith({"--model", "--run", "--compare-run", "--session", "--base", "--compare", "--config", "--tokenizer"},
-                     "opens a bundled model with its twin"));
+                     "opens a bundled model with its twin or base"));
     add(Row({"--device"}, "auto|cpu|cuda[:N]", kModel, "where the model runs (auto: the GPU when there is one; cuda:N: GPU N, from 0)",
             [](CommandOptions& o, const FlagValue& v) {
                 if (!model::ParseDeviceName(v.text)) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of " + model::kDeviceNames);
@@ -876,7 +876,7 @@ std::vector<Flag> BuildTable() {
                 const std::string tab = window ? "" : FindTabFlag(v.text);
                 if (!window && tab.empty())
                     Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of export, help, demo, open, open-base, open-run (windows) or " + tabs +
-                        " (tabs)");
+                        " (tabs)" + (v.text == "all" || v.text == "three-way" || ParseMapMode(v.text) ? "; a map is --map " + v.text : ""));
                 o.window.show = window ? v.text : tab;
             },
             [](const CommandOptions& o) { return Unless(o.window.show, std::string()); }));

@@ -572,14 +572,16 @@ TEST_F(Cli, TrainCountsAreBoundedByWhatTheMachineCanUse) {
 TEST_F(Cli, AnExampleRefusesFlagsNamingAnotherModel) {
     for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
              {"--model", "x"}, {"--base", "x"}, {"--compare", "base"}, {"--run", "x"}, {"--session", "x"}, {"--config", "x"}, {"--tokenizer", "x"}})
-        ExpectOneLineError(Ssaviz({"--example", "english", flag, value}), 2, "--example opens a bundled model with its twin: not with " + flag);
+        ExpectOneLineError(Ssaviz({"--example", "english", flag, value}), 2, "--example opens a bundled model with its twin or base: not with " + flag);
     // The commands alike, --compare vanilla (the default's spelling) too; nothing is written.
     const std::string out = Fresh("example");
     ExpectOneLineError(Ssaviz({"export", "--example", "english", "--compare", "vanilla", "--out", out}), 2,
-                       "--example opens a bundled model with its twin: not with --compare");
+                       "--example opens a bundled model with its twin or base: not with --compare");
     ExpectOneLineError(Ssaviz({"export", "--example", "graph-run", "--run", out, "--out", out}), 2, "not with --run");
     ExpectOneLineError(Ssaviz({"info", "--model", Small(), "--example", "english"}), 2, "not with --model");
     ExpectOneLineError(Ssaviz({"tokenize", "--example", "ENGLISH"}), 2, "--example 'ENGLISH' is not one of the bundled examples (english, ");
+    // A map's name given to --show points to --map.
+    ExpectOneLineError(Ssaviz({"--show", "three-way", "--screenshot", out + "/x.png"}), 2, "(tabs); a map is --map three-way");
     // What goes with a run, or not, said in the example's words (the user typed no --run).
     ExpectOneLineError(Ssaviz({"export", "--example", "english", "--steps", "5", "--out", out}), 2,
                        "--steps goes with --run DIR: --example english is no training run");
