@@ -356,7 +356,7 @@ void AddCellValues(Figure& f, const float* values, int rows, int cols, float map
         if (!Finite(values[k]) || (style.causal && j > i)) continue;
         char buf[64];
         std::snprintf(buf, sizeof buf, options.CellValues.c_str(), values[k]);
-        texts[k] = buf;
+        texts[k] = SignlessZero(buf);
         widest = std::max(widest, MeasureText(texts[k], fs));
     }
     if (cell_w < widest + 6) return;

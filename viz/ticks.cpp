@@ -79,6 +79,13 @@ std::vector<std::string> FormatTicks(const std::vector<float>& ticks) {
     return labels;
 }
 
+std::string SignlessZero(std::string printed) {
+    if (printed.size() < 2 || (printed[0] != '-' && printed[0] != '+')) return printed;
+    for (size_t i = 1; i < printed.size(); ++i)
+        if (printed[i] != '0' && printed[i] != '.') return printed;
+    return printed.substr(1);
+}
+
 std::string FormatTick(float value) {
     char buf[32];
     auto print = [&](const char* format) { std::snprintf(buf, sizeof buf, "%s", Print(format, value).c_str()); };

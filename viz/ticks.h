@@ -22,6 +22,9 @@ Range PaddedRange(float lo, float hi, float fraction);
 
 // A short label for a value: "0.25", "1e-04", "-0.031". Always '.' as the decimal point.
 std::string FormatTick(float value);
+// A number printed with a fixed precision ("%+.3f") that rounds to zero, without its sign: "-0.000"
+// and "+0.000" read "0.000" (a sign beside no digit said more than the digits do); any other text as it is.
+std::string SignlessZero(std::string printed);
 // Labels for an axis's ticks: FormatTick's, with more digits where two neighbours would read the
 // same ("10.85" beside "10.8", not "10.8" twice).
 std::vector<std::string> FormatTicks(const std::vector<float>& ticks);

@@ -54,6 +54,15 @@ TEST(Ticks, NeighbouringLabelsNeverReadTheSame) {
 
 // A fitted axis: padded, but not across zero where the data stays on one side of it (a run's JS
 // divergence from 0 up had its axis start at -0.003).
+// A printed number that rounds to zero loses its sign (head_impacts.png's cells and the Lens tab's
+// bars read "-0.000" for -0.000214); others keep theirs.
+TEST(Ticks, ANumberThatRoundsToZeroHasNoSign) {
+    EXPECT_EQ(viz::SignlessZero("-0.000"), "0.000");
+    EXPECT_EQ(viz::SignlessZero("+0.000"), "0.000");
+    EXPECT_EQ(viz::SignlessZero("-0"), "0");
+    for (const char* kept : {"-0.001", "+0.010", "-1e-04", "-nan", "+inf", "-", "0.000", ""}) EXPECT_EQ(viz::SignlessZero(kept), kept) << kept;
+}
+
 TEST(Ticks, AFittedAxisCrossesZeroOnlyWithItsData) {
     auto expect = [](viz::Range got, float lo, float hi) {
         EXPECT_NEAR(got.min, lo, 1e-6f);

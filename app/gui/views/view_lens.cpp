@@ -11,6 +11,7 @@
 #include "app/gui/views/view_common.h"
 #include "viz/imgui/widgets.h"
 #include "viz/palette.h"
+#include "viz/ticks.h"
 
 namespace app {
 namespace {
@@ -404,8 +405,8 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
         for (size_t k = 0; k < bars.size(); ++k) {
             Bar(draw, zero, scale, p.y + h * static_cast<float>(k), h, bars[k].first, bars[k].second);
             char buf[32];
-            std::snprintf(buf, sizeof buf, "%s%+.3f", k ? "  " : "", bars[k].first);
-            numbers += buf;
+            std::snprintf(buf, sizeof buf, "%+.3f", bars[k].first);
+            numbers += (k ? "  " : "") + viz::SignlessZero(buf);
         }
         draw->AddLine(ImVec2(zero, p.y), ImVec2(zero, p.y + line), IM_COL32(200, 200, 200, 90));
         draw->AddText(ImVec2(p.x + label_w + width + 6.0f, p.y), ImGui::GetColorU32(ImGuiCol_Text), numbers.c_str());
