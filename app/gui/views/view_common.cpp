@@ -140,8 +140,14 @@ CellGridHit DrawCellGrid(const CellGrid& g) {
     const ImU32 query_colour = IM_COL32(255, 220, 90, 255);
     CellGridHit hit;
     ImGui::BeginChild(g.id, ImVec2(avail, height), false, ImGuiWindowFlags_HorizontalScrollbar);
+    if (g.follow_query && g.query >= 0 && g.query < g.columns) {
+        const float x = label_w + g.query * g.cell_w, scroll = ImGui::GetScrollX(), seen = ImGui::GetWindowWidth() - label_w;
+        if (x < scroll + label_w || x + g.cell_w > scroll + label_w + seen) ImGui::SetScrollX(std::max(0.0f, x - label_w - seen * 0.5f));
+    }
     const ImVec2 o = ImGui::GetCursorScreenPos();
     ImDrawList* draw = ImGui::GetWindowDrawList();
+    const float left = ImGui::GetWindowPos().x;
+    const bool over_cells = ImGui::IsWindowHovered() && ImGui::GetMousePos().x >= left + label_w;  // not under the names
     for (int t = 0; t < g.columns; ++t) {
         const float x = o.x + label_w + t * g.cell_w;
         if (!ImGui::IsRectVisible(ImVec2(x, o.y), ImVec2(x + g.cell_w, o.y + g.rows * g.cell_h))) continue;
@@ -150,14 +156,10 @@ CellGridHit DrawCellGrid(const CellGrid& g) {
             const ImVec2 p0(x, y), p1(x + g.cell_w - (g.cell_w > 8 ? 1.0f : 0.0f), y + g.cell_h - (g.cell_h > 3 ? 1.0f : 0.0f));
             draw->AddRectFilled(p0, p1, viz::ToImU32(g.colour(r, t)));
             if (g.over_cell) g.over_cell(draw, p0, p1, r, t);
-            if (ImGui::IsMouseHoveringRect(p0, ImVec2(x + g.cell_w, y + g.cell_h)) && ImGui::IsWindowHovered()) hit.row = r, hit.column = t;
+            if (over_cells && ImGui::IsMouseHoveringRect(p0, ImVec2(x + g.cell_w, y + g.cell_h))) hit.row = r, hit.column = t;
         }
         if (t == g.query) draw->AddRect(ImVec2(x - 1, o.y - 1), ImVec2(x + g.cell_w, o.y + g.rows * g.cell_h), query_colour, 0, 0, 2.0f);
     }
-    const int row_stride = std::max(1, static_cast<int>(std::ceil(line / g.cell_h)));  // thin rows: every few named
-    for (int r = 0; r < g.rows; r += row_stride)
-        draw->AddText(ImVec2(ImGui::GetWindowPos().x + 2.0f, o.y + r * g.cell_h + std::max(0.0f, (g.cell_h - line) * 0.5f)),
-                      r == g.marked_row ? query_colour : ImGui::GetColorU32(ImGuiCol_Text), g.row_name(r).c_str());
     const float labels_y = o.y + g.rows * g.cell_h + 2.0f;
     const bool pieces = g.cell_w >= line * 1.5f;
     const int stride = pieces ? 1 : std::max(1, NiceStride(ImGui::CalcTextSize("0000").x / g.cell_w));
@@ -167,10 +169,19 @@ CellGridHit DrawCellGrid(const CellGrid& g) {
         const std::string text = pieces ? viz::EllipsizeText(g.piece(t), g.cell_w - 2.0f) : std::to_string(g.number(t));
         draw->AddText(ImVec2(x + 1.0f, labels_y), t == g.query ? query_colour : ImGui::GetColorU32(ImGuiCol_TextDisabled), text.c_str());
     }
+    // The names stay at the left edge while the cells scroll under them: on the window's own colour.
+    ImVec4 plate = ImGui::GetStyleColorVec4(ImGuiCol_WindowBg);
+    plate.w = 1.0f;  // the style's is a little transparent
+    draw->AddRectFilled(ImVec2(left, o.y), ImVec2(left + label_w - 2.0f, o.y + g.rows * g.cell_h + line + 2.0f), ImGui::ColorConvertFloat4ToU32(plate));
+    const int row_stride = std::max(1, static_cast<int>(std::ceil(line / g.cell_h)));  // thin rows: every few named
+    for (int r = 0; r < g.rows; r += row_stride)
+        draw->AddText(ImVec2(ImGui::GetWindowPos().x + 2.0f, o.y + r * g.cell_h + std::max(0.0f, (g.cell_h - line) * 0.5f)),
+                      r == g.marked_row ? query_colour : ImGui::GetColorU32(ImGuiCol_Text), g.row_name(r).c_str());
     draw->AddText(ImVec2(ImGui::GetWindowPos().x + 2.0f, labels_y), ImGui::GetColorU32(ImGuiCol_TextDisabled), pieces ? g.axis_with_pieces : g.axis);
     ImGui::SetCursorScreenPos(ImVec2(o.x, labels_y));
     ImGui::Dummy(ImVec2(label_w + g.columns * g.cell_w, line));
-    hit.cells = Rect{o.x + label_w, o.y, std::min(avail - label_w, g.columns * g.cell_w), g.rows * g.cell_h};
+    const float x0 = std::max(o.x, left) + label_w, x1 = std::min(o.x + label_w + g.columns * g.cell_w, left + ImGui::GetWindowWidth());
+    hit.cells = Rect{x0, o.y, std::max(0.0f, x1 - x0), g.rows * g.cell_h};
     ImGui::EndChild();
     return hit;
 }

@@ -80,6 +80,7 @@ struct CellGrid {
     int rows = 0, columns = 0;
     float cell_w = 8, cell_h = 8;
     int query = -1;       // the column framed (-1: none)
+    bool follow_query = false;  // scroll to the query's column where it is out of view (a new query)
     int marked_row = -1;  // a row named in the query's colour (the selected head's)
     std::function<viz::Rgba8(int row, int column)> colour;
     std::function<std::string(int row)> row_name;
@@ -92,7 +93,7 @@ struct CellGrid {
 };
 struct CellGridHit {
     int row = -1, column = -1;  // -1: none hovered
-    Rect cells;                 // on screen, where the cells start (the visible part's width)
+    Rect cells;                 // on screen, the cells in view
 };
 float CellGridNameWidth(const CellGrid& grid);  // the row names' column
 CellGridHit DrawCellGrid(const CellGrid& grid);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include <imgui.h>
 
@@ -418,6 +419,7 @@ void InterventionsView::DrawPartsGrid(WindowState& state, const std::shared_ptr<
     CellGrid grid;
     grid.id = "##ranking_grid";
     grid.rows = rows, grid.columns = n, grid.query = state.query;
+    grid.follow_query = std::exchange(m_grid_query, state.query) != state.query;
     if (heads) grid.marked_row = state.selected.layer * H + state.selected.head;
     grid.colour = [&](int r, int t) {
         const float v = m_grid.values[static_cast<size_t>(r) * n + t];

@@ -32,6 +32,7 @@ private:
     RankingView m_grid_view = RankingView::Table;
     TokenPartsGrid m_grid;
     DivergingScale m_grid_scale;
+    int m_grid_query = -1;  // the query the grid last scrolled to
 };
 
 // The right-click menu of a head: ablate it, keep one term of tau_q, or drop its what-ifs.

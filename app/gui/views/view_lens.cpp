@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <utility>
 
 #include <imgui.h>
 
@@ -277,6 +278,7 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
     CellGrid grid;
     grid.id = "##lens_grid";
     grid.rows = rows, grid.columns = n, grid.cell_w = cell_w, grid.cell_h = cell_h, grid.query = state.query;
+    grid.follow_query = std::exchange(m_grid_query, state.query) != state.query;
     grid.colour = [&](int r, int t) { return shade_of(r, t).first; };
     grid.row_name = [](int r) { return r == 0 ? std::string("embeddings") : "L" + std::to_string(r - 1); };
     grid.piece = [&](int t) { return TokenLabel(state.analysis->tokens.pieces[t]); };

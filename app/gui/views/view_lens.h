@@ -44,6 +44,7 @@ private:
 
     std::shared_ptr<const LensPair> m_for;       // what m_pieces and m_difference were made for
     MapMode m_for_mode = MapMode::Ssa;           // and which grid
+    int m_grid_query = -1;                       // the query the grid last scrolled to
     std::vector<std::string> m_pieces;           // [L + 1, T]: the top-1 piece of each cell
     LensDifference m_difference;                 // a difference grid's cells and scale
     bool m_by_change = false;                    // with a base: heads ranked by |SSA - base| instead of |SSA|

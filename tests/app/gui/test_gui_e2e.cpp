@@ -181,17 +181,6 @@ std::string ReadFile(const std::string& path) {
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// A float32 .npy file's values in order (ssaviz writes little-endian C-order; empty if it is not one).
-std::vector<float> ReadFloatNpy(const std::string& path) {
-    const std::string bytes = ReadFile(path);
-    if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) return {};
-    const size_t header = bytes[6] == 1 ? 10 + (static_cast<uint8_t>(bytes[8]) | static_cast<uint8_t>(bytes[9]) << 8) : 0;
-    if (header == 0 || header > bytes.size() || bytes.substr(0, header).find("'<f4'") == std::string::npos) return {};
-    std::vector<float> v((bytes.size() - header) / sizeof(float));
-    std::memcpy(v.data(), bytes.data() + header, v.size() * sizeof(float));
-    return v;
-}
-
 int RunCommand(const std::string& cmd, const std::string& log) {
     const int status = std::system((cmd + " >" + log + " 2>&1").c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -664,6 +653,37 @@ TEST(EndToEnd, TheLensTabShowsTheSelectedQueryAtOnce) {
     }
 }
 
+// The Lens tab's grid over more positions than its pane shows scrolls to the selected query: its
+// column's yellow frame is in view (it showed the first positions whatever the query).
+TEST(EndToEnd, TheLensGridScrollsToTheQuery) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_lens_scroll", model = app::BundledModelsDir() + "/english/ssa";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::string text;
+    for (int i = 0; i < 12; ++i) text += "Once upon a time there was a little girl. ";
+    const std::string png = dir + "/shot.png";
+    for (const int query : {8, 100}) {
+        ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --model " + model + " --tab lens --lens --query " + std::to_string(query) + " --text '" +
+                                 text + "' --screenshot " + png + " --frames 6",
+                             dir + "/log.txt"),
+                  0)
+            << ReadFile(dir + "/log.txt");
+        const nlohmann::json meta = nlohmann::json::parse(ReadFile(png + ".json"), nullptr, false);
+        ASSERT_TRUE(meta.is_object() && meta["regions"].contains("lens_grid")) << ReadFile(dir + "/log.txt");
+        ASSERT_GT(meta["state"]["tokens"].get<int>(), 110) << "more positions than the pane shows";
+        const nlohmann::json& r = meta["regions"]["lens_grid"];
+        const Picture p = Load(png);
+        size_t frame = 0;  // the query's column frame, IM_COL32(255, 220, 90)
+        for (int y = std::max(0, r[1].get<int>() - 1); y < std::min(p.height, r[1].get<int>() + r[3].get<int>() + 1); ++y)
+            for (int x = std::max(0, r[0].get<int>()); x < std::min(p.width, r[0].get<int>() + r[2].get<int>()); ++x) {
+                const uint32_t c = p.pixels[static_cast<size_t>(y) * p.width + x];
+                frame += std::abs(static_cast<int>(c & 255) - 255) < 20 && std::abs(static_cast<int>(c >> 8 & 255) - 220) < 20 &&
+                         std::abs(static_cast<int>(c >> 16 & 255) - 90) < 30;
+            }
+        EXPECT_GT(frame, 40u) << "query " << query << ": its column in view";
+    }
+}
+
 // Issue 36: --run opens a training run's last step and the Run tab, runs the timeline of the text
 // over every step (a truncated checkpoint named and skipped) and draws its curves and each head's
 // steps to sparsity.
@@ -1000,7 +1020,7 @@ TEST(EndToEnd, GuiRankingBesideABaseHoldsTheDrift) {
         const bool heads = std::string(view) == "tokens";
         // [3, L, H, n]: the first slab both temperatures'; [rows, n]: none, the heads', each layer's
         // attention and MLP, the embeddings', every weight's, then the path's 1 + 2 L up and 1 + 2 L down.
-        const std::vector<float> all = ReadFloatNpy(dir + "/npy/" + (heads ? "head_impacts_tokens.npy" : "head_impacts_drift_tokens.npy"));
+        const std::vector<float> all = NpyFloats(dir + "/npy/" + (heads ? "head_impacts_tokens.npy" : "head_impacts_drift_tokens.npy"));
         const int n = static_cast<int>(all.size() / (heads ? 3 * L * H : 1 + L * H + 2 * L + 2 + 2 * (1 + 2 * L)));
         ASSERT_GT(n, 5) << view;
         std::vector<float> cells;  // the grid's rows, as the window draws them
