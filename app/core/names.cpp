@@ -47,9 +47,9 @@ std::string TwinFolderName(const model::Analysis& a) {
     return name;
 }
 
-std::string BaseFolderName(const model::Analysis& a) {
-    if (!a.HasBase()) return "";
-    std::string path = a.base_label;
+std::string BaseFolderName(const model::Analysis& a) { return a.HasBase() ? FolderAndParent(a.base_label) : ""; }
+
+std::string FolderAndParent(std::string path) {
     while (path.size() > 1 && path.back() == '/') path.pop_back();
     const size_t slash = path.find_last_of('/');
     const size_t above = slash == std::string::npos || slash == 0 ? std::string::npos : path.find_last_of('/', slash - 1);

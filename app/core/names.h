@@ -31,8 +31,10 @@ std::string LensKey(const model::Analysis& a);
 const char* ComparisonKindName(model::Comparison c);
 // The twin folder's last part ("vanilla" for assets/models/english/vanilla); empty without a twin.
 std::string TwinFolderName(const model::Analysis& a);
-// The base's folder and the one above it ("english/vanilla", "ft12/base": a base is often a
-// folder named base/), as the three-way maps title it; empty without a base.
+// A folder and the one above it ("licenses/ssa", "ft12/base": a model is often a folder named ssa/,
+// base/ or model/), as the status bar, the figures' titles and the three-way maps name models.
+std::string FolderAndParent(std::string path);
+// The base's FolderAndParent; empty without a base.
 std::string BaseFolderName(const model::Analysis& a);
 // The heads with the n largest values of a [L * H] array, "L3 H2 0.041, L5 H0 0.033" (non-finite
 // values left out), those at or above `floor` only: with none, "none above F".

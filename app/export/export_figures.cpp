@@ -148,9 +148,7 @@ model::Status CheckHighlightScope(const FigureSettings& fig, int n_layer, int n_
 }
 
 std::string ModelName(const model::ModelInfo& info) {
-    std::filesystem::path p = std::filesystem::path(info.dir).lexically_normal();
-    if (p.filename().empty()) p = p.parent_path();
-    std::string name = p.filename().string();
+    const std::string name = FolderAndParent(std::filesystem::path(info.dir).lexically_normal().string());
     return name.empty() ? info.dir : name;
 }
 

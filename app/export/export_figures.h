@@ -34,7 +34,7 @@ struct FigureSettings {
 // --highlight-scope's layer and head against the model's shape; the error names the flag.
 model::Status CheckHighlightScope(const FigureSettings& settings, int n_layer, int n_head);
 
-// The model's folder name, for titles.
+// The model's folder and the one above it ("licenses/ssa": FolderAndParent), for titles.
 std::string ModelName(const model::ModelInfo& info);
 
 // One head's map. SSA and comparison share one colour range (the larger of the two), so their

@@ -91,15 +91,6 @@ struct Views {
     ExportDialog export_dialog;
 };
 
-// The model folder's last two parts ("english/ssa"), for the status bar.
-std::string ShortModelName(std::string dir) {
-    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    const size_t last = dir.find_last_of('/');
-    if (last == std::string::npos || last == 0) return dir;
-    const size_t before = dir.find_last_of('/', last - 1);
-    return before == std::string::npos ? dir : dir.substr(before + 1);
-}
-
 class App : public DrivenWindow {
 public:
     //---------------------------------------------------------------------------------------------
@@ -1097,7 +1088,7 @@ private:
             if (std::isfinite(loss)) std::snprintf(loss_text, sizeof loss_text, "%.3f", loss);
             const std::string marked = settings == 0 ? "" : " | " + std::to_string(settings) + (settings == 1 ? " setting" : " settings");
             ImGui::Text("%d tokens | %s, L%d H%d | vs %s | loss %s | %s%s%s", s.analysis->n_tokens,
-                        s.model ? ShortModelName(s.model->dir).c_str() : "", s.selected.layer, s.selected.head, ComparedWith(*s.analysis).c_str(),
+                        s.model ? FolderAndParent(s.model->dir).c_str() : "", s.selected.layer, s.selected.head, ComparedWith(*s.analysis).c_str(),
                         loss_text, s.analysis->device.c_str(), marked.c_str(), s.analysis->interventions.empty() ? "" : " | what-ifs on");
         } else {
             ImGui::TextUnformatted(s.model ? "no analysis yet" : "no model open");

@@ -982,6 +982,10 @@ TEST(BundledModels, TheFineTuneSplitsItsChangeAsTheCardSays) {
         ASSERT_GT(tokens, 60) << "a text long enough for the labels to crowd";
         ASSERT_LE(tokens - 1, app::kFineTuneLossBars);
         const std::string svg = ReadFile(by_example + "/figures/finetune_loss.svg");
+        // Titled by the model's folder and the one above it, as the window's status bar names it ("ssa"
+        // alone read as the SSA side), and the base the same way.
+        EXPECT_NE(svg.find("<title>licenses/ssa \xC2\xB7 "), std::string::npos) << svg.substr(0, 400);
+        EXPECT_NE(ReadFile(by_example + "/figures/finetune.svg").find("(base: english/vanilla)"), std::string::npos);
         size_t turned = 0;
         for (size_t at = svg.find("rotate("); at != std::string::npos; at = svg.find("rotate(", at + 1)) ++turned;
         EXPECT_EQ(turned, static_cast<size_t>(tokens - 1) + 1);
