@@ -143,6 +143,7 @@ struct AppState {
     std::shared_ptr<const HeadImpacts> head_impacts;  // the last "which heads matter" run (partial while it runs)
     bool rank_heads_request = false;
     bool cancel_job_request = false;  // stops the heads ranking or a generation
+    std::string tab_request;          // a view asks the right pane to open this tab ("What-ifs")
     bool ranking_heads = false;
 
     // Continue: tokens appended to the text one at a time, each analysed as it arrives.

@@ -658,6 +658,7 @@ public:
             m_prefetch_asked = m_state.run_steps[k + 1].path;
             m_worker.Prefetch(m_prefetch_asked, m_device, m_state.hints, m_dtype);
         }
+        if (!m_state.tab_request.empty()) m_state.settings.right_tab = std::exchange(m_state.tab_request, ""), m_apply_tab = true;
         if (std::exchange(m_state.rank_heads_request, false) && m_state.model && !m_state.generating) {
             m_ranking_request = m_worker.RankHeads(m_state.text, m_state.truncate);
             m_state.ranking_heads = true;

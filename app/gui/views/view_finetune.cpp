@@ -230,6 +230,19 @@ void FineTuneView::DrawRankedParts(WindowState& state) {
                              "from the last MLP down. Where the two orders split the whole differently, the parts act together; the "
                              "parts one at a time above are the third view.");
         }
+        // The grids of where on the text every part acted, a click away.
+        auto show_grid = [&](const char* label, RankingView view, const char* help) {
+            if (ImGui::SmallButton(label)) state.settings.ranking = view, state.tab_request = "What-ifs";
+            viz::ItemTooltip(help);
+        };
+        show_grid("Each head's, token by token", RankingView::Tokens,
+                  "What-ifs > Which heads matter as a grid: a row a head, a column a token, each cell the head's temperatures' part of "
+                  "that token's loss (head_impacts_tokens.png).");
+        if (impacts->drift) {
+            ImGui::SameLine();
+            show_grid("The drift's, token by token", RankingView::Drift,
+                      "The drift along its path from the embeddings up, token by token, and every weight's (head_impacts_drift_tokens.png).");
+        }
         if (!m_where.empty()) {
             Caption("where on the text: " + m_where, " ");
             viz::ItemTooltip("The parts that lowered the loss most, token by token: the tokens whose loss they lowered most and raised "
