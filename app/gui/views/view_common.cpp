@@ -166,6 +166,7 @@ CellGridHit DrawCellGrid(const CellGrid& g) {
     for (int t = 0; t < g.columns; t += stride) {
         const float x = o.x + label_w + t * g.cell_w;
         if (!ImGui::IsRectVisible(ImVec2(x, labels_y), ImVec2(x + g.cell_w * stride, labels_y + line))) continue;
+        if (x < left + label_w) continue;  // half under the names ("110" read ".10")
         const std::string text = pieces ? viz::EllipsizeText(g.piece(t), g.cell_w - 2.0f) : std::to_string(g.number(t));
         draw->AddText(ImVec2(x + 1.0f, labels_y), t == g.query ? query_colour : ImGui::GetColorU32(ImGuiCol_TextDisabled), text.c_str());
     }
@@ -179,7 +180,7 @@ CellGridHit DrawCellGrid(const CellGrid& g) {
                       r == g.marked_row ? query_colour : ImGui::GetColorU32(ImGuiCol_Text), g.row_name(r).c_str());
     draw->AddText(ImVec2(ImGui::GetWindowPos().x + 2.0f, labels_y), ImGui::GetColorU32(ImGuiCol_TextDisabled), pieces ? g.axis_with_pieces : g.axis);
     ImGui::SetCursorScreenPos(ImVec2(o.x, labels_y));
-    ImGui::Dummy(ImVec2(label_w + g.columns * g.cell_w, line));
+    ImGui::Dummy(ImVec2(label_w + g.columns * g.cell_w + ImGui::CalcTextSize("0000").x, line));  // room for the last column's label
     const float x0 = std::max(o.x, left) + label_w, x1 = std::min(o.x + label_w + g.columns * g.cell_w, left + ImGui::GetWindowWidth());
     hit.cells = Rect{x0, o.y, std::max(0.0f, x1 - x0), g.rows * g.cell_h};
     ImGui::EndChild();

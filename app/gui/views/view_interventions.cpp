@@ -275,8 +275,12 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
 void InterventionsView::DrawRankingTable(WindowState& state, const HeadImpacts& impacts_ref) {
     const HeadImpacts* impacts = &impacts_ref;
     std::vector<HeadImpact> rows = impacts->heads;
+    // Columns share the pane while each keeps its number whole ("+0.0000"); a narrower pane scrolls
+    // sideways instead (its numbers were cut to "+0.00", its headers to "t..").
+    const float number_w = ImGui::CalcTextSize("+0.0000").x + 2.0f * ImGui::GetStyle().CellPadding.x + 2.0f;
+    const bool narrow = ImGui::GetContentRegionAvail().x < (impacts->drift ? 7 : 6) * number_w;
     const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV |
-                                  ImGuiTableFlags_SizingStretchProp;
+                                  (narrow ? ImGuiTableFlags_ScrollX | ImGuiTableFlags_SizingFixedFit : ImGuiTableFlags_SizingStretchProp);
     // The parts' columns, each the baseline minus the loss without that part, below 0 (blue) where
     // the part lowered the loss, as the export and the fine-tune's split read: the head at tau = 1,
     // tau_q alone, tau_v alone, and beside a base its weights from the base.
@@ -404,16 +408,17 @@ void InterventionsView::DrawPartsGrid(WindowState& state, const std::shared_ptr<
     }
     const bool heads = view != RankingView::Drift;
     const float most = m_grid_scale.most;
-    ImGui::PushTextWrapPos(0.0f);
-    ImGui::TextDisabled("colour: %s part of each token's loss, -%.3g (blue: lowered it) to +%.3g (red: raised it) nats%s%s",
-                        heads ? "each head's temperatures'" : "the drift's", most, most, m_grid_scale.Clips() ? " *" : "",
-                        heads ? "" : "; each row's weights taken back from the base on top of the rows above it (not one at a time, as the "
-                                     "table's drift column), so the rows add up to every weight's");
-    if (m_grid_scale.Clips() && ImGui::IsItemHovered())
-        ImGui::SetTooltip("The scale ends at the 99th percentile of the parts' magnitudes, %.3g nats; the largest, %.3g, and the\n"
-                          "others beyond it are drawn in its end colours (hover a cell for its value).",
-                          m_grid_scale.most, m_grid_scale.largest);
-    ImGui::PopTextWrapPos();
+    char scale[160];  // broken between words only: "+3." / "6" split a number
+    std::snprintf(scale, sizeof scale, "-%.3g (blue: lowered it) to +%.3g (red) nats%s", most, most, m_grid_scale.Clips() ? "*" : "");
+    Caption(std::string("colour: ") + (heads ? "each head's temperatures'" : "the drift's") + " part of each token's loss, " + scale +
+            (heads ? "" : "; each row on top of those above it"));
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("The scale ends at the 99th percentile of the parts' magnitudes, %.3g nats%s (hover a cell for its value).\n"
+                          "Column t is token t's loss given the tokens before it: the query at position t - 1 predicts it (framed).%s",
+                          m_grid_scale.most,
+                          m_grid_scale.Clips() ? (", the largest " + FormatNumber(m_grid_scale.largest) + " and the others beyond it in its end colours").c_str() : "",
+                          heads ? "" : "\nEach row's weights are taken back from the base on top of the rows above it (not one at a time, as the\n"
+                                       "table's drift column), so the rows add up to the last, every weight's.");
 
     const std::vector<std::string> labels = TokenLabels(a->tokens);
     CellGrid grid;
@@ -431,8 +436,10 @@ void InterventionsView::DrawPartsGrid(WindowState& state, const std::shared_ptr<
     grid.axis = grid.axis_with_pieces = "token";
     const float line = ImGui::GetTextLineHeight(), label_w = CellGridNameWidth(grid);
     grid.cell_w = std::max(4.0f, std::min(line * 4.0f, std::floor((ImGui::GetContentRegionAvail().x - label_w) / std::max(n, 1))));
-    const float room = ImGui::GetContentRegionAvail().y - 2.0f * line - ImGui::GetStyle().ScrollbarSize;
-    grid.cell_h = std::clamp(std::floor(room / rows), 2.0f, line + 2.0f);
+    const float room = ImGui::GetContentRegionAvail().y - line - 6.0f - ImGui::GetStyle().ScrollbarSize;  // the labels' line under it
+    // A line a row while there are few enough to name each (the pane scrolls), else fitted to it and
+    // named every few (a GPT-2 small's 144 heads).
+    grid.cell_h = std::clamp(std::floor(room / rows), rows <= 48 ? line : 2.0f, line + 2.0f);
     const CellGridHit hit = DrawCellGrid(grid);
     const int hovered_row = hit.row, hovered_t = hit.column;
     if (hovered_t >= 0) {
