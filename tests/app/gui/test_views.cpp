@@ -363,7 +363,8 @@ TEST_F(Views, PredictionsAndWhatIfsDrawInEveryState) {
 // small's 144 over 200 tokens, partly measured or not at all; the drift grid asked for
 // without a base shows the temperatures'.
 TEST_F(Views, TheRankingGridShowsWhereOnTheText) {
-    for (auto [L, H, T] : {std::tuple{3, 2, 30}, std::tuple{12, 12, 200}}) {
+    for (const auto& shape : {std::tuple{3, 2, 30}, std::tuple{12, 12, 200}}) {
+        const int L = std::get<0>(shape), H = std::get<1>(shape), T = std::get<2>(shape);  // named: lambdas capture them (clang)
         app::WindowState state = StateWith(L, H, T);
         app::InterventionsView interventions;
         auto impacts = std::make_shared<app::HeadImpacts>();
