@@ -17,7 +17,6 @@
 namespace app {
 namespace {
 
-const ImU32 kQueryColor = IM_COL32(255, 220, 90, 255);
 
 std::string Piece(const AppState& state, int32_t id) {
     if (!state.vocab || id < 0 || static_cast<size_t>(id) >= state.vocab->size()) return "?";
