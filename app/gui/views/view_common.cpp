@@ -180,7 +180,9 @@ CellGridHit DrawCellGrid(const CellGrid& g) {
                       r == g.marked_row ? query_colour : ImGui::GetColorU32(ImGuiCol_Text), g.row_name(r).c_str());
     draw->AddText(ImVec2(ImGui::GetWindowPos().x + 2.0f, labels_y), ImGui::GetColorU32(ImGuiCol_TextDisabled), pieces ? g.axis_with_pieces : g.axis);
     ImGui::SetCursorScreenPos(ImVec2(o.x, labels_y));
-    ImGui::Dummy(ImVec2(label_w + g.columns * g.cell_w + ImGui::CalcTextSize("0000").x, line));  // room for the last column's label
+    // Room for the last column's number where it is wider than its column (a piece is cut to fit).
+    const float overhang = pieces || g.columns == 0 ? 0.0f : std::max(0.0f, ImGui::CalcTextSize(std::to_string(g.number(g.columns - 1)).c_str()).x + 2.0f - g.cell_w);
+    ImGui::Dummy(ImVec2(label_w + g.columns * g.cell_w + overhang, line));
     const float x0 = std::max(o.x, left) + label_w, x1 = std::min(o.x + label_w + g.columns * g.cell_w, left + ImGui::GetWindowWidth());
     hit.cells = Rect{x0, o.y, std::max(0.0f, x1 - x0), g.rows * g.cell_h};
     ImGui::EndChild();

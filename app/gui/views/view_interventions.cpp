@@ -269,23 +269,22 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
     if (view == RankingView::Table)
         DrawRankingTable(state, *impacts);
     else
-        DrawPartsGrid(state, state.head_impacts, view);
+        DrawPartsGrid(state, view);
 }
 
-void InterventionsView::DrawRankingTable(WindowState& state, const HeadImpacts& impacts_ref) {
-    const HeadImpacts* impacts = &impacts_ref;
-    std::vector<HeadImpact> rows = impacts->heads;
+void InterventionsView::DrawRankingTable(WindowState& state, const HeadImpacts& impacts) {
+    std::vector<HeadImpact> rows = impacts.heads;
     // Columns share the pane while each keeps its number whole ("+0.0000"); a narrower pane scrolls
     // sideways instead (its numbers were cut to "+0.00", its headers to "t..").
     const float number_w = ImGui::CalcTextSize("+0.0000").x + 2.0f * ImGui::GetStyle().CellPadding.x + 2.0f;
-    const bool narrow = ImGui::GetContentRegionAvail().x < (impacts->drift ? 7 : 6) * number_w;
+    const bool narrow = ImGui::GetContentRegionAvail().x < (impacts.drift ? 7 : 6) * number_w;
     const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV |
                                   (narrow ? ImGuiTableFlags_ScrollX | ImGuiTableFlags_SizingFixedFit : ImGuiTableFlags_SizingStretchProp);
     // The parts' columns, each the baseline minus the loss without that part, below 0 (blue) where
     // the part lowered the loss, as the export and the fine-tune's split read: the head at tau = 1,
     // tau_q alone, tau_v alone, and beside a base its weights from the base.
-    const int columns = impacts->drift ? 7 : 6;
-    const float drift_baseline = impacts->drift_baseline;
+    const int columns = impacts.drift ? 7 : 6;
+    const float drift_baseline = impacts.drift_baseline;
     if (!ImGui::BeginTable("##head_ranking", columns, flags, ImVec2(0, std::max(ImGui::GetContentRegionAvail().y, 6 * ImGui::GetFrameHeight()))))
         return;
     ImGui::TableSetupScrollFreeze(0, 1);
@@ -295,7 +294,7 @@ void InterventionsView::DrawRankingTable(WindowState& state, const HeadImpacts& 
     ImGui::TableSetupColumn("part", ImGuiTableColumnFlags_DefaultSort | ImGuiTableColumnFlags_PreferSortAscending);
     ImGui::TableSetupColumn("tau_q");
     ImGui::TableSetupColumn("tau_v");
-    if (impacts->drift) ImGui::TableSetupColumn("drift");
+    if (impacts.drift) ImGui::TableSetupColumn("drift");
     static const char* const kColumnHelp[] = {
         "The head's layer.", "The head.", "The mean loss with this head at tau = 1 (tau_q and tau_v), on top of the what-ifs.",
         "Its temperatures' part of the loss: the baseline minus the loss at tau = 1. Below 0 (blue), they lowered the loss, as "
@@ -316,8 +315,8 @@ void InterventionsView::DrawRankingTable(WindowState& state, const HeadImpacts& 
     // The temperatures' parts as the files give them: none (-) for a temperature the what-ifs set to
     // 1 already, which the ranking left as it was (it read +0.0000).
     const int H = state.Heads();
-    const std::vector<float> parts[3] = {TemperatureParts(*impacts, state.Layers(), H), TemperatureParts(*impacts, state.Layers(), H, TemperaturePart::TauQ),
-                                         TemperatureParts(*impacts, state.Layers(), H, TemperaturePart::TauV)};
+    const std::vector<float> parts[3] = {TemperatureParts(impacts, state.Layers(), H), TemperatureParts(impacts, state.Layers(), H, TemperaturePart::TauQ),
+                                         TemperatureParts(impacts, state.Layers(), H, TemperaturePart::TauV)};
     auto part_at = [&](int which, const HeadImpact& r) {
         const size_t k = static_cast<size_t>(r.layer) * H + r.head;
         return r.head < H && k < parts[which].size() ? parts[which][k] : NAN;
@@ -366,21 +365,21 @@ void InterventionsView::DrawRankingTable(WindowState& state, const HeadImpacts& 
         auto show = [&](float v, const LossByToken& from_tokens, const LossByToken& tokens, const char* why_none) {
             if (std::isfinite(v)) {
                 ImGui::Text("%+.4f", v);
-                WhereTooltip(state, *impacts, from_tokens, tokens);
+                WhereTooltip(state, impacts, from_tokens, tokens);
             } else {
                 ImGui::TextDisabled("-");
                 viz::ItemTooltip(why_none);
             }
         };
         const char* const off = "not measured: already at 1 by the what-ifs it was ranked on (null in head_impacts.json)";
-        show(part, impacts->baseline_tokens, r.tokens, off);
+        show(part, impacts.baseline_tokens, r.tokens, off);
         ImGui::TableNextColumn();
-        show(part_at(1, r), impacts->baseline_tokens, r.tokens_tau_q, off);
+        show(part_at(1, r), impacts.baseline_tokens, r.tokens_tau_q, off);
         ImGui::TableNextColumn();
-        show(part_at(2, r), impacts->baseline_tokens, r.tokens_tau_v, off);
-        if (impacts->drift) {
+        show(part_at(2, r), impacts.baseline_tokens, r.tokens_tau_v, off);
+        if (impacts.drift) {
             ImGui::TableNextColumn();
-            show(drift_baseline - r.mean_loss_from_base, impacts->drift_baseline_tokens, r.tokens_from_base,
+            show(drift_baseline - r.mean_loss_from_base, impacts.drift_baseline_tokens, r.tokens_from_base,
                  "not measured: the base could not give this head's weights (head_impacts.json's not_measured says why)");
         }
     }
@@ -389,7 +388,8 @@ void InterventionsView::DrawRankingTable(WindowState& state, const HeadImpacts& 
     state.regions["head_ranking"] = {r_min.x, r_min.y, r_max.x - r_min.x, r_max.y - r_min.y};
 }
 
-void InterventionsView::DrawPartsGrid(WindowState& state, const std::shared_ptr<const HeadImpacts>& impacts, RankingView view) {
+void InterventionsView::DrawPartsGrid(WindowState& state, RankingView view) {
+    const std::shared_ptr<const HeadImpacts>& impacts = state.head_impacts;
     const model::Analysis* a = state.analysis.get();
     if (!a || a->tokens.ids != impacts->ids) {
         ImGui::TextDisabled("measured on another text: rank the heads again to see where on this one they acted");
@@ -400,6 +400,7 @@ void InterventionsView::DrawPartsGrid(WindowState& state, const std::shared_ptr<
         m_grid_for = impacts, m_grid_view = view;
         m_grid = view == RankingView::Drift ? DriftPathGrid(*impacts, L, H) : HeadTemperatureGrid(*impacts, L, H);
         m_grid_scale = DivergingScaleOf(m_grid.values);
+        m_grid_labels = TokenLabels(a->tokens);  // the ranking's text (its ids are the shown analysis's)
     }
     const int rows = static_cast<int>(m_grid.rows.size()), n = m_grid.tokens;
     if (m_grid.Empty() || static_cast<size_t>(n) + 1 != a->tokens.pieces.size()) {
@@ -420,7 +421,7 @@ void InterventionsView::DrawPartsGrid(WindowState& state, const std::shared_ptr<
                           heads ? "" : "\nEach row's weights are taken back from the base on top of the rows above it (not one at a time, as the\n"
                                        "table's drift column), so the rows add up to the last, every weight's.");
 
-    const std::vector<std::string> labels = TokenLabels(a->tokens);
+    const std::vector<std::string>& labels = m_grid_labels;
     CellGrid grid;
     grid.id = "##ranking_grid";
     grid.rows = rows, grid.columns = n, grid.query = state.query;

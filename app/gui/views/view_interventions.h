@@ -19,7 +19,7 @@ private:
     void DrawList(AppState& state);
     void DrawHeadRanking(WindowState& state);
     void DrawRankingTable(WindowState& state, const HeadImpacts& impacts);
-    void DrawPartsGrid(WindowState& state, const std::shared_ptr<const HeadImpacts>& impacts, RankingView view);
+    void DrawPartsGrid(WindowState& state, RankingView view);
 
     int m_layer = 0, m_head = -1;  // -1: every head of the layer
     int m_kind = 0;                // model::Intervention::Kind
@@ -32,6 +32,7 @@ private:
     RankingView m_grid_view = RankingView::Table;
     TokenPartsGrid m_grid;
     DivergingScale m_grid_scale;
+    std::vector<std::string> m_grid_labels;  // the ranked text's token labels
     int m_grid_query = -1;  // the query the grid last scrolled to
 };
 
