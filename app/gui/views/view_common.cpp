@@ -40,7 +40,9 @@ void AddLabel(ImDrawList* draw, ImVec2 pos, ImU32 color, const char* text) {
     draw->AddText(pos, color, text);
 }
 
-void Caption(const std::string& text, const std::string& breaks) {
+namespace {
+
+void Pieces(const std::string& text, const std::string& breaks, bool dimmed) {
     const std::string kept = breaks.substr(0, breaks.find_last_not_of(' ') + 1);  // ", " keeps its ","
     const float gap = ImGui::CalcTextSize(breaks.c_str() + kept.size()).x;
     ImGui::BeginGroup();
@@ -67,11 +69,18 @@ void Caption(const std::string& text, const std::string& breaks) {
     }
     for (size_t k = 0; k < pieces.size(); ++k) {
         if (k > 0) SameLineIfFits(ImGui::CalcTextSize(pieces[k].c_str()).x, gap);
-        ImGui::TextDisabled("%s", pieces[k].c_str());
+        if (dimmed) ImGui::TextDisabled("%s", pieces[k].c_str());
+        else ImGui::TextUnformatted(pieces[k].c_str());
     }
     ImGui::PopStyleVar();
     ImGui::EndGroup();
 }
+
+}  // namespace
+
+void Caption(const std::string& text, const std::string& breaks) { Pieces(text, breaks, true); }
+
+void WrappedLine(const std::string& text, const std::string& breaks) { Pieces(text, breaks, false); }
 
 void TitleWithHelp(const char* title, const char* help) {
     const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
@@ -225,7 +234,7 @@ void HeadTooltip(const AppState& state, const HeadSummary& s) {
         const std::string group = KvGroupNote(state.model->config, s.ref.head);
         if (!group.empty()) ImGui::Text("%s", group.c_str());
     }
-    ImGui::TextDisabled("click: select   Ctrl+click: pin / unpin   right-click: what-ifs");
+    Caption("click: select   Ctrl+click: pin / unpin   right-click: what-ifs", "   ");
     ImGui::EndTooltip();
 }
 

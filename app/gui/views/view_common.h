@@ -35,6 +35,8 @@ void AddLabel(ImDrawList* draw, ImVec2 pos, ImU32 color, const char* text);
 // broken only where `breaks` occurs (the break's spaces dropped there): ImGui's own wrapping also
 // breaks after '.' and ',', inside numbers ("0.\n016"). One item: a tooltip after it covers it all.
 void Caption(const std::string& text, const std::string& breaks = " ");
+// The same in the text colour: a line of numbers that must not be cut ("mean loss: SSA 3.02, ...").
+void WrappedLine(const std::string& text, const std::string& breaks = " ");
 
 // A title, with its help as a "(?)" beside it where the line has room; else wrapped, the help on
 // the title's hover.

@@ -771,15 +771,22 @@ void HeatmapView::DrawRowChart(WindowState& state, ImVec2 pos, ImVec2 size) {
         std::snprintf(buf, sizeof buf, ", tau_q %.2f", a.tau_q[row + query]);
         tau = buf;
     }
-    const std::string title = "query '" + viz::EllipsizeText(m_labels[query], ImGui::GetFontSize() * 10) + "' (" + std::to_string(query) +
-                              ")" + tau + (state.query == query ? "" : ", the last token") + ": weights over keys " +
-                              std::to_string(key_first) + ".." + std::to_string(key_first + n - 1);
     float legend_w = 0.0f;
     for (const Series& s : series) legend_w += line_h * 0.6f + style.ItemInnerSpacing.x + ImGui::CalcTextSize(s.name.c_str()).x + style.ItemSpacing.x;
+    // The title's tail goes first when the line is short ("the last token" is on its hover).
+    const std::string head = "query '" + viz::EllipsizeText(m_labels[query], ImGui::GetFontSize() * 10) + "' (" + std::to_string(query) + ")" + tau;
+    const std::string last = state.query == query ? "" : ", the last token";
+    const std::string keys = ": weights over keys " + std::to_string(key_first) + ".." + std::to_string(key_first + n - 1);
+    const float title_w = size.x - legend_w - style.ItemSpacing.x;
+    const std::string full = head + last + keys;
+    std::string title = full;
+    if (ImGui::CalcTextSize(title.c_str()).x > title_w) title = head + last;
+    if (ImGui::CalcTextSize(title.c_str()).x > title_w) title = head;
     ImGui::PushClipRect(pos, ImVec2(pos.x + size.x - legend_w - style.ItemSpacing.x, pos.y + line_h), true);
     ImGui::TextUnformatted(title.c_str());
     ImGui::PopClipRect();
-    if (state.query != query && ImGui::IsItemHovered()) ImGui::SetTooltip("Click a row of the map to choose the query; Esc clears it.");
+    if ((state.query != query || title != full) && ImGui::IsItemHovered())
+        ImGui::SetTooltip("%s%s", full.c_str(), state.query != query ? "\nClick a row of the map to choose the query; Esc clears it." : "");
     {
         float x = pos.x + size.x - legend_w;
         for (const Series& s : series) {
@@ -1073,7 +1080,11 @@ void HeatmapView::Draw(WindowState& state) {
     ImGui::SetCursorScreenPos(ImVec2(origin.x, readout_y));
     ImGui::PushClipRect(ImVec2(origin.x, readout_y), ImVec2(origin.x + avail.x, readout_y + readout_h), true);
     if (m_hover_row >= 0) ImGui::TextUnformatted(CellText(m_hover_row, m_hover_col, false).c_str());
-    else ImGui::TextDisabled("hover a cell for its weight; click it to select the query row; wheel zooms, drag pans");
+    else {
+        const char* hint = "hover a cell for its weight; click it to select the query row; wheel zooms, drag pans";
+        if (ImGui::CalcTextSize(hint).x > avail.x) hint = "hover: weight; click: query row; wheel: zoom; drag: pan";
+        ImGui::TextDisabled("%s", hint);
+    }
     ImGui::PopClipRect();
 
     const float chart_y = readout_y + readout_h + style.ItemSpacing.y;

@@ -187,11 +187,9 @@ void InterventionsView::DrawList(AppState& state) {
     const float loss = model::MeanLoss(a.loss), loss_compare = a.HasComparePredictions() ? model::MeanLoss(a.loss_compare) : NAN;
     // The sides by the names every other view gives them (with a base: tau=1, and the base too).
     const std::string compare = CompareName(a);
-    if (a.HasBase() && !a.loss_base.empty())
-        ImGui::Text("mean loss: SSA %s, %s %s, base %s nats", Nats(loss).c_str(), compare.c_str(), Nats(loss_compare).c_str(),
-                    Nats(model::MeanLoss(a.loss_base)).c_str());
-    else
-        ImGui::Text("mean loss: SSA %s, %s %s nats", Nats(loss).c_str(), compare.c_str(), Nats(loss_compare).c_str());
+    std::string losses = "mean loss: SSA " + Nats(loss) + ", " + compare + " " + Nats(loss_compare);
+    if (a.HasBase() && !a.loss_base.empty()) losses += ", base " + Nats(model::MeanLoss(a.loss_base));
+    WrappedLine(losses + " nats", ", ");  // at 1024 px it was cut at "base 5"
     if (std::isfinite(loss) && std::isfinite(loss_compare)) {
         const float delta = loss - loss_compare;
         char text[96];

@@ -77,11 +77,6 @@ void LensView::Draw(WindowState& state) {
     viz::ItemTooltip("The logit lens and direct logit attribution of the shown text: a forward pass of SSA and one of its "
                      "comparison that keep the residual stream (`ssaviz export --lens` writes the same numbers).");
     ImGui::SameLine();
-    if (state.lens_running) ImGui::TextDisabled("running... %.0f%%", 100.0f * state.progress);
-    else if (!state.lens) ImGui::TextDisabled("what each layer and head writes: not run yet");
-    else if (!current) ImGui::TextDisabled("the text, model or comparison changed since it ran");
-    else ImGui::TextDisabled("every position, of the text as shown");
-    ImGui::SameLine();
     viz::HelpMarker("Logit lens: the residual stream after each layer, read through the final norm and the output head, as if the "
                     "model stopped there. Each cell shows the token it would predict next, coloured by the probability it gives "
                     "the actual next token (bright: that layer already predicts it).\n"
@@ -94,6 +89,14 @@ void LensView::Draw(WindowState& state) {
                     "pass computes it).\n"
                     "Beside a base, hover a head's or a layer's row: fine-tuning's change to its part splits into the "
                     "temperatures' (SSA - tau=1) and the other weights' drift (tau=1 - base).");
+    char running[48];
+    std::snprintf(running, sizeof running, "running... %.0f%%", 100.0f * state.progress);
+    const char* what = state.lens_running ? running
+                       : !state.lens     ? "what each layer and head writes: not run yet"
+                       : !current        ? "the text, model or comparison changed since it ran"
+                                         : "every position, of the text as shown";
+    SameLineIfFits(ImGui::CalcTextSize(what).x);
+    Caption(what);
     const int T = a.n_tokens;
     if (T < 2) return;
     const int position = state.query >= 0 && state.query < T - 1 ? state.query : T - 2;
@@ -135,14 +138,26 @@ void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::s
     const int rows = static_cast<int>(s.loss.size()), k = s.top_k;
     const int t = static_cast<int>(at.position);
     if (rows == 0 || t + 1 >= a.n_tokens || s.top_ids.size() != static_cast<size_t>(rows) * k) return;
-    ImGui::Text("Position %d '%s' -> '%s': what each layer would predict, p(next)", t, TokenLabel(a.tokens.pieces[t]).c_str(),
-                TokenLabel(a.tokens.pieces[t + 1]).c_str());
+    WrappedLine("Position " + std::to_string(t) + " '" + TokenLabel(a.tokens.pieces[t]) + "' -> '" + TokenLabel(a.tokens.pieces[t + 1]) +
+                    "': what each layer would predict, p(next)",
+                ": ");
     const float line = ImGui::GetTextLineHeight();
     const float label_w = ImGui::CalcTextSize("embeddings").x + 8.0f, cell_w = line * 6.0f;
     const float cell_h = std::clamp(std::floor((ImGui::GetContentRegionAvail().y * 0.45f) / rows), 4.0f, line + 2.0f);
     const ImVec2 o = ImGui::GetCursorScreenPos();
     ImDrawList* draw = ImGui::GetWindowDrawList();
     int hovered = -1;
+    const model::LensAt* c = at.compare && at.compare->loss.size() == s.loss.size() ? &*at.compare : nullptr;
+    const model::LensAt* base = at.base && at.base->loss.size() == s.loss.size() ? &*at.base : nullptr;
+    // Each row's p(next), the other sides' beside it where the pane has room (else on hover).
+    const float numbers_w = o.x + ImGui::GetContentRegionAvail().x - (o.x + label_w + cell_w + 8.0f);
+    auto sides = [&](int r) {
+        std::string text = P(s.loss[r]);
+        if (c) text += "  (" + compare_name + " " + P(c->loss[r]) + (base ? ", base " + P(base->loss[r]) : "") + ")";
+        return text;
+    };
+    bool all_sides = true;
+    for (int r = 0; r < rows; ++r) all_sides = all_sides && ImGui::CalcTextSize(sides(r).c_str()).x <= numbers_w;
     for (int r = 0; r < rows; ++r) {
         const float y = o.y + r * cell_h;
         const float shade = Shade(s.loss[r]);
@@ -153,20 +168,13 @@ void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::s
             const std::string shown = viz::EllipsizeText(Piece(state, s.top_ids[static_cast<size_t>(r) * k]), cell_w - 4.0f);
             draw->AddText(ImVec2(p0.x + 2.0f, y + (cell_h - line) * 0.5f - 0.5f), shade > 0.6f ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 230),
                           shown.c_str());
-            char buf[96];
-            const model::LensAt* c = at.compare && at.compare->loss.size() == s.loss.size() ? &*at.compare : nullptr;
-            const model::LensAt* base = at.base && at.base->loss.size() == s.loss.size() ? &*at.base : nullptr;
-            if (c && base)
-                std::snprintf(buf, sizeof buf, "%s  (%s %s, base %s)", P(s.loss[r]).c_str(), compare_name.c_str(), P(c->loss[r]).c_str(),
-                              P(base->loss[r]).c_str());
-            else if (c) std::snprintf(buf, sizeof buf, "%s  (%s %s)", P(s.loss[r]).c_str(), compare_name.c_str(), P(c->loss[r]).c_str());
-            else std::snprintf(buf, sizeof buf, "%s", P(s.loss[r]).c_str());
-            draw->AddText(ImVec2(p1.x + 8.0f, y + (cell_h - line) * 0.5f), ImGui::GetColorU32(ImGuiCol_TextDisabled), buf);
+            const std::string numbers = all_sides ? sides(r) : P(s.loss[r]);
+            draw->AddText(ImVec2(p1.x + 8.0f, y + (cell_h - line) * 0.5f), ImGui::GetColorU32(ImGuiCol_TextDisabled), numbers.c_str());
         }
         if (ImGui::IsMouseHoveringRect(ImVec2(o.x, y), ImVec2(p1.x + 8.0f + line * 14.0f, y + cell_h))) hovered = r;
     }
     const float height = rows * cell_h;
-    ImGui::Dummy(ImVec2(label_w + cell_w + line * (at.base ? 20.0f : 14.0f), height));
+    ImGui::Dummy(ImVec2(std::min(label_w + cell_w + line * (at.base ? 20.0f : 14.0f), ImGui::GetContentRegionAvail().x), height));
     state.regions["lens_column"] = Rect{o.x, o.y, label_w + cell_w, height};
     if (hovered >= 0 && ImGui::IsWindowHovered()) {
         std::string top;
@@ -176,8 +184,11 @@ void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::s
             std::snprintf(buf, sizeof buf, "\n  %s  '%s'", FormatNumber(s.top_probs[i]).c_str(), Piece(state, s.top_ids[i]).c_str());
             top += buf;
         }
-        ImGui::SetTooltip("%s, position %d\nnext token '%s': p = %.4g (loss %.3f)\nmost likely:%s", RowName(hovered).c_str(), t,
-                          TokenLabel(a.tokens.pieces[t + 1]).c_str(), std::exp(-s.loss[hovered]), s.loss[hovered], top.c_str());
+        std::string others;
+        if (c) others += "\n" + compare_name + ": p = " + P(c->loss[hovered]);
+        if (base) others += "\nbase: p = " + P(base->loss[hovered]);
+        ImGui::SetTooltip("%s, position %d\nnext token '%s': p = %.4g (loss %.3f)%s\nmost likely:%s", RowName(hovered).c_str(), t,
+                          TokenLabel(a.tokens.pieces[t + 1]).c_str(), std::exp(-s.loss[hovered]), s.loss[hovered], others.c_str(), top.c_str());
     }
 }
 
@@ -422,7 +433,7 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
         ImGui::SameLine();
         if (ImGui::RadioButton("their SSA part", !m_by_change)) m_by_change = false;
         viz::ItemTooltip("The heads that write most to the next token's logit in the fine-tune.");
-        ImGui::SameLine();
+        SameLineIfFits(ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("change from base").x);
         if (ImGui::RadioButton("change from base", m_by_change)) m_by_change = true;
         viz::ItemTooltip("The heads whose part of the next token's logit fine-tuning changed most: |SSA - base|. A head whose "
                          "SSA and tau = 1 bars differ owes its change to its temperatures; one whose tau = 1 and base bars "

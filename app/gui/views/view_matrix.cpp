@@ -201,7 +201,7 @@ void HeadMatrixView::Draw(WindowState& state) {
     ImGui::Dummy(ImVec2(shown_w, 0.0f));
     state.regions["matrix"] = Rect{child_pos.x, child_pos.y, shown_w, child_h};
     state.regions["matrix_cell"] = Rect{0, 0, cell_w, cell_h};  // for tests: a cell's size
-    ImGui::TextDisabled("click: select   Ctrl+click: pin   hover: the head's numbers");
+    Caption("click: select   Ctrl+click: pin   hover: the head's numbers", "   ");
 }
 
 }  // namespace app

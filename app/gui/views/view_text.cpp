@@ -331,7 +331,7 @@ void TextView::DrawControls(AppState& state) {
     // The legend's words after the ramp, each on the ramp's line while it fits, else on the next.
     auto note = [](const std::string& text) {
         SameLineIfFits(ImGui::CalcTextSize(text.c_str()).x);
-        ImGui::TextDisabled("%s", text.c_str());
+        Caption(text, ", ");  // a narrow pane cut "red sharper"
     };
     if (temperature)
         note(both_sides || !cropped ? "blue softer, white 1 (vanilla), red sharper"
