@@ -2,6 +2,7 @@
 #include "app/gui/views/view_common.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -42,31 +43,23 @@ void AddLabel(ImDrawList* draw, ImVec2 pos, ImU32 color, const char* text) {
 
 namespace {
 
+// "-0.147", "3", "+2e-05": a word a caption keeps with the one before it.
+bool IsNumber(const std::string& w) {
+    const size_t i = !w.empty() && (w[0] == '+' || w[0] == '-') ? 1 : 0;
+    return i < w.size() && std::isdigit(static_cast<unsigned char>(w[i]));
+}
+
+// "L1": a layer, kept with the word after it ("L1 H2", "L0 MLP").
+bool IsLayer(const std::string& w) {
+    return w.size() >= 2 && w[0] == 'L' && std::all_of(w.begin() + 1, w.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+}
+
 void Pieces(const std::string& text, const std::string& breaks, bool dimmed) {
-    const std::string kept = breaks.substr(0, breaks.find_last_not_of(' ') + 1);  // ", " keeps its ","
+    const std::string kept = breaks.substr(0, breaks.find_last_not_of(' ') + 1);
     const float gap = ImGui::CalcTextSize(breaks.c_str() + kept.size()).x;
     ImGui::BeginGroup();
     ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(ImGui::GetStyle().ItemSpacing.x, 0.0f));  // lines as close as text's
-    // The pieces between breaks; one wider than a whole line is broken between its words instead.
-    const float line = ImGui::GetContentRegionAvail().x;
-    std::vector<std::string> pieces;
-    for (size_t start = 0; start <= text.size();) {
-        size_t end = breaks.empty() ? std::string::npos : text.find(breaks, start);
-        const bool last = end == std::string::npos;
-        if (last) end = text.size();
-        const std::string piece = text.substr(start, end - start) + (last ? "" : kept);
-        start = last ? text.size() + 1 : end + breaks.size();
-        if (piece.empty()) continue;
-        if (ImGui::CalcTextSize(piece.c_str()).x <= line || breaks == " " || piece.find(' ') == std::string::npos) {
-            pieces.push_back(piece);
-            continue;
-        }
-        for (size_t word = 0; word < piece.size();) {
-            const size_t space = std::min(piece.find(' ', word), piece.size());
-            if (space > word) pieces.push_back(piece.substr(word, space - word));
-            word = space + 1;
-        }
-    }
+    const std::vector<std::string> pieces = CaptionPieces(text, breaks, ImGui::GetContentRegionAvail().x);
     for (size_t k = 0; k < pieces.size(); ++k) {
         if (k > 0) SameLineIfFits(ImGui::CalcTextSize(pieces[k].c_str()).x, gap);
         if (dimmed) ImGui::TextDisabled("%s", pieces[k].c_str());
@@ -77,6 +70,37 @@ void Pieces(const std::string& text, const std::string& breaks, bool dimmed) {
 }
 
 }  // namespace
+
+std::vector<std::string> CaptionPieces(const std::string& text, const std::string& breaks, float line) {
+    const std::string kept = breaks.substr(0, breaks.find_last_not_of(' ') + 1);  // ", " keeps its ","
+    std::vector<std::string> pieces;
+    auto words = [&pieces](const std::string& piece) {  // a number stays with the word before it, a layer with what follows
+        std::string last;
+        const size_t first = pieces.size();
+        for (size_t word = 0; word < piece.size();) {
+            const size_t space = std::min(piece.find(' ', word), piece.size());
+            if (space > word) {
+                std::string w = piece.substr(word, space - word);
+                if (pieces.size() > first && (IsNumber(w) || IsLayer(last))) pieces.back() += " " + w;  // "L1 H2 -0.147"
+                else pieces.push_back(w);
+                last = std::move(w);
+            }
+            word = space + 1;
+        }
+    };
+    if (breaks == " ") words(text);
+    for (size_t start = 0; breaks != " " && start <= text.size();) {  // the pieces between breaks; one wider than a line, its words
+        size_t end = breaks.empty() ? std::string::npos : text.find(breaks, start);
+        const bool last = end == std::string::npos;
+        if (last) end = text.size();
+        const std::string piece = text.substr(start, end - start) + (last ? "" : kept);
+        start = last ? text.size() + 1 : end + breaks.size();
+        if (piece.empty()) continue;
+        if (ImGui::CalcTextSize(piece.c_str()).x <= line || piece.find(' ') == std::string::npos) pieces.push_back(piece);
+        else words(piece);
+    }
+    return pieces;
+}
 
 void Caption(const std::string& text, const std::string& breaks) { Pieces(text, breaks, true); }
 

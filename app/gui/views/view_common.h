@@ -33,8 +33,12 @@ void AddLabel(ImDrawList* draw, ImVec2 pos, ImU32 color, const char* text);
 
 // A caption in the dimmed text colour, wrapped at the pane's edge rather than cut there, its lines
 // broken only where `breaks` occurs (the break's spaces dropped there): ImGui's own wrapping also
-// breaks after '.' and ',', inside numbers ("0.\n016"). One item: a tooltip after it covers it all.
+// breaks after '.' and ',', inside numbers ("0.\n016"). A piece wider than the pane breaks between
+// words, never before a number or after a layer ("L1 H2 -0.147" stays whole). One item: a tooltip
+// after it covers it all.
 void Caption(const std::string& text, const std::string& breaks = " ");
+// Caption's pieces for a line `line` wide (each drawn whole, on the line while it fits).
+std::vector<std::string> CaptionPieces(const std::string& text, const std::string& breaks, float line);
 // The same in the text colour: a line of numbers that must not be cut ("mean loss: SSA 3.02, ...").
 void WrappedLine(const std::string& text, const std::string& breaks = " ");
 

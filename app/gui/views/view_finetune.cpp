@@ -365,7 +365,8 @@ void FineTuneView::DrawLossParts(WindowState& state) {
             const std::string label =
                 std::to_string(t + 1) + " " + viz::EllipsizeText(m_labels[t + 1], std::max(ImGui::CalcTextSize("www").x, step * slot - 10.0f - ImGui::CalcTextSize("000 ").x));
             draw->AddLine(ImVec2(x, o.y + plot_h), ImVec2(x, o.y + plot_h + 3.0f), dim);
-            draw->AddText(ImVec2(std::round(x - ImGui::CalcTextSize(label.c_str()).x * 0.5f), o.y + plot_h + 3.0f), dim, label.c_str());
+            // The index centred on its tick, the token after it (centring the whole put the tick between them).
+            draw->AddText(ImVec2(std::round(x - ImGui::CalcTextSize(std::to_string(t + 1).c_str()).x * 0.5f), o.y + plot_h + 3.0f), dim, label.c_str());
         }
     }
     ImGui::SetCursorScreenPos(ImVec2(o.x, o.y + plot_h + line + 4.0f));

@@ -881,7 +881,8 @@ void HeatmapView::DrawRowChart(WindowState& state, ImVec2 pos, ImVec2 size) {
                                                                                           ImGui::CalcTextSize("0000 ").x));
             draw->AddLine(ImVec2(x, plot_max.y), ImVec2(x, plot_max.y + 3), dim_col);
             const float w = ImGui::CalcTextSize(label.c_str()).x;
-            const float x_text = std::min(std::round(x - w * 0.5f), pos.x + size.x - w);  // the last label stays inside
+            // The index centred on its tick, the token after it; the last label stays inside.
+            const float x_text = std::min(std::round(x - ImGui::CalcTextSize(std::to_string(key_first + j).c_str()).x * 0.5f), pos.x + size.x - w);
             draw->AddText(ImVec2(x_text, plot_max.y + 3), dim_col, label.c_str());
         }
     }

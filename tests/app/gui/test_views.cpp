@@ -249,6 +249,27 @@ TEST(BaseRequests, AFailedBaseShowsTheLastThatOpenedOnceNoneIsOnItsWay) {
 
 // Numbers in cells and read-outs keep three significant digits below 1: the Matrix tab showed
 // 0.00153 and 0.00148 both as "0.001", and heads could not be ranked by their cells.
+// A caption wider than its pane breaks where it says, and a piece wider than a line between its
+// words but never inside "L1 H2 -0.147" (the Fine-tune tab broke it after "H2" at 1024 px).
+TEST_F(Views, ACaptionKeepsAHeadWithItsNumber) {
+    Frame([] {
+        const std::string text = "the drift's parts of the loss: lowered it most L0 MLP -0.534, L1 H3 -0.0786; raised it most L3 H1 +0.118";
+        const float word = ImGui::CalcTextSize("lowered").x;
+        const std::vector<std::string> wide = app::CaptionPieces(text, ", ", 1e6f);
+        EXPECT_EQ(wide, (std::vector<std::string>{"the drift's parts of the loss: lowered it most L0 MLP -0.534,",
+                                                   "L1 H3 -0.0786; raised it most L3 H1 +0.118"}));
+        const std::vector<std::string> narrow = app::CaptionPieces(text, ", ", word * 3.0f);
+        for (const char* whole : {"L0 MLP -0.534,", "L1 H3 -0.0786;", "L3 H1 +0.118"})
+            EXPECT_NE(std::find(narrow.begin(), narrow.end(), whole), narrow.end()) << whole;
+        EXPECT_NE(std::find(narrow.begin(), narrow.end(), "lowered"), narrow.end()) << "other words still break";
+        std::string joined;
+        for (const std::string& p : narrow) joined += (joined.empty() ? "" : " ") + p;
+        EXPECT_EQ(joined, text) << "nothing lost or repeated";
+        const std::vector<std::string> spaces = app::CaptionPieces("at 'License' -3.1 and L2 attn", " ", word);
+        EXPECT_EQ(spaces, (std::vector<std::string>{"at", "'License' -3.1", "and", "L2 attn"}));
+    });
+}
+
 TEST(FormatNumber, KeepsThreeSignificantDigits) {
     EXPECT_EQ(app::FormatNumber(0.00153f), "0.00153");
     EXPECT_EQ(app::FormatNumber(0.00148f), "0.00148");
