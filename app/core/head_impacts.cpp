@@ -234,6 +234,29 @@ TokenPartsGrid DriftPathGrid(const HeadImpacts& impacts, int n_layer, int n_head
     return g;
 }
 
+TokenPartsGrid DriftPartsGrid(const HeadImpacts& impacts, int n_layer, int n_head) {
+    if (!impacts.drift || n_layer <= 0 || n_head <= 0) return {};
+    DriftTokenParts d = MeasuredDriftPartsByToken(impacts, n_layer, n_head);
+    const size_t n = static_cast<size_t>(std::max(d.tokens, 0)), L = static_cast<size_t>(n_layer);
+    if (n == 0 || d.heads.size() != L * n_head * n || d.attention.size() != L * n || d.all.size() != n) return {};
+    TokenPartsGrid g;
+    g.values = std::move(d.heads);
+    for (int l = 0; l < n_layer; ++l)
+        for (int h = 0; h < n_head; ++h) g.rows.push_back("L" + std::to_string(l) + " H" + std::to_string(h));
+    for (size_t l = 0; l < L; ++l) {
+        g.rows.push_back("L" + std::to_string(l) + " attention");
+        g.values.insert(g.values.end(), d.attention.begin() + l * n, d.attention.begin() + (l + 1) * n);
+        g.rows.push_back("L" + std::to_string(l) + " MLP");
+        g.values.insert(g.values.end(), d.mlp.begin() + l * n, d.mlp.begin() + (l + 1) * n);
+    }
+    g.rows.push_back("embeddings");
+    g.values.insert(g.values.end(), d.embeddings.begin(), d.embeddings.end());
+    g.rows.push_back("every weight");
+    g.values.insert(g.values.end(), d.all.begin(), d.all.end());
+    g.tokens = static_cast<int>(n);
+    return g;
+}
+
 DriftParts MeasuredDriftParts(const HeadImpacts& impacts, int n_layer, int n_head) {
     DriftParts d;
     d.heads.assign(static_cast<size_t>(std::max(0, n_layer * n_head)), NAN);

@@ -135,6 +135,10 @@ TokenPartsGrid HeadTemperatureGrid(const HeadImpacts& impacts, int n_layer, int 
 // The drift token by token along its path from the embeddings up (PathPartName's rows), then every
 // weight's, which those add up to; empty without drift or before the path is measured.
 TokenPartsGrid DriftPathGrid(const HeadImpacts& impacts, int n_layer, int n_head);
+// The drift token by token one part at a time, head_impacts_drift_tokens.npy's rows of each part
+// alone: each head's weights ("L0 H0", ...), each layer's attention and MLP ("L0 attention", "L0
+// MLP", ...), the embeddings, then every weight's; empty without drift. The parts need not add up.
+TokenPartsGrid DriftPartsGrid(const HeadImpacts& impacts, int n_layer, int n_head);
 
 // Where on the text a part acted most, from its part token by token (a row of the above): the n
 // tokens where it lowered the loss most and raised it most, "lowered it most at 'License' -3.1,

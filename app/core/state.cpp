@@ -142,12 +142,13 @@ const char* ToString(RankingView view) {
         case RankingView::Table: return "table";
         case RankingView::Tokens: return "tokens";
         case RankingView::Drift: return "drift";
+        case RankingView::DriftParts: return "drift-parts";
     }
     return "?";
 }
 
 std::optional<RankingView> ParseRankingView(const std::string& name) {
-    for (RankingView v : {RankingView::Table, RankingView::Tokens, RankingView::Drift})
+    for (RankingView v : {RankingView::Table, RankingView::Tokens, RankingView::Drift, RankingView::DriftParts})
         if (name == ToString(v)) return v;
     return std::nullopt;
 }

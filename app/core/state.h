@@ -23,8 +23,9 @@ namespace app {
 // MapMode (SSA, the comparison, their difference) and TokenColor are the catalogue's: quantities.h.
 enum class TokenScope { Head, LayerMean, ModelMean };
 // What the What-ifs tab shows of the heads ranking: its table, or where on the text, a grid of each
-// head's temperatures' part of each token's loss, or beside a base the drift's along its path.
-enum class RankingView { Table, Tokens, Drift };
+// head's temperatures' part of each token's loss, or beside a base the drift's along its path
+// (Drift) or each part's alone (DriftParts: each head, layer and the embeddings).
+enum class RankingView { Table, Tokens, Drift, DriftParts };
 
 struct HeadRef {
     int layer = 0;
@@ -183,7 +184,7 @@ std::vector<std::string> TokenLabels(const model::Tokenization& tokens);
 const char* ToString(TokenScope scope);
 std::optional<TokenScope> ParseTokenScope(const std::string& name);  // head | layer | model
 const char* ToString(RankingView view);
-std::optional<RankingView> ParseRankingView(const std::string& name);  // table | tokens | drift
+std::optional<RankingView> ParseRankingView(const std::string& name);  // table | tokens | drift | drift-parts
 std::optional<viz::Colormap> ParseColormap(const std::string& name); // viridis | magma
 // A session's colour map: as ParseColormap, and an older session's "diverging" (the difference
 // maps' own, never an attention map's) as viridis.

@@ -302,7 +302,7 @@ model::Result<Session> SessionFromJson(const json& j) {
         v.ReadEnum("matrix_metric", &vs.matrix_metric, MatrixValueName, HeadValueKeys() + ", " + kStepsToSparsityKey);
         v.ReadEnum("run_curve", &vs.run_curve, RunCurveName, RunCurveNames());
         v.ReadEnum("lens_map", &vs.lens_map, ParseMapMode, "ssa, compare, diff, base, base_diff");
-        v.ReadEnum("ranking", &vs.ranking, ParseRankingView, "table, tokens, drift");
+        v.ReadEnum("ranking", &vs.ranking, ParseRankingView, "table, tokens, drift, drift-parts");
         v.Read("grid_cell", &vs.grid_cell);
         v.Read("tab", &vs.right_tab);
         {  // A tab's label, read as --tab reads one ("fine-tune" is "Fine-tune"); another was taken in silence.

@@ -231,7 +231,9 @@ void FineTuneView::DrawRankedParts(WindowState& state) {
                              "parts one at a time above are the third view.");
         }
         // The grids of where on the text every part acted, a click away.
-        auto show_grid = [&](const char* label, RankingView view, const char* help) {
+        bool first = true;
+        auto show_grid = [&](const char* label, RankingView view, const char* help) {  // side by side while they fit
+            if (!std::exchange(first, false)) SameLineIfFits(ImGui::CalcTextSize(label).x + 2.0f * ImGui::GetStyle().FramePadding.x);
             if (ImGui::SmallButton(label)) state.settings.ranking = view, state.tab_request = "What-ifs";
             viz::ItemTooltip(help);
         };
@@ -239,9 +241,12 @@ void FineTuneView::DrawRankedParts(WindowState& state) {
                   "What-ifs > Which heads matter as a grid: a row a head, a column a token, each cell the head's temperatures' part of "
                   "that token's loss (head_impacts_tokens.png).");
         if (impacts->drift) {
-            ImGui::SameLine();
-            show_grid("The drift's, token by token", RankingView::Drift,
-                      "The drift along its path from the embeddings up, token by token, and every weight's (head_impacts_drift_tokens.png).");
+            show_grid("The drift's parts, token by token", RankingView::DriftParts,
+                      "The drift's parts above token by token: each head's weights, each layer's attention and MLP, and the embeddings "
+                      "taken back from the base one at a time, and every weight's (head_impacts_drift_tokens.npy's rows).");
+            show_grid("Along the layers", RankingView::Drift,
+                      "The drift along its path from the embeddings up, token by token, and every weight's, which those add up to "
+                      "(head_impacts_drift_tokens.png).");
         }
         if (!m_where.empty()) {
             Caption("where on the text: " + m_where, " ");

@@ -240,14 +240,16 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
 
     // The table, or where on the text the parts acted (a drift grid asked for without a base shows
     // the temperatures', as a session's lens_map shows SSA without a base).
-    const RankingView view = state.settings.ranking == RankingView::Drift && !impacts->drift ? RankingView::Tokens : state.settings.ranking;
+    const RankingView asked = state.settings.ranking;
+    const RankingView view = (asked == RankingView::Drift || asked == RankingView::DriftParts) && !impacts->drift ? RankingView::Tokens : asked;
     struct Choice {
         RankingView view;
         const char* label;
         bool shown;
     } const choices[] = {{RankingView::Table, "table", true},
                          {RankingView::Tokens, "temperatures by token", true},
-                         {RankingView::Drift, "drift by token", impacts->drift}};
+                         {RankingView::Drift, "drift along the layers", impacts->drift},
+                         {RankingView::DriftParts, "drift, each part alone", impacts->drift}};
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("Show");
     const float radio = ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x;
@@ -260,10 +262,12 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
     viz::HelpMarker("table: the heads ranked by their parts of the mean loss.\n"
                     "temperatures by token: a row a head, a column a token, each cell the head's temperatures' part of that\n"
                     "token's loss (its loss given the tokens before it), as head_impacts_tokens.png draws it: blue where they\n"
-                    "lowered it. Beside a base, drift by token: the fine-tune's weights taken back from the base part by part\n"
-                    "from the embeddings up, each on top of the rows above it, and every weight's, which those add up to\n"
-                    "(head_impacts_drift_tokens.png). Hover a cell for its value; click a head's cell to show the head with\n"
-                    "the query that predicts that token.");
+                    "lowered it. Beside a base, drift along the layers: the fine-tune's weights taken back from the base part\n"
+                    "by part from the embeddings up, each on top of the rows above it, and every weight's, which those add up\n"
+                    "to (head_impacts_drift_tokens.png); drift, each part alone: each head's weights, each layer's attention\n"
+                    "and MLP, and the embeddings taken back from the base one at a time (the table's drift column token by\n"
+                    "token; head_impacts_drift_tokens.npy's rows). Hover a cell for its value; click a head's cell to show\n"
+                    "the head with the query that predicts that token.");
     if (view == RankingView::Table)
         DrawRankingTable(state, *impacts);
     else
@@ -396,35 +400,43 @@ void InterventionsView::DrawPartsGrid(WindowState& state, RankingView view) {
     const int L = state.Layers(), H = state.Heads();
     if (m_grid_for != impacts || m_grid_view != view) {  // a new measure (each head's arrives as one) or view
         m_grid_for = impacts, m_grid_view = view;
-        m_grid = view == RankingView::Drift ? DriftPathGrid(*impacts, L, H) : HeadTemperatureGrid(*impacts, L, H);
+        m_grid = view == RankingView::Drift        ? DriftPathGrid(*impacts, L, H)
+                 : view == RankingView::DriftParts ? DriftPartsGrid(*impacts, L, H)
+                                                   : HeadTemperatureGrid(*impacts, L, H);
         m_grid_scale = DivergingScaleOf(m_grid.values);
         m_grid_labels = TokenLabels(a->tokens);  // the ranking's text (its ids are the shown analysis's)
     }
     const int rows = static_cast<int>(m_grid.rows.size()), n = m_grid.tokens;
     if (m_grid.Empty() || static_cast<size_t>(n) + 1 != a->tokens.pieces.size()) {
-        ImGui::TextDisabled(view == RankingView::Drift ? "the drift's path is not measured yet" : "no head's temperatures measured yet (or every head at tau = 1)");
+        ImGui::TextDisabled(view == RankingView::Drift        ? "the drift's path is not measured yet"
+                            : view == RankingView::DriftParts ? "the drift's parts are not measured yet"
+                                                              : "no head's temperatures measured yet (or every head at tau = 1)");
         return;
     }
-    const bool heads = view != RankingView::Drift;
+    const bool heads = view == RankingView::Tokens, alone = view == RankingView::DriftParts;
+    const int head_rows = heads || alone ? L * H : 0;  // the rows that are heads, a click on one shows it
     const float most = m_grid_scale.most;
     char scale[160];  // broken between words only: "+3." / "6" split a number
     std::snprintf(scale, sizeof scale, "-%.3g (blue: lowered it) to +%.3g (red) nats%s", most, most, m_grid_scale.Clips() ? "*" : "");
     Caption(std::string("colour: ") + (heads ? "each head's temperatures'" : "the drift's") + " part of each token's loss, " + scale +
-            (heads ? "" : "; each row on top of those above it"));
+            (heads ? "" : alone ? "; each part alone" : "; each row on top of those above it"));
     if (ImGui::IsItemHovered())
         ImGui::SetTooltip("The scale ends at the 99th percentile of the parts' magnitudes, %.3g nats%s (hover a cell for its value).\n"
                           "Column t is token t's loss given the tokens before it: the query at position t - 1 predicts it (framed).%s",
                           m_grid_scale.most,
                           m_grid_scale.Clips() ? (", the largest " + FormatNumber(m_grid_scale.largest) + " and the others beyond it in its end colours").c_str() : "",
-                          heads ? "" : "\nEach row's weights are taken back from the base on top of the rows above it (not one at a time, as the\n"
-                                       "table's drift column), so the rows add up to the last, every weight's.");
+                          heads ? ""
+                          : alone ? "\nEach row's weights are taken back from the base alone (the table's drift column, token by token), so\n"
+                                    "the rows need not add up to the last, every weight's: Show drift along the layers for parts that do."
+                                  : "\nEach row's weights are taken back from the base on top of the rows above it (not one at a time, as the\n"
+                                    "table's drift column), so the rows add up to the last, every weight's.");
 
     const std::vector<std::string>& labels = m_grid_labels;
     CellGrid grid;
     grid.id = "##ranking_grid";
     grid.rows = rows, grid.columns = n, grid.query = state.query;
     grid.follow_query = std::exchange(m_grid_query, state.query) != state.query;
-    if (heads) grid.marked_row = state.selected.layer * H + state.selected.head;
+    if (head_rows > 0) grid.marked_row = state.selected.layer * H + state.selected.head;
     grid.colour = [&](int r, int t) {
         const float v = m_grid.values[static_cast<size_t>(r) * n + t];
         return std::isfinite(v) ? viz::SampleColormap(viz::Colormap::Diverging, 0.5f + 0.5f * std::clamp(v / most, -1.0f, 1.0f)) : viz::Rgba8{90, 90, 90, 255};
@@ -447,14 +459,25 @@ void InterventionsView::DrawPartsGrid(WindowState& state, RankingView view) {
         if (std::isfinite(v)) std::snprintf(value, sizeof value, "%+.4f nats", v);
         const std::string& row = m_grid.rows[hovered_row];
         const std::string where = "token " + std::to_string(hovered_t + 1) + " '" + labels[hovered_t + 1] + "' (its loss given the tokens before it)";
-        if (heads) {
-            ImGui::SetTooltip("%s's temperatures' part of %s: %s\n(the baseline's loss of it minus its loss with %s at tau = 1)\n"
-                              "click: show %s, the query at position %d (which predicts it)",
-                              row.c_str(), where.c_str(), value, row.c_str(), row.c_str(), hovered_t);
+        if (hovered_row < head_rows) {
+            if (heads)
+                ImGui::SetTooltip("%s's temperatures' part of %s: %s\n(the baseline's loss of it minus its loss with %s at tau = 1)\n"
+                                  "click: show %s, the query at position %d (which predicts it)",
+                                  row.c_str(), where.c_str(), value, row.c_str(), row.c_str(), hovered_t);
+            else
+                ImGui::SetTooltip("%s's drift: its part of %s: %s\n(the loss minus the loss with %s's weights, q, k, v and o, taken back from "
+                                  "the base alone, its temperatures kept)\nclick: show %s, the query at position %d (which predicts it)",
+                                  row.c_str(), where.c_str(), value, row.c_str(), row.c_str(), hovered_t);
             if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
                 state.selected = {hovered_row / std::max(H, 1), hovered_row % std::max(H, 1)};
                 state.query = hovered_t;
             }
+        } else if (alone) {
+            const std::string what = hovered_row + 1 == rows ? "every weight taken back from the base (SSA's temperatures kept)"
+                                                             : row + "'s weights taken back from the base alone";
+            ImGui::SetTooltip("%s: %s of %s\n(the loss minus the loss without that drift)\nclick: the query at position %d (which predicts it)",
+                              what.c_str(), value, where.c_str(), hovered_t);
+            if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) state.query = hovered_t;
         } else {
             const std::string what = hovered_row + 1 == rows ? "every weight taken back from the base (SSA's temperatures kept)"
                                                              : row + "'s weights taken back from the base, on top of the rows above it";

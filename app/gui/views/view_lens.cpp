@@ -101,10 +101,13 @@ void LensView::Draw(WindowState& state) {
     if (T < 2) return;
     const int position = state.query >= 0 && state.query < T - 1 ? state.query : T - 2;
     const std::string cmp = CompareName(a);
+    if (position != state.query)  // said, not silently moved: the last token has no next token to read or attribute
+        Caption(std::string(state.query < 0 ? "no query chosen" : "the last token has no next token in the text") + ": position " +
+                std::to_string(position) + ", which predicts the last token (the Next token tab shows what comes after it)");
     if (state.lens && current) {
         const LensPair& lens = *state.lens;
         DrawGridModes(state, lens, cmp);
-        DrawGrid(state, lens, GridMode(state, lens), cmp);
+        DrawGrid(state, lens, GridMode(state, lens), cmp, position);
         ImGui::Separator();
         const Parts ssa = PartsOf(lens.ssa, position);
         const Parts compare = lens.compare ? PartsOf(*lens.compare, position) : Parts{};
@@ -138,8 +141,9 @@ void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::s
     const int rows = static_cast<int>(s.loss.size()), k = s.top_k;
     const int t = static_cast<int>(at.position);
     if (rows == 0 || t + 1 >= a.n_tokens || s.top_ids.size() != static_cast<size_t>(rows) * k) return;
-    WrappedLine("Position " + std::to_string(t) + " '" + TokenLabel(a.tokens.pieces[t]) + "' -> '" + TokenLabel(a.tokens.pieces[t + 1]) +
-                    "': what each layer would predict, p(next)",
+    const std::string next = TokenLabel(a.tokens.pieces[t + 1]);  // the cells name each layer's top token, their numbers p(next)
+    WrappedLine("Position " + std::to_string(t) + " '" + TokenLabel(a.tokens.pieces[t]) + "' -> '" + next +
+                    "': each layer's most likely token, and p('" + next + "')",
                 ": ");
     const float line = ImGui::GetTextLineHeight();
     const float label_w = ImGui::CalcTextSize("embeddings").x + 8.0f, cell_w = line * 6.0f;
@@ -226,7 +230,7 @@ void LensView::DrawGridModes(WindowState& state, const LensPair& lens, const std
                     "fine-tuning changed the prediction.");
 }
 
-void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, const std::string& compare_name) {
+void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, const std::string& compare_name, int position) {
     const bool difference = IsDifference(mode);
     const Side side = ReadSide(mode);
     const model::Lens& s = lens.ssa;
@@ -287,8 +291,10 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
     };
     CellGrid grid;
     grid.id = "##lens_grid";
-    grid.rows = rows, grid.columns = n, grid.cell_w = cell_w, grid.cell_h = cell_h, grid.query = state.query;
-    grid.follow_query = std::exchange(m_grid_query, state.query) != state.query;
+    // The attribution's position framed, and scrolled to when it changes (with no query chosen too:
+    // the last position stayed out of view and unmarked).
+    grid.rows = rows, grid.columns = n, grid.cell_w = cell_w, grid.cell_h = cell_h, grid.query = position;
+    grid.follow_query = std::exchange(m_grid_query, position) != position;
     grid.colour = [&](int r, int t) { return shade_of(r, t).first; };
     grid.row_name = [](int r) { return r == 0 ? std::string("embeddings") : "L" + std::to_string(r - 1); };
     grid.piece = [&](int t) { return TokenLabel(state.analysis->tokens.pieces[t]); };

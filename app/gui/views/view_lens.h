@@ -36,7 +36,8 @@ private:
     // What the grid can show of `lens` (a side it lacks: SSA's), and the radios that choose it.
     static MapMode GridMode(const WindowState& state, const LensPair& lens);
     void DrawGridModes(WindowState& state, const LensPair& lens, const std::string& compare_name);
-    void DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, const std::string& compare_name);
+    // `position`: the query the attribution below is of, framed (and scrolled to when it changes).
+    void DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, const std::string& compare_name, int position);
     void DrawColumn(WindowState& state, const LensAtPair& at, const std::string& compare_name);
     // `base`: a fine-tune's base beside them (null: none).
     void DrawAttribution(WindowState& state, int position, const Parts& ssa, const Parts* compare, const Parts* base,
@@ -44,7 +45,7 @@ private:
 
     std::shared_ptr<const LensPair> m_for;       // what m_pieces and m_difference were made for
     MapMode m_for_mode = MapMode::Ssa;           // and which grid
-    int m_grid_query = -1;                       // the query the grid last scrolled to
+    int m_grid_query = -1;                       // the position the grid last scrolled to
     std::vector<std::string> m_pieces;           // [L + 1, T]: the top-1 piece of each cell
     LensDifference m_difference;                 // a difference grid's cells and scale
     bool m_by_change = false;                    // with a base: heads ranked by |SSA - base| instead of |SSA|

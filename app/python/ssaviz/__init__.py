@@ -666,7 +666,8 @@ class Analysis:
 
     def attribute(self, position, token, side="ssa"):
         """Each part's share of the logit of `token` (an id, or a piece as ssaviz shows it: the
-        text's pieces, lens_top()'s, predictions()') at `position` (-1: the last): a dict with heads
+        text's pieces, lens_top()'s, predictions()') at `position` (-1: the last token, T - 1, which
+        predicts past the text; a.dla's -1 is T - 2, the last with a next token): a dict with heads
         [L, H], mlp [L], embed and const (floats)."""
         w = "attribute()"
         if isinstance(token, str):

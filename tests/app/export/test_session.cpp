@@ -264,7 +264,10 @@ TEST(Session, FlagKeysHaveTheFlagsBounds) {
     EXPECT_NE(s.error().find("'export.highlight': 'warmth' is not one of"), std::string::npos) << s.error();
     s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"ranking", "heads"}}}});
     ASSERT_FALSE(s);
-    EXPECT_NE(s.error().find("'view.ranking': 'heads' is not one of table, tokens, drift"), std::string::npos) << s.error();
+    EXPECT_NE(s.error().find("'view.ranking': 'heads' is not one of table, tokens, drift, drift-parts"), std::string::npos) << s.error();
+    s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"ranking", "drift-parts"}}}});
+    ASSERT_TRUE(s) << s.error();
+    EXPECT_EQ(s->settings.ranking, app::RankingView::DriftParts);
     s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"lens_map", "drift"}}}});
     ASSERT_FALSE(s);
     EXPECT_NE(s.error().find("'view.lens_map': 'drift' is not one of ssa, compare, diff, base, base_diff"), std::string::npos) << s.error();

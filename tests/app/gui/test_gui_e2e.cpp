@@ -1008,7 +1008,7 @@ TEST(EndToEnd, GuiRankingBesideABaseHoldsTheDrift) {
 
     // The What-ifs tab's grids of the same parts token by token (a session's "ranking"): each head's
     // temperatures' part of each token's loss, and the drift's along its path from the embeddings up
-    // then every weight's. Every cell well off 0 on the scale is blue where head_impacts_tokens.npy
+    // then every weight's, or each part's alone. Every cell well off 0 on the scale is blue where head_impacts_tokens.npy
     // and head_impacts_drift_tokens.npy (the command line's) say the part lowered the loss, red where it raised it.
     ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " export --model " + models + "/licenses/ssa --compare base --text-file " + dir +
                              "/text.txt --out " + dir + "/npy --format npy --rank-heads",
@@ -1016,7 +1016,7 @@ TEST(EndToEnd, GuiRankingBesideABaseHoldsTheDrift) {
               0)
         << ReadFile(dir + "/npy.log");
     const int L = static_cast<int>(cli["part"].size()), H = static_cast<int>(cli["part"][0].size());
-    for (const char* view : {"tokens", "drift"}) {
+    for (const char* view : {"tokens", "drift", "drift-parts"}) {
         const bool heads = std::string(view) == "tokens";
         // [3, L, H, n]: the first slab both temperatures'; [rows, n]: none, the heads', each layer's
         // attention and MLP, the embeddings', every weight's, then the path's 1 + 2 L up and 1 + 2 L down.
@@ -1026,6 +1026,8 @@ TEST(EndToEnd, GuiRankingBesideABaseHoldsTheDrift) {
         std::vector<float> cells;  // the grid's rows, as the window draws them
         if (heads) {
             cells.assign(all.begin(), all.begin() + static_cast<size_t>(L) * H * n);
+        } else if (std::string(view) == "drift-parts") {  // each part alone: the rows after "none", up to every weight's
+            cells.assign(all.begin() + n, all.begin() + static_cast<size_t>(1 + L * H + 2 * L + 2) * n);
         } else {
             const size_t path = static_cast<size_t>(1 + L * H + 2 * L + 2) * n, every = static_cast<size_t>(1 + L * H + 2 * L + 1) * n;
             cells.assign(all.begin() + path, all.begin() + path + static_cast<size_t>(1 + 2 * L) * n);

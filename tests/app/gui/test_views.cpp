@@ -380,7 +380,7 @@ TEST_F(Views, PredictionsAndWhatIfsDrawInEveryState) {
 }
 
 // The heads ranking as a grid of parts token by token (the What-ifs tab's "temperatures by token"
-// and "drift by token"): drawn while the text shown is the one ranked, for a few heads and for a GPT-2
+// and the drift's along the layers or each part alone): drawn while the text shown is the one ranked, for a few heads and for a GPT-2
 // small's 144 over 200 tokens, partly measured or not at all; the drift grid asked for
 // without a base shows the temperatures'.
 TEST_F(Views, TheRankingGridShowsWhereOnTheText) {
@@ -428,6 +428,23 @@ TEST_F(Views, TheRankingGridShowsWhereOnTheText) {
         if (2 * L + 2 < L * H) {
             EXPECT_LT(drift->h, heads->h) << "2 L + 2 rows against L H";
         }
+        // Each part alone: the heads' rows, each layer's attention and MLP, the embeddings', every weight's.
+        const app::TokenPartsGrid parts = app::DriftPartsGrid(*state.head_impacts, L, H);
+        ASSERT_EQ(parts.rows.size(), static_cast<size_t>(L * H + 2 * L + 2));
+        EXPECT_EQ(parts.rows[1], H > 1 ? "L0 H1" : "L1 H0");
+        EXPECT_EQ(parts.rows[L * H + 1], "L0 MLP");
+        EXPECT_EQ(parts.rows.back(), "every weight");
+        ASSERT_EQ(parts.values.size(), parts.rows.size() * (T - 1));
+        EXPECT_NEAR(parts.values[static_cast<size_t>(T - 1) + 7], (*impacts->drift_baseline_tokens)[7] - (*impacts->heads[1].tokens_from_base)[7], 1e-6);
+        EXPECT_TRUE(std::isnan(parts.values[static_cast<size_t>(L * H - 1) * (T - 1)])) << "the head not measured";
+        EXPECT_TRUE(std::isnan(parts.values[static_cast<size_t>(L * H) * (T - 1)])) << "no attention measured";
+        if (L * H + 2 * L + 2 <= 48) {
+            const auto alone = draw(app::RankingView::DriftParts);
+            ASSERT_TRUE(alone);
+            EXPECT_GT(alone->h, drift->h) << "L H + 2 L + 2 rows against 2 L + 2";
+        } else {
+            EXPECT_TRUE(draw(app::RankingView::DriftParts));
+        }
 
         // Measured on another text, or nothing measured yet: a note, no grid.
         auto other = std::make_shared<app::HeadImpacts>(*impacts);
@@ -440,6 +457,7 @@ TEST_F(Views, TheRankingGridShowsWhereOnTheText) {
         state.head_impacts = other;
         EXPECT_FALSE(draw(app::RankingView::Tokens));
         EXPECT_FALSE(draw(app::RankingView::Drift));
+        EXPECT_FALSE(draw(app::RankingView::DriftParts));
     }
 }
 
