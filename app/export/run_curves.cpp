@@ -9,6 +9,7 @@
 #include "app/core/names.h"
 #include "model/io/files.h"
 #include "viz/palette.h"
+#include "viz/ticks.h"
 
 namespace app {
 
@@ -196,9 +197,24 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
     plot.Options.Height = 440;
     if (runs.empty()) return plot;
     const RunCurve& first = runs[0];
-    for (size_t l = 0; l < first.layers.size(); ++l) {
+    // The y extent of every curve drawn, to tell when two lie within a pixel or so of each other.
+    float lo = INFINITY, hi = -INFINITY;
+    auto extend = [&](const std::vector<float>& v) {
+        for (float y : v)
+            if (std::isfinite(y)) lo = std::min(lo, y), hi = std::max(hi, y);
+    };
+    for (const RunCurve& r : runs) extend(r.all), extend(r.compare), extend(r.base);
+    for (const std::vector<float>& layer : first.layers) extend(layer);
+    auto under = [&](const std::vector<float>& v, const std::vector<float>& over) {  // every step within 0.5% of the extent
+        if (v.size() != over.size() || !(hi > lo)) return v.size() == over.size() && !v.empty();
+        for (size_t k = 0; k < v.size(); ++k)
+            if (std::isfinite(v[k]) != std::isfinite(over[k]) || std::abs(v[k] - over[k]) > 0.005f * (hi - lo)) return false;
+        return true;
+    };
+    // One layer is its mean over every head: drawn once, as the mean (a layer's line lay under it).
+    for (size_t l = 0; l < first.layers.size() && first.layers.size() > 1; ++l) {
         viz::PlotSeries s;
-        s.Name = "layer " + std::to_string(l);
+        s.Name = "layer " + std::to_string(l) + (runs.size() > 1 ? ", " + first.label : "");  // the first run's layers
         s.X = first.steps;
         s.Y = first.layers[l];
         s.Color = viz::SeriesColor(static_cast<int>(l));
@@ -219,6 +235,7 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
     if (!first.compare.empty()) {
         viz::PlotSeries s;
         s.Name = first.compare_name + (runs.size() > 1 ? " (the run's comparison)" : " (the comparison)");
+        if (under(first.compare, first.all)) s.Name += ", under the run's line";  // listed, yet drawn under it
         s.X = first.steps;
         s.Y = first.compare;
         s.Color = viz::kCompareColor;
@@ -231,7 +248,15 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
             if (kind == viz::SeriesKind::Points && !points) continue;
             viz::PlotSeries s;
             s.Kind = kind;
-            s.Name = kind == viz::SeriesKind::Line ? runs[r].label + (runs[r].layers.empty() ? "" : ", all heads") : "";
+            s.Name = kind == viz::SeriesKind::Line ? runs[r].label + (runs[r].layers.empty()       ? ""
+                                                                      : runs[r].layers.size() == 1 ? ", all heads (layer 0)"
+                                                                                                   : ", all heads")
+                                                   : "";
+            // A curve that never moves (a vanilla run's tau_q, its JS to its own tau = 1) says its one value.
+            float v0 = NAN;
+            bool constant = !runs[r].all.empty();
+            for (float v : runs[r].all) constant = constant && std::isfinite(v) && (std::isnan(v0) || v == v0), v0 = std::isnan(v0) ? v : v0;
+            if (constant && r > 0 && kind == viz::SeriesKind::Line) s.Name += ": " + viz::FormatTick(v0) + " at every step";
             s.X = runs[r].steps;
             s.Y = runs[r].all;
             s.Color = kMeanColors[r];

@@ -278,13 +278,19 @@ void DashedLine(ImDrawList* d, ImVec2 a, ImVec2 b, ImU32 color, float thickness,
 // Reference lines on top of the data, then the label of the y line outside the clip.
 void EndPlot(const Frame& f, const PlotAxes& axes) {
     ImDrawList* d = f.draw;
-    if (axes.x_line && std::isfinite(*axes.x_line)) {
-        const float x = f.X(*axes.x_line);
-        d->AddLine(ImVec2(x, f.min.y), ImVec2(x, f.max.y), kMarkerColor, 1.0f);
-    }
+    // The marker a pixel inside the frame (at the last step it fell on the edge, clipped), with a
+    // notch above the plot that no line covers.
+    const bool x_line_visible = axes.x_line && std::isfinite(*axes.x_line) && f.X(*axes.x_line) >= f.min.x - 0.5f && f.X(*axes.x_line) <= f.max.x + 0.5f;
+    const float x_line = x_line_visible ? std::clamp(std::round(f.X(*axes.x_line)), f.min.x + 1.0f, f.max.x - 2.0f) : 0.0f;
+    if (x_line_visible) d->AddLine(ImVec2(x_line + 0.5f, f.min.y), ImVec2(x_line + 0.5f, f.max.y), kMarkerColor, 1.0f);
     const bool y_line_visible = axes.y_line && std::isfinite(*axes.y_line) && *axes.y_line >= f.yr.min && *axes.y_line <= f.yr.max;
     if (y_line_visible) DashedLine(d, ImVec2(f.min.x, f.Y(*axes.y_line)), ImVec2(f.max.x, f.Y(*axes.y_line)), kLineColor, 1.5f);
     d->PopClipRect();
+    if (x_line_visible) {
+        const float s = std::max(3.0f, ImGui::GetFontSize() * 0.3f);
+        d->AddTriangleFilled(ImVec2(x_line + 0.5f - s, f.min.y - s - 1.0f), ImVec2(x_line + 0.5f + s, f.min.y - s - 1.0f),
+                             ImVec2(x_line + 0.5f, f.min.y - 1.0f), IM_COL32(255, 255, 255, 200));
+    }
     if (y_line_visible && axes.y_line_label) {
         const ImVec2 ts = ImGui::CalcTextSize(axes.y_line_label);
         const float y = f.Y(*axes.y_line);

@@ -234,7 +234,7 @@ void TextView::DrawEditor(WindowState& state, float height) {
         ImGui::SetTooltip("Analyse the first %d tokens of a longer text instead of refusing it.", context > 0 ? context : 1024);
 }
 
-void TextView::DrawControls(AppState& state) {
+void TextView::DrawControls(WindowState& state) {
     ViewSettings& s = state.settings;
     const float fs = ImGui::GetFontSize();
     const HeadRef head = ClampedHead(state);
@@ -321,7 +321,10 @@ void TextView::DrawControls(AppState& state) {
             ImGui::SetTooltip("tau is an inverse temperature: larger = sharper attention.\nBlue: tau < 1, softer than vanilla. "
                               "White: tau = 1, vanilla attention. Red: tau > 1, sharper.\nThe scale is %s (View > Temperature "
                               "scale per head), centred at 1 from %.3g to %.3g%s.\n%s",
-                              s.per_head_scale ? "this head's own" : "the same for every head of the model", m_scale.min, m_scale.max,
+                              s.per_head_scale ? "this head's own"
+                              : m_values_run   ? "the same for every head and every step of the run's timeline"
+                                               : "the same for every head of the model",
+                              m_scale.min, m_scale.max,
                               !cropped                ? ""
                               : m_legend.min >= 1.0f  ? "; the ramp shows its upper half, from 1: no temperature here is below 1"
                               : m_legend.max <= 1.0f  ? "; the ramp shows its lower half, up to 1: no temperature here is above 1"
@@ -345,12 +348,17 @@ void TextView::DrawControls(AppState& state) {
 // [SECTION] Values: what colours each chip, and its scale
 //-------------------------------------------------------------------------------------------------
 
-void TextView::UpdateValues(const AppState& state) {
+void TextView::UpdateValues(const WindowState& state) {
     const ViewSettings& s = state.settings;
     const HeadRef head = ClampedHead(state);
+    const bool own = s.per_head_scale && s.token_scope == TokenScope::Head;
+    const RunTrack* run = s.token_color == TokenColor::TauQ && !s.per_head_scale && state.timeline && state.timeline->text == state.text
+                              ? state.timeline.get()
+                              : nullptr;
     if (SameAnalysis(m_values_for, state.analysis) && s.token_color == m_values_color && s.token_scope == m_values_scope && head == m_values_head &&
-        s.per_head_scale == m_values_per_head)
+        s.per_head_scale == m_values_per_head && run == m_values_run)
         return;
+    m_values_run = run;
     m_values_per_head = s.per_head_scale;
     m_values_for = state.analysis;
     m_values_color = s.token_color;
@@ -379,10 +387,16 @@ void TextView::UpdateValues(const AppState& state) {
     if (IsTemperature(s.token_color)) {
         // One diverging scale around tau = 1 for every head (a colour is one tau everywhere), or
         // this head's own when asked; a mean over heads lies inside the model's range.
-        const bool own = s.per_head_scale && s.token_scope == TokenScope::Head;
-        const TemperatureScale scale = s.per_head_scale && s.token_scope != TokenScope::Head
-                                           ? TemperatureScaleOver(lo, hi)
-                                           : TemperatureRange(*a, *rows, own ? std::optional<HeadRef>(head) : std::nullopt, offset);
+        TemperatureScale scale = s.per_head_scale && s.token_scope != TokenScope::Head
+                                     ? TemperatureScaleOver(lo, hi)
+                                     : TemperatureRange(*a, *rows, own ? std::optional<HeadRef>(head) : std::nullopt, offset);
+        if (run) {  // the run's every step, each head's tau_q (its scale rescaled from step to step)
+            float run_lo = scale.used.min, run_hi = scale.used.max;
+            for (const std::vector<float>& step : run->timeline.tau_q)
+                for (float v : step)
+                    if (std::isfinite(v)) run_lo = std::min(run_lo, v), run_hi = std::max(run_hi, v);
+            scale = TemperatureScaleOver(run_lo, run_hi);
+        }
         m_scale = scale.range;
         m_legend = scale.used;
     } else {

@@ -30,13 +30,15 @@ private:
 
     static Label MakeLabel(const std::string& piece);
     void DrawEditor(WindowState& state, float height);
-    void DrawControls(AppState& state);
+    void DrawControls(WindowState& state);
     void DrawStrip(WindowState& state, float height);
     void DrawTooltip(const AppState& state, int i) const;
     static void DrawLossRows(const model::Analysis& a, int i);
     void UpdateLabels(const AppState& state);
     void UpdateLayout(float width);
-    void UpdateValues(const AppState& state);
+    // Over a run with its timeline of the text, tau_q's scale is the run's, every step's (colours
+    // compare while stepping through it).
+    void UpdateValues(const WindowState& state);
     void UpdateLossValues(const model::Analysis& a, TokenColor color);
 
     // Caches, rebuilt when the analysis, the width, the font or the colouring changes. Weak, so an
@@ -55,6 +57,7 @@ private:
     TokenColor m_values_color = TokenColor::TauQ;
     TokenScope m_values_scope = TokenScope::Head;
     HeadRef m_values_head;
+    const void* m_values_run = nullptr;  // the timeline whose range tau_q's scale spans (null: none)
     std::vector<float> m_values;  // [T] the chosen quantity in the chosen scope
     float m_value_min = 0, m_value_max = 0;  // of the shown tokens
     viz::Range m_scale;                      // the colour scale: diverging around 1 for temperatures

@@ -267,6 +267,36 @@ TEST(RunTimeline, StepsToSparsityAndATokensTauQ) {
     EXPECT_EQ(tau1->Color.b, viz::kCompareColor.b);
 }
 
+// A curve drawn under another is said so in the legend, and one that never moves says its value:
+// the graph run's tau = 1 loss lay 1e-4 nats under SSA's, its one layer under the all-heads mean,
+// and the vanilla compare run's JS to its own tau = 1 was a flat 0 (each listed, none seen).
+TEST(RunCurves, ALegendSaysWhatItsCurvesHide) {
+    app::RunCurve ssa, vanilla;
+    ssa.label = "ssa (run)", vanilla.label = "vanilla (compare run)";
+    ssa.steps = vanilla.steps = {0, 100, 200};
+    ssa.all = {2.1f, 1.5f, 1.2f};
+    ssa.layers = {ssa.all};
+    ssa.compare = {2.1001f, 1.5001f, 1.2001f}, ssa.compare_name = "tau=1";
+    vanilla.all = {0.0f, 0.0f, 0.0f};
+    vanilla.layers = {vanilla.all};
+    const viz::Plot plot = app::RunCurvesPlot("js_divergence", {ssa, vanilla});
+    std::vector<std::string> names;
+    for (const viz::PlotSeries& s : plot.Series)
+        if (!s.Name.empty()) names.push_back(s.Name);
+    EXPECT_EQ(names, (std::vector<std::string>{"tau=1 (the run's comparison), under the run's line", "ssa (run), all heads (layer 0)",
+                                                "vanilla (compare run), all heads (layer 0): 0 at every step"}));
+    // Apart by more than a pixel's worth, with two layers, each is drawn and named as it was.
+    ssa.compare = {2.0f, 1.4f, 1.0f};
+    ssa.layers = {ssa.all, {2.2f, 1.6f, 1.4f}};
+    vanilla.all = {0.0f, 0.1f, 0.0f};
+    vanilla.layers = {vanilla.all, vanilla.all};
+    names.clear();
+    for (const viz::PlotSeries& s : app::RunCurvesPlot("js_divergence", {ssa, vanilla}).Series)
+        if (!s.Name.empty()) names.push_back(s.Name);
+    EXPECT_EQ(names, (std::vector<std::string>{"layer 0, ssa (run)", "layer 1, ssa (run)", "tau=1 (the run's comparison)", "ssa (run), all heads",
+                                                "vanilla (compare run), all heads"}));
+}
+
 // An exported temperature highlight colours its tokens on the model's scale around 1 and shows in
 // its legend the part of that scale the temperatures reach: an exp-exp fine-tune's tau_q (every
 // one >= 1) read from 1 (white) up, with no tick below 1; with values on both sides, from the
