@@ -139,6 +139,10 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
 
     ProgressBar bar("train", 64);
     auto progress = [&](const model::TrainProgress& p) {
+        if (p.note) {
+            std::fprintf(stderr, "ssaviz: %s\n", p.note->c_str());
+            return;
+        }
         char label[128];
         std::snprintf(label, sizeof label, "ssa %.3f%s | %.0f tok/s | %.0f s", p.loss_ssa,
                       o.twin ? (" vanilla " + std::to_string(p.loss_vanilla).substr(0, 5)).c_str() : "", p.tokens_per_second, p.seconds);

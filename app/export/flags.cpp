@@ -119,12 +119,13 @@ model::Result<std::vector<int>> ParseIndexList(const std::string& text, const st
     const auto items = SplitList(text);
     if (!items) return model::Fail(flag + " is empty (expected all or a list like 0,2)");
     std::set<int> seen;
+    const std::string named = !flag.empty() && flag.back() == ':' ? flag : flag + ":";  // a session's key comes as "'export.layers':"
     for (const std::string& item : *items) {
         // Negative and too large indices pass: the check against the model names them.
         const auto v = ParseInteger(item, INT_MIN, INT_MAX);
         const bool digits = item.find_first_not_of("0123456789", item[0] == '-') == std::string::npos && item.size() > (item[0] == '-');
-        if (!v && digits) return model::Fail(flag + ": " + QuoteForMessage(item) + " is out of range: no model has that many");
-        if (!v) return model::Fail(flag + ": " + QuoteForMessage(item) + " is not a whole number (expected all or a list like 0,2)");
+        if (!v && digits) return model::Fail(named + " " + QuoteForMessage(item) + " is out of range: no model has that many");
+        if (!v) return model::Fail(named + " " + QuoteForMessage(item) + " is not a whole number (expected all or a list like 0,2)");
         // A repeat would write the same files again: each index counts once, in the order first given.
         if (seen.insert(static_cast<int>(*v)).second) out.push_back(static_cast<int>(*v));
     }

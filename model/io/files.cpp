@@ -4,6 +4,7 @@
 #include <cctype>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -35,35 +36,44 @@ std::string KindOf(const struct stat& st) {
 }
 
 // Walks the JSON once without building it and stops at the first value nested deeper than the
-// limit: nlohmann's parser itself is iterative, but a deep value is a hazard to whatever walks it.
+// limit (nlohmann's parser itself is iterative, but a deep value is a hazard to whatever walks it)
+// or past the memory its tree may take, `max_tree` bytes as nlohmann holds it: a value 16 bytes
+// and as much again for its container's spare room, an object's map or an array's vector and a
+// string's heap on top, an object's key in a map node of about 80 bytes.
 // Given `duplicates`, it also names (dotted: "view.layer") each key an object gives more than once,
 // which the parser would settle silently by taking the last.
 class DepthCheck final : public nlohmann::json_sax<nlohmann::json> {
 public:
-    explicit DepthCheck(std::vector<std::string>* duplicates) : m_duplicates(duplicates) {}
+    DepthCheck(std::vector<std::string>* duplicates, size_t max_tree) : m_duplicates(duplicates), m_max_tree(max_tree) {}
     std::string error;
-    bool null() override { return true; }
-    bool boolean(bool) override { return true; }
-    bool number_integer(number_integer_t) override { return true; }
-    bool number_unsigned(number_unsigned_t) override { return true; }
-    bool number_float(number_float_t, const string_t&) override { return true; }
-    bool string(string_t&) override { return true; }
-    bool binary(binary_t&) override { return true; }
-    bool start_object(std::size_t) override { return Enter(); }
+    size_t tree = 0;  // the bytes counted so far
+    bool null() override { return Value(0); }
+    bool boolean(bool) override { return Value(0); }
+    bool number_integer(number_integer_t) override { return Value(0); }
+    bool number_unsigned(number_unsigned_t) override { return Value(0); }
+    bool number_float(number_float_t, const string_t&) override { return Value(0); }
+    bool string(string_t& s) override { return Value(48 + Heap(s)); }
+    bool binary(binary_t&) override { return Value(48); }
+    bool start_object(std::size_t) override { return Value(64) && Enter(); }
     bool key(string_t& key) override {
+        if (!Value(80 + Heap(key))) return false;
         if (!m_duplicates) return true;
         Level& level = m_levels.back();
         if (!level.keys.insert(key).second && m_duplicates->size() < kMaxDuplicatesNamed) {
+            // Named as a message shows it, cut as it is built (a session of 1 MB keys copied every
+            // enclosing one whole for each duplicate).
             std::string name;
             for (const Level& l : m_levels)
-                if (&l != &level && !l.last_key.empty()) name += l.last_key + ".";
-            m_duplicates->push_back(name + key);
+                if (&l != &level && !l.last_key.empty() && name.size() < kMaxNameBytes) name += l.last_key.substr(0, kMaxNameBytes) + ".";
+            name += key.substr(0, kMaxNameBytes);
+            if (name.size() > kMaxNameBytes) name = name.substr(0, kMaxNameBytes) + "...";
+            m_duplicates->push_back(std::move(name));
         }
-        level.last_key = key;
+        level.last_key = key.substr(0, kMaxNameBytes + 1);
         return true;
     }
     bool end_object() override { return Leave(); }
-    bool start_array(std::size_t) override { return Enter(); }
+    bool start_array(std::size_t) override { return Value(40) && Enter(); }
     bool end_array() override { return Leave(); }
     bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
         error = JsonErrorText(e);
@@ -71,7 +81,15 @@ public:
     }
 
 private:
-    static constexpr size_t kMaxDuplicatesNamed = 20;
+    static constexpr size_t kMaxDuplicatesNamed = 20, kMaxNameBytes = 120;
+    // A string's heap: none within the short-string buffer, else its bytes and the allocation's.
+    static size_t Heap(const string_t& s) { return s.size() > 15 ? s.size() + 17 : 0; }
+    bool Value(size_t extra) {
+        tree += 32 + extra;
+        if (tree <= m_max_tree) return true;
+        error = "holding it would take more than " + FormatBytes(m_max_tree) + " of memory, more than a JSON text of its size needs";
+        return false;
+    }
     struct Level {
         std::unordered_set<std::string> keys;
         std::string last_key;  // empty in an array: its items are named by the array's key
@@ -90,9 +108,16 @@ private:
         return true;
     }
     std::vector<std::string>* m_duplicates;
+    size_t m_max_tree;
     std::vector<Level> m_levels;
     int m_depth = 0;
 };
+
+// A quarter of the machine's memory (where it cannot be read, 4 GB).
+size_t QuarterOfMemory() {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? static_cast<size_t>(pages) / 4 * static_cast<size_t>(page) : size_t{4} << 30;
+}
 
 }  // namespace
 
@@ -130,8 +155,11 @@ Status CheckRegularFile(const std::string& path, size_t max_bytes) {
     return Ok{};
 }
 
-Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
-    if (auto s = CheckRegularFile(path, max_bytes); !s) return Fail(s.error());
+namespace {
+
+// ReadFile's and ReadFileHead's: with `whole`, more than max_bytes is an error; else cut there.
+Result<std::string> ReadRegularFile(const std::string& path, size_t max_bytes, bool whole) {
+    if (auto s = CheckRegularFile(path, whole ? max_bytes : SIZE_MAX); !s) return Fail(s.error());
     // O_NONBLOCK: should the path have been swapped for a FIFO since the check, opening it does
     // not wait for a writer; fstat on the open file then refuses it.
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -155,13 +183,21 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
         if (got == bytes.size() && got <= max_bytes) bytes.resize(std::min(max_bytes + 1, bytes.size() * 2));  // it grew
     }
     ::close(fd);
-    if (got > max_bytes) return Fail(Quoted(path) + " is more than the " + FormatBytes(max_bytes) + " such a file may be");
-    bytes.resize(got);
+    if (got > max_bytes && whole) return Fail(Quoted(path) + " is more than the " + FormatBytes(max_bytes) + " such a file may be");
+    bytes.resize(std::min(got, max_bytes));
     return bytes;
 }
 
-Result<nlohmann::json> ParseJsonText(std::string_view text, std::vector<std::string>* duplicate_keys) {
-    DepthCheck check(duplicate_keys);
+}  // namespace
+
+Result<std::string> ReadFile(const std::string& path, size_t max_bytes) { return ReadRegularFile(path, max_bytes, true); }
+
+Result<std::string> ReadFileHead(const std::string& path, size_t max_bytes) { return ReadRegularFile(path, max_bytes, false); }
+
+Result<nlohmann::json> ParseJsonText(std::string_view text, std::vector<std::string>* duplicate_keys, size_t tree) {
+    const size_t ratio = std::max<size_t>(tree, 1);
+    const size_t cap = text.size() > (SIZE_MAX - (size_t{16} << 20)) / ratio ? SIZE_MAX : (size_t{16} << 20) + ratio * text.size();
+    DepthCheck check(duplicate_keys, std::min(cap, QuarterOfMemory()));
     if (!nlohmann::json::sax_parse(text, &check)) return Fail(check.error.empty() ? "invalid JSON" : check.error);
     try {
         return nlohmann::json::parse(text);
@@ -187,10 +223,10 @@ std::string JsonErrorText(const std::exception& e) {
     return EscapeForMessage(what, 400);
 }
 
-Result<nlohmann::json> ParseJsonFile(const std::string& path, size_t max_bytes) {
+Result<nlohmann::json> ParseJsonFile(const std::string& path, size_t max_bytes, size_t tree) {
     auto text = ReadFile(path, max_bytes);
     if (!text) return Fail(text.error());
-    auto json = ParseJsonText(*text);
+    auto json = ParseJsonText(*text, nullptr, tree);
     if (!json) return Fail(EscapeForMessage(path) + ": invalid JSON (" + json.error() + ")");
     return json;
 }

@@ -33,13 +33,23 @@ Status CheckRegularFile(const std::string& path, size_t max_bytes);
 // A whole regular file of at most `max_bytes` as bytes; the error names the path. Reads at most
 // max_bytes + 1 bytes whatever the file claims, so a file that grows while read is refused too.
 Result<std::string> ReadFile(const std::string& path, size_t max_bytes);
-// A whole file parsed as JSON (at most `max_bytes`, nesting at most kMaxJsonDepth); the error
-// names the path and the parser's complaint.
-Result<nlohmann::json> ParseJsonFile(const std::string& path, size_t max_bytes = kMaxJsonFileBytes);
-// JSON text parsed with nesting at most kMaxJsonDepth; the error is the parser's complaint or the
-// depth, without a path. Given `duplicate_keys`, the dotted names of keys an object gives twice
-// (the value kept is the last, as Python's json keeps it) are added to it, at most 20.
-Result<nlohmann::json> ParseJsonText(std::string_view text, std::vector<std::string>* duplicate_keys = nullptr);
+// The first `max_bytes` of a regular file however long it is (a list read from its start: recent
+// models); the error names the path.
+Result<std::string> ReadFileHead(const std::string& path, size_t max_bytes);
+// The memory a JSON text's tree may take, as a multiple of the text's size (and 16 MB more), and at
+// most a quarter of the machine's memory: the tree holds each value in 16 to 100 bytes, so a file
+// of empty objects ("[{},{},...]", 3 bytes each) took 35 times its size, and where that failed the
+// parser's unwinding aborted. Legitimate files take less: a config, a session or a safetensors
+// header under 10 times; a tokenizer's merges ("["a","b"]") about 23 times (kTokenizerJsonTree).
+constexpr size_t kJsonTree = 16, kTokenizerJsonTree = 32;
+// A whole file parsed as JSON (at most `max_bytes`, nesting at most kMaxJsonDepth, its tree at most
+// `tree` times its size); the error names the path and the parser's complaint.
+Result<nlohmann::json> ParseJsonFile(const std::string& path, size_t max_bytes = kMaxJsonFileBytes, size_t tree = kJsonTree);
+// JSON text parsed with nesting at most kMaxJsonDepth and its tree's memory bounded as above; the
+// error is the parser's complaint, the depth or the memory, without a path. Given `duplicate_keys`,
+// the dotted names of keys an object gives twice (the value kept is the last, as Python's json
+// keeps it) are added to it, at most 20, each at most 120 characters.
+Result<nlohmann::json> ParseJsonText(std::string_view text, std::vector<std::string>* duplicate_keys = nullptr, size_t tree = kJsonTree);
 
 // Whether `path` is `folder` or inside it, links resolved (a part that does not exist yet taken as
 // named); false where `folder` cannot be resolved.

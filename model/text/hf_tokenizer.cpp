@@ -1584,7 +1584,7 @@ size_t VocabEntries(const json& root) {
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer>> LoadHfTokenizerJson(const std::string& path) {
-    auto root = ParseJsonFile(path, kMaxTokenizerFileBytes);
+    auto root = ParseJsonFile(path, kMaxTokenizerFileBytes, kTokenizerJsonTree);
     if (!root) return Fail(root.error());
     if (!root->is_object()) return Fail(path + ": not a JSON object");
     Pipeline p;

@@ -93,7 +93,7 @@ Result<std::unique_ptr<Tokenizer>> LoadGpt2Tokenizer(const std::string& vocab_js
     BpeFiles files;
     files.vocab_source = vocab_json_path;
     files.merges_source = merges_path;
-    auto vocab = ParseJsonFile(vocab_json_path, kMaxTokenizerFileBytes);
+    auto vocab = ParseJsonFile(vocab_json_path, kMaxTokenizerFileBytes, kTokenizerJsonTree);
     if (!vocab) return Fail(vocab.error());
     if (Status status = ReadVocab(*vocab, vocab_json_path, &files); !status) return Fail(status.error());
     auto merges = ReadFile(merges_path, kMaxTokenizerFileBytes);

@@ -362,6 +362,8 @@ Result<TaskSpec> TaskSpecFromJson(const nlohmann::json& j) {
     return s;
 }
 
+constexpr size_t kSkippedNamed = 20;
+
 Result<Corpus> ReadCorpus(const std::vector<std::string>& paths) {
     Corpus corpus;
     std::vector<fs::path> files;
@@ -372,6 +374,8 @@ Result<Corpus> ReadCorpus(const std::vector<std::string>& paths) {
             for (const auto& entry : fs::directory_iterator(p, ec))
                 if (entry.is_symlink()) corpus.skipped.push_back(entry.path().string() + " (symlink)");
                 else if (entry.is_regular_file()) in_dir.push_back(entry.path());
+                else if (!entry.is_directory()) corpus.skipped.push_back(entry.path().string() + " (not a regular file)");  // a FIFO, a device
+            if (ec) return Fail("--data '" + EscapeForMessage(p) + "': cannot list the folder (" + ec.message() + ")");
             std::sort(in_dir.begin(), in_dir.end());
             files.insert(files.end(), in_dir.begin(), in_dir.end());
         } else if (fs::is_regular_file(p, ec)) {
@@ -410,6 +414,7 @@ Result<Corpus> ReadCorpus(const std::vector<std::string>& paths) {
 Result<std::unique_ptr<TrainingTask>> MakeTask(const TaskSpec& spec, const Tokenizer& tokenizer) {
     if (spec.seq_len < 2 || spec.batch < 1) return Fail("seq_len must be >= 2 and batch >= 1");
     std::unique_ptr<TrainingTask> task;
+    std::vector<std::string> skipped;  // --data's files it could not use
     if (spec.task == "text") {
         auto corpus = ReadCorpus(spec.data);
         if (!corpus) return Fail(corpus.error());
@@ -425,6 +430,7 @@ Result<std::unique_ptr<TrainingTask>> MakeTask(const TaskSpec& spec, const Token
             return Fail("--data: " + std::to_string(train.size() + val.size()) + " tokens are too few for seq_len " +
                         std::to_string(spec.seq_len));
         task = std::make_unique<TextTask>(std::move(train), std::move(val), spec.seq_len, spec.batch);
+        skipped = std::move(corpus->skipped);
     } else if (spec.task == "graph") {
         auto tokens = tokenizer.Encode(kNodeNames);
         if (!tokens || tokens->ids != std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7})
@@ -446,6 +452,12 @@ Result<std::unique_ptr<TrainingTask>> MakeTask(const TaskSpec& spec, const Token
         return Fail("task '" + spec.task + "' is not one of text, graph, passkey");
     }
     task->spec = TaskSpecToJson(spec);
+    if (!skipped.empty()) {  // in train.json, and said by the trainer: the model learned from less than --data names
+        nlohmann::json named = nlohmann::json::array();
+        for (size_t i = 0; i < skipped.size() && i < kSkippedNamed; ++i) named.push_back(EscapeForMessage(skipped[i]));
+        task->spec["skipped"] = std::move(named);  // the first 20
+        task->spec["skipped_files"] = skipped.size();
+    }
     return task;
 }
 

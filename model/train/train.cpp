@@ -634,6 +634,15 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
     }
     auto task = MakeTask(o.task, **tokenizer);
     if (!task) return Fail(task.error());
+    if (const auto skipped = (*task)->spec.find("skipped"); skipped != (*task)->spec.end() && progress) {
+        std::string note = "--data: skipped";
+        const size_t count = (*task)->spec.value("skipped_files", skipped->size());
+        for (size_t i = 0; i < skipped->size() && i < 3; ++i) note += (i ? ", " : " ") + (*skipped)[i].get<std::string>();
+        if (count > 3) note += " and " + std::to_string(count - 3) + " more (train.json's task.skipped)";
+        TrainProgress said;
+        said.note = &note;
+        progress(said);
+    }
 
     ModelConfig vanilla_config = o.config;
     vanilla_config.query = vanilla_config.value = TemperatureForm{};

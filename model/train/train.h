@@ -56,6 +56,7 @@ struct TrainProgress {
     double tokens_per_second = 0;
     double seconds = 0;
     const nlohmann::json* eval = nullptr;     // set on evaluation steps: {"ssa": {...}, "vanilla": {...}}
+    const std::string* note = nullptr;        // once, before the first step: what the run should say (--data's files skipped)
 };
 
 // GPT-2-style initial weights for training (std 0.02; residual projections scaled by

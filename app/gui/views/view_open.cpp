@@ -83,8 +83,12 @@ std::vector<std::string> LoadRecentModels() {
     try {
         const fs::path path = RecentFilePath();
         if (path.empty()) return recent;
-        auto text = model::ReadFile(path.string(), size_t{1} << 20);  // a list of paths: never more than a megabyte
+        // A list of paths: its first megabyte, a longer file's cut line dropped (a file over it was
+        // read as empty, and the next model opened replaced the list with itself).
+        constexpr size_t kHead = size_t{1} << 20;
+        auto text = model::ReadFileHead(path.string(), kHead);
         if (!text) return recent;
+        if (text->size() == kHead) text->erase(std::min(text->size(), text->rfind('\n') + 1));
         std::istringstream in(*text);
         std::string line;
         while (recent.size() < kMaxRecent && std::getline(in, line)) {

@@ -66,11 +66,11 @@ def _flag_value(where, name, value):
     if isinstance(value, (str, _os.PathLike)):
         text = _os.fspath(value)
         if ("\0" if isinstance(text, str) else b"\0") in text:  # it would cut a path (config=, tokenizer=) short
-            raise ValueError(f"{where}: {name}= holds a NUL character, which no path or name can")
+            raise ValueError(f"{where}: {_shown(name)}= holds a NUL character, which no path or name can")
         return _fs(text)
     if isinstance(value, (list, tuple, range)):
         return ",".join(_flag_value(where, name, v) for v in value)
-    raise ArgumentTypeError(f"{where}: {name}= takes a string, number, bool or list, not {type(value).__name__}")
+    raise ArgumentTypeError(f"{where}: {_shown(name)}= takes a string, number, bool or list, not {type(value).__name__}")
 
 
 def _flags(where, flags):
@@ -96,7 +96,7 @@ def _whole(where, name, value):
         value = value.item()
     if isinstance(value, _Real) and not isinstance(value, (bool, _Integral)):
         if not float(value).is_integer():
-            raise ValueError(f"{where}: {name} must be a whole number, not {value!r}")
+            raise ValueError(f"{where}: {name} must be a whole number, not {_r(value)}")
         value = int(value)
     return _int(where, name, value)
 
@@ -109,10 +109,23 @@ def _position(where, value, n_tokens):
     return position + n_tokens if position < 0 else position
 
 
+_MESSAGE_CHARS = 200  # what a message echoes of the caller's, at most, as the engine's messages cut it
+
+
+def _cut(text):
+    return text if len(text) <= _MESSAGE_CHARS else text[:_MESSAGE_CHARS] + "..."
+
+
+def _r(value):
+    """repr(value) as a message shows it: escaped by repr, at most 200 characters (a 100,000-character
+    compare= made a message of 200,000)."""
+    return _cut(repr(value))
+
+
 def _shown(text):
     """A name from the caller as a message shows it, as the engine's messages do: C0 controls and
     DEL as \\xNN, C1 controls as \\u00NN, and the bidirectional controls as \\uNNNN (a traceback
-    printed to a terminal would run them, or read reversed)."""
+    printed to a terminal would run them, or read reversed); at most 200 characters."""
     def one(c):
         code = ord(c)
         if code < 0x20 or code == 0x7F:
@@ -120,7 +133,7 @@ def _shown(text):
         if 0x80 <= code < 0xA0 or 0x202A <= code <= 0x202E or 0x2066 <= code <= 0x2069:
             return f"\\u{code:04x}"
         return c
-    return "".join(one(c) for c in str(text))
+    return _cut("".join(one(c) for c in str(text)))
 
 
 def _str(where, name, value):
@@ -197,7 +210,7 @@ def _base_arg(where, compare, base):
     if base is None:
         return compare, ""
     if compare not in ("vanilla", "base"):
-        raise ValueError(f"{where}: base= goes with compare=\"base\", not compare={compare!r}")
+        raise ValueError(f"{where}: base= goes with compare=\"base\", not compare={_r(compare)}")
     if not isinstance(base, (str, _os.PathLike, Model)):
         raise ArgumentTypeError(f"{where}: base must be a folder, a checkpoint or a Model, not {type(base).__name__}")
     return "base", base.path if isinstance(base, Model) else _path(where, "base", base)
@@ -250,8 +263,8 @@ def _compare(where, value):
         # missing twin: the error names both.
         bare = isinstance(value, str) and _os.sep not in path and "/" not in path and not path.startswith(".")
         if bare and path not in accepted and not _os.path.exists(path):
-            raise FileNotFoundError(f"{where}: compare={path!r} is not one of {keywords} (or 'tau1', or 'none' for no comparison), "
-                                    f"and there is no twin folder {path!r}")
+            raise FileNotFoundError(f"{where}: compare={_r(path)} is not one of {keywords} (or 'tau1', or 'none' for no comparison), "
+                                    f"and there is no twin folder {_r(path)}")
         return path, None
     raise ArgumentTypeError(f"{where}: compare must be {keywords}, a Model, a twin's folder or None, not {type(value).__name__}")
 
@@ -688,10 +701,11 @@ class Analysis:
         if len(ids) == 1:
             return ids[0]
         if ids:
-            raise ValueError(f"{w}: {piece!r} is the piece of ids {', '.join(map(str, ids))}: pass the id")
+            raise ValueError(f"{w}: {_r(piece)} is the piece of ids {', '.join(map(str, ids))}: pass the id")
         tokenized = self.model.tokenize(piece)[0]
         if len(tokenized) != 1:
-            raise ValueError(f"{w}: {piece!r} is no piece of the vocabulary and {len(tokenized)} tokens, not one")
+            raise ValueError(f"{w}: {_r(piece)} is no piece of the vocabulary: it tokenizes to {len(tokenized)} tokens, "
+                         "not one (pass one piece or an id)")
         return tokenized[0]
 
     # Figures: the renderer of `ssaviz export`'s PNG / SVG / HTML files.
@@ -744,14 +758,14 @@ class Analysis:
         name = _str(w, "name", name)
         if name in _RANK_PLOTS:
             if flags:
-                raise ArgumentTypeError(f"plot({name!r}) takes no keyword {_shown(next(iter(flags)))} (its keywords: none)")
+                raise ArgumentTypeError(f"plot({_r(name)}) takes no keyword {_shown(next(iter(flags)))} (its keywords: none)")
             self.rank_heads()
             return Figure(self._h.rank_figure(name), name)
         if name in _DLA_PLOTS:
             takes = _DLA_PLOTS[name]
             for keyword in flags:
                 if keyword != takes:
-                    raise ArgumentTypeError(f"plot({name!r}) takes no keyword {_shown(keyword)} (its keywords: {takes})")
+                    raise ArgumentTypeError(f"plot({_r(name)}) takes no keyword {_shown(keyword)} (its keywords: {takes})")
             if name == "dla_heads":
                 return Figure(self._h.dla_figure(name, _str(w, "side", flags.get("side", "ssa")), 0), name)
             # A position as a.dla's last axis and attribute() count them: the one that predicts, its
@@ -759,13 +773,13 @@ class Analysis:
             columns = self.n_tokens - 1
             position = _int(w, "position", flags.get("position", -1), bits=64)
             if columns < 1:
-                raise ValueError(f"plot({name!r}): the attribution needs 2 tokens or more (a next token's logit)")
+                raise ValueError(f"plot({_r(name)}): the attribution needs 2 tokens or more (a next token's logit)")
             if not -columns <= position < columns:
                 raise ValueError(f"{w}: position {position} is out of range: 0 to {columns - 1}, the positions that predict a next token "
                                  "of the text (as a.dla's last axis), or negative from the end")
             return Figure(self._h.dla_figure(name, "", position % columns + 1), name)
         takes = _PLOT_KEYWORDS.get(name)  # a name that is no plot: the engine names the plots
-        return Figure(self._h.plot(name, _flags(w, flags) if takes is None else _figure_flags(f"plot({name!r})", flags, takes)), name)
+        return Figure(self._h.plot(name, _flags(w, flags) if takes is None else _figure_flags(f"plot({_r(name)})", flags, takes)), name)
 
     @_saying_base("analyze with base=DIR, or compare=\"base\"")
     def export(self, out, formats=None, layers=None, heads=None, **flags):

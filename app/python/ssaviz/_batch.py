@@ -17,7 +17,7 @@ import zlib
 from collections import Counter
 from collections.abc import Mapping
 
-from . import _python_words, _ssaviz
+from . import _python_words, _r, _ssaviz
 
 
 def _list(where, name, value, of):
@@ -52,7 +52,7 @@ def _items(where, texts):
         try:
             name.encode("utf-8")
         except UnicodeEncodeError as e:  # a lone surrogate: pybind11's TypeError listing C++ signatures
-            raise ValueError(f"{where}: text {len(names) + 1}'s name {name!r} is not valid UTF-8 ({e.reason} at {e.start})") from None
+            raise ValueError(f"{where}: text {len(names) + 1}'s name {_r(name)} is not valid UTF-8 ({e.reason} at {e.start})") from None
         names.append(name)
         bodies.append(_text(where, t))
     if not bodies:

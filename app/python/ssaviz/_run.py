@@ -15,7 +15,7 @@ from numbers import Integral
 
 import numpy as np
 
-from . import _python_words, _ssaviz
+from . import _python_words, _r, _ssaviz
 
 
 def _analyze_step(step, path, device, flags, text, compare, truncate, base=None):
@@ -116,7 +116,7 @@ class RunAnalysis:
         key = _python_key(name, lambda k: k in self._arrays[0])
         if key is not None:
             return key
-        raise KeyError(f"{where}: {name!r} is not one of the run's arrays ({', '.join(self.keys())})")
+        raise KeyError(f"{where}: {_r(name)} is not one of the run's arrays ({', '.join(self.keys())})")
 
     def arrays(self, name):
         """That array of every step analysed, stacked: [S, ...] (see keys()); step steps[k]'s is [k]."""
@@ -162,7 +162,7 @@ class Run:
         _ssaviz.check_load_flags(self.device, _flags(where, flags), where)  # every step opens with them
         self.flags = flags
         if not os.path.lexists(self.path):
-            raise FileNotFoundError(f"{where}: no such folder: {self.path!r}")
+            raise FileNotFoundError(f"{where}: no such folder: {_r(self.path)}")
         found = _ssaviz.run_steps(_fs(self.path))
         self.steps = [step for step, _ in found]
         self.checkpoints = [os.fsdecode(checkpoint) for _, checkpoint in found]
@@ -260,7 +260,7 @@ class Run:
         other = None
         if isinstance(compare_run, (str, os.PathLike)):
             if not os.path.lexists(_path(where, "compare_run", compare_run)):
-                raise FileNotFoundError(f"{where}: compare_run: no such folder: {os.fspath(compare_run)!r}")
+                raise FileNotFoundError(f"{where}: compare_run: no such folder: {_r(os.fspath(compare_run))}")
             other = Run(compare_run, self.device, **self.flags)
         elif isinstance(compare_run, Run) or compare_run is None:
             other = compare_run
@@ -325,7 +325,7 @@ class Run:
             raise ArgumentTypeError(f"{where}: steps must be \"all\" or a list of steps, not {type(steps).__name__}")
         if isinstance(steps, str):
             if steps != "all":
-                raise ValueError(f"{where}: steps must be \"all\" or a list of the run's steps, not {steps!r}")
+                raise ValueError(f"{where}: steps must be \"all\" or a list of the run's steps, not {_r(steps)}")
             return set(self.steps)
         try:
             steps = list(steps)

@@ -883,6 +883,33 @@ TEST(CliExport, AnInterruptedExportLeavesTheFolderAsItWas) {
 }
 
 // The graph experiment end to end through the binary: train, then eval re-scores what was saved.
+// A --data folder's files the trainer cannot use (not UTF-8, empty, a link, a FIFO) are said and
+// recorded in train.json; it trained on the rest in silence, exit 0.
+TEST(CliTrain, SkippedDataFilesAreSaid) {
+    const std::string out = Scratch("train_skipped"), data = Scratch("train_skipped_data");
+    fs::remove_all(out);
+    fs::remove_all(data);
+    fs::create_directories(data);
+    {
+        std::ofstream good(data + "/good.txt");
+        for (int i = 0; i < 300; ++i) good << "the quick brown fox jumps over the lazy dog, and the dog sleeps.\n";
+    }
+    std::ofstream(data + "/bad.txt", std::ios::binary) << "bad \xff text";
+    std::ofstream(data + "/empty.txt");
+    ASSERT_EQ(::mkfifo((data + "/fifo.txt").c_str(), 0600), 0);
+    Outcome r = Ssaviz({"train", "--out", out, "--task", "text", "--data", data, "--vocab", "320", "--steps", "1", "--layers", "1", "--heads", "1",
+                        "--width", "16", "--context", "16", "--no-twin"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("ssaviz: --data: skipped "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("bad.txt (not UTF-8 text: byte 4)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("empty.txt (empty)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("fifo.txt (not a regular file)"), std::string::npos) << r.err;
+    const json record = json::parse(ReadFile(out + "/ssa/train.json"));
+    EXPECT_EQ(record["task"]["skipped_files"], 3) << record["task"];
+    ASSERT_EQ(record["task"]["skipped"].size(), 3u);
+    EXPECT_NE(record["task"]["skipped"].dump().find("fifo.txt (not a regular file)"), std::string::npos) << record["task"];
+}
+
 TEST(CliTrain, TrainThenEvalAgree) {
     const std::string out = Scratch("train_graph");
     fs::remove_all(out);

@@ -605,6 +605,25 @@ TEST_F(Views, WindowsAndDialogsDraw) {
 // The open dialog opens what it was shown for: a model folder as the model, the twin or the base, a
 // run's folder of checkpoints as a run; Enter opens the selection, and a folder of the wrong kind
 // opens nothing (a run's folder is no model, a model folder no run).
+// A recent-models list over a megabyte is read from its start, and the next model opened goes on
+// top of it (it was read as empty and replaced with the one model).
+TEST(RecentModels, ALongListKeepsItsFirstEntries) {
+    namespace fs = std::filesystem;
+    const fs::path config = fs::path(SSAVIZ_TEST_OUT) / "views_recent";
+    fs::remove_all(config);
+    fs::create_directories(config / "ssaviz");
+    std::ofstream(config / "ssaviz" / "recent.txt") << "/models/a\n/models/b\n" << std::string(1200000, 'x') << "\n/models/c\n";
+    const char* was = std::getenv("XDG_CONFIG_HOME");
+    const std::string before = was ? was : "";
+    ::setenv("XDG_CONFIG_HOME", config.c_str(), 1);
+    std::vector<std::string> recent = app::LoadRecentModels();
+    EXPECT_EQ(recent, (std::vector<std::string>{"/models/a", "/models/b"})) << "the first megabyte's whole lines";
+    app::RememberRecentModel("/models/d", &recent);
+    EXPECT_EQ(app::LoadRecentModels(), (std::vector<std::string>{"/models/d", "/models/a", "/models/b"}));
+    if (was) ::setenv("XDG_CONFIG_HOME", before.c_str(), 1);
+    else ::unsetenv("XDG_CONFIG_HOME");
+}
+
 TEST_F(Views, OpenDialogOpensWhatItWasShownFor) {
     namespace fs = std::filesystem;
     const fs::path root = fs::path(SSAVIZ_TEST_OUT) / "views_open";

@@ -323,7 +323,10 @@ def test_a_nul_or_escape_in_a_name_is_escaped_in_the_message_not_cut_there(small
              (lambda: a.heatmap(0, 0, **{"x\0\x1b[31m\x7f\x85\u202e": 1}), r"^heatmap\(\) takes no keyword x\\x00\\x1b\[31m\\x7f\\u0085\\u202e \("),
              (lambda: a.plot("dla_bars", **{"p\0": 1}), r"^plot\('dla_bars'\) takes no keyword p\\x00 \("),
              (lambda: a.plot("sink_mass", **{"\x1b": 1}), r"^plot\('sink_mass'\) takes no keyword \\x1b \("),
-             (lambda: a.plot("head_impacts", **{"\x1b": 1}), r"^plot\('head_impacts'\) takes no keyword \\x1b \(")]
+             (lambda: a.plot("head_impacts", **{"\x1b": 1}), r"^plot\('head_impacts'\) takes no keyword \\x1b \("),
+             # A keyword's value of the wrong type names the keyword escaped (it went out raw before the keyword was checked).
+             (lambda: ssaviz.load(SMALL, **{"\x1b[31m\u202e": object()}), r"^load\(\): \\x1b\[31m\\u202e= takes a string, number"),
+             (lambda: ssaviz.load(SMALL, **{"\x1b": "a\0"}), r"^load\(\): \\x1b= holds a NUL character")]
     for call, message in calls:
         with pytest.raises(ValueError, match=message) as info:
             call()
@@ -331,6 +334,12 @@ def test_a_nul_or_escape_in_a_name_is_escaped_in_the_message_not_cut_there(small
     # A flag's value is a path or a name: said so, not that it must be a path.
     with pytest.raises(ValueError, match=r"^highlight\(\): highlight= holds a NUL character, which no path or name can$"):
         a.highlight(by="ta\0u")
+    # What a message echoes is at most 200 characters (compare="x" * 100000 made one of 200,147).
+    for call in (lambda: small.analyze(TEXT, compare="x" * 100000), lambda: ssaviz.load(SMALL, **{"x" * 100000: object()}),
+                 lambda: ssaviz.load_run("x" * 100000)):
+        with pytest.raises((ValueError, FileNotFoundError)) as info:
+            call()
+        assert len(str(info.value)) < 1000, len(str(info.value))
 
 
 def test_plausible_mistakes_are_named(small, tmp_path):

@@ -92,12 +92,32 @@ TEST(Files, JsonNestingIsCappedAndNeverDumped) {
     twice.clear();
     ASSERT_TRUE(model::ParseJsonText(many + "\"z\": 0}", &twice));
     EXPECT_EQ(twice.size(), 20u);
+    // A duplicate's name is cut as it is built (each enclosing key of a megabyte was copied whole).
+    const std::string long_key(1 << 20, 'k');
+    twice.clear();
+    ASSERT_TRUE(model::ParseJsonText("{\"" + long_key + "\": {\"" + long_key + "\": 1, \"" + long_key + "\": 2}}", &twice));
+    ASSERT_EQ(twice.size(), 1u);
+    EXPECT_LE(twice[0].size(), 123u);
 
     // Values in messages: described, not dumped; strings escaped and bounded.
     EXPECT_EQ(model::DescribeJson(nlohmann::json::parse("[[1], [2], [3]]")), "an array of 3");
     EXPECT_EQ(model::DescribeJson(nlohmann::json::parse(R"({"a": {"b": 1}})")), "an object of 1 keys");
     EXPECT_EQ(model::DescribeJson(nlohmann::json("x\ny")), "'x\\ny'");
     EXPECT_EQ(model::DescribeJson(nlohmann::json(2.5)), "2.5");
+}
+
+// A JSON text's tree is bounded by its size: two million empty objects (6 MB, 96 bytes each in the
+// tree, about 200 MB; a 60 MB file of them held 2.3 GB and aborted where memory ran short) are
+// refused, as many numbers (32 bytes each) are read, and a tokenizer's file may take twice as much.
+TEST(Files, AJsonTreeIsBoundedByItsText) {
+    std::string objects = "[", numbers = "[";
+    for (int k = 0; k < 2000000; ++k) objects += k ? ",{}" : "{}", numbers += k ? ",0" : "0";
+    objects += "]", numbers += "]";
+    auto refused = model::ParseJsonText(objects);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().find("holding it would take more than 112.8 MB of memory"), std::string::npos) << refused.error();
+    EXPECT_TRUE(model::ParseJsonText(numbers));
+    EXPECT_TRUE(model::ParseJsonText(objects, nullptr, model::kTokenizerJsonTree));
 }
 
 TEST(Files, JsonTextEscapesEveryControlCharacter) {
