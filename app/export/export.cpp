@@ -709,17 +709,35 @@ std::string WhoseLogit(const std::vector<std::string>& token_labels, int64_t pos
 
 }  // namespace
 
-viz::Figure DlaHeadsFigure(const LensSideFiles& named, const std::string& model_name) {
-    const model::Lens& side = *named.lens;
+namespace {
+
+// Each head's part of the next token's logit, mean over positions [L * H].
+std::vector<float> DlaHeadMeans(const model::Lens& side) {
     const int64_t L = side.n_layer, H = side.n_head, T = side.n_tokens;
-    std::vector<float> mean(static_cast<size_t>(L * H), 0.0f);
-    float most = 1e-6f;
-    for (int64_t k = 0; k < L * H; ++k) {
+    std::vector<float> mean(static_cast<size_t>(std::max<int64_t>(0, L * H)), 0.0f);
+    for (int64_t k = 0; k < L * H && T >= 2 && side.dla.size() >= static_cast<size_t>(L * H * (T - 1)); ++k) {
         double sum = 0;
         for (int64_t t = 0; t < T - 1; ++t) sum += side.dla[k * (T - 1) + t];
-        mean[k] = static_cast<float>(sum / std::max<int64_t>(1, T - 1));
-        most = std::max(most, std::abs(mean[k]));
+        mean[k] = static_cast<float>(sum / (T - 1));
     }
+    return mean;
+}
+
+}  // namespace
+
+float DlaHeadsMost(const std::vector<LensSideFiles>& sides) {
+    float most = 1e-6f;
+    for (const LensSideFiles& s : sides)
+        if (s.lens)
+            for (float v : DlaHeadMeans(*s.lens)) most = std::max(most, std::abs(v));
+    return most;
+}
+
+viz::Figure DlaHeadsFigure(const LensSideFiles& named, const std::string& model_name, float shared_most) {
+    const model::Lens& side = *named.lens;
+    const int64_t L = side.n_layer, H = side.n_head;
+    const std::vector<float> mean = DlaHeadMeans(side);
+    const float most = shared_most > 0.0f ? shared_most : DlaHeadsMost({named});
     viz::HeatmapFigureOptions o;
     o.Title = model_name + " \xC2\xB7 " + named.name + ": each head's part of the next token's logit, mean over positions";
     for (int64_t l = 0; l < L; ++l) o.RowLabels.push_back("L" + std::to_string(l));
@@ -847,7 +865,7 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
             files.push_back(FigureFile("lens" + suffix, ext, [side = side, token_labels, model_name, side_name] {
                 return LensFigure(*side, model_name, side_name, token_labels);
             }, size_t{64} << 20, options.figures.png_scale));
-            files.push_back(FigureFile("dla_heads" + suffix, ext, [named, model_name] { return DlaHeadsFigure(named, model_name); },
+            files.push_back(FigureFile("dla_heads" + suffix, ext, [named, model_name, most = DlaHeadsMost(sides)] { return DlaHeadsFigure(named, model_name, most); },
                                        size_t{64} << 20, options.figures.png_scale));
         }
     }

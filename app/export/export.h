@@ -95,7 +95,10 @@ viz::Figure LensModeFigure(const model::Analysis& a, const model::ModelInfo& inf
 // and the biases; beside a base, a layer whose tau = 1 bar differs from SSA's owes that to the
 // temperatures (its own or the layers' before it), one whose base bar differs from tau = 1's to the
 // other weights' drift. An empty figure for a position outside 1 .. T - 1.
-viz::Figure DlaHeadsFigure(const LensSideFiles& side, const std::string& model_name);
+// `most`: the colour scale's end (DlaHeadsMost of every side drawn, so their colours compare; 0:
+// the side's own).
+viz::Figure DlaHeadsFigure(const LensSideFiles& side, const std::string& model_name, float most = 0.0f);
+float DlaHeadsMost(const std::vector<LensSideFiles>& sides);
 viz::Figure DlaBarsFigure(const std::vector<LensSideFiles>& sides, const std::string& model_name, const std::vector<std::string>& token_labels,
                           int64_t position);
 viz::Figure DlaLayersFigure(const std::vector<LensSideFiles>& sides, const std::string& model_name, const std::vector<std::string>& token_labels,

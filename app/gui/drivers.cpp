@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <new>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -369,8 +370,11 @@ private:
 // next token and the parts' logit, SSA and the comparison.
 nlohmann::json LensAtJson(const LensAtPair* at) {
     if (!at) return nullptr;
-    auto side = [](const model::LensAt& x) { return nlohmann::json{{"target", x.target}, {"loss", x.loss}, {"logit", x.logit}}; };
-    return {{"position", at->position}, {"ssa", side(at->ssa)}, {"compare", at->compare ? side(*at->compare) : nlohmann::json()}};
+    auto side = [](const model::LensAt& x) {
+        return nlohmann::json{{"target", x.target}, {"loss", x.loss}, {"logit", x.logit}, {"parts", x.parts}};
+    };
+    return {{"position", at->position}, {"top", at->top}, {"ssa", side(at->ssa)}, {"compare", at->compare ? side(*at->compare) : nlohmann::json()},
+            {"base", at->base ? side(*at->base) : nlohmann::json()}};
 }
 
 // Tokens of the shown analysis that Continue appended.
@@ -381,7 +385,21 @@ int GeneratedCount(const AppState& state) {
     return n;
 }
 
+model::Status WriteScreenshot(const std::string& path, int width, int height, const WindowState& state, float scale);
+
 model::Status SaveScreenshot(const std::string& path, int width, int height, const WindowState& state, float scale) {
+    // The pixels, their copy and the PNG take 12 bytes a pixel and more: a 16384x16384 window's
+    // 3.2 GB where memory is short is a line, not an abort (the allocation failed under a frame
+    // that cannot throw). The PNG and its .json are written under temporary names: earlier ones stay.
+    try {
+        return WriteScreenshot(path, width, height, state, scale);
+    } catch (const std::bad_alloc&) {
+        return model::Fail("not enough memory for a " + std::to_string(width) + "x" + std::to_string(height) +
+                           " screenshot (about " + model::FormatBytes(static_cast<size_t>(width) * height * 12) + "): a smaller --window");
+    }
+}
+
+model::Status WriteScreenshot(const std::string& path, int width, int height, const WindowState& state, float scale) {
     std::vector<unsigned char> pixels(static_cast<size_t>(width) * height * 4);
     glPixelStorei(GL_PACK_ALIGNMENT, 1);
     glReadBuffer(GL_BACK);

@@ -135,11 +135,12 @@ uint64_t InferenceWorker::RunLens(std::vector<int32_t> ids, bool compare, std::s
     r.compare_label = std::move(compare_label);
     return Push(std::move(r));
 }
-uint64_t InferenceWorker::RunLensAt(std::vector<int32_t> ids, int64_t position, bool compare, std::string compare_label) {
+uint64_t InferenceWorker::RunLensAt(std::vector<int32_t> ids, int64_t position, bool compare, std::string compare_label, bool top) {
     Request r(Request::Kind::LensAt);
     r.ids = std::move(ids);
     r.position = position;
     r.lens_compare = compare;
+    r.lens_top = top;
     r.compare_label = std::move(compare_label);
     return Push(std::move(r));
 }
@@ -539,9 +540,17 @@ void InferenceWorker::LensAtPosition(const Request& r) {
     pair->model_dir = m_runner->Info().dir;
     pair->compare_label = r.compare_label;
     pair->position = r.position;
+    int32_t target = -1;  // the text's next token, until SSA's top prediction is asked for (or the last position has none)
     for (model::MapSide side : LensSides(r)) {
-        auto at = m_runner->engine().RunLensAt(r.ids, side, r.position);
+        auto at = m_runner->engine().RunLensAt(r.ids, side, r.position, target);
         if (!at) return Emit({Kind::Error, {}, nullptr, "the lens: " + at.error(), r.id});
+        if (side == model::MapSide::Ssa && (r.lens_top || at->target < 0) && at->top_k > 0 && !at->top_ids.empty()) {
+            const int32_t top = at->top_ids[at->top_ids.size() - static_cast<size_t>(at->top_k)];  // after the last layer: the model's own
+            pair->top = true;
+            target = top;
+            if (top != at->target) at = m_runner->engine().RunLensAt(r.ids, side, r.position, target);
+            if (!at) return Emit({Kind::Error, {}, nullptr, "the lens: " + at.error(), r.id});
+        }
         if (side == model::MapSide::Ssa) pair->ssa = std::move(*at);
         else if (side == model::MapSide::Compare) pair->compare = std::move(*at);
         else pair->base = std::move(*at);

@@ -698,24 +698,22 @@ FigureHandle DlaFigure(const AnalysisHandle& h, const std::string& name, const s
     if (const std::string why = NonFiniteAnalysis(a); !why.empty()) throw BadArgument("plot(): " + why);
     if (a.n_tokens < 2) throw BadArgument("plot('" + name + "'): the attribution needs 2 tokens or more (a next token's logit)");
     LoadFonts();
-    std::vector<LensSideFiles> sides;
-    if (name == "dla_heads") {
-        const model::MapSide side = Side(h, side_name);
-        const size_t k = side == model::MapSide::Ssa ? 0 : side == model::MapSide::Compare ? 1 : 2;
-        sides.push_back({RunLensSide(h, side), "", LensSideName(a, k)});
-        py::gil_scoped_release release;
-        return {DlaHeadsFigure(sides[0], ModelName(h.core->info)), ""};
-    }
-    if (position < 1 || position >= a.n_tokens)
+    const model::MapSide asked = name == "dla_heads" ? Side(h, side_name) : model::MapSide::Ssa;
+    if (name != "dla_heads" && (position < 1 || position >= a.n_tokens))
         throw BadArgument("plot('" + name + "'): position " + std::to_string(position) +
                           (position == 0 ? " has no logit to split (the first token is predicted from nothing)" : " is out of range") +
                           ": 1 to " + std::to_string(a.n_tokens - 1) + ", or negative from the end");
+    std::vector<LensSideFiles> sides;  // every side the analysis has: dla_heads' one scale is theirs, as export's
     sides.push_back({RunLensSide(h, model::MapSide::Ssa), "", LensSideName(a, 0)});
     if (h.HasCompare()) sides.push_back({RunLensSide(h, model::MapSide::Compare), "", LensSideName(a, 1)});
     if (a.HasBase()) sides.push_back({RunLensSide(h, model::MapSide::Base), "", LensSideName(a, 2)});
     const std::vector<std::string> labels = TokenLabels(a.tokens);
     py::gil_scoped_release release;
     const std::string model_name = ModelName(h.core->info);
+    if (name == "dla_heads") {
+        const size_t k = asked == model::MapSide::Ssa ? 0 : asked == model::MapSide::Compare ? 1 : sides.size() - 1;
+        return {DlaHeadsFigure(sides[k], model_name, DlaHeadsMost(sides)), ""};
+    }
     return {name == "dla_bars" ? DlaBarsFigure(sides, model_name, labels, position) : DlaLayersFigure(sides, model_name, labels, position), ""};
 }
 

@@ -64,6 +64,7 @@ LensView::Parts LensView::PartsOf(const model::LensAt& x, int n_layer, int n_hea
     p.embed = x.parts[heads + n_layer];
     p.constants = x.parts[heads + n_layer + 1];
     p.logit = x.logit;
+    p.target = x.target;
     return p;
 }
 
@@ -99,34 +100,45 @@ void LensView::Draw(WindowState& state) {
     Caption(what);
     const int T = a.n_tokens;
     if (T < 2) return;
-    const int position = state.query >= 0 && state.query < T - 1 ? state.query : T - 2;
+    // The selected query, or with none the last position that has a next token; the last token
+    // has none in the text, so its attribution is of SSA's top prediction there (what comes after
+    // the text), as it is at any position on asking.
+    const int position = state.query >= 0 && state.query < T ? state.query : T - 2;
+    const bool last = position == T - 1, top = last || state.lens_top;
     const std::string cmp = CompareName(a);
-    if (position != state.query)  // said, not silently moved: the last token has no next token to read or attribute
-        Caption(std::string(state.query < 0 ? "no query chosen" : "the last token has no next token in the text") + ": position " +
-                std::to_string(position) + ", which predicts the last token (the Next token tab shows what comes after it)");
-    if (state.lens && current) {
+    if (state.query < 0)
+        Caption("no query chosen: position " + std::to_string(position) + ", which predicts the last token (click a token for another)");
+    else if (last)
+        Caption("the last token: what the model predicts after the text, and whose parts write SSA's top prediction there");
+    const bool full = state.lens && current;
+    if (full) {
         const LensPair& lens = *state.lens;
         DrawGridModes(state, lens, cmp);
-        DrawGrid(state, lens, GridMode(state, lens), cmp, position);
+        DrawGrid(state, lens, GridMode(state, lens), cmp, std::min(position, T - 2));
         ImGui::Separator();
-        const Parts ssa = PartsOf(lens.ssa, position);
-        const Parts compare = lens.compare ? PartsOf(*lens.compare, position) : Parts{};
-        const Parts base = lens.base ? PartsOf(*lens.base, position) : Parts{};
-        return DrawAttribution(state, position, ssa, lens.compare ? &compare : nullptr, lens.base ? &base : nullptr, cmp);
+        if (!top) {
+            DrawTarget(state, last);
+            const Parts ssa = PartsOf(lens.ssa, position);
+            const Parts compare = lens.compare ? PartsOf(*lens.compare, position) : Parts{};
+            const Parts base = lens.base ? PartsOf(*lens.base, position) : Parts{};
+            return DrawAttribution(state, position, ssa, lens.compare ? &compare : nullptr, lens.base ? &base : nullptr, cmp);
+        }
     }
-    // Until the whole lens runs: the selected query's column and attribution alone, read from a
-    // residual stream the worker keeps (the first position of a text runs the forward pass).
+    // Until the whole lens runs, and for SSA's top prediction: the selected query's column and
+    // attribution alone, read from a residual stream the worker keeps (the first position of a
+    // text runs the forward pass).
     const LensAtPair* at = state.lens_at.get();
     const bool this_text = at && at->ids == a.tokens.ids && state.model && at->model_dir == state.model->dir &&
                            at->compare_label == LensKey(a);
-    if (!this_text || at->position != position) state.lens_at_wanted = position;  // another position's stays shown meanwhile
+    if (!this_text || at->position != position || at->top != top) state.lens_at_wanted = position;  // another's stays shown meanwhile
     if (!this_text) {
         ImGui::TextDisabled("reading position %d's residual stream...", position);
         return;
     }
-    Caption("the selected query (click a token for another); Run the lens: every position");
+    if (!full) Caption("the selected query (click a token for another); Run the lens: every position");
     DrawColumn(state, *at, cmp);
     ImGui::Separator();
+    DrawTarget(state, last);
     const Parts ssa = PartsOf(at->ssa, a.n_layer, a.n_head);
     const Parts compare = at->compare ? PartsOf(*at->compare, a.n_layer, a.n_head) : Parts{};
     const Parts base = at->base ? PartsOf(*at->base, a.n_layer, a.n_head) : Parts{};
@@ -135,15 +147,39 @@ void LensView::Draw(WindowState& state) {
                     at->base && !base.heads.empty() ? &base : nullptr, cmp);
 }
 
+void LensView::DrawTarget(WindowState& state, bool last) {
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("Attribute");
+    if (last) {  // no next token in the text: the top prediction only
+        ImGui::SameLine();
+        ImGui::TextDisabled("SSA's top prediction (the last token has no next token)");
+        return;
+    }
+    const float radio = ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x;
+    SameLineIfFits(radio + ImGui::CalcTextSize("the next token").x);
+    if (ImGui::RadioButton("the next token", !state.lens_top)) state.lens_top = false;
+    viz::ItemTooltip("Each part's share of the logit of the token the text has next (dla.npy's).");
+    SameLineIfFits(radio + ImGui::CalcTextSize("SSA's top prediction").x);
+    if (ImGui::RadioButton("SSA's top prediction", state.lens_top)) state.lens_top = true;
+    viz::ItemTooltip("Each part's share of the logit of the token SSA predicts at this position (after its last layer), on every "
+                     "side: which heads and MLPs write the model's own guess, where it differs from the text's next token "
+                     "(Python: a.attribute(position, token)).");
+}
+
 void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::string& compare_name) {
     const model::LensAt& s = at.ssa;
     const model::Analysis& a = *state.analysis;
-    const int rows = static_cast<int>(s.loss.size()), k = s.top_k;
+    const int k = s.top_k, rows = k > 0 ? static_cast<int>(s.top_ids.size()) / k : 0;
     const int t = static_cast<int>(at.position);
-    if (rows == 0 || t + 1 >= a.n_tokens || s.top_ids.size() != static_cast<size_t>(rows) * k) return;
-    const std::string next = TokenLabel(a.tokens.pieces[t + 1]);  // the cells name each layer's top token, their numbers p(next)
-    WrappedLine("Position " + std::to_string(t) + " '" + TokenLabel(a.tokens.pieces[t]) + "' -> '" + next +
-                    "': each layer's most likely token, and p('" + next + "')",
+    if (rows == 0 || t >= a.n_tokens || s.top_probs.size() != s.top_ids.size()) return;
+    // The cells name each layer's top token; their colours and numbers are p(the next token), or at
+    // the last token, which has none in the text, the top token's own p.
+    const bool has_next = t + 1 < a.n_tokens && s.loss.size() == static_cast<size_t>(rows);
+    auto loss_at = [&](int r) { return has_next ? s.loss[r] : -std::log(s.top_probs[static_cast<size_t>(r) * k]); };
+    const std::string next = has_next ? TokenLabel(a.tokens.pieces[t + 1]) : "";
+    WrappedLine("Position " + std::to_string(t) + " '" + TokenLabel(a.tokens.pieces[t]) +
+                    (has_next ? "' -> '" + next + "': each layer's most likely token, and p('" + next + "')"
+                              : "', the last token: each layer's most likely token after the text, and its p"),
                 ": ");
     const float line = ImGui::GetTextLineHeight();
     const float label_w = ImGui::CalcTextSize("embeddings").x + 8.0f, cell_w = line * 6.0f;
@@ -151,12 +187,12 @@ void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::s
     const ImVec2 o = ImGui::GetCursorScreenPos();
     ImDrawList* draw = ImGui::GetWindowDrawList();
     int hovered = -1;
-    const model::LensAt* c = at.compare && at.compare->loss.size() == s.loss.size() ? &*at.compare : nullptr;
-    const model::LensAt* base = at.base && at.base->loss.size() == s.loss.size() ? &*at.base : nullptr;
+    const model::LensAt* c = has_next && at.compare && at.compare->loss.size() == s.loss.size() ? &*at.compare : nullptr;
+    const model::LensAt* base = has_next && at.base && at.base->loss.size() == s.loss.size() ? &*at.base : nullptr;
     // Each row's p(next), the other sides' beside it where the pane has room (else on hover).
     const float numbers_w = o.x + ImGui::GetContentRegionAvail().x - (o.x + label_w + cell_w + 8.0f);
     auto sides = [&](int r) {
-        std::string text = P(s.loss[r]);
+        std::string text = P(loss_at(r));
         if (c) text += "  (" + compare_name + " " + P(c->loss[r]) + (base ? ", base " + P(base->loss[r]) : "") + ")";
         return text;
     };
@@ -164,7 +200,7 @@ void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::s
     for (int r = 0; r < rows; ++r) all_sides = all_sides && ImGui::CalcTextSize(sides(r).c_str()).x <= numbers_w;
     for (int r = 0; r < rows; ++r) {
         const float y = o.y + r * cell_h;
-        const float shade = Shade(s.loss[r]);
+        const float shade = Shade(loss_at(r));
         const ImVec2 p0(o.x + label_w, y), p1(o.x + label_w + cell_w, y + cell_h - 1.0f);
         draw->AddRectFilled(p0, p1, viz::ToImU32(viz::SampleColormap(viz::Colormap::Viridis, shade)));
         draw->AddText(ImVec2(o.x, y + (cell_h - line) * 0.5f), ImGui::GetColorU32(ImGuiCol_Text), r == 0 ? "embeddings" : ("L" + std::to_string(r - 1)).c_str());
@@ -172,7 +208,7 @@ void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::s
             const std::string shown = viz::EllipsizeText(Piece(state, s.top_ids[static_cast<size_t>(r) * k]), cell_w - 4.0f);
             draw->AddText(ImVec2(p0.x + 2.0f, y + (cell_h - line) * 0.5f - 0.5f), shade > 0.6f ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 230),
                           shown.c_str());
-            const std::string numbers = all_sides ? sides(r) : P(s.loss[r]);
+            const std::string numbers = all_sides ? sides(r) : P(loss_at(r));
             draw->AddText(ImVec2(p1.x + 8.0f, y + (cell_h - line) * 0.5f), ImGui::GetColorU32(ImGuiCol_TextDisabled), numbers.c_str());
         }
         if (ImGui::IsMouseHoveringRect(ImVec2(o.x, y), ImVec2(p1.x + 8.0f + line * 14.0f, y + cell_h))) hovered = r;
@@ -191,8 +227,11 @@ void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::s
         std::string others;
         if (c) others += "\n" + compare_name + ": p = " + P(c->loss[hovered]);
         if (base) others += "\nbase: p = " + P(base->loss[hovered]);
-        ImGui::SetTooltip("%s, position %d\nnext token '%s': p = %.4g (loss %.3f)%s\nmost likely:%s", RowName(hovered).c_str(), t,
-                          TokenLabel(a.tokens.pieces[t + 1]).c_str(), std::exp(-s.loss[hovered]), s.loss[hovered], others.c_str(), top.c_str());
+        if (has_next)
+            ImGui::SetTooltip("%s, position %d\nnext token '%s': p = %.4g (loss %.3f)%s\nmost likely:%s", RowName(hovered).c_str(), t, next.c_str(),
+                              std::exp(-s.loss[hovered]), s.loss[hovered], others.c_str(), top.c_str());
+        else
+            ImGui::SetTooltip("%s, position %d, the last token (no next token in the text)\nmost likely:%s", RowName(hovered).c_str(), t, top.c_str());
     }
 }
 
@@ -339,8 +378,14 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
     const int L = static_cast<int>(s.mlp.size()), H = L > 0 ? static_cast<int>(s.heads.size()) / L : 0;
     if (H == 0 || (c && c->heads.size() != s.heads.size())) return;
     if (b && b->heads.size() != s.heads.size()) b = nullptr;
-    ImGui::Text("Position %d '%s' -> '%s': logit %.3f (SSA)", t, TokenLabel(a.tokens.pieces[t]).c_str(),
-                TokenLabel(a.tokens.pieces[t + 1]).c_str(), s.logit);
+    // Whose logit: the text's next token, or SSA's top prediction (the last token's, or asked for).
+    const bool next = t + 1 < a.n_tokens && (s.target < 0 || a.tokens.ids[t + 1] == s.target);
+    const std::string target = next ? TokenLabel(a.tokens.pieces[t + 1]) : Piece(state, s.target);
+    char logit[48];
+    std::snprintf(logit, sizeof logit, ": logit %.3f (SSA)", s.logit);
+    WrappedLine("Position " + std::to_string(t) + " '" + TokenLabel(a.tokens.pieces[t]) + (next ? "' -> '" : "', SSA's top prediction '") + target +
+                    "'" + logit,
+                ": ");
     // Each side's logit on the line while it fits, else on the next (a narrow pane cut "(base").
     auto side_logit = [](const std::string& text) {
         SameLineIfFits(ImGui::CalcTextSize(text.c_str()).x);
@@ -364,7 +409,7 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
     std::vector<int> order(static_cast<size_t>(L) * H);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return rank(x) > rank(y); });
-    const int shown = std::min<int>(static_cast<int>(order.size()), 12);
+    const int shown = order.size() <= 16 ? static_cast<int>(order.size()) : 12;  // a small model's every head (it left 4 of 16 out)
     // The sides as bars, SSA first.
     struct Side {
         const Parts* parts;
@@ -397,7 +442,7 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
     // into the temperatures' part (SSA - tau = 1) and the other weights' drift (tau = 1 - base).
     auto explain = [&](const std::string& what, const std::vector<std::pair<float, ImU32>>& bars) {
         const bool plural = !what.empty() && what.back() == 's';  // "biases' part", "L1 MLP's part"
-        std::string text = what + (plural ? "' part" : "'s part") + " of the logit of '" + TokenLabel(a.tokens.pieces[t + 1]) + "':";
+        std::string text = what + (plural ? "' part" : "'s part") + " of the logit of '" + target + "':";
         char buf[96];
         for (size_t k = 0; k < bars.size() && k < sides.size(); ++k) {
             std::snprintf(buf, sizeof buf, "%s %s %+.4f", k ? "," : "", sides[k].name.c_str(), bars[k].first);

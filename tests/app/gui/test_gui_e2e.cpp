@@ -337,13 +337,26 @@ const std::string kFineTuneText = "One slope a layer: the fine-tune sharpens its
 
 // Red and blue pixels of a region: a difference map's cells on the diverging scale.
 std::pair<size_t, size_t> RedAndBlue(const Picture& g, const nlohmann::json& r) {
+    // A pixel within 2 of a yellow one is left out: the selected column's yellow frame, antialiased
+    // over dark cells, reads as red (the lens grid frames the attribution's column with no query chosen).
+    auto yellow = [&](int x, int y) {
+        if (x < 0 || y < 0 || x >= g.width || y >= g.height) return false;
+        const uint32_t c = g.pixels[static_cast<size_t>(y) * g.width + x];
+        return (c & 0xff) > 200 && ((c >> 8) & 0xff) > 170 && ((c >> 16) & 0xff) < 150;
+    };
+    auto near_yellow = [&](int x, int y) {
+        for (int dy = -2; dy <= 2; ++dy)
+            for (int dx = -2; dx <= 2; ++dx)
+                if (yellow(x + dx, y + dy)) return true;
+        return false;
+    };
     size_t red = 0, blue = 0;
     for (int y = std::max(0, r[1].get<int>()); y < std::min(g.height, r[1].get<int>() + r[3].get<int>()); ++y)
         for (int x = std::max(0, r[0].get<int>()); x < std::min(g.width, r[0].get<int>() + r[2].get<int>()); ++x) {
             const uint32_t c = g.pixels[static_cast<size_t>(y) * g.width + x];  // RGBA in memory: R lowest
             const int cr = c & 0xff, cg = (c >> 8) & 0xff, cb = (c >> 16) & 0xff;
-            red += cr > 150 && cb < 110 && cg < 130;
-            blue += cb > 150 && cr < 110 && cb > cg + 40;  // not viridis' teal under the hover's white frame
+            red += cr > 150 && cb < 110 && cg < 130 && !near_yellow(x, y);
+            blue += cb > 150 && cr < 110 && cb > cg + 40 && !near_yellow(x, y);  // not viridis' teal under the hover's white frame
         }
     return {red, blue};
 }
@@ -501,7 +514,7 @@ TEST(EndToEnd, TheLensTabShowsTheBaseBesideAFineTune) {
     std::map<std::string, std::vector<uint32_t>> grids;  // the grid's pixels by run
     for (const auto& [lens_map, with_base] : {std::pair<const char*, bool>{"base_diff", true}, {"base", true}, {"ssa", true}, {"base_diff", false}}) {
         if (kSanitized && (!with_base || std::string(lens_map) != "base_diff")) continue;  // the base's grid: the same code on another array
-        // No query selected: its column's yellow frame, antialiased over the cells, reads as red.
+        // No query selected: the attribution's column (the last) framed, which RedAndBlue passes over.
         nlohmann::json session = {{"ssaviz_session", 1}, {"model", dir + "/ft"}, {"text", text}, {"query", -1},
                                   {"view", {{"tab", "Lens"}, {"lens_map", lens_map}}}};
         std::ofstream(dir + "/lens_grid.json") << session.dump();
@@ -599,6 +612,47 @@ TEST(EndToEnd, TheLensTabShowsWhatEachLayerWrites) {
         ASSERT_TRUE(meta["regions"].contains(region)) << region << " " << meta["regions"].dump();
         const nlohmann::json r = meta["regions"][region];
         EXPECT_GT(DistinctColours(p, r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 12u) << region;
+    }
+}
+
+// The last token has no next token in the text: the Lens tab shows what each layer predicts after
+// it and splits the logit of SSA's top prediction there, on every side (it showed the position
+// before, unsaid). The target is `export --lens`'s lens_top.json's top token after the last layer,
+// and the parts add up to the logit.
+TEST(EndToEnd, TheLastTokenAttributesTheTopPrediction) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_lens_last", model = app::BundledModelsDir() + "/english/ssa";
+    const std::string text = "Once upon a time there was a little girl who lived in a";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string png = dir + "/shot.png";
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --model " + model + " --tab lens --query 999 --text '" + text + "' --screenshot " + png +
+                             " --frames 4",
+                         dir + "/log.txt"),
+              0)
+        << ReadFile(dir + "/log.txt");
+    const nlohmann::json meta = nlohmann::json::parse(ReadFile(png + ".json"), nullptr, false);
+    ASSERT_TRUE(meta.is_object() && meta.contains("regions")) << ReadFile(dir + "/log.txt");
+    const int T = meta["state"]["tokens"].get<int>();
+    const nlohmann::json& at = meta["state"]["lens_at"];
+    ASSERT_TRUE(at.is_object()) << meta["state"].dump();
+    EXPECT_EQ(at["position"], T - 1);
+    EXPECT_EQ(at["top"], true);
+    for (const char* region : {"lens_column", "lens_attribution", "lens_layers"}) EXPECT_TRUE(meta["regions"].contains(region)) << region;
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " export --model " + model + " --text '" + text + "' --lens --format json --out " + dir + "/export",
+                         dir + "/export.txt"),
+              0)
+        << ReadFile(dir + "/export.txt");
+    const nlohmann::json top = nlohmann::json::parse(ReadFile(dir + "/export/lens_top.json"), nullptr, false);
+    ASSERT_TRUE(top.is_object()) << ReadFile(dir + "/export.txt");
+    const int layers = top["layers"].get<int>();
+    const int predicted = top["top"][layers - 1][T - 1][0]["id"].get<int>();
+    for (const char* side : {"ssa", "compare"}) {
+        SCOPED_TRACE(side);
+        ASSERT_TRUE(at[side].is_object()) << at.dump();
+        EXPECT_EQ(at[side]["target"], predicted) << "SSA's top prediction, on every side";
+        double sum = 0;
+        for (const auto& part : at[side]["parts"]) sum += part.get<double>();
+        EXPECT_NEAR(sum, at[side]["logit"].get<double>(), 2e-3) << "the parts add up to the logit";
     }
 }
 
@@ -1382,6 +1436,38 @@ TEST(Worker, ContinueAppendsTheGreedyTokensOneAtATime) {
         before = e.analysis;
     }
     EXPECT_EQ(before->loss.size(), static_cast<size_t>(T0 + 5));  // every appended token has its loss
+}
+
+// The Lens tab's "SSA's top prediction": at a position, each side's parts are of the token SSA
+// predicts there (its lens after the last layer), not of the text's next token; they add up to
+// that token's logit, which is the analysis' own logit of it at the last position.
+TEST(Worker, TheLensAttributesSsasTopPredictionOnAsking) {
+    app::InferenceWorker worker;
+    auto a = OpenAndAnalyze(worker, DefaultModel(), kWorkerText);
+    ASSERT_TRUE(a);
+    const int T = a->n_tokens;
+    for (const int position : {3, T - 1}) {
+        SCOPED_TRACE(position);
+        const uint64_t id = worker.RunLensAt(a->tokens.ids, position, false, "", /*top=*/true);
+        const WorkerEvent e = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == id; }).back();
+        ASSERT_TRUE(e.lens_at) << e.error;
+        const model::LensAt& s = e.lens_at->ssa;
+        EXPECT_TRUE(e.lens_at->top);
+        ASSERT_GT(s.top_k, 0);
+        EXPECT_EQ(s.target, s.top_ids[s.top_ids.size() - s.top_k]) << "the top token after the last layer";
+        double sum = 0;
+        for (float part : s.parts) sum += part;
+        EXPECT_NEAR(sum, s.logit, 2e-3);
+        if (position == T - 1) {
+            EXPECT_NEAR(s.logit, a->next_logits[s.target], 2e-3) << "the model's own logit of it after the text";
+        } else {
+            const uint64_t next = worker.RunLensAt(a->tokens.ids, position, false, "", /*top=*/false);
+            const WorkerEvent n = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == next; }).back();
+            ASSERT_TRUE(n.lens_at) << n.error;
+            EXPECT_FALSE(n.lens_at->top);
+            EXPECT_EQ(n.lens_at->ssa.target, a->tokens.ids[position + 1]) << "by default, the text's next token";
+        }
+    }
 }
 
 // A text longer than the context names the window's remedy, its "truncate to context" box (and
