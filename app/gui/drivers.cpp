@@ -373,7 +373,8 @@ nlohmann::json LensAtJson(const LensAtPair* at) {
     auto side = [](const model::LensAt& x) {
         return nlohmann::json{{"target", x.target}, {"loss", x.loss}, {"logit", x.logit}, {"parts", x.parts}};
     };
-    return {{"position", at->position}, {"top", at->top}, {"ssa", side(at->ssa)}, {"compare", at->compare ? side(*at->compare) : nlohmann::json()},
+    const char* target = at->target == LensTarget::Top ? "top" : at->target == LensTarget::NextAgainstOther ? "next_against_other" : "next";
+    return {{"position", at->position}, {"target", target}, {"versus", at->versus}, {"ssa", side(at->ssa)}, {"compare", at->compare ? side(*at->compare) : nlohmann::json()},
             {"base", at->base ? side(*at->base) : nlohmann::json()}};
 }
 

@@ -135,12 +135,12 @@ uint64_t InferenceWorker::RunLens(std::vector<int32_t> ids, bool compare, std::s
     r.compare_label = std::move(compare_label);
     return Push(std::move(r));
 }
-uint64_t InferenceWorker::RunLensAt(std::vector<int32_t> ids, int64_t position, bool compare, std::string compare_label, bool top) {
+uint64_t InferenceWorker::RunLensAt(std::vector<int32_t> ids, int64_t position, bool compare, std::string compare_label, LensTarget target) {
     Request r(Request::Kind::LensAt);
     r.ids = std::move(ids);
     r.position = position;
     r.lens_compare = compare;
-    r.lens_top = top;
+    r.lens_target = target;
     r.compare_label = std::move(compare_label);
     return Push(std::move(r));
 }
@@ -540,16 +540,29 @@ void InferenceWorker::LensAtPosition(const Request& r) {
     pair->model_dir = m_runner->Info().dir;
     pair->compare_label = r.compare_label;
     pair->position = r.position;
-    int32_t target = -1;  // the text's next token, until SSA's top prediction is asked for (or the last position has none)
+    int32_t target = -1;  // the text's next token, until SSA's prediction is asked for (or the last position has none)
     for (model::MapSide side : LensSides(r)) {
         auto at = m_runner->engine().RunLensAt(r.ids, side, r.position, target);
         if (!at) return Emit({Kind::Error, {}, nullptr, "the lens: " + at.error(), r.id});
-        if (side == model::MapSide::Ssa && (r.lens_top || at->target < 0) && at->top_k > 0 && !at->top_ids.empty()) {
-            const int32_t top = at->top_ids[at->top_ids.size() - static_cast<size_t>(at->top_k)];  // after the last layer: the model's own
-            pair->top = true;
-            target = top;
-            if (top != at->target) at = m_runner->engine().RunLensAt(r.ids, side, r.position, target);
-            if (!at) return Emit({Kind::Error, {}, nullptr, "the lens: " + at.error(), r.id});
+        if (side == model::MapSide::Ssa && at->top_k > 0 && !at->top_ids.empty()) {
+            // SSA's ranking after its last layer (the model's own prediction), most likely first.
+            const int32_t* ranked = at->top_ids.data() + at->top_ids.size() - static_cast<size_t>(at->top_k);
+            if (r.lens_target == LensTarget::Top || at->target < 0) {
+                pair->target = LensTarget::Top;
+                target = ranked[0];
+                if (target != at->target) at = m_runner->engine().RunLensAt(r.ids, side, r.position, target);
+                if (!at) return Emit({Kind::Error, {}, nullptr, "the lens: " + at.error(), r.id});
+            } else if (r.lens_target == LensTarget::NextAgainstOther) {
+                pair->target = LensTarget::NextAgainstOther;
+                target = at->target;
+                pair->versus = ranked[0] != target ? ranked[0] : at->top_k > 1 ? ranked[1] : -1;
+            }
+        }
+        if (pair->versus >= 0) {  // the next token's parts and logit less the other token's
+            auto other = m_runner->engine().RunLensAt(r.ids, side, r.position, pair->versus);
+            if (!other) return Emit({Kind::Error, {}, nullptr, "the lens: " + other.error(), r.id});
+            for (size_t i = 0; i < at->parts.size() && i < other->parts.size(); ++i) at->parts[i] -= other->parts[i];
+            at->logit -= other->logit;
         }
         if (side == model::MapSide::Ssa) pair->ssa = std::move(*at);
         else if (side == model::MapSide::Compare) pair->compare = std::move(*at);

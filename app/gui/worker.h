@@ -43,15 +43,22 @@ struct LensPair {
     std::optional<model::Lens> base;     // a fine-tune's base
 };
 
+// Whose logit the Lens tab's attribution splits at a position: the text's next token, SSA's top
+// prediction there, or the next token's logit minus that of SSA's most likely other token (the
+// logit difference: which parts make the model prefer the one over the other).
+enum class LensTarget { Next, Top, NextAgainstOther };
+
 // One position's lens and attribution (Engine::RunLensAt), SSA and its comparison: what the Lens tab
 // shows of the selected query before (or without) the whole lens.
 struct LensAtPair {
     std::vector<int32_t> ids;
     std::string model_dir, compare_label;
     int64_t position = 0;
-    // Whose logit the parts split: the text's next token, or (asked, and at the last position,
-    // which has none) SSA's top prediction there, on every side (each side's `target` says it).
-    bool top = false;
+    // Whose logit the parts split, on every side the same token (each side's `target` says it):
+    // at the last position, which has no next token, SSA's top prediction. With NextAgainstOther
+    // each side's parts and logit are the next token's minus `versus`'s.
+    LensTarget target = LensTarget::Next;
+    int32_t versus = -1;
     model::LensAt ssa;
     std::optional<model::LensAt> compare;
     std::optional<model::LensAt> base;
@@ -166,8 +173,8 @@ public:
     uint64_t RunLens(std::vector<int32_t> ids, bool compare, std::string compare_label);
     // One position of it (the selected query): the first for a text runs each side's forward pass
     // and keeps its residual stream; another position then costs its own rows. Replaces a queued one.
-    // `top`: attribute SSA's top prediction at `position` rather than the text's next token.
-    uint64_t RunLensAt(std::vector<int32_t> ids, int64_t position, bool compare, std::string compare_label, bool top = false);
+    uint64_t RunLensAt(std::vector<int32_t> ids, int64_t position, bool compare, std::string compare_label,
+                       LensTarget target = LensTarget::Next);
     // Every checkpoint of the run in `dir` on `text`, each opened on its own beside the shown model
     // (device, dtype and comparison as the shown model's), one at a time: a job (any newer request
     // stops it), a Timeline event after each step, its progress in Progress().
@@ -220,7 +227,7 @@ private:
         std::vector<int32_t> ids;  // Lens, LensAt
         int64_t position = 0;      // LensAt
         bool lens_compare = false;
-        bool lens_top = false;  // LensAt: SSA's top prediction as the target
+        LensTarget lens_target = LensTarget::Next;  // LensAt
         std::string compare_label;
         std::string text;  // Timeline (arg: the run's folder)
         std::string compare_run;  // Timeline: the compare run's folder, or empty

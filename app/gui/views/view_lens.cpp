@@ -104,7 +104,9 @@ void LensView::Draw(WindowState& state) {
     // has none in the text, so its attribution is of SSA's top prediction there (what comes after
     // the text), as it is at any position on asking.
     const int position = state.query >= 0 && state.query < T ? state.query : T - 2;
-    const bool last = position == T - 1, top = last || state.lens_top;
+    const bool last = position == T - 1;
+    const LensTarget wanted = last ? LensTarget::Top : state.lens_target;
+    const bool top = wanted != LensTarget::Next;  // read from the worker's one position: the whole lens holds the next token's
     const std::string cmp = CompareName(a);
     if (state.query < 0)
         Caption("no query chosen: position " + std::to_string(position) + ", which predicts the last token (click a token for another)");
@@ -130,7 +132,7 @@ void LensView::Draw(WindowState& state) {
     const LensAtPair* at = state.lens_at.get();
     const bool this_text = at && at->ids == a.tokens.ids && state.model && at->model_dir == state.model->dir &&
                            at->compare_label == LensKey(a);
-    if (!this_text || at->position != position || at->top != top) state.lens_at_wanted = position;  // another's stays shown meanwhile
+    if (!this_text || at->position != position || at->target != wanted) state.lens_at_wanted = position;  // another's stays shown meanwhile
     if (!this_text) {
         ImGui::TextDisabled("reading position %d's residual stream...", position);
         return;
@@ -139,10 +141,11 @@ void LensView::Draw(WindowState& state) {
     DrawColumn(state, *at, cmp);
     ImGui::Separator();
     DrawTarget(state, last);
-    const Parts ssa = PartsOf(at->ssa, a.n_layer, a.n_head);
-    const Parts compare = at->compare ? PartsOf(*at->compare, a.n_layer, a.n_head) : Parts{};
-    const Parts base = at->base ? PartsOf(*at->base, a.n_layer, a.n_head) : Parts{};
+    Parts ssa = PartsOf(at->ssa, a.n_layer, a.n_head);
+    Parts compare = at->compare ? PartsOf(*at->compare, a.n_layer, a.n_head) : Parts{};
+    Parts base = at->base ? PartsOf(*at->base, a.n_layer, a.n_head) : Parts{};
     if (ssa.heads.empty()) return;
+    ssa.versus = compare.versus = base.versus = at->versus;
     DrawAttribution(state, static_cast<int>(at->position), ssa, at->compare && !compare.heads.empty() ? &compare : nullptr,
                     at->base && !base.heads.empty() ? &base : nullptr, cmp);
 }
@@ -155,15 +158,25 @@ void LensView::DrawTarget(WindowState& state, bool last) {
         ImGui::TextDisabled("SSA's top prediction (the last token has no next token)");
         return;
     }
+    struct Choice {
+        LensTarget target;
+        const char* label;
+        const char* help;
+    } const choices[] = {
+        {LensTarget::Next, "the next token", "Each part's share of the logit of the token the text has next (dla.npy's)."},
+        {LensTarget::Top, "SSA's top prediction",
+         "Each part's share of the logit of the token SSA predicts at this position (after its last layer), on every side: which "
+         "heads and MLPs write the model's own guess, where it differs from the text's next token (Python: a.attribute(position, token))."},
+        {LensTarget::NextAgainstOther, "next - SSA's other",
+         "The logit difference: each part's share of the next token's logit minus its share of SSA's most likely other token's "
+         "(its top prediction, or its second where the top is the next token), on every side: the parts above 0 push the model "
+         "toward the text's token, those below toward its rival."}};
     const float radio = ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x;
-    SameLineIfFits(radio + ImGui::CalcTextSize("the next token").x);
-    if (ImGui::RadioButton("the next token", !state.lens_top)) state.lens_top = false;
-    viz::ItemTooltip("Each part's share of the logit of the token the text has next (dla.npy's).");
-    SameLineIfFits(radio + ImGui::CalcTextSize("SSA's top prediction").x);
-    if (ImGui::RadioButton("SSA's top prediction", state.lens_top)) state.lens_top = true;
-    viz::ItemTooltip("Each part's share of the logit of the token SSA predicts at this position (after its last layer), on every "
-                     "side: which heads and MLPs write the model's own guess, where it differs from the text's next token "
-                     "(Python: a.attribute(position, token)).");
+    for (const Choice& c : choices) {
+        SameLineIfFits(radio + ImGui::CalcTextSize(c.label).x);
+        if (ImGui::RadioButton(c.label, state.lens_target == c.target)) state.lens_target = c.target;
+        viz::ItemTooltip(c.help);
+    }
 }
 
 void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::string& compare_name) {
@@ -380,11 +393,14 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
     if (b && b->heads.size() != s.heads.size()) b = nullptr;
     // Whose logit: the text's next token, or SSA's top prediction (the last token's, or asked for).
     const bool next = t + 1 < a.n_tokens && (s.target < 0 || a.tokens.ids[t + 1] == s.target);
-    const std::string target = next ? TokenLabel(a.tokens.pieces[t + 1]) : Piece(state, s.target);
-    char logit[48];
-    std::snprintf(logit, sizeof logit, ": logit %.3f (SSA)", s.logit);
-    WrappedLine("Position " + std::to_string(t) + " '" + TokenLabel(a.tokens.pieces[t]) + (next ? "' -> '" : "', SSA's top prediction '") + target +
-                    "'" + logit,
+    const std::string next_name = next ? TokenLabel(a.tokens.pieces[t + 1]) : Piece(state, s.target);
+    const std::string versus = s.versus >= 0 ? Piece(state, s.versus) : "";
+    // What the bars split: a token's logit, or the next token's minus SSA's other's.
+    const std::string whose = versus.empty() ? " of the logit of '" + next_name + "':" : " of logit('" + next_name + "') - logit('" + versus + "'):";
+    char logit[64];
+    std::snprintf(logit, sizeof logit, ": %s %.3f (SSA)", versus.empty() ? "logit" : "logit difference", s.logit);
+    WrappedLine("Position " + std::to_string(t) + " '" + TokenLabel(a.tokens.pieces[t]) + (next ? "' -> '" : "', SSA's top prediction '") + next_name +
+                    (versus.empty() ? "'" : "' against SSA's other '" + versus + "'") + logit,
                 ": ");
     // Each side's logit on the line while it fits, else on the next (a narrow pane cut "(base").
     auto side_logit = [](const std::string& text) {
@@ -442,7 +458,7 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
     // into the temperatures' part (SSA - tau = 1) and the other weights' drift (tau = 1 - base).
     auto explain = [&](const std::string& what, const std::vector<std::pair<float, ImU32>>& bars) {
         const bool plural = !what.empty() && what.back() == 's';  // "biases' part", "L1 MLP's part"
-        std::string text = what + (plural ? "' part" : "'s part") + " of the logit of '" + target + "':";
+        std::string text = what + (plural ? "' part" : "'s part") + whose;
         char buf[96];
         for (size_t k = 0; k < bars.size() && k < sides.size(); ++k) {
             std::snprintf(buf, sizeof buf, "%s %s %+.4f", k ? "," : "", sides[k].name.c_str(), bars[k].first);

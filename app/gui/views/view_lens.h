@@ -30,6 +30,7 @@ private:
         std::vector<float> mlp;    // [L]
         float embed = 0, constants = 0, logit = 0;
         int32_t target = -1;  // the token whose logit they split (-1: the text's next token)
+        int32_t versus = -1;  // with a logit difference: the token whose parts were taken off `target`'s
     };
     static Parts PartsOf(const model::Lens& lens, int position);
     static Parts PartsOf(const model::LensAt& at, int n_layer, int n_head);  // empty heads if its parts are not [L H + L + 2]
@@ -40,7 +41,8 @@ private:
     // `position`: the query the attribution below is of, framed (and scrolled to when it changes).
     void DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, const std::string& compare_name, int position);
     void DrawColumn(WindowState& state, const LensAtPair& at, const std::string& compare_name);
-    // "Attribute: the next token | SSA's top prediction" (state.lens_top); at the last token, the latter alone.
+    // "Attribute: the next token | SSA's top prediction | next against other" (state.lens_target); at
+    // the last token, SSA's top prediction alone.
     static void DrawTarget(WindowState& state, bool last);
     // `base`: a fine-tune's base beside them (null: none).
     void DrawAttribution(WindowState& state, int position, const Parts& ssa, const Parts* compare, const Parts* base,

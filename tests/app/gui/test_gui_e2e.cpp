@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <set>
 #include <tuple>
 #include <thread>
@@ -636,7 +637,7 @@ TEST(EndToEnd, TheLastTokenAttributesTheTopPrediction) {
     const nlohmann::json& at = meta["state"]["lens_at"];
     ASSERT_TRUE(at.is_object()) << meta["state"].dump();
     EXPECT_EQ(at["position"], T - 1);
-    EXPECT_EQ(at["top"], true);
+    EXPECT_EQ(at["target"], "top");
     for (const char* region : {"lens_column", "lens_attribution", "lens_layers"}) EXPECT_TRUE(meta["regions"].contains(region)) << region;
     ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " export --model " + model + " --text '" + text + "' --lens --format json --out " + dir + "/export",
                          dir + "/export.txt"),
@@ -1438,34 +1439,54 @@ TEST(Worker, ContinueAppendsTheGreedyTokensOneAtATime) {
     EXPECT_EQ(before->loss.size(), static_cast<size_t>(T0 + 5));  // every appended token has its loss
 }
 
-// The Lens tab's "SSA's top prediction": at a position, each side's parts are of the token SSA
-// predicts there (its lens after the last layer), not of the text's next token; they add up to
-// that token's logit, which is the analysis' own logit of it at the last position.
+// The Lens tab's Attribute: at a position, each side's parts of the token SSA predicts there (its
+// lens after the last layer), not of the text's next token, adding up to that token's logit, which
+// at the last position is the analysis' own logit of it; or the logit difference, the next
+// token's parts less those of SSA's most likely other token.
 TEST(Worker, TheLensAttributesSsasTopPredictionOnAsking) {
+    using app::LensTarget;
     app::InferenceWorker worker;
     auto a = OpenAndAnalyze(worker, DefaultModel(), kWorkerText);
     ASSERT_TRUE(a);
     const int T = a->n_tokens;
+    auto lens_at = [&](int position, LensTarget target) {
+        const uint64_t id = worker.RunLensAt(a->tokens.ids, position, false, "", target);
+        const WorkerEvent e = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == id; }).back();
+        EXPECT_TRUE(e.lens_at) << e.error;
+        return e.lens_at;
+    };
+    auto sum = [](const model::LensAt& s) { return std::accumulate(s.parts.begin(), s.parts.end(), 0.0); };
     for (const int position : {3, T - 1}) {
         SCOPED_TRACE(position);
-        const uint64_t id = worker.RunLensAt(a->tokens.ids, position, false, "", /*top=*/true);
-        const WorkerEvent e = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == id; }).back();
-        ASSERT_TRUE(e.lens_at) << e.error;
-        const model::LensAt& s = e.lens_at->ssa;
-        EXPECT_TRUE(e.lens_at->top);
-        ASSERT_GT(s.top_k, 0);
-        EXPECT_EQ(s.target, s.top_ids[s.top_ids.size() - s.top_k]) << "the top token after the last layer";
-        double sum = 0;
-        for (float part : s.parts) sum += part;
-        EXPECT_NEAR(sum, s.logit, 2e-3);
+        const auto top = lens_at(position, LensTarget::Top);
+        ASSERT_TRUE(top);
+        const model::LensAt& s = top->ssa;
+        EXPECT_EQ(top->target, LensTarget::Top);
+        ASSERT_GT(s.top_k, 1);
+        const int32_t predicted = s.top_ids[s.top_ids.size() - s.top_k];
+        EXPECT_EQ(s.target, predicted) << "the top token after the last layer";
+        EXPECT_NEAR(sum(s), s.logit, 2e-3);
         if (position == T - 1) {
             EXPECT_NEAR(s.logit, a->next_logits[s.target], 2e-3) << "the model's own logit of it after the text";
-        } else {
-            const uint64_t next = worker.RunLensAt(a->tokens.ids, position, false, "", /*top=*/false);
-            const WorkerEvent n = WaitFor(worker, [&](const WorkerEvent& e) { return e.request == next; }).back();
-            ASSERT_TRUE(n.lens_at) << n.error;
-            EXPECT_FALSE(n.lens_at->top);
-            EXPECT_EQ(n.lens_at->ssa.target, a->tokens.ids[position + 1]) << "by default, the text's next token";
+            continue;
+        }
+        const auto next = lens_at(position, LensTarget::Next);
+        ASSERT_TRUE(next);
+        EXPECT_EQ(next->target, LensTarget::Next);
+        EXPECT_EQ(next->ssa.target, a->tokens.ids[position + 1]) << "by default, the text's next token";
+        const auto against = lens_at(position, LensTarget::NextAgainstOther);
+        ASSERT_TRUE(against);
+        const int32_t other = predicted != next->ssa.target ? predicted : s.top_ids[s.top_ids.size() - s.top_k + 1];
+        EXPECT_EQ(against->versus, other) << "SSA's most likely token other than the next";
+        // Where the model's guess is not the text's token (position 3 here), the difference is the
+        // next token's parts less the top prediction's, part by part.
+        ASSERT_NE(other, next->ssa.target);
+        if (position == 3) {
+            ASSERT_EQ(other, predicted) << "the text's token is not the guess here";
+            ASSERT_EQ(against->ssa.parts.size(), next->ssa.parts.size());
+            for (size_t i = 0; i < next->ssa.parts.size(); ++i)
+                EXPECT_NEAR(against->ssa.parts[i], next->ssa.parts[i] - s.parts[i], 1e-4) << "part " << i;
+            EXPECT_NEAR(against->ssa.logit, next->ssa.logit - s.logit, 1e-3);
         }
     }
 }
