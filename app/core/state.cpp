@@ -153,6 +153,21 @@ std::optional<RankingView> ParseRankingView(const std::string& name) {
     return std::nullopt;
 }
 
+const char* ToString(LensTarget target) {
+    switch (target) {
+        case LensTarget::Next: return "next";
+        case LensTarget::Top: return "top";
+        case LensTarget::NextAgainstOther: return "next-against-other";
+    }
+    return "?";
+}
+
+std::optional<LensTarget> ParseLensTarget(const std::string& name) {
+    for (LensTarget t : {LensTarget::Next, LensTarget::Top, LensTarget::NextAgainstOther})
+        if (name == ToString(t)) return t;
+    return std::nullopt;
+}
+
 std::optional<viz::Colormap> ParseColormap(const std::string& name) {
     // An attention map's colours: the diverging map is the differences' own, never chosen.
     for (viz::Colormap c : {viz::Colormap::Viridis, viz::Colormap::Magma})

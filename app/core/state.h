@@ -26,6 +26,10 @@ enum class TokenScope { Head, LayerMean, ModelMean };
 // head's temperatures' part of each token's loss, or beside a base the drift's along its path
 // (Drift) or each part's alone (DriftParts: each head, layer and the embeddings).
 enum class RankingView { Table, Tokens, Drift, DriftParts };
+// Whose logit the Lens tab's attribution splits at a position: the text's next token, SSA's top
+// prediction there, or the next token's logit minus that of SSA's most likely other token (the
+// logit difference: which parts make the model prefer the one over the other).
+enum class LensTarget { Next, Top, NextAgainstOther };
 
 struct HeadRef {
     int layer = 0;
@@ -79,6 +83,7 @@ struct ViewSettings {
     // token differs from another side's (diff, base_diff: what fine-tuning changed, layer by layer).
     MapMode lens_map = MapMode::Ssa;
     RankingView ranking = RankingView::Table;
+    LensTarget lens_target = LensTarget::Next;
     float grid_cell = 0;                     // heads grid thumbnail side in pixels, 0: fit the pane
     PaneLayout layout;
     std::string right_tab = "Heads";  // the right pane's open tab: Heads, Matrix, Temperatures, Table, Sparsity
@@ -185,6 +190,8 @@ const char* ToString(TokenScope scope);
 std::optional<TokenScope> ParseTokenScope(const std::string& name);  // head | layer | model
 const char* ToString(RankingView view);
 std::optional<RankingView> ParseRankingView(const std::string& name);  // table | tokens | drift | drift-parts
+const char* ToString(LensTarget target);
+std::optional<LensTarget> ParseLensTarget(const std::string& name);  // next | top | next-against-other
 std::optional<viz::Colormap> ParseColormap(const std::string& name); // viridis | magma
 // A session's colour map: as ParseColormap, and an older session's "diverging" (the difference
 // maps' own, never an attention map's) as viridis.

@@ -183,6 +183,7 @@ json SessionToJson(const Session& s) {
                   {"run_curve", v.run_curve},
                   {"lens_map", ToString(v.lens_map)},
                   {"ranking", ToString(v.ranking)},
+                  {"lens_target", ToString(v.lens_target)},
                   {"grid_cell", v.grid_cell},
                   {"tab", v.right_tab},
                   {"layout",
@@ -303,6 +304,7 @@ model::Result<Session> SessionFromJson(const json& j) {
         v.ReadEnum("run_curve", &vs.run_curve, RunCurveName, RunCurveNames());
         v.ReadEnum("lens_map", &vs.lens_map, ParseMapMode, "ssa, compare, diff, base, base_diff");
         v.ReadEnum("ranking", &vs.ranking, ParseRankingView, "table, tokens, drift, drift-parts");
+        v.ReadEnum("lens_target", &vs.lens_target, ParseLensTarget, "next, top, next-against-other");
         v.Read("grid_cell", &vs.grid_cell);
         v.Read("tab", &vs.right_tab);
         {  // A tab's label, read as --tab reads one ("fine-tune" is "Fine-tune"); another was taken in silence.

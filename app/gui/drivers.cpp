@@ -373,8 +373,7 @@ nlohmann::json LensAtJson(const LensAtPair* at) {
     auto side = [](const model::LensAt& x) {
         return nlohmann::json{{"target", x.target}, {"loss", x.loss}, {"logit", x.logit}, {"parts", x.parts}};
     };
-    const char* target = at->target == LensTarget::Top ? "top" : at->target == LensTarget::NextAgainstOther ? "next_against_other" : "next";
-    return {{"position", at->position}, {"target", target}, {"versus", at->versus}, {"ssa", side(at->ssa)}, {"compare", at->compare ? side(*at->compare) : nlohmann::json()},
+    return {{"position", at->position}, {"target", ToString(at->target)}, {"versus", at->versus}, {"ssa", side(at->ssa)}, {"compare", at->compare ? side(*at->compare) : nlohmann::json()},
             {"base", at->base ? side(*at->base) : nlohmann::json()}};
 }
 
@@ -455,6 +454,7 @@ model::Status WriteScreenshot(const std::string& path, int width, int height, co
                             {"run_curve", v.run_curve},
                             {"lens_map", ToString(v.lens_map)},
                             {"ranking", ToString(v.ranking)},
+                            {"lens_target", ToString(v.lens_target)},
                             {"run_curves", state.timeline ? nlohmann::json(RunCurveKeys(state.timeline->timeline)) : nlohmann::json::array()},
                             {"lens_at", LensAtJson(state.lens_at.get())}};
     const nlohmann::json record = {{"width", width}, {"height", height}, {"regions", regions}, {"state", shown}};

@@ -611,13 +611,13 @@ public:
             t >= 0 && m_state.analysis && !m_worker.Busy() && !m_state.lens_running && !m_state.generating && m_lens_at_request == 0 &&
             m_state.model) {
             const model::Analysis& a = *m_state.analysis;
-            const std::string asked = m_state.model->dir + '\n' + LensKey(a) + '\n' + std::to_string(t) + " " + std::to_string(static_cast<int>(m_state.lens_target)) +
+            const std::string asked = m_state.model->dir + '\n' + LensKey(a) + '\n' + std::to_string(t) + " " + std::to_string(static_cast<int>(m_state.settings.lens_target)) +
                                       '\n' + std::to_string(std::hash<std::string>{}(m_state.text));
             if (asked != m_lens_at_failed) {
                 m_lens_at_asked = asked;
                 m_lens_at_request =
                     m_worker.RunLensAt(a.tokens.ids, t, !a.compare_label.empty() && a.comparison != model::Comparison::Unedited, LensKey(a),
-                                       m_state.lens_target);
+                                       m_state.settings.lens_target);
             }
         }
         if (std::exchange(m_state.timeline_request, false) && !m_state.run_dir.empty() && !m_state.generating) {

@@ -76,7 +76,6 @@ struct WindowState : AppState {
     // one, and the position the Lens tab wants (-1: none) when the last is not of it.
     std::shared_ptr<const LensAtPair> lens_at;
     int lens_at_wanted = -1;
-    LensTarget lens_target = LensTarget::Next;  // whose logit the Lens tab's attribution splits
     // A training run (the Run tab, --run DIR): its steps in order and the one shown (the open
     // model is that step's checkpoint), a step asked for, and the timeline of a text over the run.
     std::string run_dir;

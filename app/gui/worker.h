@@ -43,11 +43,6 @@ struct LensPair {
     std::optional<model::Lens> base;     // a fine-tune's base
 };
 
-// Whose logit the Lens tab's attribution splits at a position: the text's next token, SSA's top
-// prediction there, or the next token's logit minus that of SSA's most likely other token (the
-// logit difference: which parts make the model prefer the one over the other).
-enum class LensTarget { Next, Top, NextAgainstOther };
-
 // One position's lens and attribution (Engine::RunLensAt), SSA and its comparison: what the Lens tab
 // shows of the selected query before (or without) the whole lens.
 struct LensAtPair {

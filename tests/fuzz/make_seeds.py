@@ -262,7 +262,7 @@ def seeds_session():
             "view": {"colormap": "magma", "log_scale": True, "map": "diff", "token_color": "spikiness", "token_scope": "layer",
                      "sink_epsilon": 0.25, "grid_metric": "js_divergence", "map_zoom": 3.5, "map_pan": [2.0, 7.25],
                      "split": True, "grid_map": "diff", "per_head_scale": True, "matrix_metric": "sink_mass", "grid_cell": 64,
-                     "ranking": "drift", "tab": "Matrix", "layout": {"columns": [0.25, 0.5, 0.25], "editor": 0.4, "editor_open": False}},
+                     "ranking": "drift", "lens_target": "next-against-other", "tab": "Matrix", "layout": {"columns": [0.25, 0.5, 0.25], "editor": 0.4, "editor_open": False}},
             "export": {"out": "/tmp/out dir", "layers": [0, 2, 2], "heads": [1], "formats": ["npy", "csv", "png", "html"],
                        "maps": ["ssa", "diff"], "colormap": "magma", "log_scale": False, "size": 512, "highlight": "tau_v",
                        "highlight_scope": "head", "highlight_head": [1, 2], "sink_epsilon": 0.4}}

@@ -105,7 +105,7 @@ void LensView::Draw(WindowState& state) {
     // the text), as it is at any position on asking.
     const int position = state.query >= 0 && state.query < T ? state.query : T - 2;
     const bool last = position == T - 1;
-    const LensTarget wanted = last ? LensTarget::Top : state.lens_target;
+    const LensTarget wanted = last ? LensTarget::Top : state.settings.lens_target;
     const bool top = wanted != LensTarget::Next;  // read from the worker's one position: the whole lens holds the next token's
     const std::string cmp = CompareName(a);
     if (state.query < 0)
@@ -174,7 +174,7 @@ void LensView::DrawTarget(WindowState& state, bool last) {
     const float radio = ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x;
     for (const Choice& c : choices) {
         SameLineIfFits(radio + ImGui::CalcTextSize(c.label).x);
-        if (ImGui::RadioButton(c.label, state.lens_target == c.target)) state.lens_target = c.target;
+        if (ImGui::RadioButton(c.label, state.settings.lens_target == c.target)) state.settings.lens_target = c.target;
         viz::ItemTooltip(c.help);
     }
 }
@@ -397,26 +397,23 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
     const std::string versus = s.versus >= 0 ? Piece(state, s.versus) : "";
     // What the bars split: a token's logit, or the next token's minus SSA's other's.
     const std::string whose = versus.empty() ? " of the logit of '" + next_name + "':" : " of logit('" + next_name + "') - logit('" + versus + "'):";
-    char logit[64];
-    std::snprintf(logit, sizeof logit, ": %s %.3f (SSA)", versus.empty() ? "logit" : "logit difference", s.logit);
+    // The header and every side's logit in one wrapped line (a side's put after a wrapped header
+    // stood at its first line's end).
+    char buf[160];
+    std::snprintf(buf, sizeof buf, ": %s %.3f (SSA)", versus.empty() ? "logit" : "logit difference", s.logit);
+    std::string logit = buf;
+    if (c) {
+        const bool local = a.comparison == model::Comparison::LayerLocal && !HasTwin(a) && !a.HasBase();
+        std::snprintf(buf, sizeof buf, local ? ", %.3f (%s: its parts' sum)" : ", %.3f (%s)", c->logit, cmp.c_str());
+        logit += buf;
+    }
+    if (b) {
+        std::snprintf(buf, sizeof buf, ", %.3f (base)", b->logit);
+        logit += buf;
+    }
     WrappedLine("Position " + std::to_string(t) + " '" + TokenLabel(a.tokens.pieces[t]) + (next ? "' -> '" : "', SSA's top prediction '") + next_name +
                     (versus.empty() ? "'" : "' against SSA's other '" + versus + "'") + logit,
                 ": ");
-    // Each side's logit on the line while it fits, else on the next (a narrow pane cut "(base").
-    auto side_logit = [](const std::string& text) {
-        SameLineIfFits(ImGui::CalcTextSize(text.c_str()).x);
-        ImGui::TextDisabled("%s", text.c_str());
-    };
-    char buf[160];
-    if (c) {
-        const bool local = a.comparison == model::Comparison::LayerLocal && !HasTwin(a) && !a.HasBase();
-        std::snprintf(buf, sizeof buf, local ? "%.3f (%s: its parts' sum)" : "%.3f (%s)", c->logit, cmp.c_str());
-        side_logit(buf);
-    }
-    if (b) {
-        std::snprintf(buf, sizeof buf, "%.3f (base)", b->logit);
-        side_logit(buf);
-    }
     auto at = [&](const Parts& x, int l, int h) { return x.heads[static_cast<size_t>(l) * H + h]; };
     // Heads by the size of their SSA part (with a base, on request, by how much fine-tuning changed
     // it); the other sides beside each.

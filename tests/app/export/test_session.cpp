@@ -54,6 +54,7 @@ app::Session Example() {
     s.settings.run_curve = "js_drift";
     s.settings.lens_map = app::MapMode::BaseDifference;
     s.settings.ranking = app::RankingView::Drift;
+    s.settings.lens_target = app::LensTarget::NextAgainstOther;
     s.settings.grid_cell = 64;
     s.settings.layout = {0.25f, 0.5f, 0.25f, 0.4f, false};
     app::ExportOptions& e = s.export_options;
@@ -129,6 +130,7 @@ TEST(Session, RoundTripsEveryField) {
     EXPECT_EQ(back->settings.run_curve, "js_drift");
     EXPECT_EQ(back->settings.lens_map, app::MapMode::BaseDifference);
     EXPECT_EQ(back->settings.ranking, app::RankingView::Drift);
+    EXPECT_EQ(back->settings.lens_target, app::LensTarget::NextAgainstOther);
     EXPECT_EQ(back->export_options.figures.highlight_head.head, 2);
     EXPECT_TRUE(back->export_options.figures.temperature_per_head);
     EXPECT_FLOAT_EQ(back->export_options.sink_epsilon, 0.4f);
@@ -265,6 +267,9 @@ TEST(Session, FlagKeysHaveTheFlagsBounds) {
     s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"ranking", "heads"}}}});
     ASSERT_FALSE(s);
     EXPECT_NE(s.error().find("'view.ranking': 'heads' is not one of table, tokens, drift, drift-parts"), std::string::npos) << s.error();
+    s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"lens_target", "logit"}}}});
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().find("'view.lens_target': 'logit' is not one of next, top, next-against-other"), std::string::npos) << s.error();
     s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"ranking", "drift-parts"}}}});
     ASSERT_TRUE(s) << s.error();
     EXPECT_EQ(s->settings.ranking, app::RankingView::DriftParts);

@@ -647,6 +647,20 @@ TEST(EndToEnd, TheLastTokenAttributesTheTopPrediction) {
     ASSERT_TRUE(top.is_object()) << ReadFile(dir + "/export.txt");
     const int layers = top["layers"].get<int>();
     const int predicted = top["top"][layers - 1][T - 1][0]["id"].get<int>();
+    // A session's Attribute choice at another position: the logit difference against SSA's other.
+    std::ofstream(dir + "/session.json") << nlohmann::json{{"ssaviz_session", 1}, {"model", model}, {"text", text}, {"query", 3},
+                                                           {"view", {{"tab", "Lens"}, {"lens_target", "next-against-other"}}}}
+                                                .dump();
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --session " + dir + "/session.json --screenshot " + dir + "/against.png --frames 4",
+                         dir + "/log_against.txt"),
+              0)
+        << ReadFile(dir + "/log_against.txt");
+    const nlohmann::json against = nlohmann::json::parse(ReadFile(dir + "/against.png.json"), nullptr, false);
+    ASSERT_TRUE(against.is_object()) << ReadFile(dir + "/log_against.txt");
+    EXPECT_EQ(against["state"]["lens_target"], "next-against-other");
+    EXPECT_EQ(against["state"]["lens_at"]["target"], "next-against-other") << against["state"]["lens_at"].dump();
+    EXPECT_GE(against["state"]["lens_at"]["versus"].get<int>(), 0);
+    EXPECT_TRUE(against["regions"].contains("lens_attribution"));
     for (const char* side : {"ssa", "compare"}) {
         SCOPED_TRACE(side);
         ASSERT_TRUE(at[side].is_object()) << at.dump();
