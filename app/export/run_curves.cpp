@@ -244,19 +244,18 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
     // The means on top: the run's in black, a second run's in grey.
     const viz::Rgba8 kMeanColors[] = {{20, 20, 20, 255}, {128, 128, 128, 255}};
     for (size_t r = 0; r < runs.size() && r < 2; ++r) {
+        // A compare run's curve that never moves (a vanilla run's tau_q, its JS to its own tau = 1) says its one value.
+        const std::vector<float>& all = runs[r].all;
+        const bool constant = r > 0 && !all.empty() && std::isfinite(all[0]) && std::all_of(all.begin(), all.end(), [&](float v) { return v == all[0]; });
+        const std::string name = runs[r].label + (runs[r].layers.empty()       ? ""
+                                                  : runs[r].layers.size() == 1 ? ", all heads (layer 0)"
+                                                                               : ", all heads") +
+                                 (constant ? ": " + viz::FormatTick(all[0]) + " at every step" : "");
         for (viz::SeriesKind kind : {viz::SeriesKind::Line, viz::SeriesKind::Points}) {
             if (kind == viz::SeriesKind::Points && !points) continue;
             viz::PlotSeries s;
             s.Kind = kind;
-            s.Name = kind == viz::SeriesKind::Line ? runs[r].label + (runs[r].layers.empty()       ? ""
-                                                                      : runs[r].layers.size() == 1 ? ", all heads (layer 0)"
-                                                                                                   : ", all heads")
-                                                   : "";
-            // A curve that never moves (a vanilla run's tau_q, its JS to its own tau = 1) says its one value.
-            float v0 = NAN;
-            bool constant = !runs[r].all.empty();
-            for (float v : runs[r].all) constant = constant && std::isfinite(v) && (std::isnan(v0) || v == v0), v0 = std::isnan(v0) ? v : v0;
-            if (constant && r > 0 && kind == viz::SeriesKind::Line) s.Name += ": " + viz::FormatTick(v0) + " at every step";
+            s.Name = kind == viz::SeriesKind::Line ? name : "";
             s.X = runs[r].steps;
             s.Y = runs[r].all;
             s.Color = kMeanColors[r];

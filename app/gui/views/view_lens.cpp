@@ -106,7 +106,7 @@ void LensView::Draw(WindowState& state) {
     const int position = state.query >= 0 && state.query < T ? state.query : T - 2;
     const bool last = position == T - 1;
     const LensTarget wanted = last ? LensTarget::Top : state.settings.lens_target;
-    const bool top = wanted != LensTarget::Next;  // read from the worker's one position: the whole lens holds the next token's
+    const bool one_position = wanted != LensTarget::Next;  // the worker's one position: the whole lens holds the next token's only
     const std::string cmp = CompareName(a);
     if (state.query < 0)
         Caption("no query chosen: position " + std::to_string(position) + ", which predicts the last token (click a token for another)");
@@ -118,7 +118,7 @@ void LensView::Draw(WindowState& state) {
         DrawGridModes(state, lens, cmp);
         DrawGrid(state, lens, GridMode(state, lens), cmp, std::min(position, T - 2));
         ImGui::Separator();
-        if (!top) {
+        if (!one_position) {
             DrawTarget(state, last);
             const Parts ssa = PartsOf(lens.ssa, position);
             const Parts compare = lens.compare ? PartsOf(*lens.compare, position) : Parts{};
