@@ -315,7 +315,11 @@ int CmdExport(const CommandOptions& o) {
         if (auto s = CheckHighlightHeld(options, analysis); !s) throw Failure{kExitUsage, s.error()};
         if (auto s = CheckDlaPosition(options, analysis.n_tokens); !s) throw Failure{kExitUsage, s.error()};
         std::vector<ExportFile> lens_files;
-        if (options.lens) lens_files = LensExportFiles(runner->engine(), runner->Info(), analysis, RunLensWithProgress(*runner, analysis), options);
+        if (options.lens) {
+            auto files = LensExportFiles(runner->engine(), runner->Info(), analysis, RunLensWithProgress(*runner, analysis), options);
+            if (!files) throw Failure{kExitFailure, "--lens: " + files.error()};
+            lens_files = std::move(*files);
+        }
         std::optional<HeadImpacts> impacts;
         if (options.rank_heads) {
             impacts = RankHeadsWithProgress(*runner, analysis);
@@ -387,7 +391,9 @@ int CmdExport(const CommandOptions& o) {
                     row["lens_loss"] = LensLossByLayer(*sides[0]);
                     if (sides.size() > 1) row["lens_loss_compare"] = LensLossByLayer(*sides[1]);
                     if (sides.size() > 2) row["lens_loss_base"] = LensLossByLayer(*sides[2]);
-                    lens_files = LensExportFiles(runner->engine(), runner->Info(), *analysis, sides, one);
+                    auto files = LensExportFiles(runner->engine(), runner->Info(), *analysis, sides, one);
+                    if (!files) throw Failure{kExitFailure, "--lens: " + files.error()};
+                    lens_files = std::move(*files);
                 }
                 if (auto s = CheckBatchFolder(options.out_dir, t.name); !s) throw Failure{kExitFailure, s.error()};  // made a link meanwhile
                 if (auto s = WriteExport(t.text, *analysis, runner->Info(), one, nullptr, std::move(lens_files)); !s) throw Failure{kExitFailure, s.error()};

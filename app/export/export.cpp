@@ -466,8 +466,10 @@ viz::Figure LensModeFigure(const model::Analysis& a, const model::ModelInfo& inf
     return shown ? LensFigure(*shown, ModelName(info), LensSideName(a, k), TokenLabels(a.tokens)) : viz::Figure{};
 }
 
-std::vector<ExportFile> LensExportFiles(const model::Engine& engine, const model::ModelInfo& info, const model::Analysis& a,
-                                        const std::vector<std::shared_ptr<const model::Lens>>& sides, const ExportOptions& options) {
+model::Result<std::vector<ExportFile>> LensExportFiles(model::Engine& engine, const model::ModelInfo& info, const model::Analysis& a,
+                                                       const std::vector<std::shared_ptr<const model::Lens>>& sides, const ExportOptions& options) {
+    auto attributed = AttributeForExport(engine, a, sides.size(), options);
+    if (!attributed) return model::Fail(attributed.error());
     // Each predicted id as it reads after a token (Python's lens_top and the predictions name it
     // so): decoded alone, SentencePiece's ' be' would read 'be'.
     const model::PredictedPieces piece(engine.tokenizer());
@@ -476,16 +478,16 @@ std::vector<ExportFile> LensExportFiles(const model::Engine& engine, const model
             auto text = piece(id);
             return text ? model::PieceToDisplay(*text) : std::string();
         },
-        info, a, sides, options);
+        info, a, sides, options, *attributed ? &**attributed : nullptr);
 }
 
 std::vector<ExportFile> LensExportFiles(const std::function<std::string(int32_t)>& piece, const model::ModelInfo& info,
                                         const model::Analysis& a, const std::vector<std::shared_ptr<const model::Lens>>& sides,
-                                        const ExportOptions& options) {
+                                        const ExportOptions& options, const SidesAttribution* attributed) {
     std::vector<LensSideFiles> named;
     const std::string suffixes[] = {"", CompareFileSuffix(a), "_base"};
     for (size_t k = 0; k < sides.size() && k < std::size(suffixes); ++k) named.push_back({sides[k], suffixes[k], LensSideName(a, k)});
-    return LensFiles(named, piece, options, TokenLabels(a.tokens), ModelName(info));
+    return LensFiles(named, piece, options, TokenLabels(a.tokens), ModelName(info), attributed);
 }
 
 namespace {
@@ -689,22 +691,20 @@ namespace {
 // Each side's bars, named and coloured as the window's: SSA, the comparison by its kind (tau = 1,
 // the twin, layer-local; tau = 1 beside a base), the base; `values` gives a side's bars.
 template <typename Values>
-void AddSideBars(viz::Plot* plot, const std::vector<LensSideFiles>& sides, Values&& values) {
+void AddSideBars(viz::Plot* plot, const std::vector<DlaColumn>& sides, Values&& values) {
     const viz::Rgba8 colors[] = {viz::kSsaColor, viz::kCompareColor, viz::kBaseColor};
     for (size_t n = 0; n < sides.size(); ++n) {
         viz::PlotSeries series;
         series.Name = n == 1 && sides.size() > 2 ? "tau = 1" : sides[n].name;
         series.Kind = viz::SeriesKind::Bars;
         series.Color = colors[std::min<size_t>(n, std::size(colors) - 1)];
-        series.Y = values(*sides[n].lens);
+        series.Y = values(sides[n]);
         plot->Series.push_back(std::move(series));
     }
 }
 
-// "the last token 'x'" or "token 5 'x'": whose logit the bars split.
-std::string WhoseLogit(const std::vector<std::string>& token_labels, int64_t position, int64_t T) {
-    const std::string token = position >= 0 && static_cast<size_t>(position) < token_labels.size() ? token_labels[position] : "?";
-    return (position == T - 1 ? std::string("the last token '") : "token " + std::to_string(position) + " '") + token + "'";
+std::string LabelAt(const std::vector<std::string>& token_labels, int64_t t) {
+    return t >= 0 && static_cast<size_t>(t) < token_labels.size() ? token_labels[static_cast<size_t>(t)] : "?";
 }
 
 }  // namespace
@@ -751,70 +751,156 @@ viz::Figure DlaHeadsFigure(const LensSideFiles& named, const std::string& model_
     return viz::HeatmapFigure(mean.data(), static_cast<int>(L), static_cast<int>(H), o);
 }
 
-viz::Figure DlaBarsFigure(const std::vector<LensSideFiles>& sides, const std::string& model_name, const std::vector<std::string>& token_labels,
-                          int64_t position) {
-    if (sides.empty() || !sides[0].lens) return {};
-    const model::Lens& first = *sides[0].lens;
-    const int64_t L = first.n_layer, H = first.n_head, T = first.n_tokens, at = position - 1;  // dla's column of token `position`
-    if (position < 1 || position >= T) return {};
-    auto part = [&](const model::Lens& side, int64_t k) { return side.dla[k * (T - 1) + at]; };
+DlaShown DlaOfLens(const std::vector<LensSideFiles>& sides, const std::vector<std::string>& token_labels, int64_t position) {
+    DlaShown shown;
+    if (sides.empty() || !sides[0].lens) return shown;
+    const int64_t L = sides[0].lens->n_layer, H = sides[0].lens->n_head, T = sides[0].lens->n_tokens;
+    if (position < 0 || position >= T - 1) return shown;
+    shown.n_layer = L;
+    shown.n_head = H;
+    for (const LensSideFiles& named : sides) {
+        const model::Lens& side = *named.lens;
+        if (side.n_tokens != T || side.dla.size() != static_cast<size_t>(L * H * (T - 1))) return {};
+        DlaColumn column;
+        column.name = named.name;
+        for (int64_t k = 0; k < L * H; ++k) column.heads.push_back(side.dla[k * (T - 1) + position]);
+        for (int64_t l = 0; l < L; ++l) column.mlp.push_back(side.dla_mlp[l * (T - 1) + position]);
+        column.embed = side.dla_embed[position];
+        column.biases = side.dla_const[position];
+        column.logit = side.logit[position];
+        shown.sides.push_back(std::move(column));
+    }
+    const int64_t next = position + 1;
+    shown.whose = (next == T - 1 ? std::string("the last token '") : "token " + std::to_string(next) + " '") + LabelAt(token_labels, next) + "'";
+    return shown;
+}
+
+DlaShown DlaOfAttribution(const SidesAttribution& attributed, const std::vector<std::string>& names, int64_t n_layer, int64_t n_head,
+                          const std::vector<std::string>& token_labels, const std::function<std::string(int32_t)>& piece) {
+    DlaShown shown;
+    const int64_t L = n_layer, H = n_head, t = attributed.position;
+    shown.n_layer = L;
+    shown.n_head = H;
+    for (size_t k = 0; k < attributed.sides.size(); ++k) {
+        const model::LensAt& at = attributed.sides[k];
+        if (at.parts.size() != static_cast<size_t>(L * H + L + 2)) return {};
+        DlaColumn column;
+        column.name = k < names.size() ? names[k] : "?";
+        column.heads.assign(at.parts.begin(), at.parts.begin() + L * H);
+        column.mlp.assign(at.parts.begin() + L * H, at.parts.begin() + L * H + L);
+        column.embed = at.parts[L * H + L];
+        column.biases = at.parts[L * H + L + 1];
+        column.logit = at.logit;
+        shown.sides.push_back(std::move(column));
+    }
+    const std::string after = t + 1 == static_cast<int64_t>(token_labels.size()) ? "after the text (its last token '" + LabelAt(token_labels, t) + "')"
+                                                                                  : "after token " + std::to_string(t) + " '" + LabelAt(token_labels, t) + "'";
+    const std::string token = TokenLabel(piece(attributed.token));
+    if (attributed.target == LensTarget::Top) shown.whose = "SSA's top prediction '" + token + "' " + after;
+    else shown.whose = "token " + std::to_string(t + 1) + " '" + token + "'";
+    if (attributed.versus >= 0) {
+        shown.whose += " against SSA's other '" + TokenLabel(piece(attributed.versus)) + "'";
+        shown.difference = true;
+    }
+    return shown;
+}
+
+namespace {
+
+// "... : each head's part of its logit" / "... of the logit difference", and the axis's unit.
+std::string WhatIsSplit(const DlaShown& shown) { return shown.difference ? "the logit difference" : "its logit"; }
+std::string DlaAxis(const DlaShown& shown) {
+    return shown.difference ? "part of the logit difference (logits)" : "direct logit attribution (logits)";
+}
+
+}  // namespace
+
+viz::Figure DlaBarsFigure(const DlaShown& shown, const std::string& model_name) {
+    const int64_t L = shown.n_layer, H = shown.n_head;
+    if (shown.sides.empty() || L * H <= 0) return {};
     std::vector<int64_t> heads(static_cast<size_t>(L * H));
     for (int64_t k = 0; k < L * H; ++k) heads[k] = k;
     auto weight = [&](int64_t k) {
         float most = 0;
-        for (const LensSideFiles& side : sides) most = std::max(most, std::abs(part(*side.lens, k)));
+        for (const DlaColumn& side : shown.sides) most = std::max(most, std::abs(side.heads[k]));
         return most;
     };
     std::stable_sort(heads.begin(), heads.end(), [&](int64_t a, int64_t b) { return weight(a) > weight(b); });
     heads.resize(std::min<size_t>(heads.size(), 16));
     viz::Plot plot;
-    plot.Options.Title = model_name + " \xC2\xB7 " + WhoseLogit(token_labels, position, T) + ": each head's part of its logit (the largest " +
+    plot.Options.Title = model_name + " \xC2\xB7 " + shown.whose + ": each head's part of " + WhatIsSplit(shown) + " (the largest " +
                          std::to_string(heads.size()) + ")";
     plot.Options.XLabel = "head";
-    plot.Options.YLabel = "direct logit attribution";
+    plot.Options.YLabel = DlaAxis(shown);
     plot.Options.Width = 900;
     plot.Options.Height = 440;
     for (int64_t k : heads) plot.Options.XCategories.push_back("L" + std::to_string(k / H) + " H" + std::to_string(k % H));
-    AddSideBars(&plot, sides, [&](const model::Lens& side) {
+    AddSideBars(&plot, shown.sides, [&](const DlaColumn& side) {
         std::vector<float> y;
-        for (int64_t k : heads) y.push_back(part(side, k));
+        for (int64_t k : heads) y.push_back(side.heads[k]);
         return y;
     });
     return viz::PlotFigure(plot);
 }
 
-viz::Figure DlaLayersFigure(const std::vector<LensSideFiles>& sides, const std::string& model_name, const std::vector<std::string>& token_labels,
-                            int64_t position) {
-    if (sides.empty() || !sides[0].lens) return {};
-    const int64_t L = sides[0].lens->n_layer, H = sides[0].lens->n_head, T = sides[0].lens->n_tokens, at = position - 1;
-    if (position < 1 || position >= T) return {};
+viz::Figure DlaLayersFigure(const DlaShown& shown, const std::string& model_name) {
+    const int64_t L = shown.n_layer, H = shown.n_head;
+    if (shown.sides.empty() || L * H <= 0) return {};
     viz::Plot plot;
-    plot.Options.Title = model_name + " \xC2\xB7 " + WhoseLogit(token_labels, position, T) + ": each layer's part of its logit";
+    plot.Options.Title = model_name + " \xC2\xB7 " + shown.whose + ": each layer's part of " + WhatIsSplit(shown);
     plot.Options.XLabel = "layer";
-    plot.Options.YLabel = "direct logit attribution";
+    plot.Options.YLabel = DlaAxis(shown);
     plot.Options.Width = 900;
     plot.Options.Height = 440;
     for (int64_t l = 0; l < L; ++l)
         for (const char* part : {" attn", " MLP"}) plot.Options.XCategories.push_back("L" + std::to_string(l) + part);
     plot.Options.XCategories.push_back("embed");
     plot.Options.XCategories.push_back("biases");
-    AddSideBars(&plot, sides, [&](const model::Lens& side) {
+    AddSideBars(&plot, shown.sides, [&](const DlaColumn& side) {
         std::vector<float> y;
         for (int64_t l = 0; l < L; ++l) {
             double attention = 0;
-            for (int64_t h = 0; h < H; ++h) attention += side.dla[(l * H + h) * (T - 1) + at];
+            for (int64_t h = 0; h < H; ++h) attention += side.heads[l * H + h];
             y.push_back(static_cast<float>(attention));
-            y.push_back(side.dla_mlp[l * (T - 1) + at]);
+            y.push_back(side.mlp[l]);
         }
-        y.push_back(side.dla_embed[at]);
-        y.push_back(side.dla_const[at]);
+        y.push_back(side.embed);
+        y.push_back(side.biases);
         return y;
     });
     return viz::PlotFigure(plot);
 }
 
+namespace {
+
+// dla_at.json: --dla-target's attribution, the numbers dla_bars and dla_layers draw.
+json DlaAtJson(const DlaShown& split, const SidesAttribution& at, const std::function<std::string(int32_t)>& piece,
+               const std::vector<std::string>& token_labels) {
+    auto token = [&](int32_t id) { return id < 0 ? json() : json{{"id", id}, {"piece", piece(id)}}; };
+    json sides = json::array();
+    for (const DlaColumn& c : split.sides) {
+        json heads = json::array();
+        for (int64_t l = 0; l < split.n_layer; ++l)
+            heads.push_back(std::vector<float>(c.heads.begin() + l * split.n_head, c.heads.begin() + (l + 1) * split.n_head));
+        sides.push_back({{"name", c.name}, {"logit", c.logit}, {"heads", std::move(heads)}, {"mlp", c.mlp}, {"embed", c.embed}, {"const", c.biases}});
+    }
+    const size_t t = static_cast<size_t>(at.position);
+    return {{"position", at.position},
+            {"token", t < token_labels.size() ? json(token_labels[t]) : json()},
+            {"target", ToString(at.target)},
+            {"attributed", token(at.token)},
+            {"versus", token(at.versus)},
+            {"about", std::string("each side's parts of the logit of `attributed` after position `position` (heads [layer][head], each layer's MLP, "
+                                  "the embeddings, the biases' const; they sum to `logit`)") +
+                          (at.versus >= 0 ? ", less `versus`'s: a logit difference, above 0 toward `attributed`" : "")},
+            {"sides", std::move(sides)}};
+}
+
+}  // namespace
+
 std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const std::function<std::string(int32_t)>& piece,
-                                  const ExportOptions& options, const std::vector<std::string>& token_labels, const std::string& model_name) {
+                                  const ExportOptions& options, const std::vector<std::string>& token_labels, const std::string& model_name,
+                                  const SidesAttribution* attributed) {
     std::vector<ExportFile> files;
     std::vector<const char*> extensions;
     if (options.png) extensions.push_back("png");
@@ -883,21 +969,32 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
                 return LensDiffFigure(*ssa, *other.lens, model_name, other.name, token_labels);
             }, size_t{64} << 20, options.figures.png_scale));
     }
-    // For papers: a token's logit (the last's, or --dla-position's) split by head, SSA's parts beside
-    // the other sides', the heads whose parts are largest on any side (dla_bars), and by layer.
+    // For papers: a token's logit (the last's, or --dla-position's; --dla-target's token) split by
+    // head, SSA's parts beside the other sides', the heads whose parts are largest on any side
+    // (dla_bars), and by layer.
     std::vector<LensSideFiles> shown;
     for (const LensSideFiles& side : sides)
         if (side.lens) shown.push_back(side);
     const int64_t T = shown.empty() ? 0 : shown[0].lens->n_tokens;
-    const auto position = DlaPosition(options, T);  // refused before the lens ran (CheckDlaPosition): none drawn here
-    if (T >= 2 && position)
+    const auto position = DlaQuery(options, T);  // refused before the lens ran (CheckDlaPosition): none drawn here
+    DlaShown split;
+    if (attributed && position && attributed->position == *position && !shown.empty()) {
+        std::vector<std::string> names;
+        for (const LensSideFiles& side : shown) names.push_back(side.name);
+        split = DlaOfAttribution(*attributed, names, shown[0].lens->n_layer, shown[0].lens->n_head, token_labels, piece);
+        // Made now: `piece` may not outlive this call (the writers run later, on other threads).
+        files.push_back({"dla_at.json", [text = model::JsonText(DlaAtJson(split, *attributed, piece, token_labels), 1) + "\n"](const std::string& full) {
+                             return WriteText(full, text);
+                         }});
+    } else if (T >= 2 && position) {
+        split = DlaOfLens(shown, token_labels, *position);
+    }
+    if (!split.sides.empty())
         for (const char* ext : extensions) {
-            files.push_back(FigureFile("dla_bars", ext, [shown, model_name, token_labels, at = *position] {
-                return DlaBarsFigure(shown, model_name, token_labels, at);
-            }, size_t{64} << 20, options.figures.png_scale));
-            files.push_back(FigureFile("dla_layers", ext, [shown, model_name, token_labels, at = *position] {
-                return DlaLayersFigure(shown, model_name, token_labels, at);
-            }, size_t{64} << 20, options.figures.png_scale));
+            files.push_back(FigureFile("dla_bars", ext, [split, model_name] { return DlaBarsFigure(split, model_name); }, size_t{64} << 20,
+                                       options.figures.png_scale));
+            files.push_back(FigureFile("dla_layers", ext, [split, model_name] { return DlaLayersFigure(split, model_name); }, size_t{64} << 20,
+                                       options.figures.png_scale));
         }
     return files;
 }
@@ -1209,6 +1306,8 @@ model::Status CheckHeatmapsFit(const ExportOptions& options, int64_t tokens) {
 model::Status CheckExportSettings(const ExportOptions& options, bool has_base) {
     if (options.dla_position && !options.lens)
         return model::Fail("--dla-position picks the token whose logit the attribution figures split (dla_bars, dla_layers): it needs --lens");
+    if (options.dla_target && !options.lens)
+        return model::Fail("--dla-target picks whose logit the attribution figures split (dla_bars, dla_layers, dla_at.json): it needs --lens");
     if (ExportFormats(options).empty()) return model::Fail("nothing to write: no format is chosen (" + std::string(kExportFormatList) + ")");
     // A heatmap of --size drawn at --png-scale past what a figure may be: said before the model runs
     // (a heatmap sized by a text's tokens, once it is tokenised: CheckHeatmapsFit).
@@ -1221,21 +1320,40 @@ model::Status CheckExportSettings(const ExportOptions& options, bool has_base) {
     return model::Ok{};
 }
 
-model::Result<int64_t> DlaPosition(const ExportOptions& options, int64_t tokens) {
-    const int64_t columns = tokens - 1;  // the positions that predict a next token
-    if (!options.dla_position) return columns;
+model::Result<int64_t> DlaQuery(const ExportOptions& options, int64_t tokens) {
+    // The positions that predict a token: those with a next token in the text, and for SSA's top
+    // prediction the last too (what comes after the text).
+    const bool top = options.dla_target == LensTarget::Top;
+    const int64_t columns = top ? tokens : tokens - 1;
+    if (!options.dla_position) {
+        if (columns >= 1) return columns - 1;
+        return model::Fail("--dla-target " + std::string(ToString(*options.dla_target)) + " needs a next token: a text of one token has none");
+    }
     const int64_t asked = *options.dla_position;
-    if (asked >= -columns && asked < columns) return (asked < 0 ? asked + columns : asked) + 1;
+    if (asked >= -columns && asked < columns) return asked < 0 ? asked + columns : asked;
+    const std::string range = top ? "0 to " + std::to_string(columns - 1) + ", the text's positions (the last: SSA's prediction after the text)"
+                                  : "0 to " + std::to_string(columns - 1) + ", the positions that predict a next token of the text (as dla.npy's last axis)";
     return model::Fail("--dla-position " + std::to_string(asked) + " is out of range: " +
-                       (columns >= 1 ? "0 to " + std::to_string(columns - 1) + ", the positions that predict a next token of the text (as dla.npy's last axis)" +
-                                           ", or negative from the end"
-                                     : std::string("a text of one token predicts no next token")));
+                       (columns >= 1 ? range + ", or negative from the end" : std::string("a text of one token predicts no next token")));
 }
 
 model::Status CheckDlaPosition(const ExportOptions& options, int64_t tokens) {
-    if (!options.lens || (tokens < 2 && !options.dla_position)) return model::Ok{};  // one token: no figures, unless a position is asked
-    if (auto position = DlaPosition(options, tokens); !position) return model::Fail(position.error());
+    // One token: no figures, unless a position or a target is asked (the top prediction after it is one).
+    if (!options.lens || (tokens < 2 && !options.dla_position && !options.dla_target)) return model::Ok{};
+    if (auto position = DlaQuery(options, tokens); !position) return model::Fail(position.error());
     return model::Ok{};
+}
+
+model::Result<std::optional<SidesAttribution>> AttributeForExport(model::Engine& engine, const model::Analysis& a, size_t n_sides,
+                                                                  const ExportOptions& options) {
+    if (!options.lens || !options.dla_target) return std::optional<SidesAttribution>();
+    const auto position = DlaQuery(options, a.n_tokens);
+    if (!position) return std::optional<SidesAttribution>();  // refused before the lens ran (CheckDlaPosition)
+    const model::MapSide order[] = {model::MapSide::Ssa, model::MapSide::Compare, model::MapSide::Base};
+    std::vector<model::MapSide> sides(order, order + std::min(n_sides, std::size(order)));
+    auto attributed = AttributeAt(engine, a.tokens.ids, sides, *position, *options.dla_target);
+    if (!attributed) return model::Fail("--dla-target: " + attributed.error());
+    return std::optional<SidesAttribution>(std::move(*attributed));
 }
 
 model::Status CheckHighlightHeld(const ExportOptions& options, const model::Analysis& a) {

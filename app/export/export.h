@@ -11,6 +11,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "app/core/attribution.h"
 #include "app/export/export_figures.h"
 #include "model/nn/analysis.h"
 #include "viz/figure.h"
@@ -29,9 +30,13 @@ struct ExportOptions {
     float sink_epsilon = 0.3f;
     int threads = 0;  // files written at once; 0: one per core (the output is the same either way)
     bool lens = false;  // --lens: the logit lens and attribution too (the caller runs them: LensFiles)
-    // --dla-position: the position whose next token's logit dla_bars and dla_layers split, 0 .. T - 2
-    // as dla.npy's last axis counts, or negative from the end; none: the last (DlaPosition).
+    // --dla-position: the position whose prediction dla_bars and dla_layers split, 0 .. T - 2 as
+    // dla.npy's last axis counts (0 .. T - 1 with dla_target Top), or negative from the end; none:
+    // the last (DlaQuery).
     std::optional<int64_t> dla_position;
+    // --dla-target: whose logit they split there (the next token, SSA's top prediction, the next
+    // token's against SSA's other), written to dla_at.json too; none: the next token's, from dla.npy.
+    std::optional<LensTarget> dla_target;
     bool rank_heads = false;  // --rank-heads: each head's temperatures' part of the loss (the caller measures: HeadImpactFiles)
 };
 
@@ -64,8 +69,11 @@ struct LensSideFiles {
 // the base's); dla_bars.png and dla_layers.png, the last token's logit split by head and by layer
 // (attention, MLP, embeddings, biases), every side's bars. WriteExport writes them with the rest
 // (`extra`).
+// `attributed`: the attribution dla_bars and dla_layers draw where options.dla_target asks for one
+// (AttributeForExport), written to dla_at.json too.
 std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const std::function<std::string(int32_t)>& piece,
-                                  const ExportOptions& options, const std::vector<std::string>& token_labels, const std::string& model_name);
+                                  const ExportOptions& options, const std::vector<std::string>& token_labels, const std::string& model_name,
+                                  const SidesAttribution* attributed = nullptr);
 
 // --lens's run: the lens of `a`'s ids on the SSA side and, unless `a` is against the unedited model
 // or has no comparison, on its comparison (tau = 1, the twin, or with a base its weights at tau =
@@ -88,35 +96,62 @@ viz::Figure LensModeFigure(const model::Analysis& a, const model::ModelInfo& inf
                            const model::Lens* other);
 // The attribution's figures for papers (LensFiles writes them), of the sides given (SSA first, then
 // the comparison, then the base, named as LensFiles names them). DlaHeadsFigure: a side's heads'
-// mean part of the next token's logit, a layer x head map on a diverging scale. DlaBarsFigure: the
-// logit of token `position` (1 .. T - 1; the files': the last) split by head, the 16 heads with the
-// largest parts on any side, each side's bars. DlaLayersFigure: the same logit by layer, as the
-// window's Lens tab totals it: each layer's attention (its heads together) and MLP, the embeddings
-// and the biases; beside a base, a layer whose tau = 1 bar differs from SSA's owes that to the
-// temperatures (its own or the layers' before it), one whose base bar differs from tau = 1's to the
-// other weights' drift. An empty figure for a position outside 1 .. T - 1.
+// mean part of the next token's logit, a layer x head map on a diverging scale.
 // `most`: the colour scale's end (DlaHeadsMost of every side drawn, so their colours compare; 0:
 // the side's own).
 viz::Figure DlaHeadsFigure(const LensSideFiles& side, const std::string& model_name, float most = 0.0f);
 float DlaHeadsMost(const std::vector<LensSideFiles>& sides);
-viz::Figure DlaBarsFigure(const std::vector<LensSideFiles>& sides, const std::string& model_name, const std::vector<std::string>& token_labels,
-                          int64_t position);
-viz::Figure DlaLayersFigure(const std::vector<LensSideFiles>& sides, const std::string& model_name, const std::vector<std::string>& token_labels,
-                            int64_t position);
-// The token whose logit --lens's dla_bars and dla_layers split in a text of `tokens` tokens (1 ..
-// tokens - 1: options.dla_position + 1 resolved, the last without it), or a one-line error naming
-// the flag where the text has no such position. CheckDlaPosition: that check before an export runs
-// the lens (a text of one token has no attribution figures: refused only where a position is asked).
-model::Result<int64_t> DlaPosition(const ExportOptions& options, int64_t tokens);
+
+// One side's parts of one logit at one position, as dla_bars and dla_layers draw them.
+struct DlaColumn {
+    std::string name;          // the side's, as LensSideName
+    std::vector<float> heads;  // [L H], layer-major
+    std::vector<float> mlp;    // [L]
+    float embed = 0, biases = 0, logit = 0;  // the parts sum to `logit`
+};
+// Every side's column, and whose logit they split in words for the figures' titles ("the last
+// token '.'", "SSA's top prediction '\n' after the text", "token 5 'x' against SSA's other 'y'").
+struct DlaShown {
+    int64_t n_layer = 0, n_head = 0;
+    std::vector<DlaColumn> sides;
+    std::string whose;
+    bool difference = false;  // a logit difference (NextAgainstOther)
+};
+// The next token's parts at `position` (0 .. T - 2, dla.npy's last axis) from each side's whole
+// lens; empty outside that range.
+DlaShown DlaOfLens(const std::vector<LensSideFiles>& sides, const std::vector<std::string>& token_labels, int64_t position);
+// AttributeAt's parts (`names` its sides'), the attributed tokens named by `piece`.
+DlaShown DlaOfAttribution(const SidesAttribution& attributed, const std::vector<std::string>& names, int64_t n_layer, int64_t n_head,
+                          const std::vector<std::string>& token_labels, const std::function<std::string(int32_t)>& piece);
+// DlaBarsFigure: the logit split by head, the 16 heads with the largest parts on any side, each
+// side's bars. DlaLayersFigure: the same logit by layer, as the window's Lens tab totals it: each
+// layer's attention (its heads together) and MLP, the embeddings and the biases; beside a base, a
+// layer whose tau = 1 bar differs from SSA's owes that to the temperatures (its own or the layers'
+// before it), one whose base bar differs from tau = 1's to the other weights' drift. Empty figures
+// for an empty DlaShown.
+viz::Figure DlaBarsFigure(const DlaShown& shown, const std::string& model_name);
+viz::Figure DlaLayersFigure(const DlaShown& shown, const std::string& model_name);
+// The position whose prediction --lens's dla_bars and dla_layers split in a text of `tokens` tokens
+// (0 .. tokens - 2, as dla.npy's last axis; 0 .. tokens - 1 for SSA's top prediction, which the
+// last token has too: options.dla_position resolved, the last without it), or a one-line error
+// naming the flag where the text has no such position. CheckDlaPosition: that check before an
+// export runs the lens (a text of one token has no attribution figures: refused only where a
+// position or a target is asked).
+model::Result<int64_t> DlaQuery(const ExportOptions& options, int64_t tokens);
 model::Status CheckDlaPosition(const ExportOptions& options, int64_t tokens);
-// LensFiles of those sides, pieces named by the engine's tokenizer.
-std::vector<ExportFile> LensExportFiles(const model::Engine& engine, const model::ModelInfo& info, const model::Analysis& a,
-                                        const std::vector<std::shared_ptr<const model::Lens>>& sides, const ExportOptions& options);
+// The attribution options.dla_target asks for at DlaQuery's position, on every side RunLensSides
+// ran for `a` (none without dla_target, or for a text with no such position).
+model::Result<std::optional<SidesAttribution>> AttributeForExport(model::Engine& engine, const model::Analysis& a, size_t n_sides,
+                                                                  const ExportOptions& options);
+// LensFiles of those sides, pieces named by the engine's tokenizer, with AttributeForExport's
+// attribution (which may fail as the engine's lens).
+model::Result<std::vector<ExportFile>> LensExportFiles(model::Engine& engine, const model::ModelInfo& info, const model::Analysis& a,
+                                                       const std::vector<std::shared_ptr<const model::Lens>>& sides, const ExportOptions& options);
 // The same with each predicted id's piece from `piece` (the window's vocabulary table, made by the
 // same model::PredictedPieces), as shown.
 std::vector<ExportFile> LensExportFiles(const std::function<std::string(int32_t)>& piece, const model::ModelInfo& info,
                                         const model::Analysis& a, const std::vector<std::shared_ptr<const model::Lens>>& sides,
-                                        const ExportOptions& options);
+                                        const ExportOptions& options, const SidesAttribution* attributed = nullptr);
 // --rank-heads's files: head_impacts.json (the baseline loss, the what-ifs it was measured on top
 // of, and each head's mean_loss and delta as [layer][head] lists), head_impacts.csv (a row a head)
 // and, with png / svg, head_impacts.png / .svg (HeadImpactsFigure), head_impacts_tokens (each head's

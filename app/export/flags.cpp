@@ -610,6 +610,20 @@ std::vector<Flag> BuildTable() {
                 const auto& p = o.export_options.dla_position;
                 return p ? std::optional(std::to_string(*p)) : std::nullopt;
             }));
+    add(Row({"--dla-target"}, "WHICH", {C::Export},
+            "with --lens, whose logit dla_bars and dla_layers split, as the window's Lens tab > Attribute: next (the text's next token, "
+            "dla.npy's; the default), top (SSA's top prediction, at the last token too: what comes after the text, the default position "
+            "then), next-against-other (the next token's logit less SSA's most likely other token's: above 0 toward the text's); "
+            "writes dla_at.json, every side's parts of it",
+            [](CommandOptions& o, const FlagValue& v) {
+                const auto target = ParseLensTarget(v.text);
+                if (!target) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of next, top, next-against-other");
+                o.export_options.dla_target = *target;
+            },
+            [](const CommandOptions& o) {
+                const auto& t = o.export_options.dla_target;
+                return t ? std::optional(std::string(ToString(*t))) : std::nullopt;
+            }));
     add(Row({"--log"}, "", {C::Export}, "heatmaps on a log scale",
             [](CommandOptions& o, const FlagValue&) { o.export_options.figures.log_scale = true; },
             [](const CommandOptions& o) { return On(o.export_options.figures.log_scale); })

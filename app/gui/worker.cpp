@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "app/core/attribution.h"
 #include "app/core/examples.h"
 #include "app/core/timeline.h"
 #include "model/io/files.h"
@@ -540,33 +541,16 @@ void InferenceWorker::LensAtPosition(const Request& r) {
     pair->model_dir = m_runner->Info().dir;
     pair->compare_label = r.compare_label;
     pair->position = r.position;
-    int32_t target = -1;  // the text's next token, until SSA's prediction is asked for (or the last position has none)
-    for (model::MapSide side : LensSides(r)) {
-        auto at = m_runner->engine().RunLensAt(r.ids, side, r.position, target);
-        if (!at) return Emit({Kind::Error, {}, nullptr, "the lens: " + at.error(), r.id});
-        if (side == model::MapSide::Ssa && at->top_k > 0 && !at->top_ids.empty()) {
-            // SSA's ranking after its last layer (the model's own prediction), most likely first.
-            const int32_t* ranked = at->top_ids.data() + at->top_ids.size() - static_cast<size_t>(at->top_k);
-            if (r.lens_target == LensTarget::Top || at->target < 0) {
-                pair->target = LensTarget::Top;
-                target = ranked[0];
-                if (target != at->target) at = m_runner->engine().RunLensAt(r.ids, side, r.position, target);
-                if (!at) return Emit({Kind::Error, {}, nullptr, "the lens: " + at.error(), r.id});
-            } else if (r.lens_target == LensTarget::NextAgainstOther) {
-                pair->target = LensTarget::NextAgainstOther;
-                target = at->target;
-                pair->versus = ranked[0] != target ? ranked[0] : at->top_k > 1 ? ranked[1] : -1;
-            }
-        }
-        if (pair->versus >= 0) {  // the next token's parts and logit less the other token's
-            auto other = m_runner->engine().RunLensAt(r.ids, side, r.position, pair->versus);
-            if (!other) return Emit({Kind::Error, {}, nullptr, "the lens: " + other.error(), r.id});
-            for (size_t i = 0; i < at->parts.size() && i < other->parts.size(); ++i) at->parts[i] -= other->parts[i];
-            at->logit -= other->logit;
-        }
-        if (side == model::MapSide::Ssa) pair->ssa = std::move(*at);
-        else if (side == model::MapSide::Compare) pair->compare = std::move(*at);
-        else pair->base = std::move(*at);
+    const std::vector<model::MapSide> sides = LensSides(r);
+    auto attributed = AttributeAt(m_runner->engine(), r.ids, sides, r.position, r.lens_target);
+    if (!attributed) return Emit({Kind::Error, {}, nullptr, "the lens: " + attributed.error(), r.id});
+    pair->target = attributed->target;
+    pair->versus = attributed->versus;
+    for (size_t k = 0; k < sides.size() && k < attributed->sides.size(); ++k) {
+        model::LensAt& at = attributed->sides[k];
+        if (sides[k] == model::MapSide::Ssa) pair->ssa = std::move(at);
+        else if (sides[k] == model::MapSide::Compare) pair->compare = std::move(at);
+        else pair->base = std::move(at);
     }
     WorkerEvent e{Kind::LensAt, {}, nullptr, "", r.id, NowMs() - r.start_ms};
     e.lens_at = std::move(pair);

@@ -692,17 +692,22 @@ FigureHandle Plot(const AnalysisHandle& h, const std::string& asked, const FlagL
 }
 
 // The attribution's figures (`export --lens`'s dla_heads, dla_bars, dla_layers): dla_heads of one
-// side; the bars of token `position`'s logit (1 .. T - 1) on every side the analysis has.
-FigureHandle DlaFigure(const AnalysisHandle& h, const std::string& name, const std::string& side_name, int64_t position) {
+// side; the bars of position `position`'s prediction (0 .. T - 2; 0 .. T - 1 for "top") on every
+// side the analysis has, of the logit `target` names (next, top, next-against-other: as
+// `--dla-target`, resolved on SSA's side by AttributeAt).
+FigureHandle DlaFigure(const AnalysisHandle& h, const std::string& name, const std::string& side_name, int64_t position,
+                       const std::string& target_name) {
     const model::Analysis& a = h.A();
     if (const std::string why = NonFiniteAnalysis(a); !why.empty()) throw BadArgument("plot(): " + why);
-    if (a.n_tokens < 2) throw BadArgument("plot('" + name + "'): the attribution needs 2 tokens or more (a next token's logit)");
+    const auto target = ParseLensTarget(target_name);
+    if (!target) throw BadArgument("plot('" + name + "'): target " + QuoteForMessage(target_name) + " is not one of next, top, next-against-other");
+    const int64_t columns = *target == LensTarget::Top ? a.n_tokens : a.n_tokens - 1;
+    if (columns < 1) throw BadArgument("plot('" + name + "'): the attribution needs 2 tokens or more (a next token's logit)");
     LoadFonts();
     const model::MapSide asked = name == "dla_heads" ? Side(h, side_name) : model::MapSide::Ssa;
-    if (name != "dla_heads" && (position < 1 || position >= a.n_tokens))
-        throw BadArgument("plot('" + name + "'): position " + std::to_string(position) +
-                          (position == 0 ? " has no logit to split (the first token is predicted from nothing)" : " is out of range") +
-                          ": 1 to " + std::to_string(a.n_tokens - 1) + ", or negative from the end");
+    if (name != "dla_heads" && (position < 0 || position >= columns))
+        throw BadArgument("plot('" + name + "'): position " + std::to_string(position) + " is out of range: 0 to " + std::to_string(columns - 1) +
+                          ", or negative from the end");
     std::vector<LensSideFiles> sides;  // every side the analysis has: dla_heads' one scale is theirs, as export's
     sides.push_back({RunLensSide(h, model::MapSide::Ssa), "", LensSideName(a, 0)});
     if (h.HasCompare()) sides.push_back({RunLensSide(h, model::MapSide::Compare), "", LensSideName(a, 1)});
@@ -714,7 +719,23 @@ FigureHandle DlaFigure(const AnalysisHandle& h, const std::string& name, const s
         const size_t k = asked == model::MapSide::Ssa ? 0 : asked == model::MapSide::Compare ? 1 : sides.size() - 1;
         return {DlaHeadsFigure(sides[k], model_name, DlaHeadsMost(sides)), ""};
     }
-    return {name == "dla_bars" ? DlaBarsFigure(sides, model_name, labels, position) : DlaLayersFigure(sides, model_name, labels, position), ""};
+    DlaShown shown;
+    if (*target == LensTarget::Next) {
+        shown = DlaOfLens(sides, labels, position);
+    } else {
+        std::lock_guard<std::mutex> lock(h.core->mutex);
+        model::Engine& engine = h.core->Run().engine();
+        const model::MapSide order[] = {model::MapSide::Ssa, model::MapSide::Compare, model::MapSide::Base};
+        auto attributed = AttributeAt(engine, a.tokens.ids, std::vector<model::MapSide>(order, order + sides.size()), position, *target);
+        if (!attributed) throw BadArgument("plot('" + name + "'): " + attributed.error());
+        std::vector<std::string> names;
+        for (const LensSideFiles& side : sides) names.push_back(side.name);
+        const std::shared_ptr<const std::vector<std::string>> vocab = h.core->Vocab();
+        shown = DlaOfAttribution(*attributed, names, a.n_layer, a.n_head, labels, [&](int32_t id) {
+            return model::PieceToDisplay(id >= 0 && static_cast<size_t>(id) < vocab->size() ? (*vocab)[id] : "");
+        });
+    }
+    return {name == "dla_bars" ? DlaBarsFigure(shown, model_name) : DlaLayersFigure(shown, model_name), ""};
 }
 
 // rank_heads()'s figures, as `export --rank-heads` draws them: "head_impacts" (each head's part, and
@@ -768,8 +789,9 @@ LensRun LensOf(ModelCore& core, const model::Analysis& a, const ExportOptions& o
     model::Engine& engine = core.Run().engine();
     auto sides = RunLensSides(engine, a);
     if (!sides) throw BadArgument("lens=True: " + sides.error());
-    std::vector<ExportFile> files = LensExportFiles(engine, core.info, a, *sides, options);
-    return {std::move(*sides), std::move(files)};
+    auto files = LensExportFiles(engine, core.info, a, *sides, options);
+    if (!files) throw BadArgument("lens=True: " + files.error());
+    return {std::move(*sides), std::move(*files)};
 }
 
 // The heads' temperatures' parts of the loss (HeadImpacts) for the analysis's text, on its what-ifs

@@ -23,6 +23,20 @@ const LensPair* CurrentLens(const WindowState& state) {
     return current ? state.lens.get() : nullptr;
 }
 
+LensTabAt LensTabPosition(const WindowState& state) {
+    LensTabAt shown;
+    if (!state.analysis || !state.model) return shown;
+    const model::Analysis& a = *state.analysis;
+    const int64_t T = a.n_tokens;
+    shown.position = state.query >= 0 && state.query < T ? state.query : T - 2;
+    shown.target = shown.position == T - 1 ? LensTarget::Top : state.settings.lens_target;
+    const LensAtPair* at = state.lens_at.get();
+    if (at && at->ids == a.tokens.ids && at->model_dir == state.model->dir && at->compare_label == LensKey(a) && at->position == shown.position &&
+        at->target == shown.target)
+        shown.at = at;
+    return shown;
+}
+
 bool DrawNoAnalysisNote(const AppState& state) {
     if (state.analysis) return false;
     ImGui::TextDisabled("%s", state.error.empty() ? "waiting for the model..." : "no analysis (see the message above)");

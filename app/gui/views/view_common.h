@@ -22,6 +22,16 @@ bool DrawNoAnalysisNote(const AppState& state);
 // The Lens tab's last run where it is of the shown analysis (its text, model and comparison); null
 // where none ran or it is stale.
 const LensPair* CurrentLens(const WindowState& state);
+// What the Lens tab attributes: the selected query's prediction, or with none the last position
+// that has a next token; SSA's top prediction at the last token (none in the text), else as the
+// tab's Attribute says. `at`: its one-position run, where it is of that position and target
+// (null where none is, or it is stale).
+struct LensTabAt {
+    int64_t position = 0;
+    LensTarget target = LensTarget::Next;
+    const LensAtPair* at = nullptr;
+};
+LensTabAt LensTabPosition(const WindowState& state);
 
 // Continues on the same line, `spacing` after the last item (negative: the style's), when an item
 // of `width` still fits there (else starts a new line).

@@ -100,11 +100,31 @@ const LensPair* ExportableLens(const WindowState& state) {
     return state.analysis && state.analysis->interventions.empty() ? CurrentLens(state) : nullptr;
 }
 
-// The position whose next token's logit the attribution figures split: the selected query's, as
-// the Lens tab shows it (`--dla-position`); none (the last) without one that predicts a token.
-std::optional<int64_t> QueryPosition(const WindowState& state) {
-    if (state.analysis && state.query >= 0 && state.query < state.analysis->n_tokens - 1) return state.query;
-    return std::nullopt;
+// Whose logit the attribution figures split, as the Lens tab shows it: the selected query's
+// position (`--dla-position`; none: the last that predicts a token) and, where the tab attributes
+// another token than the next, its Attribute (`--dla-target`).
+void AttributeAsShown(const WindowState& state, ExportOptions* options) {
+    const LensTabAt tab = LensTabPosition(state);
+    options->dla_target.reset();
+    options->dla_position.reset();
+    if (tab.target != LensTarget::Next) options->dla_target = tab.target;
+    if (state.analysis && state.query >= 0 && state.query == tab.position) options->dla_position = tab.position;
+}
+
+// The Lens tab's attribution of another token than the next, as SidesAttribution (its one-position
+// run's): what dla_bars and dla_layers draw then. None where it has not run for that position.
+std::optional<SidesAttribution> ShownAttribution(const WindowState& state) {
+    const LensTabAt tab = LensTabPosition(state);
+    if (tab.target == LensTarget::Next || !tab.at) return std::nullopt;
+    SidesAttribution out;
+    out.position = tab.position;
+    out.target = tab.at->target;
+    out.versus = tab.at->versus;
+    out.token = tab.at->ssa.target;
+    out.sides.push_back(tab.at->ssa);
+    if (tab.at->compare) out.sides.push_back(*tab.at->compare);
+    if (tab.at->compare && tab.at->base) out.sides.push_back(*tab.at->base);
+    return out;
 }
 
 // The heads' ranking (What-ifs > Which heads matter), when it is complete and of the shown analysis:
@@ -129,8 +149,10 @@ std::vector<ExportFile> ExportDialog::ExtraFiles(const WindowState& state, const
             return vocab && id >= 0 && static_cast<size_t>(id) < vocab->size() ? model::PieceToDisplay((*vocab)[id]) : std::string();
         };
         ExportOptions at_query = options;
-        at_query.dla_position = QueryPosition(state);
-        files = LensExportFiles(piece, *state.model, *state.analysis, sides, at_query);
+        AttributeAsShown(state, &at_query);
+        const std::optional<SidesAttribution> attributed = ShownAttribution(state);
+        if (at_query.dla_target && !attributed) at_query.dla_target.reset();  // not run yet for this position: the next token's, as dla.npy
+        files = LensExportFiles(piece, *state.model, *state.analysis, sides, at_query, attributed ? &*attributed : nullptr);
     }
     // As `export --rank-heads` writes it (the window's ranking measures both temperatures together).
     if (const HeadImpacts* ranked = m_with_ranking ? ShownRanking(state) : nullptr)
@@ -359,7 +381,7 @@ void ExportDialog::DrawSettings(WindowState& state) {
     if (state.model) {
         ExportOptions with = o;
         with.lens = m_with_lens && ExportableLens(state);  // the lens's files are in the plan: --lens writes them
-        if (with.lens) with.dla_position = QueryPosition(state);
+        if (with.lens) AttributeAsShown(state, &with);
         with.rank_heads = m_with_ranking && ShownRanking(state);  // and the ranking's: --rank-heads
         const std::string cmd = ExportCommandLine(with, m_source);
         ImGui::Separator();

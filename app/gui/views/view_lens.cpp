@@ -103,9 +103,10 @@ void LensView::Draw(WindowState& state) {
     // The selected query, or with none the last position that has a next token; the last token
     // has none in the text, so its attribution is of SSA's top prediction there (what comes after
     // the text), as it is at any position on asking.
-    const int position = state.query >= 0 && state.query < T ? state.query : T - 2;
+    const LensTabAt tab = LensTabPosition(state);
+    const int position = static_cast<int>(tab.position);
     const bool last = position == T - 1;
-    const LensTarget wanted = last ? LensTarget::Top : state.settings.lens_target;
+    const LensTarget wanted = tab.target;
     const bool one_position = wanted != LensTarget::Next;  // the worker's one position: the whole lens holds the next token's only
     const std::string cmp = CompareName(a);
     if (state.query < 0)

@@ -220,7 +220,7 @@ def _base_arg(where, compare, base):
 # by its name, as plot() takes it.
 _FIGURE_KEYWORDS = {"heatmap()": ("colormap", "log", "size"), "heads_grid()": ("colormap", "log"),
                     "highlight()": ("temperature_scale",)}
-_DLA_PLOTS = {"dla_bars": "position", "dla_layers": "position", "dla_heads": "side"}  # and their one keyword
+_DLA_PLOTS = {"dla_bars": ("position", "target"), "dla_layers": ("position", "target"), "dla_heads": ("side",)}  # and their keywords
 _RANK_PLOTS = ("head_impacts", "head_impacts_tokens", "head_impacts_drift_tokens")  # rank_heads()'s, no keywords
 _PLOT_KEYWORDS = {"dilution": (), "tau_q_histogram": (), "qk_spectrum": (), "sink_mass": ("sink_eps",),
                   "finetune": ("log",), "fine-tune": ("log",), "fine_tune": ("log",),
@@ -747,8 +747,10 @@ class Analysis:
         (compare="base"), "finetune" (also "fine-tune"; each head's JS change, the temperatures' part and the drift's) or
         "finetune_loss" (each token's loss change in the same two parts); the attribution's, as
         `export --lens` draws them: "dla_bars" / "dla_layers" (the logit of the token after position split
-        by head / by layer on every side, position as a.dla's last axis and attribute() count it: -1, the
-        default, the last token's) and "dla_heads"
+        by head / by layer on every side, position as a.dla's last axis counts it, -1 the default;
+        target= "next" (the default), "top" (SSA's top prediction, at the last token too: -1 is then the
+        last token) or "next-against-other" (the next token's logit less SSA's most likely other's), as
+        export's dla_target=) and "dla_heads"
         (side= "ssa", "compare" or "base": each head's mean part); rank_heads()'s, as `export --rank-heads`
         draws them (measured first where rank_heads() has not run): "head_impacts" (each head's
         temperatures' part, beside a base the drift's parts and path), "head_impacts_tokens" (each head's
@@ -764,20 +766,26 @@ class Analysis:
         if name in _DLA_PLOTS:
             takes = _DLA_PLOTS[name]
             for keyword in flags:
-                if keyword != takes:
-                    raise ArgumentTypeError(f"plot({_r(name)}) takes no keyword {_shown(keyword)} (its keywords: {takes})")
+                if keyword not in takes:
+                    raise ArgumentTypeError(f"plot({_r(name)}) takes no keyword {_shown(keyword)} (its keywords: {', '.join(takes)})")
             if name == "dla_heads":
-                return Figure(self._h.dla_figure(name, _str(w, "side", flags.get("side", "ssa")), 0), name)
-            # A position as a.dla's last axis and attribute() count them: the one that predicts, its
-            # next token's logit split (-1: the last token's, predicted at T - 2).
-            columns = self.n_tokens - 1
+                return Figure(self._h.dla_figure(name, _str(w, "side", flags.get("side", "ssa")), 0, "next"), name)
+            # A position as a.dla's last axis counts them: the one that predicts, its next token's logit
+            # split (-1: the last that has a next token, T - 2); target="top" splits SSA's top prediction,
+            # which the last token has too (-1: T - 1, what comes after the text), "next-against-other" the
+            # next token's logit less SSA's most likely other token's, as --dla-target.
+            target = _str(w, "target", flags.get("target", "next"))
+            if target not in ("next", "top", "next-against-other"):
+                raise ValueError(f"{w}: target {_r(target)} is not one of next, top, next-against-other")
+            columns = self.n_tokens if target == "top" else self.n_tokens - 1
             position = _int(w, "position", flags.get("position", -1), bits=64)
             if columns < 1:
                 raise ValueError(f"plot({_r(name)}): the attribution needs 2 tokens or more (a next token's logit)")
             if not -columns <= position < columns:
-                raise ValueError(f"{w}: position {position} is out of range: 0 to {columns - 1}, the positions that predict a next token "
-                                 "of the text (as a.dla's last axis), or negative from the end")
-            return Figure(self._h.dla_figure(name, "", position % columns + 1), name)
+                what = ("the text's positions (the last: SSA's prediction after the text)" if target == "top"
+                        else "the positions that predict a next token of the text (as a.dla's last axis)")
+                raise ValueError(f"{w}: position {position} is out of range: 0 to {columns - 1}, {what}, or negative from the end")
+            return Figure(self._h.dla_figure(name, "", position % columns, target), name)
         takes = _PLOT_KEYWORDS.get(name)  # a name that is no plot: the engine names the plots
         return Figure(self._h.plot(name, _flags(w, flags) if takes is None else _figure_flags(f"plot({_r(name)})", flags, takes)), name)
 

@@ -10,6 +10,7 @@
 
 #include <csignal>
 #include <cstdint>
+#include <cstring>
 
 #include <algorithm>
 #include <cstdlib>
@@ -160,6 +161,17 @@ inline std::vector<int64_t> NpyShape(const std::string& path) {
     while (std::getline(ss, item, ','))
         if (item.find_first_of("0123456789") != std::string::npos) shape.push_back(std::stoll(item));
     return shape;
+}
+
+// A float32 .npy's values (version 1 header), as the exports write them.
+inline std::vector<float> NpyFloats(const std::string& path) {
+    const std::string bytes = ReadFile(path);
+    if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) return {};
+    const size_t start = 10 + static_cast<unsigned char>(bytes[8]) + 256u * static_cast<unsigned char>(bytes[9]);
+    if (start > bytes.size()) return {};
+    std::vector<float> v((bytes.size() - start) / sizeof(float));
+    std::memcpy(v.data(), bytes.data() + start, v.size() * sizeof(float));
+    return v;
 }
 
 class Cli : public ::testing::Test {

@@ -175,6 +175,102 @@ TEST_F(Cli, ExportLensDlaPositionPicksTheLogitTheFiguresSplit) {
     EXPECT_NE(written.find("token 4 "), std::string::npos);
 }
 
+// --dla-target: whose logit dla_bars and dla_layers split, as the Lens tab's Attribute, written to
+// dla_at.json. `next` there equals dla.npy's column; `top` (by default the last token, which has no
+// next token in the text) attributes lens_top.json's top token after the last layer; next against
+// SSA's other is the next token's parts less that other token's, part by part (the other: the top
+// prediction, asked for at the same position). Every side's parts sum to its logit. Bad values are
+// one-line usage errors, nothing written.
+TEST_F(Cli, ExportLensDlaTargetSplitsTheTopPredictionAndTheDifference) {
+    const std::string out = kOut + "/dla_target";
+    const std::string text = "The cat sat on the mat. The cat";
+    auto at = [&](const std::string& name, const std::vector<std::string>& extra) {
+        fs::remove_all(out + name);
+        std::vector<std::string> args = {"export", "--model", Small(), "--text", text, "--out", out + name, "--format", "json,npy,svg", "--lens"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        const Outcome r = Ssaviz(args);
+        EXPECT_EQ(r.code, 0) << r.err;
+        return json::parse(ReadFile(out + name + "/dla_at.json"));
+    };
+    constexpr int L = 2, H = 2;
+    auto parts = [&](const json& side) {  // heads, MLPs, embeddings, biases: as Attribute's order
+        std::vector<float> p;
+        for (const auto& row : side["heads"])
+            for (const auto& v : row) p.push_back(v.get<float>());
+        for (const auto& v : side["mlp"]) p.push_back(v.get<float>());
+        p.push_back(side["embed"].get<float>());
+        p.push_back(side["const"].get<float>());
+        return p;
+    };
+    auto expect_sums = [&](const json& j) {
+        ASSERT_EQ(j["sides"].size(), 2u) << "SSA and tau = 1";
+        for (const auto& side : j["sides"]) {
+            double sum = 0;
+            for (float v : parts(side)) sum += v;
+            EXPECT_NEAR(sum, side["logit"].get<double>(), 1e-4) << side["name"];
+        }
+    };
+
+    // next: dla.npy's column at the position asked.
+    const json next = at("_next", {"--dla-target", "next", "--dla-position", "2"});
+    expect_sums(next);
+    const int64_t T = NpyShape(out + "_next/loss.npy").at(0) + 1;
+    EXPECT_EQ(next["position"], 2);
+    EXPECT_EQ(next["target"], "next");
+    EXPECT_TRUE(next["versus"].is_null());
+    for (const auto& [k, suffix] : {std::pair{0, ""}, std::pair{1, "_compare"}}) {
+        const std::vector<float> dla = NpyFloats(out + "_next/dla" + std::string(suffix) + ".npy"),
+                                 mlp = NpyFloats(out + "_next/dla_mlp" + std::string(suffix) + ".npy"),
+                                 logit = NpyFloats(out + "_next/dla_logit" + std::string(suffix) + ".npy");
+        const std::vector<float> p = parts(next["sides"][k]);
+        ASSERT_EQ(dla.size(), static_cast<size_t>(L * H * (T - 1)));
+        for (int h = 0; h < L * H; ++h) EXPECT_NEAR(p[h], dla[h * (T - 1) + 2], 1e-4) << "head " << h << suffix;
+        for (int l = 0; l < L; ++l) EXPECT_NEAR(p[L * H + l], mlp[l * (T - 1) + 2], 1e-4) << "MLP " << l << suffix;
+        EXPECT_NEAR(next["sides"][k]["logit"].get<float>(), logit[2], 1e-4) << suffix;
+    }
+
+    // top, by default at the last token: the model's prediction after the text, every side's of that token.
+    const json top = at("_top", {"--dla-target", "top"});
+    expect_sums(top);
+    EXPECT_EQ(top["position"], T - 1);
+    const json lens_top = json::parse(ReadFile(out + "_top/lens_top.json"));
+    EXPECT_EQ(top["attributed"]["id"], lens_top["top"][L][T - 1][0]["id"]);
+    EXPECT_EQ(top["attributed"]["piece"], lens_top["top"][L][T - 1][0]["piece"]);
+    EXPECT_NE(ReadFile(out + "_top/dla_bars.svg").find("top prediction"), std::string::npos);
+
+    // next against SSA's other at position 2: the next token's parts less the other's (the top
+    // prediction's there, where it is not the next token; else the second's).
+    const json versus = at("_versus", {"--dla-target", "next-against-other", "--dla-position", "2"});
+    expect_sums(versus);
+    const json top2 = at("_top2", {"--dla-target", "top", "--dla-position", "2"});
+    ASSERT_FALSE(versus["versus"].is_null());
+    EXPECT_EQ(versus["attributed"], next["attributed"]);
+    if (top2["attributed"]["id"] != next["attributed"]["id"]) {
+        EXPECT_EQ(versus["versus"], top2["attributed"]);
+        for (int k = 0; k < 2; ++k) {
+            const std::vector<float> a = parts(next["sides"][k]), b = parts(top2["sides"][k]), d = parts(versus["sides"][k]);
+            for (size_t i = 0; i < d.size(); ++i) EXPECT_NEAR(d[i], a[i] - b[i], 1e-4) << "part " << i;
+        }
+    }
+    EXPECT_NE(ReadFile(out + "_versus/dla_layers.svg").find("logit difference"), std::string::npos);
+
+    // Refused, nothing written: an unknown target, one without --lens, a position past the text;
+    // a text of one token has no next token (its top prediction it has).
+    for (const std::vector<std::string>& extra : std::vector<std::vector<std::string>>{
+             {"--lens", "--dla-target", "second"}, {"--dla-target", "top"}, {"--lens", "--dla-target", "next", "--dla-position", "40"}}) {
+        fs::remove_all(out + "_bad");
+        std::vector<std::string> args = {"export", "--model", Small(), "--text", text, "--out", out + "_bad", "--format", "json"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        ExpectOneLineError(Ssaviz(args), 2, extra.size() == 2 ? "it needs --lens" : "--dla-");
+        EXPECT_FALSE(fs::exists(out + "_bad"));
+    }
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "The", "--out", out + "_bad", "--lens", "--dla-target", "next"}), 2,
+                       "needs a next token");
+    fs::remove_all(out + "_one");
+    EXPECT_EQ(Ssaviz({"export", "--model", Small(), "--text", "The", "--out", out + "_one", "--format", "json", "--lens", "--dla-target", "top"}).code, 0);
+    EXPECT_EQ(json::parse(ReadFile(out + "_one/dla_at.json"))["position"], 0);
+}
+
 // --lens against a fine-tune's base: a third side, the base's lens and attribution (`_base`), each
 // file the same bytes as the base model's own lens exported alone; its last lens row is
 // loss_base.npy; dla_bars draws the three sides; a batch's summary gains lens_loss_base.

@@ -250,17 +250,6 @@ TEST(CliFamilies, HfFoldersNameTheirFamilyAndExport) {
     EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
 }
 
-// A float32 .npy's values (version 1 header), as the exports write them.
-std::vector<float> NpyFloats(const std::string& path) {
-    const std::string bytes = ReadFile(path);
-    if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) return {};
-    const size_t start = 10 + static_cast<unsigned char>(bytes[8]) + 256u * static_cast<unsigned char>(bytes[9]);
-    if (start > bytes.size()) return {};
-    std::vector<float> v((bytes.size() - start) / sizeof(float));
-    std::memcpy(v.data(), bytes.data() + start, v.size() * sizeof(float));
-    return v;
-}
-
 // Issue 36: a run written as the official code writes one (full_bindata_finetune.py's Fabric dict
 // with the pickled (AdamW, Adam) tuple, iter-NNNNNN-ckpt.pth, a Llama-shaped SSA fine-tune in
 // bf16 whose temperatures move over the run), exported as a timeline: each step's maps, tau_q and

@@ -407,8 +407,36 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     for bad in (a.n_tokens - 1, -a.n_tokens, 99):
         with pytest.raises(ValueError, match=rf"position {bad} is out of range: 0 to {a.n_tokens - 2}, the positions that predict"):
             a.plot("dla_layers", position=bad)
-    with pytest.raises(TypeError, match=r"plot\('dla_bars'\) takes no keyword side \(its keywords: position\)"):
+    with pytest.raises(TypeError, match=r"plot\('dla_bars'\) takes no keyword side \(its keywords: position, target\)"):
         a.plot("dla_bars", side="base")
+    # target= / dla_target=: whose logit the bars split, as the Lens tab's Attribute and --dla-target.
+    # SSA's top prediction, by default at the last token (what comes after the text): dla_at.json's
+    # parts are attribute()'s of that token on every side (1e-5), the figures plot()'s.
+    a.export(tmp_path / "lens_top", formats=["svg", "json"], lens=True, dla_target="top")
+    at = json.loads((tmp_path / "lens_top" / "dla_at.json").read_text())
+    assert at["position"] == a.n_tokens - 1 and at["target"] == "top" and at["versus"] is None
+    assert at["attributed"]["piece"] == a.lens_top(a.n_layer, a.n_tokens - 1, k=1)[0][0]
+    def parts(side):  # dla_at.json's side, or attribute()'s dict: heads, MLPs, embeddings, biases
+        return np.concatenate([np.ravel(side["heads"]), side["mlp"], [side["embed"], side["const"]]])
+    for side, name in zip(at["sides"], ("ssa", "compare", "base")):
+        np.testing.assert_allclose(parts(side), parts(a.attribute(a.n_tokens - 1, at["attributed"]["id"], side=name)), atol=1e-5, err_msg=name)
+    assert (tmp_path / "lens_top" / "dla_bars.svg").read_text() == a.plot("dla_bars", target="top").svg()
+    assert (tmp_path / "lens_top" / "dla_layers.svg").read_text() == a.plot("dla_layers", target="top", position=-1).svg()
+    assert "top prediction" in a.plot("dla_bars", target="top", position=3).svg()
+    # The next token against SSA's other: the difference of the two tokens' attribute() parts.
+    a.export(tmp_path / "lens_versus", formats=["json"], lens=True, dla_target="next-against-other", dla_position=3)
+    versus = json.loads((tmp_path / "lens_versus" / "dla_at.json").read_text())
+    assert versus["attributed"]["id"] == a.ids[4] and versus["versus"]["id"] != a.ids[4]
+    for side, name in zip(versus["sides"], ("ssa", "compare", "base")):
+        want = parts(a.attribute(3, versus["attributed"]["id"], side=name)) - parts(a.attribute(3, versus["versus"]["id"], side=name))
+        np.testing.assert_allclose(parts(side), want, atol=1e-4, err_msg=name)
+    assert "logit difference" in a.plot("dla_layers", target="next-against-other", position=3).svg()
+    with pytest.raises(ValueError, match=r"target 'second' is not one of next, top, next-against-other"):
+        a.plot("dla_bars", target="second")
+    with pytest.raises(ValueError, match=r"dla_target 'second' is not one of next, top, next-against-other"):
+        a.export(tmp_path / "lens5", formats=["json"], lens=True, dla_target="second")
+    with pytest.raises(ValueError, match=rf"position {a.n_tokens} is out of range: 0 to {a.n_tokens - 1}, the text's positions"):
+        a.plot("dla_bars", target="top", position=a.n_tokens)
     # lens_top.json names each piece as lens_top() and predictions() do: as it would continue the
     # text, its leading space kept (SentencePiece's ' be' was 'be' in the file).
     a.export(tmp_path / "lens_json", formats=["json"], lens=True)
