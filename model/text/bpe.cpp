@@ -78,6 +78,13 @@ const std::string* BpeModel::TokenOf(int32_t id) const {
     return &m_symbols[m_id_symbol[id]];
 }
 
+int BpeModel::BytePiece(int32_t id) const {
+    if (!m_options.byte_fallback || id < 0 || static_cast<size_t>(id) >= m_id_symbol.size() || m_id_symbol[id] < 0) return -1;
+    for (int byte = 0; byte < 256; ++byte)
+        if (m_byte_symbol[byte] == m_id_symbol[id]) return byte;
+    return -1;
+}
+
 // HF's merge_word then merge_all (models/bpe/model.rs, word.rs).
 Status BpeModel::MergeWord(std::string_view word, std::vector<Piece>* out) const {
     struct Symbol {

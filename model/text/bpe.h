@@ -52,6 +52,7 @@ public:
 
     int32_t IdOf(const std::string& token) const;    // -1 when not in the vocabulary
     const std::string* TokenOf(int32_t id) const;    // null when no token has this id
+    int BytePiece(int32_t id) const;                 // with byte_fallback, the byte of a <0xNN> piece; else -1
     int32_t MaxId() const { return static_cast<int32_t>(m_id_symbol.size()) - 1; }
 
 private:

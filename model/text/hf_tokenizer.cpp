@@ -959,6 +959,7 @@ public:
     size_t VocabSize() const override { return m.vocab_size; }
     std::string Kind() const override { return m.kind; }
     uint64_t ContentHash() const override { return m.content_hash; }
+    int BytePiece(int32_t id) const override { return m.added_by_id.count(id) || !m.model ? -1 : m.model->BytePiece(id); }
 
 private:
     struct Produced {

@@ -95,7 +95,8 @@ bool ParseBytePiece(const char* piece, size_t size, unsigned char* byte) {
 
 class SentencePieceTokenizer : public Tokenizer {
 public:
-    SentencePieceTokenizer(const Shim& shim, void* handle, uint64_t hash) : m_shim(shim), m_handle(handle), m_hash(hash) {}
+    SentencePieceTokenizer(const Shim& shim, void* handle, uint64_t hash, std::vector<int16_t> byte_pieces)
+        : m_shim(shim), m_handle(handle), m_hash(hash), m_byte_pieces(std::move(byte_pieces)) {}
     ~SentencePieceTokenizer() override { m_shim.free(m_handle); }
 
     Result<Tokenization> Encode(std::string_view text) const override {
@@ -144,11 +145,15 @@ public:
     size_t VocabSize() const override { return static_cast<size_t>(m_shim.piece_size(m_handle)); }
     std::string Kind() const override { return "sentencepiece"; }
     uint64_t ContentHash() const override { return m_hash; }
+    int BytePiece(int32_t id) const override {
+        return id >= 0 && static_cast<size_t>(id) < m_byte_pieces.size() ? m_byte_pieces[static_cast<size_t>(id)] : -1;
+    }
 
 private:
     const Shim& m_shim;
     void* m_handle;
     uint64_t m_hash;
+    std::vector<int16_t> m_byte_pieces;  // [V] each id's byte where it is a byte piece, else -1
 };
 
 // ---- The normalizer's character map, checked before libsentencepiece sees it ----------------
@@ -288,6 +293,31 @@ uint64_t ModelHash(std::string_view model) {
     return hash;
 }
 
+// Each id's byte where it is a byte-fallback piece (type BYTE, spelt "<0xNN>"), else -1: the
+// model's pieces (ModelProto field 1: piece 1, type 3) in id order.
+std::vector<int16_t> BytePieces(std::string_view model) {
+    constexpr uint64_t kByteType = 6;  // sentencepiece_model.proto's SentencePiece.Type.BYTE
+    auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+    std::vector<ProtoField> fields, piece;
+    ProtoFields(model, &fields);
+    std::vector<int16_t> bytes;
+    for (const ProtoField& f : fields) {
+        if (f.number != 1 || f.wire_type != 2) continue;
+        piece.clear();
+        ProtoFields(f.bytes, &piece);
+        std::string_view text;
+        uint64_t type = 1;  // NORMAL, the default
+        for (const ProtoField& g : piece) {
+            std::string_view value = g.bytes;
+            if (g.number == 1 && g.wire_type == 2) text = g.bytes;
+            else if (g.number == 3 && g.wire_type == 0 && !ReadVarint(&value, &type)) type = 1;
+        }
+        const bool spelt = text.size() == 6 && text.substr(0, 3) == "<0x" && text[5] == '>' && hex(text[3]) >= 0 && hex(text[4]) >= 0;
+        bytes.push_back(type == kByteType && spelt ? static_cast<int16_t>(hex(text[3]) * 16 + hex(text[4])) : int16_t{-1});
+    }
+    return bytes;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer>> LoadSentencePieceTokenizer(const std::string& path) {
@@ -299,7 +329,7 @@ Result<std::unique_ptr<Tokenizer>> LoadSentencePieceTokenizer(const std::string&
     char error[256] = "";
     void* handle = shim.load(bytes->data(), bytes->size(), error, sizeof error);
     if (!handle) return Fail(path + ": not a SentencePiece model (" + std::string(error) + ")");
-    auto tokenizer = std::make_unique<SentencePieceTokenizer>(shim, handle, ModelHash(*bytes));
+    auto tokenizer = std::make_unique<SentencePieceTokenizer>(shim, handle, ModelHash(*bytes), BytePieces(*bytes));
     if (tokenizer->VocabSize() == 0) return Fail(path + ": SentencePiece model has no pieces");
     return std::unique_ptr<Tokenizer>(std::move(tokenizer));
 }

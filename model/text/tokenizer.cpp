@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <utility>
 
@@ -176,7 +177,17 @@ PredictedPieces::PredictedPieces(const Tokenizer& tokenizer) : m_tokenizer(token
     m_anchor_text = std::move(*text);
 }
 
-Result<std::string> PredictedPieces::operator()(int32_t id) const { return DecodeAfter(m_tokenizer, m_anchor, id, &m_anchor_text); }
+Result<std::string> PredictedPieces::operator()(int32_t id) const {
+    // A byte piece of a printable character reads as the piece of that character ('.' and <0x2E>),
+    // and one past ASCII as no character at all (U+FFFD, all alike): named by its spelling. A
+    // control character's reads as itself, escaped wherever shown ("\n": the newline's only piece).
+    if (const int byte = m_tokenizer.BytePiece(id); byte >= 0x20 && byte != 0x7F) {
+        char spelled[8];
+        std::snprintf(spelled, sizeof spelled, "<0x%02X>", byte);
+        return std::string(spelled);
+    }
+    return DecodeAfter(m_tokenizer, m_anchor, id, &m_anchor_text);
+}
 
 std::string PieceToDisplay(std::string_view piece_bytes) {
     std::string out;

@@ -45,6 +45,10 @@ public:
     // Tokenizers of one kind with equal hashes give the same ids for every text (a twin must share
     // its model's); the file names and formats they came from do not count.
     virtual uint64_t ContentHash() const = 0;
+    // The byte a byte-fallback piece ("<0xNN>": a byte of a character the vocabulary lacks)
+    // stands for, or -1 for any other id. Decoded alone such a piece is its byte, which may read
+    // as another token's piece ('.' and <0x2E>); predictions name it by its spelling instead.
+    virtual int BytePiece(int32_t /*id*/) const { return -1; }
 };
 
 // 64-bit FNV-1a of `bytes`, continuing from `hash`: the tokenizers' content hashes.
@@ -75,7 +79,9 @@ Result<std::unique_ptr<Tokenizer>> LoadGpt2Tokenizer(const std::string& vocab_js
 // decoder's budget) or its text does not start with `before`'s, `id` decoded alone, which fails
 // as Decode does.
 Result<std::string> DecodeAfter(const Tokenizer& tokenizer, int32_t before, int32_t id, const std::string* before_text = nullptr);
-// Names any id as a prediction reads it: after one ordinary token ("a"), by DecodeAfter.
+// Names any id as a prediction reads it: after one ordinary token ("a"), by DecodeAfter; a
+// byte-fallback piece of a printable or non-ASCII byte by its spelling, "<0x2E>", "<0xF0>"
+// (Tokenizer::BytePiece), a control character's as its byte ("\n").
 class PredictedPieces {
 public:
     explicit PredictedPieces(const Tokenizer& tokenizer);

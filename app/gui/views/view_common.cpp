@@ -182,7 +182,8 @@ float CellGridNameWidth(const CellGrid& grid) {
 }
 
 CellGridHit DrawCellGrid(const CellGrid& g) {
-    const float line = ImGui::GetTextLineHeight(), label_w = CellGridNameWidth(g), avail = ImGui::GetContentRegionAvail().x;
+    const float line = ImGui::GetTextLineHeight(), label_w = CellGridNameWidth(g);
+    const float avail = g.width > 0 ? std::min(g.width, ImGui::GetContentRegionAvail().x) : ImGui::GetContentRegionAvail().x;
     const float height = g.rows * g.cell_h + line + 4.0f + ImGui::GetStyle().ScrollbarSize;
     const ImU32 query_colour = IM_COL32(255, 220, 90, 255);
     CellGridHit hit;

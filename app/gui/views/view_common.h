@@ -95,6 +95,7 @@ struct CellGrid {
     const char* id = "##grid";
     int rows = 0, columns = 0;
     float cell_w = 8, cell_h = 8;
+    float width = 0;      // the grid's width on screen, scrolling inside it (0: the rest of the line)
     int query = -1;       // the column framed (-1: none)
     bool follow_query = false;  // scroll to the query's column where it is out of view (a new query)
     int marked_row = -1;  // a row named in the query's colour (the selected head's)

@@ -309,11 +309,17 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
     const std::string other_name = side == Side::Base ? "base" : compare_name;
     const float line = ImGui::GetTextLineHeight();
     const float label_w = ImGui::CalcTextSize("embeddings").x + 8.0f;
-    const float avail = ImGui::GetContentRegionAvail().x;
-    const float cell_w = std::max(6.0f, std::min(line * 4.0f, std::floor((avail - label_w) / std::max(n, 1))));
     const float cell_h = std::clamp(std::floor((ImGui::GetContentRegionAvail().y * 0.45f - line) / rows), 4.0f, line + 4.0f);
-    // Each cell names the token it predicts where it has room for a piece; else hovering does.
-    const bool named = cell_w >= line * 1.5f && cell_h >= line;
+    // The colour bar beside the grid, as the other maps have one, where it costs the cells no
+    // names (each cell names the token it predicts where it has room for a piece; else hovering does).
+    const float bar_w = viz::ColorBarWidth(), gap = ImGui::GetStyle().ItemSpacing.x;
+    auto cell_width = [&](float avail) { return std::max(6.0f, std::min(line * 4.0f, std::floor((avail - label_w) / std::max(n, 1)))); };
+    auto names_fit = [&](float w) { return w >= line * 1.5f && cell_h >= line; };
+    const float pane_w = ImGui::GetContentRegionAvail().x;
+    const bool bar = pane_w - bar_w - gap > label_w + 6.0f && names_fit(cell_width(pane_w - bar_w - gap)) == names_fit(cell_width(pane_w));
+    const float avail = bar ? pane_w - bar_w - gap : pane_w;
+    const float cell_w = cell_width(avail);
+    const bool named = names_fit(cell_w);
     const char* naming = named ? "text" : "hover a cell";
     ImGui::PushTextWrapPos(0.0f);  // the caption wraps in a narrow pane
     if (difference) {
@@ -347,6 +353,7 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
     // The attribution's position framed, and scrolled to when it changes (with no query chosen too:
     // the last position stayed out of view and unmarked).
     grid.rows = rows, grid.columns = n, grid.cell_w = cell_w, grid.cell_h = cell_h, grid.query = position;
+    grid.width = std::min(avail, label_w + n * cell_w + ImGui::GetStyle().ScrollbarSize);
     grid.follow_query = std::exchange(m_grid_query, position) != position;
     grid.colour = [&](int r, int t) { return shade_of(r, t).first; };
     grid.row_name = [](int r) { return r == 0 ? std::string("embeddings") : "L" + std::to_string(r - 1); };
@@ -360,6 +367,15 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
         };
     const CellGridHit hit = DrawCellGrid(grid);
     const int hovered_row = hit.row, hovered_t = hit.column;
+    if (bar) {
+        ImGui::SameLine(0.0f, gap);
+        const ImVec2 bar_size(bar_w, std::max(line * 3.0f, rows * cell_h));
+        if (difference)
+            viz::ColorBar("##lens_colorbar", ("loss of the next token, SSA - " + other_name + " (nats)").c_str(), viz::Colormap::Diverging,
+                          viz::Range{-most, most}, false, bar_size);
+        else
+            viz::ColorBar("##lens_colorbar", "p(the next token)", viz::Colormap::Viridis, viz::Range{1e-4f, 1.0f}, true, bar_size);
+    }
     if (hovered_t >= 0) {
         if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) state.query = hovered_t;
         const model::Analysis& a = *state.analysis;

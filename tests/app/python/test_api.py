@@ -249,10 +249,12 @@ def test_bundled_examples_and_default_model():
     assert np.array_equal(a.attribute(t, ".")["mlp"], a.attribute(t, int(a.ids[t + 1]))["mlp"])
     for piece, _ in a.lens_top(a.n_layer, t):
         a.attribute(t, piece)
-    # A piece two ids show alike (a piece and its <0xNN> byte), neither in the text nor its
-    # tokenization: said, with both ids, never one taken silently.
-    with pytest.raises(ValueError, match=r"attribute\(\): '#' is the piece of ids \d+, \d+: pass the id"):
-        a.attribute(t, "#")
+    # A byte-fallback piece is named by its spelling, as lens_top() and predictions() name it: "#"
+    # and "<0x23>" are two ids (the byte's read as "#" too, and "#" had to be given as an id).
+    hash_piece, hash_byte = list(a._h.piece_ids("#")), list(a._h.piece_ids("<0x23>"))
+    assert len(hash_piece) == 1 and len(hash_byte) == 1 and hash_piece != hash_byte
+    assert a._h.id_pieces(hash_byte) == ["<0x23>"]
+    assert a.attribute(t, "<0x23>")["embed"] == a.attribute(t, hash_byte[0])["embed"] != a.attribute(t, "#")["embed"]
 
 
 def test_a_model_computes_on_every_usable_core_by_default(monkeypatch):

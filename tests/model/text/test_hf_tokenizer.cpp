@@ -286,6 +286,14 @@ TEST_F(SmallTokenizer, ByteFallbackPiecesAreTheirBytes) {
     EXPECT_EQ(result->pieces[4], "\x8A");
     EXPECT_EQ(Decoded(*t, result->ids), text);
     EXPECT_EQ(Decoded(*t, {1 + 0xF0}), "\xF0");  // one byte piece decodes to its raw byte
+    // ... and a prediction names it by its spelling, which no other piece reads as.
+    EXPECT_EQ(t->BytePiece(1 + 0xF0), 0xF0);
+    EXPECT_EQ(t->BytePiece(0), -1);
+    const model::PredictedPieces predicted(*t);
+    EXPECT_EQ(*predicted(1 + 0x2E), "<0x2E>");
+    EXPECT_EQ(*predicted(0), "a");
+    EXPECT_EQ(*predicted(1 + 0x0A), "\n") << "a control character's byte piece reads as itself (escaped where shown)";
+    EXPECT_EQ(*predicted(1 + 0x20), "<0x20>");
 }
 
 TEST_F(SmallTokenizer, NormalizersMapBackToTheInput) {

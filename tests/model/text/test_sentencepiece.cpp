@@ -1,6 +1,7 @@
 // SentencePiece tokenizers: one trained here with libsentencepiece keeps every byte and its
 // offsets; a corrupt tokenizer.model is a one-line error.
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -53,6 +54,32 @@ TEST(SentencePiece, TrainedModelKeepsBytesAndOffsets) {
     auto bad = (*tok)->Encode(std::string("ok \xff bad"));
     ASSERT_FALSE(bad);
     EXPECT_NE(bad.error().find("not valid UTF-8"), std::string::npos);
+
+    // A byte-fallback piece is its byte in the text, and a prediction names it by its spelling
+    // ("<0xF0>"), which no other piece reads as; an ordinary piece reads as its text.
+    auto fox = (*tok)->Encode("\xF0\x9F\xA6\x8A fox");
+    ASSERT_TRUE(fox) << fox.error();
+    const model::PredictedPieces pieces(**tok);
+    auto predicted = [&](int32_t id) {
+        auto text = pieces(id);
+        return text ? *text : std::string("(fails: ") + text.error() + ")";
+    };
+    int bytes = 0;
+    for (size_t i = 0; i < fox->ids.size(); ++i) {
+        const int byte = (*tok)->BytePiece(fox->ids[i]);
+        if (fox->pieces[i].size() == 1 && static_cast<unsigned char>(fox->pieces[i][0]) >= 0x80) {
+            EXPECT_EQ(byte, static_cast<unsigned char>(fox->pieces[i][0])) << "token " << i;
+            char spelled[8];
+            std::snprintf(spelled, sizeof spelled, "<0x%02X>", byte);
+            EXPECT_EQ(predicted(fox->ids[i]), spelled);
+            ++bytes;
+        } else {
+            EXPECT_EQ(byte, -1) << "token " << i << " '" << fox->pieces[i] << "'";
+        }
+    }
+    EXPECT_EQ(bytes, 4) << "the fox's four bytes";
+    EXPECT_EQ((*tok)->BytePiece(-1), -1);
+    EXPECT_EQ((*tok)->BytePiece(static_cast<int32_t>((*tok)->VocabSize())), -1);
 }
 
 // The content hash reads the pieces, not the file: a copy hashes the same, another vocabulary not.
