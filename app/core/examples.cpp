@@ -175,6 +175,9 @@ std::string TwinBeside(const std::string& model_dir) {
     if (!dir.has_filename()) dir = dir.parent_path();  // "x/ssa/"
     if (auto files = model::FindModelFiles(dir.string()); files && fs::path(files->weights).extension() == ".pth")
         if (std::string base = BaseBeside(model_dir); !base.empty()) return base;
+    // A folder "base" is the start of the fine-tunes beside it: a "vanilla" there is one of them
+    // (fine-tuned without temperatures), not a twin of the base, which has none either.
+    if (dir.filename() == "base") return "";
     const fs::path twin = dir.parent_path() / "vanilla";
     if (!fs::exists(twin / "config.json", ec) || fs::equivalent(twin, dir, ec)) return "";
     return twin.lexically_normal().string();

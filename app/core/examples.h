@@ -42,7 +42,8 @@ std::string TaskText(const std::string& task, int64_t context);
 std::string DefaultModelDir();
 
 // The comparison that matters, found beside a model: a vanilla twin shipped with it (the folder's
-// sibling "vanilla" holding a config.json, as assets/models/X/ssa and X/vanilla), or, for a
+// sibling "vanilla" holding a config.json, as assets/models/X/ssa and X/vanilla; none for a folder
+// "base", whose "vanilla" beside it is a fine-tune of it), or, for a
 // lit-gpt fine-tuning, the base model it started from (a lit_model.pth beside the fine-tuned
 // checkpoint the model was opened from, or in a folder "base" inside or beside its folder). Empty if none. It reads
 // the file system: the window's worker asks once per model it opens (WorkerEvent::twin_beside),

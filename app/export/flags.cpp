@@ -875,7 +875,8 @@ std::vector<Flag> BuildTable() {
 
     // The window.
     add(Row({"--session"}, "FILE", {C::Window}, "reopen a saved session: model, text, selections, view and export settings "
-                                                "(--model, --device and --text given here win)",
+                                                "(--model, --device, --text, --layer, --head, --query, --map and --tab given here win; "
+                                                "a new --model keeps the session's comparison)",
             [](CommandOptions& o, const FlagValue& v) { o.window.session_path = NonEmpty(v, "a session file"); },
             [](const CommandOptions& o) { return Unless(o.window.session_path, std::string()); }));
     // The tabs, as --tab spells them: heads|matrix|...|fine-tune (LaunchOptions::kTabs).

@@ -115,9 +115,12 @@ void FineTuneView::DrawMatrices(WindowState& state) {
 
     TitleWithHelp("Each head's change: JS divergence of its rows, nats",
                   "Left: SSA against its own weights at tau = 1, what the temperatures changed in each head's attention.\n"
+                  "A whole second pass at tau = 1: a head's cell holds every earlier layer's temperatures too, which change its\n"
+                  "input (its own layer's alone: the comparison 'tau=1 local (layer by layer)', without the base; its part of the loss:\n"
+                  "What-ifs > Which heads matter).\n"
                   "Right: tau = 1 against the base, what fine-tuning the other weights changed.\n"
                   "One colour scale for both, linear from 0 as finetune.png draws it, or logarithmic (at most four decades) with\n"
-                  "'log scale' (export --log-scale); the whole change (SSA against base) is on hover.\n"
+                  "'log scale' (export --log); the whole change (SSA against base) is on hover.\n"
                   "Click a head to show it (View > SSA | tau=1 | base shows its three maps, key 5); Ctrl+click pins it.");
     ImGui::Checkbox("log scale##finetune", &m_log_scale);
     viz::ItemTooltip("Both matrices on a log10 scale from the smallest value, at most four decades below the largest, to the "

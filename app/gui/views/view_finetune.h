@@ -24,7 +24,7 @@ private:
     void DrawRankedParts(WindowState& state);
     void DrawLossParts(WindowState& state);
 
-    // The matrices' shared scale: linear from 0 as finetune.png draws it (export --log-scale, Python's
+    // The matrices' shared scale: linear from 0 as finetune.png draws it (export --log, Python's
     // plot("finetune", log=True) the other), or logarithmic, four decades down from the larger
     // part's largest, where a drift some 1e-4 beside temperatures' 0.4 would be dark.
     bool m_log_scale = false;

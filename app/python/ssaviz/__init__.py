@@ -232,6 +232,10 @@ def _export_flags(where, flags, formats, layers, heads):
     --format) is refused, naming formats= (it was taken and dropped: every default format written)."""
     if "format" in flags:
         raise ArgumentTypeError(f"{where} takes no keyword format: formats= names them, e.g. formats=['json', 'png']")
+    if formats is not None and not isinstance(formats, (list, tuple, str)):
+        raise ArgumentTypeError(f"{where}: formats must be a list of json, npy, csv, png, svg, html, not {type(formats).__name__}")
+    if formats is not None and len(formats) == 0:
+        raise ValueError(f"{where}: formats is empty: name one or more of json, npy, csv, png, svg, html")
     if flags.get("dla_position") is not None:  # a position as plot(position=) takes it ([1] and "1" were taken as 1)
         flags = dict(flags, dla_position=_int(where, "dla_position", flags["dla_position"], bits=64))
     return _flags(where, dict(flags, format=formats, layers=layers, heads=heads))
@@ -694,7 +698,15 @@ class Analysis:
         """The id whose piece is `piece` as ssaviz shows pieces. Where two ids show alike (a piece
         and its <0xNN> byte), the one in the text, else the one the piece tokenizes to; else the
         piece's tokenization where it is one id (the tokenizer's own spelling of it)."""
+        if not piece:
+            raise ValueError(f"{w}: the token is an empty piece: pass a piece as ssaviz shows it, or an id")
+        try:
+            piece.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{w}: the token {_r(piece)} is not valid UTF-8 text (a lone surrogate): pass a piece or an id") from None
         ids = list(self._h.piece_ids(piece))
+        if not ids and len(piece.encode("utf-8")) > 64:  # no piece is that long: not tokenized (past the context, it would say truncate=)
+            raise ValueError(f"{w}: {_r(piece)} is no piece of the vocabulary (pass one piece or an id)")
         for narrower in (set(int(i) for i in self.ids), set(self.model.tokenize(piece)[0])):
             if len(ids) > 1:
                 ids = [i for i in ids if i in narrower] or ids
@@ -784,7 +796,7 @@ class Analysis:
             if not -columns <= position < columns:
                 what = ("the text's positions (the last: SSA's prediction after the text)" if target == "top"
                         else "the positions that predict a next token of the text (as a.dla's last axis)")
-                raise ValueError(f"{w}: position {position} is out of range: 0 to {columns - 1}, {what}, or negative from the end")
+                raise ValueError(f"{w}: position {position} is out of range: 0 to {columns - 1}, {what}, or {-columns} to -1 from the end")
             return Figure(self._h.dla_figure(name, "", position % columns, target), name)
         takes = _PLOT_KEYWORDS.get(name)  # a name that is no plot: the engine names the plots
         return Figure(self._h.plot(name, _flags(w, flags) if takes is None else _figure_flags(f"plot({_r(name)})", flags, takes)), name)
@@ -793,8 +805,9 @@ class Analysis:
     def export(self, out, formats=None, layers=None, heads=None, **flags):
         """Writes what `ssaviz export` writes for this analysis into `out`: formats of json, npy,
         csv, png, svg, html (default all but csv); layers and heads: the per-head files' (all);
-        flags: maps, colormap, log, size, png_scale, highlight, highlight_scope, sink_eps, lens, rank_heads
-        (head_impacts.json / .csv / .png, as rank_heads())."""
+        flags: maps, colormap, log, size, png_scale, highlight, highlight_scope, temperature_scale, sink_eps,
+        lens, dla_position and dla_target (with lens: whose logit dla_bars and dla_layers split, and where;
+        dla_at.json), rank_heads (head_impacts.json / .csv / .png, as rank_heads())."""
         w = "export()"
         if "base" in flags:  # the analysis exports the sides it has: a base is chosen where it is made
             raise ValueError(f"{w}: base= goes with Model.analyze(text, base=...): an analysis exports the sides it was made with")
