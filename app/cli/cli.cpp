@@ -155,7 +155,8 @@ int CmdInfo(const CommandOptions& o) {
         std::printf("base         %s (beside it: --compare base sets the fine-tune against it, three sides)\n",
                     model::EscapeForMessage(base, 4096).c_str());
     if (!twin.empty())
-        std::printf("twin         %s (beside it: the window offers it; --compare DIR)\n", model::EscapeForMessage(twin, 4096).c_str());
+        std::printf("twin         %s (beside it, trained apart: the window offers it; --compare DIR%s)\n", model::EscapeForMessage(twin, 4096).c_str(),
+                    base.empty() ? "" : ", on its own: what training with temperatures gave, where the base's split says what they do in this fine-tune");
     for (const std::string& note : info.notes) std::printf("note         %s\n", model::EscapeForMessage(note, 4096).c_str());
     return kExitOk;
 }
@@ -238,7 +239,8 @@ std::vector<BatchText> ReadBatch(const std::string& path, const std::string& con
             auto parsed = model::ParseJsonText(line);
             const json j = parsed ? std::move(*parsed) : json();
             const std::string where = model::EscapeForMessage(path) + ":" + std::to_string(number);
-            if (!parsed || !j.is_object()) throw Failure{kExitBadInput, where + ": not a JSON object (JSON lines need one object per line)"};
+            if (!parsed) throw Failure{kExitBadInput, where + ": not JSON (" + parsed.error() + "; JSON lines need one object per line)"};
+            if (!j.is_object()) throw Failure{kExitBadInput, where + ": not a JSON object (JSON lines need one object per line)"};
             if (!j.contains("text") || !j["text"].is_string()) throw Failure{kExitBadInput, where + ": needs a \"text\" string"};
             if (j.contains("name") && !j["name"].is_string()) throw Failure{kExitBadInput, where + ": \"name\" must be a string"};
             t.text = j["text"].get<std::string>();

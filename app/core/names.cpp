@@ -110,10 +110,17 @@ std::string BaseTemperaturesNote(const model::Analysis& a) {
 }
 
 std::string SelfComparisonNote(const model::Analysis& a) {
-    if (a.comparison != model::Comparison::Counterfactual && a.comparison != model::Comparison::LayerLocal) return "";
+    if (a.comparison == model::Comparison::Unedited && a.interventions.empty())
+        return "the comparison is the model without its what-ifs, and there are none, so it is itself and every difference is 0: "
+               "give what-ifs (--ablate), or compare with tau = 1 (--compare vanilla)";
+    if (a.comparison != model::Comparison::Counterfactual && a.comparison != model::Comparison::LayerLocal && !a.HasBase()) return "";
     for (const model::RowArray* tau : {&a.tau_q, &a.tau_v})
         for (int64_t row = 0; row < tau->rows(); ++row)
             if (const model::RowArray::Running f = tau->Figures(row); f.min != 1.0f || f.max != 1.0f) return "";
+    if (a.HasBase())
+        return "every temperature of the fine-tune is 1 (a model without temperatures, or every head at tau = 1 by the what-ifs), so its "
+               "'temperatures' part is 0 and its whole change is the drift: to see what training with temperatures gave, set the SSA "
+               "fine-tune against this one as its twin (--compare DIR)";
     return "every temperature of the SSA side is 1 (a model without temperatures, or every head at tau = 1 by the what-ifs), so its "
            "tau = 1 comparison is itself and every difference is 0: compare it with a twin (--compare DIR), or open the SSA fine-tune "
            "with this model as its --base";

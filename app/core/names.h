@@ -63,7 +63,8 @@ std::string BaseTemperaturesNote(const model::Analysis& a);
 // Where the SSA side has no temperature other than 1 (a model without temperatures, such as a
 // fine-tune's base opened alone, or every head at tau = 1 by the what-ifs) and the comparison is
 // tau = 1 (the whole counterfactual or the layer-local one): the comparison is the SSA side itself,
-// every difference 0. A note that says so and what to compare instead; "" otherwise.
+// every difference 0; or beside a base, where the fine-tune has no temperatures (its split's
+// 'temperatures' part 0). A note that says so and what to compare instead; "" otherwise.
 std::string SelfComparisonNote(const model::Analysis& a);
 // What the comparison is, in a sentence or two for tooltips: which model, and for the
 // counterfactual that it is a whole second forward pass (its later layers see another residual

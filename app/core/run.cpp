@@ -160,6 +160,13 @@ RunStatus Runner::SetCompare(const CompareSpec& compare) {
     CloseBase();
     if (compare.kind == CompareKind::Twin) {
         if (compare.twin_dir == m_twin) return model::Ok{};
+        // The model itself as its twin: every difference would be 0, unsaid.
+        std::error_code ec;
+        if (auto files = model::FindModelFiles(compare.twin_dir); files && !Info().weights_path.empty() &&
+                                                                   std::filesystem::equivalent(files->weights, Info().weights_path, ec))
+            return RunError{RunError::Kind::Usage, "the twin '" + model::EscapeForMessage(compare.twin_dir) + "' is the model itself (" +
+                                                       model::EscapeForMessage(std::filesystem::path(files->weights).filename().string()) +
+                                                       "): a twin is another model, trained apart (without temperatures)"};
         // A twin that does not open leaves the engine as it was (with the twin before, if any).
         if (auto s = m_engine->OpenTwin(compare.twin_dir, compare.twin_hints.value_or(m_spec.hints)); !s)
             return RunError{RunError::Kind::BadInput, s.error(), compare.twin_dir};

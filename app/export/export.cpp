@@ -229,7 +229,9 @@ json RuntimeToJson() {
 json InfoCommandJson(const model::ModelInfo& info) {
     json j = InfoToJson(info);
     j["runtime"] = RuntimeToJson();
-    const std::string base = BaseBeside(info.dir), twin = base.empty() ? TwinBeside(info.dir) : "";
+    // Both where both are (a fine-tune with its base, and a twin fine-tuned without temperatures:
+    // what training with them gave); TwinBeside gives the base itself for a lit-gpt checkpoint.
+    const std::string base = BaseBeside(info.dir), found = TwinBeside(info.dir), twin = found == base ? "" : found;
     j["base_beside"] = base.empty() ? json() : json(base);
     j["twin_beside"] = twin.empty() ? json() : json(twin);
     return j;
@@ -1211,25 +1213,59 @@ model::Status CheckExportPlaces(const std::string& out_dir, const std::string& f
     if (options.png || options.svg) places.insert(places.end(), {folder + "/heatmaps", folder + "/plots"});
     for (const std::string& place : places)
         if (auto s = model::CheckFoldersBelow(out_dir, place); !s) return s;
-    // The files every such export writes, whatever the model and its comparison (those named after
-    // the comparison are checked as they are written), in the formats asked for; HeadImpactFiles'
-    // names with --rank-heads (the drift's beside a base).
+    // The files such an export may write, in the formats asked for, every side's (SSA's, the
+    // comparison's as `_compare` or beside a base `_tau1`, the base's): a FIFO or a folder where one
+    // goes was found only once the model, the lens and the ranking had run. HeadImpactFiles' names
+    // with --rank-heads (the drift's beside a base).
+    const bool figures = options.png || options.svg;
     std::vector<std::string> names;
+    auto figure = [&](const std::string& stem) {
+        if (options.png) names.push_back(stem + ".png");
+        if (options.svg) names.push_back(stem + ".svg");
+    };
     if (options.json) names.insert(names.end(), {"tokens.json", "metrics.json"});
-    if (options.npy) names.insert(names.end(), {"attention.npy", "tau_q.npy", "tau_v.npy", "loss.npy"});
+    if (options.npy) names.insert(names.end(), {"tau_q.npy", "tau_v.npy"});
     if (options.html) names.push_back("highlight.html");
-    if (options.lens)
-        names.insert(names.end(), {"lens_loss.npy", "dla.npy", "dla_mlp.npy", "dla_embed.npy", "dla_const.npy", "dla_logit.npy", "lens_top.json"});
-    if (options.rank_heads)
+    figure("highlight");
+    for (const std::string side : {"", "_compare", "_tau1", "_base"}) {
+        if (options.npy) names.insert(names.end(), {"attention" + side + ".npy", "loss" + side + ".npy"});
+        if (figures) figure("heads_grid" + side);
+        if (!options.lens) continue;
+        for (const char* stem : {"lens_loss", "dla", "dla_mlp", "dla_embed", "dla_const", "dla_logit"}) names.push_back(stem + side + ".npy");
+        names.push_back("lens_top" + side + ".json");
+        figure("lens" + side);
+        figure("dla_heads" + side);
+    }
+    for (const char* stem : {"finetune", "finetune_loss"}) figure(stem);
+    if (options.lens) {
+        for (const char* stem : {"lens_diff", "lens_diff_base", "dla_bars", "dla_layers"}) figure(stem);
+        if (options.dla_target) names.push_back("dla_at.json");
+    }
+    if (options.rank_heads) {
         names.insert(names.end(), {"head_impacts.json", "head_impacts.csv", "head_impacts_drift.csv", "head_impacts_tokens.npy",
-                                   "head_impacts_drift_tokens.npy", "head_impacts.png", "head_impacts.svg", "head_impacts_tokens.png",
-                                   "head_impacts_tokens.svg", "head_impacts_drift_tokens.png", "head_impacts_drift_tokens.svg"});
-    names.insert(names.end(), {"highlight.png", "highlight.svg"});
-    for (const std::string& name : names) {
-        const bool asked = (name.find(".png") == std::string::npos || options.png) && (name.find(".svg") == std::string::npos || options.svg) &&
-                           (name.find(".npy") == std::string::npos || options.npy || name.rfind("lens", 0) == 0 || name.rfind("dla", 0) == 0);
-        if (asked)
-            if (auto s = model::CheckFilePlace((fs::path(folder) / name).string()); !s) return s;
+                                   "head_impacts_drift_tokens.npy"});
+        for (const char* stem : {"head_impacts", "head_impacts_tokens", "head_impacts_drift_tokens"}) figure(stem);
+    }
+    for (const std::string& name : names)
+        if (auto s = model::CheckFilePlace((fs::path(folder) / name).string()); !s) return s;
+    // The per-head files and the plots: whatever a folder of them already holds where one of ours
+    // could go (a layer and head, a map each: the names are many, the folder's entries few).
+    std::vector<std::string> figure_extensions;
+    if (options.png) figure_extensions.push_back(".png");
+    if (options.svg) figure_extensions.push_back(".svg");
+    const std::pair<const char*, std::vector<std::string>> kinds[] = {{"csv", options.csv ? std::vector<std::string>{".csv"} : std::vector<std::string>{}},
+                                                                      {"heatmaps", figure_extensions},
+                                                                      {"plots", figure_extensions}};
+    for (const auto& [sub, extensions] : kinds) {
+        if (extensions.empty()) continue;
+        std::error_code ec;
+        const fs::path dir = fs::path(folder) / sub;
+        if (!fs::is_directory(fs::symlink_status(dir, ec))) continue;  // none yet (a link there: CheckFoldersBelow)
+        for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+            const std::string ext = it->path().extension().string();
+            if (std::find(extensions.begin(), extensions.end(), ext) == extensions.end()) continue;
+            if (auto s = model::CheckFilePlace(it->path().string()); !s) return s;
+        }
     }
     return model::Ok{};
 }
@@ -1334,7 +1370,8 @@ model::Result<int64_t> DlaQuery(const ExportOptions& options, int64_t tokens) {
     const std::string range = top ? "0 to " + std::to_string(columns - 1) + ", the text's positions (the last: SSA's prediction after the text)"
                                   : "0 to " + std::to_string(columns - 1) + ", the positions that predict a next token of the text (as dla.npy's last axis)";
     return model::Fail("--dla-position " + std::to_string(asked) + " is out of range: " +
-                       (columns >= 1 ? range + ", or negative from the end" : std::string("a text of one token predicts no next token")));
+                       (columns >= 1 ? range + ", or " + std::to_string(-columns) + " to -1 from the end"
+                                     : std::string("a text of one token predicts no next token")));
 }
 
 model::Status CheckDlaPosition(const ExportOptions& options, int64_t tokens) {

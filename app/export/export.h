@@ -187,7 +187,7 @@ std::string CompareFileSuffix(const model::Analysis& a);
 nlohmann::json RuntimeToJson();
 // What `ssaviz info --json` prints and Python's m.info holds: InfoToJson, "runtime", and what lies
 // beside the model: "base_beside" (app::BaseBeside: what --compare base takes) and "twin_beside"
-// (a vanilla/ folder beside it, when there is no base), each a path or null.
+// (a vanilla/ folder beside it: TwinBeside, unless that is the base), each a path or null.
 nlohmann::json InfoCommandJson(const model::ModelInfo& info);
 // The catalogue of quantities (app/core/quantities.h) as data: for Python's documentation and
 // `ssaviz.quantities()`. Each: key, label, help, unit, scope, sides, python (its key in
@@ -201,9 +201,10 @@ nlohmann::json CatalogueToJson();
 model::Status CheckExportFolder(const std::string& out_dir, bool weights = false);
 // Checks that one export's folder inside --out (`folder`: --out itself, a batch text's, a run
 // step's) and the folders the export makes in it (csv/, heatmaps/, plots/ as its formats ask) hold
-// no link and no file where a folder goes: asked before any model runs, as the writers refuse them.
-// With --rank-heads, also that no folder, FIFO or device sits where its files go (refused after the
-// whole ranking before).
+// no link and no file where a folder goes, and that no folder, FIFO or device sits where one of its
+// files may go (every side's, its figures', --lens's and --rank-heads'; in csv/, heatmaps/ and
+// plots/ any entry of their extensions): asked before any model runs, as the writers refuse them
+// (found after the whole analysis, lens and ranking before).
 model::Status CheckExportPlaces(const std::string& out_dir, const std::string& folder, const ExportOptions& options);
 
 // "" when every temperature and loss of the analysis is finite; else the one-line refusal naming

@@ -89,6 +89,11 @@ std::string InPythonWords(std::string message) {
         {"needs a base (--base DIR, or --compare base)", "needs a base (base=DIR, or compare=\"base\")"},
         {"compare it with a twin (--compare DIR), or open the SSA fine-tune with this model as its --base",
          "compare it with a twin (compare=DIR), or analyse the SSA fine-tune with base= this model; compare=None analyses it alone"},
+        {"set the SSA fine-tune against this one as its twin (--compare DIR)", "analyse the SSA fine-tune with compare= this model, as its twin"},
+        {"give what-ifs (--ablate), or compare with tau = 1 (--compare vanilla)", "give what-ifs (ablate=), or compare with tau = 1 (compare=\"vanilla\")"},
+        {" at --png-scale ", " at png_scale="},
+        {"a smaller --size or --png-scale", "a smaller size= or png_scale="},
+        {"a smaller --png-scale, or --size N for smaller maps", "a smaller png_scale=, or size=N for smaller maps"},
     };
     for (const auto& [cli, python] : kWords)
         for (size_t at = message.find(cli); at != std::string::npos; at = message.find(cli, at + python.size()))
@@ -488,7 +493,7 @@ py::array Attribute(const AnalysisHandle& h, int64_t position, int64_t token, co
     const model::MapSide side = Side(h, side_name);
     if (position < 0 || position >= h.A().n_tokens)
         throw BadArgument("position " + std::to_string(position) + " is out of range (the text has " + std::to_string(h.A().n_tokens) + " tokens)");
-    if (token < 0 || token > INT32_MAX) throw BadArgument("token " + std::to_string(token) + " is not a token id");
+    if (token < 0 || token > INT32_MAX) throw BadArgument("attribute(): token " + std::to_string(token) + " is not a token id");
     std::shared_ptr<std::vector<float>> parts;
     {
         py::gil_scoped_release release;
@@ -766,7 +771,13 @@ FigureHandle RankFigure(const AnalysisHandle& h, const std::string& name) {
 // An export's options from keyword flags, checked against the model as `ssaviz export` checks them.
 ExportOptions ExportSettings(const model::ModelInfo& info, const std::string& out, const FlagList& flags, const std::string& where) {
     CommandOptions o;
-    ApplyFlags(Command::Export, flags, kExportExcluded, where, &o);
+    // An analysis exports the sides it was made with: its export() takes no base= (export_batch's does).
+    static const std::set<std::string> kAnalysisExcluded = [] {
+        std::set<std::string> all = kExportExcluded;
+        all.insert("--base");
+        return all;
+    }();
+    ApplyFlags(Command::Export, flags, where == "export()" ? kAnalysisExcluded : kExportExcluded, where, &o);
     ExportOptions options = o.export_options;
     options.out_dir = out;
     if (auto s = CheckExportFolder(out); !s) throw BadArgument("--out: " + s.error());
@@ -921,6 +932,7 @@ void Export(const AnalysisHandle& h, const std::string& out, const FlagList& fla
     if (options.lens && !h.A().interventions.empty())
         throw BadArgument("export(lens=True) runs the model as loaded: analyze without ablate= for it");
     if (auto s = CheckDlaPosition(options, h.A().n_tokens); !s) throw BadArgument(s.error());
+    if (auto s = CheckHeatmapsFit(options, h.A().n_tokens); !s) throw BadArgument(s.error());  // a value, not a failed write (it was an OSError)
     const std::shared_ptr<const HeadImpacts> ranked = h.ranked;  // read with the GIL held, as rank_heads() sets it
     py::gil_scoped_release release;
     LensRun lens;

@@ -374,9 +374,11 @@ Result<Corpus> ReadCorpus(const std::vector<std::string>& paths) {
             for (const auto& entry : fs::directory_iterator(p, ec))
                 if (entry.is_symlink()) corpus.skipped.push_back(entry.path().string() + " (symlink)");
                 else if (entry.is_regular_file()) in_dir.push_back(entry.path());
-                else if (!entry.is_directory()) corpus.skipped.push_back(entry.path().string() + " (not a regular file)");  // a FIFO, a device
+                else if (entry.is_directory()) corpus.skipped.push_back(entry.path().string() + " (a folder: --data reads a folder's files, not its sub-folders)");
+                else corpus.skipped.push_back(entry.path().string() + " (not a regular file)");  // a FIFO, a device
             if (ec) return Fail("--data '" + EscapeForMessage(p) + "': cannot list the folder (" + ec.message() + ")");
             std::sort(in_dir.begin(), in_dir.end());
+            std::sort(corpus.skipped.begin(), corpus.skipped.end());  // named in the same order on every file system
             files.insert(files.end(), in_dir.begin(), in_dir.end());
         } else if (fs::is_regular_file(p, ec)) {
             files.push_back(p);
@@ -411,6 +413,26 @@ Result<Corpus> ReadCorpus(const std::vector<std::string>& paths) {
     return corpus;
 }
 
+Result<std::vector<int32_t>> EncodeInBlocks(const Tokenizer& tokenizer, const std::string& text, size_t block_bytes) {
+    std::vector<int32_t> ids;
+    const auto space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; };
+    for (size_t begin = 0; begin < text.size();) {
+        size_t end = text.size();
+        if (end - begin > block_bytes) {
+            size_t cut = text.find('\n', begin + block_bytes);
+            // A line end between two non-spaces: a byte-level BPE's whitespace runs ("\n\n") stay whole.
+            while (cut != std::string::npos && cut + 1 < text.size() && (space(text[cut + 1]) || space(text[cut - 1])))
+                cut = text.find('\n', cut + 1);
+            end = cut == std::string::npos ? text.size() : cut + 1;
+        }
+        auto tokens = tokenizer.Encode(std::string_view(text).substr(begin, end - begin));
+        if (!tokens) return Fail(tokens.error());
+        ids.insert(ids.end(), tokens->ids.begin(), tokens->ids.end());
+        begin = end;
+    }
+    return ids;
+}
+
 Result<std::unique_ptr<TrainingTask>> MakeTask(const TaskSpec& spec, const Tokenizer& tokenizer) {
     if (spec.seq_len < 2 || spec.batch < 1) return Fail("seq_len must be >= 2 and batch >= 1");
     std::unique_ptr<TrainingTask> task;
@@ -420,11 +442,12 @@ Result<std::unique_ptr<TrainingTask>> MakeTask(const TaskSpec& spec, const Token
         if (!corpus) return Fail(corpus.error());
         std::vector<int64_t> train, val;
         for (size_t f = 0; f < corpus->texts.size(); ++f) {
-            auto tokens = tokenizer.Encode(corpus->texts[f]);
-            if (!tokens) return Fail(corpus->files[f] + ": " + tokens.error());
-            const size_t split = tokens->ids.size() - static_cast<size_t>(spec.val_fraction * tokens->ids.size());
-            train.insert(train.end(), tokens->ids.begin(), tokens->ids.begin() + split);
-            val.insert(val.end(), tokens->ids.begin() + split, tokens->ids.end());
+            auto ids = EncodeInBlocks(tokenizer, corpus->texts[f]);
+            if (!ids) return Fail(corpus->files[f] + ": " + ids.error());
+            const size_t split = ids->size() - static_cast<size_t>(spec.val_fraction * ids->size());
+            train.insert(train.end(), ids->begin(), ids->begin() + split);
+            val.insert(val.end(), ids->begin() + split, ids->end());
+            std::string().swap(corpus->texts[f]);  // its text let go once encoded
         }
         if (static_cast<int64_t>(train.size()) <= spec.seq_len + 1 || static_cast<int64_t>(val.size()) <= spec.seq_len + 1)
             return Fail("--data: " + std::to_string(train.size() + val.size()) + " tokens are too few for seq_len " +

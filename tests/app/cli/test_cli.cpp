@@ -237,6 +237,23 @@ TEST_F(Cli, AModelWithoutTemperaturesIsNotComparedWithItselfInSilence) {
     EXPECT_NE(err_of({"export", "--model", Small(), "--ablate", "0:*,1:*"}).find(note), std::string::npos) << "every head at tau = 1";
     EXPECT_EQ(err_of({"export", "--model", Small(), "--ablate", "0:*"}).find("ssaviz: note: every temperature"), std::string::npos);
     EXPECT_EQ(err_of({"export", "--model", english + "vanilla", "--compare", english + "ssa"}).find("ssaviz: note: every temperature"), std::string::npos);
+    // Beside a base, a fine-tune without temperatures: its 'temperatures' part is 0, said, with
+    // what shows what training with them gave.
+    EXPECT_NE(err_of({"export", "--model", english + "vanilla", "--base", english + "ssa"})
+                  .find("ssaviz: note: every temperature of the fine-tune is 1 (a model without temperatures, or every head at tau = 1 by the "
+                        "what-ifs), so its 'temperatures' part is 0 and its whole change is the drift"),
+              std::string::npos);
+    // The model without its what-ifs, with none: itself, said.
+    EXPECT_NE(err_of({"export", "--model", Small(), "--compare", "unedited"})
+                  .find("ssaviz: note: the comparison is the model without its what-ifs, and there are none, so it is itself"),
+              std::string::npos);
+    EXPECT_EQ(err_of({"export", "--model", Small(), "--compare", "unedited", "--ablate", "0:1"}).find("ssaviz: note:"), std::string::npos);
+    // The model itself as its twin (its folder, or a link to it) is refused, as it is as its base.
+    fs::remove(Scratch("self_link"));
+    fs::create_directory_symlink(Small(), Scratch("self_link"));
+    for (const std::string& twin : {Small(), Scratch("self_link")})
+        ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--compare", twin, "--text", "The cat", "--out", Scratch("self"), "--format", "json"}), 2,
+                           "' is the model itself (model.safetensors): a twin is another model");
 }
 
 // Issue 34: a fine-tune against its base, three sides. --base DIR (and --compare base with a
@@ -897,16 +914,21 @@ TEST(CliTrain, SkippedDataFilesAreSaid) {
     std::ofstream(data + "/bad.txt", std::ios::binary) << "bad \xff text";
     std::ofstream(data + "/empty.txt");
     ASSERT_EQ(::mkfifo((data + "/fifo.txt").c_str(), 0600), 0);
+    fs::create_directories(data + "/books");  // not read: --data reads a folder's files, which it says
+    std::ofstream(data + "/books/more.txt") << "more text\n";
     Outcome r = Ssaviz({"train", "--out", out, "--task", "text", "--data", data, "--vocab", "320", "--steps", "1", "--layers", "1", "--heads", "1",
                         "--width", "16", "--context", "16", "--no-twin"});
     ASSERT_EQ(r.code, 0) << r.err;
+    // The first three said (what is not a file first, by name), the rest counted; train.json lists them all.
     EXPECT_NE(r.err.find("ssaviz: --data: skipped "), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("bad.txt (not UTF-8 text: byte 4)"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("empty.txt (empty)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("books (a folder: --data reads a folder's files, not its sub-folders)"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("fifo.txt (not a regular file)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("bad.txt (not UTF-8 text: byte 4)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("and 1 more (train.json's task.skipped)"), std::string::npos) << r.err;
     const json record = json::parse(ReadFile(out + "/ssa/train.json"));
-    EXPECT_EQ(record["task"]["skipped_files"], 3) << record["task"];
-    ASSERT_EQ(record["task"]["skipped"].size(), 3u);
+    EXPECT_EQ(record["task"]["skipped_files"], 4) << record["task"];
+    ASSERT_EQ(record["task"]["skipped"].size(), 4u);
+    EXPECT_NE(record["task"]["skipped"].dump().find("empty.txt (empty)"), std::string::npos) << record["task"];
     EXPECT_NE(record["task"]["skipped"].dump().find("fifo.txt (not a regular file)"), std::string::npos) << record["task"];
 }
 

@@ -141,23 +141,19 @@ TEST_F(Cli, ExportNeverWritesThroughLinksInsideItsFolder) {
 TEST_F(Cli, AFailedExportLeavesTheFolderAsItWas) {
     const std::string out = Fresh("atomic");
     std::ofstream(out + "/tokens.json") << "old tokens";
-    // The export cannot put the comparison's map in place (a folder is there; a file named after
-    // the comparison is known once the model has run): it fails after writing every file, and then
-    // renames none of them.
+    // The export cannot put the comparison's map in place (a folder is there): refused before the
+    // model runs (it was found once every file was written, then none renamed), nothing written.
     const std::string map = out + "/attention_compare.npy";
     fs::create_directories(map);
     Outcome r = Ssaviz({"export", "--model", Small(), "--text", "hello world", "--out", out, "--format", "json,npy"});
-    EXPECT_EQ(r.code, 1) << r.err;  // after the progress lines, one line of error
-    EXPECT_NE(r.err.substr(r.err.rfind("ssaviz: ")).find("attention_compare.npy' is a folder where ssaviz writes a file"), std::string::npos) << r.err;
+    ExpectOneLineError(r, 2, "attention_compare.npy' is a folder where ssaviz writes a file");
     EXPECT_EQ(ReadFile(out + "/tokens.json"), "old tokens");
     EXPECT_EQ(FilesUnder(out), (std::vector<std::string>{"attention_compare.npy", "tokens.json"}));  // no temporary files left
     // A FIFO (or a device) where a file goes is not replaced either: the user's, named, kept.
     fs::remove(map);
     ASSERT_EQ(::mkfifo(map.c_str(), 0600), 0);
     r = Ssaviz({"export", "--model", Small(), "--text", "hello world", "--out", out, "--format", "json,npy"});
-    EXPECT_EQ(r.code, 1) << r.err;
-    EXPECT_NE(r.err.substr(r.err.rfind("ssaviz: ")).find("attention_compare.npy' is a FIFO, not a file: ssaviz does not replace it"), std::string::npos)
-        << r.err;
+    ExpectOneLineError(r, 2, "attention_compare.npy' is a FIFO, not a file: ssaviz does not replace it");
     EXPECT_TRUE(fs::is_fifo(map));
     EXPECT_EQ(ReadFile(out + "/tokens.json"), "old tokens");
 }
@@ -209,6 +205,21 @@ TEST_F(Cli, ExportFolderIsCheckedBeforeTheModelRuns) {
     fs::create_directories(dir + "/ranked/metrics.json");
     ExpectOneLineError(Ssaviz({"export", "--model", dir + "/no-model", "--text", "hi there", "--out", dir + "/ranked", "--format", "json"}), 2,
                        "ranked/metrics.json' is a folder where ssaviz writes a file");
+    // The other sides' files and every figure likewise (found after the whole analysis, lens and
+    // ranking, exit 1): a base's lens array, the heads grid, a heatmap in heatmaps/.
+    const std::string sides = Fresh("out_sides");
+    ASSERT_EQ(::mkfifo((sides + "/dla_base.npy").c_str(), 0600), 0);
+    ExpectOneLineError(Ssaviz({"export", "--model", dir + "/no-model", "--text", "hi there", "--out", sides, "--lens", "--format", "json"}), 2,
+                       "dla_base.npy' is a FIFO, not a file");
+    fs::remove(sides + "/dla_base.npy");
+    fs::create_directories(sides + "/heads_grid_tau1.png");
+    ExpectOneLineError(Ssaviz({"export", "--model", dir + "/no-model", "--text", "hi there", "--out", sides, "--format", "png"}), 2,
+                       "heads_grid_tau1.png' is a folder where ssaviz writes a file");
+    fs::remove(sides + "/heads_grid_tau1.png");
+    fs::create_directories(sides + "/heatmaps/L1_H0_diff.svg");
+    ExpectOneLineError(Ssaviz({"export", "--model", dir + "/no-model", "--text", "hi there", "--out", sides, "--format", "svg"}), 2,
+                       "heatmaps/L1_H0_diff.svg' is a folder where ssaviz writes a file");
+    EXPECT_EQ(Ssaviz({"export", "--model", Small(), "--text", "hi there", "--out", sides, "--format", "png"}).code, 0) << "svg's not in png's way";
 }
 
 // The window's --screenshot likewise: a screenshot is written after the model has run, so where
@@ -343,7 +354,13 @@ TEST_F(Cli, BatchTextsCannotTakeTheSummarysPlace) {
     // A line nested far too deep is a one-line error naming the line.
     std::ofstream(dir + "/deep.jsonl") << "{\"text\": " << std::string(100000, '[') << "\n";
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text-file", dir + "/deep.jsonl", "--batch", "--out", out}), 3,
-                       "deep.jsonl:1: not a JSON object");
+                       "deep.jsonl:1: not JSON (");
+    // A line that is an object but holds a lone surrogate's escape (Python's json.dumps writes
+    // one for a str it got from os.fsdecode) says what is wrong in it, not "not a JSON object".
+    std::ofstream(dir + "/lone.jsonl") << "{\"name\": \"ok\", \"text\": \"\\ud800\"}\n";
+    const Outcome surrogate = Ssaviz({"export", "--model", Small(), "--text-file", dir + "/lone.jsonl", "--batch", "--out", out});
+    ExpectOneLineError(surrogate, 3, "lone.jsonl:1: not JSON (");
+    EXPECT_NE(surrogate.err.find("surrogate"), std::string::npos) << surrogate.err;
 }
 
 // A link (or a file) where a text's sub-folder goes is refused before the model runs: the batch

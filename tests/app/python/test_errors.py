@@ -138,6 +138,18 @@ def test_bad_export_and_figure_flags(small, tmp_path):
         with pytest.raises(TypeError, match=r"takes no keyword format: formats= names them"):
             call()
     assert not (tmp_path / "fmt").exists()
+    # formats= in its own words: a set, an empty list; an analysis's export takes no base= (nor lists it).
+    with pytest.raises(TypeError, match=r"^export\(\): formats must be a list of json, npy, csv, png, svg, html, not set$"):
+        a.export(tmp_path / "fmt", formats={"json"})
+    with pytest.raises(ValueError, match=r"^export\(\): formats is empty"):
+        a.export(tmp_path / "fmt", formats=[])
+    with pytest.raises(TypeError) as unknown:
+        a.export(tmp_path / "fmt", bogus=1)
+    assert "dla_target" in str(unknown.value) and ", base," not in str(unknown.value), str(unknown.value)
+    # Heatmaps past what a figure may be: a value (it was an OSError), in Python's words.
+    with pytest.raises(ValueError, match=r"^size 8192 at png_scale=4 draws heatmaps past .*: a smaller size= or png_scale=$"):
+        a.export(tmp_path / "fmt", formats=["png"], size=8192, png_scale=4)
+    assert not (tmp_path / "fmt").exists()
     # How a model opens and what a run is are load()'s and load_run()'s: an export took and ignored them.
     for keyword in ("config", "tokenizer", "run", "compare_run", "steps"):
         with pytest.raises(ValueError, match=f"export\\(\\) takes no keyword {keyword} "):
@@ -367,6 +379,12 @@ def test_plausible_mistakes_are_named(small, tmp_path):
     assert np.array_equal(a.attribute(-2, 3)["heads"], a.attribute(T - 2, 3)["heads"])
     with pytest.raises(ValueError, match=f"position {-T - 1} is out of range"):
         a.lens_top(1, -T - 1)
+    # attribute()'s token as an odd piece: said in its words (pybind11's signatures, "pass
+    # truncate=True" and a bare "text is empty" before).
+    for piece, said in (("\udc80", r"the token '\\udc80' is not valid UTF-8 text"), ("\u202e" * 100000, r"is no piece of the vocabulary"),
+                        ("", r"the token is an empty piece"), (-1, r"token -1 is not a token id")):
+        with pytest.raises(ValueError, match=r"^attribute\(\): .*" + said):
+            a.attribute(1, piece)
 
 
 def test_a_closed_model_and_analyses_that_outlive_their_model(tmp_path):

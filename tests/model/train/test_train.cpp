@@ -14,6 +14,7 @@
 #include "model/nn/analysis.h"
 #include "model/nn/model_folder_torch.h"
 #include "model/text/sentencepiece.h"
+#include "model/train/tasks.h"
 #include "model/train/train.h"
 
 namespace fs = std::filesystem;
@@ -349,6 +350,23 @@ TEST(Train, GraphTaskFitsTheTarget) {
         for (double x : p[q]) sum += x, nonzero += x > 0;
         EXPECT_NEAR(sum, 1.0, 1e-12);
         EXPECT_EQ(nonzero, degrees[q]);
+    }
+}
+
+// The text task encodes a corpus file a block of whole lines at a time (its memory was ~85 bytes a
+// byte of text): with GPT-2's byte-level BPE the ids are the whole file's, block size aside, on a
+// real fortune file cut into blocks of 1 KB.
+TEST(Train, ACorpusInBlocksIsTheWholeFilesIds) {
+    auto gpt2 = model::LoadTokenizer(std::string(SSAVIZ_SOURCE_DIR) + "/assets/tokenizers/gpt2");
+    ASSERT_TRUE(gpt2) << gpt2.error();
+    const std::string text = Bytes(kFortune);
+    ASSERT_GT(text.size(), 20000u);
+    auto whole = (*gpt2)->Encode(text);
+    ASSERT_TRUE(whole) << whole.error();
+    for (size_t block : {size_t{1024}, size_t{7777}, text.size()}) {
+        auto blocks = model::EncodeInBlocks(**gpt2, text, block);
+        ASSERT_TRUE(blocks) << blocks.error();
+        EXPECT_EQ(*blocks, whole->ids) << "blocks of " << block;
     }
 }
 
