@@ -11,6 +11,7 @@
 //   [SECTION] Dispatch, and the window's options
 #include "app/cli/cli.h"
 #include "app/cli/cli_common.h"
+#include "app/cli/interrupts.h"
 
 #include <algorithm>
 #include <cctype>
@@ -372,6 +373,16 @@ int CmdExport(const CommandOptions& o) {
     json rows = json::array(), failures = json::array();
     ProgressBar bar("batch");
     const fs::path out(options.out_dir);
+    // A batch is text by text: an interrupt says which texts are in place, and that a summary
+    // there is an earlier batch's (it is written last).
+    std::error_code had_ec;
+    const bool earlier_summary = fs::exists(out / "summary.json", had_ec) || fs::exists(out / "summary.csv", had_ec);
+    auto note_done = [&](size_t done) {
+        SetInterruptNote(std::to_string(done) + " of " + std::to_string(texts.size()) + " texts were written in " +
+                         model::Quoted(options.out_dir) +
+                         (earlier_summary ? " beside an earlier batch's summary.json and summary.csv, which are not this one's" : ", and no summary"));
+    };
+    note_done(0);
     for (size_t k = 0; k < texts.size(); ++k) {
         const BatchText& t = texts[k];
         bar.Update(k, texts.size(), t.name);
@@ -400,6 +411,7 @@ int CmdExport(const CommandOptions& o) {
                 if (auto s = CheckBatchFolder(options.out_dir, t.name); !s) throw Failure{kExitFailure, s.error()};  // made a link meanwhile
                 if (auto s = WriteExport(t.text, *analysis, runner->Info(), one, nullptr, std::move(lens_files)); !s) throw Failure{kExitFailure, s.error()};
                 rows.push_back(std::move(row));
+                note_done(rows.size());
             }
         }
         if (!error.empty()) {
@@ -411,6 +423,7 @@ int CmdExport(const CommandOptions& o) {
     bar.Update(texts.size(), texts.size(), "done");
     std::printf("%s", BatchSummaryTable(rows).c_str());
     if (auto s = WriteBatchSummary(options.out_dir, rows, failures); !s) throw Failure{kExitFailure, s.error()};
+    SetInterruptNote("");
     std::fprintf(stderr, "ssaviz: wrote %zu of %zu texts to %s (summary.csv, summary.json)\n", rows.size(), texts.size(), model::EscapeForMessage(options.out_dir).c_str());
     return failures.empty() ? kExitOk : kExitBadInput;
 }

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <mutex>
 #include <thread>
 
 #include "model/io/files.h"
@@ -36,13 +37,31 @@ int64_t MonotonicNs() {
     return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec;
 }
 
+std::mutex g_note_mutex;
+std::string g_note;
+
 [[noreturn]] void EndNow() {
     const int removed = model::RemoveUnfinishedTemporaries();
-    std::fprintf(stderr, "%sssaviz: interrupted%s\n", isatty(STDERR_FILENO) ? "\n" : "",
-                 removed > 0 ? ("; removed the " + std::to_string(removed) + " unfinished files and folders it was writing").c_str() : "");
+    std::string note;
+    {
+        std::lock_guard<std::mutex> lock(g_note_mutex);
+        note = g_note;
+    }
+    std::fprintf(stderr, "%sssaviz: interrupted%s%s\n", isatty(STDERR_FILENO) ? "\n" : "",
+                 removed > 0 ? ("; removed the " + std::to_string(removed) + " unfinished files and folders it was writing").c_str() : "",
+                 note.empty() ? "" : ("; " + note).c_str());
     std::fflush(stderr);
     _exit(130);
 }
+
+}  // namespace
+
+void SetInterruptNote(std::string note) {
+    std::lock_guard<std::mutex> lock(g_note_mutex);
+    g_note = std::move(note);
+}
+
+namespace {
 
 void Watch() {
     int64_t stopped_at = -1;  // when the first interrupt set *g_stop

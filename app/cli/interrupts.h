@@ -6,8 +6,13 @@
 #pragma once
 
 #include <atomic>
+#include <string>
 
 namespace app {
+
+// What an interrupt leaves that its line should say (a batch: which texts are in place, beside
+// an earlier batch's summary); "" for nothing. Said after "interrupted".
+void SetInterruptNote(std::string note);
 
 class Interrupts {
 public:

@@ -331,16 +331,18 @@ nlohmann::json TaskSpecToJson(const TaskSpec& s) {
 
 Result<TaskSpec> TaskSpecFromJson(const nlohmann::json& j) {
     TaskSpec s;
+    const char* field = "task";  // the one being read, named where its type is wrong
     try {
-        s.task = j.value("task", s.task);
-        s.data = j.value("data", s.data);
-        s.seq_len = j.value("seq_len", s.seq_len);
-        s.batch = j.value("batch", s.batch);
-        s.val_fraction = j.value("val_fraction", s.val_fraction);
-        s.eval_lengths_max = j.value("eval_lengths_max", s.eval_lengths_max);
-        s.eval_samples = j.value("eval_samples", s.eval_samples);
+        if (!j.is_object()) return Fail("task spec: not a JSON object");
+        s.task = j.value(field, s.task);
+        s.data = j.value(field = "data", s.data);
+        s.seq_len = j.value(field = "seq_len", s.seq_len);
+        s.batch = j.value(field = "batch", s.batch);
+        s.val_fraction = j.value(field = "val_fraction", s.val_fraction);
+        s.eval_lengths_max = j.value(field = "eval_lengths_max", s.eval_lengths_max);
+        s.eval_samples = j.value(field = "eval_samples", s.eval_samples);
     } catch (const nlohmann::json::exception& e) {
-        return Fail("task spec: " + JsonErrorText(e));
+        return Fail(std::string("task.") + field + ": " + JsonErrorText(e));
     }
     // What a file may hold, bounded as train's flags are: a hostile train.json is named, not run
     // (10^15 passkey samples ran for ever; a val_fraction of 2 underflowed the split).

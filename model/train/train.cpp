@@ -824,9 +824,12 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
 Result<nlohmann::json> EvaluateModelFolder(const std::string& dir, const std::string& data_override) {
     auto record = ParseJsonFile(dir + "/train.json");
     if (!record) return Fail(dir + "/train.json: missing or not JSON (eval scores models that ssaviz train wrote)");
+    if (!record->is_object()) return Fail(dir + "/train.json: not a JSON object (eval scores models that ssaviz train wrote)");
     auto spec = TaskSpecFromJson(record->value("task", nlohmann::json::object()));
     if (!spec) return Fail(dir + "/train.json: " + spec.error());
     if (!data_override.empty()) spec->data = {data_override};
+    else if (spec->task == "text" && spec->data.empty())
+        return Fail(dir + "/train.json: task.data is empty: name the text to score with --data");
     auto gpt = LoadSsaGptFolder(dir, at::kCPU);
     if (!gpt) return Fail(gpt.error());
     if (spec->seq_len > gpt->config.n_positions)

@@ -813,6 +813,10 @@ TEST(CliTrain, EvalNamesAHostileTaskField) {
     ExpectOneLineError(with("passkey", "seq_len", 3), 3, "seq_len 3 is too short for the passkey task");
     ExpectOneLineError(with("english", "val_fraction", 2.0), 3, "task.val_fraction 2 must be above 0 and below 1");
     ExpectOneLineError(with("english", "seq_len", 100000), 3, "task.seq_len 100000 is more than the model's context of");
+    // A field of the wrong type is named ("task spec: type must be array" named none); the text
+    // task's empty file list is said as train.json's, not as a --data that was not given.
+    ExpectOneLineError(with("english", "data", "/dev/zero"), 3, "train.json: task.data: ");
+    ExpectOneLineError(with("english", "data", json::array()), 3, "train.json: task.data is empty: name the text to score with --data");
 }
 
 // Ctrl+C during training: the run stops at its next step, removes its temporary folders (they
@@ -897,6 +901,34 @@ TEST(CliExport, AnInterruptedExportLeavesTheFolderAsItWas) {
         EXPECT_EQ(left, (std::vector<std::string>{"notes.txt", "tokens.json"}));
         EXPECT_EQ(ReadFile(out + "/tokens.json"), "an earlier export's\n");
     }
+}
+
+// A batch is text by text: interrupted into a folder where an earlier batch left its summary, the
+// line says how many texts are in place and that the summary there is not this batch's (it read
+// as if --out were as it was).
+TEST(CliExport, AnInterruptedBatchSaysWhatItLeft) {
+    std::string text;
+    while (text.size() < 9000) text += "The keeper of the lighthouse wrote that the sea was calm and that 17 ships passed. ";
+    std::ofstream(Scratch("interrupted_batch.txt")) << text << "\n" << text << "\n" << text << "\n";
+    const std::string random_model = (fs::path(SSAVIZ_BINARY).parent_path() / "models" / "default").string();
+    const std::string out = Scratch("batch_interrupted");
+    fs::remove_all(out);
+    fs::create_directories(out);
+    std::ofstream(out + "/summary.json") << "{\"an earlier batch's\": true}\n";
+    const std::string err_file = Scratch("interrupted_batch.err");
+    const pid_t pid = StartSsaviz({"export", "--model", random_model, "--text-file", Scratch("interrupted_batch.txt"), "--batch", "--truncate",
+                                   "--out", out, "--format", "json,npy,csv,png,svg,html"},
+                                  err_file);
+    ASSERT_GE(pid, 0);
+    for (int waited = 0; waited < 24000 && !fs::exists(out + "/text_0001/metrics.json"); ++waited) usleep(5000);
+    ASSERT_TRUE(fs::exists(out + "/text_0001/metrics.json")) << ReadFile(err_file);
+    kill(pid, SIGINT);
+    const auto [code, _, err] = Finished(pid, err_file);
+    EXPECT_EQ(code, 130) << err;
+    EXPECT_NE(err.find(" of 3 texts were written in '" + out + "' beside an earlier batch's summary.json and summary.csv, which are not this one's"),
+              std::string::npos)
+        << err;
+    EXPECT_EQ(ReadFile(out + "/summary.json"), "{\"an earlier batch's\": true}\n");
 }
 
 // The graph experiment end to end through the binary: train, then eval re-scores what was saved.
