@@ -709,6 +709,11 @@ std::string LabelAt(const std::vector<std::string>& token_labels, int64_t t) {
     return t >= 0 && static_cast<size_t>(t) < token_labels.size() ? token_labels[static_cast<size_t>(t)] : "?";
 }
 
+// "the last token 'x'" or "token 5 'x'": the text's token `t` (`piece`: as it reads).
+std::string TextTokenWords(const std::vector<std::string>& token_labels, int64_t t, const std::string& piece) {
+    return (t + 1 == static_cast<int64_t>(token_labels.size()) ? std::string("the last token '") : "token " + std::to_string(t) + " '") + piece + "'";
+}
+
 }  // namespace
 
 namespace {
@@ -772,8 +777,7 @@ DlaShown DlaOfLens(const std::vector<LensSideFiles>& sides, const std::vector<st
         column.logit = side.logit[position];
         shown.sides.push_back(std::move(column));
     }
-    const int64_t next = position + 1;
-    shown.whose = (next == T - 1 ? std::string("the last token '") : "token " + std::to_string(next) + " '") + LabelAt(token_labels, next) + "'";
+    shown.whose = TextTokenWords(token_labels, position + 1, LabelAt(token_labels, position + 1));
     return shown;
 }
 
@@ -799,7 +803,7 @@ DlaShown DlaOfAttribution(const SidesAttribution& attributed, const std::vector<
                                                                                   : "after token " + std::to_string(t) + " '" + LabelAt(token_labels, t) + "'";
     const std::string token = TokenLabel(piece(attributed.token));
     if (attributed.target == LensTarget::Top) shown.whose = "SSA's top prediction '" + token + "' " + after;
-    else shown.whose = "token " + std::to_string(t + 1) + " '" + token + "'";
+    else shown.whose = TextTokenWords(token_labels, t + 1, token);
     if (attributed.versus >= 0) {
         shown.whose += " against SSA's other '" + TokenLabel(piece(attributed.versus)) + "'";
         shown.difference = true;
@@ -1363,7 +1367,8 @@ model::Result<int64_t> DlaQuery(const ExportOptions& options, int64_t tokens) {
     const int64_t columns = top ? tokens : tokens - 1;
     if (!options.dla_position) {
         if (columns >= 1) return columns - 1;
-        return model::Fail("--dla-target " + std::string(ToString(*options.dla_target)) + " needs a next token: a text of one token has none");
+        const std::string asked = options.dla_target ? "--dla-target " + std::string(ToString(*options.dla_target)) : std::string("the attribution");
+        return model::Fail(asked + " needs a next token: a text of one token has none");
     }
     const int64_t asked = *options.dla_position;
     if (asked >= -columns && asked < columns) return asked < 0 ? asked + columns : asked;
