@@ -102,9 +102,10 @@ RunResults AnalyseRun(const RunStepSpec& spec, const std::string& text, const st
 }  // namespace
 
 int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const std::string& text) {
-    if (o.batch || options.lens || options.rank_heads || o.model_dir)
+    if (o.batch || options.rank_heads || o.model_dir)
         throw Failure{kExitUsage, (o.example.empty() ? std::string("--run") : "--example " + o.example + ", a training run,") +
-                                      " opens each of its checkpoints: not with --batch, --lens, --rank-heads or --model"};
+                                      " opens each of its checkpoints: not with --batch, --rank-heads or --model"};
+    if (options.lens && o.ablate) throw Failure{kExitUsage, "--lens runs the model as loaded: not with --ablate"};
     auto steps = FindRunSteps(*o.run);
     if (!steps) throw Failure{kExitBadInput, "--run: " + steps.error()};
     std::optional<std::vector<RunStep>> compare_steps;

@@ -677,9 +677,9 @@ std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model
     return files;
 }
 
-json LensLossByLayer(const model::Lens& lens) {
-    json out = json::array();
-    const size_t n = static_cast<size_t>(lens.n_tokens - 1);
+std::vector<double> LensLossMeans(const model::Lens& lens) {
+    std::vector<double> out;
+    const size_t n = lens.n_tokens > 1 ? static_cast<size_t>(lens.n_tokens - 1) : 0;
     for (int l = 0; l <= lens.n_layer && n > 0; ++l) {
         double sum = 0;
         for (size_t t = 0; t < n; ++t) sum += lens.loss[l * n + t];
@@ -687,6 +687,8 @@ json LensLossByLayer(const model::Lens& lens) {
     }
     return out;
 }
+
+json LensLossByLayer(const model::Lens& lens) { return json(LensLossMeans(lens)); }
 
 namespace {
 

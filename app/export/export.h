@@ -162,6 +162,8 @@ std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& impacts, const model:
 // A batch summary's per-layer lens loss: entry l is the mean over positions of the loss read after
 // layer l (0: the embeddings, L: the model's own).
 nlohmann::json LensLossByLayer(const model::Lens& lens);
+// The same as numbers (the window's Run tab's lens curve).
+std::vector<double> LensLossMeans(const model::Lens& lens);
 
 // Everything an export will write, in order. The analysis must outlive the plan.
 std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis& analysis, const model::ModelInfo& info,

@@ -594,8 +594,9 @@ std::vector<Flag> BuildTable() {
     add(Row({"--lens"}, "", {C::Export, C::Window},
             "the logit lens and direct logit attribution of SSA and its comparison, a forward pass of each side more: export "
             "writes lens_loss.npy, lens_top.json, dla.npy, dla_mlp.npy, dla_embed.npy, dla_const.npy, dla_logit.npy (and _compare; beside a base _tau1 and _base), with --batch "
-            "each text's loss by layer in the summary (lens_loss_0 ..); the window "
-            "runs them once the first analysis is shown (the Lens tab)",
+            "each text's loss by layer in the summary (lens_loss_0 ..), with --run each step's in run.json, run_lens.csv and the "
+            "lens_loss curve (and the --steps exports' lens files); the window runs them once the first analysis is shown (the Lens "
+            "tab), with --run each step's loss by layer in the Run tab's timeline too",
             [](CommandOptions& o, const FlagValue&) { o.export_options.lens = o.window.lens = true; },
             [](const CommandOptions& o) { return On(o.export_options.lens || o.window.lens); }));
     add(Row({"--dla-position"}, "N", {C::Export},

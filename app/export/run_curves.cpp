@@ -77,12 +77,14 @@ std::vector<std::string> RunHeadValues(const RunTimeline& t) {
 std::vector<std::string> RunCurveKeys(const RunTimeline& t) {
     std::vector<std::string> keys = RunHeadValues(t);
     keys.insert(keys.end(), {"loss", kRunTokenCurve});
+    if (t.HasLens()) keys.push_back(kRunLensCurve);
     return keys;
 }
 
 std::string RunCurveLabel(const std::string& key) {
     if (key == "loss") return "loss on the text";
     if (key == kRunTokenCurve) return "tau_q of the selected token";
+    if (key == kRunLensCurve) return "loss by layer (lens)";
     const HeadValue* v = FindHeadValue(key);
     return v ? v->label : key;
 }
@@ -161,6 +163,17 @@ RunCurve CurveOf(const RunTimeline& t, const std::string& key) {
         if (any(t.loss_compare)) c.compare = t.loss_compare, c.compare_name = t.compare_name.empty() ? "comparison" : t.compare_name;
         return c;
     }
+    if (key == kRunLensCurve) {
+        // Read after the embeddings and each layer but the last; after the last it is the model's own loss.
+        c.layers.assign(static_cast<size_t>(t.n_layer), {});
+        for (size_t k = 0; k < t.steps.size(); ++k) {
+            const std::vector<float>* by_layer = k < t.lens_loss.size() ? &t.lens_loss[k] : nullptr;
+            auto at = [&](int l) { return by_layer && static_cast<size_t>(l) < by_layer->size() ? (*by_layer)[l] : NAN; };
+            for (int l = 0; l < t.n_layer; ++l) c.layers[l].push_back(at(l));
+            c.all.push_back(at(t.n_layer));
+        }
+        return c;
+    }
     c.layers.assign(static_cast<size_t>(t.n_layer), {});
     for (const std::vector<HeadSummary>& heads : t.heads) {
         double all = 0;
@@ -183,13 +196,14 @@ RunCurve CurveOf(const RunTimeline& t, const std::string& key) {
 
 viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& runs, bool points) {
     viz::Plot plot;
-    const bool token = key == kRunTokenCurve, loss = key == "loss";
-    const HeadValue* v = loss || token ? nullptr : FindHeadValue(key);
+    const bool token = key == kRunTokenCurve, loss = key == "loss", lens = key == kRunLensCurve;
+    const HeadValue* v = loss || token || lens ? nullptr : FindHeadValue(key);
     // The axis in the catalogue's unit where it has one ("entropy (nats)").
     const std::string unit = v && v->quantity && !v->quantity->unit.empty() ? " (" + v->quantity->unit + ")" : "";
-    const std::string label = loss ? "mean loss on the text (nats)" : token ? "tau_q" : v ? v->label + unit : key;
+    const std::string label = loss ? "mean loss on the text (nats)" : token ? "tau_q" : lens ? "mean loss read after the layer (nats)" : v ? v->label + unit : key;
     plot.Options.Title = loss    ? "Loss on the text against training step"
                          : token ? "A token's tau_q in one head against training step"
+                         : lens  ? "Loss read after each layer (logit lens) against training step"
                                  : (v ? v->label : key) + " against training step (mean over heads)";
     plot.Options.XLabel = "training step";
     plot.Options.YLabel = label;
@@ -212,9 +226,11 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
         return true;
     };
     // One layer is its mean over every head: drawn once, as the mean (a layer's line lay under it).
-    for (size_t l = 0; l < first.layers.size() && first.layers.size() > 1; ++l) {
+    // The lens's lines are the embeddings' and every layer's but the last (the model's own, the mean's place).
+    for (size_t l = 0; l < first.layers.size() && (lens || first.layers.size() > 1); ++l) {
         viz::PlotSeries s;
-        s.Name = "layer " + std::to_string(l) + (runs.size() > 1 ? ", " + first.label : "");  // the first run's layers
+        const std::string layer = lens ? (l == 0 ? "the embeddings" : "after layer " + std::to_string(l - 1)) : "layer " + std::to_string(l);
+        s.Name = layer + (runs.size() > 1 ? ", " + first.label : "");  // the first run's layers
         s.X = first.steps;
         s.Y = first.layers[l];
         s.Color = viz::SeriesColor(static_cast<int>(l));
@@ -247,7 +263,8 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
         // A compare run's curve that never moves (a vanilla run's tau_q, its JS to its own tau = 1) says its one value.
         const std::vector<float>& all = runs[r].all;
         const bool constant = r > 0 && !all.empty() && std::isfinite(all[0]) && std::all_of(all.begin(), all.end(), [&](float v) { return v == all[0]; });
-        const std::string name = runs[r].label + (runs[r].layers.empty()       ? ""
+        const std::string name = runs[r].label + (lens                         ? ", the model's own (after its last layer)"
+                                                  : runs[r].layers.empty()       ? ""
                                                   : runs[r].layers.size() == 1 ? ", all heads (layer 0)"
                                                                                : ", all heads") +
                                  (constant ? ": " + viz::FormatTick(all[0]) + " at every step" : "");

@@ -5,6 +5,7 @@
 // file and the window draw the same curves; and each head's steps to sparsity.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -45,6 +46,8 @@ struct RunTimeline {
     std::vector<std::vector<float>> tau_q;        // each analysed step's tau_q [L, H, T]
     RunModel model;                               // the first step's (family empty: not told)
     std::vector<int32_t> ids;                     // the text's tokens as the first step's tokenizer made them
+    std::vector<std::vector<float>> lens_loss;    // with `export --run --lens`, each analysed step's mean loss on the text read
+                                                  // after each layer [L + 1] (0: the embeddings, L: the model's own); empty: none
     // Why a step is not one of this run's (empty: it is): another model than its first analysed
     // step's (RunModel), or the text tokenised otherwise (another tokenizer), whose curves would
     // mix two models. The first step's are kept from it, where `text_ids` is given: ask with them
@@ -60,6 +63,11 @@ struct RunTimeline {
              int tokens, std::vector<float> step_tau_q);
     // Whether its steps ran against a fine-tune's base (--base DIR): its first step has a head's js_total.
     bool HasBase() const;
+    // Whether every step has its lens loss by layer (lens_loss).
+    bool HasLens() const {
+        return !steps.empty() && lens_loss.size() == steps.size() &&
+               std::none_of(lens_loss.begin(), lens_loss.end(), [](const std::vector<float>& v) { return v.empty(); });
+    }
 };
 
 // The head values a timeline follows, in the files' order; and "loss", the mean loss on the text.
@@ -71,8 +79,11 @@ inline constexpr const char* kRunBaseValues[] = {"js_total", "js_drift"};
 std::vector<std::string> RunHeadValues(const RunTimeline& t);
 // The curve of one token's tau_q in one head (TokenTauQCurve): the Run tab's selected token.
 inline constexpr const char* kRunTokenCurve = "tau_q_token";
+// The curve of the loss read after each layer (the logit lens, SPEC section 10): when each layer
+// came to predict the text's next tokens. Only where the steps ran with --lens.
+inline constexpr const char* kRunLensCurve = "lens_loss";
 // The curves a timeline offers (the Run tab's, a session's view.run_curve): its head values, "loss"
-// (the mean loss on the text), kRunTokenCurve.
+// (the mean loss on the text), kRunTokenCurve, and kRunLensCurve where it has the lens (HasLens).
 std::vector<std::string> RunCurveKeys(const RunTimeline& t);
 // Whether `key` names a curve some timeline offers (one against a base: every one). Inline: sessions
 // read it where the plots are not linked (the fuzzers).
@@ -81,7 +92,7 @@ inline bool IsRunCurveKey(const std::string& key) {
         if (key == k) return true;
     for (const char* k : kRunBaseValues)
         if (key == k) return true;
-    return key == "loss" || key == kRunTokenCurve;
+    return key == "loss" || key == kRunTokenCurve || key == kRunLensCurve;
 }
 // A curve's name in legends, combos and titles: the catalogue's label of a head value; "loss" and
 // "tau_q_token" their own.
@@ -98,7 +109,8 @@ struct RunCurve {
                                               // two part, the temperatures matter; empty: none
     std::string compare_name;                 // its legend's ("tau=1")
 };
-// `key`: one of kRunHeadValues, or "loss".
+// `key`: one of kRunHeadValues, "loss", or kRunLensCurve (layers: the embeddings' and each layer's but
+// the last, read through the lens; all: the model's own loss, after its last layer).
 RunCurve CurveOf(const RunTimeline& t, const std::string& key);
 
 // One token's tau_q in one head over the run's steps (a step where it is out of range: NaN).

@@ -61,6 +61,38 @@ void AddCsvRows(const RunTimeline& t, const char* run, const std::vector<std::st
         }
 }
 
+// With --lens, run_lens.csv: a row per step, its loss read after each layer as a batch summary's
+// columns (lens_loss_0, the embeddings, .. lens_loss_L, the model's own; the comparison's and the
+// base's after them where the steps had them); a second run's rows after the first's.
+std::string LensCsv(const RunResults& run, const RunResults* compare) {
+    const char* kSides[] = {"lens_loss", "lens_loss_compare", "lens_loss_base"};
+    std::vector<std::pair<std::string, size_t>> columns;  // a row's key and index
+    for (const char* side : kSides) {
+        size_t layers = 0;
+        for (const RunResults* r : {&run, compare})
+            for (const json& row : r ? r->rows : json::array())
+                if (const auto v = row.find(side); v != row.end() && v->is_array()) layers = std::max(layers, v->size());
+        for (size_t l = 0; l < layers; ++l) columns.emplace_back(side, l);
+    }
+    if (columns.empty()) return "";
+    std::string csv = "run,step";
+    for (const auto& [side, l] : columns) csv += "," + side + "_" + std::to_string(l);
+    csv += "\n";
+    for (const RunResults* r : {&run, compare}) {
+        if (!r) continue;
+        for (const json& row : r->rows) {
+            csv += std::string(r == &run ? "run" : "compare") + "," + std::to_string(row.value("step", int64_t{0}));
+            for (const auto& [side, l] : columns) {
+                const auto v = row.find(side);
+                const bool number = v != row.end() && v->is_array() && l < v->size() && (*v)[l].is_number();
+                csv += "," + (number ? Number((*v)[l].get<float>()) : std::string());
+            }
+            csv += "\n";
+        }
+    }
+    return csv;
+}
+
 json TimelineJson(const RunResults& r) {
     const std::vector<int64_t> sparse = StepsToSparsity(r.t);
     json grid = json::array();
@@ -83,6 +115,7 @@ model::Status WriteCurves(const std::vector<const RunTimeline*>& runs, const Exp
     model::MakeFolders(dir.string());  // a failure shows as the first file's
     std::vector<std::string> keys = RunHeadValues(*runs.at(0));
     keys.push_back("loss");
+    if (runs[0]->HasLens()) keys.push_back(kRunLensCurve);
     for (const std::string& key : keys) {
         std::vector<RunCurve> curves;
         for (const RunTimeline* t : runs) curves.push_back(CurveOf(*t, key));
@@ -220,12 +253,34 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
     }
     auto a = (*runner)->Analyze(*tokens);
     if (!a) return fail(a.error().message);
+    // --lens: each side's loss read after each layer (run.json's rows, run_lens.csv, the lens curve),
+    // and a chosen step's lens files, as `ssaviz export --lens` writes them for the checkpoint.
+    std::vector<std::shared_ptr<const model::Lens>> lens;
+    if (spec.options.lens) {
+        if (!run.ablate.empty()) {
+            r.fatal = kExitUsage;
+            return fail("--lens runs the model as loaded: not with --ablate");
+        }
+        if (auto s = CheckDlaPosition(one, a->n_tokens); !s) {  // the text's: every step's
+            r.fatal = kExitUsage;
+            return fail(s.error());
+        }
+        auto sides = RunLensSides((*runner)->engine(), *a);
+        if (!sides) return fail("the lens: " + sides.error());
+        lens = std::move(*sides);
+    }
     if (!full_out.empty()) {  // what `ssaviz export` writes for this checkpoint alone
         if (auto s = CheckHighlightHeld(one, *a); !s) {
             r.fatal = kExitUsage;
             return fail(s.error());
         }
-        if (auto s = WriteExport(text, *a, (*runner)->Info(), one); !s) {
+        std::vector<ExportFile> lens_files;
+        if (!lens.empty()) {
+            auto files = LensExportFiles((*runner)->engine(), (*runner)->Info(), *a, lens, one);
+            if (!files) return fail("the lens: " + files.error());
+            lens_files = std::move(*files);
+        }
+        if (auto s = WriteExport(text, *a, (*runner)->Info(), one, nullptr, std::move(lens_files)); !s) {
             r.fatal = kExitFailure;
             return fail(s.error());
         }
@@ -242,6 +297,8 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
     r.row["step"] = step.step;
     r.row["checkpoint"] = r.checkpoint;
     if (!a->loss_compare.empty()) r.row["compared_with"] = CompareName(*a);  // the loss curve's legend: "tau=1", "twin"
+    for (size_t k = 0; k < lens.size(); ++k)  // as a batch's rows: SSA, the comparison, the base
+        r.row[k == 0 ? "lens_loss" : k == 1 ? "lens_loss_compare" : "lens_loss_base"] = LensLossByLayer(*lens[k]);
     std::vector<std::string> keys(std::begin(kRunHeadValues), std::end(kRunHeadValues));
     if (a->HasBase()) keys.insert(keys.end(), std::begin(kRunBaseValues), std::end(kRunBaseValues));
     for (const std::string& key : keys) {
@@ -279,6 +336,11 @@ std::string AddRunStep(RunResults* run, RunStepResult step) {
     if (const auto name = step.row.find("compared_with"); name != step.row.end() && name->is_string()) run->t.compare_name = *name;
     step.row["line"] = static_cast<int>(run->t.steps.size() + 1);
     run->rows.push_back(std::move(step.row));
+    const json& rows = run->rows.back();
+    std::vector<float> by_layer;  // empty without --lens (the timeline has no lens then: HasLens)
+    if (const auto lens = rows.find("lens_loss"); lens != rows.end() && lens->is_array())
+        for (const json& v : *lens) by_layer.push_back(v.is_number() ? v.get<float>() : NAN);
+    run->t.lens_loss.push_back(std::move(by_layer));
     run->t.Add(step.step, step.checkpoint, step.n_layer, step.n_head, std::move(step.heads), losses, step.n_tokens, std::move(step.tau_q));
     return "";
 }
@@ -292,6 +354,10 @@ model::Status WriteRunFiles(const ExportOptions& options, const RunResults& run,
         "with --steps; loss: the mean loss, run.csv's loss_mean; entropies, JS divergences and losses in nats), and "
         "heads[value][layer][head]; steps_to_sparsity[layer][head]: the first "
         "step whose mean entropy is below half of the first step's (null: never)";
+    if (run.t.HasLens())
+        timeline["about"] = timeline["about"].get<std::string>() +
+                            "; lens_loss[0 .. L]: the mean loss read after the embeddings (0) and each layer (L: the model's own), "
+                            "lens_loss_compare and lens_loss_base the other sides' (run_lens.csv)";
     if (compare) timeline["compare_run"] = TimelineJson(*compare);
     // Against a base, each head's js_total and js_drift too (RunHeadValues); the compare run's rows
     // have the run's columns.
@@ -305,6 +371,8 @@ model::Status WriteRunFiles(const ExportOptions& options, const RunResults& run,
     if (compare) AddCsvRows(compare->t, "compare", keys, base, &csv);
     if (auto s = model::WriteFileAtomically((out / "run.json").string(), model::JsonText(timeline, 1) + "\n"); !s) return s;
     if (auto s = model::WriteFileAtomically((out / "run.csv").string(), csv); !s) return s;
+    if (const std::string lens = LensCsv(run, compare); !lens.empty())
+        if (auto s = model::WriteFileAtomically((out / "run_lens.csv").string(), lens); !s) return s;
     if (auto s = WriteTauQ(run.t, out / "tau_q.npy"); !s) return s;
     if (compare && !compare->rows.empty())
         if (auto s = WriteTauQ(compare->t, out / "compare-run" / "tau_q.npy"); !s) return s;

@@ -452,6 +452,8 @@ model::Status WriteScreenshot(const std::string& path, int width, int height, co
                             {"compare_timeline_steps", state.timeline && state.timeline->compare ? nlohmann::json(state.timeline->compare->steps)
                                                                                                  : nlohmann::json::array()},
                             {"run_curve", v.run_curve},
+                            {"timeline_lens", state.timeline && state.timeline->lens},
+                            {"timeline_lens_loss", state.timeline ? nlohmann::json(state.timeline->timeline.lens_loss) : nlohmann::json::array()},
                             {"lens_map", ToString(v.lens_map)},
                             {"ranking", ToString(v.ranking)},
                             {"lens_target", ToString(v.lens_target)},

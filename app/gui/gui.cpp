@@ -121,6 +121,7 @@ public:
         m_start_rank_heads = options.rank_heads;
         m_start_global_pass = options.global_pass;
         m_start_lens = options.lens;
+        m_state.timeline_lens = options.lens;  // with --run, the timeline's lens curve too
         m_state.big_model_parameters = options.big_model_parameters;
         m_worker.SetBigModelParameters(options.big_model_parameters);
         m_show_export = options.show == "export";
@@ -623,14 +624,14 @@ public:
         if (std::exchange(m_state.timeline_request, false) && !m_state.run_dir.empty() && !m_state.generating) {
             const bool same = m_state.timeline && m_state.timeline->text == m_state.text;
             m_timeline_request = m_worker.RunTimelineOf(m_state.run_dir, m_state.compare_run_dir, m_state.text, m_state.truncate,
-                                                        same ? m_state.timeline : nullptr);
+                                                        m_state.timeline_lens, same ? m_state.timeline : nullptr);
             m_state.timeline_running = true;
             m_timeline_wanted = true;
         }
         // A timeline stopped by another request (a step opened, the comparison changed) goes on once
         // the window is idle, while the text is the one it ran.
         if (m_timeline_wanted && !m_state.busy && !m_worker.Readying() && !m_state.timeline_running && m_state.timeline &&
-            !m_state.timeline->done && m_state.timeline->text == m_state.text)
+            !m_state.timeline->done && m_state.timeline->text == m_state.text && m_state.timeline->lens == m_state.timeline_lens)
             m_state.timeline_request = true;
         // Play: the next step once this one's analysis has been shown for kPlayStepMs.
         if (m_state.run_playing) {

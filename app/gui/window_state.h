@@ -87,6 +87,7 @@ struct WindowState : AppState {
     std::shared_ptr<const RunTrack> timeline;
     bool timeline_request = false;
     bool timeline_running = false;
+    bool timeline_lens = false;         // the next timeline reads each step's loss after each layer (--lens; the Run tab's Lens)
 };
 
 }  // namespace app

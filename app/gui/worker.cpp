@@ -6,6 +6,7 @@
 #include "app/core/attribution.h"
 #include "app/core/examples.h"
 #include "app/core/timeline.h"
+#include "app/export/export.h"
 #include "model/io/files.h"
 #include "model/nn/runtime.h"
 
@@ -146,11 +147,12 @@ uint64_t InferenceWorker::RunLensAt(std::vector<int32_t> ids, int64_t position, 
     return Push(std::move(r));
 }
 uint64_t InferenceWorker::RunTimelineOf(const std::string& dir, const std::string& compare_dir, const std::string& text, bool truncate,
-                                        std::shared_ptr<const RunTrack> resume) {
+                                        bool lens, std::shared_ptr<const RunTrack> resume) {
     Request r(Request::Kind::Timeline, dir);
     r.compare_run = compare_dir;
     r.text = text;
     r.truncate = truncate;
+    r.lens_compare = lens;
     r.resume = std::move(resume);
     return Push(std::move(r));
 }
@@ -427,7 +429,7 @@ void InferenceWorker::TimelineJob(const Request& r) {
     }
     RunTrack track;
     if (r.resume && r.resume->timeline.dir == r.arg && (r.resume->compare ? r.resume->compare->dir : "") == r.compare_run &&
-        r.resume->text == r.text && r.resume->total == steps.size())
+        r.resume->text == r.text && r.resume->total == steps.size() && r.resume->lens == r.lens_compare)
         track = *r.resume;
     track.timeline.dir = r.arg;
     track.timeline.label = "run";
@@ -439,6 +441,7 @@ void InferenceWorker::TimelineJob(const Request& r) {
         track.compare->name = RunLegendName(r.compare_run, r.arg, "compare run");
     }
     track.text = r.text;
+    track.lens = r.lens_compare;
     track.total = steps.size();
     auto post = [&] {
         WorkerEvent e{Kind::Timeline, {}, nullptr, "", r.id, NowMs() - r.start_ms};
@@ -481,7 +484,14 @@ void InferenceWorker::TimelineJob(const Request& r) {
                 if (!a && m_cancel) return;
                 if (const std::string why = a ? timeline.Fits(RunModelOf(c), a->tokens.ids) : ""; !why.empty()) {
                     fail(why);
+                } else if (model::Result<std::vector<float>> lens = a && r.lens_compare ? StepLens((*runner)->engine(), a->tokens.ids)
+                                                                                             : std::vector<float>{};
+                           a && !lens && m_cancel) {
+                    return;
+                } else if (a && !lens) {
+                    fail("the lens: " + lens.error());  // not added: every step of the timeline has its lens
                 } else if (a) {
+                    if (r.lens_compare) timeline.lens_loss.push_back(std::move(*lens));
                     timeline.Add(step.step, file, *a);
                     // The run's own step, as the Run tab would show it (no what-ifs here): kept, so
                     // that the slider shows it at once.
@@ -498,6 +508,16 @@ void InferenceWorker::TimelineJob(const Request& r) {
         track.done = k + 1 == steps.size();
         post();
     }
+}
+
+model::Result<std::vector<float>> InferenceWorker::StepLens(model::Engine& engine, const std::vector<int32_t>& ids) {
+    model::LensOptions options;
+    options.cancel = &m_cancel;
+    auto lens = engine.RunLens(ids, model::MapSide::Ssa, options);
+    if (!lens) return model::Fail(lens.error());
+    std::vector<float> by_layer;
+    for (double v : LensLossMeans(*lens)) by_layer.push_back(static_cast<float>(v));
+    return by_layer;
 }
 
 std::vector<model::MapSide> InferenceWorker::LensSides(const Request& r) const {

@@ -65,6 +65,7 @@ struct RunTrack {
     RunTimeline timeline;
     std::optional<RunTimeline> compare;  // the compare run's (its dir set from the start)
     std::string text;                 // the text it ran
+    bool lens = false;                // each step's loss read after each layer too (RunTimeline::lens_loss: the lens curve)
     std::vector<std::string> failed;  // "step N (file): why", "compare run: step N (file): why"
     size_t total = 0;                 // the steps of both runs
     size_t tried = 0;                 // steps tried so far, in order (analysed or failed)
@@ -174,8 +175,9 @@ public:
     // (device, dtype and comparison as the shown model's), one at a time: a job (any newer request
     // stops it), a Timeline event after each step, its progress in Progress().
     // `compare_dir` (may be empty): a second run whose steps follow the first's. `resume`: a
-    // timeline of the same runs and text stopped part way; its steps are not run again.
-    uint64_t RunTimelineOf(const std::string& dir, const std::string& compare_dir, const std::string& text, bool truncate,
+    // timeline of the same runs and text stopped part way; its steps are not run again. `lens`: each
+    // step's SSA lens too, its loss by layer kept (one lens pass a step: slower).
+    uint64_t RunTimelineOf(const std::string& dir, const std::string& compare_dir, const std::string& text, bool truncate, bool lens,
                            std::shared_ptr<const RunTrack> resume = nullptr);
     // Opens `dir` as OpenModel would, once the worker is idle, and keeps it aside: an OpenModel of
     // the same folder, device, hints and dtype then takes it at once (the Run tab's next step).
@@ -221,7 +223,7 @@ private:
         GenerationSpec generate;
         std::vector<int32_t> ids;  // Lens, LensAt
         int64_t position = 0;      // LensAt
-        bool lens_compare = false;
+        bool lens_compare = false;  // Lens, LensAt; Timeline: each step's lens
         LensTarget lens_target = LensTarget::Next;  // LensAt
         std::string compare_label;
         std::string text;  // Timeline (arg: the run's folder)
@@ -229,6 +231,8 @@ private:
         std::shared_ptr<const RunTrack> resume;
     };
 
+    // A run's step's SSA lens loss by layer [L + 1] (the Timeline job's, with its lens).
+    model::Result<std::vector<float>> StepLens(model::Engine& engine, const std::vector<int32_t>& ids);
     uint64_t Push(Request request);
     void Loop();
     void Handle(const Request& request);

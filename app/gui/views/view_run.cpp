@@ -74,7 +74,7 @@ void RunView::DrawSteps(WindowState& state) {
 
 void RunView::DrawTimeline(WindowState& state) {
     const RunTrack* t = state.timeline.get();
-    const bool current = t && t->text == state.text;
+    const bool current = t && t->text == state.text && t->lens == state.timeline_lens;
     const bool one_token = state.analysis && state.analysis->n_tokens < 2 && !state.busy;  // no curve to draw
     ImGui::BeginDisabled(state.timeline_running || one_token);
     if (ImGui::Button(t && current && !t->done ? "Go on with the timeline" : t ? "Run the timeline again" : "Run the timeline"))
@@ -84,11 +84,19 @@ void RunView::DrawTimeline(WindowState& state) {
                                : "Every checkpoint of the run on the shown text, one opened at a time beside the shown model (`ssaviz "
                                  "export --run` writes the same numbers).");
     ImGui::SameLine();
+    ImGui::BeginDisabled(state.timeline_running);
+    ImGui::Checkbox("Lens", &state.timeline_lens);
+    ImGui::EndDisabled();
+    viz::ItemTooltip("Each step's loss on the text read after each layer (the logit lens) too: the curve 'loss read after each "
+                     "layer' shows when each layer came to predict the text. A lens pass a step more (`ssaviz export --run --lens`). "
+                     "Run the timeline again to add it.");
+    ImGui::SameLine();
     if (one_token) ImGui::TextDisabled("the text is one token: give it two or more");
     else if (state.timeline_running && t) ImGui::TextDisabled("%zu of %zu steps...", t->tried, t->total);
     else if (state.timeline_running) ImGui::TextDisabled("opening the first step...");
     else if (!t) ImGui::TextDisabled("the curves of the text over training: not run yet");
-    else if (!current) ImGui::TextDisabled("the text changed since it ran");
+    else if (t->text != state.text) ImGui::TextDisabled("the text changed since it ran");
+    else if (!current) ImGui::TextDisabled(state.timeline_lens ? "it ran without the lens" : "it ran with the lens");
     else if (!t->done) ImGui::TextDisabled("stopped at %zu of %zu steps", t->tried, t->total);
     ImGui::SameLine();
     viz::HelpMarker("Each checkpoint runs the text with the shown comparison. A curve is a head value's mean over each layer's "
@@ -96,7 +104,10 @@ void RunView::DrawTimeline(WindowState& state) {
                     "Steps to sparsity: the first step at which a head's mean entropy on the text is below half of its entropy "
                     "at the run's first step ('-': never). A head that gets there sooner found its distinct, sparse attention sooner.\n"
                     "The loss is the next-token loss on the shown text: a run trained for another task need not lower it (the "
-                    "graph experiment trains its attention rows against the target maps, not the next token).");
+                    "graph experiment trains its attention rows against the target maps, not the next token).\n"
+                    "With Lens ticked (or --lens), the loss read after each layer: the embeddings' and each layer's but the last as "
+                    "coloured lines, the model's own (after its last layer) on top. Where a layer's line falls, that layer came to "
+                    "predict the text's next tokens.");
     if (!t || t->timeline.steps.empty()) {
         for (const std::string& f : t ? t->failed : std::vector<std::string>{})
             if (!(one_token && f == kRunNeedsTwoTokens)) ImGui::TextWrapped("failed: %s", f.c_str());  // said beside the button

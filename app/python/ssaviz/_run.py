@@ -240,14 +240,16 @@ class Run:
         that fails is named in a warning and in run.json's "failed". Returns run.json as a dict.
         compare (not None), ablate, truncate, base: as Model.analyze (against a base, run.json's and run.csv's
         heads gain js_total and js_drift, and the curves theirs); formats, layers, heads, flags: as
-        Analysis.export."""
+        Analysis.export. lens=True: each step's loss read after each layer (every side's) in run.json's
+        rows (lens_loss, lens_loss_compare, lens_loss_base: [L + 1], 0 the embeddings, L the model's
+        own), run_lens.csv and the lens_loss curve, and the chosen steps' lens files."""
         import json
         from . import ArgumentTypeError, Model, _ablate, _base_arg, _bool, _export_compare, _export_flags, _flag_value, _flags, _fs, _path, _text
         from ._batch import _client
         where = "Run.export()"
-        # As `export --run` refuses --lens; lens="false" is no lens, as the engine reads a switch.
-        if flags.get("lens") is not None and _flag_value(where, "lens", flags["lens"]) in ("true", "1", ""):
-            raise ValueError(f"{where} opens each of its checkpoints: not with lens= (a step's lens: Run.model(step).analyze(text).export(out, lens=True))")
+        # As `export --run --lens --ablate` is refused; lens="false" is no lens, as the engine reads a switch.
+        if flags.get("lens") is not None and _flag_value(where, "lens", flags["lens"]) in ("true", "1", "") and ablate is not None:
+            raise ValueError(f"{where}: lens=True runs the model as loaded: not with ablate=")
         client = _client(where, client)
         self._check_open_here(where, client)
         text = _text(where, text)

@@ -690,6 +690,90 @@ TEST_F(Cli, ExportRunAgainstABaseFollowsTheDecomposition) {
     }
 }
 
+// A run with --lens: each step's loss read after each layer, on every side (SSA, tau = 1, the base),
+// in run.json's rows and run_lens.csv, equal to that step's own lens_loss.npy (the mean over
+// positions) and, after the last layer, to the step's loss; the chosen steps' exports hold the lens
+// files `export --model CHECKPOINT --lens` writes, byte for byte; the lens curve names each layer.
+TEST_F(Cli, ExportRunWithTheLensFollowsEachLayersLoss) {
+    const std::string dir = kOut + "/run_lens", run = dir + "/run";
+    fs::remove_all(dir);
+    fs::create_directories(run);
+    for (const auto& [name, form, seed] : {std::tuple<const char*, const char*, const char*>{"a", "exp_exp,none", "4"}, {"b", "exp_exp,none", "5"},
+                                           {"base", "none", "6"}}) {
+        Outcome r = Ssaviz({"init-random", "--out", dir + "/" + name, "--family", "llama", "--layout", "lit", "--layers", "3", "--heads", "2",
+                            "--embd", "32", "--query-form", form, "--seed", seed});
+        ASSERT_EQ(r.code, 0) << r.err;
+    }
+    for (const fs::directory_entry& e : fs::directory_iterator(dir + "/a"))
+        if (e.path().filename() != "lit_model.pth") fs::copy(e.path(), run / e.path().filename());
+    fs::copy_file(dir + "/a/lit_model.pth", run + "/iter-000100-ckpt.pth");
+    fs::copy_file(dir + "/b/lit_model.pth", run + "/iter-000200-ckpt.pth");
+    const std::string text = "The cat sat on the mat and looked at the dog.";
+    Outcome r = Ssaviz({"export", "--run", run, "--base", dir + "/base", "--lens", "--steps", "200", "--text", text, "--out", dir + "/out",
+                        "--format", "json,npy,svg"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json timeline = json::parse(ReadFile(dir + "/out/run.json"));
+    ASSERT_EQ(timeline["steps"].size(), 2u);
+    const int L = 3;
+    // Step 200 exported alone with --lens: the run's step-000200 holds the same lens files.
+    r = Ssaviz({"export", "--model", run + "/iter-000200-ckpt.pth", "--base", dir + "/base", "--lens", "--text", text, "--out", dir + "/single",
+                "--format", "json,npy"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* file : {"lens_loss.npy", "lens_loss_tau1.npy", "lens_loss_base.npy", "dla.npy", "lens_top.json"})
+        EXPECT_EQ(ReadFile(dir + "/out/step-000200/" + file), ReadFile(dir + "/single/" + file)) << file;
+    const std::string lens_csv = ReadFile(dir + "/out/run_lens.csv");
+    std::string header = "run,step";
+    for (const char* side : {"lens_loss", "lens_loss_compare", "lens_loss_base"})
+        for (int l = 0; l <= L; ++l) header += std::string(",") + side + "_" + std::to_string(l);
+    EXPECT_EQ(lens_csv.substr(0, lens_csv.find('\n')), header);
+    EXPECT_EQ(std::count(lens_csv.begin(), lens_csv.end(), '\n'), 3);  // a header and two steps
+    for (const json& step : timeline["steps"]) {
+        const std::string name = "step " + std::to_string(step["step"].get<int>());
+        // The loss after the last layer is the model's own, on each side.
+        for (const auto& [side, loss] : {std::pair<std::string, std::string>{"lens_loss", "loss"}, {"lens_loss_compare", "loss_compare"},
+                                         {"lens_loss_base", "loss_base"}}) {
+            ASSERT_TRUE(step[side].is_array() && step[side].size() == L + 1u) << name << " " << side << ": " << step.dump();
+            EXPECT_NEAR(step[side][L].get<double>(), step[loss].get<double>(), 1e-5) << name << " " << side;
+        }
+        EXPECT_NE(step["lens_loss"][0], step["lens_loss"][1]) << name << ": a layer moves the loss";
+        // The row of run_lens.csv has the same numbers (%.9g).
+        const size_t at = lens_csv.find("\nrun," + std::to_string(step["step"].get<int>()) + ",");
+        ASSERT_NE(at, std::string::npos) << name;
+        std::stringstream cut(lens_csv.substr(at + 1, lens_csv.find('\n', at + 1) - at - 1));
+        std::vector<std::string> cells;
+        for (std::string c; std::getline(cut, c, ',');) cells.push_back(c);
+        ASSERT_EQ(cells.size(), 2u + 3 * (L + 1)) << name;
+        for (int l = 0; l <= L; ++l) {
+            EXPECT_NEAR(std::stod(cells[2 + l]), step["lens_loss"][l].get<double>(), 1e-6) << name << " layer " << l;
+            EXPECT_NEAR(std::stod(cells[2 + 2 * (L + 1) + l]), step["lens_loss_base"][l].get<double>(), 1e-6) << name << " layer " << l;
+        }
+    }
+    // Step 200's row against its own lens_loss.npy [L + 1, T - 1]: each layer's mean over the positions.
+    const std::vector<int64_t> shape = NpyShape(dir + "/single/lens_loss.npy");
+    ASSERT_EQ(shape, (std::vector<int64_t>{L + 1, shape.at(1)}));
+    const std::vector<float> per_position = NpyFloats(dir + "/single/lens_loss.npy");
+    for (int l = 0; l <= L; ++l) {
+        double sum = 0;
+        for (int64_t t = 0; t < shape[1]; ++t) sum += per_position[l * shape[1] + t];
+        EXPECT_NEAR(timeline["steps"][1]["lens_loss"][l].get<double>(), sum / shape[1], 1e-5) << "layer " << l;
+    }
+    // The curve: the embeddings and each layer but the last as lines, the model's own on top.
+    const std::string svg = ReadFile(dir + "/out/curves/lens_loss.svg");
+    for (const char* name : {">the embeddings<", ">after layer 0<", ">after layer 1<", "own (after its last layer)<"})
+        EXPECT_NE(svg.find(name), std::string::npos) << name;
+    EXPECT_EQ(svg.find(">after layer 2<"), std::string::npos) << "the last layer's is the model's own line";
+    EXPECT_NE(timeline["about"].get<std::string>().find("lens_loss[0 .. L]"), std::string::npos);
+    // Without --lens nothing of it is written.
+    r = Ssaviz({"export", "--run", run, "--text", text, "--out", dir + "/plain", "--format", "json,svg"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_FALSE(fs::exists(dir + "/plain/run_lens.csv"));
+    EXPECT_FALSE(fs::exists(dir + "/plain/curves/lens_loss.svg"));
+    EXPECT_FALSE(json::parse(ReadFile(dir + "/plain/run.json"))["steps"][0].contains("lens_loss"));
+    ExpectOneLineError(Ssaviz({"export", "--run", run, "--lens", "--ablate", "0:0", "--text", text, "--out", dir + "/x"}), 2,
+                       "--lens runs the model as loaded: not with --ablate");
+    EXPECT_FALSE(fs::exists(dir + "/x"));
+}
+
 TEST_F(Cli, ExportWritesEveryFigure) {
     const std::string out = kOut + "/figures";
     fs::remove_all(out);

@@ -602,8 +602,8 @@ TEST_F(Cli, AnExampleRefusesFlagsNamingAnotherModel) {
     // What goes with a run, or not, said in the example's words (the user typed no --run).
     ExpectOneLineError(Ssaviz({"export", "--example", "english", "--steps", "5", "--out", out}), 2,
                        "--steps goes with --run DIR: --example english is no training run");
-    ExpectOneLineError(Ssaviz({"export", "--example", "graph-run", "--lens", "--out", out}), 2,
-                       "--example graph-run, a training run, opens each of its checkpoints: not with --batch, --lens, --rank-heads or --model");
+    ExpectOneLineError(Ssaviz({"export", "--example", "graph-run", "--rank-heads", "--out", out}), 2,
+                       "--example graph-run, a training run, opens each of its checkpoints: not with --batch, --rank-heads or --model");
     EXPECT_FALSE(fs::exists(out + "/metrics.json"));
 }
 

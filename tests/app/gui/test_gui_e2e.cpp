@@ -821,6 +821,41 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
         const nlohmann::json r = meta_base["regions"]["run_curves"];
         EXPECT_GT(DistinctColours(Load(png_base), r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 6u);
     }
+    // --lens: each step's loss read after each layer too, the lens curve drawn; the numbers are
+    // `export --run --lens`'s.
+    {
+        std::ofstream(dir + "/lens_session.json") << nlohmann::json{{"ssaviz_session", 1}, {"run", run}, {"text", "The cat sat on the mat."},
+                                                                    {"view", {{"tab", "Run"}, {"run_curve", "lens_loss"}}}}
+                                                         .dump();
+        const std::string png_lens = dir + "/shot_lens.png";
+        ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --session " + dir + "/lens_session.json --lens --screenshot " + png_lens + " --frames 4",
+                             dir + "/lens_log.txt"),
+                  0)
+            << ReadFile(dir + "/lens_log.txt");
+        const nlohmann::json meta_lens = nlohmann::json::parse(ReadFile(png_lens + ".json"), nullptr, false);
+        ASSERT_TRUE(meta_lens.is_object() && meta_lens.contains("state")) << ReadFile(dir + "/lens_log.txt");
+        const nlohmann::json& s = meta_lens["state"];
+        EXPECT_EQ(s["timeline_lens"], true);
+        EXPECT_EQ(s["timeline_steps"], nlohmann::json({100, 200, 400}));
+        EXPECT_EQ(s["run_curve"], "lens_loss");
+        EXPECT_EQ(s["run_curves"], nlohmann::json({"entropy", "js_divergence", "sink_mass", "tau_q_mean", "loss", "tau_q_token", "lens_loss"}));
+        ASSERT_TRUE(meta_lens["regions"].contains("run_curves")) << meta_lens["regions"].dump();
+        const nlohmann::json r = meta_lens["regions"]["run_curves"];
+        EXPECT_GT(DistinctColours(Load(png_lens), r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 6u);
+        ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " export --run " + run + " --lens --text 'The cat sat on the mat.' --out " + dir +
+                                 "/lens_export --format json",
+                             dir + "/lens_export_log.txt"),
+                  3)  // the truncated step
+            << ReadFile(dir + "/lens_export_log.txt");
+        const nlohmann::json exported = nlohmann::json::parse(ReadFile(dir + "/lens_export/run.json"), nullptr, false);
+        ASSERT_TRUE(exported.is_object() && exported["steps"].size() == 3u) << ReadFile(dir + "/lens_export_log.txt");
+        ASSERT_EQ(s["timeline_lens_loss"].size(), 3u);
+        for (size_t k = 0; k < 3; ++k) {
+            ASSERT_EQ(s["timeline_lens_loss"][k].size(), 3u) << k;  // the embeddings and 2 layers
+            for (size_t l = 0; l < 3; ++l)
+                EXPECT_NEAR(s["timeline_lens_loss"][k][l].get<double>(), exported["steps"][k]["lens_loss"][l].get<double>(), 1e-6) << k << " " << l;
+        }
+    }
     // A session keeps the run and the step shown: it opens there again, on the session's tab.
     std::ofstream(dir + "/session.json") << nlohmann::json{{"ssaviz_session", 1}, {"run", run}, {"model", run + "/iter-000200-ckpt.pth"},
                                                            {"text", "The cat sat on the mat."}, {"view", {{"tab", "Matrix"}}}}

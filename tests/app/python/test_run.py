@@ -132,6 +132,30 @@ def test_export_writes_what_the_command_line_writes(run_dir, tmp_path):
         ssaviz.load_run(run_dir).export(TEXT, tmp_path / "bad", steps=[7])
 
 
+def test_the_lens_over_the_steps_is_the_command_lines(run_dir, tmp_path):
+    """lens=True: each step's loss read after each layer in run.json and run_lens.csv, and step 300's
+    lens files, byte for byte what `ssaviz export --run --lens` writes; after the last layer the
+    step's own loss."""
+    code, _, err = run_cli("export", "--run", str(run_dir), "--lens", "--text", TEXT, "--out", str(tmp_path / "cli"), "--steps", "300",
+                           "--format", "npy,json,svg", check=False)
+    assert code == 3, err  # the truncated step
+    want = tree(tmp_path / "cli")
+    assert {"run_lens.csv", "curves/lens_loss.svg", "step-000300/lens_loss.npy", "step-000300/lens_top.json"} <= set(want)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        timeline = ssaviz.load_run(run_dir).export(TEXT, tmp_path / "py", steps=[300], formats="npy,json,svg", lens=True)
+    got = tree(tmp_path / "py")
+    assert sorted(got) == sorted(want)
+    for name in want:
+        assert got[name] == want[name], name
+    for step in timeline["steps"]:
+        assert len(step["lens_loss"]) == 3 and len(step["lens_loss_compare"]) == 3  # the embeddings and 2 layers; SSA and tau = 1
+        assert abs(step["lens_loss"][-1] - step["loss"]) < 1e-5 and abs(step["lens_loss_compare"][-1] - step["loss_compare"]) < 1e-5
+    # Step 300's numbers are its own lens's, as Analysis.lens gives it.
+    lens = ssaviz.load_run(run_dir).model(300).analyze(TEXT).lens()
+    np.testing.assert_allclose(timeline["steps"][-1]["lens_loss"], lens["loss"].mean(axis=1), rtol=0, atol=1e-5)
+
+
 def test_a_run_against_a_base(run_dir, tmp_path):
     """base=: every step against a fine-tune's base, as `ssaviz export --run --base` (byte for byte);
     Run.analyze's head("js_total") and head("js_drift") are run.json's per-head decomposition."""
@@ -198,11 +222,12 @@ def test_an_export_is_all_or_nothing_and_never_through_a_link(run_dir, tmp_path)
     with pytest.raises(ValueError, match=r"Run\.export\(\) takes no keyword bogus_flag "):
         run.export(TEXT, tmp_path / "flag", bogus_flag=1)
     for lens in (True, "true", 1):
-        with pytest.raises(ValueError, match="not with lens="):
-            run.export(TEXT, tmp_path / "lens", lens=lens)
+        with pytest.raises(ValueError, match=r"Run.export\(\): lens=True runs the model as loaded: not with ablate=$"):
+            run.export(TEXT, tmp_path / "lens", lens=lens, ablate="0:0")
     for lens in (False, "false", 0):  # no lens, as the engine reads a switch: past that check, to the next
         with pytest.raises(ValueError, match=r"layer 99 is out of range"):
-            run.export(TEXT, tmp_path / "lens", lens=lens, layers=[99])
+            run.export(TEXT, tmp_path / "lens", lens=lens, ablate="0:0", layers=[99])
+    assert not os.path.exists(tmp_path / "lens")
     with pytest.raises(ValueError, match=r"layer 99 is out of range \(the model has 2\)"):  # taken and unused without steps=
         run.export(TEXT, tmp_path / "layers", layers=[99])
     assert not os.path.exists(tmp_path / "layers")
