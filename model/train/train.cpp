@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <random>
 #include <sstream>
 #include <string_view>
 #include <thread>
@@ -331,7 +332,7 @@ Result<std::string> KeptStepsFolder(const TrainOptions& o, int64_t step, const n
 // not written by train) is an error naming the field, never a JSON library exception.
 struct ResumeState {
     int64_t step = 0;
-    std::string rng;
+    std::mt19937_64 rng;
     double seconds = 0;
     nlohmann::json history = nlohmann::json::array();
     std::string tokenizer;  // the tokenizer's digest (TokenizerDigest); empty in checkpoints written before it
@@ -339,9 +340,10 @@ struct ResumeState {
 
 Result<ResumeState> ReadResumeState(const std::string& path, const nlohmann::json& state, const nlohmann::json& identity) {
     auto bad = [&](const std::string& field, const std::string& what) {
-        return Fail(path + ": '" + field + "' must be " + what + (state.is_object() && state.contains(field) ? ", not " + DescribeJson(state[field]) : ""));
+        return Fail(EscapeForMessage(path) + ": '" + field + "' must be " + what +
+                    (state.is_object() && state.contains(field) ? ", not " + DescribeJson(state[field]) : ""));
     };
-    if (!state.is_object()) return Fail(path + ": not a JSON object (" + DescribeJson(state) + ")");
+    if (!state.is_object()) return Fail(EscapeForMessage(path) + ": not a JSON object (" + DescribeJson(state) + ")");
     if (!state.contains("identity") || state["identity"] != identity)
         return Fail(EscapeForMessage(fs::path(path).parent_path().string()) +
                     ": was written with other settings (model shape, task, seed or optimizer); resume with the same flags");
@@ -351,7 +353,10 @@ Result<ResumeState> ReadResumeState(const std::string& path, const nlohmann::jso
     r.step = step.get<int64_t>();
     const nlohmann::json& rng = state.value("rng", nlohmann::json());
     if (!rng.is_string()) return bad("rng", "the batch generator's state (a string)");
-    r.rng = rng.get<std::string>();
+    // The generator's whole state and nothing after it: a cut or edited state is refused, not half read.
+    std::istringstream rng_state(rng.get<std::string>());
+    if (!(rng_state >> r.rng) || !(rng_state >> std::ws).eof())
+        return Fail(EscapeForMessage(path) + ": 'rng' is not the batch generator's state (312 whole numbers)");
     if (state.contains("seconds")) {
         if (!state["seconds"].is_number() || !(state["seconds"].get<double>() >= 0) || !std::isfinite(state["seconds"].get<double>()))
             return bad("seconds", "a number of seconds, 0 or more");
@@ -677,8 +682,7 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
             if (auto same = SameShape(EscapeForMessage(checkpoint + "/" + run.role), run.model.config, loaded->config); !same) return Fail(same.error());
             run.model = std::move(*loaded);
         }
-        std::istringstream rng_state(state->rng);
-        if (!(rng_state >> rng)) return Fail(checkpoint + "/state.json: 'rng' is not the batch generator's state");
+        rng = state->rng;
         start = state->step;
         seconds_before = state->seconds;
         history = std::move(state->history);

@@ -551,6 +551,7 @@ TEST_F(Cli, TrainNeverWritesThroughLinksNorDeletesWhatItDidNotMake) {
 
     // A checkpoint's state.json with a field of the wrong type: one line naming it, not a JSON exception.
     json state = json::parse(ReadFile(out + "/checkpoint/state.json"));
+    const std::string rng = state["rng"];
     state["rng"] = 5;
     std::ofstream(out + "/checkpoint/state.json", std::ios::trunc) << state.dump();
     std::vector<std::string> resume = train;
@@ -560,6 +561,18 @@ TEST_F(Cli, TrainNeverWritesThroughLinksNorDeletesWhatItDidNotMake) {
     state["rng"] = "not a generator";
     std::ofstream(out + "/checkpoint/state.json", std::ios::trunc) << state.dump();
     ExpectOneLineError(Ssaviz(resume), 3, "'rng' is not the batch generator's state");
+    // A state cut short, or with more after it, is no state (the generator read what it could and went on).
+    for (const std::string& edited : {rng.substr(0, rng.size() / 2), rng + " 7", rng + "x"}) {
+        state["rng"] = edited;
+        std::ofstream(out + "/checkpoint/state.json", std::ios::trunc) << state.dump();
+        ExpectOneLineError(Ssaviz(resume), 3, "state.json: 'rng' is not the batch generator's state (312 whole numbers)");
+    }
+    state["rng"] = rng;  // as it was: the run resumes
+    std::ofstream(out + "/checkpoint/state.json", std::ios::trunc) << state.dump();
+    r = Ssaviz(resume);
+    ASSERT_EQ(r.code, 0) << r.err;
+    state = json::parse(ReadFile(out + "/checkpoint/state.json"));
+    EXPECT_EQ(state["step"], 6);
     state = json::array();
     std::ofstream(out + "/checkpoint/state.json", std::ios::trunc) << state.dump();
     ExpectOneLineError(Ssaviz(resume), 2, "has no state.json with an \"identity\"");  // not provably train's: not touched
