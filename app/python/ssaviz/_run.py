@@ -18,10 +18,15 @@ import numpy as np
 from . import _python_words, _r, _ssaviz
 
 
-def _analyze_step(step, path, device, flags, text, compare, truncate, base=None):
+# With lens=True, SSA's lens of each step (Analysis.lens()'s arrays, named as `export --lens` names its files).
+_LENS_ARRAYS = {"lens_loss": "loss", "dla": "dla", "dla_mlp": "dla_mlp", "dla_embed": "dla_embed", "dla_const": "dla_const", "dla_logit": "logit"}
+
+
+def _analyze_step(step, path, device, flags, text, compare, truncate, base=None, lens=False):
     """One checkpoint on the text: (step, {name: array}, None) or (step, None, error). A checkpoint
     that does not open is the step's failure; what the text or the comparison make fail (a twin or
-    base that does not open, a text the tokenizer refuses) would fail every step, and is raised."""
+    base that does not open, a text the tokenizer refuses) would fail every step, and is raised.
+    lens: SSA's lens arrays too (_LENS_ARRAYS)."""
     from . import Model
     from ._batch import _worker_threads
     _worker_threads()
@@ -37,6 +42,9 @@ def _analyze_step(step, path, device, flags, text, compare, truncate, base=None)
             if v is not None:
                 arrays[name] = np.array(v)
         arrays["ids"] = np.array(a.ids, dtype=np.int32)
+        if lens:
+            side = a.lens("ssa")
+            arrays.update({name: np.array(side[key]) for name, key in _LENS_ARRAYS.items()})
         return step, arrays, None
 
 
@@ -79,7 +87,9 @@ class RunAnalysis:
     """A text through every checkpoint of a run. steps: int64 [S], the steps analysed (a step that
     failed is in `failed`, not here). arrays(name) stacks that array of every step's analysis:
     Analysis.metrics's keys ([S, L, H, T] or [S, L, H]), tau_q, tau_v ([S, L, H, T]), loss,
-    loss_compare, with a base loss_base ([S, T - 1]); head(name) is a row metric's value per head,
+    loss_compare, with a base loss_base ([S, T - 1]), analysed with lens=True SSA's lens: lens_loss
+    ([S, L + 1, T - 1], the loss read after each layer), dla ([S, L, H, T - 1], each head's part of
+    the next token's logit), dla_mlp, dla_embed, dla_const, dla_logit; head(name) is a row metric's value per head,
     [S, L, H], as metrics.json's and run.json's (the mean over query rows 2..T; over every row for
     tau_q, tau_v and effective_qk_norm) (against a base head("js_total") is
     all that fine-tuning had changed by each step, head("js_drift") the other weights' part)."""
@@ -141,6 +151,14 @@ class RunAnalysis:
         """[S]: each step's mean loss on the text."""
         return self.arrays("loss").mean(axis=-1)
 
+    @property
+    def lens_loss_mean(self):
+        """[S, L + 1]: each step's mean loss read after the embeddings (0) and each layer (L: its own
+        loss), as run.json's lens_loss; analysed with lens=True."""
+        if self._arrays and "lens_loss" not in self._arrays[0]:
+            raise ValueError("RunAnalysis.lens_loss_mean: the run was analysed without the lens: Run.analyze(text, lens=True)")
+        return self.arrays("lens_loss").mean(axis=-1)
+
     def steps_to_sparsity(self, name="entropy"):
         """[L, H] int64: each head's first step whose mean `name` is below half of its value at the
         run's first analysed step; -1 where it never is (as run.json's steps_to_sparsity, null there)."""
@@ -189,12 +207,13 @@ class Run:
         if client is None:
             _ssaviz.check_open_here(self.device, _flags(where, self.flags), where)
 
-    def analyze(self, text, compare="vanilla", truncate=False, client=None, base=None):
+    def analyze(self, text, compare="vanilla", truncate=False, client=None, base=None, lens=False):
         """Every checkpoint on `text` (as Model.analyze), one model in memory at a time; with a
         dask.distributed `client`, the checkpoints run on its workers. A checkpoint that does not
         open or run, or has another shape than the first step's, is skipped with a warning and
         listed in `failed`. base: a fine-tune's base (as Model.analyze's; implies compare="base"),
-        every step against it. Returns a RunAnalysis."""
+        every step against it. lens=True: SSA's lens of each step too (a forward pass more a step):
+        arrays("lens_loss"), arrays("dla") ..., lens_loss_mean. Returns a RunAnalysis."""
         from . import _base_arg, _bool, _text
         from ._batch import _client
         where = "Run.analyze()"
@@ -202,14 +221,15 @@ class Run:
         self._check_open_here(where, client)
         text = _text(where, text)
         truncate = _bool(where, "truncate", truncate)
+        lens = _bool(where, "lens", lens)
         compare, base_dir = _base_arg(where, compare, base)
         base = base_dir or None
         jobs = list(zip(self.steps, self.checkpoints))
         if client is None:
-            results = [_analyze_step(step, path, self.device, self.flags, text, compare, truncate, base) for step, path in jobs]
+            results = [_analyze_step(step, path, self.device, self.flags, text, compare, truncate, base, lens) for step, path in jobs]
         else:
             futures = client.map(_analyze_step, [s for s, _ in jobs], [p for _, p in jobs], device=self.device, flags=self.flags,
-                                 text=text, compare=compare, truncate=truncate, base=base, pure=False)
+                                 text=text, compare=compare, truncate=truncate, base=base, lens=lens, pure=False)
             results = sorted(client.gather(futures), key=lambda r: r[0])
         steps, arrays, failed, shape = [], [], [], None
         for (step, result, error), (_, path) in zip(results, jobs):

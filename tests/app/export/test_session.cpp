@@ -279,9 +279,12 @@ TEST(Session, FlagKeysHaveTheFlagsBounds) {
     s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"run_curve", "js_temperature"}}}});
     ASSERT_FALSE(s);
     EXPECT_NE(s.error().find("'view.run_curve': 'js_temperature' is not one of entropy, js_divergence, sink_mass, tau_q_mean, js_total, "
-                             "js_drift, loss, tau_q_token"),
+                             "js_drift, loss, tau_q_token, lens_loss"),
               std::string::npos)
         << s.error();
+    s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"run_curve", "lens_loss"}}}});
+    ASSERT_TRUE(s) << s.error();
+    EXPECT_EQ(s->settings.run_curve, "lens_loss");
     s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"map", "base_diff"}}}});
     ASSERT_TRUE(s) << s.error();
     EXPECT_EQ(s->settings.map_mode, app::MapMode::BaseDifference);

@@ -154,6 +154,24 @@ def test_the_lens_over_the_steps_is_the_command_lines(run_dir, tmp_path):
     # Step 300's numbers are its own lens's, as Analysis.lens gives it.
     lens = ssaviz.load_run(run_dir).model(300).analyze(TEXT).lens()
     np.testing.assert_allclose(timeline["steps"][-1]["lens_loss"], lens["loss"].mean(axis=1), rtol=0, atol=1e-5)
+    # Run.analyze(lens=True): every step's lens arrays stacked, the same numbers.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ra = ssaviz.load_run(run_dir).analyze(TEXT, lens=True)
+        plain = ssaviz.load_run(run_dir).analyze(TEXT)
+    np.testing.assert_allclose(ra.lens_loss_mean, [s["lens_loss"] for s in timeline["steps"]], rtol=0, atol=1e-5)
+    T = len(ra.arrays("ids")[0])
+    assert ra.arrays("dla").shape == (3, 2, 2, T - 1) and ra.arrays("lens_loss").shape == (3, 3, T - 1)
+    for name, key in (("lens_loss", "loss"), ("dla", "dla"), ("dla_mlp", "dla_mlp"), ("dla_logit", "logit")):
+        np.testing.assert_array_equal(ra.arrays(name)[-1], lens[key], err_msg=name)
+    # The parts sum to the logit at every step (1e-4 logits).
+    parts = ra.arrays("dla").sum(axis=(1, 2)) + ra.arrays("dla_mlp").sum(axis=1) + ra.arrays("dla_embed") + ra.arrays("dla_const")
+    np.testing.assert_allclose(parts, ra.arrays("dla_logit"), rtol=0, atol=1e-4)
+    with pytest.raises(ValueError, match=r"analysed without the lens: Run.analyze\(text, lens=True\)"):
+        plain.lens_loss_mean
+    assert "dla" not in plain.keys()
+    with pytest.raises(ssaviz.ArgumentTypeError, match="Run.analyze\\(\\): lens must be True or False, not int"):
+        ssaviz.load_run(run_dir).analyze(TEXT, lens=1)
 
 
 def test_a_run_against_a_base(run_dir, tmp_path):
