@@ -67,6 +67,9 @@ std::string ReadText(const CommandOptions& o) {
     if (!o.text_file) throw Failure{kExitUsage, "needs --text STR or --text-file F"};
     auto text = model::ReadFile(*o.text_file, model::kMaxTextFileBytes);
     if (!text) throw Failure{kExitBadInput, "--text-file: " + text.error()};
+    // Named as the file's fault (a batch's lines are each their own text, said by line).
+    if (const size_t bad = model::FindInvalidUtf8(*text); bad != std::string::npos && !o.batch)
+        throw Failure{kExitBadInput, "--text-file " + model::Quoted(*o.text_file) + ": not valid UTF-8 at byte " + std::to_string(bad)};
     return std::move(*text);
 }
 
@@ -422,6 +425,9 @@ int CmdExport(const CommandOptions& o) {
     }
     bar.Update(texts.size(), texts.size(), "done");
     std::printf("%s", BatchSummaryTable(rows).c_str());
+    // The summary lists the failures even where no text was written (--out is then made for it alone).
+    if (const std::error_code ec = model::MakeFolders(options.out_dir))
+        throw Failure{kExitFailure, model::Quoted(options.out_dir) + ": cannot create (" + ec.message() + ")"};
     if (auto s = WriteBatchSummary(options.out_dir, rows, failures); !s) throw Failure{kExitFailure, s.error()};
     SetInterruptNote("");
     std::fprintf(stderr, "ssaviz: wrote %zu of %zu texts to %s (summary.csv, summary.json)\n", rows.size(), texts.size(), model::EscapeForMessage(options.out_dir).c_str());

@@ -85,7 +85,9 @@ RunResults AnalyseRun(const RunStepSpec& spec, const std::string& text, const st
         bar->Update((*done)++, total, file);
         const std::string full_out = full.count(step.step) ? (step_root / StepFolder(step.step)).string() : "";
         RunStepResult result = AnalyseRunStep(step, spec, text, run.Shape(), full_out);
-        if (result.fatal) throw Failure{result.fatal, result.error};  // so would every step (the text, the comparison), or its export failed
+        if (result.fatal)  // so would every step (the text, the comparison), or its export failed; the compare run's said as its
+            throw Failure{result.fatal, (label == "run" ? "" : "--compare-run step " + std::to_string(step.step) + " (" + model::EscapeForMessage(file) + "): ") +
+                                            result.error};
         const std::string error = AddRunStep(&run, std::move(result));
         if (error.empty()) continue;
         if (++skipped <= kSkippedStepLines)
@@ -115,6 +117,9 @@ int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const st
         compare_steps = std::move(*found);
     }
     const std::set<int64_t> full = ChosenSteps(o.steps, *steps);
+    if ((options.dla_position || options.dla_target) && full.empty())  // run.json's lens has no attribution: they would act on nothing
+        throw Failure{kExitUsage, std::string(options.dla_position ? "--dla-position" : "--dla-target") +
+                                      " picks what a step's attribution figures split, which only --steps exports hold: give --steps"};
     model::UseComputeThreads(model::ResolveComputeThreads());
     RunStepSpec spec;
     spec.device = o.device.value_or("auto");

@@ -1062,7 +1062,8 @@ model::Status ApplyFlag(Command command, const std::string& name, const std::str
     if (!flag) return model::Fail(std::string(CommandName(command)) + " takes no " + model::EscapeForMessage(spelled, 40));
     if (!flag->Switch()) return Apply(*flag, value, options);
     if (value == "false" || value == "0") return model::Ok{};
-    if (!value.empty() && value != "true" && value != "1") return model::Fail(model::EscapeForMessage(spelled, 40) + " is a switch: " + QuoteForMessage(value) + " is not true or false");
+    // Python's keywords: an empty value ([], "") is no "on" (a switch on the command line takes no value, and never comes here).
+    if (value != "true" && value != "1") return model::Fail(model::EscapeForMessage(spelled, 40) + " is a switch: " + QuoteForMessage(value) + " is not true or false");
     return Apply(*flag, "", options);
 }
 

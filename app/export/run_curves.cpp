@@ -263,7 +263,7 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
         // A compare run's curve that never moves (a vanilla run's tau_q, its JS to its own tau = 1) says its one value.
         const std::vector<float>& all = runs[r].all;
         const bool constant = r > 0 && !all.empty() && std::isfinite(all[0]) && std::all_of(all.begin(), all.end(), [&](float v) { return v == all[0]; });
-        const std::string name = runs[r].label + (lens                         ? ", the model's own (after its last layer)"
+        const std::string name = runs[r].label + (lens                         ? ", its loss"
                                                   : runs[r].layers.empty()       ? ""
                                                   : runs[r].layers.size() == 1 ? ", all heads (layer 0)"
                                                                                : ", all heads") +

@@ -784,8 +784,8 @@ ExportOptions ExportSettings(const model::ModelInfo& info, const std::string& ou
     if (auto s = CheckExportPlaces(out, out, options); !s) throw WriteFailed(s.error());  // as a batch's and a run's
     if (auto s = ResolveExportHeads(&options, info.config.n_layer, info.config.n_head); !s) throw BadArgument(s.error());
     if (auto s = CheckHighlightScope(options.figures, info.config.n_layer, info.config.n_head); !s) throw BadArgument(s.error());
-    if (options.dla_position && !options.lens)
-        if (auto s = CheckExportSettings(options, true); !s) throw BadArgument(s.error());  // dla_position= without lens=True
+    if ((options.dla_position || options.dla_target) && !options.lens)
+        if (auto s = CheckExportSettings(options, true); !s) throw BadArgument(s.error());  // dla_position= or dla_target= without lens=True
     return options;
 }
 
@@ -1292,6 +1292,9 @@ PYBIND11_MODULE(_ssaviz, m) {
             if (o.export_options.rank_heads)  // as the command line refuses --rank-heads with --batch and --run
                 throw BadArgument(where + ": not with rank_heads=, which analyses one text once a head (a text's: "
                                   "Model.analyze(text).export(out, rank_heads=True))");
+            const app::ExportOptions& e = o.export_options;
+            if ((e.dla_position || e.dla_target) && !e.lens)  // taken and ignored, where the command line refuses it
+                if (auto s = app::CheckExportSettings(e, true); !s) throw BadArgument(where + ": " + InPythonWords(s.error()));
             for (const std::string& run : runs)
                 if (auto s = app::CheckOutsideRun(out, run); !s) throw BadArgument(where + ": out " + s.error());
             if (auto s = app::CheckExportFolder(out); !s) throw BadArgument("--out: " + s.error());

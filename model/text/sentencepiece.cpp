@@ -101,7 +101,7 @@ public:
 
     Result<Tokenization> Encode(std::string_view text) const override {
         if (size_t bad = FindInvalidUtf8(text); bad != std::string_view::npos)
-            return Fail("text is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+            return Fail("text is not valid UTF-8 at byte " + std::to_string(bad));
         struct Context {
             std::string_view text;
             Tokenization out;

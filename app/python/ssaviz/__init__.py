@@ -238,6 +238,8 @@ def _export_flags(where, flags, formats, layers, heads):
         raise ValueError(f"{where}: formats is empty: name one or more of json, npy, csv, png, svg, html")
     if flags.get("dla_position") is not None:  # a position as plot(position=) takes it ([1] and "1" were taken as 1)
         flags = dict(flags, dla_position=_int(where, "dla_position", flags["dla_position"], bits=64))
+    if flags.get("dla_target") is not None and not isinstance(flags["dla_target"], str):  # 3 read as the target '3'
+        raise ArgumentTypeError(f"{where}: dla_target must be one of next, top, next-against-other, not {type(flags['dla_target']).__name__}")
     return _flags(where, dict(flags, format=formats, layers=layers, heads=heads))
 
 

@@ -268,7 +268,7 @@ class Run:
         from ._batch import _client
         where = "Run.export()"
         # As `export --run --lens --ablate` is refused; lens="false" is no lens, as the engine reads a switch.
-        if flags.get("lens") is not None and _flag_value(where, "lens", flags["lens"]) in ("true", "1", "") and ablate is not None:
+        if flags.get("lens") is not None and _flag_value(where, "lens", flags["lens"]) in ("true", "1") and ablate is not None:
             raise ValueError(f"{where}: lens=True runs the model as loaded: not with ablate=")
         client = _client(where, client)
         self._check_open_here(where, client)
@@ -292,6 +292,9 @@ class Run:
                                     f"{type(compare_run).__name__}{twin}")
         _ssaviz.check_export(_fs(out), export_flags, where, runs=[_fs(r.path) for r in (self, other) if r is not None])
         chosen = self._chosen(where, steps)
+        for name in ("dla_position", "dla_target"):  # as the command line: they act on the steps= exports alone
+            if flags.get(name) is not None and not chosen:
+                raise ValueError(f"{where}: {name}= picks what a step's attribution figures split, which only steps= exports hold: give steps=")
         load_flags = _flags(where, self.flags)
         common = dict(device=self.device, load_flags=load_flags, text=text, compare=kind, base=base_dir, ablate=spec, truncate=truncate,
                       export_flags=export_flags)

@@ -640,7 +640,10 @@ TEST_F(Cli, TextLongerThanTheContextIsRefusedUnlessTruncated) {
 TEST_F(Cli, BadTextIsACleanError) {
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "", "--out", kOut + "/x"}), 3, "text is empty");
     std::ofstream(Scratch("latin1.txt"), std::ios::binary) << "caf\xe9 au lait";
-    ExpectOneLineError(Ssaviz({"tokenize", "--model", Small(), "--text-file", Scratch("latin1.txt")}), 3, "not valid UTF-8 at byte 3");
+    ExpectOneLineError(Ssaviz({"tokenize", "--model", Small(), "--text-file", Scratch("latin1.txt")}), 3,
+                       "--text-file '" + Scratch("latin1.txt") + "': not valid UTF-8 at byte 3");
+    // Every tokenizer says it alike (SentencePiece said "(byte 3)").
+    ExpectOneLineError(Ssaviz({"tokenize", "--example", "licenses", "--text", "caf\xe9 au lait"}), 3, "text is not valid UTF-8 at byte 3");
     ExpectOneLineError(Ssaviz({"tokenize", "--model", Small(), "--text-file", kOut + "/no-such.txt"}), 3, "no-such.txt");
 }
 

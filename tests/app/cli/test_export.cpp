@@ -759,7 +759,7 @@ TEST_F(Cli, ExportRunWithTheLensFollowsEachLayersLoss) {
     }
     // The curve: the embeddings and each layer but the last as lines, the model's own on top.
     const std::string svg = ReadFile(dir + "/out/curves/lens_loss.svg");
-    for (const char* name : {">the embeddings<", ">after layer 0<", ">after layer 1<", "own (after its last layer)<"})
+    for (const char* name : {">the embeddings<", ">after layer 0<", ">after layer 1<", ", its loss<"})
         EXPECT_NE(svg.find(name), std::string::npos) << name;
     EXPECT_EQ(svg.find(">after layer 2<"), std::string::npos) << "the last layer's is the model's own line";
     EXPECT_NE(timeline["about"].get<std::string>().find("lens_loss[0 .. L]"), std::string::npos);
@@ -771,6 +771,22 @@ TEST_F(Cli, ExportRunWithTheLensFollowsEachLayersLoss) {
     EXPECT_FALSE(json::parse(ReadFile(dir + "/plain/run.json"))["steps"][0].contains("lens_loss"));
     ExpectOneLineError(Ssaviz({"export", "--run", run, "--lens", "--ablate", "0:0", "--text", text, "--out", dir + "/x"}), 2,
                        "--lens runs the model as loaded: not with --ablate");
+    // The attribution's position and target act on the --steps exports alone: without them, refused (they were ignored).
+    ExpectOneLineError(Ssaviz({"export", "--run", run, "--lens", "--dla-target", "top", "--text", text, "--out", dir + "/x"}), 2,
+                       "--dla-target picks what a step's attribution figures split, which only --steps exports hold: give --steps");
+    EXPECT_FALSE(fs::exists(dir + "/x"));
+    // A compare run that does not fit the base is named (it read "the model has 2 x 2", the user's run having 3).
+    const std::string other = dir + "/other_run";
+    Outcome made = Ssaviz({"init-random", "--out", dir + "/two", "--family", "llama", "--layout", "lit", "--layers", "2", "--heads", "2", "--embd",
+                           "32", "--query-form", "exp_exp,none", "--seed", "7"});
+    ASSERT_EQ(made.code, 0) << made.err;
+    fs::create_directories(other);
+    for (const fs::directory_entry& e : fs::directory_iterator(dir + "/two"))
+        fs::copy(e.path(), e.path().filename() == "lit_model.pth" ? fs::path(other) / "iter-000100-ckpt.pth" : fs::path(other) / e.path().filename());
+    r = Ssaviz({"export", "--run", run, "--compare-run", other, "--base", dir + "/base", "--text", text, "--out", dir + "/x"});
+    EXPECT_EQ(r.code, 3);  // after the run's steps' progress, the line that stops it
+    EXPECT_NE(r.err.find("\nssaviz: --compare-run step 100 (iter-000100-ckpt.pth): base '" + dir + "/base' has 3 layers x 2 heads; the model has 2 x 2\n"),
+              std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(dir + "/x"));
 }
 

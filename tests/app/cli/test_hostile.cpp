@@ -361,6 +361,15 @@ TEST_F(Cli, BatchTextsCannotTakeTheSummarysPlace) {
     const Outcome surrogate = Ssaviz({"export", "--model", Small(), "--text-file", dir + "/lone.jsonl", "--batch", "--out", out});
     ExpectOneLineError(surrogate, 3, "lone.jsonl:1: not JSON (");
     EXPECT_NE(surrogate.err.find("surrogate"), std::string::npos) << surrogate.err;
+    // A batch whose every text fails, into an --out not made yet: the summary lists them (exit 3;
+    // it said "summary.json: cannot write", exit 1).
+    std::ofstream(dir + "/failing.txt") << "one text\nanother text\n";
+    const std::string none = dir + "/none_written";
+    r = Ssaviz({"export", "--model", Small(), "--text-file", dir + "/failing.txt", "--batch", "--lens", "--dla-position", "50", "--out", none,
+                "--format", "json"});
+    EXPECT_EQ(r.code, 3) << r.err;
+    EXPECT_NE(r.err.find("ssaviz: wrote 0 of 2 texts to"), std::string::npos) << r.err;
+    EXPECT_EQ(json::parse(ReadFile(none + "/summary.json"))["failed"].size(), 2u);
 }
 
 // A link (or a file) where a text's sub-folder goes is refused before the model runs: the batch

@@ -89,9 +89,8 @@ def test_bad_texts(small, tmp_path):
         small.analyze(LONG)
     assert str(info.value) == in_python_words(cli_error("tokenize", "--model", SMALL, "--text", LONG))
     assert str(info.value).endswith("; pass truncate=True to run it")
-    bad = tmp_path / "bad.txt"
-    bad.write_bytes(b"ok \xff then")
-    raises_like_cli(ValueError, lambda: small.analyze(b"ok \xff then"), "tokenize", "--model", SMALL, "--text-file", str(bad))
+    # The same bytes as --text (as --text-file, the command line names the file).
+    raises_like_cli(ValueError, lambda: small.analyze(b"ok \xff then"), "tokenize", "--model", SMALL, "--text", os.fsdecode(b"ok \xff then"))
     assert small.analyze(LONG, truncate=True).n_tokens == 16
     with pytest.raises(ValueError, match="not in the vocabulary"):
         small.analyze([1, 2, 999999])
@@ -160,6 +159,22 @@ def test_bad_export_and_figure_flags(small, tmp_path):
         with pytest.raises(ValueError, match=f"heatmap\\(\\) takes no keyword {keyword} "):
             a.heatmap(0, 0, **{keyword: "1"})
         assert not (tmp_path / keyword).exists()
+    # A switch is True or False (or 1 / 0, "true" / "false"): an empty list or string read as "on",
+    # running the lens or the whole ranking.
+    for call, name in ((lambda v: a.export(tmp_path / "sw", lens=v), "lens"), (lambda v: a.export(tmp_path / "sw", rank_heads=v), "rank_heads"),
+                       (lambda v: ssaviz.export_batch(["a b"], tmp_path / "sw", model=small, lens=v), "lens")):
+        for value, shown in (([], "''"), ("", "''"), ((), "''"), (2, "'2'"), ("yes", "'yes'")):
+            with pytest.raises(ValueError, match=f"{name} is a switch: {shown} is not true or false"):
+                call(value)
+    assert not (tmp_path / "sw").exists()
+    # What picks the attribution, without the lens, is refused (dla_target= was taken and ignored), and is a string.
+    with pytest.raises(ValueError, match=r"dla_target picks whose logit .*: it needs lens=True"):
+        a.export(tmp_path / "dla", dla_target="top")
+    with pytest.raises(ValueError, match=r"dla_target picks whose logit .*: it needs lens=True"):
+        ssaviz.export_batch(["a b"], tmp_path / "dla", model=small, dla_target="top")
+    with pytest.raises(ssaviz.ArgumentTypeError, match=r"^export\(\): dla_target must be one of next, top, next-against-other, not int$"):
+        a.export(tmp_path / "dla", lens=True, dla_target=3)
+    assert not (tmp_path / "dla").exists()
     with pytest.raises(ValueError, match="plot 'pie'"):
         a.plot("pie")
     with pytest.raises(ValueError, match="plot 'pie'"):  # the name first, whatever the keywords

@@ -246,6 +246,12 @@ def test_an_export_is_all_or_nothing_and_never_through_a_link(run_dir, tmp_path)
         with pytest.raises(ValueError, match=r"layer 99 is out of range"):
             run.export(TEXT, tmp_path / "lens", lens=lens, ablate="0:0", layers=[99])
     assert not os.path.exists(tmp_path / "lens")
+    # What picks a step's attribution: refused without the lens, and without steps= to act on (taken and ignored).
+    with pytest.raises(ValueError, match=r"^Run.export\(\): dla_position picks the token .*: it needs lens=True$"):
+        run.export(TEXT, tmp_path / "dla", dla_position=3)
+    with pytest.raises(ValueError, match=r"^Run.export\(\): dla_target= picks what a step's attribution figures split, which only steps= exports hold: give steps=$"):
+        run.export(TEXT, tmp_path / "dla", lens=True, dla_target="top")
+    assert not os.path.exists(tmp_path / "dla")
     with pytest.raises(ValueError, match=r"layer 99 is out of range \(the model has 2\)"):  # taken and unused without steps=
         run.export(TEXT, tmp_path / "layers", layers=[99])
     assert not os.path.exists(tmp_path / "layers")
