@@ -542,8 +542,8 @@ std::vector<Flag> BuildTable() {
             [](CommandOptions& o, const FlagValue& v) { o.compare_run = v.text; }, [](const CommandOptions& o) { return o.compare_run; })
             .InSession({"compare_run"}));
     add(Row({"--steps"}, "all|N,M", {C::Export},
-            "with --run: these steps' whole exports too, each in OUT/step-NNNNNN/ (a --compare-run's in OUT/compare-run/step-NNNNNN/), "
-            "as `export --model` writes for that checkpoint alone",
+            "with --run: these steps' whole exports too, each in OUT/step-NNNNNN/ (a --compare-run's of the same steps in "
+            "OUT/compare-run/step-NNNNNN/; all is the run's steps), as `export --model` writes for that checkpoint alone",
             [](CommandOptions& o, const FlagValue& v) { o.steps = v.text; }, [](const CommandOptions& o) { return o.steps; }));
     add(Row({"--batch"}, "", {C::Export},
             "--text-file holds several texts, one per line, or JSON lines {\"name\": ..., \"text\": ...}; each gets a sub-folder of "

@@ -307,7 +307,14 @@ class Run:
         stage = _ssaviz.stage_run(_fs(out), [_fs(f) for f in folders], export_flags)  # held while it lives
         staged = stage.path
         try:
-            results = [_run_map(client, _export_step, list(zip(r.steps, r.checkpoints)), full_out="", **common) for r, _ in runs]
+            results = []
+            for r, sub in runs:
+                try:
+                    results.append(_run_map(client, _export_step, list(zip(r.steps, r.checkpoints)), full_out="", **common))
+                except ValueError as e:  # what stops the compare run is said as its (a base of another shape than its steps)
+                    if not sub:
+                        raise
+                    raise ValueError(f"{where}: compare_run {_r(os.fspath(r.path))}: {e}") from None
             report = _ssaviz.write_run(staged, _fs(self.path), results[0], _fs(other.path) if other else None, results[1] if other else [],
                                        export_flags, False)
             for message in report["failed"]:

@@ -246,6 +246,19 @@ def test_an_export_is_all_or_nothing_and_never_through_a_link(run_dir, tmp_path)
         with pytest.raises(ValueError, match=r"layer 99 is out of range"):
             run.export(TEXT, tmp_path / "lens", lens=lens, ablate="0:0", layers=[99])
     assert not os.path.exists(tmp_path / "lens")
+    # A compare run that does not fit the base is named as the compare run (the message said "the model").
+    wide = tmp_path / "wide"
+    run_cli("init-random", "--out", str(wide), "--family", "pythia", "--layout", "lit", "--layers", "3", "--heads", "2", "--embd", "32",
+            "--query-form", "exp_exp,none", "--seed", "9")
+    (tmp_path / "wide_run").mkdir()
+    for f in ("lit_config.json", "vocab.json", "merges.txt"):
+        shutil.copy(wide / f, tmp_path / "wide_run" / f)
+    shutil.copy(wide / "lit_model.pth", tmp_path / "wide_run" / "iter-000100-ckpt.pth")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match=r"^Run.export\(\): compare_run '.*wide_run': base '.*m1' has 2 layers x 2 heads; the model has 3 x 2$"):
+            run.export(TEXT, tmp_path / "wide_out", compare_run=tmp_path / "wide_run", base=run_dir.parent / "m1")
+    assert not os.path.exists(tmp_path / "wide_out")
     # What picks a step's attribution: refused without the lens, and without steps= to act on (taken and ignored).
     with pytest.raises(ValueError, match=r"^Run.export\(\): dla_position picks the token .*: it needs lens=True$"):
         run.export(TEXT, tmp_path / "dla", dla_position=3)
