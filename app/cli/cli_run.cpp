@@ -82,7 +82,7 @@ RunResults AnalyseRun(const RunStepSpec& spec, const std::string& text, const st
     int64_t last_skipped = 0;
     for (const RunStep& step : steps) {
         const std::string file = fs::path(step.path).filename().string();
-        bar->Update((*done)++, total, file);
+        bar->Update((*done)++, total, label == "run" ? file : label + ": " + file);  // the compare run's steps said as its
         const std::string full_out = full.count(step.step) ? (step_root / StepFolder(step.step)).string() : "";
         RunStepResult result = AnalyseRunStep(step, spec, text, run.Shape(), full_out);
         if (result.fatal)  // so would every step (the text, the comparison), or its export failed; the compare run's said as its

@@ -430,15 +430,18 @@ model::Status MatchLensComparison(model::Engine& engine, const model::Analysis& 
 }
 
 model::Result<std::vector<std::shared_ptr<const model::Lens>>> RunLensSides(model::Engine& engine, const model::Analysis& a,
-                                                                     const std::function<void(size_t, size_t)>& side_done) {
+                                                                     const std::function<void(size_t, size_t)>& side_done,
+                                                                     const std::atomic<bool>* cancel) {
     if (auto matched = MatchLensComparison(engine, a); !matched) return model::Fail(matched.error());
     const bool compare = !a.compare_label.empty() && a.comparison != model::Comparison::Unedited;
     std::vector<model::MapSide> run = {model::MapSide::Ssa};
     if (compare) run.push_back(model::MapSide::Compare);
     if (compare && a.HasBase()) run.push_back(model::MapSide::Base);
     std::vector<std::shared_ptr<const model::Lens>> sides;
+    model::LensOptions options;
+    options.cancel = cancel;
     for (model::MapSide side : run) {
-        auto lens = engine.RunLens(a.tokens.ids, side);
+        auto lens = engine.RunLens(a.tokens.ids, side, options);
         if (!lens) return model::Fail(lens.error());
         sides.push_back(std::make_shared<const model::Lens>(std::move(*lens)));
         if (side_done) side_done(sides.size(), run.size());

@@ -3,6 +3,7 @@
 // and the GUI's export dialog, so the same options write the same bytes.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -79,13 +80,14 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
 // or has no comparison, on its comparison (tau = 1, the twin, or with a base its weights at tau =
 // 1) and with a base on the base, each a forward pass of its own (the model as loaded: the caller
 // refuses what-ifs): [SSA, comparison, base], as many as there are; `side_done(sides done,
-// sides)` after each.
+// sides)` after each; `cancel` (may be null) stops it between layers, as a failure.
 // The engine's comparison made `a`'s where the lens's comparison side depends on it (tau = 1 and
 // layer-local are the same model's: a later analysis may have switched between them), or a
 // one-line error where `a` compared with another model than the engine now does.
 model::Status MatchLensComparison(model::Engine& engine, const model::Analysis& a);
 model::Result<std::vector<std::shared_ptr<const model::Lens>>> RunLensSides(model::Engine& engine, const model::Analysis& a,
-                                                                     const std::function<void(size_t, size_t)>& side_done = {});
+                                                                     const std::function<void(size_t, size_t)>& side_done = {},
+                                                                     const std::atomic<bool>* cancel = nullptr);
 // The name of RunLensSides' k-th side for `a` (progress bars, figure titles): "SSA", the
 // comparison's, "base".
 std::string LensSideName(const model::Analysis& a, size_t k);

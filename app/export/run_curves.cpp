@@ -35,6 +35,13 @@ void RunTimeline::Add(int64_t step, const std::string& checkpoint, int layer_cou
     tau_q.push_back(std::move(step_tau_q));
 }
 
+void RunTimeline::AddLens(std::vector<std::vector<float>> sides) {
+    sides.resize(3);
+    lens_loss.push_back(std::move(sides[0]));
+    lens_loss_compare.push_back(std::move(sides[1]));
+    lens_loss_base.push_back(std::move(sides[2]));
+}
+
 RunModel RunModelOf(const model::ModelConfig& c) { return {c.family, c.n_layer, c.n_head, c.n_embd, c.vocab_size, c.n_positions}; }
 
 std::string RunTimeline::Fits(const RunModel& m, const std::vector<int32_t>& text_ids) {
@@ -78,6 +85,8 @@ std::vector<std::string> RunCurveKeys(const RunTimeline& t) {
     std::vector<std::string> keys = RunHeadValues(t);
     keys.insert(keys.end(), {"loss", kRunTokenCurve});
     if (t.HasLens()) keys.push_back(kRunLensCurve);
+    if (t.HasLensCompare()) keys.push_back(kRunLensDiffCurve);
+    if (t.HasLensBase()) keys.push_back(kRunLensDiffBaseCurve);
     return keys;
 }
 
@@ -85,6 +94,8 @@ std::string RunCurveLabel(const std::string& key) {
     if (key == "loss") return "loss on the text";
     if (key == kRunTokenCurve) return "tau_q of the selected token";
     if (key == kRunLensCurve) return "loss by layer (lens)";
+    if (key == kRunLensDiffCurve) return "SSA - comparison, by layer (lens)";
+    if (key == kRunLensDiffBaseCurve) return "SSA - base, by layer (lens)";
     const HeadValue* v = FindHeadValue(key);
     return v ? v->label : key;
 }
@@ -163,13 +174,21 @@ RunCurve CurveOf(const RunTimeline& t, const std::string& key) {
         if (any(t.loss_compare)) c.compare = t.loss_compare, c.compare_name = t.compare_name.empty() ? "comparison" : t.compare_name;
         return c;
     }
-    if (key == kRunLensCurve) {
-        // Read after the embeddings and each layer but the last; after the last it is the model's own loss.
-        c.layers.assign(static_cast<size_t>(t.n_layer), {});
+    if (IsRunLensCurve(key)) {
+        // Read after each layer but the last; after the last it is the model's own loss. The
+        // embeddings' alone (lens_loss[0], run_lens.csv's) lies far above the layers' and would
+        // squash them: not drawn. A difference: SSA's less the other side's, layer by layer.
+        const std::vector<std::vector<float>>* other = key == kRunLensDiffCurve       ? &t.lens_loss_compare
+                                                       : key == kRunLensDiffBaseCurve ? &t.lens_loss_base
+                                                                                      : nullptr;
+        if (key == kRunLensDiffCurve) c.compare_name = t.compare_name.empty() ? "comparison" : t.compare_name;
+        c.layers.assign(static_cast<size_t>(std::max(t.n_layer - 1, 0)), {});
         for (size_t k = 0; k < t.steps.size(); ++k) {
-            const std::vector<float>* by_layer = k < t.lens_loss.size() ? &t.lens_loss[k] : nullptr;
-            auto at = [&](int l) { return by_layer && static_cast<size_t>(l) < by_layer->size() ? (*by_layer)[l] : NAN; };
-            for (int l = 0; l < t.n_layer; ++l) c.layers[l].push_back(at(l));
+            auto value = [](const std::vector<std::vector<float>>& sides, size_t step, int l) {
+                return step < sides.size() && static_cast<size_t>(l) < sides[step].size() ? sides[step][l] : NAN;
+            };
+            auto at = [&](int l) { return value(t.lens_loss, k, l) - (other ? value(*other, k, l) : 0.0f); };
+            for (int l = 0; l + 1 < t.n_layer; ++l) c.layers[l].push_back(at(l + 1));
             c.all.push_back(at(t.n_layer));
         }
         return c;
@@ -196,14 +215,23 @@ RunCurve CurveOf(const RunTimeline& t, const std::string& key) {
 
 viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& runs, bool points) {
     viz::Plot plot;
-    const bool token = key == kRunTokenCurve, loss = key == "loss", lens = key == kRunLensCurve;
+    const bool token = key == kRunTokenCurve, loss = key == "loss", lens = IsRunLensCurve(key);
+    const bool lens_diff = lens && key != kRunLensCurve;
+    // The difference's other side, named as the loss curve names the comparison ("tau=1", "twin").
+    const std::string minus = key == kRunLensDiffBaseCurve ? "base" : runs.empty() || runs[0].compare_name.empty() ? "comparison" : runs[0].compare_name;
     const HeadValue* v = loss || token || lens ? nullptr : FindHeadValue(key);
     // The axis in the catalogue's unit where it has one ("entropy (nats)").
     const std::string unit = v && v->quantity && !v->quantity->unit.empty() ? " (" + v->quantity->unit + ")" : "";
-    const std::string label = loss ? "mean loss on the text (nats)" : token ? "tau_q" : lens ? "mean loss read after the layer (nats)" : v ? v->label + unit : key;
-    plot.Options.Title = loss    ? "Loss on the text against training step"
-                         : token ? "A token's tau_q in one head against training step"
-                         : lens  ? "Loss read after each layer (logit lens) against training step"
+    const std::string label = loss        ? "mean loss on the text (nats)"
+                              : token     ? "tau_q"
+                              : lens_diff ? "SSA's mean loss after the layer minus " + minus + "'s (nats)"
+                              : lens      ? "mean loss read after the layer (nats)"
+                              : v         ? v->label + unit
+                                          : key;
+    plot.Options.Title = loss        ? "Loss on the text against training step"
+                         : token     ? "A token's tau_q in one head against training step"
+                         : lens_diff ? "Loss read after each layer (logit lens), SSA minus " + minus + ", against training step"
+                         : lens      ? "Loss read after each layer (logit lens) against training step"
                                  : (v ? v->label : key) + " against training step (mean over heads)";
     plot.Options.XLabel = "training step";
     plot.Options.YLabel = label;
@@ -226,10 +254,10 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
         return true;
     };
     // One layer is its mean over every head: drawn once, as the mean (a layer's line lay under it).
-    // The lens's lines are the embeddings' and every layer's but the last (the model's own, the mean's place).
+    // The lens's lines are every layer's but the last (the model's own, the mean's place).
     for (size_t l = 0; l < first.layers.size() && (lens || first.layers.size() > 1); ++l) {
         viz::PlotSeries s;
-        const std::string layer = lens ? (l == 0 ? "the embeddings" : "after layer " + std::to_string(l - 1)) : "layer " + std::to_string(l);
+        const std::string layer = (lens ? "after layer " : "layer ") + std::to_string(l);
         s.Name = layer + (runs.size() > 1 ? ", " + first.label : "");  // the first run's layers
         s.X = first.steps;
         s.Y = first.layers[l];

@@ -48,6 +48,7 @@ struct RunTimeline {
     std::vector<int32_t> ids;                     // the text's tokens as the first step's tokenizer made them
     std::vector<std::vector<float>> lens_loss;    // with `export --run --lens`, each analysed step's mean loss on the text read
                                                   // after each layer [L + 1] (0: the embeddings, L: the model's own); empty: none
+    std::vector<std::vector<float>> lens_loss_compare, lens_loss_base;  // the same of its comparison and base (empty where none)
     // Why a step is not one of this run's (empty: it is): another model than its first analysed
     // step's (RunModel), or the text tokenised otherwise (another tokenizer), whose curves would
     // mix two models. The first step's are kept from it, where `text_ids` is given: ask with them
@@ -63,10 +64,15 @@ struct RunTimeline {
              int tokens, std::vector<float> step_tau_q);
     // Whether its steps ran against a fine-tune's base (--base DIR): its first step has a head's js_total.
     bool HasBase() const;
-    // Whether every step has its lens loss by layer (lens_loss).
-    bool HasLens() const {
-        return !steps.empty() && lens_loss.size() == steps.size() &&
-               std::none_of(lens_loss.begin(), lens_loss.end(), [](const std::vector<float>& v) { return v.empty(); });
+    // Adds the next step's lens loss by layer, each side's (SSA, its comparison, the base; those it has),
+    // before Add()ing the step.
+    void AddLens(std::vector<std::vector<float>> sides);
+    // Whether every step has its lens loss by layer (lens_loss), and its comparison's and base's.
+    bool HasLens() const { return Every(lens_loss); }
+    bool HasLensCompare() const { return HasLens() && Every(lens_loss_compare); }
+    bool HasLensBase() const { return HasLens() && Every(lens_loss_base); }
+    bool Every(const std::vector<std::vector<float>>& v) const {
+        return !steps.empty() && v.size() == steps.size() && std::none_of(v.begin(), v.end(), [](const std::vector<float>& x) { return x.empty(); });
     }
 };
 
@@ -82,8 +88,13 @@ inline constexpr const char* kRunTokenCurve = "tau_q_token";
 // The curve of the loss read after each layer (the logit lens, SPEC section 10): when each layer
 // came to predict the text's next tokens. Only where the steps ran with --lens.
 inline constexpr const char* kRunLensCurve = "lens_loss";
+// The same as SSA's minus its comparison's (tau = 1: what the temperatures changed, layer by layer)
+// and minus the base's (all that fine-tuning changed), where the steps have those sides' lens.
+inline constexpr const char* kRunLensDiffCurve = "lens_loss_diff";
+inline constexpr const char* kRunLensDiffBaseCurve = "lens_loss_diff_base";
+inline bool IsRunLensCurve(const std::string& key) { return key == kRunLensCurve || key == kRunLensDiffCurve || key == kRunLensDiffBaseCurve; }
 // The curves a timeline offers (the Run tab's, a session's view.run_curve): its head values, "loss"
-// (the mean loss on the text), kRunTokenCurve, and kRunLensCurve where it has the lens (HasLens).
+// (the mean loss on the text), kRunTokenCurve, and the lens's where it has them (HasLens, HasLensCompare, HasLensBase).
 std::vector<std::string> RunCurveKeys(const RunTimeline& t);
 // Whether `key` names a curve some timeline offers (one against a base: every one). Inline: sessions
 // read it where the plots are not linked (the fuzzers).
@@ -92,7 +103,7 @@ inline bool IsRunCurveKey(const std::string& key) {
         if (key == k) return true;
     for (const char* k : kRunBaseValues)
         if (key == k) return true;
-    return key == "loss" || key == kRunTokenCurve || key == kRunLensCurve;
+    return key == "loss" || key == kRunTokenCurve || IsRunLensCurve(key);
 }
 // A curve's name in legends, combos and titles: the catalogue's label of a head value; "loss" and
 // "tau_q_token" their own.
@@ -109,8 +120,9 @@ struct RunCurve {
                                               // two part, the temperatures matter; empty: none
     std::string compare_name;                 // its legend's ("tau=1")
 };
-// `key`: one of kRunHeadValues, "loss", or kRunLensCurve (layers: the embeddings' and each layer's but
-// the last, read through the lens; all: the model's own loss, after its last layer).
+// `key`: one of kRunHeadValues, "loss", or a lens curve (layers: the loss read after each layer but
+// the last, layers[l] after layer l; all: the model's own loss, after its last layer; for the
+// differences, SSA's minus the other side's of each).
 RunCurve CurveOf(const RunTimeline& t, const std::string& key);
 
 // One token's tau_q in one head over the run's steps (a step where it is out of range: NaN).

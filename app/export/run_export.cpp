@@ -116,6 +116,8 @@ model::Status WriteCurves(const std::vector<const RunTimeline*>& runs, const Exp
     std::vector<std::string> keys = RunHeadValues(*runs.at(0));
     keys.push_back("loss");
     if (runs[0]->HasLens()) keys.push_back(kRunLensCurve);
+    if (runs[0]->HasLensCompare()) keys.push_back(kRunLensDiffCurve);
+    if (runs[0]->HasLensBase()) keys.push_back(kRunLensDiffBaseCurve);
     for (const std::string& key : keys) {
         std::vector<RunCurve> curves;
         for (const RunTimeline* t : runs) curves.push_back(CurveOf(*t, key));
@@ -336,11 +338,14 @@ std::string AddRunStep(RunResults* run, RunStepResult step) {
     if (const auto name = step.row.find("compared_with"); name != step.row.end() && name->is_string()) run->t.compare_name = *name;
     step.row["line"] = static_cast<int>(run->t.steps.size() + 1);
     run->rows.push_back(std::move(step.row));
-    const json& rows = run->rows.back();
-    std::vector<float> by_layer;  // empty without --lens (the timeline has no lens then: HasLens)
-    if (const auto lens = rows.find("lens_loss"); lens != rows.end() && lens->is_array())
-        for (const json& v : *lens) by_layer.push_back(v.is_number() ? v.get<float>() : NAN);
-    run->t.lens_loss.push_back(std::move(by_layer));
+    const json& row = run->rows.back();
+    std::vector<std::vector<float>> lens;  // each side's; empty without --lens (the timeline has no lens then: HasLens)
+    for (const char* side : {"lens_loss", "lens_loss_compare", "lens_loss_base"}) {
+        std::vector<float>& by_layer = lens.emplace_back();
+        if (const auto v = row.find(side); v != row.end() && v->is_array())
+            for (const json& x : *v) by_layer.push_back(x.is_number() ? x.get<float>() : NAN);
+    }
+    run->t.AddLens(std::move(lens));
     run->t.Add(step.step, step.checkpoint, step.n_layer, step.n_head, std::move(step.heads), losses, step.n_tokens, std::move(step.tau_q));
     return "";
 }

@@ -107,7 +107,7 @@ std::string RunCurveNames() {
     std::string out;
     for (const char* k : kRunHeadValues) out += std::string(out.empty() ? "" : ", ") + k;
     for (const char* k : kRunBaseValues) out += std::string(", ") + k;
-    return out + ", loss, " + kRunTokenCurve + ", " + kRunLensCurve;
+    return out + ", loss, " + kRunTokenCurve + ", " + kRunLensCurve + ", " + kRunLensDiffCurve + ", " + kRunLensDiffBaseCurve;
 }
 
 HeadRef ReadHead(const json& v, const std::string& name) {

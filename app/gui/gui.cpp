@@ -122,6 +122,8 @@ public:
         m_start_global_pass = options.global_pass;
         m_start_lens = options.lens;
         m_state.timeline_lens = m_state.timeline_lens || options.lens;  // with --run, the timeline's lens curve too
+        // --lens with a run shows the lens curve, unless a session chose one.
+        if (options.lens && !options.run.empty() && !session) m_state.settings.run_curve = kRunLensCurve;
         m_state.big_model_parameters = options.big_model_parameters;
         m_worker.SetBigModelParameters(options.big_model_parameters);
         m_show_export = options.show == "export";
@@ -208,7 +210,7 @@ public:
         m_place_from = "the session's head L" + std::to_string(s.selected.layer) + " H" + std::to_string(s.selected.head);
         m_query_from = "the session's query";
         m_state.settings = s.settings;
-        m_state.timeline_lens = s.settings.run_curve == kRunLensCurve;  // the curve it showed needs the timeline's lens
+        m_state.timeline_lens = IsRunLensCurve(s.settings.run_curve);  // the curve it showed needs the timeline's lens
         ++m_state.layout_generation;  // the panes take the session's sizes
         m_apply_tab = true;
         m_views.export_dialog.SetOptions(s.export_options);

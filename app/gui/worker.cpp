@@ -484,14 +484,14 @@ void InferenceWorker::TimelineJob(const Request& r) {
                 if (!a && m_cancel) return;
                 if (const std::string why = a ? timeline.Fits(RunModelOf(c), a->tokens.ids) : ""; !why.empty()) {
                     fail(why);
-                } else if (model::Result<std::vector<float>> lens = a && r.lens_compare ? StepLens((*runner)->engine(), a->tokens.ids)
-                                                                                             : std::vector<float>{};
+                } else if (model::Result<std::vector<std::vector<float>>> lens = a && r.lens_compare ? StepLens((*runner)->engine(), *a)
+                                                                                                            : std::vector<std::vector<float>>{};
                            a && !lens && m_cancel) {
                     return;
                 } else if (a && !lens) {
                     fail("the lens: " + lens.error());  // not added: every step of the timeline has its lens
                 } else if (a) {
-                    if (r.lens_compare) timeline.lens_loss.push_back(std::move(*lens));
+                    if (r.lens_compare) timeline.AddLens(std::move(*lens));
                     timeline.Add(step.step, file, *a);
                     // The run's own step, as the Run tab would show it (no what-ifs here): kept, so
                     // that the slider shows it at once.
@@ -510,14 +510,16 @@ void InferenceWorker::TimelineJob(const Request& r) {
     }
 }
 
-model::Result<std::vector<float>> InferenceWorker::StepLens(model::Engine& engine, const std::vector<int32_t>& ids) {
-    model::LensOptions options;
-    options.cancel = &m_cancel;
-    auto lens = engine.RunLens(ids, model::MapSide::Ssa, options);
-    if (!lens) return model::Fail(lens.error());
-    std::vector<float> by_layer;
-    for (double v : LensLossMeans(*lens)) by_layer.push_back(static_cast<float>(v));
-    return by_layer;
+model::Result<std::vector<std::vector<float>>> InferenceWorker::StepLens(model::Engine& engine, const model::Analysis& a) {
+    auto sides = RunLensSides(engine, a, {}, &m_cancel);  // as `export --run --lens`: SSA, its comparison, the base
+    if (!sides) return model::Fail(sides.error());
+    std::vector<std::vector<float>> out;
+    for (const auto& side : *sides) {
+        std::vector<float> by_layer;
+        for (double v : LensLossMeans(*side)) by_layer.push_back(static_cast<float>(v));
+        out.push_back(std::move(by_layer));
+    }
+    return out;
 }
 
 std::vector<model::MapSide> InferenceWorker::LensSides(const Request& r) const {

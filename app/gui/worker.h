@@ -231,8 +231,8 @@ private:
         std::shared_ptr<const RunTrack> resume;
     };
 
-    // A run's step's SSA lens loss by layer [L + 1] (the Timeline job's, with its lens).
-    model::Result<std::vector<float>> StepLens(model::Engine& engine, const std::vector<int32_t>& ids);
+    // A run's step's lens loss by layer [L + 1], each side's (SSA, its comparison, the base): the Timeline job's, with its lens.
+    model::Result<std::vector<std::vector<float>>> StepLens(model::Engine& engine, const model::Analysis& a);
     uint64_t Push(Request request);
     void Loop();
     void Handle(const Request& request);

@@ -87,9 +87,9 @@ void RunView::DrawTimeline(WindowState& state) {
     ImGui::BeginDisabled(state.timeline_running);
     ImGui::Checkbox("Lens", &state.timeline_lens);
     ImGui::EndDisabled();
-    viz::ItemTooltip("Each step's loss on the text read after each layer (the logit lens) too: the curve 'loss read after each "
-                     "layer' shows when each layer came to predict the text. A lens pass a step more (`ssaviz export --run --lens`). "
-                     "Run the timeline again to add it.");
+    viz::ItemTooltip("Each step's loss on the text read after each layer (the logit lens) too, on every side: the curves 'loss "
+                     "by layer' (when each layer came to predict the text) and 'SSA - comparison, by layer'. A lens pass a side and "
+                     "step more (`ssaviz export --run --lens`). Run the timeline again to add it.");
     ImGui::SameLine();
     if (one_token) ImGui::TextDisabled("the text is one token: give it two or more");
     else if (state.timeline_running && t) ImGui::TextDisabled("%zu of %zu steps...", t->tried, t->total);
@@ -105,9 +105,10 @@ void RunView::DrawTimeline(WindowState& state) {
                     "at the run's first step ('-': never). A head that gets there sooner found its distinct, sparse attention sooner.\n"
                     "The loss is the next-token loss on the shown text: a run trained for another task need not lower it (the "
                     "graph experiment trains its attention rows against the target maps, not the next token).\n"
-                    "With Lens ticked (or --lens), the loss read after each layer: the embeddings' and each layer's but the last as "
-                    "coloured lines, the model's own (after its last layer) on top. Where a layer's line falls, that layer came to "
-                    "predict the text's next tokens.");
+                    "With Lens ticked (or --lens), the loss read after each layer: each layer's but the last as coloured lines, "
+                    "the model's own (after its last layer) on top. Where a layer's line falls, that layer came to predict the "
+                    "text's next tokens. 'SSA - comparison, by layer' is SSA's less its comparison's (tau = 1: the temperatures' "
+                    "part, layer by layer), 'SSA - base' less the base's.");
     if (!t || t->timeline.steps.empty()) {
         for (const std::string& f : t ? t->failed : std::vector<std::string>{})
             if (!(one_token && f == kRunNeedsTwoTokens)) ImGui::TextWrapped("failed: %s", f.c_str());  // said beside the button

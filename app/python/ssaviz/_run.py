@@ -18,8 +18,10 @@ import numpy as np
 from . import _python_words, _r, _ssaviz
 
 
-# With lens=True, SSA's lens of each step (Analysis.lens()'s arrays, named as `export --lens` names its files).
+# With lens=True, SSA's lens of each step (Analysis.lens()'s arrays, named as `export --lens` names its files),
+# and its comparison's and base's loss by layer and heads' attribution (run.json's lens_loss_compare, lens_loss_base).
 _LENS_ARRAYS = {"lens_loss": "loss", "dla": "dla", "dla_mlp": "dla_mlp", "dla_embed": "dla_embed", "dla_const": "dla_const", "dla_logit": "logit"}
+_LENS_SIDE_ARRAYS = {"lens_loss": "loss", "dla": "dla"}
 
 
 def _analyze_step(step, path, device, flags, text, compare, truncate, base=None, lens=False):
@@ -45,6 +47,11 @@ def _analyze_step(step, path, device, flags, text, compare, truncate, base=None,
         if lens:
             side = a.lens("ssa")
             arrays.update({name: np.array(side[key]) for name, key in _LENS_ARRAYS.items()})
+            # The sides `export --run --lens` reads: the comparison (not the unedited model, SSA itself) and the base.
+            others = (["compare"] if a.compare != "none" and a.comparison_kind != "unedited" else []) + (["base"] if a.comparison_kind == "base" else [])
+            for other in others:
+                side = a.lens(other)
+                arrays.update({f"{name}_{other}": np.array(side[key]) for name, key in _LENS_SIDE_ARRAYS.items()})
         return step, arrays, None
 
 
@@ -89,7 +96,8 @@ class RunAnalysis:
     Analysis.metrics's keys ([S, L, H, T] or [S, L, H]), tau_q, tau_v ([S, L, H, T]), loss,
     loss_compare, with a base loss_base ([S, T - 1]), analysed with lens=True SSA's lens: lens_loss
     ([S, L + 1, T - 1], the loss read after each layer), dla ([S, L, H, T - 1], each head's part of
-    the next token's logit), dla_mlp, dla_embed, dla_const, dla_logit; head(name) is a row metric's value per head,
+    the next token's logit), dla_mlp, dla_embed, dla_const, dla_logit, and its comparison's and
+    base's lens_loss_compare, dla_compare, lens_loss_base, dla_base; head(name) is a row metric's value per head,
     [S, L, H], as metrics.json's and run.json's (the mean over query rows 2..T; over every row for
     tau_q, tau_v and effective_qk_norm) (against a base head("js_total") is
     all that fine-tuning had changed by each step, head("js_drift") the other weights' part)."""
@@ -212,8 +220,9 @@ class Run:
         dask.distributed `client`, the checkpoints run on its workers. A checkpoint that does not
         open or run, or has another shape than the first step's, is skipped with a warning and
         listed in `failed`. base: a fine-tune's base (as Model.analyze's; implies compare="base"),
-        every step against it. lens=True: SSA's lens of each step too (a forward pass more a step):
-        arrays("lens_loss"), arrays("dla") ..., lens_loss_mean. Returns a RunAnalysis."""
+        every step against it. lens=True: each step's lens too, SSA's, its comparison's and the base's
+        (a forward pass more a side and step): arrays("lens_loss"), arrays("dla") ...,
+        arrays("lens_loss_compare"), lens_loss_mean. Returns a RunAnalysis."""
         from . import _base_arg, _bool, _text
         from ._batch import _client
         where = "Run.analyze()"

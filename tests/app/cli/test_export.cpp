@@ -757,11 +757,17 @@ TEST_F(Cli, ExportRunWithTheLensFollowsEachLayersLoss) {
         for (int64_t t = 0; t < shape[1]; ++t) sum += per_position[l * shape[1] + t];
         EXPECT_NEAR(timeline["steps"][1]["lens_loss"][l].get<double>(), sum / shape[1], 1e-5) << "layer " << l;
     }
-    // The curve: the embeddings and each layer but the last as lines, the model's own on top.
+    // The curve: each layer but the last as lines, the model's own on top (the embeddings' alone, far
+    // above, squashed the layers': in run_lens.csv only).
     const std::string svg = ReadFile(dir + "/out/curves/lens_loss.svg");
-    for (const char* name : {">the embeddings<", ">after layer 0<", ">after layer 1<", ", its loss<"})
+    for (const char* name : {">after layer 0<", ">after layer 1<", ", its loss<"})
         EXPECT_NE(svg.find(name), std::string::npos) << name;
     EXPECT_EQ(svg.find(">after layer 2<"), std::string::npos) << "the last layer's is the model's own line";
+    EXPECT_EQ(svg.find("embeddings"), std::string::npos);
+    // SSA's less tau = 1's and less the base's, layer by layer: what the temperatures, and all of
+    // fine-tuning, changed in what each layer predicts.
+    EXPECT_NE(ReadFile(dir + "/out/curves/lens_loss_diff.svg").find("SSA minus tau=1"), std::string::npos);
+    EXPECT_NE(ReadFile(dir + "/out/curves/lens_loss_diff_base.svg").find("SSA minus base"), std::string::npos);
     EXPECT_NE(timeline["about"].get<std::string>().find("lens_loss[0 .. L]"), std::string::npos);
     // Without --lens nothing of it is written.
     r = Ssaviz({"export", "--run", run, "--text", text, "--out", dir + "/plain", "--format", "json,svg"});

@@ -839,7 +839,8 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
         EXPECT_EQ(s["timeline_lens"], true);
         EXPECT_EQ(s["timeline_steps"], nlohmann::json({100, 200, 400}));
         EXPECT_EQ(s["run_curve"], "lens_loss");
-        EXPECT_EQ(s["run_curves"], nlohmann::json({"entropy", "js_divergence", "sink_mass", "tau_q_mean", "loss", "tau_q_token", "lens_loss"}));
+        EXPECT_EQ(s["run_curves"],
+                  nlohmann::json({"entropy", "js_divergence", "sink_mass", "tau_q_mean", "loss", "tau_q_token", "lens_loss", "lens_loss_diff"}));
         ASSERT_TRUE(meta_lens["regions"].contains("run_curves")) << meta_lens["regions"].dump();
         const nlohmann::json r = meta_lens["regions"]["run_curves"];
         EXPECT_GT(DistinctColours(Load(png_lens), r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 6u);
@@ -856,6 +857,16 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
             for (size_t l = 0; l < 3; ++l)
                 EXPECT_NEAR(s["timeline_lens_loss"][k][l].get<double>(), exported["steps"][k]["lens_loss"][l].get<double>(), 1e-6) << k << " " << l;
         }
+        // --lens with a run shows that curve at once (no session needed).
+        ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --run " + run + " --lens --text 'The cat sat on the mat.' --screenshot " + png_lens +
+                                 " --frames 4",
+                             dir + "/lens_flag_log.txt"),
+                  0)
+            << ReadFile(dir + "/lens_flag_log.txt");
+        const nlohmann::json flag = nlohmann::json::parse(ReadFile(png_lens + ".json"), nullptr, false);
+        ASSERT_TRUE(flag.is_object() && flag.contains("state")) << ReadFile(dir + "/lens_flag_log.txt");
+        EXPECT_EQ(flag["state"]["run_curve"], "lens_loss");
+        EXPECT_EQ(flag["state"]["timeline_lens"], true);
     }
     // A session keeps the run and the step shown: it opens there again, on the session's tab.
     std::ofstream(dir + "/session.json") << nlohmann::json{{"ssaviz_session", 1}, {"run", run}, {"model", run + "/iter-000200-ckpt.pth"},

@@ -160,6 +160,10 @@ def test_the_lens_over_the_steps_is_the_command_lines(run_dir, tmp_path):
         ra = ssaviz.load_run(run_dir).analyze(TEXT, lens=True)
         plain = ssaviz.load_run(run_dir).analyze(TEXT)
     np.testing.assert_allclose(ra.lens_loss_mean, [s["lens_loss"] for s in timeline["steps"]], rtol=0, atol=1e-5)
+    # tau = 1's too, as run.json's lens_loss_compare: the temperatures' part, layer by layer.
+    np.testing.assert_allclose(ra.arrays("lens_loss_compare").mean(axis=-1), [s["lens_loss_compare"] for s in timeline["steps"]], rtol=0, atol=1e-5)
+    np.testing.assert_array_equal(ra.arrays("dla_compare")[-1], ssaviz.load_run(run_dir).model(300).analyze(TEXT).lens("compare")["dla"])
+    assert "lens_loss_base" not in ra.keys()  # no base
     T = len(ra.arrays("ids")[0])
     assert ra.arrays("dla").shape == (3, 2, 2, T - 1) and ra.arrays("lens_loss").shape == (3, 3, T - 1)
     for name, key in (("lens_loss", "loss"), ("dla", "dla"), ("dla_mlp", "dla_mlp"), ("dla_logit", "logit")):
