@@ -326,6 +326,23 @@ std::vector<int64_t> StepsToSparsity(const RunTimeline& t) {
     return out;
 }
 
+std::vector<int64_t> StepsToLensHalfway(const RunTimeline& t) {
+    std::vector<int64_t> out(static_cast<size_t>(t.n_layer) + 1, -1);
+    if (!t.HasLens()) return out;
+    for (size_t l = 0; l < out.size(); ++l) {
+        auto at = [&](size_t k) { return l < t.lens_loss[k].size() ? t.lens_loss[k][l] : NAN; };
+        const float first = at(0), last = at(t.steps.size() - 1);
+        if (!(first - last > 0)) continue;  // no fall, or a NaN
+        const float halfway = first - 0.5f * (first - last);
+        for (size_t k = 0; k < t.steps.size(); ++k)
+            if (at(k) <= halfway) {
+                out[l] = t.steps[k];
+                break;
+            }
+    }
+    return out;
+}
+
 std::vector<float> StepsToSparsityValues(const RunTimeline& run, const RunTimeline* compare, MapMode side) {
     auto values = [](const RunTimeline& t) {
         std::vector<float> v;

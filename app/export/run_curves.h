@@ -135,6 +135,10 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
 // Each head's steps to sparsity [L * H]: the first step at which its mean entropy on the text is
 // below half of its entropy at the run's first analysed step; -1: never (or no entropy to halve).
 std::vector<int64_t> StepsToSparsity(const RunTimeline& t);
+// When each layer came to predict the text [L + 1] (a run with the lens): the first step at which the
+// loss read after it (0: the embeddings, L: the model's own) had fallen half of the way from the
+// run's first analysed step's to its last's; -1: it did not fall (or no lens).
+std::vector<int64_t> StepsToLensHalfway(const RunTimeline& t);
 // The same as a head value [L * H] for the heads matrix: the run's (MapMode::Ssa), the compare
 // run's (Compare: needs `compare` of the same shape), or run minus compare run (Difference);
 // never reached, or no compare run: NaN.

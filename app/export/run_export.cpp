@@ -104,7 +104,13 @@ json TimelineJson(const RunResults& r) {
         }
         grid.push_back(std::move(row));
     }
-    return {{"run", r.t.dir}, {"steps", r.rows}, {"failed", r.failures}, {"steps_to_sparsity", std::move(grid)}};
+    json out = {{"run", r.t.dir}, {"steps", r.rows}, {"failed", r.failures}, {"steps_to_sparsity", std::move(grid)}};
+    if (r.t.HasLens()) {
+        json halfway = json::array();
+        for (int64_t step : StepsToLensHalfway(r.t)) halfway.push_back(step < 0 ? json() : json(step));
+        out["steps_to_lens_halfway"] = std::move(halfway);
+    }
+    return out;
 }
 
 model::Status WriteCurves(const std::vector<const RunTimeline*>& runs, const ExportOptions& options) {
@@ -362,7 +368,9 @@ model::Status WriteRunFiles(const ExportOptions& options, const RunResults& run,
     if (run.t.HasLens())
         timeline["about"] = timeline["about"].get<std::string>() +
                             "; lens_loss[0 .. L]: the mean loss read after the embeddings (0) and each layer (L: the model's own), "
-                            "lens_loss_compare and lens_loss_base the other sides' (run_lens.csv)";
+                            "lens_loss_compare and lens_loss_base the other sides' (run_lens.csv); steps_to_lens_halfway[0 .. L]: "
+                            "the first step at which lens_loss[l] had fallen half of the way from the first step's to the last's "
+                            "(null: it did not fall)";
     if (compare) timeline["compare_run"] = TimelineJson(*compare);
     // Against a base, each head's js_total and js_drift too (RunHeadValues); the compare run's rows
     // have the run's columns.

@@ -454,6 +454,7 @@ model::Status WriteScreenshot(const std::string& path, int width, int height, co
                             {"run_curve", v.run_curve},
                             {"timeline_lens", state.timeline && state.timeline->lens},
                             {"timeline_lens_loss", state.timeline ? nlohmann::json(state.timeline->timeline.lens_loss) : nlohmann::json::array()},
+                            {"timeline_lens_halfway", state.timeline ? nlohmann::json(StepsToLensHalfway(state.timeline->timeline)) : nlohmann::json::array()},
                             {"lens_map", ToString(v.lens_map)},
                             {"ranking", ToString(v.ranking)},
                             {"lens_target", ToString(v.lens_target)},

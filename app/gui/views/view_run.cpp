@@ -145,6 +145,7 @@ void RunView::DrawTimeline(WindowState& state) {
         if (t->compare && !t->compare->steps.empty()) curves.push_back(Curve(*t->compare, key, m_head, token));
         m_plot = RunCurvesPlot(key, curves, /*points=*/false);
         m_sparse = StepsToSparsity(t->timeline);
+        m_halfway = StepsToLensHalfway(t->timeline);
         m_sparse_compare.clear();
         if (t->compare && t->compare->n_layer == t->timeline.n_layer && t->compare->n_head == t->timeline.n_head)
             m_sparse_compare = StepsToSparsity(*t->compare);
@@ -155,6 +156,16 @@ void RunView::DrawTimeline(WindowState& state) {
     const float plot_h = std::max(160.0f, ImGui::GetContentRegionAvail().y * 0.55f);
     viz::DrawPlot("##run_curves", ImVec2(0, plot_h), m_plot);
     state.regions["run_curves"] = Rect{at.x, at.y, ImGui::GetItemRectSize().x, plot_h};
+    if (IsRunLensCurve(key) && t->timeline.HasLens()) {  // when each layer came to predict the text
+        std::string line = "Half of the fall by step:";
+        for (size_t l = 1; l < m_halfway.size(); ++l)
+            line += (l == 1 ? " " : ", ") + (l + 1 == m_halfway.size() ? std::string("its loss ") : "L" + std::to_string(l - 1) + " ") +
+                    (m_halfway[l] < 0 ? std::string("-") : std::to_string(m_halfway[l]));
+        ImGui::TextWrapped("%s", line.c_str());
+        viz::ItemTooltip("The first step at which the loss read after each layer had fallen half of the way from the run's first "
+                         "step's to its last's ('-': it did not fall): when that layer came to predict the text. run.json's "
+                         "steps_to_lens_halfway.");
+    }
 
     const RunTimeline& tl = t->timeline;
     ImGui::TextUnformatted(m_sparse_compare.empty() ? "Steps to sparsity (layer x head)"

@@ -28,6 +28,7 @@ private:
     HeadRef m_head;
     viz::Plot m_plot;
     std::vector<int64_t> m_sparse, m_sparse_compare;  // the compare run's: empty without one
+    std::vector<int64_t> m_halfway;                   // StepsToLensHalfway of the run (with the lens)
 };
 
 }  // namespace app

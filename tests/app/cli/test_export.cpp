@@ -769,6 +769,44 @@ TEST_F(Cli, ExportRunWithTheLensFollowsEachLayersLoss) {
     EXPECT_NE(ReadFile(dir + "/out/curves/lens_loss_diff.svg").find("SSA minus tau=1"), std::string::npos);
     EXPECT_NE(ReadFile(dir + "/out/curves/lens_loss_diff_base.svg").find("SSA minus base"), std::string::npos);
     EXPECT_NE(timeline["about"].get<std::string>().find("lens_loss[0 .. L]"), std::string::npos);
+    // When each layer came to predict the text: the first step whose lens loss had fallen half of the
+    // way from the first step's to the last's (null: no fall), recomputed here from the rows; on these
+    // random steps and on the shipped graph run, whose loss falls.
+    auto expect_halfway = [](const json& t, size_t layers) -> int {
+        if (t["steps_to_lens_halfway"].size() != layers + 1) {
+            ADD_FAILURE() << "steps_to_lens_halfway: " << t["steps_to_lens_halfway"];
+            return -1;
+        }
+        const json& steps = t["steps"];
+        int fell = 0;
+        for (size_t l = 0; l <= layers; ++l) {
+            const float first = steps.front()["lens_loss"][l].get<float>(), last = steps.back()["lens_loss"][l].get<float>();
+            json want;
+            for (const json& s : steps)
+                if (first > last && s["lens_loss"][l].get<float>() <= first - 0.5f * (first - last)) {
+                    want = s["step"];
+                    break;
+                }
+            EXPECT_EQ(t["steps_to_lens_halfway"][l], want) << "layer " << l;
+            fell += !want.is_null();
+        }
+        return fell;
+    };
+    expect_halfway(timeline, L);
+    // The same checkpoints the other way round (b, then a twice): every layer's loss falls, half way by
+    // step 200, before the last step.
+    const std::string falling = dir + "/falling";
+    fs::create_directories(falling);
+    for (const fs::directory_entry& e : fs::directory_iterator(run))
+        if (e.path().extension() != ".pth") fs::copy(e.path(), falling / e.path().filename());
+    fs::copy_file(dir + "/b/lit_model.pth", falling + "/iter-000100-ckpt.pth");
+    fs::copy_file(dir + "/a/lit_model.pth", falling + "/iter-000200-ckpt.pth");
+    fs::copy_file(dir + "/a/lit_model.pth", falling + "/iter-000300-ckpt.pth");
+    r = Ssaviz({"export", "--run", falling, "--lens", "--text", text, "--out", dir + "/falling_out", "--format", "json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json fell = json::parse(ReadFile(dir + "/falling_out/run.json"));
+    EXPECT_EQ(expect_halfway(fell, L), L + 1) << fell["steps_to_lens_halfway"];
+    EXPECT_EQ(fell["steps_to_lens_halfway"][L], 200);
     // Without --lens nothing of it is written.
     r = Ssaviz({"export", "--run", run, "--text", text, "--out", dir + "/plain", "--format", "json,svg"});
     ASSERT_EQ(r.code, 0) << r.err;

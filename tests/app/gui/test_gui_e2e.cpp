@@ -857,6 +857,12 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
             for (size_t l = 0; l < 3; ++l)
                 EXPECT_NEAR(s["timeline_lens_loss"][k][l].get<double>(), exported["steps"][k]["lens_loss"][l].get<double>(), 1e-6) << k << " " << l;
         }
+        // When each layer came to predict the text, as run.json says it (-1 there: null).
+        ASSERT_EQ(s["timeline_lens_halfway"].size(), 3u);
+        for (size_t l = 0; l < 3; ++l) {
+            const nlohmann::json& want = exported["steps_to_lens_halfway"][l];
+            EXPECT_EQ(s["timeline_lens_halfway"][l].get<int64_t>(), want.is_null() ? -1 : want.get<int64_t>()) << l;
+        }
         // --lens with a run shows that curve at once (no session needed).
         ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --run " + run + " --lens --text 'The cat sat on the mat.' --screenshot " + png_lens +
                                  " --frames 4",
