@@ -359,10 +359,15 @@ std::string AddRunStep(RunResults* run, RunStepResult step) {
 model::Status WriteRunFiles(const ExportOptions& options, const RunResults& run, const RunResults* compare) {
     const fs::path out(options.out_dir);
     model::MakeFolders(out.string());
+    for (const auto& [side, folder] : {std::pair{&run, out}, std::pair{compare, out / "compare-run"}})
+        for (const json& failure : side ? side->failures : json::array()) {
+            std::error_code ignored;
+            fs::remove_all(folder / StepFolder(failure.at("step").get<int64_t>()), ignored);
+        }
     json timeline = TimelineJson(run);
     timeline["about"] =
-        "per step: the model's means as a batch summary's row (line: the step's place in the run, 1 the first; name: its folder "
-        "with --steps; loss: the mean loss, run.csv's loss_mean; entropies, JS divergences and losses in nats), and "
+        "per step: the model's means as a batch summary's row (line: the step's place in the run, 1 the first; name: the folder "
+        "its export goes to when --steps chooses it; loss: the mean loss, run.csv's loss_mean; entropies, JS divergences and losses in nats), and "
         "heads[value][layer][head]; steps_to_sparsity[layer][head]: the first "
         "step whose mean entropy is below half of the first step's (null: never)";
     if (run.t.HasLens())

@@ -67,7 +67,9 @@ struct RunResults {
 std::string AddRunStep(RunResults* run, RunStepResult step);
 
 // run.json, run.csv, tau_q.npy (and compare-run/tau_q.npy) and with PNG / SVG the curves, in
-// options.out_dir; `run` has at least one analysed step.
+// options.out_dir, the run's staging folder; `run` has at least one analysed step. A failed step's
+// export written there before it failed (a step whose tokenizer is not the run's first step's is
+// found out only as it is added) is removed: the steps exported are the steps in run.json.
 model::Status WriteRunFiles(const ExportOptions& options, const RunResults& run, const RunResults* compare);
 
 // A step's folder name: step-NNNNNN (six digits, as the official names are).

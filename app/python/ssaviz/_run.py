@@ -55,7 +55,7 @@ def _analyze_step(step, path, device, flags, text, compare, truncate, base=None,
         return step, arrays, None
 
 
-def _export_step(step, path, device, load_flags, text, compare, base, ablate, truncate, export_flags, full_out):
+def _export_step(step, path, full_out, device, load_flags, text, compare, base, ablate, truncate, export_flags):
     """One checkpoint on the text as `ssaviz export --run` analyses it: its result as JSON (a
     failure is inside it); with `full_out`, that checkpoint's whole export written there too.
     base: the base's folder with compare="base" ("": the one beside each checkpoint)."""
@@ -67,10 +67,11 @@ def _export_step(step, path, device, load_flags, text, compare, base, ablate, tr
 
 
 def _run_map(client, fn, jobs, **kwargs):
-    """fn(step, path, **kwargs) for each (step, path) job, in job order: here, or on the client's workers."""
+    """fn(step, path, full_out, **kwargs) for each (step, path, full_out) job, in job order: here, or
+    on the client's workers."""
     if client is None:
-        return [fn(step, path, **kwargs) for step, path in jobs]
-    futures = client.map(fn, [s for s, _ in jobs], [p for _, p in jobs], pure=False, **kwargs)
+        return [fn(*job, **kwargs) for job in jobs]
+    futures = client.map(fn, *zip(*jobs), pure=False, **kwargs)
     return client.gather(futures)
 
 
@@ -318,33 +319,25 @@ class Run:
         try:
             results = []
             for r, sub in runs:
+                # A chosen step's whole export is written as it is analysed, as the command line's (the
+                # step analysed once); one of a step that then does not fit the run is removed by write_run.
+                folder = os.path.join(os.fsdecode(staged), sub)
+                jobs = [(s, p, os.path.join(folder, f"step-{s:06d}") if s in chosen else "") for s, p in zip(r.steps, r.checkpoints)]
+                if client is not None and sub and any(s in chosen for s in r.steps):
+                    # The run's folder (compare-run) is made here, before any worker runs: workers each
+                    # checking their compare-run/step-N would make and remove a missing one under the
+                    # others (as export_batch makes OUT).
+                    os.makedirs(folder, exist_ok=True)
                 try:
-                    results.append(_run_map(client, _export_step, list(zip(r.steps, r.checkpoints)), full_out="", **common))
+                    results.append(_run_map(client, _export_step, jobs, **common))
                 except ValueError as e:  # what stops the compare run is said as its (a base of another shape than its steps)
                     if not sub:
                         raise
                     raise ValueError(f"{where}: compare_run {_r(os.fspath(r.path))}: {e}") from None
             report = _ssaviz.write_run(staged, _fs(self.path), results[0], _fs(other.path) if other else None, results[1] if other else [],
-                                       export_flags, False)
+                                       export_flags, True)
             for message in report["failed"]:
                 warnings.warn(f"ssaviz: {_python_words(message)}; skipped", stacklevel=3)
-            # Each chosen step's whole export, of the steps each run analysed (as the command line, which
-            # writes them as it analyses).
-            for (r, sub), analysed in zip(runs, (report["run"], report["compare"])):
-                jobs = [(s, p) for s, p in zip(r.steps, r.checkpoints) if s in chosen and s in analysed]
-                fulls = [os.path.join(os.fsdecode(staged), sub, f"step-{s:06d}") for s, _ in jobs]
-                if client is None:
-                    for (s, p), full in zip(jobs, fulls):
-                        _export_step(s, p, full_out=full, **common)
-                else:
-                    # The run's folder (compare-run) is made here, before any worker runs: workers each
-                    # checking their compare-run/step-N would make and remove a missing one under the
-                    # others (as export_batch makes OUT).
-                    if jobs:
-                        os.makedirs(os.path.join(os.fsdecode(staged), sub), exist_ok=True)
-                    client.gather([client.submit(_export_step, s, p, full_out=full, pure=False, **common) for (s, p), full in zip(jobs, fulls)])
-            _ssaviz.write_run(staged, _fs(self.path), results[0], _fs(other.path) if other else None, results[1] if other else [], export_flags,
-                              True)
             _ssaviz.move_tree(staged, _fs(out))
         except BaseException:
             shutil.rmtree(staged, ignore_errors=True)

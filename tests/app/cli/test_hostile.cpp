@@ -823,6 +823,12 @@ TEST_F(Cli, ARunsStepOfAnotherModelIsSkipped) {
     const json timeline = json::parse(ReadFile(dir + "/out/run.json"));
     EXPECT_EQ(timeline["steps"].size(), 2u);
     EXPECT_EQ(timeline["failed"].size(), 3u);
+    // With --steps all, a skipped step has no export: its folder was written as it was analysed and
+    // stayed, beside run.json's saying it was skipped.
+    const Outcome all = Ssaviz({"export", "--run", run, "--text", "The cat sat.", "--out", dir + "/all", "--format", "json", "--steps", "all"});
+    EXPECT_EQ(all.code, 3) << all.err;
+    for (const char* step : {"step-000000", "step-000005"}) EXPECT_TRUE(fs::exists(dir + "/all/" + step + "/metrics.json")) << step;
+    for (const char* step : {"step-000010", "step-000015", "step-000020"}) EXPECT_FALSE(fs::exists(dir + "/all/" + step)) << step;
 }
 
 // What every step opens with is checked before the first: a device the machine lacks, a dtype the

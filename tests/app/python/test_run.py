@@ -132,6 +132,29 @@ def test_export_writes_what_the_command_line_writes(run_dir, tmp_path):
         ssaviz.load_run(run_dir).export(TEXT, tmp_path / "bad", steps=[7])
 
 
+def test_a_step_of_another_model_has_no_export(tmp_path):
+    """steps="all" on a run with a step of another width: that step is skipped and has no folder (its
+    export was written as it was analysed and stayed, beside run.json's saying it was skipped); the
+    files are the command line's, byte for byte."""
+    run = tmp_path / "run"
+    for step, width in ((0, "16"), (5, "16"), (10, "32")):
+        run_cli("init-random", "--out", str(run / f"checkpoint-{step}"), "--layers", "1", "--heads", "2", "--embd", width, "--seed", str(step + 1))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        timeline = ssaviz.load_run(run).export(TEXT, tmp_path / "py", steps="all", formats="json")
+    assert [s["step"] for s in timeline["steps"]] == [0, 5]
+    assert sum("step 10 (checkpoint-10): has a width of 32, the run's first step 16: another model" in str(w.message) for w in caught) == 1
+    got = tree(tmp_path / "py")
+    assert "step-000005/metrics.json" in got and not any(name.startswith("step-000010") for name in got)
+    code, _, err = run_cli("export", "--run", str(run), "--text", TEXT, "--out", str(tmp_path / "cli"), "--steps", "all", "--format", "json",
+                           check=False)
+    assert code == 3, err
+    want = tree(tmp_path / "cli")
+    assert sorted(got) == sorted(want)
+    for name in want:
+        assert got[name] == want[name], name
+
+
 def test_the_lens_over_the_steps_is_the_command_lines(run_dir, tmp_path):
     """lens=True: each step's loss read after each layer in run.json and run_lens.csv, and step 300's
     lens files, byte for byte what `ssaviz export --run --lens` writes; after the last layer the
