@@ -259,6 +259,7 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
         viz::PlotSeries s;
         const std::string layer = (lens ? "after layer " : "layer ") + std::to_string(l);
         s.Name = layer + (runs.size() > 1 ? ", " + first.label : "");  // the first run's layers
+        if (under(first.layers[l], first.all)) s.Name += ", under the run's line";  // listed, yet drawn under it
         s.X = first.steps;
         s.Y = first.layers[l];
         s.Color = viz::SeriesColor(static_cast<int>(l));
@@ -269,6 +270,7 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
     if (!first.base.empty()) {
         viz::PlotSeries s;
         s.Name = "base (where fine-tuning began)";
+        if (under(first.base, first.all)) s.Name += ", under the run's line";
         s.X = first.steps;
         s.Y = first.base;
         s.Color = viz::kBaseColor;

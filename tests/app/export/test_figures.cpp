@@ -287,7 +287,7 @@ TEST(RunCurves, ALegendSaysWhatItsCurvesHide) {
                                                 "vanilla (compare run), all heads (layer 0): 0 at every step"}));
     // Apart by more than a pixel's worth, with two layers, each is drawn and named as it was.
     ssa.compare = {2.0f, 1.4f, 1.0f};
-    ssa.layers = {ssa.all, {2.2f, 1.6f, 1.4f}};
+    ssa.layers = {{1.9f, 1.3f, 0.9f}, {2.2f, 1.6f, 1.4f}};
     vanilla.all = {0.0f, 0.1f, 0.0f};
     vanilla.layers = {vanilla.all, vanilla.all};
     names.clear();
@@ -295,6 +295,23 @@ TEST(RunCurves, ALegendSaysWhatItsCurvesHide) {
         if (!s.Name.empty()) names.push_back(s.Name);
     EXPECT_EQ(names, (std::vector<std::string>{"layer 0, ssa (run)", "layer 1, ssa (run)", "tau=1 (the run's comparison)", "ssa (run), all heads",
                                                 "vanilla (compare run), all heads"}));
+    // The lens: a layer that already predicts as the model does lies under the run's loss (the graph
+    // run's "after layer 0", 0.002 nats from it at every step, was listed and not seen); a base under
+    // it is said so too, one apart is not.
+    app::RunCurve lens;
+    lens.label = "ssa (run)";
+    lens.steps = {0, 100, 200};
+    lens.all = {2.11f, 2.2f, 2.24f};
+    lens.layers = {{2.112f, 2.202f, 2.242f}, {3.0f, 2.9f, 2.8f}};
+    for (const bool base_under : {false, true}) {
+        lens.base = base_under ? lens.all : std::vector<float>{2.5f, 2.5f, 2.5f};
+        names.clear();
+        for (const viz::PlotSeries& s : app::RunCurvesPlot(app::kRunLensCurve, {lens}).Series)
+            if (!s.Name.empty()) names.push_back(s.Name);
+        EXPECT_EQ(names, (std::vector<std::string>{"after layer 0, under the run's line", "after layer 1",
+                                                    base_under ? "base (where fine-tuning began), under the run's line" : "base (where fine-tuning began)",
+                                                    "ssa (run), its loss"}));
+    }
 }
 
 // An exported temperature highlight colours its tokens on the model's scale around 1 and shows in
