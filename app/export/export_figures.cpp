@@ -282,7 +282,7 @@ const std::vector<std::string>& SparsityFigureNames() {
 
 viz::Range FineTuneRange(const model::Decomposition& d, bool log_scale) {
     float most = 1e-6f, least = INFINITY;
-    for (const std::vector<float>* part : {&d.js_temperature, &d.js_drift})
+    for (const std::vector<float>* part : {&d.js_temperature, &d.js_drift, &d.js_total})
         for (float v : *part)
             if (std::isfinite(v)) {
                 most = std::max(most, v);

@@ -105,7 +105,8 @@ int FineTuneLossWindow(size_t n);
 // Each value's mean over the `window` values centred on it (fewer at the ends), non-finite ones
 // left out (NaN where all are).
 std::vector<float> CentredMean(const std::vector<float>& y, int window);
-// The one scale of both parts' matrices: linear from 0 to the largest value; on a log scale from the
+// The one scale of a fine-tune's JS matrices (both parts', and the window's Matrix draws all three JS
+// on it): linear from 0 to the largest value of the three, the whole change's too; on a log scale from the
 // smallest value above float32 rounding (kJsRoundingFloor), at most four decades below the largest,
 // to it (a small part beside a large one still shows, and parts within a decade of each other are
 // not one colour).

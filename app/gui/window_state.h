@@ -10,6 +10,7 @@
 #include "app/core/state.h"
 #include "app/core/timeline.h"
 #include "app/gui/worker.h"
+#include "viz/colormap.h"
 
 namespace app {
 
@@ -67,6 +68,7 @@ struct WindowState : AppState {
     double analysis_answered_ms = 0;    // its request to its answer (the rest of last_latency_ms: to pixels)
     float frame_ms = 0;
     std::map<std::string, Rect> regions;  // "heatmap", "tokens", "heads", ...
+    std::map<std::string, viz::Range> scales;  // a view's colour scale by its region ("matrix", "finetune_matrix"): what a colour means
     // The logit lens and attribution (the Lens tab): the last run, of the text whose ids it holds
     // (stale once the analysis's ids differ); a request, and whether one runs.
     std::shared_ptr<const LensPair> lens;

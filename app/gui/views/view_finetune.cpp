@@ -111,6 +111,7 @@ void FineTuneView::DrawMatrices(WindowState& state) {
     const model::Decomposition& d = m_parts;
     const int L = d.n_layer, H = d.n_head;
     const viz::Range range = FineTuneRange(d, m_log_scale);
+    state.scales["finetune_matrix"] = range;
     const viz::Colormap colormap = state.settings.colormap;
 
     TitleWithHelp("Each head's change: JS divergence of its rows, nats",
@@ -119,7 +120,8 @@ void FineTuneView::DrawMatrices(WindowState& state) {
                   "input (its own layer's alone: the comparison 'tau=1 local (layer by layer)', without the base; its part of the loss:\n"
                   "What-ifs > Which heads matter).\n"
                   "Right: tau = 1 against the base, what fine-tuning the other weights changed.\n"
-                  "One colour scale for both, linear from 0 as finetune.png draws it, or logarithmic (at most four decades) with\n"
+                  "One colour scale for both (the Matrix's JS too), from 0 to the largest of the three JS, the whole change's too:\n"
+                  "linear as finetune.png draws it, or logarithmic (at most four decades) with\n"
                   "'log scale' (export --log); the whole change (SSA against base) is on hover.\n"
                   "Click a head to show it (View > SSA | tau=1 | base shows its three maps, key 5); Ctrl+click pins it.");
     ImGui::Checkbox("log scale##finetune", &m_log_scale);

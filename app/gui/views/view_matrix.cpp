@@ -7,6 +7,7 @@
 #include <imgui.h>
 
 #include "app/core/names.h"
+#include "app/export/export_figures.h"
 #include "app/gui/views/view_common.h"
 #include "viz/imgui/widgets.h"
 
@@ -101,8 +102,9 @@ void HeadMatrixView::Draw(WindowState& state) {
     float lo = INFINITY, hi = -INFINITY;
     for (float v : values)
         if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
-    // Colours: around 1 for temperatures, around 0 for a difference, from 0 for a divergence (as
-    // the Fine-tune tab and finetune.png draw JS), else the metric's range.
+    // Colours: around 1 for temperatures (the token strip's rule over the heads' means), around 0
+    // for a difference, from 0 for a divergence, else the metric's range. With a base the three JS
+    // take the Fine-tune tab's scale (finetune.png's): one value, one colour in both tabs.
     viz::Colormap colormap = state.settings.colormap;
     viz::Range range{lo, hi > lo ? hi : lo + 1e-6f};
     viz::Range shown = range;  // the part of it the colour bar shows: the part of a temperature scale the heads reach
@@ -117,7 +119,12 @@ void HeadMatrixView::Draw(WindowState& state) {
         colormap = viz::Colormap::Diverging;
     } else if (!steps && quantity.scale == Scale::FromZero && lo >= 0.0f) {
         range = shown = {0.0f, std::max(hi, 1e-6f)};
+        if (a.HasBase() && (metric.key == "js_divergence" || metric.key == "js_total" || metric.key == "js_drift")) {
+            if (!SameAnalysis(m_parts_for, state.analysis)) m_parts_for = state.analysis, m_parts = model::Decompose(a);
+            if (!m_parts.empty()) range = shown = FineTuneRange(m_parts, /*log_scale=*/false);
+        }
     }
+    state.scales["matrix"] = range;
     ImGui::PushTextWrapPos(0.0f);  // what the cells hold, wrapped in a narrow pane rather than cut
     if (steps)
         ImGui::TextDisabled("%s%s, %s", side == MapMode::Difference ? "run - compare run: " : side == MapMode::Compare ? "compare run: " : "",

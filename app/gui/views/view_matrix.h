@@ -4,6 +4,7 @@
 // hover. Click selects a head, Ctrl+click pins it.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -21,6 +22,9 @@ public:
 private:
     HeadSummaries m_summaries;
     MapMode m_side = MapMode::Ssa;  // which number a cell shows
+    // With a base, the decomposition whose scale the three JS take (the Fine-tune tab's), and its analysis.
+    std::weak_ptr<const model::Analysis> m_parts_for;
+    model::Decomposition m_parts;
     // Numbers in the cells when they do not fit the pane (the matrix scrolls) or the whole matrix
     // fitted without them; unset: whichever suits the shape (the user's checkbox sets it).
     std::optional<bool> m_numbers;

@@ -121,19 +121,22 @@ TEST_F(ExportFigures, LongFineTuneLossesAreFaintLinesUnderTheirMeans) {
 
 // The fine-tune matrices' one scale: on a log scale from the smallest value above float32 rounding
 // (parts within a decade of each other were one colour over a fixed four decades), never more than
-// four decades; linear from 0.
+// four decades; linear from 0. Its top is the largest of the three JS, the whole change's too (the
+// window's Matrix draws all three on it).
 TEST(FineTuneRange, LogFromTheSmallestValueAtMostFourDecades) {
     model::Decomposition d;
     d.n_layer = 1, d.n_head = 2;
-    d.js_total = {0.5f, 0.5f};
+    d.js_total = {0.3f, 0.3f};
     d.js_temperature = {0.0f, 0.02f};
     d.js_drift = {1e-7f, 0.4f};  // below rounding: not the scale's bottom
     EXPECT_FLOAT_EQ(app::FineTuneRange(d, true).min, 0.02f);
     EXPECT_FLOAT_EQ(app::FineTuneRange(d, true).max, 0.4f);
     EXPECT_FLOAT_EQ(app::FineTuneRange(d, false).min, 0.0f);
+    d.js_total = {0.5f, 0.5f};
+    EXPECT_FLOAT_EQ(app::FineTuneRange(d, false).max, 0.5f);
     d.js_temperature = {1e-5f, NAN};
-    EXPECT_FLOAT_EQ(app::FineTuneRange(d, true).min, 0.4f * 1e-4f);
-    d.js_temperature = d.js_drift = {0.0f, 0.0f};  // nothing changed: a range still
+    EXPECT_FLOAT_EQ(app::FineTuneRange(d, true).min, 0.5f * 1e-4f);
+    d.js_total = d.js_temperature = d.js_drift = {0.0f, 0.0f};  // nothing changed: a range still
     EXPECT_LT(app::FineTuneRange(d, true).min, app::FineTuneRange(d, true).max);
 }
 

@@ -35,6 +35,7 @@
 #include "app/gui/views/view_text.h"
 #include "model/nn/model_weights.h"
 #include "app/gui/views/view_export.h"
+#include "app/gui/views/view_finetune.h"
 #include "viz/imgui/demo.h"
 
 namespace {
@@ -795,6 +796,44 @@ TEST_F(Views, EveryHeadValueDraws) {
         });
     }
     EXPECT_TRUE(state.regions.count("table"));
+}
+
+// With a base, a head's JS is one colour in the Matrix and the Fine-tune tab: the three JS (the
+// temperatures' part, the drift, the whole change) on one scale from 0 to the largest of them
+// (the Matrix drew each on its own largest head's, so one value was yellow there and dark here).
+TEST_F(Views, AHeadsJsIsOneColourInTheMatrixAndTheFineTuneTab) {
+    app::WindowState state = StateWith(2, 3, 16);
+    AddBase(&state);
+    model::Analysis a = *state.analysis;
+    a.js_drift = app::MakeSyntheticAnalysis(2, 3, 16, 11).js;  // the three apart
+    state.analysis = std::make_shared<const model::Analysis>(std::move(a));
+    const model::Decomposition d = model::Decompose(*state.analysis);
+    float most = 0;
+    for (const std::vector<float>* part : {&d.js_temperature, &d.js_drift, &d.js_total})
+        for (float v : *part) most = std::max(most, v);
+    ASSERT_GT(most, 0.0f);
+    app::FineTuneView finetune;
+    Frame([&] { finetune.Draw(state); });
+    ASSERT_TRUE(state.scales.count("finetune_matrix"));
+    EXPECT_EQ(state.scales["finetune_matrix"].min, 0.0f);
+    EXPECT_EQ(state.scales["finetune_matrix"].max, most);
+    app::HeadMatrixView matrix;
+    for (const char* key : {"js_divergence", "js_total", "js_drift"}) {
+        state.settings.matrix_metric = key;
+        state.scales.erase("matrix");
+        Frame([&] { matrix.Draw(state); });
+        ASSERT_TRUE(state.scales.count("matrix")) << key;
+        EXPECT_EQ(state.scales["matrix"].min, 0.0f) << key;
+        EXPECT_EQ(state.scales["matrix"].max, most) << key;
+    }
+    // Without a base, JS to the comparison from 0 to its largest head (another scale: nothing to share).
+    state = StateWith(2, 3, 16);
+    state.settings.matrix_metric = "js_divergence";
+    Frame([&] { matrix.Draw(state); });
+    EXPECT_EQ(state.scales["matrix"].min, 0.0f);
+    float own = 0;
+    for (float v : model::HeadRowMeans(state.analysis->js, *state.analysis)) own = std::max(own, v);
+    EXPECT_FLOAT_EQ(state.scales["matrix"].max, own);
 }
 
 // With a run's timeline (the Run tab's), the matrix offers each head's steps to sparsity (their
