@@ -132,12 +132,14 @@ std::vector<Quantity> MakeCatalogue() {
         // the temperatures' part is js_divergence (SSA against tau = 1). NaN without a base.
         Quantity("js_total", "JS to base", "JS total",
                  "Jensen-Shannon divergence of SSA's rows from the base model's: all that fine-tuning changed (with a base)", Scope::Row)
-            .Unit("nats").Members(&A::js_total).Read(R::RowMean).Format("%.4f").LargerFirst().Scaled(Scale::FromZero).Shown(kSsaSide).BaseOnly(),
+            .Unit("nats").Members(&A::js_total).Read(R::RowMean).Format("%.4f").LargerFirst().Scaled(Scale::FromZero).Python("js_total").Shown(kSsaSide)
+            .BaseOnly(),
         Quantity("js_drift", "JS drift (tau=1 to base)", "JS drift",
                  "Jensen-Shannon divergence of the tau = 1 rows from the base's: what fine-tuning did to the other weights, the "
                  "temperatures aside (with a base)",
                  Scope::Row)
-            .Unit("nats").Members(&A::js_drift).Read(R::RowMean).Format("%.4f").LargerFirst().Scaled(Scale::FromZero).Shown(kSsaSide).BaseOnly(),
+            .Unit("nats").Members(&A::js_drift).Read(R::RowMean).Format("%.4f").LargerFirst().Scaled(Scale::FromZero).Python("js_drift").Shown(kSsaSide)
+            .BaseOnly(),
         // Temperatures.
         Quantity("tau_q", "tau_q", "tau_q", "query inverse temperature: larger = sharper row (1 = vanilla)", Scope::Row)
             .Members(&A::tau_q, &A::tau_q_compare, &A::tau_q_base).Read(R::TokenStats).Scaled(Scale::AroundOne).Json(kJsonHeads).Batch(kSsaSide)

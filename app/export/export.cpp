@@ -247,7 +247,7 @@ json CatalogueToJson() {
             if (v.quantity == &q) head_values.push_back(v.key);
         const char* scope = q.scope == Scope::Token ? "token" : q.scope == Scope::Row ? "row" : "head";
         quantities.push_back({{"key", q.key},   {"label", q.label}, {"help", q.help},   {"unit", q.unit},
-                              {"scope", scope}, {"sides", sides},   {"head_values", head_values},
+                              {"scope", scope}, {"sides", sides},   {"head_values", head_values}, {"base_only", q.base_only},
                               {"python", q.python.empty() ? json() : json(q.python)}, {"json", q.JsonKey()},
                               {"head_value", HeadValueOf(q) ? json(HeadValueOf(q)->key) : json()},
                               {"decomposition", q.decomposition.empty() ? json() : json(q.decomposition)},

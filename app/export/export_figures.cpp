@@ -66,12 +66,14 @@ viz::Range SymmetricRange(const std::vector<float>& values) {
 }
 
 std::string HighlightLabel(const FigureSettings& s) {
-    std::string label = ToString(s.highlight);
-    if (s.highlight == TokenColor::Loss) return "loss, nats";
-    if (s.highlight == TokenColor::LossCompare) return "comparison's loss, nats";
-    if (s.highlight == TokenColor::LossDelta) return "loss - comparison's loss, nats";
-    if (s.highlight == TokenColor::LossBase) return "base's loss, nats";
-    if (s.highlight == TokenColor::LossDeltaBase) return "loss - base's loss, nats";
+    // The window's legend's name ("JS to comparison", "delta loss vs base"), a difference's sign said.
+    const TokenColoring& c = Coloring(s.highlight);
+    std::string label = c.label;
+    if (IsLoss(s.highlight))
+        return label + (s.highlight == TokenColor::LossDelta       ? " (SSA's - the comparison's)"
+                        : s.highlight == TokenColor::LossDeltaBase ? " (SSA's - the base's)"
+                                                                   : "") +
+               ", " + c.quantity->unit;
     switch (s.highlight_scope) {
         case TokenScope::Head: return label + ", " + HeadName(s.highlight_head);
         case TokenScope::LayerMean: return label + ", layer " + std::to_string(s.highlight_head.layer) + " mean";

@@ -113,7 +113,7 @@ viz::Plot TauQHistogram(const PlotInput& in) {
     if (HasTwin(a)) p.Series[1].Y = values(a.tau_q_compare);
     if (a.HasBase() && HasTemperatures(a.tau_q_base)) p.Series[2].Y = values(a.tau_q_base);
     p.Series.erase(std::remove_if(p.Series.begin() + 1, p.Series.end(), [](const viz::PlotSeries& s) { return s.Y.empty(); }), p.Series.end());
-    p.Options.Title = in.model_name + kDot + "query temperature tau_q " + (HeadScope(in) ? "(" + HeadName(*in.selected) + ")" : "(all heads)");
+    p.Options.Title = in.model_name + kDot + "query inverse temperature tau_q " + (HeadScope(in) ? "(" + HeadName(*in.selected) + ")" : "(all heads)");
     p.Options.XLabel = "tau_q";
     p.Options.YLabel = HeadScope(in) ? "tokens" : "tokens x heads";
     p.Options.XMarker = 1.0f;  // vanilla attention
@@ -184,12 +184,12 @@ std::string SinkNote(const PlotInput& in, const viz::Plot& p) {
 
 const std::vector<AnalysisPlot>& SparsityPlots() {
     static const std::vector<AnalysisPlot> plots = {
-        {"dilution", "Attention dilution: normalised entropy by position",
-         "Normalised entropy H_i / ln i of each query row i (1 = uniform over the i visible keys). Vanilla attention dilutes: its "
+        {"dilution", "Attention dilution: normalized entropy by position",
+         "Normalized entropy H_i / ln i of each query row i (1 = uniform over the i visible keys). Vanilla attention dilutes: its "
          "curve rises towards 1 as the context grows. SSA's temperatures should keep it flat and low. Click to select that query token.",
          PlotPick::Query, Dilution, DilutionNote},
-        {"tau_q_histogram", "Query temperature tau_q",
-         "Distribution of the query temperatures tau_q(i). tau_q > 1 sharpens a row's attention, < 1 flattens it; vanilla "
+        {"tau_q_histogram", "Query inverse temperature tau_q",
+         "Distribution of the query inverse temperatures tau_q(i). tau_q > 1 sharpens a row's attention, < 1 flattens it; vanilla "
          "attention is tau = 1 (the vertical line).", PlotPick::None, TauQHistogram, TauQNote},
         {"qk_spectrum", "QK eigenvalue variance vs entropy (all heads)",
          "Each point is a head: the variance of the real parts of the eigenvalues of W_k^T W_q / sqrt(d_h) against its mean "

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include <c10/core/GradMode.h>
 
@@ -417,15 +418,28 @@ Result<Corpus> ReadCorpus(const std::vector<std::string>& paths) {
 
 Result<std::vector<int32_t>> EncodeInBlocks(const Tokenizer& tokenizer, const std::string& text, size_t block_bytes) {
     std::vector<int32_t> ids;
+    block_bytes = std::max<size_t>(block_bytes, 1);
     const auto space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; };
+    const auto word_at = [&](size_t i) { return i < text.size() && !space(text[i]); };
     for (size_t begin = 0; begin < text.size();) {
         size_t end = text.size();
         if (end - begin > block_bytes) {
-            size_t cut = text.find('\n', begin + block_bytes);
+            // The block ends past block_bytes and within twice that: a line of 60 MB was encoded
+            // whole (16 GB held), where a file of lines is cut between two of them.
+            const size_t from = begin + block_bytes;
+            const std::string_view window(text.data(), std::min(text.size(), from + block_bytes));
+            end = 0;
             // A line end between two non-spaces: a byte-level BPE's whitespace runs ("\n\n") stay whole.
-            while (cut != std::string::npos && cut + 1 < text.size() && (space(text[cut + 1]) || space(text[cut - 1])))
-                cut = text.find('\n', cut + 1);
-            end = cut == std::string::npos ? text.size() : cut + 1;
+            for (size_t cut = window.find('\n', from); cut != std::string_view::npos && !end; cut = window.find('\n', cut + 1))
+                if (word_at(cut - 1) && word_at(cut + 1)) end = cut + 1;
+            // Else, in a line longer than that, before a space between two non-spaces: the next word
+            // starts the next block with its space, as a byte-level BPE splits it anyway.
+            for (size_t cut = from; !end && cut < window.size(); ++cut)
+                if (text[cut] == ' ' && word_at(cut - 1) && word_at(cut + 1)) end = cut;
+            // Else (no such space: base64, a minified dump) at a character's first byte: the one place a
+            // word is cut in two.
+            if (!end)
+                for (end = from; end > begin + 1 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80;) --end;
         }
         auto tokens = tokenizer.Encode(std::string_view(text).substr(begin, end - begin));
         if (!tokens) return Fail(tokens.error());

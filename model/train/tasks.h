@@ -69,10 +69,11 @@ Result<Corpus> ReadCorpus(const std::vector<std::string>& paths);
 
 // A corpus file's ids, encoded `block_bytes` of whole lines at a time (the text task's): one Encode
 // of a whole file held about 85 bytes a byte of text at once (its pieces, offsets and the
-// tokenizer's work), 4 GB for a 47 MB file. A block ends at a line end between two non-spaces, so
-// a byte-level BPE's words and whitespace runs are the same either way; SentencePiece starts each
-// block as a text of its own (its first word as after a space). A file within a block is encoded
-// whole, as it always was.
+// tokenizer's work), 4 GB for a 47 MB file. A block ends within twice `block_bytes`, at a line end
+// between two non-spaces, else (a longer line) before a space between two non-spaces, so a
+// byte-level BPE's words and whitespace runs are the same either way; else (no space there) at a
+// character's first byte, cutting a word in two. SentencePiece starts each block as a text of its
+// own (its first word as after a space). A file within a block is encoded whole, as it always was.
 constexpr size_t kEncodeBlockBytes = size_t{4} << 20;
 Result<std::vector<int32_t>> EncodeInBlocks(const Tokenizer& tokenizer, const std::string& text, size_t block_bytes = kEncodeBlockBytes);
 

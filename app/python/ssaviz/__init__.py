@@ -449,10 +449,15 @@ _CATALOGUE = _json.loads(_ssaviz.catalogue_json())
 def quantities():
     """What ssaviz shows, from its one catalogue (the window, `ssaviz export` and metrics.json use
     the same): a list of dicts with key, label, help, unit, scope ("token": [T - 1], "row":
-    [L, H, T], "head": [L, H]), sides ("ssa", "comparison"), head_values (the per-head numbers it
-    gives: the Matrix tab's), python (its key in Analysis.metrics, or None) and json (its name in
-    metrics.json and run.json)."""
+    [L, H, T], "head": [L, H]), sides ("ssa", "comparison", "base"), head_values (the per-head numbers
+    it gives: the Matrix tab's), python (its key in Analysis.metrics, or None), json (its name in
+    metrics.json and run.json) and base_only (an analysis holds it only against a base)."""
     return [dict(q) for q in _CATALOGUE["quantities"]]
+
+
+# A token colouring by its quantity's Python name where that differs (Analysis.metrics' "js": "js_divergence").
+_COLORING_OF_PYTHON_KEY = {q["python"]: q["key"] for q in _CATALOGUE["quantities"]
+                           if q["python"] and q["python"] != q["key"] and q["key"] in {c["key"] for c in _CATALOGUE["token_colorings"]}}
 
 
 def _python_key(name, held):
@@ -500,7 +505,8 @@ def _metrics_doc():
             _textwrap.fill(f"The comparison's side as KEY_compare ({two_sided}). Without a comparison (compare=None) the "
                            "comparison's keys and those of SSA against it are absent. The names metrics.json and run.json give "
                            "read the same arrays (\"js_divergence\" is \"js\", \"l1_distance\" \"l1\"; against a base "
-                           "\"js_temperature\" is \"js\").", 100))
+                           "\"js_temperature\" is \"js\"). js_total and js_drift only against a base (base=), which adds the "
+                           "base's side as KEY_base and l1_total, l1_drift: the L1 of js_total's and js_drift's rows.", 100))
 
 
 def _highlight_doc():
@@ -753,7 +759,9 @@ class Analysis:
             scope = ",".join(str(_int(w, "scope", v)) for v in scope)
         elif not isinstance(scope, str):
             scope = str(_int(w, "scope", scope))
-        return Figure(self._h.highlight(_flags(w, dict(flags, highlight=_str(w, "by", by), highlight_scope=scope))), "highlight")
+        by = _str(w, "by", by)
+        by = _COLORING_OF_PYTHON_KEY.get(by, by)  # metrics' name for it: by="js" is by="js_divergence"
+        return Figure(self._h.highlight(_flags(w, dict(flags, highlight=by, highlight_scope=scope))), "highlight")
     highlight.__doc__ = _highlight_doc()
 
     def plot(self, name, **flags):

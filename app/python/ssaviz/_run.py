@@ -145,12 +145,17 @@ class RunAnalysis:
     def head(self, name):
         """A row metric's value per head, [S, L, H], as metrics.json's and run.json's: the mean over
         query rows 2..T (row 1 has one key), over every row for tau_q, tau_v and effective_qk_norm."""
-        key = self._key("RunAnalysis.head()", name)
+        where = "RunAnalysis.head()"
+        key = self._key(where, name)
         rows = self.arrays(key)
-        if rows.ndim == 3:
-            raise ValueError(f"{name!r} is [S, L, H], not a row metric; arrays({name!r}) is already per head")
+        lens = {**_LENS_ARRAYS, **{f"{n}_{side}": k for n, k in _LENS_SIDE_ARRAYS.items() for side in ("compare", "base")}}
+        if key in lens:  # by position, not by query row (dla was [S, L, H, T - 1] and taken for a row metric)
+            raise ValueError(f"{where}: {_r(name)} is the lens's, {list(rows.shape)} by position, not a row metric; "
+                             f"arrays({_r(name)}).mean(axis=-1) is its mean over positions")
+        if rows.ndim == 3 and rows.shape[1:] == self.arrays("tau_q").shape[1:3]:
+            raise ValueError(f"{where}: {_r(name)} is [S, L, H], not a row metric; arrays({_r(name)}) is already per head")
         if rows.ndim != 4:
-            raise ValueError(f"{name!r} is {list(rows.shape)}, not a row metric [S, L, H, T]")
+            raise ValueError(f"{where}: {_r(name)} is {list(rows.shape)}, not a row metric [S, L, H, T]")
         if _every_row(key):
             return rows.mean(axis=-1)
         return rows[..., 1:].mean(axis=-1) if rows.shape[-1] > 1 else np.full(rows.shape[:-1], np.nan, np.float32)

@@ -274,12 +274,21 @@ def test_a_model_computes_on_every_usable_core_by_default(monkeypatch):
 
 def test_the_catalogue_names_the_metrics_and_the_docs():
     """ssaviz.quantities() is the catalogue the window and the files list from: Analysis.metrics has
-    exactly its Python keys (two-sided ones also with _compare), and the docs list them."""
+    exactly its Python keys (two-sided ones also with _compare), and the docs list them. Against a
+    base also the base-only ones (js_total, js_drift: the catalogue said they had no Python key),
+    the base's side of those it has, and l1_total, l1_drift."""
     catalogue = ssaviz.quantities()
     listed = [q for q in catalogue if q["python"]]
-    want = {q["python"] for q in listed} | {q["python"] + "_compare" for q in listed if "comparison" in q["sides"]}
+    want = {q["python"] for q in listed if not q["base_only"]} | {q["python"] + "_compare" for q in listed if "comparison" in q["sides"]}
     a = ssaviz.load(require(ENGLISH)).analyze(JOBS)
     assert set(a.metrics) == want
+    ab = ssaviz.load(ENGLISH).analyze(JOBS, base=os.path.join(os.path.dirname(ENGLISH), "vanilla"))
+    assert {q["key"] for q in catalogue if q["base_only"]} == {"js_total", "js_drift"}
+    assert set(ab.metrics) == (want | {q["python"] for q in listed} | {q["python"] + "_base" for q in listed if "base" in q["sides"]} |
+                               {"l1_total", "l1_drift"})
+    for name in ("js_total", "js_drift", "l1_total", "l1_drift"):
+        assert name in ssaviz.Analysis.metrics.__doc__, name
+    a = ab
     for q in listed:
         assert a.metrics[q["python"]].shape == ((a.n_layer, a.n_head, a.n_tokens) if q["scope"] == "row" else (a.n_layer, a.n_head))
         assert q["python"] in ssaviz.Analysis.metrics.__doc__
@@ -295,6 +304,8 @@ def test_the_catalogue_names_the_metrics_and_the_docs():
     for key in colorings:
         assert key in ssaviz.Analysis.highlight.__doc__
     assert a.highlight(by="loss_delta").width > 0
+    # by= takes metrics' name for a colouring too ("js" was refused while a.metrics["js"] is it).
+    assert a.highlight(by="js").svg() == a.highlight(by="js_divergence").svg()
 
 
 def test_the_temperature_slopes_are_the_models_position_term():

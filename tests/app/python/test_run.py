@@ -196,6 +196,15 @@ def test_the_lens_over_the_steps_is_the_command_lines(run_dir, tmp_path):
     np.testing.assert_allclose(parts, ra.arrays("dla_logit"), rtol=0, atol=1e-4)
     with pytest.raises(ValueError, match=r"analysed without the lens: Run.analyze\(text, lens=True\)"):
         plain.lens_loss_mean
+    # head() is a row metric's per head: the lens's arrays are by position (dla was taken for one,
+    # lens_loss called [S, L, H]), and each message says what the array is.
+    for name in ("dla", "lens_loss", "dla_compare"):
+        with pytest.raises(ValueError, match=rf"RunAnalysis.head\(\): '{name}' is the lens's, \[3, .*\] by position, not a row metric"):
+            ra.head(name)
+    with pytest.raises(ValueError, match=r"RunAnalysis.head\(\): 'qk_opnorm' is \[S, L, H\], not a row metric; arrays\('qk_opnorm'\) is already"):
+        ra.head("qk_opnorm")
+    with pytest.raises(ValueError, match=rf"RunAnalysis.head\(\): 'loss' is \[3, {T - 1}\], not a row metric \[S, L, H, T\]"):
+        ra.head("loss")
     assert "dla" not in plain.keys()
     with pytest.raises(ssaviz.ArgumentTypeError, match="Run.analyze\\(\\): lens must be True or False, not int"):
         ssaviz.load_run(run_dir).analyze(TEXT, lens=1)

@@ -368,6 +368,27 @@ TEST(Train, ACorpusInBlocksIsTheWholeFilesIds) {
         ASSERT_TRUE(blocks) << blocks.error();
         EXPECT_EQ(*blocks, whole->ids) << "blocks of " << block;
     }
+    // One long line (a 60 MB line was encoded whole, 16 GB held): cut before a space between two
+    // words, the same ids again.
+    std::string line = text;
+    std::replace(line.begin(), line.end(), '\n', ' ');
+    auto one = (*gpt2)->Encode(line);
+    ASSERT_TRUE(one) << one.error();
+    for (size_t block : {size_t{1024}, size_t{7777}}) {
+        auto blocks = model::EncodeInBlocks(**gpt2, line, block);
+        ASSERT_TRUE(blocks) << blocks.error();
+        EXPECT_EQ(*blocks, one->ids) << "one line in blocks of " << block;
+    }
+    // No space at all (two-byte characters): cut at a character's first byte, the text whole again.
+    std::string word;
+    for (int i = 0; i < 3000; ++i) word += "\xC3\xA9";  // é
+    for (size_t block : {size_t{1001}, size_t{1024}}) {
+        auto blocks = model::EncodeInBlocks(**gpt2, word, block);
+        ASSERT_TRUE(blocks) << blocks.error();
+        auto back = (*gpt2)->Decode(*blocks);
+        ASSERT_TRUE(back) << back.error();
+        EXPECT_EQ(*back, word) << "blocks of " << block;
+    }
 }
 
 TEST(Train, PasskeyTokenizerAndSequences) {
