@@ -65,6 +65,17 @@ std::string RunTimeline::Fits(const RunModel& m, const std::vector<int32_t>& tex
     return "";
 }
 
+std::string RunTimeline::CompareRunMisfit(int step_layers, int step_heads, const std::vector<int32_t>& text_ids) const {
+    if (steps.empty()) return "";
+    if (step_layers != n_layer || step_heads != n_head)
+        return "has " + std::to_string(step_layers) + " layers x " + std::to_string(step_heads) + " heads, the run " + std::to_string(n_layer) +
+               " x " + std::to_string(n_head) + ": its layers and heads are not the run's to set beside";
+    if (!ids.empty() && text_ids != ids)
+        return "tokenises the text otherwise than the run (" + std::to_string(text_ids.size()) + " tokens, the run " + std::to_string(ids.size()) +
+               "): another tokenizer, whose losses are of other tokens";
+    return "";
+}
+
 bool RunTimeline::HasBase() const {
     // Every step runs with the same comparison, so the first step's heads say (the Run tab asks
     // each frame: not a scan of every step).

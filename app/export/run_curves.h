@@ -54,6 +54,10 @@ struct RunTimeline {
     // mix two models. The first step's are kept from it, where `text_ids` is given: ask with them
     // once the step is analysed, then Add it.
     std::string Fits(const RunModel& step, const std::vector<int32_t>& text_ids);
+    // Why a compare run's step is not to be set beside this run's (empty: it is): another shape
+    // (its lens rows and heads other layers'), or the text tokenised otherwise (its losses of other
+    // tokens). Empty too while this run has no step.
+    std::string CompareRunMisfit(int step_layers, int step_heads, const std::vector<int32_t>& text_ids) const;
     // Adds one step's analysis (its shape must be the timeline's, or the timeline's first).
     void Add(int64_t step, const std::string& checkpoint, const model::Analysis& a);
     // The same from what a step's analysis gave (app/export/run_export.h's RunStepResult).

@@ -482,7 +482,8 @@ void InferenceWorker::TimelineJob(const Request& r) {
                 options.cancel = &m_cancel;
                 auto a = (*runner)->Analyze(*tokens, options);
                 if (!a && m_cancel) return;
-                if (const std::string why = a ? timeline.Fits(RunModelOf(c), a->tokens.ids) : ""; !why.empty()) {
+                if (std::string why = a ? timeline.Fits(RunModelOf(c), a->tokens.ids) : ""; !why.empty() ||
+                    (a && steps[k].second && !(why = track.timeline.CompareRunMisfit(a->n_layer, a->n_head, a->tokens.ids)).empty())) {
                     fail(why);
                 } else if (model::Result<std::vector<std::vector<float>>> lens = a && r.lens_compare ? StepLens((*runner)->engine(), *a)
                                                                                                             : std::vector<std::vector<float>>{};

@@ -1067,6 +1067,9 @@ py::dict WriteRun(const std::string& out, const std::string& run_dir, const std:
     if (compare_dir) compare = gather(*compare_dir, "compare run", compare_results);
     if (run.rows.empty())
         throw BadArgument("Run.export(): no checkpoint of the run could be analysed (" + std::to_string(run.failures.size()) + " failed)");
+    if (compare && !compare->t.steps.empty())
+        if (const std::string why = run.t.CompareRunMisfit(compare->t.n_layer, compare->t.n_head, compare->t.ids); !why.empty())
+            throw BadArgument("Run.export(): compare_run " + model::Quoted(*compare_dir) + " " + why);
     if (write) {
         py::gil_scoped_release release;
         if (auto s = WriteRunFiles(options, run, compare ? &*compare : nullptr); !s) throw WriteFailed(s.error());

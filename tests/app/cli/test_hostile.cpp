@@ -831,6 +831,30 @@ TEST_F(Cli, ARunsStepOfAnotherModelIsSkipped) {
     for (const char* step : {"step-000010", "step-000015", "step-000020"}) EXPECT_FALSE(fs::exists(dir + "/all/" + step)) << step;
 }
 
+// A compare run is set beside the run step by step: one of another depth (its lens rows other
+// layers') or tokenising the text otherwise (its losses of other tokens) was taken with exit 0.
+TEST_F(Cli, ACompareRunOfAnotherShapeOrTokenizerIsRefused) {
+    const std::string dir = Fresh("compare_misfit");
+    const std::string gpt2 = std::string(SSAVIZ_SOURCE_DIR) + "/assets/tokenizers/gpt2";
+    const std::string sentencepiece = std::string(SSAVIZ_SOURCE_DIR) + "/assets/models/english/ssa";
+    for (const auto& [name, layers, tokenizer] : {std::tuple{"run/checkpoint-0", "1", gpt2}, {"run/checkpoint-5", "1", gpt2},
+                                                   {"deep/checkpoint-0", "2", gpt2}, {"other/checkpoint-0", "1", sentencepiece}}) {
+        const Outcome r = Ssaviz({"init-random", "--out", dir + "/" + name, "--layers", layers, "--heads", "2", "--embd", "16", "--tokenizer", tokenizer});
+        ASSERT_EQ(r.code, 0) << r.err;
+    }
+    for (const auto& [other, why] :
+         {std::pair<std::string, std::string>{"deep", "has 2 layers x 2 heads, the run 1 x 2: its layers and heads are not the run's to set beside"},
+          {"other", "tokenises the text otherwise than the run ("}}) {
+        const std::string out = dir + "/out_" + other;
+        const Outcome r = Ssaviz({"export", "--run", dir + "/run", "--compare-run", dir + "/" + other, "--lens", "--text", "The cat sat on the mat.",
+                                  "--out", out, "--format", "json"});
+        EXPECT_EQ(r.code, 3) << r.err;
+        const std::string last = r.err.substr(r.err.rfind('\n', r.err.size() - 2) + 1);  // after the progress bar's lines
+        EXPECT_EQ(last.rfind("ssaviz: --compare-run '" + dir + "/" + other + "' " + why, 0), 0u) << r.err;
+        EXPECT_FALSE(fs::exists(out)) << other;
+    }
+}
+
 // What every step opens with is checked before the first: a device the machine lacks, a dtype the
 // device lacks, and a --config or --tokenizer that is not there were said once a step ("skipped",
 // seven times), then "no checkpoint could be analysed".

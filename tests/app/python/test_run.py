@@ -365,6 +365,12 @@ def test_what_a_run_cannot_do_is_said(run_dir, tmp_path):
     with pytest.raises(ValueError, match=r"would become a step of the run"):
         run.model(100).analyze(TEXT).export(run_dir / "checkpoint-999")
     assert not os.path.exists(run_dir / "checkpoint-999")
+    # A compare run of another depth, as the command line's: refused, nothing written (its lens rows
+    # were other layers', set beside the run's with no word).
+    run_cli("init-random", "--out", str(tmp_path / "deep" / "checkpoint-0"), "--family", "pythia", "--layers", "3", "--heads", "2", "--embd", "32")
+    with pytest.raises(ValueError, match=r"^Run\.export\(\): compare_run '.*deep' has 3 layers x 2 heads, the run 2 x 2: its layers and heads"):
+        run.export(TEXT, tmp_path / "deep_out", compare_run=tmp_path / "deep", lens=True)
+    assert not os.path.exists(tmp_path / "deep_out")
 
 
 def test_not_a_run_is_one_clear_error(run_dir):
