@@ -143,9 +143,17 @@ def _str(where, name, value):
 
 
 def _bool(where, name, value):
-    if not isinstance(value, bool):
-        raise ArgumentTypeError(f"{where}: {name} must be True or False, not {type(value).__name__}")
-    return value
+    """A switch: True or False, and as the export keywords read one (the engine's rule), 1 / 0 and
+    "true" / "false" (Run.analyze(lens=1) was refused where Run.export(lens=1) was taken)."""
+    if isinstance(value, (bool, _np.bool_)):
+        return bool(value)
+    if isinstance(value, _Integral) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value in ("true", "false"):
+        return value == "true"
+    if isinstance(value, (_Integral, str)):
+        raise ArgumentTypeError(f"{where}: {name} is a switch: True or False (or 1 / 0, \"true\" / \"false\"), not {_r(value)}")
+    raise ArgumentTypeError(f"{where}: {name} must be True or False, not {type(value).__name__}")
 
 
 def _fs(value):
@@ -406,7 +414,8 @@ class Model:
         spec = _ablate(where, ablate)
         truncate = _bool(where, "truncate", truncate)
         core = self._live()
-        if isinstance(text, (list, tuple)) or (hasattr(text, "dtype") and hasattr(text, "tolist")):
+        if isinstance(text, (list, tuple)) or (not isinstance(text, (str, bytes)) and hasattr(text, "dtype") and hasattr(text, "tolist")):
+            # (numpy's str_ is a str with a dtype: a text, as read from an array of texts)
             ids = text.tolist() if hasattr(text, "tolist") else text
             if not isinstance(ids, (list, tuple)):  # a 0-d array: one number, not a list of ids
                 raise ArgumentTypeError(f"{where}: text must be a str or a list of token ids, not a 0-d {type(text).__name__}")

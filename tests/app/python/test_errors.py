@@ -279,6 +279,9 @@ def test_the_engines_advice_in_python_words(small, tmp_path):
     assert "n_head 2 assuming GPT-2's head size of 64; pass n_head=N if that is wrong" in notes, notes
     assert a.heatmap(0, 0, size=64.0).png() == a.heatmap(0, 0, size=64).png()
     assert a.plot("sink_mass", sink_eps=np.float32(0.25)).png() == a.plot("sink_mass", sink_eps=0.25).png()
+    # numpy's str_ is a str (a text read from an array of texts): it was taken for a 0-d array of ids.
+    assert small.analyze(np.array([TEXT])[0]).ids == a.ids
+    assert small.analyze(TEXT, truncate=np.bool_(False)).ids == a.ids
 
 
 def test_wrong_types_raise_argument_type_error(small):

@@ -206,8 +206,16 @@ def test_the_lens_over_the_steps_is_the_command_lines(run_dir, tmp_path):
     with pytest.raises(ValueError, match=rf"RunAnalysis.head\(\): 'loss' is \[3, {T - 1}\], not a row metric \[S, L, H, T\]"):
         ra.head("loss")
     assert "dla" not in plain.keys()
-    with pytest.raises(ssaviz.ArgumentTypeError, match="Run.analyze\\(\\): lens must be True or False, not int"):
-        ssaviz.load_run(run_dir).analyze(TEXT, lens=1)
+    # A switch as the export keywords read it: 1 / 0 and "true" / "false" too (lens=1 was refused here, taken by export).
+    with pytest.raises(ValueError, match=r"Run.analyze\(\): lens is a switch: True or False \(or 1 / 0, \"true\" / \"false\"\), not 2$"):
+        ssaviz.load_run(run_dir).analyze(TEXT, lens=2)
+    with pytest.raises(ssaviz.ArgumentTypeError, match=r"Run.analyze\(\): lens must be True or False, not list"):
+        ssaviz.load_run(run_dir).analyze(TEXT, lens=[])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the truncated step
+        off = ssaviz.load_run(run_dir).analyze(TEXT, lens="false")
+    assert "dla" not in off.keys()
+    np.testing.assert_array_equal(off.arrays("entropy"), plain.arrays("entropy"))
 
 
 def test_a_run_against_a_base(run_dir, tmp_path):
