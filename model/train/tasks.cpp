@@ -72,7 +72,7 @@ public:
         const int64_t windows = static_cast<int64_t>(m_val.size() - 1) / m_seq_len;
         double sum = 0;
         int64_t count = 0;
-        for (int64_t w0 = 0; w0 < windows; w0 += m_batch) {
+        for (int64_t w0 = 0; w0 < windows && !Cancelled(); w0 += m_batch) {
             const int64_t n = std::min(m_batch, windows - w0);
             std::vector<int64_t> ids, targets;
             for (int64_t w = w0; w < w0 + n; ++w) {
@@ -233,7 +233,7 @@ public:
             const int64_t per_batch = std::max<int64_t>(1, (64ll << 20) / (length * length * m.config.n_head * m.config.n_layer));
             int64_t exact = 0, digits = 0;
             double loss_sum = 0, key_attention = 0;
-            for (int64_t done = 0; done < m_samples; done += per_batch) {
+            for (int64_t done = 0; done < m_samples && !Cancelled(); done += per_batch) {
                 const int64_t n = std::min(per_batch, m_samples - done);
                 TaskBatch b = Make(length, n, rng);
                 // Only the rows from "?" on are scored (the key's digits follow it) or read (its
@@ -416,7 +416,8 @@ Result<Corpus> ReadCorpus(const std::vector<std::string>& paths) {
     return corpus;
 }
 
-Result<std::vector<int32_t>> EncodeInBlocks(const Tokenizer& tokenizer, const std::string& text, size_t block_bytes) {
+Result<std::vector<int32_t>> EncodeInBlocks(const Tokenizer& tokenizer, const std::string& text, size_t block_bytes,
+                                            const std::atomic<bool>* cancel) {
     std::vector<int32_t> ids;
     block_bytes = std::max<size_t>(block_bytes, 1);
     const auto space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; };
@@ -441,6 +442,7 @@ Result<std::vector<int32_t>> EncodeInBlocks(const Tokenizer& tokenizer, const st
             if (!end)
                 for (end = from; end > begin + 1 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80;) --end;
         }
+        if (cancel && cancel->load()) return Fail("cancelled while encoding --data");
         auto tokens = tokenizer.Encode(std::string_view(text).substr(begin, end - begin));
         if (!tokens) return Fail(tokens.error());
         ids.insert(ids.end(), tokens->ids.begin(), tokens->ids.end());
@@ -449,7 +451,7 @@ Result<std::vector<int32_t>> EncodeInBlocks(const Tokenizer& tokenizer, const st
     return ids;
 }
 
-Result<std::unique_ptr<TrainingTask>> MakeTask(const TaskSpec& spec, const Tokenizer& tokenizer) {
+Result<std::unique_ptr<TrainingTask>> MakeTask(const TaskSpec& spec, const Tokenizer& tokenizer, const std::atomic<bool>* cancel) {
     if (spec.seq_len < 2 || spec.batch < 1) return Fail("seq_len must be >= 2 and batch >= 1");
     std::unique_ptr<TrainingTask> task;
     std::vector<std::string> skipped;  // --data's files it could not use
@@ -458,8 +460,8 @@ Result<std::unique_ptr<TrainingTask>> MakeTask(const TaskSpec& spec, const Token
         if (!corpus) return Fail(corpus.error());
         std::vector<int64_t> train, val;
         for (size_t f = 0; f < corpus->texts.size(); ++f) {
-            auto ids = EncodeInBlocks(tokenizer, corpus->texts[f]);
-            if (!ids) return Fail(corpus->files[f] + ": " + ids.error());
+            auto ids = EncodeInBlocks(tokenizer, corpus->texts[f], kEncodeBlockBytes, cancel);
+            if (!ids) return Fail(cancel && cancel->load() ? ids.error() : corpus->files[f] + ": " + ids.error());
             const size_t split = ids->size() - static_cast<size_t>(spec.val_fraction * ids->size());
             train.insert(train.end(), ids->begin(), ids->begin() + split);
             val.insert(val.end(), ids->begin() + split, ids->end());
@@ -491,6 +493,7 @@ Result<std::unique_ptr<TrainingTask>> MakeTask(const TaskSpec& spec, const Token
         return Fail("task '" + spec.task + "' is not one of text, graph, passkey");
     }
     task->spec = TaskSpecToJson(spec);
+    task->cancel = cancel;
     if (!skipped.empty()) {  // in train.json, and said by the trainer: the model learned from less than --data names
         nlohmann::json named = nlohmann::json::array();
         for (size_t i = 0; i < skipped.size() && i < kSkippedNamed; ++i) named.push_back(EscapeForMessage(skipped[i]));

@@ -7,6 +7,7 @@
 // scores a model on exactly the data it was trained and validated on.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -38,6 +39,10 @@ public:
     virtual nlohmann::json Evaluate(const SsaGpt& model) const = 0;
     virtual int64_t TokensPerBatch() const = 0;
     nlohmann::json spec;  // {"task": ..., options}: enough to rebuild the task
+    // Set (Ctrl+C, SIGTERM): Evaluate stops between batches, its scores then partial (Train says it
+    // was cancelled); a held-out set of 30 MB of text was scored to its end, 16 s.
+    const std::atomic<bool>* cancel = nullptr;
+    bool Cancelled() const { return cancel && cancel->load(); }
 };
 
 // Settings a task's spec may carry; missing keys take these defaults.
@@ -53,8 +58,9 @@ struct TaskSpec {
 nlohmann::json TaskSpecToJson(const TaskSpec& spec);
 Result<TaskSpec> TaskSpecFromJson(const nlohmann::json& json);
 
-// Builds the task; text reads and tokenizes its files with `tokenizer`.
-Result<std::unique_ptr<TrainingTask>> MakeTask(const TaskSpec& spec, const Tokenizer& tokenizer);
+// Builds the task; text reads and tokenizes its files with `tokenizer`. `cancel` set: it stops
+// between encoding blocks, failing, and the task's Evaluate between batches.
+Result<std::unique_ptr<TrainingTask>> MakeTask(const TaskSpec& spec, const Tokenizer& tokenizer, const std::atomic<bool>* cancel = nullptr);
 
 // The text task's corpus: every file named or inside a named folder (sorted; symlinks and files
 // that are not UTF-8 are skipped and listed in `skipped`). Lines holding only "%" (fortune-file
@@ -75,7 +81,8 @@ Result<Corpus> ReadCorpus(const std::vector<std::string>& paths);
 // character's first byte, cutting a word in two. SentencePiece starts each block as a text of its
 // own (its first word as after a space). A file within a block is encoded whole, as it always was.
 constexpr size_t kEncodeBlockBytes = size_t{4} << 20;
-Result<std::vector<int32_t>> EncodeInBlocks(const Tokenizer& tokenizer, const std::string& text, size_t block_bytes = kEncodeBlockBytes);
+Result<std::vector<int32_t>> EncodeInBlocks(const Tokenizer& tokenizer, const std::string& text, size_t block_bytes = kEncodeBlockBytes,
+                                            const std::atomic<bool>* cancel = nullptr);
 
 // Tokenizer files for the synthetic tasks, written into `dir`: graph = eight node letters A..H as a
 // byte-level BPE vocabulary; passkey = a SentencePiece word model of the task's words.

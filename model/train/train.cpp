@@ -637,7 +637,7 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
         return Fail("--from: the tokenizer has " + std::to_string((*tokenizer)->VocabSize()) + " tokens, more than the base's " +
                     std::to_string(o.config.vocab_size) + " embeddings");
     }
-    auto task = MakeTask(o.task, **tokenizer);
+    auto task = MakeTask(o.task, **tokenizer, cancel);
     if (!task) return Fail(task.error());
     if (const auto skipped = (*task)->spec.find("skipped"); skipped != (*task)->spec.end() && progress) {
         std::string note = "--data: skipped";
@@ -761,6 +761,7 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
         nlohmann::json eval;
         if ((o.eval_every > 0 && step % o.eval_every == 0) || step == o.steps) {
             eval = evaluate_all(step);
+            if (cancel && cancel->load()) return Fail("cancelled at step " + std::to_string(step) + " while scoring it");  // partial scores
             eval["train_loss"] = {{"ssa", p.loss_ssa}, {"vanilla", runs.size() > 1 ? p.loss_vanilla : 0.0}};
             history.push_back(eval);
             p.eval = &eval;
@@ -781,7 +782,11 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
     nlohmann::json final_eval = nlohmann::json::object();
     const double seconds = seconds_before + elapsed();
     std::map<std::string, std::string> written;  // role -> its folder, complete but not yet in place
+    // A signal after the last step is not dropped (the models were written and exit 0): the run
+    // stops before its models are put in place, as at any step, its last checkpoint kept.
+    auto cancelled = [&] { return cancel && cancel->load(); };
     for (auto& run : runs) {
+        if (cancelled()) return Fail("cancelled after the last step, before the models were written");
         auto dir = temps.Beside(o.out + "/" + run.role);
         if (!dir) return Fail(dir.error());
         written[run.role] = *dir;
@@ -790,6 +795,7 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
         auto saved = LoadSsaGptFolder(*dir, at::kCPU);
         if (!saved) return Fail(saved.error());
         final_eval[run.role] = Evaluate(**task, *saved);
+        if (cancelled()) return Fail("cancelled after the last step, while scoring the models written");
     }
     if (base) {  // the weights both started from, exactly (f32), beside them for --compare base
         auto dir = temps.Beside(o.out + "/base");
@@ -817,6 +823,7 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
         }
         if (auto s = WriteText(written[run.role] + "/train.json", JsonText(record, 1) + "\n"); !s) return Fail(s.error());
     }
+    if (cancelled()) return Fail("cancelled after the last step, before the models were put in place");
     for (const auto& [role, dir] : written)
         if (auto s = ReplaceFolder(dir, o.out + "/" + role, [&, role = role](const std::string& d) { return OwnedModelFolder(d, role); }); !s)
             return Fail(s.error());

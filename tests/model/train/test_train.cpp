@@ -149,6 +149,33 @@ TEST(Train, SameSeedSameBytes) {
     EXPECT_NE(Bytes(a.out + "/ssa/model.safetensors"), Bytes(c.out + "/ssa/model.safetensors"));
 }
 
+// Ctrl+C or SIGTERM after the last step was dropped (the models written, exit 0) and one while the
+// corpus was encoded acted on only once it was: the run stops before its models are put in place,
+// its last checkpoint kept for --resume, and the encoding stops between blocks.
+TEST(Train, ACancelAfterTheLastStepOrWhileEncodingIsNotDropped) {
+    model::SetComputeThreads(1);
+    auto o = SmallText(Out("late_cancel"));
+    o.steps = 10;
+    o.eval_every = 0;
+    o.checkpoint_every = 10;
+    std::atomic<bool> stop{false};
+    auto late = model::Train(o, [&](const model::TrainProgress& p) { stop = p.step == p.steps; }, &stop);
+    ASSERT_FALSE(late);
+    EXPECT_NE(late.error().find("cancelled after the last step"), std::string::npos) << late.error();
+    EXPECT_FALSE(fs::exists(o.out + "/ssa")) << "not put in place";
+    o.resume = true;
+    auto resumed = model::Train(o, nullptr);
+    ASSERT_TRUE(resumed) << resumed.error();
+    EXPECT_TRUE(fs::exists(o.out + "/ssa/model.safetensors"));
+    // Encoding: cancelled between blocks.
+    std::atomic<bool> cancelled{true};
+    auto gpt2 = model::LoadTokenizer(std::string(SSAVIZ_SOURCE_DIR) + "/assets/tokenizers/gpt2");
+    ASSERT_TRUE(gpt2) << gpt2.error();
+    auto task = model::MakeTask(o.task, **gpt2, &cancelled);
+    ASSERT_FALSE(task);
+    EXPECT_EQ(task.error(), "cancelled while encoding --data");
+}
+
 TEST(Train, ResumeContinuesBitForBit) {
     model::SetComputeThreads(1);
     auto straight = SmallText(Out("straight"));
