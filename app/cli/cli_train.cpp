@@ -81,8 +81,10 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
         if (options.data.empty()) throw Failure{kExitUsage, "--task text needs --data PATH[,PATH...] (files or folders of UTF-8 text)"};
         const auto paths = SplitList(options.data);
         if (!paths) throw Failure{kExitUsage, "--data is empty"};
-        for (const std::string& p : *paths)
-            if (!p.empty()) o.task.data.push_back(p);
+        const std::string& d = options.data;  // (SplitList passes empty items over)
+        if (d.front() == ',' || d.back() == ',' || d.find(",,") != std::string::npos)
+            throw Failure{kExitUsage, "--data " + QuoteForMessage(d) + " has an empty entry (a comma too many?)"};
+        o.task.data = *paths;
     }
     if (auto s = CheckExportFolder(options.out, /*weights=*/true); !s) throw Failure{kExitUsage, "--out: " + s.error()};
     if (!m.from.empty()) {  // a fine-tune: the base's shape and tokenizer

@@ -375,6 +375,11 @@ Status TrainSentencePiece(const std::vector<std::string>& lines, const SentenceP
             return Fail("--vocab " + std::to_string(asked) + " is smaller than the " + std::to_string(needed) +
                         " characters of the corpus the tokenizer keeps: give --vocab of at least " + std::to_string(needed) +
                         ", with room for merges");
+        // And too many pieces for a small corpus ("Vocabulary size too high (300). Please set it to a value <= 262.").
+        const char* high = std::strstr(error, "Vocabulary size too high (");
+        if (high && std::sscanf(high + std::strlen("Vocabulary size too high ("), "%lu). Please set it to a value <= %lu", &asked, &needed) == 2)
+            return Fail("--vocab " + std::to_string(asked) + " is more pieces than this corpus gives the tokenizer (at most " +
+                        std::to_string(needed) + "): give --vocab of at most " + std::to_string(needed) + ", or more text");
         return Fail("training the SentencePiece tokenizer failed: " + EscapeForMessage(error));
     }
     std::ofstream out(path, std::ios::binary);

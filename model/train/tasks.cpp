@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string_view>
 
@@ -391,13 +392,21 @@ Result<Corpus> ReadCorpus(const std::vector<std::string>& paths) {
             return Fail("--data '" + EscapeForMessage(p) + "': no such file or folder");
         }
     }
+    std::set<fs::path> seen;  // a file named twice (or in a folder named too) was learned from twice
     for (const auto& f : files) {
+        std::error_code ec;
+        if (const fs::path same = fs::weakly_canonical(f, ec); !ec && !seen.insert(same).second) {
+            corpus.skipped.push_back(f.string() + " (named twice: read once)");
+            continue;
+        }
         auto read = ReadFile(f.string(), kMaxCorpusFileBytes);
         if (!read) return Fail(read.error());
         const std::string& text = *read;
-        const size_t bad = std::min(FindInvalidUtf8(text), text.find('\0'));
+        const size_t nul = text.find('\0'), bad = std::min(FindInvalidUtf8(text), nul);
         if (text.empty() || bad != std::string::npos) {
-            corpus.skipped.push_back(f.string() + (text.empty() ? " (empty)" : " (not UTF-8 text: byte " + std::to_string(bad) + ")"));
+            corpus.skipped.push_back(f.string() + (text.empty() ? " (empty)"
+                                                   : bad == nul ? " (a NUL byte at byte " + std::to_string(bad) + ": binary, not text)"
+                                                                : " (not UTF-8 text: byte " + std::to_string(bad) + ")"));
             continue;
         }
         std::string clean;

@@ -568,6 +568,7 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
     if (o.steps < 1) return Fail("--steps must be at least 1");
     // A fine-tune has its base's shape and tokenizer, whatever o.config said of the shape.
     std::optional<SsaGpt> base;
+    std::string tokenizer_flag = o.tokenizer_dir.empty() ? "" : "--tokenizer: ";  // what a tokenizer that does not load is said as
     if (!o.from.empty()) {
         if (o.from_opened) {
             base = *o.from_opened;  // its tensors, shared: a fine-tune reads them only
@@ -584,6 +585,7 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
             std::error_code ec;
             o.tokenizer_dir = fs::is_regular_file(o.from, ec) ? fs::path(o.from).parent_path().string() : o.from;
             if (o.tokenizer_dir.empty()) o.tokenizer_dir = ".";
+            tokenizer_flag = "--from: ";
         }
     }
     if (o.task.seq_len > o.config.n_positions)
@@ -627,9 +629,9 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
         }
     }
     auto tokenizer = LoadTokenizer(o.tokenizer_dir);
-    if (!tokenizer) return Fail(tokenizer.error());
+    if (!tokenizer) return Fail(tokenizer_flag + tokenizer.error());
     auto digest = TokenizerDigest(o.tokenizer_dir);
-    if (!digest) return Fail(digest.error());
+    if (!digest) return Fail(tokenizer_flag + digest.error());
     const std::string tokenizer_digest = *digest;
     if (!base) {
         o.config.vocab_size = static_cast<int>((*tokenizer)->VocabSize());

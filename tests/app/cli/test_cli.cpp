@@ -781,6 +781,13 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--data", kBundled + "/README.md", "--from", graph + "vanilla", "--tokenizer",
                                std::string(SSAVIZ_SOURCE_DIR) + "/assets/tokenizers/gpt2"}),
                        3, "--from: the tokenizer has 50257 tokens, more than the base's");
+    // A base without its tokenizer is said as --from's (it read as any model folder's).
+    const std::string bare = Scratch("graph_no_tokenizer");
+    fs::remove_all(bare);
+    fs::create_directories(bare);
+    for (const char* f : {"config.json", "model.safetensors"}) fs::copy(graph + "vanilla/" + f, bare + "/" + f);
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--from", bare}), 3,
+                       "--from: model folder '" + bare + "' has no tokenizer");
     // The base is never one of the folders train replaces: a fine-tune of the graph twin into
     // graph/ would have put the fine-tune in the twin's place.
     const std::string copy = Scratch("graph_copy");
@@ -948,23 +955,33 @@ TEST(CliTrain, SkippedDataFilesAreSaid) {
     }
     std::ofstream(data + "/bad.txt", std::ios::binary) << "bad \xff text";
     std::ofstream(data + "/empty.txt");
+    std::ofstream(data + "/nul.txt", std::ios::binary) << std::string("a\0b\n", 4);  // UTF-8, yet binary: it was called "not UTF-8"
     ASSERT_EQ(::mkfifo((data + "/fifo.txt").c_str(), 0600), 0);
     fs::create_directories(data + "/books");  // not read: --data reads a folder's files, which it says
     std::ofstream(data + "/books/more.txt") << "more text\n";
-    Outcome r = Ssaviz({"train", "--out", out, "--task", "text", "--data", data, "--vocab", "320", "--steps", "1", "--layers", "1", "--heads", "1",
-                        "--width", "16", "--context", "16", "--no-twin"});
+    // good.txt named twice (its folder and itself) was learned from twice without a word.
+    Outcome r = Ssaviz({"train", "--out", out, "--task", "text", "--data", data + "," + data + "/good.txt", "--vocab", "320", "--steps", "1",
+                        "--layers", "1", "--heads", "1", "--width", "16", "--context", "16", "--no-twin"});
     ASSERT_EQ(r.code, 0) << r.err;
     // The first three said (what is not a file first, by name), the rest counted; train.json lists them all.
     EXPECT_NE(r.err.find("ssaviz: --data: skipped "), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("books (a folder: --data reads a folder's files, not its sub-folders)"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("fifo.txt (not a regular file)"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("bad.txt (not UTF-8 text: byte 4)"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("and 1 more (train.json's task.skipped)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("and 3 more (train.json's task.skipped)"), std::string::npos) << r.err;
     const json record = json::parse(ReadFile(out + "/ssa/train.json"));
-    EXPECT_EQ(record["task"]["skipped_files"], 4) << record["task"];
-    ASSERT_EQ(record["task"]["skipped"].size(), 4u);
-    EXPECT_NE(record["task"]["skipped"].dump().find("empty.txt (empty)"), std::string::npos) << record["task"];
-    EXPECT_NE(record["task"]["skipped"].dump().find("fifo.txt (not a regular file)"), std::string::npos) << record["task"];
+    EXPECT_EQ(record["task"]["skipped_files"], 6) << record["task"];
+    ASSERT_EQ(record["task"]["skipped"].size(), 6u);
+    const std::string skipped = record["task"]["skipped"].dump();
+    for (const std::string& why : {std::string("empty.txt (empty)"), std::string("fifo.txt (not a regular file)"),
+                                   std::string("nul.txt (a NUL byte at byte 1: binary, not text)"), data + "/good.txt (named twice: read once)"})
+        EXPECT_NE(skipped.find(why), std::string::npos) << why << "\n" << record["task"];
+    // An empty entry in --data is said, as an empty one elsewhere; so is a --vocab the corpus cannot fill.
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--data", data + "/good.txt,"}), 2, "has an empty entry (a comma too many?)");
+    std::ofstream(Scratch("tiny.txt")) << "ab ab ab\n";
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--data", Scratch("tiny.txt"), "--vocab", "320"}), 3,
+                       "--vocab 320 is more pieces than this corpus gives the tokenizer (at most ");
+    EXPECT_FALSE(fs::exists(Scratch("t")));
 }
 
 TEST(CliTrain, TrainThenEvalAgree) {
