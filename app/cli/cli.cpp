@@ -294,6 +294,8 @@ int CmdExport(const CommandOptions& o) {
     if ((o.compare_run || o.steps) && !o.run)
         throw Failure{kExitUsage, std::string(o.steps ? "--steps" : "--compare-run") + " goes with --run DIR" +
                                       (o.example.empty() ? "" : ": --example " + o.example + " is no training run")};
+    if (o.compare_run)
+        if (auto s = CheckCompareRun(*o.run, *o.compare_run); !s) throw Failure{kExitUsage, "--compare-run " + s.error()};
     // What only a base has, asked for without one: a usage error before the model runs.
     if (auto s = CheckExportSettings(options, o.compare.kind == CompareKind::Base); !s && !(o.export_options.lens && ExportFormats(options).empty()))
         throw Failure{kExitUsage, s.error()};
@@ -662,6 +664,7 @@ void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional
                              model::Quoted(s->model_dir).c_str(), model::Quoted(*run).c_str());
         }
         if (compare_run) {
+            if (auto s = CheckCompareRun(*run, *compare_run); !s) throw Failure{kExitUsage, "--compare-run " + s.error()};
             auto compare = FindRunSteps(*compare_run);
             if (!compare) throw Failure{kExitBadInput, "--compare-run: " + compare.error()};
             launch->compare_run = *compare_run;

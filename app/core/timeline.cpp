@@ -63,6 +63,13 @@ model::Result<std::vector<RunStep>> FindRunSteps(const std::string& dir) {
     return out;
 }
 
+model::Status CheckCompareRun(const std::string& run, const std::string& compare_run) {
+    std::error_code ec;
+    if (fs::equivalent(run, compare_run, ec))
+        return model::Fail(model::Quoted(compare_run) + " is the run itself: a compare run is a second run (its vanilla twin's, say)");
+    return model::Ok{};
+}
+
 model::Status CheckOutsideRun(const std::string& out, const std::string& run) {
     if (model::IsWithin(out, run))  // a run that cannot be resolved: FindRunSteps names what is wrong with it
         return model::Fail(model::Quoted(out) + " is inside the run folder " + model::Quoted(run) +

@@ -38,6 +38,10 @@ model::Result<std::vector<RunStep>> FindRunSteps(const std::string& dir);
 // `train --resume` refused.
 model::Status CheckOutsideRun(const std::string& out, const std::string& run);
 
+// Whether a compare run is a second run: the run itself (its folder, a link to it) set beside it
+// gave every difference 0, analysed twice, as the model itself as its twin is refused.
+model::Status CheckCompareRun(const std::string& run, const std::string& compare_run);
+
 // Whether writing at `out` would add a step to a run: `out`, or a folder on the way to it that is
 // not there yet, named as a step (checkpoint-N, iter-N-ckpt.pth) in a folder that holds steps.
 // `export --model M --out RUN/checkpoint-999` made one without weights, a broken step that later

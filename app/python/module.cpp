@@ -1328,6 +1328,10 @@ PYBIND11_MODULE(_ssaviz, m) {
         if (!staged) throw WriteFailed(staged.error());
         return std::make_unique<model::HeldTempFolder>(std::move(*staged));
     });
+    // A compare run that is the run itself (its folder, a link to it), refused as the command line's.
+    m.def("check_compare_run", [](const std::string& run, const std::string& compare_run, const std::string& where) {
+        if (auto s = app::CheckCompareRun(run, compare_run); !s) throw BadArgument(where + ": compare_run " + s.error());
+    });
     m.def("move_tree", [](const std::string& staged, const std::string& out) {
         py::gil_scoped_release release;
         if (auto s = model::MoveTreeInto(staged, out); !s) throw WriteFailed(s.error());

@@ -305,6 +305,8 @@ class Run:
             twin = " (a Model is one model: a twin beside each step is compare=)" if isinstance(compare_run, Model) else ""
             raise ArgumentTypeError(f"{where}: compare_run must be a second run, its folder or a Run (ssaviz.load_run), not "
                                     f"{type(compare_run).__name__}{twin}")
+        if other is not None:
+            _ssaviz.check_compare_run(_fs(self.path), _fs(other.path), where)
         _ssaviz.check_export(_fs(out), export_flags, where, runs=[_fs(r.path) for r in (self, other) if r is not None])
         chosen = self._chosen(where, steps)
         for name in ("dla_position", "dla_target"):  # as the command line: they act on the steps= exports alone

@@ -923,7 +923,13 @@ TEST_F(Cli, ARunsExportIsAllOrNothingAndNeverThroughALink) {
     for (const char* f : {"lit_config.json", "vocab.json", "merges.txt"}) fs::copy_file(dir + "/a/" + f, run + "/" + f);
     fs::copy_file(dir + "/a/lit_model.pth", run + "/iter-000100-ckpt.pth");
     fs::copy_file(dir + "/b/lit_model.pth", run + "/iter-000200-ckpt.pth");
+    fs::copy(run, dir + "/twin", fs::copy_options::recursive);  // the compare run: a second run (the run itself is refused)
     const std::string text = "The cat sat on the mat.";
+    fs::create_symlink("run", dir + "/link");
+    for (const std::string& same : {run, dir + "/link", run + "/"})
+        ExpectOneLineError(Ssaviz({"export", "--run", run, "--compare-run", same, "--text", text, "--out", dir + "/same"}), 2,
+                           "--compare-run '" + same + "' is the run itself: a compare run is a second run");
+    EXPECT_FALSE(fs::exists(dir + "/same"));
     fs::create_directories(dir + "/victim");
     std::ofstream(dir + "/victim/metrics.json") << "precious";
     auto ssaviz_lines = [](const std::string& err) {
@@ -944,7 +950,7 @@ TEST_F(Cli, ARunsExportIsAllOrNothingAndNeverThroughALink) {
         const std::string out = dir + "/out-" + link;
         fs::create_directories(out);
         fs::create_symlink("../victim", out + "/" + link);
-        Outcome r = Ssaviz({"export", "--run", run, "--compare-run", run, "--steps", "100", "--text", text, "--out", out, "--format", "json,png"});
+        Outcome r = Ssaviz({"export", "--run", run, "--compare-run", dir + "/twin", "--steps", "100", "--text", text, "--out", out, "--format", "json,png"});
         EXPECT_EQ(r.code, 2) << link << ": " << r.err;
         EXPECT_NE(r.err.find("is a symbolic link"), std::string::npos) << r.err;
         EXPECT_EQ(r.err.find("run ["), std::string::npos) << link << ": refused only after opening checkpoints: " << r.err;

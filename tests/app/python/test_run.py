@@ -33,6 +33,14 @@ def run_dir(tmp_path_factory):
     return run
 
 
+@pytest.fixture(scope="module")
+def twin_dir(run_dir, tmp_path_factory):
+    """A copy of the run, as its compare run (the run itself is refused as one)."""
+    twin = tmp_path_factory.mktemp("twin") / "run"
+    shutil.copytree(run_dir, twin)
+    return twin
+
+
 def serial(run_dir):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -106,21 +114,21 @@ def tree(root):
 EXPORT = dict(steps=[100, 300], formats="npy,json,png,svg")
 
 
-def cli_export(run_dir, out):
-    """`ssaviz export --run` of the fixture's run, against itself as the compare run, steps 100 and 300 in full."""
-    code, _, err = run_cli("export", "--run", str(run_dir), "--compare-run", str(run_dir), "--text", TEXT, "--out", str(out),
+def cli_export(run_dir, twin_dir, out):
+    """`ssaviz export --run` of the fixture's run, against its copy as the compare run, steps 100 and 300 in full."""
+    code, _, err = run_cli("export", "--run", str(run_dir), "--compare-run", str(twin_dir), "--text", TEXT, "--out", str(out),
                            "--steps", "100,300", "--format", "npy,json,png,svg", check=False)
     assert code == 3, err  # the truncated step
     return tree(out)
 
 
-def test_export_writes_what_the_command_line_writes(run_dir, tmp_path):
-    want = cli_export(run_dir, tmp_path / "cli")
+def test_export_writes_what_the_command_line_writes(run_dir, twin_dir, tmp_path):
+    want = cli_export(run_dir, twin_dir, tmp_path / "cli")
     assert {"run.json", "run.csv", "tau_q.npy", "compare-run/tau_q.npy", "curves/entropy.png", "curves/loss.svg",
             "step-000100/metrics.json", "compare-run/step-000300/attention.npy"} <= set(want)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        timeline = ssaviz.load_run(run_dir).export(TEXT, tmp_path / "py", compare_run=run_dir, **EXPORT)
+        timeline = ssaviz.load_run(run_dir).export(TEXT, tmp_path / "py", compare_run=twin_dir, **EXPORT)
     got = tree(tmp_path / "py")
     assert sorted(got) == sorted(want)
     for name in want:
@@ -130,6 +138,11 @@ def test_export_writes_what_the_command_line_writes(run_dir, tmp_path):
     assert sum("step 250 (iter-000250-ckpt.pth)" in str(w.message) for w in caught) == 2  # the run's and the compare run's
     with pytest.raises(ValueError, match="step 7 is not one of the run's 4 steps"):
         ssaviz.load_run(run_dir).export(TEXT, tmp_path / "bad", steps=[7])
+    # The run itself as its compare run (its folder, or the Run), refused as the command line's.
+    for same in (run_dir, ssaviz.load_run(run_dir)):
+        with pytest.raises(ValueError, match=r"^Run\.export\(\): compare_run '.*' is the run itself: a compare run is a second run"):
+            ssaviz.load_run(run_dir).export(TEXT, tmp_path / "same", compare_run=same)
+    assert not os.path.exists(tmp_path / "same")
 
 
 def test_a_step_of_another_model_has_no_export(tmp_path):
@@ -394,7 +407,7 @@ def test_not_a_run_is_one_clear_error(run_dir):
         ssaviz.load_run(run_dir, dtype="f17")
 
 
-def test_dask_local_cluster_runs_the_checkpoints_on_its_workers(run_dir, tmp_path):
+def test_dask_local_cluster_runs_the_checkpoints_on_its_workers(run_dir, twin_dir, tmp_path):
     distributed = pytest.importorskip("distributed")
     expected, _ = serial(run_dir)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
@@ -402,13 +415,13 @@ def test_dask_local_cluster_runs_the_checkpoints_on_its_workers(run_dir, tmp_pat
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             analysis = ssaviz.load_run(run_dir).analyze(TEXT, client=client)
-            run_export = ssaviz.load_run(run_dir).export(TEXT, tmp_path / "dask", compare_run=run_dir, client=client, **EXPORT)
+            run_export = ssaviz.load_run(run_dir).export(TEXT, tmp_path / "dask", compare_run=twin_dir, client=client, **EXPORT)
     assert list(analysis.steps) == list(expected.steps)
     assert [f["step"] for f in analysis.failed] == [250]
     for name in expected.keys():
         assert np.array_equal(analysis.arrays(name), expected.arrays(name)), name
     # Run.export on the cluster: the command line's files, byte for byte.
-    want = cli_export(run_dir, tmp_path / "cli")
+    want = cli_export(run_dir, twin_dir, tmp_path / "cli")
     got = tree(tmp_path / "dask")
     assert sorted(got) == sorted(want)
     for name in want:
