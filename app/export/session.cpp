@@ -55,8 +55,9 @@ public:
                 throw BadKey{Name(key) + " must be an integer from " + std::to_string(Limits::min()) + " to " + std::to_string(Limits::max()) +
                              ", not " + model::DescribeJson(v)};
         } else {
-            if (!v.is_number() || !(std::abs(v.get<double>()) <= static_cast<double>(std::numeric_limits<T>::max())))
-                throw BadKey{Name(key) + " must be a number, not " + model::DescribeJson(v)};
+            if (!v.is_number()) throw BadKey{Name(key) + " must be a number, not " + model::DescribeJson(v)};
+            if (!(std::abs(v.get<double>()) <= static_cast<double>(std::numeric_limits<T>::max())))  // 1e308 was "must be a number"
+                throw BadKey{Name(key) + " is out of range: " + model::DescribeJson(v) + " is more than a float holds"};
         }
         *out = v.get<T>();
     }

@@ -181,10 +181,18 @@ def _path(where, name, value):
     raise ArgumentTypeError(f"{where}: {name} must be a path (str or os.PathLike), not {type(value).__name__}")
 
 
-def _text(where, value):
-    """The text as UTF-8 bytes; lone surrogates pass through, so the engine names the bad byte."""
+def _text(where, value, each=False):
+    """The text as UTF-8 bytes. A lone surrogate (a file read with errors="surrogateescape") is said
+    in Python's words, its character (it was named as a UTF-8 byte the caller never had); with
+    `each` (a batch's texts, each failing alone) it passes through, and the engine names the byte."""
     if isinstance(value, str):
-        return value.encode("utf-8", "surrogatepass")
+        if each:
+            return value.encode("utf-8", "surrogatepass")
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"{where}: text holds a lone surrogate, U+{ord(value[e.start]):04X} at character {e.start}: not Unicode "
+                             "text (bytes read with errors=\"surrogateescape\"?)") from None
     if isinstance(value, (bytes, bytearray)):
         return bytes(value)
     raise ArgumentTypeError(f"{where}: text must be a str (or bytes), not {type(value).__name__}")
@@ -244,6 +252,9 @@ def _export_flags(where, flags, formats, layers, heads):
         raise ArgumentTypeError(f"{where}: formats must be a list of json, npy, csv, png, svg, html, not {type(formats).__name__}")
     if formats is not None and len(formats) == 0:
         raise ValueError(f"{where}: formats is empty: name one or more of json, npy, csv, png, svg, html")
+    if isinstance(formats, (list, tuple)) and not all(isinstance(f, str) for f in formats):  # [b"json"] was named format=
+        odd = next(f for f in formats if not isinstance(f, str))
+        raise ArgumentTypeError(f"{where}: formats must be a list of json, npy, csv, png, svg, html, not one holding {type(odd).__name__}")
     if flags.get("dla_position") is not None:  # a position as plot(position=) takes it ([1] and "1" were taken as 1)
         flags = dict(flags, dla_position=_int(where, "dla_position", flags["dla_position"], bits=64))
     if flags.get("dla_target") is not None and not isinstance(flags["dla_target"], str):  # 3 read as the target '3'

@@ -54,7 +54,7 @@ def _items(where, texts):
         except UnicodeEncodeError as e:  # a lone surrogate: pybind11's TypeError listing C++ signatures
             raise ValueError(f"{where}: text {len(names) + 1}'s name {_r(name)} is not valid UTF-8 ({e.reason} at {e.start})") from None
         names.append(name)
-        bodies.append(_text(where, t))
+        bodies.append(_text(where, t, each=True))
     if not bodies:
         raise ValueError(f"{where}: no texts")
     return list(zip(_ssaviz.folder_names(names), range(1, len(bodies) + 1), bodies))

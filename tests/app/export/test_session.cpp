@@ -370,6 +370,8 @@ TEST(Session, BadFilesAreOneLineErrorsNamingTheKey) {
         {json{{"ssaviz_session", 1}, {"export", {{"size", 1e9}}}}, "'export.size'"},
         {json{{"ssaviz_session", 1}, {"query", -5}}, "'query'"},
         {json{{"ssaviz_session", 1}, {"view", {{"map_zoom", 0.5}}}}, "'view.map_zoom'"},
+        // A number past a float's range is a number (it said "must be a number").
+        {json{{"ssaviz_session", 1}, {"view", {{"map_zoom", 1e308}}}}, "'view.map_zoom' is out of range: 1e+308 is more than a float holds"},
         {json{{"ssaviz_session", 1}, {"view", {{"map_pan", {1}}}}}, "'view.map_pan'"},
         {json{{"ssaviz_session", 1}, {"view", {{"tab", "Bogus"}}}}, "'view.tab' is not a tab's name ('Bogus'): one of Heads, Matrix, "},
         {json{{"ssaviz_session", 1}, {"view", {{"tab", ""}}}}, "'view.tab' is not a tab's name"},

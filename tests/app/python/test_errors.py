@@ -304,12 +304,14 @@ def test_wrong_types_raise_argument_type_error(small):
         lambda: a.export(None),
         lambda: ssaviz.export_batch("one text", "/tmp/x", model=small),
         lambda: ssaviz.export_batch(["one text"], "/tmp/x", model=3),  # a bare TypeError
+        lambda: a.export("/tmp/x", formats=[b"json"]),  # it named format=, the keyword that is refused
     ]
     for call in calls:
         with pytest.raises(ssaviz.ArgumentTypeError) as info:
             call()
         assert isinstance(info.value, TypeError) and isinstance(info.value, ValueError)
         assert "\n" not in str(info.value)
+        assert "format=" not in str(info.value), info.value
 
 
 def test_out_of_range_heads_and_positions(small):
@@ -403,6 +405,11 @@ def test_plausible_mistakes_are_named(small, tmp_path):
                         ("", r"the token is an empty piece"), (-1, r"token -1 is not a token id")):
         with pytest.raises(ValueError, match=r"^attribute\(\): .*" + said):
             a.attribute(1, piece)
+    # A text with a lone surrogate, said as its character (it was "not valid UTF-8 at byte 3", a byte
+    # the caller never had).
+    for call, where in ((lambda: small.analyze("ok \udcff"), "analyze"), (lambda: small.tokenize("ok \udcff"), "tokenize")):
+        with pytest.raises(ValueError, match=rf"^{where}\(\): text holds a lone surrogate, U\+DCFF at character 3: not Unicode text"):
+            call()
 
 
 def test_a_closed_model_and_analyses_that_outlive_their_model(tmp_path):
