@@ -63,6 +63,7 @@ Side ReadSide(MapMode mode) { return NameOf(mode).side; }
 
 std::optional<MapMode> ParseMapMode(const std::string& name) {
     if (name == "vanilla") return MapMode::Compare;  // the name before 0.9 (sessions, --maps), read still
+    if (name == "diff_base") return MapMode::BaseDifference;  // as its files name it (heatmaps/L0_H0_diff_base.png)
     for (const ModeName& m : kModeNames)
         if (name == m.key) return m.mode;
     return std::nullopt;

@@ -204,6 +204,7 @@ RunCurve CurveOf(const RunTimeline& t, const std::string& key) {
         }
         return c;
     }
+    if (key == "js_divergence") c.compare_name = t.compare_name;  // the title says which comparison ("JS to tau=1")
     c.layers.assign(static_cast<size_t>(t.n_layer), {});
     for (const std::vector<HeadSummary>& heads : t.heads) {
         double all = 0;
@@ -233,17 +234,21 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
     const HeadValue* v = loss || token || lens ? nullptr : FindHeadValue(key);
     // The axis in the catalogue's unit where it has one ("entropy (nats)").
     const std::string unit = v && v->quantity && !v->quantity->unit.empty() ? " (" + v->quantity->unit + ")" : "";
+    // JS to the comparison named by it, as its sibling "JS drift (tau=1 to base)" names its sides.
+    const std::string name = key == "js_divergence" && !runs.empty() && !runs[0].compare_name.empty() ? "JS to " + runs[0].compare_name
+                             : v                                                                    ? v->label
+                                                                                                    : key;
     const std::string label = loss        ? "mean loss on the text (nats)"
                               : token     ? "tau_q"
                               : lens_diff ? "SSA's mean loss after the layer minus " + minus + "'s (nats)"
                               : lens      ? "mean loss read after the layer (nats)"
-                              : v         ? v->label + unit
+                              : v         ? name + unit
                                           : key;
     plot.Options.Title = loss        ? "Loss on the text against training step"
                          : token     ? "A token's tau_q in one head against training step"
                          : lens_diff ? "Loss read after each layer (logit lens), SSA minus " + minus + ", against training step"
                          : lens      ? "Loss read after each layer (logit lens) against training step"
-                                 : (v ? v->label : key) + " against training step (mean over heads)";
+                                 : name + " against training step (mean over heads)";
     plot.Options.XLabel = "training step";
     plot.Options.YLabel = label;
     plot.Options.Width = 720;
@@ -268,7 +273,7 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
     // The lens's lines are every layer's but the last (the model's own, the mean's place).
     for (size_t l = 0; l < first.layers.size() && (lens || first.layers.size() > 1); ++l) {
         viz::PlotSeries s;
-        const std::string layer = (lens ? "after layer " : "layer ") + std::to_string(l);
+        const std::string layer = (lens ? "after L" : "layer ") + std::to_string(l);  // the lens as lens.png's rows name it
         s.Name = layer + (runs.size() > 1 ? ", " + first.label : "");  // the first run's layers
         if (under(first.layers[l], first.all)) s.Name += ", under the run's line";  // listed, yet drawn under it
         s.X = first.steps;

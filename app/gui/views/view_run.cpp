@@ -128,7 +128,7 @@ void RunView::DrawTimeline(WindowState& state) {
     viz::ItemTooltip("What the curves show against step. The selected token's tau_q: the query selected in the map (the last "
                      "token if none) in the selected head, over the run; the compare run's beside it. Against a base (--base "
                      "DIR): JS to base, all that fine-tuning had changed by each step, and JS drift, the other weights' part "
-                     "(JS to comparison is then the temperatures' part).");
+                     "(JS to the comparison, tau = 1, is then the temperatures' part).");
     const int T = t->timeline.n_tokens;
     const int token = state.query >= 0 && state.query < T ? state.query : T - 1;
     if (key == kRunTokenCurve) {

@@ -760,9 +760,9 @@ TEST_F(Cli, ExportRunWithTheLensFollowsEachLayersLoss) {
     // The curve: each layer but the last as lines, the model's own on top (the embeddings' alone, far
     // above, squashed the layers': in run_lens.csv only).
     const std::string svg = ReadFile(dir + "/out/curves/lens_loss.svg");
-    for (const char* name : {">after layer 0<", ">after layer 1<", ", its loss<"})
+    for (const char* name : {">after L0<", ">after L1<", ", its loss<"})
         EXPECT_NE(svg.find(name), std::string::npos) << name;
-    EXPECT_EQ(svg.find(">after layer 2<"), std::string::npos) << "the last layer's is the model's own line";
+    EXPECT_EQ(svg.find(">after L2<"), std::string::npos) << "the last layer's is the model's own line";
     EXPECT_EQ(svg.find("embeddings"), std::string::npos);
     // SSA's less tau = 1's and less the base's, layer by layer: what the temperatures, and all of
     // fine-tuning, changed in what each layer predicts.

@@ -211,6 +211,7 @@ TEST(MapModes, NamesRoundTrip) {
         EXPECT_EQ(static_cast<int>(app::ThumbnailKindOf(mode)), static_cast<int>(mode));
     }
     EXPECT_EQ(app::ParseMapMode("vanilla"), app::MapMode::Compare);
+    EXPECT_EQ(app::ParseMapMode("diff_base"), app::MapMode::BaseDifference);  // as the files name it
     EXPECT_STREQ(app::ToString(app::MapMode::BaseDifference), "base_diff");
     EXPECT_STREQ(app::MapModeLabel(app::MapMode::BaseDifference), "SSA - base");
     EXPECT_TRUE(app::IsDifference(app::MapMode::BaseDifference) && !app::IsDifference(app::MapMode::Base));

@@ -288,6 +288,9 @@ TEST(RunCurves, ALegendSaysWhatItsCurvesHide) {
         if (!s.Name.empty()) names.push_back(s.Name);
     EXPECT_EQ(names, (std::vector<std::string>{"tau=1 (the run's comparison), under the run's line", "ssa (run), all heads (layer 0)",
                                                 "vanilla (compare run), all heads (layer 0): 0 at every step"}));
+    // JS to the comparison named by it ("JS to comparison" beside a base read as JS to the base).
+    EXPECT_EQ(plot.Options.Title, "JS to tau=1 against training step (mean over heads)");
+    EXPECT_EQ(plot.Options.YLabel, "JS to tau=1 (nats)");
     // Apart by more than a pixel's worth, with two layers, each is drawn and named as it was.
     ssa.compare = {2.0f, 1.4f, 1.0f};
     ssa.layers = {{1.9f, 1.3f, 0.9f}, {2.2f, 1.6f, 1.4f}};
@@ -299,7 +302,7 @@ TEST(RunCurves, ALegendSaysWhatItsCurvesHide) {
     EXPECT_EQ(names, (std::vector<std::string>{"layer 0, ssa (run)", "layer 1, ssa (run)", "tau=1 (the run's comparison)", "ssa (run), all heads",
                                                 "vanilla (compare run), all heads"}));
     // The lens: a layer that already predicts as the model does lies under the run's loss (the graph
-    // run's "after layer 0", 0.002 nats from it at every step, was listed and not seen); a base under
+    // run's "after L0", 0.002 nats from it at every step, was listed and not seen); a base under
     // it is said so too, one apart is not.
     app::RunCurve lens;
     lens.label = "ssa (run)";
@@ -311,7 +314,7 @@ TEST(RunCurves, ALegendSaysWhatItsCurvesHide) {
         names.clear();
         for (const viz::PlotSeries& s : app::RunCurvesPlot(app::kRunLensCurve, {lens}).Series)
             if (!s.Name.empty()) names.push_back(s.Name);
-        EXPECT_EQ(names, (std::vector<std::string>{"after layer 0, under the run's line", "after layer 1",
+        EXPECT_EQ(names, (std::vector<std::string>{"after L0, under the run's line", "after L1",
                                                     base_under ? "base (where fine-tuning began), under the run's line" : "base (where fine-tuning began)",
                                                     "ssa (run), its loss"}));
     }
