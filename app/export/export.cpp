@@ -1089,6 +1089,9 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
                 plan.push_back({base + CompareFileSuffix(a) + ".csv",
                                 [&a, l, h](const std::string& full) { return WriteHeadCsv(full, a, model::MapSide::Compare, l, h); },
                                 nullptr, 2 * map_bytes});
+                if (a.HasBase())  // the base's map too, as attention_base.npy and the base's heatmaps have it
+                    plan.push_back({base + "_base.csv", [&a, l, h](const std::string& full) { return WriteHeadCsv(full, a, model::MapSide::Base, l, h); },
+                                    nullptr, 2 * map_bytes});
             }
     }
     std::vector<const char*> extensions;

@@ -268,7 +268,7 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
                         "1", "--heads", "0"});
     ASSERT_EQ(r.code, 0) << r.err;
     for (const char* f : {"attention.npy", "attention_tau1.npy", "attention_base.npy", "loss.npy", "loss_tau1.npy", "loss_base.npy",
-                          "csv/L1_H0_tau1.csv"})
+                          "csv/L1_H0_tau1.csv", "csv/L1_H0_base.csv"})
         EXPECT_TRUE(fs::exists(out + "/" + f)) << f;
     EXPECT_FALSE(fs::exists(out + "/attention_compare.npy")) << "beside a base the comparison side is named tau1";
     const json metrics = json::parse(ReadFile(out + "/metrics.json"));
@@ -337,6 +337,12 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
         "    t = h['base']['tau_q']; assert t['min'] <= t['mean'] <= t['max'] and t != h['ssa']['tau_q'], 'the base\\'s own temperatures'\n"
         "assert np.abs(np.array(m['rows']['base']['entropy']) - ent).max() < 1e-5\n"
         "assert m['sink_ratio']['base'] == np.mean([h['base']['sink_head'] for h in m['heads']])\n"
+        "# Each side's CSV of the head is its map (9 significant digits); the base's was not written.\n"
+        "import csv\n"
+        "for f, npy in (('/csv/L1_H0.csv', '/attention.npy'), ('/csv/L1_H0_tau1.csv', '/attention_tau1.npy'), ('/csv/L1_H0_base.csv', '/attention_base.npy')):\n"
+        "    rows = list(csv.reader(open(d + f)))[1:]\n"
+        "    got = np.array([[float(x) for x in r[2:]] for r in rows])\n"
+        "    assert np.abs(got - np.load(d + npy)[1, 0]).max() < 1e-8, f\n"
         "print('numpy ok')\n";
     ExpectPythonCheck("check_base.py", check, out);
 
@@ -372,7 +378,7 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
     EXPECT_NE(loss_bars.find("temperatures: SSA - tau = 1"), std::string::npos);
     EXPECT_NE(loss_bars.find("drift: tau = 1 - base"), std::string::npos);
     EXPECT_GT(fs::exists(figures + "/finetune_loss.png") ? fs::file_size(figures + "/finetune_loss.png") : 0u, 1000u);
-    EXPECT_NE(ReadFile(figures + "/highlight.html").find("loss - base"), std::string::npos) << "the highlight of where fine-tuning helped";
+    EXPECT_NE(ReadFile(figures + "/highlight.html").find("delta loss vs base"), std::string::npos) << "the highlight of where fine-tuning helped";
     for (const char* f : {"highlight.png", "heads_grid.png", "heads_grid_base.png", "heads_grid_diff_base.png", "heatmaps/L1_H0.png", "heatmaps/L1_H0_base.png",
                           "heatmaps/L1_H0_diff_base.png"})
         EXPECT_GT(fs::exists(figures + "/" + f) ? fs::file_size(figures + "/" + f) : 0u, 1000u) << f;
