@@ -8,6 +8,7 @@
 
 #include "app/core/names.h"
 #include "model/io/files.h"
+#include "viz/colormap.h"
 #include "viz/palette.h"
 #include "viz/ticks.h"
 
@@ -278,8 +279,13 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
         if (under(first.layers[l], first.all)) s.Name += ", under the run's line";  // listed, yet drawn under it
         s.X = first.steps;
         s.Y = first.layers[l];
-        s.Color = viz::SeriesColor(static_cast<int>(l));
-        s.Color.a = 150;  // the layers behind the means
+        // Layers in depth order on a sequential scale, viridis (a categorical palette told no order and
+        // repeated from the eleventh layer): without its palest end on a file's white page, without its
+        // darkest on the window's dark theme.
+        const size_t n = first.layers.size();
+        const float lo = points ? 0.1f : 0.3f, span = 0.7f;
+        s.Color = viz::SampleColormap(viz::Colormap::Viridis, n > 1 ? lo + span * static_cast<float>(l) / static_cast<float>(n - 1) : lo + span / 2);
+        s.Color.a = 210;  // the layers behind the means
         plot.Series.push_back(std::move(s));
     }
     // A fine-tune's base under them (the loss: where the run passes its base), violet.

@@ -309,6 +309,17 @@ TEST(RunCurves, ALegendSaysWhatItsCurvesHide) {
     lens.steps = {0, 100, 200};
     lens.all = {2.11f, 2.2f, 2.24f};
     lens.layers = {{2.112f, 2.202f, 2.242f}, {3.0f, 2.9f, 2.8f}};
+    // Layers coloured in depth order on one sequential scale (tab10 told no order, repeated from the
+    // eleventh layer): each layer's colour its own, none of the side colours.
+    lens.layers.resize(12, {3.0f, 2.9f, 2.8f});
+    std::vector<viz::Rgba8> colours;
+    for (const viz::PlotSeries& s : app::RunCurvesPlot(app::kRunLensCurve, {lens}).Series)
+        if (s.Name.rfind("after L", 0) == 0) colours.push_back(s.Color);
+    ASSERT_EQ(colours.size(), 12u);
+    for (size_t i = 0; i < colours.size(); ++i)
+        for (size_t j = i + 1; j < colours.size(); ++j)
+            EXPECT_FALSE(colours[i].r == colours[j].r && colours[i].g == colours[j].g && colours[i].b == colours[j].b) << i << " " << j;
+    lens.layers.resize(2);
     for (const bool base_under : {false, true}) {
         lens.base = base_under ? lens.all : std::vector<float>{2.5f, 2.5f, 2.5f};
         names.clear();
