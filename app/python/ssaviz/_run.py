@@ -282,6 +282,7 @@ class Run:
         from . import ArgumentTypeError, Model, _ablate, _base_arg, _bool, _export_compare, _export_flags, _flag_value, _flags, _fs, _path, _text
         from ._batch import _client
         where = "Run.export()"
+        spec = _ablate(where, ablate)  # first: ablate=5 is said as ablate's, not as the lens's
         # As `export --run --lens --ablate` is refused; lens="false" is no lens, as the engine reads a switch.
         if flags.get("lens") is not None and _flag_value(where, "lens", flags["lens"]) in ("true", "1") and ablate is not None:
             raise ValueError(f"{where}: lens=True runs the model as loaded: not with ablate=")
@@ -292,7 +293,6 @@ class Run:
         truncate = _bool(where, "truncate", truncate)
         compare, base_dir = _base_arg(where, compare, base)
         kind, _ = _export_compare(where, compare)
-        spec = _ablate(where, ablate)
         export_flags = _export_flags(where, flags, formats, layers, heads)
         other = None
         if isinstance(compare_run, (str, os.PathLike)):

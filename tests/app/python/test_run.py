@@ -368,6 +368,8 @@ def test_what_a_run_cannot_do_is_said(run_dir, tmp_path):
         run.export(TEXT, tmp_path / "model", compare_run=run.model(100))
     with pytest.raises(FileNotFoundError, match=r"^Run\.export\(\): compare_run: no such folder: "):
         run.export(TEXT, tmp_path / "missing", compare_run=tmp_path / "no-run")
+    with pytest.raises(ssaviz.ArgumentTypeError, match=r"^Run\.export\(\): ablate"):  # ablate's own error, not the lens's
+        run.export(TEXT, tmp_path / "missing", ablate=5, lens=True)
     assert not any(os.path.exists(tmp_path / name) for name in ("none", "model", "missing"))
     # What every step opens with, checked before the first here (each step failed on it, then "no
     # checkpoint could be analysed"): a device this machine lacks, a config= that is not there.
