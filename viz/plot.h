@@ -49,6 +49,9 @@ struct PlotOptions {
     // Histogram bins: this many over the values' range; 0: a file takes 40 (a paper's fine
     // distribution), the window Sturges' rule on round edges (so a hovered bin reads round numbers).
     int HistogramBins = 0;
+    // The window shows a legend for two series or more; this: for one too, whose name says what it
+    // is (a one-layer run's "ssa (run), all heads (layer 0)"), as a file's legend always does.
+    bool LegendForOne = false;
     // The window's selection, which a file leaves out, as it leaves out hover and clicks.
     std::optional<float> XMarker;  // a vertical line: the selected query, or tau = 1 among temperatures
     int Highlighted = -1;          // the selected point (Points) or category (Bars)

@@ -91,7 +91,7 @@ viz::Plot Dilution(const PlotInput& in) {
         side.X = x;
     }
     p.Options.YLabel = HeadScope(in) ? "H_i / ln i" : "H_i / ln i, mean over heads";
-    p.Options.Title = in.model_name + kDot + "attention dilution" + (HeadScope(in) ? kDot + HeadName(*in.selected) : "");
+    p.Options.Title = in.model_name + kDot + "attention dilution: normalized entropy by position" + (HeadScope(in) ? kDot + HeadName(*in.selected) : "");
     p.Options.XLabel = "query position i";
     p.Options.YRange = viz::Range{0.0f, 1.05f};
     if (in.query >= 0) p.Options.XMarker = static_cast<float>(in.query + 1);

@@ -102,11 +102,13 @@ std::vector<std::string> RunCurveKeys(const RunTimeline& t) {
     return keys;
 }
 
-std::string RunCurveLabel(const std::string& key) {
+std::string RunCurveLabel(const std::string& key, const std::string& compare_name) {
+    const std::string compare = compare_name.empty() ? "comparison" : compare_name;
     if (key == "loss") return "loss on the text";
     if (key == kRunTokenCurve) return "tau_q of the selected token";
     if (key == kRunLensCurve) return "loss by layer (lens)";
-    if (key == kRunLensDiffCurve) return "SSA - comparison, by layer (lens)";
+    if (key == kRunLensDiffCurve) return "SSA - " + compare + ", by layer (lens)";
+    if (key == "js_divergence" && !compare_name.empty()) return "JS to " + compare_name;
     if (key == kRunLensDiffBaseCurve) return "SSA - base, by layer (lens)";
     const HeadValue* v = FindHeadValue(key);
     return v ? v->label : key;
@@ -254,6 +256,7 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
     plot.Options.YLabel = label;
     plot.Options.Width = 720;
     plot.Options.Height = 440;
+    plot.Options.LegendForOne = true;  // a one-layer run's lone mean says so, in the window too
     if (runs.empty()) return plot;
     const RunCurve& first = runs[0];
     // The y extent of every curve drawn, to tell when two lie within a pixel or so of each other.
@@ -270,21 +273,30 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
             if (std::isfinite(v[k]) != std::isfinite(over[k]) || std::abs(v[k] - over[k]) > 0.005f * (hi - lo)) return false;
         return true;
     };
+    // A layer's line listed, yet drawn under one drawn after it: the run's own (on top), the base's or
+    // a deeper layer's (one layer's entropy lay exactly on another's, and was not seen).
+    auto covered = [&](size_t l) -> std::string {
+        const std::vector<float>& v = first.layers[l];
+        if (under(v, first.all)) return ", under the run's line";
+        if (!first.base.empty() && under(v, first.base)) return ", under the base's line";
+        for (size_t m = first.layers.size(); m-- > l + 1;)
+            if (under(v, first.layers[m])) return ", under " + std::string(lens ? "L" : "layer ") + std::to_string(m) + "'s line";
+        return "";
+    };
     // One layer is its mean over every head: drawn once, as the mean (a layer's line lay under it).
     // The lens's lines are every layer's but the last (the model's own, the mean's place).
     for (size_t l = 0; l < first.layers.size() && (lens || first.layers.size() > 1); ++l) {
         viz::PlotSeries s;
         const std::string layer = (lens ? "after L" : "layer ") + std::to_string(l);  // the lens as lens.png's rows name it
-        s.Name = layer + (runs.size() > 1 ? ", " + first.label : "");  // the first run's layers
-        if (under(first.layers[l], first.all)) s.Name += ", under the run's line";  // listed, yet drawn under it
+        s.Name = layer + (runs.size() > 1 ? ", " + first.label : "") + covered(l);  // the first run's layers
         s.X = first.steps;
         s.Y = first.layers[l];
         // Layers in depth order on a sequential scale, viridis (a categorical palette told no order and
         // repeated from the eleventh layer): without its palest end on a file's white page, without its
         // darkest on the window's dark theme.
         const size_t n = first.layers.size();
-        const float lo = points ? 0.1f : 0.3f, span = 0.7f;
-        s.Color = viz::SampleColormap(viz::Colormap::Viridis, n > 1 ? lo + span * static_cast<float>(l) / static_cast<float>(n - 1) : lo + span / 2);
+        const float from = points ? 0.1f : 0.3f, span = 0.7f;
+        s.Color = viz::SampleColormap(viz::Colormap::Viridis, n > 1 ? from + span * static_cast<float>(l) / static_cast<float>(n - 1) : from + span / 2);
         s.Color.a = 210;  // the layers behind the means
         plot.Series.push_back(std::move(s));
     }
@@ -315,7 +327,8 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
         // A compare run's curve that never moves (a vanilla run's tau_q, its JS to its own tau = 1) says its one value.
         const std::vector<float>& all = runs[r].all;
         const bool constant = r > 0 && !all.empty() && std::isfinite(all[0]) && std::all_of(all.begin(), all.end(), [&](float v) { return v == all[0]; });
-        const std::string name = runs[r].label + (lens                         ? ", its loss"
+        const std::string name = runs[r].label + (lens_diff                    ? ", its loss - " + minus + "'s"
+                                                  : lens                       ? ", its loss"
                                                   : runs[r].layers.empty()       ? ""
                                                   : runs[r].layers.size() == 1 ? ", all heads (layer 0)"
                                                                                : ", all heads") +

@@ -110,8 +110,9 @@ inline bool IsRunCurveKey(const std::string& key) {
     return key == "loss" || key == kRunTokenCurve || IsRunLensCurve(key);
 }
 // A curve's name in legends, combos and titles: the catalogue's label of a head value; "loss" and
-// "tau_q_token" their own.
-std::string RunCurveLabel(const std::string& key);
+// "tau_q_token" their own; with the run's comparison named ("tau=1"), JS and the lens's difference
+// say it ("JS to tau=1", as the curve's title does).
+std::string RunCurveLabel(const std::string& key, const std::string& compare_name = "");
 
 // One run's values of one quantity over its steps.
 struct RunCurve {

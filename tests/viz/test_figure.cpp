@@ -289,8 +289,11 @@ TEST_F(FigureTest, LongTitlesWrapAboveTheContent) {
     for (const FigText* t : lines) EXPECT_LE(viz::MeasureText(t->Text, title_fs), static_cast<float>(f.Width) - 24) << t->Text;
     EXPECT_LT(f.Width, 1000) << "the figure is not widened to the title";
     EXPECT_GT(lines[1]->Y, lines[0]->Y);
-    for (const viz::FigItem& item : f.Items)
-        if (const auto* map = std::get_if<viz::FigImage>(&item)) EXPECT_GT(map->Y, lines[1]->Y + title_fs * 0.5f) << "the map below the title";
+    for (const viz::FigItem& item : f.Items) {
+        if (const auto* map = std::get_if<viz::FigImage>(&item)) {
+            EXPECT_GT(map->Y, lines[1]->Y + title_fs * 0.5f) << "the map below the title";
+        }
+    }
 
     std::string endless;
     for (int k = 0; k < 200; ++k) endless += "long" + std::to_string(k) + " ";

@@ -50,6 +50,7 @@ struct PlotAxes {
     std::optional<float> y_line;         // a horizontal reference line, e.g. a threshold
     const char* y_line_label = nullptr;  // written at the line's right end
     std::optional<float> x_line;         // a vertical marker line, e.g. the selected position
+    bool legend_for_one = false;         // PlotOptions::LegendForOne
 };
 
 PlotAxes AxesOf(const PlotOptions& o) {
@@ -63,6 +64,7 @@ PlotAxes AxesOf(const PlotOptions& o) {
         axes.y_line_label = o.YLine->Label.empty() ? nullptr : o.YLine->Label.c_str();
     }
     axes.x_line = o.XMarker;
+    axes.legend_for_one = o.LegendForOne;
     return axes;
 }
 
@@ -308,10 +310,10 @@ void NoData(const Frame& f) {
     f.draw->AddText(ImVec2((f.min.x + f.max.x - ts.x) * 0.5f, (f.min.y + f.max.y - ts.y) * 0.5f), ImGui::GetColorU32(ImGuiCol_TextDisabled), msg);
 }
 
-// The series' names and colours, when there are several to tell apart.
-std::vector<LegendItem> Legend(const std::vector<PlotSeries>& series) {
+// The series' names and colours, when there are several to tell apart (or one that asks).
+std::vector<LegendItem> Legend(const std::vector<PlotSeries>& series, const PlotAxes& axes) {
     std::vector<LegendItem> items;
-    if (series.size() < 2) return items;
+    if (series.size() < 2 && !(axes.legend_for_one && series.size() == 1 && !series[0].Name.empty())) return items;
     for (const PlotSeries& s : series) items.push_back({LabelOf(s), SeriesColorOf(s)});
     return items;
 }
@@ -349,7 +351,7 @@ PlotHit LinePlot(const char* id, ImVec2 size, const std::vector<PlotSeries>& ser
     if (axes.y_line) ey.Add(*axes.y_line);
     Range xr = axes.x_range ? *axes.x_range : (ex.Valid() && ex.lo < ex.hi ? Range{ex.lo, ex.hi} : Padded(ex));
     Range yr = axes.y_range ? *axes.y_range : Padded(ey, 0.08f);
-    Frame f = BeginPlot(id, size, xr, yr, axes, Legend(series));
+    Frame f = BeginPlot(id, size, xr, yr, axes, Legend(series, axes));
     if (points == 0) NoData(f);
 
     std::vector<ImVec2> run;
@@ -459,7 +461,7 @@ PlotHit Histogram(const char* id, ImVec2 size, const std::vector<PlotSeries>& se
     PlotAxes a = axes;
     if (!a.y_label) a.y_label = "count";
     const Range yr = axes.y_range ? *axes.y_range : Range{0.0f, std::max(1.0f, max_count * 1.1f)};
-    Frame f = BeginPlot(id, size, br, yr, a, Legend(series));
+    Frame f = BeginPlot(id, size, br, yr, a, Legend(series, a));
     if (finite == 0) NoData(f);
 
     int hovered_bin = -1;
@@ -513,7 +515,7 @@ PlotHit ScatterPlot(const char* id, ImVec2 size, const std::vector<PlotSeries>& 
     if (axes.y_line) ey.Add(*axes.y_line);
     const Range xr = axes.x_range ? *axes.x_range : Padded(ex, 0.08f);
     const Range yr = axes.y_range ? *axes.y_range : Padded(ey, 0.1f);
-    Frame f = BeginPlot(id, size, xr, yr, axes, Legend(series));
+    Frame f = BeginPlot(id, size, xr, yr, axes, Legend(series, axes));
     if (!ex.Valid()) NoData(f);
 
     float best = 10.0f;  // pick radius in pixels
@@ -593,7 +595,7 @@ PlotHit BarChart(const char* id, ImVec2 size, const std::vector<PlotSeries>& ser
     // Grouped bars too narrow for their own ticks show only the group labels (one row).
     const float estimated_slot = count > 0 ? ((size.x > 0 ? size.x : ImGui::GetContentRegionAvail().x + size.x) - 50.0f) / count : 0.0f;
     const bool bar_ticks = !grouped || estimated_slot >= widest + 4.0f;
-    Frame f = BeginPlot(id, size, Range{-0.5f, std::max(count, 1) - 0.5f}, yr, axes, Legend(series), false, grouped && bar_ticks ? 2 : 1);
+    Frame f = BeginPlot(id, size, Range{-0.5f, std::max(count, 1) - 0.5f}, yr, axes, Legend(series, axes), false, grouped && bar_ticks ? 2 : 1);
     if (count == 0) NoData(f);
     const float slot = count > 0 ? f.Width() / count : f.Width();
     const float line = ImGui::GetTextLineHeight();

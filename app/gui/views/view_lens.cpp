@@ -196,7 +196,7 @@ void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::s
                               : "', the last token: each layer's most likely token after the text, and its p"),
                 ": ");
     const float line = ImGui::GetTextLineHeight();
-    const float label_w = ImGui::CalcTextSize("embeddings").x + 8.0f, cell_w = line * 6.0f;
+    const float label_w = std::max(ImGui::CalcTextSize("embeddings").x, ImGui::CalcTextSize(RowName(rows - 1).c_str()).x) + 8.0f, cell_w = line * 6.0f;
     const float cell_h = std::clamp(std::floor((ImGui::GetContentRegionAvail().y * 0.45f) / rows), 4.0f, line + 2.0f);
     const ImVec2 o = ImGui::GetCursorScreenPos();
     ImDrawList* draw = ImGui::GetWindowDrawList();
@@ -217,7 +217,7 @@ void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::s
         const float shade = Shade(loss_at(r));
         const ImVec2 p0(o.x + label_w, y), p1(o.x + label_w + cell_w, y + cell_h - 1.0f);
         draw->AddRectFilled(p0, p1, viz::ToImU32(viz::SampleColormap(viz::Colormap::Viridis, shade)));
-        draw->AddText(ImVec2(o.x, y + (cell_h - line) * 0.5f), ImGui::GetColorU32(ImGuiCol_Text), r == 0 ? "embeddings" : ("L" + std::to_string(r - 1)).c_str());
+        draw->AddText(ImVec2(o.x, y + (cell_h - line) * 0.5f), ImGui::GetColorU32(ImGuiCol_Text), RowName(r).c_str());  // as lens.png's rows
         if (cell_h >= line) {
             const std::string shown = viz::EllipsizeText(Piece(state, s.top_ids[static_cast<size_t>(r) * k]), cell_w - 4.0f);
             draw->AddText(ImVec2(p0.x + 2.0f, y + (cell_h - line) * 0.5f - 0.5f), shade > 0.6f ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 230),
@@ -308,7 +308,7 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
     auto delta = [&](size_t i) { return m_difference.delta[i]; };
     const std::string other_name = side == Side::Base ? "base" : compare_name;
     const float line = ImGui::GetTextLineHeight();
-    const float label_w = ImGui::CalcTextSize("embeddings").x + 8.0f;
+    const float label_w = std::max(ImGui::CalcTextSize("embeddings").x, ImGui::CalcTextSize(RowName(rows - 1).c_str()).x) + 8.0f;
     const float cell_h = std::clamp(std::floor((ImGui::GetContentRegionAvail().y * 0.45f - line) / rows), 4.0f, line + 4.0f);
     // The colour bar beside the grid, as the other maps have one, where it costs the cells no
     // names (each cell names the token it predicts where it has room for a piece; else hovering does).
@@ -356,7 +356,7 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
     grid.width = std::min(avail, label_w + n * cell_w + ImGui::GetStyle().ScrollbarSize);
     grid.follow_query = std::exchange(m_grid_query, position) != position;
     grid.colour = [&](int r, int t) { return shade_of(r, t).first; };
-    grid.row_name = [](int r) { return r == 0 ? std::string("embeddings") : "L" + std::to_string(r - 1); };
+    grid.row_name = [](int r) { return RowName(r); };  // as lens.png's rows
     grid.piece = [&](int t) { return TokenLabel(state.analysis->tokens.pieces[t]); };
     grid.axis = "position", grid.axis_with_pieces = "query";
     if (named)

@@ -119,10 +119,15 @@ void RunView::DrawTimeline(WindowState& state) {
     const std::vector<std::string> keys = RunCurveKeys(t->timeline);
     std::string& asked = state.settings.run_curve;
     const std::string key = std::find(keys.begin(), keys.end(), asked) != keys.end() ? asked : keys.front();
-    ImGui::SetNextItemWidth(220);
-    if (ImGui::BeginCombo("curve", RunCurveLabel(key).c_str())) {
+    const std::string& compared = t->timeline.compare_name;  // "tau=1": the combo names it as the curve's title does
+    float widest = 0;  // as wide as its longest name, within the pane ("SSA - comparison, by layer (le" was cut)
+    for (const std::string& k : keys) widest = std::max(widest, ImGui::CalcTextSize(RunCurveLabel(k, compared).c_str()).x);
+    const ImGuiStyle& style = ImGui::GetStyle();
+    ImGui::SetNextItemWidth(std::min(widest + ImGui::GetFrameHeight() + 2 * style.FramePadding.x + style.ItemInnerSpacing.x,
+                                     ImGui::GetContentRegionAvail().x - ImGui::CalcTextSize("curve").x - style.ItemInnerSpacing.x));
+    if (ImGui::BeginCombo("curve", RunCurveLabel(key, compared).c_str())) {
         for (const std::string& k : keys)
-            if (ImGui::Selectable(RunCurveLabel(k).c_str(), k == key)) asked = k;
+            if (ImGui::Selectable(RunCurveLabel(k, compared).c_str(), k == key)) asked = k;
         ImGui::EndCombo();
     }
     viz::ItemTooltip("What the curves show against step. The selected token's tau_q: the query selected in the map (the last "
@@ -159,7 +164,7 @@ void RunView::DrawTimeline(WindowState& state) {
     if (IsRunLensCurve(key) && t->timeline.HasLens()) {  // when each layer came to predict the text
         std::string line = "Half of the fall by step:";
         for (size_t l = 1; l < m_halfway.size(); ++l)
-            line += (l == 1 ? " " : ", ") + (l + 1 == m_halfway.size() ? std::string("its loss ") : "L" + std::to_string(l - 1) + " ") +
+            line += (l == 1 ? " " : ", ") + (l + 1 == m_halfway.size() ? std::string("its loss ") : "after L" + std::to_string(l - 1) + " ") +
                     (m_halfway[l] < 0 ? std::string("-") : std::to_string(m_halfway[l]));
         ImGui::TextWrapped("%s", line.c_str());
         viz::ItemTooltip("The first step at which the loss read after each layer had fallen half of the way from the run's first "

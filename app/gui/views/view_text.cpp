@@ -136,7 +136,7 @@ std::string ScopeLabel(TokenScope scope, HeadRef head) {
     switch (scope) {
         case TokenScope::Head: std::snprintf(buf, sizeof(buf), "L%d H%d", head.layer, head.head); break;
         case TokenScope::LayerMean: std::snprintf(buf, sizeof(buf), "layer %d mean", head.layer); break;
-        case TokenScope::ModelMean: std::snprintf(buf, sizeof(buf), "model mean"); break;
+        case TokenScope::ModelMean: std::snprintf(buf, sizeof(buf), "mean over heads"); break;  // as the exported highlight says it
     }
     return buf;
 }
@@ -242,14 +242,20 @@ void TextView::DrawControls(WindowState& state) {
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("Colour by");
     ImGui::SameLine();
-    ImGui::SetNextItemWidth(fs * 6.5f);
+    // As wide as the colouring's name ("JS to comp" and "delta loss v" were cut), the scope on the
+    // next line where both do not fit the pane.
+    const ImGuiStyle& style = ImGui::GetStyle();
+    const float combo_extra = ImGui::GetFrameHeight() + 2 * style.FramePadding.x;
+    ImGui::SetNextItemWidth(std::min(std::max(fs * 6.5f, ImGui::CalcTextSize(Coloring(s.token_color).label.c_str()).x + combo_extra),
+                                     ImGui::GetContentRegionAvail().x));
     // The position and token terms are offered when the analysis has them, the losses with predictions.
     TokenColorCombo("##token_color", &s.token_color, state.analysis.get());
     const TokenColoring& coloring = Coloring(s.token_color);
-    ImGui::SameLine();
+    const float scope_w = std::max(fs * 8.0f, ImGui::CalcTextSize(ScopeLabel(TokenScope::ModelMean, head).c_str()).x + combo_extra);
+    SameLineIfFits(ImGui::CalcTextSize("Scope").x + style.ItemSpacing.x + scope_w);
     ImGui::TextUnformatted("Scope");
     ImGui::SameLine();
-    ImGui::SetNextItemWidth(fs * 8.0f);
+    ImGui::SetNextItemWidth(scope_w);
     ImGui::BeginDisabled(IsLoss(s.token_color));  // a loss belongs to the token, not to a head
     if (ImGui::BeginCombo("##token_scope", ScopeLabel(s.token_scope, head).c_str())) {
         for (TokenScope scope : {TokenScope::Head, TokenScope::LayerMean, TokenScope::ModelMean})

@@ -329,6 +329,22 @@ TEST(RunCurves, ALegendSaysWhatItsCurvesHide) {
                                                     base_under ? "base (where fine-tuning began), under the run's line" : "base (where fine-tuning began)",
                                                     "ssa (run), its loss"}));
     }
+    // The difference's own line is the loss less the other side's, not a loss.
+    lens.compare_name = "tau=1";
+    names.clear();
+    for (const viz::PlotSeries& s : app::RunCurvesPlot(app::kRunLensDiffCurve, {lens}).Series)
+        if (!s.Name.empty()) names.push_back(s.Name);
+    EXPECT_EQ(names.back(), "ssa (run), its loss - tau=1's");
+    // A layer under a deeper layer's line (one layer's entropy lay exactly on another's, unseen).
+    app::RunCurve three;
+    three.label = "ssa (run)";
+    three.steps = {0, 100, 200};
+    three.all = {1.0f, 2.0f, 3.0f};
+    three.layers = {{2.5f, 2.5f, 2.5f}, {2.5f, 2.5f, 2.5f}, {0.5f, 0.6f, 0.7f}};
+    names.clear();
+    for (const viz::PlotSeries& s : app::RunCurvesPlot("entropy", {three}).Series)
+        if (!s.Name.empty()) names.push_back(s.Name);
+    EXPECT_EQ(names, (std::vector<std::string>{"layer 0, under layer 1's line", "layer 1", "layer 2", "ssa (run), all heads"}));
 }
 
 // An exported temperature highlight colours its tokens on the model's scale around 1 and shows in
