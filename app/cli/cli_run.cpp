@@ -73,7 +73,7 @@ constexpr int kSkippedStepLines = 20;
 // skipped.
 RunResults AnalyseRun(const RunStepSpec& spec, const std::string& text, const std::string& dir, const std::string& other_dir,
                       const std::string& label, const std::vector<RunStep>& steps, const std::set<int64_t>& full, const fs::path& step_root, ProgressBar* bar,
-                      size_t* done, size_t total) {
+                      size_t* done, size_t total, const RunTimeline* beside = nullptr) {
     RunResults run;
     run.t.dir = dir;
     run.t.label = label;
@@ -88,6 +88,11 @@ RunResults AnalyseRun(const RunStepSpec& spec, const std::string& text, const st
         if (result.fatal)  // so would every step (the text, the comparison), or its export failed; the compare run's said as its
             throw Failure{result.fatal, (label == "run" ? "" : "--compare-run step " + std::to_string(step.step) + " (" + model::EscapeForMessage(file) + "): ") +
                                             result.error};
+        // A compare run of another shape or tokenizer is refused at its first step that says so, not
+        // once all of its steps have run.
+        if (beside && result.error.empty())
+            if (const std::string why = beside->CompareRunMisfit(result.n_layer, result.n_head, result.ids); !why.empty())
+                throw Failure{kExitBadInput, "--compare-run " + model::Quoted(dir) + " " + why};
         const std::string error = AddRunStep(&run, std::move(result));
         if (error.empty()) continue;
         if (++skipped <= kSkippedStepLines)
@@ -172,7 +177,8 @@ int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const st
     const RunResults run = AnalyseRun(spec, text, *o.run, o.compare_run.value_or(""), "run", *steps, full, into, &bar, &done, total);
     std::optional<RunResults> compare;
     if (compare_steps)
-        compare = AnalyseRun(spec, text, *o.compare_run, *o.run, "compare run", *compare_steps, both, into / "compare-run", &bar, &done, total);
+        compare = AnalyseRun(spec, text, *o.compare_run, *o.run, "compare run", *compare_steps, both, into / "compare-run", &bar, &done, total,
+                             &run.t);
     bar.Update(total, total, "");
     if (run.rows.empty()) throw Failure{kExitBadInput, "--run: no checkpoint of the run could be analysed (" + std::to_string(run.failures.size()) + " failed)"};
     if (compare && !compare->t.steps.empty())

@@ -55,6 +55,16 @@ void CheckThreads(int threads) {
                                       " cores this process may use"};
 }
 
+// --data's files and folders (train's and eval's alike: eval took "a,b" for one path), an empty
+// entry refused (" ,a" was looked for as '').
+std::vector<std::string> DataPaths(const std::string& data) {
+    const auto paths = SplitList(data);
+    if (!paths) throw Failure{kExitUsage, "--data is empty"};
+    if (data.back() == ',' || std::any_of(paths->begin(), paths->end(), [](const std::string& p) { return p.empty(); }))
+        throw Failure{kExitUsage, "--data " + QuoteForMessage(data) + " has an empty entry (a comma too many?)"};
+    return *paths;
+}
+
 std::string Describe(const json& eval) {
     char buf[160];
     if (eval.contains("l1"))
@@ -79,12 +89,7 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
     const Recipe r = DefaultRecipe(o.task.task);
     if (o.task.task == "text") {
         if (options.data.empty()) throw Failure{kExitUsage, "--task text needs --data PATH[,PATH...] (files or folders of UTF-8 text)"};
-        const auto paths = SplitList(options.data);
-        if (!paths) throw Failure{kExitUsage, "--data is empty"};
-        const std::string& d = options.data;  // (SplitList passes empty items over)
-        if (d.front() == ',' || d.back() == ',' || d.find(",,") != std::string::npos)
-            throw Failure{kExitUsage, "--data " + QuoteForMessage(d) + " has an empty entry (a comma too many?)"};
-        o.task.data = *paths;
+        o.task.data = DataPaths(options.data);
     }
     if (auto s = CheckExportFolder(options.out, /*weights=*/true); !s) throw Failure{kExitUsage, "--out: " + s.error()};
     if (!m.from.empty()) {  // a fine-tune: the base's shape and tokenizer
@@ -188,7 +193,7 @@ int CmdEval(const CommandOptions& options) {
     const int threads = options.new_model.threads.value_or(std::min(2, model::UsableCores()));
     CheckThreads(threads);
     model::SetComputeThreads(threads);
-    auto result = model::EvaluateModelFolder(dir, options.data);
+    auto result = model::EvaluateModelFolder(dir, options.data.empty() ? std::vector<std::string>{} : DataPaths(options.data));
     if (!result) throw Failure{kExitBadInput, result.error()};
     if (options.json) std::printf("%s\n", result->dump(1).c_str());
     else std::printf("%s: %s\n", model::EscapeForMessage(dir, 4096).c_str(), Describe(*result).c_str());

@@ -69,7 +69,7 @@ std::string RunTimeline::Fits(const RunModel& m, const std::vector<int32_t>& tex
 std::string RunTimeline::CompareRunMisfit(int step_layers, int step_heads, const std::vector<int32_t>& text_ids) const {
     if (steps.empty()) return "";
     if (step_layers != n_layer || step_heads != n_head)
-        return "has " + std::to_string(step_layers) + " layers x " + std::to_string(step_heads) + " heads, the run " + std::to_string(n_layer) +
+        return "has " + std::to_string(step_layers) + " layers x " + std::to_string(step_heads) + (step_heads == 1 ? " head" : " heads") + ", the run " + std::to_string(n_layer) +
                " x " + std::to_string(n_head) + ": its layers and heads are not the run's to set beside";
     if (!ids.empty() && text_ids != ids)
         return "tokenises the text otherwise than the run (" + std::to_string(text_ids.size()) + " tokens, the run " + std::to_string(ids.size()) +

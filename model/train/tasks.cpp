@@ -9,6 +9,8 @@
 #include <sstream>
 #include <string_view>
 
+#include <sys/stat.h>
+
 #include <c10/core/GradMode.h>
 
 #include "model/io/files.h"
@@ -392,10 +394,10 @@ Result<Corpus> ReadCorpus(const std::vector<std::string>& paths) {
             return Fail("--data '" + EscapeForMessage(p) + "': no such file or folder");
         }
     }
-    std::set<fs::path> seen;  // a file named twice (or in a folder named too) was learned from twice
+    std::set<std::pair<dev_t, ino_t>> seen;  // a file named twice (a link, a folder named too, a hard link) was learned from twice
     for (const auto& f : files) {
-        std::error_code ec;
-        if (const fs::path same = fs::weakly_canonical(f, ec); !ec && !seen.insert(same).second) {
+        struct stat st {};
+        if (::stat(f.c_str(), &st) == 0 && !seen.insert({st.st_dev, st.st_ino}).second) {
             corpus.skipped.push_back(f.string() + " (named twice: read once)");
             continue;
         }

@@ -787,6 +787,12 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
     // A signal after the last step is not dropped (the models were written and exit 0): the run
     // stops before its models are put in place, as at any step, its last checkpoint kept.
     auto cancelled = [&] { return cancel && cancel->load(); };
+    if (progress && o.task.task == "text") {  // minutes with a 50k vocabulary: said, not silent
+        std::string note = "scoring the " + std::to_string(runs.size() + (base ? 1 : 0)) + " models as written on the held-out text";
+        TrainProgress said;
+        said.note = &note;
+        progress(said);
+    }
     for (auto& run : runs) {
         if (cancelled()) return Fail("cancelled after the last step, before the models were written");
         auto dir = temps.Beside(o.out + "/" + run.role);
@@ -834,13 +840,13 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
     return final_eval;
 }
 
-Result<nlohmann::json> EvaluateModelFolder(const std::string& dir, const std::string& data_override) {
+Result<nlohmann::json> EvaluateModelFolder(const std::string& dir, const std::vector<std::string>& data_override) {
     auto record = ParseJsonFile(dir + "/train.json");
     if (!record) return Fail(dir + "/train.json: missing or not JSON (eval scores models that ssaviz train wrote)");
     if (!record->is_object()) return Fail(dir + "/train.json: not a JSON object (eval scores models that ssaviz train wrote)");
     auto spec = TaskSpecFromJson(record->value("task", nlohmann::json::object()));
     if (!spec) return Fail(dir + "/train.json: " + spec.error());
-    if (!data_override.empty()) spec->data = {data_override};
+    if (!data_override.empty()) spec->data = data_override;
     else if (spec->task == "text" && spec->data.empty())
         return Fail(dir + "/train.json: task.data is empty: name the text to score with --data");
     auto gpt = LoadSsaGptFolder(dir, at::kCPU);

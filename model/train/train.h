@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -56,7 +57,8 @@ struct TrainProgress {
     double tokens_per_second = 0;
     double seconds = 0;
     const nlohmann::json* eval = nullptr;     // set on evaluation steps: {"ssa": {...}, "vanilla": {...}}
-    const std::string* note = nullptr;        // once, before the first step: what the run should say (--data's files skipped)
+    const std::string* note = nullptr;        // what the run should say: --data's files skipped (before the first step), the
+                                              // models written being scored (after the last, which can take minutes)
 };
 
 // GPT-2-style initial weights for training (std 0.02; residual projections scaled by
@@ -98,6 +100,6 @@ Result<nlohmann::json> Train(const TrainOptions& options, const std::function<vo
                              const std::atomic<bool>* cancel = nullptr);
 
 // `ssaviz eval`: rebuilds a trained model's task from its train.json and scores it.
-Result<nlohmann::json> EvaluateModelFolder(const std::string& dir, const std::string& data_override = "");
+Result<nlohmann::json> EvaluateModelFolder(const std::string& dir, const std::vector<std::string>& data_override = {});
 
 }  // namespace model

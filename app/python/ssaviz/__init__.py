@@ -145,15 +145,16 @@ def _str(where, name, value):
 def _bool(where, name, value):
     """A switch: True or False, and as the export keywords read one (the engine's rule), 1 / 0 and
     "true" / "false" (Run.analyze(lens=1) was refused where Run.export(lens=1) was taken)."""
-    if isinstance(value, (bool, _np.bool_)):
-        return bool(value)
-    if isinstance(value, _Integral) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value in ("true", "false"):
-        return value == "true"
-    if isinstance(value, (_Integral, str)):
-        raise ArgumentTypeError(f"{where}: {name} is a switch: True or False (or 1 / 0, \"true\" / \"false\"), not {_r(value)}")
-    raise ArgumentTypeError(f"{where}: {name} must be True or False, not {type(value).__name__}")
+    said = f"{where}: {name} is a switch: True or False (or 1 / 0, \"true\" / \"false\")"
+    if isinstance(value, (list, tuple, range, dict, set, bytes, bytearray)) or value is None:  # the engine's rule reads one value
+        raise ArgumentTypeError(f"{said}, not {type(value).__name__}")
+    try:
+        text = _flag_value(where, name, value)  # as an export keyword's switch is read: 1.0 and a 0-d numpy array too
+    except ArgumentTypeError:
+        raise ArgumentTypeError(f"{said}, not {type(value).__name__}") from None
+    if text in ("true", "1", "false", "0"):
+        return text in ("true", "1")
+    raise ArgumentTypeError(f"{said}, not {_r(value)}")
 
 
 def _fs(value):

@@ -963,6 +963,7 @@ TEST(CliTrain, SkippedDataFilesAreSaid) {
     std::ofstream(data + "/empty.txt");
     std::ofstream(data + "/nul.txt", std::ios::binary) << std::string("a\0b\n", 4);  // UTF-8, yet binary: it was called "not UTF-8"
     ASSERT_EQ(::mkfifo((data + "/fifo.txt").c_str(), 0600), 0);
+    fs::create_hard_link(data + "/good.txt", data + "/hard.txt");  // the same file again: read once (by its inode, not its name)
     fs::create_directories(data + "/books");  // not read: --data reads a folder's files, which it says
     std::ofstream(data + "/books/more.txt") << "more text\n";
     // good.txt named twice (its folder and itself) was learned from twice without a word.
@@ -974,16 +975,25 @@ TEST(CliTrain, SkippedDataFilesAreSaid) {
     EXPECT_NE(r.err.find("books (a folder: --data reads a folder's files, not its sub-folders)"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("fifo.txt (not a regular file)"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("bad.txt (not UTF-8 text: byte 4)"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("and 3 more (train.json's task.skipped)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("and 4 more (train.json's task.skipped)"), std::string::npos) << r.err;
     const json record = json::parse(ReadFile(out + "/ssa/train.json"));
-    EXPECT_EQ(record["task"]["skipped_files"], 6) << record["task"];
-    ASSERT_EQ(record["task"]["skipped"].size(), 6u);
+    EXPECT_EQ(record["task"]["skipped_files"], 7) << record["task"];
+    ASSERT_EQ(record["task"]["skipped"].size(), 7u);
     const std::string skipped = record["task"]["skipped"].dump();
     for (const std::string& why : {std::string("empty.txt (empty)"), std::string("fifo.txt (not a regular file)"),
-                                   std::string("nul.txt (a NUL byte at byte 1: binary, not text)"), data + "/good.txt (named twice: read once)"})
+                                   std::string("nul.txt (a NUL byte at byte 1: binary, not text)"), data + "/good.txt (named twice: read once)",
+                                   data + "/hard.txt (named twice: read once)"})
         EXPECT_NE(skipped.find(why), std::string::npos) << why << "\n" << record["task"];
     // An empty entry in --data is said, as an empty one elsewhere; so is a --vocab the corpus cannot fill.
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--data", data + "/good.txt,"}), 2, "has an empty entry (a comma too many?)");
+    ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--data", " ," + data + "/good.txt"}), 2, "has an empty entry (a comma too many?)");
+    // eval reads --data as train does (it took "a,b" for one path): the same file twice is one.
+    const Outcome once = Ssaviz({"eval", "--model", out + "/ssa", "--data", data + "/good.txt", "--json"});
+    const Outcome twice = Ssaviz({"eval", "--model", out + "/ssa", "--data", data + "/good.txt," + data + "/good.txt", "--json"});
+    ASSERT_EQ(once.code, 0) << once.err;
+    ASSERT_EQ(twice.code, 0) << twice.err;
+    EXPECT_EQ(json::parse(once.out)["loss"], json::parse(twice.out)["loss"]);
+    ExpectOneLineError(Ssaviz({"eval", "--model", out + "/ssa", "--data", data + "/good.txt,,x"}), 2, "has an empty entry");
     std::ofstream(Scratch("tiny.txt")) << "ab ab ab\n";
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--data", Scratch("tiny.txt"), "--vocab", "320"}), 3,
                        "--vocab 320 is more pieces than this corpus gives the tokenizer (at most ");

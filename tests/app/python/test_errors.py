@@ -282,6 +282,8 @@ def test_the_engines_advice_in_python_words(small, tmp_path):
     # numpy's str_ is a str (a text read from an array of texts): it was taken for a 0-d array of ids.
     assert small.analyze(np.array([TEXT])[0]).ids == a.ids
     assert small.analyze(TEXT, truncate=np.bool_(False)).ids == a.ids
+    for off in (0, 0.0, "false", np.array(False), np.int64(0)):  # a switch read as the export keywords read one
+        assert small.analyze(TEXT, truncate=off).ids == a.ids, off
 
 
 def test_wrong_types_raise_argument_type_error(small):
