@@ -181,9 +181,6 @@ int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const st
                              &run.t);
     bar.Update(total, total, "");
     if (run.rows.empty()) throw Failure{kExitBadInput, "--run: no checkpoint of the run could be analysed (" + std::to_string(run.failures.size()) + " failed)"};
-    if (compare && !compare->t.steps.empty())
-        if (const std::string why = run.t.CompareRunMisfit(compare->t.n_layer, compare->t.n_head, compare->t.ids); !why.empty())
-            throw Failure{kExitBadInput, "--compare-run " + model::Quoted(*o.compare_run) + " " + why};
     if (auto s = WriteRunFiles(staged_options, run, compare ? &*compare : nullptr); !s) throw Failure{kExitFailure, s.error()};
     if (auto s = model::MoveTreeInto(std::exchange(staged.dir, std::string()), out.string()); !s) throw Failure{kExitFailure, s.error()};
     const size_t failed = run.failures.size() + (compare ? compare->failures.size() : 0);

@@ -238,9 +238,7 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
     // The axis in the catalogue's unit where it has one ("entropy (nats)").
     const std::string unit = v && v->quantity && !v->quantity->unit.empty() ? " (" + v->quantity->unit + ")" : "";
     // JS to the comparison named by it, as its sibling "JS drift (tau=1 to base)" names its sides.
-    const std::string name = key == "js_divergence" && !runs.empty() && !runs[0].compare_name.empty() ? "JS to " + runs[0].compare_name
-                             : v                                                                    ? v->label
-                                                                                                    : key;
+    const std::string name = RunCurveLabel(key, runs.empty() ? "" : runs[0].compare_name);
     const std::string label = loss        ? "mean loss on the text (nats)"
                               : token     ? "tau_q"
                               : lens_diff ? "SSA's mean loss after the layer minus " + minus + "'s (nats)"
