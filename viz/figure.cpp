@@ -187,7 +187,48 @@ float SegmentDistance(float px, float py, float ax, float ay, float bx, float by
     return std::sqrt(ex * ex + ey * ey);
 }
 
+void DrawSolidPolyline(Canvas& canvas, const FigPolyline& line);
+
+// A dashed line as its dashes, each a solid polyline, the pattern from the start of each run of
+// finite points.
 void DrawPolyline(Canvas& canvas, const FigPolyline& line) {
+    if (!(line.Dash > 0) || !Finite(line.Dash) || !(line.Gap >= 0) || !Finite(line.Gap)) return DrawSolidPolyline(canvas, line);
+    FigPolyline dash;
+    dash.Color = line.Color;
+    dash.Width = line.Width;
+    const float period = line.Dash + line.Gap;
+    float along = 0;  // into the current dash-and-gap period
+    auto end_dash = [&] {
+        if (dash.Points.size() >= 4) DrawSolidPolyline(canvas, dash);
+        dash.Points.clear();
+    };
+    const std::vector<float>& p = line.Points;
+    for (size_t i = 0; i + 3 < p.size(); i += 2) {
+        const float ax = p[i], ay = p[i + 1], bx = p[i + 2], by = p[i + 3];
+        if (!Finite(ax) || !Finite(ay) || !Finite(bx) || !Finite(by)) {
+            end_dash();
+            along = 0;
+            continue;
+        }
+        const float length = std::hypot(bx - ax, by - ay);
+        for (float at = 0; at < length;) {
+            const bool in_dash = along < line.Dash;
+            const float step = std::min(length - at, (in_dash ? line.Dash : period) - along);
+            if (in_dash) {
+                if (dash.Points.empty()) dash.Points = {ax + (bx - ax) * (at / length), ay + (by - ay) * (at / length)};
+                dash.Points.push_back(ax + (bx - ax) * ((at + step) / length));
+                dash.Points.push_back(ay + (by - ay) * ((at + step) / length));
+            }
+            at += step, along += step;
+            if (along >= line.Dash) end_dash();
+            if (along >= period) along = 0;
+            if (!(step > 0)) break;  // no progress (a length past float's steps)
+        }
+    }
+    end_dash();
+}
+
+void DrawSolidPolyline(Canvas& canvas, const FigPolyline& line) {
     const std::vector<float>& p = line.Points;
     const size_t n = p.size() / 2;
     if (n < 2 || line.Color.a == 0 || !(line.Width > 0) || !Finite(line.Width)) return;
@@ -409,8 +450,10 @@ void SvgPolyline(std::string& out, const FigPolyline& line) {
         pen_down = true;
     }
     if (!any_segment) return;
+    const bool dashed = line.Dash > 0 && Finite(line.Dash) && line.Gap >= 0 && Finite(line.Gap);
     out += "<path d=\"" + d + "\" fill=\"none\"" + Paint("stroke", line.Color) + " stroke-width=\"" + Num(line.Width) +
-           "\" stroke-linecap=\"round\" stroke-linejoin=\"round\"/>\n";
+           "\" stroke-linecap=\"round\" stroke-linejoin=\"round\"" +
+           (dashed ? " stroke-dasharray=\"" + Num(line.Dash) + " " + Num(line.Gap) + "\"" : std::string()) + "/>\n";
 }
 
 void SvgCircle(std::string& out, const FigCircle& c) {
@@ -540,7 +583,7 @@ Image RasterizeFigure(const Figure& figure, int scale) {
         } else if (const auto* l = std::get_if<FigPolyline>(&item)) {
             FigPolyline scaled = *l;
             for (float& v : scaled.Points) v *= s;
-            scaled.Width *= s;
+            scaled.Width *= s, scaled.Dash *= s, scaled.Gap *= s;
             DrawPolyline(canvas, scaled);
         } else if (const auto* c = std::get_if<FigCircle>(&item)) {
             FigCircle scaled = *c;

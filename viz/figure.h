@@ -41,6 +41,9 @@ struct FigPolyline {
     std::vector<float> Points;  // x0, y0, x1, y1, ...
     Rgba8 Color = {0, 0, 0, 255};
     float Width = 1.5f;
+    // Dash > 0: drawn in dashes Dash long, Gap apart, along the path from its start (SVG's
+    // stroke-dasharray; a non-finite point starts the pattern again, as a new subpath does there).
+    float Dash = 0, Gap = 0;
 };
 
 struct FigCircle {

@@ -788,6 +788,7 @@ std::vector<PlotSeries> SeriesToDraw(const std::vector<PlotSeries>& described, c
         PlotSeries line;
         line.Name = options.YLine->Label;
         line.Color = kReference;
+        line.Dashed = true;  // as the window draws it: a threshold, not data
         const float value = options.YLine->Value;
         if (!options.XCategories.empty()) {
             line.X = {-0.5f, static_cast<float>(options.XCategories.size()) - 0.5f};
@@ -956,6 +957,7 @@ Figure PlotFigure(const std::vector<PlotSeries>& described, const PlotOptions& o
             FigPolyline current;
             current.Color = s.Color;
             current.Width = 1.75f;
+            if (s.Dashed) current.Dash = 6, current.Gap = 4;  // the window's DashedLine's
             auto flush = [&]() {
                 if (current.Points.size() >= 4) f.Add(current);
                 current.Points.clear();
@@ -1069,6 +1071,7 @@ Figure PlotFigure(const std::vector<PlotSeries>& described, const PlotOptions& o
                 l.Points = {sx, centre(cy), sx + sample_w, centre(cy)};
                 l.Color = s.Color;
                 l.Width = 1.75f;
+                if (s.Dashed) l.Dash = 6, l.Gap = 4;
                 f.Add(l);
             }
             AddText(f, sx + sample_w + 6, cy, EllipsizeChars(s.Name, kLegendChars), fs);

@@ -28,6 +28,7 @@ struct PlotSeries {
     Rgba8 Color = SeriesColor(0);
     float BarWidth = 0.8f;            // Bars at X: width in x units
     std::vector<std::string> Labels;  // Points: a name per point, which the window shows on hover
+    bool Dashed = false;              // Line: drawn in dashes (a file's reference line, as the window's)
 };
 
 // A horizontal reference line (a threshold) with its label: a legend entry in a file, written at

@@ -711,6 +711,33 @@ TEST_F(FigureTest, PrimitivesAreCrispAndAntialiased) {
     EXPECT_LT(edge.r, 255);
 }
 
+// A dashed line (a plot's reference line): dashes Dash long, Gap apart, from the line's start, in
+// the PNG as the SVG's stroke-dasharray draws them, and as many at a PNG scale, scaled.
+TEST_F(FigureTest, ADashedLineIsDrawnInDashes) {
+    Figure f;
+    f.Width = 60;
+    f.Height = 10;
+    viz::FigPolyline l;
+    l.Points = {2, 5.5f, 22, 5.5f, 42, 5.5f, NAN, NAN, 44, 5.5f, 58, 5.5f};
+    l.Width = 1;
+    l.Dash = 6, l.Gap = 4;
+    f.Add(l);
+    for (int scale : {1, 2}) {
+        const Image image = viz::RasterizeFigure(f, scale);
+        auto ink = [&](float x) { return image.pixels[static_cast<size_t>(5.5f * scale) * image.width + static_cast<size_t>(x * scale)].r < 128; };
+        // Dashes at 2-8, 12-18, 22-28 (across the joint at 22), 32-38; the pattern starts again at 44.
+        for (float x : {4.0f, 14.0f, 22.5f, 26.0f, 35.0f, 46.0f, 55.0f}) EXPECT_TRUE(ink(x)) << x << " at scale " << scale;
+        for (float x : {10.0f, 20.0f, 30.0f, 40.0f, 51.0f}) EXPECT_FALSE(ink(x)) << x << " at scale " << scale;
+    }
+    EXPECT_NE(viz::FigureToSvg(f).find(" stroke-dasharray=\"6 4\""), std::string::npos);
+    l.Dash = 0;  // solid
+    Figure solid = f;
+    solid.Items = {l};
+    const Image image = viz::RasterizeFigure(solid);
+    EXPECT_LT(image.pixels[5 * image.width + 10].r, 128);
+    EXPECT_EQ(viz::FigureToSvg(solid).find("stroke-dasharray"), std::string::npos);
+}
+
 // --png-scale: every item drawn `scale` times larger, so a scaled raster is the plain one's at
 // scale's size: a heatmap's cells (nearest sampled) and whole-pixel rects pixel for pixel, text's
 // ink as large; a scale out of range, or one that would pass the size limits, draws nothing.
