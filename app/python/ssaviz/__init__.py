@@ -409,7 +409,7 @@ class Model:
             self._live().set_base(_fs(base_dir))  # "": the base beside the model
         return compare
 
-    def analyze(self, text, compare="vanilla", ablate=None, truncate=False, base=None):
+    def analyze(self, text, compare="vanilla", ablate=None, truncate=False, base=None, lens=False):
         """Every map, temperature, metric and prediction of a text (str, or a list of token ids).
 
         compare: "vanilla" (the tau = 1 counterfactual, a second forward pass), "local" (tau = 1 in
@@ -418,9 +418,14 @@ class Model:
         `decomposition`), a twin Model or folder, or None (no comparison: the cheapest run).
         base: the base's folder or checkpoint (implies compare="base"; without it the base beside
         the model). ablate: what-ifs in --ablate's syntax ("0:1,1:*=pos") or (layer, head) pairs.
-        truncate: keep the first tokens of a text longer than the context. The engine runs without
+        truncate: keep the first tokens of a text longer than the context. lens=True: the logit lens
+        and attribution now too, of SSA, its comparison and the base (as Run.analyze(lens=True) and
+        `export --lens`; else a.lens() runs a side when first asked for). The engine runs without
         the GIL."""
         where = "analyze()"
+        lens = _bool(where, "lens", lens)
+        if lens and _ablate(where, ablate):
+            raise ValueError(f"{where}: lens=True runs the model as loaded: not with ablate=")
         compare = self._base(where, compare, base)
         kind, twin_flags = _compare(where, compare)
         spec = _ablate(where, ablate)
@@ -443,7 +448,14 @@ class Model:
         if handle.self_comparison_note:  # a model without temperatures against tau = 1: every difference 0
             import warnings
             warnings.warn(f"ssaviz: {where}: {handle.self_comparison_note}", stacklevel=2)
-        return Analysis(handle, self)
+        a = Analysis(handle, self)
+        if lens:  # the sides `export --lens` reads: the comparison (not the unedited model, SSA itself) and the base
+            a.lens("ssa")
+            if a.compare != "none" and a.comparison_kind != "unedited":
+                a.lens("compare")
+            if a.comparison_kind == "base":
+                a.lens("base")
+        return a
 
     def tokenize(self, text, truncate=False):
         """(ids, pieces) as `ssaviz tokenize` lists them."""

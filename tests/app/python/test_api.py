@@ -390,6 +390,13 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     np.testing.assert_array_equal(a.dla_base, alone.dla)
     np.testing.assert_array_equal(a.dla_mlp_base, alone.dla_mlp)
     assert np.abs(a.lens_loss_base - a.lens_loss).max() > 1e-3, "the base is its own model"
+    # analyze(lens=True) runs the three sides' lens at once, as Run.analyze(lens=True) does (analyze had no lens keyword).
+    eager = m.analyze(JOBS, base=base, lens=True)
+    assert sorted(eager.__dict__["_lens"]) == ["base", "compare", "ssa"]
+    np.testing.assert_array_equal(eager.lens_loss_base, a.lens_loss_base)
+    np.testing.assert_array_equal(eager.dla_compare, a.dla_compare)
+    with pytest.raises(ValueError, match=r"^analyze\(\): lens=True runs the model as loaded: not with ablate=$"):
+        m.analyze(JOBS, lens=True, ablate="0:0")
     # The lens as figures: the files export --lens writes, SSA - base among them.
     a.export(tmp_path / "lens", formats=["svg"], lens=True)
     for name, figure in (("ssa", "lens"), ("compare", "lens_tau1"), ("tau1", "lens_tau1"), ("base", "lens_base"), ("diff", "lens_diff"),
