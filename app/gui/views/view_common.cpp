@@ -159,10 +159,14 @@ std::string FormatNumber(float v) {
 std::string FormatCompact(float v) {
     if (!std::isfinite(v)) return "-";
     char buf[32];
-    std::snprintf(buf, sizeof buf, std::abs(v) >= 100.0f ? "%.0f" : "%.2g", v);
+    const float m = std::abs(v);
+    // Below 0.001 in powers of ten, as FormatNumber writes them there (%.2g wrote .00083 beside 4.1e-05).
+    std::snprintf(buf, sizeof buf, m >= 100.0f ? "%.0f" : m >= 0.001f || m == 0.0f ? "%.2g" : "%.1e", v);
     std::string s = buf;
     if (s.rfind("0.", 0) == 0) s.erase(0, 1);
     else if (s.rfind("-0.", 0) == 0) s.erase(1, 1);
+    const size_t e = s.find("e-0");  // 4.1e-05: 4.1e-5
+    if (e != std::string::npos) s.erase(e + 2, 1);
     return s;
 }
 

@@ -81,7 +81,8 @@ private:
 // A number to three significant digits ("1.23", "0.0453", "0.00153", "12.3", "4.40e-04"; 100 and
 // up whole).
 std::string FormatNumber(float v);
-// Two significant digits without the leading zero (".19", "1.2", "12", "-.05"): small cells and thumbnails.
+// Two significant digits without the leading zero (".19", "1.2", "12", "-.05", ".0012"; below 0.001
+// "4.1e-5", as FormatNumber turns to powers of ten there): small cells and thumbnails.
 std::string FormatCompact(float v);
 // 1, 2, 5, 10, 20, 50, ... at least `raw`: how many tokens apart an axis's labels are.
 int NiceStride(float raw);

@@ -155,6 +155,10 @@ void HeadMatrixView::Draw(WindowState& state) {
     const float cell_w = numbers ? std::max(min_w, std::min(line * 4.0f, fit_w)) : std::max(6.0f, fit_w);
     const float cell_h = std::max(line + 4.0f, std::min(cell_w * 0.6f, line * 2.0f));
     const float grid_w = label_w + H * cell_w, grid_h = line + 2.0f + L * cell_h;
+    // One number format for every cell: FormatNumber's where each fits, else each one's compact form
+    // (".00083" beside "4.1e-05" read as two kinds of number).
+    bool full = numbers;
+    for (int k = 0; k < L * H && full; ++k) full = cell_w >= ImGui::CalcTextSize(FormatNumber(values[k]).c_str()).x + 6.0f;
     const float child_h = std::min(grid_h + ImGui::GetStyle().ScrollbarSize + 4.0f, ImGui::GetContentRegionAvail().y);
     const ImVec2 child_pos = ImGui::GetCursorScreenPos();
     ImGui::BeginChild("##matrix", ImVec2(avail, child_h), false, ImGuiWindowFlags_HorizontalScrollbar);
@@ -177,7 +181,7 @@ void HeadMatrixView::Draw(WindowState& state) {
             const viz::Rgba8 c = std::isfinite(v) ? viz::SampleColormap(colormap, viz::Normalize(v, range, false)) : viz::Rgba8{60, 60, 66, 255};
             draw->AddRectFilled(p0, p1, IM_COL32(c.r, c.g, c.b, 255));
             if (numbers) {
-                const std::string number = cell_w >= ImGui::CalcTextSize(FormatNumber(v).c_str()).x + 6.0f ? FormatNumber(v) : FormatCompact(v);
+                const std::string number = full ? FormatNumber(v) : FormatCompact(v);
                 const ImVec2 ts = ImGui::CalcTextSize(number.c_str());
                 draw->AddText(ImVec2(p0.x + (cell_w - 1.0f - ts.x) * 0.5f, p0.y + (cell_h - 1.0f - ts.y) * 0.5f), InkOn(c), number.c_str());
             }

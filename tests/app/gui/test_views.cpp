@@ -282,6 +282,21 @@ TEST(FormatNumber, KeepsThreeSignificantDigits) {
     EXPECT_EQ(app::FormatNumber(-0.00153f), "-0.00153");
 }
 
+// The compact form turns to powers of ten where FormatNumber does, below 0.001 (it wrote .00083
+// beside 4.1e-05 in one matrix).
+TEST(FormatCompact, TwoDigitsAndPowersOfTenBelowAThousandth) {
+    EXPECT_EQ(app::FormatCompact(0.19f), ".19");
+    EXPECT_EQ(app::FormatCompact(-0.05f), "-.05");
+    EXPECT_EQ(app::FormatCompact(0.0012f), ".0012");
+    EXPECT_EQ(app::FormatCompact(0.00083f), "8.3e-4");
+    EXPECT_EQ(app::FormatCompact(4.1e-5f), "4.1e-5");
+    EXPECT_EQ(app::FormatCompact(-4.1e-5f), "-4.1e-5");
+    EXPECT_EQ(app::FormatCompact(1.2e-12f), "1.2e-12");
+    EXPECT_EQ(app::FormatCompact(0.0f), "0");
+    EXPECT_EQ(app::FormatCompact(123.4f), "123");
+    EXPECT_EQ(app::FormatCompact(NAN), "-");
+}
+
 TEST(TokenLosses, LineUpWithTheirTokens) {
     model::Analysis a = app::MakeSyntheticAnalysis(1, 1, 12, 5);
     const std::vector<float> loss = app::TokenLosses(a, app::TokenColor::Loss);
