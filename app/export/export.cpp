@@ -266,6 +266,16 @@ json InterventionsToJson(const std::vector<model::Intervention>& list) {
 
 namespace {
 
+// Each side block's name as the views say it ("SSA", "tau=1", "base") and what the comparison is.
+json SidesJson(const model::Analysis& a) {
+    json sides = json::object();
+    for (Side side : kAllSides)
+        if (HasSide(a, side))
+            sides[JsonName(side)] = side == Side::Ssa ? SsaSideName(a) : side == Side::Base ? std::string("base") : CompareName(a);
+    sides["notes"] = CompareExplanation(a);
+    return sides;
+}
+
 // Mean losses and perplexities of each side an analysis has, with the files that hold them per token.
 json LossJson(const model::Analysis& a) {
     const std::string compare = CompareFileSuffix(a);
@@ -334,6 +344,9 @@ json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float
                 // ("vanilla" for every other kind before, the local and unedited ones included).
                 {"comparison", a.comparison == model::Comparison::Twin ? a.compare_label : a.HasBase() ? a.base_label : ComparisonKindName(a.comparison)},
                 {"comparison_kind", ComparisonKindName(a.comparison)},  // tau1, local, twin, unedited or base
+                // What the heads' and rows' side blocks hold, by name: beside a base "comparison" is the
+                // fine-tune's weights at tau = 1 (the top-level "comparison" names the base's folder).
+                {"sides", SidesJson(a)},
                 {"interventions", InterventionsToJson(a.interventions)},
                 {"loss", LossJson(a)},
                 {"n_tokens", T},

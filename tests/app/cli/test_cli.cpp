@@ -274,6 +274,11 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
     const json metrics = json::parse(ReadFile(out + "/metrics.json"));
     EXPECT_EQ(metrics["comparison_kind"], "base");
     EXPECT_EQ(metrics["base"], Twin());
+    // The side blocks named as the views name them: beside a base "comparison" is tau = 1, not the base.
+    EXPECT_EQ(metrics["sides"]["ssa"], "SSA");
+    EXPECT_EQ(metrics["sides"]["comparison"], "tau=1");
+    EXPECT_EQ(metrics["sides"]["base"], "base");
+    EXPECT_NE(metrics["sides"]["notes"].get<std::string>().find("its base model"), std::string::npos) << metrics["sides"];
     ASSERT_TRUE(metrics.contains("decomposition"));
     // A base trained with SSA (this one has tau_q and tau_v) is named so: the split reads otherwise.
     EXPECT_EQ(metrics["decomposition"]["base_temperatures"], "tau_q and tau_v");
@@ -543,6 +548,8 @@ TEST_F(Cli, ExportWritesLossesAndWhatIfs) {
     json metrics = json::parse(ReadFile(out + "/metrics.json"));
     EXPECT_EQ(metrics["comparison_kind"], "unedited");
     EXPECT_EQ(metrics["interventions"], json({"1:0", "0:*=x0.5"}));
+    EXPECT_EQ(metrics["sides"], json({{"ssa", "SSA with what-ifs"}, {"comparison", "unedited"}, {"notes", metrics["sides"]["notes"]}}))
+        << "no base block without a base";
     const std::string check =
         "import json, numpy as np, sys\n"
         "d = sys.argv[1]\n"
