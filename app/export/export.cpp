@@ -410,8 +410,8 @@ model::Status WriteBytes(const std::string& path, const std::vector<uint8_t>& by
     return WriteText(path, std::string(bytes.begin(), bytes.end()));
 }
 
-// A figure as PNG or SVG, made when the file is written (so a plan costs nothing to list).
-// `memory`: what drawing it takes at scale 1; a PNG at `png_scale` takes that times its square.
+}  // namespace
+
 ExportFile FigureFile(std::string path, const char* extension, std::function<viz::Figure()> make, size_t memory, int png_scale) {
     const bool png = std::string(extension) == "png";
     const int scale = png ? png_scale : 1;
@@ -430,8 +430,6 @@ ExportFile FigureFile(std::string path, const char* extension, std::function<viz
     };
     return {std::move(path) + "." + extension, std::move(write), std::move(make), memory * static_cast<size_t>(scale * scale)};
 }
-
-}  // namespace
 
 model::Status MatchLensComparison(model::Engine& engine, const model::Analysis& a) {
     const model::Comparison now = engine.comparison(), want = a.comparison;
@@ -1441,8 +1439,12 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
     const fs::path out(options.out_dir);
     // Folders first, on this thread, so writers never race to create them. Inside --out nothing
     // is followed: a link where a folder belongs is refused, not written through.
+    // Each folder a file is in and those between it and --out (run/curves/: run/ first, as the set sorts).
     std::set<fs::path> folders;
-    for (const ExportFile& f : plan) folders.insert((out / f.path).parent_path());
+    for (const ExportFile& f : plan)
+        for (fs::path at = (out / f.path).parent_path(); at != out && at.has_relative_path() && at.native().size() > out.native().size();
+             at = at.parent_path())
+            folders.insert(at);
     // The folders made here, outermost first: a failed export removes them again (if still empty).
     std::vector<fs::path> made;
     std::error_code ec;

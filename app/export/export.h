@@ -167,6 +167,11 @@ nlohmann::json LensLossByLayer(const model::Lens& lens);
 // The same as numbers (the window's Run tab's lens curve).
 std::vector<double> LensLossMeans(const model::Lens& lens);
 
+// A figure as `path`.png or .svg (`extension` "png" / "svg"), made by `make` when the file is
+// written, so a plan costs nothing to list. `memory`: what drawing it takes at scale 1; a PNG at
+// `png_scale` takes that times its square.
+ExportFile FigureFile(std::string path, const char* extension, std::function<viz::Figure()> make, size_t memory, int png_scale);
+
 // Everything an export will write, in order. The analysis must outlive the plan.
 std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis& analysis, const model::ModelInfo& info,
                                    const ExportOptions& options);

@@ -114,28 +114,10 @@ json TimelineJson(const RunResults& r) {
 }
 
 model::Status WriteCurves(const std::vector<const RunTimeline*>& runs, const ExportOptions& options) {
-    if (!options.png && !options.svg) return model::Ok{};
-    std::string error;
-    if (!viz::LoadFigureFonts(&error)) return model::Fail("run curves: " + error);
-    const fs::path dir = fs::path(options.out_dir) / "curves";
-    model::MakeFolders(dir.string());  // a failure shows as the first file's
-    std::vector<std::string> keys = RunHeadValues(*runs.at(0));
-    keys.push_back("loss");
-    if (runs[0]->HasLens()) keys.push_back(kRunLensCurve);
-    if (runs[0]->HasLensCompare()) keys.push_back(kRunLensDiffCurve);
-    if (runs[0]->HasLensBase()) keys.push_back(kRunLensDiffBaseCurve);
-    for (const std::string& key : keys) {
-        std::vector<RunCurve> curves;
-        for (const RunTimeline* t : runs) curves.push_back(CurveOf(*t, key));
-        const viz::Figure figure = viz::PlotFigure(RunCurvesPlot(key, curves));
-        const std::string base = (dir / key).string();
-        if (options.png) {
-            const std::vector<uint8_t> png = viz::EncodePng(viz::RasterizeFigure(figure, options.figures.png_scale));
-            if (auto s = model::WriteFileAtomically(base + ".png", std::string(png.begin(), png.end())); !s) return s;
-        }
-        if (options.svg)
-            if (auto s = model::WriteFileAtomically(base + ".svg", viz::FigureToSvg(figure)); !s) return s;
-    }
+    const std::vector<ExportFile> files = RunCurveFiles(runs, options, "curves");
+    if (!files.empty()) model::MakeFolders((fs::path(options.out_dir) / "curves").string());  // a failure shows as the first file's
+    for (const ExportFile& f : files)
+        if (auto s = f.write((fs::path(options.out_dir) / f.path).string()); !s) return model::Fail("run curves: " + s.error());
     return model::Ok{};
 }
 
@@ -157,6 +139,37 @@ model::Status WriteTauQ(const RunTimeline& t, const fs::path& path) {
 }
 
 }  // namespace
+
+std::vector<ExportFile> RunCurveFiles(const std::vector<const RunTimeline*>& runs, const ExportOptions& options, const std::string& folder,
+                                      const std::optional<RunTokenPick>& token) {
+    std::vector<ExportFile> files;
+    if (runs.empty()) return files;
+    std::vector<std::string> keys = RunHeadValues(*runs[0]);
+    keys.push_back("loss");
+    if (runs[0]->HasLens()) keys.push_back(kRunLensCurve);
+    if (runs[0]->HasLensCompare()) keys.push_back(kRunLensDiffCurve);
+    if (runs[0]->HasLensBase()) keys.push_back(kRunLensDiffBaseCurve);
+    if (token) keys.push_back(kRunTokenCurve);
+    std::vector<const char*> extensions;
+    if (options.png) extensions.push_back("png");
+    if (options.svg) extensions.push_back("svg");
+    for (const std::string& key : keys) {
+        std::vector<RunCurve> curves;
+        for (const RunTimeline* t : runs)
+            curves.push_back(key == kRunTokenCurve ? TokenTauQCurve(*t, token->head.layer, token->head.head, token->token) : CurveOf(*t, key));
+        std::string title;  // the token curve's names its token and head (the Run tab says them beside its chooser)
+        if (key == kRunTokenCurve)
+            title = "tau_q of token " + std::to_string(token->token) + (token->piece.empty() ? "" : " '" + token->piece + "'") + " in L" +
+                    std::to_string(token->head.layer) + " H" + std::to_string(token->head.head) + " against training step";
+        for (const char* ext : extensions)
+            files.push_back(FigureFile(folder + "/" + key, ext, [key, curves, title] {
+                viz::Plot plot = RunCurvesPlot(key, curves);
+                if (!title.empty()) plot.Options.Title = title;
+                return viz::PlotFigure(plot);
+            }, size_t{16} << 20, options.figures.png_scale));
+    }
+    return files;
+}
 
 std::string StepFolder(int64_t step) {
     char name[32];

@@ -72,6 +72,20 @@ std::string AddRunStep(RunResults* run, RunStepResult step);
 // found out only as it is added) is removed: the steps exported are the steps in run.json.
 model::Status WriteRunFiles(const ExportOptions& options, const RunResults& run, const RunResults* compare);
 
+// One token's tau_q in one head over the run (TokenTauQCurve), for a figure: the Run tab's
+// selected token and head, its piece as the views show it (the title names it).
+struct RunTokenPick {
+    HeadRef head;
+    int token = 0;
+    std::string piece;
+};
+// The run's curves as `export --run` writes them, `folder`/<key>.png and .svg as options asks:
+// each head value's (RunHeadValues), the loss's and, where the steps ran the lens, the lens's;
+// with `token`, also that token's tau_q (`folder`/tau_q_token: the window's Run tab's curve).
+// `runs`: the run, then its compare run. The curves are copied: the files outlive the timelines.
+std::vector<ExportFile> RunCurveFiles(const std::vector<const RunTimeline*>& runs, const ExportOptions& options, const std::string& folder,
+                                      const std::optional<RunTokenPick>& token = std::nullopt);
+
 // A step's folder name: step-NNNNNN (six digits, as the official names are).
 std::string StepFolder(int64_t step);
 

@@ -37,6 +37,21 @@ LensTabAt LensTabPosition(const WindowState& state) {
     return shown;
 }
 
+const RunTrack* CurrentTimeline(const WindowState& state) {
+    const RunTrack* t = state.timeline.get();
+    return t && !t->timeline.steps.empty() && t->text == state.text ? t : nullptr;
+}
+
+RunTokenPick RunTabToken(const WindowState& state, const RunTimeline& t, bool piece) {
+    RunTokenPick pick;
+    const int T = t.n_tokens;
+    pick.token = state.query >= 0 && state.query < T ? state.query : T - 1;
+    pick.head = state.selected;
+    if (piece && state.analysis && state.analysis->n_tokens == T && pick.token >= 0)
+        pick.piece = TokenLabels(state.analysis->tokens).at(static_cast<size_t>(pick.token));
+    return pick;
+}
+
 bool DrawNoAnalysisNote(const AppState& state) {
     if (state.analysis) return false;
     ImGui::TextDisabled("%s", state.error.empty() ? "waiting for the model..." : "no analysis (see the message above)");

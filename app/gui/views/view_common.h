@@ -11,6 +11,7 @@
 
 #include "app/core/state.h"
 #include "app/export/head_summary.h"
+#include "app/export/run_export.h"
 #include "app/gui/window_state.h"
 #include "viz/colormap.h"
 
@@ -32,6 +33,12 @@ struct LensTabAt {
     const LensAtPair* at = nullptr;
 };
 LensTabAt LensTabPosition(const WindowState& state);
+// The Run tab's timeline where it ran on the shown text (a stopped one too: the steps it ran); null
+// where none ran, it has no step, or the text changed since.
+const RunTrack* CurrentTimeline(const WindowState& state);
+// Whose tau_q the Run tab's token curve follows: the query selected in the map (the last token if
+// none) in the selected head; with `piece`, its piece as the token strip names it (TokenLabels).
+RunTokenPick RunTabToken(const WindowState& state, const RunTimeline& t, bool piece = false);
 
 // Continues on the same line, `spacing` after the last item (negative: the style's), when an item
 // of `width` still fits there (else starts a new line).

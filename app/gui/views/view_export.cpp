@@ -136,6 +136,15 @@ const HeadImpacts* ShownRanking(const WindowState& state) {
     return std::abs(ranked->baseline - loss) <= 1e-6f * std::max(1.0f, std::abs(loss)) ? ranked : nullptr;
 }
 
+// The Run tab's timeline of the shown text, where its curves are asked for (File > Export's "the run's curves").
+std::vector<const RunTimeline*> ExportableRuns(const WindowState& state) {
+    const RunTrack* t = CurrentTimeline(state);
+    if (!t) return {};
+    std::vector<const RunTimeline*> runs = {&t->timeline};
+    if (t->compare && !t->compare->steps.empty()) runs.push_back(&*t->compare);
+    return runs;
+}
+
 }  // namespace
 
 std::vector<ExportFile> ExportDialog::ExtraFiles(const WindowState& state, const ExportOptions& options) const {
@@ -157,6 +166,10 @@ std::vector<ExportFile> ExportDialog::ExtraFiles(const WindowState& state, const
     // As `export --rank-heads` writes it (the window's ranking measures both temperatures together).
     if (const HeadImpacts* ranked = m_with_ranking ? ShownRanking(state) : nullptr)
         for (ExportFile& f : HeadImpactFiles(*ranked, *state.model, options, TokenLabels(state.analysis->tokens))) files.push_back(std::move(f));
+    // The Run tab's curves, as `export --run` writes them, in run/ (the shown text's own tau_q.npy and
+    // figures keep their names), and the curve of the token it follows.
+    if (const std::vector<const RunTimeline*> runs = m_with_run ? ExportableRuns(state) : std::vector<const RunTimeline*>{}; !runs.empty())
+        for (ExportFile& f : RunCurveFiles(runs, options, "run/curves", RunTabToken(state, *runs[0], /*piece=*/true))) files.push_back(std::move(f));
     return files;
 }
 
@@ -278,6 +291,18 @@ void ExportDialog::DrawSettings(WindowState& state) {
     ImGui::EndDisabled();
     viz::ItemTooltip("What-ifs > Which heads matter on this text, as `ssaviz export --rank-heads` writes it: head_impacts.json, .csv "
                      "and, with PNG or SVG, head_impacts (each head's temperatures' part of the loss).");
+    const std::vector<const RunTimeline*> runs = ExportableRuns(state);
+    ImGui::BeginDisabled(runs.empty() || (!o.png && !o.svg));
+    bool with_run = m_with_run && !runs.empty();
+    const std::string run_label = !runs.empty() ? "the run's curves (" + std::to_string(runs[0]->steps.size()) + " steps)"
+                                  : state.run_dir.empty() ? "the run's curves (open a training run)"
+                                                          : "the run's curves (Run > Run the timeline first)";
+    if (ImGui::Checkbox(run_label.c_str(), &with_run) && !runs.empty()) m_with_run = with_run;
+    ImGui::EndDisabled();
+    viz::ItemTooltip("The Run tab's timeline of this text, with PNG or SVG: run/curves/, every curve as `ssaviz export --run DIR "
+                     "--out OUT/run` draws it with the same comparison (entropy, JS, the loss, the lens's where it ran ...; the "
+                     "compare run's beside), and tau_q_token, the Run tab's token in the selected head. `export --run` also "
+                     "writes run.json, run.csv and tau_q.npy: every step's numbers.");
 
     ImGui::Separator();
     ImGui::TextUnformatted("Maps");
@@ -412,11 +437,17 @@ void ExportDialog::DrawPreview(const WindowState& state) {
     const std::string plan_key = model::JsonText(ExportOptionsToJson(options));
     const std::shared_ptr<const LensPair> lens = m_with_lens && ExportableLens(state) ? state.lens : nullptr;
     const HeadImpacts* ranking = m_with_ranking ? ShownRanking(state) : nullptr;
-    if (plan_key != m_plan_key || state.analysis != m_plan_analysis || lens != m_plan_lens || ranking != m_plan_ranking) {
+    const std::shared_ptr<const RunTrack> run = m_with_run && CurrentTimeline(state) ? state.timeline : nullptr;
+    const RunTokenPick token = run ? RunTabToken(state, run->timeline) : RunTokenPick{};
+    const bool token_moved = token.token != m_plan_token.token || !(token.head == m_plan_token.head);
+    if (plan_key != m_plan_key || state.analysis != m_plan_analysis || lens != m_plan_lens || ranking != m_plan_ranking || run != m_plan_run ||
+        (run && token_moved)) {
         m_plan_key = plan_key;
         m_plan_analysis = state.analysis;  // the plan refers into it
         m_plan_lens = lens;
         m_plan_ranking = ranking;
+        m_plan_run = run;
+        m_plan_token = token;
         m_plan = PlanExport(state.text, *state.analysis, *state.model, options);
         for (ExportFile& f : ExtraFiles(state, options)) m_plan.push_back(std::move(f));
         m_preview_path.clear();

@@ -14,6 +14,7 @@
 #include "app/core/exit_code.h"
 #include "app/export/export.h"
 #include "app/export/flags.h"
+#include "app/export/run_export.h"
 #include "app/gui/window_state.h"
 #include "viz/imgui/texture.h"
 
@@ -50,7 +51,8 @@ private:
     void DrawSettings(WindowState& state);
     // The files beside PlanExport's, each where it is asked for: the lens's (LensExportFiles) where
     // the Lens tab ran it on the shown analysis, the heads' ranking's (HeadImpactFiles) where
-    // What-ifs ranked them on it.
+    // What-ifs ranked them on it, the run's curves (RunCurveFiles) where the Run tab's timeline ran
+    // on the shown text.
     std::vector<ExportFile> ExtraFiles(const WindowState& state, const ExportOptions& options) const;
     void DrawPreview(const WindowState& state);
     void Join();
@@ -72,8 +74,11 @@ private:
     std::shared_ptr<const model::Analysis> m_plan_analysis;  // and the analysis (the plan refers into it)
     std::shared_ptr<const LensPair> m_plan_lens;             // and the lens whose files it holds
     const HeadImpacts* m_plan_ranking = nullptr;             // and the ranking whose files it holds
+    std::shared_ptr<const RunTrack> m_plan_run;              // and the timeline whose curves it holds
+    RunTokenPick m_plan_token;                               // and the token its tau_q_token curve follows
     bool m_with_lens = true;  // the lens's files too, when the Lens tab ran it on the shown text
     bool m_with_ranking = true;  // the heads' ranking's files too, when What-ifs ranked them on the shown text
+    bool m_with_run = true;      // the run's curves too, when the Run tab's timeline ran on the shown text
     std::string m_preview_path;      // the planned file the preview shows; empty: redraw
     viz::Texture m_preview;
 

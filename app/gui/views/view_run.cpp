@@ -7,6 +7,7 @@
 
 #include <imgui.h>
 
+#include "app/gui/views/view_common.h"
 #include "model/io/files.h"
 #include "viz/imgui/plot.h"
 #include "viz/imgui/widgets.h"
@@ -108,7 +109,8 @@ void RunView::DrawTimeline(WindowState& state) {
                     "With Lens ticked (or --lens), the loss read after each layer: each layer's but the last as coloured lines, "
                     "the model's own (after its last layer) on top. Where a layer's line falls, that layer came to predict the "
                     "text's next tokens. 'SSA - comparison, by layer' is SSA's less its comparison's (tau = 1: the temperatures' "
-                    "part, layer by layer), 'SSA - base' less the base's.");
+                    "part, layer by layer), 'SSA - base' less the base's.\n"
+                    "File > Export (Ctrl+E) writes every curve, this token's too, in run/curves/ as PNG and SVG.");
     if (!t || t->timeline.steps.empty()) {
         for (const std::string& f : t ? t->failed : std::vector<std::string>{})
             if (!(one_token && f == kRunNeedsTwoTokens)) ImGui::TextWrapped("failed: %s", f.c_str());  // said beside the button
@@ -134,8 +136,7 @@ void RunView::DrawTimeline(WindowState& state) {
                      "token if none) in the selected head, over the run; the compare run's beside it. Against a base (--base "
                      "DIR): JS to base, all that fine-tuning had changed by each step, and JS drift, the other weights' part "
                      "(JS to the comparison, tau = 1, is then the temperatures' part).");
-    const int T = t->timeline.n_tokens;
-    const int token = state.query >= 0 && state.query < T ? state.query : T - 1;
+    const int token = RunTabToken(state, t->timeline).token;
     if (key == kRunTokenCurve) {
         ImGui::SameLine();
         ImGui::TextDisabled("token %d, layer %d head %d", token, state.selected.layer, state.selected.head);

@@ -874,6 +874,36 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
         EXPECT_EQ(flag["state"]["run_curve"], "lens_loss");
         EXPECT_EQ(flag["state"]["timeline_lens"], true);
     }
+    // File > Export, once the timeline ran, writes the run's curves in run/curves/: the same bytes as
+    // `export --run` draws on the same text and comparison, and the Run tab's token curve, its token
+    // and head named (the window saved no curve: only `export --run` did, without that one).
+    {
+        const std::string gui = dir + "/gui_export", cli = dir + "/cli_export";
+        fs::remove_all(gui), fs::remove_all(cli);
+        // One compute thread each (the window keeps a core to itself): the same sums, the same bytes.
+        const std::string one = "SSAVIZ_THREADS=1 ";
+        std::ofstream(dir + "/export_session.json") << nlohmann::json{{"ssaviz_session", 1}, {"run", run}, {"text", "The cat sat on the mat."},
+                                                                      {"export", {{"formats", {"png", "svg"}}}}}
+                                                           .dump();
+        ASSERT_EQ(RunCommand(one + SSAVIZ_BINARY + " --session " + dir + "/export_session.json --export-to " + gui, dir + "/gui_export.txt"), 0)
+            << ReadFile(dir + "/gui_export.txt");
+        ASSERT_EQ(RunCommand(one + SSAVIZ_BINARY + " export --run " + run + " --text 'The cat sat on the mat.' --format png,svg --out " + cli,
+                             dir + "/cli_export.txt"),
+                  3)  // the truncated step
+            << ReadFile(dir + "/cli_export.txt");
+        for (const char* key : {"entropy", "js_divergence", "sink_mass", "tau_q_mean", "loss"})
+            for (const char* ext : {".png", ".svg"}) {
+                const std::string mine = ReadFile(gui + "/run/curves/" + key + ext);
+                EXPECT_FALSE(mine.empty()) << key << ext;
+                EXPECT_TRUE(mine == ReadFile(cli + "/curves/" + key + ext)) << key << ext;
+            }
+        const std::string token = ReadFile(gui + "/run/curves/tau_q_token.svg");
+        EXPECT_NE(token.find("tau_q of token "), std::string::npos) << token.substr(0, 2000);
+        EXPECT_NE(token.find(" in L0 H0 against training step"), std::string::npos) << token.substr(0, 2000);
+        EXPECT_TRUE(fs::is_regular_file(gui + "/run/curves/tau_q_token.png"));
+        EXPECT_FALSE(fs::exists(cli + "/curves/tau_q_token.svg")) << "the command line follows no token";
+        EXPECT_TRUE(fs::is_regular_file(gui + "/highlight.svg")) << "the shown step's own figures beside";
+    }
     // A session keeps the run and the step shown: it opens there again, on the session's tab.
     std::ofstream(dir + "/session.json") << nlohmann::json{{"ssaviz_session", 1}, {"run", run}, {"model", run + "/iter-000200-ckpt.pth"},
                                                            {"text", "The cat sat on the mat."}, {"view", {{"tab", "Matrix"}}}}
