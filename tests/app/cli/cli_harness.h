@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/fork_server.h"
+#include "tests/npy_floats.h"
 
 namespace cli_test {
 namespace fs = std::filesystem;
@@ -163,16 +164,7 @@ inline std::vector<int64_t> NpyShape(const std::string& path) {
     return shape;
 }
 
-// A float32 .npy's values (version 1 header), as the exports write them.
-inline std::vector<float> NpyFloats(const std::string& path) {
-    const std::string bytes = ReadFile(path);
-    if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) return {};
-    const size_t start = 10 + static_cast<unsigned char>(bytes[8]) + 256u * static_cast<unsigned char>(bytes[9]);
-    if (start > bytes.size()) return {};
-    std::vector<float> v((bytes.size() - start) / sizeof(float));
-    std::memcpy(v.data(), bytes.data() + start, v.size() * sizeof(float));
-    return v;
-}
+using tests::NpyFloats;
 
 class Cli : public ::testing::Test {
 protected:

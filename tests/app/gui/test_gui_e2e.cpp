@@ -25,6 +25,7 @@
 #include "app/core/timeline.h"
 #include "app/export/export_figures.h"
 #include "app/gui/worker.h"
+#include "tests/npy_floats.h"
 #include "viz/palette.h"
 
 namespace {
@@ -671,16 +672,7 @@ TEST(EndToEnd, TheLastTokenAttributesTheTopPrediction) {
     }
 }
 
-// A float32 .npy's values (version 1 header, little-endian, C order), as the exports write them.
-std::vector<float> NpyFloats(const std::string& path) {
-    const std::string bytes = ReadFile(path);
-    if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) return {};
-    const size_t start = 10 + static_cast<unsigned char>(bytes[8]) + 256u * static_cast<unsigned char>(bytes[9]);
-    if (start > bytes.size()) return {};
-    std::vector<float> v((bytes.size() - start) / sizeof(float));
-    std::memcpy(v.data(), bytes.data() + start, v.size() * sizeof(float));
-    return v;
-}
+using tests::NpyFloats;
 
 // Issue 35: before the lens is run, the Lens tab shows the selected query's column and attribution
 // from the worker's kept residual stream; each layer's loss is what `export --lens` writes there.
