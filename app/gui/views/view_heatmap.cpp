@@ -704,7 +704,7 @@ void HeatmapView::DrawTemperatureStrips(AppState& state, ImVec2 map_pos, float s
             const int i = static_cast<int>(std::floor(((vertical ? m.y - p0.y : m.x - p0.x)) / cell + pan));
             if (i >= 0 && i < T)
                 ImGui::SetTooltip("%s of '%s' (%d): %.3f\n%s", what, m_labels[i].c_str(), i, tau[i],
-                                  "Temperature scale: blue below 1 (softer than vanilla), white at 1, red above 1 (sharper).");
+                                  "Temperature scale: blue below 1 (flatter than vanilla), white at 1, red above 1 (sharper).");
         }
         if (ImGui::IsItemClicked(ImGuiMouseButton_Left)) {
             const ImVec2 m = ImGui::GetIO().MousePos;

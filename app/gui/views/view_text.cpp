@@ -324,7 +324,7 @@ void TextView::DrawControls(WindowState& state) {
         else if (!temperature)
             ImGui::SetTooltip("Range over query rows 2..T: row 1 sees only itself (entropy 0, spikiness 1, sink mass 1).\n%s", shown);
         else
-            ImGui::SetTooltip("tau is an inverse temperature: larger = sharper attention.\nBlue: tau < 1, softer than vanilla. "
+            ImGui::SetTooltip("tau is an inverse temperature: larger = sharper attention.\nBlue: tau < 1, flatter than vanilla. "
                               "White: tau = 1, vanilla attention. Red: tau > 1, sharper.\nThe scale is %s (View > Temperature "
                               "scale per head), centred at 1 from %.3g to %.3g%s.\n%s",
                               s.per_head_scale ? "this head's own"
@@ -343,9 +343,9 @@ void TextView::DrawControls(WindowState& state) {
         Caption(text, ", ");  // a narrow pane cut "red sharper"
     };
     if (temperature)
-        note(both_sides || !cropped ? "blue softer, white 1 (vanilla), red sharper"
+        note(both_sides || !cropped ? "blue flatter, white 1 (vanilla), red sharper"
              : m_legend.min >= 1.0f ? "white vanilla, red sharper"
-                                    : "blue softer, white vanilla");
+                                    : "blue flatter, white vanilla");
     if (delta) note(IsBaseMode(coloring.mode) ? "blue: fine-tuning helped, red: hurt" : "blue SSA better, red worse");
     note(coloring.label + ", " + (IsLoss(s.token_color) ? coloring.quantity->unit : ScopeLabel(s.token_scope, head)));
 }
