@@ -226,9 +226,21 @@ constexpr float kBarThickness = 14, kTickLength = 4, kTickGap = 3;
 
 int VerticalBarTickCount(float height, float font) { return std::clamp(static_cast<int>(height / (font * 2.2f)), 2, 8); }
 
+// A vertical bar's ticks: BarTicks, and on a linear scale whose top lies far above its last round
+// value (0.1 on a bar to 0.139: the fine-tune's JS, scaled to the whole change's largest), the top
+// itself, so the bar says where it ends.
+std::vector<float> VerticalBarTicks(const ColorBarSpec& s, float height) {
+    std::vector<float> ticks = BarTicks(s.range, s.log_scale, VerticalBarTickCount(height, s.font));
+    const float span = s.range.max - s.range.min;
+    if (!s.log_scale && ticks.size() >= 2 && span > 0 && ticks.back() < s.range.min + 0.8f * span &&
+        (s.range.max - ticks.back()) / span * height >= s.font * 1.6f && FormatTick(s.range.max) != FormatTick(ticks.back()))
+        ticks.push_back(s.range.max);
+    return ticks;
+}
+
 float VerticalColorBarWidth(const ColorBarSpec& s, float height) {
     float labels = 0;
-    for (float v : BarTicks(s.range, s.log_scale, VerticalBarTickCount(height, s.font)))
+    for (float v : VerticalBarTicks(s, height))
         labels = std::max(labels, MeasureText(FormatTick(v), s.font));
     return kBarThickness + kTickLength + kTickGap + labels + (s.caption.empty() ? 0.0f : 8 + s.font * 1.2f);
 }
@@ -255,7 +267,7 @@ void AddVerticalColorBar(Figure& f, float x, float y, float height, const ColorB
     AddOutline(f, x, y, kBarThickness, height);
     float labels = 0;
     const float tick_x = x + kBarThickness;
-    for (float v : BarTicks(s.range, s.log_scale, VerticalBarTickCount(height, s.font))) {
+    for (float v : VerticalBarTicks(s, height)) {
         const float ty = y + height - Normalize(v, s.range, s.log_scale) * height;
         AddHLine(f, tick_x, tick_x + kTickLength, std::clamp(ty, y + 0.5f, y + height - 0.5f), kAxis);
         const std::string label = FormatTick(v);

@@ -711,6 +711,31 @@ TEST_F(FigureTest, PrimitivesAreCrispAndAntialiased) {
     EXPECT_LT(edge.r, 255);
 }
 
+// A linear colour bar whose top lies far above its last round value says where it ends (the
+// fine-tune's JS, on a scale to the whole change's largest, ended unlabelled above 0.1); one whose
+// top is a round value, or a log scale's, is as it was.
+TEST_F(FigureTest, AColourBarSaysItsTopWhereNoRoundValueIsNearIt) {
+    auto labels = [](std::optional<viz::Range> range, bool log_scale) {
+        viz::HeatmapFigureOptions o = SixOptions();
+        o.Style.range = range;
+        o.Style.log_scale = log_scale;
+        const std::vector<float> map = CausalMap(6);
+        std::vector<std::string> texts;
+        for (const viz::FigItem& item : viz::HeatmapFigure(map.data(), 6, 6, o).Items)
+            if (const auto* t = std::get_if<viz::FigText>(&item)) texts.push_back(t->Text);
+        return texts;
+    };
+    auto has = [](const std::vector<std::string>& texts, const std::string& s) { return std::find(texts.begin(), texts.end(), s) != texts.end(); };
+    const std::vector<std::string> far = labels(viz::Range{0.0f, 0.139f}, false);
+    EXPECT_TRUE(has(far, "0.1") && has(far, "0.139")) << ::testing::PrintToString(far);
+    const std::vector<std::string> round = labels(viz::Range{0.0f, 1.0f}, false);
+    EXPECT_TRUE(has(round, "1") && !has(round, "0.139"));
+    const std::vector<std::string> near = labels(viz::Range{0.0f, 0.105f}, false);
+    EXPECT_FALSE(has(near, "0.105")) << "the top within a label of 0.1: " << ::testing::PrintToString(near);
+    const std::vector<std::string> log = labels(viz::Range{1e-4f, 0.139f}, true);
+    EXPECT_FALSE(has(log, "0.139")) << ::testing::PrintToString(log);
+}
+
 // A dashed line (a plot's reference line): dashes Dash long, Gap apart, from the line's start, in
 // the PNG as the SVG's stroke-dasharray draws them, and as many at a PNG scale, scaled.
 TEST_F(FigureTest, ADashedLineIsDrawnInDashes) {
