@@ -176,7 +176,7 @@ std::string FormatCompact(float v) {
     char buf[32];
     const float m = std::abs(v);
     // Below 0.001 in powers of ten, as FormatNumber writes them there (%.2g wrote .00083 beside 4.1e-05).
-    std::snprintf(buf, sizeof buf, m >= 100.0f ? "%.0f" : m >= 0.001f || m == 0.0f ? "%.2g" : "%.1e", v);
+    std::snprintf(buf, sizeof buf, m >= 99.5f ? "%.0f" : m >= 0.001f || m == 0.0f ? "%.2g" : "%.1e", v);  // 99.7: 100, not 1e+02
     std::string s = buf;
     if (s.rfind("0.", 0) == 0) s.erase(0, 1);
     else if (s.rfind("-0.", 0) == 0) s.erase(1, 1);

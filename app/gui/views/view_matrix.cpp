@@ -142,7 +142,9 @@ void HeadMatrixView::Draw(WindowState& state) {
     const float label_w = ImGui::CalcTextSize("L00").x + 6.0f;
     const float bar_w = viz::ColorBarWidth();
     const float avail = ImGui::GetContentRegionAvail().x - bar_w - 8.0f;
-    const float min_w = ImGui::CalcTextSize("-.055").x + 6.0f;
+    // At least as wide as every cell's compact number ("8.3e-4", "1234567" overflowed a cell sized for "-.055").
+    float min_w = ImGui::CalcTextSize("-.055").x + 6.0f;
+    for (int k = 0; k < L * H; ++k) min_w = std::max(min_w, ImGui::CalcTextSize(FormatCompact(values[k]).c_str()).x + 6.0f);
     const float fit_w = std::floor((avail - label_w) / H);
     if (fit_w < min_w) {
         bool on = m_numbers.value_or(label_w + H * min_w <= 2.5f * avail);

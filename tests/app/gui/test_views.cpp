@@ -294,6 +294,8 @@ TEST(FormatCompact, TwoDigitsAndPowersOfTenBelowAThousandth) {
     EXPECT_EQ(app::FormatCompact(1.2e-12f), "1.2e-12");
     EXPECT_EQ(app::FormatCompact(0.0f), "0");
     EXPECT_EQ(app::FormatCompact(123.4f), "123");
+    EXPECT_EQ(app::FormatCompact(99.7f), "100");
+    EXPECT_EQ(app::FormatCompact(99.4f), "99");
     EXPECT_EQ(app::FormatCompact(NAN), "-");
 }
 
