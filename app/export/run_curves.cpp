@@ -228,6 +228,15 @@ RunCurve CurveOf(const RunTimeline& t, const std::string& key) {
     return c;
 }
 
+viz::Rgba8 RunLayerColor(int layer, int n_layer) {
+    // Viridis without its darkest end (lost on the window's dark theme) nor its palest (lost on a
+    // file's white page), the same part in both, by the layer's place among the model's layers: a
+    // layer is one colour in every curve (the lens's "after L2" as "layer 2"), window and file.
+    constexpr float kFrom = 0.2f, kSpan = 0.65f;
+    return viz::SampleColormap(viz::Colormap::Viridis,
+                               n_layer > 1 ? kFrom + kSpan * static_cast<float>(layer) / static_cast<float>(n_layer - 1) : kFrom + kSpan / 2);
+}
+
 viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& runs, bool points) {
     viz::Plot plot;
     const bool token = key == kRunTokenCurve, loss = key == "loss", lens = IsRunLensCurve(key);
@@ -289,12 +298,7 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
         s.Name = layer + (runs.size() > 1 ? ", " + first.label : "") + covered(l);  // the first run's layers
         s.X = first.steps;
         s.Y = first.layers[l];
-        // Layers in depth order on a sequential scale, viridis (a categorical palette told no order and
-        // repeated from the eleventh layer): without its palest end on a file's white page, without its
-        // darkest on the window's dark theme.
-        const size_t n = first.layers.size();
-        const float from = points ? 0.1f : 0.3f, span = 0.7f;
-        s.Color = viz::SampleColormap(viz::Colormap::Viridis, n > 1 ? from + span * static_cast<float>(l) / static_cast<float>(n - 1) : from + span / 2);
+        s.Color = RunLayerColor(static_cast<int>(l), lens ? static_cast<int>(first.layers.size()) + 1 : static_cast<int>(first.layers.size()));
         s.Color.a = 210;  // the layers behind the means
         plot.Series.push_back(std::move(s));
     }

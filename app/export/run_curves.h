@@ -133,6 +133,10 @@ RunCurve CurveOf(const RunTimeline& t, const std::string& key);
 // One token's tau_q in one head over the run's steps (a step where it is out of range: NaN).
 RunCurve TokenTauQCurve(const RunTimeline& t, int layer, int head, int token);
 
+// Layer `layer`'s colour among `n_layer` (the model's), by depth on viridis: one colour a layer in
+// every run curve, in the window and in files.
+viz::Rgba8 RunLayerColor(int layer, int n_layer);
+
 // `key`: CurveOf's, or "tau_q_token" (TokenTauQCurve's). The first run's layers and the runs' means against step; `points` adds a dot at each step (files;
 // the window draws lines only and reads values on hover).
 viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& runs, bool points = true);

@@ -347,6 +347,36 @@ TEST(RunCurves, ALegendSaysWhatItsCurvesHide) {
     EXPECT_EQ(names, (std::vector<std::string>{"layer 0, under layer 1's line", "layer 1", "layer 2", "ssa (run), all heads"}));
 }
 
+// A layer is one colour in every run curve, in the window and in files: the lens's "after L2" as
+// "layer 2" (the lens has a line fewer, and its colours were spread over those), the window's as a
+// file's (the window's scale was another part of viridis).
+TEST(RunCurves, ALayerIsOneColourInEveryCurve) {
+    app::RunCurve heads, lens;
+    heads.label = lens.label = "ssa (run)";
+    heads.steps = lens.steps = {0, 100};
+    heads.all = lens.all = {1.0f, 2.0f};
+    heads.layers.assign(4, {1.0f, 2.0f});
+    for (size_t l = 0; l < heads.layers.size(); ++l) heads.layers[l] = {0.5f * l, 0.5f * l + 0.1f};  // apart: none under another
+    lens.layers.assign(3, {});  // after L0, L1, L2; the model's own (after L3) is the run's line
+    for (size_t l = 0; l < lens.layers.size(); ++l) lens.layers[l] = {3.0f + l, 3.5f + l};
+    auto colour_of = [](const viz::Plot& plot, const std::string& name) {
+        for (const viz::PlotSeries& s : plot.Series)
+            if (s.Name == name) return s.Color;
+        ADD_FAILURE() << "no series " << name;
+        return viz::Rgba8{};
+    };
+    auto same = [](viz::Rgba8 a, viz::Rgba8 b) { return a.r == b.r && a.g == b.g && a.b == b.b; };
+    for (const bool points : {true, false}) {  // a file's, the window's
+        const viz::Plot entropy = app::RunCurvesPlot("entropy", {heads}, points), by_layer = app::RunCurvesPlot(app::kRunLensCurve, {lens}, points);
+        for (int l = 0; l < 3; ++l) {
+            const viz::Rgba8 want = app::RunLayerColor(l, 4);
+            EXPECT_TRUE(same(colour_of(entropy, "layer " + std::to_string(l)), want)) << l;
+            EXPECT_TRUE(same(colour_of(by_layer, "after L" + std::to_string(l)), want)) << l;
+        }
+    }
+    EXPECT_FALSE(same(app::RunLayerColor(0, 4), app::RunLayerColor(3, 4)));
+}
+
 // An exported temperature highlight colours its tokens on the model's scale around 1 and shows in
 // its legend the part of that scale the temperatures reach: an exp-exp fine-tune's tau_q (every
 // one >= 1) read from 1 (white) up, with no tick below 1; with values on both sides, from the
