@@ -308,8 +308,9 @@ viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_na
     options.Style.log_scale = log_scale;
     // Cells of up to 48 px, each head's value written in it where it fits (up to some 12 heads and layers).
     const int cells = std::max(d.n_layer, d.n_head);
-    options.MapSize = cells * std::clamp(560 / std::max(cells, 1), 12, 48);
-    options.CellValues = "%.3f";
+    options.MapSize = cells * std::clamp(560 / std::max(cells, 1), 12, log_scale ? 60 : 48);  // 60: room for "4.1e-05"
+    // On a log scale two significant digits: a coloured cell of 4.1e-05 read "0.000" at three decimals.
+    options.CellValues = log_scale ? "%.2g" : "%.3f";
     options.Style.range = FineTuneRange(d, log_scale);  // the Fine-tune tab's
     auto nats = [](const char* format, float v) {
         char buf[64];
@@ -531,15 +532,19 @@ viz::Figure SparsityFigure(const model::Analysis& a, const std::string& model_na
 
 namespace {
 
-// The lens's axes: "embeddings", "after L0", ... and the positions' tokens.
+// The lens's axes: "embeddings", "after L0", ... and the tokens predicted, 1 to T - 1: column t - 1
+// holds token t's p or loss, labelled with token t as finetune_loss.png and head_impacts_tokens.png
+// label the same columns (they were labelled with the token before it, predicting it: one figure's
+// column read 'U' where the other's read 'Gener').
 void LensAxes(const model::Lens& lens, const std::vector<std::string>& token_labels, viz::HeatmapFigureOptions* o) {
     o->RowLabels = {"embeddings"};
     for (int l = 0; l < lens.n_layer; ++l) o->RowLabels.push_back("after L" + std::to_string(l));
     const size_t n = static_cast<size_t>(std::max(0, lens.n_tokens - 1));
-    o->ColLabels.assign(token_labels.begin(), token_labels.begin() + std::min(token_labels.size(), n));
+    if (token_labels.size() > 1)
+        o->ColLabels.assign(token_labels.begin() + 1, token_labels.begin() + 1 + std::min(token_labels.size() - 1, n));
     o->ColLabels.resize(n, "?");
     o->RowAxis = "read after";
-    o->ColAxis = "position (predicting the token after it)";
+    o->ColAxis = "token (predicted from the tokens before it)";
     o->Style.causal = false;  // every layer at every position
     o->MinRowHeight = 15;     // every layer's label, over as many tokens as there are
 }
@@ -576,7 +581,8 @@ DivergingScale DivergingScaleOf(const std::vector<float>& values) {
 std::string ScaleNote(const DivergingScale& scale, const std::string& of) {
     if (!scale.Clips()) return "";
     char buf[160];
-    std::snprintf(buf, sizeof buf, "; scale +-%.3g, the 99th percentile of |%.40s|, largest %.3g", scale.most, of.c_str(), scale.largest);
+    std::snprintf(buf, sizeof buf, "; scale +-%.3g, the 99th percentile (nearest rank) of |%.40s|, largest %.3g", scale.most, of.c_str(),
+                  scale.largest);
     return buf;
 }
 

@@ -55,7 +55,8 @@ viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, M
 
 // The logit lens as a layer x position heatmap (export's lens.png): p(next token) read after each
 // layer, log scale from 1e-4; `side_name` names whose lens it is in the title. `token_labels`:
-// the text's tokens, position t's column labelled with token t.
+// the text's tokens; column t - 1 (token t's p, read at position t - 1) is labelled with token t, the
+// token predicted, as the other figures of the text's losses label theirs.
 viz::Figure LensFigure(const model::Lens& lens, const std::string& model_name, const std::string& side_name,
                        const std::vector<std::string>& token_labels);
 // SSA's loss of the next token minus `other`'s at each cell of the lens (-log p: negative, blue,
