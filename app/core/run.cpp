@@ -160,8 +160,17 @@ RunStatus Runner::SetCompare(const CompareSpec& compare) {
     CloseBase();
     if (compare.kind == CompareKind::Twin) {
         if (compare.twin_dir == m_twin) return model::Ok{};
-        // The model itself as its twin: every difference would be 0, unsaid.
+        // A word that is no comparison and names nothing here (--compare locl, Vanilla, tau=1): a
+        // mistyped comparison more likely than a twin's missing folder.
         std::error_code ec;
+        if (compare.twin_dir.find('/') == std::string::npos && !std::filesystem::exists(std::filesystem::symlink_status(compare.twin_dir, ec))) {
+            std::string kinds;
+            for (const CompareKindInfo& k : CompareKinds())
+                if (k.keyword) kinds += (kinds.empty() ? "" : ", ") + std::string(k.key);
+            return RunError{RunError::Kind::Usage, "the comparison '" + model::EscapeForMessage(compare.twin_dir) + "' is none of " + kinds +
+                                                       ", tau1, and no twin's folder of that name exists"};
+        }
+        // The model itself as its twin: every difference would be 0, unsaid.
         if (auto files = model::FindModelFiles(compare.twin_dir); files && !Info().weights_path.empty() &&
                                                                    std::filesystem::equivalent(files->weights, Info().weights_path, ec))
             return RunError{RunError::Kind::Usage, "the twin '" + model::EscapeForMessage(compare.twin_dir) + "' is the model itself (" +

@@ -424,7 +424,7 @@ class Model:
         the GIL."""
         where = "analyze()"
         lens = _bool(where, "lens", lens)
-        if lens and _ablate(where, ablate):
+        if lens and _ablate(where, ablate).strip():
             raise ValueError(f"{where}: lens=True runs the model as loaded: not with ablate=")
         compare = self._base(where, compare, base)
         kind, twin_flags = _compare(where, compare)

@@ -504,6 +504,10 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
     // None beside: one line naming what to do.
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--compare", "base", "--text", text, "--out", kOut + "/export_no_base"}), 2,
                        "name it with --base DIR");
+    // A mistyped comparison is said to be one (it was "the twin: model 'locl' does not exist", exit 3).
+    for (const char* typo : {"locl", "Vanilla", "tau=1"})
+        ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--compare", typo, "--text", text, "--out", kOut + "/export_typo"}), 2,
+                           std::string("the comparison '") + typo + "' is none of vanilla, local, unedited, base, tau1, and no twin's folder of that name exists");
     // The fine-tune's layers and heads but another width: not the model it started from (the
     // decomposition was computed against it).
     ASSERT_EQ(Ssaviz({"init-random", "--out", kOut + "/narrow_base", "--layers", "2", "--heads", "2", "--embd", "8", "--positions", "16", "--seed", "9"})
