@@ -399,7 +399,7 @@ public:
                     m_state.global_pass_running = false;
                     if (e.request == m_lens_request) m_state.lens_running = false;
                     if (e.request == m_lens_at_request) m_lens_at_request = 0, m_lens_at_failed = m_lens_at_asked;
-                    if (e.request == m_timeline_request) m_state.timeline_running = false;
+                    if (e.request == m_timeline_request) m_state.timeline_running = false, m_timeline_wanted = false;  // not again every frame
                     break;
             }
             // A model or twin change makes the current result stale (without a model there is none:
@@ -418,6 +418,8 @@ public:
         // for its analysis, not the one still shown of the model before.
         const bool requests_pending = m_state.interventions_request || m_state.unedited_request || m_state.layer_local_request ||
                                       m_state.base_request || m_state.open_model_request.has_value() || m_views.checkpoint.Showing();
+        m_state.analysis_pending = requests_pending || m_twin_expected;
+        m_state.timeline_alone = m_state.busy && m_worker.OnlyTheTimeline();
         if (m_state.analysis && !m_state.busy && !m_twin_expected && !requests_pending) StartJobsAskedFor();
         m_state.progress = m_worker.Progress();
         m_worker.SetShownHead(m_state.selected.layer, m_state.selected.head);
@@ -632,10 +634,9 @@ public:
             m_timeline_wanted = true;
         }
         // A timeline stopped by another request (a step opened, the comparison changed) goes on once
-        // the window is idle, while the text is the one it ran.
-        if (m_timeline_wanted && !m_state.busy && !m_worker.Readying() && !m_state.timeline_running && m_state.timeline &&
-            !m_state.timeline->done && m_state.timeline->text == m_state.text && m_state.timeline->lens == m_state.timeline_lens)
-            m_state.timeline_request = true;
+        // the window is idle, while the text is the one it ran; one stopped before its first step
+        // (--rank-heads or --global-pass asked for in the same frame) starts again.
+        if (TimelineToResume() && !m_state.busy && !m_worker.Readying()) m_state.timeline_request = true;
         // Play: the next step once this one's analysis has been shown for kPlayStepMs.
         if (m_state.run_playing) {
             const int k = m_state.run_step;
@@ -699,11 +700,17 @@ public:
         if (m_state.model) s += m_state.model->dir;
         return s;
     }
+    // A timeline asked for, stopped by another request, that goes on once the window is idle.
+    bool TimelineToResume() const {
+        const RunTrack* t = m_state.timeline.get();
+        return m_timeline_wanted && !m_state.timeline_running && !m_state.run_dir.empty() && (!t || (!t->done && t->text == m_state.text && t->lens == m_state.timeline_lens));
+    }
+
     bool Settled() const override {
         if (m_views.checkpoint.Showing()) return true;  // waiting for the user, not the model
         if (ModelFailed()) return true;  // nothing more will come: the jobs asked for at start need a model
         if (m_state.busy || m_worker.Readying() || m_twin_expected || m_state.generating || m_state.ranking_heads || m_state.lens_running ||
-            m_state.lens_request || m_lens_at_request != 0 || m_state.timeline_running || m_state.timeline_request)
+            m_state.lens_request || m_lens_at_request != 0 || m_state.timeline_running || m_state.timeline_request || TimelineToResume())
             return false;
         if (m_state.continue_request || m_state.rank_heads_request) return false;
         // The jobs asked for at start wait for the text's first analysis; one that failed (a piece

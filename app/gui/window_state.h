@@ -42,6 +42,10 @@ struct WindowState : AppState {
         analysis_answered_ms = e.latency_ms;
     }
     bool Quiet() const { return busy && busy_ms < kQuietMs; }
+    // An analysis asked for is not shown yet (a comparison's or a model's being set): the shown one
+    // is about to go.
+    bool analysis_pending = false;
+    bool timeline_alone = false;  // the worker runs the Run tab's timeline, nothing asked after it
     void ShowOpenDialog(OpenPurpose purpose) { show_open_dialog = true, open_dialog_for = purpose; }
     // A model the user chose (File > Open, Recent, a drop, an example): a base chosen for the model
     // before is not its base (forget_base: the window lets it go, and its three-way comparison).

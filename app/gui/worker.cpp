@@ -5,6 +5,7 @@
 
 #include "app/core/attribution.h"
 #include "app/core/examples.h"
+#include "app/core/names.h"
 #include "app/core/timeline.h"
 #include "app/export/export.h"
 #include "model/io/files.h"
@@ -260,6 +261,7 @@ void InferenceWorker::Loop() {
             m_busy = true;
             m_in_job = request.kind == Request::Kind::RankHeads || request.kind == Request::Kind::Continue ||
                        request.kind == Request::Kind::Lens || request.kind == Request::Kind::Timeline;
+            m_in_timeline = request.kind == Request::Kind::Timeline;
         }
         try {
             Handle(request);
@@ -267,7 +269,13 @@ void InferenceWorker::Loop() {
             Emit({WorkerEvent::Kind::Error, {}, nullptr, ExceptionMessage(e), request.id});
         }
         m_in_job = false;
+        m_in_timeline = false;
     }
+}
+
+bool InferenceWorker::OnlyTheTimeline() const {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    return m_in_timeline && m_queue.empty();
 }
 
 void InferenceWorker::Handle(const Request& r) {
@@ -428,9 +436,12 @@ void InferenceWorker::TimelineJob(const Request& r) {
         for (const RunStep& s : *more) steps.push_back({s, true});
     }
     RunTrack track;
+    // Its steps against one comparison (a timeline stopped by a change of comparison starts again).
+    const std::string compare_spec = std::to_string(static_cast<int>(m_compare.kind)) + '\n' + m_compare.twin_dir + '\n' + m_compare.base_dir;
     if (r.resume && r.resume->timeline.dir == r.arg && (r.resume->compare ? r.resume->compare->dir : "") == r.compare_run &&
-        r.resume->text == r.text && r.resume->total == steps.size() && r.resume->lens == r.lens_compare)
+        r.resume->text == r.text && r.resume->total == steps.size() && r.resume->lens == r.lens_compare && r.resume->compare_spec == compare_spec)
         track = *r.resume;
+    track.compare_spec = compare_spec;
     track.timeline.dir = r.arg;
     track.timeline.label = "run";
     track.timeline.name = RunLegendName(r.arg, r.compare_run, "run");
@@ -494,6 +505,7 @@ void InferenceWorker::TimelineJob(const Request& r) {
                 } else if (a) {
                     if (r.lens_compare) timeline.AddLens(std::move(*lens));
                     timeline.Add(step.step, file, *a);
+                    if (!steps[k].second && track.compared.empty()) track.compared = LensKey(*a);
                     // The run's own step, as the Run tab would show it (no what-ifs here): kept, so
                     // that the slider shows it at once.
                     if (!steps[k].second && m_interventions.empty())

@@ -70,6 +70,8 @@ struct RunTrack {
     size_t total = 0;                 // the steps of both runs
     size_t tried = 0;                 // steps tried so far, in order (analysed or failed)
     bool done = false;                // every step tried
+    std::string compare_spec;         // the worker's comparison it ran with: resumed only with the same
+    std::string compared;             // LensKey of its run's steps' analyses: the curves are the shown analysis's where its LensKey is this
 };
 
 struct WorkerEvent {
@@ -194,6 +196,8 @@ public:
     std::vector<WorkerEvent> TakeEvents();  // everything finished since the last call, oldest first
     bool Busy() const { return m_busy.load(); }
     bool Readying() const { return m_readying.load(); }  // idle, readying memory for the next edit (ReserveForEdits)
+    // Busy with a timeline alone, nothing asked after it: what is shown stays as it is meanwhile.
+    bool OnlyTheTimeline() const;
     float Progress() const { return m_progress.load(); }  // of the running analysis: layers done / layers
     // The head the map view shows: each analysis rebuilds its maps before it is handed over, and
     // once idle the worker rebuilds the heads the arrow keys go to next (PrefetchNeighbours).
@@ -271,7 +275,7 @@ private:
     void KeepStepAnalysis(std::string key, std::shared_ptr<const model::Analysis> analysis, int head_size);
     std::vector<model::Intervention> m_interventions;                     // kept across models they fit
 
-    std::mutex m_mutex;
+    mutable std::mutex m_mutex;
     std::condition_variable m_cv;
     std::deque<Request> m_queue;
     std::optional<ModelSpec> m_prefetch_wanted;  // Prefetch's latest wish, not yet opened
@@ -281,6 +285,7 @@ private:
     std::atomic<bool> m_cancel{false};
     std::atomic<bool> m_busy{false};
     std::atomic<bool> m_in_job{false};  // a job runs: any new request stops it
+    std::atomic<bool> m_in_timeline{false};  // that job is a timeline
     bool m_reserve = false;             // an analysis finished: ready the memory its edits will write into, once idle
     std::atomic<bool> m_readying{false};
     std::atomic<float> m_progress{0.0f};

@@ -39,7 +39,10 @@ LensTabAt LensTabPosition(const WindowState& state) {
 
 const RunTrack* CurrentTimeline(const WindowState& state) {
     const RunTrack* t = state.timeline.get();
-    return t && !t->timeline.steps.empty() && t->text == state.text ? t : nullptr;
+    if (!t || t->timeline.steps.empty() || t->text != state.text || !state.analysis) return nullptr;
+    // The shown tokens (Continue's ids: the text tokenised again may split otherwise) and comparison.
+    const model::Analysis& a = *state.analysis;
+    return t->timeline.ids == a.tokens.ids && t->compared == LensKey(a) ? t : nullptr;
 }
 
 RunTokenPick RunTabToken(const WindowState& state, const RunTimeline& t, bool piece) {

@@ -33,8 +33,9 @@ struct LensTabAt {
     const LensAtPair* at = nullptr;
 };
 LensTabAt LensTabPosition(const WindowState& state);
-// The Run tab's timeline where it ran on the shown text (a stopped one too: the steps it ran); null
-// where none ran, it has no step, or the text changed since.
+// The Run tab's timeline where it ran on the shown text (a stopped one too: the steps it ran), its
+// tokens and comparison the shown analysis's; null where none ran, it has no step, or the text, its
+// tokens (Continue's) or the comparison changed since.
 const RunTrack* CurrentTimeline(const WindowState& state);
 // Whose tau_q the Run tab's token curve follows: the query selected in the map (the last token if
 // none) in the selected head; with `piece`, its piece as the token strip names it (TokenLabels).

@@ -42,6 +42,20 @@ bool IsFigure(const std::string& path) {
     return dot != std::string::npos && (path.substr(dot) == ".png" || path.substr(dot) == ".svg");
 }
 
+// Why an export cannot start now, in words; null when it can. A timeline running alone leaves the
+// shown analysis as it is, and the export goes on beside it (it was refused for as long as the
+// timeline ran, minutes, "the analysis ... is still running").
+const char* NotNow(const WindowState& state) {
+    if (state.generating) return "Continue is still writing the text";
+    if (state.analysis_pending) return "the analysis of the current text is still running";
+    if (!state.busy || state.timeline_alone) return nullptr;
+    return state.lens_running ? "the lens is still running" : state.ranking_heads ? "the heads' ranking is still running"
+                                                                                   : "the analysis of the current text is still running";
+}
+
+// Where the dialog writes until told otherwise: ./ssaviz-export.
+std::string DefaultOutDir() { return (std::filesystem::current_path() / "ssaviz-export").string(); }
+
 }  // namespace
 
 ExportDialog::~ExportDialog() {
@@ -55,6 +69,7 @@ void ExportDialog::Join() {
 
 void ExportDialog::SetOptions(const ExportOptions& options) {
     m_options = options;
+    if (m_options.out_dir.empty()) m_options.out_dir = DefaultOutDir();  // a session without export.out (it showed '' and refused)
     m_out_edit = options.out_dir;
     m_layers_edit = FormatIndexList(options.layers);
     m_heads_edit = FormatIndexList(options.heads);
@@ -70,7 +85,7 @@ void ExportDialog::EnsureOptions(const AppState& state) {
     if (m_initialized) return;
     // First opening: the figures look like the views.
     ExportOptions o;
-    o.out_dir = (std::filesystem::current_path() / "ssaviz-export").string();
+    o.out_dir = DefaultOutDir();
     o.png = o.svg = o.html = true;
     o.figures.colormap = state.settings.colormap == viz::Colormap::Diverging ? viz::Colormap::Viridis : state.settings.colormap;
     o.figures.log_scale = state.settings.log_scale;
@@ -175,11 +190,12 @@ std::vector<ExportFile> ExportDialog::ExtraFiles(const WindowState& state, const
 
 bool ExportDialog::Start(const WindowState& state) {
     m_error.clear();
+    m_refused_for_now = false;
     m_error_exit = kExitFailure;
     m_done_message.clear();
     if (Busy()) return m_error = "an export is already running", false;
     if (!state.analysis || !state.model) return m_error = "nothing to export yet: waiting for the model", false;
-    if (state.busy) return m_error = "the analysis of the current text is still running", false;
+    if (const char* why = NotNow(state)) return m_error = why, m_refused_for_now = true, false;
     ExportOptions options = m_options;
     if (options.out_dir.empty()) return m_error = "choose an output folder", false;
     options.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);  // a core stays with the UI
@@ -188,6 +204,12 @@ bool ExportDialog::Start(const WindowState& state) {
         return m_error = s.error(), false;
     }
     std::vector<ExportFile> lens_files = ExtraFiles(state, options);
+    // The run's curves of fewer steps than the run has are said so (export --run says "1 of 2 steps").
+    std::string run_note;
+    if (const RunTrack* t = m_with_run && (options.png || options.svg) ? CurrentTimeline(state) : nullptr;
+        t && (!t->done || !t->failed.empty()))
+        run_note = "; the run's curves of the " + std::to_string(t->tried - t->failed.size()) + " of " + std::to_string(t->total) + " steps " +
+                   (t->done ? "that opened (the Run tab says why the rest did not)" : "run so far");
     Join();
     m_cancel = false;
     m_progress_done = 0;
@@ -200,7 +222,8 @@ bool ExportDialog::Start(const WindowState& state) {
         m_current.clear();
     }
     // The thread owns copies of what it writes: the analysis stays alive, the text and info are copied.
-    m_thread = std::thread([this, analysis = state.analysis, info = *state.model, text = state.text, options, lens_files = std::move(lens_files)] {
+    m_thread = std::thread([this, analysis = state.analysis, info = *state.model, text = state.text, options, lens_files = std::move(lens_files),
+                            run_note] {
         auto status = WriteExport(
             text, *analysis, info, options,
             [this](size_t done, size_t total, const std::string& path) {
@@ -212,7 +235,8 @@ bool ExportDialog::Start(const WindowState& state) {
             },
             lens_files);
         std::lock_guard<std::mutex> lock(m_mutex);
-        m_result = status ? "wrote " + std::to_string(m_progress_done.load()) + " files to " + model::EscapeForMessage(options.out_dir, 4096) : status.error();
+        m_result = status ? "wrote " + std::to_string(m_progress_done.load()) + " files to " + model::EscapeForMessage(options.out_dir, 4096) + run_note
+                          : status.error();
         if (!status) m_result = "!" + m_result;  // marks a failure for the UI thread
         m_running = false;
     });
@@ -294,7 +318,7 @@ void ExportDialog::DrawSettings(WindowState& state) {
     const std::vector<const RunTimeline*> runs = ExportableRuns(state);
     ImGui::BeginDisabled(runs.empty() || (!o.png && !o.svg));
     bool with_run = m_with_run && !runs.empty();
-    const std::string run_label = !runs.empty() ? "the run's curves (" + std::to_string(runs[0]->steps.size()) + " steps)"
+    const std::string run_label = !runs.empty() ? "the run's curves (" + std::to_string(runs[0]->steps.size()) + (state.timeline_running ? " steps so far)" : " steps)")
                                   : state.run_dir.empty() ? "the run's curves (open a training run)"
                                                           : "the run's curves (Run > Run the timeline first)";
     if (ImGui::Checkbox(run_label.c_str(), &with_run) && !runs.empty()) m_with_run = with_run;
@@ -375,7 +399,9 @@ void ExportDialog::DrawSettings(WindowState& state) {
 
     ImGui::Separator();
     const bool running = Busy();
-    ImGui::BeginDisabled(running || state.busy || !state.analysis);
+    const char* not_now = NotNow(state);
+    if (!not_now && m_refused_for_now) m_error.clear(), m_refused_for_now = false;  // said while it was so; it no longer is
+    ImGui::BeginDisabled(running || not_now || !state.analysis);
     if (ImGui::Button("Export", ImVec2(120, 0))) Start(state);
     ImGui::EndDisabled();
     viz::ItemTooltip("Writes every file in the list on the right (Ctrl+Enter).");
@@ -395,9 +421,9 @@ void ExportDialog::DrawSettings(WindowState& state) {
         std::snprintf(overlay, sizeof overlay, "%zu / %zu", done, static_cast<size_t>(m_progress_total));
         ImGui::ProgressBar(static_cast<float>(done) / total, ImVec2(-1, 0), overlay);
         ImGui::TextDisabled("%s", current.c_str());
-    } else if (state.busy) {
+    } else if (not_now) {
         ImGui::SameLine();
-        ImGui::TextDisabled("waiting for the analysis...");
+        ImGui::TextDisabled("waiting: %s...", not_now);
     }
     if (!m_error.empty()) ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.4f, 1.0f), "%s", m_error.c_str());
     if (!m_done_message.empty()) ImGui::TextWrapped("%s", m_done_message.c_str());

@@ -64,6 +64,7 @@ private:
     std::string m_out_edit;
     std::string m_layers_edit, m_heads_edit;  // "all" or "0,2"
     std::string m_error;
+    bool m_refused_for_now = false;  // m_error says a job was running (NotNow): cleared once none is
     int m_error_exit = kExitFailure;
     std::string m_done_message;
 

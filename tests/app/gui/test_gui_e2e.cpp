@@ -895,6 +895,18 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
         EXPECT_TRUE(fs::is_regular_file(gui + "/run/curves/tau_q_token.png"));
         EXPECT_FALSE(fs::exists(cli + "/curves/tau_q_token.svg")) << "the command line follows no token";
         EXPECT_TRUE(fs::is_regular_file(gui + "/highlight.svg")) << "the shown step's own figures beside";
+        // Beside --rank-heads, and beside --global-pass from the layer-local comparison, the timeline
+        // runs too (it was stopped before its first step, and never run again), against the
+        // comparison shown: the curves are export --run's with tau = 1.
+        for (const std::string& flags : {std::string(" --rank-heads"), std::string(" --compare local --global-pass")}) {
+            SCOPED_TRACE(flags);
+            fs::remove_all(gui);
+            ASSERT_EQ(RunCommand(one + SSAVIZ_BINARY + " --session " + dir + "/export_session.json" + flags + " --export-to " + gui, dir + "/gui_export.txt"), 0)
+                << ReadFile(dir + "/gui_export.txt");
+            const std::string mine = ReadFile(gui + "/run/curves/js_divergence.svg");
+            EXPECT_FALSE(mine.empty()) << ReadFile(dir + "/gui_export.txt");
+            EXPECT_TRUE(mine == ReadFile(cli + "/curves/js_divergence.svg"));
+        }
     }
     // A session keeps the run and the step shown: it opens there again, on the session's tab.
     std::ofstream(dir + "/session.json") << nlohmann::json{{"ssaviz_session", 1}, {"run", run}, {"model", run + "/iter-000200-ckpt.pth"},

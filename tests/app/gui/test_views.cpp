@@ -760,6 +760,19 @@ TEST_F(Views, CheckpointDialogAsksOnlyWhatTheTensorsCannotTell) {
     EXPECT_TRUE(state.regions.count("checkpoint")) << "the dialog is drawn";
 }
 
+// A session without export.out (or with "") leaves the dialog its folder, ./ssaviz-export: it showed
+// an empty field and refused to write.
+TEST(ExportDialog, ASessionWithoutAnOutputFolderKeepsTheDefault) {
+    app::ExportDialog dialog;
+    app::ExportOptions options;
+    options.out_dir = "";
+    dialog.SetOptions(options);
+    EXPECT_EQ(dialog.Options().out_dir, (std::filesystem::current_path() / "ssaviz-export").string());
+    options.out_dir = "/somewhere/else";
+    dialog.SetOptions(options);
+    EXPECT_EQ(dialog.Options().out_dir, "/somewhere/else");
+}
+
 // Every token colouring is offered where the analysis holds it (the losses with predictions, the
 // comparison's loss with the comparison's), and the export dialog shows and keeps each one as its
 // highlight (it offered 5 of the 10 and picked by the enum's index, so `loss` showed as nothing).
