@@ -323,8 +323,10 @@ int CmdExport(const CommandOptions& o) {
         if (auto s = CheckHighlightHeld(options, analysis); !s) throw Failure{kExitUsage, s.error()};
         if (auto s = CheckDlaPosition(options, analysis.n_tokens); !s) throw Failure{kExitUsage, s.error()};
         std::vector<ExportFile> lens_files;
+        std::vector<std::shared_ptr<const model::Lens>> lens_sides;
         if (options.lens) {
-            auto files = LensExportFiles(runner->engine(), runner->Info(), analysis, RunLensWithProgress(*runner, analysis), options);
+            lens_sides = RunLensWithProgress(*runner, analysis);
+            auto files = LensExportFiles(runner->engine(), runner->Info(), analysis, lens_sides, options);
             if (!files) throw Failure{kExitFailure, "--lens: " + files.error()};
             lens_files = std::move(*files);
         }
@@ -352,6 +354,20 @@ int CmdExport(const CommandOptions& o) {
         if (const std::string note = BaseTemperaturesNote(analysis); !note.empty() && analysis.n_tokens >= 2)  // one token: no split to note
             std::fprintf(stderr, "ssaviz: note: %s\n", note.c_str());
         if (const std::string note = SelfComparisonNote(analysis); !note.empty()) std::fprintf(stderr, "ssaviz: note: %s\n", note.c_str());
+        // The lens at a glance: each side's mean loss read after each layer (lens_loss.npy's means).
+        if (!lens_sides.empty() && analysis.n_tokens >= 2) {
+            std::string line;
+            for (size_t k = 0; k < lens_sides.size(); ++k) {
+                line += (k ? "; " : "") + LensSideName(analysis, k) + ":";
+                for (double v : LensLossMeans(*lens_sides[k])) {
+                    char number[32];
+                    std::snprintf(number, sizeof number, " %.3f", v);
+                    line += number;
+                }
+            }
+            std::fprintf(stderr, "ssaviz: the lens, mean loss read after the embeddings, L0 ... L%d (the model's own), nats: %s\n", analysis.n_layer - 1,
+                         line.c_str());
+        }
         if (impacts) {
             const int L = analysis.n_layer, H = analysis.n_head;
             std::fprintf(stderr, "ssaviz: each head's temperatures' part of the loss %.4f (nats, one head at tau = 1 at a time): %s\n",

@@ -113,10 +113,14 @@ void ModelView::Draw(WindowState& state) {
         for (size_t l = 0; l < m.query_slopes.size(); ++l) {
             const std::vector<float>& slope = m.query_slopes[l].s;
             const auto [lo, hi] = std::minmax_element(slope.begin(), slope.end());
-            char text[96];
+            char text[96], lo_text[32], hi_text[32];
             const double at = std::log(static_cast<double>(c.n_positions));
-            std::snprintf(text, sizeof text, slope.size() == 1 ? "s %.4f: tau_q %.3f at %d tokens" : "s %.4f..%.4f a head", *lo,
-                          slope.size() == 1 ? 1.0 + *lo * at : static_cast<double>(*hi), c.n_positions);
+            // Three significant digits ("s 0.0006..0.0006" said one, twice, of two slopes).
+            std::snprintf(lo_text, sizeof lo_text, "%.3g", static_cast<double>(*lo));
+            std::snprintf(hi_text, sizeof hi_text, "%.3g", static_cast<double>(*hi));
+            if (slope.size() == 1) std::snprintf(text, sizeof text, "s %s: tau_q %.3f at %d tokens", lo_text, 1.0 + *lo * at, c.n_positions);
+            else if (std::string(lo_text) == hi_text) std::snprintf(text, sizeof text, "s %s, every head", lo_text);
+            else std::snprintf(text, sizeof text, "s %s..%s a head", lo_text, hi_text);
             Row(l == 0 ? "tau_q slope" : "", "L" + std::to_string(l) + "  " + text,
                 "tau_q's position term in this layer, 1 + s ln i at query position i: s = exp(-exp(beta)) for the official\n"
                 "attn.beta (exp_exp), sigmoid(beta) or beta (linear). `ssaviz info` lists beta, s and tau_q at 256 to 4,096\n"

@@ -80,8 +80,13 @@ TEST_F(Cli, ExportLensWritesTheLensAndTheAttribution) {
                               "assert np.abs(c[-1] - lc).max() < 1e-5, np.abs(c[-1] - lc).max(); "
                               "parts = np.load(d + '/dla.npy').sum((0, 1)) + np.load(d + '/dla_mlp.npy').sum(0) + np.load(d + '/dla_embed.npy') "
                               "+ np.load(d + '/dla_const.npy'); "
-                              "assert np.abs(parts - np.load(d + '/dla_logit.npy')).max() < 1e-4, 'the parts sum to the logit'\" " +
-                              Quote(out) + " >" + Scratch("lens_check.log") + " 2>&1";
+                              "assert np.abs(parts - np.load(d + '/dla_logit.npy')).max() < 1e-4, 'the parts sum to the logit'; "
+                              // The summary line: each side's mean loss after each layer, lens_loss*.npy's.
+                              "line = [l for l in open(sys.argv[2]) if l.startswith('ssaviz: the lens, mean loss')][0]; "
+                              "want = 'SSA: ' + ' '.join('%.3f' % v for v in lens.astype(np.float64).mean(1)) + '; tau = 1: ' + ' '.join('%.3f' % v for v in c.astype(np.float64).mean(1)); "
+                              "assert line.rstrip().endswith(want), (line, want)\" " +
+                              Quote(out) + " " + Quote(Scratch("lens_err.txt")) + " >" + Scratch("lens_check.log") + " 2>&1";
+    std::ofstream(Scratch("lens_err.txt")) << r.err;
     EXPECT_EQ(std::system(check.c_str()), 0) << ReadFile(Scratch("lens_check.log"));
     // One token: no next token, so no lens difference to draw (it wrote an empty lens_diff.png); no
     // figure of the export is empty.
