@@ -762,15 +762,20 @@ viz::Figure DlaHeadsFigure(const LensSideFiles& named, const std::string& model_
     const std::vector<float> mean = DlaHeadMeans(side);
     const float most = shared_most > 0.0f ? shared_most : DlaHeadsMost({named});
     viz::HeatmapFigureOptions o;
-    o.Title = model_name + " \xC2\xB7 " + named.name + ": each head's part of the next token's logit, mean over positions";
+    // Cells as large as the fine-tune's, each head's value in it; what is averaged in the bar's
+    // caption (a title of both made a small grid beside a wide blank).
+    o.Title = model_name + " \xC2\xB7 " + named.name + ": each head's part of the next token's logit";
     for (int64_t l = 0; l < L; ++l) o.RowLabels.push_back("L" + std::to_string(l));
     for (int64_t h = 0; h < H; ++h) o.ColLabels.push_back("H" + std::to_string(h));
     o.Style.colormap = viz::Colormap::Diverging;
     o.Style.range = viz::Range{-most, most};
     o.Style.causal = false;
-    o.ValueLabel = "direct logit attribution";
+    o.ValueLabel = "direct logit attribution, mean over positions";
     o.RowAxis = "layer";
     o.ColAxis = "head";
+    const int64_t cells = std::max<int64_t>({L, H, 1});
+    o.MapSize = static_cast<int>(cells * std::clamp<int64_t>(560 / cells, 12, 48));
+    o.CellValues = "%+.2f";
     return viz::HeatmapFigure(mean.data(), static_cast<int>(L), static_cast<int>(H), o);
 }
 
