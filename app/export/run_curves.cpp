@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iterator>
 
+#include "app/core/examples.h"
 #include "app/core/names.h"
 #include "model/io/files.h"
 #include "viz/colormap.h"
@@ -186,6 +187,10 @@ RunCurve CurveOf(const RunTimeline& t, const std::string& key) {
         auto any = [](const std::vector<float>& v) { return std::any_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); }); };
         if (any(t.loss_base)) c.base = t.loss_base;
         if (any(t.loss_compare)) c.compare = t.loss_compare, c.compare_name = t.compare_name.empty() ? "comparison" : t.compare_name;
+        // A run trained for the graph task lowered its attention rows' distance to the target maps,
+        // not this loss, which may rise (the graph run's did): its title says so.
+        if (!t.checkpoints.empty() && TrainedTask((fs::path(t.dir) / t.checkpoints[0]).string()) == "graph")
+            c.note = "trained for the graph task, its attention rows against the target maps: this loss need not fall";
         return c;
     }
     if (IsRunLensCurve(key)) {
@@ -254,7 +259,7 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
                               : lens      ? "mean loss read after the layer (nats)"
                               : v         ? name + unit
                                           : key;
-    plot.Options.Title = loss        ? "Loss on the text against training step"
+    plot.Options.Title = loss        ? "Loss on the text against training step" + (runs.empty() || runs[0].note.empty() ? "" : " (" + runs[0].note + ")")
                          : token     ? "A token's tau_q in one head against training step"
                          : lens_diff ? "Loss read after each layer (logit lens), SSA minus " + minus + ", against training step"
                          : lens      ? "Loss read after each layer (logit lens) against training step"

@@ -124,6 +124,7 @@ struct RunCurve {
     std::vector<float> compare;               // [S]: the loss curve's comparison beside it (each step's weights at tau = 1): where the
                                               // two part, the temperatures matter; empty: none
     std::string compare_name;                 // its legend's ("tau=1")
+    std::string note;                         // the loss curve's: what the run trained for, where it is not the next token
 };
 // `key`: one of kRunHeadValues, "loss", or a lens curve (layers: the loss read after each layer but
 // the last, layers[l] after layer l; all: the model's own loss, after its last layer; for the

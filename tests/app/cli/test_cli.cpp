@@ -1148,9 +1148,12 @@ TEST(BundledModels, GraphRunReproducesTheModelCard) {
     const std::string card = ReadFile(kBundled + "/README.md"), out = Scratch("graph_run");
     fs::remove_all(out);
     // The example is the run with the vanilla run beside it, on the graph's text.
-    Outcome r = Ssaviz({"export", "--example", "graph-run", "--format", "json", "--out", out});
+    Outcome r = Ssaviz({"export", "--example", "graph-run", "--format", "json,svg", "--out", out});
     ASSERT_EQ(r.code, 0) << r.err;
     const json run = json::parse(ReadFile(out + "/run.json"));
+    // Its loss curve says the run lowered another loss (the next-token loss rose, and read as a diverging run).
+    EXPECT_NE(ReadFile(out + "/curves/loss.svg").find("trained for the graph task"), std::string::npos);
+    EXPECT_EQ(ReadFile(out + "/curves/entropy.svg").find("trained for"), std::string::npos);
     EXPECT_TRUE(fs::equivalent(run["run"].get<std::string>(), kBundled + "/graph-run/ssa")) << run["run"];
     EXPECT_TRUE(fs::equivalent(run["compare_run"]["run"].get<std::string>(), kBundled + "/graph-run/vanilla")) << run["compare_run"]["run"];
     EXPECT_EQ(run["steps"].size(), 61u);
