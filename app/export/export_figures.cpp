@@ -494,11 +494,17 @@ viz::Figure FineTuneLossFigure(const model::Analysis& a, const std::string& mode
     parts[1].Name = "drift: tau = 1 - base";
     parts[0].Color = viz::kTemperaturePartColor;
     parts[1].Color = viz::kDriftPartColor;
+    float most = 1e-6f;
     for (size_t t = 0; t < n; ++t) {
         parts[0].Y.push_back(a.loss[t] - a.loss_compare[t]);
         parts[1].Y.push_back(a.loss_compare[t] - a.loss_base[t]);
+        for (const viz::PlotSeries& p : parts)
+            if (std::isfinite(p.Y.back())) most = std::max(most, std::abs(p.Y.back()));
         if (bars) plot.Options.XCategories.push_back(t + 1 < labels.size() ? labels[t + 1] : "?");
     }
+    // Symmetric about no change, as the Fine-tune tab draws it (axis +-most): a screenshot and the
+    // figure lay over each other, and a gain reads as far below 0 as a loss above.
+    plot.Options.YRange = viz::Range{-most * 1.05f, most * 1.05f};
     if (bars) {
         for (viz::PlotSeries& p : parts) p.Kind = viz::SeriesKind::Bars;
         plot.Series = {std::move(parts[0]), std::move(parts[1])};
