@@ -690,14 +690,15 @@ void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional
     launch->hints = o.hints;
     launch->dtype = o.dtype;
     if (s && !o.text && !o.text_file && !s->text.empty()) launch->text = s->text;  // a session without one keeps the default
-    if (!launch->export_to.empty() && !s) throw Failure{kExitUsage, "--export-to needs --session FILE (its export settings)"};
     // Checked as export's --out is, before the model runs (a file there failed after it, exit 1).
     if (!launch->export_to.empty()) {
         for (const std::optional<std::string>& shown : {run, compare_run})  // inside a run it would become one of its steps
             if (shown)
                 if (auto outside = CheckOutsideRun(launch->export_to, *shown); !outside) throw Failure{kExitUsage, "--export-to: " + outside.error()};
         if (auto checked = CheckExportFolder(launch->export_to); !checked) throw Failure{kExitUsage, "--export-to: " + checked.error()};
-        if (auto checked = CheckExportPlaces(launch->export_to, launch->export_to, s->export_options); !checked)
+        ExportOptions shown;  // without a session, the export dialog's first settings: the figures, the selected head
+        shown.png = shown.svg = shown.html = true;
+        if (auto checked = CheckExportPlaces(launch->export_to, launch->export_to, s ? s->export_options : shown); !checked)
             throw Failure{kExitUsage, "--export-to: " + checked.error()};
     }
     if (o.text || o.text_file) launch->text = ReadText(o);

@@ -340,6 +340,7 @@ public:
             if (const std::optional<int> failed = FailureExit(window)) return failed;
         }
         if (!m_started && window.Settled()) {
+            exporter.EnsureOptions(window.State());  // without a session's settings, the dialog's first ones
             exporter.Options().out_dir = m_dir;
             if (!exporter.Start(window.State())) {
                 std::fprintf(stderr, "ssaviz: export: %s\n", exporter.Error().c_str());

@@ -907,6 +907,13 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
             EXPECT_FALSE(mine.empty()) << ReadFile(dir + "/gui_export.txt");
             EXPECT_TRUE(mine == ReadFile(cli + "/curves/js_divergence.svg"));
         }
+        // Without a session, the dialog's first settings (it was refused: "--export-to needs --session").
+        fs::remove_all(gui);
+        ASSERT_EQ(RunCommand(one + SSAVIZ_BINARY + " --run " + run + " --text 'The cat sat on the mat.' --export-to " + gui, dir + "/gui_export.txt"), 0)
+            << ReadFile(dir + "/gui_export.txt");
+        for (const char* f : {"/run/curves/entropy.svg", "/run/curves/tau_q_token.png", "/highlight.html", "/heatmaps/L0_H0.svg"})
+            EXPECT_TRUE(fs::is_regular_file(gui + f)) << f;
+        EXPECT_TRUE(ReadFile(gui + "/run/curves/entropy.svg") == ReadFile(cli + "/curves/entropy.svg"));
     }
     // A session keeps the run and the step shown: it opens there again, on the session's tab.
     std::ofstream(dir + "/session.json") << nlohmann::json{{"ssaviz_session", 1}, {"run", run}, {"model", run + "/iter-000200-ckpt.pth"},
