@@ -406,6 +406,13 @@ viz::Figure HeadImpactsFigure(const HeadImpacts& impacts, int n_layer, int n_hea
 
 namespace {
 
+// A map area wide enough that each of `tokens` columns is labelled (15 px a column, as
+// finetune_loss.png's bars) up to kFineTuneLossBars tokens; past them, or for fewer than fit 720
+// px so, the heatmaps' own size (0). Every figure of the text's tokens then labels every token
+// where finetune_loss does (head_impacts_tokens named every other at 86 tokens, its largest
+// cell's among those unnamed).
+int TokenColumnsMapSize(int tokens) { return tokens > 48 && tokens <= kFineTuneLossBars ? 15 * tokens : 0; }
+
 // Parts token by token as a heatmap: `rows` rows of `tokens` values (token t + 1's loss in column
 // t), named, on DivergingScaleOf's scale.
 viz::Figure TokenPartsFigure(const std::vector<float>& values, const std::vector<std::string>& row_labels, int tokens,
@@ -421,6 +428,7 @@ viz::Figure TokenPartsFigure(const std::vector<float>& values, const std::vector
     o.ColAxis = "token (its loss given the tokens before it)";
     o.ValueLabel = "loss change, nats";
     o.MinRowHeight = rows <= 64 ? 15 : 0;  // every row's label over as many tokens as there are (GPT-2 small's 144 heads: thinned)
+    o.MapSize = rows <= tokens ? TokenColumnsMapSize(tokens) : 0;
     o.Style.causal = false;
     o.Style.colormap = viz::Colormap::Diverging;
     o.Style.range = viz::Range{-scale.most, scale.most};
@@ -553,6 +561,7 @@ void LensAxes(const model::Lens& lens, const std::vector<std::string>& token_lab
     o->ColAxis = "token (predicted from the tokens before it)";
     o->Style.causal = false;  // every layer at every position
     o->MinRowHeight = 15;     // every layer's label, over as many tokens as there are
+    if (static_cast<int64_t>(n) >= static_cast<int64_t>(lens.n_layer) + 1) o->MapSize = TokenColumnsMapSize(static_cast<int>(n));
 }
 
 }  // namespace
@@ -562,12 +571,12 @@ viz::Figure LensFigure(const model::Lens& lens, const std::string& model_name, c
     std::vector<float> p(lens.loss.size());
     for (size_t i = 0; i < p.size(); ++i) p[i] = std::exp(-lens.loss[i]);
     viz::HeatmapFigureOptions o;
-    o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 " + side_name + ": p(next token) after each layer";
+    o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 " + side_name + ": each token's p read after each layer";
     LensAxes(lens, token_labels, &o);
     o.Style.colormap = viz::Colormap::Viridis;
     o.Style.log_scale = true;
     o.Style.range = viz::Range{1e-4f, 1.0f};
-    o.ValueLabel = "p(next token)";
+    o.ValueLabel = "p(token | the tokens before it)";
     return viz::HeatmapFigure(p.data(), lens.n_layer + 1, lens.n_tokens - 1, o);
 }
 
@@ -610,7 +619,7 @@ viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, con
     viz::HeatmapFigureOptions o;
     // What the colours mean goes in the title: the bar's caption sets the bar's length (centred
     // along it), and a long one made a five-row grid a thin strip atop a tall blank figure.
-    o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 SSA - " + other_name + ": loss of the next token after each layer (blue: SSA predicts it better" +
+    o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 SSA - " + other_name + ": each token's loss read after each layer (blue: SSA predicts it better" +
               LensScaleNote(d) + ")";
     LensAxes(ssa, token_labels, &o);
     o.Style.colormap = viz::Colormap::Diverging;

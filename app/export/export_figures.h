@@ -53,7 +53,7 @@ viz::Figure SideBySideFigure(const model::Analysis& a, const std::string& model_
 // Every head's map of one kind as a grid (layers are rows), on one shared scale.
 viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, MapMode mode, const FigureSettings& settings);
 
-// The logit lens as a layer x position heatmap (export's lens.png): p(next token) read after each
+// The logit lens as a layer x token heatmap (export's lens.png): each token's p read after each
 // layer, log scale from 1e-4; `side_name` names whose lens it is in the title. `token_labels`:
 // the text's tokens; column t - 1 (token t's p, read at position t - 1) is labelled with token t, the
 // token predicted, as the other figures of the text's losses label theirs.

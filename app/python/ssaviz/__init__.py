@@ -777,8 +777,9 @@ class Analysis:
 
     def lens_grid(self, map="ssa"):
         """The logit lens as `export --lens` draws it: map "ssa", "compare" or "base", that side's
-        p(next token) after each layer (lens.png, lens_compare.png, lens_base.png); "diff" or
-        "base_diff", SSA's loss of the next token minus the comparison's or the base's (lens_diff.png,
+        p of each token read after each layer, columns labelled with the token predicted (lens.png,
+        lens_compare.png, lens_base.png); "diff" or "base_diff", SSA's loss of each token minus the
+        comparison's or the base's (lens_diff.png,
         lens_diff_base.png: where in depth fine-tuning changed the prediction; blue where SSA
         predicts it better, as every loss change reads), on a symmetric scale
         whose ends are the 99th percentile of the cells' changes (the few beyond it in the end

@@ -84,7 +84,12 @@ TEST_F(Cli, ExportLensWritesTheLensAndTheAttribution) {
                               // The summary line: each side's mean loss after each layer, lens_loss*.npy's.
                               "line = [l for l in open(sys.argv[2]) if l.startswith('ssaviz: the lens, mean loss')][0]; "
                               "want = 'SSA: ' + ' '.join('%.3f' % v for v in lens.astype(np.float64).mean(1)) + '; tau = 1: ' + ' '.join('%.3f' % v for v in c.astype(np.float64).mean(1)); "
-                              "assert line.rstrip().endswith(want), (line, want)\" " +
+                              "assert line.rstrip().endswith(want), (line, want); "
+                              // The lens's columns labelled with the token predicted (1 .. T - 1), as finetune_loss's.
+                              "import json, xml.etree.ElementTree as ET; ns = '{http://www.w3.org/2000/svg}'; "
+                              "turned = [e.text for e in ET.parse(d + '/lens.svg').getroot().iter(ns + 'text') if 'rotate' in (e.get('transform') or '')]; "
+                              "pieces = [p.replace(' ', '\\u00b7') for p in json.load(open(d + '/tokens.json'))['pieces']]; "
+                              "assert turned[:len(pieces) - 1] == pieces[1:], (turned, pieces)\" " +
                               Quote(out) + " " + Quote(Scratch("lens_err.txt")) + " >" + Scratch("lens_check.log") + " 2>&1";
     std::ofstream(Scratch("lens_err.txt")) << r.err;
     EXPECT_EQ(std::system(check.c_str()), 0) << ReadFile(Scratch("lens_check.log"));
