@@ -232,9 +232,17 @@ int VerticalBarTickCount(float height, float font) { return std::clamp(static_ca
 std::vector<float> VerticalBarTicks(const ColorBarSpec& s, float height) {
     std::vector<float> ticks = BarTicks(s.range, s.log_scale, VerticalBarTickCount(height, s.font));
     const float span = s.range.max - s.range.min;
-    if (!s.log_scale && ticks.size() >= 2 && span > 0 && ticks.back() < s.range.min + 0.8f * span &&
-        (s.range.max - ticks.back()) / span * height >= s.font * 1.6f && FormatTick(s.range.max) != FormatTick(ticks.back()))
-        ticks.push_back(s.range.max);
+    if (s.log_scale || ticks.size() < 2 || !(span > 0)) return ticks;
+    // How far an end lies from the round value nearest it, as a part of its half of the bar (a
+    // diverging one's, +-0.68 past +-0.5) or of the bar; and whether a label fits between them.
+    const bool diverging = s.range.min < 0 && s.range.max > 0;
+    auto far = [&](float end, float nearest) {
+        const float half = diverging ? std::abs(end) : span;
+        return std::abs(end - nearest) > 0.2f * half && std::abs(end - nearest) / span * height >= s.font * 1.6f &&
+               FormatTick(end) != FormatTick(nearest);
+    };
+    if (far(s.range.max, ticks.back())) ticks.push_back(s.range.max);
+    if (diverging && far(s.range.min, ticks.front())) ticks.insert(ticks.begin(), s.range.min);
     return ticks;
 }
 

@@ -472,7 +472,14 @@ std::string LensCompareTitle(const model::Analysis& a) {
 
 }  // namespace
 
-std::string LensSideName(const model::Analysis& a, size_t k) { return k == 0 ? "SSA" : k == 1 ? LensCompareTitle(a) : "base"; }
+// The base named by its folder: a figure of its lens is titled with the fine-tune's name (a panel
+// cropped out read "licenses/ssa" over the base's numbers).
+std::string LensSideName(const model::Analysis& a, size_t k) {
+    if (k == 0) return "SSA";
+    if (k == 1) return LensCompareTitle(a);
+    const std::string folder = BaseFolderName(a);
+    return folder.empty() ? "base" : "base (" + folder + ")";
+}
 
 viz::Figure LensModeFigure(const model::Analysis& a, const model::ModelInfo& info, MapMode mode, const model::Lens* ssa,
                            const model::Lens* other) {

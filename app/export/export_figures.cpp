@@ -11,6 +11,7 @@
 #include "app/export/plots.h"
 #include "model/text/tokenizer.h"
 #include "viz/figures.h"
+#include "viz/ticks.h"
 
 namespace app {
 namespace {
@@ -308,9 +309,9 @@ viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_na
     options.Style.log_scale = log_scale;
     // Cells of up to 48 px, each head's value written in it where it fits (up to some 12 heads and layers).
     const int cells = std::max(d.n_layer, d.n_head);
-    options.MapSize = cells * std::clamp(560 / std::max(cells, 1), 12, log_scale ? 60 : 48);  // 60: room for "4.1e-05"
-    // On a log scale two significant digits: a coloured cell of 4.1e-05 read "0.000" at three decimals.
-    options.CellValues = log_scale ? "%.2g" : "%.3f";
+    options.MapSize = cells * std::clamp(560 / std::max(cells, 1), 12, 60);  // 60: room for "4.1e-05"
+    // Two significant digits on either scale: a coloured cell of 4.1e-05 read "0.000" at three decimals.
+    options.CellValues = "%.2g";
     options.Style.range = FineTuneRange(d, log_scale);  // the Fine-tune tab's
     auto nats = [](const char* format, float v) {
         char buf[64];
@@ -496,7 +497,6 @@ viz::Figure FineTuneLossFigure(const model::Analysis& a, const std::string& mode
     // Wide enough that every bar's token is labelled (turned, 15 px apart; at 900 px every other one was).
     plot.Options.Width = bars ? std::max(900, 15 * static_cast<int>(n) + 160) : 900;
     plot.Options.Height = 420;
-    plot.Options.YLine = viz::PlotLine{0.0f, "no change"};
     viz::PlotSeries parts[2];
     parts[0].Name = TemperaturePartName(a) + ": " + SsaSideName(a) + " - tau = 1";
     parts[1].Name = "drift: tau = 1 - base";
@@ -510,9 +510,12 @@ viz::Figure FineTuneLossFigure(const model::Analysis& a, const std::string& mode
             if (std::isfinite(p.Y.back())) most = std::max(most, std::abs(p.Y.back()));
         if (bars) plot.Options.XCategories.push_back(t + 1 < labels.size() ? labels[t + 1] : "?");
     }
-    // Symmetric about no change, as the Fine-tune tab draws it (axis +-most): a screenshot and the
-    // figure lay over each other, and a gain reads as far below 0 as a loss above.
-    plot.Options.YRange = viz::Range{-most * 1.05f, most * 1.05f};
+    // Symmetric about no change (0, a grid line), as the Fine-tune tab draws it: a gain reads as far
+    // below 0 as a loss above; to a round value, so that the axis's ends are labelled (+-9.5 had
+    // ticks at +-5 only).
+    const std::vector<float> ticks = viz::NiceTicks(viz::Range{-most, most}, false, 5);
+    const float step = ticks.size() > 1 ? ticks[1] - ticks[0] : most;
+    plot.Options.YRange = viz::Range{-std::ceil(most / step) * step, std::ceil(most / step) * step};
     if (bars) {
         for (viz::PlotSeries& p : parts) p.Kind = viz::SeriesKind::Bars;
         plot.Series = {std::move(parts[0]), std::move(parts[1])};

@@ -160,7 +160,8 @@ viz::Plot SinkMass(const PlotInput& in) {
     }
     p.Options.CategoryGroup = a.n_head;
     for (int l = 0; l < a.n_layer; ++l) p.Options.GroupLabels.push_back("L" + std::to_string(l));
-    p.Options.YLine = viz::PlotLine{in.sink_epsilon, Format("eps %.2f", in.sink_epsilon)};
+    // Its name says what it is ("eps 0.30" was cryptic), to three digits (--sink-eps 0.001 read "eps 0.00").
+    p.Options.YLine = viz::PlotLine{in.sink_epsilon, Format("sink threshold %.3g", in.sink_epsilon)};
     p.Options.Title = in.model_name + kDot + "first-token mass per head";
     p.Options.YLabel = "first-token (sink) mass";
     p.Options.XRange = viz::Range{-0.7f, static_cast<float>(in.heads.size()) - 0.3f};

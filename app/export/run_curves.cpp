@@ -233,13 +233,14 @@ RunCurve CurveOf(const RunTimeline& t, const std::string& key) {
     return c;
 }
 
-viz::Rgba8 RunLayerColor(int layer, int n_layer) {
-    // Viridis without its darkest end (lost on the window's dark theme) nor its palest (lost on a
-    // file's white page), the same part in both, by the layer's place among the model's layers: a
-    // layer is one colour in every curve (the lens's "after L2" as "layer 2"), window and file.
-    constexpr float kFrom = 0.2f, kSpan = 0.65f;
+viz::Rgba8 RunLayerColor(int layer, int n_layer, bool file) {
+    // Viridis by the layer's place among the model's layers: a layer is one colour in every curve
+    // (the lens's "after L2" as "layer 2"). A file's white page leaves out its palest end (a lime
+    // layer read 1.5:1 there), the window's dark theme its darkest (an indigo layer vanished):
+    // the layers' order reads alike in both, from dark to light.
+    const float from = file ? 0.0f : 0.3f, span = 0.7f;
     return viz::SampleColormap(viz::Colormap::Viridis,
-                               n_layer > 1 ? kFrom + kSpan * static_cast<float>(layer) / static_cast<float>(n_layer - 1) : kFrom + kSpan / 2);
+                               n_layer > 1 ? from + span * static_cast<float>(layer) / static_cast<float>(n_layer - 1) : from + span / 2);
 }
 
 viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& runs, bool points) {
@@ -303,8 +304,8 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
         s.Name = layer + (runs.size() > 1 ? ", " + first.label : "") + covered(l);  // the first run's layers
         s.X = first.steps;
         s.Y = first.layers[l];
-        s.Color = RunLayerColor(static_cast<int>(l), lens ? static_cast<int>(first.layers.size()) + 1 : static_cast<int>(first.layers.size()));
-        s.Color.a = 210;  // the layers behind the means
+        s.Color = RunLayerColor(static_cast<int>(l), lens ? static_cast<int>(first.layers.size()) + 1 : static_cast<int>(first.layers.size()), points);
+        if (!points) s.Color.a = 210;  // the window's layers behind its means (a file's at full strength: translucent, they printed pastel)
         plot.Series.push_back(std::move(s));
     }
     // A fine-tune's base under them (the loss: where the run passes its base), violet.

@@ -135,8 +135,8 @@ RunCurve CurveOf(const RunTimeline& t, const std::string& key);
 RunCurve TokenTauQCurve(const RunTimeline& t, int layer, int head, int token);
 
 // Layer `layer`'s colour among `n_layer` (the model's), by depth on viridis: one colour a layer in
-// every run curve, in the window and in files.
-viz::Rgba8 RunLayerColor(int layer, int n_layer);
+// every run curve, a file's (`file`, on white) or the window's (on its dark theme).
+viz::Rgba8 RunLayerColor(int layer, int n_layer, bool file);
 
 // `key`: CurveOf's, or "tau_q_token" (TokenTauQCurve's). The first run's layers and the runs' means against step; `points` adds a dot at each step (files;
 // the window draws lines only and reads values on hover).

@@ -734,6 +734,9 @@ TEST_F(FigureTest, AColourBarSaysItsTopWhereNoRoundValueIsNearIt) {
     EXPECT_FALSE(has(near, "0.105")) << "the top within a label of 0.1: " << ::testing::PrintToString(near);
     const std::vector<std::string> log = labels(viz::Range{1e-4f, 0.139f}, true);
     EXPECT_FALSE(has(log, "0.139")) << ::testing::PrintToString(log);
+    // A diverging bar's two ends, far past +-0.5 in their halves (dla_heads' +-0.68 ended unlabelled).
+    const std::vector<std::string> both = labels(viz::Range{-0.68f, 0.68f}, false);
+    EXPECT_TRUE(has(both, "0.68") && has(both, "-0.68")) << ::testing::PrintToString(both);
 }
 
 // A dashed line (a plot's reference line): dashes Dash long, Gap apart, from the line's start, in

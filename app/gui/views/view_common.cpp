@@ -188,6 +188,24 @@ std::string FormatCompact(float v) {
     return s;
 }
 
+std::string FormatPowerOfTen(float v) {
+    if (!std::isfinite(v)) return "-";
+    if (v == 0.0f) return "0";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1e", v);
+    std::string s = buf;
+    // 1.1e-03: 1.1e-3; 2.0e+01: 2.0e1
+    const size_t e = s.find('e');
+    if (e != std::string::npos) {
+        std::string exponent = s.substr(e + 1);
+        const bool negative = exponent[0] == '-';
+        exponent.erase(0, exponent[0] == '-' || exponent[0] == '+' ? 1 : 0);
+        exponent.erase(0, std::min(exponent.find_first_not_of('0'), exponent.size() - 1));
+        s = s.substr(0, e + 1) + (negative ? "-" : "") + exponent;
+    }
+    return s;
+}
+
 int NiceStride(float raw) {
     if (raw <= 1.0f) return 1;
     for (int magnitude = 1;; magnitude *= 10) {

@@ -92,6 +92,9 @@ std::string FormatNumber(float v);
 // Two significant digits without the leading zero (".19", "1.2", "12", "-.05", ".0012"; below 0.001
 // "4.1e-5", as FormatNumber turns to powers of ten there): small cells and thumbnails.
 std::string FormatCompact(float v);
+// Two significant digits in powers of ten ("1.1e-3", "9.1e-5", "-2.0e1"; "0" for 0, "-" where not
+// finite): a grid whose numbers span thousandths and less, every cell alike.
+std::string FormatPowerOfTen(float v);
 // 1, 2, 5, 10, 20, 50, ... at least `raw`: how many tokens apart an axis's labels are.
 int NiceStride(float raw);
 

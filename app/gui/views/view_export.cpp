@@ -439,7 +439,11 @@ void ExportDialog::DrawSettings(WindowState& state) {
         ImGui::TextUnformatted("Command line");
         ImGui::SameLine();
         if (ImGui::SmallButton("copy")) ImGui::SetClipboardText(cmd.c_str());
-        viz::ItemTooltip("`ssaviz export` with these settings writes the same files, byte for byte.");
+        const bool with_run = m_with_run && (o.png || o.svg) && CurrentTimeline(state);
+        viz::ItemTooltip(with_run ? "`ssaviz export` with these settings writes the same files, byte for byte, but the run's curves: "
+                                    "`ssaviz export --run` on the run's folder draws those (with --compare-run, --lens and the same "
+                                    "comparison), the token's tau_q curve aside."
+                                  : "`ssaviz export` with these settings writes the same files, byte for byte.");
         const std::string shown = cmd.size() > 600 ? cmd.substr(0, 600) + " ..." : cmd;
         ImGui::PushTextWrapPos(0);
         ImGui::TextDisabled("%s", shown.c_str());

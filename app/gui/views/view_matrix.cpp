@@ -143,8 +143,12 @@ void HeadMatrixView::Draw(WindowState& state) {
     const float bar_w = viz::ColorBarWidth();
     const float avail = ImGui::GetContentRegionAvail().x - bar_w - 8.0f;
     // At least as wide as every cell's compact number ("8.3e-4", "1234567" overflowed a cell sized for "-.055").
+    // A grid with values below 0.001 writes every compact number in powers of ten (".0011" beside
+    // "9.1e-5" read as two kinds of number).
+    const bool tiny = std::any_of(values.begin(), values.end(), [](float v) { return std::isfinite(v) && v != 0.0f && std::abs(v) < 0.001f; });
+    auto compact = [tiny](float v) { return tiny ? FormatPowerOfTen(v) : FormatCompact(v); };
     float min_w = ImGui::CalcTextSize("-.055").x + 6.0f;
-    for (int k = 0; k < L * H; ++k) min_w = std::max(min_w, ImGui::CalcTextSize(FormatCompact(values[k]).c_str()).x + 6.0f);
+    for (int k = 0; k < L * H; ++k) min_w = std::max(min_w, ImGui::CalcTextSize(compact(values[k]).c_str()).x + 6.0f);
     const float fit_w = std::floor((avail - label_w) / H);
     if (fit_w < min_w) {
         bool on = m_numbers.value_or(label_w + H * min_w <= 2.5f * avail);
@@ -183,7 +187,7 @@ void HeadMatrixView::Draw(WindowState& state) {
             const viz::Rgba8 c = std::isfinite(v) ? viz::SampleColormap(colormap, viz::Normalize(v, range, false)) : viz::Rgba8{60, 60, 66, 255};
             draw->AddRectFilled(p0, p1, IM_COL32(c.r, c.g, c.b, 255));
             if (numbers) {
-                const std::string number = full ? FormatNumber(v) : FormatCompact(v);
+                const std::string number = full ? FormatNumber(v) : compact(v);
                 const ImVec2 ts = ImGui::CalcTextSize(number.c_str());
                 draw->AddText(ImVec2(p0.x + (cell_w - 1.0f - ts.x) * 0.5f, p0.y + (cell_h - 1.0f - ts.y) * 0.5f), InkOn(c), number.c_str());
             }

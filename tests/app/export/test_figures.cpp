@@ -348,8 +348,8 @@ TEST(RunCurves, ALegendSaysWhatItsCurvesHide) {
 }
 
 // A layer is one colour in every run curve, in the window and in files: the lens's "after L2" as
-// "layer 2" (the lens has a line fewer, and its colours were spread over those), the window's as a
-// file's (the window's scale was another part of viridis).
+// "layer 2" (the lens has a line fewer, and its colours were spread over those); a file's from
+// viridis's dark end, the window's from its light one (each background loses the other).
 TEST(RunCurves, ALayerIsOneColourInEveryCurve) {
     app::RunCurve heads, lens;
     heads.label = lens.label = "ssa (run)";
@@ -369,12 +369,12 @@ TEST(RunCurves, ALayerIsOneColourInEveryCurve) {
     for (const bool points : {true, false}) {  // a file's, the window's
         const viz::Plot entropy = app::RunCurvesPlot("entropy", {heads}, points), by_layer = app::RunCurvesPlot(app::kRunLensCurve, {lens}, points);
         for (int l = 0; l < 3; ++l) {
-            const viz::Rgba8 want = app::RunLayerColor(l, 4);
+            const viz::Rgba8 want = app::RunLayerColor(l, 4, points);
             EXPECT_TRUE(same(colour_of(entropy, "layer " + std::to_string(l)), want)) << l;
             EXPECT_TRUE(same(colour_of(by_layer, "after L" + std::to_string(l)), want)) << l;
         }
     }
-    EXPECT_FALSE(same(app::RunLayerColor(0, 4), app::RunLayerColor(3, 4)));
+    EXPECT_FALSE(same(app::RunLayerColor(0, 4, true), app::RunLayerColor(3, 4, true)));
 }
 
 // An exported temperature highlight colours its tokens on the model's scale around 1 and shows in

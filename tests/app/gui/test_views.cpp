@@ -297,6 +297,13 @@ TEST(FormatCompact, TwoDigitsAndPowersOfTenBelowAThousandth) {
     EXPECT_EQ(app::FormatCompact(99.7f), "100");
     EXPECT_EQ(app::FormatCompact(99.4f), "99");
     EXPECT_EQ(app::FormatCompact(NAN), "-");
+    // A grid of thousandths and less: every cell in powers of ten.
+    EXPECT_EQ(app::FormatPowerOfTen(0.0011f), "1.1e-3");
+    EXPECT_EQ(app::FormatPowerOfTen(9.1e-5f), "9.1e-5");
+    EXPECT_EQ(app::FormatPowerOfTen(-20.0f), "-2.0e1");
+    EXPECT_EQ(app::FormatPowerOfTen(3.0f), "3.0e0");
+    EXPECT_EQ(app::FormatPowerOfTen(0.0f), "0");
+    EXPECT_EQ(app::FormatPowerOfTen(INFINITY), "-");
 }
 
 TEST(TokenLosses, LineUpWithTheirTokens) {
