@@ -472,21 +472,21 @@ std::string LensCompareTitle(const model::Analysis& a) {
 
 }  // namespace
 
-// The base named by its folder: a figure of its lens is titled with the fine-tune's name (a panel
-// cropped out read "licenses/ssa" over the base's numbers).
-std::string LensSideName(const model::Analysis& a, size_t k) {
-    if (k == 0) return "SSA";
-    if (k == 1) return LensCompareTitle(a);
-    const std::string folder = BaseFolderName(a);
-    return folder.empty() ? "base" : "base (" + folder + ")";
+std::string LensSideName(const model::Analysis& a, size_t k) { return k == 0 ? "SSA" : k == 1 ? LensCompareTitle(a) : "base"; }
+
+// The base named by its folder: a figure of the base's alone is titled with the fine-tune's name (a
+// panel cropped out read "licenses/ssa" over the base's numbers).
+std::string LensSideTitle(const model::Analysis& a, size_t k) {
+    const std::string folder = k == 2 ? BaseFolderName(a) : "";
+    return folder.empty() ? LensSideName(a, k) : "base (" + folder + ")";
 }
 
 viz::Figure LensModeFigure(const model::Analysis& a, const model::ModelInfo& info, MapMode mode, const model::Lens* ssa,
                            const model::Lens* other) {
     const size_t k = ReadSide(mode) == Side::Base ? 2 : ReadSide(mode) == Side::Compare ? 1 : 0;
-    if (IsDifference(mode)) return ssa && other ? LensDiffFigure(*ssa, *other, ModelName(info), LensSideName(a, k), TokenLabels(a.tokens)) : viz::Figure{};
+    if (IsDifference(mode)) return ssa && other ? LensDiffFigure(*ssa, *other, ModelName(info), LensSideTitle(a, k), TokenLabels(a.tokens)) : viz::Figure{};
     const model::Lens* shown = k == 0 ? ssa : other;
-    return shown ? LensFigure(*shown, ModelName(info), LensSideName(a, k), TokenLabels(a.tokens)) : viz::Figure{};
+    return shown ? LensFigure(*shown, ModelName(info), LensSideTitle(a, k), TokenLabels(a.tokens)) : viz::Figure{};
 }
 
 model::Result<std::vector<ExportFile>> LensExportFiles(model::Engine& engine, const model::ModelInfo& info, const model::Analysis& a,
@@ -509,7 +509,7 @@ std::vector<ExportFile> LensExportFiles(const std::function<std::string(int32_t)
                                         const ExportOptions& options, const SidesAttribution* attributed) {
     std::vector<LensSideFiles> named;
     const std::string suffixes[] = {"", CompareFileSuffix(a), "_base"};
-    for (size_t k = 0; k < sides.size() && k < std::size(suffixes); ++k) named.push_back({sides[k], suffixes[k], LensSideName(a, k)});
+    for (size_t k = 0; k < sides.size() && k < std::size(suffixes); ++k) named.push_back({sides[k], suffixes[k], LensSideName(a, k), LensSideTitle(a, k)});
     return LensFiles(named, piece, options, TokenLabels(a.tokens), ModelName(info), attributed);
 }
 
@@ -771,7 +771,7 @@ viz::Figure DlaHeadsFigure(const LensSideFiles& named, const std::string& model_
     viz::HeatmapFigureOptions o;
     // Cells as large as the fine-tune's, each head's value in it; what is averaged in the bar's
     // caption (a title of both made a small grid beside a wide blank).
-    o.Title = model_name + " \xC2\xB7 " + named.name + ": each head's part of the next token's logit";
+    o.Title = model_name + " \xC2\xB7 " + (named.title.empty() ? named.name : named.title) + ": each head's part of the next token's logit";
     for (int64_t l = 0; l < L; ++l) o.RowLabels.push_back("L" + std::to_string(l));
     for (int64_t h = 0; h < H; ++h) o.ColLabels.push_back("H" + std::to_string(h));
     o.Style.colormap = viz::Colormap::Diverging;
@@ -980,7 +980,7 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
         // Figures for papers: the lens grid and the heads' mean attribution. A text of one token has
         // no next token to read or attribute: its files are empty and it has no figure (a map of 0s
         // would read as heads that write nothing).
-        const std::string& side_name = named.name;
+        const std::string& side_name = named.title.empty() ? named.name : named.title;
         for (const char* ext : side->n_tokens >= 2 ? extensions : std::vector<const char*>()) {
             files.push_back(FigureFile("lens" + suffix, ext, [side = side, token_labels, model_name, side_name] {
                 return LensFigure(*side, model_name, side_name, token_labels);

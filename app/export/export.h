@@ -58,6 +58,7 @@ constexpr size_t kExportMemoryBudget = size_t{1} << 30;
 struct LensSideFiles {
     std::shared_ptr<const model::Lens> lens;
     std::string suffix, name;
+    std::string title;  // a figure of this side alone's (LensSideTitle: the base by its folder); empty: `name`
 };
 // The logit lens and direct logit attribution's files (SPEC section 10) of each side, named with
 // its suffix: lens_loss.npy [L + 1, T - 1], lens_top.json (each layer's and position's top
@@ -91,6 +92,8 @@ model::Result<std::vector<std::shared_ptr<const model::Lens>>> RunLensSides(mode
 // The name of RunLensSides' k-th side for `a` (progress bars, figure titles): "SSA", the
 // comparison's, "base".
 std::string LensSideName(const model::Analysis& a, size_t k);
+// The same in a title of that side's figure alone: the base by its folder, "base (english/vanilla)".
+std::string LensSideTitle(const model::Analysis& a, size_t k);
 // One of --lens's figures for a notebook, as the export draws it: with `mode` ssa, compare or base
 // that side's lens (lens.png, lens_compare.png, lens_base.png: `other` is that side's lens for the
 // latter two), with diff or base_diff SSA's minus `other`'s (lens_diff.png, lens_diff_base.png).

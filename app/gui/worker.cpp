@@ -293,6 +293,7 @@ void InferenceWorker::Handle(const Request& r) {
                 m_runner = std::move(*runner);
             }
             m_prefetched_key.clear();
+            m_twin.reset();  // a new runner, without the twin (the window opens it again)
             m_opened = {r.arg, r.device, r.dtype, r.hints};
             m_run_step = r.run_step;
             // A big model opens with the cheap comparison; m_compare stays what was asked for. One
@@ -322,9 +323,11 @@ void InferenceWorker::Handle(const Request& r) {
         case Request::Kind::OpenTwin: {
             if (!m_runner) return Emit({Kind::Error, {}, nullptr, "open a model before its twin", r.id});
             if (auto s = m_runner->SetCompare(CompareSpec::Twin(r.arg, r.hints)); !s) return EmitComparisonFailed(s.error(), r.id);
+            m_twin = CompareSpec::Twin(r.arg, r.hints);  // the timeline's steps compare with it too
             return Emit({Kind::TwinOpened, *m_runner->engine().TwinInfo(), nullptr, "", r.id, NowMs() - r.start_ms});
         }
         case Request::Kind::SetComparison:
+            m_twin.reset();  // the runner lets its twin go for another comparison
             if (m_runner)
                 if (auto s = m_runner->SetCompare(CompareFor(r.compare, m_run_step)); !s) return EmitComparisonFailed(s.error(), r.id);
             m_compare = r.compare;
@@ -334,6 +337,7 @@ void InferenceWorker::Handle(const Request& r) {
                 return Emit(std::move(set));
             }
         case Request::Kind::CloseTwin:
+            m_twin.reset();
             if (m_runner) m_runner->CloseTwin();
             return Emit({Kind::TwinClosed, {}, nullptr, "", r.id});
         case Request::Kind::Analyze: {
@@ -436,8 +440,13 @@ void InferenceWorker::TimelineJob(const Request& r) {
         for (const RunStep& s : *more) steps.push_back({s, true});
     }
     RunTrack track;
-    // Its steps against one comparison (a timeline stopped by a change of comparison starts again).
-    const std::string compare_spec = std::to_string(static_cast<int>(m_compare.kind)) + '\n' + m_compare.twin_dir + '\n' + m_compare.base_dir;
+    // Each step against the comparison shown: the twin open beside the model (its steps ran against
+    // tau = 1 under a twin), a big model's layer-local one; one comparison a timeline (one stopped by
+    // a change of comparison starts again).
+    CompareSpec step_compare = m_twin ? *m_twin : CompareFor(m_compare, /*run_step=*/true);
+    if (step_compare.kind == CompareKind::Global && m_runner && m_runner->engine().comparison() == model::Comparison::LayerLocal)
+        step_compare = CompareKind::LayerLocal;
+    const std::string compare_spec = std::to_string(static_cast<int>(step_compare.kind)) + '\n' + step_compare.twin_dir + '\n' + step_compare.base_dir;
     if (r.resume && r.resume->timeline.dir == r.arg && (r.resume->compare ? r.resume->compare->dir : "") == r.compare_run &&
         r.resume->text == r.text && r.resume->total == steps.size() && r.resume->lens == r.lens_compare && r.resume->compare_spec == compare_spec)
         track = *r.resume;
@@ -479,7 +488,7 @@ void InferenceWorker::TimelineJob(const Request& r) {
             } else if (const model::ModelConfig& c = (*runner)->Info().config;
                        !(misfit = timeline.Fits(RunModelOf(c), {})).empty()) {
                 fail(misfit);
-            } else if (auto s = (*runner)->SetCompare(CompareFor(m_compare, /*run_step=*/true)); !s) {
+            } else if (auto s = (*runner)->SetCompare(step_compare); !s) {
                 fail(s.error().message);
             } else if (auto tokens = (*runner)->engine().Tokenize(r.text, r.truncate); !tokens) {
                 fail(TokenizeError(tokens.error()));

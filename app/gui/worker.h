@@ -259,6 +259,7 @@ private:
     std::function<void()> m_wake;
     std::unique_ptr<Runner> m_runner;  // touched only by the worker thread
     CompareSpec m_compare;                                                // kept across models
+    std::optional<CompareSpec> m_twin;                                    // the twin open beside the model (OpenTwin), if any
     ModelSpec m_opened;                                                   // how the shown model was opened (a timeline's steps open so)
     std::unique_ptr<Runner> m_prefetched;                                 // Prefetch's model, kept aside (worker thread only)
     std::string m_prefetched_key;                                         // its SpecKey, "" when none

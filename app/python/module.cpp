@@ -714,9 +714,9 @@ FigureHandle DlaFigure(const AnalysisHandle& h, const std::string& name, const s
         throw BadArgument("plot('" + name + "'): position " + std::to_string(position) + " is out of range: 0 to " + std::to_string(columns - 1) +
                           ", or negative from the end");
     std::vector<LensSideFiles> sides;  // every side the analysis has: dla_heads' one scale is theirs, as export's
-    sides.push_back({RunLensSide(h, model::MapSide::Ssa), "", LensSideName(a, 0)});
-    if (h.HasCompare()) sides.push_back({RunLensSide(h, model::MapSide::Compare), "", LensSideName(a, 1)});
-    if (a.HasBase()) sides.push_back({RunLensSide(h, model::MapSide::Base), "", LensSideName(a, 2)});
+    sides.push_back({RunLensSide(h, model::MapSide::Ssa), "", LensSideName(a, 0), LensSideTitle(a, 0)});
+    if (h.HasCompare()) sides.push_back({RunLensSide(h, model::MapSide::Compare), "", LensSideName(a, 1), LensSideTitle(a, 1)});
+    if (a.HasBase()) sides.push_back({RunLensSide(h, model::MapSide::Base), "", LensSideName(a, 2), LensSideTitle(a, 2)});
     const std::vector<std::string> labels = TokenLabels(a.tokens);
     py::gil_scoped_release release;
     const std::string model_name = ModelName(h.core->info);

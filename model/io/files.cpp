@@ -207,10 +207,12 @@ Result<nlohmann::json> ParseJsonText(std::string_view text, std::vector<std::str
 }
 
 bool IsWithin(const std::string& path, const std::string& folder) {
+    // Absolute first: a bare relative name not made yet ("x", inside the current folder) resolved to
+    // itself, and no parent of it was the folder.
     std::error_code ec;
-    const std::filesystem::path outer = std::filesystem::weakly_canonical(folder, ec);
+    const std::filesystem::path outer = std::filesystem::weakly_canonical(std::filesystem::absolute(folder, ec), ec);
     if (ec) return false;
-    for (std::filesystem::path p = std::filesystem::weakly_canonical(path, ec); !ec && !p.empty(); p = p.parent_path()) {
+    for (std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec); !ec && !p.empty(); p = p.parent_path()) {
         if (p == outer) return true;
         if (p == p.parent_path()) break;
     }

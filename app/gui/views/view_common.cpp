@@ -41,8 +41,20 @@ const RunTrack* CurrentTimeline(const WindowState& state) {
     const RunTrack* t = state.timeline.get();
     if (!t || t->timeline.steps.empty() || t->text != state.text || !state.analysis) return nullptr;
     // The shown tokens (Continue's ids: the text tokenised again may split otherwise) and comparison.
-    const model::Analysis& a = *state.analysis;
-    return t->timeline.ids == a.tokens.ids && t->compared == LensKey(a) ? t : nullptr;
+    const model::Analysis& a = *state.analysis;  // the timeline's steps run without the what-ifs (export --run --ablate runs them)
+    return t->timeline.ids == a.tokens.ids && t->compared == LensKey(a) && a.interventions.empty() ? t : nullptr;
+}
+
+std::string TimelineMismatch(const WindowState& state) {
+    const RunTrack* t = state.timeline.get();
+    if (state.run_dir.empty() || CurrentTimeline(state)) return "";
+    if (!t) return "the timeline has not run";
+    if (t->timeline.steps.empty()) return t->failed.empty() ? "the timeline has no step yet" : "no step ran: " + t->failed.front();
+    if (t->text != state.text) return "the text changed since it ran";
+    if (state.analysis && !state.analysis->interventions.empty()) return "its steps ran without the what-ifs shown (export --run --ablate runs them)";
+    if (state.analysis && t->timeline.ids != state.analysis->tokens.ids)
+        return "it ran on the text tokenised anew, other tokens than the ones shown (Continue's): edit the text to run it on its own";
+    return "it ran against another comparison: run it again";
 }
 
 RunTokenPick RunTabToken(const WindowState& state, const RunTimeline& t, bool piece) {

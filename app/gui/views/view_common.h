@@ -37,6 +37,8 @@ LensTabAt LensTabPosition(const WindowState& state);
 // tokens and comparison the shown analysis's; null where none ran, it has no step, or the text, its
 // tokens (Continue's) or the comparison changed since.
 const RunTrack* CurrentTimeline(const WindowState& state);
+// Why the open run's timeline is not CurrentTimeline, in words ("" where it is, or no run is open).
+std::string TimelineMismatch(const WindowState& state);
 // Whose tau_q the Run tab's token curve follows: the query selected in the map (the last token if
 // none) in the selected head; with `piece`, its piece as the token strip names it (TokenLabels).
 RunTokenPick RunTabToken(const WindowState& state, const RunTimeline& t, bool piece = false);

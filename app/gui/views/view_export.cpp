@@ -210,6 +210,8 @@ bool ExportDialog::Start(const WindowState& state) {
         t && (!t->done || !t->failed.empty()))
         run_note = "; the run's curves of the " + std::to_string(t->tried - t->failed.size()) + " of " + std::to_string(t->total) + " steps " +
                    (t->done ? "that opened (the Run tab says why the rest did not)" : "run so far");
+    else if (m_with_run && (options.png || options.svg) && !state.run_dir.empty() && !t)  // an open run whose curves are left out says why
+        run_note = "; not the run's curves: " + TimelineMismatch(state);
     Join();
     m_cancel = false;
     m_progress_done = 0;
@@ -320,7 +322,7 @@ void ExportDialog::DrawSettings(WindowState& state) {
     bool with_run = m_with_run && !runs.empty();
     const std::string run_label = !runs.empty() ? "the run's curves (" + std::to_string(runs[0]->steps.size()) + (state.timeline_running ? " steps so far)" : " steps)")
                                   : state.run_dir.empty() ? "the run's curves (open a training run)"
-                                                          : "the run's curves (Run > Run the timeline first)";
+                                                          : "the run's curves (" + TimelineMismatch(state) + ")";
     if (ImGui::Checkbox(run_label.c_str(), &with_run) && !runs.empty()) m_with_run = with_run;
     ImGui::EndDisabled();
     viz::ItemTooltip("The Run tab's timeline of this text, with PNG or SVG: run/curves/, every curve as `ssaviz export --run DIR "

@@ -97,8 +97,11 @@ void RunView::DrawTimeline(WindowState& state) {
     else if (state.timeline_running) ImGui::TextDisabled("opening the first step...");
     else if (!t) ImGui::TextDisabled("the curves of the text over training: not run yet");
     else if (t->text != state.text) ImGui::TextDisabled("the text changed since it ran");
-    else if (t->done && state.analysis && !state.analysis_pending && !CurrentTimeline(state))
-        ImGui::TextDisabled("it ran against another comparison, or the text's tokens differ (Continue's): run it again");
+    else if (t->done && state.analysis && !state.analysis_pending && !CurrentTimeline(state)) {
+        ImGui::PushTextWrapPos(0.0f);  // a long reason wraps rather than losing its end past the pane
+        ImGui::TextDisabled("%s", TimelineMismatch(state).c_str());
+        ImGui::PopTextWrapPos();
+    }
     else if (!current) ImGui::TextDisabled(state.timeline_lens ? "it ran without the lens" : "it ran with the lens");
     else if (!t->done) ImGui::TextDisabled("stopped at %zu of %zu steps", t->tried, t->total);
     ImGui::SameLine();

@@ -907,6 +907,26 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
             EXPECT_FALSE(mine.empty()) << ReadFile(dir + "/gui_export.txt");
             EXPECT_TRUE(mine == ReadFile(cli + "/curves/js_divergence.svg"));
         }
+        // Beside a twin, the timeline's steps compare with the twin, as export --run --compare DIR does
+        // (they ran against tau = 1, and the curves were never offered).
+        ASSERT_EQ(RunCommand(one + SSAVIZ_BINARY + " export --run " + run + " --compare " + dir + "/m2 --text 'The cat sat on the mat.' --format svg --out " +
+                                 cli + "_twin",
+                             dir + "/cli_twin.txt"),
+                  3)
+            << ReadFile(dir + "/cli_twin.txt");
+        fs::remove_all(gui);
+        ASSERT_EQ(RunCommand(one + SSAVIZ_BINARY + " --session " + dir + "/export_session.json --compare " + dir + "/m2 --export-to " + gui, dir + "/gui_export.txt"), 0)
+            << ReadFile(dir + "/gui_export.txt");
+        EXPECT_FALSE(ReadFile(gui + "/run/curves/js_divergence.svg").empty()) << ReadFile(dir + "/gui_export.txt");
+        EXPECT_TRUE(ReadFile(gui + "/run/curves/js_divergence.svg") == ReadFile(cli + "_twin/curves/js_divergence.svg"));
+        // After Continue the shown tokens are not the text's tokenised anew: no curves, and the export says why.
+        fs::remove_all(gui);
+        ASSERT_EQ(RunCommand(one + SSAVIZ_BINARY + " --session " + dir + "/export_session.json --continue 3 --export-to " + gui, dir + "/gui_export.txt"), 0)
+            << ReadFile(dir + "/gui_export.txt");
+        if (!fs::exists(gui + "/run/curves/entropy.svg")) {
+            EXPECT_NE(ReadFile(dir + "/gui_export.txt").find("not the run's curves: it ran on the text tokenised anew"), std::string::npos)
+                << ReadFile(dir + "/gui_export.txt");
+        }
         // Without a session, the dialog's first settings (it was refused: "--export-to needs --session").
         fs::remove_all(gui);
         ASSERT_EQ(RunCommand(one + SSAVIZ_BINARY + " --run " + run + " --text 'The cat sat on the mat.' --export-to " + gui, dir + "/gui_export.txt"), 0)

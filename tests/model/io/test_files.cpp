@@ -32,6 +32,17 @@ std::string Slurp(const std::string& path) {
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+// A path inside a folder, however either is spelt: a bare relative name not made yet is inside the
+// current folder (`cd run && export --run . --out x` wrote into the run; ./x was refused).
+TEST(Files, IsWithinReadsRelativeNamesFromTheCurrentFolder) {
+    const std::filesystem::path here = std::filesystem::current_path();
+    EXPECT_TRUE(model::IsWithin("not-made-yet", "."));
+    EXPECT_TRUE(model::IsWithin("./not-made-yet", here.string()));
+    EXPECT_TRUE(model::IsWithin((here / "a" / "b").string(), "."));
+    EXPECT_FALSE(model::IsWithin("../elsewhere-not-made", "."));
+    EXPECT_FALSE(model::IsWithin(".", "./not-made-yet"));
+}
+
 TEST(Files, ReadFileTakesRegularFilesUpToTheirLimit) {
     const std::string dir = Dir("read");
     std::ofstream(dir + "/ten.txt") << "0123456789";
