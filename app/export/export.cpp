@@ -1000,7 +1000,7 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
         const std::string name = other.suffix == "_base" ? "lens_diff_base" : "lens_diff";
         for (const char* ext : extensions)
             files.push_back(FigureFile(name, ext, [ssa = ssa_side->lens, other, token_labels, model_name] {
-                return LensDiffFigure(*ssa, *other.lens, model_name, other.name, token_labels);
+                return LensDiffFigure(*ssa, *other.lens, model_name, other.title.empty() ? other.name : other.title, token_labels);
             }, size_t{64} << 20, options.figures.png_scale));
     }
     // For papers: a token's logit (the last's, or --dla-position's; --dla-target's token) split by
