@@ -70,7 +70,7 @@ void ExportDialog::Join() {
 void ExportDialog::SetOptions(const ExportOptions& options) {
     m_options = options;
     if (m_options.out_dir.empty()) m_options.out_dir = DefaultOutDir();  // a session without export.out (it showed '' and refused)
-    m_out_edit = options.out_dir;
+    m_out_edit = m_options.out_dir;  // the field shows the folder written
     m_layers_edit = FormatIndexList(options.layers);
     m_heads_edit = FormatIndexList(options.heads);
     m_initialized = true;
