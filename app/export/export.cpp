@@ -412,6 +412,13 @@ model::Status WriteBytes(const std::string& path, const std::vector<uint8_t>& by
 
 }  // namespace
 
+std::vector<const char*> FigureExtensions(const ExportOptions& options) {
+    std::vector<const char*> extensions;
+    if (options.png) extensions.push_back("png");
+    if (options.svg) extensions.push_back("svg");
+    return extensions;
+}
+
 ExportFile FigureFile(std::string path, const char* extension, std::function<viz::Figure()> make, size_t memory, int png_scale) {
     const bool png = std::string(extension) == "png";
     const int scale = png ? png_scale : 1;
@@ -679,9 +686,7 @@ std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model
                              for (size_t j = 0; j < steps && steps == impacts->path_down_from_base.size() + 1; ++j) add(d.path_down, steps - 1 - j);
                              return model::WriteNpy(full, rows.data(), {static_cast<int64_t>(rows.size() / n), n});
                          }});
-    std::vector<const char*> extensions;
-    if (options.png) extensions.push_back("png");
-    if (options.svg) extensions.push_back("svg");
+    const std::vector<const char*> extensions = FigureExtensions(options);
     for (const char* ext : extensions) {
         files.push_back(FigureFile("head_impacts", ext, [impacts, L, H, model_name] { return HeadImpactsFigure(*impacts, L, H, model_name); },
                                    size_t{16} << 20, options.figures.png_scale));
@@ -936,9 +941,7 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
                                   const ExportOptions& options, const std::vector<std::string>& token_labels, const std::string& model_name,
                                   const SidesAttribution* attributed) {
     std::vector<ExportFile> files;
-    std::vector<const char*> extensions;
-    if (options.png) extensions.push_back("png");
-    if (options.svg) extensions.push_back("svg");
+    const std::vector<const char*> extensions = FigureExtensions(options);
     for (const LensSideFiles& named : sides) {
         const std::shared_ptr<const model::Lens>& side = named.lens;
         const std::string& suffix = named.suffix;
@@ -1117,9 +1120,7 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
                                     nullptr, 2 * map_bytes});
             }
     }
-    std::vector<const char*> extensions;
-    if (options.png) extensions.push_back("png");
-    if (options.svg) extensions.push_back("svg");
+    const std::vector<const char*> extensions = FigureExtensions(options);
     for (const char* ext : extensions) {
         for (int l : options.layers)
             for (int h : options.heads)

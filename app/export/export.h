@@ -174,6 +174,8 @@ std::vector<double> LensLossMeans(const model::Lens& lens);
 // written, so a plan costs nothing to list. `memory`: what drawing it takes at scale 1; a PNG at
 // `png_scale` takes that times its square.
 ExportFile FigureFile(std::string path, const char* extension, std::function<viz::Figure()> make, size_t memory, int png_scale);
+// The figures' extensions an export asks for: "png" and "svg" where options.png / svg are on.
+std::vector<const char*> FigureExtensions(const ExportOptions& options);
 
 // Everything an export will write, in order. The analysis must outlive the plan.
 std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis& analysis, const model::ModelInfo& info,

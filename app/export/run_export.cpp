@@ -150,9 +150,7 @@ std::vector<ExportFile> RunCurveFiles(const std::vector<const RunTimeline*>& run
     if (runs[0]->HasLensCompare()) keys.push_back(kRunLensDiffCurve);
     if (runs[0]->HasLensBase()) keys.push_back(kRunLensDiffBaseCurve);
     if (token) keys.push_back(kRunTokenCurve);
-    std::vector<const char*> extensions;
-    if (options.png) extensions.push_back("png");
-    if (options.svg) extensions.push_back("svg");
+    const std::vector<const char*> extensions = FigureExtensions(options);
     for (const std::string& key : keys) {
         std::vector<RunCurve> curves;
         for (const RunTimeline* t : runs)

@@ -206,11 +206,11 @@ bool ExportDialog::Start(const WindowState& state) {
     std::vector<ExportFile> lens_files = ExtraFiles(state, options);
     // The run's curves of fewer steps than the run has are said so (export --run says "1 of 2 steps").
     std::string run_note;
-    if (const RunTrack* t = m_with_run && (options.png || options.svg) ? CurrentTimeline(state) : nullptr;
-        t && (!t->done || !t->failed.empty()))
+    const bool run_curves = m_with_run && !FigureExtensions(options).empty();
+    if (const RunTrack* t = run_curves ? CurrentTimeline(state) : nullptr; t && (!t->done || !t->failed.empty()))
         run_note = "; the run's curves of the " + std::to_string(t->tried - t->failed.size()) + " of " + std::to_string(t->total) + " steps " +
                    (t->done ? "that opened (the Run tab says why the rest did not)" : "run so far");
-    else if (m_with_run && (options.png || options.svg) && !state.run_dir.empty() && !t)  // an open run whose curves are left out says why
+    else if (run_curves && !state.run_dir.empty() && !t)  // an open run whose curves are left out says why
         run_note = "; not the run's curves: " + TimelineMismatch(state);
     Join();
     m_cancel = false;
