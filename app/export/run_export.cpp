@@ -1,9 +1,11 @@
 #include "app/export/run_export.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 
 #include "app/core/exit_code.h"
 #include "app/core/names.h"
@@ -64,32 +66,49 @@ void AddCsvRows(const RunTimeline& t, const char* run, const std::vector<std::st
 // With --lens, run_lens.csv: a row per step, its loss read after each layer as a batch summary's
 // columns (lens_loss_0, the embeddings, .. lens_loss_L, the model's own; the comparison's and the
 // base's after them where the steps had them); a second run's rows after the first's.
-std::string LensCsv(const RunResults& run, const RunResults* compare) {
-    const char* kSides[] = {"lens_loss", "lens_loss_compare", "lens_loss_base"};
-    std::vector<std::pair<std::string, size_t>> columns;  // a row's key and index
-    for (const char* side : kSides) {
+std::string LensCsv(const RunTimeline& run, const RunTimeline* compare) {
+    using Sides = std::vector<std::vector<float>> RunTimeline::*;
+    const std::pair<const char*, Sides> kSides[] = {
+        {"lens_loss", &RunTimeline::lens_loss}, {"lens_loss_compare", &RunTimeline::lens_loss_compare}, {"lens_loss_base", &RunTimeline::lens_loss_base}};
+    std::vector<std::pair<Sides, size_t>> columns;  // a side and its layer
+    std::string csv = "run,step";
+    for (const auto& [name, side] : kSides) {
         size_t layers = 0;
-        for (const RunResults* r : {&run, compare})
-            for (const json& row : r ? r->rows : json::array())
-                if (const auto v = row.find(side); v != row.end() && v->is_array()) layers = std::max(layers, v->size());
-        for (size_t l = 0; l < layers; ++l) columns.emplace_back(side, l);
+        for (const RunTimeline* t : {&run, compare})
+            for (const std::vector<float>& by_layer : t ? t->*side : std::vector<std::vector<float>>{}) layers = std::max(layers, by_layer.size());
+        for (size_t l = 0; l < layers; ++l) {
+            columns.emplace_back(side, l);
+            csv += "," + std::string(name) + "_" + std::to_string(l);
+        }
     }
     if (columns.empty()) return "";
-    std::string csv = "run,step";
-    for (const auto& [side, l] : columns) csv += "," + side + "_" + std::to_string(l);
     csv += "\n";
-    for (const RunResults* r : {&run, compare}) {
-        if (!r) continue;
-        for (const json& row : r->rows) {
-            csv += std::string(r == &run ? "run" : "compare") + "," + std::to_string(row.value("step", int64_t{0}));
+    for (const RunTimeline* t : {&run, compare}) {
+        if (!t) continue;
+        for (size_t k = 0; k < t->steps.size(); ++k) {
+            csv += std::string(t == &run ? "run" : "compare") + "," + std::to_string(t->steps[k]);
             for (const auto& [side, l] : columns) {
-                const auto v = row.find(side);
-                const bool number = v != row.end() && v->is_array() && l < v->size() && (*v)[l].is_number();
-                csv += "," + (number ? Number((*v)[l].get<float>()) : std::string());
+                const std::vector<std::vector<float>>& rows = t->*side;
+                csv += "," + (k < rows.size() && l < rows[k].size() ? Number(rows[k][l]) : std::string());
             }
             csv += "\n";
         }
     }
+    return csv;
+}
+
+// run.csv: a row per step and head, each head value (RunHeadValues) and the step's mean losses; the
+// compare run's rows after the run's, in the run's columns.
+std::string RunCsv(const RunTimeline& run, const RunTimeline* compare) {
+    // Against a base, each head's js_total and js_drift too (RunHeadValues).
+    const std::vector<std::string> keys = RunHeadValues(run);
+    std::string csv = "run,step,layer,head";
+    for (const std::string& key : keys) csv += "," + key;
+    // Against a base, its loss on the text too (the same at every step: the loss curve's base line).
+    const bool base = std::any_of(run.loss_base.begin(), run.loss_base.end(), [](float v) { return std::isfinite(v); });
+    csv += std::string(",loss_mean,loss_compare_mean") + (base ? ",loss_base_mean" : "") + "\n";
+    AddCsvRows(run, "run", keys, base, &csv);
+    if (compare) AddCsvRows(*compare, "compare", keys, base, &csv);
     return csv;
 }
 
@@ -165,6 +184,27 @@ std::vector<ExportFile> RunCurveFiles(const std::vector<const RunTimeline*>& run
                 if (!title.empty()) plot.Options.Title = title;
                 return viz::PlotFigure(plot);
             }, size_t{16} << 20, options.figures.png_scale));
+    }
+    return files;
+}
+
+std::vector<ExportFile> RunDataFiles(const std::vector<const RunTimeline*>& runs, const std::string& folder) {
+    if (runs.empty()) return {};
+    // One copy of the timelines for every file's writer (the files outlive the window's timeline).
+    auto run = std::make_shared<const RunTimeline>(*runs[0]);
+    auto compare = runs.size() > 1 ? std::make_shared<const RunTimeline>(*runs[1]) : nullptr;
+    std::vector<ExportFile> files;
+    auto csv = [&](const std::string& name, std::string text) {
+        const size_t bytes = text.size();
+        files.push_back({folder + "/" + name, [text = std::move(text)](const std::string& path) { return model::WriteFileAtomically(path, text); },
+                         nullptr, bytes});
+    };
+    csv("run.csv", RunCsv(*run, compare.get()));
+    if (std::string lens = LensCsv(*run, compare.get()); !lens.empty()) csv("run_lens.csv", std::move(lens));
+    for (const auto& [t, name] : {std::pair{run, "tau_q.npy"}, std::pair{compare, "compare-run/tau_q.npy"}}) {
+        if (!t || t->steps.empty()) continue;
+        const size_t bytes = t->tau_q.size() * static_cast<size_t>(std::max(1, t->n_layer * t->n_head * t->n_tokens)) * sizeof(float);
+        files.push_back({folder + "/" + name, [t = t](const std::string& path) { return WriteTauQ(*t, path); }, nullptr, 2 * bytes});
     }
     return files;
 }
@@ -388,19 +428,10 @@ model::Status WriteRunFiles(const ExportOptions& options, const RunResults& run,
                             "the first step at which lens_loss[l] had fallen half of the way from the first step's to the last's "
                             "(null: it did not fall)";
     if (compare) timeline["compare_run"] = TimelineJson(*compare);
-    // Against a base, each head's js_total and js_drift too (RunHeadValues); the compare run's rows
-    // have the run's columns.
-    const std::vector<std::string> keys = RunHeadValues(run.t);
-    std::string csv = "run,step,layer,head";
-    for (const std::string& key : keys) csv += "," + key;
-    // Against a base, its loss on the text too (the same at every step: the loss curve's base line).
-    const bool base = std::any_of(run.t.loss_base.begin(), run.t.loss_base.end(), [](float v) { return std::isfinite(v); });
-    csv += std::string(",loss_mean,loss_compare_mean") + (base ? ",loss_base_mean" : "") + "\n";
-    AddCsvRows(run.t, "run", keys, base, &csv);
-    if (compare) AddCsvRows(compare->t, "compare", keys, base, &csv);
+    const RunTimeline* compare_t = compare ? &compare->t : nullptr;
     if (auto s = model::WriteFileAtomically((out / "run.json").string(), model::JsonText(timeline, 1) + "\n"); !s) return s;
-    if (auto s = model::WriteFileAtomically((out / "run.csv").string(), csv); !s) return s;
-    if (const std::string lens = LensCsv(run, compare); !lens.empty())
+    if (auto s = model::WriteFileAtomically((out / "run.csv").string(), RunCsv(run.t, compare_t)); !s) return s;
+    if (const std::string lens = LensCsv(run.t, compare_t); !lens.empty())
         if (auto s = model::WriteFileAtomically((out / "run_lens.csv").string(), lens); !s) return s;
     if (auto s = WriteTauQ(run.t, out / "tau_q.npy"); !s) return s;
     if (compare && !compare->rows.empty())

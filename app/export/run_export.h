@@ -86,6 +86,11 @@ struct RunTokenPick {
 std::vector<ExportFile> RunCurveFiles(const std::vector<const RunTimeline*>& runs, const ExportOptions& options, const std::string& folder,
                                       const std::optional<RunTokenPick>& token = std::nullopt);
 
+// The run's numbers as `export --run` writes them in `folder`: run.csv, run_lens.csv where its
+// steps ran the lens, tau_q.npy and compare-run/tau_q.npy (not run.json: its rows are each step's
+// batch summary, which only `export --run` makes). `runs`: the run, then its compare run; copied.
+std::vector<ExportFile> RunDataFiles(const std::vector<const RunTimeline*>& runs, const std::string& folder);
+
 // A step's folder name: step-NNNNNN (six digits, as the official names are).
 std::string StepFolder(int64_t step);
 

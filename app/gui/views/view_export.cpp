@@ -151,7 +151,7 @@ const HeadImpacts* ShownRanking(const WindowState& state) {
     return std::abs(ranked->baseline - loss) <= 1e-6f * std::max(1.0f, std::abs(loss)) ? ranked : nullptr;
 }
 
-// The Run tab's timeline of the shown text, where its curves are asked for (File > Export's "the run's curves").
+// The Run tab's timeline of the shown text, where it is asked for (File > Export's "the run's timeline").
 std::vector<const RunTimeline*> ExportableRuns(const WindowState& state) {
     const RunTrack* t = CurrentTimeline(state);
     if (!t) return {};
@@ -181,10 +181,12 @@ std::vector<ExportFile> ExportDialog::ExtraFiles(const WindowState& state, const
     // As `export --rank-heads` writes it (the window's ranking measures both temperatures together).
     if (const HeadImpacts* ranked = m_with_ranking ? ShownRanking(state) : nullptr)
         for (ExportFile& f : HeadImpactFiles(*ranked, *state.model, options, TokenLabels(state.analysis->tokens))) files.push_back(std::move(f));
-    // The Run tab's curves, as `export --run` writes them, in run/ (the shown text's own tau_q.npy and
-    // figures keep their names), and the curve of the token it follows.
-    if (const std::vector<const RunTimeline*> runs = m_with_run ? ExportableRuns(state) : std::vector<const RunTimeline*>{}; !runs.empty())
+    // The Run tab's timeline, as `export --run` writes it, in run/ (the shown text's own tau_q.npy and
+    // figures keep their names): its numbers, its curves and the curve of the token it follows.
+    if (const std::vector<const RunTimeline*> runs = m_with_run ? ExportableRuns(state) : std::vector<const RunTimeline*>{}; !runs.empty()) {
+        for (ExportFile& f : RunDataFiles(runs, "run")) files.push_back(std::move(f));
         for (ExportFile& f : RunCurveFiles(runs, options, "run/curves", RunTabToken(state, *runs[0], /*piece=*/true))) files.push_back(std::move(f));
+    }
     return files;
 }
 
@@ -204,14 +206,13 @@ bool ExportDialog::Start(const WindowState& state) {
         return m_error = s.error(), false;
     }
     std::vector<ExportFile> lens_files = ExtraFiles(state, options);
-    // The run's curves of fewer steps than the run has are said so (export --run says "1 of 2 steps").
+    // The run's timeline of fewer steps than the run has is said so (export --run says "1 of 2 steps").
     std::string run_note;
-    const bool run_curves = m_with_run && !FigureExtensions(options).empty();
-    if (const RunTrack* t = run_curves ? CurrentTimeline(state) : nullptr; t && (!t->done || !t->failed.empty()))
-        run_note = "; the run's curves of the " + std::to_string(t->tried - t->failed.size()) + " of " + std::to_string(t->total) + " steps " +
+    if (const RunTrack* t = m_with_run ? CurrentTimeline(state) : nullptr; t && (!t->done || !t->failed.empty()))
+        run_note = "; the run's timeline of the " + std::to_string(t->tried - t->failed.size()) + " of " + std::to_string(t->total) + " steps " +
                    (t->done ? "that opened (the Run tab says why the rest did not)" : "run so far");
-    else if (run_curves && !state.run_dir.empty() && !t)  // an open run whose curves are left out says why
-        run_note = "; not the run's curves: " + TimelineMismatch(state);
+    else if (m_with_run && !state.run_dir.empty() && !t)  // an open run whose timeline is left out says why
+        run_note = "; not the run's timeline: " + TimelineMismatch(state);
     Join();
     m_cancel = false;
     m_progress_done = 0;
@@ -318,17 +319,18 @@ void ExportDialog::DrawSettings(WindowState& state) {
     viz::ItemTooltip("What-ifs > Which heads matter on this text, as `ssaviz export --rank-heads` writes it: head_impacts.json, .csv "
                      "and, with PNG or SVG, head_impacts (each head's temperatures' part of the loss).");
     const std::vector<const RunTimeline*> runs = ExportableRuns(state);
-    ImGui::BeginDisabled(runs.empty() || (!o.png && !o.svg));
+    ImGui::BeginDisabled(runs.empty());
     bool with_run = m_with_run && !runs.empty();
-    const std::string run_label = !runs.empty() ? "the run's curves (" + std::to_string(runs[0]->steps.size()) + (state.timeline_running ? " steps so far)" : " steps)")
-                                  : state.run_dir.empty() ? "the run's curves (open a training run)"
-                                                          : "the run's curves (" + TimelineMismatch(state) + ")";
+    const std::string run_label = !runs.empty() ? "the run's timeline (" + std::to_string(runs[0]->steps.size()) + (state.timeline_running ? " steps so far)" : " steps)")
+                                  : state.run_dir.empty() ? "the run's timeline (open a training run)"
+                                                          : "the run's timeline (" + TimelineMismatch(state) + ")";
     if (ImGui::Checkbox(run_label.c_str(), &with_run) && !runs.empty()) m_with_run = with_run;
     ImGui::EndDisabled();
-    viz::ItemTooltip("The Run tab's timeline of this text, with PNG or SVG: run/curves/, every curve as `ssaviz export --run DIR "
-                     "--out OUT/run` draws it with the same comparison (entropy, JS, the loss, the lens's where it ran ...; the "
-                     "compare run's beside), and tau_q_token, the Run tab's token in the selected head. `export --run` also "
-                     "writes run.json, run.csv and tau_q.npy: every step's numbers.");
+    viz::ItemTooltip("The Run tab's timeline of this text in run/, as `ssaviz export --run DIR --out OUT/run` writes it with the same "
+                     "comparison: run.csv (every step's head values and losses), run_lens.csv where the steps ran the lens, "
+                     "tau_q.npy [step, layer, head, token] and, with PNG or SVG, curves/ (entropy, JS, the loss, the lens's ...; the "
+                     "compare run's beside) and tau_q_token, the Run tab's token in the selected head. Only `export --run` writes "
+                     "run.json (each step's whole summary).");
 
     ImGui::Separator();
     ImGui::TextUnformatted("Maps");
@@ -441,9 +443,9 @@ void ExportDialog::DrawSettings(WindowState& state) {
         ImGui::TextUnformatted("Command line");
         ImGui::SameLine();
         if (ImGui::SmallButton("copy")) ImGui::SetClipboardText(cmd.c_str());
-        const bool with_run = m_with_run && (o.png || o.svg) && CurrentTimeline(state);
-        viz::ItemTooltip(with_run ? "`ssaviz export` with these settings writes the same files, byte for byte, but the run's curves: "
-                                    "`ssaviz export --run` on the run's folder draws those (with --compare-run, --lens and the same "
+        const bool with_run = m_with_run && CurrentTimeline(state);
+        viz::ItemTooltip(with_run ? "`ssaviz export` with these settings writes the same files, byte for byte, but run/: "
+                                    "`ssaviz export --run` on the run's folder writes those (with --compare-run, --lens and the same "
                                     "comparison), the token's tau_q curve aside."
                                   : "`ssaviz export` with these settings writes the same files, byte for byte.");
         const std::string shown = cmd.size() > 600 ? cmd.substr(0, 600) + " ..." : cmd;

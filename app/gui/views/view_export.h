@@ -51,7 +51,7 @@ private:
     void DrawSettings(WindowState& state);
     // The files beside PlanExport's, each where it is asked for: the lens's (LensExportFiles) where
     // the Lens tab ran it on the shown analysis, the heads' ranking's (HeadImpactFiles) where
-    // What-ifs ranked them on it, the run's curves (RunCurveFiles) where the Run tab's timeline ran
+    // What-ifs ranked them on it, the run's timeline (RunDataFiles, RunCurveFiles) where the Run tab's timeline ran
     // on the shown text.
     std::vector<ExportFile> ExtraFiles(const WindowState& state, const ExportOptions& options) const;
     void DrawPreview(const WindowState& state);
@@ -79,7 +79,7 @@ private:
     RunTokenPick m_plan_token;                               // and the token its tau_q_token curve follows
     bool m_with_lens = true;  // the lens's files too, when the Lens tab ran it on the shown text
     bool m_with_ranking = true;  // the heads' ranking's files too, when What-ifs ranked them on the shown text
-    bool m_with_run = true;      // the run's curves too, when the Run tab's timeline ran on the shown text
+    bool m_with_run = true;      // the run's timeline too, when the Run tab's timeline ran on the shown text
     std::string m_preview_path;      // the planned file the preview shows; empty: redraw
     viz::Texture m_preview;
 

@@ -115,7 +115,8 @@ void RunView::DrawTimeline(WindowState& state) {
                     "the model's own (after its last layer) on top. Where a layer's line falls, that layer came to predict the "
                     "text's next tokens. 'SSA - comparison, by layer' is SSA's less its comparison's (tau = 1: the temperatures' "
                     "part, layer by layer), 'SSA - base' less the base's.\n"
-                    "File > Export (Ctrl+E) writes every curve, this token's too, in run/curves/ as PNG and SVG.");
+                    "File > Export (Ctrl+E) writes the timeline in run/: run.csv, tau_q.npy and every curve, this token's too, in "
+                    "run/curves/ as PNG and SVG.");
     if (!t || t->timeline.steps.empty()) {
         for (const std::string& f : t ? t->failed : std::vector<std::string>{})
             if (!(one_token && f == kRunNeedsTwoTokens)) ImGui::TextWrapped("failed: %s", f.c_str());  // said beside the button

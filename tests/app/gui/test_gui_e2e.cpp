@@ -895,6 +895,32 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
         EXPECT_TRUE(fs::is_regular_file(gui + "/run/curves/tau_q_token.png"));
         EXPECT_FALSE(fs::exists(cli + "/curves/tau_q_token.svg")) << "the command line follows no token";
         EXPECT_TRUE(fs::is_regular_file(gui + "/highlight.svg")) << "the shown step's own figures beside";
+        // And its numbers, export --run's bytes (the window wrote only the curves); run.json is
+        // export --run's alone (its rows are each step's whole summary).
+        for (const char* name : {"run.csv", "tau_q.npy"}) {
+            const std::string mine = ReadFile(gui + "/run/" + name);
+            EXPECT_GT(mine.size(), 100u) << name;
+            EXPECT_TRUE(mine == ReadFile(cli + "/" + name)) << name;
+        }
+        EXPECT_FALSE(fs::exists(gui + "/run/run_lens.csv")) << "no lens ran";
+        // With the lens, run_lens.csv too; without PNG or SVG, the numbers alone.
+        fs::remove_all(gui), fs::remove_all(cli + "_lens");
+        std::ofstream(dir + "/export_lens_session.json") << nlohmann::json{{"ssaviz_session", 1}, {"run", run}, {"text", "The cat sat on the mat."},
+                                                                           {"view", {{"tab", "Run"}, {"run_curve", "lens_loss"}}},
+                                                                           {"export", {{"formats", {"csv"}}}}}
+                                                                .dump();
+        ASSERT_EQ(RunCommand(one + SSAVIZ_BINARY + " --session " + dir + "/export_lens_session.json --export-to " + gui, dir + "/gui_export.txt"), 0)
+            << ReadFile(dir + "/gui_export.txt");
+        ASSERT_EQ(RunCommand(one + SSAVIZ_BINARY + " export --run " + run + " --lens --text 'The cat sat on the mat.' --format csv --out " + cli + "_lens",
+                             dir + "/cli_export.txt"),
+                  3)
+            << ReadFile(dir + "/cli_export.txt");
+        for (const char* name : {"run.csv", "run_lens.csv", "tau_q.npy"}) {
+            const std::string mine = ReadFile(gui + "/run/" + name);
+            EXPECT_GT(mine.size(), 100u) << name << ": " << ReadFile(dir + "/gui_export.txt");
+            EXPECT_TRUE(mine == ReadFile(cli + "_lens/" + name)) << name;
+        }
+        EXPECT_FALSE(fs::exists(gui + "/run/curves")) << "no figure format asked for";
         // Beside --rank-heads, and beside --global-pass from the layer-local comparison, the timeline
         // runs too (it was stopped before its first step, and never run again), against the
         // comparison shown: the curves are export --run's with tau = 1.
@@ -924,7 +950,7 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
         ASSERT_EQ(RunCommand(one + SSAVIZ_BINARY + " --session " + dir + "/export_session.json --continue 3 --export-to " + gui, dir + "/gui_export.txt"), 0)
             << ReadFile(dir + "/gui_export.txt");
         if (!fs::exists(gui + "/run/curves/entropy.svg")) {
-            EXPECT_NE(ReadFile(dir + "/gui_export.txt").find("not the run's curves: it ran on the text tokenised anew"), std::string::npos)
+            EXPECT_NE(ReadFile(dir + "/gui_export.txt").find("not the run's timeline: it ran on the text tokenised anew"), std::string::npos)
                 << ReadFile(dir + "/gui_export.txt");
         }
         // Without a session, the dialog's first settings (it was refused: "--export-to needs --session").
