@@ -601,8 +601,11 @@ public:
             RequestAnalysis();
             m_glyphs_dirty = true;
         }
-        if (std::exchange(m_state.cancel_job_request, false)) {
-            m_worker.Cancel();
+        // Stopping a ranking or Continue leaves a timeline they held back to go on; the timeline
+        // itself is stopped on its own (where it is: "Go on with the timeline" resumes it).
+        if (std::exchange(m_state.cancel_job_request, false)) m_worker.Cancel();
+        if (std::exchange(m_state.stop_timeline_request, false) && (m_state.timeline_running || m_timeline_wanted)) {
+            if (m_state.timeline_running) m_worker.Cancel();
             m_timeline_wanted = false;
         }
         if (std::exchange(m_state.lens_request, false) && m_state.analysis && !m_state.generating) {
@@ -1136,7 +1139,8 @@ private:
         if (io.WantTextInput || ImGui::IsPopupOpen("", ImGuiPopupFlags_AnyPopupId)) return;  // arrows and letters belong to the editor while it has focus
         const int L = s.Layers(), H = s.Heads();
         if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false)) {
-            if (s.generating || s.ranking_heads) s.cancel_job_request = true;  // Esc stops a job first
+            if (s.generating || s.ranking_heads) s.cancel_job_request = true;  // Esc stops a job first, the one shown running
+            else if (s.timeline_running) s.stop_timeline_request = true;
             else s.query = -1;
         }
         if (L > 0) {

@@ -93,6 +93,7 @@ struct WindowState : AppState {
     std::shared_ptr<const RunTrack> timeline;
     bool timeline_request = false;
     bool timeline_running = false;
+    bool stop_timeline_request = false;  // Esc or the Run tab's Stop: the timeline stops where it is (Go on resumes it)
     bool timeline_lens = false;         // the next timeline reads each step's loss after each layer (--lens; the Run tab's Lens)
 };
 

@@ -208,7 +208,7 @@ void HelpView::Draw(WindowState& state) {
         {"Ctrl+Q", "quit"},
         {"\xE2\x86\x91 \xE2\x86\x93", "previous / next layer"},
         {"\xE2\x86\x90 \xE2\x86\x92", "previous / next head"},
-        {"Esc", "stop Continue or the heads ranking; else clear the selected query token"},
+        {"Esc", "stop Continue or the heads ranking (a timeline they held back goes on), else the Run tab's timeline; else clear the selected query token"},
         {"1 / 2 / 3", "map mode: SSA / comparison / difference"},
         {"4 / 5", "all three side by side / SSA | tau=1 | base (beside a base)"},
         {"6 / 7", "map mode beside a base: the base / SSA - base (all that fine-tuning changed)"},

@@ -77,13 +77,19 @@ void RunView::DrawTimeline(WindowState& state) {
     const RunTrack* t = state.timeline.get();
     const bool current = t && t->text == state.text && t->lens == state.timeline_lens;
     const bool one_token = state.analysis && state.analysis->n_tokens < 2 && !state.busy;  // no curve to draw
-    ImGui::BeginDisabled(state.timeline_running || one_token);
-    if (ImGui::Button(t && current && !t->done ? "Go on with the timeline" : t ? "Run the timeline again" : "Run the timeline"))
-        state.timeline_request = true;
-    ImGui::EndDisabled();
-    viz::ItemTooltip(one_token ? kRunNeedsTwoTokens
-                               : "Every checkpoint of the run on the shown text, one opened at a time beside the shown model (`ssaviz "
-                                 "export --run` writes the same numbers).");
+    if (state.timeline_running) {
+        if (ImGui::Button("Stop the timeline")) state.stop_timeline_request = true;
+        viz::ItemTooltip("Stops it (Esc too); the steps run so far stay, and 'Go on with the timeline' "
+                         "runs the rest.");
+    } else {
+        ImGui::BeginDisabled(one_token);
+        if (ImGui::Button(t && current && !t->done ? "Go on with the timeline" : t ? "Run the timeline again" : "Run the timeline"))
+            state.timeline_request = true;
+        ImGui::EndDisabled();
+        viz::ItemTooltip(one_token ? kRunNeedsTwoTokens
+                                   : "Every checkpoint of the run on the shown text, one opened at a time beside the shown model (`ssaviz "
+                                     "export --run` writes the same numbers).");
+    }
     ImGui::SameLine();
     ImGui::BeginDisabled(state.timeline_running);
     ImGui::Checkbox("Lens", &state.timeline_lens);
