@@ -9,6 +9,7 @@
 #include <imgui.h>
 #include <nlohmann/json.hpp>
 
+#include "app/core/timeline.h"
 #include "app/export/export_figures.h"
 #include "app/export/flags.h"
 #include "app/export/session.h"
@@ -200,6 +201,13 @@ bool ExportDialog::Start(const WindowState& state) {
     if (const char* why = NotNow(state)) return m_error = why, m_refused_for_now = true, false;
     ExportOptions options = m_options;
     if (options.out_dir.empty()) return m_error = "choose an output folder", false;
+    // Inside an open run it would become one of its steps (export --out and --export-to refuse it too;
+    // ./ssaviz-export of a window started in the run's folder is).
+    for (const std::string& run : {state.run_dir, state.compare_run_dir})
+        if (auto outside = run.empty() ? model::Status(model::Ok{}) : CheckOutsideRun(options.out_dir, run); !outside) {
+            m_error_exit = kExitUsage;
+            return m_error = outside.error(), false;
+        }
     options.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);  // a core stays with the UI
     if (auto s = FitToModel(&options, *state.analysis, m_with_lens && ExportableLens(state)); !s) {
         m_error_exit = kExitUsage;

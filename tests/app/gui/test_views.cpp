@@ -14,6 +14,7 @@
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
 
+#include "app/core/exit_code.h"
 #include "app/core/names.h"
 #include "app/gui/fonts.h"
 #include "app/gui/views/view_common.h"
@@ -778,6 +779,27 @@ TEST(ExportDialog, ASessionWithoutAnOutputFolderKeepsTheDefault) {
     options.out_dir = "/somewhere/else";
     dialog.SetOptions(options);
     EXPECT_EQ(dialog.Options().out_dir, "/somewhere/else");
+}
+
+// The dialog's folder inside the open run (or its compare run) is refused, as export --out and
+// --export-to refuse it: ./ssaviz-export of a window started in the run's folder became a step.
+TEST_F(Views, TheExportDialogRefusesAFolderInsideTheOpenRun) {
+    const std::string run = std::string(SSAVIZ_TEST_OUT) + "/dialog_run";
+    std::filesystem::remove_all(run);
+    std::filesystem::create_directories(run);
+    app::WindowState state = StateWith(1, 2, 5);
+    app::ExportDialog dialog;
+    app::ExportOptions options;
+    for (const bool compare_run : {false, true}) {
+        state.run_dir = compare_run ? "" : run;
+        state.compare_run_dir = compare_run ? run : "";
+        options.out_dir = run + "/ssaviz-export";
+        dialog.SetOptions(options);
+        EXPECT_FALSE(dialog.Start(state));
+        EXPECT_NE(dialog.Error().find("is inside the run folder"), std::string::npos) << dialog.Error();
+        EXPECT_EQ(dialog.ErrorExit(), app::kExitUsage);
+        EXPECT_FALSE(std::filesystem::exists(run + "/ssaviz-export"));
+    }
 }
 
 // Every token colouring is offered where the analysis holds it (the losses with predictions, the
