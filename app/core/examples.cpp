@@ -82,11 +82,13 @@ std::string TaskText(const std::string& task, int64_t context) {
 
 std::string DefaultModelDir() {
     if (const char* env = std::getenv("SSAVIZ_MODEL"); env && *env) return env;
+    // The bundled English SSA model where --example finds the bundled models (a binary copied
+    // elsewhere opened the random one while Python and --example found the source tree's); else
+    // the build's random model (long context, for tests).
+    if (const std::string bundled = BundledModelsDir(); !bundled.empty() && fs::exists(fs::path(bundled) / "english" / "ssa" / "config.json"))
+        return (fs::path(bundled) / "english" / "ssa").lexically_normal().string();
     const fs::path exe_dir = model::ExecutableDir();
-    if (exe_dir.empty()) return "";
-    // The bundled English SSA model; else the build's random model (long context, for tests).
-    for (const fs::path& candidate : {exe_dir / ".." / "assets" / "models" / "english" / "ssa", exe_dir / "models" / "default"})
-        if (fs::exists(candidate / "config.json")) return candidate.lexically_normal().string();
+    if (!exe_dir.empty() && fs::exists(exe_dir / "models" / "default" / "config.json")) return (exe_dir / "models" / "default").lexically_normal().string();
     return "";
 }
 

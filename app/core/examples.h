@@ -37,8 +37,9 @@ std::string TrainedTask(const std::string& model_dir);
 // then its queries, or a passkey sequence of min(context, 256) tokens; "" for any other task.
 std::string TaskText(const std::string& task, int64_t context);
 
-// The default model: $SSAVIZ_MODEL, else the bundled English SSA model (../assets/models/english/ssa
-// from the executable), else the build's random model (models/default next to it). Empty if none.
+// The default model: $SSAVIZ_MODEL, else the bundled English SSA model (english/ssa where
+// BundledModelsDir finds the bundled models, as --example and Python do), else the build's random
+// model (models/default next to the executable). Empty if none.
 std::string DefaultModelDir();
 
 // The comparison that matters, found beside a model: a vanilla twin shipped with it (the folder's

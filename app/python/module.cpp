@@ -217,11 +217,9 @@ struct ModelCore {
 };
 
 // The model the package asks for by default: $SSAVIZ_MODEL, the bundled English model, else the
-// build's random one. (DefaultModelDir looks beside the executable, which here is Python.)
+// build's random one (DefaultModelDir looks for that beside the executable, which here is Python).
 std::string DefaultModel() {
     if (std::string dir = DefaultModelDir(); !dir.empty()) return dir;
-    if (const std::string bundled = BundledModelsDir(); !bundled.empty() && Exists(bundled + "/english/ssa/config.json"))
-        return bundled + "/english/ssa";
 #ifdef SSAVIZ_BUILD_MODELS
     if (Exists(SSAVIZ_BUILD_MODELS "/default/config.json")) return SSAVIZ_BUILD_MODELS "/default";
 #endif

@@ -31,6 +31,22 @@ TEST_F(Cli, InfoJsonDescribesTheModel) {
     EXPECT_GT(j["parameters"].get<int64_t>(), 50257 * 16);
 }
 
+// A binary copied elsewhere opens the bundled English model by default, as --example and Python find
+// it (it opened the build's random model: `ssaviz info` and `export` without --model gave another
+// tokenizer's tokens than Python's ssaviz.load()).
+TEST_F(Cli, ABinaryCopiedElsewhereOpensTheBundledModelByDefault) {
+    const std::string dir = Scratch("copied_binary");
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    fs::copy_file(SSAVIZ_BINARY, dir + "/ssaviz");
+    const std::string cmd = "env -u SSAVIZ_MODEL " + dir + "/ssaviz info --json > " + dir + "/out.json 2> " + dir + "/err.txt";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << ReadFile(dir + "/err.txt");
+    const json j = json::parse(ReadFile(dir + "/out.json"), nullptr, false);
+    ASSERT_TRUE(j.is_object()) << ReadFile(dir + "/out.json");
+    EXPECT_EQ(fs::path(j.value("dir", "")).lexically_normal(), (fs::path(SSAVIZ_SOURCE_DIR) / "assets" / "models" / "english" / "ssa").lexically_normal());
+    fs::remove_all(dir);
+}
+
 // The harness's fork server (app/fork_server.h) answers each command with the child's own exit
 // status, and a malformed or truncated request ends it with one line, exit 2, nothing run.
 TEST_F(Cli, TheForkServerGivesEachCommandsStatusAndRefusesBadRequests) {
