@@ -114,27 +114,80 @@ std::string BoundLabel(const std::string& s, float max_width, float size) {
     return EllipsizeWidth(EllipsizeChars(s, kMaxLabelChars), max_width, size);
 }
 
+// The pieces a title breaks between, `level` 0: its clauses (split at " · ", which a break takes
+// the place of); 1: its words, a parenthesised group kept whole; 2: its words.
+std::vector<std::string> TitlePieces(const std::string& title, int level) {
+    const std::string kClause = " \xC2\xB7 ";
+    std::vector<std::string> pieces;
+    if (level == 0) {
+        for (size_t pos = 0; pos <= title.size();) {
+            const size_t end = std::min(title.find(kClause, pos), title.size());
+            pieces.push_back(title.substr(pos, end - pos));
+            pos = end + kClause.size();
+        }
+        return pieces;
+    }
+    int depth = 0;  // inside parentheses: the next word joins the group (level 1)
+    for (size_t pos = 0; pos <= title.size();) {
+        const size_t end = std::min(title.find(' ', pos), title.size());
+        const std::string word = title.substr(pos, end - pos);
+        pos = end + 1;
+        if (depth > 0 && !pieces.empty()) pieces.back() += " " + word;
+        else pieces.push_back(word);
+        if (level == 1)
+            for (char c : word) depth = std::max(0, depth + (c == '(') - (c == ')'));
+    }
+    return pieces;
+}
+
+// `pieces` packed into lines no wider than `wrap` (a piece wider than that alone on its line);
+// joined by " " (words) or " · " (clauses) within a line.
+std::vector<std::string> PackTitle(const std::vector<std::string>& pieces, const std::string& joiner, float wrap, float size, bool bold) {
+    std::vector<std::string> lines;
+    for (const std::string& piece : pieces) {
+        std::string joined = lines.empty() ? piece : lines.back() + joiner + piece;
+        if (!lines.empty() && MeasureText(joined, size, bold) <= wrap) lines.back() = std::move(joined);
+        else lines.push_back(piece);
+    }
+    return lines;
+}
+
 // A title's lines over a figure whose content is `width` wide: one line where it fits that or
-// `widest`, else its words wrapped to the wider of the two, at most kMaxTitleLines, the last cut
-// with an ellipsis (a lens difference's title said its scale's largest value past the cut).
+// `widest`, else wrapped to the wider of the two, at most kMaxTitleLines, the last cut with an
+// ellipsis (a lens difference's title said its scale's largest value past the cut). It breaks
+// between its clauses where each fits a line, else between words but not inside parentheses where
+// each group fits, else between any words; the lines balanced, so that no word is left alone on
+// the last ("largest 1.88)" was).
 std::vector<std::string> TitleLines(const std::string& title_in, float width, float size, float widest = kOneLineTitleWidth,
                                     bool bold = false) {
     const std::string title = EllipsizeChars(title_in, kMaxLabelChars);
     if (title.empty()) return {};
     const float wrap = std::max(width, widest);
     if (MeasureText(title, size, bold) <= wrap) return {title};
-    std::vector<std::string> lines(1);
-    for (size_t pos = 0; pos <= title.size();) {
-        const size_t end = std::min(title.find(' ', pos), title.size());
-        const std::string word = title.substr(pos, end - pos);
-        pos = end + 1;
-        std::string& line = lines.back();
-        std::string joined = line.empty() ? word : line + " " + word;
-        if (line.empty() || lines.size() == kMaxTitleLines || MeasureText(joined, size, bold) <= wrap) line = std::move(joined);
-        else lines.push_back(word);
+    for (int level = 0; level < 3; ++level) {
+        const std::vector<std::string> pieces = TitlePieces(title, level);
+        const std::string joiner = level == 0 ? " \xC2\xB7 " : " ";
+        const bool each_fits = std::all_of(pieces.begin(), pieces.end(), [&](const std::string& p) { return MeasureText(p, size, bold) <= wrap; });
+        std::vector<std::string> lines = PackTitle(pieces, joiner, wrap, size, bold);
+        if (level < 2 && (!each_fits || lines.size() > kMaxTitleLines)) continue;
+        // Balanced: the narrowest wrap that needs no more lines (a few halvings of the interval).
+        float lo = wrap * 0.4f, hi = wrap;
+        for (int k = 0; k < 10; ++k) {
+            const float mid = 0.5f * (lo + hi);
+            const std::vector<std::string> tighter = PackTitle(pieces, joiner, mid, size, bold);
+            const bool fits = std::all_of(tighter.begin(), tighter.end(), [&](const std::string& l) { return MeasureText(l, size, bold) <= mid; });
+            if (fits && tighter.size() == lines.size()) hi = mid;
+            else lo = mid;
+        }
+        lines = PackTitle(pieces, joiner, hi, size, bold);
+        if (lines.size() > kMaxTitleLines) {  // the rest on the last line, cut below
+            for (size_t i = kMaxTitleLines; i < lines.size(); ++i) lines[kMaxTitleLines - 1] += " " + lines[i];
+            lines.resize(kMaxTitleLines);
+        }
+        for (std::string& line : lines) line = EllipsizeWidth(line, wrap, size, bold);
+        return lines;
     }
-    for (std::string& line : lines) line = EllipsizeWidth(line, wrap, size, bold);
-    return lines;
+    return {EllipsizeWidth(title, wrap, size, bold)};  // not reached: level 2 always returns
 }
 
 // The height a title of `lines` lines takes above a figure's content (1.5 em for one line).

@@ -39,8 +39,9 @@ Figure HeatmapFigure(const float* values, int rows, int cols, const HeatmapFigur
 
 // Figures side by side, their tops aligned, `gap` pixels apart, under a title of their own (the
 // panels keep theirs: a heatmap's says which map it is): "SSA | comparison | difference" for a
-// paper. Empty panels are skipped.
-Figure Beside(const std::vector<Figure>& panels, const std::string& title, float gap = 16, float font_size = 13);
+// paper. Empty panels are skipped. The title is bold and larger than a heatmap's (15 px): it heads
+// the panels' titles (at 13 px it read as one of them).
+Figure Beside(const std::vector<Figure>& panels, const std::string& title, float gap = 16, float font_size = 16);
 
 struct HighlightOptions {
     std::string Title;

@@ -288,6 +288,8 @@ TEST_F(FigureTest, LongTitlesWrapAboveTheContent) {
     EXPECT_EQ(lines[0]->Text + " " + lines[1]->Text, words) << "every word, in order, none cut";
     for (const FigText* t : lines) EXPECT_LE(viz::MeasureText(t->Text, title_fs), static_cast<float>(f.Width) - 24) << t->Text;
     EXPECT_LT(f.Width, 1000) << "the figure is not widened to the title";
+    const float first = viz::MeasureText(lines[0]->Text, title_fs), second = viz::MeasureText(lines[1]->Text, title_fs);
+    EXPECT_LT(std::abs(first - second), 0.25f * std::max(first, second)) << "balanced lines, no word left alone on the last";
     EXPECT_GT(lines[1]->Y, lines[0]->Y);
     for (const viz::FigItem& item : f.Items) {
         if (const auto* map = std::get_if<viz::FigImage>(&item)) {
@@ -325,18 +327,36 @@ TEST_F(FigureTest, LongTitlesWrapAboveTheContent) {
     EXPECT_EQ(plot.Width, 640) << "a plot keeps the width asked for";
 
     // Panels side by side (head_impacts, finetune, the three-way maps): their title wraps the same
-    // way over the panels, in bold (a 253-character model name made head_impacts.png 4,634 px wide).
+    // way over the panels, in bold and larger than the panels' own 15 px titles (it was 13 px: it
+    // read as one of them); a 253-character model name made head_impacts.png 4,634 px wide.
     const std::vector<float> small_map(4 * 4, 0.5f);
     const Figure panel = viz::HeatmapFigure(small_map.data(), 4, 4, viz::HeatmapFigureOptions{});
     const Figure beside = viz::Beside({panel, panel}, words + more);
-    size_t bold = 0;
-    for (const viz::FigItem& item : beside.Items)
-        if (const auto* t = std::get_if<FigText>(&item); t && t->Bold) {
-            ++bold;
-            EXPECT_LE(viz::MeasureText(t->Text, 13, true), 720.0f) << t->Text;
-        }
-    EXPECT_EQ(bold, 3u);
-    EXPECT_LE(beside.Width, std::max(2 * panel.Width + 16, 720 + 26));
+    auto bold_lines = [&](const Figure& f) {
+        std::vector<std::string> lines;
+        for (const viz::FigItem& item : f.Items)
+            if (const auto* t = std::get_if<FigText>(&item); t && t->Bold) {
+                EXPECT_GT(t->Size, title_fs) << t->Text;
+                EXPECT_LE(viz::MeasureText(t->Text, t->Size, true), 720.0f) << t->Text;
+                lines.push_back(t->Text);
+            }
+        return lines;
+    };
+    EXPECT_EQ(bold_lines(beside).size(), 3u);
+    EXPECT_LE(beside.Width, std::max(2 * panel.Width + 16, 720 + 32));
+    // A title breaks between its clauses (" · ") where each fits a line, and not inside a
+    // parenthesised group where each fits (finetune.png broke "(base: english/vanilla) / to 3.0224";
+    // head_impacts.png "(SSA's / temperatures kept)").
+    const std::string dot = " \xC2\xB7 ";
+    const std::string clause1 = "licenses/ssa" + dot + "what fine-tuning changed, head by head";
+    const std::string clause2 = "mean loss 5.0371 (base: english/vanilla) to 3.0224 (SSA), -2.0146 nats";
+    EXPECT_EQ(bold_lines(viz::Beside({panel, panel}, clause1 + dot + clause2)), std::vector<std::string>({clause1, clause2}));
+    std::string before;
+    for (int k = 0; k < 8; ++k) before += "word" + std::to_string(k) + " ";
+    const std::string group = "(SSA's temperatures kept, every weight but those from the base)";
+    const std::vector<std::string> grouped = bold_lines(viz::Beside({panel, panel}, before + group + " and after"));
+    ASSERT_EQ(grouped.size(), 2u);
+    EXPECT_TRUE(grouped[0].find(group) != std::string::npos || grouped[1].find(group) != std::string::npos) << grouped[0] << " / " << grouped[1];
 }
 
 // A grid of a few heads (the fine-tune figure) writes each cell's value in it, dark on a light
