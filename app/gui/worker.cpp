@@ -502,8 +502,15 @@ void InferenceWorker::TimelineJob(const Request& r) {
                 options.cancel = &m_cancel;
                 auto a = (*runner)->Analyze(*tokens, options);
                 if (!a && m_cancel) return;
-                if (std::string why = a ? timeline.Fits(RunModelOf(c), a->tokens.ids) : ""; !why.empty() ||
-                    (a && steps[k].second && !(why = track.timeline.CompareRunMisfit(a->n_layer, a->n_head, a->tokens.ids)).empty())) {
+                // Why the analysis is not one of this timeline's: it overflowed (a run that diverged:
+                // its points were made up of NaN rows, as `export --run` says), another model or tokens.
+                auto misfit = [&]() -> std::string {
+                    if (!a) return "";
+                    if (std::string why = NonFiniteAnalysis(*a); !why.empty()) return why;
+                    if (std::string why = timeline.Fits(RunModelOf(c), a->tokens.ids); !why.empty()) return why;
+                    return steps[k].second ? track.timeline.CompareRunMisfit(a->n_layer, a->n_head, a->tokens.ids) : "";
+                };
+                if (std::string why = misfit(); !why.empty()) {
                     fail(why);
                 } else if (model::Result<std::vector<std::vector<float>>> lens = a && r.lens_compare ? StepLens((*runner)->engine(), *a)
                                                                                                             : std::vector<std::vector<float>>{};

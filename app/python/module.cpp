@@ -1249,6 +1249,7 @@ PYBIND11_MODULE(_ssaviz, m) {
         .def_property_readonly("metrics_ms", [](const AnalysisHandle& h) { return h.A().metrics_ms; })
         .def_property_readonly("engine_ms", [](const AnalysisHandle& h) { return h.engine_ms; })
         .def_property_readonly("reused_rows", [](const AnalysisHandle& h) { return h.A().reused_rows; })
+        .def_property_readonly("not_finite", [](const AnalysisHandle& h) { return app::NonFiniteAnalysis(h.A()); })  // "": finite
         .def("array", &Array)
         .def("metrics", &Metrics)
         .def("attention", &Attention)

@@ -201,6 +201,10 @@ bool ExportDialog::Start(const WindowState& state) {
     if (const char* why = NotNow(state)) return m_error = why, m_refused_for_now = true, false;
     ExportOptions options = m_options;
     if (options.out_dir.empty()) return m_error = "choose an output folder", false;
+    if (std::string why = NonFiniteAnalysis(*state.analysis); !why.empty()) {  // as `ssaviz export` says it, exit 3
+        m_error_exit = kExitBadInput;
+        return m_error = why + "; nothing was written", false;
+    }
     // Inside an open run it would become one of its steps (export --out and --export-to refuse it too;
     // ./ssaviz-export of a window started in the run's folder is).
     for (const std::string& run : {state.run_dir, state.compare_run_dir})

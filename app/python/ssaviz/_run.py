@@ -38,6 +38,8 @@ def _analyze_step(step, path, device, flags, text, compare, truncate, base=None,
         return step, None, str(e)
     with model:
         a = model.analyze(text, compare=compare, truncate=truncate, base=base)
+        if a._h.not_finite:  # a step that overflows (a run that diverged): skipped, as `export --run` skips it
+            return step, None, a._h.not_finite
         arrays = {k: np.array(v) for k, v in a.metrics.items()}
         for name in ("tau_q", "tau_v", "loss", "loss_compare", "loss_base"):
             v = getattr(a, name)

@@ -991,6 +991,59 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
     EXPECT_NE(ReadFile(dir + "/bad.txt").find("holds no checkpoints"), std::string::npos) << ReadFile(dir + "/bad.txt");
 }
 
+// A step whose analysis overflows (a run that diverged: finite weights, tau_q past float range) is
+// named and left out of the timeline, as `export --run` leaves it out; shown, File > Export refuses
+// it with exit 3 as `ssaviz export` does (it went into the curves, a finite JS beside a NaN entropy,
+// and the export said exit 1).
+TEST(EndToEnd, ARunStepThatOverflowsIsNamedAndLeftOut) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_run_overflow", run = dir + "/run";
+    fs::remove_all(dir);
+    fs::create_directories(run);
+    for (const char* step : {"100", "200", "300"}) {
+        const std::string cmd = std::string(SSAVIZ_BINARY) + " init-random --out " + run + "/checkpoint-" + step +
+                                " --family pythia --layers 2 --heads 2 --embd 16 --query-form linear,none --seed " + step;
+        ASSERT_EQ(RunCommand(cmd, dir + "/init.log"), 0) << ReadFile(dir + "/init.log");
+    }
+    // Each layer's beta (read as linear) at 3e38: tau_q overflows.
+    const std::string path = run + "/checkpoint-200/model.safetensors";
+    std::string bytes = ReadFile(path);
+    ASSERT_GT(bytes.size(), 8u);
+    uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);
+    const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
+    size_t patched = 0;
+    for (const auto& [name, meta] : header.items())
+        if (name.size() > 9 && name.compare(name.size() - 9, 9, "attn.beta") == 0) {
+            const float huge = 3e38f;
+            std::memcpy(&bytes[8 + n + meta["data_offsets"][0].get<size_t>()], &huge, 4);
+            ++patched;
+        }
+    ASSERT_EQ(patched, 2u);
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+    const std::string png = dir + "/shot.png", text = " --text 'one two three four five six seven eight'";
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --run " + run + " --query-form linear,none" + text + " --screenshot " + png + " --frames 4",
+                         dir + "/log.txt"),
+              0)
+        << ReadFile(dir + "/log.txt");
+    const nlohmann::json meta = nlohmann::json::parse(ReadFile(png + ".json"), nullptr, false);
+    ASSERT_TRUE(meta.is_object() && meta.contains("state")) << ReadFile(dir + "/log.txt");
+    EXPECT_EQ(meta["state"]["timeline_steps"], nlohmann::json({100, 300}));
+    ASSERT_EQ(meta["state"]["timeline_failed"].size(), 1u);
+    const std::string failed = meta["state"]["timeline_failed"][0];
+    EXPECT_NE(failed.find("step 200 (checkpoint-200)"), std::string::npos) << failed;
+    EXPECT_NE(failed.find("not finite"), std::string::npos) << failed;
+    // That step shown: File > Export refuses it, exit 3, nothing written.
+    std::ofstream(dir + "/session.json") << nlohmann::json{{"ssaviz_session", 1}, {"run", run}, {"model", run + "/checkpoint-200"},
+                                                           {"text", "one two three four five six seven eight"}}
+                                                .dump();
+    EXPECT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --session " + dir + "/session.json --query-form linear,none --export-to " + dir + "/out",
+                         dir + "/export_log.txt"),
+              3)
+        << ReadFile(dir + "/export_log.txt");
+    EXPECT_NE(ReadFile(dir + "/export_log.txt").find("not finite"), std::string::npos) << ReadFile(dir + "/export_log.txt");
+    EXPECT_FALSE(fs::exists(dir + "/out/metrics.json"));
+}
+
 // Examples > Graph training run: the shipped run opens at its last step with the vanilla run
 // beside it, both timelines run to the end, and the curves and the steps-to-sparsity table are drawn.
 TEST(EndToEnd, TheGraphRunExampleShowsBothRuns) {

@@ -464,6 +464,46 @@ def test_no_figure_or_export_of_a_non_finite_analysis(tmp_path):
             figure()
 
 
+def test_a_run_step_that_overflows_fails_as_it_would_alone(tmp_path):
+    """Round twenty-seven: a run's step whose analysis is not finite (a run that diverged) is named
+    and skipped, exit 3, as `export --model` of it alone refuses it; it went into the run with exit
+    0, a finite JS beside its NaN entropy on the curves. Python's Run.analyze lists it in failed."""
+    import json as _json
+    import struct as _struct
+    run = tmp_path / "run"
+    for step, seed in (("checkpoint-100", "5"), ("checkpoint-200", "6"), ("checkpoint-300", "7")):
+        run_cli("init-random", "--out", str(run / step), "--family", "pythia", "--layers", "2", "--heads", "2", "--embd", "16",
+                "--query-form", "linear,none", "--seed", seed)
+    path = run / "checkpoint-200" / "model.safetensors"
+    data = bytearray(path.read_bytes())
+    n = _struct.unpack("<Q", data[:8])[0]
+    header = _json.loads(data[8:8 + n])
+    for name, meta in header.items():
+        if name.endswith("attn.beta"):
+            begin = 8 + n + meta["data_offsets"][0]
+            data[begin:begin + 4] = _struct.pack("<f", 3e38)
+    path.write_bytes(bytes(data))
+    text = "one two three four five six seven eight"
+    out = tmp_path / "out"
+    code, _, err = run_cli("export", "--run", str(run), "--query-form", "linear,none", "--text", text, "--out", str(out),
+                           "--format", "json,svg", check=False)
+    assert code == 3 and "step 200 (checkpoint-200)" in err and "not finite" in err, err
+    timeline = _json.loads((out / "run.json").read_text())
+    assert [s["step"] for s in timeline["steps"]] == [100, 300]
+    assert [f["step"] for f in timeline["failed"]] == [200]
+    csv = (out / "run.csv").read_text()
+    assert ",200," not in csv and ",300," in csv, csv
+    # --steps all: the other steps' exports written, this one named (it stopped the run, exit 1).
+    code, _, err = run_cli("export", "--run", str(run), "--query-form", "linear,none", "--text", text, "--out", str(tmp_path / "all"),
+                           "--format", "json", "--steps", "all", check=False)
+    assert code == 3 and "not finite" in err, err
+    assert (tmp_path / "all" / "step-000300" / "metrics.json").exists()
+    assert not (tmp_path / "all" / "step-000200").exists()
+    ra = ssaviz.load_run(str(run), query_form="linear,none").analyze(text)
+    assert list(ra.steps) == [100, 300]
+    assert [f["step"] for f in ra.failed] == [200] and "not finite" in ra.failed[0]["error"]
+
+
 def test_a_named_tokenizer_is_never_ignored(tmp_path):
     """Issue 38: --tokenizer naming a file, a missing folder or a folder without tokenizer files is a
     one-line error (exit 3), not GPT-2's bundled tokenizer."""
