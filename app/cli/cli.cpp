@@ -694,7 +694,8 @@ void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional
     if (!launch->export_to.empty()) {
         for (const std::optional<std::string>& shown : {run, compare_run})  // inside a run it would become one of its steps
             if (shown)
-                if (auto outside = CheckOutsideRun(launch->export_to, *shown); !outside) throw Failure{kExitUsage, "--export-to: " + outside.error()};
+                if (auto outside = CheckOutsideRun(launch->export_to, *shown, RunExportFolders::Window); !outside)
+                    throw Failure{kExitUsage, "--export-to: " + outside.error()};
         if (auto checked = CheckExportFolder(launch->export_to); !checked) throw Failure{kExitUsage, "--export-to: " + checked.error()};
         ExportOptions shown;  // without a session, the export dialog's first settings: the figures, the selected head
         shown.png = shown.svg = shown.html = true;

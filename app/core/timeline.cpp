@@ -70,10 +70,25 @@ model::Status CheckCompareRun(const std::string& run, const std::string& compare
     return model::Ok{};
 }
 
-model::Status CheckOutsideRun(const std::string& out, const std::string& run) {
+model::Status CheckOutsideRun(const std::string& out, const std::string& run, RunExportFolders folders) {
     if (model::IsWithin(out, run))  // a run that cannot be resolved: FindRunSteps names what is wrong with it
         return model::Fail(model::Quoted(out) + " is inside the run folder " + model::Quoted(run) +
                            ": an export there would become one of its steps; write it elsewhere");
+    // The run inside one of the folders the export writes below `out` (OUT/curves as the run, or
+    // train's OUT/run/ssa under the window's OUT/run/curves): its files would land in the run, or
+    // beside it where train keeps only its runs.
+    std::error_code ec;
+    const fs::path outer = fs::weakly_canonical(fs::absolute(out, ec), ec), inner = fs::weakly_canonical(fs::absolute(run, ec), ec);
+    if (ec || !model::IsWithin(run, out)) return model::Ok{};
+    const fs::path below = inner.lexically_relative(outer);
+    if (below.empty() || below == ".") return model::Ok{};
+    const std::string first = below.begin()->string();
+    const bool written = first == "heatmaps" || first == "plots" ||
+                         (folders == RunExportFolders::Run ? first == "curves" || first == "compare-run" || StepIn(first, "step-", "")
+                                                           : first == "run");
+    if (written)
+        return model::Fail("the run folder " + model::Quoted(run) + " is inside " + model::Quoted((fs::path(out) / first).string()) +
+                           ", a folder the export writes: its files would land in or beside the run; write it elsewhere");
     return model::Ok{};
 }
 

@@ -35,8 +35,11 @@ model::Result<std::vector<RunStep>> FindRunSteps(const std::string& dir);
 
 // Whether `out` (where a run's export goes) is outside the run folder `run`: an export inside it
 // became a step of the run (--out RUN/checkpoint-999), a broken one that later exports skipped and
-// `train --resume` refused.
-model::Status CheckOutsideRun(const std::string& out, const std::string& run);
+// `train --resume` refused. Nor may the run be inside a folder the export writes below `out`:
+// heatmaps/ and plots/, and `export --run`'s curves/, compare-run/ and step-N/ (Run) or the
+// window's run/ (Window; train keeps its runs in OUT/run/, which then held curves/).
+enum class RunExportFolders { Run, Window };
+model::Status CheckOutsideRun(const std::string& out, const std::string& run, RunExportFolders folders = RunExportFolders::Run);
 
 // Whether a compare run is a second run: the run itself (its folder, a link to it) set beside it
 // gave every difference 0, analysed twice, as the model itself as its twin is refused.

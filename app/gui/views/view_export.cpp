@@ -208,7 +208,7 @@ bool ExportDialog::Start(const WindowState& state) {
     // Inside an open run it would become one of its steps (export --out and --export-to refuse it too;
     // ./ssaviz-export of a window started in the run's folder is).
     for (const std::string& run : {state.run_dir, state.compare_run_dir})
-        if (auto outside = run.empty() ? model::Status(model::Ok{}) : CheckOutsideRun(options.out_dir, run); !outside) {
+        if (auto outside = run.empty() ? model::Status(model::Ok{}) : CheckOutsideRun(options.out_dir, run, RunExportFolders::Window); !outside) {
             m_error_exit = kExitUsage;
             return m_error = outside.error(), false;
         }

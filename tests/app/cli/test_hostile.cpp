@@ -904,6 +904,29 @@ TEST_F(Cli, ARunsExportGoesOutsideItAndItsFirstStepMayBeItsBase) {
     ASSERT_EQ(timeline["steps"].size(), 2u) << timeline.dump().substr(0, 400);
     ExpectOneLineError(Ssaviz({"export", "--model", run + "/checkpoint-0", "--base", run + "/checkpoint-0", "--text", "a b", "--out", dir + "/one"}), 2,
                        "is the model itself");
+    // Nor is the run inside a folder the export writes (round twenty-seven): a run at OUT/curves or
+    // OUT/step-000005 got the curves or a step's files among its checkpoints (a user's loss.png
+    // there replaced); the window's run/ holds train's runs (OUT/run/ssa), whose curves/ beside them
+    // made train --resume refuse the folder. Elsewhere under OUT the run is fine.
+    for (const std::string name : {"curves", "step-000005", "compare-run", "heatmaps/x"}) {
+        const std::string holder = dir + "/holder_" + std::to_string(name.size()), inner = holder + "/" + name;
+        fs::create_directories(fs::path(inner).parent_path());
+        fs::copy(run, inner, fs::copy_options::recursive);
+        std::vector<std::string> args = export_run;
+        args[2] = inner;
+        args.insert(args.end(), {"--out", holder});
+        const std::string first = name.substr(0, name.find('/'));
+        ExpectOneLineError(Ssaviz(args), 2, "is inside '" + holder + "/" + first + "', a folder the export writes");
+        EXPECT_FALSE(fs::exists(holder + "/run.json")) << name;
+    }
+    const std::string train = dir + "/train";  // train's layout: OUT/run/ssa beside OUT/run.json etc.
+    fs::create_directories(train + "/run");
+    fs::copy(run, train + "/run/ssa", fs::copy_options::recursive);
+    std::vector<std::string> beside = export_run;
+    beside[2] = train + "/run/ssa";
+    beside.insert(beside.end(), {"--out", train});
+    EXPECT_EQ(Ssaviz(beside).code, 0) << "export --run writes no run/";
+    EXPECT_TRUE(fs::is_regular_file(train + "/run.json"));
 }
 
 // A run's export is all or nothing, and never writes through a link: a link where a step's folder,

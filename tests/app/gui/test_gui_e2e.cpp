@@ -961,6 +961,15 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
             EXPECT_TRUE(fs::is_regular_file(gui + f)) << f;
         EXPECT_TRUE(ReadFile(gui + "/run/curves/entropy.svg") == ReadFile(cli + "/curves/entropy.svg"));
     }
+    // Train keeps its runs in OUT/run/: the window's run/curves/ there made train --resume refuse the
+    // folder, so --export-to OUT with OUT/run/ssa open is refused before the window opens.
+    fs::create_directories(dir + "/train/run");
+    fs::copy(run, dir + "/train/run/ssa", fs::copy_options::recursive);
+    EXPECT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --run " + dir + "/train/run/ssa --text 'The cat' --export-to " + dir + "/train",
+                         dir + "/train_log.txt"),
+              2);
+    EXPECT_NE(ReadFile(dir + "/train_log.txt").find("', a folder the export writes"), std::string::npos) << ReadFile(dir + "/train_log.txt");
+    EXPECT_FALSE(fs::exists(dir + "/train/run/curves"));
     // A session keeps the run and the step shown: it opens there again, on the session's tab.
     std::ofstream(dir + "/session.json") << nlohmann::json{{"ssaviz_session", 1}, {"run", run}, {"model", run + "/iter-000200-ckpt.pth"},
                                                            {"text", "The cat sat on the mat."}, {"view", {{"tab", "Matrix"}}}}
