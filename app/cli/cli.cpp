@@ -358,7 +358,7 @@ int CmdExport(const CommandOptions& o) {
         if (!lens_sides.empty() && analysis.n_tokens >= 2) {
             std::string line;
             for (size_t k = 0; k < lens_sides.size(); ++k) {
-                line += (k ? "; " : "") + LensSideName(analysis, k) + ":";
+                line += (k ? "; " : "") + model::EscapeForMessage(LensSideName(analysis, k)) + ":";  // a twin's folder name
                 for (double v : LensLossMeans(*lens_sides[k])) {
                     char number[32];
                     std::snprintf(number, sizeof number, " %.3f", v);

@@ -11,6 +11,7 @@
 
 #include "app/cli/cli.h"
 #include "app/export/flags.h"
+#include "model/io/files.h"
 
 namespace app {
 
@@ -35,7 +36,8 @@ public:
         constexpr int kWidth = 24;
         const int filled = total ? static_cast<int>(done * kWidth / total) : kWidth;
         std::string bar = "[" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "]";
-        std::string shown = label.size() > m_label_width ? "..." + label.substr(label.size() - (m_label_width - 3)) : label;
+        const std::string inert = model::EscapeForMessage(label, 4096);  // a step's or twin's file name: control characters written out
+        std::string shown = inert.size() > m_label_width ? "..." + inert.substr(inert.size() - (m_label_width - 3)) : inert;
         shown.resize(std::max(shown.size(), m_tty ? m_label_width : 0), ' ');
         std::fprintf(stderr, m_tty ? "\r%s %s %zu/%zu %s" : "%s %s %zu/%zu %s\n", m_what.c_str(), bar.c_str(), done, total, shown.c_str());
         std::fflush(stderr);
