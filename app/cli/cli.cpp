@@ -38,6 +38,7 @@
 #include "app/export/export.h"
 #include "app/export/flags.h"
 #include "app/export/head_summary.h"
+#include "app/export/run_export.h"
 #include "app/export/session.h"
 #include "model/nn/analysis.h"
 #include "model/io/files.h"
@@ -701,6 +702,9 @@ void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional
         shown.png = shown.svg = shown.html = true;
         if (auto checked = CheckExportPlaces(launch->export_to, launch->export_to, s ? s->export_options : shown); !checked)
             throw Failure{kExitUsage, "--export-to: " + checked.error()};
+        if (run)  // the Run tab's timeline, in run/
+            if (auto checked = CheckRunDataPlaces(launch->export_to, launch->export_to + "/run", s ? s->export_options : shown); !checked)
+                throw Failure{kExitUsage, "--export-to: " + checked.error()};
     }
     if (o.text || o.text_file) launch->text = ReadText(o);
     launch->truncate = o.truncate || (s && s->truncate);

@@ -209,6 +209,24 @@ std::vector<ExportFile> RunDataFiles(const std::vector<const RunTimeline*>& runs
     return files;
 }
 
+model::Status CheckRunDataPlaces(const std::string& out_dir, const std::string& folder, const ExportOptions& options) {
+    const fs::path at(folder);
+    std::vector<fs::path> folders = {at, at / "compare-run"};
+    const std::vector<const char*> extensions = FigureExtensions(options);
+    if (!extensions.empty()) folders.push_back(at / "curves");
+    for (const fs::path& f : folders)
+        if (auto s = model::CheckFoldersBelow(out_dir, f.string()); !s) return s;
+    std::vector<fs::path> files = {at / "run.csv", at / "run_lens.csv", at / "tau_q.npy", at / "compare-run" / "tau_q.npy"};
+    std::vector<std::string> curves(std::begin(kRunHeadValues), std::end(kRunHeadValues));
+    curves.insert(curves.end(), std::begin(kRunBaseValues), std::end(kRunBaseValues));
+    curves.insert(curves.end(), {"loss", kRunTokenCurve, kRunLensCurve, kRunLensDiffCurve, kRunLensDiffBaseCurve});
+    for (const std::string& key : curves)
+        for (const char* ext : extensions) files.push_back(at / "curves" / (key + "." + ext));
+    for (const fs::path& f : files)
+        if (auto s = model::CheckFilePlace(f.string()); !s) return s;
+    return model::Ok{};
+}
+
 std::string StepFolder(int64_t step) {
     char name[32];
     std::snprintf(name, sizeof name, "step-%06lld", static_cast<long long>(step));

@@ -91,6 +91,11 @@ std::vector<ExportFile> RunCurveFiles(const std::vector<const RunTimeline*>& run
 // batch summary, which only `export --run` makes). `runs`: the run, then its compare run; copied.
 std::vector<ExportFile> RunDataFiles(const std::vector<const RunTimeline*>& runs, const std::string& folder);
 
+// RunDataFiles' and RunCurveFiles' places in `folder` (below `out_dir`), checked before the long
+// work: no link or file where a folder goes, no FIFO or folder where a file goes (the window's
+// --export-to found them only once the timeline had run).
+model::Status CheckRunDataPlaces(const std::string& out_dir, const std::string& folder, const ExportOptions& options);
+
 // A step's folder name: step-NNNNNN (six digits, as the official names are).
 std::string StepFolder(int64_t step);
 

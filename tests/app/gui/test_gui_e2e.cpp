@@ -3,6 +3,7 @@
 // picture must not be blank, and the heatmap and token strip must hold real colour.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -970,6 +971,17 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
               2);
     EXPECT_NE(ReadFile(dir + "/train_log.txt").find("', a folder the export writes"), std::string::npos) << ReadFile(dir + "/train_log.txt");
     EXPECT_FALSE(fs::exists(dir + "/train/run/curves"));
+    // A link at run/, or a FIFO where a curve goes, is refused before the window opens, exit 2, as a
+    // link at heatmaps/ is (it was exit 1 once the whole timeline had run).
+    fs::create_directories(dir + "/linked"), fs::create_directories(dir + "/fifo/run/curves"), fs::create_directories(dir + "/target");
+    fs::create_directory_symlink(dir + "/target", dir + "/linked/run");
+    ASSERT_EQ(mkfifo((dir + "/fifo/run/curves/loss.png").c_str(), 0600), 0);
+    for (const char* out : {"/linked", "/fifo"}) {
+        EXPECT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --run " + run + " --text 'The cat' --export-to " + dir + out, dir + "/place_log.txt"), 2)
+            << out << ": " << ReadFile(dir + "/place_log.txt");
+        EXPECT_NE(ReadFile(dir + "/place_log.txt").find("--export-to: "), std::string::npos) << ReadFile(dir + "/place_log.txt");
+    }
+    EXPECT_TRUE(fs::is_empty(dir + "/target"));
     // A session keeps the run and the step shown: it opens there again, on the session's tab.
     std::ofstream(dir + "/session.json") << nlohmann::json{{"ssaviz_session", 1}, {"run", run}, {"model", run + "/iter-000200-ckpt.pth"},
                                                            {"text", "The cat sat on the mat."}, {"view", {{"tab", "Matrix"}}}}
