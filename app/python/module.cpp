@@ -419,7 +419,7 @@ model::MapSide Side(const AnalysisHandle& h, const std::string& side) {
         if (!h.A().HasBase()) throw BadArgument("side 'base': the analysis has no base (analyze with compare=\"base\")");
         return model::MapSide::Base;
     }
-    throw BadArgument("side '" + side + "' is not one of ssa, compare" + std::string(tau1 ? ", tau1" : "") +
+    throw BadArgument("side " + QuoteForMessage(side) + " is not one of ssa, compare" + std::string(tau1 ? ", tau1" : "") +
                       std::string(h.A().HasBase() ? ", base" : ""));
 }
 
@@ -616,7 +616,7 @@ MapMode Mode(const AnalysisHandle& h, const std::string& name) {
     if (name == "compare" || (name == "tau1" && ComparesWithTau1(h))) return h.CheckCompare("map '" + name + "'"), MapMode::Compare;
     auto mode = ParseMapMode(name == "difference" ? "diff" : name);
     if (!mode)
-        throw BadArgument("map '" + name + "' is not one of ssa, compare" + std::string(ComparesWithTau1(h) ? " (or tau1)" : "") +
+        throw BadArgument("map " + QuoteForMessage(name) + " is not one of ssa, compare" + std::string(ComparesWithTau1(h) ? " (or tau1)" : "") +
                           ", diff, base, base_diff");
     if (IsBaseMode(*mode) && !h.A().HasBase()) throw BadArgument("map '" + name + "': the analysis has no base (analyze with compare=\"base\")");
     if (*mode != MapMode::Ssa) h.CheckCompare("map '" + name + "'");
@@ -682,7 +682,7 @@ FigureHandle Plot(const AnalysisHandle& h, const std::string& asked, const FlagL
     if (!finetune && std::find(names.begin(), names.end(), name) == names.end()) {
         std::string list;
         for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
-        throw BadArgument("plot '" + name + "' is not one of " + list + ", finetune, finetune_loss, dla_bars, dla_layers, dla_heads, head_impacts, head_impacts_tokens, head_impacts_drift_tokens");
+        throw BadArgument("plot " + QuoteForMessage(name) + " is not one of " + list + ", finetune, finetune_loss, dla_bars, dla_layers, dla_heads, head_impacts, head_impacts_tokens, head_impacts_drift_tokens");
     }
     if (finetune && !h.A().HasBase()) throw BadArgument("plot '" + name + "': the analysis has no base (analyze with compare=\"base\")");
     if (finetune && h.A().n_tokens < 2)  // no next token: no loss to split, every part NaN
@@ -703,7 +703,7 @@ FigureHandle DlaFigure(const AnalysisHandle& h, const std::string& name, const s
     const model::Analysis& a = h.A();
     if (const std::string why = NonFiniteAnalysis(a); !why.empty()) throw BadArgument("plot(): " + why);
     const auto target = ParseLensTarget(target_name);
-    if (!target) throw BadArgument("plot('" + name + "'): target " + QuoteForMessage(target_name) + " is not one of next, top, next-against-other");
+    if (!target) throw BadArgument("plot(" + QuoteForMessage(name) + "): target " + QuoteForMessage(target_name) + " is not one of next, top, next-against-other");
     const int64_t columns = *target == LensTarget::Top ? a.n_tokens : a.n_tokens - 1;
     if (columns < 1) throw BadArgument("plot('" + name + "'): the attribution needs 2 tokens or more (a next token's logit)");
     LoadFonts();

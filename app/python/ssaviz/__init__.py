@@ -212,8 +212,8 @@ def _ablate(where, value):
         for item in value:
             if isinstance(item, str):
                 items.append(item)
-            elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], _Integral):
-                head = "*" if item[1] in ("*", None) else _int(where, "ablate's head", item[1])
+            elif isinstance(item, tuple) and len(item) == 2:  # the layer and head each checked, named ((1.5, 0) was "not tuple")
+                head = "*" if isinstance(item[1], str) and item[1] == "*" or item[1] is None else _int(where, "ablate's head", item[1])
                 items.append(f"{_int(where, 'ablate layer', item[0])}:{head}")
             else:
                 raise ArgumentTypeError(f"{where}: ablate items are 'L:H' strings or (layer, head) pairs, not {type(item).__name__}")
@@ -230,7 +230,10 @@ def _base_arg(where, compare, base):
         raise ValueError(f"{where}: base= goes with compare=\"base\", not compare={_r(compare)}")
     if not isinstance(base, (str, _os.PathLike, Model)):
         raise ArgumentTypeError(f"{where}: base must be a folder, a checkpoint or a Model, not {type(base).__name__}")
-    return "base", base.path if isinstance(base, Model) else _path(where, "base", base)
+    path = base.path if isinstance(base, Model) else _path(where, "base", base)
+    if not path:  # as --base "" is refused: an unset variable took the base found beside the model
+        raise ValueError(f"{where}: base is empty: name the base's folder (or use compare=\"base\" for the one beside the model)")
+    return "base", path
 
 
 # What each figure draws with, of an export's keywords (it took the rest and ignored them); a plot's

@@ -504,6 +504,26 @@ def test_a_run_step_that_overflows_fails_as_it_would_alone(tmp_path):
     assert [f["step"] for f in ra.failed] == [200] and "not finite" in ra.failed[0]["error"]
 
 
+def test_bad_names_are_echoed_short_and_pairs_and_bases_checked(small):
+    """Round twenty-seven: a bad side, map or plot name is echoed cut, as every other message cuts
+    what it echoes (4,099 characters of it came back); a (layer, head) pair of the wrong types names
+    the element ("not tuple" of a tuple); base="" is refused as --base "" is (it took the base beside
+    the model)."""
+    a = small.analyze(TEXT)
+    for call in (lambda: a.attention(0, 0, side="y" * 10000), lambda: a.lens("z" * 10000), lambda: a.heatmap(0, 0, map="q" * 10000),
+                 lambda: a.plot("p" * 10000)):
+        with pytest.raises(ValueError) as e:
+            call()
+        assert 40 < len(str(e.value)) < 800, len(str(e.value))
+    with pytest.raises(ssaviz.ArgumentTypeError, match="ablate layer must be an integer, not float"):
+        small.analyze(TEXT, ablate=[(1.5, 0)])
+    with pytest.raises(ssaviz.ArgumentTypeError, match="ablate layer must be an integer, not str"):
+        small.analyze(TEXT, ablate=[("a", 0)])
+    assert small.analyze(TEXT, ablate=[(1, "*")]).interventions == small.analyze(TEXT, ablate="1:*").interventions
+    with pytest.raises(ValueError, match="base is empty"):
+        small.analyze(TEXT, base="")
+
+
 def test_a_named_tokenizer_is_never_ignored(tmp_path):
     """Issue 38: --tokenizer naming a file, a missing folder or a folder without tokenizer files is a
     one-line error (exit 3), not GPT-2's bundled tokenizer."""
