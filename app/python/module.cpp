@@ -470,7 +470,9 @@ py::list IdPieces(const AnalysisHandle& h, const std::vector<int64_t>& ids) {
 }
 
 // The ids whose piece, as id_pieces names it, is `piece` ("." can be a piece and a <0x2E> byte's).
-std::vector<int64_t> PieceIds(const AnalysisHandle& h, const std::string& piece) {
+// The ids whose piece shows as `piece` (PieceToDisplay), or with `raw`, whose piece's bytes are
+// `piece` (a stray byte as `tokenize` and the window write it, "\xC2", read back).
+std::vector<int64_t> PieceIds(const AnalysisHandle& h, const std::string& piece, bool raw) {
     py::gil_scoped_release release;
     std::shared_ptr<const std::vector<std::string>> vocab;
     {
@@ -481,7 +483,8 @@ std::vector<int64_t> PieceIds(const AnalysisHandle& h, const std::string& piece)
     std::vector<int64_t> ids;
     for (size_t id = 0; id < vocab->size(); ++id)
         // A piece's display is never shorter than its bytes (a stray byte shows as U+FFFD).
-        if ((*vocab)[id].size() <= piece.size() && model::PieceToDisplay((*vocab)[id]) == piece) ids.push_back(static_cast<int64_t>(id));
+        if (raw ? (*vocab)[id] == piece : (*vocab)[id].size() <= piece.size() && model::PieceToDisplay((*vocab)[id]) == piece)
+            ids.push_back(static_cast<int64_t>(id));
     return ids;
 }
 
@@ -1264,7 +1267,7 @@ PYBIND11_MODULE(_ssaviz, m) {
         .def("export", &Export)
         .def("lens", &Lens, py::arg("side") = "ssa")
         .def("id_pieces", &IdPieces)
-        .def("piece_ids", &PieceIds)
+        .def("piece_ids", &PieceIds, py::arg("piece"), py::arg("raw") = false)
         .def("rank_heads", &RankHeads, py::arg("progress") = true)
         .def("attribute", &Attribute, py::arg("position"), py::arg("token"), py::arg("side") = "ssa");
 

@@ -21,6 +21,7 @@ _blas.choose()  # before numpy loads OpenBLAS: its kernels are chosen as it load
 import functools as _functools  # noqa: E402
 import json as _json  # noqa: E402
 import os as _os  # noqa: E402
+import re as _re  # noqa: E402
 import subprocess as _subprocess  # noqa: E402
 import tempfile as _tempfile  # noqa: E402
 import textwrap as _textwrap  # noqa: E402
@@ -727,7 +728,7 @@ class Analysis:
 
     def attribute(self, position, token, side="ssa"):
         """Each part's share of the logit of `token` (an id, or a piece as ssaviz shows it: the
-        text's pieces, lens_top()'s, predictions()') at `position` (-1: the last token, T - 1, which
+        text's pieces, lens_top()'s, predictions()', a stray byte as `tokenize` writes it, "\\xC2") at `position` (-1: the last token, T - 1, which
         predicts past the text; a.dla's -1 is T - 2, the last with a next token): a dict with heads
         [L, H], mlp [L], embed and const (floats)."""
         w = "attribute()"
@@ -749,6 +750,10 @@ class Analysis:
         except UnicodeEncodeError:
             raise ValueError(f"{w}: the token {_r(piece)} is not valid UTF-8 text (a lone surrogate): pass a piece or an id") from None
         ids = list(self._h.piece_ids(piece))
+        stray = _re.fullmatch(r"(?:\\x[0-9A-Fa-f]{2})+", piece)  # bytes as `tokenize` and the window write them: "\xC2"
+        if not ids and stray:  # the piece of those bytes; one byte's may be spelled <0xC2> (SentencePiece's byte fallback)
+            raw = bytes.fromhex(piece.replace("\\x", ""))
+            ids = list(self._h.piece_ids(raw, True)) or (list(self._h.piece_ids(f"<0x{raw[0]:02X}>")) if len(raw) == 1 else [])
         if not ids and len(piece.encode("utf-8")) > 64:  # no piece is that long: not tokenized (past the context, it would say truncate=)
             raise ValueError(f"{w}: {_r(piece)} is no piece of the vocabulary (pass one piece or an id)")
         for narrower in (set(int(i) for i in self.ids), set(self.model.tokenize(piece)[0])):

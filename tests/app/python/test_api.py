@@ -255,6 +255,13 @@ def test_bundled_examples_and_default_model():
     assert len(hash_piece) == 1 and len(hash_byte) == 1 and hash_piece != hash_byte
     assert a._h.id_pieces(hash_byte) == ["<0x23>"]
     assert a.attribute(t, "<0x23>")["embed"] == a.attribute(t, hash_byte[0])["embed"] != a.attribute(t, "#")["embed"]
+    # A stray byte as `tokenize` and the window write it ("\xC2", the first of the two bytes of "©")
+    # is taken too (it was "no piece of the vocabulary: it tokenizes to 4 tokens").
+    c = ssaviz.load(ft["model"]).analyze("Copyright \u00a9 2024")
+    at = [k for k, b in enumerate(c.piece_bytes) if b == b"\xc2"]
+    assert len(at) == 1, c.piece_bytes
+    assert c.attribute(at[0] - 1, "\\xC2")["embed"] == c.attribute(at[0] - 1, int(c.ids[at[0]]))["embed"]
+    assert c.attribute(at[0] - 1, "\\xc2")["embed"] == c.attribute(at[0] - 1, int(c.ids[at[0]]))["embed"]
 
 
 def test_a_model_computes_on_every_usable_core_by_default(monkeypatch):
