@@ -118,17 +118,23 @@ void Pieces(const std::string& text, const std::string& breaks, bool dimmed) {
 std::vector<std::string> CaptionPieces(const std::string& text, const std::string& breaks, float line) {
     const std::string kept = breaks.substr(0, breaks.find_last_not_of(' ') + 1);  // ", " keeps its ","
     std::vector<std::string> pieces;
-    auto words = [&pieces](const std::string& piece) {  // a number stays with the word before it, a layer with what follows
+    // A number stays with the word before it, a layer with what follows, and a quoted piece whole
+    // (' F' broke at its leading space, "'" on one line and "F' -0.81" on the next).
+    auto words = [&pieces](const std::string& piece) {
         std::string last;
+        bool quoted = false;  // inside a piece opened by a word starting with '
         const size_t first = pieces.size();
         for (size_t word = 0; word < piece.size();) {
             const size_t space = std::min(piece.find(' ', word), piece.size());
-            if (space > word) {
-                std::string w = piece.substr(word, space - word);
-                if (pieces.size() > first && (IsNumber(w) || IsLayer(last))) pieces.back() += " " + w;  // "L1 H2 -0.147"
-                else pieces.push_back(w);
-                last = std::move(w);
-            }
+            std::string w = piece.substr(word, space - word);
+            const bool opens = !quoted && !w.empty() && w[0] == '\'' && (w.size() == 1 || w.find('\'', 1) == std::string::npos);
+            if (quoted || (space > word && pieces.size() > first && (IsNumber(w) || IsLayer(last))))
+                pieces.back() += " " + w;  // "L1 H2 -0.147", "' F'"
+            else if (space > word)
+                pieces.push_back(w);
+            if (quoted && w.find('\'') != std::string::npos) quoted = false;
+            if (opens) quoted = true;
+            if (space > word) last = std::move(w);
             word = space + 1;
         }
     };

@@ -382,14 +382,9 @@ void FineTuneView::DrawLossParts(WindowState& state) {
     ImGui::SetCursorScreenPos(ImVec2(o.x, o.y + plot_h + line + 4.0f));
     ImGui::Dummy(ImVec2(n * slot, 0.0f));
     ImGui::EndChild();
-    ImGui::PushTextWrapPos(0.0f);  // a narrow pane wraps the caption rather than cutting it
-    const std::string temperatures = TemperaturePartName(a);
-    if (window > 0)
-        ImGui::TextDisabled("axis \xC2\xB1%s nats; orange: %s, green: drift; lines: means over %d tokens", FormatNumber(most).c_str(),
-                            temperatures.c_str(), window);
-    else
-        ImGui::TextDisabled("axis \xC2\xB1%s nats; orange: %s, green: drift", FormatNumber(most).c_str(), temperatures.c_str());
-    ImGui::PopTextWrapPos();
+    // A narrow pane wraps the caption between words rather than cutting it (or breaking a number).
+    Caption("axis \xC2\xB1" + FormatNumber(most) + " nats; orange: " + TemperaturePartName(a) + ", green: drift" +
+            (window > 0 ? "; lines: means over " + std::to_string(window) + " tokens" : ""));
     if (hovered >= 0) {
         const int t = hovered;
         ImGui::SetTooltip("token %d '%s'\nloss: SSA %s, tau=1 %s, base %s\ntemperatures %s, drift %s, change %s", t + 1, m_labels[t + 1].c_str(),

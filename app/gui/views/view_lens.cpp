@@ -321,21 +321,21 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
     const float cell_w = cell_width(avail);
     const bool named = names_fit(cell_w);
     const char* naming = named ? "text" : "hover a cell";
-    ImGui::PushTextWrapPos(0.0f);  // the caption wraps in a narrow pane
+    // The caption wraps in a narrow pane between words (ImGui's own wrap broke "+6.26" after its '.').
     if (difference) {
-        ImGui::TextDisabled("colour: loss of the next token, SSA - %s: -%.3g (blue: SSA predicts it better) to +%.3g (red: worse) "
-                            "nats%s; %s: SSA's prediction",
-                            other_name.c_str(), most, most, m_difference.Clips() ? " *" : "", naming);
+        char caption[512];
+        std::snprintf(caption, sizeof caption, "colour: loss of the next token, SSA - %s: -%.3g (blue: SSA predicts it better) to +%.3g (red: worse) "
+                      "nats%s; %s: SSA's prediction",
+                      other_name.c_str(), most, most, m_difference.Clips() ? " *" : "", naming);
+        Caption(caption);
         if (m_difference.Clips() && ImGui::IsItemHovered())
             ImGui::SetTooltip("The scale ends at the 99th percentile of the cells' |difference|, %.3g nats; the largest, %.3g, and the\n"
                               "others beyond the scale are drawn in its end colours (hover a cell for its value).",
                               m_difference.most, m_difference.largest);
     }
     else
-        ImGui::TextDisabled("colour: p(the next token) after each layer%s, log scale 1e-4 (dark) to 1; %s: the token it predicts; "
-                            "columns: the query positions, each predicting the token after it",
-                            side == Side::Ssa ? "" : (" (" + other_name + ")").c_str(), naming);
-    ImGui::PopTextWrapPos();
+        Caption("colour: p(the next token) after each layer" + (side == Side::Ssa ? std::string() : " (" + other_name + ")") +
+                ", log scale 1e-4 (dark) to 1; " + naming + ": the token it predicts; columns: the query positions, each predicting the token after it");
     // A cell's colour, and whether its piece is written on it in white.
     auto shade_of = [&](int r, int t) -> std::pair<viz::Rgba8, bool> {
         const size_t i = static_cast<size_t>(r) * n + t;
@@ -465,8 +465,17 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
     }
     float* scale_of = &most;
     const float line = ImGui::GetTextLineHeight();
-    const float label_w = ImGui::CalcTextSize("L00 H00 ").x, number_w = ImGui::CalcTextSize("-00.000  ").x;
-    const float width = std::max(60.0f, ImGui::GetContentRegionAvail().x - label_w - static_cast<float>(sides.size() + 1) * number_w);
+    // The numbers' column as wide as its numbers are (it reserved a side more than it wrote: a
+    // narrow pane cut the base's column, "+0.57" for +0.573); in two decimals where three leave the
+    // bars too little room.
+    const float label_w = ImGui::CalcTextSize("L00 H00 ").x, avail = ImGui::GetContentRegionAvail().x;
+    const bool tens = std::max(most, most_layer) >= 9.9995f;
+    auto numbers_w = [&](const char* one) {
+        const float n = static_cast<float>(sides.size());
+        return n * ImGui::CalcTextSize(one).x + (n - 1) * ImGui::CalcTextSize("  ").x + 6.0f + ImGui::GetStyle().ScrollbarSize;
+    };
+    const int decimals = avail - label_w - numbers_w(tens ? "+00.000" : "+0.000") >= 60.0f ? 3 : 2;
+    const float width = std::max(40.0f, avail - label_w - numbers_w(decimals == 3 ? (tens ? "+00.000" : "+0.000") : (tens ? "+00.00" : "+0.00")));
     ImDrawList* draw = ImGui::GetWindowDrawList();
     // What a row's hover says: each side's part, and beside a base what fine-tuning changed, split
     // into the temperatures' part (SSA - tau = 1) and the other weights' drift (tau = 1 - base).
@@ -498,7 +507,7 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
         for (size_t k = 0; k < bars.size(); ++k) {
             Bar(draw, zero, scale, p.y + h * static_cast<float>(k), h, bars[k].first, bars[k].second);
             char buf[32];
-            std::snprintf(buf, sizeof buf, "%+.3f", bars[k].first);
+            std::snprintf(buf, sizeof buf, "%+.*f", decimals, bars[k].first);
             numbers += (k ? "  " : "") + viz::SignlessZero(buf);
         }
         draw->AddLine(ImVec2(zero, p.y), ImVec2(zero, p.y + line), IM_COL32(200, 200, 200, 90));
@@ -520,8 +529,8 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
                          "SSA and tau = 1 bars differ owes its change to its temperatures; one whose tau = 1 and base bars "
                          "differ, to the other weights' drift.");
         const std::string legend = "(orange SSA, blue " + cmp + ", violet base); click selects the head";
-        SameLineIfFits(ImGui::CalcTextSize(legend.c_str()).x);  // a narrow pane cut it at "blue ta"
-        ImGui::TextDisabled("%s", legend.c_str());
+        SameLineIfFits(ImGui::CalcTextSize(legend.c_str()).x);  // a narrow pane cut it at "blue ta", then at "click"
+        Caption(legend);
     } else {
         Caption("heads by their part of the logit (orange SSA, blue " + cmp + "); click selects the head");
     }

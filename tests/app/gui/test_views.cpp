@@ -269,6 +269,10 @@ TEST_F(Views, ACaptionKeepsAHeadWithItsNumber) {
         EXPECT_EQ(joined, text) << "nothing lost or repeated";
         const std::vector<std::string> spaces = app::CaptionPieces("at 'License' -3.1 and L2 attn", " ", word);
         EXPECT_EQ(spaces, (std::vector<std::string>{"at", "'License' -3.1", "and", "L2 attn"}));
+        // A quoted piece with a leading space stays whole, its number with it (the Fine-tune tab
+        // broke "' F' -0.81" into "'" and "F' -0.81"); an apostrophe inside a word opens nothing.
+        const std::vector<std::string> quoted = app::CaptionPieces("at 'B' -1.06, ' F' -0.81, SSA's '  x y' 2", " ", word);
+        EXPECT_EQ(quoted, (std::vector<std::string>{"at", "'B' -1.06,", "' F' -0.81,", "SSA's", "'  x y' 2"}));
     });
 }
 
