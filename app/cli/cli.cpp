@@ -96,12 +96,19 @@ std::unique_ptr<Runner> OpenRunner(const CommandOptions& o) {
 void PrintSlopes(const model::ModelInfo& info) {
     if (info.query_slopes.empty()) return;
     const std::vector<int> at = SlopeContexts(info);
+    // Four decimals, three significant digits below 0.01 (a fine-tune's slopes of 6e-4 read
+    // "0.0006..0.0006": the heads' differences it had moved rounded away), more where the ends
+    // would read alike.
     auto range = [](const std::vector<float>& v) {
         const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-        char text[48];
-        if (v.size() == 1) std::snprintf(text, sizeof text, "%.4f", *lo);
-        else std::snprintf(text, sizeof text, "%.4f..%.4f", *lo, *hi);
-        return std::string(text);
+        const bool small = std::max(std::abs(*lo), std::abs(*hi)) < 0.01f;
+        char a[32], b[32];
+        for (int digits = 4; digits <= 8; digits += 2) {
+            std::snprintf(a, sizeof a, small ? "%.*g" : "%.*f", small ? digits - 1 : digits, *lo);
+            std::snprintf(b, sizeof b, small ? "%.*g" : "%.*f", small ? digits - 1 : digits, *hi);
+            if (v.size() == 1 || *lo == *hi || std::string(a) != b) break;
+        }
+        return v.size() == 1 || *lo == *hi ? std::string(a) : std::string(a) + ".." + b;
     };
     // The table's cells, a row a layer under a header, then each column as wide as its widest cell.
     std::vector<std::vector<std::string>> rows(1, {"layer", "beta", "s"});

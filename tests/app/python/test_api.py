@@ -340,6 +340,16 @@ def test_the_temperature_slopes_are_the_models_position_term():
 
     assert all(starts(row)[1:] == starts(rows[0])[1:] for row in rows[1:]), "\n".join(rows)  # the layer column is right-aligned
     assert all(row == row.rstrip() for row in rows)
+    # A fine-tune's per-head slopes of about 6e-4 are printed apart where they differ (they read
+    # "0.0006..0.0006"), to three significant digits.
+    licenses = os.path.join(os.path.dirname(os.path.dirname(ENGLISH)), "licenses", "ssa")
+    info = ssaviz.load(require(licenses)).info["temperature_slopes"]["layers"]
+    printed = run_cli("info", "--model", licenses)[1].splitlines()
+    header = next(k for k, line in enumerate(printed) if line.split()[:2] == ["layer", "beta"])
+    for layer, line in zip(info, printed[header + 1:]):
+        lo, _, hi = line.split()[2].partition("..")
+        assert float(lo) == pytest.approx(min(layer["s"]), rel=2e-3) and float(hi or lo) == pytest.approx(max(layer["s"]), rel=2e-3), line
+        assert (hi != "" and lo != hi) if min(layer["s"]) != max(layer["s"]) else hi == "", line
 
 
 def test_the_first_figure_is_laid_out_with_the_fonts():
