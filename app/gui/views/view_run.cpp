@@ -186,8 +186,8 @@ void RunView::DrawTimeline(WindowState& state) {
     }
 
     const RunTimeline& tl = t->timeline;
-    ImGui::TextUnformatted(m_sparse_compare.empty() ? "Steps to sparsity (layer x head)"
-                                                    : ("Steps to sparsity (layer x head): " + tl.name + " / " + t->compare->name).c_str());
+    WrappedLine(m_sparse_compare.empty() ? "Steps to sparsity (layer x head)"  // wrapped: a narrow pane cut the second run's name
+                                         : "Steps to sparsity (layer x head): " + tl.name + " / " + t->compare->name);
     if (!m_sparse_compare.empty())
         viz::ItemTooltip(("Run: " + model::EscapeForMessage(FileName(tl.dir), 60) + "\nCompare run: " +
                                 model::EscapeForMessage(FileName(t->compare->dir), 60) + "\nThe head that gets there at the earlier step "
