@@ -480,11 +480,15 @@ public:
             ImGui::EndChild();
             ImGui::TableNextColumn();
             if (ImGui::BeginChild("##right", column)) {
-                // Tabs narrower than their names show them on hover; the list button at the left
-                // names them all, and Ctrl+PageUp / PageDown step through them. A pane too narrow
-                // for even a few letters a tab scrolls whole names instead (arrows at the right).
+                // Tabs keep their whole names: a pane too narrow for them all scrolls them (arrows at
+                // the right; the selected tab scrolled into view), as cut names ("Fine-t...",
+                // "Sparsi...") read as none. The list button at the left names them all, and
+                // Ctrl+PageUp / PageDown step through them.
                 constexpr size_t kTabs = std::size(LaunchOptions::kTabs);
-                const bool narrow = ImGui::GetContentRegionAvail().x < kTabs * 3.0f * ImGui::GetFontSize();
+                const ImGuiStyle& style = ImGui::GetStyle();
+                float whole = ImGui::GetFrameHeight() + style.ItemInnerSpacing.x;  // the list button
+                for (const char* name : LaunchOptions::kTabs) whole += ImGui::CalcTextSize(name).x + 2 * style.FramePadding.x + style.ItemInnerSpacing.x;
+                const bool narrow = ImGui::GetContentRegionAvail().x < whole;
                 if (ImGui::BeginTabBar("##right_tabs", ImGuiTabBarFlags_TabListPopupButton |
                                                            (narrow ? ImGuiTabBarFlags_FittingPolicyScroll : ImGuiTabBarFlags_FittingPolicyResizeDown))) {
                     // A session (or --show TAB) opens its tab once; after that the user's clicks rule.
