@@ -349,9 +349,10 @@ int CmdExport(const CommandOptions& o) {
             return true;
         }, std::move(lens_files));
         if (!s) throw Failure{kExitFailure, s.error()};
-        std::fprintf(stderr, "ssaviz: wrote %s (%d token%s, %d x %d heads, forward %.1f ms, metrics %.1f ms on %s)\n",
-                     model::EscapeForMessage(options.out_dir, 4096).c_str(), analysis.n_tokens, analysis.n_tokens == 1 ? "" : "s", analysis.n_layer, analysis.n_head,
-                     analysis.forward_ms, analysis.metrics_ms, analysis.device.c_str());
+        // The model named (an export without --model said nothing of which model it had run).
+        std::fprintf(stderr, "ssaviz: wrote %s (%s: %d token%s, %d x %d heads, forward %.1f ms, metrics %.1f ms on %s)\n",
+                     model::EscapeForMessage(options.out_dir, 4096).c_str(), model::EscapeForMessage(ModelName(runner->Info())).c_str(), analysis.n_tokens,
+                     analysis.n_tokens == 1 ? "" : "s", analysis.n_layer, analysis.n_head, analysis.forward_ms, analysis.metrics_ms, analysis.device.c_str());
         // Beside a base, what fine-tuning changed, at a glance (metrics.json's decomposition).
         if (const model::Decomposition d = model::Decompose(analysis); !d.empty() && analysis.n_tokens < 2)
             std::fprintf(stderr, "ssaviz: fine-tuning: a text of one token has no loss and one attention row: nothing to compare\n");

@@ -187,6 +187,8 @@ TEST_F(Cli, ExportWritesEveryFileWithTheRightShapes) {
     Outcome r = Ssaviz({"export", "--model", Small(), "--text", "The cat sat on the mat. The cat", "--out", out, "--device", "cpu",
                         "--format", "json,npy,csv"});
     ASSERT_EQ(r.code, 0) << r.err;
+    // Its line names the model it ran (an export without --model said nothing of which).
+    EXPECT_NE(r.err.find("ssaviz: wrote " + out + " (cli/small: 9 tokens, 2 x 2 heads"), std::string::npos) << r.err;
     json tokens = json::parse(ReadFile(out + "/tokens.json"));
     const int64_t T = static_cast<int64_t>(tokens["ids"].size());
     ASSERT_EQ(T, 9);
