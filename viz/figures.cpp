@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -190,6 +191,25 @@ std::vector<std::string> TitleLines(const std::string& title_in, float width, fl
     return {EllipsizeWidth(title, wrap, size, bold)};  // not reached: level 2 always returns
 }
 
+// TitleLines for a small figure: wrapped as near its content's width as the title allows in two
+// lines, uncut (from 360 px), rather than widening the figure to 720 px with its content at one
+// side (the dla_heads figures were 477, 608 and 633 px wide for one grid, by their titles).
+std::vector<std::string> NarrowTitleLines(const std::string& title, float width, float size) {
+    auto letters = [](std::string s) {  // what a break may drop: spaces and the clauses' middle dots
+        for (const char* gone : {"\xC2\xB7", " "})
+            for (size_t at; (at = s.find(gone)) != std::string::npos;) s.erase(at, std::strlen(gone));
+        return s;
+    };
+    const std::string whole = letters(EllipsizeChars(title, kMaxLabelChars));
+    for (float widest = std::max(width, 360.0f); widest < kOneLineTitleWidth; widest += 60.0f) {
+        std::vector<std::string> lines = TitleLines(title, width, size, widest);
+        std::string joined;
+        for (const std::string& line : lines) joined += line;
+        if (lines.size() <= 2 && letters(joined) == whole) return lines;
+    }
+    return TitleLines(title, width, size);
+}
+
 // The height a title of `lines` lines takes above a figure's content (1.5 em for one line).
 float TitleHeight(size_t lines, float size) { return lines == 0 ? 0.0f : size * (1.5f + 1.25f * static_cast<float>(lines - 1)); }
 
@@ -285,6 +305,13 @@ int VerticalBarTickCount(float height, float font) { return std::clamp(static_ca
 std::vector<float> VerticalBarTicks(const ColorBarSpec& s, float height) {
     std::vector<float> ticks = BarTicks(s.range, s.log_scale, VerticalBarTickCount(height, s.font));
     const float span = s.range.max - s.range.min;
+    if (s.log_scale && !ticks.empty() && s.range.min > 0 && s.range.max > s.range.min) {
+        // A short log bar's decades thinned to every third: its bottom end named where it has room
+        // (a 5-row lens grid's bar read "1" and "0.001" over 1e-04 .. 1).
+        const float decades = std::log10(s.range.max / s.range.min), at = std::log10(ticks.front() / s.range.min);
+        if (ticks.front() > s.range.min * 1.001f && at / decades * height >= s.font * 1.6f) ticks.insert(ticks.begin(), s.range.min);
+        return ticks;
+    }
     if (s.log_scale || ticks.size() < 2 || !(span > 0)) return ticks;
     // How far an end lies from the round value nearest it, as a part of its half of the bar (a
     // diverging one's, +-0.68 past +-0.5) or of the bar; and whether a label fits between them.
@@ -335,9 +362,11 @@ void AddVerticalColorBar(Figure& f, float x, float y, float height, const ColorB
         labels = std::max(labels, MeasureText(label, s.font));
         AddText(f, tick_x + kTickLength + kTickGap, ty, label, s.font);
     }
+    // A caption longer than the bar starts at its top and runs on below it (the bar is the map's
+    // height: a 5-row lens grid's bar ran 2.5 times the grid's height to hold its caption).
     if (!s.caption.empty())
-        AddText(f, tick_x + kTickLength + kTickGap + labels + 8 + s.font * 0.6f, y + height * 0.5f, s.caption, s.font, TextAlign::Center,
-                true);
+        AddText(f, tick_x + kTickLength + kTickGap + labels + 8 + s.font * 0.6f, y + std::max(height, std::ceil(MeasureText(s.caption, s.font)) + 8) * 0.5f,
+                s.caption, s.font, TextAlign::Center, true);
 }
 
 float HorizontalColorBarHeight(const ColorBarSpec& s) {
@@ -484,16 +513,16 @@ Figure HeatmapFigure(const float* values, int rows, int cols, const HeatmapFigur
     }
 
     // Margins from measured text; the colour bar to the right, as tall as the map (at least a
-    // readable height, and as long as its caption, which is centred along it); the title over all.
+    // readable height; a longer caption runs on below it); the title over all.
     const float caption_h = fs * 1.2f, tick = 3, gap = 3;
     const float map_x = std::ceil(kPad + caption_h + 6 + row_label_w + tick + gap);
     HeatmapStyle style = options.Style;
     Range range = empty ? Range{0.0f, 1.0f} : Sanitize(ResolveRange(values, rows, cols, style));
     const ColorBarSpec bar = ColorBarFor(style, range, options.ValueLabel, fs);
-    const float bar_h = std::max({static_cast<float>(map_h), 80.0f, std::ceil(MeasureText(bar.caption, fs)) + 8});
+    const float bar_h = std::max(static_cast<float>(map_h), 48.0f), caption_end = std::max(bar_h, std::ceil(MeasureText(bar.caption, fs)) + 8);
     const float bar_x = map_x + map_w + 16;
     const float content_w = bar_x + VerticalColorBarWidth(bar, bar_h) - kPad;
-    const std::vector<std::string> title = TitleLines(options.Title, content_w, title_fs);
+    const std::vector<std::string> title = NarrowTitleLines(options.Title, content_w, title_fs);
     const float title_h = TitleHeight(title.size(), title_fs);
     const float map_y = std::ceil(kPad + title_h + 4);
 
@@ -530,7 +559,7 @@ Figure HeatmapFigure(const float* values, int rows, int cols, const HeatmapFigur
     AddVerticalColorBar(f, bar_x, map_y, bar_h, bar);
 
     f.Width = static_cast<int>(std::ceil(content_w + 2 * kPad));
-    f.Height = static_cast<int>(std::ceil(std::max(map_bottom + 6 + caption_h, map_y + bar_h) + kPad));
+    f.Height = static_cast<int>(std::ceil(std::max(map_bottom + 6 + caption_h, map_y + caption_end) + kPad));
     AddTitle(f, title, map_x + map_w * 0.5f, kPad + title_fs * 0.75f, title_fs);
     return f;
 }
