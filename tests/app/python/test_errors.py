@@ -435,24 +435,27 @@ def test_a_closed_model_and_analyses_that_outlive_their_model(tmp_path):
     assert np.isfinite(b.attention(1, 0)).all() and len(b.predictions(2)) == 10
 
 
+def overflowing_model(folder, seed):
+    """A 2 x 2 model whose tau_q overflows: each layer's beta (read as linear, query_form
+    "linear,none") set to 3e38, finite in the file."""
+    run_cli("init-random", "--out", str(folder), "--family", "pythia", "--layers", "2", "--heads", "2", "--embd", "16",
+            "--query-form", "linear,none", "--seed", seed)
+    path = folder / "model.safetensors"
+    data = bytearray(path.read_bytes())
+    n = struct.unpack("<Q", data[:8])[0]
+    for name, meta in json.loads(data[8:8 + n]).items():
+        if name.endswith("attn.beta"):
+            begin = 8 + n + meta["data_offsets"][0]
+            data[begin:begin + 4] = struct.pack("<f", 3e38)
+    path.write_bytes(bytes(data))
+    return folder
+
+
 def test_no_figure_or_export_of_a_non_finite_analysis(tmp_path):
     """Issue 38: a lit checkpoint whose beta (3e38, read as linear) overflows tau_q: `ssaviz export`
     refuses it with exit 3 (what the file holds), and Python's figures refuse it too (ValueError)
     instead of drawing a normal-looking picture."""
-    import json as _json
-    import struct as _struct
-    folder = tmp_path / "overflow"
-    run_cli("init-random", "--out", str(folder), "--family", "pythia", "--layers", "2", "--heads", "2", "--embd", "16",
-            "--query-form", "linear,none", "--seed", "5")
-    path = folder / "model.safetensors"
-    data = bytearray(path.read_bytes())
-    n = _struct.unpack("<Q", data[:8])[0]
-    header = _json.loads(data[8:8 + n])
-    for name, meta in header.items():
-        if name.endswith("attn.beta"):
-            begin = 8 + n + meta["data_offsets"][0]
-            data[begin:begin + 4] = _struct.pack("<f", 3e38)
-    path.write_bytes(bytes(data))
+    folder = overflowing_model(tmp_path / "overflow", "5")
     text = "one two three four five six seven eight"
     code, _, err = run_cli("export", "--model", str(folder), "--query-form", "linear,none", "--text", text, "--out", str(tmp_path / "out"),
                            check=False)
@@ -468,27 +471,17 @@ def test_a_run_step_that_overflows_fails_as_it_would_alone(tmp_path):
     """Round twenty-seven: a run's step whose analysis is not finite (a run that diverged) is named
     and skipped, exit 3, as `export --model` of it alone refuses it; it went into the run with exit
     0, a finite JS beside its NaN entropy on the curves. Python's Run.analyze lists it in failed."""
-    import json as _json
-    import struct as _struct
     run = tmp_path / "run"
-    for step, seed in (("checkpoint-100", "5"), ("checkpoint-200", "6"), ("checkpoint-300", "7")):
+    for step, seed in (("checkpoint-100", "5"), ("checkpoint-300", "7")):
         run_cli("init-random", "--out", str(run / step), "--family", "pythia", "--layers", "2", "--heads", "2", "--embd", "16",
                 "--query-form", "linear,none", "--seed", seed)
-    path = run / "checkpoint-200" / "model.safetensors"
-    data = bytearray(path.read_bytes())
-    n = _struct.unpack("<Q", data[:8])[0]
-    header = _json.loads(data[8:8 + n])
-    for name, meta in header.items():
-        if name.endswith("attn.beta"):
-            begin = 8 + n + meta["data_offsets"][0]
-            data[begin:begin + 4] = _struct.pack("<f", 3e38)
-    path.write_bytes(bytes(data))
+    overflowing_model(run / "checkpoint-200", "6")
     text = "one two three four five six seven eight"
     out = tmp_path / "out"
     code, _, err = run_cli("export", "--run", str(run), "--query-form", "linear,none", "--text", text, "--out", str(out),
                            "--format", "json,svg", check=False)
     assert code == 3 and "step 200 (checkpoint-200)" in err and "not finite" in err, err
-    timeline = _json.loads((out / "run.json").read_text())
+    timeline = json.loads((out / "run.json").read_text())
     assert [s["step"] for s in timeline["steps"]] == [100, 300]
     assert [f["step"] for f in timeline["failed"]] == [200]
     csv = (out / "run.csv").read_text()
