@@ -78,12 +78,12 @@ model::Status CheckOutsideRun(const std::string& out, const std::string& run, Ru
     // train's OUT/run/ssa under the window's OUT/run/curves): its files would land in the run, or
     // beside it where train keeps only its runs.
     std::error_code ec;
-    const fs::path outer = fs::weakly_canonical(fs::absolute(out, ec), ec), inner = fs::weakly_canonical(fs::absolute(run, ec), ec);
+    const fs::path outer = model::ResolvedPath(out, ec), inner = model::ResolvedPath(run, ec);
     if (ec || !model::IsWithin(run, out)) return model::Ok{};
     const fs::path below = inner.lexically_relative(outer);
     if (below.empty() || below == ".") return model::Ok{};
     const std::string first = below.begin()->string();
-    const bool written = first == "heatmaps" || first == "plots" ||
+    const bool written = first == "heatmaps" || first == "plots" || first == "csv" ||
                          (folders == RunExportFolders::Run ? first == "curves" || first == "compare-run" || StepIn(first, "step-", "")
                                                            : first == "run");
     if (written)
@@ -94,7 +94,9 @@ model::Status CheckOutsideRun(const std::string& out, const std::string& run, Ru
 
 model::Status CheckNotANewRunStep(const std::string& out) {
     std::error_code ec;
-    for (fs::path at = fs::path(out).lexically_normal(); at.has_relative_path() && at.filename() != ".." && at.filename() != ".";
+    // The path as it resolves (lnk/../R/checkpoint-999, lnk a link elsewhere, is not ./R's step).
+    const fs::path resolved = model::ResolvedPath(out, ec);
+    for (fs::path at = ec ? fs::path(out).lexically_normal() : resolved; at.has_relative_path() && at.filename() != ".." && at.filename() != ".";
          at = at.parent_path()) {
         if (at.filename().empty()) at = at.parent_path();  // "x/checkpoint-5/"
         if (fs::exists(fs::symlink_status(at, ec))) break;  // there already: nothing new from here up

@@ -36,7 +36,7 @@ model::Result<std::vector<RunStep>> FindRunSteps(const std::string& dir);
 // Whether `out` (where a run's export goes) is outside the run folder `run`: an export inside it
 // became a step of the run (--out RUN/checkpoint-999), a broken one that later exports skipped and
 // `train --resume` refused. Nor may the run be inside a folder the export writes below `out`:
-// heatmaps/ and plots/, and `export --run`'s curves/, compare-run/ and step-N/ (Run) or the
+// heatmaps/, plots/ and csv/, and `export --run`'s curves/, compare-run/ and step-N/ (Run) or the
 // window's run/ (Window; train keeps its runs in OUT/run/, which then held curves/).
 enum class RunExportFolders { Run, Window };
 model::Status CheckOutsideRun(const std::string& out, const std::string& run, RunExportFolders folders = RunExportFolders::Run);

@@ -1325,27 +1325,47 @@ model::Status CheckExportFolder(const std::string& out_dir, bool weights) {
 namespace {
 
 // The first value of the analysis that is not finite, described; empty when all are. Maps, losses
-// and predictions all follow from these, so an overflow anywhere shows here.
-std::string FirstNonFinite(const model::Analysis& a) {
+// and predictions all follow from these, so an overflow anywhere shows here. `other_models`: only
+// the sides another model computes (a twin, a base: the base's went unchecked, its NaN maps
+// written beside finite-looking JS).
+std::string FirstNonFinite(const model::Analysis& a, bool other_models) {
     const int T = a.n_tokens, H = a.n_head;
-    for (auto [values, name] : {std::pair{&a.tau_q, "tau_q"}, std::pair{&a.tau_v, "tau_v"}, std::pair{&a.tau_q_compare, "the comparison's tau_q"},
-                                std::pair{&a.tau_v_compare, "the comparison's tau_v"}})
-        for (size_t k = 0; k < values->size() && T > 0 && H > 0; ++k)
-            if (!std::isfinite((*values)[k]))
-                return std::string(name) + " of L" + std::to_string(k / T / H) + " H" + std::to_string(k / T % H) + " at token " +
+    const bool twin = a.comparison == model::Comparison::Twin;
+    struct Values {
+        const model::RowArray* values;
+        const char* name;
+        bool other;
+    } rows[] = {{&a.tau_q, "tau_q", false},
+                {&a.tau_v, "tau_v", false},
+                {&a.tau_q_compare, "the comparison's tau_q", twin},
+                {&a.tau_v_compare, "the comparison's tau_v", twin},
+                {&a.tau_q_base, "the base's tau_q", true},
+                {&a.tau_v_base, "the base's tau_v", true}};
+    for (const Values& v : rows)
+        for (size_t k = 0; (v.other || !other_models) && k < v.values->size() && T > 0 && H > 0; ++k)
+            if (!std::isfinite((*v.values)[k]))
+                return std::string(v.name) + " of L" + std::to_string(k / T / H) + " H" + std::to_string(k / T % H) + " at token " +
                        std::to_string(k % T);
-    for (auto [values, name] : {std::pair{&a.loss, "the loss"}, std::pair{&a.loss_compare, "the comparison's loss"}})
-        for (size_t k = 0; k < values->size(); ++k)
+    for (auto [values, name, other] : {std::tuple{&a.loss, "the loss", false}, std::tuple{&a.loss_compare, "the comparison's loss", twin},
+                                       std::tuple{&a.loss_base, "the base's loss", true}})
+        for (size_t k = 0; (other || !other_models) && k < values->size(); ++k)
             if (!std::isfinite((*values)[k])) return std::string(name) + " of token " + std::to_string(k + 1);
     return "";
 }
 
+std::string NonFiniteMessage(const std::string& bad, const model::Analysis& a) {
+    if (bad.empty()) return "";
+    const char* who = bad.rfind("the base's", 0) == 0                                                    ? "the base overflows float range"
+                      : bad.rfind("the comparison's", 0) == 0 && a.comparison == model::Comparison::Twin ? "the twin overflows float range"
+                                                                                                          : "the model or its what-ifs overflow float range";
+    return "the analysis is not finite (" + bad + " is NaN or infinite): " + who;
+}
+
 }  // namespace
 
-std::string NonFiniteAnalysis(const model::Analysis& a) {
-    const std::string bad = FirstNonFinite(a);
-    return bad.empty() ? "" : "the analysis is not finite (" + bad + " is NaN or infinite): the model or its what-ifs overflow float range";
-}
+std::string NonFiniteAnalysis(const model::Analysis& a) { return NonFiniteMessage(FirstNonFinite(a, false), a); }
+
+std::string NonFiniteOtherModel(const model::Analysis& a) { return NonFiniteMessage(FirstNonFinite(a, true), a); }
 
 model::Status CheckHeatmapsFit(const ExportOptions& options, int64_t tokens) {
     const int scale = options.figures.png_scale;

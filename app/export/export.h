@@ -224,6 +224,8 @@ model::Status CheckExportPlaces(const std::string& out_dir, const std::string& f
 // "" when every temperature and loss of the analysis is finite; else the one-line refusal naming
 // the first that is not (a file whose numbers overflow: exports and figures are refused, exit 3).
 std::string NonFiniteAnalysis(const model::Analysis& a);
+// The same of the sides another model computes, a twin's or a base's: what fails every step of a run.
+std::string NonFiniteOtherModel(const model::Analysis& a);
 
 // Whether the export's settings can be met by an analysis with or without a base: a format chosen,
 // and no map or highlight only a base has (--maps base, --highlight js_total) without one. Asked

@@ -331,7 +331,12 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
     auto a = (*runner)->Analyze(*tokens);
     if (!a) return fail(a.error().message);
     // A step that overflows (a run that diverged) fails as `export --model` of it alone does: its
-    // curves' points were made up of NaN rows (a finite JS beside a NaN entropy).
+    // curves' points were made up of NaN rows (a finite JS beside a NaN entropy). A twin or base
+    // that overflows would fail every step: the run stops, said once.
+    if (std::string why = NonFiniteOtherModel(*a); !why.empty()) {
+        r.fatal = kExitBadInput;
+        return fail(why);
+    }
     if (std::string why = NonFiniteAnalysis(*a); !why.empty()) return fail(why);
     // --lens: each side's loss read after each layer (run.json's rows, run_lens.csv, the lens curve),
     // and a chosen step's lens files, as `ssaviz export --lens` writes them for the checkpoint.

@@ -206,13 +206,20 @@ Result<nlohmann::json> ParseJsonText(std::string_view text, std::vector<std::str
     }
 }
 
-bool IsWithin(const std::string& path, const std::string& folder) {
+std::filesystem::path ResolvedPath(const std::string& path, std::error_code& ec) {
     // Absolute first: a bare relative name not made yet ("x", inside the current folder) resolved to
-    // itself, and no parent of it was the folder.
+    // itself, and no parent of it was the folder. No trailing separator: "OUT/nope/.." resolves to
+    // "OUT/", which no parent of a path inside OUT equalled.
+    std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec).lexically_normal();
+    if (!p.has_filename() && p != p.root_path()) p = p.parent_path();
+    return p;
+}
+
+bool IsWithin(const std::string& path, const std::string& folder) {
     std::error_code ec;
-    const std::filesystem::path outer = std::filesystem::weakly_canonical(std::filesystem::absolute(folder, ec), ec);
+    const std::filesystem::path outer = ResolvedPath(folder, ec);
     if (ec) return false;
-    for (std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec); !ec && !p.empty(); p = p.parent_path()) {
+    for (std::filesystem::path p = ResolvedPath(path, ec); !ec && !p.empty(); p = p.parent_path()) {
         if (p == outer) return true;
         if (p == p.parent_path()) break;
     }
@@ -562,6 +569,19 @@ Status MoveTreeInto(const std::string& staged, const std::string& out) {
         if (auto s = FolderPlace(fs::path(out) / rel); !s) return fail(s.error());
     for (const fs::path& rel : files)
         if (auto s = CheckFilePlace((fs::path(out) / rel).string()); !s) return fail(s.error());
+    // Every folder a file moves into, where it is already there, takes the move: writable and on
+    // the staged folder's file system (an unwritable curves/ or a mount point there failed the
+    // move half way, run.csv replaced and run.json not).
+    struct stat from {};
+    if (::stat(staged.c_str(), &from) != 0) return fail(Quoted(staged) + ": cannot read (" + std::strerror(errno) + ")");
+    std::vector<fs::path> targets = {fs::path(out)};
+    for (const fs::path& rel : folders) targets.push_back(fs::path(out) / rel);
+    for (const fs::path& to : targets) {
+        struct stat st {};
+        if (::lstat(to.c_str(), &st) != 0) continue;  // made below, in a folder checked here
+        if (::access(to.c_str(), W_OK | X_OK) != 0) return fail(Quoted(to.string()) + ": cannot write in it (" + std::strerror(errno) + ")");
+        if (st.st_dev != from.st_dev) return fail(Quoted(to.string()) + " is on another file system than " + Quoted(out) + ": files cannot be moved into it whole");
+    }
     PuttingInPlace all_or_none;
     for (const fs::path& rel : folders) {
         const fs::path to = fs::path(out) / rel;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <filesystem>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -51,8 +52,10 @@ Result<nlohmann::json> ParseJsonFile(const std::string& path, size_t max_bytes =
 // keeps it) are added to it, at most 20, each at most 120 characters.
 Result<nlohmann::json> ParseJsonText(std::string_view text, std::vector<std::string>* duplicate_keys = nullptr, size_t tree = kJsonTree);
 
-// Whether `path` is `folder` or inside it, links resolved (a part that does not exist yet taken as
-// named); false where `folder` cannot be resolved.
+// `path` absolute, its links resolved where its parts exist (a part that does not exist yet taken
+// as named, ".." after it applied), without a trailing separator.
+std::filesystem::path ResolvedPath(const std::string& path, std::error_code& ec);
+// Whether `path` is `folder` or inside it, by ResolvedPath; false where `folder` cannot be resolved.
 bool IsWithin(const std::string& path, const std::string& folder);
 
 // Text from a file or a value, made safe to put in a one-line message: control characters and

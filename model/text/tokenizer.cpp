@@ -182,7 +182,7 @@ Result<std::string> PredictedPieces::operator()(int32_t id) const {
     // and one past ASCII as no character at all (U+FFFD, all alike): named by its spelling. A
     // control character's reads as itself, escaped wherever shown ("\n": the newline's only piece).
     if (const int byte = m_tokenizer.BytePiece(id); byte >= 0x20 && byte != 0x7F) {
-        char spelled[8];
+        char spelled[16];
         std::snprintf(spelled, sizeof spelled, "<0x%02X>", byte);
         return std::string(spelled);
     }

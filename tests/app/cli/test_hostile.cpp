@@ -918,7 +918,20 @@ TEST_F(Cli, ARunsExportGoesOutsideItAndItsFirstStepMayBeItsBase) {
         const std::string first = name.substr(0, name.find('/'));
         ExpectOneLineError(Ssaviz(args), 2, "is inside '" + holder + "/" + first + "', a folder the export writes");
         EXPECT_FALSE(fs::exists(holder + "/run.json")) << name;
+        // Spelt through a folder that is not there and back (it resolved to OUT/, which no
+        // parent of the run equalled).
+        args.back() = holder + "/nope/..";
+        ExpectOneLineError(Ssaviz(args), 2, "a folder the export writes");
+        EXPECT_FALSE(fs::exists(holder + "/run.json")) << name;
     }
+    // A step named through a link and back is the step of the folder it resolves to.
+    fs::create_directories(dir + "/elsewhere/deeper");
+    fs::create_directory_symlink(dir + "/elsewhere/deeper", dir + "/lnk");
+    fs::create_directories(dir + "/elsewhere/R");
+    fs::copy(run + "/checkpoint-0", dir + "/elsewhere/R/checkpoint-0", fs::copy_options::recursive);
+    ExpectOneLineError(Ssaviz({"export", "--model", run + "/checkpoint-5", "--text", "The cat", "--format", "json", "--out", dir + "/lnk/../R/checkpoint-999"}), 2,
+                       "would become a step of the run");
+    EXPECT_FALSE(fs::exists(dir + "/elsewhere/R/checkpoint-999"));
     const std::string train = dir + "/train";  // train's layout: OUT/run/ssa beside OUT/run.json etc.
     fs::create_directories(train + "/run");
     fs::copy(run, train + "/run/ssa", fs::copy_options::recursive);

@@ -495,6 +495,19 @@ def test_a_run_step_that_overflows_fails_as_it_would_alone(tmp_path):
     ra = ssaviz.load_run(str(run), query_form="linear,none").analyze(text)
     assert list(ra.steps) == [100, 300]
     assert [f["step"] for f in ra.failed] == [200] and "not finite" in ra.failed[0]["error"]
+    # A base that overflows is refused, exit 3, naming it (its NaN maps were written beside a
+    # finite-looking JS); against a run it fails every step, so the run stops, said once.
+    base = run / "checkpoint-200"
+    code, _, err = run_cli("export", "--model", str(run / "checkpoint-100"), "--base", str(base), "--query-form", "linear,none",
+                           "--text", text, "--out", str(tmp_path / "based"), "--format", "json,npy", check=False)
+    assert code == 3 and "the base's" in err and "the base overflows" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "based").exists()
+    clean = tmp_path / "clean_run"
+    shutil.copytree(run / "checkpoint-100", clean / "checkpoint-100")
+    shutil.copytree(run / "checkpoint-300", clean / "checkpoint-300")
+    code, _, err = run_cli("export", "--run", str(clean), "--base", str(base), "--query-form", "linear,none", "--text", text,
+                           "--out", str(tmp_path / "based_run"), "--format", "json", check=False)
+    assert code == 3 and err.count("the base overflows") == 1, err
 
 
 def test_bad_names_are_echoed_short_and_pairs_and_bases_checked(small):
