@@ -750,9 +750,9 @@ class Analysis:
         except UnicodeEncodeError:
             raise ValueError(f"{w}: the token {_r(piece)} is not valid UTF-8 text (a lone surrogate): pass a piece or an id") from None
         ids = list(self._h.piece_ids(piece))
-        stray = _re.fullmatch(r"(?:\\x[0-9A-Fa-f]{2})+", piece)  # bytes as `tokenize` and the window write them: "\xC2"
-        if not ids and stray:  # the piece of those bytes; one byte's may be spelled <0xC2> (SentencePiece's byte fallback)
-            raw = bytes.fromhex(piece.replace("\\x", ""))
+        if not ids and _re.search(r"\\x[0-9A-Fa-f]{2}", piece):  # bytes as `tokenize` and the window write them: "\xC2", " \xF0\x9F"
+            raw = _re.sub(rb"\\x([0-9A-Fa-f]{2})", lambda m: bytes([int(m.group(1), 16)]), piece.encode("utf-8"))
+            # The piece of those bytes; one byte's may be spelled <0xC2> (SentencePiece's byte fallback).
             ids = list(self._h.piece_ids(raw, True)) or (list(self._h.piece_ids(f"<0x{raw[0]:02X}>")) if len(raw) == 1 else [])
         if not ids and len(piece.encode("utf-8")) > 64:  # no piece is that long: not tokenized (past the context, it would say truncate=)
             raise ValueError(f"{w}: {_r(piece)} is no piece of the vocabulary (pass one piece or an id)")

@@ -528,6 +528,11 @@ def test_bad_names_are_echoed_short_and_pairs_and_bases_checked(small):
     assert small.analyze(TEXT, ablate=[(1, "*")]).interventions == small.analyze(TEXT, ablate="1:*").interventions
     with pytest.raises(ValueError, match="base is empty"):
         small.analyze(TEXT, base="")
+    # A piece with a stray byte, as `tokenize` writes it (" \xF0\x9F\x98": a space and the first
+    # three bytes of an emoji), names its token (it "tokenizes to 11 tokens").
+    e = small.analyze("a \U0001F600 b")
+    assert e.piece_bytes[1] == b" \xf0\x9f\x98"
+    assert e.attribute(0, " \\xF0\\x9F\\x98")["embed"] == e.attribute(0, int(e.ids[1]))["embed"]
 
 
 def test_a_named_tokenizer_is_never_ignored(tmp_path):
