@@ -326,11 +326,33 @@ std::vector<float> VerticalBarTicks(const ColorBarSpec& s, float height) {
     return ticks;
 }
 
+// A vertical bar's caption in one line, or in two where it is much longer than a short bar and
+// has a ", " to break at (a 1-layer dla_heads' "direct logit attribution, mean over positions"
+// ran five times the bar's height down a blank figure).
+std::vector<std::string> VerticalCaptionLines(const ColorBarSpec& s, float height) {
+    if (s.caption.empty()) return {};
+    if (MeasureText(s.caption, s.font) + 8 <= std::max(height, 120.0f)) return {s.caption};
+    size_t best = std::string::npos;
+    for (size_t at = s.caption.find(", "); at != std::string::npos; at = s.caption.find(", ", at + 1))
+        if (best == std::string::npos || std::abs(static_cast<float>(at) - s.caption.size() * 0.5f) < std::abs(static_cast<float>(best) - s.caption.size() * 0.5f))
+            best = at;
+    if (best == std::string::npos) return {s.caption};
+    return {s.caption.substr(0, best + 1), s.caption.substr(best + 2)};
+}
+
+// How far down from the bar's top its caption runs: the bar's height, or the caption's length.
+float VerticalCaptionEnd(const ColorBarSpec& s, float height) {
+    float longest = 0;
+    for (const std::string& line : VerticalCaptionLines(s, height)) longest = std::max(longest, std::ceil(MeasureText(line, s.font)) + 8);
+    return std::max(height, longest);
+}
+
 float VerticalColorBarWidth(const ColorBarSpec& s, float height) {
     float labels = 0;
     for (float v : VerticalBarTicks(s, height))
         labels = std::max(labels, MeasureText(FormatTick(v), s.font));
-    return kBarThickness + kTickLength + kTickGap + labels + (s.caption.empty() ? 0.0f : 8 + s.font * 1.2f);
+    const size_t lines = VerticalCaptionLines(s, height).size();
+    return kBarThickness + kTickLength + kTickGap + labels + (lines == 0 ? 0.0f : 8 + s.font * 1.2f * static_cast<float>(lines));
 }
 
 // The gradient over t0..t1 of the colour map as one-pixel strips (t0 at the bottom or left):
@@ -364,9 +386,10 @@ void AddVerticalColorBar(Figure& f, float x, float y, float height, const ColorB
     }
     // A caption longer than the bar starts at its top and runs on below it (the bar is the map's
     // height: a 5-row lens grid's bar ran 2.5 times the grid's height to hold its caption).
-    if (!s.caption.empty())
-        AddText(f, tick_x + kTickLength + kTickGap + labels + 8 + s.font * 0.6f, y + std::max(height, std::ceil(MeasureText(s.caption, s.font)) + 8) * 0.5f,
-                s.caption, s.font, TextAlign::Center, true);
+    const std::vector<std::string> lines = VerticalCaptionLines(s, height);
+    for (size_t k = 0; k < lines.size(); ++k)
+        AddText(f, tick_x + kTickLength + kTickGap + labels + 8 + s.font * (0.6f + 1.2f * static_cast<float>(k)), y + VerticalCaptionEnd(s, height) * 0.5f,
+                lines[k], s.font, TextAlign::Center, true);
 }
 
 float HorizontalColorBarHeight(const ColorBarSpec& s) {
@@ -519,7 +542,7 @@ Figure HeatmapFigure(const float* values, int rows, int cols, const HeatmapFigur
     HeatmapStyle style = options.Style;
     Range range = empty ? Range{0.0f, 1.0f} : Sanitize(ResolveRange(values, rows, cols, style));
     const ColorBarSpec bar = ColorBarFor(style, range, options.ValueLabel, fs);
-    const float bar_h = std::max(static_cast<float>(map_h), 48.0f), caption_end = std::max(bar_h, std::ceil(MeasureText(bar.caption, fs)) + 8);
+    const float bar_h = std::max(static_cast<float>(map_h), 48.0f), caption_end = VerticalCaptionEnd(bar, bar_h);
     const float bar_x = map_x + map_w + 16;
     const float content_w = bar_x + VerticalColorBarWidth(bar, bar_h) - kPad;
     const std::vector<std::string> title = NarrowTitleLines(options.Title, content_w, title_fs);
@@ -554,12 +577,21 @@ Figure HeatmapFigure(const float* values, int rows, int cols, const HeatmapFigur
     }
     const float map_bottom = map_y + map_h + tick + gap + col_label_h;
     AddText(f, kPad + caption_h * 0.5f, map_y + map_h * 0.5f, options.RowAxis, fs, TextAlign::Center, true);
-    AddText(f, map_x + map_w * 0.5f, map_bottom + 6 + caption_h * 0.5f, options.ColAxis, fs, TextAlign::Center);
+    // The column axis under the map, clear of a bar caption running on below the bar (a 2-token
+    // lens's "token (predicted ...)" crossed "p(token | ...)"): moved left, else under the caption.
+    const float axis_w = MeasureText(options.ColAxis, fs),
+                caption_left = bar_x + VerticalColorBarWidth(bar, bar_h) - fs * 1.2f * static_cast<float>(VerticalCaptionLines(bar, bar_h).size()) - 4;
+    float axis_x = map_x + map_w * 0.5f, axis_y = map_bottom + 6 + caption_h * 0.5f;
+    if (!bar.caption.empty() && map_y + caption_end > axis_y - caption_h * 0.5f && axis_x + axis_w * 0.5f > caption_left) {
+        axis_x = std::max(kPad + axis_w * 0.5f, caption_left - axis_w * 0.5f);
+        if (axis_x + axis_w * 0.5f > caption_left) axis_x = std::max(kPad + axis_w * 0.5f, map_x + map_w * 0.5f), axis_y = map_y + caption_end + 4 + caption_h * 0.5f;
+    }
+    AddText(f, axis_x, axis_y, options.ColAxis, fs, TextAlign::Center);
 
     AddVerticalColorBar(f, bar_x, map_y, bar_h, bar);
 
-    f.Width = static_cast<int>(std::ceil(content_w + 2 * kPad));
-    f.Height = static_cast<int>(std::ceil(std::max(map_bottom + 6 + caption_h, map_y + caption_end) + kPad));
+    f.Width = static_cast<int>(std::ceil(std::max(content_w + 2 * kPad, axis_x + axis_w * 0.5f + kPad)));  // a column axis wider than a tiny map
+    f.Height = static_cast<int>(std::ceil(std::max(axis_y + caption_h * 0.5f, map_y + caption_end) + kPad));
     AddTitle(f, title, map_x + map_w * 0.5f, kPad + title_fs * 0.75f, title_fs);
     return f;
 }

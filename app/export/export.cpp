@@ -787,7 +787,9 @@ viz::Figure DlaHeadsFigure(const LensSideFiles& named, const std::string& model_
     o.ColAxis = "head";
     const int64_t cells = std::max<int64_t>({L, H, 1});
     o.MapSize = static_cast<int>(cells * std::clamp<int64_t>(560 / cells, 12, 48));
-    o.CellValues = "%+.2f";
+    // Two decimals; a grid whose values are all below 0.05 in two significant digits (a small
+    // model's -0.0012 read 0.00 on the scale's end colour).
+    o.CellValues = most >= 0.05f ? "%+.2f" : "%+.2g";
     return viz::HeatmapFigure(mean.data(), static_cast<int>(L), static_cast<int>(H), o);
 }
 
