@@ -194,7 +194,9 @@ Frame BeginPlot(const char* id, ImVec2 size, Range xr, Range yr, const PlotAxes&
     const int legend_rows = static_cast<int>(row_start.size());
     const bool label_alone = axes.y_label && (legend.empty() || y_label_w + row_w[0] + 16.0f > size.x);
     const int top_rows = legend_rows + (label_alone ? 1 : 0);
-    const float top = top_rows > 0 ? top_rows * line + pad + 2.0f : pad + line * 0.5f;
+    // An x marker's triangle above the plot gets its own room (it sat on the legend's last words).
+    const float marker = axes.x_line ? std::max(3.0f, ImGui::GetFontSize() * 0.3f) + 2.0f : 0.0f;
+    const float top = (top_rows > 0 ? top_rows * line + pad + 2.0f : pad + line * 0.5f) + marker;
     const int bottom_rows = (numeric_x ? 1 : category_rows) + (axes.x_label ? 1 : 0);
     const float bottom = bottom_rows * line + pad + 4.0f;
     const float plot_h = std::max(size.y - top - bottom, 10.0f);

@@ -175,13 +175,13 @@ void RunView::DrawTimeline(WindowState& state) {
     viz::DrawPlot("##run_curves", ImVec2(0, plot_h), m_plot);
     state.regions["run_curves"] = Rect{at.x, at.y, ImGui::GetItemRectSize().x, plot_h};
     if (IsRunLensCurve(key) && t->timeline.HasLens()) {  // when each layer came to predict the text
-        std::string line = "Half of the fall by step:";
+        std::string line = "Half of the fall:";
         for (size_t l = 1; l < m_halfway.size(); ++l)
             line += (l == 1 ? " " : ", ") + (l + 1 == m_halfway.size() ? std::string("its loss ") : "after L" + std::to_string(l - 1) + " ") +
-                    (m_halfway[l] < 0 ? std::string("-") : std::to_string(m_halfway[l]));
-        ImGui::TextWrapped("%s", line.c_str());
+                    (m_halfway[l] < 0 ? std::string("never") : "at step " + std::to_string(m_halfway[l]));
+        WrappedLine(line);  // "its loss -" read as cut off
         viz::ItemTooltip("The first step at which the loss read after each layer had fallen half of the way from the run's first "
-                         "step's to its last's ('-': it did not fall): when that layer came to predict the text. run.json's "
+                         "step's to its last's ('never': it did not fall): when that layer came to predict the text. run.json's "
                          "steps_to_lens_halfway.");
     }
 
