@@ -267,7 +267,14 @@ void ExportDialog::Draw(WindowState& state) {
     }
     if (Busy()) state.want_frame = true;  // keep the progress bar moving
     if (!m_open) return;
-    ImGui::SetNextWindowSize(ImVec2(980, 720), ImGuiCond_FirstUseEver);
+    // At most the window's size, inside it (at 1000 x 700 it ran past the right and bottom edges,
+    // its close button and Export out of reach); its settings and preview scroll.
+    const ImGuiViewport* view = ImGui::GetMainViewport();
+    const ImVec2 size(std::min(980.0f, view->WorkSize.x - 40.0f), std::min(720.0f, view->WorkSize.y - 40.0f));
+    ImGui::SetNextWindowSize(size, ImGuiCond_FirstUseEver);
+    ImGui::SetNextWindowPos(ImVec2(view->WorkPos.x + (view->WorkSize.x - size.x) * 0.5f, view->WorkPos.y + (view->WorkSize.y - size.y) * 0.5f),
+                            ImGuiCond_FirstUseEver);
+    ImGui::SetNextWindowSizeConstraints(ImVec2(320, 240), ImVec2(view->WorkSize.x, view->WorkSize.y));
     ImGui::SetNextWindowBgAlpha(1.0f);  // a dialog over the views: they should not show through
     if (!ImGui::Begin("Export figures and data", &m_open)) {
         ImGui::End();
