@@ -475,7 +475,9 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
         return n * ImGui::CalcTextSize(one).x + (n - 1) * ImGui::CalcTextSize("  ").x + 6.0f + ImGui::GetStyle().ScrollbarSize;
     };
     const int decimals = avail - label_w - numbers_w(tens ? "+00.000" : "+0.000") >= 60.0f ? 3 : 2;
-    const float width = std::max(40.0f, avail - label_w - numbers_w(decimals == 3 ? (tens ? "+00.000" : "+0.000") : (tens ? "+00.00" : "+0.00")));
+    const char* widest = decimals == 3 ? (tens ? "+00.000" : "+0.000") : (tens ? "+00.00" : "+0.00");
+    const float width = std::max(40.0f, avail - label_w - numbers_w(widest));
+    const float column_w = ImGui::CalcTextSize(widest).x, column_gap = ImGui::CalcTextSize("  ").x;  // each side's number right-aligned in its column
     ImDrawList* draw = ImGui::GetWindowDrawList();
     // What a row's hover says: each side's part, and beside a base what fine-tuning changed, split
     // into the temperatures' part (SSA - tau = 1) and the other weights' drift (tau = 1 - base).
@@ -503,15 +505,15 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
         const float zero = p.x + label_w + width * 0.5f, scale = width * 0.5f / *scale_of;
         ImGui::TextUnformatted(label.c_str());
         const float h = line / static_cast<float>(bars.size());
-        std::string numbers;
         for (size_t k = 0; k < bars.size(); ++k) {
             Bar(draw, zero, scale, p.y + h * static_cast<float>(k), h, bars[k].first, bars[k].second);
             char buf[32];
             std::snprintf(buf, sizeof buf, "%+.*f", decimals, bars[k].first);
-            numbers += (k ? "  " : "") + viz::SignlessZero(buf);
+            const std::string number = viz::SignlessZero(buf);
+            const float right = p.x + label_w + width + 6.0f + column_w * static_cast<float>(k + 1) + column_gap * static_cast<float>(k);
+            draw->AddText(ImVec2(right - ImGui::CalcTextSize(number.c_str()).x, p.y), ImGui::GetColorU32(ImGuiCol_Text), number.c_str());
         }
         draw->AddLine(ImVec2(zero, p.y), ImVec2(zero, p.y + line), IM_COL32(200, 200, 200, 90));
-        draw->AddText(ImVec2(p.x + label_w + width + 6.0f, p.y), ImGui::GetColorU32(ImGuiCol_Text), numbers.c_str());
         ImGui::SetCursorScreenPos(ImVec2(p.x, p.y));
         ImGui::InvisibleButton(label.c_str(), ImVec2(label_w + width, line));
         if (ImGui::IsItemHovered())
