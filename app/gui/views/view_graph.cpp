@@ -80,7 +80,9 @@ void GraphView::Draw(WindowState& state) {
     ImGui::SetNextWindowSize(size, ImGuiCond_FirstUseEver);
     ImGui::SetNextWindowPos(ImVec2(viewport->WorkPos.x + viewport->WorkSize.x - 8, viewport->WorkPos.y + viewport->WorkSize.y - 2 * ImGui::GetFrameHeight()),
                             ImGuiCond_FirstUseEver, ImVec2(1.0f, 1.0f));
-    if (!ImGui::Begin("Graph experiment (paper Figure 3)", &state.show_graph)) {
+    ImGui::SetNextWindowBgAlpha(1.0f);  // over the views: the Lens tab's numbers showed between its grids
+    // A pane too narrow for the three maps scrolls rather than cutting the third.
+    if (!ImGui::Begin("Graph experiment (paper Figure 3)", &state.show_graph, ImGuiWindowFlags_HorizontalScrollbar)) {
         ImGui::End();
         return;
     }
@@ -97,14 +99,23 @@ void GraphView::Draw(WindowState& state) {
     // Cells fit three maps across and, below them, the title, node labels and four lines of text.
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const float font = ImGui::GetFontSize();
-    const float cell = std::max(8.0f, std::min((avail.x / 3.0f - font * 2.0f) / kNodes, (avail.y - font * 8.0f) / kNodes));
+    const char* target_title = "P* (target: 1 / degree on each neighbour)";
+    const std::string other_title = state.twin ? "comparison: twin model" : "comparison: same weights, tau = 1";
+    // The largest cells at which the three maps, each as wide as its title or its grid, fit across
+    // (the third was cut at 1000 px: the titles are wider than their grids), and fit the height.
+    float cell = std::max(8.0f, (avail.y - font * 8.0f) / kNodes);
+    auto across = [&](float c) {
+        float w = 2 * font;  // the gaps
+        for (const char* title : {target_title, "SSA (layer 0)", other_title.c_str()}) w += std::max(ImGui::CalcTextSize(title).x, font + kNodes * c);
+        return w;
+    };
+    while (cell > 8.0f && across(cell) > avail.x) cell -= 1.0f;
     const viz::Colormap map = state.settings.colormap == viz::Colormap::Diverging ? viz::Colormap::Viridis : state.settings.colormap;
     double l1 = 0, kl = 0;
-    DrawMatrix("##target", "P* (target: 1 / degree on each neighbour)", target, cell, map);
+    DrawMatrix("##target", target_title, target, cell, map);
     ImGui::SameLine(0, ImGui::GetFontSize());
     DrawMatrix("##ssa", "SSA (layer 0)", ssa, cell, map);
     ImGui::SameLine(0, ImGui::GetFontSize());
-    const std::string other_title = state.twin ? "comparison: twin model" : "comparison: same weights, tau = 1";
     DrawMatrix("##other", other_title.c_str(), other, cell, map);
     state.regions["graph"] = Rect{origin.x, origin.y, ImGui::GetItemRectMax().x - origin.x, ImGui::GetItemRectMax().y - origin.y};
     Errors(ssa, target, &l1, &kl);
