@@ -545,7 +545,7 @@ Figure HeatmapFigure(const float* values, int rows, int cols, const HeatmapFigur
     const float bar_h = std::max(static_cast<float>(map_h), 48.0f), caption_end = VerticalCaptionEnd(bar, bar_h);
     const float bar_x = map_x + map_w + 16;
     const float content_w = bar_x + VerticalColorBarWidth(bar, bar_h) - kPad;
-    const std::vector<std::string> title = NarrowTitleLines(options.Title, content_w, title_fs);
+    const std::vector<std::string> title = options.NarrowTitle ? NarrowTitleLines(options.Title, content_w, title_fs) : TitleLines(options.Title, content_w, title_fs);
     const float title_h = TitleHeight(title.size(), title_fs);
     const float map_y = std::ceil(kPad + title_h + 4);
 

@@ -27,6 +27,9 @@ struct HeatmapFigureOptions {
     float FontSize = 12;
     std::string CellValues;                    // a printf format ("%.3f"): each cell's value written in it, where every cell
                                                // holds its text; empty: none
+    bool NarrowTitle = false;                  // a figure of its own: a long title wraps near the map's width (from 360 px)
+                                               // rather than widening the figure to 720 px; false for a panel of Beside,
+                                               // whose titles should take one line each, the panels' grids level
 };
 
 // rows x cols values, row-major. Labels are thinned to every k-th (k = 1, 2, 5, 10, ...) so that

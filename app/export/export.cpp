@@ -790,6 +790,7 @@ viz::Figure DlaHeadsFigure(const LensSideFiles& named, const std::string& model_
     // Two decimals; a grid whose values are all below 0.05 in two significant digits (a small
     // model's -0.0012 read 0.00 on the scale's end colour).
     o.CellValues = most >= 0.05f ? "%+.2f" : "%+.2g";
+    o.NarrowTitle = true;  // a figure of its own: its siblings (_tau1, _base) as wide as their grids
     return viz::HeatmapFigure(mean.data(), static_cast<int>(L), static_cast<int>(H), o);
 }
 

@@ -165,6 +165,7 @@ viz::Figure MapFigure(const model::Analysis& a, const std::string& model_name, H
     if (!other && mode != MapMode::Ssa) mode = MapMode::Ssa;
 
     viz::HeatmapFigureOptions options;
+    options.NarrowTitle = true;  // a figure of its own
     options.Title = model_name + " \xC2\xB7 layer " + std::to_string(head.layer) + ", head " + std::to_string(head.head) + " \xC2\xB7 " +
                     ModeTitle(a, mode);
     options.RowLabels = Labels(a);
@@ -422,6 +423,7 @@ viz::Figure TokenPartsFigure(const std::vector<float>& values, const std::vector
     if (rows == 0 || tokens <= 0 || values.size() != static_cast<size_t>(rows) * tokens) return {};
     const DivergingScale scale = DivergingScaleOf(values);
     viz::HeatmapFigureOptions o;
+    o.NarrowTitle = true;  // a figure of its own
     o.Title = title + ScaleNote(scale, "part");
     o.RowLabels = row_labels;
     for (int t = 1; t <= tokens; ++t) o.ColLabels.push_back(static_cast<size_t>(t) < token_labels.size() ? token_labels[t] : "?");
@@ -574,6 +576,7 @@ viz::Figure LensFigure(const model::Lens& lens, const std::string& model_name, c
     std::vector<float> p(lens.loss.size());
     for (size_t i = 0; i < p.size(); ++i) p[i] = std::exp(-lens.loss[i]);
     viz::HeatmapFigureOptions o;
+    o.NarrowTitle = true;  // a figure of its own
     o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 " + side_name + ": each token's p read after each layer";
     LensAxes(lens, token_labels, &o);
     o.Style.colormap = viz::Colormap::Viridis;
@@ -620,6 +623,7 @@ viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, con
     const LensDifference d = LensDifferenceOf(ssa, other);
     if (d.delta.empty()) return {};
     viz::HeatmapFigureOptions o;
+    o.NarrowTitle = true;  // a figure of its own
     // What the colours mean goes in the title: the bar's caption sets the bar's length (centred
     // along it), and a long one made a five-row grid a thin strip atop a tall blank figure.
     o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 SSA - " + other_name + ": each token's loss read after each layer (blue: SSA predicts it better" +
