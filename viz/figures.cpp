@@ -331,7 +331,7 @@ std::vector<float> VerticalBarTicks(const ColorBarSpec& s, float height) {
 // ran five times the bar's height down a blank figure).
 std::vector<std::string> VerticalCaptionLines(const ColorBarSpec& s, float height) {
     if (s.caption.empty()) return {};
-    if (MeasureText(s.caption, s.font) + 8 <= std::max(height, 120.0f)) return {s.caption};
+    if (MeasureText(s.caption, s.font) + 8 <= 1.5f * std::max(height, 120.0f)) return {s.caption};
     size_t best = std::string::npos;
     for (size_t at = s.caption.find(", "); at != std::string::npos; at = s.caption.find(", ", at + 1))
         if (best == std::string::npos || std::abs(static_cast<float>(at) - s.caption.size() * 0.5f) < std::abs(static_cast<float>(best) - s.caption.size() * 0.5f))

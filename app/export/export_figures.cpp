@@ -602,7 +602,7 @@ DivergingScale DivergingScaleOf(const std::vector<float>& values) {
 std::string ScaleNote(const DivergingScale& scale, const std::string& of) {
     if (!scale.Clips()) return "";
     char buf[160];
-    std::snprintf(buf, sizeof buf, "; scale +-%.3g, the 99th percentile (nearest rank) of |%.40s|, largest %.3g", scale.most, of.c_str(),
+    std::snprintf(buf, sizeof buf, "; scale \xC2\xB1%.3g, the 99th percentile (nearest rank) of |%.40s|, largest %.3g", scale.most, of.c_str(),
                   scale.largest);
     return buf;
 }

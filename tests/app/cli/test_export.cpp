@@ -494,10 +494,10 @@ TEST_F(Cli, ExportRankHeadsBesideABaseMeasuresTheDriftPartByPart) {
     const std::string scale_log = Scratch("drift_tokens_scale.log");
     const std::string scale = std::string(SSAVIZ_PYTHON) + " -c \"import numpy as np, sys, math; r = np.load(sys.argv[1]); "
                               "m = np.sort(np.abs(np.concatenate([r[27:36].ravel(), r[26]]))); "
-                              "print('scale +-%.3g, the 99th percentile (nearest rank) of |part|, largest %.3g' % (m[math.ceil(0.99 * m.size) - 1], m[-1]))\" " +
+                              "print('%.3g, the 99th percentile (nearest rank) of |part|, largest %.3g' % (m[math.ceil(0.99 * m.size) - 1], m[-1]))\" " +
                               Quote(dir + "/head_impacts_drift_tokens.npy") + " >" + scale_log + " 2>&1";
     ASSERT_EQ(std::system(scale.c_str()), 0) << ReadFile(scale_log);
-    std::string note = ReadFile(scale_log);
+    std::string note = "scale \xC2\xB1" + ReadFile(scale_log);  // the scale's end, +-, as the figure writes it: "±"
     note.pop_back();
     EXPECT_NE(path_svg.find(note), std::string::npos) << note;
 }
