@@ -539,6 +539,15 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
     if (shown < static_cast<int>(order.size()))
         Caption("the " + std::to_string(shown) + " of " + std::to_string(order.size()) + " heads with the largest " +
                 (by_change ? "change" : "part") + "; `ssaviz export --lens` writes every head's (dla.npy)");
+    if (sides.size() > 1) {  // the numbers' columns named, in their sides' colours, over them
+        const ImVec2 p = ImGui::GetCursorScreenPos();
+        for (size_t k = 0; k < sides.size(); ++k) {
+            const std::string name = viz::EllipsizeText(sides[k].name, column_w + column_gap * 0.5f);
+            const float right = p.x + label_w + width + 6.0f + column_w * static_cast<float>(k + 1) + column_gap * static_cast<float>(k);
+            draw->AddText(ImVec2(right - ImGui::CalcTextSize(name.c_str()).x, p.y), sides[k].color, name.c_str());
+        }
+        ImGui::Dummy(ImVec2(label_w + width, ImGui::GetTextLineHeight()));
+    }
     const ImVec2 start = ImGui::GetCursorScreenPos();
     for (int k = 0; k < shown; ++k) {
         HeadRef head{order[k] / H, order[k] % H};
