@@ -701,7 +701,13 @@ void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional
     if (s && !o.text && !o.text_file && !s->text.empty()) launch->text = s->text;  // a session without one keeps the default
     // Checked as export's --out is, before the model runs (a file there failed after it, exit 1).
     if (!launch->export_to.empty()) {
-        for (const std::optional<std::string>& shown : {run, compare_run})  // inside a run it would become one of its steps
+        std::optional<std::string> shown_run = run, shown_compare_run = compare_run;
+        for (const Example& x : BundledExamples())  // a run's example opens its run in the window
+            if (x.id == o.example && !x.run_dir.empty()) {
+                shown_run = x.run_dir;
+                if (!x.compare_run_dir.empty()) shown_compare_run = x.compare_run_dir;
+            }
+        for (const std::optional<std::string>& shown : {shown_run, shown_compare_run})  // inside a run it would become one of its steps
             if (shown)
                 if (auto outside = CheckOutsideRun(launch->export_to, *shown, RunExportFolders::Window); !outside)
                     throw Failure{kExitUsage, "--export-to: " + outside.error()};
@@ -710,7 +716,7 @@ void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional
         shown.png = shown.svg = shown.html = true;
         if (auto checked = CheckExportPlaces(launch->export_to, launch->export_to, s ? s->export_options : shown); !checked)
             throw Failure{kExitUsage, "--export-to: " + checked.error()};
-        if (run)  // the Run tab's timeline, in run/
+        if (shown_run)  // the Run tab's timeline, in run/
             if (auto checked = CheckRunDataPlaces(launch->export_to, launch->export_to + "/run", s ? s->export_options : shown); !checked)
                 throw Failure{kExitUsage, "--export-to: " + checked.error()};
     }

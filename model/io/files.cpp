@@ -542,12 +542,17 @@ Status FolderPlace(const std::filesystem::path& p) {
 Status CheckFoldersBelow(const std::string& root, const std::string& folder) {
     const std::filesystem::path base = std::filesystem::path(root).lexically_normal(), rel = std::filesystem::path(folder).lexically_normal().lexically_relative(base);
     if (rel.empty() || *rel.begin() == "..") return Fail(Quoted(folder) + " is not inside " + Quoted(root));
-    std::filesystem::path at = base;
+    std::filesystem::path at = base, deepest = base;
     for (const std::filesystem::path& part : rel) {
         if (part == ".") continue;
         at /= part;
         if (auto s = FolderPlace(at); !s) return s;
+        if (struct stat st {}; ::lstat(at.c_str(), &st) == 0) deepest = at;
     }
+    // Where the files go, or the folder the missing ones are made in: writable (a read-only run/
+    // under --export-to was found once the whole timeline had run).
+    if (::access(deepest.c_str(), W_OK | X_OK) != 0 && errno != ENOENT)
+        return Fail(Quoted(deepest.string()) + ": cannot write in it (" + std::strerror(errno) + ")");
     return Ok{};
 }
 

@@ -185,7 +185,8 @@ Status CheckCanWriteFile(const std::string& path);
 // never followed). `staged` is removed at the end, and on failure, with what is left in it.
 Status MoveTreeInto(const std::string& staged, const std::string& out);
 // The folders from `root` (excluded: the user named it) down to `folder`: none may be a link or
-// other than a folder where one exists. The checks MoveTreeInto makes, asked before long work.
+// other than a folder where one exists, and the deepest that exists writable. The checks
+// MoveTreeInto makes, asked before long work.
 Status CheckFoldersBelow(const std::string& root, const std::string& folder);
 
 // fs::create_directories that tolerates others making and removing the same folders meanwhile:

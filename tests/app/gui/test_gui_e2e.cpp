@@ -976,11 +976,13 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
     fs::create_directories(dir + "/linked"), fs::create_directories(dir + "/fifo/run/curves"), fs::create_directories(dir + "/target");
     fs::create_directory_symlink(dir + "/target", dir + "/linked/run");
     ASSERT_EQ(mkfifo((dir + "/fifo/run/curves/loss.png").c_str(), 0600), 0);
-    for (const char* out : {"/linked", "/fifo"}) {
-        EXPECT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --run " + run + " --text 'The cat' --export-to " + dir + out, dir + "/place_log.txt"), 2)
-            << out << ": " << ReadFile(dir + "/place_log.txt");
-        EXPECT_NE(ReadFile(dir + "/place_log.txt").find("--export-to: "), std::string::npos) << ReadFile(dir + "/place_log.txt");
-    }
+    // A run's example opens its run too: checked the same (it was not: found after the timeline).
+    for (const std::string& opens : {" --run " + run + " --text 'The cat'", std::string(" --example graph-run")})
+        for (const char* out : {"/linked", "/fifo"}) {
+            EXPECT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + opens + " --export-to " + dir + out, dir + "/place_log.txt"), 2)
+                << opens << out << ": " << ReadFile(dir + "/place_log.txt");
+            EXPECT_NE(ReadFile(dir + "/place_log.txt").find("--export-to: "), std::string::npos) << ReadFile(dir + "/place_log.txt");
+        }
     EXPECT_TRUE(fs::is_empty(dir + "/target"));
     // A session keeps the run and the step shown: it opens there again, on the session's tab.
     std::ofstream(dir + "/session.json") << nlohmann::json{{"ssaviz_session", 1}, {"run", run}, {"model", run + "/iter-000200-ckpt.pth"},

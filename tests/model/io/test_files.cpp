@@ -253,8 +253,40 @@ TEST(Files, FoldersReplaceOnlyWhatTheirOwnerAccepts) {
     fs::remove_all(temp);
 }
 
-// A zero-length array is a valid .npy: a header with shape (0,) and no data (a one-token text has
-// no losses), whatever pointer the empty array gives.
+// The folders an export writes below --out, checked before long work: a link or a file on the way
+// refused, and the deepest folder there writable (a read-only run/ under the window's --export-to
+// was found once the whole timeline had run). Asked as an unprivileged user: root writes anywhere.
+TEST(Files, FoldersBelowAreCheckedForLinksAndWriting) {
+    char made[] = "/tmp/ssaviz-below-XXXXXX";  // /tmp: every user can pass through it
+    ASSERT_NE(::mkdtemp(made), nullptr);
+    const std::string dir = made;
+    fs::create_directories(dir + "/open/run"), fs::create_directories(dir + "/shut/run"), fs::create_directories(dir + "/elsewhere");
+    fs::create_directory_symlink(dir + "/elsewhere", dir + "/linked");
+    ::chmod(dir.c_str(), 0755), ::chmod((dir + "/open").c_str(), 0777), ::chmod((dir + "/open/run").c_str(), 0777);
+    ::chmod((dir + "/shut").c_str(), 0777), ::chmod((dir + "/shut/run").c_str(), 0555);
+    // 1 where the answer is as expected, per case, in a child that is not root.
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(100);
+        int ok = 0;
+        ok |= bool(model::CheckFoldersBelow(dir + "/open", dir + "/open/run/curves")) << 0;  // made in a writable run/
+        ok |= bool(model::CheckFoldersBelow(dir + "/open", dir + "/open/run")) << 1;
+        ok |= !model::CheckFoldersBelow(dir + "/shut", dir + "/shut/run") << 2;
+        ok |= !model::CheckFoldersBelow(dir + "/shut", dir + "/shut/run/curves") << 3;  // would be made in it
+        const auto s = model::CheckFoldersBelow(dir + "/shut", dir + "/shut/run");
+        ok |= (!s && s.error().find("cannot write in it") != std::string::npos) << 4;
+        ok |= !model::CheckFoldersBelow(dir, dir + "/linked/run") << 5;
+        ::_exit(ok);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0b111111) << "each bit a case above; 100: could not leave root";
+    ::chmod((dir + "/shut/run").c_str(), 0755);
+    fs::remove_all(dir);
+}
+
 // A killed export's staging folder is removed by the next one there; one a process holds (its
 // flock), a fresh one, a link or a file of that name, and another name's, never.
 TEST(Files, AnAbandonedTempFolderIsRemovedAndAHeldOneKept) {
@@ -316,6 +348,8 @@ TEST(Files, AnAbandonedTempFileIsRemovedByTheNextWrite) {
     EXPECT_EQ(kept, 7u);
 }
 
+// A zero-length array is a valid .npy: a header with shape (0,) and no data (a one-token text has
+// no losses), whatever pointer the empty array gives.
 TEST(Files, ZeroLengthArraysAreWritten) {
     const std::string dir = Dir("npy");
     const std::vector<float> none;
