@@ -316,13 +316,22 @@ std::vector<float> VerticalBarTicks(const ColorBarSpec& s, float height) {
     // How far an end lies from the round value nearest it, as a part of its half of the bar (a
     // diverging one's, +-0.68 past +-0.5) or of the bar; and whether a label fits between them.
     const bool diverging = s.range.min < 0 && s.range.max > 0;
+    // Far in value but near on the bar (0.685 a label's height above 0.5): the end in the round
+    // value's place, so the two labels never touch.
+    enum class End { Skip, Add, Replace };
     auto far = [&](float end, float nearest) {
         const float half = diverging ? std::abs(end) : span;
-        return std::abs(end - nearest) > 0.2f * half && std::abs(end - nearest) / span * height >= s.font * 1.6f &&
-               FormatTick(end) != FormatTick(nearest);
+        if (std::abs(end - nearest) <= 0.2f * half || FormatTick(end) == FormatTick(nearest)) return End::Skip;
+        return std::abs(end - nearest) / span * height >= s.font * 2.2f ? End::Add : End::Replace;
     };
-    if (far(s.range.max, ticks.back())) ticks.push_back(s.range.max);
-    if (diverging && far(s.range.min, ticks.front())) ticks.insert(ticks.begin(), s.range.min);
+    // Not the only round value between the ends, nor 0 on a diverging bar.
+    auto replaceable = [&](float round) { return ticks.size() > 2 && !(diverging && round == 0.0f); };
+    if (const End e = far(s.range.max, ticks.back()); e == End::Add) ticks.push_back(s.range.max);
+    else if (e == End::Replace && replaceable(ticks.back())) ticks.back() = s.range.max;
+    if (diverging) {
+        if (const End e = far(s.range.min, ticks.front()); e == End::Add) ticks.insert(ticks.begin(), s.range.min);
+        else if (e == End::Replace && replaceable(ticks.front())) ticks.front() = s.range.min;
+    }
     return ticks;
 }
 
@@ -349,8 +358,7 @@ float VerticalCaptionEnd(const ColorBarSpec& s, float height) {
 
 float VerticalColorBarWidth(const ColorBarSpec& s, float height) {
     float labels = 0;
-    for (float v : VerticalBarTicks(s, height))
-        labels = std::max(labels, MeasureText(FormatTick(v), s.font));
+    for (const std::string& label : FormatTicks(VerticalBarTicks(s, height))) labels = std::max(labels, MeasureText(label, s.font));
     const size_t lines = VerticalCaptionLines(s, height).size();
     return kBarThickness + kTickLength + kTickGap + labels + (lines == 0 ? 0.0f : 8 + s.font * 1.2f * static_cast<float>(lines));
 }
@@ -377,10 +385,12 @@ void AddVerticalColorBar(Figure& f, float x, float y, float height, const ColorB
     AddOutline(f, x, y, kBarThickness, height);
     float labels = 0;
     const float tick_x = x + kBarThickness;
-    for (float v : VerticalBarTicks(s, height)) {
-        const float ty = y + height - Normalize(v, s.range, s.log_scale) * height;
+    const std::vector<float> ticks = VerticalBarTicks(s, height);
+    const std::vector<std::string> texts = FormatTicks(ticks);
+    for (size_t k = 0; k < ticks.size(); ++k) {
+        const float ty = y + height - Normalize(ticks[k], s.range, s.log_scale) * height;
         AddHLine(f, tick_x, tick_x + kTickLength, std::clamp(ty, y + 0.5f, y + height - 0.5f), kAxis);
-        const std::string label = FormatTick(v);
+        const std::string& label = texts[k];
         labels = std::max(labels, MeasureText(label, s.font));
         AddText(f, tick_x + kTickLength + kTickGap, ty, label, s.font);
     }
@@ -409,8 +419,10 @@ std::vector<BarTick> HorizontalBarTicks(const ColorBarSpec& s, float width) {
         ticks.clear();
         bool fits = true;
         float prev_end = -INFINITY;
-        for (float v : BarTicks(s.range, s.log_scale, max_ticks)) {
-            BarTick t{Normalize(v, s.range, s.log_scale) * width, FormatTick(v), 0};
+        const std::vector<float> values = BarTicks(s.range, s.log_scale, max_ticks);
+        const std::vector<std::string> texts = FormatTicks(values);
+        for (size_t k = 0; k < values.size(); ++k) {
+            BarTick t{Normalize(values[k], s.range, s.log_scale) * width, texts[k], 0};
             t.width = MeasureText(t.text, s.font);
             fits &= t.offset - t.width * 0.5f >= prev_end + 6;
             prev_end = t.offset + t.width * 0.5f;

@@ -67,11 +67,41 @@ bool NeighboursDiffer(const std::vector<std::string>& labels) {
     return true;
 }
 
+// Whether some labels are in scientific notation and others, 0 aside, are not ("5e-04" beside "0.001").
+bool MixedNotation(const std::vector<std::string>& labels) {
+    int sci = 0, plain = 0;
+    for (const std::string& l : labels)
+        if (l != "0") ++(l.find('e') != std::string::npos ? sci : plain);
+    return sci > 0 && plain > 0;
+}
+
+// Evenly spaced ticks (a linear axis's), their step; 0 where they are not.
+double EvenStep(const std::vector<float>& ticks) {
+    if (ticks.size() < 3) return ticks.size() == 2 ? std::abs(static_cast<double>(ticks[1]) - ticks[0]) : 0;
+    const double step = static_cast<double>(ticks[1]) - ticks[0];
+    for (size_t k = 2; k < ticks.size(); ++k)
+        if (std::abs((static_cast<double>(ticks[k]) - ticks[k - 1]) - step) > 1e-3 * std::abs(step)) return 0;
+    return std::abs(step);
+}
+
 }  // namespace
 
 std::vector<std::string> FormatTicks(const std::vector<float>& ticks) {
     std::vector<std::string> labels;
     for (float v : ticks) labels.push_back(FormatTick(v));
+    // A linear axis in one notation: its step's decimals, trailing zeros dropped ("0, 0.0005, 0.001,
+    // 0.0015", not "0, 5e-04, 0.001, 0.0015").
+    if (const double step = EvenStep(ticks); MixedNotation(labels) && step > 1e-9 && step < 1) {
+        const int decimals = std::min(9, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)) + 1);
+        for (size_t k = 0; k < ticks.size(); ++k) {
+            std::string s = ticks[k] == 0.0f ? "0" : Print(("%." + std::to_string(decimals) + "f").c_str(), ticks[k]);
+            if (s.find('.') != std::string::npos) {
+                while (s.back() == '0') s.pop_back();
+                if (s.back() == '.') s.pop_back();
+            }
+            labels[k] = SignlessZero(s);
+        }
+    }
     for (int digits = 4; digits <= 9 && !NeighboursDiffer(labels); ++digits) {
         const std::string format = "%." + std::to_string(digits) + "g";
         for (size_t k = 0; k < ticks.size(); ++k) labels[k] = ticks[k] == 0.0f ? "0" : Print(format.c_str(), ticks[k]);

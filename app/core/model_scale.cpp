@@ -12,12 +12,12 @@ ModelScale ScaleOf(const model::ModelInfo& info, int64_t big_parameters) {
     if (s.big)
         s.reason = CountName(info.parameters) + " parameters on the CPU: big (" + line +
                    " or more), so the window opens with the layer-local comparison, which needs no second forward pass. "
-                   "The global tau=1 pass (a whole second forward pass) runs on request: Ctrl+T or the button below.";
+                   "The global tau = 1 pass (a whole second forward pass) runs on request: Ctrl+T or the button below.";
     else if (!on_cpu)
-        s.reason = "On the GPU a second forward pass is cheap: the global tau=1 pass runs with every analysis.";
+        s.reason = "On the GPU a second forward pass is cheap: the global tau = 1 pass runs with every analysis.";
     else
         s.reason = CountName(info.parameters) + " parameters: under " + line +
-                   ", so the global tau=1 pass (a second forward pass) runs with every analysis.";
+                   ", so the global tau = 1 pass (a second forward pass) runs with every analysis.";
     return s;
 }
 

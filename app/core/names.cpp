@@ -129,8 +129,8 @@ std::string SelfComparisonNote(const model::Analysis& a) {
 std::string CompareExplanation(const model::Analysis& a) {
     if (const std::string self = SelfComparisonNote(a); !self.empty()) return "Here " + self + ".";
     if (a.HasBase())
-        return "tau=1, with the base beside: the fine-tune's own weights with tau_q = tau_v = 1 everywhere, and its base model (" +
-               a.base_label + ") as a third side. SSA against tau=1 is what the temperatures did; tau=1 against the base is what "
+        return "tau = 1, with the base beside: the fine-tune's own weights with tau_q = tau_v = 1 everywhere, and its base model (" +
+               a.base_label + ") as a third side. SSA against tau = 1 is what the temperatures did; tau = 1 against the base is what "
                "fine-tuning did to the other weights (their drift); SSA against the base is the whole change.";
     if (HasTwin(a))
         return "twin: a separately trained model (" + a.compare_label +
@@ -139,9 +139,9 @@ std::string CompareExplanation(const model::Analysis& a) {
         return "unedited: the SSA model as trained, without the what-ifs (" + model::FormatInterventions(a.interventions) +
                ") applied to the SSA side, so a difference is the what-ifs' effect alone.";
     if (a.comparison == model::Comparison::LayerLocal)
-        return "tau=1 local: at each layer, the SSA model's own q and k (the same input as SSA) with tau = 1. "
+        return "tau = 1 local: at each layer, the SSA model's own q and k (the same input as SSA) with tau = 1. "
                "It shows what that layer's temperatures do, with nothing below it changed.";
-    return "tau=1: the same weights with tau_q = tau_v = 1 everywhere (the vanilla counterfactual). It is a whole second "
+    return "tau = 1: the same weights with tau_q = tau_v = 1 everywhere (the vanilla counterfactual). It is a whole second "
            "forward pass, so from layer 1 on its heads read a different residual stream: a later layer's difference mixes its "
            "own temperatures with everything that changed below it.";
 }

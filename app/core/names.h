@@ -1,5 +1,5 @@
 // The short names every front end gives heads and comparisons, spelled once: the views, figure
-// legends, exports and the command line all say "L2 H5", "tau=1", "twin".
+// legends, exports and the command line all say "L2 H5", "tau = 1", "twin".
 #pragma once
 
 #include <cmath>
@@ -14,13 +14,13 @@ namespace app {
 // "L2 H5".
 std::string HeadName(HeadRef h);
 
-// The comparison's one short name, the same in every view and figure legend: "tau=1" for the
+// The comparison's one short name, the same in every view and figure legend: "tau = 1" for the
 // counterfactual (the same weights with tau_q = tau_v = 1), "twin" for a separately trained model
 // (the labels of app/core/run.h's comparison table).
 std::string CompareName(const model::Analysis& a);
 bool HasTwin(const model::Analysis& a);
 // What SSA is set against, as the toolbar and the status bar say it: the comparison's name, with
-// " + base" beside a fine-tune's base ("tau=1 + base").
+// " + base" beside a fine-tune's base ("tau = 1 + base").
 std::string ComparedWith(const model::Analysis& a);
 // What a lens's comparison side ran with, to tell whether a lens kept is still the shown one's:
 // the comparison's label and kind (a layer-local comparison's lens is another run than tau = 1's),

@@ -135,7 +135,7 @@ std::vector<Quantity> MakeCatalogue() {
                  "Jensen-Shannon divergence of SSA's rows from the base model's: all that fine-tuning changed (with a base)", Scope::Row)
             .Unit("nats").Members(&A::js_total).Read(R::RowMean).Format("%.4f").LargerFirst().Scaled(Scale::FromZero).Python("js_total").Shown(kSsaSide)
             .BaseOnly(),
-        Quantity("js_drift", "JS drift (tau=1 to base)", "JS drift",
+        Quantity("js_drift", "JS drift (tau = 1 to base)", "JS drift",
                  "Jensen-Shannon divergence of the tau = 1 rows from the base's: what fine-tuning did to the other weights, the "
                  "temperatures aside (with a base)",
                  Scope::Row)

@@ -21,8 +21,8 @@ namespace app {
 const std::vector<CompareKindInfo>& CompareKinds() {
     using C = model::Comparison;
     static const std::vector<CompareKindInfo> kinds = {
-        {CompareKind::Global, "vanilla", C::Counterfactual, true, "tau=1", "(the default) sets tau = 1 in every layer (a second forward pass)"},
-        {CompareKind::LayerLocal, "local", C::LayerLocal, true, "tau=1 local", "tau = 1 in each layer alone, on the SSA model's own q and k"},
+        {CompareKind::Global, "vanilla", C::Counterfactual, true, "tau = 1", "(the default) sets tau = 1 in every layer (a second forward pass)"},
+        {CompareKind::LayerLocal, "local", C::LayerLocal, true, "tau = 1 local", "tau = 1 in each layer alone, on the SSA model's own q and k"},
         {CompareKind::Unedited, "unedited", C::Unedited, true, "unedited", "the model without the --ablate what-ifs"},
         {CompareKind::Twin, "twin", C::Twin, false, "twin", "a trained twin"},
         {CompareKind::Base, "base", C::Base, true, "base",

@@ -43,7 +43,7 @@ struct CompareKindInfo {
     const char* key;          // "vanilla"; a twin's is "twin", though a twin is spelled by its folder
     model::Comparison runs;   // what the engine runs
     bool keyword;             // a --compare value (false: the twin, spelled DIR; none, Python's alone)
-    const char* label;        // the one short name of views, legends and files' titles: "tau=1"
+    const char* label;        // the one short name of views, legends and files' titles: "tau = 1"
     const char* help;         // after the key in --compare's help
 };
 const std::vector<CompareKindInfo>& CompareKinds();

@@ -266,7 +266,7 @@ json InterventionsToJson(const std::vector<model::Intervention>& list) {
 
 namespace {
 
-// Each side block's name as the views say it ("SSA", "tau=1", "base") and what the comparison is.
+// Each side block's name as the views say it ("SSA", "tau = 1", "base") and what the comparison is.
 json SidesJson(const model::Analysis& a) {
     json sides = json::object();
     for (Side side : kAllSides)
@@ -471,27 +471,28 @@ namespace {
 
 // The lens's comparison side in a figure's title: what RunLensSides ran there.
 std::string LensCompareTitle(const model::Analysis& a) {
-    if (a.HasBase()) return "SSA's weights at tau = 1";
+    if (a.HasBase()) return "tau = 1 (SSA's weights)";
     if (HasTwin(a)) return "twin " + TwinFolderName(a);
-    if (a.comparison == model::Comparison::LayerLocal) return "each layer alone at tau = 1 (layer-local)";
-    return "tau = 1";
+    if (a.comparison == model::Comparison::LayerLocal) return "tau = 1 local (layer by layer)";
+    return "tau = 1 (SSA's weights)";
 }
 
 }  // namespace
 
-std::string LensSideName(const model::Analysis& a, size_t k) { return k == 0 ? "SSA" : k == 1 ? LensCompareTitle(a) : "base"; }
+// The short name of legends and lines, as every view names the sides ("SSA", "tau = 1", "twin", "base").
+std::string LensSideName(const model::Analysis& a, size_t k) { return k == 0 ? "SSA" : k == 1 ? CompareName(a) : "base"; }
 
 // The base named by its folder: a figure of the base's alone is titled with the fine-tune's name (a
 // panel cropped out read "licenses/ssa" over the base's numbers).
 std::string LensSideTitle(const model::Analysis& a, size_t k) {
     const std::string folder = k == 2 ? BaseFolderName(a) : "";
-    return folder.empty() ? LensSideName(a, k) : "base (" + folder + ")";
+    return k == 1 ? LensCompareTitle(a) : folder.empty() ? LensSideName(a, k) : "base (" + folder + ")";
 }
 
 viz::Figure LensModeFigure(const model::Analysis& a, const model::ModelInfo& info, MapMode mode, const model::Lens* ssa,
                            const model::Lens* other) {
     const size_t k = ReadSide(mode) == Side::Base ? 2 : ReadSide(mode) == Side::Compare ? 1 : 0;
-    if (IsDifference(mode)) return ssa && other ? LensDiffFigure(*ssa, *other, ModelName(info), LensSideTitle(a, k), TokenLabels(a.tokens)) : viz::Figure{};
+    if (IsDifference(mode)) return ssa && other ? LensDiffFigure(*ssa, *other, ModelName(info), k == 1 ? LensSideName(a, k) : LensSideTitle(a, k), TokenLabels(a.tokens)) : viz::Figure{};
     const model::Lens* shown = k == 0 ? ssa : other;
     return shown ? LensFigure(*shown, ModelName(info), LensSideTitle(a, k), TokenLabels(a.tokens)) : viz::Figure{};
 }
@@ -737,9 +738,11 @@ std::string LabelAt(const std::vector<std::string>& token_labels, int64_t t) {
     return t >= 0 && static_cast<size_t>(t) < token_labels.size() ? token_labels[static_cast<size_t>(t)] : "?";
 }
 
-// "the last token 'x'" or "token 5 'x'": the text's token `t` (`piece`: as it reads).
+// "the last token 'x'" or "token 5 'x' (predicted at position 4)": the text's token `t` (`piece`:
+// as it reads), named by the position --dla-position and the window name too.
 std::string TextTokenWords(const std::vector<std::string>& token_labels, int64_t t, const std::string& piece) {
-    return (t + 1 == static_cast<int64_t>(token_labels.size()) ? std::string("the last token '") : "token " + std::to_string(t) + " '") + piece + "'";
+    if (t + 1 == static_cast<int64_t>(token_labels.size())) return "the last token '" + piece + "'";
+    return "token " + std::to_string(t) + " '" + piece + "' (predicted at position " + std::to_string(t - 1) + ")";
 }
 
 }  // namespace
@@ -1006,7 +1009,8 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
         const std::string name = other.suffix == "_base" ? "lens_diff_base" : "lens_diff";
         for (const char* ext : extensions)
             files.push_back(FigureFile(name, ext, [ssa = ssa_side->lens, other, token_labels, model_name] {
-                return LensDiffFigure(*ssa, *other.lens, model_name, other.title.empty() ? other.name : other.title, token_labels);
+                // "SSA - tau = 1", as the maps' differences; the base by its folder.
+                return LensDiffFigure(*ssa, *other.lens, model_name, other.suffix == "_base" && !other.title.empty() ? other.title : other.name, token_labels);
             }, size_t{64} << 20, options.figures.png_scale));
     }
     // For papers: a token's logit (the last's, or --dla-position's; --dla-target's token) split by

@@ -28,10 +28,10 @@ std::string ModeTitle(const model::Analysis& a, MapMode mode) {
     switch (mode) {
         case MapMode::Ssa: return "SSA";
         case MapMode::Compare: if (HasTwin(a)) return "twin " + TwinFolderName(a);
-            if (a.HasBase()) return "SSA's weights at tau = 1";
-            return a.comparison == model::Comparison::LayerLocal ? "vanilla, layer-local (tau = 1)" : "vanilla (tau = 1)";
+            // The window's names: tau = 1 is SSA's own weights without their temperatures.
+            return a.comparison == model::Comparison::LayerLocal && !a.HasBase() ? "tau = 1 local (layer by layer)" : "tau = 1 (SSA's weights)";
         case MapMode::Difference: return "SSA - " + CompareName(a);
-        case MapMode::Base: return "base: " + BaseFolderName(a);
+        case MapMode::Base: return "base (" + BaseFolderName(a) + ")";
         case MapMode::BaseDifference: return "SSA - base (all that fine-tuning changed)";
     }
     return "";
@@ -75,12 +75,14 @@ std::string HighlightLabel(const FigureSettings& s) {
                         : s.highlight == TokenColor::LossDeltaBase ? " (SSA's - the base's)"
                                                                    : "") +
                ", " + c.quantity->unit;
+    // The catalogue's unit where it has one, as the loss's ("entropy, L3 H2, nats").
+    const std::string unit = c.quantity && !c.quantity->unit.empty() ? ", " + c.quantity->unit : "";
     switch (s.highlight_scope) {
-        case TokenScope::Head: return label + ", " + HeadName(s.highlight_head);
-        case TokenScope::LayerMean: return label + ", layer " + std::to_string(s.highlight_head.layer) + " mean";
-        case TokenScope::ModelMean: return label + ", mean over heads";
+        case TokenScope::Head: return label + ", " + HeadName(s.highlight_head) + unit;
+        case TokenScope::LayerMean: return label + ", layer " + std::to_string(s.highlight_head.layer) + " mean" + unit;
+        case TokenScope::ModelMean: return label + ", mean over heads" + unit;
     }
-    return label;
+    return label + unit;
 }
 
 // The highlight's pieces (as text, newlines kept) and values; the range skips a row metric's trivial row 1.
@@ -211,8 +213,8 @@ viz::Figure SideBySideFigure(const model::Analysis& a, const std::string& model_
     panel(ssa->data(), MapMode::Ssa, "SSA");
     const std::string place = model_name + " \xC2\xB7 layer " + std::to_string(head.layer) + ", head " + std::to_string(head.head);
     if (base) {
-        panel(other->data(), MapMode::Compare, "SSA's weights at tau = 1");
-        panel(base->data(), MapMode::Compare, "base: " + BaseFolderName(a));
+        panel(other->data(), MapMode::Compare, ModeTitle(a, MapMode::Compare));
+        panel(base->data(), MapMode::Compare, ModeTitle(a, MapMode::Base));
         return viz::Beside(panels, place + " \xC2\xB7 what fine-tuning changed: temperatures (SSA vs tau = 1), drift (tau = 1 vs base)");
     }
     panel(other->data(), MapMode::Compare, ModeTitle(a, MapMode::Compare));
@@ -222,7 +224,7 @@ viz::Figure SideBySideFigure(const model::Analysis& a, const std::string& model_
     options.Style.range = SymmetricRange(diff);
     options.ValueLabel = "weight difference";
     panels.push_back(viz::HeatmapFigure(diff.data(), T, T, options));
-    return viz::Beside(panels, place + " \xC2\xB7 SSA against " + CompareName(a));
+    return viz::Beside(panels, place + " \xC2\xB7 SSA vs " + CompareName(a));
 }
 
 // Drawn from the thumbnails: exact up to model::kThumbnailCells tokens, max-pooled above, which
@@ -312,7 +314,7 @@ viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_na
     const int cells = std::max(d.n_layer, d.n_head);
     options.MapSize = cells * std::clamp(560 / std::max(cells, 1), 12, 60);  // 60: room for "4.1e-05"
     // Two significant digits on either scale: a coloured cell of 4.1e-05 read "0.000" at three decimals.
-    options.CellValues = "%.2g";
+    options.CellValues = "%#.2g";  // two significant digits each: "5.0e-05" beside "4.1e-05", "0.00080" beside "0.00083"
     options.Style.range = FineTuneRange(d, log_scale);  // the Fine-tune tab's
     auto nats = [](const char* format, float v) {
         char buf[64];

@@ -934,7 +934,7 @@ std::vector<Flag> BuildTable() {
             "first analysis is shown; export's to head_impacts.json / .csv / .png",
             [](CommandOptions& o, const FlagValue&) { o.window.rank_heads = o.export_options.rank_heads = true; },
             [](const CommandOptions& o) { return On(o.window.rank_heads || o.export_options.rank_heads); }));
-    add(Row({"--global-pass"}, "", {C::Window}, "run the global tau=1 pass once the first analysis is shown, as Ctrl+T does",
+    add(Row({"--global-pass"}, "", {C::Window}, "run the global tau = 1 pass once the first analysis is shown, as Ctrl+T does",
             [](CommandOptions& o, const FlagValue&) { o.window.global_pass = true; }, [](const CommandOptions& o) { return On(o.window.global_pass); }));
     add(Row({"--big-model"}, "N", {C::Window},
             "a model on a CPU with N parameters or more is big: it opens with the layer-local comparison (default 400000000)",

@@ -91,8 +91,8 @@ viz::Plot Dilution(const PlotInput& in) {
         side.X = x;
     }
     p.Options.YLabel = HeadScope(in) ? "H_i / ln i" : "H_i / ln i, mean over heads";
-    p.Options.Title = in.model_name + kDot + "attention dilution: normalized entropy by position" + (HeadScope(in) ? kDot + HeadName(*in.selected) : "");
-    p.Options.XLabel = "query position i";
+    p.Options.Title = in.model_name + kDot + "attention dilution: normalised entropy by position" + (HeadScope(in) ? kDot + HeadName(*in.selected) : "");
+    p.Options.XLabel = "query position i, from 1 (i keys)";  // the paper's i: ln i of i keys, where the views count from 0
     p.Options.YRange = viz::Range{0.0f, 1.05f};
     if (in.query >= 0) p.Options.XMarker = static_cast<float>(in.query + 1);
     return p;
@@ -185,8 +185,8 @@ std::string SinkNote(const PlotInput& in, const viz::Plot& p) {
 
 const std::vector<AnalysisPlot>& SparsityPlots() {
     static const std::vector<AnalysisPlot> plots = {
-        {"dilution", "Attention dilution: normalized entropy by position",
-         "Normalized entropy H_i / ln i of each query row i (1 = uniform over the i visible keys). Vanilla attention dilutes: its "
+        {"dilution", "Attention dilution: normalised entropy by position",
+         "Normalised entropy H_i / ln i of each query row i (1 = uniform over the i visible keys). Vanilla attention dilutes: its "
          "curve rises towards 1 as the context grows. SSA's temperatures should keep it flat and low. Click to select that query token.",
          PlotPick::Query, Dilution, DilutionNote},
         {"tau_q_histogram", "Query inverse temperature tau_q",

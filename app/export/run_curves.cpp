@@ -212,7 +212,7 @@ RunCurve CurveOf(const RunTimeline& t, const std::string& key) {
         }
         return c;
     }
-    if (key == "js_divergence") c.compare_name = t.compare_name;  // the title says which comparison ("JS to tau=1")
+    if (key == "js_divergence") c.compare_name = t.compare_name;  // the title says which comparison ("JS to tau = 1")
     c.layers.assign(static_cast<size_t>(t.n_layer), {});
     for (const std::vector<HeadSummary>& heads : t.heads) {
         double all = 0;
@@ -247,23 +247,23 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
     viz::Plot plot;
     const bool token = key == kRunTokenCurve, loss = key == "loss", lens = IsRunLensCurve(key);
     const bool lens_diff = lens && key != kRunLensCurve;
-    // The difference's other side, named as the loss curve names the comparison ("tau=1", "twin").
+    // The difference's other side, named as the loss curve names the comparison ("tau = 1", "twin").
     const std::string minus = key == kRunLensDiffBaseCurve ? "base" : runs.empty() || runs[0].compare_name.empty() ? "comparison" : runs[0].compare_name;
     const HeadValue* v = loss || token || lens ? nullptr : FindHeadValue(key);
     // The axis in the catalogue's unit where it has one ("entropy (nats)").
     const std::string unit = v && v->quantity && !v->quantity->unit.empty() ? " (" + v->quantity->unit + ")" : "";
-    // JS to the comparison named by it, as its sibling "JS drift (tau=1 to base)" names its sides.
+    // JS to the comparison named by it, as its sibling "JS drift (tau = 1 to base)" names its sides.
     const std::string name = RunCurveLabel(key, runs.empty() ? "" : runs[0].compare_name);
     const std::string label = loss        ? "mean loss on the text (nats)"
                               : token     ? "tau_q"
-                              : lens_diff ? "SSA's mean loss after the layer minus " + minus + "'s (nats)"
+                              : lens_diff ? "SSA's mean loss after the layer - " + minus + "'s (nats)"
                               : lens      ? "mean loss read after the layer (nats)"
                               : v         ? name + unit
                                           : key;
-    plot.Options.Title = loss        ? "Loss on the text against training step" + (runs.empty() || runs[0].note.empty() ? "" : " (" + runs[0].note + ")")
-                         : token     ? "A token's tau_q in one head against training step"
-                         : lens_diff ? "Loss read after each layer (logit lens), SSA minus " + minus + ", against training step"
-                         : lens      ? "Loss read after each layer (logit lens) against training step"
+    plot.Options.Title = loss        ? "loss on the text against training step" + (runs.empty() || runs[0].note.empty() ? "" : " (" + runs[0].note + ")")
+                         : token     ? "a token's tau_q in one head against training step"
+                         : lens_diff ? "loss read after each layer (logit lens), SSA - " + minus + ", against training step"
+                         : lens      ? "loss read after each layer (logit lens) against training step"
                                  : name + " against training step (mean over heads)";
     plot.Options.XLabel = "training step";
     plot.Options.YLabel = label;

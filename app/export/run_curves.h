@@ -41,7 +41,7 @@ struct RunTimeline {
     std::vector<float> loss;                      // each analysed step's mean loss on the text
     std::vector<float> loss_compare;              // its comparison's (tau = 1 unless --compare said; NaN without one)
     std::vector<float> loss_base;                 // the base's (against a fine-tune's base; NaN without one)
-    std::string compare_name;                     // the comparison as the window names it ("tau=1", "twin"); empty: none
+    std::string compare_name;                     // the comparison as the window names it ("tau = 1", "twin"); empty: none
     int n_tokens = 0;                             // the text's tokens (the first step's)
     std::vector<std::vector<float>> tau_q;        // each analysed step's tau_q [L, H, T]
     RunModel model;                               // the first step's (family empty: not told)
@@ -110,8 +110,8 @@ inline bool IsRunCurveKey(const std::string& key) {
     return key == "loss" || key == kRunTokenCurve || IsRunLensCurve(key);
 }
 // A curve's name in legends, combos and titles: the catalogue's label of a head value; "loss" and
-// "tau_q_token" their own; with the run's comparison named ("tau=1"), JS and the lens's difference
-// say it ("JS to tau=1", as the curve's title does).
+// "tau_q_token" their own; with the run's comparison named ("tau = 1"), JS and the lens's difference
+// say it ("JS to tau = 1", as the curve's title does).
 std::string RunCurveLabel(const std::string& key, const std::string& compare_name = "");
 
 // One run's values of one quantity over its steps.
@@ -123,7 +123,7 @@ struct RunCurve {
     std::vector<float> base;                  // [S]: the loss curve's base beside it (a fine-tune's; the same at every step); empty: none
     std::vector<float> compare;               // [S]: the loss curve's comparison beside it (each step's weights at tau = 1): where the
                                               // two part, the temperatures matter; empty: none
-    std::string compare_name;                 // its legend's ("tau=1")
+    std::string compare_name;                 // its legend's ("tau = 1")
     std::string note;                         // the loss curve's: what the run trained for, where it is not the next token
 };
 // `key`: one of kRunHeadValues, "loss", or a lens curve (layers: the loss read after each layer but

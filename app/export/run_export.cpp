@@ -381,7 +381,7 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
     r.row = BatchSummaryRow(StepFolder(step.step), 0, *a, spec.options.sink_epsilon);  // its line: the step's place, set when added
     r.row["step"] = step.step;
     r.row["checkpoint"] = r.checkpoint;
-    if (!a->loss_compare.empty()) r.row["compared_with"] = CompareName(*a);  // the loss curve's legend: "tau=1", "twin"
+    if (!a->loss_compare.empty()) r.row["compared_with"] = CompareName(*a);  // the loss curve's legend: "tau = 1", "twin"
     for (size_t k = 0; k < lens.size(); ++k)  // as a batch's rows: SSA, the comparison, the base
         r.row[k == 0 ? "lens_loss" : k == 1 ? "lens_loss_compare" : "lens_loss_base"] = LensLossByLayer(*lens[k]);
     std::vector<std::string> keys(std::begin(kRunHeadValues), std::end(kRunHeadValues));

@@ -234,7 +234,7 @@ public:
                     m_predictions_ms);
         std::printf("first analysis: progress shown in %d frames before its maps\n", m_progress_frames);
         if (m_global_start_ms >= 0)
-            std::printf("global tau=1 pass: asked for at %.0f ms, shown at %.0f ms (%.0f ms)\n", m_global_start_ms, m_global_done_ms,
+            std::printf("global tau = 1 pass: asked for at %.0f ms, shown at %.0f ms (%.0f ms)\n", m_global_start_ms, m_global_done_ms,
                         m_global_done_ms - m_global_start_ms);
         std::printf("while the model ran (%zu frames): ", m_busy.all_ms.size());
         m_busy.Print();

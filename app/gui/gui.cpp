@@ -796,12 +796,12 @@ private:
             // (as the key decides: RequestGlobalPass(layer_local || compare_unedited), a twin open or not).
             const bool global_shown = !m_state.twin && !m_state.layer_local && !m_state.compare_unedited && !m_state.compare_base;
             const bool key_goes_global = m_state.layer_local || m_state.compare_unedited;
-            if (ImGui::MenuItem("Compare with tau=1, whole pass", key_goes_global ? "Ctrl+T" : nullptr, global_shown))
+            if (ImGui::MenuItem("Compare with tau = 1, whole pass", key_goes_global ? "Ctrl+T" : nullptr, global_shown))
                 m_state.RequestGlobalPass(true);
             if (ImGui::IsItemHovered())
                 ImGui::SetTooltip("Ctrl+T. The same weights with tau_q = tau_v = 1 everywhere. A whole second forward pass: from layer 1 on\n"
                                   "its heads read a different residual stream, so a later layer's difference is not its temperatures alone.");
-            if (ImGui::MenuItem("Compare with tau=1, layer by layer", key_goes_global ? nullptr : "Ctrl+T",
+            if (ImGui::MenuItem("Compare with tau = 1, layer by layer", key_goes_global ? nullptr : "Ctrl+T",
                                 !m_state.twin && m_state.layer_local && !m_state.compare_unedited))
                 m_state.RequestGlobalPass(false);
             if (ImGui::IsItemHovered())
@@ -864,7 +864,7 @@ private:
             if (ImGui::MenuItem("Difference map", "3", s.map_mode == MapMode::Difference)) s.map_mode = MapMode::Difference;
             if (ImGui::MenuItem("All three side by side", "4", s.split && !s.three_way)) s.split = true, s.three_way = false;
             const bool base = m_state.analysis && m_state.analysis->HasBase();
-            if (ImGui::MenuItem("SSA | tau=1 | base (three-way)", "5", s.three_way, base)) s.three_way = !s.three_way;
+            if (ImGui::MenuItem("SSA | tau = 1 | base (three-way)", "5", s.three_way, base)) s.three_way = !s.three_way;
             if (ImGui::MenuItem("Base map", "6", s.map_mode == MapMode::Base && !s.split && !s.three_way, base))
                 s.map_mode = MapMode::Base, s.split = s.three_way = false;
             if (ImGui::MenuItem("SSA - base map", "7", s.map_mode == MapMode::BaseDifference && !s.split && !s.three_way, base))
@@ -1074,9 +1074,9 @@ private:
             if (s.progress > 0.0f && s.progress < 1.0f) {  // a long text: layers done so far
                 const bool global = s.global_pass_running;
                 ImGui::ProgressBar(s.progress, ImVec2(ImGui::GetFontSize() * (global ? 11.0f : 8.0f), ImGui::GetTextLineHeight()),
-                                   global ? "global tau=1 pass..." : "analysing...");
+                                   global ? "global tau = 1 pass..." : "analysing...");
                 if (ImGui::IsItemHovered())
-                    ImGui::SetTooltip(global ? "The global tau=1 pass: both sides, layer by layer. The maps shown stay the layer-local\n"
+                    ImGui::SetTooltip(global ? "The global tau = 1 pass: both sides, layer by layer. The maps shown stay the layer-local\n"
                                                "comparison's until it is done. Ctrl+T goes back to layer by layer."
                                              : "Layers run and measured so far; the maps appear when all are done.");
             } else {

@@ -52,6 +52,19 @@ TEST(Ticks, NeighbouringLabelsNeverReadTheSame) {
     }
 }
 
+// One notation on a linear axis: qk_spectrum's read "0, 5e-04, 0.001, 0.0015". A log axis's decades
+// keep theirs ("1e-04, 0.001, 0.01"), as do ticks that are all small.
+TEST(Ticks, ALinearAxisKeepsOneNotation) {
+    EXPECT_EQ(viz::FormatTicks({0.0f, 0.0005f, 0.001f, 0.0015f}), (std::vector<std::string>{"0", "0.0005", "0.001", "0.0015"}));
+    EXPECT_EQ(viz::FormatTicks({-0.0002f, 0.0f, 0.0002f}), (std::vector<std::string>{"-2e-04", "0", "2e-04"}));
+    EXPECT_EQ(viz::FormatTicks({0.00025f, 0.0005f, 0.00075f, 0.001f}), (std::vector<std::string>{"0.00025", "0.0005", "0.00075", "0.001"}));
+    EXPECT_EQ(viz::FormatTicks({1e-4f, 1e-3f, 1e-2f}), (std::vector<std::string>{"1e-04", "0.001", "0.01"}));
+    // A narrow range just above 1 (the highlight's tau_q position term read "1, 1, 1").
+    const std::vector<std::string> near_one = viz::FormatTicks(viz::NiceTicks({1.0f, 1.0004f}, false, 5));
+    ASSERT_GE(near_one.size(), 2u);
+    for (size_t k = 1; k < near_one.size(); ++k) EXPECT_NE(near_one[k], near_one[k - 1]) << near_one[k];
+}
+
 // A fitted axis: padded, but not across zero where the data stays on one side of it (a run's JS
 // divergence from 0 up had its axis start at -0.003).
 // A printed number that rounds to zero loses its sign (head_impacts.png's cells and the Lens tab's

@@ -74,7 +74,7 @@ void FineTuneView::Draw(WindowState& state) {
     const ImVec4 orange(0.94f, 0.57f, 0.16f, 1.0f);
     std::snprintf(buf, sizeof buf, "%s %.4f", SsaSideName(a).c_str(), d.loss_mean);
     piece(buf, &orange);
-    std::snprintf(buf, sizeof buf, "tau=1 %.4f", d.loss_mean_tau1);
+    std::snprintf(buf, sizeof buf, "tau = 1 %.4f", d.loss_mean_tau1);
     piece(buf);
     std::snprintf(buf, sizeof buf, "base %.4f", d.loss_mean_base);
     piece(buf);
@@ -86,8 +86,8 @@ void FineTuneView::Draw(WindowState& state) {
     piece(std::string(a.interventions.empty() ? "= temperatures " : "= temperatures and what-ifs ") + Nats(d.loss_mean - d.loss_mean_tau1, true));
     piece("+ drift " + Nats(d.loss_mean_tau1 - d.loss_mean_base, true));
     ImGui::EndGroup();
-    viz::ItemTooltip("SSA - base splits exactly into (SSA - tau=1), what the temperatures did with the fine-tuned weights, and "
-                     "(tau=1 - base), what fine-tuning did to every other weight. Negative: that part lowered the loss.\n"
+    viz::ItemTooltip("SSA - base splits exactly into (SSA - tau = 1), what the temperatures did with the fine-tuned weights, and "
+                     "(tau = 1 - base), what fine-tuning did to every other weight. Negative: that part lowered the loss.\n"
                      "What-ifs act on the SSA side only: while any is on, their effect is in the first part.");
     if (const std::string base_own = BaseTemperatures(a); !base_own.empty()) {
         ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1.0f), "the base has its own %s (?)", base_own.c_str());
@@ -117,13 +117,13 @@ void FineTuneView::DrawMatrices(WindowState& state) {
     TitleWithHelp("Each head's change: JS divergence of its rows, nats",
                   "Left: SSA against its own weights at tau = 1, what the temperatures changed in each head's attention.\n"
                   "A whole second pass at tau = 1: a head's cell holds every earlier layer's temperatures too, which change its\n"
-                  "input (its own layer's alone: the comparison 'tau=1 local (layer by layer)', without the base; its part of the loss:\n"
+                  "input (its own layer's alone: the comparison 'tau = 1 local (layer by layer)', without the base; its part of the loss:\n"
                   "What-ifs > Which heads matter).\n"
                   "Right: tau = 1 against the base, what fine-tuning the other weights changed.\n"
                   "One colour scale for both (the Matrix's JS too), from 0 to the largest of the three JS, the whole change's too:\n"
                   "linear as finetune.png draws it, or logarithmic (at most four decades) with\n"
                   "'log scale' (export --log); the whole change (SSA against base) is on hover.\n"
-                  "Click a head to show it (View > SSA | tau=1 | base shows its three maps, key 5); Ctrl+click pins it.");
+                  "Click a head to show it (View > SSA | tau = 1 | base shows its three maps, key 5); Ctrl+click pins it.");
     ImGui::Checkbox("log scale##finetune", &m_log_scale);
     viz::ItemTooltip("Both matrices on a log10 scale from the smallest value, at most four decades below the largest, to the "
                      "largest (below: the darkest colour), so a small part beside a large one still shows; off: linear from 0.");
@@ -192,8 +192,8 @@ void FineTuneView::DrawMatrices(WindowState& state) {
     if (hovered >= 0) {
         const int l = hovered / H, h = hovered % H;
         const float total = d.js_total[hovered], temperature = d.js_temperature[hovered], drift = d.js_drift[hovered];
-        ImGui::SetTooltip("L%d H%d, JS divergence of the rows, nats:\n  whole change (SSA vs base)   %s\n  temperatures (SSA vs tau=1)  %s\n"
-                          "  drift (tau=1 vs base)        %s\nL1 distance: whole %s, temperatures %s, drift %s",
+        ImGui::SetTooltip("L%d H%d, JS divergence of the rows, nats:\n  whole change (SSA vs base)     %s\n  temperatures (SSA vs tau = 1)  %s\n"
+                          "  drift (tau = 1 vs base)        %s\nL1 distance: whole %s, temperatures %s, drift %s",
                           l, h, Nats(total).c_str(), Nats(temperature).c_str(), Nats(drift).c_str(), FormatNumber(d.l1_total[hovered]).c_str(),
                           FormatNumber(d.l1_temperature[hovered]).c_str(), FormatNumber(d.l1_drift[hovered]).c_str());
     }
@@ -282,7 +282,7 @@ void FineTuneView::DrawLossParts(WindowState& state) {
         return;
     }
     TitleWithHelp("Each token's loss change from the base, nats",
-                  "Two bars a token: the temperatures' part (SSA - tau=1, orange) and the drift's (tau=1 - base, green). "
+                  "Two bars a token: the temperatures' part (SSA - tau = 1, orange) and the drift's (tau = 1 - base, green). "
                   "Below the line: that part lowered the token's loss (the model predicts it better).\n"
                   "Past 96 tokens a line over each part's bars is its mean over the tokens around each (as finetune_loss.png draws it).\n"
                   "Hover a token for its three losses; click it to select it as the query.");
@@ -387,7 +387,7 @@ void FineTuneView::DrawLossParts(WindowState& state) {
             (window > 0 ? "; lines: means over " + std::to_string(window) + " tokens" : ""));
     if (hovered >= 0) {
         const int t = hovered;
-        ImGui::SetTooltip("token %d '%s'\nloss: SSA %s, tau=1 %s, base %s\ntemperatures %s, drift %s, change %s", t + 1, m_labels[t + 1].c_str(),
+        ImGui::SetTooltip("token %d '%s'\nloss: SSA %s, tau = 1 %s, base %s\ntemperatures %s, drift %s, change %s", t + 1, m_labels[t + 1].c_str(),
                           Nats(a.loss[t]).c_str(), Nats(a.loss_compare[t]).c_str(), Nats(a.loss_base[t]).c_str(),
                           Nats(a.loss[t] - a.loss_compare[t], true).c_str(), Nats(a.loss_compare[t] - a.loss_base[t], true).c_str(),
                           Nats(a.loss[t] - a.loss_base[t], true).c_str());

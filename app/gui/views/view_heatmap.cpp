@@ -269,17 +269,17 @@ void HeatmapView::DrawToolbar(WindowState& state) {
     const bool beside_is_base = !beside.empty() && beside == state.base_beside;
     const bool star = !beside.empty() && !(beside_is_base && state.compare_base);  // a better comparison not yet chosen
     const std::string current = "vs " + ComparedWith(a) + (star ? " *" : "");
-    // Wide enough for its label ("vs tau=1 + base *"), within reason: a twin's long name is cut.
+    // Wide enough for its label ("vs tau = 1 + base *"), within reason: a twin's long name is cut.
     const float compare_w = std::clamp(ImGui::CalcTextSize(current.c_str()).x + ImGui::GetStyle().FramePadding.x * 2 + ImGui::GetFrameHeight(),
                                        font * 7.5f, font * 12.0f);
     SameLineIfFits(compare_w);
     ImGui::SetNextItemWidth(compare_w);
     if (ImGui::BeginCombo("##compare", current.c_str())) {
         const bool local = a.comparison == model::Comparison::LayerLocal, unedited = a.comparison == model::Comparison::Unedited;
-        if (ImGui::Selectable("tau=1 (counterfactual)", !state.twin && !local && !unedited && !a.HasBase())) state.RequestGlobalPass(true);
+        if (ImGui::Selectable("tau = 1 (counterfactual)", !state.twin && !local && !unedited && !a.HasBase())) state.RequestGlobalPass(true);
         viz::ItemTooltip("The same weights with tau_q = tau_v = 1 everywhere. A whole second forward pass: from layer 1 on, "
                          "its heads read a different residual stream, so a later layer's difference is not its temperatures alone.");
-        if (ImGui::Selectable("tau=1 local (layer by layer)", !state.twin && local)) state.RequestGlobalPass(false);
+        if (ImGui::Selectable("tau = 1 local (layer by layer)", !state.twin && local)) state.RequestGlobalPass(false);
         viz::ItemTooltip("At each layer, the SSA model's own q and k with tau = 1: what that layer's temperatures do, with "
                          "nothing below it changed (`ssaviz export --compare local`).");
         // Without what-ifs the unedited model is the SSA model itself: nothing to compare.
@@ -638,10 +638,10 @@ std::string HeatmapView::CellText(int i, int j, bool multiline) const {
         values = "p = " + FormatWeight(ssa);
     } else if (m_base) {  // the base's maps: each side, the change and its two parts
         const float tau1 = m_compare->At(i, j), base = m_base->At(i, j);
-        values = multiline ? "SSA p = " + FormatWeight(ssa) + "\ntau=1 p = " + FormatWeight(tau1) + "\nbase p = " + FormatWeight(base) +
+        values = multiline ? "SSA p = " + FormatWeight(ssa) + "\ntau = 1 p = " + FormatWeight(tau1) + "\nbase p = " + FormatWeight(base) +
                                  "\nSSA - base = " + FormatWeight(ssa - base, true) + ": temperatures " + FormatWeight(ssa - tau1, true) +
                                  ", drift " + FormatWeight(tau1 - base, true)
-                           : "SSA p = " + FormatWeight(ssa) + ", tau=1 " + FormatWeight(tau1) + ", base " + FormatWeight(base) + ", SSA - base " +
+                           : "SSA p = " + FormatWeight(ssa) + ", tau = 1 " + FormatWeight(tau1) + ", base " + FormatWeight(base) + ", SSA - base " +
                                  FormatWeight(ssa - base, true);
     } else {
         const float cmp = m_compare->At(i, j);
@@ -952,7 +952,7 @@ void HeatmapView::DrawRowChart(WindowState& state, ImVec2 pos, ImVec2 size) {
         for (const Series& s : series) ImGui::Text("%s p = %s", s.name.c_str(), FormatWeight(s.values[best]).c_str());
         if (with_base) {  // the change in its two parts, as the map's hover and the Fine-tune tab split it
             const float tau1 = series[1].values[best], base = series[2].values[best];
-            ImGui::Text("temperatures (SSA - tau=1) %s, drift (tau=1 - base) %s", FormatWeight(ssa[best] - tau1, true).c_str(),
+            ImGui::Text("temperatures (SSA - tau = 1) %s, drift (tau = 1 - base) %s", FormatWeight(ssa[best] - tau1, true).c_str(),
                         FormatWeight(tau1 - base, true).c_str());
         } else if (count == 2) {
             ImGui::Text("SSA - %s = %s", series[1].name.c_str(), FormatWeight(ssa[best] - series[1].values[best], true).c_str());
@@ -1044,8 +1044,8 @@ void HeatmapView::Draw(WindowState& state) {
             bool bar_after;
         };
         const std::vector<Panel> panels =
-            m_three_way ? std::vector<Panel>{{MapMode::Ssa, "SSA", false}, {MapMode::Compare, "tau=1 (SSA's weights)", false},
-                                             {MapMode::Base, "base: " + BaseFolderName(a), true}}
+            m_three_way ? std::vector<Panel>{{MapMode::Ssa, "SSA", false}, {MapMode::Compare, "tau = 1 (SSA's weights)", false},
+                                             {MapMode::Base, "base (" + BaseFolderName(a) + ")", true}}
                         : std::vector<Panel>{{MapMode::Ssa, "SSA", false}, {MapMode::Compare, cmp, true}, {MapMode::Difference, "SSA - " + cmp, true}};
         float x = map_pos.x, y = map_pos.y;
         for (size_t n = 0; n < panels.size(); ++n) {

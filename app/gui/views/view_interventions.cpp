@@ -185,7 +185,7 @@ void InterventionsView::DrawList(AppState& state) {
 
     const model::Analysis& a = *state.analysis;
     const float loss = model::MeanLoss(a.loss), loss_compare = a.HasComparePredictions() ? model::MeanLoss(a.loss_compare) : NAN;
-    // The sides by the names every other view gives them (with a base: tau=1, and the base too).
+    // The sides by the names every other view gives them (with a base: tau = 1, and the base too).
     const std::string compare = CompareName(a);
     std::string losses = "mean loss: SSA " + Nats(loss) + ", " + compare + " " + Nats(loss_compare);
     if (a.HasBase() && !a.loss_base.empty()) losses += ", base " + Nats(model::MeanLoss(a.loss_base));
@@ -292,7 +292,7 @@ void InterventionsView::DrawRankingTable(WindowState& state, const HeadImpacts& 
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("layer");
     ImGui::TableSetupColumn("head");
-    ImGui::TableSetupColumn("loss at tau=1");
+    ImGui::TableSetupColumn("loss at tau = 1");
     ImGui::TableSetupColumn("part", ImGuiTableColumnFlags_DefaultSort | ImGuiTableColumnFlags_PreferSortAscending);
     ImGui::TableSetupColumn("tau_q");
     ImGui::TableSetupColumn("tau_v");

@@ -89,7 +89,7 @@ void LensView::Draw(WindowState& state) {
                     "differ by its own layer's temperatures alone, and the comparison's logit is its parts' sum (no single "
                     "pass computes it).\n"
                     "Beside a base, hover a head's or a layer's row: fine-tuning's change to its part splits into the "
-                    "temperatures' (SSA - tau=1) and the other weights' drift (tau=1 - base).");
+                    "temperatures' (SSA - tau = 1) and the other weights' drift (tau = 1 - base).");
     char running[48];
     std::snprintf(running, sizeof running, "running... %.0f%%", 100.0f * state.progress);
     const char* what = state.lens_running ? running

@@ -55,7 +55,7 @@ void HeadMatrixView::Draw(WindowState& state) {
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("Metric");
     ImGui::SameLine();
-    // Wide enough for the chosen metric's name ("JS drift (tau=1 to base)" was cut), within the pane.
+    // Wide enough for the chosen metric's name ("JS drift (tau = 1 to base)" was cut), within the pane.
     const float combo_w = ImGui::CalcTextSize(label.c_str()).x + ImGui::GetFrameHeight() + 2.0f * ImGui::GetStyle().FramePadding.x;
     ImGui::SetNextItemWidth(std::min(std::max(ImGui::GetFontSize() * 11.0f, combo_w), ImGui::GetContentRegionAvail().x));
     const char* kStepsHelp = "the training run's (Run tab): the first step at which the head's mean entropy on the text is below "

@@ -63,7 +63,7 @@ void ModelView::Draw(WindowState& state) {
             Row("twin", state.twin->dir, "The comparison maps come from this separately trained model.");
             Row("twin params", CountName(state.twin->parameters));
         } else if (state.compare_base) {
-            Row("compare with", "tau=1 and the base model (three-way)",
+            Row("compare with", "tau = 1 and the base model (three-way)",
                 "A fine-tune against the model it started from: the maps compare SSA with its own weights at tau = 1 (what the\n"
                 "temperatures did); 'JS to base' and 'JS drift' in the Matrix and Table tabs give each head's whole change\n"
                 "and the other weights' drift.");
@@ -73,8 +73,8 @@ void ModelView::Draw(WindowState& state) {
                 "The difference views and the delta loss show the what-ifs' effect alone.");
         } else {
             Row("compare with",
-                state.layer_local ? "tau=1, layer by layer (layer-local)"
-                                  : std::string("tau=1, global (a second forward pass)") + (state.global_pass_running ? ", running..." : ""),
+                state.layer_local ? "tau = 1, layer by layer (layer-local)"
+                                  : std::string("tau = 1, global (a second forward pass)") + (state.global_pass_running ? ", running..." : ""),
                 state.layer_local ? "At each layer, the SSA model's own q and k with tau = 1: what that layer's temperatures do, with\n"
                                     "nothing below it changed. No second forward pass, so no predictions of its own."
                                   : "The vanilla counterfactual: a whole second forward pass, so from layer 1 on its heads read a\n"
@@ -86,7 +86,7 @@ void ModelView::Draw(WindowState& state) {
     if (!state.twin && !state.compare_unedited && !state.compare_base) {
         const bool global = !state.layer_local;
         if (global && state.global_pass_running) ImGui::BeginDisabled();
-        if (ImGui::Button(global ? "Back to layer by layer (Ctrl+T)" : "Run the global tau=1 pass (Ctrl+T)")) state.RequestGlobalPass(!global);
+        if (ImGui::Button(global ? "Back to layer by layer (Ctrl+T)" : "Run the global tau = 1 pass (Ctrl+T)")) state.RequestGlobalPass(!global);
         if (global && state.global_pass_running) ImGui::EndDisabled();
         if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
             ImGui::SetTooltip(global ? "Compare each layer with its own tau = 1 attention instead: no second forward pass, the cheap one."
@@ -154,7 +154,7 @@ void ModelView::Draw(WindowState& state) {
     }
     const std::string& beside = state.twin_beside;  // offered only while no twin is open
     if (state.twin) {
-        if (ImGui::Button("Compare with tau=1 instead")) state.close_twin_request = true;
+        if (ImGui::Button("Compare with tau = 1 instead")) state.close_twin_request = true;
     } else {
         if (!beside.empty() && beside == state.base_beside) {  // a fine-tune's base: the three sides
             ImGui::BeginDisabled(state.compare_base);
@@ -202,7 +202,7 @@ void HelpView::Draw(WindowState& state) {
         {"Ctrl+S", "save the session (reopen with ssaviz --session FILE)"},
         {"Ctrl+F", "go to a token position, or find a token by its text"},
         {"Ctrl+G", "Continue: append generated tokens to the text (again: stop)"},
-        {"Ctrl+T", "compare with tau=1: the global pass (a second forward pass) or layer by layer"},
+        {"Ctrl+T", "compare with tau = 1: the global pass (a second forward pass) or layer by layer"},
         {"Ctrl+PgUp / PgDn", "previous / next tab of the right pane (the list button at its left names them all)"},
         {"F1", "show or hide this help"},
         {"Ctrl+Q", "quit"},
@@ -210,7 +210,7 @@ void HelpView::Draw(WindowState& state) {
         {"\xE2\x86\x90 \xE2\x86\x92", "previous / next head"},
         {"Esc", "stop Continue or the heads ranking (a timeline they held back goes on), else the Run tab's timeline; else clear the selected query token"},
         {"1 / 2 / 3", "map mode: SSA / comparison / difference"},
-        {"4 / 5", "all three side by side / SSA | tau=1 | base (beside a base)"},
+        {"4 / 5", "all three side by side / SSA | tau = 1 | base (beside a base)"},
         {"6 / 7", "map mode beside a base: the base / SSA - base (all that fine-tuning changed)"},
         {"L", "log colour scale"},
         {"P", "pin the selected head (shown side by side)"},

@@ -133,7 +133,7 @@ void RunView::DrawTimeline(WindowState& state) {
     const std::vector<std::string> keys = RunCurveKeys(t->timeline);
     std::string& asked = state.settings.run_curve;
     const std::string key = std::find(keys.begin(), keys.end(), asked) != keys.end() ? asked : keys.front();
-    const std::string& compared = t->timeline.compare_name;  // "tau=1": the combo names it as the curve's title does
+    const std::string& compared = t->timeline.compare_name;  // "tau = 1": the combo names it as the curve's title does
     float widest = 0;  // as wide as its longest name, within the pane ("SSA - comparison, by layer (le" was cut)
     for (const std::string& k : keys) widest = std::max(widest, ImGui::CalcTextSize(RunCurveLabel(k, compared).c_str()).x);
     const ImGuiStyle& style = ImGui::GetStyle();

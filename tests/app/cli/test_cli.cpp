@@ -294,7 +294,7 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
     EXPECT_EQ(metrics["base"], Twin());
     // The side blocks named as the views name them: beside a base "comparison" is tau = 1, not the base.
     EXPECT_EQ(metrics["sides"]["ssa"], "SSA");
-    EXPECT_EQ(metrics["sides"]["comparison"], "tau=1");
+    EXPECT_EQ(metrics["sides"]["comparison"], "tau = 1");
     EXPECT_EQ(metrics["sides"]["base"], "base");
     EXPECT_NE(metrics["sides"]["notes"].get<std::string>().find("its base model"), std::string::npos) << metrics["sides"];
     ASSERT_TRUE(metrics.contains("decomposition"));
@@ -377,7 +377,7 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
                 "ssa,base,base_diff", "--layers", "1", "--heads", "0", "--highlight", "loss_delta_base"});
     ASSERT_EQ(r.code, 0) << r.err;
     // The base titled by its folder and the one above it, as the window's three-way maps title it.
-    const std::string base_title = "base: " + fs::path(kOut).filename().string() + "/twin";
+    const std::string base_title = "base (" + fs::path(kOut).filename().string() + "/twin)";
     EXPECT_NE(ReadFile(figures + "/heatmaps/L1_H0_base.svg").find(base_title), std::string::npos) << base_title;
     // What fine-tuning changed as figures: head by head (each part's JS, one cell a head) and token
     // by token, titled with the mean losses metrics.json's decomposition holds.

@@ -532,7 +532,7 @@ TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
     const std::string csv = ReadFile(dir + "/out/run.csv");
     EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 2 * 2 * 2);  // a header, then 2 steps x 2 layers x 2 heads
     // Each step's loss at tau = 1 beside SSA's (run.json's row), the loss curve's second line.
-    EXPECT_EQ(timeline["steps"][1]["compared_with"], "tau=1");
+    EXPECT_EQ(timeline["steps"][1]["compared_with"], "tau = 1");
     const size_t row = csv.find("\nrun,1000,1,1,"), end = csv.find('\n', row + 1);
     ASSERT_NE(row, std::string::npos);
     const std::string line = csv.substr(row + 1, end - row - 1);
@@ -776,8 +776,8 @@ TEST_F(Cli, ExportRunWithTheLensFollowsEachLayersLoss) {
     EXPECT_EQ(svg.find("embeddings"), std::string::npos);
     // SSA's less tau = 1's and less the base's, layer by layer: what the temperatures, and all of
     // fine-tuning, changed in what each layer predicts.
-    EXPECT_NE(ReadFile(dir + "/out/curves/lens_loss_diff.svg").find("SSA minus tau=1"), std::string::npos);
-    EXPECT_NE(ReadFile(dir + "/out/curves/lens_loss_diff_base.svg").find("SSA minus base"), std::string::npos);
+    EXPECT_NE(ReadFile(dir + "/out/curves/lens_loss_diff.svg").find("SSA - tau = 1"), std::string::npos);
+    EXPECT_NE(ReadFile(dir + "/out/curves/lens_loss_diff_base.svg").find("SSA - base"), std::string::npos);
     EXPECT_NE(timeline["about"].get<std::string>().find("lens_loss[0 .. L]"), std::string::npos);
     // When each layer came to predict the text: the first step whose lens loss had fallen half of the
     // way from the first step's to the last's (null: no fall), recomputed here from the rows; on these
@@ -878,7 +878,7 @@ TEST_F(Cli, ExportWritesEveryFigure) {
     EXPECT_NE(ReadFile(out + "/highlight.html").find("entropy, L1 H0"), std::string::npos);
     // Side by side: the three maps' titles under one title naming the head and the comparison.
     const std::string beside = ReadFile(out + "/heatmaps/L1_H0_side_by_side.svg");
-    for (const char* title : {"layer 1, head 0", "SSA against tau=1", ">SSA<", "vanilla (tau = 1)", "SSA - tau=1"})
+    for (const char* title : {"layer 1, head 0", "SSA vs tau = 1", ">SSA<", "tau = 1 (SSA&#39;s weights)", "SSA - tau = 1"})
         EXPECT_NE(beside.find(title), std::string::npos) << title;
 }
 
@@ -955,7 +955,7 @@ TEST_F(Cli, ExportOptionErrorsNameTheFlag) {
     // empty highlight and exited 0.
     for (const char* highlight : {"loss_compare", "loss_delta"})
         ExpectOneLineError(with({"--compare", "local", "--format", "png", "--highlight", highlight}), 2,
-                           std::string("--highlight ") + highlight + " needs the comparison's loss, which the tau=1 local comparison does not give");
+                           std::string("--highlight ") + highlight + " needs the comparison's loss, which the tau = 1 local comparison does not give");
     EXPECT_FALSE(fs::exists(kOut + "/x/highlight.png"));
 }
 

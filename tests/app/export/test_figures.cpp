@@ -264,7 +264,7 @@ TEST(RunTimeline, StepsToSparsityAndATokensTauQ) {
         EXPECT_EQ(loss.compare[k], model::MeanLoss(a.loss_compare));
     }
     const viz::Plot plot = app::RunCurvesPlot("loss", {loss});
-    const auto tau1 = std::find_if(plot.Series.begin(), plot.Series.end(), [](const viz::PlotSeries& s) { return s.Name == "tau=1 (the comparison)"; });
+    const auto tau1 = std::find_if(plot.Series.begin(), plot.Series.end(), [](const viz::PlotSeries& s) { return s.Name == "tau = 1 (the comparison)"; });
     ASSERT_NE(tau1, plot.Series.end());
     EXPECT_EQ(tau1->Y, loss.compare);
     EXPECT_EQ(tau1->Color.b, viz::kCompareColor.b);
@@ -279,18 +279,18 @@ TEST(RunCurves, ALegendSaysWhatItsCurvesHide) {
     ssa.steps = vanilla.steps = {0, 100, 200};
     ssa.all = {2.1f, 1.5f, 1.2f};
     ssa.layers = {ssa.all};
-    ssa.compare = {2.1001f, 1.5001f, 1.2001f}, ssa.compare_name = "tau=1";
+    ssa.compare = {2.1001f, 1.5001f, 1.2001f}, ssa.compare_name = "tau = 1";
     vanilla.all = {0.0f, 0.0f, 0.0f};
     vanilla.layers = {vanilla.all};
     const viz::Plot plot = app::RunCurvesPlot("js_divergence", {ssa, vanilla});
     std::vector<std::string> names;
     for (const viz::PlotSeries& s : plot.Series)
         if (!s.Name.empty()) names.push_back(s.Name);
-    EXPECT_EQ(names, (std::vector<std::string>{"tau=1 (the run's comparison), under the run's line", "ssa (run), all heads (layer 0)",
+    EXPECT_EQ(names, (std::vector<std::string>{"tau = 1 (the run's comparison), under the run's line", "ssa (run), all heads (layer 0)",
                                                 "vanilla (compare run), all heads (layer 0): 0 at every step"}));
     // JS to the comparison named by it ("JS to comparison" beside a base read as JS to the base).
-    EXPECT_EQ(plot.Options.Title, "JS to tau=1 against training step (mean over heads)");
-    EXPECT_EQ(plot.Options.YLabel, "JS to tau=1 (nats)");
+    EXPECT_EQ(plot.Options.Title, "JS to tau = 1 against training step (mean over heads)");
+    EXPECT_EQ(plot.Options.YLabel, "JS to tau = 1 (nats)");
     // Apart by more than a pixel's worth, with two layers, each is drawn and named as it was.
     ssa.compare = {2.0f, 1.4f, 1.0f};
     ssa.layers = {{1.9f, 1.3f, 0.9f}, {2.2f, 1.6f, 1.4f}};
@@ -299,7 +299,7 @@ TEST(RunCurves, ALegendSaysWhatItsCurvesHide) {
     names.clear();
     for (const viz::PlotSeries& s : app::RunCurvesPlot("js_divergence", {ssa, vanilla}).Series)
         if (!s.Name.empty()) names.push_back(s.Name);
-    EXPECT_EQ(names, (std::vector<std::string>{"layer 0, ssa (run)", "layer 1, ssa (run)", "tau=1 (the run's comparison)", "ssa (run), all heads",
+    EXPECT_EQ(names, (std::vector<std::string>{"layer 0, ssa (run)", "layer 1, ssa (run)", "tau = 1 (the run's comparison)", "ssa (run), all heads",
                                                 "vanilla (compare run), all heads"}));
     // The lens: a layer that already predicts as the model does lies under the run's loss (the graph
     // run's "after L0", 0.002 nats from it at every step, was listed and not seen); a base under
@@ -330,11 +330,11 @@ TEST(RunCurves, ALegendSaysWhatItsCurvesHide) {
                                                     "ssa (run), its loss"}));
     }
     // The difference's own line is the loss less the other side's, not a loss.
-    lens.compare_name = "tau=1";
+    lens.compare_name = "tau = 1";
     names.clear();
     for (const viz::PlotSeries& s : app::RunCurvesPlot(app::kRunLensDiffCurve, {lens}).Series)
         if (!s.Name.empty()) names.push_back(s.Name);
-    EXPECT_EQ(names.back(), "ssa (run), its loss - tau=1's");
+    EXPECT_EQ(names.back(), "ssa (run), its loss - tau = 1's");
     // A layer under a deeper layer's line (one layer's entropy lay exactly on another's, unseen).
     app::RunCurve three;
     three.label = "ssa (run)";

@@ -399,7 +399,7 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     assert logged != a.plot("finetune").svg() and "nats (log scale)" in logged
     # Its cells in two significant digits, as the log scale tells them apart (a coloured 4.1e-05 read "0.000").
     for v in np.concatenate([np.ravel(a.decomposition["js_temperature"]), np.ravel(a.decomposition["js_drift"])]):
-        assert f">{float(v):.2g}<" in logged, v
+        assert f">{float(v):#.2g}<" in logged, v
     assert a.plot("fine-tune").svg() == a.plot("finetune").svg()  # as the tab is spelt
     assert a.plot("fine-tune", log=True).svg() == logged
     with pytest.raises(TypeError, match=r"plot\('finetune_loss'\) takes no keyword log \(its keywords: none\)"):
