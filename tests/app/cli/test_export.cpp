@@ -873,7 +873,7 @@ TEST_F(Cli, ExportWritesEveryFigure) {
     // The title names the model, head and map; the labels are the tokens.
     const std::string svg = ReadFile(out + "/heatmaps/L1_H0_compare.svg");
     EXPECT_NE(svg.find("layer 1, head 0"), std::string::npos);
-    EXPECT_NE(svg.find("vanilla"), std::string::npos);
+    EXPECT_NE(svg.find("tau = 1 (SSA&#39;s weights)"), std::string::npos);
     EXPECT_NE(svg.find("\xC2\xB7mat"), std::string::npos);  // a leading space shows as a middle dot
     EXPECT_NE(ReadFile(out + "/highlight.html").find("entropy, L1 H0"), std::string::npos);
     // Side by side: the three maps' titles under one title naming the head and the comparison.
