@@ -15,6 +15,7 @@
 #include "app/cli/cli_common.h"
 #include "app/cli/interrupts.h"
 #include "model/nn/analysis.h"
+#include "model/train/tasks.h"
 #include "model/train/train.h"
 #include "model/io/files.h"
 #include "model/io/weights.h"
@@ -108,6 +109,15 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
         if (!parsed) throw Failure{kExitUsage, parsed.error()};
         o.config = *parsed;
     }
+    if (o.task.task != "text") {  // a synthetic task brings its own text and tokenizer: a flag for them would be ignored
+        if (!options.data.empty()) throw Failure{kExitUsage, "--data is for --task text: the " + o.task.task + " task makes its own sequences"};
+        if (m.vocab) throw Failure{kExitUsage, "--vocab is for --task text: the " + o.task.task + " task has its own tokenizer"};
+    }
+    // SentencePiece keeps three pieces of its own (unknown, start, end) before any of the text's.
+    if (m.vocab && *m.vocab < 4)
+        throw Failure{kExitUsage, "--vocab " + std::to_string(*m.vocab) + " leaves no room for the text: the tokenizer keeps 3 pieces of its own, "
+                                  "and needs one for each character of the corpus (a few hundred for English)"};
+    if (m.freeze_positions && m.learn_positions) throw Failure{kExitUsage, "--freeze-positions and --learn-positions exclude each other: give one"};
     o.config.query = m.query_form.value_or(model::kPaperQueryForm);
     o.config.value = m.value_form.value_or(model::kPaperValueForm);
     o.task.seq_len = m.seq_len.value_or(std::min(r.seq_len, o.config.n_positions));
@@ -130,6 +140,10 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
     if (o.task.seq_len < 2 || o.task.seq_len > o.config.n_positions)
         throw Failure{kExitUsage, "--seq-len " + std::to_string(o.task.seq_len) + " must be from 2 to the context (--context " +
                                       std::to_string(o.config.n_positions) + ")"};
+    if (o.task.task == "passkey" && o.task.seq_len < model::PasskeyMinimumLength())
+        throw Failure{kExitUsage, (m.seq_len ? "--seq-len " + std::to_string(o.task.seq_len) : "--context " + std::to_string(o.config.n_positions)) +
+                                      " is too short for the passkey task: its sequences hold at least " + std::to_string(model::PasskeyMinimumLength()) +
+                                      " tokens (the key, its sentence and the question)"};
     const int threads = m.threads.value_or(o.twin ? 1 : 2);
     CheckThreads(threads);
     const size_t memory = model::PhysicalMemoryBytes(), needs = model::EstimateTrainingBytes(o);

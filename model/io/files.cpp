@@ -150,8 +150,12 @@ Status CheckRegularFile(const std::string& path, size_t max_bytes) {
         return Fail(Quoted(path) + WhyNotThere(error));
     }
     if (!S_ISREG(st.st_mode)) return Fail(Quoted(path) + " is " + KindOf(st) + ", not a file");
-    if (static_cast<uint64_t>(st.st_size) > max_bytes)
-        return Fail(Quoted(path) + " is " + FormatBytes(st.st_size) + ", more than the " + FormatBytes(max_bytes) + " such a file may be");
+    if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+        // In bytes where the rounded sizes read the same ("1.1 GB, more than the 1.1 GB").
+        const bool same = FormatBytes(st.st_size) == FormatBytes(max_bytes);
+        return Fail(Quoted(path) + " is " + (same ? std::to_string(st.st_size) + " bytes" : FormatBytes(st.st_size)) + ", more than the " +
+                    (same ? std::to_string(max_bytes) + " bytes" : FormatBytes(max_bytes)) + " such a file may be");
+    }
     return Ok{};
 }
 
@@ -611,7 +615,24 @@ Status CheckReplaceableFolder(const std::string& path, const std::function<Statu
     }
     if (S_ISLNK(st.st_mode)) return Fail(Quoted(path) + " is a symbolic link: ssaviz does not write through links");
     if (!S_ISDIR(st.st_mode)) return Fail(Quoted(path) + " is " + (S_ISREG(st.st_mode) ? "a file" : KindOf(st)) + " where ssaviz writes a folder");
-    return owned(path);
+    if (auto s = owned(path); !s) return s;
+    // The old folder is removed once the new one is in its place: every folder in it must let its
+    // entries go (another user's run/ was swapped out and left behind, hidden, under run.new's name).
+    std::vector<std::string> folders = {path};
+    const std::string parent = std::filesystem::path(path).parent_path().string();
+    if (::access(parent.empty() ? "." : parent.c_str(), W_OK | X_OK) != 0)
+        return Fail(Quoted(path) + " cannot be replaced: " + Quoted(parent.empty() ? "." : parent) + " is not writable (" + std::strerror(errno) + ")");
+    while (!folders.empty()) {
+        const std::string dir = std::move(folders.back());
+        folders.pop_back();
+        if (::access(dir.c_str(), W_OK | X_OK) != 0)
+            return Fail(Quoted(path) + " cannot be replaced: " + Quoted(dir) + " in it cannot be emptied (" + std::strerror(errno) +
+                        "; another user's?)");
+        std::error_code ec;
+        for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+            if (it->is_directory(ec) && !it->is_symlink(ec)) folders.push_back(it->path().string());
+    }
+    return Ok{};
 }
 
 Status ReplaceFolder(const std::string& temp, const std::string& path, const std::function<Status(const std::string&)>& owned) {

@@ -357,6 +357,8 @@ Status TrainSentencePiece(const std::vector<std::string>& lines, const SentenceP
     if (!symbols.empty()) args.emplace_back("user_defined_symbols", symbols);
     // SentencePiece learns from lines of at most max_sentence_length bytes (longer ones it skips):
     // a corpus without one is said here, in words, rather than as its assertion.
+    if (std::all_of(lines.begin(), lines.end(), [](const std::string& l) { return l.empty(); }))
+        return Fail("the corpus holds no text to learn a tokenizer from (only blank lines)");
     if (std::none_of(lines.begin(), lines.end(), [](const std::string& l) { return !l.empty() && l.size() <= 16384; }))
         return Fail("the tokenizer learns from lines of at most 16,384 bytes, and the corpus has none (break the text into lines)");
     std::vector<const char*> keys, values, line_ptrs;

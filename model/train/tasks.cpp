@@ -56,7 +56,7 @@ at::Tensor RunLayers(const SsaGpt& m, const at::Tensor& ids, std::vector<BlockCa
 
 class TextTask : public TrainingTask {
 public:
-    TextTask(std::vector<int64_t> train, std::vector<int64_t> val, int64_t seq_len, int64_t batch)
+    TextTask(std::vector<int32_t> train, std::vector<int32_t> val, int64_t seq_len, int64_t batch)
         : m_train(std::move(train)), m_val(std::move(val)), m_seq_len(seq_len), m_batch(batch) {}
 
     TaskBatch Sample(std::mt19937_64& rng) const override {
@@ -97,7 +97,7 @@ public:
     int64_t TokensPerBatch() const override { return m_batch * m_seq_len; }
 
 private:
-    std::vector<int64_t> m_train, m_val;
+    std::vector<int32_t> m_train, m_val;  // 4 bytes a token: a corpus of 1 GB is some 900 M of them
     int64_t m_seq_len, m_batch;
 };
 
@@ -191,8 +191,12 @@ std::vector<std::string> PasskeyWords() {
     return words;
 }
 
+}  // namespace
+
 // The words a sequence holds besides filler: the key's sentence, the question and the key again.
 int64_t PasskeyMinimumLength() { return static_cast<int64_t>(kKeyIntro.size() + kKeyOutro.size() + kQuestion.size()) + 2 * kKeyDigits; }
+
+namespace {
 
 // One sequence of exactly `length` words; *answer_at is the index of "?" (whose next five words are the key).
 std::vector<std::string> PasskeySequence(int64_t length, std::mt19937_64& rng, int64_t* answer_at) {
@@ -469,14 +473,29 @@ Result<std::unique_ptr<TrainingTask>> MakeTask(const TaskSpec& spec, const Token
     if (spec.task == "text") {
         auto corpus = ReadCorpus(spec.data);
         if (!corpus) return Fail(corpus.error());
-        std::vector<int64_t> train, val;
+        // Each file's ids (its text let go once encoded), then train and val at their exact sizes:
+        // 4 bytes a token at most twice over (it held 8-byte ids, grown by doubling, beside each
+        // file's: some 20 bytes a byte of text).
+        std::vector<std::vector<int32_t>> files(corpus->texts.size());
+        size_t train_size = 0, val_size = 0;
+        auto split_of = [&](const std::vector<int32_t>& ids) { return ids.size() - static_cast<size_t>(spec.val_fraction * ids.size()); };
         for (size_t f = 0; f < corpus->texts.size(); ++f) {
             auto ids = EncodeInBlocks(tokenizer, corpus->texts[f], kEncodeBlockBytes, cancel);
             if (!ids) return Fail(cancel && cancel->load() ? ids.error() : corpus->files[f] + ": " + ids.error());
-            const size_t split = ids->size() - static_cast<size_t>(spec.val_fraction * ids->size());
-            train.insert(train.end(), ids->begin(), ids->begin() + split);
-            val.insert(val.end(), ids->begin() + split, ids->end());
-            std::string().swap(corpus->texts[f]);  // its text let go once encoded
+            std::string().swap(corpus->texts[f]);
+            files[f] = std::move(*ids);
+            files[f].shrink_to_fit();
+            train_size += split_of(files[f]);
+            val_size += files[f].size() - split_of(files[f]);
+        }
+        std::vector<int32_t> train, val;
+        train.reserve(train_size);
+        val.reserve(val_size);
+        for (std::vector<int32_t>& ids : files) {
+            const size_t split = split_of(ids);
+            train.insert(train.end(), ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(split));
+            val.insert(val.end(), ids.begin() + static_cast<std::ptrdiff_t>(split), ids.end());
+            std::vector<int32_t>().swap(ids);
         }
         if (static_cast<int64_t>(train.size()) <= spec.seq_len + 1 || static_cast<int64_t>(val.size()) <= spec.seq_len + 1)
             return Fail("--data: " + std::to_string(train.size() + val.size()) + " tokens are too few for seq_len " +

@@ -96,4 +96,8 @@ std::string TaskExampleText(const std::string& task, int64_t tokens, uint64_t se
 std::vector<std::vector<double>> GraphTarget();
 const char* GraphNodes();  // "ABCDEFGH"
 
+// The shortest passkey sequence: the key, its sentence and the question, no filler (train checks
+// --seq-len against it).
+int64_t PasskeyMinimumLength();
+
 }  // namespace model

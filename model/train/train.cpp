@@ -175,7 +175,7 @@ Status OnlyOurFiles(const std::string& dir, const std::set<std::string>& names, 
         const fs::file_status st = it->symlink_status(ec);
         const bool ours = ((names.count(name) || (temps && OurTempFile(name, names))) && fs::is_regular_file(st)) ||
                           (folders.count(name) && fs::is_directory(st));
-        if (!ours) return NotOurs(dir, "holds " + Shown(name));
+        if (!ours) return NotOurs(dir, "holds " + Shown(name) + (fs::is_symlink(st) ? ", a symbolic link" : ""));
     }
     if (ec) return Fail(Shown(dir) + ": cannot read (" + ec.message() + ")");
     return Ok{};
@@ -220,7 +220,8 @@ Status OwnedRun(const std::string& dir) {
         for (fs::directory_iterator it(side, ec), end; !ec && it != end; it.increment(ec)) {
             const std::string name = it->path().filename().string();
             const bool step = name.rfind("checkpoint-", 0) == 0, temp = name.rfind(".checkpoint-", 0) == 0;
-            if ((!step && !temp) || !fs::is_directory(it->symlink_status(ec))) return NotOurs(side, "holds " + Shown(name));
+            const fs::file_status st = it->symlink_status(ec);
+            if ((!step && !temp) || !fs::is_directory(st)) return NotOurs(side, "holds " + Shown(name) + (fs::is_symlink(st) ? ", a symbolic link" : ""));
             const std::string path = it->path().string();
             if (auto s = step ? OwnedModelFolder(path, role) : OnlyOurFiles(path, kModelFolderFiles, {}, /*temps=*/true); !s) return s;
         }
@@ -300,6 +301,29 @@ bool KeptStepsOf(const TrainOptions& o, const std::string& folder, int64_t step,
     return task && record->value("seed", nlohmann::json()) == nlohmann::json(o.seed) && record->value("task", nlohmann::json()) == *task;
 }
 
+// Kept steps after the checkpoint's `step` that another schedule wrote (their train.json's "steps"
+// not this run's --steps): resuming would replace those it reaches again with another trajectory
+// and leave the rest, two runs drawn as one (an older checkpoint put back, trained further). A step
+// this schedule wrote is what resuming writes again (a train stopped between a kept step and its
+// checkpoint).
+std::vector<std::string> LaterStepsOfAnotherSchedule(const TrainOptions& o, const std::string& folder, int64_t step) {
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (const char* role : {"ssa", "vanilla"})
+        for (fs::directory_iterator it(folder + "/" + role, ec), end; !ec && it != end && found.size() < 4; it.increment(ec)) {
+            const std::string name = it->path().filename().string(), prefix = "checkpoint-";
+            if (name.compare(0, prefix.size(), prefix) != 0 || name.size() == prefix.size() || name.size() > prefix.size() + 18 ||
+                name.find_first_not_of("0123456789", prefix.size()) != std::string::npos)
+                continue;
+            if (std::stoll(name.substr(prefix.size())) <= step) continue;
+            auto record = ParseJsonFile(it->path().string() + "/train.json");
+            const nlohmann::json steps = record && record->is_object() ? record->value("steps", nlohmann::json()) : nlohmann::json();
+            if (steps != nlohmann::json(o.steps))
+                found.push_back(std::string(role) + "/" + name + (steps.is_number_integer() ? " (of --steps " + steps.dump() + ")" : ""));
+        }
+    return found;
+}
+
 // A new run keeps its steps in run.new/ until it ends; a resumed one where its steps are: run.new/
 // (an unfinished new run: it must be this run's), else run/ when that is this run's (a finished run
 // trained further), else a new run.new/ from the checkpoint's step on.
@@ -309,7 +333,7 @@ Result<std::string> KeptStepsFolder(const TrainOptions& o, int64_t step, const n
     if (!o.resume) return staged;
     if (fs::is_directory(fs::symlink_status(staged, ec))) {
         if (IsEmptyFolder(staged) || KeptStepsOf(o, staged, step, task)) return staged;  // empty: a resume stopped before its first step
-        return Fail(Shown(staged) + " holds kept steps of another run than " + Shown(o.out + "/checkpoint") + "'s (no step " +
+        return Fail(Shown(staged) + " holds kept steps of another run than the checkpoint " + Shown(o.out + "/checkpoint") + " (no step " +
                     std::to_string(step) + " of these settings: a new run stopped before its first checkpoint, or one with other "
                     "settings): move it away, or train again without --resume (" + Shown(kept) + " is as it was)");
     }
@@ -320,10 +344,16 @@ Result<std::string> KeptStepsFolder(const TrainOptions& o, int64_t step, const n
     for (const char* role : {"ssa", "vanilla"})
         for (fs::directory_iterator it(kept + "/" + role, ec), end; !ec && it != end; it.increment(ec)) {
             auto record = ParseJsonFile(it->path().string() + "/train.json");
-            if (record && record->is_object() && record->value("identity", nlohmann::json()) == RunIdentity(o))
+            if (record && record->is_object() && record->value("identity", nlohmann::json()) == RunIdentity(o)) {
+                const std::string at = kept + "/ssa/checkpoint-" + std::to_string(step);
+                if (fs::exists(fs::symlink_status(at, ec)))  // there, but another run's (its train.json edited, or copied in)
+                    return Fail(Shown(kept) + " holds this run's kept steps, but its step " + std::to_string(step) + ", " + Shown(at) +
+                                ", is of another run (other settings): resuming would replace it; put this run's back, or move " +
+                                Shown(kept) + " away");
                 return Fail(Shown(kept) + " holds this run's kept steps but not its step " + std::to_string(step) + " (" +
                             Shown(it->path().filename().string()) + " is one): resuming would replace them; put the step back, or move " +
                             Shown(kept) + " away");
+            }
         }
     return staged;
 }
@@ -715,6 +745,14 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
         auto folder = KeptStepsFolder(o, start, &(*task)->spec);
         if (!folder) return Fail(folder.error());
         steps_folder = *folder;
+        if (const std::vector<std::string> later = o.resume ? LaterStepsOfAnotherSchedule(o, steps_folder, start) : std::vector<std::string>();
+            !later.empty()) {
+            std::string names;
+            for (const std::string& n : later) names += (names.empty() ? "" : ", ") + n;
+            return Fail(Shown(steps_folder) + " holds kept steps after the checkpoint's step " + std::to_string(start) + " of another schedule (" +
+                        names + "): resuming with --steps " + std::to_string(o.steps) +
+                        " would replace them with another trajectory; resume with their --steps, or move them away");
+        }
         if (!o.resume) {
             auto empty = temps.Beside(staged);
             if (!empty) return Fail(empty.error());

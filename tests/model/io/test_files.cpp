@@ -255,7 +255,8 @@ TEST(Files, FoldersReplaceOnlyWhatTheirOwnerAccepts) {
 
 // The folders an export writes below --out, checked before long work: a link or a file on the way
 // refused, and the deepest folder there writable (a read-only run/ under the window's --export-to
-// was found once the whole timeline had run). Asked as an unprivileged user: root writes anywhere.
+// was found once the whole timeline had run), and a folder to be replaced that can be emptied.
+// Asked as an unprivileged user: root writes anywhere.
 TEST(Files, FoldersBelowAreCheckedForLinksAndWriting) {
     char made[] = "/tmp/ssaviz-below-XXXXXX";  // /tmp: every user can pass through it
     ASSERT_NE(::mkdtemp(made), nullptr);
@@ -264,6 +265,11 @@ TEST(Files, FoldersBelowAreCheckedForLinksAndWriting) {
     fs::create_directory_symlink(dir + "/elsewhere", dir + "/linked");
     ::chmod(dir.c_str(), 0755), ::chmod((dir + "/open").c_str(), 0777), ::chmod((dir + "/open/run").c_str(), 0777);
     ::chmod((dir + "/shut").c_str(), 0777), ::chmod((dir + "/shut/run").c_str(), 0555);
+    // A folder to be replaced whose inner folder cannot be emptied (another user's): refused before
+    // anything moves (train swapped it out and left it behind, hidden, exit 0).
+    fs::create_directories(dir + "/open/old/inner"), std::ofstream(dir + "/open/old/inner/file") << "x";
+    ::chmod((dir + "/open/old").c_str(), 0777), ::chmod((dir + "/open/old/inner").c_str(), 0555);
+    auto any = [](const std::string&) { return model::Status(model::Ok{}); };
     // 1 where the answer is as expected, per case, in a child that is not root.
     const pid_t child = ::fork();
     ASSERT_GE(child, 0);
@@ -277,13 +283,16 @@ TEST(Files, FoldersBelowAreCheckedForLinksAndWriting) {
         const auto s = model::CheckFoldersBelow(dir + "/shut", dir + "/shut/run");
         ok |= (!s && s.error().find("cannot write in it") != std::string::npos) << 4;
         ok |= !model::CheckFoldersBelow(dir, dir + "/linked/run") << 5;
+        const auto inner = model::CheckReplaceableFolder(dir + "/open/old", any);
+        ok |= (!inner && inner.error().find("/inner' in it cannot be emptied") != std::string::npos) << 6;
+        ok |= bool(model::CheckReplaceableFolder(dir + "/open/run", any)) << 7;
         ::_exit(ok);
     }
     int status = 0;
     ASSERT_EQ(::waitpid(child, &status, 0), child);
     ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0b111111) << "each bit a case above; 100: could not leave root";
-    ::chmod((dir + "/shut/run").c_str(), 0755);
+    EXPECT_EQ(WEXITSTATUS(status), 0b11111111) << "each bit a case above; 100: could not leave root";
+    ::chmod((dir + "/shut/run").c_str(), 0755), ::chmod((dir + "/open/old/inner").c_str(), 0755);
     fs::remove_all(dir);
 }
 

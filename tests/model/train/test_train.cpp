@@ -537,6 +537,34 @@ TEST(Train, KeptCheckpointsAreARun) {
     EXPECT_TRUE(fs::exists(own.out + "/run/ssa/checkpoint-10"));
     EXPECT_TRUE(fs::exists(own.out + "/run/vanilla/checkpoint-30"));
 
+    // An older checkpoint put back (step 10 of a 10-step run) and trained further with another
+    // --steps: the kept steps after it, of the 30-step schedule, would be replaced by another
+    // trajectory and the rest left, two runs in one timeline (round twenty-eight: exit 0, silent).
+    // Refused, run/ as it was; with their own --steps it goes on (what a stopped train writes again).
+    auto older_checkpoint = o;
+    older_checkpoint.out = Out("kept_older");
+    older_checkpoint.steps = 10;
+    ASSERT_TRUE(model::Train(older_checkpoint, nullptr));
+    const std::string backup = Out("kept_older_backup");
+    fs::copy(older_checkpoint.out + "/checkpoint", backup, fs::copy_options::recursive);
+    older_checkpoint.resume = true;
+    older_checkpoint.steps = 30;
+    ASSERT_TRUE(model::Train(older_checkpoint, nullptr));
+    const std::string step20 = Bytes(older_checkpoint.out + "/run/ssa/checkpoint-20/model.safetensors");
+    fs::remove_all(older_checkpoint.out + "/checkpoint");
+    fs::copy(backup, older_checkpoint.out + "/checkpoint", fs::copy_options::recursive);
+    older_checkpoint.steps = 40;
+    auto replaced = model::Train(older_checkpoint, nullptr);
+    ASSERT_FALSE(replaced);
+    EXPECT_NE(replaced.error().find("holds kept steps after the checkpoint's step 10 of another schedule (ssa/checkpoint-"), std::string::npos)
+        << replaced.error();
+    EXPECT_NE(replaced.error().find("(of --steps 30)"), std::string::npos) << replaced.error();
+    EXPECT_EQ(Bytes(older_checkpoint.out + "/run/ssa/checkpoint-20/model.safetensors"), step20);
+    older_checkpoint.steps = 30;
+    auto again = model::Train(older_checkpoint, nullptr);
+    ASSERT_TRUE(again) << again.error();
+    EXPECT_TRUE(fs::exists(older_checkpoint.out + "/run/ssa/checkpoint-30"));
+
     // A run trained without --keep-checkpoints, resumed with it beside another run's kept steps:
     // its steps wait in run.new/ and replace run/ whole at the end, never mixed into it (they went
     // into run/ over the other run's checkpoint-30 and -40).
