@@ -92,6 +92,7 @@ std::string InPythonWords(std::string message) {
         {"set the SSA fine-tune against this one as its twin (--compare DIR)", "analyse the SSA fine-tune with compare= this model, as its twin"},
         {"give what-ifs (--ablate), or compare with tau = 1 (--compare vanilla)", "give what-ifs (ablate=), or compare with tau = 1 (compare=\"vanilla\")"},
         {" at --png-scale ", " at png_scale="},
+        {"--out is empty: name the folder to write", "it is empty: name the folder to write"},
         {"a smaller --size or --png-scale", "a smaller size= or png_scale="},
         {"a smaller --png-scale, or --size N for smaller maps", "a smaller png_scale=, or size=N for smaller maps"},
     };

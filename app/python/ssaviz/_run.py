@@ -137,7 +137,7 @@ class RunAnalysis:
         key = _python_key(name, lambda k: k in self._arrays[0])
         if key is not None:
             return key
-        raise KeyError(f"{where}: {_r(name)} is not one of the run's arrays ({', '.join(self.keys())})")
+        raise ValueError(f"{where}: {_r(name)} is not one of the run's arrays ({', '.join(self.keys())})")
 
     def arrays(self, name):
         """That array of every step analysed, stacked: [S, ...] (see keys()); step steps[k]'s is [k]."""

@@ -245,6 +245,7 @@ def test_the_engines_advice_in_python_words(small, tmp_path):
         (lambda: small.generate(LONG, tokens=2), ValueError, r"; pass truncate=True to run it$"),
         (lambda: small.tokenize(LONG), ValueError, r"; pass truncate=True to run it$"),
         (lambda: a.export(tmp_path / "file.txt"), ValueError, r"^out: '.*file\.txt' is a file, not a folder"),
+        (lambda: a.export(""), ValueError, r"^out: it is empty: name the folder to write$"),  # it said "--out is empty"
         (lambda: a.export(out, maps="base"), OSError,
          r'^maps base needs a base \(analyze with base=DIR, or compare="base"\); nothing was written$'),
         (lambda: a.export(out, highlight="loss_base"), OSError, r'^highlight loss_base needs a base \(analyze with base=DIR, or compare="base"\)'),

@@ -69,7 +69,7 @@ def test_each_step_equals_its_checkpoint_alone(run_dir):
         run.model(7)
     with pytest.raises(ssaviz.ArgumentTypeError, match="step must be an integer, not str"):
         run.model("100")  # it said "step 100 is not one of the run's steps"
-    with pytest.raises(KeyError, match="'nope' is not one of the run's arrays"):
+    with pytest.raises(ValueError, match="'nope' is not one of the run's arrays"):
         analysis.arrays("nope")
     # A step is no array's name (a bare KeyError: 250 is not one of the run's arrays): it says so, and where the step is.
     with pytest.raises(ssaviz.ArgumentTypeError, match=r"^RunAnalysis\.arrays\(\): takes an array's name .*not a step; .*step 250 is "
@@ -83,7 +83,7 @@ def test_each_step_equals_its_checkpoint_alone(run_dir):
     assert np.array_equal(analysis.arrays("js_divergence"), analysis.arrays("js"))
     assert np.array_equal(analysis.head("l1_distance"), analysis.head("l1"))
     assert np.array_equal(analysis.head("tau_q_mean"), analysis.head("tau_q"))  # run.json's head value
-    with pytest.raises(KeyError, match="'js_temperature' is not one of the run's arrays"):  # the temperatures' part: with a base only
+    with pytest.raises(ValueError, match="'js_temperature' is not one of the run's arrays"):  # the temperatures' part: with a base only
         analysis.head("js_temperature")
 
 
