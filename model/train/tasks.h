@@ -80,7 +80,9 @@ Result<Corpus> ReadCorpus(const std::vector<std::string>& paths);
 // byte-level BPE's words and whitespace runs are the same either way; else (no space there) at a
 // character's first byte, cutting a word in two. SentencePiece starts each block as a text of its
 // own (its first word as after a space). A file within a block is encoded whole, as it always was.
-constexpr size_t kEncodeBlockBytes = size_t{4} << 20;
+// 1 MB: SentencePiece's encoder holds some 190 bytes a byte of its input (a byte-fallback text), so a
+// block of up to twice 4 MB, as it was, peaked at 1.3 GB for any corpus file past 4 MB.
+constexpr size_t kEncodeBlockBytes = size_t{1} << 20;
 Result<std::vector<int32_t>> EncodeInBlocks(const Tokenizer& tokenizer, const std::string& text, size_t block_bytes = kEncodeBlockBytes,
                                             const std::atomic<bool>* cancel = nullptr);
 
