@@ -100,7 +100,7 @@ viz::Plot Dilution(const PlotInput& in) {
 
 std::string DilutionNote(const PlotInput& in, const viz::Plot& p) {
     std::string note = "mean over rows 2..T:";
-    for (size_t k = 0; k < p.Series.size(); ++k) note += (k ? ", " : " ") + p.Series[k].Name + " " + Format("%.3f", Mean(p.Series[k].Y, 1));
+    for (size_t k = 0; k < p.Series.size(); ++k) note += (k ? ", " : " ") + p.Series[k].Name + ": " + Format("%.3f", Mean(p.Series[k].Y, 1));
     return note;
 }
 

@@ -128,8 +128,9 @@ std::vector<std::string> CaptionPieces(const std::string& text, const std::strin
             const size_t space = std::min(piece.find(' ', word), piece.size());
             std::string w = piece.substr(word, space - word);
             const bool opens = !quoted && !w.empty() && w[0] == '\'' && (w.size() == 1 || w.find('\'', 1) == std::string::npos);
-            if (quoted || (space > word && pieces.size() > first && (IsNumber(w) || IsLayer(last))))
-                pieces.back() += " " + w;  // "L1 H2 -0.147", "' F'"
+            // "tau = 1" whole: its "=" and what follows it with the word before.
+            if (quoted || (space > word && pieces.size() > first && (IsNumber(w) || IsLayer(last) || w == "=" || last == "=")))
+                pieces.back() += " " + w;  // "L1 H2 -0.147", "' F'", "tau = 1:"
             else if (space > word)
                 pieces.push_back(w);
             if (quoted && w.find('\'') != std::string::npos) quoted = false;
@@ -324,8 +325,8 @@ void HeadTooltip(const AppState& state, const HeadSummary& s) {
         ImGui::EndTable();
     }
     const float eps = state.settings.sink_epsilon;
-    ImGui::Text("sink head (eps %.2f): SSA %s, %s %s%s%s", eps, IsSinkHead(s, Side::Ssa, eps) ? "yes" : "no", cmp.c_str(),
-                IsSinkHead(s, Side::Compare, eps) ? "yes" : "no", base ? ", base " : "",
+    ImGui::Text("sink head (eps %.2f): SSA: %s, %s: %s%s%s", eps, IsSinkHead(s, Side::Ssa, eps) ? "yes" : "no", cmp.c_str(),
+                IsSinkHead(s, Side::Compare, eps) ? "yes" : "no", base ? ", base: " : "",
                 base ? (IsSinkHead(s, Side::Base, eps) ? "yes" : "no") : "");
     if (state.model) {
         const std::string group = KvGroupNote(state.model->config, s.ref.head);

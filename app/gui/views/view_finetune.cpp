@@ -72,11 +72,12 @@ void FineTuneView::Draw(WindowState& state) {
     ImGui::BeginGroup();
     ImGui::TextUnformatted("Mean loss, nats:");
     const ImVec4 orange(0.94f, 0.57f, 0.16f, 1.0f);
-    std::snprintf(buf, sizeof buf, "%s %.4f", SsaSideName(a).c_str(), d.loss_mean);
+    // "name: value": "tau = 1 3.0542" read as one expression.
+    std::snprintf(buf, sizeof buf, "%s: %.4f", SsaSideName(a).c_str(), d.loss_mean);
     piece(buf, &orange);
-    std::snprintf(buf, sizeof buf, "tau = 1 %.4f", d.loss_mean_tau1);
+    std::snprintf(buf, sizeof buf, "tau = 1: %.4f", d.loss_mean_tau1);
     piece(buf);
-    std::snprintf(buf, sizeof buf, "base %.4f", d.loss_mean_base);
+    std::snprintf(buf, sizeof buf, "base: %.4f", d.loss_mean_base);
     piece(buf);
     ImGui::EndGroup();
     viz::ItemTooltip("The mean loss of the next token over the text (token 1 on), for the fine-tune (SSA), its own weights with "

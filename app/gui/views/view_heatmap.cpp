@@ -1042,11 +1042,13 @@ void HeatmapView::Draw(WindowState& state) {
             MapMode mode;
             std::string title;
             bool bar_after;
+            std::string narrow;  // the title where the whole one does not fit ("tau = 1 (SSA's .." told no side)
         };
         const std::vector<Panel> panels =
-            m_three_way ? std::vector<Panel>{{MapMode::Ssa, "SSA", false}, {MapMode::Compare, "tau = 1 (SSA's weights)", false},
-                                             {MapMode::Base, "base (" + BaseFolderName(a) + ")", true}}
-                        : std::vector<Panel>{{MapMode::Ssa, "SSA", false}, {MapMode::Compare, cmp, true}, {MapMode::Difference, "SSA - " + cmp, true}};
+            m_three_way ? std::vector<Panel>{{MapMode::Ssa, "SSA", false, "SSA"}, {MapMode::Compare, "tau = 1 (SSA's weights)", false, "tau = 1"},
+                                             {MapMode::Base, "base (" + BaseFolderName(a) + ")", true, "base"}}
+                        : std::vector<Panel>{{MapMode::Ssa, "SSA", false, "SSA"}, {MapMode::Compare, cmp, true, cmp},
+                                             {MapMode::Difference, "SSA - " + cmp, true, "SSA - " + cmp}};
         float x = map_pos.x, y = map_pos.y;
         for (size_t n = 0; n < panels.size(); ++n) {
             const Panel& panel = panels[n];
@@ -1061,7 +1063,7 @@ void HeatmapView::Draw(WindowState& state) {
             DrawMap(state, layer, pos, side, label_size, row_labels);
             DrawTemperatureStrips(state, pos, side, strip, row_labels && strips, strips);
             ImGui::PopID();
-            const std::string title = viz::EllipsizeText(panel.title, side);
+            const std::string title = viz::EllipsizeText(ImGui::CalcTextSize(panel.title.c_str()).x <= side ? panel.title : panel.narrow, side);
             ImGui::GetWindowDrawList()->AddText(ImVec2(x + std::max(0.0f, (side - ImGui::CalcTextSize(title.c_str()).x) * 0.5f), y - above),
                                                 ImGui::GetColorU32(ImGuiCol_Text), title.c_str());
             x += side + gap;

@@ -187,13 +187,13 @@ void InterventionsView::DrawList(AppState& state) {
     const float loss = model::MeanLoss(a.loss), loss_compare = a.HasComparePredictions() ? model::MeanLoss(a.loss_compare) : NAN;
     // The sides by the names every other view gives them (with a base: tau = 1, and the base too).
     const std::string compare = CompareName(a);
-    std::string losses = "mean loss: SSA " + Nats(loss) + ", " + compare + " " + Nats(loss_compare);
-    if (a.HasBase() && !a.loss_base.empty()) losses += ", base " + Nats(model::MeanLoss(a.loss_base));
-    WrappedLine(losses + " nats", ", ");  // at 1024 px it was cut at "base 5"
+    std::string losses = "mean loss in nats, SSA: " + Nats(loss) + ", " + compare + ": " + Nats(loss_compare);
+    if (a.HasBase() && !a.loss_base.empty()) losses += ", base: " + Nats(model::MeanLoss(a.loss_base));
+    WrappedLine(losses, ", ");  // at 1024 px it was cut at "base 5"
     if (std::isfinite(loss) && std::isfinite(loss_compare)) {
         const float delta = loss - loss_compare;
         char text[96];
-        std::snprintf(text, sizeof text, "(SSA - %s %+.4f)", compare.c_str(), delta);
+        std::snprintf(text, sizeof text, "(SSA - %s: %+.4f)", compare.c_str(), delta);
         SameLineIfFits(ImGui::CalcTextSize(text).x);
         ImGui::TextColored(delta > 0 ? ImVec4(1.0f, 0.5f, 0.45f, 1.0f) : ImVec4(0.5f, 0.7f, 1.0f, 1.0f), "%s", text);
         viz::ItemTooltip(("SSA's mean loss minus " + compare + "'s, over tokens 2..T. Above 0: the SSA side predicts the text worse.").c_str());

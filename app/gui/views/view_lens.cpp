@@ -207,7 +207,7 @@ void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::s
     const float numbers_w = o.x + ImGui::GetContentRegionAvail().x - (o.x + label_w + cell_w + 8.0f);
     auto sides = [&](int r) {
         std::string text = P(loss_at(r));
-        if (c) text += "  (" + compare_name + " " + P(c->loss[r]) + (base ? ", base " + P(base->loss[r]) : "") + ")";
+        if (c) text += "  (" + compare_name + ": " + P(c->loss[r]) + (base ? ", base: " + P(base->loss[r]) : "") + ")";
         return text;
     };
     bool all_sides = true;

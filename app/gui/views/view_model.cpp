@@ -2,6 +2,7 @@
 
 #include "app/core/examples.h"
 #include "app/core/model_scale.h"
+#include "app/gui/views/view_common.h"
 
 #include <algorithm>
 #include <cmath>
@@ -21,9 +22,7 @@ void Row(const char* key, const std::string& value, const char* tooltip = nullpt
     ImGui::TableNextColumn();
     ImGui::TextDisabled("%s", key);
     ImGui::TableNextColumn();
-    ImGui::PushTextWrapPos(0.0f);
-    ImGui::TextUnformatted(value.c_str());
-    ImGui::PopTextWrapPos();
+    WrappedLine(value);  // between words, "tau = 1" whole
     if (tooltip && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tooltip);
 }
 

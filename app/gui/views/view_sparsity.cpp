@@ -7,6 +7,7 @@
 #include "app/core/names.h"
 #include "app/export/export_figures.h"
 #include "app/export/plots.h"
+#include "app/gui/views/view_common.h"
 #include "viz/imgui/plot.h"
 
 namespace app {
@@ -80,15 +81,11 @@ void SparsityView::Draw(WindowState& state) {
         if (p.sink_threshold) {
             ImGui::SetNextItemWidth(std::min(220.0f, width * 0.5f));
             if (ImGui::SliderFloat("sink threshold eps", &state.settings.sink_epsilon, 0.05f, 0.95f, "%.2f")) Refresh(state);
-            ImGui::TextWrapped("%s", m_notes[k].c_str());  // three sides beside a base: wider than the pane
+            WrappedLine(m_notes[k], ", ");  // three sides beside a base: wider than the pane; "tau = 1: 0.802" kept whole
         }
         const std::string id = std::string("##") + p.key;
         const viz::PlotHit hit = viz::DrawPlot(id.c_str(), ImVec2(0, plot_h), m_plots[k]);
-        if (!p.sink_threshold && !m_notes[k].empty()) {
-            ImGui::PushTextWrapPos(0.0f);
-            ImGui::TextDisabled("%s", m_notes[k].c_str());
-            ImGui::PopTextWrapPos();
-        }
+        if (!p.sink_threshold && !m_notes[k].empty()) Caption(m_notes[k], ", ");  // "tau = 1: 0.802" kept whole
         if (!hit.clicked || hit.index < 0) continue;
         if (p.pick == PlotPick::Query) state.query = hit.index;
         if (p.pick == PlotPick::Head && hit.index < static_cast<int>(m_heads.Get().size())) state.selected = m_heads.Get()[hit.index].ref;

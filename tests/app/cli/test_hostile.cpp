@@ -45,7 +45,7 @@ TEST_F(Cli, ReadsOnlyRegularFilesOfBoundedSize) {
         std::ofstream(dir + "/huge.txt");
     }
     fs::resize_file(dir + "/huge.txt", (size_t{64} << 20) + 1);
-    ExpectOneLineError(Ssaviz({"tokenize", "--model", Small(), "--text-file", dir + "/huge.txt"}), 3, "more than the 67.1 MB");
+    ExpectOneLineError(Ssaviz({"tokenize", "--model", Small(), "--text-file", dir + "/huge.txt"}), 3, "is 67108865 bytes, more than the 67108864 bytes such a file may be");
 }
 
 TEST_F(Cli, TruncatingALongTextEncodesOnlyWhatItKeeps) {

@@ -464,7 +464,7 @@ TEST_F(BrokenIndex, IndexThatIsNotJson) {
 TEST_F(BrokenIndex, IndexTooLarge) {
     Write(map);
     ASSERT_EQ(::truncate(index.c_str(), static_cast<off_t>(model::kMaxShardIndexBytes) + 1), 0);  // sparse: nothing is written
-    ExpectError("more than the 67.1 MB such a file may be");
+    ExpectError("bytes, more than the " + std::to_string(model::kMaxShardIndexBytes) + " bytes such a file may be");
 }
 
 TEST_F(BrokenIndex, WeightMapThatIsNotAnObjectOfStrings) {
