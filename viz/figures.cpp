@@ -341,12 +341,18 @@ std::vector<float> VerticalBarTicks(const ColorBarSpec& s, float height) {
 std::vector<std::string> VerticalCaptionLines(const ColorBarSpec& s, float height) {
     if (s.caption.empty()) return {};
     if (MeasureText(s.caption, s.font) + 8 <= 1.5f * std::max(height, 120.0f)) return {s.caption};
-    size_t best = std::string::npos;
-    for (size_t at = s.caption.find(", "); at != std::string::npos; at = s.caption.find(", ", at + 1))
-        if (best == std::string::npos || std::abs(static_cast<float>(at) - s.caption.size() * 0.5f) < std::abs(static_cast<float>(best) - s.caption.size() * 0.5f))
-            best = at;
-    if (best == std::string::npos) return {s.caption};
-    return {s.caption.substr(0, best + 1), s.caption.substr(best + 2)};
+    // At the ", " nearest the middle; without one, at the space nearest it (the lens's "p(token | the
+    // tokens before it)" ran 2.5 times a 5-row grid's bar down a blank band).
+    auto nearest = [&](const char* mark) {
+        size_t best = std::string::npos;
+        for (size_t at = s.caption.find(mark); at != std::string::npos; at = s.caption.find(mark, at + 1))
+            if (best == std::string::npos || std::abs(static_cast<float>(at) - s.caption.size() * 0.5f) < std::abs(static_cast<float>(best) - s.caption.size() * 0.5f))
+                best = at;
+        return best;
+    };
+    if (const size_t comma = nearest(", "); comma != std::string::npos) return {s.caption.substr(0, comma + 1), s.caption.substr(comma + 2)};
+    if (const size_t space = nearest(" "); space != std::string::npos) return {s.caption.substr(0, space), s.caption.substr(space + 1)};
+    return {s.caption};
 }
 
 // How far down from the bar's top its caption runs: the bar's height, or the caption's length.
