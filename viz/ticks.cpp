@@ -43,7 +43,9 @@ std::vector<float> NiceTicks(Range range, bool log_scale, int max_ticks) {
         for (double k = first; k <= last; ++k) {
             double v = k * step;
             if (std::abs(v) < step * 1e-6) v = 0;  // no "-1.4e-17" for zero
-            ticks.push_back(static_cast<float>(v));
+            // A step below float's spacing there gives one float twice: one tick (a run's curve whose
+            // values differ in their last digit printed "1.67826319" over itself).
+            if (ticks.empty() || static_cast<float>(v) != ticks.back()) ticks.push_back(static_cast<float>(v));
         }
         break;
     }
@@ -91,7 +93,11 @@ std::vector<std::string> FormatTicks(const std::vector<float>& ticks) {
     for (float v : ticks) labels.push_back(FormatTick(v));
     // A linear axis in one notation: its step's decimals, trailing zeros dropped ("0, 0.0005, 0.001,
     // 0.0015", not "0, 5e-04, 0.001, 0.0015").
-    if (const double step = EvenStep(ticks); MixedNotation(labels) && step > 1e-9 && step < 1) {
+    // Whole numbers past a million the same way ("0, 500000, 1000000", not "1e+06").
+    const double step = EvenStep(ticks);
+    if (MixedNotation(labels) && step >= 1 && std::all_of(ticks.begin(), ticks.end(), [](float v) { return std::abs(v) < 1e15f && v == std::round(v); }))
+        for (size_t k = 0; k < ticks.size(); ++k) labels[k] = Print("%.0f", ticks[k]);
+    if (MixedNotation(labels) && step > 1e-9 && step < 1) {
         const int decimals = std::min(9, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)) + 1);
         for (size_t k = 0; k < ticks.size(); ++k) {
             std::string s = ticks[k] == 0.0f ? "0" : Print(("%." + std::to_string(decimals) + "f").c_str(), ticks[k]);

@@ -118,10 +118,6 @@ int CmdTrain(const CommandOptions& options, const std::string& typed) {
         if (!options.data.empty()) throw Failure{kExitUsage, "--data is for --task text: the " + o.task.task + " task makes its own sequences"};
         if (m.vocab) throw Failure{kExitUsage, "--vocab is for --task text: the " + o.task.task + " task has its own tokenizer"};
     }
-    // SentencePiece keeps three pieces of its own (unknown, start, end) before any of the text's.
-    if (m.vocab && *m.vocab < 4)
-        throw Failure{kExitUsage, "--vocab " + std::to_string(*m.vocab) + " leaves no room for the text: the tokenizer keeps 3 pieces of its own, "
-                                  "and needs one for each character of the corpus (a few hundred for English)"};
     if (m.freeze_positions && m.learn_positions) throw Failure{kExitUsage, "--freeze-positions and --learn-positions exclude each other: give one"};
     o.config.query = m.query_form.value_or(model::kPaperQueryForm);
     o.config.value = m.value_form.value_or(model::kPaperValueForm);

@@ -77,9 +77,25 @@ std::string TopHeads(const std::vector<float>& values, int heads, int n, float f
     return text;
 }
 
-std::string SsaSideName(const model::Analysis& a) {
-    return a.interventions.empty() ? "SSA" : "SSA with what-ifs";
+namespace {
+
+// Every tau_q and tau_v exactly 1: a model without temperatures (a vanilla base or twin opened
+// alone, a vanilla run's step), or every head at tau = 1 by the what-ifs.
+bool EveryTemperatureIsOne(const model::Analysis& a) {
+    for (const model::RowArray* tau : {&a.tau_q, &a.tau_v})
+        for (int64_t row = 0; row < tau->rows(); ++row)
+            if (const model::RowArray::Running f = tau->Figures(row); f.min != 1.0f || f.max != 1.0f) return false;
+    return true;
 }
+
+}  // namespace
+
+std::string SsaSideName(const model::Analysis& a) {
+    if (!a.interventions.empty()) return "SSA with what-ifs";
+    return EveryTemperatureIsOne(a) ? "vanilla" : "SSA";  // a vanilla run's step was titled "SSA"
+}
+
+std::string ComparisonWeightsTitle(const model::Analysis& a) { return "tau = 1 (" + (SsaSideName(a) == "vanilla" ? std::string("its") : "SSA's") + " weights)"; }
 
 std::string TemperaturePartName(const model::Analysis& a) { return a.interventions.empty() ? "temperatures" : "temperatures and what-ifs"; }
 
@@ -114,9 +130,7 @@ std::string SelfComparisonNote(const model::Analysis& a) {
         return "the comparison is the model without its what-ifs, and there are none, so it is itself and every difference is 0: "
                "give what-ifs (--ablate), or compare with tau = 1 (--compare vanilla)";
     if (a.comparison != model::Comparison::Counterfactual && a.comparison != model::Comparison::LayerLocal && !a.HasBase()) return "";
-    for (const model::RowArray* tau : {&a.tau_q, &a.tau_v})
-        for (int64_t row = 0; row < tau->rows(); ++row)
-            if (const model::RowArray::Running f = tau->Figures(row); f.min != 1.0f || f.max != 1.0f) return "";
+    if (!EveryTemperatureIsOne(a)) return "";
     if (a.HasBase())
         return "every temperature of the fine-tune is 1 (a model without temperatures, or every head at tau = 1 by the what-ifs), so its "
                "'temperatures' part is 0 and its whole change is the drift: to see what training with temperatures gave, set the SSA "

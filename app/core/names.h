@@ -43,9 +43,12 @@ std::string TopHeads(const std::vector<float>& values, int heads, int n, float f
 // sides give 1e-8 to 3e-8 (entropies of ~3 nats summed in float32), a fine-tune's parts 1e-5 and
 // up. The heads a fine-tune changed most are those above it.
 constexpr float kJsRoundingFloor = 1e-6f;
-// The SSA side's name in a fine-tune's split: "SSA", or "SSA with what-ifs" where the analysis ran
-// with interventions (on the SSA side only, so the temperatures' part holds their effect too).
+// The SSA side's name in a fine-tune's split and figures: "SSA", "SSA with what-ifs" where the
+// analysis ran with interventions (on the SSA side only, so the temperatures' part holds their
+// effect too), or "vanilla" for a model whose every temperature is 1 (a vanilla run's step).
 std::string SsaSideName(const model::Analysis& a);
+// The tau = 1 side's title in figures: "tau = 1 (SSA's weights)", a vanilla model's "tau = 1 (its weights)".
+std::string ComparisonWeightsTitle(const model::Analysis& a);
 // The split's first part by the same rule: "temperatures", or "temperatures and what-ifs".
 std::string TemperaturePartName(const model::Analysis& a);
 // What fine-tuning changed, in a line (export prints it): "mean loss 11.0537 (base)

@@ -471,16 +471,16 @@ namespace {
 
 // The lens's comparison side in a figure's title: what RunLensSides ran there.
 std::string LensCompareTitle(const model::Analysis& a) {
-    if (a.HasBase()) return "tau = 1 (SSA's weights)";
+    if (a.HasBase()) return ComparisonWeightsTitle(a);
     if (HasTwin(a)) return "twin " + TwinFolderName(a);
     if (a.comparison == model::Comparison::LayerLocal) return "tau = 1 local (layer by layer)";
-    return "tau = 1 (SSA's weights)";
+    return ComparisonWeightsTitle(a);
 }
 
 }  // namespace
 
 // The short name of legends and lines, as every view names the sides ("SSA", "tau = 1", "twin", "base").
-std::string LensSideName(const model::Analysis& a, size_t k) { return k == 0 ? "SSA" : k == 1 ? CompareName(a) : "base"; }
+std::string LensSideName(const model::Analysis& a, size_t k) { return k == 0 ? SsaSideName(a) : k == 1 ? CompareName(a) : "base"; }
 
 // The base named by its folder: a figure of the base's alone is titled with the fine-tune's name (a
 // panel cropped out read "licenses/ssa" over the base's numbers).

@@ -26,11 +26,11 @@ std::vector<std::string> Labels(const model::Analysis& a) {
 
 std::string ModeTitle(const model::Analysis& a, MapMode mode) {
     switch (mode) {
-        case MapMode::Ssa: return "SSA";
+        case MapMode::Ssa: return SsaSideName(a);
         case MapMode::Compare: if (HasTwin(a)) return "twin " + TwinFolderName(a);
             // The window's names: tau = 1 is SSA's own weights without their temperatures.
-            return a.comparison == model::Comparison::LayerLocal && !a.HasBase() ? "tau = 1 local (layer by layer)" : "tau = 1 (SSA's weights)";
-        case MapMode::Difference: return "SSA - " + CompareName(a);
+            return a.comparison == model::Comparison::LayerLocal && !a.HasBase() ? "tau = 1 local (layer by layer)" : ComparisonWeightsTitle(a);
+        case MapMode::Difference: return SsaSideName(a) + " - " + CompareName(a);
         case MapMode::Base: return "base (" + BaseFolderName(a) + ")";
         case MapMode::BaseDifference: return "SSA - base (all that fine-tuning changed)";
     }
@@ -210,7 +210,7 @@ viz::Figure SideBySideFigure(const model::Analysis& a, const std::string& model_
         options.Style.range = shared;
         panels.push_back(viz::HeatmapFigure(values, T, T, options));
     };
-    panel(ssa->data(), MapMode::Ssa, "SSA");
+    panel(ssa->data(), MapMode::Ssa, ModeTitle(a, MapMode::Ssa));
     const std::string place = model_name + " \xC2\xB7 layer " + std::to_string(head.layer) + ", head " + std::to_string(head.head);
     if (base) {
         panel(other->data(), MapMode::Compare, ModeTitle(a, MapMode::Compare));
@@ -224,7 +224,7 @@ viz::Figure SideBySideFigure(const model::Analysis& a, const std::string& model_
     options.Style.range = SymmetricRange(diff);
     options.ValueLabel = "weight difference";
     panels.push_back(viz::HeatmapFigure(diff.data(), T, T, options));
-    return viz::Beside(panels, place + " \xC2\xB7 SSA vs " + CompareName(a));
+    return viz::Beside(panels, place + " \xC2\xB7 " + SsaSideName(a) + " vs " + CompareName(a));
 }
 
 // Drawn from the thumbnails: exact up to model::kThumbnailCells tokens, max-pooled above, which

@@ -755,7 +755,8 @@ std::vector<Flag> BuildTable() {
             [](const CommandOptions& o) { return IfSet(o.new_model.tokenizer); })
             .InGroup("tokenizer"));
     add(Row({"--vocab"}, "N", {C::Train}, "the new tokenizer's pieces (default 4096)",
-            [](CommandOptions& o, const FlagValue& v) { o.new_model.vocab = Positive(v); },
+            // SentencePiece keeps 3 pieces of its own: below 4 no piece is left for the text.
+            [](CommandOptions& o, const FlagValue& v) { o.new_model.vocab = static_cast<int>(Whole(v, 4, kMaxCount)); },
             [](const CommandOptions& o) { return IfSet(o.new_model.vocab); })
             .InGroup("tokenizer"));
     add(Row({"--seed"}, "N", {C::InitRandom, C::Train}, "the seed of the weights (train: and of the batches); init-random's default 1234, train's 1",

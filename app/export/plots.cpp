@@ -37,7 +37,7 @@ float Mean(const std::vector<float>& v, size_t begin = 0) {
 viz::Plot SidesPlot(const model::Analysis& a, viz::SeriesKind kind) {
     viz::Plot p;
     p.Series.resize(a.HasBase() ? 3 : 2);
-    p.Series[0].Name = "SSA";
+    p.Series[0].Name = SsaSideName(a);
     p.Series[0].Color = viz::kSsaColor;
     p.Series[1].Name = CompareName(a);
     p.Series[1].Color = viz::kCompareColor;

@@ -618,19 +618,33 @@ Status CheckReplaceableFolder(const std::string& path, const std::function<Statu
     if (auto s = owned(path); !s) return s;
     // The old folder is removed once the new one is in its place: every folder in it must let its
     // entries go (another user's run/ was swapped out and left behind, hidden, under run.new's name).
+    // In a sticky folder (mode 1777, as /tmp) only an entry's owner, or the folder's, may move or
+    // remove it, whatever access() says of the folder.
+    const uid_t me = ::geteuid();
+    auto sticky_blocks = [me](const struct stat& dir, const struct stat& entry) {
+        return (dir.st_mode & S_ISVTX) && me != 0 && dir.st_uid != me && entry.st_uid != me;
+    };
+    const std::string parent = std::filesystem::path(path).parent_path().string(), above = parent.empty() ? "." : parent;
+    struct stat parent_st {};
+    if (::access(above.c_str(), W_OK | X_OK) != 0 || ::stat(above.c_str(), &parent_st) != 0)
+        return Fail(Quoted(path) + " cannot be replaced: " + Quoted(above) + " is not writable (" + std::strerror(errno) + ")");
+    if (sticky_blocks(parent_st, st)) return Fail(Quoted(path) + " cannot be replaced: it is another user's, in a sticky folder");
     std::vector<std::string> folders = {path};
-    const std::string parent = std::filesystem::path(path).parent_path().string();
-    if (::access(parent.empty() ? "." : parent.c_str(), W_OK | X_OK) != 0)
-        return Fail(Quoted(path) + " cannot be replaced: " + Quoted(parent.empty() ? "." : parent) + " is not writable (" + std::strerror(errno) + ")");
     while (!folders.empty()) {
         const std::string dir = std::move(folders.back());
         folders.pop_back();
-        if (::access(dir.c_str(), W_OK | X_OK) != 0)
+        struct stat dir_st {};
+        if (::access(dir.c_str(), W_OK | X_OK) != 0 || ::lstat(dir.c_str(), &dir_st) != 0)
             return Fail(Quoted(path) + " cannot be replaced: " + Quoted(dir) + " in it cannot be emptied (" + std::strerror(errno) +
                         "; another user's?)");
         std::error_code ec;
-        for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-            if (it->is_directory(ec) && !it->is_symlink(ec)) folders.push_back(it->path().string());
+        for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+            struct stat entry {};
+            if (::lstat(it->path().c_str(), &entry) != 0) continue;  // gone meanwhile
+            if (sticky_blocks(dir_st, entry))
+                return Fail(Quoted(path) + " cannot be replaced: " + Quoted(it->path().string()) + " in it is another user's, in a sticky folder");
+            if (S_ISDIR(entry.st_mode)) folders.push_back(it->path().string());
+        }
     }
     return Ok{};
 }

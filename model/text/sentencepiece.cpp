@@ -357,7 +357,7 @@ Status TrainSentencePiece(const std::vector<std::string>& lines, const SentenceP
     if (!symbols.empty()) args.emplace_back("user_defined_symbols", symbols);
     // SentencePiece learns from lines of at most max_sentence_length bytes (longer ones it skips):
     // a corpus without one is said here, in words, rather than as its assertion.
-    if (std::all_of(lines.begin(), lines.end(), [](const std::string& l) { return l.empty(); }))
+    if (std::all_of(lines.begin(), lines.end(), [](const std::string& l) { return l.find_first_not_of(" \t\r\f\v") == std::string::npos; }))
         return Fail("the corpus holds no text to learn a tokenizer from (only blank lines)");
     if (std::none_of(lines.begin(), lines.end(), [](const std::string& l) { return !l.empty() && l.size() <= 16384; }))
         return Fail("the tokenizer learns from lines of at most 16,384 bytes, and the corpus has none (break the text into lines)");

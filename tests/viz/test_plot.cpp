@@ -59,6 +59,10 @@ TEST(Ticks, ALinearAxisKeepsOneNotation) {
     EXPECT_EQ(viz::FormatTicks({-0.0002f, 0.0f, 0.0002f}), (std::vector<std::string>{"-2e-04", "0", "2e-04"}));
     EXPECT_EQ(viz::FormatTicks({0.00025f, 0.0005f, 0.00075f, 0.001f}), (std::vector<std::string>{"0.00025", "0.0005", "0.00075", "0.001"}));
     EXPECT_EQ(viz::FormatTicks({1e-4f, 1e-3f, 1e-2f}), (std::vector<std::string>{"1e-04", "0.001", "0.01"}));
+    EXPECT_EQ(viz::FormatTicks({0.0f, 500000.0f, 1000000.0f}), (std::vector<std::string>{"0", "500000", "1000000"}));  // a run's steps
+    // Values a float's spacing apart: one tick each, never one value twice (labels printed over each other).
+    const std::vector<float> tight = viz::NiceTicks({1.6782631f, 1.6782634f}, false, 6);
+    for (size_t k = 1; k < tight.size(); ++k) EXPECT_NE(tight[k], tight[k - 1]);
     // A narrow range just above 1 (the highlight's tau_q position term read "1, 1, 1").
     const std::vector<std::string> near_one = viz::FormatTicks(viz::NiceTicks({1.0f, 1.0004f}, false, 5));
     ASSERT_GE(near_one.size(), 2u);

@@ -800,7 +800,7 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "passkey", "--data", kBundled + "/README.md"}), 2,
                        "--data is for --task text: the passkey task makes its own sequences");
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--data", kBundled + "/README.md", "--vocab", "2"}), 2,
-                       "--vocab 2 leaves no room for the text");
+                       "--vocab '2' is not a whole number from 4 to");
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--freeze-positions", "--learn-positions"}), 2,
                        "--freeze-positions and --learn-positions exclude each other");
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "passkey", "--context", "20"}), 2,
@@ -808,7 +808,7 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "passkey", "--seq-len", "23"}), 2,
                        "--seq-len 23 is too short for the passkey task");
     fs::create_directories(Scratch("blank"));
-    std::ofstream(Scratch("blank") + "/blank.txt") << "\n\n\n\n";  // it was said to have lines too long
+    std::ofstream(Scratch("blank") + "/blank.txt") << "\n \n\t\r\n\n";  // it was said to have lines too long
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--data", Scratch("blank") + "/blank.txt"}), 3,
                        "the corpus holds no text to learn a tokenizer from (only blank lines)");
     fs::remove_all(Scratch("blank"));
