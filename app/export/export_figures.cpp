@@ -633,7 +633,7 @@ viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, con
     LensAxes(ssa, token_labels, &o);
     o.Style.colormap = viz::Colormap::Diverging;
     o.Style.range = viz::Range{-d.most, d.most};
-    o.ValueLabel = "loss difference, nats";  // whose: the title's (a side's name made the bar taller than five rows)
+    o.ValueLabel = "loss change, nats";  // whose: the title's (a side's name made the bar taller than five rows)
     return viz::HeatmapFigure(d.delta.data(), ssa.n_layer + 1, ssa.n_tokens - 1, o);
 }
 

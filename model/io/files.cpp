@@ -688,7 +688,16 @@ Status ReplaceFolder(const std::string& temp, const std::string& path, const std
 Status CheckFilePlace(const std::string& path) {
     struct stat st;
     if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT ? Status(Ok{}) : Fail(Quoted(path) + ": cannot read (" + std::strerror(errno) + ")");
-    if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) return Ok{};
+    if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
+        // In a sticky folder (mode 1777) only the file's owner, or the folder's, may replace it: found
+        // once every figure had been drawn, exit 1.
+        const std::string parent = std::filesystem::path(path).parent_path().string();
+        struct stat dir {};
+        const uid_t me = ::geteuid();
+        if (me != 0 && st.st_uid != me && ::stat(parent.empty() ? "." : parent.c_str(), &dir) == 0 && (dir.st_mode & S_ISVTX) && dir.st_uid != me)
+            return Fail(Quoted(path) + " is another user's, in a sticky folder: ssaviz cannot replace it");
+        return Ok{};
+    }
     if (S_ISDIR(st.st_mode)) return Fail(Quoted(path) + " is a folder where ssaviz writes a file");
     return Fail(Quoted(path) + " is " + KindOf(st) + ", not a file: ssaviz does not replace it");
 }

@@ -271,6 +271,7 @@ TEST(Files, FoldersBelowAreCheckedForLinksAndWriting) {
     ::chmod((dir + "/open/old").c_str(), 0777), ::chmod((dir + "/open/old/inner").c_str(), 0555);
     // In a sticky folder another user's folder cannot be moved, whatever access() says (it passed).
     fs::create_directories(dir + "/sticky/old"), fs::create_directories(dir + "/sticky/mine");
+    std::ofstream(dir + "/sticky/theirs.png") << "x";
     ::chmod((dir + "/sticky").c_str(), 01777), ::chmod((dir + "/sticky/old").c_str(), 0777), ::chmod((dir + "/sticky/mine").c_str(), 0777);
     if (::geteuid() == 0) {
         ASSERT_EQ(::chown((dir + "/sticky/mine").c_str(), 65534, 65534), 0);
@@ -295,6 +296,8 @@ TEST(Files, FoldersBelowAreCheckedForLinksAndWriting) {
             bool(model::CheckReplaceableFolder(dir + "/open/run", any)),
             !was_root || (!sticky && sticky.error().find("another user's, in a sticky folder") != std::string::npos),  // 8
             bool(model::CheckReplaceableFolder(dir + "/sticky/mine", any)),
+            !was_root || !model::CheckFilePlace(dir + "/sticky/theirs.png"),  // 10: a file export would replace
+            bool(model::CheckFilePlace(dir + "/sticky/new.png")),
         };
         for (size_t k = 0; k < std::size(cases); ++k)
             if (!cases[k]) ::_exit(static_cast<int>(k) + 1);
