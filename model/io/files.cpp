@@ -532,6 +532,13 @@ HeldTempFolder::~HeldTempFolder() {
 
 namespace {
 
+// In a sticky folder (mode 1777, as /tmp) only an entry's owner, or the folder's, may move, replace
+// or remove it, whatever access() says of the folder.
+bool StickyKeeps(const struct stat& dir, const struct stat& entry) {
+    const uid_t me = ::geteuid();
+    return (dir.st_mode & S_ISVTX) && me != 0 && dir.st_uid != me && entry.st_uid != me;
+}
+
 // A place a folder goes: absent or a folder, never a link.
 Status FolderPlace(const std::filesystem::path& p) {
     struct stat st;
@@ -618,17 +625,11 @@ Status CheckReplaceableFolder(const std::string& path, const std::function<Statu
     if (auto s = owned(path); !s) return s;
     // The old folder is removed once the new one is in its place: every folder in it must let its
     // entries go (another user's run/ was swapped out and left behind, hidden, under run.new's name).
-    // In a sticky folder (mode 1777, as /tmp) only an entry's owner, or the folder's, may move or
-    // remove it, whatever access() says of the folder.
-    const uid_t me = ::geteuid();
-    auto sticky_blocks = [me](const struct stat& dir, const struct stat& entry) {
-        return (dir.st_mode & S_ISVTX) && me != 0 && dir.st_uid != me && entry.st_uid != me;
-    };
     const std::string parent = std::filesystem::path(path).parent_path().string(), above = parent.empty() ? "." : parent;
     struct stat parent_st {};
     if (::access(above.c_str(), W_OK | X_OK) != 0 || ::stat(above.c_str(), &parent_st) != 0)
         return Fail(Quoted(path) + " cannot be replaced: " + Quoted(above) + " is not writable (" + std::strerror(errno) + ")");
-    if (sticky_blocks(parent_st, st)) return Fail(Quoted(path) + " cannot be replaced: it is another user's, in a sticky folder");
+    if (StickyKeeps(parent_st, st)) return Fail(Quoted(path) + " cannot be replaced: it is another user's, in a sticky folder");
     std::vector<std::string> folders = {path};
     while (!folders.empty()) {
         const std::string dir = std::move(folders.back());
@@ -641,7 +642,7 @@ Status CheckReplaceableFolder(const std::string& path, const std::function<Statu
         for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
             struct stat entry {};
             if (::lstat(it->path().c_str(), &entry) != 0) continue;  // gone meanwhile
-            if (sticky_blocks(dir_st, entry))
+            if (StickyKeeps(dir_st, entry))
                 return Fail(Quoted(path) + " cannot be replaced: " + Quoted(it->path().string()) + " in it is another user's, in a sticky folder");
             if (S_ISDIR(entry.st_mode)) folders.push_back(it->path().string());
         }
@@ -689,12 +690,10 @@ Status CheckFilePlace(const std::string& path) {
     struct stat st;
     if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT ? Status(Ok{}) : Fail(Quoted(path) + ": cannot read (" + std::strerror(errno) + ")");
     if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
-        // In a sticky folder (mode 1777) only the file's owner, or the folder's, may replace it: found
-        // once every figure had been drawn, exit 1.
+        // Another user's in a sticky folder: found once every figure had been drawn, exit 1.
         const std::string parent = std::filesystem::path(path).parent_path().string();
         struct stat dir {};
-        const uid_t me = ::geteuid();
-        if (me != 0 && st.st_uid != me && ::stat(parent.empty() ? "." : parent.c_str(), &dir) == 0 && (dir.st_mode & S_ISVTX) && dir.st_uid != me)
+        if (::stat(parent.empty() ? "." : parent.c_str(), &dir) == 0 && StickyKeeps(dir, st))
             return Fail(Quoted(path) + " is another user's, in a sticky folder: ssaviz cannot replace it");
         return Ok{};
     }
