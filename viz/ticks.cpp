@@ -77,6 +77,47 @@ bool MixedNotation(const std::vector<std::string>& labels) {
     return sci > 0 && plain > 0;
 }
 
+// The power of ten a tick is, to float's rounding (a log axis's decades); none for any other value.
+bool DecadeOf(float v, int* exponent) {
+    if (!(v > 0) || !std::isfinite(v)) return false;
+    const double e = std::round(std::log10(static_cast<double>(v)));
+    if (std::abs(static_cast<double>(v) / std::pow(10.0, e) - 1.0) > 1e-5) return false;
+    *exponent = static_cast<int>(e);
+    return true;
+}
+
+// "10" and the exponent raised: "10⁻⁴", "10⁰" (DejaVu Sans, the figures' and the window's font, has
+// the superscript digits and minus).
+std::string PowerOfTen(int exponent) {
+    static const char* const kDigits[] = {"\xE2\x81\xB0", "\xC2\xB9", "\xC2\xB2", "\xC2\xB3", "\xE2\x81\xB4",
+                                          "\xE2\x81\xB5", "\xE2\x81\xB6", "\xE2\x81\xB7", "\xE2\x81\xB8", "\xE2\x81\xB9"};
+    std::string digits;
+    for (int e = std::abs(exponent); digits.empty() || e > 0; e /= 10) digits = kDigits[e % 10] + digits;
+    return "10" + std::string(exponent < 0 ? "\xE2\x81\xBB" : "") + digits;
+}
+
+// A log axis's labels in one notation where its own mix ("1e-06, 1e-05, 1e-04, 0.001, 0.01, 0.1, 1"):
+// its decades as powers of ten, another value (a bar's end) as a multiple of one ("3.2×10⁻⁷").
+bool DecadeLabels(const std::vector<float>& ticks, std::vector<std::string>* labels) {
+    int decades = 0, e = 0;
+    for (float v : ticks) {
+        if (!(v > 0) || !std::isfinite(v)) return false;
+        decades += DecadeOf(v, &e);
+    }
+    if (decades < 2) return false;
+    for (size_t k = 0; k < ticks.size(); ++k) {
+        if (DecadeOf(ticks[k], &e)) {
+            (*labels)[k] = PowerOfTen(e);
+            continue;
+        }
+        int exponent = static_cast<int>(std::floor(std::log10(static_cast<double>(ticks[k]))));
+        std::string mantissa = Print("%.2g", ticks[k] / std::pow(10.0, exponent));
+        if (mantissa == "10") mantissa = "1", ++exponent;  // 9.97 rounds up
+        (*labels)[k] = (mantissa == "1" ? "" : mantissa + "\xC3\x97") + PowerOfTen(exponent);
+    }
+    return true;
+}
+
 // Evenly spaced ticks (a linear axis's), their step; 0 where they are not.
 double EvenStep(const std::vector<float>& ticks) {
     if (ticks.size() < 3) return ticks.size() == 2 ? std::abs(static_cast<double>(ticks[1]) - ticks[0]) : 0;
@@ -108,6 +149,7 @@ std::vector<std::string> FormatTicks(const std::vector<float>& ticks) {
             labels[k] = SignlessZero(s);
         }
     }
+    if (MixedNotation(labels) && DecadeLabels(ticks, &labels)) return labels;
     for (int digits = 4; digits <= 9 && !NeighboursDiffer(labels); ++digits) {
         const std::string format = "%." + std::to_string(digits) + "g";
         for (size_t k = 0; k < ticks.size(); ++k) labels[k] = ticks[k] == 0.0f ? "0" : Print(format.c_str(), ticks[k]);

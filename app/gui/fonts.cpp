@@ -20,6 +20,7 @@ const ImWchar kBaseRanges[] = {
     0x0370, 0x03FF,  // Greek (τ, and Greek text costs little)
     0x2013, 0x2014,  // – —
     0x2026, 0x2026,  // … (ImGui's ellipsis too)
+    0x2070, 0x207B,  // ⁰ ⁴..⁹ ⁻: a log colour bar's 10⁻⁴ (¹ ² ³ are Latin-1's)
     0x2190, 0x2193,  // ← ↑ → ↓
     0x21B5, 0x21B5,  // ↵
     0x2248, 0x2248,  // ≈

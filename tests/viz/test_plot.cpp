@@ -53,12 +53,16 @@ TEST(Ticks, NeighbouringLabelsNeverReadTheSame) {
 }
 
 // One notation on a linear axis: qk_spectrum's read "0, 5e-04, 0.001, 0.0015". A log axis's decades
-// keep theirs ("1e-04, 0.001, 0.01"), as do ticks that are all small.
+// are powers of ten ("10⁻⁴, 10⁻³, 10⁻²", not "1e-04, 0.001, 0.01"; a bar's end not a decade
+// "3.2×10⁻⁷"); ticks that are all small keep theirs.
 TEST(Ticks, ALinearAxisKeepsOneNotation) {
     EXPECT_EQ(viz::FormatTicks({0.0f, 0.0005f, 0.001f, 0.0015f}), (std::vector<std::string>{"0", "0.0005", "0.001", "0.0015"}));
     EXPECT_EQ(viz::FormatTicks({-0.0002f, 0.0f, 0.0002f}), (std::vector<std::string>{"-2e-04", "0", "2e-04"}));
     EXPECT_EQ(viz::FormatTicks({0.00025f, 0.0005f, 0.00075f, 0.001f}), (std::vector<std::string>{"0.00025", "0.0005", "0.00075", "0.001"}));
-    EXPECT_EQ(viz::FormatTicks({1e-4f, 1e-3f, 1e-2f}), (std::vector<std::string>{"1e-04", "0.001", "0.01"}));
+    EXPECT_EQ(viz::FormatTicks({1e-4f, 1e-3f, 1e-2f}), (std::vector<std::string>{"10\xE2\x81\xBB\xE2\x81\xB4", "10\xE2\x81\xBB\xC2\xB3", "10\xE2\x81\xBB\xC2\xB2"}));
+    EXPECT_EQ(viz::FormatTicks({3.2e-7f, 1e-6f, 1e-3f, 1.0f, 10.0f}),
+              (std::vector<std::string>{"3.2\xC3\x97" "10\xE2\x81\xBB\xE2\x81\xB7", "10\xE2\x81\xBB\xE2\x81\xB6", "10\xE2\x81\xBB\xC2\xB3", "10\xE2\x81\xB0", "10\xC2\xB9"}));
+    EXPECT_EQ(viz::FormatTicks({0.001f, 0.01f, 0.1f, 1.0f}), (std::vector<std::string>{"0.001", "0.01", "0.1", "1"}));  // not mixed: kept
     EXPECT_EQ(viz::FormatTicks({0.0f, 500000.0f, 1000000.0f}), (std::vector<std::string>{"0", "500000", "1000000"}));  // a run's steps
     // Values a float's spacing apart: one tick each, never one value twice (labels printed over each other).
     const std::vector<float> tight = viz::NiceTicks({1.6782631f, 1.6782634f}, false, 6);

@@ -71,16 +71,25 @@ void ColorBar(const char* id, const char* what, Colormap map, Range scale, bool 
         float y_text;  // top of the text
         std::string text;
     };
+    // Every value in one notation, as the exported figures' bars (FormatTicks: "10⁻⁴" beside "10⁻³").
+    const std::vector<float> ticks = NiceTicks(range, log_scale, 6);
+    std::vector<float> values = ticks;
+    values.push_back(lo_value);
+    values.push_back(range.max);
+    std::sort(values.begin(), values.end());
+    values.erase(std::unique(values.begin(), values.end()), values.end());
+    const std::vector<std::string> texts = FormatTicks(values);
+    auto text_of = [&](float v) { return texts[std::lower_bound(values.begin(), values.end(), v) - values.begin()]; };
     std::vector<Label> labels;
-    labels.push_back({y_top, FormatTick(range.max)});
-    labels.push_back({y_bottom - line_h, FormatTick(lo_value)});
-    for (float v : NiceTicks(range, log_scale, 6)) {
+    labels.push_back({y_top, text_of(range.max)});
+    labels.push_back({y_bottom - line_h, text_of(lo_value)});
+    for (float v : ticks) {
         const float y = y_of(v);
         draw->AddLine(ImVec2(x1, y), ImVec2(x1 + 4.0f, y), tick_col);
         const float y_text = y - line_h * 0.5f;
         bool collides = false;
         for (const Label& l : labels) collides |= std::abs(l.y_text - y_text) < line_h * 1.05f;
-        if (!collides) labels.push_back({y_text, FormatTick(v)});
+        if (!collides) labels.push_back({y_text, text_of(v)});
     }
     for (const Label& l : labels) draw->AddText(ImVec2(label_x, std::round(l.y_text)), text_col, l.text.c_str());
 
