@@ -340,13 +340,13 @@ std::vector<TokenColoring> MakeColorings() {
             c.label = "comparison " + q.label;
             c.help = "the same " + q.label + " on the comparison's side (the tau = 1 counterfactual, a twin or the unedited model)";
         } else if (mode == MapMode::Difference) {
-            c.label = "delta " + q.label;
+            c.label = q.label + " change";
             c.help = "SSA's " + q.label + " minus the comparison's: blue where SSA's is lower, red where higher";
         } else if (mode == MapMode::Base) {
             c.label = "base " + q.label;
             c.help = "the same " + q.label + " on the fine-tune's base model (with a base)";
         } else if (mode == MapMode::BaseDifference) {
-            c.label = "delta " + q.label + " vs base";
+            c.label = q.label + " change from base";
             c.help = "SSA's " + q.label + " minus the base model's: blue where fine-tuning lowered it (helped), red where it raised it";
         }
         out.push_back(std::move(c));

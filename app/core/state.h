@@ -137,7 +137,7 @@ struct AppState {
 
     // What-ifs on the SSA side (issue 17), as the worker last applied them; a view asks for a new
     // list through interventions_request. With compare_unedited the comparison is the model without
-    // them, so the difference views and the delta loss show their effect alone.
+    // them, so the difference views and the loss change show their effect alone.
     std::vector<model::Intervention> interventions;
     std::optional<std::vector<model::Intervention>> interventions_request;
     bool compare_unedited = false;

@@ -492,7 +492,7 @@ std::string LensSideTitle(const model::Analysis& a, size_t k) {
 viz::Figure LensModeFigure(const model::Analysis& a, const model::ModelInfo& info, MapMode mode, const model::Lens* ssa,
                            const model::Lens* other) {
     const size_t k = ReadSide(mode) == Side::Base ? 2 : ReadSide(mode) == Side::Compare ? 1 : 0;
-    if (IsDifference(mode)) return ssa && other ? LensDiffFigure(*ssa, *other, ModelName(info), k == 1 ? LensSideName(a, k) : LensSideTitle(a, k), TokenLabels(a.tokens)) : viz::Figure{};
+    if (IsDifference(mode)) return ssa && other ? LensDiffFigure(*ssa, *other, ModelName(info), SsaSideName(a), k == 1 ? LensSideName(a, k) : LensSideTitle(a, k), TokenLabels(a.tokens)) : viz::Figure{};
     const model::Lens* shown = k == 0 ? ssa : other;
     return shown ? LensFigure(*shown, ModelName(info), LensSideTitle(a, k), TokenLabels(a.tokens)) : viz::Figure{};
 }
@@ -1008,9 +1008,9 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
         if (!other.lens || other.lens->loss.size() != ssa_side->lens->loss.size()) continue;
         const std::string name = other.suffix == "_base" ? "lens_diff_base" : "lens_diff";
         for (const char* ext : extensions)
-            files.push_back(FigureFile(name, ext, [ssa = ssa_side->lens, other, token_labels, model_name] {
+            files.push_back(FigureFile(name, ext, [ssa = ssa_side->lens, ssa_name = ssa_side->name, other, token_labels, model_name] {
                 // "SSA - tau = 1", as the maps' differences; the base by its folder.
-                return LensDiffFigure(*ssa, *other.lens, model_name, other.suffix == "_base" && !other.title.empty() ? other.title : other.name, token_labels);
+                return LensDiffFigure(*ssa, *other.lens, model_name, ssa_name, other.suffix == "_base" && !other.title.empty() ? other.title : other.name, token_labels);
             }, size_t{64} << 20, options.figures.png_scale));
     }
     // For papers: a token's logit (the last's, or --dla-position's; --dla-target's token) split by

@@ -67,12 +67,12 @@ viz::Range SymmetricRange(const std::vector<float>& values) {
 }
 
 std::string HighlightLabel(const FigureSettings& s) {
-    // The window's legend's name ("JS to comparison", "delta loss vs base"), a difference's sign said.
+    // The window's legend's name ("JS to comparison", "loss change from base"), a difference's sign said.
     const TokenColoring& c = Coloring(s.highlight);
     std::string label = c.label;
     if (IsLoss(s.highlight))
-        return label + (s.highlight == TokenColor::LossDelta       ? " (SSA's - the comparison's)"
-                        : s.highlight == TokenColor::LossDeltaBase ? " (SSA's - the base's)"
+        return label + (s.highlight == TokenColor::LossDelta       ? " (SSA - comparison)"
+                        : s.highlight == TokenColor::LossDeltaBase ? " (SSA - base)"
                                                                    : "") +
                ", " + c.quantity->unit;
     // The catalogue's unit where it has one, as the loss's ("entropy, L3 H2, nats").
@@ -620,15 +620,16 @@ LensDifference LensDifferenceOf(const model::Lens& ssa, const model::Lens& other
 
 std::string LensScaleNote(const LensDifference& d) { return ScaleNote(d); }
 
-viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, const std::string& model_name, const std::string& other_name,
-                           const std::vector<std::string>& token_labels) {
+viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, const std::string& model_name, const std::string& ssa_name,
+                           const std::string& other_name, const std::vector<std::string>& token_labels) {
     const LensDifference d = LensDifferenceOf(ssa, other);
     if (d.delta.empty()) return {};
     viz::HeatmapFigureOptions o;
     o.NarrowTitle = true;  // a figure of its own
     // What the colours mean goes in the title: the bar's caption sets the bar's length (centred
     // along it), and a long one made a five-row grid a thin strip atop a tall blank figure.
-    o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 SSA - " + other_name + ": each token's loss read after each layer (blue: SSA predicts it better" +
+    o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 " + ssa_name + " - " + other_name + ": each token's loss read after each layer (blue: " + ssa_name +
+              " predicts it better" +
               LensScaleNote(d) + ")";
     LensAxes(ssa, token_labels, &o);
     o.Style.colormap = viz::Colormap::Diverging;

@@ -85,9 +85,10 @@ LensDifference LensDifferenceOf(const model::Lens& ssa, const model::Lens& other
 // when every cell is within the scale.
 std::string LensScaleNote(const LensDifference& d);
 // SSA's loss of the next token minus `other`'s after each layer (lens_diff.png, lens_diff_base.png),
-// on a symmetric diverging scale (blue: SSA predicts it better). Empty if the lenses' shapes differ.
-viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, const std::string& model_name, const std::string& other_name,
-                           const std::vector<std::string>& token_labels);
+// on a symmetric diverging scale (blue: SSA predicts it better), the sides by their names ("SSA" or
+// "vanilla": SsaSideName). Empty if the lenses' shapes differ.
+viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, const std::string& model_name, const std::string& ssa_name,
+                           const std::string& other_name, const std::vector<std::string>& token_labels);
 
 // The text with each token coloured by settings.highlight (the paper's Figure 1).
 viz::Figure Highlight(const model::Analysis& a, const std::string& model_name, const FigureSettings& settings);

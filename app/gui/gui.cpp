@@ -810,7 +810,7 @@ private:
             if (ImGui::MenuItem("Compare with the unedited model", nullptr, !m_state.twin && m_state.compare_unedited))
                 m_state.unedited_request = !m_state.compare_unedited;
             if (ImGui::IsItemHovered())
-                ImGui::SetTooltip("The SSA model without the what-ifs (What-ifs tab): the difference map and the delta loss show\n"
+                ImGui::SetTooltip("The SSA model without the what-ifs (What-ifs tab): the difference map and the loss change show\n"
                                   "the what-ifs' effect alone.");
             const std::string beside = m_state.model && !m_state.twin ? m_state.twin_beside : "";
             const std::string& base = m_state.BaseShown();

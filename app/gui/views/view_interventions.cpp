@@ -87,7 +87,7 @@ void InterventionsView::Draw(WindowState& state) {
     ImGui::SameLine();
     viz::HelpMarker("Change the SSA model's temperatures on a head or a whole layer and watch the maps, metrics and loss change.\n"
                     "Tick 'compare with the unedited model' so that the comparison is the model as trained: the difference\n"
-                    "map and the delta loss then show the what-ifs' effect alone. Right-click a head in the Heads or Matrix\n"
+                    "map and the loss change then show the what-ifs' effect alone. Right-click a head in the Heads or Matrix\n"
                     "tab for the same what-ifs. Saved in sessions; `ssaviz export --ablate SPEC` does the same.");
     ImGui::BeginGroup();
     DrawAdd(state);
@@ -147,7 +147,7 @@ void InterventionsView::DrawAdd(AppState& state) {
     bool unedited = state.compare_unedited && !state.twin;
     if (ImGui::Checkbox("compare with the unedited model", &unedited)) state.unedited_request = unedited;
     viz::ItemTooltip("The comparison becomes the SSA model without these what-ifs (its temperatures as trained), so the\n"
-                     "difference map and the delta loss show the what-ifs alone. Off: the comparison chosen in the map's 'vs'.");
+                     "difference map and the loss change show the what-ifs alone. Off: the comparison chosen in the map's 'vs'.");
 }
 
 void InterventionsView::DrawList(AppState& state) {

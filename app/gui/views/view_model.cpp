@@ -69,7 +69,7 @@ void ModelView::Draw(WindowState& state) {
             if (state.analysis && state.analysis->HasBase()) Row("base", state.analysis->base_label);
         } else if (state.compare_unedited) {
             Row("compare with", "the unedited model (the SSA model without the what-ifs)",
-                "The difference views and the delta loss show the what-ifs' effect alone.");
+                "The difference views and the loss change show the what-ifs' effect alone.");
         } else {
             Row("compare with",
                 state.layer_local ? "tau = 1, layer by layer (layer-local)"

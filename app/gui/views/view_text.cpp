@@ -721,7 +721,7 @@ void TextView::DrawLossRows(const model::Analysis& a, int i) {
     ImGui::EndTable();
     if (compare) {
         const float delta = a.loss[t] - a.loss_compare[t];
-        ImGui::TextColored(delta > 0 ? ImVec4(1.0f, 0.5f, 0.45f, 1.0f) : ImVec4(0.5f, 0.7f, 1.0f, 1.0f), "delta loss %+.4f: SSA predicts it %s",
+        ImGui::TextColored(delta > 0 ? ImVec4(1.0f, 0.5f, 0.45f, 1.0f) : ImVec4(0.5f, 0.7f, 1.0f, 1.0f), "loss change %+.4f: SSA predicts it %s",
                            delta, delta > 0 ? "worse" : "better");
     }
     ImGui::TextDisabled("rank 1 = the most likely next token");

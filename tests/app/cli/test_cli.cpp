@@ -401,7 +401,7 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
     EXPECT_NE(loss_bars.find("temperatures: SSA - tau = 1"), std::string::npos);
     EXPECT_NE(loss_bars.find("drift: tau = 1 - base"), std::string::npos);
     EXPECT_GT(fs::exists(figures + "/finetune_loss.png") ? fs::file_size(figures + "/finetune_loss.png") : 0u, 1000u);
-    EXPECT_NE(ReadFile(figures + "/highlight.html").find("delta loss vs base"), std::string::npos) << "the highlight of where fine-tuning helped";
+    EXPECT_NE(ReadFile(figures + "/highlight.html").find("loss change from base"), std::string::npos) << "the highlight of where fine-tuning helped";
     for (const char* f : {"highlight.png", "heads_grid.png", "heads_grid_base.png", "heads_grid_diff_base.png", "heatmaps/L1_H0.png", "heatmaps/L1_H0_base.png",
                           "heatmaps/L1_H0_diff_base.png"})
         EXPECT_GT(fs::exists(figures + "/" + f) ? fs::file_size(figures + "/" + f) : 0u, 1000u) << f;

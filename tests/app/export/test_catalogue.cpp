@@ -67,7 +67,7 @@ TEST(TokenColorings, KeepTheirNamesAndOrder) {
     }
     EXPECT_EQ(app::Coloring(app::TokenColor::SinkMass).label, "sink mass");
     EXPECT_EQ(app::Coloring(app::TokenColor::LossCompare).label, "comparison loss");
-    EXPECT_EQ(app::Coloring(app::TokenColor::LossDelta).label, "delta loss");
+    EXPECT_EQ(app::Coloring(app::TokenColor::LossDelta).label, "loss change");
     EXPECT_TRUE(app::IsTemperature(app::TokenColor::TauQToken) && app::TokenColorOffset(app::TokenColor::TauQToken) == 1.0f);
     EXPECT_TRUE(app::IsRowMetric(app::TokenColor::Spikiness) && !app::IsRowMetric(app::TokenColor::TauQ));
     EXPECT_TRUE(app::IsLoss(app::TokenColor::LossDelta) && !app::IsLoss(app::TokenColor::SinkMass));

@@ -1440,7 +1440,7 @@ TEST(EndToEnd, ContinueInTheWindowEqualsGenerate) {
 // What-ifs from a session (a head set to tau = 1, a layer with only tau_q's position term, a
 // scaled head) against the unedited model reach the window's engine: its export equals
 // `ssaviz export --ablate ... --compare unedited`, titles and losses included; the highlight is
-// the what-ifs' delta loss (a loss colouring in a session once reached the dialog as nothing).
+// the what-ifs' loss change (a loss colouring in a session once reached the dialog as nothing).
 TEST(EndToEnd, GuiExportEqualsCommandLineExportWithWhatIfs) {
     ExpectGuiExportEqualsCommandLine("e2e_export_ablate", "unedited", "1:2,0:*=pos,3:0=x0.5", "loss_delta");
 }
