@@ -748,7 +748,7 @@ std::vector<Flag> BuildTable() {
             [](const CommandOptions& o) { return Unless(o.new_model.task, std::string("text")); }));
     add(Row({"--data"}, "PATH[,PATH]", {C::Train, C::Eval},
             "train: UTF-8 files or folders (--task text needs it); eval: data to score on instead of what train.json names",
-            [](CommandOptions& o, const FlagValue& v) { o.data = v.text; }, [](const CommandOptions& o) { return Unless(o.data, std::string()); }));
+            [](CommandOptions& o, const FlagValue& v) { o.data = PathOf(v); }, [](const CommandOptions& o) { return Unless(o.data, std::string()); }));
     add(Row({"--tokenizer"}, "DIR", {C::InitRandom, C::Train},
             "tokenizer files to copy into the model (init-random: default GPT-2's; train: default a new SentencePiece BPE of --vocab pieces)",
             [](CommandOptions& o, const FlagValue& v) { o.new_model.tokenizer = NonEmpty(v, "a folder"); },

@@ -603,6 +603,8 @@ TEST_F(Cli, TrainCountsAreBoundedByWhatTheMachineCanUse) {
     ExpectOneLineError(with({"--seq-len", "1"}), 2, "--seq-len 1 must be from 2");
     ExpectOneLineError(with({"--width", "10", "--heads", "3"}), 2, "n_embd 10 is not divisible by n_head 3");
     ExpectOneLineError(Ssaviz({"train", "--out", out, "--data", ","}), 2, "--data is empty");
+    // An empty --data with a synthetic task was taken as no --data at all (trained, exit 0).
+    ExpectOneLineError(Ssaviz({"train", "--task", "graph", "--out", out, "--data", ""}), 2, "--data is empty: give a path");
     EXPECT_FALSE(fs::exists(out));
 }
 
