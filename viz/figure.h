@@ -111,8 +111,12 @@ Image RasterizeFigure(const Figure& figure, int scale = 1);
 // cells, else each is embedded as a PNG.
 std::string FigureToSvg(const Figure& figure, int64_t max_svg_cells = 65536);
 
-// PNG bytes (8-bit RGBA, deterministic: same pixels, same bytes). Empty for an empty image.
-std::vector<uint8_t> EncodePng(const Image& image);
+// PNG bytes (8-bit RGBA, deterministic: same pixels, same bytes). Empty for an empty image. With
+// `pixels_per_inch` > 0 a pHYs chunk says it, so that a figure's PNG prints at its SVG's size (a
+// figure's pixels are CSS pixels, 96 an inch: RasterizeFigure at scale N is 96 N an inch).
+std::vector<uint8_t> EncodePng(const Image& image, float pixels_per_inch = 0);
+// The pixels an inch of a figure drawn at `scale` (RasterizeFigure's): its SVG's 96 times the scale.
+inline float FigurePixelsPerInch(int scale) { return 96.0f * static_cast<float>(scale); }
 std::string EncodeBase64(const std::vector<uint8_t>& bytes);
 
 // Text for XML/HTML content and attribute values: & < > " ' escaped, invalid UTF-8 as U+FFFD,

@@ -150,7 +150,7 @@ std::vector<Quantity> MakeCatalogue() {
         Quantity("tau_q_position", "tau_q position term", "tau_q pos.", "tau_q's position term alone, 1 + s ln i: the same for every text",
                  Scope::Row)
             .Members(&A::tau_q_position).Scaled(Scale::AroundOne),
-        Quantity("tau_q_token", "tau_q token term", "tau_q tok.",
+        Quantity("tau_q_token", "tau_q token term (1 + tanh)", "tau_q tok.",
                  "tau_q's token term alone, shown as 1 + tanh(w . z + b): tau_q with the position term at 1", Scope::Row)
             .Members(&A::tau_q_token).Scaled(Scale::AroundOne).Offset(1.0f),
         // The rest of the row metrics.

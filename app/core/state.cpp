@@ -58,12 +58,10 @@ std::string TokenLabel(const std::string& piece) {
     return out;
 }
 
-std::vector<std::string> TokenLabels(const model::Tokenization& tokens) {
-    const std::vector<std::string>& pieces = tokens.pieces;
+std::vector<CharacterRun> CharacterRuns(const std::vector<std::string>& pieces) {
     const int T = static_cast<int>(pieces.size());
-    std::vector<std::string> labels;
-    labels.reserve(T);
-    for (const std::string& p : pieces) labels.push_back(TokenLabel(p));
+    std::vector<CharacterRun> runs(T);
+    for (int i = 0; i < T; ++i) runs[i] = {i, i};
     auto whole = [](const std::string& bytes) { return model::FindInvalidUtf8(bytes) == std::string::npos; };
     constexpr int kMaxRun = 8;  // a character is at most 4 bytes: a run this long is not one character split up
     for (int i = 0; i < T;) {
@@ -78,9 +76,29 @@ std::vector<std::string> TokenLabels(const model::Tokenization& tokens) {
             ++i;  // bytes that never complete (a cut text, invalid input): the escapes stay
             continue;
         }
-        const std::string shown = TokenLabel(bytes);
-        for (int k = i; k <= j; ++k) labels[k] = shown + " " + std::to_string(k - i + 1) + "/" + std::to_string(j - i + 1);
+        for (int k = i; k <= j; ++k) runs[k] = {i, j};
         i = j + 1;
+    }
+    return runs;
+}
+
+std::string CharacterPart(const std::vector<std::string>& pieces, const std::vector<CharacterRun>& runs, int token,
+                          const std::function<std::string(const std::string&)>& show) {
+    const CharacterRun r = runs[token];
+    if (r.first == r.last) return "";
+    std::string bytes;
+    for (int k = r.first; k <= r.last; ++k) bytes += pieces[k];
+    return show(bytes) + " " + std::to_string(token - r.first + 1) + "/" + std::to_string(r.last - r.first + 1);
+}
+
+std::vector<std::string> TokenLabels(const model::Tokenization& tokens) {
+    const std::vector<std::string>& pieces = tokens.pieces;
+    const std::vector<CharacterRun> runs = CharacterRuns(pieces);
+    std::vector<std::string> labels;
+    labels.reserve(pieces.size());
+    for (size_t k = 0; k < pieces.size(); ++k) {
+        std::string part = CharacterPart(pieces, runs, static_cast<int>(k), TokenLabel);
+        labels.push_back(part.empty() ? TokenLabel(pieces[k]) : std::move(part));
     }
     return labels;
 }

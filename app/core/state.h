@@ -4,6 +4,7 @@
 // open windows, screen rectangles, focus) is app/gui/window_state.h.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -183,6 +184,17 @@ std::string TokenLabel(const std::string& piece);
 // Chinese, emoji) are grouped: each shows the whole character and its part, "泳 1/2", "泳 2/2",
 // instead of byte escapes.
 std::vector<std::string> TokenLabels(const model::Tokenization& tokens);
+// The runs of tokens that split one UTF-8 character between them: for each token, the first and last
+// of its run, or its own index twice where it splits none (bytes that never complete a character
+// included: a cut text, invalid input).
+struct CharacterRun {
+    int first = 0, last = 0;
+};
+std::vector<CharacterRun> CharacterRuns(const std::vector<std::string>& pieces);
+// A token of a run as the labels name it: the run's character and the token's part, "泳 1/2" (the
+// character as `show` writes the run's bytes); empty for a token that splits no character.
+std::string CharacterPart(const std::vector<std::string>& pieces, const std::vector<CharacterRun>& runs, int token,
+                          const std::function<std::string(const std::string&)>& show);
 
 // Names used by the command line, session files and exports ("layer", "magma"; the map modes' and
 // token colourings' are the catalogue's, quantities.h).

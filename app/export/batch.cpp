@@ -167,7 +167,7 @@ model::Status WriteBatchSummary(const std::string& out_dir, const json& rows, co
             const json v = cell(r, columns[k]);
             csv << (k ? "," : "");
             if (v.is_string()) csv << v.get<std::string>();
-            else if (v.is_number_float()) csv << (std::isfinite(v.get<double>()) ? Format("%.6g", v.get<double>()) : "");  // as summary.json's null
+            else if (v.is_number_float()) csv << (std::isfinite(v.get<double>()) ? Format("%.9g", v.get<double>()) : "");  // a float32 exactly, as the heads' CSVs; empty as summary.json's null
             else if (!v.is_null()) csv << model::JsonText(v);
         }
         csv << "\n";

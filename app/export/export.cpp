@@ -432,7 +432,7 @@ ExportFile FigureFile(std::string path, const char* extension, std::function<viz
             return model::Fail(full + ": a figure of " + std::to_string(int64_t{figure.Width} * scale) + " x " +
                                std::to_string(int64_t{figure.Height} * scale) + " pixels is larger than a figure may be (" +
                                std::to_string(viz::kMaxFigureSide) + " pixels a side" + (scale > 1 ? "; a smaller --png-scale" : "") + ")");
-        if (png) return WriteBytes(full, viz::EncodePng(viz::RasterizeFigure(figure, scale)));
+        if (png) return WriteBytes(full, viz::EncodePng(viz::RasterizeFigure(figure, scale), viz::FigurePixelsPerInch(scale)));
         return WriteText(full, viz::FigureToSvg(figure));
     };
     return {std::move(path) + "." + extension, std::move(write), std::move(make), memory * static_cast<size_t>(scale * scale)};
@@ -458,6 +458,7 @@ model::Result<std::vector<std::shared_ptr<const model::Lens>>> RunLensSides(mode
     std::vector<std::shared_ptr<const model::Lens>> sides;
     model::LensOptions options;
     options.cancel = cancel;
+    options.whole = true;  // the same bytes as a command line's lens, whatever lens ran before on this engine
     for (model::MapSide side : run) {
         auto lens = engine.RunLens(a.tokens.ids, side, options);
         if (!lens) return model::Fail(lens.error());
@@ -785,7 +786,7 @@ viz::Figure DlaHeadsFigure(const LensSideFiles& named, const std::string& model_
     o.Style.colormap = viz::Colormap::Diverging;
     o.Style.range = viz::Range{-most, most};
     o.Style.causal = false;
-    o.ValueLabel = "direct logit attribution, mean over positions";
+    o.ValueLabel = "direct logit attribution (logits), mean over positions";
     o.RowAxis = "layer";
     o.ColAxis = "head";
     const int64_t cells = std::max<int64_t>({L, H, 1});
@@ -899,7 +900,7 @@ viz::Figure DlaLayersFigure(const DlaShown& shown, const std::string& model_name
     plot.Options.Height = 440;
     for (int64_t l = 0; l < L; ++l)
         for (const char* part : {" attn", " MLP"}) plot.Options.XCategories.push_back("L" + std::to_string(l) + part);
-    plot.Options.XCategories.push_back("embed");
+    plot.Options.XCategories.push_back("embeddings");  // as the lens's rows
     plot.Options.XCategories.push_back("biases");
     AddSideBars(&plot, shown.sides, [&](const DlaColumn& side) {
         std::vector<float> y;

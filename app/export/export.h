@@ -81,7 +81,8 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
 // or has no comparison, on its comparison (tau = 1, the twin, or with a base its weights at tau =
 // 1) and with a base on the base, each a forward pass of its own (the model as loaded: the caller
 // refuses what-ifs): [SSA, comparison, base], as many as there are; `side_done(sides done,
-// sides)` after each; `cancel` (may be null) stops it between layers, as a failure.
+// sides)` after each; `cancel` (may be null) stops it between layers, as a failure. Each side runs whole
+// (LensOptions::whole): the same bytes whatever lens the engine ran before.
 // The engine's comparison made `a`'s where the lens's comparison side depends on it (tau = 1 and
 // layer-local are the same model's: a later analysis may have switched between them), or a
 // one-line error where `a` compared with another model than the engine now does.

@@ -16,10 +16,9 @@
 namespace app {
 namespace {
 
+// The maps' token labels as the lens's and the window's: a character split over byte tokens whole, "你 1/3".
 std::vector<std::string> Labels(const model::Analysis& a) {
-    std::vector<std::string> out;
-    out.reserve(a.tokens.pieces.size());
-    for (const std::string& piece : a.tokens.pieces) out.push_back(TokenLabel(piece));
+    std::vector<std::string> out = TokenLabels(a.tokens);
     out.resize(a.n_tokens, "?");
     return out;
 }
@@ -66,13 +65,13 @@ viz::Range SymmetricRange(const std::vector<float>& values) {
     return {-m, m};
 }
 
-std::string HighlightLabel(const FigureSettings& s) {
+std::string HighlightLabel(const model::Analysis& a, const FigureSettings& s) {
     // The window's legend's name ("JS to comparison", "loss change from base"), a difference's sign said.
     const TokenColoring& c = Coloring(s.highlight);
     std::string label = c.label;
     if (IsLoss(s.highlight))
-        return label + (s.highlight == TokenColor::LossDelta       ? " (SSA - comparison)"
-                        : s.highlight == TokenColor::LossDeltaBase ? " (SSA - base)"
+        return label + (s.highlight == TokenColor::LossDelta       ? " (" + SsaSideName(a) + " - " + CompareName(a) + ")"
+                        : s.highlight == TokenColor::LossDeltaBase ? " (" + SsaSideName(a) + " - base)"
                                                                    : "") +
                ", " + c.quantity->unit;
     // The catalogue's unit where it has one, as the loss's ("entropy, L3 H2, nats").
@@ -94,7 +93,13 @@ struct HighlightData {
 
 HighlightData MakeHighlight(const model::Analysis& a, const std::string& model_name, const FigureSettings& s) {
     HighlightData d;
-    for (const std::string& piece : a.tokens.pieces) d.pieces.push_back(model::PieceToDisplay(piece));
+    // A character split over byte tokens drawn whole on each with its part ("你 1/3", as the window's
+    // strip), spaced apart ("你 1/3 你 2/3", not "你 1/3你 2/3"): one U+FFFD a byte said nothing of the text.
+    const std::vector<CharacterRun> runs = CharacterRuns(a.tokens.pieces);
+    for (size_t k = 0; k < a.tokens.pieces.size(); ++k) {
+        const std::string part = CharacterPart(a.tokens.pieces, runs, static_cast<int>(k), [](const std::string& s) { return model::PieceToDisplay(s); });
+        d.pieces.push_back(part.empty() ? model::PieceToDisplay(a.tokens.pieces[k]) : (runs[k].first < static_cast<int>(k) ? " " : "") + part + " ");
+    }
     d.pieces.resize(a.n_tokens);
     d.values.assign(a.n_tokens, NAN);
     HeadRef head = s.highlight_head;
@@ -107,8 +112,8 @@ HighlightData MakeHighlight(const model::Analysis& a, const std::string& model_n
     for (int i = IsRowMetric(s.highlight) && a.n_tokens > 1 ? 1 : 0; i < a.n_tokens; ++i)
         if (std::isfinite(d.values[i])) lo = std::min(lo, d.values[i]), hi = std::max(hi, d.values[i]);
     if (lo <= hi) d.options.ValueRange = viz::Range{lo, hi};
-    d.options.Title = model_name + " \xC2\xB7 " + HighlightLabel(s);
-    d.options.ValueLabel = HighlightLabel(s);
+    d.options.Title = model_name + " \xC2\xB7 " + HighlightLabel(a, s);
+    d.options.ValueLabel = HighlightLabel(a, s);
     d.options.Map = s.colormap;
     d.options.LogScale = s.log_scale;
     if (IsTemperature(s.highlight)) {
@@ -236,9 +241,14 @@ viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, M
     options.Title = model_name + " \xC2\xB7 all heads \xC2\xB7 " + ModeTitle(a, mode);
     options.Style = StyleFor(mode, settings);
     const std::vector<HeadSummary> heads = SummarizeHeads(a);
+    // A map's cell its side's entropy; a difference's its two sides' JS divergence (the difference
+    // grids said SSA's entropy, whose nothing told).
+    const char* caption = mode == MapMode::Difference ? "js_divergence" : mode == MapMode::BaseDifference ? "js_total" : "entropy";
     for (const HeadSummary& s : heads) {
-        const float entropy = s.Get("entropy", IsDifference(mode) ? Side::Ssa : ReadSide(mode));
-        options.Captions.push_back(HeadName(s.ref) + (std::isfinite(entropy) ? Format(" \xC2\xB7 entropy %.2f", entropy) : ""));
+        const float v = s.Get(caption, IsDifference(mode) ? Side::Ssa : ReadSide(mode));
+        options.Captions.push_back(HeadName(s.ref) + (!std::isfinite(v)       ? ""
+                                                      : IsDifference(mode) ? Format(" \xC2\xB7 JS %.3g", v)
+                                                                           : Format(" \xC2\xB7 entropy %.2f", v)));
     }
     if (!t.Holds(ThumbnailKindOf(mode))) return {};
     if (IsDifference(mode)) {

@@ -586,7 +586,7 @@ py::bytes Png(const FigureHandle& f, int scale) {
     {
         py::gil_scoped_release release;
         LoadFonts();
-        png = viz::EncodePng(viz::RasterizeFigure(f.figure, scale));
+        png = viz::EncodePng(viz::RasterizeFigure(f.figure, scale), viz::FigurePixelsPerInch(scale));
     }
     return py::bytes(reinterpret_cast<const char*>(png.data()), png.size());
 }

@@ -210,7 +210,7 @@ Result<Lens> RunLens(const SsaGpt& m, const std::vector<int32_t>& ids, const Len
     const int64_t T = static_cast<int64_t>(ids.size()), L = c.n_layer, H = c.n_head;
     const int64_t k = std::clamp<int64_t>(options.top_k, 1, c.vocab_size);
     c10::InferenceMode guard;
-    const Stream* previous = cache ? Usable(cache->stream.get(), m, options.run) : nullptr;
+    const Stream* previous = cache && !options.whole ? Usable(cache->stream.get(), m, options.run) : nullptr;
     auto stream = RunStream(m, ids, options, previous);
     if (!stream) return Fail(stream.error());
     // An earlier lens of the same model, side and top_k: its positions below p - 1 stand (p - 1's

@@ -857,6 +857,13 @@ TEST(FigureEncoding, Png) {
     ASSERT_GT(png.size(), 8u);
     EXPECT_EQ(std::string(png.begin(), png.begin() + 8), "\x89PNG\r\n\x1a\n");
     EXPECT_EQ(png, viz::EncodePng(image));
+    EXPECT_EQ(std::string(png.begin(), png.end()).find("pHYs"), std::string::npos);
+    // With a density, a pHYs chunk after IHDR: a figure at --png-scale 2 prints at its SVG's size
+    // (192 an inch: 7559 a metre, both axes, the unit the metre).
+    const std::vector<uint8_t> dense = viz::EncodePng(image, viz::FigurePixelsPerInch(2));
+    const std::string bytes(dense.begin(), dense.end());
+    ASSERT_EQ(bytes.find("pHYs"), 8u + 25u + 4u);  // signature, IHDR (length, type, 13 bytes, CRC), this chunk's length
+    EXPECT_EQ(bytes.substr(8 + 25, 17), std::string("\0\0\0\x09pHYs\0\0\x1d\x87\0\0\x1d\x87\x01", 17));
 }
 
 // What EncodePng writes decodes, by another decoder (stb_image), to the pixels it was given: odd

@@ -468,7 +468,7 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
     // The numbers' column as wide as its numbers are (it reserved a side more than it wrote: a
     // narrow pane cut the base's column, "+0.57" for +0.573); in two decimals where three leave the
     // bars too little room.
-    const float label_w = ImGui::CalcTextSize("L00 H00 ").x, avail = ImGui::GetContentRegionAvail().x;
+    const float label_w = std::max(ImGui::CalcTextSize("L00 H00 ").x, ImGui::CalcTextSize("embeddings ").x), avail = ImGui::GetContentRegionAvail().x;
     const bool tens = std::max(most, most_layer) >= 9.9995f;
     auto numbers_w = [&](const char* one) {
         const float n = static_cast<float>(sides.size());
@@ -570,7 +570,7 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
         layer_row("L" + std::to_string(l) + " attn", [&](const Parts& x) { return attention_of(x, l); });
         layer_row("L" + std::to_string(l) + " MLP", [&](const Parts& x) { return x.mlp[l]; });
     }
-    layer_row("embed", [](const Parts& x) { return x.embed; });
+    layer_row("embeddings", [](const Parts& x) { return x.embed; });  // as the lens's rows
     layer_row("biases", [](const Parts& x) { return x.constants; });
     state.regions["lens_attribution"] = Rect{start.x, start.y, label_w + width, heads_end - start.y};
     state.regions["lens_layers"] = Rect{layers_start.x, layers_start.y, label_w + width, ImGui::GetCursorScreenPos().y - layers_start.y};

@@ -693,6 +693,7 @@ class Analysis:
     dla_mlp = property(lambda self: self.lens()["dla_mlp"], doc="[L, T - 1]: each MLP's part")
     dla_embed = property(lambda self: self.lens()["dla_embed"], doc="[T - 1]: the embeddings' part")
     dla_const = property(lambda self: self.lens()["dla_const"], doc="[T - 1]: the biases' part (projections, final norm, head)")
+    dla_logit = property(lambda self: self.lens()["logit"], doc="[T - 1]: the next token's logit, what the parts sum to (dla_logit.npy)")
     def _lens_of(self, side, key):
         """A side's lens array, None for a side the analysis lacks (as loss_compare and loss_base)."""
         if side == "compare" and self.compare == "none":
@@ -706,11 +707,13 @@ class Analysis:
     dla_mlp_compare = property(lambda self: self._lens_of("compare", "dla_mlp"), doc="the comparison's dla_mlp; None without one")
     dla_embed_compare = property(lambda self: self._lens_of("compare", "dla_embed"), doc="the comparison's dla_embed; None without one")
     dla_const_compare = property(lambda self: self._lens_of("compare", "dla_const"), doc="the comparison's dla_const; None without one")
+    dla_logit_compare = property(lambda self: self._lens_of("compare", "logit"), doc="the comparison's dla_logit; None without one")
     lens_loss_base = property(lambda self: self._lens_of("base", "loss"), doc="the base's own lens_loss; None without a base")
     dla_base = property(lambda self: self._lens_of("base", "dla"), doc="the base's dla; None without a base")
     dla_mlp_base = property(lambda self: self._lens_of("base", "dla_mlp"), doc="the base's dla_mlp; None without a base")
     dla_embed_base = property(lambda self: self._lens_of("base", "dla_embed"), doc="the base's dla_embed; None without a base")
     dla_const_base = property(lambda self: self._lens_of("base", "dla_const"), doc="the base's dla_const; None without a base")
+    dla_logit_base = property(lambda self: self._lens_of("base", "logit"), doc="the base's dla_logit; None without a base")
 
     def lens_top(self, layer, position, k=5, side="ssa"):
         """The k (at most 5) most likely next tokens at `position` (-1: the last) read after `layer`

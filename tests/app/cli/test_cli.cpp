@@ -47,6 +47,34 @@ TEST_F(Cli, ABinaryCopiedElsewhereOpensTheBundledModelByDefault) {
     fs::remove_all(dir);
 }
 
+// docs/command-line.md's synopsis says it is `ssaviz --help`'s: word for word (it had lost
+// --dla-target). Lines that are a command's usage are compared, their wrapping aside.
+TEST_F(Cli, TheDocsSynopsisIsHelps) {
+    auto usage_words = [](const std::string& text, const std::string& from, const std::string& until) {
+        std::vector<std::string> words;
+        const size_t begin = text.find(from), end = text.find(until, begin);
+        if (begin == std::string::npos || end == std::string::npos) return words;
+        std::istringstream lines(text.substr(begin, end - begin));
+        for (std::string line; std::getline(lines, line);) {
+            std::istringstream in(line);
+            std::string word;
+            if (!(in >> word)) continue;
+            if (word == "usage:") in >> word;
+            if (word.rfind("ssaviz", 0) != 0 && word[0] != '[' && word[0] != '(') continue;  // a description
+            do words.push_back(word);
+            while (in >> word);
+        }
+        return words;
+    };
+    const Outcome help = Ssaviz({"--help"});
+    ASSERT_EQ(help.code, 0) << help.err;
+    const std::vector<std::string> helps = usage_words(help.out + help.err, "usage: ssaviz", "\n--model takes");
+    const std::vector<std::string> docs =
+        usage_words(ReadFile(std::string(SSAVIZ_SOURCE_DIR) + "/docs/command-line.md"), "    ssaviz [--model", "\n    --model takes");
+    ASSERT_GT(helps.size(), 100u) << help.out << help.err;
+    EXPECT_EQ(docs, helps) << "docs/command-line.md's synopsis is not `ssaviz --help`'s";
+}
+
 // The harness's fork server (app/fork_server.h) answers each command with the child's own exit
 // status, and a malformed or truncated request ends it with one line, exit 2, nothing run.
 TEST_F(Cli, TheForkServerGivesEachCommandsStatusAndRefusesBadRequests) {

@@ -70,7 +70,7 @@ TEST_F(Cli, ExportLensWritesTheLensAndTheAttribution) {
     // And by layer, as the Lens tab totals it: each layer's attention and MLP, the embeddings, the biases.
     EXPECT_TRUE(fs::is_regular_file(out + "/dla_layers.png"));
     const std::string layers = ReadFile(out + "/dla_layers.svg");
-    for (const char* label : {"part of its logit", "L0 attn", "L1 MLP", "embed", "biases", ">SSA<", ">tau = 1<"})
+    for (const char* label : {"part of its logit", "L0 attn", "L1 MLP", "embeddings", "biases", ">SSA<", ">tau = 1<"})
         EXPECT_NE(layers.find(label), std::string::npos) << label;
     const std::string check = std::string(SSAVIZ_PYTHON) + " -c \"import numpy as np, sys; d = sys.argv[1]; "
                               "lens = np.load(d + '/lens_loss.npy'); loss = np.load(d + '/loss.npy'); "

@@ -377,6 +377,31 @@ TEST(RunCurves, ALayerIsOneColourInEveryCurve) {
     EXPECT_FALSE(same(app::RunLayerColor(0, 4, true), app::RunLayerColor(3, 4, true)));
 }
 
+// A character split over byte tokens (byte-level BPE, SentencePiece's byte fallback on Chinese and
+// emoji) reads whole in the highlight (the paper's Figure 1) and in the map's labels, with each
+// token's part, as the window's strip and the lens's labels: the highlight drew one U+FFFD a byte and
+// the maps "\xE4".
+TEST_F(ExportFigures, SplitCharactersReadWholeInTheHighlightAndTheMaps) {
+    model::Analysis a = app::MakeSyntheticAnalysis(1, 1, 6, 3);
+    a.tokens.pieces = {"a", " \xE4", "\xBD", "\xA0", "\xF0\x9F\x99", "\x82"};  // a, " 你" over three tokens, 🙂 over two
+    auto texts = [](const viz::Figure& f) {
+        std::vector<std::string> out;
+        for (const viz::FigItem& item : f.Items)
+            if (const auto* t = std::get_if<viz::FigText>(&item)) out.push_back(t->Text);
+        return out;
+    };
+    auto has = [](const std::vector<std::string>& v, const std::string& s) {
+        return std::any_of(v.begin(), v.end(), [&](const std::string& t) { return t.find(s) != std::string::npos; });
+    };
+    app::FigureSettings settings;
+    settings.highlight = app::TokenColor::Entropy;
+    const std::vector<std::string> highlight = texts(app::Highlight(a, "synthetic", settings));
+    for (const char* part : {"\xE4\xBD\xA0 1/3", "\xE4\xBD\xA0 3/3", "\xF0\x9F\x99\x82 2/2"}) EXPECT_TRUE(has(highlight, part)) << part;
+    for (const std::string& t : highlight) EXPECT_EQ(t.find("\xEF\xBF\xBD"), std::string::npos) << "U+FFFD in the highlight: " << t;
+    const std::vector<std::string> map = texts(app::MapFigure(a, "synthetic", {0, 0}, app::MapMode::Ssa, settings));
+    for (const char* part : {"\xE4\xBD\xA0 2/3", "\xF0\x9F\x99\x82 1/2"}) EXPECT_TRUE(has(map, part)) << part;
+}
+
 // An exported temperature highlight colours its tokens on the model's scale around 1 and shows in
 // its legend the part of that scale the temperatures reach: an exp-exp fine-tune's tau_q (every
 // one >= 1) read from 1 (white) up, with no tick below 1; with values on both sides, from the

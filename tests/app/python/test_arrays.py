@@ -109,6 +109,22 @@ def test_export_and_figures_equal_the_command_lines_files(tmp_path):
     assert a.plot("dilution").png() == (cli / "plots" / "dilution.png").read_bytes()
 
 
+def test_a_lens_export_after_a_lens_equals_the_command_lines(tmp_path):
+    # The engine keeps the last lens of a side: a second lens of the same text ran only its last
+    # position again, as products of their own, and lens_top.json's probabilities there differed
+    # from the command line's in their 6th digit (an export after analyze(lens=True) or a.lens()).
+    m = ssaviz.load(ENGLISH)
+    a = m.analyze(JOBS, lens=True)
+    a.lens("compare")
+    a.export(tmp_path / "py", formats=["json", "npy"], layers=[0], heads=[0], lens=True)
+    run_cli("export", "--model", ENGLISH, "--text", JOBS, "--out", str(tmp_path / "cli"), "--format", "json,npy", "--layers", "0",
+            "--heads", "0", "--lens")
+    lens_files = sorted(f for f in os.listdir(tmp_path / "cli") if f.startswith(("lens_", "dla")))
+    assert "lens_top.json" in lens_files and "lens_top_compare.json" in lens_files and len(lens_files) > 10, lens_files
+    for f in lens_files:
+        assert (tmp_path / "cli" / f).read_bytes() == (tmp_path / "py" / f).read_bytes(), f
+
+
 def test_arrays_are_views_of_the_analysis(tmp_path):
     m = ssaviz.load(ENGLISH)
     a = m.analyze(JOBS)

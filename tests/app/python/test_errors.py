@@ -338,7 +338,7 @@ def test_without_a_comparison(small, tmp_path):
     a = small.analyze(TEXT, compare=None)
     assert a.compare == "none" and a.comparison_kind == "none" and a.loss_compare is None and a.tau_q_compare is None
     assert "js" not in a.metrics and "entropy" in a.metrics
-    assert a.lens_loss_compare is None and a.dla_compare is None and a.lens_loss_base is None and a.dla_embed_base is None
+    assert a.lens_loss_compare is None and a.dla_compare is None and a.lens_loss_base is None and a.dla_embed_base is None and a.dla_logit_base is None
     for call in (lambda: a.attention(0, 0, "compare"), lambda: a.heatmap(0, 0, map="diff"), lambda: a.predictions(0, side="compare"),
                  lambda: a.export(tmp_path / "out")):
         with pytest.raises(ValueError, match="no comparison"):

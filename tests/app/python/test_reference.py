@@ -109,6 +109,7 @@ def test_lens_and_attribution_against_the_family_reference(case):
     assert worst(a.dla_mlp, ref["dla_mlp"]) <= 1e-4 * scale
     assert worst(a.dla_embed, ref["dla_embed"]) <= 1e-4 * scale
     assert worst(a.dla_const, ref["dla_const"]) <= 1e-4 * scale
+    assert worst(a.dla_logit, ref["target_logit"]) <= 1e-4 * scale  # what the parts sum to, as dla_logit.npy
     assert worst(a.lens_loss_compare, ref["lens_loss_vanilla"]) <= 1e-4
     assert worst(a.dla_compare, ref["dla_vanilla"]) <= 1e-4 * scale
     assert worst(a.lens_loss[-1], a.loss) <= 1e-5
