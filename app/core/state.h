@@ -149,7 +149,7 @@ struct AppState {
     std::string notice;  // a one-line note in the status bar: what-ifs dropped, Continue stopped at the context
     std::shared_ptr<const HeadImpacts> head_impacts;  // the last "which heads matter" run (partial while it runs)
     bool rank_heads_request = false;
-    bool cancel_job_request = false;  // stops the heads ranking or a generation (a timeline it held back goes on after)
+    bool cancel_job_request = false;  // stops the heads ranking, a generation or the lens (a timeline it held back goes on after)
     std::string tab_request;          // a view asks the right pane to open this tab ("What-ifs")
     bool ranking_heads = false;
 

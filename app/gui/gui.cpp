@@ -795,13 +795,13 @@ private:
             // Ctrl+T switches between the two tau = 1 comparisons: it is shown beside the one it goes to
             // (as the key decides: RequestGlobalPass(layer_local || compare_unedited), a twin open or not).
             const bool global_shown = !m_state.twin && !m_state.layer_local && !m_state.compare_unedited && !m_state.compare_base;
-            const bool key_goes_global = m_state.layer_local || m_state.compare_unedited;
-            if (ImGui::MenuItem("Compare with tau = 1, whole pass", key_goes_global ? "Ctrl+T" : nullptr, global_shown))
+            const bool key_goes_global = m_state.layer_local || m_state.compare_unedited, key_switches = !m_state.compare_base;
+            if (ImGui::MenuItem("Compare with tau = 1, whole pass", key_goes_global && key_switches ? "Ctrl+T" : nullptr, global_shown))
                 m_state.RequestGlobalPass(true);
             if (ImGui::IsItemHovered())
                 ImGui::SetTooltip("Ctrl+T. The same weights with tau_q = tau_v = 1 everywhere. A whole second forward pass: from layer 1 on\n"
                                   "its heads read a different residual stream, so a later layer's difference is not its temperatures alone.");
-            if (ImGui::MenuItem("Compare with tau = 1, layer by layer", key_goes_global ? nullptr : "Ctrl+T",
+            if (ImGui::MenuItem("Compare with tau = 1, layer by layer", key_goes_global || !key_switches ? nullptr : "Ctrl+T",
                                 !m_state.twin && m_state.layer_local && !m_state.compare_unedited))
                 m_state.RequestGlobalPass(false);
             if (ImGui::IsItemHovered())
@@ -977,8 +977,9 @@ private:
     // A small window with the session file's path: Save writes it, Open restores it.
     void DrawSessionPopup() {
         if (!m_session_popup) return;
-        ImGui::SetNextWindowSize(ImVec2(560, 0), ImGuiCond_Appearing);
+        ImGui::SetNextWindowSize(ImVec2(560, 0), ImGuiCond_Always);  // its height fits every frame: "saved ..." below the button was hidden
         if (ImGui::Begin(m_session_save ? "Save session" : "Open session", &m_session_popup, ImGuiWindowFlags_NoCollapse)) {
+            if (EscapeClosesWindow(m_state)) m_session_popup = false;
             ImGui::TextWrapped("A session holds the model, the text, the selected head and query, pinned heads, view and export "
                                "settings. Reopen it with File > Open session or `ssaviz --session FILE`.");
             char buf[1024];
@@ -1124,6 +1125,7 @@ private:
     void HandleShortcuts() {
         ImGuiIO& io = ImGui::GetIO();
         WindowState& s = m_state;
+        const bool escape_taken = std::exchange(s.escape_taken, false);  // by a dialog it closed
         if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_O, false)) m_state.ShowOpenDialog(OpenPurpose::Model);
         if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_Q, false)) m_quit = true;
         if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_E, false)) m_views.export_dialog.Show(m_state);
@@ -1133,7 +1135,14 @@ private:
             if (s.generating) s.cancel_job_request = true;
             else s.continue_request = true;
         }
-        if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_T, false)) s.RequestGlobalPass(s.layer_local || s.compare_unedited);
+        if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_T, false)) {
+            // Beside a base the comparison is its whole tau = 1 pass, and layer by layer has no room
+            // beside the base: the key keeps the base (it closed it, the fine-tune's views with it).
+            if (s.compare_base)
+                s.notice = "Ctrl+T keeps the base: beside it the comparison is the whole tau = 1 pass (File > Compare with tau = 1, "
+                           "layer by layer closes the base)";
+            else s.RequestGlobalPass(s.layer_local || s.compare_unedited);
+        }
         if (ImGui::IsKeyPressed(GLFW_KEY_F1, false)) s.show_help = !s.show_help;
         if (const int step = ImGui::IsKeyPressed(GLFW_KEY_PAGE_DOWN) - ImGui::IsKeyPressed(GLFW_KEY_PAGE_UP); io.KeyCtrl && step) {
             s.settings.right_tab = StepTab(s.settings.right_tab, step);
@@ -1142,8 +1151,8 @@ private:
         // Keys belong to an open dialog, or to the editor while it has focus.
         if (io.WantTextInput || ImGui::IsPopupOpen("", ImGuiPopupFlags_AnyPopupId)) return;  // arrows and letters belong to the editor while it has focus
         const int L = s.Layers(), H = s.Heads();
-        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false)) {
-            if (s.generating || s.ranking_heads) s.cancel_job_request = true;  // Esc stops a job first, the one shown running
+        if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false) && !escape_taken) {
+            if (s.generating || s.ranking_heads || s.lens_running) s.cancel_job_request = true;  // Esc stops a job first, the one shown running
             else if (s.timeline_running) s.stop_timeline_request = true;
             else s.query = -1;
         }

@@ -61,6 +61,7 @@ struct WindowState : AppState {
     bool show_graph = false;     // the graph experiment window (paper Figure 3)
     bool show_timings = false;   // the status bar's developer timings (View > Timings in the status bar)
     bool focus_goto = false;     // Ctrl+F: the map's go-to field takes the keyboard
+    bool escape_taken = false;   // a dialog closed on this frame's Esc: the shortcuts leave the query as it is
     bool want_frame = false;     // a view has more to do (e.g. baking in slices): draw again soon
     int layout_generation = 0;   // bumped when a session sets the layout, so the panes take it
     std::string twin_beside;     // the open model's shipped twin or base model (TwinBeside, found by the worker); empty: none

@@ -566,10 +566,14 @@ void InferenceWorker::LensJob(const Request& r) {
     pair->model_dir = m_runner->Info().dir;
     pair->compare_label = r.compare_label;
     m_progress = 0.0f;
-    for (model::MapSide side : LensSides(r)) {
-        model::LensOptions options;  // each side's fraction done, from 0 again for the next
+    const std::vector<model::MapSide> sides = LensSides(r);
+    for (size_t k = 0; k < sides.size(); ++k) {
+        const model::MapSide side = sides[k];
+        model::LensOptions options;  // one fraction over every side (each side's from 0 made the bar run back)
         options.cancel = &m_cancel;
         options.progress = &m_progress;
+        options.progress_from = static_cast<float>(k) / sides.size();
+        options.progress_span = 1.0f / sides.size();
         auto lens = m_runner->engine().RunLens(r.ids, side, options);
         if (!lens) {
             if (m_cancel) return;  // superseded

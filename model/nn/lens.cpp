@@ -52,6 +52,10 @@ const Stream* Usable(const Stream* previous, const SsaGpt& m, LensRun run) {
     return previous && previous->model == &m && previous->run == run && !previous->k.empty() ? previous : nullptr;
 }
 
+void ReportProgress(const LensOptions& options, float done) {
+    if (options.progress) options.progress->store(options.progress_from + options.progress_span * done);
+}
+
 // `ids` through the model, keeping what the lens reads. With `previous` (Usable), positions below
 // the texts' shared prefix p are previous's and only p.. run, each layer's rows attending to
 // previous's keys and values below p.
@@ -111,7 +115,7 @@ Result<Stream> RunStream(const SsaGpt& m, const std::vector<int32_t>& ids, const
         at::Tensor y = at::matmul(read.attention.to(at::kFloat), vs.to(at::kFloat));  // [1, H, T - p, D]
         s.heads.push_back(join(previous ? previous->heads[l] : at::Tensor(), y[0].transpose(0, 1).contiguous(), 0));  // [T, H, D]
         s.resid.push_back(join(previous ? previous->resid[l + 1] : at::Tensor(), written[0].to(at::kFloat), 0));
-        if (options.progress) options.progress->store(0.5f * (l + 1) / m.layers.size());
+        ReportProgress(options, 0.5f * (l + 1) / m.layers.size());
     }
     return s;
 }
@@ -259,7 +263,7 @@ Result<Lens> RunLens(const SsaGpt& m, const std::vector<int32_t>& ids, const Len
                 }
             }
         }
-        if (options.progress) options.progress->store(0.5f + 0.5f * (l + 1) / (L + 1));
+        ReportProgress(options, 0.5f + 0.5f * (l + 1) / (L + 1));
     }
     if (T > 1) {
         const at::Tensor positions = at::arange(from, T - 1, long_opts);

@@ -40,7 +40,8 @@ struct LensOptions {
     int top_k = 5;          // pieces a layer and position keeps
     int64_t block_rows = 256;  // positions whose [rows, V] logits are held at once
     const std::atomic<bool>* cancel = nullptr;  // checked between layers and blocks
-    std::atomic<float>* progress = nullptr;     // the fraction done
+    std::atomic<float>* progress = nullptr;     // the fraction done, as progress_from + progress_span * this run's
+    float progress_from = 0, progress_span = 1;  // (a caller running several sides: one fraction over them all)
     // Every position from the ids alone, not from a cache's stream and lens (an export's: a run from
     // a cache computes the new rows as products of their own, whose sums round otherwise, so the
     // same text gave other last digits after an earlier lens of it); the cache still keeps this run.

@@ -73,6 +73,14 @@ bool DrawNoAnalysisNote(const AppState& state) {
     return true;
 }
 
+bool EscapeClosesWindow(WindowState& state) {
+    if (!ImGui::IsWindowFocused(ImGuiFocusedFlags_RootAndChildWindows) || ImGui::GetIO().WantTextInput ||
+        !ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false))
+        return false;
+    state.escape_taken = true;
+    return true;
+}
+
 void SameLineIfFits(float width, float spacing) {
     const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
     const float gap = spacing >= 0.0f ? spacing : ImGui::GetStyle().ItemSpacing.x;

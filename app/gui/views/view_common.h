@@ -43,6 +43,11 @@ std::string TimelineMismatch(const WindowState& state);
 // none) in the selected head; with `piece`, its piece as the token strip names it (TokenLabels).
 RunTokenPick RunTabToken(const WindowState& state, const RunTimeline& t, bool piece = false);
 
+// Whether Esc closes the window being drawn: it (or a child) has the focus, no text field takes
+// the key (there Esc leaves the field first), and Esc was pressed on this frame. Sets
+// state.escape_taken when it does, so that the same key does not also clear the query.
+bool EscapeClosesWindow(WindowState& state);
+
 // Continues on the same line, `spacing` after the last item (negative: the style's), when an item
 // of `width` still fits there (else starts a new line).
 void SameLineIfFits(float width, float spacing = -1.0f);

@@ -280,6 +280,7 @@ void ExportDialog::Draw(WindowState& state) {
         ImGui::End();
         return;
     }
+    if (EscapeClosesWindow(state)) m_open = false;  // as the Open dialog; its settings stay for the next Ctrl+E
     if (ImGui::BeginTable("##export_layout", 2, ImGuiTableFlags_Resizable | ImGuiTableFlags_BordersInnerV)) {
         ImGui::TableSetupColumn("settings", ImGuiTableColumnFlags_WidthStretch, 0.42f);
         ImGui::TableSetupColumn("preview", ImGuiTableColumnFlags_WidthStretch, 0.58f);

@@ -410,8 +410,8 @@ void HeatmapView::DrawGoTo(WindowState& state) {
     const bool enter = ImGui::InputTextWithHint("##goto", "go to # / find", buf, sizeof buf, ImGuiInputTextFlags_EnterReturnsTrue);
     if (m_goto != buf) m_find_from = -1;
     m_goto = buf;
-    viz::ItemTooltip("Ctrl+F. A number goes to that position; text finds the next token containing it (case-sensitive; "
-                     "Enter again for the next match). The token becomes the query, and the zoomed map pans to it.");
+    viz::ItemTooltip("Ctrl+F. A number goes to that position; text finds the next token containing it, or the "
+                     "token where it starts across tokens (case-sensitive; Enter again for the next match). The token becomes the query, and the zoomed map pans to it.");
     if (enter && !m_goto.empty()) {
         const int T = m_tokens;
         char* end = nullptr;
@@ -431,19 +431,30 @@ void HeatmapView::DrawGoTo(WindowState& state) {
                 if (i < static_cast<int>(pieces.size()) && (pieces[i].find(m_goto) != std::string::npos || m_labels[i].find(m_goto) != std::string::npos))
                     found = i;
             }
+            if (found < 0 && T > 0) {  // text across tokens ("WITHOUT" over W|IT|H|OU|T): the token where it starts
+                std::string joined;
+                std::vector<size_t> starts;
+                for (int i = 0; i < T && i < static_cast<int>(pieces.size()); ++i) starts.push_back(joined.size()), joined += pieces[i];
+                const size_t after = m_find_from >= 0 && m_find_from + 1 < static_cast<int>(starts.size()) ? starts[m_find_from + 1] : 0;
+                size_t at = joined.find(m_goto, after);
+                if (at == std::string::npos) at = joined.find(m_goto);
+                if (at != std::string::npos) found = static_cast<int>(std::upper_bound(starts.begin(), starts.end(), at) - starts.begin()) - 1;
+            }
             if (found >= 0) {
                 m_find_from = found;
                 ShowToken(state, found);
                 m_goto_message.clear();
             } else {
-                m_goto_message = "no token contains '" + TokenLabel(m_goto) + "'";
+                m_goto_message = "no token or text contains '" + TokenLabel(m_goto) + "'";
             }
         }
         state.focus_goto = true;  // keep typing / pressing Enter
     }
-    if (!m_goto_message.empty()) {
-        ImGui::SameLine();
-        ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1.0f), "%s", m_goto_message.c_str());
+    if (!m_goto_message.empty()) {  // on the next line where the pane has no room (it ran off the pane's edge, unseen)
+        SameLineIfFits(ImGui::CalcTextSize(m_goto_message.c_str()).x);
+        ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.75f, 0.3f, 1.0f));
+        ImGui::TextWrapped("%s", m_goto_message.c_str());
+        ImGui::PopStyleColor();
     }
 }
 

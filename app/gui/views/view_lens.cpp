@@ -72,11 +72,16 @@ void LensView::Draw(WindowState& state) {
     if (DrawNoAnalysisNote(state)) return;
     const model::Analysis& a = *state.analysis;
     const bool current = CurrentLens(state) != nullptr;  // stale once the text, the model or the comparison changed
-    ImGui::BeginDisabled(state.lens_running || a.n_tokens < 2 || current);
-    if (ImGui::Button(state.lens && !current ? "Run the lens again" : "Run the lens")) state.lens_request = true;
-    ImGui::EndDisabled();
-    viz::ItemTooltip("The logit lens and direct logit attribution of the shown text: a forward pass of SSA and one of its "
-                     "comparison that keep the residual stream (`ssaviz export --lens` writes the same numbers).");
+    if (state.lens_running) {  // a long lens (a GPT-2-sized model: some 20 s on two cores) can be stopped
+        if (ImGui::Button("Stop")) state.cancel_job_request = true;
+        viz::ItemTooltip("Esc. Stops the lens; the grid it had stays, and Run the lens starts it again.");
+    } else {
+        ImGui::BeginDisabled(a.n_tokens < 2 || current);
+        if (ImGui::Button(state.lens && !current ? "Run the lens again" : "Run the lens")) state.lens_request = true;
+        ImGui::EndDisabled();
+        viz::ItemTooltip("The logit lens and direct logit attribution of the shown text: a forward pass of SSA and one of its "
+                         "comparison that keep the residual stream (`ssaviz export --lens` writes the same numbers).");
+    }
     ImGui::SameLine();
     viz::HelpMarker("Logit lens: the residual stream after each layer, read through the final norm and the output head, as if the "
                     "model stopped there. Each cell shows the token it would predict next, coloured by the probability it gives "

@@ -27,7 +27,7 @@ std::string IdLabel(const AppState& state, int32_t id) {
 // draws them) under the text of a cell.
 ImU32 Translucent(viz::Rgba8 c) { return IM_COL32(c.r, c.g, c.b, 100); }
 
-void PredictionCell(const AppState& state, int32_t id, float p, bool actual, ImU32 bar) {
+void PredictionCell(const AppState& state, const std::string& side, int rank, int32_t id, float p, bool actual, ImU32 bar) {
     const float w = ImGui::GetContentRegionAvail().x, h = ImGui::GetTextLineHeight();
     const ImVec2 at = ImGui::GetCursorScreenPos();
     ImDrawList* draw = ImGui::GetWindowDrawList();
@@ -43,6 +43,10 @@ void PredictionCell(const AppState& state, int32_t id, float p, bool actual, ImU
     else ImGui::TextUnformatted(label.c_str());
     ImGui::PopClipRect();
     if (actual) draw->AddRect(at, ImVec2(at.x + w, at.y + h), ImGui::GetColorU32(kActual));
+    // A narrow pane cuts the piece to a few characters (three sides at 1000 px wide): whole on hover.
+    if (ImGui::IsMouseHoveringRect(at, ImVec2(at.x + w, at.y + h)) && ImGui::IsWindowHovered())
+        ImGui::SetTooltip("%s's %d%s most likely: %s (id %d), p %.6g%s", side.c_str(), rank, rank == 1 ? "st" : rank == 2 ? "nd" : rank == 3 ? "rd" : "th",
+                          label.c_str(), id, p, actual ? "; the text's next token" : "");
 }
 
 }  // namespace
@@ -124,7 +128,7 @@ void PredictionView::DrawNextTokens(const AppState& state) {
         add(CompareName(a), a.top_ids_compare, a.top_probs_compare, a.rank_compare, a.loss_compare, Translucent(viz::kCompareColor));
     if (a.HasBase()) add("base", a.top_ids_base, a.top_probs_base, a.rank_base, a.loss_base, Translucent(viz::kBaseColor));
     const std::string piece = p < static_cast<int>(a.tokens.pieces.size()) ? TokenLabel(a.tokens.pieces[p]) : "";
-    ImGui::Text("After token %d '%s'%s", p, piece.c_str(), state.query < 0 ? " (the last; click a token to choose another)" : "");
+    ImGui::TextWrapped("After token %d '%s'%s", p, piece.c_str(), state.query < 0 ? " (the last; click a token to choose another)" : "");
     const bool has_next = p + 1 < T && p < static_cast<int>(a.loss.size());
     const int32_t next = has_next ? a.tokens.ids[p + 1] : -1;
     if (has_next) {
@@ -134,9 +138,11 @@ void PredictionView::DrawNextTokens(const AppState& state) {
             if (p >= static_cast<int>(s.loss->size()) || p >= static_cast<int>(s.rank->size())) continue;
             const int rank = (*s.rank)[p] + 1;
             const float loss = (*s.loss)[p];
-            if (k == 0) {
-                ImGui::SameLine();
-                ImGui::Text("%s rank %d, p %s, loss %.3f", s.name.c_str(), rank, FormatNumber(std::exp(-loss)).c_str(), loss);
+            if (k == 0) {  // beside "actual next" where it fits (a narrow pane cut it at "loss 1.2")
+                char line[160];
+                std::snprintf(line, sizeof line, "%s rank %d, p %s, loss %.3f", s.name.c_str(), rank, FormatNumber(std::exp(-loss)).c_str(), loss);
+                SameLineIfFits(ImGui::CalcTextSize(line).x);
+                ImGui::TextUnformatted(line);
             } else {
                 ImGui::TextDisabled("%s rank %d, p %s, loss %.3f", s.name.c_str(), rank, FormatNumber(std::exp(-loss)).c_str(), loss);
             }
@@ -158,7 +164,7 @@ void PredictionView::DrawNextTokens(const AppState& state) {
         const size_t at = static_cast<size_t>(p) * K + k;
         for (const Column& s : sides) {
             ImGui::TableNextColumn();
-            PredictionCell(state, (*s.ids)[at], (*s.probs)[at], (*s.ids)[at] == next, s.bar);
+            PredictionCell(state, s.name, k + 1, (*s.ids)[at], (*s.probs)[at], (*s.ids)[at] == next, s.bar);
         }
     }
     ImGui::EndTable();

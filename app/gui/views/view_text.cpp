@@ -561,7 +561,7 @@ void TextView::DrawStrip(WindowState& state, float height) {
     ImGui::BeginChild("##tokens", ImVec2(0, height), true, ImGuiWindowFlags_AlwaysVerticalScrollbar);
     const model::Analysis* a = state.analysis.get();
     if (!a || a->n_tokens == 0) {
-        ImGui::TextDisabled(state.busy ? "tokenizing..." : "The tokens appear here once the text is analysed.");
+        ImGui::TextDisabled(state.busy ? "analysing the text (its progress in the status bar)..." : "The tokens appear here once the text is analysed.");
         ImGui::EndChild();
         const ImVec2 r_min = ImGui::GetItemRectMin(), r_max = ImGui::GetItemRectMax();
         state.regions["tokens"] = {r_min.x, r_min.y, r_max.x - r_min.x, r_max.y - r_min.y};
