@@ -789,7 +789,7 @@ private:
             if (ImGui::MenuItem("Open model...", "Ctrl+O")) m_state.ShowOpenDialog(OpenPurpose::Model);
             if (ImGui::MenuItem("Open a training run...")) m_state.ShowOpenDialog(OpenPurpose::Run);
             if (ImGui::IsItemHovered())
-                ImGui::SetTooltip("A folder of a run's checkpoints (lit-gpt's iter-NNNNNN-ckpt.pth, Hugging Face's checkpoint-N/):\n"
+                viz::Tooltip("A folder of a run's checkpoints (lit-gpt's iter-NNNNNN-ckpt.pth, Hugging Face's checkpoint-N/):\n"
                                   "the Run tab steps through them and draws the text's timeline over the run (ssaviz --run DIR).");
             ImGui::Separator();
             // Ctrl+T switches between the two tau = 1 comparisons: it is shown beside the one it goes to
@@ -799,36 +799,36 @@ private:
             if (ImGui::MenuItem("Compare with tau = 1, whole pass", key_goes_global && key_switches ? "Ctrl+T" : nullptr, global_shown))
                 m_state.RequestGlobalPass(true);
             if (ImGui::IsItemHovered())
-                ImGui::SetTooltip("Ctrl+T. The same weights with tau_q = tau_v = 1 everywhere. A whole second forward pass: from layer 1 on\n"
+                viz::Tooltip("Ctrl+T. The same weights with tau_q = tau_v = 1 everywhere. A whole second forward pass: from layer 1 on\n"
                                   "its heads read a different residual stream, so a later layer's difference is not its temperatures alone.");
             if (ImGui::MenuItem("Compare with tau = 1, layer by layer", key_goes_global || !key_switches ? nullptr : "Ctrl+T",
                                 !m_state.twin && m_state.layer_local && !m_state.compare_unedited))
                 m_state.RequestGlobalPass(false);
             if (ImGui::IsItemHovered())
-                ImGui::SetTooltip("At each layer, the SSA model's own q and k with tau = 1: what that layer's temperatures do,\n"
+                viz::Tooltip("At each layer, the SSA model's own q and k with tau = 1: what that layer's temperatures do,\n"
                                   "with nothing below it changed.");
             if (ImGui::MenuItem("Compare with the unedited model", nullptr, !m_state.twin && m_state.compare_unedited))
                 m_state.unedited_request = !m_state.compare_unedited;
             if (ImGui::IsItemHovered())
-                ImGui::SetTooltip("The SSA model without the what-ifs (What-ifs tab): the difference map and the loss change show\n"
+                viz::Tooltip("The SSA model without the what-ifs (What-ifs tab): the difference map and the loss change show\n"
                                   "the what-ifs' effect alone.");
             const std::string beside = m_state.model && !m_state.twin ? m_state.twin_beside : "";
             const std::string& base = m_state.BaseShown();
             if (!base.empty() && ImGui::MenuItem("Compare with its base model (three-way)", nullptr, !m_state.twin && m_state.compare_base))
                 m_state.base_request = true;
             if (!base.empty() && ImGui::IsItemHovered())
-                ImGui::SetTooltip("SSA, its own weights at tau = 1 and the base it was fine-tuned from (%s):\n"
+                viz::Tooltip("SSA, its own weights at tau = 1 and the base it was fine-tuned from (%s):\n"
                                   "what the temperatures did and what the other weights' drift did.", base.c_str());
             if (ImGui::MenuItem(base.empty() ? "Compare with a base model..." : "Choose another base model...", nullptr, false, m_state.model.has_value()))
                 m_state.ShowOpenDialog(OpenPurpose::Base);
             if (ImGui::IsItemHovered())
-                ImGui::SetTooltip("The model a fine-tune started from, in a folder of its own (same architecture): the three-way\n"
+                viz::Tooltip("The model a fine-tune started from, in a folder of its own (same architecture): the three-way\n"
                                   "comparison (ssaviz --base DIR). One beside the fine-tune (base/, lit_model.pth) is found by itself.");
             if (!beside.empty() && beside != m_state.base_beside && ImGui::MenuItem(("Compare with " + TwinBesideLabel(beside)).c_str()))
                 m_state.open_twin_request = beside;
-            if (!beside.empty() && beside != m_state.base_beside && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", beside.c_str());
+            if (!beside.empty() && beside != m_state.base_beside && ImGui::IsItemHovered()) viz::Tooltip("%s", beside.c_str());
             if (ImGui::MenuItem("Compare with a twin model...", nullptr, false, m_state.model.has_value())) m_state.ShowOpenDialog(OpenPurpose::Twin);
-            if (ImGui::IsItemHovered()) ImGui::SetTooltip("A separately trained model (same layers, heads and tokenizer) on the same tokens.");
+            if (ImGui::IsItemHovered()) viz::Tooltip("A separately trained model (same layers, heads and tokenizer) on the same tokens.");
             if (ImGui::BeginMenu("Recent models", !m_state.recent_models.empty())) {
                 for (size_t i = 0; i < m_state.recent_models.size(); ++i) {
                     ImGui::PushID(static_cast<int>(i));
@@ -849,7 +849,7 @@ private:
         if (ImGui::BeginMenu("Examples", !m_examples.empty())) {
             for (const Example& x : m_examples) {
                 if (ImGui::MenuItem(x.title.c_str())) ApplyExample(x);
-                if (!x.hint.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", x.hint.c_str());
+                if (!x.hint.empty() && ImGui::IsItemHovered()) viz::Tooltip("%s", x.hint.c_str());
             }
             ImGui::EndMenu();
         }
@@ -871,14 +871,14 @@ private:
                 s.map_mode = MapMode::BaseDifference, s.split = s.three_way = false;
             ImGui::MenuItem("Temperature scale per head", nullptr, &s.per_head_scale);
             if (ImGui::IsItemHovered())
-                ImGui::SetTooltip("Off: one scale centred at tau = 1 over every head, so a colour is the same tau everywhere.\n"
+                viz::Tooltip("Off: one scale centred at tau = 1 over every head, so a colour is the same tau everywhere.\n"
                                   "On: each head's own range, for heads whose temperatures vary little (a model whose tau_q is of\n"
                                   "position alone, as the official checkpoints' one slope a layer, opens with it on).\n"
                                   "Exports: --temperature-scale head, the export dialog's 'its own temperature scale'.");
             ImGui::MenuItem("Text editor", nullptr, &s.layout.editor_open);
             ImGui::MenuItem("Graph experiment (paper Figure 3)", nullptr, &m_state.show_graph);
             if (ImGui::IsItemHovered())
-                ImGui::SetTooltip("A graph model's learned attention over the graph's nodes against the target (the paper's Figure 3),\n"
+                viz::Tooltip("A graph model's learned attention over the graph's nodes against the target (the paper's Figure 3),\n"
                                   "beside its vanilla twin's. It opens with a graph model, not with a run's step.");
             if (ImGui::MenuItem("Reset pane sizes")) {
                 s.layout = PaneLayout{};
@@ -1043,7 +1043,7 @@ private:
             ImGui::TextUnformatted("Examples (each with its twin and a text that shows what it learned):");
             for (const Example& x : m_examples) {
                 if (ImGui::Button(x.title.c_str())) ApplyExample(x);
-                if (!x.hint.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", x.hint.c_str());
+                if (!x.hint.empty() && ImGui::IsItemHovered()) viz::Tooltip("%s", x.hint.c_str());
             }
         }
         if (!m_state.recent_models.empty()) {
@@ -1077,7 +1077,7 @@ private:
                 ImGui::ProgressBar(s.progress, ImVec2(ImGui::GetFontSize() * (global ? 11.0f : 8.0f), ImGui::GetTextLineHeight()),
                                    global ? "global tau = 1 pass..." : "analysing...");
                 if (ImGui::IsItemHovered())
-                    ImGui::SetTooltip(global ? "The global tau = 1 pass: both sides, layer by layer. The maps shown stay the layer-local\n"
+                    viz::Tooltip(global ? "The global tau = 1 pass: both sides, layer by layer. The maps shown stay the layer-local\n"
                                                "comparison's until it is done. Ctrl+T goes back to layer by layer."
                                              : "Layers run and measured so far; the maps appear when all are done.");
             } else {
@@ -1115,7 +1115,7 @@ private:
             ImGui::TextUnformatted(s.model ? "no analysis yet" : "no model open");
         }
         if (ImGui::IsItemHovered())
-            ImGui::SetTooltip("%s\n%s%s", timings, s.analysis ? CompareExplanation(*s.analysis).c_str() : "", settings_text.c_str());
+            viz::Tooltip("%s\n%s%s", timings, s.analysis ? CompareExplanation(*s.analysis).c_str() : "", settings_text.c_str());
         if (s.show_timings) {
             ImGui::SameLine(0, 20);
             ImGui::TextDisabled("%s", timings);

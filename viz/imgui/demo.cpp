@@ -158,8 +158,8 @@ void ShowMap(const char* id, const ShownMap& map, ImVec2 size, int row0 = 0, int
         const int i = row0 + std::clamp(static_cast<int>((mouse.y - pos.y) / size.y * shown_rows), 0, shown_rows - 1);
         const int j = col0 + std::clamp(static_cast<int>((mouse.x - pos.x) / size.x * shown_cols), 0, shown_cols - 1);
         const float v = (*map.values)[static_cast<size_t>(i) * map.cols + j];
-        if (j > i && map.rows == map.cols) ImGui::SetTooltip("%s\nrow %d, column %d: above the diagonal (masked)", id, i, j);
-        else ImGui::SetTooltip("%s\nrow %d, column %d: %.4g", id, i, j, v);
+        if (j > i && map.rows == map.cols) viz::Tooltip("%s\nrow %d, column %d: above the diagonal (masked)", id, i, j);
+        else viz::Tooltip("%s\nrow %d, column %d: %.4g", id, i, j, v);
     }
     ImGui::PopID();
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cstdarg>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -125,6 +126,19 @@ void ItemTooltip(const char* text) {
     ImGui::BeginTooltip();
     ImGui::PushTextWrapPos(ImGui::GetFontSize() * 32.0f);
     ImGui::TextUnformatted(text);
+    ImGui::PopTextWrapPos();
+    ImGui::EndTooltip();
+}
+
+void Tooltip(const char* format, ...) {
+    ImGui::BeginTooltip();
+    const ImGuiStyle& style = ImGui::GetStyle();
+    const float widest = ImGui::GetMainViewport()->WorkSize.x - 2.0f * (style.WindowPadding.x + style.DisplaySafeAreaPadding.x) - 16.0f;
+    ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + std::max(ImGui::GetFontSize() * 16.0f, widest));
+    va_list args;
+    va_start(args, format);
+    ImGui::TextV(format, args);
+    va_end(args);
     ImGui::PopTextWrapPos();
     ImGui::EndTooltip();
 }

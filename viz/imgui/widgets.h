@@ -35,6 +35,10 @@ void HelpMarker(const char* text);
 // Shows `text` as a tooltip when the last item is hovered (for help on toolbar controls).
 void ItemTooltip(const char* text);
 
+// ImGui::SetTooltip, its lines wrapped where they would be wider than the window (ImGui's run off
+// its edge, cut: a narrow window lost the ends of the longer ones); hard line breaks stay.
+void Tooltip(const char* format, ...) IM_FMTARGS(1);
+
 // A Selectable (the whole width) showing `text` exactly as it is: ImGui reads "##" in a label as
 // the start of its ID, so a folder named "a##b" showed as "a". Its ID is "##text" under the
 // caller's (PushID); it returns whether it was clicked, as Selectable does.

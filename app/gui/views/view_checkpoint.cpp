@@ -1,4 +1,5 @@
 #include "app/gui/views/view_checkpoint.h"
+#include "viz/imgui/widgets.h"
 
 #include <imgui.h>
 #include <imgui_stdlib.h>
@@ -96,11 +97,11 @@ void CheckpointDialog::Draw(WindowState& state) {
     ImGui::SetNextItemWidth(font * 8);
     changed |= ImGui::InputInt("n_head (0: infer)", &m_n_head);
     if (m_n_head < 0) m_n_head = 0;
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Heads per layer. 0 takes it from nanoGPT's model_args, a per-head SSA\nparameter, or GPT-2's head size of 64.");
+    if (ImGui::IsItemHovered()) viz::Tooltip("Heads per layer. 0 takes it from nanoGPT's model_args, a per-head SSA\nparameter, or GPT-2's head size of 64.");
     for (auto [field, label] : {std::pair<std::string*, const char*>{&m_query, "tau_q form"}, {&m_value, "tau_v form"}}) {
         ImGui::SetNextItemWidth(font * 16);
         changed |= ImGui::InputTextWithHint(label, "infer", field);
-        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", kFormHelp);
+        if (ImGui::IsItemHovered()) viz::Tooltip("%s", kFormHelp);
     }
     ImGui::SetNextItemWidth(font * 16);
     changed |= ImGui::Combo("activation", &m_activation, "infer from the layout\0gelu_new (tanh, HF GPT-2)\0gelu (exact, nanoGPT)\0");

@@ -357,7 +357,7 @@ bool TokenColorCombo(const char* id, TokenColor* color, const model::Analysis* a
     for (TokenColor offered : OfferedColorings(analysis)) {
         const TokenColoring& c = Coloring(offered);
         if (ImGui::Selectable(c.label.c_str(), *color == c.id)) *color = c.id, changed = true;
-        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", c.help.c_str());
+        if (ImGui::IsItemHovered()) viz::Tooltip("%s", c.help.c_str());
     }
     ImGui::EndCombo();
     return changed;

@@ -546,7 +546,7 @@ void ExportDialog::DrawPreview(const WindowState& state) {
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const float scale = std::min({1.0f, avail.x / m_preview.Width(), std::max(80.0f, avail.y - 4) / m_preview.Height()});
     ImGui::Image(m_preview.Id(), ImVec2(m_preview.Width() * scale, m_preview.Height() * scale));
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s: %d x %d px (shown at %.0f%%)", file.path.c_str(), m_preview.Width(), m_preview.Height(), scale * 100);
+    if (ImGui::IsItemHovered()) viz::Tooltip("%s: %d x %d px (shown at %.0f%%)", file.path.c_str(), m_preview.Width(), m_preview.Height(), scale * 100);
 }
 
 }  // namespace app

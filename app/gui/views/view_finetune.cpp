@@ -193,7 +193,7 @@ void FineTuneView::DrawMatrices(WindowState& state) {
     if (hovered >= 0) {
         const int l = hovered / H, h = hovered % H;
         const float total = d.js_total[hovered], temperature = d.js_temperature[hovered], drift = d.js_drift[hovered];
-        ImGui::SetTooltip("L%d H%d, JS divergence of the rows, nats:\n  whole change (SSA vs base)     %s\n  temperatures (SSA vs tau = 1)  %s\n"
+        viz::Tooltip("L%d H%d, JS divergence of the rows, nats:\n  whole change (SSA vs base)     %s\n  temperatures (SSA vs tau = 1)  %s\n"
                           "  drift (tau = 1 vs base)        %s\nL1 distance: whole %s, temperatures %s, drift %s",
                           l, h, Nats(total).c_str(), Nats(temperature).c_str(), Nats(drift).c_str(), FormatNumber(d.l1_total[hovered]).c_str(),
                           FormatNumber(d.l1_temperature[hovered]).c_str(), FormatNumber(d.l1_drift[hovered]).c_str());
@@ -388,7 +388,7 @@ void FineTuneView::DrawLossParts(WindowState& state) {
             (window > 0 ? "; lines: means over " + std::to_string(window) + " tokens" : ""));
     if (hovered >= 0) {
         const int t = hovered;
-        ImGui::SetTooltip("token %d '%s'\nloss: SSA %s, tau = 1 %s, base %s\ntemperatures %s, drift %s, change %s", t + 1, m_labels[t + 1].c_str(),
+        viz::Tooltip("token %d '%s'\nloss: SSA %s, tau = 1 %s, base %s\ntemperatures %s, drift %s, change %s", t + 1, m_labels[t + 1].c_str(),
                           Nats(a.loss[t]).c_str(), Nats(a.loss_compare[t]).c_str(), Nats(a.loss_base[t]).c_str(),
                           Nats(a.loss[t] - a.loss_compare[t], true).c_str(), Nats(a.loss_compare[t] - a.loss_base[t], true).c_str(),
                           Nats(a.loss[t] - a.loss_base[t], true).c_str());

@@ -9,6 +9,7 @@
 
 #include "model/train/tasks.h"
 #include "viz/colormap.h"
+#include "viz/imgui/widgets.h"
 
 namespace app {
 namespace {
@@ -65,7 +66,7 @@ void DrawMatrix(const char* id, const char* title, const Matrix& m, float cell, 
         const ImVec2 mouse = ImGui::GetIO().MousePos;
         const int j = static_cast<int>((mouse.x - grid.x) / cell), q = static_cast<int>((mouse.y - grid.y) / cell);
         if (q >= 0 && q < kNodes && j >= 0 && j < kNodes)
-            ImGui::SetTooltip("query %c -> node %c: %.6f", nodes[q], nodes[j], m[q][j]);
+            viz::Tooltip("query %c -> node %c: %.6f", nodes[q], nodes[j], m[q][j]);
     }
     ImGui::EndGroup();
 }

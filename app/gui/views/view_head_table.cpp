@@ -10,6 +10,7 @@
 
 #include "app/core/names.h"
 #include "app/gui/views/view_common.h"
+#include "viz/imgui/widgets.h"
 
 namespace app {
 namespace {
@@ -127,7 +128,7 @@ void HeadTableView::Draw(WindowState& state) {
     for (int c = 0; c < count; ++c) {
         if (!ImGui::TableSetColumnIndex(c)) continue;
         ImGui::TableHeader(names[c].c_str());
-        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", helps[c].c_str());
+        if (ImGui::IsItemHovered()) viz::Tooltip("%s", helps[c].c_str());
     }
 
     // Sort when the user asks, the data changes, or eps moves (the sink column depends on it).
@@ -172,7 +173,7 @@ void HeadTableView::Draw(WindowState& state) {
                 if (ImGui::GetIO().KeyCtrl) state.TogglePin(s.ref);
                 else state.selected = m_last_selected = s.ref;
             }
-            if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s: click to select, Ctrl+click to %s", HeadName(s.ref).c_str(), state.IsPinned(s.ref) ? "unpin" : "pin");
+            if (ImGui::IsItemHovered()) viz::Tooltip("%s: click to select, Ctrl+click to %s", HeadName(s.ref).c_str(), state.IsPinned(s.ref) ? "unpin" : "pin");
             if (r == scroll_to) ImGui::SetScrollHereY(0.5f);
             if (ImGui::TableSetColumnIndex(1)) {
                 ImGui::Text("%d", s.ref.head);

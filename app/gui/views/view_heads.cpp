@@ -156,11 +156,11 @@ void HeadsView::Draw(WindowState& state) {
     if (ImGui::BeginCombo("##badge", metric.label.c_str())) {
         for (const HeadValue& v : HeadValues()) {
             if (ImGui::Selectable(v.label.c_str(), &metric == &v)) settings.grid_metric = v.key;
-            if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", v.help.c_str());
+            if (ImGui::IsItemHovered()) viz::Tooltip("%s", v.help.c_str());
         }
         ImGui::EndCombo();
     }
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("The number on each thumbnail: the head's mean over query rows 2..T");
+    if (ImGui::IsItemHovered()) viz::Tooltip("The number on each thumbnail: the head's mean over query rows 2..T");
     // Thumbnail size: fit the pane, or larger with a scrollbar (Ctrl+wheel over the grid), beside the badge's
     // metric so that the row of maps has room for a base's two.
     ImGui::SameLine();
@@ -168,7 +168,7 @@ void HeadsView::Draw(WindowState& state) {
     float cell = settings.grid_cell;
     if (ImGui::SliderFloat("##grid_cell", &cell, 0.0f, 256.0f, cell < 8.0f ? "fit" : "%.0f px")) settings.grid_cell = cell < 8.0f ? 0.0f : cell;
     if (ImGui::IsItemHovered())
-        ImGui::SetTooltip("Thumbnail size: 'fit' fills the pane (at least 40 px a head; the grid scrolls when it needs more room).\n"
+        viz::Tooltip("Thumbnail size: 'fit' fills the pane (at least 40 px a head; the grid scrolls when it needs more room).\n"
                           "Ctrl+wheel over the grid zooms it. For many heads the Matrix tab shows any metric as numbers.");
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("Map  ");
@@ -176,19 +176,19 @@ void HeadsView::Draw(WindowState& state) {
     if (ImGui::RadioButton("SSA", settings.grid_mode == MapMode::Ssa)) settings.grid_mode = MapMode::Ssa;
     ImGui::SameLine();
     if (ImGui::RadioButton(cmp.c_str(), settings.grid_mode == MapMode::Compare)) settings.grid_mode = MapMode::Compare;
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", CompareExplanation(a).c_str());
+    if (ImGui::IsItemHovered()) viz::Tooltip("%s", CompareExplanation(a).c_str());
     ImGui::SameLine();
     if (ImGui::RadioButton("difference", settings.grid_mode == MapMode::Difference)) settings.grid_mode = MapMode::Difference;
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("SSA minus %s: red where SSA attends more, blue where less", cmp.c_str());
+    if (ImGui::IsItemHovered()) viz::Tooltip("SSA minus %s: red where SSA attends more, blue where less", cmp.c_str());
     if (a.HasBase()) {  // a fine-tune's base: its maps, and all that fine-tuning changed
         const float radio = ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x;
         SameLineIfFits(radio + ImGui::CalcTextSize("base").x);
         if (ImGui::RadioButton("base", settings.grid_mode == MapMode::Base)) settings.grid_mode = MapMode::Base;
-        if (ImGui::IsItemHovered()) ImGui::SetTooltip("The base model's maps: what the fine-tune started from");
+        if (ImGui::IsItemHovered()) viz::Tooltip("The base model's maps: what the fine-tune started from");
         SameLineIfFits(radio + ImGui::CalcTextSize("SSA - base").x);
         if (ImGui::RadioButton("SSA - base", settings.grid_mode == MapMode::BaseDifference)) settings.grid_mode = MapMode::BaseDifference;
         if (ImGui::IsItemHovered())
-            ImGui::SetTooltip("SSA minus the base: all that fine-tuning changed (its temperatures and the other weights' drift);\n"
+            viz::Tooltip("SSA minus the base: all that fine-tuning changed (its temperatures and the other weights' drift);\n"
                               "red where the fine-tune attends more, blue where less. The Fine-tune tab splits it per head.");
     }
     const bool one_sided = !metric.quantity->TwoSided(), unit = !metric.quantity->unit.empty();
@@ -290,7 +290,7 @@ void HeadsView::DrawPinned(WindowState& state) {
     }
     ImGui::Text("Pinned heads (%zu)", state.pinned.size());
     if (ImGui::IsItemHovered())
-        ImGui::SetTooltip("Each pin shows its own map: SSA, %s or the difference (the buttons above it).\nNumbers: SSA (%s).", cmp.c_str(),
+        viz::Tooltip("Each pin shows its own map: SSA, %s or the difference (the buttons above it).\nNumbers: SSA (%s).", cmp.c_str(),
                           cmp.c_str());
     ImGui::SameLine();
     if (ImGui::SmallButton("unpin all")) {
@@ -345,7 +345,7 @@ void HeadsView::DrawPinned(WindowState& state) {
         ImGui::TextColored(ref == state.selected ? ImVec4(1.0f, 0.9f, 0.35f, 1.0f) : ImVec4(0.31f, 0.84f, 1.0f, 1.0f), "%s", HeadName(ref).c_str());
         ImGui::SameLine();
         if (ImGui::SmallButton("x")) unpin = ref;
-        if (ImGui::IsItemHovered()) ImGui::SetTooltip("Unpin (or Ctrl+click the map)");
+        if (ImGui::IsItemHovered()) viz::Tooltip("Unpin (or Ctrl+click the map)");
         // This pin's map: SSA, the comparison or the difference (with a base: the base, SSA - base),
         // whatever the others show.
         const std::string names[] = {"SSA", cmp, "diff", "base", "SSA-base"};
@@ -357,7 +357,7 @@ void HeadsView::DrawPinned(WindowState& state) {
             if (on) ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
             if (ImGui::SmallButton(name.c_str())) pin.mode = m;
             if (on) ImGui::PopStyleColor();
-            if (m == MapMode::BaseDifference && ImGui::IsItemHovered()) ImGui::SetTooltip("SSA - base: all that fine-tuning changed");
+            if (m == MapMode::BaseDifference && ImGui::IsItemHovered()) viz::Tooltip("SSA - base: all that fine-tuning changed");
         }
         const ImVec2 p0 = ImGui::GetCursorScreenPos();
         ImGui::InvisibleButton("##map", ImVec2(panel, panel));

@@ -395,6 +395,26 @@ void HeatmapView::DrawToolbar(WindowState& state) {
     DrawGoTo(state);
 }
 
+namespace {
+
+// Text that runs across tokens ("WITHOUT" over W|IT|H|OU|T): the token where its next match after
+// token `after` starts (from the start again past the end); -1 where the text has none.
+int FindAcrossTokens(const std::vector<std::string>& pieces, int T, const std::string& what, int after) {
+    std::string joined;
+    std::vector<size_t> starts;
+    for (int i = 0; i < T && i < static_cast<int>(pieces.size()); ++i) {
+        starts.push_back(joined.size());
+        joined += pieces[i];
+    }
+    const size_t from = after >= 0 && after + 1 < static_cast<int>(starts.size()) ? starts[after + 1] : 0;
+    size_t at = joined.find(what, from);
+    if (at == std::string::npos) at = joined.find(what);
+    if (at == std::string::npos) return -1;
+    return static_cast<int>(std::upper_bound(starts.begin(), starts.end(), at) - starts.begin()) - 1;
+}
+
+}  // namespace
+
 // A position ("120") or text to find (" cat"): selects the token as the query and pans the map
 // (and the row chart, the token strip) to it; Enter again finds the next match.
 void HeatmapView::DrawGoTo(WindowState& state) {
@@ -431,15 +451,7 @@ void HeatmapView::DrawGoTo(WindowState& state) {
                 if (i < static_cast<int>(pieces.size()) && (pieces[i].find(m_goto) != std::string::npos || m_labels[i].find(m_goto) != std::string::npos))
                     found = i;
             }
-            if (found < 0 && T > 0) {  // text across tokens ("WITHOUT" over W|IT|H|OU|T): the token where it starts
-                std::string joined;
-                std::vector<size_t> starts;
-                for (int i = 0; i < T && i < static_cast<int>(pieces.size()); ++i) starts.push_back(joined.size()), joined += pieces[i];
-                const size_t after = m_find_from >= 0 && m_find_from + 1 < static_cast<int>(starts.size()) ? starts[m_find_from + 1] : 0;
-                size_t at = joined.find(m_goto, after);
-                if (at == std::string::npos) at = joined.find(m_goto);
-                if (at != std::string::npos) found = static_cast<int>(std::upper_bound(starts.begin(), starts.end(), at) - starts.begin()) - 1;
-            }
+            if (found < 0) found = FindAcrossTokens(pieces, T, m_goto, m_find_from);
             if (found >= 0) {
                 m_find_from = found;
                 ShowToken(state, found);
@@ -714,7 +726,7 @@ void HeatmapView::DrawTemperatureStrips(AppState& state, ImVec2 map_pos, float s
             const ImVec2 m = ImGui::GetIO().MousePos;
             const int i = static_cast<int>(std::floor(((vertical ? m.y - p0.y : m.x - p0.x)) / cell + pan));
             if (i >= 0 && i < T)
-                ImGui::SetTooltip("%s of '%s' (%d): %.3f\n%s", what, m_labels[i].c_str(), i, tau[i],
+                viz::Tooltip("%s of '%s' (%d): %.3f\n%s", what, m_labels[i].c_str(), i, tau[i],
                                   "Temperature scale: blue below 1 (flatter than vanilla), white at 1, red above 1 (sharper).");
         }
         if (ImGui::IsItemClicked(ImGuiMouseButton_Left)) {
@@ -797,7 +809,7 @@ void HeatmapView::DrawRowChart(WindowState& state, ImVec2 pos, ImVec2 size) {
     ImGui::TextUnformatted(title.c_str());
     ImGui::PopClipRect();
     if ((state.query != query || title != full) && ImGui::IsItemHovered())
-        ImGui::SetTooltip("%s%s", full.c_str(), state.query != query ? "\nClick a row of the map to choose the query; Esc clears it." : "");
+        viz::Tooltip("%s%s", full.c_str(), state.query != query ? "\nClick a row of the map to choose the query; Esc clears it." : "");
     {
         float x = pos.x + size.x - legend_w;
         for (const Series& s : series) {

@@ -35,12 +35,12 @@ std::vector<model::Intervention> Pending(const AppState& state) {
 // on the text it was measured on (another one's tokens would name the wrong places).
 void WhereTooltip(const WindowState& state, const HeadImpacts& impacts, const LossByToken& from, const LossByToken& losses) {
     if (!ImGui::IsItemHovered()) return;
-    if (!from || !losses || from->size() != losses->size()) return ImGui::SetTooltip("not measured");
+    if (!from || !losses || from->size() != losses->size()) return viz::Tooltip("not measured");
     if (!state.analysis || state.analysis->tokens.ids != impacts.ids)
-        return ImGui::SetTooltip("measured on another text: rank the heads again to see where on this one it acted");
+        return viz::Tooltip("measured on another text: rank the heads again to see where on this one it acted");
     std::vector<float> part(from->size());
     for (size_t t = 0; t < part.size(); ++t) part[t] = (*from)[t] - (*losses)[t];
-    ImGui::SetTooltip("where on the text (token by token, as head_impacts_tokens.npy):\n%s",
+    viz::Tooltip("where on the text (token by token, as head_impacts_tokens.npy):\n%s",
                       WhereHeadline(TokenLabels(state.analysis->tokens), part.data(), static_cast<int>(part.size()), 3).c_str());
 }
 
@@ -421,7 +421,7 @@ void InterventionsView::DrawPartsGrid(WindowState& state, RankingView view) {
     Caption(std::string("colour: ") + (heads ? "each head's temperatures'" : "the drift's") + " part of each token's loss, " + scale +
             (heads ? "" : alone ? "; each part alone" : "; each row on top of those above it"));
     if (ImGui::IsItemHovered())
-        ImGui::SetTooltip("The scale ends at the 99th percentile of the parts' magnitudes, %.3g nats%s (hover a cell for its value).\n"
+        viz::Tooltip("The scale ends at the 99th percentile of the parts' magnitudes, %.3g nats%s (hover a cell for its value).\n"
                           "Column t is token t's loss given the tokens before it: the query at position t - 1 predicts it (framed).%s",
                           m_grid_scale.most,
                           m_grid_scale.Clips() ? (", the largest " + FormatNumber(m_grid_scale.largest) + " and the others beyond it in its end colours").c_str() : "",
@@ -461,11 +461,11 @@ void InterventionsView::DrawPartsGrid(WindowState& state, RankingView view) {
         const std::string where = "token " + std::to_string(hovered_t + 1) + " '" + labels[hovered_t + 1] + "' (its loss given the tokens before it)";
         if (hovered_row < head_rows) {
             if (heads)
-                ImGui::SetTooltip("%s's temperatures' part of %s: %s\n(the baseline's loss of it minus its loss with %s at tau = 1)\n"
+                viz::Tooltip("%s's temperatures' part of %s: %s\n(the baseline's loss of it minus its loss with %s at tau = 1)\n"
                                   "click: show %s, the query at position %d (which predicts it)",
                                   row.c_str(), where.c_str(), value, row.c_str(), row.c_str(), hovered_t);
             else
-                ImGui::SetTooltip("%s's drift: its part of %s: %s\n(the loss minus the loss with %s's weights, q, k, v and o, taken back from "
+                viz::Tooltip("%s's drift: its part of %s: %s\n(the loss minus the loss with %s's weights, q, k, v and o, taken back from "
                                   "the base alone, its temperatures kept)\nclick: show %s, the query at position %d (which predicts it)",
                                   row.c_str(), where.c_str(), value, row.c_str(), row.c_str(), hovered_t);
             if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
@@ -475,13 +475,13 @@ void InterventionsView::DrawPartsGrid(WindowState& state, RankingView view) {
         } else if (alone) {
             const std::string what = hovered_row + 1 == rows ? "every weight taken back from the base (SSA's temperatures kept)"
                                                              : row + "'s weights taken back from the base alone";
-            ImGui::SetTooltip("%s: %s of %s\n(the loss minus the loss without that drift)\nclick: the query at position %d (which predicts it)",
+            viz::Tooltip("%s: %s of %s\n(the loss minus the loss without that drift)\nclick: the query at position %d (which predicts it)",
                               what.c_str(), value, where.c_str(), hovered_t);
             if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) state.query = hovered_t;
         } else {
             const std::string what = hovered_row + 1 == rows ? "every weight taken back from the base (SSA's temperatures kept)"
                                                              : row + "'s weights taken back from the base, on top of the rows above it";
-            ImGui::SetTooltip("%s: %s of %s\n(the loss minus the loss without that drift; the rows above the last add up to it)\n"
+            viz::Tooltip("%s: %s of %s\n(the loss minus the loss without that drift; the rows above the last add up to it)\n"
                               "click: the query at position %d (which predicts it)",
                               what.c_str(), value, where.c_str(), hovered_t);
             if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) state.query = hovered_t;

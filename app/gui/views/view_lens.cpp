@@ -247,10 +247,10 @@ void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::s
         if (c) others += "\n" + compare_name + ": p = " + P(c->loss[hovered]);
         if (base) others += "\nbase: p = " + P(base->loss[hovered]);
         if (has_next)
-            ImGui::SetTooltip("%s, position %d\nnext token '%s': p = %.4g (loss %.3f)%s\nmost likely:%s", RowName(hovered).c_str(), t, next.c_str(),
+            viz::Tooltip("%s, position %d\nnext token '%s': p = %.4g (loss %.3f)%s\nmost likely:%s", RowName(hovered).c_str(), t, next.c_str(),
                               std::exp(-s.loss[hovered]), s.loss[hovered], others.c_str(), top.c_str());
         else
-            ImGui::SetTooltip("%s, position %d, the last token (no next token in the text)\nmost likely:%s", RowName(hovered).c_str(), t, top.c_str());
+            viz::Tooltip("%s, position %d, the last token (no next token in the text)\nmost likely:%s", RowName(hovered).c_str(), t, top.c_str());
     }
 }
 
@@ -334,7 +334,7 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
                       other_name.c_str(), most, most, m_difference.Clips() ? " *" : "", naming);
         Caption(caption);
         if (m_difference.Clips() && ImGui::IsItemHovered())
-            ImGui::SetTooltip("The scale ends at the 99th percentile of the cells' |difference|, %.3g nats; the largest, %.3g, and the\n"
+            viz::Tooltip("The scale ends at the 99th percentile of the cells' |difference|, %.3g nats; the largest, %.3g, and the\n"
                               "others beyond the scale are drawn in its end colours (hover a cell for its value).",
                               m_difference.most, m_difference.largest);
     }
@@ -398,11 +398,11 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
         const std::string where = RowName(hovered_row) + ", position " + std::to_string(hovered_t) + " '" +
                                   TokenLabel(a.tokens.pieces[hovered_t]) + "'\nnext token '" + TokenLabel(a.tokens.pieces[hovered_t + 1]) + "': ";
         if (difference)
-            ImGui::SetTooltip("%sp = %.4g SSA, %.4g %s (loss change %+.3f nats)\nSSA's most likely:%s\n%s's most likely:%s", where.c_str(),
+            viz::Tooltip("%sp = %.4g SSA, %.4g %s (loss change %+.3f nats)\nSSA's most likely:%s\n%s's most likely:%s", where.c_str(),
                               std::exp(-s.loss[i]), std::exp(-other.loss[i]), other_name.c_str(), delta(i), top_of(s).c_str(),
                               other_name.c_str(), top_of(other).c_str());
         else
-            ImGui::SetTooltip("%sp = %.4g (loss %.3f)\nmost likely:%s", where.c_str(), std::exp(-other.loss[i]), other.loss[i],
+            viz::Tooltip("%sp = %.4g (loss %.3f)\nmost likely:%s", where.c_str(), std::exp(-other.loss[i]), other.loss[i],
                               top_of(other).c_str());
     }
     state.regions["lens_grid"] = hit.cells;
@@ -522,7 +522,7 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
         ImGui::SetCursorScreenPos(ImVec2(p.x, p.y));
         ImGui::InvisibleButton(label.c_str(), ImVec2(label_w + width, line));
         if (ImGui::IsItemHovered())
-            ImGui::SetTooltip("%s%s", explain(label, bars).c_str(), head ? "\nclick shows this head, Ctrl+click pins it, right-click for what-ifs on it" : "");
+            viz::Tooltip("%s%s", explain(label, bars).c_str(), head ? "\nclick shows this head, Ctrl+click pins it, right-click for what-ifs on it" : "");
         if (head) HandleHeadClick(state, *head);
     };
     if (b) {

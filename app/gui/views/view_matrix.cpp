@@ -63,12 +63,12 @@ void HeadMatrixView::Draw(WindowState& state) {
     if (ImGui::BeginCombo("##matrix_metric", label.c_str())) {
         for (const HeadValue& v : HeadValues()) {
             if (ImGui::Selectable(v.label.c_str(), !steps && &metric == &v)) key = v.key;
-            if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", v.help.c_str());
+            if (ImGui::IsItemHovered()) viz::Tooltip("%s", v.help.c_str());
         }
         if (run) {
             ImGui::Separator();
             if (ImGui::Selectable("steps to sparsity", steps)) key = kStepsKey;
-            if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", kStepsHelp);
+            if (ImGui::IsItemHovered()) viz::Tooltip("%s", kStepsHelp);
         }
         ImGui::EndCombo();
     }
@@ -88,7 +88,7 @@ void HeadMatrixView::Draw(WindowState& state) {
         ImGui::PushID(static_cast<int>(side));
         if (ImGui::RadioButton(name, drawn == side)) m_side = side;
         if (side == MapMode::BaseDifference && ImGui::IsItemHovered())
-            ImGui::SetTooltip("SSA's value minus the base model's: what fine-tuning did to each head");
+            viz::Tooltip("SSA's value minus the base model's: what fine-tuning did to each head");
         ImGui::PopID();
     }
     ImGui::EndDisabled();
@@ -154,7 +154,7 @@ void HeadMatrixView::Draw(WindowState& state) {
         bool on = m_numbers.value_or(label_w + H * min_w <= 2.5f * avail);
         if (ImGui::Checkbox("numbers in the cells", &on)) m_numbers = on;
         if (ImGui::IsItemHovered())
-            ImGui::SetTooltip("Off: the whole matrix fits the pane (hover a cell for its numbers). On: cells wide enough for a number,\n"
+            viz::Tooltip("Off: the whole matrix fits the pane (hover a cell for its numbers). On: cells wide enough for a number,\n"
                               "and the matrix scrolls; its labels stay at the edges.");
     }
     const bool numbers = fit_w >= min_w || m_numbers.value_or(label_w + H * min_w <= 2.5f * avail);
@@ -202,7 +202,7 @@ void HeadMatrixView::Draw(WindowState& state) {
         const RunTimeline* other_run = run->compare ? &*run->compare : nullptr;
         const std::vector<float> own = StepsToSparsityValues(run->timeline, other_run, MapMode::Ssa),
                                  other = StepsToSparsityValues(run->timeline, other_run, MapMode::Compare);
-        ImGui::SetTooltip("L%d H%d: steps to sparsity %s (run)%s", hovered / H, hovered % H, shown(own[hovered]).c_str(),
+        viz::Tooltip("L%d H%d: steps to sparsity %s (run)%s", hovered / H, hovered % H, shown(own[hovered]).c_str(),
                           run->compare ? (", " + shown(other[hovered]) + " (compare run)").c_str() : "");
     } else if (hovered >= 0) {
         HeadTooltip(state, summary[hovered]);

@@ -12,6 +12,7 @@
 #include <imgui.h>
 
 #include "model/io/config.h"
+#include "viz/imgui/widgets.h"
 
 namespace app {
 namespace {
@@ -23,7 +24,7 @@ void Row(const char* key, const std::string& value, const char* tooltip = nullpt
     ImGui::TextDisabled("%s", key);
     ImGui::TableNextColumn();
     WrappedLine(value);  // between words, "tau = 1" whole
-    if (tooltip && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tooltip);
+    if (tooltip && ImGui::IsItemHovered()) viz::Tooltip("%s", tooltip);
 }
 
 // "3.214 nats, perplexity 24.9"
@@ -88,7 +89,7 @@ void ModelView::Draw(WindowState& state) {
         if (ImGui::Button(global ? "Back to layer by layer (Ctrl+T)" : "Run the global tau = 1 pass (Ctrl+T)")) state.RequestGlobalPass(!global);
         if (global && state.global_pass_running) ImGui::EndDisabled();
         if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
-            ImGui::SetTooltip(global ? "Compare each layer with its own tau = 1 attention instead: no second forward pass, the cheap one."
+            viz::Tooltip(global ? "Compare each layer with its own tau = 1 attention instead: no second forward pass, the cheap one."
                                      : "Compare with the same weights at tau = 1 in every layer: a whole second forward pass, in the\n"
                                        "background with its progress in the status bar. The maps shown stay until it is done; typing\n"
                                        "then costs both passes. Ctrl+T again goes back.");
@@ -160,23 +161,23 @@ void ModelView::Draw(WindowState& state) {
             if (ImGui::Button("Compare with its base (three-way)")) state.base_request = true;
             ImGui::EndDisabled();
             if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
-                ImGui::SetTooltip("SSA, its own weights at tau = 1 and the base it was fine-tuned from (%s): what the temperatures "
+                viz::Tooltip("SSA, its own weights at tau = 1 and the base it was fine-tuned from (%s): what the temperatures "
                                   "did and what the other weights' drift did.", state.BaseShown().c_str());
             ImGui::SameLine();
         } else if (!beside.empty()) {  // the bundled models ship with a vanilla twin trained on the same data
             if (ImGui::Button("Compare with its twin")) state.open_twin_request = beside;
             if (ImGui::IsItemHovered())
-                ImGui::SetTooltip("Compare with %s:\n%s", beside.c_str(),
+                viz::Tooltip("Compare with %s:\n%s", beside.c_str(),
                                   "a vanilla model of the same shape and tokenizer, so the difference is what SSA's training changed");
             ImGui::SameLine();
         }
         if (ImGui::Button("Open twin...")) state.ShowOpenDialog(OpenPurpose::Twin);
         if (ImGui::IsItemHovered())
-            ImGui::SetTooltip("Compare against a separately trained model with the same layers, heads and tokenizer.");
+            viz::Tooltip("Compare against a separately trained model with the same layers, heads and tokenizer.");
         ImGui::SameLine();
         if (ImGui::Button("Open base...")) state.ShowOpenDialog(OpenPurpose::Base);
         if (ImGui::IsItemHovered())
-            ImGui::SetTooltip("The model this fine-tune started from, wherever it lies (same architecture): the three-way\n"
+            viz::Tooltip("The model this fine-tune started from, wherever it lies (same architecture): the three-way\n"
                               "comparison, SSA | its own weights at tau = 1 | the base.");
     }
 }

@@ -268,7 +268,7 @@ void OpenDialog::Draw(WindowState& state) {
     ImGui::SameLine();
     ImGui::SetNextItemWidth(-FLT_MIN);
     if (ImGui::InputText("##path", &m_path_edit, ImGuiInputTextFlags_EnterReturnsTrue | ImGuiInputTextFlags_AutoSelectAll)) Navigate(m_path_edit);
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Type a folder and press Enter (a click selects the whole path).");
+    if (ImGui::IsItemHovered()) viz::Tooltip("Type a folder and press Enter (a click selects the whole path).");
 
     ImGui::SetNextItemWidth(font * 14.0f);
     ImGui::InputTextWithHint("##filter", "filter", &m_filter);
@@ -318,7 +318,7 @@ void OpenDialog::Draw(WindowState& state) {
                 }
                 if (e.is_model || e.is_file) ImGui::PopStyleColor();
                 if (ImGui::IsItemHovered())
-                    ImGui::SetTooltip(e.is_model ? "Double-click to open this model."
+                    viz::Tooltip(e.is_model ? "Double-click to open this model."
                                       : e.is_file ? "A checkpoint: a run opens as its folder (Open it, above)."
                                                   : "Double-click to enter this folder.");
                 if (e.is_model) {
@@ -347,7 +347,7 @@ void OpenDialog::Draw(WindowState& state) {
                 }
                 if (!exists) {
                     ImGui::PopStyleColor();
-                    if (ImGui::IsItemHovered()) ImGui::SetTooltip("No model there any more (no config.json).");
+                    if (ImGui::IsItemHovered()) viz::Tooltip("No model there any more (no config.json).");
                 }
                 ImGui::PopID();
             }
@@ -364,7 +364,7 @@ void OpenDialog::Draw(WindowState& state) {
     if (!can_open) ImGui::BeginDisabled();
     if (ImGui::Button("Open", ImVec2(font * 6, 0))) open_now = m_selected;
     if (!can_open) ImGui::EndDisabled();
-    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) ImGui::SetTooltip("Enter opens the selection; Escape closes.");
+    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) viz::Tooltip("Enter opens the selection; Escape closes.");
     // Enter opens what is selected, unless a text field has the keyboard (the path field's Enter goes there).
     if (can_open && !ImGui::GetIO().WantTextInput && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter), false)) open_now = m_selected;
     ImGui::SameLine();

@@ -45,7 +45,7 @@ void PredictionCell(const AppState& state, const std::string& side, int rank, in
     if (actual) draw->AddRect(at, ImVec2(at.x + w, at.y + h), ImGui::GetColorU32(kActual));
     // A narrow pane cuts the piece to a few characters (three sides at 1000 px wide): whole on hover.
     if (ImGui::IsMouseHoveringRect(at, ImVec2(at.x + w, at.y + h)) && ImGui::IsWindowHovered())
-        ImGui::SetTooltip("%s's %d%s most likely: %s (id %d), p %.6g%s", side.c_str(), rank, rank == 1 ? "st" : rank == 2 ? "nd" : rank == 3 ? "rd" : "th",
+        viz::Tooltip("%s's %d%s most likely: %s (id %d), p %.6g%s", side.c_str(), rank, rank == 1 ? "st" : rank == 2 ? "nd" : rank == 3 ? "rd" : "th",
                           label.c_str(), id, p, actual ? "; the text's next token" : "");
 }
 

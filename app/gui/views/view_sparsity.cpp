@@ -9,6 +9,7 @@
 #include "app/export/plots.h"
 #include "app/gui/views/view_common.h"
 #include "viz/imgui/plot.h"
+#include "viz/imgui/widgets.h"
 
 namespace app {
 namespace {
@@ -71,7 +72,7 @@ void SparsityView::Draw(WindowState& state) {
     if (ImGui::RadioButton(head_label.c_str(), !m_whole_model)) m_whole_model = false;
     ImGui::SameLine();
     if (ImGui::RadioButton("whole model", m_whole_model)) m_whole_model = true;
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Dilution: mean over all heads per position; tau_q: all heads' values together");
+    if (ImGui::IsItemHovered()) viz::Tooltip("Dilution: mean over all heads per position; tau_q: all heads' values together");
     Refresh(state);
 
     const std::vector<AnalysisPlot>& plots = SparsityPlots();

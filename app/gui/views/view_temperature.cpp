@@ -274,7 +274,7 @@ void TemperatureView::Draw(WindowState& state) {
             std::snprintf(terms, sizeof terms, " = position %.3f, token term %+.3f", a.tau_q_position[row + near], a.tau_q_token[row + near]);
         char beside[64] = "";
         if (!other_row.empty()) std::snprintf(beside, sizeof beside, "\n%s's tau_q %.3f", other_name, other_row[static_cast<size_t>(near)]);
-        ImGui::SetTooltip("'%s' (token %d, position %d)\ntau_q %.3f%s\ntau_v %.3f%s\nclick: make it the query", label.c_str(), near, near + 1,
+        viz::Tooltip("'%s' (token %d, position %d)\ntau_q %.3f%s\ntau_v %.3f%s\nclick: make it the query", label.c_str(), near, near + 1,
                           tau_q[near], terms, tau_v[near], beside);
         if (ImGui::IsItemClicked(ImGuiMouseButton_Left)) state.query = near;
     }

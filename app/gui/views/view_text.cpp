@@ -24,6 +24,7 @@
 #include "model/text/tokenizer.h"
 #include "model/text/utf8.h"
 #include "viz/colormap.h"
+#include "viz/imgui/widgets.h"
 
 namespace app {
 namespace {
@@ -194,7 +195,7 @@ void TextView::DrawEditor(WindowState& state, float height) {
     ImGui::AlignTextToFramePadding();
     if (ImGui::ArrowButton("##editor_fold", layout.editor_open ? ImGuiDir_Down : ImGuiDir_Right)) layout.editor_open = !layout.editor_open;
     if (ImGui::IsItemHovered())
-        ImGui::SetTooltip(layout.editor_open ? "Hide the text editor (the token strip still shows the text). Drag the line under the "
+        viz::Tooltip(layout.editor_open ? "Hide the text editor (the token strip still shows the text). Drag the line under the "
                                                "editor to resize it."
                                              : "Show the text editor.");
     ImGui::SameLine();
@@ -214,7 +215,7 @@ void TextView::DrawEditor(WindowState& state, float height) {
             ImGui::SameLine();
             ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1.0f), "(truncated)");
             if (ImGui::IsItemHovered())
-                ImGui::SetTooltip("Only the first %d tokens are analysed: the text after byte %zu is not.", a->n_tokens,
+                viz::Tooltip("Only the first %d tokens are analysed: the text after byte %zu is not.", a->n_tokens,
                                   a->tokens.offsets.back().second);
         }
     } else if (context > 0) {
@@ -231,7 +232,7 @@ void TextView::DrawEditor(WindowState& state, float height) {
     SameLineIfFits(checkbox_w, ImGui::GetFontSize() * 1.5f);
     if (ImGui::Checkbox("truncate to context", &state.truncate)) state.text_changed = true;
     if (ImGui::IsItemHovered())
-        ImGui::SetTooltip("Analyse the first %d tokens of a longer text instead of refusing it.", context > 0 ? context : 1024);
+        viz::Tooltip("Analyse the first %d tokens of a longer text instead of refusing it.", context > 0 ? context : 1024);
 }
 
 void TextView::DrawControls(WindowState& state) {
@@ -319,12 +320,12 @@ void TextView::DrawControls(WindowState& state) {
         char shown[96];
         std::snprintf(shown, sizeof shown, "The bar under the ramp: the shown tokens, %.3g..%.3g.", m_value_min, m_value_max);
         if (IsLoss(s.token_color))
-            ImGui::SetTooltip("%s.\nThe first token has no loss (nothing predicts it): grey.%s\n%s", coloring.help.c_str(),
+            viz::Tooltip("%s.\nThe first token has no loss (nothing predicts it): grey.%s\n%s", coloring.help.c_str(),
                               delta ? "\nThe scale is symmetric around 0: blue, SSA's temperatures help there; red, they hurt." : "", shown);
         else if (!temperature)
-            ImGui::SetTooltip("Range over query rows 2..T: row 1 sees only itself (entropy 0, spikiness 1, sink mass 1).\n%s", shown);
+            viz::Tooltip("Range over query rows 2..T: row 1 sees only itself (entropy 0, spikiness 1, sink mass 1).\n%s", shown);
         else
-            ImGui::SetTooltip("tau is an inverse temperature: larger = sharper attention.\nBlue: tau < 1, flatter than vanilla. "
+            viz::Tooltip("tau is an inverse temperature: larger = sharper attention.\nBlue: tau < 1, flatter than vanilla. "
                               "White: tau = 1, vanilla attention. Red: tau > 1, sharper.\nThe scale is %s (View > Temperature "
                               "scale per head), centred at 1 from %.3g to %.3g%s.\n%s",
                               s.per_head_scale ? "this head's own"
