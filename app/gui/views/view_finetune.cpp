@@ -27,6 +27,50 @@ std::string Nats(float v, bool sign = false) {
     return buf;
 }
 
+// The drift along the layers as bars, a row a part (the embeddings, each layer's attention and MLP):
+// its part taken back from the base from the embeddings up (the upper bar) and from the top down
+// (the lower), around 0, on one scale; its numbers at the right, both on hover. Where the two bars
+// differ the parts act together. (It was a line of some twenty numbers.)
+void DrawDriftPath(const DriftParts& d) {
+    const int n = static_cast<int>(std::min(d.path.size(), d.path_down.size()));
+    float most = 0;
+    for (int k = 0; k < n; ++k)
+        for (float v : {d.path[k], d.path_down[k]})
+            if (std::isfinite(v)) most = std::max(most, std::abs(v));
+    if (n == 0 || !(most > 0)) return;
+    const float line = ImGui::GetTextLineHeight(), avail = ImGui::GetContentRegionAvail().x;
+    const float label_w = ImGui::CalcTextSize("L00 attention ").x, numbers_w = ImGui::CalcTextSize(" +0.000 / +0.000").x;
+    const float width = std::max(40.0f, avail - label_w - numbers_w - ImGui::GetStyle().ScrollbarSize);
+    const viz::Rgba8 c = viz::kDriftPartColor;
+    const ImU32 up = IM_COL32(c.r, c.g, c.b, 255), down = IM_COL32(c.r, c.g, c.b, 130);
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    auto number = [](float v) {
+        char buf[24] = "n/a";
+        if (std::isfinite(v)) std::snprintf(buf, sizeof buf, "%+.3f", v);
+        return viz::SignlessZero(buf);
+    };
+    for (int k = 0; k < n; ++k) {
+        const ImVec2 p = ImGui::GetCursorScreenPos();
+        const float zero = p.x + label_w + width * 0.5f, scale = width * 0.5f / most;
+        ImGui::TextUnformatted(PathPartName(k).c_str());
+        const float values[2] = {d.path[k], d.path_down[k]};
+        for (int w = 0; w < 2; ++w) {
+            if (!std::isfinite(values[w])) continue;
+            const float x = zero + values[w] * scale, y = p.y + line * 0.5f * static_cast<float>(w);
+            draw->AddRectFilled(ImVec2(std::min(x, zero), y), ImVec2(std::max(x, zero) + 1.0f, y + line * 0.5f - 1.0f), w == 0 ? up : down);
+        }
+        draw->AddLine(ImVec2(zero, p.y), ImVec2(zero, p.y + line), IM_COL32(200, 200, 200, 90));
+        const std::string both = number(values[0]) + " / " + number(values[1]);
+        draw->AddText(ImVec2(p.x + label_w + width + 6.0f, p.y), ImGui::GetColorU32(ImGuiCol_Text), both.c_str());
+        ImGui::SetCursorScreenPos(p);
+        ImGui::InvisibleButton(("##path" + std::to_string(k)).c_str(), ImVec2(label_w + width + numbers_w, line));
+        if (ImGui::IsItemHovered())
+            viz::Tooltip("%s taken back from the base, nats: %s from the embeddings up (the upper bar), %s from the top down "
+                         "(the lower); below 0 the fine-tune's change there lowered the loss",
+                         PathPartName(k).c_str(), number(values[0]).c_str(), number(values[1]).c_str());
+    }
+}
+
 }  // namespace
 
 void FineTuneView::Draw(WindowState& state) {
@@ -230,11 +274,12 @@ void FineTuneView::DrawRankedParts(WindowState& state) {
                              "'drift' above reads. Then the embeddings and output head from the base, and every weight (the drift whole, "
                              "with SSA's temperatures: not the headline's drift, tau = 1 against the base, which has no temperatures "
                              "on either side). What-ifs > Which heads matter lists each head's.");
-            Caption("the drift along the layers: " + m_path, ", ");
-            viz::ItemTooltip("The same parts one after another, each taken back from the base on top of those before it, the loss before "
-                             "it minus the loss after, so they add up to every weight's: first from the embeddings up, then (after the /) "
-                             "from the last MLP down. Where the two orders split the whole differently, the parts act together; the "
-                             "parts one at a time above are the third view.");
+            Caption("the drift along the layers, nats (upper bar: from the embeddings up; lower: from the top down):", " ");
+            viz::ItemTooltip(("The same parts one after another, each taken back from the base on top of those before it, the loss before "
+                              "it minus the loss after, so they add up to every weight's: first from the embeddings up, then (after the /) "
+                              "from the last MLP down. Where the two orders split the whole differently, the parts act together; the "
+                              "parts one at a time above are the third view.\n" + m_path).c_str());
+            DrawDriftPath(MeasuredDriftParts(*impacts, L, H));
         }
         // The grids of where on the text every part acted, a click away.
         bool first = true;
@@ -260,8 +305,12 @@ void FineTuneView::DrawRankedParts(WindowState& state) {
                              "most (nats). What-ifs > Which heads matter shows any head's on hover; the export's head_impacts_tokens.npy "
                              "holds every part's.");
         }
-    } else if (state.ranking_heads) {
-        ImGui::TextDisabled("ranking the heads by their loss...");
+    } else if (state.ranking_heads) {  // as the What-ifs tab: how far, and a way out
+        const int done = impacts ? static_cast<int>(impacts->heads.size()) : 0, total = impacts ? impacts->total : 0;
+        ImGui::TextDisabled("ranking the heads by their loss: %d / %d heads", done, total);
+        ImGui::SameLine();
+        if (ImGui::SmallButton("Stop")) state.cancel_job_request = true;
+        viz::ItemTooltip("Esc. Stops the ranking; the heads measured so far stay in What-ifs > Which heads matter.");
     } else {
         ImGui::BeginDisabled(state.generating);
         if (ImGui::SmallButton("Rank the heads by their loss")) state.rank_heads_request = true;
