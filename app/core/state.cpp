@@ -36,7 +36,7 @@ std::string TokenLabel(const std::string& piece) {
     for (size_t i = 0; i < piece.size();) {
         const model::Utf8Char c = model::DecodeUtf8(piece, i);
         const size_t n = c.length;
-        if (n > 1 && model::IsHiddenControl(c.code_point)) {  // C1 and bidirectional controls: shown, not obeyed
+        if (n > 1 && (model::IsHiddenControl(c.code_point) || model::IsInvisibleFormat(c.code_point))) {  // C1 and bidirectional controls: shown, not obeyed; a zero-width space: shown
             char buf[12];
             std::snprintf(buf, sizeof buf, "\\u%04X", static_cast<unsigned>(c.code_point));
             out += buf;

@@ -1173,6 +1173,12 @@ private:
         if (ImGui::IsKeyPressed(GLFW_KEY_6, false) && base) v.map_mode = MapMode::Base, v.split = v.three_way = false;
         if (ImGui::IsKeyPressed(GLFW_KEY_7, false) && base) v.map_mode = MapMode::BaseDifference, v.split = v.three_way = false;
         if (ImGui::IsKeyPressed(GLFW_KEY_L, false)) s.settings.log_scale = !s.settings.log_scale;
+        // A run's previous / next checkpoint, as the Run tab's arrows (the arrow keys are the layer's and head's).
+        if (const int S = static_cast<int>(s.run_steps.size()); S > 0) {
+            const int k = std::clamp(s.run_step, 0, S - 1);
+            if (ImGui::IsKeyPressed(GLFW_KEY_LEFT_BRACKET, false) && k > 0) s.run_step_request = k - 1;
+            if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT_BRACKET, false) && k + 1 < S) s.run_step_request = k + 1;
+        }
     }
 
 public:

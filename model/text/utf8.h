@@ -37,6 +37,12 @@ void AppendUtf8(char32_t code_point, std::string* out);
 // controls (U+0080..U+009F, CSI among them) and the bidirectional embeddings, overrides and isolates
 // (U+202A..U+202E, U+2066..U+2069). Messages and token labels show it as \uNNNN.
 inline bool IsHiddenControl(char32_t c) { return (c >= 0x80 && c <= 0x9F) || (c >= 0x202A && c <= 0x202E) || (c >= 0x2066 && c <= 0x2069); }
+// A character that draws nothing and is no space: the soft hyphen, the zero-width space, joiners
+// and marks (U+200B..U+200F), the word joiner and invisible operators (U+2060..U+2064), the byte
+// order mark. Token labels show it as \uNNNN (a token of one was an empty chip).
+inline bool IsInvisibleFormat(char32_t c) {
+    return c == 0xAD || (c >= 0x200B && c <= 0x200F) || (c >= 0x2060 && c <= 0x2064) || c == 0xFEFF;
+}
 
 // A byte that continues a character (10xxxxxx), never one that starts it.
 inline bool IsUtf8Continuation(unsigned char byte) { return (byte & 0xC0) == 0x80; }

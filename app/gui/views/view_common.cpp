@@ -82,7 +82,9 @@ bool EscapeClosesWindow(WindowState& state) {
 }
 
 void SameLineIfFits(float width, float spacing) {
-    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    // The right edge of the region the cursor is in: a table column's inside a table (the window's
+    // let the export dialog's settings column run past its edge, cut), else the window's.
+    const float right = ImGui::GetCursorScreenPos().x + ImGui::GetContentRegionAvail().x;
     const float gap = spacing >= 0.0f ? spacing : ImGui::GetStyle().ItemSpacing.x;
     if (ImGui::GetItemRectMax().x + gap + width <= right) ImGui::SameLine(0.0f, spacing);
 }

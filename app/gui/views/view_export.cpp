@@ -361,7 +361,8 @@ void ExportDialog::DrawSettings(WindowState& state) {
         if (IsBaseMode(mode) && !base) continue;
         bool on = std::find(o.maps.begin(), o.maps.end(), mode) != o.maps.end();
         const char* label = mode == MapMode::Difference ? "difference" : MapModeLabel(mode);
-        if (mode != MapMode::Ssa) ImGui::SameLine();
+        // On the next line where the column has no room (a 1000 px window cut "SSA - base" to "SSA -").
+        if (mode != MapMode::Ssa) SameLineIfFits(ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(label).x);
         if (ImGui::Checkbox(label, &on)) {
             o.maps.erase(std::remove(o.maps.begin(), o.maps.end(), mode), o.maps.end());
             if (on) o.maps.push_back(mode);
@@ -371,10 +372,11 @@ void ExportDialog::DrawSettings(WindowState& state) {
     ImGui::SetNextItemWidth(120);
     if (InputString("layers", &m_layers_edit)) o.layers = ParseListField(m_layers_edit, "--layers");
     viz::ItemTooltip("Heads that get heatmaps and CSV: \"all\" or a list like 0,2.");
-    ImGui::SameLine();
+    const ImGuiStyle& style = ImGui::GetStyle();
+    SameLineIfFits(120 + style.ItemInnerSpacing.x + ImGui::CalcTextSize("heads").x);
     ImGui::SetNextItemWidth(120);
     if (InputString("heads", &m_heads_edit)) o.heads = ParseListField(m_heads_edit, "--heads");
-    ImGui::SameLine();
+    SameLineIfFits(ImGui::CalcTextSize("selected").x + 2 * style.FramePadding.x);
     if (ImGui::SmallButton("selected")) {
         o.layers = {state.selected.layer};
         o.heads = {state.selected.head};
@@ -395,7 +397,7 @@ void ExportDialog::DrawSettings(WindowState& state) {
     ImGui::InputInt("map size (px)", &f.map_size, 64, 256);
     f.map_size = f.map_size <= 0 ? 0 : std::clamp(f.map_size, 16, kMaxMapSize);
     viz::ItemTooltip("Side of a heatmap's map area. 0: automatic (28 px per token for short texts, 1 px per token at 720+).");
-    ImGui::SameLine();
+    SameLineIfFits(90 + style.ItemInnerSpacing.x + ImGui::CalcTextSize("PNG scale").x);
     ImGui::SetNextItemWidth(90);
     ImGui::SliderInt("PNG scale", &f.png_scale, 1, viz::kMaxPngScale, "%dx", ImGuiSliderFlags_AlwaysClamp);
     viz::ItemTooltip("PNG pixels per figure pixel: every PNG drawn this many times larger, text and lines as sharp (2 or 3 for print; "

@@ -168,7 +168,7 @@ void HeadsView::Draw(WindowState& state) {
     float cell = settings.grid_cell;
     if (ImGui::SliderFloat("##grid_cell", &cell, 0.0f, 256.0f, cell < 8.0f ? "fit" : "%.0f px")) settings.grid_cell = cell < 8.0f ? 0.0f : cell;
     if (ImGui::IsItemHovered())
-        viz::Tooltip("Thumbnail size: 'fit' fills the pane (at least 40 px a head; the grid scrolls when it needs more room).\n"
+        viz::Tooltip("Thumbnail size: 'fit' fills the pane (down to 32 px a head; below that 40 px and the grid scrolls).\n"
                           "Ctrl+wheel over the grid zooms it. For many heads the Matrix tab shows any metric as numbers.");
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("Map  ");
@@ -216,7 +216,10 @@ void HeadsView::DrawGrid(WindowState& state) {
     float cell = std::floor((avail - label_w - gap * H) / H);
     if (cell < 24.0f) gap = 2.0f, cell = std::floor((avail - label_w - gap * H) / H);  // many heads: tighter
     // Never so small that the badges vanish: past that the grid scrolls (or the user zooms it).
-    cell = state.settings.grid_cell > 0 ? state.settings.grid_cell : std::clamp(cell, 40.0f, 160.0f);
+    // "fit": the pane's width down to 32 px a head; a grid that needs less scrolls at 40 px (a floor of
+    // 40 left a 4-head grid 2 px too wide for the pane at 1000 px: "fit" scrolled).
+    if (cell < 32.0f) cell = 40.0f;
+    cell = state.settings.grid_cell > 0 ? state.settings.grid_cell : std::min(cell, 160.0f);
     const float grid_w = label_w + H * (cell + gap), grid_h = line + 4.0f + L * (cell + gap);
     const ImGuiStyle& style = ImGui::GetStyle();
     const bool scroll_x = grid_w > avail;

@@ -228,13 +228,19 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
     }
     const HeadImpacts* impacts = state.head_impacts.get();
     if (!impacts) return;
-    ImGui::Text("baseline mean loss %s nats", Nats(impacts->baseline).c_str());
-    if (impacts->cancelled) {
-        ImGui::SameLine();
-        ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1.0f), "cancelled after %zu of %d heads", impacts->heads.size(), impacts->total);
+    // An earlier text's baseline read as the shown one's beside the shown loss: said whose, dimmed.
+    if (state.analysis && impacts->ids != state.analysis->tokens.ids)
+        ImGui::TextDisabled("baseline mean loss %s nats, of the text it measured (not the shown one)", Nats(impacts->baseline).c_str());
+    else
+        ImGui::Text("baseline mean loss %s nats", Nats(impacts->baseline).c_str());
+    if (impacts->cancelled) {  // below where the pane has no room (it was cut at "cancelled a")
+        char cancelled[64];
+        std::snprintf(cancelled, sizeof cancelled, "cancelled after %zu of %d heads", impacts->heads.size(), impacts->total);
+        SameLineIfFits(ImGui::CalcTextSize(cancelled).x);
+        ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1.0f), "%s", cancelled);
     }
     if (impacts->on_top != state.interventions) {
-        ImGui::SameLine();
+        SameLineIfFits(ImGui::CalcTextSize("(measured with other what-ifs)").x);
         ImGui::TextDisabled("(measured with other what-ifs)");
     }
 

@@ -67,7 +67,7 @@ void ModelView::Draw(WindowState& state) {
                 "A fine-tune against the model it started from: the maps compare SSA with its own weights at tau = 1 (what the\n"
                 "temperatures did); 'JS to base' and 'JS drift' in the Matrix and Table tabs give each head's whole change\n"
                 "and the other weights' drift.");
-            if (state.analysis && state.analysis->HasBase()) Row("base", state.analysis->base_label);
+            if (state.analysis && state.analysis->HasBase()) Row("base", state.analysis->base_label, state.analysis->base_label.c_str());  // a path cut at the pane: whole on hover
         } else if (state.compare_unedited) {
             Row("compare with", "the unedited model (the SSA model without the what-ifs)",
                 "The difference views and the loss change show the what-ifs' effect alone.");
@@ -95,7 +95,7 @@ void ModelView::Draw(WindowState& state) {
                                        "then costs both passes. Ctrl+T again goes back.");
     }
     if (BeginSummaryTable("##model_summary")) {
-        Row("folder", m.dir);
+        Row("folder", m.dir, m.dir.c_str());
         Row("layers", std::to_string(c.n_layer));
         Row("heads", std::to_string(c.n_head) + " (head size " + std::to_string(c.n_head > 0 ? c.HeadSize() : 0) + ")");
         Row("width", std::to_string(c.n_embd));
@@ -213,6 +213,7 @@ void HelpView::Draw(WindowState& state) {
         {"4 / 5", "all three side by side / SSA | tau = 1 | base (beside a base)"},
         {"6 / 7", "map mode beside a base: the base / SSA - base (all that fine-tuning changed)"},
         {"L", "log colour scale"},
+        {"[ / ]", "a training run's previous / next checkpoint (Run tab)"},
         {"P", "pin the selected head (shown side by side)"},
         {"Ctrl+click", "pin a head in the heads grid"},
         {"right-click a head", "what-ifs: ablate it, keep one term of tau_q"},
@@ -227,7 +228,9 @@ void HelpView::Draw(WindowState& state) {
             ImGui::TableNextColumn();
             ImGui::TextUnformatted(s.keys);
             ImGui::TableNextColumn();
+            ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + wrap);  // Esc's line made the window wider than a 1000 px one
             ImGui::TextUnformatted(s.action);
+            ImGui::PopTextWrapPos();
         }
         ImGui::EndTable();
     }
@@ -243,6 +246,20 @@ void HelpView::Draw(WindowState& state) {
         "with tau = 1 everywhere (the vanilla counterfactual), or a separately trained twin model when one is open. Beside "
         "a fine-tune's base the base is a third side: SSA against tau = 1 is what the temperatures did, tau = 1 against the "
         "base what fine-tuning did to the other weights (their drift).");
+    // The words the views use, from the catalogue that names them everywhere (app/core/quantities.cpp).
+    ImGui::TextColored(ImVec4(1.0f, 0.85f, 0.4f, 1.0f), "Words the views use");
+    for (const char* key : {"entropy", "spikiness", "sink_mass", "js_divergence", "js_total", "js_drift"}) {
+        const Quantity& q = GetQuantity(key);
+        ImGui::Bullet();
+        ImGui::TextWrapped("%s: %s", q.label.c_str(), q.help.c_str());
+    }
+    ImGui::Bullet();
+    ImGui::TextWrapped("dilution: how a row's normalised entropy grows with the query's position (Sparsity tab): attention spread "
+                       "thinner over more keys; SSA's position term counters it.");
+    ImGui::Bullet();
+    ImGui::TextWrapped("logit lens (Lens tab): the loss of the next token read after each layer through the final norm and the "
+                       "output head; direct logit attribution: each head's, MLP's, the embeddings' and the biases' part of that "
+                       "token's logit, which sum to it.");
     ImGui::PopTextWrapPos();
     ImGui::End();
 }

@@ -26,10 +26,11 @@ std::string FileName(const std::string& path) { return std::filesystem::path(pat
 
 void RunView::Draw(WindowState& state) {
     if (state.run_dir.empty()) {
-        ImGui::TextWrapped("No training run is open. Start the window with --run DIR: a folder of iter-NNNNNN-ckpt.pth files beside "
-                           "their lit_config.json (as the official code saves them) or Hugging Face checkpoint-N/ folders. The "
-                           "window opens the last step; here a slider moves through the steps, and the curves show how the "
-                           "attention and temperatures on the text grew over training.");
+        ImGui::TextWrapped("No training run is open: a folder of iter-NNNNNN-ckpt.pth files beside their lit_config.json (as the "
+                           "official code saves them) or Hugging Face checkpoint-N/ folders (ssaviz --run DIR). The window opens the "
+                           "last step; here a slider moves through the steps, and the curves show how the attention and "
+                           "temperatures on the text grew over training.");
+        if (ImGui::Button("Open a training run...")) state.ShowOpenDialog(OpenPurpose::Run);  // as File > Open a training run...
         return;
     }
     if (state.run_steps.empty()) {
@@ -49,12 +50,12 @@ void RunView::DrawSteps(WindowState& state) {
     ImGui::BeginDisabled(k <= 0);
     if (ImGui::ArrowButton("##previous", ImGuiDir_Left)) state.run_step_request = k - 1;
     ImGui::EndDisabled();
-    viz::ItemTooltip("The previous step's checkpoint.");
+    viz::ItemTooltip("[ : the previous step's checkpoint.");
     ImGui::SameLine();
     ImGui::BeginDisabled(k + 1 >= S);
     if (ImGui::ArrowButton("##next", ImGuiDir_Right)) state.run_step_request = k + 1;
     ImGui::EndDisabled();
-    viz::ItemTooltip("The next step's checkpoint.");
+    viz::ItemTooltip("] : the next step's checkpoint.");
     ImGui::SameLine();
     if (ImGui::Button(state.run_playing ? "Pause" : "Play")) {
         state.run_playing = !state.run_playing;
@@ -188,10 +189,15 @@ void RunView::DrawTimeline(WindowState& state) {
     const RunTimeline& tl = t->timeline;
     WrappedLine(m_sparse_compare.empty() ? "Steps to sparsity (layer x head)"  // wrapped: a narrow pane cut the second run's name
                                          : "Steps to sparsity (layer x head): " + tl.name + " / " + t->compare->name);
+    // What the grid counts, where a reader looks for it (it was in the Lens checkbox's help alone).
+    const std::string sparsity_help = "The first step at which a head's mean entropy on the text is below half of its entropy at the "
+                                      "run's first step ('-': never). A head that gets there sooner found its distinct, sparse "
+                                      "attention sooner.";
     if (!m_sparse_compare.empty())
         viz::ItemTooltip(("Run: " + model::EscapeForMessage(FileName(tl.dir), 60) + "\nCompare run: " +
-                                model::EscapeForMessage(FileName(t->compare->dir), 60) + "\nThe head that gets there at the earlier step "
-                                "found its sparse attention sooner.").c_str());
+                                model::EscapeForMessage(FileName(t->compare->dir), 60) + "\n" + sparsity_help).c_str());
+    else
+        viz::ItemTooltip(sparsity_help.c_str());
     const ImVec2 grid_at = ImGui::GetCursorScreenPos();
     if (ImGui::BeginTable("##sparsity", tl.n_head + 1, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
         ImGui::TableSetupColumn("");

@@ -606,6 +606,9 @@ TEST(TokenLabels, GroupSplitCharacters) {
     EXPECT_EQ(app::TokenLabel("a\xED\xA0\x80"), "a\\xED\\xA0\\x80");
     // DEL, a C1 control and a bidirectional override are shown, not obeyed (U+0085 drew nothing).
     EXPECT_EQ(app::TokenLabel("a\x7F" "b\xC2\x85" "c\xE2\x80\xAE" "d"), "a\\x7Fb\\u0085c\\u202Ed");
+    // A zero-width space or a byte order mark named, not an empty label.
+    EXPECT_EQ(app::TokenLabel("\xE2\x80\x8B"), "\\u200B");
+    EXPECT_EQ(app::TokenLabel("x\xEF\xBB\xBF"), "x\\uFEFF");
 }
 
 TEST_F(Views, NoAnalysisYetDrawsPlaceholders) {
