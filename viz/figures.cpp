@@ -653,6 +653,13 @@ Figure HighlightFigure(const std::vector<std::string>& pieces, const std::vector
     int line = 0;
     for (size_t i = 0; i < pieces.size(); ++i) {
         const std::string& piece = pieces[i];
+        if (piece.empty()) {  // a narrow chip, no text, kept beside the piece before it
+            const float w = std::round(fs * 0.3f);
+            placed.push_back({x, w, line, "", i});
+            x += w;
+            content_w = std::max(content_w, x);
+            continue;
+        }
         size_t begin = 0;
         for (bool first = true;; first = false) {
             const size_t end = std::min(piece.find('\n', begin), piece.size());
@@ -691,7 +698,7 @@ Figure HighlightFigure(const std::vector<std::string>& pieces, const std::vector
             ink = TextOn(chip.Fill);
             f.Add(chip);
         }
-        AddText(f, text_x + p.x, cy, p.text, fs, TextAlign::Left, false, ink);
+        if (!p.text.empty()) AddText(f, text_x + p.x, cy, p.text, fs, TextAlign::Left, false, ink);
     }
     if (placed.empty()) AddText(f, text_x, text_y + line_h * 0.5f, "(no tokens)", fs, TextAlign::Left, false, kFaint);
 
@@ -738,6 +745,8 @@ std::string HighlightHtml(const std::vector<std::string>& pieces, const std::vec
            std::to_string(std::max(options.Width, 50)) + "px; }\n"
            ".legend { display: flex; align-items: center; gap: 8px; margin-top: 16px; font-size: 13px; }\n"
            ".bar { display: inline-block; width: 240px; height: 12px; border: 1px solid #404040; }\n"
+           // A token with no text of its own (it continues a character): a narrow chip, as the figure's.
+           ".t:empty { display: inline-block; width: 0.3em; height: 1.2em; vertical-align: text-bottom; }\n"
            "</style>\n</head>\n<body>\n";
     if (!options.Title.empty()) out += "<h1>" + EscapeXml(options.Title) + "</h1>\n";
     out += "<div class=\"text\">";
@@ -766,9 +775,9 @@ std::string HighlightHtml(const std::vector<std::string>& pieces, const std::vec
     for (int k = 0; k <= 10; ++k)
         gradient += ", " + Hex(SampleColormap(options.Map, legend.t0 + (legend.t1 - legend.t0) * k / 10.0f)) + " " + std::to_string(k * 10) + "%";
     gradient += ")";
-    out += "<div class=\"legend\"><span class=\"caption\">" + label + "</span><span class=\"lo\">" +
-           FormatTick(LogFloor(legend.range, options.LogScale)) + "</span><span class=\"bar\" style=\"background:" + gradient +
-           "\"></span><span class=\"hi\">" + FormatTick(legend.range.max) + "</span>" +
+    const std::vector<std::string> ends = FormatTicks({LogFloor(legend.range, options.LogScale), legend.range.max});  // the bars' notation
+    out += "<div class=\"legend\"><span class=\"caption\">" + label + "</span><span class=\"lo\">" + EscapeXml(ends[0]) +
+           "</span><span class=\"bar\" style=\"background:" + gradient + "\"></span><span class=\"hi\">" + EscapeXml(ends[1]) + "</span>" +
            (options.LogScale ? "<span class=\"scale\">(log scale)</span>" : "") + "</div>\n";
     out += "</body>\n</html>\n";
     return out;

@@ -60,7 +60,8 @@ struct HighlightOptions {
 };
 
 // Text with each token's background coloured by its value (NaN: no colour). Pieces are UTF-8; a
-// '\n' inside a piece ends the line. The legend is a colour bar with ticks under the text.
+// '\n' inside a piece ends the line; an empty piece (a token that continues a character the one
+// before it began) is a narrow chip of its colour. The legend is a colour bar with ticks under the text.
 Figure HighlightFigure(const std::vector<std::string>& pieces, const std::vector<float>& values, const HighlightOptions& options);
 // The same as one self-contained HTML file (inline CSS, a hover title per token, no scripts).
 std::string HighlightHtml(const std::vector<std::string>& pieces, const std::vector<float>& values, const HighlightOptions& options);

@@ -97,23 +97,30 @@ std::string PowerOfTen(int exponent) {
 }
 
 // A log axis's labels in one notation where its own mix ("1e-06, 1e-05, 1e-04, 0.001, 0.01, 0.1, 1"):
-// its decades as powers of ten, another value (a bar's end) as a multiple of one ("3.2×10⁻⁷").
+// its decades as powers of ten, another value (a bar's end) as a multiple of one ("3.2×10⁻⁷"), in
+// as many digits as tell it from its neighbours (9.97e-5 beside 10⁻⁴: "9.97×10⁻⁵"). A log axis's
+// ticks between its ends are decades: a linear one's (2.5e-4, 5e-4 between 1e-4 and 1e-3) are not.
 bool DecadeLabels(const std::vector<float>& ticks, std::vector<std::string>* labels) {
     int decades = 0, e = 0;
-    for (float v : ticks) {
-        if (!(v > 0) || !std::isfinite(v)) return false;
-        decades += DecadeOf(v, &e);
+    for (size_t k = 0; k < ticks.size(); ++k) {
+        if (!(ticks[k] > 0) || !std::isfinite(ticks[k])) return false;
+        const bool decade = DecadeOf(ticks[k], &e);
+        if (!decade && k > 0 && k + 1 < ticks.size()) return false;
+        decades += decade;
     }
     if (decades < 2) return false;
-    for (size_t k = 0; k < ticks.size(); ++k) {
-        if (DecadeOf(ticks[k], &e)) {
-            (*labels)[k] = PowerOfTen(e);
-            continue;
+    for (int digits = 2; digits <= 6; ++digits) {
+        for (size_t k = 0; k < ticks.size(); ++k) {
+            if (DecadeOf(ticks[k], &e)) {
+                (*labels)[k] = PowerOfTen(e);
+                continue;
+            }
+            int exponent = static_cast<int>(std::floor(std::log10(static_cast<double>(ticks[k]))));
+            std::string mantissa = Print(("%." + std::to_string(digits) + "g").c_str(), ticks[k] / std::pow(10.0, exponent));
+            if (mantissa == "10") mantissa = "1", ++exponent;  // 9.97 rounds up
+            (*labels)[k] = (mantissa == "1" ? "" : mantissa + "\xC3\x97") + PowerOfTen(exponent);
         }
-        int exponent = static_cast<int>(std::floor(std::log10(static_cast<double>(ticks[k]))));
-        std::string mantissa = Print("%.2g", ticks[k] / std::pow(10.0, exponent));
-        if (mantissa == "10") mantissa = "1", ++exponent;  // 9.97 rounds up
-        (*labels)[k] = (mantissa == "1" ? "" : mantissa + "\xC3\x97") + PowerOfTen(exponent);
+        if (NeighboursDiffer(*labels)) break;
     }
     return true;
 }
@@ -132,10 +139,13 @@ double EvenStep(const std::vector<float>& ticks) {
 std::vector<std::string> FormatTicks(const std::vector<float>& ticks) {
     std::vector<std::string> labels;
     for (float v : ticks) labels.push_back(FormatTick(v));
+    if (MixedNotation(labels) && DecadeLabels(ticks, &labels)) return labels;  // a log axis's
     // A linear axis in one notation: its step's decimals, trailing zeros dropped ("0, 0.0005, 0.001,
     // 0.0015", not "0, 5e-04, 0.001, 0.0015").
     // Whole numbers past a million the same way ("0, 500000, 1000000", not "1e+06").
-    const double step = EvenStep(ticks);
+    // A bar's ends beside its round values are not spaced as they are: the step of those between.
+    double step = EvenStep(ticks);
+    if (step == 0 && ticks.size() >= 4) step = EvenStep(std::vector<float>(ticks.begin() + 1, ticks.end() - 1));
     if (MixedNotation(labels) && step >= 1 && std::all_of(ticks.begin(), ticks.end(), [](float v) { return std::abs(v) < 1e15f && v == std::round(v); }))
         for (size_t k = 0; k < ticks.size(); ++k) labels[k] = Print("%.0f", ticks[k]);
     if (MixedNotation(labels) && step > 1e-9 && step < 1) {
@@ -149,7 +159,6 @@ std::vector<std::string> FormatTicks(const std::vector<float>& ticks) {
             labels[k] = SignlessZero(s);
         }
     }
-    if (MixedNotation(labels) && DecadeLabels(ticks, &labels)) return labels;
     for (int digits = 4; digits <= 9 && !NeighboursDiffer(labels); ++digits) {
         const std::string format = "%." + std::to_string(digits) + "g";
         for (size_t k = 0; k < ticks.size(); ++k) labels[k] = ticks[k] == 0.0f ? "0" : Print(format.c_str(), ticks[k]);

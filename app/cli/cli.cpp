@@ -185,7 +185,8 @@ std::string QuotedPiece(const std::string& piece) {
             out += byte;
             continue;
         }
-        if (c.code_point == 0x7F || model::IsHiddenControl(c.code_point)) {  // the JSON library escapes U+0000..U+001F only
+        // The JSON library escapes U+0000..U+001F only; a zero-width space read as an empty piece.
+        if (c.code_point == 0x7F || model::IsHiddenControl(c.code_point) || model::IsInvisibleFormat(c.code_point)) {
             char escaped[12];
             std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c.code_point));
             out += escaped;

@@ -65,7 +65,7 @@ void CheckThreads(int threads) {
 // entry refused (" ,a" was looked for as '').
 std::vector<std::string> DataPaths(const std::string& data) {
     const auto paths = SplitList(data);
-    if (!paths) throw Failure{kExitUsage, "--data is empty"};
+    if (!paths) throw Failure{kExitUsage, "--data is empty: give a path"};
     if (data.back() == ',' || std::any_of(paths->begin(), paths->end(), [](const std::string& p) { return p.empty(); }))
         throw Failure{kExitUsage, "--data " + QuoteForMessage(data) + " has an empty entry (a comma too many?)"};
     return *paths;

@@ -10,11 +10,31 @@
 #include "app/export/head_summary.h"
 #include "app/export/plots.h"
 #include "model/text/tokenizer.h"
+#include "model/text/utf8.h"
 #include "viz/figures.h"
 #include "viz/ticks.h"
 
 namespace app {
 namespace {
+
+// Text with each character that draws nothing (IsInvisibleFormat: a zero-width space, a byte order
+// mark) as \uNNNN; the rest as it is.
+std::string ShowInvisible(const std::string& text) {
+    std::string out;
+    for (size_t i = 0; i < text.size();) {
+        const model::Utf8Char c = model::DecodeUtf8(text, i);
+        const size_t n = std::max<size_t>(c.length, 1);
+        if (c.length > 0 && model::IsInvisibleFormat(c.code_point)) {
+            char escaped[12];
+            std::snprintf(escaped, sizeof escaped, "\\u%04X", static_cast<unsigned>(c.code_point));
+            out += escaped;
+        } else {
+            out.append(text, i, n);
+        }
+        i += n;
+    }
+    return out;
+}
 
 // The maps' token labels as the lens's and the window's: a character split over byte tokens whole, "你 1/3".
 std::vector<std::string> Labels(const model::Analysis& a) {
@@ -93,12 +113,19 @@ struct HighlightData {
 
 HighlightData MakeHighlight(const model::Analysis& a, const std::string& model_name, const FigureSettings& s) {
     HighlightData d;
-    // A character split over byte tokens drawn whole on each with its part ("你 1/3", as the window's
-    // strip), spaced apart ("你 1/3 你 2/3", not "你 1/3你 2/3"): one U+FFFD a byte said nothing of the text.
+    // The text as written: a character split over byte tokens whole on its first token, the others
+    // narrow chips of their colours (a U+FFFD a byte said nothing of the text; "你 1/3 你 2/3" read as
+    // other text); a character that draws nothing (a zero-width space) named, not an empty chip.
     const std::vector<CharacterRun> runs = CharacterRuns(a.tokens.pieces);
     for (size_t k = 0; k < a.tokens.pieces.size(); ++k) {
-        const std::string part = CharacterPart(a.tokens.pieces, runs, static_cast<int>(k), [](const std::string& s) { return model::PieceToDisplay(s); });
-        d.pieces.push_back(part.empty() ? model::PieceToDisplay(a.tokens.pieces[k]) : (runs[k].first < static_cast<int>(k) ? " " : "") + part + " ");
+        const CharacterRun r = runs[k];
+        std::string bytes = a.tokens.pieces[k];
+        if (r.first < r.last) {
+            bytes.clear();
+            if (r.first == static_cast<int>(k))
+                for (int j = r.first; j <= r.last; ++j) bytes += a.tokens.pieces[j];
+        }
+        d.pieces.push_back(ShowInvisible(model::PieceToDisplay(bytes)));
     }
     d.pieces.resize(a.n_tokens);
     d.values.assign(a.n_tokens, NAN);

@@ -266,6 +266,11 @@ public:
         if (count > 0) m_state.OpenAnotherModel(paths[0]);
     }
 
+    // A paste, before ImGui's fields filter it: what they leave out, said once a paste.
+    void OnPaste(const char* text) {
+        if (std::string notice = PasteNotice(text); !notice.empty()) m_state.notice = std::move(notice);
+    }
+
     //---------------------------------------------------------------------------------------------
     // [SECTION] App: worker events (Poll)
     //---------------------------------------------------------------------------------------------
@@ -1073,13 +1078,16 @@ private:
             ImGui::Dummy(ImVec2(2.5f * r, ImGui::GetTextLineHeight()));
             ImGui::SameLine();
             if (s.progress > 0.0f && s.progress < 1.0f) {  // a long text: layers done so far
-                const bool global = s.global_pass_running;
+                // What runs: the lens and the heads ranking are jobs of their own, not an analysis.
+                const bool global = s.global_pass_running, lens = s.lens_running && !global, ranking = s.ranking_heads && !global;
                 ImGui::ProgressBar(s.progress, ImVec2(ImGui::GetFontSize() * (global ? 11.0f : 8.0f), ImGui::GetTextLineHeight()),
-                                   global ? "global tau = 1 pass..." : "analysing...");
+                                   global ? "global tau = 1 pass..." : lens ? "the lens..." : ranking ? "ranking..." : "analysing...");
                 if (ImGui::IsItemHovered())
-                    viz::Tooltip(global ? "The global tau = 1 pass: both sides, layer by layer. The maps shown stay the layer-local\n"
-                                               "comparison's until it is done. Ctrl+T goes back to layer by layer."
-                                             : "Layers run and measured so far; the maps appear when all are done.");
+                    viz::Tooltip("%s", global ? "The global tau = 1 pass: both sides, layer by layer. The maps shown stay the layer-local\n"
+                                                "comparison's until it is done. Ctrl+T goes back to layer by layer."
+                                       : lens    ? "The logit lens of every side (Lens tab; Esc stops it)."
+                                       : ranking ? "The heads ranked by their loss (What-ifs tab; Esc stops it)."
+                                                 : "Layers run and measured so far; the maps appear when all are done.");
             } else {
                 ImGui::TextUnformatted("running...");
             }
@@ -1139,8 +1147,7 @@ private:
             // Beside a base the comparison is its whole tau = 1 pass, and layer by layer has no room
             // beside the base: the key keeps the base (it closed it, the fine-tune's views with it).
             if (s.compare_base)
-                s.notice = "Ctrl+T keeps the base: beside it the comparison is the whole tau = 1 pass (File > Compare with tau = 1, "
-                           "layer by layer closes the base)";
+                s.notice = "Ctrl+T keeps the base (beside it tau = 1 is the whole pass; File > layer by layer closes it)";
             else s.RequestGlobalPass(s.layer_local || s.compare_unedited);
         }
         if (ImGui::IsKeyPressed(GLFW_KEY_F1, false)) s.show_help = !s.show_help;
@@ -1286,8 +1293,15 @@ int RunGui(const LaunchOptions& run, const std::optional<Session>& session) {
     {
         App app(run, session);
         glfwSetWindowUserPointer(window, &app);
+        // The GLFW backend's clipboard read (its user data is the window), told to the app first.
+        io.GetClipboardTextFn = [](void* user) -> const char* {
+            GLFWwindow* w = static_cast<GLFWwindow*>(user);
+            const char* text = glfwGetClipboardString(w);
+            if (auto* a = static_cast<App*>(glfwGetWindowUserPointer(w)); a && text) a->OnPaste(text);
+            return text;
+        };
         glfwSetDropCallback(window, [](GLFWwindow* w, int count, const char** paths) {
-            static_cast<App*>(glfwGetWindowUserPointer(w))->OnDrop(count, paths);
+            if (auto* a = static_cast<App*>(glfwGetWindowUserPointer(w))) a->OnDrop(count, paths);
         });
         // Drivers run as fast as frames can be drawn (no vsync, no waiting for events).
         const std::vector<std::unique_ptr<Driver>> drivers = MakeDrivers(run);
@@ -1346,6 +1360,7 @@ int RunGui(const LaunchOptions& run, const std::optional<Session>& session) {
             if (std::any_of(drivers.begin(), drivers.end(), [&](const auto& d) { return d->AfterFrame(app, times); })) break;
         }
         for (const auto& d : drivers) d->Report(app);
+        glfwSetWindowUserPointer(window, nullptr);  // the clipboard's and the drop's callbacks outlive the app
     }  // views free their textures here, while the context is alive
 
     ImGui_ImplOpenGL3_Shutdown();

@@ -434,7 +434,9 @@ std::shared_ptr<model::Lens> RunLensSide(const AnalysisHandle& h, model::MapSide
     model::Engine& engine = h.core->Run().engine();
     if (side != model::MapSide::Ssa)
         if (auto matched = MatchLensComparison(engine, h.A()); !matched) throw BadArgument(matched.error());
-    auto result = engine.RunLens(h.A().tokens.ids, side);
+    model::LensOptions options;
+    options.whole = true;  // as an export's lens: the arrays a.lens() reads are the files a.export(lens=True) writes
+    auto result = engine.RunLens(h.A().tokens.ids, side, options);
     if (!result) throw BadArgument(result.error());
     return std::make_shared<model::Lens>(std::move(*result));
 }

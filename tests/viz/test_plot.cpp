@@ -63,6 +63,11 @@ TEST(Ticks, ALinearAxisKeepsOneNotation) {
     EXPECT_EQ(viz::FormatTicks({3.2e-7f, 1e-6f, 1e-3f, 1.0f, 10.0f}),
               (std::vector<std::string>{"3.2\xC3\x97" "10\xE2\x81\xBB\xE2\x81\xB7", "10\xE2\x81\xBB\xE2\x81\xB6", "10\xE2\x81\xBB\xC2\xB3", "10\xE2\x81\xB0", "10\xC2\xB9"}));
     EXPECT_EQ(viz::FormatTicks({0.001f, 0.01f, 0.1f, 1.0f}), (std::vector<std::string>{"0.001", "0.01", "0.1", "1"}));  // not mixed: kept
+    // A bar's end next to a decade in the digits that tell them apart; a linear bar's ticks are no decades.
+    EXPECT_EQ(viz::FormatTicks({9.97e-5f, 1e-4f, 1e-3f, 1e-2f})[0], "9.97\xC3\x97" "10\xE2\x81\xBB\xE2\x81\xB5");
+    EXPECT_EQ(viz::FormatTicks({1e-4f, 2.5e-4f, 5e-4f, 7.5e-4f, 1e-3f, 1.2e-3f}),
+              (std::vector<std::string>{"0.0001", "0.00025", "0.0005", "0.00075", "0.001", "0.0012"}));
+    EXPECT_EQ(viz::FormatTicks({0.0f, 5e-4f, 1e-3f, 1.37e-3f}), (std::vector<std::string>{"0", "0.0005", "0.001", "0.00137"}));
     EXPECT_EQ(viz::FormatTicks({0.0f, 500000.0f, 1000000.0f}), (std::vector<std::string>{"0", "500000", "1000000"}));  // a run's steps
     // Values a float's spacing apart: one tick each, never one value twice (labels printed over each other).
     const std::vector<float> tight = viz::NiceTicks({1.6782631f, 1.6782634f}, false, 6);

@@ -73,6 +73,60 @@ bool DrawNoAnalysisNote(const AppState& state) {
     return true;
 }
 
+namespace {
+
+// Text in the text, within a token or across tokens ("WITHOUT" over W|IT|H|OU|T): the token where
+// its next match after token `after` starts (from the start again past the end); -1 where the text
+// has none.
+int FindAcrossTokens(const std::vector<std::string>& pieces, int T, const std::string& what, int after) {
+    std::string joined;
+    std::vector<size_t> starts;
+    for (int i = 0; i < T && i < static_cast<int>(pieces.size()); ++i) {
+        starts.push_back(joined.size());
+        joined += pieces[i];
+    }
+    const size_t from = after >= 0 && after + 1 < static_cast<int>(starts.size()) ? starts[after + 1] : 0;
+    size_t at = joined.find(what, from);
+    if (at == std::string::npos) at = joined.find(what);
+    if (at == std::string::npos) return -1;
+    return static_cast<int>(std::upper_bound(starts.begin(), starts.end(), at) - starts.begin()) - 1;
+}
+
+}  // namespace
+
+// The text first: a search of each token first never reached "ra" in war|r|ant while ' program' held it.
+int FindToken(const std::vector<std::string>& pieces, const std::vector<std::string>& labels, int T, const std::string& what, int after) {
+    int found = FindAcrossTokens(pieces, T, what, after);
+    for (int k = 1; k <= T && found < 0; ++k) {
+        const int i = (after + k) % T;
+        if (i >= 0 && i < static_cast<int>(labels.size()) && labels[i].find(what) != std::string::npos) found = i;
+    }
+    return found;
+}
+
+std::string PasteNotice(std::string_view text) {
+    int dropped = 0, returns = 0;
+    std::string which;
+    for (const char c : text) {
+        const unsigned char b = static_cast<unsigned char>(c);
+        if (b >= 0x20 || b == '\n' || b == '\t') continue;
+        if (b == '\r') {
+            ++returns;
+            continue;
+        }
+        if (dropped++ < 4) {
+            char name[12];
+            std::snprintf(name, sizeof name, "%sU+%04X", which.empty() ? "" : ", ", b);
+            which += name;
+        }
+    }
+    if (dropped == 0 && returns == 0) return "";
+    std::string line = "the paste left out ";
+    if (dropped > 0) line += std::to_string(dropped) + " control character" + (dropped == 1 ? "" : "s") + " (" + which + (dropped > 4 ? ", ..." : "") + ")";
+    if (returns > 0) line += std::string(dropped > 0 ? " and " : "") + std::to_string(returns) + " carriage return" + (returns == 1 ? "" : "s");
+    return line + ": the editor holds tab and newline only (--text-file keeps every character)";
+}
+
 bool EscapeClosesWindow(WindowState& state) {
     if (!ImGui::IsWindowFocused(ImGuiFocusedFlags_RootAndChildWindows) || ImGui::GetIO().WantTextInput ||
         !ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false))

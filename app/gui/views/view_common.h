@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <imgui.h>
@@ -42,6 +43,16 @@ std::string TimelineMismatch(const WindowState& state);
 // Whose tau_q the Run tab's token curve follows: the query selected in the map (the last token if
 // none) in the selected head; with `piece`, its piece as the token strip names it (TokenLabels).
 RunTokenPick RunTabToken(const WindowState& state, const RunTimeline& t, bool piece = false);
+
+// The next token after `after` (-1: from the start) that holds `what`, going round past the end: in
+// the text, in its order, within a token or across tokens ("WITHOUT" over W|IT|H|OU|T: the token
+// where it starts); else in a label's form (`labels`: "\n", "你 1/3"). -1 where none does.
+int FindToken(const std::vector<std::string>& pieces, const std::vector<std::string>& labels, int T, const std::string& what, int after);
+
+// What a paste of `text` loses in ImGui's text fields, which drop the C0 controls but tab and
+// newline (a carriage return too), as one line for the status bar ("the paste left out 2 control
+// characters (U+0001, U+001B): ..."); empty where it loses nothing.
+std::string PasteNotice(std::string_view text);
 
 // Whether Esc closes the window being drawn: it (or a child) has the focus, no text field takes
 // the key (there Esc leaves the field first), and Esc was pressed on this frame. Sets

@@ -15,6 +15,7 @@
 #include "app/gui/views/view_heatmap.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
@@ -395,26 +396,6 @@ void HeatmapView::DrawToolbar(WindowState& state) {
     DrawGoTo(state);
 }
 
-namespace {
-
-// Text that runs across tokens ("WITHOUT" over W|IT|H|OU|T): the token where its next match after
-// token `after` starts (from the start again past the end); -1 where the text has none.
-int FindAcrossTokens(const std::vector<std::string>& pieces, int T, const std::string& what, int after) {
-    std::string joined;
-    std::vector<size_t> starts;
-    for (int i = 0; i < T && i < static_cast<int>(pieces.size()); ++i) {
-        starts.push_back(joined.size());
-        joined += pieces[i];
-    }
-    const size_t from = after >= 0 && after + 1 < static_cast<int>(starts.size()) ? starts[after + 1] : 0;
-    size_t at = joined.find(what, from);
-    if (at == std::string::npos) at = joined.find(what);
-    if (at == std::string::npos) return -1;
-    return static_cast<int>(std::upper_bound(starts.begin(), starts.end(), at) - starts.begin()) - 1;
-}
-
-}  // namespace
-
 // A position ("120") or text to find (" cat"): selects the token as the query and pans the map
 // (and the row chart, the token strip) to it; Enter again finds the next match.
 void HeatmapView::DrawGoTo(WindowState& state) {
@@ -436,7 +417,8 @@ void HeatmapView::DrawGoTo(WindowState& state) {
         const int T = m_tokens;
         char* end = nullptr;
         const long n = std::strtol(m_goto.c_str(), &end, 10);
-        if (end && *end == '\0') {
+        // A position is digits alone (" 12" is a piece to find, as " cat" is; strtol skipped its space).
+        if (std::isdigit(static_cast<unsigned char>(m_goto[0])) && end && *end == '\0') {
             if (n >= 0 && n < T) {
                 ShowToken(state, static_cast<int>(n));
                 m_goto_message.clear();
@@ -445,13 +427,7 @@ void HeatmapView::DrawGoTo(WindowState& state) {
             }
         } else {
             const std::vector<std::string>& pieces = m_analysis->tokens.pieces;
-            int found = -1;
-            for (int k = 1; k <= T && found < 0; ++k) {
-                const int i = (m_find_from + k) % T;
-                if (i < static_cast<int>(pieces.size()) && (pieces[i].find(m_goto) != std::string::npos || m_labels[i].find(m_goto) != std::string::npos))
-                    found = i;
-            }
-            if (found < 0) found = FindAcrossTokens(pieces, T, m_goto, m_find_from);
+            const int found = FindToken(pieces, m_labels, T, m_goto, m_find_from);
             if (found >= 0) {
                 m_find_from = found;
                 ShowToken(state, found);

@@ -187,7 +187,8 @@ void TextView::Draw(WindowState& state) {
 void TextView::DrawEditor(WindowState& state, float height) {
     PaneLayout& layout = state.settings.layout;
     if (layout.editor_open) {
-        if (ImGui::InputTextMultiline("##text", &state.text, ImVec2(-FLT_MIN, height))) state.text_changed = true;
+        // Tab types a tab (a pasted one was dropped: the window analysed another text than the file's).
+        if (ImGui::InputTextMultiline("##text", &state.text, ImVec2(-FLT_MIN, height), ImGuiInputTextFlags_AllowTabInput)) state.text_changed = true;
         const ImVec2 r_min = ImGui::GetItemRectMin(), r_max = ImGui::GetItemRectMax();
         state.regions["text"] = {r_min.x, r_min.y, r_max.x - r_min.x, r_max.y - r_min.y};
     }
@@ -223,7 +224,7 @@ void TextView::DrawEditor(WindowState& state, float height) {
     } else {
         ImGui::TextDisabled("no model");
     }
-    if (state.busy) {
+    if (state.busy && !state.lens_running && !state.ranking_heads) {  // a job of the tabs' leaves the tokens as they are
         ImGui::SameLine();
         ImGui::TextDisabled("updating...");
     }

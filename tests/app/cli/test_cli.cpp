@@ -60,7 +60,7 @@ TEST_F(Cli, TheDocsSynopsisIsHelps) {
             std::string word;
             if (!(in >> word)) continue;
             if (word == "usage:") in >> word;
-            if (word.rfind("ssaviz", 0) != 0 && word[0] != '[' && word[0] != '(') continue;  // a description
+            if (word.rfind("ssaviz", 0) != 0 && word[0] != '[' && word[0] != '(' && word.rfind("--", 0) != 0) continue;  // a description
             do words.push_back(word);
             while (in >> word);
         }

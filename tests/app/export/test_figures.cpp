@@ -378,12 +378,13 @@ TEST(RunCurves, ALayerIsOneColourInEveryCurve) {
 }
 
 // A character split over byte tokens (byte-level BPE, SentencePiece's byte fallback on Chinese and
-// emoji) reads whole in the highlight (the paper's Figure 1) and in the map's labels, with each
-// token's part, as the window's strip and the lens's labels: the highlight drew one U+FFFD a byte and
-// the maps "\xE4".
+// emoji) reads whole: in the highlight (the paper's Figure 1) once, on its first token, the others
+// narrow chips of their own colours; in the map's labels with each token's part, as the window's
+// strip and the lens's labels. The highlight drew one U+FFFD a byte and the maps "\xE4"; a zero-width
+// space is named.
 TEST_F(ExportFigures, SplitCharactersReadWholeInTheHighlightAndTheMaps) {
     model::Analysis a = app::MakeSyntheticAnalysis(1, 1, 6, 3);
-    a.tokens.pieces = {"a", " \xE4", "\xBD", "\xA0", "\xF0\x9F\x99", "\x82"};  // a, " 你" over three tokens, 🙂 over two
+    a.tokens.pieces = {"\xE2\x80\x8B", " \xE4", "\xBD", "\xA0", "\xF0\x9F\x99", "\x82"};  // a zero-width space, " 你" over three tokens, 🙂 over two
     auto texts = [](const viz::Figure& f) {
         std::vector<std::string> out;
         for (const viz::FigItem& item : f.Items)
@@ -394,10 +395,19 @@ TEST_F(ExportFigures, SplitCharactersReadWholeInTheHighlightAndTheMaps) {
         return std::any_of(v.begin(), v.end(), [&](const std::string& t) { return t.find(s) != std::string::npos; });
     };
     app::FigureSettings settings;
-    settings.highlight = app::TokenColor::Entropy;
-    const std::vector<std::string> highlight = texts(app::Highlight(a, "synthetic", settings));
-    for (const char* part : {"\xE4\xBD\xA0 1/3", "\xE4\xBD\xA0 3/3", "\xF0\x9F\x99\x82 2/2"}) EXPECT_TRUE(has(highlight, part)) << part;
+    settings.highlight = app::TokenColor::TauQ;
+    const viz::Figure figure = app::Highlight(a, "synthetic", settings);
+    const std::vector<std::string> highlight = texts(figure);
+    auto count = [&](const std::string& s) { return std::count_if(highlight.begin(), highlight.end(), [&](const std::string& t) { return t.find(s) != std::string::npos; }); };
+    EXPECT_EQ(count(" \xE4\xBD\xA0"), 1) << "the character once, on its first token, with its space";
+    EXPECT_EQ(count("\xF0\x9F\x99\x82"), 1);
+    EXPECT_EQ(count("\\u200B"), 1) << "a zero-width space named";
+    EXPECT_EQ(count("/3"), 0);
     for (const std::string& t : highlight) EXPECT_EQ(t.find("\xEF\xBF\xBD"), std::string::npos) << "U+FFFD in the highlight: " << t;
+    int chips = 0;  // one a token: the three of 你 and the two of 🙂 each coloured
+    for (const viz::FigItem& item : figure.Items)
+        if (const auto* r = std::get_if<viz::FigRect>(&item); r && r->H > 20 && r->Fill.a == 255) ++chips;
+    EXPECT_EQ(chips, 6);
     const std::vector<std::string> map = texts(app::MapFigure(a, "synthetic", {0, 0}, app::MapMode::Ssa, settings));
     for (const char* part : {"\xE4\xBD\xA0 2/3", "\xF0\x9F\x99\x82 1/2"}) EXPECT_TRUE(has(map, part)) << part;
 }

@@ -584,6 +584,32 @@ TEST_F(Views, ManyHeadsStayReadable) {
     }
 }
 
+// Go to / find: the next token holding the text in the text's order, within a token or across
+// tokens, round past the end; a label's form ("\n") after.
+TEST(FindToken, GoesThroughTheTextInItsOrder) {
+    const std::vector<std::string> pieces = {" The", " war", "r", "ant", " program", " ra", "\n"};
+    const std::vector<std::string> labels = {" The", " war", "r", "ant", " program", " ra", "\\n"};
+    const int T = static_cast<int>(pieces.size());
+    int at = -1;
+    std::vector<int> visits;
+    for (int k = 0; k < 4; ++k) visits.push_back(at = app::FindToken(pieces, labels, T, "ra", at));
+    EXPECT_EQ(visits, (std::vector<int>{2, 4, 5, 2}));  // war|r|ant (where it starts), then ' program', ' ra', round again
+    EXPECT_EQ(app::FindToken(pieces, labels, T, "warrant", -1), 1);
+    EXPECT_EQ(app::FindToken(pieces, labels, T, "\\n", -1), 6);  // the newline as its label shows it
+    EXPECT_EQ(app::FindToken(pieces, labels, T, "zzz", 3), -1);
+}
+
+// A paste loses the C0 controls ImGui's editor drops (all but tab and newline): the window says
+// how many and which, so that the text it analyses is not taken for the clipboard's.
+TEST(PasteNotice, NamesWhatTheEditorDrops) {
+    EXPECT_EQ(app::PasteNotice("plain text,\ttabs\nand lines \xE4\xBD\xA0"), "");
+    EXPECT_EQ(app::PasteNotice("a\x01" "b\x1B[0m"), "the paste left out 2 control characters (U+0001, U+001B): the editor holds tab and newline only "
+                                                   "(--text-file keeps every character)");
+    EXPECT_EQ(app::PasteNotice("line\r\n"), "the paste left out 1 carriage return: the editor holds tab and newline only (--text-file keeps every character)");
+    const std::string many = app::PasteNotice(std::string(9, '\x07') + "\r\r");
+    EXPECT_NE(many.find("9 control characters (U+0007, U+0007, U+0007, U+0007, ...) and 2 carriage returns"), std::string::npos) << many;
+}
+
 // Tokens that split a UTF-8 character (byte-level BPE on Chinese) show the whole character with
 // their part, instead of byte escapes.
 TEST(TokenLabels, GroupSplitCharacters) {
