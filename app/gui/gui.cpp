@@ -281,6 +281,7 @@ public:
             using Kind = WorkerEvent::Kind;
             switch (e.kind) {
                 case Kind::ModelOpened: {
+                    m_model_open_request = 0;
                     m_state.model = e.info;
                     CheckStartPlace(e.info->config);
                     FitTemperatureScale(e.info->config);
@@ -400,6 +401,7 @@ public:
                         break;
                     }
                     m_state.error = e.error;
+                    if (e.request == m_model_open_request) m_model_open_request = 0;
                     m_twin_expected = false;
                     m_state.global_pass_running = false;
                     if (e.request == m_lens_request) m_state.lens_running = false;
@@ -479,7 +481,9 @@ public:
             ImGui::EndChild();
             ImGui::TableNextColumn();
             if (ImGui::BeginChild("##center", column)) {
-                if (!m_state.model && !m_state.busy) DrawStartPanel();
+                // Not while a model is on its way (an example's flashed "No model is open" before its
+                // worker took the request).
+                if (!m_state.model && !m_state.busy && !m_state.open_model_request && m_model_open_request == 0) DrawStartPanel();
                 else m_views.heatmap.Draw(m_state);
             }
             ImGui::EndChild();
@@ -498,14 +502,28 @@ public:
                                                            (narrow ? ImGuiTabBarFlags_FittingPolicyScroll : ImGuiTabBarFlags_FittingPolicyResizeDown))) {
                     // A session (or --show TAB) opens its tab once; after that the user's clicks rule.
                     const bool apply = std::exchange(m_apply_tab, false);
-                    auto tab = [&](const char* name, auto&& draw) {
+                    auto tab = [&](const char* name, const char* help, auto&& draw) {
                         const bool chosen = apply && m_state.settings.right_tab == name;
-                        if (ImGui::BeginTabItem(name, nullptr, chosen ? ImGuiTabItemFlags_SetSelected : 0)) {
+                        const bool open = ImGui::BeginTabItem(name, nullptr, chosen ? ImGuiTabItemFlags_SetSelected : 0);
+                        if (ImGui::IsItemHovered()) viz::Tooltip("%s", help);  // what a tab holds, before it is opened
+                        if (open) {
                             if (!apply) m_state.settings.right_tab = name;
                             draw();
                             ImGui::EndTabItem();
                         }
                     };
+                    const char* const help[] = {
+                        "Every head as a thumbnail with a metric badge; click selects a head, Ctrl+click pins it.",
+                        "A head metric as a layer x head matrix of numbers.",
+                        "The selected head's tau_q and tau_v against position, with the learned 1 + s ln i and its fitted trend.",
+                        "Every head's metrics in a sortable table.",
+                        "Plots: normalised entropy against position (dilution), the tau_q histogram, QK eigenvalue variance, sink mass.",
+                        "The model's most likely next tokens after the query, each side's, and Continue (Ctrl+G).",
+                        "Change a head's or a layer's temperatures and watch the loss; rank the heads by what theirs do.",
+                        "Beside a base: what fine-tuning changed, split into the temperatures' part and the other weights' drift.",
+                        "The logit lens (the loss read after each layer) and each head's part of the next token's logit.",
+                        "A training run's checkpoints: step through them; the text's curves over training."};
+                    static_assert(sizeof(help) / sizeof(help[0]) == kTabs, "a line for every tab");
                     // Each tab's view, in LaunchOptions::kTabs's order (the names --tab takes).
                     const std::function<void()> views[] = {
                         [&] { m_views.heads.Draw(m_state); },         [&] { m_views.matrix.Draw(m_state); },
@@ -514,7 +532,7 @@ public:
                         [&] { m_views.interventions.Draw(m_state); }, [&] { m_views.finetune.Draw(m_state); },
                         [&] { m_views.lens.Draw(m_state); },          [&] { m_views.run.Draw(m_state); }};
                     static_assert(sizeof(views) / sizeof(views[0]) == kTabs, "a view for every tab");
-                    for (size_t i = 0; i < kTabs; ++i) tab(LaunchOptions::kTabs[i], views[i]);
+                    for (size_t i = 0; i < kTabs; ++i) tab(LaunchOptions::kTabs[i], help[i], views[i]);
                     ImGui::EndTabBar();
                 }
             }
@@ -555,6 +573,7 @@ public:
             const bool run_step = std::any_of(m_state.run_steps.begin(), m_state.run_steps.end(), [&](const RunStep& s) { return s.path == path; });
             if (!m_views.checkpoint.Ask(path, m_state.hints)) {
                 const uint64_t id = m_worker.OpenModel(path, m_device, m_state.hints, m_dtype, run_step);
+                m_model_open_request = id;
                 if (run_step) m_step_open_request = id;
             }
         }
@@ -1218,6 +1237,7 @@ private:
     std::string m_adjusted_notice;  // the status bar's notice SayAdjusted last set
     std::string m_dropped_what_ifs;  // what-ifs a model opened with that did not fit it (drivers end with it)
     uint64_t m_step_open_request = 0;  // the worker's request that opens the run's shown step
+    uint64_t m_model_open_request = 0;  // a model on its way (the worker may not have taken it yet: not busy)
     bool m_scale_chosen = false;      // a session set the temperature scale (FitTemperatureScale leaves it)
     WindowState m_state;
     Views m_views;

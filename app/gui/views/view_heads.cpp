@@ -160,7 +160,9 @@ void HeadsView::Draw(WindowState& state) {
         }
         ImGui::EndCombo();
     }
-    if (ImGui::IsItemHovered()) viz::Tooltip("The number on each thumbnail: the head's mean over query rows 2..T");
+    if (ImGui::IsItemHovered())  // what the number is, not only how it is taken
+        viz::Tooltip("The number on each thumbnail, %s: %s.\nA row metric is the head's mean over query rows 2..T (row 1 has one key).",
+                     metric.label.c_str(), metric.help.c_str());
     // Thumbnail size: fit the pane, or larger with a scrollbar (Ctrl+wheel over the grid), beside the badge's
     // metric so that the row of maps has room for a base's two.
     ImGui::SameLine();
