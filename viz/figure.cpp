@@ -553,6 +553,10 @@ float MeasureText(const std::string& text, float size, bool bold) {
     return LayoutText(*fonts, text, size, bold).advance;
 }
 
+float FigureText::Size(float base) const {
+    return base * (std::isfinite(Scale) ? std::clamp(Scale, kMinTextScale, kMaxTextScale) : 1.0f);
+}
+
 bool FigureFits(const Figure& figure, int scale) {
     if (scale < 1 || scale > kMaxPngScale || figure.Width < 0 || figure.Height < 0) return false;
     const int64_t w = int64_t{figure.Width} * scale, h = int64_t{figure.Height} * scale;

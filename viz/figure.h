@@ -61,6 +61,17 @@ struct FigImage {
     Image Cells;
 };
 
+// How a layout sets its text, every layout alike: a figure shrunk to a paper's column needs larger
+// text than one read on a screen, and a paper's caption often says what the title would.
+constexpr float kMinTextScale = 0.5f, kMaxTextScale = 3.0f;
+struct FigureText {
+    bool Titles = true;  // false: no title is drawn and none takes room (a figure's SVG <title> keeps it)
+    float Scale = 1;     // every font size times this, kMinTextScale to kMaxTextScale (others are clamped)
+
+    float Size(float base) const;                                    // base times the scale
+    std::string Shown(const std::string& title) const { return Titles ? title : std::string(); }
+};
+
 using FigItem = std::variant<FigText, FigRect, FigPolyline, FigCircle, FigImage>;
 
 struct Figure {

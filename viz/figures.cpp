@@ -489,7 +489,7 @@ int LabelStride(float cell, float min_spacing) {
 // tokens). Cells off a causal map and values that are not finite are left blank.
 void AddCellValues(Figure& f, const float* values, int rows, int cols, float map_x, float map_y, float cell_w, float cell_h,
                    const HeatmapStyle& style, Range range, const HeatmapFigureOptions& options) {
-    const float fs = options.FontSize > 0 && options.FontSize < 200 ? options.FontSize * 0.85f : 10.0f;
+    const float fs = options.Text.Size(options.FontSize > 0 && options.FontSize < 200 ? options.FontSize * 0.85f : 10.0f);
     if (cell_w < fs * 2 || cell_h < fs * 1.4f) return;  // no text fits (a map of many tokens: not formatted at all)
     const size_t n = static_cast<size_t>(rows) * cols;
     std::vector<std::string> texts(n);
@@ -522,7 +522,7 @@ Figure HeatmapFigure(const float* values, int rows, int cols, const HeatmapFigur
     rows = std::max(rows, 0);
     cols = std::max(cols, 0);
     const bool empty = rows == 0 || cols == 0 || !values;
-    const float fs = options.FontSize > 0 && options.FontSize < 200 ? options.FontSize : 12.0f;
+    const float fs = options.Text.Size(options.FontSize > 0 && options.FontSize < 200 ? options.FontSize : 12.0f);
     const float title_fs = fs * 1.25f;
 
     // Map area: square cells.
@@ -563,7 +563,8 @@ Figure HeatmapFigure(const float* values, int rows, int cols, const HeatmapFigur
     const float bar_h = std::max(static_cast<float>(map_h), 48.0f), caption_end = VerticalCaptionEnd(bar, bar_h);
     const float bar_x = map_x + map_w + 16;
     const float content_w = bar_x + VerticalColorBarWidth(bar, bar_h) - kPad;
-    const std::vector<std::string> title = options.NarrowTitle ? NarrowTitleLines(options.Title, content_w, title_fs) : TitleLines(options.Title, content_w, title_fs);
+    const std::string shown = options.Text.Shown(options.Title);
+    const std::vector<std::string> title = options.NarrowTitle ? NarrowTitleLines(shown, content_w, title_fs) : TitleLines(shown, content_w, title_fs);
     const float title_h = TitleHeight(title.size(), title_fs);
     const float map_y = std::ceil(kPad + title_h + 4);
 
@@ -635,13 +636,16 @@ Range HighlightRange(const std::vector<std::string>& pieces, const std::vector<f
 Figure HighlightFigure(const std::vector<std::string>& pieces, const std::vector<float>& values, const HighlightOptions& options) {
     Figure f;
     f.Title = options.Title;
-    const float fs = options.FontSize > 0 && options.FontSize < 200 ? options.FontSize : 18.0f;
+    const float fs = options.Text.Size(options.FontSize > 0 && options.FontSize < 200 ? options.FontSize : 18.0f);
     const float wrap = static_cast<float>(std::max(options.Width, 50));
     const float line_h = std::ceil(fs * 1.6f), chip_h = std::ceil(fs * 1.3f);
 
     const Range range = HighlightRange(pieces, values, options);
 
-    // Flow: break between tokens, a token wider than the line on a line of its own, '\n' ends a line.
+    // Flow: break between words, as text is set ("det|ails" was split over two lines where a
+    // word's tokens met the edge): a word's tokens move to the next line together; a word wider
+    // than the line (or text without spaces) breaks between its tokens, a token wider than the line
+    // on a line of its own; '\n' ends a line. A word begins with a token that begins with a space.
     struct Placed {
         float x, w;
         int line;
@@ -649,40 +653,52 @@ Figure HighlightFigure(const std::vector<std::string>& pieces, const std::vector
         size_t token;
     };
     std::vector<Placed> placed;
-    float x = 0, content_w = 0;
+    float x = 0;
     int line = 0;
+    size_t word = 0;  // the first of the current word's parts on this line
+    auto new_line = [&] { x = 0, ++line, word = placed.size(); };
     for (size_t i = 0; i < pieces.size(); ++i) {
         const std::string& piece = pieces[i];
         if (piece.empty()) {  // a narrow chip, no text, kept beside the piece before it
             const float w = std::round(fs * 0.3f);
             placed.push_back({x, w, line, "", i});
             x += w;
-            content_w = std::max(content_w, x);
             continue;
         }
         size_t begin = 0;
         for (bool first = true;; first = false) {
             const size_t end = std::min(piece.find('\n', begin), piece.size());
-            if (!first) x = 0, ++line;
+            if (!first) new_line();
             // A part wider than a line (one token can be a megabyte of text) is cut to the line.
             const std::string part = BoundLabel(piece.substr(begin, std::min(end - begin, kMaxLabelChars * 4)), wrap, fs);
             const float w = MeasureText(part, fs);
             if (!part.empty()) {
-                if (x > 0 && x + w > wrap) x = 0, ++line;
+                if (part[0] == ' ' || part[0] == '\t') word = placed.size();
+                if (x > 0 && x + w > wrap) {
+                    const float shift = word < placed.size() ? placed[word].x : x;
+                    if (shift > 0 && x - shift + w <= wrap) {  // the word so far moves down with this part
+                        for (size_t k = word; k < placed.size(); ++k) placed[k].x -= shift, ++placed[k].line;
+                        x -= shift, ++line;
+                    } else {
+                        new_line();
+                    }
+                }
                 placed.push_back({x, w, line, part, i});
                 x += w;
-                content_w = std::max(content_w, x);
             }
             if (end >= piece.size()) break;
             begin = end + 1;
         }
     }
+    float content_w = 0;
+    for (const Placed& p : placed) content_w = std::max(content_w, p.x + p.w);
     const int lines = placed.empty() ? 1 : line + 1;
 
     const float title_fs = fs;
-    const float title_h = options.Title.empty() ? 0.0f : std::ceil(title_fs * 1.8f);
+    const std::string shown = options.Text.Shown(options.Title);
+    const float title_h = shown.empty() ? 0.0f : std::ceil(title_fs * 1.8f);
     const float text_x = kPad + 4, text_y = kPad + title_h;
-    const std::string title = BoundLabel(options.Title, std::max(wrap, kMaxTitleWidth), title_fs);
+    const std::string title = BoundLabel(shown, std::max(wrap, kMaxTitleWidth), title_fs);
     if (!title.empty()) AddText(f, text_x, kPad + title_fs * 0.7f, title, title_fs);
     for (const Placed& p : placed) {
         const float v = p.token < values.size() ? values[p.token] : std::numeric_limits<float>::quiet_NaN();
@@ -711,7 +727,7 @@ Figure HighlightFigure(const std::vector<std::string>& pieces, const std::vector
     bar.t1 = legend.t1;
     bar.log_scale = options.LogScale;
     bar.caption = options.ValueLabel;
-    bar.font = std::max(11.0f, std::round(fs * 0.72f));
+    bar.font = std::max(options.Text.Size(11.0f), std::round(fs * 0.72f));
     const float bar_w = std::clamp(std::round(content_w * 0.5f), 200.0f, 360.0f);
     const float bar_y = text_y + lines * line_h + fs;
     const auto [overhang_left, overhang_right] = HorizontalBarOverhang(bar, bar_w);
@@ -728,12 +744,13 @@ Figure HighlightFigure(const std::vector<std::string>& pieces, const std::vector
 }
 
 std::string HighlightHtml(const std::vector<std::string>& pieces, const std::vector<float>& values, const HighlightOptions& options) {
-    const float fs = options.FontSize > 0 && options.FontSize < 200 ? options.FontSize : 18.0f;
+    const float fs = options.Text.Size(options.FontSize > 0 && options.FontSize < 200 ? options.FontSize : 18.0f);
     const Range range = HighlightRange(pieces, values, options);
     const ScalePart legend = PartOfScale(range, options.LegendRange.value_or(range), options.LogScale);
     const std::string label = EscapeXml(options.ValueLabel);
-    char size[64];
+    char size[64], legend_size[64];
     std::snprintf(size, sizeof size, "%d", static_cast<int>(std::lround(fs)));
+    std::snprintf(legend_size, sizeof legend_size, "%d", static_cast<int>(std::lround(options.Text.Size(13))));
 
     std::string out;
     out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n";
@@ -743,12 +760,12 @@ std::string HighlightHtml(const std::vector<std::string>& pieces, const std::vec
            "h1 { font-size: " + std::string(size) + "px; font-weight: normal; margin: 0 0 12px 0; }\n"
            ".text { font-size: " + std::string(size) + "px; line-height: 1.6; white-space: pre-wrap; max-width: " +
            std::to_string(std::max(options.Width, 50)) + "px; }\n"
-           ".legend { display: flex; align-items: center; gap: 8px; margin-top: 16px; font-size: 13px; }\n"
+           ".legend { display: flex; align-items: center; gap: 8px; margin-top: 16px; font-size: " + std::string(legend_size) + "px; }\n"
            ".bar { display: inline-block; width: 240px; height: 12px; border: 1px solid #404040; }\n"
            // A token with no text of its own (it continues a character): a narrow chip, as the figure's.
            ".t:empty { display: inline-block; width: 0.3em; height: 1.2em; vertical-align: text-bottom; }\n"
            "</style>\n</head>\n<body>\n";
-    if (!options.Title.empty()) out += "<h1>" + EscapeXml(options.Title) + "</h1>\n";
+    if (!options.Text.Shown(options.Title).empty()) out += "<h1>" + EscapeXml(options.Title) + "</h1>\n";
     out += "<div class=\"text\">";
     for (size_t i = 0; i < pieces.size(); ++i) {
         const float v = i < values.size() ? values[i] : std::numeric_limits<float>::quiet_NaN();
@@ -789,7 +806,7 @@ Figure HeadsGridFigure(const float* maps, int layers, int heads, int tokens, con
     layers = std::max(layers, 0);
     heads = std::max(heads, 0);
     tokens = std::max(tokens, 0);
-    const float fs = 12, title_fs = 15, caption_fs = 11;
+    const float fs = options.Text.Size(12), title_fs = options.Text.Size(15), caption_fs = options.Text.Size(11);
     const int thumb = std::clamp(options.Thumb, 8, 4096);
     const size_t map_cells = static_cast<size_t>(tokens) * tokens;
 
@@ -824,7 +841,7 @@ Figure HeadsGridFigure(const float* maps, int layers, int heads, int tokens, con
     const float bar_h = std::max({120.0f, layers > 0 ? layers * step_y - gap_y - caption_h : 0.0f, std::ceil(MeasureText(bar.caption, fs)) + 8});
     const float bar_x = grid_x + std::max(grid_w, heads == 0 || layers == 0 ? 60.0f : 0.0f) + 20;
     const float content_w = bar_x + VerticalColorBarWidth(bar, bar_h) - kPad;
-    const std::vector<std::string> title = TitleLines(options.Title, content_w, title_fs);
+    const std::vector<std::string> title = TitleLines(options.Text.Shown(options.Title), content_w, title_fs);
     const float grid_y = std::ceil(kPad + TitleHeight(title.size(), title_fs) + col_label_h);
 
     for (int h = 0; h < heads; ++h)
@@ -984,7 +1001,7 @@ Figure PlotFigure(const std::vector<PlotSeries>& described, const PlotOptions& o
     f.Title = options.Title;
     f.Width = std::clamp(options.Width, 160, 8192);
     f.Height = std::clamp(options.Height, 120, 8192);
-    const float fs = 11, label_fs = 12, title_fs = 14;
+    const float fs = options.Text.Size(11), label_fs = options.Text.Size(12), title_fs = options.Text.Size(14);
     const int categories = static_cast<int>(options.XCategories.size());
 
     // Ranges: given, or fitted to the finite data (bars reach down to 0).
@@ -1011,7 +1028,7 @@ Figure PlotFigure(const std::vector<PlotSeries>& described, const PlotOptions& o
 
     // Left margin from the y tick labels (tick count from a first guess of the plot height).
     const float tick = 4, gap = 3, caption_h = label_fs * 1.2f;
-    const std::vector<std::string> title = TitleLines(options.Title, static_cast<float>(f.Width) - 2 * kPad, title_fs, 0);  // the width asked for
+    const std::vector<std::string> title = TitleLines(options.Text.Shown(options.Title), static_cast<float>(f.Width) - 2 * kPad, title_fs, 0);  // the width asked for
     const float top = std::ceil(kPad + (title.empty() ? 4.0f : title_fs * (1.6f + 1.25f * static_cast<float>(title.size() - 1))));
     const std::vector<float> y_ticks = NiceTicks(yr, false, std::clamp(static_cast<int>((f.Height - top - 60) / 40), 3, 8));
     const std::vector<std::string> y_text = FormatTicks(y_ticks);
@@ -1066,9 +1083,11 @@ Figure PlotFigure(const std::vector<PlotSeries>& described, const PlotOptions& o
     }
     const float bottom = std::ceil(kPad + tick + gap + x_label_extent + (options.XLabel.empty() ? 0.0f : 6 + caption_h));
 
-    // The plot area in whole pixels; the figure grows if margins leave too little.
+    // The plot area in whole pixels; the figure grows if margins leave too little, or the y axis's
+    // caption is longer than the plot is tall (at --text-scale 2 it ran off the figure's top).
     const float px0 = left, py0 = top;
-    const float px1 = std::max(px0 + 40, std::floor(f.Width - right)), py1 = std::max(py0 + 40, std::floor(f.Height - bottom));
+    const float y_caption = options.YLabel.empty() ? 0.0f : std::min(std::ceil(MeasureText(options.YLabel, label_fs)) + 8, kMaxTitleWidth);
+    const float px1 = std::max(px0 + 40, std::floor(f.Width - right)), py1 = std::max({py0 + 40, py0 + y_caption, std::floor(f.Height - bottom)});
     f.Width = std::max(f.Width, static_cast<int>(std::ceil(px1 + right)));
     f.Height = std::max(f.Height, static_cast<int>(std::ceil(py1 + bottom)));
     const float pw = px1 - px0, ph = py1 - py0;
@@ -1262,15 +1281,16 @@ void Shift(FigItem& item, float dx, float dy) {
 
 }  // namespace
 
-Figure Beside(const std::vector<Figure>& panels, const std::string& title, float gap, float font_size) {
+Figure Beside(const std::vector<Figure>& panels, const std::string& title, const FigureText& text, float gap, float font_size) {
     Figure f;
     f.Title = title;
+    font_size = text.Size(font_size);
     // A title wider than the panels wraps at its words (TitleLines), widening the figure up to
     // kOneLineTitleWidth, the panels centred under it.
     float panels_w = 0;
     for (const Figure& p : panels)
         if (p.Width > 0 && p.Height > 0) panels_w += (panels_w > 0 ? gap : 0.0f) + p.Width;
-    const std::vector<std::string> lines = TitleLines(title, panels_w - 2 * font_size, font_size, kOneLineTitleWidth, /*bold=*/true);
+    const std::vector<std::string> lines = TitleLines(text.Shown(title), panels_w - 2 * font_size, font_size, kOneLineTitleWidth, /*bold=*/true);
     const float line_h = std::ceil(font_size * 1.4f);
     const float title_h = lines.empty() ? 0.0f : std::ceil(font_size * 2.0f) + line_h * static_cast<float>(lines.size() - 1);
     float title_w = 0;

@@ -27,6 +27,7 @@ struct HeatmapFigureOptions {
     float FontSize = 12;
     std::string CellValues;                    // a printf format ("%.3f"): each cell's value written in it, where every cell
                                                // holds its text; empty: none
+    FigureText Text;                           // the title drawn or not, every font size scaled
     bool NarrowTitle = false;                  // a figure of its own: a long title wraps near the map's width (from 360 px)
                                                // rather than widening the figure to 720 px; false for a panel of Beside,
                                                // whose titles should take one line each, the panels' grids level
@@ -44,7 +45,8 @@ Figure HeatmapFigure(const float* values, int rows, int cols, const HeatmapFigur
 // panels keep theirs: a heatmap's says which map it is): "SSA | comparison | difference" for a
 // paper. Empty panels are skipped. The title is bold and larger than a heatmap's (15 px): it heads
 // the panels' titles (at 13 px it read as one of them).
-Figure Beside(const std::vector<Figure>& panels, const std::string& title, float gap = 16, float font_size = 16);
+// `text`: the title drawn or not, its size scaled (the panels were laid out with their own).
+Figure Beside(const std::vector<Figure>& panels, const std::string& title, const FigureText& text = {}, float gap = 16, float font_size = 16);
 
 struct HighlightOptions {
     std::string Title;
@@ -57,6 +59,7 @@ struct HighlightOptions {
     bool LogScale = false;
     int Width = 900;                   // the text wraps to this width (pixels)
     float FontSize = 18;
+    FigureText Text;                   // the title drawn or not (the HTML's <h1> too), FontSize and the legend's scaled
 };
 
 // Text with each token's background coloured by its value (NaN: no colour). Pieces are UTF-8; a
@@ -72,6 +75,7 @@ struct HeadsGridOptions {
     std::string ValueLabel = "attention weight";
     std::vector<std::string> Captions;  // [layers * heads], under each thumbnail; empty: "L{l} H{h}"
     int Thumb = 160;                    // thumbnail side in pixels
+    FigureText Text;                    // the title drawn or not, every font size scaled
 };
 
 // maps: [layers, heads, tokens, tokens] row-major. Layers are rows, heads are columns.

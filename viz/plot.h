@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "viz/colormap.h"
+#include "viz/figure.h"
 #include "viz/palette.h"
 
 namespace viz {
@@ -41,6 +42,7 @@ struct PlotLine {
 struct PlotOptions {
     std::string Title, XLabel, YLabel;  // the window shows the title in the header above the plot
     int Width = 640, Height = 400;      // a file's size in pixels; the window's plots take their pane's
+    FigureText Text;                    // a file's title and text size; the window's plots use its font
     std::optional<Range> XRange, YRange;  // nullopt: fitted to the data (bars include 0); the window's
                                           // bar charts fill their slots whatever XRange says
     std::vector<std::string> XCategories; // when set, x ticks are these labels at x = 0, 1, ...

@@ -491,11 +491,11 @@ std::string LensSideTitle(const model::Analysis& a, size_t k) {
 }
 
 viz::Figure LensModeFigure(const model::Analysis& a, const model::ModelInfo& info, MapMode mode, const model::Lens* ssa,
-                           const model::Lens* other) {
+                           const model::Lens* other, const viz::FigureText& text) {
     const size_t k = ReadSide(mode) == Side::Base ? 2 : ReadSide(mode) == Side::Compare ? 1 : 0;
-    if (IsDifference(mode)) return ssa && other ? LensDiffFigure(*ssa, *other, ModelName(info), SsaSideName(a), k == 1 ? LensSideName(a, k) : LensSideTitle(a, k), TokenLabels(a.tokens)) : viz::Figure{};
+    if (IsDifference(mode)) return ssa && other ? LensDiffFigure(*ssa, *other, ModelName(info), SsaSideName(a), k == 1 ? LensSideName(a, k) : LensSideTitle(a, k), TokenLabels(a.tokens), text) : viz::Figure{};
     const model::Lens* shown = k == 0 ? ssa : other;
-    return shown ? LensFigure(*shown, ModelName(info), LensSideTitle(a, k), TokenLabels(a.tokens)) : viz::Figure{};
+    return shown ? LensFigure(*shown, ModelName(info), LensSideTitle(a, k), TokenLabels(a.tokens), text) : viz::Figure{};
 }
 
 model::Result<std::vector<ExportFile>> LensExportFiles(model::Engine& engine, const model::ModelInfo& info, const model::Analysis& a,
@@ -690,16 +690,18 @@ std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model
                          }});
     const std::vector<const char*> extensions = FigureExtensions(options);
     for (const char* ext : extensions) {
-        files.push_back(FigureFile("head_impacts", ext, [impacts, L, H, model_name] { return HeadImpactsFigure(*impacts, L, H, model_name); },
+        files.push_back(FigureFile("head_impacts", ext, [impacts, L, H, model_name, text = options.figures.text] {
+            return HeadImpactsFigure(*impacts, L, H, model_name, text);
+        },
                                    size_t{16} << 20, options.figures.png_scale));
         // Where on the text: a map of rows by tokens (sized as the lens's, a pixel a token past 720).
         if (n > 0 && std::any_of(parts.begin(), parts.end(), [](float v) { return std::isfinite(v); }))  // not with every head at tau = 1 already
-            files.push_back(FigureFile("head_impacts_tokens", ext, [impacts, L, H, model_name, token_labels] {
-                return HeadImpactsTokensFigure(*impacts, L, H, model_name, token_labels);
+            files.push_back(FigureFile("head_impacts_tokens", ext, [impacts, L, H, model_name, token_labels, text = options.figures.text] {
+                return HeadImpactsTokensFigure(*impacts, L, H, model_name, token_labels, text);
             }, size_t{64} << 20, options.figures.png_scale));
         if (measured.drift && n > 0)
-            files.push_back(FigureFile("head_impacts_drift_tokens", ext, [impacts, L, H, model_name, token_labels] {
-                return HeadImpactsDriftTokensFigure(*impacts, L, H, model_name, token_labels);
+            files.push_back(FigureFile("head_impacts_drift_tokens", ext, [impacts, L, H, model_name, token_labels, text = options.figures.text] {
+                return HeadImpactsDriftTokensFigure(*impacts, L, H, model_name, token_labels, text);
             }, size_t{64} << 20, options.figures.png_scale));
     }
     return files;
@@ -772,12 +774,13 @@ float DlaHeadsMost(const std::vector<LensSideFiles>& sides) {
     return most;
 }
 
-viz::Figure DlaHeadsFigure(const LensSideFiles& named, const std::string& model_name, float shared_most) {
+viz::Figure DlaHeadsFigure(const LensSideFiles& named, const std::string& model_name, float shared_most, const viz::FigureText& text) {
     const model::Lens& side = *named.lens;
     const int64_t L = side.n_layer, H = side.n_head;
     const std::vector<float> mean = DlaHeadMeans(side);
     const float most = shared_most > 0.0f ? shared_most : DlaHeadsMost({named});
     viz::HeatmapFigureOptions o;
+    o.Text = text;
     // Cells as large as the fine-tune's, each head's value in it; what is averaged in the bar's
     // caption (a title of both made a small grid beside a wide blank).
     o.Title = model_name + " \xC2\xB7 " + (named.title.empty() ? named.name : named.title) + ": each head's part of the next token's logit";
@@ -861,7 +864,7 @@ std::string DlaAxis(const DlaShown& shown) {
 
 }  // namespace
 
-viz::Figure DlaBarsFigure(const DlaShown& shown, const std::string& model_name) {
+viz::Figure DlaBarsFigure(const DlaShown& shown, const std::string& model_name, const viz::FigureText& text) {
     const int64_t L = shown.n_layer, H = shown.n_head;
     if (shown.sides.empty() || L * H <= 0) return {};
     std::vector<int64_t> heads(static_cast<size_t>(L * H));
@@ -876,6 +879,7 @@ viz::Figure DlaBarsFigure(const DlaShown& shown, const std::string& model_name) 
     viz::Plot plot;
     plot.Options.Title = model_name + " \xC2\xB7 " + shown.whose + ": each head's part of " + WhatIsSplit(shown) + " (the largest " +
                          std::to_string(heads.size()) + ")";
+    plot.Options.Text = text;
     plot.Options.XLabel = "head";
     plot.Options.YLabel = DlaAxis(shown);
     plot.Options.Width = 900;
@@ -889,11 +893,12 @@ viz::Figure DlaBarsFigure(const DlaShown& shown, const std::string& model_name) 
     return viz::PlotFigure(plot);
 }
 
-viz::Figure DlaLayersFigure(const DlaShown& shown, const std::string& model_name) {
+viz::Figure DlaLayersFigure(const DlaShown& shown, const std::string& model_name, const viz::FigureText& text) {
     const int64_t L = shown.n_layer, H = shown.n_head;
     if (shown.sides.empty() || L * H <= 0) return {};
     viz::Plot plot;
     plot.Options.Title = model_name + " \xC2\xB7 " + shown.whose + ": each layer's part of " + WhatIsSplit(shown);
+    plot.Options.Text = text;
     plot.Options.XLabel = "layer";
     plot.Options.YLabel = DlaAxis(shown);
     plot.Options.Width = 900;
@@ -992,10 +997,12 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
         // would read as heads that write nothing).
         const std::string& side_name = named.title.empty() ? named.name : named.title;
         for (const char* ext : side->n_tokens >= 2 ? extensions : std::vector<const char*>()) {
-            files.push_back(FigureFile("lens" + suffix, ext, [side = side, token_labels, model_name, side_name] {
-                return LensFigure(*side, model_name, side_name, token_labels);
+            files.push_back(FigureFile("lens" + suffix, ext, [side = side, token_labels, model_name, side_name, text = options.figures.text] {
+                return LensFigure(*side, model_name, side_name, token_labels, text);
             }, size_t{64} << 20, options.figures.png_scale));
-            files.push_back(FigureFile("dla_heads" + suffix, ext, [named, model_name, most = DlaHeadsMost(sides)] { return DlaHeadsFigure(named, model_name, most); },
+            files.push_back(FigureFile("dla_heads" + suffix, ext, [named, model_name, most = DlaHeadsMost(sides), text = options.figures.text] {
+                return DlaHeadsFigure(named, model_name, most, text);
+            },
                                        size_t{64} << 20, options.figures.png_scale));
         }
     }
@@ -1009,9 +1016,10 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
         if (!other.lens || other.lens->loss.size() != ssa_side->lens->loss.size()) continue;
         const std::string name = other.suffix == "_base" ? "lens_diff_base" : "lens_diff";
         for (const char* ext : extensions)
-            files.push_back(FigureFile(name, ext, [ssa = ssa_side->lens, ssa_name = ssa_side->name, other, token_labels, model_name] {
+            files.push_back(FigureFile(name, ext, [ssa = ssa_side->lens, ssa_name = ssa_side->name, other, token_labels, model_name, text = options.figures.text] {
                 // "SSA - tau = 1", as the maps' differences; the base by its folder.
-                return LensDiffFigure(*ssa, *other.lens, model_name, ssa_name, other.suffix == "_base" && !other.title.empty() ? other.title : other.name, token_labels);
+                return LensDiffFigure(*ssa, *other.lens, model_name, ssa_name, other.suffix == "_base" && !other.title.empty() ? other.title : other.name, token_labels,
+                                      text);
             }, size_t{64} << 20, options.figures.png_scale));
     }
     // For papers: a token's logit (the last's, or --dla-position's; --dla-target's token) split by
@@ -1036,9 +1044,9 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
     }
     if (!split.sides.empty())
         for (const char* ext : extensions) {
-            files.push_back(FigureFile("dla_bars", ext, [split, model_name] { return DlaBarsFigure(split, model_name); }, size_t{64} << 20,
+            files.push_back(FigureFile("dla_bars", ext, [split, model_name, text = options.figures.text] { return DlaBarsFigure(split, model_name, text); }, size_t{64} << 20,
                                        options.figures.png_scale));
-            files.push_back(FigureFile("dla_layers", ext, [split, model_name] { return DlaLayersFigure(split, model_name); }, size_t{64} << 20,
+            files.push_back(FigureFile("dla_layers", ext, [split, model_name, text = options.figures.text] { return DlaLayersFigure(split, model_name, text); }, size_t{64} << 20,
                                        options.figures.png_scale));
         }
     return files;
@@ -1163,13 +1171,13 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
         }
         plan.push_back(FigureFile("highlight", ext, [&a, model_name, fig] { return Highlight(a, model_name, fig); }, small_figure_bytes, fig.png_scale));
         if (a.HasBase() && a.n_tokens >= 2) {  // what fine-tuning changed: head by head, and token by token (a loss: 2 tokens)
-            plan.push_back(FigureFile("finetune", ext, [&a, model_name, log = fig.log_scale] { return FineTuneFigure(a, model_name, log); },
+            plan.push_back(FigureFile("finetune", ext, [&a, model_name, fig] { return FineTuneFigure(a, model_name, fig.log_scale, fig.text); },
                                       small_figure_bytes, fig.png_scale));
-            plan.push_back(FigureFile("finetune_loss", ext, [&a, model_name] { return FineTuneLossFigure(a, model_name); }, small_figure_bytes, fig.png_scale));
+            plan.push_back(FigureFile("finetune_loss", ext, [&a, model_name, fig] { return FineTuneLossFigure(a, model_name, fig.text); }, small_figure_bytes, fig.png_scale));
         }
         for (const std::string& name : SparsityFigureNames())
-            plan.push_back(FigureFile("plots/" + name, ext, [&a, model_name, name, eps = options.sink_epsilon] {
-                return SparsityFigure(a, model_name, name, eps);
+            plan.push_back(FigureFile("plots/" + name, ext, [&a, model_name, name, eps = options.sink_epsilon, fig] {
+                return SparsityFigure(a, model_name, name, eps, fig.text);
             }, small_figure_bytes, fig.png_scale));
     }
     if (options.html)

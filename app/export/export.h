@@ -99,13 +99,13 @@ std::string LensSideTitle(const model::Analysis& a, size_t k);
 // that side's lens (lens.png, lens_compare.png, lens_base.png: `other` is that side's lens for the
 // latter two), with diff or base_diff SSA's minus `other`'s (lens_diff.png, lens_diff_base.png).
 viz::Figure LensModeFigure(const model::Analysis& a, const model::ModelInfo& info, MapMode mode, const model::Lens* ssa,
-                           const model::Lens* other);
+                           const model::Lens* other, const viz::FigureText& text);
 // The attribution's figures for papers (LensFiles writes them), of the sides given (SSA first, then
 // the comparison, then the base, named as LensFiles names them). DlaHeadsFigure: a side's heads'
 // mean part of the next token's logit, a layer x head map on a diverging scale.
 // `most`: the colour scale's end (DlaHeadsMost of every side drawn, so their colours compare; 0:
 // the side's own).
-viz::Figure DlaHeadsFigure(const LensSideFiles& side, const std::string& model_name, float most = 0.0f);
+viz::Figure DlaHeadsFigure(const LensSideFiles& side, const std::string& model_name, float most, const viz::FigureText& text);
 float DlaHeadsMost(const std::vector<LensSideFiles>& sides);
 
 // One side's parts of one logit at one position, as dla_bars and dla_layers draw them.
@@ -135,8 +135,8 @@ DlaShown DlaOfAttribution(const SidesAttribution& attributed, const std::vector<
 // layer whose tau = 1 bar differs from SSA's owes that to the temperatures (its own or the layers'
 // before it), one whose base bar differs from tau = 1's to the other weights' drift. Empty figures
 // for an empty DlaShown.
-viz::Figure DlaBarsFigure(const DlaShown& shown, const std::string& model_name);
-viz::Figure DlaLayersFigure(const DlaShown& shown, const std::string& model_name);
+viz::Figure DlaBarsFigure(const DlaShown& shown, const std::string& model_name, const viz::FigureText& text);
+viz::Figure DlaLayersFigure(const DlaShown& shown, const std::string& model_name, const viz::FigureText& text);
 // The position whose prediction --lens's dla_bars and dla_layers split in a text of `tokens` tokens
 // (0 .. tokens - 2, as dla.npy's last axis; 0 .. tokens - 1 for SSA's top prediction, which the
 // last token has too: options.dla_position resolved, the last without it), or a one-line error

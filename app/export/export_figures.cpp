@@ -140,6 +140,7 @@ HighlightData MakeHighlight(const model::Analysis& a, const std::string& model_n
         if (std::isfinite(d.values[i])) lo = std::min(lo, d.values[i]), hi = std::max(hi, d.values[i]);
     if (lo <= hi) d.options.ValueRange = viz::Range{lo, hi};
     d.options.Title = model_name + " \xC2\xB7 " + HighlightLabel(a, s);
+    d.options.Text = s.text;
     d.options.ValueLabel = HighlightLabel(a, s);
     d.options.Map = s.colormap;
     d.options.LogScale = s.log_scale;
@@ -199,6 +200,7 @@ viz::Figure MapFigure(const model::Analysis& a, const std::string& model_name, H
     if (!other && mode != MapMode::Ssa) mode = MapMode::Ssa;
 
     viz::HeatmapFigureOptions options;
+    options.Text = settings.text;
     options.NarrowTitle = true;  // a figure of its own
     options.Title = model_name + " \xC2\xB7 layer " + std::to_string(head.layer) + ", head " + std::to_string(head.head) + " \xC2\xB7 " +
                     ModeTitle(a, mode);
@@ -225,6 +227,7 @@ viz::Figure SideBySideFigure(const model::Analysis& a, const std::string& model_
     if (!ssa || !other || (three_way && !base)) return {};
 
     viz::HeatmapFigureOptions options;
+    options.Text = settings.text;
     options.RowLabels = Labels(a);
     options.ColLabels = options.RowLabels;
     // HeatmapFigure's own size for T tokens (cells of 720 / T px, 1..28), capped so three fit.
@@ -247,7 +250,7 @@ viz::Figure SideBySideFigure(const model::Analysis& a, const std::string& model_
     if (base) {
         panel(other->data(), MapMode::Compare, ModeTitle(a, MapMode::Compare));
         panel(base->data(), MapMode::Compare, ModeTitle(a, MapMode::Base));
-        return viz::Beside(panels, place + " \xC2\xB7 what fine-tuning changed: temperatures (SSA vs tau = 1), drift (tau = 1 vs base)");
+        return viz::Beside(panels, place + " \xC2\xB7 what fine-tuning changed: temperatures (SSA vs tau = 1), drift (tau = 1 vs base)", settings.text);
     }
     panel(other->data(), MapMode::Compare, ModeTitle(a, MapMode::Compare));
     const std::vector<float> diff = Difference(*ssa, *other);
@@ -256,7 +259,7 @@ viz::Figure SideBySideFigure(const model::Analysis& a, const std::string& model_
     options.Style.range = SymmetricRange(diff);
     options.ValueLabel = "weight difference";
     panels.push_back(viz::HeatmapFigure(diff.data(), T, T, options));
-    return viz::Beside(panels, place + " \xC2\xB7 " + SsaSideName(a) + " vs " + CompareName(a));
+    return viz::Beside(panels, place + " \xC2\xB7 " + SsaSideName(a) + " vs " + CompareName(a), settings.text);
 }
 
 // Drawn from the thumbnails: exact up to model::kThumbnailCells tokens, max-pooled above, which
@@ -265,6 +268,7 @@ viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, M
     const int L = a.n_layer, H = a.n_head;
     const model::Thumbnails& t = a.thumbnails;
     viz::HeadsGridOptions options;
+    options.Text = settings.text;
     options.Title = model_name + " \xC2\xB7 all heads \xC2\xB7 " + ModeTitle(a, mode);
     options.Style = StyleFor(mode, settings);
     const std::vector<HeadSummary> heads = SummarizeHeads(a);
@@ -336,10 +340,11 @@ viz::Range FineTuneRange(const model::Decomposition& d, bool log_scale) {
     return {lo < most ? lo : most * 1e-4f, most};
 }
 
-viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_name, bool log_scale) {
+viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_name, bool log_scale, const viz::FigureText& text) {
     const model::Decomposition d = model::Decompose(a);
     if (d.empty()) return {};
     viz::HeatmapFigureOptions options;
+    options.Text = text;
     for (int l = 0; l < d.n_layer; ++l) options.RowLabels.push_back("L" + std::to_string(l));
     for (int h = 0; h < d.n_head; ++h) options.ColLabels.push_back("H" + std::to_string(h));
     options.RowAxis = "layer";
@@ -367,10 +372,11 @@ viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_na
     panels.push_back(viz::HeatmapFigure(d.js_drift.data(), d.n_layer, d.n_head, options));
     return viz::Beside(panels, model_name + " \xC2\xB7 what fine-tuning changed, head by head \xC2\xB7 mean loss " +
                                    nats("%.4f", d.loss_mean_base) + " (base: " + BaseFolderName(a) + ") to " + nats("%.4f", d.loss_mean) +
-                                   " (" + SsaSideName(a) + "), " + nats("%+.4f", d.loss_mean - d.loss_mean_base) + " nats");
+                                   " (" + SsaSideName(a) + "), " + nats("%+.4f", d.loss_mean - d.loss_mean_base) + " nats",
+                       text);
 }
 
-viz::Figure HeadImpactsFigure(const HeadImpacts& impacts, int n_layer, int n_head, const std::string& model_name) {
+viz::Figure HeadImpactsFigure(const HeadImpacts& impacts, int n_layer, int n_head, const std::string& model_name, const viz::FigureText& text) {
     if (n_layer <= 0 || n_head <= 0) return {};
     // The largest |value| of some panels' values: their common scale's end.
     auto largest = [](std::initializer_list<const std::vector<float>*> panels) {
@@ -386,6 +392,7 @@ viz::Figure HeadImpactsFigure(const HeadImpacts& impacts, int n_layer, int n_hea
     auto panel = [&](const std::vector<float>& values, int columns, float most, const std::string& title, const std::string& value_label,
                      std::vector<std::string> labels = {}, const std::string& axis = "") {
         viz::HeatmapFigureOptions options;
+        options.Text = text;
         for (int l = 0; l < n_layer; ++l) options.RowLabels.push_back("L" + std::to_string(l));
         if (labels.empty()) {
             for (int h = 0; h < n_head; ++h) labels.push_back("H" + std::to_string(h));
@@ -442,7 +449,8 @@ viz::Figure HeadImpactsFigure(const HeadImpacts& impacts, int n_layer, int n_hea
                        title + " \xC2\xB7 each part's effect on the loss " + nats("%.4f", impacts.baseline) +
                            ", one colour scale (blue: lowered it) \xC2\xB7 drift of the embeddings " + nats("%+.3f", d.embeddings) +
                            " alone or first, " + nats("%+.3f", d.path_down.empty() ? NAN : d.path_down[0]) + " last; of every weight (SSA's temperatures kept) " + nats("%+.3f", d.all) +
-                           (impacts.base_temperatures.empty() ? "" : " \xC2\xB7 the base has its own " + impacts.base_temperatures));
+                           (impacts.base_temperatures.empty() ? "" : " \xC2\xB7 the base has its own " + impacts.base_temperatures),
+                       text);
 }
 
 namespace {
@@ -457,11 +465,13 @@ int TokenColumnsMapSize(int tokens) { return tokens > 48 && tokens <= kFineTuneL
 // Parts token by token as a heatmap: `rows` rows of `tokens` values (token t + 1's loss in column
 // t), named, on DivergingScaleOf's scale.
 viz::Figure TokenPartsFigure(const std::vector<float>& values, const std::vector<std::string>& row_labels, int tokens,
-                             const std::vector<std::string>& token_labels, const std::string& title, const std::string& row_axis) {
+                             const std::vector<std::string>& token_labels, const std::string& title, const std::string& row_axis,
+                             const viz::FigureText& text) {
     const int rows = static_cast<int>(row_labels.size());
     if (rows == 0 || tokens <= 0 || values.size() != static_cast<size_t>(rows) * tokens) return {};
     const DivergingScale scale = DivergingScaleOf(values);
     viz::HeatmapFigureOptions o;
+    o.Text = text;
     o.NarrowTitle = true;  // a figure of its own
     o.Title = title + ScaleNote(scale, "part");
     o.RowLabels = row_labels;
@@ -485,24 +495,24 @@ std::string OnWhatIfs(const HeadImpacts& impacts) {
 }  // namespace
 
 viz::Figure HeadImpactsTokensFigure(const HeadImpacts& impacts, int n_layer, int n_head, const std::string& model_name,
-                                    const std::vector<std::string>& token_labels) {
+                                    const std::vector<std::string>& token_labels, const viz::FigureText& text) {
     const TokenPartsGrid g = HeadTemperatureGrid(impacts, n_layer, n_head);
     if (g.Empty()) return {};  // none measured, or every head at tau = 1
     return TokenPartsFigure(g.values, g.rows, g.tokens, token_labels,
                             model_name + OnWhatIfs(impacts) + " \xC2\xB7 each head's temperatures' part of each token's loss, the head at tau = 1 "
                                                               "one at a time (blue: lowered it)",
-                            "head");
+                            "head", text);
 }
 
 viz::Figure HeadImpactsDriftTokensFigure(const HeadImpacts& impacts, int n_layer, int n_head, const std::string& model_name,
-                                         const std::vector<std::string>& token_labels) {
+                                         const std::vector<std::string>& token_labels, const viz::FigureText& text) {
     const TokenPartsGrid g = DriftPathGrid(impacts, n_layer, n_head);
     if (g.Empty()) return {};
     return TokenPartsFigure(g.values, g.rows, g.tokens, token_labels,
                             model_name + OnWhatIfs(impacts) + " \xC2\xB7 the drift token by token: each part's weights taken back from the base on "
                                                               "top of the rows above it (blue: lowered the loss; the parts add up to every weight's, "
                                                               "SSA's temperatures kept)",
-                            "from the embeddings up");
+                            "from the embeddings up", text);
 }
 
 int FineTuneLossWindow(size_t n) {
@@ -526,13 +536,14 @@ std::vector<float> CentredMean(const std::vector<float>& y, int window) {
     return out;
 }
 
-viz::Figure FineTuneLossFigure(const model::Analysis& a, const std::string& model_name) {
+viz::Figure FineTuneLossFigure(const model::Analysis& a, const std::string& model_name, const viz::FigureText& text) {
     const size_t n = a.loss.size();  // entry t: token t + 1's loss
     if (!a.HasBase() || n < 1 || a.loss_compare.size() != n || a.loss_base.size() != n) return {};
     const std::vector<std::string> labels = Labels(a);
     const bool bars = n <= static_cast<size_t>(kFineTuneLossBars);
     viz::Plot plot;
     plot.Options.Title = model_name + " \xC2\xB7 each token's loss change from the base, in two parts";
+    plot.Options.Text = text;
     plot.Options.XLabel = bars ? "token (its loss given the tokens before it)" : "token position";
     plot.Options.YLabel = "loss change, nats (below 0: predicted better)";
     // Wide enough that every bar's token is labelled (turned, 15 px apart; at 900 px every other one was).
@@ -579,13 +590,16 @@ viz::Figure FineTuneLossFigure(const model::Analysis& a, const std::string& mode
     return viz::PlotFigure(plot);
 }
 
-viz::Figure SparsityFigure(const model::Analysis& a, const std::string& model_name, const std::string& name, float sink_epsilon) {
+viz::Figure SparsityFigure(const model::Analysis& a, const std::string& model_name, const std::string& name, float sink_epsilon,
+                           const viz::FigureText& text) {
     const AnalysisPlot* plot = FindSparsityPlot(name);
     assert(plot && "unknown sparsity figure");
     if (!plot) return viz::Figure{};
     const std::vector<HeadSummary> heads = SummarizeHeads(a);
     const PlotInput input{a, heads, model_name, sink_epsilon};
-    return viz::PlotFigure(plot->build(input));
+    viz::Plot built = plot->build(input);
+    built.Options.Text = text;
+    return viz::PlotFigure(built);
 }
 
 namespace {
@@ -611,10 +625,11 @@ void LensAxes(const model::Lens& lens, const std::vector<std::string>& token_lab
 }  // namespace
 
 viz::Figure LensFigure(const model::Lens& lens, const std::string& model_name, const std::string& side_name,
-                       const std::vector<std::string>& token_labels) {
+                       const std::vector<std::string>& token_labels, const viz::FigureText& text) {
     std::vector<float> p(lens.loss.size());
     for (size_t i = 0; i < p.size(); ++i) p[i] = std::exp(-lens.loss[i]);
     viz::HeatmapFigureOptions o;
+    o.Text = text;
     o.NarrowTitle = true;  // a figure of its own
     o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 " + side_name + ": each token's p read after each layer";
     LensAxes(lens, token_labels, &o);
@@ -658,10 +673,11 @@ LensDifference LensDifferenceOf(const model::Lens& ssa, const model::Lens& other
 std::string LensScaleNote(const LensDifference& d) { return ScaleNote(d); }
 
 viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, const std::string& model_name, const std::string& ssa_name,
-                           const std::string& other_name, const std::vector<std::string>& token_labels) {
+                           const std::string& other_name, const std::vector<std::string>& token_labels, const viz::FigureText& text) {
     const LensDifference d = LensDifferenceOf(ssa, other);
     if (d.delta.empty()) return {};
     viz::HeatmapFigureOptions o;
+    o.Text = text;
     o.NarrowTitle = true;  // a figure of its own
     // What the colours mean goes in the title: the bar's caption sets the bar's length (centred
     // along it), and a long one made a five-row grid a thin strip atop a tall blank figure.

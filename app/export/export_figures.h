@@ -29,6 +29,9 @@ struct FigureSettings {
     // --temperature-scale head: a temperature highlight on the highlighted head's own scale (a
     // mean's, on its values'), as the window's View > Temperature scale per head; else the model's.
     bool temperature_per_head = false;
+    // --no-titles, --text-scale: every figure's title drawn or not and its text's size (a paper's
+    // caption says what a title would; a figure set in one column needs larger text).
+    viz::FigureText text;
 };
 
 // --highlight-scope's layer and head against the model's shape; the error names the flag.
@@ -58,7 +61,7 @@ viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, M
 // the text's tokens; column t - 1 (token t's p, read at position t - 1) is labelled with token t, the
 // token predicted, as the other figures of the text's losses label theirs.
 viz::Figure LensFigure(const model::Lens& lens, const std::string& model_name, const std::string& side_name,
-                       const std::vector<std::string>& token_labels);
+                       const std::vector<std::string>& token_labels, const viz::FigureText& text);
 // SSA's loss of the next token minus `other`'s at each cell of the lens (-log p: negative, blue,
 // where SSA predicts it better, as the token strip's and the Fine-tune tab's loss changes read),
 // and a difference's symmetric scale: the 99th percentile of the cells' magnitudes (nearest rank,
@@ -88,7 +91,7 @@ std::string LensScaleNote(const LensDifference& d);
 // on a symmetric diverging scale (blue: SSA predicts it better), the sides by their names ("SSA" or
 // "vanilla": SsaSideName). Empty if the lenses' shapes differ.
 viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, const std::string& model_name, const std::string& ssa_name,
-                           const std::string& other_name, const std::vector<std::string>& token_labels);
+                           const std::string& other_name, const std::vector<std::string>& token_labels, const viz::FigureText& text);
 
 // The text with each token coloured by settings.highlight (the paper's Figure 1).
 viz::Figure Highlight(const model::Analysis& a, const std::string& model_name, const FigureSettings& settings);
@@ -115,11 +118,11 @@ std::vector<float> CentredMean(const std::vector<float>& y, int window);
 viz::Range FineTuneRange(const model::Decomposition& d, bool log_scale);
 // `log_scale`: both matrices on FineTuneRange's log scale, as the Fine-tune tab draws them by
 // default; else linear from 0.
-viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_name, bool log_scale = false);
+viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_name, bool log_scale, const viz::FigureText& text);
 // --rank-heads's figure: each head's temperatures' part of the loss (the loss with that head at
 // tau = 1, minus the loss), a layer x head map on a diverging scale symmetric about 0, values written
 // in the cells where they fit; heads not measured (a ranking stopped) have no colour.
-viz::Figure HeadImpactsFigure(const HeadImpacts& impacts, int n_layer, int n_head, const std::string& model_name);
+viz::Figure HeadImpactsFigure(const HeadImpacts& impacts, int n_layer, int n_head, const std::string& model_name, const viz::FigureText& text);
 // The same parts token by token (the columns: each token's loss given the tokens before it,
 // `token_labels` the text's [T]), on a diverging scale symmetric about 0 whose end is the 99th
 // percentile of the parts' magnitudes (the title gives the largest). HeadImpactsTokensFigure: a row
@@ -128,15 +131,16 @@ viz::Figure HeadImpactsFigure(const HeadImpacts& impacts, int n_layer, int n_hea
 // last every weight's, which the rows above add up to (head_impacts_drift_tokens.png). Empty where
 // not measured.
 viz::Figure HeadImpactsTokensFigure(const HeadImpacts& impacts, int n_layer, int n_head, const std::string& model_name,
-                                    const std::vector<std::string>& token_labels);
+                                    const std::vector<std::string>& token_labels, const viz::FigureText& text);
 viz::Figure HeadImpactsDriftTokensFigure(const HeadImpacts& impacts, int n_layer, int n_head, const std::string& model_name,
-                                         const std::vector<std::string>& token_labels);
-viz::Figure FineTuneLossFigure(const model::Analysis& a, const std::string& model_name);
+                                         const std::vector<std::string>& token_labels, const viz::FigureText& text);
+viz::Figure FineTuneLossFigure(const model::Analysis& a, const std::string& model_name, const viz::FigureText& text);
 
 // The Sparsity tab's plots (app/export/plots.h) over the whole model, by key: "dilution"
 // (normalised entropy by position, mean over heads), "tau_q_histogram", "qk_spectrum" (eigenvalue
 // variance vs entropy per head), "sink_mass" (first-token mass per head with the eps line).
 const std::vector<std::string>& SparsityFigureNames();
-viz::Figure SparsityFigure(const model::Analysis& a, const std::string& model_name, const std::string& name, float sink_epsilon);
+viz::Figure SparsityFigure(const model::Analysis& a, const std::string& model_name, const std::string& name, float sink_epsilon,
+                           const viz::FigureText& text);
 
 }  // namespace app

@@ -647,6 +647,21 @@ std::vector<Flag> BuildTable() {
             },
             [](const CommandOptions& o) { return Unless(o.export_options.figures.png_scale, 1); })
             .InSession({"export.png_scale", Kept::Whole, "1"}));
+    add(Row({"--no-titles"}, "", {C::Export},
+            "figures without their titles, for a paper whose captions say what they show (each SVG's <title> and the data keep them)",
+            [](CommandOptions& o, const FlagValue&) { o.export_options.figures.text.Titles = false; },
+            [](const CommandOptions& o) { return On(!o.export_options.figures.text.Titles); })
+            .InSession({"export.no_titles", Kept::Switch}));
+    add(Row({"--text-scale"}, "X", {C::Export},
+            "every figure's text X times its size, 0.5 to 3, the layout made room for it: 1.5 or 2 for a figure set in one column",
+            [](CommandOptions& o, const FlagValue& v) {
+                o.export_options.figures.text.Scale = static_cast<float>(Number(v, viz::kMinTextScale, viz::kMaxTextScale));
+            },
+            [](const CommandOptions& o) {
+                const float s = o.export_options.figures.text.Scale;
+                return s == 1.0f ? std::nullopt : std::optional(Shortest(s));
+            })
+            .InSession({"export.text_scale", Kept::Real, "1"}));
     add(Row({"--highlight"}, TokenColorKeys("|"), {C::Export},
             "what colours the tokens of the highlight figures (the paper's Figure 1 uses tau_q)",
             [](CommandOptions& o, const FlagValue& v) {

@@ -179,9 +179,10 @@ std::vector<ExportFile> RunCurveFiles(const std::vector<const RunTimeline*>& run
             title = "tau_q of token " + std::to_string(token->token) + (token->piece.empty() ? "" : " '" + token->piece + "'") + " in L" +
                     std::to_string(token->head.layer) + " H" + std::to_string(token->head.head) + " against training step";
         for (const char* ext : extensions)
-            files.push_back(FigureFile(folder + "/" + key, ext, [key, curves, title] {
+            files.push_back(FigureFile(folder + "/" + key, ext, [key, curves, title, text = options.figures.text] {
                 viz::Plot plot = RunCurvesPlot(key, curves);
                 if (!title.empty()) plot.Options.Title = title;
+                plot.Options.Text = text;
                 return viz::PlotFigure(plot);
             }, size_t{16} << 20, options.figures.png_scale));
     }

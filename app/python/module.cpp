@@ -653,17 +653,16 @@ FigureHandle Grid(const AnalysisHandle& h, const std::string& map, const FlagLis
 }
 
 // The logit lens as --lens's figures draw it: a side's lens, or SSA's minus another side's.
-FigureHandle LensGrid(const AnalysisHandle& h, const std::string& map) {
+FigureHandle LensGrid(const AnalysisHandle& h, const std::string& map, const FlagList& flags) {
     const MapMode mode = Mode(h, map);
-    if (const std::string why = NonFiniteAnalysis(h.A()); !why.empty()) throw BadArgument("lens_grid(): " + why);
+    const CommandOptions o = FigureOptions(h, flags, "lens_grid()");
     if (h.A().n_tokens < 2) throw BadArgument("lens_grid(): the lens needs 2 tokens or more");
-    LoadFonts();
     const app::Side side = ReadSide(mode);
     const std::shared_ptr<model::Lens> ssa = side == app::Side::Ssa || IsDifference(mode) ? RunLensSide(h, model::MapSide::Ssa) : nullptr;
     const std::shared_ptr<model::Lens> other =
         side == app::Side::Ssa ? nullptr : RunLensSide(h, side == app::Side::Base ? model::MapSide::Base : model::MapSide::Compare);
     py::gil_scoped_release release;
-    return {LensModeFigure(h.A(), h.core->info, mode, ssa.get(), other.get()), ""};
+    return {LensModeFigure(h.A(), h.core->info, mode, ssa.get(), other.get(), o.export_options.figures.text), ""};
 }
 
 FigureHandle HighlightFigure(const AnalysisHandle& h, const FlagList& flags) {
@@ -696,8 +695,10 @@ FigureHandle Plot(const AnalysisHandle& h, const std::string& asked, const FlagL
     const CommandOptions o = FigureOptions(h, flags, "plot()");
     py::gil_scoped_release release;
     if (finetune)
-        return {name == "finetune" ? FineTuneFigure(h.A(), TitleName(h), o.export_options.figures.log_scale) : FineTuneLossFigure(h.A(), TitleName(h)), ""};
-    return {SparsityFigure(h.A(), TitleName(h), name, o.export_options.sink_epsilon), ""};
+        return {name == "finetune" ? FineTuneFigure(h.A(), TitleName(h), o.export_options.figures.log_scale, o.export_options.figures.text)
+                                   : FineTuneLossFigure(h.A(), TitleName(h), o.export_options.figures.text),
+                ""};
+    return {SparsityFigure(h.A(), TitleName(h), name, o.export_options.sink_epsilon, o.export_options.figures.text), ""};
 }
 
 // The attribution's figures (`export --lens`'s dla_heads, dla_bars, dla_layers): dla_heads of one
@@ -705,9 +706,9 @@ FigureHandle Plot(const AnalysisHandle& h, const std::string& asked, const FlagL
 // side the analysis has, of the logit `target` names (next, top, next-against-other: as
 // `--dla-target`, resolved on SSA's side by AttributeAt).
 FigureHandle DlaFigure(const AnalysisHandle& h, const std::string& name, const std::string& side_name, int64_t position,
-                       const std::string& target_name) {
+                       const std::string& target_name, const FlagList& flags) {
     const model::Analysis& a = h.A();
-    if (const std::string why = NonFiniteAnalysis(a); !why.empty()) throw BadArgument("plot(): " + why);
+    const viz::FigureText text = FigureOptions(h, flags, "plot()").export_options.figures.text;  // refuses a non-finite analysis
     const auto target = ParseLensTarget(target_name);
     if (!target) throw BadArgument("plot(" + QuoteForMessage(name) + "): target " + QuoteForMessage(target_name) + " is not one of next, top, next-against-other");
     const int64_t columns = *target == LensTarget::Top ? a.n_tokens : a.n_tokens - 1;
@@ -726,7 +727,7 @@ FigureHandle DlaFigure(const AnalysisHandle& h, const std::string& name, const s
     const std::string model_name = ModelName(h.core->info);
     if (name == "dla_heads") {
         const size_t k = asked == model::MapSide::Ssa ? 0 : asked == model::MapSide::Compare ? 1 : sides.size() - 1;
-        return {DlaHeadsFigure(sides[k], model_name, DlaHeadsMost(sides)), ""};
+        return {DlaHeadsFigure(sides[k], model_name, DlaHeadsMost(sides), text), ""};
     }
     DlaShown shown;
     if (*target == LensTarget::Next) {
@@ -744,25 +745,25 @@ FigureHandle DlaFigure(const AnalysisHandle& h, const std::string& name, const s
             return model::PieceToDisplay(id >= 0 && static_cast<size_t>(id) < vocab->size() ? (*vocab)[id] : "");
         });
     }
-    return {name == "dla_bars" ? DlaBarsFigure(shown, model_name) : DlaLayersFigure(shown, model_name), ""};
+    return {name == "dla_bars" ? DlaBarsFigure(shown, model_name, text) : DlaLayersFigure(shown, model_name, text), ""};
 }
 
 // rank_heads()'s figures, as `export --rank-heads` draws them: "head_impacts" (each head's part, and
 // beside a base the drift's parts and path), "head_impacts_tokens" (each head's part token by token),
 // "head_impacts_drift_tokens" (beside a base, the drift's path token by token). Python measures first.
-FigureHandle RankFigure(const AnalysisHandle& h, const std::string& name) {
+FigureHandle RankFigure(const AnalysisHandle& h, const std::string& name, const FlagList& flags) {
     const std::shared_ptr<const HeadImpacts> kept = h.ranked;  // read with the GIL held
     if (!kept) throw BadArgument("plot('" + name + "'): rank_heads() measures what it draws");
     const HeadImpacts& ranked = *kept;
     const int L = h.A().n_layer, H = h.A().n_head;
     if (name == "head_impacts_drift_tokens" && !ranked.drift)
         throw BadArgument("plot('" + name + "'): the drift's parts need a base (analyze with compare=\"base\")");
-    LoadFonts();
+    const viz::FigureText text = FigureOptions(h, flags, "plot('" + name + "')").export_options.figures.text;  // fonts loaded
     const std::string model_name = ModelName(h.core->info);
     py::gil_scoped_release release;
-    viz::Figure figure = name == "head_impacts"        ? HeadImpactsFigure(ranked, L, H, model_name)
-                         : name == "head_impacts_tokens" ? HeadImpactsTokensFigure(ranked, L, H, model_name, TokenLabels(h.A().tokens))
-                                                         : HeadImpactsDriftTokensFigure(ranked, L, H, model_name, TokenLabels(h.A().tokens));
+    viz::Figure figure = name == "head_impacts"        ? HeadImpactsFigure(ranked, L, H, model_name, text)
+                         : name == "head_impacts_tokens" ? HeadImpactsTokensFigure(ranked, L, H, model_name, TokenLabels(h.A().tokens), text)
+                                                         : HeadImpactsDriftTokensFigure(ranked, L, H, model_name, TokenLabels(h.A().tokens), text);
     if (figure.Items.empty())
         throw BadArgument("plot('" + name + "'): nothing to draw (every head is at tau = 1 by the what-ifs already: no temperatures' part)");
     return {std::move(figure), ""};

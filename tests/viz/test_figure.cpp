@@ -13,6 +13,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -517,6 +518,126 @@ TEST_F(FigureTest, HighlightWrapsBetweenTokens) {
         }
     EXPECT_GT(ys.size(), 3u);                 // several lines
     EXPECT_LE(max_right, 12 + 4 + 200 + 0.5f);  // none past the wrap width
+}
+
+// A word's tokens stay on one line, as text is set: " con|tin|ued" meeting the edge moves down
+// whole; a word wider than the line (or text without spaces) still breaks between its tokens.
+TEST_F(FigureTest, HighlightWrapsBetweenWords) {
+    viz::HighlightOptions o;
+    o.Width = 230;
+    std::vector<std::string> pieces;
+    std::vector<float> values;
+    for (int i = 0; i < 12; ++i)
+        for (const char* part : {" con", "tin", "ued"}) pieces.push_back(part), values.push_back(static_cast<float>(i));
+    auto lines_of = [&](const Figure& f, size_t n) {  // each piece's text's y, in order (the legend's come after)
+        std::vector<float> ys;
+        for (const viz::FigItem& item : f.Items)
+            if (const auto* t = std::get_if<FigText>(&item); t && t->Size == o.FontSize && ys.size() < n) ys.push_back(t->Y);
+        return ys;
+    };
+    const std::vector<float> ys = lines_of(viz::HighlightFigure(pieces, values, o), pieces.size());
+    ASSERT_EQ(ys.size(), pieces.size());
+    std::set<float> lines(ys.begin(), ys.end());
+    EXPECT_GT(lines.size(), 3u) << "several lines";
+    for (size_t k = 0; k < ys.size(); k += 3) {
+        EXPECT_EQ(ys[k + 1], ys[k]) << "word " << k / 3 << " split over two lines";
+        EXPECT_EQ(ys[k + 2], ys[k]) << "word " << k / 3 << " split over two lines";
+    }
+    // No spaces: the tokens break where the line ends, none past it.
+    const std::vector<std::string> run(40, "abc");
+    const Figure f = viz::HighlightFigure(run, std::vector<float>(run.size(), 1.0f), o);
+    const std::vector<float> run_ys = lines_of(f, run.size());
+    EXPECT_GT(std::set<float>(run_ys.begin(), run_ys.end()).size(), 3u);
+    for (const viz::FigItem& item : f.Items) {
+        if (const auto* r = std::get_if<viz::FigRect>(&item); r && r->H > 20 && r->Fill.a == 255) {
+            EXPECT_LE(r->X + r->W, 12 + 4 + 230 + 0.5f);
+        }
+    }
+}
+
+// --no-titles and --text-scale: every layout drops its title (and the room it took; the SVG's
+// <title> keeps it) and sets every text at the scale, the layout making room for it.
+TEST_F(FigureTest, FigureTextDropsTitlesAndScalesEveryText) {
+    auto texts = [](const Figure& f) {
+        std::vector<const FigText*> out;
+        for (const viz::FigItem& item : f.Items)
+            if (const auto* t = std::get_if<FigText>(&item)) out.push_back(t);
+        return out;
+    };
+    auto smallest = [&](const Figure& f) {
+        float s = 1e9f;
+        for (const FigText* t : texts(f)) s = std::min(s, t->Size);
+        return s;
+    };
+    auto holds = [&](const Figure& f, const std::string& words) {
+        for (const FigText* t : texts(f))
+            if (t->Text.find(words) != std::string::npos) return true;
+        return false;
+    };
+    const std::vector<float> six = CausalMap(6), grid = [] {
+        std::vector<float> m;
+        for (int k = 0; k < 4; ++k) {
+            const std::vector<float> one = CausalMap(5);
+            m.insert(m.end(), one.begin(), one.end());
+        }
+        return m;
+    }();
+    // Each layout, at the default text and with none's title and twice its size.
+    auto layouts = [&](const viz::FigureText& text) {
+        std::vector<Figure> out;
+        viz::HeatmapFigureOptions h = SixOptions();
+        h.Title = "heatmap title words";
+        h.Text = text;
+        out.push_back(viz::HeatmapFigure(six.data(), 6, 6, h));
+        viz::HighlightOptions l;
+        l.Title = "highlight title words";
+        l.Text = text;
+        out.push_back(viz::HighlightFigure({"The", " cat", " sat"}, {0.5f, 1.0f, 1.5f}, l));
+        viz::HeadsGridOptions g;
+        g.Title = "grid title words";
+        g.Thumb = 60;
+        g.Text = text;
+        out.push_back(viz::HeadsGridFigure(grid.data(), 2, 2, 5, g));
+        viz::PlotSeries s;
+        s.Y = {1, 3, 2};
+        viz::PlotOptions p;
+        p.Title = "plot title words";
+        p.XLabel = "x";
+        p.YLabel = "a long caption of the y axis that a short plot must make room for";
+        p.Height = 200;
+        p.Text = text;
+        out.push_back(viz::PlotFigure({s}, p));
+        out.push_back(viz::Beside({out[0], out[3]}, "beside title words", text));
+        return out;
+    };
+    const std::vector<Figure> plain = layouts({}), paper = layouts({false, 2.0f});
+    const char* titles[] = {"heatmap title words", "highlight title words", "grid title words", "plot title words", "beside title words"};
+    for (size_t k = 0; k < plain.size(); ++k) {
+        SCOPED_TRACE(titles[k]);
+        EXPECT_TRUE(holds(plain[k], titles[k]));
+        EXPECT_FALSE(holds(paper[k], titles[k])) << "no title drawn";
+        EXPECT_EQ(paper[k].Title, titles[k]) << "the SVG's <title> keeps it";
+        EXPECT_NEAR(smallest(paper[k]), 2 * smallest(plain[k]), 1.0f) << "every text twice its size";
+        EXPECT_TRUE(viz::FigureFits(paper[k]));
+        for (const FigText* t : texts(paper[k])) {  // inside the figure, the y axis's caption of a short plot too
+            const float half = viz::MeasureText(t->Text, t->Size) * 0.5f;
+            if (t->Vertical && t->Align == viz::TextAlign::Center) {
+                EXPECT_GE(t->Y - half, -0.5f) << t->Text;
+                EXPECT_LE(t->Y + half, paper[k].Height + 0.5f) << t->Text;
+            }
+        }
+    }
+    // A title off takes no room: the heatmap's map moves up by what the title took.
+    viz::HeatmapFigureOptions h = SixOptions();
+    const Figure with = viz::HeatmapFigure(six.data(), 6, 6, h);
+    h.Text.Titles = false;
+    const Figure without = viz::HeatmapFigure(six.data(), 6, 6, h);
+    EXPECT_LT(without.Height, with.Height - 10);
+    // Out-of-range scales are clamped, not drawn at 100x or 0.
+    auto size_at = [](float scale) { return viz::FigureText{true, scale}.Size(10); };
+    EXPECT_EQ(size_at(100.0f), 10 * viz::kMaxTextScale);
+    EXPECT_EQ(size_at(0.0f), 10 * viz::kMinTextScale);
+    EXPECT_EQ(size_at(kNaN), 10.0f);
 }
 
 TEST_F(FigureTest, HeadsGrid) {

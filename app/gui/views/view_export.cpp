@@ -402,6 +402,14 @@ void ExportDialog::DrawSettings(WindowState& state) {
     ImGui::SliderInt("PNG scale", &f.png_scale, 1, viz::kMaxPngScale, "%dx", ImGuiSliderFlags_AlwaysClamp);
     viz::ItemTooltip("PNG pixels per figure pixel: every PNG drawn this many times larger, text and lines as sharp (2 or 3 for print; "
                      "--png-scale). SVGs are the same at any size.");
+    ImGui::Checkbox("titles", &f.text.Titles);
+    viz::ItemTooltip("Off: no figure draws its title (--no-titles), for a paper whose captions say what the figures show. Each SVG's <title> "
+                     "and the data files keep it.");
+    SameLineIfFits(90 + style.ItemInnerSpacing.x + ImGui::CalcTextSize("text size").x);
+    ImGui::SetNextItemWidth(90);
+    ImGui::SliderFloat("text size", &f.text.Scale, viz::kMinTextScale, viz::kMaxTextScale, "%.2gx", ImGuiSliderFlags_AlwaysClamp);
+    viz::ItemTooltip("Every figure's text this many times its size, the layout making room for it (--text-scale): 1.5 or 2 for a figure "
+                     "set in one column of a paper, where it is shrunk.");
     ImGui::SetNextItemWidth(140);
     TokenColorCombo("highlight", &f.highlight, state.analysis.get());
     viz::ItemTooltip("What colours the tokens of highlight.png / .svg / .html (the paper's Figure 1 uses tau_q).");

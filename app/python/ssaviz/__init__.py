@@ -239,13 +239,18 @@ def _base_arg(where, compare, base):
 
 # What each figure draws with, of an export's keywords (it took the rest and ignored them); a plot's
 # by its name, as plot() takes it.
-_FIGURE_KEYWORDS = {"heatmap()": ("colormap", "log", "size"), "heads_grid()": ("colormap", "log"),
-                    "highlight()": ("temperature_scale",)}
-_DLA_PLOTS = {"dla_bars": ("position", "target"), "dla_layers": ("position", "target"), "dla_heads": ("side",)}  # and their keywords
-_RANK_PLOTS = ("head_impacts", "head_impacts_tokens", "head_impacts_drift_tokens")  # rank_heads()'s, no keywords
-_PLOT_KEYWORDS = {"dilution": (), "tau_q_histogram": (), "qk_spectrum": (), "sink_mass": ("sink_eps",),
-                  "finetune": ("log",), "fine-tune": ("log",), "fine_tune": ("log",),
-                  "finetune_loss": (), "fine-tune-loss": (), "fine_tune_loss": ()}
+# Every figure's text: no_titles=True drops the titles (a paper's caption says what they show),
+# text_scale=X sets the text X times its size (0.5 to 3), as export's no_titles= and text_scale=.
+_TEXT_KEYWORDS = ("no_titles", "text_scale")
+_FIGURE_KEYWORDS = {"heatmap()": ("colormap", "log", "size") + _TEXT_KEYWORDS, "heads_grid()": ("colormap", "log") + _TEXT_KEYWORDS,
+                    "highlight()": ("temperature_scale",) + _TEXT_KEYWORDS, "lens_grid()": _TEXT_KEYWORDS}
+# and their keywords besides _TEXT_KEYWORDS
+_DLA_PLOTS = {"dla_bars": ("position", "target"), "dla_layers": ("position", "target"), "dla_heads": ("side",)}
+_RANK_PLOTS = ("head_impacts", "head_impacts_tokens", "head_impacts_drift_tokens")  # rank_heads()'s: _TEXT_KEYWORDS only
+_PLOT_KEYWORDS = {name: keywords + _TEXT_KEYWORDS for name, keywords in {
+    "dilution": (), "tau_q_histogram": (), "qk_spectrum": (), "sink_mass": ("sink_eps",),
+    "finetune": ("log",), "fine-tune": ("log",), "fine_tune": ("log",),
+    "finetune_loss": (), "fine-tune-loss": (), "fine_tune_loss": ()}.items()}
 
 
 def _export_flags(where, flags, formats, layers, heads):
@@ -776,17 +781,17 @@ class Analysis:
     def heatmap(self, layer, head, map="ssa", **flags):
         """Head (layer, head)'s map as `ssaviz export` draws heatmaps/L{l}_H{h}.png; map "ssa",
         "compare" or "diff", and with a base "base" or "base_diff" (SSA - base); flags: colormap,
-        log, size."""
+        log, size, and as every figure's no_titles, text_scale."""
         w = "heatmap()"
         flags = _figure_flags(w, flags, _FIGURE_KEYWORDS[w])
         return Figure(self._h.heatmap(_int(w, "layer", layer), _int(w, "head", head), _str(w, "map", map), flags), f"L{layer}_H{head}")
 
     def heads_grid(self, map="ssa", **flags):
-        """Every head's map on one scale, layers as rows; flags: colormap, log."""
+        """Every head's map on one scale, layers as rows; flags: colormap, log, no_titles, text_scale."""
         w = "heads_grid()"
         return Figure(self._h.heads_grid(_str(w, "map", map), _figure_flags(w, flags, _FIGURE_KEYWORDS[w])), "heads_grid")
 
-    def lens_grid(self, map="ssa"):
+    def lens_grid(self, map="ssa", **flags):
         """The logit lens as `export --lens` draws it: map "ssa", "compare" or "base", that side's
         p of each token read after each layer, columns labelled with the token predicted (lens.png,
         lens_compare.png, lens_base.png); "diff" or "base_diff", SSA's loss of each token minus the
@@ -794,8 +799,9 @@ class Analysis:
         lens_diff_base.png: where in depth fine-tuning changed the prediction; blue where SSA
         predicts it better, as every loss change reads), on a symmetric scale
         whose ends are the 99th percentile of the cells' changes (the few beyond it in the end
-        colours; the title gives the largest)."""
-        return Figure(self._h.lens_grid(_str("lens_grid()", "map", map)), "lens")
+        colours; the title gives the largest). flags: no_titles, text_scale."""
+        w = "lens_grid()"
+        return Figure(self._h.lens_grid(_str(w, "map", map), _figure_flags(w, flags, _FIGURE_KEYWORDS[w])), "lens")
 
     def highlight(self, by="tau_q", scope="model", **flags):
         w = "highlight()"
@@ -822,21 +828,21 @@ class Analysis:
         draws them (measured first where rank_heads() has not run): "head_impacts" (each head's
         temperatures' part, beside a base the drift's parts and path), "head_impacts_tokens" (each head's
         part token by token) and beside a base "head_impacts_drift_tokens" (the drift's path token by
-        token). flags: sink_eps for "sink_mass", log for "finetune"."""
+        token). flags: sink_eps for "sink_mass", log for "finetune", and for every plot no_titles, text_scale."""
         w = "plot()"
         name = _str(w, "name", name)
         if name in _RANK_PLOTS:
-            if flags:
-                raise ArgumentTypeError(f"plot({_r(name)}) takes no keyword {_shown(next(iter(flags)))} (its keywords: none)")
+            text = _figure_flags(f"plot({_r(name)})", flags, _TEXT_KEYWORDS)
             self.rank_heads()
-            return Figure(self._h.rank_figure(name), name)
+            return Figure(self._h.rank_figure(name, text), name)
         if name in _DLA_PLOTS:
-            takes = _DLA_PLOTS[name]
+            takes = _DLA_PLOTS[name] + _TEXT_KEYWORDS
             for keyword in flags:
                 if keyword not in takes:
                     raise ArgumentTypeError(f"plot({_r(name)}) takes no keyword {_shown(keyword)} (its keywords: {', '.join(takes)})")
+            text = _flags(w, {k: v for k, v in flags.items() if k in _TEXT_KEYWORDS})
             if name == "dla_heads":
-                return Figure(self._h.dla_figure(name, _str(w, "side", flags.get("side", "ssa")), 0, "next"), name)
+                return Figure(self._h.dla_figure(name, _str(w, "side", flags.get("side", "ssa")), 0, "next", text), name)
             # A position as a.dla's last axis counts them: the one that predicts, its next token's logit
             # split (-1: the last that has a next token, T - 2); target="top" splits SSA's top prediction,
             # which the last token has too (-1: T - 1, what comes after the text), "next-against-other" the
@@ -852,7 +858,7 @@ class Analysis:
                 what = ("the text's positions (the last: SSA's prediction after the text)" if target == "top"
                         else "the positions that predict a next token of the text (as a.dla's last axis)")
                 raise ValueError(f"{w}: position {position} is out of range: 0 to {columns - 1}, {what}, or {-columns} to -1 from the end")
-            return Figure(self._h.dla_figure(name, "", position % columns, target), name)
+            return Figure(self._h.dla_figure(name, "", position % columns, target, text), name)
         takes = _PLOT_KEYWORDS.get(name)  # a name that is no plot: the engine names the plots
         return Figure(self._h.plot(name, _flags(w, flags) if takes is None else _figure_flags(f"plot({_r(name)})", flags, takes)), name)
 
@@ -860,7 +866,7 @@ class Analysis:
     def export(self, out, formats=None, layers=None, heads=None, **flags):
         """Writes what `ssaviz export` writes for this analysis into `out`: formats of json, npy,
         csv, png, svg, html (default all but csv); layers and heads: the per-head files' (all);
-        flags: maps, colormap, log, size, png_scale, highlight, highlight_scope, temperature_scale, sink_eps,
+        flags: maps, colormap, log, size, png_scale, no_titles, text_scale, highlight, highlight_scope, temperature_scale, sink_eps,
         lens, dla_position and dla_target (with lens: whose logit dla_bars and dla_layers split, and where;
         dla_at.json), rank_heads (head_impacts.json / .csv / .png, as rank_heads())."""
         w = "export()"

@@ -916,6 +916,28 @@ TEST_F(Cli, ExportIsDeterministicAndSizeIsHonoured) {
         ++pngs;
     }
     EXPECT_GE(pngs, 4) << "heatmaps, the heads grid, the highlight and plots";
+
+    // --no-titles --text-scale 2, for a paper's column: no figure draws its title (each SVG's
+    // <title> keeps it), every text twice its size; the data are the same.
+    const std::string paper = kOut + "/det_paper";
+    fs::remove_all(paper);
+    r = Ssaviz({"export", "--model", Small(), "--text", "one two three four five", "--out", paper, "--format", "png,svg,json", "--size", "300",
+                "--layers", "0", "--heads", "1", "--no-titles", "--text-scale", "2"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    ASSERT_EQ(FilesUnder(paper), files);
+    const std::string svg = ReadFile(paper + "/heatmaps/L0_H1.svg"), plain = ReadFile(a + "/heatmaps/L0_H1.svg");
+    auto count = [](const std::string& text, const std::string& what) {
+        size_t n = 0;
+        for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+        return n;
+    };
+    EXPECT_EQ(count(plain, "layer 0, head 1"), 2u) << "drawn, and the SVG's <title>";
+    EXPECT_EQ(count(svg, "layer 0, head 1"), 1u) << "the SVG's <title> only";
+    EXPECT_NE(svg.find("font-size=\"24"), std::string::npos) << "the labels' 12 px at twice the size";
+    EXPECT_EQ(svg.find("font-size=\"12\""), std::string::npos);
+    EXPECT_EQ(ReadFile(paper + "/metrics.json"), ReadFile(a + "/metrics.json"));
+    ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", "hi", "--out", paper + "_bad", "--text-scale", "4"}), 2,
+                       "--text-scale '4' is not a number from 0.5 to 3");
 }
 
 TEST_F(Cli, ExportOptionErrorsNameTheFlag) {

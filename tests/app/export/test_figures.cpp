@@ -56,7 +56,7 @@ void ExpectGolden(const std::string& bytes, const std::string& name) {
 
 void ExpectSparsityGoldens(const model::Analysis& a, const std::vector<std::string>& names, const std::string& suffix) {
     for (const std::string& name : names) {
-        const viz::Figure f = app::SparsityFigure(a, "synthetic", name, 0.3f);
+        const viz::Figure f = app::SparsityFigure(a, "synthetic", name, 0.3f, {});
         const std::vector<uint8_t> png = viz::EncodePng(viz::RasterizeFigure(f));
         ExpectGolden(std::string(png.begin(), png.end()), "sparsity_" + name + suffix + ".png");
         ExpectGolden(viz::FigureToSvg(f), "sparsity_" + name + suffix + ".svg");
@@ -104,7 +104,7 @@ TEST_F(ExportFigures, LongFineTuneLossesAreFaintLinesUnderTheirMeans) {
         a.loss_compare[t] = 2.5f;                          // drift: -0.5 at every token
         a.loss[t] = a.loss_compare[t] + (t % 2 ? -1.0f : 1.0f);  // temperatures: +1, -1, ...
     }
-    const viz::Figure f = app::FineTuneLossFigure(a, "synthetic");
+    const viz::Figure f = app::FineTuneLossFigure(a, "synthetic", {});
     std::vector<const viz::FigPolyline*> faint, solid;
     for (const viz::FigItem& item : f.Items)
         if (const auto* line = std::get_if<viz::FigPolyline>(&item); line && line->Points.size() >= 2 * 300)

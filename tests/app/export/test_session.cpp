@@ -217,6 +217,7 @@ TEST(Session, FlagKeysKeepTheirFormat) {
     for (const auto& [key, value] : expected.items()) EXPECT_EQ(j[key], value) << key;
     const json expected_export = {{"out", "/tmp/out dir"}, {"layers", {0, 2}}, {"heads", {1}}, {"formats", {"npy", "csv", "png", "html"}},
                                   {"maps", {"ssa", "diff"}}, {"colormap", "magma"}, {"log_scale", false}, {"size", 512}, {"png_scale", 1},
+                                  {"no_titles", false}, {"text_scale", 1.0f},
                                   {"highlight", "tau_v"}, {"highlight_scope", "head"}, {"highlight_head", {1, 2}}, {"temperature_scale", "head"},
                                   {"sink_epsilon", 0.4f}};
     EXPECT_EQ(j["export"], expected_export) << j["export"].dump();

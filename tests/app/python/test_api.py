@@ -169,6 +169,18 @@ def test_figures_for_jupyter(tmp_path):
         fig.save(tmp_path / "x.svg", scale=2)
     with pytest.raises(TypeError, match="takes no keyword png_scale"):
         a.heatmap(1, 2, png_scale=2)
+    # For a paper whose captions say what the figures show, set in one column: no titles (the SVG's
+    # <title> keeps it) and text twice its size, the bytes export writes with those flags.
+    paper = a.heatmap(1, 2, no_titles=True, text_scale=2)
+    a.export(tmp_path / "x4", formats=["svg"], layers=[1], heads=[2], no_titles=True, text_scale=2)
+    assert (tmp_path / "x4" / "heatmaps" / "L1_H2.svg").read_text() == paper.svg()
+    where = "layer 1, head 2"
+    assert fig.svg().count(where) == 2 and paper.svg().count(where) == 1  # drawn and in <title>; in <title> only
+    assert paper.width > fig.width  # labels twice as wide
+    for name in ("dilution", "sink_mass"):
+        assert a.plot(name, no_titles=True).svg().count("first-token mass" if name == "sink_mass" else "dilution") == 1, name
+    with pytest.raises(ValueError, match=r"^text_scale '4' is not a number from 0.5 to 3$"):
+        a.highlight(text_scale=4)
     # A head's own temperature scale (the window's View > Temperature scale per head) says so under its bar.
     own = a.highlight(by="tau_q", scope=(1, 2), temperature_scale="head")
     assert "own scale" in own.html()
@@ -402,7 +414,7 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
         assert f">{float(v):#.2g}<" in logged, v
     assert a.plot("fine-tune").svg() == a.plot("finetune").svg()  # as the tab is spelt
     assert a.plot("fine-tune", log=True).svg() == logged
-    with pytest.raises(TypeError, match=r"plot\('finetune_loss'\) takes no keyword log \(its keywords: none\)"):
+    with pytest.raises(TypeError, match=r"plot\('finetune_loss'\) takes no keyword log \(its keywords: no_titles, text_scale\)"):
         a.plot("finetune_loss", log=True)  # drawn on a linear scale whatever log said
     # The base's lens is the base model's own: the same numbers as loading the base alone.
     alone = ssaviz.load(base).analyze(JOBS, compare=None)  # no temperatures: against tau = 1 it would be itself
@@ -427,6 +439,12 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
                                 ("dla_heads", "dla_heads_tau1", {"side": "compare"}), ("dla_heads", "dla_heads_base", {"side": "base"}),
                                 ("dla_bars", "dla_bars", {"position": a.n_tokens - 2})):
         assert a.plot(name, **flags).svg() == (tmp_path / "lens" / (figure + ".svg")).read_text(), (name, flags)
+    # For a paper's column, without titles and with larger text: the same files as the export's.
+    a.export(tmp_path / "lens_paper", formats=["svg"], lens=True, no_titles=True, text_scale=2)
+    assert a.lens_grid(map="base_diff", no_titles=True, text_scale=2).svg() == (tmp_path / "lens_paper" / "lens_diff_base.svg").read_text()
+    for name, flags in (("dla_layers", {}), ("dla_heads", {"side": "base"})):
+        figure = name + ("_base" if flags else "")
+        assert a.plot(name, no_titles=True, text_scale=2, **flags).svg() == (tmp_path / "lens_paper" / (figure + ".svg")).read_text(), name
     # A position as a.dla's last axis and attribute() count it: the one that predicts the token after it.
     third = a.plot("dla_bars", position=3).svg()
     assert "token 4 " in third and third != (tmp_path / "lens" / "dla_bars.svg").read_text()
@@ -447,7 +465,7 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     for bad in (a.n_tokens - 1, -a.n_tokens, 99):
         with pytest.raises(ValueError, match=rf"position {bad} is out of range: 0 to {a.n_tokens - 2}, the positions that predict"):
             a.plot("dla_layers", position=bad)
-    with pytest.raises(TypeError, match=r"plot\('dla_bars'\) takes no keyword side \(its keywords: position, target\)"):
+    with pytest.raises(TypeError, match=r"plot\('dla_bars'\) takes no keyword side \(its keywords: position, target, no_titles, text_scale\)"):
         a.plot("dla_bars", side="base")
     # target= / dla_target=: whose logit the bars split, as the Lens tab's Attribute and --dla-target.
     # SSA's top prediction, by default at the last token (what comes after the text): dla_at.json's
@@ -634,6 +652,9 @@ def test_rank_heads_is_each_heads_what_if_and_the_command_lines(tmp_path, capsys
     beside.export(tmp_path / "ranked", formats=["svg"], rank_heads=True)
     for name in ("head_impacts", "head_impacts_tokens", "head_impacts_drift_tokens"):
         assert beside.plot(name).svg() == (tmp_path / "ranked" / (name + ".svg")).read_text(), name
+    beside.export(tmp_path / "ranked_paper", formats=["svg"], rank_heads=True, no_titles=True, text_scale=1.5)
+    for name in ("head_impacts", "head_impacts_tokens", "head_impacts_drift_tokens"):
+        assert beside.plot(name, no_titles=True, text_scale=1.5).svg() == (tmp_path / "ranked_paper" / (name + ".svg")).read_text(), name
     with pytest.raises(ValueError, match=r"^plot\('head_impacts_drift_tokens'\): the drift's parts need a base"):
         a.plot("head_impacts_drift_tokens")
     with pytest.raises(ValueError, match=r"every head is at tau = 1 by the what-ifs already"):
@@ -641,7 +662,7 @@ def test_rank_heads_is_each_heads_what_if_and_the_command_lines(tmp_path, capsys
     assert not (tmp_path / "ranked_vanilla").exists()
     vanilla.export(tmp_path / "ranked_vanilla", formats=["svg"], rank_heads=True)
     assert not (tmp_path / "ranked_vanilla" / "head_impacts_tokens.svg").exists()
-    with pytest.raises(TypeError, match=r"plot\('head_impacts'\) takes no keyword log \(its keywords: none\)"):
+    with pytest.raises(TypeError, match=r"plot\('head_impacts'\) takes no keyword log \(its keywords: no_titles, text_scale\)"):
         a.plot("head_impacts", log=True)
     with pytest.raises(ValueError, match=r"export_batch\(\): not with rank_heads="):
         ssaviz.export_batch(["a text", "another"], tmp_path / "b", model=m, formats=["json"], rank_heads=True)

@@ -125,6 +125,7 @@ def test_bad_export_and_figure_flags(small, tmp_path):
     raises_like_cli(ValueError, lambda: a.export(out, sink_eps=2), *common, "--sink-eps", "2")
     raises_like_cli(ValueError, lambda: a.heatmap(0, 0, colormap="rainbow"), *common, "--colormap", "rainbow")
     raises_like_cli(ValueError, lambda: a.heatmap(0, 0, size=5), *common, "--size", "5")
+    raises_like_cli(ValueError, lambda: a.heatmap(0, 0, text_scale=4), *common, "--text-scale", "4")
     raises_like_cli(ValueError, lambda: a.highlight(by="warmth"), *common, "--highlight", "warmth")
     raises_like_cli(ValueError, lambda: a.highlight(scope=(0, 9)), *common, "--highlight-scope", "0,9")
     a_file = tmp_path / "file"
@@ -188,16 +189,17 @@ def test_a_figure_refuses_keywords_it_does_not_draw_with(small):
     by=, a heatmap's temperature_scale=, a plot's colormap= and size=): each is a TypeError naming it
     and listing the figure's own; those it uses still change the figure."""
     a = small.analyze(TEXT)
-    refused = [(lambda: a.highlight(highlight="loss"), r"highlight\(\) takes no keyword highlight \(its keywords: temperature_scale\); "
+    refused = [(lambda: a.highlight(highlight="loss"), r"highlight\(\) takes no keyword highlight \(its keywords: temperature_scale, no_titles, "
+                                                       r"text_scale\); "
                                                        r"its by= is an export's highlight="),
                (lambda: a.highlight(highlight_scope="0"), r"highlight\(\) takes no keyword highlight_scope .*its scope="),
-               (lambda: a.highlight(size=64), r"highlight\(\) takes no keyword size \(its keywords: temperature_scale\)$"),
+               (lambda: a.highlight(size=64), r"highlight\(\) takes no keyword size \(its keywords: temperature_scale, no_titles, text_scale\)$"),
                (lambda: a.heatmap(0, 0, temperature_scale="head"), r"heatmap\(\) takes no keyword temperature_scale "
-                                                                   r"\(its keywords: colormap, log, size\)$"),
+                                                                   r"\(its keywords: colormap, log, size, no_titles, text_scale\)$"),
                (lambda: a.heatmap(0, 0, sink_eps=0.2), r"heatmap\(\) takes no keyword sink_eps "),
-               (lambda: a.plot("dilution", colormap="magma", size=64), r"plot\('dilution'\) takes no keyword colormap \(its keywords: none\)$"),
-               (lambda: a.plot("sink_mass", log=True), r"plot\('sink_mass'\) takes no keyword log \(its keywords: sink_eps\)$"),
-               (lambda: a.heads_grid(sink_eps=0.2), r"heads_grid\(\) takes no keyword sink_eps \(its keywords: colormap, log\)$"),
+               (lambda: a.plot("dilution", colormap="magma", size=64), r"plot\('dilution'\) takes no keyword colormap \(its keywords: no_titles, text_scale\)$"),
+               (lambda: a.plot("sink_mass", log=True), r"plot\('sink_mass'\) takes no keyword log \(its keywords: sink_eps, no_titles, text_scale\)$"),
+               (lambda: a.heads_grid(sink_eps=0.2), r"heads_grid\(\) takes no keyword sink_eps \(its keywords: colormap, log, no_titles, text_scale\)$"),
                (lambda: a.heads_grid(size=64), r"heads_grid\(\) takes no keyword size ")]
     for call, message in refused:
         with pytest.raises(TypeError, match=message):
