@@ -109,9 +109,11 @@ RunResults AnalyseRun(const RunStepSpec& spec, const std::string& text, const st
 }  // namespace
 
 int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const std::string& text) {
-    if (o.batch || options.rank_heads || o.model_dir)
+    if (o.batch || options.rank_heads || o.model_dir) {
+        const char* given = o.model_dir ? "--model" : o.batch ? "--batch" : "--rank-heads";  // the one given, named (all three were)
         throw Failure{kExitUsage, (o.example.empty() ? std::string("--run") : "--example " + o.example + ", a training run,") +
-                                      " opens each of its checkpoints: not with --batch, --rank-heads or --model"};
+                                      " opens each of its checkpoints: not with " + given};
+    }
     if (options.lens && o.ablate) throw Failure{kExitUsage, "--lens runs the model as loaded: not with --ablate"};
     auto steps = FindRunSteps(*o.run);
     if (!steps) throw Failure{kExitBadInput, "--run: " + steps.error()};

@@ -133,13 +133,15 @@ std::vector<Quantity> MakeCatalogue() {
         // the temperatures' part is js_divergence (SSA against tau = 1). NaN without a base.
         Quantity("js_total", "JS to base", "JS total",
                  "Jensen-Shannon divergence of SSA's rows from the base model's: all that fine-tuning changed (with a base)", Scope::Row)
-            .Unit("nats").Members(&A::js_total).Read(R::RowMean).Format("%.4f").LargerFirst().Scaled(Scale::FromZero).Python("js_total").Shown(kSsaSide)
+            .Unit("nats").Members(&A::js_total).Read(R::RowMean).Format("%.4f").LargerFirst().Scaled(Scale::FromZero).Json(kJsonRows).Python("js_total")
+            .Shown(kSsaSide)
             .BaseOnly(),
         Quantity("js_drift", "JS drift (tau = 1 to base)", "JS drift",
                  "Jensen-Shannon divergence of the tau = 1 rows from the base's: what fine-tuning did to the other weights, the "
                  "temperatures aside (with a base)",
                  Scope::Row)
-            .Unit("nats").Members(&A::js_drift).Read(R::RowMean).Format("%.4f").LargerFirst().Scaled(Scale::FromZero).Python("js_drift").Shown(kSsaSide)
+            .Unit("nats").Members(&A::js_drift).Read(R::RowMean).Format("%.4f").LargerFirst().Scaled(Scale::FromZero).Json(kJsonRows).Python("js_drift")
+            .Shown(kSsaSide)
             .BaseOnly(),
         // Temperatures.
         Quantity("tau_q", "tau_q", "tau_q", "query inverse temperature: larger = sharper row (1 = vanilla)", Scope::Row)
@@ -151,7 +153,8 @@ std::vector<Quantity> MakeCatalogue() {
                  Scope::Row)
             .Members(&A::tau_q_position).Scaled(Scale::AroundOne),
         Quantity("tau_q_token", "tau_q token term (1 + tanh)", "tau_q tok.",
-                 "tau_q's token term alone, shown as 1 + tanh(w . z + b): tau_q with the position term at 1", Scope::Row)
+                 "tau_q's token term alone, shown as 1 + tanh(w . z + b): tau_q with the position term at 1 (Python's a.tau_q_token is "
+                 "the tanh itself, 0 for no effect)", Scope::Row)
             .Members(&A::tau_q_token).Scaled(Scale::AroundOne).Offset(1.0f),
         // The rest of the row metrics.
         Quantity("max_weight", "max weight", "max weight", "the largest weight of a query's row (its top-1 mass)", Scope::Row)

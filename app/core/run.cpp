@@ -214,7 +214,7 @@ void Runner::CloseBase() {
 RunResult<model::Tokenization> Runner::Tokenize(const std::string& text, bool truncate) const {
     auto tokens = m_engine->Tokenize(text, truncate);
     if (!tokens) {
-        const bool too_long = tokens.error().find("longer than the model's context") != std::string::npos;
+        const bool too_long = tokens.error().find("(truncating keeps the first ") != std::string::npos;  // the model's context, or a shorter twin's or base's
         return RunError{RunError::Kind::BadInput, tokens.error() + (too_long ? "; pass --truncate to run it" : "")};
     }
     return std::move(*tokens);

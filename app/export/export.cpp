@@ -284,7 +284,7 @@ json LossJson(const model::Analysis& a) {
                  {"perplexity_ssa", std::exp(model::MeanLoss(a.loss))},
                  {"perplexity_comparison", std::exp(model::MeanLoss(a.loss_compare))}};
     std::string notes = "mean over tokens 2..T of -ln p(token | tokens before it), nats; null without a comparison forward pass (the "
-                        "layer-local comparison). Per token: loss.npy, loss" + compare + ".npy";
+                        "layer-local comparison). Per token: loss.npy" + (a.HasComparePredictions() ? ", loss" + compare + ".npy" : "");
     if (a.HasBase()) {
         loss["base"] = model::MeanLoss(a.loss_base);
         loss["perplexity_base"] = std::exp(model::MeanLoss(a.loss_base));
@@ -443,8 +443,9 @@ model::Status MatchLensComparison(model::Engine& engine, const model::Analysis& 
     if (now == want) return model::Ok{};
     const auto of_one_model = [](model::Comparison c) { return c == model::Comparison::Counterfactual || c == model::Comparison::LayerLocal; };
     if (of_one_model(want) && of_one_model(now)) return engine.SetComparison(want);
-    return model::Fail(std::string("this analysis compared with ") + model::ToString(want) + " and the model now compares with " +
-                       model::ToString(now) + ": analyze the text again for its lens");
+    // "tau1", "base", ... as metrics.json's comparison_kind names them.
+    return model::Fail(std::string("this analysis compared with ") + ComparisonKindName(want) + " and the model has since analysed with " +
+                       ComparisonKindName(now) + " (a later analysis): analyze this text again for its other sides' lens");
 }
 
 model::Result<std::vector<std::shared_ptr<const model::Lens>>> RunLensSides(model::Engine& engine, const model::Analysis& a,

@@ -55,7 +55,7 @@ namespace {
 // A text the window cannot tokenize, and the window's remedy where there is one: its "truncate to
 // context" box (the command line's --truncate, named for a screenshot run).
 std::string TokenizeError(const std::string& error) {
-    const bool too_long = error.find("longer than the model's context") != std::string::npos;
+    const bool too_long = error.find("(truncating keeps the first ") != std::string::npos;  // the model's context, or a shorter twin's or base's
     return too_long ? error + "; tick 'truncate to context' under the text (--truncate) to run it" : error;
 }
 

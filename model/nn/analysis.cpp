@@ -223,8 +223,8 @@ Status Engine::Impl::OpenBeside(Comparison which, const std::string& dir, const 
     const std::string named = std::string(ToString(which)) + " '" + EscapeForMessage(dir) + "'";
     const ModelConfig &a = model.info.config, &b = loaded->info.config;
     if (a.n_layer != b.n_layer || a.n_head != b.n_head)
-        return Fail(named + " has " + std::to_string(b.n_layer) + " layers x " + std::to_string(b.n_head) + " heads; the model has " +
-                    std::to_string(a.n_layer) + " x " + std::to_string(a.n_head));
+        return Fail(named + " has " + std::to_string(b.n_layer) + (b.n_layer == 1 ? " layer x " : " layers x ") + std::to_string(b.n_head) +
+                    (b.n_head == 1 ? " head" : " heads") + "; the model has " + std::to_string(a.n_layer) + " x " + std::to_string(a.n_head));
     // A base is the model the fine-tuning started from: its shape throughout, not only its heads (a
     // twin is trained on its own, and may be of any width).
     if (which == Comparison::Base && (a.n_embd != b.n_embd || a.HeadSize() != b.HeadSize() || a.KvHeads() != b.KvHeads() || a.MlpWidth() != b.MlpWidth()))

@@ -374,6 +374,8 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
         "    for name, f in (('js', js), ('l1', l1)):\n"
         "        want = f(p, q)[:, :, 1:].mean(-1); got = np.array(dec[name + '_' + part])\n"
         "        assert got.shape == want.shape and np.abs(want - got).max() < 1e-5, (name, part, np.abs(want - got).max())\n"
+        "        if name == 'js' and part != 'temperature':  # each query row's, beside the temperatures' part's js_divergence\n"
+        "            rows = np.array(m['rows']['js_' + part]); assert np.abs(rows - f(p, q)).max() < 1e-5, part\n"
         "assert dec['js_total'] != dec['js_drift'] and np.array(dec['js_temperature']).max() > 0\n"
         "for side, f in (('ssa', '/loss.npy'), ('tau1', '/loss_tau1.npy'), ('base', '/loss_base.npy')):\n"
         "    assert abs(np.load(d + f).mean() - dec['loss_mean'][side]) < 1e-5, side\n"

@@ -979,6 +979,13 @@ TEST_F(Cli, ExportOptionErrorsNameTheFlag) {
         ExpectOneLineError(with({"--compare", "local", "--format", "png", "--highlight", highlight}), 2,
                            std::string("--highlight ") + highlight + " needs the comparison's loss, which the tau = 1 local comparison does not give");
     EXPECT_FALSE(fs::exists(kOut + "/x/highlight.png"));
+    // Nor does metrics.json name a loss file of it (its note named loss_compare.npy, not written).
+    fs::remove_all(kOut + "/local");
+    ASSERT_EQ(Ssaviz({"export", "--model", Small(), "--text", "hi there", "--out", kOut + "/local", "--compare", "local", "--format", "json,npy"}).code, 0);
+    EXPECT_FALSE(fs::exists(kOut + "/local/loss_compare.npy"));
+    const std::string notes = json::parse(ReadFile(kOut + "/local/metrics.json"))["loss"]["notes"];
+    EXPECT_EQ(notes.find("loss_compare"), std::string::npos) << notes;
+    EXPECT_NE(notes.find("Per token: loss.npy"), std::string::npos) << notes;
 }
 
 // A heatmap sized by a long text's tokens (a pixel a token past 720) at --png-scale is refused once

@@ -627,7 +627,7 @@ TEST_F(Cli, AnExampleRefusesFlagsNamingAnotherModel) {
     ExpectOneLineError(Ssaviz({"export", "--example", "english", "--steps", "5", "--out", out}), 2,
                        "--steps goes with --run DIR: --example english is no training run");
     ExpectOneLineError(Ssaviz({"export", "--example", "graph-run", "--rank-heads", "--out", out}), 2,
-                       "--example graph-run, a training run, opens each of its checkpoints: not with --batch, --rank-heads or --model");
+                       "--example graph-run, a training run, opens each of its checkpoints: not with --rank-heads");
     EXPECT_FALSE(fs::exists(out + "/metrics.json"));
 }
 
@@ -695,13 +695,13 @@ TEST_F(Cli, WrongResultsAreRefusedNotReportedAsSuccess) {
 
 TEST_F(Cli, MessagesNameTheRightThingAndStayShort) {
     const std::string dir = Fresh("messages");
-    // A twin with a shorter context: its context is the one named.
+    // A twin with a shorter context: its context is the one named, and the remedy as for the model's own.
     Outcome r = Ssaviz({"init-random", "--out", dir + "/short", "--seed", "5", "--tokenizer", std::string(SSAVIZ_SOURCE_DIR) + "/assets/tokenizers/gpt2",
                         "--layers", "2", "--heads", "2", "--embd", "16", "--positions", "8"});
     ASSERT_EQ(r.code, 0) << r.err;
     const std::string text = "one two three four five six seven eight nine ten eleven";
     ExpectOneLineError(Ssaviz({"export", "--model", Small(), "--text", text, "--out", dir + "/x", "--compare", dir + "/short"}), 3,
-                       "longer than the twin's context of 8");
+                       "longer than the twin's context of 8 (truncating keeps the first 8); pass --truncate to run it");
     r = Ssaviz({"export", "--model", Small(), "--text", text, "--out", dir + "/x", "--compare", dir + "/short", "--truncate", "--format", "npy"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(NpyShape(dir + "/x/attention.npy"), (std::vector<int64_t>{2, 2, 8, 8}));

@@ -422,6 +422,12 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     np.testing.assert_array_equal(a.dla_base, alone.dla)
     np.testing.assert_array_equal(a.dla_mlp_base, alone.dla_mlp)
     assert np.abs(a.lens_loss_base - a.lens_loss).max() > 1e-3, "the base is its own model"
+    # The other sides' lens runs on first use with the Model's comparison as it is: after a later
+    # analysis with another, the error names both as metrics.json's comparison_kind does.
+    fresh = m.analyze(JOBS, base=base)
+    m.analyze(JOBS)
+    with pytest.raises(ValueError, match=r"^this analysis compared with base and the model has since analysed with tau1 \(a later analysis\)"):
+        fresh.dla_base
     # analyze(lens=True) runs the three sides' lens at once, as Run.analyze(lens=True) does (analyze had no lens keyword).
     eager = m.analyze(JOBS, base=base, lens=True)
     assert sorted(eager.__dict__["_lens"]) == ["base", "compare", "ssa"]
