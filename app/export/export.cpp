@@ -97,10 +97,50 @@ double SinkRatio(const json& heads, const char* side) {
     return heads.empty() ? 0.0 : static_cast<double>(sinks) / static_cast<double>(heads.size());
 }
 
+// A CSV cell of a number: 9 significant digits, empty where not measured (NaN).
+std::string CsvNumber(float v) {
+    char text[32] = "";
+    if (std::isfinite(v)) std::snprintf(text, sizeof text, "%.9g", v);
+    return text;
+}
+
 std::string CsvQuote(const std::string& s) {
     std::string out = "\"";
     for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
     return out + "\"";
+}
+
+// heads.csv: a row a head, a column a head value of the catalogue on each side the analysis has
+// (its files' suffixes: "entropy", "entropy_compare" or beside a base "entropy_tau1", "entropy_base"),
+// the sink-head rule's verdict beside the sink mass, and beside a base the decomposition's L1 parts
+// (its JS parts are js_total, js_drift and, the temperatures', js_divergence); 9 digits, empty for NaN.
+std::string HeadsCsv(const model::Analysis& a, float sink_epsilon) {
+    const std::vector<HeadSummary> heads = SummarizeHeads(a);
+    std::vector<std::pair<const HeadValue*, Side>> columns;
+    std::string csv = "layer,head";
+    for (const HeadValue& v : HeadValues())
+        for (Side side : kAllSides) {
+            if (!Has(v.quantity->sides, side) || !HasSide(a, side) || (v.quantity->base_only && !a.HasBase())) continue;
+            const std::string suffix = side == Side::Ssa ? "" : side == Side::Base ? "_base" : CompareFileSuffix(a);
+            columns.emplace_back(&v, side);
+            csv += "," + v.key + suffix;
+            if (v.quantity->sink && v.Primary()) csv += ",sink_head" + suffix;
+        }
+    const model::Decomposition d = model::Decompose(a);
+    if (!d.empty()) csv += ",l1_total,l1_drift";
+    csv += "\n";
+    for (size_t k = 0; k < heads.size(); ++k) {
+        const HeadSummary& s = heads[k];
+        csv += std::to_string(s.ref.layer) + "," + std::to_string(s.ref.head);
+        for (const auto& [v, side] : columns) {
+            const float value = s.Get(*v, side);
+            csv += "," + CsvNumber(value);
+            if (v->quantity->sink && v->Primary()) csv += std::isfinite(value) ? (IsSinkHead(value, sink_epsilon) ? ",1" : ",0") : ",";
+        }
+        if (!d.empty()) csv += "," + CsvNumber(d.l1_total[k]) + "," + CsvNumber(d.l1_drift[k]);
+        csv += "\n";
+    }
+    return csv;
 }
 
 model::Status WriteHeadCsv(const std::string& path, const model::Analysis& a, model::MapSide side, int l, int h) {
@@ -522,17 +562,6 @@ std::vector<ExportFile> LensExportFiles(const std::function<std::string(int32_t)
     for (size_t k = 0; k < sides.size() && k < std::size(suffixes); ++k) named.push_back({sides[k], suffixes[k], LensSideName(a, k), LensSideTitle(a, k)});
     return LensFiles(named, piece, options, TokenLabels(a.tokens), ModelName(info), attributed);
 }
-
-namespace {
-
-// A CSV cell of a part or a loss: empty where not measured.
-std::string CsvNumber(float v) {
-    char text[32] = "";
-    if (std::isfinite(v)) std::snprintf(text, sizeof text, "%.9g", v);
-    return text;
-}
-
-}  // namespace
 
 std::vector<ExportFile> HeadImpactFiles(const HeadImpacts& measured, const model::ModelInfo& info, const ExportOptions& options,
                                         const std::vector<std::string>& token_labels) {
@@ -1124,6 +1153,7 @@ std::vector<ExportFile> PlanExport(std::string_view text, const model::Analysis&
             plan.push_back({arr.name, [arr](const std::string& full) { return model::WriteNpy(full, arr.data->data(), arr.shape); }});
     }
     if (options.csv) {
+        plan.push_back({"heads.csv", [&a, eps = options.sink_epsilon](const std::string& full) { return WriteText(full, HeadsCsv(a, eps)); }});
         for (int l : options.layers)
             for (int h : options.heads) {
                 const std::string base = "csv/L" + std::to_string(l) + "_H" + std::to_string(h);
@@ -1278,6 +1308,7 @@ model::Status CheckExportPlaces(const std::string& out_dir, const std::string& f
     };
     if (options.json) names.insert(names.end(), {"tokens.json", "metrics.json"});
     if (options.npy) names.insert(names.end(), {"tau_q.npy", "tau_v.npy"});
+    if (options.csv) names.push_back("heads.csv");
     if (options.html) names.push_back("highlight.html");
     figure("highlight");
     for (const std::string side : {"", "_compare", "_tau1", "_base"}) {

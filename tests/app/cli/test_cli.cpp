@@ -396,6 +396,16 @@ TEST_F(Cli, ExportAgainstABaseWritesThreeSidesAndTheDecomposition) {
         "    rows = list(csv.reader(open(d + f)))[1:]\n"
         "    got = np.array([[float(x) for x in r[2:]] for r in rows])\n"
         "    assert np.abs(got - np.load(d + npy)[1, 0]).max() < 1e-8, f\n"
+        "# heads.csv: a row a head, metrics.json's head values on each side and the decomposition, for pandas.\n"
+        "rows = list(csv.DictReader(open(d + '/heads.csv')))\n"
+        "assert len(rows) == len(m['heads']) and 'js_temperature' not in rows[0], list(rows[0])\n"
+        "for r, h in zip(rows, m['heads']):\n"
+        "    l, k = int(r['layer']), int(r['head']); assert (l, k) == (h['layer'], h['head'])\n"
+        "    for col, want in (('entropy', h['ssa']['entropy']), ('entropy_tau1', h['comparison']['entropy']), ('entropy_base', h['base']['entropy']),\n"
+        "                      ('sink_head_base', int(h['base']['sink_head'])), ('tau_q_mean_base', h['base']['tau_q']['mean']),\n"
+        "                      ('js_divergence', dec['js_temperature'][l][k]), ('js_total', dec['js_total'][l][k]), ('js_drift', dec['js_drift'][l][k]),\n"
+        "                      ('l1_total', dec['l1_total'][l][k]), ('l1_drift', dec['l1_drift'][l][k])):\n"
+        "        assert abs(float(r[col]) - want) <= 1e-6 * max(1, abs(want)), (l, k, col, r[col], want)\n"
         "print('numpy ok')\n";
     ExpectPythonCheck("check_base.py", check, out);
 
