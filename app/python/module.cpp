@@ -510,6 +510,7 @@ py::array Attribute(const AnalysisHandle& h, int64_t position, int64_t token, co
         auto result = engine.RunLensAt(h.A().tokens.ids, side, position, static_cast<int32_t>(token));
         if (!result) throw BadArgument(result.error());
         parts = std::make_shared<std::vector<float>>(std::move(result->parts));
+        parts->push_back(result->logit);  // last: the logit the parts sum to, as dla_at.json's "logit"
     }
     return View(parts, parts->data(), {Size(parts->size())});
 }

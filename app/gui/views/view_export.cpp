@@ -312,7 +312,7 @@ void ExportDialog::DrawSettings(WindowState& state) {
         {"HTML", &o.html, "highlight.html: the text coloured by the token quantity, one self-contained file."},
         {"JSON", &o.json, "tokens.json (ids, pieces, byte offsets) and metrics.json (every metric per layer, head and row)."},
         {"NPY", &o.npy, "attention.npy, attention_compare.npy (with a base: attention_tau1.npy, attention_base.npy) [L, H, T, T]; tau_q.npy, tau_v.npy [L, H, T]; loss_*.npy (float32, numpy.load)."},
-        {"CSV", &o.csv, "csv/L{l}_H{h}.csv: one head's map, a row per query."},
+        {"CSV", &o.csv, "csv/L{l}_H{h}.csv: one head's map, a row per query; heads.csv: every head's values, a row per head."},
     };
     for (size_t i = 0; i < std::size(formats); ++i) {  // figures on one line, data on the next
         if (i % 3 != 0) ImGui::SameLine();

@@ -738,14 +738,15 @@ class Analysis:
         """Each part's share of the logit of `token` (an id, or a piece as ssaviz shows it: the
         text's pieces, lens_top()'s, predictions()', a stray byte as `tokenize` writes it, "\\xC2") at `position` (-1: the last token, T - 1, which
         predicts past the text; a.dla's -1 is T - 2, the last with a next token): a dict with heads
-        [L, H], mlp [L], embed and const (floats)."""
+        [L, H], mlp [L], embed and const (floats), and logit, the logit they sum to (float32's
+        rounding apart), as dla_at.json's."""
         w = "attribute()"
         if isinstance(token, str):
             token = self._piece_id(w, token)
         parts = self._h.attribute(_position(w, position, self.n_tokens), _int(w, "token", token), _str(w, "side", side))
         L, H = self.n_layer, self.n_head
-        return {"heads": parts[:L * H].reshape(L, H), "mlp": parts[L * H:L * H + L], "embed": float(parts[-2]),
-                "const": float(parts[-1])}
+        return {"heads": parts[:L * H].reshape(L, H), "mlp": parts[L * H:L * H + L], "embed": float(parts[-3]),
+                "const": float(parts[-2]), "logit": float(parts[-1])}
 
     def _piece_id(self, w, piece):
         """The id whose piece is `piece` as ssaviz shows pieces. Where two ids show alike (a piece

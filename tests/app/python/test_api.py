@@ -483,7 +483,11 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     def parts(side):  # dla_at.json's side, or attribute()'s dict: heads, MLPs, embeddings, biases
         return np.concatenate([np.ravel(side["heads"]), side["mlp"], [side["embed"], side["const"]]])
     for side, name in zip(at["sides"], ("ssa", "compare", "base")):
-        np.testing.assert_allclose(parts(side), parts(a.attribute(a.n_tokens - 1, at["attributed"]["id"], side=name)), atol=1e-5, err_msg=name)
+        attributed = a.attribute(a.n_tokens - 1, at["attributed"]["id"], side=name)
+        np.testing.assert_allclose(parts(side), parts(attributed), atol=1e-5, err_msg=name)
+        # The logit they sum to, as dla_at.json's (the parts' float32 sum within its rounding).
+        assert abs(attributed["logit"] - side["logit"]) <= 1e-5 * max(1, abs(side["logit"])), name
+        assert abs(float(np.sum(parts(attributed), dtype=np.float64)) - attributed["logit"]) <= 1e-4 * max(1, abs(attributed["logit"])), name
     assert (tmp_path / "lens_top" / "dla_bars.svg").read_text() == a.plot("dla_bars", target="top").svg()
     assert (tmp_path / "lens_top" / "dla_layers.svg").read_text() == a.plot("dla_layers", target="top", position=-1).svg()
     assert "top prediction" in a.plot("dla_bars", target="top", position=3).svg()
