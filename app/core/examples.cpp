@@ -163,9 +163,14 @@ std::string WhyNoBaseBeside(const std::string& model_dir) {
         {folder / "lit_model.pth", false}, {folder / "base" / "lit_model.pth", false}, {folder.parent_path() / "base" / "lit_model.pth", false}};
     for (const fs::path& base : BaseFolders(folder)) places.push_back({base, true});
     std::string why;
-    for (const auto& [base, want_folder] : places)
-        if (const std::string reason = why_not(base, want_folder); !reason.empty())
-            why += "; " + model::Quoted(base.lexically_normal().string()) + reason;
+    const std::string no_model = " holds no model: ";
+    for (const auto& [base, want_folder] : places) {
+        const std::string reason = why_not(base, want_folder);
+        if (reason.empty()) continue;
+        // A folder that holds no model for a file already said (its FIFO lit_model.pth): said once.
+        if (reason.rfind(no_model, 0) == 0 && why.find(reason.substr(no_model.size())) != std::string::npos) continue;
+        why += "; " + model::Quoted(base.lexically_normal().string()) + reason;
+    }
     return why;
 }
 

@@ -353,7 +353,7 @@ public:
                 return kExitFailure;
             }
             std::fprintf(stderr, "ssaviz: %s\n", exporter.Done().c_str());
-            return kExitOk;
+            return exporter.LeftOutSteps() ? kExitBadInput : kExitOk;  // as export --run: a run's steps left out
         }
         return std::nullopt;
     }

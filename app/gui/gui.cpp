@@ -282,6 +282,22 @@ public:
             switch (e.kind) {
                 case Kind::ModelOpened: {
                     m_model_open_request = 0;
+                    // A run opened at a step that does not open (a truncated last checkpoint): the
+                    // latest before it that does, said once, as export --run skips such steps; once a
+                    // step is shown, the slider's failures are said as they are.
+                    if (e.passed_over > 0 && e.request == m_step_open_request) {
+                        const auto opened = std::find_if(m_state.run_steps.begin(), m_state.run_steps.end(),
+                                                         [&](const RunStep& s) { return s.path == e.opened_dir; });
+                        if (opened != m_state.run_steps.end() && m_state.run_step >= 0 && m_state.run_step < static_cast<int>(m_state.run_steps.size())) {
+                            const RunStep& bad = m_state.run_steps[m_state.run_step];
+                            // The count before the error, which the line may cut.
+                            SayAdjusted("step " + std::to_string(bad.step) + " (" + std::filesystem::path(bad.path).filename().string() + ")" +
+                                        (e.passed_over > 1 ? " and the " + std::to_string(e.passed_over - 1) + " steps before it do not open"
+                                                           : " does not open") +
+                                        ", showing step " + std::to_string(opened->step) + ": " + e.passed_over_error);
+                            m_state.run_step = static_cast<int>(opened - m_state.run_steps.begin());
+                        }
+                    }
                     m_state.model = e.info;
                     CheckStartPlace(e.info->config);
                     FitTemperatureScale(e.info->config);
@@ -390,17 +406,9 @@ public:
                     m_state.ranking_heads = !e.impacts->done && !e.impacts->cancelled;
                     break;
                 case Kind::Error:
-                    // A run opened at a step that does not open (a truncated last checkpoint): the step
-                    // before it, said, as export --run skips such a step; once a step is shown, the
-                    // slider's failures are said as they are.
-                    if (e.request == m_step_open_request && !m_state.model && m_state.run_step > 0) {
-                        const RunStep& bad = m_state.run_steps[m_state.run_step];
-                        SayAdjusted("step " + std::to_string(bad.step) + " (" + std::filesystem::path(bad.path).filename().string() +
-                                    ") does not open, showing step " + std::to_string(m_state.run_steps[m_state.run_step - 1].step) + ": " + e.error);
-                        m_state.open_model_request = m_state.run_steps[--m_state.run_step].path;
-                        break;
-                    }
                     m_state.error = e.error;
+                    if (e.request == m_step_open_request && e.passed_over > 0)  // a run none of whose steps up to this one opens
+                        m_state.error += "; nor do the " + std::to_string(e.passed_over) + " steps before it";
                     if (e.request == m_model_open_request) m_model_open_request = 0;
                     m_twin_expected = false;
                     m_state.global_pass_running = false;
@@ -570,9 +578,16 @@ public:
                 }
             }
             // A checkpoint whose tensors leave its shape or SSA forms open: ask before loading.
-            const bool run_step = std::any_of(m_state.run_steps.begin(), m_state.run_steps.end(), [&](const RunStep& s) { return s.path == path; });
+            const auto step = std::find_if(m_state.run_steps.begin(), m_state.run_steps.end(), [&](const RunStep& s) { return s.path == path; });
+            const bool run_step = step != m_state.run_steps.end();
+            // A run's step while none is shown (a run just opened at its last): the steps before it,
+            // latest first, in case it does not open (truncated last checkpoints): the worker shows
+            // the latest that does, in one request.
+            std::vector<std::string> fallbacks;
+            if (run_step && !m_state.model)
+                for (auto it = std::make_reverse_iterator(step); it != m_state.run_steps.rend(); ++it) fallbacks.push_back(it->path);
             if (!m_views.checkpoint.Ask(path, m_state.hints)) {
-                const uint64_t id = m_worker.OpenModel(path, m_device, m_state.hints, m_dtype, run_step);
+                const uint64_t id = m_worker.OpenModel(path, m_device, m_state.hints, m_dtype, run_step, std::move(fallbacks));
                 m_model_open_request = id;
                 if (run_step) m_step_open_request = id;
             }

@@ -96,12 +96,13 @@ void InferenceWorker::Prefetch(const std::string& dir, const std::string& device
 }
 
 uint64_t InferenceWorker::OpenModel(const std::string& dir, const std::string& device, const model::ConfigHints& hints,
-                                    const std::string& dtype, bool run_step) {
+                                    const std::string& dtype, bool run_step, std::vector<std::string> fallbacks) {
     Request r(Request::Kind::OpenModel, dir);
     r.device = device;
     r.hints = hints;
     r.dtype = dtype;
     r.run_step = run_step;
+    r.fallbacks = std::move(fallbacks);
     return Push(std::move(r));
 }
 uint64_t InferenceWorker::OpenTwin(const std::string& dir, const model::ConfigHints& hints) {
@@ -282,19 +283,31 @@ void InferenceWorker::Handle(const Request& r) {
     using Kind = WorkerEvent::Kind;
     switch (r.kind) {
         case Request::Kind::OpenModel: {
-            const ModelSpec spec{r.arg, r.device, r.dtype, r.hints};
+            ModelSpec spec{r.arg, r.device, r.dtype, r.hints};
             const bool prefetched = m_prefetched && m_prefetched_key == SpecKey(spec);
+            int passed_over = 0;
+            std::string passed_over_error;
             if (prefetched) {
                 m_runner = std::move(m_prefetched);
             } else {
                 m_prefetched.reset();  // not this one: its memory goes before another model is read
                 auto runner = Runner::Open(spec);
-                if (!runner) return Emit({Kind::Error, {}, nullptr, runner.error().message, r.id});
+                // A run's truncated last steps: the latest before them that opens, here in one go.
+                for (size_t k = 0; !runner && k < r.fallbacks.size(); ++k) {
+                    if (passed_over++ == 0) passed_over_error = runner.error().message;
+                    spec.path = r.fallbacks[k];
+                    runner = Runner::Open(spec);
+                }
+                if (!runner) {
+                    WorkerEvent failed{Kind::Error, {}, nullptr, passed_over ? passed_over_error : runner.error().message, r.id};
+                    failed.passed_over = static_cast<int>(r.fallbacks.size());  // nor did any of these
+                    return Emit(std::move(failed));
+                }
                 m_runner = std::move(*runner);
             }
             m_prefetched_key.clear();
             m_twin.reset();  // a new runner, without the twin (the window opens it again)
-            m_opened = {r.arg, r.device, r.dtype, r.hints};
+            m_opened = {spec.path, r.device, r.dtype, r.hints};
             m_run_step = r.run_step;
             // A big model opens with the cheap comparison; m_compare stays what was asked for. One
             // that does not open (a base or twin gone) is said right after ModelOpened.
@@ -312,6 +325,9 @@ void InferenceWorker::Handle(const Request& r) {
             opened.comparison = m_runner->engine().comparison();
             opened.twin_beside = TwinBeside(m_runner->Info().dir);  // looked for once here, not by the views each frame
             opened.base_beside = BaseBeside(m_runner->Info().dir);
+            opened.opened_dir = spec.path;
+            opened.passed_over = passed_over;
+            opened.passed_over_error = std::move(passed_over_error);
             auto vocab = m_runner->Vocabulary();
             if (!vocab) return Emit({Kind::Error, {}, nullptr, vocab.error().message, r.id});
             opened.vocab = std::move(*vocab);

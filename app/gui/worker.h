@@ -114,6 +114,12 @@ struct WorkerEvent {
     model::Comparison comparison = model::Comparison::Counterfactual;  // ModelOpened, ComparisonSet, ComparisonFailed: what runs now
     std::string twin_beside;  // ModelOpened: the twin or base model shipped beside it (TwinBeside); empty: none
     std::string base_beside;  // ModelOpened: the base it was fine-tuned from (BaseBeside); empty: none
+    // ModelOpened: the folder that opened (the request's, or a fallback's), and how many tried
+    // before it did not, the first's error. Error: the request's error, and how many fallbacks
+    // failed after it.
+    std::string opened_dir;
+    int passed_over = 0;
+    std::string passed_over_error;
 };
 
 // The base comparisons asked of the worker and the base that runs, for the folder the window shows
@@ -149,8 +155,12 @@ public:
     // `hints`: what a checkpoint without config.json cannot tell (n_head, SSA forms). `run_step`: a
     // training run's checkpoint (the Run tab's): its analyses are kept (RunStepCacheBytes), so a
     // step shown again on the same text, comparison and what-ifs is shown at once.
+    // `fallbacks`: a run's steps before it, latest first, tried in turn while it and those before
+    // them do not open (a run whose last steps are truncated): the first that opens answers
+    // ModelOpened, saying how many it passed over, in one request (a request each took a frame
+    // each, minutes for thousands of such steps).
     uint64_t OpenModel(const std::string& dir, const std::string& device, const model::ConfigHints& hints = {},
-                       const std::string& dtype = "f32", bool run_step = false);
+                       const std::string& dtype = "f32", bool run_step = false, std::vector<std::string> fallbacks = {});
     // A twin or base that does not open answers ComparisonFailed (why, and what runs instead) and
     // leaves the comparison as it was; so does one asked for before the model opened, right after
     // its ModelOpened.
@@ -222,6 +232,7 @@ private:
         model::ConfigHints hints;
         std::string dtype = "f32";
         bool run_step = false;  // OpenModel
+        std::vector<std::string> fallbacks;  // OpenModel
         CompareSpec compare;
         std::vector<model::Intervention> interventions;
         GenerationSpec generate;

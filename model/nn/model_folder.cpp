@@ -206,12 +206,13 @@ Result<LoadedModel> LoadModel(const std::string& path, at::Device device, const 
     auto found = LoadWeights(path, device, hints, compute, keep_bf16);
     if (!found) return Fail(found.error());
     const ModelConfig& config = found->gpt.config;
+    // Named, so never replaced by GPT-2's, and said as the flag (it was called a "model folder").
+    if (!hints.tokenizer_dir.empty() && TokenizerFilesIn(hints.tokenizer_dir).empty())
+        return Fail("--tokenizer '" + EscapeForMessage(hints.tokenizer_dir) +
+                    "' holds no tokenizer files (tokenizer.json, tokenizer.model, or vocab.json and merges.txt)");
     std::string tokenizer_source;
     auto tokenizer = LoadTokenizerFor(found->files.dir, config, &tokenizer_source, &found->gpt.notes);
     if (!tokenizer) return Fail(tokenizer.error());
-    if (!hints.tokenizer_dir.empty() && tokenizer_source.rfind("GPT-2's, bundled", 0) == 0)  // named, so never replaced by GPT-2's
-        return Fail("--tokenizer '" + EscapeForMessage(hints.tokenizer_dir) +
-                    "' holds no tokenizer files (tokenizer.json, tokenizer.model, or vocab.json and merges.txt)");
     if ((*tokenizer)->VocabSize() > static_cast<size_t>(config.vocab_size))
         return Fail(path + ": tokenizer has " + std::to_string((*tokenizer)->VocabSize()) + " tokens but the model's vocab_size is " +
                     std::to_string(config.vocab_size));

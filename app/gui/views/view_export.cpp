@@ -220,10 +220,12 @@ bool ExportDialog::Start(const WindowState& state) {
     std::vector<ExportFile> lens_files = ExtraFiles(state, options);
     // The run's timeline of fewer steps than the run has is said so (export --run says "1 of 2 steps").
     std::string run_note;
-    if (const RunTrack* t = m_with_run ? CurrentTimeline(state) : nullptr; t && (!t->done || !t->failed.empty()))
+    m_left_out_steps = false;
+    if (const RunTrack* t = m_with_run ? CurrentTimeline(state) : nullptr; t && (!t->done || !t->failed.empty())) {
+        m_left_out_steps = t->done && !t->failed.empty();
         run_note = "; the run's timeline of the " + std::to_string(t->tried - t->failed.size()) + " of " + std::to_string(t->total) + " steps " +
                    (t->done ? "that opened (the Run tab says why the rest did not)" : "run so far");
-    else if (m_with_run && !state.run_dir.empty() && !t)  // an open run whose timeline is left out says why
+    } else if (m_with_run && !state.run_dir.empty() && !t)  // an open run whose timeline is left out says why
         run_note = "; not the run's timeline: " + TimelineMismatch(state);
     Join();
     m_cancel = false;

@@ -43,6 +43,9 @@ public:
     // do not fit the model (a head or highlight past it, as `export` refuses), else 1.
     int ErrorExit() const { return m_error_exit; }
     const std::string& Done() const { return m_done_message; }  // after a finished export
+    // The run's timeline it wrote left out steps that did not open: --export-to then exits 3, as
+    // `export --run` does (it exited 0, and a script took the run for whole).
+    bool LeftOutSteps() const { return m_left_out_steps; }
 
     ExportOptions& Options() { return m_options; }  // what a session saves and restores
     void SetOptions(const ExportOptions& options);
@@ -66,6 +69,7 @@ private:
     std::string m_error;
     bool m_refused_for_now = false;  // m_error says a job was running (NotNow): cleared once none is
     int m_error_exit = kExitFailure;
+    bool m_left_out_steps = false;
     std::string m_done_message;
 
     // The preview: one planned figure, rasterised as it will be written.

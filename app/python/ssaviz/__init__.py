@@ -324,6 +324,19 @@ def _python_words(message, base=_BASE_ARGUMENTS):
     return _ssaviz.python_words(message).replace(f"needs a base ({_BASE_ARGUMENTS})", f"needs a base ({base})")
 
 
+_WARNED_FAILURES = 20  # as the command line's lines of skipped steps and texts
+
+
+def _warn_failures(messages, what, listed, stacklevel=3):
+    """One warning a failure up to _WARNED_FAILURES, then one saying how many more `what` (steps,
+    texts) were skipped and where `listed` keeps every one (9,999 failing steps warned 9,999 times)."""
+    import warnings
+    for message in messages[:_WARNED_FAILURES]:
+        warnings.warn(message, stacklevel=stacklevel + 1)
+    if len(messages) > _WARNED_FAILURES:
+        warnings.warn(f"ssaviz: {len(messages) - _WARNED_FAILURES} more {what} skipped ({listed} lists every one)", stacklevel=stacklevel + 1)
+
+
 def _saying_base(base):
     """Decorates a method whose errors (ValueError, OSError) say how it takes a base (`base`) where
     the engine's say load()'s and analyze()'s arguments."""
@@ -929,7 +942,7 @@ class Figure:
         scale = _whole("save()", "scale", scale)
         ext = _os.path.splitext(path)[1].lower()
         if scale != 1 and ext != ".png":
-            raise ValueError(f"save(): scale= is a PNG's: {path} is drawn at any size")
+            raise ValueError(f"save(): scale= is a PNG's: {_r(path)} is drawn at any size")
         if ext == ".png":
             data = self._f.png(scale)
         elif ext == ".svg":
@@ -938,7 +951,7 @@ class Figure:
             data = self._f.html.encode("utf-8")
         else:
             kinds = ".png, .svg" + (", .html" if self._f.html else "")
-            raise ValueError(f"{path}: a figure saves as {kinds}")
+            raise ValueError(f"save(): {_r(path)}: a figure saves as {kinds}")
         _ssaviz.write_file(_fs(path), data)  # as an export writes: a temporary name renamed, never through a link
         return path
 

@@ -12,12 +12,11 @@ schedules, retries or moves data.
 import json
 import os
 import threading
-import warnings
 import zlib
 from collections import Counter
 from collections.abc import Mapping
 
-from . import _python_words, _r, _ssaviz
+from . import _python_words, _r, _ssaviz, _warn_failures
 
 
 def _list(where, name, value, of):
@@ -206,13 +205,14 @@ def export_batch(texts, out, model=None, formats=None, client=None, compare="van
                              base=base_dir, pure=False)
         results = client.gather(futures)
 
-    rows, failures = [], []
+    rows, failures, said = [], [], []
     for name, line, row, error in results:
         if error:
-            warnings.warn(f"ssaviz: text {line} ({name}): {_python_words(error)}", stacklevel=3)
+            said.append(f"ssaviz: text {line} ({name}): {_python_words(error)}")
             failures.append(json.dumps({"name": name, "line": line, "error": error}))
         else:
             rows.append(row)
+    _warn_failures(said, "texts", "summary.json's failed", stacklevel=3)
     os.makedirs(out, exist_ok=True)
     _ssaviz.write_summary(_fs(out), rows, failures)
     with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:

@@ -10,12 +10,11 @@ checkpoints are tasks, each worker opening its own; the results come back in ste
 import json
 import os
 import shutil
-import warnings
 from numbers import Integral
 
 import numpy as np
 
-from . import _python_words, _r, _ssaviz
+from . import _python_words, _r, _ssaviz, _warn_failures
 
 
 # With lens=True, SSA's lens of each step (Analysis.lens()'s arrays, named as `export --lens` names its files),
@@ -248,18 +247,19 @@ class Run:
             futures = client.map(_analyze_step, [s for s, _ in jobs], [p for _, p in jobs], device=self.device, flags=self.flags,
                                  text=text, compare=compare, truncate=truncate, base=base, lens=lens, pure=False)
             results = sorted(client.gather(futures), key=lambda r: r[0])
-        steps, arrays, failed, shape = [], [], [], None
+        steps, arrays, failed, shape, said = [], [], [], None, []
         for (step, result, error), (_, path) in zip(results, jobs):
             if error is None and shape is not None and result["tau_q"].shape != shape:
                 error = f"has arrays of shape {result['tau_q'].shape}, the run's first step {shape}"
             if error is not None:
                 # The checkpoint by its name, as Run.export and the command line say it: the error names its path.
-                warnings.warn(f"ssaviz: step {step} ({os.path.basename(path)}): {error}; skipped", stacklevel=2)
+                said.append(f"ssaviz: step {step} ({os.path.basename(path)}): {error}; skipped")
                 failed.append({"step": step, "checkpoint": path, "error": error})
                 continue
             shape = shape or result["tau_q"].shape
             steps.append(step)
             arrays.append(result)
+        _warn_failures(said, "steps", "RunAnalysis.failed", stacklevel=2)
         if not steps:  # as Run.export: a timeline of no step is an error, not arrays numpy cannot stack
             raise ValueError(f"{where}: no checkpoint of the run could be analysed ({len(failed)} failed; step {failed[0]['step']}: "
                              f"{failed[0]['error']})")
@@ -345,8 +345,8 @@ class Run:
                     raise ValueError(f"{where}: compare_run {_r(os.fspath(r.path))}: {e}") from None
             report = _ssaviz.write_run(staged, _fs(self.path), results[0], _fs(other.path) if other else None, results[1] if other else [],
                                        export_flags, True)
-            for message in report["failed"]:
-                warnings.warn(f"ssaviz: {_python_words(message)}; skipped", stacklevel=3)
+            _warn_failures([f"ssaviz: {_python_words(message)}; skipped" for message in report["failed"]], "steps", "run.json's failed",
+                           stacklevel=3)
             _ssaviz.move_tree(staged, _fs(out))
         except BaseException:
             shutil.rmtree(staged, ignore_errors=True)

@@ -285,6 +285,12 @@ TEST_F(Cli, ALinkLoopAndTheModelAsItsOwnBaseAreNamed) {
     fs::remove(base);
     fs::create_directory(base);
     no_base(" holds no model: no weights (");
+    // A base/ whose lit_model.pth is a FIFO: said once (the folder said the file's reason again).
+    const std::string fifo = base + "/lit_model.pth";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    ExpectOneLineError(Ssaviz({"export", "--model", dir + "/ft", "--compare", "base", "--text", "a b", "--out", dir + "/x"}), 2,
+                       "step train kept; '" + fifo + "' is a FIFO, not a file): name it with --base DIR");
+    fs::remove(fifo);
     fs::remove(base);
     // So does a lit_model.pth beside it that is a FIFO or the model itself.
     const std::string lit = dir + "/ft/lit_model.pth";

@@ -1529,6 +1529,9 @@ TEST(EndToEnd, ATwinOrBaseThatDoesNotOpenEndsAScreenshotRun) {
 
 // A run whose last checkpoint does not open (a truncated file: a run still being written) opens at
 // the step before, with a line saying so, as export --run skips such a step (it ended the window).
+// Many such steps are passed over in one request with one line (a request each took a frame each
+// and a line each: minutes for thousands), and --export-to exits 3 for the steps its timeline left
+// out, as export --run does (it exited 0).
 TEST(EndToEnd, ARunWhoseLastStepIsBrokenOpensTheStepBefore) {
     const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_broken_step", run = dir + "/run";
     fs::remove_all(dir);
@@ -1539,18 +1542,34 @@ TEST(EndToEnd, ARunWhoseLastStepIsBrokenOpensTheStepBefore) {
         << ReadFile(dir + "/init.log");
     fs::copy(run + "/checkpoint-10", run + "/checkpoint-20", fs::copy_options::recursive);
     fs::resize_file(run + "/checkpoint-20/model.safetensors", 3000);
+    for (int step = 30; step < 30 + 400; ++step) fs::create_directories(run + "/checkpoint-" + std::to_string(step));  // empty: no weights
     const std::string png = dir + "/shot.png";
     ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --run " + run + " --text 'The keeper lit the lamp' --screenshot " + png + " --frames 3",
                          dir + "/log.txt"),
               0)
         << ReadFile(dir + "/log.txt");
     const std::string log = ReadFile(dir + "/log.txt");
-    EXPECT_NE(log.find("ssaviz: step 20 (checkpoint-20) does not open, showing step 10: "), std::string::npos) << log;
-    EXPECT_NE(log.find("header length"), std::string::npos) << log;
+    EXPECT_NE(log.find("ssaviz: step 429 (checkpoint-429) and the 400 steps before it do not open, showing step 10: "), std::string::npos) << log;
+    size_t lines = 0;
+    for (size_t at = log.find("not open"); at != std::string::npos; at = log.find("not open", at + 1)) ++lines;
+    EXPECT_EQ(lines, 1u) << "one line for the steps passed over";
     const nlohmann::json meta = nlohmann::json::parse(ReadFile(png + ".json"), nullptr, false);
     ASSERT_TRUE(meta.is_object() && meta.contains("state")) << log;
     EXPECT_EQ(meta["state"]["run_step"], 10);
     EXPECT_EQ(meta["state"]["model"], run + "/checkpoint-10");
+    // Only the truncated one: its own error.
+    fs::remove_all(dir + "/empty");
+    for (int step = 30; step < 30 + 400; ++step) fs::remove_all(run + "/checkpoint-" + std::to_string(step));
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --run " + run + " --text 'The keeper lit the lamp' --screenshot " + png + " --frames 3",
+                         dir + "/log.txt"),
+              0);
+    EXPECT_NE(ReadFile(dir + "/log.txt").find("ssaviz: step 20 (checkpoint-20) does not open, showing step 10: "), std::string::npos);
+    EXPECT_NE(ReadFile(dir + "/log.txt").find("header length"), std::string::npos);
+    // --export-to of the run with the timeline: the step left out is exit 3, as export --run's.
+    const int code = RunCommand(std::string(SSAVIZ_BINARY) + " --run " + run + " --text 'The keeper lit the lamp' --export-to " + dir + "/out",
+                                dir + "/export.txt");
+    EXPECT_EQ(code, 3) << ReadFile(dir + "/export.txt");
+    EXPECT_NE(ReadFile(dir + "/export.txt").find("of the 1 of 2 steps that opened"), std::string::npos) << ReadFile(dir + "/export.txt");
 }
 
 // A model that opens but a text it cannot tokenize: the jobs asked for at start (a run's timeline,

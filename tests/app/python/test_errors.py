@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import ssaviz
-from conftest import SMALL, SMALL_TWIN, cli_error, require, run_cli
+from conftest import ENGLISH, SMALL, SMALL_TWIN, cli_error, require, run_cli
 
 TEXT = "Hello there, world"
 LONG = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen"
@@ -182,6 +182,12 @@ def test_bad_export_and_figure_flags(small, tmp_path):
         a.plot("pie", size=64)
     with pytest.raises(ValueError, match="saves as"):
         a.heatmap(0, 0).save(tmp_path / "x.gif")
+    # The path as every message shows a caller's text: escaped (an ESC sequence reached the
+    # terminal raw) and cut at 200 characters (a 100,000-character path made a message as long).
+    for path, scale in (("/tmp/x\x1b[2J\u202e.svg", 2), ("/tmp/x.\x1b[31m", 1), ("/tmp/" + "y" * 100000 + ".txt", 1)):
+        with pytest.raises(ValueError) as e:
+            a.heatmap(0, 0).save(path, scale=scale)
+        assert "\x1b" not in str(e.value) and "\u202e" not in str(e.value) and len(str(e.value)) < 300, str(e.value)[:80]
 
 
 def test_a_figure_refuses_keywords_it_does_not_draw_with(small):
@@ -548,6 +554,9 @@ def test_a_named_tokenizer_is_never_ignored(tmp_path):
     for where, words in ((tmp_path / "missing", "missing' does not exist"), (afile, "file.txt' is not a folder"), (empty, "holds no tokenizer files")):
         code, _, err = run_cli("info", "--model", SMALL, "--tokenizer", str(where), check=False)
         assert code == 3 and words in err and len(err.strip().splitlines()) == 1, err
+    # A model with tokenizer files of its own: the flag named too (it said "model folder 'empty'").
+    code, _, err = run_cli("tokenize", "--model", ENGLISH, "--tokenizer", str(empty), "--text", "hi", check=False)
+    assert code == 3 and f"--tokenizer '{empty}' holds no tokenizer files" in err, err
     # init-random reads its tokenizer before it writes anything.
     code, _, err = run_cli("init-random", "--out", str(tmp_path / "new"), "--tokenizer", str(empty), check=False)
     assert code == 3 and not (tmp_path / "new").exists(), err

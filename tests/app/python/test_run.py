@@ -48,6 +48,22 @@ def serial(run_dir):
     return analysis, caught
 
 
+def test_many_failing_steps_warn_twenty_times_and_count_the_rest(run_dir, tmp_path):
+    """A run of thousands of broken steps warned once a step (9,999 warning blocks in a notebook):
+    20, then one with the count; `failed` keeps every one, as the command line's 20 lines."""
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    for step in range(400, 400 + 30):
+        (run / f"iter-{step:06d}-ckpt.pth").write_bytes(b"not a checkpoint")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        analysis = ssaviz.load_run(run).analyze(TEXT)
+    assert len(analysis.failed) == 31 and list(analysis.steps) == [100, 200, 300]
+    said = [str(w.message) for w in caught if "skipped" in str(w.message)]
+    assert len(said) == 21, said[-3:]
+    assert said[-1] == "ssaviz: 11 more steps skipped (RunAnalysis.failed lists every one)"
+
+
 def test_each_step_equals_its_checkpoint_alone(run_dir):
     run = ssaviz.load_run(run_dir)
     assert run.steps == [100, 200, 250, 300] and len(run) == 4
