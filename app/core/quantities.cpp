@@ -168,13 +168,28 @@ std::vector<Quantity> MakeCatalogue() {
                  Scope::Row)
             .Members(&A::effective_qk_norm).Read(R::TokenStats).Format("%.3g").Json(kHeadsAndRows).Python("effective_qk_norm"),
         Quantity("qk_opnorm", "QK operator norm", "QK opnorm", "operator norm ||W_q W_k^T / sqrt(d_h)||_2 of the head", Scope::Head)
-            .Members(&A::qk_opnorm).Format("%.3g").Json(kJsonHeads).Python("qk_opnorm").Shown(kSsaSide),
+            .Members(&A::qk_opnorm, nullptr, &A::qk_opnorm_base).Format("%.3g").Json(kJsonHeads).Python("qk_opnorm").Shown(kSsaSide),
         Quantity("qk_eig_mean", "QK eigenvalue mean", "QK eig mean", "mean of the real parts of the eigenvalues of W_k^T W_q / sqrt(d_h)",
                  Scope::Head)
-            .Members(&A::qk_eig_mean).Format("%.3g").Json(kJsonHeads).Python("qk_eig_mean"),
+            .Members(&A::qk_eig_mean, nullptr, &A::qk_eig_mean_base).Format("%.3g").Json(kJsonHeads).Python("qk_eig_mean"),
         Quantity("qk_eig_var", "QK eigenvalue variance", "QK eig var",
                  "variance of the real parts of the eigenvalues of W_k^T W_q / sqrt(d_h); small = localized (Bao et al.)", Scope::Head)
-            .Members(&A::qk_eig_var).Format("%.3g").Json(kJsonHeads).Python("qk_eig_var").Shown(kSsaSide),
+            .Members(&A::qk_eig_var, nullptr, &A::qk_eig_var_base).Format("%.3g").Json(kJsonHeads).Python("qk_eig_var").Shown(kSsaSide),
+        // With a base: how far fine-tuning moved each head's weights (the drift's weights beside
+        // what they did, js_drift); metrics.json's decomposition.weights, with the MLPs' and embeddings'.
+        Quantity("weights_q", "W_q moved from base", "W_q moved",
+                 "||W_q - W_q(base)||_F / ||W_q(base)||_F of the head's query weights: how far fine-tuning moved them (0: not at all; with a base)",
+                 Scope::Head)
+            .Members(&A::weights_q).Format("%.3g").LargerFirst().Scaled(Scale::FromZero).Python("weights_q").BaseOnly(),
+        Quantity("weights_k", "W_k moved from base", "W_k moved",
+                 "the same of the head's key weights (its kv head's, shared by the query heads of its group; with a base)", Scope::Head)
+            .Members(&A::weights_k).Format("%.3g").LargerFirst().Scaled(Scale::FromZero).Python("weights_k").BaseOnly(),
+        Quantity("weights_v", "W_v moved from base", "W_v moved",
+                 "the same of the head's value weights (its kv head's; with a base)", Scope::Head)
+            .Members(&A::weights_v).Format("%.3g").LargerFirst().Scaled(Scale::FromZero).Python("weights_v").BaseOnly(),
+        Quantity("weights_o", "W_o moved from base", "W_o moved",
+                 "the same of the head's rows of the output projection (with a base)", Scope::Head)
+            .Members(&A::weights_o).Format("%.3g").LargerFirst().Scaled(Scale::FromZero).Python("weights_o").BaseOnly(),
         // What the model predicts (metrics.json reports the loss in its own "loss" object).
         Quantity("loss", "loss", "loss",
                  "-ln p(token | the tokens before it), nats, on the SSA side (with its what-ifs): how surprised the model is", Scope::Token)

@@ -80,6 +80,7 @@ json HeadEntry(const model::Analysis& a, const HeadSummary& s, float sink_epsilo
         if (!(q.json & kJsonHeads) || !v) continue;
         if (!q.TwoSided()) {
             head[q.JsonKey()] = HeadJson(s, *v, Side::Ssa);
+            if (Holds(q, a, Side::Base)) head[JsonName(Side::Base)][q.JsonKey()] = HeadJson(s, *v, Side::Base);  // the base's own (QK spectrum)
             continue;
         }
         for (Side side : kAllSides) {
@@ -335,6 +336,7 @@ json LossJson(const model::Analysis& a) {
 }
 
 json LayerHead(const std::vector<float>& values, int L, int H) {
+    if (values.size() != static_cast<size_t>(L) * H) return json();  // not measured: null
     json out = json::array();
     for (int l = 0; l < L; ++l) out.push_back(std::vector<float>(values.begin() + static_cast<size_t>(l) * H, values.begin() + static_cast<size_t>(l + 1) * H));
     return out;
@@ -356,6 +358,16 @@ json DecompositionToJson(const model::Analysis& a) {
                 {"l1_temperature", LayerHead(d.l1_temperature, L, H)},
                 {"l1_drift", LayerHead(d.l1_drift, L, H)},
                 {"loss_mean", {{"ssa", d.loss_mean}, {"tau1", d.loss_mean_tau1}, {"base", d.loss_mean_base}}},
+                {"weights", json{{"q", LayerHead(a.weights_q, L, H)},
+                                 {"k", LayerHead(a.weights_k, L, H)},
+                                 {"v", LayerHead(a.weights_v, L, H)},
+                                 {"o", LayerHead(a.weights_o, L, H)},
+                                 {"mlp", a.weights_mlp},
+                                 {"embeddings", a.weights_embeddings},
+                                 {"notes", "how far fine-tuning moved the weights from the base's: ||W - W_base||_F / ||W_base||_F (0: not "
+                                           "at all) of each head's slice of W_q, W_k, W_v (its kv head's) and W_o [layer][head], each "
+                                           "layer's MLP (weights and biases together) and the token and position embeddings together; the "
+                                           "temperatures and the norms' scales are not among them"}}},
                 {"base_temperatures", base_own.empty() ? json() : json(base_own)},
                 {"notes", "[layer][head]: the mean over query rows 2..T of each row's divergence (JS in nats, L1); total: SSA against "
                           "the base; temperature: SSA against its own weights at tau = 1; drift: tau = 1 against the base (the other "

@@ -395,6 +395,11 @@ py::dict Metrics(const AnalysisHandle& h) {
         for (auto [key, values] : {std::pair{"js_total", &a.js_total}, std::pair{"l1_total", &a.l1_total},
                                    std::pair{"js_drift", &a.js_drift}, std::pair{"l1_drift", &a.l1_drift}})
             out[key] = Gathered(*values, lht);
+        // [L, H]: the base's QK spectrum, and how far each head's weights moved from the base's.
+        for (auto [key, values] : {std::pair{"qk_opnorm_base", &a.qk_opnorm_base}, std::pair{"qk_eig_mean_base", &a.qk_eig_mean_base},
+                                   std::pair{"qk_eig_var_base", &a.qk_eig_var_base}, std::pair{"weights_q", &a.weights_q},
+                                   std::pair{"weights_k", &a.weights_k}, std::pair{"weights_v", &a.weights_v}, std::pair{"weights_o", &a.weights_o}})
+            if (values->size() == static_cast<size_t>(a.n_layer) * a.n_head) out[key] = View<float>(h.a, values->data(), lh);
     }
     out["effective_qk_norm"] = Gathered(a.effective_qk_norm, lht);
     out["qk_opnorm"] = View<float>(h.a, a.qk_opnorm.data(), lh);

@@ -160,6 +160,9 @@ struct Engine::Impl {
     at::Device device{at::kCPU};
     LoadedModel model;
     QkSpectrum spectrum;  // the model's, computed once
+    // With a base open: its spectrum and how far the model's weights moved from it, computed once.
+    QkSpectrum base_spectrum;
+    WeightDrift drift;
     // The model that runs beside the SSA one: a twin or a base (`kind` says which), or none.
     std::unique_ptr<LoadedModel> other;
     Comparison kind = Comparison::Twin;  // Twin or Base while `other` is open
@@ -242,6 +245,10 @@ Status Engine::Impl::OpenBeside(Comparison which, const std::string& dir, const 
     if (theirs.ContentHash() != mine.ContentHash())
         return Fail(named + " uses a different tokenizer: the same kind (" + theirs.Kind() + ") and size (" +
                     std::to_string(theirs.VocabSize()) + " tokens), but other pieces or merges");
+    if (which == Comparison::Base) {
+        base_spectrum = ComputeQkSpectrum(loaded->gpt);
+        drift = ComputeWeightDrift(model.gpt, loaded->gpt);
+    }
     other = std::make_unique<LoadedModel>(std::move(*loaded));
     kind = which;
     cache = {};
@@ -495,6 +502,18 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     a.comparison = comparison();
     a.compare_label = twin ? e.other->info.dir : "vanilla";
     a.base_label = base ? e.other->info.dir : "";
+    if (base) {
+        auto host = [](const at::Tensor& t) {
+            const at::Tensor h = t.to(at::kCPU, at::kFloat).contiguous();
+            return std::vector<float>(h.data_ptr<float>(), h.data_ptr<float>() + h.numel());
+        };
+        a.qk_opnorm_base = host(e.base_spectrum.opnorm), a.qk_eig_mean_base = host(e.base_spectrum.eig_mean), a.qk_eig_var_base = host(e.base_spectrum.eig_var);
+        if (e.drift.q.defined()) {
+            a.weights_q = host(e.drift.q), a.weights_k = host(e.drift.k), a.weights_v = host(e.drift.v), a.weights_o = host(e.drift.o);
+            a.weights_mlp = host(e.drift.mlp);
+        }
+        a.weights_embeddings = static_cast<float>(e.drift.embeddings);
+    }
     a.interventions = e.interventions;
     a.reused_rows = static_cast<int>(plan.p);
     a.forward_ms = forward_ms;

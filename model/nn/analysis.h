@@ -74,6 +74,13 @@ struct Analysis {
     RowArray js_drift, l1_drift;                // [L, H, T] tau = 1 against base
     std::vector<float> qk_opnorm, qk_eig_mean, qk_eig_var;  // [L, H]
     RowArray effective_qk_norm;                 // [L, H, T] tau_q(i) * ||W_qk||_2
+    // With a base: its QK spectrum, and how far fine-tuning moved each head's weights from it
+    // (WeightDrift: ||W - W_base||_F / ||W_base||_F of the head's slice of W_q, W_k, W_v, W_o),
+    // each layer's MLP and the embeddings: the drift's weights beside what they did (js_drift).
+    std::vector<float> qk_opnorm_base, qk_eig_mean_base, qk_eig_var_base;    // [L, H]
+    std::vector<float> weights_q, weights_k, weights_v, weights_o;            // [L, H]
+    std::vector<float> weights_mlp;                                           // [L]
+    float weights_embeddings = NAN;
     double forward_ms = 0, metrics_ms = 0;  // forward: both passes and the predictions' logits (on a device: AnalyzeOptions::phase_timings)
     int reused_rows = 0;  // positions taken from the previous analysis (its ids agreed up to here)
     std::vector<Intervention> interventions;  // applied to the SSA side

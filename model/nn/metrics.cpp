@@ -525,6 +525,56 @@ QkSpectrum ComputeQkSpectrum(const SsaGpt& model) {
     return {at::stack(opnorm).to(at::kFloat), at::stack(eig_mean).to(at::kFloat), at::stack(eig_var).to(at::kFloat)};
 }
 
+WeightDrift ComputeWeightDrift(const SsaGpt& model, const SsaGpt& base) {
+    c10::InferenceMode guard;
+    const ModelConfig& c = model.config;
+    const int64_t E = c.n_embd, H = c.n_head, G = c.KvHeads(), D = c.HeadSize();
+    // Sums of squares of the change and of the base's, over `dims` (a tensor at a time in float64
+    // on the CPU: a 1.1 B-parameter pair in a few seconds, one tensor's copy at a time).
+    struct Sums {
+        at::Tensor change, base;
+        at::Tensor Relative() const {  // NaN where the base's is 0 (or the two differ in shape)
+            return at::where(base > 0, change.sqrt() / base.sqrt(), at::full_like(base, NAN)).to(at::kFloat);
+        }
+    };
+    auto sums = [](const at::Tensor& w, const at::Tensor& b, at::IntArrayRef dims) {
+        const at::Tensor base64 = b.to(at::kCPU, at::kDouble);
+        if (!w.sizes().equals(b.sizes())) {  // a base's vocabulary a token larger (taken, as documented): no drift to give
+            const at::Tensor none = base64.sum(dims).fill_(0);
+            return Sums{none, none};
+        }
+        const at::Tensor change = w.to(at::kCPU, at::kDouble) - base64;
+        return Sums{change.square().sum(dims), base64.square().sum(dims)};
+    };
+    auto add = [](Sums* into, const Sums& more) {
+        if (!into->change.defined()) *into = more;
+        else into->change = into->change + more.change, into->base = into->base + more.base;
+    };
+    std::vector<at::Tensor> q, k, v, o, mlp;
+    for (size_t l = 0; l < model.layers.size(); ++l) {
+        const LayerWeights &w = model.layers[l], &b = base.layers[l];
+        auto heads = [&](int64_t first, int64_t count) {  // [E, count, D] slices of attn_w: [count]
+            return sums(w.attn_w.narrow(1, first, count * D).reshape({E, count, D}), b.attn_w.narrow(1, first, count * D).reshape({E, count, D}),
+                        {0, 2});
+        };
+        auto per_query_head = [&](const at::Tensor& kv) { return G == H ? kv : kv.repeat_interleave(H / G, 0); };
+        q.push_back(heads(0, H).Relative());
+        k.push_back(per_query_head(heads(H * D, G).Relative()));
+        v.push_back(per_query_head(heads((H + G) * D, G).Relative()));
+        o.push_back(sums(w.proj_w.reshape({H, D, E}), b.proj_w.reshape({H, D, E}), {1, 2}).Relative());
+        Sums m;
+        for (const auto& [mine, theirs] : {std::pair{w.fc_w, b.fc_w}, {w.fc_b, b.fc_b}, {w.mlp_proj_w, b.mlp_proj_w}, {w.mlp_proj_b, b.mlp_proj_b}})
+            if (mine.defined() && theirs.defined()) add(&m, sums(mine.flatten(), theirs.flatten(), {0}));
+        mlp.push_back(m.change.defined() ? m.Relative() : at::full({}, NAN, at::kFloat));
+    }
+    Sums e = sums(model.wte.flatten(), base.wte.flatten(), {0});
+    if (model.wpe.defined() && base.wpe.defined()) add(&e, sums(model.wpe.flatten(), base.wpe.flatten(), {0}));
+    WeightDrift d;
+    if (!q.empty()) d = {at::stack(q), at::stack(k), at::stack(v), at::stack(o), at::stack(mlp)};
+    d.embeddings = e.Relative().item<float>();
+    return d;
+}
+
 namespace {
 
 EnvironmentSwitch g_fused_attention("SSAVIZ_FUSED_ATTENTION", "1", "0");

@@ -102,4 +102,17 @@ struct QkSpectrum {
 };
 QkSpectrum ComputeQkSpectrum(const SsaGpt& model);  // float64 on the CPU: D x D problems
 
+// How far a fine-tune's weights moved from its base's, each as ||W - W_base||_F / ||W_base||_F
+// (0: unchanged; NaN where the base's is 0), in float64: the head's slice of W_q, W_k, W_v (a kv
+// head's, shared by its query heads) and W_o (its rows of the output projection); each layer's
+// MLP, its weights and biases together; the token and position embeddings together. The
+// temperatures are the other part, and norms' scales are left out. The two are of one shape
+// (Engine::OpenBase checks it).
+struct WeightDrift {
+    at::Tensor q, k, v, o;  // [L, H]
+    at::Tensor mlp;         // [L]
+    double embeddings = NAN;
+};
+WeightDrift ComputeWeightDrift(const SsaGpt& model, const SsaGpt& base);
+
 }  // namespace model

@@ -174,6 +174,19 @@ void FineTuneView::DrawMatrices(WindowState& state) {
                      "largest (below: the darkest colour), so a small part beside a large one still shows; off: linear from 0.");
     Caption(TemperaturePartName(*state.analysis) + " most: " + TopHeads(d.js_temperature, H, 4, kJsRoundingFloor), ", ");  // broken between heads only
     Caption("drift most: " + TopHeads(d.js_drift, H, 4, kJsRoundingFloor), ", ");
+    // What the drift's weights did beside how far they moved: a head whose attention drifted most
+    // need not be the one whose weights moved most (its input changed below it).
+    const model::Analysis& a = *state.analysis;
+    if (a.weights_q.size() == static_cast<size_t>(L) * H) {
+        std::vector<float> moved(a.weights_q.size());
+        for (size_t k = 0; k < moved.size(); ++k)
+            moved[k] = std::max({a.weights_q[k], a.weights_k[k], a.weights_v[k], a.weights_o[k]});  // NaN-free here: the base's weights are not 0
+        std::string mlps;
+        for (size_t l = 0; l < a.weights_mlp.size(); ++l) mlps += (l ? " " : "") + FormatNumber(a.weights_mlp[l]);
+        Caption("weights moved most (||W - W_base|| / ||W_base||, the largest of W_q, W_k, W_v, W_o): " + TopHeads(moved, H, 4, 0.0f) +
+                    "; MLPs by layer: " + mlps + "; embeddings " + FormatNumber(a.weights_embeddings),
+                ", ");
+    }
     const float line = ImGui::GetTextLineHeight();
     const float gap = ImGui::GetStyle().ItemSpacing.x * 2.0f;
     const float label_w = ImGui::CalcTextSize("L00").x + 4.0f;
@@ -237,10 +250,14 @@ void FineTuneView::DrawMatrices(WindowState& state) {
     if (hovered >= 0) {
         const int l = hovered / H, h = hovered % H;
         const float total = d.js_total[hovered], temperature = d.js_temperature[hovered], drift = d.js_drift[hovered];
+        auto at = [&](const std::vector<float>& v, size_t k) { return FormatNumber(k < v.size() ? v[k] : NAN); };
         viz::Tooltip("L%d H%d, JS divergence of the rows, nats:\n  whole change (SSA vs base)     %s\n  temperatures (SSA vs tau = 1)  %s\n"
-                          "  drift (tau = 1 vs base)        %s\nL1 distance: whole %s, temperatures %s, drift %s",
-                          l, h, Nats(total).c_str(), Nats(temperature).c_str(), Nats(drift).c_str(), FormatNumber(d.l1_total[hovered]).c_str(),
-                          FormatNumber(d.l1_temperature[hovered]).c_str(), FormatNumber(d.l1_drift[hovered]).c_str());
+                     "  drift (tau = 1 vs base)        %s\nL1 distance: whole %s, temperatures %s, drift %s\n"
+                     "Its weights moved from the base's (||W - W_base|| / ||W_base||): W_q %s, W_k %s, W_v %s, W_o %s; layer %d's MLP %s",
+                     l, h, Nats(total).c_str(), Nats(temperature).c_str(), Nats(drift).c_str(), FormatNumber(d.l1_total[hovered]).c_str(),
+                     FormatNumber(d.l1_temperature[hovered]).c_str(), FormatNumber(d.l1_drift[hovered]).c_str(), at(a.weights_q, hovered).c_str(),
+                     at(a.weights_k, hovered).c_str(), at(a.weights_v, hovered).c_str(), at(a.weights_o, hovered).c_str(), l,
+                     at(a.weights_mlp, static_cast<size_t>(l)).c_str());
     }
 }
 

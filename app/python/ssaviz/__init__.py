@@ -640,12 +640,18 @@ class Analysis:
     def decomposition(self):
         """compare="base": what fine-tuning changed, per head, as metrics.json's "decomposition"
         (numpy [L, H] arrays): js_total (SSA against the base) beside its parts, js_temperature (SSA
-        against its weights at tau = 1) and js_drift (tau = 1 against the base), the same for L1, and
-        loss_mean of each side. None without a base."""
+        against its weights at tau = 1) and js_drift (tau = 1 against the base), the same for L1,
+        loss_mean of each side, and weights: how far fine-tuning moved the weights from the base's,
+        ||W - W_base||_F / ||W_base||_F of each head's W_q, W_k, W_v, W_o ("q" .. "o": [L, H]), each
+        layer's MLP ("mlp": [L]) and the embeddings. None without a base."""
         d = _json.loads(self._h.decomposition_json)
         if d is None:
             return None
-        return {k: (_np.asarray(v, dtype=_np.float32) if isinstance(v, list) else v) for k, v in d.items()}
+        def arrays(v):
+            if isinstance(v, list):
+                return _np.asarray(v, dtype=_np.float32)
+            return {k: arrays(x) for k, x in v.items()} if isinstance(v, dict) else v
+        return arrays(d)
 
     def metrics(self):
         return _Metrics(self._h.metrics())

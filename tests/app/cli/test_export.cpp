@@ -871,6 +871,7 @@ TEST_F(Cli, ExportWritesEveryFigure) {
     for (int l = 0; l < 2; ++l)
         for (int h = 0; h < 2; ++h)
             for (const char* suffix : {"", "_compare"}) expected.push_back("csv/L" + std::to_string(l) + "_H" + std::to_string(h) + suffix + ".csv");
+    expected.push_back("heads.csv");  // every head's values, a row a head
     std::sort(expected.begin(), expected.end());
     EXPECT_EQ(files, expected);
     // 9 tokens: every cell of each small map is an SVG rectangle.

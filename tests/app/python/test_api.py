@@ -422,6 +422,14 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     np.testing.assert_array_equal(a.dla_base, alone.dla)
     np.testing.assert_array_equal(a.dla_mlp_base, alone.dla_mlp)
     assert np.abs(a.lens_loss_base - a.lens_loss).max() > 1e-3, "the base is its own model"
+    # The base's QK spectrum is the base's own; how far each head's weights moved, in metrics and decomposition alike.
+    for key in ("qk_opnorm", "qk_eig_mean", "qk_eig_var"):
+        np.testing.assert_array_equal(a.metrics[key + "_base"], alone.metrics[key], err_msg=key)
+    moved = a.decomposition["weights"]
+    for part in "qkvo":
+        np.testing.assert_array_equal(a.metrics["weights_" + part], moved[part], err_msg=part)
+        assert moved[part].shape == (a.n_layer, a.n_head) and (moved[part] > 0).all(), part
+    assert moved["mlp"].shape == (a.n_layer,) and moved["embeddings"] > 0
     # The other sides' lens runs on first use with the Model's comparison as it is: after a later
     # analysis with another, the error names both as metrics.json's comparison_kind does.
     fresh = m.analyze(JOBS, base=base)
