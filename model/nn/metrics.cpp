@@ -529,26 +529,35 @@ WeightDrift ComputeWeightDrift(const SsaGpt& model, const SsaGpt& base) {
     c10::InferenceMode guard;
     const ModelConfig& c = model.config;
     const int64_t E = c.n_embd, H = c.n_head, G = c.KvHeads(), D = c.HeadSize();
-    // Sums of squares of the change and of the base's, over `dims` (a tensor at a time in float64
-    // on the CPU: a 1.1 B-parameter pair in a few seconds, one tensor's copy at a time).
+    // Sums of squares of the change and of the base's, over `dims`, in float64 on the CPU a slice
+    // of about 4 M values at a time along the first axis summed over (a 1.1 B-parameter pair's
+    // embeddings were three 0.5 GB copies at once).
     struct Sums {
         at::Tensor change, base;
         at::Tensor Relative() const {  // NaN where the base's is 0 (or the two differ in shape)
             return at::where(base > 0, change.sqrt() / base.sqrt(), at::full_like(base, NAN)).to(at::kFloat);
         }
     };
-    auto sums = [](const at::Tensor& w, const at::Tensor& b, at::IntArrayRef dims) {
-        const at::Tensor base64 = b.to(at::kCPU, at::kDouble);
-        if (!w.sizes().equals(b.sizes())) {  // a base's vocabulary a token larger (taken, as documented): no drift to give
-            const at::Tensor none = base64.sum(dims).fill_(0);
-            return Sums{none, none};
-        }
-        const at::Tensor change = w.to(at::kCPU, at::kDouble) - base64;
-        return Sums{change.square().sum(dims), base64.square().sum(dims)};
-    };
     auto add = [](Sums* into, const Sums& more) {
         if (!into->change.defined()) *into = more;
         else into->change = into->change + more.change, into->base = into->base + more.base;
+    };
+    auto sums = [&add](const at::Tensor& w, const at::Tensor& b, std::vector<int64_t> dims) {
+        if (!w.sizes().equals(b.sizes())) {  // a base's vocabulary a token larger (taken, as documented): no drift to give,
+            // NaN, which stays NaN in any sum it joins (the embeddings' with the positions')
+            const at::Tensor none = at::full_like(b.narrow(dims[0], 0, std::min<int64_t>(1, b.size(dims[0]))), NAN, at::kDouble).sum(dims).cpu();
+            return Sums{none, none};
+        }
+        const int64_t axis = dims[0], along = w.size(axis), each = w.numel() / std::max<int64_t>(1, along);
+        const int64_t step = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, each));
+        Sums s;
+        for (int64_t i = 0; i < along; i += step) {
+            const int64_t n = std::min(step, along - i);
+            const at::Tensor base64 = b.narrow(axis, i, n).to(at::kCPU, at::kDouble), change = w.narrow(axis, i, n).to(at::kCPU, at::kDouble) - base64;
+            add(&s, Sums{change.square().sum(dims), base64.square().sum(dims)});
+        }
+        if (!s.change.defined()) s.change = s.base = at::zeros({}, at::kDouble);  // an empty tensor: nothing moved, nothing there
+        return s;
     };
     std::vector<at::Tensor> q, k, v, o, mlp;
     for (size_t l = 0; l < model.layers.size(); ++l) {

@@ -50,6 +50,30 @@ TEST_P(Metrics, QkSpectrumMatchesReference) {
     CheckClose(s.eig_var, c.Ref("qk_eig_var"), 1e-5, "qk_eig_var", true);
 }
 
+// How far a fine-tune's weights moved from its base's: 0 from itself; a change of 10% of one kv
+// head's value weights reads 0.1 on the query heads that share it and 0 everywhere else; a base of
+// another vocabulary gives no embeddings' figure (NaN), not an error.
+TEST_P(Metrics, WeightDriftIsTheRelativeChangeOfEachSlice) {
+    ReferenceCase c(GetParam());
+    ASSERT_TRUE(c.ok) << c.error;
+    const model::ModelConfig& config = c.gpt.config;
+    const int64_t H = config.n_head, G = config.KvHeads(), D = config.HeadSize();
+    model::WeightDrift same = model::ComputeWeightDrift(c.gpt, c.gpt);
+    for (const at::Tensor& t : {same.q, same.k, same.v, same.o, same.mlp}) EXPECT_EQ(t.abs().max().item<float>(), 0.0f);
+    EXPECT_EQ(same.embeddings, 0.0);
+    model::SsaGpt moved = c.gpt;
+    moved.layers[0].attn_w = c.gpt.layers[0].attn_w.clone();
+    at::Tensor v0 = moved.layers[0].attn_w.narrow(1, (H + G) * D, D);  // kv head 0's value weights
+    v0.add_(v0 * 0.1);
+    const model::WeightDrift d = model::ComputeWeightDrift(moved, c.gpt);
+    for (int64_t h = 0; h < H; ++h) EXPECT_NEAR(d.v[0][h].item<float>(), h < H / G ? 0.1f : 0.0f, 1e-6f) << h;
+    for (const at::Tensor& t : {d.q, d.k, d.o, d.mlp}) EXPECT_EQ(t.abs().max().item<float>(), 0.0f);
+    EXPECT_EQ(d.v.narrow(0, 1, d.v.size(0) - 1).abs().max().item<float>(), 0.0f);
+    model::SsaGpt wider = c.gpt;
+    wider.wte = at::cat({c.gpt.wte, c.gpt.wte.narrow(0, 0, 1)});
+    EXPECT_TRUE(std::isnan(model::ComputeWeightDrift(wider, c.gpt).embeddings));
+}
+
 // The fused CPU pass the analysis uses, on the same reference maps.
 TEST_P(Metrics, CompareMapsMatchesReference) {
     ReferenceCase c(GetParam());
