@@ -595,12 +595,17 @@ Figure HeatmapFigure(const float* values, int rows, int cols, const HeatmapFigur
         AddText(f, x, map_y + map_h + tick + gap, text, fs, TextAlign::Right, true);
     }
     const float map_bottom = map_y + map_h + tick + gap + col_label_h;
-    AddText(f, kPad + caption_h * 0.5f, map_y + map_h * 0.5f, options.RowAxis, fs, TextAlign::Center, true);
+    // The row axis's name beside the map, from its top where it is longer than the map is tall (a
+    // lens's few rows at --text-scale 3: it ran up into the title).
+    const float row_axis_w = MeasureText(options.RowAxis, fs);
+    const float row_axis_y = std::max(map_y + map_h * 0.5f, map_y + row_axis_w * 0.5f);
+    AddText(f, kPad + caption_h * 0.5f, row_axis_y, options.RowAxis, fs, TextAlign::Center, true);
     // The column axis under the map, clear of a bar caption running on below the bar (a 2-token
     // lens's "token (predicted ...)" crossed "p(token | ...)"): moved left, else under the caption.
     const float axis_w = MeasureText(options.ColAxis, fs),
                 caption_left = bar_x + VerticalColorBarWidth(bar, bar_h) - fs * 1.2f * static_cast<float>(VerticalCaptionLines(bar, bar_h).size()) - 4;
-    float axis_x = map_x + map_w * 0.5f, axis_y = map_bottom + 6 + caption_h * 0.5f;
+    // Centred under the map, but never past the figure's left edge (a panel's wider name ran into the panel before it).
+    float axis_x = std::max(map_x + map_w * 0.5f, kPad + axis_w * 0.5f), axis_y = map_bottom + 6 + caption_h * 0.5f;
     if (!bar.caption.empty() && map_y + caption_end > axis_y - caption_h * 0.5f && axis_x + axis_w * 0.5f > caption_left) {
         axis_x = std::max(kPad + axis_w * 0.5f, caption_left - axis_w * 0.5f);
         if (axis_x + axis_w * 0.5f > caption_left) axis_x = std::max(kPad + axis_w * 0.5f, map_x + map_w * 0.5f), axis_y = map_y + caption_end + 4 + caption_h * 0.5f;
@@ -610,7 +615,7 @@ Figure HeatmapFigure(const float* values, int rows, int cols, const HeatmapFigur
     AddVerticalColorBar(f, bar_x, map_y, bar_h, bar);
 
     f.Width = static_cast<int>(std::ceil(std::max(content_w + 2 * kPad, axis_x + axis_w * 0.5f + kPad)));  // a column axis wider than a tiny map
-    f.Height = static_cast<int>(std::ceil(std::max(axis_y + caption_h * 0.5f, map_y + caption_end) + kPad));
+    f.Height = static_cast<int>(std::ceil(std::max({axis_y + caption_h * 0.5f, map_y + caption_end, row_axis_y + row_axis_w * 0.5f}) + kPad));
     AddTitle(f, title, map_x + map_w * 0.5f, kPad + title_fs * 0.75f, title_fs);
     return f;
 }
@@ -873,7 +878,8 @@ Figure HeadsGridFigure(const float* maps, int layers, int heads, int tokens, con
 
     AddVerticalColorBar(f, bar_x, grid_y, bar_h, bar);
     f.Width = static_cast<int>(std::ceil(content_w + 2 * kPad));
-    f.Height = static_cast<int>(std::ceil(grid_y + std::max(grid_h, bar_h) + kPad));
+    // The bar's last label is centred on its end: half a line more (at --text-scale 3 its "0" was cut).
+    f.Height = static_cast<int>(std::ceil(grid_y + std::max(grid_h, bar_h + bar.font * 0.6f) + kPad));
     AddTitle(f, title, grid_x + grid_w * 0.5f, kPad + title_fs * 0.75f, title_fs);
     return f;
 }
@@ -1083,6 +1089,9 @@ Figure PlotFigure(const std::vector<PlotSeries>& described, const PlotOptions& o
     }
     const float bottom = std::ceil(kPad + tick + gap + x_label_extent + (options.XLabel.empty() ? 0.0f : 6 + caption_h));
 
+    // Wide enough for the x axis's caption, centred on the plot area (at --text-scale 3 it ran off both sides).
+    if (!options.XLabel.empty())
+        f.Width = std::max(f.Width, static_cast<int>(std::ceil(std::min(MeasureText(options.XLabel, label_fs), 2 * kMaxTitleWidth) + std::abs(left - right) + 2)));
     // The plot area in whole pixels; the figure grows if margins leave too little, or the y axis's
     // caption is longer than the plot is tall (at --text-scale 2 it ran off the figure's top).
     const float px0 = left, py0 = top;

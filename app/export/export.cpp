@@ -112,7 +112,8 @@ std::string CsvQuote(const std::string& s) {
 }
 
 // heads.csv: a row a head, a column a head value of the catalogue on each side the analysis has
-// (its files' suffixes: "entropy", "entropy_compare" or beside a base "entropy_tau1", "entropy_base"),
+// (its files' suffixes: "entropy", "entropy_compare" or beside a base "entropy_tau1", "entropy_base";
+// metrics.json's names, a token statistic's as tau_q_mean, tau_q_min, tau_q_max),
 // the sink-head rule's verdict beside the sink mass, and beside a base the decomposition's L1 parts
 // (its JS parts are js_total, js_drift and, the temperatures', js_divergence); 9 digits, empty for NaN.
 std::string HeadsCsv(const model::Analysis& a, float sink_epsilon) {
@@ -124,7 +125,7 @@ std::string HeadsCsv(const model::Analysis& a, float sink_epsilon) {
             if (!Has(v.quantity->sides, side) || !HasSide(a, side) || (v.quantity->base_only && !a.HasBase())) continue;
             const std::string suffix = side == Side::Ssa ? "" : side == Side::Base ? "_base" : CompareFileSuffix(a);
             columns.emplace_back(&v, side);
-            csv += "," + v.key + suffix;
+            csv += "," + (v.Primary() && !v.quantity->json_key.empty() ? v.quantity->json_key : v.key) + suffix;  // metrics.json's "l1_distance"
             if (v.quantity->sink && v.Primary()) csv += ",sink_head" + suffix;
         }
     const model::Decomposition d = model::Decompose(a);
@@ -364,10 +365,17 @@ json DecompositionToJson(const model::Analysis& a) {
                                  {"o", LayerHead(a.weights_o, L, H)},
                                  {"mlp", a.weights_mlp},
                                  {"embeddings", a.weights_embeddings},
-                                 {"notes", "how far fine-tuning moved the weights from the base's: ||W - W_base||_F / ||W_base||_F (0: not "
-                                           "at all) of each head's slice of W_q, W_k, W_v (its kv head's) and W_o [layer][head], each "
-                                           "layer's MLP (weights and biases together) and the token and position embeddings together; the "
-                                           "temperatures and the norms' scales are not among them"}}},
+                                 {"head", a.weights_head},
+                                 {"notes", std::string("how far fine-tuning moved the weights from the base's: ||W - W_base||_F / ||W_base||_F "
+                                           "(0: not at all) of each head's slice of W_q, W_k, W_v (its kv head's; with its slice of the "
+                                           "attention's bias) and W_o [layer][head], each layer's MLP (weights and biases together), the "
+                                           "token and position embeddings together, and an untied output head (null where it is tied to "
+                                           "the embeddings); the temperatures, the norms' scales and the output projection's bias are not "
+                                           "among them") +
+                                               (a.weights_rounded_to.empty() ? ""
+                                                                             : "; measured on weights rounded to " + a.weights_rounded_to +
+                                                                                   " (the compute dtype, not the files'): a move below its "
+                                                                                   "rounding is noise")}}},
                 {"base_temperatures", base_own.empty() ? json() : json(base_own)},
                 {"notes", "[layer][head]: the mean over query rows 2..T of each row's divergence (JS in nats, L1); total: SSA against "
                           "the base; temperature: SSA against its own weights at tau = 1; drift: tau = 1 against the base (the other "
@@ -483,7 +491,8 @@ ExportFile FigureFile(std::string path, const char* extension, std::function<viz
         if (!viz::FigureFits(figure, scale))
             return model::Fail(full + ": a figure of " + std::to_string(int64_t{figure.Width} * scale) + " x " +
                                std::to_string(int64_t{figure.Height} * scale) + " pixels is larger than a figure may be (" +
-                               std::to_string(viz::kMaxFigureSide) + " pixels a side" + (scale > 1 ? "; a smaller --png-scale" : "") + ")");
+                               std::to_string(viz::kMaxFigureSide) + " pixels a side, " + std::to_string(viz::kMaxFigurePixels >> 20) +
+                               " M pixels" + (scale > 1 ? "; a smaller --png-scale" : "") + ")");
         if (png) return WriteBytes(full, viz::EncodePng(viz::RasterizeFigure(figure, scale), viz::FigurePixelsPerInch(scale)));
         return WriteText(full, viz::FigureToSvg(figure));
     };
@@ -1438,17 +1447,24 @@ model::Status CheckHeatmapsFit(const ExportOptions& options, int64_t tokens) {
     const bool side_by_side = std::count(options.maps.begin(), options.maps.end(), MapMode::Ssa) &&
                               std::count(options.maps.begin(), options.maps.end(), MapMode::Compare);
     const int64_t three = std::min<int64_t>(side, kSideBySideMapSize);
+    // The labels' margins grow with --text-scale (at 3 a 2,700 px map passed here and failed drawn).
+    const double t = options.figures.text.Size(1.0f);
+    auto margin = [t](int64_t px) { return static_cast<int64_t>(std::floor(px * t)); };
     const struct {
         int64_t w, h;
         const char* what;
-    } figures[] = {{side + 160, side + 110, "heatmaps"}, {side_by_side ? 3 * three + 540 : 0, side_by_side ? three + 130 : 0, "side-by-side heatmaps"}};
+    } figures[] = {{side + margin(160), side + margin(110), "heatmaps"},
+                   {side_by_side ? 3 * three + margin(540) : 0, side_by_side ? three + margin(130) : 0, "side-by-side heatmaps"}};
     for (const auto& [w, h, what] : figures) {
         if (w * scale <= viz::kMaxFigureSide && h * scale <= viz::kMaxFigureSide && w * scale * h * scale <= viz::kMaxFigurePixels) continue;
         const std::string limits = " past the most a figure may be (" + std::to_string(viz::kMaxFigureSide) + " pixels a side, " +
                                    std::to_string(viz::kMaxFigurePixels >> 20) + " M pixels)";
+        char scaled[48] = "";
+        if (t > 1.0) std::snprintf(scaled, sizeof scaled, " and --text-scale %g", t);
+        const std::string text_scale = scaled;
         if (options.figures.map_size > 0)
-            return model::Fail("--size " + std::to_string(options.figures.map_size) + " at --png-scale " + std::to_string(scale) + " draws " + what +
-                               limits + ": a smaller --size or --png-scale");
+            return model::Fail("--size " + std::to_string(options.figures.map_size) + " at --png-scale " + std::to_string(scale) + text_scale + " draws " +
+                               what + limits + ": a smaller --size or --png-scale" + (t > 1.0 ? " or --text-scale" : ""));
         return model::Fail("a text of " + std::to_string(tokens) + " tokens at --png-scale " + std::to_string(scale) + " draws " + what + " of " +
                            std::to_string(side) + " pixels a side" + limits + ": a smaller --png-scale, or --size N for smaller maps");
     }

@@ -17,6 +17,10 @@
 namespace app {
 namespace {
 
+// A panel's text in a figure of several (Beside): its name kept with --no-titles, which drops the
+// figure's own title ("SSA", "tau = 1", "base" are the panels' axis labels, not titles).
+viz::FigureText PanelText(const viz::FigureText& text) { return {true, text.Scale}; }
+
 // Text with each character that draws nothing (IsInvisibleFormat: a zero-width space, a byte order
 // mark) as \uNNNN; the rest as it is.
 std::string ShowInvisible(const std::string& text) {
@@ -227,7 +231,7 @@ viz::Figure SideBySideFigure(const model::Analysis& a, const std::string& model_
     if (!ssa || !other || (three_way && !base)) return {};
 
     viz::HeatmapFigureOptions options;
-    options.Text = settings.text;
+    options.Text = PanelText(settings.text);
     options.RowLabels = Labels(a);
     options.ColLabels = options.RowLabels;
     // HeatmapFigure's own size for T tokens (cells of 720 / T px, 1..28), capped so three fit.
@@ -344,7 +348,7 @@ viz::Figure FineTuneFigure(const model::Analysis& a, const std::string& model_na
     const model::Decomposition d = model::Decompose(a);
     if (d.empty()) return {};
     viz::HeatmapFigureOptions options;
-    options.Text = text;
+    options.Text = PanelText(text);
     for (int l = 0; l < d.n_layer; ++l) options.RowLabels.push_back("L" + std::to_string(l));
     for (int h = 0; h < d.n_head; ++h) options.ColLabels.push_back("H" + std::to_string(h));
     options.RowAxis = "layer";
@@ -392,7 +396,7 @@ viz::Figure HeadImpactsFigure(const HeadImpacts& impacts, int n_layer, int n_hea
     auto panel = [&](const std::vector<float>& values, int columns, float most, const std::string& title, const std::string& value_label,
                      std::vector<std::string> labels = {}, const std::string& axis = "") {
         viz::HeatmapFigureOptions options;
-        options.Text = text;
+        options.Text = PanelText(text);
         for (int l = 0; l < n_layer; ++l) options.RowLabels.push_back("L" + std::to_string(l));
         if (labels.empty()) {
             for (int h = 0; h < n_head; ++h) labels.push_back("H" + std::to_string(h));

@@ -604,7 +604,7 @@ std::vector<Flag> BuildTable() {
             "dla.npy's last axis and Python's plot(position=): 0 predicts token 1; negative from the end (default -1, the last)",
             [](CommandOptions& o, const FlagValue& v) {
                 const auto n = ParseInteger(v.text, -(1LL << 62), 1LL << 62);  // past any text: out of range, said once tokenised
-                const std::string unsigned_part = v.text.substr(!v.text.empty() && (v.text[0] == '-' || v.text[0] == '+'));
+                const std::string unsigned_part = v.text.substr(!v.text.empty() && v.text[0] == '-');  // '+5': no number, as ParseInteger reads it
                 const bool digits = !unsigned_part.empty() && unsigned_part.find_first_not_of("0123456789") == std::string::npos;
                 if (!n && digits) Bad(v.name + " " + QuoteForMessage(v.text) + " is out of range: a position of the text, negative from the end");
                 if (!n) Bad(v.name + " " + QuoteForMessage(v.text) + " is not a position: a whole number, negative from the end");

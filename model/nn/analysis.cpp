@@ -513,6 +513,8 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
             a.weights_mlp = host(e.drift.mlp);
         }
         a.weights_embeddings = static_cast<float>(e.drift.embeddings);
+        a.weights_head = static_cast<float>(e.drift.head);
+        a.weights_rounded_to = e.drift.rounded_to;
     }
     a.interventions = e.interventions;
     a.reused_rows = static_cast<int>(plan.p);

@@ -80,7 +80,8 @@ struct Analysis {
     std::vector<float> qk_opnorm_base, qk_eig_mean_base, qk_eig_var_base;    // [L, H]
     std::vector<float> weights_q, weights_k, weights_v, weights_o;            // [L, H]
     std::vector<float> weights_mlp;                                           // [L]
-    float weights_embeddings = NAN;
+    float weights_embeddings = NAN, weights_head = NAN;                       // head: an untied output head's
+    std::string weights_rounded_to;  // WeightDrift::rounded_to
     double forward_ms = 0, metrics_ms = 0;  // forward: both passes and the predictions' logits (on a device: AnalyzeOptions::phase_timings)
     int reused_rows = 0;  // positions taken from the previous analysis (its ids agreed up to here)
     std::vector<Intervention> interventions;  // applied to the SSA side

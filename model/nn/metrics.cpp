@@ -562,9 +562,12 @@ WeightDrift ComputeWeightDrift(const SsaGpt& model, const SsaGpt& base) {
     std::vector<at::Tensor> q, k, v, o, mlp;
     for (size_t l = 0; l < model.layers.size(); ++l) {
         const LayerWeights &w = model.layers[l], &b = base.layers[l];
-        auto heads = [&](int64_t first, int64_t count) {  // [E, count, D] slices of attn_w: [count]
-            return sums(w.attn_w.narrow(1, first, count * D).reshape({E, count, D}), b.attn_w.narrow(1, first, count * D).reshape({E, count, D}),
-                        {0, 2});
+        auto heads = [&](int64_t first, int64_t count) {  // [E, count, D] slices of attn_w and [count, D] of its bias: [count]
+            Sums s = sums(w.attn_w.narrow(1, first, count * D).reshape({E, count, D}), b.attn_w.narrow(1, first, count * D).reshape({E, count, D}),
+                          {0, 2});
+            if (w.attn_b.defined() && b.attn_b.defined())
+                add(&s, sums(w.attn_b.narrow(0, first, count * D).reshape({count, D}), b.attn_b.narrow(0, first, count * D).reshape({count, D}), {1}));
+            return s;
         };
         auto per_query_head = [&](const at::Tensor& kv) { return G == H ? kv : kv.repeat_interleave(H / G, 0); };
         q.push_back(heads(0, H).Relative());
@@ -579,8 +582,22 @@ WeightDrift ComputeWeightDrift(const SsaGpt& model, const SsaGpt& base) {
     Sums e = sums(model.wte.flatten(), base.wte.flatten(), {0});
     if (model.wpe.defined() && base.wpe.defined()) add(&e, sums(model.wpe.flatten(), base.wpe.flatten(), {0}));
     WeightDrift d;
-    if (!q.empty()) d = {at::stack(q), at::stack(k), at::stack(v), at::stack(o), at::stack(mlp)};
+    if (!q.empty()) d.q = at::stack(q), d.k = at::stack(k), d.v = at::stack(v), d.o = at::stack(o), d.mlp = at::stack(mlp);
     d.embeddings = e.Relative().item<float>();
+    // The output head where it is a matrix of its own (tied, it is the embeddings'), with its bias.
+    const bool untied = model.lm_head.defined() && !model.lm_head.is_same(model.wte);
+    if (untied && base.lm_head.defined()) {
+        Sums h = sums(model.lm_head.flatten(), base.lm_head.flatten(), {0});
+        if (model.lm_head_b.defined() && base.lm_head_b.defined()) add(&h, sums(model.lm_head_b.flatten(), base.lm_head_b.flatten(), {0}));
+        d.head = h.Relative().item<float>();
+    }
+    // Where a model computes in another dtype than it stored (--dtype bf16 of float32 weights), the
+    // weights it has are rounded, and so is what this measures of them.
+    auto rounded = [](const SsaGpt& g) {
+        const bool bf16 = g.dtype() == at::kBFloat16, f16 = g.dtype() == at::kHalf;
+        return (bf16 && g.stored_dtype != "BF16") || (f16 && g.stored_dtype != "F16");
+    };
+    if (rounded(model) || rounded(base)) d.rounded_to = c10::toString(model.dtype());
     return d;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <iterator>
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -105,13 +106,18 @@ QkSpectrum ComputeQkSpectrum(const SsaGpt& model);  // float64 on the CPU: D x D
 // How far a fine-tune's weights moved from its base's, each as ||W - W_base||_F / ||W_base||_F
 // (0: unchanged; NaN where the base's is 0), in float64: the head's slice of W_q, W_k, W_v (a kv
 // head's, shared by its query heads) and W_o (its rows of the output projection); each layer's
-// MLP, its weights and biases together; the token and position embeddings together. The
-// temperatures are the other part, and norms' scales are left out. The two are of one shape
-// (Engine::OpenBase checks it).
+// MLP, its weights and biases together; the token and position embeddings together; an untied
+// output head (and its bias). A head's q, k, v include its slice of the attention's bias. The
+// temperatures are the other part; the norms' scales and the output projection's bias (shared by
+// the heads) are left out. The two are of one shape (Engine::OpenBase checks it). Measured on the
+// weights as the models hold them: where one computes in a dtype it did not store (--dtype bf16 of
+// float32 weights), `rounded_to` names it, and a move below its rounding (~4e-3 for bf16) is noise.
 struct WeightDrift {
     at::Tensor q, k, v, o;  // [L, H]
     at::Tensor mlp;         // [L]
     double embeddings = NAN;
+    double head = NAN;      // the untied output head's; NaN where it is tied to the embeddings
+    std::string rounded_to;  // "BFloat16" / "Half" where the weights measured were rounded to it; "" where as stored
 };
 WeightDrift ComputeWeightDrift(const SsaGpt& model, const SsaGpt& base);
 

@@ -180,11 +180,13 @@ void FineTuneView::DrawMatrices(WindowState& state) {
     if (a.weights_q.size() == static_cast<size_t>(L) * H) {
         std::vector<float> moved(a.weights_q.size());
         for (size_t k = 0; k < moved.size(); ++k)
-            moved[k] = std::max({a.weights_q[k], a.weights_k[k], a.weights_v[k], a.weights_o[k]});  // NaN-free here: the base's weights are not 0
+            moved[k] = std::fmax(std::fmax(a.weights_q[k], a.weights_k[k]), std::fmax(a.weights_v[k], a.weights_o[k]));  // NaN: a slice the base had at 0
         std::string mlps;
         for (size_t l = 0; l < a.weights_mlp.size(); ++l) mlps += (l ? " " : "") + FormatNumber(a.weights_mlp[l]);
         Caption("weights moved most (||W - W_base|| / ||W_base||, the largest of W_q, W_k, W_v, W_o): " + TopHeads(moved, H, 4, 0.0f) +
-                    "; MLPs by layer: " + mlps + "; embeddings " + FormatNumber(a.weights_embeddings),
+                    "; MLPs by layer: " + mlps + "; embeddings " + FormatNumber(a.weights_embeddings) +
+                    (std::isfinite(a.weights_head) ? "; output head " + FormatNumber(a.weights_head) : "") +
+                    (a.weights_rounded_to.empty() ? "" : " (of weights rounded to " + a.weights_rounded_to + ": below its rounding, noise)"),
                 ", ");
     }
     const float line = ImGui::GetTextLineHeight();

@@ -63,7 +63,7 @@ def _flag_value(where, name, value):
         return str(int(value))
     if isinstance(value, _Real):  # a whole number as one: the flags that count (size=64.0) read "64.0" as no number
         value = float(value)
-        return str(int(value)) if value.is_integer() else repr(value)
+        return str(int(value)) if value.is_integer() and abs(value) < 2 ** 53 else repr(value)  # 1e308 as "1e+308", not 309 digits
     if isinstance(value, (str, _os.PathLike)):
         text = _os.fspath(value)
         if ("\0" if isinstance(text, str) else b"\0") in text:  # it would cut a path (config=, tokenizer=) short
@@ -647,10 +647,12 @@ class Analysis:
         d = _json.loads(self._h.decomposition_json)
         if d is None:
             return None
-        def arrays(v):
+        def arrays(v, key=""):
             if isinstance(v, list):
-                return _np.asarray(v, dtype=_np.float32)
-            return {k: arrays(x) for k, x in v.items()} if isinstance(v, dict) else v
+                return _np.asarray(v, dtype=_np.float32)  # null: NaN
+            if key in ("embeddings", "head") and v is None:  # a number not measured (a base of another vocabulary): NaN, as in the arrays
+                return float("nan")
+            return {k: arrays(x, k) for k, x in v.items()} if isinstance(v, dict) else v
         return arrays(d)
 
     def metrics(self):

@@ -212,7 +212,7 @@ def export_batch(texts, out, model=None, formats=None, client=None, compare="van
             failures.append(json.dumps({"name": name, "line": line, "error": error}))
         else:
             rows.append(row)
-    _warn_failures(said, "texts", "summary.json's failed", stacklevel=3)
+    _warn_failures(said, "texts", "summary.json's failed", stacklevel=2)
     os.makedirs(out, exist_ok=True)
     _ssaviz.write_summary(_fs(out), rows, failures)
     with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:

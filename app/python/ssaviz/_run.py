@@ -346,7 +346,7 @@ class Run:
             report = _ssaviz.write_run(staged, _fs(self.path), results[0], _fs(other.path) if other else None, results[1] if other else [],
                                        export_flags, True)
             _warn_failures([f"ssaviz: {_python_words(message)}; skipped" for message in report["failed"]], "steps", "run.json's failed",
-                           stacklevel=3)
+                           stacklevel=2)
             _ssaviz.move_tree(staged, _fs(out))
         except BaseException:
             shutil.rmtree(staged, ignore_errors=True)

@@ -302,7 +302,7 @@ def test_the_catalogue_names_the_metrics_and_the_docs():
     a = ssaviz.load(require(ENGLISH)).analyze(JOBS)
     assert set(a.metrics) == want
     ab = ssaviz.load(ENGLISH).analyze(JOBS, base=os.path.join(os.path.dirname(ENGLISH), "vanilla"))
-    assert {q["key"] for q in catalogue if q["base_only"]} == {"js_total", "js_drift"}
+    assert {q["key"] for q in catalogue if q["base_only"]} == {"js_total", "js_drift", "weights_q", "weights_k", "weights_v", "weights_o"}
     assert set(ab.metrics) == (want | {q["python"] for q in listed} | {q["python"] + "_base" for q in listed if "base" in q["sides"]} |
                                {"l1_total", "l1_drift"})
     for name in ("js_total", "js_drift", "l1_total", "l1_drift"):

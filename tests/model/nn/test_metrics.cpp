@@ -63,8 +63,13 @@ TEST_P(Metrics, WeightDriftIsTheRelativeChangeOfEachSlice) {
     EXPECT_EQ(same.embeddings, 0.0);
     model::SsaGpt moved = c.gpt;
     moved.layers[0].attn_w = c.gpt.layers[0].attn_w.clone();
-    at::Tensor v0 = moved.layers[0].attn_w.narrow(1, (H + G) * D, D);  // kv head 0's value weights
+    at::Tensor v0 = moved.layers[0].attn_w.narrow(1, (H + G) * D, D);  // kv head 0's value weights, and its bias
     v0.add_(v0 * 0.1);
+    if (c.gpt.layers[0].attn_b.defined()) {
+        moved.layers[0].attn_b = c.gpt.layers[0].attn_b.clone();
+        at::Tensor b0 = moved.layers[0].attn_b.narrow(0, (H + G) * D, D);
+        b0.add_(b0 * 0.1);
+    }
     const model::WeightDrift d = model::ComputeWeightDrift(moved, c.gpt);
     for (int64_t h = 0; h < H; ++h) EXPECT_NEAR(d.v[0][h].item<float>(), h < H / G ? 0.1f : 0.0f, 1e-6f) << h;
     for (const at::Tensor& t : {d.q, d.k, d.o, d.mlp}) EXPECT_EQ(t.abs().max().item<float>(), 0.0f);
@@ -72,6 +77,21 @@ TEST_P(Metrics, WeightDriftIsTheRelativeChangeOfEachSlice) {
     model::SsaGpt wider = c.gpt;
     wider.wte = at::cat({c.gpt.wte, c.gpt.wte.narrow(0, 0, 1)});
     EXPECT_TRUE(std::isnan(model::ComputeWeightDrift(wider, c.gpt).embeddings));
+    // An output head of its own, moved 10%: said apart from the embeddings (NaN while tied to them).
+    model::SsaGpt head = c.gpt;
+    head.lm_head = c.gpt.lm_head * 1.1;
+    const model::WeightDrift h = model::ComputeWeightDrift(head, c.gpt);
+    EXPECT_NEAR(h.head, 0.1, 1e-6);
+    EXPECT_EQ(h.embeddings, 0.0);
+    if (c.gpt.lm_head.is_same(c.gpt.wte)) {
+        EXPECT_TRUE(std::isnan(same.head));
+    }
+    // Weights rounded to the compute dtype (--dtype bf16 of float32 files) are said to be.
+    EXPECT_EQ(same.rounded_to, "");
+    model::SsaGpt rounded = c.gpt;
+    rounded.wte = c.gpt.wte.to(at::kBFloat16);
+    rounded.stored_dtype = "F32";
+    EXPECT_EQ(model::ComputeWeightDrift(rounded, c.gpt).rounded_to, "BFloat16");
 }
 
 // The fused CPU pass the analysis uses, on the same reference maps.
