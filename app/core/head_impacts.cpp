@@ -44,8 +44,16 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
     impacts->baseline_tokens = std::make_shared<const std::vector<float>>(baseline->loss);
     impacts->baseline = MeanOf(impacts->baseline_tokens);
     bool go_on = true;
+    const int passes = RankPasses(c.n_layer, c.n_head, what, engine.BaseInfo() != nullptr);
+    int passed = 1;  // the baseline
+    auto tell = [&] {
+        if (what.progress) what.progress->store(std::min(1.0f, static_cast<float>(passed) / static_cast<float>(std::max(passes, 1))));
+    };
+    tell();
     // The loss with one more what-if on top (null where cancelled).
     auto loss_with = [&](model::Intervention x) -> LossByToken {
+        ++passed;
+        tell();
         std::vector<model::Intervention> with = impacts->on_top;
         with.push_back(x);
         if (!engine.SetInterventions(with)) return nullptr;  // cannot happen: the layer and head are the model's
@@ -59,6 +67,8 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
         // On the what-ifs it was asked on alone: loss_with leaves its head's what-if set (a head's
         // drift read with its own tau_v at 1, each MLP's with its layer's last head's).
         if (engine.interventions() != impacts->on_top) (void)engine.SetInterventions(impacts->on_top);
+        ++passed;
+        tell();
         bool unchanged = false;  // weights the fine-tune left as they were: the loss with none taken, not run again
         auto loss = engine.LossFromBase(tokens.ids, parts, options.cancel, parts.empty() ? nullptr : &unchanged);
         if (loss && unchanged) return impacts->drift_baseline_tokens;
@@ -134,8 +144,14 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
     }
     (void)engine.SetInterventions(impacts->on_top);  // the next analysis is the caller's again
     impacts->done = static_cast<int>(impacts->heads.size()) == impacts->total;
+    if (impacts->done && what.progress) what.progress->store(1.0f);  // heads the what-ifs had at tau = 1 already ran no pass
     impacts->cancelled = !impacts->done;
     return model::Ok{};
+}
+
+int RankPasses(int n_layer, int n_head, const RankOptions& what, bool has_base) {
+    const bool drift = what.drift && has_base;
+    return 1 + n_layer * n_head * ((what.split ? 3 : 1) + (drift ? 1 : 0)) + (drift ? 3 + 6 * n_layer : 0);
 }
 
 std::vector<float> TemperatureParts(const HeadImpacts& impacts, int n_layer, int n_head, TemperaturePart which) {

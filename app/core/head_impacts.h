@@ -5,6 +5,7 @@
 // back from the base (model/nn/from_base.h), its temperatures kept.
 #pragma once
 
+#include <atomic>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -74,7 +75,13 @@ struct HeadImpacts {
 // not analysed again: its losses are the baseline.
 struct RankOptions {
     bool split = false, drift = false;
+    // Passes done / passes (RankPasses), after each: a head is three analyses and beside a base
+    // some more, so "0 / 144 heads" sat for seconds where this moves.
+    std::atomic<float>* progress = nullptr;
 };
+// The passes MeasureHeadImpacts runs: the baseline, each head's (three with `split`, one more beside a
+// base), and beside a base three first and six a layer.
+int RankPasses(int n_layer, int n_head, const RankOptions& what, bool has_base);
 
 // Measures every head, layer by layer: the text's mean loss with that head at tau = 1
 // (Intervention::Kind::Ablate) on top of the engine's what-ifs, against the loss with those alone

@@ -722,11 +722,12 @@ void InferenceWorker::RankHeadsJob(const Request& r) {
         Emit(std::move(e));
     };
     m_progress = 0.0f;
-    auto measured = MeasureHeadImpacts(engine, *tokens, options, &impacts, [&](const HeadImpacts& so_far) {
-        m_progress = static_cast<float>(so_far.heads.size()) / static_cast<float>(std::max(1, so_far.total));
+    RankOptions what{/*split=*/true, /*drift=*/true};  // as the command line's, so the window's export holds the same
+    what.progress = &m_progress;  // pass by pass (a head is three and more)
+    auto measured = MeasureHeadImpacts(engine, *tokens, options, &impacts, [&](const HeadImpacts&) {
         post();  // (so_far is `impacts`)
         return !Superseded();
-    }, RankOptions{/*split=*/true, /*drift=*/true});  // as the command line's, so the window's export holds the same
+    }, what);
     impacts.cancelled = !impacts.done;
     post();  // ends the ranking in the window (a scripted run waits for it), then says why where it failed
     if (!measured && !Superseded()) Emit({Kind::Error, {}, nullptr, measured.error(), r.id});

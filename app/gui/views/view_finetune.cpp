@@ -326,7 +326,7 @@ void FineTuneView::DrawRankedParts(WindowState& state) {
         }
     } else if (state.ranking_heads) {  // as the What-ifs tab: how far, and a way out
         const int done = impacts ? static_cast<int>(impacts->heads.size()) : 0, total = impacts ? impacts->total : 0;
-        ImGui::TextDisabled("ranking the heads by their loss: %d / %d heads", done, total);
+        ImGui::TextDisabled("ranking the heads by their loss: %d / %d heads (%.0f%%)", done, total, 100.0f * std::clamp(state.progress, 0.0f, 1.0f));
         ImGui::SameLine();
         if (ImGui::SmallButton("Stop")) state.cancel_job_request = true;
         viz::ItemTooltip("Esc. Stops the ranking; the heads measured so far stay in What-ifs > Which heads matter.");

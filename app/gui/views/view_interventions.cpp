@@ -7,6 +7,7 @@
 
 #include <imgui.h>
 
+#include "app/core/head_impacts.h"
 #include "app/core/names.h"
 #include "app/gui/views/view_common.h"
 #include "viz/imgui/widgets.h"
@@ -214,13 +215,15 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
         const int done = state.head_impacts ? static_cast<int>(state.head_impacts->heads.size()) : 0;
         char label[48];
         std::snprintf(label, sizeof label, "%d / %d heads", done, total);
-        ImGui::ProgressBar(total > 0 ? static_cast<float>(done) / total : 0.0f, ImVec2(ImGui::GetFontSize() * 12.0f, 0), label);
+        // The bar by passes (a head is three and more, and beside a base the layers' parts): it moved a head at a time.
+        ImGui::ProgressBar(std::clamp(state.progress, 0.0f, 1.0f), ImVec2(ImGui::GetFontSize() * 12.0f, 0), label);
         ImGui::SameLine();
         if (ImGui::Button("Cancel")) state.cancel_job_request = true;
     } else {
         char label[64];
-        // Three analyses a head, and beside a base a forward pass a head, four a layer and three more.
-        const int passes = 3 * total + (state.analysis && state.analysis->HasBase() ? total + 6 * state.Layers() + 3 : 0);
+        // Three analyses a head, and beside a base a forward pass a head, six a layer and three more (the
+        // baseline is the shown analysis).
+        const int passes = RankPasses(state.Layers(), state.Heads(), RankOptions{true, true}, state.analysis && state.analysis->HasBase()) - 1;
         std::snprintf(label, sizeof label, "Rank the heads (%d passes)", passes);
         ImGui::BeginDisabled(state.generating);
         if (ImGui::Button(label)) state.rank_heads_request = true;

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -1978,6 +1979,36 @@ TEST(Worker, RankHeadsAblatesEachHeadInTurn) {
 // each head's read its own tau_v at 1 too, and each MLP its layer's last head's, left set by the
 // head's split (and MLPs' read as some heads' tau_v). Token by token too, as a head's temperatures'
 // part is the analysis's loss with that head at tau = 1.
+// The window's bar moves pass by pass (it moved a head at a time: "0 / 144 heads" for seconds
+// beside a base): after the last head every pass RankPasses counts has run, and it never goes back.
+TEST(RankHeads, ProgressCountsEveryPass) {
+    auto opened = model::Engine::Open(app::BundledModelsDir() + "/licenses/ssa", "cpu");
+    ASSERT_TRUE(opened) << opened.error();
+    model::Engine& engine = **opened;
+    auto tokens = engine.Tokenize("Permission is granted to copy.", false);
+    ASSERT_TRUE(tokens);
+    const int L = engine.Info().config.n_layer, H = engine.Info().config.n_head;
+    for (bool base : {false, true}) {
+        SCOPED_TRACE(base ? "beside a base" : "alone");
+        if (base) {
+            ASSERT_TRUE(engine.OpenBase(app::BundledModelsDir() + "/english/vanilla").ok());
+        }
+        std::atomic<float> progress{0.0f};
+        app::RankOptions what{true, true};
+        what.progress = &progress;
+        std::vector<float> seen;
+        app::HeadImpacts impacts;
+        ASSERT_TRUE(app::MeasureHeadImpacts(engine, *tokens, {}, &impacts, [&](const app::HeadImpacts&) {
+                        seen.push_back(progress.load());
+                        return true;
+                    }, what).ok());
+        ASSERT_EQ(seen.size(), static_cast<size_t>(L * H));
+        EXPECT_EQ(seen.back(), 1.0f) << "RankPasses " << app::RankPasses(L, H, what, base);
+        EXPECT_LT(seen.front(), 0.2f) << "moving from the first head on";
+        for (size_t k = 1; k < seen.size(); ++k) EXPECT_GT(seen[k], seen[k - 1]) << k;
+    }
+}
+
 TEST(RankHeads, TheDriftsPartsAreTheEnginesOnTheWhatIfsAlone) {
     auto opened = model::Engine::Open(app::BundledModelsDir() + "/licenses/ssa", "cpu");
     ASSERT_TRUE(opened) << opened.error();
