@@ -511,7 +511,9 @@ std::string EscapeXml(const std::string& text) {
 }
 
 std::vector<std::string> DefaultFigureFonts() {
-    return {"/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc"};
+    // Symbola last: emoji and symbols neither of the others has (a token's 🙂 drew as U+FFFD in PNGs).
+    return {"/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc",
+            "/usr/share/fonts/truetype/ancient-scripts/Symbola_hint.ttf"};
 }
 
 bool LoadFigureFonts(std::string* error, const std::vector<std::string>& paths) {

@@ -97,8 +97,8 @@ constexpr int kMaxPngScale = 4;
 // Whether the figure, drawn at `scale` (1 to kMaxPngScale), stays within the limits above.
 bool FigureFits(const Figure& figure, int scale = 1);
 
-// Fonts: the first file that has a glyph draws it (DejaVu Sans, then WenQuanYi Micro Hei for CJK
-// by default). Loaded once per process; every call below is safe from any thread after that.
+// Fonts: the first file that has a glyph draws it (DejaVu Sans, then WenQuanYi Micro Hei for CJK,
+// then Symbola for emoji and symbols, in the text's colour, by default). Loaded once per process; every call below is safe from any thread after that.
 std::vector<std::string> DefaultFigureFonts();  // regular faces, in fallback order
 // Loads the fonts (idempotent: the first call that finds a font wins, later calls return true).
 // Files that cannot be read are skipped; false with a one-line message when none can be. Bold

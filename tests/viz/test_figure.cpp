@@ -764,6 +764,25 @@ TEST_F(FigureTest, MeasureText) {
     EXPECT_GT(viz::MeasureText("\xff", 12), 0.0f);                         // U+FFFD
 }
 
+// Emoji and symbols DejaVu lacks draw from Symbola (.ci/setup-debian installs it): a token's 🙂
+// drew as U+FFFD in PNGs. Two emoji draw apart from each other and from U+FFFD.
+TEST_F(FigureTest, EmojiDrawAsThemselves) {
+    ASSERT_TRUE(fs::exists("/usr/share/fonts/truetype/ancient-scripts/Symbola_hint.ttf")) << "fonts-symbola";
+    auto drawn = [](const std::string& text) {
+        Figure f;
+        f.Width = 40, f.Height = 30;
+        FigText t;
+        t.X = 5, t.Y = 15, t.Text = text, t.Size = 20;
+        f.Add(t);
+        return viz::EncodePng(viz::RasterizeFigure(f));
+    };
+    const auto smile = drawn("\xF0\x9F\x99\x82"), fire = drawn("\xF0\x9F\x94\xA5"), replacement = drawn("\xEF\xBF\xBD");
+    EXPECT_NE(smile, replacement);
+    EXPECT_NE(fire, replacement);
+    EXPECT_NE(smile, fire);
+    EXPECT_GT(viz::MeasureText("\xF0\x9F\x99\x82", 20), 10.0f);
+}
+
 // Bounding box of the pixels that differ from white.
 struct Ink {
     int x0 = 1 << 30, y0 = 1 << 30, x1 = -1, y1 = -1;
