@@ -581,6 +581,16 @@ std::vector<ExportFile> LensExportFiles(const std::function<std::string(int32_t)
     std::vector<LensSideFiles> named;
     const std::string suffixes[] = {"", CompareFileSuffix(a), "_base"};
     for (size_t k = 0; k < sides.size() && k < std::size(suffixes); ++k) named.push_back({sides[k], suffixes[k], LensSideName(a, k), LensSideTitle(a, k)});
+    // The default's, the text's next token, from the lens's own columns (dla.npy's): no parts of
+    // its own (LensFiles reads the lens), so dla_at.json holds the numbers the figures draw, the
+    // window's and the command line's alike (it was written only with --dla-target).
+    SidesAttribution next;
+    if (!attributed)  // (the window's export passes its lens without options.lens)
+        if (const auto position = DlaQuery(options, a.n_tokens); position && *position + 1 < static_cast<int64_t>(a.tokens.ids.size())) {
+            next.position = *position;
+            next.token = a.tokens.ids[static_cast<size_t>(*position) + 1];
+            attributed = &next;
+        }
     return LensFiles(named, piece, options, TokenLabels(a.tokens), ModelName(info), attributed);
 }
 
@@ -975,7 +985,8 @@ viz::Figure DlaLayersFigure(const DlaShown& shown, const std::string& model_name
 
 namespace {
 
-// dla_at.json: --dla-target's attribution, the numbers dla_bars and dla_layers draw.
+// dla_at.json: the attribution of --dla-target's logit (the next token's by default), the numbers
+// dla_bars and dla_layers draw.
 json DlaAtJson(const DlaShown& split, const SidesAttribution& at, const std::function<std::string(int32_t)>& piece,
                const std::vector<std::string>& token_labels) {
     auto token = [&](int32_t id) { return id < 0 ? json() : json{{"id", id}, {"piece", piece(id)}}; };
@@ -1085,11 +1096,13 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
     if (attributed && position && attributed->position == *position && !shown.empty()) {
         std::vector<std::string> names;
         for (const LensSideFiles& side : shown) names.push_back(side.name);
-        split = DlaOfAttribution(*attributed, names, shown[0].lens->n_layer, shown[0].lens->n_head, token_labels, piece);
+        // An attribution without parts of its own is the next token's, read from the lens's columns (dla.npy's).
+        split = attributed->sides.empty() ? DlaOfLens(shown, token_labels, *position)
+                                          : DlaOfAttribution(*attributed, names, shown[0].lens->n_layer, shown[0].lens->n_head, token_labels, piece);
         // Made now: `piece` may not outlive this call (the writers run later, on other threads).
-        files.push_back({"dla_at.json", [text = model::JsonText(DlaAtJson(split, *attributed, piece, token_labels), 1) + "\n"](const std::string& full) {
-                             return WriteText(full, text);
-                         }});
+        if (!split.sides.empty())
+            files.push_back({"dla_at.json", [text = model::JsonText(DlaAtJson(split, *attributed, piece, token_labels), 1) + "\n"](
+                                                const std::string& full) { return WriteText(full, text); }});
     } else if (T >= 2 && position) {
         split = DlaOfLens(shown, token_labels, *position);
     }
@@ -1344,7 +1357,7 @@ model::Status CheckExportPlaces(const std::string& out_dir, const std::string& f
     for (const char* stem : {"finetune", "finetune_loss"}) figure(stem);
     if (options.lens) {
         for (const char* stem : {"lens_diff", "lens_diff_base", "dla_bars", "dla_layers"}) figure(stem);
-        if (options.dla_target) names.push_back("dla_at.json");
+        names.push_back("dla_at.json");
     }
     if (options.rank_heads) {
         names.insert(names.end(), {"head_impacts.json", "head_impacts.csv", "head_impacts_drift.csv", "head_impacts_tokens.npy",

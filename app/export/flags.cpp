@@ -618,7 +618,7 @@ std::vector<Flag> BuildTable() {
             "with --lens, whose logit dla_bars and dla_layers split, as the window's Lens tab > Attribute: next (the text's next token, "
             "dla.npy's; the default), top (SSA's top prediction, at the last token too: what comes after the text, the default position "
             "then), next-against-other (the next token's logit less SSA's most likely other token's: above 0 toward the text's); "
-            "writes dla_at.json, every side's parts of it",
+            "dla_at.json holds every side's parts of it (the default's too)",
             [](CommandOptions& o, const FlagValue& v) {
                 const auto target = ParseLensTarget(v.text);
                 if (!target) Bad(v.name + " " + QuoteForMessage(v.text) + " is not one of next, top, next-against-other");

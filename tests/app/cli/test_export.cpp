@@ -230,6 +230,18 @@ TEST_F(Cli, ExportLensDlaTargetSplitsTheTopPredictionAndTheDifference) {
     // next: dla.npy's column at the position asked.
     const json next = at("_next", {"--dla-target", "next", "--dla-position", "2"});
     expect_sums(next);
+    // Without --dla-target, the default's numbers all the same (dla_at.json was written only with
+    // it), read from the lens's columns (dla.npy's) where `next` runs its own products: 1e-5.
+    const json plain = at("_plain", {"--dla-position", "2"});
+    EXPECT_EQ(plain["target"], "next");
+    EXPECT_EQ(plain["position"], 2);
+    EXPECT_EQ(plain["attributed"], next["attributed"]);
+    expect_sums(plain);
+    for (size_t k = 0; k < 2; ++k) {
+        const std::vector<float> mine = parts(plain["sides"][k]), theirs = parts(next["sides"][k]);
+        ASSERT_EQ(mine.size(), theirs.size());
+        for (size_t i = 0; i < mine.size(); ++i) EXPECT_NEAR(mine[i], theirs[i], 1e-5) << k << " " << i;
+    }
     const int64_t T = NpyShape(out + "_next/loss.npy").at(0) + 1;
     EXPECT_EQ(next["position"], 2);
     EXPECT_EQ(next["target"], "next");
