@@ -115,7 +115,7 @@ std::vector<Quantity> MakeCatalogue() {
         Quantity("normalized_entropy", "normalized entropy", "norm. entropy", "entropy / ln i: 1 uniform over the i visible keys, 0 one key",
                  Scope::Row)
             .Metric("normalized_entropy").Read(R::RowMean).Json(kHeadsAndRows).Python("normalized_entropy").Batch(kModelSides).Shown(kSsaSide),
-        Quantity("spikiness", "spikiness", "spikiness", "1 / (i sum p^2): 1 for a uniform row, 1/i for one-hot (lower: spikier)", Scope::Row)
+        Quantity("spikiness", "spikiness", "spikiness", "1 / (i sum p^2) over the i visible keys: 1 for a uniform row, 1/i for one-hot (lower: spikier)", Scope::Row)
             .Metric("spikiness").Read(R::RowMean).Json(kHeadsAndRows).Python("spikiness").Batch(kModelSides).Shown(kSsaSide),
         Quantity("sink_mass", "sink mass", "sink mass", "a query's weight on the first token, 0..1", Scope::Row)
             .Metric("sink_mass").Read(R::RowMean).LargerFirst().Json(kHeadsAndRows).Python("sink_mass").Batch(kModelSides).Shown(kSsaSide)

@@ -364,14 +364,20 @@ json DecompositionToJson(const model::Analysis& a) {
                                  {"v", LayerHead(a.weights_v, L, H)},
                                  {"o", LayerHead(a.weights_o, L, H)},
                                  {"mlp", a.weights_mlp},
+                                 {"norm_attention", a.weights_norm_attention},
+                                 {"norm_mlp", a.weights_norm_mlp},
+                                 {"norm_final", a.weights_norm_final},
                                  {"embeddings", a.weights_embeddings},
                                  {"head", a.weights_head},
                                  {"notes", std::string("how far fine-tuning moved the weights from the base's: ||W - W_base||_F / ||W_base||_F "
                                            "(0: not at all) of each head's slice of W_q, W_k, W_v (its kv head's; with its slice of the "
-                                           "attention's bias) and W_o [layer][head], each layer's MLP (weights and biases together), the "
-                                           "token and position embeddings together, and an untied output head (null where it is tied to "
-                                           "the embeddings); the temperatures, the norms' scales and the output projection's bias are not "
-                                           "among them") +
+                                           "attention's bias) and W_o [layer][head], each layer's MLP (weights and biases together), "
+                                           "each layer's norm before its attention (norm_attention: its scale and bias, with Qwen 3's q "
+                                           "and k norms) and before its MLP (norm_mlp; null where the attention's is shared), the final "
+                                           "norm, the token and position embeddings together, and an untied output head (null where it "
+                                           "is tied to the embeddings); a norm's scale multiplies q.k as W_q and W_k do, so a head's "
+                                           "attention can drift with its own slices unmoved; the temperatures and the output "
+                                           "projection's bias are not among them") +
                                                (a.weights_rounded_to.empty() ? ""
                                                                              : "; measured on weights rounded to " + a.weights_rounded_to +
                                                                                    " (the compute dtype, not the files'): a move below its "

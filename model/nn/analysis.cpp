@@ -511,7 +511,9 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
         if (e.drift.q.defined()) {
             a.weights_q = host(e.drift.q), a.weights_k = host(e.drift.k), a.weights_v = host(e.drift.v), a.weights_o = host(e.drift.o);
             a.weights_mlp = host(e.drift.mlp);
+            a.weights_norm_attention = host(e.drift.norm_attention), a.weights_norm_mlp = host(e.drift.norm_mlp);
         }
+        a.weights_norm_final = static_cast<float>(e.drift.norm_final);
         a.weights_embeddings = static_cast<float>(e.drift.embeddings);
         a.weights_head = static_cast<float>(e.drift.head);
         a.weights_rounded_to = e.drift.rounded_to;

@@ -76,10 +76,12 @@ struct Analysis {
     RowArray effective_qk_norm;                 // [L, H, T] tau_q(i) * ||W_qk||_2
     // With a base: its QK spectrum, and how far fine-tuning moved each head's weights from it
     // (WeightDrift: ||W - W_base||_F / ||W_base||_F of the head's slice of W_q, W_k, W_v, W_o),
-    // each layer's MLP and the embeddings: the drift's weights beside what they did (js_drift).
+    // each layer's MLP and norms, and the embeddings: the drift's weights beside what they did (js_drift).
     std::vector<float> qk_opnorm_base, qk_eig_mean_base, qk_eig_var_base;    // [L, H]
     std::vector<float> weights_q, weights_k, weights_v, weights_o;            // [L, H]
     std::vector<float> weights_mlp;                                           // [L]
+    std::vector<float> weights_norm_attention, weights_norm_mlp;              // [L] the norms before each (NaN: shared)
+    float weights_norm_final = NAN;
     float weights_embeddings = NAN, weights_head = NAN;                       // head: an untied output head's
     std::string weights_rounded_to;  // WeightDrift::rounded_to
     double forward_ms = 0, metrics_ms = 0;  // forward: both passes and the predictions' logits (on a device: AnalyzeOptions::phase_timings)

@@ -28,9 +28,13 @@ void RowMeasures::AddBlock(int64_t a, int64_t b, const BlockRows& block, const L
     const int64_t from = std::max(a, m_plan.p);  // rows [from, b) are new
     const PerSide<at::Tensor>& rows = block.rows;
     const at::Tensor &ssa = rows[Side::Ssa], &compare = rows[Side::Compare];
-    if (from < b)  // CompareMapsStacked's pairs are SidePair's, in its order
+    if (from < b) {  // CompareMapsStacked's pairs are SidePair's, in its order
         m_measures.push_back(block.measures.defined() ? block.measures
                                                       : CompareMapsStacked(ssa, compare, m_plan.pairs > 1 ? rows[Side::Base] : at::Tensor(), from));
+        const Side maps[] = {Side::Ssa, Side::Compare, Side::Base};  // its maps
+        for (int m = 0; m < (m_plan.pairs > 1 ? 3 : 2); ++m)
+            CountKeysThroughWindow(m_measures.back(), m, from, m_plan.Model(maps[m]).layers[m_layer].window);
+    }
     // Thumbnails of SSA against its comparison, and with a base against the base too (its map
     // and SSA - base; the second pooling's SSA maxima are the first's again, dropped).
     const Pooled pooled = PoolPair(a, b, Side::Compare, ssa, compare, block.cells[0], pass, &m_tail[0]);

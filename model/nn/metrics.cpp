@@ -495,6 +495,23 @@ at::Tensor CompareMapsStacked(const at::Tensor& p, const at::Tensor& q, const at
     return at::stack(fields).to(at::kFloat);
 }
 
+void CountKeysThroughWindow(const at::Tensor& stacked, int map, int64_t first, int64_t window) {
+    static_assert(kRowMetricFields[0].tensor == &RowMetricTensors::entropy && kRowMetricFields[1].tensor == &RowMetricTensors::normalized_entropy &&
+                  kRowMetricFields[2].tensor == &RowMetricTensors::spikiness);
+    const int64_t R = stacked.size(-1), from = std::max<int64_t>(0, window - first);  // row r sees first + r + 1 keys
+    if (window <= 0 || from >= R) return;
+    c10::InferenceMode guard;
+    const auto rows = [&](int field) { return stacked[RowMeasureMetric(map, field)].narrow(-1, from, R - from); };
+    const at::Tensor entropy = rows(0), normalized = rows(1), spikiness = rows(2);
+    const at::Tensor keys = at::arange(first + from + 1, first + R + 1, stacked.options().dtype(at::kDouble));
+    const double w = static_cast<double>(window);
+    if (window > 1)
+        normalized.copy_(entropy.to(at::kDouble) / std::log(w));
+    else
+        normalized.zero_();
+    spikiness.copy_(spikiness.to(at::kDouble) * keys / w);  // 1 / (keys sum p^2) -> 1 / (window sum p^2)
+}
+
 at::Tensor RowMean(const at::Tensor& rows) {
     c10::InferenceMode guard;
     const int64_t T = rows.size(-1);
@@ -559,7 +576,14 @@ WeightDrift ComputeWeightDrift(const SsaGpt& model, const SsaGpt& base) {
         if (!s.change.defined()) s.change = s.base = at::zeros({}, at::kDouble);  // an empty tensor: nothing moved, nothing there
         return s;
     };
-    std::vector<at::Tensor> q, k, v, o, mlp;
+    // Parts measured as one (each flattened): [], NaN where neither model has any.
+    auto together = [&](const std::vector<std::pair<at::Tensor, at::Tensor>>& parts) {
+        Sums s;
+        for (const auto& [mine, theirs] : parts)
+            if (mine.defined() && theirs.defined()) add(&s, sums(mine.flatten(), theirs.flatten(), {0}));
+        return s.change.defined() ? s.Relative() : at::full({}, NAN, at::kFloat);
+    };
+    std::vector<at::Tensor> q, k, v, o, mlp, norm_attention, norm_mlp;
     for (size_t l = 0; l < model.layers.size(); ++l) {
         const LayerWeights &w = model.layers[l], &b = base.layers[l];
         auto heads = [&](int64_t first, int64_t count) {  // [E, count, D] slices of attn_w and [count, D] of its bias: [count]
@@ -574,15 +598,18 @@ WeightDrift ComputeWeightDrift(const SsaGpt& model, const SsaGpt& base) {
         k.push_back(per_query_head(heads(H * D, G).Relative()));
         v.push_back(per_query_head(heads((H + G) * D, G).Relative()));
         o.push_back(sums(w.proj_w.reshape({H, D, E}), b.proj_w.reshape({H, D, E}), {1, 2}).Relative());
-        Sums m;
-        for (const auto& [mine, theirs] : {std::pair{w.fc_w, b.fc_w}, {w.fc_b, b.fc_b}, {w.mlp_proj_w, b.mlp_proj_w}, {w.mlp_proj_b, b.mlp_proj_b}})
-            if (mine.defined() && theirs.defined()) add(&m, sums(mine.flatten(), theirs.flatten(), {0}));
-        mlp.push_back(m.change.defined() ? m.Relative() : at::full({}, NAN, at::kFloat));
+        mlp.push_back(together({{w.fc_w, b.fc_w}, {w.fc_b, b.fc_b}, {w.mlp_proj_w, b.mlp_proj_w}, {w.mlp_proj_b, b.mlp_proj_b}}));
+        norm_attention.push_back(together({{w.ln1_w, b.ln1_w}, {w.ln1_b, b.ln1_b}, {w.q_norm_w, b.q_norm_w}, {w.k_norm_w, b.k_norm_w}}));
+        norm_mlp.push_back(together({{w.ln2_w, b.ln2_w}, {w.ln2_b, b.ln2_b}}));
     }
     Sums e = sums(model.wte.flatten(), base.wte.flatten(), {0});
     if (model.wpe.defined() && base.wpe.defined()) add(&e, sums(model.wpe.flatten(), base.wpe.flatten(), {0}));
     WeightDrift d;
-    if (!q.empty()) d.q = at::stack(q), d.k = at::stack(k), d.v = at::stack(v), d.o = at::stack(o), d.mlp = at::stack(mlp);
+    if (!q.empty()) {
+        d.q = at::stack(q), d.k = at::stack(k), d.v = at::stack(v), d.o = at::stack(o), d.mlp = at::stack(mlp);
+        d.norm_attention = at::stack(norm_attention), d.norm_mlp = at::stack(norm_mlp);
+    }
+    d.norm_final = together({{model.ln_f_w, base.ln_f_w}, {model.ln_f_b, base.ln_f_b}}).item<float>();
     d.embeddings = e.Relative().item<float>();
     // The output head where it is a matrix of its own (tied, it is the embeddings'), with its bias.
     const bool untied = model.lm_head.defined() && !model.lm_head.is_same(model.wte);

@@ -15,8 +15,8 @@ struct SsaGpt;
 
 struct RowMetricTensors {
     at::Tensor entropy;             // H_i = -sum p ln p, nats
-    at::Tensor normalized_entropy;  // H_i / ln(i+1); 0 for the first row
-    at::Tensor spikiness;           // 1 / ((i+1) sum p^2): 1 uniform, 1/(i+1) one-hot
+    at::Tensor normalized_entropy;  // H_i / ln(i+1); 0 for the first row (its keys under a window: CountKeysThroughWindow)
+    at::Tensor spikiness;           // 1 / ((i+1) sum p^2): 1 uniform, 1/(i+1) one-hot (the same)
     at::Tensor max_weight;          // also the top-1 mass
     at::Tensor top5_mass;
     at::Tensor effective_support;   // exp(H_i)
@@ -82,6 +82,12 @@ constexpr int RowMeasureMetric(int map, int field) { return map * kRowMetricCoun
 constexpr int RowMeasureJs(int maps, int pair) { return maps * kRowMetricCount + pair; }
 constexpr int RowMeasureL1(int maps, int pair) { return maps * kRowMetricCount + MapPairs(maps) + pair; }
 at::Tensor CompareMapsStacked(const at::Tensor& p, const at::Tensor& q, const at::Tensor& r, int64_t first = 0);
+// Under a sliding window of `window` keys a row sees min(i + 1, window) of them, not i + 1 (SPEC
+// section 1: i is the number of keys a row can see): makes map m's normalized entropy and
+// spikiness in a CompareMapsStacked tensor of rows first.. ([fields, ..., R]) count those, in
+// place (a flat row over its visible keys reads 1 in both). The maps' passes count i + 1 keys
+// whatever the window; the analysis calls this once for each side that has one. Window 0: none.
+void CountKeysThroughWindow(const at::Tensor& stacked, int map, int64_t first, int64_t window);
 
 // Issue 37: the attention rows' softmax (forward.h's MaskedSoftmax) and CompareMapsStacked in one
 // pass on a CUDA device. `scores`: the sides' score maps in CompareMapsStacked's order (2 or 3),
@@ -108,13 +114,17 @@ QkSpectrum ComputeQkSpectrum(const SsaGpt& model);  // float64 on the CPU: D x D
 // head's, shared by its query heads) and W_o (its rows of the output projection); each layer's
 // MLP, its weights and biases together; the token and position embeddings together; an untied
 // output head (and its bias). A head's q, k, v include its slice of the attention's bias. The
-// temperatures are the other part; the norms' scales and the output projection's bias (shared by
-// the heads) are left out. The two are of one shape (Engine::OpenBase checks it). Measured on the
+// norms by themselves, their scales and biases: each layer's before its attention (with Qwen 3's
+// q and k norms, which scale q.k as the weights do), before its MLP (NaN where the attention's is
+// shared) and the final one. The temperatures are the other part; the output projection's bias
+// (shared by the heads) is left out. The two are of one shape (Engine::OpenBase checks it). Measured on the
 // weights as the models hold them: where one computes in a dtype it did not store (--dtype bf16 of
 // float32 weights), `rounded_to` names it, and a move below its rounding (~4e-3 for bf16) is noise.
 struct WeightDrift {
     at::Tensor q, k, v, o;  // [L, H]
     at::Tensor mlp;         // [L]
+    at::Tensor norm_attention, norm_mlp;  // [L]
+    double norm_final = NAN;
     double embeddings = NAN;
     double head = NAN;      // the untied output head's; NaN where it is tied to the embeddings
     std::string rounded_to;  // "BFloat16" / "Half" where the weights measured were rounded to it; "" where as stored

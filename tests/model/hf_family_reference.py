@@ -456,7 +456,7 @@ def run_hf_case(case, out_dir, tokenizer_dir):
     beta = bool(case.get("beta"))
     with open(os.path.join(d, "case.json"), "w") as f:
         json.dump({"family": case["family"], "description": case["desc"], "ids": ids, "twin": None,
-                   "ablate": case["ablate"], "hf": True}, f)
+                   "ablate": case["ablate"], "hf": True, "windows": s.windows}, f)
         f.write("\n")
     l_ab, h_ab = (int(x) for x in case["ablate"].split(":"))
     ssa = hf_forward(s, W, ids, beta=beta, local=True)

@@ -181,10 +181,14 @@ void FineTuneView::DrawMatrices(WindowState& state) {
         std::vector<float> moved(a.weights_q.size());
         for (size_t k = 0; k < moved.size(); ++k)
             moved[k] = std::fmax(std::fmax(a.weights_q[k], a.weights_k[k]), std::fmax(a.weights_v[k], a.weights_o[k]));  // NaN: a slice the base had at 0
-        std::string mlps;
-        for (size_t l = 0; l < a.weights_mlp.size(); ++l) mlps += (l ? " " : "") + FormatNumber(a.weights_mlp[l]);
+        auto by_layer = [](const std::vector<float>& v) {
+            std::string s;
+            for (size_t l = 0; l < v.size(); ++l) s += (l ? " " : "") + FormatNumber(v[l]);
+            return s;
+        };
         Caption("weights moved most (||W - W_base|| / ||W_base||, the largest of W_q, W_k, W_v, W_o): " + TopHeads(moved, H, 4, 0.0f) +
-                    "; MLPs by layer: " + mlps + "; embeddings " + FormatNumber(a.weights_embeddings) +
+                    "; MLPs by layer: " + by_layer(a.weights_mlp) + "; the norms before the attention by layer: " +
+                    by_layer(a.weights_norm_attention) + "; embeddings " + FormatNumber(a.weights_embeddings) +
                     (std::isfinite(a.weights_head) ? "; output head " + FormatNumber(a.weights_head) : "") +
                     (a.weights_rounded_to.empty() ? "" : " (of weights rounded to " + a.weights_rounded_to + ": below its rounding, noise)"),
                 ", ");
@@ -255,11 +259,12 @@ void FineTuneView::DrawMatrices(WindowState& state) {
         auto at = [&](const std::vector<float>& v, size_t k) { return FormatNumber(k < v.size() ? v[k] : NAN); };
         viz::Tooltip("L%d H%d, JS divergence of the rows, nats:\n  whole change (SSA vs base)     %s\n  temperatures (SSA vs tau = 1)  %s\n"
                      "  drift (tau = 1 vs base)        %s\nL1 distance: whole %s, temperatures %s, drift %s\n"
-                     "Its weights moved from the base's (||W - W_base|| / ||W_base||): W_q %s, W_k %s, W_v %s, W_o %s; layer %d's MLP %s",
+                     "Its weights moved from the base's (||W - W_base|| / ||W_base||): W_q %s, W_k %s, W_v %s, W_o %s; layer %d's MLP %s,\n"
+                     "  its norm before the attention %s (its scale multiplies q.k as W_q and W_k do)",
                      l, h, Nats(total).c_str(), Nats(temperature).c_str(), Nats(drift).c_str(), FormatNumber(d.l1_total[hovered]).c_str(),
                      FormatNumber(d.l1_temperature[hovered]).c_str(), FormatNumber(d.l1_drift[hovered]).c_str(), at(a.weights_q, hovered).c_str(),
                      at(a.weights_k, hovered).c_str(), at(a.weights_v, hovered).c_str(), at(a.weights_o, hovered).c_str(), l,
-                     at(a.weights_mlp, static_cast<size_t>(l)).c_str());
+                     at(a.weights_mlp, static_cast<size_t>(l)).c_str(), at(a.weights_norm_attention, static_cast<size_t>(l)).c_str());
     }
 }
 

@@ -643,14 +643,15 @@ class Analysis:
         against its weights at tau = 1) and js_drift (tau = 1 against the base), the same for L1,
         loss_mean of each side, and weights: how far fine-tuning moved the weights from the base's,
         ||W - W_base||_F / ||W_base||_F of each head's W_q, W_k, W_v, W_o ("q" .. "o": [L, H]), each
-        layer's MLP ("mlp": [L]) and the embeddings. None without a base."""
+        layer's MLP ("mlp": [L]), its norms before the attention and the MLP ("norm_attention",
+        "norm_mlp": [L]), the final norm ("norm_final") and the embeddings. None without a base."""
         d = _json.loads(self._h.decomposition_json)
         if d is None:
             return None
         def arrays(v, key=""):
             if isinstance(v, list):
                 return _np.asarray(v, dtype=_np.float32)  # null: NaN
-            if key in ("embeddings", "head") and v is None:  # a number not measured (a base of another vocabulary): NaN, as in the arrays
+            if key in ("embeddings", "head", "norm_final") and v is None:  # a number not measured (a base of another vocabulary): NaN, as in the arrays
                 return float("nan")
             return {k: arrays(x, k) for k, x in v.items()} if isinstance(v, dict) else v
         return arrays(d)

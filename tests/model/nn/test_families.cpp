@@ -144,9 +144,46 @@ void ExpectPredictions(const model::Analysis& a, bool compare, const FamilyCase&
     ExpectClose(compare ? a.top_probs_compare : a.top_probs, c.Ref("top_probs" + suffix), kTolerance, what + " top probabilities");
 }
 
-// The SSA side against the reference: every map, both temperatures, the predictions.
+// The row measures normalised by the keys a row sees (SPEC section 1; under a sliding window of w
+// keys, min(i + 1, w)) against the same from the reference's maps: normalized entropy and
+// spikiness (relative), each row of every head. A flat row over its visible keys reads 1 in both.
+void ExpectKeyCountedMeasures(const model::Analysis& a, const FamilyCase& c) {
+    const std::vector<float> maps = c.Ref("attention");
+    const std::vector<int> windows = c.meta.value("windows", std::vector<int>(a.n_layer, 0));
+    ASSERT_EQ(windows.size(), static_cast<size_t>(a.n_layer));
+    const std::vector<float> normalized = a.metrics.Get("normalized_entropy").Flat(), spikiness = a.metrics.Get("spikiness").Flat();
+    const size_t T = static_cast<size_t>(a.n_tokens);
+    ASSERT_EQ(maps.size(), normalized.size() * T);
+    double worst_n = 0, worst_s = 0;
+    size_t past_window = 0;
+    for (size_t row = 0; row < normalized.size(); ++row) {
+        const size_t i = row % T, layer = row / T / static_cast<size_t>(a.n_head);
+        const float* p = maps.data() + row * T;
+        double entropy = 0, square = 0;
+        for (size_t j = 0; j <= i; ++j) {
+            if (p[j] > 0) entropy -= p[j] * std::log(static_cast<double>(p[j]));
+            square += static_cast<double>(p[j]) * p[j];
+        }
+        const size_t w = static_cast<size_t>(windows[layer]), keys = w > 0 ? std::min(i + 1, w) : i + 1;
+        past_window += keys < i + 1;
+        const double want_n = keys > 1 ? entropy / std::log(static_cast<double>(keys)) : 0, want_s = 1 / (static_cast<double>(keys) * square);
+        worst_n = std::max(worst_n, std::abs(normalized[row] - want_n));
+        worst_s = std::max(worst_s, std::abs(spikiness[row] - want_s) / want_s);
+    }
+    Report("normalized entropy", static_cast<float>(worst_n));
+    Report("spikiness (relative)", static_cast<float>(worst_s));
+    EXPECT_LE(worst_n, kTolerance);
+    EXPECT_LE(worst_s, kTolerance);
+    if (std::any_of(windows.begin(), windows.end(), [&](int w) { return w > 0 && static_cast<size_t>(w) < T; })) {
+        EXPECT_GT(past_window, 0u) << "no row past the window: the case does not test it";
+    }
+}
+
+// The SSA side against the reference: every map, both temperatures, the predictions, the measures
+// that count keys.
 void ExpectSsaSide(const model::Analysis& a, const FamilyCase& c) {
     ExpectMaps(a, model::MapSide::Ssa, c.Ref("attention"), "SSA maps");
+    ExpectKeyCountedMeasures(a, c);
     ExpectClose(a.tau_q, c.Ref("tau_q"), kTolerance, "tau_q");
     ExpectClose(a.tau_v, c.Ref("tau_v"), kTolerance, "tau_v");
     ExpectPredictions(a, false, c, "", "SSA");
@@ -255,6 +292,7 @@ TEST_P(Families, AnEditedTextMatchesTheReference) {
     ASSERT_TRUE(engine);
     AfterEdits(*engine, c, model::MapSide::Ssa, [&](const model::Analysis& a, const std::string& what) {
         ExpectMaps(a, model::MapSide::Ssa, c.Ref("attention"), "SSA maps " + what);
+        ExpectKeyCountedMeasures(a, c);  // the kept rows' and the new ones'
         ExpectMaps(a, model::MapSide::Compare, c.Ref("attention_vanilla"), "counterfactual maps " + what);
         ExpectClose(a.tau_q, c.Ref("tau_q"), kTolerance, "tau_q " + what);
         ExpectClose(a.loss, c.Ref("loss"), kTolerance, "loss " + what);

@@ -59,8 +59,9 @@ TEST_P(Metrics, WeightDriftIsTheRelativeChangeOfEachSlice) {
     const model::ModelConfig& config = c.gpt.config;
     const int64_t H = config.n_head, G = config.KvHeads(), D = config.HeadSize();
     model::WeightDrift same = model::ComputeWeightDrift(c.gpt, c.gpt);
-    for (const at::Tensor& t : {same.q, same.k, same.v, same.o, same.mlp}) EXPECT_EQ(t.abs().max().item<float>(), 0.0f);
+    for (const at::Tensor& t : {same.q, same.k, same.v, same.o, same.mlp, same.norm_attention}) EXPECT_EQ(t.abs().max().item<float>(), 0.0f);
     EXPECT_EQ(same.embeddings, 0.0);
+    EXPECT_EQ(same.norm_final, 0.0);
     model::SsaGpt moved = c.gpt;
     moved.layers[0].attn_w = c.gpt.layers[0].attn_w.clone();
     at::Tensor v0 = moved.layers[0].attn_w.narrow(1, (H + G) * D, D);  // kv head 0's value weights, and its bias
@@ -72,8 +73,31 @@ TEST_P(Metrics, WeightDriftIsTheRelativeChangeOfEachSlice) {
     }
     const model::WeightDrift d = model::ComputeWeightDrift(moved, c.gpt);
     for (int64_t h = 0; h < H; ++h) EXPECT_NEAR(d.v[0][h].item<float>(), h < H / G ? 0.1f : 0.0f, 1e-6f) << h;
-    for (const at::Tensor& t : {d.q, d.k, d.o, d.mlp}) EXPECT_EQ(t.abs().max().item<float>(), 0.0f);
+    for (const at::Tensor& t : {d.q, d.k, d.o, d.mlp, d.norm_attention}) EXPECT_EQ(t.abs().max().item<float>(), 0.0f);
     EXPECT_EQ(d.v.narrow(0, 1, d.v.size(0) - 1).abs().max().item<float>(), 0.0f);
+    // A norm's scale x 1.5 in the last layer, before its attention: 0.5 there (its bias, where it
+    // has one, unmoved: less), nothing in any head's slices; the MLP's own norm apart (NaN where
+    // the attention's is shared with it).
+    model::SsaGpt scaled = c.gpt;
+    const size_t last = c.gpt.layers.size() - 1;
+    scaled.layers[last].ln1_w = c.gpt.layers[last].ln1_w * 1.5;
+    const model::WeightDrift n = model::ComputeWeightDrift(scaled, c.gpt);
+    const at::Tensor& g = c.gpt.layers[last].ln1_w;
+    const at::Tensor& bias = c.gpt.layers[last].ln1_b;
+    const double gain = g.square().sum().item<double>(), all = gain + (bias.defined() ? bias.square().sum().item<double>() : 0.0);
+    EXPECT_NEAR(n.norm_attention[last].item<float>(), 0.5 * std::sqrt(gain / all), 1e-6);
+    EXPECT_EQ(n.norm_attention.narrow(0, 0, last).abs().max().item<float>(), 0.0f);
+    for (const at::Tensor& t : {n.q, n.k, n.v, n.o, n.mlp}) EXPECT_EQ(t.abs().max().item<float>(), 0.0f);
+    EXPECT_EQ(n.norm_final, 0.0);
+    if (c.gpt.layers[last].ln2_w.defined()) {
+        EXPECT_EQ(n.norm_mlp.abs().max().item<float>(), 0.0f);
+    } else {
+        EXPECT_TRUE(std::isnan(n.norm_mlp[last].item<float>()));
+    }
+    model::SsaGpt final_norm = c.gpt;
+    final_norm.ln_f_w = c.gpt.ln_f_w * 0.9;
+    final_norm.ln_f_b = at::Tensor();  // a bias the base has and the model not: left out
+    EXPECT_NEAR(model::ComputeWeightDrift(final_norm, c.gpt).norm_final, 0.1, 1e-6);
     model::SsaGpt wider = c.gpt;
     wider.wte = at::cat({c.gpt.wte, c.gpt.wte.narrow(0, 0, 1)});
     EXPECT_TRUE(std::isnan(model::ComputeWeightDrift(wider, c.gpt).embeddings));
