@@ -321,6 +321,9 @@ int CmdExport(const CommandOptions& o) {
     if (auto s = ResolveExportHeads(&options, c.n_layer, c.n_head); !s) throw Failure{kExitUsage, s.error()};
     if (auto s = CheckHighlightScope(options.figures, c.n_layer, c.n_head); !s) throw Failure{kExitUsage, s.error()};
     Must(runner->Configure({o.compare, o.ablate.value_or("")}));
+    if (o.compare.kind == CompareKind::Base && o.compare.base_dir.empty())  // which base it found (another experiment's base/ would read as this one's)
+        std::fprintf(stderr, "ssaviz: base: %s, found beside the model (--base DIR names another)\n",
+                     model::EscapeForMessage(runner->BasePath(), 4096).c_str());
     if (options.lens && o.ablate) throw Failure{kExitUsage, "--lens runs the model as loaded: not with --ablate"};
 
     if (!o.batch) {
@@ -363,6 +366,7 @@ int CmdExport(const CommandOptions& o) {
                          TopHeads(d.js_drift, d.n_head, 3, kJsRoundingFloor).c_str());
         if (const std::string note = BaseTemperaturesNote(analysis); !note.empty() && analysis.n_tokens >= 2)  // one token: no split to note
             std::fprintf(stderr, "ssaviz: note: %s\n", note.c_str());
+        if (const std::string note = BaseDifferenceNote(analysis); !note.empty()) std::fprintf(stderr, "ssaviz: note: %s\n", note.c_str());
         if (const std::string note = SelfComparisonNote(analysis); !note.empty()) std::fprintf(stderr, "ssaviz: note: %s\n", note.c_str());
         // The lens at a glance: each side's mean loss read after each layer (lens_loss.npy's means).
         if (!lens_sides.empty() && analysis.n_tokens >= 2) {

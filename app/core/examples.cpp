@@ -119,7 +119,7 @@ std::vector<fs::path> BaseFolders(const fs::path& folder) {
 
 }  // namespace
 
-std::string BaseBeside(const std::string& model_dir) {
+std::string BaseBeside(const std::string& model_dir, bool run_step) {
     // A lit-gpt fine-tuning: the base it started from beside the checkpoint that was opened, or a
     // folder "base" inside the fine-tune's folder or beside it (its lit_model.pth, or a model
     // folder of its own).
@@ -127,10 +127,16 @@ std::string BaseBeside(const std::string& model_dir) {
     if (opened.empty()) return "";
     std::error_code ec;
     const fs::path folder = FolderOf(opened);
+    // A step that is a folder of its own (an HF checkpoint-N): only what is beside it.
+    const bool outside_only = run_step && fs::is_directory(model_dir, ec);
+    auto inside = [&](const fs::path& p) {
+        const fs::path below = p.lexically_normal().lexically_relative(folder.lexically_normal());
+        return outside_only && !below.empty() && *below.begin() != "..";
+    };
     for (const fs::path& base : {folder / "lit_model.pth", folder / "base" / "lit_model.pth", folder.parent_path() / "base" / "lit_model.pth"})
-        if (fs::is_regular_file(base, ec) && !fs::equivalent(base, opened, ec)) return base.lexically_normal().string();
+        if (!inside(base) && fs::is_regular_file(base, ec) && !fs::equivalent(base, opened, ec)) return base.lexically_normal().string();
     for (const fs::path& base : BaseFolders(folder))
-        if (fs::is_directory(base, ec) && !fs::equivalent(base, folder, ec) && model::FindModelFiles(base.string()))
+        if (!inside(base) && fs::is_directory(base, ec) && !fs::equivalent(base, folder, ec) && model::FindModelFiles(base.string()))
             return base.lexically_normal().string();
     return "";
 }

@@ -54,7 +54,9 @@ std::string TwinBeside(const std::string& model_dir);
 // lit_model.pth beside the checkpoint the model was opened from, or a folder "base" inside the
 // fine-tune's folder or beside it (its lit_model.pth, or a model folder), or, for a step of a run
 // train --from kept (OUT/run/ssa/checkpoint-N), the base beside the run (OUT/base). Empty if none.
-std::string BaseBeside(const std::string& model_dir);
+// `run_step`: the model is one step of a run, whose steps share a base: a checkpoint folder's own
+// insides are not looked in (a base/ inside one step set another base for that step alone).
+std::string BaseBeside(const std::string& model_dir, bool run_step = false);
 // Where BaseBeside found none, why what is in its places was not taken: a lit_model.pth that is
 // the model itself, a FIFO, a link loop or a link to nothing; a folder "base" likewise, or the
 // model's own, or without a model. As a clause to end a message: "; 'ft/base' is a loop of

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "app/core/run.h"
+#include "model/io/files.h"
 
 namespace app {
 
@@ -123,6 +124,12 @@ std::string BaseTemperaturesNote(const model::Analysis& a) {
     if (which.empty()) return "";
     return "the base has temperatures of its own (" + which + "): 'temperatures' is all of SSA's, not what fine-tuning changed in them, "
            "and 'drift' holds the base's going away as well as the other weights' change";
+}
+
+std::string BaseDifferenceNote(const model::Analysis& a) {
+    if (a.base_difference.empty()) return "";
+    return "the base also differs in what is no weight (the fine-tune's against the base's: " + model::EscapeForMessage(a.base_difference) +
+           "): the drift and the loss against the base hold its effect beside the weights' change, and no weight taken back undoes it";
 }
 
 std::string SelfComparisonNote(const model::Analysis& a) {

@@ -63,6 +63,9 @@ std::string FineTuneHeadline(const model::Analysis& a, const model::Decompositio
 std::string BaseTemperatures(const model::Analysis& a);
 // The note that says so in a line ("" where BaseTemperatures is empty).
 std::string BaseTemperaturesNote(const model::Analysis& a);
+// Where the base differs from the fine-tune in what is no weight (Analysis::base_difference): its
+// drift holds that too. Empty where it does not.
+std::string BaseDifferenceNote(const model::Analysis& a);
 // Where the SSA side has no temperature other than 1 (a model without temperatures, such as a
 // fine-tune's base opened alone, or every head at tau = 1 by the what-ifs) and the comparison is
 // tau = 1 (the whole counterfactual or the layer-local one): the comparison is the SSA side itself,

@@ -138,7 +138,7 @@ RunStatus Runner::Configure(const RunSpec& run) {
 
 RunStatus Runner::SetCompare(const CompareSpec& compare) {
     if (compare.kind == CompareKind::Base) {
-        const std::string dir = compare.base_dir.empty() ? BaseBeside(Info().dir) : compare.base_dir;
+        const std::string dir = compare.base_dir.empty() ? BaseBeside(Info().dir, compare.base_of_the_run) : compare.base_dir;
         if (dir.empty())
             return RunError{RunError::Kind::Usage, "no base model beside '" + model::EscapeForMessage(Info().dir) +
                                                        "' (lit_model.pth beside the fine-tuned checkpoint, or a folder base/ inside or beside its folder, or beside the run of a step train kept" +
@@ -151,8 +151,11 @@ RunStatus Runner::SetCompare(const CompareSpec& compare) {
             return RunError{RunError::Kind::Usage, "the base '" + model::EscapeForMessage(dir) + "' is the model itself (" +
                                                        model::EscapeForMessage(std::filesystem::path(files->weights).filename().string()) +
                                                        "): a fine-tune's base is the model it was fine-tuned from"};
-        // A base that does not open leaves the engine as it was.
-        if (auto s = m_engine->OpenBase(dir, m_spec.hints); !s) return RunError{RunError::Kind::BadInput, s.error(), dir};
+        // A base that does not open leaves the engine as it was. One found beside the model is said
+        // to be (it may be another experiment's base/), with the flag that names the right one.
+        if (auto s = m_engine->OpenBase(dir, m_spec.hints); !s)
+            return RunError{RunError::Kind::BadInput,
+                            compare.base_dir.empty() ? s.error() + " (found beside the model: name the fine-tune's own with --base DIR)" : s.error(), dir};
         m_twin.clear();  // the engine keeps one model beside the SSA one
         m_base = dir;
         return model::Ok{};

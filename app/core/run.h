@@ -73,6 +73,9 @@ struct CompareSpec {
     // Base: the model may be the base itself (a run's steps against its base: the first step is
     // often the base, no change yet); otherwise that is a usage error.
     bool base_may_be_the_model = false;
+    // Base: the model is a run's step, whose base is the run's (BaseBeside's `run_step`): a base/
+    // inside one step's own folder set a base of its own for that step.
+    bool base_of_the_run = false;
 };
 
 // A --compare value, a session's "compare" or Python's `compare`: a keyword, else a twin's folder

@@ -383,11 +383,15 @@ json DecompositionToJson(const model::Analysis& a) {
                                                                                    " (the compute dtype, not the files'): a move below its "
                                                                                    "rounding is noise")}}},
                 {"base_temperatures", base_own.empty() ? json() : json(base_own)},
+                {"base_difference", a.base_difference.empty() ? json() : json(a.base_difference)},
                 {"notes", "[layer][head]: the mean over query rows 2..T of each row's divergence (JS in nats, L1); total: SSA against "
                           "the base; temperature: SSA against its own weights at tau = 1; drift: tau = 1 against the base (the other "
                           "weights' change). The parts need not add up to the total: a divergence is not additive (SPEC section 9). "
                           "base_temperatures: the base's own temperatures, null for a vanilla base" +
-                              (base_own.empty() ? std::string() : "; here " + BaseTemperaturesNote(a))}};
+                              (base_own.empty() ? std::string() : "; here " + BaseTemperaturesNote(a)) +
+                              ". base_difference: what the base differs in that is no weight, the fine-tune's against the base's "
+                              "(sliding windows, RoPE's base or scaling, the activation's form, the output head's rows), null where "
+                              "none" + (a.base_difference.empty() ? std::string() : "; here " + BaseDifferenceNote(a))}};
 }
 
 json MetricsToJson(const model::Analysis& a, const model::ModelInfo& info, float sink_epsilon) {

@@ -316,6 +316,7 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
     }
     RunSpec run = spec.run;
     run.compare.base_may_be_the_model = true;  // a run's first step is often its base
+    run.compare.base_of_the_run = true;        // the run's, for every step alike
     if (auto s = (*runner)->Configure(run); !s) {
         r.fatal = ExitCodeOf(s.error().kind);
         return fail(s.error().message);
@@ -383,6 +384,7 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
     r.row["step"] = step.step;
     r.row["checkpoint"] = r.checkpoint;
     if (!a->loss_compare.empty()) r.row["compared_with"] = CompareName(*a);  // the loss curve's legend: "tau = 1", "twin"
+    if (!(*runner)->BasePath().empty()) r.row["base"] = (*runner)->BasePath();  // which base each step was set against
     for (size_t k = 0; k < lens.size(); ++k)  // as a batch's rows: SSA, the comparison, the base
         r.row[k == 0 ? "lens_loss" : k == 1 ? "lens_loss_compare" : "lens_loss_base"] = LensLossByLayer(*lens[k]);
     std::vector<std::string> keys(std::begin(kRunHeadValues), std::end(kRunHeadValues));

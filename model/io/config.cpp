@@ -824,10 +824,13 @@ std::vector<std::pair<const char*, std::string>> Fingerprint(const ModelConfig& 
 
 }  // namespace
 
-std::string ArchitectureDifference(const ModelConfig& a, const ModelConfig& b) {
+std::string ArchitectureDifference(const ModelConfig& a, const ModelConfig& b, bool shape) {
     const auto x = Fingerprint(a), y = Fingerprint(b);
     for (size_t i = 0; i < x.size(); ++i) {
         const std::string field = x[i].first;
+        if (!shape && (field == "n_layer" || field == "n_embd" || field == "n_head" || field == "kv heads" || field == "head size" ||
+                       field == "MLP width" || field == "rotary width"))
+            continue;
         // What a fine-tune may change and still be its base's model: the temperatures, the context,
         // a padded vocabulary, the positions' scaling; and what two readings of one model may differ
         // in: GELU's tanh form and erf's (the official GPT-2 runs fine-tune HF's gpt2, gelu_new, in

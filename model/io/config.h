@@ -134,8 +134,9 @@ Result<nlohmann::json> HfConfigToJson(const ModelConfig& config);
 // The first way model `a` and `b` compute differently, "norm rmsnorm against layernorm", leaving out
 // what a fine-tune may change beside its base (the temperatures, the context, a padded vocabulary,
 // the positions' scaling and windows) and what two readings of one model may differ in (GELU's tanh
-// or erf form, a tied or stored head); empty where they are one architecture.
-std::string ArchitectureDifference(const ModelConfig& a, const ModelConfig& b);
+// or erf form, a tied or stored head); empty where they are one architecture. Without `shape`, the
+// sizes (layers, heads, widths) are left out too: how they compute, whatever their size.
+std::string ArchitectureDifference(const ModelConfig& a, const ModelConfig& b, bool shape = true);
 // Of what ArchitectureDifference leaves out, what changes how a text runs and is no weight (the
 // positions' scaling, the sliding windows, the activation's form): "sliding windows 4,4 against
 // 8,8"; empty where none differs. A fine-tune's drift holds them, and no weight taken back undoes them.

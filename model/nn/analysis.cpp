@@ -225,6 +225,12 @@ Status Engine::Impl::OpenBeside(Comparison which, const std::string& dir, const 
     if (!loaded) return Fail("the " + std::string(ToString(which)) + ": " + loaded.error());  // which of the two models failed
     const std::string named = std::string(ToString(which)) + " '" + EscapeForMessage(dir) + "'";
     const ModelConfig &a = model.info.config, &b = loaded->info.config;
+    // How a base computes before its size: a GPT-2 against a Llama is another family, whatever
+    // its widths (its sizes' message read as if a resize would do).
+    if (which == Comparison::Base)
+        if (const std::string difference = ArchitectureDifference(a, b, /*shape=*/false); !difference.empty())
+            return Fail(named + " is another architecture (" + (a.family != b.family ? "a " + EscapeForMessage(a.family) + " fine-tune against a " + EscapeForMessage(b.family) + " base: " : "") +
+                        difference + "): a base is the model the fine-tuning started from");
     if (a.n_layer != b.n_layer || a.n_head != b.n_head)
         return Fail(named + " has " + std::to_string(b.n_layer) + (b.n_layer == 1 ? " layer x " : " layers x ") + std::to_string(b.n_head) +
                     (b.n_head == 1 ? " head" : " heads") + "; the model has " + std::to_string(a.n_layer) + " x " + std::to_string(a.n_head));
@@ -502,6 +508,13 @@ Result<Analysis> Engine::Analyze(const Tokenization& tokens, const AnalyzeOption
     a.comparison = comparison();
     a.compare_label = twin ? e.other->info.dir : "vanilla";
     a.base_label = base ? e.other->info.dir : "";
+    if (base) {
+        const ModelConfig &mine = e.model.info.config, &theirs = e.other->info.config;
+        a.base_difference = SettingsDifference(mine, theirs);
+        if (mine.vocab_size != theirs.vocab_size)  // its softmax spreads over rows the model's has not
+            a.base_difference += (a.base_difference.empty() ? "" : ", ") + std::string("output rows ") + std::to_string(mine.vocab_size) +
+                                 " against " + std::to_string(theirs.vocab_size);
+    }
     if (base) {
         auto host = [](const at::Tensor& t) {
             const at::Tensor h = t.to(at::kCPU, at::kFloat).contiguous();

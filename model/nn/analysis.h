@@ -56,6 +56,10 @@ struct Analysis {
     Comparison comparison = Comparison::Counterfactual;
     std::string compare_label;                   // "vanilla" (a tau = 1 comparison, the base's too) or the twin's folder
     std::string base_label;                      // the base's folder; empty without a base
+    // What the base differs in that is no weight and still changes how the text runs, the
+    // fine-tune's against the base's: SettingsDifference's (sliding windows, RoPE's base and
+    // scaling, the activation's form) and the rows of the output head; empty where none.
+    std::string base_difference;
     std::shared_ptr<const AttentionMaps> maps;   // null: no maps (an empty analysis)
     Thumbnails thumbnails;
     RowArray tau_q, tau_v;                      // [L, H, T]

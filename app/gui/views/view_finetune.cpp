@@ -139,6 +139,10 @@ void FineTuneView::Draw(WindowState& state) {
         viz::ItemTooltip((BaseTemperaturesNote(a) + ". Its loss with every head at tau = 1 is not shown here: open the base alone "
                           "with every head ablated (What-ifs) for it.").c_str());
     }
+    if (!a.base_difference.empty()) {
+        ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1.0f), "the base differs in what is no weight (?)");
+        viz::ItemTooltip((BaseDifferenceNote(a) + ".").c_str());
+    }
     ImGui::Separator();
     // The rest scrolls where the pane is short: the matrices keep a line a layer, the ranking's
     // parts their words, the token bars their height.

@@ -708,6 +708,9 @@ TEST_F(Cli, ExportRunAgainstABaseFollowsTheDecomposition) {
     fs::copy(dir + "/a", ft + "/run/ssa/checkpoint-100");
     fs::copy(dir + "/b", ft + "/run/ssa/checkpoint-200");
     fs::copy(dir + "/base", ft + "/base");
+    // Another model of the base's shape in one step's own folder: the run's base is every step's
+    // (that step took it as its own, silently).
+    fs::copy(dir + "/a", ft + "/run/ssa/checkpoint-200/base");
     r = Ssaviz({"export", "--run", ft + "/run/ssa", "--compare", "base", "--text", text, "--out", dir + "/out_beside", "--format", "json"});
     ASSERT_EQ(r.code, 0) << r.err;
     const json beside = json::parse(ReadFile(dir + "/out_beside/run.json"));
@@ -715,6 +718,7 @@ TEST_F(Cli, ExportRunAgainstABaseFollowsTheDecomposition) {
     for (size_t k = 0; k < 2; ++k) {
         EXPECT_EQ(beside["steps"][k]["heads"]["js_total"], timeline["steps"][k]["heads"]["js_total"]) << k;
         EXPECT_EQ(beside["steps"][k]["loss_base"], timeline["steps"][k]["loss_base"]) << k;
+        EXPECT_EQ(fs::path(beside["steps"][k]["base"].get<std::string>()).lexically_normal(), fs::path(ft + "/base").lexically_normal()) << k;
     }
 }
 

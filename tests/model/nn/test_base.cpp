@@ -88,6 +88,7 @@ TEST(Base, AnAnalysisHasThreeSidesWithABaseAndTwoWithout) {
     EXPECT_TRUE(three->HasBase());
     EXPECT_EQ(three->compare_label, "vanilla");
     EXPECT_EQ(three->base_label, engine->BaseInfo()->dir);
+    EXPECT_EQ(three->base_difference, "");
     const size_t rows = static_cast<size_t>(three->n_layer) * three->n_head * three->n_tokens;
     const model::Analysis& t = *three;
     for (const model::RowArray* v : {&t.js_total, &t.l1_total, &t.js_drift, &t.l1_drift, &t.tau_q_base, &t.tau_v_base, &t.metrics_base.Get("entropy")})
@@ -126,6 +127,24 @@ TEST(Base, AnAnalysisHasThreeSidesWithABaseAndTwoWithout) {
     ASSERT_TRUE(after.ok());
     EXPECT_FALSE(after->HasBase());
     EXPECT_EQ(after->js, two->js);
+}
+
+// A base that differs in what is no weight (here GELU's erf form against the tanh form; a sliding
+// window, RoPE's base) is taken, and the analysis says what, the fine-tune's against the base's:
+// the drift holds its effect.
+TEST(Base, WhatABaseDiffersInThatIsNoWeightIsSaid) {
+    auto engine = OpenSsa();
+    ASSERT_TRUE(engine);
+    const std::string erf = WriteModel("erf", {}, 2, 42);
+    nlohmann::json config;
+    std::ifstream(erf + "/config.json") >> config;
+    ASSERT_EQ(config.value("activation_function", ""), "gelu_new");
+    config["activation_function"] = "gelu";
+    std::ofstream(erf + "/config.json") << config.dump();
+    ASSERT_TRUE(engine->OpenBase(erf).ok());
+    auto a = engine->Analyze(Tokens(*engine));
+    ASSERT_TRUE(a.ok()) << a.error();
+    EXPECT_EQ(a->base_difference, "activation gelu_new against gelu");
 }
 
 TEST(Base, ABaseAndATwinExcludeEachOther) {
@@ -167,6 +186,12 @@ TEST(Base, ABaseOfAnotherShapeOrTokenizerIsRefusedInOneLine) {
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.error().rfind("base '" + other + "' is another architecture (", 0), 0u) << s.error();
     EXPECT_NE(s.error().find("): a base is the model the fine-tuning started from"), std::string::npos) << s.error();
+    // Another architecture of another size too: the architecture said first (its sizes' message
+    // read as if a resize would do).
+    const std::string other_wide = WriteModel("rope-four-heads", {}, 4, 45, 64, model::PositionKind::Rope);
+    s = engine->OpenBase(other_wide);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.error().rfind("base '" + other_wide + "' is another architecture (", 0), 0u) << s.error();
 
     // The same kind and size of tokenizer, two merges in the other order.
     const std::string permuted = SSAVIZ_TEST_OUT "/base/permuted-" + std::to_string(::getpid());
