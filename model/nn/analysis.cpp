@@ -154,6 +154,31 @@ struct AnalysisCache {
     std::shared_ptr<const RecomputedMaps> maps;  // the assembly's
 };
 
+// Whether model `b` (`named`: "base 'DIR'") can be set beside model `a` as `which`, from their
+// configs: the heads compared one for one; a base the model the fine-tuning started from, of its
+// architecture (said first: a GPT-2 against a Llama is another family, whatever its widths) and
+// shape throughout (a twin is trained on its own, and may be of any width).
+Status FitsBeside(Comparison which, const std::string& named, const ModelConfig& a, const ModelConfig& b) {
+    const bool base = which == Comparison::Base;
+    if (base)
+        if (const std::string difference = ArchitectureDifference(a, b, /*shape=*/false); !difference.empty())
+            return Fail(named + " is another architecture (" +
+                        (a.family != b.family ? "a " + EscapeForMessage(a.family) + " fine-tune against a " + EscapeForMessage(b.family) + " base: " : "") +
+                        difference + "): a base is the model the fine-tuning started from");
+    if (a.n_layer != b.n_layer || a.n_head != b.n_head)
+        return Fail(named + " has " + std::to_string(b.n_layer) + (b.n_layer == 1 ? " layer x " : " layers x ") + std::to_string(b.n_head) +
+                    (b.n_head == 1 ? " head" : " heads") + "; the model has " + std::to_string(a.n_layer) + " x " + std::to_string(a.n_head));
+    if (base && (a.n_embd != b.n_embd || a.HeadSize() != b.HeadSize() || a.KvHeads() != b.KvHeads() || a.MlpWidth() != b.MlpWidth()))
+        return Fail(named + " has width " + std::to_string(b.n_embd) + ", heads of " + std::to_string(b.HeadSize()) + ", " +
+                    std::to_string(b.KvHeads()) + " kv heads and an MLP of " + std::to_string(b.MlpWidth()) + "; the model " +
+                    std::to_string(a.n_embd) + ", " + std::to_string(a.HeadSize()) + ", " + std::to_string(a.KvHeads()) + " and " +
+                    std::to_string(a.MlpWidth()) + ": a base is the model the fine-tuning started from, of its shape");
+    if (base)
+        if (const std::string difference = ArchitectureDifference(a, b); !difference.empty())
+            return Fail(named + " is another architecture (" + difference + "): a base is the model the fine-tuning started from");
+    return Ok{};
+}
+
 }  // namespace
 
 struct Engine::Impl {
@@ -211,39 +236,32 @@ Result<std::unique_ptr<Engine>> Engine::Open(const std::string& model_dir, const
 
 Status Engine::Impl::OpenBeside(Comparison which, const std::string& dir, const ConfigHints& hints) {
     BindThreadToDevice(device);
-    auto loaded = LoadModel(dir, device, hints, model.gpt.dtype(), true);
+    const std::string named = std::string(ToString(which)) + " '" + EscapeForMessage(dir) + "'";
+    const ModelConfig& a = model.info.config;
+    // What its config alone says, before a weight is read (a wrong 7 B base took minutes to refuse).
+    std::string refused;
+    const AdmitConfig fits = [&](const ModelConfig& b) -> Status {
+        if (Status s = FitsBeside(which, named, a, b); !s) {
+            refused = s.error();
+            return s;
+        }
+        return Ok{};
+    };
+    auto loaded = LoadModel(dir, device, hints, model.gpt.dtype(), true, fits);
+    if (!refused.empty()) return Fail(refused);
     if (!loaded && which == Comparison::Base) {
         // A base beside a fine-tune of ssaviz's own forms shares its config, whose "ssa" block names
         // temperatures the base never had: read without them, unless its file holds some after all
         // (then the first error stands).
         ConfigHints plain = hints;
         plain.without_temperatures = true;
-        auto again = LoadModel(dir, device, plain, model.gpt.dtype(), true);
+        auto again = LoadModel(dir, device, plain, model.gpt.dtype(), true, fits);
+        if (!refused.empty()) return Fail(refused);
         if (again && std::none_of(again->info.unused_tensors.begin(), again->info.unused_tensors.end(), IsTemperatureTensor))
             loaded = std::move(again);
     }
     if (!loaded) return Fail("the " + std::string(ToString(which)) + ": " + loaded.error());  // which of the two models failed
-    const std::string named = std::string(ToString(which)) + " '" + EscapeForMessage(dir) + "'";
-    const ModelConfig &a = model.info.config, &b = loaded->info.config;
-    // How a base computes before its size: a GPT-2 against a Llama is another family, whatever
-    // its widths (its sizes' message read as if a resize would do).
-    if (which == Comparison::Base)
-        if (const std::string difference = ArchitectureDifference(a, b, /*shape=*/false); !difference.empty())
-            return Fail(named + " is another architecture (" + (a.family != b.family ? "a " + EscapeForMessage(a.family) + " fine-tune against a " + EscapeForMessage(b.family) + " base: " : "") +
-                        difference + "): a base is the model the fine-tuning started from");
-    if (a.n_layer != b.n_layer || a.n_head != b.n_head)
-        return Fail(named + " has " + std::to_string(b.n_layer) + (b.n_layer == 1 ? " layer x " : " layers x ") + std::to_string(b.n_head) +
-                    (b.n_head == 1 ? " head" : " heads") + "; the model has " + std::to_string(a.n_layer) + " x " + std::to_string(a.n_head));
-    // A base is the model the fine-tuning started from: its shape throughout, not only its heads (a
-    // twin is trained on its own, and may be of any width).
-    if (which == Comparison::Base && (a.n_embd != b.n_embd || a.HeadSize() != b.HeadSize() || a.KvHeads() != b.KvHeads() || a.MlpWidth() != b.MlpWidth()))
-        return Fail(named + " has width " + std::to_string(b.n_embd) + ", heads of " + std::to_string(b.HeadSize()) + ", " +
-                    std::to_string(b.KvHeads()) + " kv heads and an MLP of " + std::to_string(b.MlpWidth()) + "; the model " +
-                    std::to_string(a.n_embd) + ", " + std::to_string(a.HeadSize()) + ", " + std::to_string(a.KvHeads()) + " and " +
-                    std::to_string(a.MlpWidth()) + ": a base is the model the fine-tuning started from, of its shape");
-    if (which == Comparison::Base)
-        if (const std::string difference = ArchitectureDifference(a, b); !difference.empty())
-            return Fail(named + " is another architecture (" + difference + "): a base is the model the fine-tuning started from");
+    if (Status s = FitsBeside(which, named, a, loaded->info.config); !s) return s;  // as read (its config was seen before)
     const Tokenizer &mine = *model.tokenizer, &theirs = *loaded->tokenizer;
     if (theirs.Kind() != mine.Kind() || theirs.VocabSize() != mine.VocabSize())
         return Fail(named + " uses a different tokenizer (" + theirs.Kind() + ", " + std::to_string(theirs.VocabSize()) + " tokens)");

@@ -91,7 +91,7 @@ Result<InferredConfig> LitConfigFor(const ModelFiles& files, const WeightFile& w
 }
 
 Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const ConfigHints& hints, at::ScalarType compute,
-                               bool keep_bf16 = false) {
+                               bool keep_bf16 = false, const AdmitConfig& admit = {}) {
     auto files = FindModelFiles(path);
     if (!files) return Fail(files.error());
     // Named, so never ignored: a tokenizer folder that is there, a config that is a file, else a
@@ -134,6 +134,8 @@ Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const
         config.config.query = config.config.value = TemperatureForm{};
         config.notes.push_back("read without temperatures (tau = 1): the base of a fine-tune whose config names them");
     }
+    if (admit)
+        if (Status s = admit(config.config); !s) return Fail(s.error());
     auto gpt = LoadSsaGpt(config.config, *weights, device, compute, keep_bf16);
     if (!gpt) return Fail(files->weights + ": " + gpt.error());
     if (!hints.without_temperatures)
@@ -202,8 +204,8 @@ static std::vector<TemperatureSlope> QuerySlopes(const SsaGpt& gpt) {
 }
 
 Result<LoadedModel> LoadModel(const std::string& path, at::Device device, const ConfigHints& hints, at::ScalarType compute,
-                              bool keep_bf16) {
-    auto found = LoadWeights(path, device, hints, compute, keep_bf16);
+                              bool keep_bf16, const AdmitConfig& admit) {
+    auto found = LoadWeights(path, device, hints, compute, keep_bf16, admit);
     if (!found) return Fail(found.error());
     const ModelConfig& config = found->gpt.config;
     // Named, so never replaced by GPT-2's, and said as the flag (it was called a "model folder").

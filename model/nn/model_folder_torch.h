@@ -3,6 +3,7 @@
 // trainer and the tests all load through it.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -26,9 +27,12 @@ struct LoadedModel {
 // checkpoint file, with its tokenizer: the folder's own tokenizer files, or GPT-2's bundled one
 // for a folder with none and GPT-2's vocab_size. Without config.json the shape is inferred from
 // the tensors, with `hints` for what the shapes cannot tell. Errors name the file.
-// `keep_bf16`: as LoadSsaGpt's (the engine holds a BF16 file's matrices as stored).
+// `keep_bf16`: as LoadSsaGpt's (the engine holds a BF16 file's matrices as stored). `admit`, where
+// given, sees the config once it is read and before any weight is: its error stops the load there
+// and is returned as it is (a base of another shape refused before gigabytes are read).
+using AdmitConfig = std::function<Status(const ModelConfig&)>;
 Result<LoadedModel> LoadModel(const std::string& path, at::Device device, const ConfigHints& hints = {},
-                              at::ScalarType compute = at::kFloat, bool keep_bf16 = false);
+                              at::ScalarType compute = at::kFloat, bool keep_bf16 = false, const AdmitConfig& admit = {});
 // A temperature's tensor by its name (ssaviz's "*.ssa_*", the official code's "*.beta"): a file
 // holding one the config does not read is refused (it was analysed as vanilla in silence).
 bool IsTemperatureTensor(const std::string& name);

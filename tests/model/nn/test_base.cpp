@@ -147,6 +147,23 @@ TEST(Base, WhatABaseDiffersInThatIsNoWeightIsSaid) {
     EXPECT_EQ(a->base_difference, "activation gelu_new against gelu");
 }
 
+// A base whose config alone shows it cannot be set beside is refused before its weights are read
+// (a wrong 7 B base took minutes and gigabytes to refuse): here the config says three layers where
+// the file holds two, which reading the weights would have said first ("missing tensor").
+TEST(Base, ABaseIsRefusedByItsConfigBeforeItsWeightsAreRead) {
+    auto engine = OpenSsa();
+    ASSERT_TRUE(engine);
+    const std::string deeper = WriteModel("config-says-three-layers", {}, 2, 46);
+    nlohmann::json config;
+    std::ifstream(deeper + "/config.json") >> config;
+    config["n_layer"] = 3;
+    std::ofstream(deeper + "/config.json") << config.dump();
+    const model::Status s = engine->OpenBase(deeper);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.error(), "base '" + deeper + "' has 3 layers x 2 heads; the model has 2 x 2");
+    EXPECT_EQ(engine->BaseInfo(), nullptr);
+}
+
 TEST(Base, ABaseAndATwinExcludeEachOther) {
     auto engine = OpenSsa();
     ASSERT_TRUE(engine);
