@@ -329,6 +329,7 @@ int CmdExport(const CommandOptions& o) {
     if (!o.batch) {
         const model::Tokenization tokens = Must(runner->Tokenize(text, o.truncate));
         if (auto s = CheckHeatmapsFit(options, static_cast<int64_t>(tokens.ids.size())); !s) throw Failure{kExitUsage, s.error()};
+        if (auto s = CheckHighlightFits(tokens.pieces, options.figures, options.png, options.svg); !s) throw Failure{kExitUsage, s.error()};
         const model::Analysis analysis = Must(runner->Analyze(tokens));
         // What the file's numbers hold is the input's fault: exit 3, as every refusal of a file.
         if (const std::string why = NonFiniteAnalysis(analysis); !why.empty()) throw Failure{kExitBadInput, why + "; nothing was written"};
@@ -423,15 +424,26 @@ int CmdExport(const CommandOptions& o) {
         bar.Update(k, texts.size(), t.name);
         auto tokens = runner->engine().Tokenize(t.text, o.truncate);  // a failure is the text's row: the engine's own words
         std::string error = tokens ? "" : tokens.error();
-        if (tokens) {
+        if (tokens)  // a highlight too long to draw: that text's, before it runs
+            if (auto s = CheckHighlightFits(tokens->pieces, options.figures, options.png, options.svg); !s) error = s.error();
+        if (error.empty()) {
             auto analysis = runner->Analyze(*tokens);
+            ExportOptions one = options;
+            one.out_dir = (out / t.name).string();
+            // A text too short for --dla-position: written with the attribution at its last
+            // position, said (the whole text's export was lost).
+            if (analysis && !CheckDlaPosition(options, analysis->n_tokens) && one.dla_position) {
+                one.dla_position.reset();
+                if (CheckDlaPosition(one, analysis->n_tokens))
+                    std::fprintf(stderr, "%sssaviz: %s line %d (%s): %s: its attribution is at its last position\n",
+                                 isatty(fileno(stderr)) ? "\n" : "", model::EscapeForMessage(*o.text_file).c_str(), t.line,
+                                 model::EscapeForMessage(t.name).c_str(), model::EscapeForMessage(CheckDlaPosition(options, analysis->n_tokens).error(), 4096).c_str());
+            }
             if (!analysis) {
                 error = analysis.error().message;
-            } else if (auto s = CheckDlaPosition(options, analysis->n_tokens); !s) {
+            } else if (auto s = CheckDlaPosition(one, analysis->n_tokens); !s) {
                 error = s.error();  // a text too short for it: that text's, as a text too long for the context
             } else {
-                ExportOptions one = options;
-                one.out_dir = (out / t.name).string();
                 json row = BatchSummaryRow(t.name, t.line, *analysis, options.sink_epsilon);
                 std::vector<ExportFile> lens_files;
                 if (options.lens) {  // each text's lens files, and its loss by layer in the summary (none for one token), as a lone export's and Python's

@@ -115,22 +115,28 @@ struct HighlightData {
     viz::HighlightOptions options;
 };
 
-HighlightData MakeHighlight(const model::Analysis& a, const std::string& model_name, const FigureSettings& s) {
-    HighlightData d;
-    // The text as written: a character split over byte tokens whole on its first token, the others
-    // narrow chips of their colours (a U+FFFD a byte said nothing of the text; "你 1/3 你 2/3" read as
-    // other text); a character that draws nothing (a zero-width space) named, not an empty chip.
-    const std::vector<CharacterRun> runs = CharacterRuns(a.tokens.pieces);
-    for (size_t k = 0; k < a.tokens.pieces.size(); ++k) {
+// The text as written: a character split over byte tokens whole on its first token, the others
+// narrow chips of their colours (a U+FFFD a byte said nothing of the text; "你 1/3 你 2/3" read as
+// other text); a character that draws nothing (a zero-width space) named, not an empty chip.
+std::vector<std::string> HighlightPieces(const std::vector<std::string>& tokens) {
+    std::vector<std::string> pieces;
+    const std::vector<CharacterRun> runs = CharacterRuns(tokens);
+    for (size_t k = 0; k < tokens.size(); ++k) {
         const CharacterRun r = runs[k];
-        std::string bytes = a.tokens.pieces[k];
+        std::string bytes = tokens[k];
         if (r.first < r.last) {
             bytes.clear();
             if (r.first == static_cast<int>(k))
-                for (int j = r.first; j <= r.last; ++j) bytes += a.tokens.pieces[j];
+                for (int j = r.first; j <= r.last; ++j) bytes += tokens[j];
         }
-        d.pieces.push_back(ShowInvisible(model::PieceToDisplay(bytes)));
+        pieces.push_back(ShowInvisible(model::PieceToDisplay(bytes)));
     }
+    return pieces;
+}
+
+HighlightData MakeHighlight(const model::Analysis& a, const std::string& model_name, const FigureSettings& s) {
+    HighlightData d;
+    d.pieces = HighlightPieces(a.tokens.pieces);
     d.pieces.resize(a.n_tokens);
     d.values.assign(a.n_tokens, NAN);
     HeadRef head = s.highlight_head;
@@ -315,6 +321,29 @@ viz::Figure HeadsGrid(const model::Analysis& a, const std::string& model_name, M
 viz::Figure Highlight(const model::Analysis& a, const std::string& model_name, const FigureSettings& settings) {
     const HighlightData d = MakeHighlight(a, model_name, settings);
     return viz::HighlightFigure(d.pieces, d.values, d.options);
+}
+
+model::Status CheckHighlightFits(const std::vector<std::string>& tokens, const FigureSettings& settings, bool png, bool svg) {
+    if (!png && !svg) return model::Ok{};
+    // Its layout is the text's as the fonts measure it (without them, a guess: 25% more lines), the
+    // pieces as drawn, no values (a title and legend of one line, as the drawn one's; the figure as
+    // drawn is checked again). No fonts: the export says so.
+    std::string error;
+    if (!viz::LoadFigureFonts(&error)) return model::Ok{};
+    viz::HighlightOptions options;
+    options.Title = "x";
+    options.Text = settings.text;
+    const viz::Figure f = viz::HighlightFigure(HighlightPieces(tokens), std::vector<float>(tokens.size(), NAN), options);
+    const int scale = png ? settings.png_scale : 1;
+    if (viz::FigureFits(f, scale)) return model::Ok{};
+    char text_scale[48] = "";
+    if (settings.text.Size(1.0f) != 1.0f) std::snprintf(text_scale, sizeof text_scale, " and --text-scale %g", settings.text.Size(1.0f));
+    return model::Fail("a text of " + std::to_string(tokens.size()) + " tokens at --png-scale " + std::to_string(scale) + text_scale +
+                       " draws a highlight of " + std::to_string(int64_t{f.Width} * scale) + " x " + std::to_string(int64_t{f.Height} * scale) +
+                       " pixels, past the most a figure may be (" + std::to_string(viz::kMaxFigureSide) + " pixels a side, " +
+                       std::to_string(viz::kMaxFigurePixels >> 20) + " M pixels): " +
+                       (settings.text.Size(1.0f) > 1.0f ? "a smaller --text-scale, " : "") + (scale > 1 ? "a smaller --png-scale, " : "") +
+                       "a shorter text, or no png/svg (--format json,npy,csv,html)");
 }
 
 std::string HighlightHtmlPage(const model::Analysis& a, const std::string& model_name, const FigureSettings& settings) {

@@ -95,6 +95,10 @@ viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, con
 
 // The text with each token coloured by settings.highlight (the paper's Figure 1).
 viz::Figure Highlight(const model::Analysis& a, const std::string& model_name, const FigureSettings& settings);
+// Whether the highlight of a text of these token pieces fits a figure's bounds as PNG (at its
+// --png-scale) and SVG, before the model runs: its size is the text's (a long text at --text-scale 3
+// was refused after the whole analysis).
+model::Status CheckHighlightFits(const std::vector<std::string>& tokens, const FigureSettings& settings, bool png, bool svg);
 std::string HighlightHtmlPage(const model::Analysis& a, const std::string& model_name, const FigureSettings& settings);
 
 // What fine-tuning changed, as the Fine-tune tab shows it (an analysis with a base; empty

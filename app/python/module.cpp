@@ -944,6 +944,7 @@ void Export(const AnalysisHandle& h, const std::string& out, const FlagList& fla
         throw BadArgument("export(lens=True) runs the model as loaded: analyze without ablate= for it");
     if (auto s = CheckDlaPosition(options, h.A().n_tokens); !s) throw BadArgument(s.error());
     if (auto s = CheckHeatmapsFit(options, h.A().n_tokens); !s) throw BadArgument(s.error());  // a value, not a failed write (it was an OSError)
+    if (auto s = CheckHighlightFits(h.A().tokens.pieces, options.figures, options.png, options.svg); !s) throw BadArgument(s.error());
     const std::shared_ptr<const HeadImpacts> ranked = h.ranked;  // read with the GIL held, as rank_heads() sets it
     py::gil_scoped_release release;
     LensRun lens;

@@ -1024,6 +1024,21 @@ TEST_F(Cli, ALongTextsHeatmapsAtAPngScaleAreRefusedBeforeTheModelRuns) {
                               "--png-scale", "4", "--maps", "ssa"});
     ExpectOneLineError(r, 2, "a text of 3000 tokens at --png-scale 4 draws heatmaps of 3000 pixels a side past the most a figure may be");
     EXPECT_FALSE(fs::exists(dir + "/out/heatmaps"));
+    // The highlight, whose height is the text's, likewise, SVG too (it failed after the analysis,
+    // exit 1, naming only --png-scale); at --text-scale 1 it fits.
+    std::string words;
+    for (int i = 0; i < 3000; ++i) words += " hello";
+    std::ofstream(dir + "/text.txt") << words;
+    const Outcome svg = Ssaviz({"export", "--model", dir + "/model", "--text-file", dir + "/text.txt", "--out", dir + "/out", "--format", "svg",
+                                "--size", "64", "--text-scale", "3"});
+    ExpectOneLineError(svg, 2, "a text of 3000 tokens at --png-scale 1 and --text-scale 3 draws a highlight of ");
+    EXPECT_NE(svg.err.find("a smaller --text-scale, a shorter text"), std::string::npos) << svg.err;
+    EXPECT_FALSE(fs::exists(dir + "/out"));
+    ASSERT_EQ(Ssaviz({"export", "--model", dir + "/model", "--text-file", dir + "/text.txt", "--out", dir + "/out", "--format", "svg", "--size", "64",
+                      "--maps", "ssa", "--layers", "0"})
+                  .code,
+              0);
+    EXPECT_TRUE(fs::exists(dir + "/out/highlight.svg"));
 }
 
 TEST_F(Cli, BatchOfJsonLinesWritesAFolderPerTextAndASummary) {
