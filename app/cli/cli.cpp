@@ -430,19 +430,13 @@ int CmdExport(const CommandOptions& o) {
             auto analysis = runner->Analyze(*tokens);
             ExportOptions one = options;
             one.out_dir = (out / t.name).string();
-            // A text too short for --dla-position: written with the attribution at its last
-            // position, said (the whole text's export was lost).
-            if (analysis && !CheckDlaPosition(options, analysis->n_tokens) && one.dla_position) {
-                one.dla_position.reset();
-                if (CheckDlaPosition(one, analysis->n_tokens))
-                    std::fprintf(stderr, "%sssaviz: %s line %d (%s): %s: its attribution is at its last position\n",
-                                 isatty(fileno(stderr)) ? "\n" : "", model::EscapeForMessage(*o.text_file).c_str(), t.line,
-                                 model::EscapeForMessage(t.name).c_str(), model::EscapeForMessage(CheckDlaPosition(options, analysis->n_tokens).error(), 4096).c_str());
-            }
             if (!analysis) {
                 error = analysis.error().message;
-            } else if (auto s = CheckDlaPosition(one, analysis->n_tokens); !s) {
-                error = s.error();  // a text too short for it: that text's, as a text too long for the context
+            } else if (auto s = CheckDlaPosition(options, analysis->n_tokens); !s) {
+                // A text too short for it: that text's failure, listed in the summary, as a text too
+                // long for the context (an attribution at another position than asked would be
+                // mistaken for the one asked for).
+                error = s.error();
             } else {
                 json row = BatchSummaryRow(t.name, t.line, *analysis, options.sink_epsilon);
                 std::vector<ExportFile> lens_files;
