@@ -112,7 +112,9 @@ void PrintSlopes(const model::ModelInfo& info) {
     };
     // The table's cells, a row a layer under a header, then each column as wide as its widest cell.
     std::vector<std::vector<std::string>> rows(1, {"layer", "beta", "s"});
-    for (int i : at) rows[0].push_back("tau@" + std::to_string(i));
+    // A length past the context is marked: what the slope gives there, not a length the model runs at.
+    const bool past = at.back() > info.config.n_positions;
+    for (int i : at) rows[0].push_back("tau@" + std::to_string(i) + (i > info.config.n_positions ? "*" : ""));
     for (size_t l = 0; l < info.query_slopes.size(); ++l) {
         const model::TemperatureSlope& slope = info.query_slopes[l];
         std::vector<std::string> row = {std::to_string(l), range(slope.beta), range(slope.s)};
@@ -132,6 +134,8 @@ void PrintSlopes(const model::ModelInfo& info) {
         for (size_t k = 1; k < row.size(); ++k) std::printf("  %-*s", k + 1 < row.size() ? static_cast<int>(width[k]) : 0, row[k].c_str());
         std::printf("\n");
     }
+    if (past)
+        std::printf("  * past the model's context (%d tokens): what the slope gives there, not a length the model runs at\n", info.config.n_positions);
 }
 
 int CmdInfo(const CommandOptions& o) {

@@ -137,6 +137,9 @@ std::string SelfComparisonNote(const model::Analysis& a) {
         return "the comparison is the model without its what-ifs, and there are none, so it is itself and every difference is 0: "
                "give what-ifs (--ablate), or compare with tau = 1 (--compare vanilla)";
     if (a.comparison != model::Comparison::Counterfactual && a.comparison != model::Comparison::LayerLocal && !a.HasBase()) return "";
+    // One token: a position term is 1 there (1 + s ln 1) whatever the model learned, so its
+    // temperatures being 1 says nothing of the model (it was told it "has none").
+    if (a.n_tokens < 2) return "";
     if (!EveryTemperatureIsOne(a)) return "";
     if (a.HasBase())
         return "every temperature of the fine-tune is 1 (a model without temperatures, or every head at tau = 1 by the what-ifs), so its "

@@ -211,7 +211,8 @@ json SlopesToJson(const model::ModelInfo& info) {
                 {"layers", layers},
                 {"notes", "tau_q's position term per layer, 1 + s ln i at query position i (from 1): s = exp(-exp(beta)) (exp_exp, the "
                           "official attn.beta), sigmoid(beta) or beta (linear); one value shared by a layer's heads, or one a head. "
-                          "tau_q_at: that term at 256, 1,024, 4,096 tokens and at the model's context"}};
+                          "tau_q_at: that term at 256, 1,024, 4,096 tokens and at the model's context (context); a length past the "
+                          "context is what the slope gives there, not a length the model runs at"}};
 }
 
 json InfoToJson(const model::ModelInfo& info) {
@@ -377,7 +378,10 @@ json DecompositionToJson(const model::Analysis& a) {
                                            "norm, the token and position embeddings together, and an untied output head (null where it "
                                            "is tied to the embeddings); a norm's scale multiplies q.k as W_q and W_k do, so a head's "
                                            "attention can drift with its own slices unmoved; the temperatures and the output "
-                                           "projection's bias are not among them") +
+                                           "projection's bias are not among them. null where there is no ratio to give: an output "
+                                           "head tied to the embeddings (or the base's tied where the model's is not), a base whose "
+                                           "tensor is of another shape (another vocabulary or context), a base's part at 0 (no "
+                                           "relative change of nothing), a ratio past float range, a norm the attention shares") +
                                                (a.weights_rounded_to.empty() ? ""
                                                                              : "; measured on weights rounded to " + a.weights_rounded_to +
                                                                                    " (the compute dtype, not the files'): a move below its "

@@ -282,6 +282,11 @@ TEST_F(Cli, AModelWithoutTemperaturesIsNotComparedWithItselfInSilence) {
         EXPECT_NE(err_of({"export", "--model", english + "vanilla", "--compare", compare}).find(note), std::string::npos) << compare;
     EXPECT_NE(err_of({"export", "--model", Small(), "--ablate", "0:*,1:*"}).find(note), std::string::npos) << "every head at tau = 1";
     EXPECT_EQ(err_of({"export", "--model", Small(), "--ablate", "0:*"}).find("ssaviz: note: every temperature"), std::string::npos);
+    // One token: a position term is 1 there whatever the model learned, so nothing is said of its
+    // temperatures (an official fine-tune, one slope a layer, was told it had none).
+    const Outcome one = Ssaviz({"export", "--model", english + "vanilla", "--text", "The", "--out", Scratch("self_one"), "--format", "json"});
+    EXPECT_EQ(one.code, 0) << one.err;
+    EXPECT_EQ(one.err.find("ssaviz: note: every temperature"), std::string::npos) << one.err;
     EXPECT_EQ(err_of({"export", "--model", english + "vanilla", "--compare", english + "ssa"}).find("ssaviz: note: every temperature"), std::string::npos);
     // Beside a base, a fine-tune without temperatures: its 'temperatures' part is 0, said, with
     // what shows what training with them gave.
