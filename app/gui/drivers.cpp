@@ -55,6 +55,11 @@ std::optional<int> FailureExit(DrivenWindow& window) {
         std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(window.DroppedWhatIfs(), 4096).c_str());
         return kExitUsage;
     }
+    // An analysis that is not finite (a base or model that overflows): export's exit 3 and words.
+    if (state.analysis && !state.not_finite.empty() && window.Settled()) {
+        std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(state.not_finite, 4096).c_str());
+        return kExitBadInput;
+    }
     if (state.analysis || state.error.empty() || !(window.ModelFailed() || window.Settled())) return std::nullopt;
     std::fprintf(stderr, "ssaviz: %s\n", model::EscapeForMessage(state.error, 4096).c_str());
     return window.ModelFailed() ? ExitCodeOf(OpenErrorKind(state.error)) : kExitBadInput;

@@ -1125,6 +1125,9 @@ private:
             } else {
                 ImGui::TextUnformatted("running...");
             }
+        } else if (!s.not_finite.empty()) {
+            ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.4f, 1.0f), "not finite (?)");
+            viz::ItemTooltip((s.not_finite + "; an export refuses it").c_str());
         } else {
             ImGui::TextUnformatted("ready");
         }

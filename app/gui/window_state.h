@@ -9,6 +9,7 @@
 
 #include "app/core/state.h"
 #include "app/core/timeline.h"
+#include "app/export/export.h"
 #include "app/gui/worker.h"
 #include "viz/colormap.h"
 
@@ -36,11 +37,14 @@ struct WindowState : AppState {
     std::weak_ptr<const model::Analysis> head_summaries_of;
     void ShowAnalysis(const WorkerEvent& e) {
         analysis = e.analysis;
+        // Said as `ssaviz export` refuses it (a base that overflows read "base: -nan", "ready").
+        not_finite = e.analysis ? NonFiniteAnalysis(*e.analysis) : "";
         head_summaries = e.heads;
         head_summaries_of = e.analysis;
         analysis_split = e.split;
         analysis_answered_ms = e.latency_ms;
     }
+    std::string not_finite;  // why the shown analysis is not finite (NonFiniteAnalysis); empty where it is
     bool Quiet() const { return busy && busy_ms < kQuietMs; }
     // An analysis asked for is not shown yet (a comparison's or a model's being set): the shown one
     // is about to go.

@@ -787,9 +787,13 @@ Result<nlohmann::json> Train(const TrainOptions& o_in, const std::function<void(
             run.last_loss = loss.item<double>();
         });
         for (auto& run : runs) {
-            if (!std::isfinite(run.last_loss))
-                return Fail(run.role + " loss became " + std::to_string(run.last_loss) + " at step " + std::to_string(step) +
-                            "; lower --lr");
+            if (std::isfinite(run.last_loss)) continue;
+            const std::string loss = std::isnan(run.last_loss) ? "NaN" : run.last_loss > 0 ? "inf" : "-inf";
+            // The first step's loss is of the weights it started from, before any update: no --lr made it.
+            if (step == 1)
+                return Fail(run.role + " loss is " + loss + " at step 1, before any update: the weights it starts from overflow float range" +
+                            (o.from.empty() ? "" : " (--from " + Shown(o.from) + ")"));
+            return Fail(run.role + " loss became " + loss + " at step " + std::to_string(step) + "; lower --lr");
         }
         TrainProgress p;
         p.step = step;

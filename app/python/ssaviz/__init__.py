@@ -534,7 +534,18 @@ class _Metrics(dict):
     metrics["js"], "l1_distance" is "l1"), as RunAnalysis.arrays() reads them."""
 
     def _python_name(self, name):
-        return _python_key(name, lambda key: dict.__contains__(self, key))
+        held = lambda key: dict.__contains__(self, key)
+        key = _python_key(name, held)
+        if key is None and isinstance(name, str):
+            # A side's key as a file names it: heads.csv's "entropy_tau1" (against a base the
+            # comparison is tau = 1), "js_divergence_compare", "sink_mass_base".
+            sides = (("_tau1", "_compare"),) if held("js_total") else ()
+            for suffix, ours in sides + (("_compare", "_compare"), ("_base", "_base")):
+                if name.endswith(suffix) and len(name) > len(suffix):
+                    stem = _python_key(name[:-len(suffix)], lambda k: held(k + ours))
+                    if stem is not None:
+                        return stem + ours
+        return key
 
     def __missing__(self, name):
         python_name = self._python_name(name)
@@ -560,8 +571,9 @@ def _metrics_doc():
             _textwrap.fill(f"The comparison's side as KEY_compare ({two_sided}). Without a comparison (compare=None) the "
                            "comparison's keys and those of SSA against it are absent. The names metrics.json and run.json give "
                            "read the same arrays (\"js_divergence\" is \"js\", \"l1_distance\" \"l1\"; against a base "
-                           "\"js_temperature\" is \"js\"). js_total and js_drift only against a base (base=), which adds the "
-                           "base's side as KEY_base and l1_total, l1_drift: the L1 of js_total's and js_drift's rows.", 100))
+                           "\"js_temperature\" is \"js\", and heads.csv's KEY_tau1 is KEY_compare). js_total and js_drift only "
+                           "against a base (base=), which adds the base's side as KEY_base and l1_total, l1_drift: the L1 of "
+                           "js_total's and js_drift's rows.", 100))
 
 
 def _highlight_doc():

@@ -921,6 +921,25 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
     for (const char* f : {"config.json", "model.safetensors"}) fs::copy(graph + "vanilla/" + f, bare + "/" + f);
     ExpectOneLineError(Ssaviz({"train", "--out", Scratch("t"), "--task", "graph", "--from", bare}), 3,
                        "--from: model folder '" + bare + "' has no tokenizer");
+    // A base whose weights overflow: its loss is NaN before any update, said so (it blamed --lr).
+    const std::string huge = Scratch("graph_overflows");
+    fs::remove_all(huge);
+    fs::copy(graph + "vanilla", huge, fs::copy_options::recursive);
+    std::string bytes = ReadFile(huge + "/model.safetensors");
+    uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);
+    const json header = json::parse(bytes.substr(8, n));
+    const auto [begin, end] = std::pair{header["wte.weight"]["data_offsets"][0].get<size_t>(), header["wte.weight"]["data_offsets"][1].get<size_t>()};
+    for (size_t at = 8 + n + begin; at < 8 + n + end; at += 4) {
+        const float value = 3e38f;
+        std::memcpy(&bytes[at], &value, 4);
+    }
+    std::ofstream(huge + "/model.safetensors", std::ios::binary | std::ios::trunc) << bytes;
+    const Outcome overflow = Ssaviz({"train", "--out", Scratch("t_overflow"), "--task", "graph", "--from", huge, "--steps", "2"});
+    EXPECT_NE(overflow.code, 0) << overflow.err;
+    EXPECT_NE(overflow.err.find("loss is NaN at step 1, before any update: the weights it starts from overflow float range (--from '" + huge + "')"),
+              std::string::npos)
+        << overflow.err;
     // The base is never one of the folders train replaces: a fine-tune of the graph twin into
     // graph/ would have put the fine-tune in the twin's place.
     const std::string copy = Scratch("graph_copy");

@@ -1067,6 +1067,15 @@ TEST(EndToEnd, ARunStepThatOverflowsIsNamedAndLeftOut) {
         << ReadFile(dir + "/export_log.txt");
     EXPECT_NE(ReadFile(dir + "/export_log.txt").find("not finite"), std::string::npos) << ReadFile(dir + "/export_log.txt");
     EXPECT_FALSE(fs::exists(dir + "/out/metrics.json"));
+    // Opened alone, its screenshot is taken and the window says it as export does, exit 3 (a base
+    // that overflows read "base: -nan" beside "ready", exit 0).
+    EXPECT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --model " + run + "/checkpoint-200 --query-form linear,none" + text + " --screenshot " + dir +
+                             "/alone.png --frames 4",
+                         dir + "/alone_log.txt"),
+              3)
+        << ReadFile(dir + "/alone_log.txt");
+    EXPECT_NE(ReadFile(dir + "/alone_log.txt").find("ssaviz: the analysis is not finite ("), std::string::npos) << ReadFile(dir + "/alone_log.txt");
+    EXPECT_TRUE(fs::exists(dir + "/alone.png"));
 }
 
 // Examples > Graph training run: the shipped run opens at its last step with the vanilla run

@@ -430,6 +430,10 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
         np.testing.assert_array_equal(a.metrics["weights_" + part], moved[part], err_msg=part)
         assert moved[part].shape == (a.n_layer, a.n_head) and (moved[part] > 0).all(), part
     assert moved["mlp"].shape == (a.n_layer,) and moved["embeddings"] > 0
+    assert moved["norm_attention"].shape == (a.n_layer,) and np.isfinite(moved["norm_final"])
+    # A side's keys as heads.csv names them read the same arrays (entropy_tau1 was a KeyError).
+    np.testing.assert_array_equal(a.metrics["entropy_tau1"], a.metrics["entropy_compare"])
+    assert "js_divergence_tau1" not in a.metrics and "entropy_twin" not in a.metrics
     # The other sides' lens runs on first use with the Model's comparison as it is: after a later
     # analysis with another, the error names both as metrics.json's comparison_kind does.
     fresh = m.analyze(JOBS, base=base)
