@@ -128,7 +128,7 @@ std::string BaseTemperaturesNote(const model::Analysis& a) {
 
 std::string BaseDifferenceNote(const model::Analysis& a) {
     if (a.base_difference.empty()) return "";
-    return "the base also differs in what is no weight (the fine-tune's against the base's: " + model::EscapeForMessage(a.base_difference) +
+    return "the base also differs in what is no weight (the fine-tune's against the base's: " + model::EscapeForMessage(a.base_difference, 4096) +
            "): the drift and the loss against the base hold its effect beside the weights' change, and no weight taken back undoes it";
 }
 

@@ -325,9 +325,9 @@ viz::Figure Highlight(const model::Analysis& a, const std::string& model_name, c
 
 model::Status CheckHighlightFits(const std::vector<std::string>& tokens, const FigureSettings& settings, bool png, bool svg) {
     if (!png && !svg) return model::Ok{};
-    // Its layout is the text's as the fonts measure it (without them, a guess: 25% more lines), the
-    // pieces as drawn, no values (a title and legend of one line, as the drawn one's; the figure as
-    // drawn is checked again). No fonts: the export says so.
+    // Its layout is the text's as the fonts measure it (without them the layouts guess widths: no
+    // check, the export says there are none), the pieces as drawn, no values (a title and legend of
+    // one line, as the drawn one's; the figure as drawn is checked again).
     std::string error;
     if (!viz::LoadFigureFonts(&error)) return model::Ok{};
     viz::HighlightOptions options;
@@ -336,10 +336,13 @@ model::Status CheckHighlightFits(const std::vector<std::string>& tokens, const F
     const viz::Figure f = viz::HighlightFigure(HighlightPieces(tokens), std::vector<float>(tokens.size(), NAN), options);
     const int scale = png ? settings.png_scale : 1;
     if (viz::FigureFits(f, scale)) return model::Ok{};
-    char text_scale[48] = "";
-    if (settings.text.Size(1.0f) != 1.0f) std::snprintf(text_scale, sizeof text_scale, " and --text-scale %g", settings.text.Size(1.0f));
-    return model::Fail("a text of " + std::to_string(tokens.size()) + " tokens at --png-scale " + std::to_string(scale) + text_scale +
-                       " draws a highlight of " + std::to_string(int64_t{f.Width} * scale) + " x " + std::to_string(int64_t{f.Height} * scale) +
+    std::string at = png ? "--png-scale " + std::to_string(scale) : "";
+    if (settings.text.Size(1.0f) != 1.0f) {
+        char text_scale[48];
+        std::snprintf(text_scale, sizeof text_scale, "--text-scale %g", settings.text.Size(1.0f));
+        at += (at.empty() ? "" : " and ") + std::string(text_scale);
+    }
+    return model::Fail("a text of " + std::to_string(tokens.size()) + " tokens" + (at.empty() ? "" : " at " + at) + " draws a highlight of " + std::to_string(int64_t{f.Width} * scale) + " x " + std::to_string(int64_t{f.Height} * scale) +
                        " pixels, past the most a figure may be (" + std::to_string(viz::kMaxFigureSide) + " pixels a side, " +
                        std::to_string(viz::kMaxFigurePixels >> 20) + " M pixels): " +
                        (settings.text.Size(1.0f) > 1.0f ? "a smaller --text-scale, " : "") + (scale > 1 ? "a smaller --png-scale, " : "") +

@@ -9,7 +9,6 @@
 
 #include "app/core/state.h"
 #include "app/core/timeline.h"
-#include "app/export/export.h"
 #include "app/gui/worker.h"
 #include "viz/colormap.h"
 
@@ -38,7 +37,7 @@ struct WindowState : AppState {
     void ShowAnalysis(const WorkerEvent& e) {
         analysis = e.analysis;
         // Said as `ssaviz export` refuses it (a base that overflows read "base: -nan", "ready").
-        not_finite = e.analysis ? NonFiniteAnalysis(*e.analysis) : "";
+        not_finite = e.not_finite;  // the worker's scan
         head_summaries = e.heads;
         head_summaries_of = e.analysis;
         analysis_split = e.split;

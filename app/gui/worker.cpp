@@ -62,6 +62,7 @@ std::string TokenizeError(const std::string& error) {
 // The comparison as a model takes it: a run's step may be its base itself (the run's first step often is).
 CompareSpec CompareFor(CompareSpec compare, bool run_step) {
     compare.base_may_be_the_model = run_step;
+    compare.base_of_the_run = run_step;  // every step the run's base, as export --run takes it
     return compare;
 }
 
@@ -183,6 +184,8 @@ void InferenceWorker::Emit(WorkerEvent event) {
     // Every head's summary goes with its analysis, made here rather than by the views on the UI
     // thread (each that lists heads would make its own: ~3 ms at 1,000 tokens of GPT-2 small).
     if (event.analysis && !event.heads) event.heads = std::make_shared<const std::vector<HeadSummary>>(SummarizeHeads(*event.analysis));
+    // Whether it is finite, here too: the scan reads every row array (milliseconds a keystroke on the UI thread).
+    if (event.analysis) event.not_finite = NonFiniteAnalysis(*event.analysis);
     {
         std::lock_guard<std::mutex> lock(m_mutex);
         m_events.push_back(std::move(event));
@@ -324,7 +327,7 @@ void InferenceWorker::Handle(const Request& r) {
             opened.prefetched = prefetched;
             opened.comparison = m_runner->engine().comparison();
             opened.twin_beside = TwinBeside(m_runner->Info().dir);  // looked for once here, not by the views each frame
-            opened.base_beside = BaseBeside(m_runner->Info().dir);
+            opened.base_beside = BaseBeside(m_runner->Info().dir, r.run_step);  // a run's step: the run's
             opened.opened_dir = spec.path;
             opened.passed_over = passed_over;
             opened.passed_over_error = std::move(passed_over_error);

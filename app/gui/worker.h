@@ -105,6 +105,7 @@ struct WorkerEvent {
     std::string text;                                   // Generated: the text with the new token appended
     bool prefetched = false;                            // ModelOpened: the model Prefetch had opened aside
     bool kept = false;                                  // Analysis: a run step's analysis kept from before (not run again)
+    std::string not_finite;                             // Analysis, Generated: NonFiniteAnalysis(*analysis), made here
     bool last = false;                                  // Generated: the last step of its request
     std::shared_ptr<const HeadImpacts> impacts;         // HeadImpacts: the heads ranked so far
     std::shared_ptr<const LensPair> lens;               // Lens

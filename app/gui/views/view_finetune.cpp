@@ -192,7 +192,8 @@ void FineTuneView::DrawMatrices(WindowState& state) {
         };
         Caption("weights moved most (||W - W_base|| / ||W_base||, the largest of W_q, W_k, W_v, W_o): " + TopHeads(moved, H, 4, 0.0f) +
                     "; MLPs by layer: " + by_layer(a.weights_mlp) + "; the norms before the attention by layer: " +
-                    by_layer(a.weights_norm_attention) + "; embeddings " + FormatNumber(a.weights_embeddings) +
+                    by_layer(a.weights_norm_attention) + "; the final norm " + FormatNumber(a.weights_norm_final) + "; embeddings " +
+                    FormatNumber(a.weights_embeddings) +
                     (std::isfinite(a.weights_head) ? "; output head " + FormatNumber(a.weights_head) : "") +
                     (a.weights_rounded_to.empty() ? "" : " (of weights rounded to " + a.weights_rounded_to + ": below its rounding, noise)"),
                 ", ");

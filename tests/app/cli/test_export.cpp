@@ -1031,7 +1031,7 @@ TEST_F(Cli, ALongTextsHeatmapsAtAPngScaleAreRefusedBeforeTheModelRuns) {
     std::ofstream(dir + "/text.txt") << words;
     const Outcome svg = Ssaviz({"export", "--model", dir + "/model", "--text-file", dir + "/text.txt", "--out", dir + "/out", "--format", "svg",
                                 "--size", "64", "--text-scale", "3"});
-    ExpectOneLineError(svg, 2, "a text of 3000 tokens at --png-scale 1 and --text-scale 3 draws a highlight of ");
+    ExpectOneLineError(svg, 2, "a text of 3000 tokens at --text-scale 3 draws a highlight of ");
     EXPECT_NE(svg.err.find("a smaller --text-scale, a shorter text"), std::string::npos) << svg.err;
     EXPECT_FALSE(fs::exists(dir + "/out"));
     ASSERT_EQ(Ssaviz({"export", "--model", dir + "/model", "--text-file", dir + "/text.txt", "--out", dir + "/out", "--format", "svg", "--size", "64",
