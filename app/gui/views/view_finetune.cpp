@@ -22,9 +22,10 @@ const ImU32 kSelectedColor = IM_COL32(255, 230, 90, 255);
 const ImU32 kNoValueColor = IM_COL32(60, 60, 66, 255);
 
 std::string Nats(float v, bool sign = false) {
+    if (std::isnan(v)) return "NaN";  // the C library's "-nan" read as a sign
     char buf[32];
     std::snprintf(buf, sizeof buf, sign ? "%+.4f" : "%.4f", v);
-    return buf;
+    return viz::SignlessZero(buf);  // "-0.0000" read as a loss lowered
 }
 
 // The drift along the layers as bars, a row a part (the embeddings, each layer's attention and MLP):
@@ -106,23 +107,24 @@ void FineTuneView::Draw(WindowState& state) {
         return;
     }
     const model::Decomposition& d = m_parts;
+    if (!state.not_finite.empty()) {  // a base that overflows: its numbers are NaN, said why (as export refuses it)
+        ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.45f, 0.4f, 1.0f));
+        ImGui::TextWrapped("%s; an export refuses it.", state.not_finite.c_str());
+        ImGui::PopStyleColor();
+    }
     // Each piece on the line before while it fits: a narrow pane breaks the lines between them.
     auto piece = [](const std::string& text, const ImVec4* colour = nullptr) {
         SameLineIfFits(ImGui::CalcTextSize(text.c_str()).x);
         if (colour) ImGui::TextColored(*colour, "%s", text.c_str());
         else ImGui::TextUnformatted(text.c_str());
     };
-    char buf[64];
     ImGui::BeginGroup();
     ImGui::TextUnformatted("Mean loss, nats:");
     const ImVec4 orange(0.94f, 0.57f, 0.16f, 1.0f);
     // "name: value": "tau = 1 3.0542" read as one expression.
-    std::snprintf(buf, sizeof buf, "%s: %.4f", SsaSideName(a).c_str(), d.loss_mean);
-    piece(buf, &orange);
-    std::snprintf(buf, sizeof buf, "tau = 1: %.4f", d.loss_mean_tau1);
-    piece(buf);
-    std::snprintf(buf, sizeof buf, "base: %.4f", d.loss_mean_base);
-    piece(buf);
+    piece(SsaSideName(a) + ": " + Nats(d.loss_mean), &orange);
+    piece("tau = 1: " + Nats(d.loss_mean_tau1));
+    piece("base: " + Nats(d.loss_mean_base));
     ImGui::EndGroup();
     viz::ItemTooltip("The mean loss of the next token over the text (token 1 on), for the fine-tune (SSA), its own weights with "
                      "the temperatures off (tau = 1), and the base model.");
