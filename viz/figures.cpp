@@ -531,7 +531,10 @@ Figure HeatmapFigure(const float* values, int rows, int cols, const HeatmapFigur
                                      : static_cast<float>(std::clamp(static_cast<int>(std::lround(720.0 / n)), 1, 28));
     int map_w = empty ? 160 : std::max(1, static_cast<int>(std::lround(cell * cols)));
     int map_h = empty ? 160 : std::max(1, static_cast<int>(std::lround(cell * rows)));
-    if (!empty && options.MinRowHeight > 0) map_h = std::max(map_h, rows * std::min(options.MinRowHeight, 64));
+    // At the text's scale: a row's label is a line of text (at --text-scale 3 a lens's rows of 15 px
+    // kept one label in five, "embeddings" alone).
+    if (!empty && options.MinRowHeight > 0)
+        map_h = std::max(map_h, static_cast<int>(std::ceil(rows * std::min(options.MinRowHeight, 64) * options.Text.Size(1.0f))));
     const float cell_w = empty ? 0.0f : static_cast<float>(map_w) / cols, cell_h = empty ? 0.0f : static_cast<float>(map_h) / rows;
 
     // Labels shown: every k-th, so that they are at least a line (1.2 em) apart.

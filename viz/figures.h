@@ -22,8 +22,8 @@ struct HeatmapFigureOptions {
     std::string ValueLabel = "attention weight";  // caption of the colour bar
     std::string RowAxis = "query", ColAxis = "key";  // the axes' names
     int MapSize = 0;                           // side of the map area in pixels; 0: from the size of the map
-    int MinRowHeight = 0;                      // rows at least this tall in pixels (cells then taller than wide): a few
-                                               // rows over many tokens keep every row's label (12 px fonts: 15)
+    int MinRowHeight = 0;                      // rows at least this tall in pixels at text scale 1, times Text's scale (cells then
+                                               // taller than wide): a few rows over many tokens keep every row's label (12 px fonts: 15)
     float FontSize = 12;
     std::string CellValues;                    // a printf format ("%.3f"): each cell's value written in it, where every cell
                                                // holds its text; empty: none

@@ -640,6 +640,29 @@ TEST_F(FigureTest, FigureTextDropsTitlesAndScalesEveryText) {
     EXPECT_EQ(size_at(kNaN), 10.0f);
 }
 
+// A few rows over many tokens (the lens's layers, a ranking's parts) keep every row's label at any
+// text scale: rows of MinRowHeight at scale 1 kept one label in five at --text-scale 3.
+TEST_F(FigureTest, AFewRowsKeepEveryLabelAtEveryTextScale) {
+    const int rows = 5, cols = 300;
+    const std::vector<float> values(static_cast<size_t>(rows) * cols, 0.5f);
+    for (const float scale : {1.0f, 2.0f, 3.0f}) {
+        SCOPED_TRACE(scale);
+        viz::HeatmapFigureOptions o;
+        o.RowLabels = {"embeddings", "after L0", "after L1", "after L2", "after L3"};
+        o.MinRowHeight = 15;
+        o.MapSize = 900;
+        o.Text.Scale = scale;
+        const Figure f = viz::HeatmapFigure(values.data(), rows, cols, o);
+        for (const std::string& label : o.RowLabels) {
+            int found = 0;
+            for (const viz::FigItem& item : f.Items)
+                if (const auto* t = std::get_if<FigText>(&item); t && t->Text == label) ++found;
+            EXPECT_EQ(found, 1) << label;
+        }
+        EXPECT_TRUE(viz::FigureFits(f));
+    }
+}
+
 TEST_F(FigureTest, HeadsGrid) {
     const int layers = 2, heads = 3, tokens = 5;
     std::vector<float> maps;
