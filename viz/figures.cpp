@@ -350,9 +350,29 @@ std::vector<std::string> VerticalCaptionLines(const ColorBarSpec& s, float heigh
                 best = at;
         return best;
     };
-    if (const size_t comma = nearest(", "); comma != std::string::npos) return {s.caption.substr(0, comma + 1), s.caption.substr(comma + 2)};
-    if (const size_t space = nearest(" "); space != std::string::npos) return {s.caption.substr(0, space), s.caption.substr(space + 1)};
-    return {s.caption};
+    const float most = 1.5f * std::max(height, 120.0f);
+    auto fit = [&](const std::vector<std::string>& lines) {
+        for (const std::string& line : lines)
+            if (MeasureText(line, s.font) + 8 > most) return false;
+        return true;
+    };
+    std::vector<std::string> two;
+    if (const size_t comma = nearest(", "); comma != std::string::npos) two = {s.caption.substr(0, comma + 1), s.caption.substr(comma + 2)};
+    else if (const size_t space = nearest(" "); space != std::string::npos) two = {s.caption.substr(0, space), s.caption.substr(space + 1)};
+    else return {s.caption};
+    if (fit(two)) return two;
+    // Still much longer than the bar (large text beside a few rows: at --text-scale 3 dla_heads'
+    // caption ran 3.5 times its 4-row map down a blank figure): word by word, as many lines as it takes.
+    std::vector<std::string> lines;
+    for (size_t at = 0; at < s.caption.size();) {
+        size_t end = s.caption.find(' ', at);
+        if (end == std::string::npos) end = s.caption.size();
+        const std::string word = s.caption.substr(at, end - at);
+        if (!lines.empty() && MeasureText(lines.back() + " " + word, s.font) + 8 <= most) lines.back() += " " + word;
+        else lines.push_back(word);
+        at = end + 1;
+    }
+    return lines;
 }
 
 // How far down from the bar's top its caption runs: the bar's height, or the caption's length.

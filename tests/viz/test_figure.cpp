@@ -661,6 +661,23 @@ TEST_F(FigureTest, AFewRowsKeepEveryLabelAtEveryTextScale) {
         }
         EXPECT_TRUE(viz::FigureFits(f));
     }
+    // A colour bar's caption much longer than a small map's bar wraps over as many lines as it takes
+    // (two lines at most ran 3.5 times a 4-row map's height down a blank figure at text scale 3).
+    const std::vector<float> four(16, 0.25f);
+    viz::HeatmapFigureOptions o;
+    o.MapSize = 192;
+    o.ValueLabel = "direct logit attribution (logits), mean over positions";
+    o.Text.Scale = 3;
+    const Figure f = viz::HeatmapFigure(four.data(), 4, 4, o);
+    std::string caption;
+    for (const viz::FigItem& item : f.Items)
+        if (const auto* t = std::get_if<FigText>(&item); t && t->Vertical && t->Align == viz::TextAlign::Center && t->Text != o.RowAxis) {
+            EXPECT_LE(viz::MeasureText(t->Text, t->Size) + 8, 1.5f * 192 + 0.5f) << t->Text;
+            caption += (caption.empty() ? "" : " ") + t->Text;
+        }
+    EXPECT_EQ(caption, o.ValueLabel) << "every word, in order";
+    EXPECT_LT(f.Height, 192 + 500) << "no blank band under the map for a caption running down";
+    EXPECT_TRUE(viz::FigureFits(f));
 }
 
 TEST_F(FigureTest, HeadsGrid) {
