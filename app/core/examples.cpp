@@ -141,10 +141,12 @@ std::string BaseBeside(const std::string& model_dir, bool run_step) {
     return "";
 }
 
-std::string WhyNoBaseBeside(const std::string& model_dir) {
+std::string WhyNoBaseBeside(const std::string& model_dir, bool run_step) {
     const fs::path opened = OpenedWeights(model_dir);
     if (opened.empty()) return "";
     const fs::path folder = FolderOf(opened);
+    std::error_code step_ec;
+    const bool outside_only = run_step && fs::is_directory(model_dir, step_ec);  // as BaseBeside's
     // Why one of BaseBeside's places holds nothing it takes; "" where nothing is there.
     auto why_not = [&](const fs::path& base, bool want_folder) -> std::string {
         std::error_code ec;
@@ -169,9 +171,20 @@ std::string WhyNoBaseBeside(const std::string& model_dir) {
         {folder / "lit_model.pth", false}, {folder / "base" / "lit_model.pth", false}, {folder.parent_path() / "base" / "lit_model.pth", false}};
     for (const fs::path& base : BaseFolders(folder)) places.push_back({base, true});
     std::string why;
+    bool inside_said = false;
     const std::string no_model = " holds no model: ";
     for (const auto& [base, want_folder] : places) {
         const std::string reason = why_not(base, want_folder);
+        const fs::path below = base.lexically_normal().lexically_relative(folder.lexically_normal());
+        if (outside_only && !below.empty() && *below.begin() != "..") {
+            // A base inside one step's folder: that step's alone, passed over (a run's steps share one);
+            // said once (a lit folder base/ and its lit_model.pth are one base).
+            if (!inside_said && reason.empty() && fs::exists(fs::symlink_status(base, step_ec)) && (want_folder || !fs::is_directory(base, step_ec))) {
+                why += "; " + model::Quoted((want_folder || base.parent_path() == folder ? base : base.parent_path()).lexically_normal().string()) + " inside this step's own folder is passed over";
+                inside_said = true;
+            }
+            continue;
+        }
         if (reason.empty()) continue;
         // A folder that holds no model for a file already said (its FIFO lit_model.pth): said once.
         if (reason.rfind(no_model, 0) == 0 && why.find(reason.substr(no_model.size())) != std::string::npos) continue;

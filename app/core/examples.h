@@ -60,8 +60,9 @@ std::string BaseBeside(const std::string& model_dir, bool run_step = false);
 // Where BaseBeside found none, why what is in its places was not taken: a lit_model.pth that is
 // the model itself, a FIFO, a link loop or a link to nothing; a folder "base" likewise, or the
 // model's own, or without a model. As a clause to end a message: "; 'ft/base' is a loop of
-// symbolic links". Empty where nothing is there.
-std::string WhyNoBaseBeside(const std::string& model_dir);
+// symbolic links". Empty where nothing is there. `run_step` as BaseBeside's: a base inside the
+// step's own folder is said to be, and why it was passed over.
+std::string WhyNoBaseBeside(const std::string& model_dir, bool run_step = false);
 // What TwinBeside found, for buttons and menus: "its base model (lit_model.pth)" or "its twin".
 std::string TwinBesideLabel(const std::string& twin);
 

@@ -140,9 +140,11 @@ RunStatus Runner::SetCompare(const CompareSpec& compare) {
     if (compare.kind == CompareKind::Base) {
         const std::string dir = compare.base_dir.empty() ? BaseBeside(Info().dir, compare.base_of_the_run) : compare.base_dir;
         if (dir.empty())
-            return RunError{RunError::Kind::Usage, "no base model beside '" + model::EscapeForMessage(Info().dir) +
-                                                       "' (lit_model.pth beside the fine-tuned checkpoint, or a folder base/ inside or beside its folder, or beside the run of a step train kept" +
-                                                       WhyNoBaseBeside(Info().dir) + "): name it with --base DIR"};
+            return RunError{RunError::Kind::Usage,
+                            "no base model beside '" + model::EscapeForMessage(Info().dir) +
+                                (compare.base_of_the_run ? "' (a run's steps share one base: lit_model.pth or a folder base/ beside the steps, or beside the run train kept"
+                                                         : "' (lit_model.pth beside the fine-tuned checkpoint, or a folder base/ inside or beside its folder, or beside the run of a step train kept") +
+                                WhyNoBaseBeside(Info().dir, compare.base_of_the_run) + "): name it with --base DIR"};
         if (dir == m_base) return model::Ok{};
         // The model itself as its base: every SSA - base difference would be 0, and js_drift too.
         std::error_code ec;

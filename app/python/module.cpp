@@ -82,6 +82,7 @@ std::string InPythonWords(std::string message) {
         {"(or --query-form / --value-form)", "(or query_form= / value_form=)"},
         {"or --config FILE", "or config=FILE"},
         {"name it with --base DIR", "name it with base=DIR"},
+        {"name the fine-tune's own with --base DIR", "name the fine-tune's own with base=DIR"},
         {"it needs --lens", "it needs lens=True"},
         {"use --device cpu or auto", "use device=\"cpu\" or \"auto\""},
         {"compare with tau = 1 (--compare vanilla) or a twin", "compare with tau = 1 (compare=\"vanilla\") or a twin"},

@@ -720,6 +720,14 @@ TEST_F(Cli, ExportRunAgainstABaseFollowsTheDecomposition) {
         EXPECT_EQ(beside["steps"][k]["loss_base"], timeline["steps"][k]["loss_base"]) << k;
         EXPECT_EQ(fs::path(beside["steps"][k]["base"].get<std::string>()).lexically_normal(), fs::path(ft + "/base").lexically_normal()) << k;
     }
+    // Without the run's base, a base inside a step's own folder is said to be passed over (the
+    // message listed "a folder base/ inside ... its folder" as a place it looked in).
+    fs::remove_all(ft + "/base");
+    fs::remove_all(ft + "/run/ssa/checkpoint-100");
+    r = Ssaviz({"export", "--run", ft + "/run/ssa", "--compare", "base", "--text", text, "--out", dir + "/out_inside", "--format", "json"});
+    EXPECT_EQ(r.code, 2) << r.err;  // after the progress bar's line
+    EXPECT_NE(r.err.find("checkpoint-200/base' inside this step's own folder is passed over): name it with --base DIR\n"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("inside or beside its folder"), std::string::npos) << r.err;
 }
 
 // A run with --lens: each step's loss read after each layer, on every side (SSA, tau = 1, the base),

@@ -276,6 +276,12 @@ def test_the_engines_advice_in_python_words(small, tmp_path):
     run_cli("init-random", "--out", str(lit), "--family", "pythia", "--layout", "lit", "--layers", "1", "--heads", "2", "--embd", "32")
     os.remove(lit / "lit_config.json")
     calls.append((lambda: ssaviz.load(lit), ValueError, r"needs its lit_config.json beside it, or config=FILE "))
+    # A base found beside the model that does not fit it (it said "name the fine-tune's own with --base DIR").
+    fine_tune = tmp_path / "fine_tune"
+    run_cli("init-random", "--out", str(fine_tune), "--layers", "2", "--heads", "2", "--embd", "32")
+    run_cli("init-random", "--out", str(fine_tune / "base"), "--layers", "1", "--heads", "2", "--embd", "32")
+    calls.append((lambda: ssaviz.load(fine_tune).analyze(TEXT, compare="base"), ValueError,
+                  r"\(found beside the model: name the fine-tune's own with base=DIR\)$"))
     for call, exc, message in calls:
         with pytest.raises(exc, match=message) as info:
             call()
